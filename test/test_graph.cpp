@@ -1,0 +1,309 @@
+// hetero.h part 1: the arena, the graph, finalize(), the text format and DOT output.
+#include <doctest/doctest.h>
+#include <cstring>
+#include <string>
+#include <vector>
+#include "test_helpers.h"
+
+using namespace tessel;
+
+TEST_CASE("arena: fixed buffer is used from its start, aligned, and never overflows") {
+    alignas(64) unsigned char buffer[256];
+    Arena arena(buffer, sizeof buffer);
+    void* a = arena.allocate(10, 1);
+    CHECK(a == buffer);
+    void* b = arena.allocate(8, 64);
+    CHECK(reinterpret_cast<uintptr_t>(b) % 64 == 0);
+    CHECK(b == buffer + 64);
+    CHECK(arena.used() == 72);
+    CHECK(arena.reserved() == sizeof buffer);
+    CHECK(arena.allocate(200, 1) == nullptr);  // 72 + 200 > 256: refused, state unchanged
+    CHECK(arena.used() == 72);
+    CHECK(arena.allocate(184, 1) != nullptr);  // exactly the rest
+    CHECK(arena.allocate(1, 1) == nullptr);
+    CHECK(arena.allocate(SIZE_MAX, 1) == nullptr);
+    CHECK(arena.allocate_array<uint64_t>(SIZE_MAX / 4) == nullptr);  // count * size overflows
+    arena.reset();
+    CHECK(arena.used() == 0);
+    CHECK(arena.allocate(1, 1) == buffer);
+}
+
+TEST_CASE("arena: bad alignment is refused") {
+    Arena arena;
+    CHECK(arena.allocate(8, 3) == nullptr);
+    CHECK(arena.allocate(8, 0) == nullptr);
+}
+
+TEST_CASE("arena: heap blocks grow, large requests get their own block, reset frees") {
+    Arena arena(1024);
+    std::vector<char*> pointers;
+    for (int i = 0; i < 100; ++i) {
+        char* p = static_cast<char*>(arena.allocate(100, 16));
+        REQUIRE(p != nullptr);
+        CHECK(reinterpret_cast<uintptr_t>(p) % 16 == 0);
+        std::memset(p, i, 100);
+        pointers.push_back(p);
+    }
+    for (int i = 0; i < 100; ++i) CHECK(pointers[i][99] == (char)i);  // no overlap
+    char* big = static_cast<char*>(arena.allocate(1 << 20, 4096));
+    REQUIRE(big != nullptr);
+    CHECK(reinterpret_cast<uintptr_t>(big) % 4096 == 0);
+    big[(1 << 20) - 1] = 1;
+    CHECK(arena.reserved() >= (1u << 20));
+    arena.reset();
+    CHECK(arena.used() == 0);
+    CHECK(arena.reserved() == 0);
+}
+
+TEST_CASE("graph: build, finalize, successors, predecessors and topological order") {
+    Arena arena;
+    Graph graph(&arena);
+    NodeId a, b, c;
+    REQUIRE(graph.add_node(NodeSpec{"a", "Input", "CPU", {}, 1}, &a) == Status::Ok);
+    InputRef b_inputs[] = {InputRef::by_id(a), InputRef::by_id(a)};  // reads a twice
+    REQUIRE(graph.add_node(NodeSpec{"b", "Add", "GPU", b_inputs, 2}, &b) == Status::Ok);
+    InputRef c_inputs[] = {InputRef::by_name("b", 1), InputRef::by_id(a, 0, true)};
+    REQUIRE(graph.add_node(NodeSpec{"c", "Reshape", "", c_inputs, 1}, &c) == Status::Ok);
+    REQUIRE(graph.finalize() == Status::Ok);
+    CHECK(graph.node_count() == 3);
+    CHECK(graph.edge_count() == 4);
+    CHECK(graph.successors(a).size == 2);  // b listed once though it reads a twice
+    CHECK(graph.successors(a)[0] == b);
+    CHECK(graph.successors(a)[1] == c);
+    CHECK(graph.predecessors(c).size == 2);
+    CHECK(graph.predecessors(c)[0] == a);
+    CHECK(graph.predecessors(c)[1] == b);
+    CHECK(graph.node(c).inputs[0].producer == b);
+    CHECK(graph.node(c).inputs[0].port == 1);
+    CHECK(graph.node(c).inputs[1].keep_apart == 1);
+    CHECK(graph.node(c).affinity == kNoDevice);
+    CHECK(test::to_string(graph.device_name(graph.node(b).affinity)) == "GPU");
+    CHECK(graph.find("c") == c);
+    CHECK(graph.find("zz") == kNoNode);
+    Span<const NodeId> order = graph.topological_order();
+    CHECK(order[0] == a);
+    CHECK(order[1] == b);
+    CHECK(order[2] == c);
+    CHECK(graph.node(a).op == graph.node(a).op);
+    CHECK(test::to_string(graph.node(b).op) == "Add");
+}
+
+TEST_CASE("graph: ops are interned, so nodes share one copy of an op name") {
+    Arena arena;
+    Graph graph(&arena);
+    REQUIRE(graph.add_node(NodeSpec{"x", "Relu", "", {}, 1}) == Status::Ok);
+    REQUIRE(graph.add_node(NodeSpec{"y", "Relu", "", {}, 1}) == Status::Ok);
+    REQUIRE(graph.finalize() == Status::Ok);
+    CHECK(graph.node(0).op.data == graph.node(1).op.data);
+}
+
+TEST_CASE("graph: attributes and output descriptors") {
+    Arena arena;
+    Graph graph(&arena);
+    NodeId id;
+    REQUIRE(graph.add_node(NodeSpec{"conv", "Conv", "", {}, 1}, &id) == Status::Ok);
+    int64_t pads[] = {1, 1, 1, 1};
+    Attribute attribute;
+    attribute.name = "pads";
+    attribute.kind = AttributeKind::Ints;
+    attribute.ints = Span<const int64_t>(pads, 4);
+    REQUIRE(graph.add_attribute(id, attribute) == Status::Ok);
+    pads[0] = 99;  // the graph holds its own copy
+    Attribute group;
+    group.name = "group";
+    group.i = 2;
+    REQUIRE(graph.add_attribute(id, group) == Status::Ok);
+    const Attribute* found = graph.find_attribute(id, "pads");
+    REQUIRE(found != nullptr);
+    CHECK(found->ints.size == 4);
+    CHECK(found->ints[0] == 1);
+    CHECK(graph.find_attribute(id, "group")->i == 2);
+    CHECK(graph.find_attribute(id, "strides") == nullptr);
+    CHECK(graph.node(id).attributes->next->name == StringView("group"));  // insertion order
+    TensorDesc desc;
+    desc.type = ElementType::Float32;
+    desc.rank = 4;
+    desc.dims[0] = 1; desc.dims[1] = 8; desc.dims[2] = 16; desc.dims[3] = 16;
+    CHECK(graph.node(id).outputs == nullptr);
+    REQUIRE(graph.set_output_desc(id, 0, desc) == Status::Ok);
+    CHECK(graph.node(id).outputs[0].dims[1] == 8);
+    CHECK(graph.set_output_desc(id, 1, desc) == Status::PortOutOfRange);
+    desc.rank = 9;
+    CHECK(graph.set_output_desc(id, 0, desc) == Status::LimitExceeded);
+    CHECK(graph.add_attribute(5, group) == Status::InvalidArgument);
+}
+
+TEST_CASE("graph: every bad input of finalize() has its own status and names the nodes") {
+    Arena arena;
+    SUBCASE("duplicate name") {
+        Graph graph(&arena);
+        CHECK(test::read("a A\nb A a\na B\n", &graph) == Status::DuplicateName);
+        CHECK(std::string(graph.last_error()) == "node name 'a' is used twice (nodes #0 and #2)");
+    }
+    SUBCASE("dangling input by name") {
+        Graph graph(&arena);
+        CHECK(test::read("a A\nb A a zz\n", &graph) == Status::DanglingInput);
+        CHECK(std::string(graph.last_error()) == "node 'b' input 1 names 'zz', which is not a node");
+    }
+    SUBCASE("dangling input by id") {
+        Graph graph(&arena);
+        InputRef inputs[] = {InputRef::by_id(7)};
+        REQUIRE(graph.add_node(NodeSpec{"a", "", "", inputs, 1}) == Status::Ok);
+        CHECK(graph.finalize() == Status::DanglingInput);
+        CHECK(std::string(graph.last_error()) == "node 'a' input 0 refers to node #7, but the graph has 1 nodes");
+    }
+    SUBCASE("port out of range") {
+        Graph graph(&arena);
+        CHECK(test::read("a A outputs=2\nb A a:2\n", &graph) == Status::PortOutOfRange);
+        CHECK(std::string(graph.last_error()) == "node 'b' input 0 reads port 2 of 'a', which has 2 output(s)");
+    }
+    SUBCASE("cycle") {
+        Graph graph(&arena);
+        CHECK(test::read("a A c\nb A a\nc A b\nd A\n", &graph) == Status::Cycle);
+        CHECK(std::string(graph.last_error()) == "cycle through nodes 'a' <- 'c' <- 'b'");
+    }
+    SUBCASE("self loop") {
+        Graph graph(&arena);
+        CHECK(test::read("a A a\n", &graph) == Status::Cycle);
+        CHECK(std::string(graph.last_error()) == "cycle: node 'a' reads its own output");
+    }
+    SUBCASE("cycle behind an acyclic prefix") {
+        Graph graph(&arena);
+        CHECK(test::read("s A\nx A s y\ny A x\n", &graph) == Status::Cycle);
+        CHECK(std::string(graph.last_error()) == "cycle through nodes 'x' <- 'y'");
+    }
+    SUBCASE("empty name") {
+        Graph graph(&arena);
+        CHECK(graph.add_node(NodeSpec{"", "", "", {}, 1}) == Status::InvalidArgument);
+    }
+    SUBCASE("too many devices") {
+        Graph graph(&arena);
+        std::string text;
+        for (int i = 0; i < 65; ++i) text += "n" + std::to_string(i) + " D" + std::to_string(i) + "\n";
+        CHECK(test::read(text, &graph) == Status::LimitExceeded);
+        CHECK(std::string(graph.last_error()) == "line 65: more than 64 devices named by affinities");
+    }
+}
+
+TEST_CASE("text format: every malformed line is a ParseError naming the line") {
+    Arena arena;
+    struct Case { const char* text; const char* message; };
+    const Case cases[] = {
+        {"a\n", "line 1: expected '<name> <affinity> [inputs...]'"},
+        {"a A\n\n  # only a comment\nb\n", "line 4: expected '<name> <affinity> [inputs...]'"},
+        {"!a A\n", "line 1: '!a' is not a node name"},
+        {"a A\nb A !\n", "line 2: '' is not an input name"},
+        {"a A\nb A a:70000\n", "line 2: port in 'a:70000' is out of range (0 to 65535)"},
+        {"a A outputs=0\n", "line 1: bad output count 'outputs=0' (1 to 65535)"},
+        {"a A outputs=x\n", "line 1: bad output count 'outputs=x' (1 to 65535)"},
+        {"a A\nb A =a\n", "line 2: '=a' is not an input name"},
+    };
+    for (const Case& c : cases) {
+        Graph graph(&arena);
+        CAPTURE(c.text);
+        CHECK(test::read(c.text, &graph) == Status::ParseError);
+        CHECK(std::string(graph.last_error()) == c.message);
+    }
+}
+
+TEST_CASE("text format: the hetero seed's graph reads, and writes back the same text") {
+    Arena arena;
+    Graph graph(&arena);
+    const std::string text = "1 A\n2 A 1\n3 A 2\n4 B 2\n5 A 3 4\n6 A 5\n7 A 6\n";
+    REQUIRE(test::read("# the seed's example\n" + text, &graph) == Status::Ok);
+    CHECK(graph.node_count() == 7);
+    CHECK(graph.device_count() == 2);
+    CHECK(test::to_string(graph.device_name(graph.node(graph.find("4")).affinity)) == "B");
+    CHECK(test::write(graph) == text);
+}
+
+TEST_CASE("text format: round trip of ports, constraints, ops, outputs, no affinity, odd names") {
+    Arena arena;
+    const std::string text =
+        "in - op=Input outputs=3\n"
+        "x:y A op=Split in:2 !in\n"
+        "r B op=Reshape x:y:0 !in:1\n"
+        "tab\tC\tr\t# comment\r\n";
+    Graph graph(&arena);
+    REQUIRE(test::read(text, &graph) == Status::Ok);
+    const Node& r = graph.node(graph.find("r"));
+    CHECK(r.inputs[0].producer == graph.find("x:y"));
+    CHECK(r.inputs[1].port == 1);
+    CHECK(r.inputs[1].keep_apart == 1);
+    CHECK(graph.node(graph.find("in")).affinity == kNoDevice);
+    CHECK(graph.node(graph.find("in")).num_outputs == 3);
+    const std::string written = test::write(graph);
+    CHECK(written ==
+          "in - op=Input outputs=3\n"
+          "x:y A op=Split in:2 !in\n"
+          "r B op=Reshape x:y:0 !in:1\n"
+          "tab C r\n");
+    Graph again(&arena);
+    REQUIRE(test::read(written, &again) == Status::Ok);
+    CHECK(test::write(again) == written);
+}
+
+TEST_CASE("text format: names that cannot be tokens are refused by the writer") {
+    Arena arena;
+    Graph graph(&arena);
+    REQUIRE(graph.add_node(NodeSpec{"has space", "", "", {}, 1}) == Status::Ok);
+    REQUIRE(graph.finalize() == Status::Ok);
+    std::string out;
+    CHECK(write_text(graph, test::append_to_string, &out) == Status::InvalidArgument);
+}
+
+TEST_CASE("text format: a line with many inputs") {
+    Arena arena;
+    Graph graph(&arena);
+    std::string text = "";
+    std::string sum = "sum A";
+    for (int i = 0; i < 40; ++i) {
+        text += "n" + std::to_string(i) + " A\n";
+        sum += " n" + std::to_string(i);
+    }
+    REQUIRE(test::read(text + sum + "\n", &graph) == Status::Ok);
+    CHECK(graph.node(graph.find("sum")).num_inputs == 40);
+    CHECK(graph.predecessors(graph.find("sum")).size == 40);
+}
+
+TEST_CASE("graph: a fixed buffer that runs out gives OutOfMemory, never a crash") {
+    std::string text;
+    for (int i = 0; i < 200; ++i) text += "n" + std::to_string(i) + " A" + (i ? " n" + std::to_string(i - 1) : "") + "\n";
+    static unsigned char buffer[1 << 20];
+    size_t enough = 0;
+    for (size_t size = 64; size <= sizeof buffer; size *= 2) {
+        Arena arena(buffer, size);
+        Graph graph(&arena);
+        Status status = test::read(text, &graph);
+        if (status == Status::Ok) { enough = size; break; }
+        CHECK(status == Status::OutOfMemory);
+    }
+    CHECK(enough > 0);
+}
+
+TEST_CASE("graph: a long chain finalizes without recursion") {
+    Arena arena;
+    Graph graph(&arena);
+    const uint32_t n = 200000;
+    for (uint32_t i = 0; i < n; ++i) {
+        InputRef in = InputRef::by_id(i - 1);
+        REQUIRE(graph.add_node(NodeSpec{StringView(("n" + std::to_string(i)).c_str()), "", "A",
+                                        Span<const InputRef>(&in, i ? 1 : 0), 1}) == Status::Ok);
+    }
+    REQUIRE(graph.finalize() == Status::Ok);
+    CHECK(graph.topological_order()[n - 1] == n - 1);
+}
+
+TEST_CASE("dot: nodes coloured by affinity") {
+    Arena arena;
+    Graph graph(&arena);
+    REQUIRE(test::read("1 A\n2 B 1\n3 - 2\n", &graph) == Status::Ok);
+    std::string dot;
+    write_dot(graph, nullptr, test::append_to_string, &dot);
+    CHECK(dot.find("digraph tessel {") == 0);
+    CHECK(dot.find("n0 [label=\"1\\nA\", style=filled, fillcolor=\"#8dd3c7\"]") != std::string::npos);
+    CHECK(dot.find("n1 [label=\"2\\nB\", style=filled, fillcolor=\"#ffffb3\"]") != std::string::npos);
+    CHECK(dot.find("n2 [label=\"3\\n-\", style=filled, fillcolor=\"#ffffff\"]") != std::string::npos);
+    CHECK(dot.find("n0 -> n1;") != std::string::npos);
+    CHECK(dot.find("n1 -> n2;") != std::string::npos);
+}
