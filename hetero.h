@@ -355,10 +355,11 @@ struct BoundaryTensor {
 
 struct Partition {
     PartitionAlgorithm algorithm = PartitionAlgorithm::Rollback;
-    Span<const Subgraph> subgraphs;          // commit order, which is also an execution order
+    Span<const Subgraph> subgraphs;          // commit order
     Span<const uint32_t> subgraph_of;        // per node
     Span<const Placement> placements;        // per node
-    Span<const BoundaryTensor> boundaries;   // unique (producer, port, to_subgraph)
+    Span<const BoundaryTensor> boundaries;   // unique (producer, port, to_subgraph), sorted so
+    Span<const uint32_t> execution_order;    // subgraph indices in an order that respects every boundary
     uint32_t cross_edges = 0;                // input edges whose ends lie in different subgraphs
     const char* last_error() const { return error; }
     char error[256] = {};
@@ -1092,6 +1093,1362 @@ Status write_text(const Graph& graph, WriteFn write, void* user) {
         write(user, "\n", 1);
     }
     return Status::Ok;
+}
+
+// >>partition implementation
+namespace detail {
+
+constexpr uint32_t kUnplaced = 0xffffffffu;
+
+// A growable array in an arena. Growth copies into a new block and leaves the old one to
+// the arena: with doubling, the waste is at most the final size.
+template <class T>
+struct ArenaVector {
+    Arena* arena = nullptr;
+    T* data = nullptr;
+    uint32_t size = 0;
+    uint32_t capacity = 0;
+    bool push(const T& value) {
+        if (size == capacity) {
+            uint32_t grown = capacity ? capacity * 2 : 16;
+            T* bigger = arena->allocate_array<T>(grown);
+            if (!bigger) return false;
+            for (uint32_t i = 0; i < size; ++i) bigger[i] = data[i];
+            data = bigger;
+            capacity = grown;
+        }
+        data[size++] = value;
+        return true;
+    }
+    T& operator[](uint32_t i) { return data[i]; }
+};
+
+template <class T>
+T* fill_array(Arena* arena, size_t count, T value) {
+    T* array = arena->allocate_array<T>(count);
+    if (array)
+        for (size_t i = 0; i < count; ++i) array[i] = value;
+    return array;
+}
+
+// True when `a` and `b` are joined by an input edge marked keep-apart (either direction).
+inline bool keep_apart_edge(const Graph& graph, NodeId a, NodeId b) {
+    const Node& na = graph.node(a);
+    for (uint32_t i = 0; i < na.num_inputs; ++i)
+        if (na.inputs[i].producer == b && na.inputs[i].keep_apart) return true;
+    const Node& nb = graph.node(b);
+    for (uint32_t i = 0; i < nb.num_inputs; ++i)
+        if (nb.inputs[i].producer == a && nb.inputs[i].keep_apart) return true;
+    return false;
+}
+
+// The partition under construction, shared by all algorithms: subgraphs are committed one
+// at a time as sorted node lists.
+struct Builder {
+    const Graph& graph;
+    Arena* arena;
+    uint32_t* subgraph_of;
+    Placement* placements;
+    ArenaVector<Subgraph> subgraphs;
+    Builder(const Graph& g, Arena* a) : graph(g), arena(a), subgraph_of(nullptr), placements(nullptr) {
+        subgraphs.arena = a;
+    }
+    bool init() {
+        subgraph_of = fill_array<uint32_t>(arena, graph.node_count(), kUnplaced);
+        placements = fill_array<Placement>(arena, graph.node_count(), Placement());
+        return subgraph_of && placements;
+    }
+    // nodes: any order, no duplicates; copied and sorted.
+    bool commit(DeviceId device, const NodeId* nodes, uint32_t count) {
+        NodeId* copy = arena->allocate_array<NodeId>(count);
+        if (!copy) return false;
+        for (uint32_t i = 0; i < count; ++i) copy[i] = nodes[i];
+        sort(copy, count);
+        Subgraph subgraph;
+        subgraph.device = device;
+        subgraph.nodes = Span<const NodeId>(copy, count);
+        for (uint32_t i = 0; i < count; ++i) subgraph_of[copy[i]] = subgraphs.size;
+        return subgraphs.push(subgraph);
+    }
+    static void sort(NodeId* a, uint32_t n) {  // heap sort: no recursion, no allocation
+        auto sift = [a](uint32_t i, uint32_t size) {
+            for (;;) {
+                uint32_t largest = i, l = 2 * i + 1, r = l + 1;
+                if (l < size && a[l] > a[largest]) largest = l;
+                if (r < size && a[r] > a[largest]) largest = r;
+                if (largest == i) return;
+                NodeId t = a[i]; a[i] = a[largest]; a[largest] = t;
+                i = largest;
+            }
+        };
+        for (uint32_t i = n / 2; i-- > 0;) sift(i, n);
+        for (uint32_t end = n; end > 1; --end) {
+            NodeId t = a[0]; a[0] = a[end - 1]; a[end - 1] = t;
+            sift(0, end - 1);
+        }
+    }
+};
+
+// ---- rollback -------------------------------------------------------------------------
+//
+// The seed algorithm, per device in priority order: every remaining node of the device not
+// covered by an earlier candidate of this round is a root; a candidate grows depth-first
+// from it (successors, then predecessors, in id order), merging neighbours of the device
+// and rejecting the others; after each merge or rejection the global condition is checked
+// and, while it fails, the last merged node is rolled back (moved to the rejected list).
+// The largest candidate of the round is committed (ties: the earliest root), and rounds
+// repeat until the device has no node left.
+//
+// Global condition. Let Q be the graph in which every committed subgraph is contracted to
+// one node, and B the blocked nodes: this candidate's rejected nodes and every committed
+// node. The candidate S fails when some path of Q leaves S, passes a node of B and returns
+// to S. Seed's version only looks at rejected nodes in G; that misses cycles through
+// committed subgraphs (issue example: A{x,a,c} and B{y,d,b} feed each other).
+//
+// Why the result is acyclic. Invariant: Q is a DAG. It holds at the start (Q = G). When
+// growth ends, every neighbour of S is in S or in B, so any path of Q that leaves S and
+// returns passes a node of B first: the condition forbids exactly such paths, so
+// contracting S keeps Q acyclic. At the end every node is committed (a root alone always
+// passes: Q is a DAG), so Q is the graph of subgraphs, and it is acyclic. Keep-apart
+// neighbours are rejected, never merged, so those pairs always end in different subgraphs.
+//
+// Checking. The naive checker holds the transitive closure of Q as V x V bitsets (the seed's
+// method, with closure rows unioned on each commit) and evaluates the condition from
+// scratch. The scalable checker keeps a topological order of Q (`rank`), restored around
+// each committed subgraph, and marks nodes reached from S forward through Q, `plain` or
+// `tainted` (the path passed a blocked node). A path from S back to S never leaves the
+// ranks below max rank(S), so nodes above it are parked until S reaches further. Merges
+// and rejections only extend the marks; a rollback recomputes them. Candidates are cached
+// per root with the rank window they read; a commit reorders only ranks inside its own
+// window, so a cached candidate whose window is disjoint would grow identically and is reused.
+// Both checkers give the same partition (the property test compares them).
+
+struct RollbackContext {
+    const Graph& graph;
+    Arena* arena;
+    Builder& builder;
+    const PartitionOptions& options;
+    uint32_t n;
+    bool naive;
+
+    // Q's topological order (scalable checker).
+    uint32_t* rank = nullptr;
+    NodeId* order = nullptr;
+
+    // Naive checker: reach[x] = nodes reachable from x in Q (bitset rows of `words` words).
+    uint64_t* reach = nullptr;
+    size_t words = 0;
+    uint64_t* row_scratch = nullptr;
+    uint64_t* s_bits = nullptr;
+
+    // Candidate growth state, stamped so nothing is cleared per candidate.
+    uint32_t growth = 0;
+    uint32_t* in_s = nullptr;      // == growth: in the candidate
+    uint32_t* rejected = nullptr;  // == growth: on the rejected list
+    NodeId* s_list = nullptr;      // candidate nodes in merge order
+    uint32_t s_count = 0;
+    struct Frame { NodeId node; uint32_t next; };
+    Frame* stack = nullptr;
+    uint32_t stack_size = 0;
+    Placement* why_rejected = nullptr;  // per node, for the committed candidate's reasons
+    NodeId* rejected_list = nullptr;
+    uint32_t rejected_count = 0;
+
+    // Scalable checker marks.
+    uint32_t epoch = 0;
+    uint32_t* plain = nullptr;
+    uint32_t* taint = nullptr;
+    NodeId* taint_via = nullptr;
+    uint32_t* jumped = nullptr;    // per committed subgraph: == epoch when expanded
+    NodeId* work = nullptr;
+    uint32_t work_size = 0;
+    NodeId* heap = nullptr;        // parked nodes, min-heap by rank
+    uint32_t heap_size = 0;
+    uint32_t heap_capacity = 0;
+    uint32_t max_rank = 0;
+    uint32_t window_lo = 0, window_hi = 0;
+    NodeId violation = kNoNode;
+
+    // Candidates per root: their nodes and their rejected nodes of the same device (with
+    // the reason), in two ping-pong pools that compact when full. The scalable checker
+    // keeps them across rounds while their rank window is untouched; the naive one drops
+    // them every round.
+    struct Cached { uint32_t offset, count, rejected_offset, rejected_count, lo, hi; bool valid, in_roots; };
+    struct Rejection { NodeId node; Placement why; };
+    Cached* cache = nullptr;
+    NodeId* pool[2] = {nullptr, nullptr};
+    Rejection* rejection_pool[2] = {nullptr, nullptr};
+    uint32_t active = 0;
+    uint32_t pool_size = 0, pool_capacity = 0;
+    uint32_t rejection_size = 0, rejection_capacity = 0;
+    ArenaVector<NodeId> cached_roots;  // roots that may have a valid entry (unique)
+
+    RollbackContext(const Graph& g, Arena* a, Builder& b, const PartitionOptions& o)
+        : graph(g), arena(a), builder(b), options(o), n(g.node_count()), naive(o.naive_closure) {}
+
+    bool committed(NodeId x) const { return builder.subgraph_of[x] != kUnplaced; }
+    bool blocked(NodeId x) const { return rejected[x] == growth || committed(x); }
+
+    void trace(const char* format, ...)
+#if defined(__GNUC__)
+        __attribute__((format(printf, 2, 3)))
+#endif
+    {
+        if (!options.trace) return;
+        char buffer[512];
+        va_list args;
+        va_start(args, format);
+        int length = std::vsnprintf(buffer, sizeof buffer, format, args);
+        va_end(args);
+        if (length > 0) options.trace(options.trace_user, buffer, (size_t)length < sizeof buffer ? (size_t)length : sizeof buffer - 1);
+    }
+    const char* name(NodeId x) const { return graph.node(x).name.data; }  // zero-terminated copies
+    void trace_set(const char* label, const NodeId* nodes, uint32_t count) {
+        if (!options.trace) return;
+        NodeId* sorted = arena->allocate_array<NodeId>(count);
+        if (!sorted) return;
+        for (uint32_t i = 0; i < count; ++i) sorted[i] = nodes[i];
+        Builder::sort(sorted, count);
+        trace("%s[", label);
+        for (uint32_t i = 0; i < count; ++i) trace(i ? ",%s" : "%s", name(sorted[i]));
+        trace("]");
+    }
+
+    Status init() {
+        in_s = fill_array<uint32_t>(arena, n, 0);
+        rejected = fill_array<uint32_t>(arena, n, 0);
+        s_list = arena->allocate_array<NodeId>(n);
+        stack = arena->allocate_array<Frame>(n);
+        why_rejected = fill_array<Placement>(arena, n, Placement());
+        rejected_list = arena->allocate_array<NodeId>(n);
+        if (!in_s || !rejected || !s_list || !stack || !why_rejected || !rejected_list) return Status::OutOfMemory;
+        cached_roots.arena = arena;
+        cache = arena->allocate_array<Cached>(n);
+        if (!cache || !grow_pools(2 * n + 64, n + 64)) return Status::OutOfMemory;
+        for (uint32_t i = 0; i < n; ++i) cache[i].valid = cache[i].in_roots = false;
+        if (naive) {
+            words = ((size_t)n + 63) / 64;
+            if (words && (size_t)n > options.max_closure_bytes / 8 / words) return Status::LimitExceeded;
+            reach = fill_array<uint64_t>(arena, words * n, 0);
+            row_scratch = arena->allocate_array<uint64_t>(words);
+            s_bits = fill_array<uint64_t>(arena, words, 0);
+            if (!reach || !row_scratch || !s_bits) return Status::OutOfMemory;
+            Span<const NodeId> topo = graph.topological_order();
+            for (uint32_t i = n; i-- > 0;) {
+                NodeId x = topo[i];
+                uint64_t* row = reach + (size_t)x * words;
+                for (NodeId y : graph.successors(x)) {
+                    const uint64_t* other = reach + (size_t)y * words;
+                    for (size_t w = 0; w < words; ++w) row[w] |= other[w];
+                    row[y / 64] |= 1ull << (y % 64);
+                }
+            }
+            return Status::Ok;
+        }
+        rank = arena->allocate_array<uint32_t>(n);
+        order = arena->allocate_array<NodeId>(n);
+        plain = fill_array<uint32_t>(arena, n, 0);
+        taint = fill_array<uint32_t>(arena, n, 0);
+        taint_via = arena->allocate_array<NodeId>(n);
+        jumped = fill_array<uint32_t>(arena, n, 0);  // at most n subgraphs
+        work = arena->allocate_array<NodeId>(2 * (size_t)n + 2);
+        heap_capacity = 2 * n + 2;
+        heap = arena->allocate_array<NodeId>(heap_capacity);
+        if (!rank || !order || !plain || !taint || !taint_via || !jumped || !work || !heap)
+            return Status::OutOfMemory;
+        Span<const NodeId> topo = graph.topological_order();
+        for (uint32_t i = 0; i < n; ++i) { order[i] = topo[i]; rank[topo[i]] = i; }
+        return Status::Ok;
+    }
+
+    void widen(NodeId x) {
+        if (naive) return;
+        if (rank[x] < window_lo) window_lo = rank[x];
+        if (rank[x] > window_hi) window_hi = rank[x];
+    }
+
+    // ---- scalable checker
+    void heap_push(NodeId x) {
+        TESSEL_ASSERT(heap_size < heap_capacity);
+        uint32_t i = heap_size++;
+        while (i > 0 && rank[heap[(i - 1) / 2]] > rank[x]) { heap[i] = heap[(i - 1) / 2]; i = (i - 1) / 2; }
+        heap[i] = x;
+    }
+    NodeId heap_pop() {
+        NodeId top = heap[0], last = heap[--heap_size];
+        uint32_t i = 0;
+        for (;;) {
+            uint32_t c = 2 * i + 1;
+            if (c >= heap_size) break;
+            if (c + 1 < heap_size && rank[heap[c + 1]] < rank[heap[c]]) ++c;
+            if (rank[heap[c]] >= rank[last]) break;
+            heap[i] = heap[c];
+            i = c;
+        }
+        if (heap_size) heap[i] = last;
+        return top;
+    }
+    void schedule(NodeId x) {  // expand now, or park above the window
+        if (rank[x] > max_rank) heap_push(x);
+        else work[work_size++] = x;
+    }
+    void visit(NodeId y, bool tainted, NodeId via) {
+        if (in_s[y] == growth) {
+            if (tainted && violation == kNoNode) violation = via;
+            return;
+        }
+        if (tainted) {
+            if (taint[y] == epoch) return;
+            taint[y] = epoch;
+            taint_via[y] = via;
+        } else {
+            if (taint[y] == epoch || plain[y] == epoch) return;
+            plain[y] = epoch;
+        }
+        schedule(y);
+    }
+    void expand(NodeId x) {
+        widen(x);
+        bool start = in_s[x] == growth;
+        bool tainted = !start && (taint[x] == epoch || blocked(x));
+        NodeId via = taint[x] == epoch ? taint_via[x] : x;
+        for (NodeId y : graph.successors(x)) visit(y, tainted, via);
+        uint32_t sub = builder.subgraph_of[x];
+        if (sub != kUnplaced && jumped[sub] != epoch) {  // Q: reaching one node reaches the whole subgraph
+            jumped[sub] = epoch;
+            for (NodeId c : builder.subgraphs[sub].nodes) visit(c, true, via);
+        }
+    }
+    void run() {
+        while (work_size && violation == kNoNode) expand(work[--work_size]);
+    }
+    void raise_max_rank(uint32_t r) {
+        if (r <= max_rank) return;
+        max_rank = r;
+        while (heap_size && rank[heap[0]] <= max_rank) work[work_size++] = heap_pop();
+    }
+    void recompute() {  // from scratch: S shrank
+        if (++epoch == 0) {  // wrapped: clear the stamps once
+            for (uint32_t i = 0; i < n; ++i) plain[i] = taint[i] = jumped[i] = 0;
+            epoch = 1;
+        }
+        work_size = heap_size = 0;
+        violation = kNoNode;
+        max_rank = 0;
+        for (uint32_t i = 0; i < s_count; ++i) if (rank[s_list[i]] > max_rank) max_rank = rank[s_list[i]];
+        for (uint32_t i = 0; i < s_count; ++i) work[work_size++] = s_list[i];
+        run();
+    }
+
+    // ---- naive checker: the condition evaluated from the closure
+    NodeId naive_violation() {
+        for (size_t w = 0; w < words; ++w) row_scratch[w] = 0;
+        for (uint32_t i = 0; i < s_count; ++i) {
+            const uint64_t* row = reach + (size_t)s_list[i] * words;
+            for (size_t w = 0; w < words; ++w) row_scratch[w] |= row[w];
+        }
+        for (size_t w = 0; w < words; ++w) {
+            uint64_t bits = row_scratch[w];
+            while (bits) {
+                NodeId b = (NodeId)(w * 64 + (size_t)__builtin_ctzll(bits));
+                bits &= bits - 1;
+                if (!blocked(b)) continue;
+                const uint64_t* row = reach + (size_t)b * words;
+                for (size_t k = 0; k < words; ++k)
+                    if (row[k] & s_bits[k]) return b;
+            }
+        }
+        return kNoNode;
+    }
+
+    // ---- events
+    void add_to_s(NodeId v) {
+        in_s[v] = growth;
+        s_list[s_count++] = v;
+        if (naive) s_bits[v / 64] |= 1ull << (v % 64);
+    }
+    NodeId check_after_merge(NodeId v) {
+        if (naive) return naive_violation();
+        if (taint[v] == epoch) return taint_via[v];
+        raise_max_rank(rank[v]);
+        work[work_size++] = v;
+        run();
+        return violation;
+    }
+    NodeId check_after_reject(NodeId r) {
+        if (naive) return naive_violation();
+        if (plain[r] == epoch && taint[r] != epoch && rank[r] <= max_rank) work[work_size++] = r;  // now blocked
+        run();
+        return violation;
+    }
+    NodeId rollback_last(NodeId via) {
+        TESSEL_ASSERT(s_count > 1);  // a root alone always passes: Q is a DAG
+        NodeId v = s_list[--s_count];
+        in_s[v] = 0;
+        rejected[v] = growth;
+        rejected_list[rejected_count++] = v;
+        if (naive) s_bits[v / 64] &= ~(1ull << (v % 64));
+        why_rejected[v] = Placement{PlacementReason::CycleThrough, via};
+        trace("  rollback %s: self-reference through %s\n", name(v), name(via));
+        if (naive) return naive_violation();
+        recompute();
+        return violation;
+    }
+    void reject(NodeId r, Placement why) {
+        rejected[r] = growth;
+        rejected_list[rejected_count++] = r;
+        why_rejected[r] = why;
+    }
+
+    NodeId keep_apart_partner_in_s(NodeId v) const {
+        const Node& node = graph.node(v);
+        for (uint32_t i = 0; i < node.num_inputs; ++i)
+            if (node.inputs[i].keep_apart && in_s[node.inputs[i].producer] == growth) return node.inputs[i].producer;
+        for (NodeId c : graph.successors(v))
+            if (in_s[c] == growth && keep_apart_edge(graph, v, c)) return c;
+        return kNoNode;
+    }
+
+    // Grows the candidate of `root`; the result is s_list[0..s_count).
+    void grow(NodeId root, DeviceId device) {
+        if (++growth == 0) {
+            for (uint32_t i = 0; i < n; ++i) in_s[i] = rejected[i] = 0;
+            growth = 1;
+        }
+        if (naive)  // the previous candidate's bits
+            for (uint32_t i = 0; i < s_count; ++i) s_bits[s_list[i] / 64] &= ~(1ull << (s_list[i] % 64));
+        s_count = 0;
+        rejected_count = 0;
+        stack_size = 0;
+        add_to_s(root);
+        if (!naive) {
+            window_lo = window_hi = rank[root];
+            recompute();
+        }
+        trace("  select root %s\n", name(root));
+        stack[stack_size++] = Frame{root, 0};
+        while (stack_size) {
+            Frame& frame = stack[stack_size - 1];
+            if (in_s[frame.node] != growth) { --stack_size; continue; }  // rolled back
+            Span<const NodeId> succ = graph.successors(frame.node);
+            Span<const NodeId> pred = graph.predecessors(frame.node);
+            if (frame.next >= succ.size + pred.size) { --stack_size; continue; }
+            NodeId next = frame.next < succ.size ? succ[frame.next] : pred[frame.next - succ.size];
+            ++frame.next;
+            widen(next);
+            if (in_s[next] == growth || rejected[next] == growth || committed(next)) continue;
+            NodeId violation_via;
+            if (graph.node(next).affinity != device) {
+                reject(next, Placement{PlacementReason::CycleThrough, kNoNode});
+                violation_via = check_after_reject(next);
+                trace("  failed to merge %s: other device%s\n", name(next),
+                      violation_via == kNoNode ? "" : ", self-reference found");
+            } else {
+                NodeId partner = keep_apart_partner_in_s(next);
+                if (partner != kNoNode) {
+                    reject(next, Placement{PlacementReason::KeepApart, partner});
+                    violation_via = check_after_reject(next);
+                    trace("  failed to merge %s: keep apart from %s%s\n", name(next), name(partner),
+                          violation_via == kNoNode ? "" : ", self-reference found");
+                } else {
+                    add_to_s(next);
+                    trace("  merge %s\n", name(next));
+                    violation_via = check_after_merge(next);
+                    if (violation_via == kNoNode) stack[stack_size++] = Frame{next, 0};
+                }
+            }
+            while (violation_via != kNoNode) violation_via = rollback_last(violation_via);
+        }
+        trace_set("  end: ", s_list, s_count);
+        trace("\n");
+    }
+
+    // Contracts a committed subgraph in Q: ranks inside its window are reordered so that
+    // nodes reachable from it follow it and the rest precede it (valid: the condition
+    // guarantees no path leaves it and returns). Returns the window.
+    void contract(uint32_t subgraph_index, uint32_t* lo_out, uint32_t* hi_out) {
+        Span<const NodeId> nodes = builder.subgraphs[subgraph_index].nodes;
+        if (naive) {
+            // U = C and everything C reaches; every row that meets C gains U.
+            for (size_t w = 0; w < words; ++w) row_scratch[w] = 0;
+            for (NodeId c : nodes) {
+                const uint64_t* row = reach + (size_t)c * words;
+                for (size_t w = 0; w < words; ++w) row_scratch[w] |= row[w];
+                row_scratch[c / 64] |= 1ull << (c % 64);
+            }
+            for (NodeId x = 0; x < n; ++x) {
+                uint64_t* row = reach + (size_t)x * words;
+                bool meets = builder.subgraph_of[x] == subgraph_index;
+                for (NodeId c : nodes) if (row[c / 64] & (1ull << (c % 64))) { meets = true; break; }
+                if (meets) for (size_t w = 0; w < words; ++w) row[w] |= row_scratch[w];
+            }
+            return;
+        }
+        uint32_t lo = n, hi = 0;
+        for (NodeId c : nodes) { if (rank[c] < lo) lo = rank[c]; if (rank[c] > hi) hi = rank[c]; }
+        *lo_out = lo;
+        *hi_out = hi;
+        if (++epoch == 0) {
+            for (uint32_t i = 0; i < n; ++i) plain[i] = taint[i] = jumped[i] = 0;
+            epoch = 1;
+        }
+        // Mark (plain) everything in (lo, hi) reachable from C in Q.
+        work_size = 0;
+        jumped[subgraph_index] = epoch;
+        for (NodeId c : nodes) { plain[c] = epoch; work[work_size++] = c; }
+        while (work_size) {
+            NodeId x = work[--work_size];
+            auto reach_node = [&](NodeId y) {
+                if (plain[y] == epoch || rank[y] > hi) return;
+                plain[y] = epoch;
+                work[work_size++] = y;
+            };
+            for (NodeId y : graph.successors(x)) reach_node(y);
+            uint32_t sub = builder.subgraph_of[x];
+            if (sub != kUnplaced && jumped[sub] != epoch) {
+                jumped[sub] = epoch;
+                for (NodeId c : builder.subgraphs[sub].nodes) reach_node(c);
+            }
+        }
+        // Stable three-way split of order[lo..hi]: unreached, C, reached.
+        uint32_t count = hi - lo + 1;
+        NodeId* scratch = work;  // free again, and 2n + 2 long
+        uint32_t k = 0;
+        for (uint32_t i = lo; i <= hi; ++i) {
+            NodeId x = order[i];
+            if (plain[x] != epoch) scratch[k++] = x;
+        }
+        for (uint32_t i = lo; i <= hi; ++i) if (builder.subgraph_of[order[i]] == subgraph_index) scratch[k++] = order[i];
+        for (uint32_t i = lo; i <= hi; ++i) {
+            NodeId x = order[i];
+            if (plain[x] == epoch && builder.subgraph_of[x] != subgraph_index) scratch[k++] = x;
+        }
+        TESSEL_ASSERT(k == count);
+        for (uint32_t i = 0; i < count; ++i) { order[lo + i] = scratch[i]; rank[scratch[i]] = lo + i; }
+        work_size = 0;
+    }
+
+    bool grow_pools(uint32_t nodes, uint32_t rejections) {
+        pool_capacity = nodes;
+        rejection_capacity = rejections;
+        for (int i = 0; i < 2; ++i) {
+            pool[i] = arena->allocate_array<NodeId>(nodes);
+            rejection_pool[i] = arena->allocate_array<Rejection>(rejections);
+            if (!pool[i] || !rejection_pool[i]) return false;
+        }
+        return true;
+    }
+    // Copies the valid entries into the other pool (growing both when half full).
+    bool compact(uint32_t extra_nodes, uint32_t extra_rejections) {
+        uint32_t live_nodes = 0, live_rejections = 0, kept = 0;
+        for (uint32_t i = 0; i < cached_roots.size; ++i) {
+            NodeId r = cached_roots[i];
+            if (!cache[r].valid) { cache[r].in_roots = false; continue; }
+            cached_roots[kept++] = r;
+            live_nodes += cache[r].count;
+            live_rejections += cache[r].rejected_count;
+        }
+        cached_roots.size = kept;
+        NodeId* old_nodes = pool[active];
+        Rejection* old_rejections = rejection_pool[active];
+        if (2 * (live_nodes + extra_nodes) > pool_capacity || 2 * (live_rejections + extra_rejections) > rejection_capacity) {
+            uint32_t nodes = pool_capacity, rejections = rejection_capacity;
+            while (2 * (live_nodes + extra_nodes) > nodes) nodes *= 2;
+            while (2 * (live_rejections + extra_rejections) > rejections) rejections *= 2;
+            if (!grow_pools(nodes, rejections)) return false;
+        }
+        active ^= 1;
+        pool_size = rejection_size = 0;
+        for (uint32_t i = 0; i < cached_roots.size; ++i) {
+            Cached& entry = cache[cached_roots[i]];
+            for (uint32_t k = 0; k < entry.count; ++k) pool[active][pool_size + k] = old_nodes[entry.offset + k];
+            for (uint32_t k = 0; k < entry.rejected_count; ++k)
+                rejection_pool[active][rejection_size + k] = old_rejections[entry.rejected_offset + k];
+            entry.offset = pool_size;
+            entry.rejected_offset = rejection_size;
+            pool_size += entry.count;
+            rejection_size += entry.rejected_count;
+        }
+        return true;
+    }
+    bool store_candidate(NodeId root, DeviceId device) {
+        uint32_t rejections = 0;
+        for (uint32_t k = 0; k < rejected_count; ++k) rejections += graph.node(rejected_list[k]).affinity == device;
+        if (pool_size + s_count > pool_capacity || rejection_size + rejections > rejection_capacity)
+            if (!compact(s_count, rejections)) return false;
+        Cached& entry = cache[root];
+        if (!entry.in_roots) {
+            if (!cached_roots.push(root)) return false;
+            entry.in_roots = true;
+        }
+        entry.offset = pool_size;
+        entry.count = s_count;
+        entry.rejected_offset = rejection_size;
+        entry.rejected_count = rejections;
+        entry.lo = window_lo;
+        entry.hi = window_hi;
+        entry.valid = true;
+        for (uint32_t i = 0; i < s_count; ++i) pool[active][pool_size++] = s_list[i];
+        for (uint32_t k = 0; k < rejected_count; ++k) {
+            NodeId x = rejected_list[k];
+            if (graph.node(x).affinity == device) rejection_pool[active][rejection_size++] = Rejection{x, why_rejected[x]};
+        }
+        return true;
+    }
+    void drop_cache() {
+        for (uint32_t i = 0; i < cached_roots.size; ++i) cache[cached_roots[i]].valid = cache[cached_roots[i]].in_roots = false;
+        cached_roots.size = 0;
+        pool_size = rejection_size = 0;
+    }
+
+    // Reasons of a committed candidate: its nodes are root or grown, unless an earlier
+    // commit pushed them out (then that reason stays); its rejected nodes of the device
+    // remember why, for when they are committed elsewhere.
+    void commit_reasons(const Cached& entry, NodeId root, Placement* pending) {
+        const NodeId* nodes = pool[active] + entry.offset;
+        for (uint32_t i = 0; i < entry.count; ++i) {
+            NodeId x = nodes[i];
+            Placement p = pending[x];
+            if (p.other == kNoNode)
+                p = Placement{x == root ? PlacementReason::Root : PlacementReason::Grown, x == root ? kNoNode : root};
+            builder.placements[x] = p;
+        }
+        const Rejection* rejections = rejection_pool[active] + entry.rejected_offset;
+        for (uint32_t i = 0; i < entry.rejected_count; ++i)
+            if (pending[rejections[i].node].other == kNoNode) pending[rejections[i].node] = rejections[i].why;
+    }
+
+    Status run_device(DeviceId device, Placement* pending) {
+        // Remaining nodes of the device, ascending.
+        ArenaVector<NodeId> remaining;
+        remaining.arena = arena;
+        for (NodeId x = 0; x < n; ++x)
+            if (graph.node(x).affinity == device && !committed(x) && !remaining.push(x)) return Status::OutOfMemory;
+        // The round's candidates in scan order, by root. cover[x]: the root of the first
+        // listed candidate that contains x (stale once that root is no longer listed).
+        NodeId* listed = arena->allocate_array<NodeId>(remaining.size);
+        uint32_t* listed_at = arena->allocate_array<uint32_t>(n);
+        uint32_t* scan_from = arena->allocate_array<uint32_t>(n);  // index in `remaining` of a listed root
+        NodeId* cover = fill_array<NodeId>(arena, n, kNoNode);
+        uint32_t* cover_listing = fill_array<uint32_t>(arena, n, 0);  // which listing of that root
+        uint32_t* listing = fill_array<uint32_t>(arena, n, 0);        // per root: its current listing
+        uint32_t listings = 0;
+        if (!listed || !listed_at || !scan_from || !cover || !cover_listing || !listing) return Status::OutOfMemory;
+        uint32_t listed_count = 0;
+        uint32_t resume = 0;  // index in `remaining` where the scan continues
+        uint32_t left = remaining.size;
+        auto is_listed = [&](NodeId r) {
+            return r != kNoNode && listed_at[r] < listed_count && listed[listed_at[r]] == r;
+        };
+        // Covered: by a candidate still listed, and listed since it covered x (a root may be
+        // listed again with a regrown candidate that no longer contains x).
+        auto is_covered = [&](NodeId x) { return is_listed(cover[x]) && listing[cover[x]] == cover_listing[x]; };
+        for (uint32_t round = 1; left > 0; ++round) {
+            if (options.trace) {
+                trace("%s: round %u, possible roots [", graph.device_name(device).data, round);
+                bool first = true;
+                for (uint32_t i = 0; i < remaining.size; ++i)
+                    if (!committed(remaining[i])) { trace(first ? "%s" : ",%s", name(remaining[i])); first = false; }
+                trace("]\n");
+            }
+            if (naive) { drop_cache(); listed_count = 0; resume = 0; }
+            // Scan: every remaining root not covered by an earlier listed candidate.
+            for (uint32_t i = resume; i < remaining.size; ++i) {
+                NodeId r = remaining[i];
+                if (committed(r) || is_covered(r)) continue;
+                if (!cache[r].valid) {
+                    grow(r, device);
+                    if (!store_candidate(r, device)) return Status::OutOfMemory;
+                } else {
+                    trace("  reuse the candidate of root %s\n", name(r));
+                }
+                listed_at[r] = listed_count;
+                scan_from[r] = i;
+                listed[listed_count++] = r;
+                listing[r] = ++listings;
+                const NodeId* nodes = pool[active] + cache[r].offset;
+                for (uint32_t k = 0; k < cache[r].count; ++k)
+                    if (!is_covered(nodes[k])) { cover[nodes[k]] = r; cover_listing[nodes[k]] = listings; }
+            }
+            resume = remaining.size;
+            // The largest listed candidate; ties go to the earliest root.
+            NodeId best = kNoNode;
+            uint32_t best_count = 0;
+            for (uint32_t i = 0; i < listed_count; ++i) {
+                NodeId r = listed[i];
+                if (r != kNoNode && cache[r].count > best_count) { best = r; best_count = cache[r].count; }
+            }
+            TESSEL_ASSERT(best != kNoNode);  // a remaining node is a root or covered by a listed candidate
+            const Cached entry = cache[best];
+            const NodeId* nodes = pool[active] + entry.offset;
+            trace_set("  commit ", nodes, entry.count);
+            trace("\n");
+            commit_reasons(entry, best, pending);
+            if (!builder.commit(device, nodes, entry.count)) return Status::OutOfMemory;
+            left -= entry.count;
+            cache[best].valid = false;
+            listed[listed_at[best]] = kNoNode;
+            uint32_t lo = 0, hi = 0;
+            contract(builder.subgraphs.size - 1, &lo, &hi);
+            if (naive) continue;
+            // Candidates whose window the commit reordered are stale. The scan restarts at
+            // the first listed one; unlisted ones are dropped the same way.
+            uint32_t first_invalid = listed_count;
+            for (uint32_t i = 0; i < listed_count; ++i) {
+                NodeId r = listed[i];
+                if (r != kNoNode && cache[r].lo <= hi && lo <= cache[r].hi) { first_invalid = i; break; }
+            }
+            uint32_t kept = 0;
+            for (uint32_t i = 0; i < cached_roots.size; ++i) {
+                Cached& c = cache[cached_roots[i]];
+                if (c.valid && c.lo <= hi && lo <= c.hi) c.valid = false;
+                if (c.valid) cached_roots[kept++] = cached_roots[i];
+                else c.in_roots = false;  // its pool space is reclaimed by the next compaction
+            }
+            cached_roots.size = kept;
+            if (first_invalid < listed_count) {
+                resume = scan_from[listed[first_invalid]];
+                listed_count = first_invalid;
+            }
+        }
+        return Status::Ok;
+    }
+};
+
+}  // namespace detail
+
+namespace detail {
+
+template <class T, class Less>
+void heap_sort(T* a, uint32_t n, Less less) {  // no recursion, no allocation
+    auto sift = [&](uint32_t i, uint32_t size) {
+        for (;;) {
+            uint32_t largest = i, l = 2 * i + 1, r = l + 1;
+            if (l < size && less(a[largest], a[l])) largest = l;
+            if (r < size && less(a[largest], a[r])) largest = r;
+            if (largest == i) return;
+            T t = a[i]; a[i] = a[largest]; a[largest] = t;
+            i = largest;
+        }
+    };
+    for (uint32_t i = n / 2; i-- > 0;) sift(i, n);
+    for (uint32_t end = n; end > 1; --end) {
+        T t = a[0]; a[0] = a[end - 1]; a[end - 1] = t;
+        sift(0, end - 1);
+    }
+}
+
+// ---- levels ---------------------------------------------------------------------------
+//
+// The clustering note's idea: an edge weighs 1 when its ends must be apart (keep-apart) or
+// differ in affinity, else 0; level(v) = the longest weighted path to v. Clusters are the
+// connected groups of weight-0 edges whose ends share a level.
+// Why the result is acyclic: for an edge u -> v, level(v) >= level(u) + w. Between two
+// clusters, either w = 1 and the level rises, or w = 0 and level(v) > level(u) (equal levels
+// joined by a weight-0 edge would be one cluster). So levels strictly rise along every
+// edge between clusters, and no cycle of clusters can exist. Keep-apart ends differ in level.
+Status partition_levels(const Graph& graph, Builder& builder) {
+    const uint32_t n = graph.node_count();
+    Arena* arena = builder.arena;
+    uint32_t* level = fill_array<uint32_t>(arena, n, 0);
+    NodeId* parent = arena->allocate_array<NodeId>(n);  // union-find over weight-0 same-level edges
+    NodeId* raised_by = fill_array<NodeId>(arena, n, kNoNode);
+    uint8_t* raised_keep_apart = fill_array<uint8_t>(arena, n, 0);
+    if (!level || !parent || !raised_by || !raised_keep_apart) return Status::OutOfMemory;
+    for (NodeId id : graph.topological_order()) {
+        const Node& node = graph.node(id);
+        for (uint32_t i = 0; i < node.num_inputs; ++i) {
+            NodeId u = node.inputs[i].producer;
+            bool apart = node.inputs[i].keep_apart != 0;
+            uint32_t w = (apart || graph.node(u).affinity != node.affinity) ? 1 : 0;
+            if (level[u] + w > level[id] || (level[u] + w == level[id] && w && raised_by[id] == kNoNode)) {
+                level[id] = level[u] + w;
+                raised_by[id] = w ? u : kNoNode;
+                raised_keep_apart[id] = apart;
+            }
+        }
+    }
+    for (NodeId id = 0; id < n; ++id) parent[id] = id;
+    auto find = [parent](NodeId x) {
+        while (parent[x] != x) { parent[x] = parent[parent[x]]; x = parent[x]; }
+        return x;
+    };
+    for (NodeId id = 0; id < n; ++id) {
+        const Node& node = graph.node(id);
+        for (uint32_t i = 0; i < node.num_inputs; ++i) {
+            NodeId u = node.inputs[i].producer;
+            if (level[u] != level[id] || graph.node(u).affinity != node.affinity || keep_apart_edge(graph, u, id)) continue;
+            NodeId a = find(u), b = find(id);
+            if (a != b) { if (a < b) parent[b] = a; else parent[a] = b; }  // the smallest id leads
+        }
+    }
+    // Clusters in order of (level, leader id): an execution order too.
+    NodeId* leaders = arena->allocate_array<NodeId>(n);
+    uint32_t* members = fill_array<uint32_t>(arena, n, 0);
+    if (!leaders || !members) return Status::OutOfMemory;
+    uint32_t leader_count = 0;
+    for (NodeId id = 0; id < n; ++id) {
+        NodeId root = find(id);
+        if (root == id) leaders[leader_count++] = id;
+        ++members[root];
+    }
+    heap_sort(leaders, leader_count, [level](NodeId a, NodeId b) {
+        return level[a] != level[b] ? level[a] < level[b] : a < b;
+    });
+    // Node lists per cluster by counting sort on the leader.
+    uint32_t* offset = arena->allocate_array<uint32_t>(n);
+    NodeId* grouped = arena->allocate_array<NodeId>(n);
+    if (!offset || !grouped) return Status::OutOfMemory;
+    uint32_t total = 0;
+    for (uint32_t k = 0; k < leader_count; ++k) { offset[leaders[k]] = total; total += members[leaders[k]]; }
+    for (NodeId id = 0; id < n; ++id) grouped[offset[find(id)]++] = id;
+    total = 0;
+    for (uint32_t k = 0; k < leader_count; ++k) {
+        NodeId leader = leaders[k];
+        uint32_t count = members[leader];
+        for (uint32_t i = 0; i < count; ++i) {
+            NodeId x = grouped[total + i];
+            if (raised_by[x] != kNoNode)
+                builder.placements[x] = Placement{raised_keep_apart[x] ? PlacementReason::KeepApart : PlacementReason::DeviceBoundary, raised_by[x]};
+            else
+                builder.placements[x] = Placement{x == leader ? PlacementReason::Root : PlacementReason::Grown, x == leader ? kNoNode : leader};
+        }
+        if (!builder.commit(graph.node(leader).affinity, grouped + total, count)) return Status::OutOfMemory;
+        total += count;
+    }
+    return Status::Ok;
+}
+
+// ---- waves ----------------------------------------------------------------------------
+//
+// Device-ordered topological waves: the current device absorbs every ready node it owns,
+// including nodes that become ready meanwhile; then the next device with ready nodes (in
+// priority order) takes over. A node whose keep-apart producer is in the open wave waits
+// for the next one. Acyclic by construction: a wave reads only from earlier waves and
+// itself, so the commit order is an execution order. O(V + E).
+Status partition_waves(const Graph& graph, Builder& builder, const DeviceId* priority, uint32_t device_count) {
+    const uint32_t n = graph.node_count();
+    Arena* arena = builder.arena;
+    uint32_t* pending = arena->allocate_array<uint32_t>(n);
+    NodeId* ready = arena->allocate_array<NodeId>((size_t)n * device_count);  // a FIFO per device slot
+    uint32_t* head = fill_array<uint32_t>(arena, device_count, 0);
+    uint32_t* tail = fill_array<uint32_t>(arena, device_count, 0);
+    uint32_t* slot_of = fill_array<uint32_t>(arena, 64, 0);
+    NodeId* wave = arena->allocate_array<NodeId>(n);
+    NodeId* deferred = arena->allocate_array<NodeId>(n);
+    uint32_t* in_wave = fill_array<uint32_t>(arena, n, 0);
+    NodeId* last_from = fill_array<NodeId>(arena, n, kNoNode);  // the producer that made a node ready
+    if (!pending || !ready || !head || !tail || !slot_of || !wave || !deferred || !in_wave || !last_from)
+        return Status::OutOfMemory;
+    for (uint32_t s = 0; s < device_count; ++s) slot_of[priority[s]] = s;
+    auto push_ready = [&](NodeId x) {
+        uint32_t s = slot_of[graph.node(x).affinity];
+        ready[(size_t)s * n + tail[s]++] = x;
+    };
+    for (NodeId id = 0; id < n; ++id) {
+        pending[id] = (uint32_t)graph.predecessors(id).size;
+        if (pending[id] == 0) push_ready(id);
+    }
+    uint32_t placed = 0, wave_number = 0, current = 0;
+    bool have_current = false;
+    while (placed < n) {
+        // Next device: first in priority order with ready nodes, another than the last if possible.
+        uint32_t next = device_count;
+        for (uint32_t s = 0; s < device_count; ++s)
+            if (head[s] < tail[s] && !(have_current && s == current)) { next = s; break; }
+        if (next == device_count) next = current;
+        TESSEL_ASSERT(head[next] < tail[next]);  // a DAG always has a ready node
+        current = next;
+        have_current = true;
+        ++wave_number;
+        uint32_t wave_size = 0, deferred_count = 0;
+        while (head[current] < tail[current]) {
+            NodeId x = ready[(size_t)current * n + head[current]++];
+            bool apart = false;
+            const Node& node = graph.node(x);
+            for (uint32_t i = 0; i < node.num_inputs; ++i)
+                if (node.inputs[i].keep_apart && in_wave[node.inputs[i].producer] == wave_number) apart = true;
+            if (apart) { deferred[deferred_count++] = x; continue; }
+            in_wave[x] = wave_number;
+            wave[wave_size++] = x;
+            for (NodeId y : graph.successors(x)) {
+                last_from[y] = x;
+                if (--pending[y] == 0) push_ready(y);
+            }
+        }
+        head[current] = tail[current] = 0;  // drained: the deferred nodes start it again
+        for (uint32_t i = 0; i < deferred_count; ++i) ready[(size_t)current * n + tail[current]++] = deferred[i];
+        if (wave_size == 0) continue;  // only deferred nodes: they open the next wave
+        for (uint32_t i = 0; i < wave_size; ++i) {
+            NodeId x = wave[i];
+            NodeId from = last_from[x];
+            if (from != kNoNode && in_wave[from] != wave_number)
+                builder.placements[x] = Placement{keep_apart_edge(graph, from, x) ? PlacementReason::KeepApart : PlacementReason::DeviceBoundary, from};
+            else
+                builder.placements[x] = Placement{i == 0 ? PlacementReason::Root : PlacementReason::Grown, i == 0 ? kNoNode : wave[0]};
+        }
+        if (!builder.commit(priority[current], wave, wave_size)) return Status::OutOfMemory;
+        placed += wave_size;
+    }
+    return Status::Ok;
+}
+
+// ---- min-size post-pass ---------------------------------------------------------------
+//
+// Moves a subgraph smaller than the minimum into a neighbouring subgraph when the target's
+// device supports all its nodes, no keep-apart edge joins them, and no path of subgraphs
+// leads from one to the other through a third (that path would close a cycle).
+inline bool device_allowed(const Graph& graph, const uint64_t* supported, NodeId x, DeviceId device) {
+    if (graph.node(x).affinity == device) return true;
+    return supported && device < 64 && (supported[x] >> device & 1);
+}
+
+struct SubgraphSearch {  // BFS over subgraphs, with successors found through node edges
+    const Graph& graph;
+    const uint32_t* subgraph_of;
+    NodeId** members;       // per subgraph: node list
+    uint32_t* member_count;
+    uint32_t* seen;
+    uint32_t stamp = 0;
+    uint32_t* queue;
+    // True if `to` is reachable from `from` through at least one other subgraph.
+    bool indirect(uint32_t from, uint32_t to) {
+        ++stamp;
+        uint32_t head = 0, tail = 0;
+        seen[from] = stamp;
+        auto push_successors = [&](uint32_t sub) {
+            for (uint32_t i = 0; i < member_count[sub]; ++i)
+                for (NodeId y : graph.successors(members[sub][i])) {
+                    uint32_t t = subgraph_of[y];
+                    if (seen[t] == stamp || t == to) continue;
+                    seen[t] = stamp;
+                    queue[tail++] = t;
+                }
+        };
+        push_successors(from);
+        while (head < tail) {
+            uint32_t sub = queue[head++];
+            for (uint32_t i = 0; i < member_count[sub]; ++i)
+                for (NodeId y : graph.successors(members[sub][i]))
+                    if (subgraph_of[y] == to) return true;
+            push_successors(sub);
+        }
+        return false;
+    }
+};
+
+Status merge_small_subgraphs(const Graph& graph, Builder& builder, uint32_t minimum, const uint64_t* supported) {
+    const uint32_t count = builder.subgraphs.size;
+    Arena* arena = builder.arena;
+    NodeId** members = arena->allocate_array<NodeId*>(count);
+    uint32_t* member_count = arena->allocate_array<uint32_t>(count);
+    DeviceId* device = arena->allocate_array<DeviceId>(count);
+    uint32_t* seen = fill_array<uint32_t>(arena, count, 0);
+    uint32_t* queue = arena->allocate_array<uint32_t>(count);
+    NodeId* storage = arena->allocate_array<NodeId>(graph.node_count());
+    if (!members || !member_count || !device || !seen || !queue || !storage) return Status::OutOfMemory;
+    // Merged lists share one array: a subgraph's nodes move into another's slot lazily,
+    // so keep each list separately sized in the arena instead.
+    (void)storage;
+    for (uint32_t k = 0; k < count; ++k) {
+        member_count[k] = (uint32_t)builder.subgraphs[k].nodes.size;
+        members[k] = arena->allocate_array<NodeId>(graph.node_count() < 1 ? 1 : member_count[k]);
+        if (!members[k]) return Status::OutOfMemory;
+        for (uint32_t i = 0; i < member_count[k]; ++i) members[k][i] = builder.subgraphs[k].nodes[i];
+        device[k] = builder.subgraphs[k].device;
+    }
+    SubgraphSearch search{graph, builder.subgraph_of, members, member_count, seen, 0, queue};
+    bool changed = true;
+    while (changed) {
+        changed = false;
+        for (uint32_t x = 0; x < count; ++x) {
+            if (member_count[x] == 0 || member_count[x] >= minimum) continue;
+            // Neighbouring subgraphs in order of first encounter (inputs first).
+            for (uint32_t pass = 0; pass < 2; ++pass) {
+                uint32_t target = kUnplaced;
+                for (uint32_t i = 0; i < member_count[x] && target == kUnplaced; ++i) {
+                    NodeId v = members[x][i];
+                    Span<const NodeId> neighbours = pass == 0 ? graph.predecessors(v) : graph.successors(v);
+                    for (NodeId u : neighbours) {
+                        uint32_t y = builder.subgraph_of[u];
+                        if (y == x) continue;
+                        bool ok = true;
+                        for (uint32_t j = 0; j < member_count[x] && ok; ++j)
+                            ok = device_allowed(graph, supported, members[x][j], device[y]);
+                        for (uint32_t j = 0; j < member_count[x] && ok; ++j) {
+                            NodeId a = members[x][j];
+                            for (NodeId b : graph.predecessors(a)) if (builder.subgraph_of[b] == y && keep_apart_edge(graph, a, b)) ok = false;
+                            for (NodeId b : graph.successors(a)) if (builder.subgraph_of[b] == y && keep_apart_edge(graph, a, b)) ok = false;
+                        }
+                        if (ok && (search.indirect(x, y) || search.indirect(y, x))) ok = false;
+                        if (ok) { target = y; break; }
+                    }
+                }
+                if (target == kUnplaced) continue;
+                NodeId* merged = arena->allocate_array<NodeId>(member_count[x] + member_count[target]);
+                if (!merged) return Status::OutOfMemory;
+                uint32_t m = 0;
+                for (uint32_t i = 0; i < member_count[target]; ++i) merged[m++] = members[target][i];
+                for (uint32_t i = 0; i < member_count[x]; ++i) {
+                    NodeId v = members[x][i];
+                    merged[m++] = v;
+                    builder.subgraph_of[v] = target;
+                    builder.placements[v] = Placement{PlacementReason::Merged, members[target][0]};
+                }
+                members[target] = merged;
+                member_count[target] = m;
+                member_count[x] = 0;
+                changed = true;
+                break;
+            }
+        }
+    }
+    // Rebuild the subgraph list without the emptied ones, keeping commit order.
+    ArenaVector<Subgraph> rebuilt;
+    rebuilt.arena = arena;
+    uint32_t* renumber = arena->allocate_array<uint32_t>(count);
+    if (!renumber) return Status::OutOfMemory;
+    for (uint32_t k = 0; k < count; ++k) {
+        renumber[k] = kUnplaced;
+        if (member_count[k] == 0) continue;
+        Builder::sort(members[k], member_count[k]);
+        Subgraph subgraph;
+        subgraph.device = device[k];
+        subgraph.nodes = Span<const NodeId>(members[k], member_count[k]);
+        renumber[k] = rebuilt.size;
+        if (!rebuilt.push(subgraph)) return Status::OutOfMemory;
+    }
+    for (NodeId v = 0; v < graph.node_count(); ++v) builder.subgraph_of[v] = renumber[builder.subgraph_of[v]];
+    builder.subgraphs = rebuilt;
+    return Status::Ok;
+}
+
+}  // namespace detail
+
+const char* algorithm_name(PartitionAlgorithm algorithm) {
+    switch (algorithm) {
+        case PartitionAlgorithm::Rollback: return "rollback";
+        case PartitionAlgorithm::Levels: return "levels";
+        case PartitionAlgorithm::Waves: return "waves";
+    }
+    return "unknown";
+}
+
+Status parse_algorithm(StringView name, PartitionAlgorithm* algorithm) {
+    const PartitionAlgorithm all[] = {PartitionAlgorithm::Rollback, PartitionAlgorithm::Levels, PartitionAlgorithm::Waves};
+    for (PartitionAlgorithm a : all)
+        if (name == StringView(algorithm_name(a))) { *algorithm = a; return Status::Ok; }
+    return Status::InvalidArgument;
+}
+
+const char* reason_name(PlacementReason reason) {
+    switch (reason) {
+        case PlacementReason::Root: return "root";
+        case PlacementReason::Grown: return "grown";
+        case PlacementReason::CycleThrough: return "cycle-through";
+        case PlacementReason::KeepApart: return "keep-apart";
+        case PlacementReason::DeviceBoundary: return "device-boundary";
+        case PlacementReason::Merged: return "merged";
+    }
+    return "unknown";
+}
+
+namespace detail {
+#if defined(__GNUC__)
+__attribute__((format(printf, 3, 4)))
+#endif
+inline Status partition_fail(Partition* result, Status status, const char* format, ...) {
+    va_list args;
+    va_start(args, format);
+    format_message(result->error, sizeof result->error, format, args);
+    va_end(args);
+    return status;
+}
+
+// Execution order of the subgraphs, boundary tensors and cross-edge count.
+Status finish_partition(const Graph& graph, Builder& builder, Partition* result) {
+    Arena* arena = builder.arena;
+    const uint32_t n = graph.node_count();
+    const uint32_t count = builder.subgraphs.size;
+    struct Crossing { NodeId producer; uint32_t port; NodeId consumer; uint32_t to; };
+    ArenaVector<Crossing> crossings;
+    crossings.arena = arena;
+    uint32_t cross_edges = 0;
+    for (NodeId v = 0; v < n; ++v) {
+        const Node& node = graph.node(v);
+        for (uint32_t i = 0; i < node.num_inputs; ++i) {
+            NodeId p = node.inputs[i].producer;
+            if (builder.subgraph_of[p] == builder.subgraph_of[v]) continue;
+            ++cross_edges;
+            if (!crossings.push(Crossing{p, node.inputs[i].port, v, builder.subgraph_of[v]})) return Status::OutOfMemory;
+        }
+    }
+    heap_sort(crossings.data, crossings.size, [](const Crossing& a, const Crossing& b) {
+        if (a.producer != b.producer) return a.producer < b.producer;
+        if (a.port != b.port) return a.port < b.port;
+        if (a.to != b.to) return a.to < b.to;
+        return a.consumer < b.consumer;
+    });
+    BoundaryTensor* boundaries = arena->allocate_array<BoundaryTensor>(crossings.size);
+    if (!boundaries) return Status::OutOfMemory;
+    uint32_t boundary_count = 0;
+    for (uint32_t i = 0; i < crossings.size; ++i) {
+        const Crossing& c = crossings[i];
+        if (boundary_count && boundaries[boundary_count - 1].producer == c.producer &&
+            boundaries[boundary_count - 1].port == c.port && boundaries[boundary_count - 1].to_subgraph == c.to)
+            continue;
+        boundaries[boundary_count++] = BoundaryTensor{c.producer, c.port, c.consumer, builder.subgraph_of[c.producer], c.to};
+    }
+    result->subgraphs = Span<const Subgraph>(builder.subgraphs.data, count);
+    result->subgraph_of = Span<const uint32_t>(builder.subgraph_of, n);
+    result->placements = Span<const Placement>(builder.placements, n);
+    result->boundaries = Span<const BoundaryTensor>(boundaries, boundary_count);
+    result->cross_edges = cross_edges;
+    // Execution order: Kahn over subgraphs, smallest commit index first among the ready.
+    uint32_t* indegree = fill_array<uint32_t>(arena, count, 0);
+    uint32_t* execution = arena->allocate_array<uint32_t>(count);
+    if (!indegree || !execution) return Status::OutOfMemory;
+    // Edges between subgraphs, deduplicated through the sorted boundaries (producer side
+    // may repeat per consumer subgraph; a pair counted twice is harmless for Kahn if it is
+    // also decremented twice, so count every boundary).
+    uint32_t* out_offset = fill_array<uint32_t>(arena, (size_t)count + 1, 0);
+    uint32_t* out = arena->allocate_array<uint32_t>(boundary_count);
+    if (!out_offset || !out) return Status::OutOfMemory;
+    for (uint32_t i = 0; i < boundary_count; ++i) ++out_offset[boundaries[i].from_subgraph + 1];
+    for (uint32_t k = 0; k < count; ++k) out_offset[k + 1] += out_offset[k];
+    uint32_t* cursor = arena->allocate_array<uint32_t>((size_t)count + 1);
+    if (!cursor) return Status::OutOfMemory;
+    for (uint32_t k = 0; k <= count; ++k) cursor[k] = out_offset[k];
+    for (uint32_t i = 0; i < boundary_count; ++i) {
+        out[cursor[boundaries[i].from_subgraph]++] = boundaries[i].to_subgraph;
+        ++indegree[boundaries[i].to_subgraph];
+    }
+    // Min-heap of ready subgraph indices.
+    uint32_t* heap = arena->allocate_array<uint32_t>(count);
+    if (!heap) return Status::OutOfMemory;
+    uint32_t heap_size = 0, done = 0;
+    auto push = [&](uint32_t k) {
+        uint32_t i = heap_size++;
+        while (i > 0 && heap[(i - 1) / 2] > k) { heap[i] = heap[(i - 1) / 2]; i = (i - 1) / 2; }
+        heap[i] = k;
+    };
+    auto pop = [&]() {
+        uint32_t top = heap[0], last = heap[--heap_size], i = 0;
+        for (;;) {
+            uint32_t c = 2 * i + 1;
+            if (c >= heap_size) break;
+            if (c + 1 < heap_size && heap[c + 1] < heap[c]) ++c;
+            if (heap[c] >= last) break;
+            heap[i] = heap[c];
+            i = c;
+        }
+        if (heap_size) heap[i] = last;
+        return top;
+    };
+    for (uint32_t k = 0; k < count; ++k) if (indegree[k] == 0) push(k);
+    while (heap_size) {
+        uint32_t k = pop();
+        execution[done++] = k;
+        for (uint32_t e = out_offset[k]; e < out_offset[k + 1]; ++e) if (--indegree[out[e]] == 0) push(out[e]);
+    }
+    TESSEL_ASSERT(done == count);  // every algorithm's result is acyclic
+    result->execution_order = Span<const uint32_t>(execution, count);
+    return Status::Ok;
+}
+}  // namespace detail
+
+Status partition(const Graph& graph, const PartitionOptions& options, Arena* arena, Partition* result) {
+    result->error[0] = 0;
+    result->algorithm = options.algorithm;
+    result->subgraphs = Span<const Subgraph>();
+    result->subgraph_of = Span<const uint32_t>();
+    result->placements = Span<const Placement>();
+    result->boundaries = Span<const BoundaryTensor>();
+    result->execution_order = Span<const uint32_t>();
+    result->cross_edges = 0;
+    if (!graph.finalized()) return detail::partition_fail(result, Status::NotFinalized, "partition: the graph is not finalized");
+    const uint32_t n = graph.node_count();
+    // Device priority: the given order, or order of first appearance (device ids).
+    DeviceId priority[64];
+    uint32_t device_count = 0;
+    if (options.devices.size) {
+        if (options.devices.size > 64) return detail::partition_fail(result, Status::LimitExceeded, "more than 64 devices");
+        for (StringView name : options.devices) {
+            DeviceId id = graph.find_device(name);
+            for (uint32_t k = 0; k < device_count; ++k)
+                if (id != kNoDevice && priority[k] == id)
+                    return detail::partition_fail(result, Status::InvalidArgument, "device '%.*s' is listed twice", (int)name.size, name.data);
+            if (id == kNoDevice) continue;  // a listed device no node uses
+            priority[device_count++] = id;
+        }
+    } else {
+        for (uint32_t d = 0; d < graph.device_count(); ++d) priority[device_count++] = (DeviceId)d;
+    }
+    bool listed[64] = {};
+    for (uint32_t k = 0; k < device_count; ++k) listed[priority[k]] = true;
+    for (NodeId id = 0; id < n; ++id) {
+        const Node& node = graph.node(id);
+        if (node.affinity == kNoDevice)
+            return detail::partition_fail(result, Status::InvalidArgument, "node '%s' has no affinity", node.name.data);
+        if (!listed[node.affinity])
+            return detail::partition_fail(result, Status::InvalidArgument, "node '%s' has affinity '%s', which is not in the device list",
+                                          node.name.data, graph.device_name(node.affinity).data);
+    }
+    detail::Builder builder(graph, arena);
+    if (!builder.init()) return detail::partition_fail(result, Status::OutOfMemory, "out of memory");
+    Status status = Status::Ok;
+    switch (options.algorithm) {
+        case PartitionAlgorithm::Rollback: {
+            detail::RollbackContext context(graph, arena, builder, options);
+            status = context.init();
+            if (status == Status::LimitExceeded)
+                return detail::partition_fail(result, status, "naive closure needs %zu bytes, above max_closure_bytes=%zu",
+                                              (size_t)n * (((size_t)n + 63) / 64) * 8, options.max_closure_bytes);
+            Placement* pending = detail::fill_array<Placement>(arena, n, Placement());
+            if (!pending) status = Status::OutOfMemory;
+            for (uint32_t k = 0; k < device_count && status == Status::Ok; ++k) status = context.run_device(priority[k], pending);
+            break;
+        }
+        case PartitionAlgorithm::Levels: status = detail::partition_levels(graph, builder); break;
+        case PartitionAlgorithm::Waves: status = detail::partition_waves(graph, builder, priority, device_count); break;
+    }
+    if (status == Status::Ok && options.min_subgraph_size > 1)
+        status = detail::merge_small_subgraphs(graph, builder, options.min_subgraph_size, options.supported);
+    if (status == Status::Ok) status = detail::finish_partition(graph, builder, result);
+    if (status != Status::Ok) return detail::partition_fail(result, status, "partition: %s", status_name(status));
+    return Status::Ok;
+}
+
+// >>check_partition
+Status check_partition(const Graph& graph, Partition* partition, const uint64_t* supported) {
+    const uint32_t n = graph.node_count();
+    const uint32_t count = (uint32_t)partition->subgraphs.size;
+    if (!graph.finalized()) return detail::partition_fail(partition, Status::NotFinalized, "the graph is not finalized");
+    if (partition->subgraph_of.size != n)
+        return detail::partition_fail(partition, Status::InvalidPartition, "subgraph_of has %zu entries for %u nodes",
+                                      partition->subgraph_of.size, n);
+    // Scratch: seen-per-node, then subgraph in-degrees and a queue for Kahn.
+    size_t bytes = sizeof(uint32_t) * ((size_t)n + 2 * (size_t)count + 2);
+    uint32_t* scratch = static_cast<uint32_t*>(TESSEL_MALLOC(bytes));
+    if (!scratch) return detail::partition_fail(partition, Status::OutOfMemory, "out of memory checking a partition");
+    struct Free { void* p; ~Free() { TESSEL_FREE(p); } } free_scratch{scratch};
+    uint32_t* seen = scratch;
+    for (uint32_t i = 0; i < n; ++i) seen[i] = detail::kUnplaced;
+    for (uint32_t k = 0; k < count; ++k) {
+        const Subgraph& subgraph = partition->subgraphs[k];
+        if (subgraph.nodes.size == 0) return detail::partition_fail(partition, Status::InvalidPartition, "subgraph %u is empty", k);
+        for (NodeId v : subgraph.nodes) {
+            if (v >= n) return detail::partition_fail(partition, Status::InvalidPartition, "subgraph %u lists node #%u, which does not exist", k, v);
+            const char* name = graph.node(v).name.data;
+            if (seen[v] != detail::kUnplaced)
+                return detail::partition_fail(partition, Status::InvalidPartition, "node '%s' is in subgraphs %u and %u", name, seen[v], k);
+            seen[v] = k;
+            if (partition->subgraph_of[v] != k)
+                return detail::partition_fail(partition, Status::InvalidPartition, "node '%s' is listed in subgraph %u but subgraph_of says %u",
+                                              name, k, partition->subgraph_of[v]);
+            if (!detail::device_allowed(graph, supported, v, subgraph.device))
+                return detail::partition_fail(partition, Status::InvalidPartition, "node '%s' (affinity %s) is in subgraph %u of device %s",
+                                              name, graph.device_name(graph.node(v).affinity).data, k, graph.device_name(subgraph.device).data);
+        }
+    }
+    for (NodeId v = 0; v < n; ++v)
+        if (seen[v] == detail::kUnplaced)
+            return detail::partition_fail(partition, Status::InvalidPartition, "node '%s' is in no subgraph", graph.node(v).name.data);
+    uint32_t cross = 0;
+    for (NodeId v = 0; v < n; ++v) {
+        const Node& node = graph.node(v);
+        for (uint32_t i = 0; i < node.num_inputs; ++i) {
+            NodeId p = node.inputs[i].producer;
+            if (seen[p] == seen[v]) {
+                if (node.inputs[i].keep_apart)
+                    return detail::partition_fail(partition, Status::InvalidPartition, "keep-apart nodes '%s' and '%s' share subgraph %u",
+                                                  graph.node(p).name.data, node.name.data, seen[v]);
+                continue;
+            }
+            ++cross;
+            bool found = false;  // boundaries are sorted by (producer, port, to)
+            for (const BoundaryTensor& b : partition->boundaries)
+                if (b.producer == p && b.port == node.inputs[i].port && b.to_subgraph == seen[v] && b.from_subgraph == seen[p]) { found = true; break; }
+            if (!found)
+                return detail::partition_fail(partition, Status::InvalidPartition, "no boundary tensor for '%s' port %u into subgraph %u",
+                                              graph.node(p).name.data, node.inputs[i].port, seen[v]);
+        }
+    }
+    if (cross != partition->cross_edges)
+        return detail::partition_fail(partition, Status::InvalidPartition, "cross_edges says %u, counted %u", partition->cross_edges, cross);
+    // Acyclic graph of subgraphs, and execution_order a topological order of it.
+    uint32_t* position = scratch + n;
+    if (partition->execution_order.size != count)
+        return detail::partition_fail(partition, Status::InvalidPartition, "execution_order has %zu entries for %u subgraphs",
+                                      partition->execution_order.size, count);
+    for (uint32_t k = 0; k < count; ++k) position[k] = detail::kUnplaced;
+    for (uint32_t i = 0; i < count; ++i) {
+        uint32_t k = partition->execution_order[i];
+        if (k >= count || position[k] != detail::kUnplaced)
+            return detail::partition_fail(partition, Status::InvalidPartition, "execution_order is not a permutation");
+        position[k] = i;
+    }
+    for (NodeId v = 0; v < n; ++v)
+        for (NodeId p : graph.predecessors(v))
+            if (seen[p] != seen[v] && position[seen[p]] > position[seen[v]]) {
+                // Either the order is wrong or the subgraphs form a cycle: tell which.
+                uint32_t* indegree = scratch + n + count;
+                for (uint32_t k = 0; k < count; ++k) indegree[k] = 0;
+                // Count subgraph edges with multiplicity (node edges), then Kahn by rescanning.
+                for (NodeId x = 0; x < n; ++x)
+                    for (NodeId q : graph.predecessors(x)) if (seen[q] != seen[x]) ++indegree[seen[x]];
+                uint32_t removed = 0;
+                bool progress = true;
+                while (progress) {  // quadratic, but only on the error path
+                    progress = false;
+                    for (uint32_t k = 0; k < count; ++k) {
+                        if (indegree[k] != 0) continue;
+                        indegree[k] = detail::kUnplaced;
+                        ++removed;
+                        progress = true;
+                        for (NodeId x : partition->subgraphs[k].nodes)
+                            for (NodeId y : graph.successors(x)) if (seen[y] != k && indegree[seen[y]] != detail::kUnplaced) --indegree[seen[y]];
+                    }
+                }
+                if (removed < count)
+                    return detail::partition_fail(partition, Status::InvalidPartition, "the graph of subgraphs has a cycle (through subgraph %u)",
+                                                  seen[v]);
+                return detail::partition_fail(partition, Status::InvalidPartition, "execution_order runs subgraph %u before its producer %u",
+                                              seen[v], seen[p]);
+            }
+    return Status::Ok;
+}
+
+Status assign_affinities(Graph* graph, Span<const StringView> devices, const uint64_t* supported) {
+    DeviceId ids[64];
+    if (devices.size > 64) return graph->fail(Status::LimitExceeded, "more than 64 devices");
+    for (size_t i = 0; i < devices.size; ++i) {
+        Status status = graph->intern_device(devices[i], &ids[i]);
+        if (status != Status::Ok) return status;
+    }
+    for (NodeId v = 0; v < graph->node_count(); ++v) {
+        if (graph->node(v).affinity != kNoDevice) continue;
+        bool done = false;
+        for (size_t i = 0; i < devices.size && !done; ++i)
+            if (ids[i] < 64 && supported && (supported[v] >> ids[i] & 1)) {
+                Status status = graph->set_affinity(v, devices[i]);
+                if (status != Status::Ok) return status;
+                done = true;
+            }
+        if (!done) return graph->fail(Status::InvalidArgument, "no listed device supports node '%s'", graph->node(v).name.data);
+    }
+    return Status::Ok;
+}
+
+void write_placements(const Graph& graph, const Partition& partition, WriteFn write, void* user) {
+    for (NodeId v = 0; v < graph.node_count() && v < partition.subgraph_of.size; ++v) {
+        const Node& node = graph.node(v);
+        uint32_t k = partition.subgraph_of[v];
+        const Placement& p = partition.placements[v];
+        detail::write_format(write, user, "%s %s subgraph=%u %s%s%s\n", node.name.data,
+                             graph.device_name(partition.subgraphs[k].device).data, k, reason_name(p.reason),
+                             p.other != kNoNode ? " " : "", p.other != kNoNode ? graph.node(p.other).name.data : "");
+    }
 }
 
 // >>dot implementation

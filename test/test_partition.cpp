@@ -1,0 +1,428 @@
+// hetero.h part 2: the partitioners (rollback, levels, waves), constraints, the post-pass,
+// check_partition and reasons.
+#include <doctest/doctest.h>
+#include <algorithm>
+#include <random>
+#include <string>
+#include <vector>
+#include "test_helpers.h"
+
+using namespace tessel;
+
+namespace {
+
+// "<device>: <names in id order>" per subgraph, in commit order, like `tessel partition`.
+std::string describe(const Graph& graph, const Partition& p) {
+    std::string out;
+    for (const Subgraph& s : p.subgraphs) {
+        out += test::to_string(graph.device_name(s.device)) + ":";
+        for (NodeId v : s.nodes) out += " " + test::to_string(graph.node(v).name);
+        out += "\n";
+    }
+    return out;
+}
+
+struct Run {
+    Arena arena;
+    Graph graph{&arena};
+    Partition result;
+    std::string trace;
+    Status status = Status::Ok;
+    Run(const std::string& text, PartitionAlgorithm algorithm, bool naive = false, bool with_trace = false,
+        std::vector<std::string> devices = {}) {
+        REQUIRE(test::read(text, &graph) == Status::Ok);
+        std::vector<StringView> views;
+        for (const std::string& d : devices) views.push_back(StringView(d.data(), d.size()));
+        PartitionOptions options;
+        options.algorithm = algorithm;
+        options.naive_closure = naive;
+        options.devices = Span<const StringView>(views.data(), views.size());
+        if (with_trace) { options.trace = test::append_to_string; options.trace_user = &trace; }
+        status = partition(graph, options, &arena, &result);
+    }
+    std::string text() { return describe(graph, result); }
+    Status check() { return check_partition(graph, &result); }
+};
+
+const char* kSeedGraph = "1 A\n2 A 1\n3 A 2\n4 B 2\n5 A 3 4\n6 A 5\n7 A 6\n";
+const char* kDeadlockGraph = "x A\ny B\na A x\nd B y\nb B a y\nc A x d\n";
+// The clustering note's graphs: X0 is unsupported (device CPU), B0 needs A0's value, and in
+// graph0 also A4's value.
+const char* kNoteGraph0 = "A0 ACC\nA1 ACC A0\nA2 ACC A1 A0\nX0 CPU A2\nA3 ACC X0\nA4 ACC X0\nB0 ACC !A0 !A4\n";
+const char* kNoteGraph1 = "A0 ACC\nA1 ACC A0\nA2 ACC A1 A0\nX0 CPU A2\nA3 ACC X0\nA4 ACC X0\nB0 ACC !A0 A4\n";
+
+}  // namespace
+
+TEST_CASE("rollback: the hetero seed's example gives exactly its partition") {
+    for (bool naive : {false, true}) {
+        Run run(kSeedGraph, PartitionAlgorithm::Rollback, naive);
+        REQUIRE(run.status == Status::Ok);
+        CHECK(run.text() == "A: 3 5 6 7\nA: 1 2\nB: 4\n");
+        CHECK(run.check() == Status::Ok);
+        CHECK(run.result.cross_edges == 3);
+        CHECK(run.result.boundaries.size == 3);
+    }
+}
+
+TEST_CASE("rollback: the trace follows the seed's steps") {
+    Run run(kSeedGraph, PartitionAlgorithm::Rollback, false, true);
+    REQUIRE(run.status == Status::Ok);
+    CHECK(run.trace ==
+          "A: round 1, possible roots [1,2,3,5,6,7]\n"
+          "  select root 1\n"
+          "  merge 2\n"
+          "  merge 3\n"
+          "  merge 5\n"
+          "  merge 6\n"
+          "  merge 7\n"
+          "  failed to merge 4: other device, self-reference found\n"
+          "  rollback 7: self-reference through 4\n"
+          "  rollback 6: self-reference through 4\n"
+          "  rollback 5: self-reference through 4\n"
+          "  end: [1,2,3]\n"
+          "  select root 5\n"
+          "  merge 6\n"
+          "  merge 7\n"
+          "  merge 3\n"
+          "  merge 2\n"
+          "  failed to merge 4: other device, self-reference found\n"
+          "  rollback 2: self-reference through 4\n"
+          "  end: [3,5,6,7]\n"
+          "  commit [3,5,6,7]\n"
+          "A: round 2, possible roots [1,2]\n"
+          "  select root 1\n"
+          "  merge 2\n"
+          "  failed to merge 4: other device\n"
+          "  end: [1,2]\n"
+          "  commit [1,2]\n"
+          "B: round 1, possible roots [4]\n"
+          "  select root 4\n"
+          "  end: [4]\n"
+          "  commit [4]\n");
+}
+
+TEST_CASE("rollback: two subgraphs that feed each other are never returned (issue example)") {
+    for (bool naive : {false, true}) {
+        Run run(kDeadlockGraph, PartitionAlgorithm::Rollback, naive);
+        REQUIRE(run.status == Status::Ok);
+        CHECK(run.text() == "A: x a c\nB: y d\nB: b\n");
+        CHECK(run.check() == Status::Ok);
+        const NodeId b = run.graph.find("b");
+        CHECK(run.result.placements[b].reason == PlacementReason::CycleThrough);
+        if (!naive)  // the naive checker names some blocked node on the path, not the first
+            CHECK(test::to_string(run.graph.node(run.result.placements[b].other).name) == "c");
+    }
+}
+
+TEST_CASE("check_partition: the seed's one-subgraph-at-a-time result is caught as a cycle") {
+    Run run(kDeadlockGraph, PartitionAlgorithm::Rollback);
+    REQUIRE(run.status == Status::Ok);
+    // Build the deadlocking partition A{x,a,c} B{y,d,b} by hand.
+    Graph& g = run.graph;
+    std::vector<NodeId> a = {g.find("x"), g.find("a"), g.find("c")};
+    std::vector<NodeId> b = {g.find("y"), g.find("d"), g.find("b")};
+    std::sort(a.begin(), a.end());
+    std::sort(b.begin(), b.end());
+    Subgraph subgraphs[2];
+    subgraphs[0].device = g.find_device("A");
+    subgraphs[0].nodes = Span<const NodeId>(a.data(), a.size());
+    subgraphs[1].device = g.find_device("B");
+    subgraphs[1].nodes = Span<const NodeId>(b.data(), b.size());
+    std::vector<uint32_t> of(g.node_count());
+    for (NodeId v : a) of[v] = 0;
+    for (NodeId v : b) of[v] = 1;
+    uint32_t order[] = {0, 1};
+    BoundaryTensor boundaries[] = {{g.find("a"), 0, g.find("b"), 0, 1}, {g.find("d"), 0, g.find("c"), 1, 0}};
+    Partition bad;
+    bad.subgraphs = Span<const Subgraph>(subgraphs, 2);
+    bad.subgraph_of = Span<const uint32_t>(of.data(), of.size());
+    bad.boundaries = Span<const BoundaryTensor>(boundaries, 2);
+    bad.execution_order = Span<const uint32_t>(order, 2);
+    bad.cross_edges = 2;
+    CHECK(check_partition(g, &bad) == Status::InvalidPartition);
+    CHECK(std::string(bad.last_error()) == "the graph of subgraphs has a cycle (through subgraph 0)");
+}
+
+TEST_CASE("check_partition: every kind of fault has its message") {
+    Run run(kSeedGraph, PartitionAlgorithm::Rollback);
+    REQUIRE(run.status == Status::Ok);
+    Graph& g = run.graph;
+    Partition good = run.result;
+    REQUIRE(check_partition(g, &good) == Status::Ok);
+    std::vector<uint32_t> of(good.subgraph_of.begin(), good.subgraph_of.end());
+    SUBCASE("subgraph_of disagrees with the lists") {
+        Partition p = good;
+        of[g.find("1")] = 0;
+        p.subgraph_of = Span<const uint32_t>(of.data(), of.size());
+        CHECK(check_partition(g, &p) == Status::InvalidPartition);
+        CHECK(std::string(p.last_error()) == "node '1' is listed in subgraph 1 but subgraph_of says 0");
+    }
+    SUBCASE("wrong device") {
+        Partition p = good;
+        std::vector<Subgraph> subgraphs(good.subgraphs.begin(), good.subgraphs.end());
+        subgraphs[2].device = g.find_device("A");
+        p.subgraphs = Span<const Subgraph>(subgraphs.data(), subgraphs.size());
+        CHECK(check_partition(g, &p) == Status::InvalidPartition);
+        CHECK(std::string(p.last_error()) == "node '4' (affinity B) is in subgraph 2 of device A");
+    }
+    SUBCASE("a node in no subgraph") {
+        Partition p = good;
+        std::vector<Subgraph> subgraphs(good.subgraphs.begin(), good.subgraphs.end());
+        subgraphs.pop_back();
+        p.subgraphs = Span<const Subgraph>(subgraphs.data(), subgraphs.size());
+        CHECK(check_partition(g, &p) == Status::InvalidPartition);
+        CHECK(std::string(p.last_error()) == "node '4' is in no subgraph");
+    }
+    SUBCASE("a missing boundary") {
+        Partition p = good;
+        p.boundaries = Span<const BoundaryTensor>(good.boundaries.data, 1);
+        CHECK(check_partition(g, &p) == Status::InvalidPartition);
+        CHECK(std::string(p.last_error()).find("no boundary tensor for") == 0);
+    }
+    SUBCASE("an execution order against the data") {
+        Partition p = good;
+        std::vector<uint32_t> order(good.execution_order.begin(), good.execution_order.end());
+        std::reverse(order.begin(), order.end());
+        p.execution_order = Span<const uint32_t>(order.data(), order.size());
+        CHECK(check_partition(g, &p) == Status::InvalidPartition);
+        CHECK(std::string(p.last_error()).find("execution_order runs subgraph") == 0);
+    }
+}
+
+TEST_CASE("partition: the clustering note's graph0 and graph1") {
+    SUBCASE("rollback") {
+        Run g0(kNoteGraph0, PartitionAlgorithm::Rollback);
+        REQUIRE(g0.status == Status::Ok);
+        CHECK(g0.text() == "ACC: A0 A1 A2\nACC: A3\nACC: A4\nACC: B0\nCPU: X0\n");
+        CHECK(g0.check() == Status::Ok);
+        CHECK(g0.result.placements[g0.graph.find("B0")].reason == PlacementReason::KeepApart);
+        Run g1(kNoteGraph1, PartitionAlgorithm::Rollback);
+        REQUIRE(g1.status == Status::Ok);
+        CHECK(g1.text() == "ACC: A0 A1 A2\nACC: A4 B0\nACC: A3\nCPU: X0\n");
+        CHECK(g1.check() == Status::Ok);
+    }
+    SUBCASE("levels") {
+        Run g0(kNoteGraph0, PartitionAlgorithm::Levels);
+        REQUIRE(g0.status == Status::Ok);
+        CHECK(g0.text() == "ACC: A0 A1 A2\nCPU: X0\nACC: A3\nACC: A4\nACC: B0\n");
+        CHECK(g0.check() == Status::Ok);
+        Run g1(kNoteGraph1, PartitionAlgorithm::Levels);
+        REQUIRE(g1.status == Status::Ok);
+        CHECK(g1.text() == "ACC: A0 A1 A2\nCPU: X0\nACC: A3\nACC: A4 B0\n");
+        CHECK(g1.check() == Status::Ok);
+    }
+    SUBCASE("waves") {
+        Run g0(kNoteGraph0, PartitionAlgorithm::Waves);
+        REQUIRE(g0.status == Status::Ok);
+        CHECK(g0.text() == "ACC: A0 A1 A2\nCPU: X0\nACC: A3 A4\nACC: B0\n");
+        CHECK(g0.check() == Status::Ok);
+        Run g1(kNoteGraph1, PartitionAlgorithm::Waves);
+        REQUIRE(g1.status == Status::Ok);
+        CHECK(g1.text() == "ACC: A0 A1 A2\nCPU: X0\nACC: A3 A4 B0\n");
+        CHECK(g1.check() == Status::Ok);
+    }
+}
+
+TEST_CASE("partition: levels and waves on the seed's example") {
+    Run levels(kSeedGraph, PartitionAlgorithm::Levels);
+    REQUIRE(levels.status == Status::Ok);
+    CHECK(levels.text() == "A: 1 2 3\nB: 4\nA: 5 6 7\n");
+    CHECK(levels.check() == Status::Ok);
+    Run waves(kSeedGraph, PartitionAlgorithm::Waves);
+    REQUIRE(waves.status == Status::Ok);
+    CHECK(waves.text() == "A: 1 2 3\nB: 4\nA: 5 6 7\n");
+    CHECK(waves.check() == Status::Ok);
+}
+
+TEST_CASE("partition: device order decides who goes first") {
+    Run run(kSeedGraph, PartitionAlgorithm::Rollback, false, false, {"B", "A"});
+    REQUIRE(run.status == Status::Ok);
+    CHECK(run.text() == "B: 4\nA: 3 5 6 7\nA: 1 2\n");
+    CHECK(run.check() == Status::Ok);
+}
+
+TEST_CASE("partition: every bad input has its status and message") {
+    Arena arena;
+    Partition result;
+    PartitionOptions options;
+    SUBCASE("not finalized") {
+        Graph graph(&arena);
+        REQUIRE(graph.add_node(NodeSpec{"a", "", "A", {}, 1}) == Status::Ok);
+        CHECK(partition(graph, options, &arena, &result) == Status::NotFinalized);
+        CHECK(std::string(result.last_error()) == "partition: the graph is not finalized");
+    }
+    SUBCASE("node without affinity") {
+        Graph graph(&arena);
+        REQUIRE(test::read("a A\nb - a\n", &graph) == Status::Ok);
+        CHECK(partition(graph, options, &arena, &result) == Status::InvalidArgument);
+        CHECK(std::string(result.last_error()) == "node 'b' has no affinity");
+    }
+    SUBCASE("affinity not in the device list") {
+        Graph graph(&arena);
+        REQUIRE(test::read("a A\nb B a\n", &graph) == Status::Ok);
+        StringView devices[] = {"A"};
+        options.devices = devices;
+        CHECK(partition(graph, options, &arena, &result) == Status::InvalidArgument);
+        CHECK(std::string(result.last_error()) == "node 'b' has affinity 'B', which is not in the device list");
+    }
+    SUBCASE("device listed twice") {
+        Graph graph(&arena);
+        REQUIRE(test::read("a A\n", &graph) == Status::Ok);
+        StringView devices[] = {"A", "A"};
+        options.devices = devices;
+        CHECK(partition(graph, options, &arena, &result) == Status::InvalidArgument);
+        CHECK(std::string(result.last_error()) == "device 'A' is listed twice");
+    }
+    SUBCASE("naive closure above its limit") {
+        Graph graph(&arena);
+        REQUIRE(test::read("a A\nb A a\n", &graph) == Status::Ok);
+        options.naive_closure = true;
+        options.max_closure_bytes = 8;
+        CHECK(partition(graph, options, &arena, &result) == Status::LimitExceeded);
+        CHECK(std::string(result.last_error()) == "naive closure needs 16 bytes, above max_closure_bytes=8");
+    }
+    SUBCASE("out of memory in a fixed buffer") {
+        static unsigned char buffer[1 << 16];
+        Arena graph_arena;
+        Graph graph(&graph_arena);
+        REQUIRE(test::read(kSeedGraph, &graph) == Status::Ok);
+        Arena small(buffer, sizeof buffer);
+        for (PartitionAlgorithm a : {PartitionAlgorithm::Rollback, PartitionAlgorithm::Levels, PartitionAlgorithm::Waves}) {
+            small.reset();
+            options.algorithm = a;
+            Arena tiny(buffer, 64);
+            CHECK(partition(graph, options, &tiny, &result) == Status::OutOfMemory);
+            CHECK(partition(graph, options, &small, &result) == Status::Ok);
+        }
+    }
+    SUBCASE("algorithm names") {
+        PartitionAlgorithm a;
+        CHECK(parse_algorithm("levels", &a) == Status::Ok);
+        CHECK(a == PartitionAlgorithm::Levels);
+        CHECK(parse_algorithm("fastest", &a) == Status::InvalidArgument);
+    }
+}
+
+TEST_CASE("affinities: first supporting device in priority order, user affinities win") {
+    Arena arena;
+    Graph graph(&arena);
+    REQUIRE(test::read("a -\nb - a\nc CPU b\nd - c\n", &graph) == Status::Ok);
+    StringView devices[] = {"NPU", "CPU"};
+    // Device ids: CPU was interned by the file (0), NPU next (1).
+    std::vector<uint64_t> supported = {0b11, 0b01, 0b11, 0b00};
+    CHECK(assign_affinities(&graph, devices, supported.data()) == Status::InvalidArgument);
+    CHECK(std::string(graph.last_error()) == "no listed device supports node 'd'");
+    supported[3] = 0b10;
+    REQUIRE(assign_affinities(&graph, devices, supported.data()) == Status::Ok);
+    auto device_of = [&](const char* name) { return test::to_string(graph.device_name(graph.node(graph.find(name)).affinity)); };
+    CHECK(device_of("a") == "NPU");
+    CHECK(device_of("b") == "CPU");
+    CHECK(device_of("c") == "CPU");
+    CHECK(device_of("d") == "NPU");
+}
+
+TEST_CASE("post-pass: small subgraphs move into a supporting neighbour when it stays valid") {
+    Arena arena;
+    Graph graph(&arena);
+    // One B node in an A chain: with A able to run it, the chain becomes one subgraph.
+    REQUIRE(test::read("1 A\n2 A 1\n3 B 2\n4 A 3\n5 A 4\n", &graph) == Status::Ok);
+    std::vector<uint64_t> supported(5, 0b01);  // A (id 0) supports everything
+    supported[2] = 0b11;
+    PartitionOptions options;
+    options.min_subgraph_size = 2;
+    options.supported = supported.data();
+    Partition result;
+    REQUIRE(partition(graph, options, &arena, &result) == Status::Ok);
+    CHECK(describe(graph, result) == "A: 1 2 3\nA: 4 5\n");
+    CHECK(check_partition(graph, &result, supported.data()) == Status::Ok);
+    CHECK(check_partition(graph, &result) == Status::InvalidPartition);  // without the mask, 3 is misplaced
+    CHECK(result.placements[2].reason == PlacementReason::Merged);
+    // Without support the B node stays where it is.
+    Partition kept;
+    options.supported = nullptr;
+    REQUIRE(partition(graph, options, &arena, &kept) == Status::Ok);
+    CHECK(describe(graph, kept) == "A: 1 2\nA: 4 5\nB: 3\n");
+}
+
+TEST_CASE("placements: printable reasons") {
+    Run run(kDeadlockGraph, PartitionAlgorithm::Rollback);
+    REQUIRE(run.status == Status::Ok);
+    std::string out;
+    write_placements(run.graph, run.result, test::append_to_string, &out);
+    CHECK(out ==
+          "x A subgraph=0 root\n"
+          "y B subgraph=1 root\n"
+          "a A subgraph=0 grown x\n"
+          "d B subgraph=1 grown y\n"
+          "b B subgraph=2 cycle-through c\n"
+          "c A subgraph=0 grown x\n");
+}
+
+TEST_CASE("dot: clusters by subgraph") {
+    Run run(kSeedGraph, PartitionAlgorithm::Rollback);
+    REQUIRE(run.status == Status::Ok);
+    std::string dot;
+    write_dot(run.graph, &run.result, test::append_to_string, &dot);
+    CHECK(dot.find("subgraph cluster_0 {\n    label=\"#0 A\";\n    n2 [label=\"3\\nA\"") != std::string::npos);
+    CHECK(dot.find("subgraph cluster_2 {\n    label=\"#2 B\";\n    n3 [label=\"4\\nB\"") != std::string::npos);
+}
+
+namespace {
+
+// A random DAG in the text format, with node ids shuffled against the topological order,
+// a few keep-apart edges and multi-output producers.
+std::string random_graph(std::mt19937& rng, int n, int devices) {
+    std::vector<int> perm(n);
+    for (int i = 0; i < n; ++i) perm[i] = i;
+    std::shuffle(perm.begin(), perm.end(), rng);  // perm[i] = line of topological node i
+    std::vector<std::string> lines(n);
+    for (int i = 0; i < n; ++i) {
+        std::string line = "n" + std::to_string(i) + " D" + std::to_string(rng() % devices) + " outputs=2";
+        int inputs = i == 0 ? 0 : (int)(rng() % 4);
+        for (int k = 0; k < inputs; ++k) {
+            int p = (int)(rng() % i);
+            // Mostly nearby producers, so the graphs are chain-like with side branches.
+            if (rng() % 3) p = std::max(0, i - 1 - (int)(rng() % 4));
+            line += std::string(" ") + (rng() % 10 == 0 ? "!" : "") + "n" + std::to_string(p) + ":" + std::to_string(rng() % 2);
+        }
+        lines[perm[i]] = line;
+    }
+    std::string text;
+    for (const std::string& l : lines) text += l + "\n";
+    return text;
+}
+
+}  // namespace
+
+TEST_CASE("property: every algorithm's result passes check_partition; rollback equals the naive closure") {
+    std::mt19937 rng(12345);
+    int compared = 0;
+    for (int iteration = 0; iteration < 3000; ++iteration) {
+        int n = 1 + (int)(rng() % (iteration < 2500 ? 30 : 200));
+        int devices = 1 + (int)(rng() % 3);
+        std::string text = random_graph(rng, n, devices);
+        CAPTURE(text);
+        Arena arena;
+        Graph graph(&arena);
+        REQUIRE(test::read(text, &graph) == Status::Ok);
+        std::vector<uint32_t> rollback;
+        for (int algorithm = 0; algorithm < 4; ++algorithm) {
+            PartitionOptions options;
+            options.algorithm = algorithm == 3 ? PartitionAlgorithm::Rollback : (PartitionAlgorithm)algorithm;
+            options.naive_closure = algorithm == 3;
+            if (iteration % 7 == 0) options.min_subgraph_size = 3;
+            Partition result;
+            REQUIRE(partition(graph, options, &arena, &result) == Status::Ok);
+            Status checked = check_partition(graph, &result);
+            CAPTURE(algorithm);
+            CAPTURE(result.last_error());
+            CHECK(checked == Status::Ok);
+            if (algorithm == 0) rollback.assign(result.subgraph_of.begin(), result.subgraph_of.end());
+            if (algorithm == 3) {
+                CHECK(std::vector<uint32_t>(result.subgraph_of.begin(), result.subgraph_of.end()) == rollback);
+                ++compared;
+            }
+        }
+    }
+    CHECK(compared == 3000);
+}
