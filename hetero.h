@@ -1267,7 +1267,26 @@ struct RollbackContext {
     uint32_t heap_capacity = 0;
     uint32_t max_rank = 0;
     uint32_t window_lo = 0, window_hi = 0;
-    NodeId violation = kNoNode;
+    NodeId violation = kNoNode;    // blocked node of the latest tainted S node
+    uint32_t tainted_in_s = 0;     // S nodes reached through a blocked node
+    uint32_t work_capacity = 0;
+    // Rollback in one pass: per node the least merge index reaching it / reached from it.
+    static constexpr uint32_t kUnreached = 0xffffffffu;
+    uint32_t* up = nullptr;
+    uint32_t* down = nullptr;
+    uint32_t* up_subgraph = nullptr;
+    uint32_t* down_subgraph = nullptr;
+    uint32_t* s_index = nullptr;  // merge index of an S node
+    // Committed subgraphs as Q's nodes: their external successors, the member with the
+    // lowest rank (work items carry it with kSubgraphBit set), and the taint source.
+    static constexpr NodeId kSubgraphBit = 0x80000000u;
+    ArenaVector<NodeId> external;
+    uint32_t* external_offset = nullptr;
+    uint32_t* external_count = nullptr;
+    uint32_t* external_seen = nullptr;
+    NodeId* representative = nullptr;
+    NodeId* subgraph_via = nullptr;
+    bool out_of_memory = false;
 
     // Candidates per root: their nodes and their rejected nodes of the same device (with
     // the reason), in two ping-pong pools that compact when full. The scalable checker
@@ -1287,6 +1306,7 @@ struct RollbackContext {
         : graph(g), arena(a), builder(b), options(o), n(g.node_count()), naive(o.naive_closure) {}
 
     bool committed(NodeId x) const { return builder.subgraph_of[x] != kUnplaced; }
+    static void ignore_node(NodeId) {}
     bool blocked(NodeId x) const { return rejected[x] == growth || committed(x); }
 
     void trace(const char* format, ...)
@@ -1351,8 +1371,24 @@ struct RollbackContext {
         taint = fill_array<uint32_t>(arena, n, 0);
         taint_via = arena->allocate_array<NodeId>(n);
         jumped = fill_array<uint32_t>(arena, n, 0);  // at most n subgraphs
-        work = arena->allocate_array<NodeId>(2 * (size_t)n + 2);
-        heap_capacity = 2 * n + 2;
+        // Each node enters the work stack or the heap at most once per mark (plain, tainted)
+        // plus once per event on it (merge, reject, rollback).
+        work_capacity = 6 * n + 16;
+        work = arena->allocate_array<NodeId>(work_capacity);
+        heap_capacity = 6 * n + 16;
+        up = arena->allocate_array<uint32_t>(n);
+        down = arena->allocate_array<uint32_t>(n);
+        up_subgraph = arena->allocate_array<uint32_t>(n);
+        down_subgraph = arena->allocate_array<uint32_t>(n);
+        s_index = arena->allocate_array<uint32_t>(n);
+        if (!up || !down || !up_subgraph || !down_subgraph || !s_index) return Status::OutOfMemory;
+        external.arena = arena;
+        external_offset = arena->allocate_array<uint32_t>(n);
+        external_count = arena->allocate_array<uint32_t>(n);
+        external_seen = fill_array<uint32_t>(arena, n, 0);
+        representative = arena->allocate_array<NodeId>(n);
+        subgraph_via = arena->allocate_array<NodeId>(n);
+        if (!external_offset || !external_count || !external_seen || !representative || !subgraph_via) return Status::OutOfMemory;
         heap = arena->allocate_array<NodeId>(heap_capacity);
         if (!rank || !order || !plain || !taint || !taint_via || !jumped || !work || !heap)
             return Status::OutOfMemory;
@@ -1368,10 +1404,11 @@ struct RollbackContext {
     }
 
     // ---- scalable checker
+    uint32_t key(NodeId entry) const { return rank[entry & ~kSubgraphBit]; }
     void heap_push(NodeId x) {
         TESSEL_ASSERT(heap_size < heap_capacity);
         uint32_t i = heap_size++;
-        while (i > 0 && rank[heap[(i - 1) / 2]] > rank[x]) { heap[i] = heap[(i - 1) / 2]; i = (i - 1) / 2; }
+        while (i > 0 && key(heap[(i - 1) / 2]) > key(x)) { heap[i] = heap[(i - 1) / 2]; i = (i - 1) / 2; }
         heap[i] = x;
     }
     NodeId heap_pop() {
@@ -1380,8 +1417,8 @@ struct RollbackContext {
         for (;;) {
             uint32_t c = 2 * i + 1;
             if (c >= heap_size) break;
-            if (c + 1 < heap_size && rank[heap[c + 1]] < rank[heap[c]]) ++c;
-            if (rank[heap[c]] >= rank[last]) break;
+            if (c + 1 < heap_size && key(heap[c + 1]) < key(heap[c])) ++c;
+            if (key(heap[c]) >= key(last)) break;
             heap[i] = heap[c];
             i = c;
         }
@@ -1389,12 +1426,28 @@ struct RollbackContext {
         return top;
     }
     void schedule(NodeId x) {  // expand now, or park above the window
-        if (rank[x] > max_rank) heap_push(x);
-        else work[work_size++] = x;
+        if (rank[x & ~kSubgraphBit] > max_rank) heap_push(x);
+        else push_work(x);
     }
+    // Marks y reached from S; an S node reached tainted is a violation (counted, so a
+    // rollback can tell whether any is left). A committed node stands for its whole
+    // subgraph, Q's contracted node: reached once, it taints its external successors.
     void visit(NodeId y, bool tainted, NodeId via) {
         if (in_s[y] == growth) {
-            if (tainted && violation == kNoNode) violation = via;
+            if (tainted && taint[y] != epoch) {
+                taint[y] = epoch;
+                taint_via[y] = via;
+                ++tainted_in_s;
+                violation = via;
+            }
+            return;
+        }
+        uint32_t sub = builder.subgraph_of[y];
+        if (sub != kUnplaced) {
+            if (jumped[sub] == epoch) return;
+            jumped[sub] = epoch;
+            subgraph_via[sub] = tainted ? via : y;
+            schedule(representative[sub] | kSubgraphBit);
             return;
         }
         if (tainted) {
@@ -1408,36 +1461,50 @@ struct RollbackContext {
         schedule(y);
     }
     void expand(NodeId x) {
+        if (x & kSubgraphBit) {
+            x &= ~kSubgraphBit;
+            widen(x);
+            uint32_t sub = builder.subgraph_of[x];
+            for (uint32_t i = 0; i < external_count[sub]; ++i) visit(external[external_offset[sub] + i], true, subgraph_via[sub]);
+            return;
+        }
         widen(x);
         bool start = in_s[x] == growth;
-        bool tainted = !start && (taint[x] == epoch || blocked(x));
+        bool tainted = !start && (taint[x] == epoch || rejected[x] == growth);
         NodeId via = taint[x] == epoch ? taint_via[x] : x;
         for (NodeId y : graph.successors(x)) visit(y, tainted, via);
-        uint32_t sub = builder.subgraph_of[x];
-        if (sub != kUnplaced && jumped[sub] != epoch) {  // Q: reaching one node reaches the whole subgraph
-            jumped[sub] = epoch;
-            for (NodeId c : builder.subgraphs[sub].nodes) visit(c, true, via);
-        }
     }
-    void run() {
-        while (work_size && violation == kNoNode) expand(work[--work_size]);
+    NodeId run() {  // to the fixpoint; the violation's blocked node, if any S node is tainted
+        while (work_size) {
+            TESSEL_ASSERT(work_size <= work_capacity);
+            expand(work[--work_size]);
+        }
+        return tainted_in_s ? violation : kNoNode;
     }
     void raise_max_rank(uint32_t r) {
         if (r <= max_rank) return;
         max_rank = r;
-        while (heap_size && rank[heap[0]] <= max_rank) work[work_size++] = heap_pop();
+        while (heap_size && key(heap[0]) <= max_rank) push_work(heap_pop());
     }
-    void recompute() {  // from scratch: S shrank
+    void push_work(NodeId x) {
+        TESSEL_ASSERT(work_size < work_capacity);
+        work[work_size++] = x;
+    }
+    void new_epoch() {
         if (++epoch == 0) {  // wrapped: clear the stamps once
             for (uint32_t i = 0; i < n; ++i) plain[i] = taint[i] = jumped[i] = 0;
             epoch = 1;
         }
+    }
+    NodeId recompute() {  // from scratch: S lost a node that was not reached from the rest
+        new_epoch();
         work_size = heap_size = 0;
         violation = kNoNode;
+        tainted_in_s = 0;
         max_rank = 0;
         for (uint32_t i = 0; i < s_count; ++i) if (rank[s_list[i]] > max_rank) max_rank = rank[s_list[i]];
-        for (uint32_t i = 0; i < s_count; ++i) work[work_size++] = s_list[i];
-        run();
+        for (uint32_t i = 0; i < s_count; ++i) push_work(s_list[i]);
+        return run();
     }
 
     // ---- naive checker: the condition evaluated from the closure
@@ -1464,35 +1531,135 @@ struct RollbackContext {
     // ---- events
     void add_to_s(NodeId v) {
         in_s[v] = growth;
+        if (!naive) s_index[v] = s_count;
         s_list[s_count++] = v;
         if (naive) s_bits[v / 64] |= 1ull << (v % 64);
     }
+    // After a merge or a rejection the marks only grow, so they are extended in place.
     NodeId check_after_merge(NodeId v) {
         if (naive) return naive_violation();
-        if (taint[v] == epoch) return taint_via[v];
+        if (taint[v] == epoch) {  // reached through a blocked node before it joined
+            ++tainted_in_s;
+            violation = taint_via[v];
+        }
         raise_max_rank(rank[v]);
-        work[work_size++] = v;
-        run();
-        return violation;
+        push_work(v);
+        return run();
     }
     NodeId check_after_reject(NodeId r) {
         if (naive) return naive_violation();
-        if (plain[r] == epoch && taint[r] != epoch && rank[r] <= max_rank) work[work_size++] = r;  // now blocked
-        run();
-        return violation;
+        if (plain[r] == epoch && taint[r] != epoch && rank[r] <= max_rank) push_work(r);  // expanded plain: now blocked
+        return run();
     }
+    // The seed's rollback, one node at a time (naive checker): the last merged node leaves
+    // S for the rejected list, and the condition is evaluated again.
     NodeId rollback_last(NodeId via) {
         TESSEL_ASSERT(s_count > 1);  // a root alone always passes: Q is a DAG
         NodeId v = s_list[--s_count];
         in_s[v] = 0;
         rejected[v] = growth;
         rejected_list[rejected_count++] = v;
-        if (naive) s_bits[v / 64] &= ~(1ull << (v % 64));
+        s_bits[v / 64] &= ~(1ull << (v % 64));
         why_rejected[v] = Placement{PlacementReason::CycleThrough, via};
         trace("  rollback %s: self-reference through %s\n", name(v), name(via));
-        if (naive) return naive_violation();
-        recompute();
-        return violation;
+        return naive_violation();
+    }
+
+    // The same rollback loop in one pass over S's rank window (scalable checker). With S in
+    // merge order s_0..s_{m-1}, rolling back to the prefix P_k blocks s_k..s_{m-1}, and P_k
+    // fails iff some blocked node b lies on a path s_i -> b -> s_j with i, j < k. So with
+    // up(y) = the least i with a path s_i -> y and down(y) = the least j with y -> s_j
+    // (paths of length >= 1), b witnesses every k > max(up(b), down(b)): one forward and
+    // one backward pass find where the seed's loop stops, and which node each step names.
+    uint32_t up_of(NodeId p, uint32_t lo) const {
+        if (rank[p] < lo) return kUnreached;  // below S: no path from S reaches it
+        uint32_t sub = builder.subgraph_of[p];
+        if (sub != kUnplaced) return up_subgraph[sub];
+        uint32_t value = up[p];
+        if (in_s[p] == growth && s_index[p] < value) value = s_index[p];
+        return value;
+    }
+    uint32_t down_of(NodeId q, uint32_t hi) const {
+        if (rank[q] > hi) return kUnreached;  // above S: it reaches no S node
+        uint32_t sub = builder.subgraph_of[q];
+        if (sub != kUnplaced) return down_subgraph[sub];
+        uint32_t value = down[q];
+        if (in_s[q] == growth && s_index[q] < value) value = s_index[q];
+        return value;
+    }
+    void rollback_until_valid(NodeId via) {
+        const uint32_t m = s_count;
+        uint32_t lo = n, hi = 0;
+        for (uint32_t i = 0; i < m; ++i) {
+            uint32_t r = rank[s_list[i]];
+            if (r < lo) lo = r;
+            if (r > hi) hi = r;
+        }
+        new_epoch();  // `jumped` marks subgraphs done in each pass
+        for (uint32_t r = lo; r <= hi; ++r) {
+            NodeId x = order[r];
+            uint32_t sub = builder.subgraph_of[x];
+            uint32_t value = kUnreached;
+            if (sub == kUnplaced) {
+                for (NodeId p : graph.predecessors(x)) { uint32_t u = up_of(p, lo); if (u < value) value = u; }
+                up[x] = value;
+            } else if (jumped[sub] != epoch) {  // a subgraph is one node of Q: all its inputs at once
+                jumped[sub] = epoch;
+                for (NodeId member : builder.subgraphs[sub].nodes)
+                    for (NodeId p : graph.predecessors(member))
+                        if (builder.subgraph_of[p] != sub) { uint32_t u = up_of(p, lo); if (u < value) value = u; }
+                up_subgraph[sub] = value;
+            }
+        }
+        new_epoch();
+        uint32_t blocked_threshold = kUnreached;  // least max(up, down) over blocked nodes
+        NodeId blocked_witness = kNoNode;
+        for (uint32_t r = hi + 1; r-- > lo;) {
+            NodeId x = order[r];
+            uint32_t sub = builder.subgraph_of[x];
+            uint32_t value = kUnreached;
+            if (sub == kUnplaced) {
+                for (NodeId q : graph.successors(x)) { uint32_t d = down_of(q, hi); if (d < value) value = d; }
+                down[x] = value;
+            } else if (jumped[sub] != epoch) {
+                jumped[sub] = epoch;
+                for (NodeId member : builder.subgraphs[sub].nodes)
+                    for (NodeId q : graph.successors(member))
+                        if (builder.subgraph_of[q] != sub) { uint32_t d = down_of(q, hi); if (d < value) value = d; }
+                down_subgraph[sub] = value;
+                uint32_t t = up_subgraph[sub] > value ? up_subgraph[sub] : value;
+                if (t < blocked_threshold) { blocked_threshold = t; blocked_witness = x; }
+            }
+        }
+        for (uint32_t i = 0; i < rejected_count; ++i) {
+            NodeId b = rejected_list[i];
+            if (rank[b] < lo || rank[b] > hi) continue;
+            uint32_t t = up[b] > down[b] ? up[b] : down[b];
+            if (t < blocked_threshold) { blocked_threshold = t; blocked_witness = b; }
+        }
+        // Walk the seed's loop: remove s_{k}, k = m-1, m-2, ... while P_{k+1} fails.
+        uint32_t suffix_threshold = kUnreached;  // least max(up, down) over s_l, l > k
+        NodeId suffix_witness = kNoNode;
+        NodeId witness = via;  // why P_m fails
+        uint32_t k = m;
+        for (;;) {
+            TESSEL_ASSERT(k > 1);  // a root alone always passes: Q is a DAG
+            NodeId v = s_list[--k];
+            in_s[v] = 0;
+            rejected[v] = growth;
+            rejected_list[rejected_count++] = v;
+            why_rejected[v] = Placement{PlacementReason::CycleThrough, witness};
+            trace("  rollback %s: self-reference through %s\n", name(v), name(witness));
+            uint32_t t = up[v] > down[v] ? up[v] : down[v];  // v's values were taken as an S node
+            if (t < suffix_threshold) { suffix_threshold = t; suffix_witness = v; }
+            if (blocked_threshold < k) witness = blocked_witness;
+            else if (suffix_threshold < k) witness = suffix_witness;
+            else break;  // P_k passes
+        }
+        s_count = k;
+        NodeId left = recompute();
+        TESSEL_ASSERT(left == kNoNode);
+        (void)left;
     }
     void reject(NodeId r, Placement why) {
         rejected[r] = growth;
@@ -1523,7 +1690,7 @@ struct RollbackContext {
         add_to_s(root);
         if (!naive) {
             window_lo = window_hi = rank[root];
-            recompute();
+            ignore_node(recompute());
         }
         trace("  select root %s\n", name(root));
         stack[stack_size++] = Frame{root, 0};
@@ -1550,6 +1717,13 @@ struct RollbackContext {
                     violation_via = check_after_reject(next);
                     trace("  failed to merge %s: keep apart from %s%s\n", name(next), name(partner),
                           violation_via == kNoNode ? "" : ", self-reference found");
+                } else if (!naive && taint[next] == epoch) {
+                    // Reached from S through a blocked node: merging fails at once and the
+                    // seed's rollback takes it straight back out, which is this rejection.
+                    trace("  merge %s\n  rollback %s: self-reference through %s\n", name(next), name(next),
+                          name(taint_via[next]));
+                    reject(next, Placement{PlacementReason::CycleThrough, taint_via[next]});
+                    violation_via = check_after_reject(next);
                 } else {
                     add_to_s(next);
                     trace("  merge %s\n", name(next));
@@ -1557,7 +1731,10 @@ struct RollbackContext {
                     if (violation_via == kNoNode) stack[stack_size++] = Frame{next, 0};
                 }
             }
-            while (violation_via != kNoNode) violation_via = rollback_last(violation_via);
+            if (naive)
+                while (violation_via != kNoNode) violation_via = rollback_last(violation_via);
+            else if (violation_via != kNoNode)
+                rollback_until_valid(violation_via);
         }
         trace_set("  end: ", s_list, s_count);
         trace("\n");
@@ -1584,45 +1761,60 @@ struct RollbackContext {
             }
             return;
         }
+        // The subgraph's external successors, deduplicated: Q's edges out of its node.
+        uint32_t ext_begin = external.size;
+        for (NodeId c : nodes)
+            for (NodeId y : graph.successors(c)) {
+                if (builder.subgraph_of[y] == subgraph_index || external_seen[y] == subgraph_index + 1) continue;
+                external_seen[y] = subgraph_index + 1;
+                if (!external.push(y)) { out_of_memory = true; return; }
+            }
+        external_offset[subgraph_index] = ext_begin;
+        external_count[subgraph_index] = external.size - ext_begin;
         uint32_t lo = n, hi = 0;
         for (NodeId c : nodes) { if (rank[c] < lo) lo = rank[c]; if (rank[c] > hi) hi = rank[c]; }
         *lo_out = lo;
         *hi_out = hi;
-        if (++epoch == 0) {
-            for (uint32_t i = 0; i < n; ++i) plain[i] = taint[i] = jumped[i] = 0;
-            epoch = 1;
-        }
-        // Mark (plain) everything in (lo, hi) reachable from C in Q.
+        new_epoch();
+        // Mark everything in (lo, hi) reachable from C in Q: nodes by `plain`, earlier
+        // subgraphs (contiguous, so wholly inside or outside the window) by `jumped`.
         work_size = 0;
         jumped[subgraph_index] = epoch;
-        for (NodeId c : nodes) { plain[c] = epoch; work[work_size++] = c; }
-        while (work_size) {
-            NodeId x = work[--work_size];
-            auto reach_node = [&](NodeId y) {
+        auto reach_node = [&](NodeId y) {
+            uint32_t sub = builder.subgraph_of[y];
+            if (sub == kUnplaced) {
                 if (plain[y] == epoch || rank[y] > hi) return;
                 plain[y] = epoch;
-                work[work_size++] = y;
-            };
-            for (NodeId y : graph.successors(x)) reach_node(y);
-            uint32_t sub = builder.subgraph_of[x];
-            if (sub != kUnplaced && jumped[sub] != epoch) {
+                push_work(y);
+            } else {
+                if (jumped[sub] == epoch || rank[representative[sub]] > hi) return;
                 jumped[sub] = epoch;
-                for (NodeId c : builder.subgraphs[sub].nodes) reach_node(c);
+                push_work(representative[sub] | kSubgraphBit);
+            }
+        };
+        for (uint32_t i = 0; i < external_count[subgraph_index]; ++i) reach_node(external[external_offset[subgraph_index] + i]);
+        while (work_size) {
+            NodeId x = work[--work_size];
+            if (x & kSubgraphBit) {
+                uint32_t sub = builder.subgraph_of[x & ~kSubgraphBit];
+                for (uint32_t i = 0; i < external_count[sub]; ++i) reach_node(external[external_offset[sub] + i]);
+            } else {
+                for (NodeId y : graph.successors(x)) reach_node(y);
             }
         }
         // Stable three-way split of order[lo..hi]: unreached, C, reached.
+        auto reached = [&](NodeId x) {
+            uint32_t sub = builder.subgraph_of[x];
+            return sub == kUnplaced ? plain[x] == epoch : sub != subgraph_index && jumped[sub] == epoch;
+        };
         uint32_t count = hi - lo + 1;
-        NodeId* scratch = work;  // free again, and 2n + 2 long
+        NodeId* scratch = work;  // free again, and longer than n
         uint32_t k = 0;
-        for (uint32_t i = lo; i <= hi; ++i) {
-            NodeId x = order[i];
-            if (plain[x] != epoch) scratch[k++] = x;
-        }
+        for (uint32_t i = lo; i <= hi; ++i) if (builder.subgraph_of[order[i]] != subgraph_index && !reached(order[i])) scratch[k++] = order[i];
+        uint32_t first_of_c = k;
         for (uint32_t i = lo; i <= hi; ++i) if (builder.subgraph_of[order[i]] == subgraph_index) scratch[k++] = order[i];
-        for (uint32_t i = lo; i <= hi; ++i) {
-            NodeId x = order[i];
-            if (plain[x] == epoch && builder.subgraph_of[x] != subgraph_index) scratch[k++] = x;
-        }
+        for (uint32_t i = lo; i <= hi; ++i) if (reached(order[i])) scratch[k++] = order[i];
+        representative[subgraph_index] = scratch[first_of_c];
         TESSEL_ASSERT(k == count);
         for (uint32_t i = 0; i < count; ++i) { order[lo + i] = scratch[i]; rank[scratch[i]] = lo + i; }
         work_size = 0;
@@ -1790,6 +1982,7 @@ struct RollbackContext {
             listed[listed_at[best]] = kNoNode;
             uint32_t lo = 0, hi = 0;
             contract(builder.subgraphs.size - 1, &lo, &hi);
+            if (out_of_memory) return Status::OutOfMemory;
             if (naive) continue;
             // Candidates whose window the commit reordered are stale. The scan restarts at
             // the first listed one; unlisted ones are dropped the same way.
@@ -2294,6 +2487,8 @@ Status partition(const Graph& graph, const PartitionOptions& options, Arena* are
             return detail::partition_fail(result, Status::InvalidArgument, "node '%s' has affinity '%s', which is not in the device list",
                                           node.name.data, graph.device_name(node.affinity).data);
     }
+    if (n >= 0x80000000u)  // rollback tags work items with the top bit
+        return detail::partition_fail(result, Status::LimitExceeded, "partition: more than 2^31 - 1 nodes");
     detail::Builder builder(graph, arena);
     if (!builder.init()) return detail::partition_fail(result, Status::OutOfMemory, "out of memory");
     Status status = Status::Ok;
@@ -2445,9 +2640,11 @@ void write_placements(const Graph& graph, const Partition& partition, WriteFn wr
         const Node& node = graph.node(v);
         uint32_t k = partition.subgraph_of[v];
         const Placement& p = partition.placements[v];
-        detail::write_format(write, user, "%s %s subgraph=%u %s%s%s\n", node.name.data,
-                             graph.device_name(partition.subgraphs[k].device).data, k, reason_name(p.reason),
-                             p.other != kNoNode ? " " : "", p.other != kNoNode ? graph.node(p.other).name.data : "");
+        StringView device = graph.device_name(partition.subgraphs[k].device);
+        StringView other = p.other != kNoNode ? graph.node(p.other).name : StringView();
+        detail::write_format(write, user, "%.*s %.*s subgraph=%u %s%s%.*s\n", (int)node.name.size, node.name.data,
+                             (int)device.size, device.data, k, reason_name(p.reason), other.size ? " " : "",
+                             (int)other.size, other.data);
     }
 }
 
