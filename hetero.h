@@ -358,7 +358,7 @@ struct Partition {
     Span<const Subgraph> subgraphs;          // commit order
     Span<const uint32_t> subgraph_of;        // per node
     Span<const Placement> placements;        // per node
-    Span<const BoundaryTensor> boundaries;   // unique (producer, port, to_subgraph), sorted so
+    Span<const BoundaryTensor> boundaries;   // unique (producer, port, to_subgraph)
     Span<const uint32_t> execution_order;    // subgraph indices in an order that respects every boundary
     uint32_t cross_edges = 0;                // input edges whose ends lie in different subgraphs
     const char* last_error() const { return error; }
@@ -429,6 +429,7 @@ void write_dot(const Graph& graph, const Partition* partition, WriteFn write, vo
 #if defined(TESSEL_IMPLEMENTATION) && !defined(TESSEL_HETERO_IMPLEMENTED)
 #define TESSEL_HETERO_IMPLEMENTED
 
+#include <algorithm>  // std::sort, std::binary_search: no allocation
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
@@ -1170,22 +1171,32 @@ struct Builder {
         for (uint32_t i = 0; i < count; ++i) subgraph_of[copy[i]] = subgraphs.size;
         return subgraphs.push(subgraph);
     }
-    static void sort(NodeId* a, uint32_t n) {  // heap sort: no recursion, no allocation
-        auto sift = [a](uint32_t i, uint32_t size) {
-            for (;;) {
-                uint32_t largest = i, l = 2 * i + 1, r = l + 1;
-                if (l < size && a[l] > a[largest]) largest = l;
-                if (r < size && a[r] > a[largest]) largest = r;
-                if (largest == i) return;
-                NodeId t = a[i]; a[i] = a[largest]; a[largest] = t;
-                i = largest;
-            }
-        };
-        for (uint32_t i = n / 2; i-- > 0;) sift(i, n);
-        for (uint32_t end = n; end > 1; --end) {
-            NodeId t = a[0]; a[0] = a[end - 1]; a[end - 1] = t;
-            sift(0, end - 1);
+    // For algorithms that place every node before reading any list (waves): the device and
+    // the subgraph of each node now, all node lists at the end by one counting pass.
+    bool assign(DeviceId device, const NodeId* nodes, uint32_t count) {
+        for (uint32_t i = 0; i < count; ++i) subgraph_of[nodes[i]] = subgraphs.size;
+        Subgraph subgraph;
+        subgraph.device = device;
+        subgraph.nodes = Span<const NodeId>(nullptr, count);
+        return subgraphs.push(subgraph);
+    }
+    bool build_lists() {
+        NodeId* all = arena->allocate_array<NodeId>(graph.node_count());
+        uint32_t* fill = arena->allocate_array<uint32_t>(subgraphs.size);
+        if (!all || !fill) return false;
+        uint32_t offset = 0;
+        for (uint32_t k = 0; k < subgraphs.size; ++k) { fill[k] = offset; offset += (uint32_t)subgraphs[k].nodes.size; }
+        for (NodeId v = 0; v < graph.node_count(); ++v) all[fill[subgraph_of[v]]++] = v;
+        offset = 0;
+        for (uint32_t k = 0; k < subgraphs.size; ++k) {
+            subgraphs[k].nodes = Span<const NodeId>(all + offset, subgraphs[k].nodes.size);
+            offset += (uint32_t)subgraphs[k].nodes.size;
         }
+        return true;
+    }
+    static void sort(NodeId* a, uint32_t n) {  // often sorted already (levels)
+        for (uint32_t i = 1; i < n; ++i)
+            if (a[i - 1] > a[i]) { std::sort(a, a + n); return; }
     }
 };
 
@@ -2013,23 +2024,7 @@ struct RollbackContext {
 namespace detail {
 
 template <class T, class Less>
-void heap_sort(T* a, uint32_t n, Less less) {  // no recursion, no allocation
-    auto sift = [&](uint32_t i, uint32_t size) {
-        for (;;) {
-            uint32_t largest = i, l = 2 * i + 1, r = l + 1;
-            if (l < size && less(a[largest], a[l])) largest = l;
-            if (r < size && less(a[largest], a[r])) largest = r;
-            if (largest == i) return;
-            T t = a[i]; a[i] = a[largest]; a[largest] = t;
-            i = largest;
-        }
-    };
-    for (uint32_t i = n / 2; i-- > 0;) sift(i, n);
-    for (uint32_t end = n; end > 1; --end) {
-        T t = a[0]; a[0] = a[end - 1]; a[end - 1] = t;
-        sift(0, end - 1);
-    }
-}
+void sort_by(T* a, uint32_t n, Less less) { std::sort(a, a + n, less); }  // introsort: no allocation
 
 // ---- levels ---------------------------------------------------------------------------
 //
@@ -2047,30 +2042,36 @@ Status partition_levels(const Graph& graph, Builder& builder) {
     NodeId* parent = arena->allocate_array<NodeId>(n);  // union-find over weight-0 same-level edges
     NodeId* raised_by = fill_array<NodeId>(arena, n, kNoNode);
     uint8_t* raised_keep_apart = fill_array<uint8_t>(arena, n, 0);
-    if (!level || !parent || !raised_by || !raised_keep_apart) return Status::OutOfMemory;
+    DeviceId* device = arena->allocate_array<DeviceId>(n);  // dense copy: producers are read at random
+    if (!level || !parent || !raised_by || !raised_keep_apart || !device) return Status::OutOfMemory;
+    for (NodeId id = 0; id < n; ++id) { device[id] = graph.node(id).affinity; parent[id] = id; }
+    auto find = [parent](NodeId x) {
+        while (parent[x] != x) { parent[x] = parent[parent[x]]; x = parent[x]; }
+        return x;
+    };
+    // One pass in topological order: a node's level is final once its inputs are read, so
+    // its weight-0 same-level edges are joined right away (while the node is in cache).
     for (NodeId id : graph.topological_order()) {
         const Node& node = graph.node(id);
+        bool any_apart = false;
         for (uint32_t i = 0; i < node.num_inputs; ++i) {
             NodeId u = node.inputs[i].producer;
             bool apart = node.inputs[i].keep_apart != 0;
-            uint32_t w = (apart || graph.node(u).affinity != node.affinity) ? 1 : 0;
+            any_apart = any_apart || apart;
+            uint32_t w = (apart || device[u] != node.affinity) ? 1 : 0;
             if (level[u] + w > level[id] || (level[u] + w == level[id] && w && raised_by[id] == kNoNode)) {
                 level[id] = level[u] + w;
                 raised_by[id] = w ? u : kNoNode;
                 raised_keep_apart[id] = apart;
             }
         }
-    }
-    for (NodeId id = 0; id < n; ++id) parent[id] = id;
-    auto find = [parent](NodeId x) {
-        while (parent[x] != x) { parent[x] = parent[parent[x]]; x = parent[x]; }
-        return x;
-    };
-    for (NodeId id = 0; id < n; ++id) {
-        const Node& node = graph.node(id);
         for (uint32_t i = 0; i < node.num_inputs; ++i) {
             NodeId u = node.inputs[i].producer;
-            if (level[u] != level[id] || graph.node(u).affinity != node.affinity || keep_apart_edge(graph, u, id)) continue;
+            if (level[u] != level[id] || device[u] != node.affinity) continue;
+            bool apart = false;  // any keep-apart edge from u, not only this one
+            for (uint32_t j = 0; any_apart && j < node.num_inputs; ++j)
+                apart = apart || (node.inputs[j].producer == u && node.inputs[j].keep_apart);
+            if (apart) continue;
             NodeId a = find(u), b = find(id);
             if (a != b) { if (a < b) parent[b] = a; else parent[a] = b; }  // the smallest id leads
         }
@@ -2085,7 +2086,7 @@ Status partition_levels(const Graph& graph, Builder& builder) {
         if (root == id) leaders[leader_count++] = id;
         ++members[root];
     }
-    heap_sort(leaders, leader_count, [level](NodeId a, NodeId b) {
+    sort_by(leaders, leader_count, [level](NodeId a, NodeId b) {
         return level[a] != level[b] ? level[a] < level[b] : a < b;
     });
     // Node lists per cluster by counting sort on the leader.
@@ -2131,11 +2132,19 @@ Status partition_waves(const Graph& graph, Builder& builder, const DeviceId* pri
     NodeId* deferred = arena->allocate_array<NodeId>(n);
     uint32_t* in_wave = fill_array<uint32_t>(arena, n, 0);
     NodeId* last_from = fill_array<NodeId>(arena, n, kNoNode);  // the producer that made a node ready
-    if (!pending || !ready || !head || !tail || !slot_of || !wave || !deferred || !in_wave || !last_from)
+    uint8_t* slot = arena->allocate_array<uint8_t>(n);        // device slot per node, dense
+    uint8_t* has_apart = arena->allocate_array<uint8_t>(n);   // node has a keep-apart input
+    if (!pending || !ready || !head || !tail || !slot_of || !wave || !deferred || !in_wave || !last_from || !slot || !has_apart)
         return Status::OutOfMemory;
     for (uint32_t s = 0; s < device_count; ++s) slot_of[priority[s]] = s;
+    for (NodeId id = 0; id < n; ++id) {
+        const Node& node = graph.node(id);
+        slot[id] = (uint8_t)slot_of[node.affinity];
+        has_apart[id] = 0;
+        for (uint32_t i = 0; i < node.num_inputs; ++i) has_apart[id] |= node.inputs[i].keep_apart;
+    }
     auto push_ready = [&](NodeId x) {
-        uint32_t s = slot_of[graph.node(x).affinity];
+        uint32_t s = slot[x];
         ready[(size_t)s * n + tail[s]++] = x;
     };
     for (NodeId id = 0; id < n; ++id) {
@@ -2158,9 +2167,11 @@ Status partition_waves(const Graph& graph, Builder& builder, const DeviceId* pri
         while (head[current] < tail[current]) {
             NodeId x = ready[(size_t)current * n + head[current]++];
             bool apart = false;
-            const Node& node = graph.node(x);
-            for (uint32_t i = 0; i < node.num_inputs; ++i)
-                if (node.inputs[i].keep_apart && in_wave[node.inputs[i].producer] == wave_number) apart = true;
+            if (has_apart[x]) {
+                const Node& node = graph.node(x);
+                for (uint32_t i = 0; i < node.num_inputs; ++i)
+                    if (node.inputs[i].keep_apart && in_wave[node.inputs[i].producer] == wave_number) apart = true;
+            }
             if (apart) { deferred[deferred_count++] = x; continue; }
             in_wave[x] = wave_number;
             wave[wave_size++] = x;
@@ -2180,10 +2191,10 @@ Status partition_waves(const Graph& graph, Builder& builder, const DeviceId* pri
             else
                 builder.placements[x] = Placement{i == 0 ? PlacementReason::Root : PlacementReason::Grown, i == 0 ? kNoNode : wave[0]};
         }
-        if (!builder.commit(priority[current], wave, wave_size)) return Status::OutOfMemory;
+        if (!builder.assign(priority[current], wave, wave_size)) return Status::OutOfMemory;
         placed += wave_size;
     }
-    return Status::Ok;
+    return builder.build_lists() ? Status::Ok : Status::OutOfMemory;
 }
 
 // ---- min-size post-pass ---------------------------------------------------------------
@@ -2363,35 +2374,40 @@ Status finish_partition(const Graph& graph, Builder& builder, Partition* result)
     Arena* arena = builder.arena;
     const uint32_t n = graph.node_count();
     const uint32_t count = builder.subgraphs.size;
-    struct Crossing { NodeId producer; uint32_t port; NodeId consumer; uint32_t to; };
-    ArenaVector<Crossing> crossings;
-    crossings.arena = arena;
+    // Boundaries: each (producer, port, consumer subgraph) once, in the order consumers
+    // first need them. Consumers are visited in id order (the node table is read straight
+    // through); an open-addressing set of those keys, at most half full, drops repeats.
+    ArenaVector<BoundaryTensor> found;
+    found.arena = arena;
+    uint32_t table_size = 16;
+    while (table_size < 2ull * graph.edge_count()) table_size *= 2;
+    uint32_t* table = fill_array<uint32_t>(arena, table_size, kUnplaced);  // index into `found`
+    if (!table) return Status::OutOfMemory;
     uint32_t cross_edges = 0;
-    for (NodeId v = 0; v < n; ++v) {
-        const Node& node = graph.node(v);
-        for (uint32_t i = 0; i < node.num_inputs; ++i) {
-            NodeId p = node.inputs[i].producer;
-            if (builder.subgraph_of[p] == builder.subgraph_of[v]) continue;
+    for (NodeId c = 0; c < n; ++c) {
+        const Node& consumer = graph.node(c);
+        const uint32_t to = builder.subgraph_of[c];
+        for (uint32_t i = 0; i < consumer.num_inputs; ++i) {
+            const NodeId p = consumer.inputs[i].producer;
+            const uint32_t from = builder.subgraph_of[p];
+            if (from == to) continue;
             ++cross_edges;
-            if (!crossings.push(Crossing{p, node.inputs[i].port, v, builder.subgraph_of[v]})) return Status::OutOfMemory;
+            const uint32_t port = consumer.inputs[i].port;
+            uint64_t key = ((uint64_t)p << 32) ^ ((uint64_t)port << 20) ^ to;
+            uint32_t slot = (uint32_t)((key * 0x9e3779b97f4a7c15ull) >> 32) & (table_size - 1);
+            bool known = false;
+            while (table[slot] != kUnplaced) {
+                const BoundaryTensor& b = found[table[slot]];
+                if (b.producer == p && b.port == port && b.to_subgraph == to) { known = true; break; }
+                slot = (slot + 1) & (table_size - 1);
+            }
+            if (known) continue;
+            table[slot] = found.size;
+            if (!found.push(BoundaryTensor{p, port, c, from, to})) return Status::OutOfMemory;
         }
     }
-    heap_sort(crossings.data, crossings.size, [](const Crossing& a, const Crossing& b) {
-        if (a.producer != b.producer) return a.producer < b.producer;
-        if (a.port != b.port) return a.port < b.port;
-        if (a.to != b.to) return a.to < b.to;
-        return a.consumer < b.consumer;
-    });
-    BoundaryTensor* boundaries = arena->allocate_array<BoundaryTensor>(crossings.size);
-    if (!boundaries) return Status::OutOfMemory;
-    uint32_t boundary_count = 0;
-    for (uint32_t i = 0; i < crossings.size; ++i) {
-        const Crossing& c = crossings[i];
-        if (boundary_count && boundaries[boundary_count - 1].producer == c.producer &&
-            boundaries[boundary_count - 1].port == c.port && boundaries[boundary_count - 1].to_subgraph == c.to)
-            continue;
-        boundaries[boundary_count++] = BoundaryTensor{c.producer, c.port, c.consumer, builder.subgraph_of[c.producer], c.to};
-    }
+    BoundaryTensor* boundaries = found.data;
+    const uint32_t boundary_count = found.size;
     result->subgraphs = Span<const Subgraph>(builder.subgraphs.data, count);
     result->subgraph_of = Span<const uint32_t>(builder.subgraph_of, n);
     result->placements = Span<const Placement>(builder.placements, n);
@@ -2549,6 +2565,19 @@ Status check_partition(const Graph& graph, Partition* partition, const uint64_t*
     for (NodeId v = 0; v < n; ++v)
         if (seen[v] == detail::kUnplaced)
             return detail::partition_fail(partition, Status::InvalidPartition, "node '%s' is in no subgraph", graph.node(v).name.data);
+    // Boundaries sorted in scratch, then every crossing edge is looked up.
+    auto boundary_less = [](const BoundaryTensor& a, const BoundaryTensor& b) {
+        if (a.producer != b.producer) return a.producer < b.producer;
+        if (a.port != b.port) return a.port < b.port;
+        if (a.from_subgraph != b.from_subgraph) return a.from_subgraph < b.from_subgraph;
+        return a.to_subgraph < b.to_subgraph;
+    };
+    const uint32_t boundary_count = (uint32_t)partition->boundaries.size;
+    BoundaryTensor* sorted = static_cast<BoundaryTensor*>(TESSEL_MALLOC(sizeof(BoundaryTensor) * (boundary_count + 1)));
+    if (!sorted) return detail::partition_fail(partition, Status::OutOfMemory, "out of memory checking a partition");
+    struct FreeSorted { void* p; ~FreeSorted() { TESSEL_FREE(p); } } free_sorted{sorted};
+    for (uint32_t i = 0; i < boundary_count; ++i) sorted[i] = partition->boundaries[i];
+    detail::sort_by(sorted, boundary_count, boundary_less);
     uint32_t cross = 0;
     for (NodeId v = 0; v < n; ++v) {
         const Node& node = graph.node(v);
@@ -2561,10 +2590,8 @@ Status check_partition(const Graph& graph, Partition* partition, const uint64_t*
                 continue;
             }
             ++cross;
-            bool found = false;  // boundaries are sorted by (producer, port, to)
-            for (const BoundaryTensor& b : partition->boundaries)
-                if (b.producer == p && b.port == node.inputs[i].port && b.to_subgraph == seen[v] && b.from_subgraph == seen[p]) { found = true; break; }
-            if (!found)
+            BoundaryTensor key{p, node.inputs[i].port, v, seen[p], seen[v]};
+            if (!std::binary_search(sorted, sorted + boundary_count, key, boundary_less))
                 return detail::partition_fail(partition, Status::InvalidPartition, "no boundary tensor for '%s' port %u into subgraph %u",
                                               graph.node(p).name.data, node.inputs[i].port, seen[v]);
         }
