@@ -295,7 +295,7 @@ private:
     Node* node_mutable(NodeId id);
     Status grow_blocks();
 
-    static constexpr uint32_t kBlockShift = 12;  // nodes are stored in blocks of 4096
+    static constexpr uint32_t kBlockShift = 6;  // blocks of 64 nodes: small graphs fit small buffers
     Arena* arena_;
     Node** blocks_ = nullptr;
     uint32_t block_capacity_ = 0;
