@@ -1708,11 +1708,18 @@ struct RollbackContext {
         while (stack_size) {
             Frame& frame = stack[stack_size - 1];
             if (in_s[frame.node] != growth) { --stack_size; continue; }  // rolled back
+            // Two sweeps over the node's neighbours: first it rejects those of other devices,
+            // then it merges those of its own. Rejecting early means the descendants of a
+            // rejected node are refused as they come, instead of merged and rolled back.
             Span<const NodeId> succ = graph.successors(frame.node);
             Span<const NodeId> pred = graph.predecessors(frame.node);
-            if (frame.next >= succ.size + pred.size) { --stack_size; continue; }
-            NodeId next = frame.next < succ.size ? succ[frame.next] : pred[frame.next - succ.size];
+            const uint32_t degree = (uint32_t)(succ.size + pred.size);
+            if (frame.next >= 2 * degree) { --stack_size; continue; }
+            const bool reject_sweep = frame.next < degree;
+            const uint32_t k = reject_sweep ? frame.next : frame.next - degree;
+            NodeId next = k < succ.size ? succ[k] : pred[k - succ.size];
             ++frame.next;
+            if (reject_sweep != (graph.node(next).affinity != device)) continue;
             widen(next);
             if (in_s[next] == growth || rejected[next] == growth || committed(next)) continue;
             NodeId violation_via;
