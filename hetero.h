@@ -1204,9 +1204,11 @@ struct Builder {
 //
 // The seed algorithm, per device in priority order: every remaining node of the device not
 // covered by an earlier candidate of this round is a root; a candidate grows depth-first
-// from it (successors, then predecessors, in id order), merging neighbours of the device
-// and rejecting the others; after each merge or rejection the global condition is checked
-// and, while it fails, the last merged node is rolled back (moved to the rejected list).
+// from it, and at each node it first rejects the neighbours of other devices, then merges
+// those of its own (successors, then predecessors, in id order); after each merge or
+// rejection the global condition is checked and, while it fails, the last merged node is
+// rolled back (moved to the rejected list). A node reached from S through a blocked node
+// would fail at once and be rolled back at once: it is rejected directly, to the same effect.
 // The largest candidate of the round is committed (ties: the earliest root), and rounds
 // repeat until the device has no node left.
 //
@@ -1229,7 +1231,8 @@ struct Builder {
 // each committed subgraph, and marks nodes reached from S forward through Q, `plain` or
 // `tainted` (the path passed a blocked node). A path from S back to S never leaves the
 // ranks below max rank(S), so nodes above it are parked until S reaches further. Merges
-// and rejections only extend the marks; a rollback recomputes them. Candidates are cached
+// and rejections only extend the marks; a rollback runs the seed's loop in one pass (see
+// rollback_until_valid) and recomputes them. Candidates are cached
 // per root with the rank window they read; a commit reorders only ranks inside its own
 // window, so a cached candidate whose window is disjoint would grow identically and is reused.
 // Both checkers give the same partition (the property test compares them).
@@ -1317,7 +1320,6 @@ struct RollbackContext {
         : graph(g), arena(a), builder(b), options(o), n(g.node_count()), naive(o.naive_closure) {}
 
     bool committed(NodeId x) const { return builder.subgraph_of[x] != kUnplaced; }
-    static void ignore_node(NodeId) {}
     bool blocked(NodeId x) const { return rejected[x] == growth || committed(x); }
 
     void trace(const char* format, ...)
@@ -1701,7 +1703,9 @@ struct RollbackContext {
         add_to_s(root);
         if (!naive) {
             window_lo = window_hi = rank[root];
-            ignore_node(recompute());
+            NodeId none = recompute();  // a root alone always passes
+            TESSEL_ASSERT(none == kNoNode);
+            (void)none;
         }
         trace("  select root %s\n", name(root));
         stack[stack_size++] = Frame{root, 0};
