@@ -97,3 +97,25 @@ clean:
 	rm -rf build build-arm build-cmake
 
 -include $(HOST_TEST_OBJ:.o=.d) $(ARM_TEST_OBJ:.o=.d)
+
+# Fuzzing (clang, ASan + UBSan): `make fuzz FUZZ_SECONDS=N` runs every harness in fuzz/ for N
+# seconds from a seed corpus the project writes itself. Not part of `make test`.
+FUZZ_SECONDS ?= 60
+FUZZ_FLAGS    = -g -O1 -std=c++17 -I. -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
+FUZZERS       = $(patsubst fuzz/%.cpp,build/fuzz/%,$(wildcard fuzz/*.cpp))
+
+build/fuzz/%: fuzz/%.cpp $(HEADERS) | deps
+	@mkdir -p $(@D)
+	clang++ $(FUZZ_FLAGS) $< -o $@
+
+.PHONY: fuzz
+fuzz: $(FUZZERS)
+	@mkdir -p build/fuzz/corpus-graph_text
+	@printf '1 A\n2 A 1\n3 A 2\n4 B 2\n5 A 3 4\n6 A 5\n7 A 6\n' > build/fuzz/corpus-graph_text/seed
+	@printf 'x A\ny B\na A x\nd B y\nb B a y\nc A x d\n' > build/fuzz/corpus-graph_text/deadlock
+	@printf 'A0 ACC\nA1 ACC A0\nA2 ACC A1 A0\nX0 CPU A2\nA3 ACC X0\nA4 ACC X0\nB0 ACC !A0 !A4\n' > build/fuzz/corpus-graph_text/note
+	@for f in $(FUZZERS); do \
+	   name=$$(basename $$f); mkdir -p build/fuzz/corpus-$$name; \
+	   echo "== $$name for $(FUZZ_SECONDS) s"; \
+	   $$f build/fuzz/corpus-$$name -max_total_time=$(FUZZ_SECONDS) -max_len=4096 -print_final_stats=1 2>&1 | tail -12 || exit 1; \
+	 done
