@@ -1,9 +1,2197 @@
-/* snippets.h - Tessel: fusion of elementwise islands into JIT kernels.
+/* snippets.h - Tessel: fusion of elementwise islands into JIT kernels (x86-64).
 
-   Not built yet: this header only reserves the module's place (it includes hetero.h, as the
-   design says). The body IR, tokenizer, lowering and emitters arrive with their issue.
+   Memory-bound elementwise chains (GELU, hard-swish, bias + activation, layer-norm tails) are
+   fused into one kernel, so each tensor is walked once instead of once per operation. A fused
+   island is a *body*: a little SSA program in scalar notation (parameters, scalar constants,
+   operations, results) with NumPy broadcasting up to rank 6. `tokenize()` finds the islands on
+   a Graph; `Snippet::compile()` lowers a body and emits code for one target; the reference
+   interpreter runs any body exactly and is the oracle of every test.
+
+   Do this
+   -------
+       #define TESSEL_IMPLEMENTATION      // in exactly one .cpp file
+       #include "snippets.h"
+
+       tessel::Arena arena;
+       tessel::SnippetBody body(&arena);
+       int64_t shape[] = {64, 1024};
+       tessel::ValueId x, y;
+       body.parameter(shape, &x);                               // check each Status
+       body.unary(tessel::SnippetOp::GeluErf, x, &y);
+       body.result(y);
+       tessel::Snippet snippet;
+       snippet.compile(body);                                   // target from CPUID / TESSEL_ISA
+       const float* inputs[] = {in};  float* outputs[] = {out};
+       snippet.run(inputs, outputs);
+
+   Lowering, in order (each a named function in the implementation): power_static (Pow with a
+   scalar exponent), insert_load_store, insert_broadcast_move, fuse_broadcast_load,
+   scalars_to_data_section, eliminate_dead_code, schedule_memory_ops, normalize_domain (6D,
+   contiguous dimensions collapsed), allocate_registers (linear scan, whole-interval spills)
+   and emit (a vector tile plus a tail: AVX-512 masks, AVX2 vmaskmov, SSE4.1 a scalar tile),
+   through one jitter table per target. Kernels are cached by a hash of the lowered program
+   and the target (KernelCache).
+
+   Targets: Isa::Sse41, Isa::Avx2 (AVX2+FMA), Isa::Avx512 (AVX-512F), chosen by CPUID, and
+   Isa::Ref (interpreter only). The environment variable TESSEL_ISA=ref|sse41|avx2|avx512
+   overrides the default (never above what the CPU has), and SnippetOptions::isa overrides both.
+
+   Accuracy: every operation is written once, as a template over a vector model; the
+   interpreter instantiates it with scalars and the emitters with registers. So the JIT of a
+   target is bitwise equal to the interpreter run with that target's FMA mode
+   (isa_uses_fma(): Sse41 has no FMA and rounds the product). Only NaN payloads may differ.
+   Exact: Add Sub Mul Div Max Min Sqrt Reciprocal Abs Neg Relu Clip Floor Ceil Round Sign,
+   comparisons, Select. Transcendentals use gather-free Cephes-style polynomials (exp, log,
+   tanh) and N. Juffa's erff polynomials; measured bounds are in snippet_op_ulp_bound().
+
+   NaN rules (x86 semantics, reproduced by the interpreter): Max(a,b) = a > b ? a : b and
+   Min(a,b) = a < b ? a : b (a NaN in the first operand yields the second); Relu, Clip and the
+   transcendentals propagate NaN; Sign(NaN) = 0; Select treats a NaN condition as true.
+   Comparisons give 1.0f or 0.0f.
+
+   Config macros
+   -------------
+       TESSEL_NO_JIT      no asmjit at all: every Snippet runs the interpreter.
+       TESSEL_ASSERT, TESSEL_MALLOC/TESSEL_FREE   as in hetero.h.
+
+   Errors
+   ------
+   Every fallible call returns tessel::Status; the object keeps a message in last_error().
+   Code generation errors stick (the first one wins) and are checked once at the end of
+   emission; asmjit's error type never leaves the implementation.
+
+   Memory
+   ------
+   Bodies and tokenizer results live in an Arena. Compilation uses a scratch Arena (heap from
+   TESSEL_MALLOC) freed before compile() returns; the interpreter's column buffer is allocated
+   at compile time, so run() never allocates. Executable memory comes from asmjit's JitRuntime
+   (its own mmap/malloc, outside TESSEL_MALLOC).
+
+   Threading
+   ---------
+   A compiled Snippet's JIT path may run from several threads at once; its interpreter path
+   uses the snippet's column buffer, so one thread at a time. A KernelCache is not thread safe.
+
+   Limits
+   ------
+   Rank <= 6; parameters + results <= 11 per body (the kernel keeps one general register per
+   argument); bodies up to 65535 instructions. Outputs may alias an input of the same shape
+   (in place) but not a broadcast input. x86-64 System V calling convention only (no Windows
+   x64). The kernel walks the innermost normalized dimension; outer dimensions (at most 5) are
+   iterated by run(), one kernel call per row. tokenize() costs O(V+E) per merge attempt.
 */
 #ifndef TESSEL_SNIPPETS_H
 #define TESSEL_SNIPPETS_H
 #include "hetero.h"
+
+namespace tessel {
+
+// >>targets
+enum class Isa : uint8_t { Ref = 0, Sse41, Avx2, Avx512, Auto };
+const char* isa_name(Isa isa);
+Status parse_isa(StringView name, Isa* isa);   // "ref", "sse41", "avx2", "avx512"
+bool isa_available(Isa isa);    // CPU and build support it (Ref always)
+Isa best_isa();                 // the best available target by CPUID
+Isa default_isa();              // TESSEL_ISA when set and available, else best_isa()
+uint32_t isa_vector_floats(Isa isa);  // floats per vector register (1 for Ref)
+bool isa_uses_fma(Isa isa);     // whether the FMA steps of the approximations are fused
+
+// >>operations
+enum class SnippetOp : uint8_t {
+    Parameter, Scalar,
+    Add, Sub, Mul, Div, Max, Min, Pow, PowerStatic,
+    Sqrt, Reciprocal, Abs, Neg, Exp, Log, Tanh, Sigmoid, Relu, Clip, Elu, Selu, Erf,
+    GeluErf, GeluTanh, HardSigmoid, HardSwish, LeakyRelu, PRelu, Softplus, Softsign, Swish,
+    Mish, Floor, Ceil, Round, Sign,
+    Equal, Greater, Less, GreaterOrEqual, LessOrEqual, Select,
+    Count
+};
+const char* snippet_op_name(SnippetOp op);
+uint32_t snippet_op_arity(SnippetOp op);   // inputs: 0 for Parameter/Scalar, 1, 2 or 3 (Select)
+// Maps a Graph op name (ONNX spelling, plus Gelu/SiLU/Clamp/Where aliases) to an operation.
+// NotFound for anything that stays outside snippets.
+Status snippet_op_from_name(StringView name, SnippetOp* op);
+// Published accuracy bound in ULP against a double-precision reference of the same formula
+// over the sweep described in test/test_snippets.cpp; 0 means exact.
+uint32_t snippet_op_ulp_bound(SnippetOp op);
+// Default attributes: Elu alpha 1; Selu alpha 1.6732632, gamma (beta) 1.0507010; HardSigmoid
+// 0.2, 0.5; HardSwish 1/6, 0.5; LeakyRelu 0.01; Swish 1 (x * sigmoid(alpha x)); Clip -inf..inf.
+void snippet_op_default_attributes(SnippetOp op, float* alpha, float* beta);
+
+// >>body
+using ValueId = uint32_t;
+constexpr ValueId kNoValue = 0xffffffffu;
+constexpr int kSnippetMaxRank = 6;
+constexpr uint32_t kSnippetMaxArgs = 11;
+
+struct SnippetShape {
+    uint8_t rank = 0;
+    int64_t dims[kSnippetMaxRank] = {};
+};
+
+struct SnippetInstruction {
+    SnippetOp op = SnippetOp::Scalar;
+    uint8_t arity = 0;
+    ValueId args[3] = {kNoValue, kNoValue, kNoValue};
+    float alpha = 0, beta = 0;     // attributes; Scalar: alpha is the value
+    uint32_t index = 0;            // Parameter: its position
+    SnippetShape shape;            // broadcast shape of the value (Scalar: rank 0)
+};
+
+// A body in scalar notation. Values are instruction indices; each instruction defines one.
+class SnippetBody {
+public:
+    explicit SnippetBody(Arena* arena);
+    SnippetBody(const SnippetBody&) = delete;
+    SnippetBody& operator=(const SnippetBody&) = delete;
+
+    // Errors: InvalidArgument (negative dim, unknown value, wrong arity, shapes that do not
+    // broadcast, NaN attribute), LimitExceeded (rank > 6, too many instructions), OutOfMemory.
+    Status parameter(Span<const int64_t> shape, ValueId* out);
+    Status scalar(float value, ValueId* out);
+    Status unary(SnippetOp op, ValueId x, ValueId* out);                 // default attributes
+    Status unary(SnippetOp op, ValueId x, float alpha, float beta, ValueId* out);
+    Status binary(SnippetOp op, ValueId a, ValueId b, ValueId* out);
+    Status select(ValueId condition, ValueId a, ValueId b, ValueId* out);
+    Status add(SnippetOp op, Span<const ValueId> args, float alpha, float beta, ValueId* out);
+    Status result(ValueId value);
+
+    uint32_t size() const { return count_; }
+    const SnippetInstruction& instruction(ValueId id) const { return instructions_[id]; }
+    uint32_t parameter_count() const { return parameter_count_; }
+    uint32_t result_count() const { return result_count_; }
+    ValueId result_value(uint32_t i) const { return results_[i]; }
+    uint64_t hash() const;
+    const char* last_error() const { return error_; }
+
+private:
+    Status fail(Status status, const char* message) const;
+    Status push(const SnippetInstruction& instruction, ValueId* out);
+    Arena* arena_;
+    SnippetInstruction* instructions_ = nullptr;
+    uint32_t count_ = 0, capacity_ = 0;
+    ValueId* results_ = nullptr;
+    uint32_t result_count_ = 0, result_capacity_ = 0;
+    uint32_t parameter_count_ = 0;
+    mutable char error_[160] = {};
+};
+
+// >>kernel cache
+// Compiled kernels by hash of the lowered program and target. Snippets compiled with a cache
+// leave their kernel to it; they must not outlive it.
+class KernelCache {
+public:
+    KernelCache() = default;
+    ~KernelCache();
+    KernelCache(const KernelCache&) = delete;
+    KernelCache& operator=(const KernelCache&) = delete;
+    static constexpr uint32_t kCapacity = 128;
+    uint32_t size() const { return count_; }
+    uint32_t hits() const { return hits_; }
+    uint32_t misses() const { return misses_; }
+    // internal
+    struct Entry { uint64_t hash; void* key; size_t key_bytes; void* kernel; uint32_t code_size; };
+    const Entry* find(uint64_t hash, const void* key, size_t key_bytes);
+    bool insert(uint64_t hash, const void* key, size_t key_bytes, void* kernel, uint32_t code_size);
+private:
+    Entry entries_[kCapacity] = {};
+    uint32_t count_ = 0, hits_ = 0, misses_ = 0;
+};
+
+// >>snippet
+struct SnippetOptions {
+    Isa isa = Isa::Auto;
+    uint32_t max_registers = 0;  // vector registers the allocator may use; 0: all it has
+    KernelCache* cache = nullptr;
+    bool reference_fma = true;   // Ref only: fuse FMA steps (false reproduces Sse41 exactly)
+};
+
+struct SnippetStats {
+    Isa isa = Isa::Ref;
+    uint64_t elements = 0;           // of the scheduling domain
+    uint64_t bytes_unfused = 0;      // every operation reads its inputs and writes its output
+    uint64_t bytes_fused = 0;        // parameters read once, results written once
+    double shrinkage = 0;            // bytes_unfused / bytes_fused
+    uint32_t instructions = 0;       // lowered instructions
+    uint32_t registers_used = 0;     // distinct vector registers holding values
+    uint32_t spilled_values = 0;
+    uint32_t code_size = 0;          // bytes of code and data
+    uint64_t compile_ns = 0;
+    bool cache_hit = false;
+    uint32_t normalized_rank = 0;    // dimensions after collapsing
+};
+void write_statistics(const SnippetStats& stats, WriteFn write, void* user);
+
+class Snippet {
+public:
+    Snippet() = default;
+    ~Snippet();
+    Snippet(const Snippet&) = delete;
+    Snippet& operator=(const Snippet&) = delete;
+
+    // The body must outlive the snippet (the interpreter reads it). Errors: InvalidArgument
+    // (no result, shapes that do not broadcast to one domain), LimitExceeded (too many
+    // arguments), Unsupported (isa not available), OutOfMemory.
+    Status compile(const SnippetBody& body, const SnippetOptions& options = SnippetOptions());
+    // Pointers to contiguous row-major float tensors of the body's shapes, parameters in order,
+    // results in order. InvalidArgument on a count mismatch or a null pointer (unless the
+    // domain is empty), NotFinalized before compile().
+    Status run(Span<const float* const> inputs, Span<float* const> outputs) const;
+
+    Isa isa() const { return isa_; }
+    const SnippetStats& stats() const { return stats_; }
+    const char* last_error() const { return error_; }
+    uint32_t normalized_rank() const { return rank_; }
+    int64_t normalized_dim(uint32_t i) const { return dims_[i]; }
+
+private:
+    Status fail(Status status, const char* message) const;
+    void release();
+    const SnippetBody* body_ = nullptr;
+    Isa isa_ = Isa::Ref;
+    bool fused_ = true;
+    bool compiled_ = false;
+    bool kernel_owned_ = false;
+    void* kernel_ = nullptr;
+    float* columns_ = nullptr;                       // interpreter scratch
+    uint32_t parameters_ = 0, results_ = 0;
+    uint32_t rank_ = 0;                              // normalized dims; the last is the row
+    int64_t dims_[kSnippetMaxRank] = {};
+    int64_t strides_[kSnippetMaxArgs][kSnippetMaxRank] = {};  // elements; 0 = broadcast
+    SnippetStats stats_;
+    mutable char error_[160] = {};
+};
+
+// Runs a body with the interpreter (the oracle). fused selects the FMA mode.
+Status interpret(const SnippetBody& body, Span<const float* const> inputs,
+                 Span<float* const> outputs, bool fused = true);
+
+// >>tokenizer
+constexpr uint32_t kNoIsland = 0xffffffffu;
+struct TokenizeOptions {
+    uint32_t max_arguments = kSnippetMaxArgs;   // external inputs + outputs of an island
+};
+struct Tokenization {
+    Span<const uint32_t> island_of;   // per node; kNoIsland for nodes outside every island
+    uint32_t island_count = 0;
+};
+// A node is fusible when its op maps to a SnippetOp (or is a one-element float Constant),
+// it has one Float32 output of known shape (rank <= 6) and its input count fits the op.
+bool node_is_fusible(const Graph& graph, NodeId node);
+// Greedy islands in topological order: a node joins the islands of its fusible producers
+// while the merge keeps the graph of islands acyclic, the island's inputs + outputs stay
+// within max_arguments, its output shapes broadcast to one domain and no keep-apart edge
+// lies inside. Errors: NotFinalized, InvalidArgument, OutOfMemory.
+Status tokenize(const Graph& graph, const TokenizeOptions& options, Arena* arena, Tokenization* result);
+
+}  // namespace tessel
 #endif  // TESSEL_SNIPPETS_H
+
+// ==========================================================================================
+// Implementation
+// ==========================================================================================
+#if defined(TESSEL_IMPLEMENTATION) && !defined(TESSEL_SNIPPETS_IMPLEMENTED)
+#define TESSEL_SNIPPETS_IMPLEMENTED
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <new>
+#ifndef TESSEL_NO_JIT
+#include <asmjit/x86.h>
+#endif
+
+namespace tessel {
+namespace detail {
+
+// >>helpers
+inline uint32_t float_bits(float x) { uint32_t b; std::memcpy(&b, &x, 4); return b; }
+inline float bits_float(uint32_t b) { float x; std::memcpy(&x, &b, 4); return x; }
+inline uint64_t fnv(uint64_t h, const void* data, size_t size) {
+    const unsigned char* p = static_cast<const unsigned char*>(data);
+    for (size_t i = 0; i < size; ++i) h = (h ^ p[i]) * 1099511628211ull;
+    return h;
+}
+inline uint64_t now_ns() {
+    timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+// Right-aligned NumPy broadcast of two shapes; false if they do not broadcast.
+inline bool broadcast_shapes(const SnippetShape& a, const SnippetShape& b, SnippetShape* out) {
+    SnippetShape r;
+    r.rank = a.rank > b.rank ? a.rank : b.rank;
+    for (int i = 0; i < r.rank; ++i) {
+        int ia = a.rank - r.rank + i, ib = b.rank - r.rank + i;
+        int64_t da = ia >= 0 ? a.dims[ia] : 1, db = ib >= 0 ? b.dims[ib] : 1;
+        if (da != db && da != 1 && db != 1) return false;
+        r.dims[i] = da == 1 ? db : da;
+    }
+    *out = r;
+    return true;
+}
+inline uint64_t shape_elements(const SnippetShape& s) {
+    uint64_t n = 1;
+    for (int i = 0; i < s.rank; ++i) n *= (uint64_t)s.dims[i];
+    return n;
+}
+
+// >>vector model
+// The primitives every approximation is written with. ScalarMath models one lane with the
+// exact x86 semantics of the instruction each primitive emits (min/max operand order,
+// cvtps2dq's integer indefinite, compare predicates), so interpreter and JIT agree bitwise.
+enum CmpPredicate : uint8_t { kCmpEq = 0, kCmpLt = 1, kCmpLe = 2, kCmpUnord = 3, kCmpNeq = 4, kCmpNlt = 5, kCmpNle = 6, kCmpOrd = 7 };
+enum RoundMode : uint8_t { kRoundNearest = 0, kRoundFloor = 1, kRoundCeil = 2, kRoundTrunc = 3 };
+
+struct ScalarMath {
+    using V = float;
+    bool fused = true;
+    V c(float v) { return v; }
+    V cb(uint32_t b) { return bits_float(b); }
+    V add(V a, V b) { return a + b; }
+    V sub(V a, V b) { return a - b; }
+    V mul(V a, V b) { return a * b; }
+    V div(V a, V b) { return a / b; }
+    V min(V a, V b) { return a < b ? a : b; }
+    V max(V a, V b) { return a > b ? a : b; }
+    V sqrt(V a) { return std::sqrt(a); }
+    V fma(V a, V b, V c) {
+        if (fused) return std::fma(a, b, c);
+        V p = a * b;  // rounded on its own: the non-FMA targets multiply, then add
+        return p + c;
+    }
+    V fnma(V a, V b, V c) {  // c - a*b
+        if (fused) return std::fma(-a, b, c);
+        V p = a * b;
+        return c - p;
+    }
+    V and_(V a, V b) { return cb(float_bits(a) & float_bits(b)); }
+    V or_(V a, V b) { return cb(float_bits(a) | float_bits(b)); }
+    V xor_(V a, V b) { return cb(float_bits(a) ^ float_bits(b)); }
+    V andnot(V a, V b) { return cb(~float_bits(a) & float_bits(b)); }
+    V cmp(V a, V b, int predicate) {
+        bool unordered = a != a || b != b, r = false;
+        switch (predicate) {
+            case kCmpEq: r = !unordered && a == b; break;
+            case kCmpLt: r = !unordered && a < b; break;
+            case kCmpLe: r = !unordered && a <= b; break;
+            case kCmpUnord: r = unordered; break;
+            case kCmpNeq: r = unordered || a != b; break;
+            case kCmpNlt: r = unordered || !(a < b); break;
+            case kCmpNle: r = unordered || !(a <= b); break;
+            default: r = !unordered; break;
+        }
+        return cb(r ? 0xffffffffu : 0u);
+    }
+    V blend(V mask, V a, V b) { return float_bits(mask) ? a : b; }
+    V round(V a, int mode) {
+        switch (mode) {
+            case kRoundNearest: return std::nearbyint(a);
+            case kRoundFloor: return std::floor(a);
+            case kRoundCeil: return std::ceil(a);
+            default: return std::trunc(a);
+        }
+    }
+    V cvt_i(V a) {  // cvtps2dq: round to nearest even, NaN and overflow give INT32_MIN
+        if (!(a >= -2147483648.0f && a < 2147483648.0f)) return cb(0x80000000u);
+        return cb((uint32_t)(int32_t)std::nearbyint(a));
+    }
+    V cvt_f(V a) { return (float)(int32_t)float_bits(a); }
+    void drop(V&) {}
+    V add_i(V a, V b) { return cb(float_bits(a) + float_bits(b)); }
+    V sub_i(V a, V b) { return cb(float_bits(a) - float_bits(b)); }
+    V shl_i(V a, int n) { return cb(float_bits(a) << n); }
+    V shr_i(V a, int n) { return cb(float_bits(a) >> n); }
+    V sra_i(V a, int n) {
+        int32_t v = (int32_t)float_bits(a);
+        return cb((uint32_t)(v < 0 ? ~(~v >> n) : v >> n));
+    }
+};
+
+// >>approximations
+// Written statement by statement with explicit drop()s: in the JIT every live handle holds a
+// scratch register, so lifetimes are kept short (peak ~9 registers, see kScratchRegisters).
+constexpr uint32_t kSignBit = 0x80000000u;
+
+template <class M, class V>
+V math_abs(M& m, const V& x) { return m.andnot(m.cb(kSignBit), x); }
+
+// exp: Cody-Waite reduction by ln2 (Cephes split), degree-6 polynomial, 2^n applied in two
+// halves so that results down to the denormal range round once.
+template <class M, class V>
+V math_exp(M& m, V x) {
+    V t = m.max(m.c(-104.0f), x);  // operand order keeps NaN
+    m.drop(x);
+    t = m.min(m.c(89.0f), t);
+    V fn = m.mul(t, m.c(1.44269504088896341f));
+    fn = m.round(fn, kRoundNearest);
+    V r = m.fnma(fn, m.c(0.693359375f), t);
+    m.drop(t);
+    r = m.fnma(fn, m.c(-2.12194440e-4f), r);
+    V p = m.fma(m.c(1.9875691500e-4f), r, m.c(1.3981999507e-3f));
+    p = m.fma(p, r, m.c(8.3334519073e-3f));
+    p = m.fma(p, r, m.c(4.1665795894e-2f));
+    p = m.fma(p, r, m.c(1.6666665459e-1f));
+    p = m.fma(p, r, m.c(5.0000001201e-1f));
+    V r2 = m.mul(r, r);
+    p = m.fma(p, r2, r);
+    m.drop(r);
+    m.drop(r2);
+    p = m.add(p, m.c(1.0f));
+    V n = m.cvt_i(fn);
+    m.drop(fn);
+    V n1 = m.sra_i(n, 1);
+    n = m.sub_i(n, n1);
+    V s = m.add_i(n1, m.cb(127));
+    m.drop(n1);
+    s = m.shl_i(s, 23);
+    p = m.mul(p, s);
+    s = m.add_i(n, m.cb(127));
+    m.drop(n);
+    s = m.shl_i(s, 23);
+    return m.mul(p, s);
+}
+
+// log: Cephes logf (mantissa in [sqrt(1/2), sqrt(2)), degree-8 polynomial), denormals scaled
+// by 2^23 first, special cases blended at the end.
+template <class M, class V>
+V math_log(M& m, V x) {
+    V small = m.cmp(x, m.c(1.17549435e-38f), kCmpLt);
+    V xs = m.mul(x, m.c(8388608.0f));
+    xs = m.blend(small, xs, x);
+    V e = m.shr_i(xs, 23);
+    e = m.sub_i(e, m.cb(126));
+    V mant = m.and_(xs, m.cb(0x007fffffu));
+    m.drop(xs);
+    mant = m.or_(mant, m.cb(0x3f000000u));
+    V lt = m.cmp(mant, m.c(0.707106781186547524f), kCmpLt);
+    V fe = m.cvt_f(e);
+    m.drop(e);
+    V t = m.and_(lt, m.c(1.0f));
+    fe = m.sub(fe, t);
+    t = m.and_(small, m.c(23.0f));
+    m.drop(small);
+    fe = m.sub(fe, t);
+    m.drop(t);
+    V f = m.and_(lt, mant);
+    m.drop(lt);
+    f = m.add(mant, f);
+    m.drop(mant);
+    f = m.sub(f, m.c(1.0f));
+    V z = m.mul(f, f);
+    V y = m.fma(m.c(7.0376836292e-2f), f, m.c(-1.1514610310e-1f));
+    y = m.fma(y, f, m.c(1.1676998740e-1f));
+    y = m.fma(y, f, m.c(-1.2420140846e-1f));
+    y = m.fma(y, f, m.c(1.4249322787e-1f));
+    y = m.fma(y, f, m.c(-1.6668057665e-1f));
+    y = m.fma(y, f, m.c(2.0000714765e-1f));
+    y = m.fma(y, f, m.c(-2.4999993993e-1f));
+    y = m.fma(y, f, m.c(3.3333331174e-1f));
+    y = m.mul(y, f);
+    y = m.mul(y, z);
+    y = m.fma(fe, m.c(-2.12194440e-4f), y);
+    y = m.fnma(z, m.c(0.5f), y);
+    m.drop(z);
+    V r = m.add(f, y);
+    m.drop(f);
+    m.drop(y);
+    r = m.fma(fe, m.c(0.693359375f), r);
+    m.drop(fe);
+    V mask = m.cmp(x, m.c(0.0f), kCmpEq);
+    r = m.blend(mask, m.cb(0xff800000u), r);                 // log(+-0) = -inf
+    mask = m.cmp(m.c(0.0f), x, kCmpNle);
+    r = m.blend(mask, m.cb(0x7fc00000u), r);                 // x < 0 or NaN
+    mask = m.cmp(x, m.cb(0x7f800000u), kCmpEq);
+    return m.blend(mask, x, r);                              // log(inf) = inf
+}
+
+// tanh: Cephes odd polynomial below 0.625, 1 - 2/(exp(2|x|)+1) above, sign restored.
+template <class M, class V>
+V math_tanh(M& m, const V& x) {
+    V t = m.add(x, x);
+    t = math_abs(m, t);
+    V big = math_exp(m, static_cast<V&&>(t));
+    big = m.add(big, m.c(1.0f));
+    big = m.div(m.c(2.0f), big);
+    big = m.sub(m.c(1.0f), big);
+    V s = m.and_(x, m.cb(kSignBit));
+    big = m.or_(big, s);
+    m.drop(s);
+    V z = m.mul(x, x);
+    V p = m.fma(m.c(-5.70498872745e-3f), z, m.c(2.06390887954e-2f));
+    p = m.fma(p, z, m.c(-5.37397155531e-2f));
+    p = m.fma(p, z, m.c(1.33314422036e-1f));
+    p = m.fma(p, z, m.c(-3.33332819422e-1f));
+    p = m.mul(p, z);
+    m.drop(z);
+    V small = m.fma(p, x, x);
+    m.drop(p);
+    V ax = math_abs(m, x);
+    V mask = m.cmp(ax, m.c(0.625f), kCmpLt);
+    m.drop(ax);
+    return m.blend(mask, small, big);
+}
+
+// sigmoid from exp(-|x|) so neither side overflows: 1/(1+e) or e/(1+e).
+template <class M, class V>
+V math_sigmoid(M& m, V x) {
+    V t = math_abs(m, x);
+    t = m.or_(t, m.cb(kSignBit));
+    V e = math_exp(m, static_cast<V&&>(t));
+    V d = m.add(m.c(1.0f), e);
+    V mask = m.cmp(x, m.c(0.0f), kCmpLt);
+    m.drop(x);
+    V num = m.blend(mask, e, m.c(1.0f));
+    m.drop(mask);
+    m.drop(e);
+    return m.div(num, d);
+}
+
+// erfc(t) for t > 0.927734375 as exp(polynomial), and erf for |a| <= 0.927734375: the two
+// branches of N. Juffa's faithfully rounded erff (coefficients as published by him).
+template <class M, class V>
+V math_erfc_large(M& m, V t) {
+    V s = m.mul(t, t);
+    V r = m.fma(m.c(-1.72853470e-5f), t, m.c(3.83197126e-4f));
+    V u = m.fma(m.c(-3.88396438e-3f), t, m.c(2.42546219e-2f));
+    r = m.fma(r, s, u);
+    m.drop(s);
+    m.drop(u);
+    r = m.fma(r, t, m.c(-1.06777877e-1f));
+    r = m.fma(r, t, m.c(-6.34846687e-1f));
+    r = m.fma(r, t, m.c(-1.28717512e-1f));
+    V nt = m.xor_(t, m.cb(kSignBit));
+    r = m.fma(r, t, nt);
+    m.drop(t);
+    m.drop(nt);
+    return math_exp(m, static_cast<V&&>(r));
+}
+template <class M, class V>
+V math_erf_small(M& m, const V& a) {
+    V s = m.mul(a, a);
+    V r = m.fma(m.c(-5.96761703e-4f), s, m.c(4.99119423e-3f));
+    r = m.fma(r, s, m.c(-2.67681349e-2f));
+    r = m.fma(r, s, m.c(1.12819925e-1f));
+    r = m.fma(r, s, m.c(-3.76125336e-1f));
+    r = m.fma(r, s, m.c(1.28379166e-1f));
+    m.drop(s);
+    return m.fma(r, a, a);
+}
+template <class M, class V>
+V math_erf(M& m, const V& x) {
+    V t = math_abs(m, x);
+    V big = math_erfc_large(m, static_cast<V&&>(t));
+    big = m.sub(m.c(1.0f), big);
+    V s = m.and_(x, m.cb(kSignBit));
+    big = m.or_(big, s);
+    m.drop(s);
+    V small = math_erf_small(m, x);
+    t = math_abs(m, x);
+    V mask = m.cmp(t, m.c(0.927734375f), kCmpLe);
+    m.drop(t);
+    return m.blend(mask, small, big);
+}
+
+// GELU(erf) = x/2 (1 + erf(x/sqrt2)); 1+erf is taken from erfc directly below -0.9277 so the
+// negative side does not cancel.
+template <class M, class V>
+V math_gelu_erf(M& m, const V& x) {
+    V a = m.mul(x, m.c(0.707106781186547524f));
+    V t = math_abs(m, a);
+    V e = math_erfc_large(m, static_cast<V&&>(t));
+    V two = m.sub(m.c(2.0f), e);
+    V mask = m.cmp(a, m.c(0.0f), kCmpLt);
+    V large = m.blend(mask, e, two);
+    m.drop(mask);
+    m.drop(e);
+    m.drop(two);
+    V small = math_erf_small(m, a);
+    small = m.add(m.c(1.0f), small);
+    t = math_abs(m, a);
+    m.drop(a);
+    mask = m.cmp(t, m.c(0.927734375f), kCmpLe);
+    m.drop(t);
+    V one_plus_erf = m.blend(mask, small, large);
+    m.drop(mask);
+    m.drop(small);
+    m.drop(large);
+    V half = m.mul(x, m.c(0.5f));
+    return m.mul(half, one_plus_erf);
+}
+
+// GELU(tanh) = x/2 (1 + tanh(u)) = x * sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3).
+template <class M, class V>
+V math_gelu_tanh(M& m, const V& x) {
+    V x2 = m.mul(x, x);
+    V inner = m.fma(m.c(0.0713548162726f), x2, m.c(1.59576912161f));
+    m.drop(x2);
+    V v = m.mul(x, inner);
+    m.drop(inner);
+    V s = math_sigmoid(m, static_cast<V&&>(v));
+    return m.mul(x, s);
+}
+
+// expm1 = exp(x)-1, with Kahan's (u-1)*x/log(u) for |x| < 0.5 against cancellation.
+template <class M, class V>
+V math_expm1(M& m, const V& x) {
+    V u = math_exp(m, x);
+    V d = m.sub(u, m.c(1.0f));
+    V l = math_log(m, u);
+    V precise = m.mul(d, x);
+    precise = m.div(precise, l);
+    m.drop(l);
+    V mask = m.cmp(u, m.c(1.0f), kCmpEq);
+    m.drop(u);
+    precise = m.blend(mask, x, precise);
+    V ax = math_abs(m, x);
+    mask = m.cmp(ax, m.c(0.5f), kCmpLt);
+    m.drop(ax);
+    return m.blend(mask, precise, d);
+}
+
+// softplus = max(x,0) + log1p(exp(-|x|)), log1p by Goldberg's log(u)*e/(u-1).
+template <class M, class V>
+V math_softplus(M& m, const V& x) {
+    V t = math_abs(m, x);
+    t = m.or_(t, m.cb(kSignBit));
+    V e = math_exp(m, static_cast<V&&>(t));
+    V u = m.add(m.c(1.0f), e);
+    V d = m.sub(u, m.c(1.0f));
+    V l = math_log(m, static_cast<V&&>(u));
+    V q = m.div(e, d);
+    l = m.mul(l, q);
+    m.drop(q);
+    V mask = m.cmp(d, m.c(0.0f), kCmpEq);
+    m.drop(d);
+    l = m.blend(mask, e, l);
+    m.drop(mask);
+    m.drop(e);
+    V mx = m.max(m.c(0.0f), x);
+    return m.add(mx, l);
+}
+
+// mish = x tanh(softplus(x)) = x n/(n+2), n = e(e+2), e = exp(min(x, 20)).
+template <class M, class V>
+V math_mish(M& m, const V& x) {
+    V t = m.min(m.c(20.0f), x);
+    V e = math_exp(m, static_cast<V&&>(t));
+    V n = m.add(e, m.c(2.0f));
+    n = m.mul(e, n);
+    m.drop(e);
+    V d = m.add(n, m.c(2.0f));
+    n = m.div(n, d);
+    m.drop(d);
+    return m.mul(x, n);
+}
+
+template <class M, class V>
+V math_pow(M& m, const V& a, const V& b) {
+    V l = math_abs(m, a);
+    l = math_log(m, static_cast<V&&>(l));
+    l = m.mul(b, l);
+    V r = math_exp(m, static_cast<V&&>(l));
+    V t = m.round(b, kRoundTrunc);
+    V is_int = m.cmp(t, b, kCmpEq);
+    V half = m.mul(b, m.c(0.5f));
+    t = m.round(half, kRoundTrunc);
+    V odd = m.cmp(t, half, kCmpEq);
+    m.drop(t);
+    m.drop(half);
+    odd = m.andnot(odd, is_int);
+    V s = m.and_(a, m.cb(kSignBit));
+    s = m.and_(odd, s);
+    m.drop(odd);
+    r = m.xor_(r, s);                                    // (-a)^odd < 0
+    m.drop(s);
+    V neg = m.cmp(a, m.c(0.0f), kCmpLt);
+    neg = m.andnot(is_int, neg);
+    m.drop(is_int);
+    r = m.blend(neg, m.cb(0x7fc00000u), r);              // (-a)^fraction = NaN
+    m.drop(neg);
+    V zero = m.cmp(b, m.c(0.0f), kCmpEq);
+    return m.blend(zero, m.c(1.0f), r);                  // x^0 = 1
+}
+
+template <class M, class V>
+V math_power_static(M& m, const V& x, float p) {
+    if (p == 0.0f) return m.c(1.0f);
+    if (p == 0.5f) return m.sqrt(x);
+    if (p == -0.5f) {
+        V s = m.sqrt(x);
+        return m.div(m.c(1.0f), s);
+    }
+    float ap = p < 0 ? -p : p;
+    if (ap <= 64.0f && ap == (float)(int)ap) {
+        int n = (int)ap;
+        V result = x;  // square and multiply, highest bit first
+        int top = 0;
+        while ((n >> (top + 1)) != 0) ++top;
+        for (int bit = top - 1; bit >= 0; --bit) {
+            result = m.mul(result, result);
+            if ((n >> bit) & 1) result = m.mul(result, x);
+        }
+        if (p < 0) result = m.div(m.c(1.0f), result);
+        return result;
+    }
+    return math_pow(m, x, m.c(p));
+}
+
+template <class M, class V>
+V one_if(M& m, const V& mask) { return m.and_(mask, m.c(1.0f)); }
+
+// One operation, the single definition shared by the interpreter and every emitter.
+template <class M, class V>
+V eval_op(M& m, SnippetOp op, const V* a, float alpha, float beta) {
+    switch (op) {
+        case SnippetOp::Add: return m.add(a[0], a[1]);
+        case SnippetOp::Sub: return m.sub(a[0], a[1]);
+        case SnippetOp::Mul: return m.mul(a[0], a[1]);
+        case SnippetOp::Div: return m.div(a[0], a[1]);
+        case SnippetOp::Max: return m.max(a[0], a[1]);
+        case SnippetOp::Min: return m.min(a[0], a[1]);
+        case SnippetOp::Pow: return math_pow(m, a[0], a[1]);
+        case SnippetOp::PowerStatic: return math_power_static(m, a[0], alpha);
+        case SnippetOp::Sqrt: return m.sqrt(a[0]);
+        case SnippetOp::Reciprocal: return m.div(m.c(1.0f), a[0]);
+        case SnippetOp::Abs: return math_abs(m, a[0]);
+        case SnippetOp::Neg: return m.xor_(a[0], m.cb(kSignBit));
+        case SnippetOp::Exp: return math_exp(m, a[0]);
+        case SnippetOp::Log: return math_log(m, a[0]);
+        case SnippetOp::Tanh: return math_tanh(m, a[0]);
+        case SnippetOp::Sigmoid: return math_sigmoid(m, a[0]);
+        case SnippetOp::Relu: return m.max(m.c(0.0f), a[0]);
+        case SnippetOp::Clip: return m.min(m.c(beta), m.max(m.c(alpha), a[0]));
+        case SnippetOp::Elu: case SnippetOp::Selu: {
+            V neg = math_expm1(m, a[0]);
+            neg = m.mul(neg, m.c(alpha));
+            V mask = m.cmp(a[0], m.c(0.0f), kCmpNle);
+            V r = m.blend(mask, a[0], neg);
+            if (op == SnippetOp::Elu) return r;
+            m.drop(mask);
+            m.drop(neg);
+            return m.mul(r, m.c(beta));
+        }
+        case SnippetOp::Erf: return math_erf(m, a[0]);
+        case SnippetOp::GeluErf: return math_gelu_erf(m, a[0]);
+        case SnippetOp::GeluTanh: return math_gelu_tanh(m, a[0]);
+        case SnippetOp::HardSigmoid:
+            return m.max(m.c(0.0f), m.min(m.c(1.0f), m.fma(a[0], m.c(alpha), m.c(beta))));
+        case SnippetOp::HardSwish:
+            return m.mul(a[0], m.max(m.c(0.0f), m.min(m.c(1.0f), m.fma(a[0], m.c(alpha), m.c(beta)))));
+        case SnippetOp::LeakyRelu:
+            return m.blend(m.cmp(a[0], m.c(0.0f), kCmpLt), m.mul(a[0], m.c(alpha)), a[0]);
+        case SnippetOp::PRelu:
+            return m.blend(m.cmp(a[0], m.c(0.0f), kCmpLt), m.mul(a[0], a[1]), a[0]);
+        case SnippetOp::Softplus: return math_softplus(m, a[0]);
+        case SnippetOp::Softsign: return m.div(a[0], m.add(m.c(1.0f), math_abs(m, a[0])));
+        case SnippetOp::Swish: return m.mul(a[0], math_sigmoid(m, m.mul(a[0], m.c(alpha))));
+        case SnippetOp::Mish: return math_mish(m, a[0]);
+        case SnippetOp::Floor: return m.round(a[0], kRoundFloor);
+        case SnippetOp::Ceil: return m.round(a[0], kRoundCeil);
+        case SnippetOp::Round: return m.round(a[0], kRoundNearest);
+        case SnippetOp::Sign:
+            return m.sub(one_if(m, m.cmp(m.c(0.0f), a[0], kCmpLt)), one_if(m, m.cmp(a[0], m.c(0.0f), kCmpLt)));
+        case SnippetOp::Equal: return one_if(m, m.cmp(a[0], a[1], kCmpEq));
+        case SnippetOp::Greater: return one_if(m, m.cmp(a[1], a[0], kCmpLt));
+        case SnippetOp::Less: return one_if(m, m.cmp(a[0], a[1], kCmpLt));
+        case SnippetOp::GreaterOrEqual: return one_if(m, m.cmp(a[1], a[0], kCmpLe));
+        case SnippetOp::LessOrEqual: return one_if(m, m.cmp(a[0], a[1], kCmpLe));
+        case SnippetOp::Select: return m.blend(m.cmp(a[0], m.c(0.0f), kCmpNeq), a[1], a[2]);
+        case SnippetOp::Parameter: case SnippetOp::Scalar: case SnippetOp::Count: break;
+    }
+    TESSEL_ASSERT(false && "eval_op: not a computing operation");
+    return a[0];
+}
+
+}  // namespace detail
+
+// >>targets implementation
+const char* isa_name(Isa isa) {
+    switch (isa) {
+        case Isa::Ref: return "ref";
+        case Isa::Sse41: return "sse41";
+        case Isa::Avx2: return "avx2";
+        case Isa::Avx512: return "avx512";
+        case Isa::Auto: return "auto";
+    }
+    return "unknown";
+}
+
+Status parse_isa(StringView name, Isa* isa) {
+    const Isa all[] = {Isa::Ref, Isa::Sse41, Isa::Avx2, Isa::Avx512};
+    for (Isa i : all)
+        if (name == StringView(isa_name(i))) { *isa = i; return Status::Ok; }
+    return Status::NotFound;
+}
+
+bool isa_available(Isa isa) {
+    if (isa == Isa::Ref) return true;
+#if defined(TESSEL_NO_JIT) || !(defined(__x86_64__) || defined(_M_X64))
+    return false;
+#else
+    __builtin_cpu_init();
+    switch (isa) {
+        case Isa::Sse41: return __builtin_cpu_supports("sse4.1");
+        case Isa::Avx2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+        case Isa::Avx512: return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+        default: return false;
+    }
+#endif
+}
+
+Isa best_isa() {
+    if (isa_available(Isa::Avx512)) return Isa::Avx512;
+    if (isa_available(Isa::Avx2)) return Isa::Avx2;
+    if (isa_available(Isa::Sse41)) return Isa::Sse41;
+    return Isa::Ref;
+}
+
+Isa default_isa() {
+    const char* env = std::getenv("TESSEL_ISA");
+    Isa isa;
+    if (env && parse_isa(StringView(env), &isa) == Status::Ok && isa_available(isa)) return isa;
+    return best_isa();
+}
+
+uint32_t isa_vector_floats(Isa isa) {
+    switch (isa) {
+        case Isa::Sse41: return 4;
+        case Isa::Avx2: return 8;
+        case Isa::Avx512: return 16;
+        default: return 1;
+    }
+}
+
+bool isa_uses_fma(Isa isa) { return isa != Isa::Sse41; }
+
+// >>operations implementation
+namespace detail {
+struct OpInfo { const char* name; uint8_t arity; uint16_t ulp; };
+// ULP bounds are the measured maxima of the accuracy sweep (test_snippets.cpp), rounded up.
+inline const OpInfo& op_info(SnippetOp op) {
+    static const OpInfo table[] = {
+        {"Parameter", 0, 0}, {"Scalar", 0, 0},
+        {"Add", 2, 0}, {"Sub", 2, 0}, {"Mul", 2, 0}, {"Div", 2, 0}, {"Max", 2, 0}, {"Min", 2, 0},
+        {"Pow", 2, 64}, {"PowerStatic", 1, 64},
+        {"Sqrt", 1, 0}, {"Reciprocal", 1, 0}, {"Abs", 1, 0}, {"Neg", 1, 0},
+        {"Exp", 1, 2}, {"Log", 1, 2}, {"Tanh", 1, 3}, {"Sigmoid", 1, 3}, {"Relu", 1, 0},
+        {"Clip", 1, 0}, {"Elu", 1, 8}, {"Selu", 1, 8}, {"Erf", 1, 3},
+        {"GeluErf", 1, 4}, {"GeluTanh", 1, 4}, {"HardSigmoid", 1, 1}, {"HardSwish", 1, 2},
+        {"LeakyRelu", 1, 0}, {"PRelu", 2, 0}, {"Softplus", 1, 8}, {"Softsign", 1, 1},
+        {"Swish", 1, 4}, {"Mish", 1, 8}, {"Floor", 1, 0}, {"Ceil", 1, 0}, {"Round", 1, 0},
+        {"Sign", 1, 0}, {"Equal", 2, 0}, {"Greater", 2, 0}, {"Less", 2, 0},
+        {"GreaterOrEqual", 2, 0}, {"LessOrEqual", 2, 0}, {"Select", 3, 0},
+    };
+    static_assert(sizeof table / sizeof table[0] == (size_t)SnippetOp::Count, "op table");
+    return table[(int)op];
+}
+}  // namespace detail
+
+const char* snippet_op_name(SnippetOp op) {
+    return (int)op < (int)SnippetOp::Count ? detail::op_info(op).name : "Unknown";
+}
+uint32_t snippet_op_arity(SnippetOp op) {
+    return (int)op < (int)SnippetOp::Count ? detail::op_info(op).arity : 0;
+}
+uint32_t snippet_op_ulp_bound(SnippetOp op) {
+    return (int)op < (int)SnippetOp::Count ? detail::op_info(op).ulp : 0;
+}
+
+Status snippet_op_from_name(StringView name, SnippetOp* op) {
+    struct Alias { const char* name; SnippetOp op; };
+    static const Alias aliases[] = {
+        {"Gelu", SnippetOp::GeluErf}, {"GeluTanh", SnippetOp::GeluTanh},
+        {"SiLU", SnippetOp::Swish}, {"Silu", SnippetOp::Swish}, {"Clamp", SnippetOp::Clip},
+        {"Where", SnippetOp::Select}, {"Multiply", SnippetOp::Mul}, {"Subtract", SnippetOp::Sub},
+        {"Divide", SnippetOp::Div}, {"Maximum", SnippetOp::Max}, {"Minimum", SnippetOp::Min},
+        {"Power", SnippetOp::Pow},
+    };
+    for (const Alias& a : aliases)
+        if (name == StringView(a.name)) { *op = a.op; return Status::Ok; }
+    for (int i = (int)SnippetOp::Add; i < (int)SnippetOp::Count; ++i) {
+        if ((SnippetOp)i == SnippetOp::PowerStatic) continue;  // a lowering result, not a graph op
+        if (name == StringView(detail::op_info((SnippetOp)i).name)) { *op = (SnippetOp)i; return Status::Ok; }
+    }
+    return Status::NotFound;
+}
+
+void snippet_op_default_attributes(SnippetOp op, float* alpha, float* beta) {
+    *alpha = 0; *beta = 0;
+    switch (op) {
+        case SnippetOp::Elu: *alpha = 1.0f; break;
+        case SnippetOp::Selu: *alpha = 1.67326319217681884765625f; *beta = 1.05070102214813232421875f; break;
+        case SnippetOp::HardSigmoid: *alpha = 0.2f; *beta = 0.5f; break;
+        case SnippetOp::HardSwish: *alpha = 1.0f / 6.0f; *beta = 0.5f; break;
+        case SnippetOp::LeakyRelu: *alpha = 0.01f; break;
+        case SnippetOp::Swish: *alpha = 1.0f; break;
+        case SnippetOp::Clip: *alpha = -INFINITY; *beta = INFINITY; break;
+        case SnippetOp::PowerStatic: *alpha = 1.0f; break;
+        default: break;
+    }
+}
+
+// >>body implementation
+SnippetBody::SnippetBody(Arena* arena) : arena_(arena) {}
+
+Status SnippetBody::fail(Status status, const char* message) const {
+    std::snprintf(error_, sizeof error_, "%s", message);
+    return status;
+}
+
+Status SnippetBody::push(const SnippetInstruction& instruction, ValueId* out) {
+    if (count_ >= 65535) return fail(Status::LimitExceeded, "body: more than 65535 instructions");
+    if (count_ == capacity_) {
+        uint32_t capacity = capacity_ ? capacity_ * 2 : 16;
+        SnippetInstruction* grown = arena_->allocate_array<SnippetInstruction>(capacity);
+        if (!grown) return fail(Status::OutOfMemory, "body: arena exhausted");
+        for (uint32_t i = 0; i < count_; ++i) grown[i] = instructions_[i];
+        instructions_ = grown;
+        capacity_ = capacity;
+    }
+    instructions_[count_] = instruction;
+    if (out) *out = count_;
+    ++count_;
+    return Status::Ok;
+}
+
+Status SnippetBody::parameter(Span<const int64_t> shape, ValueId* out) {
+    if (shape.size > (size_t)kSnippetMaxRank) return fail(Status::LimitExceeded, "parameter: rank above 6");
+    SnippetInstruction in;
+    in.op = SnippetOp::Parameter;
+    in.index = parameter_count_;
+    in.shape.rank = (uint8_t)shape.size;
+    for (size_t i = 0; i < shape.size; ++i) {
+        if (shape[i] < 0) return fail(Status::InvalidArgument, "parameter: negative dimension");
+        in.shape.dims[i] = shape[i];
+    }
+    Status s = push(in, out);
+    if (s == Status::Ok) ++parameter_count_;
+    return s;
+}
+
+Status SnippetBody::scalar(float value, ValueId* out) {
+    SnippetInstruction in;
+    in.op = SnippetOp::Scalar;
+    in.alpha = value;
+    return push(in, out);
+}
+
+Status SnippetBody::unary(SnippetOp op, ValueId x, ValueId* out) {
+    float alpha, beta;
+    snippet_op_default_attributes(op, &alpha, &beta);
+    return add(op, Span<const ValueId>(&x, 1), alpha, beta, out);
+}
+Status SnippetBody::unary(SnippetOp op, ValueId x, float alpha, float beta, ValueId* out) {
+    return add(op, Span<const ValueId>(&x, 1), alpha, beta, out);
+}
+Status SnippetBody::binary(SnippetOp op, ValueId a, ValueId b, ValueId* out) {
+    ValueId args[] = {a, b};
+    return add(op, args, 0, 0, out);
+}
+Status SnippetBody::select(ValueId condition, ValueId a, ValueId b, ValueId* out) {
+    ValueId args[] = {condition, a, b};
+    return add(SnippetOp::Select, args, 0, 0, out);
+}
+
+Status SnippetBody::add(SnippetOp op, Span<const ValueId> args, float alpha, float beta, ValueId* out) {
+    if ((int)op <= (int)SnippetOp::Scalar || (int)op >= (int)SnippetOp::Count)
+        return fail(Status::InvalidArgument, "add: not a computing operation (use parameter/scalar)");
+    if (args.size != snippet_op_arity(op)) return fail(Status::InvalidArgument, "add: wrong number of inputs");
+    if (alpha != alpha || beta != beta) return fail(Status::InvalidArgument, "add: NaN attribute");
+    SnippetInstruction in;
+    in.op = op;
+    in.arity = (uint8_t)args.size;
+    in.alpha = alpha;
+    in.beta = beta;
+    for (size_t i = 0; i < args.size; ++i) {
+        if (args[i] >= count_) return fail(Status::InvalidArgument, "add: unknown input value");
+        in.args[i] = args[i];
+        if (!detail::broadcast_shapes(in.shape, instructions_[args[i]].shape, &in.shape))
+            return fail(Status::InvalidArgument, "add: input shapes do not broadcast");
+    }
+    return push(in, out);
+}
+
+Status SnippetBody::result(ValueId value) {
+    if (value >= count_) return fail(Status::InvalidArgument, "result: unknown value");
+    if (result_count_ == result_capacity_) {
+        uint32_t capacity = result_capacity_ ? result_capacity_ * 2 : 4;
+        ValueId* grown = arena_->allocate_array<ValueId>(capacity);
+        if (!grown) return fail(Status::OutOfMemory, "body: arena exhausted");
+        for (uint32_t i = 0; i < result_count_; ++i) grown[i] = results_[i];
+        results_ = grown;
+        result_capacity_ = capacity;
+    }
+    results_[result_count_++] = value;
+    return Status::Ok;
+}
+
+uint64_t SnippetBody::hash() const {
+    uint64_t h = 1469598103934665603ull;
+    for (uint32_t i = 0; i < count_; ++i) {
+        const SnippetInstruction& in = instructions_[i];
+        h = detail::fnv(h, &in.op, 1);
+        h = detail::fnv(h, in.args, sizeof in.args);
+        h = detail::fnv(h, &in.alpha, 4);
+        h = detail::fnv(h, &in.beta, 4);
+        h = detail::fnv(h, &in.shape.rank, 1);
+        h = detail::fnv(h, in.shape.dims, sizeof in.shape.dims);
+    }
+    return detail::fnv(h, results_, result_count_ * sizeof(ValueId));
+}
+
+// >>lowering
+namespace detail {
+
+enum class LirKind : uint8_t { Load, BroadcastMove, BroadcastLoad, Constant, Compute, Store, StoreScalar };
+
+// One lowered instruction; it defines value `its index` unless it is a store.
+struct Lir {
+    LirKind kind = LirKind::Compute;
+    SnippetOp op = SnippetOp::Add;
+    uint8_t arity = 0;
+    uint32_t index = 0;            // Load/Store: argument index; Constant: data-section slot
+    uint32_t args[3] = {0, 0, 0};
+    float alpha = 0, beta = 0;     // Constant: alpha is the value
+    int16_t reg = -1;              // vector register of the value
+    int32_t slot = -1;             // spill slot of the value
+    uint32_t last_use = 0;
+};
+
+struct Program {
+    Lir* code = nullptr;
+    uint32_t count = 0;
+    uint32_t constants[256];       // data-section slots (float bits)
+    uint32_t constant_count = 0;
+    uint32_t spill_slots = 0;
+    uint32_t registers_used = 0;
+    uint32_t spilled = 0;
+};
+
+// Vector registers kept out of allocation for the emitters' temporaries (the deepest
+// approximation, expm1 inside Elu, peaks at 9 live temporaries).
+constexpr uint32_t kScratchRegisters = 10;
+
+inline bool defines_value(LirKind k) { return k != LirKind::Store && k != LirKind::StoreScalar; }
+inline bool needs_register(LirKind k) { return defines_value(k) && k != LirKind::Constant; }
+
+// Rebuilds a program through a filter: `keep` decides, `remap` renumbers arguments.
+struct Rebuild {
+    Lir* out;
+    uint32_t count = 0;
+    uint32_t* remap;
+};
+
+// Parameter -> Load, Scalar -> Constant (value in alpha), Result -> Store / StoreScalar.
+inline Status insert_load_store(const SnippetBody& body, const bool* result_inner_broadcast, Arena* arena, Program* p) {
+    uint32_t n = body.size() + body.result_count();
+    p->code = arena->allocate_array<Lir>(n * 2 + 1);  // room for broadcast moves
+    if (!p->code) return Status::OutOfMemory;
+    for (uint32_t i = 0; i < body.size(); ++i) {
+        const SnippetInstruction& in = body.instruction(i);
+        Lir l;
+        l.op = in.op;
+        l.arity = in.arity;
+        l.alpha = in.alpha;
+        l.beta = in.beta;
+        for (int a = 0; a < 3; ++a) l.args[a] = in.args[a];
+        if (in.op == SnippetOp::Parameter) { l.kind = LirKind::Load; l.index = in.index; }
+        else if (in.op == SnippetOp::Scalar) l.kind = LirKind::Constant;
+        else l.kind = LirKind::Compute;
+        p->code[p->count++] = l;
+    }
+    for (uint32_t r = 0; r < body.result_count(); ++r) {
+        Lir l;
+        l.kind = result_inner_broadcast[r] ? LirKind::StoreScalar : LirKind::Store;
+        l.arity = 1;
+        l.args[0] = body.result_value(r);
+        l.index = body.parameter_count() + r;
+        p->code[p->count++] = l;
+    }
+    return Status::Ok;
+}
+
+// Pow whose exponent is a scalar constant becomes PowerStatic (the exponent in alpha).
+inline void power_static(Program* p) {
+    for (uint32_t i = 0; i < p->count; ++i) {
+        Lir& l = p->code[i];
+        if (l.kind == LirKind::Compute && l.op == SnippetOp::Pow && p->code[l.args[1]].kind == LirKind::Constant) {
+            l.op = SnippetOp::PowerStatic;
+            l.alpha = p->code[l.args[1]].alpha;
+            l.arity = 1;
+        }
+    }
+}
+
+// Generic renumbering copy used by the passes that insert or remove instructions.
+inline void renumber(Program* p, Lir* out, uint32_t count, uint32_t* remap) {
+    for (uint32_t i = 0; i < count; ++i)
+        for (int a = 0; a < out[i].arity; ++a) out[i].args[a] = remap[out[i].args[a]];
+    p->code = out;
+    p->count = count;
+}
+
+// A parameter that is broadcast along the row gets an explicit BroadcastMove after its Load.
+inline Status insert_broadcast_move(Program* p, const bool* inner_broadcast, Arena* arena) {
+    Lir* out = arena->allocate_array<Lir>(p->count * 2 + 1);
+    uint32_t* remap = arena->allocate_array<uint32_t>(p->count + 1);
+    if (!out || !remap) return Status::OutOfMemory;
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < p->count; ++i) {
+        out[n] = p->code[i];
+        remap[i] = n++;
+        if (p->code[i].kind == LirKind::Load && inner_broadcast[p->code[i].index]) {
+            Lir move;
+            move.kind = LirKind::BroadcastMove;
+            move.arity = 1;
+            move.args[0] = i;     // renumbered below like every argument
+            out[n] = move;
+            remap[i] = n++;       // users now read the broadcast value
+        }
+    }
+    // The move itself must read the load, not itself: fix after renumbering.
+    renumber(p, out, n, remap);
+    for (uint32_t i = 0; i < n; ++i)
+        if (out[i].kind == LirKind::BroadcastMove) out[i].args[0] = i - 1;
+    return Status::Ok;
+}
+
+// Load immediately followed by its BroadcastMove becomes one BroadcastLoad.
+inline Status fuse_broadcast_load(Program* p, Arena* arena) {
+    Lir* out = arena->allocate_array<Lir>(p->count + 1);
+    uint32_t* remap = arena->allocate_array<uint32_t>(p->count + 1);
+    if (!out || !remap) return Status::OutOfMemory;
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < p->count; ++i) {
+        const Lir& l = p->code[i];
+        if (l.kind == LirKind::Load && i + 1 < p->count && p->code[i + 1].kind == LirKind::BroadcastMove &&
+            p->code[i + 1].args[0] == i) {
+            out[n] = l;
+            out[n].kind = LirKind::BroadcastLoad;
+            remap[i] = remap[i + 1] = n++;
+            ++i;
+            continue;
+        }
+        out[n] = l;
+        remap[i] = n++;
+    }
+    renumber(p, out, n, remap);
+    return Status::Ok;
+}
+
+// Scalars get a slot in the data section (deduplicated by bits).
+inline Status scalars_to_data_section(Program* p) {
+    for (uint32_t i = 0; i < p->count; ++i) {
+        Lir& l = p->code[i];
+        if (l.kind != LirKind::Constant) continue;
+        uint32_t bits = float_bits(l.alpha), slot = 0;
+        while (slot < p->constant_count && p->constants[slot] != bits) ++slot;
+        if (slot == p->constant_count) {
+            if (p->constant_count == 256) return Status::LimitExceeded;
+            p->constants[p->constant_count++] = bits;
+        }
+        l.index = slot;
+    }
+    return Status::Ok;
+}
+
+// Drops instructions no store depends on; then puts each Load right before its first use and
+// keeps stores last, which shortens live ranges and keeps in-place runs correct (every load of
+// a tile happens before any store of it).
+inline Status eliminate_dead_code_and_schedule(Program* p, Arena* arena) {
+    uint32_t n = p->count;
+    bool* live = arena->allocate_array<bool>(n + 1);
+    bool* placed = arena->allocate_array<bool>(n + 1);
+    Lir* out = arena->allocate_array<Lir>(n + 1);
+    uint32_t* remap = arena->allocate_array<uint32_t>(n + 1);
+    if (!live || !placed || !out || !remap) return Status::OutOfMemory;
+    for (uint32_t i = 0; i < n; ++i) { live[i] = !defines_value(p->code[i].kind); placed[i] = false; }
+    for (uint32_t i = n; i-- > 0;)
+        if (live[i])
+            for (int a = 0; a < p->code[i].arity; ++a) live[p->code[i].args[a]] = true;
+    uint32_t m = 0;
+    auto place = [&](uint32_t i) { out[m] = p->code[i]; remap[i] = m++; placed[i] = true; };
+    for (uint32_t i = 0; i < n; ++i) {
+        const Lir& l = p->code[i];
+        if (!live[i] || placed[i]) continue;
+        if (l.kind == LirKind::Load || l.kind == LirKind::BroadcastLoad || l.kind == LirKind::Constant) continue;
+        for (int a = 0; a < l.arity; ++a) {
+            uint32_t src = l.args[a];
+            LirKind k = p->code[src].kind;
+            if (!placed[src] && (k == LirKind::Load || k == LirKind::BroadcastLoad || k == LirKind::Constant)) place(src);
+        }
+        place(i);
+    }
+    renumber(p, out, m, remap);
+    return Status::Ok;
+}
+
+// Linear scan over the SSA intervals [definition, last use]. When no register is free the
+// interval that ends last is spilled for its whole life (Poletto & Sarkar).
+inline Status allocate_registers(Program* p, uint32_t registers, Arena* arena) {
+    uint32_t n = p->count;
+    for (uint32_t i = 0; i < n; ++i) p->code[i].last_use = i;
+    for (uint32_t i = 0; i < n; ++i)
+        for (int a = 0; a < p->code[i].arity; ++a) p->code[p->code[i].args[a]].last_use = i;
+    int32_t* holder = arena->allocate_array<int32_t>(registers + 1);  // value in each register
+    if (!holder) return Status::OutOfMemory;
+    for (uint32_t r = 0; r < registers; ++r) holder[r] = -1;
+    bool used[64] = {};
+    for (uint32_t i = 0; i < n; ++i) {
+        Lir& l = p->code[i];
+        if (!needs_register(l.kind)) continue;
+        int free_reg = -1;
+        for (uint32_t r = 0; r < registers; ++r) {
+            int32_t v = holder[r];
+            if (v < 0 || p->code[v].last_use <= i || p->code[v].reg != (int16_t)r) { free_reg = (int)r; break; }
+        }
+        if (free_reg < 0) {
+            uint32_t victim_reg = 0;
+            for (uint32_t r = 1; r < registers; ++r)
+                if (p->code[holder[r]].last_use > p->code[holder[victim_reg]].last_use) victim_reg = r;
+            Lir& victim = p->code[holder[victim_reg]];
+            if (victim.last_use > l.last_use) {
+                victim.reg = -1;
+                victim.slot = (int32_t)p->spill_slots++;
+                free_reg = (int)victim_reg;
+            } else {
+                l.slot = (int32_t)p->spill_slots++;
+            }
+            ++p->spilled;
+        }
+        if (free_reg >= 0) {
+            l.reg = (int16_t)free_reg;
+            holder[free_reg] = (int32_t)i;
+            used[free_reg] = true;
+        }
+    }
+    for (uint32_t r = 0; r < registers; ++r) p->registers_used += used[r];
+    return Status::Ok;
+}
+
+// Domain normalization: right-align every shape to 6D, drop unit domain dimensions, merge
+// neighbours on which every tensor is either full or broadcast alike. The last merged
+// dimension is the row the kernel walks.
+struct Domain {
+    uint32_t rank = 0;
+    int64_t dims[kSnippetMaxRank] = {};
+    int64_t strides[kSnippetMaxArgs][kSnippetMaxRank] = {};
+    uint64_t elements = 0;
+};
+
+inline bool normalize_domain(const SnippetShape* shapes, uint32_t tensors, const SnippetShape& domain_shape, Domain* d) {
+    int64_t dom[6], dims[kSnippetMaxArgs][6], stride[kSnippetMaxArgs][6];
+    for (int i = 0; i < 6; ++i) {
+        int k = domain_shape.rank - 6 + i;
+        dom[i] = k >= 0 ? domain_shape.dims[k] : 1;
+    }
+    for (uint32_t t = 0; t < tensors; ++t) {
+        for (int i = 0; i < 6; ++i) {
+            int k = shapes[t].rank - 6 + i;
+            dims[t][i] = k >= 0 ? shapes[t].dims[k] : 1;
+            if (dims[t][i] != dom[i] && dims[t][i] != 1) return false;
+        }
+        int64_t s = 1;
+        for (int i = 5; i >= 0; --i) { stride[t][i] = s; s *= dims[t][i]; }
+    }
+    d->elements = 1;
+    for (int i = 0; i < 6; ++i) d->elements *= (uint64_t)dom[i];
+    d->rank = 0;
+    int last = -1;
+    for (int i = 0; i < 6; ++i) {
+        if (dom[i] == 1) continue;
+        bool merge = last >= 0;
+        for (uint32_t t = 0; t < tensors && merge; ++t)
+            merge = (dims[t][last] == dom[last]) == (dims[t][i] == dom[i]);
+        if (merge) {
+            d->dims[d->rank - 1] *= dom[i];
+        } else {
+            d->dims[d->rank++] = dom[i];
+        }
+        for (uint32_t t = 0; t < tensors; ++t)
+            d->strides[t][d->rank - 1] = dims[t][i] == dom[i] ? stride[t][i] : 0;
+        last = i;
+    }
+    if (d->rank == 0) {  // a one-element domain
+        d->rank = 1;
+        d->dims[0] = 1;
+        for (uint32_t t = 0; t < tensors; ++t) d->strides[t][0] = 1;
+    }
+    return true;
+}
+
+}  // namespace detail
+
+// >>emitter
+#ifndef TESSEL_NO_JIT
+namespace detail {
+
+struct ErrorRecorder : public asmjit::ErrorHandler {
+    asmjit::Error first = asmjit::kErrorOk;
+    void handleError(asmjit::Error err, const char*, asmjit::BaseEmitter*) override {
+        if (first == asmjit::kErrorOk) first = err;
+    }
+};
+
+inline asmjit::JitRuntime& jit_runtime() {
+    static asmjit::JitRuntime runtime;
+    return runtime;
+}
+
+struct JitMath;
+
+// A value during emission: a vector register or a data-section constant. Registers taken from
+// the scratch pool are reference counted and return to it when the last handle dies.
+struct JV {
+    JitMath* m = nullptr;
+    int reg = -1;
+    int constant = -1;
+    JV() = default;
+    JV(JitMath* math, int r, int c);
+    JV(const JV& o) : m(o.m), reg(o.reg), constant(o.constant) { retain(); }
+    JV(JV&& o) noexcept : m(o.m), reg(o.reg), constant(o.constant) { o.m = nullptr; o.reg = -1; }
+    JV& operator=(const JV& o) {
+        if (this != &o) { JV copy(o); release(); m = copy.m; reg = copy.reg; constant = copy.constant; copy.m = nullptr; copy.reg = -1; }
+        return *this;
+    }
+    JV& operator=(JV&& o) noexcept {
+        if (this != &o) { release(); m = o.m; reg = o.reg; constant = o.constant; o.m = nullptr; o.reg = -1; }
+        return *this;
+    }
+    ~JV() { release(); }
+    void retain();
+    void release();
+};
+
+namespace x86 = asmjit::x86;
+using InstId = asmjit::InstId;
+
+struct JitMath {
+    x86::Assembler* a = nullptr;
+    Isa isa = Isa::Avx2;
+    uint32_t vec_bytes = 32;
+    asmjit::Label data;
+    uint32_t* constants = nullptr;   // Program's data section, grown by the emitters
+    uint32_t* constant_count = nullptr;
+    int refs[32] = {};
+    bool pool[32] = {};              // may hand out as a temporary
+    bool failed = false;             // out of constants or of scratch registers
+
+    x86::Vec vr(int r) const {
+        if (isa == Isa::Avx512) return x86::zmm((uint32_t)r);
+        if (isa == Isa::Avx2) return x86::ymm((uint32_t)r);
+        return x86::xmm((uint32_t)r);
+    }
+    x86::Mem cm(int slot) const { return x86::ptr(data, slot * 64, vec_bytes); }
+    asmjit::Operand op(const JV& v) const {
+        if (v.reg >= 0) return vr(v.reg);
+        return cm(v.constant);
+    }
+    int constant_slot(uint32_t bits) {
+        for (uint32_t i = 0; i < *constant_count; ++i)
+            if (constants[i] == bits) return (int)i;
+        if (*constant_count == 256) { failed = true; return 0; }
+        constants[*constant_count] = bits;
+        return (int)(*constant_count)++;
+    }
+    int alloc() {
+        for (int r = 0; r < 32; ++r)
+            if (pool[r] && refs[r] == 0) return r;
+        failed = true;
+        return 31;
+    }
+    JV fresh() { return JV(this, alloc(), -1); }
+    void drop(JV& v) { v.release(); }
+    JV c(float v) { return JV(this, -1, constant_slot(float_bits(v))); }
+    JV cb(uint32_t b) { return JV(this, -1, constant_slot(b)); }
+
+    void move(int d, const JV& v) {
+        if (v.reg == d) return;
+        a->emit(isa == Isa::Sse41 ? x86::Inst::kIdMovaps : x86::Inst::kIdVmovaps, vr(d), op(v));
+    }
+    JV in_reg(const JV& v) {
+        if (v.reg >= 0) return v;
+        JV d = fresh();
+        move(d.reg, v);
+        return d;
+    }
+    // d = a OP b, for SSE's destructive and VEX/EVEX three-operand forms.
+    JV bin(InstId sse, InstId vex, InstId evex, const JV& x, const JV& y, bool commutative) {
+        JV d = fresh();
+        if (isa == Isa::Sse41) {
+            move(d.reg, x);
+            a->emit(sse, vr(d.reg), op(y));
+        } else {
+            InstId id = isa == Isa::Avx512 ? evex : vex;
+            if (x.reg >= 0) a->emit(id, vr(d.reg), vr(x.reg), op(y));
+            else if (commutative && y.reg >= 0) a->emit(id, vr(d.reg), vr(y.reg), op(x));
+            else { move(d.reg, x); a->emit(id, vr(d.reg), vr(d.reg), op(y)); }
+        }
+        return d;
+    }
+    JV add(const JV& x, const JV& y) { return bin(x86::Inst::kIdAddps, x86::Inst::kIdVaddps, x86::Inst::kIdVaddps, x, y, true); }
+    JV sub(const JV& x, const JV& y) { return bin(x86::Inst::kIdSubps, x86::Inst::kIdVsubps, x86::Inst::kIdVsubps, x, y, false); }
+    JV mul(const JV& x, const JV& y) { return bin(x86::Inst::kIdMulps, x86::Inst::kIdVmulps, x86::Inst::kIdVmulps, x, y, true); }
+    JV div(const JV& x, const JV& y) { return bin(x86::Inst::kIdDivps, x86::Inst::kIdVdivps, x86::Inst::kIdVdivps, x, y, false); }
+    JV min(const JV& x, const JV& y) { return bin(x86::Inst::kIdMinps, x86::Inst::kIdVminps, x86::Inst::kIdVminps, x, y, false); }
+    JV max(const JV& x, const JV& y) { return bin(x86::Inst::kIdMaxps, x86::Inst::kIdVmaxps, x86::Inst::kIdVmaxps, x, y, false); }
+    JV and_(const JV& x, const JV& y) { return bin(x86::Inst::kIdAndps, x86::Inst::kIdVandps, x86::Inst::kIdVpandd, x, y, true); }
+    JV or_(const JV& x, const JV& y) { return bin(x86::Inst::kIdOrps, x86::Inst::kIdVorps, x86::Inst::kIdVpord, x, y, true); }
+    JV xor_(const JV& x, const JV& y) { return bin(x86::Inst::kIdXorps, x86::Inst::kIdVxorps, x86::Inst::kIdVpxord, x, y, true); }
+    JV andnot(const JV& x, const JV& y) { return bin(x86::Inst::kIdAndnps, x86::Inst::kIdVandnps, x86::Inst::kIdVpandnd, x, y, false); }
+    JV add_i(const JV& x, const JV& y) { return bin(x86::Inst::kIdPaddd, x86::Inst::kIdVpaddd, x86::Inst::kIdVpaddd, x, y, true); }
+    JV sub_i(const JV& x, const JV& y) { return bin(x86::Inst::kIdPsubd, x86::Inst::kIdVpsubd, x86::Inst::kIdVpsubd, x, y, false); }
+
+    JV unary(InstId sse, InstId vex, const JV& x) {
+        JV d = fresh();
+        a->emit(isa == Isa::Sse41 ? sse : vex, vr(d.reg), op(x));
+        return d;
+    }
+    JV sqrt(const JV& x) { return unary(x86::Inst::kIdSqrtps, x86::Inst::kIdVsqrtps, x); }
+    JV cvt_i(const JV& x) { return unary(x86::Inst::kIdCvtps2dq, x86::Inst::kIdVcvtps2dq, x); }
+    JV cvt_f(const JV& x) { return unary(x86::Inst::kIdCvtdq2ps, x86::Inst::kIdVcvtdq2ps, x); }
+    JV round(const JV& x, int mode) {
+        JV d = fresh();
+        asmjit::Imm imm(mode | 8);  // 8: no precision exception
+        if (isa == Isa::Sse41) a->emit(x86::Inst::kIdRoundps, vr(d.reg), op(x), imm);
+        else if (isa == Isa::Avx2) a->emit(x86::Inst::kIdVroundps, vr(d.reg), op(x), imm);
+        else a->emit(x86::Inst::kIdVrndscaleps, vr(d.reg), op(x), imm);
+        return d;
+    }
+    JV shift(InstId sse, InstId vex, const JV& x, int n) {
+        JV d = fresh();
+        if (isa == Isa::Sse41) { move(d.reg, x); a->emit(sse, vr(d.reg), asmjit::Imm(n)); }
+        else { JV s = in_reg(x); a->emit(vex, vr(d.reg), vr(s.reg), asmjit::Imm(n)); }
+        return d;
+    }
+    JV shl_i(const JV& x, int n) { return shift(x86::Inst::kIdPslld, x86::Inst::kIdVpslld, x, n); }
+    JV shr_i(const JV& x, int n) { return shift(x86::Inst::kIdPsrld, x86::Inst::kIdVpsrld, x, n); }
+    JV sra_i(const JV& x, int n) { return shift(x86::Inst::kIdPsrad, x86::Inst::kIdVpsrad, x, n); }
+
+    // x*y + z, fused on FMA targets; SSE rounds the product first like ScalarMath(fused=false).
+    JV fma_impl(const JV& x, const JV& y, const JV& z, bool negate) {
+        if (isa == Isa::Sse41) {
+            JV p = mul(x, y);
+            return negate ? sub(z, p) : add(p, z);
+        }
+        const JV* r = &y;
+        const JV* o = &x;
+        if (y.reg < 0) { r = &x; o = &y; }
+        JV mr = in_reg(*r);
+        JV d = fresh();
+        move(d.reg, *o);
+        a->emit(negate ? x86::Inst::kIdVfnmadd213ps : x86::Inst::kIdVfmadd213ps, vr(d.reg), vr(mr.reg), op(z));
+        return d;
+    }
+    JV fma(const JV& x, const JV& y, const JV& z) { return fma_impl(x, y, z, false); }
+    JV fnma(const JV& x, const JV& y, const JV& z) { return fma_impl(x, y, z, true); }
+
+    JV cmp(const JV& x, const JV& y, int predicate) {
+        if (isa != Isa::Avx512)
+            return bin3(x86::Inst::kIdCmpps, x86::Inst::kIdVcmpps, x, y, predicate);
+        JV xr = in_reg(x);
+        JV d = fresh();
+        a->emit(x86::Inst::kIdVcmpps, x86::k2, vr(xr.reg), op(y), asmjit::Imm(predicate));
+        a->k(x86::k2).z().emit(x86::Inst::kIdVmovaps, vr(d.reg), cm(constant_slot(0xffffffffu)));
+        return d;
+    }
+    JV bin3(InstId sse, InstId vex, const JV& x, const JV& y, int imm) {
+        JV d = fresh();
+        if (isa == Isa::Sse41) { move(d.reg, x); a->emit(sse, vr(d.reg), op(y), asmjit::Imm(imm)); }
+        else { JV xr = in_reg(x); a->emit(vex, vr(d.reg), vr(xr.reg), op(y), asmjit::Imm(imm)); }
+        return d;
+    }
+    // mask ? x : y
+    JV blend(const JV& mask, const JV& x, const JV& y) {
+        if (isa == Isa::Sse41) {
+            JV t = and_(mask, x);
+            JV u = andnot(mask, y);
+            return or_(t, u);
+        }
+        JV mr = in_reg(mask);
+        JV yr = in_reg(y);
+        JV d = fresh();
+        if (isa == Isa::Avx2) {
+            a->emit(x86::Inst::kIdVblendvps, vr(d.reg), vr(yr.reg), op(x), vr(mr.reg));
+        } else {
+            a->emit(x86::Inst::kIdVptestmd, x86::k2, vr(mr.reg), vr(mr.reg));
+            a->k(x86::k2).emit(x86::Inst::kIdVblendmps, vr(d.reg), vr(yr.reg), op(x));
+        }
+        return d;
+    }
+};
+
+inline JV::JV(JitMath* math, int r, int c) : m(math), reg(r), constant(c) { retain(); }
+inline void JV::retain() { if (m && reg >= 0) ++m->refs[reg]; }
+inline void JV::release() {
+    if (m && reg >= 0) --m->refs[reg];
+    m = nullptr;
+    reg = -1;
+}
+
+// The per-target jitter table: how each lowered kind becomes code. Compute kinds share one
+// jitter (eval_op over JitMath); memory kinds depend on the target and the tile.
+enum class Tile : uint8_t { Vector, Masked, Scalar };
+struct EmitContext;
+using Jitter = void (*)(EmitContext& e, uint32_t i, Tile tile);
+struct JitterTable { Jitter kinds[7]; };
+
+struct EmitContext {
+    JitMath m;
+    const Program* p = nullptr;
+    uint32_t vector_registers = 16;   // allocatable: [0, allocatable); the rest is scratch
+    uint32_t allocatable = 8;
+    x86::Gp args[kSnippetMaxArgs];
+    int32_t holder_until[32] = {};    // per register: last use of the value it holds
+    const JitterTable* table = nullptr;
+
+    x86::Mem row(uint32_t arg, uint32_t bytes) const { return x86::ptr(args[arg], x86::rax, 0, 0, bytes); }
+    x86::Mem slot(int32_t s) const { return x86::ptr(x86::rsp, s * 64, m.vec_bytes); }
+
+    // The value of instruction v as a JV (spilled values are reloaded into a temporary).
+    JV value(uint32_t v) {
+        const Lir& l = p->code[v];
+        if (l.kind == LirKind::Constant) return JV(&m, -1, (int)l.index);
+        if (l.reg >= 0) return JV(&m, l.reg, -1);
+        JV t = m.fresh();
+        m.a->emit(m.isa == Isa::Sse41 ? x86::Inst::kIdMovups : x86::Inst::kIdVmovups, m.vr(t.reg), slot(l.slot));
+        return t;
+    }
+    void define(uint32_t i, const JV& v) {
+        const Lir& l = p->code[i];
+        JV r = m.in_reg(v);
+        if (l.reg >= 0) m.move(l.reg, r);
+        else m.a->emit(m.isa == Isa::Sse41 ? x86::Inst::kIdMovups : x86::Inst::kIdVmovups, slot(l.slot), m.vr(r.reg));
+    }
+    // Scratch pool at instruction i: reserved registers plus allocatable ones whose value is
+    // dead; operands stay out because their last use is i.
+    void open_pool(uint32_t i) {
+        for (uint32_t r = 0; r < 32; ++r) {
+            m.pool[r] = r >= allocatable && r < vector_registers;
+            if (r < allocatable) m.pool[r] = holder_until[r] < (int32_t)i;
+        }
+    }
+    void defined(uint32_t i) {
+        const Lir& l = p->code[i];
+        if (l.reg >= 0) holder_until[l.reg] = (int32_t)l.last_use;
+    }
+};
+
+inline void jit_load(EmitContext& e, uint32_t i, Tile tile) {
+    const Lir& l = e.p->code[i];
+    JitMath& m = e.m;
+    JV d = m.fresh();
+    if (tile == Tile::Vector) {
+        m.a->emit(m.isa == Isa::Sse41 ? x86::Inst::kIdMovups : x86::Inst::kIdVmovups, m.vr(d.reg), e.row(l.index, m.vec_bytes));
+    } else if (tile == Tile::Scalar) {
+        m.a->emit(x86::Inst::kIdMovss, x86::xmm((uint32_t)d.reg), e.row(l.index, 4));
+    } else if (m.isa == Isa::Avx512) {
+        m.a->k(x86::k1).z().emit(x86::Inst::kIdVmovups, m.vr(d.reg), e.row(l.index, 64));
+    } else {
+        JV mask = m.fresh();
+        m.a->emit(x86::Inst::kIdVmovups, m.vr(mask.reg), x86::ptr(x86::rdi, x86::rcx, 2, 0, 32));
+        m.a->emit(x86::Inst::kIdVmaskmovps, m.vr(d.reg), m.vr(mask.reg), e.row(l.index, 32));
+    }
+    e.define(i, d);
+}
+
+inline void jit_broadcast_load(EmitContext& e, uint32_t i, Tile) {
+    const Lir& l = e.p->code[i];
+    JitMath& m = e.m;
+    JV d = m.fresh();
+    x86::Mem src = x86::ptr(e.args[l.index], 0, 4);
+    if (m.isa == Isa::Sse41) {
+        m.a->movss(x86::xmm((uint32_t)d.reg), src);
+        m.a->shufps(x86::xmm((uint32_t)d.reg), x86::xmm((uint32_t)d.reg), 0);
+    } else {
+        m.a->emit(x86::Inst::kIdVbroadcastss, m.vr(d.reg), src);
+    }
+    e.define(i, d);
+}
+
+inline void jit_broadcast_move(EmitContext& e, uint32_t i, Tile) {
+    JitMath& m = e.m;
+    JV s = m.in_reg(e.value(e.p->code[i].args[0]));
+    JV d = m.fresh();
+    if (m.isa == Isa::Sse41) {
+        m.a->movaps(x86::xmm((uint32_t)d.reg), x86::xmm((uint32_t)s.reg));
+        m.a->shufps(x86::xmm((uint32_t)d.reg), x86::xmm((uint32_t)d.reg), 0);
+    } else {
+        m.a->emit(x86::Inst::kIdVbroadcastss, m.vr(d.reg), x86::xmm((uint32_t)s.reg));
+    }
+    e.define(i, d);
+}
+
+inline void jit_constant(EmitContext&, uint32_t, Tile) {}  // lives in the data section
+
+inline void jit_compute(EmitContext& e, uint32_t i, Tile) {
+    const Lir& l = e.p->code[i];
+    JV args[3];
+    for (int a = 0; a < l.arity; ++a) args[a] = e.value(l.args[a]);
+    JV r = eval_op(e.m, l.op, args, l.alpha, l.beta);
+    e.define(i, r);
+}
+
+inline void jit_store(EmitContext& e, uint32_t i, Tile tile) {
+    const Lir& l = e.p->code[i];
+    JitMath& m = e.m;
+    JV v = m.in_reg(e.value(l.args[0]));
+    if (tile == Tile::Vector) {
+        m.a->emit(m.isa == Isa::Sse41 ? x86::Inst::kIdMovups : x86::Inst::kIdVmovups, e.row(l.index, m.vec_bytes), m.vr(v.reg));
+    } else if (tile == Tile::Scalar) {
+        m.a->emit(x86::Inst::kIdMovss, e.row(l.index, 4), x86::xmm((uint32_t)v.reg));
+    } else if (m.isa == Isa::Avx512) {
+        m.a->k(x86::k1).emit(x86::Inst::kIdVmovups, e.row(l.index, 64), m.vr(v.reg));
+    } else {
+        JV mask = m.fresh();
+        m.a->emit(x86::Inst::kIdVmovups, m.vr(mask.reg), x86::ptr(x86::rdi, x86::rcx, 2, 0, 32));
+        m.a->emit(x86::Inst::kIdVmaskmovps, e.row(l.index, 32), m.vr(mask.reg), m.vr(v.reg));
+    }
+}
+
+// A result broadcast along the row: every lane holds the same value; write lane 0 once.
+inline void jit_store_scalar(EmitContext& e, uint32_t i, Tile) {
+    const Lir& l = e.p->code[i];
+    JitMath& m = e.m;
+    JV v = m.in_reg(e.value(l.args[0]));
+    m.a->emit(m.isa == Isa::Sse41 ? x86::Inst::kIdMovss : x86::Inst::kIdVmovss, x86::ptr(e.args[l.index], 0, 4), x86::xmm((uint32_t)v.reg));
+}
+
+inline const JitterTable* jitter_table(Isa isa) {
+    // Index by LirKind: Load, BroadcastMove, BroadcastLoad, Constant, Compute, Store, StoreScalar.
+    static const JitterTable sse41 = {{jit_load, jit_broadcast_move, jit_broadcast_load, jit_constant, jit_compute, jit_store, jit_store_scalar}};
+    static const JitterTable avx2 = {{jit_load, jit_broadcast_move, jit_broadcast_load, jit_constant, jit_compute, jit_store, jit_store_scalar}};
+    static const JitterTable avx512 = {{jit_load, jit_broadcast_move, jit_broadcast_load, jit_constant, jit_compute, jit_store, jit_store_scalar}};
+    return isa == Isa::Sse41 ? &sse41 : isa == Isa::Avx2 ? &avx2 : &avx512;
+}
+
+inline void emit_tile(EmitContext& e, Tile tile) {
+    for (int r = 0; r < 32; ++r) e.holder_until[r] = -1;
+    for (uint32_t i = 0; i < e.p->count; ++i) {
+        e.open_pool(i);
+        e.table->kinds[(int)e.p->code[i].kind](e, i, tile);
+        e.defined(i);
+    }
+}
+
+// Kernel: void kernel(void* const* args, size_t n). Walks n floats of the row: vector tiles,
+// then the tail (masked on AVX-512/AVX2, a scalar loop on SSE4.1). Data section after code.
+inline Status emit_kernel(Program* p, Isa isa, uint32_t allocatable, uint32_t argument_count,
+                          void** kernel, uint32_t* code_size, char* error, size_t error_size) {
+    using namespace asmjit;
+    CodeHolder code;
+    ErrorRecorder recorder;
+    code.init(jit_runtime().environment());
+    code.setErrorHandler(&recorder);
+    x86::Assembler a(&code);
+
+    EmitContext e;
+    e.p = p;
+    e.table = jitter_table(isa);
+    e.vector_registers = isa == Isa::Avx512 ? 32 : 16;
+    e.allocatable = allocatable;
+    e.m.a = &a;
+    e.m.isa = isa;
+    e.m.vec_bytes = isa_vector_floats(isa) * 4;
+    e.m.data = a.newLabel();
+    e.m.constants = p->constants;
+    e.m.constant_count = &p->constant_count;
+    const x86::Gp gp[kSnippetMaxArgs] = {x86::r8, x86::r9, x86::r10, x86::r11, x86::rdx, x86::rbx,
+                                        x86::rbp, x86::r12, x86::r13, x86::r14, x86::r15};
+    for (uint32_t i = 0; i < kSnippetMaxArgs; ++i) e.args[i] = gp[i];
+    const x86::Gp saved[] = {x86::rbx, x86::rbp, x86::r12, x86::r13, x86::r14, x86::r15};
+    for (const x86::Gp& r : saved) a.push(r);
+    uint32_t frame = p->spill_slots * 64;
+    if (frame) a.sub(x86::rsp, frame);
+    for (uint32_t i = 0; i < argument_count; ++i) a.mov(e.args[i], x86::ptr(x86::rdi, (int32_t)(i * 8)));
+    uint32_t w = isa_vector_floats(isa);
+    Label loop = a.newLabel(), tail = a.newLabel(), done = a.newLabel(), mask_table = a.newLabel();
+    a.xor_(x86::eax, x86::eax);
+    a.bind(loop);
+    a.cmp(x86::rsi, w);
+    a.jb(tail);
+    emit_tile(e, Tile::Vector);
+    a.add(x86::rax, w * 4);
+    a.sub(x86::rsi, w);
+    a.jmp(loop);
+    a.bind(tail);
+    a.test(x86::rsi, x86::rsi);
+    a.jz(done);
+    if (isa == Isa::Avx512) {
+        a.mov(x86::ecx, x86::esi);
+        a.mov(x86::edi, 1);
+        a.shl(x86::edi, x86::cl);
+        a.dec(x86::edi);
+        a.kmovw(x86::k1, x86::edi);
+        emit_tile(e, Tile::Masked);
+    } else if (isa == Isa::Avx2) {
+        a.mov(x86::ecx, 8);
+        a.sub(x86::rcx, x86::rsi);   // the mask starts at entry 8 - n of {-1 x8, 0 x8}
+        a.lea(x86::rdi, x86::ptr(mask_table));
+        emit_tile(e, Tile::Masked);
+    } else {
+        Label scalar = a.newLabel();
+        a.bind(scalar);
+        emit_tile(e, Tile::Scalar);
+        a.add(x86::rax, 4);
+        a.dec(x86::rsi);
+        a.jnz(scalar);
+    }
+    a.bind(done);
+    if (frame) a.add(x86::rsp, frame);
+    for (int i = 5; i >= 0; --i) a.pop(saved[i]);
+    if (isa != Isa::Sse41) a.vzeroupper();
+    a.ret();
+    a.align(AlignMode::kData, 64);
+    a.bind(mask_table);
+    int32_t mask_values[16];
+    for (int i = 0; i < 16; ++i) mask_values[i] = i < 8 ? -1 : 0;
+    a.embed(mask_values, sizeof mask_values);
+    a.bind(e.m.data);
+    for (uint32_t i = 0; i < p->constant_count; ++i) a.embedUInt32(p->constants[i], 16);
+    if (e.m.failed) {
+        std::snprintf(error, error_size, "emit: out of scratch registers or constants");
+        return Status::LimitExceeded;
+    }
+    if (recorder.first != kErrorOk) {
+        std::snprintf(error, error_size, "emit: %s", DebugUtils::errorAsString(recorder.first));
+        return recorder.first == kErrorOutOfMemory ? Status::OutOfMemory : Status::Unsupported;
+    }
+    *code_size = (uint32_t)code.codeSize();
+    Error err = jit_runtime().add(kernel, &code);
+    if (err != kErrorOk) {
+        std::snprintf(error, error_size, "emit: %s", DebugUtils::errorAsString(err));
+        return err == kErrorOutOfMemory ? Status::OutOfMemory : Status::Unsupported;
+    }
+    return Status::Ok;
+}
+
+inline void release_kernel(void* kernel) {
+    if (kernel) ignore_status(jit_runtime().release(kernel) == asmjit::kErrorOk ? Status::Ok : Status::Unsupported);
+}
+
+}  // namespace detail
+#endif  // TESSEL_NO_JIT
+
+// >>kernel cache implementation
+KernelCache::~KernelCache() {
+    for (uint32_t i = 0; i < count_; ++i) {
+#ifndef TESSEL_NO_JIT
+        detail::release_kernel(entries_[i].kernel);
+#endif
+        TESSEL_FREE(entries_[i].key);
+    }
+}
+
+const KernelCache::Entry* KernelCache::find(uint64_t hash, const void* key, size_t key_bytes) {
+    for (uint32_t i = 0; i < count_; ++i) {
+        const Entry& e = entries_[i];
+        if (e.hash == hash && e.key_bytes == key_bytes && std::memcmp(e.key, key, key_bytes) == 0) { ++hits_; return &e; }
+    }
+    ++misses_;
+    return nullptr;
+}
+
+bool KernelCache::insert(uint64_t hash, const void* key, size_t key_bytes, void* kernel, uint32_t code_size) {
+    if (count_ == kCapacity) return false;
+    void* copy = TESSEL_MALLOC(key_bytes ? key_bytes : 1);
+    if (!copy) return false;
+    std::memcpy(copy, key, key_bytes);
+    entries_[count_++] = Entry{hash, copy, key_bytes, kernel, code_size};
+    return true;
+}
+
+// >>interpreter
+namespace detail {
+constexpr uint32_t kColumn = 64;  // elements per interpreter block
+
+// Runs one row of n elements: column by column over blocks of kColumn elements.
+inline void interpret_row(const SnippetBody& body, bool fused, float* columns, const float* const* in,
+                          float* const* out, const bool* inner_broadcast, int64_t n) {
+    ScalarMath m;
+    m.fused = fused;
+    uint32_t params = body.parameter_count();
+    for (int64_t base = 0; base < n; base += kColumn) {
+        uint32_t len = (uint32_t)(n - base < kColumn ? n - base : kColumn);
+        for (uint32_t i = 0; i < body.size(); ++i) {
+            const SnippetInstruction& ins = body.instruction(i);
+            float* col = columns + (size_t)i * kColumn;
+            if (ins.op == SnippetOp::Parameter) {
+                const float* src = in[ins.index];
+                for (uint32_t j = 0; j < len; ++j) col[j] = inner_broadcast[ins.index] ? src[0] : src[base + j];
+            } else if (ins.op == SnippetOp::Scalar) {
+                for (uint32_t j = 0; j < len; ++j) col[j] = ins.alpha;
+            } else {
+                const float* a0 = columns + (size_t)ins.args[0] * kColumn;
+                const float* a1 = ins.arity > 1 ? columns + (size_t)ins.args[1] * kColumn : a0;
+                const float* a2 = ins.arity > 2 ? columns + (size_t)ins.args[2] * kColumn : a0;
+                // Pow with a scalar exponent is PowerStatic by definition (as lowering makes it).
+                SnippetOp op = ins.op;
+                float alpha = ins.alpha;
+                if (op == SnippetOp::Pow && body.instruction(ins.args[1]).op == SnippetOp::Scalar) {
+                    op = SnippetOp::PowerStatic;
+                    alpha = body.instruction(ins.args[1]).alpha;
+                }
+                for (uint32_t j = 0; j < len; ++j) {
+                    float args[3] = {a0[j], a1[j], a2[j]};
+                    col[j] = eval_op(m, op, args, alpha, ins.beta);
+                }
+            }
+        }
+        for (uint32_t r = 0; r < body.result_count(); ++r) {
+            const float* col = columns + (size_t)body.result_value(r) * kColumn;
+            if (inner_broadcast[params + r]) out[r][0] = col[0];
+            else for (uint32_t j = 0; j < len; ++j) out[r][base + j] = col[j];
+        }
+    }
+}
+}  // namespace detail
+
+// >>snippet implementation
+Snippet::~Snippet() { release(); }
+
+void Snippet::release() {
+#ifndef TESSEL_NO_JIT
+    if (kernel_owned_) detail::release_kernel(kernel_);
+#endif
+    kernel_ = nullptr;
+    kernel_owned_ = false;
+    if (columns_) TESSEL_FREE(columns_);
+    columns_ = nullptr;
+    compiled_ = false;
+}
+
+Status Snippet::fail(Status status, const char* message) const {
+    std::snprintf(error_, sizeof error_, "%s", message);
+    return status;
+}
+
+Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) {
+    uint64_t start = detail::now_ns();
+    release();
+    stats_ = SnippetStats();
+    Isa isa = options.isa == Isa::Auto ? default_isa() : options.isa;
+    if ((int)isa > (int)Isa::Auto) return fail(Status::InvalidArgument, "compile: unknown isa");
+    if (!isa_available(isa)) return fail(Status::Unsupported, "compile: isa not available on this CPU or build");
+    if (body.result_count() == 0) return fail(Status::InvalidArgument, "compile: body has no result");
+    uint32_t params = body.parameter_count(), results = body.result_count();
+    if (params + results > kSnippetMaxArgs) return fail(Status::LimitExceeded, "compile: more than 11 parameters + results");
+
+    // Shapes: parameters then results; the domain is the broadcast of the results.
+    SnippetShape shapes[kSnippetMaxArgs];
+    for (uint32_t i = 0; i < body.size(); ++i)
+        if (body.instruction(i).op == SnippetOp::Parameter) shapes[body.instruction(i).index] = body.instruction(i).shape;
+    SnippetShape domain;
+    for (uint32_t r = 0; r < results; ++r) {
+        shapes[params + r] = body.instruction(body.result_value(r)).shape;
+        if (!detail::broadcast_shapes(domain, shapes[params + r], &domain))
+            return fail(Status::InvalidArgument, "compile: results do not broadcast to one domain");
+    }
+    detail::Domain d;
+    if (!detail::normalize_domain(shapes, params + results, domain, &d))
+        return fail(Status::InvalidArgument, "compile: a parameter does not broadcast to the output domain");
+    rank_ = d.rank;
+    for (uint32_t i = 0; i < d.rank; ++i) dims_[i] = d.dims[i];
+    for (uint32_t t = 0; t < params + results; ++t)
+        for (uint32_t i = 0; i < d.rank; ++i) strides_[t][i] = d.strides[t][i];
+    bool inner_broadcast[kSnippetMaxArgs];
+    for (uint32_t t = 0; t < params + results; ++t) inner_broadcast[t] = d.strides[t][d.rank - 1] == 0 && d.dims[d.rank - 1] > 1;
+
+    // Statistics of memory walked.
+    stats_.elements = d.elements;
+    for (uint32_t i = 0; i < body.size(); ++i) {
+        const SnippetInstruction& in = body.instruction(i);
+        if (in.op == SnippetOp::Parameter || in.op == SnippetOp::Scalar) continue;
+        uint64_t bytes = detail::shape_elements(in.shape) * 4;
+        for (int a = 0; a < in.arity; ++a)
+            if (body.instruction(in.args[a]).op != SnippetOp::Scalar)
+                bytes += detail::shape_elements(body.instruction(in.args[a]).shape) * 4;
+        stats_.bytes_unfused += bytes;
+    }
+    for (uint32_t t = 0; t < params + results; ++t) stats_.bytes_fused += detail::shape_elements(shapes[t]) * 4;
+    stats_.shrinkage = stats_.bytes_fused ? (double)stats_.bytes_unfused / (double)stats_.bytes_fused : 0;
+    stats_.normalized_rank = d.rank;
+
+    body_ = &body;
+    parameters_ = params;
+    results_ = results;
+    isa_ = isa;
+    stats_.isa = isa;
+    fused_ = isa == Isa::Ref ? options.reference_fma : isa_uses_fma(isa);
+    if (isa == Isa::Ref) {
+        columns_ = static_cast<float*>(TESSEL_MALLOC((size_t)body.size() * detail::kColumn * sizeof(float) + 1));
+        if (!columns_) return fail(Status::OutOfMemory, "compile: no memory for the interpreter columns");
+        stats_.compile_ns = detail::now_ns() - start;
+        compiled_ = true;
+        return Status::Ok;
+    }
+#ifdef TESSEL_NO_JIT
+    return fail(Status::Unsupported, "compile: built with TESSEL_NO_JIT");
+#else
+    Arena scratch;
+    detail::Program program;
+    Status s = detail::insert_load_store(body, inner_broadcast + params, &scratch, &program);
+    if (s == Status::Ok) { detail::power_static(&program); s = detail::insert_broadcast_move(&program, inner_broadcast, &scratch); }
+    if (s == Status::Ok) s = detail::fuse_broadcast_load(&program, &scratch);
+    if (s == Status::Ok) s = detail::scalars_to_data_section(&program);
+    if (s == Status::Ok) s = detail::eliminate_dead_code_and_schedule(&program, &scratch);
+    uint32_t total = isa == Isa::Avx512 ? 32 : 16, reserved = detail::kScratchRegisters;
+    uint32_t allocatable = total - reserved;
+    if (options.max_registers && options.max_registers < allocatable) allocatable = options.max_registers;
+    if (s == Status::Ok) s = detail::allocate_registers(&program, allocatable, &scratch);
+    if (s != Status::Ok) return fail(s, "compile: lowering failed (out of memory or more than 256 constants)");
+    stats_.instructions = program.count;
+    stats_.registers_used = program.registers_used;
+    stats_.spilled_values = program.spilled;
+
+    // Cache key: target, register budget, argument count and the lowered program.
+    size_t key_bytes = 16 + (size_t)program.count * sizeof(detail::Lir) + program.constant_count * 4;
+    unsigned char* key = static_cast<unsigned char*>(scratch.allocate(key_bytes, 8));
+    if (!key) return fail(Status::OutOfMemory, "compile: no memory for the cache key");
+    std::memset(key, 0, key_bytes);
+    uint32_t header[4] = {(uint32_t)isa, allocatable, params + results, program.constant_count};
+    std::memcpy(key, header, 16);
+    for (uint32_t i = 0; i < program.count; ++i) {
+        detail::Lir l = program.code[i];
+        std::memcpy(key + 16 + (size_t)i * sizeof l, &l, sizeof l);
+    }
+    std::memcpy(key + 16 + (size_t)program.count * sizeof(detail::Lir), program.constants, program.constant_count * 4);
+    uint64_t hash = detail::fnv(1469598103934665603ull, key, key_bytes);
+    if (options.cache) {
+        const KernelCache::Entry* hit = options.cache->find(hash, key, key_bytes);
+        if (hit) {
+            kernel_ = hit->kernel;
+            stats_.code_size = hit->code_size;
+            stats_.cache_hit = true;
+            stats_.compile_ns = detail::now_ns() - start;
+            compiled_ = true;
+            return Status::Ok;
+        }
+    }
+    uint32_t code_size = 0;
+    s = detail::emit_kernel(&program, isa, allocatable, params + results, &kernel_, &code_size, error_, sizeof error_);
+    if (s != Status::Ok) { kernel_ = nullptr; return s; }
+    stats_.code_size = code_size;
+    kernel_owned_ = !(options.cache && options.cache->insert(hash, key, key_bytes, kernel_, code_size));
+    stats_.compile_ns = detail::now_ns() - start;
+    compiled_ = true;
+    return Status::Ok;
+#endif
+}
+
+Status Snippet::run(Span<const float* const> inputs, Span<float* const> outputs) const {
+    if (!compiled_) return fail(Status::NotFinalized, "run: not compiled");
+    if (inputs.size != parameters_ || outputs.size != results_)
+        return fail(Status::InvalidArgument, "run: wrong number of inputs or outputs");
+    if (stats_.elements == 0) return Status::Ok;
+    for (size_t i = 0; i < inputs.size; ++i) if (!inputs[i]) return fail(Status::InvalidArgument, "run: null input");
+    for (size_t i = 0; i < outputs.size; ++i) if (!outputs[i]) return fail(Status::InvalidArgument, "run: null output");
+    uint32_t args = parameters_ + results_;
+    const float* base[kSnippetMaxArgs];
+    for (uint32_t t = 0; t < args; ++t) base[t] = t < parameters_ ? inputs[t] : outputs[t - parameters_];
+    bool inner_broadcast[kSnippetMaxArgs];
+    for (uint32_t t = 0; t < args; ++t) inner_broadcast[t] = strides_[t][rank_ - 1] == 0 && dims_[rank_ - 1] > 1;
+    // Outer dimensions, odometer style; the kernel walks the last one.
+    int64_t index[kSnippetMaxRank] = {};
+    int64_t n = dims_[rank_ - 1];
+    for (;;) {
+        float* ptrs[kSnippetMaxArgs];
+        const float* in_ptrs[kSnippetMaxArgs];
+        for (uint32_t t = 0; t < args; ++t) {
+            int64_t offset = 0;
+            for (uint32_t i = 0; i + 1 < rank_; ++i) offset += index[i] * strides_[t][i];
+            ptrs[t] = const_cast<float*>(base[t] + offset);
+            in_ptrs[t] = ptrs[t];
+        }
+        if (isa_ == Isa::Ref) {
+            detail::interpret_row(*body_, fused_, columns_, in_ptrs, ptrs + parameters_, inner_broadcast, n);
+        } else {
+            reinterpret_cast<void (*)(float* const*, size_t)>(kernel_)(ptrs, (size_t)n);
+        }
+        int i = (int)rank_ - 2;
+        for (; i >= 0; --i) {
+            if (++index[i] < dims_[i]) break;
+            index[i] = 0;
+        }
+        if (i < 0) break;
+    }
+    return Status::Ok;
+}
+
+Status interpret(const SnippetBody& body, Span<const float* const> inputs, Span<float* const> outputs, bool fused) {
+    Snippet snippet;
+    SnippetOptions options;
+    options.isa = Isa::Ref;
+    options.reference_fma = fused;
+    Status s = snippet.compile(body, options);
+    if (s != Status::Ok) return s;
+    return snippet.run(inputs, outputs);
+}
+
+void write_statistics(const SnippetStats& s, WriteFn write, void* user) {
+    detail::write_format(write, user,
+                         "isa=%s elements=%llu bytes_unfused=%llu bytes_fused=%llu shrinkage=%.2f "
+                         "instructions=%u registers=%u spilled=%u code_size=%u compile_us=%.1f cache_hit=%d rank=%u\n",
+                         isa_name(s.isa), (unsigned long long)s.elements, (unsigned long long)s.bytes_unfused,
+                         (unsigned long long)s.bytes_fused, s.shrinkage, s.instructions, s.registers_used,
+                         s.spilled_values, s.code_size, (double)s.compile_ns / 1000.0, s.cache_hit ? 1 : 0,
+                         s.normalized_rank);
+}
+
+// >>tokenizer implementation
+namespace detail {
+inline bool node_shape(const Graph& graph, NodeId id, SnippetShape* shape) {
+    const Node& n = graph.node(id);
+    if (n.num_outputs != 1 || !n.outputs) return false;
+    const TensorDesc& d = n.outputs[0];
+    if (d.type != ElementType::Float32 || d.rank > kSnippetMaxRank) return false;
+    shape->rank = d.rank;
+    for (int i = 0; i < d.rank; ++i) {
+        if (d.dims[i] < 0) return false;
+        shape->dims[i] = d.dims[i];
+    }
+    return true;
+}
+}  // namespace detail
+
+bool node_is_fusible(const Graph& graph, NodeId id) {
+    SnippetShape shape;
+    if (!detail::node_shape(graph, id, &shape)) return false;
+    const Node& n = graph.node(id);
+    if (n.op == StringView("Constant")) return n.num_inputs == 0 && detail::shape_elements(shape) == 1;
+    SnippetOp op;
+    if (snippet_op_from_name(n.op, &op) != Status::Ok) return false;
+    uint32_t arity = snippet_op_arity(op);
+    if (op == SnippetOp::Clip) return n.num_inputs >= 1 && n.num_inputs <= 3;  // ONNX min/max inputs
+    return n.num_inputs == arity;
+}
+
+Status tokenize(const Graph& graph, const TokenizeOptions& options, Arena* arena, Tokenization* result) {
+    if (!graph.finalized()) return Status::NotFinalized;
+    if (!arena || !result || options.max_arguments < 2) return Status::InvalidArgument;
+    uint32_t n = graph.node_count();
+    uint32_t* island = arena->allocate_array<uint32_t>(n + 1);
+    if (!island) return Status::OutOfMemory;
+    Arena scratch;
+    uint32_t* position = scratch.allocate_array<uint32_t>(n + 1);
+    uint8_t* in_set = scratch.allocate_array<uint8_t>(n + 1);   // 1: candidate member, 2: visited
+    NodeId* stack = scratch.allocate_array<NodeId>(n + 1);
+    NodeId* members = scratch.allocate_array<NodeId>(n + 1);
+    uint32_t* island_size = scratch.allocate_array<uint32_t>(n + 1);
+    uint32_t* island_head = scratch.allocate_array<uint32_t>(n + 1);  // members linked per island
+    uint32_t* next_member = scratch.allocate_array<uint32_t>(n + 1);
+    NodeId* visited = scratch.allocate_array<NodeId>(n + 1);
+    if (!position || !in_set || !stack || !members || !island_size || !island_head || !next_member || !visited)
+        return Status::OutOfMemory;
+    Span<const NodeId> order = graph.topological_order();
+    for (uint32_t i = 0; i < n; ++i) { position[order[i]] = i; island[i] = kNoIsland; in_set[i] = 0; }
+    uint32_t islands = 0;
+
+    // Whether the set `members` (marked in_set=1) is a valid island.
+    auto valid = [&](uint32_t count, NodeId newest) -> bool {
+        // Keep-apart edges inside, argument budget, output domain.
+        uint32_t inputs = 0, outputs = 0;
+        SnippetShape domain;
+        bool domain_ok = true;
+        for (uint32_t k = 0; k < count; ++k) {
+            NodeId v = members[k];
+            const Node& node = graph.node(v);
+            for (uint32_t e = 0; e < node.num_inputs; ++e) {
+                const Edge& edge = node.inputs[e];
+                if (in_set[edge.producer] == 1) {
+                    if (edge.keep_apart) return false;
+                    continue;
+                }
+                bool seen = false;  // count each external producer once
+                for (uint32_t k2 = 0; k2 < k && !seen; ++k2) {
+                    const Node& other = graph.node(members[k2]);
+                    for (uint32_t e2 = 0; e2 < other.num_inputs; ++e2)
+                        if (other.inputs[e2].producer == edge.producer && other.inputs[e2].port == edge.port) { seen = true; break; }
+                }
+                for (uint32_t e2 = 0; e2 < e && !seen; ++e2)
+                    if (node.inputs[e2].producer == edge.producer && node.inputs[e2].port == edge.port) seen = true;
+                if (!seen) ++inputs;
+            }
+            Span<const NodeId> succ = graph.successors(v);
+            bool output = succ.size == 0;
+            for (NodeId s : succ) if (in_set[s] != 1) output = true;
+            if (output) {
+                ++outputs;
+                SnippetShape shape;
+                if (!detail::node_shape(graph, v, &shape) || !detail::broadcast_shapes(domain, shape, &domain)) domain_ok = false;
+            }
+        }
+        if (!domain_ok || inputs + outputs > options.max_arguments) return false;
+        // No cycle: no path leaves the set and comes back. Such a path only runs through
+        // nodes placed before the newest member in topological order.
+        uint32_t limit = position[newest], top = 0, seen_count = 0;
+        for (uint32_t k = 0; k < count; ++k)
+            for (NodeId s : graph.successors(members[k]))
+                if (in_set[s] == 0 && position[s] < limit) { in_set[s] = 2; stack[top++] = s; visited[seen_count++] = s; }
+        bool cycle = false;
+        while (top && !cycle) {
+            NodeId v = stack[--top];
+            for (NodeId s : graph.successors(v)) {
+                if (in_set[s] == 1) { cycle = true; break; }
+                if (in_set[s] == 0 && position[s] < limit) { in_set[s] = 2; stack[top++] = s; visited[seen_count++] = s; }
+            }
+        }
+        for (uint32_t k = 0; k < seen_count; ++k) in_set[visited[k]] = 0;
+        return !cycle;
+    };
+
+    for (uint32_t oi = 0; oi < n; ++oi) {
+        NodeId v = order[oi];
+        if (!node_is_fusible(graph, v)) continue;
+        uint32_t count = 0;
+        members[count++] = v;
+        in_set[v] = 1;
+        // Try each neighbouring island (through a fusible producer), keeping those that fit.
+        const Node& node = graph.node(v);
+        for (uint32_t e = 0; e < node.num_inputs; ++e) {
+            NodeId producer = node.inputs[e].producer;
+            uint32_t candidate = island[producer];
+            if (candidate == kNoIsland || in_set[producer] == 1 || node.inputs[e].keep_apart) continue;
+            uint32_t before = count;
+            for (uint32_t m = island_head[candidate]; m != kNoIsland; m = next_member[m]) { members[count++] = m; in_set[m] = 1; }
+            if (!valid(count, v)) {
+                for (uint32_t k = before; k < count; ++k) in_set[members[k]] = 0;
+                count = before;
+            }
+        }
+        if (!valid(count, v)) {  // the node alone always fits unless its own budget is too big
+            for (uint32_t k = 0; k < count; ++k) in_set[members[k]] = 0;
+            continue;
+        }
+        // Commit: the merged island takes a new id; absorbed islands become empty.
+        uint32_t id = islands++;
+        island_head[id] = kNoIsland;
+        island_size[id] = count;
+        for (uint32_t k = 0; k < count; ++k) {
+            NodeId m = members[k];
+            island[m] = id;
+            next_member[m] = island_head[id];
+            island_head[id] = m;
+            in_set[m] = 0;
+        }
+    }
+    // Renumber islands densely in order of first appearance by node id.
+    uint32_t* dense = scratch.allocate_array<uint32_t>(islands + 1);
+    if (!dense) return Status::OutOfMemory;
+    for (uint32_t i = 0; i < islands; ++i) dense[i] = kNoIsland;
+    uint32_t next = 0;
+    for (uint32_t i = 0; i < n; ++i)
+        if (island[i] != kNoIsland) {
+            if (dense[island[i]] == kNoIsland) dense[island[i]] = next++;
+            island[i] = dense[island[i]];
+        }
+    result->island_of = Span<const uint32_t>(island, n);
+    result->island_count = next;
+    return Status::Ok;
+}
+
+}  // namespace tessel
+#endif  // TESSEL_SNIPPETS_IMPLEMENTATION
