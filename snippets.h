@@ -401,6 +401,7 @@ struct ScalarMath {
     }
     V cvt_f(V a) { return (float)(int32_t)float_bits(a); }
     void drop(V&) {}
+    bool fused_fma() const { return fused; }
     V add_i(V a, V b) { return cb(float_bits(a) + float_bits(b)); }
     V sub_i(V a, V b) { return cb(float_bits(a) - float_bits(b)); }
     V shl_i(V a, int n) { return cb(float_bits(a) << n); }
@@ -595,31 +596,128 @@ V math_erf(M& m, const V& x) {
     return m.blend(mask, small, big);
 }
 
-// GELU(erf) = x/2 (1 + erf(x/sqrt2)); 1+erf is taken from erfc directly below -0.9277 so the
-// negative side does not cancel.
+// The rounding error of p = round(a*b) for constant b, exactly: one fma on FMA targets,
+// Dekker's split product otherwise (b split at compile time).
+template <class M, class V>
+V product_error(M& m, const V& a, float b, const V& p) {
+    if (m.fused_fma()) {
+        V np = m.xor_(p, m.cb(kSignBit));
+        return m.fma(a, m.c(b), np);
+    }
+    float bc = b * 4097.0f;
+    float bh = bc - (bc - b), bl = b - bh;
+    V ah = m.mul(a, m.c(4097.0f));
+    V t = m.sub(ah, a);
+    ah = m.sub(ah, t);
+    V al = m.sub(a, ah);
+    V err = m.mul(ah, m.c(bh));
+    err = m.sub(err, p);
+    t = m.mul(ah, m.c(bl));
+    err = m.add(err, t);
+    t = m.mul(al, m.c(bh));
+    err = m.add(err, t);
+    t = m.mul(al, m.c(bl));
+    return m.add(err, t);
+}
+// Same for a*a.
+template <class M, class V>
+V square_error(M& m, const V& a, const V& p) {
+    if (m.fused_fma()) {
+        V np = m.xor_(p, m.cb(kSignBit));
+        return m.fma(a, a, np);
+    }
+    V ah = m.mul(a, m.c(4097.0f));
+    V t = m.sub(ah, a);
+    ah = m.sub(ah, t);
+    V al = m.sub(a, ah);
+    V err = m.mul(ah, ah);
+    err = m.sub(err, p);
+    t = m.mul(ah, al);
+    t = m.add(t, t);
+    err = m.add(err, t);
+    t = m.mul(al, al);
+    return m.add(err, t);
+}
+
+// erfc(a + alo) for a >= 0 (alo: the argument's low part): N. Juffa's erfcf scheme,
+// (1+p(q))/(1+2a) * exp(-a^2) with q = (a-2)/(a+2), and a^2 carried in two parts so the
+// exponential keeps its accuracy far in the tail (this is what GELU's negative side needs).
+template <class M, class V>
+V math_erfc_core(M& m, const V& a, V alo) {
+    V p = m.add(a, m.c(2.0f));
+    V r = m.div(m.c(1.0f), p);
+    V q = m.fma(m.c(-4.0f), r, m.c(1.0f));
+    V t = m.add(q, m.c(1.0f));
+    t = m.fma(t, m.c(-2.0f), a);
+    V e = m.fnma(a, q, t);
+    q = m.fma(r, e, q);
+    m.drop(t);
+    m.drop(e);
+    m.drop(r);
+    p = m.fma(m.c(-0x1.a4a000p-12f), q, m.c(-0x1.42a260p-10f));
+    p = m.fma(p, q, m.c(0x1.585714p-10f));
+    p = m.fma(p, q, m.c(0x1.1adcc4p-07f));
+    p = m.fma(p, q, m.c(-0x1.081b82p-07f));
+    p = m.fma(p, q, m.c(-0x1.bc0b6ap-05f));
+    p = m.fma(p, q, m.c(0x1.4ffc46p-03f));
+    p = m.fma(p, q, m.c(-0x1.540840p-03f));
+    p = m.fma(p, q, m.c(-0x1.7bf616p-04f));
+    p = m.fma(p, q, m.c(0x1.1ba03ap-02f));
+    V d = m.fma(a, m.c(2.0f), m.c(1.0f));
+    r = m.div(m.c(1.0f), d);
+    m.drop(d);
+    q = m.fma(p, r, r);
+    t = m.fnma(q, a, m.c(0.5f));
+    V pq = m.sub(p, q);
+    m.drop(p);
+    e = m.fma(t, m.c(2.0f), pq);
+    m.drop(pq);
+    r = m.fma(e, r, q);
+    m.drop(e);
+    m.drop(q);
+    V s = m.mul(a, a);
+    t = square_error(m, a, s);          // a*a - s
+    V a2 = m.add(a, a);
+    t = m.fma(a2, alo, t);              // + 2 a alo: the square of the full argument
+    m.drop(a2);
+    m.drop(alo);
+    t = m.xor_(t, m.cb(kSignBit));      // exp(-a^2) = exp(-s) * (1 + t)
+    s = m.xor_(s, m.cb(kSignBit));
+    e = math_exp(m, static_cast<V&&>(s));
+    r = m.mul(r, e);
+    m.drop(e);
+    r = m.fma(r, t, r);
+    m.drop(t);
+    V big = m.cmp(m.c(10.0546875f), a, kCmpLt);   // erfc underflows; NaN stays
+    return m.blend(big, m.c(0.0f), r);
+}
+
+// GELU(erf) = x/2 erfc(-x/sqrt2), with -x/sqrt2 carried in two parts (its rounding would
+// otherwise be amplified by ~a^2 in the negative tail).
+// u = -x/sqrt2 is negative exactly when x is positive.
+template <class M, class V>
+V uh_sign_source(M& m, const V& x) { return m.xor_(x, m.cb(kSignBit)); }
+
 template <class M, class V>
 V math_gelu_erf(M& m, const V& x) {
-    V a = m.mul(x, m.c(0.707106781186547524f));
-    V t = math_abs(m, a);
-    V e = math_erfc_large(m, static_cast<V&&>(t));
-    V two = m.sub(m.c(2.0f), e);
-    V mask = m.cmp(a, m.c(0.0f), kCmpLt);
-    V large = m.blend(mask, e, two);
-    m.drop(mask);
-    m.drop(e);
-    m.drop(two);
-    V small = math_erf_small(m, a);
-    small = m.add(m.c(1.0f), small);
-    t = math_abs(m, a);
+    const float c_hi = -0.707106769084930419921875f;   // -1/sqrt2 = c_hi + c_lo
+    const float c_lo = -1.2101617152815436e-8f;
+    V uh = m.mul(x, m.c(c_hi));
+    V ul = product_error(m, x, c_hi, uh);
+    ul = m.fma(x, m.c(c_lo), ul);
+    V sign = m.and_(uh, m.cb(kSignBit));
+    V a = m.andnot(m.cb(kSignBit), uh);
+    m.drop(uh);
+    ul = m.xor_(ul, sign);              // low part towards |u|
+    V r = math_erfc_core(m, a, static_cast<V&&>(ul));
     m.drop(a);
-    mask = m.cmp(t, m.c(0.927734375f), kCmpLe);
-    m.drop(t);
-    V one_plus_erf = m.blend(mask, small, large);
-    m.drop(mask);
-    m.drop(small);
-    m.drop(large);
+    V two = m.sub(m.c(2.0f), r);
+    m.drop(sign);
+    V negative = m.cmp(uh_sign_source(m, x), m.c(0.0f), kCmpLt);
+    r = m.blend(negative, two, r);      // erfc(-a) = 2 - erfc(a); masks are all ones or zero
+    m.drop(two);
     V half = m.mul(x, m.c(0.5f));
-    return m.mul(half, one_plus_erf);
+    return m.mul(half, r);
 }
 
 // GELU(tanh) = x/2 (1 + tanh(u)) = x * sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3).
@@ -779,8 +877,13 @@ V eval_op(M& m, SnippetOp op, const V* a, float alpha, float beta) {
         case SnippetOp::GeluTanh: return math_gelu_tanh(m, a[0]);
         case SnippetOp::HardSigmoid:
             return m.max(m.c(0.0f), m.min(m.c(1.0f), m.fma(a[0], m.c(alpha), m.c(beta))));
-        case SnippetOp::HardSwish:
-            return m.mul(a[0], m.max(m.c(0.0f), m.min(m.c(1.0f), m.fma(a[0], m.c(alpha), m.c(beta)))));
+        case SnippetOp::HardSwish: {  // x * clamp(x+3, 0, 6) / 6: no cancellation near -3
+            V t = m.add(a[0], m.c(3.0f));
+            t = m.max(m.c(0.0f), t);
+            t = m.min(m.c(6.0f), t);
+            t = m.mul(a[0], t);
+            return m.div(t, m.c(6.0f));
+        }
         case SnippetOp::LeakyRelu:
             return m.blend(m.cmp(a[0], m.c(0.0f), kCmpLt), m.mul(a[0], m.c(alpha)), a[0]);
         case SnippetOp::PRelu:
@@ -1405,6 +1508,7 @@ struct JitMath {
     }
     JV fresh() { return JV(this, alloc(), -1); }
     void drop(JV& v) { v.release(); }
+    bool fused_fma() const { return isa != Isa::Sse41; }
     JV c(float v) { return JV(this, -1, constant_slot(float_bits(v))); }
     JV cb(uint32_t b) { return JV(this, -1, constant_slot(b)); }
 
