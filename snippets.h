@@ -111,9 +111,13 @@ uint32_t snippet_op_arity(SnippetOp op);   // inputs: 0 for Parameter/Scalar, 1,
 // Maps a Graph op name (ONNX spelling, plus Gelu/SiLU/Clamp/Where aliases) to an operation.
 // NotFound for anything that stays outside snippets.
 Status snippet_op_from_name(StringView name, SnippetOp* op);
-// Published accuracy bound in ULP against a double-precision reference of the same formula
-// over the sweep described in test/test_snippets.cpp; 0 means exact.
-uint32_t snippet_op_ulp_bound(SnippetOp op);
+// Published accuracy bound in ULP against a double-precision reference, over the sweeps of
+// test/test_snippets.cpp (normal-range results; GeluErf x >= -12.9, GeluTanh x >= -10), for
+// targets with FMA (fma = isa_uses_fma(isa)) or without; 0 means exact. Pow and the general
+// PowerStatic path (exp(b log a)) have no bound: their error grows with |b log a|.
+// HardSigmoid without FMA rounds alpha*x before adding beta: its error is absolute (<= 2^-24)
+// near the lower kink, hence the large ULP figure.
+uint32_t snippet_op_ulp_bound(SnippetOp op, bool fma = true);
 // Default attributes: Elu alpha 1; Selu alpha 1.6732632, gamma (beta) 1.0507010; HardSigmoid
 // 0.2, 0.5; HardSwish 1/6, 0.5; LeakyRelu 0.01; Swish 1 (x * sigmoid(alpha x)); Clip -inf..inf.
 void snippet_op_default_attributes(SnippetOp op, float* alpha, float* beta);
@@ -639,6 +643,9 @@ V square_error(M& m, const V& a, const V& p) {
     return m.add(err, t);
 }
 
+template <class M, class V>
+V two_product_error(M& m, const V& a, const V& b, const V& p);
+
 // erfc(a + alo) for a >= 0 (alo: the argument's low part): N. Juffa's erfcf scheme,
 // (1+p(q))/(1+2a) * exp(-a^2) with q = (a-2)/(a+2), and a^2 carried in two parts so the
 // exponential keeps its accuracy far in the tail (this is what GELU's negative side needs).
@@ -684,10 +691,20 @@ V math_erfc_core(M& m, const V& a, V alo) {
     t = m.xor_(t, m.cb(kSignBit));      // exp(-a^2) = exp(-s) * (1 + t)
     s = m.xor_(s, m.cb(kSignBit));
     e = math_exp(m, static_cast<V&&>(s));
-    r = m.mul(r, e);
-    m.drop(e);
-    r = m.fma(r, t, r);
+    V ret = m.mul(r, e);                // r e (1 + t) rounded once: fma(r, e, r e t)
+    ret = m.mul(ret, t);
     m.drop(t);
+    if (m.fused_fma()) {
+        r = m.fma(r, e, ret);
+    } else {                            // no FMA: r e exactly as p + err (Dekker), one rounding
+        V p = m.mul(r, e);
+        V err = two_product_error(m, r, e, p);
+        ret = m.add(ret, err);
+        m.drop(err);
+        r = m.add(p, ret);
+    }
+    m.drop(e);
+    m.drop(ret);
     V big = m.cmp(m.c(10.0546875f), a, kCmpLt);   // erfc underflows; NaN stays
     return m.blend(big, m.c(0.0f), r);
 }
@@ -720,15 +737,79 @@ V math_gelu_erf(M& m, const V& x) {
     return m.mul(half, r);
 }
 
-// GELU(tanh) = x/2 (1 + tanh(u)) = x * sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3).
+// The rounding error of p = round(a*b), both variable: fma, or Dekker's product.
+template <class M, class V>
+V two_product_error(M& m, const V& a, const V& b, const V& p) {
+    if (m.fused_fma()) {
+        V np = m.xor_(p, m.cb(kSignBit));
+        return m.fma(a, b, np);
+    }
+    V ah = m.mul(a, m.c(4097.0f));
+    V t = m.sub(ah, a);
+    ah = m.sub(ah, t);
+    V al = m.sub(a, ah);
+    V bh = m.mul(b, m.c(4097.0f));
+    t = m.sub(bh, b);
+    bh = m.sub(bh, t);
+    V bl = m.sub(b, bh);
+    V err = m.mul(ah, bh);
+    err = m.sub(err, p);
+    t = m.mul(ah, bl);
+    err = m.add(err, t);
+    t = m.mul(al, bh);
+    err = m.add(err, t);
+    t = m.mul(al, bl);
+    return m.add(err, t);
+}
+
+// GELU(tanh) = x/2 (1 + tanh(u)) = x * sigmoid(v), v = 2u = c1 x + c2 x^3. v is carried in
+// two parts and the sigmoid corrected by s(1-s) v_lo: for negative x the sigmoid amplifies
+// the error of v by |v|, which a single float would not survive.
 template <class M, class V>
 V math_gelu_tanh(M& m, const V& x) {
+    const float c1h = 1.59576916694641113281f, c1l = -4.534068032135963e-8f;     // 2 sqrt(2/pi)
+    const float c2h = 0.07135481387376785278f, c2l = 2.3988323966106506e-9f;        // c1 * 0.044715
+    V p1 = m.mul(x, m.c(c1h));
+    V lo = product_error(m, x, c1h, p1);
+    lo = m.fma(x, m.c(c1l), lo);
     V x2 = m.mul(x, x);
-    V inner = m.fma(m.c(0.0713548162726f), x2, m.c(1.59576912161f));
+    V x2l = square_error(m, x, x2);
+    V x3 = m.mul(x2, x);
+    V e3 = two_product_error(m, x2, x, x3);
     m.drop(x2);
-    V v = m.mul(x, inner);
-    m.drop(inner);
+    e3 = m.fma(x2l, x, e3);                  // x^3 = x3 + e3
+    m.drop(x2l);
+    V p2 = m.mul(x3, m.c(c2h));
+    V e2 = product_error(m, x3, c2h, p2);
+    V t = m.mul(x3, m.c(c2l));
+    m.drop(x3);
+    e2 = m.add(e2, t);
+    e2 = m.fma(e3, m.c(c2h), e2);
+    m.drop(e3);
+    lo = m.add(lo, e2);
+    m.drop(e2);
+    V v = m.add(p1, p2);                     // two-sum of the leading parts
+    V bb = m.sub(v, p1);
+    t = m.sub(v, bb);
+    t = m.sub(p1, t);
+    m.drop(p1);
+    V u = m.sub(p2, bb);
+    m.drop(p2);
+    m.drop(bb);
+    t = m.add(t, u);
+    m.drop(u);
+    lo = m.add(lo, t);
+    t = math_abs(m, v);
+    V keep = m.cmp(t, m.c(128.0f), kCmpLt);  // saturated (or overflowed) v needs no correction
+    m.drop(t);
+    lo = m.and_(keep, lo);
+    m.drop(keep);
     V s = math_sigmoid(m, static_cast<V&&>(v));
+    t = m.sub(m.c(1.0f), s);
+    t = m.mul(t, lo);
+    m.drop(lo);
+    s = m.fma(s, t, s);
+    m.drop(t);
     return m.mul(x, s);
 }
 
@@ -972,21 +1053,22 @@ bool isa_uses_fma(Isa isa) { return isa != Isa::Sse41; }
 
 // >>operations implementation
 namespace detail {
-struct OpInfo { const char* name; uint8_t arity; uint16_t ulp; };
-// ULP bounds are the measured maxima of the accuracy sweep (test_snippets.cpp), rounded up.
+struct OpInfo { const char* name; uint8_t arity; uint16_t ulp_fma, ulp_no_fma; };
+// ULP bounds: the measured maxima of the accuracy sweeps in test/test_snippets.cpp, rounded
+// up, with FMA (Ref, Avx2, Avx512) and without (Sse41). 0 means exact.
 inline const OpInfo& op_info(SnippetOp op) {
     static const OpInfo table[] = {
-        {"Parameter", 0, 0}, {"Scalar", 0, 0},
-        {"Add", 2, 0}, {"Sub", 2, 0}, {"Mul", 2, 0}, {"Div", 2, 0}, {"Max", 2, 0}, {"Min", 2, 0},
-        {"Pow", 2, 64}, {"PowerStatic", 1, 64},
-        {"Sqrt", 1, 0}, {"Reciprocal", 1, 0}, {"Abs", 1, 0}, {"Neg", 1, 0},
-        {"Exp", 1, 2}, {"Log", 1, 2}, {"Tanh", 1, 3}, {"Sigmoid", 1, 3}, {"Relu", 1, 0},
-        {"Clip", 1, 0}, {"Elu", 1, 8}, {"Selu", 1, 8}, {"Erf", 1, 3},
-        {"GeluErf", 1, 4}, {"GeluTanh", 1, 4}, {"HardSigmoid", 1, 1}, {"HardSwish", 1, 2},
-        {"LeakyRelu", 1, 0}, {"PRelu", 2, 0}, {"Softplus", 1, 8}, {"Softsign", 1, 1},
-        {"Swish", 1, 4}, {"Mish", 1, 8}, {"Floor", 1, 0}, {"Ceil", 1, 0}, {"Round", 1, 0},
-        {"Sign", 1, 0}, {"Equal", 2, 0}, {"Greater", 2, 0}, {"Less", 2, 0},
-        {"GreaterOrEqual", 2, 0}, {"LessOrEqual", 2, 0}, {"Select", 3, 0},
+        {"Parameter", 0, 0, 0}, {"Scalar", 0, 0, 0},
+        {"Add", 2, 0, 0}, {"Sub", 2, 0, 0}, {"Mul", 2, 0, 0}, {"Div", 2, 0, 0}, {"Max", 2, 0, 0},
+        {"Min", 2, 0, 0}, {"Pow", 2, 0, 0}, {"PowerStatic", 1, 0, 0},
+        {"Sqrt", 1, 0, 0}, {"Reciprocal", 1, 0, 0}, {"Abs", 1, 0, 0}, {"Neg", 1, 0, 0},
+        {"Exp", 1, 1, 1}, {"Log", 1, 1, 1}, {"Tanh", 1, 2, 2}, {"Sigmoid", 1, 2, 2}, {"Relu", 1, 0, 0},
+        {"Clip", 1, 0, 0}, {"Elu", 1, 3, 3}, {"Selu", 1, 3, 3}, {"Erf", 1, 1, 2},
+        {"GeluErf", 1, 4, 5}, {"GeluTanh", 1, 4, 4}, {"HardSigmoid", 1, 1, 16384}, {"HardSwish", 1, 1, 1},
+        {"LeakyRelu", 1, 0, 0}, {"PRelu", 2, 0, 0}, {"Softplus", 1, 3, 3}, {"Softsign", 1, 2, 2},
+        {"Swish", 1, 3, 3}, {"Mish", 1, 4, 4}, {"Floor", 1, 0, 0}, {"Ceil", 1, 0, 0}, {"Round", 1, 0, 0},
+        {"Sign", 1, 0, 0}, {"Equal", 2, 0, 0}, {"Greater", 2, 0, 0}, {"Less", 2, 0, 0},
+        {"GreaterOrEqual", 2, 0, 0}, {"LessOrEqual", 2, 0, 0}, {"Select", 3, 0, 0},
     };
     static_assert(sizeof table / sizeof table[0] == (size_t)SnippetOp::Count, "op table");
     return table[(int)op];
@@ -999,8 +1081,9 @@ const char* snippet_op_name(SnippetOp op) {
 uint32_t snippet_op_arity(SnippetOp op) {
     return (int)op < (int)SnippetOp::Count ? detail::op_info(op).arity : 0;
 }
-uint32_t snippet_op_ulp_bound(SnippetOp op) {
-    return (int)op < (int)SnippetOp::Count ? detail::op_info(op).ulp : 0;
+uint32_t snippet_op_ulp_bound(SnippetOp op, bool fma) {
+    if ((int)op >= (int)SnippetOp::Count) return 0;
+    return fma ? detail::op_info(op).ulp_fma : detail::op_info(op).ulp_no_fma;
 }
 
 Status snippet_op_from_name(StringView name, SnippetOp* op) {
@@ -1163,6 +1246,7 @@ struct Lir {
     int32_t slot = -1;             // spill slot of the value
     uint32_t last_use = 0;
 };
+static_assert(sizeof(Lir) >= 40, "cache key layout");
 
 struct Program {
     Lir* code = nullptr;
@@ -2058,9 +2142,19 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
     std::memset(key, 0, key_bytes);
     uint32_t header[4] = {(uint32_t)isa, allocatable, params + results, program.constant_count};
     std::memcpy(key, header, 16);
-    for (uint32_t i = 0; i < program.count; ++i) {
-        detail::Lir l = program.code[i];
-        std::memcpy(key + 16 + (size_t)i * sizeof l, &l, sizeof l);
+    for (uint32_t i = 0; i < program.count; ++i) {  // field by field: Lir has padding
+        const detail::Lir& l = program.code[i];
+        unsigned char* k = key + 16 + (size_t)i * sizeof(detail::Lir);
+        k[0] = (unsigned char)l.kind;
+        k[1] = (unsigned char)l.op;
+        k[2] = l.arity;
+        std::memcpy(k + 4, &l.index, 4);
+        std::memcpy(k + 8, l.args, 12);
+        std::memcpy(k + 20, &l.alpha, 4);
+        std::memcpy(k + 24, &l.beta, 4);
+        std::memcpy(k + 28, &l.reg, 2);
+        std::memcpy(k + 32, &l.slot, 4);
+        std::memcpy(k + 36, &l.last_use, 4);
     }
     std::memcpy(key + 16 + (size_t)program.count * sizeof(detail::Lir), program.constants, program.constant_count * 4);
     uint64_t hash = detail::fnv(1469598103934665603ull, key, key_bytes);
@@ -2229,18 +2323,27 @@ Status tokenize(const Graph& graph, const TokenizeOptions& options, Arena* arena
             }
         }
         if (!domain_ok || inputs + outputs > options.max_arguments) return false;
-        // No cycle: no path leaves the set and comes back. Such a path only runs through
-        // nodes placed before the newest member in topological order.
+        // No cycle: no path leaves the set and comes back, in the graph where every other
+        // island is contracted to one vertex (reaching one member reaches them all). Such a
+        // path only runs through nodes placed before the newest member in topological order.
         uint32_t limit = position[newest], top = 0, seen_count = 0;
+        auto visit = [&](NodeId s) {
+            if (in_set[s] != 0 || position[s] >= limit) return;
+            in_set[s] = 2;
+            stack[top++] = s;
+            visited[seen_count++] = s;
+            if (island[s] == kNoIsland) return;
+            for (uint32_t m = island_head[island[s]]; m != kNoIsland; m = next_member[m])
+                if (in_set[m] == 0) { in_set[m] = 2; stack[top++] = m; visited[seen_count++] = m; }
+        };
         for (uint32_t k = 0; k < count; ++k)
-            for (NodeId s : graph.successors(members[k]))
-                if (in_set[s] == 0 && position[s] < limit) { in_set[s] = 2; stack[top++] = s; visited[seen_count++] = s; }
+            for (NodeId s : graph.successors(members[k])) visit(s);
         bool cycle = false;
         while (top && !cycle) {
             NodeId v = stack[--top];
             for (NodeId s : graph.successors(v)) {
                 if (in_set[s] == 1) { cycle = true; break; }
-                if (in_set[s] == 0 && position[s] < limit) { in_set[s] = 2; stack[top++] = s; visited[seen_count++] = s; }
+                visit(s);
             }
         }
         for (uint32_t k = 0; k < seen_count; ++k) in_set[visited[k]] = 0;
