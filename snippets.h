@@ -77,8 +77,8 @@
    Rank <= 6; parameters + results <= 11 per body (the kernel keeps one general register per
    argument); bodies up to 65535 instructions. Outputs may alias an input of the same shape
    (in place) but not a broadcast input. x86-64 System V calling convention only (no Windows
-   x64). The kernel walks the innermost normalized dimension; outer dimensions (at most 5) are
-   iterated by run(), one kernel call per row. tokenize() costs O(V+E) per merge attempt.
+   x64). A kernel walks the two innermost normalized dimensions (rows of the last one); the
+   outer ones (at most 4) are iterated by run(), one kernel call each. tokenize() costs O(V+E) per merge attempt.
 */
 #ifndef TESSEL_SNIPPETS_H
 #define TESSEL_SNIPPETS_H
@@ -1878,8 +1878,10 @@ inline void emit_tile(EmitContext& e, Tile tile) {
     }
 }
 
-// Kernel: void kernel(void* const* args, size_t n). Walks n floats of the row: vector tiles,
-// then the tail (masked on AVX-512/AVX2, a scalar loop on SSE4.1). Data section after code.
+// Kernel: void kernel(float* const* args, size_t n, size_t rows, const int64_t* row_strides).
+// For each of `rows` rows (rows >= 1): walks n floats (n >= 1) in vector tiles, then the tail
+// (masked on AVX-512/AVX2, a scalar loop on SSE4.1), then advances every argument pointer by
+// its row stride in bytes. The data section follows the code.
 inline Status emit_kernel(Program* p, Isa isa, uint32_t allocatable, uint32_t argument_count,
                           void** kernel, uint32_t* code_size, char* error, size_t error_size) {
     using namespace asmjit;
@@ -1905,11 +1907,21 @@ inline Status emit_kernel(Program* p, Isa isa, uint32_t allocatable, uint32_t ar
     for (uint32_t i = 0; i < kSnippetMaxArgs; ++i) e.args[i] = gp[i];
     const x86::Gp saved[] = {x86::rbx, x86::rbp, x86::r12, x86::r13, x86::r14, x86::r15};
     for (const x86::Gp& r : saved) a.push(r);
-    uint32_t frame = p->spill_slots * 64;
-    if (frame) a.sub(x86::rsp, frame);
+    // Frame: spill slots, then n, rows and the row-stride table (the argument registers are
+    // needed for tensor pointers).
+    uint32_t spill_bytes = p->spill_slots * 64, frame = spill_bytes + 32;
+    a.sub(x86::rsp, frame);
+    x86::Mem saved_n = x86::qword_ptr(x86::rsp, (int32_t)spill_bytes);
+    x86::Mem saved_rows = x86::qword_ptr(x86::rsp, (int32_t)spill_bytes + 8);
+    x86::Mem saved_strides = x86::qword_ptr(x86::rsp, (int32_t)spill_bytes + 16);
+    a.mov(saved_n, x86::rsi);
+    a.mov(saved_rows, x86::rdx);
+    a.mov(saved_strides, x86::rcx);
     for (uint32_t i = 0; i < argument_count; ++i) a.mov(e.args[i], x86::ptr(x86::rdi, (int32_t)(i * 8)));
     uint32_t w = isa_vector_floats(isa);
-    Label loop = a.newLabel(), tail = a.newLabel(), done = a.newLabel(), mask_table = a.newLabel();
+    Label row = a.newLabel(), loop = a.newLabel(), tail = a.newLabel(), done = a.newLabel(), mask_table = a.newLabel();
+    a.bind(row);
+    a.mov(x86::rsi, saved_n);
     a.xor_(x86::eax, x86::eax);
     a.bind(loop);
     a.cmp(x86::rsi, w);
@@ -1942,7 +1954,12 @@ inline Status emit_kernel(Program* p, Isa isa, uint32_t allocatable, uint32_t ar
         a.jnz(scalar);
     }
     a.bind(done);
-    if (frame) a.add(x86::rsp, frame);
+    // Next row: every pointer moves by its row stride (0 for a tensor broadcast over rows).
+    a.mov(x86::rdi, saved_strides);
+    for (uint32_t i = 0; i < argument_count; ++i) a.add(e.args[i], x86::qword_ptr(x86::rdi, (int32_t)(i * 8)));
+    a.dec(saved_rows);
+    a.jnz(row);
+    a.add(x86::rsp, frame);
     for (int i = 5; i >= 0; --i) a.pop(saved[i]);
     if (isa != Isa::Sse41) a.vzeroupper();
     a.ret();
@@ -2207,24 +2224,33 @@ Status Snippet::run(Span<const float* const> inputs, Span<float* const> outputs)
     for (uint32_t t = 0; t < args; ++t) base[t] = t < parameters_ ? inputs[t] : outputs[t - parameters_];
     bool inner_broadcast[kSnippetMaxArgs];
     for (uint32_t t = 0; t < args; ++t) inner_broadcast[t] = strides_[t][rank_ - 1] == 0 && dims_[rank_ - 1] > 1;
-    // Outer dimensions, odometer style; the kernel walks the last one.
+    // Outer dimensions, odometer style; the kernel walks the last two (rows of the last).
     int64_t index[kSnippetMaxRank] = {};
     int64_t n = dims_[rank_ - 1];
+    uint32_t outer = rank_ >= 2 ? rank_ - 2 : 0;   // dimensions iterated here
+    int64_t rows = rank_ >= 2 ? dims_[rank_ - 2] : 1;
+    int64_t row_strides[kSnippetMaxArgs];
+    for (uint32_t t = 0; t < args; ++t) row_strides[t] = rank_ >= 2 ? strides_[t][rank_ - 2] * (int64_t)sizeof(float) : 0;
     for (;;) {
         float* ptrs[kSnippetMaxArgs];
-        const float* in_ptrs[kSnippetMaxArgs];
         for (uint32_t t = 0; t < args; ++t) {
             int64_t offset = 0;
-            for (uint32_t i = 0; i + 1 < rank_; ++i) offset += index[i] * strides_[t][i];
+            for (uint32_t i = 0; i < outer; ++i) offset += index[i] * strides_[t][i];
             ptrs[t] = const_cast<float*>(base[t] + offset);
-            in_ptrs[t] = ptrs[t];
         }
         if (isa_ == Isa::Ref) {
-            detail::interpret_row(*body_, fused_, columns_, in_ptrs, ptrs + parameters_, inner_broadcast, n);
+            for (int64_t r = 0; r < rows; ++r) {
+                const float* in_ptrs[kSnippetMaxArgs];
+                float* row_out[kSnippetMaxArgs];
+                for (uint32_t t = 0; t < args; ++t) in_ptrs[t] = ptrs[t] + r * (row_strides[t] / (int64_t)sizeof(float));
+                for (uint32_t t = 0; t < results_; ++t) row_out[t] = const_cast<float*>(in_ptrs[parameters_ + t]);
+                detail::interpret_row(*body_, fused_, columns_, in_ptrs, row_out, inner_broadcast, n);
+            }
         } else {
-            reinterpret_cast<void (*)(float* const*, size_t)>(kernel_)(ptrs, (size_t)n);
+            reinterpret_cast<void (*)(float* const*, size_t, size_t, const int64_t*)>(kernel_)(
+                ptrs, (size_t)n, (size_t)rows, row_strides);
         }
-        int i = (int)rank_ - 2;
+        int i = (int)outer - 1;
         for (; i >= 0; --i) {
             if (++index[i] < dims_[i]) break;
             index[i] = 0;
