@@ -220,6 +220,7 @@ struct SnippetStats {
     double shrinkage = 0;            // bytes_unfused / bytes_fused
     uint32_t instructions = 0;       // lowered instructions
     uint32_t registers_used = 0;     // distinct vector registers holding values
+    uint32_t scratch_registers = 0;  // most temporaries live at once inside one operation
     uint32_t spilled_values = 0;
     uint32_t code_size = 0;          // bytes of code and data
     uint64_t compile_ns = 0;
@@ -1597,9 +1598,15 @@ struct JitMath {
         constants[*constant_count] = bits;
         return (int)(*constant_count)++;
     }
+    uint32_t peak = 0;               // most scratch registers in use at once
     int alloc() {
         for (int r = 0; r < 32; ++r)
-            if (pool[r] && refs[r] == 0) return r;
+            if (pool[r] && refs[r] == 0) {
+                uint32_t busy = 1;
+                for (int q = 0; q < 32; ++q) busy += pool[q] && refs[q] > 0;
+                if (busy > peak) peak = busy;
+                return r;
+            }
         failed = true;
         return 31;
     }
@@ -1883,7 +1890,7 @@ inline void emit_tile(EmitContext& e, Tile tile) {
 // (masked on AVX-512/AVX2, a scalar loop on SSE4.1), then advances every argument pointer by
 // its row stride in bytes. The data section follows the code.
 inline Status emit_kernel(Program* p, Isa isa, uint32_t allocatable, uint32_t argument_count,
-                          void** kernel, uint32_t* code_size, char* error, size_t error_size) {
+                          void** kernel, uint32_t* code_size, uint32_t* scratch_peak, char* error, size_t error_size) {
     using namespace asmjit;
     CodeHolder code;
     ErrorRecorder recorder;
@@ -1970,6 +1977,7 @@ inline Status emit_kernel(Program* p, Isa isa, uint32_t allocatable, uint32_t ar
     a.embed(mask_values, sizeof mask_values);
     a.bind(e.m.data);
     for (uint32_t i = 0; i < p->constant_count; ++i) a.embedUInt32(p->constants[i], 16);
+    *scratch_peak = e.m.peak;
     if (e.m.failed) {
         std::snprintf(error, error_size, "emit: out of scratch registers or constants");
         return Status::LimitExceeded;
@@ -2161,51 +2169,72 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
     uint32_t total = isa == Isa::Avx512 ? 32 : 16, reserved = detail::kScratchRegisters;
     uint32_t allocatable = total - reserved;
     if (options.max_registers && options.max_registers < allocatable) allocatable = options.max_registers;
-    if (s == Status::Ok) s = detail::allocate_registers(&program, allocatable, &scratch);
     if (s != Status::Ok) return fail(s, "compile: lowering failed (out of memory or more than 256 constants)");
-    stats_.instructions = program.count;
-    stats_.registers_used = program.registers_used;
-    stats_.spilled_values = program.spilled;
-
-    // Cache key: target, register budget, argument count and the lowered program.
-    size_t key_bytes = 16 + (size_t)program.count * sizeof(detail::Lir) + program.constant_count * 4;
-    unsigned char* key = static_cast<unsigned char*>(scratch.allocate(key_bytes, 8));
-    if (!key) return fail(Status::OutOfMemory, "compile: no memory for the cache key");
-    std::memset(key, 0, key_bytes);
-    uint32_t header[4] = {(uint32_t)isa, allocatable, params + results, program.constant_count};
-    std::memcpy(key, header, 16);
-    for (uint32_t i = 0; i < program.count; ++i) {  // field by field: Lir has padding
-        const detail::Lir& l = program.code[i];
-        unsigned char* k = key + 16 + (size_t)i * sizeof(detail::Lir);
-        k[0] = (unsigned char)l.kind;
-        k[1] = (unsigned char)l.op;
-        k[2] = l.arity;
-        std::memcpy(k + 4, &l.index, 4);
-        std::memcpy(k + 8, l.args, 12);
-        std::memcpy(k + 20, &l.alpha, 4);
-        std::memcpy(k + 24, &l.beta, 4);
-        std::memcpy(k + 28, &l.reg, 2);
-        std::memcpy(k + 32, &l.slot, 4);
-        std::memcpy(k + 36, &l.last_use, 4);
-    }
-    std::memcpy(key + 16 + (size_t)program.count * sizeof(detail::Lir), program.constants, program.constant_count * 4);
-    uint64_t hash = detail::fnv(1469598103934665603ull, key, key_bytes);
-    if (options.cache) {
-        const KernelCache::Entry* hit = options.cache->find(hash, key, key_bytes);
-        if (hit) {
-            kernel_ = hit->kernel;
-            stats_.code_size = hit->code_size;
-            stats_.cache_hit = true;
-            stats_.compile_ns = detail::now_ns() - start;
-            compiled_ = true;
-            return Status::Ok;
-        }
-    }
+    // Allocate, look up the cache, emit. If an operation runs out of scratch registers (many
+    // values live across a deep approximation), retry with fewer allocatable registers: the
+    // ones given up become scratch, and more values spill.
     uint32_t code_size = 0;
-    s = detail::emit_kernel(&program, isa, allocatable, params + results, &kernel_, &code_size, error_, sizeof error_);
-    if (s != Status::Ok) { kernel_ = nullptr; return s; }
+    uint64_t hash = 0;
+    unsigned char* final_key = nullptr;
+    size_t final_key_bytes = 0;
+    for (;;) {
+        for (uint32_t i = 0; i < program.count; ++i) { program.code[i].reg = -1; program.code[i].slot = -1; }
+        program.spill_slots = program.registers_used = program.spilled = 0;
+        s = detail::allocate_registers(&program, allocatable, &scratch);
+        if (s != Status::Ok) return fail(s, "compile: register allocation out of memory");
+        stats_.instructions = program.count;
+        stats_.registers_used = program.registers_used;
+        stats_.spilled_values = program.spilled;
+
+        // Cache key: target, register budget, argument count and the lowered program.
+        size_t key_bytes = 16 + (size_t)program.count * sizeof(detail::Lir) + program.constant_count * 4;
+        unsigned char* key = static_cast<unsigned char*>(scratch.allocate(key_bytes, 8));
+        if (!key) return fail(Status::OutOfMemory, "compile: no memory for the cache key");
+        std::memset(key, 0, key_bytes);
+        uint32_t header[4] = {(uint32_t)isa, allocatable, params + results, program.constant_count};
+        std::memcpy(key, header, 16);
+        for (uint32_t i = 0; i < program.count; ++i) {  // field by field: Lir has padding
+            const detail::Lir& l = program.code[i];
+            unsigned char* k = key + 16 + (size_t)i * sizeof(detail::Lir);
+            k[0] = (unsigned char)l.kind;
+            k[1] = (unsigned char)l.op;
+            k[2] = l.arity;
+            std::memcpy(k + 4, &l.index, 4);
+            std::memcpy(k + 8, l.args, 12);
+            std::memcpy(k + 20, &l.alpha, 4);
+            std::memcpy(k + 24, &l.beta, 4);
+            std::memcpy(k + 28, &l.reg, 2);
+            std::memcpy(k + 32, &l.slot, 4);
+            std::memcpy(k + 36, &l.last_use, 4);
+        }
+        std::memcpy(key + 16 + (size_t)program.count * sizeof(detail::Lir), program.constants, program.constant_count * 4);
+        hash = detail::fnv(1469598103934665603ull, key, key_bytes);
+        if (options.cache) {
+            const KernelCache::Entry* hit = options.cache->find(hash, key, key_bytes);
+            if (hit) {
+                kernel_ = hit->kernel;
+                stats_.code_size = hit->code_size;
+                stats_.cache_hit = true;
+                stats_.compile_ns = detail::now_ns() - start;
+                compiled_ = true;
+                return Status::Ok;
+            }
+        }
+        uint32_t scratch_peak = 0;
+        s = detail::emit_kernel(&program, isa, allocatable, params + results, &kernel_, &code_size, &scratch_peak,
+                                error_, sizeof error_);
+        stats_.scratch_registers = scratch_peak;
+        if (s == Status::LimitExceeded && allocatable > 1) {
+            allocatable = allocatable > 3 ? allocatable - 2 : 1;
+            continue;
+        }
+        if (s != Status::Ok) { kernel_ = nullptr; return s; }
+        final_key = key;
+        final_key_bytes = key_bytes;
+        break;
+    }
     stats_.code_size = code_size;
-    kernel_owned_ = !(options.cache && options.cache->insert(hash, key, key_bytes, kernel_, code_size));
+    kernel_owned_ = !(options.cache && options.cache->insert(hash, final_key, final_key_bytes, kernel_, code_size));
     stats_.compile_ns = detail::now_ns() - start;
     compiled_ = true;
     return Status::Ok;
@@ -2273,10 +2302,10 @@ Status interpret(const SnippetBody& body, Span<const float* const> inputs, Span<
 void write_statistics(const SnippetStats& s, WriteFn write, void* user) {
     detail::write_format(write, user,
                          "isa=%s elements=%llu bytes_unfused=%llu bytes_fused=%llu shrinkage=%.2f "
-                         "instructions=%u registers=%u spilled=%u code_size=%u compile_us=%.1f cache_hit=%d rank=%u\n",
+                         "instructions=%u registers=%u scratch=%u spilled=%u code_size=%u compile_us=%.1f cache_hit=%d rank=%u\n",
                          isa_name(s.isa), (unsigned long long)s.elements, (unsigned long long)s.bytes_unfused,
                          (unsigned long long)s.bytes_fused, s.shrinkage, s.instructions, s.registers_used,
-                         s.spilled_values, s.code_size, (double)s.compile_ns / 1000.0, s.cache_hit ? 1 : 0,
+                         s.scratch_registers, s.spilled_values, s.code_size, (double)s.compile_ns / 1000.0, s.cache_hit ? 1 : 0,
                          s.normalized_rank);
 }
 

@@ -18,6 +18,8 @@ namespace {
 
 Isa target() { return default_isa(); }
 
+std::string op_name(SnippetOp op) { return snippet_op_name(op); }
+
 uint64_t shape_size(const SnippetShape& s) {
     uint64_t n = 1;
     for (int i = 0; i < s.rank; ++i) n *= (uint64_t)s.dims[i];
@@ -119,7 +121,7 @@ void check_against_interpreter(const SnippetBody& body, const std::vector<std::v
         size_t bad = 0, first = 0;
         for (size_t i = 0; i < output_sizes[r]; ++i)
             if (!same(got[i], expected[r][i])) { if (!bad) first = i; ++bad; }
-        INFO("isa " << isa_name(isa) << " result " << r << " first mismatch at " << first << ": " << got[first]
+        INFO("isa " << std::string(isa_name(isa)) << " result " << r << " first mismatch at " << first << ": " << got[first]
                     << " vs " << expected[r][first]);
         CHECK(bad == 0);
         if (!in_place) CHECK(actual[r][output_sizes[r] + offset] == -7.0f);  // nothing written past the end
@@ -272,7 +274,7 @@ TEST_CASE("snippets: interpreter matches independent references on exact ops") {
         float* outs[] = {out.data()};
         REQUIRE(interpret(b1.body, in, outs) == Status::Ok);
         for (size_t i = 0; i < 257; ++i) {
-            INFO(snippet_op_name(c.op) << " " << a[i] << " " << b[i]);
+            INFO(op_name(c.op) << " " << a[i] << " " << b[i]);
             CHECK(same(out[i], c.f(a[i], b[i])));
         }
     }
@@ -298,7 +300,7 @@ TEST_CASE("snippets: interpreter matches independent references on exact ops") {
         float* outs[] = {out.data()};
         REQUIRE(interpret(b1.body, in, outs) == Status::Ok);
         for (size_t i = 0; i < 257; ++i) {
-            INFO(snippet_op_name(u.op) << " " << a[i]);
+            INFO(op_name(u.op) << " " << a[i]);
             CHECK(same(out[i], u.f(a[i])));
         }
     }
@@ -381,7 +383,7 @@ TEST_CASE("snippets: every op, every length 0..2W+1 and large ones, equals the i
             for (uint32_t i = 0; i < arity; ++i) inputs.push_back(random_values(n, (uint32_t)(n * 7 + i + (int)op * 101), op == SnippetOp::Pow ? 3.0f : 8.0f));
             if (op == SnippetOp::Select)
                 for (float& c : inputs[0]) c = (c > 0) ? 1.0f : (c < -4 ? NAN : 0.0f);
-            INFO(snippet_op_name(op) << " n=" << n);
+            INFO(op_name(op) << " n=" << n);
             check_against_interpreter(b.body, inputs, {n}, isa);
         }
     }
@@ -884,5 +886,30 @@ TEST_CASE("tokenize: property, random graphs never get a cycle or a broken budge
         REQUIRE(tokenize(g, options, &arena, &t) == Status::Ok);
         INFO("trial " << trial);
         check_tokenization(g, t, options.max_arguments);
+    }
+}
+
+TEST_CASE("snippets: every op compiles and stays exact with all allocatable registers busy") {
+    Isa isa = target();
+    for (SnippetOp o : computing_ops()) {
+        Built b;
+        int64_t shape[] = {45};
+        ValueId x, y, z, live[9], acc;
+        REQUIRE(b.body.parameter(shape, &x) == Status::Ok);
+        REQUIRE(b.body.parameter(shape, &y) == Status::Ok);
+        REQUIRE(b.body.parameter(shape, &z) == Status::Ok);
+        for (int i = 0; i < 9; ++i) {  // live across the operation below
+            ValueId k;
+            REQUIRE(b.body.scalar(0.5f + (float)i, &k) == Status::Ok);
+            REQUIRE(b.body.binary(SnippetOp::Mul, x, k, &live[i]) == Status::Ok);
+        }
+        ValueId args[3] = {x, y, z};
+        float alpha, beta;
+        snippet_op_default_attributes(o, &alpha, &beta);
+        REQUIRE(b.body.add(o, Span<const ValueId>(args, snippet_op_arity(o)), alpha, beta, &acc) == Status::Ok);
+        for (int i = 0; i < 9; ++i) REQUIRE(b.body.binary(SnippetOp::Add, acc, live[i], &acc) == Status::Ok);
+        REQUIRE(b.body.result(acc) == Status::Ok);
+        INFO(op_name(o));
+        check_against_interpreter(b.body, {random_values(45, 1), random_values(45, 2, 3.0f), random_values(45, 3)}, {45}, isa);
     }
 }
