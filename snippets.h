@@ -291,6 +291,18 @@ bool node_is_fusible(const Graph& graph, NodeId node);
 // lies inside. Errors: NotFinalized, InvalidArgument, OutOfMemory.
 Status tokenize(const Graph& graph, const TokenizeOptions& options, Arena* arena, Tokenization* result);
 
+// The body of one island, ready for Snippet::compile(). Parameters are the island's external
+// inputs (unique producer and port, in the order members first read them, members in
+// topological order); results are the members read outside the island or by nobody, in
+// topological order. Node ids of both go to input_nodes/output_nodes (kSnippetMaxArgs
+// entries each). Graph attributes: Clip min/max (or its 2nd/3rd inputs, as Max/Min), Elu,
+// LeakyRelu, HardSigmoid alpha/beta, Selu alpha/gamma, Swish alpha, Gelu approximate="tanh";
+// a Constant is a scalar from its value_float attribute or one-element float value tensor.
+// Errors: InvalidArgument (no such island, a Constant without a float value), LimitExceeded
+// (more than kSnippetMaxArgs arguments), OutOfMemory.
+Status build_island_body(const Graph& graph, const Tokenization& tokenization, uint32_t island, SnippetBody* body,
+                         NodeId* input_nodes, uint32_t* input_count, NodeId* output_nodes, uint32_t* output_count);
+
 }  // namespace tessel
 #endif  // TESSEL_SNIPPETS_H
 
@@ -2311,6 +2323,27 @@ void write_statistics(const SnippetStats& s, WriteFn write, void* user) {
 
 // >>tokenizer implementation
 namespace detail {
+// A Constant node's float: value_float, or a one-element Float32 value tensor.
+inline bool constant_value(const Graph& graph, NodeId id, float* value) {
+    const Attribute* a = graph.find_attribute(id, "value_float");
+    if (a && a->kind == AttributeKind::Float) { *value = a->f; return true; }
+    a = graph.find_attribute(id, "value");
+    if (a && a->kind == AttributeKind::Tensor && a->tensor && a->tensor->desc.type == ElementType::Float32 &&
+        a->tensor->data && a->tensor->bytes == sizeof(float)) {
+        std::memcpy(value, a->tensor->data, sizeof(float));
+        return true;
+    }
+    if (a && a->kind == AttributeKind::Float) { *value = a->f; return true; }
+    return false;
+}
+
+inline float float_attribute(const Graph& graph, NodeId id, const char* name, float fallback) {
+    const Attribute* a = graph.find_attribute(id, name);
+    if (a && a->kind == AttributeKind::Float) return a->f;
+    if (a && a->kind == AttributeKind::Int) return (float)a->i;
+    return fallback;
+}
+
 inline bool node_shape(const Graph& graph, NodeId id, SnippetShape* shape) {
     const Node& n = graph.node(id);
     if (n.num_outputs != 1 || !n.outputs) return false;
@@ -2329,7 +2362,10 @@ bool node_is_fusible(const Graph& graph, NodeId id) {
     SnippetShape shape;
     if (!detail::node_shape(graph, id, &shape)) return false;
     const Node& n = graph.node(id);
-    if (n.op == StringView("Constant")) return n.num_inputs == 0 && detail::shape_elements(shape) == 1;
+    if (n.op == StringView("Constant")) {
+        float value;
+        return n.num_inputs == 0 && detail::shape_elements(shape) == 1 && detail::constant_value(graph, id, &value);
+    }
     SnippetOp op;
     if (snippet_op_from_name(n.op, &op) != Status::Ok) return false;
     uint32_t arity = snippet_op_arity(op);
@@ -2467,6 +2503,110 @@ Status tokenize(const Graph& graph, const TokenizeOptions& options, Arena* arena
         }
     result->island_of = Span<const uint32_t>(island, n);
     result->island_count = next;
+    return Status::Ok;
+}
+
+
+Status build_island_body(const Graph& graph, const Tokenization& t, uint32_t island, SnippetBody* body,
+                         NodeId* input_nodes, uint32_t* input_count, NodeId* output_nodes, uint32_t* output_count) {
+    if (!graph.finalized()) return Status::NotFinalized;
+    if (!body || island >= t.island_count || t.island_of.size != graph.node_count()) return Status::InvalidArgument;
+    uint32_t n = graph.node_count();
+    Arena scratch;
+    ValueId* value_of = scratch.allocate_array<ValueId>(n + 1);   // member -> body value
+    if (!value_of) return Status::OutOfMemory;
+    for (uint32_t i = 0; i < n; ++i) value_of[i] = kNoValue;
+    struct External { NodeId producer; uint32_t port; ValueId value; };
+    External externals[kSnippetMaxArgs];
+    uint32_t inputs = 0, outputs = 0;
+    Span<const NodeId> order = graph.topological_order();
+    // Parameters first (a body's parameters come before their uses), in first-read order.
+    for (NodeId v : order) {
+        if (t.island_of[v] != island) continue;
+        const Node& node = graph.node(v);
+        for (uint32_t e = 0; e < node.num_inputs; ++e) {
+            const Edge& edge = node.inputs[e];
+            if (t.island_of[edge.producer] == island) continue;
+            bool seen = false;
+            for (uint32_t k = 0; k < inputs && !seen; ++k) seen = externals[k].producer == edge.producer && externals[k].port == edge.port;
+            if (seen) continue;
+            if (inputs == kSnippetMaxArgs) return Status::LimitExceeded;
+            const Node& producer = graph.node(edge.producer);
+            if (edge.port >= producer.num_outputs || !producer.outputs) return Status::InvalidArgument;
+            const TensorDesc& d = producer.outputs[edge.port];
+            if (d.rank > kSnippetMaxRank) return Status::LimitExceeded;
+            ValueId value;
+            Status s = body->parameter(Span<const int64_t>(d.dims, d.rank), &value);
+            if (s != Status::Ok) return s;
+            input_nodes[inputs] = edge.producer;
+            externals[inputs++] = External{edge.producer, edge.port, value};
+        }
+    }
+    for (NodeId v : order) {
+        if (t.island_of[v] != island) continue;
+        const Node& node = graph.node(v);
+        ValueId args[3];
+        for (uint32_t e = 0; e < node.num_inputs && e < 3; ++e) {
+            const Edge& edge = node.inputs[e];
+            if (t.island_of[edge.producer] == island) { args[e] = value_of[edge.producer]; continue; }
+            for (uint32_t k = 0; k < inputs; ++k)
+                if (externals[k].producer == edge.producer && externals[k].port == edge.port) args[e] = externals[k].value;
+        }
+        Status s;
+        if (node.op == StringView("Constant")) {
+            float value;
+            if (!detail::constant_value(graph, v, &value)) return Status::InvalidArgument;
+            s = body->scalar(value, &value_of[v]);
+        } else {
+            SnippetOp op;
+            if (snippet_op_from_name(node.op, &op) != Status::Ok) return Status::InvalidArgument;
+            float alpha, beta;
+            snippet_op_default_attributes(op, &alpha, &beta);
+            switch (op) {
+                case SnippetOp::Clip:
+                    alpha = detail::float_attribute(graph, v, "min", alpha);
+                    beta = detail::float_attribute(graph, v, "max", beta);
+                    break;
+                case SnippetOp::Elu: case SnippetOp::LeakyRelu: case SnippetOp::Swish:
+                    alpha = detail::float_attribute(graph, v, "alpha", alpha);
+                    break;
+                case SnippetOp::HardSigmoid:
+                    alpha = detail::float_attribute(graph, v, "alpha", alpha);
+                    beta = detail::float_attribute(graph, v, "beta", beta);
+                    break;
+                case SnippetOp::Selu:
+                    alpha = detail::float_attribute(graph, v, "alpha", alpha);
+                    beta = detail::float_attribute(graph, v, "gamma", beta);
+                    break;
+                case SnippetOp::GeluErf: {
+                    const Attribute* a = graph.find_attribute(v, "approximate");
+                    if (a && a->kind == AttributeKind::String && a->s == StringView("tanh")) op = SnippetOp::GeluTanh;
+                    break;
+                }
+                default: break;
+            }
+            if (op == SnippetOp::Clip && node.num_inputs > 1) {  // ONNX Clip(x, min, max): tensors
+                ValueId x = args[0];
+                s = Status::Ok;
+                if (node.num_inputs > 1) s = body->binary(SnippetOp::Max, args[1], x, &x);   // NaN in x stays
+                if (s == Status::Ok && node.num_inputs > 2) s = body->binary(SnippetOp::Min, args[2], x, &x);
+                value_of[v] = x;
+            } else {
+                s = body->add(op, Span<const ValueId>(args, snippet_op_arity(op)), alpha, beta, &value_of[v]);
+            }
+        }
+        if (s != Status::Ok) return s;
+        bool output = graph.successors(v).size == 0;
+        for (NodeId succ : graph.successors(v)) if (t.island_of[succ] != island) output = true;
+        if (output) {
+            if (inputs + outputs == kSnippetMaxArgs) return Status::LimitExceeded;
+            s = body->result(value_of[v]);
+            if (s != Status::Ok) return s;
+            output_nodes[outputs++] = v;
+        }
+    }
+    *input_count = inputs;
+    *output_count = outputs;
     return Status::Ok;
 }
 

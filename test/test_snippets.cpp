@@ -793,6 +793,20 @@ TEST_CASE("tokenize: the seed's GeLU/Add/Clamp example becomes one subgraph") {
     NodeId clamp = add(&g, "clamp", "Clamp", {add2});
     NodeId mul = add(&g, "mul", "Multiply", {add1, clamp});
     NodeId out = add(&g, "out", "Output", {mul});
+    Attribute value;
+    value.name = "value_float";
+    value.kind = AttributeKind::Float;
+    value.f = 3.0f;
+    REQUIRE(g.add_attribute(three, value) == Status::Ok);
+    Attribute lo, hi;
+    lo.name = "min";
+    lo.kind = AttributeKind::Float;
+    lo.f = 0.0f;
+    hi.name = "max";
+    hi.kind = AttributeKind::Float;
+    hi.f = 6.0f;
+    REQUIRE(g.add_attribute(clamp, lo) == Status::Ok);
+    REQUIRE(g.add_attribute(clamp, hi) == Status::Ok);
     REQUIRE(g.finalize() == Status::Ok);
     Tokenization t;
     REQUIRE(tokenize(g, TokenizeOptions(), &arena, &t) == Status::Ok);
@@ -800,6 +814,37 @@ TEST_CASE("tokenize: the seed's GeLU/Add/Clamp example becomes one subgraph") {
     for (NodeId v : {three, add1, add2, clamp, mul}) CHECK(t.island_of[v] == 0);
     for (NodeId v : {x, bias, out}) CHECK(t.island_of[v] == kNoIsland);
     check_tokenization(g, t, kSnippetMaxArgs);
+
+    // The island's body computes (x + bias) * clamp(x + bias + 3, 0, 6) in one kernel.
+    SnippetBody body(&arena);
+    NodeId in_nodes[kSnippetMaxArgs], out_nodes[kSnippetMaxArgs];
+    uint32_t ins = 0, outs = 0;
+    REQUIRE(build_island_body(g, t, 0, &body, in_nodes, &ins, out_nodes, &outs) == Status::Ok);
+    REQUIRE(ins == 2);
+    CHECK(in_nodes[0] == x);
+    CHECK(in_nodes[1] == bias);
+    REQUIRE(outs == 1);
+    CHECK(out_nodes[0] == mul);
+    std::vector<float> xv = random_values(128, 21), bv = random_values(16, 22), got(128);
+    Snippet snippet;
+    SnippetOptions options;
+    options.isa = target();
+    REQUIRE(snippet.compile(body, options) == Status::Ok);
+    CHECK(snippet.stats().shrinkage > 1.0);
+    const float* in_ptrs[] = {xv.data(), bv.data()};
+    float* out_ptrs[] = {got.data()};
+    REQUIRE(snippet.run(in_ptrs, out_ptrs) == Status::Ok);
+    size_t bad = 0;
+    for (int i = 0; i < 128; ++i) {
+        float a = xv[i] + bv[i % 16];
+        float c = a + 3.0f;
+        c = c != c ? c : std::fmin(6.0f, std::fmax(0.0f, c));
+        bad += !same(got[i], a * c);
+    }
+    CHECK(bad == 0);
+    NodeId unused[kSnippetMaxArgs];
+    uint32_t count_unused;
+    CHECK(build_island_body(g, t, 1, &body, unused, &count_unused, unused, &count_unused) == Status::InvalidArgument);
 }
 
 TEST_CASE("tokenize: a merge that would close a cycle through another op is refused") {
@@ -886,6 +931,23 @@ TEST_CASE("tokenize: property, random graphs never get a cycle or a broken budge
         REQUIRE(tokenize(g, options, &arena, &t) == Status::Ok);
         INFO("trial " << trial);
         check_tokenization(g, t, options.max_arguments);
+        if (trial >= 40) continue;
+        for (uint32_t island = 0; island < t.island_count; ++island) {  // every island compiles
+            Arena body_arena;
+            SnippetBody body(&body_arena);
+            NodeId in_nodes[kSnippetMaxArgs], out_nodes[kSnippetMaxArgs];
+            uint32_t ins = 0, outs = 0;
+            REQUIRE(build_island_body(g, t, island, &body, in_nodes, &ins, out_nodes, &outs) == Status::Ok);
+            CHECK(ins + outs <= options.max_arguments);
+            std::vector<std::vector<float>> inputs;
+            for (uint32_t i = 0; i < ins; ++i) {
+                const TensorDesc& d = g.node(in_nodes[i]).outputs[0];
+                inputs.push_back(random_values((size_t)(d.dims[0] * d.dims[1]), trial * 100 + i, 3.0f));
+            }
+            std::vector<uint64_t> sizes;
+            for (uint32_t r = 0; r < outs; ++r) sizes.push_back(shape_size(body.instruction(body.result_value(r)).shape));
+            check_against_interpreter(body, inputs, sizes, target());
+        }
     }
 }
 
