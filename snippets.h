@@ -365,6 +365,21 @@ inline uint64_t shape_elements(const SnippetShape& s) {
 enum CmpPredicate : uint8_t { kCmpEq = 0, kCmpLt = 1, kCmpLe = 2, kCmpUnord = 3, kCmpNeq = 4, kCmpNlt = 5, kCmpNle = 6, kCmpOrd = 7 };
 enum RoundMode : uint8_t { kRoundNearest = 0, kRoundFloor = 1, kRoundCeil = 2, kRoundTrunc = 3 };
 
+// Keeps a product rounded on its own. Without it the compiler may contract a*b+c into an FMA
+// (GCC does so by default in C++ on AArch64, and on x86 when -march has FMA), and the
+// interpreter would no longer match the non-FMA target bit for bit.
+inline float rounded(float x) {
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+    __asm__("" : "+x"(x));
+#elif defined(__GNUC__) && defined(__aarch64__)
+    __asm__("" : "+w"(x));
+#else
+    volatile float v = x;
+    x = v;
+#endif
+    return x;
+}
+
 struct ScalarMath {
     using V = float;
     bool fused = true;
@@ -372,19 +387,19 @@ struct ScalarMath {
     V cb(uint32_t b) { return bits_float(b); }
     V add(V a, V b) { return a + b; }
     V sub(V a, V b) { return a - b; }
-    V mul(V a, V b) { return a * b; }
+    V mul(V a, V b) { return rounded(a * b); }
     V div(V a, V b) { return a / b; }
     V min(V a, V b) { return a < b ? a : b; }
     V max(V a, V b) { return a > b ? a : b; }
     V sqrt(V a) { return std::sqrt(a); }
     V fma(V a, V b, V c) {
         if (fused) return std::fma(a, b, c);
-        V p = a * b;  // rounded on its own: the non-FMA targets multiply, then add
+        V p = rounded(a * b);  // the non-FMA targets multiply, then add
         return p + c;
     }
     V fnma(V a, V b, V c) {  // c - a*b
         if (fused) return std::fma(-a, b, c);
-        V p = a * b;
+        V p = rounded(a * b);
         return c - p;
     }
     V and_(V a, V b) { return cb(float_bits(a) & float_bits(b)); }
@@ -634,8 +649,8 @@ V product_error(M& m, const V& a, float b, const V& p) {
         V np = m.xor_(p, m.cb(kSignBit));
         return m.fma(a, m.c(b), np);
     }
-    float bc = b * 4097.0f;
-    float bh = bc - (bc - b), bl = b - bh;
+    float bc = rounded(b * 4097.0f);  // Veltkamp split of the constant, never contracted
+    float bh = bc - rounded(bc - b), bl = b - bh;
     V ah = m.mul(a, m.c(4097.0f));
     V t = m.sub(ah, a);
     ah = m.sub(ah, t);
@@ -1090,7 +1105,7 @@ inline const OpInfo& op_info(SnippetOp op) {
         {"Sqrt", 1, 0, 0}, {"Reciprocal", 1, 0, 0}, {"Abs", 1, 0, 0}, {"Neg", 1, 0, 0},
         {"Exp", 1, 1, 1}, {"Log", 1, 1, 1}, {"Tanh", 1, 2, 2}, {"Sigmoid", 1, 3, 3}, {"Relu", 1, 0, 0},
         {"Clip", 1, 0, 0}, {"Elu", 1, 3, 3}, {"Selu", 1, 4, 4}, {"Erf", 1, 1, 2},
-        {"GeluErf", 1, 4, 5}, {"GeluTanh", 1, 4, 4}, {"HardSigmoid", 1, 1, 16384}, {"HardSwish", 1, 1, 1},
+        {"GeluErf", 1, 4, 5}, {"GeluTanh", 1, 4, 4}, {"HardSigmoid", 1, 1, 16384}, {"HardSwish", 1, 2, 2},
         {"LeakyRelu", 1, 0, 0}, {"PRelu", 2, 0, 0}, {"Softplus", 1, 3, 3}, {"Softsign", 1, 2, 2},
         {"Swish", 1, 4, 4}, {"Mish", 1, 5, 5}, {"Floor", 1, 0, 0}, {"Ceil", 1, 0, 0}, {"Round", 1, 0, 0},
         {"Sign", 1, 0, 0}, {"Equal", 2, 0, 0}, {"Greater", 2, 0, 0}, {"Less", 2, 0, 0},
