@@ -1104,7 +1104,7 @@ inline const OpInfo& op_info(SnippetOp op) {
         {"Min", 2, 0, 0}, {"Pow", 2, 0xffff, 0xffff}, {"PowerStatic", 1, 0xffff, 0xffff},
         {"Sqrt", 1, 0, 0}, {"Reciprocal", 1, 0, 0}, {"Abs", 1, 0, 0}, {"Neg", 1, 0, 0},
         {"Exp", 1, 1, 1}, {"Log", 1, 1, 1}, {"Tanh", 1, 2, 2}, {"Sigmoid", 1, 3, 3}, {"Relu", 1, 0, 0},
-        {"Clip", 1, 0, 0}, {"Elu", 1, 3, 3}, {"Selu", 1, 4, 4}, {"Erf", 1, 1, 2},
+        {"Clip", 1, 0, 0}, {"Elu", 1, 3, 3}, {"Selu", 1, 4, 4}, {"Erf", 1, 2, 2},
         {"GeluErf", 1, 4, 5}, {"GeluTanh", 1, 4, 4}, {"HardSigmoid", 1, 1, 16384}, {"HardSwish", 1, 2, 2},
         {"LeakyRelu", 1, 0, 0}, {"PRelu", 2, 0, 0}, {"Softplus", 1, 3, 3}, {"Softsign", 1, 2, 2},
         {"Swish", 1, 4, 4}, {"Mish", 1, 5, 5}, {"Floor", 1, 0, 0}, {"Ceil", 1, 0, 0}, {"Round", 1, 0, 0},

@@ -975,3 +975,33 @@ TEST_CASE("snippets: every op compiles and stays exact with all allocatable regi
         check_against_interpreter(b.body, {random_values(45, 1), random_values(45, 2, 3.0f), random_values(45, 3)}, {45}, isa);
     }
 }
+
+TEST_CASE("snippets: results that are a parameter, a scalar, or computed from scalars only") {
+    Isa isa = target();
+    Built b;
+    int64_t shape[] = {2, 21};
+    ValueId x, k1, k2, s, y;
+    REQUIRE(b.body.parameter(shape, &x) == Status::Ok);
+    REQUIRE(b.body.scalar(1.5f, &k1) == Status::Ok);
+    REQUIRE(b.body.scalar(-2.0f, &k2) == Status::Ok);
+    REQUIRE(b.body.binary(SnippetOp::Max, k1, k2, &s) == Status::Ok);   // scalars only
+    REQUIRE(b.body.binary(SnippetOp::Sub, s, x, &y) == Status::Ok);      // scalar first operand
+    REQUIRE(b.body.result(x) == Status::Ok);                             // identity
+    REQUIRE(b.body.result(y) == Status::Ok);
+    REQUIRE(b.body.result(k2) == Status::Ok);                            // a scalar, stored once
+    std::vector<float> xv = random_values(42, 5);
+    check_against_interpreter(b.body, {xv}, {42, 42, 1}, isa);
+    std::vector<float> copy(42), diff(42);
+    float scalar_out = 0;
+    const float* in[] = {xv.data()};
+    float* outs[] = {copy.data(), diff.data(), &scalar_out};
+    Snippet snippet;
+    SnippetOptions options;
+    options.isa = isa;
+    REQUIRE(snippet.compile(b.body, options) == Status::Ok);
+    REQUIRE(snippet.run(in, outs) == Status::Ok);
+    CHECK(scalar_out == -2.0f);
+    size_t bad = 0;
+    for (int i = 0; i < 42; ++i) bad += !same(copy[i], xv[i]) + !same(diff[i], 1.5f - xv[i]);
+    CHECK(bad == 0);
+}
