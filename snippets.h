@@ -112,8 +112,8 @@ uint32_t snippet_op_arity(SnippetOp op);   // inputs: 0 for Parameter/Scalar, 1,
 // NotFound for anything that stays outside snippets.
 Status snippet_op_from_name(StringView name, SnippetOp* op);
 // Published accuracy bound in ULP against a double-precision reference, over the sweeps of
-// test/test_snippets.cpp and bench/snippets.cpp (GeluErf on x >= -12, GeluTanh on x >= -10;
-// below, results approach the denormal range and the bench prints the larger error), for
+// test/test_snippets.cpp and bench/snippets.cpp (the GELU sweeps include their denormal
+// tails), for
 // targets with FMA (fma = isa_uses_fma(isa)) or without; 0 means exact, 0xffff no bound:
 // Pow and PowerStatic (exp(b log a), or repeated products for integer exponents) have an error
 // that grows with |b log a|.
@@ -454,11 +454,14 @@ constexpr uint32_t kSignBit = 0x80000000u;
 template <class M, class V>
 V math_abs(M& m, const V& x) { return m.andnot(m.cb(kSignBit), x); }
 
-// exp: Cody-Waite reduction by ln2 (Cephes split), degree-6 polynomial, 2^n applied in two
-// halves so that results down to the denormal range round once.
+// exp: Cody-Waite reduction by ln2 (Cephes split), degree-6 polynomial, 1 + r added last with
+// its error carried, 2^n applied in two halves so that results down to the denormal range
+// round once. `scale` returns exp(x) 2^scale instead (only for x <= 0 and scale <= 64), so a
+// caller can keep a tiny result normal until its own last multiplication.
 template <class M, class V>
-V math_exp(M& m, V x) {
-    V t = m.max(m.c(-104.0f), x);  // operand order keeps NaN
+V math_exp(M& m, V x, int scale = 0) {
+    // Below the clamp the (scaled) result rounds to zero anyway; operand order keeps NaN.
+    V t = m.max(m.c(-104.0f - (float)scale * 0.693147181f), x);
     m.drop(x);
     t = m.min(m.c(89.0f), t);
     V fn = m.mul(t, m.c(1.44269504088896341f));
@@ -495,7 +498,7 @@ V math_exp(M& m, V x) {
     m.drop(n1);
     s = m.shl_i(s, 23);
     p = m.mul(p, s);
-    s = m.add_i(n, m.cb(127));
+    s = m.add_i(n, m.cb((uint32_t)(127 + scale)));  // scale: callers whose result is <= 1
     m.drop(n);
     s = m.shl_i(s, 23);
     return m.mul(p, s);
@@ -687,7 +690,11 @@ V square_error(M& m, const V& a, const V& p) {
 template <class M, class V>
 V two_product_error(M& m, const V& a, const V& b, const V& p);
 
-// erfc(a + alo) for a >= 0 (alo: the argument's low part): N. Juffa's erfcf scheme,
+// Tails that go below FLT_MIN are carried scaled by 2^kTailScale and scaled back by the last
+// multiplication, which then rounds once into the denormal range.
+constexpr int kTailScale = 64;
+
+// erfc(a + alo) * 2^64 for a >= 0 (alo: the argument's low part): N. Juffa's erfcf scheme,
 // (1+p(q))/(1+2a) * exp(-a^2) with q = (a-2)/(a+2), and a^2 carried in two parts so the
 // exponential keeps its accuracy far in the tail (this is what GELU's negative side needs).
 template <class M, class V>
@@ -731,7 +738,7 @@ V math_erfc_core(M& m, const V& a, V alo) {
     m.drop(alo);
     t = m.xor_(t, m.cb(kSignBit));      // exp(-a^2) = exp(-s) * (1 + t)
     s = m.xor_(s, m.cb(kSignBit));
-    e = math_exp(m, static_cast<V&&>(s));
+    e = math_exp(m, static_cast<V&&>(s), kTailScale);   // e 2^64: stays normal in the tail
     V ret = m.mul(r, e);                // r e (1 + t) rounded once: fma(r, e, r e t)
     ret = m.mul(ret, t);
     m.drop(t);
@@ -767,15 +774,19 @@ V math_gelu_erf(M& m, const V& x) {
     V a = m.andnot(m.cb(kSignBit), uh);
     m.drop(uh);
     ul = m.xor_(ul, sign);              // low part towards |u|
-    V r = math_erfc_core(m, a, static_cast<V&&>(ul));
+    V r = math_erfc_core(m, a, static_cast<V&&>(ul));   // erfc(a) 2^64
     m.drop(a);
-    V two = m.sub(m.c(2.0f), r);
+    V two = m.mul(r, m.c(0x1p-64f));
+    two = m.sub(m.c(2.0f), two);
     m.drop(sign);
     V negative = m.cmp(uh_sign_source(m, x), m.c(0.0f), kCmpLt);
     r = m.blend(negative, two, r);      // erfc(-a) = 2 - erfc(a); masks are all ones or zero
     m.drop(two);
+    V scale = m.blend(negative, m.c(1.0f), m.c(0x1p-64f));
+    m.drop(negative);
     V half = m.mul(x, m.c(0.5f));
-    return m.mul(half, r);
+    r = m.mul(half, r);
+    return m.mul(r, scale);             // exact, or the one rounding into the denormal range
 }
 
 // The rounding error of p = round(a*b), both variable: fma, or Dekker's product.
@@ -845,13 +856,28 @@ V math_gelu_tanh(M& m, const V& x) {
     m.drop(t);
     lo = m.and_(keep, lo);
     m.drop(keep);
-    V s = math_sigmoid(m, static_cast<V&&>(v));
-    t = m.sub(m.c(1.0f), s);
-    t = m.mul(t, lo);
+    // sigmoid(v) as in math_sigmoid, but for v < 0 carried as e/(1+e) 2^64 (see kTailScale).
+    t = math_abs(m, v);
+    t = m.or_(t, m.cb(kSignBit));
+    V e = math_exp(m, static_cast<V&&>(t), kTailScale);
+    V d = m.mul(e, m.c(0x1p-64f));
+    d = m.add(m.c(1.0f), d);
+    V negative = m.cmp(v, m.c(0.0f), kCmpLt);
+    m.drop(v);
+    V s = m.blend(negative, e, m.c(1.0f));
+    m.drop(e);
+    s = m.div(s, d);
+    m.drop(d);
+    V scale = m.blend(negative, m.c(0x1p-64f), m.c(1.0f));
+    m.drop(negative);
+    t = m.mul(s, scale);                     // the unscaled sigmoid, for 1 - s
+    t = m.sub(m.c(1.0f), t);
+    t = m.mul(t, lo);                        // s (1 + (1 - s) lo): the low part of v
     m.drop(lo);
     s = m.fma(s, t, s);
     m.drop(t);
-    return m.mul(x, s);
+    s = m.mul(x, s);
+    return m.mul(s, scale);
 }
 
 // expm1 = exp(x)-1, with Kahan's (u-1)*x/log(u) for |x| < 0.5 against cancellation.

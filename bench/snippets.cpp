@@ -337,8 +337,8 @@ int main() {
     struct Sweep { SnippetOp op; float lo, hi; };
     const Sweep sweeps[] = {
         {SnippetOp::Exp, -104.0f, 89.0f}, {SnippetOp::Log, 1e-30f, 1e30f}, {SnippetOp::Tanh, -10.0f, 10.0f},
-        {SnippetOp::Sigmoid, -100.0f, 100.0f}, {SnippetOp::Erf, -6.0f, 6.0f}, {SnippetOp::GeluErf, -12.0f, 10.0f},
-        {SnippetOp::GeluErf, -12.9f, -12.0f}, {SnippetOp::GeluErf, -14.5f, -12.9f}, {SnippetOp::GeluTanh, -10.0f, 10.0f}, {SnippetOp::GeluTanh, -14.0f, -10.0f},
+        {SnippetOp::Sigmoid, -100.0f, 100.0f}, {SnippetOp::Erf, -6.0f, 6.0f}, {SnippetOp::GeluErf, -20.0f, 10.0f},
+        {SnippetOp::GeluErf, -14.5f, -12.0f}, {SnippetOp::GeluTanh, -20.0f, 10.0f}, {SnippetOp::GeluTanh, -14.0f, -10.0f},
         {SnippetOp::Swish, -80.0f, 80.0f}, {SnippetOp::Softplus, -20.0f, 20.0f}, {SnippetOp::Mish, -20.0f, 20.0f},
         {SnippetOp::Elu, -10.0f, 10.0f}, {SnippetOp::Selu, -10.0f, 10.0f},
     };
