@@ -1005,3 +1005,28 @@ TEST_CASE("snippets: results that are a parameter, a scalar, or computed from sc
     for (int i = 0; i < 42; ++i) bad += !same(copy[i], xv[i]) + !same(diff[i], 1.5f - xv[i]);
     CHECK(bad == 0);
 }
+
+TEST_CASE("snippets: every op with broadcast operands, misaligned and in place") {
+    Isa isa = target();
+    uint32_t w = isa_vector_floats(isa);
+    const int64_t rows = 3, cols = (int64_t)(2 * w + 3);
+    for (SnippetOp o : computing_ops()) {
+        uint32_t arity = snippet_op_arity(o);
+        // Operand i > 0 alternates between a row vector, a column and a scalar-shaped tensor.
+        for (int variant = 0; variant < 3; ++variant) {
+            Built b;
+            std::vector<std::vector<int64_t>> shapes;
+            shapes.push_back({rows, cols});
+            for (uint32_t i = 1; i < arity; ++i) {
+                int kind = (variant + (int)i) % 3;
+                shapes.push_back(kind == 0 ? std::vector<int64_t>{1, cols} : kind == 1 ? std::vector<int64_t>{rows, 1} : std::vector<int64_t>{1});
+            }
+            build_op(&b.body, o, shapes);
+            std::vector<std::vector<float>> inputs;
+            for (uint32_t i = 0; i < arity; ++i)
+                inputs.push_back(random_values(count(shapes[i]), (uint32_t)(variant * 13 + i + (int)o * 7), o == SnippetOp::Pow ? 3.0f : 8.0f));
+            INFO(op_name(o) << " variant " << variant);
+            check_against_interpreter(b.body, inputs, {(uint64_t)(rows * cols)}, isa, 0, (size_t)variant, variant == 2);
+        }
+    }
+}
