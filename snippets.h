@@ -694,11 +694,12 @@ V two_product_error(M& m, const V& a, const V& b, const V& p);
 // multiplication, which then rounds once into the denormal range.
 constexpr int kTailScale = 64;
 
-// erfc(a + alo) * 2^64 for a >= 0 (alo: the argument's low part): N. Juffa's erfcf scheme,
+// erfc(a + alo) * 2^64 = r e (1 + t) for a >= 0 (alo: the argument's low part), returned in
+// parts so the caller can fold in a factor before the one rounding. N. Juffa's erfcf scheme,
 // (1+p(q))/(1+2a) * exp(-a^2) with q = (a-2)/(a+2), and a^2 carried in two parts so the
 // exponential keeps its accuracy far in the tail (this is what GELU's negative side needs).
 template <class M, class V>
-V math_erfc_core(M& m, const V& a, V alo) {
+void math_erfc_parts(M& m, const V& a, V alo, V* r_out, V* e_out, V* t_out) {
     V p = m.add(a, m.c(2.0f));
     V r = m.div(m.c(1.0f), p);
     V q = m.fma(m.c(-4.0f), r, m.c(1.0f));
@@ -739,22 +740,23 @@ V math_erfc_core(M& m, const V& a, V alo) {
     t = m.xor_(t, m.cb(kSignBit));      // exp(-a^2) = exp(-s) * (1 + t)
     s = m.xor_(s, m.cb(kSignBit));
     e = math_exp(m, static_cast<V&&>(s), kTailScale);   // e 2^64: stays normal in the tail
-    V ret = m.mul(r, e);                // r e (1 + t) rounded once: fma(r, e, r e t)
-    ret = m.mul(ret, t);
-    m.drop(t);
-    if (m.fused_fma()) {
-        r = m.fma(r, e, ret);
-    } else {                            // no FMA: r e exactly as p + err (Dekker), one rounding
-        V p = m.mul(r, e);
-        V err = two_product_error(m, r, e, p);
-        ret = m.add(ret, err);
-        m.drop(err);
-        r = m.add(p, ret);
-    }
-    m.drop(e);
-    m.drop(ret);
     V big = m.cmp(m.c(10.0546875f), a, kCmpLt);   // erfc underflows; NaN stays
-    return m.blend(big, m.c(0.0f), r);
+    *r_out = m.blend(big, m.c(0.0f), r);
+    *e_out = e;
+    *t_out = m.blend(big, m.c(0.0f), t);   // a = inf makes t NaN
+}
+
+// r e (1 + t) with one rounding: fma(r, e, r e t); without FMA, r e exactly as p + err (Dekker).
+template <class M, class V>
+V times_one_plus(M& m, const V& r, const V& e, const V& t) {
+    V ret = m.mul(r, e);
+    ret = m.mul(ret, t);
+    if (m.fused_fma()) return m.fma(r, e, ret);
+    V p = m.mul(r, e);
+    V err = two_product_error(m, r, e, p);
+    ret = m.add(ret, err);
+    m.drop(err);
+    return m.add(p, ret);
 }
 
 // GELU(erf) = x/2 erfc(-x/sqrt2), with -x/sqrt2 carried in two parts (its rounding would
@@ -774,19 +776,33 @@ V math_gelu_erf(M& m, const V& x) {
     V a = m.andnot(m.cb(kSignBit), uh);
     m.drop(uh);
     ul = m.xor_(ul, sign);              // low part towards |u|
-    V r = math_erfc_core(m, a, static_cast<V&&>(ul));   // erfc(a) 2^64
-    m.drop(a);
-    V two = m.mul(r, m.c(0x1p-64f));
-    two = m.sub(m.c(2.0f), two);
     m.drop(sign);
-    V negative = m.cmp(uh_sign_source(m, x), m.c(0.0f), kCmpLt);
-    r = m.blend(negative, two, r);      // erfc(-a) = 2 - erfc(a); masks are all ones or zero
-    m.drop(two);
-    V scale = m.blend(negative, m.c(1.0f), m.c(0x1p-64f));
-    m.drop(negative);
+    V r0, e, t;
+    math_erfc_parts(m, a, static_cast<V&&>(ul), &r0, &e, &t);   // erfc(a) 2^64 = r0 e (1 + t)
+    m.drop(a);
     V half = m.mul(x, m.c(0.5f));
-    r = m.mul(half, r);
-    return m.mul(r, scale);             // exact, or the one rounding into the denormal range
+    // x > 0: x/2 (2 - erfc(a)).
+    V pos = times_one_plus(m, r0, e, t);
+    pos = m.mul(pos, m.c(0x1p-64f));
+    pos = m.sub(m.c(2.0f), pos);
+    pos = m.mul(half, pos);
+    // x < 0: x/2 erfc(a) with x/2 folded in before the one rounding: (x/2) r0 = hr + hl exactly.
+    V hr = m.mul(half, r0);
+    V hl = two_product_error(m, half, r0, hr);
+    m.drop(r0);
+    m.drop(half);
+    V q = m.mul(hr, e);
+    q = m.mul(q, t);
+    m.drop(t);
+    q = m.fma(hl, e, q);
+    m.drop(hl);
+    V neg = m.fma(hr, e, q);
+    m.drop(hr);
+    m.drop(e);
+    m.drop(q);
+    neg = m.mul(neg, m.c(0x1p-64f));    // exact, or the one rounding into the denormal range
+    V positive = m.cmp(m.c(0.0f), x, kCmpLt);
+    return m.blend(positive, pos, neg);
 }
 
 // The rounding error of p = round(a*b), both variable: fma, or Dekker's product.
