@@ -1030,3 +1030,35 @@ TEST_CASE("snippets: every op with broadcast operands, misaligned and in place")
         }
     }
 }
+
+TEST_CASE("snippets: special values of the approximations on the target") {
+    Isa isa = target();
+    const float specials[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 1e-40f, -1e-40f};
+    struct Expect { SnippetOp op; float at_zero, at_inf, at_minus_inf; };
+    const Expect expects[] = {
+        {SnippetOp::Tanh, 0.0f, 1.0f, -1.0f}, {SnippetOp::Sigmoid, 0.5f, 1.0f, 0.0f}, {SnippetOp::Erf, 0.0f, 1.0f, -1.0f},
+        {SnippetOp::GeluErf, 0.0f, INFINITY, NAN}, {SnippetOp::GeluTanh, 0.0f, INFINITY, NAN},
+        {SnippetOp::Softplus, 0.69314718f, INFINITY, 0.0f}, {SnippetOp::Swish, 0.0f, INFINITY, NAN},
+        {SnippetOp::Elu, 0.0f, INFINITY, -1.0f},
+    };
+    for (const Expect& ex : expects) {
+        Built b;
+        build_op(&b.body, ex.op, {{7}});
+        float out[7];
+        const float* in[] = {specials};
+        float* outs[] = {out};
+        Snippet s;
+        SnippetOptions options;
+        options.isa = isa;
+        REQUIRE(s.compile(b.body, options) == Status::Ok);
+        REQUIRE(s.run(in, outs) == Status::Ok);
+        INFO(op_name(ex.op));
+        CHECK(out[0] == ex.at_zero);
+        CHECK(out[1] == ex.at_zero);
+        CHECK(same(out[2], ex.at_inf));
+        CHECK(same(out[3], ex.at_minus_inf));
+        CHECK(std::isnan(out[4]));
+        CHECK(std::fabs(out[5] - ex.at_zero) < 1e-30f);  // a denormal input behaves like zero
+        check_against_interpreter(b.body, {std::vector<float>(specials, specials + 7)}, {7}, isa);
+    }
+}
