@@ -291,7 +291,7 @@ Status interpret(const SnippetBody& body, Span<const float* const> inputs,
 // >>tokenizer
 constexpr uint32_t kNoIsland = 0xffffffffu;
 struct TokenizeOptions {
-    uint32_t max_arguments = kSnippetMaxArgs;   // external inputs + outputs of an island
+    uint32_t max_arguments = kSnippetMaxArgs;   // external inputs + outputs of an island, 2..11
 };
 struct Tokenization {
     Span<const uint32_t> island_of;   // per node; kNoIsland for nodes outside every island
@@ -303,7 +303,8 @@ bool node_is_fusible(const Graph& graph, NodeId node);
 // Greedy islands in topological order: a node joins the islands of its fusible producers
 // while the merge keeps the graph of islands acyclic, the island's inputs + outputs stay
 // within max_arguments, its output shapes broadcast to one domain and no keep-apart edge
-// lies inside. Errors: NotFinalized, InvalidArgument, OutOfMemory.
+// lies inside. Errors: NotFinalized, InvalidArgument (max_arguments outside 2..11, null
+// pointers), OutOfMemory.
 Status tokenize(const Graph& graph, const TokenizeOptions& options, Arena* arena, Tokenization* result);
 
 // The body of one island, ready for Snippet::compile(). Parameters are the island's external
@@ -2461,7 +2462,8 @@ bool node_is_fusible(const Graph& graph, NodeId id) {
 
 Status tokenize(const Graph& graph, const TokenizeOptions& options, Arena* arena, Tokenization* result) {
     if (!graph.finalized()) return Status::NotFinalized;
-    if (!arena || !result || options.max_arguments < 2) return Status::InvalidArgument;
+    if (!arena || !result || options.max_arguments < 2 || options.max_arguments > kSnippetMaxArgs)
+        return Status::InvalidArgument;
     uint32_t n = graph.node_count();
     uint32_t* island = arena->allocate_array<uint32_t>(n + 1);
     if (!island) return Status::OutOfMemory;

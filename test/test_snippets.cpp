@@ -888,6 +888,8 @@ TEST_CASE("tokenize: budget, shapes, element types and keep-apart edges limit is
     check_tokenization(g, t, 4);
     options.max_arguments = 1;
     CHECK(tokenize(g, options, &arena, &t) == Status::InvalidArgument);
+    options.max_arguments = kSnippetMaxArgs + 1;  // a kernel could not take such an island
+    CHECK(tokenize(g, options, &arena, &t) == Status::InvalidArgument);
     Arena arena2;
     Graph raw(&arena2);
     CHECK(tokenize(raw, TokenizeOptions(), &arena2, &t) == Status::NotFinalized);
