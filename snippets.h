@@ -1357,6 +1357,7 @@ struct Lir {
     float alpha = 0, beta = 0;     // Constant: alpha is the value
     int16_t reg = -1;              // vector register of the value
     int32_t slot = -1;             // spill slot of the value
+    bool hoisted = false;          // BroadcastLoad kept in its register for a whole row
     uint32_t last_use = 0;
 };
 static_assert(sizeof(Lir) >= 40, "cache key layout");
@@ -1540,9 +1541,22 @@ inline Status allocate_registers(Program* p, uint32_t registers, Arena* arena) {
     if (!holder) return Status::OutOfMemory;
     for (uint32_t r = 0; r < registers; ++r) holder[r] = -1;
     bool used[64] = {};
+    // Row-invariant broadcasts are loaded once per row into registers of their own (the top
+    // ones) when they take at most half of the budget; the scan shares the rest.
+    uint32_t broadcasts = 0;
+    for (uint32_t i = 0; i < n; ++i) broadcasts += p->code[i].kind == LirKind::BroadcastLoad;
+    if (broadcasts && broadcasts * 2 <= registers) {
+        for (uint32_t i = 0; i < n; ++i) {
+            Lir& l = p->code[i];
+            if (l.kind != LirKind::BroadcastLoad) continue;
+            l.hoisted = true;
+            l.reg = (int16_t)--registers;
+            used[registers] = true;
+        }
+    }
     for (uint32_t i = 0; i < n; ++i) {
         Lir& l = p->code[i];
-        if (!needs_register(l.kind)) continue;
+        if (!needs_register(l.kind) || l.hoisted) continue;
         int free_reg = -1;
         for (uint32_t r = 0; r < registers; ++r) {
             int32_t v = holder[r];
@@ -1568,7 +1582,7 @@ inline Status allocate_registers(Program* p, uint32_t registers, Arena* arena) {
             used[free_reg] = true;
         }
     }
-    for (uint32_t r = 0; r < registers; ++r) p->registers_used += used[r];
+    for (uint32_t r = 0; r < 64; ++r) p->registers_used += used[r];
     return Status::Ok;
 }
 
@@ -1977,10 +1991,24 @@ inline const JitterTable* jitter_table(Isa isa) {
 
 inline void emit_tile(EmitContext& e, Tile tile) {
     for (int r = 0; r < 32; ++r) e.holder_until[r] = -1;
+    for (uint32_t i = 0; i < e.p->count; ++i)  // loaded at the start of the row, busy all tile
+        if (e.p->code[i].hoisted) e.holder_until[e.p->code[i].reg] = INT32_MAX;
     for (uint32_t i = 0; i < e.p->count; ++i) {
+        if (e.p->code[i].hoisted) continue;
         e.open_pool(i);
         e.table->kinds[(int)e.p->code[i].kind](e, i, tile);
         e.defined(i);
+    }
+}
+
+// The hoisted broadcasts of a row, emitted before its first tile.
+inline void emit_row_invariants(EmitContext& e) {
+    for (int r = 0; r < 32; ++r) e.holder_until[r] = -1;
+    for (uint32_t i = 0; i < e.p->count; ++i) {
+        if (!e.p->code[i].hoisted) continue;
+        e.open_pool(i);
+        jit_broadcast_load(e, i, Tile::Vector);
+        e.holder_until[e.p->code[i].reg] = INT32_MAX;
     }
 }
 
@@ -2027,6 +2055,7 @@ inline Status emit_kernel(Program* p, Isa isa, uint32_t allocatable, uint32_t ar
     uint32_t w = isa_vector_floats(isa);
     Label row = a.newLabel(), loop = a.newLabel(), tail = a.newLabel(), done = a.newLabel(), mask_table = a.newLabel();
     a.bind(row);
+    emit_row_invariants(e);
     a.mov(x86::rsi, saved_n);
     a.xor_(x86::eax, x86::eax);
     a.bind(loop);
@@ -2277,7 +2306,11 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
     unsigned char* final_key = nullptr;
     size_t final_key_bytes = 0;
     for (;;) {
-        for (uint32_t i = 0; i < program.count; ++i) { program.code[i].reg = -1; program.code[i].slot = -1; }
+        for (uint32_t i = 0; i < program.count; ++i) {
+            program.code[i].reg = -1;
+            program.code[i].slot = -1;
+            program.code[i].hoisted = false;
+        }
         program.spill_slots = program.registers_used = program.spilled = 0;
         s = detail::allocate_registers(&program, allocatable, &scratch);
         if (s != Status::Ok) return fail(s, "compile: register allocation out of memory");
@@ -2298,6 +2331,7 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
             k[0] = (unsigned char)l.kind;
             k[1] = (unsigned char)l.op;
             k[2] = l.arity;
+            k[3] = l.hoisted;
             std::memcpy(k + 4, &l.index, 4);
             std::memcpy(k + 8, l.args, 12);
             std::memcpy(k + 20, &l.alpha, 4);
