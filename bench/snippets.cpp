@@ -40,10 +40,17 @@ double best_time(F&& f) {
     return best;
 }
 
-// Uninitialized storage filled by a cheap hash (values in [-4, 4)): big sizes stay quick.
+// 64-byte aligned storage (as a runtime's memory plan gives), filled by a cheap hash (values
+// in [-4, 4)): big sizes stay quick.
+struct AlignedFree {
+    void operator()(float* p) const { std::free(p); }
+};
+float* aligned_floats(size_t n) {
+    return static_cast<float*>(std::aligned_alloc(64, ((n + 1) * sizeof(float) + 63) / 64 * 64));
+}
 struct Buffer {
-    std::unique_ptr<float[]> data;
-    explicit Buffer(size_t n, float seed = 0.37f) : data(new float[n + 1]) {
+    std::unique_ptr<float[], AlignedFree> data;
+    explicit Buffer(size_t n, float seed = 0.37f) : data(aligned_floats(n)) {
         uint32_t h = (uint32_t)(seed * 1e6f);
         for (size_t i = 0; i < n; ++i) {
             h = h * 1664525u + 1013904223u;
@@ -197,7 +204,7 @@ struct Unfused {
     }
     // Intermediate buffers come from `pool` (grown on demand, reused by every pattern of a
     // size, so large sizes do not pay page faults again and again).
-    void build(const SnippetBody& body, Isa isa, KernelCache* cache, std::vector<std::unique_ptr<float[]>>* pool,
+    void build(const SnippetBody& body, Isa isa, KernelCache* cache, std::vector<std::unique_ptr<float[], AlignedFree>>* pool,
                size_t pool_floats) {
         values.assign(body.size(), nullptr);
         size_t used = 0;
@@ -228,7 +235,7 @@ struct Unfused {
             options.isa = isa;
             options.cache = cache;
             if (s->compile(*b, options) != Status::Ok) { std::printf("unfused compile: %s\n", s->last_error()); std::abort(); }
-            if (used == pool->size()) pool->emplace_back(new float[pool_floats + 1]);
+            if (used == pool->size()) pool->emplace_back(aligned_floats(pool_floats));
             values[i] = (*pool)[used++].get();
             arenas.push_back(arena);
             bodies.push_back(b);
@@ -299,7 +306,7 @@ int main() {
         Buffer src(n), dst(n), b2(n, 0.91f), b3(n, 1.3f);
         std::vector<std::unique_ptr<Buffer>> inputs;            // parameters, shared by patterns
         std::unique_ptr<Buffer> outputs(new Buffer(n));
-        std::vector<std::unique_ptr<float[]>> pool;             // unfused intermediates
+        std::vector<std::unique_ptr<float[], AlignedFree>> pool;  // unfused intermediates
         for (int i = 0; i < 5; ++i) inputs.emplace_back(new Buffer(n, 0.3f + 0.2f * (float)i));
         std::memset(dst.get(), 0, n * sizeof(float));  // no page faults inside the timings
         double t_memcpy = 1e30;
