@@ -1901,54 +1901,65 @@ struct EmitContext {
     }
 };
 
-inline void jit_load(EmitContext& e, uint32_t i, Tile tile) {
+// Memory jitters, one per target and kind. SSE4.1: the tail is a scalar tile (movss);
+// AVX2: the tail masks with vmaskmovps (mask rows at [rdi + rcx*4]); AVX-512: with k1.
+inline void jit_load_sse41(EmitContext& e, uint32_t i, Tile tile) {
     const Lir& l = e.p->code[i];
-    JitMath& m = e.m;
-    JV d = m.fresh();
-    if (tile == Tile::Vector) {
-        m.a->emit(m.isa == Isa::Sse41 ? x86::Inst::kIdMovups : x86::Inst::kIdVmovups, m.vr(d.reg), e.row(l.index, m.vec_bytes));
-    } else if (tile == Tile::Scalar) {
-        m.a->emit(x86::Inst::kIdMovss, x86::xmm((uint32_t)d.reg), e.row(l.index, 4));
-    } else if (m.isa == Isa::Avx512) {
-        m.a->k(x86::k1).z().emit(x86::Inst::kIdVmovups, m.vr(d.reg), e.row(l.index, 64));
+    JV d = e.m.fresh();
+    if (tile == Tile::Scalar) e.m.a->movss(x86::xmm((uint32_t)d.reg), e.row(l.index, 4));
+    else e.m.a->movups(x86::xmm((uint32_t)d.reg), e.row(l.index, 16));
+    e.define(i, d);
+}
+inline void jit_load_avx2(EmitContext& e, uint32_t i, Tile tile) {
+    const Lir& l = e.p->code[i];
+    JV d = e.m.fresh();
+    if (tile == Tile::Masked) {
+        JV mask = e.m.fresh();
+        e.m.a->vmovups(x86::ymm((uint32_t)mask.reg), x86::ptr(x86::rdi, x86::rcx, 2, 0, 32));
+        e.m.a->vmaskmovps(x86::ymm((uint32_t)d.reg), x86::ymm((uint32_t)mask.reg), e.row(l.index, 32));
     } else {
-        JV mask = m.fresh();
-        m.a->emit(x86::Inst::kIdVmovups, m.vr(mask.reg), x86::ptr(x86::rdi, x86::rcx, 2, 0, 32));
-        m.a->emit(x86::Inst::kIdVmaskmovps, m.vr(d.reg), m.vr(mask.reg), e.row(l.index, 32));
+        e.m.a->vmovups(x86::ymm((uint32_t)d.reg), e.row(l.index, 32));
     }
     e.define(i, d);
 }
-
-inline void jit_broadcast_load(EmitContext& e, uint32_t i, Tile) {
+inline void jit_load_avx512(EmitContext& e, uint32_t i, Tile tile) {
     const Lir& l = e.p->code[i];
-    JitMath& m = e.m;
-    JV d = m.fresh();
-    x86::Mem src = x86::ptr(e.args[l.index], 0, 4);
-    if (m.isa == Isa::Sse41) {
-        m.a->movss(x86::xmm((uint32_t)d.reg), src);
-        m.a->shufps(x86::xmm((uint32_t)d.reg), x86::xmm((uint32_t)d.reg), 0);
-    } else {
-        m.a->emit(x86::Inst::kIdVbroadcastss, m.vr(d.reg), src);
-    }
+    JV d = e.m.fresh();
+    if (tile == Tile::Masked) e.m.a->k(x86::k1).z().vmovups(x86::zmm((uint32_t)d.reg), e.row(l.index, 64));
+    else e.m.a->vmovups(x86::zmm((uint32_t)d.reg), e.row(l.index, 64));
     e.define(i, d);
 }
 
-inline void jit_broadcast_move(EmitContext& e, uint32_t i, Tile) {
-    JitMath& m = e.m;
-    JV s = m.in_reg(e.value(e.p->code[i].args[0]));
-    JV d = m.fresh();
-    if (m.isa == Isa::Sse41) {
-        m.a->movaps(x86::xmm((uint32_t)d.reg), x86::xmm((uint32_t)s.reg));
-        m.a->shufps(x86::xmm((uint32_t)d.reg), x86::xmm((uint32_t)d.reg), 0);
-    } else {
-        m.a->emit(x86::Inst::kIdVbroadcastss, m.vr(d.reg), x86::xmm((uint32_t)s.reg));
-    }
+inline void jit_broadcast_load_sse41(EmitContext& e, uint32_t i, Tile) {
+    JV d = e.m.fresh();
+    e.m.a->movss(x86::xmm((uint32_t)d.reg), x86::ptr(e.args[e.p->code[i].index], 0, 4));
+    e.m.a->shufps(x86::xmm((uint32_t)d.reg), x86::xmm((uint32_t)d.reg), 0);
+    e.define(i, d);
+}
+inline void jit_broadcast_load_avx(EmitContext& e, uint32_t i, Tile) {  // AVX2 and AVX-512
+    JV d = e.m.fresh();
+    e.m.a->emit(x86::Inst::kIdVbroadcastss, e.m.vr(d.reg), x86::ptr(e.args[e.p->code[i].index], 0, 4));
+    e.define(i, d);
+}
+
+// BroadcastMove only survives lowering when fuse_broadcast_load could not fuse it.
+inline void jit_broadcast_move_sse41(EmitContext& e, uint32_t i, Tile) {
+    JV s = e.m.in_reg(e.value(e.p->code[i].args[0]));
+    JV d = e.m.fresh();
+    e.m.a->movaps(x86::xmm((uint32_t)d.reg), x86::xmm((uint32_t)s.reg));
+    e.m.a->shufps(x86::xmm((uint32_t)d.reg), x86::xmm((uint32_t)d.reg), 0);
+    e.define(i, d);
+}
+inline void jit_broadcast_move_avx(EmitContext& e, uint32_t i, Tile) {
+    JV s = e.m.in_reg(e.value(e.p->code[i].args[0]));
+    JV d = e.m.fresh();
+    e.m.a->emit(x86::Inst::kIdVbroadcastss, e.m.vr(d.reg), x86::xmm((uint32_t)s.reg));
     e.define(i, d);
 }
 
 inline void jit_constant(EmitContext&, uint32_t, Tile) {}  // lives in the data section
 
-inline void jit_compute(EmitContext& e, uint32_t i, Tile) {
+inline void jit_compute(EmitContext& e, uint32_t i, Tile) {  // every target: eval_op over JitMath
     const Lir& l = e.p->code[i];
     JV args[3];
     for (int a = 0; a < l.arity; ++a) args[a] = e.value(l.args[a]);
@@ -1956,36 +1967,48 @@ inline void jit_compute(EmitContext& e, uint32_t i, Tile) {
     e.define(i, r);
 }
 
-inline void jit_store(EmitContext& e, uint32_t i, Tile tile) {
+inline void jit_store_sse41(EmitContext& e, uint32_t i, Tile tile) {
     const Lir& l = e.p->code[i];
-    JitMath& m = e.m;
-    JV v = m.in_reg(e.value(l.args[0]));
-    if (tile == Tile::Vector) {
-        m.a->emit(m.isa == Isa::Sse41 ? x86::Inst::kIdMovups : x86::Inst::kIdVmovups, e.row(l.index, m.vec_bytes), m.vr(v.reg));
-    } else if (tile == Tile::Scalar) {
-        m.a->emit(x86::Inst::kIdMovss, e.row(l.index, 4), x86::xmm((uint32_t)v.reg));
-    } else if (m.isa == Isa::Avx512) {
-        m.a->k(x86::k1).emit(x86::Inst::kIdVmovups, e.row(l.index, 64), m.vr(v.reg));
+    JV v = e.m.in_reg(e.value(l.args[0]));
+    if (tile == Tile::Scalar) e.m.a->movss(e.row(l.index, 4), x86::xmm((uint32_t)v.reg));
+    else e.m.a->movups(e.row(l.index, 16), x86::xmm((uint32_t)v.reg));
+}
+inline void jit_store_avx2(EmitContext& e, uint32_t i, Tile tile) {
+    const Lir& l = e.p->code[i];
+    JV v = e.m.in_reg(e.value(l.args[0]));
+    if (tile == Tile::Masked) {
+        JV mask = e.m.fresh();
+        e.m.a->vmovups(x86::ymm((uint32_t)mask.reg), x86::ptr(x86::rdi, x86::rcx, 2, 0, 32));
+        e.m.a->vmaskmovps(e.row(l.index, 32), x86::ymm((uint32_t)mask.reg), x86::ymm((uint32_t)v.reg));
     } else {
-        JV mask = m.fresh();
-        m.a->emit(x86::Inst::kIdVmovups, m.vr(mask.reg), x86::ptr(x86::rdi, x86::rcx, 2, 0, 32));
-        m.a->emit(x86::Inst::kIdVmaskmovps, e.row(l.index, 32), m.vr(mask.reg), m.vr(v.reg));
+        e.m.a->vmovups(e.row(l.index, 32), x86::ymm((uint32_t)v.reg));
     }
+}
+inline void jit_store_avx512(EmitContext& e, uint32_t i, Tile tile) {
+    const Lir& l = e.p->code[i];
+    JV v = e.m.in_reg(e.value(l.args[0]));
+    if (tile == Tile::Masked) e.m.a->k(x86::k1).vmovups(e.row(l.index, 64), x86::zmm((uint32_t)v.reg));
+    else e.m.a->vmovups(e.row(l.index, 64), x86::zmm((uint32_t)v.reg));
 }
 
 // A result broadcast along the row: every lane holds the same value; write lane 0 once.
-inline void jit_store_scalar(EmitContext& e, uint32_t i, Tile) {
-    const Lir& l = e.p->code[i];
-    JitMath& m = e.m;
-    JV v = m.in_reg(e.value(l.args[0]));
-    m.a->emit(m.isa == Isa::Sse41 ? x86::Inst::kIdMovss : x86::Inst::kIdVmovss, x86::ptr(e.args[l.index], 0, 4), x86::xmm((uint32_t)v.reg));
+inline void jit_store_scalar_sse41(EmitContext& e, uint32_t i, Tile) {
+    JV v = e.m.in_reg(e.value(e.p->code[i].args[0]));
+    e.m.a->movss(x86::ptr(e.args[e.p->code[i].index], 0, 4), x86::xmm((uint32_t)v.reg));
+}
+inline void jit_store_scalar_avx(EmitContext& e, uint32_t i, Tile) {
+    JV v = e.m.in_reg(e.value(e.p->code[i].args[0]));
+    e.m.a->vmovss(x86::ptr(e.args[e.p->code[i].index], 0, 4), x86::xmm((uint32_t)v.reg));
 }
 
 inline const JitterTable* jitter_table(Isa isa) {
-    // Index by LirKind: Load, BroadcastMove, BroadcastLoad, Constant, Compute, Store, StoreScalar.
-    static const JitterTable sse41 = {{jit_load, jit_broadcast_move, jit_broadcast_load, jit_constant, jit_compute, jit_store, jit_store_scalar}};
-    static const JitterTable avx2 = {{jit_load, jit_broadcast_move, jit_broadcast_load, jit_constant, jit_compute, jit_store, jit_store_scalar}};
-    static const JitterTable avx512 = {{jit_load, jit_broadcast_move, jit_broadcast_load, jit_constant, jit_compute, jit_store, jit_store_scalar}};
+    // Indexed by LirKind: Load, BroadcastMove, BroadcastLoad, Constant, Compute, Store, StoreScalar.
+    static const JitterTable sse41 = {{jit_load_sse41, jit_broadcast_move_sse41, jit_broadcast_load_sse41,
+                                       jit_constant, jit_compute, jit_store_sse41, jit_store_scalar_sse41}};
+    static const JitterTable avx2 = {{jit_load_avx2, jit_broadcast_move_avx, jit_broadcast_load_avx,
+                                      jit_constant, jit_compute, jit_store_avx2, jit_store_scalar_avx}};
+    static const JitterTable avx512 = {{jit_load_avx512, jit_broadcast_move_avx, jit_broadcast_load_avx,
+                                        jit_constant, jit_compute, jit_store_avx512, jit_store_scalar_avx}};
     return isa == Isa::Sse41 ? &sse41 : isa == Isa::Avx2 ? &avx2 : &avx512;
 }
 
@@ -2007,7 +2030,7 @@ inline void emit_row_invariants(EmitContext& e) {
     for (uint32_t i = 0; i < e.p->count; ++i) {
         if (!e.p->code[i].hoisted) continue;
         e.open_pool(i);
-        jit_broadcast_load(e, i, Tile::Vector);
+        e.table->kinds[(int)LirKind::BroadcastLoad](e, i, Tile::Vector);
         e.holder_until[e.p->code[i].reg] = INT32_MAX;
     }
 }
