@@ -225,6 +225,7 @@ struct SnippetOptions {
     uint32_t max_registers = 0;  // vector registers the allocator may use; 0: all it has
     KernelCache* cache = nullptr;
     bool reference_fma = true;   // Ref only: fuse FMA steps (false reproduces Sse41 exactly)
+    bool fuse_broadcast_loads = true;  // false keeps Load + BroadcastMove pairs (for tests)
 };
 
 struct SnippetStats {
@@ -1358,6 +1359,7 @@ struct Lir {
     int16_t reg = -1;              // vector register of the value
     int32_t slot = -1;             // spill slot of the value
     bool hoisted = false;          // BroadcastLoad kept in its register for a whole row
+    bool lane0 = false;            // Load of a row-broadcast parameter: one float, for a BroadcastMove
     uint32_t last_use = 0;
 };
 static_assert(sizeof(Lir) >= 40, "cache key layout");
@@ -1445,6 +1447,7 @@ inline Status insert_broadcast_move(Program* p, const bool* inner_broadcast, Are
         out[n] = p->code[i];
         remap[i] = n++;
         if (p->code[i].kind == LirKind::Load && inner_broadcast[p->code[i].index]) {
+            out[n - 1].lane0 = true;
             Lir move;
             move.kind = LirKind::BroadcastMove;
             move.arity = 1;
@@ -1472,6 +1475,7 @@ inline Status fuse_broadcast_load(Program* p, Arena* arena) {
             p->code[i + 1].args[0] == i) {
             out[n] = l;
             out[n].kind = LirKind::BroadcastLoad;
+            out[n].lane0 = false;
             remap[i] = remap[i + 1] = n++;
             ++i;
             continue;
@@ -1906,14 +1910,17 @@ struct EmitContext {
 inline void jit_load_sse41(EmitContext& e, uint32_t i, Tile tile) {
     const Lir& l = e.p->code[i];
     JV d = e.m.fresh();
-    if (tile == Tile::Scalar) e.m.a->movss(x86::xmm((uint32_t)d.reg), e.row(l.index, 4));
+    if (l.lane0) e.m.a->movss(x86::xmm((uint32_t)d.reg), x86::ptr(e.args[l.index], 0, 4));
+    else if (tile == Tile::Scalar) e.m.a->movss(x86::xmm((uint32_t)d.reg), e.row(l.index, 4));
     else e.m.a->movups(x86::xmm((uint32_t)d.reg), e.row(l.index, 16));
     e.define(i, d);
 }
 inline void jit_load_avx2(EmitContext& e, uint32_t i, Tile tile) {
     const Lir& l = e.p->code[i];
     JV d = e.m.fresh();
-    if (tile == Tile::Masked) {
+    if (l.lane0) {
+        e.m.a->vmovss(x86::xmm((uint32_t)d.reg), x86::ptr(e.args[l.index], 0, 4));
+    } else if (tile == Tile::Masked) {
         JV mask = e.m.fresh();
         e.m.a->vmovups(x86::ymm((uint32_t)mask.reg), x86::ptr(x86::rdi, x86::rcx, 2, 0, 32));
         e.m.a->vmaskmovps(x86::ymm((uint32_t)d.reg), x86::ymm((uint32_t)mask.reg), e.row(l.index, 32));
@@ -1925,7 +1932,8 @@ inline void jit_load_avx2(EmitContext& e, uint32_t i, Tile tile) {
 inline void jit_load_avx512(EmitContext& e, uint32_t i, Tile tile) {
     const Lir& l = e.p->code[i];
     JV d = e.m.fresh();
-    if (tile == Tile::Masked) e.m.a->k(x86::k1).z().vmovups(x86::zmm((uint32_t)d.reg), e.row(l.index, 64));
+    if (l.lane0) e.m.a->vmovss(x86::xmm((uint32_t)d.reg), x86::ptr(e.args[l.index], 0, 4));
+    else if (tile == Tile::Masked) e.m.a->k(x86::k1).z().vmovups(x86::zmm((uint32_t)d.reg), e.row(l.index, 64));
     else e.m.a->vmovups(x86::zmm((uint32_t)d.reg), e.row(l.index, 64));
     e.define(i, d);
 }
@@ -2314,7 +2322,7 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
     detail::Program program;
     Status s = detail::insert_load_store(body, inner_broadcast + params, &scratch, &program);
     if (s == Status::Ok) { detail::power_static(&program); s = detail::insert_broadcast_move(&program, inner_broadcast, &scratch); }
-    if (s == Status::Ok) s = detail::fuse_broadcast_load(&program, &scratch);
+    if (s == Status::Ok && options.fuse_broadcast_loads) s = detail::fuse_broadcast_load(&program, &scratch);
     if (s == Status::Ok) s = detail::scalars_to_data_section(&program);
     if (s == Status::Ok) s = detail::eliminate_dead_code_and_schedule(&program, &scratch);
     uint32_t total = isa == Isa::Avx512 ? 32 : 16, reserved = detail::kScratchRegisters;
@@ -2354,7 +2362,7 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
             k[0] = (unsigned char)l.kind;
             k[1] = (unsigned char)l.op;
             k[2] = l.arity;
-            k[3] = l.hoisted;
+            k[3] = (unsigned char)(l.hoisted | (l.lane0 << 1));
             std::memcpy(k + 4, &l.index, 4);
             std::memcpy(k + 8, l.args, 12);
             std::memcpy(k + 20, &l.alpha, 4);

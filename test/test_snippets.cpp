@@ -1064,3 +1064,36 @@ TEST_CASE("snippets: special values of the approximations on the target") {
         check_against_interpreter(b.body, {std::vector<float>(specials, specials + 7)}, {7}, isa);
     }
 }
+
+TEST_CASE("snippets: Load + BroadcastMove (unfused) equals BroadcastLoad and the interpreter") {
+    Isa isa = target();
+    Built b;
+    int64_t full[] = {5, 37}, column[] = {5, 1};
+    ValueId x, c, d, y;
+    REQUIRE(b.body.parameter(full, &x) == Status::Ok);
+    REQUIRE(b.body.parameter(column, &c) == Status::Ok);
+    REQUIRE(b.body.parameter(column, &d) == Status::Ok);
+    REQUIRE(b.body.binary(SnippetOp::Mul, x, c, &y) == Status::Ok);
+    REQUIRE(b.body.binary(SnippetOp::Sub, y, d, &y) == Status::Ok);
+    REQUIRE(b.body.unary(SnippetOp::Sigmoid, y, &y) == Status::Ok);
+    REQUIRE(b.body.result(y) == Status::Ok);
+    std::vector<float> xv = random_values(185, 1), cv = random_values(5, 2), dv = random_values(5, 3);
+    std::vector<float> want(185), fused(185), unfused(185);
+    const float* in[] = {xv.data(), cv.data(), dv.data()};
+    float* o_want[] = {want.data()};
+    float* o_fused[] = {fused.data()};
+    float* o_unfused[] = {unfused.data()};
+    REQUIRE(interpret(b.body, in, o_want, isa_uses_fma(isa)) == Status::Ok);
+    Snippet s1, s2;
+    SnippetOptions options;
+    options.isa = isa;
+    REQUIRE(s1.compile(b.body, options) == Status::Ok);
+    options.fuse_broadcast_loads = false;
+    REQUIRE(s2.compile(b.body, options) == Status::Ok);
+    if (isa != Isa::Ref) CHECK(s2.stats().instructions == s1.stats().instructions + 2);  // two moves kept
+    REQUIRE(s1.run(in, o_fused) == Status::Ok);
+    REQUIRE(s2.run(in, o_unfused) == Status::Ok);
+    size_t bad = 0;
+    for (int i = 0; i < 185; ++i) bad += !same(fused[i], want[i]) + !same(unfused[i], want[i]);
+    CHECK(bad == 0);
+}
