@@ -2089,6 +2089,45 @@ inline Status emit_kernel(Program* p, Isa isa, uint32_t allocatable, uint32_t ar
     emit_row_invariants(e);
     a.mov(x86::rsi, saved_n);
     a.xor_(x86::eax, x86::eax);
+    // Alignment peel: a partial first tile up to the first full output's vector boundary, so
+    // the stores of the main loop never split cache lines (inputs follow when they share the
+    // alignment, as buffers of a memory plan do).
+    int32_t aligned_arg = -1;
+    for (uint32_t i = 0; i < p->count && aligned_arg < 0; ++i)
+        if (p->code[i].kind == LirKind::Store) aligned_arg = (int32_t)p->code[i].index;
+    if (aligned_arg >= 0 && w > 1) {
+        a.mov(x86::rcx, e.args[aligned_arg]);
+        a.neg(x86::rcx);
+        a.and_(x86::rcx, w * 4 - 1);
+        a.shr(x86::rcx, 2);               // floats to the boundary (0 when aligned)
+        a.jz(loop);
+        a.cmp(x86::rcx, x86::rsi);
+        a.cmova(x86::rcx, x86::rsi);      // at most the row
+        if (isa == Isa::Avx512) {
+            a.mov(x86::edi, 1);
+            a.shl(x86::edi, x86::cl);
+            a.dec(x86::edi);
+            a.kmovw(x86::k1, x86::edi);
+            emit_tile(e, Tile::Masked);
+        } else if (isa == Isa::Avx2) {
+            a.neg(x86::rcx);
+            a.add(x86::rcx, 8);           // mask rows start at entry 8 - k
+            a.lea(x86::rdi, x86::ptr(mask_table));
+            emit_tile(e, Tile::Masked);
+            a.neg(x86::rcx);
+            a.add(x86::rcx, 8);           // k again
+        } else {
+            Label peel = a.newLabel();
+            a.mov(x86::rdi, x86::rcx);
+            a.bind(peel);
+            emit_tile(e, Tile::Scalar);
+            a.add(x86::rax, 4);
+            a.dec(x86::rdi);
+            a.jnz(peel);                  // rax advanced by the scalar tiles
+        }
+        if (isa != Isa::Sse41) a.lea(x86::rax, x86::ptr(x86::rax, x86::rcx, 2));
+        a.sub(x86::rsi, x86::rcx);
+    }
     a.bind(loop);
     a.cmp(x86::rsi, w);
     a.jb(tail);
