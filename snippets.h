@@ -32,9 +32,11 @@
    contiguous dimensions collapsed; the last one is the row a kernel walks), insert_load_store,
    power_static (Pow with a scalar exponent), insert_broadcast_move, fuse_broadcast_load,
    scalars_to_data_section, eliminate_dead_code_and_schedule (loads at first use, stores
-   last), allocate_registers (linear scan, whole-interval spills) and emit_kernel (a vector
-   tile plus a tail: AVX-512 masks, AVX2 vmaskmov, SSE4.1 a scalar tile) through the target's
-   jitter table. Kernels are cached by a hash of the lowered program and the target.
+   last), allocate_registers (linear scan, whole-interval spills; row-invariant broadcasts
+   get registers of their own, loaded once per row) and emit_kernel (per row: an alignment
+   peel, vector tiles, a tail; partial tiles use AVX-512 masks, AVX2 vmaskmov or SSE4.1 scalar
+   tiles) through the target's jitter table. Kernels are cached by a hash of the lowered
+   program and the target.
 
    Targets: Isa::Sse41, Isa::Avx2 (AVX2+FMA), Isa::Avx512 (AVX-512F), chosen by CPUID, and
    Isa::Ref (interpreter only). The environment variable TESSEL_ISA=ref|sse41|avx2|avx512
@@ -2044,9 +2046,10 @@ inline void emit_row_invariants(EmitContext& e) {
 }
 
 // Kernel: void kernel(float* const* args, size_t n, size_t rows, const int64_t* row_strides).
-// For each of `rows` rows (rows >= 1): walks n floats (n >= 1) in vector tiles, then the tail
-// (masked on AVX-512/AVX2, a scalar loop on SSE4.1), then advances every argument pointer by
-// its row stride in bytes. The data section follows the code.
+// For each of `rows` rows (rows >= 1): loads the row-invariant broadcasts, walks n floats
+// (n >= 1) as a partial tile up to the first output's vector alignment, vector tiles, then the
+// tail (partial tiles: masked on AVX-512/AVX2, scalar loops on SSE4.1), then advances every
+// argument pointer by its row stride in bytes. The data section follows the code.
 inline Status emit_kernel(Program* p, Isa isa, uint32_t allocatable, uint32_t argument_count,
                           void** kernel, uint32_t* code_size, uint32_t* scratch_peak, char* error, size_t error_size) {
     using namespace asmjit;
