@@ -794,10 +794,6 @@ V times_one_plus(M& m, const V& r, const V& e, const V& t) {
 
 // GELU(erf) = x/2 erfc(-x/sqrt2), with -x/sqrt2 carried in two parts (its rounding would
 // otherwise be amplified by ~a^2 in the negative tail).
-// u = -x/sqrt2 is negative exactly when x is positive.
-template <class M, class V>
-V uh_sign_source(M& m, const V& x) { return m.xor_(x, m.cb(kSignBit)); }
-
 template <class M, class V>
 V math_gelu_erf(M& m, const V& x) {
     const float c_hi = -0.707106769084930419921875f;   // -1/sqrt2 = c_hi + c_lo
