@@ -24,7 +24,7 @@ EXAMPLES      = $(EXAMPLE_SRC:examples/%.cpp=build/examples/%)
 BENCHES       = $(BENCH_SRC:bench/%.cpp=build/bench/%)
 
 # The ISA levels the host suite runs at (TESSEL_ISA override); filled by snippets.h's issue.
-HOST_ISAS  ?= default
+HOST_ISAS  ?= ref sse41 avx2 avx512
 
 .PHONY: all arm demo test test-host test-arm test-examples bench examples clean deps
 .DEFAULT_GOAL := all

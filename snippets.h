@@ -1,9 +1,2805 @@
-/* snippets.h - Tessel: fusion of elementwise islands into JIT kernels.
+/* snippets.h - Tessel: fusion of elementwise islands into JIT kernels (x86-64).
 
-   Not built yet: this header only reserves the module's place (it includes hetero.h, as the
-   design says). The body IR, tokenizer, lowering and emitters arrive with their issue.
+   Memory-bound elementwise chains (GELU, hard-swish, bias + activation, layer-norm tails) are
+   fused into one kernel, so each tensor is walked once instead of once per operation. A fused
+   island is a *body*: a little SSA program in scalar notation (parameters, scalar constants,
+   operations, results) with NumPy broadcasting up to rank 6. `tokenize()` finds the islands on
+   a Graph; `Snippet::compile()` lowers a body and emits code for one target; the reference
+   interpreter runs any body exactly and is the oracle of every test.
+
+   Do this
+   -------
+       #define TESSEL_IMPLEMENTATION      // in exactly one .cpp file
+       #include "snippets.h"
+
+       tessel::Arena arena;
+       tessel::SnippetBody body(&arena);
+       int64_t shape[] = {64, 1024};
+       tessel::ValueId x, y;
+       body.parameter(shape, &x);                               // check each Status
+       body.unary(tessel::SnippetOp::GeluErf, x, &y);
+       body.result(y);
+       tessel::Snippet snippet;
+       snippet.compile(body);                                   // target from CPUID / TESSEL_ISA
+       const float* inputs[] = {in};  float* outputs[] = {out};
+       snippet.run(inputs, outputs);
+
+   On a Graph (finalized, Float32 output descs set): tokenize(graph, {}, &arena, &islands)
+   gives an island id per node; build_island_body(graph, islands, id, &body, ...) makes the
+   body of one island (parameters = its external inputs, results = its outputs).
+
+   Lowering, in order (each a named function in the implementation): normalize_domain (6D,
+   contiguous dimensions collapsed; the last one is the row a kernel walks), insert_load_store,
+   power_static (Pow with a scalar exponent), insert_broadcast_move, fuse_broadcast_load,
+   scalars_to_data_section, eliminate_dead_code_and_schedule (loads at first use, stores
+   last), allocate_registers (linear scan, whole-interval spills; row-invariant broadcasts
+   get registers of their own, loaded once per row) and emit_kernel (per row: an alignment
+   peel, vector tiles, a tail; partial tiles use AVX-512 masks, AVX2 vmaskmov or SSE4.1 scalar
+   tiles) through the target's jitter table. Kernels are cached by a hash of the lowered
+   program and the target.
+
+   Targets: Isa::Sse41, Isa::Avx2 (AVX2+FMA), Isa::Avx512 (AVX-512F), chosen by CPUID, and
+   Isa::Ref (interpreter only). The environment variable TESSEL_ISA=ref|sse41|avx2|avx512
+   overrides the default (never above what the CPU has), and SnippetOptions::isa overrides both.
+
+   Accuracy: every operation is written once, as a template over a vector model; the
+   interpreter instantiates it with scalars and the emitters with registers. So the JIT of a
+   target is bitwise equal to the interpreter run with that target's FMA mode
+   (isa_uses_fma(): Sse41 has no FMA and rounds the product). Only NaN payloads may differ.
+   Exact: Add Sub Mul Div Max Min Sqrt Reciprocal Abs Neg Relu Clip Floor Ceil Round Sign,
+   comparisons, Select. Transcendentals are gather-free: Cephes-style polynomials (exp with a
+   compensated last step, log, tanh), N. Juffa's erff/erfcf polynomials (Erf; GELU(erf) as
+   x/2 erfc(-x/sqrt2) with the argument in two parts), GELU(tanh) as x sigmoid(v) with v in
+   two parts; tails that underflow are carried scaled by 2^64 to the last multiplication, and
+   targets without FMA use Dekker's exact products where a residual cancels. Measured bounds
+   (exp 0.8, log 0.8, tanh 1.3, sigmoid 2.4, erf 1.1, GELU 3.5 and 3.9 ulp) are published by
+   snippet_op_ulp_bound(). The interpreter keeps every product rounded on its own (no FMA
+   contraction by the compiler), whatever -march or -ffp-contract it is built with.
+
+   NaN rules (x86 semantics, reproduced by the interpreter): Max(a,b) = a > b ? a : b and
+   Min(a,b) = a < b ? a : b (a NaN in the first operand yields the second); Relu, Clip and the
+   transcendentals propagate NaN; Sign(NaN) = 0; Select treats a NaN condition as true.
+   Comparisons give 1.0f or 0.0f.
+
+   Config macros
+   -------------
+       TESSEL_NO_JIT      no asmjit at all: every Snippet runs the interpreter.
+       TESSEL_ASSERT, TESSEL_MALLOC/TESSEL_FREE   as in hetero.h.
+
+   Errors
+   ------
+   Every fallible call returns tessel::Status; the object keeps a message in last_error().
+   Code generation errors stick (the first one wins) and are checked once at the end of
+   emission; asmjit's error type never leaves the implementation.
+
+   Memory
+   ------
+   Bodies and tokenizer results live in an Arena. Compilation uses a scratch Arena (heap from
+   TESSEL_MALLOC) freed before compile() returns; the interpreter's column buffer is allocated
+   at compile time, so run() never allocates. Executable memory comes from asmjit's JitRuntime
+   (its own mmap/malloc, outside TESSEL_MALLOC).
+
+   Threading
+   ---------
+   A compiled Snippet's JIT path may run from several threads at once; its interpreter path
+   uses the snippet's column buffer, so one thread at a time. A KernelCache is not thread safe.
+
+   Limits
+   ------
+   Rank <= 6; parameters + results <= 11 per body (the kernel keeps one general register per
+   argument); bodies up to 65535 instructions. Outputs may alias an input of the same shape
+   (in place) but not a broadcast input. x86-64 System V calling convention only (no Windows
+   x64). A kernel walks the two innermost normalized dimensions (rows of the last one); the
+   outer ones (at most 4) are iterated by run(), one kernel call each. Vector registers: 6 of
+   16 (SSE4.1, AVX2) or 22 of 32 (AVX-512) hold values, the rest are the emitters'
+   temporaries; if an operation still runs out of temporaries, compile() retries with fewer
+   value registers (more spills). At most 256 distinct constants per kernel.
+   tokenize() costs O(V+E) per merge attempt. All input bytes are data: malformed bodies and
+   graphs return a Status, never reach an assert.
 */
 #ifndef TESSEL_SNIPPETS_H
 #define TESSEL_SNIPPETS_H
 #include "hetero.h"
+
+namespace tessel {
+
+// >>targets
+enum class Isa : uint8_t { Ref = 0, Sse41, Avx2, Avx512, Auto };
+const char* isa_name(Isa isa);
+Status parse_isa(StringView name, Isa* isa);   // "ref", "sse41", "avx2", "avx512"
+bool isa_available(Isa isa);    // CPU and build support it (Ref always)
+Isa best_isa();                 // the best available target by CPUID
+Isa default_isa();              // TESSEL_ISA when set and available, else best_isa()
+uint32_t isa_vector_floats(Isa isa);  // floats per vector register (1 for Ref)
+bool isa_uses_fma(Isa isa);     // whether the FMA steps of the approximations are fused
+
+// >>operations
+enum class SnippetOp : uint8_t {
+    Parameter, Scalar,
+    Add, Sub, Mul, Div, Max, Min, Pow, PowerStatic,
+    Sqrt, Reciprocal, Abs, Neg, Exp, Log, Tanh, Sigmoid, Relu, Clip, Elu, Selu, Erf,
+    GeluErf, GeluTanh, HardSigmoid, HardSwish, LeakyRelu, PRelu, Softplus, Softsign, Swish,
+    Mish, Floor, Ceil, Round, Sign,
+    Equal, Greater, Less, GreaterOrEqual, LessOrEqual, Select,
+    Count
+};
+const char* snippet_op_name(SnippetOp op);
+uint32_t snippet_op_arity(SnippetOp op);   // inputs: 0 for Parameter/Scalar, 1, 2 or 3 (Select)
+// Maps a Graph op name (ONNX spelling, plus Gelu/SiLU/Clamp/Where aliases) to an operation.
+// NotFound for anything that stays outside snippets.
+Status snippet_op_from_name(StringView name, SnippetOp* op);
+// Published accuracy bound in ULP against a double-precision reference, over the sweeps of
+// test/test_snippets.cpp and bench/snippets.cpp (the GELU sweeps include their denormal
+// tails), for
+// targets with FMA (fma = isa_uses_fma(isa)) or without; 0 means exact, 0xffff no bound:
+// Pow and PowerStatic (exp(b log a), or repeated products for integer exponents) have an error
+// that grows with |b log a|.
+// HardSigmoid without FMA rounds alpha*x before adding beta: its error is absolute (<= 2^-24)
+// near the lower kink, hence the large ULP figure.
+uint32_t snippet_op_ulp_bound(SnippetOp op, bool fma = true);
+// Default attributes: Elu alpha 1; Selu alpha 1.6732632, gamma (beta) 1.0507010; HardSigmoid
+// 0.2, 0.5; HardSwish 1/6, 0.5; LeakyRelu 0.01; Swish 1 (x * sigmoid(alpha x)); Clip -inf..inf.
+void snippet_op_default_attributes(SnippetOp op, float* alpha, float* beta);
+
+// >>body
+using ValueId = uint32_t;
+constexpr ValueId kNoValue = 0xffffffffu;
+constexpr int kSnippetMaxRank = 6;
+constexpr uint32_t kSnippetMaxArgs = 11;
+
+struct SnippetShape {
+    uint8_t rank = 0;
+    int64_t dims[kSnippetMaxRank] = {};
+};
+
+struct SnippetInstruction {
+    SnippetOp op = SnippetOp::Scalar;
+    uint8_t arity = 0;
+    ValueId args[3] = {kNoValue, kNoValue, kNoValue};
+    float alpha = 0, beta = 0;     // attributes; Scalar: alpha is the value
+    uint32_t index = 0;            // Parameter: its position
+    SnippetShape shape;            // broadcast shape of the value (Scalar: rank 0)
+};
+
+// A body in scalar notation. Values are instruction indices; each instruction defines one.
+class SnippetBody {
+public:
+    explicit SnippetBody(Arena* arena);
+    SnippetBody(const SnippetBody&) = delete;
+    SnippetBody& operator=(const SnippetBody&) = delete;
+
+    // Errors: InvalidArgument (negative dim, unknown value, wrong arity, shapes that do not
+    // broadcast, NaN attribute), LimitExceeded (rank > 6, too many instructions), OutOfMemory.
+    Status parameter(Span<const int64_t> shape, ValueId* out);
+    Status scalar(float value, ValueId* out);
+    Status unary(SnippetOp op, ValueId x, ValueId* out);                 // default attributes
+    Status unary(SnippetOp op, ValueId x, float alpha, float beta, ValueId* out);
+    Status binary(SnippetOp op, ValueId a, ValueId b, ValueId* out);
+    Status select(ValueId condition, ValueId a, ValueId b, ValueId* out);
+    Status add(SnippetOp op, Span<const ValueId> args, float alpha, float beta, ValueId* out);
+    Status result(ValueId value);
+
+    uint32_t size() const { return count_; }
+    const SnippetInstruction& instruction(ValueId id) const { return instructions_[id]; }
+    uint32_t parameter_count() const { return parameter_count_; }
+    uint32_t result_count() const { return result_count_; }
+    ValueId result_value(uint32_t i) const { return results_[i]; }
+    uint64_t hash() const;
+    const char* last_error() const { return error_; }
+
+private:
+    Status fail(Status status, const char* message) const;
+    Status push(const SnippetInstruction& instruction, ValueId* out);
+    Arena* arena_;
+    SnippetInstruction* instructions_ = nullptr;
+    uint32_t count_ = 0, capacity_ = 0;
+    ValueId* results_ = nullptr;
+    uint32_t result_count_ = 0, result_capacity_ = 0;
+    uint32_t parameter_count_ = 0;
+    mutable char error_[160] = {};
+};
+
+// >>kernel cache
+// Compiled kernels by hash of the lowered program and target. Snippets compiled with a cache
+// leave their kernel to it; they must not outlive it.
+class KernelCache {
+public:
+    KernelCache() = default;
+    ~KernelCache();
+    KernelCache(const KernelCache&) = delete;
+    KernelCache& operator=(const KernelCache&) = delete;
+    static constexpr uint32_t kCapacity = 128;
+    uint32_t size() const { return count_; }
+    uint32_t hits() const { return hits_; }
+    uint32_t misses() const { return misses_; }
+    // internal
+    struct Entry { uint64_t hash; void* key; size_t key_bytes; void* kernel; uint32_t code_size; };
+    const Entry* find(uint64_t hash, const void* key, size_t key_bytes);
+    bool insert(uint64_t hash, const void* key, size_t key_bytes, void* kernel, uint32_t code_size);
+private:
+    Entry entries_[kCapacity] = {};
+    uint32_t count_ = 0, hits_ = 0, misses_ = 0;
+};
+
+// >>snippet
+struct SnippetOptions {
+    Isa isa = Isa::Auto;
+    uint32_t max_registers = 0;  // vector registers the allocator may use; 0: all it has
+    KernelCache* cache = nullptr;
+    bool reference_fma = true;   // Ref only: fuse FMA steps (false reproduces Sse41 exactly)
+    bool fuse_broadcast_loads = true;  // false keeps Load + BroadcastMove pairs (for tests)
+};
+
+struct SnippetStats {
+    Isa isa = Isa::Ref;
+    uint64_t elements = 0;           // of the scheduling domain
+    uint64_t bytes_unfused = 0;      // every operation reads its inputs and writes its output
+    uint64_t bytes_fused = 0;        // parameters read once, results written once
+    double shrinkage = 0;            // bytes_unfused / bytes_fused
+    uint32_t instructions = 0;       // lowered instructions
+    uint32_t registers_used = 0;     // distinct vector registers holding values
+    uint32_t scratch_registers = 0;  // most temporaries live at once inside one operation
+    uint32_t spilled_values = 0;
+    uint32_t code_size = 0;          // bytes of code and data
+    uint64_t compile_ns = 0;
+    bool cache_hit = false;
+    uint32_t normalized_rank = 0;    // dimensions after collapsing
+};
+void write_statistics(const SnippetStats& stats, WriteFn write, void* user);
+
+class Snippet {
+public:
+    Snippet() = default;
+    ~Snippet();
+    Snippet(const Snippet&) = delete;
+    Snippet& operator=(const Snippet&) = delete;
+
+    // The body must outlive the snippet (the interpreter reads it). Errors: InvalidArgument
+    // (no result, shapes that do not broadcast to one domain), LimitExceeded (too many
+    // arguments), Unsupported (isa not available), OutOfMemory.
+    Status compile(const SnippetBody& body, const SnippetOptions& options = SnippetOptions());
+    // Pointers to contiguous row-major float tensors of the body's shapes, parameters in order,
+    // results in order. InvalidArgument on a count mismatch or a null pointer (unless the
+    // domain is empty), NotFinalized before compile().
+    Status run(Span<const float* const> inputs, Span<float* const> outputs) const;
+
+    Isa isa() const { return isa_; }
+    const SnippetStats& stats() const { return stats_; }
+    const char* last_error() const { return error_; }
+    uint32_t normalized_rank() const { return rank_; }
+    int64_t normalized_dim(uint32_t i) const { return dims_[i]; }
+
+private:
+    Status fail(Status status, const char* message) const;
+    void release();
+    const SnippetBody* body_ = nullptr;
+    Isa isa_ = Isa::Ref;
+    bool fused_ = true;
+    bool compiled_ = false;
+    bool kernel_owned_ = false;
+    void* kernel_ = nullptr;
+    float* columns_ = nullptr;                       // interpreter scratch
+    uint32_t parameters_ = 0, results_ = 0;
+    uint32_t rank_ = 0;                              // normalized dims; the last is the row
+    int64_t dims_[kSnippetMaxRank] = {};
+    int64_t strides_[kSnippetMaxArgs][kSnippetMaxRank] = {};  // elements; 0 = broadcast
+    SnippetStats stats_;
+    mutable char error_[160] = {};
+};
+
+// Runs a body with the interpreter (the oracle). fused selects the FMA mode.
+Status interpret(const SnippetBody& body, Span<const float* const> inputs,
+                 Span<float* const> outputs, bool fused = true);
+
+// >>tokenizer
+constexpr uint32_t kNoIsland = 0xffffffffu;
+struct TokenizeOptions {
+    uint32_t max_arguments = kSnippetMaxArgs;   // external inputs + outputs of an island, 2..11
+};
+struct Tokenization {
+    Span<const uint32_t> island_of;   // per node; kNoIsland for nodes outside every island
+    uint32_t island_count = 0;
+};
+// A node is fusible when its op maps to a SnippetOp (or is a one-element float Constant),
+// it has one Float32 output of known shape (rank <= 6) and its input count fits the op.
+bool node_is_fusible(const Graph& graph, NodeId node);
+// Greedy islands in topological order: a node joins the islands of its fusible producers
+// while the merge keeps the graph of islands acyclic, the island's inputs + outputs stay
+// within max_arguments, its output shapes broadcast to one domain and no keep-apart edge
+// lies inside. Errors: NotFinalized, InvalidArgument (max_arguments outside 2..11, null
+// pointers), OutOfMemory.
+Status tokenize(const Graph& graph, const TokenizeOptions& options, Arena* arena, Tokenization* result);
+
+// The body of one island, ready for Snippet::compile(). Parameters are the island's external
+// inputs (unique producer and port, in the order members first read them, members in
+// topological order); results are the members read outside the island or by nobody, in
+// topological order. Node ids of both go to input_nodes/output_nodes (kSnippetMaxArgs
+// entries each). Graph attributes: Clip min/max (or its 2nd/3rd inputs, as Max/Min), Elu,
+// LeakyRelu, HardSigmoid alpha/beta, Selu alpha/gamma, Swish alpha, Gelu approximate="tanh";
+// a Constant is a scalar from its value_float attribute or one-element float value tensor.
+// Errors: InvalidArgument (no such island, a Constant without a float value), LimitExceeded
+// (more than kSnippetMaxArgs arguments), OutOfMemory.
+Status build_island_body(const Graph& graph, const Tokenization& tokenization, uint32_t island, SnippetBody* body,
+                         NodeId* input_nodes, uint32_t* input_count, NodeId* output_nodes, uint32_t* output_count);
+
+}  // namespace tessel
 #endif  // TESSEL_SNIPPETS_H
+
+// ==========================================================================================
+// Implementation
+// ==========================================================================================
+#if defined(TESSEL_IMPLEMENTATION) && !defined(TESSEL_SNIPPETS_IMPLEMENTED)
+#define TESSEL_SNIPPETS_IMPLEMENTED
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <new>
+#ifndef TESSEL_NO_JIT
+#include <asmjit/x86.h>
+#endif
+
+namespace tessel {
+namespace detail {
+
+// >>helpers
+inline uint32_t float_bits(float x) { uint32_t b; std::memcpy(&b, &x, 4); return b; }
+inline float bits_float(uint32_t b) { float x; std::memcpy(&x, &b, 4); return x; }
+inline uint64_t fnv(uint64_t h, const void* data, size_t size) {
+    const unsigned char* p = static_cast<const unsigned char*>(data);
+    for (size_t i = 0; i < size; ++i) h = (h ^ p[i]) * 1099511628211ull;
+    return h;
+}
+inline uint64_t now_ns() {
+    timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+// Right-aligned NumPy broadcast of two shapes; false if they do not broadcast.
+inline bool broadcast_shapes(const SnippetShape& a, const SnippetShape& b, SnippetShape* out) {
+    SnippetShape r;
+    r.rank = a.rank > b.rank ? a.rank : b.rank;
+    for (int i = 0; i < r.rank; ++i) {
+        int ia = a.rank - r.rank + i, ib = b.rank - r.rank + i;
+        int64_t da = ia >= 0 ? a.dims[ia] : 1, db = ib >= 0 ? b.dims[ib] : 1;
+        if (da != db && da != 1 && db != 1) return false;
+        r.dims[i] = da == 1 ? db : da;
+    }
+    *out = r;
+    return true;
+}
+inline uint64_t shape_elements(const SnippetShape& s) {
+    uint64_t n = 1;
+    for (int i = 0; i < s.rank; ++i) n *= (uint64_t)s.dims[i];
+    return n;
+}
+
+// >>vector model
+// The primitives every approximation is written with. ScalarMath models one lane with the
+// exact x86 semantics of the instruction each primitive emits (min/max operand order,
+// cvtps2dq's integer indefinite, compare predicates), so interpreter and JIT agree bitwise.
+enum CmpPredicate : uint8_t { kCmpEq = 0, kCmpLt = 1, kCmpLe = 2, kCmpUnord = 3, kCmpNeq = 4, kCmpNlt = 5, kCmpNle = 6, kCmpOrd = 7 };
+enum RoundMode : uint8_t { kRoundNearest = 0, kRoundFloor = 1, kRoundCeil = 2, kRoundTrunc = 3 };
+
+// Keeps a product rounded on its own. Without it the compiler may contract a*b+c into an FMA
+// (GCC does so by default in C++ on AArch64, and on x86 when -march has FMA), and the
+// interpreter would no longer match the non-FMA target bit for bit.
+inline float rounded(float x) {
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+    __asm__("" : "+x"(x));
+#elif defined(__GNUC__) && defined(__aarch64__)
+    __asm__("" : "+w"(x));
+#else
+    volatile float v = x;
+    x = v;
+#endif
+    return x;
+}
+
+struct ScalarMath {
+    using V = float;
+    bool fused = true;
+    V c(float v) { return v; }
+    V cb(uint32_t b) { return bits_float(b); }
+    V add(V a, V b) { return a + b; }
+    V sub(V a, V b) { return a - b; }
+    V mul(V a, V b) { return rounded(a * b); }
+    V div(V a, V b) { return a / b; }
+    V min(V a, V b) { return a < b ? a : b; }
+    V max(V a, V b) { return a > b ? a : b; }
+    V sqrt(V a) { return std::sqrt(a); }
+    V fma(V a, V b, V c) {
+        if (fused) return std::fma(a, b, c);
+        V p = rounded(a * b);  // the non-FMA targets multiply, then add
+        return p + c;
+    }
+    V fnma(V a, V b, V c) {  // c - a*b
+        if (fused) return std::fma(-a, b, c);
+        V p = rounded(a * b);
+        return c - p;
+    }
+    V and_(V a, V b) { return cb(float_bits(a) & float_bits(b)); }
+    V or_(V a, V b) { return cb(float_bits(a) | float_bits(b)); }
+    V xor_(V a, V b) { return cb(float_bits(a) ^ float_bits(b)); }
+    V andnot(V a, V b) { return cb(~float_bits(a) & float_bits(b)); }
+    V cmp(V a, V b, int predicate) {
+        bool unordered = a != a || b != b, r = false;
+        switch (predicate) {
+            case kCmpEq: r = !unordered && a == b; break;
+            case kCmpLt: r = !unordered && a < b; break;
+            case kCmpLe: r = !unordered && a <= b; break;
+            case kCmpUnord: r = unordered; break;
+            case kCmpNeq: r = unordered || a != b; break;
+            case kCmpNlt: r = unordered || !(a < b); break;
+            case kCmpNle: r = unordered || !(a <= b); break;
+            default: r = !unordered; break;
+        }
+        return cb(r ? 0xffffffffu : 0u);
+    }
+    V blend(V mask, V a, V b) { return float_bits(mask) ? a : b; }
+    V round(V a, int mode) {
+        switch (mode) {
+            case kRoundNearest: return std::nearbyint(a);
+            case kRoundFloor: return std::floor(a);
+            case kRoundCeil: return std::ceil(a);
+            default: return std::trunc(a);
+        }
+    }
+    V cvt_i(V a) {  // cvtps2dq: round to nearest even, NaN and overflow give INT32_MIN
+        if (!(a >= -2147483648.0f && a < 2147483648.0f)) return cb(0x80000000u);
+        return cb((uint32_t)(int32_t)std::nearbyint(a));
+    }
+    V cvt_f(V a) { return (float)(int32_t)float_bits(a); }
+    void drop(V&) {}
+    bool fused_fma() const { return fused; }
+    V add_i(V a, V b) { return cb(float_bits(a) + float_bits(b)); }
+    V sub_i(V a, V b) { return cb(float_bits(a) - float_bits(b)); }
+    V shl_i(V a, int n) { return cb(float_bits(a) << n); }
+    V shr_i(V a, int n) { return cb(float_bits(a) >> n); }
+    V sra_i(V a, int n) {
+        int32_t v = (int32_t)float_bits(a);
+        return cb((uint32_t)(v < 0 ? ~(~v >> n) : v >> n));
+    }
+};
+
+// >>approximations
+// Written statement by statement with explicit drop()s: in the JIT every live handle holds a
+// scratch register, so lifetimes are kept short (peak ~9 registers, see kScratchRegisters).
+constexpr uint32_t kSignBit = 0x80000000u;
+
+template <class M, class V>
+V math_abs(M& m, const V& x) { return m.andnot(m.cb(kSignBit), x); }
+
+// exp: Cody-Waite reduction by ln2 (Cephes split), degree-6 polynomial, 1 + r added last with
+// its error carried, 2^n applied in two halves so that results down to the denormal range
+// round once. `scale` returns exp(x) 2^scale instead (only for x <= 0 and scale <= 64), so a
+// caller can keep a tiny result normal until its own last multiplication.
+template <class M, class V>
+V math_exp(M& m, V x, int scale = 0) {
+    // Below the clamp the (scaled) result rounds to zero anyway; operand order keeps NaN.
+    V t = m.max(m.c(-104.0f - (float)scale * 0.693147181f), x);
+    m.drop(x);
+    t = m.min(m.c(89.0f), t);
+    V fn = m.mul(t, m.c(1.44269504088896341f));
+    fn = m.round(fn, kRoundNearest);
+    V r1 = m.fnma(fn, m.c(0.693359375f), t);          // exact: fn has at most 8 bits
+    m.drop(t);
+    V r = m.fnma(fn, m.c(-2.12194440e-4f), r1);
+    V lo = m.sub(r1, r);                                // the part of r1 - fn*C2 that r lost
+    m.drop(r1);
+    lo = m.fnma(fn, m.c(-2.12194440e-4f), lo);
+    V p = m.fma(m.c(1.9875691500e-4f), r, m.c(1.3981999507e-3f));
+    p = m.fma(p, r, m.c(8.3334519073e-3f));
+    p = m.fma(p, r, m.c(4.1665795894e-2f));
+    p = m.fma(p, r, m.c(1.6666665459e-1f));
+    p = m.fma(p, r, m.c(5.0000001201e-1f));
+    V r2 = m.mul(r, r);
+    p = m.mul(p, r2);                                   // e^r = 1 + r + r^2 P(r)
+    m.drop(r2);
+    V s1 = m.add(m.c(1.0f), r);                         // 1 + r and its error (Fast2Sum)
+    V e1 = m.sub(m.c(1.0f), s1);
+    e1 = m.add(e1, r);
+    m.drop(r);
+    p = m.add(p, e1);
+    m.drop(e1);
+    p = m.add(p, lo);
+    m.drop(lo);
+    p = m.add(s1, p);                                   // the one rounding that matters
+    m.drop(s1);
+    V n = m.cvt_i(fn);
+    m.drop(fn);
+    V n1 = m.sra_i(n, 1);
+    n = m.sub_i(n, n1);
+    V s = m.add_i(n1, m.cb(127));
+    m.drop(n1);
+    s = m.shl_i(s, 23);
+    p = m.mul(p, s);
+    s = m.add_i(n, m.cb((uint32_t)(127 + scale)));  // scale: callers whose result is <= 1
+    m.drop(n);
+    s = m.shl_i(s, 23);
+    return m.mul(p, s);
+}
+
+// log: Cephes logf (mantissa in [sqrt(1/2), sqrt(2)), degree-8 polynomial), denormals scaled
+// by 2^23 first, special cases blended at the end.
+template <class M, class V>
+V math_log(M& m, V x) {
+    V small = m.cmp(x, m.c(1.17549435e-38f), kCmpLt);
+    V xs = m.mul(x, m.c(8388608.0f));
+    xs = m.blend(small, xs, x);
+    V e = m.shr_i(xs, 23);
+    e = m.sub_i(e, m.cb(126));
+    V mant = m.and_(xs, m.cb(0x007fffffu));
+    m.drop(xs);
+    mant = m.or_(mant, m.cb(0x3f000000u));
+    V lt = m.cmp(mant, m.c(0.707106781186547524f), kCmpLt);
+    V fe = m.cvt_f(e);
+    m.drop(e);
+    V t = m.and_(lt, m.c(1.0f));
+    fe = m.sub(fe, t);
+    t = m.and_(small, m.c(23.0f));
+    m.drop(small);
+    fe = m.sub(fe, t);
+    m.drop(t);
+    V f = m.and_(lt, mant);
+    m.drop(lt);
+    f = m.add(mant, f);
+    m.drop(mant);
+    f = m.sub(f, m.c(1.0f));
+    V z = m.mul(f, f);
+    V y = m.fma(m.c(7.0376836292e-2f), f, m.c(-1.1514610310e-1f));
+    y = m.fma(y, f, m.c(1.1676998740e-1f));
+    y = m.fma(y, f, m.c(-1.2420140846e-1f));
+    y = m.fma(y, f, m.c(1.4249322787e-1f));
+    y = m.fma(y, f, m.c(-1.6668057665e-1f));
+    y = m.fma(y, f, m.c(2.0000714765e-1f));
+    y = m.fma(y, f, m.c(-2.4999993993e-1f));
+    y = m.fma(y, f, m.c(3.3333331174e-1f));
+    y = m.mul(y, f);
+    y = m.mul(y, z);
+    y = m.fma(fe, m.c(-2.12194440e-4f), y);
+    y = m.fnma(z, m.c(0.5f), y);
+    m.drop(z);
+    V r = m.add(f, y);
+    m.drop(f);
+    m.drop(y);
+    r = m.fma(fe, m.c(0.693359375f), r);
+    m.drop(fe);
+    V mask = m.cmp(x, m.c(0.0f), kCmpEq);
+    r = m.blend(mask, m.cb(0xff800000u), r);                 // log(+-0) = -inf
+    mask = m.cmp(m.c(0.0f), x, kCmpNle);
+    r = m.blend(mask, m.cb(0x7fc00000u), r);                 // x < 0 or NaN
+    mask = m.cmp(x, m.cb(0x7f800000u), kCmpEq);
+    return m.blend(mask, x, r);                              // log(inf) = inf
+}
+
+// tanh: Cephes odd polynomial below 0.625, 1 - 2/(exp(2|x|)+1) above, sign restored.
+template <class M, class V>
+V math_tanh(M& m, const V& x) {
+    V t = m.add(x, x);
+    t = math_abs(m, t);
+    V big = math_exp(m, static_cast<V&&>(t));
+    big = m.add(big, m.c(1.0f));
+    big = m.div(m.c(2.0f), big);
+    big = m.sub(m.c(1.0f), big);
+    V s = m.and_(x, m.cb(kSignBit));
+    big = m.or_(big, s);
+    m.drop(s);
+    V z = m.mul(x, x);
+    V p = m.fma(m.c(-5.70498872745e-3f), z, m.c(2.06390887954e-2f));
+    p = m.fma(p, z, m.c(-5.37397155531e-2f));
+    p = m.fma(p, z, m.c(1.33314422036e-1f));
+    p = m.fma(p, z, m.c(-3.33332819422e-1f));
+    p = m.mul(p, z);
+    m.drop(z);
+    V small = m.fma(p, x, x);
+    m.drop(p);
+    V ax = math_abs(m, x);
+    V mask = m.cmp(ax, m.c(0.625f), kCmpLt);
+    m.drop(ax);
+    return m.blend(mask, small, big);
+}
+
+// sigmoid from exp(-|x|) so neither side overflows: 1/(1+e) or e/(1+e).
+template <class M, class V>
+V math_sigmoid(M& m, V x) {
+    V t = math_abs(m, x);
+    t = m.or_(t, m.cb(kSignBit));
+    V e = math_exp(m, static_cast<V&&>(t));
+    V d = m.add(m.c(1.0f), e);
+    V mask = m.cmp(x, m.c(0.0f), kCmpLt);
+    m.drop(x);
+    V num = m.blend(mask, e, m.c(1.0f));
+    m.drop(mask);
+    m.drop(e);
+    return m.div(num, d);
+}
+
+// erfc(t) for t > 0.927734375 as exp(polynomial), and erf for |a| <= 0.927734375: the two
+// branches of N. Juffa's faithfully rounded erff (coefficients as published by him).
+template <class M, class V>
+V math_erfc_large(M& m, V t) {
+    V s = m.mul(t, t);
+    V r = m.fma(m.c(-1.72853470e-5f), t, m.c(3.83197126e-4f));
+    V u = m.fma(m.c(-3.88396438e-3f), t, m.c(2.42546219e-2f));
+    r = m.fma(r, s, u);
+    m.drop(s);
+    m.drop(u);
+    r = m.fma(r, t, m.c(-1.06777877e-1f));
+    r = m.fma(r, t, m.c(-6.34846687e-1f));
+    r = m.fma(r, t, m.c(-1.28717512e-1f));
+    V nt = m.xor_(t, m.cb(kSignBit));
+    r = m.fma(r, t, nt);
+    m.drop(t);
+    m.drop(nt);
+    return math_exp(m, static_cast<V&&>(r));
+}
+template <class M, class V>
+V math_erf_small(M& m, const V& a) {
+    V s = m.mul(a, a);
+    V r = m.fma(m.c(-5.96761703e-4f), s, m.c(4.99119423e-3f));
+    r = m.fma(r, s, m.c(-2.67681349e-2f));
+    r = m.fma(r, s, m.c(1.12819925e-1f));
+    r = m.fma(r, s, m.c(-3.76125336e-1f));
+    r = m.fma(r, s, m.c(1.28379166e-1f));
+    m.drop(s);
+    return m.fma(r, a, a);
+}
+template <class M, class V>
+V math_erf(M& m, const V& x) {
+    V t = math_abs(m, x);
+    V big = math_erfc_large(m, static_cast<V&&>(t));
+    big = m.sub(m.c(1.0f), big);
+    V s = m.and_(x, m.cb(kSignBit));
+    big = m.or_(big, s);
+    m.drop(s);
+    V small = math_erf_small(m, x);
+    t = math_abs(m, x);
+    V mask = m.cmp(t, m.c(0.927734375f), kCmpLe);
+    m.drop(t);
+    return m.blend(mask, small, big);
+}
+
+// The rounding error of p = round(a*b) for constant b, exactly: one fma on FMA targets,
+// Dekker's split product otherwise (b split at compile time).
+template <class M, class V>
+V product_error(M& m, const V& a, float b, const V& p) {
+    if (m.fused_fma()) {
+        V np = m.xor_(p, m.cb(kSignBit));
+        return m.fma(a, m.c(b), np);
+    }
+    float bc = rounded(b * 4097.0f);  // Veltkamp split of the constant, never contracted
+    float bh = bc - rounded(bc - b), bl = b - bh;
+    V ah = m.mul(a, m.c(4097.0f));
+    V t = m.sub(ah, a);
+    ah = m.sub(ah, t);
+    V al = m.sub(a, ah);
+    V err = m.mul(ah, m.c(bh));
+    err = m.sub(err, p);
+    t = m.mul(ah, m.c(bl));
+    err = m.add(err, t);
+    t = m.mul(al, m.c(bh));
+    err = m.add(err, t);
+    t = m.mul(al, m.c(bl));
+    return m.add(err, t);
+}
+// Same for a*a.
+template <class M, class V>
+V square_error(M& m, const V& a, const V& p) {
+    if (m.fused_fma()) {
+        V np = m.xor_(p, m.cb(kSignBit));
+        return m.fma(a, a, np);
+    }
+    V ah = m.mul(a, m.c(4097.0f));
+    V t = m.sub(ah, a);
+    ah = m.sub(ah, t);
+    V al = m.sub(a, ah);
+    V err = m.mul(ah, ah);
+    err = m.sub(err, p);
+    t = m.mul(ah, al);
+    t = m.add(t, t);
+    err = m.add(err, t);
+    t = m.mul(al, al);
+    return m.add(err, t);
+}
+
+template <class M, class V>
+V two_product_error(M& m, const V& a, const V& b, const V& p);
+
+// a*b + c and c - a*b with the product exact: an FMA, or Dekker's product on targets without
+// one. Used where a residual cancels (refinement steps) or for the last rounding.
+template <class M, class V>
+V fma_exact(M& m, const V& a, const V& b, const V& c) {
+    if (m.fused_fma()) return m.fma(a, b, c);
+    V p = m.mul(a, b);
+    V err = two_product_error(m, a, b, p);
+    err = m.add(err, c);
+    return m.add(p, err);
+}
+template <class M, class V>
+V fnma_exact(M& m, const V& a, const V& b, const V& c) {
+    if (m.fused_fma()) return m.fnma(a, b, c);
+    V p = m.mul(a, b);
+    V err = two_product_error(m, a, b, p);
+    V r = m.sub(c, p);
+    return m.sub(r, err);
+}
+
+// Tails that go below FLT_MIN are carried scaled by 2^kTailScale and scaled back by the last
+// multiplication, which then rounds once into the denormal range.
+constexpr int kTailScale = 64;
+
+// erfc(a + alo) * 2^64 = r e (1 + t) for a >= 0 (alo: the argument's low part), returned in
+// parts so the caller can fold in a factor before the one rounding. N. Juffa's erfcf scheme,
+// (1+p(q))/(1+2a) * exp(-a^2) with q = (a-2)/(a+2), and a^2 carried in two parts so the
+// exponential keeps its accuracy far in the tail (this is what GELU's negative side needs).
+template <class M, class V>
+void math_erfc_parts(M& m, const V& a, V alo, V* r_out, V* e_out, V* t_out) {
+    V p = m.add(a, m.c(2.0f));
+    V r = m.div(m.c(1.0f), p);
+    V q = m.fma(m.c(-4.0f), r, m.c(1.0f));
+    V t = m.add(q, m.c(1.0f));
+    t = m.fma(t, m.c(-2.0f), a);
+    V e = fnma_exact(m, a, q, t);
+    q = m.fma(r, e, q);
+    m.drop(t);
+    m.drop(e);
+    m.drop(r);
+    p = m.fma(m.c(-0x1.a4a000p-12f), q, m.c(-0x1.42a260p-10f));
+    p = m.fma(p, q, m.c(0x1.585714p-10f));
+    p = m.fma(p, q, m.c(0x1.1adcc4p-07f));
+    p = m.fma(p, q, m.c(-0x1.081b82p-07f));
+    p = m.fma(p, q, m.c(-0x1.bc0b6ap-05f));
+    p = m.fma(p, q, m.c(0x1.4ffc46p-03f));
+    p = m.fma(p, q, m.c(-0x1.540840p-03f));
+    p = m.fma(p, q, m.c(-0x1.7bf616p-04f));
+    p = m.fma(p, q, m.c(0x1.1ba03ap-02f));
+    V d = m.fma(a, m.c(2.0f), m.c(1.0f));
+    r = m.div(m.c(1.0f), d);
+    m.drop(d);
+    q = m.fma(p, r, r);
+    t = fnma_exact(m, q, a, m.c(0.5f));
+    V pq = m.sub(p, q);
+    m.drop(p);
+    e = m.fma(t, m.c(2.0f), pq);
+    m.drop(pq);
+    r = m.fma(e, r, q);
+    m.drop(e);
+    m.drop(q);
+    V s = m.mul(a, a);
+    t = square_error(m, a, s);          // a*a - s
+    V a2 = m.add(a, a);
+    t = m.fma(a2, alo, t);              // + 2 a alo: the square of the full argument
+    m.drop(a2);
+    m.drop(alo);
+    t = m.xor_(t, m.cb(kSignBit));      // exp(-a^2) = exp(-s) * (1 + t)
+    s = m.xor_(s, m.cb(kSignBit));
+    e = math_exp(m, static_cast<V&&>(s), kTailScale);   // e 2^64: stays normal in the tail
+    V big = m.cmp(m.c(10.0546875f), a, kCmpLt);   // erfc underflows; NaN stays
+    *r_out = m.blend(big, m.c(0.0f), r);
+    *e_out = e;
+    *t_out = m.blend(big, m.c(0.0f), t);   // a = inf makes t NaN
+}
+
+// r e (1 + t) with one rounding: fma(r, e, r e t); without FMA, r e exactly as p + err (Dekker).
+template <class M, class V>
+V times_one_plus(M& m, const V& r, const V& e, const V& t) {
+    V ret = m.mul(r, e);
+    ret = m.mul(ret, t);
+    return fma_exact(m, r, e, ret);
+}
+
+// GELU(erf) = x/2 erfc(-x/sqrt2), with -x/sqrt2 carried in two parts (its rounding would
+// otherwise be amplified by ~a^2 in the negative tail).
+template <class M, class V>
+V math_gelu_erf(M& m, const V& x) {
+    const float c_hi = -0.707106769084930419921875f;   // -1/sqrt2 = c_hi + c_lo
+    const float c_lo = -1.2101617152815436e-8f;
+    V uh = m.mul(x, m.c(c_hi));
+    V ul = product_error(m, x, c_hi, uh);
+    ul = m.fma(x, m.c(c_lo), ul);
+    V sign = m.and_(uh, m.cb(kSignBit));
+    V a = m.andnot(m.cb(kSignBit), uh);
+    m.drop(uh);
+    ul = m.xor_(ul, sign);              // low part towards |u|
+    m.drop(sign);
+    V r0, e, t;
+    math_erfc_parts(m, a, static_cast<V&&>(ul), &r0, &e, &t);   // erfc(a) 2^64 = r0 e (1 + t)
+    m.drop(a);
+    V half = m.mul(x, m.c(0.5f));
+    // x > 0: x/2 (2 - erfc(a)).
+    V pos = times_one_plus(m, r0, e, t);
+    pos = m.mul(pos, m.c(0x1p-64f));
+    pos = m.sub(m.c(2.0f), pos);
+    pos = m.mul(half, pos);
+    // x < 0: x/2 erfc(a) with x/2 folded in before the one rounding: (x/2) r0 = hr + hl exactly.
+    V hr = m.mul(half, r0);
+    V hl = two_product_error(m, half, r0, hr);
+    m.drop(r0);
+    m.drop(half);
+    V q = m.mul(hr, e);
+    q = m.mul(q, t);
+    m.drop(t);
+    q = m.fma(hl, e, q);
+    m.drop(hl);
+    V neg = fma_exact(m, hr, e, q);
+    m.drop(hr);
+    m.drop(e);
+    m.drop(q);
+    neg = m.mul(neg, m.c(0x1p-64f));    // exact, or the one rounding into the denormal range
+    V positive = m.cmp(m.c(0.0f), x, kCmpLt);
+    return m.blend(positive, pos, neg);
+}
+
+// The rounding error of p = round(a*b), both variable: fma, or Dekker's product.
+template <class M, class V>
+V two_product_error(M& m, const V& a, const V& b, const V& p) {
+    if (m.fused_fma()) {
+        V np = m.xor_(p, m.cb(kSignBit));
+        return m.fma(a, b, np);
+    }
+    V ah = m.mul(a, m.c(4097.0f));
+    V t = m.sub(ah, a);
+    ah = m.sub(ah, t);
+    V al = m.sub(a, ah);
+    V bh = m.mul(b, m.c(4097.0f));
+    t = m.sub(bh, b);
+    bh = m.sub(bh, t);
+    V bl = m.sub(b, bh);
+    V err = m.mul(ah, bh);
+    err = m.sub(err, p);
+    t = m.mul(ah, bl);
+    err = m.add(err, t);
+    t = m.mul(al, bh);
+    err = m.add(err, t);
+    t = m.mul(al, bl);
+    return m.add(err, t);
+}
+
+// GELU(tanh) = x/2 (1 + tanh(u)) = x * sigmoid(v), v = 2u = c1 x + c2 x^3. v is carried in
+// two parts and the sigmoid corrected by s(1-s) v_lo: for negative x the sigmoid amplifies
+// the error of v by |v|, which a single float would not survive.
+template <class M, class V>
+V math_gelu_tanh(M& m, const V& x) {
+    const float c1h = 1.59576916694641113281f, c1l = -4.534068032135963e-8f;     // 2 sqrt(2/pi)
+    const float c2h = 0.07135481387376785278f, c2l = 2.3988323966106506e-9f;        // c1 * 0.044715
+    V p1 = m.mul(x, m.c(c1h));
+    V lo = product_error(m, x, c1h, p1);
+    lo = m.fma(x, m.c(c1l), lo);
+    V x2 = m.mul(x, x);
+    V x2l = square_error(m, x, x2);
+    V x3 = m.mul(x2, x);
+    V e3 = two_product_error(m, x2, x, x3);
+    m.drop(x2);
+    e3 = m.fma(x2l, x, e3);                  // x^3 = x3 + e3
+    m.drop(x2l);
+    V p2 = m.mul(x3, m.c(c2h));
+    V e2 = product_error(m, x3, c2h, p2);
+    V t = m.mul(x3, m.c(c2l));
+    m.drop(x3);
+    e2 = m.add(e2, t);
+    e2 = m.fma(e3, m.c(c2h), e2);
+    m.drop(e3);
+    lo = m.add(lo, e2);
+    m.drop(e2);
+    V v = m.add(p1, p2);                     // two-sum of the leading parts
+    V bb = m.sub(v, p1);
+    t = m.sub(v, bb);
+    t = m.sub(p1, t);
+    m.drop(p1);
+    V u = m.sub(p2, bb);
+    m.drop(p2);
+    m.drop(bb);
+    t = m.add(t, u);
+    m.drop(u);
+    lo = m.add(lo, t);
+    t = math_abs(m, v);
+    V keep = m.cmp(t, m.c(128.0f), kCmpLt);  // saturated (or overflowed) v needs no correction
+    m.drop(t);
+    lo = m.and_(keep, lo);
+    m.drop(keep);
+    // sigmoid(v) as in math_sigmoid, but for v < 0 carried as e/(1+e) 2^64 (see kTailScale).
+    t = math_abs(m, v);
+    t = m.or_(t, m.cb(kSignBit));
+    V e = math_exp(m, static_cast<V&&>(t), kTailScale);
+    V d = m.mul(e, m.c(0x1p-64f));
+    d = m.add(m.c(1.0f), d);
+    V negative = m.cmp(v, m.c(0.0f), kCmpLt);
+    m.drop(v);
+    V s = m.blend(negative, e, m.c(1.0f));
+    m.drop(e);
+    s = m.div(s, d);
+    m.drop(d);
+    V scale = m.blend(negative, m.c(0x1p-64f), m.c(1.0f));
+    m.drop(negative);
+    t = m.mul(s, scale);                     // the unscaled sigmoid, for 1 - s
+    t = m.sub(m.c(1.0f), t);
+    t = m.mul(t, lo);                        // s (1 + (1 - s) lo): the low part of v
+    m.drop(lo);
+    s = m.fma(s, t, s);
+    m.drop(t);
+    s = m.mul(x, s);
+    return m.mul(s, scale);
+}
+
+// expm1 = exp(x)-1, with Kahan's (u-1)*x/log(u) for |x| < 0.5 against cancellation.
+template <class M, class V>
+V math_expm1(M& m, const V& x) {
+    V u = math_exp(m, x);
+    V d = m.sub(u, m.c(1.0f));
+    V l = math_log(m, u);
+    V precise = m.mul(d, x);
+    precise = m.div(precise, l);
+    m.drop(l);
+    V mask = m.cmp(u, m.c(1.0f), kCmpEq);
+    m.drop(u);
+    precise = m.blend(mask, x, precise);
+    V ax = math_abs(m, x);
+    mask = m.cmp(ax, m.c(0.5f), kCmpLt);
+    m.drop(ax);
+    return m.blend(mask, precise, d);
+}
+
+// softplus = max(x,0) + log1p(exp(-|x|)), log1p by Goldberg's log(u)*e/(u-1).
+template <class M, class V>
+V math_softplus(M& m, const V& x) {
+    V t = math_abs(m, x);
+    t = m.or_(t, m.cb(kSignBit));
+    V e = math_exp(m, static_cast<V&&>(t));
+    V u = m.add(m.c(1.0f), e);
+    V d = m.sub(u, m.c(1.0f));
+    V l = math_log(m, static_cast<V&&>(u));
+    V q = m.div(e, d);
+    l = m.mul(l, q);
+    m.drop(q);
+    V mask = m.cmp(d, m.c(0.0f), kCmpEq);
+    m.drop(d);
+    l = m.blend(mask, e, l);
+    m.drop(mask);
+    m.drop(e);
+    V mx = m.max(m.c(0.0f), x);
+    return m.add(mx, l);
+}
+
+// mish = x tanh(softplus(x)) = x n/(n+2), n = e(e+2), e = exp(min(x, 20)).
+template <class M, class V>
+V math_mish(M& m, const V& x) {
+    V t = m.min(m.c(20.0f), x);
+    V e = math_exp(m, static_cast<V&&>(t));
+    V n = m.add(e, m.c(2.0f));
+    n = m.mul(e, n);
+    m.drop(e);
+    V d = m.add(n, m.c(2.0f));
+    n = m.div(n, d);
+    m.drop(d);
+    return m.mul(x, n);
+}
+
+template <class M, class V>
+V math_pow(M& m, const V& a, const V& b) {
+    V l = math_abs(m, a);
+    l = math_log(m, static_cast<V&&>(l));
+    l = m.mul(b, l);
+    V r = math_exp(m, static_cast<V&&>(l));
+    V t = m.round(b, kRoundTrunc);
+    V is_int = m.cmp(t, b, kCmpEq);
+    V half = m.mul(b, m.c(0.5f));
+    t = m.round(half, kRoundTrunc);
+    V odd = m.cmp(t, half, kCmpEq);
+    m.drop(t);
+    m.drop(half);
+    odd = m.andnot(odd, is_int);
+    V s = m.and_(a, m.cb(kSignBit));
+    s = m.and_(odd, s);
+    m.drop(odd);
+    r = m.xor_(r, s);                                    // (-a)^odd < 0
+    m.drop(s);
+    V neg = m.cmp(a, m.c(0.0f), kCmpLt);
+    neg = m.andnot(is_int, neg);
+    m.drop(is_int);
+    r = m.blend(neg, m.cb(0x7fc00000u), r);              // (-a)^fraction = NaN
+    m.drop(neg);
+    V zero = m.cmp(b, m.c(0.0f), kCmpEq);
+    return m.blend(zero, m.c(1.0f), r);                  // x^0 = 1
+}
+
+template <class M, class V>
+V math_power_static(M& m, const V& x, float p) {
+    if (p == 0.0f) return m.c(1.0f);
+    if (p == 0.5f) return m.sqrt(x);
+    if (p == -0.5f) {
+        V s = m.sqrt(x);
+        return m.div(m.c(1.0f), s);
+    }
+    float ap = p < 0 ? -p : p;
+    if (ap <= 64.0f && ap == (float)(int)ap) {
+        int n = (int)ap;
+        V result = x;  // square and multiply, highest bit first
+        int top = 0;
+        while ((n >> (top + 1)) != 0) ++top;
+        for (int bit = top - 1; bit >= 0; --bit) {
+            result = m.mul(result, result);
+            if ((n >> bit) & 1) result = m.mul(result, x);
+        }
+        if (p < 0) result = m.div(m.c(1.0f), result);
+        return result;
+    }
+    return math_pow(m, x, m.c(p));
+}
+
+template <class M, class V>
+V one_if(M& m, const V& mask) { return m.and_(mask, m.c(1.0f)); }
+
+// One operation, the single definition shared by the interpreter and every emitter.
+template <class M, class V>
+V eval_op(M& m, SnippetOp op, const V* a, float alpha, float beta) {
+    switch (op) {
+        case SnippetOp::Add: return m.add(a[0], a[1]);
+        case SnippetOp::Sub: return m.sub(a[0], a[1]);
+        case SnippetOp::Mul: return m.mul(a[0], a[1]);
+        case SnippetOp::Div: return m.div(a[0], a[1]);
+        case SnippetOp::Max: return m.max(a[0], a[1]);
+        case SnippetOp::Min: return m.min(a[0], a[1]);
+        case SnippetOp::Pow: return math_pow(m, a[0], a[1]);
+        case SnippetOp::PowerStatic: return math_power_static(m, a[0], alpha);
+        case SnippetOp::Sqrt: return m.sqrt(a[0]);
+        case SnippetOp::Reciprocal: return m.div(m.c(1.0f), a[0]);
+        case SnippetOp::Abs: return math_abs(m, a[0]);
+        case SnippetOp::Neg: return m.xor_(a[0], m.cb(kSignBit));
+        case SnippetOp::Exp: return math_exp(m, a[0]);
+        case SnippetOp::Log: return math_log(m, a[0]);
+        case SnippetOp::Tanh: return math_tanh(m, a[0]);
+        case SnippetOp::Sigmoid: return math_sigmoid(m, a[0]);
+        case SnippetOp::Relu: return m.max(m.c(0.0f), a[0]);
+        case SnippetOp::Clip: return m.min(m.c(beta), m.max(m.c(alpha), a[0]));
+        case SnippetOp::Elu: case SnippetOp::Selu: {
+            V neg = math_expm1(m, a[0]);
+            neg = m.mul(neg, m.c(alpha));
+            V mask = m.cmp(a[0], m.c(0.0f), kCmpNle);
+            V r = m.blend(mask, a[0], neg);
+            if (op == SnippetOp::Elu) return r;
+            m.drop(mask);
+            m.drop(neg);
+            return m.mul(r, m.c(beta));
+        }
+        case SnippetOp::Erf: return math_erf(m, a[0]);
+        case SnippetOp::GeluErf: return math_gelu_erf(m, a[0]);
+        case SnippetOp::GeluTanh: return math_gelu_tanh(m, a[0]);
+        case SnippetOp::HardSigmoid:
+            return m.max(m.c(0.0f), m.min(m.c(1.0f), m.fma(a[0], m.c(alpha), m.c(beta))));
+        case SnippetOp::HardSwish: {  // x * clamp(x+3, 0, 6) / 6: no cancellation near -3
+            V t = m.add(a[0], m.c(3.0f));
+            t = m.max(m.c(0.0f), t);
+            t = m.min(m.c(6.0f), t);
+            t = m.mul(a[0], t);
+            return m.div(t, m.c(6.0f));
+        }
+        case SnippetOp::LeakyRelu:
+            return m.blend(m.cmp(a[0], m.c(0.0f), kCmpLt), m.mul(a[0], m.c(alpha)), a[0]);
+        case SnippetOp::PRelu:
+            return m.blend(m.cmp(a[0], m.c(0.0f), kCmpLt), m.mul(a[0], a[1]), a[0]);
+        case SnippetOp::Softplus: return math_softplus(m, a[0]);
+        case SnippetOp::Softsign: return m.div(a[0], m.add(m.c(1.0f), math_abs(m, a[0])));
+        case SnippetOp::Swish: return m.mul(a[0], math_sigmoid(m, m.mul(a[0], m.c(alpha))));
+        case SnippetOp::Mish: return math_mish(m, a[0]);
+        case SnippetOp::Floor: return m.round(a[0], kRoundFloor);
+        case SnippetOp::Ceil: return m.round(a[0], kRoundCeil);
+        case SnippetOp::Round: return m.round(a[0], kRoundNearest);
+        case SnippetOp::Sign:
+            return m.sub(one_if(m, m.cmp(m.c(0.0f), a[0], kCmpLt)), one_if(m, m.cmp(a[0], m.c(0.0f), kCmpLt)));
+        case SnippetOp::Equal: return one_if(m, m.cmp(a[0], a[1], kCmpEq));
+        case SnippetOp::Greater: return one_if(m, m.cmp(a[1], a[0], kCmpLt));
+        case SnippetOp::Less: return one_if(m, m.cmp(a[0], a[1], kCmpLt));
+        case SnippetOp::GreaterOrEqual: return one_if(m, m.cmp(a[1], a[0], kCmpLe));
+        case SnippetOp::LessOrEqual: return one_if(m, m.cmp(a[0], a[1], kCmpLe));
+        case SnippetOp::Select: return m.blend(m.cmp(a[0], m.c(0.0f), kCmpNeq), a[1], a[2]);
+        case SnippetOp::Parameter: case SnippetOp::Scalar: case SnippetOp::Count: break;
+    }
+    TESSEL_ASSERT(false && "eval_op: not a computing operation");
+    return a[0];
+}
+
+}  // namespace detail
+
+// >>targets implementation
+const char* isa_name(Isa isa) {
+    switch (isa) {
+        case Isa::Ref: return "ref";
+        case Isa::Sse41: return "sse41";
+        case Isa::Avx2: return "avx2";
+        case Isa::Avx512: return "avx512";
+        case Isa::Auto: return "auto";
+    }
+    return "unknown";
+}
+
+Status parse_isa(StringView name, Isa* isa) {
+    const Isa all[] = {Isa::Ref, Isa::Sse41, Isa::Avx2, Isa::Avx512};
+    for (Isa i : all)
+        if (name == StringView(isa_name(i))) { *isa = i; return Status::Ok; }
+    return Status::NotFound;
+}
+
+bool isa_available(Isa isa) {
+    if (isa == Isa::Ref) return true;
+#if defined(TESSEL_NO_JIT) || !(defined(__x86_64__) || defined(_M_X64))
+    return false;
+#else
+    __builtin_cpu_init();
+    switch (isa) {
+        case Isa::Sse41: return __builtin_cpu_supports("sse4.1");
+        case Isa::Avx2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+        case Isa::Avx512: return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+        default: return false;
+    }
+#endif
+}
+
+Isa best_isa() {
+    if (isa_available(Isa::Avx512)) return Isa::Avx512;
+    if (isa_available(Isa::Avx2)) return Isa::Avx2;
+    if (isa_available(Isa::Sse41)) return Isa::Sse41;
+    return Isa::Ref;
+}
+
+Isa default_isa() {
+    const char* env = std::getenv("TESSEL_ISA");
+    Isa isa;
+    if (env && parse_isa(StringView(env), &isa) == Status::Ok && isa_available(isa)) return isa;
+    return best_isa();
+}
+
+uint32_t isa_vector_floats(Isa isa) {
+    switch (isa) {
+        case Isa::Sse41: return 4;
+        case Isa::Avx2: return 8;
+        case Isa::Avx512: return 16;
+        default: return 1;
+    }
+}
+
+bool isa_uses_fma(Isa isa) { return isa != Isa::Sse41; }
+
+// >>operations implementation
+namespace detail {
+struct OpInfo { const char* name; uint8_t arity; uint16_t ulp_fma, ulp_no_fma; };
+// ULP bounds: the measured maxima of the accuracy sweeps in test/test_snippets.cpp, rounded
+// up, with FMA (Ref, Avx2, Avx512) and without (Sse41). 0 means exact.
+inline const OpInfo& op_info(SnippetOp op) {
+    static const OpInfo table[] = {
+        {"Parameter", 0, 0, 0}, {"Scalar", 0, 0, 0},
+        {"Add", 2, 0, 0}, {"Sub", 2, 0, 0}, {"Mul", 2, 0, 0}, {"Div", 2, 0, 0}, {"Max", 2, 0, 0},
+        {"Min", 2, 0, 0}, {"Pow", 2, 0xffff, 0xffff}, {"PowerStatic", 1, 0xffff, 0xffff},
+        {"Sqrt", 1, 0, 0}, {"Reciprocal", 1, 0, 0}, {"Abs", 1, 0, 0}, {"Neg", 1, 0, 0},
+        {"Exp", 1, 1, 1}, {"Log", 1, 1, 1}, {"Tanh", 1, 2, 2}, {"Sigmoid", 1, 3, 3}, {"Relu", 1, 0, 0},
+        {"Clip", 1, 0, 0}, {"Elu", 1, 3, 3}, {"Selu", 1, 4, 4}, {"Erf", 1, 2, 2},
+        {"GeluErf", 1, 4, 4}, {"GeluTanh", 1, 4, 4}, {"HardSigmoid", 1, 1, 16384}, {"HardSwish", 1, 2, 2},
+        {"LeakyRelu", 1, 0, 0}, {"PRelu", 2, 0, 0}, {"Softplus", 1, 3, 3}, {"Softsign", 1, 2, 2},
+        {"Swish", 1, 4, 4}, {"Mish", 1, 5, 5}, {"Floor", 1, 0, 0}, {"Ceil", 1, 0, 0}, {"Round", 1, 0, 0},
+        {"Sign", 1, 0, 0}, {"Equal", 2, 0, 0}, {"Greater", 2, 0, 0}, {"Less", 2, 0, 0},
+        {"GreaterOrEqual", 2, 0, 0}, {"LessOrEqual", 2, 0, 0}, {"Select", 3, 0, 0},
+    };
+    static_assert(sizeof table / sizeof table[0] == (size_t)SnippetOp::Count, "op table");
+    return table[(int)op];
+}
+}  // namespace detail
+
+const char* snippet_op_name(SnippetOp op) {
+    return (int)op < (int)SnippetOp::Count ? detail::op_info(op).name : "Unknown";
+}
+uint32_t snippet_op_arity(SnippetOp op) {
+    return (int)op < (int)SnippetOp::Count ? detail::op_info(op).arity : 0;
+}
+uint32_t snippet_op_ulp_bound(SnippetOp op, bool fma) {
+    if ((int)op >= (int)SnippetOp::Count) return 0;
+    return fma ? detail::op_info(op).ulp_fma : detail::op_info(op).ulp_no_fma;
+}
+
+Status snippet_op_from_name(StringView name, SnippetOp* op) {
+    struct Alias { const char* name; SnippetOp op; };
+    static const Alias aliases[] = {
+        {"Gelu", SnippetOp::GeluErf}, {"GeluTanh", SnippetOp::GeluTanh},
+        {"SiLU", SnippetOp::Swish}, {"Silu", SnippetOp::Swish}, {"Clamp", SnippetOp::Clip},
+        {"Where", SnippetOp::Select}, {"Multiply", SnippetOp::Mul}, {"Subtract", SnippetOp::Sub},
+        {"Divide", SnippetOp::Div}, {"Maximum", SnippetOp::Max}, {"Minimum", SnippetOp::Min},
+        {"Power", SnippetOp::Pow},
+    };
+    for (const Alias& a : aliases)
+        if (name == StringView(a.name)) { *op = a.op; return Status::Ok; }
+    for (int i = (int)SnippetOp::Add; i < (int)SnippetOp::Count; ++i) {
+        if ((SnippetOp)i == SnippetOp::PowerStatic) continue;  // a lowering result, not a graph op
+        if (name == StringView(detail::op_info((SnippetOp)i).name)) { *op = (SnippetOp)i; return Status::Ok; }
+    }
+    return Status::NotFound;
+}
+
+void snippet_op_default_attributes(SnippetOp op, float* alpha, float* beta) {
+    *alpha = 0; *beta = 0;
+    switch (op) {
+        case SnippetOp::Elu: *alpha = 1.0f; break;
+        case SnippetOp::Selu: *alpha = 1.67326319217681884765625f; *beta = 1.05070102214813232421875f; break;
+        case SnippetOp::HardSigmoid: *alpha = 0.2f; *beta = 0.5f; break;
+        case SnippetOp::HardSwish: *alpha = 1.0f / 6.0f; *beta = 0.5f; break;
+        case SnippetOp::LeakyRelu: *alpha = 0.01f; break;
+        case SnippetOp::Swish: *alpha = 1.0f; break;
+        case SnippetOp::Clip: *alpha = -INFINITY; *beta = INFINITY; break;
+        case SnippetOp::PowerStatic: *alpha = 1.0f; break;
+        default: break;
+    }
+}
+
+// >>body implementation
+SnippetBody::SnippetBody(Arena* arena) : arena_(arena) {}
+
+Status SnippetBody::fail(Status status, const char* message) const {
+    std::snprintf(error_, sizeof error_, "%s", message);
+    return status;
+}
+
+Status SnippetBody::push(const SnippetInstruction& instruction, ValueId* out) {
+    if (count_ >= 65535) return fail(Status::LimitExceeded, "body: more than 65535 instructions");
+    if (count_ == capacity_) {
+        uint32_t capacity = capacity_ ? capacity_ * 2 : 16;
+        SnippetInstruction* grown = arena_->allocate_array<SnippetInstruction>(capacity);
+        if (!grown) return fail(Status::OutOfMemory, "body: arena exhausted");
+        for (uint32_t i = 0; i < count_; ++i) grown[i] = instructions_[i];
+        instructions_ = grown;
+        capacity_ = capacity;
+    }
+    instructions_[count_] = instruction;
+    if (out) *out = count_;
+    ++count_;
+    return Status::Ok;
+}
+
+Status SnippetBody::parameter(Span<const int64_t> shape, ValueId* out) {
+    if (shape.size > (size_t)kSnippetMaxRank) return fail(Status::LimitExceeded, "parameter: rank above 6");
+    SnippetInstruction in;
+    in.op = SnippetOp::Parameter;
+    in.index = parameter_count_;
+    in.shape.rank = (uint8_t)shape.size;
+    for (size_t i = 0; i < shape.size; ++i) {
+        if (shape[i] < 0) return fail(Status::InvalidArgument, "parameter: negative dimension");
+        in.shape.dims[i] = shape[i];
+    }
+    Status s = push(in, out);
+    if (s == Status::Ok) ++parameter_count_;
+    return s;
+}
+
+Status SnippetBody::scalar(float value, ValueId* out) {
+    SnippetInstruction in;
+    in.op = SnippetOp::Scalar;
+    in.alpha = value;
+    return push(in, out);
+}
+
+Status SnippetBody::unary(SnippetOp op, ValueId x, ValueId* out) {
+    float alpha, beta;
+    snippet_op_default_attributes(op, &alpha, &beta);
+    return add(op, Span<const ValueId>(&x, 1), alpha, beta, out);
+}
+Status SnippetBody::unary(SnippetOp op, ValueId x, float alpha, float beta, ValueId* out) {
+    return add(op, Span<const ValueId>(&x, 1), alpha, beta, out);
+}
+Status SnippetBody::binary(SnippetOp op, ValueId a, ValueId b, ValueId* out) {
+    ValueId args[] = {a, b};
+    return add(op, args, 0, 0, out);
+}
+Status SnippetBody::select(ValueId condition, ValueId a, ValueId b, ValueId* out) {
+    ValueId args[] = {condition, a, b};
+    return add(SnippetOp::Select, args, 0, 0, out);
+}
+
+Status SnippetBody::add(SnippetOp op, Span<const ValueId> args, float alpha, float beta, ValueId* out) {
+    if ((int)op <= (int)SnippetOp::Scalar || (int)op >= (int)SnippetOp::Count)
+        return fail(Status::InvalidArgument, "add: not a computing operation (use parameter/scalar)");
+    if (args.size != snippet_op_arity(op)) return fail(Status::InvalidArgument, "add: wrong number of inputs");
+    if (alpha != alpha || beta != beta) return fail(Status::InvalidArgument, "add: NaN attribute");
+    SnippetInstruction in;
+    in.op = op;
+    in.arity = (uint8_t)args.size;
+    in.alpha = alpha;
+    in.beta = beta;
+    for (size_t i = 0; i < args.size; ++i) {
+        if (args[i] >= count_) return fail(Status::InvalidArgument, "add: unknown input value");
+        in.args[i] = args[i];
+        if (!detail::broadcast_shapes(in.shape, instructions_[args[i]].shape, &in.shape))
+            return fail(Status::InvalidArgument, "add: input shapes do not broadcast");
+    }
+    return push(in, out);
+}
+
+Status SnippetBody::result(ValueId value) {
+    if (value >= count_) return fail(Status::InvalidArgument, "result: unknown value");
+    if (result_count_ == result_capacity_) {
+        uint32_t capacity = result_capacity_ ? result_capacity_ * 2 : 4;
+        ValueId* grown = arena_->allocate_array<ValueId>(capacity);
+        if (!grown) return fail(Status::OutOfMemory, "body: arena exhausted");
+        for (uint32_t i = 0; i < result_count_; ++i) grown[i] = results_[i];
+        results_ = grown;
+        result_capacity_ = capacity;
+    }
+    results_[result_count_++] = value;
+    return Status::Ok;
+}
+
+uint64_t SnippetBody::hash() const {
+    uint64_t h = 1469598103934665603ull;
+    for (uint32_t i = 0; i < count_; ++i) {
+        const SnippetInstruction& in = instructions_[i];
+        h = detail::fnv(h, &in.op, 1);
+        h = detail::fnv(h, in.args, sizeof in.args);
+        h = detail::fnv(h, &in.alpha, 4);
+        h = detail::fnv(h, &in.beta, 4);
+        h = detail::fnv(h, &in.shape.rank, 1);
+        h = detail::fnv(h, in.shape.dims, sizeof in.shape.dims);
+    }
+    return detail::fnv(h, results_, result_count_ * sizeof(ValueId));
+}
+
+// >>lowering
+namespace detail {
+
+enum class LirKind : uint8_t { Load, BroadcastMove, BroadcastLoad, Constant, Compute, Store, StoreScalar };
+
+// One lowered instruction; it defines value `its index` unless it is a store.
+struct Lir {
+    LirKind kind = LirKind::Compute;
+    SnippetOp op = SnippetOp::Add;
+    uint8_t arity = 0;
+    uint32_t index = 0;            // Load/Store: argument index; Constant: data-section slot
+    uint32_t args[3] = {0, 0, 0};
+    float alpha = 0, beta = 0;     // Constant: alpha is the value
+    int16_t reg = -1;              // vector register of the value
+    int32_t slot = -1;             // spill slot of the value
+    bool hoisted = false;          // BroadcastLoad kept in its register for a whole row
+    bool lane0 = false;            // Load of a row-broadcast parameter: one float, for a BroadcastMove
+    uint32_t last_use = 0;
+};
+static_assert(sizeof(Lir) >= 40, "cache key layout");
+
+struct Program {
+    Lir* code = nullptr;
+    uint32_t count = 0;
+    uint32_t constants[256];       // data-section slots (float bits)
+    uint32_t constant_count = 0;
+    uint32_t spill_slots = 0;
+    uint32_t registers_used = 0;
+    uint32_t spilled = 0;
+};
+
+// Vector registers kept out of allocation for the emitters' temporaries (the deepest
+// approximation, expm1 inside Elu, peaks at 9 live temporaries).
+constexpr uint32_t kScratchRegisters = 10;
+
+inline bool defines_value(LirKind k) { return k != LirKind::Store && k != LirKind::StoreScalar; }
+inline bool needs_register(LirKind k) { return defines_value(k) && k != LirKind::Constant; }
+
+// Rebuilds a program through a filter: `keep` decides, `remap` renumbers arguments.
+struct Rebuild {
+    Lir* out;
+    uint32_t count = 0;
+    uint32_t* remap;
+};
+
+// Parameter -> Load, Scalar -> Constant (value in alpha), Result -> Store / StoreScalar.
+inline Status insert_load_store(const SnippetBody& body, const bool* result_inner_broadcast, Arena* arena, Program* p) {
+    uint32_t n = body.size() + body.result_count();
+    p->code = arena->allocate_array<Lir>(n * 2 + 1);  // room for broadcast moves
+    if (!p->code) return Status::OutOfMemory;
+    for (uint32_t i = 0; i < body.size(); ++i) {
+        const SnippetInstruction& in = body.instruction(i);
+        Lir l;
+        l.op = in.op;
+        l.arity = in.arity;
+        l.alpha = in.alpha;
+        l.beta = in.beta;
+        for (int a = 0; a < 3; ++a) l.args[a] = in.args[a];
+        if (in.op == SnippetOp::Parameter) { l.kind = LirKind::Load; l.index = in.index; }
+        else if (in.op == SnippetOp::Scalar) l.kind = LirKind::Constant;
+        else l.kind = LirKind::Compute;
+        p->code[p->count++] = l;
+    }
+    for (uint32_t r = 0; r < body.result_count(); ++r) {
+        Lir l;
+        l.kind = result_inner_broadcast[r] ? LirKind::StoreScalar : LirKind::Store;
+        l.arity = 1;
+        l.args[0] = body.result_value(r);
+        l.index = body.parameter_count() + r;
+        p->code[p->count++] = l;
+    }
+    return Status::Ok;
+}
+
+// Pow whose exponent is a scalar constant becomes PowerStatic (the exponent in alpha).
+inline void power_static(Program* p) {
+    for (uint32_t i = 0; i < p->count; ++i) {
+        Lir& l = p->code[i];
+        if (l.kind == LirKind::Compute && l.op == SnippetOp::Pow && p->code[l.args[1]].kind == LirKind::Constant) {
+            l.op = SnippetOp::PowerStatic;
+            l.alpha = p->code[l.args[1]].alpha;
+            l.arity = 1;
+        }
+    }
+}
+
+// Generic renumbering copy used by the passes that insert or remove instructions.
+inline void renumber(Program* p, Lir* out, uint32_t count, uint32_t* remap) {
+    for (uint32_t i = 0; i < count; ++i)
+        for (int a = 0; a < out[i].arity; ++a) out[i].args[a] = remap[out[i].args[a]];
+    p->code = out;
+    p->count = count;
+}
+
+// A parameter that is broadcast along the row gets an explicit BroadcastMove after its Load.
+inline Status insert_broadcast_move(Program* p, const bool* inner_broadcast, Arena* arena) {
+    Lir* out = arena->allocate_array<Lir>(p->count * 2 + 1);
+    uint32_t* remap = arena->allocate_array<uint32_t>(p->count + 1);
+    if (!out || !remap) return Status::OutOfMemory;
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < p->count; ++i) {
+        out[n] = p->code[i];
+        remap[i] = n++;
+        if (p->code[i].kind == LirKind::Load && inner_broadcast[p->code[i].index]) {
+            out[n - 1].lane0 = true;
+            Lir move;
+            move.kind = LirKind::BroadcastMove;
+            move.arity = 1;
+            move.args[0] = i;     // renumbered below like every argument
+            out[n] = move;
+            remap[i] = n++;       // users now read the broadcast value
+        }
+    }
+    // The move itself must read the load, not itself: fix after renumbering.
+    renumber(p, out, n, remap);
+    for (uint32_t i = 0; i < n; ++i)
+        if (out[i].kind == LirKind::BroadcastMove) out[i].args[0] = i - 1;
+    return Status::Ok;
+}
+
+// Load immediately followed by its BroadcastMove becomes one BroadcastLoad.
+inline Status fuse_broadcast_load(Program* p, Arena* arena) {
+    Lir* out = arena->allocate_array<Lir>(p->count + 1);
+    uint32_t* remap = arena->allocate_array<uint32_t>(p->count + 1);
+    if (!out || !remap) return Status::OutOfMemory;
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < p->count; ++i) {
+        const Lir& l = p->code[i];
+        if (l.kind == LirKind::Load && i + 1 < p->count && p->code[i + 1].kind == LirKind::BroadcastMove &&
+            p->code[i + 1].args[0] == i) {
+            out[n] = l;
+            out[n].kind = LirKind::BroadcastLoad;
+            out[n].lane0 = false;
+            remap[i] = remap[i + 1] = n++;
+            ++i;
+            continue;
+        }
+        out[n] = l;
+        remap[i] = n++;
+    }
+    renumber(p, out, n, remap);
+    return Status::Ok;
+}
+
+// Scalars get a slot in the data section (deduplicated by bits).
+inline Status scalars_to_data_section(Program* p) {
+    for (uint32_t i = 0; i < p->count; ++i) {
+        Lir& l = p->code[i];
+        if (l.kind != LirKind::Constant) continue;
+        uint32_t bits = float_bits(l.alpha), slot = 0;
+        while (slot < p->constant_count && p->constants[slot] != bits) ++slot;
+        if (slot == p->constant_count) {
+            if (p->constant_count == 256) return Status::LimitExceeded;
+            p->constants[p->constant_count++] = bits;
+        }
+        l.index = slot;
+    }
+    return Status::Ok;
+}
+
+// Drops instructions no store depends on; then puts each Load right before its first use and
+// keeps stores last, which shortens live ranges and keeps in-place runs correct (every load of
+// a tile happens before any store of it).
+inline Status eliminate_dead_code_and_schedule(Program* p, Arena* arena) {
+    uint32_t n = p->count;
+    bool* live = arena->allocate_array<bool>(n + 1);
+    bool* placed = arena->allocate_array<bool>(n + 1);
+    Lir* out = arena->allocate_array<Lir>(n + 1);
+    uint32_t* remap = arena->allocate_array<uint32_t>(n + 1);
+    if (!live || !placed || !out || !remap) return Status::OutOfMemory;
+    for (uint32_t i = 0; i < n; ++i) { live[i] = !defines_value(p->code[i].kind); placed[i] = false; }
+    for (uint32_t i = n; i-- > 0;)
+        if (live[i])
+            for (int a = 0; a < p->code[i].arity; ++a) live[p->code[i].args[a]] = true;
+    uint32_t m = 0;
+    auto place = [&](uint32_t i) { out[m] = p->code[i]; remap[i] = m++; placed[i] = true; };
+    for (uint32_t i = 0; i < n; ++i) {
+        const Lir& l = p->code[i];
+        if (!live[i] || placed[i]) continue;
+        if (l.kind == LirKind::Load || l.kind == LirKind::BroadcastLoad || l.kind == LirKind::Constant) continue;
+        for (int a = 0; a < l.arity; ++a) {
+            uint32_t src = l.args[a];
+            LirKind k = p->code[src].kind;
+            if (!placed[src] && (k == LirKind::Load || k == LirKind::BroadcastLoad || k == LirKind::Constant)) place(src);
+        }
+        place(i);
+    }
+    renumber(p, out, m, remap);
+    return Status::Ok;
+}
+
+// Linear scan over the SSA intervals [definition, last use]. When no register is free the
+// interval that ends last is spilled for its whole life (Poletto & Sarkar).
+inline Status allocate_registers(Program* p, uint32_t registers, Arena* arena) {
+    uint32_t n = p->count;
+    for (uint32_t i = 0; i < n; ++i) p->code[i].last_use = i;
+    for (uint32_t i = 0; i < n; ++i)
+        for (int a = 0; a < p->code[i].arity; ++a) p->code[p->code[i].args[a]].last_use = i;
+    int32_t* holder = arena->allocate_array<int32_t>(registers + 1);  // value in each register
+    if (!holder) return Status::OutOfMemory;
+    for (uint32_t r = 0; r < registers; ++r) holder[r] = -1;
+    bool used[64] = {};
+    // Row-invariant broadcasts are loaded once per row into registers of their own (the top
+    // ones) when they take at most half of the budget; the scan shares the rest.
+    uint32_t broadcasts = 0;
+    for (uint32_t i = 0; i < n; ++i) broadcasts += p->code[i].kind == LirKind::BroadcastLoad;
+    if (broadcasts && broadcasts * 2 <= registers) {
+        for (uint32_t i = 0; i < n; ++i) {
+            Lir& l = p->code[i];
+            if (l.kind != LirKind::BroadcastLoad) continue;
+            l.hoisted = true;
+            l.reg = (int16_t)--registers;
+            used[registers] = true;
+        }
+    }
+    for (uint32_t i = 0; i < n; ++i) {
+        Lir& l = p->code[i];
+        if (!needs_register(l.kind) || l.hoisted) continue;
+        int free_reg = -1;
+        for (uint32_t r = 0; r < registers; ++r) {
+            int32_t v = holder[r];
+            if (v < 0 || p->code[v].last_use <= i || p->code[v].reg != (int16_t)r) { free_reg = (int)r; break; }
+        }
+        if (free_reg < 0) {
+            uint32_t victim_reg = 0;
+            for (uint32_t r = 1; r < registers; ++r)
+                if (p->code[holder[r]].last_use > p->code[holder[victim_reg]].last_use) victim_reg = r;
+            Lir& victim = p->code[holder[victim_reg]];
+            if (victim.last_use > l.last_use) {
+                victim.reg = -1;
+                victim.slot = (int32_t)p->spill_slots++;
+                free_reg = (int)victim_reg;
+            } else {
+                l.slot = (int32_t)p->spill_slots++;
+            }
+            ++p->spilled;
+        }
+        if (free_reg >= 0) {
+            l.reg = (int16_t)free_reg;
+            holder[free_reg] = (int32_t)i;
+            used[free_reg] = true;
+        }
+    }
+    for (uint32_t r = 0; r < 64; ++r) p->registers_used += used[r];
+    return Status::Ok;
+}
+
+// Domain normalization: right-align every shape to 6D, drop unit domain dimensions, merge
+// neighbours on which every tensor is either full or broadcast alike. The last merged
+// dimension is the row the kernel walks.
+struct Domain {
+    uint32_t rank = 0;
+    int64_t dims[kSnippetMaxRank] = {};
+    int64_t strides[kSnippetMaxArgs][kSnippetMaxRank] = {};
+    uint64_t elements = 0;
+};
+
+inline bool normalize_domain(const SnippetShape* shapes, uint32_t tensors, const SnippetShape& domain_shape, Domain* d) {
+    int64_t dom[6], dims[kSnippetMaxArgs][6], stride[kSnippetMaxArgs][6];
+    for (int i = 0; i < 6; ++i) {
+        int k = domain_shape.rank - 6 + i;
+        dom[i] = k >= 0 ? domain_shape.dims[k] : 1;
+    }
+    for (uint32_t t = 0; t < tensors; ++t) {
+        for (int i = 0; i < 6; ++i) {
+            int k = shapes[t].rank - 6 + i;
+            dims[t][i] = k >= 0 ? shapes[t].dims[k] : 1;
+            if (dims[t][i] != dom[i] && dims[t][i] != 1) return false;
+        }
+        int64_t s = 1;
+        for (int i = 5; i >= 0; --i) { stride[t][i] = s; s *= dims[t][i]; }
+    }
+    d->elements = 1;
+    for (int i = 0; i < 6; ++i) d->elements *= (uint64_t)dom[i];
+    d->rank = 0;
+    int last = -1;
+    for (int i = 0; i < 6; ++i) {
+        if (dom[i] == 1) continue;
+        bool merge = last >= 0;
+        for (uint32_t t = 0; t < tensors && merge; ++t)
+            merge = (dims[t][last] == dom[last]) == (dims[t][i] == dom[i]);
+        if (merge) {
+            d->dims[d->rank - 1] *= dom[i];
+        } else {
+            d->dims[d->rank++] = dom[i];
+        }
+        for (uint32_t t = 0; t < tensors; ++t)
+            d->strides[t][d->rank - 1] = dims[t][i] == dom[i] ? stride[t][i] : 0;
+        last = i;
+    }
+    if (d->rank == 0) {  // a one-element domain
+        d->rank = 1;
+        d->dims[0] = 1;
+        for (uint32_t t = 0; t < tensors; ++t) d->strides[t][0] = 1;
+    }
+    return true;
+}
+
+}  // namespace detail
+
+// >>emitter
+#ifndef TESSEL_NO_JIT
+namespace detail {
+
+struct ErrorRecorder : public asmjit::ErrorHandler {
+    asmjit::Error first = asmjit::kErrorOk;
+    void handleError(asmjit::Error err, const char*, asmjit::BaseEmitter*) override {
+        if (first == asmjit::kErrorOk) first = err;
+    }
+};
+
+inline asmjit::JitRuntime& jit_runtime() {
+    static asmjit::JitRuntime runtime;
+    return runtime;
+}
+
+struct JitMath;
+
+// A value during emission: a vector register or a data-section constant. Registers taken from
+// the scratch pool are reference counted and return to it when the last handle dies.
+struct JV {
+    JitMath* m = nullptr;
+    int reg = -1;
+    int constant = -1;
+    JV() = default;
+    JV(JitMath* math, int r, int c);
+    JV(const JV& o) : m(o.m), reg(o.reg), constant(o.constant) { retain(); }
+    JV(JV&& o) noexcept : m(o.m), reg(o.reg), constant(o.constant) { o.m = nullptr; o.reg = -1; }
+    JV& operator=(const JV& o) {
+        if (this != &o) { JV copy(o); release(); m = copy.m; reg = copy.reg; constant = copy.constant; copy.m = nullptr; copy.reg = -1; }
+        return *this;
+    }
+    JV& operator=(JV&& o) noexcept {
+        if (this != &o) { release(); m = o.m; reg = o.reg; constant = o.constant; o.m = nullptr; o.reg = -1; }
+        return *this;
+    }
+    ~JV() { release(); }
+    void retain();
+    void release();
+};
+
+namespace x86 = asmjit::x86;
+using InstId = asmjit::InstId;
+
+struct JitMath {
+    x86::Assembler* a = nullptr;
+    Isa isa = Isa::Avx2;
+    uint32_t vec_bytes = 32;
+    asmjit::Label data;
+    uint32_t* constants = nullptr;   // Program's data section, grown by the emitters
+    uint32_t* constant_count = nullptr;
+    int refs[32] = {};
+    bool pool[32] = {};              // may hand out as a temporary
+    bool failed = false;             // out of constants or of scratch registers
+
+    x86::Vec vr(int r) const {
+        if (isa == Isa::Avx512) return x86::zmm((uint32_t)r);
+        if (isa == Isa::Avx2) return x86::ymm((uint32_t)r);
+        return x86::xmm((uint32_t)r);
+    }
+    x86::Mem cm(int slot) const { return x86::ptr(data, slot * 64, vec_bytes); }
+    asmjit::Operand op(const JV& v) const {
+        if (v.reg >= 0) return vr(v.reg);
+        return cm(v.constant);
+    }
+    int constant_slot(uint32_t bits) {
+        for (uint32_t i = 0; i < *constant_count; ++i)
+            if (constants[i] == bits) return (int)i;
+        if (*constant_count == 256) { failed = true; return 0; }
+        constants[*constant_count] = bits;
+        return (int)(*constant_count)++;
+    }
+    uint32_t peak = 0;               // most scratch registers in use at once
+    int alloc() {
+        for (int r = 0; r < 32; ++r)
+            if (pool[r] && refs[r] == 0) {
+                uint32_t busy = 1;
+                for (int q = 0; q < 32; ++q) busy += pool[q] && refs[q] > 0;
+                if (busy > peak) peak = busy;
+                return r;
+            }
+        failed = true;
+        return 31;
+    }
+    JV fresh() { return JV(this, alloc(), -1); }
+    void drop(JV& v) { v.release(); }
+    bool fused_fma() const { return isa != Isa::Sse41; }
+    JV c(float v) { return JV(this, -1, constant_slot(float_bits(v))); }
+    JV cb(uint32_t b) { return JV(this, -1, constant_slot(b)); }
+
+    void move(int d, const JV& v) {
+        if (v.reg == d) return;
+        a->emit(isa == Isa::Sse41 ? x86::Inst::kIdMovaps : x86::Inst::kIdVmovaps, vr(d), op(v));
+    }
+    JV in_reg(const JV& v) {
+        if (v.reg >= 0) return v;
+        JV d = fresh();
+        move(d.reg, v);
+        return d;
+    }
+    // d = a OP b, for SSE's destructive and VEX/EVEX three-operand forms.
+    JV bin(InstId sse, InstId vex, InstId evex, const JV& x, const JV& y, bool commutative) {
+        JV d = fresh();
+        if (isa == Isa::Sse41) {
+            move(d.reg, x);
+            a->emit(sse, vr(d.reg), op(y));
+        } else {
+            InstId id = isa == Isa::Avx512 ? evex : vex;
+            if (x.reg >= 0) a->emit(id, vr(d.reg), vr(x.reg), op(y));
+            else if (commutative && y.reg >= 0) a->emit(id, vr(d.reg), vr(y.reg), op(x));
+            else { move(d.reg, x); a->emit(id, vr(d.reg), vr(d.reg), op(y)); }
+        }
+        return d;
+    }
+    JV add(const JV& x, const JV& y) { return bin(x86::Inst::kIdAddps, x86::Inst::kIdVaddps, x86::Inst::kIdVaddps, x, y, true); }
+    JV sub(const JV& x, const JV& y) { return bin(x86::Inst::kIdSubps, x86::Inst::kIdVsubps, x86::Inst::kIdVsubps, x, y, false); }
+    JV mul(const JV& x, const JV& y) { return bin(x86::Inst::kIdMulps, x86::Inst::kIdVmulps, x86::Inst::kIdVmulps, x, y, true); }
+    JV div(const JV& x, const JV& y) { return bin(x86::Inst::kIdDivps, x86::Inst::kIdVdivps, x86::Inst::kIdVdivps, x, y, false); }
+    JV min(const JV& x, const JV& y) { return bin(x86::Inst::kIdMinps, x86::Inst::kIdVminps, x86::Inst::kIdVminps, x, y, false); }
+    JV max(const JV& x, const JV& y) { return bin(x86::Inst::kIdMaxps, x86::Inst::kIdVmaxps, x86::Inst::kIdVmaxps, x, y, false); }
+    JV and_(const JV& x, const JV& y) { return bin(x86::Inst::kIdAndps, x86::Inst::kIdVandps, x86::Inst::kIdVpandd, x, y, true); }
+    JV or_(const JV& x, const JV& y) { return bin(x86::Inst::kIdOrps, x86::Inst::kIdVorps, x86::Inst::kIdVpord, x, y, true); }
+    JV xor_(const JV& x, const JV& y) { return bin(x86::Inst::kIdXorps, x86::Inst::kIdVxorps, x86::Inst::kIdVpxord, x, y, true); }
+    JV andnot(const JV& x, const JV& y) { return bin(x86::Inst::kIdAndnps, x86::Inst::kIdVandnps, x86::Inst::kIdVpandnd, x, y, false); }
+    JV add_i(const JV& x, const JV& y) { return bin(x86::Inst::kIdPaddd, x86::Inst::kIdVpaddd, x86::Inst::kIdVpaddd, x, y, true); }
+    JV sub_i(const JV& x, const JV& y) { return bin(x86::Inst::kIdPsubd, x86::Inst::kIdVpsubd, x86::Inst::kIdVpsubd, x, y, false); }
+
+    JV unary(InstId sse, InstId vex, const JV& x) {
+        JV d = fresh();
+        a->emit(isa == Isa::Sse41 ? sse : vex, vr(d.reg), op(x));
+        return d;
+    }
+    JV sqrt(const JV& x) { return unary(x86::Inst::kIdSqrtps, x86::Inst::kIdVsqrtps, x); }
+    JV cvt_i(const JV& x) { return unary(x86::Inst::kIdCvtps2dq, x86::Inst::kIdVcvtps2dq, x); }
+    JV cvt_f(const JV& x) { return unary(x86::Inst::kIdCvtdq2ps, x86::Inst::kIdVcvtdq2ps, x); }
+    JV round(const JV& x, int mode) {
+        JV d = fresh();
+        asmjit::Imm imm(mode | 8);  // 8: no precision exception
+        if (isa == Isa::Sse41) a->emit(x86::Inst::kIdRoundps, vr(d.reg), op(x), imm);
+        else if (isa == Isa::Avx2) a->emit(x86::Inst::kIdVroundps, vr(d.reg), op(x), imm);
+        else a->emit(x86::Inst::kIdVrndscaleps, vr(d.reg), op(x), imm);
+        return d;
+    }
+    JV shift(InstId sse, InstId vex, const JV& x, int n) {
+        JV d = fresh();
+        if (isa == Isa::Sse41) { move(d.reg, x); a->emit(sse, vr(d.reg), asmjit::Imm(n)); }
+        else { JV s = in_reg(x); a->emit(vex, vr(d.reg), vr(s.reg), asmjit::Imm(n)); }
+        return d;
+    }
+    JV shl_i(const JV& x, int n) { return shift(x86::Inst::kIdPslld, x86::Inst::kIdVpslld, x, n); }
+    JV shr_i(const JV& x, int n) { return shift(x86::Inst::kIdPsrld, x86::Inst::kIdVpsrld, x, n); }
+    JV sra_i(const JV& x, int n) { return shift(x86::Inst::kIdPsrad, x86::Inst::kIdVpsrad, x, n); }
+
+    // x*y + z, fused on FMA targets; SSE rounds the product first like ScalarMath(fused=false).
+    JV fma_impl(const JV& x, const JV& y, const JV& z, bool negate) {
+        if (isa == Isa::Sse41) {
+            JV p = mul(x, y);
+            return negate ? sub(z, p) : add(p, z);
+        }
+        const JV* r = &y;
+        const JV* o = &x;
+        if (y.reg < 0) { r = &x; o = &y; }
+        JV mr = in_reg(*r);
+        JV d = fresh();
+        move(d.reg, *o);
+        a->emit(negate ? x86::Inst::kIdVfnmadd213ps : x86::Inst::kIdVfmadd213ps, vr(d.reg), vr(mr.reg), op(z));
+        return d;
+    }
+    JV fma(const JV& x, const JV& y, const JV& z) { return fma_impl(x, y, z, false); }
+    JV fnma(const JV& x, const JV& y, const JV& z) { return fma_impl(x, y, z, true); }
+
+    JV cmp(const JV& x, const JV& y, int predicate) {
+        if (isa != Isa::Avx512)
+            return bin3(x86::Inst::kIdCmpps, x86::Inst::kIdVcmpps, x, y, predicate);
+        JV xr = in_reg(x);
+        JV d = fresh();
+        a->emit(x86::Inst::kIdVcmpps, x86::k2, vr(xr.reg), op(y), asmjit::Imm(predicate));
+        a->k(x86::k2).z().emit(x86::Inst::kIdVmovaps, vr(d.reg), cm(constant_slot(0xffffffffu)));
+        return d;
+    }
+    JV bin3(InstId sse, InstId vex, const JV& x, const JV& y, int imm) {
+        JV d = fresh();
+        if (isa == Isa::Sse41) { move(d.reg, x); a->emit(sse, vr(d.reg), op(y), asmjit::Imm(imm)); }
+        else { JV xr = in_reg(x); a->emit(vex, vr(d.reg), vr(xr.reg), op(y), asmjit::Imm(imm)); }
+        return d;
+    }
+    // mask ? x : y
+    JV blend(const JV& mask, const JV& x, const JV& y) {
+        if (isa == Isa::Sse41) {
+            JV t = and_(mask, x);
+            JV u = andnot(mask, y);
+            return or_(t, u);
+        }
+        JV mr = in_reg(mask);
+        JV yr = in_reg(y);
+        JV d = fresh();
+        if (isa == Isa::Avx2) {
+            a->emit(x86::Inst::kIdVblendvps, vr(d.reg), vr(yr.reg), op(x), vr(mr.reg));
+        } else {
+            a->emit(x86::Inst::kIdVptestmd, x86::k2, vr(mr.reg), vr(mr.reg));
+            a->k(x86::k2).emit(x86::Inst::kIdVblendmps, vr(d.reg), vr(yr.reg), op(x));
+        }
+        return d;
+    }
+};
+
+inline JV::JV(JitMath* math, int r, int c) : m(math), reg(r), constant(c) { retain(); }
+inline void JV::retain() { if (m && reg >= 0) ++m->refs[reg]; }
+inline void JV::release() {
+    if (m && reg >= 0) --m->refs[reg];
+    m = nullptr;
+    reg = -1;
+}
+
+// The per-target jitter table: how each lowered kind becomes code. Compute kinds share one
+// jitter (eval_op over JitMath); memory kinds depend on the target and the tile.
+enum class Tile : uint8_t { Vector, Masked, Scalar };
+struct EmitContext;
+using Jitter = void (*)(EmitContext& e, uint32_t i, Tile tile);
+struct JitterTable { Jitter kinds[7]; };
+
+struct EmitContext {
+    JitMath m;
+    const Program* p = nullptr;
+    uint32_t vector_registers = 16;   // allocatable: [0, allocatable); the rest is scratch
+    uint32_t allocatable = 8;
+    x86::Gp args[kSnippetMaxArgs];
+    int32_t holder_until[32] = {};    // per register: last use of the value it holds
+    const JitterTable* table = nullptr;
+
+    x86::Mem row(uint32_t arg, uint32_t bytes) const { return x86::ptr(args[arg], x86::rax, 0, 0, bytes); }
+    x86::Mem slot(int32_t s) const { return x86::ptr(x86::rsp, s * 64, m.vec_bytes); }
+
+    // The value of instruction v as a JV (spilled values are reloaded into a temporary).
+    JV value(uint32_t v) {
+        const Lir& l = p->code[v];
+        if (l.kind == LirKind::Constant) return JV(&m, -1, (int)l.index);
+        if (l.reg >= 0) return JV(&m, l.reg, -1);
+        JV t = m.fresh();
+        m.a->emit(m.isa == Isa::Sse41 ? x86::Inst::kIdMovups : x86::Inst::kIdVmovups, m.vr(t.reg), slot(l.slot));
+        return t;
+    }
+    void define(uint32_t i, const JV& v) {
+        const Lir& l = p->code[i];
+        JV r = m.in_reg(v);
+        if (l.reg >= 0) m.move(l.reg, r);
+        else m.a->emit(m.isa == Isa::Sse41 ? x86::Inst::kIdMovups : x86::Inst::kIdVmovups, slot(l.slot), m.vr(r.reg));
+    }
+    // Scratch pool at instruction i: reserved registers plus allocatable ones whose value is
+    // dead; operands stay out because their last use is i.
+    void open_pool(uint32_t i) {
+        for (uint32_t r = 0; r < 32; ++r) {
+            m.pool[r] = r >= allocatable && r < vector_registers;
+            if (r < allocatable) m.pool[r] = holder_until[r] < (int32_t)i;
+        }
+    }
+    void defined(uint32_t i) {
+        const Lir& l = p->code[i];
+        if (l.reg >= 0) holder_until[l.reg] = (int32_t)l.last_use;
+    }
+};
+
+// Memory jitters, one per target and kind. SSE4.1: the tail is a scalar tile (movss);
+// AVX2: the tail masks with vmaskmovps (mask rows at [rdi + rcx*4]); AVX-512: with k1.
+inline void jit_load_sse41(EmitContext& e, uint32_t i, Tile tile) {
+    const Lir& l = e.p->code[i];
+    JV d = e.m.fresh();
+    if (l.lane0) e.m.a->movss(x86::xmm((uint32_t)d.reg), x86::ptr(e.args[l.index], 0, 4));
+    else if (tile == Tile::Scalar) e.m.a->movss(x86::xmm((uint32_t)d.reg), e.row(l.index, 4));
+    else e.m.a->movups(x86::xmm((uint32_t)d.reg), e.row(l.index, 16));
+    e.define(i, d);
+}
+inline void jit_load_avx2(EmitContext& e, uint32_t i, Tile tile) {
+    const Lir& l = e.p->code[i];
+    JV d = e.m.fresh();
+    if (l.lane0) {
+        e.m.a->vmovss(x86::xmm((uint32_t)d.reg), x86::ptr(e.args[l.index], 0, 4));
+    } else if (tile == Tile::Masked) {
+        JV mask = e.m.fresh();
+        e.m.a->vmovups(x86::ymm((uint32_t)mask.reg), x86::ptr(x86::rdi, x86::rcx, 2, 0, 32));
+        e.m.a->vmaskmovps(x86::ymm((uint32_t)d.reg), x86::ymm((uint32_t)mask.reg), e.row(l.index, 32));
+    } else {
+        e.m.a->vmovups(x86::ymm((uint32_t)d.reg), e.row(l.index, 32));
+    }
+    e.define(i, d);
+}
+inline void jit_load_avx512(EmitContext& e, uint32_t i, Tile tile) {
+    const Lir& l = e.p->code[i];
+    JV d = e.m.fresh();
+    if (l.lane0) e.m.a->vmovss(x86::xmm((uint32_t)d.reg), x86::ptr(e.args[l.index], 0, 4));
+    else if (tile == Tile::Masked) e.m.a->k(x86::k1).z().vmovups(x86::zmm((uint32_t)d.reg), e.row(l.index, 64));
+    else e.m.a->vmovups(x86::zmm((uint32_t)d.reg), e.row(l.index, 64));
+    e.define(i, d);
+}
+
+inline void jit_broadcast_load_sse41(EmitContext& e, uint32_t i, Tile) {
+    JV d = e.m.fresh();
+    e.m.a->movss(x86::xmm((uint32_t)d.reg), x86::ptr(e.args[e.p->code[i].index], 0, 4));
+    e.m.a->shufps(x86::xmm((uint32_t)d.reg), x86::xmm((uint32_t)d.reg), 0);
+    e.define(i, d);
+}
+inline void jit_broadcast_load_avx(EmitContext& e, uint32_t i, Tile) {  // AVX2 and AVX-512
+    JV d = e.m.fresh();
+    e.m.a->emit(x86::Inst::kIdVbroadcastss, e.m.vr(d.reg), x86::ptr(e.args[e.p->code[i].index], 0, 4));
+    e.define(i, d);
+}
+
+// BroadcastMove only survives lowering when fuse_broadcast_load could not fuse it.
+inline void jit_broadcast_move_sse41(EmitContext& e, uint32_t i, Tile) {
+    JV s = e.m.in_reg(e.value(e.p->code[i].args[0]));
+    JV d = e.m.fresh();
+    e.m.a->movaps(x86::xmm((uint32_t)d.reg), x86::xmm((uint32_t)s.reg));
+    e.m.a->shufps(x86::xmm((uint32_t)d.reg), x86::xmm((uint32_t)d.reg), 0);
+    e.define(i, d);
+}
+inline void jit_broadcast_move_avx(EmitContext& e, uint32_t i, Tile) {
+    JV s = e.m.in_reg(e.value(e.p->code[i].args[0]));
+    JV d = e.m.fresh();
+    e.m.a->emit(x86::Inst::kIdVbroadcastss, e.m.vr(d.reg), x86::xmm((uint32_t)s.reg));
+    e.define(i, d);
+}
+
+inline void jit_constant(EmitContext&, uint32_t, Tile) {}  // lives in the data section
+
+inline void jit_compute(EmitContext& e, uint32_t i, Tile) {  // every target: eval_op over JitMath
+    const Lir& l = e.p->code[i];
+    JV args[3];
+    for (int a = 0; a < l.arity; ++a) args[a] = e.value(l.args[a]);
+    JV r = eval_op(e.m, l.op, args, l.alpha, l.beta);
+    e.define(i, r);
+}
+
+inline void jit_store_sse41(EmitContext& e, uint32_t i, Tile tile) {
+    const Lir& l = e.p->code[i];
+    JV v = e.m.in_reg(e.value(l.args[0]));
+    if (tile == Tile::Scalar) e.m.a->movss(e.row(l.index, 4), x86::xmm((uint32_t)v.reg));
+    else e.m.a->movups(e.row(l.index, 16), x86::xmm((uint32_t)v.reg));
+}
+inline void jit_store_avx2(EmitContext& e, uint32_t i, Tile tile) {
+    const Lir& l = e.p->code[i];
+    JV v = e.m.in_reg(e.value(l.args[0]));
+    if (tile == Tile::Masked) {
+        JV mask = e.m.fresh();
+        e.m.a->vmovups(x86::ymm((uint32_t)mask.reg), x86::ptr(x86::rdi, x86::rcx, 2, 0, 32));
+        e.m.a->vmaskmovps(e.row(l.index, 32), x86::ymm((uint32_t)mask.reg), x86::ymm((uint32_t)v.reg));
+    } else {
+        e.m.a->vmovups(e.row(l.index, 32), x86::ymm((uint32_t)v.reg));
+    }
+}
+inline void jit_store_avx512(EmitContext& e, uint32_t i, Tile tile) {
+    const Lir& l = e.p->code[i];
+    JV v = e.m.in_reg(e.value(l.args[0]));
+    if (tile == Tile::Masked) e.m.a->k(x86::k1).vmovups(e.row(l.index, 64), x86::zmm((uint32_t)v.reg));
+    else e.m.a->vmovups(e.row(l.index, 64), x86::zmm((uint32_t)v.reg));
+}
+
+// A result broadcast along the row: every lane holds the same value; write lane 0 once.
+inline void jit_store_scalar_sse41(EmitContext& e, uint32_t i, Tile) {
+    JV v = e.m.in_reg(e.value(e.p->code[i].args[0]));
+    e.m.a->movss(x86::ptr(e.args[e.p->code[i].index], 0, 4), x86::xmm((uint32_t)v.reg));
+}
+inline void jit_store_scalar_avx(EmitContext& e, uint32_t i, Tile) {
+    JV v = e.m.in_reg(e.value(e.p->code[i].args[0]));
+    e.m.a->vmovss(x86::ptr(e.args[e.p->code[i].index], 0, 4), x86::xmm((uint32_t)v.reg));
+}
+
+inline const JitterTable* jitter_table(Isa isa) {
+    // Indexed by LirKind: Load, BroadcastMove, BroadcastLoad, Constant, Compute, Store, StoreScalar.
+    static const JitterTable sse41 = {{jit_load_sse41, jit_broadcast_move_sse41, jit_broadcast_load_sse41,
+                                       jit_constant, jit_compute, jit_store_sse41, jit_store_scalar_sse41}};
+    static const JitterTable avx2 = {{jit_load_avx2, jit_broadcast_move_avx, jit_broadcast_load_avx,
+                                      jit_constant, jit_compute, jit_store_avx2, jit_store_scalar_avx}};
+    static const JitterTable avx512 = {{jit_load_avx512, jit_broadcast_move_avx, jit_broadcast_load_avx,
+                                        jit_constant, jit_compute, jit_store_avx512, jit_store_scalar_avx}};
+    return isa == Isa::Sse41 ? &sse41 : isa == Isa::Avx2 ? &avx2 : &avx512;
+}
+
+inline void emit_tile(EmitContext& e, Tile tile) {
+    for (int r = 0; r < 32; ++r) e.holder_until[r] = -1;
+    for (uint32_t i = 0; i < e.p->count; ++i)  // loaded at the start of the row, busy all tile
+        if (e.p->code[i].hoisted) e.holder_until[e.p->code[i].reg] = INT32_MAX;
+    for (uint32_t i = 0; i < e.p->count; ++i) {
+        if (e.p->code[i].hoisted) continue;
+        e.open_pool(i);
+        e.table->kinds[(int)e.p->code[i].kind](e, i, tile);
+        e.defined(i);
+    }
+}
+
+// The hoisted broadcasts of a row, emitted before its first tile.
+inline void emit_row_invariants(EmitContext& e) {
+    for (int r = 0; r < 32; ++r) e.holder_until[r] = -1;
+    for (uint32_t i = 0; i < e.p->count; ++i) {
+        if (!e.p->code[i].hoisted) continue;
+        e.open_pool(i);
+        e.table->kinds[(int)LirKind::BroadcastLoad](e, i, Tile::Vector);
+        e.holder_until[e.p->code[i].reg] = INT32_MAX;
+    }
+}
+
+// Kernel: void kernel(float* const* args, size_t n, size_t rows, const int64_t* row_strides).
+// For each of `rows` rows (rows >= 1): loads the row-invariant broadcasts, walks n floats
+// (n >= 1) as a partial tile up to the first output's vector alignment, vector tiles, then the
+// tail (partial tiles: masked on AVX-512/AVX2, scalar loops on SSE4.1), then advances every
+// argument pointer by its row stride in bytes. The data section follows the code.
+inline Status emit_kernel(Program* p, Isa isa, uint32_t allocatable, uint32_t argument_count,
+                          void** kernel, uint32_t* code_size, uint32_t* scratch_peak, char* error, size_t error_size) {
+    using namespace asmjit;
+    CodeHolder code;
+    ErrorRecorder recorder;
+    code.init(jit_runtime().environment());
+    code.setErrorHandler(&recorder);
+    x86::Assembler a(&code);
+
+    EmitContext e;
+    e.p = p;
+    e.table = jitter_table(isa);
+    e.vector_registers = isa == Isa::Avx512 ? 32 : 16;
+    e.allocatable = allocatable;
+    e.m.a = &a;
+    e.m.isa = isa;
+    e.m.vec_bytes = isa_vector_floats(isa) * 4;
+    e.m.data = a.newLabel();
+    e.m.constants = p->constants;
+    e.m.constant_count = &p->constant_count;
+    const x86::Gp gp[kSnippetMaxArgs] = {x86::r8, x86::r9, x86::r10, x86::r11, x86::rdx, x86::rbx,
+                                        x86::rbp, x86::r12, x86::r13, x86::r14, x86::r15};
+    for (uint32_t i = 0; i < kSnippetMaxArgs; ++i) e.args[i] = gp[i];
+    const x86::Gp saved[] = {x86::rbx, x86::rbp, x86::r12, x86::r13, x86::r14, x86::r15};
+    for (const x86::Gp& r : saved) a.push(r);
+    // Frame: spill slots, then n, rows and the row-stride table (the argument registers are
+    // needed for tensor pointers).
+    uint32_t spill_bytes = p->spill_slots * 64, frame = spill_bytes + 32;
+    a.sub(x86::rsp, frame);
+    x86::Mem saved_n = x86::qword_ptr(x86::rsp, (int32_t)spill_bytes);
+    x86::Mem saved_rows = x86::qword_ptr(x86::rsp, (int32_t)spill_bytes + 8);
+    x86::Mem saved_strides = x86::qword_ptr(x86::rsp, (int32_t)spill_bytes + 16);
+    a.mov(saved_n, x86::rsi);
+    a.mov(saved_rows, x86::rdx);
+    a.mov(saved_strides, x86::rcx);
+    for (uint32_t i = 0; i < argument_count; ++i) a.mov(e.args[i], x86::ptr(x86::rdi, (int32_t)(i * 8)));
+    uint32_t w = isa_vector_floats(isa);
+    Label row = a.newLabel(), loop = a.newLabel(), tail = a.newLabel(), done = a.newLabel(), mask_table = a.newLabel();
+    a.bind(row);
+    emit_row_invariants(e);
+    a.mov(x86::rsi, saved_n);
+    a.xor_(x86::eax, x86::eax);
+    // Alignment peel: a partial first tile up to the first full output's vector boundary, so
+    // the stores of the main loop never split cache lines (inputs follow when they share the
+    // alignment, as buffers of a memory plan do).
+    int32_t aligned_arg = -1;
+    for (uint32_t i = 0; i < p->count && aligned_arg < 0; ++i)
+        if (p->code[i].kind == LirKind::Store) aligned_arg = (int32_t)p->code[i].index;
+    if (aligned_arg >= 0 && w > 1) {
+        a.mov(x86::rcx, e.args[aligned_arg]);
+        a.neg(x86::rcx);
+        a.and_(x86::rcx, w * 4 - 1);
+        a.shr(x86::rcx, 2);               // floats to the boundary (0 when aligned)
+        a.jz(loop);
+        a.cmp(x86::rcx, x86::rsi);
+        a.cmova(x86::rcx, x86::rsi);      // at most the row
+        if (isa == Isa::Avx512) {
+            a.mov(x86::edi, 1);
+            a.shl(x86::edi, x86::cl);
+            a.dec(x86::edi);
+            a.kmovw(x86::k1, x86::edi);
+            emit_tile(e, Tile::Masked);
+        } else if (isa == Isa::Avx2) {
+            a.neg(x86::rcx);
+            a.add(x86::rcx, 8);           // mask rows start at entry 8 - k
+            a.lea(x86::rdi, x86::ptr(mask_table));
+            emit_tile(e, Tile::Masked);
+            a.neg(x86::rcx);
+            a.add(x86::rcx, 8);           // k again
+        } else {
+            Label peel = a.newLabel();
+            a.mov(x86::rdi, x86::rcx);
+            a.bind(peel);
+            emit_tile(e, Tile::Scalar);
+            a.add(x86::rax, 4);
+            a.dec(x86::rdi);
+            a.jnz(peel);                  // rax advanced by the scalar tiles
+        }
+        if (isa != Isa::Sse41) a.lea(x86::rax, x86::ptr(x86::rax, x86::rcx, 2));
+        a.sub(x86::rsi, x86::rcx);
+    }
+    a.bind(loop);
+    a.cmp(x86::rsi, w);
+    a.jb(tail);
+    emit_tile(e, Tile::Vector);
+    a.add(x86::rax, w * 4);
+    a.sub(x86::rsi, w);
+    a.jmp(loop);
+    a.bind(tail);
+    a.test(x86::rsi, x86::rsi);
+    a.jz(done);
+    if (isa == Isa::Avx512) {
+        a.mov(x86::ecx, x86::esi);
+        a.mov(x86::edi, 1);
+        a.shl(x86::edi, x86::cl);
+        a.dec(x86::edi);
+        a.kmovw(x86::k1, x86::edi);
+        emit_tile(e, Tile::Masked);
+    } else if (isa == Isa::Avx2) {
+        a.mov(x86::ecx, 8);
+        a.sub(x86::rcx, x86::rsi);   // the mask starts at entry 8 - n of {-1 x8, 0 x8}
+        a.lea(x86::rdi, x86::ptr(mask_table));
+        emit_tile(e, Tile::Masked);
+    } else {
+        Label scalar = a.newLabel();
+        a.bind(scalar);
+        emit_tile(e, Tile::Scalar);
+        a.add(x86::rax, 4);
+        a.dec(x86::rsi);
+        a.jnz(scalar);
+    }
+    a.bind(done);
+    // Next row: every pointer moves by its row stride (0 for a tensor broadcast over rows).
+    a.mov(x86::rdi, saved_strides);
+    for (uint32_t i = 0; i < argument_count; ++i) a.add(e.args[i], x86::qword_ptr(x86::rdi, (int32_t)(i * 8)));
+    a.dec(saved_rows);
+    a.jnz(row);
+    a.add(x86::rsp, frame);
+    for (int i = 5; i >= 0; --i) a.pop(saved[i]);
+    if (isa != Isa::Sse41) a.vzeroupper();
+    a.ret();
+    a.align(AlignMode::kData, 64);
+    a.bind(mask_table);
+    int32_t mask_values[16];
+    for (int i = 0; i < 16; ++i) mask_values[i] = i < 8 ? -1 : 0;
+    a.embed(mask_values, sizeof mask_values);
+    a.bind(e.m.data);
+    for (uint32_t i = 0; i < p->constant_count; ++i) a.embedUInt32(p->constants[i], 16);
+    *scratch_peak = e.m.peak;
+    if (e.m.failed) {
+        std::snprintf(error, error_size, "emit: out of scratch registers or constants");
+        return Status::LimitExceeded;
+    }
+    if (recorder.first != kErrorOk) {
+        std::snprintf(error, error_size, "emit: %s", DebugUtils::errorAsString(recorder.first));
+        return recorder.first == kErrorOutOfMemory ? Status::OutOfMemory : Status::Unsupported;
+    }
+    *code_size = (uint32_t)code.codeSize();
+    Error err = jit_runtime().add(kernel, &code);
+    if (err != kErrorOk) {
+        std::snprintf(error, error_size, "emit: %s", DebugUtils::errorAsString(err));
+        return err == kErrorOutOfMemory ? Status::OutOfMemory : Status::Unsupported;
+    }
+    return Status::Ok;
+}
+
+inline void release_kernel(void* kernel) {
+    if (kernel) ignore_status(jit_runtime().release(kernel) == asmjit::kErrorOk ? Status::Ok : Status::Unsupported);
+}
+
+}  // namespace detail
+#endif  // TESSEL_NO_JIT
+
+// >>kernel cache implementation
+KernelCache::~KernelCache() {
+    for (uint32_t i = 0; i < count_; ++i) {
+#ifndef TESSEL_NO_JIT
+        detail::release_kernel(entries_[i].kernel);
+#endif
+        TESSEL_FREE(entries_[i].key);
+    }
+}
+
+const KernelCache::Entry* KernelCache::find(uint64_t hash, const void* key, size_t key_bytes) {
+    for (uint32_t i = 0; i < count_; ++i) {
+        const Entry& e = entries_[i];
+        if (e.hash == hash && e.key_bytes == key_bytes && std::memcmp(e.key, key, key_bytes) == 0) { ++hits_; return &e; }
+    }
+    ++misses_;
+    return nullptr;
+}
+
+bool KernelCache::insert(uint64_t hash, const void* key, size_t key_bytes, void* kernel, uint32_t code_size) {
+    if (count_ == kCapacity) return false;
+    void* copy = TESSEL_MALLOC(key_bytes ? key_bytes : 1);
+    if (!copy) return false;
+    std::memcpy(copy, key, key_bytes);
+    entries_[count_++] = Entry{hash, copy, key_bytes, kernel, code_size};
+    return true;
+}
+
+// >>interpreter
+namespace detail {
+constexpr uint32_t kColumn = 64;  // elements per interpreter block
+
+// Runs one row of n elements: column by column over blocks of kColumn elements.
+inline void interpret_row(const SnippetBody& body, bool fused, float* columns, const float* const* in,
+                          float* const* out, const bool* inner_broadcast, int64_t n) {
+    ScalarMath m;
+    m.fused = fused;
+    uint32_t params = body.parameter_count();
+    for (int64_t base = 0; base < n; base += kColumn) {
+        uint32_t len = (uint32_t)(n - base < kColumn ? n - base : kColumn);
+        for (uint32_t i = 0; i < body.size(); ++i) {
+            const SnippetInstruction& ins = body.instruction(i);
+            float* col = columns + (size_t)i * kColumn;
+            if (ins.op == SnippetOp::Parameter) {
+                const float* src = in[ins.index];
+                for (uint32_t j = 0; j < len; ++j) col[j] = inner_broadcast[ins.index] ? src[0] : src[base + j];
+            } else if (ins.op == SnippetOp::Scalar) {
+                for (uint32_t j = 0; j < len; ++j) col[j] = ins.alpha;
+            } else {
+                const float* a0 = columns + (size_t)ins.args[0] * kColumn;
+                const float* a1 = ins.arity > 1 ? columns + (size_t)ins.args[1] * kColumn : a0;
+                const float* a2 = ins.arity > 2 ? columns + (size_t)ins.args[2] * kColumn : a0;
+                // Pow with a scalar exponent is PowerStatic by definition (as lowering makes it).
+                SnippetOp op = ins.op;
+                float alpha = ins.alpha;
+                if (op == SnippetOp::Pow && body.instruction(ins.args[1]).op == SnippetOp::Scalar) {
+                    op = SnippetOp::PowerStatic;
+                    alpha = body.instruction(ins.args[1]).alpha;
+                }
+                for (uint32_t j = 0; j < len; ++j) {
+                    float args[3] = {a0[j], a1[j], a2[j]};
+                    col[j] = eval_op(m, op, args, alpha, ins.beta);
+                }
+            }
+        }
+        for (uint32_t r = 0; r < body.result_count(); ++r) {
+            const float* col = columns + (size_t)body.result_value(r) * kColumn;
+            if (inner_broadcast[params + r]) out[r][0] = col[0];
+            else for (uint32_t j = 0; j < len; ++j) out[r][base + j] = col[j];
+        }
+    }
+}
+}  // namespace detail
+
+// >>snippet implementation
+Snippet::~Snippet() { release(); }
+
+void Snippet::release() {
+#ifndef TESSEL_NO_JIT
+    if (kernel_owned_) detail::release_kernel(kernel_);
+#endif
+    kernel_ = nullptr;
+    kernel_owned_ = false;
+    if (columns_) TESSEL_FREE(columns_);
+    columns_ = nullptr;
+    compiled_ = false;
+}
+
+Status Snippet::fail(Status status, const char* message) const {
+    std::snprintf(error_, sizeof error_, "%s", message);
+    return status;
+}
+
+Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) {
+    uint64_t start = detail::now_ns();
+    release();
+    stats_ = SnippetStats();
+    Isa isa = options.isa == Isa::Auto ? default_isa() : options.isa;
+    if ((int)isa > (int)Isa::Auto) return fail(Status::InvalidArgument, "compile: unknown isa");
+    if (!isa_available(isa)) return fail(Status::Unsupported, "compile: isa not available on this CPU or build");
+    if (body.result_count() == 0) return fail(Status::InvalidArgument, "compile: body has no result");
+    uint32_t params = body.parameter_count(), results = body.result_count();
+    if (params + results > kSnippetMaxArgs) return fail(Status::LimitExceeded, "compile: more than 11 parameters + results");
+
+    // Shapes: parameters then results; the domain is the broadcast of the results.
+    SnippetShape shapes[kSnippetMaxArgs];
+    for (uint32_t i = 0; i < body.size(); ++i)
+        if (body.instruction(i).op == SnippetOp::Parameter) shapes[body.instruction(i).index] = body.instruction(i).shape;
+    SnippetShape domain;
+    for (uint32_t r = 0; r < results; ++r) {
+        shapes[params + r] = body.instruction(body.result_value(r)).shape;
+        if (!detail::broadcast_shapes(domain, shapes[params + r], &domain))
+            return fail(Status::InvalidArgument, "compile: results do not broadcast to one domain");
+    }
+    detail::Domain d;
+    if (!detail::normalize_domain(shapes, params + results, domain, &d))
+        return fail(Status::InvalidArgument, "compile: a parameter does not broadcast to the output domain");
+    rank_ = d.rank;
+    for (uint32_t i = 0; i < d.rank; ++i) dims_[i] = d.dims[i];
+    for (uint32_t t = 0; t < params + results; ++t)
+        for (uint32_t i = 0; i < d.rank; ++i) strides_[t][i] = d.strides[t][i];
+    bool inner_broadcast[kSnippetMaxArgs];
+    for (uint32_t t = 0; t < params + results; ++t) inner_broadcast[t] = d.strides[t][d.rank - 1] == 0 && d.dims[d.rank - 1] > 1;
+
+    // Statistics of memory walked.
+    stats_.elements = d.elements;
+    for (uint32_t i = 0; i < body.size(); ++i) {
+        const SnippetInstruction& in = body.instruction(i);
+        if (in.op == SnippetOp::Parameter || in.op == SnippetOp::Scalar) continue;
+        uint64_t bytes = detail::shape_elements(in.shape) * 4;
+        for (int a = 0; a < in.arity; ++a)
+            if (body.instruction(in.args[a]).op != SnippetOp::Scalar)
+                bytes += detail::shape_elements(body.instruction(in.args[a]).shape) * 4;
+        stats_.bytes_unfused += bytes;
+    }
+    for (uint32_t t = 0; t < params + results; ++t) stats_.bytes_fused += detail::shape_elements(shapes[t]) * 4;
+    stats_.shrinkage = stats_.bytes_fused ? (double)stats_.bytes_unfused / (double)stats_.bytes_fused : 0;
+    stats_.normalized_rank = d.rank;
+
+    body_ = &body;
+    parameters_ = params;
+    results_ = results;
+    isa_ = isa;
+    stats_.isa = isa;
+    fused_ = isa == Isa::Ref ? options.reference_fma : isa_uses_fma(isa);
+    if (isa == Isa::Ref) {
+        columns_ = static_cast<float*>(TESSEL_MALLOC((size_t)body.size() * detail::kColumn * sizeof(float) + 1));
+        if (!columns_) return fail(Status::OutOfMemory, "compile: no memory for the interpreter columns");
+        stats_.compile_ns = detail::now_ns() - start;
+        compiled_ = true;
+        return Status::Ok;
+    }
+#ifdef TESSEL_NO_JIT
+    (void)inner_broadcast;
+    (void)options;
+    return fail(Status::Unsupported, "compile: built with TESSEL_NO_JIT");
+#else
+    Arena scratch;
+    detail::Program program;
+    Status s = detail::insert_load_store(body, inner_broadcast + params, &scratch, &program);
+    if (s == Status::Ok) { detail::power_static(&program); s = detail::insert_broadcast_move(&program, inner_broadcast, &scratch); }
+    if (s == Status::Ok && options.fuse_broadcast_loads) s = detail::fuse_broadcast_load(&program, &scratch);
+    if (s == Status::Ok) s = detail::scalars_to_data_section(&program);
+    if (s == Status::Ok) s = detail::eliminate_dead_code_and_schedule(&program, &scratch);
+    uint32_t total = isa == Isa::Avx512 ? 32 : 16, reserved = detail::kScratchRegisters;
+    uint32_t allocatable = total - reserved;
+    if (options.max_registers && options.max_registers < allocatable) allocatable = options.max_registers;
+    if (s != Status::Ok) return fail(s, "compile: lowering failed (out of memory or more than 256 constants)");
+    // Allocate, look up the cache, emit. If an operation runs out of scratch registers (many
+    // values live across a deep approximation), retry with fewer allocatable registers: the
+    // ones given up become scratch, and more values spill.
+    uint32_t code_size = 0;
+    uint64_t hash = 0;
+    unsigned char* final_key = nullptr;
+    size_t final_key_bytes = 0;
+    for (;;) {
+        for (uint32_t i = 0; i < program.count; ++i) {
+            program.code[i].reg = -1;
+            program.code[i].slot = -1;
+            program.code[i].hoisted = false;
+        }
+        program.spill_slots = program.registers_used = program.spilled = 0;
+        s = detail::allocate_registers(&program, allocatable, &scratch);
+        if (s != Status::Ok) return fail(s, "compile: register allocation out of memory");
+        stats_.instructions = program.count;
+        stats_.registers_used = program.registers_used;
+        stats_.spilled_values = program.spilled;
+
+        // Cache key: target, register budget, argument count and the lowered program.
+        size_t key_bytes = 16 + (size_t)program.count * sizeof(detail::Lir) + program.constant_count * 4;
+        unsigned char* key = static_cast<unsigned char*>(scratch.allocate(key_bytes, 8));
+        if (!key) return fail(Status::OutOfMemory, "compile: no memory for the cache key");
+        std::memset(key, 0, key_bytes);
+        uint32_t header[4] = {(uint32_t)isa, allocatable, params + results, program.constant_count};
+        std::memcpy(key, header, 16);
+        for (uint32_t i = 0; i < program.count; ++i) {  // field by field: Lir has padding
+            const detail::Lir& l = program.code[i];
+            unsigned char* k = key + 16 + (size_t)i * sizeof(detail::Lir);
+            k[0] = (unsigned char)l.kind;
+            k[1] = (unsigned char)l.op;
+            k[2] = l.arity;
+            k[3] = (unsigned char)(l.hoisted | (l.lane0 << 1));
+            std::memcpy(k + 4, &l.index, 4);
+            std::memcpy(k + 8, l.args, 12);
+            std::memcpy(k + 20, &l.alpha, 4);
+            std::memcpy(k + 24, &l.beta, 4);
+            std::memcpy(k + 28, &l.reg, 2);
+            std::memcpy(k + 32, &l.slot, 4);
+            std::memcpy(k + 36, &l.last_use, 4);
+        }
+        std::memcpy(key + 16 + (size_t)program.count * sizeof(detail::Lir), program.constants, program.constant_count * 4);
+        hash = detail::fnv(1469598103934665603ull, key, key_bytes);
+        if (options.cache) {
+            const KernelCache::Entry* hit = options.cache->find(hash, key, key_bytes);
+            if (hit) {
+                kernel_ = hit->kernel;
+                stats_.code_size = hit->code_size;
+                stats_.cache_hit = true;
+                stats_.compile_ns = detail::now_ns() - start;
+                compiled_ = true;
+                return Status::Ok;
+            }
+        }
+        uint32_t scratch_peak = 0;
+        s = detail::emit_kernel(&program, isa, allocatable, params + results, &kernel_, &code_size, &scratch_peak,
+                                error_, sizeof error_);
+        stats_.scratch_registers = scratch_peak;
+        if (s == Status::LimitExceeded && allocatable > 1) {
+            allocatable = allocatable > 3 ? allocatable - 2 : 1;
+            continue;
+        }
+        if (s != Status::Ok) { kernel_ = nullptr; return s; }
+        final_key = key;
+        final_key_bytes = key_bytes;
+        break;
+    }
+    stats_.code_size = code_size;
+    kernel_owned_ = !(options.cache && options.cache->insert(hash, final_key, final_key_bytes, kernel_, code_size));
+    stats_.compile_ns = detail::now_ns() - start;
+    compiled_ = true;
+    return Status::Ok;
+#endif
+}
+
+Status Snippet::run(Span<const float* const> inputs, Span<float* const> outputs) const {
+    if (!compiled_) return fail(Status::NotFinalized, "run: not compiled");
+    if (inputs.size != parameters_ || outputs.size != results_)
+        return fail(Status::InvalidArgument, "run: wrong number of inputs or outputs");
+    if (stats_.elements == 0) return Status::Ok;
+    for (size_t i = 0; i < inputs.size; ++i) if (!inputs[i]) return fail(Status::InvalidArgument, "run: null input");
+    for (size_t i = 0; i < outputs.size; ++i) if (!outputs[i]) return fail(Status::InvalidArgument, "run: null output");
+    uint32_t args = parameters_ + results_;
+    const float* base[kSnippetMaxArgs];
+    for (uint32_t t = 0; t < args; ++t) base[t] = t < parameters_ ? inputs[t] : outputs[t - parameters_];
+    bool inner_broadcast[kSnippetMaxArgs];
+    for (uint32_t t = 0; t < args; ++t) inner_broadcast[t] = strides_[t][rank_ - 1] == 0 && dims_[rank_ - 1] > 1;
+    // Outer dimensions, odometer style; the kernel walks the last two (rows of the last).
+    int64_t index[kSnippetMaxRank] = {};
+    int64_t n = dims_[rank_ - 1];
+    uint32_t outer = rank_ >= 2 ? rank_ - 2 : 0;   // dimensions iterated here
+    int64_t rows = rank_ >= 2 ? dims_[rank_ - 2] : 1;
+    int64_t row_strides[kSnippetMaxArgs];
+    for (uint32_t t = 0; t < args; ++t) row_strides[t] = rank_ >= 2 ? strides_[t][rank_ - 2] * (int64_t)sizeof(float) : 0;
+    for (;;) {
+        float* ptrs[kSnippetMaxArgs];
+        for (uint32_t t = 0; t < args; ++t) {
+            int64_t offset = 0;
+            for (uint32_t i = 0; i < outer; ++i) offset += index[i] * strides_[t][i];
+            ptrs[t] = const_cast<float*>(base[t] + offset);
+        }
+        if (isa_ == Isa::Ref) {
+            for (int64_t r = 0; r < rows; ++r) {
+                const float* in_ptrs[kSnippetMaxArgs];
+                float* row_out[kSnippetMaxArgs];
+                for (uint32_t t = 0; t < args; ++t) in_ptrs[t] = ptrs[t] + r * (row_strides[t] / (int64_t)sizeof(float));
+                for (uint32_t t = 0; t < results_; ++t) row_out[t] = const_cast<float*>(in_ptrs[parameters_ + t]);
+                detail::interpret_row(*body_, fused_, columns_, in_ptrs, row_out, inner_broadcast, n);
+            }
+        } else {
+            reinterpret_cast<void (*)(float* const*, size_t, size_t, const int64_t*)>(kernel_)(
+                ptrs, (size_t)n, (size_t)rows, row_strides);
+        }
+        int i = (int)outer - 1;
+        for (; i >= 0; --i) {
+            if (++index[i] < dims_[i]) break;
+            index[i] = 0;
+        }
+        if (i < 0) break;
+    }
+    return Status::Ok;
+}
+
+Status interpret(const SnippetBody& body, Span<const float* const> inputs, Span<float* const> outputs, bool fused) {
+    Snippet snippet;
+    SnippetOptions options;
+    options.isa = Isa::Ref;
+    options.reference_fma = fused;
+    Status s = snippet.compile(body, options);
+    if (s != Status::Ok) return s;
+    return snippet.run(inputs, outputs);
+}
+
+void write_statistics(const SnippetStats& s, WriteFn write, void* user) {
+    detail::write_format(write, user,
+                         "isa=%s elements=%llu bytes_unfused=%llu bytes_fused=%llu shrinkage=%.2f "
+                         "instructions=%u registers=%u scratch=%u spilled=%u code_size=%u compile_us=%.1f cache_hit=%d rank=%u\n",
+                         isa_name(s.isa), (unsigned long long)s.elements, (unsigned long long)s.bytes_unfused,
+                         (unsigned long long)s.bytes_fused, s.shrinkage, s.instructions, s.registers_used,
+                         s.scratch_registers, s.spilled_values, s.code_size, (double)s.compile_ns / 1000.0, s.cache_hit ? 1 : 0,
+                         s.normalized_rank);
+}
+
+// >>tokenizer implementation
+namespace detail {
+// A Constant node's float: value_float, or a one-element Float32 value tensor.
+inline bool constant_value(const Graph& graph, NodeId id, float* value) {
+    const Attribute* a = graph.find_attribute(id, "value_float");
+    if (a && a->kind == AttributeKind::Float) { *value = a->f; return true; }
+    a = graph.find_attribute(id, "value");
+    if (a && a->kind == AttributeKind::Tensor && a->tensor && a->tensor->desc.type == ElementType::Float32 &&
+        a->tensor->data && a->tensor->bytes == sizeof(float)) {
+        std::memcpy(value, a->tensor->data, sizeof(float));
+        return true;
+    }
+    if (a && a->kind == AttributeKind::Float) { *value = a->f; return true; }
+    return false;
+}
+
+inline float float_attribute(const Graph& graph, NodeId id, const char* name, float fallback) {
+    const Attribute* a = graph.find_attribute(id, name);
+    if (a && a->kind == AttributeKind::Float) return a->f;
+    if (a && a->kind == AttributeKind::Int) return (float)a->i;
+    return fallback;
+}
+
+inline bool node_shape(const Graph& graph, NodeId id, SnippetShape* shape) {
+    const Node& n = graph.node(id);
+    if (n.num_outputs != 1 || !n.outputs) return false;
+    const TensorDesc& d = n.outputs[0];
+    if (d.type != ElementType::Float32 || d.rank > kSnippetMaxRank) return false;
+    shape->rank = d.rank;
+    for (int i = 0; i < d.rank; ++i) {
+        if (d.dims[i] < 0) return false;
+        shape->dims[i] = d.dims[i];
+    }
+    return true;
+}
+}  // namespace detail
+
+bool node_is_fusible(const Graph& graph, NodeId id) {
+    SnippetShape shape;
+    if (!detail::node_shape(graph, id, &shape)) return false;
+    const Node& n = graph.node(id);
+    if (n.op == StringView("Constant")) {
+        float value;
+        return n.num_inputs == 0 && detail::shape_elements(shape) == 1 && detail::constant_value(graph, id, &value);
+    }
+    SnippetOp op;
+    if (snippet_op_from_name(n.op, &op) != Status::Ok) return false;
+    uint32_t arity = snippet_op_arity(op);
+    if (op == SnippetOp::Clip) return n.num_inputs >= 1 && n.num_inputs <= 3;  // ONNX min/max inputs
+    return n.num_inputs == arity;
+}
+
+Status tokenize(const Graph& graph, const TokenizeOptions& options, Arena* arena, Tokenization* result) {
+    if (!graph.finalized()) return Status::NotFinalized;
+    if (!arena || !result || options.max_arguments < 2 || options.max_arguments > kSnippetMaxArgs)
+        return Status::InvalidArgument;
+    uint32_t n = graph.node_count();
+    uint32_t* island = arena->allocate_array<uint32_t>(n + 1);
+    if (!island) return Status::OutOfMemory;
+    Arena scratch;
+    uint32_t* position = scratch.allocate_array<uint32_t>(n + 1);
+    uint8_t* in_set = scratch.allocate_array<uint8_t>(n + 1);   // 1: candidate member, 2: visited
+    NodeId* stack = scratch.allocate_array<NodeId>(n + 1);
+    NodeId* members = scratch.allocate_array<NodeId>(n + 1);
+    uint32_t* island_size = scratch.allocate_array<uint32_t>(n + 1);
+    uint32_t* island_head = scratch.allocate_array<uint32_t>(n + 1);  // members linked per island
+    uint32_t* next_member = scratch.allocate_array<uint32_t>(n + 1);
+    NodeId* visited = scratch.allocate_array<NodeId>(n + 1);
+    if (!position || !in_set || !stack || !members || !island_size || !island_head || !next_member || !visited)
+        return Status::OutOfMemory;
+    Span<const NodeId> order = graph.topological_order();
+    for (uint32_t i = 0; i < n; ++i) { position[order[i]] = i; island[i] = kNoIsland; in_set[i] = 0; }
+    uint32_t islands = 0;
+
+    // Whether the set `members` (marked in_set=1) is a valid island.
+    auto valid = [&](uint32_t count, NodeId newest) -> bool {
+        // Keep-apart edges inside, argument budget, output domain.
+        uint32_t inputs = 0, outputs = 0;
+        SnippetShape domain;
+        bool domain_ok = true;
+        for (uint32_t k = 0; k < count; ++k) {
+            NodeId v = members[k];
+            const Node& node = graph.node(v);
+            for (uint32_t e = 0; e < node.num_inputs; ++e) {
+                const Edge& edge = node.inputs[e];
+                if (in_set[edge.producer] == 1) {
+                    if (edge.keep_apart) return false;
+                    continue;
+                }
+                bool seen = false;  // count each external producer once
+                for (uint32_t k2 = 0; k2 < k && !seen; ++k2) {
+                    const Node& other = graph.node(members[k2]);
+                    for (uint32_t e2 = 0; e2 < other.num_inputs; ++e2)
+                        if (other.inputs[e2].producer == edge.producer && other.inputs[e2].port == edge.port) { seen = true; break; }
+                }
+                for (uint32_t e2 = 0; e2 < e && !seen; ++e2)
+                    if (node.inputs[e2].producer == edge.producer && node.inputs[e2].port == edge.port) seen = true;
+                if (!seen) ++inputs;
+            }
+            Span<const NodeId> succ = graph.successors(v);
+            bool output = succ.size == 0;
+            for (NodeId s : succ) if (in_set[s] != 1) output = true;
+            if (output) {
+                ++outputs;
+                SnippetShape shape;
+                if (!detail::node_shape(graph, v, &shape) || !detail::broadcast_shapes(domain, shape, &domain)) domain_ok = false;
+            }
+        }
+        if (!domain_ok || inputs + outputs > options.max_arguments) return false;
+        // No cycle: no path leaves the set and comes back, in the graph where every other
+        // island is contracted to one vertex (reaching one member reaches them all). Such a
+        // path only runs through nodes placed before the newest member in topological order.
+        uint32_t limit = position[newest], top = 0, seen_count = 0;
+        auto visit = [&](NodeId s) {
+            if (in_set[s] != 0 || position[s] >= limit) return;
+            in_set[s] = 2;
+            stack[top++] = s;
+            visited[seen_count++] = s;
+            if (island[s] == kNoIsland) return;
+            for (uint32_t m = island_head[island[s]]; m != kNoIsland; m = next_member[m])
+                if (in_set[m] == 0) { in_set[m] = 2; stack[top++] = m; visited[seen_count++] = m; }
+        };
+        for (uint32_t k = 0; k < count; ++k)
+            for (NodeId s : graph.successors(members[k])) visit(s);
+        bool cycle = false;
+        while (top && !cycle) {
+            NodeId v = stack[--top];
+            for (NodeId s : graph.successors(v)) {
+                if (in_set[s] == 1) { cycle = true; break; }
+                visit(s);
+            }
+        }
+        for (uint32_t k = 0; k < seen_count; ++k) in_set[visited[k]] = 0;
+        return !cycle;
+    };
+
+    for (uint32_t oi = 0; oi < n; ++oi) {
+        NodeId v = order[oi];
+        if (!node_is_fusible(graph, v)) continue;
+        uint32_t count = 0;
+        members[count++] = v;
+        in_set[v] = 1;
+        // Try each neighbouring island (through a fusible producer), keeping those that fit.
+        const Node& node = graph.node(v);
+        for (uint32_t e = 0; e < node.num_inputs; ++e) {
+            NodeId producer = node.inputs[e].producer;
+            uint32_t candidate = island[producer];
+            if (candidate == kNoIsland || in_set[producer] == 1 || node.inputs[e].keep_apart) continue;
+            uint32_t before = count;
+            for (uint32_t m = island_head[candidate]; m != kNoIsland; m = next_member[m]) { members[count++] = m; in_set[m] = 1; }
+            if (!valid(count, v)) {
+                for (uint32_t k = before; k < count; ++k) in_set[members[k]] = 0;
+                count = before;
+            }
+        }
+        if (!valid(count, v)) {  // the node alone always fits unless its own budget is too big
+            for (uint32_t k = 0; k < count; ++k) in_set[members[k]] = 0;
+            continue;
+        }
+        // Commit: the merged island takes a new id; absorbed islands become empty.
+        uint32_t id = islands++;
+        island_head[id] = kNoIsland;
+        island_size[id] = count;
+        for (uint32_t k = 0; k < count; ++k) {
+            NodeId m = members[k];
+            island[m] = id;
+            next_member[m] = island_head[id];
+            island_head[id] = m;
+            in_set[m] = 0;
+        }
+    }
+    // Renumber islands densely in order of first appearance by node id.
+    uint32_t* dense = scratch.allocate_array<uint32_t>(islands + 1);
+    if (!dense) return Status::OutOfMemory;
+    for (uint32_t i = 0; i < islands; ++i) dense[i] = kNoIsland;
+    uint32_t next = 0;
+    for (uint32_t i = 0; i < n; ++i)
+        if (island[i] != kNoIsland) {
+            if (dense[island[i]] == kNoIsland) dense[island[i]] = next++;
+            island[i] = dense[island[i]];
+        }
+    result->island_of = Span<const uint32_t>(island, n);
+    result->island_count = next;
+    return Status::Ok;
+}
+
+
+Status build_island_body(const Graph& graph, const Tokenization& t, uint32_t island, SnippetBody* body,
+                         NodeId* input_nodes, uint32_t* input_count, NodeId* output_nodes, uint32_t* output_count) {
+    if (!graph.finalized()) return Status::NotFinalized;
+    if (!body || island >= t.island_count || t.island_of.size != graph.node_count()) return Status::InvalidArgument;
+    uint32_t n = graph.node_count();
+    Arena scratch;
+    ValueId* value_of = scratch.allocate_array<ValueId>(n + 1);   // member -> body value
+    if (!value_of) return Status::OutOfMemory;
+    for (uint32_t i = 0; i < n; ++i) value_of[i] = kNoValue;
+    struct External { NodeId producer; uint32_t port; ValueId value; };
+    External externals[kSnippetMaxArgs];
+    uint32_t inputs = 0, outputs = 0;
+    Span<const NodeId> order = graph.topological_order();
+    // Parameters first (a body's parameters come before their uses), in first-read order.
+    for (NodeId v : order) {
+        if (t.island_of[v] != island) continue;
+        const Node& node = graph.node(v);
+        for (uint32_t e = 0; e < node.num_inputs; ++e) {
+            const Edge& edge = node.inputs[e];
+            if (t.island_of[edge.producer] == island) continue;
+            bool seen = false;
+            for (uint32_t k = 0; k < inputs && !seen; ++k) seen = externals[k].producer == edge.producer && externals[k].port == edge.port;
+            if (seen) continue;
+            if (inputs == kSnippetMaxArgs) return Status::LimitExceeded;
+            const Node& producer = graph.node(edge.producer);
+            if (edge.port >= producer.num_outputs || !producer.outputs) return Status::InvalidArgument;
+            const TensorDesc& d = producer.outputs[edge.port];
+            if (d.rank > kSnippetMaxRank) return Status::LimitExceeded;
+            ValueId value;
+            Status s = body->parameter(Span<const int64_t>(d.dims, d.rank), &value);
+            if (s != Status::Ok) return s;
+            input_nodes[inputs] = edge.producer;
+            externals[inputs++] = External{edge.producer, edge.port, value};
+        }
+    }
+    for (NodeId v : order) {
+        if (t.island_of[v] != island) continue;
+        const Node& node = graph.node(v);
+        ValueId args[3];
+        for (uint32_t e = 0; e < node.num_inputs && e < 3; ++e) {
+            const Edge& edge = node.inputs[e];
+            if (t.island_of[edge.producer] == island) { args[e] = value_of[edge.producer]; continue; }
+            for (uint32_t k = 0; k < inputs; ++k)
+                if (externals[k].producer == edge.producer && externals[k].port == edge.port) args[e] = externals[k].value;
+        }
+        Status s;
+        if (node.op == StringView("Constant")) {
+            float value;
+            if (!detail::constant_value(graph, v, &value)) return Status::InvalidArgument;
+            s = body->scalar(value, &value_of[v]);
+        } else {
+            SnippetOp op;
+            if (snippet_op_from_name(node.op, &op) != Status::Ok) return Status::InvalidArgument;
+            float alpha, beta;
+            snippet_op_default_attributes(op, &alpha, &beta);
+            switch (op) {
+                case SnippetOp::Clip:
+                    alpha = detail::float_attribute(graph, v, "min", alpha);
+                    beta = detail::float_attribute(graph, v, "max", beta);
+                    break;
+                case SnippetOp::Elu: case SnippetOp::LeakyRelu: case SnippetOp::Swish:
+                    alpha = detail::float_attribute(graph, v, "alpha", alpha);
+                    break;
+                case SnippetOp::HardSigmoid:
+                    alpha = detail::float_attribute(graph, v, "alpha", alpha);
+                    beta = detail::float_attribute(graph, v, "beta", beta);
+                    break;
+                case SnippetOp::Selu:
+                    alpha = detail::float_attribute(graph, v, "alpha", alpha);
+                    beta = detail::float_attribute(graph, v, "gamma", beta);
+                    break;
+                case SnippetOp::GeluErf: {
+                    const Attribute* a = graph.find_attribute(v, "approximate");
+                    if (a && a->kind == AttributeKind::String && a->s == StringView("tanh")) op = SnippetOp::GeluTanh;
+                    break;
+                }
+                default: break;
+            }
+            if (op == SnippetOp::Clip && node.num_inputs > 1) {  // ONNX Clip(x, min, max): tensors
+                ValueId x = args[0];
+                s = Status::Ok;
+                if (node.num_inputs > 1) s = body->binary(SnippetOp::Max, args[1], x, &x);   // NaN in x stays
+                if (s == Status::Ok && node.num_inputs > 2) s = body->binary(SnippetOp::Min, args[2], x, &x);
+                value_of[v] = x;
+            } else {
+                s = body->add(op, Span<const ValueId>(args, snippet_op_arity(op)), alpha, beta, &value_of[v]);
+            }
+        }
+        if (s != Status::Ok) return s;
+        bool output = graph.successors(v).size == 0;
+        for (NodeId succ : graph.successors(v)) if (t.island_of[succ] != island) output = true;
+        if (output) {
+            if (inputs + outputs == kSnippetMaxArgs) return Status::LimitExceeded;
+            s = body->result(value_of[v]);
+            if (s != Status::Ok) return s;
+            output_nodes[outputs++] = v;
+        }
+    }
+    *input_count = inputs;
+    *output_count = outputs;
+    return Status::Ok;
+}
+
+}  // namespace tessel
+#endif  // TESSEL_SNIPPETS_IMPLEMENTATION

@@ -1,0 +1,1099 @@
+// snippets.h: body IR, interpreter, lowering, emitters, kernel cache, tokenizer.
+// The target under test comes from TESSEL_ISA (the Makefile runs the suite once per ISA):
+// every JIT result must equal the interpreter run in the same FMA mode, bit for bit (NaNs
+// compare as NaN), and the interpreter itself is checked against independent references.
+#include <doctest/doctest.h>
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+#include "snippets.h"
+#include "test_helpers.h"
+
+using namespace tessel;
+
+namespace {
+
+Isa target() { return default_isa(); }
+
+std::string op_name(SnippetOp op) { return snippet_op_name(op); }
+
+uint64_t shape_size(const SnippetShape& s) {
+    uint64_t n = 1;
+    for (int i = 0; i < s.rank; ++i) n *= (uint64_t)s.dims[i];
+    return n;
+}
+
+float test_bits_to_float(uint32_t bits) {
+    float f;
+    std::memcpy(&f, &bits, 4);
+    return f;
+}
+
+bool same(float a, float b) {
+    if (a != a && b != b) return true;
+    return std::memcmp(&a, &b, 4) == 0;
+}
+
+// Interesting floats: specials, denormals, boundaries of the approximations.
+std::vector<float> special_values() {
+    return {0.0f, -0.0f, 1.0f, -1.0f, INFINITY, -INFINITY, NAN, 1e-40f, -1e-40f, 1e-45f,
+            3.4e38f, -3.4e38f, 88.72f, -87.5f, -103.9f, 0.625f, -0.625f, 0.927734375f,
+            -0.927734375f, 2.5f, -2.5f, 0.5f, -0.5f, 1.5f, 20.0f, -20.0f, 3.0f, -3.0f};
+}
+
+std::vector<float> random_values(size_t n, uint32_t seed, float scale = 8.0f) {
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> uniform(-scale, scale);
+    std::vector<float> specials = special_values();
+    std::vector<float> v(n);
+    for (size_t i = 0; i < n; ++i) v[i] = (rng() % 8 == 0) ? specials[rng() % specials.size()] : uniform(rng);
+    return v;
+}
+
+struct Built {
+    Arena arena;
+    SnippetBody body{&arena};
+};
+
+// A one-operation body over parameters of the given shapes.
+void build_op(SnippetBody* body, SnippetOp op, const std::vector<std::vector<int64_t>>& shapes) {
+    ValueId args[3];
+    for (size_t i = 0; i < shapes.size(); ++i)
+        REQUIRE(body->parameter(Span<const int64_t>(shapes[i].data(), shapes[i].size()), &args[i]) == Status::Ok);
+    float alpha, beta;
+    snippet_op_default_attributes(op, &alpha, &beta);
+    if (op == SnippetOp::Clip) { alpha = -1.5f; beta = 2.25f; }
+    ValueId y;
+    REQUIRE(body->add(op, Span<const ValueId>(args, shapes.size()), alpha, beta, &y) == Status::Ok);
+    REQUIRE(body->result(y) == Status::Ok);
+}
+
+uint64_t count(const std::vector<int64_t>& shape) {
+    uint64_t n = 1;
+    for (int64_t d : shape) n *= (uint64_t)d;
+    return n;
+}
+
+// Runs a body on the target (JIT or interpreter) and on the interpreter with the target's FMA
+// mode, over the given inputs; checks bitwise equality. `offset` shifts every buffer by that
+// many floats (misalignment); in_place makes result 0 overwrite parameter 0.
+void check_against_interpreter(const SnippetBody& body, const std::vector<std::vector<float>>& inputs,
+                               const std::vector<uint64_t>& output_sizes, Isa isa, uint32_t max_registers = 0,
+                               size_t offset = 0, bool in_place = false, KernelCache* cache = nullptr) {
+    std::vector<std::vector<float>> in_buffers(inputs.size());
+    std::vector<const float*> in_ptrs;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+        in_buffers[i].assign(inputs[i].size() + offset + 1, 0.0f);
+        std::copy(inputs[i].begin(), inputs[i].end(), in_buffers[i].begin() + offset);
+        in_ptrs.push_back(in_buffers[i].data() + offset);
+    }
+    std::vector<std::vector<float>> expected(output_sizes.size()), actual(output_sizes.size());
+    std::vector<float*> expected_ptrs, actual_ptrs;
+    for (size_t r = 0; r < output_sizes.size(); ++r) {
+        expected[r].assign(output_sizes[r] + 1, 0.0f);
+        actual[r].assign(output_sizes[r] + offset + 1, -7.0f);
+        expected_ptrs.push_back(expected[r].data());
+        actual_ptrs.push_back(actual[r].data() + offset);
+    }
+    REQUIRE(interpret(body, Span<const float* const>(in_ptrs.data(), in_ptrs.size()),
+                      Span<float* const>(expected_ptrs.data(), expected_ptrs.size()), isa_uses_fma(isa)) == Status::Ok);
+    std::vector<float> in_place_buffer;
+    if (in_place) {  // result 0 written over a copy of parameter 0
+        in_place_buffer = in_buffers[0];
+        in_ptrs[0] = in_place_buffer.data() + offset;
+        actual_ptrs[0] = in_place_buffer.data() + offset;
+    }
+    Snippet snippet;
+    SnippetOptions options;
+    options.isa = isa;
+    options.max_registers = max_registers;
+    options.cache = cache;
+    Status s = snippet.compile(body, options);
+    INFO("compile: " << snippet.last_error());
+    REQUIRE(s == Status::Ok);
+    REQUIRE(snippet.run(Span<const float* const>(in_ptrs.data(), in_ptrs.size()),
+                        Span<float* const>(actual_ptrs.data(), actual_ptrs.size())) == Status::Ok);
+    for (size_t r = 0; r < output_sizes.size(); ++r) {
+        const float* got = actual_ptrs[r];
+        size_t bad = 0, first = 0;
+        for (size_t i = 0; i < output_sizes[r]; ++i)
+            if (!same(got[i], expected[r][i])) { if (!bad) first = i; ++bad; }
+        INFO("isa " << std::string(isa_name(isa)) << " result " << r << " first mismatch at " << first << ": " << got[first]
+                    << " vs " << expected[r][first]);
+        CHECK(bad == 0);
+        if (!in_place) CHECK(actual[r][output_sizes[r] + offset] == -7.0f);  // nothing written past the end
+    }
+}
+
+std::vector<SnippetOp> computing_ops() {
+    std::vector<SnippetOp> ops;
+    for (int i = (int)SnippetOp::Add; i < (int)SnippetOp::Count; ++i) ops.push_back((SnippetOp)i);
+    return ops;
+}
+
+}  // namespace
+
+TEST_CASE("snippets: ISA names, TESSEL_ISA and availability") {
+    Isa isa;
+    CHECK(parse_isa("avx2", &isa) == Status::Ok);
+    CHECK(isa == Isa::Avx2);
+    CHECK(parse_isa("avx3", &isa) == Status::NotFound);
+    CHECK(isa_available(Isa::Ref));
+    CHECK(isa_vector_floats(Isa::Avx512) == 16);
+    CHECK(!isa_uses_fma(Isa::Sse41));
+    const char* env = std::getenv("TESSEL_ISA");
+    if (env && parse_isa(env, &isa) == Status::Ok) {
+        CHECK(target() == (isa_available(isa) ? isa : best_isa()));
+    } else {
+        CHECK(target() == best_isa());
+    }
+    MESSAGE("target under test: " << isa_name(target()));
+}
+
+TEST_CASE("snippets: op names map both ways; ops outside the list stay out") {
+    SnippetOp op;
+    CHECK(snippet_op_from_name("Gelu", &op) == Status::Ok);
+    CHECK(op == SnippetOp::GeluErf);
+    CHECK(snippet_op_from_name("Where", &op) == Status::Ok);
+    CHECK(op == SnippetOp::Select);
+    CHECK(snippet_op_from_name("HardSwish", &op) == Status::Ok);
+    CHECK(snippet_op_from_name("Conv", &op) == Status::NotFound);
+    CHECK(snippet_op_from_name("PowerStatic", &op) == Status::NotFound);
+    for (SnippetOp o : computing_ops()) {
+        if (o == SnippetOp::PowerStatic) continue;
+        REQUIRE(snippet_op_from_name(snippet_op_name(o), &op) == Status::Ok);
+        CHECK(op == o);
+    }
+}
+
+TEST_CASE("snippets: bad input returns the exact status") {
+    Arena arena;
+    SnippetBody body(&arena);
+    int64_t bad_dim[] = {3, -1};
+    int64_t rank7[] = {1, 1, 1, 1, 1, 1, 1};
+    int64_t s3[] = {3}, s4[] = {4};
+    ValueId x, y, z;
+    CHECK(body.parameter(bad_dim, &x) == Status::InvalidArgument);
+    CHECK(body.parameter(rank7, &x) == Status::LimitExceeded);
+    REQUIRE(body.parameter(s3, &x) == Status::Ok);
+    REQUIRE(body.parameter(s4, &y) == Status::Ok);
+    CHECK(body.binary(SnippetOp::Add, x, y, &z) == Status::InvalidArgument);  // 3 vs 4
+    CHECK(std::string(body.last_error()).find("broadcast") != std::string::npos);
+    CHECK(body.binary(SnippetOp::Add, x, 99, &z) == Status::InvalidArgument);
+    CHECK(body.unary(SnippetOp::Add, x, &z) == Status::InvalidArgument);       // arity
+    CHECK(body.unary(SnippetOp::Parameter, x, &z) == Status::InvalidArgument);
+    CHECK(body.unary(SnippetOp::Elu, x, NAN, 0, &z) == Status::InvalidArgument);
+    CHECK(body.result(42) == Status::InvalidArgument);
+
+    Snippet snippet;
+    const float* no_inputs[1] = {nullptr};
+    float* no_outputs[1] = {nullptr};
+    CHECK(snippet.run(Span<const float* const>(no_inputs, 0), Span<float* const>(no_outputs, 0)) == Status::NotFinalized);
+    CHECK(snippet.compile(body) == Status::InvalidArgument);  // no result
+    REQUIRE(body.unary(SnippetOp::Exp, x, &z) == Status::Ok);
+    REQUIRE(body.result(z) == Status::Ok);
+    SnippetOptions options;
+    options.isa = target();
+    CHECK(snippet.compile(body, options) == Status::InvalidArgument);  // y [4] outside domain [3]
+    Arena arena_ok;
+    SnippetBody ok(&arena_ok);
+    REQUIRE(ok.parameter(s4, &x) == Status::Ok);
+    REQUIRE(ok.parameter(s4, &y) == Status::Ok);
+    REQUIRE(ok.binary(SnippetOp::Mul, x, y, &z) == Status::Ok);
+    REQUIRE(ok.result(z) == Status::Ok);
+    options.isa = (Isa)9;
+    CHECK(snippet.compile(ok, options) == Status::InvalidArgument);
+    options.isa = target();
+    REQUIRE(snippet.compile(ok, options) == Status::Ok);
+    float in[4] = {1, 2, 3, 4}, out[4];
+    const float* inputs[] = {in, in};
+    float* outputs[] = {out};
+    CHECK(snippet.run(Span<const float* const>(inputs, 1), Span<float* const>(outputs, 1)) == Status::InvalidArgument);
+    CHECK(snippet.run(Span<const float* const>(inputs, 2), Span<float* const>(outputs, 0)) == Status::InvalidArgument);
+    const float* null_inputs[] = {in, nullptr};
+    CHECK(snippet.run(Span<const float* const>(null_inputs, 2), Span<float* const>(outputs, 1)) == Status::InvalidArgument);
+    CHECK(snippet.run(Span<const float* const>(inputs, 2), Span<float* const>(outputs, 1)) == Status::Ok);
+    CHECK(out[3] == 16.0f);
+
+    // Twelve arguments: one more than a kernel takes.
+    Arena arena2;
+    SnippetBody wide(&arena2);
+    ValueId acc, p;
+    REQUIRE(wide.parameter(s3, &acc) == Status::Ok);
+    for (int i = 0; i < 9; ++i) {
+        REQUIRE(wide.parameter(s3, &p) == Status::Ok);
+        REQUIRE(wide.binary(SnippetOp::Add, acc, p, &acc) == Status::Ok);
+    }
+    REQUIRE(wide.result(acc) == Status::Ok);
+    CHECK(snippet.compile(wide, options) == Status::Ok);  // 10 + 1
+    REQUIRE(wide.parameter(s3, &p) == Status::Ok);
+    CHECK(snippet.compile(wide, options) == Status::LimitExceeded);
+
+    // A fixed buffer too small for the body.
+    alignas(16) unsigned char buffer[256];
+    Arena tiny(buffer, sizeof buffer);
+    SnippetBody small(&tiny);
+    Status s = Status::Ok;
+    for (int i = 0; i < 100 && s == Status::Ok; ++i) s = small.parameter(s3, &p);
+    CHECK(s == Status::OutOfMemory);
+
+    // A parameter that does not broadcast to the results' domain.
+    Arena arena3;
+    SnippetBody odd(&arena3);
+    int64_t s5[] = {5};
+    REQUIRE(odd.parameter(s3, &x) == Status::Ok);
+    REQUIRE(odd.parameter(s5, &y) == Status::Ok);
+    REQUIRE(odd.unary(SnippetOp::Neg, x, &z) == Status::Ok);
+    REQUIRE(odd.result(z) == Status::Ok);
+    CHECK(snippet.compile(odd, options) == Status::InvalidArgument);
+}
+
+TEST_CASE("snippets: interpreter matches independent references on exact ops") {
+    std::vector<float> a = random_values(257, 1), b = random_values(257, 2);
+    struct Case { SnippetOp op; float (*f)(float, float); };
+    const Case cases[] = {
+        {SnippetOp::Add, [](float x, float y) { return x + y; }},
+        {SnippetOp::Sub, [](float x, float y) { return x - y; }},
+        {SnippetOp::Mul, [](float x, float y) { return x * y; }},
+        {SnippetOp::Div, [](float x, float y) { return x / y; }},
+        {SnippetOp::Max, [](float x, float y) { return x > y ? x : y; }},
+        {SnippetOp::Min, [](float x, float y) { return x < y ? x : y; }},
+        {SnippetOp::Less, [](float x, float y) { return x < y ? 1.0f : 0.0f; }},
+        {SnippetOp::GreaterOrEqual, [](float x, float y) { return x >= y ? 1.0f : 0.0f; }},
+        {SnippetOp::Equal, [](float x, float y) { return x == y ? 1.0f : 0.0f; }},
+        {SnippetOp::PRelu, [](float x, float y) { return x < 0 ? x * y : x; }},
+    };
+    for (const Case& c : cases) {
+        Built b1;
+        build_op(&b1.body, c.op, {{257}, {257}});
+        std::vector<float> out(257);
+        const float* in[] = {a.data(), b.data()};
+        float* outs[] = {out.data()};
+        REQUIRE(interpret(b1.body, in, outs) == Status::Ok);
+        for (size_t i = 0; i < 257; ++i) {
+            INFO(op_name(c.op) << " " << a[i] << " " << b[i]);
+            CHECK(same(out[i], c.f(a[i], b[i])));
+        }
+    }
+    struct Unary { SnippetOp op; float (*f)(float); };
+    const Unary unary[] = {
+        {SnippetOp::Sqrt, [](float x) { return std::sqrt(x); }},
+        {SnippetOp::Abs, [](float x) { return std::fabs(x); }},
+        {SnippetOp::Neg, [](float x) { return -x; }},
+        {SnippetOp::Reciprocal, [](float x) { return 1.0f / x; }},
+        {SnippetOp::Relu, [](float x) { return x != x ? x : (x > 0 ? x : (x == 0 ? x : 0.0f)); }},
+        {SnippetOp::Floor, [](float x) { return std::floor(x); }},
+        {SnippetOp::Ceil, [](float x) { return std::ceil(x); }},
+        {SnippetOp::Round, [](float x) { return std::nearbyint(x); }},
+        {SnippetOp::Sign, [](float x) { return x > 0 ? 1.0f : (x < 0 ? -1.0f : 0.0f); }},
+        {SnippetOp::Clip, [](float x) { return x != x ? x : std::fmin(2.25f, std::fmax(-1.5f, x)); }},
+        {SnippetOp::Softsign, [](float x) { return x / (1.0f + std::fabs(x)); }},
+    };
+    for (const Unary& u : unary) {
+        Built b1;
+        build_op(&b1.body, u.op, {{257}});
+        std::vector<float> out(257);
+        const float* in[] = {a.data()};
+        float* outs[] = {out.data()};
+        REQUIRE(interpret(b1.body, in, outs) == Status::Ok);
+        for (size_t i = 0; i < 257; ++i) {
+            INFO(op_name(u.op) << " " << a[i]);
+            CHECK(same(out[i], u.f(a[i])));
+        }
+    }
+    CHECK(std::nearbyint(2.5f) == 2.0f);  // Round is half to even
+}
+
+TEST_CASE("snippets: interpreter broadcasting matches an index-by-index reference") {
+    struct Case { std::vector<int64_t> a, b; };
+    const Case cases[] = {
+        {{3, 5, 7}, {3, 1, 7}}, {{3, 5, 7}, {1, 5, 1}}, {{4, 33}, {4, 1}}, {{33}, {5, 33}},
+        {{2, 3, 4, 5, 6, 7}, {1, 3, 1, 5, 1, 7}}, {{1}, {6, 1, 9}}, {{2, 1, 3}, {1, 4, 1}},
+    };
+    for (const Case& c : cases) {
+        Built b;
+        build_op(&b.body, SnippetOp::Sub, {c.a, c.b});
+        const SnippetShape& out_shape = b.body.instruction(2).shape;
+        std::vector<int64_t> o(out_shape.dims, out_shape.dims + out_shape.rank);
+        std::vector<float> x = random_values(count(c.a), 3), y = random_values(count(c.b), 4);
+        std::vector<float> got(count(o)), want(count(o));
+        const float* in[] = {x.data(), y.data()};
+        float* outs[] = {got.data()};
+        REQUIRE(interpret(b.body, in, outs) == Status::Ok);
+        // Reference: unravel each output index, broadcast into each input.
+        auto offset = [&](const std::vector<int64_t>& shape, const std::vector<int64_t>& index) {
+            int64_t off = 0;
+            size_t shift = o.size() - shape.size();
+            for (size_t d = 0; d < shape.size(); ++d) off = off * shape[d] + (shape[d] == 1 ? 0 : index[d + shift]);
+            return off;
+        };
+        std::vector<int64_t> index(o.size(), 0);
+        for (uint64_t i = 0; i < count(o); ++i) {
+            uint64_t rest = i;
+            for (size_t d = o.size(); d-- > 0;) { index[d] = (int64_t)(rest % o[d]); rest /= o[d]; }
+            want[i] = x[offset(c.a, index)] - y[offset(c.b, index)];
+        }
+        size_t bad = 0;
+        for (size_t i = 0; i < want.size(); ++i) bad += !same(got[i], want[i]);
+        CHECK(bad == 0);
+        // And the target agrees with the interpreter on the same shapes.
+        check_against_interpreter(b.body, {x, y}, {count(o)}, target());
+    }
+}
+
+TEST_CASE("snippets: domain normalization collapses contiguous dimensions") {
+    struct Case { std::vector<int64_t> a, b; uint32_t rank; int64_t last; };
+    const Case cases[] = {
+        {{2, 3, 4}, {2, 3, 4}, 1, 24},
+        {{2, 3, 4}, {2, 1, 4}, 3, 4},
+        {{2, 3, 4}, {1, 1, 4}, 2, 4},
+        {{2, 3, 4}, {2, 3, 1}, 2, 1},
+        {{1, 1, 5}, {1}, 1, 5},
+        {{1}, {1}, 1, 1},
+    };
+    for (const Case& c : cases) {
+        Built b;
+        build_op(&b.body, SnippetOp::Add, {c.a, c.b});
+        Snippet s;
+        SnippetOptions options;
+        options.isa = target();
+        REQUIRE(s.compile(b.body, options) == Status::Ok);
+        CHECK(s.normalized_rank() == c.rank);
+        CHECK(s.normalized_dim(s.normalized_rank() - 1) == (c.last == 1 ? s.normalized_dim(s.normalized_rank() - 1) : c.last));
+    }
+}
+
+TEST_CASE("snippets: every op, every length 0..2W+1 and large ones, equals the interpreter") {
+    Isa isa = target();
+    uint32_t w = isa_vector_floats(isa);
+    std::vector<uint64_t> lengths;
+    for (uint64_t n = 0; n <= 2 * w + 1; ++n) lengths.push_back(n);
+    lengths.push_back(1000);
+    lengths.push_back(4099);
+    for (SnippetOp op : computing_ops()) {
+        uint32_t arity = snippet_op_arity(op);
+        for (uint64_t n : lengths) {
+            Built b;
+            std::vector<std::vector<int64_t>> shapes(arity, std::vector<int64_t>{(int64_t)n});
+            build_op(&b.body, op, shapes);
+            std::vector<std::vector<float>> inputs;
+            for (uint32_t i = 0; i < arity; ++i) inputs.push_back(random_values(n, (uint32_t)(n * 7 + i + (int)op * 101), op == SnippetOp::Pow ? 3.0f : 8.0f));
+            if (op == SnippetOp::Select)
+                for (float& c : inputs[0]) c = (c > 0) ? 1.0f : (c < -4 ? NAN : 0.0f);
+            INFO(op_name(op) << " n=" << n);
+            check_against_interpreter(b.body, inputs, {n}, isa);
+        }
+    }
+}
+
+TEST_CASE("snippets: broadcast on each axis, scalars, misaligned and in-place buffers") {
+    Isa isa = target();
+    const std::vector<int64_t> full = {3, 4, 5, 19};
+    for (size_t axis = 0; axis < full.size(); ++axis) {
+        std::vector<int64_t> narrow = full;
+        narrow[axis] = 1;
+        for (int variant = 0; variant < 3; ++variant) {
+            Built b;
+            ValueId x, y, k, t, u, r;
+            REQUIRE(b.body.parameter(Span<const int64_t>(full.data(), full.size()), &x) == Status::Ok);
+            REQUIRE(b.body.parameter(Span<const int64_t>(narrow.data(), narrow.size()), &y) == Status::Ok);
+            REQUIRE(b.body.scalar(0.75f, &k) == Status::Ok);
+            REQUIRE(b.body.binary(SnippetOp::Mul, x, y, &t) == Status::Ok);
+            REQUIRE(b.body.binary(SnippetOp::Add, t, k, &u) == Status::Ok);
+            REQUIRE(b.body.unary(SnippetOp::Tanh, u, &r) == Status::Ok);
+            REQUIRE(b.body.result(r) == Status::Ok);
+            std::vector<float> xv = random_values(count(full), 11), yv = random_values(count(narrow), 12);
+            INFO("axis " << axis << " variant " << variant);
+            check_against_interpreter(b.body, {xv, yv}, {count(full)}, isa, 0, variant == 1 ? 1 : (variant == 2 ? 3 : 0),
+                                      variant == 2);
+        }
+    }
+    // A result broadcast along the row (its value does not depend on the row's axis).
+    Built b;
+    int64_t full_shape[] = {6, 37}, col_shape[] = {6, 1};
+    ValueId x, c, y, z;
+    REQUIRE(b.body.parameter(full_shape, &x) == Status::Ok);
+    REQUIRE(b.body.parameter(col_shape, &c) == Status::Ok);
+    REQUIRE(b.body.binary(SnippetOp::Mul, x, c, &y) == Status::Ok);
+    REQUIRE(b.body.unary(SnippetOp::Exp, c, &z) == Status::Ok);
+    REQUIRE(b.body.result(y) == Status::Ok);
+    REQUIRE(b.body.result(z) == Status::Ok);
+    check_against_interpreter(b.body, {random_values(222, 5), random_values(6, 6)}, {222, 6}, isa);
+}
+
+TEST_CASE("snippets: in place equals out of place") {
+    Isa isa = target();
+    Built b;
+    int64_t shape[] = {1003};
+    ValueId x, y;
+    REQUIRE(b.body.parameter(shape, &x) == Status::Ok);
+    REQUIRE(b.body.unary(SnippetOp::GeluErf, x, &y) == Status::Ok);
+    REQUIRE(b.body.result(y) == Status::Ok);
+    std::vector<float> data = random_values(1003, 77), out(1003);
+    const float* in[] = {data.data()};
+    float* outs[] = {out.data()};
+    Snippet s;
+    SnippetOptions options;
+    options.isa = isa;
+    REQUIRE(s.compile(b.body, options) == Status::Ok);
+    REQUIRE(s.run(in, outs) == Status::Ok);
+    float* same_buffer[] = {data.data()};
+    REQUIRE(s.run(in, same_buffer) == Status::Ok);
+    size_t bad = 0;
+    for (size_t i = 0; i < 1003; ++i) bad += !same(data[i], out[i]);
+    CHECK(bad == 0);
+}
+
+namespace {
+// A random body: `params` parameters of broadcast-compatible shapes, a DAG of random ops,
+// scalars, and several results (some intermediates, to keep many values live).
+struct RandomBody {
+    Arena arena;
+    SnippetBody body{&arena};
+    std::vector<std::vector<int64_t>> param_shapes;
+    std::vector<uint64_t> result_sizes;
+};
+
+void make_random_body(RandomBody* rb, std::mt19937& rng, int ops_count) {
+    std::vector<int64_t> domain = {(int64_t)(1 + rng() % 3), (int64_t)(1 + rng() % 4), (int64_t)(1 + rng() % 40)};
+    int params = 1 + (int)(rng() % 3);
+    std::vector<ValueId> values;
+    for (int p = 0; p < params; ++p) {
+        std::vector<int64_t> shape = domain;
+        for (auto& d : shape) if (rng() % 3 == 0) d = 1;
+        if (p == 0) shape = domain;
+        rb->param_shapes.push_back(shape);
+        ValueId v;
+        REQUIRE(rb->body.parameter(Span<const int64_t>(rb->param_shapes.back().data(), shape.size()), &v) == Status::Ok);
+        values.push_back(v);
+    }
+    std::vector<SnippetOp> ops = computing_ops();
+    for (int i = 0; i < ops_count; ++i) {
+        SnippetOp op = ops[rng() % ops.size()];
+        if (op == SnippetOp::PowerStatic) op = SnippetOp::Pow;
+        uint32_t arity = snippet_op_arity(op);
+        ValueId args[3];
+        for (uint32_t a = 0; a < arity; ++a) {
+            if (rng() % 6 == 0) {
+                float scalar_values[] = {2.0f, 0.5f, -1.0f, 3.0f, 1.7f, 0.0f};
+                REQUIRE(rb->body.scalar(scalar_values[rng() % 6], &args[a]) == Status::Ok);
+            } else {
+                args[a] = values[values.size() - 1 - rng() % std::min<size_t>(values.size(), 6)];
+            }
+        }
+        float alpha, beta;
+        snippet_op_default_attributes(op, &alpha, &beta);
+        if (op == SnippetOp::Clip) { alpha = -2.0f; beta = 3.0f; }
+        ValueId v;
+        REQUIRE(rb->body.add(op, Span<const ValueId>(args, arity), alpha, beta, &v) == Status::Ok);
+        values.push_back(v);
+    }
+    int results = 1 + (int)(rng() % 3);
+    for (int r = 0; r < results; ++r) {
+        ValueId v = r == 0 ? values.back() : values[params + rng() % (values.size() - params)];
+        REQUIRE(rb->body.result(v) == Status::Ok);
+        const SnippetShape& s = rb->body.instruction(v).shape;
+        rb->result_sizes.push_back(shape_size(s));
+    }
+}
+}  // namespace
+
+TEST_CASE("snippets: random fused bodies equal the interpreter, with and without spills") {
+    Isa isa = target();
+    std::mt19937 rng(20261122);
+    for (int trial = 0; trial < 60; ++trial) {
+        RandomBody rb;
+        make_random_body(&rb, rng, 4 + trial % 20);
+        // Results must broadcast to one domain and parameters into it; skip the rare body whose
+        // results leave a parameter's axis out (compile rejects it, tested elsewhere).
+        std::vector<std::vector<float>> inputs;
+        for (size_t p = 0; p < rb.param_shapes.size(); ++p)
+            inputs.push_back(random_values(count(rb.param_shapes[p]), (uint32_t)(trial * 31 + p), 2.0f));
+        Snippet probe;
+        SnippetOptions options;
+        options.isa = isa;
+        Status s = probe.compile(rb.body, options);
+        if (s == Status::InvalidArgument) continue;
+        REQUIRE(s == Status::Ok);
+        INFO("trial " << trial);
+        for (uint32_t registers : {0u, 1u, 2u, 3u}) {
+            INFO("max_registers " << registers);
+            check_against_interpreter(rb.body, inputs, rb.result_sizes, isa, registers, trial % 2);
+        }
+    }
+}
+
+TEST_CASE("snippets: spilling happens under register pressure and stays exact") {
+    Isa isa = target();
+    if (isa == Isa::Ref) return;
+    Built b;
+    int64_t shape[] = {67};
+    ValueId x, v[12], acc;
+    REQUIRE(b.body.parameter(shape, &x) == Status::Ok);
+    for (int i = 0; i < 12; ++i) {  // twelve values live at once, combined at the end
+        ValueId k;
+        REQUIRE(b.body.scalar(1.0f + (float)i, &k) == Status::Ok);
+        REQUIRE(b.body.binary(SnippetOp::Mul, x, k, &v[i]) == Status::Ok);
+    }
+    acc = v[0];
+    for (int i = 1; i < 12; ++i) REQUIRE(b.body.binary(i % 2 ? SnippetOp::Sub : SnippetOp::Add, v[i], acc, &acc) == Status::Ok);
+    REQUIRE(b.body.result(acc) == Status::Ok);
+    Snippet s;
+    SnippetOptions options;
+    options.isa = isa;
+    options.max_registers = 2;
+    REQUIRE(s.compile(b.body, options) == Status::Ok);
+    CHECK(s.stats().spilled_values > 0);
+    CHECK(s.stats().registers_used <= 2);
+    check_against_interpreter(b.body, {random_values(67, 9)}, {67}, isa, 2);
+    options.max_registers = 0;
+    REQUIRE(s.compile(b.body, options) == Status::Ok);
+    if (isa == Isa::Avx512) CHECK(s.stats().spilled_values == 0);
+}
+
+namespace {
+double reference(SnippetOp op, double x) {
+    switch (op) {
+        case SnippetOp::Exp: return std::exp(x);
+        case SnippetOp::Log: return std::log(x);
+        case SnippetOp::Tanh: return std::tanh(x);
+        case SnippetOp::Sigmoid: return 1.0 / (1.0 + std::exp(-x));
+        case SnippetOp::Erf: return std::erf(x);
+        case SnippetOp::GeluErf: return 0.5 * x * std::erfc(-x / std::sqrt(2.0));
+        case SnippetOp::GeluTanh: {
+            double u = std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x);
+            return x / (1.0 + std::exp(-2.0 * u));  // = x/2 (1 + tanh u) without cancellation
+        }
+        case SnippetOp::Swish: return x / (1.0 + std::exp(-x));
+        case SnippetOp::Softplus: return std::log1p(std::exp(x));
+        case SnippetOp::Mish: return x * std::tanh(std::log1p(std::exp(x)));
+        case SnippetOp::Elu: return x > 0 ? x : std::expm1(x);
+        case SnippetOp::Selu: return 1.05070102214813232421875 * (x > 0 ? x : 1.67326319217681884765625 * std::expm1(x));
+        case SnippetOp::HardSwish: return x * std::fmax(0.0, std::fmin(1.0, x / 6.0 + 0.5));
+        case SnippetOp::HardSigmoid: return std::fmax(0.0, std::fmin(1.0, (double)0.2f * x + 0.5));
+        case SnippetOp::Softsign: return x / (1.0 + std::fabs(x));
+        default: return 0;
+    }
+}
+
+double ulp_error(float got, double want) {
+    if (std::isnan(want)) return std::isnan(got) ? 0 : 1e30;
+    if (std::fabs(want) > 3.4028234663852886e38) return (std::isinf(got) && (got > 0) == (want > 0)) ? 0 : 1e30;
+    if (std::isnan(got) || std::isinf(got)) return 1e30;
+    int e;
+    std::frexp(want, &e);
+    double ulp = std::ldexp(1.0, std::max(e - 24, -149));
+    return std::fabs((double)got - want) / ulp;
+}
+}  // namespace
+
+TEST_CASE("snippets: accuracy of every approximation against double precision") {
+    struct Sweep { SnippetOp op; float lo, hi; };
+    // The GELU sweeps reach far into the tail where the results are denormal.
+    const Sweep sweeps[] = {
+        {SnippetOp::Exp, -104.0f, 89.0f}, {SnippetOp::Tanh, -10.0f, 10.0f},
+        {SnippetOp::Sigmoid, -100.0f, 100.0f}, {SnippetOp::Erf, -6.0f, 6.0f},
+        {SnippetOp::GeluErf, -20.0f, 10.0f}, {SnippetOp::GeluTanh, -20.0f, 10.0f},
+        {SnippetOp::Swish, -80.0f, 80.0f}, {SnippetOp::Softplus, -20.0f, 20.0f},
+        {SnippetOp::Mish, -20.0f, 20.0f}, {SnippetOp::Elu, -10.0f, 10.0f}, {SnippetOp::Selu, -10.0f, 10.0f},
+        {SnippetOp::HardSwish, -10.0f, 10.0f}, {SnippetOp::HardSigmoid, -10.0f, 10.0f},
+        {SnippetOp::Softsign, -100.0f, 100.0f},
+    };
+    const size_t n = 200003;
+    Isa isa = target();
+    for (const Sweep& sweep : sweeps) {
+        std::vector<float> in(n), out(n);
+        for (size_t i = 0; i < n; ++i) in[i] = sweep.lo + (sweep.hi - sweep.lo) * (float)((double)i / (n - 1));
+        Built b;
+        build_op(&b.body, sweep.op, {{(int64_t)n}});
+        Snippet s;
+        SnippetOptions options;
+        options.isa = isa;
+        REQUIRE(s.compile(b.body, options) == Status::Ok);
+        const float* ins[] = {in.data()};
+        float* outs[] = {out.data()};
+        REQUIRE(s.run(ins, outs) == Status::Ok);
+        double worst = 0;
+        float at = 0;
+        for (size_t i = 0; i < n; ++i) {
+            double e = ulp_error(out[i], reference(sweep.op, in[i]));
+            if (e > worst) { worst = e; at = in[i]; }
+        }
+        MESSAGE(std::string(snippet_op_name(sweep.op)) << " max " << worst << " ulp at " << at << " (" << std::string(isa_name(isa)) << ")");
+        CHECK(worst <= snippet_op_ulp_bound(sweep.op, isa_uses_fma(isa)));
+    }
+    // log over every exponent: a strided walk through all positive float bit patterns.
+    std::vector<float> in, out;
+    for (uint32_t bits = 1; bits < 0x7f800000u; bits += 4099) in.push_back(test_bits_to_float(bits));
+    out.resize(in.size());
+    Built b;
+    build_op(&b.body, SnippetOp::Log, {{(int64_t)in.size()}});
+    Snippet s;
+    SnippetOptions options;
+    options.isa = isa;
+    REQUIRE(s.compile(b.body, options) == Status::Ok);
+    const float* ins[] = {in.data()};
+    float* outs[] = {out.data()};
+    REQUIRE(s.run(ins, outs) == Status::Ok);
+    double worst = 0;
+    for (size_t i = 0; i < in.size(); ++i) worst = std::max(worst, ulp_error(out[i], std::log((double)in[i])));
+    MESSAGE("Log max " << worst << " ulp over all exponents");
+    CHECK(worst <= snippet_op_ulp_bound(SnippetOp::Log, isa_uses_fma(isa)));
+    // Special values of exp and log.
+    float specials[] = {0.0f, -0.0f, -1.0f, INFINITY, -INFINITY, NAN};
+    float logs[6], exps[6];
+    const float* sp[] = {specials};
+    float* lo[] = {logs};
+    float* eo[] = {exps};
+    Built bl, be;
+    build_op(&bl.body, SnippetOp::Log, {{6}});
+    build_op(&be.body, SnippetOp::Exp, {{6}});
+    REQUIRE(s.compile(bl.body, options) == Status::Ok);
+    REQUIRE(s.run(sp, lo) == Status::Ok);
+    CHECK(logs[0] == -INFINITY);
+    CHECK(logs[1] == -INFINITY);
+    CHECK(std::isnan(logs[2]));
+    CHECK(logs[3] == INFINITY);
+    CHECK(std::isnan(logs[4]));
+    CHECK(std::isnan(logs[5]));
+    REQUIRE(s.compile(be.body, options) == Status::Ok);
+    REQUIRE(s.run(sp, eo) == Status::Ok);
+    CHECK(exps[0] == 1.0f);
+    CHECK(exps[3] == INFINITY);
+    CHECK(exps[4] == 0.0f);
+    CHECK(std::isnan(exps[5]));
+}
+
+TEST_CASE("snippets: statistics count bytes walked, kernels are cached by body and target") {
+    // GELU decomposed: x*0.7071 -> Erf -> +1 -> *x -> *0.5 over N elements.
+    Built b;
+    const int64_t n = 1024;
+    int64_t shape[] = {n};
+    ValueId x, k1, k2, k3, t1, t2, t3, t4, t5;
+    REQUIRE(b.body.parameter(shape, &x) == Status::Ok);
+    REQUIRE(b.body.scalar(0.70710678f, &k1) == Status::Ok);
+    REQUIRE(b.body.scalar(1.0f, &k2) == Status::Ok);
+    REQUIRE(b.body.scalar(0.5f, &k3) == Status::Ok);
+    REQUIRE(b.body.binary(SnippetOp::Mul, x, k1, &t1) == Status::Ok);
+    REQUIRE(b.body.unary(SnippetOp::Erf, t1, &t2) == Status::Ok);
+    REQUIRE(b.body.binary(SnippetOp::Add, t2, k2, &t3) == Status::Ok);
+    REQUIRE(b.body.binary(SnippetOp::Mul, t3, x, &t4) == Status::Ok);
+    REQUIRE(b.body.binary(SnippetOp::Mul, t4, k3, &t5) == Status::Ok);
+    REQUIRE(b.body.result(t5) == Status::Ok);
+    KernelCache cache;
+    Snippet s1, s2;
+    SnippetOptions options;
+    options.isa = target();
+    options.cache = &cache;
+    REQUIRE(s1.compile(b.body, options) == Status::Ok);
+    const SnippetStats& st = s1.stats();
+    CHECK(st.bytes_fused == (uint64_t)n * 4 * 2);
+    CHECK(st.bytes_unfused == (uint64_t)n * 4 * (2 + 2 + 2 + 3 + 2));
+    CHECK(st.shrinkage == doctest::Approx(5.5));
+    CHECK(st.elements == (uint64_t)n);
+    std::string text;
+    write_statistics(st, test::append_to_string, &text);
+    CHECK(text.find("shrinkage=5.50") != std::string::npos);
+    if (target() == Isa::Ref) return;
+    CHECK(!st.cache_hit);
+    CHECK(st.code_size > 0);
+    CHECK(st.registers_used >= 1);
+    REQUIRE(s2.compile(b.body, options) == Status::Ok);
+    CHECK(s2.stats().cache_hit);
+    CHECK(cache.size() == 1);
+    CHECK(cache.hits() == 1);
+    check_against_interpreter(b.body, {random_values(n, 3)}, {(uint64_t)n}, target(), 0, 0, false, &cache);
+    CHECK(cache.hits() == 2);
+    if (target() != Isa::Sse41) {  // another target: another kernel
+        Snippet s3;
+        options.isa = Isa::Sse41;
+        REQUIRE(s3.compile(b.body, options) == Status::Ok);
+        CHECK(!s3.stats().cache_hit);
+        CHECK(cache.size() == 2);
+    }
+}
+
+// >>tokenizer
+namespace {
+void set_shape(Graph* g, NodeId id, std::vector<int64_t> dims, ElementType type = ElementType::Float32) {
+    TensorDesc d;
+    d.type = type;
+    d.rank = (uint8_t)dims.size();
+    for (size_t i = 0; i < dims.size(); ++i) d.dims[i] = dims[i];
+    REQUIRE(g->set_output_desc(id, 0, d) == Status::Ok);
+}
+
+NodeId add(Graph* g, const char* name, const char* op, std::vector<NodeId> inputs, std::vector<int64_t> dims = {8, 16}) {
+    std::vector<InputRef> refs;
+    for (NodeId i : inputs) refs.push_back(InputRef::by_id(i));
+    NodeId id;
+    REQUIRE(g->add_node(NodeSpec{name, op, "", Span<const InputRef>(refs.data(), refs.size()), 1}, &id) == Status::Ok);
+    set_shape(g, id, dims);
+    return id;
+}
+
+// Checks the invariants of a tokenization: the graph of islands (and of the other nodes) is
+// acyclic, each island keeps within the argument budget, no keep-apart edge is inside.
+void check_tokenization(const Graph& g, const Tokenization& t, uint32_t budget) {
+    uint32_t n = g.node_count();
+    // Quotient graph: one vertex per island, one per other node.
+    std::vector<uint32_t> vertex(n);
+    for (uint32_t v = 0; v < n; ++v) vertex[v] = t.island_of[v] != kNoIsland ? t.island_of[v] : t.island_count + v;
+    uint32_t vertices = t.island_count + n;
+    std::vector<std::vector<uint32_t>> edges(vertices);
+    std::vector<uint32_t> indegree(vertices, 0);
+    for (uint32_t v = 0; v < n; ++v)
+        for (NodeId s : g.successors(v))
+            if (vertex[s] != vertex[v]) { edges[vertex[v]].push_back(vertex[s]); ++indegree[vertex[s]]; }
+    std::vector<uint32_t> ready;
+    for (uint32_t q = 0; q < vertices; ++q) if (!indegree[q]) ready.push_back(q);
+    uint32_t seen = 0;
+    while (!ready.empty()) {
+        uint32_t q = ready.back();
+        ready.pop_back();
+        ++seen;
+        for (uint32_t s : edges[q]) if (--indegree[s] == 0) ready.push_back(s);
+    }
+    CHECK(seen == vertices);
+    for (uint32_t island = 0; island < t.island_count; ++island) {
+        std::vector<std::pair<NodeId, uint32_t>> inputs;
+        uint32_t outputs = 0, members = 0;
+        for (uint32_t v = 0; v < n; ++v) {
+            if (t.island_of[v] != island) continue;
+            ++members;
+            CHECK(node_is_fusible(g, v));
+            const Node& node = g.node(v);
+            for (uint32_t e = 0; e < node.num_inputs; ++e) {
+                NodeId p = node.inputs[e].producer;
+                if (t.island_of[p] == island) { CHECK(!node.inputs[e].keep_apart); continue; }
+                std::pair<NodeId, uint32_t> key(p, node.inputs[e].port);
+                if (std::find(inputs.begin(), inputs.end(), key) == inputs.end()) inputs.push_back(key);
+            }
+            bool out = g.successors(v).size == 0;
+            for (NodeId s : g.successors(v)) if (t.island_of[s] != island) out = true;
+            outputs += out;
+        }
+        CHECK(members > 0);
+        CHECK(inputs.size() + outputs <= budget);
+    }
+}
+}  // namespace
+
+TEST_CASE("tokenize: the seed's GeLU/Add/Clamp example becomes one subgraph") {
+    Arena arena;
+    Graph g(&arena);
+    NodeId x = add(&g, "x", "Input", {});
+    NodeId bias = add(&g, "bias", "Input", {}, {1, 16});
+    NodeId three = add(&g, "three", "Constant", {}, {1});
+    NodeId add1 = add(&g, "add1", "Add", {x, bias});
+    NodeId add2 = add(&g, "add2", "Add", {add1, three});
+    NodeId clamp = add(&g, "clamp", "Clamp", {add2});
+    NodeId mul = add(&g, "mul", "Multiply", {add1, clamp});
+    NodeId out = add(&g, "out", "Output", {mul});
+    Attribute value;
+    value.name = "value_float";
+    value.kind = AttributeKind::Float;
+    value.f = 3.0f;
+    REQUIRE(g.add_attribute(three, value) == Status::Ok);
+    Attribute lo, hi;
+    lo.name = "min";
+    lo.kind = AttributeKind::Float;
+    lo.f = 0.0f;
+    hi.name = "max";
+    hi.kind = AttributeKind::Float;
+    hi.f = 6.0f;
+    REQUIRE(g.add_attribute(clamp, lo) == Status::Ok);
+    REQUIRE(g.add_attribute(clamp, hi) == Status::Ok);
+    REQUIRE(g.finalize() == Status::Ok);
+    Tokenization t;
+    REQUIRE(tokenize(g, TokenizeOptions(), &arena, &t) == Status::Ok);
+    CHECK(t.island_count == 1);
+    for (NodeId v : {three, add1, add2, clamp, mul}) CHECK(t.island_of[v] == 0);
+    for (NodeId v : {x, bias, out}) CHECK(t.island_of[v] == kNoIsland);
+    check_tokenization(g, t, kSnippetMaxArgs);
+
+    // The island's body computes (x + bias) * clamp(x + bias + 3, 0, 6) in one kernel.
+    SnippetBody body(&arena);
+    NodeId in_nodes[kSnippetMaxArgs], out_nodes[kSnippetMaxArgs];
+    uint32_t ins = 0, outs = 0;
+    REQUIRE(build_island_body(g, t, 0, &body, in_nodes, &ins, out_nodes, &outs) == Status::Ok);
+    REQUIRE(ins == 2);
+    CHECK(in_nodes[0] == x);
+    CHECK(in_nodes[1] == bias);
+    REQUIRE(outs == 1);
+    CHECK(out_nodes[0] == mul);
+    std::vector<float> xv = random_values(128, 21), bv = random_values(16, 22), got(128);
+    Snippet snippet;
+    SnippetOptions options;
+    options.isa = target();
+    REQUIRE(snippet.compile(body, options) == Status::Ok);
+    CHECK(snippet.stats().shrinkage > 1.0);
+    const float* in_ptrs[] = {xv.data(), bv.data()};
+    float* out_ptrs[] = {got.data()};
+    REQUIRE(snippet.run(in_ptrs, out_ptrs) == Status::Ok);
+    size_t bad = 0;
+    for (int i = 0; i < 128; ++i) {
+        float a = xv[i] + bv[i % 16];
+        float c = a + 3.0f;
+        c = c != c ? c : std::fmin(6.0f, std::fmax(0.0f, c));
+        bad += !same(got[i], a * c);
+    }
+    CHECK(bad == 0);
+    NodeId unused[kSnippetMaxArgs];
+    uint32_t count_unused;
+    CHECK(build_island_body(g, t, 1, &body, unused, &count_unused, unused, &count_unused) == Status::InvalidArgument);
+}
+
+TEST_CASE("tokenize: a merge that would close a cycle through another op is refused") {
+    Arena arena;
+    Graph g(&arena);
+    NodeId in = add(&g, "in", "Input", {});
+    NodeId a = add(&g, "a", "Relu", {in});
+    NodeId conv = add(&g, "conv", "Conv", {a});     // not fusible
+    NodeId d = add(&g, "d", "Add", {a, conv});      // joining a's island would loop through conv
+    NodeId e = add(&g, "e", "Sigmoid", {d});
+    REQUIRE(g.finalize() == Status::Ok);
+    Tokenization t;
+    REQUIRE(tokenize(g, TokenizeOptions(), &arena, &t) == Status::Ok);
+    CHECK(t.island_of[conv] == kNoIsland);
+    CHECK(t.island_of[a] != t.island_of[d]);
+    CHECK(t.island_of[d] == t.island_of[e]);
+    check_tokenization(g, t, kSnippetMaxArgs);
+}
+
+TEST_CASE("tokenize: budget, shapes, element types and keep-apart edges limit islands") {
+    Arena arena;
+    Graph g(&arena);
+    std::vector<NodeId> inputs;
+    for (int i = 0; i < 6; ++i) inputs.push_back(add(&g, ("in" + std::to_string(i)).c_str(), "Input", {}));
+    NodeId acc = add(&g, "s0", "Add", {inputs[0], inputs[1]});
+    for (int i = 2; i < 6; ++i) acc = add(&g, ("s" + std::to_string(i)).c_str(), "Add", {acc, inputs[i]});
+    NodeId i32 = add(&g, "int", "Relu", {acc});
+    set_shape(&g, i32, {8, 16}, ElementType::Int32);   // not float: stays out
+    NodeId unknown = add(&g, "unknown", "Relu", {acc}, {-1, 16});
+    NodeId rank7 = add(&g, "rank7", "Relu", {acc}, {1, 1, 1, 1, 1, 8, 16});
+    (void)unknown; (void)rank7;
+    REQUIRE(g.finalize() == Status::Ok);
+    TokenizeOptions options;
+    options.max_arguments = 4;
+    Tokenization t;
+    REQUIRE(tokenize(g, options, &arena, &t) == Status::Ok);
+    CHECK(t.island_of[i32] == kNoIsland);
+    CHECK(t.island_of[unknown] == kNoIsland);
+    CHECK(t.island_of[rank7] == kNoIsland);
+    CHECK(t.island_count >= 2);  // 6 inputs + 1 output do not fit in 4 arguments
+    check_tokenization(g, t, 4);
+    options.max_arguments = 1;
+    CHECK(tokenize(g, options, &arena, &t) == Status::InvalidArgument);
+    options.max_arguments = kSnippetMaxArgs + 1;  // a kernel could not take such an island
+    CHECK(tokenize(g, options, &arena, &t) == Status::InvalidArgument);
+    Arena arena2;
+    Graph raw(&arena2);
+    CHECK(tokenize(raw, TokenizeOptions(), &arena2, &t) == Status::NotFinalized);
+
+    // A keep-apart edge between two fusible nodes keeps them in different islands.
+    Arena arena3;
+    Graph h(&arena3);
+    NodeId p = add(&h, "p", "Input", {});
+    NodeId q = add(&h, "q", "Exp", {p});
+    InputRef apart[] = {InputRef::by_id(q, 0, true)};
+    NodeId r;
+    REQUIRE(h.add_node(NodeSpec{"r", "Neg", "", apart, 1}, &r) == Status::Ok);
+    set_shape(&h, r, {8, 16});
+    REQUIRE(h.finalize() == Status::Ok);
+    REQUIRE(tokenize(h, TokenizeOptions(), &arena3, &t) == Status::Ok);
+    CHECK(t.island_of[q] != kNoIsland);
+    CHECK(t.island_of[q] != t.island_of[r]);
+}
+
+TEST_CASE("tokenize: property, random graphs never get a cycle or a broken budget") {
+    std::mt19937 rng(7);
+    const char* ops[] = {"Add", "Mul", "Relu", "Sigmoid", "Conv", "MatMul", "Tanh", "Where", "Exp"};
+    for (int trial = 0; trial < 200; ++trial) {
+        Arena arena;
+        Graph g(&arena);
+        int n = 5 + (int)(rng() % 40);
+        std::vector<NodeId> ids;
+        for (int i = 0; i < n; ++i) {
+            const char* op = i < 2 ? "Input" : ops[rng() % 9];
+            std::string opname(op);
+            int arity = opname == "Add" || opname == "Mul" || opname == "MatMul" ? 2 : opname == "Where" ? 3 : opname == "Input" ? 0 : 1;
+            std::vector<NodeId> in;
+            for (int a = 0; a < arity; ++a) in.push_back(ids[rng() % ids.size()]);
+            std::vector<int64_t> dims = rng() % 5 == 0 ? std::vector<int64_t>{8, 1} : std::vector<int64_t>{8, 16};
+            ids.push_back(add(&g, ("n" + std::to_string(i)).c_str(), op, in, dims));
+        }
+        REQUIRE(g.finalize() == Status::Ok);
+        TokenizeOptions options;
+        options.max_arguments = 3 + (uint32_t)(rng() % 9);
+        Tokenization t;
+        REQUIRE(tokenize(g, options, &arena, &t) == Status::Ok);
+        INFO("trial " << trial);
+        check_tokenization(g, t, options.max_arguments);
+        if (trial >= 40) continue;
+        for (uint32_t island = 0; island < t.island_count; ++island) {  // every island compiles
+            Arena body_arena;
+            SnippetBody body(&body_arena);
+            NodeId in_nodes[kSnippetMaxArgs], out_nodes[kSnippetMaxArgs];
+            uint32_t ins = 0, outs = 0;
+            REQUIRE(build_island_body(g, t, island, &body, in_nodes, &ins, out_nodes, &outs) == Status::Ok);
+            CHECK(ins + outs <= options.max_arguments);
+            std::vector<std::vector<float>> inputs;
+            for (uint32_t i = 0; i < ins; ++i) {
+                const TensorDesc& d = g.node(in_nodes[i]).outputs[0];
+                inputs.push_back(random_values((size_t)(d.dims[0] * d.dims[1]), trial * 100 + i, 3.0f));
+            }
+            std::vector<uint64_t> sizes;
+            for (uint32_t r = 0; r < outs; ++r) sizes.push_back(shape_size(body.instruction(body.result_value(r)).shape));
+            check_against_interpreter(body, inputs, sizes, target());
+        }
+    }
+}
+
+TEST_CASE("snippets: every op compiles and stays exact with all allocatable registers busy") {
+    Isa isa = target();
+    for (SnippetOp o : computing_ops()) {
+        Built b;
+        int64_t shape[] = {45};
+        ValueId x, y, z, live[9], acc;
+        REQUIRE(b.body.parameter(shape, &x) == Status::Ok);
+        REQUIRE(b.body.parameter(shape, &y) == Status::Ok);
+        REQUIRE(b.body.parameter(shape, &z) == Status::Ok);
+        for (int i = 0; i < 9; ++i) {  // live across the operation below
+            ValueId k;
+            REQUIRE(b.body.scalar(0.5f + (float)i, &k) == Status::Ok);
+            REQUIRE(b.body.binary(SnippetOp::Mul, x, k, &live[i]) == Status::Ok);
+        }
+        ValueId args[3] = {x, y, z};
+        float alpha, beta;
+        snippet_op_default_attributes(o, &alpha, &beta);
+        REQUIRE(b.body.add(o, Span<const ValueId>(args, snippet_op_arity(o)), alpha, beta, &acc) == Status::Ok);
+        for (int i = 0; i < 9; ++i) REQUIRE(b.body.binary(SnippetOp::Add, acc, live[i], &acc) == Status::Ok);
+        REQUIRE(b.body.result(acc) == Status::Ok);
+        INFO(op_name(o));
+        check_against_interpreter(b.body, {random_values(45, 1), random_values(45, 2, 3.0f), random_values(45, 3)}, {45}, isa);
+    }
+}
+
+TEST_CASE("snippets: results that are a parameter, a scalar, or computed from scalars only") {
+    Isa isa = target();
+    Built b;
+    int64_t shape[] = {2, 21};
+    ValueId x, k1, k2, s, y;
+    REQUIRE(b.body.parameter(shape, &x) == Status::Ok);
+    REQUIRE(b.body.scalar(1.5f, &k1) == Status::Ok);
+    REQUIRE(b.body.scalar(-2.0f, &k2) == Status::Ok);
+    REQUIRE(b.body.binary(SnippetOp::Max, k1, k2, &s) == Status::Ok);   // scalars only
+    REQUIRE(b.body.binary(SnippetOp::Sub, s, x, &y) == Status::Ok);      // scalar first operand
+    REQUIRE(b.body.result(x) == Status::Ok);                             // identity
+    REQUIRE(b.body.result(y) == Status::Ok);
+    REQUIRE(b.body.result(k2) == Status::Ok);                            // a scalar, stored once
+    std::vector<float> xv = random_values(42, 5);
+    check_against_interpreter(b.body, {xv}, {42, 42, 1}, isa);
+    std::vector<float> copy(42), diff(42);
+    float scalar_out = 0;
+    const float* in[] = {xv.data()};
+    float* outs[] = {copy.data(), diff.data(), &scalar_out};
+    Snippet snippet;
+    SnippetOptions options;
+    options.isa = isa;
+    REQUIRE(snippet.compile(b.body, options) == Status::Ok);
+    REQUIRE(snippet.run(in, outs) == Status::Ok);
+    CHECK(scalar_out == -2.0f);
+    size_t bad = 0;
+    for (int i = 0; i < 42; ++i) bad += !same(copy[i], xv[i]) + !same(diff[i], 1.5f - xv[i]);
+    CHECK(bad == 0);
+}
+
+TEST_CASE("snippets: every op with broadcast operands, misaligned and in place") {
+    Isa isa = target();
+    uint32_t w = isa_vector_floats(isa);
+    const int64_t rows = 3, cols = (int64_t)(2 * w + 3);
+    for (SnippetOp o : computing_ops()) {
+        uint32_t arity = snippet_op_arity(o);
+        // Operand i > 0 alternates between a row vector, a column and a scalar-shaped tensor.
+        for (int variant = 0; variant < 3; ++variant) {
+            Built b;
+            std::vector<std::vector<int64_t>> shapes;
+            shapes.push_back({rows, cols});
+            for (uint32_t i = 1; i < arity; ++i) {
+                int kind = (variant + (int)i) % 3;
+                shapes.push_back(kind == 0 ? std::vector<int64_t>{1, cols} : kind == 1 ? std::vector<int64_t>{rows, 1} : std::vector<int64_t>{1});
+            }
+            build_op(&b.body, o, shapes);
+            std::vector<std::vector<float>> inputs;
+            for (uint32_t i = 0; i < arity; ++i)
+                inputs.push_back(random_values(count(shapes[i]), (uint32_t)(variant * 13 + i + (int)o * 7), o == SnippetOp::Pow ? 3.0f : 8.0f));
+            INFO(op_name(o) << " variant " << variant);
+            check_against_interpreter(b.body, inputs, {(uint64_t)(rows * cols)}, isa, 0, (size_t)variant, variant == 2);
+        }
+    }
+}
+
+TEST_CASE("snippets: special values of the approximations on the target") {
+    Isa isa = target();
+    const float specials[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 1e-40f, -1e-40f};
+    struct Expect { SnippetOp op; float at_zero, at_inf, at_minus_inf; };
+    const Expect expects[] = {
+        {SnippetOp::Tanh, 0.0f, 1.0f, -1.0f}, {SnippetOp::Sigmoid, 0.5f, 1.0f, 0.0f}, {SnippetOp::Erf, 0.0f, 1.0f, -1.0f},
+        {SnippetOp::GeluErf, 0.0f, INFINITY, NAN}, {SnippetOp::GeluTanh, 0.0f, INFINITY, NAN},
+        {SnippetOp::Softplus, 0.69314718f, INFINITY, 0.0f}, {SnippetOp::Swish, 0.0f, INFINITY, NAN},
+        {SnippetOp::Elu, 0.0f, INFINITY, -1.0f},
+    };
+    for (const Expect& ex : expects) {
+        Built b;
+        build_op(&b.body, ex.op, {{7}});
+        float out[7];
+        const float* in[] = {specials};
+        float* outs[] = {out};
+        Snippet s;
+        SnippetOptions options;
+        options.isa = isa;
+        REQUIRE(s.compile(b.body, options) == Status::Ok);
+        REQUIRE(s.run(in, outs) == Status::Ok);
+        INFO(op_name(ex.op));
+        CHECK(out[0] == ex.at_zero);
+        CHECK(out[1] == ex.at_zero);
+        CHECK(same(out[2], ex.at_inf));
+        CHECK(same(out[3], ex.at_minus_inf));
+        CHECK(std::isnan(out[4]));
+        CHECK(std::fabs(out[5] - ex.at_zero) < 1e-30f);  // a denormal input behaves like zero
+        check_against_interpreter(b.body, {std::vector<float>(specials, specials + 7)}, {7}, isa);
+    }
+}
+
+TEST_CASE("snippets: Load + BroadcastMove (unfused) equals BroadcastLoad and the interpreter") {
+    Isa isa = target();
+    Built b;
+    int64_t full[] = {5, 37}, column[] = {5, 1};
+    ValueId x, c, d, y;
+    REQUIRE(b.body.parameter(full, &x) == Status::Ok);
+    REQUIRE(b.body.parameter(column, &c) == Status::Ok);
+    REQUIRE(b.body.parameter(column, &d) == Status::Ok);
+    REQUIRE(b.body.binary(SnippetOp::Mul, x, c, &y) == Status::Ok);
+    REQUIRE(b.body.binary(SnippetOp::Sub, y, d, &y) == Status::Ok);
+    REQUIRE(b.body.unary(SnippetOp::Sigmoid, y, &y) == Status::Ok);
+    REQUIRE(b.body.result(y) == Status::Ok);
+    std::vector<float> xv = random_values(185, 1), cv = random_values(5, 2), dv = random_values(5, 3);
+    std::vector<float> want(185), fused(185), unfused(185);
+    const float* in[] = {xv.data(), cv.data(), dv.data()};
+    float* o_want[] = {want.data()};
+    float* o_fused[] = {fused.data()};
+    float* o_unfused[] = {unfused.data()};
+    REQUIRE(interpret(b.body, in, o_want, isa_uses_fma(isa)) == Status::Ok);
+    Snippet s1, s2;
+    SnippetOptions options;
+    options.isa = isa;
+    REQUIRE(s1.compile(b.body, options) == Status::Ok);
+    options.fuse_broadcast_loads = false;
+    REQUIRE(s2.compile(b.body, options) == Status::Ok);
+    if (isa != Isa::Ref) CHECK(s2.stats().instructions == s1.stats().instructions + 2);  // two moves kept
+    REQUIRE(s1.run(in, o_fused) == Status::Ok);
+    REQUIRE(s2.run(in, o_unfused) == Status::Ok);
+    size_t bad = 0;
+    for (int i = 0; i < 185; ++i) bad += !same(fused[i], want[i]) + !same(unfused[i], want[i]);
+    CHECK(bad == 0);
+}
