@@ -77,10 +77,16 @@ test:
 	@$(MAKE) --no-print-directory -k test-host test-arm test-examples; status=$$?; \
 	 scripts/summary.sh build/results $$status; exit $$status
 
-test-host: build/tests build/tessel
+# The TESSEL_NO_JIT build links without asmjit at all.
+build/nojit-check: test/nojit/check.cpp $(HEADERS) | deps
+	@mkdir -p $(@D)
+	$(CXX) $(CXXFLAGS_LIB) $(OPT) $< -o $@ -lpthread
+
+test-host: build/tests build/tessel build/nojit-check
 	@for isa in $(HOST_ISAS); do \
 	   scripts/run-check.sh host-$$isa env TESSEL_ISA=$$isa build/tests || exit 1; \
 	 done
+	@scripts/run-check.sh no-jit build/nojit-check
 	@scripts/run-check.sh tessel-cli scripts/test-cli.sh build/tessel
 
 test-arm: build-arm/tests build-arm/tessel
