@@ -44,13 +44,24 @@
    A Graph is built by one thread. After `finalize()` every const query may be called from
    any number of threads. An Arena is not thread safe.
 
+   Partitioners
+   ------------
+   partition() splits a finalized graph into per-device subgraphs whose graph is acyclic:
+   `rollback` (the HETERO seed algorithm, with committed subgraphs counted as contracted
+   nodes in its global condition, so two subgraphs can never feed each other), `levels` (the
+   clustering note's longest path) and `waves` (device-ordered topological waves). Every
+   algorithm keeps keep-apart edges across subgraphs; check_partition() verifies any result;
+   each node gets a printable reason. Proofs of acyclicity are in the implementation's
+   comments (search for "Why the result is acyclic").
+
    Limits and threat model
    -----------------------
-   Node ids are 32-bit (at most 2^32-2 nodes), ports 16-bit, tensor rank at most 8.
-   The text reader and finalize() accept any bytes: malformed input returns ParseError,
-   DuplicateName, DanglingInput, PortOutOfRange or Cycle with a message naming the line or
-   the nodes, never a crash. Recursion is never used on graph data, so deep graphs cannot
-   overflow the stack.
+   Node ids are 32-bit (at most 2^32-2 nodes; partition() at most 2^31-1), ports 16-bit,
+   tensor rank at most 8, at most 64 devices. The text reader and finalize() accept any
+   bytes: malformed input returns ParseError, DuplicateName, DanglingInput, PortOutOfRange or
+   Cycle with a message naming the line or the nodes, never a crash. Graph data is never
+   walked recursively, so deep graphs cannot overflow the stack. `rollback` is superlinear
+   on dense random DAGs (see README); `levels` and `waves` are linear.
 */
 #ifndef TESSEL_HETERO_H
 #define TESSEL_HETERO_H
