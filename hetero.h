@@ -2702,26 +2702,31 @@ void write_dot(const Graph& graph, const Partition* partition, WriteFn write, vo
     static const char* const kPalette[] = {"#8dd3c7", "#ffffb3", "#bebada", "#fb8072", "#80b1d3", "#fdb462",
                                            "#b3de69", "#fccde5", "#d9d9d9", "#bc80bd", "#ccebc5", "#ffed6f"};
     const uint32_t palette_size = sizeof kPalette / sizeof kPalette[0];
+    auto write_escaped = [&](StringView text) {  // inside a DOT string
+        for (char c : text) {
+            if (c == '"' || c == '\\') write(user, "\\", 1);
+            if (c == '\n') { write(user, "\\n", 2); continue; }
+            write(user, &c, 1);
+        }
+    };
     auto write_node = [&](NodeId id, const char* indent) {
         const Node& node = graph.node(id);
         StringView device = node.affinity == kNoDevice ? StringView("-") : graph.device_name(node.affinity);
         const char* colour = node.affinity == kNoDevice ? "#ffffff" : kPalette[node.affinity % palette_size];
         detail::write_format(write, user, "%sn%u [label=\"", indent, id);
-        for (char c : node.name) {  // escape for a DOT string
-            if (c == '"' || c == '\\') write(user, "\\", 1);
-            if (c == '\n') { write(user, "\\n", 2); continue; }
-            write(user, &c, 1);
-        }
-        detail::write_format(write, user, "\\n%.*s\", style=filled, fillcolor=\"%s\"]\n", (int)device.size,
-                             device.data, colour);
+        write_escaped(node.name);
+        write(user, "\\n", 2);
+        write_escaped(device);
+        detail::write_format(write, user, "\", style=filled, fillcolor=\"%s\"]\n", colour);
     };
     detail::write_format(write, user, "digraph tessel {\n  node [shape=box, fontname=\"Helvetica\"];\n");
     if (partition && partition->subgraph_of.size == graph.node_count()) {
         for (uint32_t k = 0; k < partition->subgraphs.size; ++k) {
             const Subgraph& subgraph = partition->subgraphs[k];
             StringView device = graph.device_name(subgraph.device);
-            detail::write_format(write, user, "  subgraph cluster_%u {\n    label=\"#%u %.*s\";\n", k, k,
-                                 (int)device.size, device.data);
+            detail::write_format(write, user, "  subgraph cluster_%u {\n    label=\"#%u ", k, k);
+            write_escaped(device);
+            detail::write_format(write, user, "\";\n");
             for (NodeId id : subgraph.nodes) write_node(id, "    ");
             detail::write_format(write, user, "  }\n");
         }

@@ -314,3 +314,13 @@ TEST_CASE("dot: nodes coloured by affinity") {
     CHECK(dot.find("n0 -> n1;") != std::string::npos);
     CHECK(dot.find("n1 -> n2;") != std::string::npos);
 }
+
+TEST_CASE("dot: quotes and backslashes in names and devices are escaped, keep-apart edges dashed") {
+    Arena arena;
+    Graph graph(&arena);
+    REQUIRE(test::read("a\"b dev\\1\nc dev\\1 !a\"b\n", &graph) == Status::Ok);
+    std::string dot;
+    write_dot(graph, nullptr, test::append_to_string, &dot);
+    CHECK(dot.find("n0 [label=\"a\\\"b\\ndev\\\\1\"") != std::string::npos);
+    CHECK(dot.find("n0 -> n1 [style=dashed];") != std::string::npos);
+}
