@@ -8,6 +8,8 @@ QEMU       ?= qemu-aarch64 -L /usr/aarch64-linux-gnu
 WARNINGS    = -Wall -Wextra -Werror
 CXXFLAGS_LIB = -std=c++17 -fno-exceptions -fno-rtti $(WARNINGS) -I. -MMD -MP
 TEST_DEFINES = -DDOCTEST_CONFIG_NO_EXCEPTIONS_BUT_WITH_ALL_ASSERTS
+# Each header must compile on its own, with and without its implementation part.
+HEADER_CHECK = -std=c++17 -fno-exceptions -fno-rtti $(WARNINGS) -I. -fsyntax-only
 OPT        ?= -O2 -g
 BENCH_OPT  ?= -O3 -march=native
 LIBS        = -lasmjit -lpthread
@@ -87,6 +89,10 @@ test-host: build/tests build/tessel build/nojit-check
 	   scripts/run-check.sh host-$$isa env TESSEL_ISA=$$isa build/tests || exit 1; \
 	 done
 	@scripts/run-check.sh no-jit build/nojit-check
+	@for h in $(HEADERS); do \
+	   scripts/run-check.sh header-alone-$$h $(CXX) $(HEADER_CHECK) -x c++ $$h || exit 1; \
+	   scripts/run-check.sh header-alone-impl-$$h $(CXX) $(HEADER_CHECK) -DTESSEL_IMPLEMENTATION -x c++ $$h || exit 1; \
+	 done
 	@scripts/run-check.sh tessel-cli scripts/test-cli.sh build/tessel
 
 test-arm: build-arm/tests build-arm/tessel
