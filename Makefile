@@ -118,7 +118,7 @@ FUZZERS       = $(patsubst fuzz/%.cpp,build/fuzz/%,$(wildcard fuzz/*.cpp))
 
 build/fuzz/%: fuzz/%.cpp $(HEADERS) | deps
 	@mkdir -p $(@D)
-	clang++ $(FUZZ_FLAGS) $< -o $@
+	clang++ $(FUZZ_FLAGS) $< -o $@ -lasmjit -lpthread
 
 .PHONY: fuzz
 fuzz: $(FUZZERS)

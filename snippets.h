@@ -1517,10 +1517,25 @@ inline Status eliminate_dead_code_and_schedule(Program* p, Arena* arena) {
             for (int a = 0; a < p->code[i].arity; ++a) live[p->code[i].args[a]] = true;
     uint32_t m = 0;
     auto place = [&](uint32_t i) { out[m] = p->code[i]; remap[i] = m++; placed[i] = true; };
+    bool stored = false;
     for (uint32_t i = 0; i < n; ++i) {
         const Lir& l = p->code[i];
         if (!live[i] || placed[i]) continue;
         if (l.kind == LirKind::Load || l.kind == LirKind::BroadcastLoad || l.kind == LirKind::Constant) continue;
+        if (!stored && (l.kind == LirKind::Store || l.kind == LirKind::StoreScalar)) {
+            // An output may overwrite an input in place, and a result may be a parameter
+            // itself: every load a store reads happens before the first store writes.
+            stored = true;
+            for (uint32_t j = i; j < n; ++j) {
+                const Lir& store = p->code[j];
+                if (!live[j] || (store.kind != LirKind::Store && store.kind != LirKind::StoreScalar)) continue;
+                for (int a = 0; a < store.arity; ++a) {
+                    uint32_t src = store.args[a];
+                    LirKind k = p->code[src].kind;
+                    if (!placed[src] && (k == LirKind::Load || k == LirKind::BroadcastLoad)) place(src);
+                }
+            }
+        }
         for (int a = 0; a < l.arity; ++a) {
             uint32_t src = l.args[a];
             LirKind k = p->code[src].kind;

@@ -978,6 +978,21 @@ TEST_CASE("snippets: every op compiles and stays exact with all allocatable regi
     }
 }
 
+TEST_CASE("snippets: a result that is a parameter reads it before an in-place output overwrites it") {
+    // Found by fuzz/snippets_diff.cpp: result 0 = Neg(p1) written over p0, result 1 = p0.
+    Isa isa = target();
+    Built b;
+    int64_t shape[] = {37};
+    ValueId p0, p1, negated;
+    REQUIRE(b.body.parameter(shape, &p0) == Status::Ok);
+    REQUIRE(b.body.parameter(shape, &p1) == Status::Ok);
+    REQUIRE(b.body.unary(SnippetOp::Neg, p1, &negated) == Status::Ok);
+    REQUIRE(b.body.result(negated) == Status::Ok);
+    REQUIRE(b.body.result(p0) == Status::Ok);
+    for (uint32_t registers : {0u, 1u, 2u})
+        check_against_interpreter(b.body, {random_values(37, 3), random_values(37, 4)}, {37, 37}, isa, registers, 1, true);
+}
+
 TEST_CASE("snippets: results that are a parameter, a scalar, or computed from scalars only") {
     Isa isa = target();
     Built b;
