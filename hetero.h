@@ -2232,7 +2232,7 @@ inline bool device_allowed(const Graph& graph, const uint64_t* supported, NodeId
 struct SubgraphSearch {  // BFS over subgraphs, with successors found through node edges
     const Graph& graph;
     const uint32_t* subgraph_of;
-    NodeId** members;       // per subgraph: node list
+    const NodeId** members;  // per subgraph: node list
     uint32_t* member_count;
     uint32_t* seen;
     uint32_t stamp = 0;
@@ -2266,21 +2266,16 @@ struct SubgraphSearch {  // BFS over subgraphs, with successors found through no
 Status merge_small_subgraphs(const Graph& graph, Builder& builder, uint32_t minimum, const uint64_t* supported) {
     const uint32_t count = builder.subgraphs.size;
     Arena* arena = builder.arena;
-    NodeId** members = arena->allocate_array<NodeId*>(count);
+    // Node lists start as the subgraphs' own (sorted); a merge makes a new sorted list.
+    const NodeId** members = arena->allocate_array<const NodeId*>(count);
     uint32_t* member_count = arena->allocate_array<uint32_t>(count);
     DeviceId* device = arena->allocate_array<DeviceId>(count);
     uint32_t* seen = fill_array<uint32_t>(arena, count, 0);
     uint32_t* queue = arena->allocate_array<uint32_t>(count);
-    NodeId* storage = arena->allocate_array<NodeId>(graph.node_count());
-    if (!members || !member_count || !device || !seen || !queue || !storage) return Status::OutOfMemory;
-    // Merged lists share one array: a subgraph's nodes move into another's slot lazily,
-    // so keep each list separately sized in the arena instead.
-    (void)storage;
+    if (!members || !member_count || !device || !seen || !queue) return Status::OutOfMemory;
     for (uint32_t k = 0; k < count; ++k) {
+        members[k] = builder.subgraphs[k].nodes.data;
         member_count[k] = (uint32_t)builder.subgraphs[k].nodes.size;
-        members[k] = arena->allocate_array<NodeId>(graph.node_count() < 1 ? 1 : member_count[k]);
-        if (!members[k]) return Status::OutOfMemory;
-        for (uint32_t i = 0; i < member_count[k]; ++i) members[k][i] = builder.subgraphs[k].nodes[i];
         device[k] = builder.subgraphs[k].device;
     }
     SubgraphSearch search{graph, builder.subgraph_of, members, member_count, seen, 0, queue};
@@ -2321,6 +2316,7 @@ Status merge_small_subgraphs(const Graph& graph, Builder& builder, uint32_t mini
                     builder.subgraph_of[v] = target;
                     builder.placements[v] = Placement{PlacementReason::Merged, members[target][0]};
                 }
+                Builder::sort(merged, m);
                 members[target] = merged;
                 member_count[target] = m;
                 member_count[x] = 0;
@@ -2337,7 +2333,6 @@ Status merge_small_subgraphs(const Graph& graph, Builder& builder, uint32_t mini
     for (uint32_t k = 0; k < count; ++k) {
         renumber[k] = kUnplaced;
         if (member_count[k] == 0) continue;
-        Builder::sort(members[k], member_count[k]);
         Subgraph subgraph;
         subgraph.device = device[k];
         subgraph.nodes = Span<const NodeId>(members[k], member_count[k]);
