@@ -144,6 +144,18 @@ TEST_CASE("snippets: ISA names, TESSEL_ISA and availability") {
     CHECK(isa_available(Isa::Ref));
     CHECK(isa_vector_floats(Isa::Avx512) == 16);
     CHECK(!isa_uses_fma(Isa::Sse41));
+    CHECK(parse_isa("neon", &isa) == Status::Ok);
+    CHECK(isa == Isa::Neon);
+    CHECK(std::string(isa_name(Isa::Neon)) == "neon");
+    CHECK(isa_vector_floats(Isa::Neon) == 4);
+    CHECK(isa_uses_fma(Isa::Neon));
+#if defined(__aarch64__)
+    CHECK(isa_available(Isa::Neon));
+    CHECK(best_isa() == Isa::Neon);
+    CHECK(!isa_available(Isa::Avx2));
+#else
+    CHECK(!isa_available(Isa::Neon));
+#endif
     const char* env = std::getenv("TESSEL_ISA");
     if (env && parse_isa(env, &isa) == Status::Ok) {
         CHECK(target() == (isa_available(isa) ? isa : best_isa()));
@@ -707,7 +719,7 @@ TEST_CASE("snippets: statistics count bytes walked, kernels are cached by body a
     CHECK(cache.hits() == 1);
     check_against_interpreter(b.body, {random_values(n, 3)}, {(uint64_t)n}, target(), 0, 0, false, &cache);
     CHECK(cache.hits() == 2);
-    if (target() != Isa::Sse41) {  // another target: another kernel
+    if (target() != Isa::Sse41 && isa_available(Isa::Sse41)) {  // another target: another kernel
         Snippet s3;
         options.isa = Isa::Sse41;
         REQUIRE(s3.compile(b.body, options) == Status::Ok);
@@ -1096,4 +1108,76 @@ TEST_CASE("snippets: Load + BroadcastMove (unfused) equals BroadcastLoad and the
     size_t bad = 0;
     for (int i = 0; i < 185; ++i) bad += !same(fused[i], want[i]) + !same(unfused[i], want[i]);
     CHECK(bad == 0);
+}
+
+TEST_CASE("snippets: ASIMD features come from AT_HWCAP on AArch64 and are off elsewhere") {
+    ArmFeatures f = arm_features();
+#if defined(__aarch64__) && defined(__linux__)
+    CHECK(f.asimd);
+    MESSAGE("asimd " << f.asimd << " fp16 arithmetic " << f.fp16_arithmetic << " dot product " << f.dot_product);
+#else
+    CHECK(!f.asimd);
+    CHECK(!f.fp16_arithmetic);
+    CHECK(!f.dot_product);
+#endif
+}
+
+namespace {
+// Lowers and assembles a body for `isa` without running it (emit_only); any host.
+void check_assembles(const SnippetBody& body, Isa isa, uint32_t max_registers = 0, bool fuse = true) {
+    Snippet s;
+    SnippetOptions options;
+    options.isa = isa;
+    options.emit_only = true;
+    options.max_registers = max_registers;
+    options.fuse_broadcast_loads = fuse;
+    Status status = s.compile(body, options);
+    INFO("isa " << std::string(isa_name(isa)) << " max_registers " << max_registers << ": " << s.last_error());
+    REQUIRE(status == Status::Ok);
+    CHECK(s.stats().code_size > 0);
+    CHECK(s.isa() == isa);
+    const float* in[kSnippetMaxArgs] = {};
+    float* out[kSnippetMaxArgs] = {};
+    CHECK(s.run(Span<const float* const>(in, body.parameter_count()), Span<float* const>(out, body.result_count())) ==
+          Status::NotFinalized);
+}
+}  // namespace
+
+TEST_CASE("snippets: every op assembles for neon on any host (emit only, a64 validation on)") {
+    for (SnippetOp o : computing_ops()) {
+        uint32_t arity = snippet_op_arity(o);
+        for (int variant = 0; variant < 3; ++variant) {  // full operands, row vector, column
+            Built b;
+            std::vector<std::vector<int64_t>> shapes{{5, 37}};
+            for (uint32_t i = 1; i < arity; ++i)
+                shapes.push_back(variant == 0 ? std::vector<int64_t>{5, 37} : variant == 1 ? std::vector<int64_t>{1, 37}
+                                                                                           : std::vector<int64_t>{5, 1});
+            build_op(&b.body, o, shapes);
+            INFO(op_name(o) << " variant " << variant);
+            for (uint32_t registers : {0u, 1u, 3u}) check_assembles(b.body, Isa::Neon, registers);
+            if (variant == 2) check_assembles(b.body, Isa::Neon, 0, false);   // Load + BroadcastMove
+        }
+    }
+    // Many values live at once: registers mapped to v8-v15 (saved d8-d15) and spills.
+    Built b;
+    int64_t shape[] = {67};
+    ValueId x, v[24], acc;
+    REQUIRE(b.body.parameter(shape, &x) == Status::Ok);
+    for (int i = 0; i < 24; ++i) {
+        ValueId k;
+        REQUIRE(b.body.scalar(1.0f + (float)i, &k) == Status::Ok);
+        REQUIRE(b.body.binary(SnippetOp::Mul, x, k, &v[i]) == Status::Ok);
+    }
+    acc = v[0];
+    for (int i = 1; i < 24; ++i) REQUIRE(b.body.binary(SnippetOp::Add, v[i], acc, &acc) == Status::Ok);
+    REQUIRE(b.body.unary(SnippetOp::GeluErf, acc, &acc) == Status::Ok);
+    REQUIRE(b.body.result(acc) == Status::Ok);
+    for (uint32_t registers : {0u, 2u}) check_assembles(b.body, Isa::Neon, registers);
+    // The x86 targets assemble the same way on any host.
+    for (Isa isa : {Isa::Sse41, Isa::Avx2, Isa::Avx512}) check_assembles(b.body, isa);
+    // Without emit_only a target the machine lacks stays Unsupported.
+    Snippet s;
+    SnippetOptions options;
+    options.isa = isa_available(Isa::Neon) ? Isa::Avx2 : Isa::Neon;
+    CHECK(s.compile(b.body, options) == Status::Unsupported);
 }
