@@ -253,6 +253,7 @@ struct SnippetStats {
     uint32_t registers_used = 0;     // distinct vector registers holding values
     uint32_t scratch_registers = 0;  // most temporaries live at once inside one operation
     uint32_t spilled_values = 0;
+    uint32_t saved_vector_registers = 0;  // Neon: callee-saved d8-d15 the kernel saves (0 or 8)
     uint32_t code_size = 0;          // bytes of code and data
     uint64_t compile_ns = 0;
     bool cache_hit = false;
@@ -2484,7 +2485,7 @@ inline const JitterTableA64* jitter_table_a64() {
 // by their post-increments, so the row step adds stride - n*4 to them (stride to the others).
 inline Status assemble_a64(asmjit::CodeHolder* code, asmjit::ErrorHandler* handler, Program* p, uint32_t allocatable,
                            uint32_t argument_count, bool save_high, bool validate, uint32_t* touched,
-                           uint32_t* scratch_peak, asmjit::Label* data_out) {
+                           uint32_t* scratch_peak) {
     using namespace asmjit;
     code->init(Environment(Arch::kAArch64));
     code->setErrorHandler(handler);
@@ -2563,12 +2564,12 @@ inline Status assemble_a64(asmjit::CodeHolder* code, asmjit::ErrorHandler* handl
     for (uint32_t i = 0; i < p->constant_count; ++i) a.embedUInt32(p->constants[i], 4);
     *touched = e.m.touched;
     *scratch_peak = e.m.peak;
-    *data_out = data;
     return e.m.failed ? Status::LimitExceeded : Status::Ok;
 }
 
-inline Status emit_kernel_a64(Program* p, uint32_t allocatable, uint32_t argument_count, bool emit_only,
-                              void** kernel, uint32_t* code_size, uint32_t* scratch_peak, char* error, size_t error_size) {
+inline Status emit_kernel_a64(Program* p, uint32_t allocatable, uint32_t argument_count, bool emit_only, void** kernel,
+                              uint32_t* code_size, uint32_t* scratch_peak, uint32_t* saved_registers, char* error,
+                              size_t error_size) {
     using namespace asmjit;
     // Pass one learns whether v8-v15 are used; if so pass two assembles with d8-d15 saved.
     uint32_t touched = 0;
@@ -2576,15 +2577,16 @@ inline Status emit_kernel_a64(Program* p, uint32_t allocatable, uint32_t argumen
     CodeHolder first, second;
     CodeHolder* code = &first;
     ErrorRecorder* used = &first_recorder;
-    Label data;
     uint32_t constants_before = p->constant_count;
     Status s = assemble_a64(&first, &first_recorder, p, allocatable, argument_count, false, emit_only, &touched,
-                            scratch_peak, &data);
+                            scratch_peak);
+    *saved_registers = 0;
     if (s == Status::Ok && first_recorder.first == kErrorOk && (touched & 0xff000000u)) {
+        *saved_registers = 8;
         p->constant_count = constants_before;   // the same constants again, in the same order
         code = &second;
         used = &recorder;
-        s = assemble_a64(&second, &recorder, p, allocatable, argument_count, true, emit_only, &touched, scratch_peak, &data);
+        s = assemble_a64(&second, &recorder, p, allocatable, argument_count, true, emit_only, &touched, scratch_peak);
     }
     if (s == Status::LimitExceeded) {
         std::snprintf(error, error_size, "emit: out of scratch registers, constants or spill slots");
@@ -2839,11 +2841,13 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
             }
         }
         uint32_t scratch_peak = 0;
+        uint32_t saved_registers = 0;
         s = isa == Isa::Neon ? detail::emit_kernel_a64(&program, allocatable, params + results, emit_only, &kernel_,
-                                                       &code_size, &scratch_peak, error_, sizeof error_)
+                                                       &code_size, &scratch_peak, &saved_registers, error_, sizeof error_)
                              : detail::emit_kernel(&program, isa, allocatable, params + results, emit_only, &kernel_,
                                                    &code_size, &scratch_peak, error_, sizeof error_);
         stats_.scratch_registers = scratch_peak;
+        stats_.saved_vector_registers = saved_registers;
         if (s == Status::LimitExceeded && allocatable > 1) {
             allocatable = allocatable > 3 ? allocatable - 2 : 1;
             continue;

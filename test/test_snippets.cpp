@@ -1123,8 +1123,24 @@ TEST_CASE("snippets: ASIMD features come from AT_HWCAP on AArch64 and are off el
 }
 
 namespace {
+// x * k_i for 23 constants, all live across GELU(x), then summed: more values than the 22
+// allocatable registers plus GELU's temporaries, so a Neon kernel reaches v8-v15 (and spills).
+void build_pressure_body(SnippetBody* body, int64_t n) {
+    int64_t shape[] = {n};
+    ValueId x, v[23], acc;
+    REQUIRE(body->parameter(shape, &x) == Status::Ok);
+    for (int i = 0; i < 23; ++i) {
+        ValueId k;
+        REQUIRE(body->scalar(1.0f + (float)i, &k) == Status::Ok);
+        REQUIRE(body->binary(SnippetOp::Mul, x, k, &v[i]) == Status::Ok);
+    }
+    REQUIRE(body->unary(SnippetOp::GeluErf, x, &acc) == Status::Ok);
+    for (int i = 0; i < 23; ++i) REQUIRE(body->binary(SnippetOp::Add, v[i], acc, &acc) == Status::Ok);
+    REQUIRE(body->result(acc) == Status::Ok);
+}
+
 // Lowers and assembles a body for `isa` without running it (emit_only); any host.
-void check_assembles(const SnippetBody& body, Isa isa, uint32_t max_registers = 0, bool fuse = true) {
+SnippetStats check_assembles(const SnippetBody& body, Isa isa, uint32_t max_registers = 0, bool fuse = true) {
     Snippet s;
     SnippetOptions options;
     options.isa = isa;
@@ -1140,6 +1156,7 @@ void check_assembles(const SnippetBody& body, Isa isa, uint32_t max_registers = 
     float* out[kSnippetMaxArgs] = {};
     CHECK(s.run(Span<const float* const>(in, body.parameter_count()), Span<float* const>(out, body.result_count())) ==
           Status::NotFinalized);
+    return s.stats();
 }
 }  // namespace
 
@@ -1154,25 +1171,22 @@ TEST_CASE("snippets: every op assembles for neon on any host (emit only, a64 val
                                                                                            : std::vector<int64_t>{5, 1});
             build_op(&b.body, o, shapes);
             INFO(op_name(o) << " variant " << variant);
-            for (uint32_t registers : {0u, 1u, 3u}) check_assembles(b.body, Isa::Neon, registers);
+            for (uint32_t registers : {0u, 1u, 3u}) {
+                SnippetStats st = check_assembles(b.body, Isa::Neon, registers);
+                CHECK(st.saved_vector_registers == 0);   // few values: v8-v15 untouched
+                if (registers == 1 && arity > 1 && variant == 0) CHECK(st.spilled_values > 0);
+            }
             if (variant == 2) check_assembles(b.body, Isa::Neon, 0, false);   // Load + BroadcastMove
         }
     }
     // Many values live at once: registers mapped to v8-v15 (saved d8-d15) and spills.
     Built b;
-    int64_t shape[] = {67};
-    ValueId x, v[24], acc;
-    REQUIRE(b.body.parameter(shape, &x) == Status::Ok);
-    for (int i = 0; i < 24; ++i) {
-        ValueId k;
-        REQUIRE(b.body.scalar(1.0f + (float)i, &k) == Status::Ok);
-        REQUIRE(b.body.binary(SnippetOp::Mul, x, k, &v[i]) == Status::Ok);
-    }
-    acc = v[0];
-    for (int i = 1; i < 24; ++i) REQUIRE(b.body.binary(SnippetOp::Add, v[i], acc, &acc) == Status::Ok);
-    REQUIRE(b.body.unary(SnippetOp::GeluErf, acc, &acc) == Status::Ok);
-    REQUIRE(b.body.result(acc) == Status::Ok);
-    for (uint32_t registers : {0u, 2u}) check_assembles(b.body, Isa::Neon, registers);
+    build_pressure_body(&b.body, 67);
+    SnippetStats st = check_assembles(b.body, Isa::Neon);
+    CHECK(st.saved_vector_registers == 8);
+    CHECK(st.spilled_values > 0);
+    st = check_assembles(b.body, Isa::Neon, 2);
+    CHECK(st.spilled_values > 0);
     // The x86 targets assemble the same way on any host.
     for (Isa isa : {Isa::Sse41, Isa::Avx2, Isa::Avx512}) check_assembles(b.body, isa);
     // Without emit_only a target the machine lacks stays Unsupported.
@@ -1181,3 +1195,35 @@ TEST_CASE("snippets: every op assembles for neon on any host (emit only, a64 val
     options.isa = isa_available(Isa::Neon) ? Isa::Avx2 : Isa::Neon;
     CHECK(s.compile(b.body, options) == Status::Unsupported);
 }
+
+#if defined(__aarch64__) && defined(__GNUC__)
+namespace {
+// Runs the snippet with known values in d8-d15; the compiler keeps them there across the
+// call (callee-saved in AAPCS64), so a kernel that clobbers them changes what we read back.
+__attribute__((noinline)) bool run_keeps_d8_d15(const Snippet& s, const float* const* in, float* const* out, size_t outs) {
+    register double r8 asm("d8") = 8.5, r9 asm("d9") = 9.5, r10 asm("d10") = 10.5, r11 asm("d11") = 11.5;
+    register double r12 asm("d12") = 12.5, r13 asm("d13") = 13.5, r14 asm("d14") = 14.5, r15 asm("d15") = 15.5;
+    asm volatile("" : "+w"(r8), "+w"(r9), "+w"(r10), "+w"(r11), "+w"(r12), "+w"(r13), "+w"(r14), "+w"(r15));
+    Status status = s.run(Span<const float* const>(in, 1), Span<float* const>(out, outs));
+    asm volatile("" : "+w"(r8), "+w"(r9), "+w"(r10), "+w"(r11), "+w"(r12), "+w"(r13), "+w"(r14), "+w"(r15));
+    return status == Status::Ok && r8 == 8.5 && r9 == 9.5 && r10 == 10.5 && r11 == 11.5 && r12 == 12.5 && r13 == 13.5 &&
+           r14 == 14.5 && r15 == 15.5;
+}
+}  // namespace
+
+TEST_CASE("snippets: a kernel using v8-v15 keeps d8-d15 for its caller (AAPCS64) and stays exact") {
+    Isa isa = target();
+    Built b;
+    build_pressure_body(&b.body, 103);
+    Snippet s;
+    SnippetOptions options;
+    options.isa = isa;
+    REQUIRE(s.compile(b.body, options) == Status::Ok);
+    if (isa == Isa::Neon) CHECK(s.stats().saved_vector_registers == 8);
+    std::vector<float> xv = random_values(103, 41), out(103);
+    const float* in[] = {xv.data()};
+    float* outs[] = {out.data()};
+    CHECK(run_keeps_d8_d15(s, in, outs, 1));
+    check_against_interpreter(b.body, {xv}, {103}, isa);
+}
+#endif
