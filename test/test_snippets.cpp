@@ -1227,3 +1227,82 @@ TEST_CASE("snippets: a kernel using v8-v15 keeps d8-d15 for its caller (AAPCS64)
     check_against_interpreter(b.body, {xv}, {103}, isa);
 }
 #endif
+
+namespace {
+// Inputs made from integers only (k * 2^-20 plus special values), so x86-64 and AArch64
+// hosts build the very same floats (a float distribution could differ between libraries).
+std::vector<float> portable_values(size_t n, uint32_t seed, float scale) {
+    std::mt19937 rng(seed);
+    std::vector<float> specials = special_values();
+    std::vector<float> v(n);
+    for (size_t i = 0; i < n; ++i) {
+        uint32_t r = rng();
+        if (r % 16 == 0) v[i] = specials[(r >> 4) % specials.size()];
+        else v[i] = (float)((int32_t)(r >> 8) - (1 << 23)) * (scale / 8388608.0f);
+    }
+    return v;
+}
+
+// FNV-1a of the result bits, every NaN counted as one (payloads may differ between targets).
+uint64_t result_hash(const std::vector<float>& out) {
+    uint64_t h = 1469598103934665603ull;
+    for (float f : out) {
+        uint32_t bits;
+        std::memcpy(&bits, &f, 4);
+        if (f != f) bits = 0x7fc00000u;
+        for (int b = 0; b < 4; ++b) h = (h ^ ((bits >> (8 * b)) & 0xff)) * 1099511628211ull;
+    }
+    return h;
+}
+}  // namespace
+
+// The FMA targets (Ref with FMA, Avx2, Avx512, Neon) must give identical bits for every op on
+// every host: these hashes were taken on x86-64 and are checked on AArch64 too (make test-arm).
+// After a deliberate change to an approximation, paste the new values the failures print.
+TEST_CASE("snippets: every op gives the same bits on x86-64 and AArch64 FMA targets (golden hashes)") {
+    Isa isa = target();
+    if (!isa_uses_fma(isa)) return;   // Sse41 rounds its products: other bits, by design
+    static const uint64_t golden[] = {  // in SnippetOp order from Add
+        17796266525255187548ull, 1232354583516211485ull, 6874580834477308042ull,
+        10293743185667751541ull, 16687933751897222283ull, 14128558982284168108ull,
+        7449629516600483372ull, 15314389975388896124ull, 11263367939798520507ull,
+        3020001014236846855ull, 5076231173061086228ull, 2214757007656487204ull,
+        8778863315350652587ull, 1196230276160495783ull, 158237157063729789ull,
+        299965610502432015ull, 698562954760064991ull, 2926262330728719247ull,
+        11277837511363263391ull, 8506886854193065679ull, 17732124824955482060ull,
+        16571400199647437078ull, 5912612484782800075ull, 18106761334636940130ull,
+        18109857752700971470ull, 11807024449187194870ull, 15436493240663645109ull,
+        5797137557146893772ull, 10192517830010116985ull, 12890660655753240700ull,
+        17034526000144262686ull, 9089335667677414438ull, 16624716761622955418ull,
+        5124773736996581590ull, 7307358745198678474ull, 5506394111995068163ull,
+        13717393669334515450ull, 10395954731899526083ull, 12881298450329126883ull,
+        17762602931481407306ull, 18122064347710327897ull,
+    };
+    const size_t n = 1000;
+    std::vector<SnippetOp> ops = computing_ops();
+    for (size_t k = 0; k < ops.size(); ++k) {
+        SnippetOp op = ops[k];
+        uint32_t arity = snippet_op_arity(op);
+        Built b;
+        build_op(&b.body, op, std::vector<std::vector<int64_t>>(arity, std::vector<int64_t>{(int64_t)n}));
+        std::vector<std::vector<float>> inputs;
+        for (uint32_t i = 0; i < arity; ++i)
+            inputs.push_back(portable_values(n, 1000u + 17u * (uint32_t)k + i, op == SnippetOp::Pow ? 4.0f : 8.0f));
+        if (op == SnippetOp::Select)
+            for (float& c : inputs[0]) c = (c > 0) ? 1.0f : (c < -4 ? NAN : 0.0f);
+        std::vector<const float*> in;
+        for (auto& v : inputs) in.push_back(v.data());
+        std::vector<float> out(n);
+        float* outs[] = {out.data()};
+        Snippet s;
+        SnippetOptions options;
+        options.isa = isa;
+        REQUIRE(s.compile(b.body, options) == Status::Ok);
+        REQUIRE(s.run(Span<const float* const>(in.data(), in.size()), outs) == Status::Ok);
+        uint64_t h = result_hash(out);
+        uint64_t want = k < sizeof golden / sizeof golden[0] ? golden[k] : 0;
+        INFO(op_name(op) << " on " << std::string(isa_name(isa)));
+        if (h != want) MESSAGE("golden[" << k << "] (" << op_name(op) << ") = " << h << "ull");
+        CHECK(h == want);
+    }
+}
