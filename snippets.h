@@ -1,4 +1,4 @@
-/* snippets.h - Tessel: fusion of elementwise islands into JIT kernels (x86-64).
+/* snippets.h - Tessel: fusion of elementwise islands into JIT kernels (x86-64, AArch64 NEON).
 
    Memory-bound elementwise chains (GELU, hard-swish, bias + activation, layer-norm tails) are
    fused into one kernel, so each tensor is walked once instead of once per operation. A fused
@@ -35,17 +35,26 @@
    last), allocate_registers (linear scan, whole-interval spills; row-invariant broadcasts
    get registers of their own, loaded once per row) and emit_kernel (per row: an alignment
    peel, vector tiles, a tail; partial tiles use AVX-512 masks, AVX2 vmaskmov or SSE4.1 scalar
-   tiles) through the target's jitter table. Kernels are cached by a hash of the lowered
-   program and the target.
+   tiles) through the target's jitter table; emit_kernel_a64 for NEON (per row: 4-float tiles
+   with post-incremented ldr/str q, ld1r broadcasts, a scalar tail; no alignment peel).
+   Kernels are cached by a hash of the lowered program and the target.
 
-   Targets: Isa::Sse41, Isa::Avx2 (AVX2+FMA), Isa::Avx512 (AVX-512F), chosen by CPUID, and
-   Isa::Ref (interpreter only). The environment variable TESSEL_ISA=ref|sse41|avx2|avx512
-   overrides the default (never above what the CPU has), and SnippetOptions::isa overrides both.
+   Targets: Isa::Sse41, Isa::Avx2 (AVX2+FMA), Isa::Avx512 (AVX-512F), chosen by CPUID on
+   x86-64; Isa::Neon (AArch64 Advanced SIMD, with FMA) on AArch64; Isa::Ref (interpreter only)
+   everywhere. The environment variable TESSEL_ISA=ref|sse41|avx2|avx512|neon overrides the
+   default (never above what the CPU has), and SnippetOptions::isa overrides both.
+   SnippetOptions::emit_only lowers and assembles for any JIT target on any host (NEON code on
+   x86-64 and back, with asmjit's validation) without running it: the host suite checks that
+   every op's NEON kernel assembles. arm_features() reports fp16 arithmetic and dot product
+   (getauxval(AT_HWCAP)) for kernels that may use them later; the Neon target needs neither.
 
    Accuracy: every operation is written once, as a template over a vector model; the
    interpreter instantiates it with scalars and the emitters with registers. So the JIT of a
    target is bitwise equal to the interpreter run with that target's FMA mode
    (isa_uses_fma(): Sse41 has no FMA and rounds the product). Only NaN payloads may differ.
+   Every primitive is a correctly rounded IEEE operation, so the FMA targets (Ref, Avx2,
+   Avx512, Neon) agree bit for bit across x86-64 and AArch64 (golden hashes in the tests);
+   this assumes the default floating-point environment (no flush-to-zero in MXCSR or FPCR).
    Exact: Add Sub Mul Div Max Min Sqrt Reciprocal Abs Neg Relu Clip Floor Ceil Round Sign,
    comparisons, Select. Transcendentals are gather-free: Cephes-style polynomials (exp with a
    compensated last step, log, tanh), N. Juffa's erff/erfcf polynomials (Erf; GELU(erf) as
@@ -56,7 +65,8 @@
    snippet_op_ulp_bound(). The interpreter keeps every product rounded on its own (no FMA
    contraction by the compiler), whatever -march or -ffp-contract it is built with.
 
-   NaN rules (x86 semantics, reproduced by the interpreter): Max(a,b) = a > b ? a : b and
+   NaN rules (x86 semantics, reproduced by the interpreter and by NEON's compare-and-select
+   sequences, not fmax/fmin): Max(a,b) = a > b ? a : b and
    Min(a,b) = a < b ? a : b (a NaN in the first operand yields the second); Relu, Clip and the
    transcendentals propagate NaN; Sign(NaN) = 0; Select treats a NaN condition as true.
    Comparisons give 1.0f or 0.0f.
@@ -89,9 +99,11 @@
    Rank <= 6; parameters + results <= 11 per body (the kernel keeps one general register per
    argument); bodies up to 65535 instructions. Outputs may alias an input of the same shape
    (in place) but not a broadcast input. x86-64 System V calling convention only (no Windows
-   x64). A kernel walks the two innermost normalized dimensions (rows of the last one); the
+   x64); AAPCS64 on AArch64 (a NEON kernel saves d8-d15 only when it uses v8-v15, see
+   SnippetStats::saved_vector_registers). A kernel walks the two innermost normalized
+   dimensions (rows of the last one); the
    outer ones (at most 4) are iterated by run(), one kernel call each. Vector registers: 6 of
-   16 (SSE4.1, AVX2) or 22 of 32 (AVX-512) hold values, the rest are the emitters'
+   16 (SSE4.1, AVX2) or 22 of 32 (AVX-512, NEON) hold values, the rest are the emitters'
    temporaries; if an operation still runs out of temporaries, compile() retries with fewer
    value registers (more spills). At most 256 distinct constants per kernel.
    tokenize() costs O(V+E) per merge attempt. All input bytes are data: malformed bodies and
