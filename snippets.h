@@ -36,7 +36,7 @@
    get registers of their own, loaded once per row) and emit_kernel (per row: an alignment
    peel, vector tiles, a tail; partial tiles use AVX-512 masks, AVX2 vmaskmov or SSE4.1 scalar
    tiles) through the target's jitter table; emit_kernel_a64 for NEON (per row: 4-float tiles
-   with post-incremented ldr/str q, ld1r broadcasts, a scalar tail; no alignment peel).
+   with post-incremented ldr/str q, ld1r broadcasts, a scalar peel and tail).
    Kernels are cached by a hash of the lowered program and the target.
 
    Targets: Isa::Sse41, Isa::Avx2 (AVX2+FMA), Isa::Avx512 (AVX-512F), chosen by CPUID on
@@ -2415,7 +2415,7 @@ struct JitterTableA64 { void (*kinds[7])(EmitContextA64& e, uint32_t i, Tile til
 
 // Kernel registers: x4-x7, x9-x15 hold the argument pointers (post-incremented by the tiles
 // that walk them), x1 n, x2 rows left, x3 the row-stride table, x8 floats left in the row,
-// x16 the data section, x0 and x17 temporaries. All caller-saved: nothing to save but d8-d15.
+// x16 the data section, x17 the peel count, x0 a temporary. All caller-saved: nothing to save but d8-d15.
 struct EmitContextA64 {
     JitMathA64 m;
     const Program* p = nullptr;
@@ -2537,6 +2537,30 @@ inline Status assemble_a64(asmjit::CodeHolder* code, asmjit::ErrorHandler* handl
     a.bind(row);
     emit_row_invariants(e);
     a.mov(a64::x8, a64::x1);
+    // Alignment peel, as on x86: scalar tiles up to the first output's 16-byte boundary, so
+    // the vector stores of the row do not straddle cache lines.
+    int32_t aligned_arg = -1;
+    for (uint32_t i = 0; i < p->count && aligned_arg < 0; ++i)
+        if (p->code[i].kind == LirKind::Store) aligned_arg = (int32_t)p->code[i].index;
+    if (aligned_arg >= 0) {
+        Label peel = a.newLabel(), within = a.newLabel(), peeled = a.newLabel();
+        a.and_(a64::x17, e.args[aligned_arg], 15);
+        a.cbz(a64::x17, peeled);
+        a.mov(a64::x0, 16);
+        a.sub(a64::x17, a64::x0, a64::x17);
+        a.lsr(a64::x17, a64::x17, 2);        // floats to the boundary
+        a.cbz(a64::x17, peeled);             // a pointer that is not even float-aligned
+        a.cmp(a64::x17, a64::x8);
+        a.b_ls(within);
+        a.mov(a64::x17, a64::x8);            // at most the row
+        a.bind(within);
+        a.sub(a64::x8, a64::x8, a64::x17);
+        a.bind(peel);
+        emit_tile(e, Tile::Scalar);
+        a.subs(a64::x17, a64::x17, 1);
+        a.b_ne(peel);
+        a.bind(peeled);
+    }
     a.cmp(a64::x8, 4);
     a.b_lo(tail);
     a.bind(loop);
