@@ -101,8 +101,8 @@
    (in place) but not a broadcast input. x86-64 System V calling convention only (no Windows
    x64); AAPCS64 on AArch64 (a NEON kernel saves d8-d15 only when it uses v8-v15, see
    SnippetStats::saved_vector_registers). A kernel walks the two innermost normalized
-   dimensions (rows of the last one); the
-   outer ones (at most 4) are iterated by run(), one kernel call each. Vector registers: 6 of
+   dimensions (rows of the last one); the outer ones (at most 4) are iterated by run(), one
+   kernel call each. Vector registers: 6 of
    16 (SSE4.1, AVX2) or 22 of 32 (AVX-512, NEON) hold values, the rest are the emitters'
    temporaries; if an operation still runs out of temporaries, compile() retries with fewer
    value registers (more spills). At most 256 distinct constants per kernel.
