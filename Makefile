@@ -97,6 +97,8 @@ test-host: build/tests build/tessel build/nojit-check
 
 test-arm: build-arm/tests build-arm/tessel
 	@scripts/run-check.sh arm $(QEMU) build-arm/tests
+	@scripts/run-check.sh arm-neon env TESSEL_ISA=neon $(QEMU) build-arm/tests
+	@scripts/run-check.sh arm-ref env TESSEL_ISA=ref $(QEMU) build-arm/tests
 	@scripts/run-check.sh tessel-cli-arm scripts/test-cli.sh "$(QEMU) build-arm/tessel"
 
 test-examples: $(EXAMPLES)

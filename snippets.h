@@ -1,4 +1,4 @@
-/* snippets.h - Tessel: fusion of elementwise islands into JIT kernels (x86-64).
+/* snippets.h - Tessel: fusion of elementwise islands into JIT kernels (x86-64, AArch64 NEON).
 
    Memory-bound elementwise chains (GELU, hard-swish, bias + activation, layer-norm tails) are
    fused into one kernel, so each tensor is walked once instead of once per operation. A fused
@@ -35,17 +35,26 @@
    last), allocate_registers (linear scan, whole-interval spills; row-invariant broadcasts
    get registers of their own, loaded once per row) and emit_kernel (per row: an alignment
    peel, vector tiles, a tail; partial tiles use AVX-512 masks, AVX2 vmaskmov or SSE4.1 scalar
-   tiles) through the target's jitter table. Kernels are cached by a hash of the lowered
-   program and the target.
+   tiles) through the target's jitter table; emit_kernel_a64 for NEON (per row: 4-float tiles
+   with post-incremented ldr/str q, ld1r broadcasts, a scalar peel and tail).
+   Kernels are cached by a hash of the lowered program and the target.
 
-   Targets: Isa::Sse41, Isa::Avx2 (AVX2+FMA), Isa::Avx512 (AVX-512F), chosen by CPUID, and
-   Isa::Ref (interpreter only). The environment variable TESSEL_ISA=ref|sse41|avx2|avx512
-   overrides the default (never above what the CPU has), and SnippetOptions::isa overrides both.
+   Targets: Isa::Sse41, Isa::Avx2 (AVX2+FMA), Isa::Avx512 (AVX-512F), chosen by CPUID on
+   x86-64; Isa::Neon (AArch64 Advanced SIMD, with FMA) on AArch64; Isa::Ref (interpreter only)
+   everywhere. The environment variable TESSEL_ISA=ref|sse41|avx2|avx512|neon overrides the
+   default (never above what the CPU has), and SnippetOptions::isa overrides both.
+   SnippetOptions::emit_only lowers and assembles for any JIT target on any host (NEON code on
+   x86-64 and back, with asmjit's validation) without running it: the host suite checks that
+   every op's NEON kernel assembles. arm_features() reports fp16 arithmetic and dot product
+   (getauxval(AT_HWCAP)) for kernels that may use them later; the Neon target needs neither.
 
    Accuracy: every operation is written once, as a template over a vector model; the
    interpreter instantiates it with scalars and the emitters with registers. So the JIT of a
    target is bitwise equal to the interpreter run with that target's FMA mode
    (isa_uses_fma(): Sse41 has no FMA and rounds the product). Only NaN payloads may differ.
+   Every primitive is a correctly rounded IEEE operation, so the FMA targets (Ref, Avx2,
+   Avx512, Neon) agree bit for bit across x86-64 and AArch64 (golden hashes in the tests);
+   this assumes the default floating-point environment (no flush-to-zero in MXCSR or FPCR).
    Exact: Add Sub Mul Div Max Min Sqrt Reciprocal Abs Neg Relu Clip Floor Ceil Round Sign,
    comparisons, Select. Transcendentals are gather-free: Cephes-style polynomials (exp with a
    compensated last step, log, tanh), N. Juffa's erff/erfcf polynomials (Erf; GELU(erf) as
@@ -56,7 +65,8 @@
    snippet_op_ulp_bound(). The interpreter keeps every product rounded on its own (no FMA
    contraction by the compiler), whatever -march or -ffp-contract it is built with.
 
-   NaN rules (x86 semantics, reproduced by the interpreter): Max(a,b) = a > b ? a : b and
+   NaN rules (x86 semantics, reproduced by the interpreter and by NEON's compare-and-select
+   sequences, not fmax/fmin): Max(a,b) = a > b ? a : b and
    Min(a,b) = a < b ? a : b (a NaN in the first operand yields the second); Relu, Clip and the
    transcendentals propagate NaN; Sign(NaN) = 0; Select treats a NaN condition as true.
    Comparisons give 1.0f or 0.0f.
@@ -89,9 +99,11 @@
    Rank <= 6; parameters + results <= 11 per body (the kernel keeps one general register per
    argument); bodies up to 65535 instructions. Outputs may alias an input of the same shape
    (in place) but not a broadcast input. x86-64 System V calling convention only (no Windows
-   x64). A kernel walks the two innermost normalized dimensions (rows of the last one); the
-   outer ones (at most 4) are iterated by run(), one kernel call each. Vector registers: 6 of
-   16 (SSE4.1, AVX2) or 22 of 32 (AVX-512) hold values, the rest are the emitters'
+   x64); AAPCS64 on AArch64 (a NEON kernel saves d8-d15 only when it uses v8-v15, see
+   SnippetStats::saved_vector_registers). A kernel walks the two innermost normalized
+   dimensions (rows of the last one); the outer ones (at most 4) are iterated by run(), one
+   kernel call each. Vector registers: 6 of
+   16 (SSE4.1, AVX2) or 22 of 32 (AVX-512, NEON) hold values, the rest are the emitters'
    temporaries; if an operation still runs out of temporaries, compile() retries with fewer
    value registers (more spills). At most 256 distinct constants per kernel.
    tokenize() costs O(V+E) per merge attempt. All input bytes are data: malformed bodies and
@@ -104,14 +116,23 @@
 namespace tessel {
 
 // >>targets
-enum class Isa : uint8_t { Ref = 0, Sse41, Avx2, Avx512, Auto };
+enum class Isa : uint8_t { Ref = 0, Sse41, Avx2, Avx512, Neon, Auto };
 const char* isa_name(Isa isa);
-Status parse_isa(StringView name, Isa* isa);   // "ref", "sse41", "avx2", "avx512"
-bool isa_available(Isa isa);    // CPU and build support it (Ref always)
-Isa best_isa();                 // the best available target by CPUID
+Status parse_isa(StringView name, Isa* isa);   // "ref", "sse41", "avx2", "avx512", "neon"
+bool isa_available(Isa isa);    // CPU and build support it (Ref always); Neon on every AArch64
+Isa best_isa();                 // the best available target by CPUID (Neon on AArch64)
 Isa default_isa();              // TESSEL_ISA when set and available, else best_isa()
 uint32_t isa_vector_floats(Isa isa);  // floats per vector register (1 for Ref)
 bool isa_uses_fma(Isa isa);     // whether the FMA steps of the approximations are fused
+
+// AArch64 ASIMD features from getauxval(AT_HWCAP), for kernels that may use them later (the
+// Neon target itself needs only base ASIMD). All false on other architectures.
+struct ArmFeatures {
+    bool asimd = false;            // HWCAP_ASIMD: Advanced SIMD (mandatory on AArch64 Linux)
+    bool fp16_arithmetic = false;  // HWCAP_FPHP and HWCAP_ASIMDHP: half-precision arithmetic
+    bool dot_product = false;      // HWCAP_ASIMDDP: SDOT/UDOT
+};
+ArmFeatures arm_features();
 
 // >>operations
 enum class SnippetOp : uint8_t {
@@ -228,6 +249,10 @@ struct SnippetOptions {
     KernelCache* cache = nullptr;
     bool reference_fma = true;   // Ref only: fuse FMA steps (false reproduces Sse41 exactly)
     bool fuse_broadcast_loads = true;  // false keeps Load + BroadcastMove pairs (for tests)
+    // Lower and assemble for `isa` without making the code executable: works for every JIT
+    // target on any host (Neon code on x86-64 and back), to check code generation where it
+    // cannot run. compile() then leaves the snippet unrunnable (run() is NotFinalized).
+    bool emit_only = false;
 };
 
 struct SnippetStats {
@@ -240,6 +265,7 @@ struct SnippetStats {
     uint32_t registers_used = 0;     // distinct vector registers holding values
     uint32_t scratch_registers = 0;  // most temporaries live at once inside one operation
     uint32_t spilled_values = 0;
+    uint32_t saved_vector_registers = 0;  // Neon: callee-saved d8-d15 the kernel saves (0 or 8)
     uint32_t code_size = 0;          // bytes of code and data
     uint64_t compile_ns = 0;
     bool cache_hit = false;
@@ -339,6 +365,10 @@ Status build_island_body(const Graph& graph, const Tokenization& tokenization, u
 #include <new>
 #ifndef TESSEL_NO_JIT
 #include <asmjit/x86.h>
+#include <asmjit/arm/a64assembler.h>   // Debian's asmjit snapshot has no asmjit/a64.h
+#endif
+#if defined(__aarch64__) && defined(__linux__)
+#include <sys/auxv.h>
 #endif
 
 namespace tessel {
@@ -1111,13 +1141,14 @@ const char* isa_name(Isa isa) {
         case Isa::Sse41: return "sse41";
         case Isa::Avx2: return "avx2";
         case Isa::Avx512: return "avx512";
+        case Isa::Neon: return "neon";
         case Isa::Auto: return "auto";
     }
     return "unknown";
 }
 
 Status parse_isa(StringView name, Isa* isa) {
-    const Isa all[] = {Isa::Ref, Isa::Sse41, Isa::Avx2, Isa::Avx512};
+    const Isa all[] = {Isa::Ref, Isa::Sse41, Isa::Avx2, Isa::Avx512, Isa::Neon};
     for (Isa i : all)
         if (name == StringView(isa_name(i))) { *isa = i; return Status::Ok; }
     return Status::NotFound;
@@ -1125,7 +1156,10 @@ Status parse_isa(StringView name, Isa* isa) {
 
 bool isa_available(Isa isa) {
     if (isa == Isa::Ref) return true;
-#if defined(TESSEL_NO_JIT) || !(defined(__x86_64__) || defined(_M_X64))
+#if !defined(TESSEL_NO_JIT) && defined(__aarch64__)
+    return isa == Isa::Neon;   // ASIMD is part of every AArch64 Linux target
+#elif defined(TESSEL_NO_JIT) || !(defined(__x86_64__) || defined(_M_X64))
+    (void)isa;
     return false;
 #else
     __builtin_cpu_init();
@@ -1139,6 +1173,7 @@ bool isa_available(Isa isa) {
 }
 
 Isa best_isa() {
+    if (isa_available(Isa::Neon)) return Isa::Neon;
     if (isa_available(Isa::Avx512)) return Isa::Avx512;
     if (isa_available(Isa::Avx2)) return Isa::Avx2;
     if (isa_available(Isa::Sse41)) return Isa::Sse41;
@@ -1157,11 +1192,23 @@ uint32_t isa_vector_floats(Isa isa) {
         case Isa::Sse41: return 4;
         case Isa::Avx2: return 8;
         case Isa::Avx512: return 16;
+        case Isa::Neon: return 4;
         default: return 1;
     }
 }
 
 bool isa_uses_fma(Isa isa) { return isa != Isa::Sse41; }
+
+ArmFeatures arm_features() {
+    ArmFeatures f;
+#if defined(__aarch64__) && defined(__linux__)
+    unsigned long hwcap = getauxval(AT_HWCAP);
+    f.asimd = (hwcap & (1ul << 1)) != 0;                                            // HWCAP_ASIMD
+    f.fp16_arithmetic = (hwcap & (1ul << 9)) != 0 && (hwcap & (1ul << 10)) != 0;   // FPHP, ASIMDHP
+    f.dot_product = (hwcap & (1ul << 20)) != 0;                                     // ASIMDDP
+#endif
+    return f;
+}
 
 // >>operations implementation
 namespace detail {
@@ -1672,30 +1719,37 @@ inline asmjit::JitRuntime& jit_runtime() {
     return runtime;
 }
 
-struct JitMath;
-
 // A value during emission: a vector register or a data-section constant. Registers taken from
-// the scratch pool are reference counted and return to it when the last handle dies.
-struct JV {
-    JitMath* m = nullptr;
+// the scratch pool are reference counted and return to it when the last handle dies. One
+// template for every target's vector model (Math has refs[]).
+template <class Math>
+struct JitValue {
+    Math* m = nullptr;
     int reg = -1;
     int constant = -1;
-    JV() = default;
-    JV(JitMath* math, int r, int c);
-    JV(const JV& o) : m(o.m), reg(o.reg), constant(o.constant) { retain(); }
-    JV(JV&& o) noexcept : m(o.m), reg(o.reg), constant(o.constant) { o.m = nullptr; o.reg = -1; }
-    JV& operator=(const JV& o) {
-        if (this != &o) { JV copy(o); release(); m = copy.m; reg = copy.reg; constant = copy.constant; copy.m = nullptr; copy.reg = -1; }
+    JitValue() = default;
+    JitValue(Math* math, int r, int c) : m(math), reg(r), constant(c) { retain(); }
+    JitValue(const JitValue& o) : m(o.m), reg(o.reg), constant(o.constant) { retain(); }
+    JitValue(JitValue&& o) noexcept : m(o.m), reg(o.reg), constant(o.constant) { o.m = nullptr; o.reg = -1; }
+    JitValue& operator=(const JitValue& o) {
+        if (this != &o) { JitValue copy(o); release(); m = copy.m; reg = copy.reg; constant = copy.constant; copy.m = nullptr; copy.reg = -1; }
         return *this;
     }
-    JV& operator=(JV&& o) noexcept {
+    JitValue& operator=(JitValue&& o) noexcept {
         if (this != &o) { release(); m = o.m; reg = o.reg; constant = o.constant; o.m = nullptr; o.reg = -1; }
         return *this;
     }
-    ~JV() { release(); }
-    void retain();
-    void release();
+    ~JitValue() { release(); }
+    void retain() { if (m && reg >= 0) ++m->refs[reg]; }
+    void release() {
+        if (m && reg >= 0) --m->refs[reg];
+        m = nullptr;
+        reg = -1;
+    }
 };
+
+struct JitMath;
+using JV = JitValue<JitMath>;
 
 namespace x86 = asmjit::x86;
 using InstId = asmjit::InstId;
@@ -1862,13 +1916,6 @@ struct JitMath {
     }
 };
 
-inline JV::JV(JitMath* math, int r, int c) : m(math), reg(r), constant(c) { retain(); }
-inline void JV::retain() { if (m && reg >= 0) ++m->refs[reg]; }
-inline void JV::release() {
-    if (m && reg >= 0) --m->refs[reg];
-    m = nullptr;
-    reg = -1;
-}
 
 // The per-target jitter table: how each lowered kind becomes code. Compute kinds share one
 // jitter (eval_op over JitMath); memory kinds depend on the target and the tile.
@@ -1978,13 +2025,15 @@ inline void jit_broadcast_move_avx(EmitContext& e, uint32_t i, Tile) {
     e.define(i, d);
 }
 
-inline void jit_constant(EmitContext&, uint32_t, Tile) {}  // lives in the data section
+template <class Context>
+inline void jit_constant(Context&, uint32_t, Tile) {}  // lives in the data section
 
-inline void jit_compute(EmitContext& e, uint32_t i, Tile) {  // every target: eval_op over JitMath
+template <class Context>
+inline void jit_compute(Context& e, uint32_t i, Tile) {  // every target: eval_op over its JitMath
     const Lir& l = e.p->code[i];
-    JV args[3];
+    JitValue<decltype(e.m)> args[3];
     for (int a = 0; a < l.arity; ++a) args[a] = e.value(l.args[a]);
-    JV r = eval_op(e.m, l.op, args, l.alpha, l.beta);
+    auto r = eval_op(e.m, l.op, args, l.alpha, l.beta);
     e.define(i, r);
 }
 
@@ -2025,15 +2074,16 @@ inline void jit_store_scalar_avx(EmitContext& e, uint32_t i, Tile) {
 inline const JitterTable* jitter_table(Isa isa) {
     // Indexed by LirKind: Load, BroadcastMove, BroadcastLoad, Constant, Compute, Store, StoreScalar.
     static const JitterTable sse41 = {{jit_load_sse41, jit_broadcast_move_sse41, jit_broadcast_load_sse41,
-                                       jit_constant, jit_compute, jit_store_sse41, jit_store_scalar_sse41}};
+                                       jit_constant<EmitContext>, jit_compute<EmitContext>, jit_store_sse41, jit_store_scalar_sse41}};
     static const JitterTable avx2 = {{jit_load_avx2, jit_broadcast_move_avx, jit_broadcast_load_avx,
-                                      jit_constant, jit_compute, jit_store_avx2, jit_store_scalar_avx}};
+                                      jit_constant<EmitContext>, jit_compute<EmitContext>, jit_store_avx2, jit_store_scalar_avx}};
     static const JitterTable avx512 = {{jit_load_avx512, jit_broadcast_move_avx, jit_broadcast_load_avx,
-                                        jit_constant, jit_compute, jit_store_avx512, jit_store_scalar_avx}};
+                                        jit_constant<EmitContext>, jit_compute<EmitContext>, jit_store_avx512, jit_store_scalar_avx}};
     return isa == Isa::Sse41 ? &sse41 : isa == Isa::Avx2 ? &avx2 : &avx512;
 }
 
-inline void emit_tile(EmitContext& e, Tile tile) {
+template <class Context>
+inline void emit_tile(Context& e, Tile tile) {
     for (int r = 0; r < 32; ++r) e.holder_until[r] = -1;
     for (uint32_t i = 0; i < e.p->count; ++i)  // loaded at the start of the row, busy all tile
         if (e.p->code[i].hoisted) e.holder_until[e.p->code[i].reg] = INT32_MAX;
@@ -2046,7 +2096,8 @@ inline void emit_tile(EmitContext& e, Tile tile) {
 }
 
 // The hoisted broadcasts of a row, emitted before its first tile.
-inline void emit_row_invariants(EmitContext& e) {
+template <class Context>
+inline void emit_row_invariants(Context& e) {
     for (int r = 0; r < 32; ++r) e.holder_until[r] = -1;
     for (uint32_t i = 0; i < e.p->count; ++i) {
         if (!e.p->code[i].hoisted) continue;
@@ -2061,14 +2112,15 @@ inline void emit_row_invariants(EmitContext& e) {
 // (n >= 1) as a partial tile up to the first output's vector alignment, vector tiles, then the
 // tail (partial tiles: masked on AVX-512/AVX2, scalar loops on SSE4.1), then advances every
 // argument pointer by its row stride in bytes. The data section follows the code.
-inline Status emit_kernel(Program* p, Isa isa, uint32_t allocatable, uint32_t argument_count,
+inline Status emit_kernel(Program* p, Isa isa, uint32_t allocatable, uint32_t argument_count, bool emit_only,
                           void** kernel, uint32_t* code_size, uint32_t* scratch_peak, char* error, size_t error_size) {
     using namespace asmjit;
     CodeHolder code;
     ErrorRecorder recorder;
-    code.init(jit_runtime().environment());
+    code.init(emit_only ? Environment(Arch::kX64) : jit_runtime().environment());
     code.setErrorHandler(&recorder);
     x86::Assembler a(&code);
+    if (emit_only) a.addDiagnosticOptions(DiagnosticOptions::kValidateAssembler);
 
     EmitContext e;
     e.p = p;
@@ -2199,9 +2251,407 @@ inline Status emit_kernel(Program* p, Isa isa, uint32_t allocatable, uint32_t ar
         return recorder.first == kErrorOutOfMemory ? Status::OutOfMemory : Status::Unsupported;
     }
     *code_size = (uint32_t)code.codeSize();
+    if (emit_only) return Status::Ok;
     Error err = jit_runtime().add(kernel, &code);
     if (err != kErrorOk) {
         std::snprintf(error, error_size, "emit: %s", DebugUtils::errorAsString(err));
+        return err == kErrorOutOfMemory ? Status::OutOfMemory : Status::Unsupported;
+    }
+    return Status::Ok;
+}
+
+// >>a64 emitter
+// The NEON target (AArch64 Advanced SIMD, 4 floats per register). It shares lowering, register
+// allocation and the operation templates with x86; only the vector model, the memory jitters
+// and the kernel frame below are its own. Everything here assembles on any host (asmjit's a64
+// assembler is in every build of it), so code generation is tested on x86-64 too.
+namespace a64 = asmjit::a64;
+
+// The vector model over NEON. The primitives reproduce ScalarMath's x86 semantics: Min/Max are
+// a compare and a bit select (fmin/fmax would propagate NaN differently), compares of the
+// negated predicates invert an ordered compare, blend is a bit select. cvt_i is fcvtns, which
+// saturates (NaN gives 0 where cvtps2dq gives INT32_MIN): its only user, exp, clamps its
+// argument first, and a NaN argument makes the result NaN either way.
+// Allocator register numbers map to v0-v7, v16-v31, then v8-v15 (whose low halves are
+// callee-saved in AAPCS64), so most kernels never touch v8-v15 and need not save d8-d15.
+struct JitMathA64 {
+    using V = JitValue<JitMathA64>;
+    a64::Assembler* a = nullptr;
+    uint32_t* constants = nullptr;   // Program's data section, grown by the emitters
+    uint32_t* constant_count = nullptr;
+    int refs[32] = {};
+    bool pool[32] = {};              // may hand out as a temporary
+    bool failed = false;             // out of constants or of scratch registers
+    uint32_t peak = 0;               // most scratch registers in use at once
+    uint32_t touched = 0;            // allocator registers the code uses (bit per number)
+
+    static uint32_t physical(int r) { return r < 8 ? (uint32_t)r : r < 24 ? (uint32_t)r + 8 : (uint32_t)r - 16; }
+    a64::Vec v4(int r) { touched |= 1u << r; return a64::v(physical(r)).s4(); }
+    a64::Vec v16(int r) { touched |= 1u << r; return a64::v(physical(r)).b16(); }
+    a64::Vec q(int r) { touched |= 1u << r; return a64::v(physical(r)); }
+    a64::Vec s(int r) { touched |= 1u << r; return a64::s(physical(r)); }
+    a64::Gp data_base() const { return a64::x16; }
+
+    int constant_slot(uint32_t bits) {
+        for (uint32_t i = 0; i < *constant_count; ++i)
+            if (constants[i] == bits) return (int)i;
+        if (*constant_count == 256) { failed = true; return 0; }
+        constants[*constant_count] = bits;
+        return (int)(*constant_count)++;
+    }
+    int alloc() {
+        for (int r = 0; r < 32; ++r)
+            if (pool[r] && refs[r] == 0) {
+                uint32_t busy = 1;
+                for (int q2 = 0; q2 < 32; ++q2) busy += pool[q2] && refs[q2] > 0;
+                if (busy > peak) peak = busy;
+                return r;
+            }
+        failed = true;
+        return 31;
+    }
+    V fresh() { return V(this, alloc(), -1); }
+    void drop(V& v) { v.release(); }
+    bool fused_fma() const { return true; }
+    V c(float v) { return V(this, -1, constant_slot(float_bits(v))); }
+    V cb(uint32_t b) { return V(this, -1, constant_slot(b)); }
+
+    // NEON has no memory operands: a constant is loaded (16 bytes, one slot) where it is used.
+    void move(int d, const V& v) {
+        if (v.reg == d) return;
+        if (v.reg >= 0) a->mov(v16(d), v16(v.reg));
+        else a->ldr(q(d), a64::ptr(data_base(), v.constant * 16));
+    }
+    V in_reg(const V& v) {
+        if (v.reg >= 0) return v;
+        V d = fresh();
+        move(d.reg, v);
+        return d;
+    }
+    V bin(asmjit::InstId id, const V& x, const V& y, bool bitwise = false) {
+        V xr = in_reg(x), yr = in_reg(y);
+        V d = fresh();
+        if (bitwise) a->emit(id, v16(d.reg), v16(xr.reg), v16(yr.reg));
+        else a->emit(id, v4(d.reg), v4(xr.reg), v4(yr.reg));
+        return d;
+    }
+    V add(const V& x, const V& y) { return bin(a64::Inst::kIdFadd_v, x, y); }
+    V sub(const V& x, const V& y) { return bin(a64::Inst::kIdFsub_v, x, y); }
+    V mul(const V& x, const V& y) { return bin(a64::Inst::kIdFmul_v, x, y); }
+    V div(const V& x, const V& y) { return bin(a64::Inst::kIdFdiv_v, x, y); }
+    V and_(const V& x, const V& y) { return bin(a64::Inst::kIdAnd_v, x, y, true); }
+    V or_(const V& x, const V& y) { return bin(a64::Inst::kIdOrr_v, x, y, true); }
+    V xor_(const V& x, const V& y) { return bin(a64::Inst::kIdEor_v, x, y, true); }
+    V andnot(const V& x, const V& y) { return bin(a64::Inst::kIdBic_v, y, x, true); }   // ~x & y
+    V add_i(const V& x, const V& y) { return bin(a64::Inst::kIdAdd_v, x, y); }
+    V sub_i(const V& x, const V& y) { return bin(a64::Inst::kIdSub_v, x, y); }
+    // x < y ? x : y and x > y ? x : y, as minps/maxps (the second operand on NaN or equality).
+    V min(const V& x, const V& y) {
+        V xr = in_reg(x), yr = in_reg(y);
+        V d = fresh();
+        a->fcmgt(v4(d.reg), v4(yr.reg), v4(xr.reg));
+        a->bsl(v16(d.reg), v16(xr.reg), v16(yr.reg));
+        return d;
+    }
+    V max(const V& x, const V& y) {
+        V xr = in_reg(x), yr = in_reg(y);
+        V d = fresh();
+        a->fcmgt(v4(d.reg), v4(xr.reg), v4(yr.reg));
+        a->bsl(v16(d.reg), v16(xr.reg), v16(yr.reg));
+        return d;
+    }
+    V unary(asmjit::InstId id, const V& x) {
+        V xr = in_reg(x);
+        V d = fresh();
+        a->emit(id, v4(d.reg), v4(xr.reg));
+        return d;
+    }
+    V sqrt(const V& x) { return unary(a64::Inst::kIdFsqrt_v, x); }
+    V cvt_i(const V& x) { return unary(a64::Inst::kIdFcvtns_v, x); }
+    V cvt_f(const V& x) { return unary(a64::Inst::kIdScvtf_v, x); }
+    V round(const V& x, int mode) {
+        asmjit::InstId id = mode == kRoundNearest ? a64::Inst::kIdFrintn_v : mode == kRoundFloor ? a64::Inst::kIdFrintm_v
+                          : mode == kRoundCeil ? a64::Inst::kIdFrintp_v : a64::Inst::kIdFrintz_v;
+        return unary(id, x);
+    }
+    V shift(asmjit::InstId id, const V& x, int n) {
+        V xr = in_reg(x);
+        V d = fresh();
+        a->emit(id, v4(d.reg), v4(xr.reg), asmjit::Imm(n));
+        return d;
+    }
+    V shl_i(const V& x, int n) { return shift(a64::Inst::kIdShl_v, x, n); }
+    V shr_i(const V& x, int n) { return shift(a64::Inst::kIdUshr_v, x, n); }
+    V sra_i(const V& x, int n) { return shift(a64::Inst::kIdSshr_v, x, n); }
+    // z + x*y and z - x*y with one rounding (fmla, fmls accumulate into the destination).
+    V fma_impl(const V& x, const V& y, const V& z, bool negate) {
+        V xr = in_reg(x), yr = in_reg(y);
+        V d = fresh();
+        move(d.reg, z);
+        if (negate) a->fmls(v4(d.reg), v4(xr.reg), v4(yr.reg));
+        else a->fmla(v4(d.reg), v4(xr.reg), v4(yr.reg));
+        return d;
+    }
+    V fma(const V& x, const V& y, const V& z) { return fma_impl(x, y, z, false); }
+    V fnma(const V& x, const V& y, const V& z) { return fma_impl(x, y, z, true); }
+    // cmpps predicates: the ordered ones are fcmeq/fcmgt/fcmge (false on NaN), the negated
+    // ones their complement (true on NaN).
+    V cmp(const V& x, const V& y, int predicate) {
+        V xr = in_reg(x), yr = in_reg(y);
+        V d = fresh();
+        switch (predicate) {
+            case kCmpEq: case kCmpNeq: a->fcmeq(v4(d.reg), v4(xr.reg), v4(yr.reg)); break;
+            case kCmpLt: case kCmpNlt: a->fcmgt(v4(d.reg), v4(yr.reg), v4(xr.reg)); break;
+            case kCmpLe: case kCmpNle: a->fcmge(v4(d.reg), v4(yr.reg), v4(xr.reg)); break;
+            default: {  // Unord, Ord: both operands equal themselves
+                a->fcmeq(v4(d.reg), v4(xr.reg), v4(xr.reg));
+                V t = fresh();
+                a->fcmeq(v4(t.reg), v4(yr.reg), v4(yr.reg));
+                a->and_(v16(d.reg), v16(d.reg), v16(t.reg));
+                break;
+            }
+        }
+        if (predicate == kCmpNeq || predicate == kCmpNlt || predicate == kCmpNle || predicate == kCmpUnord)
+            a->mvn(v16(d.reg), v16(d.reg));
+        return d;
+    }
+    // mask ? x : y
+    V blend(const V& mask, const V& x, const V& y) {
+        V xr = in_reg(x), yr = in_reg(y);
+        V d = fresh();
+        move(d.reg, mask);
+        a->bsl(v16(d.reg), v16(xr.reg), v16(yr.reg));
+        return d;
+    }
+};
+
+struct EmitContextA64;
+struct JitterTableA64 { void (*kinds[7])(EmitContextA64& e, uint32_t i, Tile tile); };
+
+// Kernel registers: x4-x7, x9-x15 hold the argument pointers (post-incremented by the tiles
+// that walk them), x1 n, x2 rows left, x3 the row-stride table, x8 floats left in the row,
+// x16 the data section, x17 the peel count, x0 a temporary. All caller-saved: nothing to save but d8-d15.
+struct EmitContextA64 {
+    JitMathA64 m;
+    const Program* p = nullptr;
+    uint32_t vector_registers = 32;
+    uint32_t allocatable = 22;
+    a64::Gp args[kSnippetMaxArgs];
+    int32_t holder_until[32] = {};
+    const JitterTableA64* table = nullptr;
+
+    a64::Mem slot(int32_t s) const { return a64::ptr(a64::sp, s * 16); }
+    JitMathA64::V value(uint32_t v) {
+        const Lir& l = p->code[v];
+        if (l.kind == LirKind::Constant) return JitMathA64::V(&m, -1, (int)l.index);
+        if (l.reg >= 0) return JitMathA64::V(&m, l.reg, -1);
+        JitMathA64::V t = m.fresh();
+        m.a->ldr(m.q(t.reg), slot(l.slot));
+        return t;
+    }
+    void define(uint32_t i, const JitMathA64::V& v) {
+        const Lir& l = p->code[i];
+        JitMathA64::V r = m.in_reg(v);
+        if (l.reg >= 0) m.move(l.reg, r);
+        else m.a->str(m.q(r.reg), slot(l.slot));
+    }
+    void open_pool(uint32_t i) {
+        for (uint32_t r = 0; r < 32; ++r) {
+            m.pool[r] = r >= allocatable && r < vector_registers;
+            if (r < allocatable) m.pool[r] = holder_until[r] < (int32_t)i;
+        }
+    }
+    void defined(uint32_t i) {
+        const Lir& l = p->code[i];
+        if (l.reg >= 0) holder_until[l.reg] = (int32_t)l.last_use;
+    }
+};
+
+// Memory jitters: a vector tile reads and writes 16 bytes with post-increment, a scalar tile
+// (the tail) 4 bytes; broadcasts read element 0 in place (ld1r, or ldr s + dup when unfused).
+inline void jit_load_neon(EmitContextA64& e, uint32_t i, Tile tile) {
+    const Lir& l = e.p->code[i];
+    JitMathA64::V d = e.m.fresh();
+    if (l.lane0) e.m.a->ldr(e.m.s(d.reg), a64::ptr(e.args[l.index]));
+    else if (tile == Tile::Scalar) e.m.a->ldr(e.m.s(d.reg), a64::ptr_post(e.args[l.index], 4));
+    else e.m.a->ldr(e.m.q(d.reg), a64::ptr_post(e.args[l.index], 16));
+    e.define(i, d);
+}
+inline void jit_broadcast_load_neon(EmitContextA64& e, uint32_t i, Tile) {
+    JitMathA64::V d = e.m.fresh();
+    e.m.a->ld1r(e.m.v4(d.reg), a64::ptr(e.args[e.p->code[i].index]));
+    e.define(i, d);
+}
+inline void jit_broadcast_move_neon(EmitContextA64& e, uint32_t i, Tile) {
+    JitMathA64::V s = e.m.in_reg(e.value(e.p->code[i].args[0]));
+    JitMathA64::V d = e.m.fresh();
+    e.m.touched |= 1u << s.reg;
+    e.m.a->dup(e.m.v4(d.reg), a64::v(JitMathA64::physical(s.reg)).s(0));
+    e.define(i, d);
+}
+inline void jit_store_neon(EmitContextA64& e, uint32_t i, Tile tile) {
+    const Lir& l = e.p->code[i];
+    JitMathA64::V v = e.m.in_reg(e.value(l.args[0]));
+    if (tile == Tile::Scalar) e.m.a->str(e.m.s(v.reg), a64::ptr_post(e.args[l.index], 4));
+    else e.m.a->str(e.m.q(v.reg), a64::ptr_post(e.args[l.index], 16));
+}
+inline void jit_store_scalar_neon(EmitContextA64& e, uint32_t i, Tile) {
+    JitMathA64::V v = e.m.in_reg(e.value(e.p->code[i].args[0]));
+    e.m.a->str(e.m.s(v.reg), a64::ptr(e.args[e.p->code[i].index]));
+}
+
+inline const JitterTableA64* jitter_table_a64() {
+    static const JitterTableA64 neon = {{jit_load_neon, jit_broadcast_move_neon, jit_broadcast_load_neon,
+                                         jit_constant<EmitContextA64>, jit_compute<EmitContextA64>, jit_store_neon,
+                                         jit_store_scalar_neon}};
+    return &neon;
+}
+
+// One assembly of the kernel (same contract as emit_kernel): per row the hoisted broadcasts,
+// vector tiles of 4 floats, then a scalar tail; pointers that walk the row moved n*4 bytes
+// by their post-increments, so the row step adds stride - n*4 to them (stride to the others).
+inline Status assemble_a64(asmjit::CodeHolder* code, asmjit::ErrorHandler* handler, Program* p, uint32_t allocatable,
+                           uint32_t argument_count, bool save_high, bool validate, uint32_t* touched,
+                           uint32_t* scratch_peak) {
+    using namespace asmjit;
+    code->init(Environment(Arch::kAArch64));
+    code->setErrorHandler(handler);
+    a64::Assembler a(code);
+    if (validate) a.addDiagnosticOptions(DiagnosticOptions::kValidateAssembler);
+    if (p->spill_slots > 4095) return Status::LimitExceeded;   // str q offsets reach 65520
+    EmitContextA64 e;
+    e.p = p;
+    e.table = jitter_table_a64();
+    e.allocatable = allocatable;
+    e.m.a = &a;
+    e.m.constants = p->constants;
+    e.m.constant_count = &p->constant_count;
+    const uint32_t gp[kSnippetMaxArgs] = {4, 5, 6, 7, 9, 10, 11, 12, 13, 14, 15};
+    for (uint32_t i = 0; i < kSnippetMaxArgs; ++i) e.args[i] = a64::x(gp[i]);
+    bool walked[kSnippetMaxArgs] = {};
+    for (uint32_t i = 0; i < p->count; ++i) {
+        const Lir& l = p->code[i];
+        if ((l.kind == LirKind::Load && !l.lane0) || l.kind == LirKind::Store) walked[l.index] = true;
+    }
+    if (save_high) {
+        a.stp(a64::d8, a64::d9, a64::ptr_pre(a64::sp, -64));
+        a.stp(a64::d10, a64::d11, a64::ptr(a64::sp, 16));
+        a.stp(a64::d12, a64::d13, a64::ptr(a64::sp, 32));
+        a.stp(a64::d14, a64::d15, a64::ptr(a64::sp, 48));
+    }
+    uint32_t frame = p->spill_slots * 16;
+    for (uint32_t left = frame; left;) {
+        uint32_t step = left < 4080 ? left : 4080;
+        a.sub(a64::sp, a64::sp, step);
+        left -= step;
+    }
+    for (uint32_t i = 0; i < argument_count; ++i) a.ldr(e.args[i], a64::ptr(a64::x0, (int32_t)(i * 8)));
+    Label data = a.newLabel(), row = a.newLabel(), loop = a.newLabel(), tail = a.newLabel(), scalar = a.newLabel(),
+          done = a.newLabel();
+    a.adr(e.m.data_base(), data);
+    a.bind(row);
+    emit_row_invariants(e);
+    a.mov(a64::x8, a64::x1);
+    // Alignment peel, as on x86: scalar tiles up to the first output's 16-byte boundary, so
+    // the vector stores of the row do not straddle cache lines.
+    int32_t aligned_arg = -1;
+    for (uint32_t i = 0; i < p->count && aligned_arg < 0; ++i)
+        if (p->code[i].kind == LirKind::Store) aligned_arg = (int32_t)p->code[i].index;
+    if (aligned_arg >= 0) {
+        Label peel = a.newLabel(), within = a.newLabel(), peeled = a.newLabel();
+        a.and_(a64::x17, e.args[aligned_arg], 15);
+        a.cbz(a64::x17, peeled);
+        a.mov(a64::x0, 16);
+        a.sub(a64::x17, a64::x0, a64::x17);
+        a.lsr(a64::x17, a64::x17, 2);        // floats to the boundary
+        a.cbz(a64::x17, peeled);             // a pointer that is not even float-aligned
+        a.cmp(a64::x17, a64::x8);
+        a.b_ls(within);
+        a.mov(a64::x17, a64::x8);            // at most the row
+        a.bind(within);
+        a.sub(a64::x8, a64::x8, a64::x17);
+        a.bind(peel);
+        emit_tile(e, Tile::Scalar);
+        a.subs(a64::x17, a64::x17, 1);
+        a.b_ne(peel);
+        a.bind(peeled);
+    }
+    a.cmp(a64::x8, 4);
+    a.b_lo(tail);
+    a.bind(loop);
+    emit_tile(e, Tile::Vector);
+    a.sub(a64::x8, a64::x8, 4);
+    a.cmp(a64::x8, 4);
+    a.b_hs(loop);
+    a.bind(tail);
+    a.cbz(a64::x8, done);
+    a.bind(scalar);
+    emit_tile(e, Tile::Scalar);
+    a.subs(a64::x8, a64::x8, 1);
+    a.b_ne(scalar);
+    a.bind(done);
+    a.lsl(a64::x17, a64::x1, 2);
+    for (uint32_t i = 0; i < argument_count; ++i) {
+        a.ldr(a64::x0, a64::ptr(a64::x3, (int32_t)(i * 8)));
+        a.add(e.args[i], e.args[i], a64::x0);
+        if (walked[i]) a.sub(e.args[i], e.args[i], a64::x17);
+    }
+    a.subs(a64::x2, a64::x2, 1);
+    a.b_ne(row);
+    for (uint32_t left = frame; left;) {
+        uint32_t step = left < 4080 ? left : 4080;
+        a.add(a64::sp, a64::sp, step);
+        left -= step;
+    }
+    if (save_high) {
+        a.ldp(a64::d14, a64::d15, a64::ptr(a64::sp, 48));
+        a.ldp(a64::d12, a64::d13, a64::ptr(a64::sp, 32));
+        a.ldp(a64::d10, a64::d11, a64::ptr(a64::sp, 16));
+        a.ldp(a64::d8, a64::d9, a64::ptr_post(a64::sp, 64));
+    }
+    a.ret(a64::x30);
+    a.align(AlignMode::kData, 16);
+    a.bind(data);
+    for (uint32_t i = 0; i < p->constant_count; ++i) a.embedUInt32(p->constants[i], 4);
+    *touched = e.m.touched;
+    *scratch_peak = e.m.peak;
+    return e.m.failed ? Status::LimitExceeded : Status::Ok;
+}
+
+inline Status emit_kernel_a64(Program* p, uint32_t allocatable, uint32_t argument_count, bool emit_only, void** kernel,
+                              uint32_t* code_size, uint32_t* scratch_peak, uint32_t* saved_registers, char* error,
+                              size_t error_size) {
+    using namespace asmjit;
+    // Pass one learns whether v8-v15 are used; if so pass two assembles with d8-d15 saved.
+    uint32_t touched = 0;
+    ErrorRecorder first_recorder, recorder;
+    CodeHolder first, second;
+    CodeHolder* code = &first;
+    ErrorRecorder* used = &first_recorder;
+    uint32_t constants_before = p->constant_count;
+    Status s = assemble_a64(&first, &first_recorder, p, allocatable, argument_count, false, emit_only, &touched,
+                            scratch_peak);
+    *saved_registers = 0;
+    if (s == Status::Ok && first_recorder.first == kErrorOk && (touched & 0xff000000u)) {
+        *saved_registers = 8;
+        p->constant_count = constants_before;   // the same constants again, in the same order
+        code = &second;
+        used = &recorder;
+        s = assemble_a64(&second, &recorder, p, allocatable, argument_count, true, emit_only, &touched, scratch_peak);
+    }
+    if (s == Status::LimitExceeded) {
+        std::snprintf(error, error_size, "emit: out of scratch registers, constants or spill slots");
+        return s;
+    }
+    if (used->first != kErrorOk) {
+        std::snprintf(error, error_size, "emit (neon): %s", DebugUtils::errorAsString(used->first));
+        return used->first == kErrorOutOfMemory ? Status::OutOfMemory : Status::Unsupported;
+    }
+    *code_size = (uint32_t)code->codeSize();
+    if (emit_only) return Status::Ok;
+    Error err = jit_runtime().add(kernel, code);
+    if (err != kErrorOk) {
+        std::snprintf(error, error_size, "emit (neon): %s", DebugUtils::errorAsString(err));
         return err == kErrorOutOfMemory ? Status::OutOfMemory : Status::Unsupported;
     }
     return Status::Ok;
@@ -2313,7 +2763,11 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
     stats_ = SnippetStats();
     Isa isa = options.isa == Isa::Auto ? default_isa() : options.isa;
     if ((int)isa > (int)Isa::Auto) return fail(Status::InvalidArgument, "compile: unknown isa");
-    if (!isa_available(isa)) return fail(Status::Unsupported, "compile: isa not available on this CPU or build");
+    bool emit_only = options.emit_only && isa != Isa::Ref;
+#ifdef TESSEL_NO_JIT
+    emit_only = false;
+#endif
+    if (!isa_available(isa) && !emit_only) return fail(Status::Unsupported, "compile: isa not available on this CPU or build");
     if (body.result_count() == 0) return fail(Status::InvalidArgument, "compile: body has no result");
     uint32_t params = body.parameter_count(), results = body.result_count();
     if (params + results > kSnippetMaxArgs) return fail(Status::LimitExceeded, "compile: more than 11 parameters + results");
@@ -2378,7 +2832,7 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
     if (s == Status::Ok && options.fuse_broadcast_loads) s = detail::fuse_broadcast_load(&program, &scratch);
     if (s == Status::Ok) s = detail::scalars_to_data_section(&program);
     if (s == Status::Ok) s = detail::eliminate_dead_code_and_schedule(&program, &scratch);
-    uint32_t total = isa == Isa::Avx512 ? 32 : 16, reserved = detail::kScratchRegisters;
+    uint32_t total = isa == Isa::Avx512 || isa == Isa::Neon ? 32 : 16, reserved = detail::kScratchRegisters;
     uint32_t allocatable = total - reserved;
     if (options.max_registers && options.max_registers < allocatable) allocatable = options.max_registers;
     if (s != Status::Ok) return fail(s, "compile: lowering failed (out of memory or more than 256 constants)");
@@ -2426,7 +2880,7 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
         }
         std::memcpy(key + 16 + (size_t)program.count * sizeof(detail::Lir), program.constants, program.constant_count * 4);
         hash = detail::fnv(1469598103934665603ull, key, key_bytes);
-        if (options.cache) {
+        if (options.cache && !emit_only) {
             const KernelCache::Entry* hit = options.cache->find(hash, key, key_bytes);
             if (hit) {
                 kernel_ = hit->kernel;
@@ -2438,9 +2892,13 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
             }
         }
         uint32_t scratch_peak = 0;
-        s = detail::emit_kernel(&program, isa, allocatable, params + results, &kernel_, &code_size, &scratch_peak,
-                                error_, sizeof error_);
+        uint32_t saved_registers = 0;
+        s = isa == Isa::Neon ? detail::emit_kernel_a64(&program, allocatable, params + results, emit_only, &kernel_,
+                                                       &code_size, &scratch_peak, &saved_registers, error_, sizeof error_)
+                             : detail::emit_kernel(&program, isa, allocatable, params + results, emit_only, &kernel_,
+                                                   &code_size, &scratch_peak, error_, sizeof error_);
         stats_.scratch_registers = scratch_peak;
+        stats_.saved_vector_registers = saved_registers;
         if (s == Status::LimitExceeded && allocatable > 1) {
             allocatable = allocatable > 3 ? allocatable - 2 : 1;
             continue;
@@ -2451,6 +2909,11 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
         break;
     }
     stats_.code_size = code_size;
+    if (emit_only) {  // assembled and checked, never executable: run() stays NotFinalized
+        kernel_ = nullptr;
+        stats_.compile_ns = detail::now_ns() - start;
+        return Status::Ok;
+    }
     kernel_owned_ = !(options.cache && options.cache->insert(hash, final_key, final_key_bytes, kernel_, code_size));
     stats_.compile_ns = detail::now_ns() - start;
     compiled_ = true;

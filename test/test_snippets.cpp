@@ -144,6 +144,18 @@ TEST_CASE("snippets: ISA names, TESSEL_ISA and availability") {
     CHECK(isa_available(Isa::Ref));
     CHECK(isa_vector_floats(Isa::Avx512) == 16);
     CHECK(!isa_uses_fma(Isa::Sse41));
+    CHECK(parse_isa("neon", &isa) == Status::Ok);
+    CHECK(isa == Isa::Neon);
+    CHECK(std::string(isa_name(Isa::Neon)) == "neon");
+    CHECK(isa_vector_floats(Isa::Neon) == 4);
+    CHECK(isa_uses_fma(Isa::Neon));
+#if defined(__aarch64__)
+    CHECK(isa_available(Isa::Neon));
+    CHECK(best_isa() == Isa::Neon);
+    CHECK(!isa_available(Isa::Avx2));
+#else
+    CHECK(!isa_available(Isa::Neon));
+#endif
     const char* env = std::getenv("TESSEL_ISA");
     if (env && parse_isa(env, &isa) == Status::Ok) {
         CHECK(target() == (isa_available(isa) ? isa : best_isa()));
@@ -707,7 +719,7 @@ TEST_CASE("snippets: statistics count bytes walked, kernels are cached by body a
     CHECK(cache.hits() == 1);
     check_against_interpreter(b.body, {random_values(n, 3)}, {(uint64_t)n}, target(), 0, 0, false, &cache);
     CHECK(cache.hits() == 2);
-    if (target() != Isa::Sse41) {  // another target: another kernel
+    if (target() != Isa::Sse41 && isa_available(Isa::Sse41)) {  // another target: another kernel
         Snippet s3;
         options.isa = Isa::Sse41;
         REQUIRE(s3.compile(b.body, options) == Status::Ok);
@@ -1111,4 +1123,225 @@ TEST_CASE("snippets: Load + BroadcastMove (unfused) equals BroadcastLoad and the
     size_t bad = 0;
     for (int i = 0; i < 185; ++i) bad += !same(fused[i], want[i]) + !same(unfused[i], want[i]);
     CHECK(bad == 0);
+}
+
+TEST_CASE("snippets: ASIMD features come from AT_HWCAP on AArch64 and are off elsewhere") {
+    ArmFeatures f = arm_features();
+#if defined(__aarch64__) && defined(__linux__)
+    CHECK(f.asimd);
+    MESSAGE("asimd " << f.asimd << " fp16 arithmetic " << f.fp16_arithmetic << " dot product " << f.dot_product);
+#else
+    CHECK(!f.asimd);
+    CHECK(!f.fp16_arithmetic);
+    CHECK(!f.dot_product);
+#endif
+}
+
+namespace {
+// x * k_i for 23 constants, all live across GELU(x), then summed: more values than the 22
+// allocatable registers plus GELU's temporaries, so a Neon kernel reaches v8-v15 (and spills).
+void build_pressure_body(SnippetBody* body, int64_t n) {
+    int64_t shape[] = {n};
+    ValueId x, v[23], acc;
+    REQUIRE(body->parameter(shape, &x) == Status::Ok);
+    for (int i = 0; i < 23; ++i) {
+        ValueId k;
+        REQUIRE(body->scalar(1.0f + (float)i, &k) == Status::Ok);
+        REQUIRE(body->binary(SnippetOp::Mul, x, k, &v[i]) == Status::Ok);
+    }
+    REQUIRE(body->unary(SnippetOp::GeluErf, x, &acc) == Status::Ok);
+    for (int i = 0; i < 23; ++i) REQUIRE(body->binary(SnippetOp::Add, v[i], acc, &acc) == Status::Ok);
+    REQUIRE(body->result(acc) == Status::Ok);
+}
+
+// Lowers and assembles a body for `isa` without running it (emit_only); any host.
+SnippetStats check_assembles(const SnippetBody& body, Isa isa, uint32_t max_registers = 0, bool fuse = true) {
+    Snippet s;
+    SnippetOptions options;
+    options.isa = isa;
+    options.emit_only = true;
+    options.max_registers = max_registers;
+    options.fuse_broadcast_loads = fuse;
+    Status status = s.compile(body, options);
+    INFO("isa " << std::string(isa_name(isa)) << " max_registers " << max_registers << ": " << s.last_error());
+    REQUIRE(status == Status::Ok);
+    CHECK(s.stats().code_size > 0);
+    CHECK(s.isa() == isa);
+    const float* in[kSnippetMaxArgs] = {};
+    float* out[kSnippetMaxArgs] = {};
+    CHECK(s.run(Span<const float* const>(in, body.parameter_count()), Span<float* const>(out, body.result_count())) ==
+          Status::NotFinalized);
+    return s.stats();
+}
+}  // namespace
+
+TEST_CASE("snippets: every op assembles for neon on any host (emit only, a64 validation on)") {
+    for (SnippetOp o : computing_ops()) {
+        uint32_t arity = snippet_op_arity(o);
+        for (int variant = 0; variant < 3; ++variant) {  // full operands, row vector, column
+            Built b;
+            std::vector<std::vector<int64_t>> shapes{{5, 37}};
+            for (uint32_t i = 1; i < arity; ++i)
+                shapes.push_back(variant == 0 ? std::vector<int64_t>{5, 37} : variant == 1 ? std::vector<int64_t>{1, 37}
+                                                                                           : std::vector<int64_t>{5, 1});
+            build_op(&b.body, o, shapes);
+            INFO(op_name(o) << " variant " << variant);
+            for (uint32_t registers : {0u, 1u, 3u}) {
+                SnippetStats st = check_assembles(b.body, Isa::Neon, registers);
+                CHECK(st.saved_vector_registers == 0);   // few values: v8-v15 untouched
+                if (registers == 1 && arity > 1 && variant == 0) CHECK(st.spilled_values > 0);
+            }
+            if (variant == 2) check_assembles(b.body, Isa::Neon, 0, false);   // Load + BroadcastMove
+        }
+    }
+    // Many values live at once: registers mapped to v8-v15 (saved d8-d15) and spills.
+    Built b;
+    build_pressure_body(&b.body, 67);
+    SnippetStats st = check_assembles(b.body, Isa::Neon);
+    CHECK(st.saved_vector_registers == 8);
+    CHECK(st.spilled_values > 0);
+    st = check_assembles(b.body, Isa::Neon, 2);
+    CHECK(st.spilled_values > 0);
+    // The x86 targets assemble the same way on any host.
+    for (Isa isa : {Isa::Sse41, Isa::Avx2, Isa::Avx512}) check_assembles(b.body, isa);
+    // Without emit_only a target the machine lacks stays Unsupported.
+    Snippet s;
+    SnippetOptions options;
+    options.isa = isa_available(Isa::Neon) ? Isa::Avx2 : Isa::Neon;
+    CHECK(s.compile(b.body, options) == Status::Unsupported);
+}
+
+#if defined(__aarch64__) && defined(__GNUC__) && !defined(__clang__)   // GCC explicit register variables
+namespace {
+// Runs the snippet with known values in d8-d15; the compiler keeps them there across the
+// call (callee-saved in AAPCS64), so a kernel that clobbers them changes what we read back.
+__attribute__((noinline)) bool run_keeps_d8_d15(const Snippet& s, const float* const* in, float* const* out, size_t outs) {
+    register double r8 asm("d8") = 8.5, r9 asm("d9") = 9.5, r10 asm("d10") = 10.5, r11 asm("d11") = 11.5;
+    register double r12 asm("d12") = 12.5, r13 asm("d13") = 13.5, r14 asm("d14") = 14.5, r15 asm("d15") = 15.5;
+    asm volatile("" : "+w"(r8), "+w"(r9), "+w"(r10), "+w"(r11), "+w"(r12), "+w"(r13), "+w"(r14), "+w"(r15));
+    Status status = s.run(Span<const float* const>(in, 1), Span<float* const>(out, outs));
+    asm volatile("" : "+w"(r8), "+w"(r9), "+w"(r10), "+w"(r11), "+w"(r12), "+w"(r13), "+w"(r14), "+w"(r15));
+    return status == Status::Ok && r8 == 8.5 && r9 == 9.5 && r10 == 10.5 && r11 == 11.5 && r12 == 12.5 && r13 == 13.5 &&
+           r14 == 14.5 && r15 == 15.5;
+}
+}  // namespace
+
+TEST_CASE("snippets: a kernel using v8-v15 keeps d8-d15 for its caller (AAPCS64) and stays exact") {
+    Isa isa = target();
+    Built b;
+    build_pressure_body(&b.body, 103);
+    Snippet s;
+    SnippetOptions options;
+    options.isa = isa;
+    REQUIRE(s.compile(b.body, options) == Status::Ok);
+    if (isa == Isa::Neon) CHECK(s.stats().saved_vector_registers == 8);
+    std::vector<float> xv = random_values(103, 41), out(103);
+    const float* in[] = {xv.data()};
+    float* outs[] = {out.data()};
+    CHECK(run_keeps_d8_d15(s, in, outs, 1));
+    check_against_interpreter(b.body, {xv}, {103}, isa);
+}
+#endif
+
+namespace {
+// Inputs made from integers only (k * 2^-20 plus special values), so x86-64 and AArch64
+// hosts build the very same floats (a float distribution could differ between libraries).
+std::vector<float> portable_values(size_t n, uint32_t seed, float scale) {
+    std::mt19937 rng(seed);
+    std::vector<float> specials = special_values();
+    std::vector<float> v(n);
+    for (size_t i = 0; i < n; ++i) {
+        uint32_t r = rng();
+        if (r % 16 == 0) v[i] = specials[(r >> 4) % specials.size()];
+        else v[i] = (float)((int32_t)(r >> 8) - (1 << 23)) * (scale / 8388608.0f);
+    }
+    return v;
+}
+
+// FNV-1a of the result bits, every NaN counted as one (payloads may differ between targets).
+uint64_t result_hash(const std::vector<float>& out) {
+    uint64_t h = 1469598103934665603ull;
+    for (float f : out) {
+        uint32_t bits;
+        std::memcpy(&bits, &f, 4);
+        if (f != f) bits = 0x7fc00000u;
+        for (int b = 0; b < 4; ++b) h = (h ^ ((bits >> (8 * b)) & 0xff)) * 1099511628211ull;
+    }
+    return h;
+}
+}  // namespace
+
+// The FMA targets (Ref with FMA, Avx2, Avx512, Neon) must give identical bits for every op on
+// every host: these hashes were taken on x86-64 and are checked on AArch64 too (make test-arm).
+// After a deliberate change to an approximation, paste the new values the failures print.
+TEST_CASE("snippets: every op gives the same bits on x86-64 and AArch64 FMA targets (golden hashes)") {
+    Isa isa = target();
+    if (!isa_uses_fma(isa)) return;   // Sse41 rounds its products: other bits, by design
+    static const uint64_t golden[] = {  // in SnippetOp order from Add
+        17796266525255187548ull, 1232354583516211485ull, 6874580834477308042ull,
+        10293743185667751541ull, 16687933751897222283ull, 14128558982284168108ull,
+        7449629516600483372ull, 15314389975388896124ull, 11263367939798520507ull,
+        3020001014236846855ull, 5076231173061086228ull, 2214757007656487204ull,
+        8778863315350652587ull, 1196230276160495783ull, 158237157063729789ull,
+        299965610502432015ull, 698562954760064991ull, 2926262330728719247ull,
+        11277837511363263391ull, 8506886854193065679ull, 17732124824955482060ull,
+        16571400199647437078ull, 5912612484782800075ull, 18106761334636940130ull,
+        18109857752700971470ull, 11807024449187194870ull, 15436493240663645109ull,
+        5797137557146893772ull, 10192517830010116985ull, 12890660655753240700ull,
+        17034526000144262686ull, 9089335667677414438ull, 16624716761622955418ull,
+        5124773736996581590ull, 7307358745198678474ull, 5506394111995068163ull,
+        13717393669334515450ull, 10395954731899526083ull, 12881298450329126883ull,
+        17762602931481407306ull, 18122064347710327897ull,
+    };
+    const size_t n = 1000;
+    std::vector<SnippetOp> ops = computing_ops();
+    for (size_t k = 0; k < ops.size(); ++k) {
+        SnippetOp op = ops[k];
+        uint32_t arity = snippet_op_arity(op);
+        Built b;
+        build_op(&b.body, op, std::vector<std::vector<int64_t>>(arity, std::vector<int64_t>{(int64_t)n}));
+        std::vector<std::vector<float>> inputs;
+        for (uint32_t i = 0; i < arity; ++i)
+            inputs.push_back(portable_values(n, 1000u + 17u * (uint32_t)k + i, op == SnippetOp::Pow ? 4.0f : 8.0f));
+        if (op == SnippetOp::Select)
+            for (float& c : inputs[0]) c = (c > 0) ? 1.0f : (c < -4 ? NAN : 0.0f);
+        std::vector<const float*> in;
+        for (auto& v : inputs) in.push_back(v.data());
+        std::vector<float> out(n);
+        float* outs[] = {out.data()};
+        Snippet s;
+        SnippetOptions options;
+        options.isa = isa;
+        REQUIRE(s.compile(b.body, options) == Status::Ok);
+        REQUIRE(s.run(Span<const float* const>(in.data(), in.size()), outs) == Status::Ok);
+        uint64_t h = result_hash(out);
+        uint64_t want = k < sizeof golden / sizeof golden[0] ? golden[k] : 0;
+        INFO(op_name(op) << " on " << std::string(isa_name(isa)));
+        if (h != want) MESSAGE("golden[" << k << "] (" << op_name(op) << ") = " << h << "ull");
+        CHECK(h == want);
+    }
+}
+
+TEST_CASE("snippets: hundreds of values live at once spill into a large frame and stay exact") {
+    // v_i = v_(i-1) + x for 300 values, all live until the alternating sum at the end: about
+    // 280 spill slots, a frame above the 4 KiB a single AArch64 sub sp immediate reaches.
+    Isa isa = target();
+    Built b;
+    int64_t shape[] = {2, 29};
+    ValueId x, v[300], acc;
+    REQUIRE(b.body.parameter(shape, &x) == Status::Ok);
+    v[0] = x;
+    for (int i = 1; i < 300; ++i) REQUIRE(b.body.binary(SnippetOp::Add, v[i - 1], x, &v[i]) == Status::Ok);
+    acc = v[0];
+    for (int i = 1; i < 300; ++i) REQUIRE(b.body.binary(SnippetOp::Sub, v[i], acc, &acc) == Status::Ok);
+    REQUIRE(b.body.result(acc) == Status::Ok);
+    if (isa != Isa::Ref) {
+        Snippet s;
+        SnippetOptions options;
+        options.isa = isa;
+        REQUIRE(s.compile(b.body, options) == Status::Ok);
+        CHECK(s.stats().spilled_values > 256);
+    }
+    check_against_interpreter(b.body, {random_values(58, 5, 2.0f)}, {58}, isa);
+    check_against_interpreter(b.body, {random_values(58, 6, 2.0f)}, {58}, isa, 3, 1);
 }
