@@ -1924,13 +1924,35 @@ struct EmitContext;
 using Jitter = void (*)(EmitContext& e, uint32_t i, Tile tile);
 struct JitterTable { Jitter kinds[7]; };
 
-struct EmitContext {
-    JitMath m;
+// What the emit contexts of every target share: the program, the split of the vector
+// registers, and which allocatable register holds a live value, from which each step's
+// scratch pool follows.
+template <class Math>
+struct EmitContextBase {
+    Math m;
     const Program* p = nullptr;
-    uint32_t vector_registers = 16;   // allocatable: [0, allocatable); the rest is scratch
-    uint32_t allocatable = 8;
-    x86::Gp args[kSnippetMaxArgs];
+    uint32_t vector_registers;        // allocatable: [0, allocatable); the rest is scratch
+    uint32_t allocatable;
     int32_t holder_until[32] = {};    // per register: last use of the value it holds
+    EmitContextBase(uint32_t vectors, uint32_t allocatable_registers)
+        : vector_registers(vectors), allocatable(allocatable_registers) {}
+    // Scratch pool at instruction i: reserved registers plus allocatable ones whose value is
+    // dead; operands stay out because their last use is i.
+    void open_pool(uint32_t i) {
+        for (uint32_t r = 0; r < 32; ++r) {
+            m.pool[r] = r >= allocatable && r < vector_registers;
+            if (r < allocatable) m.pool[r] = holder_until[r] < (int32_t)i;
+        }
+    }
+    void defined(uint32_t i) {
+        const Lir& l = p->code[i];
+        if (l.reg >= 0) holder_until[l.reg] = (int32_t)l.last_use;
+    }
+};
+
+struct EmitContext : EmitContextBase<JitMath> {
+    EmitContext() : EmitContextBase(16, 8) {}
+    x86::Gp args[kSnippetMaxArgs];
     const JitterTable* table = nullptr;
 
     x86::Mem row(uint32_t arg, uint32_t bytes) const { return x86::ptr(args[arg], x86::rax, 0, 0, bytes); }
@@ -1950,18 +1972,6 @@ struct EmitContext {
         JV r = m.in_reg(v);
         if (l.reg >= 0) m.move(l.reg, r);
         else m.a->emit(m.isa == Isa::Sse41 ? x86::Inst::kIdMovups : x86::Inst::kIdVmovups, slot(l.slot), m.vr(r.reg));
-    }
-    // Scratch pool at instruction i: reserved registers plus allocatable ones whose value is
-    // dead; operands stay out because their last use is i.
-    void open_pool(uint32_t i) {
-        for (uint32_t r = 0; r < 32; ++r) {
-            m.pool[r] = r >= allocatable && r < vector_registers;
-            if (r < allocatable) m.pool[r] = holder_until[r] < (int32_t)i;
-        }
-    }
-    void defined(uint32_t i) {
-        const Lir& l = p->code[i];
-        if (l.reg >= 0) holder_until[l.reg] = (int32_t)l.last_use;
     }
 };
 
@@ -2431,13 +2441,9 @@ struct JitterTableA64 { void (*kinds[7])(EmitContextA64& e, uint32_t i, Tile til
 // Kernel registers: x4-x7, x9-x15 hold the argument pointers (post-incremented by the tiles
 // that walk them), x1 n, x2 rows left, x3 the row-stride table, x8 floats left in the row,
 // x16 the data section, x17 the peel count, x0 a temporary. All caller-saved: nothing to save but d8-d15.
-struct EmitContextA64 {
-    JitMathA64 m;
-    const Program* p = nullptr;
-    uint32_t vector_registers = 32;
-    uint32_t allocatable = 22;
+struct EmitContextA64 : EmitContextBase<JitMathA64> {
+    EmitContextA64() : EmitContextBase(32, 22) {}
     a64::Gp args[kSnippetMaxArgs];
-    int32_t holder_until[32] = {};
     const JitterTableA64* table = nullptr;
 
     a64::Mem slot(int32_t s) const { return a64::ptr(a64::sp, s * 16); }
@@ -2454,16 +2460,6 @@ struct EmitContextA64 {
         JitMathA64::V r = m.in_reg(v);
         if (l.reg >= 0) m.move(l.reg, r);
         else m.a->str(m.q(r.reg), slot(l.slot));
-    }
-    void open_pool(uint32_t i) {
-        for (uint32_t r = 0; r < 32; ++r) {
-            m.pool[r] = r >= allocatable && r < vector_registers;
-            if (r < allocatable) m.pool[r] = holder_until[r] < (int32_t)i;
-        }
-    }
-    void defined(uint32_t i) {
-        const Lir& l = p->code[i];
-        if (l.reg >= 0) holder_until[l.reg] = (int32_t)l.last_use;
     }
 };
 

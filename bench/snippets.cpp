@@ -7,6 +7,7 @@
 //   make build/bench/snippets && build/bench/snippets        (TESSEL_ISA selects the target)
 #define TESSEL_IMPLEMENTATION
 #include "snippets.h"
+#include "test/reference_math.h"
 
 #include <algorithm>
 #include <chrono>
@@ -256,32 +257,8 @@ struct Unfused {
     }
 };
 
-double reference(SnippetOp o, double x) {
-    switch (o) {
-        case SnippetOp::Exp: return std::exp(x);
-        case SnippetOp::Log: return std::log(x);
-        case SnippetOp::Tanh: return std::tanh(x);
-        case SnippetOp::Sigmoid: return 1.0 / (1.0 + std::exp(-x));
-        case SnippetOp::Erf: return std::erf(x);
-        case SnippetOp::GeluErf: return 0.5 * x * std::erfc(-x / std::sqrt(2.0));
-        case SnippetOp::GeluTanh: return x / (1.0 + std::exp(-2.0 * std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
-        case SnippetOp::Swish: return x / (1.0 + std::exp(-x));
-        case SnippetOp::Softplus: return std::log1p(std::exp(x));
-        case SnippetOp::Mish: return x * std::tanh(std::log1p(std::exp(x)));
-        case SnippetOp::Elu: return x > 0 ? x : std::expm1(x);
-        case SnippetOp::Selu: return 1.05070102214813232421875 * (x > 0 ? x : 1.67326319217681884765625 * std::expm1(x));
-        default: return 0;
-    }
-}
-
-double ulp_error(float got, double want) {
-    if (std::isnan(want)) return std::isnan(got) ? 0 : 1e30;
-    if (std::fabs(want) > 3.4028234663852886e38) return (std::isinf(got) && (got > 0) == (want > 0)) ? 0 : 1e30;
-    if (std::isnan(got) || std::isinf(got)) return 1e30;
-    int e;
-    std::frexp(want, &e);
-    return std::fabs((double)got - want) / std::ldexp(1.0, std::max(e - 24, -149));
-}
+using reference_math::reference;
+using reference_math::ulp_error;
 
 }  // namespace
 
