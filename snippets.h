@@ -288,6 +288,10 @@ public:
     // results in order. InvalidArgument on a count mismatch or a null pointer (unless the
     // domain is empty), NotFinalized before compile().
     Status run(Span<const float* const> inputs, Span<float* const> outputs) const;
+    // The same, with the interpreter's scratch supplied by the caller (scratch_bytes() bytes,
+    // float aligned; unused by JIT kernels), so several threads may run one Ref snippet.
+    Status run(Span<const float* const> inputs, Span<float* const> outputs, float* scratch) const;
+    size_t scratch_bytes() const { return isa_ == Isa::Ref && body_ ? (size_t)body_->size() * 64 * sizeof(float) : 0; }
 
     Isa isa() const { return isa_; }
     const SnippetStats& stats() const { return stats_; }
@@ -313,6 +317,11 @@ private:
     mutable char error_[160] = {};
 };
 
+// One operation on one element, with exactly the interpreter's (and so the JIT's) semantics:
+// args holds snippet_op_arity(op) values; fused selects the FMA mode (isa_uses_fma). Pow
+// whose exponent is a compile-time scalar is PowerStatic with alpha = the exponent.
+float snippet_evaluate(SnippetOp op, const float* args, float alpha, float beta, bool fused);
+
 // Runs a body with the interpreter (the oracle). fused selects the FMA mode.
 Status interpret(const SnippetBody& body, Span<const float* const> inputs,
                  Span<float* const> outputs, bool fused = true);
@@ -336,6 +345,11 @@ bool node_is_fusible(const Graph& graph, NodeId node);
 // pointers), OutOfMemory.
 Status tokenize(const Graph& graph, const TokenizeOptions& options, Arena* arena, Tokenization* result);
 
+// The operation of a graph node and its attributes (alpha, beta) as an island body gets them
+// (defaults from snippet_op_default_attributes). NotFound if the op is not a snippet op.
+// Clip's min/max *inputs* (ONNX opset 11+) are Max(min, x) then Min(max, x).
+Status snippet_node_operation(const Graph& graph, NodeId node, SnippetOp* op, float* alpha, float* beta);
+
 // The body of one island, ready for Snippet::compile(). Parameters are the island's external
 // inputs (unique producer and port, in the order members first read them, members in
 // topological order); results are the members read outside the island or by nobody, in
@@ -345,8 +359,10 @@ Status tokenize(const Graph& graph, const TokenizeOptions& options, Arena* arena
 // a Constant is a scalar from its value_float attribute or one-element float value tensor.
 // Errors: InvalidArgument (no such island, a Constant without a float value), LimitExceeded
 // (more than kSnippetMaxArgs arguments), OutOfMemory.
+// input_ports (optional, kSnippetMaxArgs entries) receives the producer port of each parameter.
 Status build_island_body(const Graph& graph, const Tokenization& tokenization, uint32_t island, SnippetBody* body,
-                         NodeId* input_nodes, uint32_t* input_count, NodeId* output_nodes, uint32_t* output_count);
+                         NodeId* input_nodes, uint32_t* input_count, NodeId* output_nodes, uint32_t* output_count,
+                         uint32_t* input_ports = nullptr);
 
 }  // namespace tessel
 #endif  // TESSEL_SNIPPETS_H
@@ -2918,7 +2934,12 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
 }
 
 Status Snippet::run(Span<const float* const> inputs, Span<float* const> outputs) const {
+    return run(inputs, outputs, columns_);
+}
+
+Status Snippet::run(Span<const float* const> inputs, Span<float* const> outputs, float* scratch) const {
     if (!compiled_) return fail(Status::NotFinalized, "run: not compiled");
+    if (isa_ == Isa::Ref && !scratch) return fail(Status::InvalidArgument, "run: no interpreter scratch");
     if (inputs.size != parameters_ || outputs.size != results_)
         return fail(Status::InvalidArgument, "run: wrong number of inputs or outputs");
     if (stats_.elements == 0) return Status::Ok;
@@ -2949,7 +2970,7 @@ Status Snippet::run(Span<const float* const> inputs, Span<float* const> outputs)
                 float* row_out[kSnippetMaxArgs];
                 for (uint32_t t = 0; t < args; ++t) in_ptrs[t] = ptrs[t] + r * (row_strides[t] / (int64_t)sizeof(float));
                 for (uint32_t t = 0; t < results_; ++t) row_out[t] = const_cast<float*>(in_ptrs[parameters_ + t]);
-                detail::interpret_row(*body_, fused_, columns_, in_ptrs, row_out, inner_broadcast, n);
+                detail::interpret_row(*body_, fused_, scratch, in_ptrs, row_out, inner_broadcast, n);
             }
         } else {
             reinterpret_cast<void (*)(float* const*, size_t, size_t, const int64_t*)>(kernel_)(
@@ -2963,6 +2984,16 @@ Status Snippet::run(Span<const float* const> inputs, Span<float* const> outputs)
         if (i < 0) break;
     }
     return Status::Ok;
+}
+
+float snippet_evaluate(SnippetOp op, const float* args, float alpha, float beta, bool fused) {
+    if (op == SnippetOp::Parameter || op == SnippetOp::Scalar || op >= SnippetOp::Count) return NAN;
+    detail::ScalarMath m;
+    m.fused = fused;
+    float a[3] = {args[0], 0, 0};
+    uint32_t arity = snippet_op_arity(op);
+    for (uint32_t i = 1; i < arity && i < 3; ++i) a[i] = args[i];
+    return detail::eval_op(m, op, a, alpha, beta);
 }
 
 Status interpret(const SnippetBody& body, Span<const float* const> inputs, Span<float* const> outputs, bool fused) {
@@ -3022,6 +3053,40 @@ inline bool node_shape(const Graph& graph, NodeId id, SnippetShape* shape) {
 }
 }  // namespace detail
 
+Status snippet_node_operation(const Graph& graph, NodeId v, SnippetOp* op_out, float* alpha_out, float* beta_out) {
+    SnippetOp op;
+    if (snippet_op_from_name(graph.node(v).op, &op) != Status::Ok) return Status::NotFound;
+    float alpha, beta;
+    snippet_op_default_attributes(op, &alpha, &beta);
+    switch (op) {
+        case SnippetOp::Clip:
+            alpha = detail::float_attribute(graph, v, "min", alpha);
+            beta = detail::float_attribute(graph, v, "max", beta);
+            break;
+        case SnippetOp::Elu: case SnippetOp::LeakyRelu: case SnippetOp::Swish:
+            alpha = detail::float_attribute(graph, v, "alpha", alpha);
+            break;
+        case SnippetOp::HardSigmoid:
+            alpha = detail::float_attribute(graph, v, "alpha", alpha);
+            beta = detail::float_attribute(graph, v, "beta", beta);
+            break;
+        case SnippetOp::Selu:
+            alpha = detail::float_attribute(graph, v, "alpha", alpha);
+            beta = detail::float_attribute(graph, v, "gamma", beta);
+            break;
+        case SnippetOp::GeluErf: {
+            const Attribute* a = graph.find_attribute(v, "approximate");
+            if (a && a->kind == AttributeKind::String && a->s == StringView("tanh")) op = SnippetOp::GeluTanh;
+            break;
+        }
+        default: break;
+    }
+    *op_out = op;
+    *alpha_out = alpha;
+    *beta_out = beta;
+    return Status::Ok;
+}
+
 bool node_is_fusible(const Graph& graph, NodeId id) {
     SnippetShape shape;
     if (!detail::node_shape(graph, id, &shape)) return false;
@@ -3033,6 +3098,12 @@ bool node_is_fusible(const Graph& graph, NodeId id) {
     SnippetOp op;
     if (snippet_op_from_name(n.op, &op) != Status::Ok) return false;
     uint32_t arity = snippet_op_arity(op);
+    for (uint32_t i = 0; i < n.num_inputs; ++i) {  // a Bool condition or an int tensor stays outside
+        const Node& producer = graph.node(n.inputs[i].producer);
+        if (!producer.outputs || n.inputs[i].port >= producer.num_outputs ||
+            producer.outputs[n.inputs[i].port].type != ElementType::Float32)
+            return false;
+    }
     if (op == SnippetOp::Clip) return n.num_inputs >= 1 && n.num_inputs <= 3;  // ONNX min/max inputs
     return n.num_inputs == arity;
 }
@@ -3173,7 +3244,8 @@ Status tokenize(const Graph& graph, const TokenizeOptions& options, Arena* arena
 
 
 Status build_island_body(const Graph& graph, const Tokenization& t, uint32_t island, SnippetBody* body,
-                         NodeId* input_nodes, uint32_t* input_count, NodeId* output_nodes, uint32_t* output_count) {
+                         NodeId* input_nodes, uint32_t* input_count, NodeId* output_nodes, uint32_t* output_count,
+                         uint32_t* input_ports) {
     if (!graph.finalized()) return Status::NotFinalized;
     if (!body || island >= t.island_count || t.island_of.size != graph.node_count()) return Status::InvalidArgument;
     uint32_t n = graph.node_count();
@@ -3204,6 +3276,7 @@ Status build_island_body(const Graph& graph, const Tokenization& t, uint32_t isl
             Status s = body->parameter(Span<const int64_t>(d.dims, d.rank), &value);
             if (s != Status::Ok) return s;
             input_nodes[inputs] = edge.producer;
+            if (input_ports) input_ports[inputs] = edge.port;
             externals[inputs++] = External{edge.producer, edge.port, value};
         }
     }
@@ -3224,32 +3297,8 @@ Status build_island_body(const Graph& graph, const Tokenization& t, uint32_t isl
             s = body->scalar(value, &value_of[v]);
         } else {
             SnippetOp op;
-            if (snippet_op_from_name(node.op, &op) != Status::Ok) return Status::InvalidArgument;
             float alpha, beta;
-            snippet_op_default_attributes(op, &alpha, &beta);
-            switch (op) {
-                case SnippetOp::Clip:
-                    alpha = detail::float_attribute(graph, v, "min", alpha);
-                    beta = detail::float_attribute(graph, v, "max", beta);
-                    break;
-                case SnippetOp::Elu: case SnippetOp::LeakyRelu: case SnippetOp::Swish:
-                    alpha = detail::float_attribute(graph, v, "alpha", alpha);
-                    break;
-                case SnippetOp::HardSigmoid:
-                    alpha = detail::float_attribute(graph, v, "alpha", alpha);
-                    beta = detail::float_attribute(graph, v, "beta", beta);
-                    break;
-                case SnippetOp::Selu:
-                    alpha = detail::float_attribute(graph, v, "alpha", alpha);
-                    beta = detail::float_attribute(graph, v, "gamma", beta);
-                    break;
-                case SnippetOp::GeluErf: {
-                    const Attribute* a = graph.find_attribute(v, "approximate");
-                    if (a && a->kind == AttributeKind::String && a->s == StringView("tanh")) op = SnippetOp::GeluTanh;
-                    break;
-                }
-                default: break;
-            }
+            if (snippet_node_operation(graph, v, &op, &alpha, &beta) != Status::Ok) return Status::InvalidArgument;
             if (op == SnippetOp::Clip && node.num_inputs > 1) {  // ONNX Clip(x, min, max): tensors
                 ValueId x = args[0];
                 s = Status::Ok;
