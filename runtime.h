@@ -1061,8 +1061,53 @@ const OpKernel kBuiltinKernels[] = {
 
 }  // namespace detail
 
+// ---- BEGIN NN OPS REGION (Conv, MatMul, pooling, normalization, softmax, reductions, Resize) ----
+namespace detail {
+const OpKernel kNnKernels[] = {
+    {nullptr, nullptr, nullptr},   // end marker
+};
+}  // namespace detail
+// ---- END NN OPS REGION ----
+
+// ---- BEGIN TENSOR OPS REGION (shape, data movement, integer and logical ops, Cast) ----
+namespace detail {
+const OpKernel kTensorKernels[] = {
+    {nullptr, nullptr, nullptr},   // end marker
+};
+}  // namespace detail
+// ---- END TENSOR OPS REGION ----
+
+namespace detail {
+// One table of every built-in kernel, assembled once (a later table overrides an earlier
+// entry of the same op: the variadic and typed kernels replace the float-only ones).
+struct KernelTable {
+    OpKernel entries[256];
+    uint32_t count = 0;
+    void add(const OpKernel* table, size_t n) {
+        for (size_t i = 0; i < n && table[i].op; ++i) {
+            uint32_t k = 0;
+            while (k < count && StringView(entries[k].op) != StringView(table[i].op)) ++k;
+            if (k == count) {
+                TESSEL_ASSERT(count < 256);
+                ++count;
+            }
+            entries[k] = table[i];
+        }
+    }
+    KernelTable() {
+        add(kBuiltinKernels, sizeof kBuiltinKernels / sizeof kBuiltinKernels[0]);
+        add(kNnKernels, sizeof kNnKernels / sizeof kNnKernels[0]);
+        add(kTensorKernels, sizeof kTensorKernels / sizeof kTensorKernels[0]);
+    }
+};
+inline const KernelTable& kernel_table() {
+    static const KernelTable table;   // thread-safe initialization (C++11)
+    return table;
+}
+}  // namespace detail
+
 Span<const OpKernel> builtin_op_kernels() {
-    return Span<const OpKernel>(detail::kBuiltinKernels, sizeof detail::kBuiltinKernels / sizeof detail::kBuiltinKernels[0]);
+    return Span<const OpKernel>(detail::kernel_table().entries, detail::kernel_table().count);
 }
 
 const OpKernel* find_builtin_kernel(StringView op) {
