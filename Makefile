@@ -7,7 +7,7 @@ ARM_CXX    ?= aarch64-linux-gnu-g++
 QEMU       ?= qemu-aarch64 -L /usr/aarch64-linux-gnu
 WARNINGS    = -Wall -Wextra -Werror
 CXXFLAGS_LIB = -std=c++17 -fno-exceptions -fno-rtti $(WARNINGS) -I. -MMD -MP
-TEST_DEFINES = -DDOCTEST_CONFIG_NO_EXCEPTIONS_BUT_WITH_ALL_ASSERTS
+TEST_DEFINES = -DDOCTEST_CONFIG_NO_EXCEPTIONS_BUT_WITH_ALL_ASSERTS -include test/alloc_counter.h
 # Each header must compile on its own, with and without its implementation part.
 HEADER_CHECK = -std=c++17 -fno-exceptions -fno-rtti $(WARNINGS) -I. -fsyntax-only
 OPT        ?= -O2 -g

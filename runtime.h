@@ -287,8 +287,13 @@ public:
     virtual Status compile_subgraph(const PreparedModel& model, Span<const NodeId> nodes, DeviceProgram** program) = 0;
     virtual Status import_subgraph(const PreparedModel& model, Span<const NodeId> nodes, const void* payload,
                                    size_t size, DeviceProgram** program) = 0;
-    // Adds or replaces an op kernel. Devices without extensions return Unsupported.
+    // Adds or replaces an op kernel (a custom op). Devices without extensions return
+    // Unsupported. find_extension lets the runtime prepare (infer shapes of) such nodes.
     virtual Status add_extension(const OpKernel& kernel) = 0;
+    virtual const OpKernel* find_extension(StringView op) const {
+        (void)op;
+        return nullptr;
+    }
     const char* last_error() const { return error_; }
 
 protected:
@@ -402,8 +407,12 @@ public:
 #endif
         ;
 
-private:
     struct Impl;
+
+private:
+    Status compile_job(void* job, const Model& model, Span<const InputShape> shapes, PartitionAlgorithm algorithm,
+                       uint32_t min_subgraph, void* compiled);
+    Status import_job(void* job, const void* payload, size_t size, void* compiled, Arena* scratch);
     Impl* impl_ = nullptr;
     Limits limits_;
     char error_[256] = {};
@@ -515,10 +524,14 @@ void destroy(T* object) {
 #if defined(TESSEL_IMPLEMENTATION) && !defined(TESSEL_RUNTIME_IMPLEMENTED)
 #define TESSEL_RUNTIME_IMPLEMENTED
 
+#include <algorithm>
 #include <cmath>
+#include <condition_variable>
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
+#include <mutex>
+#include <thread>
 
 namespace tessel {
 
@@ -839,6 +852,2446 @@ Status RunContext::fail(Status status, const char* format, ...) const {
     std::vsnprintf(error + k, 200 - (size_t)k, format, args);
     va_end(args);
     return status;
+}
+
+// >>threads
+namespace detail {
+// A fixed pool: threads - 1 workers started once; run() hands each a contiguous range and
+// the caller takes the first one. No allocation per run().
+class ThreadPool {
+public:
+    ThreadPool() = default;
+    ~ThreadPool() { stop(); }
+    ThreadPool(const ThreadPool&) = delete;
+    ThreadPool& operator=(const ThreadPool&) = delete;
+
+    Status start(uint32_t threads) {
+        stop();
+        if (threads <= 1) { threads_ = 1; return Status::Ok; }
+        workers_ = static_cast<std::thread*>(TESSEL_MALLOC(sizeof(std::thread) * (threads - 1)));
+        if (!workers_) return Status::OutOfMemory;
+        quit_ = false;
+        for (uint32_t i = 0; i + 1 < threads; ++i) new (&workers_[i]) std::thread(&ThreadPool::work, this, i + 1);
+        threads_ = threads;
+        return Status::Ok;
+    }
+    void stop() {
+        if (!workers_) return;
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            quit_ = true;
+            ++generation_;
+        }
+        wake_.notify_all();
+        for (uint32_t i = 0; i + 1 < threads_; ++i) {
+            workers_[i].join();
+            workers_[i].~thread();
+        }
+        TESSEL_FREE(workers_);
+        workers_ = nullptr;
+        threads_ = 1;
+    }
+    uint32_t threads() const { return threads_; }
+
+    void run(uint64_t count, void (*fn)(void*, uint64_t, uint64_t), void* user) {
+        if (threads_ <= 1 || count < 2) { if (count) fn(user, 0, count); return; }
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            fn_ = fn;
+            user_ = user;
+            count_ = count;
+            pending_ = threads_ - 1;
+            ++generation_;
+        }
+        wake_.notify_all();
+        uint64_t end = count / threads_ + (count % threads_ ? 1 : 0);
+        fn(user, 0, end < count ? end : count);
+        std::unique_lock<std::mutex> lock(mutex_);
+        done_.wait(lock, [this] { return pending_ == 0; });
+    }
+
+private:
+    void work(uint32_t index) {
+        uint64_t seen = 0;
+        for (;;) {
+            void (*fn)(void*, uint64_t, uint64_t);
+            void* user;
+            uint64_t count;
+            {
+                std::unique_lock<std::mutex> lock(mutex_);
+                wake_.wait(lock, [&] { return generation_ != seen; });
+                seen = generation_;
+                if (quit_) return;
+                fn = fn_;
+                user = user_;
+                count = count_;
+            }
+            uint64_t chunk = count / threads_ + (count % threads_ ? 1 : 0);
+            uint64_t begin = chunk * index, end = begin + chunk < count ? begin + chunk : count;
+            if (begin < end) fn(user, begin, end);
+            {
+                std::lock_guard<std::mutex> lock(mutex_);
+                if (--pending_ == 0) done_.notify_one();
+            }
+        }
+    }
+    std::thread* workers_ = nullptr;
+    uint32_t threads_ = 1;
+    std::mutex mutex_;
+    std::condition_variable wake_, done_;
+    uint64_t generation_ = 0;
+    bool quit_ = false;
+    void (*fn_)(void*, uint64_t, uint64_t) = nullptr;
+    void* user_ = nullptr;
+    uint64_t count_ = 0;
+    uint32_t pending_ = 0;
+};
+
+// parallel_for over a lambda: parallel_for(context, n, [&](uint64_t begin, uint64_t end) {...}).
+template <class Fn>
+void parallel_for(const RunContext& c, uint64_t count, Fn fn) {
+    c.parallel_for(count, [](void* user, uint64_t b, uint64_t e) { (*static_cast<Fn*>(user))(b, e); }, &fn);
+}
+
+// snprintf through va_list: long names are cut, never an overflow (and no truncation warnings).
+inline void print(char* out, size_t size, const char* format, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+inline void print(char* out, size_t size, const char* format, ...) {
+    va_list args;
+    va_start(args, format);
+    std::vsnprintf(out, size, format, args);
+    va_end(args);
+}
+inline void copy_text(char* out, size_t size, const char* text) { std::snprintf(out, size, "%s", text); }
+inline bool is_free_op(StringView op) {   // interface nodes every device holds without running them
+    return op == StringView("Parameter") || op == StringView("Constant") || op == StringView("Result") ||
+           op == StringView("Absent");
+}
+}  // namespace detail
+
+void RunContext::parallel_for(uint64_t count, void (*fn)(void*, uint64_t, uint64_t), void* user) const {
+    if (pool && threads > 1) pool->run(count, fn, user);
+    else if (count) fn(user, 0, count);
+}
+
+Status Device::fail(Status status, const char* format, ...) {
+    va_list args;
+    va_start(args, format);
+    std::vsnprintf(error_, sizeof error_, format, args);
+    va_end(args);
+    return status;
+}
+
+Status Core::fail(Status status, const char* format, ...) {
+    va_list args;
+    va_start(args, format);
+    std::vsnprintf(error_, sizeof error_, format, args);
+    va_end(args);
+    return status;
+}
+
+// >>prepare
+// The common transformations: static shapes from the inputs (or InputShape overrides), every
+// node whose inputs are all known at compile time evaluated once (Shape needs only the desc),
+// nodes that only fed folded ones dropped. Produces a new Model with the same node names.
+struct detail_prepare {
+    using KernelLookup = const OpKernel* (*)(void* user, StringView op);
+
+    static Status fail(char* error, Status status, const char* format, ...)
+#if defined(__GNUC__)
+        __attribute__((format(printf, 3, 4)))
+#endif
+    {
+        va_list args;
+        va_start(args, format);
+        std::vsnprintf(error, 256, format, args);
+        va_end(args);
+        return status;
+    }
+
+    static Status run(const Model& source, Span<const InputShape> shapes, const Limits& limits, KernelLookup lookup,
+                      void* lookup_user, uint32_t threads, PreparedModel* out, char* error) {
+        const Graph& g = source.graph;
+        if (!g.finalized()) return fail(error, Status::NotFinalized, "the model is not finalized");
+        uint32_t n = g.node_count();
+        if (n > limits.max_nodes) return fail(error, Status::LimitExceeded, "the model has %u nodes (limit %llu)", n,
+                                              (unsigned long long)limits.max_nodes);
+        for (const InputShape& s : shapes)
+            if (source.find_input(s.name) == 0xffffffffu)
+                return fail(error, Status::NotFound, "--shape names '%.*s', which is not a model input", (int)s.name.size, s.name.data);
+        Arena scratch;
+        Arena& arena = out->model.arena;  // folded values and kernel state live with the prepared model
+        // per source node: first value index, descs, values, kernel data
+        uint32_t* base = scratch.allocate_array<uint32_t>(n + 1);
+        if (!base) return fail(error, Status::OutOfMemory, "out of memory preparing the model");
+        uint32_t values = 0;
+        for (uint32_t i = 0; i < n; ++i) { base[i] = values; values += g.node(i).num_outputs; }
+        base[n] = values;
+        TensorDesc* desc = scratch.allocate_array<TensorDesc>(values + 1);
+        const void** data = scratch.allocate_array<const void*>(values + 1);
+        const OpKernel** kernel = scratch.allocate_array<const OpKernel*>(n + 1);
+        const void** state = scratch.allocate_array<const void*>(n + 1);
+        size_t* scratch_bytes = scratch.allocate_array<size_t>(n + 1);
+        uint8_t* in_place = scratch.allocate_array<uint8_t>(n + 1);
+        uint8_t* folded = scratch.allocate_array<uint8_t>(n + 1);
+        uint8_t* needed = scratch.allocate_array<uint8_t>(n + 1);
+        if (!desc || !data || !kernel || !state || !scratch_bytes || !in_place || !folded || !needed)
+            return fail(error, Status::OutOfMemory, "out of memory preparing the model");
+        for (uint32_t v = 0; v < values; ++v) { desc[v] = TensorDesc(); data[v] = nullptr; }
+        TensorDesc in_desc[64];
+        const void* in_value[64];
+        for (NodeId id : g.topological_order()) {
+            const Node& node = g.node(id);
+            kernel[id] = nullptr; state[id] = nullptr; scratch_bytes[id] = 0; in_place[id] = 0; folded[id] = 0; needed[id] = 0;
+            if (node.op == StringView("Parameter")) {
+                TensorDesc d = node.outputs ? node.outputs[0] : TensorDesc();
+                uint32_t k = source.find_input(node.name);
+                for (const InputShape& s : shapes) {
+                    if (!(s.name == node.name)) continue;
+                    if (s.dims.size > kMaxRank) return fail(error, Status::LimitExceeded, "--shape of '%.*s' has rank %zu", (int)node.name.size, node.name.data, s.dims.size);
+                    if (d.rank && d.rank != s.dims.size)
+                        return fail(error, Status::InvalidArgument, "input '%.*s' has rank %u, --shape gives %zu dims",
+                                    (int)node.name.size, node.name.data, d.rank, s.dims.size);
+                    d.rank = (uint8_t)s.dims.size;
+                    for (size_t j = 0; j < s.dims.size; ++j) {
+                        if (d.dims[j] >= 0 && node.outputs && node.outputs[0].rank && d.dims[j] != s.dims[j])
+                            return fail(error, Status::InvalidArgument, "input '%.*s' dim %zu is %lld, --shape gives %lld",
+                                        (int)node.name.size, node.name.data, j, (long long)d.dims[j], (long long)s.dims[j]);
+                        d.dims[j] = s.dims[j];
+                    }
+                }
+                (void)k;
+                if (d.type == ElementType::Undefined)
+                    return fail(error, Status::Unsupported, "input '%.*s' has no element type", (int)node.name.size, node.name.data);
+                for (uint32_t j = 0; j < d.rank; ++j)
+                    if (d.dims[j] < 0)
+                        return fail(error, Status::InvalidArgument, "input '%.*s' has a symbolic dim %u: give its shape (--shape %.*s=...)",
+                                    (int)node.name.size, node.name.data, j, (int)node.name.size, node.name.data);
+                Status s = check_desc(d, limits, node, error);
+                if (s != Status::Ok) return s;
+                desc[base[id]] = d;
+                continue;
+            }
+            if (node.op == StringView("Absent") || node.op == StringView("Result")) continue;
+            if (node.op == StringView("Constant") && node.num_inputs == 0) {
+                const Attribute* a = g.find_attribute(id, "value");
+                if (a && a->kind == AttributeKind::Tensor && a->tensor) {  // weights: used in place
+                    Status s = check_desc(a->tensor->desc, limits, node, error);
+                    if (s != Status::Ok) return s;
+                    uint64_t count = 0;
+                    desc_elements(a->tensor->desc, &count);
+                    if (a->tensor->bytes != count * element_size(a->tensor->desc.type) || (!a->tensor->data && count))
+                        return fail(error, Status::InvalidArgument, "constant '%.*s' holds %zu bytes for %llu elements",
+                                    (int)node.name.size, node.name.data, a->tensor->bytes, (unsigned long long)count);
+                    desc[base[id]] = a->tensor->desc;
+                    data[base[id]] = a->tensor->data ? a->tensor->data : static_cast<const void*>(&kEmpty);
+                    folded[id] = 1;
+                    continue;
+                }
+            }
+            if (node.num_inputs > 64) return fail(error, Status::LimitExceeded, "node '%.*s' has %u inputs (at most 64)", (int)node.name.size, node.name.data, node.num_inputs);
+            bool all_known = true;
+            for (uint32_t i = 0; i < node.num_inputs; ++i) {
+                const Edge& e = node.inputs[i];
+                const Node& producer = g.node(e.producer);
+                if (producer.op == StringView("Result"))
+                    return fail(error, Status::InvalidArgument, "node '%.*s' reads output node '%.*s'", (int)node.name.size, node.name.data, (int)producer.name.size, producer.name.data);
+                in_desc[i] = desc[base[e.producer] + e.port];
+                in_value[i] = data[base[e.producer] + e.port];
+                if (producer.op == StringView("Absent")) { in_desc[i] = TensorDesc(); in_value[i] = nullptr; continue; }
+                if (!in_value[i]) all_known = false;
+            }
+            if (node.op == StringView("Shape") || node.op == StringView("Size")) {  // needs only the desc
+                Status s = fold_shape(g, id, in_desc, node.num_inputs, &arena, &desc[base[id]], &data[base[id]], error);
+                if (s != Status::Ok) return s;
+                folded[id] = 1;
+                continue;
+            }
+            const OpKernel* k = lookup(lookup_user, node.op);
+            if (!k) return fail(error, Status::Unsupported, "node '%.*s': op '%.*s' is not supported by any device",
+                                (int)node.name.size, node.name.data, (int)node.op.size, node.op.data);
+            PrepareContext c;
+            c.graph = &g;
+            c.node = id;
+            c.opset = source.opset;
+            c.num_inputs = node.num_inputs;
+            c.inputs = in_desc;
+            c.values = in_value;
+            c.num_outputs = node.num_outputs;
+            c.outputs = &desc[base[id]];
+            c.arena = &arena;
+            c.threads = threads;
+            Status s = k->prepare(c);
+            if (s != Status::Ok) {
+                std::snprintf(error, 256, "%s", c.error[0] ? c.error : "prepare failed");
+                return s;
+            }
+            for (uint32_t p = 0; p < node.num_outputs; ++p) {
+                s = check_desc(desc[base[id] + p], limits, node, error);
+                if (s != Status::Ok) return s;
+            }
+            kernel[id] = k; state[id] = c.state; scratch_bytes[id] = c.scratch_bytes; in_place[id] = c.in_place ? 1 : 0;
+            if (all_known && !is_random(node.op)) {
+                s = fold(g, id, k, c, in_desc, in_value, &desc[base[id]], &data[base[id]], limits, &arena, error);
+                if (s == Status::Ok) folded[id] = 1;
+                else if (s != Status::LimitExceeded) return s;  // too large to fold: runs each inference
+            }
+        }
+        // Which nodes the outputs need; folded nodes become Constants, the rest is dropped.
+        Span<const NodeId> order = g.topological_order();
+        for (size_t k = order.size; k-- > 0;) {
+            NodeId id = order[k];
+            const Node& node = g.node(id);
+            if (node.op == StringView("Result")) needed[id] = 1;
+            if (!needed[id] || folded[id]) continue;
+            for (uint32_t i = 0; i < node.num_inputs; ++i) needed[node.inputs[i].producer] = 1;
+        }
+        // Build the prepared model: Parameters in interface order, then the rest in
+        // topological order, then Results in interface order.
+        Model& m = out->model;
+        m.opset = source.opset;
+        NodeId* new_id = scratch.allocate_array<NodeId>(values + 1);   // per source value: node in m
+        if (!new_id) return fail(error, Status::OutOfMemory, "out of memory preparing the model");
+        for (uint32_t v = 0; v < values; ++v) new_id[v] = kNoNode;
+        for (uint32_t i = 0; i < source.input_count(); ++i) {
+            NodeId id = source.input(i).node;
+            Status s = m.add_input(g.node(id).name, desc[base[id]], &new_id[base[id]]);
+            if (s != Status::Ok) return copy_error(m, s, error);
+        }
+        InputRef refs[64];
+        char name[300];
+        uint32_t removed = 0;
+        for (NodeId id : order) {
+            const Node& node = g.node(id);
+            if (node.op == StringView("Parameter") || node.op == StringView("Result")) continue;
+            if (!needed[id]) { ++removed; continue; }
+            if (node.op == StringView("Absent")) {
+                InputRef r = m.absent();
+                new_id[base[id]] = r.producer;
+                continue;
+            }
+            if (folded[id]) {
+                if (!(node.op == StringView("Constant") && node.num_inputs == 0)) ++removed;
+                for (uint32_t p = 0; p < node.num_outputs; ++p) {
+                    if (p == 0) std::snprintf(name, sizeof name, "%.*s", (int)node.name.size, node.name.data);
+                    else std::snprintf(name, sizeof name, "%.*s#%u", (int)node.name.size, node.name.data, p);
+                    const void* d = data[base[id] + p];
+                    Status s = m.add_constant(StringView(name), desc[base[id] + p], d == &kEmpty ? nullptr : d,
+                                              &new_id[base[id] + p], false);
+                    if (s != Status::Ok) return copy_error(m, s, error);
+                }
+                continue;
+            }
+            for (uint32_t i = 0; i < node.num_inputs; ++i) {  // folded producers are one-output Constants now
+                const Edge& e = node.inputs[i];
+                bool single = folded[e.producer] || g.node(e.producer).op == StringView("Absent");
+                refs[i] = InputRef::by_id(new_id[base[e.producer] + (single ? e.port : 0)], single ? 0 : e.port,
+                                          e.keep_apart != 0);
+            }
+            NodeId nid = kNoNode;
+            Status s = m.add_node(node.op, node.name, Span<const InputRef>(refs, node.num_inputs), node.num_outputs, &nid);
+            if (s != Status::Ok) return copy_error(m, s, error);
+            for (const Attribute* a = node.attributes; a; a = a->next) {
+                s = m.graph.add_attribute(nid, *a);
+                if (s != Status::Ok) return copy_error(m, s, error);
+            }
+            if (node.affinity != kNoDevice) {
+                s = m.graph.set_affinity(nid, g.device_name(node.affinity));
+                if (s != Status::Ok) return copy_error(m, s, error);
+            }
+            for (uint32_t p = 0; p < node.num_outputs; ++p) {
+                new_id[base[id] + p] = nid;
+                s = m.graph.set_output_desc(nid, p, desc[base[id] + p]);
+                if (s != Status::Ok) return copy_error(m, s, error);
+            }
+        }
+        for (uint32_t i = 0; i < source.output_count(); ++i) {
+            const Node& r = g.node(source.output(i).node);
+            const Edge& e = r.inputs[0];
+            const Node& producer = g.node(e.producer);
+            InputRef ref = InputRef::by_id(new_id[base[e.producer] + e.port], folded[e.producer] ? 0 : e.port);
+            if (producer.op == StringView("Parameter")) ref = InputRef::by_id(new_id[base[e.producer]], 0);
+            if (producer.op == StringView("Absent"))
+                return fail(error, Status::InvalidArgument, "output '%.*s' reads no value", (int)r.name.size, r.name.data);
+            Status s = m.add_output(source.output(i).name, ref);
+            if (s != Status::Ok) return copy_error(m, s, error);
+        }
+        Status s = m.finalize();
+        if (s != Status::Ok) return copy_error(m, s, error);
+        // Per node of m: kernel data, and the value table.
+        const Graph& pg = m.graph;
+        uint32_t pn = pg.node_count();
+        out->value_base_ = arena.allocate_array<uint32_t>(pn + 1);
+        out->kernels_ = arena.allocate_array<const OpKernel*>(pn + 1);
+        out->states_ = arena.allocate_array<const void*>(pn + 1);
+        out->scratch_ = arena.allocate_array<size_t>(pn + 1);
+        out->in_place_ = arena.allocate_array<uint8_t>(pn + 1);
+        if (!out->value_base_ || !out->kernels_ || !out->states_ || !out->scratch_ || !out->in_place_)
+            return fail(error, Status::OutOfMemory, "out of memory preparing the model");
+        uint32_t pv = 0;
+        for (uint32_t i = 0; i < pn; ++i) {
+            out->value_base_[i] = pv;
+            pv += pg.node(i).num_outputs;
+            out->kernels_[i] = nullptr; out->states_[i] = nullptr; out->scratch_[i] = 0; out->in_place_[i] = 0;
+        }
+        out->value_base_[pn] = pv;
+        out->value_count_ = pv;
+        out->descs_ = arena.allocate_array<TensorDesc>(pv + 1);
+        out->constants_ = arena.allocate_array<const void*>(pv + 1);
+        if (!out->descs_ || !out->constants_) return fail(error, Status::OutOfMemory, "out of memory preparing the model");
+        for (uint32_t i = 0; i < pn; ++i) {
+            const Node& node = pg.node(i);
+            for (uint32_t p = 0; p < node.num_outputs; ++p) {
+                out->descs_[out->value_base_[i] + p] = node.outputs ? node.outputs[p] : TensorDesc();
+                out->constants_[out->value_base_[i] + p] = nullptr;
+            }
+            if (node.op == StringView("Constant")) {
+                const Attribute* a = pg.find_attribute(i, "value");
+                out->constants_[out->value_base_[i]] = a && a->tensor && a->tensor->data ? a->tensor->data : &kEmpty;
+            }
+            NodeId src = g.find(node.name);
+            if (src != kNoNode && !detail::is_free_op(node.op)) {
+                out->kernels_[i] = kernel[src];
+                out->states_[i] = state[src];
+                out->scratch_[i] = scratch_bytes[src];
+                out->in_place_[i] = in_place[src];
+            }
+        }
+        out->folded_ = removed;
+        return Status::Ok;
+    }
+
+    static Status copy_error(const Model& m, Status s, char* error) {
+        std::snprintf(error, 256, "%s", m.last_error());
+        return s;
+    }
+
+    static Status check_desc(const TensorDesc& d, const Limits& limits, const Node& node, char* error) {
+        if (d.rank > limits.max_rank)
+            return fail(error, Status::LimitExceeded, "node '%.*s': rank %u (limit %u)", (int)node.name.size, node.name.data, d.rank, limits.max_rank);
+        uint64_t count = 0;
+        if (!desc_elements(d, &count))
+            return fail(error, Status::InvalidArgument, "node '%.*s': an output has a negative or overflowing dim", (int)node.name.size, node.name.data);
+        if (count > limits.max_tensor_elements)
+            return fail(error, Status::LimitExceeded, "node '%.*s': a tensor of %llu elements (limit %llu)", (int)node.name.size,
+                        node.name.data, (unsigned long long)count, (unsigned long long)limits.max_tensor_elements);
+        return Status::Ok;
+    }
+
+    static bool is_random(StringView op) {
+        return op == StringView("RandomNormal") || op == StringView("RandomUniform") ||
+               op == StringView("RandomNormalLike") || op == StringView("RandomUniformLike") || op == StringView("Multinomial");
+    }
+
+    // Shape (opset 15 start/end) and Size from the input's desc.
+    static Status fold_shape(const Graph& g, NodeId id, const TensorDesc* in, uint32_t count, Arena* arena, TensorDesc* out,
+                             const void** value, char* error) {
+        const Node& node = g.node(id);
+        if (count != 1 || in[0].type == ElementType::Undefined)
+            return fail(error, Status::InvalidArgument, "node '%.*s' expects one input", (int)node.name.size, node.name.data);
+        int64_t rank = in[0].rank;
+        TensorDesc d;
+        d.type = ElementType::Int64;
+        int64_t* v = arena->allocate_array<int64_t>(kMaxRank + 1);
+        if (!v) return fail(error, Status::OutOfMemory, "out of memory");
+        if (node.op == StringView("Size")) {
+            uint64_t n = 0;
+            desc_elements(in[0], &n);
+            v[0] = (int64_t)n;
+            d.rank = 0;
+        } else {
+            const Attribute* a = g.find_attribute(id, "start");
+            const Attribute* b = g.find_attribute(id, "end");
+            int64_t start = a && a->kind == AttributeKind::Int ? a->i : 0;
+            int64_t end = b && b->kind == AttributeKind::Int ? b->i : rank;
+            if (start < 0) start += rank;
+            if (end < 0) end += rank;
+            start = start < 0 ? 0 : start > rank ? rank : start;
+            end = end < 0 ? 0 : end > rank ? rank : end;
+            int64_t k = 0;
+            for (int64_t i = start; i < end; ++i) v[k++] = in[0].dims[i];
+            d.rank = 1;
+            d.dims[0] = k;
+        }
+        *out = d;
+        *value = v;
+        return Status::Ok;
+    }
+
+    // Evaluates a node once at compile time into the arena. LimitExceeded: too large to fold.
+    static Status fold(const Graph& g, NodeId id, const OpKernel* k, const PrepareContext& c, const TensorDesc* in,
+                       const void* const* in_value, TensorDesc* out, const void** value, const Limits& limits, Arena* arena,
+                       char* error) {
+        const Node& node = g.node(id);
+        TensorView inputs[64], outputs[64];
+        uint64_t total = 0;
+        for (uint32_t p = 0; p < node.num_outputs; ++p) {
+            uint64_t count = 0;
+            desc_elements(out[p], &count);
+            total += count * element_size(out[p].type);
+        }
+        if (total > limits.max_folded_bytes || node.num_outputs > 64) return Status::LimitExceeded;
+        for (uint32_t i = 0; i < node.num_inputs; ++i) { inputs[i].desc = in[i]; inputs[i].data = const_cast<void*>(in_value[i]); }
+        void* outs[64];
+        for (uint32_t p = 0; p < node.num_outputs; ++p) {
+            uint64_t count = 0;
+            desc_elements(out[p], &count);
+            size_t bytes = (size_t)(count * element_size(out[p].type));
+            outs[p] = arena->allocate(bytes ? bytes : 1, 64);
+            if (!outs[p]) return fail(error, Status::OutOfMemory, "out of memory folding '%.*s'", (int)node.name.size, node.name.data);
+            outputs[p].desc = out[p];
+            outputs[p].data = outs[p];
+        }
+        void* scratch = nullptr;
+        if (c.scratch_bytes) {
+            scratch = arena->allocate(c.scratch_bytes, 64);
+            if (!scratch) return fail(error, Status::OutOfMemory, "out of memory folding '%.*s'", (int)node.name.size, node.name.data);
+        }
+        char message[200] = {};
+        RunContext r;
+        r.graph = &g;
+        r.node = id;
+        r.state = c.state;
+        r.num_inputs = node.num_inputs;
+        r.inputs = inputs;
+        r.num_outputs = node.num_outputs;
+        r.outputs = outputs;
+        r.scratch = scratch;
+        r.error = message;
+        Status s = k->run(r);
+        if (s != Status::Ok) {
+            std::snprintf(error, 256, "%s", message[0] ? message : "folding failed");
+            return s;
+        }
+        for (uint32_t p = 0; p < node.num_outputs; ++p) value[p] = outs[p];
+        return Status::Ok;
+    }
+
+    static const int64_t kEmpty;
+};
+const int64_t detail_prepare::kEmpty = 0;
+
+// >>builtin devices
+namespace detail {
+
+struct ConfigKey {
+    const char* key;
+    const char* default_value;
+};
+
+inline bool parse_yes_no(StringView v, bool* out) {
+    if (v == StringView("YES") || v == StringView("yes") || v == StringView("1") || v == StringView("true")) { *out = true; return true; }
+    if (v == StringView("NO") || v == StringView("no") || v == StringView("0") || v == StringView("false")) { *out = false; return true; }
+    return false;
+}
+
+inline bool parse_count(StringView v, uint32_t low, uint32_t high, uint32_t* out) {
+    if (v.size == 0 || v.size > 9) return false;
+    uint32_t x = 0;
+    for (char ch : v) {
+        if (ch < '0' || ch > '9') return false;
+        x = x * 10 + (uint32_t)(ch - '0');
+    }
+    if (x < low || x > high) return false;
+    *out = x;
+    return true;
+}
+
+// Whether `op` is in a comma-separated list ("*" or empty list: every op).
+inline bool list_contains(StringView list, StringView op) {
+    if (list == StringView("*")) return true;
+    size_t start = 0;
+    for (size_t i = 0; i <= list.size; ++i) {
+        if (i == list.size || list[i] == ',') {
+            size_t b = start, e = i;
+            while (b < e && list[b] == ' ') ++b;
+            while (e > b && list[e - 1] == ' ') --e;
+            if (StringView(list.data + b, e - b) == op) return true;
+            start = i + 1;
+        }
+    }
+    return false;
+}
+
+// A program of reference kernels (and, on CPU, fused islands).
+class ReferenceProgram : public DeviceProgram {
+public:
+    struct Unit {
+        const OpKernel* kernel = nullptr;   // reference step
+        Snippet* snippet = nullptr;         // fused island step
+        SnippetBody* body = nullptr;        // the snippet's body (arena lists, object on the heap)
+    };
+    Arena arena;
+    const PreparedModel* model = nullptr;
+    ProgramStep* steps_ = nullptr;
+    Unit* units = nullptr;
+    uint32_t count = 0;
+    uint32_t threads = 1;
+    char payload[64] = {};
+    size_t payload_size = 0;
+    KernelCache cache;
+
+    ~ReferenceProgram() override {
+        for (uint32_t i = 0; i < count; ++i) {
+            destroy(units[i].snippet);
+            destroy(units[i].body);
+        }
+    }
+    Span<const ProgramStep> steps() const override { return Span<const ProgramStep>(steps_, count); }
+    Status export_payload(WriteFn write, void* user) const override {
+        write(user, payload, payload_size);
+        return Status::Ok;
+    }
+    Status run_step(uint32_t i, const StepContext& context) const override {
+        const ProgramStep& step = steps_[i];
+        const Unit& unit = units[i];
+        if (unit.snippet) {
+            const float* in[kSnippetMaxArgs];
+            float* out[kSnippetMaxArgs];
+            for (uint32_t k = 0; k < step.reads.size; ++k) in[k] = static_cast<const float*>(context.values[step.reads[k]]);
+            for (uint32_t k = 0; k < step.writes.size; ++k) out[k] = static_cast<float*>(context.values[step.writes[k]]);
+            Status s = unit.snippet->run(Span<const float* const>(in, step.reads.size), Span<float* const>(out, step.writes.size),
+                                         static_cast<float*>(context.scratch));
+            if (s != Status::Ok && context.error) std::snprintf(context.error, 200, "%s", unit.snippet->last_error());
+            return s;
+        }
+        TensorView inputs[64], outputs[64];
+        for (uint32_t k = 0; k < step.reads.size; ++k) {
+            inputs[k].desc = model->value_desc(step.reads[k]);
+            inputs[k].data = context.values[step.reads[k]];
+        }
+        for (uint32_t k = 0; k < step.writes.size; ++k) {
+            outputs[k].desc = model->value_desc(step.writes[k]);
+            outputs[k].data = context.values[step.writes[k]];
+        }
+        RunContext r;
+        r.graph = &model->model.graph;
+        r.node = step.node;
+        r.state = model->kernel_state(step.node);
+        r.num_inputs = (uint32_t)step.reads.size;
+        r.inputs = inputs;
+        r.num_outputs = (uint32_t)step.writes.size;
+        r.outputs = outputs;
+        r.scratch = context.scratch;
+        r.threads = threads < context.threads ? threads : context.threads;
+        r.pool = context.pool;
+        r.error = context.error;
+        return unit.kernel->run(r);
+    }
+};
+
+class BuiltinDevice : public Device {
+public:
+    BuiltinDevice(const char* name, const char* full_name, const ConfigKey* keys, uint32_t key_count)
+        : name_(name), full_name_(full_name), keys_(keys), key_count_(key_count) {
+        for (uint32_t i = 0; i < key_count && i < kMaxKeys; ++i) copy_text(values_[i], sizeof values_[i], keys[i].default_value);
+    }
+    StringView name() const override { return name_; }
+
+    Status get_metric(StringView key, StringView* value) override {
+        if (key == StringView("AVAILABLE_DEVICES")) return give("0", value);
+        if (key == StringView("FULL_DEVICE_NAME")) return give(full_name_, value);
+        if (key == StringView("SUPPORTED_METRICS"))
+            return give("AVAILABLE_DEVICES FULL_DEVICE_NAME SUPPORTED_METRICS SUPPORTED_CONFIG_KEYS OPTIMIZATION_CAPABILITIES", value);
+        if (key == StringView("SUPPORTED_CONFIG_KEYS")) {
+            size_t k = 0;
+            metric_[0] = 0;
+            for (uint32_t i = 0; i < key_count_; ++i)
+                k += (size_t)std::snprintf(metric_ + k, sizeof metric_ - k, "%s%s", i ? " " : "", keys_[i].key);
+            *value = StringView(metric_, k < sizeof metric_ ? k : sizeof metric_ - 1);
+            return Status::Ok;
+        }
+        if (key == StringView("OPTIMIZATION_CAPABILITIES")) return give(capabilities(), value);
+        return fail(Status::NotFound, "device %s has no metric '%.*s'", name_, (int)key.size, key.data);
+    }
+
+    Status set_config(StringView key, StringView value) override {
+        uint32_t i = find_key(key);
+        if (i == key_count_) return fail(Status::NotFound, "device %s has no config key '%.*s'", name_, (int)key.size, key.data);
+        if (value.size >= sizeof values_[i])
+            return fail(Status::InvalidArgument, "%s: value of %s is too long", name_, keys_[i].key);
+        Status s = check_config(key, value);
+        if (s != Status::Ok) return s;
+        std::memcpy(values_[i], value.data, value.size);
+        values_[i][value.size] = 0;
+        return Status::Ok;
+    }
+
+    Status get_config(StringView key, StringView* value) override {
+        uint32_t i = find_key(key);
+        if (i == key_count_) return fail(Status::NotFound, "device %s has no config key '%.*s'", name_, (int)key.size, key.data);
+        *value = StringView(values_[i]);
+        return Status::Ok;
+    }
+
+    Status add_extension(const OpKernel& kernel) override {
+        if (!kernel.op || !kernel.prepare || !kernel.run) return fail(Status::InvalidArgument, "extension without op, prepare or run");
+        for (uint32_t i = 0; i < extension_count_; ++i)
+            if (StringView(extensions_[i].op) == StringView(kernel.op)) { extensions_[i] = kernel; return Status::Ok; }
+        if (extension_count_ == kMaxExtensions) return fail(Status::LimitExceeded, "at most %u extensions", kMaxExtensions);
+        extensions_[extension_count_++] = kernel;
+        return Status::Ok;
+    }
+
+    const OpKernel* find_extension(StringView op) const override {
+        for (uint32_t i = 0; i < extension_count_; ++i) if (StringView(extensions_[i].op) == op) return &extensions_[i];
+        return nullptr;
+    }
+    const OpKernel* kernel_for(StringView op) const {
+        const OpKernel* k = find_extension(op);
+        return k ? k : find_builtin_kernel(op);
+    }
+
+    Status query_model(const PreparedModel& model, uint8_t* supported) override {
+        const Graph& g = model.model.graph;
+        for (uint32_t i = 0; i < g.node_count(); ++i) {
+            StringView op = g.node(i).op;
+            supported[i] = is_free_op(op) || (kernel_for(op) && op_allowed(op)) ? 1 : 0;
+        }
+        return Status::Ok;
+    }
+
+    Status import_subgraph(const PreparedModel& model, Span<const NodeId> nodes, const void* payload, size_t size,
+                           DeviceProgram** program) override {
+        Status s = check_payload(payload, size);
+        if (s != Status::Ok) return s;
+        return compile_subgraph(model, nodes, program);
+    }
+
+protected:
+    virtual Status check_config(StringView key, StringView value) = 0;
+    virtual bool op_allowed(StringView op) const = 0;
+    virtual const char* capabilities() const = 0;
+    virtual Status check_payload(const void* payload, size_t size) = 0;
+    StringView config(const char* key) const { return StringView(values_[find_key(key)]); }
+
+    uint32_t find_key(StringView key) const {
+        uint32_t i = 0;
+        while (i < key_count_ && !(StringView(keys_[i].key) == key)) ++i;
+        return i;
+    }
+    Status give(const char* text, StringView* value) {
+        copy_text(metric_, sizeof metric_, text);
+        *value = StringView(metric_);
+        return Status::Ok;
+    }
+
+    // Reference steps for `nodes` in order (ascending ids are topological in a prepared model).
+    Status add_reference_step(ReferenceProgram* p, const PreparedModel& model, NodeId id, uint32_t* reads, uint32_t* writes) {
+        const Graph& g = model.model.graph;
+        const Node& node = g.node(id);
+        // Run with the kernel that prepared the node: its state belongs to it.
+        const OpKernel* k = model.kernel(id);
+        if (!k || !kernel_for(node.op) || !op_allowed(node.op))
+            return fail(Status::Unsupported, "%s cannot run node '%.*s' (op %.*s)", name_, (int)node.name.size, node.name.data,
+                        (int)node.op.size, node.op.data);
+        ProgramStep& step = p->steps_[p->count];
+        ReferenceProgram::Unit& unit = p->units[p->count++];
+        for (uint32_t i = 0; i < node.num_inputs; ++i) reads[i] = model.value_id(node.inputs[i].producer, node.inputs[i].port);
+        for (uint32_t i = 0; i < node.num_outputs; ++i) writes[i] = model.value_id(id, i);
+        step.node = id;
+        step.reads = Span<const uint32_t>(reads, node.num_inputs);
+        step.writes = Span<const uint32_t>(writes, node.num_outputs);
+        step.in_place = model.kernel_in_place(id);
+        step.scratch_bytes = model.kernel_scratch(id);
+        char name[96];
+        std::snprintf(name, sizeof name, "ref:%.*s", (int)node.op.size, node.op.data);
+        step.kernel = p->arena.copy_string(StringView(name)).data;
+        if (!step.kernel) return fail(Status::OutOfMemory, "out of memory");
+        unit.kernel = k;
+        return Status::Ok;
+    }
+
+    static constexpr uint32_t kMaxKeys = 8;
+    static constexpr uint32_t kMaxExtensions = 64;
+    const char* name_;
+    const char* full_name_;
+    const ConfigKey* keys_;
+    uint32_t key_count_;
+    char values_[kMaxKeys][512] = {};
+    char metric_[1024] = {};
+    OpKernel extensions_[kMaxExtensions];
+    uint32_t extension_count_ = 0;
+};
+
+// TEMPLATE: reference kernels only; SUPPORTED_OPS limits what it takes (default every op).
+// It is the device the HETERO tests split graphs with, and the file a plugin author copies.
+const ConfigKey kTemplateKeys[] = {{"SUPPORTED_OPS", "*"}, {"PERF_COUNT", "NO"}};
+
+class TemplateDevice : public BuiltinDevice {
+public:
+    TemplateDevice() : BuiltinDevice("TEMPLATE", "Tessel template device (reference kernels)", kTemplateKeys, 2) {}
+
+    Status compile_subgraph(const PreparedModel& model, Span<const NodeId> nodes, DeviceProgram** program) override {
+        *program = nullptr;
+        ReferenceProgram* p = create<ReferenceProgram>();
+        if (!p) return fail(Status::OutOfMemory, "out of memory");
+        Status s = build(p, model, nodes);
+        if (s != Status::Ok) { destroy(p); return s; }
+        *program = p;
+        return Status::Ok;
+    }
+
+protected:
+    Status build(ReferenceProgram* p, const PreparedModel& model, Span<const NodeId> nodes) {
+        const Graph& g = model.model.graph;
+        p->model = &model;
+        p->steps_ = p->arena.allocate_array<ProgramStep>(nodes.size + 1);
+        p->units = p->arena.allocate_array<ReferenceProgram::Unit>(nodes.size + 1);
+        if (!p->steps_ || !p->units) return fail(Status::OutOfMemory, "out of memory");
+        for (size_t i = 0; i <= nodes.size; ++i) { new (&p->steps_[i]) ProgramStep(); new (&p->units[i]) ReferenceProgram::Unit(); }
+        for (NodeId id : nodes) {
+            const Node& node = g.node(id);
+            if (is_free_op(node.op)) continue;
+            uint32_t* reads = p->arena.allocate_array<uint32_t>(node.num_inputs + 1);
+            uint32_t* writes = p->arena.allocate_array<uint32_t>(node.num_outputs + 1);
+            if (!reads || !writes) return fail(Status::OutOfMemory, "out of memory");
+            Status s = add_reference_step(p, model, id, reads, writes);
+            if (s != Status::Ok) return s;
+        }
+        std::memcpy(p->payload, "TMPL", 4);
+        p->payload_size = 4;
+        return Status::Ok;
+    }
+    Status check_config(StringView key, StringView value) override {
+        bool yes;
+        if (key == StringView("PERF_COUNT") && !parse_yes_no(value, &yes))
+            return fail(Status::InvalidArgument, "TEMPLATE: PERF_COUNT must be YES or NO");
+        if (key == StringView("SUPPORTED_OPS") && !(value == StringView("*"))) {  // names must be ops
+            size_t start = 0;
+            for (size_t i = 0; i <= value.size; ++i) {
+                if (i < value.size && value[i] != ',') continue;
+                StringView op(value.data + start, i - start);
+                start = i + 1;
+                if (op.empty()) continue;
+                if (!find_builtin_kernel(op) && !find_extension(op))
+                    return fail(Status::InvalidArgument, "TEMPLATE: SUPPORTED_OPS names '%.*s', which is not an op", (int)op.size, op.data);
+            }
+        }
+        return Status::Ok;
+    }
+    bool op_allowed(StringView op) const override { return list_contains(config("SUPPORTED_OPS"), op); }
+    const char* capabilities() const override { return "FP32 INT64 BOOL"; }
+    Status check_payload(const void* payload, size_t size) override {
+        if (size != 4 || std::memcmp(payload, "TMPL", 4) != 0) return fail(Status::ParseError, "TEMPLATE: bad payload");
+        return Status::Ok;
+    }
+};
+
+// CPU: reference kernels, with every elementwise island fused into one snippets.h kernel.
+const ConfigKey kCpuKeys[] = {{"NUM_THREADS", "1"}, {"PERF_COUNT", "NO"}, {"FUSION", "YES"}, {"ISA", "auto"}};
+
+class CpuDevice : public BuiltinDevice {
+public:
+    CpuDevice() : BuiltinDevice("CPU", cpu_name(), kCpuKeys, 4) {}
+    static const char* cpu_name() {
+#if defined(__aarch64__)
+        return "Tessel CPU (AArch64, reference kernels + NEON snippets)";
+#elif defined(__x86_64__)
+        return "Tessel CPU (x86-64, reference kernels + SSE4.1/AVX2/AVX-512 snippets)";
+#else
+        return "Tessel CPU (reference kernels)";
+#endif
+    }
+
+    Status compile_subgraph(const PreparedModel& model, Span<const NodeId> nodes, DeviceProgram** program) override {
+        *program = nullptr;
+        ReferenceProgram* p = create<ReferenceProgram>();
+        if (!p) return fail(Status::OutOfMemory, "out of memory");
+        Status s = build_cpu(p, model, nodes);
+        if (s != Status::Ok) { destroy(p); return s; }
+        *program = p;
+        return Status::Ok;
+    }
+    uint32_t threads() const {
+        uint32_t t = 1;
+        parse_count(config("NUM_THREADS"), 1, 64, &t);
+        return t;
+    }
+
+protected:
+    Status check_config(StringView key, StringView value) override {
+        uint32_t n;
+        bool yes;
+        Isa isa;
+        if (key == StringView("NUM_THREADS") && !parse_count(value, 1, 64, &n))
+            return fail(Status::InvalidArgument, "CPU: NUM_THREADS must be 1..64");
+        if ((key == StringView("PERF_COUNT") || key == StringView("FUSION")) && !parse_yes_no(value, &yes))
+            return fail(Status::InvalidArgument, "CPU: %.*s must be YES or NO", (int)key.size, key.data);
+        if (key == StringView("ISA") && !(value == StringView("auto"))) {
+            if (parse_isa(value, &isa) != Status::Ok)
+                return fail(Status::InvalidArgument, "CPU: ISA must be auto, ref, sse41, avx2, avx512 or neon");
+            if (!isa_available(isa)) return fail(Status::Unsupported, "CPU: ISA %.*s is not available here", (int)value.size, value.data);
+        }
+        return Status::Ok;
+    }
+    bool op_allowed(StringView) const override { return true; }
+    const char* capabilities() const override { return "FP32 INT64 BOOL FUSED_ELEMENTWISE"; }
+    Status check_payload(const void* payload, size_t size) override {
+        if (size != 6 || std::memcmp(payload, "CPU1", 4) != 0) return fail(Status::ParseError, "CPU: bad payload");
+        Isa isa = (Isa)static_cast<const uint8_t*>(payload)[4];
+        if ((uint8_t)isa >= (uint8_t)Isa::Auto) return fail(Status::ParseError, "CPU: bad payload");
+        if (!isa_available(isa)) return fail(Status::Unsupported, "CPU: the blob was compiled for %s, which this CPU lacks", isa_name(isa));
+        return Status::Ok;
+    }
+
+    Status build_cpu(ReferenceProgram* p, const PreparedModel& model, Span<const NodeId> nodes);
+};
+
+// The CPU program: a private graph of the subgraph (external inputs become Parameters, and
+// each one-element float Constant a private Constant per reader, so it can join the reader's
+// island as a scalar, exactly as the TEMPLATE kernel treats it), tokenized into islands; the
+// islands and the remaining nodes run in a topological order of the condensed graph.
+inline Status CpuDevice::build_cpu(ReferenceProgram* p, const PreparedModel& model, Span<const NodeId> nodes) {
+    const Graph& g = model.model.graph;
+    p->model = &model;
+    p->threads = threads();
+    bool fusion = true;
+    parse_yes_no(config("FUSION"), &fusion);
+    Isa isa = Isa::Auto;
+    if (!(config("ISA") == StringView("auto"))) ignore_status(parse_isa(config("ISA"), &isa));
+    Isa target = isa == Isa::Auto ? default_isa() : isa;
+    std::memcpy(p->payload, "CPU1", 4);
+    p->payload[4] = (char)target;
+    p->payload[5] = fusion ? 1 : 0;
+    p->payload_size = 6;
+    p->steps_ = p->arena.allocate_array<ProgramStep>(nodes.size + 1);
+    p->units = p->arena.allocate_array<ReferenceProgram::Unit>(nodes.size + 1);
+    if (!p->steps_ || !p->units) return fail(Status::OutOfMemory, "out of memory");
+    for (size_t i = 0; i <= nodes.size; ++i) { new (&p->steps_[i]) ProgramStep(); new (&p->units[i]) ReferenceProgram::Unit(); }
+
+    Arena scratch;
+    Graph local(&p->arena);           // node i of `local` stands for origin[i]
+    uint32_t capacity = (uint32_t)nodes.size * 8 + 16;
+    NodeId* origin = scratch.allocate_array<NodeId>(capacity);
+    uint32_t* origin_port = scratch.allocate_array<uint32_t>(capacity);
+    NodeId* local_of = scratch.allocate_array<NodeId>(g.node_count() + 1);  // members only
+    if (!origin || !origin_port || !local_of) return fail(Status::OutOfMemory, "out of memory");
+    for (uint32_t i = 0; i <= g.node_count(); ++i) local_of[i] = kNoNode;
+    uint32_t members = 0;
+    for (NodeId id : nodes) if (!is_free_op(g.node(id).op)) local_of[id] = 0;  // marked
+    struct External { NodeId producer; uint32_t port; NodeId local; };
+    External* externals = scratch.allocate_array<External>(capacity);
+    uint32_t external_count = 0;
+    InputRef refs[64];
+    char name[64];
+    Status s = Status::Ok;
+    for (NodeId id : nodes) {
+        const Node& node = g.node(id);
+        if (is_free_op(node.op)) continue;
+        if (local.node_count() + node.num_inputs + 1 >= capacity) return fail(Status::LimitExceeded, "CPU: subgraph too large");
+        for (uint32_t i = 0; i < node.num_inputs; ++i) {
+            NodeId producer = node.inputs[i].producer;
+            uint32_t port = node.inputs[i].port;
+            if (local_of[producer] != kNoNode) { refs[i] = InputRef::by_id(local_of[producer], port); continue; }
+            const Node& pn = g.node(producer);
+            uint64_t count = 0;
+            desc_elements(model.value_desc(model.value_id(producer, port)), &count);
+            bool scalar = pn.op == StringView("Constant") && count == 1 &&
+                          model.value_desc(model.value_id(producer, port)).type == ElementType::Float32;
+            NodeId lid = kNoNode;
+            for (uint32_t k = 0; k < external_count && !scalar; ++k)
+                if (externals[k].producer == producer && externals[k].port == port) lid = externals[k].local;
+            if (lid == kNoNode) {
+                std::snprintf(name, sizeof name, "x%u", local.node_count());
+                NodeSpec spec;
+                spec.name = StringView(name);
+                spec.op = scalar ? StringView("Constant") : StringView("Parameter");
+                s = local.add_node(spec, &lid);
+                if (s == Status::Ok) s = local.set_output_desc(lid, 0, model.value_desc(model.value_id(producer, port)));
+                if (s == Status::Ok && scalar) s = local.add_attribute(lid, *g.find_attribute(producer, "value"));
+                if (s != Status::Ok) return fail(s, "CPU: %s", local.last_error());
+                origin[lid] = producer;
+                origin_port[lid] = port;
+                if (!scalar) externals[external_count++] = External{producer, port, lid};
+            }
+            refs[i] = InputRef::by_id(lid, 0);
+        }
+        NodeSpec spec;
+        std::snprintf(name, sizeof name, "n%u", local.node_count());
+        spec.name = StringView(name);
+        spec.op = node.op;
+        spec.inputs = Span<const InputRef>(refs, node.num_inputs);
+        spec.num_outputs = node.num_outputs;
+        NodeId lid = kNoNode;
+        s = local.add_node(spec, &lid);
+        for (const Attribute* a = node.attributes; a && s == Status::Ok; a = a->next) s = local.add_attribute(lid, *a);
+        for (uint32_t q = 0; q < node.num_outputs && s == Status::Ok; ++q) s = local.set_output_desc(lid, q, model.value_desc(model.value_id(id, q)));
+        if (s != Status::Ok) return fail(s, "CPU: %s", local.last_error());
+        origin[lid] = id;
+        origin_port[lid] = 0;
+        local_of[id] = lid;
+        ++members;
+    }
+    s = local.finalize();
+    if (s != Status::Ok) return fail(s, "CPU: %s", local.last_error());
+    uint32_t ln = local.node_count();
+    Tokenization tokens;
+    uint32_t* island = scratch.allocate_array<uint32_t>(ln + 1);
+    if (!island) return fail(Status::OutOfMemory, "out of memory");
+    for (uint32_t i = 0; i < ln; ++i) island[i] = kNoIsland;
+    uint32_t island_count = 0;
+    if (fusion) {
+        s = tokenize(local, TokenizeOptions(), &scratch, &tokens);
+        if (s != Status::Ok) return fail(s, "CPU: tokenize failed");
+        for (uint32_t i = 0; i < ln; ++i) {
+            const Node& ln_node = local.node(i);
+            // Parameters and lone scalars never make a kernel of their own.
+            island[i] = ln_node.op == StringView("Parameter") ? kNoIsland : tokens.island_of[i];
+        }
+        island_count = tokens.island_count;
+    }
+    // An island made only of Constants, or whose result would be a Constant, runs unfused.
+    uint32_t* island_units = scratch.allocate_array<uint32_t>(island_count + 1);
+    uint8_t* usable = scratch.allocate_array<uint8_t>(island_count + 1);
+    if (!island_units || !usable) return fail(Status::OutOfMemory, "out of memory");
+    for (uint32_t k = 0; k < island_count; ++k) usable[k] = 0;
+    for (uint32_t i = 0; i < ln; ++i)
+        if (island[i] != kNoIsland && local.node(i).op != StringView("Constant")) usable[island[i]] = 1;
+    for (uint32_t i = 0; i < ln; ++i)
+        if (island[i] != kNoIsland && local.node(i).op == StringView("Constant")) {
+            bool read_outside = false;
+            for (NodeId succ : local.successors(i)) if (island[succ] != island[i]) read_outside = true;
+            if (read_outside) usable[island[i]] = 0;
+        }
+    for (uint32_t i = 0; i < ln; ++i)
+        if (island[i] != kNoIsland && !usable[island[i]]) island[i] = kNoIsland;
+    // Units: islands (0..island_count-1) and single members (island_count + local id); Kahn
+    // over the condensed graph, smallest local id first so the order is deterministic.
+    uint32_t unit_count = island_count + ln;
+    uint32_t* indegree = scratch.allocate_array<uint32_t>(unit_count + 1);
+    uint32_t* ready = scratch.allocate_array<uint32_t>(unit_count + 1);
+    if (!indegree || !ready) return fail(Status::OutOfMemory, "out of memory");
+    auto unit_of = [&](NodeId v) { return island[v] != kNoIsland ? island[v] : island_count + v; };
+    for (uint32_t u = 0; u < unit_count; ++u) indegree[u] = 0;
+    for (uint32_t v = 0; v < ln; ++v)
+        for (uint32_t i = 0; i < local.node(v).num_inputs; ++i) {
+            NodeId w = local.node(v).inputs[i].producer;
+            if (unit_of(w) != unit_of(v)) ++indegree[unit_of(v)];
+        }
+    // members listed per unit for the successor walk
+    uint32_t* first = scratch.allocate_array<uint32_t>(unit_count + 1);
+    uint32_t* next = scratch.allocate_array<uint32_t>(ln + 1);
+    if (!first || !next) return fail(Status::OutOfMemory, "out of memory");
+    for (uint32_t u = 0; u < unit_count; ++u) first[u] = kNoNode;
+    for (uint32_t v = ln; v-- > 0;) { next[v] = first[unit_of(v)]; first[unit_of(v)] = v; }
+    uint32_t ready_count = 0;
+    for (uint32_t u = 0; u < unit_count; ++u) if (indegree[u] == 0 && first[u] != kNoNode) ready[ready_count++] = u;
+    uint32_t head = 0;
+    SnippetOptions options;
+    options.isa = target;
+    options.cache = &p->cache;
+    while (head < ready_count) {
+        uint32_t u = ready[head++];
+        if (u >= island_count) {   // a single node
+            NodeId v = u - island_count;
+            const Node& lnode = local.node(v);
+            if (lnode.op != StringView("Parameter") && lnode.op != StringView("Constant")) {
+                NodeId id = origin[v];
+                const Node& node = g.node(id);
+                uint32_t* reads = p->arena.allocate_array<uint32_t>(node.num_inputs + 1);
+                uint32_t* writes = p->arena.allocate_array<uint32_t>(node.num_outputs + 1);
+                if (!reads || !writes) return fail(Status::OutOfMemory, "out of memory");
+                s = add_reference_step(p, model, id, reads, writes);
+                if (s != Status::Ok) return s;
+            }
+        } else {                   // a fused island
+            SnippetBody* body = create<SnippetBody>(&p->arena);
+            if (!body) return fail(Status::OutOfMemory, "out of memory");
+            NodeId in_nodes[kSnippetMaxArgs], out_nodes[kSnippetMaxArgs];
+            uint32_t in_ports[kSnippetMaxArgs], in_count = 0, out_count = 0;
+            // build_island_body takes a Tokenization: give it the usable islands only
+            Tokenization view;
+            view.island_of = Span<const uint32_t>(island, ln);
+            view.island_count = island_count;
+            s = build_island_body(local, view, u, body, in_nodes, &in_count, out_nodes, &out_count, in_ports);
+            if (s != Status::Ok) { destroy(body); return fail(s, "CPU: island %u: cannot build its body", u); }
+            Snippet* snippet = create<Snippet>();
+            if (!snippet) { destroy(body); return fail(Status::OutOfMemory, "out of memory"); }
+            s = snippet->compile(*body, options);
+            if (s != Status::Ok) {
+                ignore_status(fail(s, "CPU: island %u: %s", u, snippet->last_error()));
+                destroy(snippet);
+                destroy(body);
+                return s;
+            }
+            uint32_t* reads = p->arena.allocate_array<uint32_t>(in_count + 1);
+            uint32_t* writes = p->arena.allocate_array<uint32_t>(out_count + 1);
+            if (!reads || !writes) { destroy(snippet); destroy(body); return fail(Status::OutOfMemory, "out of memory"); }
+            for (uint32_t k = 0; k < in_count; ++k) reads[k] = model.value_id(origin[in_nodes[k]], origin_port[in_nodes[k]] + in_ports[k]);
+            for (uint32_t k = 0; k < out_count; ++k) writes[k] = model.value_id(origin[out_nodes[k]], 0);
+            ProgramStep& step = p->steps_[p->count];
+            ReferenceProgram::Unit& unit = p->units[p->count++];
+            step.node = origin[out_nodes[out_count - 1]];
+            step.reads = Span<const uint32_t>(reads, in_count);
+            step.writes = Span<const uint32_t>(writes, out_count);
+            step.scratch_bytes = snippet->scratch_bytes();
+            uint32_t fused = 0;
+            for (uint32_t v = first[u]; v != kNoNode; v = next[v]) if (local.node(v).op != StringView("Constant")) ++fused;
+            std::snprintf(name, sizeof name, "snippet:%s:%u", isa_name(snippet->isa()), fused);
+            step.kernel = p->arena.copy_string(StringView(name)).data;
+            unit.snippet = snippet;
+            unit.body = body;
+        }
+        for (uint32_t v = first[u]; v != kNoNode; v = next[v])
+            for (NodeId w : local.successors(v)) {
+                uint32_t su = unit_of(w);
+                if (su == u) continue;
+                uint32_t edges = 0;   // count the edges from this unit's members into w
+                for (uint32_t i = 0; i < local.node(w).num_inputs; ++i) if (local.node(w).inputs[i].producer == v) ++edges;
+                indegree[su] -= edges;
+                if (indegree[su] == 0) ready[ready_count++] = su;
+            }
+    }
+    (void)members;
+    return Status::Ok;
+}
+
+}  // namespace detail
+
+// >>compiled model implementation
+namespace detail {
+struct ExecStep {
+    uint32_t subgraph;
+    uint32_t index;      // program step, or transfer number
+    bool transfer;
+};
+struct Transfer {
+    uint32_t value;      // the producer's value id
+    uint32_t slot;       // the consumer subgraph's copy (a slot id >= value_count)
+    uint32_t to;         // consumer subgraph
+};
+struct SavedConfig {     // one device's config at compile time (export) or before it (restore)
+    Device* device;
+    char key[64];
+    char value[512];
+};
+}  // namespace detail
+
+struct CompiledModel::Impl {
+    PreparedModel prepared;
+    Arena arena;                         // everything below that is not a program
+    Partition partition;                 // HETERO only (reasons, trace); subgraph_of below is the truth
+    uint32_t subgraph_count = 0;
+    uint32_t* subgraph_of = nullptr;     // per prepared node
+    Device** subgraph_device = nullptr;
+    DeviceProgram** programs = nullptr;
+    Device* devices[64] = {};
+    uint32_t device_count = 0;
+    char device_string[256] = {};
+    detail::SavedConfig* config = nullptr;  // every key of every listed device, at compile time
+    uint32_t config_count = 0;
+    detail::ExecStep* exec = nullptr;
+    uint32_t exec_count = 0;
+    detail::Transfer* transfers = nullptr;
+    uint32_t transfer_count = 0;
+    uint32_t slot_count = 0;             // values + transfer copies
+    int64_t* offset = nullptr;           // per slot: arena offset, -1 when not in the arena
+    size_t* slot_bytes = nullptr;
+    size_t arena_bytes = 0, unplanned_bytes = 0, scratch_bytes = 0;
+    uint32_t threads = 1;
+    bool perf = false;
+    PlacementSummary summary[64];
+    uint32_t summary_count = 0;
+    uint32_t step_count = 0;             // kernel steps (transfers excluded)
+    void* blob = nullptr;                // import: constants point into this copy
+    Model* source = nullptr;             // import: the model read from the blob
+
+    ~Impl() {
+        for (uint32_t s = 0; s < subgraph_count; ++s) if (programs) destroy(programs[s]);
+        programs = nullptr;
+        destroy(source);
+        if (blob) TESSEL_FREE(blob);
+    }
+};
+
+CompiledModel::CompiledModel() = default;
+CompiledModel::~CompiledModel() { destroy(impl_); }
+uint32_t CompiledModel::input_count() const { return impl_ ? impl_->prepared.model.input_count() : 0; }
+uint32_t CompiledModel::output_count() const { return impl_ ? impl_->prepared.model.output_count() : 0; }
+const ModelPort& CompiledModel::input(uint32_t i) const { return impl_->prepared.model.input(i); }
+const ModelPort& CompiledModel::output(uint32_t i) const { return impl_->prepared.model.output(i); }
+const TensorDesc& CompiledModel::input_desc(uint32_t i) const {
+    return impl_->prepared.value_desc(impl_->prepared.value_id(input(i).node, 0));
+}
+const TensorDesc& CompiledModel::output_desc(uint32_t i) const {
+    const Edge& e = impl_->prepared.model.graph.node(output(i).node).inputs[0];
+    return impl_->prepared.value_desc(impl_->prepared.value_id(e.producer, e.port));
+}
+Span<const PlacementSummary> CompiledModel::placement() const {
+    return impl_ ? Span<const PlacementSummary>(impl_->summary, impl_->summary_count) : Span<const PlacementSummary>();
+}
+const PreparedModel* CompiledModel::prepared() const { return impl_ ? &impl_->prepared : nullptr; }
+const Partition* CompiledModel::partition() const { return impl_ ? &impl_->partition : nullptr; }
+size_t CompiledModel::arena_bytes() const { return impl_ ? impl_->arena_bytes : 0; }
+size_t CompiledModel::unplanned_bytes() const { return impl_ ? impl_->unplanned_bytes : 0; }
+uint32_t CompiledModel::step_count() const { return impl_ ? impl_->step_count : 0; }
+
+void CompiledModel::write_summary(WriteFn write, void* user) const {
+    if (!impl_) return;
+    char line[256];
+    for (uint32_t i = 0; i < impl_->summary_count; ++i) {
+        const PlacementSummary& p = impl_->summary[i];
+        int k = std::snprintf(line, sizeof line, "device %.*s: %u nodes in %u subgraphs, %u kernels, %u fell back from a higher-priority device\n",
+                              (int)p.device.size, p.device.data, p.nodes, p.subgraphs, p.kernels, p.fallback_nodes);
+        write(user, line, (size_t)k);
+    }
+    int k = std::snprintf(line, sizeof line, "memory: %zu bytes of activations per request (%zu without reuse), %zu scratch; %u nodes folded or removed\n",
+                          impl_->arena_bytes, impl_->unplanned_bytes, impl_->scratch_bytes, impl_->prepared.folded_count());
+    write(user, line, (size_t)k);
+    for (uint32_t e = 0; e < impl_->exec_count; ++e) {
+        const detail::ExecStep& x = impl_->exec[e];
+        if (x.transfer) continue;
+        const ProgramStep& step = impl_->programs[x.subgraph]->steps()[x.index];
+        if (std::strncmp(step.kernel, "snippet:", 8) != 0) continue;
+        const Node& n = impl_->prepared.model.graph.node(step.node);
+        k = std::snprintf(line, sizeof line, "fused kernel %s ending at '%.*s' (subgraph %u)\n", step.kernel, (int)n.name.size,
+                          n.name.data, x.subgraph);
+        write(user, line, (size_t)k);
+    }
+}
+
+namespace detail {
+// Static memory plan: each value a buffer live from its producing step to its last reader
+// (graph outputs and inputs to the end); an in-place step's output shares its input's buffer
+// when that input dies there. Buffers are placed largest first at the lowest offset that no
+// buffer live at the same time overlaps.
+inline Status plan_memory(CompiledModel::Impl* m) {
+    const PreparedModel& pm = m->prepared;
+    const Graph& g = pm.model.graph;
+    Arena scratch;
+    uint32_t slots = m->slot_count;
+    uint32_t* first = scratch.allocate_array<uint32_t>(slots + 1);
+    uint32_t* last = scratch.allocate_array<uint32_t>(slots + 1);
+    uint32_t* buffer = scratch.allocate_array<uint32_t>(slots + 1);   // slot -> buffer (a slot id)
+    uint8_t* pinned = scratch.allocate_array<uint8_t>(slots + 1);     // lives to the end
+    m->offset = m->arena.allocate_array<int64_t>(slots + 1);
+    m->slot_bytes = m->arena.allocate_array<size_t>(slots + 1);
+    if (!first || !last || !buffer || !pinned || !m->offset || !m->slot_bytes) return Status::OutOfMemory;
+    const uint32_t kNever = 0xffffffffu;
+    for (uint32_t s = 0; s < slots; ++s) {
+        first[s] = kNever; last[s] = 0; buffer[s] = s; pinned[s] = 0; m->offset[s] = -1;
+        const TensorDesc& d = pm.value_desc(s < pm.value_count() ? s : m->transfers[s - pm.value_count()].value);
+        uint64_t n = 0;
+        desc_elements(d, &n);
+        m->slot_bytes[s] = d.type == ElementType::Undefined ? 0 : (size_t)(n * element_size(d.type));
+    }
+    uint32_t end = m->exec_count + 1;
+    for (uint32_t i = 0; i < m->prepared.model.input_count(); ++i) {  // inputs: own slot, whole run
+        uint32_t v = pm.value_id(m->prepared.model.input(i).node, 0);
+        first[v] = 0; last[v] = end; pinned[v] = 1;
+    }
+    for (uint32_t e = 0; e < m->exec_count; ++e) {
+        const ExecStep& x = m->exec[e];
+        uint32_t t = e + 1;
+        if (x.transfer) {
+            const Transfer& tr = m->transfers[x.index];
+            if (first[tr.slot] == kNever) first[tr.slot] = t;
+            if (last[tr.value] < t) last[tr.value] = t;
+            continue;
+        }
+        const ProgramStep& step = m->programs[x.subgraph]->steps()[x.index];
+        for (uint32_t r : step.reads) {
+            uint32_t slot = r;
+            for (uint32_t k = 0; k < m->transfer_count; ++k)
+                if (m->transfers[k].value == r && m->transfers[k].to == x.subgraph) slot = m->transfers[k].slot;
+            if (last[slot] < t) last[slot] = t;
+        }
+        for (uint32_t w : step.writes) {
+            if (first[w] == kNever) first[w] = t;
+            if (last[w] < t) last[w] = t;
+        }
+        size_t need = step.scratch_bytes;
+        if (need > m->scratch_bytes) m->scratch_bytes = need;
+    }
+    for (uint32_t i = 0; i < m->prepared.model.output_count(); ++i) {
+        const Edge& e = g.node(m->prepared.model.output(i).node).inputs[0];
+        uint32_t v = pm.value_id(e.producer, e.port);
+        last[v] = end;
+        pinned[v] = 1;
+    }
+    // Constants and the Absent value never take arena space.
+    for (uint32_t v = 0; v < pm.value_count(); ++v)
+        if (pm.constant(v) || pm.value_desc(v).type == ElementType::Undefined) first[v] = kNever;
+    // In place: the output takes the input's buffer when the input dies at this step.
+    for (uint32_t e = 0; e < m->exec_count; ++e) {
+        const ExecStep& x = m->exec[e];
+        if (x.transfer) continue;
+        const ProgramStep& step = m->programs[x.subgraph]->steps()[x.index];
+        if (!step.in_place || step.reads.size == 0 || step.writes.size == 0) continue;
+        uint32_t in = step.reads[0], out = step.writes[0];
+        for (uint32_t k = 0; k < m->transfer_count; ++k)
+            if (m->transfers[k].value == in && m->transfers[k].to == x.subgraph) in = m->transfers[k].slot;
+        uint32_t b = buffer[in];
+        if (first[in] == kNever || pinned[in] || pinned[out] || last[in] != e + 1 || m->slot_bytes[in] != m->slot_bytes[out]) continue;
+        bool read_twice = false;   // the kernel reads its input elsewhere too
+        for (size_t k = 1; k < step.reads.size; ++k) if (step.reads[k] == step.reads[0]) read_twice = true;
+        if (read_twice) continue;
+        buffer[out] = b;
+        if (last[b] < last[out]) last[b] = last[out];
+        if (pinned[out]) pinned[b] = 1;
+    }
+    // Buffers: slots that are their own buffer and live.
+    uint32_t* order = scratch.allocate_array<uint32_t>(slots + 1);
+    if (!order) return Status::OutOfMemory;
+    uint32_t count = 0;
+    m->unplanned_bytes = 0;
+    for (uint32_t s = 0; s < slots; ++s) {
+        if (first[s] == kNever) continue;
+        m->unplanned_bytes += align_up(m->slot_bytes[s], 64);
+        if (buffer[s] == s) order[count++] = s;
+    }
+    std::sort(order, order + count, [&](uint32_t a, uint32_t b) {
+        return m->slot_bytes[a] != m->slot_bytes[b] ? m->slot_bytes[a] > m->slot_bytes[b] : a < b;
+    });
+    int64_t* placed = scratch.allocate_array<int64_t>(count + 1);
+    if (!placed) return Status::OutOfMemory;
+    size_t total = 0;
+    for (uint32_t i = 0; i < count; ++i) {
+        uint32_t b = order[i];
+        size_t bytes = align_up(m->slot_bytes[b] ? m->slot_bytes[b] : 1, 64);
+        int64_t at = 0;
+        for (bool moved = true; moved;) {   // first fit against every overlapping live buffer
+            moved = false;
+            for (uint32_t j = 0; j < i; ++j) {
+                uint32_t o = order[j];
+                if (last[o] < first[b] || last[b] < first[o]) continue;
+                int64_t ob = placed[j], oe = ob + (int64_t)align_up(m->slot_bytes[o] ? m->slot_bytes[o] : 1, 64);
+                if (at < oe && ob < at + (int64_t)bytes) { at = oe; moved = true; }
+            }
+        }
+        placed[i] = at;
+        m->offset[b] = at;
+        if ((size_t)at + bytes > total) total = (size_t)at + bytes;
+    }
+    for (uint32_t s = 0; s < slots; ++s)
+        if (first[s] != kNever && buffer[s] != s) m->offset[s] = m->offset[buffer[s]];
+    m->arena_bytes = total;
+    return Status::Ok;
+}
+
+// Boundaries, transfers and the execution order from a subgraph per node: Kahn over the
+// graph of subgraphs (InvalidPartition if it has a cycle). A value computed by an op node in
+// one subgraph and read in another is copied into the reader's own buffer first; Parameters
+// and Constants are host memory every device reads directly.
+inline Status build_schedule(CompiledModel::Impl* m, char* error) {
+    const PreparedModel& pm = m->prepared;
+    const Graph& g = pm.model.graph;
+    uint32_t n = g.node_count(), sc = m->subgraph_count;
+    Arena scratch;
+    uint32_t* indegree = scratch.allocate_array<uint32_t>(sc + 1);
+    uint8_t* edge = scratch.allocate_array<uint8_t>((size_t)sc * sc + 1);
+    uint32_t* order = scratch.allocate_array<uint32_t>(sc + 1);
+    m->transfers = m->arena.allocate_array<Transfer>(g.edge_count() + 1);
+    if (!indegree || !edge || !order || !m->transfers) return Status::OutOfMemory;
+    std::memset(edge, 0, (size_t)sc * sc + 1);
+    m->transfer_count = 0;
+    for (NodeId v = 0; v < n; ++v) {
+        const Node& node = g.node(v);
+        for (uint32_t i = 0; i < node.num_inputs; ++i) {
+            NodeId p = node.inputs[i].producer;
+            uint32_t from = m->subgraph_of[p], to = m->subgraph_of[v];
+            if (from == to || is_free_op(g.node(p).op)) continue;
+            edge[(size_t)from * sc + to] = 1;
+            uint32_t value = pm.value_id(p, node.inputs[i].port);
+            bool seen = false;
+            for (uint32_t k = 0; k < m->transfer_count && !seen; ++k)
+                seen = m->transfers[k].value == value && m->transfers[k].to == to;
+            if (!seen) {
+                m->transfers[m->transfer_count] = Transfer{value, pm.value_count() + m->transfer_count, to};
+                ++m->transfer_count;
+            }
+        }
+    }
+    for (uint32_t t = 0; t < sc; ++t) {
+        indegree[t] = 0;
+        for (uint32_t f = 0; f < sc; ++f) indegree[t] += edge[(size_t)f * sc + t];
+    }
+    uint32_t head = 0, tail = 0;
+    for (uint32_t s = 0; s < sc; ++s) if (!indegree[s]) order[tail++] = s;
+    while (head < tail) {
+        uint32_t s = order[head++];
+        for (uint32_t t = 0; t < sc; ++t)
+            if (edge[(size_t)s * sc + t] && --indegree[t] == 0) order[tail++] = t;
+    }
+    if (tail != sc) {
+        std::snprintf(error, 256, "the subgraphs feed each other in a cycle");
+        return Status::InvalidPartition;
+    }
+    m->slot_count = pm.value_count() + m->transfer_count;
+    uint32_t steps = 0;
+    for (uint32_t s = 0; s < sc; ++s) steps += (uint32_t)m->programs[s]->steps().size;
+    m->exec = m->arena.allocate_array<ExecStep>(steps + m->transfer_count + 1);
+    if (!m->exec) return Status::OutOfMemory;
+    m->exec_count = 0;
+    m->step_count = steps;
+    for (uint32_t k = 0; k < sc; ++k) {
+        uint32_t s = order[k];
+        for (uint32_t t = 0; t < m->transfer_count; ++t)
+            if (m->transfers[t].to == s) m->exec[m->exec_count++] = ExecStep{s, t, true};
+        for (uint32_t i = 0; i < m->programs[s]->steps().size; ++i) m->exec[m->exec_count++] = ExecStep{s, i, false};
+    }
+    return Status::Ok;
+}
+}  // namespace detail
+
+// >>core implementation
+struct Core::Impl {
+    detail::CpuDevice cpu;
+    detail::TemplateDevice template_device;
+    Device* devices[64] = {};
+    uint32_t count = 0;
+    std::mutex compile_mutex;   // compiles change device config for their duration
+};
+
+Core::Core() {
+    impl_ = create<Impl>();
+    if (!impl_) return;   // every call then fails with OutOfMemory
+    impl_->devices[impl_->count++] = &impl_->cpu;
+    impl_->devices[impl_->count++] = &impl_->template_device;
+}
+Core::~Core() { destroy(impl_); }
+
+Status Core::register_device(Device* device) {
+    if (!impl_) return fail(Status::OutOfMemory, "out of memory");
+    if (!device) return fail(Status::InvalidArgument, "register_device: null device");
+    StringView name = device->name();
+    if (name.empty() || name.size > 63) return fail(Status::InvalidArgument, "register_device: a device name has 1 to 63 characters");
+    for (char ch : name)
+        if (ch == ',' || ch == ':' || ch == ' ') return fail(Status::InvalidArgument, "register_device: ',', ':' and ' ' cannot be in a device name");
+    if (this->device(name)) return fail(Status::DuplicateName, "a device named %.*s is registered already", (int)name.size, name.data);
+    if (impl_->count == 64) return fail(Status::LimitExceeded, "at most 64 devices");
+    impl_->devices[impl_->count++] = device;
+    return Status::Ok;
+}
+
+Device* Core::device(StringView name) const {
+    if (!impl_) return nullptr;
+    for (uint32_t i = 0; i < impl_->count; ++i) if (impl_->devices[i]->name() == name) return impl_->devices[i];
+    return nullptr;
+}
+uint32_t Core::device_count() const { return impl_ ? impl_->count : 0; }
+Device* Core::device_at(uint32_t i) const { return impl_ && i < impl_->count ? impl_->devices[i] : nullptr; }
+
+namespace detail {
+struct CompileJob {   // what compile_model and import_model share
+    Core* core;
+    Device* list[64];
+    uint32_t count = 0;
+    bool hetero = false;
+    detail::SavedConfig* saved = nullptr;   // restored at the end
+    uint32_t saved_count = 0;
+};
+
+inline const OpKernel* lookup_kernel(void* user, StringView op) {
+    CompileJob* job = static_cast<CompileJob*>(user);
+    for (uint32_t i = 0; i < job->count; ++i)
+        if (const OpKernel* k = job->list[i]->find_extension(op)) return k;
+    return find_builtin_kernel(op);
+}
+
+// "CPU" or "HETERO:A,B": the device list in priority order.
+inline Status parse_device_string(Core* core, StringView text, CompileJob* job) {
+    StringView list = text;
+    if (text.size >= 7 && std::memcmp(text.data, "HETERO:", 7) == 0) {
+        job->hetero = true;
+        list = StringView(text.data + 7, text.size - 7);
+    }
+    size_t start = 0;
+    for (size_t i = 0; i <= list.size; ++i) {
+        if (i < list.size && list[i] != ',') continue;
+        StringView name(list.data + start, i - start);
+        start = i + 1;
+        Device* d = core->device(name);
+        if (!d) return core->fail(Status::NotFound, "unknown device '%.*s' in '%.*s'", (int)name.size, name.data, (int)text.size, text.data);
+        for (uint32_t k = 0; k < job->count; ++k)
+            if (job->list[k] == d) return core->fail(Status::InvalidArgument, "device %.*s is listed twice", (int)name.size, name.data);
+        if (job->count == 64) return core->fail(Status::LimitExceeded, "at most 64 devices");
+        job->list[job->count++] = d;
+    }
+    if (job->count == 0) return core->fail(Status::InvalidArgument, "no device in '%.*s'", (int)text.size, text.data);
+    if (!job->hetero && job->count != 1)
+        return core->fail(Status::InvalidArgument, "'%.*s': several devices need HETERO:", (int)text.size, text.data);
+    return Status::Ok;
+}
+
+inline Status save_and_set(CompileJob* job, Arena* arena, Device* d, StringView key, StringView value) {
+    StringView old;
+    Status s = d->get_config(key, &old);
+    if (s != Status::Ok) return job->core->fail(s, "%s", d->last_error());
+    if (!job->saved) job->saved = arena->allocate_array<SavedConfig>(256);
+    if (!job->saved || job->saved_count == 256) return job->core->fail(Status::LimitExceeded, "too many config entries");
+    SavedConfig& c = job->saved[job->saved_count];
+    if (key.size >= sizeof c.key || old.size >= sizeof c.value) return job->core->fail(Status::InvalidArgument, "config key or value too long");
+    std::snprintf(c.key, sizeof c.key, "%.*s", (int)key.size, key.data);
+    std::snprintf(c.value, sizeof c.value, "%.*s", (int)old.size, old.data);
+    c.device = d;
+    s = d->set_config(key, value);
+    if (s != Status::Ok) return job->core->fail(s, "%s", d->last_error());
+    ++job->saved_count;
+    return Status::Ok;
+}
+
+inline void restore(CompileJob* job) {
+    for (uint32_t i = job->saved_count; i-- > 0;) {
+        SavedConfig& c = job->saved[i];
+        ignore_status(c.device->set_config(StringView(c.key), StringView(c.value)));
+    }
+    job->saved_count = 0;
+}
+
+// Applies compile-time config: "DEVICE:KEY" to one device, "KEY" to every listed device (HETERO
+// keys to the compile itself). NotFound for an unknown device or key.
+inline Status apply_config(CompileJob* job, Arena* arena, Span<const ConfigEntry> config, PartitionAlgorithm* algorithm,
+                           uint32_t* min_subgraph) {
+    for (const ConfigEntry& e : config) {
+        StringView key = e.key;
+        size_t colon = 0;
+        while (colon < key.size && key[colon] != ':') ++colon;
+        if (colon < key.size) {
+            StringView dev(key.data, colon), k(key.data + colon + 1, key.size - colon - 1);
+            Device* d = job->core->device(dev);
+            if (!d) return job->core->fail(Status::NotFound, "config: unknown device '%.*s'", (int)dev.size, dev.data);
+            Status s = save_and_set(job, arena, d, k, e.value);
+            if (s != Status::Ok) return s;
+            continue;
+        }
+        if (key == StringView("HETERO_ALGORITHM")) {
+            if (parse_algorithm(e.value, algorithm) != Status::Ok)
+                return job->core->fail(Status::InvalidArgument, "HETERO_ALGORITHM must be rollback, levels or waves");
+            continue;
+        }
+        if (key == StringView("HETERO_MIN_SUBGRAPH")) {
+            if (!parse_count(e.value, 0, 1000000, min_subgraph))
+                return job->core->fail(Status::InvalidArgument, "HETERO_MIN_SUBGRAPH must be a count");
+            continue;
+        }
+        for (uint32_t i = 0; i < job->count; ++i) {
+            Status s = save_and_set(job, arena, job->list[i], key, e.value);
+            if (s != Status::Ok) return s;
+        }
+    }
+    return Status::Ok;
+}
+
+// Records every config key of the listed devices (for export and for perf/threads).
+inline Status snapshot_config(CompileJob* job, CompiledModel::Impl* m) {
+    m->config = m->arena.allocate_array<SavedConfig>(64 * 8);
+    if (!m->config) return Status::OutOfMemory;
+    for (uint32_t i = 0; i < job->count; ++i) {
+        Device* d = job->list[i];
+        StringView keys;
+        if (d->get_metric("SUPPORTED_CONFIG_KEYS", &keys) != Status::Ok) continue;
+        char copy[1024];
+        std::snprintf(copy, sizeof copy, "%.*s", (int)keys.size, keys.data);
+        for (char* k = std::strtok(copy, " "); k; k = std::strtok(nullptr, " ")) {
+            StringView value;
+            if (d->get_config(StringView(k), &value) != Status::Ok || m->config_count == 64 * 8) continue;
+            SavedConfig& c = m->config[m->config_count++];
+            c.device = d;
+            std::snprintf(c.key, sizeof c.key, "%s", k);
+            std::snprintf(c.value, sizeof c.value, "%.*s", (int)value.size, value.data);
+            if (StringView(k) == StringView("PERF_COUNT") && (value == StringView("YES") || value == StringView("yes") || value == StringView("1") || value == StringView("true"))) m->perf = true;
+            uint32_t t = 1;
+            if (StringView(k) == StringView("NUM_THREADS") && parse_count(value, 1, 64, &t) && t > m->threads) m->threads = t;
+        }
+    }
+    return Status::Ok;
+}
+
+inline uint32_t prepare_threads(CompileJob* job) {
+    uint32_t threads = 1;
+    for (uint32_t i = 0; i < job->count; ++i) {
+        StringView v;
+        uint32_t t = 1;
+        if (job->list[i]->get_config("NUM_THREADS", &v) == Status::Ok && parse_count(v, 1, 64, &t) && t > threads) threads = t;
+    }
+    return threads;
+}
+
+// Compiles every subgraph on its device, then the schedule and the memory plan.
+inline Status finish_compile(Core* core, CompileJob* job, CompiledModel::Impl* m, const void* const* payloads,
+                             const size_t* payload_sizes, Span<const NodeId>* members) {
+    const Graph& g = m->prepared.model.graph;
+    m->programs = m->arena.allocate_array<DeviceProgram*>(m->subgraph_count + 1);
+    if (!m->programs) return core->fail(Status::OutOfMemory, "out of memory");
+    for (uint32_t s = 0; s < m->subgraph_count; ++s) m->programs[s] = nullptr;
+    for (uint32_t s = 0; s < m->subgraph_count; ++s) {
+        Device* d = m->subgraph_device[s];
+        Status st = payloads ? d->import_subgraph(m->prepared, members[s], payloads[s], payload_sizes[s], &m->programs[s])
+                             : d->compile_subgraph(m->prepared, members[s], &m->programs[s]);
+        if (st != Status::Ok) return core->fail(st, "%.*s: %s", (int)d->name().size, d->name().data, d->last_error());
+        if (!m->programs[s]) return core->fail(Status::InvalidArgument, "%.*s returned no program", (int)d->name().size, d->name().data);
+    }
+    char error[256] = {};
+    Status st = build_schedule(m, error);
+    if (st != Status::Ok) return core->fail(st, "%s", error[0] ? error : "out of memory scheduling the subgraphs");
+    st = plan_memory(m);
+    if (st != Status::Ok) return core->fail(st, "out of memory planning the activations");
+    if (m->arena_bytes > core->limits().max_arena_bytes)
+        return core->fail(Status::LimitExceeded, "the activations need %zu bytes (limit %llu)", m->arena_bytes,
+                          (unsigned long long)core->limits().max_arena_bytes);
+    // Summary per device, in list order.
+    for (uint32_t i = 0; i < job->count; ++i) {
+        PlacementSummary& p = m->summary[m->summary_count++];
+        p.device = job->list[i]->name();
+        for (uint32_t s = 0; s < m->subgraph_count; ++s) {
+            if (m->subgraph_device[s] != job->list[i]) continue;
+            ++p.subgraphs;
+            p.kernels += (uint32_t)m->programs[s]->steps().size;
+            for (NodeId v : members[s]) if (!is_free_op(g.node(v).op)) ++p.nodes;
+        }
+    }
+    return Status::Ok;
+}
+}  // namespace detail
+
+Status Core::compile_model(const Model& model, StringView device_string, Span<const ConfigEntry> config, CompiledModel* out,
+                           Span<const InputShape> shapes) {
+    if (!impl_) return fail(Status::OutOfMemory, "out of memory");
+    if (!out) return fail(Status::InvalidArgument, "compile_model: null output");
+    destroy(out->impl_);
+    out->impl_ = nullptr;
+    std::lock_guard<std::mutex> lock(impl_->compile_mutex);
+    CompiledModel::Impl* m = create<CompiledModel::Impl>();
+    if (!m) return fail(Status::OutOfMemory, "out of memory");
+    detail::CompileJob job;
+    job.core = this;
+    Arena scratch;
+    PartitionAlgorithm algorithm = PartitionAlgorithm::Rollback;
+    uint32_t min_subgraph = 0;
+    Status s = detail::parse_device_string(this, device_string, &job);
+    if (s == Status::Ok) s = detail::apply_config(&job, &scratch, config, &algorithm, &min_subgraph);
+    if (s == Status::Ok && !model.graph.finalized()) s = fail(Status::NotFinalized, "the model is not finalized");
+    if (s == Status::Ok && model.output_count() == 0) s = fail(Status::InvalidArgument, "the model has no outputs");
+    if (s == Status::Ok) {
+        std::snprintf(m->device_string, sizeof m->device_string, "%.*s", (int)device_string.size, device_string.data);
+        s = compile_job(&job, model, shapes, algorithm, min_subgraph, m);
+    }
+    detail::restore(&job);
+    if (s != Status::Ok) { destroy(m); return s; }
+    out->impl_ = m;
+    return Status::Ok;
+}
+
+Status Core::query_model(const Model& model, StringView device_string, uint16_t* devices) {
+    if (!impl_) return fail(Status::OutOfMemory, "out of memory");
+    if (!devices && model.graph.node_count()) return fail(Status::InvalidArgument, "query_model: null result");
+    std::lock_guard<std::mutex> lock(impl_->compile_mutex);
+    detail::CompileJob job;
+    job.core = this;
+    Status s = detail::parse_device_string(this, device_string, &job);
+    if (s != Status::Ok) return s;
+    PreparedModel prepared;
+    char error[256] = {};
+    s = detail_prepare::run(model, Span<const InputShape>(), limits_, detail::lookup_kernel, &job, 1, &prepared, error);
+    if (s != Status::Ok) return fail(s, "%s", error);
+    const Graph& pg = prepared.model.graph;
+    Arena scratch;
+    uint8_t* supported = scratch.allocate_array<uint8_t>((size_t)pg.node_count() * job.count + 1);
+    if (!supported) return fail(Status::OutOfMemory, "out of memory");
+    for (uint32_t d = 0; d < job.count; ++d) {
+        s = job.list[d]->query_model(prepared, supported + (size_t)d * pg.node_count());
+        if (s != Status::Ok) return fail(s, "%s", job.list[d]->last_error());
+    }
+    for (NodeId v = 0; v < model.graph.node_count(); ++v) {
+        devices[v] = 0xffff;
+        NodeId p = pg.find(model.graph.node(v).name);
+        if (p == kNoNode || pg.node(p).op == StringView("Constant")) continue;   // folded
+        for (uint32_t d = 0; d < job.count && devices[v] == 0xffff; ++d)
+            if (supported[(size_t)d * pg.node_count() + p]) devices[v] = (uint16_t)d;
+    }
+    return Status::Ok;
+}
+
+namespace detail {
+// Affinity of interface nodes: a Result goes with its producer, a Parameter or Constant with
+// its first consumer (so it never makes a subgraph of its own).
+inline DeviceId free_node_device(const Graph& g, NodeId v, const DeviceId* chosen) {
+    const Node& node = g.node(v);
+    if (node.op == StringView("Result")) return chosen[node.inputs[0].producer];
+    for (NodeId succ : g.successors(v)) if (chosen[succ] != kNoDevice) return chosen[succ];
+    return kNoDevice;
+}
+}  // namespace detail
+
+Status Core::compile_job(void* job_pointer, const Model& model, Span<const InputShape> shapes, PartitionAlgorithm algorithm,
+                         uint32_t min_subgraph, void* impl) {
+    detail::CompileJob& job = *static_cast<detail::CompileJob*>(job_pointer);
+    CompiledModel::Impl* m = static_cast<CompiledModel::Impl*>(impl);
+    char error[256] = {};
+    Status s = detail_prepare::run(model, shapes, limits_, detail::lookup_kernel, &job, detail::prepare_threads(&job),
+                                   &m->prepared, error);
+    if (s != Status::Ok) return fail(s, "%s", error);
+    Graph& g = m->prepared.model.graph;
+    uint32_t n = g.node_count();
+    // Query every device; assign affinities (user affinities win); partition.
+    uint8_t* supported = m->arena.allocate_array<uint8_t>((size_t)n * job.count + 1);
+    DeviceId* chosen = m->arena.allocate_array<DeviceId>(n + 1);
+    m->subgraph_of = m->arena.allocate_array<uint32_t>(n + 1);
+    if (!supported || !chosen || !m->subgraph_of) return fail(Status::OutOfMemory, "out of memory");
+    for (uint32_t d = 0; d < job.count; ++d) {
+        s = job.list[d]->query_model(m->prepared, supported + (size_t)d * n);
+        if (s != Status::Ok) return fail(s, "%.*s: %s", (int)job.list[d]->name().size, job.list[d]->name().data, job.list[d]->last_error());
+    }
+    uint32_t fallback[64] = {};
+    for (NodeId v = 0; v < n; ++v) {
+        const Node& node = g.node(v);
+        chosen[v] = kNoDevice;
+        if (detail::is_free_op(node.op)) continue;
+        if (node.affinity != kNoDevice) {   // user affinity
+            StringView want = g.device_name(node.affinity);
+            for (uint32_t d = 0; d < job.count; ++d) if (job.list[d]->name() == want) chosen[v] = (DeviceId)d;
+            if (chosen[v] == kNoDevice)
+                return fail(Status::InvalidArgument, "node '%.*s' has affinity %.*s, which is not in '%s'", (int)node.name.size,
+                            node.name.data, (int)want.size, want.data, m->device_string);
+            if (!supported[(size_t)chosen[v] * n + v])
+                return fail(Status::Unsupported, "node '%.*s' (op %.*s) has affinity %.*s, which does not support it",
+                            (int)node.name.size, node.name.data, (int)node.op.size, node.op.data, (int)want.size, want.data);
+            continue;
+        }
+        for (uint32_t d = 0; d < job.count && chosen[v] == kNoDevice; ++d)
+            if (supported[(size_t)d * n + v]) chosen[v] = (DeviceId)d;
+        if (chosen[v] == kNoDevice)
+            return fail(Status::Unsupported, "node '%.*s' (op %.*s) is supported by no device of '%s'", (int)node.name.size,
+                        node.name.data, (int)node.op.size, node.op.data, m->device_string);
+        if (chosen[v] > 0) ++fallback[chosen[v]];
+    }
+    Span<const NodeId> order = g.topological_order();
+    for (size_t k = order.size; k-- > 0;) {   // consumers first, so Parameters see them
+        NodeId v = order[k];
+        if (detail::is_free_op(g.node(v).op) && g.node(v).op != StringView("Result")) chosen[v] = detail::free_node_device(g, v, chosen);
+    }
+    for (NodeId v : order)
+        if (g.node(v).op == StringView("Result")) chosen[v] = detail::free_node_device(g, v, chosen);
+    for (NodeId v = 0; v < n; ++v) if (chosen[v] == kNoDevice) chosen[v] = 0;
+    m->device_count = job.count;
+    for (uint32_t d = 0; d < job.count; ++d) m->devices[d] = job.list[d];
+    Span<const NodeId>* members = nullptr;
+    if (job.count == 1) {
+        m->subgraph_count = 1;
+        for (NodeId v = 0; v < n; ++v) m->subgraph_of[v] = 0;
+        m->subgraph_device = m->arena.allocate_array<Device*>(1);
+        NodeId* all = m->arena.allocate_array<NodeId>(n + 1);
+        members = m->arena.allocate_array<Span<const NodeId>>(1);
+        if (!m->subgraph_device || !all || !members) return fail(Status::OutOfMemory, "out of memory");
+        for (NodeId v = 0; v < n; ++v) all[v] = v;
+        m->subgraph_device[0] = job.list[0];
+        members[0] = Span<const NodeId>(all, n);
+    } else {
+        // Graph device ids in list order, so bit d of a supported mask is list[d].
+        StringView names[64];
+        for (uint32_t d = 0; d < job.count; ++d) {
+            DeviceId id;
+            s = g.intern_device(job.list[d]->name(), &id);
+            if (s != Status::Ok) return fail(s, "%s", g.last_error());
+            names[d] = job.list[d]->name();
+        }
+        uint64_t* masks = m->arena.allocate_array<uint64_t>(n + 1);
+        if (!masks) return fail(Status::OutOfMemory, "out of memory");
+        for (NodeId v = 0; v < n; ++v) {   // the post-pass may move a node to any device that runs it
+            bool user = g.node(v).affinity != kNoDevice && !detail::is_free_op(g.node(v).op);
+            s = g.set_affinity(v, names[chosen[v]]);
+            if (s != Status::Ok) return fail(s, "%s", g.last_error());
+            masks[v] = 1ull << g.find_device(names[chosen[v]]);
+            for (uint32_t d = 0; d < job.count && !user; ++d)
+                if (supported[(size_t)d * n + v]) masks[v] |= 1ull << g.find_device(names[d]);
+        }
+        PartitionOptions options;
+        options.algorithm = algorithm;
+        options.devices = Span<const StringView>(names, job.count);
+        options.min_subgraph_size = min_subgraph;
+        options.supported = masks;
+        s = tessel::partition(g, options, &m->arena, &m->partition);
+        if (s != Status::Ok) return fail(s, "partition: %s", m->partition.last_error());
+        m->subgraph_count = (uint32_t)m->partition.subgraphs.size;
+        m->subgraph_device = m->arena.allocate_array<Device*>(m->subgraph_count + 1);
+        members = m->arena.allocate_array<Span<const NodeId>>(m->subgraph_count + 1);
+        if (!m->subgraph_device || !members) return fail(Status::OutOfMemory, "out of memory");
+        for (uint32_t k = 0; k < m->subgraph_count; ++k) {
+            StringView dn = g.device_name(m->partition.subgraphs[k].device);
+            for (uint32_t d = 0; d < job.count; ++d) if (job.list[d]->name() == dn) m->subgraph_device[k] = job.list[d];
+            members[k] = m->partition.subgraphs[k].nodes;
+        }
+        for (NodeId v = 0; v < n; ++v) m->subgraph_of[v] = m->partition.subgraph_of[v];
+    }
+    s = detail::snapshot_config(&job, m);
+    if (s != Status::Ok) return fail(s, "out of memory");
+    s = detail::finish_compile(this, &job, m, nullptr, nullptr, members);
+    if (s != Status::Ok) return s;
+    for (uint32_t d = 0; d < job.count; ++d) m->summary[d].fallback_nodes = fallback[d];
+    return Status::Ok;
+}
+
+// >>infer request implementation
+struct InferRequest::Impl {
+    const CompiledModel::Impl* m = nullptr;
+    void* arena_raw = nullptr;
+    unsigned char* arena = nullptr;
+    void* scratch_raw = nullptr;
+    void* scratch = nullptr;
+    void** base = nullptr;           // per slot
+    void** tables = nullptr;         // per subgraph: pointer per value id as that subgraph reads it
+    Tensor* inputs = nullptr;
+    Tensor* outputs = nullptr;
+    Tensor* bound_outputs = nullptr; // user tensors outputs are copied into (type Undefined: none)
+    ProfileEntry* profile = nullptr;
+    uint32_t profile_count = 0;
+    detail::ThreadPool pool;
+    char error[200] = {};
+    // start_async / wait
+    std::thread worker;
+    std::mutex mutex;
+    std::condition_variable wake, done;
+    bool started = false, job = false, busy = false, quit = false;
+    Status async_status = Status::Ok;
+
+    ~Impl() {
+        if (started) {
+            {
+                std::lock_guard<std::mutex> lock(mutex);
+                quit = true;
+            }
+            wake.notify_all();
+            worker.join();
+        }
+        uint32_t ni = m ? m->prepared.model.input_count() : 0, no = m ? m->prepared.model.output_count() : 0;
+        for (uint32_t i = 0; inputs && i < ni; ++i) inputs[i].~Tensor();
+        for (uint32_t i = 0; outputs && i < no; ++i) { outputs[i].~Tensor(); bound_outputs[i].~Tensor(); }
+        TESSEL_FREE(inputs);
+        TESSEL_FREE(outputs);
+        TESSEL_FREE(bound_outputs);
+        TESSEL_FREE(arena_raw);
+        TESSEL_FREE(scratch_raw);
+        TESSEL_FREE(base);
+        TESSEL_FREE(tables);
+        TESSEL_FREE(profile);
+    }
+    uint32_t value_count() const { return m->prepared.value_count(); }
+    void bind(uint32_t value, void* pointer) {
+        base[value] = pointer;
+        for (uint32_t s = 0; s < m->subgraph_count; ++s) tables[(size_t)s * value_count() + value] = pointer;
+        for (uint32_t t = 0; t < m->transfer_count; ++t)   // a transfer's copy stays the reader's
+            if (m->transfers[t].value == value) tables[(size_t)m->transfers[t].to * value_count() + value] = base[m->transfers[t].slot];
+    }
+    Status run();
+};
+
+InferRequest::InferRequest() = default;
+InferRequest::~InferRequest() { destroy(impl_); }
+
+namespace detail {
+inline void* aligned_block(size_t bytes, void** raw) {
+    *raw = TESSEL_MALLOC(bytes + 64);
+    if (!*raw) return nullptr;
+    return reinterpret_cast<void*>(((uintptr_t)*raw + 63) & ~(uintptr_t)63);
+}
+template <class T>
+T* malloc_array(size_t n) {
+    if (n > SIZE_MAX / sizeof(T) - 1) return nullptr;
+    return static_cast<T*>(TESSEL_MALLOC(sizeof(T) * (n ? n : 1)));
+}
+}  // namespace detail
+
+Status CompiledModel::create_request(InferRequest* request) const {
+    if (!impl_) return Status::NotFinalized;
+    if (!request) return Status::InvalidArgument;
+    destroy(request->impl_);
+    request->impl_ = nullptr;
+    InferRequest::Impl* r = create<InferRequest::Impl>();
+    if (!r) { std::snprintf(error_, sizeof error_, "out of memory creating a request"); return Status::OutOfMemory; }
+    r->m = impl_;
+    const Model& pm = impl_->prepared.model;
+    uint32_t values = impl_->prepared.value_count();
+    r->arena = static_cast<unsigned char*>(detail::aligned_block(impl_->arena_bytes, &r->arena_raw));
+    r->scratch = detail::aligned_block(impl_->scratch_bytes, &r->scratch_raw);
+    r->base = detail::malloc_array<void*>(impl_->slot_count + 1);
+    r->tables = detail::malloc_array<void*>((size_t)impl_->subgraph_count * values + 1);
+    r->inputs = detail::malloc_array<Tensor>(pm.input_count());
+    r->outputs = detail::malloc_array<Tensor>(pm.output_count());
+    r->bound_outputs = detail::malloc_array<Tensor>(pm.output_count());
+    r->profile = detail::malloc_array<ProfileEntry>(impl_->exec_count + 1);
+    bool ok = r->arena && r->scratch && r->base && r->tables && r->inputs && r->outputs && r->bound_outputs && r->profile;
+    if (ok) {
+        for (uint32_t i = 0; i < pm.input_count(); ++i) new (&r->inputs[i]) Tensor();
+        for (uint32_t i = 0; i < pm.output_count(); ++i) { new (&r->outputs[i]) Tensor(); new (&r->bound_outputs[i]) Tensor(); }
+    } else {
+        if (r->inputs) { TESSEL_FREE(r->inputs); r->inputs = nullptr; }
+        if (r->outputs) { TESSEL_FREE(r->outputs); r->outputs = nullptr; }
+        if (r->bound_outputs) { TESSEL_FREE(r->bound_outputs); r->bound_outputs = nullptr; }
+        destroy(r);
+        std::snprintf(error_, sizeof error_, "out of memory creating a request (%zu bytes of activations)", impl_->arena_bytes);
+        return Status::OutOfMemory;
+    }
+    std::memset(r->arena, 0, impl_->arena_bytes);
+    for (uint32_t s = 0; s < impl_->slot_count; ++s) {
+        const void* c = s < values ? impl_->prepared.constant(s) : nullptr;
+        r->base[s] = impl_->offset[s] >= 0 ? r->arena + impl_->offset[s] : const_cast<void*>(c);
+    }
+    for (uint32_t s = 0; s < impl_->subgraph_count; ++s)
+        for (uint32_t v = 0; v < values; ++v) r->tables[(size_t)s * values + v] = r->base[v];
+    for (uint32_t t = 0; t < impl_->transfer_count; ++t)
+        r->tables[(size_t)impl_->transfers[t].to * values + impl_->transfers[t].value] = r->base[impl_->transfers[t].slot];
+    for (uint32_t i = 0; i < pm.input_count(); ++i) {
+        const TensorDesc& d = input_desc(i);
+        ignore_status(r->inputs[i].view(d.type, Span<const int64_t>(d.dims, d.rank), r->base[impl_->prepared.value_id(pm.input(i).node, 0)]));
+    }
+    for (uint32_t i = 0; i < pm.output_count(); ++i) {
+        const TensorDesc& d = output_desc(i);
+        const Edge& e = pm.graph.node(pm.output(i).node).inputs[0];
+        ignore_status(r->outputs[i].view(d.type, Span<const int64_t>(d.dims, d.rank), r->base[impl_->prepared.value_id(e.producer, e.port)]));
+    }
+    if (r->pool.start(impl_->threads) != Status::Ok) {
+        destroy(r);
+        std::snprintf(error_, sizeof error_, "out of memory starting threads");
+        return Status::OutOfMemory;
+    }
+    request->impl_ = r;
+    return Status::Ok;
+}
+
+Tensor& InferRequest::input(uint32_t i) { return impl_->inputs[i]; }
+const Tensor& InferRequest::output(uint32_t i) const { return impl_->outputs[i]; }
+
+uint32_t InferRequest::find_input(StringView name) const { return impl_ ? impl_->m->prepared.model.find_input(name) : 0xffffffffu; }
+uint32_t InferRequest::find_output(StringView name) const { return impl_ ? impl_->m->prepared.model.find_output(name) : 0xffffffffu; }
+
+namespace detail {
+inline bool same_desc(const TensorDesc& a, const TensorDesc& b) {
+    if (a.type != b.type || a.rank != b.rank) return false;
+    for (uint32_t i = 0; i < a.rank; ++i) if (a.dims[i] != b.dims[i]) return false;
+    return true;
+}
+inline void describe(const TensorDesc& d, char* out, size_t size) {
+    size_t k = (size_t)std::snprintf(out, size, "%s[", element_type_name(d.type));
+    for (uint32_t i = 0; i < d.rank && k < size; ++i) k += (size_t)std::snprintf(out + k, size - k, "%s%lld", i ? "," : "", (long long)d.dims[i]);
+    if (k < size) std::snprintf(out + k, size - k, "]");
+}
+}  // namespace detail
+
+Status InferRequest::set_input(uint32_t i, const Tensor& tensor) {
+    if (!impl_) return Status::NotFinalized;
+    const Model& pm = impl_->m->prepared.model;
+    if (i >= pm.input_count()) {
+        std::snprintf(error_, sizeof error_, "no input %u (the model has %u)", i, pm.input_count());
+        return Status::NotFound;
+    }
+    const TensorDesc& want = impl_->m->prepared.value_desc(impl_->m->prepared.value_id(pm.input(i).node, 0));
+    if (!detail::same_desc(want, tensor.desc()) || !tensor.dense() || (!tensor.data() && tensor.elements())) {
+        char a[128], b[128];
+        detail::describe(want, a, sizeof a);
+        detail::describe(tensor.desc(), b, sizeof b);
+        detail::print(error_, sizeof error_, "input '%.*s' is %s; the tensor given is %s%s", (int)pm.input(i).name.size,
+                      pm.input(i).name.data, a, b, tensor.dense() ? "" : " and not dense");
+        return Status::InvalidArgument;
+    }
+    ignore_status(impl_->inputs[i].view(tensor.type(), tensor.shape(), tensor.data()));
+    impl_->bind(impl_->m->prepared.value_id(pm.input(i).node, 0), tensor.data());
+    return Status::Ok;
+}
+
+Status InferRequest::set_input(StringView name, const Tensor& tensor) {
+    uint32_t i = find_input(name);
+    if (i == 0xffffffffu) {
+        std::snprintf(error_, sizeof error_, "no input named '%.*s'", (int)name.size, name.data);
+        return Status::NotFound;
+    }
+    return set_input(i, tensor);
+}
+
+Status InferRequest::set_output(uint32_t i, const Tensor& tensor) {
+    if (!impl_) return Status::NotFinalized;
+    const Model& pm = impl_->m->prepared.model;
+    if (i >= pm.output_count()) {
+        std::snprintf(error_, sizeof error_, "no output %u (the model has %u)", i, pm.output_count());
+        return Status::NotFound;
+    }
+    const TensorDesc& want = impl_->outputs[i].desc();
+    if (!detail::same_desc(want, tensor.desc()) || !tensor.dense() || (!tensor.data() && tensor.elements())) {
+        char a[128], b[128];
+        detail::describe(want, a, sizeof a);
+        detail::describe(tensor.desc(), b, sizeof b);
+        detail::print(error_, sizeof error_, "output '%.*s' is %s; the tensor given is %s", (int)pm.output(i).name.size,
+                      pm.output(i).name.data, a, b);
+        return Status::InvalidArgument;
+    }
+    ignore_status(impl_->bound_outputs[i].view(tensor.type(), tensor.shape(), tensor.data()));
+    return Status::Ok;
+}
+
+Status InferRequest::set_output(StringView name, const Tensor& tensor) {
+    uint32_t i = find_output(name);
+    if (i == 0xffffffffu) {
+        std::snprintf(error_, sizeof error_, "no output named '%.*s'", (int)name.size, name.data);
+        return Status::NotFound;
+    }
+    return set_output(i, tensor);
+}
+
+Status InferRequest::Impl::run() {
+    const CompiledModel::Impl& cm = *m;
+    uint32_t values = value_count();
+    error[0] = 0;
+    profile_count = 0;
+    for (uint32_t e = 0; e < cm.exec_count; ++e) {
+        const detail::ExecStep& x = cm.exec[e];
+        uint64_t start = cm.perf ? detail::now_ns() : 0;
+        Status s = Status::Ok;
+        if (x.transfer) {
+            const detail::Transfer& t = cm.transfers[x.index];
+            std::memcpy(base[t.slot], base[t.value], cm.slot_bytes[t.slot]);
+        } else {
+            StepContext c;
+            c.values = tables + (size_t)x.subgraph * values;
+            c.scratch = scratch;
+            c.threads = pool.threads();
+            c.pool = &pool;
+            c.error = error;
+            s = cm.programs[x.subgraph]->run_step(x.index, c);
+        }
+        if (cm.perf) {
+            ProfileEntry& p = profile[profile_count++];
+            p.subgraph = x.subgraph;
+            p.device = cm.subgraph_device[x.subgraph]->name();
+            p.ns = detail::now_ns() - start;
+            if (x.transfer) {
+                const Graph& g = cm.prepared.model.graph;
+                uint32_t v = cm.transfers[x.index].value;
+                NodeId producer = 0;
+                while (producer + 1 < g.node_count() && cm.prepared.value_id(producer + 1, 0) <= v) ++producer;
+                p.node = g.node(producer).name;
+                p.kernel = "transfer";
+            } else {
+                const ProgramStep& step = cm.programs[x.subgraph]->steps()[x.index];
+                p.node = cm.prepared.model.graph.node(step.node).name;
+                p.kernel = step.kernel;
+            }
+        }
+        if (s != Status::Ok) {
+            if (!error[0]) std::snprintf(error, sizeof error, "a kernel failed");
+            return s;
+        }
+    }
+    for (uint32_t i = 0; i < cm.prepared.model.output_count(); ++i)
+        if (bound_outputs[i].data() && bound_outputs[i].data() != outputs[i].data())
+            std::memcpy(bound_outputs[i].data(), outputs[i].data(), outputs[i].bytes());
+    return Status::Ok;
+}
+
+Status InferRequest::infer() {
+    if (!impl_) return Status::NotFinalized;
+    {
+        std::lock_guard<std::mutex> lock(impl_->mutex);
+        if (impl_->busy) {
+            std::snprintf(error_, sizeof error_, "infer: the request is running (start_async); wait() first");
+            return Status::InvalidArgument;
+        }
+    }
+    Status s = impl_->run();
+    if (s != Status::Ok) std::snprintf(error_, sizeof error_, "%s", impl_->error);
+    return s;
+}
+
+Status InferRequest::start_async() {
+    if (!impl_) return Status::NotFinalized;
+    Impl* r = impl_;
+    std::unique_lock<std::mutex> lock(r->mutex);
+    if (r->busy) {
+        std::snprintf(error_, sizeof error_, "start_async: the request is running; wait() first");
+        return Status::InvalidArgument;
+    }
+    if (!r->started) {   // the worker is created once, on the first start_async
+        r->worker = std::thread([r] {
+            std::unique_lock<std::mutex> guard(r->mutex);
+            for (;;) {
+                r->wake.wait(guard, [r] { return r->job || r->quit; });
+                if (r->quit) return;
+                r->job = false;
+                guard.unlock();
+                Status s = r->run();
+                guard.lock();
+                r->async_status = s;
+                r->busy = false;
+                r->done.notify_all();
+            }
+        });
+        r->started = true;
+    }
+    r->busy = true;
+    r->job = true;
+    lock.unlock();
+    r->wake.notify_all();
+    return Status::Ok;
+}
+
+Status InferRequest::wait() {
+    if (!impl_) return Status::NotFinalized;
+    std::unique_lock<std::mutex> lock(impl_->mutex);
+    impl_->done.wait(lock, [this] { return !impl_->busy; });
+    Status s = impl_->async_status;
+    impl_->async_status = Status::Ok;
+    if (s != Status::Ok) std::snprintf(error_, sizeof error_, "%s", impl_->error);
+    return s;
+}
+
+Span<const ProfileEntry> InferRequest::profiling_info() const {
+    return impl_ ? Span<const ProfileEntry>(impl_->profile, impl_->profile_count) : Span<const ProfileEntry>();
+}
+
+// >>export and import
+// Blob: "TESSELCM", u32 format version, u32 zero, u64 payload bytes, u64 FNV-1a of the
+// payload; then the payload: device string, every config key of the listed devices, the
+// prepared model (nodes, attributes, constants 64-byte aligned), the partition (device and
+// node ids per subgraph) and each subgraph's device payload. Little-endian.
+namespace detail {
+constexpr uint32_t kBlobVersion = 1;
+constexpr size_t kBlobHeader = 32;
+
+struct BlobWriter {
+    WriteFn write = nullptr;   // nullptr: only count and hash
+    void* user = nullptr;
+    uint64_t position = 0;
+    uint64_t hash = 1469598103934665603ull;
+    void bytes(const void* data, size_t size) {
+        hash = fnv(hash, data, size);
+        if (write && size) write(user, static_cast<const char*>(data), size);
+        position += size;
+    }
+    void u8(uint8_t v) { bytes(&v, 1); }
+    void u32(uint32_t v) { unsigned char b[4]; for (int i = 0; i < 4; ++i) b[i] = (unsigned char)(v >> (8 * i)); bytes(b, 4); }
+    void u64(uint64_t v) { unsigned char b[8]; for (int i = 0; i < 8; ++i) b[i] = (unsigned char)(v >> (8 * i)); bytes(b, 8); }
+    void str(StringView s) { u32((uint32_t)s.size); bytes(s.data, s.size); }
+    void align(size_t a) { static const char zeros[64] = {}; while (position % a) bytes(zeros, (size_t)(a - position % a) < 64 ? (size_t)(a - position % a) : 64); }
+    void desc(const TensorDesc& d) { u8((uint8_t)d.type); u8(d.rank); for (uint32_t i = 0; i < d.rank; ++i) u64((uint64_t)d.dims[i]); }
+};
+
+struct BlobReader {
+    const unsigned char* data;
+    size_t size;
+    size_t position = 0;
+    bool ok = true;
+    bool need(size_t n) { if (!ok || n > size - position) ok = false; return ok; }
+    uint8_t u8() { if (!need(1)) return 0; return data[position++]; }
+    uint32_t u32() { if (!need(4)) return 0; uint32_t v = 0; for (int i = 0; i < 4; ++i) v |= (uint32_t)data[position + i] << (8 * i); position += 4; return v; }
+    uint64_t u64() { if (!need(8)) return 0; uint64_t v = 0; for (int i = 0; i < 8; ++i) v |= (uint64_t)data[position + i] << (8 * i); position += 8; return v; }
+    StringView str() { uint32_t n = u32(); if (!need(n)) return StringView(); StringView s((const char*)data + position, n); position += n; return s; }
+    const void* bytes(size_t n) { if (!need(n)) return nullptr; const void* p = data + position; position += n; return p; }
+    void align(size_t a) { size_t pad = (a - position % a) % a; if (need(pad)) position += pad; }
+    bool desc(TensorDesc* d) {
+        d->type = (ElementType)u8();
+        d->rank = u8();
+        if ((uint8_t)d->type > (uint8_t)ElementType::Bool || d->rank > kMaxRank) { ok = false; return false; }
+        for (uint32_t i = 0; i < d->rank; ++i) d->dims[i] = (int64_t)u64();
+        return ok;
+    }
+};
+
+inline void write_model(BlobWriter& w, const Model& m) {
+    const Graph& g = m.graph;
+    w.u32(m.opset);
+    w.u32(g.node_count());
+    for (NodeId v = 0; v < g.node_count(); ++v) {
+        const Node& n = g.node(v);
+        w.str(n.name);
+        w.str(n.op);
+        w.u32(n.num_inputs);
+        for (uint32_t i = 0; i < n.num_inputs; ++i) { w.u32(n.inputs[i].producer); w.u32(n.inputs[i].port); w.u8(n.inputs[i].keep_apart); }
+        w.u32(n.num_outputs);
+        for (uint32_t p = 0; p < n.num_outputs; ++p) w.desc(n.outputs ? n.outputs[p] : TensorDesc());
+        uint32_t count = 0;
+        for (const Attribute* a = n.attributes; a; a = a->next) ++count;
+        w.u32(count);
+        for (const Attribute* a = n.attributes; a; a = a->next) {
+            w.str(a->name);
+            w.u8((uint8_t)a->kind);
+            switch (a->kind) {
+                case AttributeKind::Int: w.u64((uint64_t)a->i); break;
+                case AttributeKind::Float: { uint32_t b; std::memcpy(&b, &a->f, 4); w.u32(b); break; }
+                case AttributeKind::String: w.str(a->s); break;
+                case AttributeKind::Ints: w.u32((uint32_t)a->ints.size); for (int64_t x : a->ints) w.u64((uint64_t)x); break;
+                case AttributeKind::Floats:
+                    w.u32((uint32_t)a->floats.size);
+                    for (float x : a->floats) { uint32_t b; std::memcpy(&b, &x, 4); w.u32(b); }
+                    break;
+                case AttributeKind::Tensor:
+                    w.desc(a->tensor->desc);
+                    w.u64(a->tensor->bytes);
+                    w.align(64);
+                    w.bytes(a->tensor->data, a->tensor->bytes);
+                    break;
+            }
+        }
+    }
+    w.u32(m.output_count());
+    for (uint32_t i = 0; i < m.output_count(); ++i) { w.str(m.output(i).name); w.u32(m.output(i).node); }
+}
+
+inline Status read_model(BlobReader& r, Model* m, char* error) {
+    m->opset = r.u32();
+    uint32_t count = r.u32();
+    if (!r.ok || count > r.size) { print(error, 256, "blob: bad node count"); return Status::ParseError; }
+    InputRef refs[64];
+    for (NodeId v = 0; v < count && r.ok; ++v) {
+        StringView name = r.str(), op = r.str();
+        uint32_t inputs = r.u32();
+        if (!r.ok || inputs > 64) break;
+        for (uint32_t i = 0; i < inputs; ++i) {
+            uint32_t producer = r.u32(), port = r.u32();
+            uint8_t keep = r.u8();
+            if (producer >= v) r.ok = false;   // ids are topological in a prepared model
+            refs[i] = InputRef::by_id(producer, port, keep != 0);
+        }
+        uint32_t outputs = r.u32();
+        if (!r.ok || outputs > 64) { r.ok = false; break; }
+        TensorDesc descs[64];
+        for (uint32_t p = 0; p < outputs; ++p) r.desc(&descs[p]);
+        if (!r.ok) break;
+        NodeId id = kNoNode;
+        Status s;
+        bool is_constant = op == StringView("Constant") && inputs == 0 && outputs == 1;
+        if (op == StringView("Parameter") && inputs == 0 && outputs == 1) s = m->add_input(name, descs[0], &id);
+        else if (op == StringView("Result") && inputs == 1 && outputs == 0) s = m->add_output(name, refs[0]), id = v;
+        else if (op == StringView("Absent") && inputs == 0) { InputRef a = m->absent(); id = a.producer; s = id == v ? Status::Ok : Status::ParseError; }
+        else if (is_constant) s = Status::Ok;   // added with its value below
+        else s = m->add_node(op, name, Span<const InputRef>(refs, inputs), outputs, &id);
+        if (s != Status::Ok) { print(error, 256, "blob: node %u: %s", v, m->last_error()); return s == Status::OutOfMemory ? s : Status::ParseError; }
+        uint32_t attributes = r.u32();
+        for (uint32_t k = 0; k < attributes && r.ok; ++k) {
+            Attribute a;
+            a.name = r.str();
+            a.kind = (AttributeKind)r.u8();
+            switch (a.kind) {
+                case AttributeKind::Int: a.i = (int64_t)r.u64(); break;
+                case AttributeKind::Float: { uint32_t b = r.u32(); std::memcpy(&a.f, &b, 4); break; }
+                case AttributeKind::String: a.s = r.str(); break;
+                case AttributeKind::Ints: {
+                    uint32_t n = r.u32();
+                    if (!r.need((size_t)n * 8)) break;
+                    int64_t* x = m->arena.allocate_array<int64_t>(n + 1);
+                    if (!x) return Status::OutOfMemory;
+                    for (uint32_t i = 0; i < n; ++i) x[i] = (int64_t)r.u64();
+                    a.ints = Span<const int64_t>(x, n);
+                    break;
+                }
+                case AttributeKind::Floats: {
+                    uint32_t n = r.u32();
+                    if (!r.need((size_t)n * 4)) break;
+                    float* x = m->arena.allocate_array<float>(n + 1);
+                    if (!x) return Status::OutOfMemory;
+                    for (uint32_t i = 0; i < n; ++i) { uint32_t b = r.u32(); std::memcpy(&x[i], &b, 4); }
+                    a.floats = Span<const float>(x, n);
+                    break;
+                }
+                case AttributeKind::Tensor: {
+                    ConstTensor* t = m->arena.allocate_array<ConstTensor>(1);
+                    if (!t) return Status::OutOfMemory;
+                    r.desc(&t->desc);
+                    t->bytes = (size_t)r.u64();
+                    r.align(64);
+                    t->data = r.bytes(t->bytes);
+                    uint64_t n = 0;
+                    if (!desc_elements(t->desc, &n) || n * element_size(t->desc.type) != t->bytes) r.ok = false;
+                    a.tensor = t;
+                    break;
+                }
+                default: r.ok = false;
+            }
+            if (!r.ok) break;
+            if (is_constant && a.kind == AttributeKind::Tensor && a.name == StringView("value")) {
+                s = m->add_constant(name, a.tensor->desc, a.tensor->data, &id, false);
+                if (s != Status::Ok) { print(error, 256, "blob: node %u: %s", v, m->last_error()); return Status::ParseError; }
+                continue;
+            }
+            if (id == kNoNode || id != v) { r.ok = false; break; }
+            s = m->graph.add_attribute(id, a);
+            if (s != Status::Ok) return s;
+        }
+        if (!r.ok || id != v) { r.ok = false; break; }
+        for (uint32_t p = 0; p < outputs; ++p) {
+            s = m->graph.set_output_desc(id, p, descs[p]);
+            if (s != Status::Ok) { r.ok = false; break; }
+        }
+    }
+    uint32_t outputs = r.u32();
+    for (uint32_t i = 0; i < outputs && r.ok; ++i) {
+        StringView name = r.str();
+        uint32_t node = r.u32();
+        if (!r.ok || node >= m->graph.node_count() || m->find_output(name) != i) r.ok = false;
+    }
+    if (!r.ok) { print(error, 256, "blob: the model section is malformed"); return Status::ParseError; }
+    Status s = m->finalize();
+    if (s != Status::Ok) { print(error, 256, "blob: %s", m->last_error()); return Status::ParseError; }
+    return Status::Ok;
+}
+
+inline Status write_blob(const CompiledModel::Impl& m, BlobWriter& w) {
+    w.str(StringView(m.device_string));
+    w.u32(m.config_count);
+    for (uint32_t i = 0; i < m.config_count; ++i) {
+        w.str(m.config[i].device->name());
+        w.str(StringView(m.config[i].key));
+        w.str(StringView(m.config[i].value));
+    }
+    write_model(w, m.prepared.model);
+    w.u32(m.subgraph_count);
+    for (uint32_t s = 0; s < m.subgraph_count; ++s) {
+        w.str(m.subgraph_device[s]->name());
+        uint32_t count = 0;
+        for (NodeId v = 0; v < m.prepared.model.graph.node_count(); ++v) if (m.subgraph_of[v] == s) ++count;
+        w.u32(count);
+        for (NodeId v = 0; v < m.prepared.model.graph.node_count(); ++v) if (m.subgraph_of[v] == s) w.u32(v);
+    }
+    struct Sink { BlobWriter* w; };
+    for (uint32_t s = 0; s < m.subgraph_count; ++s) {   // each payload: its size, then its bytes
+        BlobWriter counter;
+        Status st = m.programs[s]->export_payload([](void* u, const char*, size_t n) { static_cast<BlobWriter*>(u)->position += n; }, &counter);
+        if (st != Status::Ok) return st;
+        w.u64(counter.position);
+        Sink sink{&w};
+        st = m.programs[s]->export_payload([](void* u, const char* d, size_t n) { static_cast<Sink*>(u)->w->bytes(d, n); }, &sink);
+        if (st != Status::Ok) return st;
+    }
+    return Status::Ok;
+}
+}  // namespace detail
+
+Status CompiledModel::export_model(WriteFn write, void* user) const {
+    if (!impl_) return Status::NotFinalized;
+    if (!write) return Status::InvalidArgument;
+    detail::BlobWriter counter;   // pass 1: size and checksum
+    Status s = detail::write_blob(*impl_, counter);
+    if (s != Status::Ok) return s;
+    unsigned char header[detail::kBlobHeader] = {'T', 'E', 'S', 'S', 'E', 'L', 'C', 'M'};
+    for (int i = 0; i < 4; ++i) header[8 + i] = (unsigned char)(detail::kBlobVersion >> (8 * i));
+    for (int i = 0; i < 8; ++i) header[16 + i] = (unsigned char)(counter.position >> (8 * i));
+    for (int i = 0; i < 8; ++i) header[24 + i] = (unsigned char)(counter.hash >> (8 * i));
+    write(user, reinterpret_cast<const char*>(header), sizeof header);
+    detail::BlobWriter writer;
+    writer.write = write;
+    writer.user = user;
+    return detail::write_blob(*impl_, writer);
+}
+
+Status Core::import_model(const void* blob, size_t size, CompiledModel* out) {
+    if (!impl_) return fail(Status::OutOfMemory, "out of memory");
+    if (!out || (!blob && size)) return fail(Status::InvalidArgument, "import_model: null argument");
+    destroy(out->impl_);
+    out->impl_ = nullptr;
+    const unsigned char* b = static_cast<const unsigned char*>(blob);
+    if (size < detail::kBlobHeader) return fail(Status::ParseError, "blob: truncated (%zu bytes, the header alone has 32)", size);
+    if (std::memcmp(b, "TESSELCM", 8) != 0) return fail(Status::ParseError, "blob: not a Tessel compiled model");
+    detail::BlobReader header{b, detail::kBlobHeader};
+    header.position = 8;
+    uint32_t version = header.u32();
+    uint32_t reserved = header.u32();
+    uint64_t payload = header.u64(), checksum = header.u64();
+    if (version != detail::kBlobVersion)
+        return fail(Status::Unsupported, "blob: format version %u (this build reads %u)", version, detail::kBlobVersion);
+    if (reserved != 0) return fail(Status::ParseError, "blob: malformed header");
+    if (payload != size - detail::kBlobHeader)
+        return fail(Status::ParseError, "blob: %s (%zu payload bytes, the header says %llu)",
+                    payload > size - detail::kBlobHeader ? "truncated" : "trailing bytes", size - detail::kBlobHeader,
+                    (unsigned long long)payload);
+    if (size > limits_.max_file_bytes)
+        return fail(Status::LimitExceeded, "blob: %zu bytes (limit %llu)", size, (unsigned long long)limits_.max_file_bytes);
+    if (detail::fnv(1469598103934665603ull, b + detail::kBlobHeader, (size_t)payload) != checksum)
+        return fail(Status::ParseError, "blob: checksum mismatch (the blob is corrupted)");
+    std::lock_guard<std::mutex> lock(impl_->compile_mutex);
+    CompiledModel::Impl* m = create<CompiledModel::Impl>();
+    if (!m) return fail(Status::OutOfMemory, "out of memory");
+    void* raw = nullptr;
+    void* copy = detail::aligned_block((size_t)payload, &raw);   // constants point into it
+    if (!copy) { destroy(m); return fail(Status::OutOfMemory, "out of memory"); }
+    m->blob = raw;
+    std::memcpy(copy, b + detail::kBlobHeader, (size_t)payload);
+    detail::CompileJob job;
+    job.core = this;
+    Arena scratch;
+    Status s = import_job(&job, copy, (size_t)payload, m, &scratch);
+    detail::restore(&job);
+    if (s != Status::Ok) { destroy(m); return s; }
+    out->impl_ = m;
+    return Status::Ok;
+}
+
+Status Core::import_job(void* job_pointer, const void* payload, size_t size, void* impl, Arena* scratch) {
+    detail::CompileJob& job = *static_cast<detail::CompileJob*>(job_pointer);
+    CompiledModel::Impl* m = static_cast<CompiledModel::Impl*>(impl);
+    detail::BlobReader r{static_cast<const unsigned char*>(payload), size};
+    StringView device_string = r.str();
+    if (!r.ok) return fail(Status::ParseError, "blob: malformed device list");
+    Status s = detail::parse_device_string(this, device_string, &job);
+    if (s != Status::Ok) return s;
+    detail::print(m->device_string, sizeof m->device_string, "%.*s", (int)device_string.size, device_string.data);
+    uint32_t config_count = r.u32();
+    for (uint32_t i = 0; i < config_count && r.ok; ++i) {
+        StringView device = r.str(), key = r.str(), value = r.str();
+        if (!r.ok) break;
+        Device* d = this->device(device);
+        if (!d) return fail(Status::NotFound, "blob: device %.*s is not registered", (int)device.size, device.data);
+        s = detail::save_and_set(&job, scratch, d, key, value);
+        if (s != Status::Ok) return s;
+    }
+    if (!r.ok) return fail(Status::ParseError, "blob: malformed config");
+    m->source = create<Model>();
+    if (!m->source) return fail(Status::OutOfMemory, "out of memory");
+    char error[256] = {};
+    s = detail::read_model(r, m->source, error);
+    if (s != Status::Ok) return fail(s, "%s", error);
+    s = detail_prepare::run(*m->source, Span<const InputShape>(), limits_, detail::lookup_kernel, &job,
+                            detail::prepare_threads(&job), &m->prepared, error);
+    if (s != Status::Ok) return fail(s, "blob: %s", error);
+    const Graph& g = m->prepared.model.graph;
+    const Graph& src = m->source->graph;
+    uint32_t n = g.node_count();
+    m->subgraph_count = r.u32();
+    if (!r.ok || m->subgraph_count == 0 || m->subgraph_count > n) return fail(Status::ParseError, "blob: bad subgraph count");
+    m->subgraph_of = m->arena.allocate_array<uint32_t>(n + 1);
+    m->subgraph_device = m->arena.allocate_array<Device*>(m->subgraph_count + 1);
+    Span<const NodeId>* members = m->arena.allocate_array<Span<const NodeId>>(m->subgraph_count + 1);
+    if (!m->subgraph_of || !m->subgraph_device || !members) return fail(Status::OutOfMemory, "out of memory");
+    for (NodeId v = 0; v < n; ++v) m->subgraph_of[v] = 0xffffffffu;
+    for (uint32_t k = 0; k < m->subgraph_count; ++k) {
+        StringView device = r.str();
+        uint32_t count = r.u32();
+        if (!r.ok || count > n) return fail(Status::ParseError, "blob: malformed partition");
+        m->subgraph_device[k] = nullptr;
+        for (uint32_t d = 0; d < job.count; ++d) if (job.list[d]->name() == device) m->subgraph_device[k] = job.list[d];
+        if (!m->subgraph_device[k]) return fail(Status::ParseError, "blob: subgraph %u names device %.*s, not in the list", k, (int)device.size, device.data);
+        NodeId* nodes = m->arena.allocate_array<NodeId>(count + 1);
+        if (!nodes) return fail(Status::OutOfMemory, "out of memory");
+        for (uint32_t i = 0; i < count; ++i) {
+            uint32_t old = r.u32();
+            if (!r.ok || old >= src.node_count()) return fail(Status::ParseError, "blob: malformed partition");
+            NodeId v = g.find(src.node(old).name);
+            if (v == kNoNode || m->subgraph_of[v] != 0xffffffffu) return fail(Status::ParseError, "blob: the partition places node %u twice or not at all", old);
+            m->subgraph_of[v] = k;
+            nodes[i] = v;
+        }
+        std::sort(nodes, nodes + count);
+        members[k] = Span<const NodeId>(nodes, count);
+    }
+    for (NodeId v = 0; v < n; ++v)
+        if (m->subgraph_of[v] == 0xffffffffu) return fail(Status::ParseError, "blob: the partition leaves node '%.*s' out", (int)g.node(v).name.size, g.node(v).name.data);
+    const void** payloads = m->arena.allocate_array<const void*>(m->subgraph_count + 1);
+    size_t* sizes = m->arena.allocate_array<size_t>(m->subgraph_count + 1);
+    if (!payloads || !sizes) return fail(Status::OutOfMemory, "out of memory");
+    for (uint32_t k = 0; k < m->subgraph_count; ++k) {
+        uint64_t bytes = r.u64();
+        if (!r.ok || bytes > size) return fail(Status::ParseError, "blob: malformed device payload");
+        sizes[k] = (size_t)bytes;
+        payloads[k] = r.bytes((size_t)bytes);
+        if (!r.ok) return fail(Status::ParseError, "blob: malformed device payload");
+    }
+    if (r.position != size) return fail(Status::ParseError, "blob: %zu bytes after the last section", size - r.position);
+    m->device_count = job.count;
+    for (uint32_t d = 0; d < job.count; ++d) m->devices[d] = job.list[d];
+    s = detail::snapshot_config(&job, m);
+    if (s != Status::Ok) return fail(s, "out of memory");
+    return detail::finish_compile(this, &job, m, payloads, sizes, members);
 }
 
 // >>ops

@@ -1,0 +1,326 @@
+// runtime.h: tensors, devices, Core, HETERO, compiled models, memory plan, infer requests.
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <cstring>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "runtime.h"
+#include "test_helpers.h"
+
+using namespace tessel;
+
+namespace {
+
+TensorDesc float_desc(std::initializer_list<int64_t> dims) {
+    TensorDesc d;
+    d.type = ElementType::Float32;
+    d.rank = (uint8_t)dims.size();
+    int i = 0;
+    for (int64_t x : dims) d.dims[i++] = x;
+    return d;
+}
+
+// x[2,3,8] -> Add(bias[8]) -> Relu -> Mul(x) -> Sigmoid -> y ; plus a second output Tanh(x).
+void build_small(Model* m) {
+    NodeId x, bias, add, relu, mul, sig, th;
+    REQUIRE(m->add_input("x", float_desc({2, 3, 8}), &x) == Status::Ok);
+    float b[8];
+    for (int i = 0; i < 8; ++i) b[i] = 0.25f * (float)i - 1.0f;
+    REQUIRE(m->add_constant("bias", float_desc({8}), b, &bias) == Status::Ok);
+    InputRef a1[] = {InputRef::by_id(x), InputRef::by_id(bias)};
+    REQUIRE(m->add_node("Add", "add", a1, 1, &add) == Status::Ok);
+    InputRef a2[] = {InputRef::by_id(add)};
+    REQUIRE(m->add_node("Relu", "relu", a2, 1, &relu) == Status::Ok);
+    InputRef a3[] = {InputRef::by_id(relu), InputRef::by_id(x)};
+    REQUIRE(m->add_node("Mul", "mul", a3, 1, &mul) == Status::Ok);
+    InputRef a4[] = {InputRef::by_id(mul)};
+    REQUIRE(m->add_node("Sigmoid", "sig", a4, 1, &sig) == Status::Ok);
+    InputRef a5[] = {InputRef::by_id(x)};
+    REQUIRE(m->add_node("Tanh", "tanh", a5, 1, &th) == Status::Ok);
+    REQUIRE(m->add_output("y", InputRef::by_id(sig)) == Status::Ok);
+    REQUIRE(m->add_output("t", InputRef::by_id(th)) == Status::Ok);
+    REQUIRE(m->finalize() == Status::Ok);
+}
+
+void fill(Tensor& t, uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> u(-3.0f, 3.0f);
+    float* p = t.data_as<float>();
+    for (uint64_t i = 0; i < t.elements(); ++i) p[i] = u(rng);
+}
+
+std::vector<std::vector<float>> run_model(const Model& m, const char* device, std::vector<ConfigEntry> config = {},
+                                          uint32_t seed = 1, CompiledModel* keep = nullptr) {
+    Core core;
+    CompiledModel local;
+    CompiledModel& compiled = keep ? *keep : local;
+    Status s = core.compile_model(m, device, Span<const ConfigEntry>(config.data(), config.size()), &compiled);
+    INFO(core.last_error());
+    REQUIRE(s == Status::Ok);
+    InferRequest request;
+    REQUIRE(compiled.create_request(&request) == Status::Ok);
+    for (uint32_t i = 0; i < compiled.input_count(); ++i) fill(request.input(i), seed + i);
+    s = request.infer();
+    INFO(request.last_error());
+    REQUIRE(s == Status::Ok);
+    std::vector<std::vector<float>> out;
+    for (uint32_t i = 0; i < compiled.output_count(); ++i) {
+        const Tensor& t = request.output(i);
+        out.emplace_back(t.data_as<float>(), t.data_as<float>() + t.elements());
+    }
+    return out;
+}
+
+bool bitwise_equal(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b) {
+    if (a.size() != b.size()) return false;
+    for (size_t i = 0; i < a.size(); ++i) {
+        if (a[i].size() != b[i].size()) return false;
+        if (!a[i].empty() && std::memcmp(a[i].data(), b[i].data(), a[i].size() * sizeof(float)) != 0) return false;
+    }
+    return true;
+}
+
+}  // namespace
+
+TEST_CASE("runtime: Tensor allocate, view and their errors") {
+    Tensor t;
+    int64_t shape[] = {2, 3};
+    REQUIRE(t.allocate(ElementType::Float32, shape) == Status::Ok);
+    CHECK(t.elements() == 6);
+    CHECK(t.bytes() == 24);
+    CHECK(t.dense());
+    CHECK(t.owns());
+    CHECK(((uintptr_t)t.data() & 63) == 0);
+    int64_t bad[] = {2, -1};
+    CHECK(t.allocate(ElementType::Float32, bad) == Status::InvalidArgument);
+    CHECK(t.allocate(ElementType::Undefined, shape) == Status::InvalidArgument);
+    int64_t deep[9] = {1, 1, 1, 1, 1, 1, 1, 1, 1};
+    CHECK(t.allocate(ElementType::Float32, Span<const int64_t>(deep, 9)) == Status::LimitExceeded);
+    int64_t huge[] = {1ll << 40, 1ll << 40};
+    CHECK(t.allocate(ElementType::Float32, huge) == Status::LimitExceeded);
+    Tensor v;
+    CHECK(v.view(ElementType::Float32, shape, nullptr) == Status::InvalidArgument);
+    float data[6];
+    int64_t strides[] = {1, 2};   // column-major view
+    REQUIRE(v.view(ElementType::Float32, shape, data, strides) == Status::Ok);
+    CHECK(!v.dense());
+    CHECK(!v.owns());
+    Tensor moved(static_cast<Tensor&&>(t));
+    CHECK(moved.owns());
+    CHECK(t.data() == nullptr);
+}
+
+TEST_CASE("runtime: device registry, metrics and config errors") {
+    Core core;
+    CHECK(core.device_count() == 2);
+    REQUIRE(core.device("CPU") != nullptr);
+    REQUIRE(core.device("TEMPLATE") != nullptr);
+    CHECK(core.device("NPU") == nullptr);
+    Device* cpu = core.device("CPU");
+    StringView v;
+    CHECK(cpu->get_metric("FULL_DEVICE_NAME", &v) == Status::Ok);
+    CHECK(test::to_string(v).find("Tessel CPU") == 0);
+    CHECK(cpu->get_metric("SUPPORTED_CONFIG_KEYS", &v) == Status::Ok);
+    CHECK(test::to_string(v) == "NUM_THREADS PERF_COUNT FUSION ISA");
+    CHECK(cpu->get_metric("SUPPORTED_METRICS", &v) == Status::Ok);
+    CHECK(test::to_string(v).find("OPTIMIZATION_CAPABILITIES") != std::string::npos);
+    CHECK(cpu->get_metric("AVAILABLE_DEVICES", &v) == Status::Ok);
+    CHECK(cpu->get_metric("NO_SUCH_METRIC", &v) == Status::NotFound);
+    CHECK(std::string(cpu->last_error()) == "device CPU has no metric 'NO_SUCH_METRIC'");
+    CHECK(cpu->set_config("NO_SUCH_KEY", "1") == Status::NotFound);
+    CHECK(std::string(cpu->last_error()) == "device CPU has no config key 'NO_SUCH_KEY'");
+    CHECK(cpu->get_config("NO_SUCH_KEY", &v) == Status::NotFound);
+    CHECK(cpu->set_config("NUM_THREADS", "0") == Status::InvalidArgument);
+    CHECK(cpu->set_config("NUM_THREADS", "x") == Status::InvalidArgument);
+    CHECK(cpu->set_config("PERF_COUNT", "maybe") == Status::InvalidArgument);
+    REQUIRE(cpu->set_config("NUM_THREADS", "2") == Status::Ok);
+    CHECK(cpu->get_config("NUM_THREADS", &v) == Status::Ok);
+    CHECK(test::to_string(v) == "2");
+    Device* t = core.device("TEMPLATE");
+    CHECK(t->set_config("SUPPORTED_OPS", "Relu,NoSuchOp") == Status::InvalidArgument);
+    CHECK(std::string(t->last_error()) == "TEMPLATE: SUPPORTED_OPS names 'NoSuchOp', which is not an op");
+    CHECK(t->set_config("SUPPORTED_OPS", "Relu,Add") == Status::Ok);
+
+    Model m;
+    build_small(&m);
+    CompiledModel compiled;
+    CHECK(core.compile_model(m, "NPU", {}, &compiled) == Status::NotFound);
+    CHECK(std::string(core.last_error()) == "unknown device 'NPU' in 'NPU'");
+    CHECK(core.compile_model(m, "HETERO:CPU,NPU", {}, &compiled) == Status::NotFound);
+    CHECK(core.compile_model(m, "CPU,TEMPLATE", {}, &compiled) == Status::InvalidArgument);
+    CHECK(std::string(core.last_error()) == "'CPU,TEMPLATE': several devices need HETERO:");
+    CHECK(core.compile_model(m, "HETERO:CPU,CPU", {}, &compiled) == Status::InvalidArgument);
+    ConfigEntry unknown_key[] = {{"CPU:NO_SUCH_KEY", "1"}};
+    CHECK(core.compile_model(m, "CPU", unknown_key, &compiled) == Status::NotFound);
+    CHECK(std::string(core.last_error()) == "device CPU has no config key 'NO_SUCH_KEY'");
+    ConfigEntry unknown_device[] = {{"NPU:KEY", "1"}};
+    CHECK(core.compile_model(m, "CPU", unknown_device, &compiled) == Status::NotFound);
+    CHECK(std::string(core.last_error()) == "config: unknown device 'NPU'");
+    ConfigEntry bad_algorithm[] = {{"HETERO_ALGORITHM", "best"}};
+    CHECK(core.compile_model(m, "HETERO:TEMPLATE,CPU", bad_algorithm, &compiled) == Status::InvalidArgument);
+    CHECK(!compiled.compiled());
+    // A compile's config lasts for that compile only.
+    ConfigEntry threads[] = {{"CPU:NUM_THREADS", "3"}};
+    REQUIRE(core.compile_model(m, "CPU", threads, &compiled) == Status::Ok);
+    CHECK(cpu->get_config("NUM_THREADS", &v) == Status::Ok);
+    CHECK(test::to_string(v) == "2");
+
+    // Registry errors.
+    CHECK(core.register_device(nullptr) == Status::InvalidArgument);
+    CHECK(core.register_device(core.device("CPU")) == Status::DuplicateName);
+}
+
+TEST_CASE("runtime: an empty model and a query on it") {
+    Core core;
+    Model empty;
+    REQUIRE(empty.finalize() == Status::Ok);
+    uint16_t devices[1];
+    CHECK(core.query_model(empty, "HETERO:TEMPLATE,CPU", devices) == Status::Ok);
+    CompiledModel compiled;
+    CHECK(core.compile_model(empty, "CPU", {}, &compiled) == Status::InvalidArgument);
+    CHECK(std::string(core.last_error()) == "the model has no outputs");
+    Model unfinalized;
+    CHECK(core.compile_model(unfinalized, "CPU", {}, &compiled) == Status::NotFinalized);
+}
+
+TEST_CASE("runtime: CPU fuses the elementwise island and matches TEMPLATE bit for bit") {
+    Model m;
+    build_small(&m);
+    CompiledModel cpu_model, template_model;
+    auto cpu = run_model(m, "CPU", {}, 7, &cpu_model);
+    auto ref = run_model(m, "TEMPLATE", {}, 7, &template_model);
+    CHECK(bitwise_equal(cpu, ref));
+    // On CPU: the chain Add-Relu-Mul-Sigmoid is one island, Tanh (a sibling, not a consumer)
+    // another; on TEMPLATE every node is a kernel.
+    CHECK(cpu_model.step_count() == 2);
+    CHECK(template_model.step_count() == 5);
+    CHECK(cpu_model.placement().size == 1);
+    CHECK(cpu_model.placement()[0].nodes == 5);
+    CHECK(cpu_model.placement()[0].kernels == 2);
+    // and against plain double math, loosely
+    Core core;
+    CompiledModel c;
+    REQUIRE(core.compile_model(m, "CPU", {}, &c) == Status::Ok);
+    InferRequest r;
+    REQUIRE(c.create_request(&r) == Status::Ok);
+    fill(r.input(0), 7);
+    REQUIRE(r.infer() == Status::Ok);
+    const float* x = r.input(0).data_as<float>();
+    const float* y = r.output(0).data_as<float>();
+    const float* t = r.output(1).data_as<float>();
+    for (int i = 0; i < 48; ++i) {
+        double b = 0.25 * (i % 8) - 1.0;
+        double a = x[i] + b;
+        double e = 1.0 / (1.0 + std::exp(-(a > 0 ? a : 0) * x[i]));
+        CHECK(std::fabs(y[i] - e) < 1e-6);
+        CHECK(std::fabs(t[i] - std::tanh((double)x[i])) < 1e-6);
+    }
+}
+
+TEST_CASE("runtime: FUSION=NO runs every node with reference kernels, same bits") {
+    Model m;
+    build_small(&m);
+    CompiledModel unfused;
+    auto a = run_model(m, "CPU", {{"FUSION", "NO"}}, 3, &unfused);
+    auto b = run_model(m, "CPU", {}, 3);
+    CHECK(unfused.step_count() == 5);
+    CHECK(bitwise_equal(a, b));
+}
+
+namespace {
+std::vector<char> export_blob(const CompiledModel& compiled) {
+    std::vector<char> blob;
+    REQUIRE(compiled.export_model([](void* u, const char* d, size_t n) { static_cast<std::vector<char>*>(u)->insert(static_cast<std::vector<char>*>(u)->end(), d, d + n); }, &blob) == Status::Ok);
+    return blob;
+}
+
+std::vector<std::vector<float>> run_compiled(const CompiledModel& compiled, uint32_t seed) {
+    InferRequest request;
+    REQUIRE(compiled.create_request(&request) == Status::Ok);
+    for (uint32_t i = 0; i < compiled.input_count(); ++i) fill(request.input(i), seed + i);
+    Status s = request.infer();
+    INFO(request.last_error());
+    REQUIRE(s == Status::Ok);
+    std::vector<std::vector<float>> out;
+    for (uint32_t i = 0; i < compiled.output_count(); ++i) {
+        const Tensor& t = request.output(i);
+        out.emplace_back(t.data_as<float>(), t.data_as<float>() + t.elements());
+    }
+    return out;
+}
+}  // namespace
+
+TEST_CASE("runtime: export, import, same outputs; every corruption is rejected") {
+    Model m;
+    build_small(&m);
+    Core core;
+    CompiledModel compiled;
+    ConfigEntry config[] = {{"TEMPLATE:SUPPORTED_OPS", "Relu,Tanh"}};
+    REQUIRE(core.compile_model(m, "HETERO:TEMPLATE,CPU", config, &compiled) == Status::Ok);
+    std::vector<char> blob = export_blob(compiled);
+    CompiledModel imported;
+    Status s = core.import_model(blob.data(), blob.size(), &imported);
+    INFO(core.last_error());
+    REQUIRE(s == Status::Ok);
+    CHECK(bitwise_equal(run_compiled(compiled, 5), run_compiled(imported, 5)));
+    CHECK(imported.placement().size == 2);
+    CHECK(imported.step_count() == compiled.step_count());
+    // Truncated at every length.
+    for (size_t n = 0; n < blob.size(); ++n) {
+        CompiledModel c;
+        Status t = core.import_model(blob.data(), n, &c);
+        CHECK(t == Status::ParseError);
+        CHECK(!c.compiled());
+    }
+    // Every byte flipped.
+    for (size_t i = 0; i < blob.size(); ++i) {
+        std::vector<char> bad = blob;
+        bad[i] ^= 0x20;
+        CompiledModel c;
+        Status t = core.import_model(bad.data(), bad.size(), &c);
+        if (i >= 8 && i < 12) CHECK(t == Status::Unsupported);   // format version
+        else CHECK(t == Status::ParseError);
+    }
+    // A foreign file, a newer version, trailing bytes.
+    const char foreign[] = "PK\x03\x04 this is a zip file, not a compiled model";
+    CompiledModel c;
+    CHECK(core.import_model(foreign, sizeof foreign, &c) == Status::ParseError);
+    CHECK(std::string(core.last_error()) == "blob: not a Tessel compiled model");
+    std::vector<char> newer = blob;
+    newer[8] = 2;
+    CHECK(core.import_model(newer.data(), newer.size(), &c) == Status::Unsupported);
+    CHECK(std::string(core.last_error()) == "blob: format version 2 (this build reads 1)");
+    std::vector<char> longer = blob;
+    longer.push_back(0);
+    CHECK(core.import_model(longer.data(), longer.size(), &c) == Status::ParseError);
+    CHECK(std::string(core.last_error()).find("trailing bytes") != std::string::npos);
+    std::vector<char> flipped = blob;
+    flipped[blob.size() / 2] ^= 1;
+    CHECK(core.import_model(flipped.data(), flipped.size(), &c) == Status::ParseError);
+    CHECK(std::string(core.last_error()) == "blob: checksum mismatch (the blob is corrupted)");
+    // A device the blob names must be registered.
+    struct Dummy : Device {
+        StringView name() const override { return "NPU"; }
+        Status get_metric(StringView, StringView*) override { return Status::NotFound; }
+        Status set_config(StringView, StringView) override { return Status::NotFound; }
+        Status get_config(StringView, StringView*) override { return Status::NotFound; }
+        Status query_model(const PreparedModel& pm, uint8_t* s) override {
+            for (uint32_t i = 0; i < pm.model.graph.node_count(); ++i) s[i] = 0;
+            return Status::Ok;
+        }
+        Status compile_subgraph(const PreparedModel&, Span<const NodeId>, DeviceProgram**) override { return Status::Unsupported; }
+        Status import_subgraph(const PreparedModel&, Span<const NodeId>, const void*, size_t, DeviceProgram**) override { return Status::Unsupported; }
+        Status add_extension(const OpKernel&) override { return Status::Unsupported; }
+    } npu;
+    Core with_npu;
+    REQUIRE(with_npu.register_device(&npu) == Status::Ok);
+    CompiledModel on_npu;
+    REQUIRE(with_npu.compile_model(m, "HETERO:NPU,CPU", {}, &on_npu) == Status::Ok);
+    std::vector<char> npu_blob = export_blob(on_npu);
+    CHECK(core.import_model(npu_blob.data(), npu_blob.size(), &c) == Status::NotFound);
+    CHECK(std::string(core.last_error()) == "unknown device 'NPU' in 'HETERO:NPU,CPU'");
+}
