@@ -1167,7 +1167,10 @@ struct detail_prepare {
         for (NodeId id : order) {
             const Node& node = g.node(id);
             if (node.op == StringView("Parameter") || node.op == StringView("Result")) continue;
-            if (!needed[id]) { ++removed; continue; }
+            if (!needed[id]) {   // dead, or read only by folded nodes (weights are not counted)
+                if (!(node.op == StringView("Constant") && node.num_inputs == 0) && node.op != StringView("Absent")) ++removed;
+                continue;
+            }
             if (node.op == StringView("Absent")) {
                 InputRef r = m.absent();
                 new_id[base[id]] = r.producer;
@@ -1826,6 +1829,27 @@ inline Status CpuDevice::build_cpu(ReferenceProgram* p, const PreparedModel& mod
         local_of[id] = lid;
         ++members;
     }
+    // A member read outside the subgraph (another subgraph, or a model output) gets a local
+    // sink, so an island always writes it out.
+    for (NodeId id : nodes) {
+        if (local_of[id] == kNoNode || is_free_op(g.node(id).op)) continue;
+        bool outside = false;
+        for (NodeId succ : g.successors(id)) if (local_of[succ] == kNoNode || is_free_op(g.node(succ).op)) outside = true;
+        if (!outside) continue;
+        if (local.node_count() + 1 >= capacity) return fail(Status::LimitExceeded, "CPU: subgraph too large");
+        InputRef in = InputRef::by_id(local_of[id], 0);
+        NodeSpec spec;
+        std::snprintf(name, sizeof name, "s%u", local.node_count());
+        spec.name = StringView(name);
+        spec.op = "Result";
+        spec.inputs = Span<const InputRef>(&in, 1);
+        spec.num_outputs = 0;
+        NodeId sink;
+        s = local.add_node(spec, &sink);
+        if (s != Status::Ok) return fail(s, "CPU: %s", local.last_error());
+        origin[sink] = id;
+        origin_port[sink] = 0;
+    }
     s = local.finalize();
     if (s != Status::Ok) return fail(s, "CPU: %s", local.last_error());
     uint32_t ln = local.node_count();
@@ -1889,7 +1913,7 @@ inline Status CpuDevice::build_cpu(ReferenceProgram* p, const PreparedModel& mod
         if (u >= island_count) {   // a single node
             NodeId v = u - island_count;
             const Node& lnode = local.node(v);
-            if (lnode.op != StringView("Parameter") && lnode.op != StringView("Constant")) {
+            if (lnode.op != StringView("Parameter") && lnode.op != StringView("Constant") && lnode.op != StringView("Result")) {
                 NodeId id = origin[v];
                 const Node& node = g.node(id);
                 uint32_t* reads = p->arena.allocate_array<uint32_t>(node.num_inputs + 1);

@@ -324,3 +324,133 @@ TEST_CASE("runtime: export, import, same outputs; every corruption is rejected")
     CHECK(core.import_model(npu_blob.data(), npu_blob.size(), &c) == Status::NotFound);
     CHECK(std::string(core.last_error()) == "unknown device 'NPU' in 'HETERO:NPU,CPU'");
 }
+
+namespace {
+// A chain x -> op_1 -> ... -> op_k -> y of unary elementwise ops, node i on `affinity[i]`
+// ("" for none).
+void build_chain(Model* m, const std::vector<std::string>& ops, const std::vector<std::string>& affinity) {
+    NodeId prev;
+    REQUIRE(m->add_input("x", float_desc({3, 33}), &prev) == Status::Ok);
+    for (size_t i = 0; i < ops.size(); ++i) {
+        InputRef in[] = {InputRef::by_id(prev)};
+        std::string name = "n" + std::to_string(i);
+        NodeId id;
+        REQUIRE(m->add_node(StringView(ops[i].c_str()), StringView(name.c_str()), in, 1, &id) == Status::Ok);
+        if (!affinity[i].empty()) REQUIRE(m->graph.set_affinity(id, StringView(affinity[i].c_str())) == Status::Ok);
+        prev = id;
+    }
+    REQUIRE(m->add_output("y", InputRef::by_id(prev)) == Status::Ok);
+    REQUIRE(m->finalize() == Status::Ok);
+}
+
+// Random DAG of elementwise ops on [4,16] tensors (and [16] constants), several outputs.
+void build_random(Model* m, uint32_t seed, uint32_t nodes, std::vector<std::string>* names) {
+    std::mt19937 rng(seed);
+    std::vector<NodeId> values;
+    NodeId x0, x1;
+    REQUIRE(m->add_input("x0", float_desc({4, 16}), &x0) == Status::Ok);
+    REQUIRE(m->add_input("x1", float_desc({4, 16}), &x1) == Status::Ok);
+    values = {x0, x1};
+    float c[16];
+    for (int i = 0; i < 16; ++i) c[i] = 0.125f * (float)i - 0.9f;
+    NodeId k;
+    REQUIRE(m->add_constant("c", float_desc({16}), c, &k) == Status::Ok);
+    values.push_back(k);
+    const char* unary[] = {"Relu", "Sigmoid", "Tanh", "Abs", "Neg", "Softsign"};
+    const char* binary[] = {"Add", "Mul", "Sub", "Max", "Min"};
+    std::vector<int> used(1000, 0);
+    for (uint32_t i = 0; i < nodes; ++i) {
+        std::string name = "v" + std::to_string(i);
+        NodeId id;
+        NodeId a = values[rng() % values.size()];
+        if (rng() % 2) {
+            InputRef in[] = {InputRef::by_id(a)};
+            REQUIRE(m->add_node(unary[rng() % 6], StringView(name.c_str()), in, 1, &id) == Status::Ok);
+        } else {
+            NodeId b = values[rng() % values.size()];
+            if (a == k && b == k) b = x0;
+            InputRef in[] = {InputRef::by_id(a), InputRef::by_id(b)};
+            REQUIRE(m->add_node(binary[rng() % 5], StringView(name.c_str()), in, 1, &id) == Status::Ok);
+            used[b] = 1;
+        }
+        used[a] = 1;
+        values.push_back(id);
+        names->push_back(name);
+    }
+    int outputs = 0;
+    for (NodeId v : values)
+        if (v > k && !used[v]) {
+            std::string name = "out" + std::to_string(outputs++);
+            REQUIRE(m->add_output(StringView(name.c_str()), InputRef::by_id(v)) == Status::Ok);
+        }
+    REQUIRE(m->finalize() == Status::Ok);
+}
+}  // namespace
+
+TEST_CASE("runtime: HETERO:TEMPLATE,CPU equals CPU alone for every single-node placement of a chain") {
+    std::vector<std::string> ops = {"Relu", "Sigmoid", "Tanh", "Abs", "Exp", "Neg", "Softsign"};
+    Model reference_model;
+    build_chain(&reference_model, ops, std::vector<std::string>(ops.size()));
+    auto expected = run_model(reference_model, "CPU", {}, 11);
+    for (size_t at = 0; at < ops.size(); ++at) {
+        CAPTURE(at);
+        std::vector<std::string> affinity(ops.size());
+        affinity[at] = "TEMPLATE";
+        Model m;
+        build_chain(&m, ops, affinity);
+        CompiledModel compiled;
+        // TEMPLATE supports nothing by itself: only the user's affinity puts a node there.
+        auto got = run_model(m, "HETERO:CPU,TEMPLATE", {}, 11, &compiled);
+        CHECK(bitwise_equal(expected, got));
+        uint32_t cpu_segments = (at > 0) + (at + 1 < ops.size());
+        Span<const PlacementSummary> p = compiled.placement();
+        REQUIRE(p.size == 2);
+        CHECK(p[0].device == StringView("CPU"));
+        CHECK(p[0].nodes == ops.size() - 1);
+        CHECK(p[0].subgraphs == cpu_segments);
+        CHECK(p[0].kernels == cpu_segments);     // each CPU segment is one fused island
+        CHECK(p[1].nodes == 1);
+        CHECK(p[1].subgraphs == 1);
+        CHECK(p[1].kernels == 1);
+        CHECK(compiled.partition()->subgraphs.size == cpu_segments + 1);
+    }
+}
+
+TEST_CASE("runtime: HETERO splits by SUPPORTED_OPS, every algorithm, seeded random graphs, same bits as CPU") {
+    const char* algorithms[] = {"rollback", "levels", "waves"};
+    const char* op_sets[] = {"Relu,Add", "Sigmoid,Mul,Max", "Tanh,Sub,Neg,Min", "Abs,Softsign"};
+    for (uint32_t seed = 1; seed <= 12; ++seed) {
+        CAPTURE(seed);
+        Model m;
+        std::vector<std::string> names;
+        build_random(&m, seed, 24, &names);
+        auto expected = run_model(m, "CPU", {}, seed);
+        for (const char* algorithm : algorithms) {
+            CAPTURE(algorithm);
+            const char* ops = op_sets[seed % 4];
+            CompiledModel compiled;
+            auto got = run_model(m, "HETERO:TEMPLATE,CPU", {{"TEMPLATE:SUPPORTED_OPS", ops}, {"HETERO_ALGORITHM", algorithm}},
+                                 seed, &compiled);
+            CHECK(bitwise_equal(expected, got));
+            // TEMPLATE took exactly the nodes whose op it supports, each its own kernel (counted
+            // on the prepared graph: an op on the constant alone is folded away).
+            const Graph& pg = compiled.prepared()->model.graph;
+            uint32_t template_nodes = 0, op_nodes = 0;
+            for (NodeId v = 0; v < pg.node_count(); ++v) {
+                std::string op = test::to_string(pg.node(v).op);
+                if (op == "Parameter" || op == "Constant" || op == "Result") continue;
+                ++op_nodes;
+                if (std::string(",") .append(ops).append(",").find("," + op + ",") != std::string::npos) ++template_nodes;
+            }
+            CHECK(op_nodes + compiled.prepared()->folded_count() == names.size());
+            Span<const PlacementSummary> p = compiled.placement();
+            REQUIRE(p.size == 2);
+            CHECK(p[0].nodes == template_nodes);
+            CHECK(p[0].kernels == template_nodes);
+            CHECK(p[1].nodes == op_nodes - template_nodes);
+            CHECK(p[1].fallback_nodes == op_nodes - template_nodes);
+            CHECK(p[1].kernels <= p[1].nodes);
+            CHECK(check_partition(compiled.prepared()->model.graph, const_cast<Partition*>(compiled.partition())) == Status::Ok);
+        }
+    }
+}
