@@ -2150,7 +2150,7 @@ inline Status plan_memory(CompiledModel::Impl* m) {
         for (uint32_t k = 0; k < m->transfer_count; ++k)
             if (m->transfers[k].value == in && m->transfers[k].to == x.subgraph) in = m->transfers[k].slot;
         uint32_t b = buffer[in];
-        if (first[in] == kNever || pinned[in] || pinned[out] || last[in] != e + 1 || m->slot_bytes[in] != m->slot_bytes[out]) continue;
+        if (first[in] == kNever || pinned[in] || last[in] != e + 1 || m->slot_bytes[in] != m->slot_bytes[out]) continue;
         bool read_twice = false;   // the kernel reads its input elsewhere too
         for (size_t k = 1; k < step.reads.size; ++k) if (step.reads[k] == step.reads[0]) read_twice = true;
         if (read_twice) continue;

@@ -59,13 +59,13 @@ std::vector<std::vector<float>> run_model(const Model& m, const char* device, st
     CompiledModel local;
     CompiledModel& compiled = keep ? *keep : local;
     Status s = core.compile_model(m, device, Span<const ConfigEntry>(config.data(), config.size()), &compiled);
-    INFO(core.last_error());
+    INFO(std::string(core.last_error()));
     REQUIRE(s == Status::Ok);
     InferRequest request;
     REQUIRE(compiled.create_request(&request) == Status::Ok);
     for (uint32_t i = 0; i < compiled.input_count(); ++i) fill(request.input(i), seed + i);
     s = request.infer();
-    INFO(request.last_error());
+    INFO(std::string(request.last_error()));
     REQUIRE(s == Status::Ok);
     std::vector<std::vector<float>> out;
     for (uint32_t i = 0; i < compiled.output_count(); ++i) {
@@ -243,7 +243,7 @@ std::vector<std::vector<float>> run_compiled(const CompiledModel& compiled, uint
     REQUIRE(compiled.create_request(&request) == Status::Ok);
     for (uint32_t i = 0; i < compiled.input_count(); ++i) fill(request.input(i), seed + i);
     Status s = request.infer();
-    INFO(request.last_error());
+    INFO(std::string(request.last_error()));
     REQUIRE(s == Status::Ok);
     std::vector<std::vector<float>> out;
     for (uint32_t i = 0; i < compiled.output_count(); ++i) {
@@ -264,7 +264,7 @@ TEST_CASE("runtime: export, import, same outputs; every corruption is rejected")
     std::vector<char> blob = export_blob(compiled);
     CompiledModel imported;
     Status s = core.import_model(blob.data(), blob.size(), &imported);
-    INFO(core.last_error());
+    INFO(std::string(core.last_error()));
     REQUIRE(s == Status::Ok);
     CHECK(bitwise_equal(run_compiled(compiled, 5), run_compiled(imported, 5)));
     CHECK(imported.placement().size == 2);
@@ -453,4 +453,240 @@ TEST_CASE("runtime: HETERO splits by SUPPORTED_OPS, every algorithm, seeded rand
             CHECK(check_partition(compiled.prepared()->model.graph, const_cast<Partition*>(compiled.partition())) == Status::Ok);
         }
     }
+}
+
+TEST_CASE("runtime: the memory plan reuses buffers and runs unary chains in place") {
+    std::vector<std::string> ops(12, "Relu");
+    for (size_t i = 0; i < ops.size(); i += 3) ops[i] = "Sigmoid";
+    Model m;
+    build_chain(&m, ops, std::vector<std::string>(ops.size()));
+    Core core;
+    CompiledModel compiled;
+    REQUIRE(core.compile_model(m, "TEMPLATE", {}, &compiled) == Status::Ok);
+    size_t tensor = 3 * 33 * 4, aligned = (tensor + 63) / 64 * 64;
+    // The input keeps its own buffer; the whole chain, output included, runs in place in one more.
+    CHECK(compiled.arena_bytes() == 2 * aligned);
+    CHECK(compiled.unplanned_bytes() == 13 * aligned);
+    auto a = run_model(m, "TEMPLATE", {}, 2);
+    auto b = run_model(m, "CPU", {{"FUSION", "NO"}}, 2);
+    CHECK(bitwise_equal(a, b));
+    // A diamond: the input, p (which r = p + q then overwrites in place) and q.
+    Model d;
+    NodeId x, p, q, r;
+    REQUIRE(d.add_input("x", float_desc({3, 33}), &x) == Status::Ok);
+    InputRef in_x[] = {InputRef::by_id(x)};
+    REQUIRE(d.add_node("Relu", "p", in_x, 1, &p) == Status::Ok);
+    REQUIRE(d.add_node("Tanh", "q", in_x, 1, &q) == Status::Ok);
+    InputRef in_pq[] = {InputRef::by_id(p), InputRef::by_id(q)};
+    REQUIRE(d.add_node("Add", "r", in_pq, 1, &r) == Status::Ok);
+    REQUIRE(d.add_output("y", InputRef::by_id(r)) == Status::Ok);
+    REQUIRE(d.finalize() == Status::Ok);
+    REQUIRE(core.compile_model(d, "TEMPLATE", {}, &compiled) == Status::Ok);
+    CHECK(compiled.arena_bytes() == 3 * aligned);
+}
+
+TEST_CASE("runtime: infer() allocates nothing after the request is created") {
+    Model m;
+    std::vector<std::string> names;
+    build_random(&m, 5, 30, &names);
+    Core core;
+    for (const char* device : {"CPU", "TEMPLATE", "HETERO:TEMPLATE,CPU"}) {
+        INFO(std::string(device));
+        CompiledModel compiled;
+        bool hetero = std::string(device).rfind("HETERO", 0) == 0;
+        ConfigEntry config[] = {{"PERF_COUNT", "YES"}, {"TEMPLATE:SUPPORTED_OPS", hetero ? "Relu,Add,Tanh" : "*"}};
+        Status s = core.compile_model(m, device, config, &compiled);
+        INFO(std::string(core.last_error()));
+        REQUIRE(s == Status::Ok);
+        InferRequest request;
+        REQUIRE(compiled.create_request(&request) == Status::Ok);
+        fill(request.input(0), 1);
+        fill(request.input(1), 2);
+        uint64_t before = tessel_test::allocation_count();
+        for (int i = 0; i < 5; ++i) REQUIRE(request.infer() == Status::Ok);
+        CHECK(tessel_test::allocation_count() == before);
+        CHECK(request.profiling_info().size >= compiled.step_count());
+    }
+}
+
+TEST_CASE("runtime: four threads running requests of one compiled model give the single-thread outputs") {
+    Model m;
+    std::vector<std::string> names;
+    build_random(&m, 9, 40, &names);
+    Core core;
+    CompiledModel compiled;
+    ConfigEntry config[] = {{"TEMPLATE:SUPPORTED_OPS", "Sigmoid,Mul"}};
+    REQUIRE(core.compile_model(m, "HETERO:TEMPLATE,CPU", config, &compiled) == Status::Ok);
+    std::vector<std::vector<std::vector<float>>> expected;
+    for (uint32_t seed = 0; seed < 4; ++seed) expected.push_back(run_compiled(compiled, 100 + seed));
+    std::atomic<int> mismatches{0}, failures{0};
+    std::vector<std::thread> threads;
+    for (uint32_t t = 0; t < 4; ++t)
+        threads.emplace_back([&, t] {
+            InferRequest request;
+            if (compiled.create_request(&request) != Status::Ok) { ++failures; return; }
+            for (int round = 0; round < 50; ++round) {
+                for (uint32_t i = 0; i < compiled.input_count(); ++i) fill(request.input(i), 100 + t + i);
+                if (request.infer() != Status::Ok) { ++failures; return; }
+                for (uint32_t o = 0; o < compiled.output_count(); ++o) {
+                    const Tensor& y = request.output(o);
+                    if (std::memcmp(y.data(), expected[t][o].data(), y.bytes()) != 0) ++mismatches;
+                }
+            }
+        });
+    for (auto& th : threads) th.join();
+    CHECK(failures.load() == 0);
+    CHECK(mismatches.load() == 0);
+}
+
+TEST_CASE("runtime: start_async and wait; inputs and outputs bound to user memory") {
+    Model m;
+    build_small(&m);
+    Core core;
+    CompiledModel compiled;
+    REQUIRE(core.compile_model(m, "CPU", {}, &compiled) == Status::Ok);
+    auto expected = run_compiled(compiled, 21);
+    InferRequest request;
+    REQUIRE(compiled.create_request(&request) == Status::Ok);
+    std::vector<float> x(48), y(48, -1.0f);
+    Tensor xt, yt;
+    int64_t shape[] = {2, 3, 8};
+    REQUIRE(xt.view(ElementType::Float32, shape, x.data()) == Status::Ok);
+    fill(xt, 21);
+    REQUIRE(yt.view(ElementType::Float32, shape, y.data()) == Status::Ok);
+    REQUIRE(request.set_input("x", xt) == Status::Ok);
+    REQUIRE(request.set_output(0, yt) == Status::Ok);
+    CHECK(request.input(0).data() == x.data());
+    REQUIRE(request.start_async() == Status::Ok);
+    CHECK(request.start_async() == Status::InvalidArgument);   // still running, or just done
+    REQUIRE(request.wait() == Status::Ok);
+    CHECK(std::memcmp(y.data(), expected[0].data(), 48 * 4) == 0);
+    for (int i = 0; i < 3; ++i) {   // the worker is reused
+        REQUIRE(request.start_async() == Status::Ok);
+        REQUIRE(request.wait() == Status::Ok);
+    }
+    // Errors.
+    int64_t wrong[] = {2, 3, 9};
+    Tensor w;
+    std::vector<float> big(54);
+    REQUIRE(w.view(ElementType::Float32, wrong, big.data()) == Status::Ok);
+    CHECK(request.set_input(0, w) == Status::InvalidArgument);
+    CHECK(std::string(request.last_error()) == "input 'x' is f32[2,3,8]; the tensor given is f32[2,3,9]");
+    CHECK(request.set_input("nope", xt) == Status::NotFound);
+    CHECK(std::string(request.last_error()) == "no input named 'nope'");
+    CHECK(request.set_input(5, xt) == Status::NotFound);
+    CHECK(request.set_output("nope", yt) == Status::NotFound);
+    CHECK(request.set_output(0, w) == Status::InvalidArgument);
+    int64_t strides[] = {24, 1, 3};
+    Tensor strided;
+    REQUIRE(strided.view(ElementType::Float32, shape, x.data(), strides) == Status::Ok);
+    CHECK(request.set_input(0, strided) == Status::InvalidArgument);
+    InferRequest never_created;
+    CHECK(never_created.infer() == Status::NotFinalized);
+}
+
+TEST_CASE("runtime: symbolic input dims come from the shapes given at compile time") {
+    Model m;
+    NodeId x, r;
+    TensorDesc d = float_desc({-1, 8});
+    REQUIRE(m.add_input("x", d, &x) == Status::Ok);
+    InputRef in[] = {InputRef::by_id(x)};
+    REQUIRE(m.add_node("Relu", "r", in, 1, &r) == Status::Ok);
+    REQUIRE(m.add_output("y", InputRef::by_id(r)) == Status::Ok);
+    REQUIRE(m.finalize() == Status::Ok);
+    Core core;
+    CompiledModel compiled;
+    CHECK(core.compile_model(m, "CPU", {}, &compiled) == Status::InvalidArgument);
+    CHECK(std::string(core.last_error()) == "input 'x' has a symbolic dim 0: give its shape (--shape x=...)");
+    int64_t dims[] = {5, 8};
+    InputShape shape[] = {{"x", Span<const int64_t>(dims, 2)}};
+    REQUIRE(core.compile_model(m, "CPU", {}, &compiled, shape) == Status::Ok);
+    CHECK(compiled.input_desc(0).dims[0] == 5);
+    CHECK(compiled.output_desc(0).dims[0] == 5);
+    int64_t bad_dims[] = {5, 9};
+    InputShape bad[] = {{"x", Span<const int64_t>(bad_dims, 2)}};
+    CHECK(core.compile_model(m, "CPU", {}, &compiled, bad) == Status::InvalidArgument);
+    CHECK(std::string(core.last_error()) == "input 'x' dim 1 is 8, --shape gives 9");
+    InputShape unknown[] = {{"z", Span<const int64_t>(dims, 2)}};
+    CHECK(core.compile_model(m, "CPU", {}, &compiled, unknown) == Status::NotFound);
+}
+
+namespace {
+// A custom op: y = 2x + 1 on float32, as a user extension.
+Status prepare_twice_plus_one(PrepareContext& c) {
+    if (c.num_inputs != 1 || c.inputs[0].type != ElementType::Float32) return c.fail(Status::InvalidArgument, "one float input");
+    c.outputs[0] = c.inputs[0];
+    return Status::Ok;
+}
+Status run_twice_plus_one(const RunContext& c) {
+    const float* x = c.inputs[0].as<float>();
+    float* y = c.outputs[0].as<float>();
+    for (uint64_t i = 0; i < c.inputs[0].elements(); ++i) y[i] = 2 * x[i] + 1;
+    return Status::Ok;
+}
+}  // namespace
+
+TEST_CASE("runtime: a custom op added as an extension; an op no device runs is named") {
+    Model m;
+    NodeId x, t, r;
+    REQUIRE(m.add_input("x", float_desc({4}), &x) == Status::Ok);
+    InputRef in[] = {InputRef::by_id(x)};
+    REQUIRE(m.add_node("TwicePlusOne", "t", in, 1, &t) == Status::Ok);
+    InputRef in2[] = {InputRef::by_id(t)};
+    REQUIRE(m.add_node("Relu", "r", in2, 1, &r) == Status::Ok);
+    REQUIRE(m.add_output("y", InputRef::by_id(r)) == Status::Ok);
+    REQUIRE(m.finalize() == Status::Ok);
+    Core core;
+    CompiledModel compiled;
+    CHECK(core.compile_model(m, "HETERO:TEMPLATE,CPU", {}, &compiled) == Status::Unsupported);
+    CHECK(std::string(core.last_error()) == "node 't': op 'TwicePlusOne' is not supported by any device");
+    OpKernel k;
+    k.op = "TwicePlusOne";
+    k.prepare = prepare_twice_plus_one;
+    k.run = run_twice_plus_one;
+    REQUIRE(core.device("TEMPLATE")->add_extension(k) == Status::Ok);
+    Status s = core.compile_model(m, "HETERO:CPU,TEMPLATE", {}, &compiled);
+    INFO(std::string(core.last_error()));
+    REQUIRE(s == Status::Ok);
+    CHECK(compiled.placement()[1].nodes == 1);   // only TEMPLATE runs it
+    InferRequest request;
+    REQUIRE(compiled.create_request(&request) == Status::Ok);
+    float* xs = request.input(0).data_as<float>();
+    xs[0] = -3; xs[1] = -0.5f; xs[2] = 0; xs[3] = 2;
+    REQUIRE(request.infer() == Status::Ok);
+    const float* y = request.output(0).data_as<float>();
+    CHECK(y[0] == 0);
+    CHECK(y[1] == 0);
+    CHECK(y[2] == 1);
+    CHECK(y[3] == 5);
+    CHECK(core.compile_model(m, "CPU", {}, &compiled) == Status::Unsupported);
+    CHECK(std::string(core.last_error()) == "node 't': op 'TwicePlusOne' is not supported by any device");
+}
+
+TEST_CASE("runtime: profiling gives one entry per step with device and kernel") {
+    Model m;
+    build_small(&m);
+    Core core;
+    CompiledModel compiled;
+    ConfigEntry config[] = {{"TEMPLATE:SUPPORTED_OPS", "Relu"}, {"PERF_COUNT", "YES"}};
+    REQUIRE(core.compile_model(m, "HETERO:TEMPLATE,CPU", config, &compiled) == Status::Ok);
+    InferRequest request;
+    REQUIRE(compiled.create_request(&request) == Status::Ok);
+    REQUIRE(request.infer() == Status::Ok);
+    Span<const ProfileEntry> p = request.profiling_info();
+    uint32_t templates = 0, snippets = 0, transfers = 0;
+    for (const ProfileEntry& e : p) {
+        std::string kernel = e.kernel;
+        if (e.device == StringView("TEMPLATE") && kernel != "transfer") { ++templates; CHECK(kernel == "ref:Relu"); CHECK(e.node == StringView("relu")); }
+        if (kernel.rfind("snippet:", 0) == 0) ++snippets;
+        if (kernel == "transfer") ++transfers;
+    }
+    CHECK(templates == 1);
+    CHECK(snippets == 3);    // Add | Mul-Sigmoid | Tanh
+    CHECK(transfers == 2);   // add -> relu (into TEMPLATE), relu -> mul (into CPU)
+    CHECK(p.size == compiled.step_count() + transfers);
+    std::string summary;
+    compiled.write_summary(test::append_to_string, &summary);
+    CHECK(summary.find("device TEMPLATE: 1 nodes in 1 subgraphs, 1 kernels") != std::string::npos);
+    CHECK(summary.find("device CPU: 4 nodes in 2 subgraphs, 3 kernels, 4 fell back") != std::string::npos);
 }
