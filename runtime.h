@@ -1123,7 +1123,36 @@ const OpKernel* find_builtin_kernel(StringView op) {
 // any bytes give a Status and a message, never a read past the buffer. Messages are walked
 // several times instead of being copied into intermediate structures: the only heap the
 // reader uses besides the model's arena are two name tables and one scratch buffer
-// (TESSEL_MALLOC, freed before it returns).
+// (TESSEL_MALLOC, freed before it returns, also for a fixed-buffer model).
+//
+// What is read: ModelProto (opset_import, graph), GraphProto (node, initializer, input,
+// output, value_info), NodeProto, AttributeProto (FLOAT, INT, STRING, TENSOR, FLOATS, INTS;
+// GRAPH, STRINGS and the other lists are Unsupported), TensorProto (raw_data, packed or
+// unpacked float_data/int32_data/int64_data, external data), ValueInfoProto with tensor types.
+// Element types FLOAT, UINT8, INT8, INT32, INT64, BOOL, FLOAT16; default-domain opsets 7..17.
+// A node in another domain is Unsupported (an imported but unused domain is not).
+//
+// Mapping: initializers become Constant nodes, graph inputs that are not initializers
+// Parameter nodes (symbolic or unknown dims negative; no shape at all reads as rank 0), nodes
+// keep their op type (unknown ops are the runtime's to reject), their inputs are resolved by id
+// in a pre-pass over every node's outputs (files need not be sorted), empty inputs in the middle
+// read the Absent node and trailing ones are dropped, graph outputs become Result nodes. A node
+// keeps its ONNX name unless it is empty or taken (by a node or an interface name): then it is
+// `<op_type>_<index>`, made unique. An output that is also an input or initializer name is
+// Unsupported (interface names share one namespace). The model is finalized (Cycle).
+//
+// Memory: raw, element-aligned initializer and attribute data stay in the bytes given to
+// read_onnx (so they must outlive the model; read_onnx_file keeps the file in the model);
+// everything else is decoded once into the arena, 64-byte aligned. Assumes a little-endian host.
+//
+// Limits and threat model: files above Limits::max_file_bytes (2 GiB), more than max_nodes
+// graph entries, rank above 8, tensors above max_tensor_elements or whose dims overflow are
+// LimitExceeded; negative dims and raw_data of the wrong size ParseError. External data must be
+// a relative path inside the model's folder: absolute paths, `..` components and links
+// resolving outside it are InvalidArgument; an offset and length past the file ParseError.
+// The check is done on the realpath and that path is opened, but a folder that an attacker
+// can write to while the model is read is outside this model. On any error the model is left
+// partly built: read into a fresh Model.
 }  // namespace tessel
 
 #include <climits>
@@ -1937,13 +1966,15 @@ struct OnnxModelReader {
             default: break;
             }
         }
-        if (name.empty()) return r.fail(Status::ParseError, "%s #? has no name", what);
+        if (name.empty())
+            return r.fail(Status::ParseError, "node '%.*s': an attribute at byte %zu has no name", clip_length(node_name),
+                          node_name.data, r.offset(data));
         char label[240];
         std::snprintf(label, sizeof label, "%s '%.*s'", what, clip_length(name), name.data);
         if (!ref.empty()) return r.fail(Status::Unsupported, "%s refers to a function attribute", label);
         if (type == 0) {  // IR version 1 files: the type is the field that is present
-            for (int k = 1; k <= 10; ++k)
-                if (seen & (1u << k)) { type = k == 6 ? 6 : k == 7 ? 7 : k; break; }
+            for (int k = 1; k <= 10; ++k)   // the bit numbers are the AttributeType values
+                if (seen & (1u << k)) { type = k; break; }
             if (type == 0) return r.fail(Status::ParseError, "%s has no type and no value", label);
         }
         if (model->graph.find_attribute(node, name))

@@ -622,6 +622,65 @@ TEST_CASE("opsets, domains, subgraphs") {
     }
 }
 
+TEST_CASE("interface name clashes, old attributes, non-empty and fixed-buffer models") {
+    {
+        GraphSpec g;   // the output is the input itself: one namespace cannot hold both
+        g.nodes = {node("Relu", "r", {"x"}, {"t"})};
+        g.inputs = {value_info("x", FLOAT, {2})};
+        g.outputs = {value_info("x", FLOAT, {2})};
+        Model m;
+        CHECK(read(m, model_proto(graph(g)).b) == Status::Unsupported);
+        CHECK(error_of(m).find("'x'") != std::string::npos);
+    }
+    {
+        GraphSpec g;   // the same input twice
+        g.nodes = {node("Relu", "r", {"x"}, {"y"})};
+        g.inputs = {value_info("x", FLOAT, {2}), value_info("x", FLOAT, {2})};
+        g.outputs = {value_info("y", FLOAT, {2})};
+        Model m;
+        CHECK(read(m, model_proto(graph(g)).b) == Status::DuplicateName);
+    }
+    {
+        // IR version 1 attributes carry no type field: the value field present gives it. A typed
+        // tensor attribute is decoded into the arena.
+        Pb i, f, t;
+        i.bytes(1, "count").i(3, 5);
+        f.bytes(1, "ratio").f32(2, 0.5f);
+        Pb tensor;
+        tensor.packed(1, {2}).u(2, FLOAT).packed_floats(4, {7.0f, 8.0f});
+        t.bytes(1, "value").msg(5, tensor);
+        GraphSpec g;
+        g.nodes = {node("Relu", "r", {"x"}, {"y"}, {i, f, t})};
+        g.inputs = {value_info("x", FLOAT, {2})};
+        g.outputs = {value_info("y", FLOAT, {2})};
+        Model m;
+        REQUIRE_MESSAGE(read(m, model_proto(graph(g)).b) == Status::Ok, error_of(m));
+        NodeId r = find_node(m, "r");
+        const tessel::Attribute* a = m.graph.find_attribute(r, "count");
+        REQUIRE(a != nullptr);
+        CHECK(a->kind == AttributeKind::Int);
+        CHECK(a->i == 5);
+        a = m.graph.find_attribute(r, "ratio");
+        REQUIRE(a != nullptr);
+        CHECK(a->kind == AttributeKind::Float);
+        CHECK(a->f == 0.5f);
+        a = m.graph.find_attribute(r, "value");
+        REQUIRE(a != nullptr);
+        REQUIRE(a->kind == AttributeKind::Tensor);
+        REQUIRE(a->tensor->bytes == 8);
+        CHECK(static_cast<const float*>(a->tensor->data)[1] == 8.0f);
+        CHECK((uintptr_t)a->tensor->data % 64 == 0);
+        // Reading again into the same model is refused.
+        CHECK(read(m, model_proto(graph(g)).b) == Status::InvalidArgument);
+    }
+    {
+        SmallModel s = small_model();
+        alignas(64) static unsigned char buffer[2048];
+        Model m(buffer, sizeof buffer);
+        CHECK(read(m, s.bytes) == Status::OutOfMemory);
+    }
+}
+
 TEST_CASE("more than max_nodes nodes is LimitExceeded") {
     Pb g;
     Pb empty_node;
