@@ -456,6 +456,26 @@ TEST_CASE("a model truncated at every offset fails cleanly or reads") {
     MESSAGE("graph truncations: " << ok << " read, " << failed << " refused");
 }
 
+TEST_CASE("every byte of a model overwritten: a status, never a crash") {
+    SmallModel s = small_model();
+    uint32_t ok = 0, failed = 0;
+    const unsigned char values[] = {0x00, 0x01, 0x7f, 0x80, 0xff};
+    for (size_t at = 0; at < s.bytes.size(); ++at) {
+        for (unsigned char v : values) {
+            std::string bytes = s.bytes;
+            bytes[at] = (char)v;
+            Model m;
+            Status status = read(m, bytes);
+            if (status == Status::Ok) ++ok;
+            else ++failed;
+            CHECK((status == Status::Ok) == m.graph.finalized());
+        }
+    }
+    CHECK(ok > 0);
+    CHECK(failed > 0);
+    MESSAGE("overwritten bytes: " << ok << " read, " << failed << " refused");
+}
+
 TEST_CASE("malformed wire format: bad wire type, length past the end") {
     SmallModel s = small_model();
     {
