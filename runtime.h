@@ -3595,6 +3595,1430 @@ const OpKernel* find_builtin_kernel(StringView op) {
 
 // >>onnx reader
 // ---- BEGIN ONNX REGION ----
+// ONNX models and TensorProto files, read straight from protobuf's wire format (no protobuf
+// library). Every length and offset is checked against the end of its message before use, so
+// any bytes give a Status and a message, never a read past the buffer. Messages are walked
+// several times instead of being copied into intermediate structures: the only heap the
+// reader uses besides the model's arena are two name tables and one scratch buffer
+// (TESSEL_MALLOC, freed before it returns, also for a fixed-buffer model).
+//
+// What is read: ModelProto (opset_import, graph), GraphProto (node, initializer, input,
+// output, value_info), NodeProto, AttributeProto (FLOAT, INT, STRING, TENSOR, FLOATS, INTS;
+// GRAPH, STRINGS and the other lists are Unsupported), TensorProto (raw_data, packed or
+// unpacked float_data/int32_data/int64_data, external data), ValueInfoProto with tensor types.
+// Element types FLOAT, UINT8, INT8, INT32, INT64, BOOL, FLOAT16; default-domain opsets 7..17.
+// A node in another domain is Unsupported (an imported but unused domain is not).
+//
+// Mapping: initializers become Constant nodes, graph inputs that are not initializers
+// Parameter nodes (symbolic or unknown dims negative; no shape at all reads as rank 0), nodes
+// keep their op type (unknown ops are the runtime's to reject), their inputs are resolved by id
+// in a pre-pass over every node's outputs (files need not be sorted), empty inputs in the middle
+// read the Absent node and trailing ones are dropped, graph outputs become Result nodes. A node
+// keeps its ONNX name unless it is empty or taken (by a node or an interface name): then it is
+// `<op_type>_<index>`, made unique. An output that is also an input or initializer name is
+// Unsupported (interface names share one namespace). The model is finalized (Cycle).
+//
+// Memory: raw, element-aligned initializer and attribute data stay in the bytes given to
+// read_onnx (so they must outlive the model; read_onnx_file keeps the file in the model);
+// everything else is decoded once into the arena, 64-byte aligned. Assumes a little-endian host.
+//
+// Limits and threat model: files above Limits::max_file_bytes (2 GiB), more than max_nodes
+// graph entries, rank above 8, tensors above max_tensor_elements or whose dims overflow are
+// LimitExceeded; negative dims and raw_data of the wrong size ParseError. External data must be
+// a relative path inside the model's folder: absolute paths, `..` components and links
+// resolving outside it are InvalidArgument; an offset and length past the file ParseError.
+// The check is done on the realpath and that path is opened, but a folder that an attacker
+// can write to while the model is read is outside this model. On any error the model is left
+// partly built: read into a fresh Model.
+}  // namespace tessel
+
+#include <climits>
+#include <cstdlib>
+
+namespace tessel {
+namespace detail {
+
+#define TESSEL_ONNX_TRY(expression)                  \
+    do {                                             \
+        Status onnx_status_ = (expression);          \
+        if (onnx_status_ != Status::Ok) return onnx_status_; \
+    } while (0)
+
+constexpr uint32_t kOnnxMinOpset = 7;
+constexpr uint32_t kOnnxMaxOpset = 17;
+
+// The error sink of one read. Offsets in messages count from `base`.
+struct OnnxReader {
+    const uint8_t* base = nullptr;
+    Limits limits;
+    char error[256] = {};
+
+    Status fail(Status status, const char* format, ...)
+#if defined(__GNUC__)
+        __attribute__((format(printf, 3, 4)))
+#endif
+    {
+        va_list args;
+        va_start(args, format);
+        std::vsnprintf(error, sizeof error, format, args);
+        va_end(args);
+        return status;
+    }
+    size_t offset(const uint8_t* p) const { return (size_t)(p - base); }
+};
+
+enum : uint32_t { kWireVarint = 0, kWireFixed64 = 1, kWireLength = 2, kWireFixed32 = 5 };
+
+struct ProtoCursor {
+    const uint8_t* p;
+    const uint8_t* end;
+    ProtoCursor(const uint8_t* data, size_t size) : p(data), end(data + size) {}
+};
+
+struct ProtoField {
+    uint32_t number = 0;
+    uint32_t wire = 0;
+    uint64_t value = 0;               // varint, fixed64 and fixed32 fields
+    const uint8_t* data = nullptr;    // length-delimited fields
+    size_t size = 0;
+    const uint8_t* at = nullptr;      // the field's tag
+    StringView string() const { return StringView(reinterpret_cast<const char*>(data), size); }
+};
+
+inline bool proto_varint(const uint8_t** p, const uint8_t* end, uint64_t* value) {
+    uint64_t v = 0;
+    const uint8_t* q = *p;
+    for (int shift = 0; shift < 64; shift += 7) {
+        if (q >= end) return false;
+        uint8_t b = *q++;
+        if (shift == 63 && b > 1) return false;  // an 11th byte or bits past 64
+        v |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80)) {
+            *p = q;
+            *value = v;
+            return true;
+        }
+    }
+    return false;
+}
+
+inline uint64_t proto_little_endian(const uint8_t* p, int bytes) {
+    uint64_t v = 0;
+    for (int i = bytes - 1; i >= 0; --i) v = (v << 8) | p[i];
+    return v;
+}
+
+// Reads the next field of the message under the cursor; *more is false at its end.
+inline Status proto_next(OnnxReader& r, ProtoCursor& c, ProtoField* f, bool* more, const char* what) {
+    *more = false;
+    if (c.p >= c.end) return Status::Ok;
+    f->at = c.p;
+    f->data = nullptr;
+    f->size = 0;
+    f->value = 0;
+    uint64_t tag = 0;
+    if (!proto_varint(&c.p, c.end, &tag))
+        return r.fail(Status::ParseError, "%s: truncated field tag at byte %zu", what, r.offset(f->at));
+    if ((tag >> 3) == 0 || (tag >> 3) > 0x1fffffffu)
+        return r.fail(Status::ParseError, "%s: field number %llu at byte %zu is out of range", what,
+                      (unsigned long long)(tag >> 3), r.offset(f->at));
+    f->number = (uint32_t)(tag >> 3);
+    f->wire = (uint32_t)(tag & 7);
+    switch (f->wire) {
+    case kWireVarint:
+        if (!proto_varint(&c.p, c.end, &f->value))
+            return r.fail(Status::ParseError, "%s: field %u at byte %zu has a truncated or overlong varint", what,
+                          f->number, r.offset(f->at));
+        break;
+    case kWireFixed64:
+    case kWireFixed32: {
+        int bytes = f->wire == kWireFixed64 ? 8 : 4;
+        if (c.end - c.p < bytes)
+            return r.fail(Status::ParseError, "%s: field %u at byte %zu has a truncated %d-bit value", what, f->number,
+                          r.offset(f->at), bytes * 8);
+        f->value = proto_little_endian(c.p, bytes);
+        c.p += bytes;
+        break;
+    }
+    case kWireLength: {
+        uint64_t length = 0;
+        if (!proto_varint(&c.p, c.end, &length))
+            return r.fail(Status::ParseError, "%s: field %u at byte %zu has a truncated length", what, f->number,
+                          r.offset(f->at));
+        if (length > (uint64_t)(c.end - c.p))
+            return r.fail(Status::ParseError,
+                          "%s: field %u at byte %zu has length %llu, past the end of its message (%zu bytes left)",
+                          what, f->number, r.offset(f->at), (unsigned long long)length, (size_t)(c.end - c.p));
+        f->data = c.p;
+        f->size = (size_t)length;
+        c.p += length;
+        break;
+    }
+    default:
+        return r.fail(Status::ParseError, "%s: field %u at byte %zu has bad wire type %u", what, f->number,
+                      r.offset(f->at), f->wire);
+    }
+    *more = true;
+    return Status::Ok;
+}
+
+inline Status proto_expect(OnnxReader& r, const ProtoField& f, uint32_t wire, const char* what, const char* field) {
+    if (f.wire == wire) return Status::Ok;
+    return r.fail(Status::ParseError, "%s: field '%s' (%u) at byte %zu has wire type %u, expected %u", what, field,
+                  f.number, r.offset(f.at), f.wire, wire);
+}
+
+// One occurrence of a repeated integer field, packed or not. `out` null: count only.
+inline Status proto_ints(OnnxReader& r, const ProtoField& f, int64_t* out, size_t* count, const char* what,
+                         const char* field) {
+    if (f.wire == kWireVarint) {
+        if (out) out[*count] = (int64_t)f.value;
+        ++*count;
+        return Status::Ok;
+    }
+    if (f.wire != kWireLength) return proto_expect(r, f, kWireVarint, what, field);
+    const uint8_t* p = f.data;
+    const uint8_t* end = f.data + f.size;
+    while (p < end) {
+        uint64_t v = 0;
+        if (!proto_varint(&p, end, &v))
+            return r.fail(Status::ParseError, "%s: packed field '%s' at byte %zu has a truncated varint", what, field,
+                          r.offset(f.at));
+        if (out) out[*count] = (int64_t)v;
+        ++*count;
+    }
+    return Status::Ok;
+}
+
+inline float proto_float(uint64_t bits) {
+    uint32_t b = (uint32_t)bits;
+    float v;
+    std::memcpy(&v, &b, sizeof v);
+    return v;
+}
+
+// One occurrence of a repeated float field (fixed32), packed or not.
+inline Status proto_floats(OnnxReader& r, const ProtoField& f, float* out, size_t* count, const char* what,
+                           const char* field) {
+    if (f.wire == kWireFixed32) {
+        if (out) out[*count] = proto_float(f.value);
+        ++*count;
+        return Status::Ok;
+    }
+    if (f.wire != kWireLength) return proto_expect(r, f, kWireFixed32, what, field);
+    if (f.size % 4)
+        return r.fail(Status::ParseError, "%s: packed field '%s' at byte %zu has %zu bytes (not a multiple of 4)", what,
+                      field, r.offset(f.at), f.size);
+    for (size_t i = 0; i < f.size; i += 4) {
+        if (out) out[*count] = proto_float(proto_little_endian(f.data + i, 4));
+        ++*count;
+    }
+    return Status::Ok;
+}
+
+// Counts the values of a packed or unpacked repeated field without decoding them.
+inline Status proto_count(OnnxReader& r, const ProtoField& f, bool fixed32, size_t* count, const char* what,
+                          const char* field) {
+    return fixed32 ? proto_floats(r, f, nullptr, count, what, field) : proto_ints(r, f, nullptr, count, what, field);
+}
+
+inline ElementType onnx_element_type(int64_t code) {
+    switch (code) {
+    case 1: return ElementType::Float32;
+    case 2: return ElementType::UInt8;
+    case 3: return ElementType::Int8;
+    case 6: return ElementType::Int32;
+    case 7: return ElementType::Int64;
+    case 9: return ElementType::Bool;
+    case 10: return ElementType::Float16;
+    default: return ElementType::Undefined;
+    }
+}
+
+inline int32_t onnx_type_code(ElementType type) {
+    switch (type) {
+    case ElementType::Float32: return 1;
+    case ElementType::UInt8: return 2;
+    case ElementType::Int8: return 3;
+    case ElementType::Int32: return 6;
+    case ElementType::Int64: return 7;
+    case ElementType::Bool: return 9;
+    case ElementType::Float16: return 10;
+    default: return 0;
+    }
+}
+
+inline const char* onnx_type_name(int64_t code) {
+    static const char* const names[] = {"UNDEFINED", "FLOAT", "UINT8", "INT8", "UINT16", "INT16", "INT32", "INT64",
+                                        "STRING", "BOOL", "FLOAT16", "DOUBLE", "UINT32", "UINT64", "COMPLEX64",
+                                        "COMPLEX128", "BFLOAT16", "FLOAT8E4M3FN", "FLOAT8E4M3FNUZ", "FLOAT8E5M2",
+                                        "FLOAT8E5M2FNUZ", "UINT4", "INT4", "FLOAT4E2M1"};
+    return code >= 0 && code < (int64_t)(sizeof names / sizeof names[0]) ? names[code] : "unknown";
+}
+
+inline Status onnx_type(OnnxReader& r, int64_t code, const char* label, ElementType* type) {
+    *type = onnx_element_type(code);
+    if (*type != ElementType::Undefined) return Status::Ok;
+    if (code == 0) return r.fail(Status::ParseError, "%s has no element type (UNDEFINED)", label);
+    return r.fail(Status::Unsupported, "%s has element type %s (%lld), which Tessel does not support", label,
+                  onnx_type_name(code), (long long)code);
+}
+
+inline bool parse_decimal(StringView s, uint64_t* value) {
+    if (s.empty()) return false;
+    uint64_t v = 0;
+    for (char ch : s) {
+        if (ch < '0' || ch > '9') return false;
+        uint64_t digit = (uint64_t)(ch - '0');
+        if (v > (UINT64_MAX - digit) / 10) return false;
+        v = v * 10 + digit;
+    }
+    *value = v;
+    return true;
+}
+
+// A TensorProto after its first pass: shape and type checked, data located but not decoded.
+struct TensorInfo {
+    StringView name;
+    TensorDesc desc;
+    uint64_t elements = 0;
+    size_t bytes = 0;
+    const uint8_t* body = nullptr;   // the message, walked again to decode typed fields
+    size_t body_size = 0;
+    const uint8_t* raw = nullptr;
+    size_t raw_size = 0;
+    bool has_raw = false;
+    bool external = false;
+    StringView location;
+    uint64_t offset = 0, length = 0;
+    bool has_length = false;
+    char label[160] = {};            // how messages name the tensor
+};
+
+inline Status parse_tensor(OnnxReader& r, const uint8_t* data, size_t size, const char* what, TensorInfo* t) {
+    ProtoCursor c(data, size);
+    ProtoField f;
+    bool more = true;
+    int64_t dims[kMaxRank] = {};
+    size_t rank = 0;
+    int64_t data_type = 0;
+    size_t float_count = 0, int32_count = 0, int64_count = 0, other_count = 0;
+    bool segment = false;
+    int64_t data_location = 0;
+    StringView location;
+    StringView offset_text, length_text;
+    bool has_location = false, has_offset = false, has_length = false;
+    t->body = data;
+    t->body_size = size;
+    while (true) {
+        TESSEL_ONNX_TRY(proto_next(r, c, &f, &more, what));
+        if (!more) break;
+        switch (f.number) {
+        case 1: {  // dims
+            size_t before = rank;
+            size_t n = 0;
+            TESSEL_ONNX_TRY(proto_ints(r, f, nullptr, &n, what, "dims"));
+            if (rank + n <= (size_t)kMaxRank) {
+                size_t k = 0;
+                TESSEL_ONNX_TRY(proto_ints(r, f, dims + before, &k, what, "dims"));
+            }
+            rank += n;
+            break;
+        }
+        case 2: TESSEL_ONNX_TRY(proto_expect(r, f, kWireVarint, what, "data_type")); data_type = (int64_t)f.value; break;
+        case 3: TESSEL_ONNX_TRY(proto_expect(r, f, kWireLength, what, "segment")); segment = true; break;
+        case 4: TESSEL_ONNX_TRY(proto_count(r, f, true, &float_count, what, "float_data")); break;
+        case 5: TESSEL_ONNX_TRY(proto_count(r, f, false, &int32_count, what, "int32_data")); break;
+        case 6: TESSEL_ONNX_TRY(proto_expect(r, f, kWireLength, what, "string_data")); ++other_count; break;
+        case 7: TESSEL_ONNX_TRY(proto_count(r, f, false, &int64_count, what, "int64_data")); break;
+        case 8: TESSEL_ONNX_TRY(proto_expect(r, f, kWireLength, what, "name")); t->name = f.string(); break;
+        case 9:
+            TESSEL_ONNX_TRY(proto_expect(r, f, kWireLength, what, "raw_data"));
+            t->raw = f.data;
+            t->raw_size = f.size;
+            t->has_raw = true;
+            break;
+        case 10:
+            if (f.wire == kWireLength || f.wire == kWireFixed64) { ++other_count; break; }
+            return proto_expect(r, f, kWireFixed64, what, "double_data");
+        case 11: TESSEL_ONNX_TRY(proto_count(r, f, false, &other_count, what, "uint64_data")); break;
+        case 13: {  // external_data: StringStringEntryProto {key = 1, value = 2}
+            TESSEL_ONNX_TRY(proto_expect(r, f, kWireLength, what, "external_data"));
+            ProtoCursor entry(f.data, f.size);
+            ProtoField e;
+            bool more_entry = true;
+            StringView key, value;
+            while (true) {
+                TESSEL_ONNX_TRY(proto_next(r, entry, &e, &more_entry, what));
+                if (!more_entry) break;
+                if (e.number == 1 || e.number == 2) {
+                    TESSEL_ONNX_TRY(proto_expect(r, e, kWireLength, what, e.number == 1 ? "external_data.key" : "external_data.value"));
+                    (e.number == 1 ? key : value) = e.string();
+                }
+            }
+            if (key == StringView("location")) { location = value; has_location = true; }
+            else if (key == StringView("offset")) { offset_text = value; has_offset = true; }
+            else if (key == StringView("length")) { length_text = value; has_length = true; }
+            break;
+        }
+        case 14:
+            TESSEL_ONNX_TRY(proto_expect(r, f, kWireVarint, what, "data_location"));
+            data_location = (int64_t)f.value;
+            break;
+        default: break;  // doc_string and fields of later versions
+        }
+    }
+    if (t->name.empty()) std::snprintf(t->label, sizeof t->label, "%s", what);
+    else std::snprintf(t->label, sizeof t->label, "%s '%.*s'", what, (int)(t->name.size > 100 ? 100 : t->name.size), t->name.data);
+    const char* label = t->label;
+    ElementType type = ElementType::Undefined;
+    TESSEL_ONNX_TRY(onnx_type(r, data_type, label, &type));
+    if (rank > (size_t)r.limits.max_rank)
+        return r.fail(Status::LimitExceeded, "%s has rank %zu (at most %u)", label, rank, r.limits.max_rank);
+    if (segment) return r.fail(Status::Unsupported, "%s is stored in segments", label);
+    TensorDesc desc;
+    desc.type = type;
+    desc.rank = (uint8_t)rank;
+    uint64_t elements = 1;
+    bool overflow = false;
+    for (size_t i = 0; i < rank; ++i) {
+        if (dims[i] < 0) return r.fail(Status::ParseError, "%s has negative dim %lld at axis %zu", label, (long long)dims[i], i);
+        desc.dims[i] = dims[i];
+        if (dims[i] && elements > UINT64_MAX / (uint64_t)dims[i]) overflow = true;
+        else elements *= (uint64_t)dims[i];
+    }
+    bool zero = false;
+    for (size_t i = 0; i < rank; ++i) zero = zero || dims[i] == 0;
+    if (overflow && !zero) return r.fail(Status::LimitExceeded, "%s: the product of its dims overflows 64 bits", label);
+    if (zero) elements = 0;
+    if (elements > r.limits.max_tensor_elements)
+        return r.fail(Status::LimitExceeded, "%s has %llu elements (at most %llu)", label, (unsigned long long)elements,
+                      (unsigned long long)r.limits.max_tensor_elements);
+    t->desc = desc;
+    t->elements = elements;
+    t->bytes = (size_t)(elements * element_size(type));
+    if (data_location == 1) {
+        if (!has_location || location.empty()) return r.fail(Status::ParseError, "%s: external data without a location", label);
+        t->external = true;
+        t->location = location;
+        if (has_offset && !parse_decimal(offset_text, &t->offset))
+            return r.fail(Status::ParseError, "%s: external data offset '%.*s' is not a number", label,
+                          (int)(offset_text.size > 40 ? 40 : offset_text.size), offset_text.data);
+        if (has_length && !parse_decimal(length_text, &t->length))
+            return r.fail(Status::ParseError, "%s: external data length '%.*s' is not a number", label,
+                          (int)(length_text.size > 40 ? 40 : length_text.size), length_text.data);
+        t->has_length = has_length;
+        return Status::Ok;
+    }
+    if (data_location != 0) return r.fail(Status::ParseError, "%s: data_location %lld is not DEFAULT or EXTERNAL", label, (long long)data_location);
+    if (t->has_raw) {
+        if (t->raw_size != t->bytes)
+            return r.fail(Status::ParseError, "%s: raw_data has %zu bytes, expected %zu (%llu elements of %s)", label,
+                          t->raw_size, t->bytes, (unsigned long long)elements, element_type_name(type));
+        return Status::Ok;
+    }
+    size_t count = type == ElementType::Float32 ? float_count : type == ElementType::Int64 ? int64_count : int32_count;
+    const char* field = type == ElementType::Float32 ? "float_data" : type == ElementType::Int64 ? "int64_data" : "int32_data";
+    if ((uint64_t)count != elements)
+        return r.fail(Status::ParseError, "%s: %s has %zu values, expected %llu", label, field, count,
+                      (unsigned long long)elements);
+    return Status::Ok;
+}
+
+#if !defined(_WIN32)
+// Reads a tensor's external data: only a relative path inside `folder`, no `..`, and no link
+// that resolves outside it.
+inline Status read_external(OnnxReader& r, const TensorInfo& t, StringView folder, void* out) {
+    const char* label = t.label;
+    int location_size = (int)(t.location.size > 120 ? 120 : t.location.size);
+    const char* location = t.location.data;
+    if (folder.empty())
+        return r.fail(Status::InvalidArgument, "%s: external data '%.*s' needs the model's folder", label,
+                      location_size, location);
+    StringView l = t.location;
+    bool absolute = l[0] == '/' || l[0] == '\\' || (l.size > 1 && l[1] == ':');
+    if (absolute)
+        return r.fail(Status::InvalidArgument, "%s: external data path '%.*s' is absolute", label, location_size, location);
+    size_t start = 0;
+    for (size_t i = 0; i <= l.size; ++i) {
+        if (i < l.size && l[i] == 0)
+            return r.fail(Status::InvalidArgument, "%s: external data path '%.*s' holds a zero byte", label,
+                          location_size, location);
+        if (i == l.size || l[i] == '/' || l[i] == '\\') {
+            if (i - start == 2 && l[start] == '.' && l[start + 1] == '.')
+                return r.fail(Status::InvalidArgument, "%s: external data path '%.*s' has a '..' component", label,
+                              location_size, location);
+            start = i + 1;
+        }
+    }
+    char joined[PATH_MAX];
+    char folder_real[PATH_MAX];
+    char file_real[PATH_MAX];
+    if (folder.size + l.size + 2 > sizeof joined)
+        return r.fail(Status::InvalidArgument, "%s: external data path '%.*s' is too long", label, location_size, location);
+    std::memcpy(joined, folder.data, folder.size);
+    joined[folder.size] = 0;
+    if (!realpath(joined, folder_real))
+        return r.fail(Status::IoError, "%s: cannot resolve the model's folder '%s'", label, joined);
+    joined[folder.size] = '/';
+    std::memcpy(joined + folder.size + 1, l.data, l.size);
+    joined[folder.size + 1 + l.size] = 0;
+    if (!realpath(joined, file_real))
+        return r.fail(Status::IoError, "%s: cannot open external data file '%.*s'", label, location_size, location);
+    size_t prefix = std::strlen(folder_real);
+    bool inside = std::strncmp(file_real, folder_real, prefix) == 0 &&
+                  (file_real[prefix] == '/' || (prefix == 1 && folder_real[0] == '/'));
+    if (!inside)
+        return r.fail(Status::InvalidArgument, "%s: external data path '%.*s' resolves outside the model's folder", label,
+                      location_size, location);
+    FILE* file = std::fopen(file_real, "rb");
+    if (!file) return r.fail(Status::IoError, "%s: cannot open external data file '%.*s'", label, location_size, location);
+    long file_size = -1;
+    if (std::fseek(file, 0, SEEK_END) == 0) file_size = std::ftell(file);
+    if (file_size < 0) {
+        std::fclose(file);
+        return r.fail(Status::IoError, "%s: cannot size external data file '%.*s'", label, location_size, location);
+    }
+    uint64_t length = t.has_length ? t.length : ((uint64_t)file_size > t.offset ? (uint64_t)file_size - t.offset : 0);
+    if (t.offset > UINT64_MAX - length || t.offset + length > (uint64_t)file_size) {
+        std::fclose(file);
+        return r.fail(Status::ParseError, "%s: external data offset %llu + length %llu is past the end of '%.*s' (%ld bytes)",
+                      label, (unsigned long long)t.offset, (unsigned long long)length, location_size, location, file_size);
+    }
+    if (length != (uint64_t)t.bytes) {
+        std::fclose(file);
+        return r.fail(Status::ParseError, "%s: external data has %llu bytes, expected %zu", label,
+                      (unsigned long long)length, t.bytes);
+    }
+    bool ok = std::fseek(file, (long)t.offset, SEEK_SET) == 0 && std::fread(out, 1, t.bytes, file) == t.bytes;
+    std::fclose(file);
+    if (!ok) return r.fail(Status::IoError, "%s: cannot read external data file '%.*s'", label, location_size, location);
+    return Status::Ok;
+}
+#else
+inline Status read_external(OnnxReader& r, const TensorInfo& t, StringView, void*) {
+    return r.fail(Status::Unsupported, "%s: external data is not supported on this platform", t.label);
+}
+#endif
+
+// True when the tensor's bytes can stay where they are (raw and aligned to the element).
+inline bool tensor_in_place(const TensorInfo& t) {
+    return !t.external && t.has_raw && t.bytes > 0 &&
+           (uintptr_t)t.raw % (uintptr_t)element_size(t.desc.type) == 0;
+}
+
+// Writes the tensor's t.bytes bytes of data to `out`.
+inline Status fill_tensor(OnnxReader& r, const TensorInfo& t, StringView folder, void* out) {
+    if (t.bytes == 0) return Status::Ok;
+    if (t.external) return read_external(r, t, folder, out);
+    if (t.has_raw) {
+        std::memcpy(out, t.raw, t.bytes);
+        return Status::Ok;
+    }
+    ElementType type = t.desc.type;
+    uint32_t want = type == ElementType::Float32 ? 4u : type == ElementType::Int64 ? 7u : 5u;
+    ProtoCursor c(t.body, t.body_size);
+    ProtoField f;
+    bool more = true;
+    size_t count = 0;
+    while (true) {
+        TESSEL_ONNX_TRY(proto_next(r, c, &f, &more, t.label));
+        if (!more) break;
+        if (f.number != want) continue;
+        if (type == ElementType::Float32) {
+            TESSEL_ONNX_TRY(proto_floats(r, f, static_cast<float*>(out), &count, t.label, "float_data"));
+        } else if (type == ElementType::Int64) {
+            TESSEL_ONNX_TRY(proto_ints(r, f, static_cast<int64_t*>(out), &count, t.label, "int64_data"));
+        } else {
+            // int32_data holds every narrower type, one value per entry (FLOAT16: its bits).
+            int64_t values[64];
+            size_t n = 0;
+            TESSEL_ONNX_TRY(proto_count(r, f, false, &n, t.label, "int32_data"));
+            // Decode in chunks through a small buffer.
+            const uint8_t* p = f.data;
+            const uint8_t* end = f.data + f.size;
+            for (size_t done = 0; done < n;) {
+                size_t k = 0;
+                if (f.wire == kWireVarint) {
+                    values[k++] = (int64_t)f.value;
+                } else {
+                    while (k < 64 && p < end) {
+                        uint64_t v = 0;
+                        if (!proto_varint(&p, end, &v)) return r.fail(Status::ParseError, "%s: bad int32_data", t.label);
+                        values[k++] = (int64_t)v;
+                    }
+                }
+                for (size_t i = 0; i < k; ++i, ++count) {
+                    int32_t v = (int32_t)values[i];
+                    switch (type) {
+                    case ElementType::Int32: static_cast<int32_t*>(out)[count] = v; break;
+                    case ElementType::Float16: static_cast<uint16_t*>(out)[count] = (uint16_t)v; break;
+                    case ElementType::Bool: static_cast<uint8_t*>(out)[count] = v != 0; break;
+                    default: static_cast<uint8_t*>(out)[count] = (uint8_t)v; break;
+                    }
+                }
+                done += k;
+            }
+        }
+    }
+    TESSEL_ASSERT(count == t.elements);
+    return Status::Ok;
+}
+
+// Open-addressing table of names (keys are not copied: they point into the model's bytes or
+// the arena, both alive while the reader runs).
+struct OnnxNameTable {
+    struct Entry {
+        StringView name;
+        uint32_t node;
+        uint32_t port;
+    };
+    Entry* entries = nullptr;
+    uint64_t mask = 0;
+    OnnxNameTable() = default;
+    OnnxNameTable(const OnnxNameTable&) = delete;
+    OnnxNameTable& operator=(const OnnxNameTable&) = delete;
+    ~OnnxNameTable() {
+        if (entries) TESSEL_FREE(entries);
+    }
+    bool init(uint64_t count) {
+        uint64_t size = 16;
+        while (size < 2 * count + 1) size *= 2;
+        if (size > SIZE_MAX / sizeof(Entry)) return false;
+        entries = static_cast<Entry*>(TESSEL_MALLOC((size_t)size * sizeof(Entry)));
+        if (!entries) return false;
+        for (uint64_t i = 0; i < size; ++i) new (&entries[i]) Entry{StringView(), 0, 0};
+        mask = size - 1;
+        return true;
+    }
+    Entry* slot(StringView name) const {
+        uint64_t i = hash_bytes(name.data, name.size) & mask;
+        while (entries[i].name.data && !(entries[i].name == name)) i = (i + 1) & mask;
+        return &entries[i];
+    }
+    const Entry* find(StringView name) const {
+        const Entry* e = slot(name);
+        return e->name.data ? e : nullptr;
+    }
+    // false if the name is present already
+    bool insert(StringView name, uint32_t node, uint32_t port) {
+        Entry* e = slot(name);
+        if (e->name.data) return false;
+        *e = Entry{name, node, port};
+        return true;
+    }
+};
+
+// A growable TESSEL_MALLOC buffer for per-node temporaries.
+struct OnnxScratch {
+    void* data = nullptr;
+    size_t size = 0;
+    OnnxScratch() = default;
+    OnnxScratch(const OnnxScratch&) = delete;
+    OnnxScratch& operator=(const OnnxScratch&) = delete;
+    ~OnnxScratch() {
+        if (data) TESSEL_FREE(data);
+    }
+    void* get(size_t bytes) {
+        if (bytes <= size && data) return data;
+        if (data) TESSEL_FREE(data);
+        size = bytes < 256 ? 256 : bytes;
+        data = TESSEL_MALLOC(size);
+        if (!data) size = 0;
+        return data;
+    }
+};
+
+// What the first pass learns about a NodeProto.
+struct OnnxNodeInfo {
+    StringView name, op, domain;
+    size_t inputs = 0;        // trailing empty names dropped
+    size_t outputs = 0;
+    bool absent_inputs = false;
+};
+
+inline Status scan_node(OnnxReader& r, const uint8_t* data, size_t size, const char* what, OnnxNodeInfo* info) {
+    ProtoCursor c(data, size);
+    ProtoField f;
+    bool more = true;
+    size_t inputs = 0;
+    *info = OnnxNodeInfo();
+    while (true) {
+        TESSEL_ONNX_TRY(proto_next(r, c, &f, &more, what));
+        if (!more) break;
+        switch (f.number) {
+        case 1:
+            TESSEL_ONNX_TRY(proto_expect(r, f, kWireLength, what, "input"));
+            ++inputs;
+            if (f.size) {
+                if (info->inputs + 1 < inputs) info->absent_inputs = true;
+                info->inputs = inputs;
+            }
+            break;
+        case 2: TESSEL_ONNX_TRY(proto_expect(r, f, kWireLength, what, "output")); ++info->outputs; break;
+        case 3: TESSEL_ONNX_TRY(proto_expect(r, f, kWireLength, what, "name")); info->name = f.string(); break;
+        case 4: TESSEL_ONNX_TRY(proto_expect(r, f, kWireLength, what, "op_type")); info->op = f.string(); break;
+        case 5: TESSEL_ONNX_TRY(proto_expect(r, f, kWireLength, what, "attribute")); break;
+        case 7: TESSEL_ONNX_TRY(proto_expect(r, f, kWireLength, what, "domain")); info->domain = f.string(); break;
+        default: break;
+        }
+    }
+    return Status::Ok;
+}
+
+inline int clip_length(StringView s) { return (int)(s.size > 100 ? 100 : s.size); }
+
+// ValueInfoProto -> name and desc. For graph inputs (strict) a type that is not a supported
+// tensor is Unsupported; for outputs and value_info only the bytes are checked.
+inline Status parse_value_info(OnnxReader& r, const uint8_t* data, size_t size, const char* what, bool strict,
+                               StringView* name, TensorDesc* desc) {
+    ProtoCursor c(data, size);
+    ProtoField f;
+    bool more = true;
+    const uint8_t* type = nullptr;
+    size_t type_size = 0;
+    bool has_type = false;
+    *name = StringView();
+    *desc = TensorDesc();
+    while (true) {
+        TESSEL_ONNX_TRY(proto_next(r, c, &f, &more, what));
+        if (!more) break;
+        if (f.number == 1) { TESSEL_ONNX_TRY(proto_expect(r, f, kWireLength, what, "name")); *name = f.string(); }
+        if (f.number == 2) {
+            TESSEL_ONNX_TRY(proto_expect(r, f, kWireLength, what, "type"));
+            type = f.data;
+            type_size = f.size;
+            has_type = true;
+        }
+    }
+    char label[160];
+    std::snprintf(label, sizeof label, "%s '%.*s'", what, clip_length(*name), name->data ? name->data : "");
+    if (name->empty()) return r.fail(Status::ParseError, "%s has no name", what);
+    if (!has_type) return strict ? r.fail(Status::ParseError, "%s has no type", label) : Status::Ok;
+    // TypeProto: tensor_type = 1 (others: sequence 4, map 5, sparse 8, optional 9, opaque 7).
+    ProtoCursor tc(type, type_size);
+    const uint8_t* tensor = nullptr;
+    size_t tensor_size = 0;
+    bool is_tensor = false;
+    uint32_t other = 0;
+    while (true) {
+        TESSEL_ONNX_TRY(proto_next(r, tc, &f, &more, label));
+        if (!more) break;
+        if (f.number == 1) {
+            TESSEL_ONNX_TRY(proto_expect(r, f, kWireLength, label, "tensor_type"));
+            tensor = f.data;
+            tensor_size = f.size;
+            is_tensor = true;
+        } else if (f.number != 6) {  // 6: denotation
+            other = f.number;
+        }
+    }
+    if (!is_tensor) {
+        if (!strict) return Status::Ok;
+        const char* kind = other == 4 ? "a sequence" : other == 5 ? "a map" : other == 8 ? "a sparse tensor"
+                         : other == 9 ? "an optional" : "not a tensor";
+        return r.fail(Status::Unsupported, "%s is %s (only tensors are supported)", label, kind);
+    }
+    ProtoCursor sc(tensor, tensor_size);
+    int64_t elem_type = 0;
+    const uint8_t* shape = nullptr;
+    size_t shape_size = 0;
+    bool has_shape = false;
+    while (true) {
+        TESSEL_ONNX_TRY(proto_next(r, sc, &f, &more, label));
+        if (!more) break;
+        if (f.number == 1) { TESSEL_ONNX_TRY(proto_expect(r, f, kWireVarint, label, "elem_type")); elem_type = (int64_t)f.value; }
+        if (f.number == 2) {
+            TESSEL_ONNX_TRY(proto_expect(r, f, kWireLength, label, "shape"));
+            shape = f.data;
+            shape_size = f.size;
+            has_shape = true;
+        }
+    }
+    ElementType element = ElementType::Undefined;
+    Status s = onnx_type(r, elem_type, label, &element);
+    if (s != Status::Ok) return strict ? s : Status::Ok;
+    desc->type = element;
+    if (!has_shape) return Status::Ok;   // unknown rank: read as rank 0; compile_model's shapes give it
+    ProtoCursor dc(shape, shape_size);
+    uint32_t rank = 0;
+    while (true) {
+        TESSEL_ONNX_TRY(proto_next(r, dc, &f, &more, label));
+        if (!more) break;
+        if (f.number != 1) continue;
+        TESSEL_ONNX_TRY(proto_expect(r, f, kWireLength, label, "shape.dim"));
+        if (rank == r.limits.max_rank)
+            return strict ? r.fail(Status::LimitExceeded, "%s has rank above %u", label, r.limits.max_rank) : Status::Ok;
+        int64_t dim = -1;   // dim_param or nothing: symbolic
+        ProtoCursor d(f.data, f.size);
+        ProtoField g;
+        bool more_dim = true;
+        while (true) {
+            TESSEL_ONNX_TRY(proto_next(r, d, &g, &more_dim, label));
+            if (!more_dim) break;
+            if (g.number == 1) {
+                TESSEL_ONNX_TRY(proto_expect(r, g, kWireVarint, label, "dim_value"));
+                dim = (int64_t)g.value < 0 ? -1 : (int64_t)g.value;
+            } else if (g.number == 2) {
+                TESSEL_ONNX_TRY(proto_expect(r, g, kWireLength, label, "dim_param"));
+                dim = -1;
+            }
+        }
+        desc->dims[rank++] = dim;
+    }
+    desc->rank = (uint8_t)rank;
+    return Status::Ok;
+}
+
+// Builds a Model from a ModelProto's GraphProto.
+struct OnnxModelReader {
+    Model* model;
+    OnnxReader& r;
+    StringView folder;
+    OnnxNameTable tensors;    // tensor name -> producing node and port
+    OnnxNameTable names;      // node names in use
+    OnnxScratch scratch;
+
+    OnnxModelReader(Model* m, OnnxReader& reader, StringView f) : model(m), r(reader), folder(f) {}
+
+    Status out_of_memory(const char* what) { return r.fail(Status::OutOfMemory, "out of memory reading %s", what); }
+
+    // Copies graph errors (add_node, add_attribute) into the reader's message.
+    Status graph_status(Status s) {
+        if (s != Status::Ok) std::snprintf(r.error, sizeof r.error, "%s", model->graph.last_error());
+        return s;
+    }
+
+    // Decodes a TensorProto into a ConstTensor whose data is in the bytes (raw, aligned) or the arena.
+    Status read_const(const uint8_t* data, size_t size, const char* what, TensorInfo* info, const void** out) {
+        TESSEL_ONNX_TRY(parse_tensor(r, data, size, what, info));
+        *out = nullptr;
+        if (tensor_in_place(*info)) {
+            *out = info->raw;
+            return Status::Ok;
+        }
+        if (!info->bytes) return Status::Ok;
+        void* memory = model->arena.allocate(info->bytes, 64);
+        if (!memory) return out_of_memory(info->label);
+        TESSEL_ONNX_TRY(fill_tensor(r, *info, folder, memory));
+        *out = memory;
+        return Status::Ok;
+    }
+
+    Status read_attribute(NodeId node, StringView node_name, const uint8_t* data, size_t size) {
+        char what[200];
+        std::snprintf(what, sizeof what, "node '%.*s' attribute", clip_length(node_name), node_name.data);
+        ProtoCursor c(data, size);
+        ProtoField f;
+        bool more = true;
+        StringView name, s, ref;
+        int64_t type = 0, i = 0;
+        float value = 0;
+        const uint8_t* tensor = nullptr;
+        size_t tensor_size = 0;
+        size_t float_count = 0, int_count = 0;
+        uint32_t seen = 0;   // bit per AttributeProto type present (for files without `type`)
+        while (true) {
+            TESSEL_ONNX_TRY(proto_next(r, c, &f, &more, what));
+            if (!more) break;
+            switch (f.number) {
+            case 1: TESSEL_ONNX_TRY(proto_expect(r, f, kWireLength, what, "name")); name = f.string(); break;
+            case 2: TESSEL_ONNX_TRY(proto_expect(r, f, kWireFixed32, what, "f")); value = proto_float(f.value); seen |= 1u << 1; break;
+            case 3: TESSEL_ONNX_TRY(proto_expect(r, f, kWireVarint, what, "i")); i = (int64_t)f.value; seen |= 1u << 2; break;
+            case 4: TESSEL_ONNX_TRY(proto_expect(r, f, kWireLength, what, "s")); s = f.string(); seen |= 1u << 3; break;
+            case 5:
+                TESSEL_ONNX_TRY(proto_expect(r, f, kWireLength, what, "t"));
+                tensor = f.data;
+                tensor_size = f.size;
+                seen |= 1u << 4;
+                break;
+            case 6: TESSEL_ONNX_TRY(proto_expect(r, f, kWireLength, what, "g")); seen |= 1u << 5; break;
+            case 7: TESSEL_ONNX_TRY(proto_count(r, f, true, &float_count, what, "floats")); seen |= 1u << 6; break;
+            case 8: TESSEL_ONNX_TRY(proto_count(r, f, false, &int_count, what, "ints")); seen |= 1u << 7; break;
+            case 9: TESSEL_ONNX_TRY(proto_expect(r, f, kWireLength, what, "strings")); seen |= 1u << 8; break;
+            case 10: TESSEL_ONNX_TRY(proto_expect(r, f, kWireLength, what, "tensors")); seen |= 1u << 9; break;
+            case 11: TESSEL_ONNX_TRY(proto_expect(r, f, kWireLength, what, "graphs")); seen |= 1u << 10; break;
+            case 20: TESSEL_ONNX_TRY(proto_expect(r, f, kWireVarint, what, "type")); type = (int64_t)f.value; break;
+            case 21: TESSEL_ONNX_TRY(proto_expect(r, f, kWireLength, what, "ref_attr_name")); ref = f.string(); break;
+            default: break;
+            }
+        }
+        if (name.empty())
+            return r.fail(Status::ParseError, "node '%.*s': an attribute at byte %zu has no name", clip_length(node_name),
+                          node_name.data, r.offset(data));
+        char label[240];
+        std::snprintf(label, sizeof label, "%s '%.*s'", what, clip_length(name), name.data);
+        if (!ref.empty()) return r.fail(Status::Unsupported, "%s refers to a function attribute", label);
+        if (type == 0) {  // IR version 1 files: the type is the field that is present
+            for (int k = 1; k <= 10; ++k)   // the bit numbers are the AttributeType values
+                if (seen & (1u << k)) { type = k; break; }
+            if (type == 0) return r.fail(Status::ParseError, "%s has no type and no value", label);
+        }
+        if (model->graph.find_attribute(node, name))
+            return r.fail(Status::ParseError, "%s is given twice", label);
+        Attribute a;
+        a.name = name;
+        switch (type) {
+        case 1: a.kind = AttributeKind::Float; a.f = value; break;
+        case 2: a.kind = AttributeKind::Int; a.i = i; break;
+        case 3: a.kind = AttributeKind::String; a.s = s; break;
+        case 6: {
+            a.kind = AttributeKind::Floats;
+            float* values = static_cast<float*>(scratch.get(float_count * sizeof(float) + 1));
+            if (!values) return out_of_memory(label);
+            size_t n = 0;
+            ProtoCursor again(data, size);
+            while (true) {
+                TESSEL_ONNX_TRY(proto_next(r, again, &f, &more, what));
+                if (!more) break;
+                if (f.number == 7) TESSEL_ONNX_TRY(proto_floats(r, f, values, &n, what, "floats"));
+            }
+            a.floats = Span<const float>(values, n);
+            break;
+        }
+        case 7: {
+            a.kind = AttributeKind::Ints;
+            int64_t* values = static_cast<int64_t*>(scratch.get(int_count * sizeof(int64_t) + 1));
+            if (!values) return out_of_memory(label);
+            size_t n = 0;
+            ProtoCursor again(data, size);
+            while (true) {
+                TESSEL_ONNX_TRY(proto_next(r, again, &f, &more, what));
+                if (!more) break;
+                if (f.number == 8) TESSEL_ONNX_TRY(proto_ints(r, f, values, &n, what, "ints"));
+            }
+            a.ints = Span<const int64_t>(values, n);
+            break;
+        }
+        case 4: {
+            if (!tensor) return r.fail(Status::ParseError, "%s is a TENSOR without a tensor", label);
+            TensorInfo info;
+            const void* bytes = nullptr;
+            TESSEL_ONNX_TRY(read_const(tensor, tensor_size, label, &info, &bytes));
+            ConstTensor* t = model->arena.allocate_array<ConstTensor>(1);
+            if (!t) return out_of_memory(label);
+            new (t) ConstTensor();
+            t->desc = info.desc;
+            t->data = bytes;
+            t->bytes = info.bytes;
+            a.kind = AttributeKind::Tensor;
+            a.tensor = t;
+            break;
+        }
+        case 5: return r.fail(Status::Unsupported, "%s is a graph (subgraph bodies are not supported)", label);
+        case 8: return r.fail(Status::Unsupported, "%s is a list of strings", label);
+        case 9: return r.fail(Status::Unsupported, "%s is a list of tensors", label);
+        case 10: return r.fail(Status::Unsupported, "%s is a list of graphs", label);
+        case 11: case 12: return r.fail(Status::Unsupported, "%s is a sparse tensor", label);
+        case 13: case 14: return r.fail(Status::Unsupported, "%s is a type proto", label);
+        default: return r.fail(Status::ParseError, "%s has unknown type %lld", label, (long long)type);
+        }
+        return graph_status(model->graph.add_attribute(node, a));
+    }
+
+    Status read_graph(const uint8_t* data, size_t size) {
+        const char* what = "GraphProto";
+        ProtoField f;
+        bool more = true;
+        // Pass 1: counts and the wire format of the graph's own fields.
+        uint64_t node_count = 0, initializer_count = 0, input_count = 0, output_count = 0;
+        {
+            ProtoCursor c(data, size);
+            while (true) {
+                TESSEL_ONNX_TRY(proto_next(r, c, &f, &more, what));
+                if (!more) break;
+                switch (f.number) {
+                case 1: TESSEL_ONNX_TRY(proto_expect(r, f, kWireLength, what, "node")); ++node_count; break;
+                case 2: TESSEL_ONNX_TRY(proto_expect(r, f, kWireLength, what, "name")); break;
+                case 5: TESSEL_ONNX_TRY(proto_expect(r, f, kWireLength, what, "initializer")); ++initializer_count; break;
+                case 11: TESSEL_ONNX_TRY(proto_expect(r, f, kWireLength, what, "input")); ++input_count; break;
+                case 12: TESSEL_ONNX_TRY(proto_expect(r, f, kWireLength, what, "output")); ++output_count; break;
+                case 13: TESSEL_ONNX_TRY(proto_expect(r, f, kWireLength, what, "value_info")); break;
+                case 15: return r.fail(Status::Unsupported, "the graph has sparse initializers");
+                default: break;
+                }
+            }
+        }
+        uint64_t total = node_count + initializer_count + input_count + output_count;
+        if (node_count > r.limits.max_nodes || total > r.limits.max_nodes)
+            return r.fail(Status::LimitExceeded, "the graph has %llu nodes and %llu inputs, initializers and outputs (at most %llu in all)",
+                          (unsigned long long)node_count, (unsigned long long)(total - node_count),
+                          (unsigned long long)r.limits.max_nodes);
+        // Pass 2: nodes' inputs and outputs, domains; how many tensor names there are.
+        uint64_t tensor_count = initializer_count + input_count;
+        size_t max_inputs = 0;
+        bool need_absent = false;
+        {
+            ProtoCursor c(data, size);
+            uint32_t index = 0;
+            char node_what[64];
+            while (true) {
+                TESSEL_ONNX_TRY(proto_next(r, c, &f, &more, what));
+                if (!more) break;
+                if (f.number != 1) continue;
+                std::snprintf(node_what, sizeof node_what, "node #%u", index);
+                OnnxNodeInfo info;
+                TESSEL_ONNX_TRY(scan_node(r, f.data, f.size, node_what, &info));
+                StringView shown = info.name.empty() ? StringView(node_what) : info.name;
+                if (info.op.empty()) return r.fail(Status::ParseError, "node '%.*s' has no op_type", clip_length(shown), shown.data);
+                if (!info.domain.empty() && info.domain != StringView("ai.onnx"))
+                    return r.fail(Status::Unsupported, "node '%.*s' (%.*s) is in domain '%.*s', which Tessel does not support",
+                                  clip_length(shown), shown.data, clip_length(info.op), info.op.data,
+                                  clip_length(info.domain), info.domain.data);
+                if (info.outputs > 0xffffu)
+                    return r.fail(Status::LimitExceeded, "node '%.*s' has %zu outputs (at most 65535)", clip_length(shown),
+                                  shown.data, info.outputs);
+                tensor_count += info.outputs;
+                if (info.inputs > max_inputs) max_inputs = info.inputs;
+                need_absent = need_absent || info.absent_inputs;
+                ++index;
+            }
+        }
+        if (!tensors.init(tensor_count) || !names.init(total + 1)) return out_of_memory("the graph's names");
+        if (model->graph.node_count() != 0)
+            return r.fail(Status::InvalidArgument, "read_onnx needs an empty model");
+        // The shared Absent node first, so ONNX node k gets the id base + k.
+        if (need_absent) {
+            InputRef absent = model->absent();
+            if (absent.producer == kNoNode) return graph_status(Status::OutOfMemory);
+            if (!names.insert(model->graph.node(absent.producer).name, absent.producer, 0))
+                return r.fail(Status::DuplicateName, "node name '<absent>' is used twice");
+        }
+        // Initializers.
+        {
+            ProtoCursor c(data, size);
+            uint32_t index = 0;
+            while (true) {
+                TESSEL_ONNX_TRY(proto_next(r, c, &f, &more, what));
+                if (!more) break;
+                if (f.number != 5) continue;
+                char init_what[64];
+                std::snprintf(init_what, sizeof init_what, "initializer #%u", index++);
+                TensorInfo info;
+                const void* bytes = nullptr;
+                TESSEL_ONNX_TRY(read_const(f.data, f.size, "initializer", &info, &bytes));
+                if (info.name.empty()) return r.fail(Status::ParseError, "%s has no name", init_what);
+                NodeId id = kNoNode;
+                if (!names.insert(info.name, 0, 0))
+                    return r.fail(Status::DuplicateName, "initializer '%.*s' is given twice", clip_length(info.name), info.name.data);
+                TESSEL_ONNX_TRY(graph_status(model->add_constant(info.name, info.desc, bytes, &id, false)));
+                if (!tensors.insert(info.name, id, 0)) return r.fail(Status::DuplicateName, "initializer '%.*s' is given twice", clip_length(info.name), info.name.data);
+            }
+        }
+        // Graph inputs that are not initializers.
+        {
+            ProtoCursor c(data, size);
+            while (true) {
+                TESSEL_ONNX_TRY(proto_next(r, c, &f, &more, what));
+                if (!more) break;
+                if (f.number != 11) continue;
+                StringView name;
+                TensorDesc desc;
+                // An input that names an initializer is its default value: the constant stands.
+                Status s = parse_value_info(r, f.data, f.size, "graph input", false, &name, &desc);
+                if (s != Status::Ok) return s;
+                const OnnxNameTable::Entry* e = tensors.find(name);
+                if (e && model->graph.node(e->node).op == StringView("Constant")) continue;
+                TESSEL_ONNX_TRY(parse_value_info(r, f.data, f.size, "graph input", true, &name, &desc));
+                if (e || !names.insert(name, 0, 0))
+                    return r.fail(Status::DuplicateName, "graph input '%.*s' is given twice", clip_length(name), name.data);
+                NodeId id = kNoNode;
+                TESSEL_ONNX_TRY(graph_status(model->add_input(name, desc, &id)));
+                if (!tensors.insert(name, id, 0))
+                    return r.fail(Status::DuplicateName, "graph input '%.*s' is given twice", clip_length(name), name.data);
+            }
+        }
+        // Output names are Result nodes: reserve them before naming the ONNX nodes.
+        {
+            ProtoCursor c(data, size);
+            while (true) {
+                TESSEL_ONNX_TRY(proto_next(r, c, &f, &more, what));
+                if (!more) break;
+                if (f.number != 12 && f.number != 13) continue;
+                StringView name;
+                TensorDesc desc;
+                TESSEL_ONNX_TRY(parse_value_info(r, f.data, f.size, f.number == 12 ? "graph output" : "value_info", false, &name, &desc));
+                if (f.number != 12) continue;
+                if (!names.insert(name, 0, 0))
+                    return r.fail(Status::Unsupported,
+                                  "graph output '%.*s' is also a graph input, an initializer or another output "
+                                  "(interface names share one namespace)", clip_length(name), name.data);
+            }
+        }
+        // Node outputs -> (node id, port), before any node is added: nodes may come in any order.
+        NodeId base = model->graph.node_count();
+        {
+            ProtoCursor c(data, size);
+            uint32_t index = 0;
+            while (true) {
+                TESSEL_ONNX_TRY(proto_next(r, c, &f, &more, what));
+                if (!more) break;
+                if (f.number != 1) continue;
+                ProtoCursor n(f.data, f.size);
+                ProtoField g;
+                bool more_node = true;
+                uint32_t port = 0;
+                while (true) {
+                    TESSEL_ONNX_TRY(proto_next(r, n, &g, &more_node, "NodeProto"));
+                    if (!more_node) break;
+                    if (g.number != 2) continue;
+                    if (g.size && !tensors.insert(g.string(), base + index, port))
+                        return r.fail(Status::DuplicateName, "tensor '%.*s' is produced twice (again by node #%u output %u)",
+                                      clip_length(g.string()), (const char*)g.data, index, port);
+                    ++port;
+                }
+                ++index;
+            }
+        }
+        // Nodes.
+        {
+            InputRef* refs = static_cast<InputRef*>(TESSEL_MALLOC((max_inputs ? max_inputs : 1) * sizeof(InputRef)));
+            if (!refs) return out_of_memory("node inputs");
+            Status s = add_nodes(data, size, base, refs);
+            TESSEL_FREE(refs);
+            if (s != Status::Ok) return s;
+        }
+        // Outputs.
+        {
+            ProtoCursor c(data, size);
+            while (true) {
+                TESSEL_ONNX_TRY(proto_next(r, c, &f, &more, what));
+                if (!more) break;
+                if (f.number != 12) continue;
+                StringView name;
+                TensorDesc desc;
+                TESSEL_ONNX_TRY(parse_value_info(r, f.data, f.size, "graph output", false, &name, &desc));
+                const OnnxNameTable::Entry* e = tensors.find(name);
+                if (!e)
+                    return r.fail(Status::DanglingInput, "graph output '%.*s' is not produced by any node, input or initializer",
+                                  clip_length(name), name.data);
+                TESSEL_ONNX_TRY(graph_status(model->add_output(name, InputRef::by_id(e->node, e->port))));
+            }
+        }
+        return Status::Ok;
+    }
+
+    Status add_nodes(const uint8_t* data, size_t size, NodeId base, InputRef* refs) {
+        ProtoCursor c(data, size);
+        ProtoField f;
+        bool more = true;
+        uint32_t index = 0;
+        char node_what[64];
+        while (true) {
+            TESSEL_ONNX_TRY(proto_next(r, c, &f, &more, "GraphProto"));
+            if (!more) break;
+            if (f.number != 1) continue;
+            std::snprintf(node_what, sizeof node_what, "node #%u", index);
+            OnnxNodeInfo info;
+            TESSEL_ONNX_TRY(scan_node(r, f.data, f.size, node_what, &info));
+            // The node's name: its own unless taken, else <op_type>_<index> made unique.
+            char generated[160];
+            StringView name = info.name;
+            if (name.empty() || names.find(name)) {
+                std::snprintf(generated, sizeof generated, "%.*s_%u", clip_length(info.op), info.op.data, index);
+                size_t stem = std::strlen(generated);
+                for (uint32_t k = 2; names.find(StringView(generated, std::strlen(generated))); ++k)
+                    std::snprintf(generated + stem, sizeof generated - stem, "_%u", k);
+                name = StringView(generated, std::strlen(generated));
+            }
+            // Inputs, by id.
+            ProtoCursor n(f.data, f.size);
+            ProtoField g;
+            bool more_node = true;
+            size_t k = 0;
+            while (k < info.inputs) {
+                TESSEL_ONNX_TRY(proto_next(r, n, &g, &more_node, node_what));
+                if (!more_node) break;
+                if (g.number != 1) continue;
+                if (g.size == 0) {
+                    refs[k++] = model->absent();
+                    continue;
+                }
+                const OnnxNameTable::Entry* e = tensors.find(g.string());
+                if (!e)
+                    return r.fail(Status::DanglingInput, "node '%.*s' (%.*s) input %zu reads tensor '%.*s', which no node, input or initializer produces",
+                                  clip_length(name), name.data, clip_length(info.op), info.op.data, k, clip_length(g.string()),
+                                  (const char*)g.data);
+                refs[k++] = InputRef::by_id(e->node, e->port);
+            }
+            NodeId id = kNoNode;
+            TESSEL_ONNX_TRY(graph_status(model->add_node(info.op, name, Span<const InputRef>(refs, info.inputs),
+                                                          (uint32_t)info.outputs, &id)));
+            TESSEL_ASSERT(id == base + index);
+            if (!names.insert(model->graph.node(id).name, id, 0))
+                return r.fail(Status::DuplicateName, "node name '%.*s' is used twice", clip_length(name), name.data);
+            ProtoCursor a(f.data, f.size);
+            while (true) {
+                TESSEL_ONNX_TRY(proto_next(r, a, &g, &more_node, node_what));
+                if (!more_node) break;
+                if (g.number == 5) TESSEL_ONNX_TRY(read_attribute(id, model->graph.node(id).name, g.data, g.size));
+            }
+            ++index;
+        }
+        return Status::Ok;
+    }
+};
+
+// ModelProto: ir_version = 1, opset_import = 8 (OperatorSetIdProto: domain = 1, version = 2), graph = 7.
+inline Status read_model_proto(Model* model, OnnxReader& r, const uint8_t* data, size_t size, StringView folder) {
+    const char* what = "ModelProto";
+    ProtoCursor c(data, size);
+    ProtoField f;
+    bool more = true;
+    const uint8_t* graph = nullptr;
+    size_t graph_size = 0;
+    bool has_graph = false;
+    int64_t opset = -1;
+    while (true) {
+        TESSEL_ONNX_TRY(proto_next(r, c, &f, &more, what));
+        if (!more) break;
+        switch (f.number) {
+        case 1: TESSEL_ONNX_TRY(proto_expect(r, f, kWireVarint, what, "ir_version")); break;
+        case 7:
+            TESSEL_ONNX_TRY(proto_expect(r, f, kWireLength, what, "graph"));
+            graph = f.data;
+            graph_size = f.size;
+            has_graph = true;
+            break;
+        case 8: {
+            TESSEL_ONNX_TRY(proto_expect(r, f, kWireLength, what, "opset_import"));
+            ProtoCursor o(f.data, f.size);
+            ProtoField g;
+            bool more_opset = true;
+            StringView domain;
+            int64_t version = 0;
+            while (true) {
+                TESSEL_ONNX_TRY(proto_next(r, o, &g, &more_opset, "opset_import"));
+                if (!more_opset) break;
+                if (g.number == 1) { TESSEL_ONNX_TRY(proto_expect(r, g, kWireLength, "opset_import", "domain")); domain = g.string(); }
+                if (g.number == 2) { TESSEL_ONNX_TRY(proto_expect(r, g, kWireVarint, "opset_import", "version")); version = (int64_t)g.value; }
+            }
+            if (domain.empty() || domain == StringView("ai.onnx")) opset = version;
+            break;
+        }
+        default: break;
+        }
+    }
+    if (!has_graph) return r.fail(Status::ParseError, "the model has no graph");
+    if (opset < 0) return r.fail(Status::Unsupported, "the model imports no opset of the default domain");
+    if (opset < (int64_t)kOnnxMinOpset || opset > (int64_t)kOnnxMaxOpset)
+        return r.fail(Status::Unsupported, "opset %lld of the default domain is not supported (%u..%u)", (long long)opset,
+                      kOnnxMinOpset, kOnnxMaxOpset);
+    OnnxModelReader reader(model, r, folder);
+    TESSEL_ONNX_TRY(reader.read_graph(graph, graph_size));
+    model->opset = (uint32_t)opset;
+    return Status::Ok;
+}
+
+// Reads a whole file into a TESSEL_MALLOC buffer (at least one byte, so empty files work).
+inline Status read_whole_file(OnnxReader& r, const char* path, void** data, size_t* size) {
+    *data = nullptr;
+    *size = 0;
+    FILE* file = std::fopen(path, "rb");
+    if (!file) return r.fail(Status::IoError, "cannot open '%s'", path);
+    long length = -1;
+    if (std::fseek(file, 0, SEEK_END) == 0) length = std::ftell(file);
+    if (length < 0 || std::fseek(file, 0, SEEK_SET) != 0) {
+        std::fclose(file);
+        return r.fail(Status::IoError, "cannot size '%s'", path);
+    }
+    if ((uint64_t)length > r.limits.max_file_bytes) {
+        std::fclose(file);
+        return r.fail(Status::LimitExceeded, "'%s' has %ld bytes (at most %llu)", path, length,
+                      (unsigned long long)r.limits.max_file_bytes);
+    }
+    void* buffer = TESSEL_MALLOC((size_t)length + 1);
+    if (!buffer) {
+        std::fclose(file);
+        return r.fail(Status::OutOfMemory, "out of memory reading '%s' (%ld bytes)", path, length);
+    }
+    size_t got = std::fread(buffer, 1, (size_t)length, file);
+    std::fclose(file);
+    if (got != (size_t)length) {
+        TESSEL_FREE(buffer);
+        return r.fail(Status::IoError, "cannot read '%s'", path);
+    }
+    *data = buffer;
+    *size = (size_t)length;
+    return Status::Ok;
+}
+
+inline StringView folder_of(const char* path) {
+    const char* slash = std::strrchr(path, '/');
+    if (!slash) return StringView(".");
+    if (slash == path) return StringView("/");
+    return StringView(path, (size_t)(slash - path));
+}
+
+// The backend test data stores sequence, optional and map values in the same kind of .pb file
+// as tensors. Bytes that are not a valid TensorProto but have the exact field layout of one of
+// those messages are reported as Unsupported values rather than as malformed tensors.
+inline const char* onnx_value_kind(const uint8_t* data, size_t size) {
+    // Per message: the wire type each field number 1..7 must have (0xff: no such field).
+    static const uint8_t kSequence[8] = {0xff, kWireLength, kWireLength, kWireLength, kWireLength, kWireVarint, kWireLength, kWireLength};
+    static const uint8_t kOptional[8] = {0xff, kWireLength, kWireVarint, kWireLength, kWireLength, kWireLength, kWireLength, kWireLength};
+    static const uint8_t kMap[8] = {0xff, kWireLength, kWireVarint, 0xfe, kWireLength, kWireLength, 0xff, 0xff};
+    static const uint8_t* const kLayouts[3] = {kSequence, kOptional, kMap};
+    static const char* const kNames[3] = {"a sequence", "an optional", "a map"};
+    for (int k = 0; k < 3; ++k) {
+        OnnxReader r;
+        r.base = data;
+        ProtoCursor c(data, size);
+        ProtoField f;
+        bool more = true, ok = true;
+        while (ok) {
+            if (proto_next(r, c, &f, &more, "value") != Status::Ok) { ok = false; break; }
+            if (!more) break;
+            uint8_t want = f.number < 8 ? kLayouts[k][f.number] : 0xff;
+            // 0xfe: a repeated integer, packed or not
+            ok = want == 0xfe ? (f.wire == kWireVarint || f.wire == kWireLength) : want == f.wire;
+        }
+        if (ok) return kNames[k];
+    }
+    return nullptr;
+}
+
+inline Status read_tensor_proto_in(OnnxReader& r, const void* bytes, size_t size, StringView folder, Tensor* tensor,
+                                   char* name, size_t name_size) {
+    if (name && name_size) name[0] = 0;
+    if (!tensor || (!bytes && size)) return r.fail(Status::InvalidArgument, "read_tensor_proto: null argument");
+    if ((uint64_t)size > r.limits.max_file_bytes)
+        return r.fail(Status::LimitExceeded, "the tensor has %zu bytes (at most %llu)", size,
+                      (unsigned long long)r.limits.max_file_bytes);
+    r.base = static_cast<const uint8_t*>(bytes);
+    TensorInfo info;
+    Status parsed = parse_tensor(r, static_cast<const uint8_t*>(bytes), size, "tensor", &info);
+    if (parsed != Status::Ok && parsed != Status::Unsupported) {
+        const char* kind = onnx_value_kind(static_cast<const uint8_t*>(bytes), size);
+        if (kind) return r.fail(Status::Unsupported, "the bytes hold %s value (SequenceProto, OptionalProto or MapProto), not a tensor", kind);
+    }
+    if (parsed != Status::Ok) return parsed;
+    Tensor result;
+    Status s = result.allocate(info.desc.type, Span<const int64_t>(info.desc.dims, info.desc.rank));
+    if (s != Status::Ok) return r.fail(s, "%s: cannot allocate %zu bytes", info.label, info.bytes);
+    TESSEL_ONNX_TRY(fill_tensor(r, info, folder, result.data()));
+    *tensor = static_cast<Tensor&&>(result);
+    if (name && name_size) {
+        size_t n = info.name.size < name_size - 1 ? info.name.size : name_size - 1;
+        if (n) std::memcpy(name, info.name.data, n);
+        name[n] = 0;
+    }
+    return Status::Ok;
+}
+
+inline size_t put_varint(uint8_t* out, uint64_t v) {
+    size_t n = 0;
+    while (v >= 0x80) {
+        out[n++] = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    out[n++] = (uint8_t)v;
+    return n;
+}
+
+}  // namespace detail
+
+Status Model::read_onnx(const void* bytes, size_t size, StringView folder) {
+    detail::OnnxReader r;
+    r.base = static_cast<const uint8_t*>(bytes);
+    Status s = Status::Ok;
+    if (!bytes && size) s = r.fail(Status::InvalidArgument, "read_onnx: null bytes");
+    else if ((uint64_t)size > r.limits.max_file_bytes)
+        s = r.fail(Status::LimitExceeded, "the model has %zu bytes (at most %llu)", size,
+                   (unsigned long long)r.limits.max_file_bytes);
+    else if (graph.node_count() != 0) s = r.fail(Status::InvalidArgument, "read_onnx needs an empty model");
+    if (s == Status::Ok) s = detail::read_model_proto(this, r, static_cast<const uint8_t*>(bytes), size, folder);
+    if (s != Status::Ok) return graph.fail(s, "%s", r.error);
+    s = finalize();
+    return s;
+}
+
+Status Model::read_onnx_file(const char* path) {
+    detail::OnnxReader r;
+    if (!path) return graph.fail(Status::InvalidArgument, "read_onnx_file: null path");
+    if (file_ || graph.node_count() != 0) return graph.fail(Status::InvalidArgument, "read_onnx_file needs an empty model");
+    void* data = nullptr;
+    size_t size = 0;
+    Status s = detail::read_whole_file(r, path, &data, &size);
+    if (s != Status::Ok) return graph.fail(s, "%s", r.error);
+    file_ = data;
+    return read_onnx(data, size, detail::folder_of(path));
+}
+
+Status read_tensor_proto(const void* bytes, size_t size, Tensor* tensor, char* name, size_t name_size) {
+    detail::OnnxReader r;
+    return detail::read_tensor_proto_in(r, bytes, size, StringView(), tensor, name, name_size);
+}
+
+Status read_tensor_file(const char* path, Tensor* tensor) {
+    detail::OnnxReader r;
+    if (!path || !tensor) return Status::InvalidArgument;
+    void* data = nullptr;
+    size_t size = 0;
+    TESSEL_ONNX_TRY(detail::read_whole_file(r, path, &data, &size));
+    Status s = detail::read_tensor_proto_in(r, data, size, detail::folder_of(path), tensor, nullptr, 0);
+    TESSEL_FREE(data);
+    return s;
+}
+
+// TensorProto in raw_data form: dims = 1 (packed), data_type = 2, name = 8, raw_data = 9.
+Status write_tensor_proto(const Tensor& tensor, StringView name, WriteFn write, void* user) {
+    int32_t code = detail::onnx_type_code(tensor.type());
+    if (!write || code == 0 || (!tensor.data() && tensor.elements())) return Status::InvalidArgument;
+    uint8_t head[256];
+    size_t n = 0;
+    uint8_t dims[kMaxRank * 10];
+    size_t dims_size = 0;
+    for (uint32_t i = 0; i < tensor.rank(); ++i) dims_size += detail::put_varint(dims + dims_size, (uint64_t)tensor.dim(i));
+    if (tensor.rank()) {
+        head[n++] = (1 << 3) | 2;
+        n += detail::put_varint(head + n, dims_size);
+        std::memcpy(head + n, dims, dims_size);
+        n += dims_size;
+    }
+    head[n++] = (2 << 3) | 0;
+    n += detail::put_varint(head + n, (uint64_t)code);
+    if (!name.empty()) {
+        head[n++] = (8 << 3) | 2;
+        n += detail::put_varint(head + n, name.size);
+        write(user, reinterpret_cast<const char*>(head), n);
+        write(user, name.data, name.size);
+        n = 0;
+    }
+    size_t esize = element_size(tensor.type());
+    size_t bytes = tensor.bytes();
+    head[n++] = (9 << 3) | 2;
+    n += detail::put_varint(head + n, bytes);
+    write(user, reinterpret_cast<const char*>(head), n);
+    if (!bytes) return Status::Ok;
+    if (tensor.dense()) {
+        write(user, static_cast<const char*>(tensor.data()), bytes);
+        return Status::Ok;
+    }
+    // A strided view: element by element in row-major order, through a small buffer.
+    char buffer[4096];
+    size_t used = 0;
+    int64_t index[kMaxRank] = {};
+    uint64_t total = tensor.elements();
+    for (uint64_t e = 0; e < total; ++e) {
+        int64_t offset = 0;
+        for (uint32_t i = 0; i < tensor.rank(); ++i) offset += index[i] * tensor.stride(i);
+        if (used + esize > sizeof buffer) {
+            write(user, buffer, used);
+            used = 0;
+        }
+        std::memcpy(buffer + used, static_cast<const char*>(tensor.data()) + offset * (int64_t)esize, esize);
+        used += esize;
+        for (int i = (int)tensor.rank() - 1; i >= 0; --i) {
+            if (++index[i] < tensor.dim((uint32_t)i)) break;
+            index[i] = 0;
+        }
+    }
+    if (used) write(user, buffer, used);
+    return Status::Ok;
+}
+
+#undef TESSEL_ONNX_TRY
 // ---- END ONNX REGION ----
 
 }  // namespace tessel
