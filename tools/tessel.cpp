@@ -1,13 +1,23 @@
 // The `tessel` command line.
 //   tessel partition GRAPH.txt [--devices A,B,...] [--algo rollback|levels|waves] [--trace]
 //                    [--dot FILE] [--min-size N] [--reasons]
-//   tessel demo        partitions the hetero seed's example graph with every algorithm
+//   tessel run MODEL.onnx|COMPILED [--device D] [--inputs DIR] [--shape NAME=D1,D2,..]
+//                    [--output-dir DIR] [--compare DIR [--rtol R] [--atol A]] [--bench N]
+//                    [--threads N] [--isa NAME] [--config [DEVICE:]KEY=VALUE]...
+//                    [--perf-counts] [--profile FILE.html] [--dump-partition FILE.dot]
+//   tessel compile MODEL.onnx [--device D] [--config ...] [--shape ...] -o FILE
+//   tessel info MODEL.onnx [--device D] [--config ...] [--shape ...]
+//   tessel devices
+//   tessel demo        partitions the hetero seed's example graph, then runs a small model on HETERO
 //   tessel version
-// Exit status: 0 on success, 2 with a one-line message on bad input or usage.
+// Exit status: 0 on success, 1 when --compare finds a mismatch, 2 with a one-line message on
+// bad input or usage.
 #define TESSEL_IMPLEMENTATION
 #include "runtime.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -23,6 +33,13 @@ int usage() {
     std::fprintf(stderr,
                  "usage: tessel partition GRAPH.txt [--devices A,B,...] [--algo rollback|levels|waves]\n"
                  "                        [--trace] [--dot FILE] [--min-size N] [--reasons]\n"
+                 "       tessel run MODEL.onnx|COMPILED [--device D] [--inputs DIR] [--shape NAME=D1,D2,..]\n"
+                 "                  [--output-dir DIR] [--compare DIR [--rtol R] [--atol A]] [--bench N]\n"
+                 "                  [--threads N] [--isa NAME] [--config [DEVICE:]KEY=VALUE]...\n"
+                 "                  [--perf-counts] [--profile FILE.html] [--dump-partition FILE.dot]\n"
+                 "       tessel compile MODEL.onnx [--device D] [--config ...] [--shape ...] -o FILE\n"
+                 "       tessel info MODEL.onnx [--device D] [--config ...] [--shape ...]\n"
+                 "       tessel devices\n"
                  "       tessel demo\n"
                  "       tessel version\n");
     return 2;
@@ -162,12 +179,416 @@ int command_demo() {
     return 0;
 }
 
+// ---- models: run, compile, info, devices ----------------------------------------------
+
+// Options shared by run, compile and info.
+struct ModelOptions {
+    const char* path = nullptr;
+    const char* device = "CPU";
+    const char* inputs_dir = nullptr;
+    const char* output_dir = nullptr;
+    const char* compare_dir = nullptr;
+    const char* output_file = nullptr;
+    const char* profile = nullptr;
+    const char* dump_partition = nullptr;
+    double rtol = 1e-3, atol = 1e-5;
+    uint32_t bench = 0;
+    bool perf_counts = false;
+    // --config, --threads, --isa: "DEVICE:KEY" or "KEY" and value, kept in static storage
+    ConfigEntry config[64];
+    uint32_t config_count = 0;
+    char config_text[64][160];
+    InputShape shapes[16];
+    int64_t shape_dims[16][kMaxRank];
+    uint32_t shape_count = 0;
+    char shape_names[16][128];
+};
+
+bool add_config(ModelOptions* o, const char* key, size_t key_size, const char* value) {
+    if (o->config_count == 64 || key_size == 0 || key_size + std::strlen(value) + 2 > sizeof o->config_text[0]) return false;
+    char* text = o->config_text[o->config_count];
+    std::snprintf(text, sizeof o->config_text[0], "%.*s", (int)key_size, key);
+    char* v = text + key_size + 1;
+    std::snprintf(v, sizeof o->config_text[0] - key_size - 1, "%s", value);
+    o->config[o->config_count++] = ConfigEntry{StringView(text, key_size), StringView(v)};
+    return true;
+}
+
+bool parse_shape(ModelOptions* o, const char* arg) {
+    const char* eq = std::strchr(arg, '=');
+    if (!eq || eq == arg || o->shape_count == 16 || (size_t)(eq - arg) >= sizeof o->shape_names[0]) return false;
+    uint32_t k = o->shape_count;
+    std::snprintf(o->shape_names[k], sizeof o->shape_names[k], "%.*s", (int)(eq - arg), arg);
+    size_t rank = 0;
+    for (const char* p = eq + 1; *p;) {
+        char* end = nullptr;
+        long long d = std::strtoll(p, &end, 10);
+        if (end == p || d < 0 || rank == kMaxRank || (*end && *end != ',')) return false;
+        o->shape_dims[k][rank++] = d;
+        p = *end ? end + 1 : end;
+    }
+    o->shapes[k] = InputShape{StringView(o->shape_names[k]), Span<const int64_t>(o->shape_dims[k], rank)};
+    ++o->shape_count;
+    return true;
+}
+
+bool parse_number(const char* text, double* out) {
+    char* end = nullptr;
+    *out = std::strtod(text, &end);
+    return *text && !*end && *out >= 0;
+}
+
+// Returns 0 when parsed, else the exit code.
+int parse_model_options(int argc, char** argv, ModelOptions* o, bool allow_output) {
+    for (int i = 0; i < argc; ++i) {
+        const char* arg = argv[i];
+        bool v = i + 1 < argc;
+        if (!std::strcmp(arg, "--device") && v) o->device = argv[++i];
+        else if (!std::strcmp(arg, "--inputs") && v) o->inputs_dir = argv[++i];
+        else if (!std::strcmp(arg, "--output-dir") && v) o->output_dir = argv[++i];
+        else if (!std::strcmp(arg, "--compare") && v) o->compare_dir = argv[++i];
+        else if (!std::strcmp(arg, "--profile") && v) o->profile = argv[++i];
+        else if (!std::strcmp(arg, "--dump-partition") && v) o->dump_partition = argv[++i];
+        else if (!std::strcmp(arg, "-o") && v && allow_output) o->output_file = argv[++i];
+        else if (!std::strcmp(arg, "--perf-counts")) o->perf_counts = true;
+        else if ((!std::strcmp(arg, "--rtol") || !std::strcmp(arg, "--atol")) && v) {
+            double x;
+            if (!parse_number(argv[++i], &x)) { std::fprintf(stderr, "tessel: bad %s '%s'\n", arg, argv[i]); return 2; }
+            (arg[2] == 'r' ? o->rtol : o->atol) = x;
+        } else if (!std::strcmp(arg, "--bench") && v) {
+            char* end = nullptr;
+            unsigned long n = std::strtoul(argv[++i], &end, 10);
+            if (!*argv[i] || *end || n == 0 || n > 1000000) { std::fprintf(stderr, "tessel: bad --bench '%s'\n", argv[i]); return 2; }
+            o->bench = (uint32_t)n;
+        } else if (!std::strcmp(arg, "--threads") && v) {
+            if (!add_config(o, "CPU:NUM_THREADS", 15, argv[++i])) return 2;
+        } else if (!std::strcmp(arg, "--isa") && v) {
+            if (!add_config(o, "CPU:ISA", 7, argv[++i])) return 2;
+        } else if (!std::strcmp(arg, "--config") && v) {
+            const char* kv = argv[++i];
+            const char* eq = std::strchr(kv, '=');
+            if (!eq || !add_config(o, kv, (size_t)(eq - kv), eq + 1)) {
+                std::fprintf(stderr, "tessel: bad --config '%s' (expected [DEVICE:]KEY=VALUE)\n", kv);
+                return 2;
+            }
+        } else if (!std::strcmp(arg, "--shape") && v) {
+            if (!parse_shape(o, argv[++i])) { std::fprintf(stderr, "tessel: bad --shape '%s' (expected NAME=D1,D2,..)\n", argv[i]); return 2; }
+        } else if (arg[0] == '-' || o->path) {
+            std::fprintf(stderr, "tessel: unexpected argument '%s'\n", arg);
+            return 2;
+        } else o->path = arg;
+    }
+    if (!o->path) { std::fprintf(stderr, "tessel: no model file given\n"); return 2; }
+    if (o->perf_counts && !add_config(o, "PERF_COUNT", 10, "YES")) return 2;
+    return 0;
+}
+
+// Reads MODEL.onnx, or imports a compiled blob (by its magic), and compiles. 0 or exit code.
+int load_and_compile(Core* core, const ModelOptions& o, Model* model, CompiledModel* compiled, bool* from_blob) {
+    size_t size = 0;
+    char* bytes = read_file(o.path, &size);
+    if (!bytes) return 2;
+    *from_blob = size >= 8 && std::memcmp(bytes, "TESSELCM", 8) == 0;
+    Status s;
+    if (*from_blob) {
+        s = core->import_model(bytes, size, compiled);
+        TESSEL_FREE(bytes);
+        if (s != Status::Ok) { std::fprintf(stderr, "tessel: %s: %s\n", o.path, core->last_error()); return 2; }
+        return 0;
+    }
+    TESSEL_FREE(bytes);
+    s = model->read_onnx_file(o.path);
+    if (s != Status::Ok) { std::fprintf(stderr, "tessel: %s: %s\n", o.path, model->last_error()); return 2; }
+    s = core->compile_model(*model, o.device, Span<const ConfigEntry>(o.config, o.config_count), compiled,
+                            Span<const InputShape>(o.shapes, o.shape_count));
+    if (s != Status::Ok) { std::fprintf(stderr, "tessel: %s: %s\n", o.path, core->last_error()); return 2; }
+    return 0;
+}
+
+// Seeded inputs: floats in [-1, 1), integers in [0, 4), booleans.
+void fill_random(Tensor& t, uint32_t seed) {
+    uint64_t state = 0x9E3779B97F4A7C15ull * (seed + 1);
+    auto next = [&state] { state ^= state << 13; state ^= state >> 7; state ^= state << 17; return state; };
+    for (uint64_t i = 0; i < t.elements(); ++i) {
+        uint64_t r = next();
+        switch (t.type()) {
+            case ElementType::Float32: t.data_as<float>()[i] = (float)((double)(r >> 11) / 9007199254740992.0 * 2 - 1); break;
+            case ElementType::Int64: t.data_as<int64_t>()[i] = (int64_t)(r % 4); break;
+            case ElementType::Int32: t.data_as<int32_t>()[i] = (int32_t)(r % 4); break;
+            case ElementType::Bool: case ElementType::UInt8: case ElementType::Int8: t.data_as<uint8_t>()[i] = (uint8_t)(r % 2); break;
+            case ElementType::Float16: t.data_as<uint16_t>()[i] = (uint16_t)(0x3800 + r % 0x400); break;  // [0.5, 1)
+            default: break;
+        }
+    }
+}
+
+double to_double(const Tensor& t, uint64_t i) {
+    switch (t.type()) {
+        case ElementType::Float32: return t.data_as<float>()[i];
+        case ElementType::Int64: return (double)t.data_as<int64_t>()[i];
+        case ElementType::Int32: return t.data_as<int32_t>()[i];
+        case ElementType::Int8: return t.data_as<int8_t>()[i];
+        case ElementType::UInt8: case ElementType::Bool: return t.data_as<uint8_t>()[i];
+        case ElementType::Float16: {
+            uint16_t h = t.data_as<uint16_t>()[i];
+            int e = (h >> 10) & 31, m = h & 1023;
+            double v = e == 0 ? std::ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY) : std::ldexp(m + 1024, e - 25);
+            return h & 0x8000 ? -v : v;
+        }
+        default: return 0;
+    }
+}
+
+void describe_desc(const TensorDesc& d, char* out, size_t size) {
+    size_t k = (size_t)std::snprintf(out, size, "%s[", element_type_name(d.type));
+    for (uint32_t i = 0; i < d.rank && k < size; ++i) k += (size_t)std::snprintf(out + k, size - k, "%s%lld", i ? "," : "", (long long)d.dims[i]);
+    if (k < size) std::snprintf(out + k, size - k, "]");
+}
+
+// Inputs from DIR/input_<i>.pb (kept alive in `keep`, one per input) or seeded random.
+int set_inputs(InferRequest& request, const CompiledModel& compiled, const ModelOptions& o, Tensor* keep) {
+    if (compiled.input_count() > 64) { std::fprintf(stderr, "tessel: more than 64 inputs\n"); return 2; }
+    for (uint32_t i = 0; i < compiled.input_count(); ++i) {
+        if (!o.inputs_dir) { fill_random(request.input(i), 1234 + i); continue; }
+        char path[4096];
+        std::snprintf(path, sizeof path, "%s/input_%u.pb", o.inputs_dir, i);
+        Status s = read_tensor_file(path, &keep[i]);
+        if (s != Status::Ok) { std::fprintf(stderr, "tessel: %s: cannot read a tensor (%s)\n", path, status_name(s)); return 2; }
+        if (request.set_input(i, keep[i]) != Status::Ok) {
+            std::fprintf(stderr, "tessel: %s: %s\n", path, request.last_error());
+            return 2;
+        }
+    }
+    return 0;
+}
+
+double percentile(double* values, uint32_t n, double p) {
+    std::sort(values, values + n);
+    uint32_t k = (uint32_t)(p * (n - 1) + 0.5);
+    return values[k < n ? k : n - 1];
+}
+
+// Times `runs` inferences after 3 warm-up ones; fills median/min/p90 in milliseconds.
+int bench_request(InferRequest& request, uint32_t runs, double* median, double* minimum, double* p90) {
+    for (int i = 0; i < 3; ++i) if (request.infer() != Status::Ok) return 2;
+    double* times = static_cast<double*>(TESSEL_MALLOC(sizeof(double) * runs));
+    if (!times) return 2;
+    for (uint32_t i = 0; i < runs; ++i) {
+        auto start = std::chrono::steady_clock::now();
+        if (request.infer() != Status::Ok) { TESSEL_FREE(times); return 2; }
+        times[i] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    }
+    *minimum = percentile(times, runs, 0);
+    *median = percentile(times, runs, 0.5);
+    *p90 = percentile(times, runs, 0.9);
+    TESSEL_FREE(times);
+    return 0;
+}
+
+int command_run(int argc, char** argv) {
+    ModelOptions o;
+    int code = parse_model_options(argc, argv, &o, false);
+    if (code) return code;
+    if (o.profile) {
+#ifndef TESSEL_USE_MICROPROFILE
+        std::fprintf(stderr, "tessel: --profile needs a build with TESSEL_USE_MICROPROFILE (make tessel-profile)\n");
+        return 2;
+#endif
+    }
+    Core core;
+    Model model;
+    CompiledModel compiled;
+    bool from_blob = false;
+    code = load_and_compile(&core, o, &model, &compiled, &from_blob);
+    if (code) return code;
+    InferRequest request;
+    if (compiled.create_request(&request) != Status::Ok) { std::fprintf(stderr, "tessel: %s\n", compiled.last_error()); return 2; }
+    Tensor inputs[64];
+    code = set_inputs(request, compiled, o, inputs);
+    if (code) return code;
+    Status s = request.infer();
+    if (s != Status::Ok) { std::fprintf(stderr, "tessel: inference failed: %s\n", request.last_error()); return 2; }
+    compiled.write_summary(write_stdout, nullptr);
+    for (uint32_t i = 0; i < compiled.output_count(); ++i) {
+        char d[160];
+        describe_desc(compiled.output_desc(i), d, sizeof d);
+        const ModelPort& p = compiled.output(i);
+        std::printf("output %u '%.*s' %s\n", i, (int)p.name.size, p.name.data, d);
+    }
+    if (o.perf_counts) {
+        std::printf("%-40s %-10s %-24s %10s\n", "node", "device", "kernel", "time_us");
+        for (const ProfileEntry& e : request.profiling_info())
+            std::printf("%-40.*s %-10.*s %-24s %10.1f\n", (int)e.node.size, e.node.data, (int)e.device.size, e.device.data, e.kernel,
+                        (double)e.ns / 1000.0);
+    }
+    if (o.dump_partition) {
+        std::FILE* file = std::fopen(o.dump_partition, "wb");
+        if (!file) { std::fprintf(stderr, "tessel: cannot write '%s'\n", o.dump_partition); return 2; }
+        const Partition* p = compiled.partition();
+        write_dot(compiled.prepared()->model.graph, p && p->subgraphs.size ? p : nullptr, write_file, file);
+        if (std::fclose(file) != 0) { std::fprintf(stderr, "tessel: cannot write '%s'\n", o.dump_partition); return 2; }
+    }
+    if (o.output_dir) {
+        for (uint32_t i = 0; i < compiled.output_count(); ++i) {
+            char path[4096];
+            std::snprintf(path, sizeof path, "%s/output_%u.pb", o.output_dir, i);
+            std::FILE* file = std::fopen(path, "wb");
+            if (!file) { std::fprintf(stderr, "tessel: cannot write '%s'\n", path); return 2; }
+            ignore_status(write_tensor_proto(request.output(i), compiled.output(i).name, write_file, file));
+            if (std::fclose(file) != 0) { std::fprintf(stderr, "tessel: cannot write '%s'\n", path); return 2; }
+        }
+    }
+    int result = 0;
+    if (o.compare_dir) {
+        for (uint32_t i = 0; i < compiled.output_count(); ++i) {
+            char path[4096];
+            std::snprintf(path, sizeof path, "%s/output_%u.pb", o.compare_dir, i);
+            Tensor want;
+            s = read_tensor_file(path, &want);
+            if (s != Status::Ok) { std::fprintf(stderr, "tessel: %s: cannot read a tensor (%s)\n", path, status_name(s)); return 2; }
+            const Tensor& got = request.output(i);
+            char a[160], b[160];
+            describe_desc(got.desc(), a, sizeof a);
+            describe_desc(want.desc(), b, sizeof b);
+            bool same_shape = got.elements() == want.elements() && got.rank() == want.rank();
+            for (uint32_t k = 0; same_shape && k < got.rank(); ++k) same_shape = got.dim(k) == want.dim(k);
+            if (!same_shape) {
+                std::printf("output %u: MISMATCH shape %s, expected %s\n", i, a, b);
+                result = 1;
+                continue;
+            }
+            double worst = 0, worst_excess = 0;
+            uint64_t at = 0, bad = 0;
+            for (uint64_t k = 0; k < got.elements(); ++k) {
+                double x = to_double(got, k), y = to_double(want, k);
+                if (std::isnan(x) && std::isnan(y)) continue;
+                double err = std::fabs(x - y);
+                if (std::isinf(y) && x == y) err = 0;
+                double excess = err - (o.atol + o.rtol * std::fabs(y));
+                if (std::isnan(err) || excess > 0) ++bad;
+                if (std::isnan(err) || err > worst) { worst = std::isnan(err) ? INFINITY : err; at = k; }
+                if (excess > worst_excess) worst_excess = excess;
+            }
+            std::printf("output %u: %s max_abs_error=%.3g at %llu (%llu of %llu outside rtol=%g atol=%g)\n", i,
+                        bad ? "MISMATCH" : "ok", worst, (unsigned long long)at, (unsigned long long)bad,
+                        (unsigned long long)got.elements(), o.rtol, o.atol);
+            if (bad) result = 1;
+        }
+    }
+    if (o.bench) {
+        double median, minimum, p90;
+        if (bench_request(request, o.bench, &median, &minimum, &p90)) { std::fprintf(stderr, "tessel: inference failed\n"); return 2; }
+        std::printf("latency_ms median=%.4f min=%.4f p90=%.4f\n", median, minimum, p90);
+        if (!from_blob) {   // the reference path (snippets off) in the same run
+            ModelOptions r = o;
+            if (!add_config(&r, "CPU:FUSION", 10, "NO")) return 2;
+            CompiledModel reference;
+            s = core.compile_model(model, r.device, Span<const ConfigEntry>(r.config, r.config_count), &reference,
+                                   Span<const InputShape>(r.shapes, r.shape_count));
+            InferRequest rr;
+            Tensor reference_inputs[64];
+            if (s == Status::Ok && reference.create_request(&rr) == Status::Ok && set_inputs(rr, reference, o, reference_inputs) == 0) {
+                double rm, rmin, rp90;
+                if (bench_request(rr, o.bench, &rm, &rmin, &rp90) == 0)
+                    std::printf("reference_ms median=%.4f min=%.4f p90=%.4f speedup=%.2fx\n", rm, rmin, rp90, rm / median);
+            }
+        }
+    }
+    return result;
+}
+
+int command_compile(int argc, char** argv) {
+    ModelOptions o;
+    int code = parse_model_options(argc, argv, &o, true);
+    if (code) return code;
+    if (!o.output_file) { std::fprintf(stderr, "tessel: compile needs -o FILE\n"); return 2; }
+    Core core;
+    Model model;
+    CompiledModel compiled;
+    bool from_blob = false;
+    code = load_and_compile(&core, o, &model, &compiled, &from_blob);
+    if (code) return code;
+    std::FILE* file = std::fopen(o.output_file, "wb");
+    if (!file) { std::fprintf(stderr, "tessel: cannot write '%s'\n", o.output_file); return 2; }
+    Status s = compiled.export_model(write_file, file);
+    if (std::fclose(file) != 0 || s != Status::Ok) { std::fprintf(stderr, "tessel: cannot write '%s'\n", o.output_file); return 2; }
+    compiled.write_summary(write_stdout, nullptr);
+    return 0;
+}
+
+int command_info(int argc, char** argv) {
+    ModelOptions o;
+    int code = parse_model_options(argc, argv, &o, false);
+    if (code) return code;
+    Model model;
+    Status s = model.read_onnx_file(o.path);
+    if (s != Status::Ok) { std::fprintf(stderr, "tessel: %s: %s\n", o.path, model.last_error()); return 2; }
+    const Graph& g = model.graph;
+    std::printf("opset %u, %u nodes\n", model.opset, g.node_count());
+    for (uint32_t i = 0; i < model.input_count(); ++i) {
+        char d[160];
+        describe_desc(g.node(model.input(i).node).outputs[0], d, sizeof d);
+        std::printf("input %u '%.*s' %s\n", i, (int)model.input(i).name.size, model.input(i).name.data, d);
+    }
+    for (uint32_t i = 0; i < model.output_count(); ++i)
+        std::printf("output %u '%.*s'\n", i, (int)model.output(i).name.size, model.output(i).name.data);
+    // op counts, in order of first appearance
+    const char* ops[256];
+    uint32_t counts[256], kinds = 0;
+    for (NodeId v = 0; v < g.node_count(); ++v) {
+        const char* op = g.node(v).op.data;
+        uint32_t k = 0;
+        while (k < kinds && std::strcmp(ops[k], op)) ++k;
+        if (k == kinds && kinds < 256) { ops[kinds] = op; counts[kinds++] = 0; }
+        if (k < kinds) ++counts[k];
+    }
+    for (uint32_t k = 0; k < kinds; ++k) std::printf("op %s %u\n", ops[k], counts[k]);
+    Core core;
+    uint16_t* devices = static_cast<uint16_t*>(TESSEL_MALLOC(sizeof(uint16_t) * (g.node_count() + 1)));
+    if (!devices) return 2;
+    s = core.query_model(model, o.device, devices);
+    if (s != Status::Ok) { TESSEL_FREE(devices); std::fprintf(stderr, "tessel: %s\n", core.last_error()); return 2; }
+    const char* list = std::strncmp(o.device, "HETERO:", 7) ? o.device : o.device + 7;
+    for (NodeId v = 0; v < g.node_count(); ++v) {
+        const Node& n = g.node(v);
+        if (n.op == StringView("Parameter") || n.op == StringView("Result") || n.op == StringView("Absent")) continue;
+        char name[64] = "folded";
+        if (devices[v] != 0xffff) {   // the index in the device list
+            const char* p = list;
+            for (uint32_t k = 0; k < devices[v] && p; ++k) { p = std::strchr(p, ','); if (p) ++p; }
+            size_t len = p ? std::strcspn(p, ",") : 0;
+            std::snprintf(name, sizeof name, "%.*s", (int)len, p ? p : "");
+        }
+        std::printf("node '%.*s' %.*s -> %s\n", (int)n.name.size, n.name.data, (int)n.op.size, n.op.data, name);
+    }
+    TESSEL_FREE(devices);
+    return 0;
+}
+
+int command_devices() {
+    Core core;
+    for (uint32_t i = 0; i < core.device_count(); ++i) {
+        Device* d = core.device_at(i);
+        std::printf("%.*s\n", (int)d->name().size, d->name().data);
+        const char* metrics[] = {"FULL_DEVICE_NAME", "AVAILABLE_DEVICES", "OPTIMIZATION_CAPABILITIES", "SUPPORTED_CONFIG_KEYS"};
+        for (const char* m : metrics) {
+            StringView v;
+            if (d->get_metric(m, &v) == Status::Ok) std::printf("  %s: %.*s\n", m, (int)v.size, v.data);
+        }
+    }
+    return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
     if (argc < 2) return usage();
     if (!std::strcmp(argv[1], "partition")) return command_partition(argc - 2, argv + 2);
     if (!std::strcmp(argv[1], "demo")) return command_demo();
+    if (!std::strcmp(argv[1], "run")) return command_run(argc - 2, argv + 2);
+    if (!std::strcmp(argv[1], "compile")) return command_compile(argc - 2, argv + 2);
+    if (!std::strcmp(argv[1], "info")) return command_info(argc - 2, argv + 2);
+    if (!std::strcmp(argv[1], "devices")) return command_devices();
     if (!std::strcmp(argv[1], "version")) {
         std::printf("tessel %d.%d.%d\n", TESSEL_VERSION_MAJOR, TESSEL_VERSION_MINOR, TESSEL_VERSION_PATCH);
         return 0;
