@@ -701,6 +701,16 @@ TEST_CASE("interface name clashes, old attributes, non-empty and fixed-buffer mo
     }
 }
 
+TEST_CASE("inputs above 2 GiB are refused before they are read") {
+    // The size is checked first, so a small buffer with a larger claimed size is never touched.
+    static const char small[16] = {};
+    Model m;
+    CHECK(m.read_onnx(small, (size_t(1) << 31) + 1) == Status::LimitExceeded);
+    CHECK(error_of(m).find("2147483649") != std::string::npos);
+    tessel::Tensor t;
+    CHECK(tessel::read_tensor_proto(small, (size_t(1) << 31) + 1, &t) == Status::LimitExceeded);
+}
+
 TEST_CASE("more than max_nodes nodes is LimitExceeded") {
     Pb g;
     Pb empty_node;
