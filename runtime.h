@@ -352,6 +352,15 @@ struct InputShape {
     Span<const int64_t> dims;
 };
 
+// An input frozen to a value at compile time: it becomes a Constant (copied), is folded into
+// whatever it feeds, and is no longer an input of the compiled model. For shape tensors given
+// as inputs (Reshape's shape, Resize's sizes, ...), which would otherwise make a shape
+// data-dependent.
+struct InputValue {
+    StringView name;
+    const Tensor* tensor = nullptr;
+};
+
 struct PlacementSummary {       // per device, after compile
     StringView device;
     uint32_t nodes = 0;
@@ -391,7 +400,8 @@ public:
     // data-dependent shape), InvalidArgument (bad shapes or config values), LimitExceeded,
     // OutOfMemory; the message is in last_error().
     Status compile_model(const Model& model, StringView device, Span<const ConfigEntry> config, CompiledModel* out,
-                         Span<const InputShape> shapes = Span<const InputShape>());
+                         Span<const InputShape> shapes = Span<const InputShape>(),
+                         Span<const InputValue> values = Span<const InputValue>());
     // Reads a blob written by CompiledModel::export_model. ParseError on a truncated,
     // corrupted (checksum) or foreign blob, Unsupported on a newer format version, NotFound
     // when a device it names is not registered.
@@ -410,8 +420,8 @@ public:
     struct Impl;
 
 private:
-    Status compile_job(void* job, const Model& model, Span<const InputShape> shapes, PartitionAlgorithm algorithm,
-                       uint32_t min_subgraph, void* compiled);
+    Status compile_job(void* job, const Model& model, Span<const InputShape> shapes, Span<const InputValue> values,
+                       PartitionAlgorithm algorithm, uint32_t min_subgraph, void* compiled);
     Status import_job(void* job, const void* payload, size_t size, void* compiled, Arena* scratch);
     Impl* impl_ = nullptr;
     Limits limits_;
@@ -1013,7 +1023,8 @@ struct detail_prepare {
     }
 
     static Status run(const Model& source, Span<const InputShape> shapes, const Limits& limits, KernelLookup lookup,
-                      void* lookup_user, uint32_t threads, PreparedModel* out, char* error) {
+                      void* lookup_user, uint32_t threads, PreparedModel* out, char* error,
+                      Span<const InputValue> frozen = Span<const InputValue>()) {
         const Graph& g = source.graph;
         if (!g.finalized()) return fail(error, Status::NotFinalized, "the model is not finalized");
         uint32_t n = g.node_count();
@@ -1022,6 +1033,10 @@ struct detail_prepare {
         for (const InputShape& s : shapes)
             if (source.find_input(s.name) == 0xffffffffu)
                 return fail(error, Status::NotFound, "--shape names '%.*s', which is not a model input", (int)s.name.size, s.name.data);
+        for (const InputValue& f : frozen)
+            if (source.find_input(f.name) == 0xffffffffu || !f.tensor || !f.tensor->dense())
+                return fail(error, Status::NotFound, "a frozen value names '%.*s', which is not a model input (or is not dense)",
+                            (int)f.name.size, f.name.data);
         Arena scratch;
         Arena& arena = out->model.arena;  // folded values and kernel state live with the prepared model
         // per source node: first value index, descs, values, kernel data
@@ -1046,6 +1061,19 @@ struct detail_prepare {
         for (NodeId id : g.topological_order()) {
             const Node& node = g.node(id);
             kernel[id] = nullptr; state[id] = nullptr; scratch_bytes[id] = 0; in_place[id] = 0; folded[id] = 0; needed[id] = 0;
+            const InputValue* value = nullptr;
+            for (const InputValue& f : frozen) if (node.op == StringView("Parameter") && f.name == node.name) value = &f;
+            if (value) {   // a frozen input: a constant from now on
+                Status s = check_desc(value->tensor->desc(), limits, node, error);
+                if (s != Status::Ok) return s;
+                void* copy = arena.allocate(value->tensor->bytes() ? value->tensor->bytes() : 1, 64);
+                if (!copy) return fail(error, Status::OutOfMemory, "out of memory freezing '%.*s'", (int)node.name.size, node.name.data);
+                std::memcpy(copy, value->tensor->data(), value->tensor->bytes());
+                desc[base[id]] = value->tensor->desc();
+                data[base[id]] = copy;
+                folded[id] = 1;
+                continue;
+            }
             if (node.op == StringView("Parameter")) {
                 TensorDesc d = node.outputs ? node.outputs[0] : TensorDesc();
                 uint32_t k = source.find_input(node.name);
@@ -1158,6 +1186,7 @@ struct detail_prepare {
         for (uint32_t v = 0; v < values; ++v) new_id[v] = kNoNode;
         for (uint32_t i = 0; i < source.input_count(); ++i) {
             NodeId id = source.input(i).node;
+            if (folded[id]) continue;   // frozen
             Status s = m.add_input(g.node(id).name, desc[base[id]], &new_id[base[id]]);
             if (s != Status::Ok) return copy_error(m, s, error);
         }
@@ -1166,7 +1195,7 @@ struct detail_prepare {
         uint32_t removed = 0;
         for (NodeId id : order) {
             const Node& node = g.node(id);
-            if (node.op == StringView("Parameter") || node.op == StringView("Result")) continue;
+            if ((node.op == StringView("Parameter") && !folded[id]) || node.op == StringView("Result")) continue;
             if (!needed[id]) {   // dead, or read only by folded nodes (weights are not counted)
                 if (!(node.op == StringView("Constant") && node.num_inputs == 0) && node.op != StringView("Absent")) ++removed;
                 continue;
@@ -1177,7 +1206,7 @@ struct detail_prepare {
                 continue;
             }
             if (folded[id]) {
-                if (!(node.op == StringView("Constant") && node.num_inputs == 0)) ++removed;
+                if (!(node.op == StringView("Constant") && node.num_inputs == 0) && node.op != StringView("Parameter")) ++removed;
                 for (uint32_t p = 0; p < node.num_outputs; ++p) {
                     if (p == 0) std::snprintf(name, sizeof name, "%.*s", (int)node.name.size, node.name.data);
                     else std::snprintf(name, sizeof name, "%.*s#%u", (int)node.name.size, node.name.data, p);
@@ -2474,7 +2503,7 @@ inline Status finish_compile(Core* core, CompileJob* job, CompiledModel::Impl* m
 }  // namespace detail
 
 Status Core::compile_model(const Model& model, StringView device_string, Span<const ConfigEntry> config, CompiledModel* out,
-                           Span<const InputShape> shapes) {
+                           Span<const InputShape> shapes, Span<const InputValue> values) {
     if (!impl_) return fail(Status::OutOfMemory, "out of memory");
     if (!out) return fail(Status::InvalidArgument, "compile_model: null output");
     destroy(out->impl_);
@@ -2493,7 +2522,7 @@ Status Core::compile_model(const Model& model, StringView device_string, Span<co
     if (s == Status::Ok && model.output_count() == 0) s = fail(Status::InvalidArgument, "the model has no outputs");
     if (s == Status::Ok) {
         std::snprintf(m->device_string, sizeof m->device_string, "%.*s", (int)device_string.size, device_string.data);
-        s = compile_job(&job, model, shapes, algorithm, min_subgraph, m);
+        s = compile_job(&job, model, shapes, values, algorithm, min_subgraph, m);
     }
     detail::restore(&job);
     if (s != Status::Ok) { destroy(m); return s; }
@@ -2542,13 +2571,13 @@ inline DeviceId free_node_device(const Graph& g, NodeId v, const DeviceId* chose
 }
 }  // namespace detail
 
-Status Core::compile_job(void* job_pointer, const Model& model, Span<const InputShape> shapes, PartitionAlgorithm algorithm,
-                         uint32_t min_subgraph, void* impl) {
+Status Core::compile_job(void* job_pointer, const Model& model, Span<const InputShape> shapes, Span<const InputValue> values,
+                         PartitionAlgorithm algorithm, uint32_t min_subgraph, void* impl) {
     detail::CompileJob& job = *static_cast<detail::CompileJob*>(job_pointer);
     CompiledModel::Impl* m = static_cast<CompiledModel::Impl*>(impl);
     char error[256] = {};
     Status s = detail_prepare::run(model, shapes, limits_, detail::lookup_kernel, &job, detail::prepare_threads(&job),
-                                   &m->prepared, error);
+                                   &m->prepared, error, values);
     if (s != Status::Ok) return fail(s, "%s", error);
     Graph& g = m->prepared.model.graph;
     uint32_t n = g.node_count();
@@ -3481,6 +3510,11 @@ inline Status run_elementwise(const RunContext& c) {
 
 inline Status prepare_identity(PrepareContext& c) {
     if (c.num_inputs < 1 || !c.has_input(0)) return c.fail(Status::InvalidArgument, "expects one input");
+    if (c.node_ref().op == StringView("Dropout") && c.has_input(2)) {   // inference only
+        if (!c.values[2]) return c.fail(Status::Unsupported, "data-dependent shape: input 2 (training_mode)");
+        if (c.inputs[2].type != ElementType::Bool) return c.fail(Status::InvalidArgument, "training_mode must be bool");
+        if (*static_cast<const uint8_t*>(c.values[2])) return c.fail(Status::Unsupported, "training mode (only inference is supported)");
+    }
     c.outputs[0] = c.inputs[0];
     for (uint32_t i = 1; i < c.num_outputs; ++i) {  // Dropout's mask: all true in inference
         c.outputs[i] = c.inputs[0];
