@@ -45,6 +45,11 @@ build-arm/tessel: tools/tessel.cpp $(HEADERS) | deps
 	@mkdir -p $(@D)
 	$(ARM_CXX) $(CXXFLAGS_LIB) $(OPT) $< -o $@ $(ARM_LIBS)
 
+# The command line with microprofile zones (tessel run --profile FILE.html).
+build/tessel-profile: tools/tessel.cpp $(HEADERS) | deps
+	@mkdir -p $(@D)
+	$(CXX) $(CXXFLAGS_LIB) $(OPT) -DTESSEL_USE_MICROPROFILE $$(pkg-config --cflags microprofile) $< -o $@ $(LIBS) $$(pkg-config --libs microprofile)
+
 arm: build-arm/tessel
 
 demo: build/tessel
@@ -68,6 +73,10 @@ build/examples/%: examples/%.cpp $(HEADERS) | deps
 	@mkdir -p $(@D)
 	$(CXX) $(CXXFLAGS_LIB) $(OPT) $< -o $@ $(LIBS)
 
+build/conformance: test/conformance/run.cpp $(HEADERS) | deps
+	@mkdir -p $(@D)
+	$(CXX) $(CXXFLAGS_LIB) $(OPT) $< -o $@ $(LIBS)
+
 build/bench/%: bench/%.cpp $(HEADERS) | deps
 	@mkdir -p $(@D)
 	$(CXX) $(CXXFLAGS_LIB) $(BENCH_OPT) $< -o $@ $(LIBS)
@@ -84,7 +93,7 @@ build/nojit-check: test/nojit/check.cpp $(HEADERS) | deps
 	@mkdir -p $(@D)
 	$(CXX) $(CXXFLAGS_LIB) $(OPT) $< -o $@ -lpthread
 
-test-host: build/tests build/tessel build/nojit-check
+test-host: build/tests build/tessel build/nojit-check build/conformance
 	@for isa in $(HOST_ISAS); do \
 	   scripts/run-check.sh host-$$isa env TESSEL_ISA=$$isa build/tests || exit 1; \
 	 done
@@ -94,6 +103,7 @@ test-host: build/tests build/tessel build/nojit-check
 	   scripts/run-check.sh header-alone-impl-$$h $(CXX) $(HEADER_CHECK) -DTESSEL_IMPLEMENTATION -x c++ $$h || exit 1; \
 	 done
 	@scripts/run-check.sh tessel-cli scripts/test-cli.sh build/tessel
+	@scripts/run-check.sh conformance build/conformance --table build/conformance.md
 
 test-arm: build-arm/tests build-arm/tessel
 	@scripts/run-check.sh arm $(QEMU) build-arm/tests

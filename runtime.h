@@ -542,6 +542,9 @@ void destroy(T* object) {
 #include <cstring>
 #include <mutex>
 #include <thread>
+#ifdef TESSEL_USE_MICROPROFILE
+#include <microprofile.h>
+#endif
 
 namespace tessel {
 
@@ -2050,6 +2053,7 @@ struct CompiledModel::Impl {
     PlacementSummary summary[64];
     uint32_t summary_count = 0;
     uint32_t step_count = 0;             // kernel steps (transfers excluded)
+    uint64_t* zones = nullptr;           // TESSEL_USE_MICROPROFILE: a token per exec step, then per subgraph
     void* blob = nullptr;                // import: constants point into this copy
     Model* source = nullptr;             // import: the model read from the blob
 
@@ -2487,6 +2491,27 @@ inline Status finish_compile(Core* core, CompileJob* job, CompiledModel::Impl* m
     if (m->arena_bytes > core->limits().max_arena_bytes)
         return core->fail(Status::LimitExceeded, "the activations need %zu bytes (limit %llu)", m->arena_bytes,
                           (unsigned long long)core->limits().max_arena_bytes);
+#ifdef TESSEL_USE_MICROPROFILE
+    // One microprofile zone per step (group "tessel", named by kernel and node) and per subgraph.
+    m->zones = m->arena.allocate_array<uint64_t>(m->exec_count + m->subgraph_count + 1);
+    if (!m->zones) return core->fail(Status::OutOfMemory, "out of memory");
+    for (uint32_t e = 0; e < m->exec_count; ++e) {
+        const ExecStep& x = m->exec[e];
+        char name[64];
+        if (x.transfer) print(name, sizeof name, "transfer into subgraph %u", x.subgraph);
+        else {
+            const ProgramStep& step = m->programs[x.subgraph]->steps()[x.index];
+            const Node& n = g.node(step.node);
+            print(name, sizeof name, "%s %.*s", step.kernel, (int)n.name.size, n.name.data);
+        }
+        m->zones[e] = MicroProfileGetToken("tessel", name, 0x3366cc, MicroProfileTokenTypeCpu, 0);
+    }
+    for (uint32_t s = 0; s < m->subgraph_count; ++s) {
+        char name[64];
+        print(name, sizeof name, "subgraph %u %.*s", s, (int)m->subgraph_device[s]->name().size, m->subgraph_device[s]->name().data);
+        m->zones[m->exec_count + s] = MicroProfileGetToken("tessel", name, 0xcc6633, MicroProfileTokenTypeCpu, 0);
+    }
+#endif
     // Summary per device, in list order.
     for (uint32_t i = 0; i < job->count; ++i) {
         PlacementSummary& p = m->summary[m->summary_count++];
@@ -2889,8 +2914,19 @@ Status InferRequest::Impl::run() {
     uint32_t values = value_count();
     error[0] = 0;
     profile_count = 0;
+#ifdef TESSEL_USE_MICROPROFILE
+    uint32_t open_subgraph = 0xffffffffu;
+#endif
     for (uint32_t e = 0; e < cm.exec_count; ++e) {
         const detail::ExecStep& x = cm.exec[e];
+#ifdef TESSEL_USE_MICROPROFILE
+        if (x.subgraph != open_subgraph) {
+            if (open_subgraph != 0xffffffffu) MicroProfileLeave();
+            MicroProfileEnter(cm.zones[cm.exec_count + x.subgraph]);
+            open_subgraph = x.subgraph;
+        }
+        MicroProfileEnter(cm.zones[e]);
+#endif
         uint64_t start = cm.perf ? detail::now_ns() : 0;
         Status s = Status::Ok;
         if (x.transfer) {
@@ -2923,6 +2959,10 @@ Status InferRequest::Impl::run() {
                 p.kernel = step.kernel;
             }
         }
+#ifdef TESSEL_USE_MICROPROFILE
+        MicroProfileLeave();
+        if (s != Status::Ok || e + 1 == cm.exec_count) MicroProfileLeave();   // the subgraph zone
+#endif
         if (s != Status::Ok) {
             if (!error[0]) std::snprintf(error, sizeof error, "a kernel failed");
             return s;
@@ -3435,7 +3475,7 @@ inline Status prepare_elementwise(PrepareContext& c) {
     bool clip_inputs = op == SnippetOp::Clip && c.num_inputs > 1;
     if (op == SnippetOp::Clip ? (c.num_inputs < 1 || c.num_inputs > 3) : c.num_inputs != arity)
         return c.fail(Status::InvalidArgument, "expects %u inputs, has %u", arity, c.num_inputs);
-    const TensorDesc* descs[3];
+    const TensorDesc* descs[3] = {nullptr, nullptr, nullptr};
     uint32_t count = 0;
     for (uint32_t i = 0; i < c.num_inputs; ++i) {
         if (!c.has_input(i)) {

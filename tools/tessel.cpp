@@ -391,8 +391,11 @@ int command_run(int argc, char** argv) {
     if (code) return code;
     if (o.profile) {
 #ifndef TESSEL_USE_MICROPROFILE
-        std::fprintf(stderr, "tessel: --profile needs a build with TESSEL_USE_MICROPROFILE (make tessel-profile)\n");
+        std::fprintf(stderr, "tessel: --profile needs a build with TESSEL_USE_MICROPROFILE (make build/tessel-profile)\n");
         return 2;
+#else
+        MicroProfileOnThreadCreate("main");
+        MicroProfileSetEnableAllGroups(1);
 #endif
     }
     Core core;
@@ -409,6 +412,17 @@ int command_run(int argc, char** argv) {
     Status s = request.infer();
     if (s != Status::Ok) { std::fprintf(stderr, "tessel: inference failed: %s\n", request.last_error()); return 2; }
     compiled.write_summary(write_stdout, nullptr);
+#ifdef TESSEL_USE_MICROPROFILE
+    if (o.profile) {   // a few frames, then the HTML timeline
+        for (int frame = 0; frame < 4 && s == Status::Ok; ++frame) {
+            MicroProfileFlip(nullptr);
+            s = request.infer();
+        }
+        MicroProfileFlip(nullptr);
+        MicroProfileDumpFileImmediately(o.profile, nullptr, nullptr);
+        std::printf("profile written to %s\n", o.profile);
+    }
+#endif
     for (uint32_t i = 0; i < compiled.output_count(); ++i) {
         char d[160];
         describe_desc(compiled.output_desc(i), d, sizeof d);
