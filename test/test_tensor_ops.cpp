@@ -1,0 +1,711 @@
+// runtime.h tensor ops (shape, data movement, Cast, integer and logical ops): each kernel is
+// driven directly through the op kernel contract (prepare, then run on dense tensors) on a
+// one-node Model, and checked against exact expected values and the exact Status of bad input.
+#include <doctest/doctest.h>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+#include "runtime.h"
+
+using namespace tessel;
+
+namespace {
+
+template <class T> ElementType type_of();
+template <> ElementType type_of<float>() { return ElementType::Float32; }
+template <> ElementType type_of<uint16_t>() { return ElementType::Float16; }
+template <> ElementType type_of<int64_t>() { return ElementType::Int64; }
+template <> ElementType type_of<int32_t>() { return ElementType::Int32; }
+template <> ElementType type_of<int8_t>() { return ElementType::Int8; }
+template <> ElementType type_of<uint8_t>() { return ElementType::UInt8; }   // Bool: pass the type
+
+using Shape = std::vector<int64_t>;
+
+TensorDesc make_desc(ElementType type, const Shape& shape) {
+    TensorDesc d;
+    d.type = type;
+    d.rank = (uint8_t)shape.size();
+    for (size_t i = 0; i < shape.size(); ++i) d.dims[i] = shape[i];
+    return d;
+}
+
+uint32_t bits_of(float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    return u;
+}
+
+float float_of(uint32_t u) {
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+}
+
+// One node of a tiny Model, prepared and run through its builtin kernel the way a device does.
+struct OpTest {
+    Model model;
+    uint32_t opset = 17;
+    NodeId node = kNoNode;
+    std::map<NodeId, std::vector<unsigned char>> data;   // runtime inputs' bytes
+    std::vector<TensorDesc> input_descs;
+    std::vector<const void*> values;
+    std::vector<TensorDesc> output_descs;
+    std::vector<Tensor> outputs;
+    Arena arena;
+    PrepareContext prepared;
+    const OpKernel* kernel = nullptr;
+    char run_error[200] = {};
+    int counter = 0;
+
+    std::string fresh(const char* prefix) { return prefix + std::to_string(counter++); }
+
+    // A graph input: its value is known only at run time.
+    template <class T>
+    InputRef input(const Shape& shape, const std::vector<T>& v, ElementType type = type_of<T>()) {
+        NodeId id = kNoNode;
+        std::string name = fresh("in");
+        REQUIRE(model.add_input(StringView(name.data(), name.size()), make_desc(type, shape), &id) == Status::Ok);
+        std::vector<unsigned char> bytes(v.size() * sizeof(T));
+        if (!v.empty()) std::memcpy(bytes.data(), v.data(), bytes.size());
+        data[id] = bytes;
+        return InputRef::by_id(id);
+    }
+    // A Constant node: its value is known at compile time (c.values).
+    template <class T>
+    InputRef constant(const Shape& shape, const std::vector<T>& v, ElementType type = type_of<T>()) {
+        NodeId id = kNoNode;
+        std::string name = fresh("const");
+        REQUIRE(model.add_constant(StringView(name.data(), name.size()), make_desc(type, shape), v.data(), &id) == Status::Ok);
+        return InputRef::by_id(id);
+    }
+    NodeId op(const char* type, const std::vector<InputRef>& inputs, uint32_t num_outputs = 1) {
+        std::string name = fresh("node");
+        REQUIRE(model.add_node(type, StringView(name.data(), name.size()),
+                               Span<const InputRef>(inputs.data(), inputs.size()), num_outputs, &node) == Status::Ok);
+        return node;
+    }
+    void set_int(const char* name, int64_t v) { REQUIRE(model.set_int(node, name, v) == Status::Ok); }
+    void set_ints(const char* name, const std::vector<int64_t>& v) {
+        REQUIRE(model.set_ints(node, name, Span<const int64_t>(v.data(), v.size())) == Status::Ok);
+    }
+    void set_float(const char* name, float v) { REQUIRE(model.set_float(node, name, v) == Status::Ok); }
+    void set_string(const char* name, const char* v) { REQUIRE(model.set_string(node, name, v) == Status::Ok); }
+
+    const void* producer_data(const Edge& e) {
+        const Node& p = model.graph.node(e.producer);
+        if (p.op == StringView("Constant")) {
+            const Attribute* a = model.graph.find_attribute(e.producer, "value");
+            return a && a->tensor ? a->tensor->data : nullptr;
+        }
+        auto it = data.find(e.producer);
+        return it == data.end() ? nullptr : it->second.data();
+    }
+
+    Status prepare() {
+        REQUIRE(model.finalize() == Status::Ok);
+        const Node& n = model.graph.node(node);
+        kernel = find_builtin_kernel(n.op);
+        REQUIRE(kernel != nullptr);
+        input_descs.assign(n.num_inputs, TensorDesc());
+        values.assign(n.num_inputs, nullptr);
+        for (uint32_t i = 0; i < n.num_inputs; ++i) {
+            const Node& p = model.graph.node(n.inputs[i].producer);
+            if (p.outputs) input_descs[i] = p.outputs[n.inputs[i].port];
+            if (p.op == StringView("Constant")) values[i] = producer_data(n.inputs[i]);
+        }
+        output_descs.assign(n.num_outputs, TensorDesc());
+        prepared = PrepareContext();
+        prepared.graph = &model.graph;
+        prepared.node = node;
+        prepared.opset = opset;
+        prepared.num_inputs = n.num_inputs;
+        prepared.inputs = input_descs.data();
+        prepared.values = values.data();
+        prepared.num_outputs = n.num_outputs;
+        prepared.outputs = output_descs.data();
+        prepared.arena = &arena;
+        return kernel->prepare(prepared);
+    }
+
+    Status run() {
+        const Node& n = model.graph.node(node);
+        std::vector<TensorView> in(n.num_inputs), out(n.num_outputs);
+        for (uint32_t i = 0; i < n.num_inputs; ++i) {
+            in[i].desc = input_descs[i];
+            in[i].data = const_cast<void*>(producer_data(n.inputs[i]));
+        }
+        outputs.clear();
+        outputs.resize(n.num_outputs);
+        for (uint32_t i = 0; i < n.num_outputs; ++i) {
+            const TensorDesc& d = output_descs[i];
+            REQUIRE(outputs[i].allocate(d.type, Span<const int64_t>(const_cast<int64_t*>(d.dims), d.rank)) == Status::Ok);
+            std::memset(outputs[i].data(), 0xa5, outputs[i].bytes());   // stale bytes must be overwritten
+            out[i].desc = d;
+            out[i].data = outputs[i].data();
+        }
+        RunContext c;
+        c.graph = &model.graph;
+        c.node = node;
+        c.state = prepared.state;
+        c.num_inputs = n.num_inputs;
+        c.inputs = in.data();
+        c.num_outputs = n.num_outputs;
+        c.outputs = out.data();
+        c.error = run_error;
+        return kernel->run(c);
+    }
+
+    // prepare + run, both expected to succeed (REQUIRE does not stop a test in this build,
+    // so a failed prepare skips run).
+    void go() {
+        Status s = prepare();
+        INFO(prepared.error);
+        REQUIRE(s == Status::Ok);
+        if (s != Status::Ok) return;
+        s = run();
+        INFO(run_error);
+        REQUIRE(s == Status::Ok);
+    }
+
+    Shape shape(uint32_t i = 0) const {
+        if (i >= output_descs.size()) return Shape();
+        return Shape(output_descs[i].dims, output_descs[i].dims + output_descs[i].rank);
+    }
+    ElementType type(uint32_t i = 0) const { return output_descs[i].type; }
+    template <class T>
+    std::vector<T> out(uint32_t i = 0) const {
+        if (i >= outputs.size() || !outputs[i].data()) return std::vector<T>();
+        const T* p = outputs[i].data_as<T>();
+        return std::vector<T>(p, p + outputs[i].elements());
+    }
+    std::string error() const { return prepared.error; }
+};
+
+std::vector<float> iota_float(int n) {
+    std::vector<float> v(n);
+    for (int i = 0; i < n; ++i) v[i] = (float)i;
+    return v;
+}
+std::vector<int64_t> iota_int64(int n) {
+    std::vector<int64_t> v(n);
+    for (int i = 0; i < n; ++i) v[i] = i;
+    return v;
+}
+
+using I64 = std::vector<int64_t>;
+using I32 = std::vector<int32_t>;
+using F32 = std::vector<float>;
+using U8 = std::vector<uint8_t>;
+
+}  // namespace
+
+TEST_CASE("tensor ops: the table replaces the float-only entries and keeps the rest") {
+    const char* ours[] = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Concat", "Split", "Slice",
+                          "Gather", "Pad", "Cast", "Shape", "Constant", "ConstantOfShape", "Expand", "Tile", "Range",
+                          "Where", "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "Not", "And", "Or",
+                          "Xor", "Add", "Sub", "Mul", "Div", "Mod", "Neg", "Abs", "Max", "Min", "Sum", "Mean",
+                          "DepthToSpace", "SpaceToDepth", "Identity", "Relu", "Pow"};
+    for (const char* op : ours) {
+        INFO(op);
+        CHECK(find_builtin_kernel(op) != nullptr);
+    }
+    uint32_t adds = 0;
+    for (const OpKernel& k : builtin_op_kernels()) adds += StringView(k.op) == StringView("Add");
+    CHECK(adds == 1);
+    CHECK((find_builtin_kernel("Add")->prepare != find_builtin_kernel("Relu")->prepare));
+}
+
+TEST_CASE("Reshape: 0 copies a dimension, -1 is inferred, allowzero keeps 0, in place") {
+    {
+        OpTest t;
+        t.op("Reshape", {t.input<float>({2, 3, 4}, iota_float(24)), t.constant<int64_t>({2}, {0, -1})});
+        t.go();
+        CHECK(t.shape() == Shape{2, 12});
+        CHECK(t.out<float>() == iota_float(24));
+        CHECK(t.prepared.in_place);
+    }
+    {
+        OpTest t;
+        t.op("Reshape", {t.input<int64_t>({2, 3}, iota_int64(6)), t.constant<int64_t>({3}, {-1, 1, 2})});
+        t.go();
+        CHECK(t.shape() == Shape{3, 1, 2});
+        CHECK(t.out<int64_t>() == iota_int64(6));
+    }
+    {
+        OpTest t;   // allowzero: a 0 in the shape is a 0 dimension
+        t.op("Reshape", {t.input<float>({0, 3}, {}), t.constant<int64_t>({3}, {3, 0, 5})});
+        t.set_int("allowzero", 1);
+        t.go();
+        CHECK(t.shape() == Shape{3, 0, 5});
+    }
+}
+
+TEST_CASE("Reshape: bad shapes") {
+    struct Case { I64 shape; Status status; };
+    const Case cases[] = {
+        {{-1, -1}, Status::InvalidArgument},          // two -1
+        {{5, -1}, Status::InvalidArgument},           // 24 % 5
+        {{4, 7}, Status::InvalidArgument},            // 28 elements
+        {{2, 3, 4, 0}, Status::InvalidArgument},      // 0 copies a dimension the input does not have
+        {{-2, 12}, Status::InvalidArgument},
+        {{1, 1, 1, 1, 1, 1, 2, 3, 4}, Status::LimitExceeded},   // rank 9
+        {{INT64_MAX, INT64_MAX, -1}, Status::InvalidArgument},  // overflow is not a match
+    };
+    for (const Case& k : cases) {
+        OpTest t;
+        t.op("Reshape", {t.input<float>({2, 3, 4}, iota_float(24)), t.constant<int64_t>({(int64_t)k.shape.size()}, k.shape)});
+        CHECK(t.prepare() == k.status);
+    }
+    OpTest t;   // the shape is computed at run time
+    t.op("Reshape", {t.input<float>({2, 3, 4}, iota_float(24)), t.input<int64_t>({2}, {6, 4})});
+    CHECK(t.prepare() == Status::Unsupported);
+    CHECK(t.error().find("data-dependent shape: input 1") != std::string::npos);
+}
+
+TEST_CASE("Flatten, Squeeze, Unsqueeze") {
+    {
+        OpTest t;
+        t.op("Flatten", {t.input<float>({2, 3, 4}, iota_float(24))});
+        t.set_int("axis", -1);
+        t.go();
+        CHECK(t.shape() == Shape{6, 4});
+        CHECK(t.out<float>() == iota_float(24));
+    }
+    {
+        OpTest t;
+        t.op("Flatten", {t.input<uint8_t>({2, 3}, {1, 2, 3, 4, 5, 6}, ElementType::Bool)});
+        t.set_int("axis", 0);
+        t.go();
+        CHECK(t.shape() == Shape{1, 6});
+        CHECK(t.type() == ElementType::Bool);
+    }
+    {
+        OpTest t;
+        t.op("Flatten", {t.input<float>({2, 3, 4}, iota_float(24))});
+        t.set_int("axis", 3);
+        t.go();
+        CHECK(t.shape() == Shape{24, 1});
+    }
+    {
+        OpTest t;
+        t.op("Flatten", {t.input<float>({2, 3, 4}, iota_float(24))});
+        t.set_int("axis", 4);
+        CHECK(t.prepare() == Status::InvalidArgument);
+    }
+    {
+        OpTest t;   // opset 13: axes input, negative axis
+        t.op("Squeeze", {t.input<float>({2, 1, 3, 1}, iota_float(6)), t.constant<int64_t>({1}, {-1})});
+        t.go();
+        CHECK(t.shape() == Shape{2, 1, 3});
+        CHECK(t.out<float>() == iota_float(6));
+        CHECK(t.prepared.in_place);
+    }
+    {
+        OpTest t;   // no axes: every 1
+        t.op("Squeeze", {t.input<float>({1, 2, 1, 3, 1}, iota_float(6))});
+        t.go();
+        CHECK(t.shape() == Shape{2, 3});
+    }
+    {
+        OpTest t;   // opset 11: axes attribute
+        t.opset = 11;
+        t.op("Squeeze", {t.input<int32_t>({1, 2, 1}, {7, 8})});
+        t.set_ints("axes", {0});
+        t.go();
+        CHECK(t.shape() == Shape{2, 1});
+        CHECK(t.out<int32_t>() == I32{7, 8});
+    }
+    {
+        OpTest t;
+        t.op("Squeeze", {t.input<float>({2, 1, 3}, iota_float(6)), t.constant<int64_t>({1}, {0})});
+        CHECK(t.prepare() == Status::InvalidArgument);   // dimension 0 is 2
+    }
+    {
+        OpTest t;
+        t.op("Squeeze", {t.input<float>({2, 1, 3}, iota_float(6)), t.constant<int64_t>({1}, {3})});
+        CHECK(t.prepare() == Status::InvalidArgument);   // out of range
+    }
+    {
+        OpTest t;
+        t.op("Squeeze", {t.input<float>({2, 1, 3}, iota_float(6)), t.input<int64_t>({1}, {1})});
+        CHECK(t.prepare() == Status::Unsupported);
+        CHECK(t.error().find("data-dependent shape: input 1") != std::string::npos);
+    }
+    {
+        OpTest t;
+        t.op("Unsqueeze", {t.input<float>({2, 3}, iota_float(6)), t.constant<int64_t>({2}, {0, -1})});
+        t.go();
+        CHECK(t.shape() == Shape{1, 2, 3, 1});
+        CHECK(t.out<float>() == iota_float(6));
+    }
+    {
+        OpTest t;
+        t.opset = 12;
+        t.op("Unsqueeze", {t.input<int64_t>({3}, {1, 2, 3})});
+        t.set_ints("axes", {1});
+        t.go();
+        CHECK(t.shape() == Shape{3, 1});
+        CHECK(t.out<int64_t>() == I64{1, 2, 3});
+    }
+    {
+        OpTest t;   // repeated axis
+        t.op("Unsqueeze", {t.input<float>({2, 3}, iota_float(6)), t.constant<int64_t>({2}, {1, -3})});
+        CHECK(t.prepare() == Status::InvalidArgument);
+    }
+    {
+        OpTest t;
+        t.op("Unsqueeze", {t.input<float>({2, 3}, iota_float(6)), t.constant<int64_t>({1}, {3})});
+        CHECK(t.prepare() == Status::InvalidArgument);
+    }
+    {
+        OpTest t;
+        t.op("Unsqueeze", {t.input<float>({2, 3, 1, 1, 1, 1, 1}, iota_float(6)), t.constant<int64_t>({2}, {0, 1})});
+        CHECK(t.prepare() == Status::LimitExceeded);   // rank 9
+    }
+}
+
+TEST_CASE("Transpose: default reverse, permutations, bad perm") {
+    {
+        OpTest t;
+        t.op("Transpose", {t.input<int64_t>({2, 3}, iota_int64(6))});
+        t.go();
+        CHECK(t.shape() == Shape{3, 2});
+        CHECK(t.out<int64_t>() == I64{0, 3, 1, 4, 2, 5});
+    }
+    {
+        OpTest t;
+        t.op("Transpose", {t.input<float>({2, 3, 4}, iota_float(24))});
+        t.set_ints("perm", {1, 2, 0});
+        t.go();
+        CHECK(t.shape() == Shape{3, 4, 2});
+        std::vector<float> y = t.out<float>(), expected;
+        for (int i = 0; i < 3; ++i)
+            for (int j = 0; j < 4; ++j)
+                for (int k = 0; k < 2; ++k) expected.push_back((float)(k * 12 + i * 4 + j));
+        CHECK(y == expected);
+    }
+    {
+        OpTest t;   // float16 and a rank-1 identity
+        t.op("Transpose", {t.input<uint16_t>({3}, {0x3c00, 0x4000, 0x4200})});
+        t.go();
+        CHECK(t.out<uint16_t>() == std::vector<uint16_t>{0x3c00, 0x4000, 0x4200});
+    }
+    const I64 bad[] = {{0, 0, 1}, {0, 1}, {0, 1, 3}, {-1, 0, 1}, {0, 1, 2, 3}};
+    for (const I64& perm : bad) {
+        OpTest t;
+        t.op("Transpose", {t.input<float>({2, 3, 4}, iota_float(24))});
+        t.set_ints("perm", perm);
+        CHECK(t.prepare() == Status::InvalidArgument);
+    }
+}
+
+TEST_CASE("Concat and Split") {
+    {
+        OpTest t;
+        t.op("Concat", {t.input<int32_t>({2, 2}, {1, 2, 3, 4}), t.constant<int32_t>({2, 1}, {5, 6}),
+                        t.input<int32_t>({2, 0}, {})});
+        t.set_int("axis", -1);
+        t.go();
+        CHECK(t.shape() == Shape{2, 3});
+        CHECK(t.out<int32_t>() == I32{1, 2, 5, 3, 4, 6});
+    }
+    {
+        OpTest t;
+        t.op("Concat", {t.input<uint8_t>({1, 2}, {1, 0}, ElementType::Bool), t.input<uint8_t>({2, 2}, {0, 1, 1, 1}, ElementType::Bool)});
+        t.set_int("axis", 0);
+        t.go();
+        CHECK(t.shape() == Shape{3, 2});
+        CHECK(t.out<uint8_t>() == U8{1, 0, 0, 1, 1, 1});
+    }
+    {
+        OpTest t;   // shapes differ off the axis
+        t.op("Concat", {t.input<float>({2, 2}, iota_float(4)), t.input<float>({3, 1}, iota_float(3))});
+        t.set_int("axis", 1);
+        CHECK(t.prepare() == Status::InvalidArgument);
+    }
+    {
+        OpTest t;   // types differ
+        t.op("Concat", {t.input<float>({2}, iota_float(2)), t.input<int64_t>({2}, {1, 2})});
+        t.set_int("axis", 0);
+        CHECK(t.prepare() == Status::InvalidArgument);
+    }
+    {
+        OpTest t;
+        t.op("Concat", {t.input<float>({2}, iota_float(2)), t.input<float>({2}, iota_float(2))});
+        t.set_int("axis", 1);
+        CHECK(t.prepare() == Status::InvalidArgument);
+    }
+    {
+        OpTest t;   // axis is required
+        t.op("Concat", {t.input<float>({2}, iota_float(2))});
+        CHECK(t.prepare() == Status::InvalidArgument);
+    }
+    {
+        OpTest t;   // opset 13: sizes input
+        t.op("Split", {t.input<float>({2, 3}, iota_float(6)), t.constant<int64_t>({2}, {1, 2})}, 2);
+        t.set_int("axis", -1);
+        t.go();
+        CHECK(t.shape(0) == Shape{2, 1});
+        CHECK(t.shape(1) == Shape{2, 2});
+        CHECK(t.out<float>(0) == F32{0, 3});
+        CHECK(t.out<float>(1) == F32{1, 2, 4, 5});
+    }
+    {
+        OpTest t;   // opset 11: split attribute
+        t.opset = 11;
+        t.op("Split", {t.input<int64_t>({5}, iota_int64(5))}, 2);
+        t.set_ints("split", {4, 1});
+        t.go();
+        CHECK(t.out<int64_t>(0) == I64{0, 1, 2, 3});
+        CHECK(t.out<int64_t>(1) == I64{4});
+    }
+    {
+        OpTest t;   // equal parts
+        t.op("Split", {t.input<int64_t>({6}, iota_int64(6))}, 3);
+        t.go();
+        CHECK(t.out<int64_t>(2) == I64{4, 5});
+    }
+    {
+        OpTest t;   // num_outputs: the last chunk is smaller
+        t.op("Split", {t.input<int64_t>({5}, iota_int64(5))}, 3);
+        t.set_int("num_outputs", 3);
+        t.go();
+        CHECK(t.out<int64_t>(0) == I64{0, 1});
+        CHECK(t.out<int64_t>(1) == I64{2, 3});
+        CHECK(t.out<int64_t>(2) == I64{4});
+    }
+    {
+        OpTest t;
+        t.op("Split", {t.input<int64_t>({5}, iota_int64(5))}, 2);
+        CHECK(t.prepare() == Status::InvalidArgument);   // 5 does not split evenly
+    }
+    {
+        OpTest t;
+        t.op("Split", {t.input<int64_t>({5}, iota_int64(5)), t.constant<int64_t>({2}, {2, 2})}, 2);
+        CHECK(t.prepare() == Status::InvalidArgument);   // sizes add up to 4
+    }
+    {
+        OpTest t;
+        t.op("Split", {t.input<int64_t>({5}, iota_int64(5)), t.constant<int64_t>({2}, {6, -1})}, 2);
+        CHECK(t.prepare() == Status::InvalidArgument);
+    }
+    {
+        OpTest t;
+        t.op("Split", {t.input<int64_t>({5}, iota_int64(5)), t.input<int64_t>({2}, {2, 3})}, 2);
+        CHECK(t.prepare() == Status::Unsupported);
+    }
+    {
+        OpTest t;
+        t.op("Split", {t.input<int64_t>({4}, iota_int64(4))}, 2);
+        t.set_int("axis", 1);
+        CHECK(t.prepare() == Status::InvalidArgument);
+    }
+}
+
+TEST_CASE("Slice: clamping, negative steps, attributes before opset 10") {
+    {
+        OpTest t;   // reverse everything: start -1, end INT64_MIN, step -1
+        t.op("Slice", {t.input<float>({2, 3}, iota_float(6)), t.constant<int64_t>({1}, {-1}),
+                       t.constant<int64_t>({1}, {INT64_MIN}), t.constant<int64_t>({1}, {-1}), t.constant<int64_t>({1}, {-1})});
+        t.go();
+        CHECK(t.shape() == Shape{2, 3});
+        CHECK(t.out<float>() == F32{2, 1, 0, 5, 4, 3});
+    }
+    {
+        OpTest t;   // end past the dimension clamps; no axes: 0, 1, ...
+        t.op("Slice", {t.input<int64_t>({3, 4}, iota_int64(12)), t.constant<int64_t>({2}, {1, 1}),
+                       t.constant<int64_t>({2}, {1000, INT64_MAX})});
+        t.go();
+        CHECK(t.shape() == Shape{2, 3});
+        CHECK(t.out<int64_t>() == I64{5, 6, 7, 9, 10, 11});
+    }
+    {
+        OpTest t;   // step 2 and -2 with int32 starts, axes given out of order
+        t.op("Slice", {t.input<int64_t>({3, 5}, iota_int64(15)), t.constant<int32_t>({2}, {4, 0}),
+                       t.constant<int32_t>({2}, {-100, 3}), t.constant<int32_t>({2}, {1, 0}), t.constant<int32_t>({2}, {-2, 2})});
+        t.go();
+        CHECK(t.shape() == Shape{2, 3});
+        CHECK(t.out<int64_t>() == I64{4, 2, 0, 14, 12, 10});
+    }
+    {
+        OpTest t;   // empty result: start after end
+        t.op("Slice", {t.input<float>({4}, iota_float(4)), t.constant<int64_t>({1}, {3}), t.constant<int64_t>({1}, {1})});
+        t.go();
+        CHECK(t.shape() == Shape{0});
+    }
+    {
+        OpTest t;   // opset 9: attributes
+        t.opset = 9;
+        t.op("Slice", {t.input<float>({2, 3}, iota_float(6))});
+        t.set_ints("starts", {-2});
+        t.set_ints("ends", {3});
+        t.set_ints("axes", {1});
+        t.go();
+        CHECK(t.shape() == Shape{2, 2});
+        CHECK(t.out<float>() == F32{1, 2, 4, 5});
+    }
+    {
+        OpTest t;
+        t.op("Slice", {t.input<float>({4}, iota_float(4)), t.constant<int64_t>({1}, {0}), t.constant<int64_t>({1}, {4}),
+                       t.constant<int64_t>({1}, {0}), t.constant<int64_t>({1}, {0})});
+        CHECK(t.prepare() == Status::InvalidArgument);   // step 0
+    }
+    {
+        OpTest t;
+        t.op("Slice", {t.input<float>({4}, iota_float(4)), t.constant<int64_t>({1}, {0}), t.constant<int64_t>({1}, {4}),
+                       t.constant<int64_t>({1}, {1})});
+        CHECK(t.prepare() == Status::InvalidArgument);   // axis 1 of rank 1
+    }
+    {
+        OpTest t;
+        t.op("Slice", {t.input<float>({4}, iota_float(4)), t.constant<int64_t>({1}, {0}), t.constant<int64_t>({2}, {4, 4})});
+        CHECK(t.prepare() == Status::InvalidArgument);   // lengths differ
+    }
+    {
+        OpTest t;
+        t.op("Slice", {t.input<float>({4}, iota_float(4)), t.input<int64_t>({1}, {0}), t.constant<int64_t>({1}, {4})});
+        CHECK(t.prepare() == Status::Unsupported);
+        CHECK(t.error().find("data-dependent shape: input 1") != std::string::npos);
+    }
+}
+
+TEST_CASE("Gather: axes, negative indices, bad indices at compile and run time") {
+    {
+        OpTest t;
+        t.op("Gather", {t.input<float>({3, 2}, iota_float(6)), t.input<int64_t>({3}, {-1, 0, 2})});
+        t.go();
+        CHECK(t.shape() == Shape{3, 2});
+        CHECK(t.out<float>() == F32{4, 5, 0, 1, 4, 5});
+    }
+    {
+        OpTest t;   // axis -1, int32 indices of rank 2
+        t.op("Gather", {t.input<int64_t>({2, 3}, iota_int64(6)), t.input<int32_t>({2, 2}, {2, -3, 1, 1})});
+        t.set_int("axis", -1);
+        t.go();
+        CHECK(t.shape() == Shape{2, 2, 2});
+        CHECK(t.out<int64_t>() == I64{2, 0, 1, 1, 5, 3, 4, 4});
+    }
+    {
+        OpTest t;   // scalar index drops the axis
+        t.op("Gather", {t.input<uint8_t>({3, 2}, {1, 2, 3, 4, 5, 6}), t.constant<int64_t>({}, {1})});
+        t.go();
+        CHECK(t.shape() == Shape{2});
+        CHECK(t.out<uint8_t>() == U8{3, 4});
+    }
+    {
+        OpTest t;   // out of range at run time: InvalidArgument, no crash
+        t.op("Gather", {t.input<float>({3, 2}, iota_float(6)), t.input<int64_t>({2}, {0, 3})});
+        REQUIRE(t.prepare() == Status::Ok);
+        CHECK(t.run() == Status::InvalidArgument);
+        CHECK(std::string(t.run_error).find("index 3 out of range") != std::string::npos);
+    }
+    {
+        OpTest t;
+        t.op("Gather", {t.input<float>({3, 2}, iota_float(6)), t.input<int64_t>({1}, {-4})});
+        REQUIRE(t.prepare() == Status::Ok);
+        CHECK(t.run() == Status::InvalidArgument);
+    }
+    {
+        OpTest t;   // known at compile time: refused by prepare
+        t.op("Gather", {t.input<float>({3, 2}, iota_float(6)), t.constant<int64_t>({1}, {INT64_MIN})});
+        CHECK(t.prepare() == Status::InvalidArgument);
+    }
+    {
+        OpTest t;
+        t.op("Gather", {t.input<float>({3, 2}, iota_float(6)), t.input<int64_t>({1}, {0})});
+        t.set_int("axis", 2);
+        CHECK(t.prepare() == Status::InvalidArgument);
+    }
+    {
+        OpTest t;
+        t.op("Gather", {t.input<float>({3, 2}, iota_float(6)), t.input<float>({1}, {0})});
+        CHECK(t.prepare() == Status::Unsupported);   // float indices
+    }
+}
+
+TEST_CASE("Pad: constant, reflect, edge, negative pads, attributes before opset 11") {
+    {
+        OpTest t;
+        t.op("Pad", {t.input<float>({2, 2}, {1, 2, 3, 4}), t.constant<int64_t>({4}, {1, 0, 0, 1}),
+                     t.input<float>({}, {9.5f})});
+        t.go();
+        CHECK(t.shape() == Shape{3, 3});
+        CHECK(t.out<float>() == F32{9.5f, 9.5f, 9.5f, 1, 2, 9.5f, 3, 4, 9.5f});
+    }
+    {
+        OpTest t;   // no constant_value: zero
+        t.op("Pad", {t.input<int64_t>({2}, {7, 8}), t.constant<int64_t>({2}, {1, 2})});
+        t.go();
+        CHECK(t.out<int64_t>() == I64{0, 7, 8, 0, 0});
+    }
+    {
+        OpTest t;
+        t.op("Pad", {t.input<float>({2, 3}, {1, 2, 3, 4, 5, 6}), t.constant<int64_t>({4}, {1, 2, 1, 2})});
+        t.set_string("mode", "reflect");
+        t.go();
+        CHECK(t.shape() == Shape{4, 7});
+        CHECK(t.out<float>() == F32{6, 5, 4, 5, 6, 5, 4,
+                                    3, 2, 1, 2, 3, 2, 1,
+                                    6, 5, 4, 5, 6, 5, 4,
+                                    3, 2, 1, 2, 3, 2, 1});
+    }
+    {
+        OpTest t;
+        t.op("Pad", {t.input<int32_t>({2, 2}, {1, 2, 3, 4}), t.constant<int64_t>({4}, {0, 2, 1, 1})});
+        t.set_string("mode", "edge");
+        t.go();
+        CHECK(t.shape() == Shape{3, 5});
+        CHECK(t.out<int32_t>() == I32{1, 1, 1, 2, 2, 3, 3, 3, 4, 4, 3, 3, 3, 4, 4});
+    }
+    {
+        OpTest t;   // negative pads crop
+        t.op("Pad", {t.input<float>({2, 3}, iota_float(6)), t.constant<int64_t>({4}, {0, -1, -1, 1})});
+        t.go();
+        CHECK(t.shape() == Shape{1, 3});
+        CHECK(t.out<float>() == F32{1, 2, 0});
+    }
+    {
+        OpTest t;   // opset 7: pads and value attributes
+        t.opset = 7;
+        t.op("Pad", {t.input<float>({2}, {1, 2})});
+        t.set_ints("pads", {2, 1});
+        t.set_float("value", -1.5f);
+        t.go();
+        CHECK(t.out<float>() == F32{-1.5f, -1.5f, 1, 2, -1.5f});
+    }
+    {
+        OpTest t;   // reflect needs pads below the dimension
+        t.op("Pad", {t.input<float>({2, 3}, iota_float(6)), t.constant<int64_t>({4}, {0, 3, 0, 0})});
+        t.set_string("mode", "reflect");
+        CHECK(t.prepare() == Status::InvalidArgument);
+    }
+    {
+        OpTest t;
+        t.op("Pad", {t.input<float>({2, 3}, iota_float(6)), t.constant<int64_t>({3}, {0, 3, 0})});
+        CHECK(t.prepare() == Status::InvalidArgument);   // 3 pads for rank 2
+    }
+    {
+        OpTest t;
+        t.op("Pad", {t.input<float>({2, 3}, iota_float(6)), t.constant<int64_t>({4}, {-2, 0, -1, 0})});
+        CHECK(t.prepare() == Status::InvalidArgument);   // removes 3 of 2
+    }
+    {
+        OpTest t;
+        t.op("Pad", {t.input<float>({2, 3}, iota_float(6)), t.constant<int64_t>({4}, {0, 0, INT64_MAX, 0})});
+        CHECK(t.prepare() == Status::LimitExceeded);
+    }
+    {
+        OpTest t;
+        t.op("Pad", {t.input<float>({2, 3}, iota_float(6)), t.constant<int64_t>({4}, {0, 0, 0, 0})});
+        t.set_string("mode", "mirror");
+        CHECK(t.prepare() == Status::InvalidArgument);
+    }
+    {
+        OpTest t;
+        t.op("Pad", {t.input<float>({2, 3}, iota_float(6)), t.input<int64_t>({4}, {0, 0, 0, 0})});
+        CHECK(t.prepare() == Status::Unsupported);
+    }
+}
