@@ -1171,11 +1171,10 @@ inline Status int_input(PrepareContext& c, uint32_t i, IntValues* v) {
     if (c.inputs[i].type != ElementType::Int64 && c.inputs[i].type != ElementType::Int32)
         return c.fail(Status::Unsupported, "input %u is %s (int64 expected)", i, element_type_name(c.inputs[i].type));
     if (c.inputs[i].rank > 1) return c.fail(Status::InvalidArgument, "input %u must be 1-D", i);
-    const void* p = tensor_value(c, i);
-    if (!p) return c.fail(Status::Unsupported, "data-dependent shape: input %u", i);
-    v->data = p;
+    v->data = tensor_value(c, i);
     v->type = c.inputs[i].type;
     v->count = c.inputs[i].rank ? (uint64_t)c.inputs[i].dims[0] : 1;
+    if (!v->data && v->count) return c.fail(Status::Unsupported, "data-dependent shape: input %u", i);   // empty: known
     return Status::Ok;
 }
 

@@ -93,6 +93,22 @@ struct OpTest {
     }
     void set_float(const char* name, float v) { REQUIRE(model.set_float(node, name, v) == Status::Ok); }
     void set_string(const char* name, const char* v) { REQUIRE(model.set_string(node, name, v) == Status::Ok); }
+    // A tensor attribute (ConstantOfShape's value); the bytes live in this OpTest.
+    ConstTensor tensor_attribute;
+    unsigned char tensor_bytes[64] = {};
+    template <class T>
+    void set_tensor(const char* name, const Shape& shape, const std::vector<T>& v, ElementType type = type_of<T>()) {
+        REQUIRE(v.size() * sizeof(T) <= sizeof tensor_bytes);
+        if (!v.empty()) std::memcpy(tensor_bytes, v.data(), v.size() * sizeof(T));
+        tensor_attribute.desc = make_desc(type, shape);
+        tensor_attribute.data = tensor_bytes;
+        tensor_attribute.bytes = v.size() * sizeof(T);
+        Attribute a;
+        a.name = name;
+        a.kind = AttributeKind::Tensor;
+        a.tensor = &tensor_attribute;
+        REQUIRE(model.graph.add_attribute(node, a) == Status::Ok);
+    }
 
     const void* producer_data(const Edge& e) {
         const Node& p = model.graph.node(e.producer);
@@ -707,5 +723,344 @@ TEST_CASE("Pad: constant, reflect, edge, negative pads, attributes before opset 
         OpTest t;
         t.op("Pad", {t.input<float>({2, 3}, iota_float(6)), t.input<int64_t>({4}, {0, 0, 0, 0})});
         CHECK(t.prepare() == Status::Unsupported);
+    }
+}
+
+TEST_CASE("Cast: float16 rounds to nearest even, float to int truncates, ints wrap") {
+    {
+        OpTest t;
+        const F32 x = {1.0f, 65504.0f, 65519.99f, 65520.0f, -70000.0f, 1.0f + 0x1p-11f, 1.0f + 3 * 0x1p-11f,
+                       0x1p-24f, 0x1p-25f, 1.5f * 0x1p-25f, 0x1p-14f, 0x1.ffcp-15f, -0.0f, INFINITY, NAN, 0.1f,
+                       1.0f + 0x1p-11f + 0x1p-20f};
+        t.op("Cast", {t.input<float>({(int64_t)x.size()}, x)});
+        t.set_int("to", 10);
+        t.go();
+        CHECK(t.type() == ElementType::Float16);
+        const std::vector<uint16_t> expected = {0x3c00, 0x7bff, 0x7bff, 0x7c00, 0xfc00, 0x3c00, 0x3c02, 0x0001, 0x0000,
+                                                0x0001, 0x0400, 0x0400, 0x8000, 0x7c00, 0x7e00, 0x2e66, 0x3c01};
+        std::vector<uint16_t> y = t.out<uint16_t>();
+        REQUIRE(y.size() == expected.size());
+        for (size_t i = 0; i < y.size(); ++i) {
+            INFO("element " << i << " = " << x[i]);
+            CHECK(y[i] == expected[i]);
+        }
+    }
+    {
+        OpTest t;   // float16 to float32 is exact
+        t.op("Cast", {t.input<uint16_t>({7}, {0x0001, 0x03ff, 0x0400, 0x7bff, 0xfc00, 0x8000, 0x3555})});
+        t.set_int("to", 1);
+        t.go();
+        std::vector<float> y = t.out<float>();
+        REQUIRE(y.size() == 7);
+        CHECK(y[0] == 0x1p-24f);
+        CHECK(y[1] == 1023 * 0x1p-24f);
+        CHECK(y[2] == 0x1p-14f);
+        CHECK(y[3] == 65504.0f);
+        CHECK(y[4] == -INFINITY);
+        CHECK(bits_of(y[5]) == 0x80000000u);
+        CHECK(y[6] == 0x1.554p-2f);
+    }
+    {
+        OpTest t;   // every half round-trips through float
+        std::vector<uint16_t> all;
+        for (uint32_t h = 0; h < 0x10000; ++h)
+            if ((h & 0x7c00) != 0x7c00 || (h & 0x3ff) == 0) all.push_back((uint16_t)h);   // not NaN
+        t.op("Cast", {t.input<uint16_t>({(int64_t)all.size()}, all)});
+        t.set_int("to", 1);
+        t.go();
+        OpTest back;
+        back.op("Cast", {back.input<float>({(int64_t)all.size()}, t.out<float>())});
+        back.set_int("to", 10);
+        back.go();
+        CHECK(back.out<uint16_t>() == all);
+    }
+    {
+        OpTest t;
+        t.op("Cast", {t.input<float>({7}, {2.7f, -2.7f, NAN, 1e10f, -1e10f, 2147483520.0f, -0.5f})});
+        t.set_int("to", 6);
+        t.go();
+        CHECK(t.out<int32_t>() == I32{2, -2, 0, INT32_MAX, INT32_MIN, 2147483520, 0});
+    }
+    {
+        OpTest t;
+        t.op("Cast", {t.input<float>({5}, {-3.5f, 255.9f, 300.0f, 7.99f, INFINITY})});
+        t.set_int("to", 2);
+        t.go();
+        CHECK(t.out<uint8_t>() == U8{0, 255, 255, 7, 255});
+    }
+    {
+        OpTest t;
+        t.op("Cast", {t.input<float>({3}, {0x1.fffffep62f, -9.9e18f, -7.9f})});
+        t.set_int("to", 7);
+        t.go();
+        CHECK(t.out<int64_t>() == I64{9223371487098961920ll, INT64_MIN, -7});
+    }
+    {
+        OpTest t;   // int64 to int8 wraps
+        t.op("Cast", {t.input<int64_t>({4}, {300, -129, 127, -4})});
+        t.set_int("to", 3);
+        t.go();
+        CHECK(t.out<int8_t>() == std::vector<int8_t>{44, 127, 127, -4});
+    }
+    {
+        OpTest t;
+        t.op("Cast", {t.input<float>({4}, {0.5f, 0.0f, -0.0f, NAN})});
+        t.set_int("to", 9);
+        t.go();
+        CHECK(t.type() == ElementType::Bool);
+        CHECK(t.out<uint8_t>() == U8{1, 0, 0, 1});
+    }
+    {
+        OpTest t;
+        t.op("Cast", {t.input<uint8_t>({3}, {1, 0, 1}, ElementType::Bool)});
+        t.set_int("to", 1);
+        t.go();
+        CHECK(t.out<float>() == F32{1, 0, 1});
+    }
+    {
+        OpTest t;   // int64 to float rounds to nearest even
+        t.op("Cast", {t.input<int64_t>({2}, {16777217, -16777219})});
+        t.set_int("to", 1);
+        t.go();
+        CHECK(t.out<float>() == F32{16777216.0f, -16777220.0f});
+    }
+    {
+        OpTest t;
+        t.op("Cast", {t.input<int32_t>({3}, {70000, -2049, 2049})});
+        t.set_int("to", 10);
+        t.go();
+        CHECK(t.out<uint16_t>() == std::vector<uint16_t>{0x7c00, 0xe800, 0x6800});
+    }
+    {
+        OpTest t;
+        t.op("Cast", {t.input<float>({1}, {1})});
+        t.set_int("to", 8);   // string
+        CHECK(t.prepare() == Status::Unsupported);
+    }
+    {
+        OpTest t;
+        t.op("Cast", {t.input<float>({1}, {1})});
+        CHECK(t.prepare() == Status::InvalidArgument);   // no 'to'
+    }
+}
+
+TEST_CASE("Shape, Constant, ConstantOfShape") {
+    {
+        OpTest t;
+        t.op("Shape", {t.input<float>({2, 3, 4}, iota_float(24))});
+        t.go();
+        CHECK(t.type() == ElementType::Int64);
+        CHECK(t.out<int64_t>() == I64{2, 3, 4});
+    }
+    {
+        OpTest t;
+        t.op("Shape", {t.input<float>({2, 3, 4}, iota_float(24))});
+        t.set_int("start", 1);
+        t.set_int("end", -1);
+        t.go();
+        CHECK(t.out<int64_t>() == I64{3});
+    }
+    {
+        OpTest t;
+        t.op("Shape", {t.input<float>({2, 3, 4}, iota_float(24))});
+        t.set_int("start", -100);
+        t.set_int("end", 100);
+        t.go();
+        CHECK(t.out<int64_t>() == I64{2, 3, 4});
+    }
+    {
+        OpTest t;   // opset 14: start and end do not exist yet
+        t.opset = 14;
+        t.op("Shape", {t.input<float>({2, 3}, iota_float(6))});
+        t.set_int("start", 1);
+        t.go();
+        CHECK(t.out<int64_t>() == I64{2, 3});
+    }
+    {
+        OpTest t;
+        t.op("Constant", {});
+        t.set_ints("value_ints", {4, -5});
+        t.go();
+        CHECK(t.shape() == Shape{2});
+        CHECK(t.out<int64_t>() == I64{4, -5});
+    }
+    {
+        OpTest t;
+        t.op("Constant", {});
+        t.set_float("value_float", 2.5f);
+        t.go();
+        CHECK(t.shape() == Shape{});
+        CHECK(t.type() == ElementType::Float32);
+        CHECK(t.out<float>() == F32{2.5f});
+    }
+    {
+        OpTest t;   // a Model constant: the 'value' tensor
+        t.constant<int32_t>({2, 2}, {1, 2, 3, 4});
+        t.node = 0;
+        t.go();
+        CHECK(t.shape() == Shape{2, 2});
+        CHECK(t.out<int32_t>() == I32{1, 2, 3, 4});
+    }
+    {
+        OpTest t;
+        t.op("Constant", {});
+        t.set_int("value_int", 1);
+        t.set_float("value_float", 1);
+        CHECK(t.prepare() == Status::InvalidArgument);
+    }
+    {
+        OpTest t;
+        t.op("Constant", {});
+        CHECK(t.prepare() == Status::InvalidArgument);
+    }
+    {
+        OpTest t;
+        t.op("ConstantOfShape", {t.constant<int64_t>({2}, {2, 3})});
+        t.set_tensor<int64_t>("value", {1}, {-7});
+        t.go();
+        CHECK(t.shape() == Shape{2, 3});
+        CHECK(t.out<int64_t>() == I64(6, -7));
+    }
+    {
+        OpTest t;   // default: float32 zeros
+        t.op("ConstantOfShape", {t.constant<int64_t>({1}, {3})});
+        t.go();
+        CHECK(t.type() == ElementType::Float32);
+        CHECK(t.out<float>() == F32{0, 0, 0});
+    }
+    {
+        OpTest t;   // empty shape: a scalar
+        t.op("ConstantOfShape", {t.constant<int64_t>({0}, {})});
+        t.set_tensor<uint8_t>("value", {1}, {1}, ElementType::Bool);
+        t.go();
+        CHECK(t.shape() == Shape{});
+        CHECK(t.out<uint8_t>() == U8{1});
+    }
+    {
+        OpTest t;
+        t.op("ConstantOfShape", {t.constant<int64_t>({2}, {1 << 20, 1 << 20})});
+        CHECK(t.prepare() == Status::LimitExceeded);
+    }
+    {
+        OpTest t;   // a product that overflows 64 bits is still LimitExceeded
+        t.op("ConstantOfShape", {t.constant<int64_t>({3}, {1ll << 40, 1ll << 40, 1ll << 40})});
+        CHECK(t.prepare() == Status::LimitExceeded);
+    }
+    {
+        OpTest t;
+        t.op("ConstantOfShape", {t.constant<int64_t>({2}, {2, -1})});
+        CHECK(t.prepare() == Status::InvalidArgument);
+    }
+    {
+        OpTest t;
+        t.op("ConstantOfShape", {t.constant<int64_t>({1}, {2})});
+        t.set_tensor<float>("value", {2}, {1, 2});
+        CHECK(t.prepare() == Status::InvalidArgument);   // value must have one element
+    }
+    {
+        OpTest t;
+        t.op("ConstantOfShape", {t.input<int64_t>({1}, {2})});
+        CHECK(t.prepare() == Status::Unsupported);
+        CHECK(t.error().find("data-dependent shape: input 0") != std::string::npos);
+    }
+}
+
+TEST_CASE("Expand, Tile, Range") {
+    {
+        OpTest t;
+        t.op("Expand", {t.input<int32_t>({3, 1}, {1, 2, 3}), t.constant<int64_t>({3}, {2, 1, 2})});
+        t.go();
+        CHECK(t.shape() == Shape{2, 3, 2});
+        CHECK(t.out<int32_t>() == I32{1, 1, 2, 2, 3, 3, 1, 1, 2, 2, 3, 3});
+    }
+    {
+        OpTest t;   // the shape may be smaller than the input's
+        t.op("Expand", {t.input<float>({2, 3}, iota_float(6)), t.constant<int64_t>({1}, {1})});
+        t.go();
+        CHECK(t.shape() == Shape{2, 3});
+        CHECK(t.out<float>() == iota_float(6));
+    }
+    {
+        OpTest t;
+        t.op("Expand", {t.input<float>({2, 3}, iota_float(6)), t.constant<int64_t>({2}, {2, 4})});
+        CHECK(t.prepare() == Status::InvalidArgument);
+    }
+    {
+        OpTest t;
+        t.op("Expand", {t.input<float>({1}, {1}), t.constant<int64_t>({3}, {1 << 20, 1 << 20, 1 << 20})});
+        CHECK(t.prepare() == Status::LimitExceeded);
+    }
+    {
+        OpTest t;
+        t.op("Expand", {t.input<float>({1}, {1}), t.input<int64_t>({1}, {4})});
+        CHECK(t.prepare() == Status::Unsupported);
+    }
+    {
+        OpTest t;
+        t.op("Tile", {t.input<int64_t>({2, 2}, {1, 2, 3, 4}), t.constant<int64_t>({2}, {2, 3})});
+        t.go();
+        CHECK(t.shape() == Shape{4, 6});
+        CHECK(t.out<int64_t>() == I64{1, 2, 1, 2, 1, 2, 3, 4, 3, 4, 3, 4, 1, 2, 1, 2, 1, 2, 3, 4, 3, 4, 3, 4});
+    }
+    {
+        OpTest t;
+        t.op("Tile", {t.input<uint8_t>({3}, {1, 0, 1}, ElementType::Bool), t.constant<int64_t>({1}, {0})});
+        t.go();
+        CHECK(t.shape() == Shape{0});
+    }
+    {
+        OpTest t;
+        t.op("Tile", {t.input<int64_t>({2, 2}, {1, 2, 3, 4}), t.constant<int64_t>({1}, {2})});
+        CHECK(t.prepare() == Status::InvalidArgument);
+    }
+    {
+        OpTest t;
+        t.op("Tile", {t.input<int64_t>({2, 2}, {1, 2, 3, 4}), t.constant<int64_t>({2}, {INT64_MAX, INT64_MAX})});
+        CHECK(t.prepare() == Status::LimitExceeded);
+    }
+    {
+        OpTest t;
+        t.op("Range", {t.constant<int64_t>({}, {1}), t.constant<int64_t>({}, {10}), t.constant<int64_t>({}, {3})});
+        t.go();
+        CHECK(t.out<int64_t>() == I64{1, 4, 7});
+    }
+    {
+        OpTest t;
+        t.op("Range", {t.constant<int32_t>({}, {5}), t.constant<int32_t>({}, {0}), t.constant<int32_t>({}, {-2})});
+        t.go();
+        CHECK(t.out<int32_t>() == I32{5, 3, 1});
+    }
+    {
+        OpTest t;   // accumulates in float, as the ONNX function
+        t.op("Range", {t.constant<float>({}, {0}), t.constant<float>({}, {1}), t.constant<float>({}, {0.25f})});
+        t.go();
+        CHECK(t.out<float>() == F32{0, 0.25f, 0.5f, 0.75f});
+    }
+    {
+        OpTest t;
+        t.op("Range", {t.constant<int64_t>({}, {10}), t.constant<int64_t>({}, {1}), t.constant<int64_t>({}, {1})});
+        t.go();
+        CHECK(t.shape() == Shape{0});
+    }
+    {
+        OpTest t;
+        t.op("Range", {t.constant<int64_t>({}, {0}), t.constant<int64_t>({}, {1}), t.constant<int64_t>({}, {0})});
+        CHECK(t.prepare() == Status::InvalidArgument);
+    }
+    {
+        OpTest t;
+        t.op("Range", {t.constant<int64_t>({}, {INT64_MIN}), t.constant<int64_t>({}, {INT64_MAX}), t.constant<int64_t>({}, {1})});
+        CHECK(t.prepare() == Status::LimitExceeded);
+    }
+    {
+        OpTest t;
+        t.op("Range", {t.constant<float>({}, {0}), t.constant<float>({}, {INFINITY}), t.constant<float>({}, {1})});
+        CHECK(t.prepare() == Status::LimitExceeded);
+    }
+    {
+        OpTest t;
+        t.op("Range", {t.constant<int64_t>({}, {0}), t.input<int64_t>({}, {4}), t.constant<int64_t>({}, {1})});
+        CHECK(t.prepare() == Status::Unsupported);
+        CHECK(t.error().find("data-dependent shape: input 1") != std::string::npos);
     }
 }
