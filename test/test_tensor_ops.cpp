@@ -225,7 +225,7 @@ TEST_CASE("tensor ops: the table replaces the float-only entries and keeps the r
                           "Xor", "Add", "Sub", "Mul", "Div", "Mod", "Neg", "Abs", "Max", "Min", "Sum", "Mean",
                           "DepthToSpace", "SpaceToDepth", "Identity", "Relu", "Pow"};
     for (const char* op : ours) {
-        INFO(op);
+        INFO(std::string(op));
         CHECK(find_builtin_kernel(op) != nullptr);
     }
     uint32_t adds = 0;
@@ -833,6 +833,13 @@ TEST_CASE("Cast: float16 rounds to nearest even, float to int truncates, ints wr
     }
     {
         OpTest t;
+        t.op("Cast", {t.input<int8_t>({3}, {-128, 5, -1})});
+        t.set_int("to", 2);
+        t.go();
+        CHECK(t.out<uint8_t>() == U8{128, 5, 255});
+    }
+    {
+        OpTest t;
         t.op("Cast", {t.input<float>({1}, {1})});
         t.set_int("to", 8);   // string
         CHECK(t.prepare() == Status::Unsupported);
@@ -1062,5 +1069,395 @@ TEST_CASE("Expand, Tile, Range") {
         t.op("Range", {t.constant<int64_t>({}, {0}), t.input<int64_t>({}, {4}), t.constant<int64_t>({}, {1})});
         CHECK(t.prepare() == Status::Unsupported);
         CHECK(t.error().find("data-dependent shape: input 1") != std::string::npos);
+    }
+}
+
+TEST_CASE("Where: typed branches; float32 results bitwise equal to the elementwise Select") {
+    {
+        OpTest t;
+        t.op("Where", {t.input<uint8_t>({2, 1}, {1, 0}, ElementType::Bool), t.input<int64_t>({3}, {1, 2, 3}),
+                       t.input<int64_t>({}, {-1})});
+        t.go();
+        CHECK(t.shape() == Shape{2, 3});
+        CHECK(t.type() == ElementType::Int64);
+        CHECK(t.out<int64_t>() == I64{1, 2, 3, -1, -1, -1});
+    }
+    {
+        OpTest t;
+        const F32 a = {NAN, -0.0f, INFINITY, 1.5f, float_of(0x7fc01234u), 0x1p-149f};
+        const F32 b = {2.0f, 0.0f, -INFINITY, NAN, -1.0f, -0.0f};
+        const U8 cond = {1, 1, 0, 0, 1, 0};
+        t.op("Where", {t.input<uint8_t>({6}, cond, ElementType::Bool), t.input<float>({6}, a), t.input<float>({6}, b)});
+        t.go();
+        std::vector<float> y = t.out<float>();
+        REQUIRE(y.size() == 6);
+        for (size_t i = 0; i < 6; ++i) {
+            float args[3] = {cond[i] ? 1.0f : 0.0f, a[i], b[i]};
+            float select = snippet_evaluate(SnippetOp::Select, args, 0, 0, isa_uses_fma(default_isa()));
+            INFO(i);
+            CHECK(bits_of(y[i]) == bits_of(select));
+            CHECK(bits_of(y[i]) == bits_of(cond[i] ? a[i] : b[i]));
+        }
+    }
+    {
+        OpTest t;   // a float condition keeps the elementwise Select (NaN condition is true)
+        t.op("Where", {t.input<float>({3}, {0.0f, NAN, -2.0f}), t.input<float>({3}, {1, 2, 3}), t.input<float>({3}, {4, 5, 6})});
+        t.go();
+        CHECK(t.out<float>() == F32{4, 2, 3});
+    }
+    {
+        OpTest t;
+        t.op("Where", {t.input<uint8_t>({2}, {1, 0}, ElementType::Bool), t.input<int64_t>({2}, {1, 2}), t.input<int32_t>({2}, {1, 2})});
+        CHECK(t.prepare() == Status::InvalidArgument);   // branch types differ
+    }
+    {
+        OpTest t;
+        t.op("Where", {t.input<uint8_t>({2}, {1, 0}, ElementType::Bool), t.input<int64_t>({2}, {1, 2}), t.input<int64_t>({3}, {1, 2, 3})});
+        CHECK(t.prepare() == Status::InvalidArgument);   // shapes do not broadcast
+    }
+    {
+        OpTest t;
+        t.op("Where", {t.input<int64_t>({2}, {1, 0}), t.input<int64_t>({2}, {1, 2}), t.input<int64_t>({2}, {1, 2})});
+        CHECK(t.prepare() == Status::Unsupported);   // int64 condition
+    }
+}
+
+TEST_CASE("Comparisons and logical ops give bool with broadcasting") {
+    struct Case { const char* op; U8 expected; };
+    const Case cases[] = {
+        {"Equal", {0, 1, 0, 0, 0, 0}},
+        {"Less", {1, 0, 0, 0, 0, 0}},
+        {"Greater", {0, 0, 1, 1, 1, 1}},
+        {"LessOrEqual", {1, 1, 0, 0, 0, 0}},
+        {"GreaterOrEqual", {0, 1, 1, 1, 1, 1}},
+    };
+    for (const Case& k : cases) {
+        INFO(std::string(k.op));
+        {
+            OpTest t;   // [2,3] against [3]
+            t.op(k.op, {t.input<int64_t>({2, 3}, {-5, 2, 9, 4, 5, 6}), t.input<int64_t>({3}, {0, 2, 4})});
+            t.go();
+            CHECK(t.type() == ElementType::Bool);
+            CHECK(t.shape() == Shape{2, 3});
+            CHECK(t.out<uint8_t>() == k.expected);
+        }
+        {
+            OpTest t;
+            t.op(k.op, {t.input<float>({2, 3}, {-5, 2, 9, 4, 5, 6}), t.input<float>({3}, {0, 2, 4})});
+            t.go();
+            CHECK(t.out<uint8_t>() == k.expected);
+        }
+        {
+            OpTest t;
+            t.op(k.op, {t.input<int32_t>({2, 3}, {-5, 2, 9, 4, 5, 6}), t.constant<int32_t>({1, 3}, {0, 2, 4})});
+            t.go();
+            CHECK(t.out<uint8_t>() == k.expected);
+        }
+        {
+            OpTest t;   // NaN compares false, even to itself
+            t.op(k.op, {t.input<float>({1}, {NAN}), t.input<float>({1}, {NAN})});
+            t.go();
+            CHECK(t.out<uint8_t>() == U8{0});
+        }
+    }
+    {
+        OpTest t;
+        t.op("Equal", {t.input<uint8_t>({4}, {0, 0, 1, 1}, ElementType::Bool), t.input<uint8_t>({4}, {0, 1, 0, 1}, ElementType::Bool)});
+        t.go();
+        CHECK(t.out<uint8_t>() == U8{1, 0, 0, 1});
+    }
+    {
+        OpTest t;
+        t.op("Less", {t.input<uint8_t>({1}, {0}, ElementType::Bool), t.input<uint8_t>({1}, {1}, ElementType::Bool)});
+        CHECK(t.prepare() == Status::Unsupported);
+    }
+    {
+        OpTest t;
+        t.op("Less", {t.input<float>({2}, {1, 2}), t.input<int64_t>({2}, {1, 2})});
+        CHECK(t.prepare() == Status::InvalidArgument);
+    }
+    struct Logic { const char* op; U8 expected; };
+    const Logic logic[] = {{"And", {0, 0, 0, 1}}, {"Or", {0, 1, 1, 1}}, {"Xor", {0, 1, 1, 0}}};
+    for (const Logic& k : logic) {
+        INFO(std::string(k.op));
+        OpTest t;   // [2,1] against [2]
+        t.op(k.op, {t.input<uint8_t>({2, 1}, {0, 1}, ElementType::Bool), t.input<uint8_t>({2}, {0, 1}, ElementType::Bool)});
+        t.go();
+        CHECK(t.shape() == Shape{2, 2});
+        CHECK(t.out<uint8_t>() == k.expected);
+    }
+    {
+        OpTest t;
+        t.op("Not", {t.input<uint8_t>({3}, {0, 1, 0}, ElementType::Bool)});
+        t.go();
+        CHECK(t.out<uint8_t>() == U8{1, 0, 1});
+    }
+    {
+        OpTest t;
+        t.op("And", {t.input<int64_t>({1}, {1}), t.input<int64_t>({1}, {1})});
+        CHECK(t.prepare() == Status::Unsupported);
+    }
+}
+
+TEST_CASE("Integer Add, Sub, Mul, Div, Mod, Neg, Abs; float32 keeps the elementwise kernel") {
+    {
+        OpTest t;
+        t.op("Add", {t.input<int64_t>({2, 2}, {1, 2, 3, 4}), t.input<int64_t>({2}, {10, INT64_MAX})});
+        t.go();
+        CHECK(t.type() == ElementType::Int64);
+        CHECK(t.out<int64_t>() == I64{11, INT64_MIN + 1, 13, INT64_MIN + 3});   // wraps
+    }
+    {
+        OpTest t;
+        t.op("Sub", {t.input<int32_t>({3}, {1, 2, INT32_MIN}), t.input<int32_t>({}, {3})});
+        t.go();
+        CHECK(t.out<int32_t>() == I32{-2, -1, INT32_MAX - 2});
+    }
+    {
+        OpTest t;
+        t.op("Mul", {t.input<int64_t>({3}, {-3, 4, 1ll << 62}), t.input<int64_t>({3}, {5, -6, 4})});
+        t.go();
+        CHECK(t.out<int64_t>() == I64{-15, -24, 0});
+    }
+    {
+        OpTest t;   // truncates toward zero; INT_MIN / -1 wraps instead of trapping
+        t.op("Div", {t.input<int64_t>({5}, {7, -7, 7, -7, INT64_MIN}), t.input<int64_t>({5}, {2, 2, -2, -2, -1})});
+        t.go();
+        CHECK(t.out<int64_t>() == I64{3, -3, -3, 3, INT64_MIN});
+    }
+    {
+        OpTest t;
+        t.op("Div", {t.input<int32_t>({2}, {1, 2}), t.input<int32_t>({2}, {1, 0})});
+        REQUIRE(t.prepare() == Status::Ok);
+        CHECK(t.run() == Status::InvalidArgument);
+        CHECK(std::string(t.run_error).find("division by zero") != std::string::npos);
+    }
+    {
+        OpTest t;   // fmod 0: the sign of the divisor
+        t.op("Mod", {t.input<int64_t>({5}, {7, -7, 7, -7, INT64_MIN}), t.input<int64_t>({5}, {3, 3, -3, -3, -1})});
+        t.go();
+        CHECK(t.out<int64_t>() == I64{1, 2, -2, -1, 0});
+    }
+    {
+        OpTest t;   // fmod 1: the sign of the dividend
+        t.op("Mod", {t.input<int32_t>({4}, {7, -7, 7, -7}), t.input<int32_t>({4}, {3, 3, -3, -3})});
+        t.set_int("fmod", 1);
+        t.go();
+        CHECK(t.out<int32_t>() == I32{1, -1, 1, -1});
+    }
+    {
+        OpTest t;
+        t.op("Mod", {t.input<float>({2}, {7.5f, -7.5f}), t.input<float>({1}, {2})});
+        t.set_int("fmod", 1);
+        t.go();
+        CHECK(t.out<float>() == F32{1.5f, -1.5f});
+    }
+    {
+        OpTest t;
+        t.op("Mod", {t.input<float>({2}, {7.5f, -7.5f}), t.input<float>({1}, {2})});
+        CHECK(t.prepare() == Status::InvalidArgument);   // float Mod needs fmod = 1
+    }
+    {
+        OpTest t;
+        t.op("Mod", {t.input<int64_t>({2}, {1, 2}), t.input<int64_t>({1}, {0})});
+        REQUIRE(t.prepare() == Status::Ok);
+        CHECK(t.run() == Status::InvalidArgument);
+    }
+    {
+        OpTest t;
+        t.op("Neg", {t.input<int32_t>({3}, {5, -5, INT32_MIN})});
+        t.go();
+        CHECK(t.out<int32_t>() == I32{-5, 5, INT32_MIN});
+    }
+    {
+        OpTest t;
+        t.op("Abs", {t.input<int64_t>({3}, {5, -5, INT64_MIN})});
+        t.go();
+        CHECK(t.out<int64_t>() == I64{5, 5, INT64_MIN});
+    }
+    {
+        OpTest t;   // float32: the elementwise kernel (in place allowed, same results)
+        t.op("Add", {t.input<float>({3}, {1, 2, 3}), t.input<float>({1}, {0.5f})});
+        t.go();
+        CHECK(t.prepared.in_place);
+        CHECK(t.out<float>() == F32{1.5f, 2.5f, 3.5f});
+    }
+    {
+        OpTest t;
+        t.op("Abs", {t.input<float>({2}, {-0.0f, -3})});
+        t.go();
+        CHECK(bits_of(t.out<float>()[0]) == 0u);
+        CHECK(t.out<float>()[1] == 3.0f);
+    }
+    {
+        OpTest t;
+        t.op("Add", {t.input<int64_t>({2}, {1, 2}), t.input<int32_t>({2}, {1, 2})});
+        CHECK(t.prepare() == Status::InvalidArgument);
+    }
+    {
+        OpTest t;
+        t.op("Add", {t.input<uint8_t>({2}, {1, 2}, ElementType::Bool), t.input<uint8_t>({2}, {1, 2}, ElementType::Bool)});
+        CHECK(t.prepare() == Status::Unsupported);
+    }
+    {
+        OpTest t;
+        t.op("Add", {t.input<int64_t>({2}, {1, 2}), t.input<int64_t>({3}, {1, 2, 3})});
+        CHECK(t.prepare() == Status::InvalidArgument);
+    }
+    {
+        OpTest t;
+        t.op("Add", {t.input<int64_t>({2}, {1, 2})});
+        CHECK(t.prepare() == Status::InvalidArgument);
+    }
+}
+
+TEST_CASE("Max, Min (variadic), Sum, Mean") {
+    const F32 a = {1, NAN, 3, -0.0f, 5, NAN};
+    const F32 b = {2, 2, NAN, 0.0f, -1, NAN};
+    const F32 c = {0, 9, 1, -0.0f};
+    const F32 s = {4};
+    for (const char* op : {"Max", "Min"}) {
+        INFO(std::string(op));
+        SnippetOp snippet = std::string(op) == "Max" ? SnippetOp::Max : SnippetOp::Min;
+        OpTest t;   // three inputs, one of them broadcast: a fold left with the snippet semantics
+        t.op(op, {t.input<float>({6}, a), t.input<float>({6}, b), t.input<float>({1}, s)});
+        t.go();
+        std::vector<float> y = t.out<float>();
+        REQUIRE(y.size() == 6);
+        for (size_t i = 0; i < 6; ++i) {
+            float args[2] = {a[i], b[i]};
+            float v = snippet_evaluate(snippet, args, 0, 0, false);
+            args[0] = v;
+            args[1] = s[0];
+            v = snippet_evaluate(snippet, args, 0, 0, false);
+            INFO(i);
+            CHECK(bits_of(y[i]) == bits_of(v));
+        }
+        OpTest two;   // two float inputs: the elementwise kernel, the same semantics
+        two.op(op, {two.input<float>({6}, a), two.input<float>({6}, b)});
+        two.go();
+        std::vector<float> z = two.out<float>();
+        REQUIRE(z.size() == 6);
+        for (size_t i = 0; i < 6; ++i) {
+            float args[2] = {a[i], b[i]};
+            INFO(i);
+            CHECK(bits_of(z[i]) == bits_of(snippet_evaluate(snippet, args, 0, 0, false)));
+        }
+        OpTest one;
+        one.op(op, {one.input<float>({4}, c)});
+        one.go();
+        CHECK(one.out<float>() == c);
+    }
+    {
+        OpTest t;
+        t.op("Max", {t.input<int64_t>({2, 2}, {1, 5, -3, 7}), t.input<int64_t>({2}, {4, 6}), t.input<int64_t>({2, 1}, {0, 9})});
+        t.go();
+        CHECK(t.out<int64_t>() == I64{4, 6, 9, 9});
+    }
+    {
+        OpTest t;
+        t.op("Min", {t.input<int32_t>({3}, {1, 5, -3}), t.input<int32_t>({3}, {4, -6, 0})});
+        t.go();
+        CHECK(t.out<int32_t>() == I32{1, -6, -3});
+    }
+    {
+        OpTest t;
+        t.op("Sum", {t.input<float>({2}, {1, 2}), t.input<float>({2}, {0.5f, 0.25f}), t.input<float>({1}, {100})});
+        t.go();
+        CHECK(t.out<float>() == F32{101.5f, 102.25f});
+    }
+    {
+        OpTest t;   // fold left in float: (1e8 + 1) - 1e8 = 0
+        t.op("Sum", {t.input<float>({1}, {1e8f}), t.input<float>({1}, {1}), t.input<float>({1}, {-1e8f})});
+        t.go();
+        CHECK(t.out<float>() == F32{0});
+    }
+    {
+        OpTest t;
+        t.op("Mean", {t.input<float>({2}, {1, 2}), t.input<float>({2}, {2, 2}), t.input<float>({2}, {3, 3})});
+        t.go();
+        CHECK(t.out<float>() == F32{2, 7.0f / 3.0f});
+    }
+    {
+        OpTest t;
+        t.op("Mean", {t.input<float>({2}, {1, 2}), t.input<float>({3}, {2, 2, 2})});
+        CHECK(t.prepare() == Status::InvalidArgument);
+    }
+    {
+        OpTest t;
+        t.op("Mean", {t.input<int64_t>({2}, {1, 2})});
+        CHECK(t.prepare() == Status::Unsupported);
+    }
+    {
+        OpTest t;
+        t.op("Max", {});
+        CHECK(t.prepare() == Status::InvalidArgument);
+    }
+}
+
+TEST_CASE("DepthToSpace (DCR, CRD) and SpaceToDepth") {
+    const int64_t n = 1, ch = 8, h = 2, w = 3, b = 2, co = ch / (b * b);
+    for (const char* mode : {"DCR", "CRD"}) {
+        INFO(std::string(mode));
+        OpTest t;
+        t.op("DepthToSpace", {t.input<float>({n, ch, h, w}, iota_float(48))});
+        t.set_int("blocksize", b);
+        t.set_string("mode", mode);
+        t.go();
+        CHECK(t.shape() == Shape{1, 2, 4, 6});
+        bool crd = std::string(mode) == "CRD";
+        std::vector<float> expected(48);
+        for (int64_t c = 0; c < co; ++c)
+            for (int64_t y = 0; y < h * b; ++y)
+                for (int64_t x = 0; x < w * b; ++x) {
+                    int64_t i = y % b, j = x % b;
+                    int64_t source = crd ? c * b * b + i * b + j : (i * b + j) * co + c;
+                    expected[(size_t)((c * h * b + y) * w * b + x)] = (float)((source * h + y / b) * w + x / b);
+                }
+        CHECK(t.out<float>() == expected);
+        if (!crd) {   // the ONNX documentation's example, first rows
+            std::vector<float> y = t.out<float>();
+            CHECK(F32(y.begin(), y.begin() + 12) == F32{0, 12, 1, 13, 2, 14, 24, 36, 25, 37, 26, 38});
+            OpTest back;   // SpaceToDepth undoes DCR
+            back.op("SpaceToDepth", {back.input<float>({1, 2, 4, 6}, y)});
+            back.set_int("blocksize", b);
+            back.go();
+            CHECK(back.shape() == Shape{1, 8, 2, 3});
+            CHECK(back.out<float>() == iota_float(48));
+        } else {
+            std::vector<float> y = t.out<float>();
+            CHECK(F32(y.begin(), y.begin() + 12) == F32{0, 6, 1, 7, 2, 8, 12, 18, 13, 19, 14, 20});
+        }
+    }
+    {
+        OpTest t;
+        t.op("DepthToSpace", {t.input<float>({1, 6, 2, 2}, iota_float(24))});
+        t.set_int("blocksize", 2);
+        CHECK(t.prepare() == Status::InvalidArgument);   // 6 % 4
+    }
+    {
+        OpTest t;
+        t.op("DepthToSpace", {t.input<float>({1, 4, 2, 2}, iota_float(16))});
+        t.set_int("blocksize", 0);
+        CHECK(t.prepare() == Status::InvalidArgument);
+    }
+    {
+        OpTest t;
+        t.op("DepthToSpace", {t.input<float>({1, 4, 2, 2}, iota_float(16))});
+        t.set_int("blocksize", 2);
+        t.set_string("mode", "XYZ");
+        CHECK(t.prepare() == Status::InvalidArgument);
+    }
+    {
+        OpTest t;
+        t.op("SpaceToDepth", {t.input<float>({1, 1, 3, 2}, iota_float(6))});
+        t.set_int("blocksize", 2);
+        CHECK(t.prepare() == Status::InvalidArgument);   // 3 % 2
+    }
+    {
+        OpTest t;
+        t.op("SpaceToDepth", {t.input<float>({4, 2, 2}, iota_float(16))});
+        t.set_int("blocksize", 2);
+        CHECK(t.prepare() == Status::InvalidArgument);   // rank 3
     }
 }
