@@ -2075,7 +2075,8 @@ inline Status prepare_constant(PrepareContext& c) {
             y = a->tensor->desc;
             uint64_t n = 0;
             if (y.rank > kMaxRank || y.type == ElementType::Undefined || (uint32_t)y.type > (uint32_t)ElementType::Bool ||
-                !desc_elements(y, &n) || n * element_size(y.type) > a->tensor->bytes)
+                !desc_elements(y, &n) || n > kSaturated || n * element_size(y.type) > a->tensor->bytes ||
+                (n && !a->tensor->data))
                 return c.fail(Status::InvalidArgument, "attribute 'value' is a malformed tensor");
             state->data = a->tensor->data;
             state->bytes = (size_t)(n * element_size(y.type));
@@ -2142,7 +2143,7 @@ inline Status prepare_constant_of_shape(PrepareContext& c) {
         uint64_t n = 0;
         if (a->kind != AttributeKind::Tensor || !a->tensor || !desc_elements(a->tensor->desc, &n) || n != 1 ||
             a->tensor->desc.type == ElementType::Undefined || (uint32_t)a->tensor->desc.type > (uint32_t)ElementType::Bool ||
-            a->tensor->bytes < element_size(a->tensor->desc.type))
+            a->tensor->bytes < element_size(a->tensor->desc.type) || !a->tensor->data)
             return c.fail(Status::InvalidArgument, "attribute 'value' must be a one-element tensor");
         y.type = a->tensor->desc.type;
         std::memcpy(state->value, a->tensor->data, element_size(y.type));
