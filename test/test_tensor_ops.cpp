@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstring>
 #include <map>
+#include <random>
 #include <string>
 #include <vector>
 #include "runtime.h"
@@ -1460,4 +1461,72 @@ TEST_CASE("DepthToSpace (DCR, CRD) and SpaceToDepth") {
         t.set_int("blocksize", 2);
         CHECK(t.prepare() == Status::InvalidArgument);   // rank 3
     }
+}
+
+TEST_CASE("tensor ops: random malformed nodes fail with a Status, never crash") {
+    // Random op, opset, input types, shapes, values (known or not, absent), output counts and
+    // attributes. A prepare that succeeds must describe outputs that can be allocated and a
+    // run that returns (Ok or a Status); the sanitizer builds catch what this cannot see.
+    const char* ops[] = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Concat", "Split", "Slice",
+                         "Gather", "Pad", "Cast", "Shape", "Constant", "ConstantOfShape", "Expand", "Tile", "Range",
+                         "Where", "Equal", "Less", "Not", "And", "Add", "Div", "Mod", "Neg", "Abs", "Max", "Min",
+                         "Sum", "Mean", "DepthToSpace", "SpaceToDepth"};
+    const char* int_names[] = {"axis", "to", "blocksize", "allowzero", "start", "end", "fmod", "num_outputs", "value_int"};
+    const char* ints_names[] = {"axes", "perm", "split", "starts", "ends", "pads", "shape", "value_ints"};
+    const int64_t specials[] = {INT64_MIN, INT32_MIN, -9, -3, -2, -1, 0, 1, 2, 3, 4, 9, 10, INT32_MAX, INT64_MAX};
+    const ElementType types[] = {ElementType::Float32, ElementType::Float16, ElementType::Int64, ElementType::Int32,
+                                 ElementType::Int8, ElementType::UInt8, ElementType::Bool};
+    std::mt19937 rng(20261123);
+    auto pick = [&](uint32_t n) { return (uint32_t)(rng() % n); };
+    auto special = [&]() { return specials[pick(sizeof specials / sizeof specials[0])]; };
+    uint32_t prepared = 0, ran = 0;
+    for (int iteration = 0; iteration < 20000; ++iteration) {
+        OpTest t;
+        t.opset = 7 + pick(11);
+        const char* op = ops[pick(sizeof ops / sizeof ops[0])];
+        uint32_t num_inputs = pick(5);
+        std::vector<InputRef> inputs;
+        for (uint32_t i = 0; i < num_inputs; ++i) {
+            if (pick(10) == 0) { inputs.push_back(t.model.absent()); continue; }
+            ElementType type = pick(2) ? ElementType::Int64 : types[pick(7)];
+            Shape shape(pick(5));
+            size_t elements = 1;
+            for (int64_t& d : shape) { d = pick(4); elements *= (size_t)d; }
+            std::vector<unsigned char> bytes(elements * element_size(type));
+            for (unsigned char& b : bytes) b = (unsigned char)rng();
+            if (type == ElementType::Int64 && pick(4))
+                for (size_t k = 0; k < elements; ++k) { int64_t v = special(); std::memcpy(&bytes[k * 8], &v, 8); }
+            if (type == ElementType::Bool) for (unsigned char& b : bytes) b &= 1;
+            inputs.push_back(pick(2) ? t.constant<unsigned char>(shape, bytes, type) : t.input<unsigned char>(shape, bytes, type));
+        }
+        t.op(op, inputs, 1 + (pick(4) == 0 ? pick(3) : 0));
+        for (const char* name : int_names) if (pick(5) == 0) t.set_int(name, pick(2) ? special() : (int64_t)pick(12));
+        for (const char* name : ints_names) {
+            if (pick(5) != 0) continue;
+            std::vector<int64_t> v(pick(5));
+            for (int64_t& x : v) x = pick(2) ? special() : (int64_t)pick(4) - 1;
+            t.set_ints(name, v);
+        }
+        if (pick(6) == 0) t.set_string("mode", pick(2) ? "reflect" : pick(2) ? "edge" : "CRD");
+        if (pick(8) == 0) t.set_float("value_float", 1.5f);
+        INFO(std::string(op) << " opset " << t.opset << " iteration " << iteration);
+        Status s = t.prepare();
+        if (s != Status::Ok) {
+            CHECK(t.error().size() > 0);
+            continue;
+        }
+        ++prepared;
+        uint64_t total = 0;
+        for (const TensorDesc& d : t.output_descs) {
+            uint64_t n = 0;
+            REQUIRE(desc_elements(d, &n));
+            REQUIRE(d.type != ElementType::Undefined);
+            total += n;
+        }
+        REQUIRE(total <= (1u << 24));
+        if (t.run() == Status::Ok) ++ran;
+    }
+    CHECK(prepared > 600);   // the generator reaches the kernels' bodies, not only their checks
+    CHECK(ran > 500);
+    MESSAGE("prepared " << prepared << ", ran " << ran << " of 20000");
 }
