@@ -2287,7 +2287,8 @@ enum class TensorOp : uint8_t {
 };
 
 struct TypedState {
-    const void* elementwise = nullptr;   // set: the float32 elementwise kernel runs with this state
+    RunFn elementwise = nullptr;         // set: the float32 elementwise kernel runs with inner_state
+    const void* inner_state = nullptr;
     TensorOp op = TensorOp::Add;
     ElementType type = ElementType::Undefined;   // of the inputs (Where: of the branches)
     bool fmod = false;
@@ -2302,6 +2303,22 @@ inline bool tensor_op_from_name(StringView name, TensorOp* op) {
     return false;
 }
 
+// NumPy broadcast of two descs (out may be a). Not broadcast_descs: a second caller of it
+// makes GCC stop inlining it into prepare_elementwise and warn there at -O2.
+inline bool broadcast_pair(const TensorDesc& a, const TensorDesc& b, TensorDesc* out) {
+    TensorDesc r;
+    r.rank = a.rank > b.rank ? a.rank : b.rank;
+    for (int i = 0; i < r.rank; ++i) {
+        int ja = i - (r.rank - a.rank), jb = i - (r.rank - b.rank);
+        int64_t da = ja >= 0 ? a.dims[ja] : 1, db = jb >= 0 ? b.dims[jb] : 1;
+        if (da != db && da != 1 && db != 1) return false;
+        r.dims[i] = da == 1 ? db : da;
+    }
+    r.type = a.type;
+    *out = r;
+    return true;
+}
+
 inline Status set_typed_state(PrepareContext& c, const TypedState& st) {
     TypedState* state = new_state<TypedState>(c);
     if (!state) return c.fail(Status::OutOfMemory, "out of memory");
@@ -2310,12 +2327,18 @@ inline Status set_typed_state(PrepareContext& c, const TypedState& st) {
     return Status::Ok;
 }
 
-// The float32 path of a replaced entry: the elementwise kernel, unchanged.
+// The float32 path of a replaced entry: the elementwise kernel of kBuiltinKernels, unchanged
+// (found by name, so the float path is whatever that table runs for the op).
 inline Status delegate_elementwise(PrepareContext& c, TensorOp op) {
-    Status s = prepare_elementwise(c);
+    const OpKernel* kernel = nullptr;
+    for (const OpKernel& k : kBuiltinKernels)
+        if (StringView(k.op) == c.node_ref().op) kernel = &k;
+    if (!kernel) return c.fail(Status::Unsupported, "no float32 kernel");
+    Status s = kernel->prepare(c);
     if (s != Status::Ok) return s;
     TypedState st;
-    st.elementwise = c.state;
+    st.elementwise = kernel->run;
+    st.inner_state = c.state;
     st.op = op;
     st.type = ElementType::Float32;
     return set_typed_state(c, st);
@@ -2380,10 +2403,9 @@ inline Status prepare_typed(PrepareContext& c) {
     if (!supported) return c.fail(Status::Unsupported, "inputs are %s", element_type_name(type));
     // every input takes part in the broadcast
     TensorDesc shape = c.inputs[0];
-    for (uint32_t i = 1; i < c.num_inputs; ++i) {
-        const TensorDesc* pair[2] = {&shape, &c.inputs[i]};
-        if (!broadcast_descs(pair, 2, &shape)) return c.fail(Status::InvalidArgument, "input shapes do not broadcast");
-    }
+    for (uint32_t i = 1; i < c.num_inputs; ++i)
+        if (!broadcast_pair(shape, c.inputs[i], &shape))
+            return c.fail(Status::InvalidArgument, "input shapes do not broadcast");
     bool boolean = op >= TensorOp::Equal && op <= TensorOp::Xor;
     shape.type = boolean ? ElementType::Bool : type;
     c.outputs[0] = shape;
@@ -2496,8 +2518,8 @@ inline Status run_typed(const RunContext& c) {
     const TypedState& st = *static_cast<const TypedState*>(c.state);
     if (st.elementwise) {
         RunContext inner = c;
-        inner.state = st.elementwise;
-        return run_elementwise(inner);
+        inner.state = st.inner_state;
+        return st.elementwise(inner);
     }
     switch (st.op) {
         case TensorOp::Where: return run_where(c);
