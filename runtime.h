@@ -5425,19 +5425,6 @@ inline Status proto_count(OnnxReader& r, const ProtoField& f, bool fixed32, size
     return fixed32 ? proto_floats(r, f, nullptr, count, what, field) : proto_ints(r, f, nullptr, count, what, field);
 }
 
-inline ElementType onnx_element_type(int64_t code) {
-    switch (code) {
-    case 1: return ElementType::Float32;
-    case 2: return ElementType::UInt8;
-    case 3: return ElementType::Int8;
-    case 6: return ElementType::Int32;
-    case 7: return ElementType::Int64;
-    case 9: return ElementType::Bool;
-    case 10: return ElementType::Float16;
-    default: return ElementType::Undefined;
-    }
-}
-
 inline int32_t onnx_type_code(ElementType type) {
     switch (type) {
     case ElementType::Float32: return 1;
