@@ -506,6 +506,13 @@ Status read_tensor_proto(const void* bytes, size_t size, Tensor* tensor, char* n
 Status read_tensor_file(const char* path, Tensor* tensor);
 Status write_tensor_proto(const Tensor& tensor, StringView name, WriteFn write, void* user);
 
+// Writes a finalized model as an ONNX ModelProto (IR version 8, the model's opset):
+// Parameters as graph inputs, Constants as initializers (raw_data), Results as graph outputs,
+// every attribute kind. A tensor is named after its node (`node:port` for ports after the
+// first), and a value a Result reads after that Result. InvalidArgument for an unfinalized
+// model or an Absent node in the middle of a node's inputs that ONNX cannot name.
+Status write_onnx(const Model& model, WriteFn write, void* user);
+
 }  // namespace tessel
 
 // ==========================================================================================
@@ -6552,6 +6559,174 @@ Status read_tensor_file(const char* path, Tensor* tensor) {
 }
 
 // TensorProto in raw_data form: dims = 1 (packed), data_type = 2, name = 8, raw_data = 9.
+// >>onnx writer
+namespace detail {
+// Protobuf output that either counts bytes (write == nullptr) or writes them; a nested
+// message is counted first, for its length prefix.
+struct ProtoOut {
+    WriteFn write = nullptr;
+    void* user = nullptr;
+    uint64_t size = 0;
+    void raw(const void* data, size_t n) {
+        if (write && n) write(user, static_cast<const char*>(data), n);
+        size += n;
+    }
+    void varint(uint64_t v) {
+        uint8_t b[10];
+        raw(b, put_varint(b, v));
+    }
+    void tag(uint32_t field, uint32_t wire) { varint((uint64_t)field << 3 | wire); }
+    void field_varint(uint32_t field, uint64_t v) { tag(field, 0); varint(v); }
+    void field_bytes(uint32_t field, const void* data, size_t n) { tag(field, 2); varint(n); raw(data, n); }
+    void field_string(uint32_t field, StringView s) { field_bytes(field, s.data, s.size); }
+    template <class Body>
+    void message(uint32_t field, Body body) {
+        ProtoOut counter;
+        body(counter);
+        tag(field, 2);
+        varint(counter.size);
+        body(*this);
+    }
+};
+
+inline void onnx_tensor(ProtoOut& o, const TensorDesc& desc, const void* data, size_t bytes, StringView name) {
+    if (desc.rank) {
+        o.message(1, [&](ProtoOut& d) { for (uint32_t i = 0; i < desc.rank; ++i) d.varint((uint64_t)desc.dims[i]); });
+    }
+    o.field_varint(2, (uint64_t)onnx_type_code(desc.type));
+    if (!name.empty()) o.field_string(8, name);
+    o.field_bytes(9, data, bytes);
+}
+
+inline void onnx_value_info(ProtoOut& o, StringView name, const TensorDesc& desc) {
+    o.field_string(1, name);
+    o.message(2, [&](ProtoOut& type) {                 // TypeProto
+        type.message(1, [&](ProtoOut& tensor) {        // TypeProto.Tensor
+            tensor.field_varint(1, (uint64_t)onnx_type_code(desc.type));
+            tensor.message(2, [&](ProtoOut& shape) {   // TensorShapeProto
+                for (uint32_t i = 0; i < desc.rank; ++i)
+                    shape.message(1, [&](ProtoOut& dim) {
+                        if (desc.dims[i] >= 0) dim.field_varint(1, (uint64_t)desc.dims[i]);
+                        else dim.field_string(2, "?");
+                    });
+            });
+        });
+    });
+}
+
+inline void onnx_attribute(ProtoOut& o, const Attribute& a) {
+    o.field_string(1, a.name);
+    switch (a.kind) {
+        case AttributeKind::Float: { o.tag(2, 5); o.raw(&a.f, 4); o.field_varint(20, 1); break; }
+        case AttributeKind::Int: o.field_varint(3, (uint64_t)a.i); o.field_varint(20, 2); break;
+        case AttributeKind::String: o.field_string(4, a.s); o.field_varint(20, 3); break;
+        case AttributeKind::Tensor:
+            o.message(5, [&](ProtoOut& t) { onnx_tensor(t, a.tensor->desc, a.tensor->data, a.tensor->bytes, StringView()); });
+            o.field_varint(20, 4);
+            break;
+        case AttributeKind::Floats:
+            o.message(7, [&](ProtoOut& f) { f.raw(a.floats.data, a.floats.size * 4); });
+            o.field_varint(20, 6);
+            break;
+        case AttributeKind::Ints:
+            o.message(8, [&](ProtoOut& f) { for (int64_t x : a.ints) f.varint((uint64_t)x); });
+            o.field_varint(20, 7);
+            break;
+    }
+}
+}  // namespace detail
+
+Status write_onnx(const Model& model, WriteFn write, void* user) {
+    const Graph& g = model.graph;
+    if (!g.finalized() || !write) return Status::InvalidArgument;
+    // Tensor names: a value read by a Result takes the Result's name (the first one).
+    Arena scratch;
+    uint32_t n = g.node_count();
+    uint32_t* base = scratch.allocate_array<uint32_t>(n + 1);
+    if (!base) return Status::OutOfMemory;
+    uint32_t values = 0;
+    for (NodeId v = 0; v < n; ++v) { base[v] = values; values += g.node(v).num_outputs; }
+    StringView* names = scratch.allocate_array<StringView>(values + 1);
+    if (!names) return Status::OutOfMemory;
+    char buffer[300];
+    for (NodeId v = 0; v < n; ++v)
+        for (uint32_t p = 0; p < g.node(v).num_outputs; ++p) {
+            if (p == 0) names[base[v]] = g.node(v).name;
+            else {
+                detail::print(buffer, sizeof buffer, "%.*s:%u", (int)g.node(v).name.size, g.node(v).name.data, p);
+                names[base[v] + p] = scratch.copy_string(StringView(buffer));
+            }
+        }
+    uint8_t* renamed = scratch.allocate_array<uint8_t>(values + 1);
+    if (!renamed) return Status::OutOfMemory;
+    std::memset(renamed, 0, values + 1);
+    for (uint32_t i = 0; i < model.output_count(); ++i) {
+        const Edge& e = g.node(model.output(i).node).inputs[0];
+        uint32_t value = base[e.producer] + e.port;
+        if (!renamed[value] && g.node(e.producer).op != StringView("Parameter") && g.node(e.producer).op != StringView("Constant")) {
+            names[value] = model.output(i).name;
+            renamed[value] = 1;
+        }
+    }
+    for (NodeId v = 0; v < n; ++v) {   // ONNX names absent inputs "" : only trailing ones can be dropped
+        const Node& node = g.node(v);
+        for (uint32_t i = 0; i < node.num_inputs; ++i)
+            if (g.node(node.inputs[i].producer).op == StringView("Absent")) names[base[node.inputs[i].producer]] = StringView("", 0);
+    }
+    auto graph_body = [&](detail::ProtoOut& out) {
+        for (NodeId v = 0; v < n; ++v) {
+            const Node& node = g.node(v);
+            if (detail::is_free_op(node.op)) continue;
+            out.message(1, [&](detail::ProtoOut& o) {
+                for (uint32_t i = 0; i < node.num_inputs; ++i) o.field_string(1, names[base[node.inputs[i].producer] + node.inputs[i].port]);
+                for (uint32_t p = 0; p < node.num_outputs; ++p) o.field_string(2, names[base[v] + p]);
+                o.field_string(3, node.name);
+                o.field_string(4, node.op);
+                for (const Attribute* a = node.attributes; a; a = a->next) o.message(5, [&](detail::ProtoOut& at) { detail::onnx_attribute(at, *a); });
+            });
+            // A value read by a second Result: an Identity gives the Result its name.
+        }
+        for (uint32_t i = 0; i < model.output_count(); ++i) {
+            const Edge& e = g.node(model.output(i).node).inputs[0];
+            StringView source = names[base[e.producer] + e.port];
+            if (source == model.output(i).name) continue;
+            out.message(1, [&](detail::ProtoOut& o) {
+                o.field_string(1, source);
+                o.field_string(2, model.output(i).name);
+                o.field_string(3, model.output(i).name);
+                o.field_string(4, "Identity");
+            });
+        }
+        out.field_string(2, "tessel");
+        for (NodeId v = 0; v < n; ++v) {
+            const Node& node = g.node(v);
+            if (!(node.op == StringView("Constant") && node.num_inputs == 0)) continue;
+            const Attribute* a = g.find_attribute(v, "value");
+            if (!a || a->kind != AttributeKind::Tensor || !a->tensor) continue;
+            out.message(5, [&](detail::ProtoOut& o) { detail::onnx_tensor(o, a->tensor->desc, a->tensor->data, a->tensor->bytes, node.name); });
+        }
+        for (uint32_t i = 0; i < model.input_count(); ++i) {
+            const Node& node = g.node(model.input(i).node);
+            out.message(11, [&](detail::ProtoOut& o) { detail::onnx_value_info(o, node.name, node.outputs ? node.outputs[0] : TensorDesc()); });
+        }
+        for (uint32_t i = 0; i < model.output_count(); ++i) {
+            const Edge& e = g.node(model.output(i).node).inputs[0];
+            const Node& producer = g.node(e.producer);
+            TensorDesc d = producer.outputs ? producer.outputs[e.port] : TensorDesc();
+            if (d.type == ElementType::Undefined) d.type = ElementType::Float32;   // unknown before compile
+            out.message(12, [&](detail::ProtoOut& o) { detail::onnx_value_info(o, model.output(i).name, d); });
+        }
+    };
+    detail::ProtoOut out;
+    out.write = write;
+    out.user = user;
+    out.field_varint(1, 8);   // ir_version
+    out.field_string(2, "tessel");
+    out.message(7, graph_body);
+    out.message(8, [&](detail::ProtoOut& o) { o.field_string(1, ""); o.field_varint(2, model.opset); });
+    return Status::Ok;
+}
+
 Status write_tensor_proto(const Tensor& tensor, StringView name, WriteFn write, void* user) {
     int32_t code = detail::onnx_type_code(tensor.type());
     if (!write || code == 0 || (!tensor.data() && tensor.elements())) return Status::InvalidArgument;

@@ -690,3 +690,55 @@ TEST_CASE("runtime: profiling gives one entry per step with device and kernel") 
     CHECK(summary.find("device TEMPLATE: 1 nodes in 1 subgraphs, 1 kernels") != std::string::npos);
     CHECK(summary.find("device CPU: 4 nodes in 2 subgraphs, 3 kernels, 4 fell back") != std::string::npos);
 }
+
+TEST_CASE("runtime: write_onnx then read_onnx gives the same model and the same outputs") {
+    Model m;
+    build_small(&m);
+    std::string bytes;
+    REQUIRE(write_onnx(m, test::append_to_string, &bytes) == Status::Ok);
+    Model back;
+    Status s = back.read_onnx(bytes.data(), bytes.size());
+    INFO(std::string(back.last_error()));
+    REQUIRE(s == Status::Ok);
+    CHECK(back.input_count() == 1);
+    CHECK(back.output_count() == 2);
+    CHECK(back.output(0).name == StringView("y"));
+    CHECK(back.output(1).name == StringView("t"));
+    CHECK(bitwise_equal(run_model(m, "CPU", {}, 4), run_model(back, "CPU", {}, 4)));
+    // Attributes of every kind survive.
+    Model a;
+    NodeId x, c;
+    REQUIRE(a.add_input("x", float_desc({2, 5}), &x) == Status::Ok);
+    InputRef in[] = {InputRef::by_id(x)};
+    REQUIRE(a.add_node("Clip", "clip", in, 1, &c) == Status::Ok);
+    REQUIRE(a.set_float(c, "min", -0.5f) == Status::Ok);
+    REQUIRE(a.set_float(c, "max", 0.25f) == Status::Ok);
+    int64_t ints[] = {1, -2, 3};
+    float floats[] = {0.5f, -1.5f};
+    REQUIRE(a.set_ints(c, "some_ints", ints) == Status::Ok);
+    REQUIRE(a.set_floats(c, "some_floats", floats) == Status::Ok);
+    REQUIRE(a.set_string(c, "some_string", "hello") == Status::Ok);
+    REQUIRE(a.add_output("y", InputRef::by_id(c)) == Status::Ok);
+    a.opset = 9;
+    REQUIRE(a.finalize() == Status::Ok);
+    bytes.clear();
+    REQUIRE(write_onnx(a, test::append_to_string, &bytes) == Status::Ok);
+    Model b;
+    REQUIRE(b.read_onnx(bytes.data(), bytes.size()) == Status::Ok);
+    CHECK(b.opset == 9);
+    NodeId clip = b.graph.find("clip");
+    REQUIRE(clip != kNoNode);
+    const Attribute* at = b.graph.find_attribute(clip, "min");
+    REQUIRE(at);
+    CHECK(at->f == -0.5f);
+    at = b.graph.find_attribute(clip, "some_ints");
+    REQUIRE(at);
+    CHECK(at->ints.size == 3);
+    CHECK(at->ints[1] == -2);
+    at = b.graph.find_attribute(clip, "some_floats");
+    REQUIRE(at);
+    CHECK(at->floats[1] == -1.5f);
+    at = b.graph.find_attribute(clip, "some_string");
+    REQUIRE(at);
+    CHECK(at->s == StringView("hello"));
+}
