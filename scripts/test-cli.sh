@@ -40,5 +40,37 @@ check "device not listed" 2 "" -- partition "$dir/seed.txt" --devices A
 check "no arguments" 2 "" --
 check "unknown command" 2 "" -- frobnicate
 check "demo" 0 "" -- demo
+# Models: ONNX test data (libonnx-testdata), compiled blobs, bad files and options.
+data=/usr/share/libonnx-testdata/data/node
+relu=$data/test_relu
+check "run and compare" 0 "" -- run "$relu/model.onnx" --inputs "$relu/test_data_set_0" --compare "$relu/test_data_set_0"
+grep -q "^output 0: ok" "$dir/out" && passed=$((passed + 1)) || { failed=$((failed + 1)); echo "FAILED: compare line"; cat "$dir/out"; }
+check "compare mismatch exits 1" 1 "" -- run "$relu/model.onnx" --inputs "$relu/test_data_set_0" --compare "$data/test_sigmoid/test_data_set_0"
+grep -q "^output 0: MISMATCH" "$dir/out" && passed=$((passed + 1)) || { failed=$((failed + 1)); echo "FAILED: mismatch line"; }
+check "hetero with a device key" 0 "" -- run "$data/test_add_bcast/model.onnx" --device HETERO:TEMPLATE,CPU --config TEMPLATE:SUPPORTED_OPS=Add --inputs "$data/test_add_bcast/test_data_set_0" --compare "$data/test_add_bcast/test_data_set_0"
+grep -q "^device TEMPLATE: 1 nodes" "$dir/out" && passed=$((passed + 1)) || { failed=$((failed + 1)); echo "FAILED: placement summary"; cat "$dir/out"; }
+check "compile to a blob" 0 "" -- compile "$relu/model.onnx" --device CPU -o "$dir/relu.tcm"
+check "run a compiled blob" 0 "" -- run "$dir/relu.tcm" --inputs "$relu/test_data_set_0" --compare "$relu/test_data_set_0"
+head -c 100 "$dir/relu.tcm" > "$dir/cut.tcm"
+check "truncated blob" 2 "" -- run "$dir/cut.tcm"
+grep -q "blob: truncated" "$dir/err" && passed=$((passed + 1)) || { failed=$((failed + 1)); echo "FAILED: truncated blob message"; cat "$dir/err"; }
+head -c 40 "$relu/model.onnx" > "$dir/cut.onnx"
+check "truncated model" 2 "" -- run "$dir/cut.onnx"
+check "missing model" 2 "" -- run "$dir/none.onnx"
+check "unknown device" 2 "" -- run "$relu/model.onnx" --device NPU
+grep -qx "tessel: $relu/model.onnx: unknown device 'NPU' in 'NPU'" "$dir/err" && passed=$((passed + 1)) || { failed=$((failed + 1)); echo "FAILED: unknown device message"; cat "$dir/err"; }
+check "unknown config device" 2 "" -- run "$relu/model.onnx" --config NPU:KEY=1
+check "unknown config key" 2 "" -- run "$relu/model.onnx" --config CPU:NO_SUCH_KEY=1
+grep -q "device CPU has no config key 'NO_SUCH_KEY'" "$dir/err" && passed=$((passed + 1)) || { failed=$((failed + 1)); echo "FAILED: unknown key message"; cat "$dir/err"; }
+check "bad config syntax" 2 "" -- run "$relu/model.onnx" --config NOEQUALS
+check "bad shape" 2 "" -- run "$relu/model.onnx" --shape x=1,-2
+check "bench" 0 "" -- run "$relu/model.onnx" --bench 3
+grep -q "^latency_ms median=" "$dir/out" && grep -q "^reference_ms median=.*speedup=" "$dir/out" && passed=$((passed + 1)) || { failed=$((failed + 1)); echo "FAILED: bench lines"; cat "$dir/out"; }
+check "perf counts and partition dump" 0 "" -- run "$data/test_add_bcast/model.onnx" --device HETERO:TEMPLATE,CPU --config TEMPLATE:SUPPORTED_OPS=Add --perf-counts --dump-partition "$dir/p.dot"
+grep -q "ref:Add" "$dir/out" && grep -q "digraph" "$dir/p.dot" && passed=$((passed + 1)) || { failed=$((failed + 1)); echo "FAILED: perf counts or dot"; cat "$dir/out"; }
+check "info" 0 "" -- info "$relu/model.onnx" --device HETERO:TEMPLATE,CPU
+grep -q "^node 'Relu_0' Relu -> TEMPLATE" "$dir/out" && passed=$((passed + 1)) || { failed=$((failed + 1)); echo "FAILED: info placement"; cat "$dir/out"; }
+check "devices" 0 "" -- devices
+grep -q "^TEMPLATE" "$dir/out" && grep -q "SUPPORTED_CONFIG_KEYS: NUM_THREADS PERF_COUNT FUSION ISA" "$dir/out" && passed=$((passed + 1)) || { failed=$((failed + 1)); echo "FAILED: devices"; cat "$dir/out"; }
 echo "[cli] test cases: $((passed + failed)) | $passed passed | $failed failed |"
 [ "$failed" -eq 0 ]
