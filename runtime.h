@@ -1500,7 +1500,14 @@ public:
             if (s != Status::Ok && context.error) std::snprintf(context.error, 200, "%s", unit.snippet->last_error());
             return s;
         }
-        TensorView inputs[64], outputs[64];
+        // Only the views this step uses are built (64 default-constructed ones cost more than
+        // a tiny kernel).
+        union Views {
+            TensorView v[64];
+            Views() {}
+        } in, out;
+        TensorView* inputs = in.v;
+        TensorView* outputs = out.v;
         for (uint32_t k = 0; k < step.reads.size; ++k) {
             inputs[k].desc = model->value_desc(step.reads[k]);
             inputs[k].data = context.values[step.reads[k]];
