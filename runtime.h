@@ -1,5 +1,5 @@
 /* runtime.h - Tessel: tensors, device plugin API, CPU and TEMPLATE devices, HETERO, compiled
-   models, memory planner, infer requests, ONNX reader, profiling.
+   models, memory planner, infer requests, ONNX reader and writer, profiling.
 
    Do this
    -------
@@ -7,21 +7,93 @@
        #include "runtime.h"
 
        tessel::Model model;                               // a graph plus its inputs and outputs
-       model.read_onnx_file("model.onnx");                // or build it: add_input/add_node/...
+       if (model.read_onnx_file("model.onnx") != tessel::Status::Ok) puts(model.last_error());
        tessel::Core core;                                 // CPU and TEMPLATE are built in
        tessel::CompiledModel compiled;
-       core.compile_model(model, "HETERO:TEMPLATE,CPU", {}, &compiled);   // check each Status
-       tessel::InferRequest request;
+       tessel::ConfigEntry config[] = {{"TEMPLATE:SUPPORTED_OPS", "Conv,Relu"}};
+       if (core.compile_model(model, "HETERO:TEMPLATE,CPU", config, &compiled) != tessel::Status::Ok)
+           puts(core.last_error());
+       tessel::InferRequest request;                      // one per thread; several may run at once
        compiled.create_request(&request);
-       request.input(0).data_as<float>()[0] = 1.0f;      // or set_input(0, user tensor)
-       request.infer();
+       float* x = request.input(0).data_as<float>();      // or set_input(0, a view of your memory)
+       request.infer();                                   // allocates nothing
        const tessel::Tensor& y = request.output(0);
 
-   Config macros: as in hetero.h and snippets.h (TESSEL_ASSERT, TESSEL_MALLOC/FREE,
-   TESSEL_NO_JIT), plus TESSEL_USE_MICROPROFILE (each subgraph and kernel a microprofile zone).
+   Models are built in code too (Model::add_input / add_constant / add_node / add_output, then
+   finalize()) and written as ONNX with write_onnx().
 
-   The full manual of this header (errors, memory, threading, limits and threat model) is
-   below the declarations' overview in the README; each declaration says its own errors.
+   Pipeline
+   --------
+   compile_model: the common transformations (static shapes from the inputs or InputShape;
+   every node whose inputs are known at compile time, and Shape/Size, evaluated once and
+   folded into a Constant; nodes that only fed folded ones dropped) give a PreparedModel with
+   the original node names. Each device of the list answers query_model; every node goes to
+   the first device that supports it (a user affinity wins); hetero.h partitions the graph
+   (HETERO_ALGORITHM rollback|levels|waves, HETERO_MIN_SUBGRAPH); each subgraph is compiled
+   by its device; a value computed in one subgraph and read in another is copied into the
+   reader's own buffer (a transfer) before the reader runs. The static memory plan gives every
+   value an offset in one arena per request (lifetimes over the execution order, in place
+   where a kernel allows it). CPU fuses each elementwise island into one snippets.h kernel
+   (the interpreter under TESSEL_NO_JIT); TEMPLATE runs the reference kernels only, the ops
+   of its SUPPORTED_OPS.
+
+   Devices, config keys and metrics
+   --------------------------------
+   CPU: NUM_THREADS (1..64; kernels split their outer loop), PERF_COUNT (YES/NO), FUSION
+   (YES/NO), ISA (auto|ref|sse41|avx2|avx512|neon). TEMPLATE: SUPPORTED_OPS (comma list or
+   *), PERF_COUNT. Metrics: AVAILABLE_DEVICES, FULL_DEVICE_NAME, SUPPORTED_METRICS,
+   SUPPORTED_CONFIG_KEYS, OPTIMIZATION_CAPABILITIES. A config key given to compile_model lasts
+   for that compile: "DEVICE:KEY" sets one device, "KEY" every listed device. Unknown devices
+   and keys are NotFound. A user device implements Device (see the README's plugin guide)
+   and is registered with Core::register_device; add_extension adds a custom op kernel.
+
+   Op list (ONNX default domain, opsets 7..17, float32 first; int64/int32/bool where shapes
+   and indices need them): the elementwise snippet ops (Add Sub Mul Div Max Min Pow Sqrt
+   Reciprocal Abs Neg Exp Log Tanh Sigmoid Relu Clip Elu Selu Erf Gelu HardSigmoid HardSwish
+   LeakyRelu PRelu Softplus Softsign Mish Floor Ceil Round Sign Where), comparisons and logical
+   ops, Mod, Sum, Mean, Conv, ConvTranspose, MatMul, Gemm, BatchNormalization,
+   InstanceNormalization, LayerNormalization, MaxPool, AveragePool, GlobalAveragePool,
+   GlobalMaxPool, Softmax, LogSoftmax, Reduce{Mean,Sum,Max,Min,Prod,L2}, ArgMax, ArgMin,
+   Resize, Reshape, Flatten, Transpose, Concat, Split, Slice, Gather, Squeeze, Unsqueeze, Pad,
+   Cast, Shape, Size, Constant, ConstantOfShape, Expand, Tile, Range, Identity, Dropout
+   (inference), DepthToSpace, SpaceToDepth. builtin_op_kernels() lists them.
+
+   Config macros: as in hetero.h and snippets.h (TESSEL_ASSERT, TESSEL_MALLOC/FREE,
+   TESSEL_NO_JIT), plus TESSEL_USE_MICROPROFILE: each subgraph and step is a microprofile
+   zone (group "tessel"); the application flips frames and dumps the timeline.
+
+   Errors
+   ------
+   Every fallible call returns tessel::Status; Core, CompiledModel, InferRequest, Device and
+   Model keep a message in last_error() naming the node, tensor, key or byte offset. Bad
+   models: ParseError (malformed bytes), DanglingInput, Cycle, Unsupported (an op, element
+   type or opset outside the list, a data-dependent shape), InvalidArgument (bad attributes
+   or shapes), LimitExceeded. Blobs: ParseError (truncated, corrupted: FNV-1a checksum,
+   foreign), Unsupported (newer format version, an ISA this CPU lacks), NotFound (device).
+
+   Memory
+   ------
+   A Model and a CompiledModel keep their graph and folded constants in arenas; weights read
+   from a file stay in the file's buffer (read_onnx_file keeps it). A compiled model reads the
+   Model it was compiled from (weights, attributes): keep the Model alive as long as the
+   CompiledModel (an imported one owns its copy). create_request allocates the request's
+   arena (CompiledModel::arena_bytes), scratch and worker threads; infer() allocates nothing.
+   All heap goes through TESSEL_MALLOC except std::thread's and asmjit's own.
+
+   Threading
+   ---------
+   Core::compile_model, import_model and query_model may be called from several threads (they
+   serialize on the Core, since a compile changes device config for its duration). A
+   CompiledModel is read-only after compile: any number of InferRequests on it may run at once,
+   one thread per request. start_async() runs infer() on the request's own worker thread.
+
+   Limits and threat model
+   -----------------------
+   On any model file, compiled blob or graph, Tessel returns an error or a correct result: no
+   crash, no read or write outside a buffer, memory bounded by Limits (Core::limits(): nodes,
+   rank, elements per tensor, activation bytes per request, file size, folded bytes). A
+   kernel that finds bad data at run time (a Gather index out of range) returns
+   InvalidArgument. External data must lie inside the model's folder.
 */
 #ifndef TESSEL_RUNTIME_H
 #define TESSEL_RUNTIME_H
