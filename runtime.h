@@ -47,7 +47,8 @@
    and keys are NotFound. A user device implements Device (see the README's plugin guide)
    and is registered with Core::register_device; add_extension adds a custom op kernel.
 
-   Op list (ONNX default domain, opsets 7..17, float32 first; int64/int32/bool where shapes
+   Op list (ONNX default domain, opsets 7..17 (also 1-6 for ops whose meaning did not change;
+   their legacy broadcast attributes are accepted only in the NumPy-compatible form), float32 first; int64/int32/bool where shapes
    and indices need them): the elementwise snippet ops (Add Sub Mul Div Max Min Pow Sqrt
    Reciprocal Abs Neg Exp Log Tanh Sigmoid Relu Clip Elu Selu Erf Gelu HardSigmoid HardSwish
    LeakyRelu PRelu Softplus Softsign Mish Floor Ceil Round Sign Where), comparisons and logical
@@ -1219,6 +1220,27 @@ struct detail_prepare {
                 if (s != Status::Ok) return s;
                 folded[id] = 1;
                 continue;
+            }
+            if (source.opset < 7) {   // the legacy broadcast of opsets 1-6: only the NumPy-compatible form
+                const Attribute* b = g.find_attribute(id, "broadcast");
+                const Attribute* axis = g.find_attribute(id, "axis");
+                if (b && b->kind == AttributeKind::Int && b->i != 0 && axis && axis->kind == AttributeKind::Int &&
+                    node.num_inputs == 2 && axis->i != (int64_t)in_desc[0].rank - (int64_t)in_desc[1].rank &&
+                    !(axis->i < 0 && axis->i == -(int64_t)in_desc[1].rank))
+                    return fail(error, Status::Unsupported, "node '%.*s': opset %u broadcast along axis %lld (only trailing alignment)",
+                                (int)node.name.size, node.name.data, source.opset, (long long)axis->i);
+                if (node.op == StringView("PRelu") && node.num_inputs == 2) {   // PRelu-6: a slope of one, or X's shape
+                    uint64_t slope = 0;
+                    bool same = in_desc[0].rank == in_desc[1].rank;
+                    for (uint32_t k = 0; same && k < in_desc[0].rank; ++k) same = in_desc[0].dims[k] == in_desc[1].dims[k];
+                    if (!(desc_elements(in_desc[1], &slope) && slope == 1) && !same)
+                        return fail(error, Status::Unsupported, "node '%.*s': opset %u PRelu slope aligned at the channels",
+                                    (int)node.name.size, node.name.data, source.opset);
+                }
+                const Attribute* spatial = g.find_attribute(id, "spatial");
+                if (spatial && spatial->kind == AttributeKind::Int && spatial->i == 0)
+                    return fail(error, Status::Unsupported, "node '%.*s': BatchNormalization with spatial=0 (opset %u)",
+                                (int)node.name.size, node.name.data, source.opset);
             }
             const OpKernel* k = lookup(lookup_user, node.op);
             if (!k) return fail(error, Status::Unsupported, "node '%.*s': op '%.*s' is not supported by any device",
@@ -5295,7 +5317,8 @@ const OpKernel* find_builtin_kernel(StringView op) {
 // output, value_info), NodeProto, AttributeProto (FLOAT, INT, STRING, TENSOR, FLOATS, INTS;
 // GRAPH, STRINGS and the other lists are Unsupported), TensorProto (raw_data, packed or
 // unpacked float_data/int32_data/int64_data, external data), ValueInfoProto with tensor types.
-// Element types FLOAT, UINT8, INT8, INT32, INT64, BOOL, FLOAT16; default-domain opsets 7..17.
+// Element types FLOAT, UINT8, INT8, INT32, INT64, BOOL, FLOAT16; default-domain opsets 1..17
+// (the runtime checks the legacy attributes of opsets below 7).
 // A node in another domain is Unsupported (an imported but unused domain is not).
 //
 // Mapping: initializers become Constant nodes, graph inputs that are not initializers
@@ -5333,7 +5356,7 @@ namespace detail {
         if (onnx_status_ != Status::Ok) return onnx_status_; \
     } while (0)
 
-constexpr uint32_t kOnnxMinOpset = 7;
+constexpr uint32_t kOnnxMinOpset = 1;   // ops unchanged since opset 1-6 read as they are; legacy attributes are checked by the runtime
 constexpr uint32_t kOnnxMaxOpset = 17;
 
 // The error sink of one read. Offsets in messages count from `base`.

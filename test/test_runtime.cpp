@@ -742,3 +742,31 @@ TEST_CASE("runtime: write_onnx then read_onnx gives the same model and the same 
     REQUIRE(at);
     CHECK(at->s == StringView("hello"));
 }
+
+TEST_CASE("runtime: opsets below 7 run when their legacy attributes mean what NumPy broadcasting means") {
+    auto build = [](Model* m, int64_t axis, uint32_t opset) {
+        NodeId x, b, add;
+        REQUIRE(m->add_input("x", float_desc({2, 3, 4}), &x) == Status::Ok);
+        float bias[3] = {1, 2, 3};
+        REQUIRE(m->add_constant("b", float_desc({3}), bias, &b) == Status::Ok);
+        InputRef in[] = {InputRef::by_id(x), InputRef::by_id(b)};
+        REQUIRE(m->add_node("Add", "add", in, 1, &add) == Status::Ok);
+        REQUIRE(m->set_int(add, "broadcast", 1) == Status::Ok);
+        if (axis >= 0) REQUIRE(m->set_int(add, "axis", axis) == Status::Ok);
+        REQUIRE(m->add_output("y", InputRef::by_id(add)) == Status::Ok);
+        m->opset = opset;
+        REQUIRE(m->finalize() == Status::Ok);
+    };
+    Core core;
+    CompiledModel compiled;
+    Model channel;   // b aligned with dim 1: not NumPy broadcasting
+    build(&channel, 1, 6);
+    CHECK(core.compile_model(channel, "CPU", {}, &compiled) == Status::Unsupported);
+    CHECK(std::string(core.last_error()) == "node 'add': opset 6 broadcast along axis 1 (only trailing alignment)");
+    Model trailing;  // [3] against [2,3,4] aligned at axis 2 is not trailing either... b would need [4]
+    build(&trailing, 2, 6);
+    CHECK(core.compile_model(trailing, "CPU", {}, &compiled) == Status::InvalidArgument);   // shapes do not broadcast
+    Model modern;   // opset 7 ignores nothing: the shapes must broadcast NumPy style
+    build(&modern, -1, 7);
+    CHECK(core.compile_model(modern, "CPU", {}, &compiled) == Status::InvalidArgument);
+}

@@ -434,6 +434,11 @@ int command_run(int argc, char** argv) {
         for (const ProfileEntry& e : request.profiling_info())
             std::printf("%-40.*s %-10.*s %-24s %10.1f\n", (int)e.node.size, e.node.data, (int)e.device.size, e.device.data, e.kernel,
                         (double)e.ns / 1000.0);
+        for (const PlacementSummary& p : compiled.placement()) {   // per device totals
+            uint64_t ns = 0;
+            for (const ProfileEntry& e : request.profiling_info()) if (e.device == p.device) ns += e.ns;
+            std::printf("time %.*s %.1f us\n", (int)p.device.size, p.device.data, (double)ns / 1000.0);
+        }
     }
     if (o.dump_partition) {
         std::FILE* file = std::fopen(o.dump_partition, "wb");
