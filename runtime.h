@@ -1230,6 +1230,7 @@ inline Status parse_window(PrepareContext& c, const TensorDesc& x, const int64_t
         if (w->kernel[i] < 1 || w->stride[i] < 1 || w->dilation[i] < 1)
             return c.fail(Status::InvalidArgument, "kernel, strides and dilations must be positive");
         if (w->pad_begin[i] < 0 || w->pad_end[i] < 0) return c.fail(Status::InvalidArgument, "pads must not be negative");
+        w->out[i] = w->in[i];   // ConvTranspose computes the real dims itself
         if (transpose) continue;
         int64_t extent = (w->kernel[i] - 1) * w->dilation[i] + 1;
         if (valid) {
