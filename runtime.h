@@ -1066,11 +1066,13 @@ namespace detail {
 
 // ---- shared helpers of the nn kernels
 
-// Runs f(slot, begin, end) over [0, units) split into at most `threads` slots; a slot owns
-// scratch slice `slot`, so the split is done here (by slot) and not by the pool.
+// Runs f(slot, begin, end) over [0, units) split into at most `threads` slots (and at most
+// max_slots: the scratch prepare sized); a slot owns scratch slice `slot`, so the split is
+// done here (by slot) and not by the pool.
 template <class F>
-void nn_parallel(const RunContext& c, uint64_t units, F&& f) {
+void nn_parallel(const RunContext& c, uint64_t units, F&& f, uint64_t max_slots = ~0ull) {
     uint64_t slots = c.threads ? c.threads : 1;
+    if (slots > max_slots) slots = max_slots;
     if (slots > units) slots = units;
     if (!slots) return;
     struct Job { F* f; uint64_t units, slots; } job{&f, units, slots};
@@ -1138,7 +1140,8 @@ inline Status nn_int64_values(PrepareContext& c, uint32_t i, const int64_t** dat
 // ---- blocked GEMM: C[m x n] (+)= A[m x k] B[k x n]. A is read through (row, column) strides, so
 // a transposed A costs nothing: the micro-kernel broadcasts 4 scalars of A per step and
 // vectorizes along 16 contiguous columns of B and C (kept in registers across the k block).
-constexpr int64_t kGemmRows = 4, kGemmCols = 16, kGemmDepth = 256, kGemmWidth = 256;
+// A 128 x 256 panel of B (128 KiB) stays in L2 while every row block of A passes over it.
+constexpr int64_t kGemmRows = 4, kGemmCols = 16, kGemmDepth = 128, kGemmWidth = 256;
 
 inline void gemm_tile(int64_t rows, int64_t cols, int64_t depth, const float* a, int64_t a_row, int64_t a_col,
                       const float* b, int64_t ldb, float* c, int64_t ldc, bool add) {
@@ -1178,7 +1181,7 @@ inline void gemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_row,
     for (int64_t k0 = 0; k0 < k; k0 += kGemmDepth) {
         int64_t depth = k - k0 < kGemmDepth ? k - k0 : kGemmDepth;
         bool add = accumulate || k0 > 0;
-        for (int64_t j1 = 0; j1 < n; j1 += kGemmWidth) {  // a k x 256 panel of B stays in cache
+        for (int64_t j1 = 0; j1 < n; j1 += kGemmWidth) {
             int64_t j1_end = n - j1 < kGemmWidth ? n : j1 + kGemmWidth;
             for (int64_t i0 = 0; i0 < m; i0 += kGemmRows) {
                 int64_t rows = m - i0 < kGemmRows ? m - i0 : kGemmRows;
@@ -1257,11 +1260,13 @@ namespace detail {
 
 // ---- Conv: per (image, group, block of output positions) an im2col block in the slot's
 // scratch, then the blocked GEMM (weights [Mg x Cg*K] times columns [Cg*K x block]). A 1x1
-// stride-1 unpadded conv reads its input as the column matrix directly.
+// stride-1 unpadded conv reads its input as the column matrix directly. Depthwise convs (one
+// input channel and fewer than 4 maps per group: too few GEMM rows) run a direct loop instead.
 struct ConvState {
     Window w;
     int64_t batch, channels, maps, groups, group_channels, group_maps, depth, block;
-    bool direct;
+    uint32_t slots;   // scratch slices prepared (threads at compile time)
+    bool direct, depthwise;
 };
 
 inline Status prepare_conv(PrepareContext& c) {
@@ -1304,7 +1309,9 @@ inline Status prepare_conv(PrepareContext& c) {
     y = x;
     y.dims[1] = maps;
     for (int i = 0; i < w.spatial; ++i) y.dims[2 + i] = w.out[3 - w.spatial + i];
-    if (!st->direct) c.scratch_bytes = (size_t)c.threads * (size_t)((st->depth * st->block + 15) & ~15) * sizeof(float);
+    st->depthwise = st->group_channels == 1 && st->group_maps < 4 && !st->direct;
+    st->slots = c.threads ? c.threads : 1;
+    if (!st->direct && !st->depthwise) c.scratch_bytes = (size_t)st->slots * (size_t)((st->depth * st->block + 15) & ~15) * sizeof(float);
     return Status::Ok;
 }
 
@@ -1336,6 +1343,33 @@ inline void im2col(const Window& w, int64_t channels, const float* x, int64_t p0
                 }
 }
 
+// One output map of a depthwise conv: tap by tap, each output row gets weight * a strided run
+// of one input row (contiguous for stride 1, so the inner loop vectorizes).
+inline void depthwise_map(const Window& w, const float* x, const float* weights, float* y) {
+    for (int64_t k0 = 0; k0 < w.kernel[0]; ++k0)
+        for (int64_t k1 = 0; k1 < w.kernel[1]; ++k1)
+            for (int64_t k2 = 0; k2 < w.kernel[2]; ++k2) {
+                float wv = weights[(k0 * w.kernel[1] + k1) * w.kernel[2] + k2];
+                int64_t base = k2 * w.dilation[2] - w.pad_begin[2], s = w.stride[2];
+                // the o2 whose input column o2 * s + base lies in [0, in[2])
+                int64_t lo = base >= 0 ? 0 : (-base + s - 1) / s;
+                int64_t hi = w.in[2] - 1 - base < 0 ? 0 : (w.in[2] - 1 - base) / s + 1;
+                if (hi > w.out[2]) hi = w.out[2];
+                for (int64_t o0 = 0; o0 < w.out[0]; ++o0) {
+                    int64_t i0 = o0 * w.stride[0] - w.pad_begin[0] + k0 * w.dilation[0];
+                    if (i0 < 0 || i0 >= w.in[0]) continue;
+                    for (int64_t o1 = 0; o1 < w.out[1]; ++o1) {
+                        int64_t i1 = o1 * w.stride[1] - w.pad_begin[1] + k1 * w.dilation[1];
+                        if (i1 < 0 || i1 >= w.in[1]) continue;
+                        const float* row = x + (i0 * w.in[1] + i1) * w.in[2] + base;
+                        float* out = y + (o0 * w.out[1] + o1) * w.out[2];
+                        if (s == 1) for (int64_t o2 = lo; o2 < hi; ++o2) out[o2] += wv * row[o2];
+                        else for (int64_t o2 = lo; o2 < hi; ++o2) out[o2] += wv * row[o2 * s];
+                    }
+                }
+            }
+}
+
 inline Status run_conv(const RunContext& c) {
     const ConvState& st = *static_cast<const ConvState*>(c.state);
     const float* x = c.inputs[0].as<float>();
@@ -1344,6 +1378,18 @@ inline Status run_conv(const RunContext& c) {
     float* y = c.outputs[0].as<float>();
     int64_t in_plane = st.w.in_size(), positions = st.w.out_size();
     if (positions == 0) return Status::Ok;
+    if (st.depthwise) {
+        int64_t kernel = st.w.kernel_size();
+        nn_parallel(c, (uint64_t)(st.batch * st.maps), [&](uint64_t, uint64_t begin, uint64_t end) {
+            for (uint64_t unit = begin; unit < end; ++unit) {
+                int64_t m = (int64_t)unit % st.maps, n = (int64_t)unit / st.maps;
+                float* ym = y + (int64_t)unit * positions;
+                for (int64_t j = 0; j < positions; ++j) ym[j] = bias ? bias[m] : 0.0f;
+                depthwise_map(st.w, x + (n * st.channels + m / st.group_maps) * in_plane, weights + m * kernel, ym);
+            }
+        });
+        return Status::Ok;
+    }
     int64_t blocks = (positions + st.block - 1) / st.block;
     size_t slot_floats = (size_t)((st.depth * st.block + 15) & ~15);
     nn_parallel(c, (uint64_t)(st.batch * st.groups * blocks), [&](uint64_t slot, uint64_t begin, uint64_t end) {
@@ -1368,7 +1414,7 @@ inline Status run_conv(const RunContext& c) {
                     for (int64_t j = 0; j < count; ++j) yg[m * positions + j] += bm;
                 }
         }
-    });
+    }, st.slots);
     return Status::Ok;
 }
 
@@ -1377,6 +1423,7 @@ inline Status run_conv(const RunContext& c) {
 struct ConvTransposeState {
     Window w;   // in: X's spatial dims, out: Y's
     int64_t batch, channels, maps, groups, group_channels, group_maps, rows, block;
+    uint32_t slots;
 };
 
 inline Status prepare_conv_transpose(PrepareContext& c) {
@@ -1440,7 +1487,8 @@ inline Status prepare_conv_transpose(PrepareContext& c) {
     y = x;
     y.dims[1] = maps;
     for (int i = 0; i < n; ++i) y.dims[2 + i] = w.out[3 - n + i];
-    c.scratch_bytes = (size_t)c.threads * (size_t)((st->rows * st->block + 15) & ~15) * sizeof(float);
+    st->slots = c.threads ? c.threads : 1;
+    c.scratch_bytes = (size_t)st->slots * (size_t)((st->rows * st->block + 15) & ~15) * sizeof(float);
     return Status::Ok;
 }
 
@@ -1482,7 +1530,7 @@ inline Status run_conv_transpose(const RunContext& c) {
                 }
             }
         }
-    });
+    }, st.slots);
     return Status::Ok;
 }
 

@@ -323,6 +323,10 @@ TEST_CASE("nn ops: Conv groups, depthwise and 1x1") {
     check_conv({2, 4, 8, 7}, {6, 2, 3, 3}, true, 2, {1, 2}, {}, {1, 1, 0, 0}, 3);          // 2 groups
     check_conv({1, 6, 9, 9}, {6, 1, 3, 3}, true, 6, {2, 2}, {2, 2}, {2, 2, 2, 2}, 4);      // depthwise
     check_conv({1, 4, 5, 5}, {8, 1, 3, 3}, false, 4, {}, {}, {1, 1, 1, 1}, 5);            // channel multiplier 2
+    check_conv({2, 5, 7, 19}, {5, 1, 3, 5}, true, 5, {}, {}, {1, 2, 0, 1}, 17);           // depthwise, stride 1
+    check_conv({1, 3, 23}, {6, 1, 4}, false, 3, {2}, {3}, {3, 2}, 18);                    // depthwise 1-D
+    check_conv({1, 2, 4, 5, 6}, {2, 1, 2, 3, 3}, true, 2, {1, 1, 2}, {}, {1, 0, 1, 0, 1, 1}, 19);  // depthwise 3-D
+    check_conv({1, 1, 9, 8}, {5, 1, 3, 3}, true, 1, {}, {}, {1, 1, 1, 1}, 29);            // one channel, 5 maps: GEMM
     check_conv({2, 5, 6, 7}, {3, 5, 1, 1}, true, 1, {}, {}, {}, 6);                        // direct 1x1
     check_conv({1, 3, 6, 6}, {2, 3, 1, 1}, false, 1, {2, 2}, {}, {}, 7);                   // strided 1x1 (im2col)
 }
@@ -330,6 +334,28 @@ TEST_CASE("nn ops: Conv groups, depthwise and 1x1") {
 TEST_CASE("nn ops: Conv large enough for several column blocks and k blocks") {
     check_conv({1, 32, 21, 23}, {19, 32, 3, 3}, true, 1, {}, {}, {1, 1, 1, 1}, 8);  // 483 positions, depth 288
     check_conv({2, 40, 20, 20}, {17, 40, 1, 1}, true, 1, {}, {}, {}, 9);            // direct, 400 positions
+}
+
+TEST_CASE("nn ops: Conv, ConvTranspose and MatMul give the same bits for any thread count") {
+    In x = random_tensor({2, 8, 19, 23}, 300), w = random_tensor({6, 4, 3, 3}, 301), dw = random_tensor({8, 1, 3, 3}, 302);
+    In wt = random_tensor({8, 3, 3, 3}, 303);
+    for (uint32_t threads : {1u, 3u, 8u}) {
+        CAPTURE(threads);
+        Outcome one = run_op("Conv", {x, w}, all({int_attr("group", 2), ints_attr("pads", {1, 1, 1, 1})}), 1, 17, 1);
+        Outcome many = run_op("Conv", {x, w}, all({int_attr("group", 2), ints_attr("pads", {1, 1, 1, 1})}), 1, 17, threads);
+        REQUIRE(one.status == Status::Ok);
+        REQUIRE(many.status == Status::Ok);
+        CHECK(one.f[0] == many.f[0]);
+        one = run_op("Conv", {x, dw}, int_attr("group", 8), 1, 17, 1);
+        many = run_op("Conv", {x, dw}, int_attr("group", 8), 1, 17, threads);
+        CHECK(one.f[0] == many.f[0]);
+        one = run_op("ConvTranspose", {x, wt}, ints_attr("strides", {2, 2}), 1, 17, 1);
+        many = run_op("ConvTranspose", {x, wt}, ints_attr("strides", {2, 2}), 1, 17, threads);
+        CHECK(one.f[0] == many.f[0]);
+        one = run_op("MatMul", {x, random_tensor({23, 40}, 304)}, nullptr, 1, 17, 1);
+        many = run_op("MatMul", {x, random_tensor({23, 40}, 304)}, nullptr, 1, 17, threads);
+        CHECK(one.f[0] == many.f[0]);
+    }
 }
 
 TEST_CASE("nn ops: Conv 1-D and 3-D") {
