@@ -1117,13 +1117,28 @@ inline Status nn_float(PrepareContext& c, uint32_t i, bool optional = false) {
     return Status::Ok;
 }
 
+// NumPy broadcast of two shapes, right-aligned. The nn ops keep their own copy: another caller
+// of the shared broadcast_descs changes how GCC inlines it into prepare_elementwise, whose
+// partly filled descs[] array then trips -Wmaybe-uninitialized at -O2.
+inline bool nn_broadcast(const TensorDesc& a, const TensorDesc& b, TensorDesc* out) {
+    TensorDesc r = a.rank >= b.rank ? a : b;
+    for (int i = 0; i < r.rank; ++i) {
+        int ja = a.rank - r.rank + i, jb = b.rank - r.rank + i;
+        int64_t da = ja >= 0 ? a.dims[ja] : 1, db = jb >= 0 ? b.dims[jb] : 1;
+        if (da != db && da != 1 && db != 1) return false;
+        r.dims[i] = da == 1 ? db : da;
+    }
+    *out = r;
+    return true;
+}
+
 inline bool nn_axis(int64_t axis, int rank, int* out) {
     if (axis < -rank || axis >= rank) return false;
     *out = (int)(axis < 0 ? axis + rank : axis);
     return true;
 }
 
-// A 1-D int64 input known at compile time (axes, sizes). *present false when absent or empty.
+// A 1-D int64 input known at compile time (axes); count 0 when absent or empty.
 inline Status nn_int64_values(PrepareContext& c, uint32_t i, const int64_t** data, int64_t* count) {
     *data = nullptr;
     *count = 0;
@@ -1561,8 +1576,7 @@ inline Status prepare_matmul(PrepareContext& c) {
     TensorDesc ab = a, bb = b, out;
     ab.rank -= 2;
     bb.rank -= 2;
-    const TensorDesc* descs[2] = {&ab, &bb};
-    if (!broadcast_descs(descs, 2, &out)) return c.fail(Status::InvalidArgument, "batch dims do not broadcast");
+    if (!nn_broadcast(ab, bb, &out)) return c.fail(Status::InvalidArgument, "batch dims do not broadcast");
     st->batch_rank = out.rank;
     st->batch = 1;
     broadcast_strides(ab, out, st->a_stride);
@@ -1639,9 +1653,8 @@ inline Status prepare_gemm(PrepareContext& c) {
     st->has_c = c.has_input(2);
     if (st->has_c) {  // unidirectional broadcast of C to [m, n]
         const TensorDesc& cd = c.inputs[2];
-        const TensorDesc* descs[2] = {&cd, &y};
         TensorDesc joined;
-        if (cd.rank > 2 || !broadcast_descs(descs, 2, &joined) || joined.dims[0] != st->m || joined.dims[1] != st->n)
+        if (cd.rank > 2 || !nn_broadcast(cd, y, &joined) || joined.dims[0] != st->m || joined.dims[1] != st->n)
             return c.fail(Status::InvalidArgument, "C does not broadcast to %lld x %lld", (long long)st->m, (long long)st->n);
         int64_t strides[kMaxRank];
         broadcast_strides(cd, y, strides);
