@@ -1478,12 +1478,14 @@ inline Status prepare_conv_transpose(PrepareContext& c) {
         int64_t target = -1;
         if (!output_shape.empty()) target = output_shape[output_shape.size - (size_t)n + (size_t)j];
         else if (same) target = w.in[i] * w.stride[i];
+        if (!output_shape.empty() && target < 0) return c.fail(Status::InvalidArgument, "output_shape must not be negative");
         if (auto_pad == StringView("VALID")) w.pad_begin[i] = w.pad_end[i] = 0;
-        if (target >= 0) {  // the spec's total padding split (SAME_UPPER puts the odd one at the end)
-            int64_t total = full - target;
-            if (total < 0) return c.fail(Status::InvalidArgument, "output_shape is larger than the full output");
+        if (target >= 0) {
+            // The spec's split of the total padding, with Python's floor division: a larger
+            // output_shape gives a negative pad, i.e. extra positions only the bias reaches.
+            int64_t total = full - target, half = total >= 0 ? total / 2 : -((1 - total) / 2);
             bool upper = auto_pad == StringView("SAME_UPPER");
-            w.pad_begin[i] = upper ? total / 2 : total - total / 2;
+            w.pad_begin[i] = upper ? half : total - half;
             w.pad_end[i] = total - w.pad_begin[i];
         }
         w.out[i] = full - w.pad_begin[i] - w.pad_end[i];
@@ -1870,7 +1872,7 @@ inline Status run_layer_norm(const RunContext& c) {
 struct PoolState {
     Window w;
     int64_t planes;
-    bool max, count_include_pad;
+    bool max, count_include_pad, column_major;   // column_major: Indices with storage_order=1
 };
 
 inline Status prepare_pool(PrepareContext& c, bool max) {
@@ -1882,8 +1884,6 @@ inline Status prepare_pool(PrepareContext& c, bool max) {
     Span<const int64_t> kernel = c.attribute_ints("kernel_shape");
     if (kernel.size != (size_t)x.rank - 2)
         return c.fail(Status::InvalidArgument, "kernel_shape must have %d values", x.rank - 2);
-    if (max && c.attribute_int("storage_order", 0) != 0 && c.num_outputs > 1)
-        return c.fail(Status::Unsupported, "column-major Indices (storage_order=1)");
     int64_t ceil_mode = c.attribute_int("ceil_mode", 0);
     if (ceil_mode != 0 && ceil_mode != 1) return c.fail(Status::InvalidArgument, "ceil_mode must be 0 or 1");
     PoolState* st = nn_state<PoolState>(c);
@@ -1897,6 +1897,7 @@ inline Status prepare_pool(PrepareContext& c, bool max) {
     st->planes = x.dims[0] * x.dims[1];
     st->max = max;
     st->count_include_pad = c.attribute_int("count_include_pad", 0) != 0;
+    st->column_major = c.attribute_int("storage_order", 0) != 0;
     for (uint32_t i = 0; i < c.num_outputs; ++i) {
         c.outputs[i] = x;
         for (int d = 0; d < st->w.spatial; ++d) c.outputs[i].dims[2 + d] = st->w.out[3 - st->w.spatial + d];
@@ -1949,7 +1950,10 @@ inline Status run_pool(const RunContext& c) {
                     }
                 if (st.max) {
                     yp[o] = best;
-                    if (indices) indices[(int64_t)plane * out_plane + o] = (int64_t)plane * in_plane + (best_at < 0 ? 0 : best_at);
+                    int64_t at = best_at < 0 ? 0 : best_at;
+                    if (st.column_major)  // spatial dims in reverse order
+                        at = (at % w.in[2] * w.in[1] + at / w.in[2] % w.in[1]) * w.in[0] + at / w.in[2] / w.in[1];
+                    if (indices) indices[(int64_t)plane * out_plane + o] = (int64_t)plane * in_plane + at;
                 } else {
                     int64_t divisor = st.count_include_pad ? padded : count;
                     yp[o] = divisor ? sum / (float)divisor : 0.0f;
@@ -2254,17 +2258,17 @@ inline Status prepare_resize(PrepareContext& c) {
     if (!st) return c.fail(Status::OutOfMemory, "out of memory");
     st->linear = linear;
     st->rank = rank;
-    float scales[kMaxRank];
+    double scales[kMaxRank];
     for (int d = 0; d < rank; ++d) {
         st->in[d] = x.dims[d];
         if (has_scales) {
             scales[d] = static_cast<const float*>(c.values[source])[d];
-            if (!(scales[d] > 0.0f)) return c.fail(Status::InvalidArgument, "scales must be positive");
-            st->out[d] = (int64_t)std::floor((double)x.dims[d] * (double)scales[d]);
+            if (!(scales[d] > 0.0)) return c.fail(Status::InvalidArgument, "scales must be positive");
+            st->out[d] = (int64_t)std::floor((double)x.dims[d] * scales[d]);
         } else {
             st->out[d] = static_cast<const int64_t*>(c.values[source])[d];
             if (st->out[d] < 0) return c.fail(Status::InvalidArgument, "sizes must not be negative");
-            scales[d] = x.dims[d] ? (float)st->out[d] / (float)x.dims[d] : 1.0f;
+            scales[d] = x.dims[d] ? (double)st->out[d] / (double)x.dims[d] : 1.0;
         }
         if (st->out[d] > 0 && st->in[d] == 0) return c.fail(Status::InvalidArgument, "cannot resize an empty dim");
     }
@@ -2280,11 +2284,13 @@ inline Status prepare_resize(PrepareContext& c) {
         st->weight[d] = c.arena->allocate_array<float>((size_t)n + 1);
         if (!st->index[d] || !st->upper[d] || !st->weight[d]) return c.fail(Status::OutOfMemory, "out of memory");
         for (int64_t o = 0; o < n; ++o) {
-            double scale = scales[d], at;  // the output coordinate in input coordinates
+            // The output coordinate in input coordinates. The spec's resized length is in * scale
+            // before flooring (align_corners and pytorch_half_pixel see the fraction).
+            double scale = scales[d], length = (double)st->in[d] * scale, at;
             switch (how) {
                 case HalfPixel: at = ((double)o + 0.5) / scale - 0.5; break;
-                case PytorchHalfPixel: at = n > 1 ? ((double)o + 0.5) / scale - 0.5 : 0.0; break;
-                case AlignCorners: at = n > 1 ? (double)o * (double)(st->in[d] - 1) / (double)(n - 1) : 0.0; break;
+                case PytorchHalfPixel: at = length > 1 ? ((double)o + 0.5) / scale - 0.5 : 0.0; break;
+                case AlignCorners: at = length == 1 ? 0.0 : (double)o * (double)(st->in[d] - 1) / (length - 1); break;
                 default: at = (double)o / scale; break;
             }
             int64_t last = st->in[d] - 1;

@@ -448,6 +448,10 @@ TEST_CASE("nn ops: ConvTranspose output_shape and auto_pad") {
                          {8, 9}, 25);
     check_conv_transpose({1, 2, 4, 4}, {2, 2, 3, 3}, false, 1, {ints_attr("output_shape", {1, 2, 8, 7})}, {2, 2}, {},
                          {1, 1, 0, 1}, {8, 7}, 26);
+    // output_shape beyond the full output: total pad -1 and -2 split by floor division -> end pads
+    // -1 and -1 (begin 0 and -1): extra positions get the bias only
+    check_conv_transpose({1, 1, 3, 3}, {1, 2, 3, 3}, true, 1, {ints_attr("output_shape", {10, 9})}, {3, 2}, {},
+                         {0, -1, -1, -1}, {10, 9}, 29);
     // SAME_UPPER: output in * stride = 8, total 1 -> begin 0, end 1
     check_conv_transpose({1, 2, 4, 4}, {2, 2, 3, 3}, true, 1, {string_attr("auto_pad", "SAME_UPPER")}, {2, 2}, {},
                          {0, 0, 1, 1}, {8, 8}, 27);
@@ -700,6 +704,21 @@ TEST_CASE("nn ops: MaxPool pads, strides, dilations, ceil_mode, Indices") {
     CHECK(out.shape() == Shape{1, 1, 3, 3});
 }
 
+TEST_CASE("nn ops: MaxPool Indices in column-major order (storage_order=1)") {
+    Shape xs = {2, 3, 5, 7};
+    In x = random_tensor(xs, 78);
+    Outcome out = run_op("MaxPool", {x}, all({ints_attr("kernel_shape", {2, 3}), ints_attr("strides", {2, 2}),
+                                                int_attr("storage_order", 1)}), 2);
+    REQUIRE_MESSAGE(out.status == Status::Ok, out.error);
+    std::vector<int64_t> indices;
+    pool_ref(xs, x.f, true, geometry(xs, {2, 3}, {2, 2}, {}, {}), false, false, &indices);
+    for (int64_t& i : indices) {  // row-major (plane, h, w) to plane * HW + w * H + h
+        int64_t plane = i / 35, h = i % 35 / 7, w = i % 7;
+        i = plane * 35 + w * 5 + h;
+    }
+    CHECK(out.i[1] == indices);
+}
+
 TEST_CASE("nn ops: AveragePool count_include_pad and ceil_mode") {
     for (bool include : {false, true})
         for (bool ceil_mode : {false, true}) {
@@ -891,10 +910,12 @@ namespace {
 
 // Resize reference straight from the spec: per axis the original coordinate, then the
 // nearest rounding or 1-D linear interpolation between floor and floor+1 (clamped).
-double original_coordinate(const std::string& mode, int64_t o, double scale, int64_t in, int64_t out) {
+// length_resized is in * scale, not floored (the ONNX reference's output_width).
+double original_coordinate(const std::string& mode, int64_t o, double scale, int64_t in) {
+    double length = (double)in * scale;
     if (mode == "half_pixel") return (o + 0.5) / scale - 0.5;
-    if (mode == "pytorch_half_pixel") return out > 1 ? (o + 0.5) / scale - 0.5 : 0.0;
-    if (mode == "align_corners") return out == 1 ? 0.0 : o * (double)(in - 1) / (double)(out - 1);
+    if (mode == "pytorch_half_pixel") return length > 1 ? (o + 0.5) / scale - 0.5 : 0.0;
+    if (mode == "align_corners") return length == 1 ? 0.0 : o * (double)(in - 1) / (length - 1);
     return o / scale;
 }
 
@@ -919,7 +940,7 @@ Ref resize_ref(const Shape& xs, const std::vector<float>& x, const Shape& out_sh
         // per axis: up to two (index, weight) taps
         std::vector<std::vector<std::pair<int64_t, double>>> taps(rank);
         for (size_t d = 0; d < rank; ++d) {
-            double c = original_coordinate(transform, at[d], scales[d], xs[d], out_shape[d]);
+            double c = original_coordinate(transform, at[d], scales[d], xs[d]);
             bool interpolate = linear && d + 2 >= rank;
             if (!interpolate) { taps[d] = {{nearest(rounding, c, xs[d]), 1.0}}; continue; }
             int64_t lo = (int64_t)std::floor(c);
@@ -962,7 +983,7 @@ void check_resize(const Shape& xs, const std::vector<float>& scales, const Shape
     std::vector<double> s;
     for (size_t d = 0; d < xs.size(); ++d) {
         if (sizes.empty()) out_shape.push_back((int64_t)std::floor(xs[d] * (double)scales[d]));
-        s.push_back(sizes.empty() ? (double)scales[d] : (double)(float)((float)sizes[d] / (float)xs[d]));
+        s.push_back(sizes.empty() ? (double)scales[d] : (double)sizes[d] / (double)xs[d]);
     }
     Ref ref = resize_ref(xs, x.f, out_shape, s, linear, opset == 10 ? "asymmetric" : transform, opset == 10 ? "floor" : rounding);
     CHECK(out.shape() == ref.shape);
@@ -992,6 +1013,7 @@ TEST_CASE("nn ops: Resize linear for 2-D and 4-D inputs") {
         check_resize({1, 2, 6, 7}, {1.0f, 1.0f, 0.5f, 0.75f}, {}, true, transform, "round_prefer_floor", seed++);
         check_resize({5, 3}, {}, {8, 1}, true, transform, "round_prefer_floor", seed++);
         check_resize({1, 1, 3, 3}, {}, {1, 1, 1, 5}, true, transform, "round_prefer_floor", seed++);
+        check_resize({1, 1, 2, 4}, {1.0f, 1.0f, 0.6f, 0.6f}, {}, true, transform, "round_prefer_floor", seed++);  // length 2.4
     }
 }
 
@@ -1036,7 +1058,7 @@ TEST_CASE("nn ops: Conv and ConvTranspose refuse bad inputs") {
     CHECK(prepare_status("ConvTranspose", {x, random_tensor({3, 3, 3, 3}, 10)}) == Status::InvalidArgument);
     CHECK(prepare_status("ConvTranspose", {x, wt}, ints_attr("strides", {0, 1})) == Status::InvalidArgument);
     CHECK(prepare_status("ConvTranspose", {x, wt}, ints_attr("output_padding", {1, 0})) == Status::InvalidArgument);  // >= stride 1
-    CHECK(prepare_status("ConvTranspose", {x, wt}, ints_attr("output_shape", {20, 8})) == Status::InvalidArgument);   // > full
+    CHECK(prepare_status("ConvTranspose", {x, wt}, ints_attr("output_shape", {-1, 8})) == Status::InvalidArgument);
     CHECK(prepare_status("ConvTranspose", {x, wt}, ints_attr("output_shape", {8})) == Status::InvalidArgument);
     CHECK(prepare_status("ConvTranspose", {x, wt}, ints_attr("pads", {5, 5, 5, 5})) == Status::InvalidArgument);
 }
@@ -1083,7 +1105,6 @@ TEST_CASE("nn ops: pools refuse bad inputs") {
     CHECK(prepare_status("MaxPool", {x}, all({ints_attr("kernel_shape", {2, 2}), ints_attr("pads", {2, 0, 0, 0})})) == Status::InvalidArgument);
     CHECK(prepare_status("MaxPool", {x}, all({ints_attr("kernel_shape", {2, 2}), int_attr("ceil_mode", 2)})) == Status::InvalidArgument);
     CHECK(prepare_status("MaxPool", {x}, ints_attr("kernel_shape", {7, 2})) == Status::InvalidArgument);
-    CHECK(prepare_status("MaxPool", {x}, all({ints_attr("kernel_shape", {2, 2}), int_attr("storage_order", 1)}), 2) == Status::Unsupported);
     CHECK(prepare_status("AveragePool", {x}, ints_attr("kernel_shape", {2, 2}), 2) == Status::InvalidArgument);
     CHECK(prepare_status("AveragePool", {random_tensor({2, 6}, 2)}, ints_attr("kernel_shape", {2})) == Status::InvalidArgument);
     CHECK(prepare_status("GlobalAveragePool", {random_tensor({2, 6}, 2)}) == Status::InvalidArgument);
