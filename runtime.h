@@ -1210,6 +1210,24 @@ inline void gemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_row,
     }
 }
 
+// C[m x n] = A[m x k] Bt[n x k]^T by dot products along contiguous rows. For a few rows of A
+// (a fully connected layer at batch 1, a matrix-vector product) this streams B once instead of
+// packing it. Eight independent partial sums let the compiler vectorize without reassociating.
+inline void gemm_dot(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* bt, int64_t ldbt,
+                     float* c, int64_t ldc) {
+    for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) {
+            const float *x = a + i * lda, *y = bt + j * ldbt;
+            float part[8] = {};
+            int64_t p = 0;
+            for (; p + 8 <= k; p += 8)
+                for (int l = 0; l < 8; ++l) part[l] += x[p + l] * y[p + l];
+            float sum = ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]));
+            for (; p < k; ++p) sum += x[p] * y[p];
+            c[i * ldc + j] = sum;
+        }
+}
+
 // ---- window geometry of Conv, ConvTranspose and the pools: always 3 spatial dims, real ones
 // last (a 2-D op has a leading dim of size 1), so one loop nest serves 1-D, 2-D and 3-D.
 struct Window {
@@ -1615,19 +1633,23 @@ inline Status run_matmul(const RunContext& c) {
             }
             int64_t batch = (int64_t)unit / row_blocks;
             int64_t rows = st.m - r0 < 16 ? st.m - r0 : 16;
-            gemm(rows, st.n, st.k, a + a_offset + r0 * st.k, st.k, 1, b + b_offset, st.n,
-                 y + (batch * st.m + r0) * st.n, st.n, false);
+            if (st.n == 1)  // matrix times vector: B is one contiguous row of k
+                gemm_dot(rows, 1, st.k, a + a_offset + r0 * st.k, st.k, b + b_offset, st.k, y + batch * st.m + r0, 1);
+            else
+                gemm(rows, st.n, st.k, a + a_offset + r0 * st.k, st.k, 1, b + b_offset, st.n,
+                     y + (batch * st.m + r0) * st.n, st.n, false);
         }
     });
     return Status::Ok;
 }
 
 // ---- Gemm: Y = alpha A' B' + beta C. A transposed is read through strides; B transposed is
-// packed into scratch first (the GEMM vectorizes along B's rows).
+// packed into scratch first (the GEMM vectorizes along B's rows), except for fewer than 8 rows
+// of A: then dot products over B's rows (blocks of 64 columns per work unit).
 struct GemmState {
     int64_t m, n, k;
     float alpha, beta;
-    bool trans_a, trans_b, has_c;
+    bool trans_a, trans_b, has_c, dot;
     int64_t c_row, c_col;   // C's strides broadcast to [m, n]
 };
 
@@ -1663,7 +1685,8 @@ inline Status prepare_gemm(PrepareContext& c) {
         st->c_row = strides[0];
         st->c_col = strides[1];
     }
-    if (st->trans_b) c.scratch_bytes = (size_t)(st->k * st->n) * sizeof(float);
+    st->dot = st->trans_b && !st->trans_a && st->m < 8;
+    if (st->trans_b && !st->dot) c.scratch_bytes = (size_t)(st->k * st->n) * sizeof(float);
     return Status::Ok;
 }
 
@@ -1673,6 +1696,24 @@ inline Status run_gemm(const RunContext& c) {
     const float* b = c.inputs[1].as<float>();
     const float* bias = st.has_c ? c.inputs[2].as<float>() : nullptr;
     float* y = c.outputs[0].as<float>();
+    auto finish = [&](int64_t i0, int64_t rows, int64_t j0, int64_t cols) {  // alpha, then beta C
+        for (int64_t i = i0; i < i0 + rows; ++i)
+            for (int64_t j = j0; j < j0 + cols; ++j) {
+                float v = st.alpha * y[i * st.n + j];
+                if (bias) v += st.beta * bias[i * st.c_row + j * st.c_col];
+                y[i * st.n + j] = v;
+            }
+    };
+    if (st.dot) {
+        nn_parallel(c, (uint64_t)((st.n + 63) / 64), [&](uint64_t, uint64_t begin, uint64_t end) {
+            for (int64_t j0 = (int64_t)begin * 64; j0 < (int64_t)end * 64 && j0 < st.n; j0 += 64) {
+                int64_t cols = st.n - j0 < 64 ? st.n - j0 : 64;
+                gemm_dot(st.m, cols, st.k, a, st.k, b + j0 * st.k, st.k, y + j0, st.n);
+                finish(0, st.m, j0, cols);
+            }
+        });
+        return Status::Ok;
+    }
     if (st.trans_b) {  // B is [n, k]: pack to [k, n]
         float* packed = static_cast<float*>(c.scratch);
         for (int64_t j = 0; j < st.n; ++j)
@@ -1686,12 +1727,7 @@ inline Status run_gemm(const RunContext& c) {
             int64_t rows = st.m - r0 < 16 ? st.m - r0 : 16;
             float* yr = y + r0 * st.n;
             gemm(rows, st.n, st.k, a + r0 * a_row, a_row, a_col, b, st.n, yr, st.n, false);
-            for (int64_t i = 0; i < rows; ++i)
-                for (int64_t j = 0; j < st.n; ++j) {
-                    float v = st.alpha * yr[i * st.n + j];
-                    if (bias) v += st.beta * bias[(r0 + i) * st.c_row + j * st.c_col];
-                    yr[i * st.n + j] = v;
-                }
+            finish(r0, rows, 0, st.n);
         }
     });
     return Status::Ok;

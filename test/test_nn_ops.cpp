@@ -519,12 +519,17 @@ TEST_CASE("nn ops: MatMul batched, broadcast and 1-D operands") {
     check_matmul({4}, {2, 4, 3}, 36);
     check_matmul({37, 300}, {300, 290}, 37);  // k and column blocks, row tails
     check_matmul({1, 3, 0}, {0, 2}, 38);       // empty inner dim: zeros
+    check_matmul({2, 21, 53}, {53, 1}, 39);    // matrix times vector (dot products)
+    check_matmul({3, 1, 21, 5}, {1, 2, 5, 1}, 41);
+    check_matmul({2, 21, 3}, {3}, 42);
 }
 
 TEST_CASE("nn ops: Gemm transA, transB, alpha, beta, broadcast C") {
     struct Case { bool ta, tb; float alpha, beta; Shape c; };
-    const int64_t M = 19, K = 23, N = 21;
-    uint32_t seed = 40;
+    for (int64_t M : {19, 1, 7, 8}) {   // under 8 rows of A with transB: dot products
+    const int64_t K = 23 + M, N = 21 + 2 * M;
+    uint32_t seed = 40 + (uint32_t)M;
+    CAPTURE(M);
     for (Case k : {Case{false, false, 1.0f, 1.0f, {M, N}}, Case{true, false, 0.5f, 2.0f, {N}}, Case{false, true, 1.5f, -1.0f, {M, 1}},
                    Case{true, true, -2.0f, 0.25f, {1}}, Case{false, true, 1.0f, 1.0f, {}}, Case{true, false, 1.0f, 3.0f, {1, N}}}) {
         CAPTURE(seed);
@@ -552,6 +557,7 @@ TEST_CASE("nn ops: Gemm transA, transB, alpha, beta, broadcast C") {
             }
         check_close(out.f[0], want);
         seed += 4;
+    }
     }
 }
 
