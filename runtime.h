@@ -1219,11 +1219,11 @@ inline void gemm_dot(int64_t m, int64_t n, int64_t k, const float* a, int64_t ld
         for (int64_t j = 0; j < n; ++j) {
             const float *x = a + i * lda, *y = bt + j * ldbt;
             float part[8] = {};
-            int64_t p = 0;
-            for (; p + 8 <= k; p += 8)
+            int64_t body = k / 8 * 8;
+            for (int64_t p = 0; p < body; p += 8)
                 for (int l = 0; l < 8; ++l) part[l] += x[p + l] * y[p + l];
             float sum = ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]));
-            for (; p < k; ++p) sum += x[p] * y[p];
+            for (int64_t p = body; p < k; ++p) sum += x[p] * y[p];
             c[i * ldc + j] = sum;
         }
 }
