@@ -1230,6 +1230,8 @@ inline void gemm_dot(int64_t m, int64_t n, int64_t k, const float* a, int64_t ld
 
 // ---- window geometry of Conv, ConvTranspose and the pools: always 3 spatial dims, real ones
 // last (a 2-D op has a leading dim of size 1), so one loop nest serves 1-D, 2-D and 3-D.
+constexpr int64_t kMaxWindow = 1 << 24;
+
 struct Window {
     int spatial = 0;                       // real spatial dims (1..3)
     int64_t in[3], out[3], kernel[3], stride[3], dilation[3], pad_begin[3], pad_end[3];
@@ -1266,6 +1268,10 @@ inline Status parse_window(PrepareContext& c, const TensorDesc& x, const int64_t
         if (w->kernel[i] < 1 || w->stride[i] < 1 || w->dilation[i] < 1)
             return c.fail(Status::InvalidArgument, "kernel, strides and dilations must be positive");
         if (w->pad_begin[i] < 0 || w->pad_end[i] < 0) return c.fail(Status::InvalidArgument, "pads must not be negative");
+        // bounded so that no window arithmetic below can overflow
+        if (w->kernel[i] > kMaxWindow || w->stride[i] > kMaxWindow || w->dilation[i] > kMaxWindow ||
+            w->pad_begin[i] > kMaxWindow || w->pad_end[i] > kMaxWindow || w->in[i] > kMaxWindow)
+            return c.fail(Status::InvalidArgument, "kernel, strides, dilations, pads or dims above 2^24");
         w->out[i] = w->in[i];   // ConvTranspose computes the real dims itself
         if (transpose) continue;
         int64_t extent = (w->kernel[i] - 1) * w->dilation[i] + 1;
@@ -1490,6 +1496,8 @@ inline Status prepare_conv_transpose(PrepareContext& c) {
     for (int i = 3 - n; i < 3; ++i) {
         int j = i - (3 - n);
         int64_t extra = output_padding.empty() ? 0 : output_padding[j];
+        if (extra > kMaxWindow || (!output_shape.empty() && output_shape[output_shape.size - (size_t)n + (size_t)j] > kMaxWindow))
+            return c.fail(Status::InvalidArgument, "output_padding or output_shape above 2^24");
         if (extra < 0 || (extra >= w.stride[i] && extra >= w.dilation[i]))
             return c.fail(Status::InvalidArgument, "output_padding must be below the stride or dilation");
         int64_t full = w.stride[i] * (w.in[i] - 1) + extra + (w.kernel[i] - 1) * w.dilation[i] + 1;
@@ -2300,10 +2308,12 @@ inline Status prepare_resize(PrepareContext& c) {
         if (has_scales) {
             scales[d] = static_cast<const float*>(c.values[source])[d];
             if (!(scales[d] > 0.0)) return c.fail(Status::InvalidArgument, "scales must be positive");
+            if (!((double)x.dims[d] * scales[d] < 4294967296.0)) return c.fail(Status::LimitExceeded, "output dim above 2^32");
             st->out[d] = (int64_t)std::floor((double)x.dims[d] * scales[d]);
         } else {
             st->out[d] = static_cast<const int64_t*>(c.values[source])[d];
             if (st->out[d] < 0) return c.fail(Status::InvalidArgument, "sizes must not be negative");
+            if (st->out[d] >= 4294967296ll) return c.fail(Status::LimitExceeded, "output dim above 2^32");
             scales[d] = x.dims[d] ? (double)st->out[d] / (double)x.dims[d] : 1.0;
         }
         if (st->out[d] > 0 && st->in[d] == 0) return c.fail(Status::InvalidArgument, "cannot resize an empty dim");

@@ -1048,6 +1048,8 @@ TEST_CASE("nn ops: Conv and ConvTranspose refuse bad inputs") {
     CHECK(prepare_status("Conv", {x, w}, all({int_attr("group", 2), ints_attr("strides", {1})})) == Status::InvalidArgument);
     CHECK(prepare_status("Conv", {x, w}, all({int_attr("group", 2), ints_attr("dilations", {1, 0})})) == Status::InvalidArgument);
     CHECK(prepare_status("Conv", {x, w}, all({int_attr("group", 2), ints_attr("pads", {-1, 0, 0, 0})})) == Status::InvalidArgument);
+    CHECK(prepare_status("Conv", {x, w}, all({int_attr("group", 2), ints_attr("dilations", {1, INT64_MAX / 2})})) == Status::InvalidArgument);
+    CHECK(prepare_status("Conv", {x, w}, all({int_attr("group", 2), ints_attr("pads", {0, INT64_MAX, 0, 0})})) == Status::InvalidArgument);
     CHECK(prepare_status("Conv", {x, w}, all({int_attr("group", 2), string_attr("auto_pad", "SAME")})) == Status::InvalidArgument);
     CHECK(prepare_status("Conv", {x, w}, all({int_attr("group", 2), ints_attr("kernel_shape", {3, 2})})) == Status::InvalidArgument);
     CHECK(prepare_status("Conv", {x, random_tensor({4, 2, 7, 3}, 4)}, int_attr("group", 2)) == Status::InvalidArgument);  // window > input
@@ -1067,6 +1069,8 @@ TEST_CASE("nn ops: Conv and ConvTranspose refuse bad inputs") {
     CHECK(prepare_status("ConvTranspose", {x, wt}, ints_attr("output_shape", {-1, 8})) == Status::InvalidArgument);
     CHECK(prepare_status("ConvTranspose", {x, wt}, ints_attr("output_shape", {8})) == Status::InvalidArgument);
     CHECK(prepare_status("ConvTranspose", {x, wt}, ints_attr("pads", {5, 5, 5, 5})) == Status::InvalidArgument);
+    CHECK(prepare_status("ConvTranspose", {x, wt}, ints_attr("strides", {INT64_MAX, 1})) == Status::InvalidArgument);
+    CHECK(prepare_status("ConvTranspose", {x, wt}, ints_attr("output_shape", {INT64_MAX, 8})) == Status::InvalidArgument);
 }
 
 TEST_CASE("nn ops: MatMul and Gemm refuse bad inputs") {
@@ -1111,6 +1115,7 @@ TEST_CASE("nn ops: pools refuse bad inputs") {
     CHECK(prepare_status("MaxPool", {x}, all({ints_attr("kernel_shape", {2, 2}), ints_attr("pads", {2, 0, 0, 0})})) == Status::InvalidArgument);
     CHECK(prepare_status("MaxPool", {x}, all({ints_attr("kernel_shape", {2, 2}), int_attr("ceil_mode", 2)})) == Status::InvalidArgument);
     CHECK(prepare_status("MaxPool", {x}, ints_attr("kernel_shape", {7, 2})) == Status::InvalidArgument);
+    CHECK(prepare_status("MaxPool", {x}, ints_attr("kernel_shape", {INT64_MAX, 2})) == Status::InvalidArgument);
     CHECK(prepare_status("AveragePool", {x}, ints_attr("kernel_shape", {2, 2}), 2) == Status::InvalidArgument);
     CHECK(prepare_status("AveragePool", {random_tensor({2, 6}, 2)}, ints_attr("kernel_shape", {2})) == Status::InvalidArgument);
     CHECK(prepare_status("GlobalAveragePool", {random_tensor({2, 6}, 2)}) == Status::InvalidArgument);
@@ -1147,6 +1152,9 @@ TEST_CASE("nn ops: Resize refuses bad inputs and data-dependent shapes") {
     CHECK(prepare_status("Resize", {x, absent(), constant_floats({3}, {1, 2, 2})}) == Status::InvalidArgument);
     CHECK(prepare_status("Resize", {x, absent(), constant_floats({4}, {1, 1, 0, 2})}) == Status::InvalidArgument);
     CHECK(prepare_status("Resize", {x, absent(), absent(), int64s({4}, {1, 1, -1, 3})}) == Status::InvalidArgument);
+    CHECK(prepare_status("Resize", {x, absent(), absent(), int64s({4}, {1, 1, INT64_MAX, 3})}) == Status::LimitExceeded);
+    CHECK(prepare_status("Resize", {x, absent(), constant_floats({4}, {1, 1, 1e30f, 2})}) == Status::LimitExceeded);
+    CHECK(prepare_status("Resize", {x, absent(), constant_floats({4}, {1, 1, NAN, 2})}) == Status::InvalidArgument);
     CHECK(prepare_status("Resize", {x, absent(), scales}, string_attr("mode", "cubic")) == Status::Unsupported);
     CHECK(prepare_status("Resize", {x, absent(), scales}, string_attr("nearest_mode", "up")) == Status::InvalidArgument);
     CHECK(prepare_status("Resize", {x, absent(), scales}, string_attr("coordinate_transformation_mode", "tf_crop_and_resize")) ==
