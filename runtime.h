@@ -1350,7 +1350,8 @@ inline Status prepare_conv(PrepareContext& c) {
     for (int i = 0; i < w.spatial; ++i) y.dims[2 + i] = w.out[3 - w.spatial + i];
     st->depthwise = st->group_channels == 1 && st->group_maps < 4 && !st->direct;
     st->slots = c.threads ? c.threads : 1;
-    if (!st->direct && !st->depthwise) c.scratch_bytes = (size_t)st->slots * (size_t)((st->depth * st->block + 15) & ~15) * sizeof(float);
+    if (!st->direct && !st->depthwise)
+        c.scratch_bytes = (size_t)st->slots * (size_t)((st->depth * st->block + 15) & ~15) * sizeof(float);
     return Status::Ok;
 }
 
@@ -1434,7 +1435,8 @@ inline Status run_conv(const RunContext& c) {
     nn_parallel(c, (uint64_t)(st.batch * st.groups * blocks), [&](uint64_t slot, uint64_t begin, uint64_t end) {
         float* col = static_cast<float*>(c.scratch) + slot * slot_floats;
         for (uint64_t unit = begin; unit < end; ++unit) {
-            int64_t blk = (int64_t)unit % blocks, g = (int64_t)unit / blocks % st.groups, n = (int64_t)unit / blocks / st.groups;
+            int64_t blk = (int64_t)unit % blocks, g = (int64_t)unit / blocks % st.groups;
+            int64_t n = (int64_t)unit / blocks / st.groups;
             int64_t p0 = blk * st.block, count = positions - p0 < st.block ? positions - p0 : st.block;
             const float* xg = x + (n * st.channels + g * st.group_channels) * in_plane;
             const float* b = xg + p0;
@@ -1486,7 +1488,8 @@ inline Status prepare_conv_transpose(PrepareContext& c) {
     if (s != Status::Ok) return s;
     Window& w = st->w;
     int n = w.spatial;
-    Span<const int64_t> output_padding = c.attribute_ints("output_padding"), output_shape = c.attribute_ints("output_shape");
+    Span<const int64_t> output_padding = c.attribute_ints("output_padding");
+    Span<const int64_t> output_shape = c.attribute_ints("output_shape");
     if (!output_padding.empty() && output_padding.size != (size_t)n)
         return c.fail(Status::InvalidArgument, "output_padding does not match %d spatial dims", n);
     if (!output_shape.empty() && output_shape.size != (size_t)n && output_shape.size != (size_t)n + 2)
@@ -1496,15 +1499,14 @@ inline Status prepare_conv_transpose(PrepareContext& c) {
     for (int i = 3 - n; i < 3; ++i) {
         int j = i - (3 - n);
         int64_t extra = output_padding.empty() ? 0 : output_padding[j];
-        if (extra > kMaxWindow || (!output_shape.empty() && output_shape[output_shape.size - (size_t)n + (size_t)j] > kMaxWindow))
-            return c.fail(Status::InvalidArgument, "output_padding or output_shape above 2^24");
         if (extra < 0 || (extra >= w.stride[i] && extra >= w.dilation[i]))
             return c.fail(Status::InvalidArgument, "output_padding must be below the stride or dilation");
         int64_t full = w.stride[i] * (w.in[i] - 1) + extra + (w.kernel[i] - 1) * w.dilation[i] + 1;
         int64_t target = -1;
         if (!output_shape.empty()) target = output_shape[output_shape.size - (size_t)n + (size_t)j];
         else if (same) target = w.in[i] * w.stride[i];
-        if (!output_shape.empty() && target < 0) return c.fail(Status::InvalidArgument, "output_shape must not be negative");
+        if (!output_shape.empty() && (target < 0 || target > kMaxWindow))
+            return c.fail(Status::InvalidArgument, "output_shape must be in [0, 2^24]");
         if (auto_pad == StringView("VALID")) w.pad_begin[i] = w.pad_end[i] = 0;
         if (target >= 0) {
             // The spec's split of the total padding, with Python's floor division: a larger
@@ -1600,7 +1602,8 @@ inline Status prepare_matmul(PrepareContext& c) {
     st->k = a.dims[a.rank - 1];
     st->n = b.dims[b.rank - 1];
     if (b.dims[b.rank - 2] != st->k)
-        return c.fail(Status::InvalidArgument, "inner dims differ: %lld and %lld", (long long)st->k, (long long)b.dims[b.rank - 2]);
+        return c.fail(Status::InvalidArgument, "inner dims differ: %lld and %lld", (long long)st->k,
+                      (long long)b.dims[b.rank - 2]);
     TensorDesc ab = a, bb = b, out;
     ab.rank -= 2;
     bb.rank -= 2;
@@ -1851,7 +1854,8 @@ inline Status prepare_layer_norm(PrepareContext& c) {
     const TensorDesc& x = c.inputs[0];
     int axis = 0;
     if (!nn_axis(c.attribute_int("axis", -1), x.rank, &axis))
-        return c.fail(Status::InvalidArgument, "axis %lld out of range for rank %d", (long long)c.attribute_int("axis", -1), x.rank);
+        return c.fail(Status::InvalidArgument, "axis %lld out of range for rank %d", (long long)c.attribute_int("axis", -1),
+                      x.rank);
     LayerNormState* st = nn_state<LayerNormState>(c);
     if (!st) return c.fail(Status::OutOfMemory, "out of memory");
     st->norm = NormState{c.attribute_float("epsilon", 1e-5f), nn_product(x, 0, axis), 1, nn_product(x, axis, x.rank)};
@@ -2210,7 +2214,8 @@ inline Status prepare_arg(PrepareContext& c, bool max) {
     const TensorDesc& x = c.inputs[0];
     int axis = 0;
     if (x.rank < 1 || !nn_axis(c.attribute_int("axis", 0), x.rank, &axis))
-        return c.fail(Status::InvalidArgument, "axis %lld out of range for rank %d", (long long)c.attribute_int("axis", 0), x.rank);
+        return c.fail(Status::InvalidArgument, "axis %lld out of range for rank %d", (long long)c.attribute_int("axis", 0),
+                      x.rank);
     if (x.dims[axis] == 0) return c.fail(Status::InvalidArgument, "the reduced axis is empty");
     ArgState* st = nn_state<ArgState>(c);
     if (!st) return c.fail(Status::OutOfMemory, "out of memory");
@@ -2284,7 +2289,8 @@ inline Status prepare_resize(PrepareContext& c) {
     if (!linear && mode != StringView("nearest"))
         return c.fail(Status::Unsupported, "mode '%.*s'", (int)mode.size, mode.data);
     // Resize-10 is Upsample: asymmetric coordinates, nearest rounds down
-    StringView transform = c.opset == 10 ? StringView("asymmetric") : c.attribute_string("coordinate_transformation_mode", "half_pixel");
+    StringView transform = c.opset == 10 ? StringView("asymmetric")
+                                         : c.attribute_string("coordinate_transformation_mode", "half_pixel");
     StringView rounding = c.opset == 10 ? StringView("floor") : c.attribute_string("nearest_mode", "round_prefer_floor");
     enum { HalfPixel, PytorchHalfPixel, AlignCorners, Asymmetric } how;
     if (transform == StringView("half_pixel")) how = HalfPixel;
@@ -2372,7 +2378,8 @@ inline Status run_resize(const RunContext& c) {
     int rank = st.rank;
     if (st.linear) {  // planes of [H, W]
         int h = rank - 2, w = rank - 1;
-        int64_t planes = rank == 4 ? st.in[0] * st.in[1] : 1, in_plane = st.in[h] * st.in[w], out_plane = st.out[h] * st.out[w];
+        int64_t planes = rank == 4 ? st.in[0] * st.in[1] : 1;
+        int64_t in_plane = st.in[h] * st.in[w], out_plane = st.out[h] * st.out[w];
         nn_parallel(c, (uint64_t)planes, [&](uint64_t, uint64_t begin, uint64_t end) {
             for (uint64_t p = begin; p < end; ++p) {
                 const float* xp = x + (int64_t)p * in_plane;
