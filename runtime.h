@@ -3739,8 +3739,7 @@ void nn_parallel(const RunContext& c, uint64_t units, F&& f, uint64_t max_slots 
         const Job& j = *static_cast<const Job*>(user);
         for (uint64_t s = begin; s < end; ++s) (*j.f)(s, s * j.units / j.slots, (s + 1) * j.units / j.slots);
     };
-    // Switch to c.parallel_for(slots, body, &job) once RunContext::parallel_for is defined.
-    body(&job, 0, slots);
+    c.parallel_for(slots, body, &job);
 }
 
 template <class T>
