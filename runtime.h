@@ -2161,6 +2161,8 @@ struct CompiledModel::Impl {
     PlacementSummary summary[64];
     uint32_t summary_count = 0;
     uint32_t step_count = 0;             // kernel steps (transfers excluded)
+    NodeId* fallback = nullptr;          // nodes the first listed device did not take, in id order
+    uint32_t fallback_count = 0;
     uint64_t* zones = nullptr;           // TESSEL_USE_MICROPROFILE: a token per exec step, then per subgraph
     void* blob = nullptr;                // import: constants point into this copy
     Model* source = nullptr;             // import: the model read from the blob
@@ -2203,6 +2205,19 @@ void CompiledModel::write_summary(WriteFn write, void* user) const {
         int k = std::snprintf(line, sizeof line, "device %.*s: %u nodes in %u subgraphs, %u kernels, %u fell back from a higher-priority device\n",
                               (int)p.device.size, p.device.data, p.nodes, p.subgraphs, p.kernels, p.fallback_nodes);
         write(user, line, (size_t)k);
+    }
+    for (uint32_t i = 0; i < impl_->fallback_count && i < 16; ++i) {   // why nodes fell back
+        const Graph& g = impl_->prepared.model.graph;
+        const Node& n = g.node(impl_->fallback[i]);
+        StringView to = impl_->subgraph_device[impl_->subgraph_of[impl_->fallback[i]]]->name();
+        StringView first = impl_->devices[0]->name();
+        detail::print(line, sizeof line, "fallback: '%.*s' (%.*s) runs on %.*s: %.*s does not support it\n", (int)n.name.size,
+                      n.name.data, (int)n.op.size, n.op.data, (int)to.size, to.data, (int)first.size, first.data);
+        write(user, line, std::strlen(line));
+    }
+    if (impl_->fallback_count > 16) {
+        detail::print(line, sizeof line, "fallback: %u more nodes\n", impl_->fallback_count - 16);
+        write(user, line, std::strlen(line));
     }
     int k = std::snprintf(line, sizeof line, "memory: %zu bytes of activations per request (%zu without reuse), %zu scratch; %u nodes folded or removed\n",
                           impl_->arena_bytes, impl_->unplanned_bytes, impl_->scratch_bytes, impl_->prepared.folded_count());
@@ -2746,6 +2761,11 @@ Status Core::compile_job(void* job_pointer, const Model& model, Span<const Input
                         node.name.data, (int)node.op.size, node.op.data, m->device_string);
         if (chosen[v] > 0) ++fallback[chosen[v]];
     }
+    m->fallback = m->arena.allocate_array<NodeId>(n + 1);
+    if (!m->fallback) return fail(Status::OutOfMemory, "out of memory");
+    for (NodeId v = 0; v < n; ++v)
+        if (!detail::is_free_op(g.node(v).op) && chosen[v] != kNoDevice && chosen[v] > 0 && g.node(v).affinity == kNoDevice)
+            m->fallback[m->fallback_count++] = v;
     Span<const NodeId> order = g.topological_order();
     for (size_t k = order.size; k-- > 0;) {   // consumers first, so Parameters see them
         NodeId v = order[k];

@@ -689,6 +689,8 @@ TEST_CASE("runtime: profiling gives one entry per step with device and kernel") 
     compiled.write_summary(test::append_to_string, &summary);
     CHECK(summary.find("device TEMPLATE: 1 nodes in 1 subgraphs, 1 kernels") != std::string::npos);
     CHECK(summary.find("device CPU: 4 nodes in 2 subgraphs, 3 kernels, 4 fell back") != std::string::npos);
+    CHECK(summary.find("fallback: 'add' (Add) runs on CPU: TEMPLATE does not support it\n") != std::string::npos);
+    CHECK(summary.find("fallback: 'relu'") == std::string::npos);
 }
 
 TEST_CASE("runtime: write_onnx then read_onnx gives the same model and the same outputs") {
