@@ -1107,7 +1107,7 @@ struct detail_prepare {
 
     static Status run(const Model& source, Span<const InputShape> shapes, const Limits& limits, KernelLookup lookup,
                       void* lookup_user, uint32_t threads, PreparedModel* out, char* error,
-                      Span<const InputValue> frozen = Span<const InputValue>()) {
+                      Span<const InputValue> frozen = Span<const InputValue>(), bool fold_batchnorms = true) {
         const Graph& g = source.graph;
         if (!g.finalized()) return fail(error, Status::NotFinalized, "the model is not finalized");
         uint32_t n = g.node_count();
@@ -1272,14 +1272,24 @@ struct detail_prepare {
                 else if (s != Status::LimitExceeded) return s;  // too large to fold: runs each inference
             }
         }
-        // Which nodes the outputs need; folded nodes become Constants, the rest is dropped.
+        // Conv + BatchNormalization pairs to fold (the Conv reads x only; the BN reads the Conv).
         Span<const NodeId> order = g.topological_order();
+        NodeId* batchnorm_of = scratch.allocate_array<NodeId>(n + 1);
+        uint8_t* absorbed = scratch.allocate_array<uint8_t>(n + 1);
+        if (!batchnorm_of || !absorbed) return fail(error, Status::OutOfMemory, "out of memory preparing the model");
+        for (NodeId id = 0; id < n; ++id) { batchnorm_of[id] = kNoNode; absorbed[id] = 0; }
+        for (NodeId id = 0; fold_batchnorms && id < n; ++id) {
+            NodeId bn = foldable_batchnorm(g, id, base, desc, data, folded);
+            if (bn != kNoNode && !absorbed[bn]) { batchnorm_of[id] = bn; absorbed[bn] = 1; }
+        }
+        // Which nodes the outputs need; folded nodes become Constants, the rest is dropped.
         for (size_t k = order.size; k-- > 0;) {
             NodeId id = order[k];
             const Node& node = g.node(id);
             if (node.op == StringView("Result")) needed[id] = 1;
             if (!needed[id] || folded[id]) continue;
-            for (uint32_t i = 0; i < node.num_inputs; ++i) needed[node.inputs[i].producer] = 1;
+            uint32_t reads = absorbed[id] || batchnorm_of[id] != kNoNode ? 1 : node.num_inputs;
+            for (uint32_t i = 0; i < reads; ++i) needed[node.inputs[i].producer] = 1;
         }
         // Build the prepared model: Parameters in interface order, then the rest in
         // topological order, then Results in interface order.
@@ -1299,7 +1309,7 @@ struct detail_prepare {
         uint32_t removed = 0;
         for (NodeId id : order) {
             const Node& node = g.node(id);
-            if ((node.op == StringView("Parameter") && !folded[id]) || node.op == StringView("Result")) continue;
+            if ((node.op == StringView("Parameter") && !folded[id]) || node.op == StringView("Result") || absorbed[id]) continue;
             if (!needed[id]) {   // dead, or read only by folded nodes (weights are not counted)
                 if (!(node.op == StringView("Constant") && node.num_inputs == 0) && node.op != StringView("Absent")) ++removed;
                 continue;
@@ -1327,8 +1337,30 @@ struct detail_prepare {
                 refs[i] = InputRef::by_id(new_id[base[e.producer] + (single ? e.port : 0)], single ? 0 : e.port,
                                           e.keep_apart != 0);
             }
+            uint32_t input_count = node.num_inputs;
+            NodeId batchnorm = batchnorm_of[id];
+            if (batchnorm != kNoNode) {   // new weights and bias, as Constants
+                float *w = nullptr, *b = nullptr;
+                Status st = fold_batchnorm(g, id, batchnorm, base, desc, data, &arena, &w, &b);
+                if (st != Status::Ok) return fail(error, st, "out of memory folding a BatchNormalization");
+                uint32_t wv = base[node.inputs[1].producer] + node.inputs[1].port;
+                TensorDesc bias_desc;
+                bias_desc.type = ElementType::Float32;
+                bias_desc.rank = 1;
+                bias_desc.dims[0] = desc[wv].dims[0];
+                NodeId wn, bn_id;
+                std::snprintf(name, sizeof name, "%.*s.folded_weight", (int)node.name.size, node.name.data);
+                st = m.add_constant(StringView(name), desc[wv], w, &wn, false);
+                std::snprintf(name, sizeof name, "%.*s.folded_bias", (int)node.name.size, node.name.data);
+                if (st == Status::Ok) st = m.add_constant(StringView(name), bias_desc, b, &bn_id, false);
+                if (st != Status::Ok) return copy_error(m, st, error);
+                refs[1] = InputRef::by_id(wn);
+                refs[2] = InputRef::by_id(bn_id);
+                input_count = 3;
+                ++removed;
+            }
             NodeId nid = kNoNode;
-            Status s = m.add_node(node.op, node.name, Span<const InputRef>(refs, node.num_inputs), node.num_outputs, &nid);
+            Status s = m.add_node(node.op, node.name, Span<const InputRef>(refs, input_count), node.num_outputs, &nid);
             if (s != Status::Ok) return copy_error(m, s, error);
             for (const Attribute* a = node.attributes; a; a = a->next) {
                 s = m.graph.add_attribute(nid, *a);
@@ -1343,6 +1375,7 @@ struct detail_prepare {
                 s = m.graph.set_output_desc(nid, p, desc[base[id] + p]);
                 if (s != Status::Ok) return copy_error(m, s, error);
             }
+            if (batchnorm != kNoNode) new_id[base[batchnorm]] = nid;   // the BatchNormalization's readers read the Conv
         }
         for (uint32_t i = 0; i < source.output_count(); ++i) {
             const Node& r = g.node(source.output(i).node);
@@ -1388,15 +1421,106 @@ struct detail_prepare {
                 const Attribute* a = pg.find_attribute(i, "value");
                 out->constants_[out->value_base_[i]] = a && a->tensor && a->tensor->data ? a->tensor->data : &kEmpty;
             }
-            NodeId src = g.find(node.name);
-            if (src != kNoNode && !detail::is_free_op(node.op)) {
-                out->kernels_[i] = kernel[src];
-                out->states_[i] = state[src];
-                out->scratch_[i] = scratch_bytes[src];
-                out->in_place_[i] = in_place[src];
+        }
+        // Kernels prepared again on the prepared graph itself: its nodes may differ from the
+        // source's (folded inputs, a Conv that absorbed its BatchNormalization).
+        for (NodeId i : pg.topological_order()) {
+            const Node& node = pg.node(i);
+            if (detail::is_free_op(node.op)) continue;
+            for (uint32_t k = 0; k < node.num_inputs; ++k) {
+                uint32_t value = out->value_base_[node.inputs[k].producer] + node.inputs[k].port;
+                in_desc[k] = out->descs_[value];
+                in_value[k] = out->constants_[value];
+                if (pg.node(node.inputs[k].producer).op == StringView("Absent")) { in_desc[k] = TensorDesc(); in_value[k] = nullptr; }
             }
+            const OpKernel* k = lookup(lookup_user, node.op);
+            TensorDesc check[64];
+            PrepareContext c;
+            c.graph = &pg;
+            c.node = i;
+            c.opset = source.opset;
+            c.num_inputs = node.num_inputs;
+            c.inputs = in_desc;
+            c.values = in_value;
+            c.num_outputs = node.num_outputs;
+            c.outputs = check;
+            c.arena = &arena;
+            c.threads = threads;
+            Status st = k ? k->prepare(c) : Status::Unsupported;
+            if (st != Status::Ok) {
+                std::snprintf(error, 256, "%s", c.error[0] ? c.error : "prepare failed");
+                return st;
+            }
+            for (uint32_t p = 0; p < node.num_outputs; ++p)   // the same shapes as the first pass
+                TESSEL_ASSERT(check[p].rank == out->descs_[out->value_base_[i] + p].rank);
+            out->kernels_[i] = k;
+            out->states_[i] = c.state;
+            out->scratch_[i] = c.scratch_bytes;
+            out->in_place_[i] = c.in_place ? 1 : 0;
         }
         out->folded_ = removed;
+        return Status::Ok;
+    }
+
+    // Conv followed by an inference BatchNormalization whose parameters are constants (and
+    // the Conv read by nothing else): the BatchNormalization goes into the Conv's weights,
+    // W'[o] = W[o] a[o], B'[o] = (B[o] - mean[o]) a[o] + bias[o], a = scale / sqrt(var + eps).
+    // Returns the BatchNormalization node, or kNoNode.
+    static NodeId foldable_batchnorm(const Graph& g, NodeId conv, const uint32_t* base, const TensorDesc* desc,
+                                     const void* const* data, const uint8_t* folded) {
+        const Node& c = g.node(conv);
+        if (!(c.op == StringView("Conv")) || c.num_inputs < 2 || c.num_outputs != 1 || folded[conv]) return kNoNode;
+        Span<const NodeId> succ = g.successors(conv);
+        if (succ.size != 1) return kNoNode;
+        NodeId bn = succ[0];
+        const Node& b = g.node(bn);
+        if (!(b.op == StringView("BatchNormalization")) || b.num_inputs != 5 || b.num_outputs != 1 || folded[bn]) return kNoNode;
+        if (b.inputs[0].producer != conv) return kNoNode;
+        for (uint32_t i = 1; i < 5; ++i)
+            if (b.inputs[i].producer == conv) return kNoNode;
+        const Attribute* training = g.find_attribute(bn, "training_mode");
+        if (training && training->kind == AttributeKind::Int && training->i) return kNoNode;
+        uint32_t w = base[c.inputs[1].producer] + c.inputs[1].port;
+        if (!data[w] || desc[w].type != ElementType::Float32 || desc[w].rank < 3) return kNoNode;
+        int64_t channels = desc[w].dims[0];
+        if (c.num_inputs > 2) {
+            uint32_t bias = base[c.inputs[2].producer] + c.inputs[2].port;
+            if (g.node(c.inputs[2].producer).op != StringView("Absent") &&
+                (!data[bias] || desc[bias].type != ElementType::Float32 || desc[bias].rank != 1 || desc[bias].dims[0] != channels))
+                return kNoNode;
+        }
+        for (uint32_t i = 1; i < 5; ++i) {
+            uint32_t v = base[b.inputs[i].producer] + b.inputs[i].port;
+            if (!data[v] || desc[v].type != ElementType::Float32 || desc[v].rank != 1 || desc[v].dims[0] != channels) return kNoNode;
+        }
+        return bn;
+    }
+
+    static Status fold_batchnorm(const Graph& g, NodeId conv, NodeId bn, const uint32_t* base, const TensorDesc* desc,
+                                 const void* const* data, Arena* arena, float** weights, float** bias) {
+        const Node& c = g.node(conv);
+        const Node& b = g.node(bn);
+        uint32_t w = base[c.inputs[1].producer] + c.inputs[1].port;
+        uint64_t count = 0;
+        desc_elements(desc[w], &count);
+        int64_t channels = desc[w].dims[0];
+        uint64_t per = channels ? count / (uint64_t)channels : 0;
+        const float* old_w = static_cast<const float*>(data[w]);
+        const float* old_b = nullptr;
+        if (c.num_inputs > 2 && g.node(c.inputs[2].producer).op != StringView("Absent"))
+            old_b = static_cast<const float*>(data[base[c.inputs[2].producer] + c.inputs[2].port]);
+        const float* p[4];
+        for (uint32_t i = 0; i < 4; ++i) p[i] = static_cast<const float*>(data[base[b.inputs[i + 1].producer] + b.inputs[i + 1].port]);
+        const Attribute* e = g.find_attribute(bn, "epsilon");
+        double epsilon = e && e->kind == AttributeKind::Float ? e->f : 1e-5;
+        *weights = static_cast<float*>(arena->allocate(count * sizeof(float) + 1, 64));
+        *bias = static_cast<float*>(arena->allocate((size_t)channels * sizeof(float) + 1, 64));
+        if (!*weights || !*bias) return Status::OutOfMemory;
+        for (int64_t o = 0; o < channels; ++o) {
+            double a = (double)p[0][o] / std::sqrt((double)p[3][o] + epsilon);
+            for (uint64_t k = 0; k < per; ++k) (*weights)[(uint64_t)o * per + k] = (float)(old_w[(uint64_t)o * per + k] * a);
+            (*bias)[o] = (float)(((old_b ? old_b[o] : 0.0) - p[2][o]) * a + p[1][o]);
+        }
         return Status::Ok;
     }
 

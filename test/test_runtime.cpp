@@ -772,3 +772,59 @@ TEST_CASE("runtime: opsets below 7 run when their legacy attributes mean what Nu
     build(&modern, -1, 7);
     CHECK(core.compile_model(modern, "CPU", {}, &compiled) == Status::InvalidArgument);
 }
+
+TEST_CASE("runtime: a BatchNormalization after a Conv with constant parameters is folded into its weights") {
+    auto build = [](Model* m, bool conv_is_output) {
+        NodeId x, w, b, scale, bias, mean, var, conv, bn;
+        REQUIRE(m->add_input("x", float_desc({1, 3, 7, 7}), &x) == Status::Ok);
+        std::mt19937 rng(3);
+        std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+        std::vector<float> wv(4 * 3 * 3 * 3), p(4);
+        for (float& v : wv) v = u(rng);
+        REQUIRE(m->add_constant("w", float_desc({4, 3, 3, 3}), wv.data(), &w) == Status::Ok);
+        for (float& v : p) v = u(rng);
+        REQUIRE(m->add_constant("b", float_desc({4}), p.data(), &b) == Status::Ok);
+        for (float& v : p) v = 1 + 0.5f * u(rng);
+        REQUIRE(m->add_constant("scale", float_desc({4}), p.data(), &scale) == Status::Ok);
+        for (float& v : p) v = u(rng);
+        REQUIRE(m->add_constant("bias", float_desc({4}), p.data(), &bias) == Status::Ok);
+        for (float& v : p) v = 0.3f * u(rng);
+        REQUIRE(m->add_constant("mean", float_desc({4}), p.data(), &mean) == Status::Ok);
+        for (float& v : p) v = 1.5f + u(rng);
+        REQUIRE(m->add_constant("var", float_desc({4}), p.data(), &var) == Status::Ok);
+        InputRef cin[] = {InputRef::by_id(x), InputRef::by_id(w), InputRef::by_id(b)};
+        REQUIRE(m->add_node("Conv", "conv", cin, 1, &conv) == Status::Ok);
+        int64_t pads[] = {1, 1, 1, 1};
+        REQUIRE(m->set_ints(conv, "pads", pads) == Status::Ok);
+        InputRef bin[] = {InputRef::by_id(conv), InputRef::by_id(scale), InputRef::by_id(bias), InputRef::by_id(mean), InputRef::by_id(var)};
+        REQUIRE(m->add_node("BatchNormalization", "bn", bin, 1, &bn) == Status::Ok);
+        REQUIRE(m->set_float(bn, "epsilon", 1e-3f) == Status::Ok);
+        REQUIRE(m->add_output("y", InputRef::by_id(bn)) == Status::Ok);
+        if (conv_is_output) REQUIRE(m->add_output("c", InputRef::by_id(conv)) == Status::Ok);
+        REQUIRE(m->finalize() == Status::Ok);
+    };
+    Model folded_model, kept_model;
+    build(&folded_model, false);
+    build(&kept_model, true);   // the Conv's value is an output: nothing to fold
+    Core core;
+    CompiledModel folded, kept;
+    REQUIRE(core.compile_model(folded_model, "CPU", {}, &folded) == Status::Ok);
+    REQUIRE(core.compile_model(kept_model, "CPU", {}, &kept) == Status::Ok);
+    const Graph& fg = folded.prepared()->model.graph;
+    CHECK(fg.find("bn") == kNoNode);
+    CHECK(fg.find("conv.folded_weight") != kNoNode);
+    CHECK(fg.find("w") == kNoNode);   // the original weights are no longer needed
+    CHECK(folded.prepared()->folded_count() == 1);
+    CHECK(kept.prepared()->model.graph.find("bn") != kNoNode);
+    CHECK(folded.step_count() == 1);
+    CHECK(kept.step_count() == 2);
+    auto a = run_compiled(folded, 8);
+    auto b = run_compiled(kept, 8);
+    REQUIRE(a[0].size() == b[0].size());
+    for (size_t i = 0; i < a[0].size(); ++i) CHECK(std::fabs(a[0][i] - b[0][i]) <= 1e-5f * (1 + std::fabs(b[0][i])));
+    // The blob holds the folded model and gives the same bits.
+    CompiledModel imported;
+    std::vector<char> blob = export_blob(folded);
+    REQUIRE(core.import_model(blob.data(), blob.size(), &imported) == Status::Ok);
+    CHECK(bitwise_equal(run_compiled(imported, 8), a));
+}
