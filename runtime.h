@@ -26,7 +26,8 @@
    --------
    compile_model: the common transformations (static shapes from the inputs or InputShape;
    every node whose inputs are known at compile time, and Shape/Size, evaluated once and
-   folded into a Constant; nodes that only fed folded ones dropped) give a PreparedModel with
+   folded into a Constant; a BatchNormalization after a Conv with constant parameters folded
+   into the Conv's weights; nodes that only fed folded ones dropped) give a PreparedModel with
    the original node names. Each device of the list answers query_model; every node goes to
    the first device that supports it (a user affinity wins); hetero.h partitions the graph
    (HETERO_ALGORITHM rollback|levels|waves, HETERO_MIN_SUBGRAPH); each subgraph is compiled
