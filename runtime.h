@@ -476,6 +476,11 @@ public:
     Status compile_model(const Model& model, StringView device, Span<const ConfigEntry> config, CompiledModel* out,
                          Span<const InputShape> shapes = Span<const InputShape>(),
                          Span<const InputValue> values = Span<const InputValue>());
+    // Plans `compiled` again for new input shapes, with the device list and config it was
+    // compiled with (the cost of a compile: see the README). `model` must be the model it was
+    // compiled from. A request of the old plan must be created again. NotFinalized if
+    // `compiled` holds nothing; the errors of compile_model otherwise.
+    Status reshape(const Model& model, Span<const InputShape> shapes, CompiledModel* compiled);
     // Reads a blob written by CompiledModel::export_model. ParseError on a truncated,
     // corrupted (checksum) or foreign blob, Unsupported on a newer format version, NotFound
     // when a device it names is not registered.
@@ -2801,6 +2806,33 @@ Status Core::compile_model(const Model& model, StringView device_string, Span<co
     if (s != Status::Ok) { destroy(m); return s; }
     out->impl_ = m;
     return Status::Ok;
+}
+
+Status Core::reshape(const Model& model, Span<const InputShape> shapes, CompiledModel* compiled) {
+    if (!compiled || !compiled->impl_) return fail(Status::NotFinalized, "reshape: nothing compiled");
+    const CompiledModel::Impl& old = *compiled->impl_;
+    // The config every listed device had at compile time, as "DEVICE:KEY" entries.
+    char device[256];
+    detail::print(device, sizeof device, "%s", old.device_string);
+    uint32_t count = old.config_count;
+    char (*keys)[128] = static_cast<char (*)[128]>(TESSEL_MALLOC(sizeof(char[128]) * (count + 1)));
+    ConfigEntry* config = static_cast<ConfigEntry*>(TESSEL_MALLOC(sizeof(ConfigEntry) * (count + 1)));
+    char (*values)[512] = static_cast<char (*)[512]>(TESSEL_MALLOC(sizeof(char[512]) * (count + 1)));
+    if (!keys || !config || !values) {
+        TESSEL_FREE(keys); TESSEL_FREE(config); TESSEL_FREE(values);
+        return fail(Status::OutOfMemory, "out of memory");
+    }
+    for (uint32_t i = 0; i < count; ++i) {
+        StringView name = old.config[i].device->name();
+        detail::print(keys[i], 128, "%.*s:%s", (int)name.size, name.data, old.config[i].key);
+        detail::print(values[i], 512, "%s", old.config[i].value);
+        config[i] = ConfigEntry{StringView(keys[i]), StringView(values[i])};
+    }
+    Status s = compile_model(model, StringView(device), Span<const ConfigEntry>(config, count), compiled, shapes);
+    TESSEL_FREE(keys);
+    TESSEL_FREE(config);
+    TESSEL_FREE(values);
+    return s;
 }
 
 Status Core::query_model(const Model& model, StringView device_string, uint16_t* devices) {

@@ -609,6 +609,29 @@ TEST_CASE("runtime: symbolic input dims come from the shapes given at compile ti
     CHECK(std::string(core.last_error()) == "input 'x' dim 1 is 8, --shape gives 9");
     InputShape unknown[] = {{"z", Span<const int64_t>(dims, 2)}};
     CHECK(core.compile_model(m, "CPU", {}, &compiled, unknown) == Status::NotFound);
+    // A new input shape: reshape plans the model again, with its device and config.
+    ConfigEntry threads[] = {{"CPU:NUM_THREADS", "2"}};
+    REQUIRE(core.compile_model(m, "CPU", threads, &compiled, shape) == Status::Ok);
+    Tensor seven;
+    int64_t seven_dims[] = {7, 8};
+    REQUIRE(seven.allocate(ElementType::Float32, seven_dims) == Status::Ok);
+    {
+        InferRequest old_request;
+        REQUIRE(compiled.create_request(&old_request) == Status::Ok);
+        CHECK(old_request.set_input(0, seven) == Status::InvalidArgument);   // never a wrong result
+    }
+    InputShape shape7[] = {{"x", Span<const int64_t>(seven_dims, 2)}};
+    REQUIRE(core.reshape(m, shape7, &compiled) == Status::Ok);
+    CHECK(compiled.input_desc(0).dims[0] == 7);
+    InferRequest request;
+    REQUIRE(compiled.create_request(&request) == Status::Ok);
+    for (int i = 0; i < 56; ++i) seven.data_as<float>()[i] = (float)i - 20;
+    REQUIRE(request.set_input(0, seven) == Status::Ok);
+    REQUIRE(request.infer() == Status::Ok);
+    CHECK(request.output(0).data_as<float>()[3] == 0);
+    CHECK(request.output(0).data_as<float>()[55] == 35);
+    CompiledModel nothing;
+    CHECK(core.reshape(m, shape7, &nothing) == Status::NotFinalized);
 }
 
 namespace {
