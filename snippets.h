@@ -254,7 +254,8 @@ struct SnippetOptions {
     // cannot run. compile() then leaves the snippet unrunnable (run() is NotFinalized).
     bool emit_only = false;
     // Non-temporal stores for the first output's vector tiles (x86-64): -1 when the bytes one
-    // run walks exceed the last-level cache (last_level_cache_bytes()), 0 never, 1 always.
+    // run walks exceed the last-level cache (last_level_cache_bytes(), capped at 64 MiB), 0
+    // never, 1 always.
     int8_t streaming_stores = -1;
     // Vector tiles emitted in lockstep per loop iteration (AVX-512): 0 picks 2 when the body's
     // values fit half the registers without spilling, else 1; 1 or 2 force it.
@@ -2287,9 +2288,12 @@ inline void emit_row_invariants(Context& e) {
 // data section follows the code.
 inline Status emit_kernel(Program* p, Isa isa, uint32_t allocatable, uint32_t lanes, bool streaming,
                           uint32_t argument_count, bool emit_only, void** kernel, uint32_t* code_size,
-                          uint32_t* scratch_peak, char* error, size_t error_size) {
+                          uint32_t* scratch_peak, char* error, size_t error_size, void* zone = nullptr, size_t zone_bytes = 0) {
     using namespace asmjit;
-    CodeHolder code;
+    // asmjit's zone (labels, sections, fixups) starts in `zone`, a block of the caller's
+    // scratch arena (TESSEL_MALLOC); only what outgrows it, and the code buffer, use malloc.
+    Support::Temporary temporary(zone, zone_bytes);
+    CodeHolder code(zone ? &temporary : nullptr);
     ErrorRecorder recorder;
     code.init(emit_only ? Environment(Arch::kX64) : jit_runtime().environment());
     code.setErrorHandler(&recorder);
@@ -3010,9 +3014,15 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
         }
         if (fits) { lanes = 2; allocatable = half; }
     }
-    uint64_t cache_bytes = last_level_cache_bytes();
-    bool streaming = options.streaming_stores == 1 ||
-                     (options.streaming_stores < 0 && stats_.bytes_fused > (cache_bytes ? cache_bytes : (32ull << 20)));
+    // Streaming above the last-level cache, capped at 64 MiB: virtual machines report the
+    // whole socket's L3 (508 MiB on the EPYC of the README), far more than one core reaches.
+    // CPUID traps in a VM (~10 us a call), so small bodies never ask.
+    bool streaming = options.streaming_stores == 1;
+    if (options.streaming_stores < 0 && stats_.bytes_fused > (4ull << 20)) {
+        uint64_t threshold = last_level_cache_bytes();
+        if (threshold == 0 || threshold > (64ull << 20)) threshold = threshold ? 64ull << 20 : 32ull << 20;
+        streaming = stats_.bytes_fused > threshold;
+    }
     if (isa == Isa::Neon) streaming = false;
     stats_.lanes = lanes;
     stats_.streaming_stores = streaming;
@@ -3021,6 +3031,8 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
     // ones given up become scratch, and more values spill.
     uint32_t code_size = 0;
     uint64_t hash = 0;
+    constexpr size_t kZoneBytes = 16384;
+    void* zone = scratch.allocate(kZoneBytes, 64);   // asmjit's first zone block (nullptr: its own)
     unsigned char* final_key = nullptr;
     size_t final_key_bytes = 0;
     for (;;) {
@@ -3077,7 +3089,7 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
         s = isa == Isa::Neon ? detail::emit_kernel_a64(&program, allocatable, params + results, emit_only, &kernel_,
                                                        &code_size, &scratch_peak, &saved_registers, error_, sizeof error_)
                              : detail::emit_kernel(&program, isa, allocatable, lanes, streaming, params + results, emit_only, &kernel_,
-                                                   &code_size, &scratch_peak, error_, sizeof error_);
+                                                   &code_size, &scratch_peak, error_, sizeof error_, zone, zone ? kZoneBytes : 0);
         stats_.scratch_registers = scratch_peak;
         stats_.saved_vector_registers = saved_registers;
         if (s == Status::LimitExceeded && allocatable > 1) {
