@@ -35,7 +35,10 @@
    last), allocate_registers (linear scan, whole-interval spills; row-invariant broadcasts
    get registers of their own, loaded once per row) and emit_kernel (per row: an alignment
    peel, vector tiles, a tail; partial tiles use AVX-512 masks, AVX2 vmaskmov or SSE4.1 scalar
-   tiles) through the target's jitter table; emit_kernel_a64 for NEON (per row: 4-float tiles
+   tiles; on AVX-512 the vector tiles are two lanes emitted in lockstep, lane 1 on zmm16-31,
+   when the values fit 16 registers unspilled; outputs above the last-level cache use
+   non-temporal stores, SnippetOptions::lanes and streaming_stores override) through the
+   target's jitter table; emit_kernel_a64 for NEON (per row: 4-float tiles
    with post-incremented ldr/str q, ld1r broadcasts, a scalar peel and tail).
    Kernels are cached by a hash of the lowered program and the target.
 
@@ -57,11 +60,12 @@
    this assumes the default floating-point environment (no flush-to-zero in MXCSR or FPCR).
    Exact: Add Sub Mul Div Max Min Sqrt Reciprocal Abs Neg Relu Clip Floor Ceil Round Sign,
    comparisons, Select. Transcendentals are gather-free: Cephes-style polynomials (exp with a
-   compensated last step, log, tanh), N. Juffa's erff/erfcf polynomials (Erf; GELU(erf) as
+   compensated last step, log, tanh; the large branches of tanh and erf use a cheaper exp
+   whose error they scale down), N. Juffa's erff/erfcf polynomials (Erf; GELU(erf) as
    x/2 erfc(-x/sqrt2) with the argument in two parts), GELU(tanh) as x sigmoid(v) with v in
    two parts; tails that underflow are carried scaled by 2^64 to the last multiplication, and
    targets without FMA use Dekker's exact products where a residual cancels. Measured bounds
-   (exp 0.8, log 0.8, tanh 1.3, sigmoid 2.4, erf 1.1, GELU 3.5 and 3.9 ulp) are published by
+   (exp 0.8, log 0.8, tanh 1.3, sigmoid 2.4, erf 1.2, GELU 3.5 and 3.9 ulp) are published by
    snippet_op_ulp_bound(). The interpreter keeps every product rounded on its own (no FMA
    contraction by the compiler), whatever -march or -ffp-contract it is built with.
 
@@ -86,8 +90,9 @@
    ------
    Bodies and tokenizer results live in an Arena. Compilation uses a scratch Arena (heap from
    TESSEL_MALLOC) freed before compile() returns; the interpreter's column buffer is allocated
-   at compile time, so run() never allocates. Executable memory comes from asmjit's JitRuntime
-   (its own mmap/malloc, outside TESSEL_MALLOC).
+   at compile time, so run() never allocates. asmjit's zone starts in a 16 KiB block of the
+   scratch arena; its code buffer (malloc in CodeHolder) and executable memory (JitRuntime's
+   mmap) stay outside TESSEL_MALLOC: the 2022 asmjit snapshot has no allocator hook for them.
 
    Threading
    ---------
@@ -3289,6 +3294,14 @@ bool node_is_fusible(const Graph& graph, NodeId id) {
     return n.num_inputs == arity;
 }
 
+// The seed's rule 3 ("the operation is not a predecessor of a topology output") is not
+// applied, on purpose. In OpenVINO it keeps the names of output tensors on the original
+// nodes; it is not needed for correctness or schedulability. Here an island member whose
+// value leaves the island (read outside it, or by nobody: a graph output) is a result of
+// the body, stored to its own tensor, and build_island_body reports its node id in
+// output_nodes, so every graph output stays addressable by its node. Applying the rule
+// would keep every chain that ends in a graph output unfused (a model ending in GELU would
+// walk its tensors five times instead of once) and gain nothing.
 Status tokenize(const Graph& graph, const TokenizeOptions& options, Arena* arena, Tokenization* result) {
     if (!graph.finalized()) return Status::NotFinalized;
     if (!arena || !result || options.max_arguments < 2 || options.max_arguments > kSnippetMaxArgs)
