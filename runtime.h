@@ -349,6 +349,9 @@ class Device {
 public:
     virtual ~Device() = default;
     virtual StringView name() const = 0;
+    // The availability check: whether the backend started (driver found, memory mapped...).
+    // Core::register_device refuses a device that answers anything but Ok, with its message.
+    virtual Status check_available() { return Status::Ok; }
     // AVAILABLE_DEVICES, FULL_DEVICE_NAME, SUPPORTED_METRICS, SUPPORTED_CONFIG_KEYS,
     // OPTIMIZATION_CAPABILITIES and device-specific ones. The value stays valid until the
     // next call on this device.
@@ -2573,6 +2576,10 @@ Status Core::register_device(Device* device) {
     for (char ch : name)
         if (ch == ',' || ch == ':' || ch == ' ') return fail(Status::InvalidArgument, "register_device: ',', ':' and ' ' cannot be in a device name");
     if (this->device(name)) return fail(Status::DuplicateName, "a device named %.*s is registered already", (int)name.size, name.data);
+    Status available = device->check_available();
+    if (available != Status::Ok)
+        return fail(available, "device %.*s is not available: %s", (int)name.size, name.data,
+                    device->last_error()[0] ? device->last_error() : status_name(available));
     if (impl_->count == 64) return fail(Status::LimitExceeded, "at most 64 devices");
     impl_->devices[impl_->count++] = device;
     return Status::Ok;

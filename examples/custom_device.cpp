@@ -59,12 +59,12 @@ public:
 
 class Npu : public Device {
 public:
-    // The availability check: a real plugin opens its driver here and refuses to be
-    // registered when it cannot (the caller checks available()).
+    // A real plugin opens its driver in the constructor; check_available() tells
+    // Core::register_device whether that worked (a device never half-works).
     Npu() { available_ = true; }
-    bool available() const { return available_; }
 
     StringView name() const override { return "NPU"; }
+    Status check_available() override { return available_ ? Status::Ok : fail(Status::IoError, "NPU: no driver"); }
 
     Status get_metric(StringView key, StringView* value) override {
         if (key == StringView("AVAILABLE_DEVICES")) *value = "0";
@@ -148,9 +148,8 @@ private:
 
 int main() {
     Npu npu;
-    if (!npu.available()) { std::puts("no NPU here"); return 0; }
     Core core;
-    if (core.register_device(&npu) != Status::Ok) { std::puts(core.last_error()); return 1; }
+    if (core.register_device(&npu) != Status::Ok) { std::puts(core.last_error()); return 1; }   // e.g. no driver
 
     // x -> MatMul(w) -> Add(b) -> Relu -> y: the NPU takes Add and Relu, CPU the MatMul.
     Model model;
