@@ -224,7 +224,10 @@ int main(int argc, char** argv) {
                 std::string reason = result.substr(6);
                 // group reasons: drop node names
                 if (reason.rfind("op ", 0) == 0) reason = "op outside the list: " + reason.substr(3, reason.find(" is outside") - 3);
-                else if (reason.find("opset") != std::string::npos) reason = "opset outside 7..17";
+                else if (reason.find("imports no opset") != std::string::npos) reason = "no default-domain opset (training-domain models)";
+                else if (reason.find("aligned") != std::string::npos || reason.find("broadcast along") != std::string::npos)
+                    reason = "legacy (opset < 7) broadcast along an axis";
+                else if (reason.find("opset") != std::string::npos) reason = "opset outside 1..17";
                 else if (reason.find("data type") != std::string::npos || reason.find("element type") != std::string::npos ||
                          reason.find(" is u8") != std::string::npos || reason.find(" is i8") != std::string::npos ||
                          reason.find(" are u8") != std::string::npos || reason.find(" are i8") != std::string::npos ||
