@@ -1139,20 +1139,17 @@ struct detail_prepare {
         base[n] = values;
         TensorDesc* desc = scratch.allocate_array<TensorDesc>(values + 1);
         const void** data = scratch.allocate_array<const void*>(values + 1);
-        const OpKernel** kernel = scratch.allocate_array<const OpKernel*>(n + 1);
-        const void** state = scratch.allocate_array<const void*>(n + 1);
-        size_t* scratch_bytes = scratch.allocate_array<size_t>(n + 1);
-        uint8_t* in_place = scratch.allocate_array<uint8_t>(n + 1);
         uint8_t* folded = scratch.allocate_array<uint8_t>(n + 1);
         uint8_t* needed = scratch.allocate_array<uint8_t>(n + 1);
-        if (!desc || !data || !kernel || !state || !scratch_bytes || !in_place || !folded || !needed)
+        if (!desc || !data || !folded || !needed)
             return fail(error, Status::OutOfMemory, "out of memory preparing the model");
         for (uint32_t v = 0; v < values; ++v) { desc[v] = TensorDesc(); data[v] = nullptr; }
         TensorDesc in_desc[64];
         const void* in_value[64];
         for (NodeId id : g.topological_order()) {
             const Node& node = g.node(id);
-            kernel[id] = nullptr; state[id] = nullptr; scratch_bytes[id] = 0; in_place[id] = 0; folded[id] = 0; needed[id] = 0;
+            folded[id] = 0;
+            needed[id] = 0;
             const InputValue* value = nullptr;
             for (const InputValue& f : frozen) if (node.op == StringView("Parameter") && f.name == node.name) value = &f;
             if (value) {   // a frozen input: a constant from now on
@@ -1274,7 +1271,6 @@ struct detail_prepare {
                 s = check_desc(desc[base[id] + p], limits, node, error);
                 if (s != Status::Ok) return s;
             }
-            kernel[id] = k; state[id] = c.state; scratch_bytes[id] = c.scratch_bytes; in_place[id] = c.in_place ? 1 : 0;
             if (all_known && !is_random(node.op)) {
                 s = fold(g, id, k, c, in_desc, in_value, &desc[base[id]], &data[base[id]], limits, &arena, error);
                 if (s == Status::Ok) folded[id] = 1;
