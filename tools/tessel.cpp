@@ -434,10 +434,13 @@ int command_run(int argc, char** argv) {
     Model model;
     CompiledModel compiled;
     bool from_blob = false;
+    auto start = std::chrono::steady_clock::now();
     code = load_and_compile(&core, o, &model, &compiled, &from_blob);
     if (code) return code;
+    double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     InferRequest request;
     if (compiled.create_request(&request) != Status::Ok) { std::fprintf(stderr, "tessel: %s\n", compiled.last_error()); return 2; }
+    std::printf("%s in %.2f ms\n", from_blob ? "imported" : "read and compiled", load_ms);
     Tensor inputs[64];
     code = set_inputs(request, compiled, o, inputs);
     if (code) return code;
