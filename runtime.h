@@ -147,6 +147,10 @@ private:
 // Number of elements of a desc (0 if any dim is 0); false on a negative dim or overflow.
 bool desc_elements(const TensorDesc& desc, uint64_t* elements);
 
+// Element i (row-major, dense) of any element type as a double; 0 for Undefined. For
+// comparing outputs in tools and tests.
+double element_value(const Tensor& tensor, uint64_t i);
+
 // >>model
 // A model is a Graph with its interface. Graph inputs are `Parameter` nodes (one output,
 // desc from add_input; negative dims are symbolic), weights are `Constant` nodes (attribute
@@ -740,6 +744,23 @@ Status Tensor::view(ElementType type, Span<const int64_t> shape, void* data, con
         stride *= d.dims[i] ? d.dims[i] : 1;
     }
     return Status::Ok;
+}
+
+double element_value(const Tensor& t, uint64_t i) {
+    switch (t.type()) {
+        case ElementType::Float32: return t.data_as<float>()[i];
+        case ElementType::Int64: return (double)t.data_as<int64_t>()[i];
+        case ElementType::Int32: return t.data_as<int32_t>()[i];
+        case ElementType::Int8: return t.data_as<int8_t>()[i];
+        case ElementType::UInt8: case ElementType::Bool: return t.data_as<uint8_t>()[i];
+        case ElementType::Float16: {
+            uint16_t h = t.data_as<uint16_t>()[i];
+            int e = (h >> 10) & 31, m = h & 1023;
+            double v = e == 0 ? std::ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY) : std::ldexp(m + 1024, e - 25);
+            return h & 0x8000 ? -v : v;
+        }
+        default: return 0;
+    }
 }
 
 uint64_t Tensor::elements() const {

@@ -344,23 +344,6 @@ void fill_random(Tensor& t, uint32_t seed) {
     }
 }
 
-double to_double(const Tensor& t, uint64_t i) {
-    switch (t.type()) {
-        case ElementType::Float32: return t.data_as<float>()[i];
-        case ElementType::Int64: return (double)t.data_as<int64_t>()[i];
-        case ElementType::Int32: return t.data_as<int32_t>()[i];
-        case ElementType::Int8: return t.data_as<int8_t>()[i];
-        case ElementType::UInt8: case ElementType::Bool: return t.data_as<uint8_t>()[i];
-        case ElementType::Float16: {
-            uint16_t h = t.data_as<uint16_t>()[i];
-            int e = (h >> 10) & 31, m = h & 1023;
-            double v = e == 0 ? std::ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY) : std::ldexp(m + 1024, e - 25);
-            return h & 0x8000 ? -v : v;
-        }
-        default: return 0;
-    }
-}
-
 void describe_desc(const TensorDesc& d, char* out, size_t size) {
     size_t k = (size_t)std::snprintf(out, size, "%s[", element_type_name(d.type));
     for (uint32_t i = 0; i < d.rank && k < size; ++i) k += (size_t)std::snprintf(out + k, size - k, "%s%lld", i ? "," : "", (long long)d.dims[i]);
@@ -514,7 +497,7 @@ int command_run(int argc, char** argv) {
             double worst = 0, worst_excess = 0;
             uint64_t at = 0, bad = 0;
             for (uint64_t k = 0; k < got.elements(); ++k) {
-                double x = to_double(got, k), y = to_double(want, k);
+                double x = element_value(got, k), y = element_value(want, k);
                 if (std::isnan(x) && std::isnan(y)) continue;
                 double err = std::fabs(x - y);
                 if (std::isinf(y) && x == y) err = 0;
