@@ -1278,6 +1278,15 @@ struct RollbackContext {
     Placement* why_rejected = nullptr;  // per node, for the committed candidate's reasons
     NodeId* rejected_list = nullptr;
     uint32_t rejected_count = 0;
+    uint32_t* touched_stamp = nullptr;  // == growth: in touched_list
+    NodeId* touched_list = nullptr;
+    uint32_t touched_count = 0;
+    // Invalidation marks, stamped per commit: reaches the commit / reached from it in Q.
+    uint32_t commit_stamp = 0;
+    uint32_t* reaches_commit = nullptr;
+    uint32_t* reached_from_commit = nullptr;
+    uint32_t* subgraph_reaches_commit = nullptr;
+    uint32_t* subgraph_reached_from_commit = nullptr;
 
     // Scalable checker marks.
     uint32_t epoch = 0;
@@ -1291,7 +1300,6 @@ struct RollbackContext {
     uint32_t heap_size = 0;
     uint32_t heap_capacity = 0;
     uint32_t max_rank = 0;
-    uint32_t window_lo = 0, window_hi = 0;
     NodeId violation = kNoNode;    // blocked node of the latest tainted S node
     uint32_t tainted_in_s = 0;     // S nodes reached through a blocked node
     uint32_t work_capacity = 0;
@@ -1317,7 +1325,9 @@ struct RollbackContext {
     // the reason), in two ping-pong pools that compact when full. The scalable checker
     // keeps them across rounds while their rank window is untouched; the naive one drops
     // them every round.
-    struct Cached { uint32_t offset, count, rejected_offset, rejected_count, lo, hi; bool valid, in_roots; };
+    // A pool entry holds the candidate's nodes, then the other nodes its growth touched
+    // (`touched` of them); lo..hi spans the ranks of those that are not committed.
+    struct Cached { uint32_t offset, count, touched, rejected_offset, rejected_count, lo, hi; bool valid, in_roots; };
     struct Rejection { NodeId node; Placement why; };
     Cached* cache = nullptr;
     NodeId* pool[2] = {nullptr, nullptr};
@@ -1368,7 +1378,7 @@ struct RollbackContext {
         if (!in_s || !rejected || !s_list || !stack || !why_rejected || !rejected_list) return Status::OutOfMemory;
         cached_roots.arena = arena;
         cache = arena->allocate_array<Cached>(n);
-        if (!cache || !grow_pools(2 * n + 64, n + 64)) return Status::OutOfMemory;
+        if (!cache || !grow_pools(4 * n + 64, n + 64)) return Status::OutOfMemory;
         for (uint32_t i = 0; i < n; ++i) cache[i].valid = cache[i].in_roots = false;
         if (naive) {
             words = ((size_t)n + 63) / 64;
@@ -1391,6 +1401,15 @@ struct RollbackContext {
         }
         rank = arena->allocate_array<uint32_t>(n);
         order = arena->allocate_array<NodeId>(n);
+        touched_stamp = fill_array<uint32_t>(arena, n, 0);
+        touched_list = arena->allocate_array<NodeId>(n);
+        reaches_commit = fill_array<uint32_t>(arena, n, 0);
+        reached_from_commit = fill_array<uint32_t>(arena, n, 0);
+        subgraph_reaches_commit = fill_array<uint32_t>(arena, n, 0);
+        subgraph_reached_from_commit = fill_array<uint32_t>(arena, n, 0);
+        if (!touched_stamp || !touched_list || !reaches_commit || !reached_from_commit || !subgraph_reaches_commit ||
+            !subgraph_reached_from_commit)
+            return Status::OutOfMemory;
         plain = fill_array<uint32_t>(arena, n, 0);
         taint = fill_array<uint32_t>(arena, n, 0);
         taint_via = arena->allocate_array<NodeId>(n);
@@ -1421,10 +1440,13 @@ struct RollbackContext {
         return Status::Ok;
     }
 
-    void widen(NodeId x) {
-        if (naive) return;
-        if (rank[x] < window_lo) window_lo = rank[x];
-        if (rank[x] > window_hi) window_hi = rank[x];
+    // Every node the growth looked at (root, and each neighbour it merged, rejected or
+    // skipped): a candidate depends on the rest of the graph only through these (see
+    // invalidate_after_commit).
+    void touch(NodeId x) {
+        if (naive || touched_stamp[x] == growth) return;
+        touched_stamp[x] = growth;
+        touched_list[touched_count++] = x;
     }
 
     // ---- scalable checker
@@ -1487,12 +1509,10 @@ struct RollbackContext {
     void expand(NodeId x) {
         if (x & kSubgraphBit) {
             x &= ~kSubgraphBit;
-            widen(x);
             uint32_t sub = builder.subgraph_of[x];
             for (uint32_t i = 0; i < external_count[sub]; ++i) visit(external[external_offset[sub] + i], true, subgraph_via[sub]);
             return;
         }
-        widen(x);
         bool start = in_s[x] == growth;
         bool tainted = !start && (taint[x] == epoch || rejected[x] == growth);
         NodeId via = taint[x] == epoch ? taint_via[x] : x;
@@ -1704,6 +1724,7 @@ struct RollbackContext {
     void grow(NodeId root, DeviceId device) {
         if (++growth == 0) {
             for (uint32_t i = 0; i < n; ++i) in_s[i] = rejected[i] = 0;
+            if (!naive) for (uint32_t i = 0; i < n; ++i) touched_stamp[i] = 0;
             growth = 1;
         }
         if (naive)  // the previous candidate's bits
@@ -1711,9 +1732,10 @@ struct RollbackContext {
         s_count = 0;
         rejected_count = 0;
         stack_size = 0;
+        touched_count = 0;
         add_to_s(root);
+        touch(root);
         if (!naive) {
-            window_lo = window_hi = rank[root];
             NodeId none = recompute();  // a root alone always passes
             TESSEL_ASSERT(none == kNoNode);
             (void)none;
@@ -1735,7 +1757,7 @@ struct RollbackContext {
             NodeId next = k < succ.size ? succ[k] : pred[k - succ.size];
             ++frame.next;
             if (reject_sweep != (graph.node(next).affinity != device)) continue;
-            widen(next);
+            touch(next);
             if (in_s[next] == growth || rejected[next] == growth || committed(next)) continue;
             NodeId violation_via;
             if (graph.node(next).affinity != device) {
@@ -1870,7 +1892,7 @@ struct RollbackContext {
             NodeId r = cached_roots[i];
             if (!cache[r].valid) { cache[r].in_roots = false; continue; }
             cached_roots[kept++] = r;
-            live_nodes += cache[r].count;
+            live_nodes += cache[r].count + cache[r].touched;
             live_rejections += cache[r].rejected_count;
         }
         cached_roots.size = kept;
@@ -1886,12 +1908,12 @@ struct RollbackContext {
         pool_size = rejection_size = 0;
         for (uint32_t i = 0; i < cached_roots.size; ++i) {
             Cached& entry = cache[cached_roots[i]];
-            for (uint32_t k = 0; k < entry.count; ++k) pool[active][pool_size + k] = old_nodes[entry.offset + k];
+            for (uint32_t k = 0; k < entry.count + entry.touched; ++k) pool[active][pool_size + k] = old_nodes[entry.offset + k];
             for (uint32_t k = 0; k < entry.rejected_count; ++k)
                 rejection_pool[active][rejection_size + k] = old_rejections[entry.rejected_offset + k];
             entry.offset = pool_size;
             entry.rejected_offset = rejection_size;
-            pool_size += entry.count;
+            pool_size += entry.count + entry.touched;
             rejection_size += entry.rejected_count;
         }
         return true;
@@ -1899,8 +1921,9 @@ struct RollbackContext {
     bool store_candidate(NodeId root, DeviceId device) {
         uint32_t rejections = 0;
         for (uint32_t k = 0; k < rejected_count; ++k) rejections += graph.node(rejected_list[k]).affinity == device;
-        if (pool_size + s_count > pool_capacity || rejection_size + rejections > rejection_capacity)
-            if (!compact(s_count, rejections)) return false;
+        uint32_t touched = naive ? 0 : touched_count - s_count;  // the candidate's nodes were all touched
+        if (pool_size + s_count + touched > pool_capacity || rejection_size + rejections > rejection_capacity)
+            if (!compact(s_count + touched, rejections)) return false;
         Cached& entry = cache[root];
         if (!entry.in_roots) {
             if (!cached_roots.push(root)) return false;
@@ -1908,17 +1931,132 @@ struct RollbackContext {
         }
         entry.offset = pool_size;
         entry.count = s_count;
+        entry.touched = touched;
         entry.rejected_offset = rejection_size;
         entry.rejected_count = rejections;
-        entry.lo = window_lo;
-        entry.hi = window_hi;
         entry.valid = true;
         for (uint32_t i = 0; i < s_count; ++i) pool[active][pool_size++] = s_list[i];
+        if (!naive) {
+            for (uint32_t i = 0; i < touched_count; ++i)
+                if (in_s[touched_list[i]] != growth) pool[active][pool_size++] = touched_list[i];
+            update_window(entry);
+        }
         for (uint32_t k = 0; k < rejected_count; ++k) {
             NodeId x = rejected_list[k];
             if (graph.node(x).affinity == device) rejection_pool[active][rejection_size++] = Rejection{x, why_rejected[x]};
         }
         return true;
+    }
+    void update_window(Cached& entry) const {
+        uint32_t lo = n, hi = 0;
+        const NodeId* nodes = pool[active] + entry.offset;
+        for (uint32_t i = 0; i < entry.count + entry.touched; ++i) {
+            NodeId x = nodes[i];
+            if (committed(x)) continue;
+            if (rank[x] < lo) lo = rank[x];
+            if (rank[x] > hi) hi = rank[x];
+        }
+        entry.lo = lo;
+        entry.hi = hi;
+    }
+
+    // After committing subgraph C (its rank window lo..hi, already contracted), drops the
+    // cached candidates that could grow differently now. A candidate's growth reads the rest
+    // of the graph only through its touched nodes T (root, every neighbour it looked at;
+    // they hold every S of the growth): whether a touched node is committed, and whether
+    // some path of Q leaves an S, passes a blocked node and returns to S (the rollback
+    // condition, and the taint of a touched node, which is the same question for one more
+    // node). The commit changes the first only for T nodes in C. It adds blocked nodes (C)
+    // and paths (through C's contracted node) to the second, and any such new path runs
+    // from T into C and from C into T. So a candidate with no T node in C, and no T node
+    // that reaches C or none that C reaches, grows to the same node set: it is kept. (Its
+    // rejected nodes' witnesses were valid in the old Q and stay valid: paths only grow.)
+    // Ranks only increase along paths of Q, so a candidate whose window misses lo..hi is
+    // unaffected, and the walks stay inside the affected candidates' windows.
+    void invalidate_after_commit(uint32_t subgraph_index, uint32_t lo, uint32_t hi) {
+        uint32_t low = n, high = 0;
+        for (uint32_t i = 0; i < cached_roots.size; ++i) {
+            const Cached& c = cache[cached_roots[i]];
+            if (!c.valid || c.hi < lo || hi < c.lo) continue;
+            if (c.lo < low) low = c.lo;
+            if (c.hi > high) high = c.hi;
+        }
+        if (low > high) return;
+        if (++commit_stamp == 0) {
+            for (uint32_t i = 0; i < n; ++i)
+                reaches_commit[i] = reached_from_commit[i] = subgraph_reaches_commit[i] = subgraph_reached_from_commit[i] = 0;
+            commit_stamp = 1;
+        }
+        const uint32_t stamp = commit_stamp;
+        // Forward from C, ranks up to `high`.
+        work_size = 0;
+        subgraph_reached_from_commit[subgraph_index] = stamp;
+        subgraph_reaches_commit[subgraph_index] = stamp;
+        auto forward = [&](NodeId y) {
+            uint32_t sub = builder.subgraph_of[y];
+            if (sub == kUnplaced) {
+                if (reached_from_commit[y] == stamp || rank[y] > high) return;
+                reached_from_commit[y] = stamp;
+                push_work(y);
+            } else {
+                if (subgraph_reached_from_commit[sub] == stamp || rank[representative[sub]] > high) return;
+                subgraph_reached_from_commit[sub] = stamp;
+                push_work(representative[sub] | kSubgraphBit);
+            }
+        };
+        for (uint32_t i = 0; i < external_count[subgraph_index]; ++i) forward(external[external_offset[subgraph_index] + i]);
+        while (work_size) {
+            NodeId x = work[--work_size];
+            if (x & kSubgraphBit) {
+                uint32_t sub = builder.subgraph_of[x & ~kSubgraphBit];
+                for (uint32_t i = 0; i < external_count[sub]; ++i) forward(external[external_offset[sub] + i]);
+            } else {
+                for (NodeId y : graph.successors(x)) forward(y);
+            }
+        }
+        // Backward into C, ranks down to `low` (a subgraph's members are contiguous ranks,
+        // the representative the lowest).
+        auto backward = [&](NodeId y) {
+            uint32_t sub = builder.subgraph_of[y];
+            if (sub == kUnplaced) {
+                if (reaches_commit[y] == stamp || rank[y] < low) return;
+                reaches_commit[y] = stamp;
+                push_work(y);
+            } else {
+                if (subgraph_reaches_commit[sub] == stamp || rank[representative[sub]] < low) return;
+                subgraph_reaches_commit[sub] = stamp;
+                push_work(representative[sub] | kSubgraphBit);
+            }
+        };
+        for (NodeId member : builder.subgraphs[subgraph_index].nodes)
+            for (NodeId p : graph.predecessors(member)) backward(p);
+        while (work_size) {
+            NodeId x = work[--work_size];
+            if (x & kSubgraphBit) {
+                uint32_t sub = builder.subgraph_of[x & ~kSubgraphBit];
+                for (NodeId member : builder.subgraphs[sub].nodes)
+                    for (NodeId p : graph.predecessors(member)) backward(p);
+            } else {
+                for (NodeId p : graph.predecessors(x)) backward(p);
+            }
+        }
+        for (uint32_t i = 0; i < cached_roots.size; ++i) {
+            Cached& c = cache[cached_roots[i]];
+            if (!c.valid || c.hi < lo || hi < c.lo) continue;
+            const NodeId* nodes = pool[active] + c.offset;
+            bool hit = false, reaches = false, reached = false;
+            for (uint32_t k = 0; k < c.count + c.touched && !hit; ++k) {
+                NodeId x = nodes[k];
+                uint32_t sub = builder.subgraph_of[x];
+                if (sub == subgraph_index) hit = true;
+                if (sub != kUnplaced) continue;
+                reaches = reaches || reaches_commit[x] == stamp;
+                reached = reached || reached_from_commit[x] == stamp;
+                hit = reaches && reached;
+            }
+            if (hit) c.valid = false;
+            else update_window(c);
+        }
     }
     void drop_cache() {
         for (uint32_t i = 0; i < cached_roots.size; ++i) cache[cached_roots[i]].valid = cache[cached_roots[i]].in_roots = false;
@@ -2017,17 +2155,17 @@ struct RollbackContext {
             contract(builder.subgraphs.size - 1, &lo, &hi);
             if (out_of_memory) return Status::OutOfMemory;
             if (naive) continue;
-            // Candidates whose window the commit reordered are stale. The scan restarts at
-            // the first listed one; unlisted ones are dropped the same way.
+            // Candidates the commit may change are stale. The scan restarts at the first
+            // listed one; unlisted ones are dropped the same way.
+            invalidate_after_commit(builder.subgraphs.size - 1, lo, hi);
             uint32_t first_invalid = listed_count;
             for (uint32_t i = 0; i < listed_count; ++i) {
                 NodeId r = listed[i];
-                if (r != kNoNode && cache[r].lo <= hi && lo <= cache[r].hi) { first_invalid = i; break; }
+                if (r != kNoNode && !cache[r].valid) { first_invalid = i; break; }
             }
             uint32_t kept = 0;
             for (uint32_t i = 0; i < cached_roots.size; ++i) {
                 Cached& c = cache[cached_roots[i]];
-                if (c.valid && c.lo <= hi && lo <= c.hi) c.valid = false;
                 if (c.valid) cached_roots[kept++] = cached_roots[i];
                 else c.in_roots = false;  // its pool space is reclaimed by the next compaction
             }
