@@ -1288,37 +1288,52 @@ struct RollbackContext {
     uint32_t* subgraph_reaches_commit = nullptr;
     uint32_t* subgraph_reached_from_commit = nullptr;
 
-    // Scalable checker marks.
+    // Scalable checker. `plain`, `jumped` and `work` serve contract() and the cache.
     uint32_t epoch = 0;
     uint32_t* plain = nullptr;
-    uint32_t* taint = nullptr;
-    NodeId* taint_via = nullptr;
     uint32_t* jumped = nullptr;    // per committed subgraph: == epoch when expanded
     NodeId* work = nullptr;
     uint32_t work_size = 0;
-    NodeId* heap = nullptr;        // parked nodes, min-heap by rank
-    uint32_t heap_size = 0;
-    uint32_t heap_capacity = 0;
-    uint32_t max_rank = 0;
-    NodeId violation = kNoNode;    // blocked node of the latest tainted S node
-    uint32_t tainted_in_s = 0;     // S nodes reached through a blocked node
     uint32_t work_capacity = 0;
-    // Rollback in one pass: per node the least merge index reaching it / reached from it.
+    // Least merge indices, kept incrementally (see "scalable checker" below). Direction 0
+    // (up) follows Q's edges forward, direction 1 (down) backward.
     static constexpr uint32_t kUnreached = 0xffffffffu;
-    uint32_t* up = nullptr;
-    uint32_t* down = nullptr;
-    uint32_t* up_subgraph = nullptr;
-    uint32_t* down_subgraph = nullptr;
+    struct Direction {
+        uint32_t* value = nullptr;     // least merge index, kUnreached if none
+        uint32_t* expanded = nullptr;  // the value its neighbours were last given, kUnreached if never
+        NodeId* next = nullptr;        // bucket lists by value, to undo a rollback
+        NodeId* previous = nullptr;
+        NodeId* head = nullptr;        // per merge index
+        NodeId* entry = nullptr;       // a committed subgraph: the member the path entered by
+        NodeId* stack = nullptr;
+        uint32_t stack_size = 0;
+        uint8_t* in_stack = nullptr;
+        NodeId* heap = nullptr;        // parked outside the rank range, nearest first
+        uint32_t heap_size = 0;
+        uint8_t* in_heap = nullptr;
+    };
+    Direction reach_of[2];
+    uint32_t max_rank = 0, min_rank = 0;  // of S
+    uint32_t* prefix_max_rank = nullptr;  // per merge index: over s_0..s_i
+    uint32_t* prefix_min_rank = nullptr;
     uint32_t* s_index = nullptr;  // merge index of an S node
-    // Committed subgraphs as Q's nodes: their external successors, the member with the
-    // lowest rank (work items carry it with kSubgraphBit set), and the taint source.
+    NodeId* bad = nullptr;        // blocked nodes reached from S that reach S
+    uint32_t bad_count = 0;
+    uint32_t* bad_mark = nullptr;
+    uint32_t bad_epoch = 0;
+    // Committed subgraphs as Q's nodes: their external successors and predecessors, and
+    // the member with the lowest rank, which stands for the subgraph (work items of
+    // contract() carry it with kSubgraphBit set).
     static constexpr NodeId kSubgraphBit = 0x80000000u;
     ArenaVector<NodeId> external;
     uint32_t* external_offset = nullptr;
     uint32_t* external_count = nullptr;
     uint32_t* external_seen = nullptr;
+    ArenaVector<NodeId> external_pred;
+    uint32_t* external_pred_offset = nullptr;
+    uint32_t* external_pred_count = nullptr;
+    uint32_t* external_pred_seen = nullptr;
     NodeId* representative = nullptr;
-    NodeId* subgraph_via = nullptr;
     bool out_of_memory = false;
 
     // Candidates per root: their nodes and their rejected nodes of the same device (with
@@ -1411,29 +1426,42 @@ struct RollbackContext {
             !subgraph_reached_from_commit)
             return Status::OutOfMemory;
         plain = fill_array<uint32_t>(arena, n, 0);
-        taint = fill_array<uint32_t>(arena, n, 0);
-        taint_via = arena->allocate_array<NodeId>(n);
         jumped = fill_array<uint32_t>(arena, n, 0);  // at most n subgraphs
-        // Each node enters the work stack or the heap at most once per mark (plain, tainted)
-        // plus once per event on it (merge, reject, rollback).
-        work_capacity = 6 * n + 16;
+        work_capacity = 2 * n + 16;  // contract(): each node once, and a scratch copy of a window
         work = arena->allocate_array<NodeId>(work_capacity);
-        heap_capacity = 6 * n + 16;
-        up = arena->allocate_array<uint32_t>(n);
-        down = arena->allocate_array<uint32_t>(n);
-        up_subgraph = arena->allocate_array<uint32_t>(n);
-        down_subgraph = arena->allocate_array<uint32_t>(n);
+        if (!plain || !jumped || !work) return Status::OutOfMemory;
+        for (Direction& d : reach_of) {
+            d.value = fill_array<uint32_t>(arena, n, kUnreached);
+            d.expanded = fill_array<uint32_t>(arena, n, kUnreached);
+            d.next = arena->allocate_array<NodeId>(n);
+            d.previous = arena->allocate_array<NodeId>(n);
+            d.head = fill_array<NodeId>(arena, n, kNoNode);
+            d.entry = arena->allocate_array<NodeId>(n);
+            d.stack = arena->allocate_array<NodeId>(n);
+            d.in_stack = fill_array<uint8_t>(arena, n, 0);
+            d.heap = arena->allocate_array<NodeId>(n);
+            d.in_heap = fill_array<uint8_t>(arena, n, 0);
+            if (!d.value || !d.expanded || !d.next || !d.previous || !d.head || !d.entry || !d.stack || !d.in_stack ||
+                !d.heap || !d.in_heap)
+                return Status::OutOfMemory;
+        }
+        prefix_max_rank = arena->allocate_array<uint32_t>(n);
+        prefix_min_rank = arena->allocate_array<uint32_t>(n);
         s_index = arena->allocate_array<uint32_t>(n);
-        if (!up || !down || !up_subgraph || !down_subgraph || !s_index) return Status::OutOfMemory;
+        bad = arena->allocate_array<NodeId>(n);
+        bad_mark = fill_array<uint32_t>(arena, n, 0);
+        if (!prefix_max_rank || !prefix_min_rank || !s_index || !bad || !bad_mark) return Status::OutOfMemory;
         external.arena = arena;
+        external_pred.arena = arena;
         external_offset = arena->allocate_array<uint32_t>(n);
         external_count = arena->allocate_array<uint32_t>(n);
         external_seen = fill_array<uint32_t>(arena, n, 0);
+        external_pred_offset = arena->allocate_array<uint32_t>(n);
+        external_pred_count = arena->allocate_array<uint32_t>(n);
+        external_pred_seen = fill_array<uint32_t>(arena, n, 0);
         representative = arena->allocate_array<NodeId>(n);
-        subgraph_via = arena->allocate_array<NodeId>(n);
-        if (!external_offset || !external_count || !external_seen || !representative || !subgraph_via) return Status::OutOfMemory;
-        heap = arena->allocate_array<NodeId>(heap_capacity);
-        if (!rank || !order || !plain || !taint || !taint_via || !jumped || !work || !heap)
+        if (!external_offset || !external_count || !external_seen || !external_pred_offset || !external_pred_count ||
+            !external_pred_seen || !representative)
             return Status::OutOfMemory;
         Span<const NodeId> topo = graph.topological_order();
         for (uint32_t i = 0; i < n; ++i) { order[i] = topo[i]; rank[topo[i]] = i; }
@@ -1450,105 +1478,148 @@ struct RollbackContext {
     }
 
     // ---- scalable checker
-    uint32_t key(NodeId entry) const { return rank[entry & ~kSubgraphBit]; }
-    void heap_push(NodeId x) {
-        TESSEL_ASSERT(heap_size < heap_capacity);
-        uint32_t i = heap_size++;
-        while (i > 0 && key(heap[(i - 1) / 2]) > key(x)) { heap[i] = heap[(i - 1) / 2]; i = (i - 1) / 2; }
-        heap[i] = x;
+    //
+    // With S in merge order s_0..s_{m-1}, up(y) is the least i with a path s_i -> y of
+    // length >= 1 in Q, down(y) the least j with a path y -> s_j. S fails the condition iff
+    // some blocked node has both (a path from S through it back to S), and the prefix P_k
+    // iff some blocked node b has max(up(b), down(b)) < k. Both values are kept as S grows:
+    // a merge only lowers values, so only nodes whose value drops are visited again, and a
+    // rollback to P_k clears exactly the values >= k (bucket lists by value). A path from S
+    // back to S stays inside S's rank range [min_rank, max_rank] (ranks rise along Q's
+    // edges), so a node outside it is parked, not expanded, until S's range reaches it:
+    // values are exact inside the range, which is all the condition reads. A committed
+    // subgraph is one node of Q, held by its representative.
+    NodeId canonical(NodeId y) const {
+        uint32_t sub = builder.subgraph_of[y];
+        return sub == kUnplaced ? y : representative[sub];
     }
-    NodeId heap_pop() {
-        NodeId top = heap[0], last = heap[--heap_size];
+    uint32_t source_value(int d, NodeId c) const {  // what c passes on: its own index if in S
+        uint32_t value = reach_of[d].value[c];
+        if (in_s[c] == growth && s_index[c] < value) value = s_index[c];
+        return value;
+    }
+    bool parked(int d, NodeId c) const { return d == 0 ? rank[c] > max_rank : rank[c] < min_rank; }
+    bool heap_before(int d, NodeId a, NodeId b) const { return d == 0 ? rank[a] < rank[b] : rank[a] > rank[b]; }
+    void heap_push(int d, NodeId c) {
+        Direction& r = reach_of[d];
+        uint32_t i = r.heap_size++;
+        while (i > 0 && heap_before(d, c, r.heap[(i - 1) / 2])) { r.heap[i] = r.heap[(i - 1) / 2]; i = (i - 1) / 2; }
+        r.heap[i] = c;
+    }
+    NodeId heap_pop(int d) {
+        Direction& r = reach_of[d];
+        NodeId top = r.heap[0], last = r.heap[--r.heap_size];
         uint32_t i = 0;
         for (;;) {
             uint32_t c = 2 * i + 1;
-            if (c >= heap_size) break;
-            if (c + 1 < heap_size && key(heap[c + 1]) < key(heap[c])) ++c;
-            if (key(heap[c]) >= key(last)) break;
-            heap[i] = heap[c];
+            if (c >= r.heap_size) break;
+            if (c + 1 < r.heap_size && heap_before(d, r.heap[c + 1], r.heap[c])) ++c;
+            if (!heap_before(d, r.heap[c], last)) break;
+            r.heap[i] = r.heap[c];
             i = c;
         }
-        if (heap_size) heap[i] = last;
+        if (r.heap_size) r.heap[i] = last;
         return top;
     }
-    void schedule(NodeId x) {  // expand now, or park above the window
-        if (rank[x & ~kSubgraphBit] > max_rank) heap_push(x);
-        else push_work(x);
+    void schedule(int d, NodeId c) {  // expand soon, or park outside the range
+        Direction& r = reach_of[d];
+        if (parked(d, c)) {
+            if (!r.in_heap[c]) { r.in_heap[c] = 1; heap_push(d, c); }
+        } else if (!r.in_stack[c]) {
+            r.in_stack[c] = 1;
+            r.stack[r.stack_size++] = c;
+        }
     }
-    // Marks y reached from S; an S node reached tainted is a violation (counted, so a
-    // rollback can tell whether any is left). A committed node stands for its whole
-    // subgraph, Q's contracted node: reached once, it taints its external successors.
-    void visit(NodeId y, bool tainted, NodeId via) {
-        if (in_s[y] == growth) {
-            if (tainted && taint[y] != epoch) {
-                taint[y] = epoch;
-                taint_via[y] = via;
-                ++tainted_in_s;
-                violation = via;
-            }
-            return;
+    void add_bad(NodeId c) {
+        if (bad_mark[c] == bad_epoch) return;
+        bad_mark[c] = bad_epoch;
+        bad[bad_count++] = c;
+    }
+    void lower(int d, NodeId c, uint32_t value, NodeId entry) {
+        Direction& r = reach_of[d];
+        uint32_t old = r.value[c];
+        if (value >= old) return;
+        if (old != kUnreached) {  // unlink from bucket `old`
+            NodeId p = r.previous[c], q = r.next[c];
+            if (p != kNoNode) r.next[p] = q; else r.head[old] = q;
+            if (q != kNoNode) r.previous[q] = p;
         }
-        uint32_t sub = builder.subgraph_of[y];
-        if (sub != kUnplaced) {
-            if (jumped[sub] == epoch) return;
-            jumped[sub] = epoch;
-            subgraph_via[sub] = tainted ? via : y;
-            schedule(representative[sub] | kSubgraphBit);
-            return;
-        }
-        if (tainted) {
-            if (taint[y] == epoch) return;
-            taint[y] = epoch;
-            taint_via[y] = via;
+        r.value[c] = value;
+        r.previous[c] = kNoNode;
+        r.next[c] = r.head[value];
+        if (r.head[value] != kNoNode) r.previous[r.head[value]] = c;
+        r.head[value] = c;
+        r.entry[c] = entry;
+        if (blocked(c) && reach_of[d ^ 1].value[c] != kUnreached) add_bad(c);
+        if (source_value(d, c) < r.expanded[c]) schedule(d, c);
+    }
+    void expand(int d, NodeId c) {
+        uint32_t value = source_value(d, c);
+        reach_of[d].expanded[c] = value;
+        uint32_t sub = builder.subgraph_of[c];
+        if (d == 0) {
+            if (sub == kUnplaced)
+                for (NodeId y : graph.successors(c)) lower(0, canonical(y), value, y);
+            else
+                for (uint32_t i = 0; i < external_count[sub]; ++i) {
+                    NodeId y = external[external_offset[sub] + i];
+                    lower(0, canonical(y), value, y);
+                }
         } else {
-            if (taint[y] == epoch || plain[y] == epoch) return;
-            plain[y] = epoch;
+            if (sub == kUnplaced)
+                for (NodeId y : graph.predecessors(c)) lower(1, canonical(y), value, y);
+            else
+                for (uint32_t i = 0; i < external_pred_count[sub]; ++i) {
+                    NodeId y = external_pred[external_pred_offset[sub] + i];
+                    lower(1, canonical(y), value, y);
+                }
         }
-        schedule(y);
     }
-    void expand(NodeId x) {
-        if (x & kSubgraphBit) {
-            x &= ~kSubgraphBit;
-            uint32_t sub = builder.subgraph_of[x];
-            for (uint32_t i = 0; i < external_count[sub]; ++i) visit(external[external_offset[sub] + i], true, subgraph_via[sub]);
-            return;
+    void settle(int d) {
+        Direction& r = reach_of[d];
+        while (r.stack_size) {
+            NodeId c = r.stack[--r.stack_size];
+            r.in_stack[c] = 0;
+            if (source_value(d, c) < r.expanded[c]) expand(d, c);
         }
-        bool start = in_s[x] == growth;
-        bool tainted = !start && (taint[x] == epoch || rejected[x] == growth);
-        NodeId via = taint[x] == epoch ? taint_via[x] : x;
-        for (NodeId y : graph.successors(x)) visit(y, tainted, via);
     }
-    NodeId run() {  // to the fixpoint; the violation's blocked node, if any S node is tainted
-        while (work_size) {
-            TESSEL_ASSERT(work_size <= work_capacity);
-            expand(work[--work_size]);
+    void unpark(int d) {  // the range grew: parked nodes now inside it are expanded
+        Direction& r = reach_of[d];
+        while (r.heap_size && !parked(d, r.heap[0])) {
+            NodeId c = heap_pop(d);
+            r.in_heap[c] = 0;
+            if (source_value(d, c) < r.expanded[c]) schedule(d, c);
         }
-        return tainted_in_s ? violation : kNoNode;
     }
-    void raise_max_rank(uint32_t r) {
-        if (r <= max_rank) return;
-        max_rank = r;
-        while (heap_size && key(heap[0]) <= max_rank) push_work(heap_pop());
+    // Clears what the previous growth left (its values, parked nodes, bad list).
+    void reset_reach(uint32_t previous_count) {
+        for (int d = 0; d < 2; ++d) {
+            Direction& r = reach_of[d];
+            for (uint32_t i = 0; i < previous_count; ++i) {
+                for (NodeId y = r.head[i]; y != kNoNode; y = r.next[y]) r.value[y] = r.expanded[y] = kUnreached;
+                r.head[i] = kNoNode;
+                r.expanded[s_list[i]] = kUnreached;  // a source that nothing reached
+            }
+            for (uint32_t i = 0; i < r.heap_size; ++i) r.in_heap[r.heap[i]] = 0;
+            r.heap_size = 0;
+        }
+        if (++bad_epoch == 0) {
+            for (uint32_t i = 0; i < n; ++i) bad_mark[i] = 0;
+            bad_epoch = 1;
+        }
+        bad_count = 0;
     }
+    NodeId first_bad() const { return bad_count ? bad[0] : kNoNode; }
+    NodeId witness_name(NodeId c) const { return committed(c) ? reach_of[0].entry[c] : c; }
     void push_work(NodeId x) {
         TESSEL_ASSERT(work_size < work_capacity);
         work[work_size++] = x;
     }
     void new_epoch() {
         if (++epoch == 0) {  // wrapped: clear the stamps once
-            for (uint32_t i = 0; i < n; ++i) plain[i] = taint[i] = jumped[i] = 0;
+            for (uint32_t i = 0; i < n; ++i) plain[i] = jumped[i] = 0;
             epoch = 1;
         }
-    }
-    NodeId recompute() {  // from scratch: S lost a node that was not reached from the rest
-        new_epoch();
-        work_size = heap_size = 0;
-        violation = kNoNode;
-        tainted_in_s = 0;
-        max_rank = 0;
-        for (uint32_t i = 0; i < s_count; ++i) if (rank[s_list[i]] > max_rank) max_rank = rank[s_list[i]];
-        for (uint32_t i = 0; i < s_count; ++i) push_work(s_list[i]);
-        return run();
     }
 
     // ---- naive checker: the condition evaluated from the closure
@@ -1575,25 +1646,30 @@ struct RollbackContext {
     // ---- events
     void add_to_s(NodeId v) {
         in_s[v] = growth;
-        if (!naive) s_index[v] = s_count;
+        if (!naive) {
+            s_index[v] = s_count;
+            uint32_t r = rank[v];
+            prefix_max_rank[s_count] = s_count && prefix_max_rank[s_count - 1] > r ? prefix_max_rank[s_count - 1] : r;
+            prefix_min_rank[s_count] = s_count && prefix_min_rank[s_count - 1] < r ? prefix_min_rank[s_count - 1] : r;
+        }
         s_list[s_count++] = v;
         if (naive) s_bits[v / 64] |= 1ull << (v % 64);
     }
-    // After a merge or a rejection the marks only grow, so they are extended in place.
+    // After a merge or a rejection values only drop, so they are updated in place.
     NodeId check_after_merge(NodeId v) {
         if (naive) return naive_violation();
-        if (taint[v] == epoch) {  // reached through a blocked node before it joined
-            ++tainted_in_s;
-            violation = taint_via[v];
+        if (rank[v] > max_rank) { max_rank = rank[v]; unpark(0); }
+        if (rank[v] < min_rank) { min_rank = rank[v]; unpark(1); }
+        for (int d = 0; d < 2; ++d) {
+            if (source_value(d, v) < reach_of[d].expanded[v]) schedule(d, v);
+            settle(d);
         }
-        raise_max_rank(rank[v]);
-        push_work(v);
-        return run();
+        return first_bad();
     }
     NodeId check_after_reject(NodeId r) {
         if (naive) return naive_violation();
-        if (plain[r] == epoch && taint[r] != epoch && rank[r] <= max_rank) push_work(r);  // expanded plain: now blocked
-        return run();
+        if (reach_of[0].value[r] != kUnreached && reach_of[1].value[r] != kUnreached) add_bad(r);
+        return first_bad();
     }
     // The seed's rollback, one node at a time (naive checker): the last merged node leaves
     // S for the rejected list, and the condition is evaluated again.
@@ -1609,82 +1685,24 @@ struct RollbackContext {
         return naive_violation();
     }
 
-    // The same rollback loop in one pass over S's rank window (scalable checker). With S in
-    // merge order s_0..s_{m-1}, rolling back to the prefix P_k blocks s_k..s_{m-1}, and P_k
-    // fails iff some blocked node b lies on a path s_i -> b -> s_j with i, j < k. So with
-    // up(y) = the least i with a path s_i -> y and down(y) = the least j with y -> s_j
-    // (paths of length >= 1), b witnesses every k > max(up(b), down(b)): one forward and
-    // one backward pass find where the seed's loop stops, and which node each step names.
-    uint32_t up_of(NodeId p, uint32_t lo) const {
-        if (rank[p] < lo) return kUnreached;  // below S: no path from S reaches it
-        uint32_t sub = builder.subgraph_of[p];
-        if (sub != kUnplaced) return up_subgraph[sub];
-        uint32_t value = up[p];
-        if (in_s[p] == growth && s_index[p] < value) value = s_index[p];
-        return value;
-    }
-    uint32_t down_of(NodeId q, uint32_t hi) const {
-        if (rank[q] > hi) return kUnreached;  // above S: it reaches no S node
-        uint32_t sub = builder.subgraph_of[q];
-        if (sub != kUnplaced) return down_subgraph[sub];
-        uint32_t value = down[q];
-        if (in_s[q] == growth && s_index[q] < value) value = s_index[q];
-        return value;
-    }
-    void rollback_until_valid(NodeId via) {
+    // The same rollback loop in one pass (scalable checker): rolling back to the prefix P_k
+    // blocks s_k..s_{m-1}, and P_k fails iff some blocked node b (these included) has
+    // max(up(b), down(b)) < k. The blocked nodes with both values are the `bad` list, so the
+    // least such maximum over them and over the removed suffix tells where the seed's loop
+    // stops, and which node each step names. Then the values >= k are cleared.
+    void rollback_until_valid() {
         const uint32_t m = s_count;
-        uint32_t lo = n, hi = 0;
-        for (uint32_t i = 0; i < m; ++i) {
-            uint32_t r = rank[s_list[i]];
-            if (r < lo) lo = r;
-            if (r > hi) hi = r;
-        }
-        new_epoch();  // `jumped` marks subgraphs done in each pass
-        for (uint32_t r = lo; r <= hi; ++r) {
-            NodeId x = order[r];
-            uint32_t sub = builder.subgraph_of[x];
-            uint32_t value = kUnreached;
-            if (sub == kUnplaced) {
-                for (NodeId p : graph.predecessors(x)) { uint32_t u = up_of(p, lo); if (u < value) value = u; }
-                up[x] = value;
-            } else if (jumped[sub] != epoch) {  // a subgraph is one node of Q: all its inputs at once
-                jumped[sub] = epoch;
-                for (NodeId member : builder.subgraphs[sub].nodes)
-                    for (NodeId p : graph.predecessors(member))
-                        if (builder.subgraph_of[p] != sub) { uint32_t u = up_of(p, lo); if (u < value) value = u; }
-                up_subgraph[sub] = value;
-            }
-        }
-        new_epoch();
         uint32_t blocked_threshold = kUnreached;  // least max(up, down) over blocked nodes
         NodeId blocked_witness = kNoNode;
-        for (uint32_t r = hi + 1; r-- > lo;) {
-            NodeId x = order[r];
-            uint32_t sub = builder.subgraph_of[x];
-            uint32_t value = kUnreached;
-            if (sub == kUnplaced) {
-                for (NodeId q : graph.successors(x)) { uint32_t d = down_of(q, hi); if (d < value) value = d; }
-                down[x] = value;
-            } else if (jumped[sub] != epoch) {
-                jumped[sub] = epoch;
-                for (NodeId member : builder.subgraphs[sub].nodes)
-                    for (NodeId q : graph.successors(member))
-                        if (builder.subgraph_of[q] != sub) { uint32_t d = down_of(q, hi); if (d < value) value = d; }
-                down_subgraph[sub] = value;
-                uint32_t t = up_subgraph[sub] > value ? up_subgraph[sub] : value;
-                if (t < blocked_threshold) { blocked_threshold = t; blocked_witness = x; }
-            }
-        }
-        for (uint32_t i = 0; i < rejected_count; ++i) {
-            NodeId b = rejected_list[i];
-            if (rank[b] < lo || rank[b] > hi) continue;
-            uint32_t t = up[b] > down[b] ? up[b] : down[b];
-            if (t < blocked_threshold) { blocked_threshold = t; blocked_witness = b; }
+        for (uint32_t i = 0; i < bad_count; ++i) {
+            NodeId b = bad[i];
+            uint32_t t = reach_of[0].value[b] > reach_of[1].value[b] ? reach_of[0].value[b] : reach_of[1].value[b];
+            if (t < blocked_threshold) { blocked_threshold = t; blocked_witness = witness_name(b); }
         }
         // Walk the seed's loop: remove s_{k}, k = m-1, m-2, ... while P_{k+1} fails.
         uint32_t suffix_threshold = kUnreached;  // least max(up, down) over s_l, l > k
         NodeId suffix_witness = kNoNode;
-        NodeId witness = via;  // why P_m fails
+        NodeId witness = blocked_witness;  // why P_m fails
         uint32_t k = m;
         for (;;) {
             TESSEL_ASSERT(k > 1);  // a root alone always passes: Q is a DAG
@@ -1694,16 +1712,35 @@ struct RollbackContext {
             rejected_list[rejected_count++] = v;
             why_rejected[v] = Placement{PlacementReason::CycleThrough, witness};
             trace("  rollback %s: self-reference through %s\n", name(v), name(witness));
-            uint32_t t = up[v] > down[v] ? up[v] : down[v];  // v's values were taken as an S node
+            uint32_t up_v = reach_of[0].value[v], down_v = reach_of[1].value[v];
+            uint32_t t = up_v > down_v ? up_v : down_v;
             if (t < suffix_threshold) { suffix_threshold = t; suffix_witness = v; }
             if (blocked_threshold < k) witness = blocked_witness;
             else if (suffix_threshold < k) witness = suffix_witness;
             else break;  // P_k passes
         }
         s_count = k;
-        NodeId left = recompute();
-        TESSEL_ASSERT(left == kNoNode);
-        (void)left;
+        for (int d = 0; d < 2; ++d) {
+            Direction& r = reach_of[d];
+            for (uint32_t i = k; i < m; ++i) {
+                for (NodeId y = r.head[i]; y != kNoNode; y = r.next[y]) {
+                    r.value[y] = kUnreached;
+                    if (in_s[y] != growth) r.expanded[y] = kUnreached;  // an S node passed on its own index
+                }
+                r.head[i] = kNoNode;
+            }
+            for (uint32_t i = k; i < m; ++i)  // removed sources that nothing else reached
+                if (r.value[s_list[i]] == kUnreached) r.expanded[s_list[i]] = kUnreached;
+        }
+        for (uint32_t i = 0; i < bad_count; ++i)  // every witness lost a value
+            TESSEL_ASSERT(reach_of[0].value[bad[i]] == kUnreached || reach_of[1].value[bad[i]] == kUnreached);
+        if (++bad_epoch == 0) {
+            for (uint32_t i = 0; i < n; ++i) bad_mark[i] = 0;
+            bad_epoch = 1;
+        }
+        bad_count = 0;
+        max_rank = prefix_max_rank[k - 1];
+        min_rank = prefix_min_rank[k - 1];
     }
     void reject(NodeId r, Placement why) {
         rejected[r] = growth;
@@ -1729,6 +1766,8 @@ struct RollbackContext {
         }
         if (naive)  // the previous candidate's bits
             for (uint32_t i = 0; i < s_count; ++i) s_bits[s_list[i] / 64] &= ~(1ull << (s_list[i] % 64));
+        else
+            reset_reach(s_count);
         s_count = 0;
         rejected_count = 0;
         stack_size = 0;
@@ -1736,7 +1775,8 @@ struct RollbackContext {
         add_to_s(root);
         touch(root);
         if (!naive) {
-            NodeId none = recompute();  // a root alone always passes
+            max_rank = min_rank = rank[root];
+            NodeId none = check_after_merge(root);  // a root alone always passes
             TESSEL_ASSERT(none == kNoNode);
             (void)none;
         }
@@ -1772,13 +1812,6 @@ struct RollbackContext {
                     violation_via = check_after_reject(next);
                     trace("  failed to merge %s: keep apart from %s%s\n", name(next), name(partner),
                           violation_via == kNoNode ? "" : ", self-reference found");
-                } else if (!naive && taint[next] == epoch) {
-                    // Reached from S through a blocked node: merging fails at once and the
-                    // seed's rollback takes it straight back out, which is this rejection.
-                    trace("  merge %s\n  rollback %s: self-reference through %s\n", name(next), name(next),
-                          name(taint_via[next]));
-                    reject(next, Placement{PlacementReason::CycleThrough, taint_via[next]});
-                    violation_via = check_after_reject(next);
                 } else {
                     add_to_s(next);
                     trace("  merge %s\n", name(next));
@@ -1789,7 +1822,7 @@ struct RollbackContext {
             if (naive)
                 while (violation_via != kNoNode) violation_via = rollback_last(violation_via);
             else if (violation_via != kNoNode)
-                rollback_until_valid(violation_via);
+                rollback_until_valid();
         }
         trace_set("  end: ", s_list, s_count);
         trace("\n");
@@ -1826,6 +1859,15 @@ struct RollbackContext {
             }
         external_offset[subgraph_index] = ext_begin;
         external_count[subgraph_index] = external.size - ext_begin;
+        uint32_t pred_begin = external_pred.size;
+        for (NodeId c : nodes)
+            for (NodeId y : graph.predecessors(c)) {
+                if (builder.subgraph_of[y] == subgraph_index || external_pred_seen[y] == subgraph_index + 1) continue;
+                external_pred_seen[y] = subgraph_index + 1;
+                if (!external_pred.push(y)) { out_of_memory = true; return; }
+            }
+        external_pred_offset[subgraph_index] = pred_begin;
+        external_pred_count[subgraph_index] = external_pred.size - pred_begin;
         uint32_t lo = n, hi = 0;
         for (NodeId c : nodes) { if (rank[c] < lo) lo = rank[c]; if (rank[c] > hi) hi = rank[c]; }
         *lo_out = lo;
