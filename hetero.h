@@ -1278,9 +1278,6 @@ struct RollbackContext {
     Placement* why_rejected = nullptr;  // per node, for the committed candidate's reasons
     NodeId* rejected_list = nullptr;
     uint32_t rejected_count = 0;
-    uint32_t* touched_stamp = nullptr;  // == growth: in touched_list
-    NodeId* touched_list = nullptr;
-    uint32_t touched_count = 0;
     // Invalidation marks, stamped per commit: reaches the commit / reached from it in Q.
     uint32_t commit_stamp = 0;
     uint32_t* reaches_commit = nullptr;
@@ -1338,11 +1335,10 @@ struct RollbackContext {
 
     // Candidates per root: their nodes and their rejected nodes of the same device (with
     // the reason), in two ping-pong pools that compact when full. The scalable checker
-    // keeps them across rounds while their rank window is untouched; the naive one drops
-    // them every round.
-    // A pool entry holds the candidate's nodes, then the other nodes its growth touched
-    // (`touched` of them); lo..hi spans the ranks of those that are not committed.
-    struct Cached { uint32_t offset, count, touched, rejected_offset, rejected_count, lo, hi; bool valid, in_roots; };
+    // keeps them across rounds until a commit may change them (invalidate_after_commit);
+    // the naive one drops them every round.
+    // lo..hi spans the ranks of the entry's uncommitted nodes, candidate and rejected.
+    struct Cached { uint32_t offset, count, rejected_offset, rejected_count, lo, hi; bool valid, in_roots; };
     struct Rejection { NodeId node; Placement why; };
     Cached* cache = nullptr;
     NodeId* pool[2] = {nullptr, nullptr};
@@ -1416,13 +1412,11 @@ struct RollbackContext {
         }
         rank = arena->allocate_array<uint32_t>(n);
         order = arena->allocate_array<NodeId>(n);
-        touched_stamp = fill_array<uint32_t>(arena, n, 0);
-        touched_list = arena->allocate_array<NodeId>(n);
         reaches_commit = fill_array<uint32_t>(arena, n, 0);
         reached_from_commit = fill_array<uint32_t>(arena, n, 0);
         subgraph_reaches_commit = fill_array<uint32_t>(arena, n, 0);
         subgraph_reached_from_commit = fill_array<uint32_t>(arena, n, 0);
-        if (!touched_stamp || !touched_list || !reaches_commit || !reached_from_commit || !subgraph_reaches_commit ||
+        if (!reaches_commit || !reached_from_commit || !subgraph_reaches_commit ||
             !subgraph_reached_from_commit)
             return Status::OutOfMemory;
         plain = fill_array<uint32_t>(arena, n, 0);
@@ -1468,14 +1462,6 @@ struct RollbackContext {
         return Status::Ok;
     }
 
-    // Every node the growth looked at (root, and each neighbour it merged, rejected or
-    // skipped): a candidate depends on the rest of the graph only through these (see
-    // invalidate_after_commit).
-    void touch(NodeId x) {
-        if (naive || touched_stamp[x] == growth) return;
-        touched_stamp[x] = growth;
-        touched_list[touched_count++] = x;
-    }
 
     // ---- scalable checker
     //
@@ -1575,9 +1561,9 @@ struct RollbackContext {
                 }
         }
     }
-    void settle(int d) {
+    void settle(int d, bool until_bad = false) {
         Direction& r = reach_of[d];
-        while (r.stack_size) {
+        while (r.stack_size && !(until_bad && bad_count)) {
             NodeId c = r.stack[--r.stack_size];
             r.in_stack[c] = 0;
             if (source_value(d, c) < r.expanded[c]) expand(d, c);
@@ -1658,13 +1644,31 @@ struct RollbackContext {
     // After a merge or a rejection values only drop, so they are updated in place.
     NodeId check_after_merge(NodeId v) {
         if (naive) return naive_violation();
-        if (rank[v] > max_rank) { max_rank = rank[v]; unpark(0); }
-        if (rank[v] < min_rank) { min_rank = rank[v]; unpark(1); }
-        for (int d = 0; d < 2; ++d) {
+        // The wider range first: values below v's index, which create no violation (a
+        // blocked node that reaches P_{m-1} lies inside its range, where its values were
+        // exact). Then v's own index, up to the first violation: the rollback needs no more
+        // (every blocked node v makes bad has max(up, down) = v's index).
+        if (rank[v] > max_rank) { max_rank = rank[v]; unpark(0); settle(0); }
+        if (rank[v] < min_rank) { min_rank = rank[v]; unpark(1); settle(1); }
+        for (int d = 0; d < 2 && !bad_count; ++d) {
             if (source_value(d, v) < reach_of[d].expanded[v]) schedule(d, v);
-            settle(d);
+            settle(d, true);
         }
         return first_bad();
+    }
+    // A blocked node next to v that S reaches (a predecessor) or that reaches S (a
+    // successor): merging v would fail at once and the seed's rollback would take v straight
+    // back out, which is rejecting v. kNoNode if there is none.
+    NodeId blocked_neighbour_on_cycle(NodeId v) const {
+        for (NodeId p : graph.predecessors(v)) {
+            NodeId c = canonical(p);
+            if (blocked(c) && reach_of[0].value[c] != kUnreached) return committed(c) ? reach_of[0].entry[c] : c;
+        }
+        for (NodeId q : graph.successors(v)) {
+            NodeId c = canonical(q);
+            if (blocked(c) && reach_of[1].value[c] != kUnreached) return committed(c) ? reach_of[1].entry[c] : c;
+        }
+        return kNoNode;
     }
     NodeId check_after_reject(NodeId r) {
         if (naive) return naive_violation();
@@ -1722,6 +1726,7 @@ struct RollbackContext {
         s_count = k;
         for (int d = 0; d < 2; ++d) {
             Direction& r = reach_of[d];
+            while (r.stack_size) r.in_stack[r.stack[--r.stack_size]] = 0;  // left by a merge that failed early: index m-1 only
             for (uint32_t i = k; i < m; ++i) {
                 for (NodeId y = r.head[i]; y != kNoNode; y = r.next[y]) {
                     r.value[y] = kUnreached;
@@ -1761,7 +1766,6 @@ struct RollbackContext {
     void grow(NodeId root, DeviceId device) {
         if (++growth == 0) {
             for (uint32_t i = 0; i < n; ++i) in_s[i] = rejected[i] = 0;
-            if (!naive) for (uint32_t i = 0; i < n; ++i) touched_stamp[i] = 0;
             growth = 1;
         }
         if (naive)  // the previous candidate's bits
@@ -1771,9 +1775,7 @@ struct RollbackContext {
         s_count = 0;
         rejected_count = 0;
         stack_size = 0;
-        touched_count = 0;
         add_to_s(root);
-        touch(root);
         if (!naive) {
             max_rank = min_rank = rank[root];
             NodeId none = check_after_merge(root);  // a root alone always passes
@@ -1797,7 +1799,6 @@ struct RollbackContext {
             NodeId next = k < succ.size ? succ[k] : pred[k - succ.size];
             ++frame.next;
             if (reject_sweep != (graph.node(next).affinity != device)) continue;
-            touch(next);
             if (in_s[next] == growth || rejected[next] == growth || committed(next)) continue;
             NodeId violation_via;
             if (graph.node(next).affinity != device) {
@@ -1812,6 +1813,10 @@ struct RollbackContext {
                     violation_via = check_after_reject(next);
                     trace("  failed to merge %s: keep apart from %s%s\n", name(next), name(partner),
                           violation_via == kNoNode ? "" : ", self-reference found");
+                } else if (NodeId via = naive ? kNoNode : blocked_neighbour_on_cycle(next); via != kNoNode) {
+                    trace("  merge %s\n  rollback %s: self-reference through %s\n", name(next), name(next), name(via));
+                    reject(next, Placement{PlacementReason::CycleThrough, via});
+                    violation_via = check_after_reject(next);
                 } else {
                     add_to_s(next);
                     trace("  merge %s\n", name(next));
@@ -1934,7 +1939,7 @@ struct RollbackContext {
             NodeId r = cached_roots[i];
             if (!cache[r].valid) { cache[r].in_roots = false; continue; }
             cached_roots[kept++] = r;
-            live_nodes += cache[r].count + cache[r].touched;
+            live_nodes += cache[r].count;
             live_rejections += cache[r].rejected_count;
         }
         cached_roots.size = kept;
@@ -1950,12 +1955,12 @@ struct RollbackContext {
         pool_size = rejection_size = 0;
         for (uint32_t i = 0; i < cached_roots.size; ++i) {
             Cached& entry = cache[cached_roots[i]];
-            for (uint32_t k = 0; k < entry.count + entry.touched; ++k) pool[active][pool_size + k] = old_nodes[entry.offset + k];
+            for (uint32_t k = 0; k < entry.count; ++k) pool[active][pool_size + k] = old_nodes[entry.offset + k];
             for (uint32_t k = 0; k < entry.rejected_count; ++k)
                 rejection_pool[active][rejection_size + k] = old_rejections[entry.rejected_offset + k];
             entry.offset = pool_size;
             entry.rejected_offset = rejection_size;
-            pool_size += entry.count + entry.touched;
+            pool_size += entry.count;
             rejection_size += entry.rejected_count;
         }
         return true;
@@ -1963,9 +1968,8 @@ struct RollbackContext {
     bool store_candidate(NodeId root, DeviceId device) {
         uint32_t rejections = 0;
         for (uint32_t k = 0; k < rejected_count; ++k) rejections += graph.node(rejected_list[k]).affinity == device;
-        uint32_t touched = naive ? 0 : touched_count - s_count;  // the candidate's nodes were all touched
-        if (pool_size + s_count + touched > pool_capacity || rejection_size + rejections > rejection_capacity)
-            if (!compact(s_count + touched, rejections)) return false;
+        if (pool_size + s_count > pool_capacity || rejection_size + rejections > rejection_capacity)
+            if (!compact(s_count, rejections)) return false;
         Cached& entry = cache[root];
         if (!entry.in_roots) {
             if (!cached_roots.push(root)) return false;
@@ -1973,27 +1977,26 @@ struct RollbackContext {
         }
         entry.offset = pool_size;
         entry.count = s_count;
-        entry.touched = touched;
         entry.rejected_offset = rejection_size;
         entry.rejected_count = rejections;
         entry.valid = true;
         for (uint32_t i = 0; i < s_count; ++i) pool[active][pool_size++] = s_list[i];
-        if (!naive) {
-            for (uint32_t i = 0; i < touched_count; ++i)
-                if (in_s[touched_list[i]] != growth) pool[active][pool_size++] = touched_list[i];
-            update_window(entry);
-        }
         for (uint32_t k = 0; k < rejected_count; ++k) {
             NodeId x = rejected_list[k];
             if (graph.node(x).affinity == device) rejection_pool[active][rejection_size++] = Rejection{x, why_rejected[x]};
         }
+        if (!naive) update_window(entry);
         return true;
+    }
+    // An entry's nodes T: the candidate, then its rejected nodes of the device.
+    uint32_t entry_size(const Cached& entry) const { return entry.count + entry.rejected_count; }
+    NodeId entry_node(const Cached& entry, uint32_t i) const {
+        return i < entry.count ? pool[active][entry.offset + i] : rejection_pool[active][entry.rejected_offset + i - entry.count].node;
     }
     void update_window(Cached& entry) const {
         uint32_t lo = n, hi = 0;
-        const NodeId* nodes = pool[active] + entry.offset;
-        for (uint32_t i = 0; i < entry.count + entry.touched; ++i) {
-            NodeId x = nodes[i];
+        for (uint32_t i = 0; i < entry_size(entry); ++i) {
+            NodeId x = entry_node(entry, i);
             if (committed(x)) continue;
             if (rank[x] < lo) lo = rank[x];
             if (rank[x] > hi) hi = rank[x];
@@ -2003,18 +2006,20 @@ struct RollbackContext {
     }
 
     // After committing subgraph C (its rank window lo..hi, already contracted), drops the
-    // cached candidates that could grow differently now. A candidate's growth reads the rest
-    // of the graph only through its touched nodes T (root, every neighbour it looked at;
-    // they hold every S of the growth): whether a touched node is committed, and whether
-    // some path of Q leaves an S, passes a blocked node and returns to S (the rollback
-    // condition, and the taint of a touched node, which is the same question for one more
-    // node). The commit changes the first only for T nodes in C. It adds blocked nodes (C)
-    // and paths (through C's contracted node) to the second, and any such new path runs
-    // from T into C and from C into T. So a candidate with no T node in C, and no T node
-    // that reaches C or none that C reaches, grows to the same node set: it is kept. (Its
-    // rejected nodes' witnesses were valid in the old Q and stay valid: paths only grow.)
-    // Ranks only increase along paths of Q, so a candidate whose window misses lo..hi is
-    // unaffected, and the walks stay inside the affected candidates' windows.
+    // cached candidates that could grow differently now. Let T be an entry's nodes: the
+    // candidate and its rejected nodes of the device, which hold every node ever merged
+    // (every S of the growth) and every neighbour of the device it looked at and did not
+    // skip as committed. The growth reads the rest of the graph only through two questions:
+    // is a neighbour committed, and does some path of Q leave an S, pass a blocked node and
+    // return to S or to a neighbour about to be merged (the condition, and the shortcut of
+    // blocked_neighbour_on_cycle). The commit changes the first only for nodes of C, which
+    // are of the device, so only if C meets T. It adds blocked nodes (C) and paths (through
+    // C's contracted node) to the second, and any such new path runs from T into C and from
+    // C into T. So a candidate with no T node in C, and no T node that reaches C or none
+    // that C reaches, grows to the same node set and is kept. (The witnesses it stored were
+    // valid in the old Q and stay valid: paths only grow.) Ranks rise along Q's paths, so a
+    // candidate whose window misses lo..hi is unaffected, and the walks stay inside the
+    // affected candidates' windows.
     void invalidate_after_commit(uint32_t subgraph_index, uint32_t lo, uint32_t hi) {
         uint32_t low = n, high = 0;
         for (uint32_t i = 0; i < cached_roots.size; ++i) {
@@ -2085,10 +2090,9 @@ struct RollbackContext {
         for (uint32_t i = 0; i < cached_roots.size; ++i) {
             Cached& c = cache[cached_roots[i]];
             if (!c.valid || c.hi < lo || hi < c.lo) continue;
-            const NodeId* nodes = pool[active] + c.offset;
             bool hit = false, reaches = false, reached = false;
-            for (uint32_t k = 0; k < c.count + c.touched && !hit; ++k) {
-                NodeId x = nodes[k];
+            for (uint32_t k = 0; k < entry_size(c) && !hit; ++k) {
+                NodeId x = entry_node(c, k);
                 uint32_t sub = builder.subgraph_of[x];
                 if (sub == subgraph_index) hit = true;
                 if (sub != kUnplaced) continue;
