@@ -2029,6 +2029,9 @@ struct RollbackContext {
             if (c.hi > high) high = c.hi;
         }
         if (low > high) return;
+        // The windows were measured before the contraction, which moved nodes inside lo..hi.
+        if (lo < low) low = lo;
+        if (hi > high) high = hi;
         if (++commit_stamp == 0) {
             for (uint32_t i = 0; i < n; ++i)
                 reaches_commit[i] = reached_from_commit[i] = subgraph_reaches_commit[i] = subgraph_reached_from_commit[i] = 0;
