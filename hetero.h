@@ -1334,16 +1334,30 @@ struct RollbackContext {
     bool out_of_memory = false;
 
     // Candidates per root: their nodes and their rejected nodes of the same device (with
-    // the reason), in two ping-pong pools that compact when full. The scalable checker
+    // the reason), in two pools that are compacted in place when full. The scalable checker
     // keeps them across rounds until a commit may change them (invalidate_after_commit);
     // the naive one drops them every round.
     // lo..hi spans the ranks of the entry's uncommitted nodes, candidate and rejected.
     struct Cached { uint32_t offset, count, rejected_offset, rejected_count, lo, hi; bool valid, in_roots; };
-    struct Rejection { NodeId node; Placement why; };
+    // A rejected node of the device and why: a cycle through `other` or keep-apart with it
+    // (the only two reasons of a same-device rejection), in 8 bytes: node ids fit 31 bits.
+    struct Rejection {
+        uint32_t node_and_keep_apart;
+        NodeId other;
+        static constexpr uint32_t kKeepApartBit = 0x80000000u;
+        Rejection() = default;
+        Rejection(NodeId node, Placement why)
+            : node_and_keep_apart(node | (why.reason == PlacementReason::KeepApart ? kKeepApartBit : 0u)), other(why.other) {
+            TESSEL_ASSERT(why.reason == PlacementReason::KeepApart || why.reason == PlacementReason::CycleThrough);
+        }
+        NodeId node() const { return node_and_keep_apart & ~kKeepApartBit; }
+        Placement why() const {
+            return Placement{node_and_keep_apart & kKeepApartBit ? PlacementReason::KeepApart : PlacementReason::CycleThrough, other};
+        }
+    };
     Cached* cache = nullptr;
-    NodeId* pool[2] = {nullptr, nullptr};
-    Rejection* rejection_pool[2] = {nullptr, nullptr};
-    uint32_t active = 0;
+    NodeId* pool = nullptr;
+    Rejection* rejection_pool = nullptr;
     uint32_t pool_size = 0, pool_capacity = 0;
     uint32_t rejection_size = 0, rejection_capacity = 0;
     ArenaVector<NodeId> cached_roots;  // roots that may have a valid entry (unique)
@@ -1389,7 +1403,7 @@ struct RollbackContext {
         if (!in_s || !rejected || !s_list || !stack || !why_rejected || !rejected_list) return Status::OutOfMemory;
         cached_roots.arena = arena;
         cache = arena->allocate_array<Cached>(n);
-        if (!cache || !grow_pools(4 * n + 64, n + 64)) return Status::OutOfMemory;
+        if (!cache || !grow_pools(n + 64, n + 64)) return Status::OutOfMemory;
         for (uint32_t i = 0; i < n; ++i) cache[i].valid = cache[i].in_roots = false;
         if (naive) {
             words = ((size_t)n + 63) / 64;
@@ -1922,17 +1936,19 @@ struct RollbackContext {
         work_size = 0;
     }
 
-    bool grow_pools(uint32_t nodes, uint32_t rejections) {
-        pool_capacity = nodes;
-        rejection_capacity = rejections;
-        for (int i = 0; i < 2; ++i) {
-            pool[i] = arena->allocate_array<NodeId>(nodes);
-            rejection_pool[i] = arena->allocate_array<Rejection>(rejections);
-            if (!pool[i] || !rejection_pool[i]) return false;
+    bool grow_pools(uint32_t nodes, uint32_t rejections) {  // only the ones that grow
+        if (nodes != pool_capacity || !pool) {
+            pool = arena->allocate_array<NodeId>(nodes);
+            pool_capacity = nodes;
         }
-        return true;
+        if (rejections != rejection_capacity || !rejection_pool) {
+            rejection_pool = arena->allocate_array<Rejection>(rejections);
+            rejection_capacity = rejections;
+        }
+        return pool && rejection_pool;
     }
-    // Copies the valid entries into the other pool (growing both when half full).
+    // Packs the valid entries to the front of the pools, in place (entries sit in store
+    // order, so each moves down), or into bigger pools when they would stay over 3/4 full.
     bool compact(uint32_t extra_nodes, uint32_t extra_rejections) {
         uint32_t live_nodes = 0, live_rejections = 0, kept = 0;
         for (uint32_t i = 0; i < cached_roots.size; ++i) {
@@ -1943,21 +1959,23 @@ struct RollbackContext {
             live_rejections += cache[r].rejected_count;
         }
         cached_roots.size = kept;
-        NodeId* old_nodes = pool[active];
-        Rejection* old_rejections = rejection_pool[active];
-        if (2 * (live_nodes + extra_nodes) > pool_capacity || 2 * (live_rejections + extra_rejections) > rejection_capacity) {
-            uint32_t nodes = pool_capacity, rejections = rejection_capacity;
-            while (2 * (live_nodes + extra_nodes) > nodes) nodes *= 2;
-            while (2 * (live_rejections + extra_rejections) > rejections) rejections *= 2;
-            if (!grow_pools(nodes, rejections)) return false;
+        std::sort(cached_roots.data, cached_roots.data + kept, [this](NodeId a, NodeId b) { return cache[a].offset < cache[b].offset; });
+        NodeId* old_nodes = pool;
+        Rejection* old_rejections = rejection_pool;
+        const uint64_t need_nodes = (uint64_t)live_nodes + extra_nodes, need_rejections = (uint64_t)live_rejections + extra_rejections;
+        if (4 * need_nodes > 3 * (uint64_t)pool_capacity || 4 * need_rejections > 3 * (uint64_t)rejection_capacity) {
+            uint64_t nodes = pool_capacity, rejections = rejection_capacity;
+            while (4 * need_nodes > 3 * nodes) nodes *= 2;
+            while (4 * need_rejections > 3 * rejections) rejections *= 2;
+            if (nodes > 0xffffffffu || rejections > 0xffffffffu) return false;
+            if (!grow_pools((uint32_t)nodes, (uint32_t)rejections)) return false;
         }
-        active ^= 1;
         pool_size = rejection_size = 0;
         for (uint32_t i = 0; i < cached_roots.size; ++i) {
             Cached& entry = cache[cached_roots[i]];
-            for (uint32_t k = 0; k < entry.count; ++k) pool[active][pool_size + k] = old_nodes[entry.offset + k];
+            for (uint32_t k = 0; k < entry.count; ++k) pool[pool_size + k] = old_nodes[entry.offset + k];
             for (uint32_t k = 0; k < entry.rejected_count; ++k)
-                rejection_pool[active][rejection_size + k] = old_rejections[entry.rejected_offset + k];
+                rejection_pool[rejection_size + k] = old_rejections[entry.rejected_offset + k];
             entry.offset = pool_size;
             entry.rejected_offset = rejection_size;
             pool_size += entry.count;
@@ -1980,10 +1998,10 @@ struct RollbackContext {
         entry.rejected_offset = rejection_size;
         entry.rejected_count = rejections;
         entry.valid = true;
-        for (uint32_t i = 0; i < s_count; ++i) pool[active][pool_size++] = s_list[i];
+        for (uint32_t i = 0; i < s_count; ++i) pool[pool_size++] = s_list[i];
         for (uint32_t k = 0; k < rejected_count; ++k) {
             NodeId x = rejected_list[k];
-            if (graph.node(x).affinity == device) rejection_pool[active][rejection_size++] = Rejection{x, why_rejected[x]};
+            if (graph.node(x).affinity == device) rejection_pool[rejection_size++] = Rejection{x, why_rejected[x]};
         }
         if (!naive) update_window(entry);
         return true;
@@ -1991,7 +2009,7 @@ struct RollbackContext {
     // An entry's nodes T: the candidate, then its rejected nodes of the device.
     uint32_t entry_size(const Cached& entry) const { return entry.count + entry.rejected_count; }
     NodeId entry_node(const Cached& entry, uint32_t i) const {
-        return i < entry.count ? pool[active][entry.offset + i] : rejection_pool[active][entry.rejected_offset + i - entry.count].node;
+        return i < entry.count ? pool[entry.offset + i] : rejection_pool[entry.rejected_offset + i - entry.count].node();
     }
     void update_window(Cached& entry) const {
         uint32_t lo = n, hi = 0;
@@ -2117,7 +2135,7 @@ struct RollbackContext {
     // commit pushed them out (then that reason stays); its rejected nodes of the device
     // remember why, for when they are committed elsewhere.
     void commit_reasons(const Cached& entry, NodeId root, Placement* pending) {
-        const NodeId* nodes = pool[active] + entry.offset;
+        const NodeId* nodes = pool + entry.offset;
         for (uint32_t i = 0; i < entry.count; ++i) {
             NodeId x = nodes[i];
             Placement p = pending[x];
@@ -2125,9 +2143,9 @@ struct RollbackContext {
                 p = Placement{x == root ? PlacementReason::Root : PlacementReason::Grown, x == root ? kNoNode : root};
             builder.placements[x] = p;
         }
-        const Rejection* rejections = rejection_pool[active] + entry.rejected_offset;
+        const Rejection* rejections = rejection_pool + entry.rejected_offset;
         for (uint32_t i = 0; i < entry.rejected_count; ++i)
-            if (pending[rejections[i].node].other == kNoNode) pending[rejections[i].node] = rejections[i].why;
+            if (pending[rejections[i].node()].other == kNoNode) pending[rejections[i].node()] = rejections[i].why();
     }
 
     Status run_device(DeviceId device, Placement* pending) {
@@ -2178,7 +2196,7 @@ struct RollbackContext {
                 scan_from[r] = i;
                 listed[listed_count++] = r;
                 listing[r] = ++listings;
-                const NodeId* nodes = pool[active] + cache[r].offset;
+                const NodeId* nodes = pool + cache[r].offset;
                 for (uint32_t k = 0; k < cache[r].count; ++k)
                     if (!is_covered(nodes[k])) { cover[nodes[k]] = r; cover_listing[nodes[k]] = listings; }
             }
@@ -2192,7 +2210,7 @@ struct RollbackContext {
             }
             TESSEL_ASSERT(best != kNoNode);  // a remaining node is a root or covered by a listed candidate
             const Cached entry = cache[best];
-            const NodeId* nodes = pool[active] + entry.offset;
+            const NodeId* nodes = pool + entry.offset;
             trace_set("  commit ", nodes, entry.count);
             trace("\n");
             commit_reasons(entry, best, pending);
