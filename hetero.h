@@ -1239,14 +1239,14 @@ struct Builder {
 // Checking. The naive checker holds the transitive closure of Q as V x V bitsets (the seed's
 // method, with closure rows unioned on each commit) and evaluates the condition from
 // scratch. The scalable checker keeps a topological order of Q (`rank`), restored around
-// each committed subgraph, and marks nodes reached from S forward through Q, `plain` or
-// `tainted` (the path passed a blocked node). A path from S back to S never leaves the
-// ranks below max rank(S), so nodes above it are parked until S reaches further. Merges
-// and rejections only extend the marks; a rollback runs the seed's loop in one pass (see
-// rollback_until_valid) and recomputes them. Candidates are cached
-// per root with the rank window they read; a commit reorders only ranks inside its own
-// window, so a cached candidate whose window is disjoint would grow identically and is reused.
-// Both checkers give the same partition (the property test compares them).
+// each committed subgraph, and for every node the least merge index of an S node it is
+// reached from, and of one it reaches (see "scalable checker" in the struct). A merge only
+// lowers these values, so it visits only the nodes whose value drops; a rollback runs the
+// seed's loop in one pass from them (rollback_until_valid) and clears exactly the values it
+// invalidates. A path from S back to S stays between S's lowest and highest rank, so nodes
+// outside are parked until S reaches them. Candidates are cached per root and kept until a
+// commit could change them (invalidate_after_commit).
+// Both checkers give the same partition (the property tests compare them).
 
 struct RollbackContext {
     const Graph& graph;
@@ -1332,6 +1332,7 @@ struct RollbackContext {
     uint32_t* external_pred_seen = nullptr;
     NodeId* representative = nullptr;
     bool out_of_memory = false;
+    bool any_keep_apart = false;  // else the per-merge keep-apart scan is skipped
 
     // Candidates per root: their nodes and their rejected nodes of the same device (with
     // the reason), in two pools that are compacted in place when full. The scalable checker
@@ -1394,6 +1395,10 @@ struct RollbackContext {
     }
 
     Status init() {
+        for (NodeId v = 0; v < n && !any_keep_apart; ++v) {
+            const Node& node = graph.node(v);
+            for (uint32_t i = 0; i < node.num_inputs; ++i) any_keep_apart = any_keep_apart || node.inputs[i].keep_apart;
+        }
         in_s = fill_array<uint32_t>(arena, n, 0);
         rejected = fill_array<uint32_t>(arena, n, 0);
         s_list = arena->allocate_array<NodeId>(n);
@@ -1821,7 +1826,7 @@ struct RollbackContext {
                 trace("  failed to merge %s: other device%s\n", name(next),
                       violation_via == kNoNode ? "" : ", self-reference found");
             } else {
-                NodeId partner = keep_apart_partner_in_s(next);
+                NodeId partner = any_keep_apart ? keep_apart_partner_in_s(next) : kNoNode;
                 if (partner != kNoNode) {
                     reject(next, Placement{PlacementReason::KeepApart, partner});
                     violation_via = check_after_reject(next);
