@@ -133,7 +133,8 @@ build/fuzz/%: fuzz/%.cpp $(HEADERS) | deps
 	clang++ $(FUZZ_FLAGS) $< -o $@ -lasmjit -lpthread
 
 .PHONY: fuzz
-fuzz: $(FUZZERS)
+fuzz: $(FUZZERS) build/tessel
+	@scripts/fuzz-seeds.sh build/tessel build/fuzz/corpus-onnx_model build/fuzz/corpus-blob_import
 	@mkdir -p build/fuzz/corpus-graph_text
 	@printf '1 A\n2 A 1\n3 A 2\n4 B 2\n5 A 3 4\n6 A 5\n7 A 6\n' > build/fuzz/corpus-graph_text/seed
 	@printf 'x A\ny B\na A x\nd B y\nb B a y\nc A x d\n' > build/fuzz/corpus-graph_text/deadlock
