@@ -151,6 +151,8 @@ bool desc_elements(const TensorDesc& desc, uint64_t* elements);
 // "value" holds the tensor), graph outputs are `Result` nodes (one input, no output). An
 // optional input left out in the middle of a node's inputs reads the `Absent` node (one
 // output of type Undefined). Node names and interface names share one namespace.
+struct Limits;
+
 struct ModelPort {
     StringView name;
     NodeId node = kNoNode;
@@ -194,6 +196,9 @@ public:
     // ONNX (see >>onnx reader). `folder` resolves external data; empty: external data refused.
     Status read_onnx(const void* bytes, size_t size, StringView folder = StringView());
     Status read_onnx_file(const char* path);
+    // The same with other limits than the defaults (file size, nodes, rank, elements).
+    Status read_onnx(const void* bytes, size_t size, StringView folder, const Limits& limits);
+    Status read_onnx_file(const char* path, const Limits& limits);
     // The file's bytes when read by read_onnx_file (weights point into them).
     const void* file_data() const { return file_; }
 
@@ -6595,7 +6600,13 @@ inline size_t put_varint(uint8_t* out, uint64_t v) {
 }  // namespace detail
 
 Status Model::read_onnx(const void* bytes, size_t size, StringView folder) {
+    return read_onnx(bytes, size, folder, Limits());
+}
+
+Status Model::read_onnx(const void* bytes, size_t size, StringView folder, const Limits& limits) {
     detail::OnnxReader r;
+    r.limits = limits;
+    if (r.limits.max_rank > (uint32_t)kMaxRank) r.limits.max_rank = kMaxRank;   // the dims arrays hold kMaxRank
     r.base = static_cast<const uint8_t*>(bytes);
     Status s = Status::Ok;
     if (!bytes && size) s = r.fail(Status::InvalidArgument, "read_onnx: null bytes");
@@ -6609,8 +6620,11 @@ Status Model::read_onnx(const void* bytes, size_t size, StringView folder) {
     return s;
 }
 
-Status Model::read_onnx_file(const char* path) {
+Status Model::read_onnx_file(const char* path) { return read_onnx_file(path, Limits()); }
+
+Status Model::read_onnx_file(const char* path, const Limits& limits) {
     detail::OnnxReader r;
+    r.limits = limits;
     if (!path) return graph.fail(Status::InvalidArgument, "read_onnx_file: null path");
     if (file_ || graph.node_count() != 0) return graph.fail(Status::InvalidArgument, "read_onnx_file needs an empty model");
     void* data = nullptr;
@@ -6618,7 +6632,7 @@ Status Model::read_onnx_file(const char* path) {
     Status s = detail::read_whole_file(r, path, &data, &size);
     if (s != Status::Ok) return graph.fail(s, "%s", r.error);
     file_ = data;
-    return read_onnx(data, size, detail::folder_of(path));
+    return read_onnx(data, size, detail::folder_of(path), limits);
 }
 
 Status read_tensor_proto(const void* bytes, size_t size, Tensor* tensor, char* name, size_t name_size) {
