@@ -2471,7 +2471,8 @@ inline Status save_and_set(CompileJob* job, Arena* arena, Device* d, StringView 
     Status s = d->get_config(key, &old);
     if (s != Status::Ok) return job->core->fail(s, "%s", d->last_error());
     if (!job->saved) job->saved = arena->allocate_array<SavedConfig>(256);
-    if (!job->saved || job->saved_count == 256) return job->core->fail(Status::LimitExceeded, "too many config entries");
+    if (!job->saved) return job->core->fail(Status::OutOfMemory, "out of memory saving the device config");
+    if (job->saved_count == 256) return job->core->fail(Status::LimitExceeded, "too many config entries");
     SavedConfig& c = job->saved[job->saved_count];
     if (key.size >= sizeof c.key || old.size >= sizeof c.value) return job->core->fail(Status::InvalidArgument, "config key or value too long");
     std::snprintf(c.key, sizeof c.key, "%.*s", (int)key.size, key.data);
