@@ -1392,8 +1392,12 @@ struct detail_prepare {
         if (d.rank > limits.max_rank)
             return fail(error, Status::LimitExceeded, "node '%.*s': rank %u (limit %u)", (int)node.name.size, node.name.data, d.rank, limits.max_rank);
         uint64_t count = 0;
-        if (!desc_elements(d, &count))
-            return fail(error, Status::InvalidArgument, "node '%.*s': an output has a negative or overflowing dim", (int)node.name.size, node.name.data);
+        if (!desc_elements(d, &count)) {
+            bool negative = false;   // else the product overflows: a limit, as in the reader and Tensor::allocate
+            for (uint32_t i = 0; i < d.rank; ++i) negative = negative || d.dims[i] < 0;
+            return fail(error, negative ? Status::InvalidArgument : Status::LimitExceeded, "node '%.*s': an output has %s",
+                        (int)node.name.size, node.name.data, negative ? "a negative dim" : "dims whose product overflows 64 bits");
+        }
         if (count > limits.max_tensor_elements)
             return fail(error, Status::LimitExceeded, "node '%.*s': a tensor of %llu elements (limit %llu)", (int)node.name.size,
                         node.name.data, (unsigned long long)count, (unsigned long long)limits.max_tensor_elements);
