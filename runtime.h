@@ -2812,6 +2812,7 @@ struct InferRequest::Impl {
     Tensor* inputs = nullptr;
     Tensor* outputs = nullptr;
     Tensor* bound_outputs = nullptr; // user tensors outputs are copied into (type Undefined: none)
+    uint32_t input_count = 0, output_count = 0;   // of the arrays above: ~Impl must not read m, gone first maybe
     ProfileEntry* profile = nullptr;
     uint32_t profile_count = 0;
     detail::ThreadPool pool;
@@ -2832,9 +2833,8 @@ struct InferRequest::Impl {
             wake.notify_all();
             worker.join();
         }
-        uint32_t ni = m ? m->prepared.model.input_count() : 0, no = m ? m->prepared.model.output_count() : 0;
-        for (uint32_t i = 0; inputs && i < ni; ++i) inputs[i].~Tensor();
-        for (uint32_t i = 0; outputs && i < no; ++i) { outputs[i].~Tensor(); bound_outputs[i].~Tensor(); }
+        for (uint32_t i = 0; inputs && i < input_count; ++i) inputs[i].~Tensor();
+        for (uint32_t i = 0; outputs && i < output_count; ++i) { outputs[i].~Tensor(); bound_outputs[i].~Tensor(); }
         TESSEL_FREE(inputs);
         TESSEL_FREE(outputs);
         TESSEL_FREE(bound_outputs);
@@ -2892,6 +2892,8 @@ Status CompiledModel::create_request(InferRequest* request) const {
     if (ok) {
         for (uint32_t i = 0; i < pm.input_count(); ++i) new (&r->inputs[i]) Tensor();
         for (uint32_t i = 0; i < pm.output_count(); ++i) { new (&r->outputs[i]) Tensor(); new (&r->bound_outputs[i]) Tensor(); }
+        r->input_count = pm.input_count();
+        r->output_count = pm.output_count();
     } else {
         if (r->inputs) { TESSEL_FREE(r->inputs); r->inputs = nullptr; }
         if (r->outputs) { TESSEL_FREE(r->outputs); r->outputs = nullptr; }
