@@ -1027,3 +1027,32 @@ TEST_CASE("reliability: 4 threads of requests on one compiled model while a seco
     CHECK(failures.load() == 0);
     CHECK(mismatches.load() == 0);
 }
+
+TEST_CASE("reliability: a request destroyed after its compiled model (or after a recompile into it)") {
+    // Regression (found by make test-sanitize): ~InferRequest read the compiled model's input
+    // and output counts, a use after free when the CompiledModel went first, as with members
+    // `InferRequest request; CompiledModel compiled;` (destroyed in reverse order).
+    const std::string bytes = small_model();
+    Model model;
+    REQUIRE(model.read_onnx(bytes.data(), bytes.size()) == Status::Ok);
+    Core core;
+    struct Holder {
+        InferRequest request;
+        CompiledModel compiled;
+    };
+    std::unique_ptr<Holder> holder(new Holder);
+    REQUIRE(core.compile_model(model, "CPU", {}, &holder->compiled) == Status::Ok);
+    REQUIRE(holder->compiled.create_request(&holder->request) == Status::Ok);
+    REQUIRE(holder->request.start_async() == Status::Ok);
+    REQUIRE(holder->request.wait() == Status::Ok);
+    holder.reset();   // compiled first, then the request (with its worker thread)
+    CompiledModel compiled;
+    InferRequest request;
+    REQUIRE(core.compile_model(model, "CPU", {}, &compiled) == Status::Ok);
+    REQUIRE(compiled.create_request(&request) == Status::Ok);
+    REQUIRE(core.compile_model(model, "TEMPLATE", {}, &compiled) == Status::Ok);   // frees the first
+    InferRequest fresh;
+    REQUIRE(compiled.create_request(&fresh) == Status::Ok);
+    default_fill(0, fresh.input(0));
+    CHECK(fresh.infer() == Status::Ok);
+}
