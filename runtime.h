@@ -3438,8 +3438,9 @@ Status Core::import_job(void* job_pointer, const void* payload, size_t size, voi
     const Graph& g = m->prepared.model.graph;
     const Graph& src = m->source->graph;
     uint32_t n = g.node_count();
-    m->subgraph_count = r.u32();
-    if (!r.ok || m->subgraph_count == 0 || m->subgraph_count > n) return fail(Status::ParseError, "blob: bad subgraph count");
+    uint32_t subgraph_count = r.u32();   // checked before ~Impl may loop over it
+    if (!r.ok || subgraph_count == 0 || subgraph_count > n) return fail(Status::ParseError, "blob: bad subgraph count");
+    m->subgraph_count = subgraph_count;
     m->subgraph_of = m->arena.allocate_array<uint32_t>(n + 1);
     m->subgraph_device = m->arena.allocate_array<Device*>(m->subgraph_count + 1);
     Span<const NodeId>* members = m->arena.allocate_array<Span<const NodeId>>(m->subgraph_count + 1);
