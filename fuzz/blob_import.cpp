@@ -19,6 +19,15 @@ using namespace tessel;
 
 namespace {
 
+// FUZZ_STATS=1 prints at exit how far the inputs got (read, compiled, inferred).
+struct Stats {
+    unsigned long long inputs = 0, read = 0, compiled = 0, inferred = 0;
+    ~Stats() {
+        if (std::getenv("FUZZ_STATS"))
+            std::fprintf(stderr, "stats: %llu inputs, %llu read, %llu compiled, %llu inferred\n", inputs, read, compiled, inferred);
+    }
+} g_stats;
+
 uint64_t fnv1a(const uint8_t* p, size_t n) {
     uint64_t h = 1469598103934665603ull;
     for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 0x100000001b3ull;
@@ -48,6 +57,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         for (int i = 0; i < 8; ++i) blob[16 + i] = (uint8_t)(payload >> (8 * i));
         for (int i = 0; i < 8; ++i) blob[24 + i] = (uint8_t)(hash >> (8 * i));
     }
+    ++g_stats.inputs;
     Core core;
     core.limits().max_nodes = 2048;
     core.limits().max_tensor_elements = 1u << 16;
@@ -62,10 +72,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     Status s = core.import_model(exact, size, &compiled);
     std::free(exact);
     if (s != Status::Ok) return 0;
+    ++g_stats.read;
+    ++g_stats.compiled;
     InferRequest request;
     if (compiled.create_request(&request) != Status::Ok) return 0;
     fill_inputs(request, compiled);
     if (request.infer() != Status::Ok) return 0;
+    ++g_stats.inferred;
     std::vector<std::vector<uint8_t>> first;
     for (uint32_t o = 0; o < compiled.output_count(); ++o) {
         const Tensor& t = request.output(o);

@@ -17,6 +17,15 @@ using namespace tessel;
 
 namespace {
 
+// FUZZ_STATS=1 prints at exit how far the inputs got (read, compiled, inferred).
+struct Stats {
+    unsigned long long inputs = 0, read = 0, compiled = 0, inferred = 0;
+    ~Stats() {
+        if (std::getenv("FUZZ_STATS"))
+            std::fprintf(stderr, "stats: %llu inputs, %llu read, %llu compiled, %llu inferred\n", inputs, read, compiled, inferred);
+    }
+} g_stats;
+
 void set_small_limits(Limits& limits) {
     limits.max_nodes = 2048;
     limits.max_tensor_elements = 1u << 16;
@@ -124,10 +133,12 @@ void run_device(const Model& model, const char* device, Span<const ConfigEntry> 
     set_small_limits(core.limits());
     CompiledModel compiled;
     if (core.compile_model(model, device, config, &compiled) != Status::Ok) return;
+    ++g_stats.compiled;
     InferRequest request;
     if (compiled.create_request(&request) != Status::Ok) return;
     fill_inputs(request, compiled, seed);
     if (request.infer() != Status::Ok) return;   // a run-time error (an index out of range)
+    ++g_stats.inferred;
     Snapshot snapshot;
     snapshot.take(request, compiled.output_count());
     fill_inputs(request, compiled, seed);
@@ -152,8 +163,10 @@ void run_device(const Model& model, const char* device, Span<const ConfigEntry> 
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (size > (1u << 20)) return 0;
+    ++g_stats.inputs;
     Model model;
     if (model.read_onnx(data, size) != Status::Ok) return 0;
+    ++g_stats.read;
     if (model.graph.node_count() > 512) return 0;   // keeps each input fast
     uint64_t seed = 1469598103934665603ull;
     for (size_t i = 0; i < size; i += 61) seed = mix(seed, data[i]);

@@ -1056,3 +1056,44 @@ TEST_CASE("reliability: a request destroyed after its compiled model (or after a
     default_fill(0, fresh.input(0));
     CHECK(fresh.infer() == Status::Ok);
 }
+
+namespace {
+uint64_t fnv1a(const std::string& bytes, size_t from) {
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = from; i < bytes.size(); ++i) h = (h ^ (uint8_t)bytes[i]) * 0x100000001b3ull;
+    return h;
+}
+// Rewrites the header's checksum so a blob edited on purpose reaches the payload's parser.
+void reseal(std::string* blob) {
+    uint64_t h = fnv1a(*blob, 32);
+    for (int i = 0; i < 8; ++i) (*blob)[24 + i] = (char)(h >> (8 * i));
+}
+}  // namespace
+
+TEST_CASE("reliability: a blob with a huge subgraph count is ParseError at once") {
+    // Regression (fuzz/blob_import, 18 s per input): import stored the unchecked count before
+    // refusing it, and ~Impl then looped over 2^32 absent programs.
+    const std::string bytes = small_model();
+    Model model;
+    REQUIRE(model.read_onnx(bytes.data(), bytes.size()) == Status::Ok);
+    Core core;
+    CompiledModel compiled;
+    REQUIRE(core.compile_model(model, "CPU", {}, &compiled) == Status::Ok);
+    std::string blob;
+    REQUIRE(compiled.export_model([](void* u, const char* d, size_t n) { static_cast<std::string*>(u)->append(d, n); }, &blob) ==
+            Status::Ok);
+    // The partition section: u32 subgraph count 1, then the device name "CPU" (u32 length 3).
+    const std::string partition("\x01\0\0\0\x03\0\0\0CPU", 11);
+    size_t at = blob.rfind(partition);
+    REQUIRE(at != std::string::npos);
+    for (uint32_t count : {0xffffffffu, 0x80000000u, 0u}) {
+        std::string bad = blob;
+        for (int i = 0; i < 4; ++i) bad[at + i] = (char)(count >> (8 * i));
+        reseal(&bad);
+        CompiledModel imported;
+        CHECK(core.import_model(bad.data(), bad.size(), &imported) == Status::ParseError);
+        CHECK(std::string(core.last_error()) == "blob: bad subgraph count");
+    }
+    CompiledModel imported;
+    CHECK(core.import_model(blob.data(), blob.size(), &imported) == Status::Ok);
+}
