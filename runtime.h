@@ -3174,7 +3174,11 @@ struct BlobReader {
     bool desc(TensorDesc* d) {
         d->type = (ElementType)u8();
         d->rank = u8();
-        if ((uint8_t)d->type > (uint8_t)ElementType::Bool || d->rank > kMaxRank) { ok = false; return false; }
+        if ((uint8_t)d->type > (uint8_t)ElementType::Bool || d->rank > kMaxRank) {
+            *d = TensorDesc();   // callers may still read the desc: never a rank past dims
+            ok = false;
+            return false;
+        }
         for (uint32_t i = 0; i < d->rank; ++i) d->dims[i] = (int64_t)u64();
         return ok;
     }
