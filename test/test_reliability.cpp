@@ -1097,3 +1097,30 @@ TEST_CASE("reliability: a blob with a huge subgraph count is ParseError at once"
     CompiledModel imported;
     CHECK(core.import_model(blob.data(), blob.size(), &imported) == Status::Ok);
 }
+
+TEST_CASE("reliability: a blob whose constant has rank above 8 or a bad type is ParseError") {
+    // Regression (fuzz/blob_import, UBSan): BlobReader::desc refused the rank but left it in the
+    // desc, and read_model then walked dims[] of a constant's tensor past its 8 entries.
+    const std::string bytes = small_model();
+    Model model;
+    REQUIRE(model.read_onnx(bytes.data(), bytes.size()) == Status::Ok);
+    Core core;
+    CompiledModel compiled;
+    REQUIRE(core.compile_model(model, "CPU", {}, &compiled) == Status::Ok);
+    std::string blob;
+    REQUIRE(compiled.export_model([](void* u, const char* d, size_t n) { static_cast<std::string*>(u)->append(d, n); }, &blob) ==
+            Status::Ok);
+    // W's tensor: type Float32 (1), rank 1, dim 3 (u64), then its byte count 12 (u64).
+    const std::string w_desc("\x01\x01\x03\0\0\0\0\0\0\0\x0c\0\0\0\0\0\0\0", 18);
+    size_t at = blob.find(w_desc);
+    REQUIRE(at != std::string::npos);
+    for (int field : {0, 1})
+        for (uint8_t value : {(uint8_t)9, (uint8_t)200, (uint8_t)255}) {
+            std::string bad = blob;
+            bad[at + field] = (char)value;
+            reseal(&bad);
+            CompiledModel imported;
+            INFO("byte " << field << " = " << (int)value);
+            CHECK(core.import_model(bad.data(), bad.size(), &imported) == Status::ParseError);
+        }
+}
