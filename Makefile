@@ -52,8 +52,10 @@ build/tessel-profile: tools/tessel.cpp $(HEADERS) | deps
 
 arm: build-arm/tessel
 
-demo: build/tessel
+demo: build/tessel build/examples/mobilenet_block
 	build/tessel demo
+	build/examples/mobilenet_block build/mobilenet_block.onnx
+	build/tessel run build/mobilenet_block.onnx --device HETERO:TEMPLATE,CPU --config TEMPLATE:SUPPORTED_OPS=Conv --perf-counts
 
 build/obj/%.o: %.cpp | deps
 	@mkdir -p $(@D)

@@ -26,7 +26,8 @@
    --------
    compile_model: the common transformations (static shapes from the inputs or InputShape;
    every node whose inputs are known at compile time, and Shape/Size, evaluated once and
-   folded into a Constant; nodes that only fed folded ones dropped) give a PreparedModel with
+   folded into a Constant; a BatchNormalization after a Conv with constant parameters folded
+   into the Conv's weights; nodes that only fed folded ones dropped) give a PreparedModel with
    the original node names. Each device of the list answers query_model; every node goes to
    the first device that supports it (a user affinity wins); hetero.h partitions the graph
    (HETERO_ALGORITHM rollback|levels|waves, HETERO_MIN_SUBGRAPH); each subgraph is compiled
@@ -47,7 +48,8 @@
    and keys are NotFound. A user device implements Device (see the README's plugin guide)
    and is registered with Core::register_device; add_extension adds a custom op kernel.
 
-   Op list (ONNX default domain, opsets 7..17, float32 first; int64/int32/bool where shapes
+   Op list (ONNX default domain, opsets 7..17 (also 1-6 for ops whose meaning did not change;
+   their legacy broadcast attributes are accepted only in the NumPy-compatible form), float32 first; int64/int32/bool where shapes
    and indices need them): the elementwise snippet ops (Add Sub Mul Div Max Min Pow Sqrt
    Reciprocal Abs Neg Exp Log Tanh Sigmoid Relu Clip Elu Selu Erf Gelu HardSigmoid HardSwish
    LeakyRelu PRelu Softplus Softsign Mish Floor Ceil Round Sign Where), comparisons and logical
@@ -352,6 +354,9 @@ class Device {
 public:
     virtual ~Device() = default;
     virtual StringView name() const = 0;
+    // The availability check: whether the backend started (driver found, memory mapped...).
+    // Core::register_device refuses a device that answers anything but Ok, with its message.
+    virtual Status check_available() { return Status::Ok; }
     // AVAILABLE_DEVICES, FULL_DEVICE_NAME, SUPPORTED_METRICS, SUPPORTED_CONFIG_KEYS,
     // OPTIMIZATION_CAPABILITIES and device-specific ones. The value stays valid until the
     // next call on this device.
@@ -479,6 +484,11 @@ public:
     Status compile_model(const Model& model, StringView device, Span<const ConfigEntry> config, CompiledModel* out,
                          Span<const InputShape> shapes = Span<const InputShape>(),
                          Span<const InputValue> values = Span<const InputValue>());
+    // Plans `compiled` again for new input shapes, with the device list and config it was
+    // compiled with (the cost of a compile: see the README). `model` must be the model it was
+    // compiled from. A request of the old plan must be created again. NotFinalized if
+    // `compiled` holds nothing; the errors of compile_model otherwise.
+    Status reshape(const Model& model, Span<const InputShape> shapes, CompiledModel* compiled);
     // Reads a blob written by CompiledModel::export_model. ParseError on a truncated,
     // corrupted (checksum) or foreign blob, Unsupported on a newer format version, NotFound
     // when a device it names is not registered.
@@ -1111,7 +1121,7 @@ struct detail_prepare {
 
     static Status run(const Model& source, Span<const InputShape> shapes, const Limits& limits, KernelLookup lookup,
                       void* lookup_user, uint32_t threads, PreparedModel* out, char* error,
-                      Span<const InputValue> frozen = Span<const InputValue>()) {
+                      Span<const InputValue> frozen = Span<const InputValue>(), bool fold_batchnorms = true) {
         const Graph& g = source.graph;
         if (!g.finalized()) return fail(error, Status::NotFinalized, "the model is not finalized");
         uint32_t n = g.node_count();
@@ -1225,6 +1235,27 @@ struct detail_prepare {
                 folded[id] = 1;
                 continue;
             }
+            if (source.opset < 7) {   // the legacy broadcast of opsets 1-6: only the NumPy-compatible form
+                const Attribute* b = g.find_attribute(id, "broadcast");
+                const Attribute* axis = g.find_attribute(id, "axis");
+                if (b && b->kind == AttributeKind::Int && b->i != 0 && axis && axis->kind == AttributeKind::Int &&
+                    node.num_inputs == 2 && axis->i != (int64_t)in_desc[0].rank - (int64_t)in_desc[1].rank &&
+                    !(axis->i < 0 && axis->i == -(int64_t)in_desc[1].rank))
+                    return fail(error, Status::Unsupported, "node '%.*s': opset %u broadcast along axis %lld (only trailing alignment)",
+                                (int)node.name.size, node.name.data, source.opset, (long long)axis->i);
+                if (node.op == StringView("PRelu") && node.num_inputs == 2) {   // PRelu-6: a slope of one, or X's shape
+                    uint64_t slope = 0;
+                    bool same = in_desc[0].rank == in_desc[1].rank;
+                    for (uint32_t k = 0; same && k < in_desc[0].rank; ++k) same = in_desc[0].dims[k] == in_desc[1].dims[k];
+                    if (!(desc_elements(in_desc[1], &slope) && slope == 1) && !same)
+                        return fail(error, Status::Unsupported, "node '%.*s': opset %u PRelu slope aligned at the channels",
+                                    (int)node.name.size, node.name.data, source.opset);
+                }
+                const Attribute* spatial = g.find_attribute(id, "spatial");
+                if (spatial && spatial->kind == AttributeKind::Int && spatial->i == 0)
+                    return fail(error, Status::Unsupported, "node '%.*s': BatchNormalization with spatial=0 (opset %u)",
+                                (int)node.name.size, node.name.data, source.opset);
+            }
             const OpKernel* k = lookup(lookup_user, node.op);
             if (!k) return fail(error, Status::Unsupported, "node '%.*s': op '%.*s' is not supported by any device",
                                 (int)node.name.size, node.name.data, (int)node.op.size, node.op.data);
@@ -1255,14 +1286,24 @@ struct detail_prepare {
                 else if (s != Status::LimitExceeded) return s;  // too large to fold: runs each inference
             }
         }
-        // Which nodes the outputs need; folded nodes become Constants, the rest is dropped.
+        // Conv + BatchNormalization pairs to fold (the Conv reads x only; the BN reads the Conv).
         Span<const NodeId> order = g.topological_order();
+        NodeId* batchnorm_of = scratch.allocate_array<NodeId>(n + 1);
+        uint8_t* absorbed = scratch.allocate_array<uint8_t>(n + 1);
+        if (!batchnorm_of || !absorbed) return fail(error, Status::OutOfMemory, "out of memory preparing the model");
+        for (NodeId id = 0; id < n; ++id) { batchnorm_of[id] = kNoNode; absorbed[id] = 0; }
+        for (NodeId id = 0; fold_batchnorms && id < n; ++id) {
+            NodeId bn = foldable_batchnorm(g, id, base, desc, data, folded);
+            if (bn != kNoNode && !absorbed[bn]) { batchnorm_of[id] = bn; absorbed[bn] = 1; }
+        }
+        // Which nodes the outputs need; folded nodes become Constants, the rest is dropped.
         for (size_t k = order.size; k-- > 0;) {
             NodeId id = order[k];
             const Node& node = g.node(id);
             if (node.op == StringView("Result")) needed[id] = 1;
             if (!needed[id] || folded[id]) continue;
-            for (uint32_t i = 0; i < node.num_inputs; ++i) needed[node.inputs[i].producer] = 1;
+            uint32_t reads = absorbed[id] || batchnorm_of[id] != kNoNode ? 1 : node.num_inputs;
+            for (uint32_t i = 0; i < reads; ++i) needed[node.inputs[i].producer] = 1;
         }
         // Build the prepared model: Parameters in interface order, then the rest in
         // topological order, then Results in interface order.
@@ -1282,7 +1323,7 @@ struct detail_prepare {
         uint32_t removed = 0;
         for (NodeId id : order) {
             const Node& node = g.node(id);
-            if ((node.op == StringView("Parameter") && !folded[id]) || node.op == StringView("Result")) continue;
+            if ((node.op == StringView("Parameter") && !folded[id]) || node.op == StringView("Result") || absorbed[id]) continue;
             if (!needed[id]) {   // dead, or read only by folded nodes (weights are not counted)
                 if (!(node.op == StringView("Constant") && node.num_inputs == 0) && node.op != StringView("Absent")) ++removed;
                 continue;
@@ -1310,8 +1351,30 @@ struct detail_prepare {
                 refs[i] = InputRef::by_id(new_id[base[e.producer] + (single ? e.port : 0)], single ? 0 : e.port,
                                           e.keep_apart != 0);
             }
+            uint32_t input_count = node.num_inputs;
+            NodeId batchnorm = batchnorm_of[id];
+            if (batchnorm != kNoNode) {   // new weights and bias, as Constants
+                float *w = nullptr, *b = nullptr;
+                Status st = fold_batchnorm(g, id, batchnorm, base, desc, data, &arena, &w, &b);
+                if (st != Status::Ok) return fail(error, st, "out of memory folding a BatchNormalization");
+                uint32_t wv = base[node.inputs[1].producer] + node.inputs[1].port;
+                TensorDesc bias_desc;
+                bias_desc.type = ElementType::Float32;
+                bias_desc.rank = 1;
+                bias_desc.dims[0] = desc[wv].dims[0];
+                NodeId wn, bn_id;
+                std::snprintf(name, sizeof name, "%.*s.folded_weight", (int)node.name.size, node.name.data);
+                st = m.add_constant(StringView(name), desc[wv], w, &wn, false);
+                std::snprintf(name, sizeof name, "%.*s.folded_bias", (int)node.name.size, node.name.data);
+                if (st == Status::Ok) st = m.add_constant(StringView(name), bias_desc, b, &bn_id, false);
+                if (st != Status::Ok) return copy_error(m, st, error);
+                refs[1] = InputRef::by_id(wn);
+                refs[2] = InputRef::by_id(bn_id);
+                input_count = 3;
+                ++removed;
+            }
             NodeId nid = kNoNode;
-            Status s = m.add_node(node.op, node.name, Span<const InputRef>(refs, node.num_inputs), node.num_outputs, &nid);
+            Status s = m.add_node(node.op, node.name, Span<const InputRef>(refs, input_count), node.num_outputs, &nid);
             if (s != Status::Ok) return copy_error(m, s, error);
             for (const Attribute* a = node.attributes; a; a = a->next) {
                 s = m.graph.add_attribute(nid, *a);
@@ -1326,6 +1389,7 @@ struct detail_prepare {
                 s = m.graph.set_output_desc(nid, p, desc[base[id] + p]);
                 if (s != Status::Ok) return copy_error(m, s, error);
             }
+            if (batchnorm != kNoNode) new_id[base[batchnorm]] = nid;   // the BatchNormalization's readers read the Conv
         }
         for (uint32_t i = 0; i < source.output_count(); ++i) {
             const Node& r = g.node(source.output(i).node);
@@ -1371,15 +1435,106 @@ struct detail_prepare {
                 const Attribute* a = pg.find_attribute(i, "value");
                 out->constants_[out->value_base_[i]] = a && a->tensor && a->tensor->data ? a->tensor->data : &kEmpty;
             }
-            NodeId src = g.find(node.name);
-            if (src != kNoNode && !detail::is_free_op(node.op)) {
-                out->kernels_[i] = kernel[src];
-                out->states_[i] = state[src];
-                out->scratch_[i] = scratch_bytes[src];
-                out->in_place_[i] = in_place[src];
+        }
+        // Kernels prepared again on the prepared graph itself: its nodes may differ from the
+        // source's (folded inputs, a Conv that absorbed its BatchNormalization).
+        for (NodeId i : pg.topological_order()) {
+            const Node& node = pg.node(i);
+            if (detail::is_free_op(node.op)) continue;
+            for (uint32_t k = 0; k < node.num_inputs; ++k) {
+                uint32_t value = out->value_base_[node.inputs[k].producer] + node.inputs[k].port;
+                in_desc[k] = out->descs_[value];
+                in_value[k] = out->constants_[value];
+                if (pg.node(node.inputs[k].producer).op == StringView("Absent")) { in_desc[k] = TensorDesc(); in_value[k] = nullptr; }
             }
+            const OpKernel* k = lookup(lookup_user, node.op);
+            TensorDesc check[64];
+            PrepareContext c;
+            c.graph = &pg;
+            c.node = i;
+            c.opset = source.opset;
+            c.num_inputs = node.num_inputs;
+            c.inputs = in_desc;
+            c.values = in_value;
+            c.num_outputs = node.num_outputs;
+            c.outputs = check;
+            c.arena = &arena;
+            c.threads = threads;
+            Status st = k ? k->prepare(c) : Status::Unsupported;
+            if (st != Status::Ok) {
+                std::snprintf(error, 256, "%s", c.error[0] ? c.error : "prepare failed");
+                return st;
+            }
+            for (uint32_t p = 0; p < node.num_outputs; ++p)   // the same shapes as the first pass
+                TESSEL_ASSERT(check[p].rank == out->descs_[out->value_base_[i] + p].rank);
+            out->kernels_[i] = k;
+            out->states_[i] = c.state;
+            out->scratch_[i] = c.scratch_bytes;
+            out->in_place_[i] = c.in_place ? 1 : 0;
         }
         out->folded_ = removed;
+        return Status::Ok;
+    }
+
+    // Conv followed by an inference BatchNormalization whose parameters are constants (and
+    // the Conv read by nothing else): the BatchNormalization goes into the Conv's weights,
+    // W'[o] = W[o] a[o], B'[o] = (B[o] - mean[o]) a[o] + bias[o], a = scale / sqrt(var + eps).
+    // Returns the BatchNormalization node, or kNoNode.
+    static NodeId foldable_batchnorm(const Graph& g, NodeId conv, const uint32_t* base, const TensorDesc* desc,
+                                     const void* const* data, const uint8_t* folded) {
+        const Node& c = g.node(conv);
+        if (!(c.op == StringView("Conv")) || c.num_inputs < 2 || c.num_outputs != 1 || folded[conv]) return kNoNode;
+        Span<const NodeId> succ = g.successors(conv);
+        if (succ.size != 1) return kNoNode;
+        NodeId bn = succ[0];
+        const Node& b = g.node(bn);
+        if (!(b.op == StringView("BatchNormalization")) || b.num_inputs != 5 || b.num_outputs != 1 || folded[bn]) return kNoNode;
+        if (b.inputs[0].producer != conv) return kNoNode;
+        for (uint32_t i = 1; i < 5; ++i)
+            if (b.inputs[i].producer == conv) return kNoNode;
+        const Attribute* training = g.find_attribute(bn, "training_mode");
+        if (training && training->kind == AttributeKind::Int && training->i) return kNoNode;
+        uint32_t w = base[c.inputs[1].producer] + c.inputs[1].port;
+        if (!data[w] || desc[w].type != ElementType::Float32 || desc[w].rank < 3) return kNoNode;
+        int64_t channels = desc[w].dims[0];
+        if (c.num_inputs > 2) {
+            uint32_t bias = base[c.inputs[2].producer] + c.inputs[2].port;
+            if (g.node(c.inputs[2].producer).op != StringView("Absent") &&
+                (!data[bias] || desc[bias].type != ElementType::Float32 || desc[bias].rank != 1 || desc[bias].dims[0] != channels))
+                return kNoNode;
+        }
+        for (uint32_t i = 1; i < 5; ++i) {
+            uint32_t v = base[b.inputs[i].producer] + b.inputs[i].port;
+            if (!data[v] || desc[v].type != ElementType::Float32 || desc[v].rank != 1 || desc[v].dims[0] != channels) return kNoNode;
+        }
+        return bn;
+    }
+
+    static Status fold_batchnorm(const Graph& g, NodeId conv, NodeId bn, const uint32_t* base, const TensorDesc* desc,
+                                 const void* const* data, Arena* arena, float** weights, float** bias) {
+        const Node& c = g.node(conv);
+        const Node& b = g.node(bn);
+        uint32_t w = base[c.inputs[1].producer] + c.inputs[1].port;
+        uint64_t count = 0;
+        desc_elements(desc[w], &count);
+        int64_t channels = desc[w].dims[0];
+        uint64_t per = channels ? count / (uint64_t)channels : 0;
+        const float* old_w = static_cast<const float*>(data[w]);
+        const float* old_b = nullptr;
+        if (c.num_inputs > 2 && g.node(c.inputs[2].producer).op != StringView("Absent"))
+            old_b = static_cast<const float*>(data[base[c.inputs[2].producer] + c.inputs[2].port]);
+        const float* p[4];
+        for (uint32_t i = 0; i < 4; ++i) p[i] = static_cast<const float*>(data[base[b.inputs[i + 1].producer] + b.inputs[i + 1].port]);
+        const Attribute* e = g.find_attribute(bn, "epsilon");
+        double epsilon = e && e->kind == AttributeKind::Float ? e->f : 1e-5;
+        *weights = static_cast<float*>(arena->allocate(count * sizeof(float) + 1, 64));
+        *bias = static_cast<float*>(arena->allocate((size_t)channels * sizeof(float) + 1, 64));
+        if (!*weights || !*bias) return Status::OutOfMemory;
+        for (int64_t o = 0; o < channels; ++o) {
+            double a = (double)p[0][o] / std::sqrt((double)p[3][o] + epsilon);
+            for (uint64_t k = 0; k < per; ++k) (*weights)[(uint64_t)o * per + k] = (float)(old_w[(uint64_t)o * per + k] * a);
+            (*bias)[o] = (float)(((old_b ? old_b[o] : 0.0) - p[2][o]) * a + p[1][o]);
+        }
         return Status::Ok;
     }
 
@@ -2148,6 +2303,8 @@ struct CompiledModel::Impl {
     PlacementSummary summary[64];
     uint32_t summary_count = 0;
     uint32_t step_count = 0;             // kernel steps (transfers excluded)
+    NodeId* fallback = nullptr;          // nodes the first listed device did not take, in id order
+    uint32_t fallback_count = 0;
     uint64_t* zones = nullptr;           // TESSEL_USE_MICROPROFILE: a token per exec step, then per subgraph
     void* blob = nullptr;                // import: constants point into this copy
     Model* source = nullptr;             // import: the model read from the blob
@@ -2190,6 +2347,19 @@ void CompiledModel::write_summary(WriteFn write, void* user) const {
         int k = std::snprintf(line, sizeof line, "device %.*s: %u nodes in %u subgraphs, %u kernels, %u fell back from a higher-priority device\n",
                               (int)p.device.size, p.device.data, p.nodes, p.subgraphs, p.kernels, p.fallback_nodes);
         write(user, line, (size_t)k);
+    }
+    for (uint32_t i = 0; i < impl_->fallback_count && i < 16; ++i) {   // why nodes fell back
+        const Graph& g = impl_->prepared.model.graph;
+        const Node& n = g.node(impl_->fallback[i]);
+        StringView to = impl_->subgraph_device[impl_->subgraph_of[impl_->fallback[i]]]->name();
+        StringView first = impl_->devices[0]->name();
+        detail::print(line, sizeof line, "fallback: '%.*s' (%.*s) runs on %.*s: %.*s does not support it\n", (int)n.name.size,
+                      n.name.data, (int)n.op.size, n.op.data, (int)to.size, to.data, (int)first.size, first.data);
+        write(user, line, std::strlen(line));
+    }
+    if (impl_->fallback_count > 16) {
+        detail::print(line, sizeof line, "fallback: %u more nodes\n", impl_->fallback_count - 16);
+        write(user, line, std::strlen(line));
     }
     int k = std::snprintf(line, sizeof line, "memory: %zu bytes of activations per request (%zu without reuse), %zu scratch; %u nodes folded or removed\n",
                           impl_->arena_bytes, impl_->unplanned_bytes, impl_->scratch_bytes, impl_->prepared.folded_count());
@@ -2415,6 +2585,10 @@ Status Core::register_device(Device* device) {
     for (char ch : name)
         if (ch == ',' || ch == ':' || ch == ' ') return fail(Status::InvalidArgument, "register_device: ',', ':' and ' ' cannot be in a device name");
     if (this->device(name)) return fail(Status::DuplicateName, "a device named %.*s is registered already", (int)name.size, name.data);
+    Status available = device->check_available();
+    if (available != Status::Ok)
+        return fail(available, "device %.*s is not available: %s", (int)name.size, name.data,
+                    device->last_error()[0] ? device->last_error() : status_name(available));
     if (impl_->count == 64) return fail(Status::LimitExceeded, "at most 64 devices");
     impl_->devices[impl_->count++] = device;
     return Status::Ok;
@@ -2651,6 +2825,33 @@ Status Core::compile_model(const Model& model, StringView device_string, Span<co
     return Status::Ok;
 }
 
+Status Core::reshape(const Model& model, Span<const InputShape> shapes, CompiledModel* compiled) {
+    if (!compiled || !compiled->impl_) return fail(Status::NotFinalized, "reshape: nothing compiled");
+    const CompiledModel::Impl& old = *compiled->impl_;
+    // The config every listed device had at compile time, as "DEVICE:KEY" entries.
+    char device[256];
+    detail::print(device, sizeof device, "%s", old.device_string);
+    uint32_t count = old.config_count;
+    char (*keys)[128] = static_cast<char (*)[128]>(TESSEL_MALLOC(sizeof(char[128]) * (count + 1)));
+    ConfigEntry* config = static_cast<ConfigEntry*>(TESSEL_MALLOC(sizeof(ConfigEntry) * (count + 1)));
+    char (*values)[512] = static_cast<char (*)[512]>(TESSEL_MALLOC(sizeof(char[512]) * (count + 1)));
+    if (!keys || !config || !values) {
+        TESSEL_FREE(keys); TESSEL_FREE(config); TESSEL_FREE(values);
+        return fail(Status::OutOfMemory, "out of memory");
+    }
+    for (uint32_t i = 0; i < count; ++i) {
+        StringView name = old.config[i].device->name();
+        detail::print(keys[i], 128, "%.*s:%s", (int)name.size, name.data, old.config[i].key);
+        detail::print(values[i], 512, "%s", old.config[i].value);
+        config[i] = ConfigEntry{StringView(keys[i]), StringView(values[i])};
+    }
+    Status s = compile_model(model, StringView(device), Span<const ConfigEntry>(config, count), compiled, shapes);
+    TESSEL_FREE(keys);
+    TESSEL_FREE(config);
+    TESSEL_FREE(values);
+    return s;
+}
+
 Status Core::query_model(const Model& model, StringView device_string, uint16_t* devices) {
     if (!impl_) return fail(Status::OutOfMemory, "out of memory");
     if (!devices && model.graph.node_count()) return fail(Status::InvalidArgument, "query_model: null result");
@@ -2734,6 +2935,11 @@ Status Core::compile_job(void* job_pointer, const Model& model, Span<const Input
                         node.name.data, (int)node.op.size, node.op.data, m->device_string);
         if (chosen[v] > 0) ++fallback[chosen[v]];
     }
+    m->fallback = m->arena.allocate_array<NodeId>(n + 1);
+    if (!m->fallback) return fail(Status::OutOfMemory, "out of memory");
+    for (NodeId v = 0; v < n; ++v)
+        if (!detail::is_free_op(g.node(v).op) && chosen[v] != kNoDevice && chosen[v] > 0 && g.node(v).affinity == kNoDevice)
+            m->fallback[m->fallback_count++] = v;
     Span<const NodeId> order = g.topological_order();
     for (size_t k = order.size; k-- > 0;) {   // consumers first, so Parameters see them
         NodeId v = order[k];
@@ -3717,9 +3923,1384 @@ const OpKernel kBuiltinKernels[] = {
 
 // ---- BEGIN NN OPS REGION (Conv, MatMul, pooling, normalization, softmax, reductions, Resize) ----
 namespace detail {
+
+// ---- shared helpers of the nn kernels
+
+// Runs f(slot, begin, end) over [0, units) split into at most `threads` slots (and at most
+// max_slots: the scratch prepare sized); a slot owns scratch slice `slot`, so the split is
+// done here (by slot) and not by the pool.
+template <class F>
+void nn_parallel(const RunContext& c, uint64_t units, F&& f, uint64_t max_slots = ~0ull) {
+    uint64_t slots = c.threads ? c.threads : 1;
+    if (slots > max_slots) slots = max_slots;
+    if (slots > units) slots = units;
+    if (!slots) return;
+    struct Job { F* f; uint64_t units, slots; } job{&f, units, slots};
+    void (*body)(void*, uint64_t, uint64_t) = [](void* user, uint64_t begin, uint64_t end) {
+        const Job& j = *static_cast<const Job*>(user);
+        for (uint64_t s = begin; s < end; ++s) (*j.f)(s, s * j.units / j.slots, (s + 1) * j.units / j.slots);
+    };
+    c.parallel_for(slots, body, &job);
+}
+
+template <class T>
+T* nn_state(PrepareContext& c) {
+    T* s = c.arena->allocate_array<T>(1);
+    if (s) *s = T();
+    c.state = s;
+    return s;
+}
+
+inline int64_t nn_product(const TensorDesc& d, int from, int to) {
+    int64_t n = 1;
+    for (int i = from; i < to; ++i) n *= d.dims[i];
+    return n;
+}
+
+inline Status nn_count(PrepareContext& c, uint32_t min_in, uint32_t max_in, uint32_t max_out) {
+    if (c.num_inputs < min_in || c.num_inputs > max_in)
+        return c.fail(Status::InvalidArgument, "expects %u to %u inputs, has %u", min_in, max_in, c.num_inputs);
+    if (c.num_outputs < 1 || c.num_outputs > max_out)
+        return c.fail(Status::InvalidArgument, "expects 1 to %u outputs, has %u", max_out, c.num_outputs);
+    return Status::Ok;
+}
+
+// A float32 input with known dims. An absent optional input is Ok.
+inline Status nn_float(PrepareContext& c, uint32_t i, bool optional = false) {
+    if (!c.has_input(i))
+        return optional ? Status::Ok : c.fail(Status::InvalidArgument, "input %u is missing", i);
+    if (c.inputs[i].type != ElementType::Float32)
+        return c.fail(Status::Unsupported, "input %u is %s (float32 expected)", i, element_type_name(c.inputs[i].type));
+    for (int d = 0; d < c.inputs[i].rank; ++d)
+        if (c.inputs[i].dims[d] < 0) return c.fail(Status::Unsupported, "input %u has an unknown dimension", i);
+    return Status::Ok;
+}
+
+// NumPy broadcast of two shapes, right-aligned. The nn ops keep their own copy: another caller
+// of the shared broadcast_descs changes how GCC inlines it into prepare_elementwise, whose
+// partly filled descs[] array then trips -Wmaybe-uninitialized at -O2.
+inline bool nn_broadcast(const TensorDesc& a, const TensorDesc& b, TensorDesc* out) {
+    TensorDesc r = a.rank >= b.rank ? a : b;
+    for (int i = 0; i < r.rank; ++i) {
+        int ja = a.rank - r.rank + i, jb = b.rank - r.rank + i;
+        int64_t da = ja >= 0 ? a.dims[ja] : 1, db = jb >= 0 ? b.dims[jb] : 1;
+        if (da != db && da != 1 && db != 1) return false;
+        r.dims[i] = da == 1 ? db : da;
+    }
+    *out = r;
+    return true;
+}
+
+inline bool nn_axis(int64_t axis, int rank, int* out) {
+    if (axis < -rank || axis >= rank) return false;
+    *out = (int)(axis < 0 ? axis + rank : axis);
+    return true;
+}
+
+// A 1-D int64 input known at compile time (axes); count 0 when absent or empty.
+inline Status nn_int64_values(PrepareContext& c, uint32_t i, const int64_t** data, int64_t* count) {
+    *data = nullptr;
+    *count = 0;
+    if (!c.has_input(i)) return Status::Ok;
+    if (c.inputs[i].type != ElementType::Int64 || c.inputs[i].rank != 1)
+        return c.fail(Status::InvalidArgument, "input %u must be a 1-D int64 tensor", i);
+    *count = c.inputs[i].dims[0];
+    if (*count == 0) return Status::Ok;
+    if (!c.values || !c.values[i]) return c.fail(Status::Unsupported, "data-dependent shape: input %u is not a constant", i);
+    *data = static_cast<const int64_t*>(c.values[i]);
+    return Status::Ok;
+}
+
+// ---- blocked GEMM: C[m x n] (+)= A[m x k] B[k x n]. A is read through (row, column) strides, so
+// a transposed A costs nothing: the micro-kernel broadcasts 4 scalars of A per step and
+// vectorizes along 16 contiguous columns of B and C (kept in registers across the k block).
+// A 128 x 256 panel of B (128 KiB) stays in L2 while every row block of A passes over it.
+constexpr int64_t kGemmRows = 4, kGemmCols = 16, kGemmDepth = 128, kGemmWidth = 256;
+
+inline void gemm_tile(int64_t rows, int64_t cols, int64_t depth, const float* a, int64_t a_row, int64_t a_col,
+                      const float* b, int64_t ldb, float* c, int64_t ldc, bool add) {
+    float acc[kGemmRows][kGemmCols] = {};
+    if (rows == kGemmRows && cols == kGemmCols) {  // the hot path: fixed trip counts vectorize
+        for (int64_t p = 0; p < depth; ++p) {
+            const float* br = b + p * ldb;
+            float a0 = a[p * a_col], a1 = a[a_row + p * a_col], a2 = a[2 * a_row + p * a_col], a3 = a[3 * a_row + p * a_col];
+            for (int j = 0; j < kGemmCols; ++j) {
+                acc[0][j] += a0 * br[j];
+                acc[1][j] += a1 * br[j];
+                acc[2][j] += a2 * br[j];
+                acc[3][j] += a3 * br[j];
+            }
+        }
+    } else {
+        for (int64_t p = 0; p < depth; ++p) {
+            const float* br = b + p * ldb;
+            for (int64_t r = 0; r < rows; ++r) {
+                float ar = a[r * a_row + p * a_col];
+                for (int64_t j = 0; j < cols; ++j) acc[r][j] += ar * br[j];
+            }
+        }
+    }
+    for (int64_t r = 0; r < rows; ++r) {
+        float* cr = c + r * ldc;
+        if (add) for (int64_t j = 0; j < cols; ++j) cr[j] += acc[r][j];
+        else for (int64_t j = 0; j < cols; ++j) cr[j] = acc[r][j];
+    }
+}
+
+// accumulate false: C is overwritten (no need to clear it first).
+inline void gemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_row, int64_t a_col, const float* b,
+                 int64_t ldb, float* c, int64_t ldc, bool accumulate) {
+    if (k == 0 && !accumulate)
+        for (int64_t i = 0; i < m; ++i) std::memset(c + i * ldc, 0, (size_t)n * sizeof(float));
+    for (int64_t k0 = 0; k0 < k; k0 += kGemmDepth) {
+        int64_t depth = k - k0 < kGemmDepth ? k - k0 : kGemmDepth;
+        bool add = accumulate || k0 > 0;
+        for (int64_t j1 = 0; j1 < n; j1 += kGemmWidth) {
+            int64_t j1_end = n - j1 < kGemmWidth ? n : j1 + kGemmWidth;
+            for (int64_t i0 = 0; i0 < m; i0 += kGemmRows) {
+                int64_t rows = m - i0 < kGemmRows ? m - i0 : kGemmRows;
+                for (int64_t j0 = j1; j0 < j1_end; j0 += kGemmCols) {
+                    int64_t cols = j1_end - j0 < kGemmCols ? j1_end - j0 : kGemmCols;
+                    gemm_tile(rows, cols, depth, a + i0 * a_row + k0 * a_col, a_row, a_col, b + k0 * ldb + j0, ldb,
+                              c + i0 * ldc + j0, ldc, add);
+                }
+            }
+        }
+    }
+}
+
+// C[m x n] = A[m x k] Bt[n x k]^T by dot products along contiguous rows. For a few rows of A
+// (a fully connected layer at batch 1, a matrix-vector product) this streams B once instead of
+// packing it. Eight independent partial sums let the compiler vectorize without reassociating.
+inline void gemm_dot(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* bt, int64_t ldbt,
+                     float* c, int64_t ldc) {
+    for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) {
+            const float *x = a + i * lda, *y = bt + j * ldbt;
+            float part[8] = {};
+            int64_t body = k / 8 * 8;
+            for (int64_t p = 0; p < body; p += 8)
+                for (int l = 0; l < 8; ++l) part[l] += x[p + l] * y[p + l];
+            float sum = ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]));
+            for (int64_t p = body; p < k; ++p) sum += x[p] * y[p];
+            c[i * ldc + j] = sum;
+        }
+}
+
+// ---- window geometry of Conv, ConvTranspose and the pools: always 3 spatial dims, real ones
+// last (a 2-D op has a leading dim of size 1), so one loop nest serves 1-D, 2-D and 3-D.
+constexpr int64_t kMaxWindow = 1 << 24;
+
+struct Window {
+    int spatial = 0;                       // real spatial dims (1..3)
+    int64_t in[3], out[3], kernel[3], stride[3], dilation[3], pad_begin[3], pad_end[3];
+    int64_t in_size() const { return in[0] * in[1] * in[2]; }
+    int64_t out_size() const { return out[0] * out[1] * out[2]; }
+    int64_t kernel_size() const { return kernel[0] * kernel[1] * kernel[2]; }
+};
+
+// Reads strides, dilations, pads and auto_pad for a window over x's spatial dims (from dim 2).
+// transpose: ConvTranspose (pads kept as given, output dims computed by the caller).
+inline Status parse_window(PrepareContext& c, const TensorDesc& x, const int64_t* kernel, bool ceil_mode,
+                           bool transpose, Window* w) {
+    int n = x.rank - 2;
+    if (n < 1 || n > 3) return c.fail(Status::Unsupported, "%d spatial dims (1 to 3 supported)", n);
+    Span<const int64_t> strides = c.attribute_ints("strides"), dilations = c.attribute_ints("dilations"),
+                        pads = c.attribute_ints("pads");
+    if ((!strides.empty() && strides.size != (size_t)n) || (!dilations.empty() && dilations.size != (size_t)n) ||
+        (!pads.empty() && pads.size != (size_t)(2 * n)))
+        return c.fail(Status::InvalidArgument, "strides, dilations or pads do not match %d spatial dims", n);
+    StringView auto_pad = c.attribute_string("auto_pad", "NOTSET");
+    bool same_upper = auto_pad == StringView("SAME_UPPER"), same_lower = auto_pad == StringView("SAME_LOWER");
+    bool valid = auto_pad == StringView("VALID");
+    if (!same_upper && !same_lower && !valid && auto_pad != StringView("NOTSET"))
+        return c.fail(Status::InvalidArgument, "auto_pad '%.*s' unknown", (int)auto_pad.size, auto_pad.data);
+    w->spatial = n;
+    for (int i = 0; i < 3; ++i) {
+        int j = i - (3 - n);  // index among the real spatial dims, negative for padding dims
+        w->in[i] = j < 0 ? 1 : x.dims[2 + j];
+        w->kernel[i] = j < 0 ? 1 : kernel[j];
+        w->stride[i] = j < 0 || strides.empty() ? 1 : strides[j];
+        w->dilation[i] = j < 0 || dilations.empty() ? 1 : dilations[j];
+        w->pad_begin[i] = j < 0 || pads.empty() ? 0 : pads[j];
+        w->pad_end[i] = j < 0 || pads.empty() ? 0 : pads[n + j];
+        if (w->kernel[i] < 1 || w->stride[i] < 1 || w->dilation[i] < 1)
+            return c.fail(Status::InvalidArgument, "kernel, strides and dilations must be positive");
+        if (w->pad_begin[i] < 0 || w->pad_end[i] < 0) return c.fail(Status::InvalidArgument, "pads must not be negative");
+        // bounded so that no window arithmetic below can overflow
+        if (w->kernel[i] > kMaxWindow || w->stride[i] > kMaxWindow || w->dilation[i] > kMaxWindow ||
+            w->pad_begin[i] > kMaxWindow || w->pad_end[i] > kMaxWindow || w->in[i] > kMaxWindow)
+            return c.fail(Status::InvalidArgument, "kernel, strides, dilations, pads or dims above 2^24");
+        w->out[i] = w->in[i];   // ConvTranspose computes the real dims itself
+        if (transpose) continue;
+        int64_t extent = (w->kernel[i] - 1) * w->dilation[i] + 1;
+        if (valid) {
+            w->pad_begin[i] = w->pad_end[i] = 0;
+        } else if (same_upper || same_lower) {
+            int64_t out = (w->in[i] + w->stride[i] - 1) / w->stride[i];
+            int64_t total = (out - 1) * w->stride[i] + extent - w->in[i];
+            if (total < 0) total = 0;
+            w->pad_begin[i] = same_upper ? total / 2 : total - total / 2;
+            w->pad_end[i] = total - w->pad_begin[i];
+        }
+        int64_t span = w->in[i] + w->pad_begin[i] + w->pad_end[i] - extent;
+        if (span < 0) return c.fail(Status::InvalidArgument, "the window is larger than the padded input");
+        w->out[i] = (ceil_mode ? span + w->stride[i] - 1 : span) / w->stride[i] + 1;
+        // ceil_mode: the last window must start inside the input or its left padding
+        if (ceil_mode && (w->out[i] - 1) * w->stride[i] >= w->in[i] + w->pad_begin[i]) --w->out[i];
+    }
+    return Status::Ok;
+}
+
+}  // namespace detail
+
+namespace detail {
+
+// ---- Conv: per (image, group, block of output positions) an im2col block in the slot's
+// scratch, then the blocked GEMM (weights [Mg x Cg*K] times columns [Cg*K x block]). A 1x1
+// stride-1 unpadded conv reads its input as the column matrix directly. Depthwise convs (one
+// input channel and fewer than 4 maps per group: too few GEMM rows) run a direct loop instead.
+struct ConvState {
+    Window w;
+    int64_t batch, channels, maps, groups, group_channels, group_maps, depth, block;
+    uint32_t slots;   // scratch slices prepared (threads at compile time)
+    bool direct, depthwise;
+};
+
+inline Status prepare_conv(PrepareContext& c) {
+    Status s = nn_count(c, 2, 3, 1);
+    for (uint32_t i = 0; i < 3 && s == Status::Ok; ++i) s = nn_float(c, i, i == 2);
+    if (s != Status::Ok) return s;
+    const TensorDesc &x = c.inputs[0], &wd = c.inputs[1];
+    if (x.rank < 3 || wd.rank != x.rank)
+        return c.fail(Status::InvalidArgument, "X (rank %d) and W (rank %d) must be N x C x spatial", x.rank, wd.rank);
+    int64_t groups = c.attribute_int("group", 1);
+    if (groups < 1) return c.fail(Status::InvalidArgument, "group must be positive, is %lld", (long long)groups);
+    int64_t maps = wd.dims[0];
+    if (x.dims[1] != wd.dims[1] * groups || maps % groups != 0)
+        return c.fail(Status::InvalidArgument, "channels %lld, W %lld x %lld and group %lld do not match",
+                      (long long)x.dims[1], (long long)maps, (long long)wd.dims[1], (long long)groups);
+    Span<const int64_t> ks = c.attribute_ints("kernel_shape");
+    for (size_t i = 0; i < ks.size; ++i)
+        if (ks.size != (size_t)x.rank - 2 || ks[i] != wd.dims[2 + i])
+            return c.fail(Status::InvalidArgument, "kernel_shape does not match W");
+    if (c.has_input(2) && (c.inputs[2].rank != 1 || c.inputs[2].dims[0] != maps))
+        return c.fail(Status::InvalidArgument, "bias must have %lld elements", (long long)maps);
+    ConvState* st = nn_state<ConvState>(c);
+    if (!st) return c.fail(Status::OutOfMemory, "out of memory");
+    s = parse_window(c, x, wd.dims + 2, false, false, &st->w);
+    if (s != Status::Ok) return s;
+    const Window& w = st->w;
+    st->batch = x.dims[0];
+    st->channels = x.dims[1];
+    st->maps = maps;
+    st->groups = groups;
+    st->group_channels = wd.dims[1];
+    st->group_maps = maps / groups;
+    st->depth = st->group_channels * w.kernel_size();
+    int64_t positions = w.out_size();
+    st->block = positions <= 384 ? positions : 256;
+    st->direct = w.kernel_size() == 1;
+    for (int i = 0; i < 3; ++i)
+        st->direct = st->direct && w.stride[i] == 1 && w.pad_begin[i] == 0 && w.pad_end[i] == 0;
+    TensorDesc& y = c.outputs[0];
+    y = x;
+    y.dims[1] = maps;
+    for (int i = 0; i < w.spatial; ++i) y.dims[2 + i] = w.out[3 - w.spatial + i];
+    st->depthwise = st->group_channels == 1 && st->group_maps < 4 && !st->direct;
+    st->slots = c.threads ? c.threads : 1;
+    if (!st->direct && !st->depthwise)
+        c.scratch_bytes = (size_t)st->slots * (size_t)((st->depth * st->block + 15) & ~15) * sizeof(float);
+    return Status::Ok;
+}
+
+// Columns [p0, p0 + count) of the im2col matrix of one group's input planes x.
+inline void im2col(const Window& w, int64_t channels, const float* x, int64_t p0, int64_t count, float* col) {
+    int64_t plane = w.in_size();
+    float* dst = col;
+    for (int64_t ci = 0; ci < channels; ++ci)
+        for (int64_t k0 = 0; k0 < w.kernel[0]; ++k0)
+            for (int64_t k1 = 0; k1 < w.kernel[1]; ++k1)
+                for (int64_t k2 = 0; k2 < w.kernel[2]; ++k2) {
+                    const float* xc = x + ci * plane;
+                    for (int64_t q = 0; q < count;) {  // one run per output row (fixed o0, o1)
+                        int64_t p = p0 + q, o2 = p % w.out[2], o1 = p / w.out[2] % w.out[1], o0 = p / w.out[2] / w.out[1];
+                        int64_t run = w.out[2] - o2 < count - q ? w.out[2] - o2 : count - q;
+                        int64_t i0 = o0 * w.stride[0] - w.pad_begin[0] + k0 * w.dilation[0];
+                        int64_t i1 = o1 * w.stride[1] - w.pad_begin[1] + k1 * w.dilation[1];
+                        if (i0 < 0 || i0 >= w.in[0] || i1 < 0 || i1 >= w.in[1]) {
+                            std::memset(dst + q, 0, (size_t)run * sizeof(float));
+                        } else {
+                            const float* row = xc + (i0 * w.in[1] + i1) * w.in[2];
+                            int64_t i2 = o2 * w.stride[2] - w.pad_begin[2] + k2 * w.dilation[2];
+                            for (int64_t t = 0; t < run; ++t, i2 += w.stride[2])
+                                dst[q + t] = i2 >= 0 && i2 < w.in[2] ? row[i2] : 0.0f;
+                        }
+                        q += run;
+                    }
+                    dst += count;
+                }
+}
+
+// One output map of a depthwise conv: tap by tap, each output row gets weight * a strided run
+// of one input row (contiguous for stride 1, so the inner loop vectorizes).
+inline void depthwise_map(const Window& w, const float* x, const float* weights, float* y) {
+    for (int64_t k0 = 0; k0 < w.kernel[0]; ++k0)
+        for (int64_t k1 = 0; k1 < w.kernel[1]; ++k1)
+            for (int64_t k2 = 0; k2 < w.kernel[2]; ++k2) {
+                float wv = weights[(k0 * w.kernel[1] + k1) * w.kernel[2] + k2];
+                int64_t base = k2 * w.dilation[2] - w.pad_begin[2], s = w.stride[2];
+                // the o2 whose input column o2 * s + base lies in [0, in[2])
+                int64_t lo = base >= 0 ? 0 : (-base + s - 1) / s;
+                int64_t hi = w.in[2] - 1 - base < 0 ? 0 : (w.in[2] - 1 - base) / s + 1;
+                if (hi > w.out[2]) hi = w.out[2];
+                for (int64_t o0 = 0; o0 < w.out[0]; ++o0) {
+                    int64_t i0 = o0 * w.stride[0] - w.pad_begin[0] + k0 * w.dilation[0];
+                    if (i0 < 0 || i0 >= w.in[0]) continue;
+                    for (int64_t o1 = 0; o1 < w.out[1]; ++o1) {
+                        int64_t i1 = o1 * w.stride[1] - w.pad_begin[1] + k1 * w.dilation[1];
+                        if (i1 < 0 || i1 >= w.in[1]) continue;
+                        const float* row = x + (i0 * w.in[1] + i1) * w.in[2] + base;
+                        float* out = y + (o0 * w.out[1] + o1) * w.out[2];
+                        if (s == 1) for (int64_t o2 = lo; o2 < hi; ++o2) out[o2] += wv * row[o2];
+                        else for (int64_t o2 = lo; o2 < hi; ++o2) out[o2] += wv * row[o2 * s];
+                    }
+                }
+            }
+}
+
+inline Status run_conv(const RunContext& c) {
+    const ConvState& st = *static_cast<const ConvState*>(c.state);
+    const float* x = c.inputs[0].as<float>();
+    const float* weights = c.inputs[1].as<float>();
+    const float* bias = c.num_inputs > 2 ? c.inputs[2].as<float>() : nullptr;
+    float* y = c.outputs[0].as<float>();
+    int64_t in_plane = st.w.in_size(), positions = st.w.out_size();
+    if (positions == 0) return Status::Ok;
+    if (st.depthwise) {
+        int64_t kernel = st.w.kernel_size();
+        nn_parallel(c, (uint64_t)(st.batch * st.maps), [&](uint64_t, uint64_t begin, uint64_t end) {
+            for (uint64_t unit = begin; unit < end; ++unit) {
+                int64_t m = (int64_t)unit % st.maps, n = (int64_t)unit / st.maps;
+                float* ym = y + (int64_t)unit * positions;
+                for (int64_t j = 0; j < positions; ++j) ym[j] = bias ? bias[m] : 0.0f;
+                depthwise_map(st.w, x + (n * st.channels + m / st.group_maps) * in_plane, weights + m * kernel, ym);
+            }
+        });
+        return Status::Ok;
+    }
+    int64_t blocks = (positions + st.block - 1) / st.block;
+    size_t slot_floats = (size_t)((st.depth * st.block + 15) & ~15);
+    nn_parallel(c, (uint64_t)(st.batch * st.groups * blocks), [&](uint64_t slot, uint64_t begin, uint64_t end) {
+        float* col = static_cast<float*>(c.scratch) + slot * slot_floats;
+        for (uint64_t unit = begin; unit < end; ++unit) {
+            int64_t blk = (int64_t)unit % blocks, g = (int64_t)unit / blocks % st.groups;
+            int64_t n = (int64_t)unit / blocks / st.groups;
+            int64_t p0 = blk * st.block, count = positions - p0 < st.block ? positions - p0 : st.block;
+            const float* xg = x + (n * st.channels + g * st.group_channels) * in_plane;
+            const float* b = xg + p0;
+            int64_t ldb = positions;
+            if (!st.direct) {
+                im2col(st.w, st.group_channels, xg, p0, count, col);
+                b = col;
+                ldb = count;
+            }
+            float* yg = y + (n * st.maps + g * st.group_maps) * positions + p0;
+            gemm(st.group_maps, count, st.depth, weights + g * st.group_maps * st.depth, st.depth, 1, b, ldb, yg,
+                 positions, false);
+            if (bias)
+                for (int64_t m = 0; m < st.group_maps; ++m) {
+                    float bm = bias[g * st.group_maps + m];
+                    for (int64_t j = 0; j < count; ++j) yg[m * positions + j] += bm;
+                }
+        }
+    }, st.slots);
+    return Status::Ok;
+}
+
+// ---- ConvTranspose: per (image, group), blocks of input positions go through the GEMM
+// W^T [Mg*K x Cg] times X [Cg x block] into the slot's scratch, then scatter-add (col2im).
+struct ConvTransposeState {
+    Window w;   // in: X's spatial dims, out: Y's
+    int64_t batch, channels, maps, groups, group_channels, group_maps, rows, block;
+    uint32_t slots;
+};
+
+inline Status prepare_conv_transpose(PrepareContext& c) {
+    Status s = nn_count(c, 2, 3, 1);
+    for (uint32_t i = 0; i < 3 && s == Status::Ok; ++i) s = nn_float(c, i, i == 2);
+    if (s != Status::Ok) return s;
+    const TensorDesc &x = c.inputs[0], &wd = c.inputs[1];
+    if (x.rank < 3 || wd.rank != x.rank)
+        return c.fail(Status::InvalidArgument, "X (rank %d) and W (rank %d) must be N x C x spatial", x.rank, wd.rank);
+    int64_t groups = c.attribute_int("group", 1);
+    if (groups < 1) return c.fail(Status::InvalidArgument, "group must be positive, is %lld", (long long)groups);
+    if (x.dims[1] != wd.dims[0] || wd.dims[0] % groups != 0)
+        return c.fail(Status::InvalidArgument, "channels %lld, W %lld and group %lld do not match", (long long)x.dims[1],
+                      (long long)wd.dims[0], (long long)groups);
+    int64_t maps = wd.dims[1] * groups;
+    if (c.has_input(2) && (c.inputs[2].rank != 1 || c.inputs[2].dims[0] != maps))
+        return c.fail(Status::InvalidArgument, "bias must have %lld elements", (long long)maps);
+    ConvTransposeState* st = nn_state<ConvTransposeState>(c);
+    if (!st) return c.fail(Status::OutOfMemory, "out of memory");
+    s = parse_window(c, x, wd.dims + 2, false, true, &st->w);
+    if (s != Status::Ok) return s;
+    Window& w = st->w;
+    int n = w.spatial;
+    Span<const int64_t> output_padding = c.attribute_ints("output_padding");
+    Span<const int64_t> output_shape = c.attribute_ints("output_shape");
+    if (!output_padding.empty() && output_padding.size != (size_t)n)
+        return c.fail(Status::InvalidArgument, "output_padding does not match %d spatial dims", n);
+    if (!output_shape.empty() && output_shape.size != (size_t)n && output_shape.size != (size_t)n + 2)
+        return c.fail(Status::InvalidArgument, "output_shape does not match %d spatial dims", n);
+    StringView auto_pad = c.attribute_string("auto_pad", "NOTSET");
+    bool same = auto_pad == StringView("SAME_UPPER") || auto_pad == StringView("SAME_LOWER");
+    for (int i = 3 - n; i < 3; ++i) {
+        int j = i - (3 - n);
+        int64_t extra = output_padding.empty() ? 0 : output_padding[j];
+        if (extra < 0 || (extra >= w.stride[i] && extra >= w.dilation[i]))
+            return c.fail(Status::InvalidArgument, "output_padding must be below the stride or dilation");
+        int64_t full = w.stride[i] * (w.in[i] - 1) + extra + (w.kernel[i] - 1) * w.dilation[i] + 1;
+        int64_t target = -1;
+        if (!output_shape.empty()) target = output_shape[output_shape.size - (size_t)n + (size_t)j];
+        else if (same) target = w.in[i] * w.stride[i];
+        if (!output_shape.empty() && (target < 0 || target > kMaxWindow))
+            return c.fail(Status::InvalidArgument, "output_shape must be in [0, 2^24]");
+        if (auto_pad == StringView("VALID")) w.pad_begin[i] = w.pad_end[i] = 0;
+        if (target >= 0) {
+            // The spec's split of the total padding, with Python's floor division: a larger
+            // output_shape gives a negative pad, i.e. extra positions only the bias reaches.
+            int64_t total = full - target, half = total >= 0 ? total / 2 : -((1 - total) / 2);
+            bool upper = auto_pad == StringView("SAME_UPPER");
+            w.pad_begin[i] = upper ? half : total - half;
+            w.pad_end[i] = total - w.pad_begin[i];
+        }
+        w.out[i] = full - w.pad_begin[i] - w.pad_end[i];
+        if (w.out[i] < 0) return c.fail(Status::InvalidArgument, "pads are larger than the output");
+    }
+    st->batch = x.dims[0];
+    st->channels = x.dims[1];
+    st->maps = maps;
+    st->groups = groups;
+    st->group_channels = x.dims[1] / groups;
+    st->group_maps = wd.dims[1];
+    st->rows = st->group_maps * w.kernel_size();
+    int64_t positions = w.in_size();
+    st->block = positions <= 256 ? positions : 256;
+    TensorDesc& y = c.outputs[0];
+    y = x;
+    y.dims[1] = maps;
+    for (int i = 0; i < n; ++i) y.dims[2 + i] = w.out[3 - n + i];
+    st->slots = c.threads ? c.threads : 1;
+    c.scratch_bytes = (size_t)st->slots * (size_t)((st->rows * st->block + 15) & ~15) * sizeof(float);
+    return Status::Ok;
+}
+
+inline Status run_conv_transpose(const RunContext& c) {
+    const ConvTransposeState& st = *static_cast<const ConvTransposeState*>(c.state);
+    const Window& w = st.w;
+    const float* x = c.inputs[0].as<float>();
+    const float* weights = c.inputs[1].as<float>();
+    const float* bias = c.num_inputs > 2 ? c.inputs[2].as<float>() : nullptr;
+    float* y = c.outputs[0].as<float>();
+    int64_t in_plane = w.in_size(), out_plane = w.out_size(), kernel = w.kernel_size();
+    size_t slot_floats = (size_t)((st.rows * st.block + 15) & ~15);
+    nn_parallel(c, (uint64_t)(st.batch * st.groups), [&](uint64_t slot, uint64_t begin, uint64_t end) {
+        float* col = static_cast<float*>(c.scratch) + slot * slot_floats;
+        for (uint64_t unit = begin; unit < end; ++unit) {
+            int64_t g = (int64_t)unit % st.groups, n = (int64_t)unit / st.groups;
+            const float* xg = x + (n * st.channels + g * st.group_channels) * in_plane;
+            float* yg = y + (n * st.maps + g * st.group_maps) * out_plane;
+            for (int64_t m = 0; m < st.group_maps; ++m)
+                for (int64_t j = 0; j < out_plane; ++j) yg[m * out_plane + j] = bias ? bias[g * st.group_maps + m] : 0.0f;
+            for (int64_t p0 = 0; p0 < in_plane; p0 += st.block) {
+                int64_t count = in_plane - p0 < st.block ? in_plane - p0 : st.block;
+                // W is [C, Mg*K] per group: its transpose is read with strides (1, Mg*K)
+                gemm(st.rows, count, st.group_channels, weights + g * st.group_channels * st.rows, 1, st.rows, xg + p0,
+                     in_plane, col, count, false);
+                for (int64_t r = 0; r < st.rows; ++r) {
+                    int64_t k2 = r % w.kernel[2], k1 = r / w.kernel[2] % w.kernel[1];
+                    int64_t k0 = r / w.kernel[2] / w.kernel[1] % w.kernel[0], m = r / kernel;
+                    float* ym = yg + m * out_plane;
+                    const float* src = col + r * count;
+                    for (int64_t q = 0; q < count; ++q) {
+                        int64_t p = p0 + q, i2 = p % w.in[2], i1 = p / w.in[2] % w.in[1], i0 = p / w.in[2] / w.in[1];
+                        int64_t o0 = i0 * w.stride[0] - w.pad_begin[0] + k0 * w.dilation[0];
+                        int64_t o1 = i1 * w.stride[1] - w.pad_begin[1] + k1 * w.dilation[1];
+                        int64_t o2 = i2 * w.stride[2] - w.pad_begin[2] + k2 * w.dilation[2];
+                        if (o0 >= 0 && o0 < w.out[0] && o1 >= 0 && o1 < w.out[1] && o2 >= 0 && o2 < w.out[2])
+                            ym[(o0 * w.out[1] + o1) * w.out[2] + o2] += src[q];
+                    }
+                }
+            }
+        }
+    }, st.slots);
+    return Status::Ok;
+}
+
+// ---- MatMul: NumPy matmul (1-D operands promoted and their unit dim dropped, batch dims
+// broadcast). Work units are (batch, block of 16 rows).
+struct MatMulState {
+    int64_t m, n, k, batch;
+    int batch_rank;
+    int64_t batch_dims[kMaxRank], a_stride[kMaxRank], b_stride[kMaxRank];  // per batch dim, in elements
+};
+
+inline Status prepare_matmul(PrepareContext& c) {
+    Status s = nn_count(c, 2, 2, 1);
+    for (uint32_t i = 0; i < 2 && s == Status::Ok; ++i) s = nn_float(c, i);
+    if (s != Status::Ok) return s;
+    TensorDesc a = c.inputs[0], b = c.inputs[1];
+    if (a.rank < 1 || b.rank < 1) return c.fail(Status::InvalidArgument, "operands must have rank 1 or more");
+    bool a_vector = a.rank == 1, b_vector = b.rank == 1;
+    if (a_vector) { a.rank = 2; a.dims[1] = a.dims[0]; a.dims[0] = 1; }
+    if (b_vector) { b.rank = 2; b.dims[1] = 1; }
+    MatMulState* st = nn_state<MatMulState>(c);
+    if (!st) return c.fail(Status::OutOfMemory, "out of memory");
+    st->m = a.dims[a.rank - 2];
+    st->k = a.dims[a.rank - 1];
+    st->n = b.dims[b.rank - 1];
+    if (b.dims[b.rank - 2] != st->k)
+        return c.fail(Status::InvalidArgument, "inner dims differ: %lld and %lld", (long long)st->k,
+                      (long long)b.dims[b.rank - 2]);
+    TensorDesc ab = a, bb = b, out;
+    ab.rank -= 2;
+    bb.rank -= 2;
+    if (!nn_broadcast(ab, bb, &out)) return c.fail(Status::InvalidArgument, "batch dims do not broadcast");
+    st->batch_rank = out.rank;
+    st->batch = 1;
+    broadcast_strides(ab, out, st->a_stride);
+    broadcast_strides(bb, out, st->b_stride);
+    for (int i = 0; i < out.rank; ++i) {
+        st->batch_dims[i] = out.dims[i];
+        st->batch *= out.dims[i];
+        st->a_stride[i] *= st->m * st->k;
+        st->b_stride[i] *= st->k * st->n;
+    }
+    TensorDesc& y = c.outputs[0];
+    y = out;
+    y.type = ElementType::Float32;
+    if (!a_vector) y.dims[y.rank++] = st->m;
+    if (!b_vector) y.dims[y.rank++] = st->n;
+    return Status::Ok;
+}
+
+inline Status run_matmul(const RunContext& c) {
+    const MatMulState& st = *static_cast<const MatMulState*>(c.state);
+    const float* a = c.inputs[0].as<float>();
+    const float* b = c.inputs[1].as<float>();
+    float* y = c.outputs[0].as<float>();
+    int64_t row_blocks = (st.m + 15) / 16;
+    nn_parallel(c, (uint64_t)(st.batch * row_blocks), [&](uint64_t, uint64_t begin, uint64_t end) {
+        for (uint64_t unit = begin; unit < end; ++unit) {
+            int64_t index = (int64_t)unit / row_blocks, r0 = (int64_t)unit % row_blocks * 16;
+            int64_t a_offset = 0, b_offset = 0;
+            for (int i = st.batch_rank - 1; i >= 0; --i) {  // batch index to operand offsets
+                int64_t digit = index % st.batch_dims[i];
+                index /= st.batch_dims[i];
+                a_offset += digit * st.a_stride[i];
+                b_offset += digit * st.b_stride[i];
+            }
+            int64_t batch = (int64_t)unit / row_blocks;
+            int64_t rows = st.m - r0 < 16 ? st.m - r0 : 16;
+            if (st.n == 1)  // matrix times vector: B is one contiguous row of k
+                gemm_dot(rows, 1, st.k, a + a_offset + r0 * st.k, st.k, b + b_offset, st.k, y + batch * st.m + r0, 1);
+            else
+                gemm(rows, st.n, st.k, a + a_offset + r0 * st.k, st.k, 1, b + b_offset, st.n,
+                     y + (batch * st.m + r0) * st.n, st.n, false);
+        }
+    });
+    return Status::Ok;
+}
+
+// ---- Gemm: Y = alpha A' B' + beta C. A transposed is read through strides; B transposed is
+// packed into scratch first (the GEMM vectorizes along B's rows), except for fewer than 8 rows
+// of A: then dot products over B's rows (blocks of 64 columns per work unit).
+struct GemmState {
+    int64_t m, n, k;
+    float alpha, beta;
+    bool trans_a, trans_b, has_c, dot;
+    int64_t c_row, c_col;   // C's strides broadcast to [m, n]
+};
+
+inline Status prepare_gemm(PrepareContext& c) {
+    Status s = nn_count(c, 2, 3, 1);
+    for (uint32_t i = 0; i < 3 && s == Status::Ok; ++i) s = nn_float(c, i, i == 2);
+    if (s != Status::Ok) return s;
+    const TensorDesc &a = c.inputs[0], &b = c.inputs[1];
+    if (a.rank != 2 || b.rank != 2) return c.fail(Status::InvalidArgument, "A and B must be 2-D");
+    if (!c.has_input(2) && c.opset < 11) return c.fail(Status::InvalidArgument, "C is required before opset 11");
+    GemmState* st = nn_state<GemmState>(c);
+    if (!st) return c.fail(Status::OutOfMemory, "out of memory");
+    st->trans_a = c.attribute_int("transA", 0) != 0;
+    st->trans_b = c.attribute_int("transB", 0) != 0;
+    st->alpha = c.attribute_float("alpha", 1.0f);
+    st->beta = c.attribute_float("beta", 1.0f);
+    st->m = a.dims[st->trans_a ? 1 : 0];
+    st->k = a.dims[st->trans_a ? 0 : 1];
+    st->n = b.dims[st->trans_b ? 0 : 1];
+    if (b.dims[st->trans_b ? 1 : 0] != st->k) return c.fail(Status::InvalidArgument, "inner dims of A and B differ");
+    TensorDesc& y = c.outputs[0];
+    y = a;
+    y.dims[0] = st->m;
+    y.dims[1] = st->n;
+    st->has_c = c.has_input(2);
+    if (st->has_c) {  // unidirectional broadcast of C to [m, n]
+        const TensorDesc& cd = c.inputs[2];
+        TensorDesc joined;
+        if (cd.rank > 2 || !nn_broadcast(cd, y, &joined) || joined.dims[0] != st->m || joined.dims[1] != st->n)
+            return c.fail(Status::InvalidArgument, "C does not broadcast to %lld x %lld", (long long)st->m, (long long)st->n);
+        int64_t strides[kMaxRank];
+        broadcast_strides(cd, y, strides);
+        st->c_row = strides[0];
+        st->c_col = strides[1];
+    }
+    st->dot = st->trans_b && !st->trans_a && st->m < 8;
+    if (st->trans_b && !st->dot) c.scratch_bytes = (size_t)(st->k * st->n) * sizeof(float);
+    return Status::Ok;
+}
+
+inline Status run_gemm(const RunContext& c) {
+    const GemmState& st = *static_cast<const GemmState*>(c.state);
+    const float* a = c.inputs[0].as<float>();
+    const float* b = c.inputs[1].as<float>();
+    const float* bias = st.has_c ? c.inputs[2].as<float>() : nullptr;
+    float* y = c.outputs[0].as<float>();
+    auto finish = [&](int64_t i0, int64_t rows, int64_t j0, int64_t cols) {  // alpha, then beta C
+        for (int64_t i = i0; i < i0 + rows; ++i)
+            for (int64_t j = j0; j < j0 + cols; ++j) {
+                float v = st.alpha * y[i * st.n + j];
+                if (bias) v += st.beta * bias[i * st.c_row + j * st.c_col];
+                y[i * st.n + j] = v;
+            }
+    };
+    if (st.dot) {
+        nn_parallel(c, (uint64_t)((st.n + 63) / 64), [&](uint64_t, uint64_t begin, uint64_t end) {
+            for (int64_t j0 = (int64_t)begin * 64; j0 < (int64_t)end * 64 && j0 < st.n; j0 += 64) {
+                int64_t cols = st.n - j0 < 64 ? st.n - j0 : 64;
+                gemm_dot(st.m, cols, st.k, a, st.k, b + j0 * st.k, st.k, y + j0, st.n);
+                finish(0, st.m, j0, cols);
+            }
+        });
+        return Status::Ok;
+    }
+    if (st.trans_b) {  // B is [n, k]: pack to [k, n]
+        float* packed = static_cast<float*>(c.scratch);
+        for (int64_t j = 0; j < st.n; ++j)
+            for (int64_t p = 0; p < st.k; ++p) packed[p * st.n + j] = b[j * st.k + p];
+        b = packed;
+    }
+    int64_t a_row = st.trans_a ? 1 : st.k, a_col = st.trans_a ? st.m : 1;
+    int64_t row_blocks = (st.m + 15) / 16;
+    nn_parallel(c, (uint64_t)row_blocks, [&](uint64_t, uint64_t begin, uint64_t end) {
+        for (int64_t r0 = (int64_t)begin * 16; r0 < (int64_t)end * 16 && r0 < st.m; r0 += 16) {
+            int64_t rows = st.m - r0 < 16 ? st.m - r0 : 16;
+            float* yr = y + r0 * st.n;
+            gemm(rows, st.n, st.k, a + r0 * a_row, a_row, a_col, b, st.n, yr, st.n, false);
+            finish(r0, rows, 0, st.n);
+        }
+    });
+    return Status::Ok;
+}
+
+}  // namespace detail
+
+namespace detail {
+
+// ---- BatchNormalization (inference): y = (x - mean) / sqrt(var + eps) * scale + B per channel.
+struct NormState {
+    float epsilon;
+    int64_t outer, channels, inner;   // BatchNorm/InstanceNorm: N, C, spatial; LayerNorm: rows, -, row size
+};
+
+inline Status prepare_batch_norm(PrepareContext& c) {
+    Status s = nn_count(c, 5, 5, 5);
+    for (uint32_t i = 0; i < 5 && s == Status::Ok; ++i) s = nn_float(c, i);
+    if (s != Status::Ok) return s;
+    if (c.num_outputs > 1 || c.attribute_int("training_mode", 0) != 0)
+        return c.fail(Status::Unsupported, "training mode (running statistics outputs)");
+    if (c.opset < 9 && c.attribute_int("spatial", 1) != 1) return c.fail(Status::Unsupported, "spatial=0");
+    const TensorDesc& x = c.inputs[0];
+    if (x.rank < 2) return c.fail(Status::InvalidArgument, "X must be N x C x ...");
+    for (uint32_t i = 1; i < 5; ++i)
+        if (c.inputs[i].rank != 1 || c.inputs[i].dims[0] != x.dims[1])
+            return c.fail(Status::InvalidArgument, "input %u must have %lld elements", i, (long long)x.dims[1]);
+    NormState* st = nn_state<NormState>(c);
+    if (!st) return c.fail(Status::OutOfMemory, "out of memory");
+    *st = NormState{c.attribute_float("epsilon", 1e-5f), x.dims[0], x.dims[1], nn_product(x, 2, x.rank)};
+    c.outputs[0] = x;
+    c.in_place = true;
+    return Status::Ok;
+}
+
+inline Status run_batch_norm(const RunContext& c) {
+    const NormState& st = *static_cast<const NormState*>(c.state);
+    const float* x = c.inputs[0].as<float>();
+    const float *scale = c.inputs[1].as<float>(), *shift = c.inputs[2].as<float>();
+    const float *mean = c.inputs[3].as<float>(), *var = c.inputs[4].as<float>();
+    float* y = c.outputs[0].as<float>();
+    nn_parallel(c, (uint64_t)(st.outer * st.channels), [&](uint64_t, uint64_t begin, uint64_t end) {
+        for (uint64_t plane = begin; plane < end; ++plane) {
+            int64_t ch = (int64_t)plane % st.channels;
+            float a = scale[ch] / std::sqrt(var[ch] + st.epsilon), b = shift[ch] - mean[ch] * a;
+            const float* xp = x + (int64_t)plane * st.inner;
+            float* yp = y + (int64_t)plane * st.inner;
+            for (int64_t i = 0; i < st.inner; ++i) yp[i] = xp[i] * a + b;
+        }
+    });
+    return Status::Ok;
+}
+
+// Mean and 1/sqrt(variance + eps) of n floats (two passes: no cancellation from E[x^2]-E[x]^2).
+inline void row_moments(const float* x, int64_t n, float epsilon, float* mean, float* inv_std) {
+    double sum = 0, squares = 0;
+    for (int64_t i = 0; i < n; ++i) sum += x[i];
+    double m = n ? sum / (double)n : 0.0;
+    for (int64_t i = 0; i < n; ++i) squares += (x[i] - m) * (x[i] - m);
+    *mean = (float)m;
+    *inv_std = (float)(1.0 / std::sqrt((n ? squares / (double)n : 0.0) + (double)epsilon));
+}
+
+// ---- InstanceNormalization: per (n, c) plane normalized, then scale and B per channel.
+inline Status prepare_instance_norm(PrepareContext& c) {
+    Status s = nn_count(c, 3, 3, 1);
+    for (uint32_t i = 0; i < 3 && s == Status::Ok; ++i) s = nn_float(c, i);
+    if (s != Status::Ok) return s;
+    const TensorDesc& x = c.inputs[0];
+    if (x.rank < 3) return c.fail(Status::InvalidArgument, "X must be N x C x spatial");
+    for (uint32_t i = 1; i < 3; ++i)
+        if (c.inputs[i].rank != 1 || c.inputs[i].dims[0] != x.dims[1])
+            return c.fail(Status::InvalidArgument, "input %u must have %lld elements", i, (long long)x.dims[1]);
+    NormState* st = nn_state<NormState>(c);
+    if (!st) return c.fail(Status::OutOfMemory, "out of memory");
+    *st = NormState{c.attribute_float("epsilon", 1e-5f), x.dims[0], x.dims[1], nn_product(x, 2, x.rank)};
+    c.outputs[0] = x;
+    c.in_place = true;
+    return Status::Ok;
+}
+
+inline Status run_instance_norm(const RunContext& c) {
+    const NormState& st = *static_cast<const NormState*>(c.state);
+    const float* x = c.inputs[0].as<float>();
+    const float *scale = c.inputs[1].as<float>(), *shift = c.inputs[2].as<float>();
+    float* y = c.outputs[0].as<float>();
+    nn_parallel(c, (uint64_t)(st.outer * st.channels), [&](uint64_t, uint64_t begin, uint64_t end) {
+        for (uint64_t plane = begin; plane < end; ++plane) {
+            int64_t ch = (int64_t)plane % st.channels;
+            const float* xp = x + (int64_t)plane * st.inner;
+            float* yp = y + (int64_t)plane * st.inner;
+            float mean, inv_std;
+            row_moments(xp, st.inner, st.epsilon, &mean, &inv_std);
+            float a = scale[ch] * inv_std, b = shift[ch] - mean * a;
+            for (int64_t i = 0; i < st.inner; ++i) yp[i] = xp[i] * a + b;
+        }
+    });
+    return Status::Ok;
+}
+
+// ---- LayerNormalization: rows are the dims from `axis` on; Scale and B broadcast to a row
+// (expanded once per run into scratch). Optional outputs Mean and InvStdDev keep X's rank
+// with 1s from `axis` on.
+struct LayerNormState {
+    NormState norm;
+    TensorDesc row;   // the normalized shape
+};
+
+inline Status prepare_layer_norm(PrepareContext& c) {
+    Status s = nn_count(c, 2, 3, 3);
+    for (uint32_t i = 0; i < 3 && s == Status::Ok; ++i) s = nn_float(c, i, i == 2);
+    if (s != Status::Ok) return s;
+    const TensorDesc& x = c.inputs[0];
+    int axis = 0;
+    if (!nn_axis(c.attribute_int("axis", -1), x.rank, &axis))
+        return c.fail(Status::InvalidArgument, "axis %lld out of range for rank %d", (long long)c.attribute_int("axis", -1),
+                      x.rank);
+    LayerNormState* st = nn_state<LayerNormState>(c);
+    if (!st) return c.fail(Status::OutOfMemory, "out of memory");
+    st->norm = NormState{c.attribute_float("epsilon", 1e-5f), nn_product(x, 0, axis), 1, nn_product(x, axis, x.rank)};
+    st->row = x;
+    st->row.rank = (uint8_t)(x.rank - axis);
+    for (int i = axis; i < x.rank; ++i) st->row.dims[i - axis] = x.dims[i];
+    for (uint32_t i = 1; i < 3; ++i) {  // unidirectional broadcast to the row
+        if (!c.has_input(i)) continue;
+        const TensorDesc& p = c.inputs[i];
+        bool ok = p.rank <= st->row.rank;
+        for (int d = 0; ok && d < p.rank; ++d) {
+            int64_t want = st->row.dims[st->row.rank - p.rank + d];
+            ok = p.dims[d] == want || p.dims[d] == 1;
+        }
+        if (!ok) return c.fail(Status::InvalidArgument, "input %u does not broadcast to the normalized shape", i);
+    }
+    c.outputs[0] = x;
+    for (uint32_t i = 1; i < c.num_outputs; ++i) {
+        c.outputs[i] = x;
+        for (int d = axis; d < x.rank; ++d) c.outputs[i].dims[d] = 1;
+    }
+    c.scratch_bytes = (size_t)(2 * st->norm.inner) * sizeof(float);
+    c.in_place = true;
+    return Status::Ok;
+}
+
+inline Status run_layer_norm(const RunContext& c) {
+    const LayerNormState& st = *static_cast<const LayerNormState*>(c.state);
+    const NormState& nm = st.norm;
+    float* scale = static_cast<float*>(c.scratch);
+    float* shift = scale + nm.inner;
+    for (uint32_t i = 1; i < 3; ++i) {
+        float* dst = i == 1 ? scale : shift;
+        if (i >= c.num_inputs || !c.inputs[i].data) {
+            for (int64_t j = 0; j < nm.inner; ++j) dst[j] = 0.0f;
+            continue;
+        }
+        const float* src = c.inputs[i].as<float>();
+        const TensorDesc* in = &c.inputs[i].desc;
+        for_each_broadcast(st.row, &in, 1, [&](uint64_t e, const int64_t* o) { dst[e] = src[o[0]]; });
+    }
+    const float* x = c.inputs[0].as<float>();
+    float* y = c.outputs[0].as<float>();
+    float* mean_out = c.num_outputs > 1 ? c.outputs[1].as<float>() : nullptr;
+    float* inv_out = c.num_outputs > 2 ? c.outputs[2].as<float>() : nullptr;
+    nn_parallel(c, (uint64_t)nm.outer, [&](uint64_t, uint64_t begin, uint64_t end) {
+        for (uint64_t r = begin; r < end; ++r) {
+            const float* xr = x + (int64_t)r * nm.inner;
+            float* yr = y + (int64_t)r * nm.inner;
+            float mean, inv_std;
+            row_moments(xr, nm.inner, nm.epsilon, &mean, &inv_std);
+            if (mean_out) mean_out[r] = mean;
+            if (inv_out) inv_out[r] = inv_std;
+            for (int64_t j = 0; j < nm.inner; ++j) yr[j] = (xr[j] - mean) * inv_std * scale[j] + shift[j];
+        }
+    });
+    return Status::Ok;
+}
+
+// ---- MaxPool and AveragePool over 1-3 spatial dims; per (n, c) plane a direct loop over each
+// window's in-bounds taps. MaxPool's optional Indices output is the flat index into X.
+struct PoolState {
+    Window w;
+    int64_t planes;
+    bool max, count_include_pad, column_major;   // column_major: Indices with storage_order=1
+};
+
+inline Status prepare_pool(PrepareContext& c, bool max) {
+    Status s = nn_count(c, 1, 1, max ? 2 : 1);
+    if (s == Status::Ok) s = nn_float(c, 0);
+    if (s != Status::Ok) return s;
+    const TensorDesc& x = c.inputs[0];
+    if (x.rank < 3) return c.fail(Status::InvalidArgument, "X must be N x C x spatial");
+    Span<const int64_t> kernel = c.attribute_ints("kernel_shape");
+    if (kernel.size != (size_t)x.rank - 2)
+        return c.fail(Status::InvalidArgument, "kernel_shape must have %d values", x.rank - 2);
+    int64_t ceil_mode = c.attribute_int("ceil_mode", 0);
+    if (ceil_mode != 0 && ceil_mode != 1) return c.fail(Status::InvalidArgument, "ceil_mode must be 0 or 1");
+    PoolState* st = nn_state<PoolState>(c);
+    if (!st) return c.fail(Status::OutOfMemory, "out of memory");
+    s = parse_window(c, x, kernel.data, ceil_mode != 0, false, &st->w);
+    if (s != Status::Ok) return s;
+    for (int i = 0; i < 3; ++i)  // a window entirely in padding would have nothing to pool
+        if (st->w.pad_begin[i] >= (st->w.kernel[i] - 1) * st->w.dilation[i] + 1 ||
+            st->w.pad_end[i] >= (st->w.kernel[i] - 1) * st->w.dilation[i] + 1)
+            return c.fail(Status::InvalidArgument, "pads must be smaller than the window");
+    st->planes = x.dims[0] * x.dims[1];
+    st->max = max;
+    st->count_include_pad = c.attribute_int("count_include_pad", 0) != 0;
+    st->column_major = c.attribute_int("storage_order", 0) != 0;
+    for (uint32_t i = 0; i < c.num_outputs; ++i) {
+        c.outputs[i] = x;
+        for (int d = 0; d < st->w.spatial; ++d) c.outputs[i].dims[2 + d] = st->w.out[3 - st->w.spatial + d];
+    }
+    if (c.num_outputs > 1) c.outputs[1].type = ElementType::Int64;
+    return Status::Ok;
+}
+
+inline Status prepare_max_pool(PrepareContext& c) { return prepare_pool(c, true); }
+inline Status prepare_average_pool(PrepareContext& c) { return prepare_pool(c, false); }
+
+inline Status run_pool(const RunContext& c) {
+    const PoolState& st = *static_cast<const PoolState*>(c.state);
+    const Window& w = st.w;
+    const float* x = c.inputs[0].as<float>();
+    float* y = c.outputs[0].as<float>();
+    int64_t* indices = c.num_outputs > 1 ? c.outputs[1].as<int64_t>() : nullptr;
+    int64_t in_plane = w.in_size(), out_plane = w.out_size();
+    nn_parallel(c, (uint64_t)st.planes, [&](uint64_t, uint64_t begin, uint64_t end) {
+        for (uint64_t plane = begin; plane < end; ++plane) {
+            const float* xp = x + (int64_t)plane * in_plane;
+            float* yp = y + (int64_t)plane * out_plane;
+            for (int64_t o = 0; o < out_plane; ++o) {
+                int64_t out_at[3] = {o / w.out[2] / w.out[1], o / w.out[2] % w.out[1], o % w.out[2]};
+                int64_t start[3], taps[3][2];  // first and last valid tap per dim; padded count
+                int64_t padded = 1;
+                for (int d = 0; d < 3; ++d) {
+                    start[d] = out_at[d] * w.stride[d] - w.pad_begin[d];
+                    int64_t first = 0, last = w.kernel[d], inside_pad = 0;
+                    while (first < last && start[d] + first * w.dilation[d] < 0) ++first;
+                    while (last > first && start[d] + (last - 1) * w.dilation[d] >= w.in[d]) --last;
+                    for (int64_t k = 0; k < w.kernel[d]; ++k)
+                        inside_pad += start[d] + k * w.dilation[d] < w.in[d] + w.pad_end[d];
+                    taps[d][0] = first;
+                    taps[d][1] = last;
+                    padded *= inside_pad;
+                }
+                float best = -INFINITY, sum = 0.0f;
+                int64_t best_at = -1, count = 0;
+                for (int64_t k0 = taps[0][0]; k0 < taps[0][1]; ++k0)
+                    for (int64_t k1 = taps[1][0]; k1 < taps[1][1]; ++k1) {
+                        int64_t row = ((start[0] + k0 * w.dilation[0]) * w.in[1] + start[1] + k1 * w.dilation[1]) * w.in[2];
+                        for (int64_t k2 = taps[2][0]; k2 < taps[2][1]; ++k2) {
+                            int64_t at = row + start[2] + k2 * w.dilation[2];
+                            float v = xp[at];
+                            if (v > best || best_at < 0) { best = v; best_at = at; }
+                            sum += v;
+                            ++count;
+                        }
+                    }
+                if (st.max) {
+                    yp[o] = best;
+                    int64_t at = best_at < 0 ? 0 : best_at;
+                    if (st.column_major)  // spatial dims in reverse order
+                        at = (at % w.in[2] * w.in[1] + at / w.in[2] % w.in[1]) * w.in[0] + at / w.in[2] / w.in[1];
+                    if (indices) indices[(int64_t)plane * out_plane + o] = (int64_t)plane * in_plane + at;
+                } else {
+                    int64_t divisor = st.count_include_pad ? padded : count;
+                    yp[o] = divisor ? sum / (float)divisor : 0.0f;
+                }
+            }
+        }
+    });
+    return Status::Ok;
+}
+
+// ---- GlobalAveragePool, GlobalMaxPool: one value per (n, c) plane.
+inline Status prepare_global_pool(PrepareContext& c) {
+    Status s = nn_count(c, 1, 1, 1);
+    if (s == Status::Ok) s = nn_float(c, 0);
+    if (s != Status::Ok) return s;
+    const TensorDesc& x = c.inputs[0];
+    if (x.rank < 3) return c.fail(Status::InvalidArgument, "X must be N x C x spatial");
+    NormState* st = nn_state<NormState>(c);
+    if (!st) return c.fail(Status::OutOfMemory, "out of memory");
+    *st = NormState{0.0f, x.dims[0] * x.dims[1], 1, nn_product(x, 2, x.rank)};
+    c.outputs[0] = x;
+    for (int d = 2; d < x.rank; ++d) c.outputs[0].dims[d] = 1;
+    return Status::Ok;
+}
+
+inline Status run_global_pool(const RunContext& c, bool max) {
+    const NormState& st = *static_cast<const NormState*>(c.state);
+    const float* x = c.inputs[0].as<float>();
+    float* y = c.outputs[0].as<float>();
+    nn_parallel(c, (uint64_t)st.outer, [&](uint64_t, uint64_t begin, uint64_t end) {
+        for (uint64_t plane = begin; plane < end; ++plane) {
+            const float* xp = x + (int64_t)plane * st.inner;
+            float acc = max ? -INFINITY : 0.0f;
+            for (int64_t i = 0; i < st.inner; ++i) acc = max ? (xp[i] > acc ? xp[i] : acc) : acc + xp[i];
+            y[plane] = max ? acc : acc / (float)st.inner;
+        }
+    });
+    return Status::Ok;
+}
+inline Status run_global_average_pool(const RunContext& c) { return run_global_pool(c, false); }
+inline Status run_global_max_pool(const RunContext& c) { return run_global_pool(c, true); }
+
+// ---- Softmax, LogSoftmax: over `count` elements `inner` apart. Before opset 13 the input is
+// coerced to 2-D at axis (everything from axis on is one row); from 13 it is one axis.
+struct SoftmaxState {
+    int64_t outer, count, inner;
+    bool log;
+};
+
+inline Status prepare_softmax(PrepareContext& c, bool log) {
+    Status s = nn_count(c, 1, 1, 1);
+    if (s == Status::Ok) s = nn_float(c, 0);
+    if (s != Status::Ok) return s;
+    const TensorDesc& x = c.inputs[0];
+    bool per_axis = c.opset >= 13;
+    int64_t raw = c.attribute_int("axis", per_axis ? -1 : 1);
+    int axis = 0;
+    if (x.rank < 1 || !nn_axis(raw, x.rank, &axis))
+        return c.fail(Status::InvalidArgument, "axis %lld out of range for rank %d", (long long)raw, x.rank);
+    SoftmaxState* st = nn_state<SoftmaxState>(c);
+    if (!st) return c.fail(Status::OutOfMemory, "out of memory");
+    if (per_axis) *st = SoftmaxState{nn_product(x, 0, axis), x.dims[axis], nn_product(x, axis + 1, x.rank), log};
+    else *st = SoftmaxState{nn_product(x, 0, axis), nn_product(x, axis, x.rank), 1, log};
+    c.outputs[0] = x;
+    c.in_place = true;
+    return Status::Ok;
+}
+inline Status prepare_softmax_only(PrepareContext& c) { return prepare_softmax(c, false); }
+inline Status prepare_log_softmax(PrepareContext& c) { return prepare_softmax(c, true); }
+
+inline Status run_softmax(const RunContext& c) {
+    const SoftmaxState& st = *static_cast<const SoftmaxState*>(c.state);
+    const float* x = c.inputs[0].as<float>();
+    float* y = c.outputs[0].as<float>();
+    nn_parallel(c, (uint64_t)(st.outer * st.inner), [&](uint64_t, uint64_t begin, uint64_t end) {
+        for (uint64_t line = begin; line < end; ++line) {
+            int64_t base = (int64_t)line / st.inner * st.count * st.inner + (int64_t)line % st.inner;
+            const float* xl = x + base;
+            float* yl = y + base;
+            float top = -INFINITY;  // subtract the maximum: exp never overflows
+            for (int64_t i = 0; i < st.count; ++i) top = xl[i * st.inner] > top ? xl[i * st.inner] : top;
+            double sum = 0;
+            for (int64_t i = 0; i < st.count; ++i) {
+                float e = std::exp(xl[i * st.inner] - top);
+                sum += e;
+                if (!st.log) yl[i * st.inner] = e;
+                else yl[i * st.inner] = xl[i * st.inner] - top;
+            }
+            float scale = (float)(1.0 / sum), shift = (float)std::log(sum);
+            for (int64_t i = 0; i < st.count; ++i) {
+                if (st.log) yl[i * st.inner] -= shift;
+                else yl[i * st.inner] *= scale;
+            }
+        }
+    });
+    return Status::Ok;
+}
+
+}  // namespace detail
+
+namespace detail {
+
+// ---- ReduceMean/Sum/Max/Min/Prod/L2: the output (kept dims as 1) is initialized with the
+// identity, then X is walked once in row-major order, each element folded into the output
+// element it broadcasts from (stride 0 along reduced dims).
+enum class ReduceKind : uint8_t { Mean, Sum, Max, Min, Prod, L2 };
+
+struct ReduceState {
+    ReduceKind kind;
+    TensorDesc kept;     // output shape with reduced dims as 1
+    int64_t count;       // elements folded into each output
+    bool copy;           // noop_with_empty_axes and no axes: Identity
+};
+
+inline Status prepare_reduce(PrepareContext& c, ReduceKind kind) {
+    // ReduceSum's axes became an input in opset 13 (the others in 18)
+    bool axes_input = kind == ReduceKind::Sum && c.opset >= 13;
+    Status s = nn_count(c, 1, axes_input ? 2 : 1, 1);
+    if (s == Status::Ok) s = nn_float(c, 0);
+    if (s != Status::Ok) return s;
+    const TensorDesc& x = c.inputs[0];
+    const int64_t* axes = nullptr;
+    int64_t axis_count = 0;
+    if (axes_input) {
+        s = nn_int64_values(c, 1, &axes, &axis_count);
+        if (s != Status::Ok) return s;
+    } else {
+        Span<const int64_t> list = c.attribute_ints("axes");
+        axes = list.data;
+        axis_count = (int64_t)list.size;
+    }
+    ReduceState* st = nn_state<ReduceState>(c);
+    if (!st) return c.fail(Status::OutOfMemory, "out of memory");
+    st->kind = kind;
+    st->kept = x;
+    bool reduced[kMaxRank] = {};
+    for (int64_t i = 0; i < axis_count; ++i) {
+        int axis = 0;
+        if (!nn_axis(axes[i], x.rank, &axis))
+            return c.fail(Status::InvalidArgument, "axis %lld out of range for rank %d", (long long)axes[i], x.rank);
+        if (reduced[axis]) return c.fail(Status::InvalidArgument, "axis %d is repeated", axis);
+        reduced[axis] = true;
+    }
+    st->copy = axis_count == 0 && c.attribute_int("noop_with_empty_axes", 0) != 0;
+    bool keep = c.attribute_int("keepdims", 1) != 0;
+    TensorDesc& y = c.outputs[0];
+    y = x;
+    y.rank = 0;
+    st->count = 1;
+    for (int d = 0; d < x.rank; ++d) {
+        bool r = !st->copy && (axis_count == 0 || reduced[d]);
+        if (r) {
+            st->count *= x.dims[d];
+            st->kept.dims[d] = 1;
+        }
+        if (!r || keep) y.dims[y.rank++] = r ? 1 : x.dims[d];
+    }
+    return Status::Ok;
+}
+
+inline Status prepare_reduce_mean(PrepareContext& c) { return prepare_reduce(c, ReduceKind::Mean); }
+inline Status prepare_reduce_sum(PrepareContext& c) { return prepare_reduce(c, ReduceKind::Sum); }
+inline Status prepare_reduce_max(PrepareContext& c) { return prepare_reduce(c, ReduceKind::Max); }
+inline Status prepare_reduce_min(PrepareContext& c) { return prepare_reduce(c, ReduceKind::Min); }
+inline Status prepare_reduce_prod(PrepareContext& c) { return prepare_reduce(c, ReduceKind::Prod); }
+inline Status prepare_reduce_l2(PrepareContext& c) { return prepare_reduce(c, ReduceKind::L2); }
+
+inline Status run_reduce(const RunContext& c) {
+    const ReduceState& st = *static_cast<const ReduceState*>(c.state);
+    const float* x = c.inputs[0].as<float>();
+    float* y = c.outputs[0].as<float>();
+    uint64_t outputs = c.outputs[0].elements();
+    if (st.copy) {
+        if (y != x) std::memmove(y, x, (size_t)outputs * sizeof(float));
+        return Status::Ok;
+    }
+    float start = st.kind == ReduceKind::Max ? -INFINITY : st.kind == ReduceKind::Min ? INFINITY
+                  : st.kind == ReduceKind::Prod ? 1.0f : 0.0f;
+    for (uint64_t i = 0; i < outputs; ++i) y[i] = start;
+    const TensorDesc* kept = &st.kept;
+    ReduceKind kind = st.kind;
+    for_each_broadcast(c.inputs[0].desc, &kept, 1, [&](uint64_t e, const int64_t* o) {
+        float v = x[e];
+        float& acc = y[o[0]];
+        switch (kind) {
+            case ReduceKind::Max: acc = v > acc || v != v ? v : acc; break;
+            case ReduceKind::Min: acc = v < acc || v != v ? v : acc; break;
+            case ReduceKind::Prod: acc *= v; break;
+            case ReduceKind::L2: acc += v * v; break;
+            default: acc += v; break;
+        }
+    });
+    if (kind == ReduceKind::Mean)
+        for (uint64_t i = 0; i < outputs; ++i) y[i] /= (float)st.count;
+    if (kind == ReduceKind::L2)
+        for (uint64_t i = 0; i < outputs; ++i) y[i] = std::sqrt(y[i]);
+    return Status::Ok;
+}
+
+// ---- ArgMax, ArgMin: int64 index along axis (first or, with select_last_index, last extremum).
+struct ArgState {
+    int64_t outer, count, inner;
+    bool max, last;
+};
+
+inline Status prepare_arg(PrepareContext& c, bool max) {
+    Status s = nn_count(c, 1, 1, 1);
+    if (s == Status::Ok) s = nn_float(c, 0);
+    if (s != Status::Ok) return s;
+    const TensorDesc& x = c.inputs[0];
+    int axis = 0;
+    if (x.rank < 1 || !nn_axis(c.attribute_int("axis", 0), x.rank, &axis))
+        return c.fail(Status::InvalidArgument, "axis %lld out of range for rank %d", (long long)c.attribute_int("axis", 0),
+                      x.rank);
+    if (x.dims[axis] == 0) return c.fail(Status::InvalidArgument, "the reduced axis is empty");
+    ArgState* st = nn_state<ArgState>(c);
+    if (!st) return c.fail(Status::OutOfMemory, "out of memory");
+    *st = ArgState{nn_product(x, 0, axis), x.dims[axis], nn_product(x, axis + 1, x.rank), max,
+                   c.attribute_int("select_last_index", 0) != 0};
+    TensorDesc& y = c.outputs[0];
+    y = x;
+    y.type = ElementType::Int64;
+    if (c.attribute_int("keepdims", 1) != 0) {
+        y.dims[axis] = 1;
+    } else {
+        for (int d = axis; d + 1 < x.rank; ++d) y.dims[d] = x.dims[d + 1];
+        --y.rank;
+    }
+    return Status::Ok;
+}
+inline Status prepare_arg_max(PrepareContext& c) { return prepare_arg(c, true); }
+inline Status prepare_arg_min(PrepareContext& c) { return prepare_arg(c, false); }
+
+inline Status run_arg(const RunContext& c) {
+    const ArgState& st = *static_cast<const ArgState*>(c.state);
+    const float* x = c.inputs[0].as<float>();
+    int64_t* y = c.outputs[0].as<int64_t>();
+    for (int64_t o = 0; o < st.outer; ++o)
+        for (int64_t i = 0; i < st.inner; ++i) {
+            const float* xl = x + o * st.count * st.inner + i;
+            int64_t best = 0;
+            for (int64_t k = 1; k < st.count; ++k) {
+                float v = xl[k * st.inner], b = xl[best * st.inner];
+                bool better = st.max ? (st.last ? v >= b : v > b) : (st.last ? v <= b : v < b);
+                if (better) best = k;
+            }
+            y[o * st.inner + i] = best;
+        }
+    return Status::Ok;
+}
+
+// ---- Resize: nearest (any rank) or linear (the last two dims of a 2-D or 4-D input). Output
+// sizes come from compile-time scales or sizes; per-axis source tables (index, and for linear
+// the neighbour and weight) are built once in prepare.
+struct ResizeState {
+    bool linear;
+    int rank;
+    int64_t in[kMaxRank], out[kMaxRank];
+    int64_t* index[kMaxRank];     // nearest: source index; linear: lower neighbour
+    int64_t* upper[kMaxRank];     // linear only
+    float* weight[kMaxRank];      // linear only: weight of the upper neighbour
+};
+
+inline Status prepare_resize(PrepareContext& c) {
+    if (c.opset < 10) return c.fail(Status::Unsupported, "Resize needs opset 10 or later");
+    Status s = nn_count(c, 2, 4, 1);
+    if (s == Status::Ok) s = nn_float(c, 0);
+    if (s != Status::Ok) return s;
+    const TensorDesc& x = c.inputs[0];
+    int rank = x.rank;
+    uint32_t scales_at = c.opset == 10 ? 1 : 2, sizes_at = 3;
+    // scales (float) or sizes (int64): exactly one, known at compile time
+    bool has_scales = c.has_input(scales_at) && nn_product(c.inputs[scales_at], 0, c.inputs[scales_at].rank) > 0;
+    bool has_sizes = c.opset > 10 && c.has_input(sizes_at) && nn_product(c.inputs[sizes_at], 0, c.inputs[sizes_at].rank) > 0;
+    if (has_scales == has_sizes) return c.fail(Status::InvalidArgument, "needs exactly one of scales and sizes");
+    uint32_t source = has_scales ? scales_at : sizes_at;
+    const TensorDesc& sd = c.inputs[source];
+    if (sd.type != (has_scales ? ElementType::Float32 : ElementType::Int64) || sd.rank != 1 || sd.dims[0] != rank)
+        return c.fail(Status::InvalidArgument, "%s must be a 1-D %s tensor of %d values", has_scales ? "scales" : "sizes",
+                      has_scales ? "float32" : "int64", rank);
+    if (!c.values || !c.values[source]) return c.fail(Status::Unsupported, "data-dependent shape: %s is not a constant",
+                                                      has_scales ? "scales" : "sizes");
+    StringView mode = c.attribute_string("mode", "nearest");
+    bool linear = mode == StringView("linear");
+    if (!linear && mode != StringView("nearest"))
+        return c.fail(Status::Unsupported, "mode '%.*s'", (int)mode.size, mode.data);
+    // Resize-10 is Upsample: asymmetric coordinates, nearest rounds down
+    StringView transform = c.opset == 10 ? StringView("asymmetric")
+                                         : c.attribute_string("coordinate_transformation_mode", "half_pixel");
+    StringView rounding = c.opset == 10 ? StringView("floor") : c.attribute_string("nearest_mode", "round_prefer_floor");
+    enum { HalfPixel, PytorchHalfPixel, AlignCorners, Asymmetric } how;
+    if (transform == StringView("half_pixel")) how = HalfPixel;
+    else if (transform == StringView("pytorch_half_pixel")) how = PytorchHalfPixel;
+    else if (transform == StringView("align_corners")) how = AlignCorners;
+    else if (transform == StringView("asymmetric")) how = Asymmetric;
+    else return c.fail(Status::Unsupported, "coordinate_transformation_mode '%.*s'", (int)transform.size, transform.data);
+    enum { PreferFloor, PreferCeil, Floor, Ceil } round;
+    if (rounding == StringView("round_prefer_floor")) round = PreferFloor;
+    else if (rounding == StringView("round_prefer_ceil")) round = PreferCeil;
+    else if (rounding == StringView("floor")) round = Floor;
+    else if (rounding == StringView("ceil")) round = Ceil;
+    else return c.fail(Status::InvalidArgument, "nearest_mode '%.*s' unknown", (int)rounding.size, rounding.data);
+    ResizeState* st = nn_state<ResizeState>(c);
+    if (!st) return c.fail(Status::OutOfMemory, "out of memory");
+    st->linear = linear;
+    st->rank = rank;
+    double scales[kMaxRank];
+    for (int d = 0; d < rank; ++d) {
+        st->in[d] = x.dims[d];
+        if (has_scales) {
+            scales[d] = static_cast<const float*>(c.values[source])[d];
+            if (!(scales[d] > 0.0)) return c.fail(Status::InvalidArgument, "scales must be positive");
+            if (!((double)x.dims[d] * scales[d] < 4294967296.0)) return c.fail(Status::LimitExceeded, "output dim above 2^32");
+            st->out[d] = (int64_t)std::floor((double)x.dims[d] * scales[d]);
+        } else {
+            st->out[d] = static_cast<const int64_t*>(c.values[source])[d];
+            if (st->out[d] < 0) return c.fail(Status::InvalidArgument, "sizes must not be negative");
+            if (st->out[d] >= 4294967296ll) return c.fail(Status::LimitExceeded, "output dim above 2^32");
+            scales[d] = x.dims[d] ? (double)st->out[d] / (double)x.dims[d] : 1.0;
+        }
+        if (st->out[d] > 0 && st->in[d] == 0) return c.fail(Status::InvalidArgument, "cannot resize an empty dim");
+    }
+    if (linear) {  // bilinear over the last two dims only
+        if (rank != 2 && rank != 4) return c.fail(Status::Unsupported, "linear mode for a rank %d input", rank);
+        if (rank == 4 && (st->out[0] != st->in[0] || st->out[1] != st->in[1]))
+            return c.fail(Status::Unsupported, "linear mode resizing N or C");
+    }
+    for (int d = 0; d < rank; ++d) {
+        int64_t n = st->out[d];
+        st->index[d] = c.arena->allocate_array<int64_t>((size_t)n + 1);
+        st->upper[d] = c.arena->allocate_array<int64_t>((size_t)n + 1);
+        st->weight[d] = c.arena->allocate_array<float>((size_t)n + 1);
+        if (!st->index[d] || !st->upper[d] || !st->weight[d]) return c.fail(Status::OutOfMemory, "out of memory");
+        for (int64_t o = 0; o < n; ++o) {
+            // The output coordinate in input coordinates. The spec's resized length is in * scale
+            // before flooring (align_corners and pytorch_half_pixel see the fraction).
+            double scale = scales[d], length = (double)st->in[d] * scale, at;
+            switch (how) {
+                case HalfPixel: at = ((double)o + 0.5) / scale - 0.5; break;
+                case PytorchHalfPixel: at = length > 1 ? ((double)o + 0.5) / scale - 0.5 : 0.0; break;
+                case AlignCorners: at = length == 1 ? 0.0 : (double)o * (double)(st->in[d] - 1) / (length - 1); break;
+                default: at = (double)o / scale; break;
+            }
+            int64_t last = st->in[d] - 1;
+            if (linear) {
+                double clamped = at < 0 ? 0 : at > (double)last ? (double)last : at;
+                int64_t low = (int64_t)std::floor(clamped);
+                st->index[d][o] = low;
+                st->upper[d][o] = low < last ? low + 1 : last;
+                st->weight[d][o] = (float)(clamped - (double)low);
+            } else {
+                double f = std::floor(at), r;
+                switch (round) {
+                    case PreferFloor: r = at - f == 0.5 ? f : std::round(at); break;
+                    case PreferCeil: r = at - f == 0.5 ? f + 1 : std::round(at); break;
+                    case Floor: r = f; break;
+                    default: r = std::ceil(at); break;
+                }
+                int64_t i = r < 0 ? 0 : r > (double)last ? last : (int64_t)r;
+                st->index[d][o] = i;
+            }
+        }
+    }
+    TensorDesc& y = c.outputs[0];
+    y = x;
+    for (int d = 0; d < rank; ++d) y.dims[d] = st->out[d];
+    return Status::Ok;
+}
+
+inline Status run_resize(const RunContext& c) {
+    const ResizeState& st = *static_cast<const ResizeState*>(c.state);
+    const float* x = c.inputs[0].as<float>();
+    float* y = c.outputs[0].as<float>();
+    int rank = st.rank;
+    if (st.linear) {  // planes of [H, W]
+        int h = rank - 2, w = rank - 1;
+        int64_t planes = rank == 4 ? st.in[0] * st.in[1] : 1;
+        int64_t in_plane = st.in[h] * st.in[w], out_plane = st.out[h] * st.out[w];
+        nn_parallel(c, (uint64_t)planes, [&](uint64_t, uint64_t begin, uint64_t end) {
+            for (uint64_t p = begin; p < end; ++p) {
+                const float* xp = x + (int64_t)p * in_plane;
+                float* yp = y + (int64_t)p * out_plane;
+                for (int64_t i = 0; i < st.out[h]; ++i) {
+                    const float* top = xp + st.index[h][i] * st.in[w];
+                    const float* bottom = xp + st.upper[h][i] * st.in[w];
+                    float wy = st.weight[h][i];
+                    for (int64_t j = 0; j < st.out[w]; ++j) {
+                        int64_t l = st.index[w][j], r = st.upper[w][j];
+                        float wx = st.weight[w][j];
+                        float t = top[l] + (top[r] - top[l]) * wx, b = bottom[l] + (bottom[r] - bottom[l]) * wx;
+                        yp[i * st.out[w] + j] = t + (b - t) * wy;
+                    }
+                }
+            }
+        });
+        return Status::Ok;
+    }
+    // nearest: walk the output row-major, keeping the input offset of each prefix of dims
+    uint64_t total = c.outputs[0].elements();
+    if (total == 0) return Status::Ok;
+    int64_t in_stride[kMaxRank], at[kMaxRank] = {}, offset[kMaxRank + 1] = {};
+    int64_t stride = 1;
+    for (int d = rank - 1; d >= 0; --d) { in_stride[d] = stride; stride *= st.in[d]; }
+    for (int d = 0; d < rank; ++d) offset[d + 1] = offset[d] + st.index[d][0] * in_stride[d];
+    for (uint64_t e = 0; e < total; ++e) {
+        y[e] = x[offset[rank]];
+        int d = rank - 1;
+        while (d >= 0 && ++at[d] == st.out[d]) at[d--] = 0;
+        if (d < 0) break;
+        for (int k = d; k < rank; ++k) offset[k + 1] = offset[k] + st.index[k][at[k]] * in_stride[k];
+    }
+    return Status::Ok;
+}
+
 const OpKernel kNnKernels[] = {
+    {"Conv", prepare_conv, run_conv},
+    {"ConvTranspose", prepare_conv_transpose, run_conv_transpose},
+    {"MatMul", prepare_matmul, run_matmul},
+    {"Gemm", prepare_gemm, run_gemm},
+    {"BatchNormalization", prepare_batch_norm, run_batch_norm},
+    {"InstanceNormalization", prepare_instance_norm, run_instance_norm},
+    {"LayerNormalization", prepare_layer_norm, run_layer_norm},
+    {"MaxPool", prepare_max_pool, run_pool},
+    {"AveragePool", prepare_average_pool, run_pool},
+    {"GlobalAveragePool", prepare_global_pool, run_global_average_pool},
+    {"GlobalMaxPool", prepare_global_pool, run_global_max_pool},
+    {"Softmax", prepare_softmax_only, run_softmax},
+    {"LogSoftmax", prepare_log_softmax, run_softmax},
+    {"ReduceMean", prepare_reduce_mean, run_reduce},
+    {"ReduceSum", prepare_reduce_sum, run_reduce},
+    {"ReduceMax", prepare_reduce_max, run_reduce},
+    {"ReduceMin", prepare_reduce_min, run_reduce},
+    {"ReduceProd", prepare_reduce_prod, run_reduce},
+    {"ReduceL2", prepare_reduce_l2, run_reduce},
+    {"ArgMax", prepare_arg_max, run_arg},
+    {"ArgMin", prepare_arg_min, run_arg},
+    {"Resize", prepare_resize, run_resize},
     {nullptr, nullptr, nullptr},   // end marker
 };
+
 }  // namespace detail
 // ---- END NN OPS REGION ----
 
@@ -5312,7 +6893,8 @@ const OpKernel* find_builtin_kernel(StringView op) {
 // output, value_info), NodeProto, AttributeProto (FLOAT, INT, STRING, TENSOR, FLOATS, INTS;
 // GRAPH, STRINGS and the other lists are Unsupported), TensorProto (raw_data, packed or
 // unpacked float_data/int32_data/int64_data, external data), ValueInfoProto with tensor types.
-// Element types FLOAT, UINT8, INT8, INT32, INT64, BOOL, FLOAT16; default-domain opsets 7..17.
+// Element types FLOAT, UINT8, INT8, INT32, INT64, BOOL, FLOAT16; default-domain opsets 1..17
+// (the runtime checks the legacy attributes of opsets below 7).
 // A node in another domain is Unsupported (an imported but unused domain is not).
 //
 // Mapping: initializers become Constant nodes, graph inputs that are not initializers
@@ -5350,7 +6932,7 @@ namespace detail {
         if (onnx_status_ != Status::Ok) return onnx_status_; \
     } while (0)
 
-constexpr uint32_t kOnnxMinOpset = 7;
+constexpr uint32_t kOnnxMinOpset = 1;   // ops unchanged since opset 1-6 read as they are; legacy attributes are checked by the runtime
 constexpr uint32_t kOnnxMaxOpset = 17;
 
 // The error sink of one read. Offsets in messages count from `base`.

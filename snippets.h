@@ -35,7 +35,10 @@
    last), allocate_registers (linear scan, whole-interval spills; row-invariant broadcasts
    get registers of their own, loaded once per row) and emit_kernel (per row: an alignment
    peel, vector tiles, a tail; partial tiles use AVX-512 masks, AVX2 vmaskmov or SSE4.1 scalar
-   tiles) through the target's jitter table; emit_kernel_a64 for NEON (per row: 4-float tiles
+   tiles; on AVX-512 the vector tiles are two lanes emitted in lockstep, lane 1 on zmm16-31,
+   when the values fit 16 registers unspilled; outputs above the last-level cache use
+   non-temporal stores, SnippetOptions::lanes and streaming_stores override) through the
+   target's jitter table; emit_kernel_a64 for NEON (per row: 4-float tiles
    with post-incremented ldr/str q, ld1r broadcasts, a scalar peel and tail).
    Kernels are cached by a hash of the lowered program and the target.
 
@@ -57,11 +60,12 @@
    this assumes the default floating-point environment (no flush-to-zero in MXCSR or FPCR).
    Exact: Add Sub Mul Div Max Min Sqrt Reciprocal Abs Neg Relu Clip Floor Ceil Round Sign,
    comparisons, Select. Transcendentals are gather-free: Cephes-style polynomials (exp with a
-   compensated last step, log, tanh), N. Juffa's erff/erfcf polynomials (Erf; GELU(erf) as
+   compensated last step, log, tanh; the large branches of tanh and erf use a cheaper exp
+   whose error they scale down), N. Juffa's erff/erfcf polynomials (Erf; GELU(erf) as
    x/2 erfc(-x/sqrt2) with the argument in two parts), GELU(tanh) as x sigmoid(v) with v in
    two parts; tails that underflow are carried scaled by 2^64 to the last multiplication, and
    targets without FMA use Dekker's exact products where a residual cancels. Measured bounds
-   (exp 0.8, log 0.8, tanh 1.3, sigmoid 2.4, erf 1.1, GELU 3.5 and 3.9 ulp) are published by
+   (exp 0.8, log 0.8, tanh 1.3, sigmoid 2.4, erf 1.2, GELU 3.5 and 3.9 ulp) are published by
    snippet_op_ulp_bound(). The interpreter keeps every product rounded on its own (no FMA
    contraction by the compiler), whatever -march or -ffp-contract it is built with.
 
@@ -86,8 +90,9 @@
    ------
    Bodies and tokenizer results live in an Arena. Compilation uses a scratch Arena (heap from
    TESSEL_MALLOC) freed before compile() returns; the interpreter's column buffer is allocated
-   at compile time, so run() never allocates. Executable memory comes from asmjit's JitRuntime
-   (its own mmap/malloc, outside TESSEL_MALLOC).
+   at compile time, so run() never allocates. asmjit's zone starts in a 16 KiB block of the
+   scratch arena; its code buffer (malloc in CodeHolder) and executable memory (JitRuntime's
+   mmap) stay outside TESSEL_MALLOC: the 2022 asmjit snapshot has no allocator hook for them.
 
    Threading
    ---------
@@ -253,7 +258,17 @@ struct SnippetOptions {
     // target on any host (Neon code on x86-64 and back), to check code generation where it
     // cannot run. compile() then leaves the snippet unrunnable (run() is NotFinalized).
     bool emit_only = false;
+    // Non-temporal stores for the first output's vector tiles (x86-64): -1 when the bytes one
+    // run walks exceed the last-level cache (last_level_cache_bytes(), capped at 64 MiB), 0
+    // never, 1 always.
+    int8_t streaming_stores = -1;
+    // Vector tiles emitted in lockstep per loop iteration (AVX-512): 0 picks 2 when the body's
+    // values fit half the registers without spilling, else 1; 1 or 2 force it.
+    uint8_t lanes = 0;
 };
+// Size of the largest data cache (CPUID leaf 4 or 0x8000001D; 0x80000006 on older AMD), 0
+// when unknown (then streaming stores are used above 32 MiB).
+uint64_t last_level_cache_bytes();
 
 struct SnippetStats {
     Isa isa = Isa::Ref;
@@ -267,6 +282,8 @@ struct SnippetStats {
     uint32_t spilled_values = 0;
     uint32_t saved_vector_registers = 0;  // Neon: callee-saved d8-d15 the kernel saves (0 or 8)
     uint32_t code_size = 0;          // bytes of code and data
+    uint32_t lanes = 1;              // vector tiles per loop iteration, emitted in lockstep
+    bool streaming_stores = false;   // the first output's vector tiles store non-temporally
     uint64_t compile_ns = 0;
     bool cache_hit = false;
     uint32_t normalized_rank = 0;    // dimensions after collapsing
@@ -517,7 +534,7 @@ struct ScalarMath {
 constexpr uint32_t kSignBit = 0x80000000u;
 
 template <class M, class V>
-V math_abs(M& m, const V& x) { return m.andnot(m.cb(kSignBit), x); }
+V math_abs(M& m, const V& x) { return m.and_(x, m.cb(~kSignBit)); }   // one instruction, constant in memory
 
 // exp: Cody-Waite reduction by ln2 (Cephes split), degree-6 polynomial, 1 + r added last with
 // its error carried, 2^n applied in two halves so that results down to the denormal range
@@ -536,12 +553,12 @@ V math_exp(M& m, V x, int scale = 0) {
     V r = m.fnma(fn, m.c(-2.12194440e-4f), r1);
     V lo = m.sub(r1, r);                                // the part of r1 - fn*C2 that r lost
     m.drop(r1);
-    lo = m.fnma(fn, m.c(-2.12194440e-4f), lo);
+    lo = m.fnma(fn, m.c(-2.12194440e-4f), static_cast<V&&>(lo));
     V p = m.fma(m.c(1.9875691500e-4f), r, m.c(1.3981999507e-3f));
-    p = m.fma(p, r, m.c(8.3334519073e-3f));
-    p = m.fma(p, r, m.c(4.1665795894e-2f));
-    p = m.fma(p, r, m.c(1.6666665459e-1f));
-    p = m.fma(p, r, m.c(5.0000001201e-1f));
+    p = m.fma(static_cast<V&&>(p), r, m.c(8.3334519073e-3f));
+    p = m.fma(static_cast<V&&>(p), r, m.c(4.1665795894e-2f));
+    p = m.fma(static_cast<V&&>(p), r, m.c(1.6666665459e-1f));
+    p = m.fma(static_cast<V&&>(p), r, m.c(5.0000001201e-1f));
     V r2 = m.mul(r, r);
     p = m.mul(p, r2);                                   // e^r = 1 + r + r^2 P(r)
     m.drop(r2);
@@ -567,6 +584,36 @@ V math_exp(M& m, V x, int scale = 0) {
     m.drop(n);
     s = m.shl_i(s, 23);
     return m.mul(p, s);
+}
+
+// exp for callers whose result never needs the denormal range and that tolerate ~1 ulp
+// (tanh's and erf's large branches, where the error is scaled down): the same reduction and
+// polynomial as math_exp without the compensated last step and with one scaling; x is
+// clamped to [-87, 88] so 2^n stays a normal float.
+template <class M, class V>
+V math_exp_fast(M& m, V x) {
+    V t = m.max(m.c(-87.0f), x);                        // operand order keeps NaN
+    m.drop(x);
+    t = m.min(m.c(88.0f), t);
+    V fn = m.mul(t, m.c(1.44269504088896341f));
+    fn = m.round(fn, kRoundNearest);
+    V r = m.fnma(fn, m.c(0.693359375f), static_cast<V&&>(t));
+    r = m.fnma(fn, m.c(-2.12194440e-4f), static_cast<V&&>(r));
+    V p = m.fma(m.c(1.9875691500e-4f), r, m.c(1.3981999507e-3f));
+    p = m.fma(static_cast<V&&>(p), r, m.c(8.3334519073e-3f));
+    p = m.fma(static_cast<V&&>(p), r, m.c(4.1665795894e-2f));
+    p = m.fma(static_cast<V&&>(p), r, m.c(1.6666665459e-1f));
+    p = m.fma(static_cast<V&&>(p), r, m.c(5.0000001201e-1f));
+    V r2 = m.mul(r, r);
+    p = m.fma(static_cast<V&&>(p), r2, r);              // r + r^2 P(r)
+    m.drop(r2);
+    m.drop(r);
+    p = m.add(p, m.c(1.0f));
+    V n = m.cvt_i(fn);
+    m.drop(fn);
+    n = m.add_i(n, m.cb(127));
+    n = m.shl_i(n, 23);
+    return m.mul(p, n);
 }
 
 // log: Cephes logf (mantissa in [sqrt(1/2), sqrt(2)), degree-8 polynomial), denormals scaled
@@ -597,22 +644,22 @@ V math_log(M& m, V x) {
     f = m.sub(f, m.c(1.0f));
     V z = m.mul(f, f);
     V y = m.fma(m.c(7.0376836292e-2f), f, m.c(-1.1514610310e-1f));
-    y = m.fma(y, f, m.c(1.1676998740e-1f));
-    y = m.fma(y, f, m.c(-1.2420140846e-1f));
-    y = m.fma(y, f, m.c(1.4249322787e-1f));
-    y = m.fma(y, f, m.c(-1.6668057665e-1f));
-    y = m.fma(y, f, m.c(2.0000714765e-1f));
-    y = m.fma(y, f, m.c(-2.4999993993e-1f));
-    y = m.fma(y, f, m.c(3.3333331174e-1f));
+    y = m.fma(static_cast<V&&>(y), f, m.c(1.1676998740e-1f));
+    y = m.fma(static_cast<V&&>(y), f, m.c(-1.2420140846e-1f));
+    y = m.fma(static_cast<V&&>(y), f, m.c(1.4249322787e-1f));
+    y = m.fma(static_cast<V&&>(y), f, m.c(-1.6668057665e-1f));
+    y = m.fma(static_cast<V&&>(y), f, m.c(2.0000714765e-1f));
+    y = m.fma(static_cast<V&&>(y), f, m.c(-2.4999993993e-1f));
+    y = m.fma(static_cast<V&&>(y), f, m.c(3.3333331174e-1f));
     y = m.mul(y, f);
     y = m.mul(y, z);
-    y = m.fma(fe, m.c(-2.12194440e-4f), y);
-    y = m.fnma(z, m.c(0.5f), y);
+    y = m.fma(fe, m.c(-2.12194440e-4f), static_cast<V&&>(y));
+    y = m.fnma(z, m.c(0.5f), static_cast<V&&>(y));
     m.drop(z);
     V r = m.add(f, y);
     m.drop(f);
     m.drop(y);
-    r = m.fma(fe, m.c(0.693359375f), r);
+    r = m.fma(fe, m.c(0.693359375f), static_cast<V&&>(r));
     m.drop(fe);
     V mask = m.cmp(x, m.c(0.0f), kCmpEq);
     r = m.blend(mask, m.cb(0xff800000u), r);                 // log(+-0) = -inf
@@ -627,7 +674,7 @@ template <class M, class V>
 V math_tanh(M& m, const V& x) {
     V t = m.add(x, x);
     t = math_abs(m, t);
-    V big = math_exp(m, static_cast<V&&>(t));
+    V big = math_exp_fast(m, static_cast<V&&>(t));      // >= e^1.25: its error shrinks below
     big = m.add(big, m.c(1.0f));
     big = m.div(m.c(2.0f), big);
     big = m.sub(m.c(1.0f), big);
@@ -636,9 +683,9 @@ V math_tanh(M& m, const V& x) {
     m.drop(s);
     V z = m.mul(x, x);
     V p = m.fma(m.c(-5.70498872745e-3f), z, m.c(2.06390887954e-2f));
-    p = m.fma(p, z, m.c(-5.37397155531e-2f));
-    p = m.fma(p, z, m.c(1.33314422036e-1f));
-    p = m.fma(p, z, m.c(-3.33332819422e-1f));
+    p = m.fma(static_cast<V&&>(p), z, m.c(-5.37397155531e-2f));
+    p = m.fma(static_cast<V&&>(p), z, m.c(1.33314422036e-1f));
+    p = m.fma(static_cast<V&&>(p), z, m.c(-3.33332819422e-1f));
     p = m.mul(p, z);
     m.drop(z);
     V small = m.fma(p, x, x);
@@ -671,26 +718,26 @@ V math_erfc_large(M& m, V t) {
     V s = m.mul(t, t);
     V r = m.fma(m.c(-1.72853470e-5f), t, m.c(3.83197126e-4f));
     V u = m.fma(m.c(-3.88396438e-3f), t, m.c(2.42546219e-2f));
-    r = m.fma(r, s, u);
+    r = m.fma(static_cast<V&&>(r), s, u);
     m.drop(s);
     m.drop(u);
-    r = m.fma(r, t, m.c(-1.06777877e-1f));
-    r = m.fma(r, t, m.c(-6.34846687e-1f));
-    r = m.fma(r, t, m.c(-1.28717512e-1f));
+    r = m.fma(static_cast<V&&>(r), t, m.c(-1.06777877e-1f));
+    r = m.fma(static_cast<V&&>(r), t, m.c(-6.34846687e-1f));
+    r = m.fma(static_cast<V&&>(r), t, m.c(-1.28717512e-1f));
     V nt = m.xor_(t, m.cb(kSignBit));
-    r = m.fma(r, t, nt);
+    r = m.fma(static_cast<V&&>(r), t, nt);
     m.drop(t);
     m.drop(nt);
-    return math_exp(m, static_cast<V&&>(r));
+    return math_exp_fast(m, static_cast<V&&>(r));       // <= erfc(0.93) = 0.19: 1 - it hides its error
 }
 template <class M, class V>
 V math_erf_small(M& m, const V& a) {
     V s = m.mul(a, a);
     V r = m.fma(m.c(-5.96761703e-4f), s, m.c(4.99119423e-3f));
-    r = m.fma(r, s, m.c(-2.67681349e-2f));
-    r = m.fma(r, s, m.c(1.12819925e-1f));
-    r = m.fma(r, s, m.c(-3.76125336e-1f));
-    r = m.fma(r, s, m.c(1.28379166e-1f));
+    r = m.fma(static_cast<V&&>(r), s, m.c(-2.67681349e-2f));
+    r = m.fma(static_cast<V&&>(r), s, m.c(1.12819925e-1f));
+    r = m.fma(static_cast<V&&>(r), s, m.c(-3.76125336e-1f));
+    r = m.fma(static_cast<V&&>(r), s, m.c(1.28379166e-1f));
     m.drop(s);
     return m.fma(r, a, a);
 }
@@ -788,21 +835,21 @@ void math_erfc_parts(M& m, const V& a, V alo, V* r_out, V* e_out, V* t_out) {
     V r = m.div(m.c(1.0f), p);
     V q = m.fma(m.c(-4.0f), r, m.c(1.0f));
     V t = m.add(q, m.c(1.0f));
-    t = m.fma(t, m.c(-2.0f), a);
+    t = m.fma(static_cast<V&&>(t), m.c(-2.0f), a);
     V e = fnma_exact(m, a, q, t);
-    q = m.fma(r, e, q);
+    q = m.fma(r, e, static_cast<V&&>(q));
     m.drop(t);
     m.drop(e);
     m.drop(r);
     p = m.fma(m.c(-0x1.a4a000p-12f), q, m.c(-0x1.42a260p-10f));
-    p = m.fma(p, q, m.c(0x1.585714p-10f));
-    p = m.fma(p, q, m.c(0x1.1adcc4p-07f));
-    p = m.fma(p, q, m.c(-0x1.081b82p-07f));
-    p = m.fma(p, q, m.c(-0x1.bc0b6ap-05f));
-    p = m.fma(p, q, m.c(0x1.4ffc46p-03f));
-    p = m.fma(p, q, m.c(-0x1.540840p-03f));
-    p = m.fma(p, q, m.c(-0x1.7bf616p-04f));
-    p = m.fma(p, q, m.c(0x1.1ba03ap-02f));
+    p = m.fma(static_cast<V&&>(p), q, m.c(0x1.585714p-10f));
+    p = m.fma(static_cast<V&&>(p), q, m.c(0x1.1adcc4p-07f));
+    p = m.fma(static_cast<V&&>(p), q, m.c(-0x1.081b82p-07f));
+    p = m.fma(static_cast<V&&>(p), q, m.c(-0x1.bc0b6ap-05f));
+    p = m.fma(static_cast<V&&>(p), q, m.c(0x1.4ffc46p-03f));
+    p = m.fma(static_cast<V&&>(p), q, m.c(-0x1.540840p-03f));
+    p = m.fma(static_cast<V&&>(p), q, m.c(-0x1.7bf616p-04f));
+    p = m.fma(static_cast<V&&>(p), q, m.c(0x1.1ba03ap-02f));
     V d = m.fma(a, m.c(2.0f), m.c(1.0f));
     r = m.div(m.c(1.0f), d);
     m.drop(d);
@@ -818,7 +865,7 @@ void math_erfc_parts(M& m, const V& a, V alo, V* r_out, V* e_out, V* t_out) {
     V s = m.mul(a, a);
     t = square_error(m, a, s);          // a*a - s
     V a2 = m.add(a, a);
-    t = m.fma(a2, alo, t);              // + 2 a alo: the square of the full argument
+    t = m.fma(a2, alo, static_cast<V&&>(t));              // + 2 a alo: the square of the full argument
     m.drop(a2);
     m.drop(alo);
     t = m.xor_(t, m.cb(kSignBit));      // exp(-a^2) = exp(-s) * (1 + t)
@@ -846,7 +893,7 @@ V math_gelu_erf(M& m, const V& x) {
     const float c_lo = -1.2101617152815436e-8f;
     V uh = m.mul(x, m.c(c_hi));
     V ul = product_error(m, x, c_hi, uh);
-    ul = m.fma(x, m.c(c_lo), ul);
+    ul = m.fma(x, m.c(c_lo), static_cast<V&&>(ul));
     V sign = m.and_(uh, m.cb(kSignBit));
     V a = m.andnot(m.cb(kSignBit), uh);
     m.drop(uh);
@@ -869,7 +916,7 @@ V math_gelu_erf(M& m, const V& x) {
     V q = m.mul(hr, e);
     q = m.mul(q, t);
     m.drop(t);
-    q = m.fma(hl, e, q);
+    q = m.fma(hl, e, static_cast<V&&>(q));
     m.drop(hl);
     V neg = fma_exact(m, hr, e, q);
     m.drop(hr);
@@ -914,20 +961,20 @@ V math_gelu_tanh(M& m, const V& x) {
     const float c2h = 0.07135481387376785278f, c2l = 2.3988323966106506e-9f;        // c1 * 0.044715
     V p1 = m.mul(x, m.c(c1h));
     V lo = product_error(m, x, c1h, p1);
-    lo = m.fma(x, m.c(c1l), lo);
+    lo = m.fma(x, m.c(c1l), static_cast<V&&>(lo));
     V x2 = m.mul(x, x);
     V x2l = square_error(m, x, x2);
     V x3 = m.mul(x2, x);
     V e3 = two_product_error(m, x2, x, x3);
     m.drop(x2);
-    e3 = m.fma(x2l, x, e3);                  // x^3 = x3 + e3
+    e3 = m.fma(x2l, x, static_cast<V&&>(e3));                  // x^3 = x3 + e3
     m.drop(x2l);
     V p2 = m.mul(x3, m.c(c2h));
     V e2 = product_error(m, x3, c2h, p2);
     V t = m.mul(x3, m.c(c2l));
     m.drop(x3);
     e2 = m.add(e2, t);
-    e2 = m.fma(e3, m.c(c2h), e2);
+    e2 = m.fma(e3, m.c(c2h), static_cast<V&&>(e2));
     m.drop(e3);
     lo = m.add(lo, e2);
     m.drop(e2);
@@ -1214,6 +1261,38 @@ uint32_t isa_vector_floats(Isa isa) {
 }
 
 bool isa_uses_fma(Isa isa) { return isa != Isa::Sse41; }
+
+uint64_t last_level_cache_bytes() {
+    static uint64_t cached = ~0ull;
+    if (cached != ~0ull) return cached;
+    uint64_t best = 0;
+#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    __asm__ volatile("cpuid" : "=a"(eax), "=b"(ebx), "=c"(ecx), "=d"(edx) : "a"(0u), "c"(0u));
+    unsigned max_leaf = eax;
+    __asm__ volatile("cpuid" : "=a"(eax), "=b"(ebx), "=c"(ecx), "=d"(edx) : "a"(0x80000000u), "c"(0u));
+    unsigned max_extended = eax;
+    // Deterministic cache parameters: Intel leaf 4, AMD leaf 0x8000001D (same layout).
+    unsigned leaves[2] = {max_leaf >= 4 ? 4u : 0u, max_extended >= 0x8000001Du ? 0x8000001Du : 0u};
+    for (unsigned leaf : leaves) {
+        if (!leaf) continue;
+        for (unsigned sub = 0; sub < 16; ++sub) {
+            __asm__ volatile("cpuid" : "=a"(eax), "=b"(ebx), "=c"(ecx), "=d"(edx) : "a"(leaf), "c"(sub));
+            unsigned type = eax & 31;
+            if (type == 0) break;
+            if (type == 2) continue;  // instruction cache
+            uint64_t bytes = (uint64_t)((ebx >> 22) + 1) * (((ebx >> 12) & 1023) + 1) * ((ebx & 4095) + 1) * ((uint64_t)ecx + 1);
+            if (bytes > best) best = bytes;
+        }
+    }
+    if (best == 0 && max_extended >= 0x80000006u) {
+        __asm__ volatile("cpuid" : "=a"(eax), "=b"(ebx), "=c"(ecx), "=d"(edx) : "a"(0x80000006u), "c"(0u));
+        best = (uint64_t)(edx >> 18) * 512 * 1024;
+    }
+#endif
+    cached = best;
+    return best;
+}
 
 ArmFeatures arm_features() {
     ArmFeatures f;
@@ -1780,6 +1859,42 @@ struct JitMath {
     int refs[32] = {};
     bool pool[32] = {};              // may hand out as a temporary
     bool failed = false;             // out of constants or of scratch registers
+    // Lanes: tiles emitted in lockstep (each instruction once per lane, back to back), so the
+    // long dependency chains of the approximations overlap. Lane k uses vector register
+    // r + k*bank, mask register k2 + k, rows k vectors further and spill slot s*lanes + k.
+    uint32_t lanes = 1;
+    uint32_t bank = 32;
+
+    // Operand `o` of lane `lane`.
+    asmjit::Operand in_lane(const asmjit::Operand& o, uint32_t lane) const {
+        if (lane == 0) return o;
+        if (o.isReg()) {
+            const asmjit::BaseReg& r = o.as<asmjit::BaseReg>();
+            if (r.isVec()) { x86::Vec v = o.as<x86::Vec>(); v.setId(v.id() + lane * bank); return v; }
+            if (r.group() == asmjit::RegGroup::kX86_K) return x86::KReg(r.id() + lane);
+            return o;
+        }
+        if (o.isMem()) {
+            x86::Mem mem = o.as<x86::Mem>();
+            if (mem.hasBaseLabel()) return o;                        // data-section constant
+            if (mem.hasIndex()) mem.addOffset((int64_t)lane * vec_bytes);   // a row element
+            else if (mem.hasBaseReg() && mem.baseId() == x86::Gp::kIdSp) mem.addOffset((int64_t)lane * 64);  // spill slot
+            return mem;                                              // a broadcast element
+        }
+        return o;
+    }
+    // Emits `id` once per lane; mask_reg >= 0 masks with k(mask_reg + lane), zeroing or merging.
+    void ins(InstId id, const asmjit::Operand& o0, const asmjit::Operand& o1 = asmjit::Operand(),
+             const asmjit::Operand& o2 = asmjit::Operand(), const asmjit::Operand& o3 = asmjit::Operand(),
+             int mask_reg = -1, bool zeroing = false) {
+        for (uint32_t lane = 0; lane < lanes; ++lane) {
+            if (mask_reg >= 0) {
+                if (zeroing) a->k(x86::KReg((uint32_t)mask_reg + lane)).z();
+                else a->k(x86::KReg((uint32_t)mask_reg + lane));
+            }
+            a->emit(id, in_lane(o0, lane), in_lane(o1, lane), in_lane(o2, lane), in_lane(o3, lane));
+        }
+    }
 
     x86::Vec vr(int r) const {
         if (isa == Isa::Avx512) return x86::zmm((uint32_t)r);
@@ -1799,9 +1914,14 @@ struct JitMath {
         return (int)(*constant_count)++;
     }
     uint32_t peak = 0;               // most scratch registers in use at once
+    // AVX-512: the vector register whose mask k2 holds (k2 = its nonzero lanes), so a blend
+    // right after its compare needs no vptestmd. Forgotten when that register is rewritten.
+    int k2_source = -1;
+    void invalidate(int r) { if (r == k2_source) k2_source = -1; }
     int alloc() {
         for (int r = 0; r < 32; ++r)
             if (pool[r] && refs[r] == 0) {
+                invalidate(r);
                 uint32_t busy = 1;
                 for (int q = 0; q < 32; ++q) busy += pool[q] && refs[q] > 0;
                 if (busy > peak) peak = busy;
@@ -1818,7 +1938,8 @@ struct JitMath {
 
     void move(int d, const JV& v) {
         if (v.reg == d) return;
-        a->emit(isa == Isa::Sse41 ? x86::Inst::kIdMovaps : x86::Inst::kIdVmovaps, vr(d), op(v));
+        invalidate(d);
+        ins(isa == Isa::Sse41 ? x86::Inst::kIdMovaps : x86::Inst::kIdVmovaps, vr(d), op(v));
     }
     JV in_reg(const JV& v) {
         if (v.reg >= 0) return v;
@@ -1831,12 +1952,12 @@ struct JitMath {
         JV d = fresh();
         if (isa == Isa::Sse41) {
             move(d.reg, x);
-            a->emit(sse, vr(d.reg), op(y));
+            ins(sse, vr(d.reg), op(y));
         } else {
             InstId id = isa == Isa::Avx512 ? evex : vex;
-            if (x.reg >= 0) a->emit(id, vr(d.reg), vr(x.reg), op(y));
-            else if (commutative && y.reg >= 0) a->emit(id, vr(d.reg), vr(y.reg), op(x));
-            else { move(d.reg, x); a->emit(id, vr(d.reg), vr(d.reg), op(y)); }
+            if (x.reg >= 0) ins(id, vr(d.reg), vr(x.reg), op(y));
+            else if (commutative && y.reg >= 0) ins(id, vr(d.reg), vr(y.reg), op(x));
+            else { move(d.reg, x); ins(id, vr(d.reg), vr(d.reg), op(y)); }
         }
         return d;
     }
@@ -1855,7 +1976,7 @@ struct JitMath {
 
     JV unary(InstId sse, InstId vex, const JV& x) {
         JV d = fresh();
-        a->emit(isa == Isa::Sse41 ? sse : vex, vr(d.reg), op(x));
+        ins(isa == Isa::Sse41 ? sse : vex, vr(d.reg), op(x));
         return d;
     }
     JV sqrt(const JV& x) { return unary(x86::Inst::kIdSqrtps, x86::Inst::kIdVsqrtps, x); }
@@ -1864,26 +1985,47 @@ struct JitMath {
     JV round(const JV& x, int mode) {
         JV d = fresh();
         asmjit::Imm imm(mode | 8);  // 8: no precision exception
-        if (isa == Isa::Sse41) a->emit(x86::Inst::kIdRoundps, vr(d.reg), op(x), imm);
-        else if (isa == Isa::Avx2) a->emit(x86::Inst::kIdVroundps, vr(d.reg), op(x), imm);
-        else a->emit(x86::Inst::kIdVrndscaleps, vr(d.reg), op(x), imm);
+        if (isa == Isa::Sse41) ins(x86::Inst::kIdRoundps, vr(d.reg), op(x), imm);
+        else if (isa == Isa::Avx2) ins(x86::Inst::kIdVroundps, vr(d.reg), op(x), imm);
+        else ins(x86::Inst::kIdVrndscaleps, vr(d.reg), op(x), imm);
         return d;
     }
     JV shift(InstId sse, InstId vex, const JV& x, int n) {
         JV d = fresh();
-        if (isa == Isa::Sse41) { move(d.reg, x); a->emit(sse, vr(d.reg), asmjit::Imm(n)); }
-        else { JV s = in_reg(x); a->emit(vex, vr(d.reg), vr(s.reg), asmjit::Imm(n)); }
+        if (isa == Isa::Sse41) { move(d.reg, x); ins(sse, vr(d.reg), asmjit::Imm(n)); }
+        else { JV s = in_reg(x); ins(vex, vr(d.reg), vr(s.reg), asmjit::Imm(n)); }
         return d;
     }
     JV shl_i(const JV& x, int n) { return shift(x86::Inst::kIdPslld, x86::Inst::kIdVpslld, x, n); }
     JV shr_i(const JV& x, int n) { return shift(x86::Inst::kIdPsrld, x86::Inst::kIdVpsrld, x, n); }
     JV sra_i(const JV& x, int n) { return shift(x86::Inst::kIdPsrad, x86::Inst::kIdVpsrad, x, n); }
 
+    // A temporary that only this handle holds: an operation given it by value (moved in) may
+    // write its result there instead of into a fresh register (saves the copy).
+    bool stealable(const JV& v) const { return v.m && v.reg >= 0 && pool[v.reg] && refs[v.reg] == 1; }
     // x*y + z, fused on FMA targets; SSE rounds the product first like ScalarMath(fused=false).
-    JV fma_impl(const JV& x, const JV& y, const JV& z, bool negate) {
+    // Operands come by value so that moved-in temporaries can take the result (213, 132 or
+    // 231 form); every form computes the same correctly rounded x*y + z.
+    JV fma_impl(JV x, JV y, JV z, bool negate) {
         if (isa == Isa::Sse41) {
             JV p = mul(x, y);
             return negate ? sub(z, p) : add(p, z);
+        }
+        InstId f213 = negate ? x86::Inst::kIdVfnmadd213ps : x86::Inst::kIdVfmadd213ps;
+        if (stealable(z)) {                       // z = x*y + z
+            invalidate(z.reg);
+            JV xr = in_reg(x.reg >= 0 ? x : y);
+            const JV& other = x.reg >= 0 ? y : x;
+            ins(negate ? x86::Inst::kIdVfnmadd231ps : x86::Inst::kIdVfmadd231ps, vr(z.reg), vr(xr.reg), op(other));
+            return z;
+        }
+        if (!stealable(x) && stealable(y)) { JV t = static_cast<JV&&>(x); x = static_cast<JV&&>(y); y = static_cast<JV&&>(t); }
+        if (stealable(x)) {                       // x = x*y + z
+            invalidate(x.reg);
+            if (y.reg >= 0) ins(f213, vr(x.reg), vr(y.reg), op(z));
+            else if (z.reg >= 0) ins(negate ? x86::Inst::kIdVfnmadd132ps : x86::Inst::kIdVfmadd132ps, vr(x.reg), vr(z.reg), op(y));
+            else { JV yr = in_reg(y); ins(f213, vr(x.reg), vr(yr.reg), op(z)); }
+            return x;
         }
         const JV* r = &y;
         const JV* o = &x;
@@ -1891,25 +2033,26 @@ struct JitMath {
         JV mr = in_reg(*r);
         JV d = fresh();
         move(d.reg, *o);
-        a->emit(negate ? x86::Inst::kIdVfnmadd213ps : x86::Inst::kIdVfmadd213ps, vr(d.reg), vr(mr.reg), op(z));
+        ins(f213, vr(d.reg), vr(mr.reg), op(z));
         return d;
     }
-    JV fma(const JV& x, const JV& y, const JV& z) { return fma_impl(x, y, z, false); }
-    JV fnma(const JV& x, const JV& y, const JV& z) { return fma_impl(x, y, z, true); }
+    JV fma(JV x, JV y, JV z) { return fma_impl(static_cast<JV&&>(x), static_cast<JV&&>(y), static_cast<JV&&>(z), false); }
+    JV fnma(JV x, JV y, JV z) { return fma_impl(static_cast<JV&&>(x), static_cast<JV&&>(y), static_cast<JV&&>(z), true); }
 
     JV cmp(const JV& x, const JV& y, int predicate) {
         if (isa != Isa::Avx512)
             return bin3(x86::Inst::kIdCmpps, x86::Inst::kIdVcmpps, x, y, predicate);
         JV xr = in_reg(x);
         JV d = fresh();
-        a->emit(x86::Inst::kIdVcmpps, x86::k2, vr(xr.reg), op(y), asmjit::Imm(predicate));
-        a->k(x86::k2).z().emit(x86::Inst::kIdVmovaps, vr(d.reg), cm(constant_slot(0xffffffffu)));
+        ins(x86::Inst::kIdVcmpps, x86::k2, vr(xr.reg), op(y), asmjit::Imm(predicate));
+        ins(x86::Inst::kIdVmovaps, vr(d.reg), cm(constant_slot(0xffffffffu)), asmjit::Operand(), asmjit::Operand(), 2, true);
+        k2_source = d.reg;
         return d;
     }
     JV bin3(InstId sse, InstId vex, const JV& x, const JV& y, int imm) {
         JV d = fresh();
-        if (isa == Isa::Sse41) { move(d.reg, x); a->emit(sse, vr(d.reg), op(y), asmjit::Imm(imm)); }
-        else { JV xr = in_reg(x); a->emit(vex, vr(d.reg), vr(xr.reg), op(y), asmjit::Imm(imm)); }
+        if (isa == Isa::Sse41) { move(d.reg, x); ins(sse, vr(d.reg), op(y), asmjit::Imm(imm)); }
+        else { JV xr = in_reg(x); ins(vex, vr(d.reg), vr(xr.reg), op(y), asmjit::Imm(imm)); }
         return d;
     }
     // mask ? x : y
@@ -1923,10 +2066,11 @@ struct JitMath {
         JV yr = in_reg(y);
         JV d = fresh();
         if (isa == Isa::Avx2) {
-            a->emit(x86::Inst::kIdVblendvps, vr(d.reg), vr(yr.reg), op(x), vr(mr.reg));
+            ins(x86::Inst::kIdVblendvps, vr(d.reg), vr(yr.reg), op(x), vr(mr.reg));
         } else {
-            a->emit(x86::Inst::kIdVptestmd, x86::k2, vr(mr.reg), vr(mr.reg));
-            a->k(x86::k2).emit(x86::Inst::kIdVblendmps, vr(d.reg), vr(yr.reg), op(x));
+            if (mr.reg != k2_source) ins(x86::Inst::kIdVptestmd, x86::k2, vr(mr.reg), vr(mr.reg));
+            k2_source = mr.reg;
+            ins(x86::Inst::kIdVblendmps, vr(d.reg), vr(yr.reg), op(x), asmjit::Operand(), 2, false);
         }
         return d;
     }
@@ -1970,9 +2114,11 @@ struct EmitContext : EmitContextBase<JitMath> {
     EmitContext() : EmitContextBase(16, 8) {}
     x86::Gp args[kSnippetMaxArgs];
     const JitterTable* table = nullptr;
+    int32_t streaming_arg = -1;       // output stored with non-temporal stores (vector tiles)
+    bool streaming_store(uint32_t arg) const { return (int32_t)arg == streaming_arg; }
 
     x86::Mem row(uint32_t arg, uint32_t bytes) const { return x86::ptr(args[arg], x86::rax, 0, 0, bytes); }
-    x86::Mem slot(int32_t s) const { return x86::ptr(x86::rsp, s * 64, m.vec_bytes); }
+    x86::Mem slot(int32_t s) const { return x86::ptr(x86::rsp, s * 64 * (int32_t)m.lanes, m.vec_bytes); }
 
     // The value of instruction v as a JV (spilled values are reloaded into a temporary).
     JV value(uint32_t v) {
@@ -1980,59 +2126,62 @@ struct EmitContext : EmitContextBase<JitMath> {
         if (l.kind == LirKind::Constant) return JV(&m, -1, (int)l.index);
         if (l.reg >= 0) return JV(&m, l.reg, -1);
         JV t = m.fresh();
-        m.a->emit(m.isa == Isa::Sse41 ? x86::Inst::kIdMovups : x86::Inst::kIdVmovups, m.vr(t.reg), slot(l.slot));
+        m.ins(m.isa == Isa::Sse41 ? x86::Inst::kIdMovups : x86::Inst::kIdVmovups, m.vr(t.reg), slot(l.slot));
         return t;
     }
     void define(uint32_t i, const JV& v) {
         const Lir& l = p->code[i];
         JV r = m.in_reg(v);
         if (l.reg >= 0) m.move(l.reg, r);
-        else m.a->emit(m.isa == Isa::Sse41 ? x86::Inst::kIdMovups : x86::Inst::kIdVmovups, slot(l.slot), m.vr(r.reg));
+        else m.ins(m.isa == Isa::Sse41 ? x86::Inst::kIdMovups : x86::Inst::kIdVmovups, slot(l.slot), m.vr(r.reg));
     }
 };
 
 // Memory jitters, one per target and kind. SSE4.1: the tail is a scalar tile (movss);
 // AVX2: the tail masks with vmaskmovps (mask rows at [rdi + rcx*4]); AVX-512: with k1.
+// Partial tiles have one lane; vector tiles may have several (JitMath::ins).
+namespace Inst = x86::Inst;
+inline x86::Xmm xmm_of(int r) { return x86::xmm((uint32_t)r); }
 inline void jit_load_sse41(EmitContext& e, uint32_t i, Tile tile) {
     const Lir& l = e.p->code[i];
     JV d = e.m.fresh();
-    if (l.lane0) e.m.a->movss(x86::xmm((uint32_t)d.reg), x86::ptr(e.args[l.index], 0, 4));
-    else if (tile == Tile::Scalar) e.m.a->movss(x86::xmm((uint32_t)d.reg), e.row(l.index, 4));
-    else e.m.a->movups(x86::xmm((uint32_t)d.reg), e.row(l.index, 16));
+    if (l.lane0) e.m.ins(Inst::kIdMovss, xmm_of(d.reg), x86::ptr(e.args[l.index], 0, 4));
+    else if (tile == Tile::Scalar) e.m.ins(Inst::kIdMovss, xmm_of(d.reg), e.row(l.index, 4));
+    else e.m.ins(Inst::kIdMovups, xmm_of(d.reg), e.row(l.index, 16));
     e.define(i, d);
 }
 inline void jit_load_avx2(EmitContext& e, uint32_t i, Tile tile) {
     const Lir& l = e.p->code[i];
     JV d = e.m.fresh();
     if (l.lane0) {
-        e.m.a->vmovss(x86::xmm((uint32_t)d.reg), x86::ptr(e.args[l.index], 0, 4));
+        e.m.ins(Inst::kIdVmovss, xmm_of(d.reg), x86::ptr(e.args[l.index], 0, 4));
     } else if (tile == Tile::Masked) {
         JV mask = e.m.fresh();
         e.m.a->vmovups(x86::ymm((uint32_t)mask.reg), x86::ptr(x86::rdi, x86::rcx, 2, 0, 32));
         e.m.a->vmaskmovps(x86::ymm((uint32_t)d.reg), x86::ymm((uint32_t)mask.reg), e.row(l.index, 32));
     } else {
-        e.m.a->vmovups(x86::ymm((uint32_t)d.reg), e.row(l.index, 32));
+        e.m.ins(Inst::kIdVmovups, x86::ymm((uint32_t)d.reg), e.row(l.index, 32));
     }
     e.define(i, d);
 }
 inline void jit_load_avx512(EmitContext& e, uint32_t i, Tile tile) {
     const Lir& l = e.p->code[i];
     JV d = e.m.fresh();
-    if (l.lane0) e.m.a->vmovss(x86::xmm((uint32_t)d.reg), x86::ptr(e.args[l.index], 0, 4));
+    if (l.lane0) e.m.ins(Inst::kIdVmovss, xmm_of(d.reg), x86::ptr(e.args[l.index], 0, 4));
     else if (tile == Tile::Masked) e.m.a->k(x86::k1).z().vmovups(x86::zmm((uint32_t)d.reg), e.row(l.index, 64));
-    else e.m.a->vmovups(x86::zmm((uint32_t)d.reg), e.row(l.index, 64));
+    else e.m.ins(Inst::kIdVmovups, x86::zmm((uint32_t)d.reg), e.row(l.index, 64));
     e.define(i, d);
 }
 
 inline void jit_broadcast_load_sse41(EmitContext& e, uint32_t i, Tile) {
     JV d = e.m.fresh();
-    e.m.a->movss(x86::xmm((uint32_t)d.reg), x86::ptr(e.args[e.p->code[i].index], 0, 4));
-    e.m.a->shufps(x86::xmm((uint32_t)d.reg), x86::xmm((uint32_t)d.reg), 0);
+    e.m.ins(Inst::kIdMovss, xmm_of(d.reg), x86::ptr(e.args[e.p->code[i].index], 0, 4));
+    e.m.ins(Inst::kIdShufps, xmm_of(d.reg), xmm_of(d.reg), asmjit::Imm(0));
     e.define(i, d);
 }
 inline void jit_broadcast_load_avx(EmitContext& e, uint32_t i, Tile) {  // AVX2 and AVX-512
     JV d = e.m.fresh();
-    e.m.a->emit(x86::Inst::kIdVbroadcastss, e.m.vr(d.reg), x86::ptr(e.args[e.p->code[i].index], 0, 4));
+    e.m.ins(Inst::kIdVbroadcastss, e.m.vr(d.reg), x86::ptr(e.args[e.p->code[i].index], 0, 4));
     e.define(i, d);
 }
 
@@ -2040,14 +2189,14 @@ inline void jit_broadcast_load_avx(EmitContext& e, uint32_t i, Tile) {  // AVX2 
 inline void jit_broadcast_move_sse41(EmitContext& e, uint32_t i, Tile) {
     JV s = e.m.in_reg(e.value(e.p->code[i].args[0]));
     JV d = e.m.fresh();
-    e.m.a->movaps(x86::xmm((uint32_t)d.reg), x86::xmm((uint32_t)s.reg));
-    e.m.a->shufps(x86::xmm((uint32_t)d.reg), x86::xmm((uint32_t)d.reg), 0);
+    e.m.ins(Inst::kIdMovaps, xmm_of(d.reg), xmm_of(s.reg));
+    e.m.ins(Inst::kIdShufps, xmm_of(d.reg), xmm_of(d.reg), asmjit::Imm(0));
     e.define(i, d);
 }
 inline void jit_broadcast_move_avx(EmitContext& e, uint32_t i, Tile) {
     JV s = e.m.in_reg(e.value(e.p->code[i].args[0]));
     JV d = e.m.fresh();
-    e.m.a->emit(x86::Inst::kIdVbroadcastss, e.m.vr(d.reg), x86::xmm((uint32_t)s.reg));
+    e.m.ins(Inst::kIdVbroadcastss, e.m.vr(d.reg), xmm_of(s.reg));
     e.define(i, d);
 }
 
@@ -2066,8 +2215,8 @@ inline void jit_compute(Context& e, uint32_t i, Tile) {  // every target: eval_o
 inline void jit_store_sse41(EmitContext& e, uint32_t i, Tile tile) {
     const Lir& l = e.p->code[i];
     JV v = e.m.in_reg(e.value(l.args[0]));
-    if (tile == Tile::Scalar) e.m.a->movss(e.row(l.index, 4), x86::xmm((uint32_t)v.reg));
-    else e.m.a->movups(e.row(l.index, 16), x86::xmm((uint32_t)v.reg));
+    if (tile == Tile::Scalar) e.m.ins(Inst::kIdMovss, e.row(l.index, 4), xmm_of(v.reg));
+    else e.m.ins(e.streaming_store(l.index) ? Inst::kIdMovntps : Inst::kIdMovups, e.row(l.index, 16), xmm_of(v.reg));
 }
 inline void jit_store_avx2(EmitContext& e, uint32_t i, Tile tile) {
     const Lir& l = e.p->code[i];
@@ -2077,14 +2226,14 @@ inline void jit_store_avx2(EmitContext& e, uint32_t i, Tile tile) {
         e.m.a->vmovups(x86::ymm((uint32_t)mask.reg), x86::ptr(x86::rdi, x86::rcx, 2, 0, 32));
         e.m.a->vmaskmovps(e.row(l.index, 32), x86::ymm((uint32_t)mask.reg), x86::ymm((uint32_t)v.reg));
     } else {
-        e.m.a->vmovups(e.row(l.index, 32), x86::ymm((uint32_t)v.reg));
+        e.m.ins(e.streaming_store(l.index) ? Inst::kIdVmovntps : Inst::kIdVmovups, e.row(l.index, 32), x86::ymm((uint32_t)v.reg));
     }
 }
 inline void jit_store_avx512(EmitContext& e, uint32_t i, Tile tile) {
     const Lir& l = e.p->code[i];
     JV v = e.m.in_reg(e.value(l.args[0]));
     if (tile == Tile::Masked) e.m.a->k(x86::k1).vmovups(e.row(l.index, 64), x86::zmm((uint32_t)v.reg));
-    else e.m.a->vmovups(e.row(l.index, 64), x86::zmm((uint32_t)v.reg));
+    else e.m.ins(e.streaming_store(l.index) ? Inst::kIdVmovntps : Inst::kIdVmovups, e.row(l.index, 64), x86::zmm((uint32_t)v.reg));
 }
 
 // A result broadcast along the row: every lane holds the same value; write lane 0 once.
@@ -2110,6 +2259,7 @@ inline const JitterTable* jitter_table(Isa isa) {
 
 template <class Context>
 inline void emit_tile(Context& e, Tile tile) {
+    e.m.k2_source = -1;                          // a tile starts at a label
     for (int r = 0; r < 32; ++r) e.holder_until[r] = -1;
     for (uint32_t i = 0; i < e.p->count; ++i)  // loaded at the start of the row, busy all tile
         if (e.p->code[i].hoisted) e.holder_until[e.p->code[i].reg] = INT32_MAX;
@@ -2135,13 +2285,20 @@ inline void emit_row_invariants(Context& e) {
 
 // Kernel: void kernel(float* const* args, size_t n, size_t rows, const int64_t* row_strides).
 // For each of `rows` rows (rows >= 1): loads the row-invariant broadcasts, walks n floats
-// (n >= 1) as a partial tile up to the first output's vector alignment, vector tiles, then the
-// tail (partial tiles: masked on AVX-512/AVX2, scalar loops on SSE4.1), then advances every
-// argument pointer by its row stride in bytes. The data section follows the code.
-inline Status emit_kernel(Program* p, Isa isa, uint32_t allocatable, uint32_t argument_count, bool emit_only,
-                          void** kernel, uint32_t* code_size, uint32_t* scratch_peak, char* error, size_t error_size) {
+// (n >= 1) as a partial tile up to the first output's vector alignment, vector tiles of
+// `lanes` vectors each (lanes in lockstep, see JitMath::ins), then partial tiles for the rest
+// (masked on AVX-512/AVX2, scalar loops on SSE4.1; one block of code serves the peel and the
+// tail), then advances every argument pointer by its row stride in bytes. With `streaming`,
+// the vector tiles store the first output (the aligned one) with non-temporal stores. The
+// data section follows the code.
+inline Status emit_kernel(Program* p, Isa isa, uint32_t allocatable, uint32_t lanes, bool streaming,
+                          uint32_t argument_count, bool emit_only, void** kernel, uint32_t* code_size,
+                          uint32_t* scratch_peak, char* error, size_t error_size, void* zone = nullptr, size_t zone_bytes = 0) {
     using namespace asmjit;
-    CodeHolder code;
+    // asmjit's zone (labels, sections, fixups) starts in `zone`, a block of the caller's
+    // scratch arena (TESSEL_MALLOC); only what outgrows it, and the code buffer, use malloc.
+    Support::Temporary temporary(zone, zone_bytes);
+    CodeHolder code(zone ? &temporary : nullptr);
     ErrorRecorder recorder;
     code.init(emit_only ? Environment(Arch::kX64) : jit_runtime().environment());
     code.setErrorHandler(&recorder);
@@ -2151,11 +2308,12 @@ inline Status emit_kernel(Program* p, Isa isa, uint32_t allocatable, uint32_t ar
     EmitContext e;
     e.p = p;
     e.table = jitter_table(isa);
-    e.vector_registers = isa == Isa::Avx512 ? 32 : 16;
+    e.vector_registers = (isa == Isa::Avx512 ? 32 : 16) / lanes;
     e.allocatable = allocatable;
     e.m.a = &a;
     e.m.isa = isa;
     e.m.vec_bytes = isa_vector_floats(isa) * 4;
+    e.m.bank = e.vector_registers;
     e.m.data = a.newLabel();
     e.m.constants = p->constants;
     e.m.constant_count = &p->constant_count;
@@ -2164,9 +2322,9 @@ inline Status emit_kernel(Program* p, Isa isa, uint32_t allocatable, uint32_t ar
     for (uint32_t i = 0; i < kSnippetMaxArgs; ++i) e.args[i] = gp[i];
     const x86::Gp saved[] = {x86::rbx, x86::rbp, x86::r12, x86::r13, x86::r14, x86::r15};
     for (const x86::Gp& r : saved) a.push(r);
-    // Frame: spill slots, then n, rows and the row-stride table (the argument registers are
-    // needed for tensor pointers).
-    uint32_t spill_bytes = p->spill_slots * 64, frame = spill_bytes + 32;
+    // Frame: spill slots (one per lane), then n, rows and the row-stride table (the argument
+    // registers are needed for tensor pointers).
+    uint32_t spill_bytes = p->spill_slots * 64 * lanes, frame = spill_bytes + 32;
     a.sub(x86::rsp, frame);
     x86::Mem saved_n = x86::qword_ptr(x86::rsp, (int32_t)spill_bytes);
     x86::Mem saved_rows = x86::qword_ptr(x86::rsp, (int32_t)spill_bytes + 8);
@@ -2176,17 +2334,21 @@ inline Status emit_kernel(Program* p, Isa isa, uint32_t allocatable, uint32_t ar
     a.mov(saved_strides, x86::rcx);
     for (uint32_t i = 0; i < argument_count; ++i) a.mov(e.args[i], x86::ptr(x86::rdi, (int32_t)(i * 8)));
     uint32_t w = isa_vector_floats(isa);
-    Label row = a.newLabel(), loop = a.newLabel(), tail = a.newLabel(), done = a.newLabel(), mask_table = a.newLabel();
+    Label row = a.newLabel(), loop = a.newLabel(), rest = a.newLabel(), partial = a.newLabel(), done = a.newLabel(),
+          mask_table = a.newLabel();
     a.bind(row);
+    e.m.lanes = lanes;                    // every lane's copy of the row invariants
     emit_row_invariants(e);
+    e.m.lanes = 1;
     a.mov(x86::rsi, saved_n);
     a.xor_(x86::eax, x86::eax);
-    // Alignment peel: a partial first tile up to the first full output's vector boundary, so
-    // the stores of the main loop never split cache lines (inputs follow when they share the
+    // Alignment peel: a partial first tile up to the first output's vector boundary, so the
+    // stores of the main loop never split cache lines (inputs follow when they share the
     // alignment, as buffers of a memory plan do).
     int32_t aligned_arg = -1;
     for (uint32_t i = 0; i < p->count && aligned_arg < 0; ++i)
         if (p->code[i].kind == LirKind::Store) aligned_arg = (int32_t)p->code[i].index;
+    e.streaming_arg = streaming ? aligned_arg : -1;
     if (aligned_arg >= 0 && w > 1) {
         a.mov(x86::rcx, e.args[aligned_arg]);
         a.neg(x86::rcx);
@@ -2195,67 +2357,57 @@ inline Status emit_kernel(Program* p, Isa isa, uint32_t allocatable, uint32_t ar
         a.jz(loop);
         a.cmp(x86::rcx, x86::rsi);
         a.cmova(x86::rcx, x86::rsi);      // at most the row
-        if (isa == Isa::Avx512) {
-            a.mov(x86::edi, 1);
-            a.shl(x86::edi, x86::cl);
-            a.dec(x86::edi);
-            a.kmovw(x86::k1, x86::edi);
-            emit_tile(e, Tile::Masked);
-        } else if (isa == Isa::Avx2) {
-            a.neg(x86::rcx);
-            a.add(x86::rcx, 8);           // mask rows start at entry 8 - k
-            a.lea(x86::rdi, x86::ptr(mask_table));
-            emit_tile(e, Tile::Masked);
-            a.neg(x86::rcx);
-            a.add(x86::rcx, 8);           // k again
-        } else {
-            Label peel = a.newLabel();
-            a.mov(x86::rdi, x86::rcx);
-            a.bind(peel);
-            emit_tile(e, Tile::Scalar);
-            a.add(x86::rax, 4);
-            a.dec(x86::rdi);
-            a.jnz(peel);                  // rax advanced by the scalar tiles
-        }
-        if (isa != Isa::Sse41) a.lea(x86::rax, x86::ptr(x86::rax, x86::rcx, 2));
-        a.sub(x86::rsi, x86::rcx);
+        a.jmp(partial);
     }
-    a.bind(loop);
-    a.cmp(x86::rsi, w);
-    a.jb(tail);
+    a.bind(loop);                         // whole tiles of `lanes` vectors
+    a.cmp(x86::rsi, w * lanes);
+    a.jb(rest);
+    e.m.lanes = lanes;
     emit_tile(e, Tile::Vector);
-    a.add(x86::rax, w * 4);
-    a.sub(x86::rsi, w);
+    e.m.lanes = 1;
+    a.add(x86::rax, w * lanes * 4);
+    a.sub(x86::rsi, w * lanes);
     a.jmp(loop);
-    a.bind(tail);
+    a.bind(rest);                         // fewer than `lanes` vectors left
     a.test(x86::rsi, x86::rsi);
     a.jz(done);
+    a.mov(x86::ecx, w);
+    a.cmp(x86::rsi, x86::rcx);
+    a.cmovb(x86::rcx, x86::rsi);
+    a.bind(partial);                      // rcx floats, 1 <= rcx <= w, then back to the loop
     if (isa == Isa::Avx512) {
-        a.mov(x86::ecx, x86::esi);
         a.mov(x86::edi, 1);
         a.shl(x86::edi, x86::cl);
         a.dec(x86::edi);
         a.kmovw(x86::k1, x86::edi);
         emit_tile(e, Tile::Masked);
+        a.lea(x86::rax, x86::ptr(x86::rax, x86::rcx, 2));
     } else if (isa == Isa::Avx2) {
-        a.mov(x86::ecx, 8);
-        a.sub(x86::rcx, x86::rsi);   // the mask starts at entry 8 - n of {-1 x8, 0 x8}
+        a.neg(x86::rcx);
+        a.add(x86::rcx, 8);               // the mask starts at entry 8 - k of {-1 x8, 0 x8}
         a.lea(x86::rdi, x86::ptr(mask_table));
         emit_tile(e, Tile::Masked);
+        a.neg(x86::rcx);
+        a.add(x86::rcx, 8);               // k again
+        a.lea(x86::rax, x86::ptr(x86::rax, x86::rcx, 2));
     } else {
         Label scalar = a.newLabel();
+        a.mov(x86::rdi, x86::rcx);
         a.bind(scalar);
         emit_tile(e, Tile::Scalar);
         a.add(x86::rax, 4);
-        a.dec(x86::rsi);
-        a.jnz(scalar);
+        a.dec(x86::rdi);
+        a.jnz(scalar);                    // rax advanced by the scalar tiles
     }
+    a.sub(x86::rsi, x86::rcx);
+    a.jmp(loop);
     a.bind(done);
     // Next row: every pointer moves by its row stride (0 for a tensor broadcast over rows).
     a.mov(x86::rdi, saved_strides);
     for (uint32_t i = 0; i < argument_count; ++i) a.add(e.args[i], x86::qword_ptr(x86::rdi, (int32_t)(i * 8)));
     a.dec(saved_rows);
     a.jnz(row);
+    if (e.streaming_arg >= 0) a.sfence();  // non-temporal stores are weakly ordered
     a.add(x86::rsp, frame);
     for (int i = 5; i >= 0; --i) a.pop(saved[i]);
     if (isa != Isa::Sse41) a.vzeroupper();
@@ -2301,6 +2453,7 @@ namespace a64 = asmjit::a64;
 // Allocator register numbers map to v0-v7, v16-v31, then v8-v15 (whose low halves are
 // callee-saved in AAPCS64), so most kernels never touch v8-v15 and need not save d8-d15.
 struct JitMathA64 {
+    int k2_source = -1;              // x86 only (the shared emit_tile resets it)
     using V = JitValue<JitMathA64>;
     a64::Assembler* a = nullptr;
     uint32_t* constants = nullptr;   // Program's data section, grown by the emitters
@@ -2410,16 +2563,19 @@ struct JitMathA64 {
     V shr_i(const V& x, int n) { return shift(a64::Inst::kIdUshr_v, x, n); }
     V sra_i(const V& x, int n) { return shift(a64::Inst::kIdSshr_v, x, n); }
     // z + x*y and z - x*y with one rounding (fmla, fmls accumulate into the destination).
-    V fma_impl(const V& x, const V& y, const V& z, bool negate) {
+    // Operands by value: a moved-in temporary z (only this handle holds it) accumulates the
+    // result in place instead of being copied.
+    V fma_impl(V x, V y, V z, bool negate) {
         V xr = in_reg(x), yr = in_reg(y);
-        V d = fresh();
-        move(d.reg, z);
+        V d;
+        if (z.m && z.reg >= 0 && pool[z.reg] && refs[z.reg] == 1) d = static_cast<V&&>(z);
+        else { d = fresh(); move(d.reg, z); }
         if (negate) a->fmls(v4(d.reg), v4(xr.reg), v4(yr.reg));
         else a->fmla(v4(d.reg), v4(xr.reg), v4(yr.reg));
         return d;
     }
-    V fma(const V& x, const V& y, const V& z) { return fma_impl(x, y, z, false); }
-    V fnma(const V& x, const V& y, const V& z) { return fma_impl(x, y, z, true); }
+    V fma(V x, V y, V z) { return fma_impl(static_cast<V&&>(x), static_cast<V&&>(y), static_cast<V&&>(z), false); }
+    V fnma(V x, V y, V z) { return fma_impl(static_cast<V&&>(x), static_cast<V&&>(y), static_cast<V&&>(z), true); }
     // cmpps predicates: the ordered ones are fcmeq/fcmgt/fcmge (false on NaN), the negated
     // ones their complement (true on NaN).
     V cmp(const V& x, const V& y, int predicate) {
@@ -2848,11 +3004,40 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
     uint32_t allocatable = total - reserved;
     if (options.max_registers && options.max_registers < allocatable) allocatable = options.max_registers;
     if (s != Status::Ok) return fail(s, "compile: lowering failed (out of memory or more than 256 constants)");
+    // Two tiles in lockstep on AVX-512 (each lane gets a bank of 16 registers) hide the
+    // latency of the long approximation chains; taken when the values fit a bank unspilled.
+    uint32_t lanes = 1;
+    if (isa == Isa::Avx512 && options.lanes != 1) {
+        uint32_t half = 16 - reserved < allocatable ? 16 - reserved : allocatable;
+        bool fits = options.lanes == 2 || half == allocatable;
+        if (!fits) {
+            for (uint32_t i = 0; i < program.count; ++i) { program.code[i].reg = -1; program.code[i].slot = -1; program.code[i].hoisted = false; }
+            program.spill_slots = program.registers_used = program.spilled = 0;
+            s = detail::allocate_registers(&program, half, &scratch);
+            if (s != Status::Ok) return fail(s, "compile: register allocation out of memory");
+            fits = program.spilled == 0;
+        }
+        if (fits) { lanes = 2; allocatable = half; }
+    }
+    // Streaming above the last-level cache, capped at 64 MiB: virtual machines report the
+    // whole socket's L3 (508 MiB on the EPYC of the README), far more than one core reaches.
+    // CPUID traps in a VM (~10 us a call), so small bodies never ask.
+    bool streaming = options.streaming_stores == 1;
+    if (options.streaming_stores < 0 && stats_.bytes_fused > (4ull << 20)) {
+        uint64_t threshold = last_level_cache_bytes();
+        if (threshold == 0 || threshold > (64ull << 20)) threshold = threshold ? 64ull << 20 : 32ull << 20;
+        streaming = stats_.bytes_fused > threshold;
+    }
+    if (isa == Isa::Neon) streaming = false;
+    stats_.lanes = lanes;
+    stats_.streaming_stores = streaming;
     // Allocate, look up the cache, emit. If an operation runs out of scratch registers (many
     // values live across a deep approximation), retry with fewer allocatable registers: the
     // ones given up become scratch, and more values spill.
     uint32_t code_size = 0;
     uint64_t hash = 0;
+    constexpr size_t kZoneBytes = 16384;
+    void* zone = scratch.allocate(kZoneBytes, 64);   // asmjit's first zone block (nullptr: its own)
     unsigned char* final_key = nullptr;
     size_t final_key_bytes = 0;
     for (;;) {
@@ -2873,7 +3058,8 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
         unsigned char* key = static_cast<unsigned char*>(scratch.allocate(key_bytes, 8));
         if (!key) return fail(Status::OutOfMemory, "compile: no memory for the cache key");
         std::memset(key, 0, key_bytes);
-        uint32_t header[4] = {(uint32_t)isa, allocatable, params + results, program.constant_count};
+        uint32_t header[4] = {(uint32_t)isa | lanes << 8 | (uint32_t)streaming << 16, allocatable, params + results,
+                              program.constant_count};
         std::memcpy(key, header, 16);
         for (uint32_t i = 0; i < program.count; ++i) {  // field by field: Lir has padding
             const detail::Lir& l = program.code[i];
@@ -2907,8 +3093,8 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
         uint32_t saved_registers = 0;
         s = isa == Isa::Neon ? detail::emit_kernel_a64(&program, allocatable, params + results, emit_only, &kernel_,
                                                        &code_size, &scratch_peak, &saved_registers, error_, sizeof error_)
-                             : detail::emit_kernel(&program, isa, allocatable, params + results, emit_only, &kernel_,
-                                                   &code_size, &scratch_peak, error_, sizeof error_);
+                             : detail::emit_kernel(&program, isa, allocatable, lanes, streaming, params + results, emit_only, &kernel_,
+                                                   &code_size, &scratch_peak, error_, sizeof error_, zone, zone ? kZoneBytes : 0);
         stats_.scratch_registers = scratch_peak;
         stats_.saved_vector_registers = saved_registers;
         if (s == Status::LimitExceeded && allocatable > 1) {
@@ -3108,6 +3294,14 @@ bool node_is_fusible(const Graph& graph, NodeId id) {
     return n.num_inputs == arity;
 }
 
+// The seed's rule 3 ("the operation is not a predecessor of a topology output") is not
+// applied, on purpose. In OpenVINO it keeps the names of output tensors on the original
+// nodes; it is not needed for correctness or schedulability. Here an island member whose
+// value leaves the island (read outside it, or by nobody: a graph output) is a result of
+// the body, stored to its own tensor, and build_island_body reports its node id in
+// output_nodes, so every graph output stays addressable by its node. Applying the rule
+// would keep every chain that ends in a graph output unfused (a model ending in GELU would
+// walk its tensors five times instead of once) and gain nothing.
 Status tokenize(const Graph& graph, const TokenizeOptions& options, Arena* arena, Tokenization* result) {
     if (!graph.finalized()) return Status::NotFinalized;
     if (!arena || !result || options.max_arguments < 2 || options.max_arguments > kSnippetMaxArgs)

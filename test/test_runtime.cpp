@@ -172,6 +172,21 @@ TEST_CASE("runtime: device registry, metrics and config errors") {
     // Registry errors.
     CHECK(core.register_device(nullptr) == Status::InvalidArgument);
     CHECK(core.register_device(core.device("CPU")) == Status::DuplicateName);
+    struct Broken : Device {   // its backend did not start: never registered, never half-works
+        StringView name() const override { return "GPU"; }
+        Status check_available() override { return fail(Status::IoError, "no /dev/gpu0"); }
+        Status get_metric(StringView, StringView*) override { return Status::NotFound; }
+        Status set_config(StringView, StringView) override { return Status::NotFound; }
+        Status get_config(StringView, StringView*) override { return Status::NotFound; }
+        Status query_model(const PreparedModel&, uint8_t*) override { return Status::Unsupported; }
+        Status compile_subgraph(const PreparedModel&, Span<const NodeId>, DeviceProgram**) override { return Status::Unsupported; }
+        Status import_subgraph(const PreparedModel&, Span<const NodeId>, const void*, size_t, DeviceProgram**) override { return Status::Unsupported; }
+        Status add_extension(const OpKernel&) override { return Status::Unsupported; }
+    } gpu;
+    CHECK(core.register_device(&gpu) == Status::IoError);
+    CHECK(std::string(core.last_error()) == "device GPU is not available: no /dev/gpu0");
+    CHECK(core.device("GPU") == nullptr);
+    CHECK(core.compile_model(m, "HETERO:GPU,CPU", {}, &compiled) == Status::NotFound);
 }
 
 TEST_CASE("runtime: an empty model and a query on it") {
@@ -609,6 +624,29 @@ TEST_CASE("runtime: symbolic input dims come from the shapes given at compile ti
     CHECK(std::string(core.last_error()) == "input 'x' dim 1 is 8, --shape gives 9");
     InputShape unknown[] = {{"z", Span<const int64_t>(dims, 2)}};
     CHECK(core.compile_model(m, "CPU", {}, &compiled, unknown) == Status::NotFound);
+    // A new input shape: reshape plans the model again, with its device and config.
+    ConfigEntry threads[] = {{"CPU:NUM_THREADS", "2"}};
+    REQUIRE(core.compile_model(m, "CPU", threads, &compiled, shape) == Status::Ok);
+    Tensor seven;
+    int64_t seven_dims[] = {7, 8};
+    REQUIRE(seven.allocate(ElementType::Float32, seven_dims) == Status::Ok);
+    {
+        InferRequest old_request;
+        REQUIRE(compiled.create_request(&old_request) == Status::Ok);
+        CHECK(old_request.set_input(0, seven) == Status::InvalidArgument);   // never a wrong result
+    }
+    InputShape shape7[] = {{"x", Span<const int64_t>(seven_dims, 2)}};
+    REQUIRE(core.reshape(m, shape7, &compiled) == Status::Ok);
+    CHECK(compiled.input_desc(0).dims[0] == 7);
+    InferRequest request;
+    REQUIRE(compiled.create_request(&request) == Status::Ok);
+    for (int i = 0; i < 56; ++i) seven.data_as<float>()[i] = (float)i - 20;
+    REQUIRE(request.set_input(0, seven) == Status::Ok);
+    REQUIRE(request.infer() == Status::Ok);
+    CHECK(request.output(0).data_as<float>()[3] == 0);
+    CHECK(request.output(0).data_as<float>()[55] == 35);
+    CompiledModel nothing;
+    CHECK(core.reshape(m, shape7, &nothing) == Status::NotFinalized);
 }
 
 namespace {
@@ -689,6 +727,8 @@ TEST_CASE("runtime: profiling gives one entry per step with device and kernel") 
     compiled.write_summary(test::append_to_string, &summary);
     CHECK(summary.find("device TEMPLATE: 1 nodes in 1 subgraphs, 1 kernels") != std::string::npos);
     CHECK(summary.find("device CPU: 4 nodes in 2 subgraphs, 3 kernels, 4 fell back") != std::string::npos);
+    CHECK(summary.find("fallback: 'add' (Add) runs on CPU: TEMPLATE does not support it\n") != std::string::npos);
+    CHECK(summary.find("fallback: 'relu'") == std::string::npos);
 }
 
 TEST_CASE("runtime: write_onnx then read_onnx gives the same model and the same outputs") {
@@ -741,4 +781,88 @@ TEST_CASE("runtime: write_onnx then read_onnx gives the same model and the same 
     at = b.graph.find_attribute(clip, "some_string");
     REQUIRE(at);
     CHECK(at->s == StringView("hello"));
+}
+
+TEST_CASE("runtime: opsets below 7 run when their legacy attributes mean what NumPy broadcasting means") {
+    auto build = [](Model* m, int64_t axis, uint32_t opset) {
+        NodeId x, b, add;
+        REQUIRE(m->add_input("x", float_desc({2, 3, 4}), &x) == Status::Ok);
+        float bias[3] = {1, 2, 3};
+        REQUIRE(m->add_constant("b", float_desc({3}), bias, &b) == Status::Ok);
+        InputRef in[] = {InputRef::by_id(x), InputRef::by_id(b)};
+        REQUIRE(m->add_node("Add", "add", in, 1, &add) == Status::Ok);
+        REQUIRE(m->set_int(add, "broadcast", 1) == Status::Ok);
+        if (axis >= 0) REQUIRE(m->set_int(add, "axis", axis) == Status::Ok);
+        REQUIRE(m->add_output("y", InputRef::by_id(add)) == Status::Ok);
+        m->opset = opset;
+        REQUIRE(m->finalize() == Status::Ok);
+    };
+    Core core;
+    CompiledModel compiled;
+    Model channel;   // b aligned with dim 1: not NumPy broadcasting
+    build(&channel, 1, 6);
+    CHECK(core.compile_model(channel, "CPU", {}, &compiled) == Status::Unsupported);
+    CHECK(std::string(core.last_error()) == "node 'add': opset 6 broadcast along axis 1 (only trailing alignment)");
+    Model trailing;  // [3] against [2,3,4] aligned at axis 2 is not trailing either... b would need [4]
+    build(&trailing, 2, 6);
+    CHECK(core.compile_model(trailing, "CPU", {}, &compiled) == Status::InvalidArgument);   // shapes do not broadcast
+    Model modern;   // opset 7 ignores nothing: the shapes must broadcast NumPy style
+    build(&modern, -1, 7);
+    CHECK(core.compile_model(modern, "CPU", {}, &compiled) == Status::InvalidArgument);
+}
+
+TEST_CASE("runtime: a BatchNormalization after a Conv with constant parameters is folded into its weights") {
+    auto build = [](Model* m, bool conv_is_output) {
+        NodeId x, w, b, scale, bias, mean, var, conv, bn;
+        REQUIRE(m->add_input("x", float_desc({1, 3, 7, 7}), &x) == Status::Ok);
+        std::mt19937 rng(3);
+        std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+        std::vector<float> wv(4 * 3 * 3 * 3), p(4);
+        for (float& v : wv) v = u(rng);
+        REQUIRE(m->add_constant("w", float_desc({4, 3, 3, 3}), wv.data(), &w) == Status::Ok);
+        for (float& v : p) v = u(rng);
+        REQUIRE(m->add_constant("b", float_desc({4}), p.data(), &b) == Status::Ok);
+        for (float& v : p) v = 1 + 0.5f * u(rng);
+        REQUIRE(m->add_constant("scale", float_desc({4}), p.data(), &scale) == Status::Ok);
+        for (float& v : p) v = u(rng);
+        REQUIRE(m->add_constant("bias", float_desc({4}), p.data(), &bias) == Status::Ok);
+        for (float& v : p) v = 0.3f * u(rng);
+        REQUIRE(m->add_constant("mean", float_desc({4}), p.data(), &mean) == Status::Ok);
+        for (float& v : p) v = 1.5f + u(rng);
+        REQUIRE(m->add_constant("var", float_desc({4}), p.data(), &var) == Status::Ok);
+        InputRef cin[] = {InputRef::by_id(x), InputRef::by_id(w), InputRef::by_id(b)};
+        REQUIRE(m->add_node("Conv", "conv", cin, 1, &conv) == Status::Ok);
+        int64_t pads[] = {1, 1, 1, 1};
+        REQUIRE(m->set_ints(conv, "pads", pads) == Status::Ok);
+        InputRef bin[] = {InputRef::by_id(conv), InputRef::by_id(scale), InputRef::by_id(bias), InputRef::by_id(mean), InputRef::by_id(var)};
+        REQUIRE(m->add_node("BatchNormalization", "bn", bin, 1, &bn) == Status::Ok);
+        REQUIRE(m->set_float(bn, "epsilon", 1e-3f) == Status::Ok);
+        REQUIRE(m->add_output("y", InputRef::by_id(bn)) == Status::Ok);
+        if (conv_is_output) REQUIRE(m->add_output("c", InputRef::by_id(conv)) == Status::Ok);
+        REQUIRE(m->finalize() == Status::Ok);
+    };
+    Model folded_model, kept_model;
+    build(&folded_model, false);
+    build(&kept_model, true);   // the Conv's value is an output: nothing to fold
+    Core core;
+    CompiledModel folded, kept;
+    REQUIRE(core.compile_model(folded_model, "CPU", {}, &folded) == Status::Ok);
+    REQUIRE(core.compile_model(kept_model, "CPU", {}, &kept) == Status::Ok);
+    const Graph& fg = folded.prepared()->model.graph;
+    CHECK(fg.find("bn") == kNoNode);
+    CHECK(fg.find("conv.folded_weight") != kNoNode);
+    CHECK(fg.find("w") == kNoNode);   // the original weights are no longer needed
+    CHECK(folded.prepared()->folded_count() == 1);
+    CHECK(kept.prepared()->model.graph.find("bn") != kNoNode);
+    CHECK(folded.step_count() == 1);
+    CHECK(kept.step_count() == 2);
+    auto a = run_compiled(folded, 8);
+    auto b = run_compiled(kept, 8);
+    REQUIRE(a[0].size() == b[0].size());
+    for (size_t i = 0; i < a[0].size(); ++i) CHECK(std::fabs(a[0][i] - b[0][i]) <= 1e-5f * (1 + std::fabs(b[0][i])));
+    // The blob holds the folded model and gives the same bits.
+    CompiledModel imported;
+    std::vector<char> blob = export_blob(folded);
+    REQUIRE(core.import_model(blob.data(), blob.size(), &imported) == Status::Ok);
+    CHECK(bitwise_equal(run_compiled(imported, 8), a));
 }

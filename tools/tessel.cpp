@@ -299,8 +299,25 @@ int load_and_compile(Core* core, const ModelOptions& o, Model* model, CompiledMo
     TESSEL_FREE(bytes);
     s = model->read_onnx_file(o.path);
     if (s != Status::Ok) { std::fprintf(stderr, "tessel: %s: %s\n", o.path, model->last_error()); return 2; }
+    // Symbolic dims come from --shape, else from the input files of --inputs.
+    InputShape shapes[64];
+    static int64_t dims[64][kMaxRank];
+    uint32_t count = 0;
+    for (uint32_t i = 0; i < o.shape_count; ++i) shapes[count++] = o.shapes[i];
+    for (uint32_t i = 0; o.inputs_dir && i < model->input_count() && count < 64; ++i) {
+        bool given = false;
+        for (uint32_t k = 0; k < o.shape_count; ++k) given = given || o.shapes[k].name == model->input(i).name;
+        if (given) continue;
+        char path[4096];
+        std::snprintf(path, sizeof path, "%s/input_%u.pb", o.inputs_dir, i);
+        Tensor t;
+        if (read_tensor_file(path, &t) != Status::Ok) continue;   // reported when the inputs are set
+        for (uint32_t k = 0; k < t.rank(); ++k) dims[count][k] = t.dim(k);
+        shapes[count] = InputShape{model->input(i).name, Span<const int64_t>(dims[count], t.rank())};
+        ++count;
+    }
     s = core->compile_model(*model, o.device, Span<const ConfigEntry>(o.config, o.config_count), compiled,
-                            Span<const InputShape>(o.shapes, o.shape_count));
+                            Span<const InputShape>(shapes, count));
     if (s != Status::Ok) { std::fprintf(stderr, "tessel: %s: %s\n", o.path, core->last_error()); return 2; }
     return 0;
 }
@@ -434,6 +451,11 @@ int command_run(int argc, char** argv) {
         for (const ProfileEntry& e : request.profiling_info())
             std::printf("%-40.*s %-10.*s %-24s %10.1f\n", (int)e.node.size, e.node.data, (int)e.device.size, e.device.data, e.kernel,
                         (double)e.ns / 1000.0);
+        for (const PlacementSummary& p : compiled.placement()) {   // per device totals
+            uint64_t ns = 0;
+            for (const ProfileEntry& e : request.profiling_info()) if (e.device == p.device) ns += e.ns;
+            std::printf("time %.*s %.1f us\n", (int)p.device.size, p.device.data, (double)ns / 1000.0);
+        }
     }
     if (o.dump_partition) {
         std::FILE* file = std::fopen(o.dump_partition, "wb");
