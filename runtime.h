@@ -238,6 +238,7 @@ struct PrepareContext {
     TensorDesc* outputs = nullptr;          // prepare fills each one (type, rank, dims)
     Arena* arena = nullptr;                 // lives as long as the compiled model
     uint32_t threads = 1;                   // threads run() may use through parallel_for
+    uint64_t max_elements = 1ull << 28;     // the compile's Limits::max_tensor_elements: bounds what prepare allocates
     // Set by prepare:
     const void* state = nullptr;            // handed to run()
     size_t scratch_bytes = 0;               // per-request scratch run() needs (all threads)
@@ -1270,6 +1271,7 @@ struct detail_prepare {
             c.outputs = &desc[base[id]];
             c.arena = &arena;
             c.threads = threads;
+            c.max_elements = limits.max_tensor_elements;
             Status s = k->prepare(c);
             if (s != Status::Ok) {
                 std::snprintf(error, 256, "%s", c.error[0] ? c.error : "prepare failed");
@@ -1460,6 +1462,7 @@ struct detail_prepare {
             c.outputs = check;
             c.arena = &arena;
             c.threads = threads;
+            c.max_elements = limits.max_tensor_elements;
             Status st = k ? k->prepare(c) : Status::Unsupported;
             if (st != Status::Ok) {
                 std::snprintf(error, 256, "%s", c.error[0] ? c.error : "prepare failed");
@@ -5187,6 +5190,13 @@ inline Status prepare_resize(PrepareContext& c) {
         if (rank != 2 && rank != 4) return c.fail(Status::Unsupported, "linear mode for a rank %d input", rank);
         if (rank == 4 && (st->out[0] != st->in[0] || st->out[1] != st->in[1]))
             return c.fail(Status::Unsupported, "linear mode resizing N or C");
+    }
+    uint64_t elements = 1;   // the output's, checked before its tables are allocated
+    for (int d = 0; d < rank; ++d) {
+        uint64_t n = (uint64_t)st->out[d];
+        if (n > c.max_elements || (n && elements > c.max_elements / n))
+            return c.fail(Status::LimitExceeded, "the output has more than %llu elements", (unsigned long long)c.max_elements);
+        elements *= n;
     }
     for (int d = 0; d < rank; ++d) {
         int64_t n = st->out[d];
