@@ -557,6 +557,8 @@ TEST_CASE("reliability: data-driven huge allocations are LimitExceeded at compil
         g.outputs = {output("y")};
         CHECK_OUTCOME(run(model_bytes(g)), Stage::Compile, Status::LimitExceeded);
     }
+    // Regression: Resize's prepare built its per-axis tables (20 bytes per output index) before
+    // the output's element count was checked: 1e9 scales took the machine's memory.
     const bool have_resize = find_builtin_kernel("Resize") != nullptr;
     Status resize_status = have_resize ? Status::LimitExceeded : Status::Unsupported;
     CHECK_OUTCOME(run(one_node("Resize", {1, 1, 2, 2}, {"x", "", "", "sizes"}, {ints("sizes", {4}, {1, 1, 1ll << 20, 1ll << 20})})),
@@ -564,6 +566,16 @@ TEST_CASE("reliability: data-driven huge allocations are LimitExceeded at compil
     CHECK_OUTCOME(run(one_node("Resize", {1, 1, 2, 2}, {"x", "", "scales"},
                                {floats("scales", {4}, {1.0f, 1.0f, 1e9f, 1e9f})})),
                   Stage::Compile, resize_status);
+    if (have_resize) {   // the compile's own limit bounds the tables too
+        Limits small;
+        small.max_tensor_elements = 1u << 16;
+        CHECK_OUTCOME(run(one_node("Resize", {1, 1, 2, 2}, {"x", "", "", "sizes"}, {ints("sizes", {4}, {1, 1, 1, 1 << 17})}), "CPU",
+                          &small),
+                      Stage::Compile, Status::LimitExceeded);
+        CHECK_OUTCOME(run(one_node("Resize", {1, 1, 2, 2}, {"x", "", "", "sizes"}, {ints("sizes", {4}, {1, 1, 1, 1 << 16})}), "CPU",
+                          &small),
+                      Stage::Done, Status::Ok);
+    }
     // Below the element limit but above the activation limit.
     Limits limits;
     limits.max_arena_bytes = 1u << 20;
