@@ -1559,6 +1559,14 @@ struct detail_prepare {
         if (count > limits.max_tensor_elements)
             return fail(error, Status::LimitExceeded, "node '%.*s': a tensor of %llu elements (limit %llu)", (int)node.name.size,
                         node.name.data, (unsigned long long)count, (unsigned long long)limits.max_tensor_elements);
+        uint64_t nonzero = 1;   // kernels compute strides from these: an empty tensor may not hide a huge dim
+        for (uint32_t i = 0; i < d.rank; ++i) {
+            if (d.dims[i] == 0) continue;
+            if ((uint64_t)d.dims[i] > limits.max_tensor_elements / nonzero)
+                return fail(error, Status::LimitExceeded, "node '%.*s': an empty tensor whose other dims exceed the element limit (%llu)",
+                            (int)node.name.size, node.name.data, (unsigned long long)limits.max_tensor_elements);
+            nonzero *= (uint64_t)d.dims[i];
+        }
         return Status::Ok;
     }
 
