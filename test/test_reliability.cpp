@@ -373,6 +373,16 @@ TEST_CASE("reliability: dims whose product overflows") {
     // A shape computed from data: Reshape to dims whose product overflows.
     CHECK_OUTCOME(run(one_node("Reshape", {3}, {"x", "s"}, {ints("s", {3}, {1ll << 32, 1ll << 32, 16})})), Stage::Compile,
                   Status::InvalidArgument);
+    // Regression (fuzz/blob_import, UBSan): an empty tensor with a huge other dim passed the
+    // element check (0 elements), and Transpose's strides overflowed int64.
+    CHECK_OUTCOME(run(one_node("Transpose", {2, 1ll << 62, 0}, {"x"})), Stage::Compile, Status::LimitExceeded);
+    CHECK_OUTCOME(run(one_node("Relu", {0, 1ll << 62, 1ll << 62}, {"x"})), Stage::Compile, Status::LimitExceeded);
+    {
+        Limits limits;
+        limits.max_tensor_elements = 64;
+        CHECK_OUTCOME(run(one_node("Transpose", {64, 0}, {"x"}), "CPU", &limits), Stage::Done, Status::Ok);
+        CHECK_OUTCOME(run(one_node("Transpose", {65, 0}, {"x"}), "CPU", &limits), Stage::Compile, Status::LimitExceeded);
+    }
     // ConstantOfShape whose shape overflows.
     CHECK_OUTCOME(run(one_node("ConstantOfShape", {3}, {"s"}, {ints("s", {3}, {1ll << 32, 1ll << 32, 16})})),
                   Stage::Compile, Status::LimitExceeded);
