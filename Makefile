@@ -79,6 +79,10 @@ build/conformance: test/conformance/run.cpp $(HEADERS) | deps
 	@mkdir -p $(@D)
 	$(CXX) $(CXXFLAGS_LIB) $(OPT) $< -o $@ $(LIBS)
 
+build-arm/conformance: test/conformance/run.cpp $(HEADERS) | deps
+	@mkdir -p $(@D)
+	$(ARM_CXX) $(CXXFLAGS_LIB) $(OPT) $< -o $@ $(ARM_LIBS)
+
 build/bench/%: bench/%.cpp $(HEADERS) | deps
 	@mkdir -p $(@D)
 	$(CXX) $(CXXFLAGS_LIB) $(BENCH_OPT) $< -o $@ $(LIBS)
@@ -107,11 +111,12 @@ test-host: build/tests build/tessel build/nojit-check build/conformance
 	@scripts/run-check.sh tessel-cli scripts/test-cli.sh build/tessel
 	@scripts/run-check.sh conformance build/conformance --table build/conformance.md
 
-test-arm: build-arm/tests build-arm/tessel
+test-arm: build-arm/tests build-arm/tessel build-arm/conformance
 	@scripts/run-check.sh arm $(QEMU) build-arm/tests
 	@scripts/run-check.sh arm-neon env TESSEL_ISA=neon $(QEMU) build-arm/tests
 	@scripts/run-check.sh arm-ref env TESSEL_ISA=ref $(QEMU) build-arm/tests
 	@scripts/run-check.sh tessel-cli-arm scripts/test-cli.sh "$(QEMU) build-arm/tessel"
+	@scripts/run-check.sh conformance-arm $(QEMU) build-arm/conformance
 
 test-examples: $(EXAMPLES)
 	@for e in $(EXAMPLES); do scripts/run-check.sh $$(basename $$e) $$e || exit 1; done

@@ -1239,14 +1239,14 @@ struct Builder {
 // Checking. The naive checker holds the transitive closure of Q as V x V bitsets (the seed's
 // method, with closure rows unioned on each commit) and evaluates the condition from
 // scratch. The scalable checker keeps a topological order of Q (`rank`), restored around
-// each committed subgraph, and marks nodes reached from S forward through Q, `plain` or
-// `tainted` (the path passed a blocked node). A path from S back to S never leaves the
-// ranks below max rank(S), so nodes above it are parked until S reaches further. Merges
-// and rejections only extend the marks; a rollback runs the seed's loop in one pass (see
-// rollback_until_valid) and recomputes them. Candidates are cached
-// per root with the rank window they read; a commit reorders only ranks inside its own
-// window, so a cached candidate whose window is disjoint would grow identically and is reused.
-// Both checkers give the same partition (the property test compares them).
+// each committed subgraph, and for every node the least merge index of an S node it is
+// reached from, and of one it reaches (see "scalable checker" in the struct). A merge only
+// lowers these values, so it visits only the nodes whose value drops; a rollback runs the
+// seed's loop in one pass from them (rollback_until_valid) and clears exactly the values it
+// invalidates. A path from S back to S stays between S's lowest and highest rank, so nodes
+// outside are parked until S reaches them. Candidates are cached per root and kept until a
+// commit could change them (invalidate_after_commit).
+// Both checkers give the same partition (the property tests compare them).
 
 struct RollbackContext {
     const Graph& graph;
@@ -1278,51 +1278,87 @@ struct RollbackContext {
     Placement* why_rejected = nullptr;  // per node, for the committed candidate's reasons
     NodeId* rejected_list = nullptr;
     uint32_t rejected_count = 0;
+    // Invalidation marks, stamped per commit: reaches the commit / reached from it in Q.
+    uint32_t commit_stamp = 0;
+    uint32_t* reaches_commit = nullptr;
+    uint32_t* reached_from_commit = nullptr;
+    uint32_t* subgraph_reaches_commit = nullptr;
+    uint32_t* subgraph_reached_from_commit = nullptr;
 
-    // Scalable checker marks.
+    // Scalable checker. `plain`, `jumped` and `work` serve contract() and the cache.
     uint32_t epoch = 0;
     uint32_t* plain = nullptr;
-    uint32_t* taint = nullptr;
-    NodeId* taint_via = nullptr;
     uint32_t* jumped = nullptr;    // per committed subgraph: == epoch when expanded
     NodeId* work = nullptr;
     uint32_t work_size = 0;
-    NodeId* heap = nullptr;        // parked nodes, min-heap by rank
-    uint32_t heap_size = 0;
-    uint32_t heap_capacity = 0;
-    uint32_t max_rank = 0;
-    uint32_t window_lo = 0, window_hi = 0;
-    NodeId violation = kNoNode;    // blocked node of the latest tainted S node
-    uint32_t tainted_in_s = 0;     // S nodes reached through a blocked node
     uint32_t work_capacity = 0;
-    // Rollback in one pass: per node the least merge index reaching it / reached from it.
+    // Least merge indices, kept incrementally (see "scalable checker" below). Direction 0
+    // (up) follows Q's edges forward, direction 1 (down) backward.
     static constexpr uint32_t kUnreached = 0xffffffffu;
-    uint32_t* up = nullptr;
-    uint32_t* down = nullptr;
-    uint32_t* up_subgraph = nullptr;
-    uint32_t* down_subgraph = nullptr;
+    struct Direction {
+        uint32_t* value = nullptr;     // least merge index, kUnreached if none
+        uint32_t* expanded = nullptr;  // the value its neighbours were last given, kUnreached if never
+        NodeId* next = nullptr;        // bucket lists by value, to undo a rollback
+        NodeId* previous = nullptr;
+        NodeId* head = nullptr;        // per merge index
+        NodeId* entry = nullptr;       // a committed subgraph: the member the path entered by
+        NodeId* stack = nullptr;
+        uint32_t stack_size = 0;
+        uint8_t* in_stack = nullptr;
+        NodeId* heap = nullptr;        // parked outside the rank range, nearest first
+        uint32_t heap_size = 0;
+        uint8_t* in_heap = nullptr;
+    };
+    Direction reach_of[2];
+    uint32_t max_rank = 0, min_rank = 0;  // of S
+    uint32_t* prefix_max_rank = nullptr;  // per merge index: over s_0..s_i
+    uint32_t* prefix_min_rank = nullptr;
     uint32_t* s_index = nullptr;  // merge index of an S node
-    // Committed subgraphs as Q's nodes: their external successors, the member with the
-    // lowest rank (work items carry it with kSubgraphBit set), and the taint source.
+    NodeId* bad = nullptr;        // blocked nodes reached from S that reach S
+    uint32_t bad_count = 0;
+    uint32_t* bad_mark = nullptr;
+    uint32_t bad_epoch = 0;
+    // Committed subgraphs as Q's nodes: their external successors and predecessors, and
+    // the member with the lowest rank, which stands for the subgraph (work items of
+    // contract() carry it with kSubgraphBit set).
     static constexpr NodeId kSubgraphBit = 0x80000000u;
     ArenaVector<NodeId> external;
     uint32_t* external_offset = nullptr;
     uint32_t* external_count = nullptr;
     uint32_t* external_seen = nullptr;
+    ArenaVector<NodeId> external_pred;
+    uint32_t* external_pred_offset = nullptr;
+    uint32_t* external_pred_count = nullptr;
+    uint32_t* external_pred_seen = nullptr;
     NodeId* representative = nullptr;
-    NodeId* subgraph_via = nullptr;
     bool out_of_memory = false;
+    bool any_keep_apart = false;  // else the per-merge keep-apart scan is skipped
 
     // Candidates per root: their nodes and their rejected nodes of the same device (with
-    // the reason), in two ping-pong pools that compact when full. The scalable checker
-    // keeps them across rounds while their rank window is untouched; the naive one drops
-    // them every round.
+    // the reason), in two pools that are compacted in place when full. The scalable checker
+    // keeps them across rounds until a commit may change them (invalidate_after_commit);
+    // the naive one drops them every round.
+    // lo..hi spans the ranks of the entry's uncommitted nodes, candidate and rejected.
     struct Cached { uint32_t offset, count, rejected_offset, rejected_count, lo, hi; bool valid, in_roots; };
-    struct Rejection { NodeId node; Placement why; };
+    // A rejected node of the device and why: a cycle through `other` or keep-apart with it
+    // (the only two reasons of a same-device rejection), in 8 bytes: node ids fit 31 bits.
+    struct Rejection {
+        uint32_t node_and_keep_apart;
+        NodeId other;
+        static constexpr uint32_t kKeepApartBit = 0x80000000u;
+        Rejection() = default;
+        Rejection(NodeId node, Placement why)
+            : node_and_keep_apart(node | (why.reason == PlacementReason::KeepApart ? kKeepApartBit : 0u)), other(why.other) {
+            TESSEL_ASSERT(why.reason == PlacementReason::KeepApart || why.reason == PlacementReason::CycleThrough);
+        }
+        NodeId node() const { return node_and_keep_apart & ~kKeepApartBit; }
+        Placement why() const {
+            return Placement{node_and_keep_apart & kKeepApartBit ? PlacementReason::KeepApart : PlacementReason::CycleThrough, other};
+        }
+    };
     Cached* cache = nullptr;
-    NodeId* pool[2] = {nullptr, nullptr};
-    Rejection* rejection_pool[2] = {nullptr, nullptr};
-    uint32_t active = 0;
+    NodeId* pool = nullptr;
+    Rejection* rejection_pool = nullptr;
     uint32_t pool_size = 0, pool_capacity = 0;
     uint32_t rejection_size = 0, rejection_capacity = 0;
     ArenaVector<NodeId> cached_roots;  // roots that may have a valid entry (unique)
@@ -1359,6 +1395,10 @@ struct RollbackContext {
     }
 
     Status init() {
+        for (NodeId v = 0; v < n && !any_keep_apart; ++v) {
+            const Node& node = graph.node(v);
+            for (uint32_t i = 0; i < node.num_inputs; ++i) any_keep_apart = any_keep_apart || node.inputs[i].keep_apart;
+        }
         in_s = fill_array<uint32_t>(arena, n, 0);
         rejected = fill_array<uint32_t>(arena, n, 0);
         s_list = arena->allocate_array<NodeId>(n);
@@ -1368,7 +1408,7 @@ struct RollbackContext {
         if (!in_s || !rejected || !s_list || !stack || !why_rejected || !rejected_list) return Status::OutOfMemory;
         cached_roots.arena = arena;
         cache = arena->allocate_array<Cached>(n);
-        if (!cache || !grow_pools(2 * n + 64, n + 64)) return Status::OutOfMemory;
+        if (!cache || !grow_pools(n + 64, n + 64)) return Status::OutOfMemory;
         for (uint32_t i = 0; i < n; ++i) cache[i].valid = cache[i].in_roots = false;
         if (naive) {
             words = ((size_t)n + 63) / 64;
@@ -1391,144 +1431,200 @@ struct RollbackContext {
         }
         rank = arena->allocate_array<uint32_t>(n);
         order = arena->allocate_array<NodeId>(n);
+        reaches_commit = fill_array<uint32_t>(arena, n, 0);
+        reached_from_commit = fill_array<uint32_t>(arena, n, 0);
+        subgraph_reaches_commit = fill_array<uint32_t>(arena, n, 0);
+        subgraph_reached_from_commit = fill_array<uint32_t>(arena, n, 0);
+        if (!reaches_commit || !reached_from_commit || !subgraph_reaches_commit ||
+            !subgraph_reached_from_commit)
+            return Status::OutOfMemory;
         plain = fill_array<uint32_t>(arena, n, 0);
-        taint = fill_array<uint32_t>(arena, n, 0);
-        taint_via = arena->allocate_array<NodeId>(n);
         jumped = fill_array<uint32_t>(arena, n, 0);  // at most n subgraphs
-        // Each node enters the work stack or the heap at most once per mark (plain, tainted)
-        // plus once per event on it (merge, reject, rollback).
-        work_capacity = 6 * n + 16;
+        work_capacity = 2 * n + 16;  // contract(): each node once, and a scratch copy of a window
         work = arena->allocate_array<NodeId>(work_capacity);
-        heap_capacity = 6 * n + 16;
-        up = arena->allocate_array<uint32_t>(n);
-        down = arena->allocate_array<uint32_t>(n);
-        up_subgraph = arena->allocate_array<uint32_t>(n);
-        down_subgraph = arena->allocate_array<uint32_t>(n);
+        if (!plain || !jumped || !work) return Status::OutOfMemory;
+        for (Direction& d : reach_of) {
+            d.value = fill_array<uint32_t>(arena, n, kUnreached);
+            d.expanded = fill_array<uint32_t>(arena, n, kUnreached);
+            d.next = arena->allocate_array<NodeId>(n);
+            d.previous = arena->allocate_array<NodeId>(n);
+            d.head = fill_array<NodeId>(arena, n, kNoNode);
+            d.entry = arena->allocate_array<NodeId>(n);
+            d.stack = arena->allocate_array<NodeId>(n);
+            d.in_stack = fill_array<uint8_t>(arena, n, 0);
+            d.heap = arena->allocate_array<NodeId>(n);
+            d.in_heap = fill_array<uint8_t>(arena, n, 0);
+            if (!d.value || !d.expanded || !d.next || !d.previous || !d.head || !d.entry || !d.stack || !d.in_stack ||
+                !d.heap || !d.in_heap)
+                return Status::OutOfMemory;
+        }
+        prefix_max_rank = arena->allocate_array<uint32_t>(n);
+        prefix_min_rank = arena->allocate_array<uint32_t>(n);
         s_index = arena->allocate_array<uint32_t>(n);
-        if (!up || !down || !up_subgraph || !down_subgraph || !s_index) return Status::OutOfMemory;
+        bad = arena->allocate_array<NodeId>(n);
+        bad_mark = fill_array<uint32_t>(arena, n, 0);
+        if (!prefix_max_rank || !prefix_min_rank || !s_index || !bad || !bad_mark) return Status::OutOfMemory;
         external.arena = arena;
+        external_pred.arena = arena;
         external_offset = arena->allocate_array<uint32_t>(n);
         external_count = arena->allocate_array<uint32_t>(n);
         external_seen = fill_array<uint32_t>(arena, n, 0);
+        external_pred_offset = arena->allocate_array<uint32_t>(n);
+        external_pred_count = arena->allocate_array<uint32_t>(n);
+        external_pred_seen = fill_array<uint32_t>(arena, n, 0);
         representative = arena->allocate_array<NodeId>(n);
-        subgraph_via = arena->allocate_array<NodeId>(n);
-        if (!external_offset || !external_count || !external_seen || !representative || !subgraph_via) return Status::OutOfMemory;
-        heap = arena->allocate_array<NodeId>(heap_capacity);
-        if (!rank || !order || !plain || !taint || !taint_via || !jumped || !work || !heap)
+        if (!external_offset || !external_count || !external_seen || !external_pred_offset || !external_pred_count ||
+            !external_pred_seen || !representative)
             return Status::OutOfMemory;
         Span<const NodeId> topo = graph.topological_order();
         for (uint32_t i = 0; i < n; ++i) { order[i] = topo[i]; rank[topo[i]] = i; }
         return Status::Ok;
     }
 
-    void widen(NodeId x) {
-        if (naive) return;
-        if (rank[x] < window_lo) window_lo = rank[x];
-        if (rank[x] > window_hi) window_hi = rank[x];
-    }
 
     // ---- scalable checker
-    uint32_t key(NodeId entry) const { return rank[entry & ~kSubgraphBit]; }
-    void heap_push(NodeId x) {
-        TESSEL_ASSERT(heap_size < heap_capacity);
-        uint32_t i = heap_size++;
-        while (i > 0 && key(heap[(i - 1) / 2]) > key(x)) { heap[i] = heap[(i - 1) / 2]; i = (i - 1) / 2; }
-        heap[i] = x;
+    //
+    // With S in merge order s_0..s_{m-1}, up(y) is the least i with a path s_i -> y of
+    // length >= 1 in Q, down(y) the least j with a path y -> s_j. S fails the condition iff
+    // some blocked node has both (a path from S through it back to S), and the prefix P_k
+    // iff some blocked node b has max(up(b), down(b)) < k. Both values are kept as S grows:
+    // a merge only lowers values, so only nodes whose value drops are visited again, and a
+    // rollback to P_k clears exactly the values >= k (bucket lists by value). A path from S
+    // back to S stays inside S's rank range [min_rank, max_rank] (ranks rise along Q's
+    // edges), so a node outside it is parked, not expanded, until S's range reaches it:
+    // values are exact inside the range, which is all the condition reads. A committed
+    // subgraph is one node of Q, held by its representative.
+    NodeId canonical(NodeId y) const {
+        uint32_t sub = builder.subgraph_of[y];
+        return sub == kUnplaced ? y : representative[sub];
     }
-    NodeId heap_pop() {
-        NodeId top = heap[0], last = heap[--heap_size];
+    uint32_t source_value(int d, NodeId c) const {  // what c passes on: its own index if in S
+        uint32_t value = reach_of[d].value[c];
+        if (in_s[c] == growth && s_index[c] < value) value = s_index[c];
+        return value;
+    }
+    bool parked(int d, NodeId c) const { return d == 0 ? rank[c] > max_rank : rank[c] < min_rank; }
+    bool heap_before(int d, NodeId a, NodeId b) const { return d == 0 ? rank[a] < rank[b] : rank[a] > rank[b]; }
+    void heap_push(int d, NodeId c) {
+        Direction& r = reach_of[d];
+        uint32_t i = r.heap_size++;
+        while (i > 0 && heap_before(d, c, r.heap[(i - 1) / 2])) { r.heap[i] = r.heap[(i - 1) / 2]; i = (i - 1) / 2; }
+        r.heap[i] = c;
+    }
+    NodeId heap_pop(int d) {
+        Direction& r = reach_of[d];
+        NodeId top = r.heap[0], last = r.heap[--r.heap_size];
         uint32_t i = 0;
         for (;;) {
             uint32_t c = 2 * i + 1;
-            if (c >= heap_size) break;
-            if (c + 1 < heap_size && key(heap[c + 1]) < key(heap[c])) ++c;
-            if (key(heap[c]) >= key(last)) break;
-            heap[i] = heap[c];
+            if (c >= r.heap_size) break;
+            if (c + 1 < r.heap_size && heap_before(d, r.heap[c + 1], r.heap[c])) ++c;
+            if (!heap_before(d, r.heap[c], last)) break;
+            r.heap[i] = r.heap[c];
             i = c;
         }
-        if (heap_size) heap[i] = last;
+        if (r.heap_size) r.heap[i] = last;
         return top;
     }
-    void schedule(NodeId x) {  // expand now, or park above the window
-        if (rank[x & ~kSubgraphBit] > max_rank) heap_push(x);
-        else push_work(x);
+    void schedule(int d, NodeId c) {  // expand soon, or park outside the range
+        Direction& r = reach_of[d];
+        if (parked(d, c)) {
+            if (!r.in_heap[c]) { r.in_heap[c] = 1; heap_push(d, c); }
+        } else if (!r.in_stack[c]) {
+            r.in_stack[c] = 1;
+            r.stack[r.stack_size++] = c;
+        }
     }
-    // Marks y reached from S; an S node reached tainted is a violation (counted, so a
-    // rollback can tell whether any is left). A committed node stands for its whole
-    // subgraph, Q's contracted node: reached once, it taints its external successors.
-    void visit(NodeId y, bool tainted, NodeId via) {
-        if (in_s[y] == growth) {
-            if (tainted && taint[y] != epoch) {
-                taint[y] = epoch;
-                taint_via[y] = via;
-                ++tainted_in_s;
-                violation = via;
-            }
-            return;
+    void add_bad(NodeId c) {
+        if (bad_mark[c] == bad_epoch) return;
+        bad_mark[c] = bad_epoch;
+        bad[bad_count++] = c;
+    }
+    void lower(int d, NodeId c, uint32_t value, NodeId entry) {
+        Direction& r = reach_of[d];
+        uint32_t old = r.value[c];
+        if (value >= old) return;
+        if (old != kUnreached) {  // unlink from bucket `old`
+            NodeId p = r.previous[c], q = r.next[c];
+            if (p != kNoNode) r.next[p] = q; else r.head[old] = q;
+            if (q != kNoNode) r.previous[q] = p;
         }
-        uint32_t sub = builder.subgraph_of[y];
-        if (sub != kUnplaced) {
-            if (jumped[sub] == epoch) return;
-            jumped[sub] = epoch;
-            subgraph_via[sub] = tainted ? via : y;
-            schedule(representative[sub] | kSubgraphBit);
-            return;
-        }
-        if (tainted) {
-            if (taint[y] == epoch) return;
-            taint[y] = epoch;
-            taint_via[y] = via;
+        r.value[c] = value;
+        r.previous[c] = kNoNode;
+        r.next[c] = r.head[value];
+        if (r.head[value] != kNoNode) r.previous[r.head[value]] = c;
+        r.head[value] = c;
+        r.entry[c] = entry;
+        if (blocked(c) && reach_of[d ^ 1].value[c] != kUnreached) add_bad(c);
+        if (source_value(d, c) < r.expanded[c]) schedule(d, c);
+    }
+    void expand(int d, NodeId c) {
+        uint32_t value = source_value(d, c);
+        reach_of[d].expanded[c] = value;
+        uint32_t sub = builder.subgraph_of[c];
+        if (d == 0) {
+            if (sub == kUnplaced)
+                for (NodeId y : graph.successors(c)) lower(0, canonical(y), value, y);
+            else
+                for (uint32_t i = 0; i < external_count[sub]; ++i) {
+                    NodeId y = external[external_offset[sub] + i];
+                    lower(0, canonical(y), value, y);
+                }
         } else {
-            if (taint[y] == epoch || plain[y] == epoch) return;
-            plain[y] = epoch;
+            if (sub == kUnplaced)
+                for (NodeId y : graph.predecessors(c)) lower(1, canonical(y), value, y);
+            else
+                for (uint32_t i = 0; i < external_pred_count[sub]; ++i) {
+                    NodeId y = external_pred[external_pred_offset[sub] + i];
+                    lower(1, canonical(y), value, y);
+                }
         }
-        schedule(y);
     }
-    void expand(NodeId x) {
-        if (x & kSubgraphBit) {
-            x &= ~kSubgraphBit;
-            widen(x);
-            uint32_t sub = builder.subgraph_of[x];
-            for (uint32_t i = 0; i < external_count[sub]; ++i) visit(external[external_offset[sub] + i], true, subgraph_via[sub]);
-            return;
+    void settle(int d, bool until_bad = false) {
+        Direction& r = reach_of[d];
+        while (r.stack_size && !(until_bad && bad_count)) {
+            NodeId c = r.stack[--r.stack_size];
+            r.in_stack[c] = 0;
+            if (source_value(d, c) < r.expanded[c]) expand(d, c);
         }
-        widen(x);
-        bool start = in_s[x] == growth;
-        bool tainted = !start && (taint[x] == epoch || rejected[x] == growth);
-        NodeId via = taint[x] == epoch ? taint_via[x] : x;
-        for (NodeId y : graph.successors(x)) visit(y, tainted, via);
     }
-    NodeId run() {  // to the fixpoint; the violation's blocked node, if any S node is tainted
-        while (work_size) {
-            TESSEL_ASSERT(work_size <= work_capacity);
-            expand(work[--work_size]);
+    void unpark(int d) {  // the range grew: parked nodes now inside it are expanded
+        Direction& r = reach_of[d];
+        while (r.heap_size && !parked(d, r.heap[0])) {
+            NodeId c = heap_pop(d);
+            r.in_heap[c] = 0;
+            if (source_value(d, c) < r.expanded[c]) schedule(d, c);
         }
-        return tainted_in_s ? violation : kNoNode;
     }
-    void raise_max_rank(uint32_t r) {
-        if (r <= max_rank) return;
-        max_rank = r;
-        while (heap_size && key(heap[0]) <= max_rank) push_work(heap_pop());
+    // Clears what the previous growth left (its values, parked nodes, bad list).
+    void reset_reach(uint32_t previous_count) {
+        for (int d = 0; d < 2; ++d) {
+            Direction& r = reach_of[d];
+            for (uint32_t i = 0; i < previous_count; ++i) {
+                for (NodeId y = r.head[i]; y != kNoNode; y = r.next[y]) r.value[y] = r.expanded[y] = kUnreached;
+                r.head[i] = kNoNode;
+                r.expanded[s_list[i]] = kUnreached;  // a source that nothing reached
+            }
+            for (uint32_t i = 0; i < r.heap_size; ++i) r.in_heap[r.heap[i]] = 0;
+            r.heap_size = 0;
+        }
+        if (++bad_epoch == 0) {
+            for (uint32_t i = 0; i < n; ++i) bad_mark[i] = 0;
+            bad_epoch = 1;
+        }
+        bad_count = 0;
     }
+    NodeId first_bad() const { return bad_count ? bad[0] : kNoNode; }
+    NodeId witness_name(NodeId c) const { return committed(c) ? reach_of[0].entry[c] : c; }
     void push_work(NodeId x) {
         TESSEL_ASSERT(work_size < work_capacity);
         work[work_size++] = x;
     }
     void new_epoch() {
         if (++epoch == 0) {  // wrapped: clear the stamps once
-            for (uint32_t i = 0; i < n; ++i) plain[i] = taint[i] = jumped[i] = 0;
+            for (uint32_t i = 0; i < n; ++i) plain[i] = jumped[i] = 0;
             epoch = 1;
         }
-    }
-    NodeId recompute() {  // from scratch: S lost a node that was not reached from the rest
-        new_epoch();
-        work_size = heap_size = 0;
-        violation = kNoNode;
-        tainted_in_s = 0;
-        max_rank = 0;
-        for (uint32_t i = 0; i < s_count; ++i) if (rank[s_list[i]] > max_rank) max_rank = rank[s_list[i]];
-        for (uint32_t i = 0; i < s_count; ++i) push_work(s_list[i]);
-        return run();
     }
 
     // ---- naive checker: the condition evaluated from the closure
@@ -1555,25 +1651,48 @@ struct RollbackContext {
     // ---- events
     void add_to_s(NodeId v) {
         in_s[v] = growth;
-        if (!naive) s_index[v] = s_count;
+        if (!naive) {
+            s_index[v] = s_count;
+            uint32_t r = rank[v];
+            prefix_max_rank[s_count] = s_count && prefix_max_rank[s_count - 1] > r ? prefix_max_rank[s_count - 1] : r;
+            prefix_min_rank[s_count] = s_count && prefix_min_rank[s_count - 1] < r ? prefix_min_rank[s_count - 1] : r;
+        }
         s_list[s_count++] = v;
         if (naive) s_bits[v / 64] |= 1ull << (v % 64);
     }
-    // After a merge or a rejection the marks only grow, so they are extended in place.
+    // After a merge or a rejection values only drop, so they are updated in place.
     NodeId check_after_merge(NodeId v) {
         if (naive) return naive_violation();
-        if (taint[v] == epoch) {  // reached through a blocked node before it joined
-            ++tainted_in_s;
-            violation = taint_via[v];
+        // The wider range first: values below v's index, which create no violation (a
+        // blocked node that reaches P_{m-1} lies inside its range, where its values were
+        // exact). Then v's own index, up to the first violation: the rollback needs no more
+        // (every blocked node v makes bad has max(up, down) = v's index).
+        if (rank[v] > max_rank) { max_rank = rank[v]; unpark(0); settle(0); }
+        if (rank[v] < min_rank) { min_rank = rank[v]; unpark(1); settle(1); }
+        for (int d = 0; d < 2 && !bad_count; ++d) {
+            if (source_value(d, v) < reach_of[d].expanded[v]) schedule(d, v);
+            settle(d, true);
         }
-        raise_max_rank(rank[v]);
-        push_work(v);
-        return run();
+        return first_bad();
+    }
+    // A blocked node next to v that S reaches (a predecessor) or that reaches S (a
+    // successor): merging v would fail at once and the seed's rollback would take v straight
+    // back out, which is rejecting v. kNoNode if there is none.
+    NodeId blocked_neighbour_on_cycle(NodeId v) const {
+        for (NodeId p : graph.predecessors(v)) {
+            NodeId c = canonical(p);
+            if (blocked(c) && reach_of[0].value[c] != kUnreached) return committed(c) ? reach_of[0].entry[c] : c;
+        }
+        for (NodeId q : graph.successors(v)) {
+            NodeId c = canonical(q);
+            if (blocked(c) && reach_of[1].value[c] != kUnreached) return committed(c) ? reach_of[1].entry[c] : c;
+        }
+        return kNoNode;
     }
     NodeId check_after_reject(NodeId r) {
         if (naive) return naive_violation();
-        if (plain[r] == epoch && taint[r] != epoch && rank[r] <= max_rank) push_work(r);  // expanded plain: now blocked
-        return run();
+        if (reach_of[0].value[r] != kUnreached && reach_of[1].value[r] != kUnreached) add_bad(r);
+        return first_bad();
     }
     // The seed's rollback, one node at a time (naive checker): the last merged node leaves
     // S for the rejected list, and the condition is evaluated again.
@@ -1589,82 +1708,24 @@ struct RollbackContext {
         return naive_violation();
     }
 
-    // The same rollback loop in one pass over S's rank window (scalable checker). With S in
-    // merge order s_0..s_{m-1}, rolling back to the prefix P_k blocks s_k..s_{m-1}, and P_k
-    // fails iff some blocked node b lies on a path s_i -> b -> s_j with i, j < k. So with
-    // up(y) = the least i with a path s_i -> y and down(y) = the least j with y -> s_j
-    // (paths of length >= 1), b witnesses every k > max(up(b), down(b)): one forward and
-    // one backward pass find where the seed's loop stops, and which node each step names.
-    uint32_t up_of(NodeId p, uint32_t lo) const {
-        if (rank[p] < lo) return kUnreached;  // below S: no path from S reaches it
-        uint32_t sub = builder.subgraph_of[p];
-        if (sub != kUnplaced) return up_subgraph[sub];
-        uint32_t value = up[p];
-        if (in_s[p] == growth && s_index[p] < value) value = s_index[p];
-        return value;
-    }
-    uint32_t down_of(NodeId q, uint32_t hi) const {
-        if (rank[q] > hi) return kUnreached;  // above S: it reaches no S node
-        uint32_t sub = builder.subgraph_of[q];
-        if (sub != kUnplaced) return down_subgraph[sub];
-        uint32_t value = down[q];
-        if (in_s[q] == growth && s_index[q] < value) value = s_index[q];
-        return value;
-    }
-    void rollback_until_valid(NodeId via) {
+    // The same rollback loop in one pass (scalable checker): rolling back to the prefix P_k
+    // blocks s_k..s_{m-1}, and P_k fails iff some blocked node b (these included) has
+    // max(up(b), down(b)) < k. The blocked nodes with both values are the `bad` list, so the
+    // least such maximum over them and over the removed suffix tells where the seed's loop
+    // stops, and which node each step names. Then the values >= k are cleared.
+    void rollback_until_valid() {
         const uint32_t m = s_count;
-        uint32_t lo = n, hi = 0;
-        for (uint32_t i = 0; i < m; ++i) {
-            uint32_t r = rank[s_list[i]];
-            if (r < lo) lo = r;
-            if (r > hi) hi = r;
-        }
-        new_epoch();  // `jumped` marks subgraphs done in each pass
-        for (uint32_t r = lo; r <= hi; ++r) {
-            NodeId x = order[r];
-            uint32_t sub = builder.subgraph_of[x];
-            uint32_t value = kUnreached;
-            if (sub == kUnplaced) {
-                for (NodeId p : graph.predecessors(x)) { uint32_t u = up_of(p, lo); if (u < value) value = u; }
-                up[x] = value;
-            } else if (jumped[sub] != epoch) {  // a subgraph is one node of Q: all its inputs at once
-                jumped[sub] = epoch;
-                for (NodeId member : builder.subgraphs[sub].nodes)
-                    for (NodeId p : graph.predecessors(member))
-                        if (builder.subgraph_of[p] != sub) { uint32_t u = up_of(p, lo); if (u < value) value = u; }
-                up_subgraph[sub] = value;
-            }
-        }
-        new_epoch();
         uint32_t blocked_threshold = kUnreached;  // least max(up, down) over blocked nodes
         NodeId blocked_witness = kNoNode;
-        for (uint32_t r = hi + 1; r-- > lo;) {
-            NodeId x = order[r];
-            uint32_t sub = builder.subgraph_of[x];
-            uint32_t value = kUnreached;
-            if (sub == kUnplaced) {
-                for (NodeId q : graph.successors(x)) { uint32_t d = down_of(q, hi); if (d < value) value = d; }
-                down[x] = value;
-            } else if (jumped[sub] != epoch) {
-                jumped[sub] = epoch;
-                for (NodeId member : builder.subgraphs[sub].nodes)
-                    for (NodeId q : graph.successors(member))
-                        if (builder.subgraph_of[q] != sub) { uint32_t d = down_of(q, hi); if (d < value) value = d; }
-                down_subgraph[sub] = value;
-                uint32_t t = up_subgraph[sub] > value ? up_subgraph[sub] : value;
-                if (t < blocked_threshold) { blocked_threshold = t; blocked_witness = x; }
-            }
-        }
-        for (uint32_t i = 0; i < rejected_count; ++i) {
-            NodeId b = rejected_list[i];
-            if (rank[b] < lo || rank[b] > hi) continue;
-            uint32_t t = up[b] > down[b] ? up[b] : down[b];
-            if (t < blocked_threshold) { blocked_threshold = t; blocked_witness = b; }
+        for (uint32_t i = 0; i < bad_count; ++i) {
+            NodeId b = bad[i];
+            uint32_t t = reach_of[0].value[b] > reach_of[1].value[b] ? reach_of[0].value[b] : reach_of[1].value[b];
+            if (t < blocked_threshold) { blocked_threshold = t; blocked_witness = witness_name(b); }
         }
         // Walk the seed's loop: remove s_{k}, k = m-1, m-2, ... while P_{k+1} fails.
         uint32_t suffix_threshold = kUnreached;  // least max(up, down) over s_l, l > k
         NodeId suffix_witness = kNoNode;
-        NodeId witness = via;  // why P_m fails
+        NodeId witness = blocked_witness;  // why P_m fails
         uint32_t k = m;
         for (;;) {
             TESSEL_ASSERT(k > 1);  // a root alone always passes: Q is a DAG
@@ -1674,16 +1735,36 @@ struct RollbackContext {
             rejected_list[rejected_count++] = v;
             why_rejected[v] = Placement{PlacementReason::CycleThrough, witness};
             trace("  rollback %s: self-reference through %s\n", name(v), name(witness));
-            uint32_t t = up[v] > down[v] ? up[v] : down[v];  // v's values were taken as an S node
+            uint32_t up_v = reach_of[0].value[v], down_v = reach_of[1].value[v];
+            uint32_t t = up_v > down_v ? up_v : down_v;
             if (t < suffix_threshold) { suffix_threshold = t; suffix_witness = v; }
             if (blocked_threshold < k) witness = blocked_witness;
             else if (suffix_threshold < k) witness = suffix_witness;
             else break;  // P_k passes
         }
         s_count = k;
-        NodeId left = recompute();
-        TESSEL_ASSERT(left == kNoNode);
-        (void)left;
+        for (int d = 0; d < 2; ++d) {
+            Direction& r = reach_of[d];
+            while (r.stack_size) r.in_stack[r.stack[--r.stack_size]] = 0;  // left by a merge that failed early: index m-1 only
+            for (uint32_t i = k; i < m; ++i) {
+                for (NodeId y = r.head[i]; y != kNoNode; y = r.next[y]) {
+                    r.value[y] = kUnreached;
+                    if (in_s[y] != growth) r.expanded[y] = kUnreached;  // an S node passed on its own index
+                }
+                r.head[i] = kNoNode;
+            }
+            for (uint32_t i = k; i < m; ++i)  // removed sources that nothing else reached
+                if (r.value[s_list[i]] == kUnreached) r.expanded[s_list[i]] = kUnreached;
+        }
+        for (uint32_t i = 0; i < bad_count; ++i)  // every witness lost a value
+            TESSEL_ASSERT(reach_of[0].value[bad[i]] == kUnreached || reach_of[1].value[bad[i]] == kUnreached);
+        if (++bad_epoch == 0) {
+            for (uint32_t i = 0; i < n; ++i) bad_mark[i] = 0;
+            bad_epoch = 1;
+        }
+        bad_count = 0;
+        max_rank = prefix_max_rank[k - 1];
+        min_rank = prefix_min_rank[k - 1];
     }
     void reject(NodeId r, Placement why) {
         rejected[r] = growth;
@@ -1708,13 +1789,15 @@ struct RollbackContext {
         }
         if (naive)  // the previous candidate's bits
             for (uint32_t i = 0; i < s_count; ++i) s_bits[s_list[i] / 64] &= ~(1ull << (s_list[i] % 64));
+        else
+            reset_reach(s_count);
         s_count = 0;
         rejected_count = 0;
         stack_size = 0;
         add_to_s(root);
         if (!naive) {
-            window_lo = window_hi = rank[root];
-            NodeId none = recompute();  // a root alone always passes
+            max_rank = min_rank = rank[root];
+            NodeId none = check_after_merge(root);  // a root alone always passes
             TESSEL_ASSERT(none == kNoNode);
             (void)none;
         }
@@ -1735,7 +1818,6 @@ struct RollbackContext {
             NodeId next = k < succ.size ? succ[k] : pred[k - succ.size];
             ++frame.next;
             if (reject_sweep != (graph.node(next).affinity != device)) continue;
-            widen(next);
             if (in_s[next] == growth || rejected[next] == growth || committed(next)) continue;
             NodeId violation_via;
             if (graph.node(next).affinity != device) {
@@ -1744,18 +1826,15 @@ struct RollbackContext {
                 trace("  failed to merge %s: other device%s\n", name(next),
                       violation_via == kNoNode ? "" : ", self-reference found");
             } else {
-                NodeId partner = keep_apart_partner_in_s(next);
+                NodeId partner = any_keep_apart ? keep_apart_partner_in_s(next) : kNoNode;
                 if (partner != kNoNode) {
                     reject(next, Placement{PlacementReason::KeepApart, partner});
                     violation_via = check_after_reject(next);
                     trace("  failed to merge %s: keep apart from %s%s\n", name(next), name(partner),
                           violation_via == kNoNode ? "" : ", self-reference found");
-                } else if (!naive && taint[next] == epoch) {
-                    // Reached from S through a blocked node: merging fails at once and the
-                    // seed's rollback takes it straight back out, which is this rejection.
-                    trace("  merge %s\n  rollback %s: self-reference through %s\n", name(next), name(next),
-                          name(taint_via[next]));
-                    reject(next, Placement{PlacementReason::CycleThrough, taint_via[next]});
+                } else if (NodeId via = naive ? kNoNode : blocked_neighbour_on_cycle(next); via != kNoNode) {
+                    trace("  merge %s\n  rollback %s: self-reference through %s\n", name(next), name(next), name(via));
+                    reject(next, Placement{PlacementReason::CycleThrough, via});
                     violation_via = check_after_reject(next);
                 } else {
                     add_to_s(next);
@@ -1767,7 +1846,7 @@ struct RollbackContext {
             if (naive)
                 while (violation_via != kNoNode) violation_via = rollback_last(violation_via);
             else if (violation_via != kNoNode)
-                rollback_until_valid(violation_via);
+                rollback_until_valid();
         }
         trace_set("  end: ", s_list, s_count);
         trace("\n");
@@ -1804,6 +1883,15 @@ struct RollbackContext {
             }
         external_offset[subgraph_index] = ext_begin;
         external_count[subgraph_index] = external.size - ext_begin;
+        uint32_t pred_begin = external_pred.size;
+        for (NodeId c : nodes)
+            for (NodeId y : graph.predecessors(c)) {
+                if (builder.subgraph_of[y] == subgraph_index || external_pred_seen[y] == subgraph_index + 1) continue;
+                external_pred_seen[y] = subgraph_index + 1;
+                if (!external_pred.push(y)) { out_of_memory = true; return; }
+            }
+        external_pred_offset[subgraph_index] = pred_begin;
+        external_pred_count[subgraph_index] = external_pred.size - pred_begin;
         uint32_t lo = n, hi = 0;
         for (NodeId c : nodes) { if (rank[c] < lo) lo = rank[c]; if (rank[c] > hi) hi = rank[c]; }
         *lo_out = lo;
@@ -1853,17 +1941,19 @@ struct RollbackContext {
         work_size = 0;
     }
 
-    bool grow_pools(uint32_t nodes, uint32_t rejections) {
-        pool_capacity = nodes;
-        rejection_capacity = rejections;
-        for (int i = 0; i < 2; ++i) {
-            pool[i] = arena->allocate_array<NodeId>(nodes);
-            rejection_pool[i] = arena->allocate_array<Rejection>(rejections);
-            if (!pool[i] || !rejection_pool[i]) return false;
+    bool grow_pools(uint32_t nodes, uint32_t rejections) {  // only the ones that grow
+        if (nodes != pool_capacity || !pool) {
+            pool = arena->allocate_array<NodeId>(nodes);
+            pool_capacity = nodes;
         }
-        return true;
+        if (rejections != rejection_capacity || !rejection_pool) {
+            rejection_pool = arena->allocate_array<Rejection>(rejections);
+            rejection_capacity = rejections;
+        }
+        return pool && rejection_pool;
     }
-    // Copies the valid entries into the other pool (growing both when half full).
+    // Packs the valid entries to the front of the pools, in place (entries sit in store
+    // order, so each moves down), or into bigger pools when they would stay over 3/4 full.
     bool compact(uint32_t extra_nodes, uint32_t extra_rejections) {
         uint32_t live_nodes = 0, live_rejections = 0, kept = 0;
         for (uint32_t i = 0; i < cached_roots.size; ++i) {
@@ -1874,21 +1964,23 @@ struct RollbackContext {
             live_rejections += cache[r].rejected_count;
         }
         cached_roots.size = kept;
-        NodeId* old_nodes = pool[active];
-        Rejection* old_rejections = rejection_pool[active];
-        if (2 * (live_nodes + extra_nodes) > pool_capacity || 2 * (live_rejections + extra_rejections) > rejection_capacity) {
-            uint32_t nodes = pool_capacity, rejections = rejection_capacity;
-            while (2 * (live_nodes + extra_nodes) > nodes) nodes *= 2;
-            while (2 * (live_rejections + extra_rejections) > rejections) rejections *= 2;
-            if (!grow_pools(nodes, rejections)) return false;
+        std::sort(cached_roots.data, cached_roots.data + kept, [this](NodeId a, NodeId b) { return cache[a].offset < cache[b].offset; });
+        NodeId* old_nodes = pool;
+        Rejection* old_rejections = rejection_pool;
+        const uint64_t need_nodes = (uint64_t)live_nodes + extra_nodes, need_rejections = (uint64_t)live_rejections + extra_rejections;
+        if (4 * need_nodes > 3 * (uint64_t)pool_capacity || 4 * need_rejections > 3 * (uint64_t)rejection_capacity) {
+            uint64_t nodes = pool_capacity, rejections = rejection_capacity;
+            while (4 * need_nodes > 3 * nodes) nodes *= 2;
+            while (4 * need_rejections > 3 * rejections) rejections *= 2;
+            if (nodes > 0xffffffffu || rejections > 0xffffffffu) return false;
+            if (!grow_pools((uint32_t)nodes, (uint32_t)rejections)) return false;
         }
-        active ^= 1;
         pool_size = rejection_size = 0;
         for (uint32_t i = 0; i < cached_roots.size; ++i) {
             Cached& entry = cache[cached_roots[i]];
-            for (uint32_t k = 0; k < entry.count; ++k) pool[active][pool_size + k] = old_nodes[entry.offset + k];
+            for (uint32_t k = 0; k < entry.count; ++k) pool[pool_size + k] = old_nodes[entry.offset + k];
             for (uint32_t k = 0; k < entry.rejected_count; ++k)
-                rejection_pool[active][rejection_size + k] = old_rejections[entry.rejected_offset + k];
+                rejection_pool[rejection_size + k] = old_rejections[entry.rejected_offset + k];
             entry.offset = pool_size;
             entry.rejected_offset = rejection_size;
             pool_size += entry.count;
@@ -1910,15 +2002,133 @@ struct RollbackContext {
         entry.count = s_count;
         entry.rejected_offset = rejection_size;
         entry.rejected_count = rejections;
-        entry.lo = window_lo;
-        entry.hi = window_hi;
         entry.valid = true;
-        for (uint32_t i = 0; i < s_count; ++i) pool[active][pool_size++] = s_list[i];
+        for (uint32_t i = 0; i < s_count; ++i) pool[pool_size++] = s_list[i];
         for (uint32_t k = 0; k < rejected_count; ++k) {
             NodeId x = rejected_list[k];
-            if (graph.node(x).affinity == device) rejection_pool[active][rejection_size++] = Rejection{x, why_rejected[x]};
+            if (graph.node(x).affinity == device) rejection_pool[rejection_size++] = Rejection{x, why_rejected[x]};
         }
+        if (!naive) update_window(entry);
         return true;
+    }
+    // An entry's nodes T: the candidate, then its rejected nodes of the device.
+    uint32_t entry_size(const Cached& entry) const { return entry.count + entry.rejected_count; }
+    NodeId entry_node(const Cached& entry, uint32_t i) const {
+        return i < entry.count ? pool[entry.offset + i] : rejection_pool[entry.rejected_offset + i - entry.count].node();
+    }
+    void update_window(Cached& entry) const {
+        uint32_t lo = n, hi = 0;
+        for (uint32_t i = 0; i < entry_size(entry); ++i) {
+            NodeId x = entry_node(entry, i);
+            if (committed(x)) continue;
+            if (rank[x] < lo) lo = rank[x];
+            if (rank[x] > hi) hi = rank[x];
+        }
+        entry.lo = lo;
+        entry.hi = hi;
+    }
+
+    // After committing subgraph C (its rank window lo..hi, already contracted), drops the
+    // cached candidates that could grow differently now. Let T be an entry's nodes: the
+    // candidate and its rejected nodes of the device, which hold every node ever merged
+    // (every S of the growth) and every neighbour of the device it looked at and did not
+    // skip as committed. The growth reads the rest of the graph only through two questions:
+    // is a neighbour committed, and does some path of Q leave an S, pass a blocked node and
+    // return to S or to a neighbour about to be merged (the condition, and the shortcut of
+    // blocked_neighbour_on_cycle). The commit changes the first only for nodes of C, which
+    // are of the device, so only if C meets T. It adds blocked nodes (C) and paths (through
+    // C's contracted node) to the second, and any such new path runs from T into C and from
+    // C into T. So a candidate with no T node in C, and no T node that reaches C or none
+    // that C reaches, grows to the same node set and is kept. (The witnesses it stored were
+    // valid in the old Q and stay valid: paths only grow.) Ranks rise along Q's paths, so a
+    // candidate whose window misses lo..hi is unaffected, and the walks stay inside the
+    // affected candidates' windows.
+    void invalidate_after_commit(uint32_t subgraph_index, uint32_t lo, uint32_t hi) {
+        uint32_t low = n, high = 0;
+        for (uint32_t i = 0; i < cached_roots.size; ++i) {
+            const Cached& c = cache[cached_roots[i]];
+            if (!c.valid || c.hi < lo || hi < c.lo) continue;
+            if (c.lo < low) low = c.lo;
+            if (c.hi > high) high = c.hi;
+        }
+        if (low > high) return;
+        // The windows were measured before the contraction, which moved nodes inside lo..hi.
+        if (lo < low) low = lo;
+        if (hi > high) high = hi;
+        if (++commit_stamp == 0) {
+            for (uint32_t i = 0; i < n; ++i)
+                reaches_commit[i] = reached_from_commit[i] = subgraph_reaches_commit[i] = subgraph_reached_from_commit[i] = 0;
+            commit_stamp = 1;
+        }
+        const uint32_t stamp = commit_stamp;
+        // Forward from C, ranks up to `high`.
+        work_size = 0;
+        subgraph_reached_from_commit[subgraph_index] = stamp;
+        subgraph_reaches_commit[subgraph_index] = stamp;
+        auto forward = [&](NodeId y) {
+            uint32_t sub = builder.subgraph_of[y];
+            if (sub == kUnplaced) {
+                if (reached_from_commit[y] == stamp || rank[y] > high) return;
+                reached_from_commit[y] = stamp;
+                push_work(y);
+            } else {
+                if (subgraph_reached_from_commit[sub] == stamp || rank[representative[sub]] > high) return;
+                subgraph_reached_from_commit[sub] = stamp;
+                push_work(representative[sub] | kSubgraphBit);
+            }
+        };
+        for (uint32_t i = 0; i < external_count[subgraph_index]; ++i) forward(external[external_offset[subgraph_index] + i]);
+        while (work_size) {
+            NodeId x = work[--work_size];
+            if (x & kSubgraphBit) {
+                uint32_t sub = builder.subgraph_of[x & ~kSubgraphBit];
+                for (uint32_t i = 0; i < external_count[sub]; ++i) forward(external[external_offset[sub] + i]);
+            } else {
+                for (NodeId y : graph.successors(x)) forward(y);
+            }
+        }
+        // Backward into C, ranks down to `low` (a subgraph's members are contiguous ranks,
+        // the representative the lowest).
+        auto backward = [&](NodeId y) {
+            uint32_t sub = builder.subgraph_of[y];
+            if (sub == kUnplaced) {
+                if (reaches_commit[y] == stamp || rank[y] < low) return;
+                reaches_commit[y] = stamp;
+                push_work(y);
+            } else {
+                if (subgraph_reaches_commit[sub] == stamp || rank[representative[sub]] < low) return;
+                subgraph_reaches_commit[sub] = stamp;
+                push_work(representative[sub] | kSubgraphBit);
+            }
+        };
+        for (NodeId member : builder.subgraphs[subgraph_index].nodes)
+            for (NodeId p : graph.predecessors(member)) backward(p);
+        while (work_size) {
+            NodeId x = work[--work_size];
+            if (x & kSubgraphBit) {
+                uint32_t sub = builder.subgraph_of[x & ~kSubgraphBit];
+                for (NodeId member : builder.subgraphs[sub].nodes)
+                    for (NodeId p : graph.predecessors(member)) backward(p);
+            } else {
+                for (NodeId p : graph.predecessors(x)) backward(p);
+            }
+        }
+        for (uint32_t i = 0; i < cached_roots.size; ++i) {
+            Cached& c = cache[cached_roots[i]];
+            if (!c.valid || c.hi < lo || hi < c.lo) continue;
+            bool hit = false, reaches = false, reached = false;
+            for (uint32_t k = 0; k < entry_size(c) && !hit; ++k) {
+                NodeId x = entry_node(c, k);
+                uint32_t sub = builder.subgraph_of[x];
+                if (sub == subgraph_index) hit = true;
+                if (sub != kUnplaced) continue;
+                reaches = reaches || reaches_commit[x] == stamp;
+                reached = reached || reached_from_commit[x] == stamp;
+                hit = reaches && reached;
+            }
+            if (hit) c.valid = false;
+            else update_window(c);
+        }
     }
     void drop_cache() {
         for (uint32_t i = 0; i < cached_roots.size; ++i) cache[cached_roots[i]].valid = cache[cached_roots[i]].in_roots = false;
@@ -1930,7 +2140,7 @@ struct RollbackContext {
     // commit pushed them out (then that reason stays); its rejected nodes of the device
     // remember why, for when they are committed elsewhere.
     void commit_reasons(const Cached& entry, NodeId root, Placement* pending) {
-        const NodeId* nodes = pool[active] + entry.offset;
+        const NodeId* nodes = pool + entry.offset;
         for (uint32_t i = 0; i < entry.count; ++i) {
             NodeId x = nodes[i];
             Placement p = pending[x];
@@ -1938,9 +2148,9 @@ struct RollbackContext {
                 p = Placement{x == root ? PlacementReason::Root : PlacementReason::Grown, x == root ? kNoNode : root};
             builder.placements[x] = p;
         }
-        const Rejection* rejections = rejection_pool[active] + entry.rejected_offset;
+        const Rejection* rejections = rejection_pool + entry.rejected_offset;
         for (uint32_t i = 0; i < entry.rejected_count; ++i)
-            if (pending[rejections[i].node].other == kNoNode) pending[rejections[i].node] = rejections[i].why;
+            if (pending[rejections[i].node()].other == kNoNode) pending[rejections[i].node()] = rejections[i].why();
     }
 
     Status run_device(DeviceId device, Placement* pending) {
@@ -1991,7 +2201,7 @@ struct RollbackContext {
                 scan_from[r] = i;
                 listed[listed_count++] = r;
                 listing[r] = ++listings;
-                const NodeId* nodes = pool[active] + cache[r].offset;
+                const NodeId* nodes = pool + cache[r].offset;
                 for (uint32_t k = 0; k < cache[r].count; ++k)
                     if (!is_covered(nodes[k])) { cover[nodes[k]] = r; cover_listing[nodes[k]] = listings; }
             }
@@ -2005,7 +2215,7 @@ struct RollbackContext {
             }
             TESSEL_ASSERT(best != kNoNode);  // a remaining node is a root or covered by a listed candidate
             const Cached entry = cache[best];
-            const NodeId* nodes = pool[active] + entry.offset;
+            const NodeId* nodes = pool + entry.offset;
             trace_set("  commit ", nodes, entry.count);
             trace("\n");
             commit_reasons(entry, best, pending);
@@ -2017,17 +2227,17 @@ struct RollbackContext {
             contract(builder.subgraphs.size - 1, &lo, &hi);
             if (out_of_memory) return Status::OutOfMemory;
             if (naive) continue;
-            // Candidates whose window the commit reordered are stale. The scan restarts at
-            // the first listed one; unlisted ones are dropped the same way.
+            // Candidates the commit may change are stale. The scan restarts at the first
+            // listed one; unlisted ones are dropped the same way.
+            invalidate_after_commit(builder.subgraphs.size - 1, lo, hi);
             uint32_t first_invalid = listed_count;
             for (uint32_t i = 0; i < listed_count; ++i) {
                 NodeId r = listed[i];
-                if (r != kNoNode && cache[r].lo <= hi && lo <= cache[r].hi) { first_invalid = i; break; }
+                if (r != kNoNode && !cache[r].valid) { first_invalid = i; break; }
             }
             uint32_t kept = 0;
             for (uint32_t i = 0; i < cached_roots.size; ++i) {
                 Cached& c = cache[cached_roots[i]];
-                if (c.valid && c.lo <= hi && lo <= c.hi) c.valid = false;
                 if (c.valid) cached_roots[kept++] = cached_roots[i];
                 else c.in_roots = false;  // its pool space is reclaimed by the next compaction
             }

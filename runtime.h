@@ -147,6 +147,10 @@ private:
 // Number of elements of a desc (0 if any dim is 0); false on a negative dim or overflow.
 bool desc_elements(const TensorDesc& desc, uint64_t* elements);
 
+// Element i (row-major, dense) of any element type as a double; 0 for Undefined. For
+// comparing outputs in tools and tests.
+double element_value(const Tensor& tensor, uint64_t i);
+
 // >>model
 // A model is a Graph with its interface. Graph inputs are `Parameter` nodes (one output,
 // desc from add_input; negative dims are symbolic), weights are `Constant` nodes (attribute
@@ -748,6 +752,23 @@ Status Tensor::view(ElementType type, Span<const int64_t> shape, void* data, con
     return Status::Ok;
 }
 
+double element_value(const Tensor& t, uint64_t i) {
+    switch (t.type()) {
+        case ElementType::Float32: return t.data_as<float>()[i];
+        case ElementType::Int64: return (double)t.data_as<int64_t>()[i];
+        case ElementType::Int32: return t.data_as<int32_t>()[i];
+        case ElementType::Int8: return t.data_as<int8_t>()[i];
+        case ElementType::UInt8: case ElementType::Bool: return t.data_as<uint8_t>()[i];
+        case ElementType::Float16: {
+            uint16_t h = t.data_as<uint16_t>()[i];
+            int e = (h >> 10) & 31, m = h & 1023;
+            double v = e == 0 ? std::ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY) : std::ldexp(m + 1024, e - 25);
+            return h & 0x8000 ? -v : v;
+        }
+        default: return 0;
+    }
+}
+
 uint64_t Tensor::elements() const {
     uint64_t n = 0;
     return desc_elements(desc_, &n) ? n : 0;
@@ -1145,20 +1166,17 @@ struct detail_prepare {
         base[n] = values;
         TensorDesc* desc = scratch.allocate_array<TensorDesc>(values + 1);
         const void** data = scratch.allocate_array<const void*>(values + 1);
-        const OpKernel** kernel = scratch.allocate_array<const OpKernel*>(n + 1);
-        const void** state = scratch.allocate_array<const void*>(n + 1);
-        size_t* scratch_bytes = scratch.allocate_array<size_t>(n + 1);
-        uint8_t* in_place = scratch.allocate_array<uint8_t>(n + 1);
         uint8_t* folded = scratch.allocate_array<uint8_t>(n + 1);
         uint8_t* needed = scratch.allocate_array<uint8_t>(n + 1);
-        if (!desc || !data || !kernel || !state || !scratch_bytes || !in_place || !folded || !needed)
+        if (!desc || !data || !folded || !needed)
             return fail(error, Status::OutOfMemory, "out of memory preparing the model");
         for (uint32_t v = 0; v < values; ++v) { desc[v] = TensorDesc(); data[v] = nullptr; }
         TensorDesc in_desc[64];
         const void* in_value[64];
         for (NodeId id : g.topological_order()) {
             const Node& node = g.node(id);
-            kernel[id] = nullptr; state[id] = nullptr; scratch_bytes[id] = 0; in_place[id] = 0; folded[id] = 0; needed[id] = 0;
+            folded[id] = 0;
+            needed[id] = 0;
             const InputValue* value = nullptr;
             for (const InputValue& f : frozen) if (node.op == StringView("Parameter") && f.name == node.name) value = &f;
             if (value) {   // a frozen input: a constant from now on
@@ -1281,7 +1299,6 @@ struct detail_prepare {
                 s = check_desc(desc[base[id] + p], limits, node, error);
                 if (s != Status::Ok) return s;
             }
-            kernel[id] = k; state[id] = c.state; scratch_bytes[id] = c.scratch_bytes; in_place[id] = c.in_place ? 1 : 0;
             if (all_known && !is_random(node.op)) {
                 s = fold(g, id, k, c, in_desc, in_value, &desc[base[id]], &data[base[id]], limits, &arena, error);
                 if (s == Status::Ok) folded[id] = 1;
@@ -2280,6 +2297,7 @@ struct Transfer {
     uint32_t value;      // the producer's value id
     uint32_t slot;       // the consumer subgraph's copy (a slot id >= value_count)
     uint32_t to;         // consumer subgraph
+    NodeId producer;
 };
 struct SavedConfig {     // one device's config at compile time (export) or before it (restore)
     Device* device;
@@ -2303,8 +2321,9 @@ struct CompiledModel::Impl {
     uint32_t config_count = 0;
     detail::ExecStep* exec = nullptr;
     uint32_t exec_count = 0;
-    detail::Transfer* transfers = nullptr;
+    detail::Transfer* transfers = nullptr;   // sorted by (to, value)
     uint32_t transfer_count = 0;
+    uint32_t* transfer_first = nullptr;      // per subgraph: its transfers are [first[s], first[s+1])
     uint32_t slot_count = 0;             // values + transfer copies
     int64_t* offset = nullptr;           // per slot: arena offset, -1 when not in the arena
     size_t* slot_bytes = nullptr;
@@ -2388,6 +2407,17 @@ void CompiledModel::write_summary(WriteFn write, void* user) const {
 }
 
 namespace detail {
+// The slot subgraph s reads value v from: its transfer's copy, or the value itself.
+inline uint32_t reader_slot(const CompiledModel::Impl* m, uint32_t s, uint32_t v) {
+    uint32_t lo = m->transfer_first[s], hi = m->transfer_first[s + 1];
+    while (lo < hi) {
+        uint32_t mid = (lo + hi) / 2;
+        if (m->transfers[mid].value < v) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < m->transfer_first[s + 1] && m->transfers[lo].value == v ? m->transfers[lo].slot : v;
+}
+
 // Static memory plan: each value a buffer live from its producing step to its last reader
 // (graph outputs and inputs to the end); an in-place step's output shares its input's buffer
 // when that input dies there. Buffers are placed largest first at the lowest offset that no
@@ -2428,9 +2458,7 @@ inline Status plan_memory(CompiledModel::Impl* m) {
         }
         const ProgramStep& step = m->programs[x.subgraph]->steps()[x.index];
         for (uint32_t r : step.reads) {
-            uint32_t slot = r;
-            for (uint32_t k = 0; k < m->transfer_count; ++k)
-                if (m->transfers[k].value == r && m->transfers[k].to == x.subgraph) slot = m->transfers[k].slot;
+            uint32_t slot = reader_slot(m, x.subgraph, r);
             if (last[slot] < t) last[slot] = t;
         }
         for (uint32_t w : step.writes) {
@@ -2455,9 +2483,7 @@ inline Status plan_memory(CompiledModel::Impl* m) {
         if (x.transfer) continue;
         const ProgramStep& step = m->programs[x.subgraph]->steps()[x.index];
         if (!step.in_place || step.reads.size == 0 || step.writes.size == 0) continue;
-        uint32_t in = step.reads[0], out = step.writes[0];
-        for (uint32_t k = 0; k < m->transfer_count; ++k)
-            if (m->transfers[k].value == in && m->transfers[k].to == x.subgraph) in = m->transfers[k].slot;
+        uint32_t in = reader_slot(m, x.subgraph, step.reads[0]), out = step.writes[0];
         uint32_t b = buffer[in];
         if (first[in] == kNever || pinned[in] || last[in] != e + 1 || m->slot_bytes[in] != m->slot_bytes[out]) continue;
         bool read_twice = false;   // the kernel reads its input elsewhere too
@@ -2529,16 +2555,26 @@ inline Status build_schedule(CompiledModel::Impl* m, char* error) {
             uint32_t from = m->subgraph_of[p], to = m->subgraph_of[v];
             if (from == to || is_free_op(g.node(p).op)) continue;
             edge[(size_t)from * sc + to] = 1;
-            uint32_t value = pm.value_id(p, node.inputs[i].port);
-            bool seen = false;
-            for (uint32_t k = 0; k < m->transfer_count && !seen; ++k)
-                seen = m->transfers[k].value == value && m->transfers[k].to == to;
-            if (!seen) {
-                m->transfers[m->transfer_count] = Transfer{value, pm.value_count() + m->transfer_count, to};
-                ++m->transfer_count;
-            }
+            m->transfers[m->transfer_count++] = Transfer{pm.value_id(p, node.inputs[i].port), 0, to, p};
         }
     }
+    // One transfer per (reader subgraph, value), sorted so a subgraph's are contiguous.
+    std::sort(m->transfers, m->transfers + m->transfer_count, [](const Transfer& a, const Transfer& b) {
+        return a.to != b.to ? a.to < b.to : a.value < b.value;
+    });
+    uint32_t unique = 0;
+    for (uint32_t k = 0; k < m->transfer_count; ++k)
+        if (unique == 0 || m->transfers[unique - 1].to != m->transfers[k].to || m->transfers[unique - 1].value != m->transfers[k].value)
+            m->transfers[unique++] = m->transfers[k];
+    m->transfer_count = unique;
+    m->transfer_first = m->arena.allocate_array<uint32_t>(sc + 2);
+    if (!m->transfer_first) return Status::OutOfMemory;
+    for (uint32_t s = 0; s <= sc; ++s) m->transfer_first[s] = 0;
+    for (uint32_t k = 0; k < m->transfer_count; ++k) {
+        m->transfers[k].slot = pm.value_count() + k;
+        ++m->transfer_first[m->transfers[k].to + 1];
+    }
+    for (uint32_t s = 0; s < sc; ++s) m->transfer_first[s + 1] += m->transfer_first[s];
     for (uint32_t t = 0; t < sc; ++t) {
         indegree[t] = 0;
         for (uint32_t f = 0; f < sc; ++f) indegree[t] += edge[(size_t)f * sc + t];
@@ -2563,8 +2599,7 @@ inline Status build_schedule(CompiledModel::Impl* m, char* error) {
     m->step_count = steps;
     for (uint32_t k = 0; k < sc; ++k) {
         uint32_t s = order[k];
-        for (uint32_t t = 0; t < m->transfer_count; ++t)
-            if (m->transfers[t].to == s) m->exec[m->exec_count++] = ExecStep{s, t, true};
+        for (uint32_t t = m->transfer_first[s]; t < m->transfer_first[s + 1]; ++t) m->exec[m->exec_count++] = ExecStep{s, t, true};
         for (uint32_t i = 0; i < m->programs[s]->steps().size; ++i) m->exec[m->exec_count++] = ExecStep{s, i, false};
     }
     return Status::Ok;
@@ -3024,8 +3059,9 @@ struct InferRequest::Impl {
     unsigned char* arena = nullptr;
     void* scratch_raw = nullptr;
     void* scratch = nullptr;
-    void** base = nullptr;           // per slot
-    void** tables = nullptr;         // per subgraph: pointer per value id as that subgraph reads it
+    void** base = nullptr;           // per slot: where it lives
+    void** values = nullptr;         // per value id, as the running subgraph reads it (its
+                                     // transfers' copies patched in while it runs)
     Tensor* inputs = nullptr;
     Tensor* outputs = nullptr;
     Tensor* bound_outputs = nullptr; // user tensors outputs are copied into (type Undefined: none)
@@ -3058,15 +3094,17 @@ struct InferRequest::Impl {
         TESSEL_FREE(arena_raw);
         TESSEL_FREE(scratch_raw);
         TESSEL_FREE(base);
-        TESSEL_FREE(tables);
+        TESSEL_FREE(values);
         TESSEL_FREE(profile);
     }
     uint32_t value_count() const { return m->prepared.value_count(); }
-    void bind(uint32_t value, void* pointer) {
+    void bind(uint32_t value, void* pointer) {   // never during a run (one thread per request)
         base[value] = pointer;
-        for (uint32_t s = 0; s < m->subgraph_count; ++s) tables[(size_t)s * value_count() + value] = pointer;
-        for (uint32_t t = 0; t < m->transfer_count; ++t)   // a transfer's copy stays the reader's
-            if (m->transfers[t].value == value) tables[(size_t)m->transfers[t].to * value_count() + value] = base[m->transfers[t].slot];
+        values[value] = pointer;
+    }
+    void patch(uint32_t s, bool enter) {   // a subgraph reads its transfers' copies
+        for (uint32_t t = m->transfer_first[s]; t < m->transfer_first[s + 1]; ++t)
+            values[m->transfers[t].value] = base[enter ? m->transfers[t].slot : m->transfers[t].value];
     }
     Status run();
 };
@@ -3100,12 +3138,12 @@ Status CompiledModel::create_request(InferRequest* request) const {
     r->arena = static_cast<unsigned char*>(detail::aligned_block(impl_->arena_bytes, &r->arena_raw));
     r->scratch = detail::aligned_block(impl_->scratch_bytes, &r->scratch_raw);
     r->base = detail::malloc_array<void*>(impl_->slot_count + 1);
-    r->tables = detail::malloc_array<void*>((size_t)impl_->subgraph_count * values + 1);
+    r->values = detail::malloc_array<void*>(values + 1);
     r->inputs = detail::malloc_array<Tensor>(pm.input_count());
     r->outputs = detail::malloc_array<Tensor>(pm.output_count());
     r->bound_outputs = detail::malloc_array<Tensor>(pm.output_count());
     r->profile = detail::malloc_array<ProfileEntry>(impl_->exec_count + 1);
-    bool ok = r->arena && r->scratch && r->base && r->tables && r->inputs && r->outputs && r->bound_outputs && r->profile;
+    bool ok = r->arena && r->scratch && r->base && r->values && r->inputs && r->outputs && r->bound_outputs && r->profile;
     if (ok) {
         for (uint32_t i = 0; i < pm.input_count(); ++i) new (&r->inputs[i]) Tensor();
         for (uint32_t i = 0; i < pm.output_count(); ++i) { new (&r->outputs[i]) Tensor(); new (&r->bound_outputs[i]) Tensor(); }
@@ -3124,10 +3162,7 @@ Status CompiledModel::create_request(InferRequest* request) const {
         const void* c = s < values ? impl_->prepared.constant(s) : nullptr;
         r->base[s] = impl_->offset[s] >= 0 ? r->arena + impl_->offset[s] : const_cast<void*>(c);
     }
-    for (uint32_t s = 0; s < impl_->subgraph_count; ++s)
-        for (uint32_t v = 0; v < values; ++v) r->tables[(size_t)s * values + v] = r->base[v];
-    for (uint32_t t = 0; t < impl_->transfer_count; ++t)
-        r->tables[(size_t)impl_->transfers[t].to * values + impl_->transfers[t].value] = r->base[impl_->transfers[t].slot];
+    for (uint32_t v = 0; v < values; ++v) r->values[v] = r->base[v];
     for (uint32_t i = 0; i < pm.input_count(); ++i) {
         const TensorDesc& d = input_desc(i);
         ignore_status(r->inputs[i].view(d.type, Span<const int64_t>(d.dims, d.rank), r->base[impl_->prepared.value_id(pm.input(i).node, 0)]));
@@ -3226,14 +3261,19 @@ Status InferRequest::set_output(StringView name, const Tensor& tensor) {
 
 Status InferRequest::Impl::run() {
     const CompiledModel::Impl& cm = *m;
-    uint32_t values = value_count();
     error[0] = 0;
     profile_count = 0;
+    uint32_t current = 0xffffffffu;   // the subgraph whose transfers are patched in
 #ifdef TESSEL_USE_MICROPROFILE
     uint32_t open_subgraph = 0xffffffffu;
 #endif
     for (uint32_t e = 0; e < cm.exec_count; ++e) {
         const detail::ExecStep& x = cm.exec[e];
+        if (x.subgraph != current) {
+            if (current != 0xffffffffu) patch(current, false);
+            patch(x.subgraph, true);
+            current = x.subgraph;
+        }
 #ifdef TESSEL_USE_MICROPROFILE
         if (x.subgraph != open_subgraph) {
             if (open_subgraph != 0xffffffffu) MicroProfileLeave();
@@ -3249,7 +3289,7 @@ Status InferRequest::Impl::run() {
             std::memcpy(base[t.slot], base[t.value], cm.slot_bytes[t.slot]);
         } else {
             StepContext c;
-            c.values = tables + (size_t)x.subgraph * values;
+            c.values = values;
             c.scratch = scratch;
             c.threads = pool.threads();
             c.pool = &pool;
@@ -3262,11 +3302,7 @@ Status InferRequest::Impl::run() {
             p.device = cm.subgraph_device[x.subgraph]->name();
             p.ns = detail::now_ns() - start;
             if (x.transfer) {
-                const Graph& g = cm.prepared.model.graph;
-                uint32_t v = cm.transfers[x.index].value;
-                NodeId producer = 0;
-                while (producer + 1 < g.node_count() && cm.prepared.value_id(producer + 1, 0) <= v) ++producer;
-                p.node = g.node(producer).name;
+                p.node = cm.prepared.model.graph.node(cm.transfers[x.index].producer).name;
                 p.kernel = "transfer";
             } else {
                 const ProgramStep& step = cm.programs[x.subgraph]->steps()[x.index];
@@ -3279,10 +3315,12 @@ Status InferRequest::Impl::run() {
         if (s != Status::Ok || e + 1 == cm.exec_count) MicroProfileLeave();   // the subgraph zone
 #endif
         if (s != Status::Ok) {
+            patch(current, false);
             if (!error[0]) std::snprintf(error, sizeof error, "a kernel failed");
             return s;
         }
     }
+    if (current != 0xffffffffu) patch(current, false);
     for (uint32_t i = 0; i < cm.prepared.model.output_count(); ++i)
         if (bound_outputs[i].data() && bound_outputs[i].data() != outputs[i].data())
             std::memcpy(bound_outputs[i].data(), outputs[i].data(), outputs[i].bytes());

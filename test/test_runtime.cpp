@@ -866,3 +866,30 @@ TEST_CASE("runtime: a BatchNormalization after a Conv with constant parameters i
     REQUIRE(core.import_model(blob.data(), blob.size(), &imported) == Status::Ok);
     CHECK(bitwise_equal(run_compiled(imported, 8), a));
 }
+
+TEST_CASE("runtime: NUM_THREADS splits kernels across the request's threads with the same bits") {
+    Model m;
+    NodeId x, w, conv, relu, wm, mm;
+    REQUIRE(m.add_input("x", float_desc({2, 8, 19, 17}), &x) == Status::Ok);
+    std::mt19937 rng(5);
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    std::vector<float> wv(12 * 8 * 3 * 3), mv(15 * 21);
+    for (float& v : wv) v = u(rng);
+    for (float& v : mv) v = u(rng);
+    REQUIRE(m.add_constant("w", float_desc({12, 8, 3, 3}), wv.data(), &w) == Status::Ok);
+    InputRef cin[] = {InputRef::by_id(x), InputRef::by_id(w)};
+    REQUIRE(m.add_node("Conv", "conv", cin, 1, &conv) == Status::Ok);
+    InputRef rin[] = {InputRef::by_id(conv)};
+    REQUIRE(m.add_node("Relu", "relu", rin, 1, &relu) == Status::Ok);
+    REQUIRE(m.add_constant("wm", float_desc({15, 21}), mv.data(), &wm) == Status::Ok);
+    InputRef min[] = {InputRef::by_id(relu), InputRef::by_id(wm)};
+    REQUIRE(m.add_node("MatMul", "mm", min, 1, &mm) == Status::Ok);
+    REQUIRE(m.add_output("y", InputRef::by_id(mm)) == Status::Ok);
+    REQUIRE(m.finalize() == Status::Ok);
+    auto one = run_model(m, "CPU", {{"NUM_THREADS", "1"}}, 6);
+    for (const char* threads : {"2", "3", "8"}) {
+        INFO(std::string(threads));
+        CHECK(bitwise_equal(one, run_model(m, "CPU", {{"NUM_THREADS", threads}}, 6)));
+    }
+    CHECK(bitwise_equal(one, run_model(m, "HETERO:TEMPLATE,CPU", {{"TEMPLATE:SUPPORTED_OPS", "Conv"}, {"CPU:NUM_THREADS", "4"}}, 6)));
+}

@@ -283,6 +283,26 @@ int parse_model_options(int argc, char** argv, ModelOptions* o, bool allow_outpu
     return 0;
 }
 
+// Symbolic dims come from --shape, else from the input files of --inputs. Returns the count.
+uint32_t input_shapes(const ModelOptions& o, const Model& model, InputShape* shapes) {
+    static int64_t dims[64][kMaxRank];
+    uint32_t count = 0;
+    for (uint32_t i = 0; i < o.shape_count; ++i) shapes[count++] = o.shapes[i];
+    for (uint32_t i = 0; o.inputs_dir && i < model.input_count() && count < 64; ++i) {
+        bool given = false;
+        for (uint32_t k = 0; k < o.shape_count; ++k) given = given || o.shapes[k].name == model.input(i).name;
+        if (given) continue;
+        char path[4096];
+        std::snprintf(path, sizeof path, "%s/input_%u.pb", o.inputs_dir, i);
+        Tensor t;
+        if (read_tensor_file(path, &t) != Status::Ok) continue;   // reported when the inputs are set
+        for (uint32_t k = 0; k < t.rank(); ++k) dims[count][k] = t.dim(k);
+        shapes[count] = InputShape{model.input(i).name, Span<const int64_t>(dims[count], t.rank())};
+        ++count;
+    }
+    return count;
+}
+
 // Reads MODEL.onnx, or imports a compiled blob (by its magic), and compiles. 0 or exit code.
 int load_and_compile(Core* core, const ModelOptions& o, Model* model, CompiledModel* compiled, bool* from_blob) {
     size_t size = 0;
@@ -299,23 +319,8 @@ int load_and_compile(Core* core, const ModelOptions& o, Model* model, CompiledMo
     TESSEL_FREE(bytes);
     s = model->read_onnx_file(o.path);
     if (s != Status::Ok) { std::fprintf(stderr, "tessel: %s: %s\n", o.path, model->last_error()); return 2; }
-    // Symbolic dims come from --shape, else from the input files of --inputs.
     InputShape shapes[64];
-    static int64_t dims[64][kMaxRank];
-    uint32_t count = 0;
-    for (uint32_t i = 0; i < o.shape_count; ++i) shapes[count++] = o.shapes[i];
-    for (uint32_t i = 0; o.inputs_dir && i < model->input_count() && count < 64; ++i) {
-        bool given = false;
-        for (uint32_t k = 0; k < o.shape_count; ++k) given = given || o.shapes[k].name == model->input(i).name;
-        if (given) continue;
-        char path[4096];
-        std::snprintf(path, sizeof path, "%s/input_%u.pb", o.inputs_dir, i);
-        Tensor t;
-        if (read_tensor_file(path, &t) != Status::Ok) continue;   // reported when the inputs are set
-        for (uint32_t k = 0; k < t.rank(); ++k) dims[count][k] = t.dim(k);
-        shapes[count] = InputShape{model->input(i).name, Span<const int64_t>(dims[count], t.rank())};
-        ++count;
-    }
+    uint32_t count = input_shapes(o, *model, shapes);
     s = core->compile_model(*model, o.device, Span<const ConfigEntry>(o.config, o.config_count), compiled,
                             Span<const InputShape>(shapes, count));
     if (s != Status::Ok) { std::fprintf(stderr, "tessel: %s: %s\n", o.path, core->last_error()); return 2; }
@@ -336,23 +341,6 @@ void fill_random(Tensor& t, uint32_t seed) {
             case ElementType::Float16: t.data_as<uint16_t>()[i] = (uint16_t)(0x3800 + r % 0x400); break;  // [0.5, 1)
             default: break;
         }
-    }
-}
-
-double to_double(const Tensor& t, uint64_t i) {
-    switch (t.type()) {
-        case ElementType::Float32: return t.data_as<float>()[i];
-        case ElementType::Int64: return (double)t.data_as<int64_t>()[i];
-        case ElementType::Int32: return t.data_as<int32_t>()[i];
-        case ElementType::Int8: return t.data_as<int8_t>()[i];
-        case ElementType::UInt8: case ElementType::Bool: return t.data_as<uint8_t>()[i];
-        case ElementType::Float16: {
-            uint16_t h = t.data_as<uint16_t>()[i];
-            int e = (h >> 10) & 31, m = h & 1023;
-            double v = e == 0 ? std::ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY) : std::ldexp(m + 1024, e - 25);
-            return h & 0x8000 ? -v : v;
-        }
-        default: return 0;
     }
 }
 
@@ -385,19 +373,29 @@ double percentile(double* values, uint32_t n, double p) {
     return values[k < n ? k : n - 1];
 }
 
-// Times `runs` inferences after 3 warm-up ones; fills median/min/p90 in milliseconds.
-int bench_request(InferRequest& request, uint32_t runs, double* median, double* minimum, double* p90) {
-    for (int i = 0; i < 3; ++i) if (request.infer() != Status::Ok) return 2;
-    double* times = static_cast<double*>(TESSEL_MALLOC(sizeof(double) * runs));
+// Times `runs` inferences of `a` (and of `b`, interleaved one for one so both see the same
+// machine load) after 3 warm-up ones each; medians, minima and 90th percentiles in ms.
+struct BenchResult {
+    double median = 0, minimum = 0, p90 = 0;
+};
+int bench_requests(InferRequest& a, InferRequest* b, uint32_t runs, BenchResult* ra, BenchResult* rb) {
+    for (int i = 0; i < 3; ++i)
+        if (a.infer() != Status::Ok || (b && b->infer() != Status::Ok)) return 2;
+    double* times = static_cast<double*>(TESSEL_MALLOC(sizeof(double) * runs * 2));
     if (!times) return 2;
-    for (uint32_t i = 0; i < runs; ++i) {
-        auto start = std::chrono::steady_clock::now();
-        if (request.infer() != Status::Ok) { TESSEL_FREE(times); return 2; }
-        times[i] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    for (uint32_t i = 0; i < runs; ++i)
+        for (int k = 0; k < (b ? 2 : 1); ++k) {
+            InferRequest& r = k ? *b : a;
+            auto start = std::chrono::steady_clock::now();
+            if (r.infer() != Status::Ok) { TESSEL_FREE(times); return 2; }
+            times[k * runs + i] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+        }
+    for (int k = 0; k < (b ? 2 : 1); ++k) {
+        BenchResult* r = k ? rb : ra;
+        r->minimum = percentile(times + k * runs, runs, 0);
+        r->median = percentile(times + k * runs, runs, 0.5);
+        r->p90 = percentile(times + k * runs, runs, 0.9);
     }
-    *minimum = percentile(times, runs, 0);
-    *median = percentile(times, runs, 0.5);
-    *p90 = percentile(times, runs, 0.9);
     TESSEL_FREE(times);
     return 0;
 }
@@ -419,10 +417,13 @@ int command_run(int argc, char** argv) {
     Model model;
     CompiledModel compiled;
     bool from_blob = false;
+    auto start = std::chrono::steady_clock::now();
     code = load_and_compile(&core, o, &model, &compiled, &from_blob);
     if (code) return code;
+    double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     InferRequest request;
     if (compiled.create_request(&request) != Status::Ok) { std::fprintf(stderr, "tessel: %s\n", compiled.last_error()); return 2; }
+    std::printf("%s in %.2f ms\n", from_blob ? "imported" : "read and compiled", load_ms);
     Tensor inputs[64];
     code = set_inputs(request, compiled, o, inputs);
     if (code) return code;
@@ -496,7 +497,7 @@ int command_run(int argc, char** argv) {
             double worst = 0, worst_excess = 0;
             uint64_t at = 0, bad = 0;
             for (uint64_t k = 0; k < got.elements(); ++k) {
-                double x = to_double(got, k), y = to_double(want, k);
+                double x = element_value(got, k), y = element_value(want, k);
                 if (std::isnan(x) && std::isnan(y)) continue;
                 double err = std::fabs(x - y);
                 if (std::isinf(y) && x == y) err = 0;
@@ -512,23 +513,29 @@ int command_run(int argc, char** argv) {
         }
     }
     if (o.bench) {
-        double median, minimum, p90;
-        if (bench_request(request, o.bench, &median, &minimum, &p90)) { std::fprintf(stderr, "tessel: inference failed\n"); return 2; }
-        std::printf("latency_ms median=%.4f min=%.4f p90=%.4f\n", median, minimum, p90);
-        if (!from_blob) {   // the reference path (snippets off) in the same run
+        // The reference path (snippets off), measured in the same run, interleaved.
+        CompiledModel reference;
+        InferRequest rr;
+        Tensor reference_inputs[64];
+        bool with_reference = false;
+        if (!from_blob) {
             ModelOptions r = o;
-            if (!add_config(&r, "CPU:FUSION", 10, "NO")) return 2;
-            CompiledModel reference;
-            s = core.compile_model(model, r.device, Span<const ConfigEntry>(r.config, r.config_count), &reference,
-                                   Span<const InputShape>(r.shapes, r.shape_count));
-            InferRequest rr;
-            Tensor reference_inputs[64];
-            if (s == Status::Ok && reference.create_request(&rr) == Status::Ok && set_inputs(rr, reference, o, reference_inputs) == 0) {
-                double rm, rmin, rp90;
-                if (bench_request(rr, o.bench, &rm, &rmin, &rp90) == 0)
-                    std::printf("reference_ms median=%.4f min=%.4f p90=%.4f speedup=%.2fx\n", rm, rmin, rp90, rm / median);
-            }
+            InputShape shapes[64];
+            uint32_t count = input_shapes(o, model, shapes);
+            with_reference = add_config(&r, "CPU:FUSION", 10, "NO") &&
+                             core.compile_model(model, r.device, Span<const ConfigEntry>(r.config, r.config_count), &reference,
+                                                Span<const InputShape>(shapes, count)) == Status::Ok &&
+                             reference.create_request(&rr) == Status::Ok && set_inputs(rr, reference, o, reference_inputs) == 0;
         }
+        BenchResult fused, plain;
+        if (bench_requests(request, with_reference ? &rr : nullptr, o.bench, &fused, &plain)) {
+            std::fprintf(stderr, "tessel: inference failed\n");
+            return 2;
+        }
+        std::printf("latency_ms median=%.4f min=%.4f p90=%.4f\n", fused.median, fused.minimum, fused.p90);
+        if (with_reference)
+            std::printf("reference_ms median=%.4f min=%.4f p90=%.4f speedup=%.2fx\n", plain.median, plain.minimum, plain.p90,
+                        plain.median / fused.median);
     }
     return result;
 }

@@ -52,23 +52,6 @@ bool exists(const std::string& path) {
     return stat(path.c_str(), &st) == 0;
 }
 
-double value_at(const Tensor& t, uint64_t i) {
-    switch (t.type()) {
-        case ElementType::Float32: return t.data_as<float>()[i];
-        case ElementType::Int64: return (double)t.data_as<int64_t>()[i];
-        case ElementType::Int32: return t.data_as<int32_t>()[i];
-        case ElementType::Int8: return t.data_as<int8_t>()[i];
-        case ElementType::UInt8: case ElementType::Bool: return t.data_as<uint8_t>()[i];
-        case ElementType::Float16: {
-            uint16_t h = t.data_as<uint16_t>()[i];
-            int e = (h >> 10) & 31, m = h & 1023;
-            double v = e == 0 ? std::ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY) : std::ldexp(m + 1024, e - 25);
-            return h & 0x8000 ? -v : v;
-        }
-        default: return 0;
-    }
-}
-
 // The ONNX backend's check: |got - want| <= atol + rtol * |want|, NaN matching NaN; exact
 // for integers and booleans. Empty string when they match.
 std::string compare(const Tensor& got, const Tensor& want) {
@@ -88,7 +71,7 @@ std::string compare(const Tensor& got, const Tensor& want) {
     bool exact = got.type() != ElementType::Float32 && got.type() != ElementType::Float16;
     const double rtol = 1e-3, atol = 1e-5;
     for (uint64_t i = 0; i < got.elements(); ++i) {
-        double x = value_at(got, i), y = value_at(want, i);
+        double x = element_value(got, i), y = element_value(want, i);
         if (std::isnan(x) && std::isnan(y)) continue;
         bool ok = exact ? x == y : (x == y || std::fabs(x - y) <= atol + rtol * std::fabs(y));
         if (!ok) {
@@ -224,7 +207,10 @@ int main(int argc, char** argv) {
                 std::string reason = result.substr(6);
                 // group reasons: drop node names
                 if (reason.rfind("op ", 0) == 0) reason = "op outside the list: " + reason.substr(3, reason.find(" is outside") - 3);
-                else if (reason.find("opset") != std::string::npos) reason = "opset outside 7..17";
+                else if (reason.find("imports no opset") != std::string::npos) reason = "no default-domain opset (training-domain models)";
+                else if (reason.find("aligned") != std::string::npos || reason.find("broadcast along") != std::string::npos)
+                    reason = "legacy (opset < 7) broadcast along an axis";
+                else if (reason.find("opset") != std::string::npos) reason = "opset outside 1..17";
                 else if (reason.find("data type") != std::string::npos || reason.find("element type") != std::string::npos ||
                          reason.find(" is u8") != std::string::npos || reason.find(" is i8") != std::string::npos ||
                          reason.find(" are u8") != std::string::npos || reason.find(" are i8") != std::string::npos ||
