@@ -140,7 +140,8 @@ build/fuzz/%: fuzz/%.cpp $(HEADERS) | deps
 	clang++ $(FUZZ_FLAGS) $< -o $@ -lasmjit -lpthread
 
 .PHONY: fuzz
-fuzz: $(FUZZERS)
+fuzz: $(FUZZERS) build/tessel
+	@scripts/fuzz-seeds.sh build/tessel build/fuzz/corpus-onnx_model build/fuzz/corpus-blob_import
 	@mkdir -p build/fuzz/corpus-graph_text
 	@printf '1 A\n2 A 1\n3 A 2\n4 B 2\n5 A 3 4\n6 A 5\n7 A 6\n' > build/fuzz/corpus-graph_text/seed
 	@printf 'x A\ny B\na A x\nd B y\nb B a y\nc A x d\n' > build/fuzz/corpus-graph_text/deadlock
@@ -150,3 +151,47 @@ fuzz: $(FUZZERS)
 	   echo "== $$name for $(FUZZ_SECONDS) s"; \
 	   $$f build/fuzz/corpus-$$name -max_total_time=$(FUZZ_SECONDS) -max_len=4096 -print_final_stats=1 2>&1 | tail -12 || exit 1; \
 	 done
+
+# Sanitizers: the host suite built with clang (SAN_CXX) under ASan + UBSan (LSan finds leaks,
+# e.g. of the allocation-fault test) and under TSan (TSAN_TESTS narrows it, e.g. to
+# '*thread*,*async*,*concurren*'). Each takes under a minute to run here. Logs go
+# to build/results/sanitize-*.log like scripts/run-check.sh's; the last line adds up only
+# these ("N passed, N failed"), so .ci/run can add it to make test's.
+SAN_CXX     ?= clang++
+SAN_FLAGS    = -std=c++17 -fno-exceptions -fno-rtti $(WARNINGS) -I. -MMD -MP -O1 -g -fno-omit-frame-pointer
+ASAN_FLAGS   = -fsanitize=address,undefined -fno-sanitize-recover=undefined
+TSAN_FLAGS   = -fsanitize=thread
+TSAN_TESTS  ?= *
+ASAN_TEST_OBJ = $(TEST_SRC:%.cpp=build-asan/obj/%.o)
+TSAN_TEST_OBJ = $(TEST_SRC:%.cpp=build-tsan/obj/%.o)
+
+build-asan/obj/%.o: %.cpp | deps
+	@mkdir -p $(@D)
+	$(SAN_CXX) $(SAN_FLAGS) $(ASAN_FLAGS) $(TEST_DEFINES) -c $< -o $@
+
+build-tsan/obj/%.o: %.cpp | deps
+	@mkdir -p $(@D)
+	$(SAN_CXX) $(SAN_FLAGS) $(TSAN_FLAGS) $(TEST_DEFINES) -c $< -o $@
+
+build-asan/tests: $(ASAN_TEST_OBJ)
+	$(SAN_CXX) $(ASAN_FLAGS) $^ -o $@ $(LIBS)
+
+build-tsan/tests: $(TSAN_TEST_OBJ)
+	$(SAN_CXX) $(TSAN_FLAGS) $^ -o $@ $(LIBS)
+
+.PHONY: test-sanitize
+test-sanitize: build-asan/tests build-tsan/tests
+	@mkdir -p build/results; rm -f build/results/sanitize-*.log
+	@scripts/run-check.sh sanitize-asan-ubsan env ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 \
+	   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 build-asan/tests; asan=$$?; \
+	 scripts/run-check.sh sanitize-tsan env TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+	   build-tsan/tests '-tc=$(TSAN_TESTS)'; tsan=$$?; \
+	 dir=$$(mktemp -d); cp build/results/sanitize-*.log $$dir/; \
+	 scripts/summary.sh $$dir $$(( asan || tsan )); rm -rf $$dir; [ $$asan -eq 0 ] && [ $$tsan -eq 0 ]
+
+-include $(ASAN_TEST_OBJ:.o=.d) $(TSAN_TEST_OBJ:.o=.d)
+
+.PHONY: clean-sanitize
+clean: clean-sanitize
+clean-sanitize:
+	rm -rf build-asan build-tsan

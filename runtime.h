@@ -157,6 +157,8 @@ double element_value(const Tensor& tensor, uint64_t i);
 // "value" holds the tensor), graph outputs are `Result` nodes (one input, no output). An
 // optional input left out in the middle of a node's inputs reads the `Absent` node (one
 // output of type Undefined). Node names and interface names share one namespace.
+struct Limits;
+
 struct ModelPort {
     StringView name;
     NodeId node = kNoNode;
@@ -200,6 +202,9 @@ public:
     // ONNX (see >>onnx reader). `folder` resolves external data; empty: external data refused.
     Status read_onnx(const void* bytes, size_t size, StringView folder = StringView());
     Status read_onnx_file(const char* path);
+    // The same with other limits than the defaults (file size, nodes, rank, elements).
+    Status read_onnx(const void* bytes, size_t size, StringView folder, const Limits& limits);
+    Status read_onnx_file(const char* path, const Limits& limits);
     // The file's bytes when read by read_onnx_file (weights point into them).
     const void* file_data() const { return file_; }
 
@@ -237,6 +242,7 @@ struct PrepareContext {
     TensorDesc* outputs = nullptr;          // prepare fills each one (type, rank, dims)
     Arena* arena = nullptr;                 // lives as long as the compiled model
     uint32_t threads = 1;                   // threads run() may use through parallel_for
+    uint64_t max_elements = 1ull << 28;     // the compile's Limits::max_tensor_elements: bounds what prepare allocates
     // Set by prepare:
     const void* state = nullptr;            // handed to run()
     size_t scratch_bytes = 0;               // per-request scratch run() needs (all threads)
@@ -1283,6 +1289,7 @@ struct detail_prepare {
             c.outputs = &desc[base[id]];
             c.arena = &arena;
             c.threads = threads;
+            c.max_elements = limits.max_tensor_elements;
             Status s = k->prepare(c);
             if (s != Status::Ok) {
                 std::snprintf(error, 256, "%s", c.error[0] ? c.error : "prepare failed");
@@ -1472,6 +1479,7 @@ struct detail_prepare {
             c.outputs = check;
             c.arena = &arena;
             c.threads = threads;
+            c.max_elements = limits.max_tensor_elements;
             Status st = k ? k->prepare(c) : Status::Unsupported;
             if (st != Status::Ok) {
                 std::snprintf(error, 256, "%s", c.error[0] ? c.error : "prepare failed");
@@ -1559,11 +1567,23 @@ struct detail_prepare {
         if (d.rank > limits.max_rank)
             return fail(error, Status::LimitExceeded, "node '%.*s': rank %u (limit %u)", (int)node.name.size, node.name.data, d.rank, limits.max_rank);
         uint64_t count = 0;
-        if (!desc_elements(d, &count))
-            return fail(error, Status::InvalidArgument, "node '%.*s': an output has a negative or overflowing dim", (int)node.name.size, node.name.data);
+        if (!desc_elements(d, &count)) {
+            bool negative = false;   // else the product overflows: a limit, as in the reader and Tensor::allocate
+            for (uint32_t i = 0; i < d.rank; ++i) negative = negative || d.dims[i] < 0;
+            return fail(error, negative ? Status::InvalidArgument : Status::LimitExceeded, "node '%.*s': an output has %s",
+                        (int)node.name.size, node.name.data, negative ? "a negative dim" : "dims whose product overflows 64 bits");
+        }
         if (count > limits.max_tensor_elements)
             return fail(error, Status::LimitExceeded, "node '%.*s': a tensor of %llu elements (limit %llu)", (int)node.name.size,
                         node.name.data, (unsigned long long)count, (unsigned long long)limits.max_tensor_elements);
+        uint64_t nonzero = 1;   // kernels compute strides from these: an empty tensor may not hide a huge dim
+        for (uint32_t i = 0; i < d.rank; ++i) {
+            if (d.dims[i] == 0) continue;
+            if ((uint64_t)d.dims[i] > limits.max_tensor_elements / nonzero)
+                return fail(error, Status::LimitExceeded, "node '%.*s': an empty tensor whose other dims exceed the element limit (%llu)",
+                            (int)node.name.size, node.name.data, (unsigned long long)limits.max_tensor_elements);
+            nonzero *= (uint64_t)d.dims[i];
+        }
         return Status::Ok;
     }
 
@@ -2675,7 +2695,8 @@ inline Status save_and_set(CompileJob* job, Arena* arena, Device* d, StringView 
     Status s = d->get_config(key, &old);
     if (s != Status::Ok) return job->core->fail(s, "%s", d->last_error());
     if (!job->saved) job->saved = arena->allocate_array<SavedConfig>(256);
-    if (!job->saved || job->saved_count == 256) return job->core->fail(Status::LimitExceeded, "too many config entries");
+    if (!job->saved) return job->core->fail(Status::OutOfMemory, "out of memory saving the device config");
+    if (job->saved_count == 256) return job->core->fail(Status::LimitExceeded, "too many config entries");
     SavedConfig& c = job->saved[job->saved_count];
     if (key.size >= sizeof c.key || old.size >= sizeof c.value) return job->core->fail(Status::InvalidArgument, "config key or value too long");
     std::snprintf(c.key, sizeof c.key, "%.*s", (int)key.size, key.data);
@@ -3044,6 +3065,7 @@ struct InferRequest::Impl {
     Tensor* inputs = nullptr;
     Tensor* outputs = nullptr;
     Tensor* bound_outputs = nullptr; // user tensors outputs are copied into (type Undefined: none)
+    uint32_t input_count = 0, output_count = 0;   // of the arrays above: ~Impl must not read m, gone first maybe
     ProfileEntry* profile = nullptr;
     uint32_t profile_count = 0;
     detail::ThreadPool pool;
@@ -3064,9 +3086,8 @@ struct InferRequest::Impl {
             wake.notify_all();
             worker.join();
         }
-        uint32_t ni = m ? m->prepared.model.input_count() : 0, no = m ? m->prepared.model.output_count() : 0;
-        for (uint32_t i = 0; inputs && i < ni; ++i) inputs[i].~Tensor();
-        for (uint32_t i = 0; outputs && i < no; ++i) { outputs[i].~Tensor(); bound_outputs[i].~Tensor(); }
+        for (uint32_t i = 0; inputs && i < input_count; ++i) inputs[i].~Tensor();
+        for (uint32_t i = 0; outputs && i < output_count; ++i) { outputs[i].~Tensor(); bound_outputs[i].~Tensor(); }
         TESSEL_FREE(inputs);
         TESSEL_FREE(outputs);
         TESSEL_FREE(bound_outputs);
@@ -3126,6 +3147,8 @@ Status CompiledModel::create_request(InferRequest* request) const {
     if (ok) {
         for (uint32_t i = 0; i < pm.input_count(); ++i) new (&r->inputs[i]) Tensor();
         for (uint32_t i = 0; i < pm.output_count(); ++i) { new (&r->outputs[i]) Tensor(); new (&r->bound_outputs[i]) Tensor(); }
+        r->input_count = pm.input_count();
+        r->output_count = pm.output_count();
     } else {
         if (r->inputs) { TESSEL_FREE(r->inputs); r->inputs = nullptr; }
         if (r->outputs) { TESSEL_FREE(r->outputs); r->outputs = nullptr; }
@@ -3406,7 +3429,11 @@ struct BlobReader {
     bool desc(TensorDesc* d) {
         d->type = (ElementType)u8();
         d->rank = u8();
-        if ((uint8_t)d->type > (uint8_t)ElementType::Bool || d->rank > kMaxRank) { ok = false; return false; }
+        if ((uint8_t)d->type > (uint8_t)ElementType::Bool || d->rank > kMaxRank) {
+            *d = TensorDesc();   // callers may still read the desc: never a rank past dims
+            ok = false;
+            return false;
+        }
         for (uint32_t i = 0; i < d->rank; ++i) d->dims[i] = (int64_t)u64();
         return ok;
     }
@@ -3670,8 +3697,9 @@ Status Core::import_job(void* job_pointer, const void* payload, size_t size, voi
     const Graph& g = m->prepared.model.graph;
     const Graph& src = m->source->graph;
     uint32_t n = g.node_count();
-    m->subgraph_count = r.u32();
-    if (!r.ok || m->subgraph_count == 0 || m->subgraph_count > n) return fail(Status::ParseError, "blob: bad subgraph count");
+    uint32_t subgraph_count = r.u32();   // checked before ~Impl may loop over it
+    if (!r.ok || subgraph_count == 0 || subgraph_count > n) return fail(Status::ParseError, "blob: bad subgraph count");
+    m->subgraph_count = subgraph_count;
     m->subgraph_of = m->arena.allocate_array<uint32_t>(n + 1);
     m->subgraph_device = m->arena.allocate_array<Device*>(m->subgraph_count + 1);
     Span<const NodeId>* members = m->arena.allocate_array<Span<const NodeId>>(m->subgraph_count + 1);
@@ -5233,6 +5261,13 @@ inline Status prepare_resize(PrepareContext& c) {
         if (rank != 2 && rank != 4) return c.fail(Status::Unsupported, "linear mode for a rank %d input", rank);
         if (rank == 4 && (st->out[0] != st->in[0] || st->out[1] != st->in[1]))
             return c.fail(Status::Unsupported, "linear mode resizing N or C");
+    }
+    uint64_t elements = 1;   // the output's, checked before its tables are allocated
+    for (int d = 0; d < rank; ++d) {
+        uint64_t n = (uint64_t)st->out[d];
+        if (n > c.max_elements || (n && elements > c.max_elements / n))
+            return c.fail(Status::LimitExceeded, "the output has more than %llu elements", (unsigned long long)c.max_elements);
+        elements *= n;
     }
     for (int d = 0; d < rank; ++d) {
         int64_t n = st->out[d];
@@ -8240,7 +8275,13 @@ inline size_t put_varint(uint8_t* out, uint64_t v) {
 }  // namespace detail
 
 Status Model::read_onnx(const void* bytes, size_t size, StringView folder) {
+    return read_onnx(bytes, size, folder, Limits());
+}
+
+Status Model::read_onnx(const void* bytes, size_t size, StringView folder, const Limits& limits) {
     detail::OnnxReader r;
+    r.limits = limits;
+    if (r.limits.max_rank > (uint32_t)kMaxRank) r.limits.max_rank = kMaxRank;   // the dims arrays hold kMaxRank
     r.base = static_cast<const uint8_t*>(bytes);
     Status s = Status::Ok;
     if (!bytes && size) s = r.fail(Status::InvalidArgument, "read_onnx: null bytes");
@@ -8254,8 +8295,11 @@ Status Model::read_onnx(const void* bytes, size_t size, StringView folder) {
     return s;
 }
 
-Status Model::read_onnx_file(const char* path) {
+Status Model::read_onnx_file(const char* path) { return read_onnx_file(path, Limits()); }
+
+Status Model::read_onnx_file(const char* path, const Limits& limits) {
     detail::OnnxReader r;
+    r.limits = limits;
     if (!path) return graph.fail(Status::InvalidArgument, "read_onnx_file: null path");
     if (file_ || graph.node_count() != 0) return graph.fail(Status::InvalidArgument, "read_onnx_file needs an empty model");
     void* data = nullptr;
@@ -8263,7 +8307,7 @@ Status Model::read_onnx_file(const char* path) {
     Status s = detail::read_whole_file(r, path, &data, &size);
     if (s != Status::Ok) return graph.fail(s, "%s", r.error);
     file_ = data;
-    return read_onnx(data, size, detail::folder_of(path));
+    return read_onnx(data, size, detail::folder_of(path), limits);
 }
 
 Status read_tensor_proto(const void* bytes, size_t size, Tensor* tensor, char* name, size_t name_size) {

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# fuzz-seeds.sh TESSEL ONNX_DIR BLOB_DIR: seed corpora for fuzz/onnx_model.cpp and
+# fuzz/blob_import.cpp from the project's own data. ONNX_DIR gets the model.onnx of a fixed
+# list of libonnx-testdata node tests (ops of the runtime's list, plus a few it does not run yet,
+# so the reader and the refusals are seeded too); BLOB_DIR gets `TESSEL compile` of every one
+# of them that compiles, on CPU and on HETERO:TEMPLATE,CPU.
+set -u
+tessel=$1; onnx_dir=$2; blob_dir=$3
+data=/usr/share/libonnx-testdata/data/node
+mkdir -p "$onnx_dir" "$blob_dir"
+tests="test_add test_add_bcast test_sub test_mul test_div test_relu test_sigmoid test_tanh test_clip
+ test_leakyrelu test_hardswish test_prelu_example test_where_example test_gather_0 test_gather_1
+ test_gather_negative_indices test_concat_2d_axis_0 test_concat_3d_axis_negative_1
+ test_transpose_default test_transpose_all_permutations_1 test_split_equal_parts_1d
+ test_flatten_axis1 test_depthtospace_example test_spacetodepth_example test_cast_FLOAT_to_FLOAT16
+ test_mod_mixed_sign_int64 test_shape test_size test_identity test_softmax_axis_1 test_matmul_2d
+ test_gemm_default_no_bias test_conv_with_strides_padding test_maxpool_2d_pads
+ test_averagepool_2d_strides test_slice test_reshape_reordered_all_dims test_expand_dim_changed
+ test_tile test_constantofshape_float_ones test_resize_upsample_sizes_nearest
+ test_batchnorm_example test_squeeze test_unsqueeze_axis_0 test_reduce_mean_default_axes_keepdims_example
+ test_argmax_default_axis_example test_range_float_type_positive_delta test_layer_normalization_2d_axis0
+ test_instancenorm_example test_globalaveragepool test_pow test_sqrt test_exp test_erf test_max_example
+ test_equal test_not test_and2d test_sum_example test_mean_example test_elu test_selu test_softplus"
+copied=0; blobs=0
+for t in $tests; do
+  model=$data/$t/model.onnx
+  [ -f "$model" ] || continue
+  cp "$model" "$onnx_dir/$t.onnx"; copied=$((copied + 1))
+  if "$tessel" compile "$model" -o "$blob_dir/$t.cpu.blob" >/dev/null 2>&1; then blobs=$((blobs + 1)); else rm -f "$blob_dir/$t.cpu.blob"; fi
+  if "$tessel" compile "$model" --device HETERO:TEMPLATE,CPU --config TEMPLATE:SUPPORTED_OPS=Add,Relu,Gather,Concat \
+       -o "$blob_dir/$t.hetero.blob" >/dev/null 2>&1; then blobs=$((blobs + 1)); else rm -f "$blob_dir/$t.hetero.blob"; fi
+done
+echo "fuzz seeds: $copied models in $onnx_dir, $blobs blobs in $blob_dir"
