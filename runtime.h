@@ -564,6 +564,7 @@ public:
     InferRequest& operator=(const InferRequest&) = delete;
 
     // The request's own input buffers (fill them), or the user's tensor when one was set.
+    // A bad index (or a request never created) gives an empty tensor (no data, rank 0).
     Tensor& input(uint32_t i);
     const Tensor& output(uint32_t i) const;
     // Binds user memory (a view; no copy now). The shape and type must match the compiled
@@ -769,9 +770,9 @@ double element_value(const Tensor& t, uint64_t i) {
     }
 }
 
-uint64_t Tensor::elements() const {
+uint64_t Tensor::elements() const {   // an empty Tensor (type Undefined) holds nothing
     uint64_t n = 0;
-    return desc_elements(desc_, &n) ? n : 0;
+    return desc_.type != ElementType::Undefined && desc_elements(desc_, &n) ? n : 0;
 }
 
 size_t Tensor::bytes() const { return (size_t)(elements() * element_size(desc_.type)); }
@@ -3181,8 +3182,22 @@ Status CompiledModel::create_request(InferRequest* request) const {
     return Status::Ok;
 }
 
-Tensor& InferRequest::input(uint32_t i) { return impl_->inputs[i]; }
-const Tensor& InferRequest::output(uint32_t i) const { return impl_->outputs[i]; }
+namespace detail {
+inline Tensor& no_tensor() {   // what input()/output() give for a bad index: empty, no data
+    static thread_local Tensor empty;
+    empty.reset();
+    return empty;
+}
+}  // namespace detail
+
+Tensor& InferRequest::input(uint32_t i) {
+    if (!impl_ || i >= impl_->m->prepared.model.input_count()) return detail::no_tensor();
+    return impl_->inputs[i];
+}
+const Tensor& InferRequest::output(uint32_t i) const {
+    if (!impl_ || i >= impl_->m->prepared.model.output_count()) return detail::no_tensor();
+    return impl_->outputs[i];
+}
 
 uint32_t InferRequest::find_input(StringView name) const { return impl_ ? impl_->m->prepared.model.find_input(name) : 0xffffffffu; }
 uint32_t InferRequest::find_output(StringView name) const { return impl_ ? impl_->m->prepared.model.find_output(name) : 0xffffffffu; }

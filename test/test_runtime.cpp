@@ -599,6 +599,9 @@ TEST_CASE("runtime: start_async and wait; inputs and outputs bound to user memor
     CHECK(request.set_input(0, strided) == Status::InvalidArgument);
     InferRequest never_created;
     CHECK(never_created.infer() == Status::NotFinalized);
+    CHECK(never_created.input(0).data() == nullptr);   // bad indices give an empty tensor
+    CHECK(request.input(1).data() == nullptr);
+    CHECK(request.output(2).elements() == 0);
 }
 
 TEST_CASE("runtime: symbolic input dims come from the shapes given at compile time") {
