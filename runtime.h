@@ -3897,12 +3897,37 @@ inline Status run_elementwise(const RunContext& c) {
     }
     if (st.op == SnippetOp::Select && c.inputs[0].desc.type == ElementType::Bool) condition = c.inputs[0].as<uint8_t>();
     if (st.op == SnippetOp::PowerStatic) arity = 1;
-    for_each_broadcast(out, descs, arity, [&](uint64_t e, const int64_t* o) {
-        float a[3];
-        for (uint32_t i = 0; i < arity; ++i) a[i] = in[i][o[i]];
-        if (condition) a[0] = condition[o[0]] ? 1.0f : 0.0f;
-        y[e] = snippet_evaluate(st.op, a, st.alpha, st.beta, st.fused);
-    });
+    if (condition) {
+        for_each_broadcast(out, descs, arity, [&](uint64_t e, const int64_t* o) {
+            float a[3];
+            for (uint32_t i = 0; i < arity; ++i) a[i] = in[i][o[i]];
+            a[0] = condition[o[0]] ? 1.0f : 0.0f;
+            y[e] = snippet_evaluate(st.op, a, st.alpha, st.beta, st.fused);
+        });
+        return Status::Ok;
+    }
+    // Row by row (the last dim), the op dispatched once per row.
+    int64_t strides[3][kMaxRank] = {};
+    for (uint32_t k = 0; k < arity; ++k) broadcast_strides(*descs[k], out, strides[k]);
+    uint64_t total = 0;
+    if (!desc_elements(out, &total) || total == 0) return Status::Ok;
+    int last = out.rank - 1;
+    int64_t n = last >= 0 ? out.dims[last] : 1;
+    int64_t index[kMaxRank] = {};
+    int64_t offset[3] = {0, 0, 0};
+    int64_t inner[3] = {0, 0, 0};
+    for (uint32_t k = 0; k < arity; ++k) inner[k] = last >= 0 ? strides[k][last] : 0;
+    for (uint64_t row = 0; row * (uint64_t)n < total; ++row) {
+        const float* args[3] = {in[0] + offset[0], arity > 1 ? in[1] + offset[1] : nullptr, arity > 2 ? in[2] + offset[2] : nullptr};
+        snippet_evaluate_row(st.op, args, inner, y + row * (uint64_t)n, (size_t)n, st.alpha, st.beta, st.fused);
+        for (int i = last - 1; i >= 0; --i) {   // next row: odometer over the outer dims
+            ++index[i];
+            for (uint32_t k = 0; k < arity; ++k) offset[k] += strides[k][i];
+            if (index[i] < out.dims[i]) break;
+            for (uint32_t k = 0; k < arity; ++k) offset[k] -= strides[k][i] * out.dims[i];
+            index[i] = 0;
+        }
+    }
     return Status::Ok;
 }
 

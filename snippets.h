@@ -338,6 +338,10 @@ private:
 // args holds snippet_op_arity(op) values; fused selects the FMA mode (isa_uses_fma). Pow
 // whose exponent is a compile-time scalar is PowerStatic with alpha = the exponent.
 float snippet_evaluate(SnippetOp op, const float* args, float alpha, float beta, bool fused);
+// The same over a row of n elements: argument k of element i is args[k][i * strides[k]]
+// (stride 0 broadcasts). The op is dispatched once per row, not per element.
+void snippet_evaluate_row(SnippetOp op, const float* const* args, const int64_t* strides, float* out, size_t n,
+                          float alpha, float beta, bool fused);
 
 // Runs a body with the interpreter (the oracle). fused selects the FMA mode.
 Status interpret(const SnippetBody& body, Span<const float* const> inputs,
@@ -3180,6 +3184,40 @@ float snippet_evaluate(SnippetOp op, const float* args, float alpha, float beta,
     uint32_t arity = snippet_op_arity(op);
     for (uint32_t i = 1; i < arity && i < 3; ++i) a[i] = args[i];
     return detail::eval_op(m, op, a, alpha, beta);
+}
+
+namespace detail {
+template <SnippetOp Op>
+void evaluate_row(const float* const* args, const int64_t* strides, float* out, size_t n, float alpha, float beta, bool fused) {
+    ScalarMath m;
+    m.fused = fused;
+    constexpr uint32_t arity = Op == SnippetOp::Select ? 3 : Op <= SnippetOp::Pow ? 2
+                               : (Op >= SnippetOp::Equal && Op <= SnippetOp::LessOrEqual) || Op == SnippetOp::PRelu ? 2 : 1;
+    for (size_t i = 0; i < n; ++i) {
+        float a[3] = {0, 0, 0};
+        for (uint32_t k = 0; k < arity; ++k) a[k] = args[k][(int64_t)i * strides[k]];
+        out[i] = eval_op(m, Op, a, alpha, beta);   // Op is a constant: the switch folds away
+    }
+}
+}  // namespace detail
+
+void snippet_evaluate_row(SnippetOp op, const float* const* args, const int64_t* strides, float* out, size_t n,
+                          float alpha, float beta, bool fused) {
+    switch (op) {
+#define TESSEL_ROW(name) \
+    case SnippetOp::name: detail::evaluate_row<SnippetOp::name>(args, strides, out, n, alpha, beta, fused); return;
+        TESSEL_ROW(Add) TESSEL_ROW(Sub) TESSEL_ROW(Mul) TESSEL_ROW(Div) TESSEL_ROW(Max) TESSEL_ROW(Min) TESSEL_ROW(Pow)
+        TESSEL_ROW(PowerStatic) TESSEL_ROW(Sqrt) TESSEL_ROW(Reciprocal) TESSEL_ROW(Abs) TESSEL_ROW(Neg) TESSEL_ROW(Exp)
+        TESSEL_ROW(Log) TESSEL_ROW(Tanh) TESSEL_ROW(Sigmoid) TESSEL_ROW(Relu) TESSEL_ROW(Clip) TESSEL_ROW(Elu)
+        TESSEL_ROW(Selu) TESSEL_ROW(Erf) TESSEL_ROW(GeluErf) TESSEL_ROW(GeluTanh) TESSEL_ROW(HardSigmoid)
+        TESSEL_ROW(HardSwish) TESSEL_ROW(LeakyRelu) TESSEL_ROW(PRelu) TESSEL_ROW(Softplus) TESSEL_ROW(Softsign)
+        TESSEL_ROW(Swish) TESSEL_ROW(Mish) TESSEL_ROW(Floor) TESSEL_ROW(Ceil) TESSEL_ROW(Round) TESSEL_ROW(Sign)
+        TESSEL_ROW(Equal) TESSEL_ROW(Greater) TESSEL_ROW(Less) TESSEL_ROW(GreaterOrEqual) TESSEL_ROW(LessOrEqual)
+        TESSEL_ROW(Select)
+#undef TESSEL_ROW
+        default:
+            for (size_t i = 0; i < n; ++i) out[i] = NAN;
+    }
 }
 
 Status interpret(const SnippetBody& body, Span<const float* const> inputs, Span<float* const> outputs, bool fused) {

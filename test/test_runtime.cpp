@@ -573,7 +573,8 @@ TEST_CASE("runtime: start_async and wait; inputs and outputs bound to user memor
     REQUIRE(request.set_output(0, yt) == Status::Ok);
     CHECK(request.input(0).data() == x.data());
     REQUIRE(request.start_async() == Status::Ok);
-    CHECK(request.start_async() == Status::InvalidArgument);   // still running, or just done
+    Status again = request.start_async();   // refused while the first runs; accepted once it is done
+    CHECK((again == Status::InvalidArgument || again == Status::Ok));
     REQUIRE(request.wait() == Status::Ok);
     CHECK(std::memcmp(y.data(), expected[0].data(), 48 * 4) == 0);
     for (int i = 0; i < 3; ++i) {   // the worker is reused
@@ -892,4 +893,47 @@ TEST_CASE("runtime: NUM_THREADS splits kernels across the request's threads with
         CHECK(bitwise_equal(one, run_model(m, "CPU", {{"NUM_THREADS", threads}}, 6)));
     }
     CHECK(bitwise_equal(one, run_model(m, "HETERO:TEMPLATE,CPU", {{"TEMPLATE:SUPPORTED_OPS", "Conv"}, {"CPU:NUM_THREADS", "4"}}, 6)));
+}
+
+namespace {
+std::atomic<int> g_gate{0};   // 0: the Gate kernel waits, 1: it passes
+Status prepare_gate(PrepareContext& c) {
+    c.outputs[0] = c.inputs[0];
+    return Status::Ok;
+}
+Status run_gate(const RunContext& c) {
+    while (g_gate.load() == 0) std::this_thread::yield();
+    std::memcpy(c.outputs[0].data, c.inputs[0].data, (size_t)c.inputs[0].elements() * 4);
+    return Status::Ok;
+}
+}  // namespace
+
+TEST_CASE("runtime: while a request runs asynchronously, start_async and infer are refused") {
+    Model m;
+    NodeId x, g;
+    REQUIRE(m.add_input("x", float_desc({4}), &x) == Status::Ok);
+    InputRef in[] = {InputRef::by_id(x)};
+    REQUIRE(m.add_node("Gate", "gate", in, 1, &g) == Status::Ok);
+    REQUIRE(m.add_output("y", InputRef::by_id(g)) == Status::Ok);
+    REQUIRE(m.finalize() == Status::Ok);
+    Core core;
+    OpKernel gate;
+    gate.op = "Gate";
+    gate.prepare = prepare_gate;
+    gate.run = run_gate;
+    REQUIRE(core.device("CPU")->add_extension(gate) == Status::Ok);
+    CompiledModel compiled;
+    REQUIRE(core.compile_model(m, "CPU", {}, &compiled) == Status::Ok);
+    InferRequest request;
+    REQUIRE(compiled.create_request(&request) == Status::Ok);
+    request.input(0).data_as<float>()[2] = 7;
+    g_gate = 0;
+    REQUIRE(request.start_async() == Status::Ok);   // blocks in Gate until the gate opens
+    CHECK(request.start_async() == Status::InvalidArgument);
+    CHECK(std::string(request.last_error()) == "start_async: the request is running; wait() first");
+    CHECK(request.infer() == Status::InvalidArgument);
+    g_gate = 1;
+    REQUIRE(request.wait() == Status::Ok);
+    CHECK(request.output(0).data_as<float>()[2] == 7);
+    REQUIRE(request.infer() == Status::Ok);   // free again
 }
