@@ -154,7 +154,8 @@ fuzz: $(FUZZERS) build/tessel
 
 # Sanitizers: the host suite built with clang (SAN_CXX) under ASan + UBSan (LSan finds leaks,
 # e.g. of the allocation-fault test) and under TSan (TSAN_TESTS narrows it, e.g. to
-# '*thread*,*async*,*concurren*'). Each takes under a minute to run here. Logs go
+# '*thread*,*async*,*concurren*'). Each takes under a minute to run here; the two builds run
+# SAN_JOBS at a time. Logs go
 # to build/results/sanitize-*.log like scripts/run-check.sh's; the last line adds up only
 # these ("N passed, N failed"), so .ci/run can add it to make test's.
 SAN_CXX     ?= clang++
@@ -180,7 +181,9 @@ build-tsan/tests: $(TSAN_TEST_OBJ)
 	$(SAN_CXX) $(TSAN_FLAGS) $^ -o $@ $(LIBS)
 
 .PHONY: test-sanitize
-test-sanitize: build-asan/tests build-tsan/tests
+SAN_JOBS    ?= 2
+test-sanitize: | deps
+	@$(MAKE) --no-print-directory -j$(SAN_JOBS) build-asan/tests build-tsan/tests
 	@mkdir -p build/results; rm -f build/results/sanitize-*.log
 	@scripts/run-check.sh sanitize-asan-ubsan env ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 \
 	   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 build-asan/tests; asan=$$?; \
