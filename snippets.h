@@ -1864,13 +1864,27 @@ struct JitMath {
     // r + k*bank, mask register k2 + k, rows k vectors further and spill slot s*lanes + k.
     uint32_t lanes = 1;
     uint32_t bank = 32;
+    // Constants pinned in vector registers for the whole kernel (loaded once, before the first
+    // row), shared by every lane; the others stay memory operands. The approximations are
+    // compute-bound, and with a memory operand per constant use the loads were their
+    // bottleneck (2 vector loads per cycle on Zen 5, against 4 FP pipes).
+    int16_t const_reg[256];
+    uint32_t pinned = 0;             // bit r: vector register r holds a pinned constant
+    uint16_t* const_uses = nullptr;  // counting pass: memory-operand uses per constant slot
+    int max_reg = -1;                // highest register alloc() handed out
+    JitMath() { for (int16_t& r : const_reg) r = -1; }
 
     // Operand `o` of lane `lane`.
     asmjit::Operand in_lane(const asmjit::Operand& o, uint32_t lane) const {
         if (lane == 0) return o;
         if (o.isReg()) {
             const asmjit::BaseReg& r = o.as<asmjit::BaseReg>();
-            if (r.isVec()) { x86::Vec v = o.as<x86::Vec>(); v.setId(v.id() + lane * bank); return v; }
+            if (r.isVec()) {
+                if (pinned >> r.id() & 1) return o;                  // shared by the lanes
+                x86::Vec v = o.as<x86::Vec>();
+                v.setId(v.id() + lane * bank);
+                return v;
+            }
             if (r.group() == asmjit::RegGroup::kX86_K) return x86::KReg(r.id() + lane);
             return o;
         }
@@ -1904,8 +1918,12 @@ struct JitMath {
     x86::Mem cm(int slot) const { return x86::ptr(data, slot * 64, vec_bytes); }
     asmjit::Operand op(const JV& v) const {
         if (v.reg >= 0) return vr(v.reg);
+        if (const_uses) ++const_uses[v.constant];
         return cm(v.constant);
     }
+    // A data-section constant as a value: its pinned register (never in the scratch pool, so
+    // no operation writes it) or a memory operand.
+    JV constant_value(int slot) { return JV(this, const_reg[slot], slot); }
     int constant_slot(uint32_t bits) {
         for (uint32_t i = 0; i < *constant_count; ++i)
             if (constants[i] == bits) return (int)i;
@@ -1925,6 +1943,7 @@ struct JitMath {
                 uint32_t busy = 1;
                 for (int q = 0; q < 32; ++q) busy += pool[q] && refs[q] > 0;
                 if (busy > peak) peak = busy;
+                if (r > max_reg) max_reg = r;
                 return r;
             }
         failed = true;
@@ -1933,8 +1952,8 @@ struct JitMath {
     JV fresh() { return JV(this, alloc(), -1); }
     void drop(JV& v) { v.release(); }
     bool fused_fma() const { return isa != Isa::Sse41; }
-    JV c(float v) { return JV(this, -1, constant_slot(float_bits(v))); }
-    JV cb(uint32_t b) { return JV(this, -1, constant_slot(b)); }
+    JV c(float v) { return constant_value(constant_slot(float_bits(v))); }
+    JV cb(uint32_t b) { return constant_value(constant_slot(b)); }
 
     void move(int d, const JV& v) {
         if (v.reg == d) return;
@@ -2045,7 +2064,7 @@ struct JitMath {
         JV xr = in_reg(x);
         JV d = fresh();
         ins(x86::Inst::kIdVcmpps, x86::k2, vr(xr.reg), op(y), asmjit::Imm(predicate));
-        ins(x86::Inst::kIdVmovaps, vr(d.reg), cm(constant_slot(0xffffffffu)), asmjit::Operand(), asmjit::Operand(), 2, true);
+        ins(x86::Inst::kIdVmovaps, vr(d.reg), op(cb(0xffffffffu)), asmjit::Operand(), asmjit::Operand(), 2, true);
         k2_source = d.reg;
         return d;
     }
@@ -2123,7 +2142,7 @@ struct EmitContext : EmitContextBase<JitMath> {
     // The value of instruction v as a JV (spilled values are reloaded into a temporary).
     JV value(uint32_t v) {
         const Lir& l = p->code[v];
-        if (l.kind == LirKind::Constant) return JV(&m, -1, (int)l.index);
+        if (l.kind == LirKind::Constant) return m.constant_value((int)l.index);
         if (l.reg >= 0) return JV(&m, l.reg, -1);
         JV t = m.fresh();
         m.ins(m.isa == Isa::Sse41 ? x86::Inst::kIdMovups : x86::Inst::kIdVmovups, m.vr(t.reg), slot(l.slot));
@@ -2293,8 +2312,56 @@ inline void emit_row_invariants(Context& e) {
 // data section follows the code.
 inline Status emit_kernel(Program* p, Isa isa, uint32_t allocatable, uint32_t lanes, bool streaming,
                           uint32_t argument_count, bool emit_only, void** kernel, uint32_t* code_size,
-                          uint32_t* scratch_peak, char* error, size_t error_size, void* zone = nullptr, size_t zone_bytes = 0) {
+                          uint32_t* scratch_peak, char* error, size_t error_size, void* zone = nullptr, size_t zone_bytes = 0,
+                          bool pin_constants = true) {
     using namespace asmjit;
+    // Counting pass: one vector tile assembled aside gives the registers a lane needs and the
+    // memory-operand uses of each constant; the most used constants then get the vector
+    // registers no lane touches (on AVX-512 with two lanes: [need, 16) and [16 + need, 32)).
+    int16_t pin_slot[32];
+    uint32_t pin_count = 0, lane_registers = (isa == Isa::Avx512 ? 32 : 16) / lanes;
+    if (pin_constants) {
+        CodeHolder counting;
+        counting.init(Environment(Arch::kX64));
+        ErrorRecorder counting_recorder;
+        counting.setErrorHandler(&counting_recorder);
+        x86::Assembler ca(&counting);
+        EmitContext c;
+        c.p = p;
+        c.table = jitter_table(isa);
+        c.vector_registers = lane_registers;
+        c.allocatable = allocatable;
+        c.m.a = &ca;
+        c.m.isa = isa;
+        c.m.vec_bytes = isa_vector_floats(isa) * 4;
+        c.m.bank = lane_registers;
+        c.m.data = ca.newLabel();
+        c.m.constants = p->constants;
+        c.m.constant_count = &p->constant_count;
+        uint16_t uses[256] = {};
+        c.m.const_uses = uses;
+        const x86::Gp gp[kSnippetMaxArgs] = {x86::r8, x86::r9, x86::r10, x86::r11, x86::rdx, x86::rbx,
+                                            x86::rbp, x86::r12, x86::r13, x86::r14, x86::r15};
+        for (uint32_t i = 0; i < kSnippetMaxArgs; ++i) c.args[i] = gp[i];
+        c.m.lanes = 1;
+        emit_tile(c, Tile::Vector);
+        int top = c.m.max_reg;                            // scratch, and the values' registers
+        for (uint32_t i = 0; i < p->count; ++i)
+            if (p->code[i].reg > top) top = p->code[i].reg;
+        uint32_t need = (uint32_t)(top + 1);
+        if (!c.m.failed && need < lane_registers) {
+            uint32_t free_registers = (lane_registers - need) * lanes;
+            while (pin_count < free_registers) {       // most used first; ties: lowest slot
+                int best = -1;
+                for (uint32_t k = 0; k < p->constant_count; ++k)
+                    if (uses[k] && (best < 0 || uses[k] > uses[best])) best = (int)k;
+                if (best < 0) break;
+                pin_slot[pin_count++] = (int16_t)best;
+                uses[best] = 0;
+            }
+            if (pin_count) lane_registers = need;
+        }
+    }
     // asmjit's zone (labels, sections, fixups) starts in `zone`, a block of the caller's
     // scratch arena (TESSEL_MALLOC); only what outgrows it, and the code buffer, use malloc.
     Support::Temporary temporary(zone, zone_bytes);
@@ -2308,12 +2375,12 @@ inline Status emit_kernel(Program* p, Isa isa, uint32_t allocatable, uint32_t la
     EmitContext e;
     e.p = p;
     e.table = jitter_table(isa);
-    e.vector_registers = (isa == Isa::Avx512 ? 32 : 16) / lanes;
-    e.allocatable = allocatable;
+    e.vector_registers = lane_registers;
+    e.allocatable = allocatable < lane_registers ? allocatable : lane_registers;  // pool stays off pinned ones
     e.m.a = &a;
     e.m.isa = isa;
     e.m.vec_bytes = isa_vector_floats(isa) * 4;
-    e.m.bank = e.vector_registers;
+    e.m.bank = (isa == Isa::Avx512 ? 32 : 16) / lanes;
     e.m.data = a.newLabel();
     e.m.constants = p->constants;
     e.m.constant_count = &p->constant_count;
@@ -2333,6 +2400,13 @@ inline Status emit_kernel(Program* p, Isa isa, uint32_t allocatable, uint32_t la
     a.mov(saved_rows, x86::rdx);
     a.mov(saved_strides, x86::rcx);
     for (uint32_t i = 0; i < argument_count; ++i) a.mov(e.args[i], x86::ptr(x86::rdi, (int32_t)(i * 8)));
+    for (uint32_t k = 0; k < pin_count; ++k) {        // pinned constants, in the registers no lane uses
+        uint32_t r = lane_registers + k;
+        if (lanes == 2 && r >= e.m.bank) r += lane_registers;
+        e.m.const_reg[pin_slot[k]] = (int16_t)r;
+        e.m.pinned |= 1u << r;
+        a.emit(isa == Isa::Sse41 ? x86::Inst::kIdMovaps : x86::Inst::kIdVmovaps, e.m.vr((int)r), e.m.cm(pin_slot[k]));
+    }
     uint32_t w = isa_vector_floats(isa);
     Label row = a.newLabel(), loop = a.newLabel(), rest = a.newLabel(), partial = a.newLabel(), done = a.newLabel(),
           mask_table = a.newLabel();
@@ -2420,6 +2494,9 @@ inline Status emit_kernel(Program* p, Isa isa, uint32_t allocatable, uint32_t la
     a.bind(e.m.data);
     for (uint32_t i = 0; i < p->constant_count; ++i) a.embedUInt32(p->constants[i], 16);
     *scratch_peak = e.m.peak;
+    if (e.m.failed && pin_count)   // the pinned registers left too few temporaries: without them
+        return emit_kernel(p, isa, allocatable, lanes, streaming, argument_count, emit_only, kernel, code_size,
+                           scratch_peak, error, error_size, nullptr, 0, false);   // `zone` is this call's
     if (e.m.failed) {
         std::snprintf(error, error_size, "emit: out of scratch registers or constants");
         return Status::LimitExceeded;
