@@ -239,9 +239,9 @@ public:
     uint32_t hits() const { return hits_; }
     uint32_t misses() const { return misses_; }
     // internal
-    struct Entry { uint64_t hash; void* key; size_t key_bytes; void* kernel; uint32_t code_size; };
+    struct Entry { uint64_t hash; void* key; size_t key_bytes; void* kernel; uint32_t code_size; uint32_t lanes; };
     const Entry* find(uint64_t hash, const void* key, size_t key_bytes);
-    bool insert(uint64_t hash, const void* key, size_t key_bytes, void* kernel, uint32_t code_size);
+    bool insert(uint64_t hash, const void* key, size_t key_bytes, void* kernel, uint32_t code_size, uint32_t lanes = 1);
 private:
     Entry entries_[kCapacity] = {};
     uint32_t count_ = 0, hits_ = 0, misses_ = 0;
@@ -262,8 +262,10 @@ struct SnippetOptions {
     // run walks exceed the last-level cache (last_level_cache_bytes(), capped at 64 MiB), 0
     // never, 1 always.
     int8_t streaming_stores = -1;
-    // Vector tiles emitted in lockstep per loop iteration (AVX-512): 0 picks 2 when the body's
-    // values fit half the registers without spilling, else 1; 1 or 2 force it.
+    // Vector tiles emitted in lockstep per loop iteration (AVX-512): 0 picks 2 to 4 when the
+    // body's values fit 6 registers without spilling (as many lanes as the registers one
+    // lane needs, values and temporaries, allow: 4 up to 8, 3 up to 10), else 1; 1 forces
+    // one, 2 to 4 cap the number.
     uint8_t lanes = 0;
 };
 // Size of the largest data cache (CPUID leaf 4 or 0x8000001D; 0x80000006 on older AMD), 0
@@ -589,31 +591,42 @@ V math_exp(M& m, V x, int scale = 0) {
 // exp for callers whose result never needs the denormal range and that tolerate ~1 ulp
 // (tanh's and erf's large branches, where the error is scaled down): the same reduction and
 // polynomial as math_exp without the compensated last step and with one scaling; x is
-// clamped to [-87, 88] so 2^n stays a normal float.
+// clamped to [-87, 88] so 2^n stays a normal float (clamp = false: the caller's x is already
+// in that range, or NaN, which stays NaN).
+// In parts: exp(x) = (1 + q) s, s = 2^n. The polynomial is evaluated in Estrin's form (three
+// independent pairs, then two steps in r^2): 12 cycles of FMA latency instead of Horner's 20,
+// which matters more than the operation count (the kernels are latency-bound, see above
+// math_erf).
 template <class M, class V>
-V math_exp_fast(M& m, V x) {
-    V t = m.max(m.c(-87.0f), x);                        // operand order keeps NaN
+void math_exp_fast_parts(M& m, V x, bool clamp, V* q_out, V* s_out) {
+    V t = clamp ? m.max(m.c(-87.0f), x) : static_cast<V&&>(x);   // operand order keeps NaN
     m.drop(x);
-    t = m.min(m.c(88.0f), t);
+    if (clamp) t = m.min(m.c(88.0f), t);
     V fn = m.mul(t, m.c(1.44269504088896341f));
     fn = m.round(fn, kRoundNearest);
     V r = m.fnma(fn, m.c(0.693359375f), static_cast<V&&>(t));
     r = m.fnma(fn, m.c(-2.12194440e-4f), static_cast<V&&>(r));
-    V p = m.fma(m.c(1.9875691500e-4f), r, m.c(1.3981999507e-3f));
-    p = m.fma(static_cast<V&&>(p), r, m.c(8.3334519073e-3f));
-    p = m.fma(static_cast<V&&>(p), r, m.c(4.1665795894e-2f));
-    p = m.fma(static_cast<V&&>(p), r, m.c(1.6666665459e-1f));
-    p = m.fma(static_cast<V&&>(p), r, m.c(5.0000001201e-1f));
-    V r2 = m.mul(r, r);
-    p = m.fma(static_cast<V&&>(p), r2, r);              // r + r^2 P(r)
-    m.drop(r2);
-    m.drop(r);
-    p = m.add(p, m.c(1.0f));
     V n = m.cvt_i(fn);
     m.drop(fn);
     n = m.add_i(n, m.cb(127));
-    n = m.shl_i(n, 23);
-    return m.mul(p, n);
+    *s_out = m.shl_i(n, 23);
+    m.drop(n);
+    V r2 = m.mul(r, r);
+    V p = m.fma(m.c(1.9875691500e-4f), r, m.c(1.3981999507e-3f));
+    V p23 = m.fma(m.c(8.3334519073e-3f), r, m.c(4.1665795894e-2f));
+    V p45 = m.fma(m.c(1.6666665459e-1f), r, m.c(5.0000001201e-1f));
+    p = m.fma(static_cast<V&&>(p), r2, p23);
+    m.drop(p23);
+    p = m.fma(static_cast<V&&>(p), r2, p45);
+    m.drop(p45);
+    *q_out = m.fma(static_cast<V&&>(p), r2, r);         // r + r^2 P(r)
+}
+template <class M, class V>
+V math_exp_fast(M& m, V x, bool clamp = true) {
+    V q, s;
+    math_exp_fast_parts(m, static_cast<V&&>(x), clamp, &q, &s);
+    q = m.add(q, m.c(1.0f));
+    return m.mul(q, s);
 }
 
 // log: Cephes logf (mantissa in [sqrt(1/2), sqrt(2)), degree-8 polynomial), denormals scaled
@@ -674,9 +687,18 @@ template <class M, class V>
 V math_tanh(M& m, const V& x) {
     V t = m.add(x, x);
     t = math_abs(m, t);
-    V big = math_exp_fast(m, static_cast<V&&>(t));      // >= e^1.25: its error shrinks below
-    big = m.add(big, m.c(1.0f));
-    big = m.div(m.c(2.0f), big);
+    t = m.min(m.c(20.0f), t);                           // tanh rounds to 1 from 10 on; NaN stays
+    // 1 - 2/(e + 1) with e + 1 = q s + (s + 1) one fma from the exponential's parts (s = 2^n,
+    // s + 1 exact): one rounding and one step fewer than ((1 + q) s) + 1. (The shorter
+    // (e - 1)/(e + 1) rounds e - 1 and e + 1 on their own: 2.8 ulp near 8, too much.)
+    V q, sc;
+    math_exp_fast_parts(m, static_cast<V&&>(t), false, &q, &sc);   // >= e^1.25: its error shrinks below
+    V den = m.add(sc, m.c(1.0f));
+    den = m.fma(q, sc, static_cast<V&&>(den));
+    m.drop(q);
+    m.drop(sc);
+    V big = m.div(m.c(2.0f), den);
+    m.drop(den);
     big = m.sub(m.c(1.0f), big);
     V s = m.and_(x, m.cb(kSignBit));
     big = m.or_(big, s);
@@ -711,49 +733,63 @@ V math_sigmoid(M& m, V x) {
     return m.div(num, d);
 }
 
-// erfc(t) for t > 0.927734375 as exp(polynomial), and erf for |a| <= 0.927734375: the two
-// branches of N. Juffa's faithfully rounded erff (coefficients as published by him).
-template <class M, class V>
-V math_erfc_large(M& m, V t) {
-    V s = m.mul(t, t);
-    V r = m.fma(m.c(-1.72853470e-5f), t, m.c(3.83197126e-4f));
-    V u = m.fma(m.c(-3.88396438e-3f), t, m.c(2.42546219e-2f));
-    r = m.fma(static_cast<V&&>(r), s, u);
-    m.drop(s);
-    m.drop(u);
-    r = m.fma(static_cast<V&&>(r), t, m.c(-1.06777877e-1f));
-    r = m.fma(static_cast<V&&>(r), t, m.c(-6.34846687e-1f));
-    r = m.fma(static_cast<V&&>(r), t, m.c(-1.28717512e-1f));
-    V nt = m.xor_(t, m.cb(kSignBit));
-    r = m.fma(static_cast<V&&>(r), t, nt);
-    m.drop(t);
-    m.drop(nt);
-    return math_exp_fast(m, static_cast<V&&>(r));       // <= erfc(0.93) = 0.19: 1 - it hides its error
-}
-template <class M, class V>
-V math_erf_small(M& m, const V& a) {
-    V s = m.mul(a, a);
-    V r = m.fma(m.c(-5.96761703e-4f), s, m.c(4.99119423e-3f));
-    r = m.fma(static_cast<V&&>(r), s, m.c(-2.67681349e-2f));
-    r = m.fma(static_cast<V&&>(r), s, m.c(1.12819925e-1f));
-    r = m.fma(static_cast<V&&>(r), s, m.c(-3.76125336e-1f));
-    r = m.fma(static_cast<V&&>(r), s, m.c(1.28379166e-1f));
-    m.drop(s);
-    return m.fma(r, a, a);
-}
+// erf: the two branches of N. Juffa's faithfully rounded erff (coefficients as published by
+// him), erf(a) = a + a P(a^2) for |a| <= 0.927734375 and 1 - exp(t Q(t) - t), t = |a|, above,
+// evaluated as ONE Horner chain whose variable and coefficients are blended per lane (the
+// small branch's leading coefficient is 0), so a tile pays for one polynomial, not two.
+// t is clamped to 4 (erf rounds to 1 from 3.92 on), so the exponential needs no clamp.
+// Cost per vector on AVX-512: 19 FMA-pipe operations (x^2, 6 + 1 Horner steps, exp's 11)
+// instead of 26 for the two chains; the blends and compares go to the other two FP pipes.
 template <class M, class V>
 V math_erf(M& m, const V& x) {
+    static const float kSmall[7] = {0.0f, -5.96761703e-4f, 4.99119423e-3f, -2.67681349e-2f, 1.12819925e-1f,
+                                    -3.76125336e-1f, 1.28379166e-1f};
+    static const float kLarge[7] = {-1.72853470e-5f, 3.83197126e-4f, -3.88396438e-3f, 2.42546219e-2f,
+                                    -1.06777877e-1f, -6.34846687e-1f, -1.28717512e-1f};
     V t = math_abs(m, x);
-    V big = math_erfc_large(m, static_cast<V&&>(t));
-    big = m.sub(m.c(1.0f), big);
-    V s = m.and_(x, m.cb(kSignBit));
-    big = m.or_(big, s);
+    V small = m.cmp(t, m.c(0.927734375f), kCmpLe);     // NaN: the large branch, which keeps it
+    t = m.min(m.c(4.0f), t);                            // operand order keeps NaN
+    V s = m.mul(x, x);
+    V v = m.blend(small, s, t);
     m.drop(s);
-    V small = math_erf_small(m, x);
-    t = math_abs(m, x);
-    V mask = m.cmp(t, m.c(0.927734375f), kCmpLe);
+    // Estrin: P(v) = ((p01 v^2 + p23) v^2 + p45) v + c6, 16 cycles of latency instead of 24.
+    // Each coefficient is blended right before its use (few registers live: more lanes fit).
+    V v2 = m.mul(v, v);
+    V k0 = m.blend(small, m.c(kSmall[0]), m.c(kLarge[0]));
+    V k1 = m.blend(small, m.c(kSmall[1]), m.c(kLarge[1]));
+    V r = m.fma(static_cast<V&&>(k0), v, static_cast<V&&>(k1));
+    k0 = m.blend(small, m.c(kSmall[2]), m.c(kLarge[2]));
+    k1 = m.blend(small, m.c(kSmall[3]), m.c(kLarge[3]));
+    V p = m.fma(static_cast<V&&>(k0), v, static_cast<V&&>(k1));
+    r = m.fma(static_cast<V&&>(r), v2, static_cast<V&&>(p));
+    k0 = m.blend(small, m.c(kSmall[4]), m.c(kLarge[4]));
+    k1 = m.blend(small, m.c(kSmall[5]), m.c(kLarge[5]));
+    p = m.fma(static_cast<V&&>(k0), v, static_cast<V&&>(k1));
+    r = m.fma(static_cast<V&&>(r), v2, static_cast<V&&>(p));
+    m.drop(v2);
+    k0 = m.blend(small, m.c(kSmall[6]), m.c(kLarge[6]));
+    r = m.fma(static_cast<V&&>(r), v, static_cast<V&&>(k0));
+    m.drop(v);
+    V u = m.blend(small, x, t);                         // small: a + a P; large: t Q - t
+    V nt = m.xor_(t, m.cb(kSignBit));
     m.drop(t);
-    return m.blend(mask, small, big);
+    V w = m.blend(small, x, nt);
+    m.drop(nt);
+    r = m.fma(static_cast<V&&>(r), u, w);
+    m.drop(u);
+    m.drop(w);
+    // 1 - exp(r) = (1 - s) - q s, s = 2^n exact, 1 - s exact (n <= -2 in the large branch):
+    // one rounding, and two operations fewer on the critical path than 1 - (1 + q) s.
+    V q, sc;
+    math_exp_fast_parts(m, r, false, &q, &sc);          // r >= -17: no clamp; e^r <= erfc(0.93) = 0.19
+    V big = m.sub(m.c(1.0f), sc);
+    big = m.fnma(q, sc, static_cast<V&&>(big));
+    m.drop(q);
+    m.drop(sc);
+    V sign = m.and_(x, m.cb(kSignBit));
+    big = m.or_(big, sign);
+    m.drop(sign);
+    return m.blend(small, r, big);
 }
 
 // The rounding error of p = round(a*b) for constant b, exactly: one fma on FMA targets,
@@ -2313,7 +2349,7 @@ inline void emit_row_invariants(Context& e) {
 inline Status emit_kernel(Program* p, Isa isa, uint32_t allocatable, uint32_t lanes, bool streaming,
                           uint32_t argument_count, bool emit_only, void** kernel, uint32_t* code_size,
                           uint32_t* scratch_peak, char* error, size_t error_size, void* zone = nullptr, size_t zone_bytes = 0,
-                          bool pin_constants = true) {
+                          bool pin_constants = true, uint32_t max_lanes = 0, uint32_t* lanes_out = nullptr) {
     using namespace asmjit;
     // Counting pass: one vector tile assembled aside gives the registers a lane needs and the
     // memory-operand uses of each constant; the most used constants then get the vector
@@ -2349,8 +2385,20 @@ inline Status emit_kernel(Program* p, Isa isa, uint32_t allocatable, uint32_t la
         for (uint32_t i = 0; i < p->count; ++i)
             if (p->code[i].reg > top) top = p->code[i].reg;
         uint32_t need = (uint32_t)(top + 1);
+        // More lanes when a lane needs few registers: the approximations are latency-bound,
+        // each lane is one more independent chain in the FP scheduler's window (on the Zen 5
+        // of the README the GELU(tanh) pattern ran 6.1, 5.6, 5.3 ns per 16 floats with 2, 3, 4
+        // lanes), which matters more than pinned constants.
+        if (!c.m.failed && lanes == 2 && max_lanes > 2) {
+            uint32_t more = max_lanes;
+            while (more > 2 && need > 32 / more) --more;
+            if (more > 2) {
+                lanes = more;
+                lane_registers = 32 / lanes;
+            }
+        }
         if (!c.m.failed && need < lane_registers) {
-            uint32_t free_registers = (lane_registers - need) * lanes;
+            uint32_t free_registers = (isa == Isa::Avx512 ? 32 : 16) - need * lanes;
             while (pin_count < free_registers) {       // most used first; ties: lowest slot
                 int best = -1;
                 for (uint32_t k = 0; k < p->constant_count; ++k)
@@ -2400,9 +2448,8 @@ inline Status emit_kernel(Program* p, Isa isa, uint32_t allocatable, uint32_t la
     a.mov(saved_rows, x86::rdx);
     a.mov(saved_strides, x86::rcx);
     for (uint32_t i = 0; i < argument_count; ++i) a.mov(e.args[i], x86::ptr(x86::rdi, (int32_t)(i * 8)));
-    for (uint32_t k = 0; k < pin_count; ++k) {        // pinned constants, in the registers no lane uses
-        uint32_t r = lane_registers + k;
-        if (lanes == 2 && r >= e.m.bank) r += lane_registers;
+    for (uint32_t k = 0, r = 0; k < pin_count; ++k, ++r) {   // pinned constants, in the registers no lane uses
+        while (r / e.m.bank < lanes && r % e.m.bank < lane_registers) ++r;
         e.m.const_reg[pin_slot[k]] = (int16_t)r;
         e.m.pinned |= 1u << r;
         a.emit(isa == Isa::Sse41 ? x86::Inst::kIdMovaps : x86::Inst::kIdVmovaps, e.m.vr((int)r), e.m.cm(pin_slot[k]));
@@ -2494,9 +2541,10 @@ inline Status emit_kernel(Program* p, Isa isa, uint32_t allocatable, uint32_t la
     a.bind(e.m.data);
     for (uint32_t i = 0; i < p->constant_count; ++i) a.embedUInt32(p->constants[i], 16);
     *scratch_peak = e.m.peak;
-    if (e.m.failed && pin_count)   // the pinned registers left too few temporaries: without them
-        return emit_kernel(p, isa, allocatable, lanes, streaming, argument_count, emit_only, kernel, code_size,
-                           scratch_peak, error, error_size, nullptr, 0, false);   // `zone` is this call's
+    if (lanes_out) *lanes_out = lanes;
+    if (e.m.failed && (pin_count || max_lanes > 2))   // too few temporaries left: without pinning, two lanes
+        return emit_kernel(p, isa, allocatable, lanes > 2 ? 2 : lanes, streaming, argument_count, emit_only, kernel,
+                           code_size, scratch_peak, error, error_size, nullptr, 0, false, 0, lanes_out);   // `zone` is this call's
     if (e.m.failed) {
         std::snprintf(error, error_size, "emit: out of scratch registers or constants");
         return Status::LimitExceeded;
@@ -2928,12 +2976,12 @@ const KernelCache::Entry* KernelCache::find(uint64_t hash, const void* key, size
     return nullptr;
 }
 
-bool KernelCache::insert(uint64_t hash, const void* key, size_t key_bytes, void* kernel, uint32_t code_size) {
+bool KernelCache::insert(uint64_t hash, const void* key, size_t key_bytes, void* kernel, uint32_t code_size, uint32_t lanes) {
     if (count_ == kCapacity) return false;
     void* copy = TESSEL_MALLOC(key_bytes ? key_bytes : 1);
     if (!copy) return false;
     std::memcpy(copy, key, key_bytes);
-    entries_[count_++] = Entry{hash, copy, key_bytes, kernel, code_size};
+    entries_[count_++] = Entry{hash, copy, key_bytes, kernel, code_size, lanes};
     return true;
 }
 
@@ -3086,7 +3134,7 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
     uint32_t lanes = 1;
     if (isa == Isa::Avx512 && options.lanes != 1) {
         uint32_t half = 16 - reserved < allocatable ? 16 - reserved : allocatable;
-        bool fits = options.lanes == 2 || half == allocatable;
+        bool fits = options.lanes >= 2 || half == allocatable;
         if (!fits) {
             for (uint32_t i = 0; i < program.count; ++i) { program.code[i].reg = -1; program.code[i].slot = -1; program.code[i].hoisted = false; }
             program.spill_slots = program.registers_used = program.spilled = 0;
@@ -3160,6 +3208,7 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
             if (hit) {
                 kernel_ = hit->kernel;
                 stats_.code_size = hit->code_size;
+                stats_.lanes = hit->lanes;
                 stats_.cache_hit = true;
                 stats_.compile_ns = detail::now_ns() - start;
                 compiled_ = true;
@@ -3168,10 +3217,13 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
         }
         uint32_t scratch_peak = 0;
         uint32_t saved_registers = 0;
+        uint32_t emitted_lanes = lanes;
         s = isa == Isa::Neon ? detail::emit_kernel_a64(&program, allocatable, params + results, emit_only, &kernel_,
                                                        &code_size, &scratch_peak, &saved_registers, error_, sizeof error_)
                              : detail::emit_kernel(&program, isa, allocatable, lanes, streaming, params + results, emit_only, &kernel_,
-                                                   &code_size, &scratch_peak, error_, sizeof error_, zone, zone ? kZoneBytes : 0);
+                                                   &code_size, &scratch_peak, error_, sizeof error_, zone, zone ? kZoneBytes : 0,
+                                                   true, options.lanes ? (options.lanes > 4 ? 4u : options.lanes) : 4u,
+                                                   &emitted_lanes);
         stats_.scratch_registers = scratch_peak;
         stats_.saved_vector_registers = saved_registers;
         if (s == Status::LimitExceeded && allocatable > 1) {
@@ -3179,6 +3231,7 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
             continue;
         }
         if (s != Status::Ok) { kernel_ = nullptr; return s; }
+        stats_.lanes = emitted_lanes;
         final_key = key;
         final_key_bytes = key_bytes;
         break;
@@ -3189,7 +3242,7 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
         stats_.compile_ns = detail::now_ns() - start;
         return Status::Ok;
     }
-    kernel_owned_ = !(options.cache && options.cache->insert(hash, final_key, final_key_bytes, kernel_, code_size));
+    kernel_owned_ = !(options.cache && options.cache->insert(hash, final_key, final_key_bytes, kernel_, code_size, stats_.lanes));
     stats_.compile_ns = detail::now_ns() - start;
     compiled_ = true;
     return Status::Ok;
