@@ -35,10 +35,12 @@
    last), allocate_registers (linear scan, whole-interval spills; row-invariant broadcasts
    get registers of their own, loaded once per row) and emit_kernel (per row: an alignment
    peel, vector tiles, a tail; partial tiles use AVX-512 masks, AVX2 vmaskmov or SSE4.1 scalar
-   tiles; on AVX-512 the vector tiles are two lanes emitted in lockstep, lane 1 on zmm16-31,
-   when the values fit 16 registers unspilled; outputs above the last-level cache use
-   non-temporal stores, SnippetOptions::lanes and streaming_stores override) through the
-   target's jitter table; emit_kernel_a64 for NEON (per row: 4-float tiles
+   tiles; on AVX-512 the vector tiles are 2 to 4 lanes emitted in lockstep, lane k on its own
+   bank of 32/lanes registers, when the values fit 6 registers unspilled: 4 when a lane needs
+   at most 8 registers, 3 up to 10; the most used constants are pinned, loaded once, in the
+   registers no lane uses (x86, a counting pass over one tile); outputs above the last-level
+   cache use non-temporal stores, SnippetOptions::lanes and streaming_stores override) through
+   the target's jitter table; emit_kernel_a64 for NEON (per row: 4-float tiles
    with post-incremented ldr/str q, ld1r broadcasts, a scalar peel and tail).
    Kernels are cached by a hash of the lowered program and the target.
 
@@ -61,11 +63,12 @@
    Exact: Add Sub Mul Div Max Min Sqrt Reciprocal Abs Neg Relu Clip Floor Ceil Round Sign,
    comparisons, Select. Transcendentals are gather-free: Cephes-style polynomials (exp with a
    compensated last step, log, tanh; the large branches of tanh and erf use a cheaper exp
-   whose error they scale down), N. Juffa's erff/erfcf polynomials (Erf; GELU(erf) as
+   whose error they scale down), N. Juffa's erff/erfcf polynomials (Erf, its two branches as
+   one polynomial with coefficients blended per lane; GELU(erf) as
    x/2 erfc(-x/sqrt2) with the argument in two parts), GELU(tanh) as x sigmoid(v) with v in
    two parts; tails that underflow are carried scaled by 2^64 to the last multiplication, and
    targets without FMA use Dekker's exact products where a residual cancels. Measured bounds
-   (exp 0.8, log 0.8, tanh 1.3, sigmoid 2.4, erf 1.2, GELU 3.5 and 3.9 ulp) are published by
+   (exp 0.8, log 0.8, tanh 1.2, sigmoid 2.4, erf 1.2, GELU 3.5 and 3.9 ulp) are published by
    snippet_op_ulp_bound(). The interpreter keeps every product rounded on its own (no FMA
    contraction by the compiler), whatever -march or -ffp-contract it is built with.
 
@@ -921,6 +924,22 @@ V times_one_plus(M& m, const V& r, const V& e, const V& t) {
     return fma_exact(m, r, e, ret);
 }
 
+// Cost of the GELU kernels on AVX-512 (2-core AMD EPYC, Zen 5: 4 FP pipes of 512 bits, FMA and
+// multiply on 2 of them, 2 vector loads per cycle; latencies measured there: add/min/logic/
+// blend 2 cycles, mul 3, fma 4, div ~11, compare into k + blend ~8), instructions of the
+// vector loop per 16 floats (bench/snippets's patterns and the single ops):
+//                      FMA-pipe  div  other FP  loads  lanes  bound (cycles)  measured in L2
+//   GELU(erf) pattern      23     0      24       34     3    17 (loads)       ~18.5 (5.2 ns)
+//   GELU(tanh) pattern     24     1      17       28     4    14 (loads)       ~18.5 (5.2 ns)
+//   GeluErf op             50     2      37       25     2    25 (FMA pipes)   ~40 (11.4 ns)
+//   GeluTanh op            31     1      42       40     3    20 (loads)       ~27 (7.7 ns)
+// 90% of memcpy (27 GB/s, 8 bytes per float) is 4.74 ns = ~17 cycles per 16 floats. The
+// patterns are bounded by latency rather than by the pipes: one tile's critical path is
+// ~20 ns (tanh: 6 multiply/adds, exp's reduction and polynomial, a division), so several
+// independent tiles must sit in the FP scheduler at once, hence the lanes (2 -> 4 lanes took
+// the tanh pattern from 6.1 to 5.2 ns) and the Estrin polynomials. The single GeluErf op
+// cannot get there at 4 ulp with this scheme: its FMA-pipe work alone is ~25 cycles.
+//
 // GELU(erf) = x/2 erfc(-x/sqrt2), with -x/sqrt2 carried in two parts (its rounding would
 // otherwise be amplified by ~a^2 in the negative tail).
 template <class M, class V>
