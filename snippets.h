@@ -262,13 +262,14 @@ struct SnippetOptions {
     // cannot run. compile() then leaves the snippet unrunnable (run() is NotFinalized).
     bool emit_only = false;
     // Non-temporal stores for the first output's vector tiles (x86-64): -1 when the bytes one
-    // run walks exceed the last-level cache (last_level_cache_bytes(), capped at 64 MiB), 0
+    // run walks exceed the last-level cache (last_level_cache_bytes(), capped at 64 MiB) and
+    // the body has no transcendental op (compute-bound kernels were slower with them), 0
     // never, 1 always.
     int8_t streaming_stores = -1;
     // Vector tiles emitted in lockstep per loop iteration (AVX-512): 0 picks 2 to 4 when the
     // body's values fit 6 registers without spilling (as many lanes as the registers one
-    // lane needs, values and temporaries, allow: 4 up to 8, 3 up to 10), else 1; 1 forces
-    // one, 2 to 4 cap the number.
+    // lane needs, values and temporaries, allow: 4 up to 8, 3 up to 10; more than 2 only
+    // when one run walks at most 4 MiB), else 1; 1 forces one, 2 to 4 cap the number.
     uint8_t lanes = 0;
 };
 // Size of the largest data cache (CPUID leaf 4 or 0x8000001D; 0x80000006 on older AMD), 0
@@ -3166,13 +3167,29 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
     // Streaming above the last-level cache, capped at 64 MiB: virtual machines report the
     // whole socket's L3 (508 MiB on the EPYC of the README), far more than one core reaches.
     // CPUID traps in a VM (~10 us a call), so small bodies never ask.
+    // Not for compute-bound bodies (a transcendental op): there non-temporal stores were
+    // 10-25% slower in every A/B run at 32M floats (GELU patterns and ops, on that EPYC).
+    bool transcendental = false;
+    for (uint32_t i = 0; i < body.size(); ++i) {
+        switch (body.instruction(i).op) {
+            case SnippetOp::Exp: case SnippetOp::Log: case SnippetOp::Tanh: case SnippetOp::Sigmoid:
+            case SnippetOp::Erf: case SnippetOp::GeluErf: case SnippetOp::GeluTanh: case SnippetOp::Softplus:
+            case SnippetOp::Swish: case SnippetOp::Mish: case SnippetOp::Elu: case SnippetOp::Selu:
+            case SnippetOp::Pow: transcendental = true; break;
+            default: break;
+        }
+    }
     bool streaming = options.streaming_stores == 1;
-    if (options.streaming_stores < 0 && stats_.bytes_fused > (4ull << 20)) {
+    if (options.streaming_stores < 0 && stats_.bytes_fused > (4ull << 20) && !transcendental) {
         uint64_t threshold = last_level_cache_bytes();
         if (threshold == 0 || threshold > (64ull << 20)) threshold = threshold ? 64ull << 20 : 32ull << 20;
         streaming = stats_.bytes_fused > threshold;
     }
     if (isa == Isa::Neon) streaming = false;
+    // 3 or 4 lanes only while the data stays in the caches: out of them the GELU patterns ran
+    // at half the speed with 3-4 lanes than with 2 (7-11 against 20 GB/s at 32M floats, the
+    // EPYC of the README), in the caches 3-4 lanes are 2-15% faster.
+    uint32_t max_lanes = stats_.bytes_fused > (4ull << 20) ? 2u : 4u;
     stats_.lanes = lanes;
     stats_.streaming_stores = streaming;
     // Allocate, look up the cache, emit. If an operation runs out of scratch registers (many
@@ -3241,7 +3258,7 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
                                                        &code_size, &scratch_peak, &saved_registers, error_, sizeof error_)
                              : detail::emit_kernel(&program, isa, allocatable, lanes, streaming, params + results, emit_only, &kernel_,
                                                    &code_size, &scratch_peak, error_, sizeof error_, zone, zone ? kZoneBytes : 0,
-                                                   true, options.lanes ? (options.lanes > 4 ? 4u : options.lanes) : 4u,
+                                                   true, options.lanes ? (options.lanes > 4 ? 4u : options.lanes) : max_lanes,
                                                    &emitted_lanes);
         stats_.scratch_registers = scratch_peak;
         stats_.saved_vector_registers = saved_registers;
