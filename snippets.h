@@ -35,10 +35,12 @@
    last), allocate_registers (linear scan, whole-interval spills; row-invariant broadcasts
    get registers of their own, loaded once per row) and emit_kernel (per row: an alignment
    peel, vector tiles, a tail; partial tiles use AVX-512 masks, AVX2 vmaskmov or SSE4.1 scalar
-   tiles; on AVX-512 the vector tiles are two lanes emitted in lockstep, lane 1 on zmm16-31,
-   when the values fit 16 registers unspilled; outputs above the last-level cache use
-   non-temporal stores, SnippetOptions::lanes and streaming_stores override) through the
-   target's jitter table; emit_kernel_a64 for NEON (per row: 4-float tiles
+   tiles; on AVX-512 the vector tiles are 2 to 4 lanes emitted in lockstep, lane k on its own
+   bank of 32/lanes registers, when the values fit 6 registers unspilled: 4 when a lane needs
+   at most 8 registers, 3 up to 10; the most used constants are pinned, loaded once, in the
+   registers no lane uses (x86, a counting pass over one tile); outputs above the last-level
+   cache use non-temporal stores, SnippetOptions::lanes and streaming_stores override) through
+   the target's jitter table; emit_kernel_a64 for NEON (per row: 4-float tiles
    with post-incremented ldr/str q, ld1r broadcasts, a scalar peel and tail).
    Kernels are cached by a hash of the lowered program and the target.
 
@@ -61,11 +63,12 @@
    Exact: Add Sub Mul Div Max Min Sqrt Reciprocal Abs Neg Relu Clip Floor Ceil Round Sign,
    comparisons, Select. Transcendentals are gather-free: Cephes-style polynomials (exp with a
    compensated last step, log, tanh; the large branches of tanh and erf use a cheaper exp
-   whose error they scale down), N. Juffa's erff/erfcf polynomials (Erf; GELU(erf) as
+   whose error they scale down), N. Juffa's erff/erfcf polynomials (Erf, its two branches as
+   one polynomial with coefficients blended per lane; GELU(erf) as
    x/2 erfc(-x/sqrt2) with the argument in two parts), GELU(tanh) as x sigmoid(v) with v in
    two parts; tails that underflow are carried scaled by 2^64 to the last multiplication, and
    targets without FMA use Dekker's exact products where a residual cancels. Measured bounds
-   (exp 0.8, log 0.8, tanh 1.3, sigmoid 2.4, erf 1.2, GELU 3.5 and 3.9 ulp) are published by
+   (exp 0.8, log 0.8, tanh 1.2, sigmoid 2.4, erf 1.2, GELU 3.5 and 3.9 ulp) are published by
    snippet_op_ulp_bound(). The interpreter keeps every product rounded on its own (no FMA
    contraction by the compiler), whatever -march or -ffp-contract it is built with.
 
@@ -239,9 +242,9 @@ public:
     uint32_t hits() const { return hits_; }
     uint32_t misses() const { return misses_; }
     // internal
-    struct Entry { uint64_t hash; void* key; size_t key_bytes; void* kernel; uint32_t code_size; };
+    struct Entry { uint64_t hash; void* key; size_t key_bytes; void* kernel; uint32_t code_size; uint32_t lanes; };
     const Entry* find(uint64_t hash, const void* key, size_t key_bytes);
-    bool insert(uint64_t hash, const void* key, size_t key_bytes, void* kernel, uint32_t code_size);
+    bool insert(uint64_t hash, const void* key, size_t key_bytes, void* kernel, uint32_t code_size, uint32_t lanes = 1);
 private:
     Entry entries_[kCapacity] = {};
     uint32_t count_ = 0, hits_ = 0, misses_ = 0;
@@ -259,11 +262,14 @@ struct SnippetOptions {
     // cannot run. compile() then leaves the snippet unrunnable (run() is NotFinalized).
     bool emit_only = false;
     // Non-temporal stores for the first output's vector tiles (x86-64): -1 when the bytes one
-    // run walks exceed the last-level cache (last_level_cache_bytes(), capped at 64 MiB), 0
+    // run walks exceed the last-level cache (last_level_cache_bytes(), capped at 64 MiB) and
+    // the body has no transcendental op (compute-bound kernels were slower with them), 0
     // never, 1 always.
     int8_t streaming_stores = -1;
-    // Vector tiles emitted in lockstep per loop iteration (AVX-512): 0 picks 2 when the body's
-    // values fit half the registers without spilling, else 1; 1 or 2 force it.
+    // Vector tiles emitted in lockstep per loop iteration (AVX-512): 0 picks 2 to 4 when the
+    // body's values fit 6 registers without spilling (as many lanes as the registers one
+    // lane needs, values and temporaries, allow: 4 up to 8, 3 up to 10; more than 2 only
+    // when one run walks at most 4 MiB), else 1; 1 forces one, 2 to 4 cap the number.
     uint8_t lanes = 0;
 };
 // Size of the largest data cache (CPUID leaf 4 or 0x8000001D; 0x80000006 on older AMD), 0
@@ -593,31 +599,42 @@ V math_exp(M& m, V x, int scale = 0) {
 // exp for callers whose result never needs the denormal range and that tolerate ~1 ulp
 // (tanh's and erf's large branches, where the error is scaled down): the same reduction and
 // polynomial as math_exp without the compensated last step and with one scaling; x is
-// clamped to [-87, 88] so 2^n stays a normal float.
+// clamped to [-87, 88] so 2^n stays a normal float (clamp = false: the caller's x is already
+// in that range, or NaN, which stays NaN).
+// In parts: exp(x) = (1 + q) s, s = 2^n. The polynomial is evaluated in Estrin's form (three
+// independent pairs, then two steps in r^2): 12 cycles of FMA latency instead of Horner's 20,
+// which matters more than the operation count (the kernels are latency-bound, see above
+// math_erf).
 template <class M, class V>
-V math_exp_fast(M& m, V x) {
-    V t = m.max(m.c(-87.0f), x);                        // operand order keeps NaN
+void math_exp_fast_parts(M& m, V x, bool clamp, V* q_out, V* s_out) {
+    V t = clamp ? m.max(m.c(-87.0f), x) : static_cast<V&&>(x);   // operand order keeps NaN
     m.drop(x);
-    t = m.min(m.c(88.0f), t);
+    if (clamp) t = m.min(m.c(88.0f), t);
     V fn = m.mul(t, m.c(1.44269504088896341f));
     fn = m.round(fn, kRoundNearest);
     V r = m.fnma(fn, m.c(0.693359375f), static_cast<V&&>(t));
     r = m.fnma(fn, m.c(-2.12194440e-4f), static_cast<V&&>(r));
-    V p = m.fma(m.c(1.9875691500e-4f), r, m.c(1.3981999507e-3f));
-    p = m.fma(static_cast<V&&>(p), r, m.c(8.3334519073e-3f));
-    p = m.fma(static_cast<V&&>(p), r, m.c(4.1665795894e-2f));
-    p = m.fma(static_cast<V&&>(p), r, m.c(1.6666665459e-1f));
-    p = m.fma(static_cast<V&&>(p), r, m.c(5.0000001201e-1f));
-    V r2 = m.mul(r, r);
-    p = m.fma(static_cast<V&&>(p), r2, r);              // r + r^2 P(r)
-    m.drop(r2);
-    m.drop(r);
-    p = m.add(p, m.c(1.0f));
     V n = m.cvt_i(fn);
     m.drop(fn);
     n = m.add_i(n, m.cb(127));
-    n = m.shl_i(n, 23);
-    return m.mul(p, n);
+    *s_out = m.shl_i(n, 23);
+    m.drop(n);
+    V r2 = m.mul(r, r);
+    V p = m.fma(m.c(1.9875691500e-4f), r, m.c(1.3981999507e-3f));
+    V p23 = m.fma(m.c(8.3334519073e-3f), r, m.c(4.1665795894e-2f));
+    V p45 = m.fma(m.c(1.6666665459e-1f), r, m.c(5.0000001201e-1f));
+    p = m.fma(static_cast<V&&>(p), r2, p23);
+    m.drop(p23);
+    p = m.fma(static_cast<V&&>(p), r2, p45);
+    m.drop(p45);
+    *q_out = m.fma(static_cast<V&&>(p), r2, r);         // r + r^2 P(r)
+}
+template <class M, class V>
+V math_exp_fast(M& m, V x, bool clamp = true) {
+    V q, s;
+    math_exp_fast_parts(m, static_cast<V&&>(x), clamp, &q, &s);
+    q = m.add(q, m.c(1.0f));
+    return m.mul(q, s);
 }
 
 // log: Cephes logf (mantissa in [sqrt(1/2), sqrt(2)), degree-8 polynomial), denormals scaled
@@ -678,9 +695,18 @@ template <class M, class V>
 V math_tanh(M& m, const V& x) {
     V t = m.add(x, x);
     t = math_abs(m, t);
-    V big = math_exp_fast(m, static_cast<V&&>(t));      // >= e^1.25: its error shrinks below
-    big = m.add(big, m.c(1.0f));
-    big = m.div(m.c(2.0f), big);
+    t = m.min(m.c(20.0f), t);                           // tanh rounds to 1 from 10 on; NaN stays
+    // 1 - 2/(e + 1) with e + 1 = q s + (s + 1) one fma from the exponential's parts (s = 2^n,
+    // s + 1 exact): one rounding and one step fewer than ((1 + q) s) + 1. (The shorter
+    // (e - 1)/(e + 1) rounds e - 1 and e + 1 on their own: 2.8 ulp near 8, too much.)
+    V q, sc;
+    math_exp_fast_parts(m, static_cast<V&&>(t), false, &q, &sc);   // >= e^1.25: its error shrinks below
+    V den = m.add(sc, m.c(1.0f));
+    den = m.fma(q, sc, static_cast<V&&>(den));
+    m.drop(q);
+    m.drop(sc);
+    V big = m.div(m.c(2.0f), den);
+    m.drop(den);
     big = m.sub(m.c(1.0f), big);
     V s = m.and_(x, m.cb(kSignBit));
     big = m.or_(big, s);
@@ -715,49 +741,63 @@ V math_sigmoid(M& m, V x) {
     return m.div(num, d);
 }
 
-// erfc(t) for t > 0.927734375 as exp(polynomial), and erf for |a| <= 0.927734375: the two
-// branches of N. Juffa's faithfully rounded erff (coefficients as published by him).
-template <class M, class V>
-V math_erfc_large(M& m, V t) {
-    V s = m.mul(t, t);
-    V r = m.fma(m.c(-1.72853470e-5f), t, m.c(3.83197126e-4f));
-    V u = m.fma(m.c(-3.88396438e-3f), t, m.c(2.42546219e-2f));
-    r = m.fma(static_cast<V&&>(r), s, u);
-    m.drop(s);
-    m.drop(u);
-    r = m.fma(static_cast<V&&>(r), t, m.c(-1.06777877e-1f));
-    r = m.fma(static_cast<V&&>(r), t, m.c(-6.34846687e-1f));
-    r = m.fma(static_cast<V&&>(r), t, m.c(-1.28717512e-1f));
-    V nt = m.xor_(t, m.cb(kSignBit));
-    r = m.fma(static_cast<V&&>(r), t, nt);
-    m.drop(t);
-    m.drop(nt);
-    return math_exp_fast(m, static_cast<V&&>(r));       // <= erfc(0.93) = 0.19: 1 - it hides its error
-}
-template <class M, class V>
-V math_erf_small(M& m, const V& a) {
-    V s = m.mul(a, a);
-    V r = m.fma(m.c(-5.96761703e-4f), s, m.c(4.99119423e-3f));
-    r = m.fma(static_cast<V&&>(r), s, m.c(-2.67681349e-2f));
-    r = m.fma(static_cast<V&&>(r), s, m.c(1.12819925e-1f));
-    r = m.fma(static_cast<V&&>(r), s, m.c(-3.76125336e-1f));
-    r = m.fma(static_cast<V&&>(r), s, m.c(1.28379166e-1f));
-    m.drop(s);
-    return m.fma(r, a, a);
-}
+// erf: the two branches of N. Juffa's faithfully rounded erff (coefficients as published by
+// him), erf(a) = a + a P(a^2) for |a| <= 0.927734375 and 1 - exp(t Q(t) - t), t = |a|, above,
+// evaluated as ONE Horner chain whose variable and coefficients are blended per lane (the
+// small branch's leading coefficient is 0), so a tile pays for one polynomial, not two.
+// t is clamped to 4 (erf rounds to 1 from 3.92 on), so the exponential needs no clamp.
+// Cost per vector on AVX-512: 19 FMA-pipe operations (x^2, 6 + 1 Horner steps, exp's 11)
+// instead of 26 for the two chains; the blends and compares go to the other two FP pipes.
 template <class M, class V>
 V math_erf(M& m, const V& x) {
+    static const float kSmall[7] = {0.0f, -5.96761703e-4f, 4.99119423e-3f, -2.67681349e-2f, 1.12819925e-1f,
+                                    -3.76125336e-1f, 1.28379166e-1f};
+    static const float kLarge[7] = {-1.72853470e-5f, 3.83197126e-4f, -3.88396438e-3f, 2.42546219e-2f,
+                                    -1.06777877e-1f, -6.34846687e-1f, -1.28717512e-1f};
     V t = math_abs(m, x);
-    V big = math_erfc_large(m, static_cast<V&&>(t));
-    big = m.sub(m.c(1.0f), big);
-    V s = m.and_(x, m.cb(kSignBit));
-    big = m.or_(big, s);
+    V small = m.cmp(t, m.c(0.927734375f), kCmpLe);     // NaN: the large branch, which keeps it
+    t = m.min(m.c(4.0f), t);                            // operand order keeps NaN
+    V s = m.mul(x, x);
+    V v = m.blend(small, s, t);
     m.drop(s);
-    V small = math_erf_small(m, x);
-    t = math_abs(m, x);
-    V mask = m.cmp(t, m.c(0.927734375f), kCmpLe);
+    // Estrin: P(v) = ((p01 v^2 + p23) v^2 + p45) v + c6, 16 cycles of latency instead of 24.
+    // Each coefficient is blended right before its use (few registers live: more lanes fit).
+    V v2 = m.mul(v, v);
+    V k0 = m.blend(small, m.c(kSmall[0]), m.c(kLarge[0]));
+    V k1 = m.blend(small, m.c(kSmall[1]), m.c(kLarge[1]));
+    V r = m.fma(static_cast<V&&>(k0), v, static_cast<V&&>(k1));
+    k0 = m.blend(small, m.c(kSmall[2]), m.c(kLarge[2]));
+    k1 = m.blend(small, m.c(kSmall[3]), m.c(kLarge[3]));
+    V p = m.fma(static_cast<V&&>(k0), v, static_cast<V&&>(k1));
+    r = m.fma(static_cast<V&&>(r), v2, static_cast<V&&>(p));
+    k0 = m.blend(small, m.c(kSmall[4]), m.c(kLarge[4]));
+    k1 = m.blend(small, m.c(kSmall[5]), m.c(kLarge[5]));
+    p = m.fma(static_cast<V&&>(k0), v, static_cast<V&&>(k1));
+    r = m.fma(static_cast<V&&>(r), v2, static_cast<V&&>(p));
+    m.drop(v2);
+    k0 = m.blend(small, m.c(kSmall[6]), m.c(kLarge[6]));
+    r = m.fma(static_cast<V&&>(r), v, static_cast<V&&>(k0));
+    m.drop(v);
+    V u = m.blend(small, x, t);                         // small: a + a P; large: t Q - t
+    V nt = m.xor_(t, m.cb(kSignBit));
     m.drop(t);
-    return m.blend(mask, small, big);
+    V w = m.blend(small, x, nt);
+    m.drop(nt);
+    r = m.fma(static_cast<V&&>(r), u, w);
+    m.drop(u);
+    m.drop(w);
+    // 1 - exp(r) = (1 - s) - q s, s = 2^n exact, 1 - s exact (n <= -2 in the large branch):
+    // one rounding, and two operations fewer on the critical path than 1 - (1 + q) s.
+    V q, sc;
+    math_exp_fast_parts(m, r, false, &q, &sc);          // r >= -17: no clamp; e^r <= erfc(0.93) = 0.19
+    V big = m.sub(m.c(1.0f), sc);
+    big = m.fnma(q, sc, static_cast<V&&>(big));
+    m.drop(q);
+    m.drop(sc);
+    V sign = m.and_(x, m.cb(kSignBit));
+    big = m.or_(big, sign);
+    m.drop(sign);
+    return m.blend(small, r, big);
 }
 
 // The rounding error of p = round(a*b) for constant b, exactly: one fma on FMA targets,
@@ -889,6 +929,22 @@ V times_one_plus(M& m, const V& r, const V& e, const V& t) {
     return fma_exact(m, r, e, ret);
 }
 
+// Cost of the GELU kernels on AVX-512 (2-core AMD EPYC, Zen 5: 4 FP pipes of 512 bits, FMA and
+// multiply on 2 of them, 2 vector loads per cycle; latencies measured there: add/min/logic/
+// blend 2 cycles, mul 3, fma 4, div ~11, compare into k + blend ~8), instructions of the
+// vector loop per 16 floats (bench/snippets's patterns and the single ops):
+//                      FMA-pipe  div  other FP  loads  lanes  bound (cycles)  measured in L2
+//   GELU(erf) pattern      23     0      24       34     3    17 (loads)       ~18.5 (5.2 ns)
+//   GELU(tanh) pattern     24     1      17       28     4    14 (loads)       ~18.5 (5.2 ns)
+//   GeluErf op             50     2      37       25     2    25 (FMA pipes)   ~40 (11.4 ns)
+//   GeluTanh op            31     1      42       40     3    20 (loads)       ~27 (7.7 ns)
+// 90% of memcpy (27 GB/s, 8 bytes per float) is 4.74 ns = ~17 cycles per 16 floats. The
+// patterns are bounded by latency rather than by the pipes: one tile's critical path is
+// ~20 ns (tanh: 6 multiply/adds, exp's reduction and polynomial, a division), so several
+// independent tiles must sit in the FP scheduler at once, hence the lanes (2 -> 4 lanes took
+// the tanh pattern from 6.1 to 5.2 ns) and the Estrin polynomials. The single GeluErf op
+// cannot get there at 4 ulp with this scheme: its FMA-pipe work alone is ~25 cycles.
+//
 // GELU(erf) = x/2 erfc(-x/sqrt2), with -x/sqrt2 carried in two parts (its rounding would
 // otherwise be amplified by ~a^2 in the negative tail).
 template <class M, class V>
@@ -1868,13 +1924,27 @@ struct JitMath {
     // r + k*bank, mask register k2 + k, rows k vectors further and spill slot s*lanes + k.
     uint32_t lanes = 1;
     uint32_t bank = 32;
+    // Constants pinned in vector registers for the whole kernel (loaded once, before the first
+    // row), shared by every lane; the others stay memory operands. The approximations are
+    // compute-bound, and with a memory operand per constant use the loads were their
+    // bottleneck (2 vector loads per cycle on Zen 5, against 4 FP pipes).
+    int16_t const_reg[256];
+    uint32_t pinned = 0;             // bit r: vector register r holds a pinned constant
+    uint16_t* const_uses = nullptr;  // counting pass: memory-operand uses per constant slot
+    int max_reg = -1;                // highest register alloc() handed out
+    JitMath() { for (int16_t& r : const_reg) r = -1; }
 
     // Operand `o` of lane `lane`.
     asmjit::Operand in_lane(const asmjit::Operand& o, uint32_t lane) const {
         if (lane == 0) return o;
         if (o.isReg()) {
             const asmjit::BaseReg& r = o.as<asmjit::BaseReg>();
-            if (r.isVec()) { x86::Vec v = o.as<x86::Vec>(); v.setId(v.id() + lane * bank); return v; }
+            if (r.isVec()) {
+                if (pinned >> r.id() & 1) return o;                  // shared by the lanes
+                x86::Vec v = o.as<x86::Vec>();
+                v.setId(v.id() + lane * bank);
+                return v;
+            }
             if (r.group() == asmjit::RegGroup::kX86_K) return x86::KReg(r.id() + lane);
             return o;
         }
@@ -1908,8 +1978,12 @@ struct JitMath {
     x86::Mem cm(int slot) const { return x86::ptr(data, slot * 64, vec_bytes); }
     asmjit::Operand op(const JV& v) const {
         if (v.reg >= 0) return vr(v.reg);
+        if (const_uses) ++const_uses[v.constant];
         return cm(v.constant);
     }
+    // A data-section constant as a value: its pinned register (never in the scratch pool, so
+    // no operation writes it) or a memory operand.
+    JV constant_value(int slot) { return JV(this, const_reg[slot], slot); }
     int constant_slot(uint32_t bits) {
         for (uint32_t i = 0; i < *constant_count; ++i)
             if (constants[i] == bits) return (int)i;
@@ -1929,6 +2003,7 @@ struct JitMath {
                 uint32_t busy = 1;
                 for (int q = 0; q < 32; ++q) busy += pool[q] && refs[q] > 0;
                 if (busy > peak) peak = busy;
+                if (r > max_reg) max_reg = r;
                 return r;
             }
         failed = true;
@@ -1937,8 +2012,8 @@ struct JitMath {
     JV fresh() { return JV(this, alloc(), -1); }
     void drop(JV& v) { v.release(); }
     bool fused_fma() const { return isa != Isa::Sse41; }
-    JV c(float v) { return JV(this, -1, constant_slot(float_bits(v))); }
-    JV cb(uint32_t b) { return JV(this, -1, constant_slot(b)); }
+    JV c(float v) { return constant_value(constant_slot(float_bits(v))); }
+    JV cb(uint32_t b) { return constant_value(constant_slot(b)); }
 
     void move(int d, const JV& v) {
         if (v.reg == d) return;
@@ -2049,7 +2124,7 @@ struct JitMath {
         JV xr = in_reg(x);
         JV d = fresh();
         ins(x86::Inst::kIdVcmpps, x86::k2, vr(xr.reg), op(y), asmjit::Imm(predicate));
-        ins(x86::Inst::kIdVmovaps, vr(d.reg), cm(constant_slot(0xffffffffu)), asmjit::Operand(), asmjit::Operand(), 2, true);
+        ins(x86::Inst::kIdVmovaps, vr(d.reg), op(cb(0xffffffffu)), asmjit::Operand(), asmjit::Operand(), 2, true);
         k2_source = d.reg;
         return d;
     }
@@ -2127,7 +2202,7 @@ struct EmitContext : EmitContextBase<JitMath> {
     // The value of instruction v as a JV (spilled values are reloaded into a temporary).
     JV value(uint32_t v) {
         const Lir& l = p->code[v];
-        if (l.kind == LirKind::Constant) return JV(&m, -1, (int)l.index);
+        if (l.kind == LirKind::Constant) return m.constant_value((int)l.index);
         if (l.reg >= 0) return JV(&m, l.reg, -1);
         JV t = m.fresh();
         m.ins(m.isa == Isa::Sse41 ? x86::Inst::kIdMovups : x86::Inst::kIdVmovups, m.vr(t.reg), slot(l.slot));
@@ -2297,8 +2372,68 @@ inline void emit_row_invariants(Context& e) {
 // data section follows the code.
 inline Status emit_kernel(Program* p, Isa isa, uint32_t allocatable, uint32_t lanes, bool streaming,
                           uint32_t argument_count, bool emit_only, void** kernel, uint32_t* code_size,
-                          uint32_t* scratch_peak, char* error, size_t error_size, void* zone = nullptr, size_t zone_bytes = 0) {
+                          uint32_t* scratch_peak, char* error, size_t error_size, void* zone = nullptr, size_t zone_bytes = 0,
+                          bool pin_constants = true, uint32_t max_lanes = 0, uint32_t* lanes_out = nullptr) {
     using namespace asmjit;
+    // Counting pass: one vector tile assembled aside gives the registers a lane needs and the
+    // memory-operand uses of each constant; the most used constants then get the vector
+    // registers no lane touches (on AVX-512 with two lanes: [need, 16) and [16 + need, 32)).
+    int16_t pin_slot[32];
+    uint32_t pin_count = 0, lane_registers = (isa == Isa::Avx512 ? 32 : 16) / lanes;
+    if (pin_constants) {
+        CodeHolder counting;
+        counting.init(Environment(Arch::kX64));
+        ErrorRecorder counting_recorder;
+        counting.setErrorHandler(&counting_recorder);
+        x86::Assembler ca(&counting);
+        EmitContext c;
+        c.p = p;
+        c.table = jitter_table(isa);
+        c.vector_registers = lane_registers;
+        c.allocatable = allocatable;
+        c.m.a = &ca;
+        c.m.isa = isa;
+        c.m.vec_bytes = isa_vector_floats(isa) * 4;
+        c.m.bank = lane_registers;
+        c.m.data = ca.newLabel();
+        c.m.constants = p->constants;
+        c.m.constant_count = &p->constant_count;
+        uint16_t uses[256] = {};
+        c.m.const_uses = uses;
+        const x86::Gp gp[kSnippetMaxArgs] = {x86::r8, x86::r9, x86::r10, x86::r11, x86::rdx, x86::rbx,
+                                            x86::rbp, x86::r12, x86::r13, x86::r14, x86::r15};
+        for (uint32_t i = 0; i < kSnippetMaxArgs; ++i) c.args[i] = gp[i];
+        c.m.lanes = 1;
+        emit_tile(c, Tile::Vector);
+        int top = c.m.max_reg;                            // scratch, and the values' registers
+        for (uint32_t i = 0; i < p->count; ++i)
+            if (p->code[i].reg > top) top = p->code[i].reg;
+        uint32_t need = (uint32_t)(top + 1);
+        // More lanes when a lane needs few registers: the approximations are latency-bound,
+        // each lane is one more independent chain in the FP scheduler's window (on the Zen 5
+        // of the README the GELU(tanh) pattern ran 6.1, 5.6, 5.3 ns per 16 floats with 2, 3, 4
+        // lanes), which matters more than pinned constants.
+        if (!c.m.failed && lanes == 2 && max_lanes > 2) {
+            uint32_t more = max_lanes;
+            while (more > 2 && need > 32 / more) --more;
+            if (more > 2) {
+                lanes = more;
+                lane_registers = 32 / lanes;
+            }
+        }
+        if (!c.m.failed && need < lane_registers) {
+            uint32_t free_registers = (isa == Isa::Avx512 ? 32 : 16) - need * lanes;
+            while (pin_count < free_registers) {       // most used first; ties: lowest slot
+                int best = -1;
+                for (uint32_t k = 0; k < p->constant_count; ++k)
+                    if (uses[k] && (best < 0 || uses[k] > uses[best])) best = (int)k;
+                if (best < 0) break;
+                pin_slot[pin_count++] = (int16_t)best;
+                uses[best] = 0;
+            }
+            if (pin_count) lane_registers = need;
+        }
+    }
     // asmjit's zone (labels, sections, fixups) starts in `zone`, a block of the caller's
     // scratch arena (TESSEL_MALLOC); only what outgrows it, and the code buffer, use malloc.
     Support::Temporary temporary(zone, zone_bytes);
@@ -2312,12 +2447,12 @@ inline Status emit_kernel(Program* p, Isa isa, uint32_t allocatable, uint32_t la
     EmitContext e;
     e.p = p;
     e.table = jitter_table(isa);
-    e.vector_registers = (isa == Isa::Avx512 ? 32 : 16) / lanes;
-    e.allocatable = allocatable;
+    e.vector_registers = lane_registers;
+    e.allocatable = allocatable < lane_registers ? allocatable : lane_registers;  // pool stays off pinned ones
     e.m.a = &a;
     e.m.isa = isa;
     e.m.vec_bytes = isa_vector_floats(isa) * 4;
-    e.m.bank = e.vector_registers;
+    e.m.bank = (isa == Isa::Avx512 ? 32 : 16) / lanes;
     e.m.data = a.newLabel();
     e.m.constants = p->constants;
     e.m.constant_count = &p->constant_count;
@@ -2337,6 +2472,12 @@ inline Status emit_kernel(Program* p, Isa isa, uint32_t allocatable, uint32_t la
     a.mov(saved_rows, x86::rdx);
     a.mov(saved_strides, x86::rcx);
     for (uint32_t i = 0; i < argument_count; ++i) a.mov(e.args[i], x86::ptr(x86::rdi, (int32_t)(i * 8)));
+    for (uint32_t k = 0, r = 0; k < pin_count; ++k, ++r) {   // pinned constants, in the registers no lane uses
+        while (r / e.m.bank < lanes && r % e.m.bank < lane_registers) ++r;
+        e.m.const_reg[pin_slot[k]] = (int16_t)r;
+        e.m.pinned |= 1u << r;
+        a.emit(isa == Isa::Sse41 ? x86::Inst::kIdMovaps : x86::Inst::kIdVmovaps, e.m.vr((int)r), e.m.cm(pin_slot[k]));
+    }
     uint32_t w = isa_vector_floats(isa);
     Label row = a.newLabel(), loop = a.newLabel(), rest = a.newLabel(), partial = a.newLabel(), done = a.newLabel(),
           mask_table = a.newLabel();
@@ -2424,6 +2565,10 @@ inline Status emit_kernel(Program* p, Isa isa, uint32_t allocatable, uint32_t la
     a.bind(e.m.data);
     for (uint32_t i = 0; i < p->constant_count; ++i) a.embedUInt32(p->constants[i], 16);
     *scratch_peak = e.m.peak;
+    if (lanes_out) *lanes_out = lanes;
+    if (e.m.failed && (pin_count || max_lanes > 2))   // too few temporaries left: without pinning, two lanes
+        return emit_kernel(p, isa, allocatable, lanes > 2 ? 2 : lanes, streaming, argument_count, emit_only, kernel,
+                           code_size, scratch_peak, error, error_size, nullptr, 0, false, 0, lanes_out);   // `zone` is this call's
     if (e.m.failed) {
         std::snprintf(error, error_size, "emit: out of scratch registers or constants");
         return Status::LimitExceeded;
@@ -2855,12 +3000,12 @@ const KernelCache::Entry* KernelCache::find(uint64_t hash, const void* key, size
     return nullptr;
 }
 
-bool KernelCache::insert(uint64_t hash, const void* key, size_t key_bytes, void* kernel, uint32_t code_size) {
+bool KernelCache::insert(uint64_t hash, const void* key, size_t key_bytes, void* kernel, uint32_t code_size, uint32_t lanes) {
     if (count_ == kCapacity) return false;
     void* copy = TESSEL_MALLOC(key_bytes ? key_bytes : 1);
     if (!copy) return false;
     std::memcpy(copy, key, key_bytes);
-    entries_[count_++] = Entry{hash, copy, key_bytes, kernel, code_size};
+    entries_[count_++] = Entry{hash, copy, key_bytes, kernel, code_size, lanes};
     return true;
 }
 
@@ -3013,7 +3158,7 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
     uint32_t lanes = 1;
     if (isa == Isa::Avx512 && options.lanes != 1) {
         uint32_t half = 16 - reserved < allocatable ? 16 - reserved : allocatable;
-        bool fits = options.lanes == 2 || half == allocatable;
+        bool fits = options.lanes >= 2 || half == allocatable;
         if (!fits) {
             for (uint32_t i = 0; i < program.count; ++i) { program.code[i].reg = -1; program.code[i].slot = -1; program.code[i].hoisted = false; }
             program.spill_slots = program.registers_used = program.spilled = 0;
@@ -3026,13 +3171,29 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
     // Streaming above the last-level cache, capped at 64 MiB: virtual machines report the
     // whole socket's L3 (508 MiB on the EPYC of the README), far more than one core reaches.
     // CPUID traps in a VM (~10 us a call), so small bodies never ask.
+    // Not for compute-bound bodies (a transcendental op): there non-temporal stores were
+    // 10-25% slower in every A/B run at 32M floats (GELU patterns and ops, on that EPYC).
+    bool transcendental = false;
+    for (uint32_t i = 0; i < body.size(); ++i) {
+        switch (body.instruction(i).op) {
+            case SnippetOp::Exp: case SnippetOp::Log: case SnippetOp::Tanh: case SnippetOp::Sigmoid:
+            case SnippetOp::Erf: case SnippetOp::GeluErf: case SnippetOp::GeluTanh: case SnippetOp::Softplus:
+            case SnippetOp::Swish: case SnippetOp::Mish: case SnippetOp::Elu: case SnippetOp::Selu:
+            case SnippetOp::Pow: transcendental = true; break;
+            default: break;
+        }
+    }
     bool streaming = options.streaming_stores == 1;
-    if (options.streaming_stores < 0 && stats_.bytes_fused > (4ull << 20)) {
+    if (options.streaming_stores < 0 && stats_.bytes_fused > (4ull << 20) && !transcendental) {
         uint64_t threshold = last_level_cache_bytes();
         if (threshold == 0 || threshold > (64ull << 20)) threshold = threshold ? 64ull << 20 : 32ull << 20;
         streaming = stats_.bytes_fused > threshold;
     }
     if (isa == Isa::Neon) streaming = false;
+    // 3 or 4 lanes only while the data stays in the caches: out of them the GELU patterns ran
+    // at half the speed with 3-4 lanes than with 2 (7-11 against 20 GB/s at 32M floats, the
+    // EPYC of the README), in the caches 3-4 lanes are 2-15% faster.
+    uint32_t max_lanes = stats_.bytes_fused > (4ull << 20) ? 2u : 4u;
     stats_.lanes = lanes;
     stats_.streaming_stores = streaming;
     // Allocate, look up the cache, emit. If an operation runs out of scratch registers (many
@@ -3087,6 +3248,7 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
             if (hit) {
                 kernel_ = hit->kernel;
                 stats_.code_size = hit->code_size;
+                stats_.lanes = hit->lanes;
                 stats_.cache_hit = true;
                 stats_.compile_ns = detail::now_ns() - start;
                 compiled_ = true;
@@ -3095,10 +3257,13 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
         }
         uint32_t scratch_peak = 0;
         uint32_t saved_registers = 0;
+        uint32_t emitted_lanes = lanes;
         s = isa == Isa::Neon ? detail::emit_kernel_a64(&program, allocatable, params + results, emit_only, &kernel_,
                                                        &code_size, &scratch_peak, &saved_registers, error_, sizeof error_)
                              : detail::emit_kernel(&program, isa, allocatable, lanes, streaming, params + results, emit_only, &kernel_,
-                                                   &code_size, &scratch_peak, error_, sizeof error_, zone, zone ? kZoneBytes : 0);
+                                                   &code_size, &scratch_peak, error_, sizeof error_, zone, zone ? kZoneBytes : 0,
+                                                   true, options.lanes ? (options.lanes > 4 ? 4u : options.lanes) : max_lanes,
+                                                   &emitted_lanes);
         stats_.scratch_registers = scratch_peak;
         stats_.saved_vector_registers = saved_registers;
         if (s == Status::LimitExceeded && allocatable > 1) {
@@ -3106,6 +3271,7 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
             continue;
         }
         if (s != Status::Ok) { kernel_ = nullptr; return s; }
+        stats_.lanes = emitted_lanes;
         final_key = key;
         final_key_bytes = key_bytes;
         break;
@@ -3116,7 +3282,7 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
         stats_.compile_ns = detail::now_ns() - start;
         return Status::Ok;
     }
-    kernel_owned_ = !(options.cache && options.cache->insert(hash, final_key, final_key_bytes, kernel_, code_size));
+    kernel_owned_ = !(options.cache && options.cache->insert(hash, final_key, final_key_bytes, kernel_, code_size, stats_.lanes));
     stats_.compile_ns = detail::now_ns() - start;
     compiled_ = true;
     return Status::Ok;

@@ -126,6 +126,21 @@ const Pattern patterns[] = {
              out[i] = 0.5f * v * (1.0f + std::tanh(0.7978845608f * (v + 0.044715f * v * v * v)));
          }
      }},
+    {"GELU(erf) op",   // the single GeluErf op (ONNX Gelu), accurate to 4 ulp down to denormals
+     [](SnippetBody& b, int64_t n) { result(b, op(b, SnippetOp::GeluErf, param(b, {n}))); },
+     [](float* const* in, float* out, int64_t n) {
+         const float* x = in[0];
+         for (int64_t i = 0; i < n; ++i) out[i] = 0.5f * x[i] * std::erfc(-x[i] * 0.70710678f);
+     }},
+    {"GELU(tanh) op",  // the single GeluTanh op (ONNX Gelu approximate="tanh")
+     [](SnippetBody& b, int64_t n) { result(b, op(b, SnippetOp::GeluTanh, param(b, {n}))); },
+     [](float* const* in, float* out, int64_t n) {
+         const float* x = in[0];
+         for (int64_t i = 0; i < n; ++i) {
+             float v = x[i];
+             out[i] = v / (1.0f + std::exp(-1.5957691216f * (v + 0.044715f * v * v * v)));
+         }
+     }},
     {"Swish",
      [](SnippetBody& b, int64_t n) {
          ValueId x = param(b, {n});
@@ -295,8 +310,8 @@ int main() {
         double t_triad = best_time([&] { for (int64_t i = 0; i < n; ++i) a[i] = bp[i] + 1.5f * cp[i]; });
         std::printf("\n== %lld floats: memcpy %.1f GB/s (read+write), triad %.1f GB/s\n", (long long)n, memcpy_gbs,
                     3.0 * n * 4 / t_triad / 1e9);
-        std::printf("%-26s %9s %8s %9s %10s %10s %9s %8s %7s\n", "pattern", "fused GB/s", "%memcpy", "vs loop",
-                    "vs unfused", "shrinkage", "compile", "regs", "code");
+        std::printf("%-26s %9s %8s %9s %10s %10s %9s %8s %7s %5s\n", "pattern", "fused GB/s", "%memcpy", "vs loop",
+                    "vs unfused", "shrinkage", "compile", "regs", "code", "lanes");
         for (const Pattern& p : patterns) {
             Arena arena;
             SnippetBody body(&arena);
@@ -326,9 +341,9 @@ int main() {
             double t_unfused = best_time([&] { unfused.run(param_ptrs, body, out_unfused.get()); });
             const SnippetStats& st = fused.stats();
             double gbs = (double)st.bytes_fused / t_fused / 1e9;
-            std::printf("%-26s %9.1f %7.0f%% %8.2fx %9.2fx %10.2f %7.1fus %8u %7u\n", p.name, gbs, 100.0 * gbs / memcpy_gbs,
+            std::printf("%-26s %9.1f %7.0f%% %8.2fx %9.2fx %10.2f %7.1fus %8u %7u %5u\n", p.name, gbs, 100.0 * gbs / memcpy_gbs,
                         t_loop / t_fused, t_unfused / t_fused, st.shrinkage, st.compile_ns / 1000.0, st.registers_used,
-                        st.code_size);
+                        st.code_size, st.lanes);
         }
     }
 
