@@ -93,7 +93,7 @@
    -----------------------
    On any model file, compiled blob or graph, Tessel returns an error or a correct result: no
    crash, no read or write outside a buffer, memory bounded by Limits (Core::limits(): nodes,
-   rank, elements per tensor, activation bytes per request, file size, folded bytes). A
+   rank, elements per tensor, activation + scratch bytes per request, file size, folded bytes). A
    kernel that finds bad data at run time (a Gather index out of range) returns
    InvalidArgument. External data must lie inside the model's folder.
 */
@@ -307,7 +307,7 @@ struct Limits {
     uint64_t max_nodes = 1u << 20;
     uint32_t max_rank = kMaxRank;
     uint64_t max_tensor_elements = 1ull << 28;      // per tensor (1 GiB of float32)
-    uint64_t max_arena_bytes = 1ull << 31;          // activations of one request
+    uint64_t max_arena_bytes = 1ull << 31;          // activations + kernel scratch of one request
     uint64_t max_file_bytes = 1ull << 31;           // model files and blobs
     uint64_t max_folded_bytes = 64ull << 20;        // one constant-folded tensor
 };
@@ -544,6 +544,7 @@ public:
     const PreparedModel* prepared() const;
     const Partition* partition() const;
     size_t arena_bytes() const;            // activations of one request
+    size_t scratch_bytes() const;          // kernels' scratch of one request
     size_t unplanned_bytes() const;        // what they would take without reuse
     uint32_t step_count() const;
     void write_summary(WriteFn write, void* user) const;  // placement, kernels, memory
@@ -2368,6 +2369,7 @@ const PreparedModel* CompiledModel::prepared() const { return impl_ ? &impl_->pr
 const Partition* CompiledModel::partition() const { return impl_ ? &impl_->partition : nullptr; }
 size_t CompiledModel::arena_bytes() const { return impl_ ? impl_->arena_bytes : 0; }
 size_t CompiledModel::unplanned_bytes() const { return impl_ ? impl_->unplanned_bytes : 0; }
+size_t CompiledModel::scratch_bytes() const { return impl_ ? impl_->scratch_bytes : 0; }
 uint32_t CompiledModel::step_count() const { return impl_ ? impl_->step_count : 0; }
 
 void CompiledModel::write_summary(WriteFn write, void* user) const {
@@ -2805,9 +2807,9 @@ inline Status finish_compile(Core* core, CompileJob* job, CompiledModel::Impl* m
     if (st != Status::Ok) return core->fail(st, "%s", error[0] ? error : "out of memory scheduling the subgraphs");
     st = plan_memory(m);
     if (st != Status::Ok) return core->fail(st, "out of memory planning the activations");
-    if (m->arena_bytes > core->limits().max_arena_bytes)
-        return core->fail(Status::LimitExceeded, "the activations need %zu bytes (limit %llu)", m->arena_bytes,
-                          (unsigned long long)core->limits().max_arena_bytes);
+    if (m->arena_bytes + m->scratch_bytes > core->limits().max_arena_bytes)   // what a request allocates
+        return core->fail(Status::LimitExceeded, "a request needs %zu bytes of activations and scratch (limit %llu)",
+                          m->arena_bytes + m->scratch_bytes, (unsigned long long)core->limits().max_arena_bytes);
 #ifdef TESSEL_USE_MICROPROFILE
     // One microprofile zone per step (group "tessel", named by kernel and node) and per subgraph.
     m->zones = m->arena.allocate_array<uint64_t>(m->exec_count + m->subgraph_count + 1);
