@@ -53,18 +53,11 @@ void fill(Tensor& t, uint32_t seed) {
     for (uint64_t i = 0; i < t.elements(); ++i) p[i] = u(rng);
 }
 
-std::vector<std::vector<float>> run_model(const Model& m, const char* device, std::vector<ConfigEntry> config = {},
-                                          uint32_t seed = 1, CompiledModel* keep = nullptr) {
-    Core core;
-    CompiledModel local;
-    CompiledModel& compiled = keep ? *keep : local;
-    Status s = core.compile_model(m, device, Span<const ConfigEntry>(config.data(), config.size()), &compiled);
-    INFO(std::string(core.last_error()));
-    REQUIRE(s == Status::Ok);
+std::vector<std::vector<float>> run_compiled(const CompiledModel& compiled, uint32_t seed) {
     InferRequest request;
     REQUIRE(compiled.create_request(&request) == Status::Ok);
     for (uint32_t i = 0; i < compiled.input_count(); ++i) fill(request.input(i), seed + i);
-    s = request.infer();
+    Status s = request.infer();
     INFO(std::string(request.last_error()));
     REQUIRE(s == Status::Ok);
     std::vector<std::vector<float>> out;
@@ -73,6 +66,17 @@ std::vector<std::vector<float>> run_model(const Model& m, const char* device, st
         out.emplace_back(t.data_as<float>(), t.data_as<float>() + t.elements());
     }
     return out;
+}
+
+std::vector<std::vector<float>> run_model(const Model& m, const char* device, std::vector<ConfigEntry> config = {},
+                                          uint32_t seed = 1, CompiledModel* keep = nullptr) {
+    Core core;
+    CompiledModel local;
+    CompiledModel& compiled = keep ? *keep : local;
+    Status s = core.compile_model(m, device, Span<const ConfigEntry>(config.data(), config.size()), &compiled);
+    INFO(std::string(core.last_error()));
+    REQUIRE(s == Status::Ok);
+    return run_compiled(compiled, seed);
 }
 
 bool bitwise_equal(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b) {
@@ -253,20 +257,6 @@ std::vector<char> export_blob(const CompiledModel& compiled) {
     return blob;
 }
 
-std::vector<std::vector<float>> run_compiled(const CompiledModel& compiled, uint32_t seed) {
-    InferRequest request;
-    REQUIRE(compiled.create_request(&request) == Status::Ok);
-    for (uint32_t i = 0; i < compiled.input_count(); ++i) fill(request.input(i), seed + i);
-    Status s = request.infer();
-    INFO(std::string(request.last_error()));
-    REQUIRE(s == Status::Ok);
-    std::vector<std::vector<float>> out;
-    for (uint32_t i = 0; i < compiled.output_count(); ++i) {
-        const Tensor& t = request.output(i);
-        out.emplace_back(t.data_as<float>(), t.data_as<float>() + t.elements());
-    }
-    return out;
-}
 }  // namespace
 
 TEST_CASE("runtime: export, import, same outputs; every corruption is rejected") {
