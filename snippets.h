@@ -62,13 +62,13 @@
    this assumes the default floating-point environment (no flush-to-zero in MXCSR or FPCR).
    Exact: Add Sub Mul Div Max Min Sqrt Reciprocal Abs Neg Relu Clip Floor Ceil Round Sign,
    comparisons, Select. Transcendentals are gather-free: Cephes-style polynomials (exp with a
-   compensated last step, log, tanh; the large branches of tanh and erf use a cheaper exp
-   whose error they scale down), N. Juffa's erff/erfcf polynomials (Erf, its two branches as
-   one polynomial with coefficients blended per lane; GELU(erf) as
-   x/2 erfc(-x/sqrt2) with the argument in two parts), GELU(tanh) as x sigmoid(v) with v in
+   compensated last step, log), Tanh and Erf as x h(|x|) with h piecewise polynomial over 16
+   intervals whose coefficients each lane takes from a 16-entry table by a register permute
+   (vpermps, pshufb, tbl/tbx; kLookupTables), N. Juffa's erfcf scheme for the GeluErf op
+   (x/2 erfc(-x/sqrt2) with the argument in two parts), GELU(tanh) as x sigmoid(v) with v in
    two parts; tails that underflow are carried scaled by 2^64 to the last multiplication, and
    targets without FMA use Dekker's exact products where a residual cancels. Measured bounds
-   (exp 0.8, log 0.8, tanh 1.2, sigmoid 2.4, erf 1.2, GELU 3.5 and 3.9 ulp) are published by
+   (exp 0.8, log 0.8, tanh 1.1, sigmoid 2.3, erf 1.1, GELU 3.5 and 3.9 ulp) are published by
    snippet_op_ulp_bound(). The interpreter keeps every product rounded on its own (no FMA
    contraction by the compiler), whatever -march or -ffp-contract it is built with.
 
@@ -536,6 +536,8 @@ struct ScalarMath {
         int32_t v = (int32_t)float_bits(a);
         return cb((uint32_t)(v < 0 ? ~(~v >> n) : v >> n));
     }
+    bool has_scalef() const { return false; }   // math_exp's two-step scaling gives the same bits
+    V scalef(V a, V) { return a; }
     // Table lookups (see kLookupTables): the entry the low 4 bits of k's integer bits select.
     V lookup_index(V k) { return k; }
     V lookup(V index, uint32_t table);
@@ -545,7 +547,11 @@ struct ScalarMath {
 // Per-interval coefficients of the piecewise approximations, 16 entries a table (one vector
 // register on AVX-512), fitted by least squares on Chebyshev nodes in long double with each
 // coefficient rounded to float in turn and the later ones refitted around it.
-enum LookupTable : uint32_t { kErfC0, kErfC1, kErfC2, kErfC3, kErfC4, kErfC5, kLookupTableCount };
+enum LookupTable : uint32_t {
+    kErfC0, kErfC1, kErfC2, kErfC3, kErfC4, kErfC5,
+    kTanhC0, kTanhC1, kTanhC2, kTanhC3, kTanhC4, kTanhC5, kTanhC6,
+    kLookupTableCount
+};
 alignas(64) inline constexpr float kLookupTables[kLookupTableCount][16] = {
     // erf(t)/t on [k/4, (k+1)/4) = c0 + c1 u + ... + c5 u^5, u = t - (k/4 + 1/8)
     {0x1.1f5e1ap+0f, 0x1.13e08cp+0f, 0x1.fe8f16p-1f, 0x1.cacbc2p-1f, 0x1.9450bcp-1f, 0x1.611066p-1f, 0x1.3448f8p-1f, 0x1.0ee122p-1f, 0x1.e09a7ap-2f, 0x1.aed2p-2f, 0x1.8603ep-2f, 0x1.642828p-2f, 0x1.47ad4p-2f, 0x1.2f6828p-2f, 0x1.1a7b9p-2f, 0x1.08421p-2f},
@@ -554,6 +560,15 @@ alignas(64) inline constexpr float kLookupTables[kLookupTableCount][16] = {
     {0x1.c5a4e6p-5f, 0x1.24d586p-3f, 0x1.671bdep-3f, 0x1.367c2p-3f, 0x1.8a309p-4f, 0x1.3fc19p-5f, -0x1.68b228p-10f, -0x1.5d26eep-6f, -0x1.ae680ep-6f, -0x1.8357bp-6f, -0x1.3234b2p-6f, -0x1.cacb8ap-7f, -0x1.52a604p-7f, -0x1.f6fc4p-8f, -0x1.7b4684p-8f, -0x1.2289dp-8f},
     {0x1.b1e1e4p-4f, 0x1.feb3e8p-5f, 0x1.fb5a82p-10f, -0x1.6a5f26p-5f, -0x1.eba63p-5f, -0x1.9d39dp-5f, -0x1.eaccf8p-6f, -0x1.6b8d9cp-7f, -0x1.c73d0ep-14f, 0x1.14b4e4p-8f, 0x1.56d2a8p-8f, 0x1.0d5bb2p-8f, 0x1.9bb89p-9f, 0x1.2b39fep-9f, 0x1.81bc2cp-10f, 0x1.3748acp-10f},
     {-0x1.3e014ep-6f, -0x1.7a8f5ep-5f, -0x1.7d0fc4p-5f, -0x1.a476a4p-6f, -0x1.1160c2p-10f, 0x1.d86e18p-7f, 0x1.16d936p-6f, 0x1.88bcdep-7f, 0x1.809ad4p-8f, 0x1.e195cap-10f, -0x1.05894ap-11f, -0x1.ac5304p-11f, -0x1.adc0e4p-11f, -0x1.5733f4p-11f, -0x1.5d81f6p-12f, -0x1.65766ap-12f},
+    // tanh(t)/t on [k/2, (k+1)/2) = c0 + c1 u + ... + c6 u^6, u = t - (k/2 + 1/4); the last
+    // interval reaches to 9.1 (u <= 1.1)
+    {0x1.f597eap-1f, 0x1.b19854p-1f, 0x1.5b74fcp-1f, 0x1.136b6ap-1f, 0x1.bd1c4ep-2f, 0x1.71551ep-2f, 0x1.3a2186p-2f, 0x1.10c3c8p-2f, 0x1.e1afb2p-3f, 0x1.af17e6p-3f, 0x1.8612e2p-3f, 0x1.642aacp-3f, 0x1.47ad74p-3f, 0x1.2f6816p-3f, 0x1.1a7b84p-3f, 0x1.08420ap-3f},
+    {-0x1.44e43cp-3f, -0x1.55b70ep-2f, -0x1.463726p-2f, -0x1.f05678p-3f, -0x1.64175p-3f, -0x1.0087bcp-3f, -0x1.7b10f6p-4f, -0x1.20890ap-4f, -0x1.c3c8ap-5f, -0x1.6a827cp-5f, -0x1.2906f6p-5f, -0x1.ef6bbap-6f, -0x1.a3636p-6f, -0x1.679466p-6f, -0x1.37b342p-6f, -0x1.10c7e6p-6f},
+    {-0x1.2538fp-2f, -0x1.ede5d4p-5f, 0x1.0870f6p-4f, 0x1.3c797cp-4f, 0x1.de4378p-5f, 0x1.453b68p-5f, 0x1.b4669p-6f, 0x1.2a232cp-6f, 0x1.a2e994p-7f, 0x1.2f351p-7f, 0x1.c336aep-8f, 0x1.583832p-8f, 0x1.0c474cp-8f, 0x1.a9fa7cp-9f, 0x1.57d54p-9f, 0x1.1991f2p-9f},
+    {0x1.e14d1p-4f, 0x1.16d4ap-3f, 0x1.1ed886p-5f, -0x1.0ca2aap-7f, -0x1.c7d3ecp-7f, -0x1.5b688cp-7f, -0x1.c93f4ep-8f, -0x1.2455bp-8f, -0x1.799496p-9f, -0x1.f3a1f8p-10f, -0x1.542278p-10f, -0x1.dc6976p-11f, -0x1.568d22p-11f, -0x1.f8596p-12f, -0x1.7b55e2p-12f, -0x1.22999cp-12f},
+    {0x1.6955cep-4f, -0x1.8c3362p-5f, -0x1.388258p-5f, -0x1.1ef0bcp-7f, 0x1.8e04bcp-11f, 0x1.03bb5ep-9f, 0x1.98bb86p-10f, 0x1.fe4fdap-11f, 0x1.4f385ep-11f, 0x1.8dea42p-12f, 0x1.085868p-12f, 0x1.1cc0bcp-13f, 0x1.7d22bap-14f, 0x1.7f4e2ap-14f, 0x1.1e4fa6p-14f, 0x1.2ac1c2p-15f},
+    {-0x1.f13bc6p-5f, -0x1.5de3c2p-6f, 0x1.e0eb74p-7f, 0x1.d690bcp-8f, 0x1.89e89ap-10f, -0x1.5bff56p-16f, -0x1.f292b8p-13f, -0x1.8bfcc4p-13f, -0x1.f761e4p-14f, -0x1.311b62p-14f, -0x1.68f42ap-15f, -0x1.b0d90ap-16f, -0x1.097564p-16f, -0x1.6e5c56p-17f, -0x1.aa6b46p-18f, -0x1.2311fap-18f},
+    {-0x1.5cd7a8p-6f, 0x1.92a162p-6f, 0x1.f23fccp-11f, -0x1.7e54a6p-9f, -0x1.82d5acp-10f, -0x1.07e814p-16f, -0x1.18e712p-13f, 0x1.cbbddep-13f, -0x1.b9621ap-13f, 0x1.4b0c1cp-16f, -0x1.ab8fcp-14f, 0x1.865214p-13f, 0x1.f7c578p-14f, -0x1.83d116p-13f, -0x1.6012bap-13f, 0x1.8fa952p-22f},
 };
 inline float ScalarMath::lookup(float index, uint32_t table) { return kLookupTables[table][float_bits(index) & 15]; }
 
@@ -568,16 +583,16 @@ V math_abs(M& m, const V& x) { return m.and_(x, m.cb(~kSignBit)); }   // one ins
 // its error carried, 2^n applied in two halves so that results down to the denormal range
 // round once. `scale` returns exp(x) 2^scale instead (only for x <= 0 and scale <= 64), so a
 // caller can keep a tiny result normal until its own last multiplication.
+// `nonpositive`: the caller's x is <= 0 (or NaN), so the upper clamp is left out.
 template <class M, class V>
-V math_exp(M& m, V x, int scale = 0) {
+V math_exp(M& m, V x, int scale = 0, bool nonpositive = false) {
     // Below the clamp the (scaled) result rounds to zero anyway; operand order keeps NaN.
     V t = m.max(m.c(-104.0f - (float)scale * 0.693147181f), x);
     m.drop(x);
-    t = m.min(m.c(89.0f), t);
+    if (!nonpositive) t = m.min(m.c(89.0f), t);
     V fn = m.mul(t, m.c(1.44269504088896341f));
     fn = m.round(fn, kRoundNearest);
-    V r1 = m.fnma(fn, m.c(0.693359375f), t);          // exact: fn has at most 8 bits
-    m.drop(t);
+    V r1 = m.fnma(fn, m.c(0.693359375f), static_cast<V&&>(t));   // exact: fn has at most 8 bits
     V r = m.fnma(fn, m.c(-2.12194440e-4f), r1);
     V lo = m.sub(r1, r);                                // the part of r1 - fn*C2 that r lost
     m.drop(r1);
@@ -600,6 +615,13 @@ V math_exp(M& m, V x, int scale = 0) {
     m.drop(lo);
     p = m.add(s1, p);                                   // the one rounding that matters
     m.drop(s1);
+    // p 2^(n + scale) with one rounding. AVX-512's vscalefps does it in one instruction; the
+    // other targets multiply by 2^(n>>1), exactly, then by the rest, which rounds once: the
+    // same correctly rounded result.
+    if (m.has_scalef()) {
+        if (scale) fn = m.add(static_cast<V&&>(fn), m.c((float)scale));   // exact
+        return m.scalef(static_cast<V&&>(p), static_cast<V&&>(fn));
+    }
     V n = m.cvt_i(fn);
     m.drop(fn);
     V n1 = m.sra_i(n, 1);
@@ -612,47 +634,6 @@ V math_exp(M& m, V x, int scale = 0) {
     m.drop(n);
     s = m.shl_i(s, 23);
     return m.mul(p, s);
-}
-
-// exp for callers whose result never needs the denormal range and that tolerate ~1 ulp
-// (tanh's and erf's large branches, where the error is scaled down): the same reduction and
-// polynomial as math_exp without the compensated last step and with one scaling; x is
-// clamped to [-87, 88] so 2^n stays a normal float (clamp = false: the caller's x is already
-// in that range, or NaN, which stays NaN).
-// In parts: exp(x) = (1 + q) s, s = 2^n. The polynomial is evaluated in Estrin's form (three
-// independent pairs, then two steps in r^2): 12 cycles of FMA latency instead of Horner's 20,
-// which matters more than the operation count (the kernels are latency-bound, see above
-// math_erf).
-template <class M, class V>
-void math_exp_fast_parts(M& m, V x, bool clamp, V* q_out, V* s_out) {
-    V t = clamp ? m.max(m.c(-87.0f), x) : static_cast<V&&>(x);   // operand order keeps NaN
-    m.drop(x);
-    if (clamp) t = m.min(m.c(88.0f), t);
-    V fn = m.mul(t, m.c(1.44269504088896341f));
-    fn = m.round(fn, kRoundNearest);
-    V r = m.fnma(fn, m.c(0.693359375f), static_cast<V&&>(t));
-    r = m.fnma(fn, m.c(-2.12194440e-4f), static_cast<V&&>(r));
-    V n = m.cvt_i(fn);
-    m.drop(fn);
-    n = m.add_i(n, m.cb(127));
-    *s_out = m.shl_i(n, 23);
-    m.drop(n);
-    V r2 = m.mul(r, r);
-    V p = m.fma(m.c(1.9875691500e-4f), r, m.c(1.3981999507e-3f));
-    V p23 = m.fma(m.c(8.3334519073e-3f), r, m.c(4.1665795894e-2f));
-    V p45 = m.fma(m.c(1.6666665459e-1f), r, m.c(5.0000001201e-1f));
-    p = m.fma(static_cast<V&&>(p), r2, p23);
-    m.drop(p23);
-    p = m.fma(static_cast<V&&>(p), r2, p45);
-    m.drop(p45);
-    *q_out = m.fma(static_cast<V&&>(p), r2, r);         // r + r^2 P(r)
-}
-template <class M, class V>
-V math_exp_fast(M& m, V x, bool clamp = true) {
-    V q, s;
-    math_exp_fast_parts(m, static_cast<V&&>(x), clamp, &q, &s);
-    q = m.add(q, m.c(1.0f));
-    return m.mul(q, s);
 }
 
 // log: Cephes logf (mantissa in [sqrt(1/2), sqrt(2)), degree-8 polynomial), denormals scaled
@@ -708,48 +689,49 @@ V math_log(M& m, V x) {
     return m.blend(mask, x, r);                              // log(inf) = inf
 }
 
-// tanh: Cephes odd polynomial below 0.625, 1 - 2/(exp(2|x|)+1) above, sign restored.
+// tanh(x) = x h(|x|) with h(t) = tanh(t)/t, piecewise like math_erf: [0, 8) in 16 intervals
+// half a unit wide (the index from 1.5 2^22, ulp 1/2), degree 6 in u = t - (the centre), the
+// last interval stretched to 9.1, where tanh rounds to 1 (h is smooth there: tanh's poles sit
+// on the imaginary axis, far from it). t is clamped to 9.1, the index to the last interval.
+// Max error 1.1 ulp with FMA, 2.1 without. No exponential, no division and no branch to blend:
+// the exp/division scheme it replaces cost ~27 operations and a ~50-cycle critical path.
 template <class M, class V>
 V math_tanh(M& m, const V& x) {
-    V t = m.add(x, x);
-    t = math_abs(m, t);
-    t = m.min(m.c(20.0f), t);                           // tanh rounds to 1 from 10 on; NaN stays
-    // 1 - 2/(e + 1) with e + 1 = q s + (s + 1) one fma from the exponential's parts (s = 2^n,
-    // s + 1 exact): one rounding and one step fewer than ((1 + q) s) + 1. (The shorter
-    // (e - 1)/(e + 1) rounds e - 1 and e + 1 on their own: 2.8 ulp near 8, too much.)
-    V q, sc;
-    math_exp_fast_parts(m, static_cast<V&&>(t), false, &q, &sc);   // >= e^1.25: its error shrinks below
-    V den = m.add(sc, m.c(1.0f));
-    den = m.fma(q, sc, static_cast<V&&>(den));
-    m.drop(q);
-    m.drop(sc);
-    V big = m.div(m.c(2.0f), den);
-    m.drop(den);
-    big = m.sub(m.c(1.0f), big);
-    V s = m.and_(x, m.cb(kSignBit));
-    big = m.or_(big, s);
+    V t = math_abs(m, x);
+    t = m.min(m.c(9.1f), t);                           // operand order keeps NaN
+    V v = m.sub(t, m.c(0.25f));
+    V s = m.min(m.c(7.74f), v);
+    s = m.add(static_cast<V&&>(s), m.c(6291456.0f));
+    V k = m.lookup_index(s);
+    V w = m.sub(s, m.c(6291456.0f));
     m.drop(s);
-    V z = m.mul(x, x);
-    V p = m.fma(m.c(-5.70498872745e-3f), z, m.c(2.06390887954e-2f));
-    p = m.fma(static_cast<V&&>(p), z, m.c(-5.37397155531e-2f));
-    p = m.fma(static_cast<V&&>(p), z, m.c(1.33314422036e-1f));
-    p = m.fma(static_cast<V&&>(p), z, m.c(-3.33332819422e-1f));
-    p = m.mul(p, z);
-    m.drop(z);
-    V small = m.fma(p, x, x);
-    m.drop(p);
-    V ax = math_abs(m, x);
-    V mask = m.cmp(ax, m.c(0.625f), kCmpLt);
-    m.drop(ax);
-    return m.blend(mask, small, big);
+    V u = m.sub(v, w);
+    m.drop(v);
+    m.drop(w);
+    // Horner, not Estrin: Estrin's extra live values cost the GELU(tanh) pattern two of its
+    // four lanes on AVX-512 and ran 15% slower there.
+    V c = m.lookup(k, kTanhC6);
+    V q = m.lookup(k, kTanhC5);
+    q = m.fma(static_cast<V&&>(c), u, static_cast<V&&>(q));
+    for (uint32_t table = kTanhC4; table >= kTanhC1; --table) {
+        c = m.lookup(k, table);
+        q = m.fma(static_cast<V&&>(q), u, static_cast<V&&>(c));
+    }
+    V tu = m.mul(t, u);
+    m.drop(u);
+    V p = m.mul(static_cast<V&&>(tu), static_cast<V&&>(q));
+    c = m.lookup(k, kTanhC0);
+    m.drop(k);
+    V r = m.fma(static_cast<V&&>(t), static_cast<V&&>(c), static_cast<V&&>(p));
+    V sign = m.and_(x, m.cb(kSignBit));                // r >= 0 or NaN
+    return m.or_(static_cast<V&&>(r), static_cast<V&&>(sign));
 }
 
 // sigmoid from exp(-|x|) so neither side overflows: 1/(1+e) or e/(1+e).
 template <class M, class V>
 V math_sigmoid(M& m, V x) {
-    V t = math_abs(m, x);
-    t = m.or_(t, m.cb(kSignBit));
-    V e = math_exp(m, static_cast<V&&>(t));
+    V t = m.or_(x, m.cb(kSignBit));                   // -|x|
+    V e = math_exp(m, static_cast<V&&>(t), 0, true);
     V d = m.add(m.c(1.0f), e);
     V mask = m.cmp(x, m.c(0.0f), kCmpLt);
     m.drop(x);
@@ -928,21 +910,18 @@ V times_one_plus(M& m, const V& r, const V& e, const V& t) {
     return fma_exact(m, r, e, ret);
 }
 
-// Cost of the GELU kernels on AVX-512 (2-core AMD EPYC, Zen 5: 4 FP pipes of 512 bits, FMA and
-// multiply on 2 of them, 2 vector loads per cycle; latencies measured there: add/min/logic/
-// blend 2 cycles, mul 3, fma 4, div ~11, compare into k + blend ~8), instructions of the
-// vector loop per 16 floats (bench/snippets's patterns and the single ops):
-//                      FMA-pipe  div  other FP  loads  lanes  bound (cycles)  measured in L2
-//   GELU(erf) pattern      23     0      24       34     3    17 (loads)       ~18.5 (5.2 ns)
-//   GELU(tanh) pattern     24     1      17       28     4    14 (loads)       ~18.5 (5.2 ns)
-//   GeluErf op             50     2      37       25     2    25 (FMA pipes)   ~40 (11.4 ns)
-//   GeluTanh op            31     1      42       40     3    20 (loads)       ~27 (7.7 ns)
-// 90% of memcpy (27 GB/s, 8 bytes per float) is 4.74 ns = ~17 cycles per 16 floats. The
-// patterns are bounded by latency rather than by the pipes: one tile's critical path is
-// ~20 ns (tanh: 6 multiply/adds, exp's reduction and polynomial, a division), so several
-// independent tiles must sit in the FP scheduler at once, hence the lanes (2 -> 4 lanes took
-// the tanh pattern from 6.1 to 5.2 ns) and the Estrin polynomials. The single GeluErf op
-// cannot get there at 4 ulp with this scheme: its FMA-pipe work alone is ~25 cycles.
+// Cost of the kernels on AVX-512 (2-core AMD EPYC, Zen 5 at ~3.5 GHz; measured there with
+// independent instructions: FMA/mul 2 per cycle, add/min 2, vpermps 2 (sharing those pipes:
+// 4 permutes + 4 FMAs take 2.8 cycles), logic/blend 4, vdivps one per 2.5 cycles, two 64-byte
+// loads). 90% of a 44.5 GB/s memcpy is 40 GB/s: 11 cycles per 16 floats in and out.
+//                      FP operations per 16 floats          lanes  measured in L2 (GB/s)
+//   GELU(erf) pattern  7 permutes + 24, no division           4     48 (was 24 with Juffa's erff)
+//   GELU(tanh) pattern 7 permutes + 25, no division           4     32 (was 24 with exp/div tanh)
+//   Swish pattern      ~26 with a division (vscalefps scales)  4     40 (was 31)
+//   GeluErf op         ~87 with two divisions                  2     11
+// The patterns now sit near the FP pipes' throughput; one lane alone is latency-bound (a tile's
+// critical path is ~60 cycles), hence the lanes. The single GeluErf op keeps the erfc scheme
+// below: a 4-ulp GELU deep into the negative tail needs its exp(-a^2) in two parts.
 //
 // GELU(erf) = x/2 erfc(-x/sqrt2), with -x/sqrt2 carried in two parts (its rounding would
 // otherwise be amplified by ~a^2 in the negative tail).
@@ -1375,7 +1354,7 @@ inline const OpInfo& op_info(SnippetOp op) {
         {"Add", 2, 0, 0}, {"Sub", 2, 0, 0}, {"Mul", 2, 0, 0}, {"Div", 2, 0, 0}, {"Max", 2, 0, 0},
         {"Min", 2, 0, 0}, {"Pow", 2, 0xffff, 0xffff}, {"PowerStatic", 1, 0xffff, 0xffff},
         {"Sqrt", 1, 0, 0}, {"Reciprocal", 1, 0, 0}, {"Abs", 1, 0, 0}, {"Neg", 1, 0, 0},
-        {"Exp", 1, 1, 1}, {"Log", 1, 1, 1}, {"Tanh", 1, 2, 2}, {"Sigmoid", 1, 3, 3}, {"Relu", 1, 0, 0},
+        {"Exp", 1, 1, 1}, {"Log", 1, 1, 1}, {"Tanh", 1, 2, 3}, {"Sigmoid", 1, 3, 3}, {"Relu", 1, 0, 0},
         {"Clip", 1, 0, 0}, {"Elu", 1, 3, 3}, {"Selu", 1, 4, 4}, {"Erf", 1, 2, 3},
         {"GeluErf", 1, 4, 4}, {"GeluTanh", 1, 4, 4}, {"HardSigmoid", 1, 1, 16384}, {"HardSwish", 1, 2, 2},
         {"LeakyRelu", 1, 0, 0}, {"PRelu", 2, 0, 0}, {"Softplus", 1, 3, 3}, {"Softsign", 1, 2, 2},
@@ -1974,6 +1953,7 @@ struct JitMath {
     void ins(InstId id, const asmjit::Operand& o0, const asmjit::Operand& o1 = asmjit::Operand(),
              const asmjit::Operand& o2 = asmjit::Operand(), const asmjit::Operand& o3 = asmjit::Operand(),
              int mask_reg = -1, bool zeroing = false) {
+        const size_t start = a->offset();
         for (uint32_t lane = 0; lane < lanes; ++lane) {
             if (mask_reg >= 0) {
                 if (zeroing) a->k(x86::KReg((uint32_t)mask_reg + lane)).z();
@@ -1981,6 +1961,50 @@ struct JitMath {
             }
             a->emit(id, in_lane(o0, lane), in_lane(o1, lane), in_lane(o2, lane), in_lane(o3, lane));
         }
+        last = Emitted{start, a->offset(), id, {o0, o1, o2, o3},
+                       mask_reg < 0 && isa != Isa::Sse41 && o0.isReg() && o0.as<asmjit::BaseReg>().isVec() && writes_only_first(id)};
+    }
+    // The last ins() group, kept so that define() can give it the value's register as its
+    // destination instead of copying the result there (the copies were a fifth of the
+    // GELU(tanh) loop). Only VEX/EVEX instructions whose destination is not also a source.
+    struct Emitted {
+        size_t start = 0, end = ~size_t(0);
+        InstId id = 0;
+        asmjit::Operand o[4];
+        bool retargetable = false;
+    } last;
+    static bool writes_only_first(InstId id) {
+        switch (id) {
+            case x86::Inst::kIdVaddps: case x86::Inst::kIdVsubps: case x86::Inst::kIdVmulps: case x86::Inst::kIdVdivps:
+            case x86::Inst::kIdVminps: case x86::Inst::kIdVmaxps: case x86::Inst::kIdVandps: case x86::Inst::kIdVorps:
+            case x86::Inst::kIdVxorps: case x86::Inst::kIdVandnps: case x86::Inst::kIdVpandd: case x86::Inst::kIdVpord:
+            case x86::Inst::kIdVpxord: case x86::Inst::kIdVpandnd: case x86::Inst::kIdVpaddd: case x86::Inst::kIdVpsubd:
+            case x86::Inst::kIdVpmulld: case x86::Inst::kIdVpermps: case x86::Inst::kIdVsqrtps: case x86::Inst::kIdVcvtps2dq:
+            case x86::Inst::kIdVcvtdq2ps: case x86::Inst::kIdVroundps: case x86::Inst::kIdVrndscaleps:
+            case x86::Inst::kIdVpslld: case x86::Inst::kIdVpsrld: case x86::Inst::kIdVpsrad: case x86::Inst::kIdVmovups:
+            case x86::Inst::kIdVmovaps: case x86::Inst::kIdVblendvps: case x86::Inst::kIdVbroadcastss: case x86::Inst::kIdVscalefps:
+                return true;
+            default:
+                return false;
+        }
+    }
+    // define()'s copy of a result into its value's register d. When the result is a scratch
+    // register the last ins() group wrote, nothing was emitted since, and the group's
+    // destination is write-only, the group is assembled again over itself with d as its
+    // destination. Same encoding length (only ModRM.reg and the prefix's register bits
+    // change), so label links into it stay valid.
+    void move_result(int d, const JV& v) {
+        if (v.reg >= 0 && v.reg != d && pool[v.reg] && refs[v.reg] <= 2 && last.retargetable && last.end == a->offset() &&
+            last.o[0].as<asmjit::BaseReg>().id() == (uint32_t)v.reg) {
+            const size_t end = last.end;
+            const Emitted group = last;
+            a->setOffset(group.start);
+            invalidate(d);
+            ins(group.id, vr(d), group.o[1], group.o[2], group.o[3]);
+            if (a->offset() != end) failed = true;   // cannot happen: see above
+            return;
+        }
+        move(d, v);
     }
 
     x86::Vec vr(int r) const {
@@ -2064,6 +2088,10 @@ struct JitMath {
     JV add_i(const JV& x, const JV& y) { return bin(x86::Inst::kIdPaddd, x86::Inst::kIdVpaddd, x86::Inst::kIdVpaddd, x, y, true); }
     JV sub_i(const JV& x, const JV& y) { return bin(x86::Inst::kIdPsubd, x86::Inst::kIdVpsubd, x86::Inst::kIdVpsubd, x, y, false); }
     JV mul_i(const JV& x, const JV& y) { return bin(x86::Inst::kIdPmulld, x86::Inst::kIdVpmulld, x86::Inst::kIdVpmulld, x, y, true); }
+    bool has_scalef() const { return isa == Isa::Avx512; }
+    JV scalef(const JV& x, const JV& n) {   // x 2^floor(n), rounded once (AVX-512 only)
+        return bin(x86::Inst::kIdVscalefps, x86::Inst::kIdVscalefps, x86::Inst::kIdVscalefps, x, n, false);
+    }
 
     // Table lookups. lookup_index turns k (interval in the low 4 bits) into what the target's
     // permutes read, once for all of a function's tables: AVX-512 vpermps reads the low 4 bits
@@ -2267,7 +2295,7 @@ struct EmitContext : EmitContextBase<JitMath> {
     void define(uint32_t i, const JV& v) {
         const Lir& l = p->code[i];
         JV r = m.in_reg(v);
-        if (l.reg >= 0) m.move(l.reg, r);
+        if (l.reg >= 0) m.move_result(l.reg, r);
         else m.ins(m.isa == Isa::Sse41 ? x86::Inst::kIdMovups : x86::Inst::kIdVmovups, slot(l.slot), m.vr(r.reg));
     }
 };
@@ -2734,6 +2762,8 @@ struct JitMathA64 {
     V add_i(const V& x, const V& y) { return bin(a64::Inst::kIdAdd_v, x, y); }
     V sub_i(const V& x, const V& y) { return bin(a64::Inst::kIdSub_v, x, y); }
     V mul_i(const V& x, const V& y) { return bin(a64::Inst::kIdMul_v, x, y); }
+    bool has_scalef() const { return false; }
+    V scalef(const V& x, const V&) { return x; }
     // Table lookups: byte indices 4k + {0,1,2,3} into the table's four 16-byte slots, one tbl
     // and three tbx (a byte index out of 0..15 leaves tbx's destination byte as it was).
     V lookup_index(const V& k) {
