@@ -25,54 +25,18 @@
 #include <vector>
 
 #include "runtime.h"
+#include "protobuf_writer.h"
 
 using namespace tessel;
 
 namespace {
 
-// ---- protobuf writer (the wire format of ModelProto; field numbers from onnx.proto) -------
-struct Pb {
-    std::string b;
-    Pb& raw_varint(uint64_t v) {
-        while (v >= 0x80) { b.push_back((char)(v | 0x80)); v >>= 7; }
-        b.push_back((char)v);
-        return *this;
-    }
-    Pb& tag(uint32_t field, uint32_t wire) { return raw_varint((uint64_t)field << 3 | wire); }
-    Pb& u(uint32_t field, uint64_t v) { return tag(field, 0).raw_varint(v); }
-    Pb& i(uint32_t field, int64_t v) { return u(field, (uint64_t)v); }
-    Pb& bytes(uint32_t field, const std::string& s) { tag(field, 2).raw_varint(s.size()); b += s; return *this; }
-    Pb& msg(uint32_t field, const Pb& m) { return bytes(field, m.b); }
-    Pb& f32(uint32_t field, float v) {
-        tag(field, 5);
-        char c[4];
-        std::memcpy(c, &v, 4);
-        b.append(c, 4);
-        return *this;
-    }
-    Pb& packed(uint32_t field, const std::vector<int64_t>& values) {
-        Pb p;
-        for (int64_t v : values) p.raw_varint((uint64_t)v);
-        return bytes(field, p.b);
-    }
-};
+// ---- protobuf writer: test/protobuf_writer.h
+using test::Pb;
+using test::raw_of;
+using test::tensor_raw;
+using namespace test::onnx_type;
 
-enum OnnxType { FLOAT = 1, INT32 = 6, INT64 = 7, BOOL = 9 };
-
-template <class T>
-std::string raw_of(const std::vector<T>& v) {
-    std::string s(v.size() * sizeof(T), '\0');
-    if (!v.empty()) std::memcpy(&s[0], v.data(), s.size());
-    return s;
-}
-
-// TensorProto: dims = 1, data_type = 2, name = 8, raw_data = 9, external_data = 13, data_location = 14.
-Pb tensor_raw(const std::string& name, int type, const std::vector<int64_t>& dims, const std::string& raw) {
-    Pb t;
-    t.packed(1, dims).u(2, (uint64_t)type);
-    if (!name.empty()) t.bytes(8, name);
-    return t.bytes(9, raw);
-}
 Pb floats(const std::string& name, const std::vector<int64_t>& dims, const std::vector<float>& v) {
     return tensor_raw(name, FLOAT, dims, raw_of(v));
 }
