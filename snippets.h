@@ -689,43 +689,55 @@ V math_log(M& m, V x) {
     return m.blend(mask, x, r);                              // log(inf) = inf
 }
 
-// tanh(x) = x h(|x|) with h(t) = tanh(t)/t, piecewise like math_erf: [0, 8) in 16 intervals
-// half a unit wide (the index from 1.5 2^22, ulp 1/2), degree 6 in u = t - (the centre), the
-// last interval stretched to 9.1, where tanh rounds to 1 (h is smooth there: tanh's poles sit
-// on the imaginary axis, far from it). t is clamped to 9.1, the index to the last interval.
-// Max error 1.1 ulp with FMA, 2.1 without. No exponential, no division and no branch to blend:
-// the exp/division scheme it replaces cost ~27 operations and a ~50-cycle critical path.
+// x h(|x|) for an odd function f with h(t) = f(t)/t, which is even, smooth and away from 0:
+// h is a piecewise polynomial over 16 intervals of width 2 `half` from 0 (the last stretched
+// to `t_max`, past which f rounds to +-1 or stays there), of `degree` in u = t - (the centre),
+// with coefficients that each lane takes from kLookupTables[c0_table + j] by its interval
+// (register permutes, no gather), so there is no branch to blend and f keeps its relative
+// accuracy near 0. Index and u are exact: adding 1.5 2^23 2 `half` to t - `half` rounds it to
+// the grid, whose low mantissa bits are then the interval; `last_centre` is the last
+// interval's grid point, to which v's rounding is held when t_max reaches past that interval.
+// The last step, t c0 + (t u) q(u),
+// rounds once on its large term. Horner, not Estrin: Estrin's extra live values cost the
+// GELU(tanh) pattern two of its four lanes on AVX-512 and ran 15% slower there.
 template <class M, class V>
-V math_tanh(M& m, const V& x) {
+V odd_piecewise(M& m, const V& x, float t_max, float half, float last_centre, uint32_t c0_table, uint32_t degree) {
+    const float magic = 12582912.0f * 2.0f * half;     // 1.5 2^23, in units of the grid
     V t = math_abs(m, x);
-    t = m.min(m.c(9.1f), t);                           // operand order keeps NaN
-    V v = m.sub(t, m.c(0.25f));
-    V s = m.min(m.c(7.74f), v);
-    s = m.add(static_cast<V&&>(s), m.c(6291456.0f));
+    t = m.min(m.c(t_max), t);                          // operand order keeps NaN
+    V v = m.sub(t, m.c(half));
+    V s = t_max - half < last_centre + half ? v            // no stretched last interval
+                                            : m.min(m.c(last_centre + half * 0.96875f), v);
+    s = m.add(static_cast<V&&>(s), m.c(magic));
     V k = m.lookup_index(s);
-    V w = m.sub(s, m.c(6291456.0f));
+    V w = m.sub(s, m.c(magic));
     m.drop(s);
     V u = m.sub(v, w);
     m.drop(v);
     m.drop(w);
-    // Horner, not Estrin: Estrin's extra live values cost the GELU(tanh) pattern two of its
-    // four lanes on AVX-512 and ran 15% slower there.
-    V c = m.lookup(k, kTanhC6);
-    V q = m.lookup(k, kTanhC5);
+    V c = m.lookup(k, c0_table + degree);
+    V q = m.lookup(k, c0_table + degree - 1);
     q = m.fma(static_cast<V&&>(c), u, static_cast<V&&>(q));
-    for (uint32_t table = kTanhC4; table >= kTanhC1; --table) {
-        c = m.lookup(k, table);
+    for (uint32_t j = degree - 2; j >= 1; --j) {
+        c = m.lookup(k, c0_table + j);
         q = m.fma(static_cast<V&&>(q), u, static_cast<V&&>(c));
     }
     V tu = m.mul(t, u);
     m.drop(u);
     V p = m.mul(static_cast<V&&>(tu), static_cast<V&&>(q));
-    c = m.lookup(k, kTanhC0);
+    c = m.lookup(k, c0_table);
     m.drop(k);
     V r = m.fma(static_cast<V&&>(t), static_cast<V&&>(c), static_cast<V&&>(p));
     V sign = m.and_(x, m.cb(kSignBit));                // r >= 0 or NaN
     return m.or_(static_cast<V&&>(r), static_cast<V&&>(sign));
 }
+
+// tanh: odd_piecewise over [0, 8) in intervals half a unit wide, degree 6, the last interval
+// stretched to 9.1, where tanh rounds to 1 (h is smooth there: tanh's poles sit on the
+// imaginary axis). 1.1 ulp with FMA, 2.0 without. No exponential, no division and no branch:
+// the exp/division scheme it replaces cost ~27 operations and a ~50-cycle critical path.
+template <class M, class V>
+V math_tanh(M& m, const V& x) { return odd_piecewise(m, x, 9.1f, 0.25f, 7.5f, kTanhC0, 6); }
 
 // sigmoid from exp(-|x|) so neither side overflows: 1/(1+e) or e/(1+e).
 template <class M, class V>
@@ -741,45 +753,12 @@ V math_sigmoid(M& m, V x) {
     return m.div(num, d);
 }
 
-// erf(x) = x h(|x|) with h(t) = erf(t)/t, piecewise: [0, 4) in 16 intervals a quarter wide,
-// on each a degree-5 polynomial in u = t - (its centre), |u| <= 1/8, whose coefficients each
-// lane takes from kLookupTables by its interval (register permutes, no gather). h is smooth and
-// near 1, so x h keeps erf's relative accuracy at 0 with no branch. Index and u are exact:
-// adding 1.5 2^21 (ulp 1/4) to t - 1/8 rounds it to a quarter whose low mantissa bits are the
-// interval. t is clamped to 3.99 (erf rounds to 1 from 3.92 on). The last step, t c0 + (t u) q,
-// rounds once on its large term. Max error 1.1 ulp with FMA, 2.1 without (README). Per vector
-// on AVX-512: 6 permutes, 7 FMA-pipe operations and 7 others, about half of the two-branch
-// scheme (N. Juffa's erff) it replaces; the GELU(erf) pattern ran 1.8x faster in L2.
+// erf: odd_piecewise over [0, 4) in intervals a quarter wide, degree 5, t clamped to 3.99
+// (erf rounds to 1 from 3.92 on). 1.1 ulp with FMA, 2.1 without. Per vector on AVX-512: 6
+// permutes, 7 FMA-pipe operations and 7 others, about half of the two-branch scheme (N.
+// Juffa's erff) it replaces; the GELU(erf) pattern ran twice as fast in L2.
 template <class M, class V>
-V math_erf(M& m, const V& x) {
-    V t = math_abs(m, x);
-    t = m.min(m.c(3.99f), t);                          // operand order keeps NaN
-    V v = m.sub(t, m.c(0.125f));
-    V s = m.add(v, m.c(3145728.0f));
-    V k = m.lookup_index(s);
-    V w = m.sub(s, m.c(3145728.0f));
-    m.drop(s);
-    V u = m.sub(v, w);
-    m.drop(v);
-    m.drop(w);
-    V c = m.lookup(k, kErfC5);
-    V q = m.lookup(k, kErfC4);
-    q = m.fma(static_cast<V&&>(c), u, static_cast<V&&>(q));
-    c = m.lookup(k, kErfC3);
-    q = m.fma(static_cast<V&&>(q), u, static_cast<V&&>(c));
-    c = m.lookup(k, kErfC2);
-    q = m.fma(static_cast<V&&>(q), u, static_cast<V&&>(c));
-    c = m.lookup(k, kErfC1);
-    q = m.fma(static_cast<V&&>(q), u, static_cast<V&&>(c));
-    V tu = m.mul(t, u);
-    m.drop(u);
-    V p = m.mul(static_cast<V&&>(tu), static_cast<V&&>(q));
-    c = m.lookup(k, kErfC0);
-    m.drop(k);
-    V r = m.fma(static_cast<V&&>(t), static_cast<V&&>(c), static_cast<V&&>(p));
-    V sign = m.and_(x, m.cb(kSignBit));                // r >= 0 or NaN
-    return m.or_(static_cast<V&&>(r), static_cast<V&&>(sign));
-}
+V math_erf(M& m, const V& x) { return odd_piecewise(m, x, 3.99f, 0.125f, 3.75f, kErfC0, 5); }
 
 // The rounding error of p = round(a*b) for constant b, exactly: one fma on FMA targets,
 // Dekker's split product otherwise (b split at compile time).
