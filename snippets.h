@@ -536,6 +536,7 @@ struct ScalarMath {
         int32_t v = (int32_t)float_bits(a);
         return cb((uint32_t)(v < 0 ? ~(~v >> n) : v >> n));
     }
+    V copy_sign(V r, V x) { return cb(float_bits(r) | (float_bits(x) & 0x80000000u)); }      // r >= +0: |r| with x's sign
     bool has_scalef() const { return false; }   // math_exp's two-step scaling gives the same bits
     V scalef(V a, V) { return a; }
     // Table lookups (see kLookupTables): the entry the low 4 bits of k's integer bits select.
@@ -728,8 +729,7 @@ V odd_piecewise(M& m, const V& x, float t_max, float half, float last_centre, ui
     c = m.lookup(k, c0_table);
     m.drop(k);
     V r = m.fma(static_cast<V&&>(t), static_cast<V&&>(c), static_cast<V&&>(p));
-    V sign = m.and_(x, m.cb(kSignBit));                // r >= 0 or NaN
-    return m.or_(static_cast<V&&>(r), static_cast<V&&>(sign));
+    return m.copy_sign(static_cast<V&&>(r), x);        // r >= +0 or NaN
 }
 
 // tanh: odd_piecewise over [0, 8) in intervals half a unit wide, degree 6, the last interval
@@ -2067,6 +2067,19 @@ struct JitMath {
     JV add_i(const JV& x, const JV& y) { return bin(x86::Inst::kIdPaddd, x86::Inst::kIdVpaddd, x86::Inst::kIdVpaddd, x, y, true); }
     JV sub_i(const JV& x, const JV& y) { return bin(x86::Inst::kIdPsubd, x86::Inst::kIdVpsubd, x86::Inst::kIdVpsubd, x, y, false); }
     JV mul_i(const JV& x, const JV& y) { return bin(x86::Inst::kIdPmulld, x86::Inst::kIdVpmulld, x86::Inst::kIdVpmulld, x, y, true); }
+    // |r| with the sign of x, for r >= +0: one vpternlogd on AVX-512 (x's sign bit, r's other bits).
+    JV copy_sign(JV r, const JV& x) {
+        if (isa != Isa::Avx512) {
+            JV sign = and_(x, cb(0x80000000u));
+            return or_(r, sign);
+        }
+        JV xr = in_reg(x);
+        JV d = r;
+        if (!stealable(r)) { d = fresh(); move(d.reg, r); }
+        invalidate(d.reg);
+        ins(x86::Inst::kIdVpternlogd, vr(d.reg), vr(xr.reg), op(cb(0x80000000u)), asmjit::Imm(0xd8));
+        return d;
+    }
     bool has_scalef() const { return isa == Isa::Avx512; }
     JV scalef(const JV& x, const JV& n) {   // x 2^floor(n), rounded once (AVX-512 only)
         return bin(x86::Inst::kIdVscalefps, x86::Inst::kIdVscalefps, x86::Inst::kIdVscalefps, x, n, false);
@@ -2743,6 +2756,10 @@ struct JitMathA64 {
     V mul_i(const V& x, const V& y) { return bin(a64::Inst::kIdMul_v, x, y); }
     bool has_scalef() const { return false; }
     V scalef(const V& x, const V&) { return x; }
+    V copy_sign(const V& r, const V& x) {
+        V sign = and_(x, cb(0x80000000u));
+        return or_(r, sign);
+    }
     // Table lookups: byte indices 4k + {0,1,2,3} into the table's four 16-byte slots, one tbl
     // and three tbx (a byte index out of 0..15 leaves tbx's destination byte as it was).
     V lookup_index(const V& k) {
