@@ -257,6 +257,9 @@ struct SnippetOptions {
     KernelCache* cache = nullptr;
     bool reference_fma = true;   // Ref only: fuse FMA steps (false reproduces Sse41 exactly)
     bool fuse_broadcast_loads = true;  // false keeps Load + BroadcastMove pairs (for tests)
+    // Neon: table lookups load a whole table into v12-v15 for one tbl when those are free;
+    // false always takes the four-step tbl/tbx path used when they are not (for tests).
+    bool neon_table_registers = true;
     // Lower and assemble for `isa` without making the code executable: works for every JIT
     // target on any host (Neon code on x86-64 and back), to check code generation where it
     // cannot run. compile() then leaves the snippet unrunnable (run() is NotFinalized).
@@ -1527,6 +1530,7 @@ struct Program {
     uint32_t constants[256];       // data-section slots: float bits, or a lookup table's id
     uint8_t constant_kinds[256] = {};  // 0: a float in every lane; 1 + k: part k of a lookup table
     uint32_t constant_count = 0;
+    bool neon_table_registers = true;  // SnippetOptions::neon_table_registers
     uint32_t spill_slots = 0;
     uint32_t registers_used = 0;
     uint32_t spilled = 0;
@@ -2694,6 +2698,7 @@ struct JitMathA64 {
     bool failed = false;             // out of constants or of scratch registers
     uint32_t peak = 0;               // most scratch registers in use at once
     uint32_t touched = 0;            // allocator registers the code uses (bit per number)
+    bool table_registers = true;     // Program::neon_table_registers
 
     static uint32_t physical(int r) { return r < 8 ? (uint32_t)r : r < 24 ? (uint32_t)r + 8 : (uint32_t)r - 16; }
     a64::Vec v4(int r) { touched |= 1u << r; return a64::v(physical(r)).s4(); }
@@ -2760,8 +2765,9 @@ struct JitMathA64 {
         V sign = and_(x, cb(0x80000000u));
         return or_(r, sign);
     }
-    // Table lookups: byte indices 4k + {0,1,2,3} into the table's four 16-byte slots, one tbl
-    // and three tbx (a byte index out of 0..15 leaves tbx's destination byte as it was).
+    // Table lookups: byte indices 4k + {0,1,2,3} into the table's four 16-byte slots; when
+    // v12-v15 are busy, one tbl and three tbx (a byte index out of 0..15 leaves tbx's
+    // destination byte as it was).
     V lookup_index(const V& k) {
         V b = and_(k, cb(15));
         b = shl_i(b, 2);
@@ -2771,6 +2777,20 @@ struct JitMathA64 {
     V lookup(const V& index, uint32_t table) {
         const int slot = constant_slot(table, 4);
         V ir = in_reg(index);
+        // Mostly: the whole table into v12-v15 (allocator registers 28-31, scratch, whose use
+        // makes the kernel save d8-d15) by one ld1, and one tbl over the four. x0 is free
+        // inside a tile.
+        bool table_registers_free = table_registers;
+        for (int r = 28; r < 32; ++r) table_registers_free = table_registers_free && pool[r] && refs[r] == 0;
+        if (table_registers_free) {
+            V d = fresh();
+            if (d.reg < 28) {
+                a->add(a64::x0, data_base(), slot * 16);
+                a->ld1(v16(28), v16(29), v16(30), v16(31), a64::ptr(a64::x0));
+                a->tbl(v16(d.reg), v16(28), v16(29), v16(30), v16(31), v16(ir.reg));
+                return d;
+            }
+        }
         V d = fresh(), part = fresh(), control = fresh(), sixteen = in_reg(cb(0x10101010u));
         a->ldr(q(d.reg), a64::ptr(data_base(), slot * 16));
         a->tbl(v16(d.reg), v16(d.reg), v16(ir.reg));
@@ -2952,6 +2972,7 @@ inline Status assemble_a64(asmjit::CodeHolder* code, asmjit::ErrorHandler* handl
     e.m.constants = p->constants;
     e.m.constant_kinds = p->constant_kinds;
     e.m.constant_count = &p->constant_count;
+    e.m.table_registers = p->neon_table_registers;
     const uint32_t gp[kSnippetMaxArgs] = {4, 5, 6, 7, 9, 10, 11, 12, 13, 14, 15};
     for (uint32_t i = 0; i < kSnippetMaxArgs; ++i) e.args[i] = a64::x(gp[i]);
     bool walked[kSnippetMaxArgs] = {};
@@ -3256,6 +3277,7 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
 #else
     Arena scratch;
     detail::Program program;
+    program.neon_table_registers = options.neon_table_registers;
     Status s = detail::insert_load_store(body, inner_broadcast + params, &scratch, &program);
     if (s == Status::Ok) { detail::power_static(&program); s = detail::insert_broadcast_move(&program, inner_broadcast, &scratch); }
     if (s == Status::Ok && options.fuse_broadcast_loads) s = detail::fuse_broadcast_load(&program, &scratch);
@@ -3335,7 +3357,8 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
         unsigned char* key = static_cast<unsigned char*>(scratch.allocate(key_bytes, 8));
         if (!key) return fail(Status::OutOfMemory, "compile: no memory for the cache key");
         std::memset(key, 0, key_bytes);
-        uint32_t header[4] = {(uint32_t)isa | lanes << 8 | (uint32_t)streaming << 16, allocatable, params + results,
+        uint32_t header[4] = {(uint32_t)isa | lanes << 8 | (uint32_t)streaming << 16 | (uint32_t)options.neon_table_registers << 17,
+                              allocatable, params + results,
                               program.constant_count};
         std::memcpy(key, header, 16);
         for (uint32_t i = 0; i < program.count; ++i) {  // field by field: Lir has padding
