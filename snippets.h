@@ -698,12 +698,12 @@ V math_log(M& m, V x) {
 // to `t_max`, past which f rounds to +-1 or stays there), of `degree` in u = t - (the centre),
 // with coefficients that each lane takes from kLookupTables[c0_table + j] by its interval
 // (register permutes, no gather), so there is no branch to blend and f keeps its relative
-// accuracy near 0. Index and u are exact: adding 1.5 2^23 2 `half` to t - `half` rounds it to
-// the grid, whose low mantissa bits are then the interval; `last_centre` is the last
-// interval's grid point, to which v's rounding is held when t_max reaches past that interval.
-// The last step, t c0 + (t u) q(u),
-// rounds once on its large term. Horner, not Estrin: Estrin's extra live values cost the
-// GELU(tanh) pattern two of its four lanes on AVX-512 and ran 15% slower there.
+// accuracy near 0. Index and u are exact: adding 1.5 2^23 times the grid step (2 `half`) to
+// v = t - `half` rounds v to the grid, and the sum's low mantissa bits are the interval;
+// `last_centre` is the last interval's grid point, to which v's rounding is held when t_max
+// reaches past that interval. The last step, t c0 + (t u) q(u), rounds once on its large
+// term. Horner, not Estrin: Estrin's extra live values cost the GELU(tanh) pattern two of its
+// four lanes on AVX-512 and ran 15% slower there.
 template <class M, class V>
 V odd_piecewise(M& m, const V& x, float t_max, float half, float last_centre, uint32_t c0_table, uint32_t degree) {
     const float magic = 12582912.0f * 2.0f * half;     // 1.5 2^23, in units of the grid
