@@ -417,6 +417,10 @@ public:
     size_t kernel_scratch(NodeId node) const { return scratch_[node]; }
     bool kernel_in_place(NodeId node) const { return in_place_[node] != 0; }
     const OpKernel* kernel(NodeId node) const { return kernels_[node]; }
+    // Runs step.node's prepared kernel on the step's values (context.values) with at most
+    // `max_threads` of the request's threads: what a device calls for the nodes it leaves to
+    // the runtime's reference kernels.
+    Status run_kernel(const ProgramStep& step, const StepContext& context, uint32_t max_threads = 1) const;
     uint32_t folded_count() const { return folded_; }   // nodes folded or removed
     const char* last_error() const { return model.last_error(); }
 
@@ -1724,6 +1728,41 @@ inline bool list_contains(StringView list, StringView op) {
     return false;
 }
 
+}  // namespace detail
+
+Status PreparedModel::run_kernel(const ProgramStep& step, const StepContext& context, uint32_t max_threads) const {
+    // Only the views this step uses are built (64 default-constructed ones cost more than a
+    // tiny kernel); a node has at most 64 inputs and outputs (checked on read).
+    union Views {
+        TensorView v[64];
+        Views() {}
+    } in, out;
+    if (step.reads.size > 64 || step.writes.size > 64) return Status::LimitExceeded;
+    for (uint32_t k = 0; k < step.reads.size; ++k) {
+        in.v[k].desc = value_desc(step.reads[k]);
+        in.v[k].data = context.values[step.reads[k]];
+    }
+    for (uint32_t k = 0; k < step.writes.size; ++k) {
+        out.v[k].desc = value_desc(step.writes[k]);
+        out.v[k].data = context.values[step.writes[k]];
+    }
+    RunContext r;
+    r.graph = &model.graph;
+    r.node = step.node;
+    r.state = kernel_state(step.node);
+    r.num_inputs = (uint32_t)step.reads.size;
+    r.inputs = in.v;
+    r.num_outputs = (uint32_t)step.writes.size;
+    r.outputs = out.v;
+    r.scratch = context.scratch;
+    r.threads = max_threads < context.threads ? max_threads : context.threads;
+    r.pool = context.pool;
+    r.error = context.error;
+    return kernel(step.node)->run(r);
+}
+
+namespace detail {
+
 // A program of reference kernels (and, on CPU, fused islands).
 class ReferenceProgram : public DeviceProgram {
 public:
@@ -1766,35 +1805,7 @@ public:
             if (s != Status::Ok && context.error) std::snprintf(context.error, 200, "%s", unit.snippet->last_error());
             return s;
         }
-        // Only the views this step uses are built (64 default-constructed ones cost more than
-        // a tiny kernel).
-        union Views {
-            TensorView v[64];
-            Views() {}
-        } in, out;
-        TensorView* inputs = in.v;
-        TensorView* outputs = out.v;
-        for (uint32_t k = 0; k < step.reads.size; ++k) {
-            inputs[k].desc = model->value_desc(step.reads[k]);
-            inputs[k].data = context.values[step.reads[k]];
-        }
-        for (uint32_t k = 0; k < step.writes.size; ++k) {
-            outputs[k].desc = model->value_desc(step.writes[k]);
-            outputs[k].data = context.values[step.writes[k]];
-        }
-        RunContext r;
-        r.graph = &model->model.graph;
-        r.node = step.node;
-        r.state = model->kernel_state(step.node);
-        r.num_inputs = (uint32_t)step.reads.size;
-        r.inputs = inputs;
-        r.num_outputs = (uint32_t)step.writes.size;
-        r.outputs = outputs;
-        r.scratch = context.scratch;
-        r.threads = threads < context.threads ? threads : context.threads;
-        r.pool = context.pool;
-        r.error = context.error;
-        return unit.kernel->run(r);
+        return model->run_kernel(step, context, threads);
     }
 };
 
@@ -4704,16 +4715,12 @@ struct NormState {
     int64_t outer, channels, inner;   // BatchNorm/InstanceNorm: N, C, spatial; LayerNorm: rows, -, row size
 };
 
-inline Status prepare_batch_norm(PrepareContext& c) {
-    Status s = nn_count(c, 5, 5, 5);
-    for (uint32_t i = 0; i < 5 && s == Status::Ok; ++i) s = nn_float(c, i);
-    if (s != Status::Ok) return s;
-    if (c.num_outputs > 1 || c.attribute_int("training_mode", 0) != 0)
-        return c.fail(Status::Unsupported, "training mode (running statistics outputs)");
-    if (c.opset < 9 && c.attribute_int("spatial", 1) != 1) return c.fail(Status::Unsupported, "spatial=0");
+// BatchNormalization and InstanceNormalization: X of rank >= min_rank, inputs 1.. one value
+// per channel (dim 1), output in place over X.
+inline Status prepare_channel_norm(PrepareContext& c, uint32_t inputs, uint32_t min_rank, const char* rank_message) {
     const TensorDesc& x = c.inputs[0];
-    if (x.rank < 2) return c.fail(Status::InvalidArgument, "X must be N x C x ...");
-    for (uint32_t i = 1; i < 5; ++i)
+    if (x.rank < min_rank) return c.fail(Status::InvalidArgument, "%s", rank_message);
+    for (uint32_t i = 1; i < inputs; ++i)
         if (c.inputs[i].rank != 1 || c.inputs[i].dims[0] != x.dims[1])
             return c.fail(Status::InvalidArgument, "input %u must have %lld elements", i, (long long)x.dims[1]);
     NormState* st = nn_state<NormState>(c);
@@ -4722,6 +4729,16 @@ inline Status prepare_batch_norm(PrepareContext& c) {
     c.outputs[0] = x;
     c.in_place = true;
     return Status::Ok;
+}
+
+inline Status prepare_batch_norm(PrepareContext& c) {
+    Status s = nn_count(c, 5, 5, 5);
+    for (uint32_t i = 0; i < 5 && s == Status::Ok; ++i) s = nn_float(c, i);
+    if (s != Status::Ok) return s;
+    if (c.num_outputs > 1 || c.attribute_int("training_mode", 0) != 0)
+        return c.fail(Status::Unsupported, "training mode (running statistics outputs)");
+    if (c.opset < 9 && c.attribute_int("spatial", 1) != 1) return c.fail(Status::Unsupported, "spatial=0");
+    return prepare_channel_norm(c, 5, 2, "X must be N x C x ...");
 }
 
 inline Status run_batch_norm(const RunContext& c) {
@@ -4757,17 +4774,7 @@ inline Status prepare_instance_norm(PrepareContext& c) {
     Status s = nn_count(c, 3, 3, 1);
     for (uint32_t i = 0; i < 3 && s == Status::Ok; ++i) s = nn_float(c, i);
     if (s != Status::Ok) return s;
-    const TensorDesc& x = c.inputs[0];
-    if (x.rank < 3) return c.fail(Status::InvalidArgument, "X must be N x C x spatial");
-    for (uint32_t i = 1; i < 3; ++i)
-        if (c.inputs[i].rank != 1 || c.inputs[i].dims[0] != x.dims[1])
-            return c.fail(Status::InvalidArgument, "input %u must have %lld elements", i, (long long)x.dims[1]);
-    NormState* st = nn_state<NormState>(c);
-    if (!st) return c.fail(Status::OutOfMemory, "out of memory");
-    *st = NormState{c.attribute_float("epsilon", 1e-5f), x.dims[0], x.dims[1], nn_product(x, 2, x.rank)};
-    c.outputs[0] = x;
-    c.in_place = true;
-    return Status::Ok;
+    return prepare_channel_norm(c, 3, 3, "X must be N x C x spatial");
 }
 
 inline Status run_instance_norm(const RunContext& c) {

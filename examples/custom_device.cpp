@@ -27,27 +27,7 @@ public:
     // Must be thread safe: several requests run one program at once. Everything per request
     // (values, scratch) comes in the context.
     Status run_step(uint32_t i, const StepContext& context) const override {
-        const ProgramStep& step = steps_[i];
-        TensorView inputs[8], outputs[4];
-        for (uint32_t k = 0; k < step.reads.size; ++k) {
-            inputs[k].desc = model->value_desc(step.reads[k]);
-            inputs[k].data = context.values[step.reads[k]];
-        }
-        for (uint32_t k = 0; k < step.writes.size; ++k) {
-            outputs[k].desc = model->value_desc(step.writes[k]);
-            outputs[k].data = context.values[step.writes[k]];
-        }
-        RunContext r;
-        r.graph = &model->model.graph;
-        r.node = step.node;
-        r.state = model->kernel_state(step.node);
-        r.num_inputs = (uint32_t)step.reads.size;
-        r.inputs = inputs;
-        r.num_outputs = (uint32_t)step.writes.size;
-        r.outputs = outputs;
-        r.scratch = context.scratch;
-        r.error = context.error;
-        return model->kernel(step.node)->run(r);
+        return model->run_kernel(steps_[i], context);   // the runtime's reference kernel, one thread
     }
 
     // What import needs to rebuild this program besides the prepared model: a version tag.

@@ -1,12 +1,22 @@
 // Small helpers shared by the test suites (tests may use the STL; the library does not).
 #pragma once
 #include <string>
+#include <vector>
 #include "hetero.h"
 
 namespace test {
 
 inline void append_to_string(void* user, const char* data, size_t size) {
     static_cast<std::string*>(user)->append(data, size);
+}
+
+// A dense desc of `type` with these dims.
+inline tessel::TensorDesc make_desc(tessel::ElementType type, const std::vector<int64_t>& dims) {
+    tessel::TensorDesc d;
+    d.type = type;
+    d.rank = (uint8_t)dims.size();
+    for (size_t i = 0; i < dims.size(); ++i) d.dims[i] = dims[i];
+    return d;
 }
 
 inline std::string to_string(tessel::StringView s) { return std::string(s.data, s.size); }

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 #include "runtime.h"
+#include "test_helpers.h"
 
 using namespace tessel;
 
@@ -31,13 +32,7 @@ std::vector<float> random_floats(int64_t n, uint32_t seed) {
     return v;
 }
 
-TensorDesc make_desc(ElementType type, const Shape& shape) {
-    TensorDesc d;
-    d.type = type;
-    d.rank = (uint8_t)shape.size();
-    for (size_t i = 0; i < shape.size(); ++i) d.dims[i] = shape[i];
-    return d;
-}
+using test::make_desc;
 
 // One input of the node under test.
 struct In {

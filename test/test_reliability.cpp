@@ -26,6 +26,7 @@
 
 #include "runtime.h"
 #include "protobuf_writer.h"
+#include "test_helpers.h"
 
 using namespace tessel;
 
@@ -703,8 +704,7 @@ TEST_CASE("reliability: Limits at the limit and one past it") {
         CompiledModel compiled;
         REQUIRE(core.compile_model(model, "CPU", {}, &compiled) == Status::Ok);
         std::string blob;
-        REQUIRE(compiled.export_model([](void* u, const char* d, size_t n) { static_cast<std::string*>(u)->append(d, n); }, &blob) ==
-                Status::Ok);
+        REQUIRE(compiled.export_model(test::append_to_string, &blob) == Status::Ok);
         Core importer;
         importer.limits().max_file_bytes = blob.size();
         CompiledModel imported;
@@ -880,7 +880,7 @@ TEST_CASE("reliability: the Nth TESSEL_MALLOC fails, for every N through read_on
         if (r.status != Status::Ok) { r.error = core.last_error(); return r; }
         std::string blob;
         r.stage = "export";
-        r.status = compiled.export_model([](void* u, const char* d, size_t n) { static_cast<std::string*>(u)->append(d, n); }, &blob);
+        r.status = compiled.export_model(test::append_to_string, &blob);
         if (r.status != Status::Ok) { r.error = compiled.last_error(); return r; }
         CompiledModel imported;
         r.stage = "import";
@@ -1054,20 +1054,24 @@ void reseal(std::string* blob) {
     uint64_t h = fnv1a(*blob, 32);
     for (int i = 0; i < 8; ++i) (*blob)[24 + i] = (char)(h >> (8 * i));
 }
+// small_model() compiled for CPU and exported.
+std::string small_model_blob(Core* core) {
+    const std::string bytes = small_model();
+    Model model;
+    REQUIRE(model.read_onnx(bytes.data(), bytes.size()) == Status::Ok);
+    CompiledModel compiled;
+    REQUIRE(core->compile_model(model, "CPU", {}, &compiled) == Status::Ok);
+    std::string blob;
+    REQUIRE(compiled.export_model(test::append_to_string, &blob) == Status::Ok);
+    return blob;
+}
 }  // namespace
 
 TEST_CASE("reliability: a blob with a huge subgraph count is ParseError at once") {
     // Regression (fuzz/blob_import, 18 s per input): import stored the unchecked count before
     // refusing it, and ~Impl then looped over 2^32 absent programs.
-    const std::string bytes = small_model();
-    Model model;
-    REQUIRE(model.read_onnx(bytes.data(), bytes.size()) == Status::Ok);
     Core core;
-    CompiledModel compiled;
-    REQUIRE(core.compile_model(model, "CPU", {}, &compiled) == Status::Ok);
-    std::string blob;
-    REQUIRE(compiled.export_model([](void* u, const char* d, size_t n) { static_cast<std::string*>(u)->append(d, n); }, &blob) ==
-            Status::Ok);
+    const std::string blob = small_model_blob(&core);
     // The partition section: u32 subgraph count 1, then the device name "CPU" (u32 length 3).
     const std::string partition("\x01\0\0\0\x03\0\0\0CPU", 11);
     size_t at = blob.rfind(partition);
@@ -1087,15 +1091,8 @@ TEST_CASE("reliability: a blob with a huge subgraph count is ParseError at once"
 TEST_CASE("reliability: a blob whose constant has rank above 8 or a bad type is ParseError") {
     // Regression (fuzz/blob_import, UBSan): BlobReader::desc refused the rank but left it in the
     // desc, and read_model then walked dims[] of a constant's tensor past its 8 entries.
-    const std::string bytes = small_model();
-    Model model;
-    REQUIRE(model.read_onnx(bytes.data(), bytes.size()) == Status::Ok);
     Core core;
-    CompiledModel compiled;
-    REQUIRE(core.compile_model(model, "CPU", {}, &compiled) == Status::Ok);
-    std::string blob;
-    REQUIRE(compiled.export_model([](void* u, const char* d, size_t n) { static_cast<std::string*>(u)->append(d, n); }, &blob) ==
-            Status::Ok);
+    const std::string blob = small_model_blob(&core);
     // W's tensor: type Float32 (1), rank 1, dim 3 (u64), then its byte count 12 (u64).
     const std::string w_desc("\x01\x01\x03\0\0\0\0\0\0\0\x0c\0\0\0\0\0\0\0", 18);
     size_t at = blob.find(w_desc);

@@ -15,14 +15,7 @@ using namespace tessel;
 
 namespace {
 
-TensorDesc float_desc(std::initializer_list<int64_t> dims) {
-    TensorDesc d;
-    d.type = ElementType::Float32;
-    d.rank = (uint8_t)dims.size();
-    int i = 0;
-    for (int64_t x : dims) d.dims[i++] = x;
-    return d;
-}
+TensorDesc float_desc(std::initializer_list<int64_t> dims) { return test::make_desc(ElementType::Float32, dims); }
 
 // x[2,3,8] -> Add(bias[8]) -> Relu -> Mul(x) -> Sigmoid -> y ; plus a second output Tanh(x).
 void build_small(Model* m) {

@@ -515,6 +515,21 @@ void make_random_body(RandomBody* rb, std::mt19937& rng, int ops_count) {
         rb->result_sizes.push_back(shape_size(s));
     }
 }
+
+// Inputs for a random body (parameter p seeded seed + p), or false for the rare body whose
+// results leave a parameter's axis out: results must broadcast to one domain and parameters
+// into it, and compile rejects the others (tested elsewhere).
+bool compilable_with_inputs(const RandomBody& rb, Isa isa, uint32_t seed, std::vector<std::vector<float>>* inputs) {
+    Snippet probe;
+    SnippetOptions options;
+    options.isa = isa;
+    Status s = probe.compile(rb.body, options);
+    if (s == Status::InvalidArgument) return false;
+    REQUIRE(s == Status::Ok);
+    for (size_t p = 0; p < rb.param_shapes.size(); ++p)
+        inputs->push_back(random_values(count(rb.param_shapes[p]), seed + (uint32_t)p, 2.0f));
+    return true;
+}
 }  // namespace
 
 TEST_CASE("snippets: random fused bodies equal the interpreter, with and without spills") {
@@ -523,17 +538,8 @@ TEST_CASE("snippets: random fused bodies equal the interpreter, with and without
     for (int trial = 0; trial < 60; ++trial) {
         RandomBody rb;
         make_random_body(&rb, rng, 4 + trial % 20);
-        // Results must broadcast to one domain and parameters into it; skip the rare body whose
-        // results leave a parameter's axis out (compile rejects it, tested elsewhere).
         std::vector<std::vector<float>> inputs;
-        for (size_t p = 0; p < rb.param_shapes.size(); ++p)
-            inputs.push_back(random_values(count(rb.param_shapes[p]), (uint32_t)(trial * 31 + p), 2.0f));
-        Snippet probe;
-        SnippetOptions options;
-        options.isa = isa;
-        Status s = probe.compile(rb.body, options);
-        if (s == Status::InvalidArgument) continue;
-        REQUIRE(s == Status::Ok);
+        if (!compilable_with_inputs(rb, isa, (uint32_t)trial * 31, &inputs)) continue;
         INFO("trial " << trial);
         for (uint32_t registers : {0u, 1u, 2u, 3u}) {
             INFO("max_registers " << registers);
@@ -567,14 +573,7 @@ TEST_CASE("snippets: streaming stores and one to four lanes equal the interprete
         RandomBody rb;
         make_random_body(&rb, rng, 4 + trial % 20);
         std::vector<std::vector<float>> inputs;
-        for (size_t p = 0; p < rb.param_shapes.size(); ++p)
-            inputs.push_back(random_values(count(rb.param_shapes[p]), (uint32_t)(trial * 13 + p), 2.0f));
-        Snippet probe;
-        SnippetOptions options;
-        options.isa = isa;
-        Status s = probe.compile(rb.body, options);
-        if (s == Status::InvalidArgument) continue;
-        REQUIRE(s == Status::Ok);
+        if (!compilable_with_inputs(rb, isa, (uint32_t)trial * 13, &inputs)) continue;
         for (uint32_t registers : {0u, 2u})
             for (uint8_t lanes : {(uint8_t)1, (uint8_t)2, (uint8_t)3, (uint8_t)4}) {
                 INFO("trial " << trial << " max_registers " << registers << " lanes " << (int)lanes);
@@ -809,11 +808,7 @@ TEST_CASE("snippets: statistics count bytes walked, kernels are cached by body a
 // >>tokenizer
 namespace {
 void set_shape(Graph* g, NodeId id, std::vector<int64_t> dims, ElementType type = ElementType::Float32) {
-    TensorDesc d;
-    d.type = type;
-    d.rank = (uint8_t)dims.size();
-    for (size_t i = 0; i < dims.size(); ++i) d.dims[i] = dims[i];
-    REQUIRE(g->set_output_desc(id, 0, d) == Status::Ok);
+    REQUIRE(g->set_output_desc(id, 0, test::make_desc(type, dims)) == Status::Ok);
 }
 
 NodeId add(Graph* g, const char* name, const char* op, std::vector<NodeId> inputs, std::vector<int64_t> dims = {8, 16}) {

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 #include "runtime.h"
+#include "test_helpers.h"
 
 using namespace tessel;
 
@@ -25,13 +26,7 @@ template <> ElementType type_of<uint8_t>() { return ElementType::UInt8; }   // B
 
 using Shape = std::vector<int64_t>;
 
-TensorDesc make_desc(ElementType type, const Shape& shape) {
-    TensorDesc d;
-    d.type = type;
-    d.rank = (uint8_t)shape.size();
-    for (size_t i = 0; i < shape.size(); ++i) d.dims[i] = shape[i];
-    return d;
-}
+using test::make_desc;
 
 uint32_t bits_of(float f) {
     uint32_t u;
