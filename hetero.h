@@ -287,6 +287,7 @@ public:
     Span<const NodeId> predecessors(NodeId id) const;      // unique producers, ascending
     Span<const NodeId> topological_order() const;
     uint32_t edge_count() const { return edge_count_; }
+    bool has_keep_apart() const { return keep_apart_count_ != 0; }  // any input edge marked keep-apart
 
     // Devices named by affinities, in order of first appearance.
     uint32_t device_count() const { return device_count_; }
@@ -312,6 +313,7 @@ private:
     uint32_t block_capacity_ = 0;
     uint32_t node_count_ = 0;
     uint32_t edge_count_ = 0;
+    uint32_t keep_apart_count_ = 0;
     bool finalized_ = false;
     bool has_named_inputs_ = false;
     // after finalize
@@ -713,6 +715,7 @@ Status Graph::add_node(const NodeSpec& spec, NodeId* id) {
     for (size_t i = 0; i < spec.inputs.size; ++i) {
         const InputRef& in = spec.inputs[i];
         node.inputs[i] = Edge{in.producer, (uint16_t)in.port, (uint8_t)(in.keep_apart ? 1 : 0), 0};
+        keep_apart_count_ += in.keep_apart ? 1 : 0;
         if (in.producer == kNoNode) any_named = true;
     }
     if (any_named) {
@@ -900,11 +903,21 @@ Status Graph::finalize() {
     for (NodeId id = 0; id < n; ++id) pending[id] = succ_offsets_[id];  // fill cursor
     for (NodeId id = 0; id < n; ++id)  // consumers visited in ascending order: rows come sorted
         for (uint32_t k = pred_offsets_[id]; k < pred_offsets_[id + 1]; ++k) succ_[pending[pred_[k]]++] = id;
-    // 4. Topological order (Kahn, FIFO seeded in id order: deterministic).
+    // 4. Topological order: the id order when every input comes from a smaller id (ONNX
+    // files are sorted so, and most text graphs), which keeps later passes walking the node
+    // table straight through; else Kahn's, FIFO seeded in id order (deterministic).
+    bool ids_sorted = true;
+    for (NodeId id = 0; id < n && ids_sorted; ++id)  // rows are ascending: the last is the largest
+        ids_sorted = pred_offsets_[id + 1] == pred_offsets_[id] || pred_[pred_offsets_[id + 1] - 1] < id;
     uint32_t head = 0, tail = 0;
-    for (NodeId id = 0; id < n; ++id) {
-        pending[id] = pred_offsets_[id + 1] - pred_offsets_[id];
-        if (pending[id] == 0) topo_[tail++] = id;
+    if (ids_sorted) {
+        for (NodeId id = 0; id < n; ++id) topo_[id] = id;
+        head = tail = n;
+    } else {
+        for (NodeId id = 0; id < n; ++id) {
+            pending[id] = pred_offsets_[id + 1] - pred_offsets_[id];
+            if (pending[id] == 0) topo_[tail++] = id;
+        }
     }
     while (head < tail) {
         NodeId id = topo_[head++];
@@ -1395,10 +1408,7 @@ struct RollbackContext {
     }
 
     Status init() {
-        for (NodeId v = 0; v < n && !any_keep_apart; ++v) {
-            const Node& node = graph.node(v);
-            for (uint32_t i = 0; i < node.num_inputs; ++i) any_keep_apart = any_keep_apart || node.inputs[i].keep_apart;
-        }
+        any_keep_apart = graph.has_keep_apart();
         in_s = fill_array<uint32_t>(arena, n, 0);
         rejected = fill_array<uint32_t>(arena, n, 0);
         s_list = arena->allocate_array<NodeId>(n);
@@ -2286,17 +2296,25 @@ Status partition_levels(const Graph& graph, Builder& builder) {
     for (NodeId id : graph.topological_order()) {
         const Node& node = graph.node(id);
         bool any_apart = false;
+        // The highest level[u] + w, raised by a weight-1 edge when one ties; selects, not
+        // branches (the comparisons are random on real graphs).
+        uint32_t best = 0;
+        NodeId by = kNoNode;
+        bool by_apart = false;
         for (uint32_t i = 0; i < node.num_inputs; ++i) {
             NodeId u = node.inputs[i].producer;
             bool apart = node.inputs[i].keep_apart != 0;
             any_apart = any_apart || apart;
-            uint32_t w = (apart || device[u] != node.affinity) ? 1 : 0;
-            if (level[u] + w > level[id] || (level[u] + w == level[id] && w && raised_by[id] == kNoNode)) {
-                level[id] = level[u] + w;
-                raised_by[id] = w ? u : kNoNode;
-                raised_keep_apart[id] = apart;
-            }
+            uint32_t w = (uint32_t)(apart | (device[u] != node.affinity));
+            uint32_t candidate = level[u] + w;
+            bool take = candidate > best || (candidate == best && w && by == kNoNode);
+            best = take ? candidate : best;
+            by = take ? (w ? u : kNoNode) : by;
+            by_apart = take ? apart : by_apart;
         }
+        level[id] = best;
+        raised_by[id] = by;
+        raised_keep_apart[id] = by_apart;
         for (uint32_t i = 0; i < node.num_inputs; ++i) {
             NodeId u = node.inputs[i].producer;
             if (level[u] != level[id] || device[u] != node.affinity) continue;
@@ -2369,11 +2387,12 @@ Status partition_waves(const Graph& graph, Builder& builder, const DeviceId* pri
     if (!pending || !ready || !head || !tail || !slot_of || !wave || !deferred || !in_wave || !last_from || !slot || !has_apart)
         return Status::OutOfMemory;
     for (uint32_t s = 0; s < device_count; ++s) slot_of[priority[s]] = s;
+    const bool any_apart = graph.has_keep_apart();
     for (NodeId id = 0; id < n; ++id) {
         const Node& node = graph.node(id);
         slot[id] = (uint8_t)slot_of[node.affinity];
         has_apart[id] = 0;
-        for (uint32_t i = 0; i < node.num_inputs; ++i) has_apart[id] |= node.inputs[i].keep_apart;
+        for (uint32_t i = 0; any_apart && i < node.num_inputs; ++i) has_apart[id] |= node.inputs[i].keep_apart;
     }
     auto push_ready = [&](NodeId x) {
         uint32_t s = slot[x];
@@ -2407,9 +2426,11 @@ Status partition_waves(const Graph& graph, Builder& builder, const DeviceId* pri
             if (apart) { deferred[deferred_count++] = x; continue; }
             in_wave[x] = wave_number;
             wave[wave_size++] = x;
-            for (NodeId y : graph.successors(x)) {
+            for (NodeId y : graph.successors(x)) {  // push_ready(y) once pending, without a branch
                 last_from[y] = x;
-                if (--pending[y] == 0) push_ready(y);
+                uint32_t s = slot[y];
+                ready[(size_t)s * n + tail[s]] = y;  // overwritten later unless y is ready now
+                tail[s] += --pending[y] == 0;
             }
         }
         head[current] = tail[current] = 0;  // drained: the deferred nodes start it again
@@ -2596,14 +2617,18 @@ inline Status partition_fail(Partition* result, Status status, const char* forma
     return status;
 }
 
-// Execution order of the subgraphs, boundary tensors and cross-edge count.
-Status finish_partition(const Graph& graph, Builder& builder, Partition* result) {
+// Execution order of the subgraphs, boundary tensors and cross-edge count. When the commit
+// order is already an execution order (levels and waves commit in topological order, see
+// their proofs), it is taken as is; else Kahn's algorithm orders the subgraphs.
+Status finish_partition(const Graph& graph, Builder& builder, Partition* result, bool commit_order_runs) {
     Arena* arena = builder.arena;
     const uint32_t n = graph.node_count();
     const uint32_t count = builder.subgraphs.size;
     // Boundaries: each (producer, port, consumer subgraph) once, in the order consumers
     // first need them. Consumers are visited in id order (the node table is read straight
     // through); an open-addressing set of those keys, at most half full, drops repeats.
+    // Cross edges are gathered into a batch without a branch (whether an edge crosses is
+    // unpredictable on real graphs), then looked up in order.
     ArenaVector<BoundaryTensor> found;
     found.arena = arena;
     uint32_t table_size = 16;
@@ -2611,28 +2636,40 @@ Status finish_partition(const Graph& graph, Builder& builder, Partition* result)
     uint32_t* table = fill_array<uint32_t>(arena, table_size, kUnplaced);  // index into `found`
     if (!table) return Status::OutOfMemory;
     uint32_t cross_edges = 0;
+    constexpr uint32_t kBatch = 128;
+    BoundaryTensor batch[kBatch];
+    uint32_t batch_size = 0;
+    auto insert_batch = [&]() {
+        cross_edges += batch_size;
+        for (uint32_t k = 0; k < batch_size; ++k) {
+            const BoundaryTensor& e = batch[k];
+            uint64_t key = ((uint64_t)e.producer << 32) ^ ((uint64_t)e.port << 20) ^ e.to_subgraph;
+            uint32_t slot = (uint32_t)((key * 0x9e3779b97f4a7c15ull) >> 32) & (table_size - 1);
+            bool known = false;
+            while (table[slot] != kUnplaced) {
+                const BoundaryTensor& b = found[table[slot]];
+                if (b.producer == e.producer && b.port == e.port && b.to_subgraph == e.to_subgraph) { known = true; break; }
+                slot = (slot + 1) & (table_size - 1);
+            }
+            if (known) continue;
+            table[slot] = found.size;
+            if (!found.push(e)) return false;
+        }
+        batch_size = 0;
+        return true;
+    };
     for (NodeId c = 0; c < n; ++c) {
         const Node& consumer = graph.node(c);
         const uint32_t to = builder.subgraph_of[c];
         for (uint32_t i = 0; i < consumer.num_inputs; ++i) {
             const NodeId p = consumer.inputs[i].producer;
             const uint32_t from = builder.subgraph_of[p];
-            if (from == to) continue;
-            ++cross_edges;
-            const uint32_t port = consumer.inputs[i].port;
-            uint64_t key = ((uint64_t)p << 32) ^ ((uint64_t)port << 20) ^ to;
-            uint32_t slot = (uint32_t)((key * 0x9e3779b97f4a7c15ull) >> 32) & (table_size - 1);
-            bool known = false;
-            while (table[slot] != kUnplaced) {
-                const BoundaryTensor& b = found[table[slot]];
-                if (b.producer == p && b.port == port && b.to_subgraph == to) { known = true; break; }
-                slot = (slot + 1) & (table_size - 1);
-            }
-            if (known) continue;
-            table[slot] = found.size;
-            if (!found.push(BoundaryTensor{p, port, c, from, to})) return Status::OutOfMemory;
+            batch[batch_size] = BoundaryTensor{p, consumer.inputs[i].port, c, from, to};
+            batch_size += from != to;
+            if (batch_size == kBatch && !insert_batch()) return Status::OutOfMemory;
         }
     }
+    if (!insert_batch()) return Status::OutOfMemory;
     BoundaryTensor* boundaries = found.data;
     const uint32_t boundary_count = found.size;
     result->subgraphs = Span<const Subgraph>(builder.subgraphs.data, count);
@@ -2640,10 +2677,16 @@ Status finish_partition(const Graph& graph, Builder& builder, Partition* result)
     result->placements = Span<const Placement>(builder.placements, n);
     result->boundaries = Span<const BoundaryTensor>(boundaries, boundary_count);
     result->cross_edges = cross_edges;
-    // Execution order: Kahn over subgraphs, smallest commit index first among the ready.
-    uint32_t* indegree = fill_array<uint32_t>(arena, count, 0);
     uint32_t* execution = arena->allocate_array<uint32_t>(count);
-    if (!indegree || !execution) return Status::OutOfMemory;
+    if (!execution) return Status::OutOfMemory;
+    result->execution_order = Span<const uint32_t>(execution, count);
+    if (commit_order_runs) {
+        for (uint32_t k = 0; k < count; ++k) execution[k] = k;
+        return Status::Ok;
+    }
+    // Kahn over subgraphs, smallest commit index first among the ready.
+    uint32_t* indegree = fill_array<uint32_t>(arena, count, 0);
+    if (!indegree) return Status::OutOfMemory;
     // Edges between subgraphs, deduplicated through the sorted boundaries (producer side
     // may repeat per consumer subgraph; a pair counted twice is harmless for Kahn if it is
     // also decremented twice, so count every boundary).
@@ -2688,7 +2731,6 @@ Status finish_partition(const Graph& graph, Builder& builder, Partition* result)
         for (uint32_t e = out_offset[k]; e < out_offset[k + 1]; ++e) if (--indegree[out[e]] == 0) push(out[e]);
     }
     TESSEL_ASSERT(done == count);  // every algorithm's result is acyclic
-    result->execution_order = Span<const uint32_t>(execution, count);
     return Status::Ok;
 }
 }  // namespace detail
@@ -2750,9 +2792,11 @@ Status partition(const Graph& graph, const PartitionOptions& options, Arena* are
         case PartitionAlgorithm::Levels: status = detail::partition_levels(graph, builder); break;
         case PartitionAlgorithm::Waves: status = detail::partition_waves(graph, builder, priority, device_count); break;
     }
-    if (status == Status::Ok && options.min_subgraph_size > 1)
+    const bool merge_small = options.min_subgraph_size > 1;
+    if (status == Status::Ok && merge_small)
         status = detail::merge_small_subgraphs(graph, builder, options.min_subgraph_size, options.supported);
-    if (status == Status::Ok) status = detail::finish_partition(graph, builder, result);
+    const bool commit_order_runs = options.algorithm != PartitionAlgorithm::Rollback && !merge_small;
+    if (status == Status::Ok) status = detail::finish_partition(graph, builder, result, commit_order_runs);
     if (status != Status::Ok) return detail::partition_fail(result, status, "partition: %s", status_name(status));
     return Status::Ok;
 }

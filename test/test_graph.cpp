@@ -89,6 +89,36 @@ TEST_CASE("graph: build, finalize, successors, predecessors and topological orde
     CHECK(test::to_string(graph.node(b).op) == "Add");
 }
 
+TEST_CASE("graph: the topological order is the id order when ids are sorted, else Kahn's FIFO order") {
+    // s0 -> n1 -> n3 <- s2: ids sorted, so the order is 0,1,2,3 (Kahn's FIFO would give 0,2,1,3).
+    Arena arena;
+    Graph sorted(&arena);
+    InputRef n1_in[] = {InputRef::by_name("s0")};
+    InputRef n3_in[] = {InputRef::by_name("n1"), InputRef::by_name("s2")};
+    REQUIRE(sorted.add_node(NodeSpec{"s0", "Input", "", {}, 1}) == Status::Ok);
+    REQUIRE(sorted.add_node(NodeSpec{"n1", "Relu", "", n1_in, 1}) == Status::Ok);
+    REQUIRE(sorted.add_node(NodeSpec{"s2", "Input", "", {}, 1}) == Status::Ok);
+    REQUIRE(sorted.add_node(NodeSpec{"n3", "Add", "", n3_in, 1}) == Status::Ok);
+    REQUIRE(sorted.finalize() == Status::Ok);
+    Span<const NodeId> order = sorted.topological_order();
+    REQUIRE(order.size == 4);
+    for (NodeId i = 0; i < 4; ++i) CHECK(order[i] == i);
+    CHECK(!sorted.has_keep_apart());
+    // a reads c, added after it: Kahn seeded with the sources b, c in id order, then a.
+    Graph unsorted(&arena);
+    InputRef a_in[] = {InputRef::by_name("c", 0, true)};
+    REQUIRE(unsorted.add_node(NodeSpec{"a", "Relu", "", a_in, 1}) == Status::Ok);
+    REQUIRE(unsorted.add_node(NodeSpec{"b", "Input", "", {}, 1}) == Status::Ok);
+    REQUIRE(unsorted.add_node(NodeSpec{"c", "Input", "", {}, 1}) == Status::Ok);
+    REQUIRE(unsorted.finalize() == Status::Ok);
+    order = unsorted.topological_order();
+    REQUIRE(order.size == 3);
+    CHECK(order[0] == 1);
+    CHECK(order[1] == 2);
+    CHECK(order[2] == 0);
+    CHECK(unsorted.has_keep_apart());
+}
+
 TEST_CASE("graph: ops are interned, so nodes share one copy of an op name") {
     Arena arena;
     Graph graph(&arena);
