@@ -1375,6 +1375,16 @@ struct RollbackContext {
     uint32_t pool_size = 0, pool_capacity = 0;
     uint32_t rejection_size = 0, rejection_capacity = 0;
     ArenaVector<NodeId> cached_roots;  // roots that may have a valid entry (unique)
+    // Valid entries of the scalable checker by window, so a commit reads only the entries
+    // whose windows can meet its own: lists per block of ranks where the window starts, and
+    // the widest window so far (a window meeting lo..hi starts at lo - widest or later).
+    static constexpr uint32_t kWindowBlockShift = 8;
+    NodeId* window_head = nullptr;  // per block
+    NodeId* window_next = nullptr;  // per root
+    NodeId* window_previous = nullptr;
+    uint32_t widest_window = 0;
+    ArenaVector<NodeId> overlapping;  // scratch of invalidate_after_commit
+    ArenaVector<NodeId> stale;        // roots whose entries the last commit invalidated
 
     RollbackContext(const Graph& g, Arena* a, Builder& b, const PartitionOptions& o)
         : graph(g), arena(a), builder(b), options(o), n(g.node_count()), naive(o.naive_closure) {}
@@ -1483,6 +1493,12 @@ struct RollbackContext {
         external_pred_count = arena->allocate_array<uint32_t>(n);
         external_pred_seen = fill_array<uint32_t>(arena, n, 0);
         representative = arena->allocate_array<NodeId>(n);
+        window_head = fill_array<NodeId>(arena, ((size_t)n >> kWindowBlockShift) + 1, kNoNode);
+        window_next = arena->allocate_array<NodeId>(n);
+        window_previous = arena->allocate_array<NodeId>(n);
+        if (!window_head || !window_next || !window_previous) return Status::OutOfMemory;
+        overlapping.arena = arena;
+        stale.arena = arena;
         if (!external_offset || !external_count || !external_seen || !external_pred_offset || !external_pred_count ||
             !external_pred_seen || !representative)
             return Status::OutOfMemory;
@@ -2018,8 +2034,30 @@ struct RollbackContext {
             NodeId x = rejected_list[k];
             if (graph.node(x).affinity == device) rejection_pool[rejection_size++] = Rejection{x, why_rejected[x]};
         }
-        if (!naive) update_window(entry);
+        if (!naive) {
+            update_window(entry);
+            index_window(root);
+        }
         return true;
+    }
+    void index_window(NodeId root) {
+        const Cached& entry = cache[root];
+        if (entry.hi - entry.lo > widest_window) widest_window = entry.hi - entry.lo;
+        NodeId& head = window_head[entry.lo >> kWindowBlockShift];
+        window_previous[root] = kNoNode;
+        window_next[root] = head;
+        if (head != kNoNode) window_previous[head] = root;
+        head = root;
+    }
+    void unindex_window(NodeId root) {
+        const NodeId p = window_previous[root], q = window_next[root];
+        if (p != kNoNode) window_next[p] = q; else window_head[cache[root].lo >> kWindowBlockShift] = q;
+        if (q != kNoNode) window_previous[q] = p;
+    }
+    // A valid entry leaves the cache (scalable checker: and its window index).
+    void drop_entry(NodeId root) {
+        if (!naive && cache[root].valid) unindex_window(root);
+        cache[root].valid = false;
     }
     // An entry's nodes T: the candidate, then its rejected nodes of the device.
     uint32_t entry_size(const Cached& entry) const { return entry.count + entry.rejected_count; }
@@ -2053,15 +2091,20 @@ struct RollbackContext {
     // valid in the old Q and stay valid: paths only grow.) Ranks rise along Q's paths, so a
     // candidate whose window misses lo..hi is unaffected, and the walks stay inside the
     // affected candidates' windows.
-    void invalidate_after_commit(uint32_t subgraph_index, uint32_t lo, uint32_t hi) {
+    bool invalidate_after_commit(uint32_t subgraph_index, uint32_t lo, uint32_t hi) {
+        stale.size = 0;
+        overlapping.size = 0;
         uint32_t low = n, high = 0;
-        for (uint32_t i = 0; i < cached_roots.size; ++i) {
-            const Cached& c = cache[cached_roots[i]];
-            if (!c.valid || c.hi < lo || hi < c.lo) continue;
-            if (c.lo < low) low = c.lo;
-            if (c.hi > high) high = c.hi;
-        }
-        if (low > high) return;
+        const uint32_t first_block = (lo > widest_window ? lo - widest_window : 0) >> kWindowBlockShift;
+        for (uint32_t b = first_block; b <= hi >> kWindowBlockShift; ++b)
+            for (NodeId r = window_head[b]; r != kNoNode; r = window_next[r]) {
+                const Cached& c = cache[r];
+                if (c.hi < lo || hi < c.lo) continue;
+                if (!overlapping.push(r)) return false;
+                if (c.lo < low) low = c.lo;
+                if (c.hi > high) high = c.hi;
+            }
+        if (low > high) return true;
         // The windows were measured before the contraction, which moved nodes inside lo..hi.
         if (lo < low) low = lo;
         if (hi > high) high = hi;
@@ -2123,9 +2166,9 @@ struct RollbackContext {
                 for (NodeId p : graph.predecessors(x)) backward(p);
             }
         }
-        for (uint32_t i = 0; i < cached_roots.size; ++i) {
-            Cached& c = cache[cached_roots[i]];
-            if (!c.valid || c.hi < lo || hi < c.lo) continue;
+        for (uint32_t i = 0; i < overlapping.size; ++i) {
+            const NodeId root = overlapping[i];
+            Cached& c = cache[root];
             bool hit = false, reaches = false, reached = false;
             for (uint32_t k = 0; k < entry_size(c) && !hit; ++k) {
                 NodeId x = entry_node(c, k);
@@ -2136,9 +2179,16 @@ struct RollbackContext {
                 reached = reached || reached_from_commit[x] == stamp;
                 hit = reaches && reached;
             }
-            if (hit) c.valid = false;
-            else update_window(c);
+            unindex_window(root);
+            if (hit) {
+                c.valid = false;
+                if (!stale.push(root)) return false;
+            } else {
+                update_window(c);
+                index_window(root);
+            }
         }
+        return true;
     }
     void drop_cache() {
         for (uint32_t i = 0; i < cached_roots.size; ++i) cache[cached_roots[i]].valid = cache[cached_roots[i]].in_roots = false;
@@ -2163,67 +2213,115 @@ struct RollbackContext {
             if (pending[rejections[i].node()].other == kNoNode) pending[rejections[i].node()] = rejections[i].why();
     }
 
+    // A round lists roots in ascending order: a remaining root is listed when no listed
+    // candidate of an earlier root contains it (then it is covered). The listing is kept
+    // across rounds and only repaired where it changes: cover_before[x] counts the listed
+    // candidates of earlier roots that contain x, and a root whose count crosses zero, that
+    // is committed, or whose candidate went stale is "dirty" and decided again, in root
+    // order, so every earlier root is final when a root is decided. That gives the listing
+    // a full rescan would give (a stale candidate is regrown only when its root is listed
+    // again, as the scan would), without walking the covered roots again each round.
     Status run_device(DeviceId device, Placement* pending) {
-        // Remaining nodes of the device, ascending.
+        // Remaining nodes of the device, ascending: a root's position orders the scan.
         ArenaVector<NodeId> remaining;
         remaining.arena = arena;
         for (NodeId x = 0; x < n; ++x)
             if (graph.node(x).affinity == device && !committed(x) && !remaining.push(x)) return Status::OutOfMemory;
-        // The round's candidates in scan order, by root. cover[x]: the root of the first
-        // listed candidate that contains x (stale once that root is no longer listed).
-        NodeId* listed = arena->allocate_array<NodeId>(remaining.size);
-        uint32_t* listed_at = arena->allocate_array<uint32_t>(n);
-        uint32_t* scan_from = arena->allocate_array<uint32_t>(n);  // index in `remaining` of a listed root
-        NodeId* cover = fill_array<NodeId>(arena, n, kNoNode);
-        uint32_t* cover_listing = fill_array<uint32_t>(arena, n, 0);  // which listing of that root
-        uint32_t* listing = fill_array<uint32_t>(arena, n, 0);        // per root: its current listing
-        uint32_t listings = 0;
-        if (!listed || !listed_at || !scan_from || !cover || !cover_listing || !listing) return Status::OutOfMemory;
-        uint32_t listed_count = 0;
-        uint32_t resume = 0;  // index in `remaining` where the scan continues
-        uint32_t left = remaining.size;
-        auto is_listed = [&](NodeId r) {
-            return r != kNoNode && listed_at[r] < listed_count && listed[listed_at[r]] == r;
+        const uint32_t roots = remaining.size;
+        uint32_t* position = arena->allocate_array<uint32_t>(n);
+        uint32_t* cover_before = fill_array<uint32_t>(arena, n, 0);
+        uint32_t* listed_as = fill_array<uint32_t>(arena, n, 0);  // the listing's number while listed, else 0
+        uint32_t* dirty = arena->allocate_array<uint32_t>(roots);   // min-heap of positions
+        uint8_t* is_dirty = fill_array<uint8_t>(arena, roots, 0);
+        if (!position || !cover_before || !listed_as || (roots && (!dirty || !is_dirty))) return Status::OutOfMemory;
+        for (uint32_t i = 0; i < roots; ++i) position[remaining[i]] = i;
+        uint32_t dirty_count = 0, listings = 0, listed_count = 0, left = roots;
+        // Listed candidates by size, ties to the earliest root; entries of roots unlisted
+        // since are skipped when they reach the top.
+        struct Listed { uint32_t count, position, listing; };
+        auto smaller = [](const Listed& a, const Listed& b) {
+            return a.count != b.count ? a.count < b.count : a.position > b.position;
         };
-        // Covered: by a candidate still listed, and listed since it covered x (a root may be
-        // listed again with a regrown candidate that no longer contains x).
-        auto is_covered = [&](NodeId x) { return is_listed(cover[x]) && listing[cover[x]] == cover_listing[x]; };
+        ArenaVector<Listed> largest;
+        largest.arena = arena;
+        auto current = [&](const Listed& e) { return listed_as[remaining[e.position]] == e.listing; };
+        auto later = [](uint32_t a, uint32_t b) { return a > b; };  // the heap's top: the earliest root
+        auto mark_dirty = [&](NodeId x) {
+            uint32_t i = position[x];
+            if (is_dirty[i]) return;
+            is_dirty[i] = 1;
+            dirty[dirty_count++] = i;
+            std::push_heap(dirty, dirty + dirty_count, later);
+        };
+        // The candidate's nodes after its root gain or lose one cover.
+        auto cover = [&](NodeId r, bool listed) {
+            const uint32_t from = position[r];
+            const NodeId* nodes = pool + cache[r].offset;
+            for (uint32_t k = 0; k < cache[r].count; ++k) {
+                NodeId x = nodes[k];
+                if (position[x] <= from) continue;
+                uint32_t before = listed ? cover_before[x]++ : cover_before[x]--;
+                if (before == (listed ? 0u : 1u)) mark_dirty(x);
+            }
+        };
+        auto unlist = [&](NodeId r) {  // while its pool entry is intact: before any growth
+            cover(r, false);
+            listed_as[r] = 0;
+            --listed_count;
+        };
         for (uint32_t round = 1; left > 0; ++round) {
             if (options.trace) {
                 trace("%s: round %u, possible roots [", graph.device_name(device).data, round);
                 bool first = true;
-                for (uint32_t i = 0; i < remaining.size; ++i)
+                for (uint32_t i = 0; i < roots; ++i)
                     if (!committed(remaining[i])) { trace(first ? "%s" : ",%s", name(remaining[i])); first = false; }
                 trace("]\n");
             }
-            if (naive) { drop_cache(); listed_count = 0; resume = 0; }
-            // Scan: every remaining root not covered by an earlier listed candidate.
-            for (uint32_t i = resume; i < remaining.size; ++i) {
-                NodeId r = remaining[i];
-                if (committed(r) || is_covered(r)) continue;
-                if (!cache[r].valid) {
-                    grow(r, device);
-                    if (!store_candidate(r, device)) return Status::OutOfMemory;
-                } else {
-                    trace("  reuse the candidate of root %s\n", name(r));
+            if (round == 1 || naive) {  // the naive checker rescans every round, as the seed does
+                for (uint32_t i = 0; i < roots; ++i) {
+                    NodeId r = remaining[i];
+                    if (listed_as[r]) unlist(r);
                 }
-                listed_at[r] = listed_count;
-                scan_from[r] = i;
-                listed[listed_count++] = r;
-                listing[r] = ++listings;
-                const NodeId* nodes = pool + cache[r].offset;
-                for (uint32_t k = 0; k < cache[r].count; ++k)
-                    if (!is_covered(nodes[k])) { cover[nodes[k]] = r; cover_listing[nodes[k]] = listings; }
+                if (naive) drop_cache();
+                for (uint32_t i = 0; i < roots; ++i)
+                    if (!committed(remaining[i])) mark_dirty(remaining[i]);
             }
-            resume = remaining.size;
-            // The largest listed candidate; ties go to the earliest root.
-            NodeId best = kNoNode;
-            uint32_t best_count = 0;
-            for (uint32_t i = 0; i < listed_count; ++i) {
-                NodeId r = listed[i];
-                if (r != kNoNode && cache[r].count > best_count) { best = r; best_count = cache[r].count; }
+            // Decide the dirty roots in order.
+            while (dirty_count) {
+                std::pop_heap(dirty, dirty + dirty_count, later);
+                const uint32_t i = dirty[--dirty_count];
+                is_dirty[i] = 0;
+                const NodeId r = remaining[i];
+                const bool wanted = !committed(r) && cover_before[r] == 0;
+                if (listed_as[r] && !wanted) {
+                    unlist(r);
+                } else if (!listed_as[r] && wanted) {
+                    if (!cache[r].valid) {
+                        grow(r, device);
+                        if (!store_candidate(r, device)) return Status::OutOfMemory;
+                    } else {
+                        trace("  reuse the candidate of root %s\n", name(r));
+                    }
+                    listed_as[r] = ++listings;
+                    ++listed_count;
+                    cover(r, true);
+                    if (largest.size > 2 * listed_count + 64) {  // drop the stale entries
+                        uint32_t kept = 0;
+                        for (uint32_t k = 0; k < largest.size; ++k)
+                            if (current(largest[k])) largest[kept++] = largest[k];
+                        largest.size = kept;
+                        std::make_heap(largest.data, largest.data + kept, smaller);
+                    }
+                    if (!largest.push(Listed{cache[r].count, i, listed_as[r]})) return Status::OutOfMemory;
+                    std::push_heap(largest.data, largest.data + largest.size, smaller);
+                }
             }
-            TESSEL_ASSERT(best != kNoNode);  // a remaining node is a root or covered by a listed candidate
+            while (largest.size && !current(largest[0])) {
+                std::pop_heap(largest.data, largest.data + largest.size, smaller);
+                --largest.size;
+            }
+            TESSEL_ASSERT(largest.size);  // a remaining node is a root or covered by a listed candidate
+            const NodeId best = remaining[largest[0].position];
             const Cached entry = cache[best];
             const NodeId* nodes = pool + entry.offset;
             trace_set("  commit ", nodes, entry.count);
@@ -2231,30 +2329,20 @@ struct RollbackContext {
             commit_reasons(entry, best, pending);
             if (!builder.commit(device, nodes, entry.count)) return Status::OutOfMemory;
             left -= entry.count;
-            cache[best].valid = false;
-            listed[listed_at[best]] = kNoNode;
             uint32_t lo = 0, hi = 0;
             contract(builder.subgraphs.size - 1, &lo, &hi);
             if (out_of_memory) return Status::OutOfMemory;
+            drop_entry(best);
             if (naive) continue;
-            // Candidates the commit may change are stale. The scan restarts at the first
-            // listed one; unlisted ones are dropped the same way.
-            invalidate_after_commit(builder.subgraphs.size - 1, lo, hi);
-            uint32_t first_invalid = listed_count;
-            for (uint32_t i = 0; i < listed_count; ++i) {
-                NodeId r = listed[i];
-                if (r != kNoNode && !cache[r].valid) { first_invalid = i; break; }
-            }
-            uint32_t kept = 0;
-            for (uint32_t i = 0; i < cached_roots.size; ++i) {
-                Cached& c = cache[cached_roots[i]];
-                if (c.valid) cached_roots[kept++] = cached_roots[i];
-                else c.in_roots = false;  // its pool space is reclaimed by the next compaction
-            }
-            cached_roots.size = kept;
-            if (first_invalid < listed_count) {
-                resume = scan_from[listed[first_invalid]];
-                listed_count = first_invalid;
+            // Candidates the commit may change are stale (the committed one too): their roots
+            // leave the listing now, while their nodes are still in the pool (the next
+            // compaction reclaims it), and are decided again in this round's order.
+            unlist(best);
+            if (!invalidate_after_commit(builder.subgraphs.size - 1, lo, hi)) return Status::OutOfMemory;
+            for (uint32_t i = 0; i < stale.size; ++i) {
+                const NodeId r = stale[i];
+                if (listed_as[r]) unlist(r);
+                if (!committed(r)) mark_dirty(r);
             }
         }
         return Status::Ok;
