@@ -1,6 +1,6 @@
 // libFuzzer harness: graph text -> read_text -> every partition algorithm -> check_partition.
-// Any input must give a Status or a valid partition; a crash, a sanitizer report or an
-// invalid partition is a finding.
+// Any input must give a Status or a valid partition; a crash, a sanitizer report, an invalid
+// partition, or rollback differing from its naive-closure version is a finding.
 //   clang++ -g -O1 -fsanitize=fuzzer,address,undefined -std=c++17 -I. fuzz/graph_text.cpp
 #define TESSEL_IMPLEMENTATION
 #include "hetero.h"
@@ -15,6 +15,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (tessel::read_text(tessel::StringView(reinterpret_cast<const char*>(data), size), &graph) != tessel::Status::Ok)
         return 0;
     if (graph.node_count() > 2000) return 0;  // keep each run short
+    tessel::Span<const uint32_t> rollback;    // the scalable checker's result, in the arena
     for (int a = 0; a < 4; ++a) {
         tessel::PartitionOptions options;
         options.algorithm = a == 3 ? tessel::PartitionAlgorithm::Rollback : (tessel::PartitionAlgorithm)a;
@@ -28,6 +29,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
             std::fprintf(stderr, "invalid partition (%s): %s\n", tessel::algorithm_name(options.algorithm), result.last_error());
             std::abort();
         }
+        if (a == 0) rollback = result.subgraph_of;
+        if (a == 3 && rollback.size == result.subgraph_of.size)
+            for (size_t i = 0; i < rollback.size; ++i)
+                if (rollback[i] != result.subgraph_of[i]) {
+                    std::fprintf(stderr, "rollback differs from the naive closure at node %zu\n", i);
+                    std::abort();
+                }
     }
     return 0;
 }

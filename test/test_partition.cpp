@@ -459,6 +459,26 @@ std::string layered_graph(std::mt19937& rng, int n, int devices) {
     return text;
 }
 
+// Rollback with the scalable checker and with the naive closure on one graph: both valid,
+// the same subgraph for every node.
+void check_rollback_equals_naive(const std::string& text) {
+    CAPTURE(text);
+    Arena arena;
+    Graph graph(&arena);
+    REQUIRE(test::read(text, &graph) == Status::Ok);
+    std::vector<uint32_t> subgraph_of[2];
+    for (int naive = 0; naive < 2; ++naive) {
+        PartitionOptions options;
+        options.naive_closure = naive == 1;
+        Partition result;
+        REQUIRE(partition(graph, options, &arena, &result) == Status::Ok);
+        CHECK(check_partition(graph, &result) == Status::Ok);
+        subgraph_of[naive].assign(result.subgraph_of.begin(), result.subgraph_of.end());
+    }
+    CHECK(subgraph_of[0].size() == graph.node_count());
+    CHECK(subgraph_of[0] == subgraph_of[1]);
+}
+
 }  // namespace
 
 TEST_CASE("property: rollback equals the naive closure on layered graphs (candidate cache, larger windows)") {
@@ -466,21 +486,7 @@ TEST_CASE("property: rollback equals the naive closure on layered graphs (candid
     for (int iteration = 0; iteration < 300; ++iteration) {
         int n = 50 + (int)(rng() % 400);
         int devices = 1 + (int)(rng() % 2);
-        std::string text = layered_graph(rng, n, devices);
-        CAPTURE(text);
-        Arena arena;
-        Graph graph(&arena);
-        REQUIRE(test::read(text, &graph) == Status::Ok);
-        std::vector<uint32_t> subgraph_of[2];
-        for (int naive = 0; naive < 2; ++naive) {
-            PartitionOptions options;
-            options.naive_closure = naive == 1;
-            Partition result;
-            REQUIRE(partition(graph, options, &arena, &result) == Status::Ok);
-            CHECK(check_partition(graph, &result) == Status::Ok);
-            subgraph_of[naive].assign(result.subgraph_of.begin(), result.subgraph_of.end());
-        }
-        CHECK(subgraph_of[0] == subgraph_of[1]);
+        check_rollback_equals_naive(layered_graph(rng, n, devices));
     }
 }
 
@@ -518,21 +524,6 @@ TEST_CASE("property: rollback equals the naive closure on transformer-like chain
     for (int iteration = 0; iteration < 150; ++iteration) {
         int n = 40 + (int)(rng() % 400);
         int devices = 1 + (int)(rng() % 2);
-        std::string text = chain_graph(rng, n, devices);
-        CAPTURE(text);
-        Arena arena;
-        Graph graph(&arena);
-        REQUIRE(test::read(text, &graph) == Status::Ok);
-        std::vector<uint32_t> subgraph_of[2];
-        for (int naive = 0; naive < 2; ++naive) {
-            PartitionOptions options;
-            options.naive_closure = naive == 1;
-            Partition result;
-            REQUIRE(partition(graph, options, &arena, &result) == Status::Ok);
-            CHECK(check_partition(graph, &result) == Status::Ok);
-            subgraph_of[naive].assign(result.subgraph_of.begin(), result.subgraph_of.end());
-        }
-        CHECK(subgraph_of[0] == subgraph_of[1]);
-        CHECK(graph.node_count() == (uint32_t)n);
+        check_rollback_equals_naive(chain_graph(rng, n, devices));
     }
 }
