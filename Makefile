@@ -135,7 +135,7 @@ FUZZ_SECONDS ?= 60
 FUZZ_FLAGS    = -g -O1 -std=c++17 -I. -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
 FUZZERS       = $(patsubst fuzz/%.cpp,build/fuzz/%,$(wildcard fuzz/*.cpp))
 
-build/fuzz/%: fuzz/%.cpp $(HEADERS) | deps
+build/fuzz/%: fuzz/%.cpp fuzz/fuzz_stats.h $(HEADERS) | deps
 	@mkdir -p $(@D)
 	clang++ $(FUZZ_FLAGS) $< -o $@ -lasmjit -lpthread
 

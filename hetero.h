@@ -457,9 +457,10 @@ void assert_failed(const char* expression, const char* file, int line) {
 
 inline size_t align_up(size_t value, size_t align) { return (value + align - 1) & ~(align - 1); }
 
-inline uint64_t hash_bytes(const char* data, size_t size) {
-    uint64_t h = 1469598103934665603ull;  // FNV-1a
-    for (size_t i = 0; i < size; ++i) h = (h ^ (unsigned char)data[i]) * 1099511628211ull;
+// FNV-1a; `h` continues an earlier hash (snippets.h hashes a program field by field).
+inline uint64_t hash_bytes(const void* data, size_t size, uint64_t h = 1469598103934665603ull) {
+    const unsigned char* p = static_cast<const unsigned char*>(data);
+    for (size_t i = 0; i < size; ++i) h = (h ^ p[i]) * 1099511628211ull;
     return h;
 }
 

@@ -3430,7 +3430,7 @@ struct BlobWriter {
     uint64_t position = 0;
     uint64_t hash = 1469598103934665603ull;
     void bytes(const void* data, size_t size) {
-        hash = fnv(hash, data, size);
+        hash = hash_bytes(data, size, hash);
         if (write && size) write(user, static_cast<const char*>(data), size);
         position += size;
     }
@@ -3675,7 +3675,7 @@ Status Core::import_model(const void* blob, size_t size, CompiledModel* out) {
                     (unsigned long long)payload);
     if (size > limits_.max_file_bytes)
         return fail(Status::LimitExceeded, "blob: %zu bytes (limit %llu)", size, (unsigned long long)limits_.max_file_bytes);
-    if (detail::fnv(1469598103934665603ull, b + detail::kBlobHeader, (size_t)payload) != checksum)
+    if (detail::hash_bytes(b + detail::kBlobHeader, (size_t)payload) != checksum)
         return fail(Status::ParseError, "blob: checksum mismatch (the blob is corrupted)");
     std::lock_guard<std::mutex> lock(impl_->compile_mutex);
     CompiledModel::Impl* m = create<CompiledModel::Impl>();

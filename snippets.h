@@ -423,11 +423,6 @@ namespace detail {
 // >>helpers
 inline uint32_t float_bits(float x) { uint32_t b; std::memcpy(&b, &x, 4); return b; }
 inline float bits_float(uint32_t b) { float x; std::memcpy(&x, &b, 4); return x; }
-inline uint64_t fnv(uint64_t h, const void* data, size_t size) {
-    const unsigned char* p = static_cast<const unsigned char*>(data);
-    for (size_t i = 0; i < size; ++i) h = (h ^ p[i]) * 1099511628211ull;
-    return h;
-}
 inline uint64_t now_ns() {
     timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
@@ -1493,14 +1488,14 @@ uint64_t SnippetBody::hash() const {
     uint64_t h = 1469598103934665603ull;
     for (uint32_t i = 0; i < count_; ++i) {
         const SnippetInstruction& in = instructions_[i];
-        h = detail::fnv(h, &in.op, 1);
-        h = detail::fnv(h, in.args, sizeof in.args);
-        h = detail::fnv(h, &in.alpha, 4);
-        h = detail::fnv(h, &in.beta, 4);
-        h = detail::fnv(h, &in.shape.rank, 1);
-        h = detail::fnv(h, in.shape.dims, sizeof in.shape.dims);
+        h = detail::hash_bytes(&in.op, 1, h);
+        h = detail::hash_bytes(in.args, sizeof in.args, h);
+        h = detail::hash_bytes(&in.alpha, 4, h);
+        h = detail::hash_bytes(&in.beta, 4, h);
+        h = detail::hash_bytes(&in.shape.rank, 1, h);
+        h = detail::hash_bytes(in.shape.dims, sizeof in.shape.dims, h);
     }
-    return detail::fnv(h, results_, result_count_ * sizeof(ValueId));
+    return detail::hash_bytes(results_, result_count_ * sizeof(ValueId), h);
 }
 
 // >>lowering
@@ -3377,7 +3372,7 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
             std::memcpy(k + 36, &l.last_use, 4);
         }
         std::memcpy(key + 16 + (size_t)program.count * sizeof(detail::Lir), program.constants, program.constant_count * 4);
-        hash = detail::fnv(1469598103934665603ull, key, key_bytes);
+        hash = detail::hash_bytes(key, key_bytes);
         if (options.cache && !emit_only) {
             const KernelCache::Entry* hit = options.cache->find(hash, key, key_bytes);
             if (hit) {

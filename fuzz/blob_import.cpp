@@ -9,6 +9,7 @@
 // Seeds: `make fuzz` writes blobs with `tessel compile` (scripts/fuzz-seeds.sh).
 #define TESSEL_IMPLEMENTATION
 #include "runtime.h"
+#include "fuzz/fuzz_stats.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -20,19 +21,7 @@ using namespace tessel;
 namespace {
 
 // FUZZ_STATS=1 prints at exit how far the inputs got (read, compiled, inferred).
-struct Stats {
-    unsigned long long inputs = 0, read = 0, compiled = 0, inferred = 0;
-    ~Stats() {
-        if (std::getenv("FUZZ_STATS"))
-            std::fprintf(stderr, "stats: %llu inputs, %llu read, %llu compiled, %llu inferred\n", inputs, read, compiled, inferred);
-    }
-} g_stats;
-
-uint64_t fnv1a(const uint8_t* p, size_t n) {
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 0x100000001b3ull;
-    return h;
-}
+FuzzStats g_stats;
 
 void fill_inputs(InferRequest& request, const CompiledModel& compiled) {
     for (uint32_t i = 0; i < compiled.input_count(); ++i) {
@@ -53,7 +42,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (size > (1u << 20)) return 0;
     std::vector<uint8_t> blob(data, data + size);
     if (size >= 32 && std::memcmp(data, "TESSELCM", 8) == 0 && data[12] == 0) {
-        uint64_t payload = size - 32, hash = fnv1a(blob.data() + 32, size - 32);
+        uint64_t payload = size - 32, hash = tessel::detail::hash_bytes(blob.data() + 32, size - 32);
         for (int i = 0; i < 8; ++i) blob[16 + i] = (uint8_t)(payload >> (8 * i));
         for (int i = 0; i < 8; ++i) blob[24 + i] = (uint8_t)(hash >> (8 * i));
     }

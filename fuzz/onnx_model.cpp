@@ -8,6 +8,7 @@
 // Seeds: `make fuzz` copies supported libonnx-testdata models (scripts/fuzz-seeds.sh).
 #define TESSEL_IMPLEMENTATION
 #include "runtime.h"
+#include "fuzz/fuzz_stats.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -18,13 +19,7 @@ using namespace tessel;
 namespace {
 
 // FUZZ_STATS=1 prints at exit how far the inputs got (read, compiled, inferred).
-struct Stats {
-    unsigned long long inputs = 0, read = 0, compiled = 0, inferred = 0;
-    ~Stats() {
-        if (std::getenv("FUZZ_STATS"))
-            std::fprintf(stderr, "stats: %llu inputs, %llu read, %llu compiled, %llu inferred\n", inputs, read, compiled, inferred);
-    }
-} g_stats;
+FuzzStats g_stats;
 
 void set_small_limits(Limits& limits) {
     limits.max_nodes = 2048;
