@@ -285,6 +285,8 @@ public:
     // consumer ids in ascending order (a consumer reading twice is listed once).
     Span<const NodeId> successors(NodeId id) const;
     Span<const NodeId> predecessors(NodeId id) const;      // unique producers, ascending
+    // The id order when every input comes from a smaller id (ONNX files, most text graphs),
+    // else Kahn's order, first in first out from the sources in id order.
     Span<const NodeId> topological_order() const;
     uint32_t edge_count() const { return edge_count_; }
     bool has_keep_apart() const { return keep_apart_count_ != 0; }  // any input edge marked keep-apart
