@@ -527,3 +527,33 @@ TEST_CASE("property: rollback equals the naive closure on transformer-like chain
         check_rollback_equals_naive(chain_graph(rng, n, devices));
     }
 }
+
+TEST_CASE("partition: a fixed arena of any size gives OutOfMemory or the full result, never a crash") {
+    std::mt19937 rng(5);
+    std::string text = layered_graph(rng, 160, 2);
+    Arena graph_arena;
+    Graph graph(&graph_arena);
+    REQUIRE(test::read(text, &graph) == Status::Ok);
+    static unsigned char buffer[1 << 20];
+    for (PartitionAlgorithm a : {PartitionAlgorithm::Rollback, PartitionAlgorithm::Levels, PartitionAlgorithm::Waves}) {
+        PartitionOptions options;
+        options.algorithm = a;
+        Arena roomy(buffer, sizeof buffer);
+        Partition full;
+        REQUIRE(partition(graph, options, &roomy, &full) == Status::Ok);
+        const std::vector<uint32_t> expected(full.subgraph_of.begin(), full.subgraph_of.end());
+        const size_t needed = roomy.used();
+        CAPTURE(algorithm_name(a));
+        int out_of_memory = 0;
+        for (size_t size = 0; size <= needed + 64; size += 1 + needed / 300) {
+            CAPTURE(size);
+            Arena fixed(buffer, size);
+            Partition result;
+            Status status = partition(graph, options, &fixed, &result);
+            if (status == Status::OutOfMemory) { ++out_of_memory; continue; }
+            REQUIRE(status == Status::Ok);
+            CHECK(std::vector<uint32_t>(result.subgraph_of.begin(), result.subgraph_of.end()) == expected);
+        }
+        CHECK(out_of_memory > 250);  // every size below what the run needs
+    }
+}
