@@ -2045,7 +2045,7 @@ struct RollbackContext {
     }
     void index_window(NodeId root) {
         const Cached& entry = cache[root];
-        if (entry.hi - entry.lo > widest_window) widest_window = entry.hi - entry.lo;
+        if (entry.hi >= entry.lo && entry.hi - entry.lo > widest_window) widest_window = entry.hi - entry.lo;
         NodeId& head = window_head[entry.lo >> kWindowBlockShift];
         window_previous[root] = kNoNode;
         window_next[root] = head;
