@@ -360,6 +360,10 @@ Status interpret(const SnippetBody& body, Span<const float* const> inputs,
 constexpr uint32_t kNoIsland = 0xffffffffu;
 struct TokenizeOptions {
     uint32_t max_arguments = kSnippetMaxArgs;   // external inputs + outputs of an island, 2..11
+    // Nodes of an island, at least 1. Bounds the tokenizer's work per node (each merge is
+    // checked against the whole island) and keeps a kernel's loop in the instruction cache
+    // (256 Adds are 8 KB of AVX-512 code); fusing more saves almost no memory traffic.
+    uint32_t max_island_nodes = 256;
 };
 struct Tokenization {
     Span<const uint32_t> island_of;   // per node; kNoIsland for nodes outside every island
@@ -371,8 +375,9 @@ bool node_is_fusible(const Graph& graph, NodeId node);
 // Greedy islands in topological order: a node joins the islands of its fusible producers
 // while the merge keeps the graph of islands acyclic, the island's inputs + outputs stay
 // within max_arguments, its output shapes broadcast to one domain and no keep-apart edge
-// lies inside. Errors: NotFinalized, InvalidArgument (max_arguments outside 2..11, null
-// pointers), OutOfMemory.
+// lies inside, and the island has at most max_island_nodes nodes. Errors: NotFinalized,
+// InvalidArgument (max_arguments outside 2..11, max_island_nodes 0, null pointers),
+// OutOfMemory.
 Status tokenize(const Graph& graph, const TokenizeOptions& options, Arena* arena, Tokenization* result);
 
 // The operation of a graph node and its attributes (alpha, beta) as an island body gets them
@@ -3638,7 +3643,8 @@ bool node_is_fusible(const Graph& graph, NodeId id) {
 // walk its tensors five times instead of once) and gain nothing.
 Status tokenize(const Graph& graph, const TokenizeOptions& options, Arena* arena, Tokenization* result) {
     if (!graph.finalized()) return Status::NotFinalized;
-    if (!arena || !result || options.max_arguments < 2 || options.max_arguments > kSnippetMaxArgs)
+    if (!arena || !result || options.max_arguments < 2 || options.max_arguments > kSnippetMaxArgs ||
+        options.max_island_nodes == 0)
         return Status::InvalidArgument;
     uint32_t n = graph.node_count();
     uint32_t* island = arena->allocate_array<uint32_t>(n + 1);
@@ -3681,7 +3687,7 @@ Status tokenize(const Graph& graph, const TokenizeOptions& options, Arena* arena
                 }
                 for (uint32_t e2 = 0; e2 < e && !seen; ++e2)
                     if (node.inputs[e2].producer == edge.producer && node.inputs[e2].port == edge.port) seen = true;
-                if (!seen) ++inputs;
+                if (!seen && ++inputs + outputs > options.max_arguments) return false;
             }
             Span<const NodeId> succ = graph.successors(v);
             bool output = succ.size == 0;
@@ -3731,7 +3737,9 @@ Status tokenize(const Graph& graph, const TokenizeOptions& options, Arena* arena
         for (uint32_t e = 0; e < node.num_inputs; ++e) {
             NodeId producer = node.inputs[e].producer;
             uint32_t candidate = island[producer];
-            if (candidate == kNoIsland || in_set[producer] == 1 || node.inputs[e].keep_apart) continue;
+            if (candidate == kNoIsland || in_set[producer] == 1 || node.inputs[e].keep_apart ||
+                count + island_size[candidate] > options.max_island_nodes)
+                continue;
             uint32_t before = count;
             for (uint32_t m = island_head[candidate]; m != kNoIsland; m = next_member[m]) { members[count++] = m; in_set[m] = 1; }
             if (!valid(count, v)) {

@@ -994,6 +994,29 @@ TEST_CASE("tokenize: budget, shapes, element types and keep-apart edges limit is
     CHECK(t.island_of[q] != t.island_of[r]);
 }
 
+TEST_CASE("tokenize: an island stops at max_island_nodes, so a long chain is cut in order") {
+    // x -> a1 -> ... -> a600, each a_i = a_{i-1} + x: one input and one output throughout, so
+    // only the node cap cuts it: [a1..a256], [a257..a512], [a513..a600].
+    Arena arena;
+    Graph g(&arena);
+    NodeId x = add(&g, "x", "Input", {});
+    std::vector<NodeId> chain;
+    NodeId previous = x;
+    for (int i = 1; i <= 600; ++i) chain.push_back(previous = add(&g, ("a" + std::to_string(i)).c_str(), "Add", {previous, x}));
+    REQUIRE(g.finalize() == Status::Ok);
+    Tokenization t;
+    REQUIRE(tokenize(g, TokenizeOptions(), &arena, &t) == Status::Ok);
+    CHECK(t.island_count == 3);
+    for (int i = 0; i < 600; ++i) CHECK(t.island_of[chain[i]] == (uint32_t)(i / 256));
+    check_tokenization(g, t, kSnippetMaxArgs);
+    TokenizeOptions options;
+    options.max_island_nodes = 1;   // every node alone
+    REQUIRE(tokenize(g, options, &arena, &t) == Status::Ok);
+    CHECK(t.island_count == 600);
+    options.max_island_nodes = 0;
+    CHECK(tokenize(g, options, &arena, &t) == Status::InvalidArgument);
+}
+
 TEST_CASE("tokenize: property, random graphs never get a cycle or a broken budget") {
     std::mt19937 rng(7);
     const char* ops[] = {"Add", "Mul", "Relu", "Sigmoid", "Conv", "MatMul", "Tanh", "Where", "Exp"};
