@@ -2231,6 +2231,12 @@ inline Status CpuDevice::build_cpu(ReferenceProgram* p, const PreparedModel& mod
     SnippetOptions options;
     options.isa = target;
     options.cache = &p->cache;
+    // build_island_body takes a Tokenization: the usable islands only, their nodes listed once.
+    Tokenization view;
+    view.island_of = Span<const uint32_t>(island, ln);
+    view.island_count = island_count;
+    s = list_island_nodes(local, &scratch, &view);
+    if (s != Status::Ok) return fail(s, "CPU: cannot list the islands' nodes");
     while (head < ready_count) {
         uint32_t u = ready[head++];
         if (u >= island_count) {   // a single node
@@ -2250,10 +2256,6 @@ inline Status CpuDevice::build_cpu(ReferenceProgram* p, const PreparedModel& mod
             if (!body) return fail(Status::OutOfMemory, "out of memory");
             NodeId in_nodes[kSnippetMaxArgs], out_nodes[kSnippetMaxArgs];
             uint32_t in_ports[kSnippetMaxArgs], in_count = 0, out_count = 0;
-            // build_island_body takes a Tokenization: give it the usable islands only
-            Tokenization view;
-            view.island_of = Span<const uint32_t>(island, ln);
-            view.island_count = island_count;
             s = build_island_body(local, view, u, body, in_nodes, &in_count, out_nodes, &out_count, in_ports);
             if (s != Status::Ok) { destroy(body); return fail(s, "CPU: island %u: cannot build its body", u); }
             Snippet* snippet = create<Snippet>();

@@ -368,6 +368,11 @@ struct TokenizeOptions {
 struct Tokenization {
     Span<const uint32_t> island_of;   // per node; kNoIsland for nodes outside every island
     uint32_t island_count = 0;
+    // The nodes of island k in topological order: island_nodes[island_start[k] ..
+    // island_start[k + 1]). tokenize() and list_island_nodes() fill them; when they are empty,
+    // build_island_body() finds an island's nodes by walking the whole graph.
+    Span<const uint32_t> island_start;
+    Span<const NodeId> island_nodes;
 };
 // A node is fusible when its op maps to a SnippetOp (or is a one-element float Constant),
 // it has one Float32 output of known shape (rank <= 6) and its input count fits the op.
@@ -379,6 +384,10 @@ bool node_is_fusible(const Graph& graph, NodeId node);
 // InvalidArgument (max_arguments outside 2..11, max_island_nodes 0, null pointers),
 // OutOfMemory.
 Status tokenize(const Graph& graph, const TokenizeOptions& options, Arena* arena, Tokenization* result);
+// Fills island_start and island_nodes from island_of and island_count (one pass, in the
+// arena), for a Tokenization built or edited by hand. InvalidArgument if island_of does not
+// match the graph or names an island >= island_count; OutOfMemory.
+Status list_island_nodes(const Graph& graph, Arena* arena, Tokenization* t);
 
 // The operation of a graph node and its attributes (alpha, beta) as an island body gets them
 // (defaults from snippet_op_default_attributes). NotFound if the op is not a snippet op.
@@ -392,7 +401,9 @@ Status snippet_node_operation(const Graph& graph, NodeId node, SnippetOp* op, fl
 // entries each). Graph attributes: Clip min/max (or its 2nd/3rd inputs, as Max/Min), Elu,
 // LeakyRelu, HardSigmoid alpha/beta, Selu alpha/gamma, Swish alpha, Gelu approximate="tanh";
 // a Constant is a scalar from its value_float attribute or one-element float value tensor.
-// Errors: InvalidArgument (no such island, a Constant without a float value), LimitExceeded
+// With the tokenization's node lists the cost is the island's, not the graph's.
+// Errors: InvalidArgument (no such island, a Constant without a float value, node lists
+// that disagree with island_of or list a node before its producer), LimitExceeded
 // (more than kSnippetMaxArgs arguments), OutOfMemory.
 // input_ports (optional, kSnippetMaxArgs entries) receives the producer port of each parameter.
 Status build_island_body(const Graph& graph, const Tokenization& tokenization, uint32_t island, SnippetBody* body,
@@ -3775,6 +3786,31 @@ Status tokenize(const Graph& graph, const TokenizeOptions& options, Arena* arena
         }
     result->island_of = Span<const uint32_t>(island, n);
     result->island_count = next;
+    return list_island_nodes(graph, arena, result);
+}
+
+Status list_island_nodes(const Graph& graph, Arena* arena, Tokenization* t) {
+    if (!graph.finalized()) return Status::NotFinalized;
+    const uint32_t n = graph.node_count();
+    if (!arena || !t || t->island_of.size != n) return Status::InvalidArgument;
+    uint32_t* start = arena->allocate_array<uint32_t>((size_t)t->island_count + 1);
+    NodeId* nodes = arena->allocate_array<NodeId>((size_t)n + 1);
+    if (!start || !nodes) return Status::OutOfMemory;
+    for (uint32_t k = 0; k <= t->island_count; ++k) start[k] = 0;
+    for (uint32_t v = 0; v < n; ++v) {
+        uint32_t k = t->island_of[v];
+        if (k == kNoIsland) continue;
+        if (k >= t->island_count) return Status::InvalidArgument;
+        ++start[k + 1];
+    }
+    for (uint32_t k = 0; k < t->island_count; ++k) start[k + 1] += start[k];
+    uint32_t* fill = arena->allocate_array<uint32_t>((size_t)t->island_count + 1);
+    if (!fill) return Status::OutOfMemory;
+    for (uint32_t k = 0; k < t->island_count; ++k) fill[k] = start[k];
+    for (NodeId v : graph.topological_order())
+        if (t->island_of[v] != kNoIsland) nodes[fill[t->island_of[v]]++] = v;
+    t->island_start = Span<const uint32_t>(start, (size_t)t->island_count + 1);
+    t->island_nodes = Span<const NodeId>(nodes, start[t->island_count]);
     return Status::Ok;
 }
 
@@ -3784,18 +3820,41 @@ Status build_island_body(const Graph& graph, const Tokenization& t, uint32_t isl
                          uint32_t* input_ports) {
     if (!graph.finalized()) return Status::NotFinalized;
     if (!body || island >= t.island_count || t.island_of.size != graph.node_count()) return Status::InvalidArgument;
-    uint32_t n = graph.node_count();
     Arena scratch;
-    ValueId* value_of = scratch.allocate_array<ValueId>(n + 1);   // member -> body value
-    if (!value_of) return Status::OutOfMemory;
-    for (uint32_t i = 0; i < n; ++i) value_of[i] = kNoValue;
+    // The island's nodes in topological order: from the lists, or by walking the graph.
+    Span<const NodeId> members;
+    if (t.island_start.size == (size_t)t.island_count + 1) {
+        const uint32_t begin = t.island_start[island], end = t.island_start[island + 1];
+        if (begin > end || end > t.island_nodes.size) return Status::InvalidArgument;
+        members = Span<const NodeId>(t.island_nodes.data + begin, end - begin);
+    } else {
+        uint32_t count = 0;
+        for (NodeId v : graph.topological_order()) count += t.island_of[v] == island;
+        NodeId* found = scratch.allocate_array<NodeId>((size_t)count + 1);
+        if (!found) return Status::OutOfMemory;
+        count = 0;
+        for (NodeId v : graph.topological_order()) if (t.island_of[v] == island) found[count++] = v;
+        members = Span<const NodeId>(found, count);
+    }
+    // Each member's body value, found by binary search on the node id (no per-graph array:
+    // a model has many islands).
+    struct Member { NodeId node; ValueId value; };
+    Member* by_node = scratch.allocate_array<Member>(members.size + 1);
+    if (!by_node) return Status::OutOfMemory;
+    for (size_t k = 0; k < members.size; ++k) {
+        if (members[k] >= graph.node_count() || t.island_of[members[k]] != island) return Status::InvalidArgument;
+        by_node[k] = Member{members[k], kNoValue};
+    }
+    std::sort(by_node, by_node + members.size, [](const Member& a, const Member& b) { return a.node < b.node; });
+    auto value_of = [&](NodeId v) -> ValueId* {
+        const Member* m = std::lower_bound(by_node, by_node + members.size, v, [](const Member& a, NodeId b) { return a.node < b; });
+        return m != by_node + members.size && m->node == v ? &const_cast<Member*>(m)->value : nullptr;
+    };
     struct External { NodeId producer; uint32_t port; ValueId value; };
     External externals[kSnippetMaxArgs];
     uint32_t inputs = 0, outputs = 0;
-    Span<const NodeId> order = graph.topological_order();
     // Parameters first (a body's parameters come before their uses), in first-read order.
-    for (NodeId v : order) {
-        if (t.island_of[v] != island) continue;
+    for (NodeId v : members) {
         const Node& node = graph.node(v);
         for (uint32_t e = 0; e < node.num_inputs; ++e) {
             const Edge& edge = node.inputs[e];
@@ -3816,13 +3875,18 @@ Status build_island_body(const Graph& graph, const Tokenization& t, uint32_t isl
             externals[inputs++] = External{edge.producer, edge.port, value};
         }
     }
-    for (NodeId v : order) {
-        if (t.island_of[v] != island) continue;
+    for (NodeId v : members) {
         const Node& node = graph.node(v);
+        ValueId* own = value_of(v);   // v's value in the body, defined below
         ValueId args[3];
         for (uint32_t e = 0; e < node.num_inputs && e < 3; ++e) {
             const Edge& edge = node.inputs[e];
-            if (t.island_of[edge.producer] == island) { args[e] = value_of[edge.producer]; continue; }
+            if (t.island_of[edge.producer] == island) {
+                const ValueId* produced = value_of(edge.producer);
+                if (!produced || *produced == kNoValue) return Status::InvalidArgument;  // not listed, or listed later
+                args[e] = *produced;
+                continue;
+            }
             for (uint32_t k = 0; k < inputs; ++k)
                 if (externals[k].producer == edge.producer && externals[k].port == edge.port) args[e] = externals[k].value;
         }
@@ -3830,7 +3894,7 @@ Status build_island_body(const Graph& graph, const Tokenization& t, uint32_t isl
         if (node.op == StringView("Constant")) {
             float value;
             if (!detail::constant_value(graph, v, &value)) return Status::InvalidArgument;
-            s = body->scalar(value, &value_of[v]);
+            s = body->scalar(value, own);
         } else {
             SnippetOp op;
             float alpha, beta;
@@ -3840,9 +3904,9 @@ Status build_island_body(const Graph& graph, const Tokenization& t, uint32_t isl
                 s = Status::Ok;
                 if (node.num_inputs > 1) s = body->binary(SnippetOp::Max, args[1], x, &x);   // NaN in x stays
                 if (s == Status::Ok && node.num_inputs > 2) s = body->binary(SnippetOp::Min, args[2], x, &x);
-                value_of[v] = x;
+                *own = x;
             } else {
-                s = body->add(op, Span<const ValueId>(args, snippet_op_arity(op)), alpha, beta, &value_of[v]);
+                s = body->add(op, Span<const ValueId>(args, snippet_op_arity(op)), alpha, beta, own);
             }
         }
         if (s != Status::Ok) return s;
@@ -3850,7 +3914,7 @@ Status build_island_body(const Graph& graph, const Tokenization& t, uint32_t isl
         for (NodeId succ : graph.successors(v)) if (t.island_of[succ] != island) output = true;
         if (output) {
             if (inputs + outputs == kSnippetMaxArgs) return Status::LimitExceeded;
-            s = body->result(value_of[v]);
+            s = body->result(*own);
             if (s != Status::Ok) return s;
             output_nodes[outputs++] = v;
         }

@@ -949,6 +949,62 @@ TEST_CASE("tokenize: a merge that would close a cycle through another op is refu
     check_tokenization(g, t, kSnippetMaxArgs);
 }
 
+TEST_CASE("tokenize: each island's nodes listed in topological order; bodies the same without the lists") {
+    Arena arena;
+    Graph g(&arena);
+    NodeId in = add(&g, "in", "Input", {});
+    NodeId a = add(&g, "a", "Relu", {in});
+    NodeId conv = add(&g, "conv", "Conv", {a});
+    NodeId d = add(&g, "d", "Add", {a, conv});
+    NodeId e = add(&g, "e", "Sigmoid", {d});
+    NodeId f = add(&g, "f", "Mul", {e, d});
+    REQUIRE(g.finalize() == Status::Ok);
+    Tokenization t;
+    REQUIRE(tokenize(g, TokenizeOptions(), &arena, &t) == Status::Ok);
+    REQUIRE(t.island_count == 2);
+    REQUIRE(t.island_start.size == 3);
+    CHECK(t.island_start[0] == 0);
+    CHECK(t.island_start[1] == 1);
+    CHECK(t.island_start[2] == 4);
+    REQUIRE(t.island_nodes.size == 4);
+    CHECK(t.island_nodes[0] == a);
+    CHECK(t.island_nodes[1] == d);
+    CHECK(t.island_nodes[2] == e);
+    CHECK(t.island_nodes[3] == f);
+    Tokenization bare;  // island_of only: build_island_body walks the graph instead
+    bare.island_of = t.island_of;
+    bare.island_count = t.island_count;
+    for (uint32_t k = 0; k < t.island_count; ++k) {
+        SnippetBody listed(&arena), walked(&arena);
+        NodeId in_nodes[2][kSnippetMaxArgs], out_nodes[2][kSnippetMaxArgs];
+        uint32_t in_count[2], out_count[2];
+        REQUIRE(build_island_body(g, t, k, &listed, in_nodes[0], &in_count[0], out_nodes[0], &out_count[0]) == Status::Ok);
+        REQUIRE(build_island_body(g, bare, k, &walked, in_nodes[1], &in_count[1], out_nodes[1], &out_count[1]) == Status::Ok);
+        CHECK(listed.hash() == walked.hash());
+        CHECK(in_count[0] == in_count[1]);
+        CHECK(out_count[0] == out_count[1]);
+    }
+    // Lists that disagree with island_of are refused, as is an island id past the count.
+    Tokenization wrong = t;
+    NodeId swapped[] = {d, e, a, f};   // island 0 lists d, of island 1; island 1 lists a, of island 0
+    wrong.island_nodes = Span<const NodeId>(swapped, 4);
+    NodeId in_nodes[kSnippetMaxArgs], out_nodes[kSnippetMaxArgs];
+    uint32_t in_count, out_count;
+    for (uint32_t k = 0; k < 2; ++k) {
+        SnippetBody body(&arena);
+        CHECK(build_island_body(g, wrong, k, &body, in_nodes, &in_count, out_nodes, &out_count) == Status::InvalidArgument);
+    }
+    NodeId late[] = {a, e, d, f};   // island 1 lists e before its producer d
+    wrong.island_nodes = Span<const NodeId>(late, 4);
+    SnippetBody body(&arena);
+    CHECK(build_island_body(g, wrong, 1, &body, in_nodes, &in_count, out_nodes, &out_count) == Status::InvalidArgument);
+    uint32_t too_big[6] = {kNoIsland, 0, kNoIsland, 1, 1, 2};
+    Tokenization bad;
+    bad.island_of = Span<const uint32_t>(too_big, 6);
+    bad.island_count = 2;
+    CHECK(list_island_nodes(g, &arena, &bad) == Status::InvalidArgument);
+}
+
 TEST_CASE("tokenize: budget, shapes, element types and keep-apart edges limit islands") {
     Arena arena;
     Graph g(&arena);
