@@ -2522,25 +2522,46 @@ inline Status plan_memory(CompiledModel::Impl* m) {
     std::sort(order, order + count, [&](uint32_t a, uint32_t b) {
         return m->slot_bytes[a] != m->slot_bytes[b] ? m->slot_bytes[a] > m->slot_bytes[b] : a < b;
     });
+    // Each buffer goes to the lowest offset where it overlaps no placed buffer whose lifetime
+    // meets its own. Placed buffers are kept by the time block of their first step, with the
+    // latest last step of each block, so a buffer reads only the blocks that can hold a
+    // lifetime meeting its own; the meeting ones, by offset, leave the lowest gap.
+    constexpr uint32_t kTimeBlock = 64;
+    const uint32_t blocks = end / kTimeBlock + 1;
     int64_t* placed = scratch.allocate_array<int64_t>(count + 1);
-    if (!placed) return Status::OutOfMemory;
+    uint32_t* block_head = scratch.allocate_array<uint32_t>(blocks);   // placed index, kNever ends
+    uint32_t* block_last = scratch.allocate_array<uint32_t>(blocks);   // latest last step in it
+    uint32_t* next_placed = scratch.allocate_array<uint32_t>(count + 1);
+    uint32_t* meeting = scratch.allocate_array<uint32_t>(count + 1);
+    if (!placed || !block_head || !block_last || !next_placed || !meeting) return Status::OutOfMemory;
+    for (uint32_t k = 0; k < blocks; ++k) { block_head[k] = kNever; block_last[k] = 0; }
+    auto extent = [&](uint32_t slot) { return (int64_t)align_up(m->slot_bytes[slot] ? m->slot_bytes[slot] : 1, 64); };
     size_t total = 0;
     for (uint32_t i = 0; i < count; ++i) {
-        uint32_t b = order[i];
-        size_t bytes = align_up(m->slot_bytes[b] ? m->slot_bytes[b] : 1, 64);
-        int64_t at = 0;
-        for (bool moved = true; moved;) {   // first fit against every overlapping live buffer
-            moved = false;
-            for (uint32_t j = 0; j < i; ++j) {
-                uint32_t o = order[j];
-                if (last[o] < first[b] || last[b] < first[o]) continue;
-                int64_t ob = placed[j], oe = ob + (int64_t)align_up(m->slot_bytes[o] ? m->slot_bytes[o] : 1, 64);
-                if (at < oe && ob < at + (int64_t)bytes) { at = oe; moved = true; }
+        const uint32_t b = order[i];
+        const int64_t bytes = extent(b);
+        uint32_t met = 0;
+        for (uint32_t k = 0; k <= last[b] / kTimeBlock && k < blocks; ++k) {
+            if (block_head[k] == kNever || block_last[k] < first[b]) continue;
+            for (uint32_t j = block_head[k]; j != kNever; j = next_placed[j]) {
+                const uint32_t o = order[j];
+                if (!(last[o] < first[b] || last[b] < first[o])) meeting[met++] = j;
             }
+        }
+        std::sort(meeting, meeting + met, [&](uint32_t x, uint32_t y) { return placed[x] < placed[y]; });
+        int64_t at = 0;
+        for (uint32_t k = 0; k < met; ++k) {
+            const int64_t ob = placed[meeting[k]], oe = ob + extent(order[meeting[k]]);
+            if (ob >= at + bytes) break;   // the gap below it fits
+            if (oe > at) at = oe;
         }
         placed[i] = at;
         m->offset[b] = at;
-        if ((size_t)at + bytes > total) total = (size_t)at + bytes;
+        if ((size_t)at + (size_t)bytes > total) total = (size_t)at + (size_t)bytes;
+        const uint32_t k = first[b] / kTimeBlock;
+        next_placed[i] = block_head[k];
+        block_head[k] = i;
+        if (last[b] > block_last[k]) block_last[k] = last[b];
     }
     for (uint32_t s = 0; s < slots; ++s)
         if (first[s] != kNever && buffer[s] != s) m->offset[s] = m->offset[buffer[s]];
