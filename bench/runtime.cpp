@@ -1,6 +1,7 @@
 // The runtime's own cost per inference: a chain of tiny ops (Relu on 4 floats) run through
 // InferRequest::infer() on TEMPLATE (one kernel call per node) against the same kernel calls
-// made directly in a loop, in the same process. Prints ns per step and the ratio.
+// made directly in a loop, in the same process. Prints ns per step and the ratio, then the
+// compile time of large generated models (10k to 100k nodes).
 //   build/bench/runtime [NODES]
 #define TESSEL_IMPLEMENTATION
 #include "runtime.h"
@@ -114,6 +115,35 @@ int main(int argc, char** argv) {
         double ns = median_ns(times);
         uint32_t steps = compiled.step_count();
         std::printf("%-34s %12.2f %12.1f %9.2fx   (%u steps)\n", k.name, ns / 1000, ns / (steps ? steps : 1), ns / direct_ns, steps);
+    }
+    // Compile time on large models: node i is Add(node i-1, node i-3) when even, Identity
+    // (not fusible) when odd, on float[1,64]: an island and a buffer every other node, so
+    // the stages that grow with islands times nodes, or buffers squared, show here.
+    std::printf("\ncompile on CPU, chains of Add and Identity on float[1,64]\n%10s %12s %8s\n", "nodes", "compile_ms", "steps");
+    TensorDesc wide;
+    wide.type = ElementType::Float32;
+    wide.rank = 2;
+    wide.dims[0] = 1;
+    wide.dims[1] = 64;
+    for (uint32_t n : {10000u, 40000u, 100000u}) {
+        Model big;
+        std::vector<NodeId> ids(n + 1);
+        if (big.add_input("x", wide, &ids[0]) != Status::Ok) return 1;
+        for (uint32_t i = 1; i <= n; ++i) {
+            std::string name = "v" + std::to_string(i);
+            InputRef in2[] = {InputRef::by_id(ids[i - 1]), InputRef::by_id(ids[i >= 4 ? i - 3 : 0])};
+            Span<const InputRef> inputs(in2, i % 2 ? 1 : 2);
+            if (big.add_node(i % 2 ? "Identity" : "Add", StringView(name.c_str()), inputs, 1, &ids[i]) != Status::Ok) {
+                std::fprintf(stderr, "%s\n", big.last_error());
+                return 1;
+            }
+        }
+        if (big.add_output("y", InputRef::by_id(ids[n])) != Status::Ok || big.finalize() != Status::Ok) return 1;
+        CompiledModel compiled;
+        auto start = std::chrono::steady_clock::now();
+        if (core.compile_model(big, "CPU", {}, &compiled) != Status::Ok) { std::fprintf(stderr, "%s\n", core.last_error()); return 1; }
+        double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+        std::printf("%10u %12.1f %8u\n", n, ms, compiled.step_count());
     }
     return 0;
 }
