@@ -2579,11 +2579,14 @@ inline Status build_schedule(CompiledModel::Impl* m, char* error) {
     uint32_t n = g.node_count(), sc = m->subgraph_count;
     Arena scratch;
     uint32_t* indegree = scratch.allocate_array<uint32_t>(sc + 1);
-    uint8_t* edge = scratch.allocate_array<uint8_t>((size_t)sc * sc + 1);
     uint32_t* order = scratch.allocate_array<uint32_t>(sc + 1);
+    // Edges between subgraphs as (from << 32 | to), sorted and deduplicated below: the
+    // graph of subgraphs in O(edges), where a subgraph-by-subgraph matrix grew with sc^2.
+    uint64_t* edges = scratch.allocate_array<uint64_t>(g.edge_count() + 1);
+    uint32_t* edge_first = scratch.allocate_array<uint32_t>(sc + 1);
     m->transfers = m->arena.allocate_array<Transfer>(g.edge_count() + 1);
-    if (!indegree || !edge || !order || !m->transfers) return Status::OutOfMemory;
-    std::memset(edge, 0, (size_t)sc * sc + 1);
+    if (!indegree || !order || !edges || !edge_first || !m->transfers) return Status::OutOfMemory;
+    uint32_t edge_count = 0;
     m->transfer_count = 0;
     for (NodeId v = 0; v < n; ++v) {
         const Node& node = g.node(v);
@@ -2591,7 +2594,7 @@ inline Status build_schedule(CompiledModel::Impl* m, char* error) {
             NodeId p = node.inputs[i].producer;
             uint32_t from = m->subgraph_of[p], to = m->subgraph_of[v];
             if (from == to || is_free_op(g.node(p).op)) continue;
-            edge[(size_t)from * sc + to] = 1;
+            edges[edge_count++] = (uint64_t)from << 32 | to;
             m->transfers[m->transfer_count++] = Transfer{pm.value_id(p, node.inputs[i].port), 0, to, p};
         }
     }
@@ -2612,16 +2615,22 @@ inline Status build_schedule(CompiledModel::Impl* m, char* error) {
         ++m->transfer_first[m->transfers[k].to + 1];
     }
     for (uint32_t s = 0; s < sc; ++s) m->transfer_first[s + 1] += m->transfer_first[s];
-    for (uint32_t t = 0; t < sc; ++t) {
-        indegree[t] = 0;
-        for (uint32_t f = 0; f < sc; ++f) indegree[t] += edge[(size_t)f * sc + t];
+    // Kahn, first in first out, each subgraph's successors in ascending order.
+    std::sort(edges, edges + edge_count);
+    edge_count = (uint32_t)(std::unique(edges, edges + edge_count) - edges);
+    for (uint32_t s = 0; s <= sc; ++s) edge_first[s] = 0;
+    for (uint32_t t = 0; t < sc; ++t) indegree[t] = 0;
+    for (uint32_t k = 0; k < edge_count; ++k) {
+        ++edge_first[(edges[k] >> 32) + 1];
+        ++indegree[(uint32_t)edges[k]];
     }
+    for (uint32_t s = 0; s < sc; ++s) edge_first[s + 1] += edge_first[s];
     uint32_t head = 0, tail = 0;
     for (uint32_t s = 0; s < sc; ++s) if (!indegree[s]) order[tail++] = s;
     while (head < tail) {
         uint32_t s = order[head++];
-        for (uint32_t t = 0; t < sc; ++t)
-            if (edge[(size_t)s * sc + t] && --indegree[t] == 0) order[tail++] = t;
+        for (uint32_t k = edge_first[s]; k < edge_first[s + 1]; ++k)
+            if (--indegree[(uint32_t)edges[k]] == 0) order[tail++] = (uint32_t)edges[k];
     }
     if (tail != sc) {
         std::snprintf(error, 256, "the subgraphs feed each other in a cycle");
