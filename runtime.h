@@ -2094,11 +2094,20 @@ inline Status CpuDevice::build_cpu(ReferenceProgram* p, const PreparedModel& mod
     uint32_t capacity = (uint32_t)nodes.size * 8 + 16;
     NodeId* origin = scratch.allocate_array<NodeId>(capacity);
     uint32_t* origin_port = scratch.allocate_array<uint32_t>(capacity);
-    NodeId* local_of = scratch.allocate_array<NodeId>(g.node_count() + 1);  // members only
-    if (!origin || !origin_port || !local_of) return fail(Status::OutOfMemory, "out of memory");
-    for (uint32_t i = 0; i <= g.node_count(); ++i) local_of[i] = kNoNode;
+    // Members' local ids, by binary search on the node id: a model split into many subgraphs
+    // must not pay a per-graph array per subgraph. kNoNode for a node outside the subgraph.
+    struct Member { NodeId node, local; };
+    Member* member_list = scratch.allocate_array<Member>(nodes.size + 1);
+    if (!origin || !origin_port || !member_list) return fail(Status::OutOfMemory, "out of memory");
+    uint32_t member_count = 0;
+    for (NodeId id : nodes) if (!is_free_op(g.node(id).op)) member_list[member_count++] = Member{id, 0};  // marked
+    std::sort(member_list, member_list + member_count, [](const Member& a, const Member& b) { return a.node < b.node; });
+    auto member = [&](NodeId id) -> Member* {
+        Member* m = std::lower_bound(member_list, member_list + member_count, id, [](const Member& a, NodeId b) { return a.node < b; });
+        return m != member_list + member_count && m->node == id ? m : nullptr;
+    };
+    auto local_of = [&](NodeId id) { const Member* m = member(id); return m ? m->local : kNoNode; };
     uint32_t members = 0;
-    for (NodeId id : nodes) if (!is_free_op(g.node(id).op)) local_of[id] = 0;  // marked
     struct External { NodeId producer; uint32_t port; NodeId local; };
     External* externals = scratch.allocate_array<External>(capacity);
     uint32_t external_count = 0;
@@ -2112,7 +2121,7 @@ inline Status CpuDevice::build_cpu(ReferenceProgram* p, const PreparedModel& mod
         for (uint32_t i = 0; i < node.num_inputs; ++i) {
             NodeId producer = node.inputs[i].producer;
             uint32_t port = node.inputs[i].port;
-            if (local_of[producer] != kNoNode) { refs[i] = InputRef::by_id(local_of[producer], port); continue; }
+            if (local_of(producer) != kNoNode) { refs[i] = InputRef::by_id(local_of(producer), port); continue; }
             const Node& pn = g.node(producer);
             uint64_t count = 0;
             desc_elements(model.value_desc(model.value_id(producer, port)), &count);
@@ -2149,18 +2158,18 @@ inline Status CpuDevice::build_cpu(ReferenceProgram* p, const PreparedModel& mod
         if (s != Status::Ok) return fail(s, "CPU: %s", local.last_error());
         origin[lid] = id;
         origin_port[lid] = 0;
-        local_of[id] = lid;
+        member(id)->local = lid;
         ++members;
     }
     // A member read outside the subgraph (another subgraph, or a model output) gets a local
     // sink, so an island always writes it out.
     for (NodeId id : nodes) {
-        if (local_of[id] == kNoNode || is_free_op(g.node(id).op)) continue;
+        if (local_of(id) == kNoNode || is_free_op(g.node(id).op)) continue;
         bool outside = false;
-        for (NodeId succ : g.successors(id)) if (local_of[succ] == kNoNode || is_free_op(g.node(succ).op)) outside = true;
+        for (NodeId succ : g.successors(id)) if (local_of(succ) == kNoNode || is_free_op(g.node(succ).op)) outside = true;
         if (!outside) continue;
         if (local.node_count() + 1 >= capacity) return fail(Status::LimitExceeded, "CPU: subgraph too large");
-        InputRef in = InputRef::by_id(local_of[id], 0);
+        InputRef in = InputRef::by_id(local_of(id), 0);
         NodeSpec spec;
         std::snprintf(name, sizeof name, "s%u", local.node_count());
         spec.name = StringView(name);
