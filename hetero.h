@@ -1159,6 +1159,29 @@ T* fill_array(Arena* arena, size_t count, T value) {
     return array;
 }
 
+// A value per node for the few nodes of a subgraph or an island: (node, value) pairs sorted
+// by node and found by binary search, where an array over the whole graph would cost the
+// graph's size for every subgraph.
+template <class V>
+struct NodeMap {
+    struct Entry { NodeId node; V value; };
+    Entry* entries = nullptr;
+    uint32_t count = 0;
+    // The nodes (distinct), each with `initial`; false when out of memory.
+    bool init(Arena* arena, const NodeId* nodes, uint32_t n, V initial) {
+        entries = arena->allocate_array<Entry>((size_t)n + 1);
+        if (!entries) return false;
+        for (uint32_t i = 0; i < n; ++i) entries[i] = Entry{nodes[i], initial};
+        count = n;
+        std::sort(entries, entries + n, [](const Entry& a, const Entry& b) { return a.node < b.node; });
+        return true;
+    }
+    V* find(NodeId node) const {  // nullptr for a node not in the map
+        Entry* e = std::lower_bound(entries, entries + count, node, [](const Entry& a, NodeId b) { return a.node < b; });
+        return e != entries + count && e->node == node ? &e->value : nullptr;
+    }
+};
+
 // True when `a` and `b` are joined by an input edge marked keep-apart (either direction).
 inline bool keep_apart_edge(const Graph& graph, NodeId a, NodeId b) {
     const Node& na = graph.node(a);

@@ -2094,19 +2094,15 @@ inline Status CpuDevice::build_cpu(ReferenceProgram* p, const PreparedModel& mod
     uint32_t capacity = (uint32_t)nodes.size * 8 + 16;
     NodeId* origin = scratch.allocate_array<NodeId>(capacity);
     uint32_t* origin_port = scratch.allocate_array<uint32_t>(capacity);
-    // Members' local ids, by binary search on the node id: a model split into many subgraphs
-    // must not pay a per-graph array per subgraph. kNoNode for a node outside the subgraph.
-    struct Member { NodeId node, local; };
-    Member* member_list = scratch.allocate_array<Member>(nodes.size + 1);
-    if (!origin || !origin_port || !member_list) return fail(Status::OutOfMemory, "out of memory");
+    // Members' local ids (no per-graph array: a model split into many subgraphs must not pay
+    // one per subgraph); 0 marks a member not added yet, kNoNode a node outside.
+    NodeId* member_nodes = scratch.allocate_array<NodeId>(nodes.size + 1);
+    if (!origin || !origin_port || !member_nodes) return fail(Status::OutOfMemory, "out of memory");
     uint32_t member_count = 0;
-    for (NodeId id : nodes) if (!is_free_op(g.node(id).op)) member_list[member_count++] = Member{id, 0};  // marked
-    std::sort(member_list, member_list + member_count, [](const Member& a, const Member& b) { return a.node < b.node; });
-    auto member = [&](NodeId id) -> Member* {
-        Member* m = std::lower_bound(member_list, member_list + member_count, id, [](const Member& a, NodeId b) { return a.node < b; });
-        return m != member_list + member_count && m->node == id ? m : nullptr;
-    };
-    auto local_of = [&](NodeId id) { const Member* m = member(id); return m ? m->local : kNoNode; };
+    for (NodeId id : nodes) if (!is_free_op(g.node(id).op)) member_nodes[member_count++] = id;
+    NodeMap<NodeId> local_ids;
+    if (!local_ids.init(&scratch, member_nodes, member_count, 0)) return fail(Status::OutOfMemory, "out of memory");
+    auto local_of = [&](NodeId id) { const NodeId* l = local_ids.find(id); return l ? *l : kNoNode; };
     uint32_t members = 0;
     struct External { NodeId producer; uint32_t port; NodeId local; };
     External* externals = scratch.allocate_array<External>(capacity);
@@ -2158,7 +2154,7 @@ inline Status CpuDevice::build_cpu(ReferenceProgram* p, const PreparedModel& mod
         if (s != Status::Ok) return fail(s, "CPU: %s", local.last_error());
         origin[lid] = id;
         origin_port[lid] = 0;
-        member(id)->local = lid;
+        *local_ids.find(id) = lid;
         ++members;
     }
     // A member read outside the subgraph (another subgraph, or a model output) gets a local

@@ -3836,20 +3836,12 @@ Status build_island_body(const Graph& graph, const Tokenization& t, uint32_t isl
         for (NodeId v : graph.topological_order()) if (t.island_of[v] == island) found[count++] = v;
         members = Span<const NodeId>(found, count);
     }
-    // Each member's body value, found by binary search on the node id (no per-graph array:
-    // a model has many islands).
-    struct Member { NodeId node; ValueId value; };
-    Member* by_node = scratch.allocate_array<Member>(members.size + 1);
-    if (!by_node) return Status::OutOfMemory;
-    for (size_t k = 0; k < members.size; ++k) {
-        if (members[k] >= graph.node_count() || t.island_of[members[k]] != island) return Status::InvalidArgument;
-        by_node[k] = Member{members[k], kNoValue};
-    }
-    std::sort(by_node, by_node + members.size, [](const Member& a, const Member& b) { return a.node < b.node; });
-    auto value_of = [&](NodeId v) -> ValueId* {
-        const Member* m = std::lower_bound(by_node, by_node + members.size, v, [](const Member& a, NodeId b) { return a.node < b; });
-        return m != by_node + members.size && m->node == v ? &const_cast<Member*>(m)->value : nullptr;
-    };
+    // Each member's body value (no per-graph array: a model has many islands).
+    for (NodeId v : members)
+        if (v >= graph.node_count() || t.island_of[v] != island) return Status::InvalidArgument;
+    detail::NodeMap<ValueId> values;
+    if (!values.init(&scratch, members.data, (uint32_t)members.size, kNoValue)) return Status::OutOfMemory;
+    auto value_of = [&](NodeId v) { return values.find(v); };
     struct External { NodeId producer; uint32_t port; ValueId value; };
     External externals[kSnippetMaxArgs];
     uint32_t inputs = 0, outputs = 0;
