@@ -460,7 +460,8 @@ void assert_failed(const char* expression, const char* file, int line) {
 inline size_t align_up(size_t value, size_t align) { return (value + align - 1) & ~(align - 1); }
 
 // FNV-1a; `h` continues an earlier hash (snippets.h hashes a program field by field).
-inline uint64_t hash_bytes(const void* data, size_t size, uint64_t h = 1469598103934665603ull) {
+constexpr uint64_t kHashSeed = 1469598103934665603ull;  // FNV-1a's offset basis
+inline uint64_t hash_bytes(const void* data, size_t size, uint64_t h = kHashSeed) {
     const unsigned char* p = static_cast<const unsigned char*>(data);
     for (size_t i = 0; i < size; ++i) h = (h ^ p[i]) * 1099511628211ull;
     return h;
@@ -2304,11 +2305,11 @@ struct RollbackContext {
                 trace("]\n");
             }
             if (round == 1 || naive) {  // the naive checker rescans every round, as the seed does
-                for (uint32_t i = 0; i < roots; ++i) {
-                    NodeId r = remaining[i];
-                    if (listed_as[r]) unlist(r);
+                if (naive) {
+                    for (uint32_t i = 0; i < roots; ++i)
+                        if (listed_as[remaining[i]]) unlist(remaining[i]);
+                    drop_cache();
                 }
-                if (naive) drop_cache();
                 for (uint32_t i = 0; i < roots; ++i)
                     if (!committed(remaining[i])) mark_dirty(remaining[i]);
             }

@@ -3465,7 +3465,7 @@ struct BlobWriter {
     WriteFn write = nullptr;   // nullptr: only count and hash
     void* user = nullptr;
     uint64_t position = 0;
-    uint64_t hash = 1469598103934665603ull;
+    uint64_t hash = kHashSeed;
     void bytes(const void* data, size_t size) {
         hash = hash_bytes(data, size, hash);
         if (write && size) write(user, static_cast<const char*>(data), size);

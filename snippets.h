@@ -1501,7 +1501,7 @@ Status SnippetBody::result(ValueId value) {
 }
 
 uint64_t SnippetBody::hash() const {
-    uint64_t h = 1469598103934665603ull;
+    uint64_t h = detail::kHashSeed;
     for (uint32_t i = 0; i < count_; ++i) {
         const SnippetInstruction& in = instructions_[i];
         h = detail::hash_bytes(&in.op, 1, h);

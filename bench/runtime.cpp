@@ -21,6 +21,30 @@ double median_ns(std::vector<double>& v) {
     std::sort(v.begin(), v.end());
     return v[v.size() / 2];
 }
+
+// A chain of n Relu nodes on d; device(i) names node i's affinity (nullptr: none).
+bool relu_chain(Model* model, uint32_t n, const TensorDesc& d, const char* (*device)(uint32_t)) {
+    NodeId p;
+    if (model->add_input("x", d, &p) != Status::Ok) return false;
+    for (uint32_t i = 0; i < n; ++i) {
+        std::string name = "n" + std::to_string(i);
+        InputRef in[] = {InputRef::by_id(p)};
+        if (model->add_node("Relu", StringView(name.c_str()), in, 1, &p) != Status::Ok) return false;
+        const char* affinity = device ? device(i) : nullptr;
+        if (affinity && model->graph.set_affinity(p, affinity) != Status::Ok) return false;
+    }
+    return model->add_output("y", InputRef::by_id(p)) == Status::Ok && model->finalize() == Status::Ok;
+}
+
+// Compiles `model` on `device` and prints one row: nodes, milliseconds, steps.
+bool print_compile_time(Core& core, const Model& model, const char* device, uint32_t nodes) {
+    CompiledModel compiled;
+    auto start = std::chrono::steady_clock::now();
+    if (core.compile_model(model, device, {}, &compiled) != Status::Ok) { std::fprintf(stderr, "%s\n", core.last_error()); return false; }
+    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    std::printf("%10u %12.1f %8u\n", nodes, ms, compiled.step_count());
+    return true;
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -31,14 +55,7 @@ int main(int argc, char** argv) {
     d.type = ElementType::Float32;
     d.rank = 1;
     d.dims[0] = 4;
-    NodeId prev;
-    if (model.add_input("x", d, &prev) != Status::Ok) return 1;
-    for (uint32_t i = 0; i < nodes; ++i) {
-        std::string name = "n" + std::to_string(i);
-        InputRef in[] = {InputRef::by_id(prev)};
-        if (model.add_node("Relu", StringView(name.c_str()), in, 1, &prev) != Status::Ok) return 1;
-    }
-    if (model.add_output("y", InputRef::by_id(prev)) != Status::Ok || model.finalize() != Status::Ok) return 1;
+    if (!relu_chain(&model, nodes, d, nullptr)) return 1;
 
     std::printf("chain of %u Relu nodes on float[4]; medians of 21 runs of 200 inferences\n", nodes);
     std::printf("%-34s %12s %12s %10s\n", "path", "us/infer", "ns/step", "vs direct");
@@ -87,15 +104,7 @@ int main(int argc, char** argv) {
         Model* m = &model;
         Model split;
         if (std::string(k.device).rfind("HETERO", 0) == 0) {   // every tenth node on TEMPLATE
-            NodeId p;
-            if (split.add_input("x", d, &p) != Status::Ok) return 1;
-            for (uint32_t i = 0; i < nodes; ++i) {
-                std::string name = "n" + std::to_string(i);
-                InputRef in2[] = {InputRef::by_id(p)};
-                if (split.add_node("Relu", StringView(name.c_str()), in2, 1, &p) != Status::Ok) return 1;
-                if (i % 10 == 5 && split.graph.set_affinity(p, "TEMPLATE") != Status::Ok) return 1;
-            }
-            if (split.add_output("y", InputRef::by_id(p)) != Status::Ok || split.finalize() != Status::Ok) return 1;
+            if (!relu_chain(&split, nodes, d, [](uint32_t i) -> const char* { return i % 10 == 5 ? "TEMPLATE" : nullptr; })) return 1;
             m = &split;
         }
         CompiledModel compiled;
@@ -140,11 +149,7 @@ int main(int argc, char** argv) {
             }
         }
         if (big.add_output("y", InputRef::by_id(ids[n])) != Status::Ok || big.finalize() != Status::Ok) return 1;
-        CompiledModel compiled;
-        auto start = std::chrono::steady_clock::now();
-        if (core.compile_model(big, "CPU", {}, &compiled) != Status::Ok) { std::fprintf(stderr, "%s\n", core.last_error()); return 1; }
-        double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-        std::printf("%10u %12.1f %8u\n", n, ms, compiled.step_count());
+        if (!print_compile_time(core, big, "CPU", n)) return 1;
     }
     // HETERO with the device alternating at every node of a Relu chain: a subgraph per node,
     // so the stages that grow with subgraphs times nodes show here.
@@ -152,21 +157,9 @@ int main(int argc, char** argv) {
                 "nodes", "compile_ms", "steps");
     for (uint32_t n : {2000u, 10000u, 20000u}) {
         Model split;
-        NodeId p;
-        if (split.add_input("x", d, &p) != Status::Ok) return 1;
-        for (uint32_t i = 0; i < n; ++i) {
-            std::string name = "n" + std::to_string(i);
-            InputRef in2[] = {InputRef::by_id(p)};
-            if (split.add_node("Relu", StringView(name.c_str()), in2, 1, &p) != Status::Ok ||
-                split.graph.set_affinity(p, i % 2 ? "TEMPLATE" : "CPU") != Status::Ok)
-                return 1;
-        }
-        if (split.add_output("y", InputRef::by_id(p)) != Status::Ok || split.finalize() != Status::Ok) return 1;
-        CompiledModel compiled;
-        auto start = std::chrono::steady_clock::now();
-        if (core.compile_model(split, "HETERO:TEMPLATE,CPU", {}, &compiled) != Status::Ok) { std::fprintf(stderr, "%s\n", core.last_error()); return 1; }
-        double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-        std::printf("%10u %12.1f %8u\n", n, ms, compiled.step_count());
+        if (!relu_chain(&split, n, d, [](uint32_t i) -> const char* { return i % 2 ? "TEMPLATE" : "CPU"; }) ||
+            !print_compile_time(core, split, "HETERO:TEMPLATE,CPU", n))
+            return 1;
     }
     return 0;
 }
