@@ -104,8 +104,10 @@
 
    Limits
    ------
-   Rank <= 6; parameters + results <= 11 per body (the kernel keeps one general register per
-   argument); bodies up to 65535 instructions. Outputs may alias an input of the same shape
+   Rank <= 6; parameters + results <= 32 per body (kSnippetMaxArgs): up to 11 pointers live in
+   general registers; past 11, the x86 kernel keeps 10 there and the rest ("cold": those read
+   only once per row first, then the last ones) in its frame, loading one into a scratch
+   register at each use (NEON: 11 and the rest likewise); bodies up to 65535 instructions. Outputs may alias an input of the same shape
    (in place) but not a broadcast input. x86-64 System V calling convention only (no Windows
    x64); AAPCS64 on AArch64 (a NEON kernel saves d8-d15 only when it uses v8-v15, see
    SnippetStats::saved_vector_registers). A kernel walks the two innermost normalized
@@ -174,7 +176,7 @@ void snippet_op_default_attributes(SnippetOp op, float* alpha, float* beta);
 using ValueId = uint32_t;
 constexpr ValueId kNoValue = 0xffffffffu;
 constexpr int kSnippetMaxRank = 6;
-constexpr uint32_t kSnippetMaxArgs = 11;
+constexpr uint32_t kSnippetMaxArgs = 32;   // parameters + results of a body
 
 struct SnippetShape {
     uint8_t rank = 0;
@@ -359,7 +361,7 @@ Status interpret(const SnippetBody& body, Span<const float* const> inputs,
 // >>tokenizer
 constexpr uint32_t kNoIsland = 0xffffffffu;
 struct TokenizeOptions {
-    uint32_t max_arguments = kSnippetMaxArgs;   // external inputs + outputs of an island, 2..11
+    uint32_t max_arguments = kSnippetMaxArgs;   // external inputs + outputs of an island, 2..32
     // Nodes of an island, at least 1. Bounds the tokenizer's work per node (each merge is
     // checked against the whole island) and keeps a kernel's loop in the instruction cache
     // (256 Adds are 8 KB of AVX-512 code); fusing more saves almost no memory traffic.
@@ -381,7 +383,7 @@ bool node_is_fusible(const Graph& graph, NodeId node);
 // while the merge keeps the graph of islands acyclic, the island's inputs + outputs stay
 // within max_arguments, its output shapes broadcast to one domain and no keep-apart edge
 // lies inside, and the island has at most max_island_nodes nodes. Errors: NotFinalized,
-// InvalidArgument (max_arguments outside 2..11, max_island_nodes 0, null pointers),
+// InvalidArgument (max_arguments outside 2..kSnippetMaxArgs, max_island_nodes 0, null pointers),
 // OutOfMemory.
 Status tokenize(const Graph& graph, const TokenizeOptions& options, Arena* arena, Tokenization* result);
 // Fills island_start and island_nodes from island_of and island_count (one pass, in the
@@ -2283,11 +2285,20 @@ struct EmitContextBase {
 struct EmitContext : EmitContextBase<JitMath> {
     EmitContext() : EmitContextBase(16, 8) {}
     x86::Gp args[kSnippetMaxArgs];
+    int32_t cold_disp[kSnippetMaxArgs];   // a cold argument's pointer: [rsp + disp]; -1 in args[]
     const JitterTable* table = nullptr;
     int32_t streaming_arg = -1;       // output stored with non-temporal stores (vector tiles)
     bool streaming_store(uint32_t arg) const { return (int32_t)arg == streaming_arg; }
 
-    x86::Mem row(uint32_t arg, uint32_t bytes) const { return x86::ptr(args[arg], x86::rax, 0, 0, bytes); }
+    // An argument's pointer in a register: its own, or r15 loaded from the frame (emitted
+    // here, so call it right before the instruction that uses it).
+    x86::Gp base(uint32_t arg) {
+        if (cold_disp[arg] < 0) return args[arg];
+        m.a->mov(x86::r15, x86::qword_ptr(x86::rsp, cold_disp[arg]));
+        return x86::r15;
+    }
+    x86::Mem row(uint32_t arg, uint32_t bytes) { return x86::ptr(base(arg), x86::rax, 0, 0, bytes); }
+    x86::Mem element0(uint32_t arg) { return x86::ptr(base(arg), 0, 4); }
     x86::Mem slot(int32_t s) const { return x86::ptr(x86::rsp, s * 64 * (int32_t)m.lanes, m.vec_bytes); }
 
     // The value of instruction v as a JV (spilled values are reloaded into a temporary).
@@ -2315,7 +2326,7 @@ inline x86::Xmm xmm_of(int r) { return x86::xmm((uint32_t)r); }
 inline void jit_load_sse41(EmitContext& e, uint32_t i, Tile tile) {
     const Lir& l = e.p->code[i];
     JV d = e.m.fresh();
-    if (l.lane0) e.m.ins(Inst::kIdMovss, xmm_of(d.reg), x86::ptr(e.args[l.index], 0, 4));
+    if (l.lane0) e.m.ins(Inst::kIdMovss, xmm_of(d.reg), e.element0(l.index));
     else if (tile == Tile::Scalar) e.m.ins(Inst::kIdMovss, xmm_of(d.reg), e.row(l.index, 4));
     else e.m.ins(Inst::kIdMovups, xmm_of(d.reg), e.row(l.index, 16));
     e.define(i, d);
@@ -2324,7 +2335,7 @@ inline void jit_load_avx2(EmitContext& e, uint32_t i, Tile tile) {
     const Lir& l = e.p->code[i];
     JV d = e.m.fresh();
     if (l.lane0) {
-        e.m.ins(Inst::kIdVmovss, xmm_of(d.reg), x86::ptr(e.args[l.index], 0, 4));
+        e.m.ins(Inst::kIdVmovss, xmm_of(d.reg), e.element0(l.index));
     } else if (tile == Tile::Masked) {
         JV mask = e.m.fresh();
         e.m.a->vmovups(x86::ymm((uint32_t)mask.reg), x86::ptr(x86::rdi, x86::rcx, 2, 0, 32));
@@ -2337,21 +2348,26 @@ inline void jit_load_avx2(EmitContext& e, uint32_t i, Tile tile) {
 inline void jit_load_avx512(EmitContext& e, uint32_t i, Tile tile) {
     const Lir& l = e.p->code[i];
     JV d = e.m.fresh();
-    if (l.lane0) e.m.ins(Inst::kIdVmovss, xmm_of(d.reg), x86::ptr(e.args[l.index], 0, 4));
-    else if (tile == Tile::Masked) e.m.a->k(x86::k1).z().vmovups(x86::zmm((uint32_t)d.reg), e.row(l.index, 64));
-    else e.m.ins(Inst::kIdVmovups, x86::zmm((uint32_t)d.reg), e.row(l.index, 64));
+    if (l.lane0) {
+        e.m.ins(Inst::kIdVmovss, xmm_of(d.reg), e.element0(l.index));
+    } else if (tile == Tile::Masked) {
+        const x86::Mem row = e.row(l.index, 64);   // first: a cold pointer's load must not take the mask
+        e.m.a->k(x86::k1).z().vmovups(x86::zmm((uint32_t)d.reg), row);
+    } else {
+        e.m.ins(Inst::kIdVmovups, x86::zmm((uint32_t)d.reg), e.row(l.index, 64));
+    }
     e.define(i, d);
 }
 
 inline void jit_broadcast_load_sse41(EmitContext& e, uint32_t i, Tile) {
     JV d = e.m.fresh();
-    e.m.ins(Inst::kIdMovss, xmm_of(d.reg), x86::ptr(e.args[e.p->code[i].index], 0, 4));
+    e.m.ins(Inst::kIdMovss, xmm_of(d.reg), e.element0(e.p->code[i].index));
     e.m.ins(Inst::kIdShufps, xmm_of(d.reg), xmm_of(d.reg), asmjit::Imm(0));
     e.define(i, d);
 }
 inline void jit_broadcast_load_avx(EmitContext& e, uint32_t i, Tile) {  // AVX2 and AVX-512
     JV d = e.m.fresh();
-    e.m.ins(Inst::kIdVbroadcastss, e.m.vr(d.reg), x86::ptr(e.args[e.p->code[i].index], 0, 4));
+    e.m.ins(Inst::kIdVbroadcastss, e.m.vr(d.reg), e.element0(e.p->code[i].index));
     e.define(i, d);
 }
 
@@ -2402,18 +2418,21 @@ inline void jit_store_avx2(EmitContext& e, uint32_t i, Tile tile) {
 inline void jit_store_avx512(EmitContext& e, uint32_t i, Tile tile) {
     const Lir& l = e.p->code[i];
     JV v = e.m.in_reg(e.value(l.args[0]));
-    if (tile == Tile::Masked) e.m.a->k(x86::k1).vmovups(e.row(l.index, 64), x86::zmm((uint32_t)v.reg));
+    if (tile == Tile::Masked) {
+        const x86::Mem row = e.row(l.index, 64);   // first: a cold pointer's load must not take the mask
+        e.m.a->k(x86::k1).vmovups(row, x86::zmm((uint32_t)v.reg));
+    }
     else e.m.ins(e.streaming_store(l.index) ? Inst::kIdVmovntps : Inst::kIdVmovups, e.row(l.index, 64), x86::zmm((uint32_t)v.reg));
 }
 
 // A result broadcast along the row: every lane holds the same value; write lane 0 once.
 inline void jit_store_scalar_sse41(EmitContext& e, uint32_t i, Tile) {
     JV v = e.m.in_reg(e.value(e.p->code[i].args[0]));
-    e.m.a->movss(x86::ptr(e.args[e.p->code[i].index], 0, 4), x86::xmm((uint32_t)v.reg));
+    e.m.a->movss(e.element0(e.p->code[i].index), x86::xmm((uint32_t)v.reg));
 }
 inline void jit_store_scalar_avx(EmitContext& e, uint32_t i, Tile) {
     JV v = e.m.in_reg(e.value(e.p->code[i].args[0]));
-    e.m.a->vmovss(x86::ptr(e.args[e.p->code[i].index], 0, 4), x86::xmm((uint32_t)v.reg));
+    e.m.a->vmovss(e.element0(e.p->code[i].index), x86::xmm((uint32_t)v.reg));
 }
 
 inline const JitterTable* jitter_table(Isa isa) {
@@ -2453,6 +2472,36 @@ inline void emit_row_invariants(Context& e) {
     }
 }
 
+// Argument pointers past what a kernel's general registers hold are "cold": kept in its frame
+// and loaded at each use. When more than `fit` arguments, `keep` stay in registers; cold go
+// first the arguments only the row invariants read (once per row), then the last ones.
+inline void pick_cold_arguments(const Program* p, uint32_t argument_count, uint32_t fit, uint32_t keep, bool* cold) {
+    for (uint32_t a = 0; a < kSnippetMaxArgs; ++a) cold[a] = false;
+    if (argument_count <= fit) return;
+    bool per_tile[kSnippetMaxArgs] = {};
+    for (uint32_t i = 0; i < p->count; ++i) {
+        const Lir& l = p->code[i];
+        const bool memory = l.kind == LirKind::Load || l.kind == LirKind::BroadcastLoad || l.kind == LirKind::Store ||
+                            l.kind == LirKind::StoreScalar;
+        if (memory && !l.hoisted) per_tile[l.index] = true;
+    }
+    uint32_t need = argument_count - keep;
+    for (int pass = 0; pass < 2; ++pass)
+        for (uint32_t a = argument_count; a-- > 0 && need;)
+            if (!cold[a] && (pass == 1 || !per_tile[a])) { cold[a] = true; --need; }
+}
+
+// x86: up to 11 pointers in r8-r11, rdx, rbx, rbp, r12-r15; with more, r15 is the scratch
+// register of the cold ones, whose slots start at [rsp + cold_base].
+inline void assign_arguments_x86(EmitContext& e, const bool* cold, int32_t cold_base) {
+    const x86::Gp gp[11] = {x86::r8, x86::r9, x86::r10, x86::r11, x86::rdx, x86::rbx, x86::rbp, x86::r12, x86::r13, x86::r14, x86::r15};
+    uint32_t next = 0, cold_count = 0;
+    for (uint32_t a = 0; a < kSnippetMaxArgs; ++a) {
+        e.cold_disp[a] = cold[a] ? cold_base + 8 * (int32_t)cold_count++ : -1;
+        e.args[a] = cold[a] ? x86::r15 : gp[next < 10 ? next++ : 10];
+    }
+}
+
 // Kernel: void kernel(float* const* args, size_t n, size_t rows, const int64_t* row_strides).
 // For each of `rows` rows (rows >= 1): loads the row-invariant broadcasts, walks n floats
 // (n >= 1) as a partial tile up to the first output's vector alignment, vector tiles of
@@ -2471,6 +2520,10 @@ inline Status emit_kernel(Program* p, Isa isa, uint32_t allocatable, uint32_t la
     // registers no lane touches (on AVX-512 with two lanes: [need, 16) and [16 + need, 32)).
     int16_t pin_slot[32];
     uint32_t pin_count = 0, lane_registers = (isa == Isa::Avx512 ? 32 : 16) / lanes;
+    bool cold[kSnippetMaxArgs];
+    pick_cold_arguments(p, argument_count, 11, 10, cold);
+    uint32_t cold_count = 0;
+    for (uint32_t a = 0; a < argument_count; ++a) cold_count += cold[a];
     if (pin_constants) {
         CodeHolder counting;
         counting.init(Environment(Arch::kX64));
@@ -2492,9 +2545,7 @@ inline Status emit_kernel(Program* p, Isa isa, uint32_t allocatable, uint32_t la
         c.m.constant_count = &p->constant_count;
         uint16_t uses[256] = {};
         c.m.const_uses = uses;
-        const x86::Gp gp[kSnippetMaxArgs] = {x86::r8, x86::r9, x86::r10, x86::r11, x86::rdx, x86::rbx,
-                                            x86::rbp, x86::r12, x86::r13, x86::r14, x86::r15};
-        for (uint32_t i = 0; i < kSnippetMaxArgs; ++i) c.args[i] = gp[i];
+        assign_arguments_x86(c, cold, 0);
         c.m.lanes = 1;
         emit_tile(c, Tile::Vector);
         int top = c.m.max_reg;                            // scratch, and the values' registers
@@ -2549,14 +2600,12 @@ inline Status emit_kernel(Program* p, Isa isa, uint32_t allocatable, uint32_t la
     e.m.constants = p->constants;
     e.m.constant_kinds = p->constant_kinds;
     e.m.constant_count = &p->constant_count;
-    const x86::Gp gp[kSnippetMaxArgs] = {x86::r8, x86::r9, x86::r10, x86::r11, x86::rdx, x86::rbx,
-                                        x86::rbp, x86::r12, x86::r13, x86::r14, x86::r15};
-    for (uint32_t i = 0; i < kSnippetMaxArgs; ++i) e.args[i] = gp[i];
     const x86::Gp saved[] = {x86::rbx, x86::rbp, x86::r12, x86::r13, x86::r14, x86::r15};
     for (const x86::Gp& r : saved) a.push(r);
     // Frame: spill slots (one per lane), then n, rows and the row-stride table (the argument
-    // registers are needed for tensor pointers).
-    uint32_t spill_bytes = p->spill_slots * 64 * lanes, frame = spill_bytes + 32;
+    // registers are needed for tensor pointers), then the cold arguments' pointers.
+    uint32_t spill_bytes = p->spill_slots * 64 * lanes, frame = spill_bytes + 32 + (cold_count * 8 + 15) / 16 * 16;
+    assign_arguments_x86(e, cold, (int32_t)spill_bytes + 32);
     a.sub(x86::rsp, frame);
     x86::Mem saved_n = x86::qword_ptr(x86::rsp, (int32_t)spill_bytes);
     x86::Mem saved_rows = x86::qword_ptr(x86::rsp, (int32_t)spill_bytes + 8);
@@ -2564,7 +2613,14 @@ inline Status emit_kernel(Program* p, Isa isa, uint32_t allocatable, uint32_t la
     a.mov(saved_n, x86::rsi);
     a.mov(saved_rows, x86::rdx);
     a.mov(saved_strides, x86::rcx);
-    for (uint32_t i = 0; i < argument_count; ++i) a.mov(e.args[i], x86::ptr(x86::rdi, (int32_t)(i * 8)));
+    for (uint32_t i = 0; i < argument_count; ++i) {
+        if (e.cold_disp[i] < 0) {
+            a.mov(e.args[i], x86::ptr(x86::rdi, (int32_t)(i * 8)));
+        } else {
+            a.mov(x86::r15, x86::ptr(x86::rdi, (int32_t)(i * 8)));
+            a.mov(x86::qword_ptr(x86::rsp, e.cold_disp[i]), x86::r15);
+        }
+    }
     for (uint32_t k = 0, r = 0; k < pin_count; ++k, ++r) {   // pinned constants, in the registers no lane uses
         while (r / e.m.bank < lanes && r % e.m.bank < lane_registers) ++r;
         e.m.const_reg[pin_slot[k]] = (int16_t)r;
@@ -2588,7 +2644,7 @@ inline Status emit_kernel(Program* p, Isa isa, uint32_t allocatable, uint32_t la
         if (p->code[i].kind == LirKind::Store) aligned_arg = (int32_t)p->code[i].index;
     e.streaming_arg = streaming ? aligned_arg : -1;
     if (aligned_arg >= 0 && w > 1) {
-        a.mov(x86::rcx, e.args[aligned_arg]);
+        a.mov(x86::rcx, e.base((uint32_t)aligned_arg));
         a.neg(x86::rcx);
         a.and_(x86::rcx, w * 4 - 1);
         a.shr(x86::rcx, 2);               // floats to the boundary (0 when aligned)
@@ -2642,7 +2698,14 @@ inline Status emit_kernel(Program* p, Isa isa, uint32_t allocatable, uint32_t la
     a.bind(done);
     // Next row: every pointer moves by its row stride (0 for a tensor broadcast over rows).
     a.mov(x86::rdi, saved_strides);
-    for (uint32_t i = 0; i < argument_count; ++i) a.add(e.args[i], x86::qword_ptr(x86::rdi, (int32_t)(i * 8)));
+    for (uint32_t i = 0; i < argument_count; ++i) {
+        if (e.cold_disp[i] < 0) {
+            a.add(e.args[i], x86::qword_ptr(x86::rdi, (int32_t)(i * 8)));
+        } else {
+            a.mov(x86::r15, x86::qword_ptr(x86::rdi, (int32_t)(i * 8)));
+            a.add(x86::qword_ptr(x86::rsp, e.cold_disp[i]), x86::r15);
+        }
+    }
     a.dec(saved_rows);
     a.jnz(row);
     if (e.streaming_arg >= 0) a.sfence();  // non-temporal stores are weakly ordered
@@ -2901,12 +2964,26 @@ struct JitterTableA64 { void (*kinds[7])(EmitContextA64& e, uint32_t i, Tile til
 // Kernel registers: x4-x7, x9-x15 hold the argument pointers (post-incremented by the tiles
 // that walk them), x1 n, x2 rows left, x3 the row-stride table, x8 floats left in the row,
 // x16 the data section, x17 the peel count, x0 a temporary. All caller-saved: nothing to save but d8-d15.
+// Past 11 arguments the others are cold: their pointers sit at [sp + cold_disp], and a tile
+// loads one into x0, walks it and stores it back. The spill slots follow them.
 struct EmitContextA64 : EmitContextBase<JitMathA64> {
     EmitContextA64() : EmitContextBase(32, 22) {}
     a64::Gp args[kSnippetMaxArgs];
+    int32_t cold_disp[kSnippetMaxArgs];   // -1: in args[]
+    int32_t slot_base = 0;                // bytes of cold pointers below the spill slots
     const JitterTableA64* table = nullptr;
 
-    a64::Mem slot(int32_t s) const { return a64::ptr(a64::sp, s * 16); }
+    a64::Mem slot(int32_t s) const { return a64::ptr(a64::sp, slot_base + s * 16); }
+    // An argument's pointer in a register (x0 loaded from the frame for a cold one), and its
+    // store back after a post-increment.
+    a64::Gp base(uint32_t arg) {
+        if (cold_disp[arg] < 0) return args[arg];
+        m.a->ldr(a64::x0, a64::ptr(a64::sp, cold_disp[arg]));
+        return a64::x0;
+    }
+    void walked(uint32_t arg) {
+        if (cold_disp[arg] >= 0) m.a->str(a64::x0, a64::ptr(a64::sp, cold_disp[arg]));
+    }
     JitMathA64::V value(uint32_t v) {
         const Lir& l = p->code[v];
         if (l.kind == LirKind::Constant) return JitMathA64::V(&m, -1, (int)l.index);
@@ -2928,14 +3005,16 @@ struct EmitContextA64 : EmitContextBase<JitMathA64> {
 inline void jit_load_neon(EmitContextA64& e, uint32_t i, Tile tile) {
     const Lir& l = e.p->code[i];
     JitMathA64::V d = e.m.fresh();
-    if (l.lane0) e.m.a->ldr(e.m.s(d.reg), a64::ptr(e.args[l.index]));
-    else if (tile == Tile::Scalar) e.m.a->ldr(e.m.s(d.reg), a64::ptr_post(e.args[l.index], 4));
-    else e.m.a->ldr(e.m.q(d.reg), a64::ptr_post(e.args[l.index], 16));
+    const a64::Gp b = e.base(l.index);
+    if (l.lane0) e.m.a->ldr(e.m.s(d.reg), a64::ptr(b));
+    else if (tile == Tile::Scalar) e.m.a->ldr(e.m.s(d.reg), a64::ptr_post(b, 4));
+    else e.m.a->ldr(e.m.q(d.reg), a64::ptr_post(b, 16));
+    if (!l.lane0) e.walked(l.index);
     e.define(i, d);
 }
 inline void jit_broadcast_load_neon(EmitContextA64& e, uint32_t i, Tile) {
     JitMathA64::V d = e.m.fresh();
-    e.m.a->ld1r(e.m.v4(d.reg), a64::ptr(e.args[e.p->code[i].index]));
+    e.m.a->ld1r(e.m.v4(d.reg), a64::ptr(e.base(e.p->code[i].index)));
     e.define(i, d);
 }
 inline void jit_broadcast_move_neon(EmitContextA64& e, uint32_t i, Tile) {
@@ -2948,12 +3027,14 @@ inline void jit_broadcast_move_neon(EmitContextA64& e, uint32_t i, Tile) {
 inline void jit_store_neon(EmitContextA64& e, uint32_t i, Tile tile) {
     const Lir& l = e.p->code[i];
     JitMathA64::V v = e.m.in_reg(e.value(l.args[0]));
-    if (tile == Tile::Scalar) e.m.a->str(e.m.s(v.reg), a64::ptr_post(e.args[l.index], 4));
-    else e.m.a->str(e.m.q(v.reg), a64::ptr_post(e.args[l.index], 16));
+    const a64::Gp b = e.base(l.index);
+    if (tile == Tile::Scalar) e.m.a->str(e.m.s(v.reg), a64::ptr_post(b, 4));
+    else e.m.a->str(e.m.q(v.reg), a64::ptr_post(b, 16));
+    e.walked(l.index);
 }
 inline void jit_store_scalar_neon(EmitContextA64& e, uint32_t i, Tile) {
     JitMathA64::V v = e.m.in_reg(e.value(e.p->code[i].args[0]));
-    e.m.a->str(e.m.s(v.reg), a64::ptr(e.args[e.p->code[i].index]));
+    e.m.a->str(e.m.s(v.reg), a64::ptr(e.base(e.p->code[i].index)));
 }
 
 inline const JitterTableA64* jitter_table_a64() {
@@ -2974,7 +3055,12 @@ inline Status assemble_a64(asmjit::CodeHolder* code, asmjit::ErrorHandler* handl
     code->setErrorHandler(handler);
     a64::Assembler a(code);
     if (validate) a.addDiagnosticOptions(DiagnosticOptions::kValidateAssembler);
-    if (p->spill_slots > 4095) return Status::LimitExceeded;   // str q offsets reach 65520
+    bool cold[kSnippetMaxArgs];
+    pick_cold_arguments(p, argument_count, 11, 11, cold);
+    uint32_t cold_count = 0;
+    for (uint32_t i = 0; i < argument_count; ++i) cold_count += cold[i];
+    const uint32_t cold_bytes = (cold_count * 8 + 15) / 16 * 16;
+    if (cold_bytes + (uint64_t)p->spill_slots * 16 > 65520) return Status::LimitExceeded;   // str q offsets reach 65520
     EmitContextA64 e;
     e.p = p;
     e.table = jitter_table_a64();
@@ -2984,8 +3070,12 @@ inline Status assemble_a64(asmjit::CodeHolder* code, asmjit::ErrorHandler* handl
     e.m.constant_kinds = p->constant_kinds;
     e.m.constant_count = &p->constant_count;
     e.m.table_registers = p->neon_table_registers;
-    const uint32_t gp[kSnippetMaxArgs] = {4, 5, 6, 7, 9, 10, 11, 12, 13, 14, 15};
-    for (uint32_t i = 0; i < kSnippetMaxArgs; ++i) e.args[i] = a64::x(gp[i]);
+    const uint32_t gp[11] = {4, 5, 6, 7, 9, 10, 11, 12, 13, 14, 15};
+    e.slot_base = (int32_t)cold_bytes;
+    for (uint32_t i = 0, next = 0, k = 0; i < kSnippetMaxArgs; ++i) {
+        e.cold_disp[i] = cold[i] ? (int32_t)(8 * k++) : -1;
+        e.args[i] = a64::x(cold[i] ? 0 : gp[next < 10 ? next++ : 10]);
+    }
     bool walked[kSnippetMaxArgs] = {};
     for (uint32_t i = 0; i < p->count; ++i) {
         const Lir& l = p->code[i];
@@ -2997,13 +3087,20 @@ inline Status assemble_a64(asmjit::CodeHolder* code, asmjit::ErrorHandler* handl
         a.stp(a64::d12, a64::d13, a64::ptr(a64::sp, 32));
         a.stp(a64::d14, a64::d15, a64::ptr(a64::sp, 48));
     }
-    uint32_t frame = p->spill_slots * 16;
+    uint32_t frame = cold_bytes + p->spill_slots * 16;
     for (uint32_t left = frame; left;) {
         uint32_t step = left < 4080 ? left : 4080;
         a.sub(a64::sp, a64::sp, step);
         left -= step;
     }
-    for (uint32_t i = 0; i < argument_count; ++i) a.ldr(e.args[i], a64::ptr(a64::x0, (int32_t)(i * 8)));
+    for (uint32_t i = 0; i < argument_count; ++i) {
+        if (e.cold_disp[i] < 0) {
+            a.ldr(e.args[i], a64::ptr(a64::x0, (int32_t)(i * 8)));
+        } else {
+            a.ldr(a64::x8, a64::ptr(a64::x0, (int32_t)(i * 8)));
+            a.str(a64::x8, a64::ptr(a64::sp, e.cold_disp[i]));
+        }
+    }
     Label data = a.newLabel(), row = a.newLabel(), loop = a.newLabel(), tail = a.newLabel(), scalar = a.newLabel(),
           done = a.newLabel();
     a.adr(e.m.data_base(), data);
@@ -3017,7 +3114,12 @@ inline Status assemble_a64(asmjit::CodeHolder* code, asmjit::ErrorHandler* handl
         if (p->code[i].kind == LirKind::Store) aligned_arg = (int32_t)p->code[i].index;
     if (aligned_arg >= 0) {
         Label peel = a.newLabel(), within = a.newLabel(), peeled = a.newLabel();
-        a.and_(a64::x17, e.args[aligned_arg], 15);
+        if (e.cold_disp[aligned_arg] < 0) {
+            a.and_(a64::x17, e.args[aligned_arg], 15);
+        } else {
+            a.ldr(a64::x17, a64::ptr(a64::sp, e.cold_disp[aligned_arg]));
+            a.and_(a64::x17, a64::x17, 15);
+        }
         a.cbz(a64::x17, peeled);
         a.mov(a64::x0, 16);
         a.sub(a64::x17, a64::x0, a64::x17);
@@ -3051,8 +3153,11 @@ inline Status assemble_a64(asmjit::CodeHolder* code, asmjit::ErrorHandler* handl
     a.lsl(a64::x17, a64::x1, 2);
     for (uint32_t i = 0; i < argument_count; ++i) {
         a.ldr(a64::x0, a64::ptr(a64::x3, (int32_t)(i * 8)));
-        a.add(e.args[i], e.args[i], a64::x0);
-        if (walked[i]) a.sub(e.args[i], e.args[i], a64::x17);
+        const a64::Gp pointer = e.cold_disp[i] < 0 ? e.args[i] : a64::Gp(a64::x8);   // x8 is free between rows
+        if (e.cold_disp[i] >= 0) a.ldr(pointer, a64::ptr(a64::sp, e.cold_disp[i]));
+        a.add(pointer, pointer, a64::x0);
+        if (walked[i]) a.sub(pointer, pointer, a64::x17);
+        if (e.cold_disp[i] >= 0) a.str(pointer, a64::ptr(a64::sp, e.cold_disp[i]));
     }
     a.subs(a64::x2, a64::x2, 1);
     a.b_ne(row);
@@ -3231,7 +3336,7 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
     if (!isa_available(isa) && !emit_only) return fail(Status::Unsupported, "compile: isa not available on this CPU or build");
     if (body.result_count() == 0) return fail(Status::InvalidArgument, "compile: body has no result");
     uint32_t params = body.parameter_count(), results = body.result_count();
-    if (params + results > kSnippetMaxArgs) return fail(Status::LimitExceeded, "compile: more than 11 parameters + results");
+    if (params + results > kSnippetMaxArgs) return fail(Status::LimitExceeded, "compile: more than 32 parameters + results");
 
     // Shapes: parameters then results; the domain is the broadcast of the results.
     SnippetShape shapes[kSnippetMaxArgs];

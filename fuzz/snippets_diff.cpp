@@ -1,6 +1,7 @@
 // libFuzzer harness: differential test of the snippets JIT against the reference interpreter.
 // The input bytes make a random elementwise body (1-4 broadcasting parameters of rank <= 4,
-// 1-12 operations or scalars, 1-3 results) and its input data (with zeros, infinities, NaNs,
+// 1-12 operations or scalars, sometimes 8-22 more parameters folded in so that the kernel
+// keeps some pointers in its frame (more than 11 arguments), 1-3 results) and its input data (with zeros, infinities, NaNs,
 // denormals, rounding and overflow boundaries). The body is compiled for every available x64
 // ISA, by default and with a variant (few registers to force spills, unfused broadcast loads,
 // a kernel cache shared across inputs, misaligned buffers, result 0..2 in place); each output
@@ -38,6 +39,9 @@ namespace {
 constexpr int kMaxRank = 4;
 constexpr uint64_t kMaxElements = 4096;  // keeps one input well under a millisecond per target
 constexpr int kMaxParams = 4, kMaxSlots = 12, kMaxResults = 3;
+constexpr int kMaxWide = 22;                        // extra parameters of a wide body
+constexpr int kMaxAllParams = kMaxParams + kMaxWide;
+static_assert(kMaxAllParams + kMaxResults <= (int)kSnippetMaxArgs, "a wide body must compile");
 
 uint32_t bits_of(float x) { uint32_t b; std::memcpy(&b, &x, 4); return b; }
 float float_of(uint32_t b) { float x; std::memcpy(&x, &b, 4); return x; }
@@ -111,9 +115,9 @@ struct Case {
     int rank = 0;
     int64_t domain[kMaxRank] = {};
     int params = 0, results = 0;
-    SnippetShape param_shapes[kMaxParams];
+    SnippetShape param_shapes[kMaxAllParams];
     SnippetShape result_shapes[kMaxResults];
-    uint64_t param_elements[kMaxParams] = {}, result_elements[kMaxResults] = {};
+    uint64_t param_elements[kMaxAllParams] = {}, result_elements[kMaxResults] = {};
 };
 
 uint64_t elements_of(const SnippetShape& s) {
@@ -163,7 +167,7 @@ bool build(Bytes& in, Case* c) {
     }
     Status s = Status::Ok;
     uint32_t values = 0;
-    for (int p = 0; p < c->params; ++p) {
+    auto add_parameter = [&](ValueId* v) {   // of a broadcasting shape
         uint8_t b = in.u8(), mask = in.u8();
         int prank = (b & 0x80) ? c->rank : b % (c->rank + 1);
         int64_t dims[kMaxRank];
@@ -171,12 +175,15 @@ bool build(Bytes& in, Case* c) {
             int d = c->rank - prank + i;
             dims[i] = (mask >> i) & 1 ? 1 : c->domain[d];
         }
-        ValueId v;
-        s = c->body.parameter(Span<const int64_t>(dims, (size_t)prank), &v);
-        if (s != Status::Ok) return false;
-        c->param_shapes[p] = c->body.instruction(v).shape;
-        c->param_elements[p] = elements_of(c->param_shapes[p]);
+        if (c->body.parameter(Span<const int64_t>(dims, (size_t)prank), v) != Status::Ok) return false;
+        c->param_shapes[c->body.parameter_count() - 1] = c->body.instruction(*v).shape;
+        c->param_elements[c->body.parameter_count() - 1] = elements_of(c->body.instruction(*v).shape);
         ++values;
+        return true;
+    };
+    for (int p = 0; p < c->params; ++p) {
+        ValueId v;
+        if (!add_parameter(&v)) return false;
     }
     auto operand = [&](uint8_t b) -> ValueId {
         if (b & 0x80) return values - 1 - (b & 0x7f) % (values < 3 ? values : 3);  // recent
@@ -230,6 +237,19 @@ bool build(Bytes& in, Case* c) {
         }
         if (s != Status::Ok) return false;
         ++values;
+    }
+    // A wide body: more parameters folded into the last value by Add, Mul, Max or Sub.
+    uint8_t wide = in.u8();
+    if ((wide & 7) == 0) {
+        const SnippetOp folds[] = {SnippetOp::Add, SnippetOp::Mul, SnippetOp::Max, SnippetOp::Sub};
+        int extra = 8 + (wide >> 3) % (kMaxWide - 7);
+        for (int k = 0; k < extra; ++k) {
+            ValueId p, out;
+            if (!add_parameter(&p)) return false;
+            if (c->body.binary(folds[in.u8() % 4], values - 2, p, &out) != Status::Ok) return false;
+            ++values;
+        }
+        c->params += extra;
     }
     uint8_t r = in.u8();
     c->results = 1 + r % kMaxResults;
@@ -327,8 +347,8 @@ bool dump_enabled() {
 
 // Compiles and runs one target/variant and compares with the expected outputs.
 void check(const Case& c, Isa isa, const Variant& v, const float* const* inputs, const float* const* expected) {
-    Buffer in_buffers[kMaxParams], out_buffers[kMaxResults];
-    const float* in_ptrs[kMaxParams];
+    Buffer in_buffers[kMaxAllParams], out_buffers[kMaxResults];
+    const float* in_ptrs[kMaxAllParams];
     float* out_ptrs[kMaxResults];
     for (int p = 0; p < c.params; ++p) {
         in_buffers[p].allocate(c.param_elements[p], v.offset);
@@ -421,7 +441,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         SnippetShape domain;
         for (int r = 0; r < c.results; ++r) detail::broadcast_shapes(domain, c.result_shapes[r], &domain);
         uint64_t domain_elements = elements_of(domain);
-        bool taken[kMaxParams] = {};
+        bool taken[kMaxAllParams] = {};
         for (int r = 0; r < c.results; ++r) {
             if (c.result_elements[r] != domain_elements || !((registers >> (5 + r)) & 1 || r == 0)) continue;
             for (int p = 0; p < c.params; ++p) {
@@ -436,8 +456,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
 
     // Input data, then the two expected outputs (FMA and not) from the interpreter.
-    Buffer inputs[kMaxParams], expected_fma[kMaxResults], expected_plain[kMaxResults];
-    const float* in_ptrs[kMaxParams];
+    Buffer inputs[kMaxAllParams], expected_fma[kMaxResults], expected_plain[kMaxResults];
+    const float* in_ptrs[kMaxAllParams];
     float* fma_ptrs[kMaxResults];
     float* plain_ptrs[kMaxResults];
     for (int p = 0; p < c.params; ++p) {

@@ -233,6 +233,30 @@ TEST_CASE("runtime: CPU fuses the elementwise island and matches TEMPLATE bit fo
     }
 }
 
+TEST_CASE("runtime: an island of 24 inputs is one snippet (cold argument pointers) with TEMPLATE's bits") {
+    // y = (((x0 + x1) * x2) - x3 ...) over 24 inputs of shapes [4,33], [4,1] and [33], then Tanh.
+    Model m;
+    NodeId acc = kNoNode;
+    const char* ops[] = {"Add", "Mul", "Sub", "Max"};
+    for (int i = 0; i < 24; ++i) {
+        NodeId x;
+        TensorDesc d = i % 3 == 1 ? float_desc({4, 1}) : i % 3 == 2 ? float_desc({33}) : float_desc({4, 33});
+        REQUIRE(m.add_input(("x" + std::to_string(i)).c_str(), d, &x) == Status::Ok);
+        if (acc == kNoNode) { acc = x; continue; }
+        InputRef in[] = {InputRef::by_id(acc), InputRef::by_id(x)};
+        REQUIRE(m.add_node(ops[i % 4], ("op" + std::to_string(i)).c_str(), in, 1, &acc) == Status::Ok);
+    }
+    NodeId y;
+    InputRef last[] = {InputRef::by_id(acc)};
+    REQUIRE(m.add_node("Tanh", "tanh", last, 1, &y) == Status::Ok);
+    REQUIRE(m.add_output("y", InputRef::by_id(y)) == Status::Ok);
+    REQUIRE(m.finalize() == Status::Ok);
+    CompiledModel cpu_model;
+    auto cpu = run_model(m, "CPU", {}, 3, &cpu_model);
+    CHECK(bitwise_equal(cpu, run_model(m, "TEMPLATE", {}, 3)));
+    CHECK(cpu_model.step_count() == 1);   // 24 inputs + 1 output: one kernel
+}
+
 TEST_CASE("runtime: FUSION=NO runs every node with reference kernels, same bits") {
     Model m;
     build_small(&m);

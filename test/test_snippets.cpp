@@ -234,19 +234,20 @@ TEST_CASE("snippets: bad input returns the exact status") {
     CHECK(snippet.run(Span<const float* const>(inputs, 2), Span<float* const>(outputs, 1)) == Status::Ok);
     CHECK(out[3] == 16.0f);
 
-    // Twelve arguments: one more than a kernel takes.
+    // Thirty-three arguments: one more than a kernel takes.
     Arena arena2;
     SnippetBody wide(&arena2);
     ValueId acc, p;
     REQUIRE(wide.parameter(s3, &acc) == Status::Ok);
-    for (int i = 0; i < 9; ++i) {
+    for (uint32_t i = 2; i < kSnippetMaxArgs; ++i) {
         REQUIRE(wide.parameter(s3, &p) == Status::Ok);
         REQUIRE(wide.binary(SnippetOp::Add, acc, p, &acc) == Status::Ok);
     }
     REQUIRE(wide.result(acc) == Status::Ok);
-    CHECK(snippet.compile(wide, options) == Status::Ok);  // 10 + 1
+    CHECK(snippet.compile(wide, options) == Status::Ok);  // 31 + 1
     REQUIRE(wide.parameter(s3, &p) == Status::Ok);
     CHECK(snippet.compile(wide, options) == Status::LimitExceeded);
+    CHECK(std::string(snippet.last_error()) == "compile: more than 32 parameters + results");
 
     // A fixed buffer too small for the body.
     alignas(16) unsigned char buffer[256];
@@ -604,6 +605,60 @@ TEST_CASE("snippets: streaming stores and one to four lanes equal the interprete
     options.lanes = 3;
     REQUIRE(s.compile(t.body, options) == Status::Ok);
     CHECK(s.stats().lanes == (isa == Isa::Avx512 ? 3u : 1u));
+}
+
+// A body over `params` parameters of shapes {rows, n} (full), {rows, 1} (one value per row,
+// loaded once per row) and {1, n} (one row for all), folded into an accumulator, with
+// `results` results along the way: past 11 arguments the kernel keeps the rest of its
+// pointers in its frame ("cold"), those read once per row first.
+void build_wide_body(SnippetBody* body, uint32_t params, uint32_t results, int64_t rows, int64_t n,
+                     std::vector<std::vector<float>>* inputs, std::vector<uint64_t>* output_sizes) {
+    const SnippetOp ops[] = {SnippetOp::Add, SnippetOp::Mul, SnippetOp::Sub, SnippetOp::Max};
+    ValueId acc = kNoValue;
+    uint32_t emitted = 0;
+    for (uint32_t i = 0; i < params; ++i) {
+        std::vector<int64_t> shape = i % 3 == 1 ? std::vector<int64_t>{rows, 1}
+                                   : i % 3 == 2 ? std::vector<int64_t>{1, n} : std::vector<int64_t>{rows, n};
+        if (i == 0) shape = {rows, n};
+        ValueId p;
+        REQUIRE(body->parameter(Span<const int64_t>(shape.data(), shape.size()), &p) == Status::Ok);
+        inputs->push_back(random_values(count(shape), 100 + i, 1.5f));
+        if (acc == kNoValue) { acc = p; continue; }
+        REQUIRE(body->binary(ops[i % 4], acc, p, &acc) == Status::Ok);
+        // Results spread over the chain, the last one at its end.
+        if (emitted + 1 < results && i == (emitted + 1) * params / results) {
+            REQUIRE(body->result(acc) == Status::Ok);
+            output_sizes->push_back((uint64_t)(rows * n));
+            ++emitted;
+        }
+    }
+    for (; emitted < results; ++emitted) {
+        REQUIRE(body->unary(SnippetOp::Tanh, acc, &acc) == Status::Ok);
+        REQUIRE(body->result(acc) == Status::Ok);
+        output_sizes->push_back((uint64_t)(rows * n));
+    }
+}
+
+TEST_CASE("snippets: wide bodies, up to 32 arguments with cold pointers, equal the interpreter") {
+    Isa isa = target();
+    const uint32_t w = isa_vector_floats(isa);
+    const uint32_t shapes[][2] = {{10, 1}, {11, 1}, {10, 2}, {12, 1}, {17, 3}, {24, 8}, {31, 1}, {30, 2}};
+    for (const auto& pr : shapes) {
+        for (int64_t n : {(int64_t)1, (int64_t)w - 1 > 0 ? (int64_t)w - 1 : 1, (int64_t)2 * w + 1, (int64_t)37, (int64_t)1000}) {
+            Built b;
+            std::vector<std::vector<float>> inputs;
+            std::vector<uint64_t> sizes;
+            build_wide_body(&b.body, pr[0], pr[1], 3, n, &inputs, &sizes);
+            REQUIRE(b.body.parameter_count() + b.body.result_count() == pr[0] + pr[1]);
+            INFO("parameters " << pr[0] << " results " << pr[1] << " n " << n);
+            check_against_interpreter(b.body, inputs, sizes, isa);
+            check_against_interpreter(b.body, inputs, sizes, isa, 0, 1);            // misaligned (the peel)
+            check_against_interpreter(b.body, inputs, sizes, isa, 0, 0, true);      // result 0 over parameter 0
+            check_against_interpreter(b.body, inputs, sizes, isa, 2);               // spills as well
+            if (isa == Isa::Avx512)
+                for (uint8_t lanes : {1, 4}) check_against_interpreter(b.body, inputs, sizes, isa, 0, 3, false, nullptr, 1, lanes);
+        }
+    }
 }
 
 TEST_CASE("snippets: table lookups stay exact when many values are live (NEON's tbx fallback)") {
@@ -1050,6 +1105,29 @@ TEST_CASE("tokenize: budget, shapes, element types and keep-apart edges limit is
     CHECK(t.island_of[q] != t.island_of[r]);
 }
 
+TEST_CASE("tokenize: a chain over 24 inputs is one island by default, split at max_arguments") {
+    Arena arena;
+    Graph g(&arena);
+    NodeId acc = add(&g, "in0", "Input", {});
+    std::vector<NodeId> chain;
+    for (int i = 1; i < 24; ++i) {
+        NodeId x = add(&g, ("in" + std::to_string(i)).c_str(), "Input", {});
+        acc = add(&g, ("s" + std::to_string(i)).c_str(), i % 2 ? "Add" : "Mul", {acc, x});
+        chain.push_back(acc);
+    }
+    REQUIRE(g.finalize() == Status::Ok);
+    Tokenization t;
+    REQUIRE(tokenize(g, TokenizeOptions(), &arena, &t) == Status::Ok);
+    CHECK(t.island_count == 1);   // 24 inputs + 1 output = 25 arguments
+    for (NodeId n : chain) CHECK(t.island_of[n] == 0);
+    check_tokenization(g, t, kSnippetMaxArgs);
+    TokenizeOptions narrow;
+    narrow.max_arguments = 11;   // what a kernel held in registers before cold pointers
+    REQUIRE(tokenize(g, narrow, &arena, &t) == Status::Ok);
+    CHECK(t.island_count == 3);   // 10 inputs + 1 output, then 9 more + the first island's output, ...
+    check_tokenization(g, t, 11);
+}
+
 TEST_CASE("tokenize: an island stops at max_island_nodes, so a long chain is cut in order") {
     // x -> a1 -> ... -> a600, each a_i = a_{i-1} + x: one input and one output throughout, so
     // only the node cap cuts it: [a1..a256], [a257..a512], [a513..a600].
@@ -1359,6 +1437,15 @@ TEST_CASE("snippets: every op assembles for neon on any host (emit only, a64 val
     CHECK(st.spilled_values > 0);
     // The x86 targets assemble the same way on any host.
     for (Isa isa : {Isa::Sse41, Isa::Avx2, Isa::Avx512}) check_assembles(b.body, isa);
+    // So do bodies with cold argument pointers (32 arguments), spilling or not.
+    {
+        Built wide;
+        std::vector<std::vector<float>> inputs;
+        std::vector<uint64_t> sizes;
+        build_wide_body(&wide.body, 30, 2, 3, 37, &inputs, &sizes);
+        for (Isa isa : {Isa::Sse41, Isa::Avx2, Isa::Avx512, Isa::Neon})
+            for (uint32_t registers : {0u, 1u}) check_assembles(wide.body, isa, registers);
+    }
     // Without emit_only a target the machine lacks stays Unsupported.
     Snippet s;
     SnippetOptions options;
