@@ -294,6 +294,7 @@ struct SnippetStats {
     uint32_t saved_vector_registers = 0;  // Neon: callee-saved d8-d15 the kernel saves (0 or 8)
     uint32_t code_size = 0;          // bytes of code and data
     uint32_t lanes = 1;              // vector tiles per loop iteration, emitted in lockstep
+    uint32_t cold_arguments = 0;     // argument pointers kept in the kernel's frame (past 11)
     bool streaming_stores = false;   // the first output's vector tiles store non-temporally
     uint64_t compile_ns = 0;
     bool cache_hit = false;
@@ -3446,6 +3447,9 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
     uint32_t max_lanes = stats_.bytes_fused > (4ull << 20) ? 2u : 4u;
     stats_.lanes = lanes;
     stats_.streaming_stores = streaming;
+    // x86 keeps 10 pointers in registers once there are more than 11 (r15 loads the others),
+    // NEON 11 (x0 loads the others); see pick_cold_arguments.
+    if (params + results > 11) stats_.cold_arguments = params + results - (isa == Isa::Neon ? 11 : 10);
     // Allocate, look up the cache, emit. If an operation runs out of scratch registers (many
     // values live across a deep approximation), retry with fewer allocatable registers: the
     // ones given up become scratch, and more values spill.

@@ -655,6 +655,15 @@ TEST_CASE("snippets: wide bodies, up to 32 arguments with cold pointers, equal t
             check_against_interpreter(b.body, inputs, sizes, isa, 0, 1);            // misaligned (the peel)
             check_against_interpreter(b.body, inputs, sizes, isa, 0, 0, true);      // result 0 over parameter 0
             check_against_interpreter(b.body, inputs, sizes, isa, 2);               // spills as well
+            check_against_interpreter(b.body, inputs, sizes, isa, 0, 0, false, nullptr, 1);   // non-temporal stores
+            if (isa != Isa::Ref) {
+                Snippet s;
+                SnippetOptions options;
+                options.isa = isa;
+                REQUIRE(s.compile(b.body, options) == Status::Ok);
+                const uint32_t args = pr[0] + pr[1], keep = isa == Isa::Neon ? 11 : 10;
+                CHECK(s.stats().cold_arguments == (args > 11 ? args - keep : 0));
+            }
             if (isa == Isa::Avx512)
                 for (uint8_t lanes : {1, 4}) check_against_interpreter(b.body, inputs, sizes, isa, 0, 3, false, nullptr, 1, lanes);
         }
