@@ -105,10 +105,10 @@
    Limits
    ------
    Rank <= 6; parameters + results <= 32 per body (kSnippetMaxArgs): up to 11 pointers live in
-   general registers; past 11, the x86 kernel keeps 10 there and the rest ("cold": those read
-   only once per row first, then the last ones) in its frame, loading one into a scratch
-   register at each use (NEON: 11 and the rest likewise); bodies up to 65535 instructions. Outputs may alias an input of the same shape
-   (in place) but not a broadcast input. x86-64 System V calling convention only (no Windows
+   general registers; past 11, the x86 kernel keeps 10 there (NEON 11) and the rest ("cold":
+   those read only once per row first, then the last ones) in its frame, loading one into a
+   scratch register at each use; bodies up to 65535 instructions. Outputs may alias an input
+   of the same shape (in place) but not a broadcast input. x86-64 System V calling convention only (no Windows
    x64); AAPCS64 on AArch64 (a NEON kernel saves d8-d15 only when it uses v8-v15, see
    SnippetStats::saved_vector_registers). A kernel walks the two innermost normalized
    dimensions (rows of the last one); the outer ones (at most 4) are iterated by run(), one
@@ -2283,6 +2283,13 @@ struct EmitContextBase {
     }
 };
 
+// A kernel keeps up to 11 argument pointers in general registers. Past 11, x86 keeps 10 (r15
+// loads the others, "cold", from the frame) and NEON 11 (x0 loads them); see pick_cold_arguments.
+inline uint32_t cold_argument_count(Isa isa, uint32_t argument_count) {
+    const uint32_t kept = isa == Isa::Neon ? 11 : 10;
+    return argument_count > 11 ? argument_count - kept : 0;
+}
+
 struct EmitContext : EmitContextBase<JitMath> {
     EmitContext() : EmitContextBase(16, 8) {}
     x86::Gp args[kSnippetMaxArgs];
@@ -2422,8 +2429,9 @@ inline void jit_store_avx512(EmitContext& e, uint32_t i, Tile tile) {
     if (tile == Tile::Masked) {
         const x86::Mem row = e.row(l.index, 64);   // first: a cold pointer's load must not take the mask
         e.m.a->k(x86::k1).vmovups(row, x86::zmm((uint32_t)v.reg));
+    } else {
+        e.m.ins(e.streaming_store(l.index) ? Inst::kIdVmovntps : Inst::kIdVmovups, e.row(l.index, 64), x86::zmm((uint32_t)v.reg));
     }
-    else e.m.ins(e.streaming_store(l.index) ? Inst::kIdVmovntps : Inst::kIdVmovups, e.row(l.index, 64), x86::zmm((uint32_t)v.reg));
 }
 
 // A result broadcast along the row: every lane holds the same value; write lane 0 once.
@@ -2474,11 +2482,11 @@ inline void emit_row_invariants(Context& e) {
 }
 
 // Argument pointers past what a kernel's general registers hold are "cold": kept in its frame
-// and loaded at each use. When more than `fit` arguments, `keep` stay in registers; cold go
-// first the arguments only the row invariants read (once per row), then the last ones.
-inline void pick_cold_arguments(const Program* p, uint32_t argument_count, uint32_t fit, uint32_t keep, bool* cold) {
+// and loaded at each use. Cold go first the arguments only the row invariants read (once per
+// row), then the last ones. Returns how many.
+inline uint32_t pick_cold_arguments(const Program* p, uint32_t argument_count, Isa isa, bool* cold) {
     for (uint32_t a = 0; a < kSnippetMaxArgs; ++a) cold[a] = false;
-    if (argument_count <= fit) return;
+    const uint32_t count = cold_argument_count(isa, argument_count);
     bool per_tile[kSnippetMaxArgs] = {};
     for (uint32_t i = 0; i < p->count; ++i) {
         const Lir& l = p->code[i];
@@ -2486,10 +2494,11 @@ inline void pick_cold_arguments(const Program* p, uint32_t argument_count, uint3
                             l.kind == LirKind::StoreScalar;
         if (memory && !l.hoisted) per_tile[l.index] = true;
     }
-    uint32_t need = argument_count - keep;
+    uint32_t need = count;
     for (int pass = 0; pass < 2; ++pass)
         for (uint32_t a = argument_count; a-- > 0 && need;)
             if (!cold[a] && (pass == 1 || !per_tile[a])) { cold[a] = true; --need; }
+    return count;
 }
 
 // x86: up to 11 pointers in r8-r11, rdx, rbx, rbp, r12-r15; with more, r15 is the scratch
@@ -2522,9 +2531,7 @@ inline Status emit_kernel(Program* p, Isa isa, uint32_t allocatable, uint32_t la
     int16_t pin_slot[32];
     uint32_t pin_count = 0, lane_registers = (isa == Isa::Avx512 ? 32 : 16) / lanes;
     bool cold[kSnippetMaxArgs];
-    pick_cold_arguments(p, argument_count, 11, 10, cold);
-    uint32_t cold_count = 0;
-    for (uint32_t a = 0; a < argument_count; ++a) cold_count += cold[a];
+    const uint32_t cold_count = pick_cold_arguments(p, argument_count, isa, cold);
     if (pin_constants) {
         CodeHolder counting;
         counting.init(Environment(Arch::kX64));
@@ -3057,9 +3064,7 @@ inline Status assemble_a64(asmjit::CodeHolder* code, asmjit::ErrorHandler* handl
     a64::Assembler a(code);
     if (validate) a.addDiagnosticOptions(DiagnosticOptions::kValidateAssembler);
     bool cold[kSnippetMaxArgs];
-    pick_cold_arguments(p, argument_count, 11, 11, cold);
-    uint32_t cold_count = 0;
-    for (uint32_t i = 0; i < argument_count; ++i) cold_count += cold[i];
+    const uint32_t cold_count = pick_cold_arguments(p, argument_count, Isa::Neon, cold);
     const uint32_t cold_bytes = (cold_count * 8 + 15) / 16 * 16;
     if (cold_bytes + (uint64_t)p->spill_slots * 16 > 65520) return Status::LimitExceeded;   // str q offsets reach 65520
     EmitContextA64 e;
@@ -3447,9 +3452,7 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
     uint32_t max_lanes = stats_.bytes_fused > (4ull << 20) ? 2u : 4u;
     stats_.lanes = lanes;
     stats_.streaming_stores = streaming;
-    // x86 keeps 10 pointers in registers once there are more than 11 (r15 loads the others),
-    // NEON 11 (x0 loads the others); see pick_cold_arguments.
-    if (params + results > 11) stats_.cold_arguments = params + results - (isa == Isa::Neon ? 11 : 10);
+    if (isa != Isa::Ref) stats_.cold_arguments = detail::cold_argument_count(isa, params + results);
     // Allocate, look up the cache, emit. If an operation runs out of scratch registers (many
     // values live across a deep approximation), retry with fewer allocatable registers: the
     // ones given up become scratch, and more values spill.

@@ -204,8 +204,8 @@ const Pattern patterns[] = {
                  out[r * kHidden + j] = (x[r * kHidden + j] - mean[r]) * rstd[r] * gamma[j] + beta[j];
      }},
     // 14 inputs + 1 output: 5 argument pointers stay in the kernel's frame on x86 (cold; 4 on
-    // NEON). Up to 4M
-    // floats: 14 inputs of 64M floats and the unfused intermediates would take 7 GB.
+    // NEON). Up to 4M floats: 14 inputs of 64M floats and the unfused intermediates would
+    // take 7 GB.
     {"Add/Mul chain, 14 inputs",
      [](SnippetBody& b, int64_t n) {
          ValueId acc = param(b, {n});
