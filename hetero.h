@@ -1338,16 +1338,19 @@ struct RollbackContext {
     struct Direction {
         uint32_t* value = nullptr;     // least merge index, kUnreached if none
         uint32_t* expanded = nullptr;  // the value its neighbours were last given, kUnreached if never
-        NodeId* next = nullptr;        // bucket lists by value, to undo a rollback
-        NodeId* previous = nullptr;
-        NodeId* head = nullptr;        // per merge index
+        // Every node with a value, in the order it got its first: a value >= k was first
+        // set after s_k merged, so a rollback to P_k reads only the trail since then.
+        NodeId* trail = nullptr;
+        uint32_t trail_size = 0;
+        uint32_t* trail_mark = nullptr;  // per merge index: trail_size when it merged
         NodeId* entry = nullptr;       // a committed subgraph: the member the path entered by
         NodeId* stack = nullptr;
         uint32_t stack_size = 0;
         uint8_t* in_stack = nullptr;
-        NodeId* heap = nullptr;        // parked outside the rank range, nearest first
-        uint32_t heap_size = 0;
-        uint8_t* in_heap = nullptr;
+        // Nodes parked outside the rank range, one bit per rank (beyond the range: above it
+        // going up, below it going down); parked_lo..parked_hi bounds this growth's bits.
+        uint64_t* parked = nullptr;
+        uint32_t parked_lo = kUnreached, parked_hi = 0;
     };
     Direction reach_of[2];
     uint32_t max_rank = 0, min_rank = 0;  // of S
@@ -1493,16 +1496,14 @@ struct RollbackContext {
         for (Direction& d : reach_of) {
             d.value = fill_array<uint32_t>(arena, n, kUnreached);
             d.expanded = fill_array<uint32_t>(arena, n, kUnreached);
-            d.next = arena->allocate_array<NodeId>(n);
-            d.previous = arena->allocate_array<NodeId>(n);
-            d.head = fill_array<NodeId>(arena, n, kNoNode);
+            d.trail = arena->allocate_array<NodeId>(n);
+            d.trail_mark = arena->allocate_array<uint32_t>(n);
             d.entry = arena->allocate_array<NodeId>(n);
             d.stack = arena->allocate_array<NodeId>(n);
             d.in_stack = fill_array<uint8_t>(arena, n, 0);
-            d.heap = arena->allocate_array<NodeId>(n);
-            d.in_heap = fill_array<uint8_t>(arena, n, 0);
-            if (!d.value || !d.expanded || !d.next || !d.previous || !d.head || !d.entry || !d.stack || !d.in_stack ||
-                !d.heap || !d.in_heap)
+            d.parked = fill_array<uint64_t>(arena, n / 64 + 1, 0);
+            if (!d.value || !d.expanded || !d.trail || !d.trail_mark || !d.entry || !d.stack || !d.in_stack ||
+                !d.parked)
                 return Status::OutOfMemory;
         }
         prefix_max_rank = arena->allocate_array<uint32_t>(n);
@@ -1542,11 +1543,12 @@ struct RollbackContext {
     // some blocked node has both (a path from S through it back to S), and the prefix P_k
     // iff some blocked node b has max(up(b), down(b)) < k. Both values are kept as S grows:
     // a merge only lowers values, so only nodes whose value drops are visited again, and a
-    // rollback to P_k clears exactly the values >= k (bucket lists by value). A path from S
-    // back to S stays inside S's rank range [min_rank, max_rank] (ranks rise along Q's
-    // edges), so a node outside it is parked, not expanded, until S's range reaches it:
-    // values are exact inside the range, which is all the condition reads. A committed
-    // subgraph is one node of Q, held by its representative.
+    // rollback to P_k clears exactly the values >= k (all first set after s_k merged, so
+    // they are on the trail since then). A path from S back to S stays inside S's rank
+    // range [min_rank, max_rank] (ranks rise along Q's edges), so a node outside it is
+    // parked, not expanded, until S's range reaches it: values are exact inside the range,
+    // which is all the condition reads. A committed subgraph is one node of Q, held by its
+    // representative.
     NodeId canonical(NodeId y) const {
         uint32_t sub = builder.subgraph_of[y];
         return sub == kUnplaced ? y : representative[sub];
@@ -1557,32 +1559,13 @@ struct RollbackContext {
         return value;
     }
     bool parked(int d, NodeId c) const { return d == 0 ? rank[c] > max_rank : rank[c] < min_rank; }
-    bool heap_before(int d, NodeId a, NodeId b) const { return d == 0 ? rank[a] < rank[b] : rank[a] > rank[b]; }
-    void heap_push(int d, NodeId c) {
-        Direction& r = reach_of[d];
-        uint32_t i = r.heap_size++;
-        while (i > 0 && heap_before(d, c, r.heap[(i - 1) / 2])) { r.heap[i] = r.heap[(i - 1) / 2]; i = (i - 1) / 2; }
-        r.heap[i] = c;
-    }
-    NodeId heap_pop(int d) {
-        Direction& r = reach_of[d];
-        NodeId top = r.heap[0], last = r.heap[--r.heap_size];
-        uint32_t i = 0;
-        for (;;) {
-            uint32_t c = 2 * i + 1;
-            if (c >= r.heap_size) break;
-            if (c + 1 < r.heap_size && heap_before(d, r.heap[c + 1], r.heap[c])) ++c;
-            if (!heap_before(d, r.heap[c], last)) break;
-            r.heap[i] = r.heap[c];
-            i = c;
-        }
-        if (r.heap_size) r.heap[i] = last;
-        return top;
-    }
     void schedule(int d, NodeId c) {  // expand soon, or park outside the range
         Direction& r = reach_of[d];
         if (parked(d, c)) {
-            if (!r.in_heap[c]) { r.in_heap[c] = 1; heap_push(d, c); }
+            const uint32_t at = rank[c];
+            r.parked[at / 64] |= 1ull << (at % 64);
+            if (at < r.parked_lo) r.parked_lo = at;
+            if (at > r.parked_hi) r.parked_hi = at;
         } else if (!r.in_stack[c]) {
             r.in_stack[c] = 1;
             r.stack[r.stack_size++] = c;
@@ -1597,16 +1580,8 @@ struct RollbackContext {
         Direction& r = reach_of[d];
         uint32_t old = r.value[c];
         if (value >= old) return;
-        if (old != kUnreached) {  // unlink from bucket `old`
-            NodeId p = r.previous[c], q = r.next[c];
-            if (p != kNoNode) r.next[p] = q; else r.head[old] = q;
-            if (q != kNoNode) r.previous[q] = p;
-        }
+        if (old == kUnreached) r.trail[r.trail_size++] = c;
         r.value[c] = value;
-        r.previous[c] = kNoNode;
-        r.next[c] = r.head[value];
-        if (r.head[value] != kNoNode) r.previous[r.head[value]] = c;
-        r.head[value] = c;
         r.entry[c] = entry;
         if (blocked(c) && reach_of[d ^ 1].value[c] != kUnreached) add_bad(c);
         if (source_value(d, c) < r.expanded[c]) schedule(d, c);
@@ -1641,25 +1616,39 @@ struct RollbackContext {
             if (source_value(d, c) < r.expanded[c]) expand(d, c);
         }
     }
-    void unpark(int d) {  // the range grew: parked nodes now inside it are expanded
+    // The range grew past `previous`, its old bound in direction d: the parked nodes now
+    // inside it are expanded, nearest to the old bound first.
+    void unpark(int d, uint32_t previous) {
         Direction& r = reach_of[d];
-        while (r.heap_size && !parked(d, r.heap[0])) {
-            NodeId c = heap_pop(d);
-            r.in_heap[c] = 0;
-            if (source_value(d, c) < r.expanded[c]) schedule(d, c);
+        uint32_t lo = d == 0 ? previous + 1 : min_rank, hi = d == 0 ? max_rank : previous - 1;
+        if (lo < r.parked_lo) lo = r.parked_lo;
+        if (hi > r.parked_hi) hi = r.parked_hi;
+        if (lo > hi) return;
+        for (uint32_t i = 0, words = hi / 64 - lo / 64 + 1; i < words; ++i) {
+            const uint32_t w = d == 0 ? lo / 64 + i : hi / 64 - i;
+            uint64_t bits = r.parked[w];
+            if (w == lo / 64) bits &= ~0ull << (lo % 64);
+            if (w == hi / 64) bits &= ~0ull >> (63 - hi % 64);
+            r.parked[w] &= ~bits;
+            while (bits) {
+                const uint32_t bit = d == 0 ? (uint32_t)__builtin_ctzll(bits) : 63 - (uint32_t)__builtin_clzll(bits);
+                bits &= ~(1ull << bit);
+                const NodeId c = order[w * 64 + bit];
+                if (source_value(d, c) < r.expanded[c]) schedule(d, c);
+            }
         }
     }
     // Clears what the previous growth left (its values, parked nodes, bad list).
     void reset_reach(uint32_t previous_count) {
         for (int d = 0; d < 2; ++d) {
             Direction& r = reach_of[d];
-            for (uint32_t i = 0; i < previous_count; ++i) {
-                for (NodeId y = r.head[i]; y != kNoNode; y = r.next[y]) r.value[y] = r.expanded[y] = kUnreached;
-                r.head[i] = kNoNode;
-                r.expanded[s_list[i]] = kUnreached;  // a source that nothing reached
-            }
-            for (uint32_t i = 0; i < r.heap_size; ++i) r.in_heap[r.heap[i]] = 0;
-            r.heap_size = 0;
+            for (uint32_t i = 0; i < r.trail_size; ++i) r.value[r.trail[i]] = r.expanded[r.trail[i]] = kUnreached;
+            r.trail_size = 0;
+            for (uint32_t i = 0; i < previous_count; ++i) r.expanded[s_list[i]] = kUnreached;  // a source that nothing reached
+            if (r.parked_lo <= r.parked_hi)
+                for (uint32_t w = r.parked_lo / 64; w <= r.parked_hi / 64; ++w) r.parked[w] = 0;
+            r.parked_lo = kUnreached;
+            r.parked_hi = 0;
         }
         if (++bad_epoch == 0) {
             for (uint32_t i = 0; i < n; ++i) bad_mark[i] = 0;
@@ -1705,6 +1694,7 @@ struct RollbackContext {
     void add_to_s(NodeId v) {
         in_s[v] = growth;
         if (!naive) {
+            for (Direction& r : reach_of) r.trail_mark[s_count] = r.trail_size;
             s_index[v] = s_count;
             uint32_t r = rank[v];
             prefix_max_rank[s_count] = s_count && prefix_max_rank[s_count - 1] > r ? prefix_max_rank[s_count - 1] : r;
@@ -1720,8 +1710,8 @@ struct RollbackContext {
         // blocked node that reaches P_{m-1} lies inside its range, where its values were
         // exact). Then v's own index, up to the first violation: the rollback needs no more
         // (every blocked node v makes bad has max(up, down) = v's index).
-        if (rank[v] > max_rank) { max_rank = rank[v]; unpark(0); settle(0); }
-        if (rank[v] < min_rank) { min_rank = rank[v]; unpark(1); settle(1); }
+        if (rank[v] > max_rank) { const uint32_t previous = max_rank; max_rank = rank[v]; unpark(0, previous); settle(0); }
+        if (rank[v] < min_rank) { const uint32_t previous = min_rank; min_rank = rank[v]; unpark(1, previous); settle(1); }
         for (int d = 0; d < 2 && !bad_count; ++d) {
             if (source_value(d, v) < reach_of[d].expanded[v]) schedule(d, v);
             settle(d, true);
@@ -1799,13 +1789,14 @@ struct RollbackContext {
         for (int d = 0; d < 2; ++d) {
             Direction& r = reach_of[d];
             while (r.stack_size) r.in_stack[r.stack[--r.stack_size]] = 0;  // left by a merge that failed early: index m-1 only
-            for (uint32_t i = k; i < m; ++i) {
-                for (NodeId y = r.head[i]; y != kNoNode; y = r.next[y]) {
-                    r.value[y] = kUnreached;
-                    if (in_s[y] != growth) r.expanded[y] = kUnreached;  // an S node passed on its own index
-                }
-                r.head[i] = kNoNode;
+            uint32_t kept = r.trail_mark[k];  // the trail since s_k merged keeps its values < k
+            for (uint32_t i = kept; i < r.trail_size; ++i) {
+                NodeId y = r.trail[i];
+                if (r.value[y] < k) { r.trail[kept++] = y; continue; }
+                r.value[y] = kUnreached;
+                if (in_s[y] != growth) r.expanded[y] = kUnreached;  // an S node passed on its own index
             }
+            r.trail_size = kept;
             for (uint32_t i = k; i < m; ++i)  // removed sources that nothing else reached
                 if (r.value[s_list[i]] == kUnreached) r.expanded[s_list[i]] = kUnreached;
         }
