@@ -1624,7 +1624,7 @@ struct RollbackContext {
         if (lo < r.parked_lo) lo = r.parked_lo;
         if (hi > r.parked_hi) hi = r.parked_hi;
         if (lo > hi) return;
-        for (uint32_t i = 0, words = hi / 64 - lo / 64 + 1; i < words; ++i) {
+        for (uint32_t i = 0, word_count = hi / 64 - lo / 64 + 1; i < word_count; ++i) {
             const uint32_t w = d == 0 ? lo / 64 + i : hi / 64 - i;
             uint64_t bits = r.parked[w];
             if (w == lo / 64) bits &= ~0ull << (lo % 64);
