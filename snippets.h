@@ -105,19 +105,18 @@
    Limits
    ------
    Rank <= 6; parameters + results <= 32 per body (kSnippetMaxArgs): up to 11 pointers live in
-   general registers; past 11, the x86 kernel keeps 10 there (NEON 11) and the rest ("cold":
-   those read only once per row first, then the last ones) in its frame, loading one into a
-   scratch register at each use; bodies up to 65535 instructions. Outputs may alias an input
-   of the same shape (in place) but not a broadcast input. x86-64 System V calling convention only (no Windows
+   general registers; past 11, the x86 kernel keeps 10 there (NEON 11) and the rest ("cold": those
+   read only once per row first, then the last ones) in its frame, loading one into a scratch
+   register at each use; bodies up to 65535 instructions. Outputs may alias an input of the same
+   shape (in place) but not a broadcast input. x86-64 System V calling convention only (no Windows
    x64); AAPCS64 on AArch64 (a NEON kernel saves d8-d15 only when it uses v8-v15, see
-   SnippetStats::saved_vector_registers). A kernel walks the two innermost normalized
-   dimensions (rows of the last one); the outer ones (at most 4) are iterated by run(), one
-   kernel call each. Vector registers: 6 of
-   16 (SSE4.1, AVX2) or 22 of 32 (AVX-512, NEON) hold values, the rest are the emitters'
-   temporaries; if an operation still runs out of temporaries, compile() retries with fewer
-   value registers (more spills). At most 256 distinct constants per kernel.
-   tokenize() costs O(V+E) per merge attempt. All input bytes are data: malformed bodies and
-   graphs return a Status, never reach an assert.
+   SnippetStats::saved_vector_registers). A kernel walks the two innermost normalized dimensions
+   (rows of the last one); the outer ones (at most 4) are iterated by run(), one kernel call each.
+   Vector registers: 6 of 16 (SSE4.1, AVX2) or 22 of 32 (AVX-512, NEON) hold values, the rest are
+   the emitters' temporaries; if an operation still runs out of temporaries, compile() retries
+   with fewer value registers (more spills). At most 256 distinct constants per kernel. tokenize()
+   costs O(V+E) per merge attempt. All input bytes are data: malformed bodies and graphs return a
+   Status, never reach an assert.
 */
 #ifndef TESSEL_SNIPPETS_H
 #define TESSEL_SNIPPETS_H

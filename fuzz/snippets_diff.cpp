@@ -1,11 +1,12 @@
 // libFuzzer harness: differential test of the snippets JIT against the reference interpreter.
-// The input bytes make a random elementwise body (1-4 broadcasting parameters of rank <= 4,
-// 1-12 operations or scalars, sometimes 8-22 more parameters folded in so that the kernel
-// keeps some pointers in its frame (more than 11 arguments), 1-3 results) and its input data
-// (with zeros, infinities, NaNs, denormals, rounding and overflow boundaries). The body is compiled for every available x64
-// ISA, by default and with a variant (few registers to force spills, unfused broadcast loads,
-// a kernel cache shared across inputs, misaligned buffers, result 0..2 in place); each output
-// must equal interpret(body, ..., isa_uses_fma(isa)) bit for bit (any NaN equals any NaN).
+// The input bytes make a random elementwise body (1-4 broadcasting parameters of rank <= 4, 1-12
+// operations or scalars, sometimes 8-22 more parameters folded in so that the kernel keeps some
+// pointers in its frame (more than 11 arguments), 1-3 results) and its input data (with zeros,
+// infinities, NaNs, denormals, rounding and overflow boundaries). The body is compiled for every
+// available x64 ISA, by default and with a variant (few registers to force spills, unfused
+// broadcast loads, a kernel cache shared across inputs, misaligned buffers, result 0..2 in place);
+// each output must equal interpret(body, ..., isa_uses_fma(isa)) bit for bit (any NaN equals any
+// NaN).
 // A body the builder or the interpreter rejects is skipped; a compile or run failure of a
 // body the interpreter accepts, a mismatch, a write to an input, or a sanitizer report is a
 // finding. Every buffer is malloc'ed to its exact size so ASan sees the JIT's accesses.
