@@ -3,8 +3,9 @@
 // operations or scalars, sometimes 8-22 more parameters folded in so that the kernel keeps some
 // pointers in its frame (more than 11 arguments), 1-3 results) and its input data (with zeros,
 // infinities, NaNs, denormals, rounding and overflow boundaries). The body is compiled for every
-// available x64 ISA, by default and with a variant (few registers to force spills, unfused
-// broadcast loads, a kernel cache shared across inputs, misaligned buffers, result 0..2 in place);
+// available x64 ISA, by default and with a variant (few registers to force spills, 1, 3 or 4
+// lanes, unfused broadcast loads, a kernel cache shared across inputs, misaligned buffers,
+// result 0..2 in place);
 // each output must equal interpret(body, ..., isa_uses_fma(isa)) bit for bit (any NaN equals any
 // NaN).
 // A body the builder or the interpreter rejects is skipped; a compile or run failure of a
@@ -315,6 +316,7 @@ uint64_t broadcast_index(const SnippetShape& of, uint64_t i, const SnippetShape&
 
 struct Variant {
     uint32_t max_registers = 0;
+    uint8_t lanes = 0;  // SnippetOptions::lanes: 0 (the default choice), 1, 3 or 4
     bool fuse_broadcast_loads = true;
     bool use_cache = false;
     size_t offset = 0;
@@ -328,8 +330,8 @@ KernelCache* shared_cache() {
 }
 
 [[noreturn]] void finding(const Case& c, Isa isa, const Variant& v, const char* what) {
-    std::fprintf(stderr, "\n==== snippets_diff FINDING: %s\n  isa=%s fma=%d max_registers=%u fuse_broadcast_loads=%d cache=%d offset=%zu in_place=",
-                 what, isa_name(isa), (int)isa_uses_fma(isa), v.max_registers, (int)v.fuse_broadcast_loads,
+    std::fprintf(stderr, "\n==== snippets_diff FINDING: %s\n  isa=%s fma=%d max_registers=%u lanes=%u fuse_broadcast_loads=%d cache=%d offset=%zu in_place=",
+                 what, isa_name(isa), (int)isa_uses_fma(isa), v.max_registers, (unsigned)v.lanes, (int)v.fuse_broadcast_loads,
                  (int)v.use_cache, v.offset);
     for (int r = 0; r < c.results; ++r)
         if (v.in_place[r]) std::fprintf(stderr, "r%d<-p%d ", r, v.in_place_param[r]);
@@ -370,6 +372,7 @@ void check(const Case& c, Isa isa, const Variant& v, const float* const* inputs,
     SnippetOptions options;
     options.isa = isa;
     options.max_registers = v.max_registers;
+    options.lanes = v.lanes;
     options.fuse_broadcast_loads = v.fuse_broadcast_loads;
     options.cache = v.use_cache ? shared_cache() : nullptr;
     Status s = snippet.compile(c.body, options);
@@ -433,6 +436,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     Variant variant;
     bool run_variant = (flags & 3) != 0;
     variant.max_registers = (registers & 1) ? 0 : 1 + (registers >> 1) % 6;
+    const uint8_t lane_choices[] = {0, 1, 3, 4};   // 3 and 4: the software-pipelined tiles
+    variant.lanes = lane_choices[registers >> 6];
     variant.fuse_broadcast_loads = !(flags & 4);
     variant.use_cache = (flags & 8) != 0;
     variant.offset = (flags >> 4) & 3;
@@ -492,8 +497,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         for (int i = 0; i < c.rank; ++i) std::fprintf(stderr, " %" PRId64, c.domain[i]);
         std::fprintf(stderr, "\n");
         print_body(c.body);
-        std::fprintf(stderr, "  variant: %s max_registers=%u fuse=%d cache=%d offset=%zu in_place=", run_variant ? "on" : "off",
-                     variant.max_registers, (int)variant.fuse_broadcast_loads, (int)variant.use_cache, variant.offset);
+        std::fprintf(stderr, "  variant: %s max_registers=%u lanes=%u fuse=%d cache=%d offset=%zu in_place=", run_variant ? "on" : "off",
+                     variant.max_registers, (unsigned)variant.lanes, (int)variant.fuse_broadcast_loads, (int)variant.use_cache,
+                     variant.offset);
         for (int r = 0; r < c.results; ++r)
             if (variant.in_place[r]) std::fprintf(stderr, "r%d<-p%d ", r, variant.in_place_param[r]);
         std::fprintf(stderr, "\n");

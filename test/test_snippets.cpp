@@ -639,6 +639,93 @@ void build_wide_body(SnippetBody* body, uint32_t params, uint32_t results, int64
     }
 }
 
+// Three and four lanes run as a software pipeline (emit_pipelined_tiles): the skewed lanes
+// start the next tile while the others finish this one, across a prologue, the loop and an
+// epilogue. Bitwise equal at every boundary between them, per row (a row starts the pipeline
+// again), misaligned (the peel runs first) and in place; with a cold argument, lockstep.
+TEST_CASE("snippets: lanes in a software pipeline equal the interpreter at every boundary") {
+    Isa isa = target();
+    if (isa == Isa::Ref) return;
+    const uint64_t w = isa_vector_floats(isa);
+    for (uint8_t lanes : {(uint8_t)2, (uint8_t)3, (uint8_t)4}) {
+        const uint64_t t = w * lanes;   // floats per loop iteration
+        for (uint64_t n : {(uint64_t)1, t - 1, t, t + 1, 2 * t - 1, 2 * t, 2 * t + 1, 3 * t + w + 1, 5 * t + 7}) {
+            // Two bodies: Tanh alone (8 registers a lane: up to 4 lanes), and two results with
+            // a per-row broadcast (a register more: up to 3).
+            for (int rich = 0; rich < 2; ++rich) {
+                Built b;
+                const int64_t rows = 2;
+                int64_t full[] = {rows, (int64_t)n}, per_row[] = {rows, 1};
+                ValueId x, scale, one, tanh, gated, erf;
+                REQUIRE(b.body.parameter(full, &x) == Status::Ok);
+                std::vector<std::vector<float>> inputs = {random_values(rows * n, (uint32_t)n * 3 + lanes, 4.0f)};
+                std::vector<uint64_t> sizes = {rows * n};
+                if (rich) {
+                    REQUIRE(b.body.parameter(per_row, &scale) == Status::Ok);
+                    REQUIRE(b.body.scalar(1.0f, &one) == Status::Ok);
+                    REQUIRE(b.body.binary(SnippetOp::Mul, x, scale, &tanh) == Status::Ok);
+                    REQUIRE(b.body.unary(SnippetOp::Tanh, tanh, &tanh) == Status::Ok);
+                    REQUIRE(b.body.binary(SnippetOp::Add, tanh, one, &gated) == Status::Ok);
+                    REQUIRE(b.body.binary(SnippetOp::Mul, gated, x, &gated) == Status::Ok);
+                    REQUIRE(b.body.binary(SnippetOp::Sub, x, scale, &erf) == Status::Ok);
+                    REQUIRE(b.body.unary(SnippetOp::Erf, erf, &erf) == Status::Ok);
+                    REQUIRE(b.body.result(gated) == Status::Ok);
+                    REQUIRE(b.body.result(erf) == Status::Ok);
+                    inputs.push_back(random_values(rows, (uint32_t)n + 11, 2.0f));
+                    sizes.push_back(rows * n);
+                } else {
+                    REQUIRE(b.body.unary(SnippetOp::Tanh, x, &tanh) == Status::Ok);
+                    REQUIRE(b.body.result(tanh) == Status::Ok);
+                }
+                INFO("lanes " << (int)lanes << " n " << n << " rich " << rich);
+                for (size_t offset : {(size_t)0, (size_t)1}) {
+                    check_against_interpreter(b.body, inputs, sizes, isa, 0, offset, false, nullptr, -1, lanes);
+                    check_against_interpreter(b.body, inputs, sizes, isa, 0, offset, true, nullptr, -1, lanes);
+                }
+                check_against_interpreter(b.body, inputs, sizes, isa, 0, 0, false, nullptr, 1, lanes);   // non-temporal
+                Snippet s;
+                SnippetOptions options;
+                options.isa = isa;
+                options.lanes = lanes;
+                REQUIRE(s.compile(b.body, options) == Status::Ok);
+                const uint32_t expected = isa != Isa::Avx512 ? 1u : rich && lanes == 4 ? 3u : lanes;
+                CHECK(s.stats().lanes == expected);
+                CHECK(s.stats().software_pipelined == (expected >= 3));
+            }
+        }
+    }
+    if (isa != Isa::Avx512) return;
+    // Beyond 4 MiB a run gets 3 lanes only when a lane needs at most 8 registers (Tanh), so
+    // that 8 remain for pinned constants; the GeluTanh op (10) keeps 2 in lockstep.
+    for (SnippetOp op : {SnippetOp::Tanh, SnippetOp::GeluTanh}) {
+        for (int64_t n : {(int64_t)4096, (int64_t)1 << 20}) {
+            Built big;
+            build_op(&big.body, op, {{n}});
+            Snippet s;
+            SnippetOptions options;
+            options.isa = isa;
+            REQUIRE(s.compile(big.body, options) == Status::Ok);
+            INFO(op_name(op) << " n " << n);
+            CHECK(s.stats().lanes == (op == SnippetOp::Tanh ? (n == 4096 ? 4u : 3u) : n == 4096 ? 3u : 2u));
+            CHECK(s.stats().software_pipelined == (s.stats().lanes >= 3));
+        }
+    }
+    // Past 11 arguments a tile loads cold pointers outside the recorded instructions: lockstep.
+    Built wide;
+    std::vector<std::vector<float>> inputs;
+    std::vector<uint64_t> sizes;
+    build_wide_body(&wide.body, 12, 1, 2, 200, &inputs, &sizes);
+    check_against_interpreter(wide.body, inputs, sizes, isa, 0, 1, false, nullptr, -1, 4);
+    Snippet s;
+    SnippetOptions options;
+    options.isa = isa;
+    options.lanes = 4;
+    REQUIRE(s.compile(wide.body, options) == Status::Ok);
+    CHECK(s.stats().cold_arguments == 3u);
+    CHECK(s.stats().lanes == 4u);
+    CHECK(!s.stats().software_pipelined);
+}
+
 TEST_CASE("snippets: wide bodies, up to 32 arguments with cold pointers, equal the interpreter") {
     Isa isa = target();
     const uint32_t w = isa_vector_floats(isa);
