@@ -1956,13 +1956,14 @@ struct JitMath {
              int mask_reg = -1, bool zeroing = false) {
         const bool retargetable =
             mask_reg < 0 && isa != Isa::Sse41 && o0.isReg() && o0.as<asmjit::BaseReg>().isVec() && writes_only_first(id);
+        const Group group{id, {o0, o1, o2, o3}, mask_reg, zeroing};
         if (recording) {
-            if (!recorded.push(Group{id, {o0, o1, o2, o3}, mask_reg, zeroing})) { failed = true; return; }
+            if (!recorded.push(group)) { failed = true; return; }
             last = Emitted{recorded.size - 1, recorded.size, id, {o0, o1, o2, o3}, retargetable};
             return;
         }
         const size_t start = a->offset();
-        for (uint32_t lane = 0; lane < lanes; ++lane) replay(Group{id, {o0, o1, o2, o3}, mask_reg, zeroing}, lane, 0);
+        for (uint32_t lane = 0; lane < lanes; ++lane) replay(group, lane, 0);
         last = Emitted{start, a->offset(), id, {o0, o1, o2, o3}, retargetable};
     }
     // Recording: ins() groups kept in order instead of assembled, for a vector tile that
