@@ -70,7 +70,7 @@
    (x/2 erfc(-x/sqrt2) with the argument in two parts), GELU(tanh) as x sigmoid(v) with v in
    two parts; tails that underflow are carried scaled by 2^64 to the last multiplication, and
    targets without FMA use Dekker's exact products where a residual cancels. Measured bounds
-   (exp 0.8, log 0.8, tanh 1.1, sigmoid 2.3, erf 1.1, GELU 3.5 and 3.9 ulp) are published by
+   (exp 0.8, log 0.8, tanh 2.8, sigmoid 2.3, erf 1.1, GELU 3.5 and 3.9 ulp) are published by
    snippet_op_ulp_bound(). The interpreter keeps every product rounded on its own (no FMA
    contraction by the compiler), whatever -march or -ffp-contract it is built with.
 
@@ -570,7 +570,7 @@ struct ScalarMath {
 // coefficient rounded to float in turn and the later ones refitted around it.
 enum LookupTable : uint32_t {
     kErfC0, kErfC1, kErfC2, kErfC3, kErfC4, kErfC5,
-    kTanhC0, kTanhC1, kTanhC2, kTanhC3, kTanhC4, kTanhC5, kTanhC6,
+    kTanhC0, kTanhC1, kTanhC2, kTanhC3, kTanhC4, kTanhC5,
     kLookupTableCount
 };
 alignas(64) inline constexpr float kLookupTables[kLookupTableCount][16] = {
@@ -581,15 +581,16 @@ alignas(64) inline constexpr float kLookupTables[kLookupTableCount][16] = {
     {0x1.c5a4e6p-5f, 0x1.24d586p-3f, 0x1.671bdep-3f, 0x1.367c2p-3f, 0x1.8a309p-4f, 0x1.3fc19p-5f, -0x1.68b228p-10f, -0x1.5d26eep-6f, -0x1.ae680ep-6f, -0x1.8357bp-6f, -0x1.3234b2p-6f, -0x1.cacb8ap-7f, -0x1.52a604p-7f, -0x1.f6fc4p-8f, -0x1.7b4684p-8f, -0x1.2289dp-8f},
     {0x1.b1e1e4p-4f, 0x1.feb3e8p-5f, 0x1.fb5a82p-10f, -0x1.6a5f26p-5f, -0x1.eba63p-5f, -0x1.9d39dp-5f, -0x1.eaccf8p-6f, -0x1.6b8d9cp-7f, -0x1.c73d0ep-14f, 0x1.14b4e4p-8f, 0x1.56d2a8p-8f, 0x1.0d5bb2p-8f, 0x1.9bb89p-9f, 0x1.2b39fep-9f, 0x1.81bc2cp-10f, 0x1.3748acp-10f},
     {-0x1.3e014ep-6f, -0x1.7a8f5ep-5f, -0x1.7d0fc4p-5f, -0x1.a476a4p-6f, -0x1.1160c2p-10f, 0x1.d86e18p-7f, 0x1.16d936p-6f, 0x1.88bcdep-7f, 0x1.809ad4p-8f, 0x1.e195cap-10f, -0x1.05894ap-11f, -0x1.ac5304p-11f, -0x1.adc0e4p-11f, -0x1.5733f4p-11f, -0x1.5d81f6p-12f, -0x1.65766ap-12f},
-    // tanh(t)/t on [k/2, (k+1)/2) = c0 + c1 u + ... + c6 u^6, u = t - (k/2 + 1/4); the last
-    // interval reaches to 9.1 (u <= 1.1)
-    {0x1.f597eap-1f, 0x1.b19854p-1f, 0x1.5b74fcp-1f, 0x1.136b6ap-1f, 0x1.bd1c4ep-2f, 0x1.71551ep-2f, 0x1.3a2186p-2f, 0x1.10c3c8p-2f, 0x1.e1afb2p-3f, 0x1.af17e6p-3f, 0x1.8612e2p-3f, 0x1.642aacp-3f, 0x1.47ad74p-3f, 0x1.2f6816p-3f, 0x1.1a7b84p-3f, 0x1.08420ap-3f},
-    {-0x1.44e43cp-3f, -0x1.55b70ep-2f, -0x1.463726p-2f, -0x1.f05678p-3f, -0x1.64175p-3f, -0x1.0087bcp-3f, -0x1.7b10f6p-4f, -0x1.20890ap-4f, -0x1.c3c8ap-5f, -0x1.6a827cp-5f, -0x1.2906f6p-5f, -0x1.ef6bbap-6f, -0x1.a3636p-6f, -0x1.679466p-6f, -0x1.37b342p-6f, -0x1.10c7e6p-6f},
-    {-0x1.2538fp-2f, -0x1.ede5d4p-5f, 0x1.0870f6p-4f, 0x1.3c797cp-4f, 0x1.de4378p-5f, 0x1.453b68p-5f, 0x1.b4669p-6f, 0x1.2a232cp-6f, 0x1.a2e994p-7f, 0x1.2f351p-7f, 0x1.c336aep-8f, 0x1.583832p-8f, 0x1.0c474cp-8f, 0x1.a9fa7cp-9f, 0x1.57d54p-9f, 0x1.1991f2p-9f},
-    {0x1.e14d1p-4f, 0x1.16d4ap-3f, 0x1.1ed886p-5f, -0x1.0ca2aap-7f, -0x1.c7d3ecp-7f, -0x1.5b688cp-7f, -0x1.c93f4ep-8f, -0x1.2455bp-8f, -0x1.799496p-9f, -0x1.f3a1f8p-10f, -0x1.542278p-10f, -0x1.dc6976p-11f, -0x1.568d22p-11f, -0x1.f8596p-12f, -0x1.7b55e2p-12f, -0x1.22999cp-12f},
-    {0x1.6955cep-4f, -0x1.8c3362p-5f, -0x1.388258p-5f, -0x1.1ef0bcp-7f, 0x1.8e04bcp-11f, 0x1.03bb5ep-9f, 0x1.98bb86p-10f, 0x1.fe4fdap-11f, 0x1.4f385ep-11f, 0x1.8dea42p-12f, 0x1.085868p-12f, 0x1.1cc0bcp-13f, 0x1.7d22bap-14f, 0x1.7f4e2ap-14f, 0x1.1e4fa6p-14f, 0x1.2ac1c2p-15f},
-    {-0x1.f13bc6p-5f, -0x1.5de3c2p-6f, 0x1.e0eb74p-7f, 0x1.d690bcp-8f, 0x1.89e89ap-10f, -0x1.5bff56p-16f, -0x1.f292b8p-13f, -0x1.8bfcc4p-13f, -0x1.f761e4p-14f, -0x1.311b62p-14f, -0x1.68f42ap-15f, -0x1.b0d90ap-16f, -0x1.097564p-16f, -0x1.6e5c56p-17f, -0x1.aa6b46p-18f, -0x1.2311fap-18f},
-    {-0x1.5cd7a8p-6f, 0x1.92a162p-6f, 0x1.f23fccp-11f, -0x1.7e54a6p-9f, -0x1.82d5acp-10f, -0x1.07e814p-16f, -0x1.18e712p-13f, 0x1.cbbddep-13f, -0x1.b9621ap-13f, 0x1.4b0c1cp-16f, -0x1.ab8fcp-14f, 0x1.865214p-13f, 0x1.f7c578p-14f, -0x1.83d116p-13f, -0x1.6012bap-13f, 0x1.8fa952p-22f},
+    // tanh(t)/t = c0 + c1 u + ... + c5 u^5, u = t - (1.125 start - 1) (see math_tanh); entry
+    // 4 j + i holds t's interval i of [1, 3) in halves (j = 0), of [3, 7) in units (j = 1),
+    // [7, 9) (entry 8) and [9, 9.1] (9, repeated in 10 and 11), [0, 1) in quarters (j = 3).
+    // Least squares weighted by 10 Lawson steps toward the minimax error.
+    {0x1.5b74fcp-1f, 0x1.0bd158p-1f, 0x1.a7c2ecp-2f, 0x1.5aa49ap-2f, 0x1.2409dp-2f, 0x1.bab9c8p-3f, 0x1.642aacp-3f, 0x1.29e3e8p-3f, 0x1.fffffcp-4f, 0x1.9dd8fep-4f, 0x1.9dd8fep-4f, 0x1.9dd8fep-4f, 0x1.fd5992p-1f, 0x1.e5938cp-1f, 0x1.bc22bap-1f, 0x1.8b6966p-1f},
+    {-0x1.46372ap-2f, -0x1.dcc52ap-3f, -0x1.4785p-3f, -0x1.c87234p-4f, -0x1.497f3ep-4f, -0x1.7e37c4p-5f, -0x1.ef6bb8p-6f, -0x1.5aa026p-6f, -0x1.ffff82p-7f, 0x1.45e342p-8f, 0x1.45e342p-8f, 0x1.45e342p-8f, -0x1.511b56p-4f, -0x1.e82af2p-3f, -0x1.4c5166p-2f, -0x1.5ef5ap-2f},
+    {0x1.086f78p-4f, 0x1.3568ap-4f, 0x1.b44382p-5f, 0x1.17c484p-5f, 0x1.678c72p-6f, 0x1.47d6c8p-7f, 0x1.5832d6p-8f, 0x1.935056p-9f, 0x1.ffe9fcp-10f, 0x1.9b0488p-6f, 0x1.9b0488p-6f, 0x1.9b0488p-6f, -0x1.48b906p-2f, -0x1.c45a4p-3f, -0x1.63e296p-4f, 0x1.c304dep-7f},
+    {0x1.1ee29cp-5f, -0x1.4d6a7cp-7f, -0x1.b61c1ap-7f, -0x1.2bb338p-7f, -0x1.6dc718p-8f, -0x1.13fddap-9f, -0x1.dc3bc2p-11f, -0x1.d40aa4p-12f, -0x1.ffd712p-13f, 0x1.485cf4p-6f, 0x1.485cf4p-6f, 0x1.485cf4p-6f, 0x1.08915ep-4f, 0x1.3fb538p-3f, 0x1.2dc0b6p-3f, 0x1.69b974p-4f},
+    {-0x1.37dc8ep-5f, -0x1.bc9dc6p-8f, 0x1.9bfa6ap-10f, 0x1.f119ecp-10f, 0x1.49e3a2p-10f, 0x1.c359fep-12f, 0x1.3f88bep-13f, 0x1.0ca32ap-14f, 0x1.05cc38p-15f, 0x1.13191p-7f, 0x1.13191p-7f, 0x1.13191p-7f, 0x1.eaa8e8p-4f, 0x1.1d7a32p-5f, -0x1.52f9p-5f, -0x1.dd9588p-5f},
+    {0x1.deadbp-7f, 0x1.d68ffp-8f, 0x1.940768p-10f, -0x1.5eac6ep-14f, -0x1.c9ce04p-13f, -0x1.851b2p-14f, -0x1.1d05f2p-15f, -0x1.92cc2ep-17f, -0x1.051fb6p-18f, 0x1.6df40ap-10f, 0x1.6df40ap-10f, 0x1.6df40ap-10f, -0x1.34549cp-5f, -0x1.142d5ep-4f, -0x1.53411p-5f, -0x1.88d5dap-8f},
 };
 inline float ScalarMath::lookup(float index, uint32_t table) { return kLookupTables[table][float_bits(index) & 15]; }
 
@@ -711,31 +712,14 @@ V math_log(M& m, V x) {
 }
 
 // x h(|x|) for an odd function f with h(t) = f(t)/t, which is even, smooth and away from 0:
-// h is a piecewise polynomial over 16 intervals of width 2 `half` from 0 (the last stretched
-// to `t_max`, past which f rounds to +-1 or stays there), of `degree` in u = t - (the centre),
-// with coefficients that each lane takes from kLookupTables[c0_table + j] by its interval
-// (register permutes, no gather), so there is no branch to blend and f keeps its relative
-// accuracy near 0. Index and u are exact: adding 1.5 2^23 times the grid step (2 `half`) to
-// v = t - `half` rounds v to the grid, and the sum's low mantissa bits are the interval;
-// `last_centre` is the last interval's grid point, to which v's rounding is held when t_max
-// reaches past that interval. The last step, t c0 + (t u) q(u), rounds once on its large
-// term. Horner, not Estrin: Estrin's extra live values cost the GELU(tanh) pattern two of its
-// four lanes on AVX-512 and ran 15% slower there.
+// h is a piecewise polynomial over 16 intervals, of `degree` in u = t - (a point of the
+// interval), with coefficients that each lane takes from kLookupTables[c0_table + j] by its
+// interval k (register permutes, no gather), so there is no branch to blend and f keeps its
+// relative accuracy near 0. The last step, t c0 + (t u) q(u), rounds once on its large term.
+// Horner, not Estrin: Estrin's extra live values cost the GELU(tanh) pattern two of its four
+// lanes on AVX-512 and ran 15% slower there. Takes t, u and k.
 template <class M, class V>
-V odd_piecewise(M& m, const V& x, float t_max, float half, float last_centre, uint32_t c0_table, uint32_t degree) {
-    const float magic = 12582912.0f * 2.0f * half;     // 1.5 2^23, in units of the grid
-    V t = math_abs(m, x);
-    t = m.min(m.c(t_max), t);                          // operand order keeps NaN
-    V v = m.sub(t, m.c(half));
-    V s = t_max - half < last_centre + half ? v            // no stretched last interval
-                                            : m.min(m.c(last_centre + half * 0.96875f), v);
-    s = m.add(static_cast<V&&>(s), m.c(magic));
-    V k = m.lookup_index(s);
-    V w = m.sub(s, m.c(magic));
-    m.drop(s);
-    V u = m.sub(v, w);
-    m.drop(v);
-    m.drop(w);
+V odd_piecewise_polynomial(M& m, const V& x, V t, V u, V k, uint32_t c0_table, uint32_t degree) {
     V c = m.lookup(k, c0_table + degree);
     V q = m.lookup(k, c0_table + degree - 1);
     q = m.fma(static_cast<V&&>(c), u, static_cast<V&&>(q));
@@ -752,12 +736,53 @@ V odd_piecewise(M& m, const V& x, float t_max, float half, float last_centre, ui
     return m.copy_sign(static_cast<V&&>(r), x);        // r >= +0 or NaN
 }
 
-// tanh: odd_piecewise over [0, 8) in intervals half a unit wide, degree 6, the last interval
-// stretched to 9.1, where tanh rounds to 1 (h is smooth there: tanh's poles sit on the
-// imaginary axis). 1.1 ulp with FMA, 2.0 without. No exponential, no division and no branch:
-// the exp/division scheme it replaces cost ~27 operations and a ~50-cycle critical path.
+// odd_piecewise_polynomial over 16 intervals of width 2 `half` from 0 (the last stretched to
+// `t_max`, past which f rounds to +-1 or stays there), u = t - (the centre). Index and u are
+// exact: adding 1.5 2^23 times the grid step (2 `half`) to v = t - `half` rounds v to the
+// grid, and the sum's low mantissa bits are the interval; `last_centre` is the last
+// interval's grid point, to which v's rounding is held when t_max reaches past that interval.
 template <class M, class V>
-V math_tanh(M& m, const V& x) { return odd_piecewise(m, x, 9.1f, 0.25f, 7.5f, kTanhC0, 6); }
+V odd_piecewise(M& m, const V& x, float t_max, float half, float last_centre, uint32_t c0_table, uint32_t degree) {
+    const float magic = 12582912.0f * 2.0f * half;     // 1.5 2^23, in units of the grid
+    V t = math_abs(m, x);
+    t = m.min(m.c(t_max), t);                          // operand order keeps NaN
+    V v = m.sub(t, m.c(half));
+    V s = t_max - half < last_centre + half ? v            // no stretched last interval
+                                            : m.min(m.c(last_centre + half * 0.96875f), v);
+    s = m.add(static_cast<V&&>(s), m.c(magic));
+    V k = m.lookup_index(s);
+    V w = m.sub(s, m.c(magic));
+    m.drop(s);
+    V u = m.sub(v, w);
+    m.drop(v);
+    m.drop(w);
+    return odd_piecewise_polynomial(m, x, static_cast<V&&>(t), static_cast<V&&>(u), static_cast<V&&>(k), c0_table, degree);
+}
+
+// tanh: odd_piecewise_polynomial of degree 5 over the quarter binades of s = t + 1, with t
+// clamped to 9.1 (tanh rounds to 1 from 9.011 on): t in [0, 1) in steps of 1/4, [1, 3) of 1/2,
+// [3, 7) of 1, then [7, 9) and [9, 9.1]. Narrow intervals near 0, where tanh's poles at
+// +-i pi/2 are nearest, let degree 5 hold 2.8 ulp (a uniform grid of halves needs degree 6:
+// one permute and one FMA more, on the GELU(tanh) pattern's critical path). The interval is
+// the exponent's low 2 bits and the top 2 mantissa bits of s (bits 21-24: the permutes read
+// the low 4 bits, the table is laid out in that order); u = t - c with c = 1.125 start - 1,
+// start = s with the other mantissa bits cleared: c is exact, a point of t's interval, and
+// u is exact for t >= c/2 (every interval but the first, where t's rounding in u costs
+// nothing: h is flat there). s's own rounding can move t into the next interval by one ulp
+// of s, which the fits cover. 2.8 ulp with FMA and without.
+template <class M, class V>
+V math_tanh(M& m, const V& x) {
+    V t = math_abs(m, x);
+    t = m.min(m.c(9.1f), t);                           // operand order keeps NaN
+    V s = m.add(t, m.c(1.0f));
+    V k = m.lookup_index(m.shr_i(s, 21));
+    V start = m.and_(s, m.cb(0xffe00000u));
+    m.drop(s);
+    V c = m.fma(static_cast<V&&>(start), m.c(1.125f), m.c(-1.0f));
+    V u = m.sub(t, c);
+    m.drop(c);
+    return odd_piecewise_polynomial(m, x, static_cast<V&&>(t), static_cast<V&&>(u), static_cast<V&&>(k), kTanhC0, 5);
+}
 
 // sigmoid from exp(-|x|) so neither side overflows: 1/(1+e) or e/(1+e).
 template <class M, class V>
@@ -915,7 +940,8 @@ V times_one_plus(M& m, const V& r, const V& e, const V& t) {
 // loads). 90% of a 44.5 GB/s memcpy is 40 GB/s: 11 cycles per 16 floats in and out.
 //                      FP operations per 16 floats          lanes  measured in L2 (GB/s)
 //   GELU(erf) pattern  7 permutes + 24, no division           4     48 (was 24 with Juffa's erff)
-//   GELU(tanh) pattern 7 permutes + 25, no division           4     32 (was 24 with exp/div tanh)
+//   GELU(tanh) pattern 6 permutes + 24, no division           4     37 (was 24 with exp/div tanh,
+//                                                                     32 with 7 permutes + 25)
 //   Swish pattern      ~26 with a division (vscalefps scales)  4     40 (was 31)
 //   GeluErf op         ~87 with two divisions                  2     11
 // The patterns now sit near the FP pipes' throughput; one lane alone is latency-bound (a tile's
@@ -1353,7 +1379,7 @@ inline const OpInfo& op_info(SnippetOp op) {
         {"Add", 2, 0, 0}, {"Sub", 2, 0, 0}, {"Mul", 2, 0, 0}, {"Div", 2, 0, 0}, {"Max", 2, 0, 0},
         {"Min", 2, 0, 0}, {"Pow", 2, 0xffff, 0xffff}, {"PowerStatic", 1, 0xffff, 0xffff},
         {"Sqrt", 1, 0, 0}, {"Reciprocal", 1, 0, 0}, {"Abs", 1, 0, 0}, {"Neg", 1, 0, 0},
-        {"Exp", 1, 1, 1}, {"Log", 1, 1, 1}, {"Tanh", 1, 2, 3}, {"Sigmoid", 1, 3, 3}, {"Relu", 1, 0, 0},
+        {"Exp", 1, 1, 1}, {"Log", 1, 1, 1}, {"Tanh", 1, 3, 3}, {"Sigmoid", 1, 3, 3}, {"Relu", 1, 0, 0},
         {"Clip", 1, 0, 0}, {"Elu", 1, 3, 3}, {"Selu", 1, 4, 4}, {"Erf", 1, 2, 3},
         {"GeluErf", 1, 4, 4}, {"GeluTanh", 1, 4, 4}, {"HardSigmoid", 1, 1, 16384}, {"HardSwish", 1, 2, 2},
         {"LeakyRelu", 1, 0, 0}, {"PRelu", 2, 0, 0}, {"Softplus", 1, 3, 3}, {"Softsign", 1, 2, 2},
