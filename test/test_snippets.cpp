@@ -830,6 +830,58 @@ TEST_CASE("snippets: spilling happens under register pressure and stays exact") 
 using reference_math::reference;
 using reference_math::ulp_error;
 
+// math_tanh picks its polynomial by the quarter binade of |x| + 1, and that sum rounds: just
+// below an interval's lower edge t + 1 can round up into the next interval. The 64 floats on
+// each side of every edge (both signs), the clamp at 9.1, where tanh rounds to 1, tiny and
+// special values: within the bound of double tanh, and the same bits as the interpreter.
+TEST_CASE("snippets: tanh at every edge of its intervals") {
+    const float edges[] = {0.25f, 0.5f, 0.75f, 1.0f, 1.5f, 2.0f, 2.5f, 3.0f, 4.0f, 5.0f, 6.0f, 7.0f, 9.0f, 9.1f, 9.010914f};
+    std::vector<float> in;
+    for (float edge : edges) {
+        float below = edge, above = edge;
+        for (int i = 0; i < 64; ++i) {
+            below = std::nextafter(below, 0.0f);
+            above = std::nextafter(above, 100.0f);
+            for (float v : {below, above}) { in.push_back(v); in.push_back(-v); }
+        }
+        in.push_back(edge);
+        in.push_back(-edge);
+    }
+    for (float v : {1e-45f, 1e-38f, 1e-30f, 1e-10f, 1e-4f, 0.125f, 20.0f, 3.4e38f}) { in.push_back(v); in.push_back(-v); }
+    const size_t finite = in.size();
+    for (float v : {0.0f, -0.0f, INFINITY, -INFINITY, NAN}) in.push_back(v);
+    const Isa isa = target();
+    Built b;
+    build_op(&b.body, SnippetOp::Tanh, {{(int64_t)in.size()}});
+    std::vector<float> out(in.size()), ref(in.size());
+    Snippet jit, interpreter;
+    SnippetOptions options;
+    options.isa = isa;
+    REQUIRE(jit.compile(b.body, options) == Status::Ok);
+    options.isa = Isa::Ref;
+    options.reference_fma = isa_uses_fma(isa);
+    REQUIRE(interpreter.compile(b.body, options) == Status::Ok);
+    const float* ins[] = {in.data()};
+    float* outs[] = {out.data()};
+    float* refs[] = {ref.data()};
+    REQUIRE(jit.run(ins, outs) == Status::Ok);
+    REQUIRE(interpreter.run(ins, refs) == Status::Ok);
+    double worst = 0;
+    for (size_t i = 0; i < in.size(); ++i) {
+        INFO("x = " << in[i] << " (" << std::string(isa_name(isa)) << ")");
+        CHECK(same(out[i], ref[i]));
+        if (i < finite) worst = std::max(worst, ulp_error(out[i], std::tanh((double)in[i])));
+    }
+    CHECK(worst <= snippet_op_ulp_bound(SnippetOp::Tanh, isa_uses_fma(isa)));
+    const size_t k = finite;
+    CHECK(out[k] == 0.0f); CHECK(!std::signbit(out[k]));
+    CHECK(out[k + 1] == 0.0f); CHECK(std::signbit(out[k + 1]));
+    CHECK(out[k + 2] == 1.0f);
+    CHECK(out[k + 3] == -1.0f);
+    CHECK(std::isnan(out[k + 4]));
+    CHECK(std::fabs(out[finite - 1]) == 1.0f);  // -3.4e38
+}
+
 TEST_CASE("snippets: accuracy of every approximation against double precision") {
     struct Sweep { SnippetOp op; float lo, hi; };
     // The GELU sweeps reach far into the tail where the results are denormal.
