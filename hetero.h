@@ -1374,6 +1374,7 @@ struct RollbackContext {
     uint32_t* external_pred_count = nullptr;
     uint32_t* external_pred_seen = nullptr;
     NodeId* representative = nullptr;
+    DeviceId* affinity = nullptr;  // per node: the graph's, dense for the growth's neighbour scans
     bool out_of_memory = false;
     bool any_keep_apart = false;  // else the per-merge keep-apart scan is skipped
 
@@ -1422,6 +1423,8 @@ struct RollbackContext {
     bool committed(NodeId x) const { return builder.subgraph_of[x] != kUnplaced; }
     bool blocked(NodeId x) const { return rejected[x] == growth || committed(x); }
 
+    // Its arguments are evaluated even when tracing is off, so the growth's call sites test
+    // options.trace first: name() reads the node, a cache miss per merge.
     void trace(const char* format, ...)
 #if defined(__GNUC__)
         __attribute__((format(printf, 2, 3)))
@@ -1449,6 +1452,9 @@ struct RollbackContext {
 
     Status init() {
         any_keep_apart = graph.has_keep_apart();
+        affinity = arena->allocate_array<DeviceId>(n);
+        if (!affinity) return Status::OutOfMemory;
+        for (NodeId x = 0; x < n; ++x) affinity[x] = graph.node(x).affinity;
         in_s = fill_array<uint32_t>(arena, n, 0);
         rejected = fill_array<uint32_t>(arena, n, 0);
         s_list = arena->allocate_array<NodeId>(n);
@@ -1747,7 +1753,7 @@ struct RollbackContext {
         rejected_list[rejected_count++] = v;
         s_bits[v / 64] &= ~(1ull << (v % 64));
         why_rejected[v] = Placement{PlacementReason::CycleThrough, via};
-        trace("  rollback %s: self-reference through %s\n", name(v), name(via));
+        if (options.trace) trace("  rollback %s: self-reference through %s\n", name(v), name(via));
         return naive_violation();
     }
 
@@ -1777,7 +1783,7 @@ struct RollbackContext {
             rejected[v] = growth;
             rejected_list[rejected_count++] = v;
             why_rejected[v] = Placement{PlacementReason::CycleThrough, witness};
-            trace("  rollback %s: self-reference through %s\n", name(v), name(witness));
+            if (options.trace) trace("  rollback %s: self-reference through %s\n", name(v), name(witness));
             uint32_t up_v = reach_of[0].value[v], down_v = reach_of[1].value[v];
             uint32_t t = up_v > down_v ? up_v : down_v;
             if (t < suffix_threshold) { suffix_threshold = t; suffix_witness = v; }
@@ -1845,7 +1851,7 @@ struct RollbackContext {
             TESSEL_ASSERT(none == kNoNode);
             (void)none;
         }
-        trace("  select root %s\n", name(root));
+        if (options.trace) trace("  select root %s\n", name(root));
         stack[stack_size++] = Frame{root, 0};
         while (stack_size) {
             Frame& frame = stack[stack_size - 1];
@@ -1861,28 +1867,28 @@ struct RollbackContext {
             const uint32_t k = reject_sweep ? frame.next : frame.next - degree;
             NodeId next = k < succ.size ? succ[k] : pred[k - succ.size];
             ++frame.next;
-            if (reject_sweep != (graph.node(next).affinity != device)) continue;
+            if (reject_sweep != (affinity[next] != device)) continue;
             if (in_s[next] == growth || rejected[next] == growth || committed(next)) continue;
             NodeId violation_via;
-            if (graph.node(next).affinity != device) {
+            if (affinity[next] != device) {
                 reject(next, Placement{PlacementReason::CycleThrough, kNoNode});
                 violation_via = check_after_reject(next);
-                trace("  failed to merge %s: other device%s\n", name(next),
+                if (options.trace) trace("  failed to merge %s: other device%s\n", name(next),
                       violation_via == kNoNode ? "" : ", self-reference found");
             } else {
                 NodeId partner = any_keep_apart ? keep_apart_partner_in_s(next) : kNoNode;
                 if (partner != kNoNode) {
                     reject(next, Placement{PlacementReason::KeepApart, partner});
                     violation_via = check_after_reject(next);
-                    trace("  failed to merge %s: keep apart from %s%s\n", name(next), name(partner),
+                    if (options.trace) trace("  failed to merge %s: keep apart from %s%s\n", name(next), name(partner),
                           violation_via == kNoNode ? "" : ", self-reference found");
                 } else if (NodeId via = naive ? kNoNode : blocked_neighbour_on_cycle(next); via != kNoNode) {
-                    trace("  merge %s\n  rollback %s: self-reference through %s\n", name(next), name(next), name(via));
+                    if (options.trace) trace("  merge %s\n  rollback %s: self-reference through %s\n", name(next), name(next), name(via));
                     reject(next, Placement{PlacementReason::CycleThrough, via});
                     violation_via = check_after_reject(next);
                 } else {
                     add_to_s(next);
-                    trace("  merge %s\n", name(next));
+                    if (options.trace) trace("  merge %s\n", name(next));
                     violation_via = check_after_merge(next);
                     if (violation_via == kNoNode) stack[stack_size++] = Frame{next, 0};
                 }
@@ -2034,7 +2040,7 @@ struct RollbackContext {
     }
     bool store_candidate(NodeId root, DeviceId device) {
         uint32_t rejections = 0;
-        for (uint32_t k = 0; k < rejected_count; ++k) rejections += graph.node(rejected_list[k]).affinity == device;
+        for (uint32_t k = 0; k < rejected_count; ++k) rejections += affinity[rejected_list[k]] == device;
         if (pool_size + s_count > pool_capacity || rejection_size + rejections > rejection_capacity)
             if (!compact(s_count, rejections)) return false;
         Cached& entry = cache[root];
@@ -2050,7 +2056,7 @@ struct RollbackContext {
         for (uint32_t i = 0; i < s_count; ++i) pool[pool_size++] = s_list[i];
         for (uint32_t k = 0; k < rejected_count; ++k) {
             NodeId x = rejected_list[k];
-            if (graph.node(x).affinity == device) rejection_pool[rejection_size++] = Rejection{x, why_rejected[x]};
+            if (affinity[x] == device) rejection_pool[rejection_size++] = Rejection{x, why_rejected[x]};
         }
         if (!naive) {
             update_window(entry);
