@@ -39,8 +39,9 @@
    registers, when the values fit 6 registers unspilled: 4 when a lane needs at most 8
    registers, 3 up to 10 (beyond 4 MiB: 3 up to 8, else 2); 3 or 4 lanes run as a software
    pipeline, lane k k/lanes of a tile ahead (emit_pipelined_tiles), 2 in lockstep; the most
-   used constants are pinned, loaded once, in the registers no lane uses (x86, a counting
-   pass over one tile); outputs above the last-level cache use non-temporal stores,
+   used constants are pinned, loaded once, in the registers no lane uses (x86: a counting
+   pass over one tile; NEON: over the whole kernel, caller-saved registers unless it saves
+   d8-d15 anyway); outputs above the last-level cache use non-temporal stores,
    SnippetOptions::lanes and streaming_stores override) through the target's jitter table;
    emit_kernel_a64 for NEON (per row: 4-float tiles with post-incremented ldr/str q, ld1r
    broadcasts, a scalar peel and tail).
@@ -292,6 +293,7 @@ struct SnippetStats {
     uint32_t instructions = 0;       // lowered instructions
     uint32_t registers_used = 0;     // distinct vector registers holding values
     uint32_t scratch_registers = 0;  // most temporaries live at once inside one operation
+    uint32_t pinned_constants = 0;   // constants held in registers for the whole kernel (loaded once, not per use)
     uint32_t spilled_values = 0;
     uint32_t saved_vector_registers = 0;  // Neon: callee-saved d8-d15 the kernel saves (0 or 8)
     uint32_t code_size = 0;          // bytes of code and data
@@ -2332,6 +2334,7 @@ struct EmitContextBase {
         for (uint32_t r = 0; r < 32; ++r) {
             m.pool[r] = r >= allocatable && r < vector_registers;
             if (r < allocatable) m.pool[r] = holder_until[r] < (int32_t)i;
+            if (m.pinned >> r & 1) m.pool[r] = false;   // a pinned constant is never written
         }
     }
     void defined(uint32_t i) {
@@ -2653,7 +2656,7 @@ inline Status emit_kernel(Program* p, Isa isa, uint32_t allocatable, uint32_t la
                           uint32_t argument_count, bool emit_only, void** kernel, uint32_t* code_size,
                           uint32_t* scratch_peak, char* error, size_t error_size, void* zone = nullptr, size_t zone_bytes = 0,
                           bool pin_constants = true, uint32_t max_lanes = 0, uint32_t* lanes_out = nullptr,
-                          Arena* arena = nullptr, bool beyond_caches = false) {
+                          Arena* arena = nullptr, bool beyond_caches = false, uint32_t* pinned_out = nullptr) {
     using namespace asmjit;
     // Counting pass: one vector tile assembled aside gives the registers a lane needs and the
     // memory-operand uses of each constant; the most used constants then get the vector
@@ -2869,9 +2872,11 @@ inline Status emit_kernel(Program* p, Isa isa, uint32_t allocatable, uint32_t la
     }
     *scratch_peak = e.m.peak;
     if (lanes_out) *lanes_out = lanes;
+    if (pinned_out) *pinned_out = pin_count;
     if (e.m.failed && (pin_count || max_lanes > 2))   // too few temporaries left: without pinning, two lanes
         return emit_kernel(p, isa, allocatable, lanes > 2 ? 2 : lanes, streaming, argument_count, emit_only, kernel,
-                           code_size, scratch_peak, error, error_size, nullptr, 0, false, 0, lanes_out);   // `zone` is this call's
+                           code_size, scratch_peak, error, error_size, nullptr, 0, false, 0, lanes_out, nullptr, false,
+                           pinned_out);   // `zone` is this call's
     if (e.m.failed) {
         std::snprintf(error, error_size, "emit: out of scratch registers or constants");
         return Status::LimitExceeded;
@@ -2917,6 +2922,14 @@ struct JitMathA64 {
     uint32_t peak = 0;               // most scratch registers in use at once
     uint32_t touched = 0;            // allocator registers the code uses (bit per number)
     bool table_registers = true;     // Program::neon_table_registers
+    // Constants pinned in registers for the whole kernel, loaded once before the first row:
+    // a slot's register, or -1 for a constant loaded where it is used. A pinned register is
+    // never in the scratch pool, so no operation writes it. const_uses counts the loads of
+    // each constant in the counting pass (emit_kernel_a64).
+    int16_t const_reg[256];
+    uint32_t pinned = 0;             // bit r: allocator register r holds a pinned constant
+    uint16_t* const_uses = nullptr;
+    JitMathA64() { for (int16_t& r : const_reg) r = -1; }
 
     static uint32_t physical(int r) { return r < 8 ? (uint32_t)r : r < 24 ? (uint32_t)r + 8 : (uint32_t)r - 16; }
     a64::Vec v4(int r) { touched |= 1u << r; return a64::v(physical(r)).s4(); }
@@ -2944,14 +2957,20 @@ struct JitMathA64 {
     V fresh() { return V(this, alloc(), -1); }
     void drop(V& v) { v.release(); }
     bool fused_fma() const { return true; }
-    V c(float v) { return V(this, -1, constant_slot(float_bits(v))); }
-    V cb(uint32_t b) { return V(this, -1, constant_slot(b)); }
+    V constant_value(int slot) { return V(this, const_reg[slot], slot); }
+    V c(float v) { return constant_value(constant_slot(float_bits(v))); }
+    V cb(uint32_t b) { return constant_value(constant_slot(b)); }
 
-    // NEON has no memory operands: a constant is loaded (16 bytes, one slot) where it is used.
+    // NEON has no memory operands: a constant not pinned is loaded (16 bytes, one slot) where
+    // it is used.
     void move(int d, const V& v) {
         if (v.reg == d) return;
-        if (v.reg >= 0) a->mov(v16(d), v16(v.reg));
-        else a->ldr(q(d), a64::ptr(data_base(), v.constant * 16));
+        if (v.reg >= 0) {
+            a->mov(v16(d), v16(v.reg));
+        } else {
+            if (const_uses) ++const_uses[v.constant];
+            a->ldr(q(d), a64::ptr(data_base(), v.constant * 16));
+        }
     }
     V in_reg(const V& v) {
         if (v.reg >= 0) return v;
@@ -3130,7 +3149,7 @@ struct EmitContextA64 : EmitContextBase<JitMathA64> {
     }
     JitMathA64::V value(uint32_t v) {
         const Lir& l = p->code[v];
-        if (l.kind == LirKind::Constant) return JitMathA64::V(&m, -1, (int)l.index);
+        if (l.kind == LirKind::Constant) return m.constant_value((int)l.index);
         if (l.reg >= 0) return JitMathA64::V(&m, l.reg, -1);
         JitMathA64::V t = m.fresh();
         m.a->ldr(m.q(t.reg), slot(l.slot));
@@ -3193,7 +3212,7 @@ inline const JitterTableA64* jitter_table_a64() {
 // by their post-increments, so the row step adds stride - n*4 to them (stride to the others).
 inline Status assemble_a64(asmjit::CodeHolder* code, asmjit::ErrorHandler* handler, Program* p, uint32_t allocatable,
                            uint32_t argument_count, bool save_high, bool validate, uint32_t* touched,
-                           uint32_t* scratch_peak) {
+                           uint32_t* scratch_peak, const int16_t* const_reg = nullptr, uint16_t* const_uses = nullptr) {
     using namespace asmjit;
     code->init(Environment(Arch::kAArch64));
     code->setErrorHandler(handler);
@@ -3212,6 +3231,10 @@ inline Status assemble_a64(asmjit::CodeHolder* code, asmjit::ErrorHandler* handl
     e.m.constant_kinds = p->constant_kinds;
     e.m.constant_count = &p->constant_count;
     e.m.table_registers = p->neon_table_registers;
+    e.m.const_uses = const_uses;
+    if (const_reg)
+        for (uint32_t k = 0; k < 256; ++k)
+            if (const_reg[k] >= 0) { e.m.const_reg[k] = const_reg[k]; e.m.pinned |= 1u << const_reg[k]; }
     const uint32_t gp[11] = {4, 5, 6, 7, 9, 10, 11, 12, 13, 14, 15};
     e.slot_base = (int32_t)cold_bytes;
     for (uint32_t i = 0, next = 0, k = 0; i < kSnippetMaxArgs; ++i) {
@@ -3246,6 +3269,8 @@ inline Status assemble_a64(asmjit::CodeHolder* code, asmjit::ErrorHandler* handl
     Label data = a.newLabel(), row = a.newLabel(), loop = a.newLabel(), tail = a.newLabel(), scalar = a.newLabel(),
           done = a.newLabel();
     a.adr(e.m.data_base(), data);
+    for (uint32_t k = 0; k < 256; ++k)   // pinned constants: every slot used is below constant_count
+        if (e.m.const_reg[k] >= 0) a.ldr(e.m.q(e.m.const_reg[k]), a64::ptr(e.m.data_base(), (int32_t)(k * 16)));
     a.bind(row);
     emit_row_invariants(e);
     a.mov(a64::x8, a64::x1);
@@ -3328,25 +3353,68 @@ inline Status assemble_a64(asmjit::CodeHolder* code, asmjit::ErrorHandler* handl
 
 inline Status emit_kernel_a64(Program* p, uint32_t allocatable, uint32_t argument_count, bool emit_only, void** kernel,
                               uint32_t* code_size, uint32_t* scratch_peak, uint32_t* saved_registers, char* error,
-                              size_t error_size) {
+                              size_t error_size, uint32_t* pinned_out = nullptr) {
     using namespace asmjit;
-    // Pass one learns whether v8-v15 are used; if so pass two assembles with d8-d15 saved.
     uint32_t touched = 0;
+    const uint32_t constants_before = p->constant_count;
+    // Counting pass: the kernel without pinned constants counts each constant's loads; the
+    // most used then get the registers that pass left untouched, loaded once before the
+    // first row instead of once per use. Every pass creates the same constants in the same
+    // order, so the slots agree.
+    int16_t const_reg[256];
+    for (int16_t& r : const_reg) r = -1;
+    uint32_t pinned = 0;
+    {
+        uint16_t uses[256] = {};
+        ErrorRecorder counting_recorder;
+        CodeHolder counting;
+        uint32_t counting_peak = 0;
+        Status counted = assemble_a64(&counting, &counting_recorder, p, allocatable, argument_count, false, false, &touched,
+                                      &counting_peak, nullptr, uses);
+        p->constant_count = constants_before;
+        // v8-v15 (allocator registers 24-31) only when the kernel saves d8-d15 anyway.
+        const int last = touched & 0xff000000u ? 32 : 24;
+        for (int r = 0; r < last && counted == Status::Ok && counting_recorder.first == kErrorOk; ++r) {
+            if (touched >> r & 1) continue;
+            int best = -1;  // most loads; ties: lowest slot
+            for (uint32_t k = 0; k < 256; ++k)
+                if (uses[k] && (best < 0 || uses[k] > uses[best])) best = (int)k;
+            if (best < 0) break;
+            const_reg[best] = (int16_t)r;
+            pinned |= 1u << r;
+            uses[best] = 0;
+        }
+    }
+    // Pass one learns whether v8-v15 are used; if so pass two assembles with d8-d15 saved.
+    // With pinned constants the scratch pool is smaller: if it runs out, again without.
     ErrorRecorder first_recorder, recorder;
     CodeHolder first, second;
-    CodeHolder* code = &first;
-    ErrorRecorder* used = &first_recorder;
-    uint32_t constants_before = p->constant_count;
-    Status s = assemble_a64(&first, &first_recorder, p, allocatable, argument_count, false, emit_only, &touched,
-                            scratch_peak);
-    *saved_registers = 0;
-    if (s == Status::Ok && first_recorder.first == kErrorOk && (touched & 0xff000000u)) {
-        *saved_registers = 8;
-        p->constant_count = constants_before;   // the same constants again, in the same order
-        code = &second;
-        used = &recorder;
-        s = assemble_a64(&second, &recorder, p, allocatable, argument_count, true, emit_only, &touched, scratch_peak);
+    CodeHolder* code;
+    ErrorRecorder* used;
+    Status s;
+    for (;;) {
+        code = &first;
+        used = &first_recorder;
+        s = assemble_a64(&first, &first_recorder, p, allocatable, argument_count, false, emit_only, &touched,
+                         scratch_peak, const_reg);
+        *saved_registers = 0;
+        if (s == Status::Ok && first_recorder.first == kErrorOk && (touched & 0xff000000u)) {
+            *saved_registers = 8;
+            p->constant_count = constants_before;   // the same constants again, in the same order
+            code = &second;
+            used = &recorder;
+            s = assemble_a64(&second, &recorder, p, allocatable, argument_count, true, emit_only, &touched, scratch_peak,
+                             const_reg);
+        }
+        if (s != Status::LimitExceeded || !pinned) break;
+        for (int16_t& r : const_reg) r = -1;
+        pinned = 0;
+        p->constant_count = constants_before;
+        first.reset();
+        second.reset();
+        first_recorder.first = recorder.first = kErrorOk;
     }
+    if (pinned_out) *pinned_out = (uint32_t)__builtin_popcount(pinned);
     if (s == Status::LimitExceeded) {
         std::snprintf(error, error_size, "emit: out of scratch registers, constants or spill slots");
         return s;
@@ -3657,13 +3725,15 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
         uint32_t scratch_peak = 0;
         uint32_t saved_registers = 0;
         uint32_t emitted_lanes = lanes;
+        uint32_t pinned = 0;
         s = isa == Isa::Neon ? detail::emit_kernel_a64(&program, allocatable, params + results, emit_only, &kernel_,
-                                                       &code_size, &scratch_peak, &saved_registers, error_, sizeof error_)
+                                                       &code_size, &scratch_peak, &saved_registers, error_, sizeof error_, &pinned)
                              : detail::emit_kernel(&program, isa, allocatable, lanes, streaming, params + results, emit_only, &kernel_,
                                                    &code_size, &scratch_peak, error_, sizeof error_, zone, zone ? kZoneBytes : 0,
                                                    true, options.lanes ? (options.lanes > 4 ? 4u : options.lanes) : max_lanes,
-                                                   &emitted_lanes, &scratch, options.lanes == 0 && beyond_caches);
+                                                   &emitted_lanes, &scratch, options.lanes == 0 && beyond_caches, &pinned);
         stats_.scratch_registers = scratch_peak;
+        stats_.pinned_constants = pinned;
         stats_.saved_vector_registers = saved_registers;
         if (s == Status::LimitExceeded && allocatable > 1) {
             allocatable = allocatable > 3 ? allocatable - 2 : 1;

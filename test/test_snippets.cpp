@@ -1601,6 +1601,31 @@ TEST_CASE("snippets: every op assembles for neon on any host (emit only, a64 val
     CHECK(s.compile(b.body, options) == Status::Unsupported);
 }
 
+TEST_CASE("snippets: constants stay in registers for the whole kernel (pinned), on NEON too") {
+    // GELU(tanh) as the bench builds it: 4 scalars of its own and the tanh's constants.
+    Built b;
+    int64_t shape[] = {67};
+    ValueId x, k, t, x3;
+    auto scalar = [&](float v) { ValueId id; REQUIRE(b.body.scalar(v, &id) == Status::Ok); return id; };
+    auto binary = [&](SnippetOp op, ValueId l, ValueId r) { ValueId id; REQUIRE(b.body.binary(op, l, r, &id) == Status::Ok); return id; };
+    REQUIRE(b.body.parameter(shape, &x) == Status::Ok);
+    x3 = binary(SnippetOp::Mul, binary(SnippetOp::Mul, x, x), x);
+    t = binary(SnippetOp::Add, binary(SnippetOp::Mul, x3, scalar(0.044715f)), x);
+    k = binary(SnippetOp::Mul, t, scalar(0.7978845608f));
+    REQUIRE(b.body.unary(SnippetOp::Tanh, k, &t) == Status::Ok);
+    t = binary(SnippetOp::Mul, binary(SnippetOp::Add, t, scalar(1.0f)), x);
+    REQUIRE(b.body.result(binary(SnippetOp::Mul, t, scalar(0.5f))) == Status::Ok);
+    SnippetStats st = check_assembles(b.body, Isa::Neon);
+    CHECK(st.pinned_constants >= 8);
+    CHECK(st.saved_vector_registers == 8);   // the tanh's tables use v12-v15 anyway
+    // Few free registers: the NEON kernel pins fewer constants, or none, and still assembles.
+    for (uint32_t registers : {1u, 3u}) check_assembles(b.body, Isa::Neon, registers);
+    // Run where the target exists (NEON under qemu-aarch64): the same bits as the interpreter.
+    const Isa isa = target();
+    std::vector<float> xv = random_values(67, 59);
+    check_against_interpreter(b.body, {xv}, {67}, isa);
+}
+
 #if defined(__aarch64__) && defined(__GNUC__) && !defined(__clang__)   // GCC explicit register variables
 namespace {
 // Runs the snippet with known values in d8-d15; the compiler keeps them there across the
