@@ -1874,14 +1874,14 @@ struct RollbackContext {
                 reject(next, Placement{PlacementReason::CycleThrough, kNoNode});
                 violation_via = check_after_reject(next);
                 if (options.trace) trace("  failed to merge %s: other device%s\n", name(next),
-                      violation_via == kNoNode ? "" : ", self-reference found");
+                                         violation_via == kNoNode ? "" : ", self-reference found");
             } else {
                 NodeId partner = any_keep_apart ? keep_apart_partner_in_s(next) : kNoNode;
                 if (partner != kNoNode) {
                     reject(next, Placement{PlacementReason::KeepApart, partner});
                     violation_via = check_after_reject(next);
                     if (options.trace) trace("  failed to merge %s: keep apart from %s%s\n", name(next), name(partner),
-                          violation_via == kNoNode ? "" : ", self-reference found");
+                                             violation_via == kNoNode ? "" : ", self-reference found");
                 } else if (NodeId via = naive ? kNoNode : blocked_neighbour_on_cycle(next); via != kNoNode) {
                     if (options.trace) trace("  merge %s\n  rollback %s: self-reference through %s\n", name(next), name(next), name(via));
                     reject(next, Placement{PlacementReason::CycleThrough, via});

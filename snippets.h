@@ -1712,6 +1712,15 @@ inline bool data_slot(uint32_t* constants, uint8_t* kinds, uint32_t* count, uint
     return true;
 }
 
+// The constant slot with the most uses counted (ties: the lowest), -1 when none is left:
+// the next one to pin in a register.
+inline int most_used_constant(const uint16_t* uses) {
+    int best = -1;
+    for (int k = 0; k < 256; ++k)
+        if (uses[k] && (best < 0 || uses[k] > uses[best])) best = k;
+    return best;
+}
+
 // Scalars get a slot in the data section (deduplicated by bits).
 inline Status scalars_to_data_section(Program* p) {
     for (uint32_t i = 0; i < p->count; ++i) {
@@ -2710,10 +2719,8 @@ inline Status emit_kernel(Program* p, Isa isa, uint32_t allocatable, uint32_t la
         }
         if (!c.m.failed && need < lane_registers) {
             uint32_t free_registers = (isa == Isa::Avx512 ? 32 : 16) - need * lanes;
-            while (pin_count < free_registers) {       // most used first; ties: lowest slot
-                int best = -1;
-                for (uint32_t k = 0; k < p->constant_count; ++k)
-                    if (uses[k] && (best < 0 || uses[k] > uses[best])) best = (int)k;
+            while (pin_count < free_registers) {
+                const int best = most_used_constant(uses);
                 if (best < 0) break;
                 pin_slot[pin_count++] = (int16_t)best;
                 uses[best] = 0;
@@ -3376,9 +3383,7 @@ inline Status emit_kernel_a64(Program* p, uint32_t allocatable, uint32_t argumen
         const int last = touched & 0xff000000u ? 32 : 24;
         for (int r = 0; r < last && counted == Status::Ok && counting_recorder.first == kErrorOk; ++r) {
             if (touched >> r & 1) continue;
-            int best = -1;  // most loads; ties: lowest slot
-            for (uint32_t k = 0; k < 256; ++k)
-                if (uses[k] && (best < 0 || uses[k] > uses[best])) best = (int)k;
+            const int best = most_used_constant(uses);
             if (best < 0) break;
             const_reg[best] = (int16_t)r;
             pinned |= 1u << r;
