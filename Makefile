@@ -94,8 +94,8 @@ test:
 	@$(MAKE) --no-print-directory -k test-host test-arm test-examples; status=$$?; \
 	 scripts/summary.sh build/results $$status; exit $$status
 
-# Fits snippets.h's tanh table again; --check (in test-host) compares it with the header's.
-build/fit_tanh: tools/fit_tanh.cpp $(HEADERS) | deps
+# Fits snippets.h's piecewise tables again; --check (in test-host) compares them with the header's.
+build/fit_tables: tools/fit_tables.cpp $(HEADERS) | deps
 	@mkdir -p $(@D)
 	$(CXX) $(CXXFLAGS_LIB) $(OPT) $< -o $@ -lpthread
 
@@ -104,12 +104,12 @@ build/nojit-check: test/nojit/check.cpp $(HEADERS) | deps
 	@mkdir -p $(@D)
 	$(CXX) $(CXXFLAGS_LIB) $(OPT) $< -o $@ -lpthread
 
-test-host: build/tests build/tessel build/nojit-check build/conformance build/fit_tanh
+test-host: build/tests build/tessel build/nojit-check build/conformance build/fit_tables
 	@for isa in $(HOST_ISAS); do \
 	   scripts/run-check.sh host-$$isa env TESSEL_ISA=$$isa build/tests || exit 1; \
 	 done
 	@scripts/run-check.sh no-jit build/nojit-check
-	@scripts/run-check.sh fit-tanh build/fit_tanh --check
+	@scripts/run-check.sh fit-tables build/fit_tables --check
 	@for h in $(HEADERS); do \
 	   scripts/run-check.sh header-alone-$$h $(CXX) $(HEADER_CHECK) -x c++ $$h || exit 1; \
 	   scripts/run-check.sh header-alone-impl-$$h $(CXX) $(HEADER_CHECK) -DTESSEL_IMPLEMENTATION -x c++ $$h || exit 1; \

@@ -67,11 +67,12 @@
    comparisons, Select. Transcendentals are gather-free: Cephes-style polynomials (exp with a
    compensated last step, log), Tanh and Erf as x h(|x|) with h piecewise polynomial over 16
    intervals whose coefficients each lane takes from a 16-entry table by a register permute
-   (vpermps, pshufb, tbl/tbx; kLookupTables), N. Juffa's erfcf scheme for the GeluErf op
-   (x/2 erfc(-x/sqrt2) with the argument in two parts), GELU(tanh) as x sigmoid(v) with v in
-   two parts; tails that underflow are carried scaled by 2^64 to the last multiplication, and
-   targets without FMA use Dekker's exact products where a residual cancels. Measured bounds
-   (exp 0.8, log 0.8, tanh 2.8, sigmoid 2.3, erf 1.1, GELU 3.5 and 3.9 ulp) are published by
+   (vpermps, pshufb, tbl/tbx; kLookupTables), the GeluErf op as x Phi(x) with Phi(-|x|) =
+   exp(-x^2/2) R(|x|), R from such a table and x^2 in two parts, GELU(tanh) as x sigmoid(v)
+   with v in two parts; tails that underflow are carried scaled by 2^64 to the last
+   multiplication, and targets without FMA use Dekker's exact products where a residual
+   cancels. Measured bounds (exp 0.8, log 0.8, tanh 2.8, sigmoid 2.3, erf 1.1, GELU 2.9 and
+   3.9 ulp) are published by
    snippet_op_ulp_bound(). The interpreter keeps every product rounded on its own (no FMA
    contraction by the compiler), whatever -march or -ffp-contract it is built with.
 
@@ -573,6 +574,7 @@ struct ScalarMath {
 enum LookupTable : uint32_t {
     kErfC0, kErfC1, kErfC2, kErfC3, kErfC4, kErfC5,
     kTanhC0, kTanhC1, kTanhC2, kTanhC3, kTanhC4, kTanhC5,
+    kGeluC0, kGeluC1, kGeluC2, kGeluC3, kGeluC4, kGeluC5,
     kLookupTableCount
 };
 alignas(64) inline constexpr float kLookupTables[kLookupTableCount][16] = {
@@ -586,7 +588,7 @@ alignas(64) inline constexpr float kLookupTables[kLookupTableCount][16] = {
     // tanh(t)/t = c0 + c1 u + ... + c5 u^5, u = t - (1.125 start - 1) (see math_tanh); entry
     // 4 j + i holds t's interval i of [1, 3) in halves (j = 0), of [3, 7) in units (j = 1),
     // [7, 9) (entry 8) and [9, 9.1] (9, repeated in 10 and 11), [0, 1) in quarters (j = 3).
-    // Least squares weighted by 10 Lawson steps toward the minimax error: tools/fit_tanh.cpp
+    // Least squares weighted by 10 Lawson steps toward the minimax error: tools/fit_tables.cpp
     // fits these rows again, and `make test` checks that they are its fit.
     {0x1.5b74fcp-1f, 0x1.0bd158p-1f, 0x1.a7c2ecp-2f, 0x1.5aa49ap-2f, 0x1.2409dp-2f, 0x1.bab9c8p-3f, 0x1.642aacp-3f, 0x1.29e3e8p-3f, 0x1.fffffcp-4f, 0x1.9dd8fep-4f, 0x1.9dd8fep-4f, 0x1.9dd8fep-4f, 0x1.fd5992p-1f, 0x1.e5938cp-1f, 0x1.bc22bap-1f, 0x1.8b6966p-1f},
     {-0x1.46372ap-2f, -0x1.dcc52ap-3f, -0x1.4785p-3f, -0x1.c87234p-4f, -0x1.497f3ep-4f, -0x1.7e37c4p-5f, -0x1.ef6bb8p-6f, -0x1.5aa026p-6f, -0x1.ffff82p-7f, 0x1.45e342p-8f, 0x1.45e342p-8f, 0x1.45e342p-8f, -0x1.511b56p-4f, -0x1.e82af2p-3f, -0x1.4c5166p-2f, -0x1.5ef5ap-2f},
@@ -594,6 +596,15 @@ alignas(64) inline constexpr float kLookupTables[kLookupTableCount][16] = {
     {0x1.1ee29cp-5f, -0x1.4d6a7cp-7f, -0x1.b61c1ap-7f, -0x1.2bb338p-7f, -0x1.6dc718p-8f, -0x1.13fddap-9f, -0x1.dc3bc2p-11f, -0x1.d40aa4p-12f, -0x1.ffd712p-13f, 0x1.485cf4p-6f, 0x1.485cf4p-6f, 0x1.485cf4p-6f, 0x1.08915ep-4f, 0x1.3fb538p-3f, 0x1.2dc0b6p-3f, 0x1.69b974p-4f},
     {-0x1.37dc8ep-5f, -0x1.bc9dc6p-8f, 0x1.9bfa6ap-10f, 0x1.f119ecp-10f, 0x1.49e3a2p-10f, 0x1.c359fep-12f, 0x1.3f88bep-13f, 0x1.0ca32ap-14f, 0x1.05cc38p-15f, 0x1.13191p-7f, 0x1.13191p-7f, 0x1.13191p-7f, 0x1.eaa8e8p-4f, 0x1.1d7a32p-5f, -0x1.52f9p-5f, -0x1.dd9588p-5f},
     {0x1.deadbp-7f, 0x1.d68ffp-8f, 0x1.940768p-10f, -0x1.5eac6ep-14f, -0x1.c9ce04p-13f, -0x1.851b2p-14f, -0x1.1d05f2p-15f, -0x1.92cc2ep-17f, -0x1.051fb6p-18f, 0x1.6df40ap-10f, 0x1.6df40ap-10f, 0x1.6df40ap-10f, -0x1.34549cp-5f, -0x1.142d5ep-4f, -0x1.53411p-5f, -0x1.88d5dap-8f},
+    // R(t) = Phi(-t) exp(t^2/2) below t = 7, t R(t) / 7 from there, = c0 + c1 u + ... + c5 u^5
+    // on the quarter binades of t + 1 up to t = 14.5, u as for tanh (see math_gelu_erf);
+    // tools/fit_tables.cpp fits these rows too.
+    {0x1.d898dep-3f, 0x1.71fea4p-3f, 0x1.2d938ap-3f, 0x1.faad2ep-4f, 0x1.b396fcp-4f, 0x1.52b26p-4f, 0x1.1445a6p-4f, 0x1.d1e318p-5f, 0x1.cbe63ap-5f, 0x1.ce8dcap-5f, 0x1.cff1aep-5f, 0x1.d0c26ap-5f, 0x1.d0af2cp-2f, 0x1.7ca4c6p-2f, 0x1.3ee88ep-2f, 0x1.105092p-2f},
+    {-0x1.c4932p-4f, -0x1.24d644p-4f, -0x1.9328f4p-5f, -0x1.236924p-5f, -0x1.b6038ap-6f, -0x1.0e6156p-6f, -0x1.6c06c2p-7f, -0x1.04a566p-7f, 0x1.ab9944p-13f, 0x1.a4422ap-14f, 0x1.d79b2cp-15f, 0x1.21ee1p-15f, -0x1.5e6e6ep-2f, -0x1.fbc2c8p-3f, -0x1.7a88ecp-3f, -0x1.216c8ap-3f},
+    {0x1.7b77aep-5f, 0x1.a2736ap-6f, 0x1.f19e1ap-7f, 0x1.3aae48p-7f, 0x1.a29664p-8f, 0x1.a12036p-9f, 0x1.d41812p-10f, 0x1.1e6502p-10f, -0x1.2f043p-15f, -0x1.da622ap-17f, -0x1.ba2064p-18f, -0x1.d2c854p-19f, 0x1.a4e03p-3f, 0x1.157ed2p-3f, 0x1.798e1p-4f, 0x1.0837b2p-4f},
+    {-0x1.1f3494p-6f, -0x1.131efep-7f, -0x1.1f2cc2p-8f, -0x1.419832p-9f, -0x1.7e7d74p-10f, -0x1.377bdp-11f, -0x1.261ae2p-12f, -0x1.36a90ap-13f, 0x1.78b364p-18f, 0x1.d8e54cp-20f, 0x1.6d05cp-21f, 0x1.2c286ap-22f, -0x1.b029eep-4f, -0x1.075f1ep-4f, -0x1.4ba93cp-5f, -0x1.b0b3fap-6f},
+    {0x1.936a74p-8f, 0x1.51dde6p-9f, 0x1.345e7cp-10f, 0x1.35f054p-11f, 0x1.5547c8p-12f, 0x1.c5ce78p-14f, 0x1.67bbap-15f, 0x1.332aeap-16f, -0x1.bb1cp-21f, -0x1.d2e406p-23f, -0x1.faf702p-25f, -0x1.40de3cp-25f, 0x1.8bd5d8p-5f, 0x1.c68f3ap-6f, 0x1.0cfaecp-6f, 0x1.248b88p-7f},
+    {-0x1.04d4cap-9f, -0x1.be4202p-11f, -0x1.936a1ap-12f, -0x1.688478p-13f, -0x1.200b66p-14f, -0x1.756cbcp-16f, -0x1.05707ep-17f, -0x1.f35d1ap-19f, 0x1.ed5f52p-24f, 0x1.4286a8p-26f, 0x1.6cbc7cp-27f, 0x1.1b7236p-32f, -0x1.47bd2ep-6f, -0x1.382d68p-7f, -0x1.4eb774p-8f, -0x1.5eaaa6p-8f},
 };
 inline float ScalarMath::lookup(float index, uint32_t table) { return kLookupTables[table][float_bits(index) & 15]; }
 
@@ -721,19 +732,26 @@ V math_log(M& m, V x) {
 // relative accuracy near 0. The last step, t c0 + (t u) q(u), rounds once on its large term.
 // Horner, not Estrin: Estrin's extra live values cost the GELU(tanh) pattern two of its four
 // lanes on AVX-512 and ran 15% slower there. Takes t, u and k.
+// c_0 + c_1 u + ... + c_degree u^degree by Horner, c_j = kLookupTables[table + j] at k.
 template <class M, class V>
-V odd_piecewise_polynomial(M& m, const V& x, V t, V u, V k, uint32_t c0_table, uint32_t degree) {
-    V c = m.lookup(k, c0_table + degree);
-    V q = m.lookup(k, c0_table + degree - 1);
+V lookup_horner(M& m, const V& u, const V& k, uint32_t table, uint32_t degree) {
+    V c = m.lookup(k, table + degree);
+    V q = m.lookup(k, table + degree - 1);
     q = m.fma(static_cast<V&&>(c), u, static_cast<V&&>(q));
-    for (uint32_t j = degree - 2; j >= 1; --j) {
-        c = m.lookup(k, c0_table + j);
+    for (uint32_t j = degree - 1; j-- > 0;) {
+        c = m.lookup(k, table + j);
         q = m.fma(static_cast<V&&>(q), u, static_cast<V&&>(c));
     }
+    return q;
+}
+
+template <class M, class V>
+V odd_piecewise_polynomial(M& m, const V& x, V t, V u, V k, uint32_t c0_table, uint32_t degree) {
+    V q = lookup_horner(m, u, k, c0_table + 1, degree - 1);
     V tu = m.mul(t, u);
     m.drop(u);
     V p = m.mul(static_cast<V&&>(tu), static_cast<V&&>(q));
-    c = m.lookup(k, c0_table);
+    V c = m.lookup(k, c0_table);
     m.drop(k);
     V r = m.fma(static_cast<V&&>(t), static_cast<V&&>(c), static_cast<V&&>(p));
     return m.copy_sign(static_cast<V&&>(r), x);        // r >= +0 or NaN
@@ -762,28 +780,35 @@ V odd_piecewise(M& m, const V& x, float t_max, float half, float last_centre, ui
     return odd_piecewise_polynomial(m, x, static_cast<V&&>(t), static_cast<V&&>(u), static_cast<V&&>(k), c0_table, degree);
 }
 
-// tanh: odd_piecewise_polynomial of degree 5 over the quarter binades of s = t + 1, with t
+// The interval index k of t >= 0 among the quarter binades of s = t + 1 (the exponent's low
+// 2 bits and the top 2 mantissa bits of s: bits 21-24, of which the permutes read the low 4),
+// and u = t - c with c = 1.125 start - 1, start = s with the other mantissa bits cleared: c
+// is exact, a point of t's interval, and u is exact for t >= c/2 (every interval but the
+// first, where t's rounding in u costs nothing when the function is flat there). s's own
+// rounding can move t into the next interval by one ulp of s, which the fits cover.
+template <class M, class V>
+void quarter_binade(M& m, const V& t, V* k, V* u) {
+    V s = m.add(t, m.c(1.0f));
+    *k = m.lookup_index(m.shr_i(s, 21));
+    V start = m.and_(s, m.cb(0xffe00000u));
+    m.drop(s);
+    V c = m.fma(static_cast<V&&>(start), m.c(1.125f), m.c(-1.0f));
+    *u = m.sub(t, c);
+    m.drop(c);
+}
+
+// tanh: odd_piecewise_polynomial of degree 5 over the quarter binades of t + 1, with t
 // clamped to 9.1 (tanh rounds to 1 from 9.011 on): t in [0, 1) in steps of 1/4, [1, 3) of 1/2,
 // [3, 7) of 1, then [7, 9) and [9, 9.1]. Narrow intervals near 0, where tanh's poles at
 // +-i pi/2 are nearest, let degree 5 hold 2.8 ulp (a uniform grid of halves needs degree 6:
-// one permute and one FMA more, on the GELU(tanh) pattern's critical path). The interval is
-// the exponent's low 2 bits and the top 2 mantissa bits of s (bits 21-24: the permutes read
-// the low 4 bits, the table is laid out in that order); u = t - c with c = 1.125 start - 1,
-// start = s with the other mantissa bits cleared: c is exact, a point of t's interval, and
-// u is exact for t >= c/2 (every interval but the first, where t's rounding in u costs
-// nothing: h is flat there). s's own rounding can move t into the next interval by one ulp
-// of s, which the fits cover. 2.8 ulp with FMA and without.
+// one permute and one FMA more, on the GELU(tanh) pattern's critical path). h is flat on the
+// first interval. 2.8 ulp with FMA and without.
 template <class M, class V>
 V math_tanh(M& m, const V& x) {
     V t = math_abs(m, x);
     t = m.min(m.c(9.1f), t);                           // operand order keeps NaN
-    V s = m.add(t, m.c(1.0f));
-    V k = m.lookup_index(m.shr_i(s, 21));
-    V start = m.and_(s, m.cb(0xffe00000u));
-    m.drop(s);
-    V c = m.fma(static_cast<V&&>(start), m.c(1.125f), m.c(-1.0f));
-    V u = m.sub(t, c);
-    m.drop(c);
+    V k, u;
+    quarter_binade(m, t, &k, &u);
     return odd_piecewise_polynomial(m, x, static_cast<V&&>(t), static_cast<V&&>(u), static_cast<V&&>(k), kTanhC0, 5);
 }
 
@@ -854,8 +879,8 @@ V square_error(M& m, const V& a, const V& p) {
 template <class M, class V>
 V two_product_error(M& m, const V& a, const V& b, const V& p);
 
-// a*b + c and c - a*b with the product exact: an FMA, or Dekker's product on targets without
-// one. Used where a residual cancels (refinement steps) or for the last rounding.
+// a*b + c with the product exact: an FMA, or Dekker's product on targets without one. Used
+// for a last rounding.
 template <class M, class V>
 V fma_exact(M& m, const V& a, const V& b, const V& c) {
     if (m.fused_fma()) return m.fma(a, b, c);
@@ -864,78 +889,10 @@ V fma_exact(M& m, const V& a, const V& b, const V& c) {
     err = m.add(err, c);
     return m.add(p, err);
 }
-template <class M, class V>
-V fnma_exact(M& m, const V& a, const V& b, const V& c) {
-    if (m.fused_fma()) return m.fnma(a, b, c);
-    V p = m.mul(a, b);
-    V err = two_product_error(m, a, b, p);
-    V r = m.sub(c, p);
-    return m.sub(r, err);
-}
 
 // Tails that go below FLT_MIN are carried scaled by 2^kTailScale and scaled back by the last
 // multiplication, which then rounds once into the denormal range.
 constexpr int kTailScale = 64;
-
-// erfc(a + alo) * 2^64 = r e (1 + t) for a >= 0 (alo: the argument's low part), returned in
-// parts so the caller can fold in a factor before the one rounding. N. Juffa's erfcf scheme,
-// (1+p(q))/(1+2a) * exp(-a^2) with q = (a-2)/(a+2), and a^2 carried in two parts so the
-// exponential keeps its accuracy far in the tail (this is what GELU's negative side needs).
-template <class M, class V>
-void math_erfc_parts(M& m, const V& a, V alo, V* r_out, V* e_out, V* t_out) {
-    V p = m.add(a, m.c(2.0f));
-    V r = m.div(m.c(1.0f), p);
-    V q = m.fma(m.c(-4.0f), r, m.c(1.0f));
-    V t = m.add(q, m.c(1.0f));
-    t = m.fma(static_cast<V&&>(t), m.c(-2.0f), a);
-    V e = fnma_exact(m, a, q, t);
-    q = m.fma(r, e, static_cast<V&&>(q));
-    m.drop(t);
-    m.drop(e);
-    m.drop(r);
-    p = m.fma(m.c(-0x1.a4a000p-12f), q, m.c(-0x1.42a260p-10f));
-    p = m.fma(static_cast<V&&>(p), q, m.c(0x1.585714p-10f));
-    p = m.fma(static_cast<V&&>(p), q, m.c(0x1.1adcc4p-07f));
-    p = m.fma(static_cast<V&&>(p), q, m.c(-0x1.081b82p-07f));
-    p = m.fma(static_cast<V&&>(p), q, m.c(-0x1.bc0b6ap-05f));
-    p = m.fma(static_cast<V&&>(p), q, m.c(0x1.4ffc46p-03f));
-    p = m.fma(static_cast<V&&>(p), q, m.c(-0x1.540840p-03f));
-    p = m.fma(static_cast<V&&>(p), q, m.c(-0x1.7bf616p-04f));
-    p = m.fma(static_cast<V&&>(p), q, m.c(0x1.1ba03ap-02f));
-    V d = m.fma(a, m.c(2.0f), m.c(1.0f));
-    r = m.div(m.c(1.0f), d);
-    m.drop(d);
-    q = m.fma(p, r, r);
-    t = fnma_exact(m, q, a, m.c(0.5f));
-    V pq = m.sub(p, q);
-    m.drop(p);
-    e = m.fma(t, m.c(2.0f), pq);
-    m.drop(pq);
-    r = m.fma(e, r, q);
-    m.drop(e);
-    m.drop(q);
-    V s = m.mul(a, a);
-    t = square_error(m, a, s);          // a*a - s
-    V a2 = m.add(a, a);
-    t = m.fma(a2, alo, static_cast<V&&>(t));              // + 2 a alo: the square of the full argument
-    m.drop(a2);
-    m.drop(alo);
-    t = m.xor_(t, m.cb(kSignBit));      // exp(-a^2) = exp(-s) * (1 + t)
-    s = m.xor_(s, m.cb(kSignBit));
-    e = math_exp(m, static_cast<V&&>(s), kTailScale);   // e 2^64: stays normal in the tail
-    V big = m.cmp(m.c(10.0546875f), a, kCmpLt);   // erfc underflows; NaN stays
-    *r_out = m.blend(big, m.c(0.0f), r);
-    *e_out = e;
-    *t_out = m.blend(big, m.c(0.0f), t);   // a = inf makes t NaN
-}
-
-// r e (1 + t) with one rounding: fma(r, e, r e t); without FMA, r e exactly as p + err (Dekker).
-template <class M, class V>
-V times_one_plus(M& m, const V& r, const V& e, const V& t) {
-    V ret = m.mul(r, e);
-    ret = m.mul(ret, t);
-    return fma_exact(m, r, e, ret);
-}
 
 // Cost of the kernels on AVX-512 (2-core AMD EPYC, Zen 5 at ~3.5 GHz; measured there with
 // independent instructions: FMA/mul 2 per cycle, add/min 2, vpermps 2 (sharing those pipes:
@@ -946,49 +903,56 @@ V times_one_plus(M& m, const V& r, const V& e, const V& t) {
 //   GELU(tanh) pattern 6 permutes + 24, no division           4     37 (was 24 with exp/div tanh,
 //                                                                     32 with 7 permutes + 25)
 //   Swish pattern      ~26 with a division (vscalefps scales)  4     40 (was 31)
-//   GeluErf op         ~87 with two divisions                  2     11
+//   GeluErf op         6 permutes + ~50, no division           3     20 (was 11 with N. Juffa's erfc:
+//                                                                     ~87 with two divisions)
 // The patterns now sit near the FP pipes' throughput; one lane alone is latency-bound (a tile's
-// critical path is ~60 cycles), hence the lanes. The single GeluErf op keeps the erfc scheme
-// below: a 4-ulp GELU deep into the negative tail needs its exp(-a^2) in two parts.
+// critical path is ~60 cycles), hence the lanes.
 //
-// GELU(erf) = x/2 erfc(-x/sqrt2), with -x/sqrt2 carried in two parts (its rounding would
-// otherwise be amplified by ~a^2 in the negative tail).
+// GELU(erf) = x Phi(x). With t = |x| and P = Phi(-t) = exp(-t^2/2) R(t): x P for x < 0, and
+// x (1 - P) for x >= 0, where P <= 1/2 so nothing cancels. R is smooth and flat, like
+// 1/(t sqrt(2 pi)) far out, where t R(t) is flatter still: the table (kGeluC0, lookup_horner
+// over the quarter binades of t + 1, t clamped to 14.5) holds R(t) below t = 7 and t R(t) / 7
+// from there, which x P takes as max(x, -7) times it. For x >= 0 that makes P from t = 7 on
+// t/7 too large, where 1 - P rounds to 1 anyway (from t = 5.6 on). t^2 is carried in two
+// parts, as exp(-t^2/2) amplifies its rounding by up to t^2/2 ~ 105, and exp is scaled by
+// 2^64 so the negative tail keeps its bits until the last multiplication rounds once into the
+// denormal range. The clamps make x P round to -0 below x = -14.36, -inf included.
 template <class M, class V>
 V math_gelu_erf(M& m, const V& x) {
-    const float c_hi = -0.707106769084930419921875f;   // -1/sqrt2 = c_hi + c_lo
-    const float c_lo = -1.2101617152815436e-8f;
-    V uh = m.mul(x, m.c(c_hi));
-    V ul = product_error(m, x, c_hi, uh);
-    ul = m.fma(x, m.c(c_lo), static_cast<V&&>(ul));
-    V sign = m.and_(uh, m.cb(kSignBit));
-    V a = m.andnot(m.cb(kSignBit), uh);
-    m.drop(uh);
-    ul = m.xor_(ul, sign);              // low part towards |u|
-    m.drop(sign);
-    V r0, e, t;
-    math_erfc_parts(m, a, static_cast<V&&>(ul), &r0, &e, &t);   // erfc(a) 2^64 = r0 e (1 + t)
-    m.drop(a);
-    V half = m.mul(x, m.c(0.5f));
-    // x > 0: x/2 (2 - erfc(a)).
-    V pos = times_one_plus(m, r0, e, t);
-    pos = m.mul(pos, m.c(0x1p-64f));
-    pos = m.sub(m.c(2.0f), pos);
-    pos = m.mul(half, pos);
-    // x < 0: x/2 erfc(a) with x/2 folded in before the one rounding: (x/2) r0 = hr + hl exactly.
-    V hr = m.mul(half, r0);
-    V hl = two_product_error(m, half, r0, hr);
-    m.drop(r0);
-    m.drop(half);
-    V q = m.mul(hr, e);
-    q = m.mul(q, t);
+    V t = math_abs(m, x);
+    t = m.min(m.c(14.5f), t);                          // operand order keeps NaN
+    V k, u;
+    quarter_binade(m, t, &k, &u);
+    V r = lookup_horner(m, u, k, kGeluC0, 5);
+    m.drop(u);
+    m.drop(k);
+    V h = m.mul(t, m.c(-0.5f));
+    V s = m.mul(t, h);
+    V sl = two_product_error(m, t, h, s);              // -t^2/2 = s + sl
     m.drop(t);
+    m.drop(h);
+    V e = math_exp(m, static_cast<V&&>(s), kTailScale, true);   // exp(-t^2/2) 2^64 = e (1 + sl)
+    // x >= 0: x (1 - P). P matters there only while t^2/2 < 17 (from t = 5.6, 1 - P rounds to
+    // 1), so sl's correction, below 2^-20 of P, is left out.
+    V pos = m.mul(r, e);
+    pos = m.fnma(pos, m.c(0x1p-64f), m.c(1.0f));
+    pos = m.mul(x, pos);
+    // x < 0: x P with max(x, -7) r = hr + hl exactly, folded in before the one rounding.
+    V y = m.max(m.c(-7.0f), x);                        // operand order keeps NaN
+    V hr = m.mul(y, r);
+    V hl = two_product_error(m, y, r, hr);
+    m.drop(y);
+    m.drop(r);
+    V q = m.mul(hr, e);
+    q = m.mul(q, sl);
+    m.drop(sl);
     q = m.fma(hl, e, static_cast<V&&>(q));
     m.drop(hl);
     V neg = fma_exact(m, hr, e, q);
     m.drop(hr);
     m.drop(e);
     m.drop(q);
-    neg = m.mul(neg, m.c(0x1p-64f));    // exact, or the one rounding into the denormal range
+    neg = m.mul(neg, m.c(0x1p-64f));                   // exact, or the one rounding into the denormal range
     V positive = m.cmp(m.c(0.0f), x, kCmpLt);
     return m.blend(positive, pos, neg);
 }
