@@ -3652,12 +3652,15 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
         stats_.registers_used = program.registers_used;
         stats_.spilled_values = program.spilled;
 
-        // Cache key: target, register budget, argument count and the lowered program.
+        // Cache key: target, lanes and stores chosen so far, whether the run walks beyond the
+        // caches (it caps the lanes emit_kernel adds, so a kernel compiled for a small shape
+        // is not reused for a large one), register budget, argument count, lowered program.
         size_t key_bytes = 16 + (size_t)program.count * sizeof(detail::Lir) + program.constant_count * 4;
         unsigned char* key = static_cast<unsigned char*>(scratch.allocate(key_bytes, 8));
         if (!key) return fail(Status::OutOfMemory, "compile: no memory for the cache key");
         std::memset(key, 0, key_bytes);
-        uint32_t header[4] = {(uint32_t)isa | lanes << 8 | (uint32_t)streaming << 16 | (uint32_t)options.neon_table_registers << 17,
+        uint32_t header[4] = {(uint32_t)isa | lanes << 8 | (uint32_t)streaming << 16 | (uint32_t)options.neon_table_registers << 17 |
+                                  (uint32_t)beyond_caches << 18,
                               allocatable, params + results,
                               program.constant_count};
         std::memcpy(key, header, 16);

@@ -596,6 +596,17 @@ TEST_CASE("snippets: streaming stores and one to four lanes equal the interprete
     options.streaming_stores = 1;
     REQUIRE(s.compile(b.body, options) == Status::Ok);
     CHECK(s.stats().lanes == (isa == Isa::Avx512 ? 3u : 1u));
+    if (isa != Isa::Ref) {  // a cached kernel of the small shape is not taken for the large one
+        KernelCache cache;
+        SnippetOptions cached;
+        cached.isa = isa;
+        cached.cache = &cache;
+        Snippet small_kernel, large_kernel;
+        REQUIRE(small_kernel.compile(b.body, cached) == Status::Ok);
+        REQUIRE(large_kernel.compile(big.body, cached) == Status::Ok);
+        CHECK(!large_kernel.stats().cache_hit);
+        CHECK(large_kernel.stats().lanes == (isa == Isa::Avx512 ? 2u : 1u));
+    }
     CHECK(s.stats().streaming_stores == (isa != Isa::Neon));
     options.lanes = 1;
     options.streaming_stores = 0;
