@@ -104,7 +104,10 @@
    Threading
    ---------
    A compiled Snippet's JIT path may run from several threads at once; its interpreter path
-   uses the snippet's column buffer, so one thread at a time. A KernelCache is not thread safe.
+   uses the snippet's column buffer, so one thread at a time (or a scratch per thread). One
+   run can be split: run(..., part, parts) does a share of the rows (or of every row's
+   columns) and the parts write disjoint elements, so threads may run them at once; the
+   runtime does so for large islands. A KernelCache is not thread safe.
 
    Limits
    ------
@@ -326,6 +329,13 @@ public:
     // The same, with the interpreter's scratch supplied by the caller (scratch_bytes() bytes,
     // float aligned; unused by JIT kernels), so several threads may run one Ref snippet.
     Status run(Span<const float* const> inputs, Span<float* const> outputs, float* scratch) const;
+    // Part `part` of `parts` of the domain: whole rows when there are at least `parts` of
+    // them, else a slice of every row's columns (cut at multiples of 16 floats). The parts
+    // together do what run() does and write disjoint output elements, so they may run at once
+    // on different threads (each with its own scratch on Ref). A body with a broadcast result
+    // (an output element written from several rows) runs whole in part 0. Same errors as run(),
+    // and InvalidArgument if part >= parts.
+    Status run(Span<const float* const> inputs, Span<float* const> outputs, float* scratch, uint32_t part, uint32_t parts) const;
     size_t scratch_bytes() const { return isa_ == Isa::Ref && body_ ? (size_t)body_->size() * 64 * sizeof(float) : 0; }
 
     Isa isa() const { return isa_; }
@@ -3736,50 +3746,76 @@ Status Snippet::run(Span<const float* const> inputs, Span<float* const> outputs)
 }
 
 Status Snippet::run(Span<const float* const> inputs, Span<float* const> outputs, float* scratch) const {
+    return run(inputs, outputs, scratch, 0, 1);
+}
+
+Status Snippet::run(Span<const float* const> inputs, Span<float* const> outputs, float* scratch, uint32_t part, uint32_t parts) const {
     if (!compiled_) return fail(Status::NotFinalized, "run: not compiled");
     if (isa_ == Isa::Ref && !scratch) return fail(Status::InvalidArgument, "run: no interpreter scratch");
     if (inputs.size != parameters_ || outputs.size != results_)
         return fail(Status::InvalidArgument, "run: wrong number of inputs or outputs");
+    if (part >= parts) return fail(Status::InvalidArgument, "run: part out of range");
     if (stats_.elements == 0) return Status::Ok;
     for (size_t i = 0; i < inputs.size; ++i) if (!inputs[i]) return fail(Status::InvalidArgument, "run: null input");
     for (size_t i = 0; i < outputs.size; ++i) if (!outputs[i]) return fail(Status::InvalidArgument, "run: null output");
     uint32_t args = parameters_ + results_;
-    const float* base[kSnippetMaxArgs];
-    for (uint32_t t = 0; t < args; ++t) base[t] = t < parameters_ ? inputs[t] : outputs[t - parameters_];
     bool inner_broadcast[kSnippetMaxArgs];
     for (uint32_t t = 0; t < args; ++t) inner_broadcast[t] = strides_[t][rank_ - 1] == 0 && dims_[rank_ - 1] > 1;
-    // Outer dimensions, odometer style; the kernel walks the last two (rows of the last).
-    int64_t index[kSnippetMaxRank] = {};
-    int64_t n = dims_[rank_ - 1];
-    uint32_t outer = rank_ >= 2 ? rank_ - 2 : 0;   // dimensions iterated here
-    int64_t rows = rank_ >= 2 ? dims_[rank_ - 2] : 1;
+    // The kernel walks rows of the last dimension, `rows` at a time (the second last); the
+    // dimensions before are iterated here. Row g of all total_rows is (outer index, row).
+    const int64_t n = dims_[rank_ - 1];
+    const uint32_t outer = rank_ >= 2 ? rank_ - 2 : 0;
+    const int64_t rows = rank_ >= 2 ? dims_[rank_ - 2] : 1;
+    int64_t total_rows = rows;
+    for (uint32_t i = 0; i < outer; ++i) total_rows *= dims_[i];
     int64_t row_strides[kSnippetMaxArgs];
     for (uint32_t t = 0; t < args; ++t) row_strides[t] = rank_ >= 2 ? strides_[t][rank_ - 2] * (int64_t)sizeof(float) : 0;
-    for (;;) {
+    // This part's share: rows [row_begin, row_end), columns [column_begin, column_end).
+    auto share = [parts](int64_t total, uint32_t k) {   // balanced, without overflow
+        const int64_t q = total / parts, rest = total % parts;
+        return q * k + (k < rest ? (int64_t)k : rest);
+    };
+    int64_t row_begin = 0, row_end = total_rows, column_begin = 0, column_end = n;
+    if (parts > 1) {
+        bool broadcast_result = false;
+        for (uint32_t t = parameters_; t < args; ++t)
+            for (uint32_t d = 0; d < rank_; ++d) broadcast_result = broadcast_result || (strides_[t][d] == 0 && dims_[d] > 1);
+        if (broadcast_result) {
+            if (part) return Status::Ok;
+        } else if (total_rows >= parts) {
+            row_begin = share(total_rows, part);
+            row_end = share(total_rows, part + 1);
+        } else {
+            column_begin = share(n, part) & ~(int64_t)15;
+            column_end = part + 1 == parts ? n : share(n, part + 1) & ~(int64_t)15;
+        }
+    }
+    for (int64_t g = row_begin; g < row_end && column_begin < column_end;) {
+        const int64_t row = g % rows, count = std::min(rows - row, row_end - g);
         float* ptrs[kSnippetMaxArgs];
         for (uint32_t t = 0; t < args; ++t) {
-            int64_t offset = 0;
-            for (uint32_t i = 0; i < outer; ++i) offset += index[i] * strides_[t][i];
-            ptrs[t] = const_cast<float*>(base[t] + offset);
+            int64_t offset = column_begin * strides_[t][rank_ - 1];
+            if (rank_ >= 2) offset += row * strides_[t][rank_ - 2];
+            int64_t o = g / rows;                      // the outer index, last dimension fastest
+            for (uint32_t i = outer; i-- > 0;) {
+                offset += o % dims_[i] * strides_[t][i];
+                o /= dims_[i];
+            }
+            ptrs[t] = const_cast<float*>((t < parameters_ ? inputs[t] : outputs[t - parameters_]) + offset);
         }
         if (isa_ == Isa::Ref) {
-            for (int64_t r = 0; r < rows; ++r) {
+            for (int64_t r = 0; r < count; ++r) {
                 const float* in_ptrs[kSnippetMaxArgs];
                 float* row_out[kSnippetMaxArgs];
                 for (uint32_t t = 0; t < args; ++t) in_ptrs[t] = ptrs[t] + r * (row_strides[t] / (int64_t)sizeof(float));
                 for (uint32_t t = 0; t < results_; ++t) row_out[t] = const_cast<float*>(in_ptrs[parameters_ + t]);
-                detail::interpret_row(*body_, fused_, scratch, in_ptrs, row_out, inner_broadcast, n);
+                detail::interpret_row(*body_, fused_, scratch, in_ptrs, row_out, inner_broadcast, column_end - column_begin);
             }
         } else {
             reinterpret_cast<void (*)(float* const*, size_t, size_t, const int64_t*)>(kernel_)(
-                ptrs, (size_t)n, (size_t)rows, row_strides);
+                ptrs, (size_t)(column_end - column_begin), (size_t)count, row_strides);
         }
-        int i = (int)outer - 1;
-        for (; i >= 0; --i) {
-            if (++index[i] < dims_[i]) break;
-            index[i] = 0;
-        }
-        if (i < 0) break;
+        g += count;
     }
     return Status::Ok;
 }

@@ -1,8 +1,8 @@
 // The runtime's own cost per inference: a chain of tiny ops (Relu on 4 floats) run through
 // InferRequest::infer() on TEMPLATE (one kernel call per node) against the same kernel calls
 // made directly in a loop, in the same process. Prints ns per step and the ratio, then the
-// compile time of large generated models (10k to 100k nodes, and HETERO with a subgraph per
-// node).
+// speed of a large fused island on 1 and 2 threads, and the compile time of large generated
+// models (10k to 100k nodes, and HETERO with a subgraph per node).
 //   build/bench/runtime [NODES]
 #define TESSEL_IMPLEMENTATION
 #include "runtime.h"
@@ -125,6 +125,52 @@ int main(int argc, char** argv) {
         double ns = median_ns(times);
         uint32_t steps = compiled.step_count();
         std::printf("%-34s %12.2f %12.1f %9.2fx   (%u steps)\n", k.name, ns / 1000, ns / (steps ? steps : 1), ns / direct_ns, steps);
+    }
+    // A fused island on the request's threads: Gelu(x) * x + x (compute-bound) and x * x + x
+    // (memory-bound) on float[N], one snippet each, CPU with NUM_THREADS=1 and 2; the runtime
+    // runs a kernel in parts of at least 4 MiB walked (from N = 1048576 here).
+    for (const char* first_op : {"Gelu", "Identity"}) {
+        std::printf("\nfused island %s on float[N], CPU: NUM_THREADS=1 vs 2, medians of 21 runs\n%10s %12s %12s %8s\n",
+                    first_op[0] == 'G' ? "Gelu(x) * x + x" : "x * x + x", "N", "us (1)", "us (2)", "speedup");
+        for (int64_t n : {65536, 262144, 1048576, 4194304}) {
+            Model island;
+            TensorDesc flat;
+            flat.type = ElementType::Float32;
+            flat.rank = 1;
+            flat.dims[0] = n;
+            NodeId x, m, y;
+            if (island.add_input("x", flat, &x) != Status::Ok) return 1;
+            NodeId g = x;
+            InputRef gx[] = {InputRef::by_id(x)};
+            if (first_op[0] == 'G' && island.add_node("Gelu", "g", gx, 1, &g) != Status::Ok) return 1;
+            InputRef mx[] = {InputRef::by_id(g), InputRef::by_id(x)};
+            if (island.add_node("Mul", "m", mx, 1, &m) != Status::Ok) return 1;
+            InputRef ax[] = {InputRef::by_id(m), InputRef::by_id(x)};
+            if (island.add_node("Add", "y", ax, 1, &y) != Status::Ok) return 1;
+            if (island.add_output("out", InputRef::by_id(y)) != Status::Ok || island.finalize() != Status::Ok) return 1;
+            double us[2];
+            for (int t = 0; t < 2; ++t) {
+                ConfigEntry threads[] = {{"NUM_THREADS", t ? "2" : "1"}};
+                CompiledModel compiled;
+                InferRequest request;
+                if (core.compile_model(island, "CPU", threads, &compiled) != Status::Ok || compiled.create_request(&request) != Status::Ok) {
+                    std::fprintf(stderr, "%s\n", core.last_error());
+                    return 1;
+                }
+                float* in_data = request.input(0).data_as<float>();
+                for (int64_t i = 0; i < n; ++i) in_data[i] = (float)(i % 2001) * 0.01f - 10.0f;
+                const int repeats = (int)std::max<int64_t>(1, (1 << 22) / n);
+                for (int i = 0; i < 3; ++i) if (request.infer() != Status::Ok) return 1;
+                std::vector<double> times;
+                for (int run = 0; run < 21; ++run) {
+                    auto start = std::chrono::steady_clock::now();
+                    for (int i = 0; i < repeats; ++i) if (request.infer() != Status::Ok) return 1;
+                    times.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count() / repeats);
+                }
+                us[t] = median_ns(times);
+            }
+            std::printf("%10lld %12.1f %12.1f %7.2fx\n", (long long)n, us[0], us[1], us[0] / us[1]);
+        }
     }
     // Compile time on large models: node i is Add(node i-1, node i-3) when even, Identity
     // (not fusible) when odd, on float[1,64]: an island and a buffer every other node, so

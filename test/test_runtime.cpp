@@ -660,6 +660,49 @@ TEST_CASE("runtime: symbolic input dims come from the shapes given at compile ti
     CHECK(core.reshape(m, shape7, &nothing) == Status::NotFinalized);
 }
 
+TEST_CASE("runtime: large fused islands run in parts on the request's threads, with the bits of one thread") {
+    // Island 1: Add(Tanh(Mul(x, b)), x) on x[300, 7000], b[7000] (rows, split by rows);
+    // island 2: Sigmoid(z) on z[2100000] (one row, split by columns). Both walk more than
+    // twice the 4 MiB a part needs.
+    Model m;
+    NodeId x, b, z, mul, th, add, sig;
+    REQUIRE(m.add_input("x", float_desc({300, 7000}), &x) == Status::Ok);
+    REQUIRE(m.add_input("b", float_desc({7000}), &b) == Status::Ok);
+    REQUIRE(m.add_input("z", float_desc({2100000}), &z) == Status::Ok);
+    InputRef xb[] = {InputRef::by_id(x), InputRef::by_id(b)};
+    REQUIRE(m.add_node("Mul", "mul", xb, 1, &mul) == Status::Ok);
+    InputRef tm[] = {InputRef::by_id(mul)};
+    REQUIRE(m.add_node("Tanh", "th", tm, 1, &th) == Status::Ok);
+    InputRef ax[] = {InputRef::by_id(th), InputRef::by_id(x)};
+    REQUIRE(m.add_node("Add", "add", ax, 1, &add) == Status::Ok);
+    InputRef sz[] = {InputRef::by_id(z)};
+    REQUIRE(m.add_node("Sigmoid", "sig", sz, 1, &sig) == Status::Ok);
+    REQUIRE(m.add_output("y", InputRef::by_id(add)) == Status::Ok);
+    REQUIRE(m.add_output("s", InputRef::by_id(sig)) == Status::Ok);
+    REQUIRE(m.finalize() == Status::Ok);
+    std::vector<float> outputs[2][2];
+    for (int t = 0; t < 2; ++t) {
+        Core core;
+        ConfigEntry threads[] = {{"CPU:NUM_THREADS", t ? "3" : "1"}};
+        CompiledModel compiled;
+        REQUIRE(core.compile_model(m, "CPU", threads, &compiled) == Status::Ok);
+        CHECK(compiled.step_count() == 2);
+        InferRequest request;
+        REQUIRE(compiled.create_request(&request) == Status::Ok);
+        for (uint32_t i = 0; i < 3; ++i) {
+            float* data = request.input(i).data_as<float>();
+            for (uint64_t k = 0; k < request.input(i).elements(); ++k) data[k] = (float)((k * 7919 + i) % 4001) * 0.003f - 6.0f;
+        }
+        REQUIRE(request.infer() == Status::Ok);
+        for (uint32_t o = 0; o < 2; ++o)
+            outputs[t][o].assign(request.output(o).data_as<float>(), request.output(o).data_as<float>() + request.output(o).elements());
+    }
+    for (uint32_t o = 0; o < 2; ++o) {
+        REQUIRE(outputs[0][o].size() == outputs[1][o].size());
+        CHECK(std::memcmp(outputs[0][o].data(), outputs[1][o].data(), outputs[0][o].size() * sizeof(float)) == 0);
+    }
+}
+
 namespace {
 // A custom op: y = 2x + 1 on float32, as a user extension.
 Status prepare_twice_plus_one(PrepareContext& c) {

@@ -1753,6 +1753,97 @@ TEST_CASE("snippets: every op gives the same bits on x86-64 and AArch64 FMA targ
     }
 }
 
+// Runs `body` whole, then in 2, 3, 5 and 64 parts, each part alone on outputs pre-filled with a
+// marker NaN: every output element must be written by exactly one part, with the bits of the
+// whole run.
+void check_parts(const SnippetBody& body, const std::vector<std::vector<float>>& inputs, const std::vector<uint64_t>& result_sizes, Isa isa) {
+    Snippet s;
+    SnippetOptions options;
+    options.isa = isa;
+    REQUIRE(s.compile(body, options) == Status::Ok);
+    std::vector<float> scratch(s.scratch_bytes() / sizeof(float) + 1);
+    std::vector<const float*> in;
+    for (const auto& v : inputs) in.push_back(v.data());
+    std::vector<std::vector<float>> whole;
+    std::vector<float*> whole_ptrs;
+    for (uint64_t n : result_sizes) whole.emplace_back(n);
+    for (auto& w : whole) whole_ptrs.push_back(w.data());
+    const Span<const float* const> ins(in.data(), in.size());
+    REQUIRE(s.run(ins, Span<float* const>(whole_ptrs.data(), whole_ptrs.size()), scratch.data()) == Status::Ok);
+    const uint32_t marker_bits = 0x7fa5a5a5u;
+    float marker;
+    std::memcpy(&marker, &marker_bits, 4);
+    for (uint32_t parts : {2u, 3u, 5u, 64u}) {
+        INFO("parts " << parts);
+        std::vector<std::vector<float>> joined;
+        std::vector<std::vector<uint32_t>> writes;
+        for (uint64_t n : result_sizes) { joined.emplace_back(n, marker); writes.emplace_back(n, 0u); }
+        for (uint32_t part = parts; part-- > 0;) {
+            std::vector<std::vector<float>> alone;
+            std::vector<float*> alone_ptrs;
+            for (uint64_t n : result_sizes) alone.emplace_back(n, marker);
+            for (auto& a : alone) alone_ptrs.push_back(a.data());
+            REQUIRE(s.run(ins, Span<float* const>(alone_ptrs.data(), alone_ptrs.size()), scratch.data(), part, parts) == Status::Ok);
+            for (size_t r = 0; r < alone.size(); ++r)
+                for (size_t i = 0; i < alone[r].size(); ++i)
+                    if (std::memcmp(&alone[r][i], &marker_bits, 4) != 0) { ++writes[r][i]; joined[r][i] = alone[r][i]; }
+        }
+        size_t wrong = 0;
+        for (size_t r = 0; r < joined.size(); ++r)
+            for (size_t i = 0; i < joined[r].size(); ++i)
+                if (writes[r][i] != 1 || std::memcmp(&joined[r][i], &whole[r][i], 4) != 0) ++wrong;
+        CHECK(wrong == 0);
+    }
+}
+
+TEST_CASE("snippets: a run in parts equals one run, every element written by one part") {
+    Isa isa = target();
+    // Whole rows (7 x 33, and outer dimensions 2 x 3 x 5 x 17), column slices of one long row
+    // (1000 floats: 16-float cuts, parts of no column when 64 > 1000/16), broadcasts.
+    const std::vector<std::vector<std::vector<int64_t>>> shapes = {
+        {{1000}}, {{7, 33}}, {{2, 3, 5, 17}}, {{3, 4100}, {3, 1}}, {{5, 40}, {40}}, {{1, 37}, {6, 1}},
+    };
+    for (size_t k = 0; k < shapes.size(); ++k) {
+        for (SnippetOp op : {SnippetOp::Tanh, SnippetOp::Add}) {
+            std::vector<std::vector<int64_t>> op_shapes = shapes[k];
+            if (snippet_op_arity(op) == 1) op_shapes.resize(1);
+            else if (op_shapes.size() == 1) op_shapes.push_back(op_shapes[0]);
+            Built b;
+            build_op(&b.body, op, op_shapes);
+            std::vector<std::vector<float>> inputs;
+            for (size_t i = 0; i < op_shapes.size(); ++i) {
+                uint64_t n = 1;
+                for (int64_t d : op_shapes[i]) n *= (uint64_t)d;
+                inputs.push_back(random_values(n, (uint32_t)(k * 7 + i)));
+            }
+            INFO(op_name(op) << " shapes " << k);
+            check_parts(b.body, inputs, {shape_size(b.body.instruction(b.body.result_value(0)).shape)}, isa);
+        }
+    }
+    // Random bodies: some results are broadcast (smaller than the domain), which part 0 runs whole.
+    std::mt19937 rng(91);
+    for (int trial = 0; trial < 40; ++trial) {
+        RandomBody rb;
+        make_random_body(&rb, rng, 3 + trial % 12);
+        std::vector<std::vector<float>> inputs;
+        if (!compilable_with_inputs(rb, isa, (uint32_t)trial * 11, &inputs)) continue;
+        INFO("trial " << trial);
+        check_parts(rb.body, inputs, rb.result_sizes, isa);
+    }
+    // A part outside the parts is refused.
+    Built b;
+    build_op(&b.body, SnippetOp::Relu, {{8}});
+    Snippet s;
+    SnippetOptions options;
+    options.isa = isa;
+    REQUIRE(s.compile(b.body, options) == Status::Ok);
+    std::vector<float> x(8, 1.0f), y(8), scratch(s.scratch_bytes() / sizeof(float) + 1);
+    const float* in[] = {x.data()};
+    float* out[] = {y.data()};
+    CHECK(s.run(in, out, scratch.data(), 2, 2) == Status::InvalidArgument);
+    CHECK(std::string(s.last_error()) == "run: part out of range");
+}
+
 TEST_CASE("snippets: hundreds of values live at once spill into a large frame and stay exact") {
     // v_i = v_(i-1) + x for 300 values, all live until the alternating sum at the end: about
     // 280 spill slots, a frame above the 4 KiB a single AArch64 sub sp immediate reaches.
