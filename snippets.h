@@ -3636,7 +3636,8 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
     // GELU(erf) 27.8 against 26.7, six alternating one-off runs each; see emit_kernel for
     // larger bodies); in the caches 4 pipelined lanes are the fastest.
     const bool beyond_caches = stats_.bytes_fused > (4ull << 20);
-    uint32_t max_lanes = beyond_caches ? 3u : 4u;
+    const uint32_t max_lanes = beyond_caches ? 3u : 4u;
+    const uint32_t lane_cap = options.lanes ? (options.lanes > 4 ? 4u : options.lanes) : max_lanes;
     stats_.lanes = lanes;
     stats_.streaming_stores = streaming;
     if (isa != Isa::Ref) stats_.cold_arguments = detail::cold_argument_count(isa, params + results);
@@ -3662,15 +3663,16 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
         stats_.registers_used = program.registers_used;
         stats_.spilled_values = program.spilled;
 
-        // Cache key: target, lanes and stores chosen so far, whether the run walks beyond the
-        // caches (it caps the lanes emit_kernel adds, so a kernel compiled for a small shape
-        // is not reused for a large one), register budget, argument count, lowered program.
+        // Cache key: target, lanes and stores chosen so far, the cap on the lanes emit_kernel
+        // may add (SnippetOptions::lanes, or 3 beyond the caches and 4 within: a kernel
+        // compiled for a small shape is not reused for a large one), register budget,
+        // argument count, lowered program.
         size_t key_bytes = 16 + (size_t)program.count * sizeof(detail::Lir) + program.constant_count * 4;
         unsigned char* key = static_cast<unsigned char*>(scratch.allocate(key_bytes, 8));
         if (!key) return fail(Status::OutOfMemory, "compile: no memory for the cache key");
         std::memset(key, 0, key_bytes);
         uint32_t header[4] = {(uint32_t)isa | lanes << 8 | (uint32_t)streaming << 16 | (uint32_t)options.neon_table_registers << 17 |
-                                  (uint32_t)beyond_caches << 18,
+                                  lane_cap << 18,
                               allocatable, params + results,
                               program.constant_count};
         std::memcpy(key, header, 16);
@@ -3712,7 +3714,7 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
                                                        &code_size, &scratch_peak, &saved_registers, error_, sizeof error_, &pinned)
                              : detail::emit_kernel(&program, isa, allocatable, lanes, streaming, params + results, emit_only, &kernel_,
                                                    &code_size, &scratch_peak, error_, sizeof error_, zone, zone ? kZoneBytes : 0,
-                                                   true, options.lanes ? (options.lanes > 4 ? 4u : options.lanes) : max_lanes,
+                                                   true, lane_cap,
                                                    &emitted_lanes, &scratch, options.lanes == 0 && beyond_caches, &pinned);
         stats_.scratch_registers = scratch_peak;
         stats_.pinned_constants = pinned;

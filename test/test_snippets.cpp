@@ -606,6 +606,14 @@ TEST_CASE("snippets: streaming stores and one to four lanes equal the interprete
         REQUIRE(large_kernel.compile(big.body, cached) == Status::Ok);
         CHECK(!large_kernel.stats().cache_hit);
         CHECK(large_kernel.stats().lanes == (isa == Isa::Avx512 ? 2u : 1u));
+        Snippet capped, free_lanes;   // nor a kernel whose lanes a caller capped for one without a cap
+        cached.lanes = 2;
+        REQUIRE(capped.compile(b.body, cached) == Status::Ok);
+        cached.lanes = 0;
+        REQUIRE(free_lanes.compile(b.body, cached) == Status::Ok);
+        CHECK(capped.stats().lanes == (isa == Isa::Avx512 ? 2u : 1u));
+        CHECK(free_lanes.stats().lanes == (isa == Isa::Avx512 ? 3u : 1u));
+        CHECK(free_lanes.stats().cache_hit);   // the kernel small_kernel compiled
     }
     CHECK(s.stats().streaming_stores == (isa != Isa::Neon));
     options.lanes = 1;
