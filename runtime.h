@@ -1794,8 +1794,9 @@ public:
         return Status::Ok;
     }
     // Parts of at least this many bytes walked: waking the pool costs ~30 us on the README's
-    // machine, so in build/bench/runtime a memory-bound island ran slower in 2 parts at 2 MB
-    // (0.6x) and 1.5x faster at 8 MB, a Gelu island 1.3x and 1.95x.
+    // machine. In build/bench/runtime with parts from 32768 elements, 2 parts ran a
+    // memory-bound island 0.58x as fast at 2 MB walked and 1.53x at 8 MB, a Gelu island 1.30x
+    // and 1.95x.
     static constexpr uint64_t kPartBytes = 4u << 20;
     struct SnippetRun {
         const Snippet* snippet;

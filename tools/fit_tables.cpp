@@ -41,8 +41,8 @@ constexpr int kNodes = 400;
 constexpr Real kPi = 3.14159265358979323846264338327950288L;
 
 Real tanh_over_t(Real t) { return t == 0 ? 1.0L : tanhl(t) / t; }
-// R(t) below t = 7, t R(t) / 7 from there (just below 7 too: t + 1 can round up into that
-// interval, where max(x, -7) is still x).
+// R(t) below t = 7 (also in the sliver below 7 that t + 1's rounding puts into the interval
+// of [7, 9): max(x, -7) is still x there), t R(t) / 7 from 7 on; continuous at 7.
 Real gelu_r(Real t) { return 0.5L * erfcl(t / sqrtl(2.0L)) * expl(t * t / 2) * (t < 7 ? 1.0L : t / 7); }
 Real tanh_reference(Real x) { return tanhl(x); }
 Real gelu_reference(Real x) { return 0.5L * x * erfcl(-x / sqrtl(2.0L)); }
