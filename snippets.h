@@ -4003,10 +4003,15 @@ Status tokenize(const Graph& graph, const TokenizeOptions& options, Arena* arena
     uint32_t* island_head = scratch.allocate_array<uint32_t>(n + 1);  // members linked per island
     uint32_t* next_member = scratch.allocate_array<uint32_t>(n + 1);
     NodeId* visited = scratch.allocate_array<NodeId>(n + 1);
-    if (!position || !in_set || !stack || !members || !island_size || !island_head || !next_member || !visited)
+    // External inputs already counted by the running valid(): producer stamped, and the port.
+    uint32_t* input_stamp = scratch.allocate_array<uint32_t>(n + 1);
+    uint32_t* input_port = scratch.allocate_array<uint32_t>(n + 1);
+    uint32_t stamp = 0;
+    if (!position || !in_set || !stack || !members || !island_size || !island_head || !next_member || !visited ||
+        !input_stamp || !input_port)
         return Status::OutOfMemory;
     Span<const NodeId> order = graph.topological_order();
-    for (uint32_t i = 0; i < n; ++i) { position[order[i]] = i; island[i] = kNoIsland; in_set[i] = 0; }
+    for (uint32_t i = 0; i < n; ++i) { position[order[i]] = i; island[i] = kNoIsland; in_set[i] = 0; input_stamp[i] = 0; }
     uint32_t islands = 0;
 
     // Whether the set `members` (marked in_set=1) is a valid island.
@@ -4015,6 +4020,10 @@ Status tokenize(const Graph& graph, const TokenizeOptions& options, Arena* arena
         uint32_t inputs = 0, outputs = 0;
         SnippetShape domain;
         bool domain_ok = true;
+        if (++stamp == 0) {   // wrapped: no producer may carry a stale stamp
+            for (uint32_t i = 0; i < n; ++i) input_stamp[i] = 0;
+            stamp = 1;
+        }
         for (uint32_t k = 0; k < count; ++k) {
             NodeId v = members[k];
             const Node& node = graph.node(v);
@@ -4024,8 +4033,14 @@ Status tokenize(const Graph& graph, const TokenizeOptions& options, Arena* arena
                     if (edge.keep_apart) return false;
                     continue;
                 }
-                bool seen = false;  // count each external producer once
-                for (uint32_t k2 = 0; k2 < k && !seen; ++k2) {
+                // Count each external (producer, port) once: a stamp per producer answers at
+                // once; only another port of a producer already seen scans the edges before.
+                bool seen = input_stamp[edge.producer] == stamp && input_port[edge.producer] == edge.port;
+                if (input_stamp[edge.producer] != stamp) {
+                    input_stamp[edge.producer] = stamp;
+                    input_port[edge.producer] = edge.port;
+                }
+                for (uint32_t k2 = 0; k2 < k && !seen && input_port[edge.producer] != edge.port; ++k2) {
                     const Node& other = graph.node(members[k2]);
                     for (uint32_t e2 = 0; e2 < other.num_inputs; ++e2)
                         if (other.inputs[e2].producer == edge.producer && other.inputs[e2].port == edge.port) { seen = true; break; }

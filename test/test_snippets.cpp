@@ -1275,6 +1275,32 @@ TEST_CASE("tokenize: budget, shapes, element types and keep-apart edges limit is
     REQUIRE(tokenize(h, TokenizeOptions(), &arena3, &t) == Status::Ok);
     CHECK(t.island_of[q] != kNoIsland);
     CHECK(t.island_of[q] != t.island_of[r]);
+
+    // Two ports of one producer are two arguments, one port read twice is one: Add(split:0,
+    // split:1) and its result need 3 arguments, Mul(split:0, split:0) 2.
+    Arena arena4;
+    Graph two(&arena4);
+    NodeId x = add(&two, "x", "Input", {});
+    InputRef xin[] = {InputRef::by_id(x)};
+    NodeId split;
+    REQUIRE(two.add_node(NodeSpec{"split", "Split", "", xin, 2}, &split) == Status::Ok);
+    set_shape(&two, split, {8, 16});
+    REQUIRE(two.set_output_desc(split, 1, test::make_desc(ElementType::Float32, {8, 16})) == Status::Ok);
+    InputRef ports[] = {InputRef::by_id(split, 0), InputRef::by_id(split, 1)};
+    InputRef same[] = {InputRef::by_id(split, 0), InputRef::by_id(split, 0)};
+    NodeId sum, square;
+    REQUIRE(two.add_node(NodeSpec{"sum", "Add", "", ports, 1}, &sum) == Status::Ok);
+    REQUIRE(two.add_node(NodeSpec{"square", "Mul", "", same, 1}, &square) == Status::Ok);
+    set_shape(&two, sum, {8, 16});
+    set_shape(&two, square, {8, 16});
+    REQUIRE(two.finalize() == Status::Ok);
+    options.max_arguments = 2;
+    REQUIRE(tokenize(two, options, &arena4, &t) == Status::Ok);
+    CHECK(t.island_of[sum] == kNoIsland);
+    CHECK(t.island_of[square] != kNoIsland);
+    options.max_arguments = 3;
+    REQUIRE(tokenize(two, options, &arena4, &t) == Status::Ok);
+    CHECK(t.island_of[sum] != kNoIsland);
 }
 
 TEST_CASE("tokenize: a chain over 24 inputs is one island by default, split at max_arguments") {
