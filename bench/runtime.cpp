@@ -22,6 +22,17 @@ double median_ns(std::vector<double>& v) {
     return v[v.size() / 2];
 }
 
+// Median over 21 runs of `repeats` inferences of the time of one, in ns; negative if one fails.
+double median_infer_ns(InferRequest& request, int repeats) {
+    std::vector<double> times;
+    for (int run = 0; run < 21; ++run) {
+        auto start = std::chrono::steady_clock::now();
+        for (int i = 0; i < repeats; ++i) if (request.infer() != Status::Ok) return -1;
+        times.push_back(std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count() / repeats);
+    }
+    return median_ns(times);
+}
+
 // A chain of n Relu nodes on d; device(i) names node i's affinity (nullptr: none).
 bool relu_chain(Model* model, uint32_t n, const TensorDesc& d, const char* (*device)(uint32_t)) {
     NodeId p;
@@ -116,13 +127,8 @@ int main(int argc, char** argv) {
         if (compiled.create_request(&request) != Status::Ok) return 1;
         for (int i = 0; i < 4; ++i) request.input(0).data_as<float>()[i] = a[i];
         for (int i = 0; i < 20; ++i) if (request.infer() != Status::Ok) return 1;
-        std::vector<double> times;
-        for (int run = 0; run < 21; ++run) {
-            auto start = std::chrono::steady_clock::now();
-            for (int i = 0; i < 200; ++i) if (request.infer() != Status::Ok) return 1;
-            times.push_back(std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count() / 200);
-        }
-        double ns = median_ns(times);
+        double ns = median_infer_ns(request, 200);
+        if (ns < 0) return 1;
         uint32_t steps = compiled.step_count();
         std::printf("%-34s %12.2f %12.1f %9.2fx   (%u steps)\n", k.name, ns / 1000, ns / (steps ? steps : 1), ns / direct_ns, steps);
     }
@@ -161,13 +167,8 @@ int main(int argc, char** argv) {
                 for (int64_t i = 0; i < n; ++i) in_data[i] = (float)(i % 2001) * 0.01f - 10.0f;
                 const int repeats = (int)std::max<int64_t>(1, (1 << 22) / n);
                 for (int i = 0; i < 3; ++i) if (request.infer() != Status::Ok) return 1;
-                std::vector<double> times;
-                for (int run = 0; run < 21; ++run) {
-                    auto start = std::chrono::steady_clock::now();
-                    for (int i = 0; i < repeats; ++i) if (request.infer() != Status::Ok) return 1;
-                    times.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count() / repeats);
-                }
-                us[t] = median_ns(times);
+                us[t] = median_infer_ns(request, repeats) / 1000;
+                if (us[t] < 0) return 1;
             }
             std::printf("%10lld %12.1f %12.1f %7.2fx\n", (long long)n, us[0], us[1], us[0] / us[1]);
         }

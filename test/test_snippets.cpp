@@ -1845,11 +1845,7 @@ TEST_CASE("snippets: a run in parts equals one run, every element written by one
             Built b;
             build_op(&b.body, op, op_shapes);
             std::vector<std::vector<float>> inputs;
-            for (size_t i = 0; i < op_shapes.size(); ++i) {
-                uint64_t n = 1;
-                for (int64_t d : op_shapes[i]) n *= (uint64_t)d;
-                inputs.push_back(random_values(n, (uint32_t)(k * 7 + i)));
-            }
+            for (size_t i = 0; i < op_shapes.size(); ++i) inputs.push_back(random_values(count(op_shapes[i]), (uint32_t)(k * 7 + i)));
             INFO(op_name(op) << " shapes " << k);
             check_parts(b.body, inputs, {shape_size(b.body.instruction(b.body.result_value(0)).shape)}, isa);
         }
