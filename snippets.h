@@ -3761,17 +3761,26 @@ Status Snippet::run(Span<const float* const> inputs, Span<float* const> outputs,
     for (size_t i = 0; i < inputs.size; ++i) if (!inputs[i]) return fail(Status::InvalidArgument, "run: null input");
     for (size_t i = 0; i < outputs.size; ++i) if (!outputs[i]) return fail(Status::InvalidArgument, "run: null output");
     uint32_t args = parameters_ + results_;
-    bool inner_broadcast[kSnippetMaxArgs];
-    for (uint32_t t = 0; t < args; ++t) inner_broadcast[t] = strides_[t][rank_ - 1] == 0 && dims_[rank_ - 1] > 1;
     // The kernel walks rows of the last dimension, `rows` at a time (the second last); the
     // dimensions before are iterated here. Row g of all total_rows is (outer index, row).
     const int64_t n = dims_[rank_ - 1];
     const uint32_t outer = rank_ >= 2 ? rank_ - 2 : 0;
     const int64_t rows = rank_ >= 2 ? dims_[rank_ - 2] : 1;
-    int64_t total_rows = rows;
-    for (uint32_t i = 0; i < outer; ++i) total_rows *= dims_[i];
     int64_t row_strides[kSnippetMaxArgs];
     for (uint32_t t = 0; t < args; ++t) row_strides[t] = rank_ >= 2 ? strides_[t][rank_ - 2] * (int64_t)sizeof(float) : 0;
+    float* ptrs[kSnippetMaxArgs];
+    if (isa_ != Isa::Ref && parts == 1 && outer == 0) {
+        // The common case in one kernel call from the tensors' own pointers: no index
+        // arithmetic (the general walk below costs ~6 ns more a call: 16.3 against 10.7 ns for
+        // 16 floats, `run() on 16 floats` in bench/snippets).
+        for (uint32_t t = 0; t < args; ++t) ptrs[t] = const_cast<float*>(t < parameters_ ? inputs[t] : outputs[t - parameters_]);
+        reinterpret_cast<void (*)(float* const*, size_t, size_t, const int64_t*)>(kernel_)(ptrs, (size_t)n, (size_t)rows, row_strides);
+        return Status::Ok;
+    }
+    bool inner_broadcast[kSnippetMaxArgs];
+    for (uint32_t t = 0; t < args; ++t) inner_broadcast[t] = strides_[t][rank_ - 1] == 0 && dims_[rank_ - 1] > 1;
+    int64_t total_rows = rows;
+    for (uint32_t i = 0; i < outer; ++i) total_rows *= dims_[i];
     // This part's share: rows [row_begin, row_end), columns [column_begin, column_end).
     auto share = [parts](int64_t total, uint32_t k) {   // balanced, without overflow
         const int64_t q = total / parts, rest = total % parts;
@@ -3794,7 +3803,6 @@ Status Snippet::run(Span<const float* const> inputs, Span<float* const> outputs,
     }
     for (int64_t g = row_begin; g < row_end && column_begin < column_end;) {
         const int64_t row = g % rows, count = std::min(rows - row, row_end - g);
-        float* ptrs[kSnippetMaxArgs];
         for (uint32_t t = 0; t < args; ++t) {
             int64_t offset = column_begin * strides_[t][rank_ - 1];
             if (rank_ >= 2) offset += row * strides_[t][rank_ - 2];
