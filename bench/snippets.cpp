@@ -456,6 +456,38 @@ int main() {
         }
     }
 
+    // Short rows: the layer-norm tail over rows of `hidden` floats (a value per row, a value
+    // per column), 262144 floats in all (in L2), against its compiled loop: the cost a kernel
+    // pays per row, and the lanes chosen for the row's length.
+    std::printf("\n== short rows: LayerNorm tail, 262144 floats in rows of H (per-row and per-column values)\n");
+    std::printf("%8s %6s %10s %10s %8s\n", "H", "lanes", "fused ns", "loop ns", "vs loop");
+    for (int64_t hidden : {16, 48, 96, 768}) {
+        const int64_t rows = 262144 / hidden, n = rows * hidden;
+        Buffer x(n, 0.5f), mean(rows, 0.7f), rstd(rows, 0.9f), gamma(hidden, 1.1f), beta(hidden, 1.3f), out(n);
+        Arena arena;
+        SnippetBody body(&arena);
+        ValueId px = param(body, {rows, hidden}), pm = param(body, {rows, 1}), pr = param(body, {rows, 1});
+        ValueId pg = param(body, {hidden}), pb = param(body, {hidden});
+        result(body, op(body, SnippetOp::Add, op(body, SnippetOp::Mul, op(body, SnippetOp::Mul, op(body, SnippetOp::Sub, px, pm), pr), pg), pb));
+        Snippet kernel;
+        SnippetOptions options;
+        options.isa = isa;
+        if (kernel.compile(body, options) != Status::Ok) { std::printf("compile failed: %s\n", kernel.last_error()); return 1; }
+        const float* ins[] = {x.get(), mean.get(), rstd.get(), gamma.get(), beta.get()};
+        float* outs[] = {out.get()};
+        const float *xp = x.get(), *mp = mean.get(), *rp = rstd.get(), *gp = gamma.get(), *bp = beta.get();
+        float* op_ = out.get();
+        double t_fused = 1e30, t_loop = 1e30;
+        for (int round = 0; round < 3; ++round) {   // alternating, best of each
+            t_fused = std::min(t_fused, best_time([&] { (void)kernel.run(ins, outs); }));
+            t_loop = std::min(t_loop, best_time([&] {
+                for (int64_t r = 0; r < rows; ++r)
+                    for (int64_t j = 0; j < hidden; ++j) op_[r * hidden + j] = (xp[r * hidden + j] - mp[r]) * rp[r] * gp[j] + bp[j];
+            }));
+        }
+        std::printf("%8lld %6u %10.0f %10.0f %7.2fx\n", (long long)hidden, kernel.stats().lanes, t_fused * 1e9, t_loop * 1e9, t_loop / t_fused);
+    }
+
     // Compile time of single-op kernels (no cache), and accuracy over dense sweeps.
     std::printf("\n== per-op kernels on %s: compile time and max ULP error vs double (dense sweep, 4M points)\n", isa_name(isa));
     struct Sweep { SnippetOp op; float lo, hi; };

@@ -629,6 +629,27 @@ TEST_CASE("snippets: streaming stores and one to four lanes equal the interprete
     options.lanes = 3;
     REQUIRE(s.compile(t.body, options) == Status::Ok);
     CHECK(s.stats().lanes == (isa == Isa::Avx512 ? 3u : 1u));
+    // Short rows: the lanes that walk a row in the fewest iterations (whole tiles, then one
+    // partial tile per vector left over; ties to more lanes), unless the caller chose. Rows
+    // of x + per-row value, n vectors long, with a partial vector in some.
+    struct RowCase { int64_t floats; uint32_t lanes; };
+    const RowCase rows[] = {{16, 1}, {20, 1}, {32, 2}, {48, 3}, {64, 4}, {80, 4}, {96, 3}, {112, 3}, {160, 4}, {768, 4}};
+    for (const RowCase& c : rows) {
+        const int64_t n = c.floats * (int64_t)isa_vector_floats(isa) / 16;  // the same vector counts on every target
+        Built r;
+        build_op(&r.body, SnippetOp::Add, {{5, n}, {5, 1}});
+        std::vector<std::vector<float>> row_inputs = {random_values((uint64_t)(5 * n), (uint32_t)n, 4.0f), random_values(5, 3, 4.0f)};
+        INFO("row of " << n << " floats");
+        options.lanes = 0;
+        options.streaming_stores = -1;
+        REQUIRE(s.compile(r.body, options) == Status::Ok);
+        CHECK(s.stats().lanes == (isa == Isa::Avx512 ? c.lanes : 1u));
+        check_against_interpreter(r.body, row_inputs, {(uint64_t)(5 * n)}, isa);
+        check_against_interpreter(r.body, row_inputs, {(uint64_t)(5 * n)}, isa, 0, 1);  // misaligned rows
+        options.lanes = 4;
+        REQUIRE(s.compile(r.body, options) == Status::Ok);
+        CHECK(s.stats().lanes == (isa == Isa::Avx512 ? 4u : 1u));
+    }
 }
 
 // A body over `params` parameters of shapes {rows, n} (full), {rows, 1} (one value per row,
