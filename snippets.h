@@ -37,7 +37,8 @@
    peel, vector tiles, a tail; partial tiles use AVX-512 masks, AVX2 vmaskmov or SSE4.1 scalar
    tiles; on AVX-512 the vector tiles are 2 to 4 lanes, lane k on its own bank of 32/lanes
    registers, when the values fit 6 registers unspilled: 4 when a lane needs at most 8
-   registers, 3 up to 10 (beyond 4 MiB: 3 up to 8, else 2); 3 or 4 lanes run as a software
+   registers, 3 up to 10 (beyond 4 MiB: 3 up to 8, else 2), and no more than walk a row in
+   the fewest iterations (short rows); 3 or 4 lanes run as a software
    pipeline, lane k k/lanes of a tile ahead (emit_pipelined_tiles), 2 in lockstep; the most
    used constants are pinned, loaded once, in the registers no lane uses (x86: a counting
    pass over one tile; NEON: over the whole kernel, caller-saved registers unless it saves
@@ -280,8 +281,10 @@ struct SnippetOptions {
     // Vector tiles per loop iteration (AVX-512): 0 picks 2 to 4 when the body's values fit 6
     // registers without spilling (as many lanes as the registers one lane needs, values and
     // temporaries, allow: 4 up to 8, 3 up to 10; when one run walks more than 4 MiB, 3 up to
-    // 8 and else 2), else 1; 1 forces one, 2 to 4 cap the number. 3 and 4 lanes run as a
-    // software pipeline (SnippetStats::software_pipelined), 2 in lockstep.
+    // 8 and else 2), else 1, and never more than walk a row in the fewest loop iterations
+    // (whole tiles plus one partial tile per vector left over: rows of 16 floats get one);
+    // 1 forces one, 2 to 4 cap the number. 3 and 4 lanes run as a software pipeline
+    // (SnippetStats::software_pipelined), 2 in lockstep.
     uint8_t lanes = 0;
 };
 // Size of the largest data cache (CPUID leaf 4 or 0x8000001D; 0x80000006 on older AMD), 0
