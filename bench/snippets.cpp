@@ -418,10 +418,13 @@ int main() {
             // with them: the memory side of this shared machine drifts within seconds, and
             // the ratio should compare the two under the same conditions.
             const bool beyond_caches = n > 4194304;
-            double t_fused = 1e30, t_copy = beyond_caches ? 1e30 : t_memcpy;
+            // The compiled loop takes its turn in the same rounds: its own time moves 10-30%
+            // between runs here, and one best-of measured apart made "vs loop" swing with it.
+            double t_fused = 1e30, t_copy = beyond_caches ? 1e30 : t_memcpy, t_loop = 1e30;
             for (int round = 0; round < (beyond_caches ? 3 : 1); ++round) {
                 if (beyond_caches) t_copy = std::min(t_copy, time_memcpy());
                 t_fused = std::min(t_fused, best_time([&] { (void)fused.run(ins, outs); }));
+                t_loop = std::min(t_loop, best_time([&] { p.loop(loop_ptrs.data(), out_loop.get(), n); }));
             }
             const double copy_gbs = 2.0 * n * 4 / t_copy / 1e9;
             // In place over the first input when it has the output's elements, as the runtime
@@ -441,7 +444,6 @@ int main() {
                 double t = best_time([&] { (void)fused.run(in_place_ins, in_place_outs); });
                 inplace_gbs = (double)fused.stats().bytes_fused / t / 1e9;
             }
-            double t_loop = best_time([&] { p.loop(loop_ptrs.data(), out_loop.get(), n); });
             Unfused unfused;
             unfused.build(body, isa, &cache, &pool, (size_t)n);
             double t_unfused = best_time([&] { unfused.run(param_ptrs, body, out_unfused.get()); });
