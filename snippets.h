@@ -3597,16 +3597,18 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
     if (s != Status::Ok) return fail(s, "compile: lowering failed (out of memory or more than 256 constants)");
     // Two tiles in lockstep on AVX-512 (each lane gets a bank of 16 registers) hide the
     // latency of the long approximation chains; taken when the values fit a bank unspilled.
-    // Unless the caller chose, the lanes that walk a row in the fewest loop iterations: whole
-    // tiles plus one masked partial tile per vector left over (ties: more lanes). Short rows
-    // otherwise run mostly in partial tiles: in L2, rows of 16 floats ran 0.48x the compiled
-    // loop with 4 lanes and 0.68x with 1, rows of 48 0.72x with 4 and 0.87x with 3, rows of
-    // 96 0.91x with 4 and 0.98x with 3.
+    // Unless the caller chose, at most the lanes that walk a row in the fewest loop
+    // iterations: whole tiles plus one masked partial tile per vector left over (ties: more
+    // lanes). Short rows otherwise run mostly in partial tiles (bench/snippets, short rows:
+    // the layer-norm tail in rows of 16 floats took 47.5 us with 4 lanes, 34 with 1).
     const uint64_t row_vectors = d.dims[d.rank - 1] / isa_vector_floats(isa);
-    uint32_t row_lanes = 1;
-    for (uint32_t l = 2; l <= 4 && l <= row_vectors && !options.lanes; ++l)
-        if (row_vectors / l + row_vectors % l <= row_vectors / row_lanes + row_vectors % row_lanes) row_lanes = l;
-    if (options.lanes) row_lanes = 4;
+    auto row_iterations = [row_vectors](uint64_t l) { return row_vectors / l + row_vectors % l; };
+    uint32_t row_lanes = 4;
+    if (!options.lanes) {
+        row_lanes = 1;
+        for (uint32_t l = 2; l <= 4 && l <= row_vectors; ++l)
+            if (row_iterations(l) <= row_iterations(row_lanes)) row_lanes = l;
+    }
     uint32_t lanes = 1;
     if (isa == Isa::Avx512 && options.lanes != 1 && row_lanes >= 2) {
         uint32_t half = 16 - reserved < allocatable ? 16 - reserved : allocatable;

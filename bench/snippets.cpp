@@ -323,7 +323,7 @@ long minor_faults() {
 }
 
 // What one minor page fault costs on this machine: the first write to each of 64 fresh
-// pages. A virtual machine may trap each one (about 14 us here, under 1 us on bare metal),
+// pages. A virtual machine may trap each one (11-24 us here, under 1 us on bare metal),
 // which is most of a first compile.
 double page_fault_us() {
     const size_t pages = 64, page = 4096;
@@ -478,13 +478,13 @@ int main() {
         const float* ins[] = {x.get(), mean.get(), rstd.get(), gamma.get(), beta.get()};
         float* outs[] = {out.get()};
         const float *xp = x.get(), *mp = mean.get(), *rp = rstd.get(), *gp = gamma.get(), *bp = beta.get();
-        float* op_ = out.get();
+        float* outp = out.get();
         double t_fused = 1e30, t_loop = 1e30;
         for (int round = 0; round < 3; ++round) {   // alternating, best of each
             t_fused = std::min(t_fused, best_time([&] { (void)kernel.run(ins, outs); }));
             t_loop = std::min(t_loop, best_time([&] {
                 for (int64_t r = 0; r < rows; ++r)
-                    for (int64_t j = 0; j < hidden; ++j) op_[r * hidden + j] = (xp[r * hidden + j] - mp[r]) * rp[r] * gp[j] + bp[j];
+                    for (int64_t j = 0; j < hidden; ++j) outp[r * hidden + j] = (xp[r * hidden + j] - mp[r]) * rp[r] * gp[j] + bp[j];
             }));
         }
         std::printf("%8lld %6u %10.0f %10.0f %7.2fx\n", (long long)hidden, kernel.stats().lanes, t_fused * 1e9, t_loop * 1e9, t_loop / t_fused);
