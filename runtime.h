@@ -1813,7 +1813,11 @@ public:
             float* out[kSnippetMaxArgs];
             for (uint32_t k = 0; k < step.reads.size; ++k) in[k] = static_cast<const float*>(context.values[step.reads[k]]);
             for (uint32_t k = 0; k < step.writes.size; ++k) out[k] = static_cast<float*>(context.values[step.writes[k]]);
-            SnippetRun job{unit.snippet, Span<const float* const>(in, step.reads.size), Span<float* const>(out, step.writes.size), 1, {}};
+            SnippetRun job;   // status[] is not cleared: each part writes its own entry
+            job.snippet = unit.snippet;
+            job.in = Span<const float* const>(in, step.reads.size);
+            job.out = Span<float* const>(out, step.writes.size);
+            job.parts = 1;
             // A large island's kernel runs in parts on the request's threads; the interpreter
             // (Ref) runs whole, as its scratch is one per request.
             if (context.pool && unit.snippet->isa() != Isa::Ref && unit.snippet->stats().bytes_fused >= kPartBytes * 2)
