@@ -99,8 +99,9 @@
    Bodies and tokenizer results live in an Arena. Compilation uses a scratch Arena (heap from
    TESSEL_MALLOC) freed before compile() returns; the interpreter's column buffer is allocated
    at compile time, so run() never allocates. asmjit's zone starts in a 16 KiB block of the
-   scratch arena; its code buffer (malloc in CodeHolder) and executable memory (JitRuntime's
-   mmap) stay outside TESSEL_MALLOC: the 2022 asmjit snapshot has no allocator hook for them.
+   scratch arena, which the emitter's passes take in turn (counting, then final); its code
+   buffer (malloc in CodeHolder) and executable memory (JitRuntime's mmap) stay outside
+   TESSEL_MALLOC: the 2022 asmjit snapshot has no allocator hook for them.
 
    Threading
    ---------
@@ -2652,7 +2653,11 @@ inline Status emit_kernel(Program* p, Isa isa, uint32_t allocatable, uint32_t la
     bool cold[kSnippetMaxArgs];
     const uint32_t cold_count = pick_cold_arguments(p, argument_count, isa, cold);
     if (pin_constants) {
-        CodeHolder counting;
+        // The counting pass's zone uses the same scratch block as the final pass's (below):
+        // the two never live at once, and a malloc'd block of its own cost a page fault
+        // on the first compiles of a process.
+        Support::Temporary counting_zone(zone, zone_bytes);
+        CodeHolder counting(zone ? &counting_zone : nullptr);
         counting.init(Environment(Arch::kX64));
         ErrorRecorder counting_recorder;
         counting.setErrorHandler(&counting_recorder);
@@ -3337,7 +3342,7 @@ inline Status assemble_a64(asmjit::CodeHolder* code, asmjit::ErrorHandler* handl
 
 inline Status emit_kernel_a64(Program* p, uint32_t allocatable, uint32_t argument_count, bool emit_only, void** kernel,
                               uint32_t* code_size, uint32_t* scratch_peak, uint32_t* saved_registers, char* error,
-                              size_t error_size, uint32_t* pinned_out = nullptr) {
+                              size_t error_size, uint32_t* pinned_out = nullptr, void* zone = nullptr, size_t zone_bytes = 0) {
     using namespace asmjit;
     uint32_t touched = 0;
     const uint32_t constants_before = p->constant_count;
@@ -3351,7 +3356,8 @@ inline Status emit_kernel_a64(Program* p, uint32_t allocatable, uint32_t argumen
     {
         uint16_t uses[256] = {};
         ErrorRecorder counting_recorder;
-        CodeHolder counting;
+        Support::Temporary counting_zone(zone, zone_bytes);  // as on x86: passes take turns in it
+        CodeHolder counting(zone ? &counting_zone : nullptr);
         uint32_t counting_peak = 0;
         Status counted = assemble_a64(&counting, &counting_recorder, p, allocatable, argument_count, false, false, &touched,
                                       &counting_peak, nullptr, uses);
@@ -3370,7 +3376,8 @@ inline Status emit_kernel_a64(Program* p, uint32_t allocatable, uint32_t argumen
     // Pass one learns whether v8-v15 are used; if so pass two assembles with d8-d15 saved.
     // With pinned constants the scratch pool is smaller: if it runs out, again without.
     ErrorRecorder first_recorder, recorder;
-    CodeHolder first, second;
+    Support::Temporary first_zone(zone, zone_bytes);  // the counting pass is over
+    CodeHolder first(zone ? &first_zone : nullptr), second;
     CodeHolder* code;
     ErrorRecorder* used;
     Status s;
@@ -3726,7 +3733,8 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
         uint32_t emitted_lanes = lanes;
         uint32_t pinned = 0;
         s = isa == Isa::Neon ? detail::emit_kernel_a64(&program, allocatable, params + results, emit_only, &kernel_,
-                                                       &code_size, &scratch_peak, &saved_registers, error_, sizeof error_, &pinned)
+                                                       &code_size, &scratch_peak, &saved_registers, error_, sizeof error_, &pinned,
+                                                       zone, zone ? kZoneBytes : 0)
                              : detail::emit_kernel(&program, isa, allocatable, lanes, streaming, params + results, emit_only, &kernel_,
                                                    &code_size, &scratch_peak, error_, sizeof error_, zone, zone ? kZoneBytes : 0,
                                                    true, lane_cap,
