@@ -42,8 +42,10 @@
    pipeline, lane k k/lanes of a tile ahead (emit_pipelined_tiles), 2 in lockstep; the most
    used constants are pinned, loaded once, in the registers no lane uses (x86: a counting
    pass over one tile; NEON: over the whole kernel, caller-saved registers unless it saves
-   d8-d15 anyway); outputs above the last-level cache use non-temporal stores,
-   SnippetOptions::lanes and streaming_stores override) through the target's jitter table;
+   d8-d15 anyway), and the row invariants then take one shared register each there when
+   all fit (else each lane loads its own copy per row); outputs above the last-level cache
+   use non-temporal stores, SnippetOptions::lanes and streaming_stores override) through the
+   target's jitter table;
    emit_kernel_a64 for NEON (per row: 4-float tiles with post-incremented ldr/str q, ld1r
    broadcasts, a scalar peel and tail).
    Kernels are cached by a hash of the lowered program and the target.
@@ -302,6 +304,7 @@ struct SnippetStats {
     uint32_t registers_used = 0;     // distinct vector registers holding values
     uint32_t scratch_registers = 0;  // most temporaries live at once inside one operation
     uint32_t pinned_constants = 0;   // constants held in registers for the whole kernel (loaded once, not per use)
+    uint32_t shared_invariants = 0;  // row-invariant broadcasts held once for all lanes (else once per lane)
     uint32_t spilled_values = 0;
     uint32_t saved_vector_registers = 0;  // Neon: callee-saved d8-d15 the kernel saves (0 or 8)
     uint32_t code_size = 0;          // bytes of code and data
@@ -2643,13 +2646,15 @@ inline Status emit_kernel(Program* p, Isa isa, uint32_t allocatable, uint32_t la
                           uint32_t argument_count, bool emit_only, void** kernel, uint32_t* code_size,
                           uint32_t* scratch_peak, char* error, size_t error_size, void* zone = nullptr, size_t zone_bytes = 0,
                           bool pin_constants = true, uint32_t max_lanes = 0, uint32_t* lanes_out = nullptr,
-                          Arena* arena = nullptr, bool beyond_caches = false, uint32_t* pinned_out = nullptr) {
+                          Arena* arena = nullptr, bool beyond_caches = false, uint32_t* pinned_out = nullptr,
+                          uint32_t* shared_out = nullptr) {
     using namespace asmjit;
     // Counting pass: one vector tile assembled aside gives the registers a lane needs and the
     // memory-operand uses of each constant; the most used constants then get the vector
     // registers no lane touches (on AVX-512 with two lanes: [need, 16) and [16 + need, 32)).
     int16_t pin_slot[32];
     uint32_t pin_count = 0, lane_registers = (isa == Isa::Avx512 ? 32 : 16) / lanes;
+    bool share_invariants = false;
     bool cold[kSnippetMaxArgs];
     const uint32_t cold_count = pick_cold_arguments(p, argument_count, isa, cold);
     if (pin_constants) {
@@ -2707,7 +2712,12 @@ inline Status emit_kernel(Program* p, Isa isa, uint32_t allocatable, uint32_t la
                 pin_slot[pin_count++] = (int16_t)best;
                 uses[best] = 0;
             }
-            if (pin_count) lane_registers = need;
+            // With lanes, each lane would load its own copy of every row invariant at each row;
+            // one shared copy each, in registers no lane uses, saves lanes - 1 loads per row.
+            uint32_t hoisted = 0;
+            for (uint32_t i = 0; i < p->count; ++i) hoisted += p->code[i].hoisted;
+            share_invariants = lanes > 1 && hoisted && hoisted <= free_registers - pin_count;
+            if (pin_count || share_invariants) lane_registers = need;
         }
     }
     // asmjit's zone (labels, sections, fixups) starts in `zone`, a block of the caller's
@@ -2754,17 +2764,25 @@ inline Status emit_kernel(Program* p, Isa isa, uint32_t allocatable, uint32_t la
             a.mov(x86::qword_ptr(x86::rsp, e.cold_disp[i]), x86::r15);
         }
     }
-    for (uint32_t k = 0, r = 0; k < pin_count; ++k, ++r) {   // pinned constants, in the registers no lane uses
+    uint32_t r = 0;   // pinned constants, then shared row invariants: in the registers no lane uses
+    for (uint32_t k = 0; k < pin_count; ++k, ++r) {
         while (r / e.m.bank < lanes && r % e.m.bank < lane_registers) ++r;
         e.m.const_reg[pin_slot[k]] = (int16_t)r;
         e.m.pinned |= 1u << r;
         a.emit(isa == Isa::Sse41 ? x86::Inst::kIdMovaps : x86::Inst::kIdVmovaps, e.m.vr((int)r), e.m.cm(pin_slot[k]));
     }
+    for (uint32_t i = 0; share_invariants && i < p->count; ++i) {
+        if (!p->code[i].hoisted) continue;
+        while (r / e.m.bank < lanes && r % e.m.bank < lane_registers) ++r;
+        p->code[i].reg = (int16_t)r;   // lane 0's id; in_lane keeps a pinned register for every lane
+        e.m.pinned |= 1u << r++;
+        if (shared_out) ++*shared_out;
+    }
     uint32_t w = isa_vector_floats(isa);
     Label row = a.newLabel(), loop = a.newLabel(), rest = a.newLabel(), partial = a.newLabel(), done = a.newLabel(),
           mask_table = a.newLabel();
     a.bind(row);
-    e.m.lanes = lanes;                    // every lane's copy of the row invariants
+    e.m.lanes = share_invariants ? 1 : lanes;   // the shared copy, or every lane's own
     emit_row_invariants(e);
     e.m.lanes = 1;
     a.mov(x86::rsi, saved_n);
@@ -3731,16 +3749,18 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
         uint32_t scratch_peak = 0;
         uint32_t saved_registers = 0;
         uint32_t emitted_lanes = lanes;
-        uint32_t pinned = 0;
+        uint32_t pinned = 0, shared = 0;
         s = isa == Isa::Neon ? detail::emit_kernel_a64(&program, allocatable, params + results, emit_only, &kernel_,
                                                        &code_size, &scratch_peak, &saved_registers, error_, sizeof error_, &pinned,
                                                        zone, zone ? kZoneBytes : 0)
                              : detail::emit_kernel(&program, isa, allocatable, lanes, streaming, params + results, emit_only, &kernel_,
                                                    &code_size, &scratch_peak, error_, sizeof error_, zone, zone ? kZoneBytes : 0,
                                                    true, lane_cap,
-                                                   &emitted_lanes, &scratch, options.lanes == 0 && beyond_caches, &pinned);
+                                                   &emitted_lanes, &scratch, options.lanes == 0 && beyond_caches, &pinned,
+                                                   &shared);
         stats_.scratch_registers = scratch_peak;
         stats_.pinned_constants = pinned;
+        stats_.shared_invariants = shared;
         stats_.saved_vector_registers = saved_registers;
         if (s == Status::LimitExceeded && allocatable > 1) {
             allocatable = allocatable > 3 ? allocatable - 2 : 1;

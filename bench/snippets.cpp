@@ -463,7 +463,7 @@ int main() {
     // pays per row, and the lanes chosen for the row's length.
     std::printf("\n== short rows: LayerNorm tail, 262144 floats in rows of H (per-row and per-column values)\n");
     std::printf("%8s %6s %10s %10s %8s\n", "H", "lanes", "fused ns", "loop ns", "vs loop");
-    for (int64_t hidden : {16, 48, 96, 768}) {
+    for (int64_t hidden : {16, 48, 64, 96, 768}) {
         const int64_t rows = 262144 / hidden, n = rows * hidden;
         Buffer x(n, 0.5f), mean(rows, 0.7f), rstd(rows, 0.9f), gamma(hidden, 1.1f), beta(hidden, 1.3f), out(n);
         Arena arena;

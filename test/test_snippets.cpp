@@ -646,9 +646,13 @@ TEST_CASE("snippets: streaming stores and one to four lanes equal the interprete
         CHECK(s.stats().lanes == (isa == Isa::Avx512 ? c.lanes : 1u));
         check_against_interpreter(r.body, row_inputs, {(uint64_t)(5 * n)}, isa);
         check_against_interpreter(r.body, row_inputs, {(uint64_t)(5 * n)}, isa, 0, 1);  // misaligned rows
+        // With lanes, the row's value is loaded once per row into a register they share.
+        CHECK(s.stats().shared_invariants == (s.stats().lanes > 1 ? 1u : 0u));
         options.lanes = 4;
         REQUIRE(s.compile(r.body, options) == Status::Ok);
         CHECK(s.stats().lanes == (isa == Isa::Avx512 ? 4u : 1u));
+        CHECK(s.stats().shared_invariants == (isa == Isa::Avx512 ? 1u : 0u));
+        check_against_interpreter(r.body, row_inputs, {(uint64_t)(5 * n)}, isa, 0, 1, false, nullptr, -1, 4);
     }
 }
 
