@@ -337,6 +337,25 @@ double page_fault_us() {
     return us;
 }
 
+// One row of a short-rows table: the kernel of `body` and its compiled loop, best of three
+// alternating rounds each.
+template <class Loop>
+bool print_row_case(Isa isa, int64_t row, const SnippetBody& body, std::vector<const float*> ins, float* out, Loop&& loop) {
+    Snippet kernel;
+    SnippetOptions options;
+    options.isa = isa;
+    if (kernel.compile(body, options) != Status::Ok) { std::printf("compile failed: %s\n", kernel.last_error()); return false; }
+    float* outs[] = {out};
+    Span<const float* const> inputs(ins.data(), ins.size());
+    double t_fused = 1e30, t_loop = 1e30;
+    for (int round = 0; round < 3; ++round) {
+        t_fused = std::min(t_fused, best_time([&] { (void)kernel.run(inputs, outs); }));
+        t_loop = std::min(t_loop, best_time(loop));
+    }
+    std::printf("%8lld %6u %10.0f %10.0f %7.2fx\n", (long long)row, kernel.stats().lanes, t_fused * 1e9, t_loop * 1e9, t_loop / t_fused);
+    return true;
+}
+
 }  // namespace
 
 int main() {
@@ -471,23 +490,33 @@ int main() {
         ValueId px = param(body, {rows, hidden}), pm = param(body, {rows, 1}), pr = param(body, {rows, 1});
         ValueId pg = param(body, {hidden}), pb = param(body, {hidden});
         result(body, op(body, SnippetOp::Add, op(body, SnippetOp::Mul, op(body, SnippetOp::Mul, op(body, SnippetOp::Sub, px, pm), pr), pg), pb));
-        Snippet kernel;
-        SnippetOptions options;
-        options.isa = isa;
-        if (kernel.compile(body, options) != Status::Ok) { std::printf("compile failed: %s\n", kernel.last_error()); return 1; }
-        const float* ins[] = {x.get(), mean.get(), rstd.get(), gamma.get(), beta.get()};
-        float* outs[] = {out.get()};
         const float *xp = x.get(), *mp = mean.get(), *rp = rstd.get(), *gp = gamma.get(), *bp = beta.get();
         float* outp = out.get();
-        double t_fused = 1e30, t_loop = 1e30;
-        for (int round = 0; round < 3; ++round) {   // alternating, best of each
-            t_fused = std::min(t_fused, best_time([&] { (void)kernel.run(ins, outs); }));
-            t_loop = std::min(t_loop, best_time([&] {
+        if (!print_row_case(isa, hidden, body, {xp, mp, rp, gp, bp}, outp, [&] {
                 for (int64_t r = 0; r < rows; ++r)
                     for (int64_t j = 0; j < hidden; ++j) outp[r * hidden + j] = (xp[r * hidden + j] - mp[r]) * rp[r] * gp[j] + bp[j];
-            }));
-        }
-        std::printf("%8lld %6u %10.0f %10.0f %7.2fx\n", (long long)hidden, kernel.stats().lanes, t_fused * 1e9, t_loop * 1e9, t_loop / t_fused);
+            }))
+            return 1;
+    }
+    // The same for a per-channel scale and bias over small feature maps (a CNN's last
+    // stages: 3x3, 5x5, 7x7, 14x14): rows of HW floats, most of them starting off a vector
+    // boundary.
+    std::printf("\n== short rows: x*w+b, Relu per channel, 262144 floats in maps of HW floats\n");
+    std::printf("%8s %6s %10s %10s %8s\n", "HW", "lanes", "fused ns", "loop ns", "vs loop");
+    for (int64_t hw : {9, 25, 49, 196}) {
+        const int64_t channels = 262144 / hw, n = channels * hw;
+        Buffer x(n, 0.5f), w(channels, 0.7f), bias(channels, 0.9f), out(n);
+        Arena arena;
+        SnippetBody body(&arena);
+        ValueId px = param(body, {channels, hw}), pw = param(body, {channels, 1}), pb = param(body, {channels, 1});
+        result(body, op(body, SnippetOp::Relu, op(body, SnippetOp::Add, op(body, SnippetOp::Mul, px, pw), pb)));
+        const float *xp = x.get(), *wp = w.get(), *bp = bias.get();
+        float* outp = out.get();
+        if (!print_row_case(isa, hw, body, {xp, wp, bp}, outp, [&] {
+                for (int64_t c = 0; c < channels; ++c)
+                    for (int64_t i = 0; i < hw; ++i) outp[c * hw + i] = std::max(xp[c * hw + i] * wp[c] + bp[c], 0.0f);
+            }))
+            return 1;
     }
 
     // Compile time of single-op kernels (no cache), and accuracy over dense sweeps.
