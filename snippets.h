@@ -2771,13 +2771,17 @@ inline Status emit_kernel(Program* p, Isa isa, uint32_t allocatable, uint32_t la
         e.m.pinned |= 1u << r;
         a.emit(isa == Isa::Sse41 ? x86::Inst::kIdMovaps : x86::Inst::kIdVmovaps, e.m.vr((int)r), e.m.cm(pin_slot[k]));
     }
+    uint32_t shared_index[32], shared_count = 0;   // the program's own registers come back below
+    int16_t shared_reg[32];
     for (uint32_t i = 0; share_invariants && i < p->count; ++i) {
         if (!p->code[i].hoisted) continue;
         while (r / e.m.bank < lanes && r % e.m.bank < lane_registers) ++r;
+        shared_index[shared_count] = i;
+        shared_reg[shared_count++] = p->code[i].reg;
         p->code[i].reg = (int16_t)r;   // lane 0's id; in_lane keeps a pinned register for every lane
         e.m.pinned |= 1u << r++;
-        if (shared_out) ++*shared_out;
     }
+    if (shared_out) *shared_out = shared_count;
     uint32_t w = isa_vector_floats(isa);
     Label row = a.newLabel(), loop = a.newLabel(), rest = a.newLabel(), partial = a.newLabel(), done = a.newLabel(),
           mask_table = a.newLabel();
@@ -2886,13 +2890,16 @@ inline Status emit_kernel(Program* p, Isa isa, uint32_t allocatable, uint32_t la
         if (p->constant_kinds[i]) a.embed(kLookupTables[p->constants[i]], 64);
         else a.embedUInt32(p->constants[i], 16);
     }
+    // The shared registers were this assembly's: the program keeps its own allocation (the
+    // retry below assembles it again without them).
+    for (uint32_t k = 0; k < shared_count; ++k) p->code[shared_index[k]].reg = shared_reg[k];
     *scratch_peak = e.m.peak;
     if (lanes_out) *lanes_out = lanes;
     if (pinned_out) *pinned_out = pin_count;
-    if (e.m.failed && (pin_count || max_lanes > 2))   // too few temporaries left: without pinning, two lanes
+    if (e.m.failed && (pin_count || shared_count || max_lanes > 2))   // too few temporaries left: without pinning or sharing, two lanes
         return emit_kernel(p, isa, allocatable, lanes > 2 ? 2 : lanes, streaming, argument_count, emit_only, kernel,
                            code_size, scratch_peak, error, error_size, nullptr, 0, false, 0, lanes_out, nullptr, false,
-                           pinned_out);   // `zone` is this call's
+                           pinned_out, shared_out);   // `zone` is this call's
     if (e.m.failed) {
         std::snprintf(error, error_size, "emit: out of scratch registers or constants");
         return Status::LimitExceeded;
