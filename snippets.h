@@ -1941,7 +1941,7 @@ struct JitMath {
     // compute-bound, and with a memory operand per constant use the loads were their
     // bottleneck (2 vector loads per cycle on Zen 5, against 4 FP pipes).
     int16_t const_reg[256];
-    uint32_t pinned = 0;             // bit r: vector register r holds a pinned constant
+    uint32_t pinned = 0;             // bit r: register r is shared by the lanes (a pinned constant or row invariant)
     uint16_t* const_uses = nullptr;  // counting pass: memory-operand uses per constant slot
     int max_reg = -1;                // highest register alloc() handed out
     JitMath() { for (int16_t& r : const_reg) r = -1; }
@@ -2324,7 +2324,7 @@ struct EmitContextBase {
         for (uint32_t r = 0; r < 32; ++r) {
             m.pool[r] = r >= allocatable && r < vector_registers;
             if (r < allocatable) m.pool[r] = holder_until[r] < (int32_t)i;
-            if (m.pinned >> r & 1) m.pool[r] = false;   // a pinned constant is never written
+            if (m.pinned >> r & 1) m.pool[r] = false;   // a pinned constant or shared row invariant: never a temporary
         }
     }
     void defined(uint32_t i) {
