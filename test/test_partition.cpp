@@ -113,6 +113,36 @@ TEST_CASE("rollback: two subgraphs that feed each other are never returned (issu
     }
 }
 
+TEST_CASE("rollback: a node of another device blocks the candidate before the growth touches it") {
+    // a reaches e (device B) through c, and e reaches j through i. The seed's walk learns
+    // of e only at i's neighbours: it merges j, h, g, i and then rolls all four back
+    // (A{b,d,f,g,h,i,j} then A{a,c}). Tessel knows e from the start, so merging j fails
+    // alone, before the growth ever reaches e (found by a random search against the
+    // earlier behaviour, then reduced).
+    const char* graph = "a A\nb A a\nc A a\nd A b\ne B c\nf A d\ng A d\nh A g\ni A e\nj A f h i\n";
+    for (bool naive : {false, true}) {
+        Run run(graph, PartitionAlgorithm::Rollback, naive);
+        REQUIRE(run.status == Status::Ok);
+        CHECK(run.text() == "A: a b c d f g h\nA: i j\nB: e\n");
+        CHECK(run.check() == Status::Ok);
+        CHECK(run.result.placements[run.graph.find("j")].reason == PlacementReason::CycleThrough);
+    }
+    Run run(graph, PartitionAlgorithm::Rollback, false, true);
+    REQUIRE(run.status == Status::Ok);
+    CHECK(run.trace.rfind("A: round 1, possible roots [a,b,c,d,f,g,h,i,j]\n"
+                          "  select root a\n"
+                          "  merge b\n"
+                          "  merge d\n"
+                          "  merge f\n"
+                          "  merge j\n"
+                          "  rollback j: self-reference through e\n"
+                          "  merge g\n"
+                          "  merge h\n"
+                          "  merge c\n"
+                          "  failed to merge e: other device\n"
+                          "  end: [a,b,c,d,f,g,h]\n", 0) == 0);
+}
+
 TEST_CASE("check_partition: the seed's one-subgraph-at-a-time result is caught as a cycle") {
     Run run(kDeadlockGraph, PartitionAlgorithm::Rollback);
     REQUIRE(run.status == Status::Ok);
