@@ -254,9 +254,15 @@ public:
     uint32_t hits() const { return hits_; }
     uint32_t misses() const { return misses_; }
     // internal
-    struct Entry { uint64_t hash; void* key; size_t key_bytes; void* kernel; uint32_t code_size; uint32_t lanes; };
+    // What the emission decided, so that a cache hit reports the statistics of the kernel it
+    // reuses.
+    struct Emitted {
+        uint32_t code_size = 0, lanes = 1, scratch_registers = 0, pinned_constants = 0, shared_invariants = 0,
+                 saved_vector_registers = 0;
+    };
+    struct Entry { uint64_t hash; void* key; size_t key_bytes; void* kernel; Emitted emitted; };
     const Entry* find(uint64_t hash, const void* key, size_t key_bytes);
-    bool insert(uint64_t hash, const void* key, size_t key_bytes, void* kernel, uint32_t code_size, uint32_t lanes = 1);
+    bool insert(uint64_t hash, const void* key, size_t key_bytes, void* kernel, const Emitted& emitted);
 private:
     Entry entries_[kCapacity] = {};
     uint32_t count_ = 0, hits_ = 0, misses_ = 0;
@@ -3482,12 +3488,12 @@ const KernelCache::Entry* KernelCache::find(uint64_t hash, const void* key, size
     return nullptr;
 }
 
-bool KernelCache::insert(uint64_t hash, const void* key, size_t key_bytes, void* kernel, uint32_t code_size, uint32_t lanes) {
+bool KernelCache::insert(uint64_t hash, const void* key, size_t key_bytes, void* kernel, const Emitted& emitted) {
     if (count_ == kCapacity) return false;
     void* copy = TESSEL_MALLOC(key_bytes ? key_bytes : 1);
     if (!copy) return false;
     std::memcpy(copy, key, key_bytes);
-    entries_[count_++] = Entry{hash, copy, key_bytes, kernel, code_size, lanes};
+    entries_[count_++] = Entry{hash, copy, key_bytes, kernel, emitted};
     return true;
 }
 
@@ -3753,9 +3759,13 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
             const KernelCache::Entry* hit = options.cache->find(hash, key, key_bytes);
             if (hit) {
                 kernel_ = hit->kernel;
-                stats_.code_size = hit->code_size;
-                stats_.lanes = hit->lanes;
-                stats_.software_pipelined = detail::software_pipelined(&program, hit->lanes, stats_.cold_arguments);
+                stats_.code_size = hit->emitted.code_size;
+                stats_.lanes = hit->emitted.lanes;
+                stats_.scratch_registers = hit->emitted.scratch_registers;
+                stats_.pinned_constants = hit->emitted.pinned_constants;
+                stats_.shared_invariants = hit->emitted.shared_invariants;
+                stats_.saved_vector_registers = hit->emitted.saved_vector_registers;
+                stats_.software_pipelined = detail::software_pipelined(&program, hit->emitted.lanes, stats_.cold_arguments);
                 stats_.cache_hit = true;
                 stats_.compile_ns = detail::now_ns() - start;
                 compiled_ = true;
@@ -3795,7 +3805,14 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
         stats_.compile_ns = detail::now_ns() - start;
         return Status::Ok;
     }
-    kernel_owned_ = !(options.cache && options.cache->insert(hash, final_key, final_key_bytes, kernel_, code_size, stats_.lanes));
+    KernelCache::Emitted emitted;
+    emitted.code_size = code_size;
+    emitted.lanes = stats_.lanes;
+    emitted.scratch_registers = stats_.scratch_registers;
+    emitted.pinned_constants = stats_.pinned_constants;
+    emitted.shared_invariants = stats_.shared_invariants;
+    emitted.saved_vector_registers = stats_.saved_vector_registers;
+    kernel_owned_ = !(options.cache && options.cache->insert(hash, final_key, final_key_bytes, kernel_, emitted));
     stats_.compile_ns = detail::now_ns() - start;
     compiled_ = true;
     return Status::Ok;

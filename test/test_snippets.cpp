@@ -653,6 +653,17 @@ TEST_CASE("snippets: streaming stores and one to four lanes equal the interprete
         CHECK(s.stats().lanes == (isa == Isa::Avx512 ? 4u : 1u));
         CHECK(s.stats().shared_invariants == (isa == Isa::Avx512 ? 1u : 0u));
         check_against_interpreter(r.body, row_inputs, {(uint64_t)(5 * n)}, isa, 0, 1, false, nullptr, -1, 4);
+        {   // served from a cache, the kernel still reports its shared register
+            KernelCache cache;
+            SnippetOptions cached = options;
+            cached.cache = &cache;
+            Snippet first, second;
+            REQUIRE(first.compile(r.body, cached) == Status::Ok);
+            REQUIRE(second.compile(r.body, cached) == Status::Ok);
+            CHECK(second.stats().cache_hit);
+            CHECK(second.stats().shared_invariants == (isa == Isa::Avx512 ? 1u : 0u));
+            CHECK(second.stats().pinned_constants == first.stats().pinned_constants);
+        }
     }
 }
 
@@ -1044,6 +1055,15 @@ TEST_CASE("snippets: statistics count bytes walked, kernels are cached by body a
     CHECK(st.registers_used >= 1);
     REQUIRE(s2.compile(b.body, options) == Status::Ok);
     CHECK(s2.stats().cache_hit);
+    // A hit reports the reused kernel's statistics, not the defaults.
+    CHECK(st.pinned_constants + st.scratch_registers > 0);
+    CHECK(s2.stats().code_size == st.code_size);
+    CHECK(s2.stats().lanes == st.lanes);
+    CHECK(s2.stats().scratch_registers == st.scratch_registers);
+    CHECK(s2.stats().pinned_constants == st.pinned_constants);
+    CHECK(s2.stats().shared_invariants == st.shared_invariants);
+    CHECK(s2.stats().saved_vector_registers == st.saved_vector_registers);
+    CHECK(s2.stats().registers_used == st.registers_used);
     CHECK(cache.size() == 1);
     CHECK(cache.hits() == 1);
     check_against_interpreter(b.body, {random_values(n, 3)}, {(uint64_t)n}, target(), 0, 0, false, &cache);
