@@ -1427,7 +1427,7 @@ struct RollbackContext {
         : graph(g), arena(a), builder(b), options(o), n(g.node_count()), naive(o.naive_closure) {}
 
     bool committed(NodeId x) const { return builder.subgraph_of[x] != kUnplaced; }
-    DeviceId growth_device = 0;
+    DeviceId growth_device = 0;  // the candidate's device: every node of another is blocked
     bool blocked(NodeId x) const { return rejected[x] == growth || affinity[x] != growth_device || committed(x); }
 
     // Its arguments are evaluated even when tracing is off, so the growth's call sites test
@@ -2118,13 +2118,13 @@ struct RollbackContext {
     // is a neighbour committed, and does some path of Q leave an S, pass a blocked node and
     // return to S or to a neighbour about to be merged (the condition, and the shortcut of
     // blocked_neighbour_on_cycle). The commit changes the first only for nodes of C, which
-    // are of the device, so only if C meets T. It adds blocked nodes (C) and paths (through
-    // C's contracted node) to the second, and any such new path runs from T into C and from
-    // C into T. So a candidate with no T node in C, and no T node that reaches C or none
-    // that C reaches, grows to the same node set and is kept. (The witnesses it stored were
-    // valid in the old Q and stay valid: paths only grow.) Ranks rise along Q's paths, so a
-    // candidate whose window misses lo..hi is unaffected, and the walks stay inside the
-    // affected candidates' windows.
+    // are of the device, so only if C meets T. It adds blocked nodes (C: nodes of other
+    // devices are blocked all along) and paths (through C's contracted node) to the second,
+    // and any such new path runs from T into C and from C into T. So a candidate with no T
+    // node in C, and no T node that reaches C or none that C reaches, grows to the same node
+    // set and is kept. (The witnesses it stored were valid in the old Q and stay valid:
+    // paths only grow.) Ranks rise along Q's paths, so a candidate whose window misses
+    // lo..hi is unaffected, and the walks stay inside the affected candidates' windows.
     bool invalidate_after_commit(uint32_t subgraph_index, uint32_t lo, uint32_t hi) {
         stale.size = 0;
         overlapping.size = 0;
