@@ -42,7 +42,9 @@
    Threading
    ---------
    A Graph is built by one thread. After `finalize()` every const query may be called from
-   any number of threads. An Arena is not thread safe.
+   any number of threads. An Arena is not thread safe. partition() runs on the caller's
+   thread, plus one helper thread of its own for the whole call when
+   PartitionOptions::threads > 1 (rollback only); the result does not depend on it.
 
    Partitioners
    ------------
@@ -377,6 +379,7 @@ struct Partition {
     Span<const BoundaryTensor> boundaries;   // unique (producer, port, to_subgraph)
     Span<const uint32_t> execution_order;    // subgraph indices in an order that respects every boundary
     uint32_t cross_edges = 0;                // input edges whose ends lie in different subgraphs
+    uint32_t helper_growths = 0;             // rollback, threads > 1: candidates its helper thread grew
     const char* last_error() const { return error; }
     char error[256] = {};
 };
@@ -397,6 +400,11 @@ struct PartitionOptions {
     void* trace_user = nullptr;
     bool naive_closure = false;
     size_t max_closure_bytes = 64u << 20;
+    // Rollback only, scalable checker, no trace: 2 or more starts one helper thread that
+    // grows the candidate most likely needed next while the caller's thread grows the
+    // current one (it spins while it waits, so give it a core of its own). The partition is
+    // the same as with 1, the default (no thread); the arena needs about a quarter more.
+    uint32_t threads = 1;
 };
 
 // Splits a finalized graph into per-device subgraphs whose graph is acyclic, keeping every
@@ -446,9 +454,12 @@ void write_dot(const Graph& graph, const Partition* partition, WriteFn write, vo
 #define TESSEL_HETERO_IMPLEMENTED
 
 #include <algorithm>  // std::sort, std::binary_search: no allocation
+#include <atomic>
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
+#include <new>
+#include <thread>
 
 namespace tessel {
 namespace detail {
@@ -1385,6 +1396,30 @@ struct RollbackContext {
     bool out_of_memory = false;
     bool any_keep_apart = false;  // else the per-merge keep-apart scan is skipped
 
+    // Speculation (options.threads > 1, scalable checker, no trace): while this context
+    // grows a root, a second one grows, on a helper thread, the root most likely needed
+    // next. A growth only reads the committed state (graph, subgraph_of, ranks, contracted
+    // subgraphs), which changes only at a commit, and the helper is always waited for
+    // before one; what it grows is stored in the cache like any candidate, so the partition
+    // is the same with or without it.
+    // The two threads hand jobs over by spinning on counters (a growth takes ~0.1 ms here,
+    // and waking a sleeping thread through the kernel cost about as much on this VM).
+    RollbackContext* helper = nullptr;
+    bool is_helper = false;
+    std::thread helper_thread;
+    std::atomic<uint32_t> helper_posted{0}, helper_finished{0};  // job numbers
+    std::atomic<bool> helper_quit{false};
+    NodeId helper_root = kNoNode;  // its job, written before it is posted; kNoNode when idle
+    DeviceId helper_device = 0;
+    bool may_speculate = false;      // the helper starts at the first growth worth sharing
+    uint32_t helper_growths = 0;     // jobs it finished
+    uint32_t last_growth_size = 0;   // nodes the last growth merged or rejected
+    // Smaller growths (chains of small subgraphs) take less than handing one over costs,
+    // and on smaller graphs the helper's start (up to ~12 ms here: a virtual machine wakes
+    // its idle core slowly) costs more than it saves.
+    static constexpr uint32_t kSpeculateAfter = 256;
+    static constexpr uint32_t kSpeculateFromNodes = 32768;
+
     // Candidates per root: their nodes and their rejected nodes of the same device (with
     // the reason), in two pools that are compacted in place when full. The scalable checker
     // keeps them across rounds until a commit may change them (invalidate_after_commit);
@@ -1426,6 +1461,74 @@ struct RollbackContext {
 
     RollbackContext(const Graph& g, Arena* a, Builder& b, const PartitionOptions& o)
         : graph(g), arena(a), builder(b), options(o), n(g.node_count()), naive(o.naive_closure) {}
+    ~RollbackContext() {
+        if (!helper) return;
+        helper_quit.store(true, std::memory_order_release);
+        helper_thread.join();
+        helper->~RollbackContext();  // its memory is the arena's
+    }
+    // Spins while `busy` holds, then yields the core between checks.
+    template <class Busy>
+    static void spin_while(Busy busy) {
+        for (uint32_t spins = 0; busy(); ++spins)
+            if (spins > 4096) std::this_thread::yield();
+    }
+    RollbackContext(const RollbackContext&) = delete;
+    RollbackContext& operator=(const RollbackContext&) = delete;
+
+    // The helper's context: its own growth state, the main one's view of the committed
+    // state. Without memory for it, there is no speculation.
+    void start_helper() {
+        void* memory = arena->allocate(sizeof(RollbackContext), alignof(RollbackContext));
+        if (!memory) return;
+        RollbackContext* h = new (memory) RollbackContext(graph, arena, builder, options);
+        h->is_helper = true;
+        if (h->allocate_growth_state() != Status::Ok) { h->~RollbackContext(); return; }
+        h->any_keep_apart = any_keep_apart;
+        h->affinity = affinity;
+        h->rank = rank;
+        h->order = order;
+        h->representative = representative;
+        h->external_offset = external_offset;
+        h->external_count = external_count;
+        h->external_pred_offset = external_pred_offset;
+        h->external_pred_count = external_pred_count;
+        helper = h;
+        helper_thread = std::thread([this] {
+            for (uint32_t seen = 0;;) {
+                uint32_t job = 0;
+                spin_while([&] {
+                    job = helper_posted.load(std::memory_order_acquire);
+                    return job == seen && !helper_quit.load(std::memory_order_acquire);
+                });
+                if (job == seen) return;  // quit
+                seen = job;
+                helper->grow(helper_root, helper_device);
+                helper_finished.store(job, std::memory_order_release);
+            }
+        });
+    }
+    bool helper_done() const {
+        return helper_finished.load(std::memory_order_acquire) == helper_posted.load(std::memory_order_relaxed);
+    }
+    void launch_helper(NodeId root, DeviceId device) {
+        helper->external = external;  // the lists grow at commits, never during a growth
+        helper->external_pred = external_pred;
+        helper_root = root;
+        helper_device = device;
+        helper_posted.store(helper_posted.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+    }
+    // Waits for the helper's growth, if any, and stores it (it is valid: nothing was
+    // committed since it started).
+    bool finish_helper() {
+        if (!helper || helper_root == kNoNode) return true;
+        spin_while([this] { return !helper_done(); });
+        ++helper_growths;
+        const NodeId root = helper_root;
+        helper_root = kNoNode;
+        if (committed(root) || cache[root].valid) return true;
+        return store_candidate(root, helper_device, *helper);
+    }
 
     bool committed(NodeId x) const { return builder.subgraph_of[x] != kUnplaced; }
     DeviceId growth_device = 0;  // the candidate's device: every node of another is blocked
@@ -1458,11 +1561,9 @@ struct RollbackContext {
         trace("]");
     }
 
-    Status init() {
-        any_keep_apart = graph.has_keep_apart();
-        affinity = arena->allocate_array<DeviceId>(n);
-        if (!affinity) return Status::OutOfMemory;
-        for (NodeId x = 0; x < n; ++x) affinity[x] = graph.node(x).affinity;
+    // What grow() writes: the candidate, its rejected nodes and (scalable checker) the
+    // reach values. The helper has its own; everything else it reads from the main context.
+    Status allocate_growth_state() {
         in_s = fill_array<uint32_t>(arena, n, 0);
         rejected = fill_array<uint32_t>(arena, n, 0);
         s_list = arena->allocate_array<NodeId>(n);
@@ -1470,6 +1571,35 @@ struct RollbackContext {
         why_rejected = fill_array<Placement>(arena, n, Placement());
         rejected_list = arena->allocate_array<NodeId>(n);
         if (!in_s || !rejected || !s_list || !stack || !why_rejected || !rejected_list) return Status::OutOfMemory;
+        if (naive) return Status::Ok;
+        for (Direction& d : reach_of) {
+            d.value = fill_array<uint32_t>(arena, n, kUnreached);
+            d.expanded = fill_array<uint32_t>(arena, n, kUnreached);
+            d.trail = arena->allocate_array<NodeId>(n);
+            d.trail_mark = arena->allocate_array<uint32_t>(n);
+            d.entry = arena->allocate_array<NodeId>(n);
+            d.stack = arena->allocate_array<NodeId>(n);
+            d.in_stack = fill_array<uint8_t>(arena, n, 0);
+            d.parked = fill_array<uint64_t>(arena, n / 64 + 1, 0);
+            if (!d.value || !d.expanded || !d.trail || !d.trail_mark || !d.entry || !d.stack || !d.in_stack ||
+                !d.parked)
+                return Status::OutOfMemory;
+        }
+        prefix_max_rank = arena->allocate_array<uint32_t>(n);
+        prefix_min_rank = arena->allocate_array<uint32_t>(n);
+        s_index = arena->allocate_array<uint32_t>(n);
+        bad = arena->allocate_array<NodeId>(n);
+        bad_mark = fill_array<uint32_t>(arena, n, 0);
+        if (!prefix_max_rank || !prefix_min_rank || !s_index || !bad || !bad_mark) return Status::OutOfMemory;
+        return Status::Ok;
+    }
+
+    Status init() {
+        any_keep_apart = graph.has_keep_apart();
+        affinity = arena->allocate_array<DeviceId>(n);
+        if (!affinity) return Status::OutOfMemory;
+        for (NodeId x = 0; x < n; ++x) affinity[x] = graph.node(x).affinity;
+        if (Status s = allocate_growth_state(); s != Status::Ok) return s;
         cached_roots.arena = arena;
         cache = arena->allocate_array<Cached>(n);
         if (!cache || !grow_pools(n + 64, n + 64)) return Status::OutOfMemory;
@@ -1507,25 +1637,6 @@ struct RollbackContext {
         work_capacity = 2 * n + 16;  // contract(): each node once, and a scratch copy of a window
         work = arena->allocate_array<NodeId>(work_capacity);
         if (!plain || !jumped || !work) return Status::OutOfMemory;
-        for (Direction& d : reach_of) {
-            d.value = fill_array<uint32_t>(arena, n, kUnreached);
-            d.expanded = fill_array<uint32_t>(arena, n, kUnreached);
-            d.trail = arena->allocate_array<NodeId>(n);
-            d.trail_mark = arena->allocate_array<uint32_t>(n);
-            d.entry = arena->allocate_array<NodeId>(n);
-            d.stack = arena->allocate_array<NodeId>(n);
-            d.in_stack = fill_array<uint8_t>(arena, n, 0);
-            d.parked = fill_array<uint64_t>(arena, n / 64 + 1, 0);
-            if (!d.value || !d.expanded || !d.trail || !d.trail_mark || !d.entry || !d.stack || !d.in_stack ||
-                !d.parked)
-                return Status::OutOfMemory;
-        }
-        prefix_max_rank = arena->allocate_array<uint32_t>(n);
-        prefix_min_rank = arena->allocate_array<uint32_t>(n);
-        s_index = arena->allocate_array<uint32_t>(n);
-        bad = arena->allocate_array<NodeId>(n);
-        bad_mark = fill_array<uint32_t>(arena, n, 0);
-        if (!prefix_max_rank || !prefix_min_rank || !s_index || !bad || !bad_mark) return Status::OutOfMemory;
         external.arena = arena;
         external_pred.arena = arena;
         external_offset = arena->allocate_array<uint32_t>(n);
@@ -1546,6 +1657,7 @@ struct RollbackContext {
             return Status::OutOfMemory;
         Span<const NodeId> topo = graph.topological_order();
         for (uint32_t i = 0; i < n; ++i) { order[i] = topo[i]; rank[topo[i]] = i; }
+        may_speculate = options.threads > 1 && !options.trace && !is_helper && n >= kSpeculateFromNodes;
         return Status::Ok;
     }
 
@@ -2049,7 +2161,13 @@ struct RollbackContext {
         }
         return true;
     }
-    bool store_candidate(NodeId root, DeviceId device) {
+    // Stores the candidate that `grown` (this context or the helper) grew from `root`.
+    bool store_candidate(NodeId root, DeviceId device, const RollbackContext& grown) {
+        const NodeId* s_list = grown.s_list;
+        const uint32_t s_count = grown.s_count;
+        const NodeId* rejected_list = grown.rejected_list;
+        const uint32_t rejected_count = grown.rejected_count;
+        const Placement* why_rejected = grown.why_rejected;
         uint32_t rejections = 0;
         for (uint32_t k = 0; k < rejected_count; ++k) rejections += affinity[rejected_list[k]] == device;
         if (pool_size + s_count > pool_capacity || rejection_size + rejections > rejection_capacity)
@@ -2248,6 +2366,38 @@ struct RollbackContext {
             if (pending[rejections[i].node()].other == kNoNode) pending[rejections[i].node()] = rejections[i].why();
     }
 
+    // Gives the helper, if idle (its finished growth stored first), the root the round will
+    // most likely grow after r (at position i): the first dirty root after it that nothing
+    // listed covers and that has no candidate. A guess only: a wrong one is a wasted growth
+    // on the other core, or a cached candidate used later.
+    bool speculate(NodeId r, uint32_t i, DeviceId device, uint32_t dirty_count, const uint32_t* dirty,
+                   const uint8_t* is_dirty, const ArenaVector<NodeId>& remaining, uint32_t roots,
+                   const uint32_t* cover_before, const uint32_t* listed_as) {
+        if (!helper) {
+            start_helper();
+            if (!helper) { may_speculate = false; return true; }  // no memory for it: alone
+        }
+        if (helper_root != kNoNode) {
+            if (!helper_done()) return true;
+            if (!finish_helper()) return false;
+        }
+        auto growable = [&](uint32_t p) {
+            const NodeId g = remaining.data[p];
+            return g != r && !committed(g) && cover_before[g] == 0 && !listed_as[g] && !cache[g].valid;
+        };
+        constexpr uint32_t kScan = 4096;  // either way: a round's dirty heap can hold every root
+        uint32_t best = kNoNode;
+        if (dirty_count <= kScan) {
+            for (uint32_t k = 0; k < dirty_count; ++k)
+                if (dirty[k] < best && growable(dirty[k])) best = dirty[k];
+        } else {
+            for (uint32_t p = i + 1; p < roots && p <= i + kScan && best == kNoNode; ++p)
+                if (is_dirty[p] && growable(p)) best = p;
+        }
+        if (best != kNoNode) launch_helper(remaining.data[best], device);
+        return true;
+    }
+
     // A round lists roots in ascending order: a remaining root is listed when no listed
     // candidate of an earlier root contains it (then it is covered). The listing is kept
     // across rounds and only repaired where it changes: cover_before[x] counts the listed
@@ -2331,9 +2481,14 @@ struct RollbackContext {
                 if (listed_as[r] && !wanted) {
                     unlist(r);
                 } else if (!listed_as[r] && wanted) {
+                    if (helper && helper_root == r && !finish_helper()) return Status::OutOfMemory;
                     if (!cache[r].valid) {
+                        if (may_speculate && last_growth_size >= kSpeculateAfter &&
+                            !speculate(r, i, device, dirty_count, dirty, is_dirty, remaining, roots, cover_before, listed_as))
+                            return Status::OutOfMemory;
                         grow(r, device);
-                        if (!store_candidate(r, device)) return Status::OutOfMemory;
+                        last_growth_size = s_count + rejected_count;
+                        if (!store_candidate(r, device, *this)) return Status::OutOfMemory;
                     } else {
                         trace("  reuse the candidate of root %s\n", name(r));
                     }
@@ -2356,6 +2511,7 @@ struct RollbackContext {
                 --largest.size;
             }
             TESSEL_ASSERT(largest.size);  // a remaining node is a root or covered by a listed candidate
+            if (!finish_helper()) return Status::OutOfMemory;  // nothing may grow during a commit
             const NodeId best = remaining[largest[0].position];
             const Cached entry = cache[best];
             const NodeId* nodes = pool + entry.offset;
@@ -2900,6 +3056,7 @@ Status partition(const Graph& graph, const PartitionOptions& options, Arena* are
     detail::Builder builder(graph, arena);
     if (!builder.init()) return detail::partition_fail(result, Status::OutOfMemory, "out of memory");
     Status status = Status::Ok;
+    uint32_t helper_growths = 0;
     switch (options.algorithm) {
         case PartitionAlgorithm::Rollback: {
             detail::RollbackContext context(graph, arena, builder, options);
@@ -2910,6 +3067,7 @@ Status partition(const Graph& graph, const PartitionOptions& options, Arena* are
             Placement* pending = detail::fill_array<Placement>(arena, n, Placement());
             if (!pending) status = Status::OutOfMemory;
             for (uint32_t k = 0; k < device_count && status == Status::Ok; ++k) status = context.run_device(priority[k], pending);
+            helper_growths = context.helper_growths;
             break;
         }
         case PartitionAlgorithm::Levels: status = detail::partition_levels(graph, builder); break;
@@ -2921,6 +3079,7 @@ Status partition(const Graph& graph, const PartitionOptions& options, Arena* are
     const bool commit_order_runs = options.algorithm != PartitionAlgorithm::Rollback && !merge_small;
     if (status == Status::Ok) status = detail::finish_partition(graph, builder, result, commit_order_runs);
     if (status != Status::Ok) return detail::partition_fail(result, status, "partition: %s", status_name(status));
+    result->helper_growths = helper_growths;
     return Status::Ok;
 }
 

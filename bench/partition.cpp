@@ -2,6 +2,7 @@
 // graphs (random layered DAGs and transformer-like chains, 5% of nodes on a second device),
 // 1k to 1M nodes. Not a test: it prints; the README keeps the figures.
 //   build/bench/partition [max_nodes] [--no-naive] [--kind layered|transformer] [--skip ALGO]... [--all]
+//                         [--threads N]   (PartitionOptions::threads of rollback; default 1)
 // Rollback is superlinear on the layered graphs (see README): there it runs up to 100k nodes,
 // 1M with --all; on the transformer-like chains it runs at every size.
 #define TESSEL_IMPLEMENTATION
@@ -82,8 +83,10 @@ int main(int argc, char** argv) {
     int only_kind = -1;
     bool skip[4] = {};
     bool all = false;
+    uint32_t threads = 1;
     for (int i = 1; i < argc; ++i) {
         if (!std::strcmp(argv[i], "--no-naive")) naive = false;
+        else if (!std::strcmp(argv[i], "--threads") && i + 1 < argc) threads = (uint32_t)std::strtoul(argv[++i], nullptr, 10);
         else if (!std::strcmp(argv[i], "--all")) all = true;
         else if (!std::strcmp(argv[i], "--kind") && i + 1 < argc) only_kind = !std::strcmp(argv[++i], "transformer");
         else if (!std::strcmp(argv[i], "--skip") && i + 1 < argc) {
@@ -108,6 +111,7 @@ int main(int argc, char** argv) {
                 PartitionOptions options;
                 options.algorithm = a == 3 ? PartitionAlgorithm::Rollback : (PartitionAlgorithm)a;
                 options.naive_closure = a == 3;
+                options.threads = a == 0 ? threads : 1;
                 options.max_closure_bytes = (size_t)1 << 30;
                 if (a < 3 && skip[a]) continue;
                 if (a == 0 && !all && n > 100000u && kind == 0) {

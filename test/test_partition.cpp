@@ -472,8 +472,8 @@ namespace {
 // Layers of random width; each node reads 1-3 nodes of the two layers before it, ~10% of
 // nodes on other devices, a few keep-apart edges: the bench's layered graphs in small, where
 // a commit moves ranks under many cached candidates at once.
-std::string layered_graph(std::mt19937& rng, int n, int devices) {
-    int width = 4 + (int)(rng() % 24);
+std::string layered_graph(std::mt19937& rng, int n, int devices, int width = 0) {
+    if (width == 0) width = 4 + (int)(rng() % 24);
     std::string text;
     for (int i = 0; i < n; ++i) {
         std::string line = "n" + std::to_string(i) + " D" + std::to_string(rng() % 100 < 10 ? 1 + rng() % devices : 0);
@@ -517,6 +517,29 @@ TEST_CASE("property: rollback equals the naive closure on layered graphs (candid
         int n = 50 + (int)(rng() % 400);
         int devices = 1 + (int)(rng() % 2);
         check_rollback_equals_naive(layered_graph(rng, n, devices));
+    }
+}
+
+TEST_CASE("rollback with a helper thread: the same partition, and the helper grew candidates") {
+    // Speculation starts only on graphs of 32768 nodes or more and after growths of 256
+    // nodes or more: two layered graphs of that size, each partitioned alone and with the
+    // helper.
+    std::mt19937 rng(77);
+    for (int graph_index = 0; graph_index < 2; ++graph_index) {
+        Arena arena;
+        Graph graph(&arena);
+        REQUIRE(test::read(layered_graph(rng, 33000, 1, 64), &graph) == Status::Ok);  // the bench's shape
+        std::vector<uint32_t> subgraph_of[2];
+        for (int run = 0; run < 2; ++run) {
+            PartitionOptions options;
+            options.threads = run == 0 ? 1 : 2;
+            Partition result;
+            REQUIRE(partition(graph, options, &arena, &result) == Status::Ok);
+            CHECK(check_partition(graph, &result) == Status::Ok);
+            CHECK((result.helper_growths > 0) == (run == 1));
+            subgraph_of[run].assign(result.subgraph_of.begin(), result.subgraph_of.end());
+        }
+        CHECK(subgraph_of[0] == subgraph_of[1]);
     }
 }
 
