@@ -1405,7 +1405,6 @@ struct RollbackContext {
     // The two threads hand jobs over by spinning on counters (a growth takes ~0.1 ms here,
     // and waking a sleeping thread through the kernel cost about as much on this VM).
     RollbackContext* helper = nullptr;
-    bool is_helper = false;
     std::thread helper_thread;
     std::atomic<uint32_t> helper_posted{0}, helper_finished{0};  // job numbers
     std::atomic<bool> helper_quit{false};
@@ -1482,7 +1481,6 @@ struct RollbackContext {
         void* memory = arena->allocate(sizeof(RollbackContext), alignof(RollbackContext));
         if (!memory) return;
         RollbackContext* h = new (memory) RollbackContext(graph, arena, builder, options);
-        h->is_helper = true;
         if (h->allocate_growth_state() != Status::Ok) { h->~RollbackContext(); return; }
         h->any_keep_apart = any_keep_apart;
         h->affinity = affinity;
@@ -1657,7 +1655,7 @@ struct RollbackContext {
             return Status::OutOfMemory;
         Span<const NodeId> topo = graph.topological_order();
         for (uint32_t i = 0; i < n; ++i) { order[i] = topo[i]; rank[topo[i]] = i; }
-        may_speculate = options.threads > 1 && !options.trace && !is_helper && n >= kSpeculateFromNodes;
+        may_speculate = options.threads > 1 && !options.trace && n >= kSpeculateFromNodes;
         return Status::Ok;
     }
 
