@@ -1732,13 +1732,14 @@ struct RollbackContext {
                 }
         }
     }
-    void settle(int d, bool until_bad = false) {
+    void expand_next(int d) {  // the top of d's stack, if its value dropped since it was expanded
         Direction& r = reach_of[d];
-        while (r.stack_size && !(until_bad && bad_count)) {
-            NodeId c = r.stack[--r.stack_size];
-            r.in_stack[c] = 0;
-            if (source_value(d, c) < r.expanded[c]) expand(d, c);
-        }
+        const NodeId c = r.stack[--r.stack_size];
+        r.in_stack[c] = 0;
+        if (source_value(d, c) < r.expanded[c]) expand(d, c);
+    }
+    void settle(int d) {
+        while (reach_of[d].stack_size) expand_next(d);
     }
     // The range grew past `previous`, its old bound in direction d: the parked nodes now
     // inside it are expanded, nearest to the old bound first.
@@ -1833,13 +1834,17 @@ struct RollbackContext {
         // The wider range first: values below v's index, which create no violation (a
         // blocked node that reaches P_{m-1} lies inside its range, where its values were
         // exact). Then v's own index, up to the first violation: the rollback needs no more
-        // (every blocked node v makes bad has max(up, down) = v's index).
+        // (every blocked node v makes bad has max(up, down) = v's index). Both directions
+        // advance in turn, one expansion each: a violation found by either ends the merge,
+        // and about a quarter of the merges fail, most of them in one direction only (one
+        // direction after the other cost 7% more time on the bench's layered graphs).
         if (rank[v] > max_rank) { const uint32_t previous = max_rank; max_rank = rank[v]; unpark(0, previous); settle(0); }
         if (rank[v] < min_rank) { const uint32_t previous = min_rank; min_rank = rank[v]; unpark(1, previous); settle(1); }
-        for (int d = 0; d < 2 && !bad_count; ++d) {
+        for (int d = 0; d < 2; ++d)
             if (source_value(d, v) < reach_of[d].expanded[v]) schedule(d, v);
-            settle(d, true);
-        }
+        while (!bad_count && (reach_of[0].stack_size || reach_of[1].stack_size))
+            for (int d = 0; d < 2 && !bad_count; ++d)
+                if (reach_of[d].stack_size) expand_next(d);
         return first_bad();
     }
     // A blocked node next to v that S reaches (a predecessor) or that reaches S (a
