@@ -610,3 +610,33 @@ TEST_CASE("partition: a fixed arena of any size gives OutOfMemory or the full re
         CHECK(out_of_memory > 250);  // every size below what the run needs
     }
 }
+
+TEST_CASE("partition with a helper thread: a fixed arena too small gives OutOfMemory, never a crash or a hang") {
+    // The helper stores candidates and grows the pools too; a failed allocation on either
+    // thread must end the call with OutOfMemory. How much the run needs varies with what the
+    // helper grew, so every size may end either way; a smaller one must still fail.
+    std::mt19937 rng(78);
+    Arena graph_arena;
+    Graph graph(&graph_arena);
+    REQUIRE(test::read(layered_graph(rng, 33000, 1, 64), &graph) == Status::Ok);
+    std::vector<unsigned char> buffer((size_t)256 << 20);
+    PartitionOptions options;
+    options.threads = 2;
+    Arena roomy(buffer.data(), buffer.size());
+    Partition full;
+    REQUIRE(partition(graph, options, &roomy, &full) == Status::Ok);
+    REQUIRE(full.helper_growths > 0);
+    const std::vector<uint32_t> expected(full.subgraph_of.begin(), full.subgraph_of.end());
+    const size_t needed = roomy.used();
+    int out_of_memory = 0;
+    for (size_t size = needed * 80 / 100; size < needed; size += needed / 50) {
+        CAPTURE(size);
+        Arena fixed(buffer.data(), size);
+        Partition result;
+        Status status = partition(graph, options, &fixed, &result);
+        if (status == Status::OutOfMemory) { ++out_of_memory; continue; }
+        REQUIRE(status == Status::Ok);
+        CHECK(std::vector<uint32_t>(result.subgraph_of.begin(), result.subgraph_of.end()) == expected);
+    }
+    CHECK(out_of_memory >= 1);
+}
