@@ -24,6 +24,10 @@ printf 'A: 1 2 3\nB: 4\nA: 5 6 7\n# subgraphs=3 cross_edges=3 algo=levels time_u
 check "seed example, levels" 0 "$dir/levels.want" -- partition "$dir/seed.txt" --algo levels
 printf 'B: 4\nA: 3 5 6 7\nA: 1 2\n# subgraphs=3 cross_edges=3 algo=rollback time_us=T\n' > "$dir/order.want"
 check "device order" 0 "$dir/order.want" -- partition "$dir/seed.txt" --devices B,A
+check "threads" 0 "$dir/seed.want" -- partition "$dir/seed.txt" --threads 2
+check "zero threads" 2 "" -- partition "$dir/seed.txt" --threads 0
+grep -qx "tessel: bad --threads '0' (1 to 64)" "$dir/err" && passed=$((passed + 1)) || { failed=$((failed + 1)); echo "FAILED: threads message"; cat "$dir/err"; }
+check "threads not a number" 2 "" -- partition "$dir/seed.txt" --threads two
 printf 'x A\ny B\na A x\nd B y\nb B a y\nc A x d\n' > "$dir/deadlock.txt"
 printf 'A: x a c\nB: y d\nB: b\n# subgraphs=3 cross_edges=3 algo=rollback time_us=T\n' > "$dir/deadlock.want"
 check "issue example never deadlocks" 0 "$dir/deadlock.want" -- partition "$dir/deadlock.txt"

@@ -1,6 +1,6 @@
 // The `tessel` command line.
 //   tessel partition GRAPH.txt [--devices A,B,...] [--algo rollback|levels|waves] [--trace]
-//                    [--dot FILE] [--min-size N] [--reasons]
+//                    [--dot FILE] [--min-size N] [--reasons] [--threads N]
 //   tessel run MODEL.onnx|COMPILED [--device D] [--inputs DIR] [--shape NAME=D1,D2,..]
 //                    [--output-dir DIR] [--compare DIR [--rtol R] [--atol A]] [--bench N]
 //                    [--threads N] [--isa NAME] [--config [DEVICE:]KEY=VALUE]...
@@ -32,7 +32,7 @@ void write_file(void* user, const char* data, size_t size) { std::fwrite(data, 1
 int usage() {
     std::fprintf(stderr,
                  "usage: tessel partition GRAPH.txt [--devices A,B,...] [--algo rollback|levels|waves]\n"
-                 "                        [--trace] [--dot FILE] [--min-size N] [--reasons]\n"
+                 "                        [--trace] [--dot FILE] [--min-size N] [--reasons] [--threads N]\n"
                  "       tessel run MODEL.onnx|COMPILED [--device D] [--inputs DIR] [--shape NAME=D1,D2,..]\n"
                  "                  [--output-dir DIR] [--compare DIR [--rtol R] [--atol A]] [--bench N]\n"
                  "                  [--threads N] [--isa NAME] [--config [DEVICE:]KEY=VALUE]...\n"
@@ -84,7 +84,7 @@ void print_partition(const Graph& graph, const Partition& result, double microse
 }
 
 int partition_text(const char* text, size_t size, const char* devices_arg, PartitionAlgorithm algorithm, bool trace,
-                   const char* dot_path, uint32_t min_size, bool reasons) {
+                   const char* dot_path, uint32_t min_size, bool reasons, uint32_t threads = 1) {
     Arena arena;
     Graph graph(&arena);
     if (read_text(StringView(text, size), &graph) != Status::Ok) {
@@ -95,6 +95,7 @@ int partition_text(const char* text, size_t size, const char* devices_arg, Parti
     PartitionOptions options;
     options.algorithm = algorithm;
     options.min_subgraph_size = min_size;
+    options.threads = threads;
     if (devices_arg) {
         size_t count = 0;
         for (const char* p = devices_arg; *p;) {
@@ -136,7 +137,7 @@ int command_partition(int argc, char** argv) {
     const char* dot = nullptr;
     PartitionAlgorithm algorithm = PartitionAlgorithm::Rollback;
     bool trace = false, reasons = false;
-    uint32_t min_size = 0;
+    uint32_t min_size = 0, threads = 1;
     for (int i = 0; i < argc; ++i) {
         const char* arg = argv[i];
         bool has_value = i + 1 < argc;
@@ -152,6 +153,11 @@ int command_partition(int argc, char** argv) {
             unsigned long value = std::strtoul(argv[++i], &end, 10);
             if (!*argv[i] || *end || value > 0xffffffffu) { std::fprintf(stderr, "tessel: bad --min-size '%s'\n", argv[i]); return 2; }
             min_size = (uint32_t)value;
+        } else if (!std::strcmp(arg, "--threads") && has_value) {  // rollback's helper thread: 2
+            char* end = nullptr;
+            unsigned long value = std::strtoul(argv[++i], &end, 10);
+            if (!*argv[i] || *end || value < 1 || value > 64) { std::fprintf(stderr, "tessel: bad --threads '%s' (1 to 64)\n", argv[i]); return 2; }
+            threads = (uint32_t)value;
         } else if (!std::strcmp(arg, "--trace")) trace = true;
         else if (!std::strcmp(arg, "--reasons")) reasons = true;
         else if (arg[0] == '-' || path) { std::fprintf(stderr, "tessel: unexpected argument '%s'\n", arg); return usage(); }
@@ -161,7 +167,7 @@ int command_partition(int argc, char** argv) {
     size_t size = 0;
     char* text = read_file(path, &size);
     if (!text) return 2;
-    int code = partition_text(text, size, devices, algorithm, trace, dot, min_size, reasons);
+    int code = partition_text(text, size, devices, algorithm, trace, dot, min_size, reasons, threads);
     TESSEL_FREE(text);
     return code;
 }
