@@ -403,7 +403,8 @@ struct PartitionOptions {
     // Rollback only, scalable checker, no trace: 2 or more starts one helper thread that
     // grows the candidates most likely needed next while the caller's thread grows the
     // current one (it spins while it waits, so give it a core of its own). The partition is
-    // the same as with 1, the default (no thread); the arena needs about a quarter more.
+    // the same as with 1, the default (no thread); the arena needs more (90 MB against
+    // 80 MB on the bench's 100k-node layered graph): the helper's growth state.
     uint32_t threads = 1;
 };
 
@@ -1590,7 +1591,7 @@ struct RollbackContext {
     // the guess after it (or waits, if there is none); then it stores what the helper grew.
     bool take_helper_root(NodeId r, uint32_t position, uint32_t dirty_count, DeviceId device) {
         while (helper_root == r && helper_growing()) {
-            view.root = r;  // not a guess: the helper has it
+            view.root = r;  // left out of the guess: the helper grows it
             view.position = position;
             view.dirty_count = dirty_count;
             const NodeId next = guess_next_root();
