@@ -3,6 +3,7 @@
 // 1k to 1M nodes. Not a test: it prints; the README keeps the figures.
 //   build/bench/partition [max_nodes] [--no-naive] [--kind layered|transformer] [--skip ALGO]... [--all]
 //                         [--threads N]   (PartitionOptions::threads of rollback; default 1)
+//                         [--seed S]      (another random instance of each graph; default n + kind)
 // Rollback is superlinear on the layered graphs (see README): there it runs up to 100k nodes,
 // 1M with --all; on the transformer-like chains it runs at every size.
 #define TESSEL_IMPLEMENTATION
@@ -84,10 +85,12 @@ int main(int argc, char** argv) {
     bool skip[4] = {};
     bool all = false;
     uint32_t threads = 1;
+    long seed = -1;
     for (int i = 1; i < argc; ++i) {
         if (!std::strcmp(argv[i], "--no-naive")) naive = false;
         else if (!std::strcmp(argv[i], "--threads") && i + 1 < argc) threads = (uint32_t)std::strtoul(argv[++i], nullptr, 10);
         else if (!std::strcmp(argv[i], "--all")) all = true;
+        else if (!std::strcmp(argv[i], "--seed") && i + 1 < argc) seed = std::strtol(argv[++i], nullptr, 10);
         else if (!std::strcmp(argv[i], "--kind") && i + 1 < argc) only_kind = !std::strcmp(argv[++i], "transformer");
         else if (!std::strcmp(argv[i], "--skip") && i + 1 < argc) {
             PartitionAlgorithm a;
@@ -101,7 +104,7 @@ int main(int argc, char** argv) {
         if (only_kind >= 0 && kind != only_kind) continue;
         for (uint32_t n : sizes) {
             if (n > max_nodes) continue;
-            std::mt19937 rng(n + kind);
+            std::mt19937 rng(seed >= 0 ? (uint32_t)seed : n + kind);
             Spec spec = kind == 0 ? layered(n, rng) : transformer(n, rng);
             Arena graph_arena(1 << 20);
             Graph graph(&graph_arena);
