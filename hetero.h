@@ -1591,9 +1591,7 @@ struct RollbackContext {
     // the guess after it (or waits, if there is none); then it stores what the helper grew.
     bool take_helper_root(NodeId r, uint32_t position, uint32_t dirty_count, DeviceId device) {
         while (helper_root == r && helper_growing()) {
-            view.root = r;  // left out of the guess: the helper grows it
-            view.position = position;
-            view.dirty_count = dirty_count;
+            aim_view(r, position, dirty_count);  // r is left out of the guess: the helper grows it
             const NodeId next = guess_next_root();
             if (next == kNoNode) {
                 spin_while([this, r] { return helper_root == r && helper_growing(); });
@@ -2447,6 +2445,11 @@ struct RollbackContext {
             if (pending[rejections[i].node()].other == kNoNode) pending[rejections[i].node()] = rejections[i].why();
     }
 
+    void aim_view(NodeId root, uint32_t position, uint32_t dirty_count) {
+        view.root = root;
+        view.position = position;
+        view.dirty_count = dirty_count;
+    }
     // The root the round will most likely grow after view.root (at view.position): the first
     // dirty root after it that nothing listed covers and that has no candidate. A guess
     // only: a wrong one is a wasted growth on the other core, or a cached candidate used
@@ -2568,9 +2571,7 @@ struct RollbackContext {
                 } else if (!listed_as[r] && wanted) {
                     if (helper && !take_helper_root(r, i, dirty_count, device)) return Status::OutOfMemory;
                     if (!cache[r].valid) {
-                        view.root = r;
-                        view.position = i;
-                        view.dirty_count = dirty_count;
+                        aim_view(r, i, dirty_count);
                         if (may_speculate && (helper || last_growth_size >= kSpeculateAfter) && !speculate(device))
                             return Status::OutOfMemory;
                         grow_sharing_round(device);
