@@ -2099,11 +2099,14 @@ struct RollbackContext {
             Span<const NodeId> succ = graph.successors(frame.node);
             Span<const NodeId> pred = graph.predecessors(frame.node);
             const uint32_t degree = (uint32_t)(succ.size + pred.size);
-            if (frame.next >= degree) { --stack_size; continue; }
             if (frame.next == 0 && options.trace) trace_other_devices(frame.node, device);
-            NodeId next = frame.next < succ.size ? succ[frame.next] : pred[frame.next - succ.size];
-            ++frame.next;
-            if (affinity[next] != device || in_s[next] == growth || rejected[next] == growth || committed(next)) continue;
+            NodeId next = kNoNode;  // the next neighbour to try, skipping the others here
+            while (frame.next < degree) {
+                const NodeId y = frame.next < succ.size ? succ[frame.next] : pred[frame.next - succ.size];
+                ++frame.next;
+                if (affinity[y] == device && in_s[y] != growth && rejected[y] != growth && !committed(y)) { next = y; break; }
+            }
+            if (next == kNoNode) { --stack_size; continue; }
             NodeId violation_via;
             NodeId partner = any_keep_apart ? keep_apart_partner_in_s(next) : kNoNode;
             if (partner != kNoNode) {
