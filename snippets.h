@@ -284,9 +284,13 @@ struct SnippetOptions {
     bool emit_only = false;
     // Non-temporal stores for the first output's vector tiles (x86-64): -1 when the bytes one
     // run walks exceed the last-level cache (last_level_cache_bytes(), capped at 64 MiB) and
-    // the body has no transcendental op (compute-bound kernels were slower with them), 0
-    // never, 1 always.
+    // the body has no transcendental op or will walk its rows in page lanes (below; alone,
+    // compute-bound kernels were slower with them), 0 never, 1 always.
     int8_t streaming_stores = -1;
+    // Page lanes (AVX-512 with 2 or more lanes): while a row has one 4 KiB page per lane
+    // left, lane k walks page k of the block instead of the vector next to lane k-1, so the
+    // loop moves that many streams at once: -1 with non-temporal stores, 0 never, 1 always.
+    int8_t page_lanes = -1;
     // Vector tiles per loop iteration (AVX-512): 0 picks 2 to 4 when the body's values fit 6
     // registers without spilling (as many lanes as the registers one lane needs, values and
     // temporaries, allow: 4 up to 8, 3 up to 10; when one run walks more than 4 MiB, 3 up to
@@ -318,6 +322,7 @@ struct SnippetStats {
     bool software_pipelined = false; // 3-4 lanes skewed across loop iterations (emit_pipelined_tiles)
     uint32_t cold_arguments = 0;     // argument pointers kept in the kernel's frame (past 11)
     bool streaming_stores = false;   // the first output's vector tiles store non-temporally
+    bool page_lanes = false;         // lanes walk different 4 KiB pages (SnippetOptions::page_lanes)
     uint64_t compile_ns = 0;
     bool cache_hit = false;
     uint32_t normalized_rank = 0;    // dimensions after collapsing
@@ -1942,6 +1947,7 @@ struct JitMath {
     // rows k vectors further and spill slot s*lanes + k.
     uint32_t lanes = 1;
     uint32_t bank = 32;
+    uint32_t lane_stride = 0;        // bytes from one lane's row elements to the next's; 0: a vector (page blocks: a page)
     // Constants pinned in vector registers for the whole kernel (loaded once, before the first
     // row), shared by every lane; the others stay memory operands. The approximations are
     // compute-bound, and with a memory operand per constant use the loads were their
@@ -1969,7 +1975,7 @@ struct JitMath {
         if (o.isMem()) {
             x86::Mem mem = o.as<x86::Mem>();
             if (mem.hasBaseLabel()) return o;                        // data-section constant
-            if (mem.hasIndex()) mem.addOffset((int64_t)lane * vec_bytes + next_tile);   // a row element
+            if (mem.hasIndex()) mem.addOffset((int64_t)lane * (lane_stride ? lane_stride : vec_bytes) + next_tile);   // a row element
             else if (mem.hasBaseReg() && mem.baseId() == x86::Gp::kIdSp) mem.addOffset((int64_t)lane * 64);  // spill slot
             return mem;                                              // a broadcast element
         }
@@ -2593,7 +2599,9 @@ inline bool software_pipelined(const Program* p, uint32_t lanes, uint32_t cold_c
 // did anyway or the recording ran out of memory (then e.m.failed is set, and emit_kernel
 // assembles again with 2 lanes in lockstep). The code of the vector tiles doubles, and the
 // compile takes about a third longer (median 14 -> 18 us for the GELU(tanh) pattern).
-inline bool emit_pipelined_tiles(EmitContext& e, uint32_t w, uint32_t lanes, asmjit::Label loop) {
+// With page_tiles (page blocks, below), the lanes walk pages: the next tile is one vector
+// further, ecx counts the tiles, and the function returns after the block's last tile.
+inline bool emit_pipelined_tiles(EmitContext& e, uint32_t w, uint32_t lanes, asmjit::Label loop, uint32_t page_tiles = 0) {
     x86::Assembler& a = *e.m.a;
     const size_t before = a.offset();
     e.m.recorded.size = 0;
@@ -2607,7 +2615,7 @@ inline bool emit_pipelined_tiles(EmitContext& e, uint32_t w, uint32_t lanes, asm
     if (a.offset() != before) e.m.failed = true;
     if (e.m.failed) return false;
     const uint32_t n = e.m.recorded.size;
-    const int32_t tile_bytes = (int32_t)(w * lanes * 4);
+    const int32_t tile_bytes = (int32_t)(page_tiles ? w * 4 : w * lanes * 4);
     uint32_t skew[4] = {};
     for (uint32_t k = 0; k < lanes; ++k) skew[k] = k * n / lanes;
     auto emit_steps = [&](bool started, bool next) {   // the groups of each lane, in lockstep by step
@@ -2625,6 +2633,17 @@ inline bool emit_pipelined_tiles(EmitContext& e, uint32_t w, uint32_t lanes, asm
     };
     asmjit::Label steady = a.newLabel(), last = a.newLabel();
     emit_steps(false, false);
+    if (page_tiles) {
+        a.mov(x86::ecx, page_tiles - 1);
+        a.bind(steady);
+        emit_steps(true, true);
+        a.add(x86::rax, tile_bytes);
+        a.dec(x86::ecx);
+        a.jnz(steady);
+        emit_steps(true, false);
+        a.add(x86::rax, tile_bytes);
+        return true;
+    }
     a.bind(steady);
     a.cmp(x86::rsi, 2 * w * lanes);
     a.jb(last);
@@ -2640,6 +2659,39 @@ inline bool emit_pipelined_tiles(EmitContext& e, uint32_t w, uint32_t lanes, asm
     return true;
 }
 
+// Page blocks (SnippetOptions::page_lanes): while the row has a 4 KiB page per lane left,
+// lane k walks page k of the block, tile t taking vector t of each page, so the loop moves
+// `lanes` streams 4 KiB apart instead of one. In a one-off loop on the Xeon of the README
+// (y = max(x*a + b, 0), non-temporal stores, 64M floats) one stream moved 18 GB/s, vectors
+// from 2, 4 or 8 pages in turn 22.9-24 GB/s, above memcpy's 22.5; whole 4 KiB chunks in turn
+// only 19. Emitted at `loop`: after a block rax has passed all its pages, then back to `loop`.
+// ecx counts the tiles (vector tiles never use it).
+inline void emit_page_blocks(EmitContext& e, uint32_t w, uint32_t lanes, asmjit::Label loop, bool pipelined) {
+    x86::Assembler& a = *e.m.a;
+    constexpr uint32_t kPageBytes = 4096;
+    const uint32_t page_floats = kPageBytes / 4, tiles = kPageBytes / (w * 4);
+    asmjit::Label skip = a.newLabel();
+    a.cmp(x86::rsi, page_floats * lanes);
+    a.jb(skip);
+    e.m.lane_stride = kPageBytes;
+    if (!(pipelined && emit_pipelined_tiles(e, w, lanes, loop, tiles))) {   // (a failed recording sets e.m.failed)
+        asmjit::Label tile = a.newLabel();
+        a.mov(x86::ecx, tiles);
+        a.bind(tile);
+        e.m.lanes = lanes;
+        emit_tile(e, Tile::Vector);
+        e.m.lanes = 1;
+        a.add(x86::rax, w * 4);
+        a.dec(x86::ecx);
+        a.jnz(tile);
+    }
+    e.m.lane_stride = 0;
+    a.add(x86::rax, (lanes - 1) * kPageBytes);
+    a.sub(x86::rsi, page_floats * lanes);
+    a.jmp(loop);
+    a.bind(skip);
+}
+
 // Kernel: void kernel(float* const* args, size_t n, size_t rows, const int64_t* row_strides).
 // For each of `rows` rows (rows >= 1): loads the row-invariant broadcasts, walks n floats
 // (n >= 1) as a partial tile up to the first output's vector alignment, vector tiles of
@@ -2653,7 +2705,7 @@ inline Status emit_kernel(Program* p, Isa isa, uint32_t allocatable, uint32_t la
                           uint32_t* scratch_peak, char* error, size_t error_size, void* zone = nullptr, size_t zone_bytes = 0,
                           bool pin_constants = true, uint32_t max_lanes = 0, uint32_t* lanes_out = nullptr,
                           Arena* arena = nullptr, bool beyond_caches = false, uint32_t* pinned_out = nullptr,
-                          uint32_t* shared_out = nullptr) {
+                          uint32_t* shared_out = nullptr, bool page_lanes = false) {
     using namespace asmjit;
     // Counting pass: one vector tile assembled aside gives the registers a lane needs and the
     // memory-operand uses of each constant; the most used constants then get the vector
@@ -2824,9 +2876,11 @@ inline Status emit_kernel(Program* p, Isa isa, uint32_t allocatable, uint32_t la
         a.jmp(partial);
     }
     a.bind(loop);                         // whole tiles of `lanes` vectors
+    e.m.recorded.arena = arena;
+    if (page_lanes && isa == Isa::Avx512 && lanes >= 2)
+        emit_page_blocks(e, w, lanes, loop, arena && software_pipelined(p, lanes, cold_count));
     a.cmp(x86::rsi, w * lanes);
     a.jb(rest);
-    e.m.recorded.arena = arena;
     if (!(arena && software_pipelined(p, lanes, cold_count) && emit_pipelined_tiles(e, w, lanes, loop))) {
         e.m.lanes = lanes;                // lanes in lockstep
         emit_tile(e, Tile::Vector);
@@ -2905,7 +2959,7 @@ inline Status emit_kernel(Program* p, Isa isa, uint32_t allocatable, uint32_t la
     if (e.m.failed && (pin_count || shared_count || max_lanes > 2))   // too few temporaries left: without pinning or sharing, two lanes
         return emit_kernel(p, isa, allocatable, lanes > 2 ? 2 : lanes, streaming, argument_count, emit_only, kernel,
                            code_size, scratch_peak, error, error_size, nullptr, 0, false, 0, lanes_out, nullptr, false,
-                           pinned_out, shared_out);   // `zone` is this call's
+                           pinned_out, shared_out, page_lanes);   // `zone` is this call's
     if (e.m.failed) {
         std::snprintf(error, error_size, "emit: out of scratch registers or constants");
         return Status::LimitExceeded;
@@ -3672,8 +3726,13 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
     // Streaming above the last-level cache, capped at 64 MiB: virtual machines report the
     // whole socket's L3 (508 MiB on the EPYC of the README), far more than one core reaches.
     // CPUID traps in a VM (~10 us a call), so small bodies never ask.
-    // Not for compute-bound bodies (a transcendental op): there non-temporal stores were
-    // 10-25% slower in every A/B run at 32M floats (GELU patterns and ops, on that EPYC).
+    // For compute-bound bodies (a transcendental op) only with page lanes (AVX-512, 2 or more
+    // lanes, rows of 4096 floats or more, so that the blocks of pages cover most of a row):
+    // on one stream non-temporal stores were 10-25% slower for them in every A/B run at 32M
+    // floats on the EPYC of the README; on its Xeon, at 64M floats, page lanes with
+    // non-temporal stores took the GELU(erf) pattern from 12.1 to 22.3 GB/s, GELU(tanh) from
+    // 11.8 to 20.3 and Swish from 11.7 to 19.8 (page lanes alone: about 14), the GELU ops
+    // from 10.3 to 11.7 and 9.0 to 9.3 (bench/snippets with the options set, one-off runs).
     bool transcendental = false;
     for (uint32_t i = 0; i < body.size(); ++i) {
         switch (body.instruction(i).op) {
@@ -3684,8 +3743,9 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
             default: break;
         }
     }
+    const bool may_page = isa == Isa::Avx512 && lanes >= 2 && options.page_lanes != 0 && d.dims[d.rank - 1] >= 4096;
     bool streaming = options.streaming_stores == 1;
-    if (options.streaming_stores < 0 && stats_.bytes_fused > (4ull << 20) && !transcendental) {
+    if (options.streaming_stores < 0 && stats_.bytes_fused > (4ull << 20) && (!transcendental || may_page)) {
         uint64_t threshold = last_level_cache_bytes();
         if (threshold == 0 || threshold > (64ull << 20)) threshold = threshold ? 64ull << 20 : 32ull << 20;
         streaming = stats_.bytes_fused > threshold;
@@ -3702,6 +3762,7 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
     const uint32_t lane_cap = options.lanes ? (options.lanes > 4 ? 4u : options.lanes) : std::min(max_lanes, row_lanes);
     stats_.lanes = lanes;
     stats_.streaming_stores = streaming;
+    const bool page_lanes = isa == Isa::Avx512 && (options.page_lanes < 0 ? streaming : options.page_lanes == 1);
     if (isa != Isa::Ref) stats_.cold_arguments = detail::cold_argument_count(isa, params + results);
     // Allocate, look up the cache, emit. If an operation runs out of scratch registers (many
     // values live across a deep approximation), retry with fewer allocatable registers: the
@@ -3734,7 +3795,7 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
         if (!key) return fail(Status::OutOfMemory, "compile: no memory for the cache key");
         std::memset(key, 0, key_bytes);
         uint32_t header[4] = {(uint32_t)isa | lanes << 8 | (uint32_t)streaming << 16 | (uint32_t)options.neon_table_registers << 17 |
-                                  lane_cap << 18,
+                                  lane_cap << 18 | (uint32_t)page_lanes << 24,
                               allocatable, params + results,
                               program.constant_count};
         std::memcpy(key, header, 16);
@@ -3766,6 +3827,7 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
                 stats_.shared_invariants = hit->emitted.shared_invariants;
                 stats_.saved_vector_registers = hit->emitted.saved_vector_registers;
                 stats_.software_pipelined = detail::software_pipelined(&program, hit->emitted.lanes, stats_.cold_arguments);
+                stats_.page_lanes = page_lanes && hit->emitted.lanes >= 2;
                 stats_.cache_hit = true;
                 stats_.compile_ns = detail::now_ns() - start;
                 compiled_ = true;
@@ -3783,7 +3845,7 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
                                                    &code_size, &scratch_peak, error_, sizeof error_, zone, zone ? kZoneBytes : 0,
                                                    true, lane_cap,
                                                    &emitted_lanes, &scratch, options.lanes == 0 && beyond_caches, &pinned,
-                                                   &shared);
+                                                   &shared, page_lanes);
         stats_.scratch_registers = scratch_peak;
         stats_.pinned_constants = pinned;
         stats_.shared_invariants = shared;
@@ -3795,6 +3857,7 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
         if (s != Status::Ok) { kernel_ = nullptr; return s; }
         stats_.lanes = emitted_lanes;
         stats_.software_pipelined = detail::software_pipelined(&program, emitted_lanes, stats_.cold_arguments);
+        stats_.page_lanes = page_lanes && emitted_lanes >= 2;
         final_key = key;
         final_key_bytes = key_bytes;
         break;

@@ -84,7 +84,7 @@ uint64_t count(const std::vector<int64_t>& shape) {
 void check_against_interpreter(const SnippetBody& body, const std::vector<std::vector<float>>& inputs,
                                const std::vector<uint64_t>& output_sizes, Isa isa, uint32_t max_registers = 0,
                                size_t offset = 0, bool in_place = false, KernelCache* cache = nullptr,
-                               int8_t streaming_stores = -1, uint8_t lanes = 0) {
+                               int8_t streaming_stores = -1, uint8_t lanes = 0, int8_t page_lanes = -1) {
     std::vector<std::vector<float>> in_buffers(inputs.size());
     std::vector<const float*> in_ptrs;
     for (size_t i = 0; i < inputs.size(); ++i) {
@@ -115,6 +115,7 @@ void check_against_interpreter(const SnippetBody& body, const std::vector<std::v
     options.cache = cache;
     options.streaming_stores = streaming_stores;
     options.lanes = lanes;
+    options.page_lanes = page_lanes;
     Status s = snippet.compile(body, options);
     INFO("compile: " << snippet.last_error());
     REQUIRE(s == Status::Ok);
@@ -784,6 +785,84 @@ TEST_CASE("snippets: lanes in a software pipeline equal the interpreter at every
     CHECK(s.stats().cold_arguments == 3u);
     CHECK(s.stats().lanes == 4u);
     CHECK(!s.stats().software_pipelined);
+}
+
+// Page lanes (emit_page_blocks): while a row has a 4 KiB page per lane left, lane k walks
+// page k of the block. Bitwise equal just below, at and past a block, over several blocks
+// and the rest after them, per row (each row starts its blocks again), misaligned (the peel
+// first) and in place, non-temporal or not; pipelined (3 and 4 lanes), in lockstep (2 lanes,
+// and a wide body whose cold pointers keep it out of the pipeline).
+TEST_CASE("snippets: lanes on different pages equal the interpreter") {
+    Isa isa = target();
+    if (isa == Isa::Ref) return;
+    for (uint8_t lanes : {(uint8_t)2, (uint8_t)3, (uint8_t)4}) {
+        const uint64_t block = 1024 * lanes;   // floats in a block of pages
+        for (uint64_t n : {block - 1, block, block + 1, 2 * block + 16 * lanes + 5, 3 * block + 1023}) {
+            Built b;
+            const int64_t rows = 2;
+            int64_t full[] = {rows, (int64_t)n}, per_row[] = {rows, 1};
+            ValueId x, scale, y;
+            REQUIRE(b.body.parameter(full, &x) == Status::Ok);
+            REQUIRE(b.body.parameter(per_row, &scale) == Status::Ok);
+            REQUIRE(b.body.binary(SnippetOp::Mul, x, scale, &y) == Status::Ok);
+            REQUIRE(b.body.unary(SnippetOp::Tanh, y, &y) == Status::Ok);
+            REQUIRE(b.body.binary(SnippetOp::Add, y, x, &y) == Status::Ok);
+            REQUIRE(b.body.result(y) == Status::Ok);
+            std::vector<std::vector<float>> inputs = {random_values(rows * n, (uint32_t)n + lanes, 4.0f),
+                                                      random_values(rows, (uint32_t)n + 5, 2.0f)};
+            INFO("lanes " << (int)lanes << " n " << n);
+            for (size_t offset : {(size_t)0, (size_t)1})
+                for (int8_t streaming : {(int8_t)0, (int8_t)1}) {
+                    check_against_interpreter(b.body, inputs, {rows * n}, isa, 0, offset, false, nullptr, streaming, lanes, 1);
+                    check_against_interpreter(b.body, inputs, {rows * n}, isa, 0, offset, true, nullptr, streaming, lanes, 1);
+                }
+            Snippet s;
+            SnippetOptions options;
+            options.isa = isa;
+            options.lanes = lanes;
+            options.page_lanes = 1;
+            REQUIRE(s.compile(b.body, options) == Status::Ok);
+            CHECK(s.stats().page_lanes == (isa == Isa::Avx512));
+            CHECK(s.stats().software_pipelined == (isa == Isa::Avx512 && lanes >= 3));
+        }
+    }
+    Built wide;   // 12 arguments: cold pointers, lockstep
+    std::vector<std::vector<float>> inputs;
+    std::vector<uint64_t> sizes;
+    build_wide_body(&wide.body, 12, 1, 2, 3 * 4096 + 100, &inputs, &sizes);
+    for (size_t offset : {(size_t)0, (size_t)1})
+        check_against_interpreter(wide.body, inputs, sizes, isa, 0, offset, false, nullptr, 1, 4, 1);
+    // By default page lanes come with non-temporal stores (compiled, not run: 384 MiB).
+    Built big;
+    build_op(&big.body, SnippetOp::Add, {{1 << 25}, {1 << 25}});
+    Snippet s;
+    SnippetOptions options;
+    options.isa = isa;
+    REQUIRE(s.compile(big.body, options) == Status::Ok);
+    CHECK(s.stats().streaming_stores);
+    CHECK(s.stats().page_lanes == (isa == Isa::Avx512));
+    options.page_lanes = 0;
+    REQUIRE(s.compile(big.body, options) == Status::Ok);
+    CHECK(!s.stats().page_lanes);
+    // A transcendental body streams only in page lanes, which need rows of 4096 floats.
+    for (int64_t row : {(int64_t)4096, (int64_t)2048}) {
+        Built gelu;   // x times a per-row value: the rows stay rows (no collapse)
+        int64_t full[] = {(1 << 25) / row, row}, per_row[] = {(1 << 25) / row, 1};
+        ValueId x, scale, y;
+        REQUIRE(gelu.body.parameter(full, &x) == Status::Ok);
+        REQUIRE(gelu.body.parameter(per_row, &scale) == Status::Ok);
+        REQUIRE(gelu.body.binary(SnippetOp::Mul, x, scale, &y) == Status::Ok);
+        REQUIRE(gelu.body.unary(SnippetOp::GeluTanh, y, &y) == Status::Ok);
+        REQUIRE(gelu.body.result(y) == Status::Ok);
+        for (int8_t page : {(int8_t)-1, (int8_t)0}) {
+            options.page_lanes = page;
+            REQUIRE(s.compile(gelu.body, options) == Status::Ok);
+            INFO("row " << row << " page_lanes " << (int)page);
+            const bool expected = isa == Isa::Avx512 && row == 4096 && page < 0;
+            CHECK(s.stats().streaming_stores == expected);
+            CHECK(s.stats().page_lanes == expected);
+        }
+    }
 }
 
 TEST_CASE("snippets: wide bodies, up to 32 arguments with cold pointers, equal the interpreter") {
