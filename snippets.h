@@ -44,8 +44,9 @@
    pass over one tile; NEON: over the whole kernel, caller-saved registers unless it saves
    d8-d15 anyway), and the row invariants then take one shared register each there when
    all fit (else each lane loads its own copy per row); outputs above the last-level cache
-   use non-temporal stores, SnippetOptions::lanes and streaming_stores override) through the
-   target's jitter table;
+   use non-temporal stores, and their rows page lanes: while a row has a 4 KiB page per lane
+   left, lane k walks page k of a block (emit_page_blocks); SnippetOptions::lanes,
+   streaming_stores and page_lanes override) through the target's jitter table;
    emit_kernel_a64 for NEON (per row: 4-float tiles with post-incremented ldr/str q, ld1r
    broadcasts, a scalar peel and tail).
    Kernels are cached by a hash of the lowered program and the target.
