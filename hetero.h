@@ -1944,8 +1944,9 @@ struct RollbackContext {
         // violation: the rollback needs no more (every blocked node v makes bad has
         // max(up, down) = v's index). On the bench's 100k layered graph this order cut the
         // expansions of failing merges from 13.5M to 6.5M (the search before the range's
-        // growth alone: 10.6M to 5.5M; both before down was kept on reached nodes only), and made the shortcut that rejected a node next to
-        // a blocked one on a cycle (a merge failing at once) slower than the merge.
+        // growth alone: 10.6M to 5.5M; both before down was kept on reached nodes only),
+        // and made the shortcut that rejected a node next to a blocked one on a cycle (a
+        // merge failing at once) slower than the merge.
         for (int d = 0; d < 2; ++d)
             if (source_value(d, v) < reach_of[d].expanded[v]) schedule(d, v);
         while (!bad_count && has_hot_work())
