@@ -1361,7 +1361,6 @@ struct RollbackContext {
         NodeId* trail = nullptr;
         uint32_t trail_size = 0;
         uint32_t* trail_mark = nullptr;  // per merge index: trail_size when it merged
-        NodeId* entry = nullptr;       // a committed subgraph: the member the path entered by
         // Nodes to expand: cold ones from stack[0] up, hot ones (reached in the other
         // direction too) from stack[n-1] down; a node is in one at most (in_stack).
         NodeId* stack = nullptr;
@@ -1374,6 +1373,9 @@ struct RollbackContext {
         uint32_t parked_lo = kUnreached, parked_hi = 0;
     };
     Direction reach_of[2];
+    // A committed subgraph reached from S: the member the path entered by (the witness's
+    // name; only up paths name one).
+    NodeId* up_entry = nullptr;
     uint32_t max_rank = 0, min_rank = 0;  // of S
     uint32_t* prefix_max_rank = nullptr;  // per merge index: over s_0..s_i
     uint32_t* prefix_min_rank = nullptr;
@@ -1653,14 +1655,14 @@ struct RollbackContext {
             d.expanded = fill_array<uint32_t>(arena, n, kUnreached);
             d.trail = arena->allocate_array<NodeId>(n);
             d.trail_mark = arena->allocate_array<uint32_t>(n);
-            d.entry = arena->allocate_array<NodeId>(n);
             d.stack = arena->allocate_array<NodeId>(n);
             d.in_stack = fill_array<uint8_t>(arena, n, 0);
             d.parked = fill_array<uint64_t>(arena, n / 64 + 1, 0);
-            if (!d.value || !d.expanded || !d.trail || !d.trail_mark || !d.entry || !d.stack || !d.in_stack ||
-                !d.parked)
+            if (!d.value || !d.expanded || !d.trail || !d.trail_mark || !d.stack || !d.in_stack || !d.parked)
                 return Status::OutOfMemory;
         }
+        up_entry = arena->allocate_array<NodeId>(n);
+        if (!up_entry) return Status::OutOfMemory;
         prefix_max_rank = arena->allocate_array<uint32_t>(n);
         prefix_min_rank = arena->allocate_array<uint32_t>(n);
         s_index = arena->allocate_array<uint32_t>(n);
@@ -1788,13 +1790,13 @@ struct RollbackContext {
         bad_mark[c] = bad_epoch;
         bad[bad_count++] = c;
     }
-    void lower(int d, NodeId c, uint32_t value, NodeId entry) {
+    void lower(int d, NodeId c, uint32_t value, NodeId entry = kNoNode) {  // entry: up only (up_entry)
         Direction& r = reach_of[d];
         uint32_t old = r.value[c];
         if (value >= old) return;
         if (old == kUnreached) r.trail[r.trail_size++] = c;
         r.value[c] = value;
-        r.entry[c] = entry;
+        if (d == 0) up_entry[c] = entry;
         if (blocked(c) && reach_of[d ^ 1].value[c] != kUnreached) add_bad(c);
         if (source_value(d, c) < r.expanded[c]) schedule(d, c);
     }
@@ -1804,22 +1806,21 @@ struct RollbackContext {
         uint32_t sub = builder.subgraph_of[c];
         if (d == 0) {
             uint32_t pulled = kUnreached;
-            NodeId pulled_entry = kNoNode;
             auto visit = [&](NodeId y) {
                 const NodeId k = canonical(y);
                 lower(0, k, value, y);
                 const uint32_t down = source_value(1, k);
-                if (down < pulled) { pulled = down; pulled_entry = y; }
+                if (down < pulled) pulled = down;
             };
             if (sub == kUnplaced)
                 for (NodeId y : graph.successors(c)) visit(y);
             else
                 for (uint32_t i = 0; i < external_count[sub]; ++i) visit(external[external_offset[sub] + i]);
-            if (pulled != kUnreached) lower(1, c, pulled, pulled_entry);
+            if (pulled != kUnreached) lower(1, c, pulled);
         } else {
             auto visit = [&](NodeId y) {
                 const NodeId k = canonical(y);
-                if (reach_of[0].value[k] != kUnreached) lower(1, k, value, y);
+                if (reach_of[0].value[k] != kUnreached) lower(1, k, value);
             };
             if (sub == kUnplaced)
                 for (NodeId y : graph.predecessors(c)) visit(y);
@@ -1838,6 +1839,11 @@ struct RollbackContext {
     }
     bool has_work(int d) const { return reach_of[d].stack_size || reach_of[d].hot_size; }
     bool has_hot_work() const { return reach_of[0].hot_size || reach_of[1].hot_size; }
+    void expand_hot_until_bad() {  // both directions in turn, one expansion each
+        while (!bad_count && has_hot_work())
+            for (int d = 0; d < 2 && !bad_count; ++d)
+                if (reach_of[d].hot_size) expand_next(d);
+    }
     // The range grew past `previous`, its old bound in direction d: the parked nodes now
     // inside it are expanded, nearest to the old bound first.
     void unpark(int d, uint32_t previous) {
@@ -1879,7 +1885,7 @@ struct RollbackContext {
         bad_count = 0;
     }
     NodeId first_bad() const { return bad_count ? bad[0] : kNoNode; }
-    NodeId witness_name(NodeId c) const { return committed(c) ? reach_of[0].entry[c] : c; }
+    NodeId witness_name(NodeId c) const { return committed(c) ? up_entry[c] : c; }
     void push_work(NodeId x) {
         TESSEL_ASSERT(work_size < work_capacity);
         work[work_size++] = x;
@@ -1949,15 +1955,11 @@ struct RollbackContext {
         // merge failing at once) slower than the merge.
         for (int d = 0; d < 2; ++d)
             if (source_value(d, v) < reach_of[d].expanded[v]) schedule(d, v);
-        while (!bad_count && has_hot_work())
-            for (int d = 0; d < 2 && !bad_count; ++d)
-                if (reach_of[d].hot_size) expand_next(d);
+        expand_hot_until_bad();
         if (bad_count) return first_bad();
         if (rank[v] > max_rank) { const uint32_t previous = max_rank; max_rank = rank[v]; unpark(0, previous); settle(0); }
         if (rank[v] < min_rank) { const uint32_t previous = min_rank; min_rank = rank[v]; unpark(1, previous); settle(1); }
-        while (!bad_count && has_hot_work())
-            for (int d = 0; d < 2 && !bad_count; ++d)
-                if (reach_of[d].hot_size) expand_next(d);
+        expand_hot_until_bad();
         while (!bad_count && (has_work(0) || has_work(1)))
             for (int d = 0; d < 2 && !bad_count; ++d)
                 if (has_work(d)) expand_next(d);
