@@ -45,8 +45,10 @@
    d8-d15 anyway), and the row invariants then take one shared register each there when
    all fit (else each lane loads its own copy per row); outputs above the last-level cache
    use non-temporal stores, and their rows page lanes: while a row has a 4 KiB page per lane
-   left, lane k walks page k of a block (emit_page_blocks); SnippetOptions::lanes,
-   streaming_stores and page_lanes override) through the target's jitter table;
+   left, lane k walks page k of a block (emit_page_blocks), and shorter rows, 16 or more a
+   lane, go in row groups: lane k walks rows 16k to 16k+15 of each group, with its own row
+   values (emit_row_groups); SnippetOptions::lanes, streaming_stores and page_lanes
+   override) through the target's jitter table;
    emit_kernel_a64 for NEON (per row: 4-float tiles with post-incremented ldr/str q, ld1r
    broadcasts, a scalar peel and tail).
    Kernels are cached by a hash of the lowered program and the target.
@@ -260,6 +262,7 @@ public:
     struct Emitted {
         uint32_t code_size = 0, lanes = 1, scratch_registers = 0, pinned_constants = 0, shared_invariants = 0,
                  saved_vector_registers = 0;
+        bool row_groups = false;
     };
     struct Entry { uint64_t hash; void* key; size_t key_bytes; void* kernel; Emitted emitted; };
     const Entry* find(uint64_t hash, const void* key, size_t key_bytes);
@@ -285,12 +288,15 @@ struct SnippetOptions {
     bool emit_only = false;
     // Non-temporal stores for the first output's vector tiles (x86-64): -1 when the bytes one
     // run walks exceed the last-level cache (last_level_cache_bytes(), capped at 64 MiB) and
-    // the body has no transcendental op or will walk its rows in page lanes (below; alone,
-    // compute-bound kernels were slower with them), 0 never, 1 always.
+    // the body has no transcendental op or will walk its rows in page lanes or row groups
+    // (below; on one stream compute-bound kernels were slower with them), 0 never, 1 always.
     int8_t streaming_stores = -1;
     // Page lanes (AVX-512 with 2 or more lanes): while a row has one 4 KiB page per lane
     // left, lane k walks page k of the block instead of the vector next to lane k-1, so the
-    // loop moves that many streams at once: -1 with non-temporal stores, 0 never, 1 always.
+    // loop moves that many streams at once; rows shorter than a block of pages, when there
+    // are at least 16 a lane, are walked in row groups instead (lane k walks rows 16k to
+    // 16k+15 of a group, SnippetStats::row_groups): -1 with non-temporal stores, 0 never,
+    // 1 always.
     int8_t page_lanes = -1;
     // Vector tiles per loop iteration (AVX-512): 0 picks 2 to 4 when the body's values fit 6
     // registers without spilling (as many lanes as the registers one lane needs, values and
@@ -324,6 +330,7 @@ struct SnippetStats {
     uint32_t cold_arguments = 0;     // argument pointers kept in the kernel's frame (past 11)
     bool streaming_stores = false;   // the first output's vector tiles store non-temporally
     bool page_lanes = false;         // lanes walk different 4 KiB pages (SnippetOptions::page_lanes)
+    bool row_groups = false;         // short rows: lanes walk different rows (SnippetOptions::page_lanes)
     uint64_t compile_ns = 0;
     bool cache_hit = false;
     uint32_t normalized_rank = 0;    // dimensions after collapsing
@@ -1947,8 +1954,13 @@ struct JitMath {
     // approximations overlap. Lane k uses vector register r + k*bank, mask register k2 + k,
     // rows k vectors further and spill slot s*lanes + k.
     uint32_t lanes = 1;
+    uint32_t first_lane = 0;         // ins() emits lanes first_lane .. first_lane + lanes - 1
     uint32_t bank = 32;
     uint32_t lane_stride = 0;        // bytes from one lane's row elements to the next's; 0: a vector (page blocks: a page)
+    // Row groups (emit_row_groups): lane k's operands of an argument lie k * row_lane_bytes[its
+    // pointer register] further, its row elements and its row values alike.
+    bool row_groups = false;
+    int32_t row_lane_bytes[16] = {};
     // Constants pinned in vector registers for the whole kernel (loaded once, before the first
     // row), shared by every lane; the others stay memory operands. The approximations are
     // compute-bound, and with a memory operand per constant use the loads were their
@@ -1976,6 +1988,10 @@ struct JitMath {
         if (o.isMem()) {
             x86::Mem mem = o.as<x86::Mem>();
             if (mem.hasBaseLabel()) return o;                        // data-section constant
+            if (row_groups && mem.hasBaseReg() && mem.baseId() != x86::Gp::kIdSp) {
+                mem.addOffset((int64_t)lane * row_lane_bytes[mem.baseId() & 15] + (mem.hasIndex() ? next_tile : 0));
+                return mem;                                          // lane k's row elements or row values
+            }
             if (mem.hasIndex()) mem.addOffset((int64_t)lane * (lane_stride ? lane_stride : vec_bytes) + next_tile);   // a row element
             else if (mem.hasBaseReg() && mem.baseId() == x86::Gp::kIdSp) mem.addOffset((int64_t)lane * 64);  // spill slot
             return mem;                                              // a broadcast element
@@ -1995,7 +2011,7 @@ struct JitMath {
             return;
         }
         const size_t start = a->offset();
-        for (uint32_t lane = 0; lane < lanes; ++lane) replay(group, lane, 0);
+        for (uint32_t lane = first_lane; lane < first_lane + lanes; ++lane) replay(group, lane, 0);
         last = Emitted{start, a->offset(), id, {o0, o1, o2, o3}, retargetable};
     }
     // Recording: ins() groups kept in order instead of assembled, for a vector tile that
@@ -2391,7 +2407,8 @@ struct EmitContext : EmitContextBase<JitMath> {
 
 // Memory jitters, one per target and kind. SSE4.1: the tail is a scalar tile (movss);
 // AVX2: the tail masks with vmaskmovps (mask rows at [rdi + rcx*4]); AVX-512: with k1.
-// Partial tiles have one lane; vector tiles may have several (JitMath::ins).
+// Partial tiles have one lane (row groups: one lane at a time); vector tiles may have several
+// (JitMath::ins).
 namespace Inst = x86::Inst;
 inline x86::Xmm xmm_of(int r) { return x86::xmm((uint32_t)r); }
 inline void jit_load_sse41(EmitContext& e, uint32_t i, Tile tile) {
@@ -2423,7 +2440,7 @@ inline void jit_load_avx512(EmitContext& e, uint32_t i, Tile tile) {
         e.m.ins(Inst::kIdVmovss, xmm_of(d.reg), e.element0(l.index));
     } else if (tile == Tile::Masked) {
         const x86::Mem row = e.row(l.index, 64);   // first: a cold pointer's load must not take the mask
-        e.m.a->k(x86::k1).z().vmovups(x86::zmm((uint32_t)d.reg), row);
+        e.m.ins(Inst::kIdVmovups, x86::zmm((uint32_t)d.reg), row, asmjit::Operand(), asmjit::Operand(), 1, true);   // k1
     } else {
         e.m.ins(Inst::kIdVmovups, x86::zmm((uint32_t)d.reg), e.row(l.index, 64));
     }
@@ -2491,7 +2508,7 @@ inline void jit_store_avx512(EmitContext& e, uint32_t i, Tile tile) {
     JV v = e.m.in_reg(e.value(l.args[0]));
     if (tile == Tile::Masked) {
         const x86::Mem row = e.row(l.index, 64);   // first: a cold pointer's load must not take the mask
-        e.m.a->k(x86::k1).vmovups(row, x86::zmm((uint32_t)v.reg));
+        e.m.ins(Inst::kIdVmovups, row, x86::zmm((uint32_t)v.reg), asmjit::Operand(), asmjit::Operand(), 1, false);   // k1
     } else {
         e.m.ins(e.streaming_store(l.index) ? Inst::kIdVmovntps : Inst::kIdVmovups, e.row(l.index, 64), x86::zmm((uint32_t)v.reg));
     }
@@ -2600,8 +2617,10 @@ inline bool software_pipelined(const Program* p, uint32_t lanes, uint32_t cold_c
 // did anyway or the recording ran out of memory (then e.m.failed is set, and emit_kernel
 // assembles again with 2 lanes in lockstep). The code of the vector tiles doubles, and the
 // compile takes about a third longer (median 14 -> 18 us for the GELU(tanh) pattern).
-// With page_tiles (page blocks, below), the lanes walk pages: the next tile is one vector
-// further, ecx counts the tiles, and the function returns after the block's last tile.
+// With page_tiles (page blocks and row groups, below), the lanes walk pages or rows: the next
+// tile is one vector further, ecx counts the tiles (page_tiles of them, or kTilesInEcx: as
+// many as ecx holds, at least 1), and the function returns after the last tile.
+constexpr uint32_t kTilesInEcx = ~0u;
 inline bool emit_pipelined_tiles(EmitContext& e, uint32_t w, uint32_t lanes, asmjit::Label loop, uint32_t page_tiles = 0) {
     x86::Assembler& a = *e.m.a;
     const size_t before = a.offset();
@@ -2635,12 +2654,18 @@ inline bool emit_pipelined_tiles(EmitContext& e, uint32_t w, uint32_t lanes, asm
     asmjit::Label steady = a.newLabel(), last = a.newLabel();
     emit_steps(false, false);
     if (page_tiles) {
-        a.mov(x86::ecx, page_tiles - 1);
+        if (page_tiles == kTilesInEcx) {
+            a.dec(x86::ecx);
+            a.jz(last);
+        } else {
+            a.mov(x86::ecx, page_tiles - 1);
+        }
         a.bind(steady);
         emit_steps(true, true);
         a.add(x86::rax, tile_bytes);
         a.dec(x86::ecx);
         a.jnz(steady);
+        a.bind(last);
         emit_steps(true, false);
         a.add(x86::rax, tile_bytes);
         return true;
@@ -2693,6 +2718,146 @@ inline void emit_page_blocks(EmitContext& e, uint32_t w, uint32_t lanes, asmjit:
     a.bind(skip);
 }
 
+// The rows a kernel is compiled for: n floats a row, rows a call, each argument's row stride
+// in bytes (what run() passes). Row groups (below) need them.
+struct RowShape {
+    int64_t n = 0, rows = 0;
+    const int64_t* strides = nullptr;
+};
+
+// Row groups (SnippetOptions::page_lanes, for rows shorter than a block of pages): lane k
+// walks rows k*kRowGroup to k*kRowGroup + kRowGroup - 1 of a group of lanes * kRowGroup rows,
+// all lanes at the same column, each with its own row values, so the loop moves `lanes`
+// streams. In a one-off loop on the Xeon of the README (the layer-norm tail, rows of 768
+// floats, non-temporal stores, 64M floats) one stream moved 74-81% of memcpy, lanes on
+// neighbouring rows 82-88%, lanes 4 or 16 rows apart 90-96%. 16 rows of any stride keep
+// every lane's output on the vector alignment lane 0 peels to (16 * 4 bytes).
+constexpr uint32_t kRowGroup = 16;
+inline bool row_groups_apply(const Program* p, const RowShape* shape, Isa isa, uint32_t lanes, uint32_t cold_count,
+                             uint32_t argument_count) {
+    if (!shape || isa != Isa::Avx512 || lanes < 2 || cold_count) return false;   // cold pointers share r15
+    if (shape->rows < (int64_t)(lanes * kRowGroup) || shape->n < 16 || shape->n >= (int64_t)lanes * 1024) return false;
+    for (uint32_t i = 0; i < p->count; ++i)
+        if (p->code[i].kind == LirKind::StoreScalar) return false;   // written once, by lane 0
+    for (uint32_t a = 0; a < argument_count; ++a) {                  // the last lane's offset is a displacement
+        const int64_t gap = (int64_t)(lanes - 1) * kRowGroup * shape->strides[a];
+        if (gap > INT32_MAX / 2 || gap < INT32_MIN / 2) return false;
+    }
+    return true;
+}
+
+// Next row: every pointer moves by its row stride (0 for a tensor broadcast over rows).
+inline void emit_next_row(EmitContext& e, uint32_t argument_count, const x86::Mem& saved_strides) {
+    x86::Assembler& a = *e.m.a;
+    a.mov(x86::rdi, saved_strides);
+    for (uint32_t i = 0; i < argument_count; ++i) {
+        if (e.cold_disp[i] < 0) {
+            a.add(e.args[i], x86::qword_ptr(x86::rdi, (int32_t)(i * 8)));
+        } else {
+            a.mov(x86::r15, x86::qword_ptr(x86::rdi, (int32_t)(i * 8)));
+            a.add(x86::qword_ptr(x86::rsp, e.cold_disp[i]), x86::r15);
+        }
+    }
+}
+
+// Alignment peel: a partial first tile up to the first output's vector boundary, so the
+// stores of the main loop never split cache lines (inputs follow when they share the
+// alignment, as buffers of a memory plan do). Not for rows under 80 floats unless the
+// stores are non-temporal: there the extra partial tile (and the whole tiles it breaks
+// up) costs more than the split stores save (x*w+b per channel in L2, AVX-512, ns a row
+// with the peel against without: 25 floats 3.6 vs 3.0, 49: 6.1 vs 4.5, 65: 7.3 vs 5.6;
+// 81: 7.0 vs 7.2-8.1, and beyond within noise or better with it). rsi holds the row's
+// floats; jumps to `partial` with rcx floats, or on to `loop`.
+inline void emit_alignment_peel(EmitContext& e, int32_t aligned_arg, bool streaming, uint32_t w, asmjit::Label loop,
+                                asmjit::Label partial) {
+    x86::Assembler& a = *e.m.a;
+    constexpr uint32_t kPeelMinimumFloats = 80;
+    if (aligned_arg < 0 || w == 1) return;
+    if (!streaming) {
+        a.cmp(x86::rsi, kPeelMinimumFloats);
+        a.jb(loop);
+    }
+    a.mov(x86::rcx, e.base((uint32_t)aligned_arg));
+    a.neg(x86::rcx);
+    a.and_(x86::rcx, w * 4 - 1);
+    a.shr(x86::rcx, 2);               // floats to the boundary (0 when aligned)
+    a.jz(loop);
+    a.cmp(x86::rcx, x86::rsi);
+    a.cmova(x86::rcx, x86::rsi);      // at most the row
+    a.jmp(partial);
+}
+
+// The row groups' code, entered at the row label while `lanes * kRowGroup` rows are left:
+// kRowGroup rows with every lane's row values, vector tiles of one vector a lane (pipelined
+// as in emit_pipelined_tiles, or in lockstep), then the row's partial tiles lane by lane
+// (lane k's mask in k(1 + k), clear of its compare mask k(2 + k)); then the pointers skip the
+// other lanes' rows, and back to `row` or on to `finish`. AVX-512 only.
+inline void emit_row_groups(EmitContext& e, const RowShape& shape, uint32_t lanes, uint32_t argument_count, int32_t aligned_arg,
+                            bool streaming, bool pipelined, const x86::Mem& saved_n, const x86::Mem& saved_rows,
+                            const x86::Mem& saved_strides, const x86::Mem& saved_group, asmjit::Label row, asmjit::Label finish) {
+    x86::Assembler& a = *e.m.a;
+    constexpr uint32_t w = 16;
+    for (uint32_t i = 0; i < argument_count; ++i)
+        e.m.row_lane_bytes[e.args[i].id() & 15] = (int32_t)(kRowGroup * shape.strides[i]);
+    asmjit::Label group_row = a.newLabel(), loop = a.newLabel(), rest = a.newLabel(), partial = a.newLabel(),
+                  done = a.newLabel();
+    e.m.row_groups = true;
+    a.mov(saved_group, kRowGroup);
+    a.bind(group_row);
+    e.m.lanes = lanes;
+    emit_row_invariants(e);
+    e.m.lanes = 1;
+    a.mov(x86::rsi, saved_n);
+    a.xor_(x86::eax, x86::eax);
+    emit_alignment_peel(e, aligned_arg, streaming, w, loop, partial);
+    a.bind(loop);
+    a.cmp(x86::rsi, w);
+    a.jb(rest);
+    a.mov(x86::rcx, x86::rsi);
+    a.shr(x86::rcx, 4);                   // whole tiles (a failed recording sets e.m.failed)
+    if (pipelined && emit_pipelined_tiles(e, w, lanes, loop, kTilesInEcx)) {
+        a.and_(x86::rsi, w - 1);
+    } else {
+        e.m.lanes = lanes;
+        emit_tile(e, Tile::Vector);
+        e.m.lanes = 1;
+        a.add(x86::rax, w * 4);
+        a.sub(x86::rsi, w);
+        a.jmp(loop);
+    }
+    a.bind(rest);
+    a.test(x86::rsi, x86::rsi);
+    a.jz(done);
+    a.mov(x86::ecx, w);
+    a.cmp(x86::rsi, x86::rcx);
+    a.cmovb(x86::rcx, x86::rsi);
+    a.bind(partial);
+    a.mov(x86::edi, 1);
+    a.shl(x86::edi, x86::cl);
+    a.dec(x86::edi);
+    for (uint32_t k = 0; k < lanes; ++k) {
+        a.kmovw(x86::KReg(1 + k), x86::edi);
+        e.m.first_lane = k;
+        emit_tile(e, Tile::Masked);
+    }
+    e.m.first_lane = 0;
+    a.lea(x86::rax, x86::ptr(x86::rax, x86::rcx, 2));
+    a.sub(x86::rsi, x86::rcx);
+    a.jmp(loop);
+    a.bind(done);
+    emit_next_row(e, argument_count, saved_strides);
+    a.dec(saved_group);
+    a.jnz(group_row);
+    for (uint32_t i = 0; i < argument_count; ++i) {   // past the other lanes' rows
+        const int64_t gap = (int64_t)(lanes - 1) * kRowGroup * shape.strides[i];
+        if (gap) a.add(e.args[i], (int32_t)gap);
+    }
+    e.m.row_groups = false;
+    a.sub(saved_rows, lanes * kRowGroup);
+    a.jnz(row);
+    a.jmp(finish);
+}
+
 // Kernel: void kernel(float* const* args, size_t n, size_t rows, const int64_t* row_strides).
 // For each of `rows` rows (rows >= 1): loads the row-invariant broadcasts, walks n floats
 // (n >= 1) as a partial tile up to the first output's vector alignment, vector tiles of
@@ -2706,7 +2871,8 @@ inline Status emit_kernel(Program* p, Isa isa, uint32_t allocatable, uint32_t la
                           uint32_t* scratch_peak, char* error, size_t error_size, void* zone = nullptr, size_t zone_bytes = 0,
                           bool pin_constants = true, uint32_t max_lanes = 0, uint32_t* lanes_out = nullptr,
                           Arena* arena = nullptr, bool beyond_caches = false, uint32_t* pinned_out = nullptr,
-                          uint32_t* shared_out = nullptr, bool page_lanes = false) {
+                          uint32_t* shared_out = nullptr, bool page_lanes = false, const RowShape* row_shape = nullptr,
+                          bool* row_groups_out = nullptr) {
     using namespace asmjit;
     // Counting pass: one vector tile assembled aside gives the registers a lane needs and the
     // memory-operand uses of each constant; the most used constants then get the vector
@@ -2755,9 +2921,13 @@ inline Status emit_kernel(Program* p, Isa isa, uint32_t allocatable, uint32_t la
         // Beyond the caches, a third lane only when it leaves 8 registers for pinned constants:
         // there the GeluTanh op (10 registers a lane) ran at 9-11 GB/s with 3 lanes against
         // 12.5-13.8 with 2, the GELU(tanh) pattern (8) 6% faster with 3 (64M floats).
+        // Not that rule for row groups, whose lanes each hold their own row values: on the
+        // Xeon of the README, 64M floats in rows of 768 with a per-row value (one-off driver),
+        // GELU(tanh) ran 18.1 GB/s in 3 lanes against 14.0 in 2, Swish 17.9 against 12.8.
         if (!c.m.failed && lanes == 2 && max_lanes > 2) {
             uint32_t more = max_lanes;
-            while (more > 2 && (need > 32 / more || (beyond_caches && need * more + 8 > 32))) --more;
+            auto grouped = [&](uint32_t l) { return page_lanes && row_groups_apply(p, row_shape, isa, l, cold_count, argument_count); };
+            while (more > 2 && (need > 32 / more || (beyond_caches && need * more + 8 > 32 && !grouped(more)))) --more;
             if (more > 2) {
                 lanes = more;
                 lane_registers = 32 / lanes;
@@ -2775,7 +2945,9 @@ inline Status emit_kernel(Program* p, Isa isa, uint32_t allocatable, uint32_t la
             // one shared copy each, in registers no lane uses, saves lanes - 1 loads per row.
             uint32_t hoisted = 0;
             for (uint32_t i = 0; i < p->count; ++i) hoisted += p->code[i].hoisted;
-            share_invariants = lanes > 1 && hoisted && hoisted <= free_registers - pin_count;
+            // (Not with row groups: there each lane has its own rows.)
+            share_invariants = lanes > 1 && hoisted && hoisted <= free_registers - pin_count &&
+                               !(page_lanes && row_groups_apply(p, row_shape, isa, lanes, cold_count, argument_count));
             if (pin_count || share_invariants) lane_registers = need;
         }
     }
@@ -2804,8 +2976,9 @@ inline Status emit_kernel(Program* p, Isa isa, uint32_t allocatable, uint32_t la
     e.m.constant_count = &p->constant_count;
     const x86::Gp saved[] = {x86::rbx, x86::rbp, x86::r12, x86::r13, x86::r14, x86::r15};
     for (const x86::Gp& r : saved) a.push(r);
-    // Frame: spill slots (one per lane), then n, rows and the row-stride table (the argument
-    // registers are needed for tensor pointers), then the cold arguments' pointers.
+    // Frame: spill slots (one per lane), then n, rows, the row-stride table (the argument
+    // registers are needed for tensor pointers) and the rows left in a row group, then the
+    // cold arguments' pointers.
     uint32_t spill_bytes = p->spill_slots * 64 * lanes, frame = spill_bytes + 32 + (cold_count * 8 + 15) / 16 * 16;
     assign_arguments_x86(e, cold, (int32_t)spill_bytes + 32);
     a.sub(x86::rsp, frame);
@@ -2843,39 +3016,24 @@ inline Status emit_kernel(Program* p, Isa isa, uint32_t allocatable, uint32_t la
     if (shared_out) *shared_out = shared_count;
     uint32_t w = isa_vector_floats(isa);
     Label row = a.newLabel(), loop = a.newLabel(), rest = a.newLabel(), partial = a.newLabel(), done = a.newLabel(),
-          mask_table = a.newLabel();
+          mask_table = a.newLabel(), groups = a.newLabel(), finish = a.newLabel();
+    const bool row_groups = page_lanes && row_groups_apply(p, row_shape, isa, lanes, cold_count, argument_count);
+    if (row_groups_out) *row_groups_out = row_groups;
     a.bind(row);
+    if (row_groups) {
+        a.cmp(saved_rows, lanes * kRowGroup);
+        a.jae(groups);
+    }
     e.m.lanes = share_invariants ? 1 : lanes;   // the shared copy, or every lane's own
     emit_row_invariants(e);
     e.m.lanes = 1;
     a.mov(x86::rsi, saved_n);
     a.xor_(x86::eax, x86::eax);
-    // Alignment peel: a partial first tile up to the first output's vector boundary, so the
-    // stores of the main loop never split cache lines (inputs follow when they share the
-    // alignment, as buffers of a memory plan do). Not for rows under 80 floats unless the
-    // stores are non-temporal: there the extra partial tile (and the whole tiles it breaks
-    // up) costs more than the split stores save (x*w+b per channel in L2, AVX-512, ns a row
-    // with the peel against without: 25 floats 3.6 vs 3.0, 49: 6.1 vs 4.5, 65: 7.3 vs 5.6;
-    // 81: 7.0 vs 7.2-8.1, and beyond within noise or better with it).
-    constexpr uint32_t kPeelMinimumFloats = 80;
     int32_t aligned_arg = -1;
     for (uint32_t i = 0; i < p->count && aligned_arg < 0; ++i)
         if (p->code[i].kind == LirKind::Store) aligned_arg = (int32_t)p->code[i].index;
     e.streaming_arg = streaming ? aligned_arg : -1;
-    if (aligned_arg >= 0 && w > 1) {
-        if (!streaming) {
-            a.cmp(x86::rsi, kPeelMinimumFloats);
-            a.jb(loop);
-        }
-        a.mov(x86::rcx, e.base((uint32_t)aligned_arg));
-        a.neg(x86::rcx);
-        a.and_(x86::rcx, w * 4 - 1);
-        a.shr(x86::rcx, 2);               // floats to the boundary (0 when aligned)
-        a.jz(loop);
-        a.cmp(x86::rcx, x86::rsi);
-        a.cmova(x86::rcx, x86::rsi);      // at most the row
-        a.jmp(partial);
-    }
+    emit_alignment_peel(e, aligned_arg, streaming, w, loop, partial);
     a.bind(loop);                         // whole tiles of `lanes` vectors
     e.m.recorded.arena = arena;
     if (page_lanes && isa == Isa::Avx512 && lanes >= 2)
@@ -2924,18 +3082,17 @@ inline Status emit_kernel(Program* p, Isa isa, uint32_t allocatable, uint32_t la
     a.sub(x86::rsi, x86::rcx);
     a.jmp(loop);
     a.bind(done);
-    // Next row: every pointer moves by its row stride (0 for a tensor broadcast over rows).
-    a.mov(x86::rdi, saved_strides);
-    for (uint32_t i = 0; i < argument_count; ++i) {
-        if (e.cold_disp[i] < 0) {
-            a.add(e.args[i], x86::qword_ptr(x86::rdi, (int32_t)(i * 8)));
-        } else {
-            a.mov(x86::r15, x86::qword_ptr(x86::rdi, (int32_t)(i * 8)));
-            a.add(x86::qword_ptr(x86::rsp, e.cold_disp[i]), x86::r15);
-        }
-    }
+    emit_next_row(e, argument_count, saved_strides);
     a.dec(saved_rows);
     a.jnz(row);
+    if (row_groups) {
+        a.jmp(finish);
+        a.bind(groups);
+        emit_row_groups(e, *row_shape, lanes, argument_count, aligned_arg, streaming,
+                        arena && software_pipelined(p, lanes, cold_count), saved_n, saved_rows, saved_strides,
+                        x86::qword_ptr(x86::rsp, (int32_t)spill_bytes + 24), row, finish);
+    }
+    a.bind(finish);
     if (e.streaming_arg >= 0) a.sfence();  // non-temporal stores are weakly ordered
     a.add(x86::rsp, frame);
     for (int i = 5; i >= 0; --i) a.pop(saved[i]);
@@ -2960,7 +3117,7 @@ inline Status emit_kernel(Program* p, Isa isa, uint32_t allocatable, uint32_t la
     if (e.m.failed && (pin_count || shared_count || max_lanes > 2))   // too few temporaries left: without pinning or sharing, two lanes
         return emit_kernel(p, isa, allocatable, lanes > 2 ? 2 : lanes, streaming, argument_count, emit_only, kernel,
                            code_size, scratch_peak, error, error_size, nullptr, 0, false, 0, lanes_out, nullptr, false,
-                           pinned_out, shared_out, page_lanes);   // `zone` is this call's
+                           pinned_out, shared_out, page_lanes, row_shape, row_groups_out);   // `zone` is this call's
     if (e.m.failed) {
         std::snprintf(error, error_size, "emit: out of scratch registers or constants");
         return Status::LimitExceeded;
@@ -3728,7 +3885,8 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
     // whole socket's L3 (508 MiB on the EPYC of the README), far more than one core reaches.
     // CPUID traps in a VM (~10 us a call), so small bodies never ask.
     // For compute-bound bodies (a transcendental op) only with page lanes (AVX-512, 2 or more
-    // lanes, rows of 4096 floats or more, so that the blocks of pages cover most of a row):
+    // lanes, rows of 3072 floats or more, so that the blocks of pages cover most of a row, or
+    // rows for row groups):
     // on one stream non-temporal stores were 10-25% slower for them in every A/B run at 32M
     // floats on the EPYC of the README; on its Xeon, at 64M floats, page lanes with
     // non-temporal stores took the GELU(erf) pattern from 12.1 to 22.3 GB/s, GELU(tanh) from
@@ -3744,7 +3902,18 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
             default: break;
         }
     }
-    const bool may_page = isa == Isa::Avx512 && lanes >= 2 && options.page_lanes != 0 && d.dims[d.rank - 1] >= 4096;
+    int64_t row_strides[kSnippetMaxArgs] = {};          // bytes, as run() passes them
+    for (uint32_t t = 0; t < params + results; ++t) row_strides[t] = d.rank >= 2 ? d.strides[t][d.rank - 2] * 4 : 0;
+    detail::RowShape row_shape;
+    row_shape.n = d.dims[d.rank - 1];
+    row_shape.rows = d.rank >= 2 ? d.dims[d.rank - 2] : 1;
+    row_shape.strides = row_strides;
+    // Page blocks for most of each row (3 lanes from 3072 floats, 2 from 2048), or row
+    // groups for 3 lanes (then also for 2).
+    const bool may_page = isa == Isa::Avx512 && lanes >= 2 && options.page_lanes != 0 &&
+                          (row_shape.n >= 3072 || detail::row_groups_apply(&program, &row_shape, isa, 3,
+                                                                          detail::cold_argument_count(isa, params + results),
+                                                                          params + results));
     bool streaming = options.streaming_stores == 1;
     if (options.streaming_stores < 0 && stats_.bytes_fused > (4ull << 20) && (!transcendental || may_page)) {
         uint64_t threshold = last_level_cache_bytes();
@@ -3790,8 +3959,10 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
         // Cache key: target, lanes and stores chosen so far, the cap on the lanes emit_kernel
         // may add (SnippetOptions::lanes, or 3 beyond the caches and 4 within: a kernel
         // compiled for a small shape is not reused for a large one), register budget,
-        // argument count, lowered program.
-        size_t key_bytes = 16 + (size_t)program.count * sizeof(detail::Lir) + program.constant_count * 4;
+        // argument count, lowered program; with page lanes the row strides too (row groups
+        // take them as displacements).
+        const size_t strides_bytes = page_lanes ? (params + results) * sizeof(int64_t) : 0;
+        size_t key_bytes = 16 + (size_t)program.count * sizeof(detail::Lir) + program.constant_count * 4 + strides_bytes;
         unsigned char* key = static_cast<unsigned char*>(scratch.allocate(key_bytes, 8));
         if (!key) return fail(Status::OutOfMemory, "compile: no memory for the cache key");
         std::memset(key, 0, key_bytes);
@@ -3816,6 +3987,7 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
             std::memcpy(k + 36, &l.last_use, 4);
         }
         std::memcpy(key + 16 + (size_t)program.count * sizeof(detail::Lir), program.constants, program.constant_count * 4);
+        if (strides_bytes) std::memcpy(key + key_bytes - strides_bytes, row_strides, strides_bytes);
         hash = detail::hash_bytes(key, key_bytes);
         if (options.cache && !emit_only) {
             const KernelCache::Entry* hit = options.cache->find(hash, key, key_bytes);
@@ -3829,6 +4001,7 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
                 stats_.saved_vector_registers = hit->emitted.saved_vector_registers;
                 stats_.software_pipelined = detail::software_pipelined(&program, hit->emitted.lanes, stats_.cold_arguments);
                 stats_.page_lanes = page_lanes && hit->emitted.lanes >= 2;
+                stats_.row_groups = hit->emitted.row_groups;
                 stats_.cache_hit = true;
                 stats_.compile_ns = detail::now_ns() - start;
                 compiled_ = true;
@@ -3839,6 +4012,7 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
         uint32_t saved_registers = 0;
         uint32_t emitted_lanes = lanes;
         uint32_t pinned = 0, shared = 0;
+        bool row_groups = false;
         s = isa == Isa::Neon ? detail::emit_kernel_a64(&program, allocatable, params + results, emit_only, &kernel_,
                                                        &code_size, &scratch_peak, &saved_registers, error_, sizeof error_, &pinned,
                                                        zone, zone ? kZoneBytes : 0)
@@ -3846,7 +4020,7 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
                                                    &code_size, &scratch_peak, error_, sizeof error_, zone, zone ? kZoneBytes : 0,
                                                    true, lane_cap,
                                                    &emitted_lanes, &scratch, options.lanes == 0 && beyond_caches, &pinned,
-                                                   &shared, page_lanes);
+                                                   &shared, page_lanes, &row_shape, &row_groups);
         stats_.scratch_registers = scratch_peak;
         stats_.pinned_constants = pinned;
         stats_.shared_invariants = shared;
@@ -3859,6 +4033,7 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
         stats_.lanes = emitted_lanes;
         stats_.software_pipelined = detail::software_pipelined(&program, emitted_lanes, stats_.cold_arguments);
         stats_.page_lanes = page_lanes && emitted_lanes >= 2;
+        stats_.row_groups = row_groups;
         final_key = key;
         final_key_bytes = key_bytes;
         break;
@@ -3876,6 +4051,7 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
     emitted.pinned_constants = stats_.pinned_constants;
     emitted.shared_invariants = stats_.shared_invariants;
     emitted.saved_vector_registers = stats_.saved_vector_registers;
+    emitted.row_groups = stats_.row_groups;
     kernel_owned_ = !(options.cache && options.cache->insert(hash, final_key, final_key_bytes, kernel_, emitted));
     stats_.compile_ns = detail::now_ns() - start;
     compiled_ = true;

@@ -844,25 +844,113 @@ TEST_CASE("snippets: lanes on different pages equal the interpreter") {
     options.page_lanes = 0;
     REQUIRE(s.compile(big.body, options) == Status::Ok);
     CHECK(!s.stats().page_lanes);
-    // A transcendental body streams only in page lanes, which need rows of 4096 floats.
-    for (int64_t row : {(int64_t)4096, (int64_t)2048}) {
-        Built gelu;   // x times a per-row value: the rows stay rows (no collapse)
-        int64_t full[] = {(1 << 25) / row, row}, per_row[] = {(1 << 25) / row, 1};
-        ValueId x, scale, y;
-        REQUIRE(gelu.body.parameter(full, &x) == Status::Ok);
-        REQUIRE(gelu.body.parameter(per_row, &scale) == Status::Ok);
-        REQUIRE(gelu.body.binary(SnippetOp::Mul, x, scale, &y) == Status::Ok);
-        REQUIRE(gelu.body.unary(SnippetOp::GeluTanh, y, &y) == Status::Ok);
-        REQUIRE(gelu.body.result(y) == Status::Ok);
-        for (int8_t page : {(int8_t)-1, (int8_t)0}) {
-            options.page_lanes = page;
-            REQUIRE(s.compile(gelu.body, options) == Status::Ok);
-            INFO("row " << row << " page_lanes " << (int)page);
-            const bool expected = isa == Isa::Avx512 && row == 4096 && page < 0;
-            CHECK(s.stats().streaming_stores == expected);
-            CHECK(s.stats().page_lanes == expected);
+    // A transcendental body streams only in page lanes: blocks of pages (rows of 3072 floats
+    // or more) or row groups (48 rows a kernel call or more).
+    for (int64_t row : {(int64_t)4096, (int64_t)1024}) {
+        for (int64_t rows : {(int64_t)0, (int64_t)40}) {
+            Built gelu;   // x times a per-row value: the rows stay rows (no collapse)
+            ValueId x, scale, y;
+            if (rows == 0) {          // (1 << 25) / row rows a call
+                int64_t full[] = {(1 << 25) / row, row}, per_row[] = {(1 << 25) / row, 1};
+                REQUIRE(gelu.body.parameter(full, &x) == Status::Ok);
+                REQUIRE(gelu.body.parameter(per_row, &scale) == Status::Ok);
+            } else {                  // 40 rows a call: a per-row value shared by the outer dimension
+                int64_t full[] = {(1 << 25) / row / rows, rows, row}, per_row[] = {rows, 1};
+                REQUIRE(gelu.body.parameter(full, &x) == Status::Ok);
+                REQUIRE(gelu.body.parameter(per_row, &scale) == Status::Ok);
+            }
+            REQUIRE(gelu.body.binary(SnippetOp::Mul, x, scale, &y) == Status::Ok);
+            REQUIRE(gelu.body.unary(SnippetOp::GeluTanh, y, &y) == Status::Ok);
+            REQUIRE(gelu.body.result(y) == Status::Ok);
+            for (int8_t page : {(int8_t)-1, (int8_t)0}) {
+                options.page_lanes = page;
+                REQUIRE(s.compile(gelu.body, options) == Status::Ok);
+                INFO("row " << row << " rows " << rows << " page_lanes " << (int)page);
+                const bool expected = isa == Isa::Avx512 && (row == 4096 || rows == 0) && page < 0;
+                CHECK(s.stats().streaming_stores == expected);
+                CHECK(s.stats().page_lanes == expected);
+                CHECK(s.stats().row_groups == (expected && row == 1024));
+            }
         }
     }
+}
+
+// Row groups: rows shorter than a block of pages, lane k on rows 16k.. of each group of
+// lanes * 16 rows, with its own row values (mean, a per-row scale) and the shared column
+// values (gamma); a compare and select exercise each lane's masks in the partial tiles.
+void build_row_group_body(SnippetBody* body, int64_t rows, int64_t n) {
+    int64_t full[] = {rows, n}, per_row[] = {rows, 1}, per_column[] = {n};
+    ValueId x, mean, scale, gamma, centred, scaled, above, y;
+    REQUIRE(body->parameter(full, &x) == Status::Ok);
+    REQUIRE(body->parameter(per_row, &mean) == Status::Ok);
+    REQUIRE(body->parameter(per_row, &scale) == Status::Ok);
+    REQUIRE(body->parameter(per_column, &gamma) == Status::Ok);
+    REQUIRE(body->binary(SnippetOp::Sub, x, mean, &centred) == Status::Ok);
+    REQUIRE(body->binary(SnippetOp::Mul, centred, scale, &scaled) == Status::Ok);
+    REQUIRE(body->binary(SnippetOp::Mul, scaled, gamma, &scaled) == Status::Ok);
+    REQUIRE(body->binary(SnippetOp::Greater, x, mean, &above) == Status::Ok);
+    REQUIRE(body->select(above, scaled, centred, &y) == Status::Ok);
+    REQUIRE(body->result(y) == Status::Ok);
+}
+
+TEST_CASE("snippets: lanes on different row groups equal the interpreter") {
+    Isa isa = target();
+    if (isa == Isa::Ref) return;
+    KernelCache cache;   // one cache for every shape: a kernel's row strides are part of its key
+    for (uint8_t lanes : {(uint8_t)2, (uint8_t)3, (uint8_t)4}) {
+        const int64_t group = 16 * lanes;
+        for (int64_t rows : {group - 1, group, group + 5, 2 * group + 17})
+            for (int64_t n : {(int64_t)1, (int64_t)16, (int64_t)17, (int64_t)33, (int64_t)768, (int64_t)1000}) {
+                Built b;
+                build_row_group_body(&b.body, rows, n);
+                std::vector<std::vector<float>> inputs = {
+                    random_values((size_t)(rows * n), (uint32_t)(rows * 7 + n), 4.0f), random_values((size_t)rows, (uint32_t)n + 1, 1.0f),
+                    random_values((size_t)rows, (uint32_t)n + 2, 2.0f), random_values((size_t)n, (uint32_t)rows + 3, 2.0f)};
+                INFO("lanes " << (int)lanes << " rows " << rows << " n " << n);
+                const uint64_t size = (uint64_t)(rows * n);
+                for (size_t offset : {(size_t)0, (size_t)1})
+                    for (int8_t streaming : {(int8_t)0, (int8_t)1}) {
+                        check_against_interpreter(b.body, inputs, {size}, isa, 0, offset, false, &cache, streaming, lanes, 1);
+                        check_against_interpreter(b.body, inputs, {size}, isa, 0, offset, true, &cache, streaming, lanes, 1);
+                    }
+                check_against_interpreter(b.body, inputs, {size}, isa, 3, 1, false, nullptr, 1, lanes, 1);   // spills
+                Snippet s;
+                SnippetOptions options;
+                options.isa = isa;
+                options.lanes = lanes;
+                options.page_lanes = 1;
+                REQUIRE(s.compile(b.body, options) == Status::Ok);
+                CHECK(s.stats().row_groups == (isa == Isa::Avx512 && rows >= group && n >= 16));
+                if (rows < group || n != 33) continue;
+                // Run in parts, as the runtime's threads do: rows or column slices.
+                std::vector<float> expected(size), actual(size, -7.0f);
+                std::vector<const float*> in;
+                for (const std::vector<float>& v : inputs) in.push_back(v.data());
+                float* expected_ptr = expected.data();
+                float* actual_ptr = actual.data();
+                REQUIRE(interpret(b.body, Span<const float* const>(in.data(), in.size()), Span<float* const>(&expected_ptr, 1),
+                                  isa_uses_fma(isa)) == Status::Ok);
+                for (uint32_t part = 0; part < 3; ++part)
+                    REQUIRE(s.run(Span<const float* const>(in.data(), in.size()), Span<float* const>(&actual_ptr, 1), nullptr,
+                                  part, 3) == Status::Ok);
+                size_t bad = 0;
+                for (size_t i = 0; i < size; ++i) bad += !same(actual[i], expected[i]);
+                CHECK(bad == 0);
+            }
+    }
+    // By default row groups come with non-temporal stores: the layer-norm tail of the bench
+    // (compiled, not run: 256 MiB).
+    Built tail;
+    build_row_group_body(&tail.body, (1 << 24) / 768, 768);
+    Snippet s;
+    SnippetOptions options;
+    options.isa = isa;
+    REQUIRE(s.compile(tail.body, options) == Status::Ok);
+    CHECK(s.stats().row_groups == (isa == Isa::Avx512 && s.stats().lanes >= 2));
+    CHECK(s.stats().streaming_stores == (isa != Isa::Neon));
+    options.page_lanes = 0;
+    REQUIRE(s.compile(tail.body, options) == Status::Ok);
+    CHECK(!s.stats().row_groups);
 }
 
 TEST_CASE("snippets: wide bodies, up to 32 arguments with cold pointers, equal the interpreter") {
