@@ -922,7 +922,8 @@ TEST_CASE("snippets: lanes on different row groups equal the interpreter") {
                 REQUIRE(s.compile(b.body, options) == Status::Ok);
                 CHECK(s.stats().row_groups == (isa == Isa::Avx512 && rows >= group && n >= 16));
                 if (rows < group || n != 33) continue;
-                // Run in parts, as the runtime's threads do: rows or column slices.
+                // Run in 2 parts, as the runtime's threads do: 2 * group + 17 rows leave each
+                // part a group and more.
                 std::vector<float> expected(size), actual(size, -7.0f);
                 std::vector<const float*> in;
                 for (const std::vector<float>& v : inputs) in.push_back(v.data());
@@ -930,9 +931,9 @@ TEST_CASE("snippets: lanes on different row groups equal the interpreter") {
                 float* actual_ptr = actual.data();
                 REQUIRE(interpret(b.body, Span<const float* const>(in.data(), in.size()), Span<float* const>(&expected_ptr, 1),
                                   isa_uses_fma(isa)) == Status::Ok);
-                for (uint32_t part = 0; part < 3; ++part)
+                for (uint32_t part = 0; part < 2; ++part)
                     REQUIRE(s.run(Span<const float* const>(in.data(), in.size()), Span<float* const>(&actual_ptr, 1), nullptr,
-                                  part, 3) == Status::Ok);
+                                  part, 2) == Status::Ok);
                 size_t bad = 0;
                 for (size_t i = 0; i < size; ++i) bad += !same(actual[i], expected[i]);
                 CHECK(bad == 0);
