@@ -263,6 +263,7 @@ public:
         uint32_t code_size = 0, lanes = 1, scratch_registers = 0, pinned_constants = 0, shared_invariants = 0,
                  saved_vector_registers = 0;
         bool row_groups = false;
+        void* in_place_kernel = nullptr;   // the same with ordinary stores (SnippetStats::in_place_kernel)
     };
     struct Entry { uint64_t hash; void* key; size_t key_bytes; void* kernel; Emitted emitted; };
     const Entry* find(uint64_t hash, const void* key, size_t key_bytes);
@@ -289,7 +290,10 @@ struct SnippetOptions {
     // Non-temporal stores for the first output's vector tiles (x86-64): -1 when the bytes one
     // run walks exceed the last-level cache (last_level_cache_bytes(), capped at 64 MiB) and
     // the body has no transcendental op or will walk its rows in page lanes or row groups
-    // (below; on one stream compute-bound kernels were slower with them), 0 never, 1 always.
+    // (below; on one stream compute-bound kernels were slower with them), 0 never, 1 always,
+    // 2 always but in place. With -1 and 2 a kernel that streams comes with a second one that
+    // stores as usual, which run() takes when an output is one of the inputs (in place: the
+    // loads have brought the output's lines into the cache; SnippetStats::in_place_kernel).
     int8_t streaming_stores = -1;
     // Page lanes (AVX-512 with 2 or more lanes): while a row has one 4 KiB page per lane
     // left, lane k walks page k of the block instead of the vector next to lane k-1, so the
@@ -331,6 +335,7 @@ struct SnippetStats {
     bool streaming_stores = false;   // the first output's vector tiles store non-temporally
     bool page_lanes = false;         // lanes walk different 4 KiB pages (SnippetOptions::page_lanes)
     bool row_groups = false;         // short rows: lanes walk different rows (SnippetOptions::page_lanes)
+    bool in_place_kernel = false;    // a second kernel with ordinary stores for runs in place (SnippetOptions::streaming_stores)
     uint64_t compile_ns = 0;
     bool cache_hit = false;
     uint32_t normalized_rank = 0;    // dimensions after collapsing
@@ -379,6 +384,7 @@ private:
     bool compiled_ = false;
     bool kernel_owned_ = false;
     void* kernel_ = nullptr;
+    void* kernel_in_place_ = nullptr;                // ordinary stores, for runs in place (owned with kernel_)
     float* columns_ = nullptr;                       // interpreter scratch
     uint32_t parameters_ = 0, results_ = 0;
     uint32_t rank_ = 0;                              // normalized dims; the last is the row
@@ -3686,6 +3692,7 @@ KernelCache::~KernelCache() {
     for (uint32_t i = 0; i < count_; ++i) {
 #ifndef TESSEL_NO_JIT
         detail::release_kernel(entries_[i].kernel);
+        if (entries_[i].emitted.in_place_kernel) detail::release_kernel(entries_[i].emitted.in_place_kernel);
 #endif
         TESSEL_FREE(entries_[i].key);
     }
@@ -3761,8 +3768,10 @@ Snippet::~Snippet() { release(); }
 void Snippet::release() {
 #ifndef TESSEL_NO_JIT
     if (kernel_owned_) detail::release_kernel(kernel_);
+    if (kernel_owned_ && kernel_in_place_) detail::release_kernel(kernel_in_place_);
 #endif
     kernel_ = nullptr;
+    kernel_in_place_ = nullptr;
     kernel_owned_ = false;
     if (columns_) TESSEL_FREE(columns_);
     columns_ = nullptr;
@@ -3914,7 +3923,7 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
                           (row_shape.n >= 3072 || detail::row_groups_apply(&program, &row_shape, isa, 3,
                                                                           detail::cold_argument_count(isa, params + results),
                                                                           params + results));
-    bool streaming = options.streaming_stores == 1;
+    bool streaming = options.streaming_stores >= 1;
     if (options.streaming_stores < 0 && stats_.bytes_fused > (4ull << 20) && (!transcendental || may_page)) {
         uint64_t threshold = last_level_cache_bytes();
         if (threshold == 0 || threshold > (64ull << 20)) threshold = threshold ? 64ull << 20 : 32ull << 20;
@@ -3933,6 +3942,19 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
     stats_.lanes = lanes;
     stats_.streaming_stores = streaming;
     const bool page_lanes = isa == Isa::Avx512 && (options.page_lanes < 0 ? streaming : options.page_lanes == 1);
+    // In place, ordinary stores beat non-temporal ones: the loads have brought the output's
+    // lines into the cache. On the Xeon of the README, 64M floats in place, page lanes (or row
+    // groups) with ordinary stores against non-temporal ones (one-off driver, medians of 6):
+    // GELU(erf) 23.3 against 18.3 GB/s, GELU(tanh) 20.8 / 17.7, Swish 20.2 / 17.7, HardSwish
+    // 27.0 / 19.3, Add+Mul+Clip+Div 20.8 / 19.9, the layer-norm tail 26.6 / 19.7. Whether a
+    // run is in place is known only then, so a streaming kernel whose output may be one of
+    // its inputs (a parameter of the output's shape) comes with a second kernel.
+    bool in_place_variant = false;
+    for (uint32_t t = 0; t < params && streaming && options.streaming_stores != 1 && !emit_only; ++t) {
+        bool full = true;
+        for (uint32_t i = 0; i < d.rank; ++i) full = full && d.strides[t][i] == d.strides[params][i];
+        in_place_variant = in_place_variant || full;
+    }
     if (isa != Isa::Ref) stats_.cold_arguments = detail::cold_argument_count(isa, params + results);
     // Allocate, look up the cache, emit. If an operation runs out of scratch registers (many
     // values live across a deep approximation), retry with fewer allocatable registers: the
@@ -3967,7 +3989,7 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
         if (!key) return fail(Status::OutOfMemory, "compile: no memory for the cache key");
         std::memset(key, 0, key_bytes);
         uint32_t header[4] = {(uint32_t)isa | lanes << 8 | (uint32_t)streaming << 16 | (uint32_t)options.neon_table_registers << 17 |
-                                  lane_cap << 18 | (uint32_t)page_lanes << 24,
+                                  lane_cap << 18 | (uint32_t)page_lanes << 24 | (uint32_t)in_place_variant << 25,
                               allocatable, params + results,
                               program.constant_count};
         std::memcpy(key, header, 16);
@@ -4002,6 +4024,8 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
                 stats_.software_pipelined = detail::software_pipelined(&program, hit->emitted.lanes, stats_.cold_arguments);
                 stats_.page_lanes = page_lanes && hit->emitted.lanes >= 2;
                 stats_.row_groups = hit->emitted.row_groups;
+                kernel_in_place_ = hit->emitted.in_place_kernel;
+                stats_.in_place_kernel = kernel_in_place_ != nullptr;
                 stats_.cache_hit = true;
                 stats_.compile_ns = detail::now_ns() - start;
                 compiled_ = true;
@@ -4044,7 +4068,18 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
         stats_.compile_ns = detail::now_ns() - start;
         return Status::Ok;
     }
+    if (in_place_variant) {   // the same program and choices, ordinary stores; none if it fails
+        uint32_t peak = 0, in_place_code = 0, in_place_lanes = lanes;
+        char ignored[160];
+        if (detail::emit_kernel(&program, isa, allocatable, lanes, false, params + results, false, &kernel_in_place_,
+                                &in_place_code, &peak, ignored, sizeof ignored, zone, zone ? kZoneBytes : 0, true, lane_cap,
+                                &in_place_lanes, &scratch, options.lanes == 0 && beyond_caches, nullptr, nullptr, page_lanes,
+                                &row_shape, nullptr) != Status::Ok)
+            kernel_in_place_ = nullptr;
+        stats_.in_place_kernel = kernel_in_place_ != nullptr;
+    }
     KernelCache::Emitted emitted;
+    emitted.in_place_kernel = kernel_in_place_;
     emitted.code_size = code_size;
     emitted.lanes = stats_.lanes;
     emitted.scratch_registers = stats_.scratch_registers;
@@ -4085,12 +4120,17 @@ Status Snippet::run(Span<const float* const> inputs, Span<float* const> outputs,
     int64_t row_strides[kSnippetMaxArgs];
     for (uint32_t t = 0; t < args; ++t) row_strides[t] = rank_ >= 2 ? strides_[t][rank_ - 2] * (int64_t)sizeof(float) : 0;
     float* ptrs[kSnippetMaxArgs];
+    // In place (an output is one of the inputs): the kernel with ordinary stores, if any.
+    void* kernel = kernel_;
+    for (size_t r = 0; r < outputs.size && kernel_in_place_; ++r)
+        for (size_t i = 0; i < inputs.size; ++i)
+            if (outputs[r] == inputs[i]) kernel = kernel_in_place_;
     if (isa_ != Isa::Ref && parts == 1 && outer == 0) {
         // The common case in one kernel call from the tensors' own pointers: no index
         // arithmetic (the general walk below costs ~6 ns more a call: 16.3 against 10.7 ns for
         // 16 floats, `run() on 16 floats` in bench/snippets).
         for (uint32_t t = 0; t < args; ++t) ptrs[t] = const_cast<float*>(t < parameters_ ? inputs[t] : outputs[t - parameters_]);
-        reinterpret_cast<void (*)(float* const*, size_t, size_t, const int64_t*)>(kernel_)(ptrs, (size_t)n, (size_t)rows, row_strides);
+        reinterpret_cast<void (*)(float* const*, size_t, size_t, const int64_t*)>(kernel)(ptrs, (size_t)n, (size_t)rows, row_strides);
         return Status::Ok;
     }
     bool inner_broadcast[kSnippetMaxArgs];
@@ -4138,7 +4178,7 @@ Status Snippet::run(Span<const float* const> inputs, Span<float* const> outputs,
                 detail::interpret_row(*body_, fused_, scratch, in_ptrs, row_out, inner_broadcast, column_end - column_begin);
             }
         } else {
-            reinterpret_cast<void (*)(float* const*, size_t, size_t, const int64_t*)>(kernel_)(
+            reinterpret_cast<void (*)(float* const*, size_t, size_t, const int64_t*)>(kernel)(
                 ptrs, (size_t)(column_end - column_begin), (size_t)count, row_strides);
         }
         g += count;

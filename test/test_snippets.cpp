@@ -954,6 +954,62 @@ TEST_CASE("snippets: lanes on different row groups equal the interpreter") {
     CHECK(!s.stats().row_groups);
 }
 
+TEST_CASE("snippets: a streaming kernel's in-place twin (ordinary stores) equals the interpreter") {
+    Isa isa = target();
+    if (isa == Isa::Ref) return;
+    const bool streams = isa != Isa::Neon;
+    for (int64_t rows : {(int64_t)1, (int64_t)97}) {
+        for (int64_t n : {(int64_t)37, (int64_t)5000}) {
+            Built b;   // GELU(tanh) of x times a per-row value, then plus x
+            int64_t full[] = {rows, n}, per_row[] = {rows, 1};
+            ValueId x, scale, y;
+            REQUIRE(b.body.parameter(full, &x) == Status::Ok);
+            REQUIRE(b.body.parameter(per_row, &scale) == Status::Ok);
+            REQUIRE(b.body.binary(SnippetOp::Mul, x, scale, &y) == Status::Ok);
+            REQUIRE(b.body.unary(SnippetOp::GeluTanh, y, &y) == Status::Ok);
+            REQUIRE(b.body.binary(SnippetOp::Add, y, x, &y) == Status::Ok);
+            REQUIRE(b.body.result(y) == Status::Ok);
+            std::vector<std::vector<float>> inputs = {random_values((size_t)(rows * n), (uint32_t)(rows + n), 4.0f),
+                                                      random_values((size_t)rows, 7, 2.0f)};
+            INFO("rows " << rows << " n " << n);
+            for (size_t offset : {(size_t)0, (size_t)3})
+                for (bool in_place : {false, true})
+                    check_against_interpreter(b.body, inputs, {(uint64_t)(rows * n)}, isa, 0, offset, in_place, nullptr, 2);
+            Snippet s;
+            SnippetOptions options;
+            options.isa = isa;
+            for (int8_t streaming : {(int8_t)0, (int8_t)1, (int8_t)2}) {
+                options.streaming_stores = streaming;
+                REQUIRE(s.compile(b.body, options) == Status::Ok);
+                CHECK(s.stats().streaming_stores == (streams && streaming >= 1));
+                CHECK(s.stats().in_place_kernel == (streams && streaming == 2));
+            }
+        }
+    }
+    // No parameter of the output's shape: no run can be in place, no twin.
+    Built broadcast;
+    build_op(&broadcast.body, SnippetOp::Add, {{64, 1}, {1, 64}});
+    Snippet s;
+    SnippetOptions options;
+    options.isa = isa;
+    options.streaming_stores = 2;
+    REQUIRE(s.compile(broadcast.body, options) == Status::Ok);
+    CHECK(s.stats().streaming_stores == streams);
+    CHECK(!s.stats().in_place_kernel);
+    // By default, where a kernel streams (compiled, not run: 384 MiB); a cache hit keeps it.
+    Built big;
+    build_op(&big.body, SnippetOp::Add, {{1 << 25}, {1 << 25}});
+    KernelCache cache;
+    options.streaming_stores = -1;
+    options.cache = &cache;
+    for (int pass = 0; pass < 2; ++pass) {
+        Snippet cached;   // (a snippet must not outlive its cache)
+        REQUIRE(cached.compile(big.body, options) == Status::Ok);
+        CHECK(cached.stats().cache_hit == (pass == 1));
+        CHECK(cached.stats().in_place_kernel == streams);
+    }
+}
+
 TEST_CASE("snippets: wide bodies, up to 32 arguments with cold pointers, equal the interpreter") {
     Isa isa = target();
     const uint32_t w = isa_vector_floats(isa);
