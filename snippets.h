@@ -368,6 +368,9 @@ public:
     // and InvalidArgument if part >= parts.
     Status run(Span<const float* const> inputs, Span<float* const> outputs, float* scratch, uint32_t part, uint32_t parts) const;
     size_t scratch_bytes() const { return isa_ == Isa::Ref && body_ ? (size_t)body_->size() * 64 * sizeof(float) : 0; }
+    // Whether run() takes the in-place twin (SnippetStats::in_place_kernel) for these
+    // pointers: there is one and an output is one of the inputs.
+    bool takes_in_place_kernel(Span<const float* const> inputs, Span<float* const> outputs) const;
 
     Isa isa() const { return isa_; }
     const SnippetStats& stats() const { return stats_; }
@@ -3950,11 +3953,12 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
     // run is in place is known only then, so a streaming kernel whose output may be one of
     // its inputs (a parameter of the output's shape) comes with a second kernel.
     bool in_place_variant = false;
-    for (uint32_t t = 0; t < params && streaming && options.streaming_stores != 1 && !emit_only; ++t) {
-        bool full = true;
-        for (uint32_t i = 0; i < d.rank; ++i) full = full && d.strides[t][i] == d.strides[params][i];
-        in_place_variant = in_place_variant || full;
-    }
+    for (uint32_t t = 0; t < params && streaming && options.streaming_stores != 1 && !emit_only; ++t)
+        for (uint32_t r = params; r < params + results; ++r) {
+            bool same_shape = true;
+            for (uint32_t i = 0; i < d.rank; ++i) same_shape = same_shape && d.strides[t][i] == d.strides[r][i];
+            in_place_variant = in_place_variant || same_shape;
+        }
     if (isa != Isa::Ref) stats_.cold_arguments = detail::cold_argument_count(isa, params + results);
     // Allocate, look up the cache, emit. If an operation runs out of scratch registers (many
     // values live across a deep approximation), retry with fewer allocatable registers: the
@@ -3982,14 +3986,18 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
         // may add (SnippetOptions::lanes, or 3 beyond the caches and 4 within: a kernel
         // compiled for a small shape is not reused for a large one), register budget,
         // argument count, lowered program; with page lanes the row strides too (row groups
-        // take them as displacements).
+        // take them as displacements) and, for each lane count, whether the rows would go in
+        // row groups (which also depends on n and the rows).
         const size_t strides_bytes = page_lanes ? (params + results) * sizeof(int64_t) : 0;
         size_t key_bytes = 16 + (size_t)program.count * sizeof(detail::Lir) + program.constant_count * 4 + strides_bytes;
         unsigned char* key = static_cast<unsigned char*>(scratch.allocate(key_bytes, 8));
         if (!key) return fail(Status::OutOfMemory, "compile: no memory for the cache key");
         std::memset(key, 0, key_bytes);
+        uint32_t grouped = 0;
+        for (uint32_t l = 2; l <= 4 && page_lanes; ++l)
+            grouped |= (uint32_t)detail::row_groups_apply(&program, &row_shape, isa, l, stats_.cold_arguments, params + results) << (l - 2);
         uint32_t header[4] = {(uint32_t)isa | lanes << 8 | (uint32_t)streaming << 16 | (uint32_t)options.neon_table_registers << 17 |
-                                  lane_cap << 18 | (uint32_t)page_lanes << 24 | (uint32_t)in_place_variant << 25,
+                                  lane_cap << 18 | (uint32_t)page_lanes << 24 | (uint32_t)in_place_variant << 25 | grouped << 26,
                               allocatable, params + results,
                               program.constant_count};
         std::memcpy(key, header, 16);
@@ -4098,6 +4106,13 @@ Status Snippet::run(Span<const float* const> inputs, Span<float* const> outputs)
     return run(inputs, outputs, columns_);
 }
 
+bool Snippet::takes_in_place_kernel(Span<const float* const> inputs, Span<float* const> outputs) const {
+    for (size_t r = 0; r < outputs.size && kernel_in_place_; ++r)
+        for (size_t i = 0; i < inputs.size; ++i)
+            if (outputs[r] == inputs[i]) return true;
+    return false;
+}
+
 Status Snippet::run(Span<const float* const> inputs, Span<float* const> outputs, float* scratch) const {
     return run(inputs, outputs, scratch, 0, 1);
 }
@@ -4120,11 +4135,7 @@ Status Snippet::run(Span<const float* const> inputs, Span<float* const> outputs,
     int64_t row_strides[kSnippetMaxArgs];
     for (uint32_t t = 0; t < args; ++t) row_strides[t] = rank_ >= 2 ? strides_[t][rank_ - 2] * (int64_t)sizeof(float) : 0;
     float* ptrs[kSnippetMaxArgs];
-    // In place (an output is one of the inputs): the kernel with ordinary stores, if any.
-    void* kernel = kernel_;
-    for (size_t r = 0; r < outputs.size && kernel_in_place_; ++r)
-        for (size_t i = 0; i < inputs.size; ++i)
-            if (outputs[r] == inputs[i]) kernel = kernel_in_place_;
+    void* kernel = takes_in_place_kernel(inputs, outputs) ? kernel_in_place_ : kernel_;
     if (isa_ != Isa::Ref && parts == 1 && outer == 0) {
         // The common case in one kernel call from the tensors' own pointers: no index
         // arithmetic (the general walk below costs ~6 ns more a call: 16.3 against 10.7 ns for

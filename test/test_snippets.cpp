@@ -896,7 +896,7 @@ void build_row_group_body(SnippetBody* body, int64_t rows, int64_t n) {
 TEST_CASE("snippets: lanes on different row groups equal the interpreter") {
     Isa isa = target();
     if (isa == Isa::Ref) return;
-    KernelCache cache;   // one cache for every shape: a kernel's row strides are part of its key
+    KernelCache cache;   // one cache for every shape: a kernel's row strides and row-group decision are part of its key
     for (uint8_t lanes : {(uint8_t)2, (uint8_t)3, (uint8_t)4}) {
         const int64_t group = 16 * lanes;
         for (int64_t rows : {group - 1, group, group + 5, 2 * group + 17})
@@ -919,8 +919,19 @@ TEST_CASE("snippets: lanes on different row groups equal the interpreter") {
                 options.isa = isa;
                 options.lanes = lanes;
                 options.page_lanes = 1;
+                const bool grouped = isa == Isa::Avx512 && rows >= group && n >= 16;
                 REQUIRE(s.compile(b.body, options) == Status::Ok);
-                CHECK(s.stats().row_groups == (isa == Isa::Avx512 && rows >= group && n >= 16));
+                CHECK(s.stats().row_groups == grouped);
+                options.cache = &cache;   // what the runs above got from the cache
+                for (int8_t streaming : {(int8_t)0, (int8_t)1}) {
+                    Snippet cached;
+                    options.streaming_stores = streaming;
+                    REQUIRE(cached.compile(b.body, options) == Status::Ok);
+                    CHECK(cached.stats().cache_hit);
+                    CHECK(cached.stats().row_groups == grouped);
+                }
+                options.cache = nullptr;
+                options.streaming_stores = -1;
                 if (rows < group || n != 33) continue;
                 // Run in 2 parts, as the runtime's threads do: 2 * group + 17 rows leave each
                 // part a group and more.
@@ -974,10 +985,20 @@ TEST_CASE("snippets: a streaming kernel's in-place twin (ordinary stores) equals
             INFO("rows " << rows << " n " << n);
             for (size_t offset : {(size_t)0, (size_t)3})
                 for (bool in_place : {false, true})
-                    check_against_interpreter(b.body, inputs, {(uint64_t)(rows * n)}, isa, 0, offset, in_place, nullptr, 2);
+                    for (uint8_t lanes : {(uint8_t)0, (uint8_t)3, (uint8_t)4})
+                        check_against_interpreter(b.body, inputs, {(uint64_t)(rows * n)}, isa, 0, offset, in_place, nullptr, 2,
+                                                  lanes);
             Snippet s;
             SnippetOptions options;
             options.isa = isa;
+            options.streaming_stores = 2;   // which kernel run() takes
+            REQUIRE(s.compile(b.body, options) == Status::Ok);
+            std::vector<float> other(inputs[0].size());
+            const float* in[] = {inputs[0].data(), inputs[1].data()};
+            float* apart[] = {other.data()};
+            float* over[] = {const_cast<float*>(inputs[0].data())};
+            CHECK(!s.takes_in_place_kernel(in, apart));
+            CHECK(s.takes_in_place_kernel(in, over) == streams);
             for (int8_t streaming : {(int8_t)0, (int8_t)1, (int8_t)2}) {
                 options.streaming_stores = streaming;
                 REQUIRE(s.compile(b.body, options) == Status::Ok);
