@@ -71,7 +71,7 @@
    this assumes the default floating-point environment (no flush-to-zero in MXCSR or FPCR).
    Exact: Add Sub Mul Div Max Min Sqrt Reciprocal Abs Neg Relu Clip Floor Ceil Round Sign,
    comparisons, Select. Transcendentals are gather-free: Cephes-style polynomials (exp with a
-   compensated last step, log), Tanh and Erf as x h(|x|) with h piecewise polynomial over 16
+   compensated last step, which Sigmoid and Swish leave out; log), Tanh and Erf as x h(|x|) with h piecewise polynomial over 16
    intervals whose coefficients each lane takes from a 16-entry table by a register permute
    (vpermps, pshufb, tbl/tbx; kLookupTables), the GeluErf op as x Phi(x) with Phi(-|x|) =
    exp(-x^2/2) R(|x|), R from such a table and x^2 in two parts, GELU(tanh) as x sigmoid(v)
@@ -665,6 +665,7 @@ V math_abs(M& m, const V& x) { return m.and_(x, m.cb(~kSignBit)); }   // one ins
 // round once. `scale` returns exp(x) 2^scale instead (only for x <= 0 and scale <= 64), so a
 // caller can keep a tiny result normal until its own last multiplication.
 // `nonpositive`: the caller's x is <= 0 (or NaN), so the upper clamp is left out.
+// `compensated` false: 1 + (r + r^2 P(r)) with r's low part dropped, 6 operations fewer.
 template <class M, class V>
 V math_exp(M& m, V x, int scale = 0, bool nonpositive = false, bool compensated = true) {
     // Below the clamp the (scaled) result rounds to zero anyway; operand order keeps NaN.
@@ -963,7 +964,7 @@ constexpr int kTailScale = 64;
 //                                                                     32 with 7 permutes + 25)
 //   Swish pattern      ~26 with a division (vscalefps scales)  4     40 (was 31); now ~20 (sigmoid's
 //                                                                     exp uncompensated: on the Xeon
-//                                                                     of the README 26.5 -> 33 in L2)
+//                                                                     of the README 26 -> 33 in L2)
 //   GeluErf op         6 permutes + ~50, no division           3     20 (was 11 with N. Juffa's erfc:
 //                                                                     ~87 with two divisions)
 // The patterns now sit near the FP pipes' throughput; one lane alone is latency-bound (a tile's
