@@ -2839,9 +2839,11 @@ inline void emit_row_groups(EmitContext& e, const RowShape& shape, uint32_t lane
     a.bind(loop);
     a.cmp(x86::rsi, w);
     a.jb(rest);
-    a.mov(x86::rcx, x86::rsi);
-    a.shr(x86::rcx, 4);                   // whole tiles (a failed recording sets e.m.failed)
-    if (pipelined && emit_pipelined_tiles(e, w, lanes, loop, kTilesInEcx)) {
+    if (pipelined) {                      // ecx: the whole tiles (lockstep tiles loop back here instead)
+        a.mov(x86::rcx, x86::rsi);
+        a.shr(x86::rcx, 4);
+    }
+    if (pipelined && emit_pipelined_tiles(e, w, lanes, loop, kTilesInEcx)) {   // (a failed recording sets e.m.failed)
         a.and_(x86::rsi, w - 1);
     } else {
         e.m.lanes = lanes;
