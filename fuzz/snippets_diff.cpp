@@ -5,8 +5,10 @@
 // infinities, NaNs, denormals, rounding and overflow boundaries). The body is compiled for every
 // available x64 ISA, by default and with a variant (few registers to force spills, 1, 3 or 4
 // lanes, unfused broadcast loads, a kernel cache shared across inputs, misaligned buffers,
-// result 0..2 in place);
-// each output must equal interpret(body, ..., isa_uses_fma(isa)) bit for bit (any NaN equals any
+// result 0..2 in place, non-temporal stores and their in-place twin, page lanes, run() in 2 or 3
+// parts). One input in eight is laid out for page lanes, which SnippetOptions::page_lanes = 1
+// turns on (AVX-512): long rows for page blocks, or (three times as often) many short rows for
+// row groups. Each output must equal interpret(body, ..., isa_uses_fma(isa)) bit for bit (any NaN equals any
 // NaN).
 // A body the builder or the interpreter rejects is skipped; a compile or run failure of a
 // body the interpreter accepts, a mismatch, a write to an input, or a sanitizer report is a
@@ -40,6 +42,7 @@ namespace {
 
 constexpr int kMaxRank = 4;
 constexpr uint64_t kMaxElements = 4096;  // keeps one input well under a millisecond per target
+constexpr uint64_t kMaxPagedElements = 32768;  // rows of up to 5047 floats, or up to 127 rows
 constexpr int kMaxParams = 4, kMaxSlots = 12, kMaxResults = 3;
 constexpr int kMaxWide = 22;                        // extra parameters of a wide body
 constexpr int kMaxAllParams = kMaxParams + kMaxWide;
@@ -116,6 +119,7 @@ struct Case {
     SnippetBody body{&arena};
     int rank = 0;
     int64_t domain[kMaxRank] = {};
+    bool paged = false;  // a layout for page lanes: long rows, or enough short rows for row groups
     int params = 0, results = 0;
     SnippetShape param_shapes[kMaxAllParams];
     SnippetShape result_shapes[kMaxResults];
@@ -162,7 +166,24 @@ bool build(Bytes& in, Case* c) {
         c->domain[i] = 1 + in.u8() % 37;
         total *= (uint64_t)c->domain[i];
     }
-    for (int i = 0; total > kMaxElements; i = (i + 1) % c->rank) {  // shrink outer dims first
+    uint8_t layout = in.u8();
+    c->paged = (layout & 7) == 0;
+    if (c->paged) {  // the last two dims: rows for page blocks (3 lanes from 3072 floats) or row groups (16 a lane)
+        if (c->rank < 2) c->rank = 2;
+        const int row = c->rank - 1;
+        if ((layout & 0x18) == 0) {  // a quarter: page blocks
+            c->domain[row] = 2048 + (int64_t)((in.u8() << 8 | in.u8()) % 3000);
+            c->domain[row - 1] = 1 + (layout >> 5) % 4;
+        } else {
+            c->domain[row] = 16 + (int64_t)(in.u8() % 200);
+            c->domain[row - 1] = 32 + (int64_t)((layout >> 5) * 12 + in.u8() % 12);
+        }
+        for (int i = 0; i < row - 1; ++i) c->domain[i] = 1 + c->domain[i] % 2;
+        total = 1;
+        for (int i = 0; i < c->rank; ++i) total *= (uint64_t)c->domain[i];
+    }
+    const uint64_t max_elements = c->paged ? kMaxPagedElements : kMaxElements;
+    for (int i = 0; total > max_elements; i = (i + 1) % c->rank) {  // shrink outer dims first
         total /= (uint64_t)c->domain[i];
         c->domain[i] = (c->domain[i] + 1) / 2;
         total *= (uint64_t)c->domain[i];
@@ -172,6 +193,8 @@ bool build(Bytes& in, Case* c) {
     auto add_parameter = [&](ValueId* v) {   // of a broadcasting shape
         uint8_t b = in.u8(), mask = in.u8();
         int prank = (b & 0x80) ? c->rank : b % (c->rank + 1);
+        if (c->paged && values == 0) { prank = c->rank; mask = 0; }               // the rows in full,
+        if (c->paged && values == 1) { prank = 2; mask = (b & 1) ? 1 : 2; }       // per column or per row: no collapse
         int64_t dims[kMaxRank];
         for (int i = 0; i < prank; ++i) {
             int d = c->rank - prank + i;
@@ -318,11 +341,24 @@ struct Variant {
     uint32_t max_registers = 0;
     uint8_t lanes = 0;  // SnippetOptions::lanes: 0 (the default choice), 1, 3 or 4
     bool fuse_broadcast_loads = true;
+    int8_t streaming_stores = -1;  // SnippetOptions::streaming_stores: -1, 0, 1 or 2 (and the in-place twin)
+    int8_t page_lanes = -1;        // SnippetOptions::page_lanes
+    uint32_t parts = 1;            // run() in parts 0..parts-1, one after the other (as the runtime's threads split it)
     bool use_cache = false;
     size_t offset = 0;
     bool in_place[kMaxResults] = {};
     int in_place_param[kMaxResults] = {-1, -1, -1};
 };
+
+// How many kernels took each path, printed at exit when FUZZ_STATS is set.
+struct PathCounts {
+    unsigned long long kernels = 0, streaming = 0, page_lanes = 0, row_groups = 0, in_place_twin = 0;
+    ~PathCounts() {
+        if (std::getenv("FUZZ_STATS"))
+            std::fprintf(stderr, "stats: %llu kernels run, %llu streaming, %llu page lanes, %llu row groups, %llu in-place twins run\n",
+                         kernels, streaming, page_lanes, row_groups, in_place_twin);
+    }
+} g_paths;
 
 KernelCache* shared_cache() {
     static KernelCache cache;  // shared across inputs: hits reuse kernels of other bodies
@@ -330,9 +366,10 @@ KernelCache* shared_cache() {
 }
 
 [[noreturn]] void finding(const Case& c, Isa isa, const Variant& v, const char* what) {
-    std::fprintf(stderr, "\n==== snippets_diff FINDING: %s\n  isa=%s fma=%d max_registers=%u lanes=%u fuse_broadcast_loads=%d cache=%d offset=%zu in_place=",
+    std::fprintf(stderr, "\n==== snippets_diff FINDING: %s\n  isa=%s fma=%d max_registers=%u lanes=%u fuse_broadcast_loads=%d "
+                 "streaming_stores=%d page_lanes=%d parts=%u cache=%d offset=%zu in_place=",
                  what, isa_name(isa), (int)isa_uses_fma(isa), v.max_registers, (unsigned)v.lanes, (int)v.fuse_broadcast_loads,
-                 (int)v.use_cache, v.offset);
+                 (int)v.streaming_stores, (int)v.page_lanes, v.parts, (int)v.use_cache, v.offset);
     for (int r = 0; r < c.results; ++r)
         if (v.in_place[r]) std::fprintf(stderr, "r%d<-p%d ", r, v.in_place_param[r]);
     std::fprintf(stderr, "\n  domain rank %d:", c.rank);
@@ -374,6 +411,8 @@ void check(const Case& c, Isa isa, const Variant& v, const float* const* inputs,
     options.max_registers = v.max_registers;
     options.lanes = v.lanes;
     options.fuse_broadcast_loads = v.fuse_broadcast_loads;
+    options.streaming_stores = v.streaming_stores;
+    options.page_lanes = v.page_lanes;
     options.cache = v.use_cache ? shared_cache() : nullptr;
     Status s = snippet.compile(c.body, options);
     if (s != Status::Ok) {
@@ -382,15 +421,27 @@ void check(const Case& c, Isa isa, const Variant& v, const float* const* inputs,
                       snippet.last_error());
         finding(c, isa, v, what);
     }
-    s = snippet.run(Span<const float* const>(in_ptrs, (size_t)c.params), Span<float* const>(out_ptrs, (size_t)c.results));
+    for (uint32_t part = 0; part < v.parts && s == Status::Ok; ++part)
+        s = snippet.run(Span<const float* const>(in_ptrs, (size_t)c.params), Span<float* const>(out_ptrs, (size_t)c.results),
+                        nullptr, part, v.parts);
     if (s != Status::Ok) {
         char what[256];
         std::snprintf(what, sizeof what, "run failed: status %d: %s", (int)s, snippet.last_error());
         finding(c, isa, v, what);
     }
+    const SnippetStats& stats = snippet.stats();
+    bool in_place = false;
+    for (int r = 0; r < c.results; ++r) in_place |= v.in_place[r];
+    ++g_paths.kernels;
+    g_paths.streaming += stats.streaming_stores;
+    g_paths.page_lanes += stats.page_lanes;
+    g_paths.row_groups += stats.row_groups;
+    g_paths.in_place_twin += stats.in_place_kernel && in_place;
     if (dump_enabled()) {
         std::fprintf(stderr, "isa=%s ", isa_name(isa));
-        write_statistics(snippet.stats(), [](void*, const char* d, size_t n) { std::fwrite(d, 1, n, stderr); }, nullptr);
+        std::fprintf(stderr, "lanes=%u streaming=%d page_lanes=%d row_groups=%d twin=%d ", stats.lanes, (int)stats.streaming_stores,
+                     (int)stats.page_lanes, (int)stats.row_groups, (int)stats.in_place_kernel);
+        write_statistics(stats, [](void*, const char* d, size_t n) { std::fwrite(d, 1, n, stderr); }, nullptr);
     }
     int bad_total = 0;
     for (int r = 0; r < c.results; ++r) {
@@ -432,7 +483,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (!build(in, &c)) return 0;
 
     // Variant options, one set for every target.
-    uint8_t flags = in.u8(), registers = in.u8();
+    uint8_t flags = in.u8(), registers = in.u8(), stores = in.u8();
     Variant variant;
     bool run_variant = (flags & 3) != 0;
     variant.max_registers = (registers & 1) ? 0 : 1 + (registers >> 1) % 6;
@@ -440,6 +491,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     variant.lanes = lane_choices[registers >> 6];
     variant.fuse_broadcast_loads = !(flags & 4);
     variant.use_cache = (flags & 8) != 0;
+    variant.streaming_stores = (int8_t)(stores % 4) - 1;
+    variant.page_lanes = c.paged ? ((stores >> 2) % 4 ? 1 : 0) : (int8_t)((stores >> 2) % 3) - 1;
+    variant.parts = 1 + (stores >> 4) % 3;
     variant.offset = (flags >> 4) & 3;
     if (flags & 0x40) {  // outputs over same-shape, non-broadcast inputs (never a broadcast one)
         // The domain of the kernel is the broadcast of the results; a full-size tensor has its
@@ -497,9 +551,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         for (int i = 0; i < c.rank; ++i) std::fprintf(stderr, " %" PRId64, c.domain[i]);
         std::fprintf(stderr, "\n");
         print_body(c.body);
-        std::fprintf(stderr, "  variant: %s max_registers=%u lanes=%u fuse=%d cache=%d offset=%zu in_place=", run_variant ? "on" : "off",
-                     variant.max_registers, (unsigned)variant.lanes, (int)variant.fuse_broadcast_loads, (int)variant.use_cache,
-                     variant.offset);
+        std::fprintf(stderr, "  variant: %s max_registers=%u lanes=%u fuse=%d streaming_stores=%d page_lanes=%d parts=%u cache=%d "
+                     "offset=%zu in_place=", run_variant ? "on" : "off", variant.max_registers, (unsigned)variant.lanes,
+                     (int)variant.fuse_broadcast_loads, (int)variant.streaming_stores, (int)variant.page_lanes, variant.parts,
+                     (int)variant.use_cache, variant.offset);
         for (int r = 0; r < c.results; ++r)
             if (variant.in_place[r]) std::fprintf(stderr, "r%d<-p%d ", r, variant.in_place_param[r]);
         std::fprintf(stderr, "\n");
@@ -515,6 +570,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         if (!isa_available(isa)) continue;
         const float* const* expected = isa_uses_fma(isa) ? fma_ptrs : plain_ptrs;
         Variant plain;
+        if (c.paged) plain.page_lanes = 1;
         check(c, isa, plain, in_ptrs, expected);
         if (run_variant) check(c, isa, variant, in_ptrs, expected);
     }
