@@ -1386,6 +1386,22 @@ uint64_t last_level_cache_bytes() {
     return best;
 }
 
+namespace detail {
+// CPUID's vendor string is "GenuineIntel" (read once: CPUID traps in a virtual machine).
+inline bool intel_cpu() {
+    static const bool intel = [] {
+#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
+        unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+        __asm__ volatile("cpuid" : "=a"(eax), "=b"(ebx), "=c"(ecx), "=d"(edx) : "a"(0u), "c"(0u));
+        return ebx == 0x756e6547u && edx == 0x49656e69u && ecx == 0x6c65746eu;   // "Genu" "ineI" "ntel"
+#else
+        return false;
+#endif
+    }();
+    return intel;
+}
+}  // namespace detail
+
 ArmFeatures arm_features() {
     ArmFeatures f;
 #if defined(__aarch64__) && defined(__linux__)
@@ -2788,19 +2804,22 @@ inline void emit_next_row(EmitContext& e, uint32_t argument_count, const x86::Me
 
 // Alignment peel: a partial first tile up to the first output's vector boundary, so the
 // stores of the main loop never split cache lines (inputs follow when they share the
-// alignment, as buffers of a memory plan do). Not for rows under 80 floats unless the
-// stores are non-temporal: there the extra partial tile (and the whole tiles it breaks
-// up) costs more than the split stores save (x*w+b per channel in L2, AVX-512, ns a row
-// with the peel against without: 25 floats 3.6 vs 3.0, 49: 6.1 vs 4.5, 65: 7.3 vs 5.6;
-// 81: 7.0 vs 7.2-8.1, and beyond within noise or better with it). rsi holds the row's
+// alignment, as buffers of a memory plan do). Short rows peel only where split accesses
+// cost more than the extra partial tile (and the whole tiles it breaks up), which depends
+// on the core. x*w+b per channel in L2 (bench/snippets' short rows), ns a row with the peel
+// against without: on the EPYC of the README (AVX-512) 25 floats 3.6 vs 3.0, 49: 6.1 vs 4.5,
+// 65: 7.3 vs 5.6, 81: 7.0 vs 7.2-8.1, so from 80 floats; on its Xeon (two runs each) 33
+// floats 5.9 vs 5.7-5.9, 36: 5.5 vs 6.0-6.2, 41: 6.1 vs 7.3, 49: 7.1 vs 8.5, 57: 8.0-8.2 vs
+// 10.9, 63: 9.0 vs 12.5, 72: 9.6-9.8 vs 11.6-12.0 (AVX2 there: 0-4% faster with it from 36
+// floats), so on Intel cores from 36 floats for vectors of 8 and 16. Always with non-temporal stores. rsi holds the row's
 // floats; jumps to `partial` with rcx floats, or on to `loop`.
 inline void emit_alignment_peel(EmitContext& e, int32_t aligned_arg, bool streaming, uint32_t w, asmjit::Label loop,
                                 asmjit::Label partial) {
     x86::Assembler& a = *e.m.a;
-    constexpr uint32_t kPeelMinimumFloats = 80;
     if (aligned_arg < 0 || w == 1) return;
     if (!streaming) {
-        a.cmp(x86::rsi, kPeelMinimumFloats);
+        const uint32_t minimum_floats = w >= 8 && intel_cpu() ? 36 : 80;
+        a.cmp(x86::rsi, minimum_floats);
         a.jb(loop);
     }
     a.mov(x86::rcx, e.base((uint32_t)aligned_arg));
