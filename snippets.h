@@ -2003,6 +2003,11 @@ struct JitMath {
     // pointer register] further, its row elements and its row values alike.
     bool row_groups = false;
     int32_t row_lane_bytes[16] = {};
+    // Where each non-temporal store starts in the text section, for the in-place twin
+    // (patched_twin); a count past the array means there were too many to list.
+    static constexpr uint32_t kMaxStreamingStores = 256;
+    uint32_t streaming_store_offsets[kMaxStreamingStores];
+    uint32_t streaming_store_count = 0;
     // Constants pinned in vector registers for the whole kernel (loaded once, before the first
     // row), shared by every lane; the others stay memory operands. The approximations are
     // compute-bound, and with a memory operand per constant use the loads were their
@@ -2068,6 +2073,10 @@ struct JitMath {
     ArenaVector<Group> recorded;   // arena set by emit_kernel
     // One recorded group for one lane, its row elements `next_tile` bytes further.
     void replay(const Group& g, uint32_t lane, int32_t next_tile) {
+        if (g.id == x86::Inst::kIdVmovntps || g.id == x86::Inst::kIdMovntps) {
+            if (streaming_store_count < kMaxStreamingStores) streaming_store_offsets[streaming_store_count] = (uint32_t)a->offset();
+            if (streaming_store_count <= kMaxStreamingStores) ++streaming_store_count;
+        }
         if (g.mask_reg >= 0) {
             if (g.zeroing) a->k(x86::KReg((uint32_t)g.mask_reg + lane)).z();
             else a->k(x86::KReg((uint32_t)g.mask_reg + lane));
@@ -2905,6 +2914,36 @@ inline void emit_row_groups(EmitContext& e, const RowShape& shape, uint32_t lane
     a.jmp(finish);
 }
 
+// The in-place twin of a streaming kernel: a copy whose non-temporal stores are ordinary
+// aligned ones. movntps and movaps (store) differ in one opcode byte (0F 2B, 0F 29) behind
+// the same REX, VEX or EVEX prefix, so the copy keeps every length and offset; its data
+// section moves with it, and the kernels use no absolute address, so their RIP-relative
+// operands stay right. A second emission did the same in twice the compile time. nullptr
+// when out of memory or when a listed store is not a movntps (a bug: run() then takes the
+// streaming kernel in place too).
+inline void* patched_twin(const void* kernel, size_t size, size_t text_offset, const uint32_t* offsets, uint32_t count) {
+    void* rx = nullptr;
+    void* rw = nullptr;
+    if (jit_runtime().allocator()->alloc(&rx, &rw, size) != asmjit::kErrorOk) return nullptr;
+    bool patched = true;
+    {
+        asmjit::VirtMem::ProtectJitReadWriteScope writable(rx, size);
+        std::memcpy(rw, kernel, size);
+        for (uint32_t i = 0; i < count && patched; ++i) {
+            const size_t at = text_offset + offsets[i];
+            if (at + 5 > size) { patched = false; break; }                       // no store is that short
+            unsigned char* b = static_cast<unsigned char*>(rw) + at;
+            const bool vex = b[0] == 0x62 || b[0] == 0xc5 || b[0] == 0xc4;        // EVEX, VEX (2 or 3 bytes)
+            const size_t opcode = b[0] == 0x62 ? 4 : b[0] == 0xc5 ? 2 : b[0] == 0xc4 ? 3 : (b[0] & 0xf0) == 0x40 ? 2 : 1;
+            patched = (vex || b[opcode - 1] == 0x0f) && b[opcode] == 0x2b;
+            if (patched) b[opcode] = 0x29;
+        }
+    }
+    if (patched) return rx;
+    jit_runtime().release(rx);
+    return nullptr;
+}
+
 // Kernel: void kernel(float* const* args, size_t n, size_t rows, const int64_t* row_strides).
 // For each of `rows` rows (rows >= 1): loads the row-invariant broadcasts, walks n floats
 // (n >= 1) as a partial tile up to the first output's vector alignment, vector tiles of
@@ -2919,7 +2958,7 @@ inline Status emit_kernel(Program* p, Isa isa, uint32_t allocatable, uint32_t la
                           bool pin_constants = true, uint32_t max_lanes = 0, uint32_t* lanes_out = nullptr,
                           Arena* arena = nullptr, bool beyond_caches = false, uint32_t* pinned_out = nullptr,
                           uint32_t* shared_out = nullptr, bool page_lanes = false, const RowShape* row_shape = nullptr,
-                          bool* row_groups_out = nullptr) {
+                          bool* row_groups_out = nullptr, void** twin = nullptr) {
     using namespace asmjit;
     // Counting pass: one vector tile assembled aside gives the registers a lane needs and the
     // memory-operand uses of each constant; the most used constants then get the vector
@@ -3164,7 +3203,7 @@ inline Status emit_kernel(Program* p, Isa isa, uint32_t allocatable, uint32_t la
     if (e.m.failed && (pin_count || shared_count || max_lanes > 2))   // too few temporaries left: without pinning or sharing, two lanes
         return emit_kernel(p, isa, allocatable, lanes > 2 ? 2 : lanes, streaming, argument_count, emit_only, kernel,
                            code_size, scratch_peak, error, error_size, nullptr, 0, false, 0, lanes_out, nullptr, false,
-                           pinned_out, shared_out, page_lanes, row_shape, row_groups_out);   // `zone` is this call's
+                           pinned_out, shared_out, page_lanes, row_shape, row_groups_out, twin);   // `zone` is this call's
     if (e.m.failed) {
         std::snprintf(error, error_size, "emit: out of scratch registers or constants");
         return Status::LimitExceeded;
@@ -3180,6 +3219,11 @@ inline Status emit_kernel(Program* p, Isa isa, uint32_t allocatable, uint32_t la
         std::snprintf(error, error_size, "emit: %s", DebugUtils::errorAsString(err));
         return err == kErrorOutOfMemory ? Status::OutOfMemory : Status::Unsupported;
     }
+    if (twin)
+        *twin = e.m.streaming_store_count <= JitMath::kMaxStreamingStores
+                    ? patched_twin(*kernel, code.codeSize(), (size_t)code.textSection()->offset(), e.m.streaming_store_offsets,
+                                   e.m.streaming_store_count)
+                    : nullptr;
     return Status::Ok;
 }
 
@@ -3989,7 +4033,8 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
     // GELU(erf) 23.3 against 18.3 GB/s, GELU(tanh) 20.8 / 17.7, Swish 20.2 / 17.7, HardSwish
     // 27.0 / 19.3, Add+Mul+Clip+Div 20.8 / 19.9, the layer-norm tail 26.6 / 19.7. Whether a
     // run is in place is known only then, so a streaming kernel whose output may be one of
-    // its inputs (a parameter of the output's shape) comes with a second kernel.
+    // its inputs (a parameter of the output's shape) comes with a twin: its copy with
+    // ordinary stores (detail::patched_twin).
     bool in_place_variant = false;
     for (uint32_t t = 0; t < params && streaming && options.streaming_stores != 1 && !emit_only; ++t)
         for (uint32_t r = params; r < params + results; ++r) {
@@ -4090,7 +4135,8 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
                                                    &code_size, &scratch_peak, error_, sizeof error_, zone, zone ? kZoneBytes : 0,
                                                    true, lane_cap,
                                                    &emitted_lanes, &scratch, options.lanes == 0 && beyond_caches, &pinned,
-                                                   &shared, page_lanes, &row_shape, &row_groups);
+                                                   &shared, page_lanes, &row_shape, &row_groups,
+                                                   in_place_variant ? &kernel_in_place_ : nullptr);
         stats_.scratch_registers = scratch_peak;
         stats_.pinned_constants = pinned;
         stats_.shared_invariants = shared;
@@ -4114,16 +4160,7 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
         stats_.compile_ns = detail::now_ns() - start;
         return Status::Ok;
     }
-    if (in_place_variant) {   // the same program and choices, ordinary stores; none if it fails
-        uint32_t peak = 0, in_place_code = 0, in_place_lanes = lanes;
-        char ignored[160];
-        if (detail::emit_kernel(&program, isa, allocatable, lanes, false, params + results, false, &kernel_in_place_,
-                                &in_place_code, &peak, ignored, sizeof ignored, zone, zone ? kZoneBytes : 0, true, lane_cap,
-                                &in_place_lanes, &scratch, options.lanes == 0 && beyond_caches, nullptr, nullptr, page_lanes,
-                                &row_shape, nullptr) != Status::Ok)
-            kernel_in_place_ = nullptr;
-        stats_.in_place_kernel = kernel_in_place_ != nullptr;
-    }
+    stats_.in_place_kernel = kernel_in_place_ != nullptr;   // the kernel's patched copy (detail::patched_twin)
     KernelCache::Emitted emitted;
     emitted.in_place_kernel = kernel_in_place_;
     emitted.code_size = code_size;

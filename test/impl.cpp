@@ -1,8 +1,82 @@
 // The one translation unit with TESSEL_IMPLEMENTATION. Every other test file includes the
 // same headers without it, so a definition that would be emitted twice fails to link.
+// White-box tests of the implementation's internals (detail::) live here too: no other
+// translation unit sees them.
 #define TESSEL_IMPLEMENTATION
 #include "runtime.h"
 #include "snippets.h"
 #include "hetero.h"
 // Included twice on purpose: the guards must hold for the implementation part too.
 #include "hetero.h"
+
+#include <doctest/doctest.h>
+#include <cstdint>
+#include <cstring>
+
+#if !defined(TESSEL_NO_JIT) && defined(__x86_64__)
+// The in-place twin is the streaming kernel's copy with each movntps turned into a movaps:
+// one opcode byte (2B to 29) in the legacy, REX, 2- and 3-byte VEX and EVEX forms, every
+// other byte the same, and the copy runs (its RIP-relative constant moved with it).
+TEST_CASE("snippets: the in-place twin patches exactly the listed non-temporal stores") {
+    using namespace asmjit;
+    CodeHolder code;
+    code.init(tessel::detail::jit_runtime().environment());
+    x86::Assembler a(&code);
+    Label data = a.newLabel();
+    uint32_t offsets[8];
+    uint32_t count = 0;
+    auto store = [&](auto emit) { offsets[count++] = (uint32_t)a.offset(); emit(); };
+    const bool avx2 = tessel::isa_available(tessel::Isa::Avx2), avx512 = tessel::isa_available(tessel::Isa::Avx512);
+    a.movaps(x86::xmm0, x86::ptr(data));
+    a.movaps(x86::xmm8, x86::ptr(data));
+    store([&] { a.movntps(x86::ptr(x86::rdi, 0), x86::xmm0); });      // 0F 2B
+    store([&] { a.movntps(x86::ptr(x86::rdi, 16), x86::xmm8); });     // REX 0F 2B
+    if (avx2) {
+        a.mov(x86::r9, x86::rdi);
+        a.vmovaps(x86::ymm1, x86::ptr(data));
+        store([&] { a.vmovntps(x86::ptr(x86::rdi, 32), x86::ymm1); });   // C5 .. 2B
+        store([&] { a.vmovntps(x86::ptr(x86::r9, 64), x86::ymm1); });    // C4 .. .. 2B
+    }
+    if (avx512) {
+        a.vmovaps(x86::zmm2, x86::ptr(data));
+        store([&] { a.vmovntps(x86::ptr(x86::rdi, 128), x86::zmm2); });  // 62 .. .. .. 2B
+    }
+    if (avx2) a.vzeroupper();
+    a.ret();
+    a.align(AlignMode::kData, 64);
+    a.bind(data);
+    float values[16];
+    for (int i = 0; i < 16; ++i) values[i] = 1.5f + (float)i;
+    a.embed(values, sizeof values);
+    void* kernel = nullptr;
+    REQUIRE(tessel::detail::jit_runtime().add(&kernel, &code) == kErrorOk);
+    const size_t size = code.codeSize(), text = (size_t)code.textSection()->offset();
+    void* twin = tessel::detail::patched_twin(kernel, size, text, offsets, count);
+    REQUIRE(twin);
+    const unsigned char* original = static_cast<const unsigned char*>(kernel);
+    const unsigned char* patched = static_cast<const unsigned char*>(twin);
+    uint32_t changed = 0;
+    for (size_t i = 0; i < size; ++i) {
+        if (original[i] == patched[i]) continue;
+        ++changed;
+        CHECK(original[i] == 0x2b);
+        CHECK(patched[i] == 0x29);
+    }
+    CHECK(changed == count);
+    // Both store the constant: 4 floats per SSE store, 8 per AVX one, 16 per AVX-512 one.
+    alignas(64) float out[2][48];
+    for (int k = 0; k < 2; ++k) {
+        for (float& x : out[k]) x = -1.0f;
+        reinterpret_cast<void (*)(float*)>(k ? twin : kernel)(out[k]);
+    }
+    CHECK(std::memcmp(out[0], out[1], sizeof out[0]) == 0);
+    CHECK(out[1][0] == 1.5f);
+    CHECK(out[1][7] == 4.5f);
+    if (avx512) CHECK(out[1][32 + 15] == 16.5f);
+    // A listed offset that is not a movntps (the first movaps load: 0F 28) gives no twin.
+    const uint32_t wrong[] = {0};
+    CHECK(tessel::detail::patched_twin(kernel, size, text, wrong, 1) == nullptr);
+    tessel::detail::release_kernel(twin);
+    tessel::detail::release_kernel(kernel);
+}
+#endif
