@@ -2820,8 +2820,9 @@ inline void emit_next_row(EmitContext& e, uint32_t argument_count, const x86::Me
 // 65: 7.3 vs 5.6, 81: 7.0 vs 7.2-8.1, so from 80 floats; on its Xeon (two runs each) 33
 // floats 5.9 vs 5.7-5.9, 36: 5.5 vs 6.0-6.2, 41: 6.1 vs 7.3, 49: 7.1 vs 8.5, 57: 8.0-8.2 vs
 // 10.9, 63: 9.0 vs 12.5, 72: 9.6-9.8 vs 11.6-12.0 (AVX2 there: 0-4% faster with it from 36
-// floats), so on Intel cores from 36 floats for vectors of 8 and 16. Always with non-temporal stores. rsi holds the row's
-// floats; jumps to `partial` with rcx floats, or on to `loop`.
+// floats), so on Intel cores from 36 floats for vectors of 8 and 16. Always with
+// non-temporal stores. rsi holds the row's floats; jumps to `partial` with rcx floats, or on
+// to `loop`.
 inline void emit_alignment_peel(EmitContext& e, int32_t aligned_arg, bool streaming, uint32_t w, asmjit::Label loop,
                                 asmjit::Label partial) {
     x86::Assembler& a = *e.m.a;
@@ -2950,8 +2951,9 @@ inline void* patched_twin(const void* kernel, size_t size, size_t text_offset, c
 // `lanes` vectors each (lanes in lockstep, see JitMath::ins), then partial tiles for the rest
 // (masked on AVX-512/AVX2, scalar loops on SSE4.1; one block of code serves the peel and the
 // tail), then advances every argument pointer by its row stride in bytes. With `streaming`,
-// the vector tiles store the first output (the aligned one) with non-temporal stores. The
-// data section follows the code.
+// the vector tiles store the first output (the aligned one) with non-temporal stores, and
+// `twin`, when given, receives the in-place twin (patched_twin; nullptr if none). The data
+// section follows the code.
 inline Status emit_kernel(Program* p, Isa isa, uint32_t allocatable, uint32_t lanes, bool streaming,
                           uint32_t argument_count, bool emit_only, void** kernel, uint32_t* code_size,
                           uint32_t* scratch_peak, char* error, size_t error_size, void* zone = nullptr, size_t zone_bytes = 0,
