@@ -8,8 +8,8 @@
 // result 0..2 in place, non-temporal stores and their in-place twin, page lanes, run() in 2 or 3
 // parts). One input in eight is laid out for page lanes, which SnippetOptions::page_lanes = 1
 // turns on (AVX-512): long rows for page blocks, or (three times as often) many short rows for
-// row groups. Each output must equal interpret(body, ..., isa_uses_fma(isa)) bit for bit (any NaN equals any
-// NaN).
+// row groups. Each output must equal interpret(body, ..., isa_uses_fma(isa)) bit for bit (any
+// NaN equals any NaN).
 // A body the builder or the interpreter rejects is skipped; a compile or run failure of a
 // body the interpreter accepts, a mismatch, a write to an input, or a sanitizer report is a
 // finding. Every buffer is malloc'ed to its exact size so ASan sees the JIT's accesses.
@@ -172,7 +172,8 @@ bool build(Bytes& in, Case* c) {
         if (c->rank < 2) c->rank = 2;
         const int row = c->rank - 1;
         if ((layout & 0x18) == 0) {  // a quarter: page blocks
-            c->domain[row] = 2048 + (int64_t)((in.u8() << 8 | in.u8()) % 3000);
+            const uint32_t high = in.u8(), low = in.u8();   // in this order on every compiler
+            c->domain[row] = 2048 + (int64_t)((high << 8 | low) % 3000);
             c->domain[row - 1] = 1 + (layout >> 5) % 4;
         } else {
             c->domain[row] = 16 + (int64_t)(in.u8() % 200);
