@@ -71,9 +71,10 @@
    this assumes the default floating-point environment (no flush-to-zero in MXCSR or FPCR).
    Exact: Add Sub Mul Div Max Min Sqrt Reciprocal Abs Neg Relu Clip Floor Ceil Round Sign,
    comparisons, Select. Transcendentals are gather-free: Cephes-style polynomials (exp with a
-   compensated last step, which Sigmoid and Swish leave out; log), Tanh and Erf as x h(|x|) with h piecewise polynomial over 16
-   intervals whose coefficients each lane takes from a 16-entry table by a register permute
-   (vpermps, pshufb, tbl/tbx; kLookupTables), the GeluErf op as x Phi(x) with Phi(-|x|) =
+   compensated last step, which Sigmoid and Swish leave out; log), Tanh and Erf as x h(|x|)
+   with h piecewise polynomial over 16 intervals whose coefficients each lane takes from a
+   16-entry table by a register permute (vpermps, pshufb, tbl/tbx; kLookupTables), the
+   GeluErf op as x Phi(x) with Phi(-|x|) =
    exp(-x^2/2) R(|x|), R from such a table and x^2 in two parts, GELU(tanh) as x sigmoid(v)
    with v in two parts; tails that underflow are carried scaled by 2^64 to the last
    multiplication, and targets without FMA use Dekker's exact products where a residual
