@@ -48,7 +48,8 @@
    left, lane k walks page k of a block (emit_page_blocks), and shorter rows, 16 or more a
    lane, go in row groups: lane k walks rows 16k to 16k+15 of each group, with its own row
    values (emit_row_groups); SnippetOptions::lanes, streaming_stores and page_lanes
-   override) through the target's jitter table;
+   override; rows of up to 4 vectors and 35 floats run as straight code, their tiles
+   without the loop (emit_short_rows)) through the target's jitter table;
    emit_kernel_a64 for NEON (per row: 4-float tiles with post-incremented ldr/str q, ld1r
    broadcasts, a scalar peel and tail).
    Kernels are cached by a hash of the lowered program and the target.
@@ -336,6 +337,7 @@ struct SnippetStats {
     bool streaming_stores = false;   // the first output's vector tiles store non-temporally
     bool page_lanes = false;         // lanes walk different 4 KiB pages (SnippetOptions::page_lanes)
     bool row_groups = false;         // short rows: lanes walk different rows (SnippetOptions::page_lanes)
+    bool short_rows = false;         // rows of up to 4 vectors as straight code, for rows of the compiled length
     bool in_place_kernel = false;    // a second kernel with ordinary stores for runs in place (SnippetOptions::streaming_stores)
     uint64_t compile_ns = 0;
     bool cache_hit = false;
@@ -2798,9 +2800,30 @@ inline bool row_groups_apply(const Program* p, const RowShape* shape, Isa isa, u
     return true;
 }
 
-// Next row: every pointer moves by its row stride (0 for a tensor broadcast over rows).
-inline void emit_next_row(EmitContext& e, uint32_t argument_count, const x86::Mem& saved_strides) {
+// Whether every row stride fits an instruction's immediate.
+inline bool strides_fit_immediates(const RowShape* shape, uint32_t argument_count) {
+    if (!shape) return false;
+    for (uint32_t a = 0; a < argument_count; ++a)
+        if (shape->strides[a] > INT32_MAX || shape->strides[a] < INT32_MIN) return false;
+    return true;
+}
+
+// Next row: every pointer moves by its row stride (0 for a tensor broadcast over rows): by
+// the compiled shape's strides as immediates (the cache key holds them) when they fit, else
+// from the table run() passes. x*w+b per channel over rows of 49 floats in L2 (the Xeon of
+// the README, one-off runs in pairs) took 2-8% less time with the immediates, rows of 100
+// and 196 floats the same.
+inline void emit_next_row(EmitContext& e, uint32_t argument_count, const RowShape* shape, const x86::Mem& saved_strides) {
     x86::Assembler& a = *e.m.a;
+    if (strides_fit_immediates(shape, argument_count)) {
+        for (uint32_t i = 0; i < argument_count; ++i) {
+            const int32_t stride = (int32_t)shape->strides[i];
+            if (!stride) continue;
+            if (e.cold_disp[i] < 0) a.add(e.args[i], stride);
+            else a.add(x86::qword_ptr(x86::rsp, e.cold_disp[i]), stride);
+        }
+        return;
+    }
     a.mov(x86::rdi, saved_strides);
     for (uint32_t i = 0; i < argument_count; ++i) {
         if (e.cold_disp[i] < 0) {
@@ -2841,6 +2864,69 @@ inline void emit_alignment_peel(EmitContext& e, int32_t aligned_arg, bool stream
     a.cmp(x86::rcx, x86::rsi);
     a.cmova(x86::rcx, x86::rsi);      // at most the row
     a.jmp(partial);
+}
+
+// Short rows: rows of at most kShortRowVectors vectors and kShortRowFloats floats (which no
+// core peels: on Intel cores the peel starts at 36, and longer rows were not measured on the
+// EPYC), with ordinary stores (so neither page lanes nor row groups), walked as straight code: the
+// row's whole tiles and its partial one, without the loop's counting and branches, and
+// the partial tile's mask set once per call (the cache key holds the row length). The kernel takes
+// this path when a call's rows have the compiled length (run() in column parts passes
+// shorter ones, which take the loop). On the Xeon of the README (AVX-512, bench/snippets'
+// short rows, 262144 floats in L2, two runs): x*w+b then Relu per channel over maps of 9
+// floats 64.7 -> 50.4-50.6 us, of 25 floats 47.1 -> 43.3-44.5 us (the compiled loop 43.6-45.1);
+// the layer-norm tail in rows of 16 floats 46.0 -> 36.7-37.2 us.
+constexpr uint32_t kShortRowVectors = 4, kShortRowFloats = 35;
+inline bool short_rows_apply(const RowShape* shape, Isa isa, bool streaming, bool page_lanes) {
+    if (!shape || streaming || page_lanes || (isa != Isa::Sse41 && isa != Isa::Avx2 && isa != Isa::Avx512)) return false;
+    const uint32_t w = isa_vector_floats(isa);
+    return shape->n >= 1 && shape->n <= (int64_t)(kShortRowVectors * w) && shape->n <= (int64_t)kShortRowFloats;
+}
+
+// The short rows' code (above), before the row label: rows of another length go on to
+// `general`, the loop; after the last row, on to `finish`.
+inline void emit_short_rows(EmitContext& e, const RowShape& shape, uint32_t lanes, bool share_invariants, uint32_t argument_count,
+                            const x86::Mem& saved_rows, const x86::Mem& saved_strides, asmjit::Label general, asmjit::Label finish,
+                            asmjit::Label mask_table) {
+    x86::Assembler& a = *e.m.a;
+    const Isa isa = e.m.isa;
+    const uint32_t w = isa_vector_floats(isa), n = (uint32_t)shape.n, tail = n % w;
+    asmjit::Label row = a.newLabel();
+    a.cmp(x86::rsi, n);
+    a.jne(general);
+    a.mov(x86::rsi, saved_rows);          // rows left
+    if (tail && isa == Isa::Avx512) {
+        a.mov(x86::edi, (1u << tail) - 1);
+        a.kmovw(x86::k1, x86::edi);       // only the partial tile reads k1
+    }
+    a.bind(row);
+    e.m.lanes = share_invariants ? 1 : lanes;
+    emit_row_invariants(e);
+    a.xor_(x86::eax, x86::eax);
+    for (uint32_t left = n; left >= w;) {  // whole tiles, `lanes` vectors at once while they fill
+        const uint32_t vectors = left >= w * lanes ? lanes : 1;
+        e.m.lanes = vectors;
+        emit_tile(e, Tile::Vector);
+        left -= w * vectors;
+        if (left) a.add(x86::rax, w * vectors * 4);
+    }
+    e.m.lanes = 1;
+    if (tail && isa == Isa::Avx512) {
+        emit_tile(e, Tile::Masked);
+    } else if (tail && isa == Isa::Avx2) {
+        a.mov(x86::ecx, 8 - tail);        // the mask starts at entry 8 - k of {-1 x8, 0 x8}
+        a.lea(x86::rdi, x86::ptr(mask_table));
+        emit_tile(e, Tile::Masked);
+    } else {
+        for (uint32_t k = 0; k < tail; ++k) {
+            emit_tile(e, Tile::Scalar);
+            if (k + 1 < tail) a.add(x86::rax, 4);
+        }
+    }
+    emit_next_row(e, argument_count, &shape, saved_strides);
+    a.dec(x86::rsi);
+    a.jnz(row);
+    a.jmp(finish);
 }
 
 // The row groups' code, entered at the row label while `lanes * kRowGroup` rows are left:
@@ -2903,7 +2989,7 @@ inline void emit_row_groups(EmitContext& e, const RowShape& shape, uint32_t lane
     a.sub(x86::rsi, x86::rcx);
     a.jmp(loop);
     a.bind(done);
-    emit_next_row(e, argument_count, saved_strides);
+    emit_next_row(e, argument_count, &shape, saved_strides);
     a.dec(saved_group);
     a.jnz(group_row);
     for (uint32_t i = 0; i < argument_count; ++i) {   // past the other lanes' rows
@@ -3108,6 +3194,8 @@ inline Status emit_kernel(Program* p, Isa isa, uint32_t allocatable, uint32_t la
           mask_table = a.newLabel(), groups = a.newLabel(), finish = a.newLabel();
     const bool row_groups = page_lanes && row_groups_apply(p, row_shape, isa, lanes, cold_count, argument_count);
     if (row_groups_out) *row_groups_out = row_groups;
+    if (short_rows_apply(row_shape, isa, streaming, page_lanes))
+        emit_short_rows(e, *row_shape, lanes, share_invariants, argument_count, saved_rows, saved_strides, row, finish, mask_table);
     a.bind(row);
     if (row_groups) {
         a.cmp(saved_rows, lanes * kRowGroup);
@@ -3171,7 +3259,7 @@ inline Status emit_kernel(Program* p, Isa isa, uint32_t allocatable, uint32_t la
     a.sub(x86::rsi, x86::rcx);
     a.jmp(loop);
     a.bind(done);
-    emit_next_row(e, argument_count, saved_strides);
+    emit_next_row(e, argument_count, row_shape, saved_strides);
     a.dec(saved_rows);
     a.jnz(row);
     if (row_groups) {
@@ -4071,10 +4159,14 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
         // Cache key: target, lanes and stores chosen so far, the cap on the lanes emit_kernel
         // may add (SnippetOptions::lanes, or 3 beyond the caches and 4 within: a kernel
         // compiled for a small shape is not reused for a large one), register budget,
-        // argument count, lowered program; with page lanes the row strides too (row groups
-        // take them as displacements) and, for each lane count, whether the rows would go in
-        // row groups (which also depends on n and the rows).
-        const size_t strides_bytes = page_lanes ? (params + results) * sizeof(int64_t) : 0;
+        // argument count, lowered program; on x86 the row strides too (the pointers move by
+        // them as immediates, emit_next_row, and row groups take them as displacements), with
+        // page lanes whether the rows would go in row groups for each lane count (which also
+        // depends on n and the rows), and for short rows (emit_short_rows) the row length.
+        const bool short_rows = detail::short_rows_apply(&row_shape, isa, streaming, page_lanes);
+        stats_.short_rows = short_rows;
+        const bool x86_kernel = isa == Isa::Sse41 || isa == Isa::Avx2 || isa == Isa::Avx512;
+        const size_t strides_bytes = page_lanes || x86_kernel ? (params + results + short_rows) * sizeof(int64_t) : 0;
         size_t key_bytes = 16 + (size_t)program.count * sizeof(detail::Lir) + program.constant_count * 4 + strides_bytes;
         unsigned char* key = static_cast<unsigned char*>(scratch.allocate(key_bytes, 8));
         if (!key) return fail(Status::OutOfMemory, "compile: no memory for the cache key");
@@ -4103,7 +4195,8 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
             std::memcpy(k + 36, &l.last_use, 4);
         }
         std::memcpy(key + 16 + (size_t)program.count * sizeof(detail::Lir), program.constants, program.constant_count * 4);
-        if (strides_bytes) std::memcpy(key + key_bytes - strides_bytes, row_strides, strides_bytes);
+        if (strides_bytes) std::memcpy(key + key_bytes - strides_bytes, row_strides, (params + results) * sizeof(int64_t));
+        if (short_rows) std::memcpy(key + key_bytes - sizeof(int64_t), &row_shape.n, sizeof(int64_t));
         hash = detail::hash_bytes(key, key_bytes);
         if (options.cache && !emit_only) {
             const KernelCache::Entry* hit = options.cache->find(hash, key, key_bytes);

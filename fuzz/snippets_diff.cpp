@@ -353,11 +353,12 @@ struct Variant {
 
 // How many kernels took each path, printed at exit when FUZZ_STATS is set.
 struct PathCounts {
-    unsigned long long kernels = 0, streaming = 0, page_lanes = 0, row_groups = 0, in_place_twin = 0;
+    unsigned long long kernels = 0, streaming = 0, page_lanes = 0, row_groups = 0, short_rows = 0, in_place_twin = 0;
     ~PathCounts() {
         if (std::getenv("FUZZ_STATS"))
-            std::fprintf(stderr, "stats: %llu kernels run, %llu streaming, %llu page lanes, %llu row groups, %llu in-place twins run\n",
-                         kernels, streaming, page_lanes, row_groups, in_place_twin);
+            std::fprintf(stderr, "stats: %llu kernels run, %llu streaming, %llu page lanes, %llu row groups, %llu short rows, "
+                                 "%llu in-place twins run\n",
+                         kernels, streaming, page_lanes, row_groups, short_rows, in_place_twin);
     }
 } g_paths;
 
@@ -437,11 +438,13 @@ void check(const Case& c, Isa isa, const Variant& v, const float* const* inputs,
     g_paths.streaming += stats.streaming_stores;
     g_paths.page_lanes += stats.page_lanes;
     g_paths.row_groups += stats.row_groups;
+    g_paths.short_rows += stats.short_rows;
     g_paths.in_place_twin += stats.in_place_kernel && in_place;
     if (dump_enabled()) {
         std::fprintf(stderr, "isa=%s ", isa_name(isa));
-        std::fprintf(stderr, "lanes=%u streaming=%d page_lanes=%d row_groups=%d twin=%d ", stats.lanes, (int)stats.streaming_stores,
-                     (int)stats.page_lanes, (int)stats.row_groups, (int)stats.in_place_kernel);
+        std::fprintf(stderr, "lanes=%u streaming=%d page_lanes=%d row_groups=%d short_rows=%d twin=%d ", stats.lanes,
+                     (int)stats.streaming_stores, (int)stats.page_lanes, (int)stats.row_groups, (int)stats.short_rows,
+                     (int)stats.in_place_kernel);
         write_statistics(stats, [](void*, const char* d, size_t n) { std::fwrite(d, 1, n, stderr); }, nullptr);
     }
     int bad_total = 0;

@@ -965,6 +965,61 @@ TEST_CASE("snippets: lanes on different row groups equal the interpreter") {
     CHECK(!s.stats().row_groups);
 }
 
+void check_parts(const SnippetBody& body, const std::vector<std::vector<float>>& inputs, const std::vector<uint64_t>& result_sizes, Isa isa);
+
+TEST_CASE("snippets: short rows run as straight code and equal the interpreter") {
+    Isa isa = target();
+    if (isa != Isa::Sse41 && isa != Isa::Avx2 && isa != Isa::Avx512) return;   // the x86 emitter's path
+    const int64_t w = isa_vector_floats(isa);
+    KernelCache cache;   // a short-row kernel's row length and strides are part of its key
+    for (int64_t n = 1; n <= 4 * w + 1; ++n)
+        for (int64_t rows : {(int64_t)1, (int64_t)2, (int64_t)5}) {
+            Built b;
+            build_row_group_body(&b.body, rows, n);   // per-row and per-column values, a compare, a select
+            std::vector<std::vector<float>> inputs = {
+                random_values((size_t)(rows * n), (uint32_t)(rows * 5 + n), 4.0f), random_values((size_t)rows, (uint32_t)n + 1, 1.0f),
+                random_values((size_t)rows, (uint32_t)n + 2, 2.0f), random_values((size_t)n, (uint32_t)rows + 3, 2.0f)};
+            INFO("rows " << rows << " n " << n);
+            const uint64_t size = (uint64_t)(rows * n);
+            for (size_t offset : {(size_t)0, (size_t)1})
+                for (bool in_place : {false, true}) check_against_interpreter(b.body, inputs, {size}, isa, 0, offset, in_place, &cache);
+            check_against_interpreter(b.body, inputs, {size}, isa, 3, 1);   // spills
+            check_parts(b.body, inputs, {size}, isa);   // 1 row: column slices, shorter than the compiled rows
+            Snippet s;
+            SnippetOptions options;
+            options.isa = isa;
+            REQUIRE(s.compile(b.body, options) == Status::Ok);
+            CHECK(s.stats().short_rows == (n <= 4 * w && n <= 35));   // at most 4 vectors, and never a row the peel takes
+            options.streaming_stores = 1;   // non-temporal stores keep the loop (and its peel)
+            REQUIRE(s.compile(b.body, options) == Status::Ok);
+            CHECK(!s.stats().short_rows);
+        }
+    // The cache tells short-row kernels apart by row length (the loop's kernels serve any).
+    for (int64_t n : {(int64_t)3, (int64_t)5, (int64_t)3}) {
+        Built b;
+        build_row_group_body(&b.body, 4, n);
+        Snippet s;
+        SnippetOptions options;
+        options.isa = isa;
+        options.cache = &cache;
+        const uint32_t hits = cache.hits();
+        REQUIRE(s.compile(b.body, options) == Status::Ok);
+        CHECK(s.stats().short_rows);
+        CHECK(cache.hits() == hits + 1);   // each length was compiled above, with 4 rows never
+    }
+    // The same program over other strides: y broadcast over the rows, then over the outer
+    // dimension. The immediates that move the pointers differ, so the kernels must too, in
+    // short rows and in the loop.
+    for (int64_t n : {(int64_t)5, (int64_t)100})
+        for (const std::vector<int64_t>& y_shape : {std::vector<int64_t>{2, 1, n}, std::vector<int64_t>{1, 3, n}}) {
+            Built b;
+            build_op(&b.body, SnippetOp::Sub, {{2, 3, n}, y_shape});
+            INFO("y " << y_shape[0] << "x" << y_shape[1] << "x" << y_shape[2]);
+            check_against_interpreter(b.body, {random_values((size_t)(6 * n), 1), random_values((size_t)(2 * n), 2)}, {(uint64_t)(6 * n)},
+                                      isa, 0, 0, false, &cache);
+        }
+}
+
 TEST_CASE("snippets: a streaming kernel's in-place twin (ordinary stores) equals the interpreter") {
     Isa isa = target();
     if (isa == Isa::Ref) return;
