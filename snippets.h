@@ -52,7 +52,8 @@
    without the loop (emit_short_rows)) through the target's jitter table;
    emit_kernel_a64 for NEON (per row: 4-float tiles with post-incremented ldr/str q, ld1r
    broadcasts, a scalar peel and tail).
-   Kernels are cached by a hash of the lowered program and the target.
+   Kernels are cached by a hash of the lowered program and the target (on x86 also the row
+   strides, which the kernels take as immediates).
 
    Targets: Isa::Sse41, Isa::Avx2 (AVX2+FMA), Isa::Avx512 (AVX-512F), chosen by CPUID on
    x86-64; Isa::Neon (AArch64 Advanced SIMD, with FMA) on AArch64; Isa::Ref (interpreter only)
