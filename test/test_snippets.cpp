@@ -1015,7 +1015,7 @@ TEST_CASE("snippets: short rows run as straight code and equal the interpreter")
             Built b;
             build_op(&b.body, SnippetOp::Sub, {{2, 3, n}, y_shape});
             INFO("y " << y_shape[0] << "x" << y_shape[1] << "x" << y_shape[2]);
-            check_against_interpreter(b.body, {random_values((size_t)(6 * n), 1), random_values((size_t)(2 * n), 2)}, {(uint64_t)(6 * n)},
+            check_against_interpreter(b.body, {random_values((size_t)(6 * n), 1), random_values(count(y_shape), 2)}, {(uint64_t)(6 * n)},
                                       isa, 0, 0, false, &cache);
         }
 }
