@@ -353,12 +353,13 @@ struct Variant {
 
 // How many kernels took each path, printed at exit when FUZZ_STATS is set.
 struct PathCounts {
-    unsigned long long kernels = 0, streaming = 0, page_lanes = 0, row_groups = 0, short_rows = 0, in_place_twin = 0;
+    unsigned long long kernels = 0, streaming = 0, page_lanes = 0, page_prefetch = 0, row_groups = 0, short_rows = 0,
+                       in_place_twin = 0;
     ~PathCounts() {
         if (std::getenv("FUZZ_STATS"))
-            std::fprintf(stderr, "stats: %llu kernels run, %llu streaming, %llu page lanes, %llu row groups, %llu short rows, "
-                                 "%llu in-place twins run\n",
-                         kernels, streaming, page_lanes, row_groups, short_rows, in_place_twin);
+            std::fprintf(stderr, "stats: %llu kernels run, %llu streaming, %llu page lanes (%llu prefetching), %llu row groups, "
+                                 "%llu short rows, %llu in-place twins run\n",
+                         kernels, streaming, page_lanes, page_prefetch, row_groups, short_rows, in_place_twin);
     }
 } g_paths;
 
@@ -437,6 +438,7 @@ void check(const Case& c, Isa isa, const Variant& v, const float* const* inputs,
     ++g_paths.kernels;
     g_paths.streaming += stats.streaming_stores;
     g_paths.page_lanes += stats.page_lanes;
+    g_paths.page_prefetch += stats.page_prefetch;
     g_paths.row_groups += stats.row_groups;
     g_paths.short_rows += stats.short_rows;
     g_paths.in_place_twin += stats.in_place_kernel && in_place;

@@ -823,6 +823,7 @@ TEST_CASE("snippets: lanes on different pages equal the interpreter") {
             options.page_lanes = 1;
             REQUIRE(s.compile(b.body, options) == Status::Ok);
             CHECK(s.stats().page_lanes == (isa == Isa::Avx512));
+            CHECK(s.stats().page_prefetch == (isa == Isa::Avx512));   // tanh: the next block is prefetched
             CHECK(s.stats().software_pipelined == (isa == Isa::Avx512 && lanes >= 3));
         }
     }
@@ -841,6 +842,7 @@ TEST_CASE("snippets: lanes on different pages equal the interpreter") {
     REQUIRE(s.compile(big.body, options) == Status::Ok);
     CHECK(s.stats().streaming_stores == (isa != Isa::Neon));
     CHECK(s.stats().page_lanes == (isa == Isa::Avx512));
+    CHECK(!s.stats().page_prefetch);   // memory-bound: no prefetches
     options.page_lanes = 0;
     REQUIRE(s.compile(big.body, options) == Status::Ok);
     CHECK(!s.stats().page_lanes);
