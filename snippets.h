@@ -2666,12 +2666,13 @@ inline void assign_arguments_x86(EmitContext& e, const bool* cold, int32_t cold_
 // block: with each tile, every lane asks for the line of each input one block (lanes pages)
 // ahead. The hardware prefetchers stop at each 4 KiB page, so every block used to start on
 // lanes cold pages, and a loop busy with its FP chains kept too few misses in flight to hide
-// them. bench/snippets at 64M floats on the Xeon of the README, two alternating runs of a
-// one-off build each: GELU(tanh) 19.5-20.1 -> 21.9-22.6 GB/s (84-87% -> 99% of memcpy),
-// GELU(erf) 22.1-22.2 -> 23.2-23.5, Swish 21.4-21.7 -> 22.8-23.1. HardSwish (no
-// transcendental op) stayed at 25 GB/s and Add+Mul+Clip+Div did not gain, so memory-bound
-// bodies go without. Half a block ahead (the block's own pages) and prefetchnta ran far
-// slower; two blocks ahead and prefetcht1 about the same. Cold pointers get none.
+// them. bench/snippets at 64M floats on the Xeon of the README, two alternating runs of each
+// build: GELU(tanh) 19.8-20.2 -> 22.3-22.5 GB/s (87% -> 95-97% of memcpy; in place 20.7 ->
+// 25.6), GELU(erf) 21.3-21.7 -> 23.5-24.0, Swish 21.2-21.5 -> 23.6-23.8. HardSwish, x*w+b
+// and the layer-norm tail stayed at 24-25 GB/s, and Add+Mul+Clip+Div gained nothing in
+// one-off runs, so memory-bound bodies go without. Half a block ahead (the block's own
+// pages) and prefetchnta ran far slower; two blocks ahead and prefetcht1 about the same.
+// Cold pointers get none.
 inline void emit_next_block_prefetches(EmitContext& e, uint32_t lanes) {
     if (!e.prefetch_next_block) return;
     x86::Assembler& a = *e.m.a;
@@ -2908,15 +2909,16 @@ inline void emit_alignment_peel(EmitContext& e, int32_t aligned_arg, bool stream
 }
 
 // Short rows: rows of at most kShortRowVectors vectors and kShortRowFloats floats (which no
-// core peels: on Intel cores the peel starts at 36, and longer rows were not measured on the
-// EPYC), with ordinary stores (so neither page lanes nor row groups), walked as straight code: the
-// row's whole tiles and its partial one, without the loop's counting and branches, and
-// the partial tile's mask set once per call (the cache key holds the row length). The kernel takes
-// this path when a call's rows have the compiled length (run() in column parts passes
-// shorter ones, which take the loop). On the Xeon of the README (AVX-512, bench/snippets'
-// short rows, 262144 floats in L2, two runs): x*w+b then Relu per channel over maps of 9
-// floats 64.7 -> 50.4-50.6 us, of 25 floats 47.1 -> 43.3-44.5 us (the compiled loop 43.6-45.1);
-// the layer-norm tail in rows of 16 floats 46.0 -> 36.7-37.2 us.
+// core peels: on Intel cores the peel starts at 36, and longer rows were not measured on
+// the EPYC), with ordinary stores (so neither page lanes nor row groups), walked as
+// straight code: the row's whole tiles and its partial one, without the loop's counting
+// and branches, the partial tile's mask set once per call (the cache key holds the row
+// length). The kernel takes this path when a call's rows have the compiled length (run()
+// in column parts passes shorter ones, which take the loop). On the Xeon of the README
+// (AVX-512, bench/snippets' short rows, 262144 floats in L2, two alternating runs of each
+// build, with the immediate strides of emit_next_row): x*w+b then Relu per channel over maps
+// of 9 floats 70.0-71.5 -> 49.7-51.2 us, of 25 floats 48.4-48.7 -> 43.1-45.1 us (the
+// compiled loop 44.9-46.4); the layer-norm tail in rows of 16 floats 44.2-47.1 -> 37.4-40.0.
 constexpr uint32_t kShortRowVectors = 4, kShortRowFloats = 35;
 inline bool short_rows_apply(const RowShape* shape, Isa isa, bool streaming, bool page_lanes) {
     if (!shape || streaming || page_lanes || (isa != Isa::Sse41 && isa != Isa::Avx2 && isa != Isa::Avx512)) return false;
