@@ -444,9 +444,9 @@ void check(const Case& c, Isa isa, const Variant& v, const float* const* inputs,
     g_paths.in_place_twin += stats.in_place_kernel && in_place;
     if (dump_enabled()) {
         std::fprintf(stderr, "isa=%s ", isa_name(isa));
-        std::fprintf(stderr, "lanes=%u streaming=%d page_lanes=%d row_groups=%d short_rows=%d twin=%d ", stats.lanes,
-                     (int)stats.streaming_stores, (int)stats.page_lanes, (int)stats.row_groups, (int)stats.short_rows,
-                     (int)stats.in_place_kernel);
+        std::fprintf(stderr, "lanes=%u streaming=%d page_lanes=%d page_prefetch=%d row_groups=%d short_rows=%d twin=%d ",
+                     stats.lanes, (int)stats.streaming_stores, (int)stats.page_lanes, (int)stats.page_prefetch,
+                     (int)stats.row_groups, (int)stats.short_rows, (int)stats.in_place_kernel);
         write_statistics(stats, [](void*, const char* d, size_t n) { std::fwrite(d, 1, n, stderr); }, nullptr);
     }
     int bad_total = 0;
