@@ -1614,6 +1614,8 @@ inline bool transcendental_op(SnippetOp op) {
     }
 }
 
+inline bool x86_isa(Isa isa) { return isa == Isa::Sse41 || isa == Isa::Avx2 || isa == Isa::Avx512; }
+
 // One lowered instruction; it defines value `its index` unless it is a store.
 struct Lir {
     LirKind kind = LirKind::Compute;
@@ -2444,7 +2446,6 @@ struct EmitContext : EmitContextBase<JitMath> {
     int32_t cold_disp[kSnippetMaxArgs];   // a cold argument's pointer: [rsp + disp]; -1 in args[]
     const JitterTable* table = nullptr;
     int32_t streaming_arg = -1;       // output stored with non-temporal stores (vector tiles)
-    bool prefetch_next_block = false; // page blocks prefetch their inputs' next block (emit_next_block_prefetches)
     bool streaming_store(uint32_t arg) const { return (int32_t)arg == streaming_arg; }
 
     // An argument's pointer in a register: its own, or r15 loaded from the frame (emitted
@@ -2673,8 +2674,13 @@ inline void assign_arguments_x86(EmitContext& e, const bool* cold, int32_t cold_
 // one-off runs, so memory-bound bodies go without. Half a block ahead (the block's own
 // pages) and prefetchnta ran far slower; two blocks ahead and prefetcht1 about the same.
 // Cold pointers get none.
+inline bool prefetches_next_block(const Program* p) {
+    for (uint32_t i = 0; i < p->count; ++i)
+        if (p->code[i].kind == LirKind::Compute && transcendental_op(p->code[i].op)) return true;
+    return false;
+}
 inline void emit_next_block_prefetches(EmitContext& e, uint32_t lanes) {
-    if (!e.prefetch_next_block) return;
+    if (!prefetches_next_block(e.p)) return;
     x86::Assembler& a = *e.m.a;
     bool done[kSnippetMaxArgs] = {};
     for (uint32_t i = 0; i < e.p->count; ++i) {
@@ -2918,10 +2924,10 @@ inline void emit_alignment_peel(EmitContext& e, int32_t aligned_arg, bool stream
 // (AVX-512, bench/snippets' short rows, 262144 floats in L2, two alternating runs of each
 // build, with the immediate strides of emit_next_row): x*w+b then Relu per channel over maps
 // of 9 floats 70.0-71.5 -> 49.7-51.2 us, of 25 floats 48.4-48.7 -> 43.1-45.1 us (the
-// compiled loop 44.9-46.4); the layer-norm tail in rows of 16 floats 44.2-47.1 -> 37.4-40.0.
+// compiled loop 45.1-46.4); the layer-norm tail in rows of 16 floats 44.2-47.1 -> 37.4-40.0.
 constexpr uint32_t kShortRowVectors = 4, kShortRowFloats = 35;
 inline bool short_rows_apply(const RowShape* shape, Isa isa, bool streaming, bool page_lanes) {
-    if (!shape || streaming || page_lanes || (isa != Isa::Sse41 && isa != Isa::Avx2 && isa != Isa::Avx512)) return false;
+    if (!shape || streaming || page_lanes || !x86_isa(isa)) return false;
     const uint32_t w = isa_vector_floats(isa);
     return shape->n >= 1 && shape->n <= (int64_t)(kShortRowVectors * w) && shape->n <= (int64_t)kShortRowFloats;
 }
@@ -3253,8 +3259,6 @@ inline Status emit_kernel(Program* p, Isa isa, uint32_t allocatable, uint32_t la
     for (uint32_t i = 0; i < p->count && aligned_arg < 0; ++i)
         if (p->code[i].kind == LirKind::Store) aligned_arg = (int32_t)p->code[i].index;
     e.streaming_arg = streaming ? aligned_arg : -1;
-    for (uint32_t i = 0; i < p->count; ++i)
-        e.prefetch_next_block = e.prefetch_next_block || (p->code[i].kind == LirKind::Compute && transcendental_op(p->code[i].op));
     emit_alignment_peel(e, aligned_arg, streaming, w, loop, partial);
     a.bind(loop);                         // whole tiles of `lanes` vectors
     e.m.recorded.arena = arena;
@@ -4202,8 +4206,7 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
         // depends on n and the rows), and for short rows (emit_short_rows) the row length.
         const bool short_rows = detail::short_rows_apply(&row_shape, isa, streaming, page_lanes);
         stats_.short_rows = short_rows;
-        const bool x86_kernel = isa == Isa::Sse41 || isa == Isa::Avx2 || isa == Isa::Avx512;
-        const size_t strides_bytes = page_lanes || x86_kernel ? (params + results + short_rows) * sizeof(int64_t) : 0;
+        const size_t strides_bytes = detail::x86_isa(isa) ? (params + results + short_rows) * sizeof(int64_t) : 0;   // (page lanes: AVX-512)
         size_t key_bytes = 16 + (size_t)program.count * sizeof(detail::Lir) + program.constant_count * 4 + strides_bytes;
         unsigned char* key = static_cast<unsigned char*>(scratch.allocate(key_bytes, 8));
         if (!key) return fail(Status::OutOfMemory, "compile: no memory for the cache key");
@@ -4247,7 +4250,7 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
                 stats_.saved_vector_registers = hit->emitted.saved_vector_registers;
                 stats_.software_pipelined = detail::software_pipelined(&program, hit->emitted.lanes, stats_.cold_arguments);
                 stats_.page_lanes = page_lanes && hit->emitted.lanes >= 2;
-                stats_.page_prefetch = stats_.page_lanes && transcendental;
+                stats_.page_prefetch = stats_.page_lanes && detail::prefetches_next_block(&program);
                 stats_.row_groups = hit->emitted.row_groups;
                 kernel_in_place_ = hit->emitted.in_place_kernel;
                 stats_.in_place_kernel = kernel_in_place_ != nullptr;
@@ -4283,7 +4286,7 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
         stats_.lanes = emitted_lanes;
         stats_.software_pipelined = detail::software_pipelined(&program, emitted_lanes, stats_.cold_arguments);
         stats_.page_lanes = page_lanes && emitted_lanes >= 2;
-        stats_.page_prefetch = stats_.page_lanes && transcendental;   // as emit_next_block_prefetches decides
+        stats_.page_prefetch = stats_.page_lanes && detail::prefetches_next_block(&program);
         stats_.row_groups = row_groups;
         final_key = key;
         final_key_bytes = key_bytes;
