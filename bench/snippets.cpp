@@ -3,8 +3,10 @@
 // intermediate written to memory), and the same expression as a compiled C++ loop (this file
 // is built with -O3 -march=native). Prints ratios, compile times (median and worst of five compiles) and the max ULP error of
 // each approximation over a dense sweep. Beyond the caches each pattern's memcpy (last column)
-// is timed alternately with it; "in place" runs the kernel over its first input, as the
-// runtime does when that input dies there. No assertions: tests live in test/.
+// is timed alternately with it, and so is the pattern's data movement alone ("limit": its
+// full-size inputs summed into its output with non-temporal stores); "in place" runs the
+// kernel over its first input, as the runtime does when that input dies there. No
+// assertions: tests live in test/.
 //
 //   make build/bench/snippets && build/bench/snippets        (TESSEL_ISA selects the target)
 #define TESSEL_IMPLEMENTATION
@@ -22,6 +24,9 @@
 
 #include <sys/mman.h>
 #include <sys/resource.h>
+#if defined(__SSE2__)
+#include <immintrin.h>
+#endif
 
 using namespace tessel;
 
@@ -337,6 +342,53 @@ double page_fault_us() {
     return us;
 }
 
+// A pattern's data movement alone, done the way one core moves it best here: its full-size
+// inputs read in vectors and summed (no load is dead), the sum written with non-temporal
+// stores, as the kernels write beyond the caches. No kernel with those inputs and that output
+// can be much faster. A body that reads more than it writes is bound by it below memcpy, since
+// one core here reads less than it copies: on the Xeon of the README, a loop summing four
+// streams into a fifth moved 80% of memcpy, whatever prefetch it was given (a one-off test).
+// n: a multiple of 16, the buffers 64-byte aligned.
+template <int K>
+void stream_sum(const float* const* in, float* out, int64_t n) {
+#if defined(__AVX512F__)
+    for (int64_t i = 0; i < n; i += 16) {
+        __m512 s = _mm512_load_ps(in[0] + i);
+        for (int k = 1; k < K; ++k) s = _mm512_add_ps(s, _mm512_load_ps(in[k] + i));
+        _mm512_stream_ps(out + i, s);
+    }
+#elif defined(__AVX__)
+    for (int64_t i = 0; i < n; i += 8) {
+        __m256 s = _mm256_load_ps(in[0] + i);
+        for (int k = 1; k < K; ++k) s = _mm256_add_ps(s, _mm256_load_ps(in[k] + i));
+        _mm256_stream_ps(out + i, s);
+    }
+#elif defined(__SSE2__)
+    for (int64_t i = 0; i < n; i += 4) {
+        __m128 s = _mm_load_ps(in[0] + i);
+        for (int k = 1; k < K; ++k) s = _mm_add_ps(s, _mm_load_ps(in[k] + i));
+        _mm_stream_ps(out + i, s);
+    }
+#else
+    for (int64_t i = 0; i < n; ++i) {
+        float s = in[0][i];
+        for (int k = 1; k < K; ++k) s += in[k][i];
+        out[i] = s;
+    }
+#endif
+}
+// Its time for `count` inputs (1 to 5; the patterns beyond the caches read at most 4).
+double time_stream_sum(const float* const* in, int count, float* out, int64_t n) {
+    switch (count) {
+        case 1: return best_time([&] { stream_sum<1>(in, out, n); });
+        case 2: return best_time([&] { stream_sum<2>(in, out, n); });
+        case 3: return best_time([&] { stream_sum<3>(in, out, n); });
+        case 4: return best_time([&] { stream_sum<4>(in, out, n); });
+        case 5: return best_time([&] { stream_sum<5>(in, out, n); });
+        default: return 0;
+    }
+}
+
 // One row of a short-rows table: the kernel of `body` and its compiled loop, best of three
 // alternating rounds each.
 template <class Loop>
@@ -407,8 +459,9 @@ int main() {
         double t_triad = best_time([&] { for (int64_t i = 0; i < n; ++i) a[i] = bp[i] + 1.5f * cp[i]; });
         std::printf("\n== %lld floats: memcpy %.1f GB/s (read+write), triad %.1f GB/s\n", (long long)n, memcpy_gbs,
                     3.0 * n * 4 / t_triad / 1e9);
-        std::printf("%-26s %9s %8s %9s %10s %10s %9s %9s %8s %7s %5s %9s %8s %7s\n", "pattern", "fused GB/s", "%memcpy", "vs loop",
-                    "vs unfused", "shrinkage", "compile", "(worst)", "regs", "code", "lanes", "in place", "%memcpy", "memcpy");
+        std::printf("%-26s %9s %8s %9s %10s %10s %9s %9s %8s %7s %5s %9s %8s %7s %7s %7s\n", "pattern", "fused GB/s", "%memcpy", "vs loop",
+                    "vs unfused", "shrinkage", "compile", "(worst)", "regs", "code", "lanes", "in place", "%memcpy", "memcpy",
+                    "limit", "%limit");
         for (const Pattern& p : patterns) {
             if (p.max_n && n > p.max_n) continue;
             Arena arena;
@@ -439,11 +492,24 @@ int main() {
             const bool beyond_caches = n > 4194304;
             // The compiled loop takes its turn in the same rounds: its own time moves 10-30%
             // between runs here, and one best-of measured apart made "vs loop" swing with it.
-            double t_fused = 1e30, t_copy = beyond_caches ? 1e30 : t_memcpy, t_loop = 1e30;
+            // So does the pattern's data movement alone (stream_sum: its full-size inputs into
+            // the output), the limit of its shape.
+            const uint64_t out_elements = detail::shape_elements(body.instruction(body.result_value(0)).shape);
+            std::vector<const float*> streams;
+            for (uint32_t i = 0, k = 0; i < body.size(); ++i)
+                if (body.instruction(i).op == SnippetOp::Parameter) {
+                    if (detail::shape_elements(body.instruction(i).shape) == out_elements) streams.push_back(param_ptrs[k]);
+                    ++k;
+                }
+            const int64_t stream_n = (int64_t)out_elements / 16 * 16;
+            const bool limit_timed = beyond_caches && streams.size() >= 1 && streams.size() <= 5;
+            double t_fused = 1e30, t_copy = beyond_caches ? 1e30 : t_memcpy, t_loop = 1e30, t_limit = 1e30;
             for (int round = 0; round < (beyond_caches ? 3 : 1); ++round) {
                 if (beyond_caches) t_copy = std::min(t_copy, time_memcpy());
                 t_fused = std::min(t_fused, best_time([&] { (void)fused.run(ins, outs); }));
                 t_loop = std::min(t_loop, best_time([&] { p.loop(loop_ptrs.data(), out_loop.get(), n); }));
+                if (limit_timed)
+                    t_limit = std::min(t_limit, time_stream_sum(streams.data(), (int)streams.size(), out_unfused.get(), stream_n));
             }
             const double copy_gbs = 2.0 * n * 4 / t_copy / 1e9;
             // In place over the first input when it has the output's elements, as the runtime
@@ -473,7 +539,13 @@ int main() {
                         st.registers_used, st.code_size, st.lanes);
             if (inplace_gbs > 0) std::printf(" %9.1f %7.0f%%", inplace_gbs, 100.0 * inplace_gbs / copy_gbs);
             else std::printf(" %9s %8s", "-", "-");
-            std::printf(" %7.1f\n", copy_gbs);
+            std::printf(" %7.1f", copy_gbs);
+            if (limit_timed) {
+                const double limit_gbs = (double)(streams.size() + 1) * stream_n * 4 / t_limit / 1e9;
+                std::printf(" %7.1f %6.0f%%\n", limit_gbs, 100.0 * gbs / limit_gbs);
+            } else {
+                std::printf(" %7s %7s\n", "-", "-");
+            }
         }
     }
 
