@@ -400,7 +400,7 @@ namespace {
 
 // A random DAG in the text format, with node ids shuffled against the topological order,
 // a few keep-apart edges and multi-output producers.
-std::string random_graph(std::mt19937& rng, int n, int devices) {
+std::string random_graph(std::mt19937& rng, int n, int devices, bool keep_apart = true) {
     std::vector<int> perm(n);
     for (int i = 0; i < n; ++i) perm[i] = i;
     std::shuffle(perm.begin(), perm.end(), rng);  // perm[i] = line of topological node i
@@ -412,7 +412,7 @@ std::string random_graph(std::mt19937& rng, int n, int devices) {
             int p = (int)(rng() % i);
             // Mostly nearby producers, so the graphs are chain-like with side branches.
             if (rng() % 3) p = std::max(0, i - 1 - (int)(rng() % 4));
-            line += std::string(" ") + (rng() % 10 == 0 ? "!" : "") + "n" + std::to_string(p) + ":" + std::to_string(rng() % 2);
+            line += std::string(" ") + (rng() % 10 == 0 && keep_apart ? "!" : "") + "n" + std::to_string(p) + ":" + std::to_string(rng() % 2);
         }
         lines[perm[i]] = line;
     }
@@ -472,7 +472,7 @@ namespace {
 // Layers of random width; each node reads 1-3 nodes of the two layers before it, ~10% of
 // nodes on other devices, a few keep-apart edges: the bench's layered graphs in small, where
 // a commit moves ranks under many cached candidates at once.
-std::string layered_graph(std::mt19937& rng, int n, int devices, int width = 0) {
+std::string layered_graph(std::mt19937& rng, int n, int devices, int width = 0, bool keep_apart = true) {
     if (width == 0) width = 4 + (int)(rng() % 24);
     std::string text;
     for (int i = 0; i < n; ++i) {
@@ -482,7 +482,7 @@ std::string layered_graph(std::mt19937& rng, int n, int devices, int width = 0) 
             int span = layer_start >= 2 * width ? 2 * width : layer_start;
             int inputs = 1 + (int)(rng() % 3);
             for (int k = 0; k < inputs; ++k)
-                line += std::string(" ") + (rng() % 30 == 0 ? "!" : "") + "n" + std::to_string(layer_start - 1 - (int)(rng() % span));
+                line += std::string(" ") + (rng() % 30 == 0 && keep_apart ? "!" : "") + "n" + std::to_string(layer_start - 1 - (int)(rng() % span));
         }
         text += line + "\n";
     }
@@ -578,6 +578,93 @@ TEST_CASE("property: rollback equals the naive closure on transformer-like chain
         int n = 40 + (int)(rng() % 400);
         int devices = 1 + (int)(rng() % 2);
         check_rollback_equals_naive(chain_graph(rng, n, devices));
+    }
+}
+
+namespace {
+
+struct BitsetCounters { uint32_t bitset_growths = 0, bitset_restarts = 0, helper_growths = 0; };
+
+// Partitions `text` with rollback: the naive closure, the floods only, and the element
+// bitsets from the first growth (1 or 2 threads); all the same partition, all valid. Returns
+// the bitset result's counters.
+BitsetCounters rollback_with_bitsets(const std::string& text, bool naive, uint32_t threads = 1) {
+    CAPTURE(text);
+    Arena arena;
+    Graph graph(&arena);
+    REQUIRE(test::read(text, &graph) == Status::Ok);
+    std::vector<uint32_t> subgraph_of[3];
+    BitsetCounters counters;
+    for (int run = naive ? 0 : 1; run < 3; ++run) {
+        PartitionOptions options;
+        options.naive_closure = run == 0;
+        options.bitset_check_after = run == 2 ? 0 : UINT32_MAX;
+        options.threads = run == 2 ? threads : 1;
+        Partition result;
+        REQUIRE(partition(graph, options, &arena, &result) == Status::Ok);
+        CHECK(check_partition(graph, &result) == Status::Ok);
+        CHECK((result.bitset_growths > 0) == (run == 2));
+        subgraph_of[run].assign(result.subgraph_of.begin(), result.subgraph_of.end());
+        if (run == 2) counters = BitsetCounters{result.bitset_growths, result.bitset_restarts, result.helper_growths};
+    }
+    if (naive) CHECK(subgraph_of[0] == subgraph_of[2]);
+    CHECK(subgraph_of[1] == subgraph_of[2]);
+    return counters;
+}
+
+}  // namespace
+
+TEST_CASE("property: rollback with element bitsets equals the naive closure (random, layered, chains)") {
+    std::mt19937 rng(31337);
+    for (int iteration = 0; iteration < 900; ++iteration) {
+        const int n = 2 + (int)(rng() % (iteration < 600 ? 30 : 300));
+        const int devices = 1 + (int)(rng() % 3);
+        const int kind = iteration % 3;
+        rollback_with_bitsets(kind == 0   ? random_graph(rng, n, devices, false)
+                              : kind == 1 ? layered_graph(rng, n, devices, 0, false)
+                                          : chain_graph(rng, n, devices),
+                              true);
+    }
+}
+
+TEST_CASE("rollback with element bitsets: a growth that leaves the windows runs again with floods") {
+    // A chain of device A whose every node also feeds a node of device B: the first growth
+    // merges the whole chain, its range holds 1500 elements, more than a window's 512.
+    std::string text = "a0 A\nb0 B a0\n";
+    for (int i = 1; i < 1500; ++i)
+        text += "a" + std::to_string(i) + " A a" + std::to_string(i - 1) + "\nb" + std::to_string(i) + " B a" + std::to_string(i) + "\n";
+    text += "c A a1499 b7\n";  // and one node that must stay out: a0 -> b7 -> c
+    const BitsetCounters counters = rollback_with_bitsets(text, true);
+    CHECK(counters.bitset_restarts > 0);
+}
+
+TEST_CASE("rollback with element bitsets: the helper thread reads them too; keep-apart edges or a trace turn them off") {
+    std::mt19937 rng(99);
+    const std::string text = layered_graph(rng, 33000, 1, 64, false);  // the bench's shape
+    const BitsetCounters one = rollback_with_bitsets(text, false, 1);
+    const BitsetCounters two = rollback_with_bitsets(text, false, 2);
+    CHECK(one.bitset_growths > 1000);
+    CHECK(two.helper_growths > 0);
+    CHECK(two.bitset_growths > 1000);
+    for (bool keep_apart : {true, false}) {
+        Arena arena;
+        Graph graph(&arena);
+        REQUIRE(test::read(keep_apart ? "a A\nb B a\nc A !a b\n" : "a A\nb B a\nc A a b\n", &graph) == Status::Ok);
+        std::string trace;
+        PartitionOptions options;
+        options.bitset_check_after = 0;
+        if (!keep_apart) {
+            options.trace = test::append_to_string;
+            options.trace_user = &trace;
+        }
+        Partition result;
+        REQUIRE(partition(graph, options, &arena, &result) == Status::Ok);
+        CHECK(describe(graph, result) == "A: a\nA: c\nB: b\n");
+        CHECK(result.bitset_growths == 0);
+        options.trace = nullptr;
+        Partition untraced;
+        REQUIRE(partition(graph, options, &arena, &untraced) == Status::Ok);
+        CHECK((untraced.bitset_growths > 0) == !keep_apart);
     }
 }
 
