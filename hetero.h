@@ -381,7 +381,7 @@ struct Partition {
     uint32_t cross_edges = 0;                // input edges whose ends lie in different subgraphs
     uint32_t helper_growths = 0;             // rollback, threads > 1: candidates its helper thread grew
     uint32_t bitset_growths = 0;             // rollback: growths checked with element bitsets (both threads)
-    uint32_t bitset_restarts = 0;            // of those, growths that left the bitsets' windows and ran again with floods
+    uint32_t bitset_fallbacks = 0;           // of those, growths that left the bitsets' windows and went on with floods
     const char* last_error() const { return error; }
     char error[256] = {};
 };
@@ -1435,12 +1435,11 @@ struct RollbackContext {
     // window may start below 0), the words they touched, and the narrowest span of S's
     // windows.
     bool by_bits = false;
-    bool out_of_window = false;
     uint64_t* up_union = nullptr;
     uint64_t* down_union = nullptr;
     int32_t union_lo = 0, union_hi = 0;
     uint32_t window_end = 0, window_begin = 0;
-    uint32_t bits_growths = 0, bits_restarts = 0;
+    uint32_t bits_growths = 0, bits_fallbacks = 0;
     uint64_t bits_merges = 0;       // merges tried with the bitsets
     uint64_t merges_at_commit = 0;  // both threads', at the last rebuild
 
@@ -1976,8 +1975,8 @@ struct RollbackContext {
     // through an element, and the check is exact, with any element on it as the witness.
     // It holds only inside the windows: a path v -> e -> s keeps e's rank between v's and
     // s's, so when every rank of S + v is below each window's up_end and at or above its
-    // down_begin, every such e is in the windows that should hold it; otherwise the growth
-    // runs again with the floods. A commit of the device contracts its subgraph, which
+    // down_begin, every such e is in the windows that should hold it; otherwise the floods
+    // take over the rest of the growth. A commit of the device contracts its subgraph, which
     // reorders the ranks in its window lo..hi: the elements there are indexed again (they
     // keep their index range) and the windows meeting that range are computed again.
     bool bits_wanted() const { return !naive && !options.trace && !any_keep_apart; }
@@ -1996,8 +1995,8 @@ struct RollbackContext {
             b.down_word = arena->allocate_array<int32_t>(n);
             b.up_end = arena->allocate_array<uint32_t>(n);
             b.down_begin = arena->allocate_array<uint32_t>(n);
-            b.up = arena->allocate_array<uint64_t>((size_t)n * kWords);
-            b.down = arena->allocate_array<uint64_t>((size_t)n * kWords);
+            b.up = static_cast<uint64_t*>(arena->allocate((size_t)n * kWords * 8, 64));  // a row per cache line
+            b.down = static_cast<uint64_t*>(arena->allocate((size_t)n * kWords * 8, 64));
             if (!b.index || !b.node || !b.rank_of || !b.before || !b.up_word || !b.down_word || !b.up_end ||
                 !b.down_begin || !b.up || !b.down) {
                 b.index = nullptr;
@@ -2132,7 +2131,6 @@ struct RollbackContext {
         union_hi = 0;
         window_end = 0xffffffffu;
         window_begin = 0;
-        out_of_window = false;
         min_rank = 0xffffffffu;
         max_rank = 0;
     }
@@ -2154,17 +2152,35 @@ struct RollbackContext {
         if (b.up_end[v] < window_end) window_end = b.up_end[v];
         if (b.down_begin[v] > window_begin) window_begin = b.down_begin[v];
     }
-    // The element through which merging v would close a path back into S, kNoNode if none;
-    // sets out_of_window when S + v does not lie inside the windows.
+    // Whether every rank of S + v lies inside every window of S + v: then bits_violation is
+    // exact for v.
+    bool inside_windows(NodeId v) const {
+        const uint32_t r = rank[v];
+        const uint32_t top = r > max_rank ? r : max_rank, bottom = r < min_rank ? r : min_rank;
+        return top < window_end && top < bits->up_end[v] && bottom >= window_begin && bottom >= bits->down_begin[v];
+    }
+    // S (grown with the bitsets so far) leaves their windows: the floods' state is built by
+    // merging S's nodes again in order (each passes; the rejected nodes stay blocked), and
+    // the walk goes on with the floods. That saves the rejected merges and the walk so far.
+    void switch_to_floods() {
+        by_bits = false;
+        ++bits_fallbacks;
+        const uint32_t count = s_count;
+        s_count = 0;
+        for (uint32_t i = 0; i < count; ++i) {
+            const NodeId x = s_list[i];
+            add_to_s(x);
+            if (i == 0) max_rank = min_rank = rank[x];
+            const NodeId none = check_after_merge(x);
+            TESSEL_ASSERT(none == kNoNode);
+            (void)none;
+        }
+    }
+    // The element through which merging v would close a path back into S, kNoNode if none
+    // (v inside the windows).
     NodeId bits_violation(NodeId v) {
         const ElementBits& b = *bits;
         constexpr uint32_t kWords = ElementBits::kWords;
-        const uint32_t r = rank[v];
-        const uint32_t top = r > max_rank ? r : max_rank, bottom = r < min_rank ? r : min_rank;
-        if (top >= window_end || top >= b.up_end[v] || bottom < window_begin || bottom < b.down_begin[v]) {
-            out_of_window = true;
-            return kNoNode;
-        }
         const uint64_t* up_v = b.up + (size_t)v * kWords;
         const uint64_t* down_v = b.down + (size_t)v * kWords;
         const uint64_t* s_down = down_union + b.up_word[v] + kWords;  // over v's up window
@@ -2355,19 +2371,11 @@ struct RollbackContext {
         }
     }
     // Grows the candidate of `root`; the result is s_list[0..s_count). With the element
-    // bitsets when they are built for the device, unless a check leaves their windows: then
-    // again with the floods.
+    // bitsets when they are built for the device, until a check would leave their windows:
+    // then the floods take over (switch_to_floods).
     void grow(NodeId root, DeviceId device) {
         by_bits = bits->built && bits->device == device && !bits->given_up;
-        if (by_bits) {
-            if (walk(root, device)) { ++bits_growths; return; }
-            ++bits_restarts;
-            by_bits = false;
-        }
-        walk(root, device);
-    }
-    // The growth itself; false if a bitset check left the windows (by_bits only).
-    bool walk(NodeId root, DeviceId device) {
+        if (by_bits) ++bits_growths;
         growth_device = device;
         if (++growth == 0) {
             for (uint32_t i = 0; i < n; ++i) in_s[i] = rejected[i] = 0;
@@ -2414,10 +2422,9 @@ struct RollbackContext {
                 violation_via = check_after_reject(next);
                 if (options.trace) trace("  failed to merge %s: keep apart from %s%s\n", name(next), name(partner),
                                          violation_via == kNoNode ? "" : ", self-reference found");
-            } else if (by_bits) {  // no keep-apart, no trace: a failing merge never enters S
+            } else if (by_bits && inside_windows(next)) {  // no keep-apart, no trace: a failing merge never enters S
                 ++bits_merges;
                 violation_via = bits_violation(next);
-                if (out_of_window) return false;
                 if (violation_via == kNoNode) {
                     add_to_s(next);
                     stack[stack_size++] = Frame{next, 0};
@@ -2426,6 +2433,7 @@ struct RollbackContext {
                     violation_via = kNoNode;
                 }
             } else {
+                if (by_bits) switch_to_floods();
                 add_to_s(next);
                 if (options.trace) trace("  merge %s\n", name(next));
                 violation_via = check_after_merge(next);
@@ -2438,7 +2446,6 @@ struct RollbackContext {
         }
         trace_set("  end: ", s_list, s_count);
         trace("\n");
-        return true;
     }
 
     // Contracts a committed subgraph in Q: ranks inside its window are reordered so that
@@ -3489,7 +3496,7 @@ Status partition(const Graph& graph, const PartitionOptions& options, Arena* are
     detail::Builder builder(graph, arena);
     if (!builder.init()) return detail::partition_fail(result, Status::OutOfMemory, "out of memory");
     Status status = Status::Ok;
-    uint32_t helper_growths = 0, bitset_growths = 0, bitset_restarts = 0;
+    uint32_t helper_growths = 0, bitset_growths = 0, bitset_fallbacks = 0;
     switch (options.algorithm) {
         case PartitionAlgorithm::Rollback: {
             detail::RollbackContext context(graph, arena, builder, options);
@@ -3502,7 +3509,7 @@ Status partition(const Graph& graph, const PartitionOptions& options, Arena* are
             for (uint32_t k = 0; k < device_count && status == Status::Ok; ++k) status = context.run_device(priority[k], pending);
             helper_growths = context.helper_growths;
             bitset_growths = context.bits_growths + (context.helper ? context.helper->bits_growths : 0);
-            bitset_restarts = context.bits_restarts + (context.helper ? context.helper->bits_restarts : 0);
+            bitset_fallbacks = context.bits_fallbacks + (context.helper ? context.helper->bits_fallbacks : 0);
             break;
         }
         case PartitionAlgorithm::Levels: status = detail::partition_levels(graph, builder); break;
@@ -3516,7 +3523,7 @@ Status partition(const Graph& graph, const PartitionOptions& options, Arena* are
     if (status != Status::Ok) return detail::partition_fail(result, status, "partition: %s", status_name(status));
     result->helper_growths = helper_growths;
     result->bitset_growths = bitset_growths;
-    result->bitset_restarts = bitset_restarts;
+    result->bitset_fallbacks = bitset_fallbacks;
     return Status::Ok;
 }
 

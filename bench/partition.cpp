@@ -4,6 +4,7 @@
 //   build/bench/partition [max_nodes] [--no-naive] [--kind layered|transformer] [--skip ALGO]... [--all]
 //                         [--threads N]   (PartitionOptions::threads of rollback; default 1)
 //                         [--seed S]      (another random instance of each graph; default n + kind)
+//                         [--floods]      (rollback without element bitsets: bitset_check_after = UINT32_MAX)
 // Rollback is superlinear on the layered graphs (see README): there it runs up to 100k nodes,
 // 1M with --all; on the transformer-like chains it runs at every size.
 #define TESSEL_IMPLEMENTATION
@@ -85,11 +86,13 @@ int main(int argc, char** argv) {
     bool skip[4] = {};
     bool all = false;
     uint32_t threads = 1;
+    bool floods = false;
     long seed = -1;
     for (int i = 1; i < argc; ++i) {
         if (!std::strcmp(argv[i], "--no-naive")) naive = false;
         else if (!std::strcmp(argv[i], "--threads") && i + 1 < argc) threads = (uint32_t)std::strtoul(argv[++i], nullptr, 10);
         else if (!std::strcmp(argv[i], "--all")) all = true;
+        else if (!std::strcmp(argv[i], "--floods")) floods = true;
         else if (!std::strcmp(argv[i], "--seed") && i + 1 < argc) seed = std::strtol(argv[++i], nullptr, 10);
         else if (!std::strcmp(argv[i], "--kind") && i + 1 < argc) only_kind = !std::strcmp(argv[++i], "transformer");
         else if (!std::strcmp(argv[i], "--skip") && i + 1 < argc) {
@@ -115,6 +118,7 @@ int main(int argc, char** argv) {
                 options.algorithm = a == 3 ? PartitionAlgorithm::Rollback : (PartitionAlgorithm)a;
                 options.naive_closure = a == 3;
                 options.threads = a == 0 ? threads : 1;
+                if (floods) options.bitset_check_after = UINT32_MAX;
                 options.max_closure_bytes = (size_t)1 << 30;
                 if (a < 3 && skip[a]) continue;
                 if (a == 0 && !all && n > 100000u && kind == 0) {
@@ -142,7 +146,10 @@ int main(int argc, char** argv) {
                     if (t < elapsed) elapsed = t;
                 }
                 if (status != Status::Ok) { std::printf("partition failed: %s\n", result.last_error()); return 1; }
-                const char* note = "";
+                char note_text[96] = "";
+                const char* note = note_text;
+                if (a == 0 && result.bitset_growths)
+                    std::snprintf(note_text, sizeof note_text, "bitset growths %u (%u went on with floods)", result.bitset_growths, result.bitset_fallbacks);
                 if (check_partition(graph, &result) != Status::Ok) { std::printf("INVALID: %s\n", result.last_error()); return 1; }
                 if (a == 0) rollback_result.assign(result.subgraph_of.begin(), result.subgraph_of.end());
                 if (a == 3) note = std::vector<uint32_t>(result.subgraph_of.begin(), result.subgraph_of.end()) == rollback_result

@@ -583,7 +583,7 @@ TEST_CASE("property: rollback equals the naive closure on transformer-like chain
 
 namespace {
 
-struct BitsetCounters { uint32_t bitset_growths = 0, bitset_restarts = 0, helper_growths = 0; };
+struct BitsetCounters { uint32_t bitset_growths = 0, bitset_fallbacks = 0, helper_growths = 0; };
 
 // Partitions `text` with rollback: the naive closure, the floods only, and the element
 // bitsets from the first growth (1 or 2 threads); all the same partition, all valid. Returns
@@ -605,7 +605,7 @@ BitsetCounters rollback_with_bitsets(const std::string& text, bool naive, uint32
         CHECK(check_partition(graph, &result) == Status::Ok);
         CHECK((result.bitset_growths > 0) == (run == 2));
         subgraph_of[run].assign(result.subgraph_of.begin(), result.subgraph_of.end());
-        if (run == 2) counters = BitsetCounters{result.bitset_growths, result.bitset_restarts, result.helper_growths};
+        if (run == 2) counters = BitsetCounters{result.bitset_growths, result.bitset_fallbacks, result.helper_growths};
     }
     if (naive) CHECK(subgraph_of[0] == subgraph_of[2]);
     CHECK(subgraph_of[1] == subgraph_of[2]);
@@ -635,7 +635,7 @@ TEST_CASE("rollback with element bitsets: a growth that leaves the windows runs 
         text += "a" + std::to_string(i) + " A a" + std::to_string(i - 1) + "\nb" + std::to_string(i) + " B a" + std::to_string(i) + "\n";
     text += "c A a1499 b7\n";  // and one node that must stay out: a0 -> b7 -> c
     const BitsetCounters counters = rollback_with_bitsets(text, true);
-    CHECK(counters.bitset_restarts > 0);
+    CHECK(counters.bitset_fallbacks > 0);
 }
 
 TEST_CASE("rollback with element bitsets: the helper thread reads them too; keep-apart edges or a trace turn them off") {
