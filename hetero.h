@@ -51,7 +51,8 @@
    partition() splits a finalized graph into per-device subgraphs whose graph is acyclic:
    `rollback` (the HETERO seed algorithm, with committed subgraphs counted as contracted
    nodes in its global condition, so two subgraphs can never feed each other, and nodes of
-   other devices blocked from the start instead of when the growth first touches them),
+   other devices blocked from the start instead of when the growth first touches them; large
+   growths check the condition against per-node bitsets of the other devices' nodes),
    `levels` (the clustering note's longest path) and `waves` (device-ordered topological
    waves). Every algorithm keeps keep-apart edges across subgraphs; check_partition()
    verifies any result; each node gets a printable reason. Proofs of acyclicity are in the
