@@ -406,8 +406,8 @@ struct PartitionOptions {
     // Rollback only, scalable checker, no trace: 2 or more starts one helper thread that
     // grows the candidates most likely needed next while the caller's thread grows the
     // current one (it spins while it waits, so give it a core of its own). The partition is
-    // the same as with 1, the default (no thread); the arena needs more (90 MB against
-    // 80 MB on the bench's 100k-node layered graph): the helper's growth state.
+    // the same as with 1, the default (no thread); the arena needs more (105 MB against
+    // 95 MB on the bench's 100k-node layered graph): the helper's growth state.
     uint32_t threads = 1;
     // Rollback only, scalable checker, no trace, no keep-apart edges: once a growth of a
     // device merges this many nodes, its later growths check merges with element bitsets
