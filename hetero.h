@@ -114,6 +114,25 @@ const char* status_name(Status status);
 // Declares a status as deliberately unused (for example an error that is reported elsewhere).
 inline void ignore_status(Status) {}
 
+// Returns any status other than Ok from the calling function (asmjit's ASMJIT_PROPAGATE).
+#define TESSEL_TRY(expression)                                                 \
+    do {                                                                       \
+        ::tessel::Status tessel_try_status_ = (expression);                    \
+        if (tessel_try_status_ != ::tessel::Status::Ok) return tessel_try_status_; \
+    } while (0)
+
+// printf-style argument checking for the library's message formatters (GCC and Clang).
+#if defined(__GNUC__)
+#define TESSEL_PRINTF_FORMAT(format_index, first_argument) __attribute__((format(printf, format_index, first_argument)))
+#else
+#define TESSEL_PRINTF_FORMAT(format_index, first_argument)
+#endif
+
+// The size of every last_error() buffer: a message longer than this is cut, never allocated.
+constexpr size_t kErrorMessageBytes = 256;
+// What an index lookup (find_input, find_output, ...) returns for a name that is not there.
+constexpr uint32_t kNotFound = 0xffffffffu;
+
 // >>small types
 struct StringView {
     const char* data = nullptr;
@@ -304,10 +323,7 @@ public:
     Arena* arena() const { return arena_; }
     const char* last_error() const { return error_; }
     Status fail(Status status, const char* format, ...) const
-#if defined(__GNUC__)
-        __attribute__((format(printf, 3, 4)))
-#endif
-        ;
+        TESSEL_PRINTF_FORMAT(3, 4);
 
 private:
     Node* node_mutable(NodeId id);
@@ -335,7 +351,7 @@ private:
     static constexpr uint32_t kOpTableSize = 256;  // interned op names, so nodes share them
     StringView ops_[kOpTableSize];
     uint32_t device_count_ = 0;
-    mutable char error_[256] = {};
+    mutable char error_[kErrorMessageBytes] = {};
 };
 
 // >>partition types
@@ -496,9 +512,7 @@ inline void format_message(char* buffer, size_t size, const char* format, va_lis
 }
 
 // printf through a WriteFn.
-#if defined(__GNUC__)
-__attribute__((format(printf, 3, 4)))
-#endif
+TESSEL_PRINTF_FORMAT(3, 4)
 inline void write_format(WriteFn write, void* user, const char* format, ...) {
     char buffer[512];
     va_list args;
@@ -1659,9 +1673,7 @@ struct RollbackContext {
     // Its arguments are evaluated even when tracing is off, so the growth's call sites test
     // options.trace first: name() reads the node, a cache miss per merge.
     void trace(const char* format, ...)
-#if defined(__GNUC__)
-        __attribute__((format(printf, 2, 3)))
-#endif
+        TESSEL_PRINTF_FORMAT(2, 3)
     {
         if (!options.trace) return;
         char buffer[512];
@@ -3327,9 +3339,7 @@ const char* reason_name(PlacementReason reason) {
 }
 
 namespace detail {
-#if defined(__GNUC__)
-__attribute__((format(printf, 3, 4)))
-#endif
+TESSEL_PRINTF_FORMAT(3, 4)
 inline Status partition_fail(Partition* result, Status status, const char* format, ...) {
     va_list args;
     va_start(args, format);

@@ -251,10 +251,7 @@ struct PrepareContext {
     char error[200] = {};
 
     Status fail(Status status, const char* format, ...)
-#if defined(__GNUC__)
-        __attribute__((format(printf, 3, 4)))
-#endif
-        ;
+        TESSEL_PRINTF_FORMAT(3, 4);
     const Node& node_ref() const { return graph->node(node); }
     const Attribute* attribute(StringView name) const { return graph->find_attribute(node, name); }
     int64_t attribute_int(StringView name, int64_t fallback) const;
@@ -284,10 +281,7 @@ struct RunContext {
     // are done. fn must not fail (check inputs first).
     void parallel_for(uint64_t count, void (*fn)(void* user, uint64_t begin, uint64_t end), void* user) const;
     Status fail(Status status, const char* format, ...) const
-#if defined(__GNUC__)
-        __attribute__((format(printf, 3, 4)))
-#endif
-        ;
+        TESSEL_PRINTF_FORMAT(3, 4);
 };
 
 using PrepareFn = Status (*)(PrepareContext& context);
@@ -386,11 +380,8 @@ public:
 
 protected:
     Status fail(Status status, const char* format, ...)
-#if defined(__GNUC__)
-        __attribute__((format(printf, 3, 4)))
-#endif
-        ;
-    char error_[256] = {};
+        TESSEL_PRINTF_FORMAT(3, 4);
+    char error_[kErrorMessageBytes] = {};
 };
 
 // Plugin helpers: objects the runtime frees are made with TESSEL_MALLOC.
@@ -509,10 +500,7 @@ public:
 
     const char* last_error() const { return error_; }
     Status fail(Status status, const char* format, ...)
-#if defined(__GNUC__)
-        __attribute__((format(printf, 3, 4)))
-#endif
-        ;
+        TESSEL_PRINTF_FORMAT(3, 4);
 
     struct Impl;
 
@@ -522,7 +510,7 @@ private:
     Status import_job(void* job, const void* payload, size_t size, void* compiled, Arena* scratch);
     Impl* impl_ = nullptr;
     Limits limits_;
-    char error_[256] = {};
+    char error_[kErrorMessageBytes] = {};
 };
 
 // >>compiled model
@@ -558,7 +546,7 @@ public:
 
     struct Impl;
     Impl* impl_ = nullptr;
-    mutable char error_[256] = {};
+    mutable char error_[kErrorMessageBytes] = {};
 };
 
 // >>infer request
@@ -595,7 +583,7 @@ public:
 
     struct Impl;
     Impl* impl_ = nullptr;
-    mutable char error_[256] = {};
+    mutable char error_[kErrorMessageBytes] = {};
 };
 
 // >>tensor files
@@ -1091,10 +1079,7 @@ void parallel_for(const RunContext& c, uint64_t count, Fn fn) {
 
 // snprintf through va_list: long names are cut, never an overflow (and no truncation warnings).
 inline void print(char* out, size_t size, const char* format, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 3, 4)))
-#endif
-    ;
+    TESSEL_PRINTF_FORMAT(3, 4);
 inline void print(char* out, size_t size, const char* format, ...) {
     va_list args;
     va_start(args, format);
@@ -1137,9 +1122,7 @@ struct detail_prepare {
     using KernelLookup = const OpKernel* (*)(void* user, StringView op);
 
     static Status fail(char* error, Status status, const char* format, ...)
-#if defined(__GNUC__)
-        __attribute__((format(printf, 3, 4)))
-#endif
+        TESSEL_PRINTF_FORMAT(3, 4)
     {
         va_list args;
         va_start(args, format);
@@ -7116,9 +7099,7 @@ struct OnnxReader {
     char error[256] = {};
 
     Status fail(Status status, const char* format, ...)
-#if defined(__GNUC__)
-        __attribute__((format(printf, 3, 4)))
-#endif
+        TESSEL_PRINTF_FORMAT(3, 4)
     {
         va_list args;
         va_start(args, format);

@@ -243,7 +243,7 @@ private:
     ValueId* results_ = nullptr;
     uint32_t result_count_ = 0, result_capacity_ = 0;
     uint32_t parameter_count_ = 0;
-    mutable char error_[160] = {};
+    mutable char error_[kErrorMessageBytes] = {};
 };
 
 // >>kernel cache
@@ -399,7 +399,7 @@ private:
     int64_t dims_[kSnippetMaxRank] = {};
     int64_t strides_[kSnippetMaxArgs][kSnippetMaxRank] = {};  // elements; 0 = broadcast
     SnippetStats stats_;
-    mutable char error_[160] = {};
+    mutable char error_[kErrorMessageBytes] = {};
 };
 
 // One operation on one element, with exactly the interpreter's (and so the JIT's) semantics:
