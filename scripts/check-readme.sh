@@ -73,4 +73,4 @@ for ((n = 1; n <= blocks; ++n)); do
     fi
     echo "block $n (line $line): built and ran"
 done
-echo "check-readme: $blocks blocks of $(basename "$markdown") build"
+echo "check-readme: $(basename "$markdown"): all $blocks cpp block(s) build"
