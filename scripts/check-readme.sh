@@ -8,7 +8,7 @@
 # from the repository root (so blocks include "hetero.h", "snippets.h", "runtime.h").
 #
 # Which blocks it runs: every block whose text does not mention `argv` takes no arguments and
-# reads no files, so it is also run (from OUTDIR) and must exit 0. Blocks that mention argv
+# reads no files, so it is also run (from OUTDIR, at most two minutes) and must exit 0. Blocks that mention argv
 # (the quick start, which loads an ONNX file named on its command line) are built only.
 #
 # Prints one line per block ("block N (line L): built", "... built and ran") and exits
@@ -66,8 +66,10 @@ for ((n = 1; n <= blocks; ++n)); do
         echo "block $n (line $line): built"
         continue
     fi
-    if ! log=$(cd "$outdir" && "$binary" 2>&1); then
-        echo "block $n (line $line): built, but running it failed ($binary)"
+    log=$(cd "$outdir" && timeout 120 "$binary" 2>&1)   # status 124: it ran over two minutes
+    status=$?
+    if [ $status -ne 0 ]; then
+        echo "block $n (line $line): built, but running it exited with status $status ($binary)"
         echo "$log"
         exit 1
     fi
