@@ -28,7 +28,9 @@ BENCHES       = $(BENCH_SRC:bench/%.cpp=build/bench/%)
 # The ISA levels the host suite runs at (TESSEL_ISA override); filled by snippets.h's issue.
 HOST_ISAS  ?= ref sse41 avx2 avx512
 
-.PHONY: all arm demo test test-host test-arm test-examples bench examples clean deps
+.PHONY: all arm demo test test-host test-host-tools test-arm test-arm-auto test-arm-neon test-arm-ref \
+        test-arm-tools test-examples test-docs test-docs-readme test-docs-plugin-guide bench examples \
+        clean deps
 .DEFAULT_GOAL := all
 
 all: build/tessel
@@ -89,9 +91,13 @@ build/bench/%: bench/%.cpp $(HEADERS) | deps
 
 examples: $(EXAMPLES)
 
+# `make test` runs its builds and suites TEST_JOBS at a time (default: every core); each suite
+# prints its log in one piece when it ends, and build/results/ keeps them all.
+TEST_JOBS  ?= $(shell nproc 2>/dev/null || echo 2)
+
 test:
 	@rm -rf build/results
-	@$(MAKE) --no-print-directory -k test-host test-arm test-examples; status=$$?; \
+	@$(MAKE) --no-print-directory -j$(TEST_JOBS) -k test-arm test-host test-examples test-docs; status=$$?; \
 	 scripts/summary.sh build/results $$status; exit $$status
 
 # Fits snippets.h's piecewise tables again; --check (in test-host) compares them with the header's.
@@ -104,10 +110,14 @@ build/nojit-check: test/nojit/check.cpp $(HEADERS) | deps
 	@mkdir -p $(@D)
 	$(CXX) $(CXXFLAGS_LIB) $(OPT) $< -o $@ -lpthread
 
-test-host: build/tests build/tessel build/nojit-check build/conformance build/fit_tables
-	@for isa in $(HOST_ISAS); do \
-	   scripts/run-check.sh host-$$isa env TESSEL_ISA=$$isa build/tests || exit 1; \
-	 done
+# The host suite once per ISA level (test-host-ref, test-host-avx2, ...), then the tools.
+HOST_SUITES = $(HOST_ISAS:%=test-host-%)
+test-host: $(HOST_SUITES) test-host-tools
+
+test-host-%: build/tests
+	@scripts/run-check.sh host-$* env TESSEL_ISA=$* build/tests
+
+test-host-tools: build/tessel build/nojit-check build/conformance build/fit_tables
 	@scripts/run-check.sh no-jit build/nojit-check
 	@scripts/run-check.sh fit-tables build/fit_tables --check
 	@for h in $(HEADERS); do \
@@ -117,15 +127,37 @@ test-host: build/tests build/tessel build/nojit-check build/conformance build/fi
 	@scripts/run-check.sh tessel-cli scripts/test-cli.sh build/tessel
 	@scripts/run-check.sh conformance build/conformance --table build/conformance.md
 
-test-arm: build-arm/tests build-arm/tessel build-arm/conformance
+# The AArch64 suites under qemu: auto-detected ISA, NEON forced, the reference path.
+test-arm: test-arm-auto test-arm-neon test-arm-ref test-arm-tools
+
+test-arm-auto: build-arm/tests
 	@scripts/run-check.sh arm $(QEMU) build-arm/tests
+
+test-arm-neon: build-arm/tests
 	@scripts/run-check.sh arm-neon env TESSEL_ISA=neon $(QEMU) build-arm/tests
+
+test-arm-ref: build-arm/tests
 	@scripts/run-check.sh arm-ref env TESSEL_ISA=ref $(QEMU) build-arm/tests
+
+test-arm-tools: build-arm/tessel build-arm/conformance
 	@scripts/run-check.sh tessel-cli-arm scripts/test-cli.sh "$(QEMU) build-arm/tessel"
 	@scripts/run-check.sh conformance-arm $(QEMU) build-arm/conformance
 
-test-examples: $(EXAMPLES)
-	@for e in $(EXAMPLES); do scripts/run-check.sh $$(basename $$e) $$e || exit 1; done
+EXAMPLE_CHECKS = $(EXAMPLES:build/examples/%=test-example-%)
+test-examples: $(EXAMPLE_CHECKS)
+
+test-example-%: build/examples/%
+	@scripts/run-check.sh $* $<
+
+# Every C++ block of the README and the plugin guide is a complete program: built, and run
+# when it takes no arguments.
+test-docs: test-docs-readme test-docs-plugin-guide
+
+test-docs-readme: | deps
+	@scripts/run-check.sh readme-blocks scripts/check-readme.sh README.md build/readme-blocks
+
+test-docs-plugin-guide: | deps
+	@scripts/run-check.sh plugin-guide-blocks scripts/check-readme.sh docs/plugin-guide.md build/plugin-guide-blocks
 
 bench: $(BENCHES)
 	@for b in $(BENCHES); do echo "== $$b"; $$b || exit 1; done
