@@ -248,7 +248,7 @@ struct PrepareContext {
     const void* state = nullptr;            // handed to run()
     size_t scratch_bytes = 0;               // per-request scratch run() needs (all threads)
     bool in_place = false;                  // output 0 may share input 0's buffer (same bytes)
-    char error[200] = {};
+    char error[kErrorMessageBytes] = {};
 
     Status fail(Status status, const char* format, ...)
         TESSEL_PRINTF_FORMAT(3, 4);
@@ -275,7 +275,7 @@ struct RunContext {
     void* scratch = nullptr;                // prepare's scratch_bytes, 64-byte aligned
     uint32_t threads = 1;
     detail::ThreadPool* pool = nullptr;
-    char* error = nullptr;                  // fail() writes here (200 bytes)
+    char* error = nullptr;                  // fail() writes here (kErrorMessageBytes)
 
     // Splits [0, count) into at most `threads` contiguous ranges run at once; returns when all
     // are done. fn must not fail (check inputs first).
@@ -332,7 +332,7 @@ struct StepContext {
     void* scratch = nullptr;
     uint32_t threads = 1;
     detail::ThreadPool* pool = nullptr;
-    char* error = nullptr;                 // 200 bytes
+    char* error = nullptr;                 // kErrorMessageBytes
 };
 
 // A subgraph compiled for one device. Created by Device::compile_subgraph with
@@ -713,8 +713,7 @@ inline Status make_desc(ElementType type, Span<const int64_t> shape, TensorDesc*
 Status Tensor::allocate(ElementType type, Span<const int64_t> shape) {
     TensorDesc d;
     uint64_t bytes = 0;
-    Status s = detail::make_desc(type, shape, &d, &bytes);
-    if (s != Status::Ok) return s;
+    TESSEL_TRY(detail::make_desc(type, shape, &d, &bytes));
     if (bytes > (uint64_t)SIZE_MAX - 128) return Status::LimitExceeded;
     void* raw = TESSEL_MALLOC((size_t)bytes + 64 + sizeof(void*));
     if (!raw) return Status::OutOfMemory;
@@ -733,8 +732,7 @@ Status Tensor::allocate(ElementType type, Span<const int64_t> shape) {
 Status Tensor::view(ElementType type, Span<const int64_t> shape, void* data, const int64_t* strides) {
     TensorDesc d;
     uint64_t bytes = 0;
-    Status s = detail::make_desc(type, shape, &d, &bytes);
-    if (s != Status::Ok) return s;
+    TESSEL_TRY(detail::make_desc(type, shape, &d, &bytes));
     if (!data && bytes) return Status::InvalidArgument;
     reset();
     desc_ = d;
@@ -914,8 +912,7 @@ Status Model::set_string(NodeId node, StringView name, StringView value) {
 }
 
 Status Model::finalize() {
-    Status s = graph.finalize();
-    if (s != Status::Ok) return s;
+    TESSEL_TRY(graph.finalize());
     for (uint32_t i = 0; i < graph.node_count(); ++i) {
         const Node& n = graph.node(i);
         if (n.op == StringView("Result") && n.num_inputs != 1)
@@ -969,11 +966,11 @@ Span<const float> PrepareContext::attribute_floats(StringView name) const {
 Status RunContext::fail(Status status, const char* format, ...) const {
     if (!error) return status;
     const Node& n = graph->node(node);
-    int k = std::snprintf(error, 200, "%.*s '%.*s': ", (int)n.op.size, n.op.data, (int)n.name.size, n.name.data);
-    if (k < 0 || k >= 200) k = 0;
+    int k = std::snprintf(error, kErrorMessageBytes, "%.*s '%.*s': ", (int)n.op.size, n.op.data, (int)n.name.size, n.name.data);
+    if (k < 0 || k >= (int)kErrorMessageBytes) k = 0;
     va_list args;
     va_start(args, format);
-    std::vsnprintf(error + k, 200 - (size_t)k, format, args);
+    std::vsnprintf(error + k, kErrorMessageBytes - (size_t)k, format, args);
     va_end(args);
     return status;
 }
@@ -1126,7 +1123,7 @@ struct detail_prepare {
     {
         va_list args;
         va_start(args, format);
-        std::vsnprintf(error, 256, format, args);
+        std::vsnprintf(error, kErrorMessageBytes, format, args);
         va_end(args);
         return status;
     }
@@ -1170,8 +1167,7 @@ struct detail_prepare {
             const InputValue* value = nullptr;
             for (const InputValue& f : frozen) if (node.op == StringView("Parameter") && f.name == node.name) value = &f;
             if (value) {   // a frozen input: a constant from now on
-                Status s = check_desc(value->tensor->desc(), limits, node, error);
-                if (s != Status::Ok) return s;
+                TESSEL_TRY(check_desc(value->tensor->desc(), limits, node, error));
                 void* copy = arena.allocate(value->tensor->bytes() ? value->tensor->bytes() : 1, 64);
                 if (!copy) return fail(error, Status::OutOfMemory, "out of memory freezing '%.*s'", (int)node.name.size, node.name.data);
                 std::memcpy(copy, value->tensor->data(), value->tensor->bytes());
@@ -1204,8 +1200,7 @@ struct detail_prepare {
                     if (d.dims[j] < 0)
                         return fail(error, Status::InvalidArgument, "input '%.*s' has a symbolic dim %u: give its shape (--shape %.*s=...)",
                                     (int)node.name.size, node.name.data, j, (int)node.name.size, node.name.data);
-                Status s = check_desc(d, limits, node, error);
-                if (s != Status::Ok) return s;
+                TESSEL_TRY(check_desc(d, limits, node, error));
                 desc[base[id]] = d;
                 continue;
             }
@@ -1213,8 +1208,7 @@ struct detail_prepare {
             if (node.op == StringView("Constant") && node.num_inputs == 0) {
                 const Attribute* a = g.find_attribute(id, "value");
                 if (a && a->kind == AttributeKind::Tensor && a->tensor) {  // weights: used in place
-                    Status s = check_desc(a->tensor->desc, limits, node, error);
-                    if (s != Status::Ok) return s;
+                    TESSEL_TRY(check_desc(a->tensor->desc, limits, node, error));
                     uint64_t count = 0;
                     desc_elements(a->tensor->desc, &count);
                     if (a->tensor->bytes != count * element_size(a->tensor->desc.type) || (!a->tensor->data && count))
@@ -1239,8 +1233,7 @@ struct detail_prepare {
                 if (!in_value[i]) all_known = false;
             }
             if (node.op == StringView("Shape") || node.op == StringView("Size")) {  // needs only the desc
-                Status s = fold_shape(g, id, in_desc, node.num_inputs, &arena, &desc[base[id]], &data[base[id]], error);
-                if (s != Status::Ok) return s;
+                TESSEL_TRY(fold_shape(g, id, in_desc, node.num_inputs, &arena, &desc[base[id]], &data[base[id]], error));
                 folded[id] = 1;
                 continue;
             }
@@ -1282,12 +1275,11 @@ struct detail_prepare {
             c.max_elements = limits.max_tensor_elements;
             Status s = k->prepare(c);
             if (s != Status::Ok) {
-                std::snprintf(error, 256, "%s", c.error[0] ? c.error : "prepare failed");
+                std::snprintf(error, kErrorMessageBytes, "%s", c.error[0] ? c.error : "prepare failed");
                 return s;
             }
             for (uint32_t p = 0; p < node.num_outputs; ++p) {
-                s = check_desc(desc[base[id] + p], limits, node, error);
-                if (s != Status::Ok) return s;
+                TESSEL_TRY(check_desc(desc[base[id] + p], limits, node, error));
             }
             if (all_known && !is_random(node.op)) {
                 s = fold(g, id, k, c, in_desc, in_value, &desc[base[id]], &data[base[id]], limits, &arena, error);
@@ -1472,7 +1464,7 @@ struct detail_prepare {
             c.max_elements = limits.max_tensor_elements;
             Status st = k ? k->prepare(c) : Status::Unsupported;
             if (st != Status::Ok) {
-                std::snprintf(error, 256, "%s", c.error[0] ? c.error : "prepare failed");
+                std::snprintf(error, kErrorMessageBytes, "%s", c.error[0] ? c.error : "prepare failed");
                 return st;
             }
             for (uint32_t p = 0; p < node.num_outputs; ++p)   // the same shapes as the first pass
@@ -1549,7 +1541,7 @@ struct detail_prepare {
     }
 
     static Status copy_error(const Model& m, Status s, char* error) {
-        std::snprintf(error, 256, "%s", m.last_error());
+        std::snprintf(error, kErrorMessageBytes, "%s", m.last_error());
         return s;
     }
 
@@ -1646,7 +1638,7 @@ struct detail_prepare {
             scratch = arena->allocate(c.scratch_bytes, 64);
             if (!scratch) return fail(error, Status::OutOfMemory, "out of memory folding '%.*s'", (int)node.name.size, node.name.data);
         }
-        char message[200] = {};
+        char message[kErrorMessageBytes] = {};
         RunContext r;
         r.graph = &g;
         r.node = id;
@@ -1659,7 +1651,7 @@ struct detail_prepare {
         r.error = message;
         Status s = k->run(r);
         if (s != Status::Ok) {
-            std::snprintf(error, 256, "%s", message[0] ? message : "folding failed");
+            std::snprintf(error, kErrorMessageBytes, "%s", message[0] ? message : "folding failed");
             return s;
         }
         for (uint32_t p = 0; p < node.num_outputs; ++p) value[p] = outs[p];
@@ -1815,7 +1807,7 @@ public:
             }
             for (uint32_t k = 0; k < job.parts; ++k)
                 if (job.status[k] != Status::Ok) {
-                    if (context.error) std::snprintf(context.error, 200, "%s", unit.snippet->last_error());
+                    if (context.error) std::snprintf(context.error, kErrorMessageBytes, "%s", unit.snippet->last_error());
                     return job.status[k];
                 }
             return Status::Ok;
@@ -1854,8 +1846,7 @@ public:
         if (i == key_count_) return fail(Status::NotFound, "device %s has no config key '%.*s'", name_, (int)key.size, key.data);
         if (value.size >= sizeof values_[i])
             return fail(Status::InvalidArgument, "%s: value of %s is too long", name_, keys_[i].key);
-        Status s = check_config(key, value);
-        if (s != Status::Ok) return s;
+        TESSEL_TRY(check_config(key, value));
         std::memcpy(values_[i], value.data, value.size);
         values_[i][value.size] = 0;
         return Status::Ok;
@@ -1897,8 +1888,7 @@ public:
 
     Status import_subgraph(const PreparedModel& model, Span<const NodeId> nodes, const void* payload, size_t size,
                            DeviceProgram** program) override {
-        Status s = check_payload(payload, size);
-        if (s != Status::Ok) return s;
+        TESSEL_TRY(check_payload(payload, size));
         return compile_subgraph(model, nodes, program);
     }
 
@@ -1990,8 +1980,7 @@ protected:
             uint32_t* reads = p->arena.allocate_array<uint32_t>(node.num_inputs + 1);
             uint32_t* writes = p->arena.allocate_array<uint32_t>(node.num_outputs + 1);
             if (!reads || !writes) return fail(Status::OutOfMemory, "out of memory");
-            Status s = add_reference_step(p, model, id, reads, writes);
-            if (s != Status::Ok) return s;
+            TESSEL_TRY(add_reference_step(p, model, id, reads, writes));
         }
         std::memcpy(p->payload, "TMPL", 4);
         p->payload_size = 4;
@@ -2268,8 +2257,7 @@ inline Status CpuDevice::build_cpu(ReferenceProgram* p, const PreparedModel& mod
                 uint32_t* reads = p->arena.allocate_array<uint32_t>(node.num_inputs + 1);
                 uint32_t* writes = p->arena.allocate_array<uint32_t>(node.num_outputs + 1);
                 if (!reads || !writes) return fail(Status::OutOfMemory, "out of memory");
-                s = add_reference_step(p, model, id, reads, writes);
-                if (s != Status::Ok) return s;
+                TESSEL_TRY(add_reference_step(p, model, id, reads, writes));
             }
         } else {                   // a fused island
             SnippetBody* body = create<SnippetBody>(&p->arena);
@@ -2653,7 +2641,7 @@ inline Status build_schedule(CompiledModel::Impl* m, char* error) {
             if (--indegree[(uint32_t)edges[k]] == 0) order[tail++] = (uint32_t)edges[k];
     }
     if (tail != sc) {
-        std::snprintf(error, 256, "the subgraphs feed each other in a cycle");
+        std::snprintf(error, kErrorMessageBytes, "the subgraphs feed each other in a cycle");
         return Status::InvalidPartition;
     }
     m->slot_count = pm.value_count() + m->transfer_count;
@@ -2794,8 +2782,7 @@ inline Status apply_config(CompileJob* job, Arena* arena, Span<const ConfigEntry
             StringView dev(key.data, colon), k(key.data + colon + 1, key.size - colon - 1);
             Device* d = job->core->device(dev);
             if (!d) return job->core->fail(Status::NotFound, "config: unknown device '%.*s'", (int)dev.size, dev.data);
-            Status s = save_and_set(job, arena, d, k, e.value);
-            if (s != Status::Ok) return s;
+            TESSEL_TRY(save_and_set(job, arena, d, k, e.value));
             continue;
         }
         if (key == StringView("HETERO_ALGORITHM")) {
@@ -2809,8 +2796,7 @@ inline Status apply_config(CompileJob* job, Arena* arena, Span<const ConfigEntry
             continue;
         }
         for (uint32_t i = 0; i < job->count; ++i) {
-            Status s = save_and_set(job, arena, job->list[i], key, e.value);
-            if (s != Status::Ok) return s;
+            TESSEL_TRY(save_and_set(job, arena, job->list[i], key, e.value));
         }
     }
     return Status::Ok;
@@ -2865,7 +2851,7 @@ inline Status finish_compile(Core* core, CompileJob* job, CompiledModel::Impl* m
         if (st != Status::Ok) return core->fail(st, "%.*s: %s", (int)d->name().size, d->name().data, d->last_error());
         if (!m->programs[s]) return core->fail(Status::InvalidArgument, "%.*s returned no program", (int)d->name().size, d->name().data);
     }
-    char error[256] = {};
+    char error[kErrorMessageBytes] = {};
     Status st = build_schedule(m, error);
     if (st != Status::Ok) return core->fail(st, "%s", error[0] ? error : "out of memory scheduling the subgraphs");
     st = plan_memory(m);
@@ -2970,11 +2956,10 @@ Status Core::query_model(const Model& model, StringView device_string, uint16_t*
     std::lock_guard<std::mutex> lock(impl_->compile_mutex);
     detail::CompileJob job;
     job.core = this;
-    Status s = detail::parse_device_string(this, device_string, &job);
-    if (s != Status::Ok) return s;
+    TESSEL_TRY(detail::parse_device_string(this, device_string, &job));
     PreparedModel prepared;
-    char error[256] = {};
-    s = detail_prepare::run(model, Span<const InputShape>(), limits_, detail::lookup_kernel, &job, 1, &prepared, error);
+    char error[kErrorMessageBytes] = {};
+    Status s = detail_prepare::run(model, Span<const InputShape>(), limits_, detail::lookup_kernel, &job, 1, &prepared, error);
     if (s != Status::Ok) return fail(s, "%s", error);
     const Graph& pg = prepared.model.graph;
     Arena scratch;
@@ -3009,7 +2994,7 @@ Status Core::compile_job(void* job_pointer, const Model& model, Span<const Input
                          PartitionAlgorithm algorithm, uint32_t min_subgraph, void* impl) {
     detail::CompileJob& job = *static_cast<detail::CompileJob*>(job_pointer);
     CompiledModel::Impl* m = static_cast<CompiledModel::Impl*>(impl);
-    char error[256] = {};
+    char error[kErrorMessageBytes] = {};
     Status s = detail_prepare::run(model, shapes, limits_, detail::lookup_kernel, &job, detail::prepare_threads(&job),
                                    &m->prepared, error, values);
     if (s != Status::Ok) return fail(s, "%s", error);
@@ -3112,8 +3097,7 @@ Status Core::compile_job(void* job_pointer, const Model& model, Span<const Input
     }
     s = detail::snapshot_config(&job, m);
     if (s != Status::Ok) return fail(s, "out of memory");
-    s = detail::finish_compile(this, &job, m, nullptr, nullptr, members);
-    if (s != Status::Ok) return s;
+    TESSEL_TRY(detail::finish_compile(this, &job, m, nullptr, nullptr, members));
     for (uint32_t d = 0; d < job.count; ++d) m->summary[d].fallback_nodes = fallback[d];
     return Status::Ok;
 }
@@ -3135,7 +3119,7 @@ struct InferRequest::Impl {
     ProfileEntry* profile = nullptr;
     uint32_t profile_count = 0;
     detail::ThreadPool pool;
-    char error[200] = {};
+    char error[kErrorMessageBytes] = {};
     // start_async / wait
     std::thread worker;
     std::mutex mutex;
@@ -3562,7 +3546,7 @@ inline void write_model(BlobWriter& w, const Model& m) {
 inline Status read_model(BlobReader& r, Model* m, char* error) {
     m->opset = r.u32();
     uint32_t count = r.u32();
-    if (!r.ok || count > r.size) { print(error, 256, "blob: bad node count"); return Status::ParseError; }
+    if (!r.ok || count > r.size) { print(error, kErrorMessageBytes, "blob: bad node count"); return Status::ParseError; }
     InputRef refs[64];
     for (NodeId v = 0; v < count && r.ok; ++v) {
         StringView name = r.str(), op = r.str();
@@ -3587,7 +3571,7 @@ inline Status read_model(BlobReader& r, Model* m, char* error) {
         else if (op == StringView("Absent") && inputs == 0) { InputRef a = m->absent(); id = a.producer; s = id == v ? Status::Ok : Status::ParseError; }
         else if (is_constant) s = Status::Ok;   // added with its value below
         else s = m->add_node(op, name, Span<const InputRef>(refs, inputs), outputs, &id);
-        if (s != Status::Ok) { print(error, 256, "blob: node %u: %s", v, m->last_error()); return s == Status::OutOfMemory ? s : Status::ParseError; }
+        if (s != Status::Ok) { print(error, kErrorMessageBytes, "blob: node %u: %s", v, m->last_error()); return s == Status::OutOfMemory ? s : Status::ParseError; }
         uint32_t attributes = r.u32();
         for (uint32_t k = 0; k < attributes && r.ok; ++k) {
             Attribute a;
@@ -3632,12 +3616,11 @@ inline Status read_model(BlobReader& r, Model* m, char* error) {
             if (!r.ok) break;
             if (is_constant && a.kind == AttributeKind::Tensor && a.name == StringView("value")) {
                 s = m->add_constant(name, a.tensor->desc, a.tensor->data, &id, false);
-                if (s != Status::Ok) { print(error, 256, "blob: node %u: %s", v, m->last_error()); return Status::ParseError; }
+                if (s != Status::Ok) { print(error, kErrorMessageBytes, "blob: node %u: %s", v, m->last_error()); return Status::ParseError; }
                 continue;
             }
             if (id == kNoNode || id != v) { r.ok = false; break; }
-            s = m->graph.add_attribute(id, a);
-            if (s != Status::Ok) return s;
+            TESSEL_TRY(m->graph.add_attribute(id, a));
         }
         if (!r.ok || id != v) { r.ok = false; break; }
         for (uint32_t p = 0; p < outputs; ++p) {
@@ -3651,9 +3634,9 @@ inline Status read_model(BlobReader& r, Model* m, char* error) {
         uint32_t node = r.u32();
         if (!r.ok || node >= m->graph.node_count() || m->find_output(name) != i) r.ok = false;
     }
-    if (!r.ok) { print(error, 256, "blob: the model section is malformed"); return Status::ParseError; }
+    if (!r.ok) { print(error, kErrorMessageBytes, "blob: the model section is malformed"); return Status::ParseError; }
     Status s = m->finalize();
-    if (s != Status::Ok) { print(error, 256, "blob: %s", m->last_error()); return Status::ParseError; }
+    if (s != Status::Ok) { print(error, kErrorMessageBytes, "blob: %s", m->last_error()); return Status::ParseError; }
     return Status::Ok;
 }
 
@@ -3677,12 +3660,10 @@ inline Status write_blob(const CompiledModel::Impl& m, BlobWriter& w) {
     struct Sink { BlobWriter* w; };
     for (uint32_t s = 0; s < m.subgraph_count; ++s) {   // each payload: its size, then its bytes
         BlobWriter counter;
-        Status st = m.programs[s]->export_payload([](void* u, const char*, size_t n) { static_cast<BlobWriter*>(u)->position += n; }, &counter);
-        if (st != Status::Ok) return st;
+        TESSEL_TRY(m.programs[s]->export_payload([](void* u, const char*, size_t n) { static_cast<BlobWriter*>(u)->position += n; }, &counter));
         w.u64(counter.position);
         Sink sink{&w};
-        st = m.programs[s]->export_payload([](void* u, const char* d, size_t n) { static_cast<Sink*>(u)->w->bytes(d, n); }, &sink);
-        if (st != Status::Ok) return st;
+        TESSEL_TRY(m.programs[s]->export_payload([](void* u, const char* d, size_t n) { static_cast<Sink*>(u)->w->bytes(d, n); }, &sink));
     }
     return Status::Ok;
 }
@@ -3692,8 +3673,7 @@ Status CompiledModel::export_model(WriteFn write, void* user) const {
     if (!impl_) return Status::NotFinalized;
     if (!write) return Status::InvalidArgument;
     detail::BlobWriter counter;   // pass 1: size and checksum
-    Status s = detail::write_blob(*impl_, counter);
-    if (s != Status::Ok) return s;
+    TESSEL_TRY(detail::write_blob(*impl_, counter));
     unsigned char header[detail::kBlobHeader] = {'T', 'E', 'S', 'S', 'E', 'L', 'C', 'M'};
     for (int i = 0; i < 4; ++i) header[8 + i] = (unsigned char)(detail::kBlobVersion >> (8 * i));
     for (int i = 0; i < 8; ++i) header[16 + i] = (unsigned char)(counter.position >> (8 * i));
@@ -3753,8 +3733,7 @@ Status Core::import_job(void* job_pointer, const void* payload, size_t size, voi
     detail::BlobReader r{static_cast<const unsigned char*>(payload), size};
     StringView device_string = r.str();
     if (!r.ok) return fail(Status::ParseError, "blob: malformed device list");
-    Status s = detail::parse_device_string(this, device_string, &job);
-    if (s != Status::Ok) return s;
+    TESSEL_TRY(detail::parse_device_string(this, device_string, &job));
     detail::print(m->device_string, sizeof m->device_string, "%.*s", (int)device_string.size, device_string.data);
     uint32_t config_count = r.u32();
     for (uint32_t i = 0; i < config_count && r.ok; ++i) {
@@ -3762,14 +3741,13 @@ Status Core::import_job(void* job_pointer, const void* payload, size_t size, voi
         if (!r.ok) break;
         Device* d = this->device(device);
         if (!d) return fail(Status::NotFound, "blob: device %.*s is not registered", (int)device.size, device.data);
-        s = detail::save_and_set(&job, scratch, d, key, value);
-        if (s != Status::Ok) return s;
+        TESSEL_TRY(detail::save_and_set(&job, scratch, d, key, value));
     }
     if (!r.ok) return fail(Status::ParseError, "blob: malformed config");
     m->source = create<Model>();
     if (!m->source) return fail(Status::OutOfMemory, "out of memory");
-    char error[256] = {};
-    s = detail::read_model(r, m->source, error);
+    char error[kErrorMessageBytes] = {};
+    Status s = detail::read_model(r, m->source, error);
     if (s != Status::Ok) return fail(s, "%s", error);
     s = detail_prepare::run(*m->source, Span<const InputShape>(), limits_, detail::lookup_kernel, &job,
                             detail::prepare_threads(&job), &m->prepared, error);
@@ -4322,9 +4300,8 @@ struct ConvState {
 };
 
 inline Status prepare_conv(PrepareContext& c) {
-    Status s = nn_count(c, 2, 3, 1);
-    for (uint32_t i = 0; i < 3 && s == Status::Ok; ++i) s = nn_float(c, i, i == 2);
-    if (s != Status::Ok) return s;
+    TESSEL_TRY(nn_count(c, 2, 3, 1));
+    for (uint32_t i = 0; i < 3; ++i) TESSEL_TRY(nn_float(c, i, i == 2));
     const TensorDesc &x = c.inputs[0], &wd = c.inputs[1];
     if (x.rank < 3 || wd.rank != x.rank)
         return c.fail(Status::InvalidArgument, "X (rank %d) and W (rank %d) must be N x C x spatial", x.rank, wd.rank);
@@ -4342,8 +4319,7 @@ inline Status prepare_conv(PrepareContext& c) {
         return c.fail(Status::InvalidArgument, "bias must have %lld elements", (long long)maps);
     ConvState* st = nn_state<ConvState>(c);
     if (!st) return c.fail(Status::OutOfMemory, "out of memory");
-    s = parse_window(c, x, wd.dims + 2, false, false, &st->w);
-    if (s != Status::Ok) return s;
+    TESSEL_TRY(parse_window(c, x, wd.dims + 2, false, false, &st->w));
     const Window& w = st->w;
     st->batch = x.dims[0];
     st->channels = x.dims[1];
@@ -4481,9 +4457,8 @@ struct ConvTransposeState {
 };
 
 inline Status prepare_conv_transpose(PrepareContext& c) {
-    Status s = nn_count(c, 2, 3, 1);
-    for (uint32_t i = 0; i < 3 && s == Status::Ok; ++i) s = nn_float(c, i, i == 2);
-    if (s != Status::Ok) return s;
+    TESSEL_TRY(nn_count(c, 2, 3, 1));
+    for (uint32_t i = 0; i < 3; ++i) TESSEL_TRY(nn_float(c, i, i == 2));
     const TensorDesc &x = c.inputs[0], &wd = c.inputs[1];
     if (x.rank < 3 || wd.rank != x.rank)
         return c.fail(Status::InvalidArgument, "X (rank %d) and W (rank %d) must be N x C x spatial", x.rank, wd.rank);
@@ -4497,8 +4472,7 @@ inline Status prepare_conv_transpose(PrepareContext& c) {
         return c.fail(Status::InvalidArgument, "bias must have %lld elements", (long long)maps);
     ConvTransposeState* st = nn_state<ConvTransposeState>(c);
     if (!st) return c.fail(Status::OutOfMemory, "out of memory");
-    s = parse_window(c, x, wd.dims + 2, false, true, &st->w);
-    if (s != Status::Ok) return s;
+    TESSEL_TRY(parse_window(c, x, wd.dims + 2, false, true, &st->w));
     Window& w = st->w;
     int n = w.spatial;
     Span<const int64_t> output_padding = c.attribute_ints("output_padding");
@@ -4601,9 +4575,8 @@ struct MatMulState {
 };
 
 inline Status prepare_matmul(PrepareContext& c) {
-    Status s = nn_count(c, 2, 2, 1);
-    for (uint32_t i = 0; i < 2 && s == Status::Ok; ++i) s = nn_float(c, i);
-    if (s != Status::Ok) return s;
+    TESSEL_TRY(nn_count(c, 2, 2, 1));
+    for (uint32_t i = 0; i < 2; ++i) TESSEL_TRY(nn_float(c, i));
     TensorDesc a = c.inputs[0], b = c.inputs[1];
     if (a.rank < 1 || b.rank < 1) return c.fail(Status::InvalidArgument, "operands must have rank 1 or more");
     bool a_vector = a.rank == 1, b_vector = b.rank == 1;
@@ -4678,9 +4651,8 @@ struct GemmState {
 };
 
 inline Status prepare_gemm(PrepareContext& c) {
-    Status s = nn_count(c, 2, 3, 1);
-    for (uint32_t i = 0; i < 3 && s == Status::Ok; ++i) s = nn_float(c, i, i == 2);
-    if (s != Status::Ok) return s;
+    TESSEL_TRY(nn_count(c, 2, 3, 1));
+    for (uint32_t i = 0; i < 3; ++i) TESSEL_TRY(nn_float(c, i, i == 2));
     const TensorDesc &a = c.inputs[0], &b = c.inputs[1];
     if (a.rank != 2 || b.rank != 2) return c.fail(Status::InvalidArgument, "A and B must be 2-D");
     if (!c.has_input(2) && c.opset < 11) return c.fail(Status::InvalidArgument, "C is required before opset 11");
@@ -4784,9 +4756,8 @@ inline Status prepare_channel_norm(PrepareContext& c, uint32_t inputs, uint32_t 
 }
 
 inline Status prepare_batch_norm(PrepareContext& c) {
-    Status s = nn_count(c, 5, 5, 5);
-    for (uint32_t i = 0; i < 5 && s == Status::Ok; ++i) s = nn_float(c, i);
-    if (s != Status::Ok) return s;
+    TESSEL_TRY(nn_count(c, 5, 5, 5));
+    for (uint32_t i = 0; i < 5; ++i) TESSEL_TRY(nn_float(c, i));
     if (c.num_outputs > 1 || c.attribute_int("training_mode", 0) != 0)
         return c.fail(Status::Unsupported, "training mode (running statistics outputs)");
     if (c.opset < 9 && c.attribute_int("spatial", 1) != 1) return c.fail(Status::Unsupported, "spatial=0");
@@ -4823,9 +4794,8 @@ inline void row_moments(const float* x, int64_t n, float epsilon, float* mean, f
 
 // ---- InstanceNormalization: per (n, c) plane normalized, then scale and B per channel.
 inline Status prepare_instance_norm(PrepareContext& c) {
-    Status s = nn_count(c, 3, 3, 1);
-    for (uint32_t i = 0; i < 3 && s == Status::Ok; ++i) s = nn_float(c, i);
-    if (s != Status::Ok) return s;
+    TESSEL_TRY(nn_count(c, 3, 3, 1));
+    for (uint32_t i = 0; i < 3; ++i) TESSEL_TRY(nn_float(c, i));
     return prepare_channel_norm(c, 3, 3, "X must be N x C x spatial");
 }
 
@@ -4857,9 +4827,8 @@ struct LayerNormState {
 };
 
 inline Status prepare_layer_norm(PrepareContext& c) {
-    Status s = nn_count(c, 2, 3, 3);
-    for (uint32_t i = 0; i < 3 && s == Status::Ok; ++i) s = nn_float(c, i, i == 2);
-    if (s != Status::Ok) return s;
+    TESSEL_TRY(nn_count(c, 2, 3, 3));
+    for (uint32_t i = 0; i < 3; ++i) TESSEL_TRY(nn_float(c, i, i == 2));
     const TensorDesc& x = c.inputs[0];
     int axis = 0;
     if (!nn_axis(c.attribute_int("axis", -1), x.rank, &axis))
@@ -4933,9 +4902,8 @@ struct PoolState {
 };
 
 inline Status prepare_pool(PrepareContext& c, bool max) {
-    Status s = nn_count(c, 1, 1, max ? 2 : 1);
-    if (s == Status::Ok) s = nn_float(c, 0);
-    if (s != Status::Ok) return s;
+    TESSEL_TRY(nn_count(c, 1, 1, max ? 2 : 1));
+    TESSEL_TRY(nn_float(c, 0));
     const TensorDesc& x = c.inputs[0];
     if (x.rank < 3) return c.fail(Status::InvalidArgument, "X must be N x C x spatial");
     Span<const int64_t> kernel = c.attribute_ints("kernel_shape");
@@ -4945,8 +4913,7 @@ inline Status prepare_pool(PrepareContext& c, bool max) {
     if (ceil_mode != 0 && ceil_mode != 1) return c.fail(Status::InvalidArgument, "ceil_mode must be 0 or 1");
     PoolState* st = nn_state<PoolState>(c);
     if (!st) return c.fail(Status::OutOfMemory, "out of memory");
-    s = parse_window(c, x, kernel.data, ceil_mode != 0, false, &st->w);
-    if (s != Status::Ok) return s;
+    TESSEL_TRY(parse_window(c, x, kernel.data, ceil_mode != 0, false, &st->w));
     for (int i = 0; i < 3; ++i)  // a window entirely in padding would have nothing to pool
         if (st->w.pad_begin[i] >= (st->w.kernel[i] - 1) * st->w.dilation[i] + 1 ||
             st->w.pad_end[i] >= (st->w.kernel[i] - 1) * st->w.dilation[i] + 1)
@@ -5023,9 +4990,8 @@ inline Status run_pool(const RunContext& c) {
 
 // ---- GlobalAveragePool, GlobalMaxPool: one value per (n, c) plane.
 inline Status prepare_global_pool(PrepareContext& c) {
-    Status s = nn_count(c, 1, 1, 1);
-    if (s == Status::Ok) s = nn_float(c, 0);
-    if (s != Status::Ok) return s;
+    TESSEL_TRY(nn_count(c, 1, 1, 1));
+    TESSEL_TRY(nn_float(c, 0));
     const TensorDesc& x = c.inputs[0];
     if (x.rank < 3) return c.fail(Status::InvalidArgument, "X must be N x C x spatial");
     NormState* st = nn_state<NormState>(c);
@@ -5061,9 +5027,8 @@ struct SoftmaxState {
 };
 
 inline Status prepare_softmax(PrepareContext& c, bool log) {
-    Status s = nn_count(c, 1, 1, 1);
-    if (s == Status::Ok) s = nn_float(c, 0);
-    if (s != Status::Ok) return s;
+    TESSEL_TRY(nn_count(c, 1, 1, 1));
+    TESSEL_TRY(nn_float(c, 0));
     const TensorDesc& x = c.inputs[0];
     bool per_axis = c.opset >= 13;
     int64_t raw = c.attribute_int("axis", per_axis ? -1 : 1);
@@ -5128,15 +5093,13 @@ struct ReduceState {
 inline Status prepare_reduce(PrepareContext& c, ReduceKind kind) {
     // ReduceSum's axes became an input in opset 13 (the others in 18)
     bool axes_input = kind == ReduceKind::Sum && c.opset >= 13;
-    Status s = nn_count(c, 1, axes_input ? 2 : 1, 1);
-    if (s == Status::Ok) s = nn_float(c, 0);
-    if (s != Status::Ok) return s;
+    TESSEL_TRY(nn_count(c, 1, axes_input ? 2 : 1, 1));
+    TESSEL_TRY(nn_float(c, 0));
     const TensorDesc& x = c.inputs[0];
     const int64_t* axes = nullptr;
     int64_t axis_count = 0;
     if (axes_input) {
-        s = nn_int64_values(c, 1, &axes, &axis_count);
-        if (s != Status::Ok) return s;
+        TESSEL_TRY(nn_int64_values(c, 1, &axes, &axis_count));
     } else {
         Span<const int64_t> list = c.attribute_ints("axes");
         axes = list.data;
@@ -5217,9 +5180,8 @@ struct ArgState {
 };
 
 inline Status prepare_arg(PrepareContext& c, bool max) {
-    Status s = nn_count(c, 1, 1, 1);
-    if (s == Status::Ok) s = nn_float(c, 0);
-    if (s != Status::Ok) return s;
+    TESSEL_TRY(nn_count(c, 1, 1, 1));
+    TESSEL_TRY(nn_float(c, 0));
     const TensorDesc& x = c.inputs[0];
     int axis = 0;
     if (x.rank < 1 || !nn_axis(c.attribute_int("axis", 0), x.rank, &axis))
@@ -5276,9 +5238,8 @@ struct ResizeState {
 
 inline Status prepare_resize(PrepareContext& c) {
     if (c.opset < 10) return c.fail(Status::Unsupported, "Resize needs opset 10 or later");
-    Status s = nn_count(c, 2, 4, 1);
-    if (s == Status::Ok) s = nn_float(c, 0);
-    if (s != Status::Ok) return s;
+    TESSEL_TRY(nn_count(c, 2, 4, 1));
+    TESSEL_TRY(nn_float(c, 0));
     const TensorDesc& x = c.inputs[0];
     int rank = x.rank;
     uint32_t scales_at = c.opset == 10 ? 1 : 2, sizes_at = 3;
@@ -5662,15 +5623,14 @@ inline Status set_strided_state(PrepareContext& c, const StridedCopy& s) {
 // ---- Reshape, Flatten, Squeeze, Unsqueeze: the same bytes under a new shape (in place).
 inline Status prepare_reshape(PrepareContext& c) {
     bool attribute_shape = c.opset < 5;
-    Status s = check_tensor_inputs(c, attribute_shape ? 1 : 2, attribute_shape ? 1 : 2, attribute_shape ? 1 : 2);
-    if (s != Status::Ok) return s;
+    TESSEL_TRY(check_tensor_inputs(c, attribute_shape ? 1 : 2, attribute_shape ? 1 : 2, attribute_shape ? 1 : 2));
     IntValues shape;
     bool present = true;
     if (attribute_shape) {
         shape = int_attribute(c, "shape", &present);
         if (!present) return c.fail(Status::InvalidArgument, "attribute 'shape' is missing");
-    } else if ((s = int_input(c, 1, &shape)) != Status::Ok) {
-        return s;
+    } else {
+        TESSEL_TRY(int_input(c, 1, &shape));
     }
     if (shape.count > (uint64_t)kMaxRank)
         return c.fail(Status::LimitExceeded, "shape has %llu dimensions", (unsigned long long)shape.count);
@@ -5714,8 +5674,7 @@ inline Status prepare_reshape(PrepareContext& c) {
 }
 
 inline Status prepare_flatten(PrepareContext& c) {
-    Status s = check_tensor_inputs(c, 1, 1, 1);
-    if (s != Status::Ok) return s;
+    TESSEL_TRY(check_tensor_inputs(c, 1, 1, 1));
     const TensorDesc& x = c.inputs[0];
     int64_t axis = c.attribute_int("axis", 1);
     if (axis < -(int64_t)x.rank || axis > (int64_t)x.rank)
@@ -5733,12 +5692,11 @@ inline Status prepare_flatten(PrepareContext& c) {
 
 inline Status prepare_squeeze(PrepareContext& c) {
     bool axes_input = c.opset >= 13;
-    Status s = check_tensor_inputs(c, 1, axes_input ? 2 : 1, 1);
-    if (s != Status::Ok) return s;
+    TESSEL_TRY(check_tensor_inputs(c, 1, axes_input ? 2 : 1, 1));
     const TensorDesc& x = c.inputs[0];
     IntValues axes;
     bool present = false;
-    if ((s = axes_values(c, "axes", 1, 13, &axes, &present)) != Status::Ok) return s;
+    TESSEL_TRY(axes_values(c, "axes", 1, 13, &axes, &present));
     bool remove[kMaxRank] = {};
     if (present) {
         if (axes.count > x.rank) return c.fail(Status::InvalidArgument, "more axes than dimensions");
@@ -5765,12 +5723,11 @@ inline Status prepare_squeeze(PrepareContext& c) {
 
 inline Status prepare_unsqueeze(PrepareContext& c) {
     bool axes_input = c.opset >= 13;
-    Status s = check_tensor_inputs(c, axes_input ? 2 : 1, axes_input ? 2 : 1, axes_input ? 2 : 1);
-    if (s != Status::Ok) return s;
+    TESSEL_TRY(check_tensor_inputs(c, axes_input ? 2 : 1, axes_input ? 2 : 1, axes_input ? 2 : 1));
     const TensorDesc& x = c.inputs[0];
     IntValues axes;
     bool present = false;
-    if ((s = axes_values(c, "axes", 1, 13, &axes, &present)) != Status::Ok) return s;
+    TESSEL_TRY(axes_values(c, "axes", 1, 13, &axes, &present));
     if (!present) return c.fail(Status::InvalidArgument, "attribute 'axes' is missing");
     if (axes.count + x.rank > (uint64_t)kMaxRank)
         return c.fail(Status::LimitExceeded, "output rank %llu (at most %d)", (unsigned long long)(axes.count + x.rank),
@@ -5795,8 +5752,7 @@ inline Status prepare_unsqueeze(PrepareContext& c) {
 
 // ---- Transpose, Slice, Expand, DepthToSpace, SpaceToDepth: strided copies.
 inline Status prepare_transpose(PrepareContext& c) {
-    Status s = check_tensor_inputs(c, 1, 1, 1);
-    if (s != Status::Ok) return s;
+    TESSEL_TRY(check_tensor_inputs(c, 1, 1, 1));
     const TensorDesc& x = c.inputs[0];
     int64_t perm[kMaxRank];
     const Attribute* a = c.attribute("perm");
@@ -5833,8 +5789,7 @@ inline Status prepare_transpose(PrepareContext& c) {
 
 inline Status prepare_slice(PrepareContext& c) {
     bool attributes = c.opset < 10;
-    Status s = check_tensor_inputs(c, attributes ? 1 : 3, attributes ? 1 : 5, attributes ? 1 : 3);
-    if (s != Status::Ok) return s;
+    TESSEL_TRY(check_tensor_inputs(c, attributes ? 1 : 3, attributes ? 1 : 5, attributes ? 1 : 3));
     const TensorDesc& x = c.inputs[0];
     IntValues starts, ends, axes, steps;
     bool has_axes = false, has_steps = false, present = true;
@@ -5844,10 +5799,12 @@ inline Status prepare_slice(PrepareContext& c) {
         if (!present) return c.fail(Status::InvalidArgument, "attributes 'starts' and 'ends' are required");
         axes = int_attribute(c, "axes", &has_axes);
     } else {
-        if ((s = int_input(c, 1, &starts)) != Status::Ok) return s;
-        if ((s = int_input(c, 2, &ends)) != Status::Ok) return s;
-        if ((has_axes = c.has_input(3)) && (s = int_input(c, 3, &axes)) != Status::Ok) return s;
-        if ((has_steps = c.has_input(4)) && (s = int_input(c, 4, &steps)) != Status::Ok) return s;
+        TESSEL_TRY(int_input(c, 1, &starts));
+        TESSEL_TRY(int_input(c, 2, &ends));
+        has_axes = c.has_input(3);
+        if (has_axes) TESSEL_TRY(int_input(c, 3, &axes));
+        has_steps = c.has_input(4);
+        if (has_steps) TESSEL_TRY(int_input(c, 4, &steps));
     }
     uint64_t count = starts.count;
     if (ends.count != count || (has_axes && axes.count != count) || (has_steps && steps.count != count))
@@ -5893,11 +5850,10 @@ inline Status prepare_slice(PrepareContext& c) {
 }
 
 inline Status prepare_expand(PrepareContext& c) {
-    Status s = check_tensor_inputs(c, 2, 2, 2);
-    if (s != Status::Ok) return s;
+    TESSEL_TRY(check_tensor_inputs(c, 2, 2, 2));
     const TensorDesc& x = c.inputs[0];
     IntValues shape;
-    if ((s = int_input(c, 1, &shape)) != Status::Ok) return s;
+    TESSEL_TRY(int_input(c, 1, &shape));
     if (shape.count > (uint64_t)kMaxRank)
         return c.fail(Status::LimitExceeded, "shape has %llu dimensions", (unsigned long long)shape.count);
     TensorDesc y;
@@ -5912,7 +5868,7 @@ inline Status prepare_expand(PrepareContext& c) {
         y.dims[i] = b == 1 ? a : b;
     }
     c.outputs[0] = y;
-    if ((s = check_output_desc(c, 0)) != Status::Ok) return s;
+    TESSEL_TRY(check_output_desc(c, 0));
     StridedCopy copy;
     copy.rank = y.rank;
     copy.element_bytes = (uint32_t)element_size(x.type);
@@ -5923,8 +5879,7 @@ inline Status prepare_expand(PrepareContext& c) {
 
 // DepthToSpace (DCR, CRD) and SpaceToDepth as a six-dimensional transposed view.
 inline Status prepare_depth_space(PrepareContext& c) {
-    Status s = check_tensor_inputs(c, 1, 1, 1);
-    if (s != Status::Ok) return s;
+    TESSEL_TRY(check_tensor_inputs(c, 1, 1, 1));
     bool to_space = c.node_ref().op == StringView("DepthToSpace");
     const TensorDesc& x = c.inputs[0];
     if (x.rank != 4) return c.fail(Status::InvalidArgument, "input rank %u (4 expected)", x.rank);
@@ -5968,7 +5923,7 @@ inline Status prepare_depth_space(PrepareContext& c) {
         for (int i = 0; i < 6; ++i) copy.dims[i] = dims[i], copy.strides[i] = strides[i];
     }
     c.outputs[0] = y;
-    if ((s = check_output_desc(c, 0)) != Status::Ok) return s;
+    TESSEL_TRY(check_output_desc(c, 0));
     return set_strided_state(c, copy);
 }
 
@@ -5980,8 +5935,7 @@ struct AxisState {
 };
 
 inline Status prepare_concat(PrepareContext& c) {
-    Status s = check_tensor_inputs(c, 1, 0xffffffffu, c.num_inputs);
-    if (s != Status::Ok) return s;
+    TESSEL_TRY(check_tensor_inputs(c, 1, 0xffffffffu, c.num_inputs));
     const TensorDesc& x = c.inputs[0];
     const Attribute* a = c.attribute("axis");
     if (!a || a->kind != AttributeKind::Int) return c.fail(Status::InvalidArgument, "attribute 'axis' is missing");
@@ -6005,7 +5959,7 @@ inline Status prepare_concat(PrepareContext& c) {
     }
     y.dims[axis] = (int64_t)total;
     c.outputs[0] = y;
-    if ((s = check_output_desc(c, 0)) != Status::Ok) return s;
+    TESSEL_TRY(check_output_desc(c, 0));
     AxisState* state = new_state<AxisState>(c);
     if (!state) return c.fail(Status::OutOfMemory, "out of memory");
     state->axis = axis;
@@ -6032,8 +5986,7 @@ inline Status run_concat(const RunContext& c) {
 
 inline Status prepare_split(PrepareContext& c) {
     bool split_input = c.opset >= 13;
-    Status s = check_tensor_inputs(c, 1, split_input ? 2 : 1, 1, 0);
-    if (s != Status::Ok) return s;
+    TESSEL_TRY(check_tensor_inputs(c, 1, split_input ? 2 : 1, 1, 0));
     const TensorDesc& x = c.inputs[0];
     int64_t axis;
     int64_t axis_attribute = c.attribute_int("axis", 0);
@@ -6046,7 +5999,7 @@ inline Status prepare_split(PrepareContext& c) {
     if (!sizes || !state) return c.fail(Status::OutOfMemory, "out of memory");
     IntValues split;
     bool present = false;
-    if ((s = axes_values(c, "split", 1, 13, &split, &present)) != Status::Ok) return s;
+    TESSEL_TRY(axes_values(c, "split", 1, 13, &split, &present));
     const Attribute* num_outputs = c.attribute("num_outputs");
     if (present) {
         if (split.count != n)
@@ -6106,8 +6059,7 @@ inline int64_t load_index(const void* data, ElementType type, uint64_t i) {
 }
 
 inline Status prepare_gather(PrepareContext& c) {
-    Status s = check_tensor_inputs(c, 2, 2, 2);
-    if (s != Status::Ok) return s;
+    TESSEL_TRY(check_tensor_inputs(c, 2, 2, 2));
     const TensorDesc& x = c.inputs[0];
     const TensorDesc& indices = c.inputs[1];
     if (indices.type != ElementType::Int64 && indices.type != ElementType::Int32)
@@ -6134,7 +6086,7 @@ inline Status prepare_gather(PrepareContext& c) {
     for (int i = 0; i < indices.rank; ++i) y.dims[y.rank++] = indices.dims[i];
     for (int i = (int)axis + 1; i < x.rank; ++i) y.dims[y.rank++] = x.dims[i];
     c.outputs[0] = y;
-    if ((s = check_output_desc(c, 0)) != Status::Ok) return s;
+    TESSEL_TRY(check_output_desc(c, 0));
     AxisState* state = new_state<AxisState>(c);
     if (!state) return c.fail(Status::OutOfMemory, "out of memory");
     state->axis = axis;
@@ -6279,8 +6231,7 @@ inline ElementType onnx_element_type(int64_t t) {
 }
 
 inline Status prepare_cast(PrepareContext& c) {
-    Status s = check_tensor_inputs(c, 1, 1, 1);
-    if (s != Status::Ok) return s;
+    TESSEL_TRY(check_tensor_inputs(c, 1, 1, 1));
     const Attribute* a = c.attribute("to");
     if (!a || a->kind != AttributeKind::Int) return c.fail(Status::InvalidArgument, "attribute 'to' is missing");
     ElementType to = onnx_element_type(a->i);
@@ -6309,8 +6260,7 @@ struct PadState {
 
 inline Status prepare_pad(PrepareContext& c) {
     bool inputs = c.opset >= 11;
-    Status s = check_tensor_inputs(c, inputs ? 2 : 1, inputs ? 4 : 1, inputs ? 2 : 1);
-    if (s != Status::Ok) return s;
+    TESSEL_TRY(check_tensor_inputs(c, inputs ? 2 : 1, inputs ? 4 : 1, inputs ? 2 : 1));
     const TensorDesc& x = c.inputs[0];
     PadState* state = new_state<PadState>(c);
     if (!state) return c.fail(Status::OutOfMemory, "out of memory");
@@ -6330,14 +6280,15 @@ inline Status prepare_pad(PrepareContext& c) {
         v.f = c.attribute_float("value", 0.0f);
         store_scalar(x.type, state->value, 0, v);
     } else {
-        if ((s = int_input(c, 1, &pads)) != Status::Ok) return s;
+        TESSEL_TRY(int_input(c, 1, &pads));
         if (c.has_input(2)) {
             uint64_t n = 0;
             (void)desc_elements(c.inputs[2], &n);
             if (c.inputs[2].type != x.type || n != 1)
                 return c.fail(Status::InvalidArgument, "constant_value must be one %s", element_type_name(x.type));
         }
-        if ((has_axes = c.has_input(3)) && (s = int_input(c, 3, &axes)) != Status::Ok) return s;
+        has_axes = c.has_input(3);
+        if (has_axes) TESSEL_TRY(int_input(c, 3, &axes));
     }
     uint64_t padded = has_axes ? axes.count : x.rank;
     if (pads.count != 2 * padded)
@@ -6365,7 +6316,7 @@ inline Status prepare_pad(PrepareContext& c) {
         y.dims[a] = d + b + e;
     }
     c.outputs[0] = y;
-    if ((s = check_output_desc(c, 0)) != Status::Ok) return s;
+    TESSEL_TRY(check_output_desc(c, 0));
     c.state = state;
     return Status::Ok;
 }
@@ -6421,8 +6372,7 @@ struct ShapeState {
 };
 
 inline Status prepare_shape(PrepareContext& c) {
-    Status s = check_tensor_inputs(c, 1, 1, 1);
-    if (s != Status::Ok) return s;
+    TESSEL_TRY(check_tensor_inputs(c, 1, 1, 1));
     int64_t rank = c.inputs[0].rank, start = 0, end = rank;
     if (c.opset >= 15) {
         start = c.attribute_int("start", 0);
@@ -6456,8 +6406,7 @@ struct ConstantState {
 };
 
 inline Status prepare_constant(PrepareContext& c) {
-    Status s = check_tensor_inputs(c, 0, 0, 0);
-    if (s != Status::Ok) return s;
+    TESSEL_TRY(check_tensor_inputs(c, 0, 0, 0));
     ConstantState* state = new_state<ConstantState>(c);
     if (!state) return c.fail(Status::OutOfMemory, "out of memory");
     TensorDesc y;
@@ -6521,10 +6470,9 @@ struct FillState {
 };
 
 inline Status prepare_constant_of_shape(PrepareContext& c) {
-    Status s = check_tensor_inputs(c, 1, 1, 1);
-    if (s != Status::Ok) return s;
+    TESSEL_TRY(check_tensor_inputs(c, 1, 1, 1));
     IntValues shape;
-    if ((s = int_input(c, 0, &shape)) != Status::Ok) return s;
+    TESSEL_TRY(int_input(c, 0, &shape));
     if (shape.count > (uint64_t)kMaxRank)
         return c.fail(Status::LimitExceeded, "shape has %llu dimensions", (unsigned long long)shape.count);
     FillState* state = new_state<FillState>(c);
@@ -6543,7 +6491,7 @@ inline Status prepare_constant_of_shape(PrepareContext& c) {
     y.rank = (uint8_t)shape.count;
     for (int i = 0; i < y.rank; ++i) y.dims[i] = shape[(uint64_t)i];
     c.outputs[0] = y;
-    if ((s = check_output_desc(c, 0)) != Status::Ok) return s;
+    TESSEL_TRY(check_output_desc(c, 0));
     c.state = state;
     return Status::Ok;
 }
@@ -6558,11 +6506,10 @@ inline Status run_constant_of_shape(const RunContext& c) {
 }
 
 inline Status prepare_tile(PrepareContext& c) {
-    Status s = check_tensor_inputs(c, 2, 2, 2);
-    if (s != Status::Ok) return s;
+    TESSEL_TRY(check_tensor_inputs(c, 2, 2, 2));
     const TensorDesc& x = c.inputs[0];
     IntValues repeats;
-    if ((s = int_input(c, 1, &repeats)) != Status::Ok) return s;
+    TESSEL_TRY(int_input(c, 1, &repeats));
     if (repeats.count != x.rank)
         return c.fail(Status::InvalidArgument, "%llu repeats for rank %u", (unsigned long long)repeats.count, x.rank);
     TensorDesc y = x;
@@ -6603,8 +6550,7 @@ inline Status run_tile(const RunContext& c) {
 }
 
 inline Status prepare_range(PrepareContext& c) {
-    Status s = check_tensor_inputs(c, 3, 3, 3);
-    if (s != Status::Ok) return s;
+    TESSEL_TRY(check_tensor_inputs(c, 3, 3, 3));
     ElementType type = c.inputs[0].type;
     for (uint32_t i = 0; i < 3; ++i) {
         uint64_t n = 0;
@@ -6726,8 +6672,7 @@ inline Status delegate_elementwise(PrepareContext& c, TensorOp op) {
     for (const OpKernel& k : kBuiltinKernels)
         if (StringView(k.op) == c.node_ref().op) kernel = &k;
     if (!kernel) return c.fail(Status::Unsupported, "no float32 kernel");
-    Status s = kernel->prepare(c);
-    if (s != Status::Ok) return s;
+    TESSEL_TRY(kernel->prepare(c));
     TypedState st;
     st.elementwise = kernel->run;
     st.inner_state = c.state;
@@ -6743,8 +6688,7 @@ inline Status prepare_typed(PrepareContext& c) {
     bool variadic = op == TensorOp::Max || op == TensorOp::Min || op == TensorOp::Sum || op == TensorOp::Mean;
     uint32_t least = unary ? 1 : op == TensorOp::Where ? 3 : variadic ? 1 : 2;
     uint32_t most = variadic ? 0xffffffffu : least;
-    Status s = check_tensor_inputs(c, least, most, c.num_inputs);
-    if (s != Status::Ok) return s;
+    TESSEL_TRY(check_tensor_inputs(c, least, most, c.num_inputs));
     uint32_t first = op == TensorOp::Where ? 1 : 0;
     ElementType type = c.inputs[first].type;
     for (uint32_t i = first + 1; i < c.num_inputs; ++i)
@@ -6801,7 +6745,7 @@ inline Status prepare_typed(PrepareContext& c) {
     bool boolean = op >= TensorOp::Equal && op <= TensorOp::Xor;
     shape.type = boolean ? ElementType::Bool : type;
     c.outputs[0] = shape;
-    if ((s = check_output_desc(c, 0)) != Status::Ok) return s;
+    TESSEL_TRY(check_output_desc(c, 0));
     return set_typed_state(c, st);
 }
 
@@ -7083,12 +7027,6 @@ const OpKernel* find_builtin_kernel(StringView op) {
 namespace tessel {
 namespace detail {
 
-#define TESSEL_ONNX_TRY(expression)                  \
-    do {                                             \
-        Status onnx_status_ = (expression);          \
-        if (onnx_status_ != Status::Ok) return onnx_status_; \
-    } while (0)
-
 constexpr uint32_t kOnnxMinOpset = 1;   // ops unchanged since opset 1-6 read as they are; legacy attributes are checked by the runtime
 constexpr uint32_t kOnnxMaxOpset = 17;
 
@@ -7096,7 +7034,7 @@ constexpr uint32_t kOnnxMaxOpset = 17;
 struct OnnxReader {
     const uint8_t* base = nullptr;
     Limits limits;
-    char error[256] = {};
+    char error[kErrorMessageBytes] = {};
 
     Status fail(Status status, const char* format, ...)
         TESSEL_PRINTF_FORMAT(3, 4)
@@ -7341,29 +7279,29 @@ inline Status parse_tensor(OnnxReader& r, const uint8_t* data, size_t size, cons
     t->body = data;
     t->body_size = size;
     while (true) {
-        TESSEL_ONNX_TRY(proto_next(r, c, &f, &more, what));
+        TESSEL_TRY(proto_next(r, c, &f, &more, what));
         if (!more) break;
         switch (f.number) {
         case 1: {  // dims
             size_t before = rank;
             size_t n = 0;
-            TESSEL_ONNX_TRY(proto_ints(r, f, nullptr, &n, what, "dims"));
+            TESSEL_TRY(proto_ints(r, f, nullptr, &n, what, "dims"));
             if (rank + n <= (size_t)kMaxRank) {
                 size_t k = 0;
-                TESSEL_ONNX_TRY(proto_ints(r, f, dims + before, &k, what, "dims"));
+                TESSEL_TRY(proto_ints(r, f, dims + before, &k, what, "dims"));
             }
             rank += n;
             break;
         }
-        case 2: TESSEL_ONNX_TRY(proto_expect(r, f, kWireVarint, what, "data_type")); data_type = (int64_t)f.value; break;
-        case 3: TESSEL_ONNX_TRY(proto_expect(r, f, kWireLength, what, "segment")); segment = true; break;
-        case 4: TESSEL_ONNX_TRY(proto_count(r, f, true, &float_count, what, "float_data")); break;
-        case 5: TESSEL_ONNX_TRY(proto_count(r, f, false, &int32_count, what, "int32_data")); break;
-        case 6: TESSEL_ONNX_TRY(proto_expect(r, f, kWireLength, what, "string_data")); ++other_count; break;
-        case 7: TESSEL_ONNX_TRY(proto_count(r, f, false, &int64_count, what, "int64_data")); break;
-        case 8: TESSEL_ONNX_TRY(proto_expect(r, f, kWireLength, what, "name")); t->name = f.string(); break;
+        case 2: TESSEL_TRY(proto_expect(r, f, kWireVarint, what, "data_type")); data_type = (int64_t)f.value; break;
+        case 3: TESSEL_TRY(proto_expect(r, f, kWireLength, what, "segment")); segment = true; break;
+        case 4: TESSEL_TRY(proto_count(r, f, true, &float_count, what, "float_data")); break;
+        case 5: TESSEL_TRY(proto_count(r, f, false, &int32_count, what, "int32_data")); break;
+        case 6: TESSEL_TRY(proto_expect(r, f, kWireLength, what, "string_data")); ++other_count; break;
+        case 7: TESSEL_TRY(proto_count(r, f, false, &int64_count, what, "int64_data")); break;
+        case 8: TESSEL_TRY(proto_expect(r, f, kWireLength, what, "name")); t->name = f.string(); break;
         case 9:
-            TESSEL_ONNX_TRY(proto_expect(r, f, kWireLength, what, "raw_data"));
+            TESSEL_TRY(proto_expect(r, f, kWireLength, what, "raw_data"));
             t->raw = f.data;
             t->raw_size = f.size;
             t->has_raw = true;
@@ -7371,18 +7309,18 @@ inline Status parse_tensor(OnnxReader& r, const uint8_t* data, size_t size, cons
         case 10:
             if (f.wire == kWireLength || f.wire == kWireFixed64) { ++other_count; break; }
             return proto_expect(r, f, kWireFixed64, what, "double_data");
-        case 11: TESSEL_ONNX_TRY(proto_count(r, f, false, &other_count, what, "uint64_data")); break;
+        case 11: TESSEL_TRY(proto_count(r, f, false, &other_count, what, "uint64_data")); break;
         case 13: {  // external_data: StringStringEntryProto {key = 1, value = 2}
-            TESSEL_ONNX_TRY(proto_expect(r, f, kWireLength, what, "external_data"));
+            TESSEL_TRY(proto_expect(r, f, kWireLength, what, "external_data"));
             ProtoCursor entry(f.data, f.size);
             ProtoField e;
             bool more_entry = true;
             StringView key, value;
             while (true) {
-                TESSEL_ONNX_TRY(proto_next(r, entry, &e, &more_entry, what));
+                TESSEL_TRY(proto_next(r, entry, &e, &more_entry, what));
                 if (!more_entry) break;
                 if (e.number == 1 || e.number == 2) {
-                    TESSEL_ONNX_TRY(proto_expect(r, e, kWireLength, what, e.number == 1 ? "external_data.key" : "external_data.value"));
+                    TESSEL_TRY(proto_expect(r, e, kWireLength, what, e.number == 1 ? "external_data.key" : "external_data.value"));
                     (e.number == 1 ? key : value) = e.string();
                 }
             }
@@ -7392,7 +7330,7 @@ inline Status parse_tensor(OnnxReader& r, const uint8_t* data, size_t size, cons
             break;
         }
         case 14:
-            TESSEL_ONNX_TRY(proto_expect(r, f, kWireVarint, what, "data_location"));
+            TESSEL_TRY(proto_expect(r, f, kWireVarint, what, "data_location"));
             data_location = (int64_t)f.value;
             break;
         default: break;  // doc_string and fields of later versions
@@ -7402,7 +7340,7 @@ inline Status parse_tensor(OnnxReader& r, const uint8_t* data, size_t size, cons
     else std::snprintf(t->label, sizeof t->label, "%s '%.*s'", what, (int)(t->name.size > 100 ? 100 : t->name.size), t->name.data);
     const char* label = t->label;
     ElementType type = ElementType::Undefined;
-    TESSEL_ONNX_TRY(onnx_type(r, data_type, label, &type));
+    TESSEL_TRY(onnx_type(r, data_type, label, &type));
     if (rank > (size_t)r.limits.max_rank)
         return r.fail(Status::LimitExceeded, "%s has rank %zu (at most %u)", label, rank, r.limits.max_rank);
     if (segment) return r.fail(Status::Unsupported, "%s is stored in segments", label);
@@ -7552,18 +7490,18 @@ inline Status fill_tensor(OnnxReader& r, const TensorInfo& t, StringView folder,
     bool more = true;
     size_t count = 0;
     while (true) {
-        TESSEL_ONNX_TRY(proto_next(r, c, &f, &more, t.label));
+        TESSEL_TRY(proto_next(r, c, &f, &more, t.label));
         if (!more) break;
         if (f.number != want) continue;
         if (type == ElementType::Float32) {
-            TESSEL_ONNX_TRY(proto_floats(r, f, static_cast<float*>(out), &count, t.label, "float_data"));
+            TESSEL_TRY(proto_floats(r, f, static_cast<float*>(out), &count, t.label, "float_data"));
         } else if (type == ElementType::Int64) {
-            TESSEL_ONNX_TRY(proto_ints(r, f, static_cast<int64_t*>(out), &count, t.label, "int64_data"));
+            TESSEL_TRY(proto_ints(r, f, static_cast<int64_t*>(out), &count, t.label, "int64_data"));
         } else {
             // int32_data holds every narrower type, one value per entry (FLOAT16: its bits).
             int64_t values[64];
             size_t n = 0;
-            TESSEL_ONNX_TRY(proto_count(r, f, false, &n, t.label, "int32_data"));
+            TESSEL_TRY(proto_count(r, f, false, &n, t.label, "int32_data"));
             // Decode in chunks through a small buffer.
             const uint8_t* p = f.data;
             const uint8_t* end = f.data + f.size;
@@ -7674,22 +7612,22 @@ inline Status scan_node(OnnxReader& r, const uint8_t* data, size_t size, const c
     size_t inputs = 0;
     *info = OnnxNodeInfo();
     while (true) {
-        TESSEL_ONNX_TRY(proto_next(r, c, &f, &more, what));
+        TESSEL_TRY(proto_next(r, c, &f, &more, what));
         if (!more) break;
         switch (f.number) {
         case 1:
-            TESSEL_ONNX_TRY(proto_expect(r, f, kWireLength, what, "input"));
+            TESSEL_TRY(proto_expect(r, f, kWireLength, what, "input"));
             ++inputs;
             if (f.size) {
                 if (info->inputs + 1 < inputs) info->absent_inputs = true;
                 info->inputs = inputs;
             }
             break;
-        case 2: TESSEL_ONNX_TRY(proto_expect(r, f, kWireLength, what, "output")); ++info->outputs; break;
-        case 3: TESSEL_ONNX_TRY(proto_expect(r, f, kWireLength, what, "name")); info->name = f.string(); break;
-        case 4: TESSEL_ONNX_TRY(proto_expect(r, f, kWireLength, what, "op_type")); info->op = f.string(); break;
-        case 5: TESSEL_ONNX_TRY(proto_expect(r, f, kWireLength, what, "attribute")); break;
-        case 7: TESSEL_ONNX_TRY(proto_expect(r, f, kWireLength, what, "domain")); info->domain = f.string(); break;
+        case 2: TESSEL_TRY(proto_expect(r, f, kWireLength, what, "output")); ++info->outputs; break;
+        case 3: TESSEL_TRY(proto_expect(r, f, kWireLength, what, "name")); info->name = f.string(); break;
+        case 4: TESSEL_TRY(proto_expect(r, f, kWireLength, what, "op_type")); info->op = f.string(); break;
+        case 5: TESSEL_TRY(proto_expect(r, f, kWireLength, what, "attribute")); break;
+        case 7: TESSEL_TRY(proto_expect(r, f, kWireLength, what, "domain")); info->domain = f.string(); break;
         default: break;
         }
     }
@@ -7711,11 +7649,11 @@ inline Status parse_value_info(OnnxReader& r, const uint8_t* data, size_t size, 
     *name = StringView();
     *desc = TensorDesc();
     while (true) {
-        TESSEL_ONNX_TRY(proto_next(r, c, &f, &more, what));
+        TESSEL_TRY(proto_next(r, c, &f, &more, what));
         if (!more) break;
-        if (f.number == 1) { TESSEL_ONNX_TRY(proto_expect(r, f, kWireLength, what, "name")); *name = f.string(); }
+        if (f.number == 1) { TESSEL_TRY(proto_expect(r, f, kWireLength, what, "name")); *name = f.string(); }
         if (f.number == 2) {
-            TESSEL_ONNX_TRY(proto_expect(r, f, kWireLength, what, "type"));
+            TESSEL_TRY(proto_expect(r, f, kWireLength, what, "type"));
             type = f.data;
             type_size = f.size;
             has_type = true;
@@ -7732,10 +7670,10 @@ inline Status parse_value_info(OnnxReader& r, const uint8_t* data, size_t size, 
     bool is_tensor = false;
     uint32_t other = 0;
     while (true) {
-        TESSEL_ONNX_TRY(proto_next(r, tc, &f, &more, label));
+        TESSEL_TRY(proto_next(r, tc, &f, &more, label));
         if (!more) break;
         if (f.number == 1) {
-            TESSEL_ONNX_TRY(proto_expect(r, f, kWireLength, label, "tensor_type"));
+            TESSEL_TRY(proto_expect(r, f, kWireLength, label, "tensor_type"));
             tensor = f.data;
             tensor_size = f.size;
             is_tensor = true;
@@ -7755,11 +7693,11 @@ inline Status parse_value_info(OnnxReader& r, const uint8_t* data, size_t size, 
     size_t shape_size = 0;
     bool has_shape = false;
     while (true) {
-        TESSEL_ONNX_TRY(proto_next(r, sc, &f, &more, label));
+        TESSEL_TRY(proto_next(r, sc, &f, &more, label));
         if (!more) break;
-        if (f.number == 1) { TESSEL_ONNX_TRY(proto_expect(r, f, kWireVarint, label, "elem_type")); elem_type = (int64_t)f.value; }
+        if (f.number == 1) { TESSEL_TRY(proto_expect(r, f, kWireVarint, label, "elem_type")); elem_type = (int64_t)f.value; }
         if (f.number == 2) {
-            TESSEL_ONNX_TRY(proto_expect(r, f, kWireLength, label, "shape"));
+            TESSEL_TRY(proto_expect(r, f, kWireLength, label, "shape"));
             shape = f.data;
             shape_size = f.size;
             has_shape = true;
@@ -7773,10 +7711,10 @@ inline Status parse_value_info(OnnxReader& r, const uint8_t* data, size_t size, 
     ProtoCursor dc(shape, shape_size);
     uint32_t rank = 0;
     while (true) {
-        TESSEL_ONNX_TRY(proto_next(r, dc, &f, &more, label));
+        TESSEL_TRY(proto_next(r, dc, &f, &more, label));
         if (!more) break;
         if (f.number != 1) continue;
-        TESSEL_ONNX_TRY(proto_expect(r, f, kWireLength, label, "shape.dim"));
+        TESSEL_TRY(proto_expect(r, f, kWireLength, label, "shape.dim"));
         if (rank == r.limits.max_rank)
             return strict ? r.fail(Status::LimitExceeded, "%s has rank above %u", label, r.limits.max_rank) : Status::Ok;
         int64_t dim = -1;   // dim_param or nothing: symbolic
@@ -7784,13 +7722,13 @@ inline Status parse_value_info(OnnxReader& r, const uint8_t* data, size_t size, 
         ProtoField g;
         bool more_dim = true;
         while (true) {
-            TESSEL_ONNX_TRY(proto_next(r, d, &g, &more_dim, label));
+            TESSEL_TRY(proto_next(r, d, &g, &more_dim, label));
             if (!more_dim) break;
             if (g.number == 1) {
-                TESSEL_ONNX_TRY(proto_expect(r, g, kWireVarint, label, "dim_value"));
+                TESSEL_TRY(proto_expect(r, g, kWireVarint, label, "dim_value"));
                 dim = (int64_t)g.value < 0 ? -1 : (int64_t)g.value;
             } else if (g.number == 2) {
-                TESSEL_ONNX_TRY(proto_expect(r, g, kWireLength, label, "dim_param"));
+                TESSEL_TRY(proto_expect(r, g, kWireLength, label, "dim_param"));
                 dim = -1;
             }
         }
@@ -7821,7 +7759,7 @@ struct OnnxModelReader {
 
     // Decodes a TensorProto into a ConstTensor whose data is in the bytes (raw, aligned) or the arena.
     Status read_const(const uint8_t* data, size_t size, const char* what, TensorInfo* info, const void** out) {
-        TESSEL_ONNX_TRY(parse_tensor(r, data, size, what, info));
+        TESSEL_TRY(parse_tensor(r, data, size, what, info));
         *out = nullptr;
         if (tensor_in_place(*info)) {
             *out = info->raw;
@@ -7830,7 +7768,7 @@ struct OnnxModelReader {
         if (!info->bytes) return Status::Ok;
         void* memory = model->arena.allocate(info->bytes, 64);
         if (!memory) return out_of_memory(info->label);
-        TESSEL_ONNX_TRY(fill_tensor(r, *info, folder, memory));
+        TESSEL_TRY(fill_tensor(r, *info, folder, memory));
         *out = memory;
         return Status::Ok;
     }
@@ -7849,27 +7787,27 @@ struct OnnxModelReader {
         size_t float_count = 0, int_count = 0;
         uint32_t seen = 0;   // bit per AttributeProto type present (for files without `type`)
         while (true) {
-            TESSEL_ONNX_TRY(proto_next(r, c, &f, &more, what));
+            TESSEL_TRY(proto_next(r, c, &f, &more, what));
             if (!more) break;
             switch (f.number) {
-            case 1: TESSEL_ONNX_TRY(proto_expect(r, f, kWireLength, what, "name")); name = f.string(); break;
-            case 2: TESSEL_ONNX_TRY(proto_expect(r, f, kWireFixed32, what, "f")); value = proto_float(f.value); seen |= 1u << 1; break;
-            case 3: TESSEL_ONNX_TRY(proto_expect(r, f, kWireVarint, what, "i")); i = (int64_t)f.value; seen |= 1u << 2; break;
-            case 4: TESSEL_ONNX_TRY(proto_expect(r, f, kWireLength, what, "s")); s = f.string(); seen |= 1u << 3; break;
+            case 1: TESSEL_TRY(proto_expect(r, f, kWireLength, what, "name")); name = f.string(); break;
+            case 2: TESSEL_TRY(proto_expect(r, f, kWireFixed32, what, "f")); value = proto_float(f.value); seen |= 1u << 1; break;
+            case 3: TESSEL_TRY(proto_expect(r, f, kWireVarint, what, "i")); i = (int64_t)f.value; seen |= 1u << 2; break;
+            case 4: TESSEL_TRY(proto_expect(r, f, kWireLength, what, "s")); s = f.string(); seen |= 1u << 3; break;
             case 5:
-                TESSEL_ONNX_TRY(proto_expect(r, f, kWireLength, what, "t"));
+                TESSEL_TRY(proto_expect(r, f, kWireLength, what, "t"));
                 tensor = f.data;
                 tensor_size = f.size;
                 seen |= 1u << 4;
                 break;
-            case 6: TESSEL_ONNX_TRY(proto_expect(r, f, kWireLength, what, "g")); seen |= 1u << 5; break;
-            case 7: TESSEL_ONNX_TRY(proto_count(r, f, true, &float_count, what, "floats")); seen |= 1u << 6; break;
-            case 8: TESSEL_ONNX_TRY(proto_count(r, f, false, &int_count, what, "ints")); seen |= 1u << 7; break;
-            case 9: TESSEL_ONNX_TRY(proto_expect(r, f, kWireLength, what, "strings")); seen |= 1u << 8; break;
-            case 10: TESSEL_ONNX_TRY(proto_expect(r, f, kWireLength, what, "tensors")); seen |= 1u << 9; break;
-            case 11: TESSEL_ONNX_TRY(proto_expect(r, f, kWireLength, what, "graphs")); seen |= 1u << 10; break;
-            case 20: TESSEL_ONNX_TRY(proto_expect(r, f, kWireVarint, what, "type")); type = (int64_t)f.value; break;
-            case 21: TESSEL_ONNX_TRY(proto_expect(r, f, kWireLength, what, "ref_attr_name")); ref = f.string(); break;
+            case 6: TESSEL_TRY(proto_expect(r, f, kWireLength, what, "g")); seen |= 1u << 5; break;
+            case 7: TESSEL_TRY(proto_count(r, f, true, &float_count, what, "floats")); seen |= 1u << 6; break;
+            case 8: TESSEL_TRY(proto_count(r, f, false, &int_count, what, "ints")); seen |= 1u << 7; break;
+            case 9: TESSEL_TRY(proto_expect(r, f, kWireLength, what, "strings")); seen |= 1u << 8; break;
+            case 10: TESSEL_TRY(proto_expect(r, f, kWireLength, what, "tensors")); seen |= 1u << 9; break;
+            case 11: TESSEL_TRY(proto_expect(r, f, kWireLength, what, "graphs")); seen |= 1u << 10; break;
+            case 20: TESSEL_TRY(proto_expect(r, f, kWireVarint, what, "type")); type = (int64_t)f.value; break;
+            case 21: TESSEL_TRY(proto_expect(r, f, kWireLength, what, "ref_attr_name")); ref = f.string(); break;
             default: break;
             }
         }
@@ -7899,9 +7837,9 @@ struct OnnxModelReader {
             size_t n = 0;
             ProtoCursor again(data, size);
             while (true) {
-                TESSEL_ONNX_TRY(proto_next(r, again, &f, &more, what));
+                TESSEL_TRY(proto_next(r, again, &f, &more, what));
                 if (!more) break;
-                if (f.number == 7) TESSEL_ONNX_TRY(proto_floats(r, f, values, &n, what, "floats"));
+                if (f.number == 7) TESSEL_TRY(proto_floats(r, f, values, &n, what, "floats"));
             }
             a.floats = Span<const float>(values, n);
             break;
@@ -7913,9 +7851,9 @@ struct OnnxModelReader {
             size_t n = 0;
             ProtoCursor again(data, size);
             while (true) {
-                TESSEL_ONNX_TRY(proto_next(r, again, &f, &more, what));
+                TESSEL_TRY(proto_next(r, again, &f, &more, what));
                 if (!more) break;
-                if (f.number == 8) TESSEL_ONNX_TRY(proto_ints(r, f, values, &n, what, "ints"));
+                if (f.number == 8) TESSEL_TRY(proto_ints(r, f, values, &n, what, "ints"));
             }
             a.ints = Span<const int64_t>(values, n);
             break;
@@ -7924,7 +7862,7 @@ struct OnnxModelReader {
             if (!tensor) return r.fail(Status::ParseError, "%s is a TENSOR without a tensor", label);
             TensorInfo info;
             const void* bytes = nullptr;
-            TESSEL_ONNX_TRY(read_const(tensor, tensor_size, label, &info, &bytes));
+            TESSEL_TRY(read_const(tensor, tensor_size, label, &info, &bytes));
             ConstTensor* t = model->arena.allocate_array<ConstTensor>(1);
             if (!t) return out_of_memory(label);
             new (t) ConstTensor();
@@ -7955,15 +7893,15 @@ struct OnnxModelReader {
         {
             ProtoCursor c(data, size);
             while (true) {
-                TESSEL_ONNX_TRY(proto_next(r, c, &f, &more, what));
+                TESSEL_TRY(proto_next(r, c, &f, &more, what));
                 if (!more) break;
                 switch (f.number) {
-                case 1: TESSEL_ONNX_TRY(proto_expect(r, f, kWireLength, what, "node")); ++node_count; break;
-                case 2: TESSEL_ONNX_TRY(proto_expect(r, f, kWireLength, what, "name")); break;
-                case 5: TESSEL_ONNX_TRY(proto_expect(r, f, kWireLength, what, "initializer")); ++initializer_count; break;
-                case 11: TESSEL_ONNX_TRY(proto_expect(r, f, kWireLength, what, "input")); ++input_count; break;
-                case 12: TESSEL_ONNX_TRY(proto_expect(r, f, kWireLength, what, "output")); ++output_count; break;
-                case 13: TESSEL_ONNX_TRY(proto_expect(r, f, kWireLength, what, "value_info")); break;
+                case 1: TESSEL_TRY(proto_expect(r, f, kWireLength, what, "node")); ++node_count; break;
+                case 2: TESSEL_TRY(proto_expect(r, f, kWireLength, what, "name")); break;
+                case 5: TESSEL_TRY(proto_expect(r, f, kWireLength, what, "initializer")); ++initializer_count; break;
+                case 11: TESSEL_TRY(proto_expect(r, f, kWireLength, what, "input")); ++input_count; break;
+                case 12: TESSEL_TRY(proto_expect(r, f, kWireLength, what, "output")); ++output_count; break;
+                case 13: TESSEL_TRY(proto_expect(r, f, kWireLength, what, "value_info")); break;
                 case 15: return r.fail(Status::Unsupported, "the graph has sparse initializers");
                 default: break;
                 }
@@ -7983,12 +7921,12 @@ struct OnnxModelReader {
             uint32_t index = 0;
             char node_what[64];
             while (true) {
-                TESSEL_ONNX_TRY(proto_next(r, c, &f, &more, what));
+                TESSEL_TRY(proto_next(r, c, &f, &more, what));
                 if (!more) break;
                 if (f.number != 1) continue;
                 std::snprintf(node_what, sizeof node_what, "node #%u", index);
                 OnnxNodeInfo info;
-                TESSEL_ONNX_TRY(scan_node(r, f.data, f.size, node_what, &info));
+                TESSEL_TRY(scan_node(r, f.data, f.size, node_what, &info));
                 StringView shown = info.name.empty() ? StringView(node_what) : info.name;
                 if (info.op.empty()) return r.fail(Status::ParseError, "node '%.*s' has no op_type", clip_length(shown), shown.data);
                 if (!info.domain.empty() && info.domain != StringView("ai.onnx"))
@@ -8019,19 +7957,19 @@ struct OnnxModelReader {
             ProtoCursor c(data, size);
             uint32_t index = 0;
             while (true) {
-                TESSEL_ONNX_TRY(proto_next(r, c, &f, &more, what));
+                TESSEL_TRY(proto_next(r, c, &f, &more, what));
                 if (!more) break;
                 if (f.number != 5) continue;
                 char init_what[64];
                 std::snprintf(init_what, sizeof init_what, "initializer #%u", index++);
                 TensorInfo info;
                 const void* bytes = nullptr;
-                TESSEL_ONNX_TRY(read_const(f.data, f.size, "initializer", &info, &bytes));
+                TESSEL_TRY(read_const(f.data, f.size, "initializer", &info, &bytes));
                 if (info.name.empty()) return r.fail(Status::ParseError, "%s has no name", init_what);
                 NodeId id = kNoNode;
                 if (!names.insert(info.name, 0, 0))
                     return r.fail(Status::DuplicateName, "initializer '%.*s' is given twice", clip_length(info.name), info.name.data);
-                TESSEL_ONNX_TRY(graph_status(model->add_constant(info.name, info.desc, bytes, &id, false)));
+                TESSEL_TRY(graph_status(model->add_constant(info.name, info.desc, bytes, &id, false)));
                 if (!tensors.insert(info.name, id, 0)) return r.fail(Status::DuplicateName, "initializer '%.*s' is given twice", clip_length(info.name), info.name.data);
             }
         }
@@ -8039,21 +7977,20 @@ struct OnnxModelReader {
         {
             ProtoCursor c(data, size);
             while (true) {
-                TESSEL_ONNX_TRY(proto_next(r, c, &f, &more, what));
+                TESSEL_TRY(proto_next(r, c, &f, &more, what));
                 if (!more) break;
                 if (f.number != 11) continue;
                 StringView name;
                 TensorDesc desc;
                 // An input that names an initializer is its default value: the constant stands.
-                Status s = parse_value_info(r, f.data, f.size, "graph input", false, &name, &desc);
-                if (s != Status::Ok) return s;
+                TESSEL_TRY(parse_value_info(r, f.data, f.size, "graph input", false, &name, &desc));
                 const OnnxNameTable::Entry* e = tensors.find(name);
                 if (e && model->graph.node(e->node).op == StringView("Constant")) continue;
-                TESSEL_ONNX_TRY(parse_value_info(r, f.data, f.size, "graph input", true, &name, &desc));
+                TESSEL_TRY(parse_value_info(r, f.data, f.size, "graph input", true, &name, &desc));
                 if (e || !names.insert(name, 0, 0))
                     return r.fail(Status::DuplicateName, "graph input '%.*s' is given twice", clip_length(name), name.data);
                 NodeId id = kNoNode;
-                TESSEL_ONNX_TRY(graph_status(model->add_input(name, desc, &id)));
+                TESSEL_TRY(graph_status(model->add_input(name, desc, &id)));
                 if (!tensors.insert(name, id, 0))
                     return r.fail(Status::DuplicateName, "graph input '%.*s' is given twice", clip_length(name), name.data);
             }
@@ -8062,12 +7999,12 @@ struct OnnxModelReader {
         {
             ProtoCursor c(data, size);
             while (true) {
-                TESSEL_ONNX_TRY(proto_next(r, c, &f, &more, what));
+                TESSEL_TRY(proto_next(r, c, &f, &more, what));
                 if (!more) break;
                 if (f.number != 12 && f.number != 13) continue;
                 StringView name;
                 TensorDesc desc;
-                TESSEL_ONNX_TRY(parse_value_info(r, f.data, f.size, f.number == 12 ? "graph output" : "value_info", false, &name, &desc));
+                TESSEL_TRY(parse_value_info(r, f.data, f.size, f.number == 12 ? "graph output" : "value_info", false, &name, &desc));
                 if (f.number != 12) continue;
                 if (!names.insert(name, 0, 0))
                     return r.fail(Status::Unsupported,
@@ -8081,7 +8018,7 @@ struct OnnxModelReader {
             ProtoCursor c(data, size);
             uint32_t index = 0;
             while (true) {
-                TESSEL_ONNX_TRY(proto_next(r, c, &f, &more, what));
+                TESSEL_TRY(proto_next(r, c, &f, &more, what));
                 if (!more) break;
                 if (f.number != 1) continue;
                 ProtoCursor n(f.data, f.size);
@@ -8089,7 +8026,7 @@ struct OnnxModelReader {
                 bool more_node = true;
                 uint32_t port = 0;
                 while (true) {
-                    TESSEL_ONNX_TRY(proto_next(r, n, &g, &more_node, "NodeProto"));
+                    TESSEL_TRY(proto_next(r, n, &g, &more_node, "NodeProto"));
                     if (!more_node) break;
                     if (g.number != 2) continue;
                     if (g.size && !tensors.insert(g.string(), base + index, port))
@@ -8112,17 +8049,17 @@ struct OnnxModelReader {
         {
             ProtoCursor c(data, size);
             while (true) {
-                TESSEL_ONNX_TRY(proto_next(r, c, &f, &more, what));
+                TESSEL_TRY(proto_next(r, c, &f, &more, what));
                 if (!more) break;
                 if (f.number != 12) continue;
                 StringView name;
                 TensorDesc desc;
-                TESSEL_ONNX_TRY(parse_value_info(r, f.data, f.size, "graph output", false, &name, &desc));
+                TESSEL_TRY(parse_value_info(r, f.data, f.size, "graph output", false, &name, &desc));
                 const OnnxNameTable::Entry* e = tensors.find(name);
                 if (!e)
                     return r.fail(Status::DanglingInput, "graph output '%.*s' is not produced by any node, input or initializer",
                                   clip_length(name), name.data);
-                TESSEL_ONNX_TRY(graph_status(model->add_output(name, InputRef::by_id(e->node, e->port))));
+                TESSEL_TRY(graph_status(model->add_output(name, InputRef::by_id(e->node, e->port))));
             }
         }
         return Status::Ok;
@@ -8135,12 +8072,12 @@ struct OnnxModelReader {
         uint32_t index = 0;
         char node_what[64];
         while (true) {
-            TESSEL_ONNX_TRY(proto_next(r, c, &f, &more, "GraphProto"));
+            TESSEL_TRY(proto_next(r, c, &f, &more, "GraphProto"));
             if (!more) break;
             if (f.number != 1) continue;
             std::snprintf(node_what, sizeof node_what, "node #%u", index);
             OnnxNodeInfo info;
-            TESSEL_ONNX_TRY(scan_node(r, f.data, f.size, node_what, &info));
+            TESSEL_TRY(scan_node(r, f.data, f.size, node_what, &info));
             // The node's name: its own unless taken, else <op_type>_<index> made unique.
             char generated[160];
             StringView name = info.name;
@@ -8157,7 +8094,7 @@ struct OnnxModelReader {
             bool more_node = true;
             size_t k = 0;
             while (k < info.inputs) {
-                TESSEL_ONNX_TRY(proto_next(r, n, &g, &more_node, node_what));
+                TESSEL_TRY(proto_next(r, n, &g, &more_node, node_what));
                 if (!more_node) break;
                 if (g.number != 1) continue;
                 if (g.size == 0) {
@@ -8172,16 +8109,16 @@ struct OnnxModelReader {
                 refs[k++] = InputRef::by_id(e->node, e->port);
             }
             NodeId id = kNoNode;
-            TESSEL_ONNX_TRY(graph_status(model->add_node(info.op, name, Span<const InputRef>(refs, info.inputs),
+            TESSEL_TRY(graph_status(model->add_node(info.op, name, Span<const InputRef>(refs, info.inputs),
                                                           (uint32_t)info.outputs, &id)));
             TESSEL_ASSERT(id == base + index);
             if (!names.insert(model->graph.node(id).name, id, 0))
                 return r.fail(Status::DuplicateName, "node name '%.*s' is used twice", clip_length(name), name.data);
             ProtoCursor a(f.data, f.size);
             while (true) {
-                TESSEL_ONNX_TRY(proto_next(r, a, &g, &more_node, node_what));
+                TESSEL_TRY(proto_next(r, a, &g, &more_node, node_what));
                 if (!more_node) break;
-                if (g.number == 5) TESSEL_ONNX_TRY(read_attribute(id, model->graph.node(id).name, g.data, g.size));
+                if (g.number == 5) TESSEL_TRY(read_attribute(id, model->graph.node(id).name, g.data, g.size));
             }
             ++index;
         }
@@ -8200,28 +8137,28 @@ inline Status read_model_proto(Model* model, OnnxReader& r, const uint8_t* data,
     bool has_graph = false;
     int64_t opset = -1;
     while (true) {
-        TESSEL_ONNX_TRY(proto_next(r, c, &f, &more, what));
+        TESSEL_TRY(proto_next(r, c, &f, &more, what));
         if (!more) break;
         switch (f.number) {
-        case 1: TESSEL_ONNX_TRY(proto_expect(r, f, kWireVarint, what, "ir_version")); break;
+        case 1: TESSEL_TRY(proto_expect(r, f, kWireVarint, what, "ir_version")); break;
         case 7:
-            TESSEL_ONNX_TRY(proto_expect(r, f, kWireLength, what, "graph"));
+            TESSEL_TRY(proto_expect(r, f, kWireLength, what, "graph"));
             graph = f.data;
             graph_size = f.size;
             has_graph = true;
             break;
         case 8: {
-            TESSEL_ONNX_TRY(proto_expect(r, f, kWireLength, what, "opset_import"));
+            TESSEL_TRY(proto_expect(r, f, kWireLength, what, "opset_import"));
             ProtoCursor o(f.data, f.size);
             ProtoField g;
             bool more_opset = true;
             StringView domain;
             int64_t version = 0;
             while (true) {
-                TESSEL_ONNX_TRY(proto_next(r, o, &g, &more_opset, "opset_import"));
+                TESSEL_TRY(proto_next(r, o, &g, &more_opset, "opset_import"));
                 if (!more_opset) break;
-                if (g.number == 1) { TESSEL_ONNX_TRY(proto_expect(r, g, kWireLength, "opset_import", "domain")); domain = g.string(); }
-                if (g.number == 2) { TESSEL_ONNX_TRY(proto_expect(r, g, kWireVarint, "opset_import", "version")); version = (int64_t)g.value; }
+                if (g.number == 1) { TESSEL_TRY(proto_expect(r, g, kWireLength, "opset_import", "domain")); domain = g.string(); }
+                if (g.number == 2) { TESSEL_TRY(proto_expect(r, g, kWireVarint, "opset_import", "version")); version = (int64_t)g.value; }
             }
             if (domain.empty() || domain == StringView("ai.onnx")) opset = version;
             break;
@@ -8235,7 +8172,7 @@ inline Status read_model_proto(Model* model, OnnxReader& r, const uint8_t* data,
         return r.fail(Status::Unsupported, "opset %lld of the default domain is not supported (%u..%u)", (long long)opset,
                       kOnnxMinOpset, kOnnxMaxOpset);
     OnnxModelReader reader(model, r, folder);
-    TESSEL_ONNX_TRY(reader.read_graph(graph, graph_size));
+    TESSEL_TRY(reader.read_graph(graph, graph_size));
     model->opset = (uint32_t)opset;
     return Status::Ok;
 }
@@ -8326,7 +8263,7 @@ inline Status read_tensor_proto_in(OnnxReader& r, const void* bytes, size_t size
     Tensor result;
     Status s = result.allocate(info.desc.type, Span<const int64_t>(info.desc.dims, info.desc.rank));
     if (s != Status::Ok) return r.fail(s, "%s: cannot allocate %zu bytes", info.label, info.bytes);
-    TESSEL_ONNX_TRY(fill_tensor(r, info, folder, result.data()));
+    TESSEL_TRY(fill_tensor(r, info, folder, result.data()));
     *tensor = static_cast<Tensor&&>(result);
     if (name && name_size) {
         size_t n = info.name.size < name_size - 1 ? info.name.size : name_size - 1;
@@ -8394,7 +8331,7 @@ Status read_tensor_file(const char* path, Tensor* tensor) {
     if (!path || !tensor) return Status::InvalidArgument;
     void* data = nullptr;
     size_t size = 0;
-    TESSEL_ONNX_TRY(detail::read_whole_file(r, path, &data, &size));
+    TESSEL_TRY(detail::read_whole_file(r, path, &data, &size));
     Status s = detail::read_tensor_proto_in(r, data, size, detail::folder_of(path), tensor, nullptr, 0);
     TESSEL_FREE(data);
     return s;
@@ -8625,7 +8562,6 @@ Status write_tensor_proto(const Tensor& tensor, StringView name, WriteFn write, 
     return Status::Ok;
 }
 
-#undef TESSEL_ONNX_TRY
 // ---- END ONNX REGION ----
 
 }  // namespace tessel
