@@ -461,6 +461,7 @@ struct ProfileEntry {
 };
 
 class CompiledModel;
+namespace detail { struct CompileJob; }
 
 class Core {
 public:
@@ -499,12 +500,13 @@ public:
     Status query_model(const Model& model, StringView device, uint16_t* devices);
 
     const char* last_error() const { return error_; }
-    Status fail(Status status, const char* format, ...)
-        TESSEL_PRINTF_FORMAT(3, 4);
 
     struct Impl;
 
 private:
+    friend struct detail::CompileJob;
+    Status fail(Status status, const char* format, ...)
+        TESSEL_PRINTF_FORMAT(3, 4);
     Status compile_job(void* job, const Model& model, Span<const InputShape> shapes, Span<const InputValue> values,
                        PartitionAlgorithm algorithm, uint32_t min_subgraph, void* compiled);
     Status import_job(void* job, const void* payload, size_t size, void* compiled, Arena* scratch);
@@ -545,6 +547,9 @@ public:
     const char* last_error() const { return error_; }
 
     struct Impl;
+
+private:
+    friend class Core;   // compile_model, reshape and import_model fill impl_
     Impl* impl_ = nullptr;
     mutable char error_[kErrorMessageBytes] = {};
 };
@@ -582,6 +587,9 @@ public:
     const char* last_error() const { return error_; }
 
     struct Impl;
+
+private:
+    friend class CompiledModel;   // create_request makes impl_
     Impl* impl_ = nullptr;
     mutable char error_[kErrorMessageBytes] = {};
 };
@@ -2705,6 +2713,15 @@ Device* Core::device_at(uint32_t i) const { return impl_ && i < impl_->count ? i
 namespace detail {
 struct CompileJob {   // what compile_model and import_model share
     Core* core;
+    // Core::fail on the compiling Core (CompileJob is Core's friend).
+    Status fail(Status status, const char* format, ...) TESSEL_PRINTF_FORMAT(3, 4) {
+        char message[kErrorMessageBytes];
+        va_list args;
+        va_start(args, format);
+        std::vsnprintf(message, sizeof message, format, args);
+        va_end(args);
+        return core->fail(status, "%s", message);
+    }
     Device* list[64];
     uint32_t count = 0;
     bool hetero = false;
@@ -2720,7 +2737,7 @@ inline const OpKernel* lookup_kernel(void* user, StringView op) {
 }
 
 // "CPU" or "HETERO:A,B": the device list in priority order.
-inline Status parse_device_string(Core* core, StringView text, CompileJob* job) {
+inline Status parse_device_string(StringView text, CompileJob* job) {
     StringView list = text;
     if (text.size >= 7 && std::memcmp(text.data, "HETERO:", 7) == 0) {
         job->hetero = true;
@@ -2731,33 +2748,33 @@ inline Status parse_device_string(Core* core, StringView text, CompileJob* job) 
         if (i < list.size && list[i] != ',') continue;
         StringView name(list.data + start, i - start);
         start = i + 1;
-        Device* d = core->device(name);
-        if (!d) return core->fail(Status::NotFound, "unknown device '%.*s' in '%.*s'", (int)name.size, name.data, (int)text.size, text.data);
+        Device* d = job->core->device(name);
+        if (!d) return job->fail(Status::NotFound, "unknown device '%.*s' in '%.*s'", (int)name.size, name.data, (int)text.size, text.data);
         for (uint32_t k = 0; k < job->count; ++k)
-            if (job->list[k] == d) return core->fail(Status::InvalidArgument, "device %.*s is listed twice", (int)name.size, name.data);
-        if (job->count == 64) return core->fail(Status::LimitExceeded, "at most 64 devices");
+            if (job->list[k] == d) return job->fail(Status::InvalidArgument, "device %.*s is listed twice", (int)name.size, name.data);
+        if (job->count == 64) return job->fail(Status::LimitExceeded, "at most 64 devices");
         job->list[job->count++] = d;
     }
-    if (job->count == 0) return core->fail(Status::InvalidArgument, "no device in '%.*s'", (int)text.size, text.data);
+    if (job->count == 0) return job->fail(Status::InvalidArgument, "no device in '%.*s'", (int)text.size, text.data);
     if (!job->hetero && job->count != 1)
-        return core->fail(Status::InvalidArgument, "'%.*s': several devices need HETERO:", (int)text.size, text.data);
+        return job->fail(Status::InvalidArgument, "'%.*s': several devices need HETERO:", (int)text.size, text.data);
     return Status::Ok;
 }
 
 inline Status save_and_set(CompileJob* job, Arena* arena, Device* d, StringView key, StringView value) {
     StringView old;
     Status s = d->get_config(key, &old);
-    if (s != Status::Ok) return job->core->fail(s, "%s", d->last_error());
+    if (s != Status::Ok) return job->fail(s, "%s", d->last_error());
     if (!job->saved) job->saved = arena->allocate_array<SavedConfig>(256);
-    if (!job->saved) return job->core->fail(Status::OutOfMemory, "out of memory saving the device config");
-    if (job->saved_count == 256) return job->core->fail(Status::LimitExceeded, "too many config entries");
+    if (!job->saved) return job->fail(Status::OutOfMemory, "out of memory saving the device config");
+    if (job->saved_count == 256) return job->fail(Status::LimitExceeded, "too many config entries");
     SavedConfig& c = job->saved[job->saved_count];
-    if (key.size >= sizeof c.key || old.size >= sizeof c.value) return job->core->fail(Status::InvalidArgument, "config key or value too long");
+    if (key.size >= sizeof c.key || old.size >= sizeof c.value) return job->fail(Status::InvalidArgument, "config key or value too long");
     std::snprintf(c.key, sizeof c.key, "%.*s", (int)key.size, key.data);
     std::snprintf(c.value, sizeof c.value, "%.*s", (int)old.size, old.data);
     c.device = d;
     s = d->set_config(key, value);
-    if (s != Status::Ok) return job->core->fail(s, "%s", d->last_error());
+    if (s != Status::Ok) return job->fail(s, "%s", d->last_error());
     ++job->saved_count;
     return Status::Ok;
 }
@@ -2781,18 +2798,18 @@ inline Status apply_config(CompileJob* job, Arena* arena, Span<const ConfigEntry
         if (colon < key.size) {
             StringView dev(key.data, colon), k(key.data + colon + 1, key.size - colon - 1);
             Device* d = job->core->device(dev);
-            if (!d) return job->core->fail(Status::NotFound, "config: unknown device '%.*s'", (int)dev.size, dev.data);
+            if (!d) return job->fail(Status::NotFound, "config: unknown device '%.*s'", (int)dev.size, dev.data);
             TESSEL_TRY(save_and_set(job, arena, d, k, e.value));
             continue;
         }
         if (key == StringView("HETERO_ALGORITHM")) {
             if (parse_algorithm(e.value, algorithm) != Status::Ok)
-                return job->core->fail(Status::InvalidArgument, "HETERO_ALGORITHM must be rollback, levels or waves");
+                return job->fail(Status::InvalidArgument, "HETERO_ALGORITHM must be rollback, levels or waves");
             continue;
         }
         if (key == StringView("HETERO_MIN_SUBGRAPH")) {
             if (!parse_count(e.value, 0, 1000000, min_subgraph))
-                return job->core->fail(Status::InvalidArgument, "HETERO_MIN_SUBGRAPH must be a count");
+                return job->fail(Status::InvalidArgument, "HETERO_MIN_SUBGRAPH must be a count");
             continue;
         }
         for (uint32_t i = 0; i < job->count; ++i) {
@@ -2838,31 +2855,31 @@ inline uint32_t prepare_threads(CompileJob* job) {
 }
 
 // Compiles every subgraph on its device, then the schedule and the memory plan.
-inline Status finish_compile(Core* core, CompileJob* job, CompiledModel::Impl* m, const void* const* payloads,
+inline Status finish_compile(CompileJob* job, CompiledModel::Impl* m, const void* const* payloads,
                              const size_t* payload_sizes, Span<const NodeId>* members) {
     const Graph& g = m->prepared.model.graph;
     m->programs = m->arena.allocate_array<DeviceProgram*>(m->subgraph_count + 1);
-    if (!m->programs) return core->fail(Status::OutOfMemory, "out of memory");
+    if (!m->programs) return job->fail(Status::OutOfMemory, "out of memory");
     for (uint32_t s = 0; s < m->subgraph_count; ++s) m->programs[s] = nullptr;
     for (uint32_t s = 0; s < m->subgraph_count; ++s) {
         Device* d = m->subgraph_device[s];
         Status st = payloads ? d->import_subgraph(m->prepared, members[s], payloads[s], payload_sizes[s], &m->programs[s])
                              : d->compile_subgraph(m->prepared, members[s], &m->programs[s]);
-        if (st != Status::Ok) return core->fail(st, "%.*s: %s", (int)d->name().size, d->name().data, d->last_error());
-        if (!m->programs[s]) return core->fail(Status::InvalidArgument, "%.*s returned no program", (int)d->name().size, d->name().data);
+        if (st != Status::Ok) return job->fail(st, "%.*s: %s", (int)d->name().size, d->name().data, d->last_error());
+        if (!m->programs[s]) return job->fail(Status::InvalidArgument, "%.*s returned no program", (int)d->name().size, d->name().data);
     }
     char error[kErrorMessageBytes] = {};
     Status st = build_schedule(m, error);
-    if (st != Status::Ok) return core->fail(st, "%s", error[0] ? error : "out of memory scheduling the subgraphs");
+    if (st != Status::Ok) return job->fail(st, "%s", error[0] ? error : "out of memory scheduling the subgraphs");
     st = plan_memory(m);
-    if (st != Status::Ok) return core->fail(st, "out of memory planning the activations");
-    if (m->arena_bytes + m->scratch_bytes > core->limits().max_arena_bytes)   // what a request allocates
-        return core->fail(Status::LimitExceeded, "a request needs %zu bytes of activations and scratch (limit %llu)",
-                          m->arena_bytes + m->scratch_bytes, (unsigned long long)core->limits().max_arena_bytes);
+    if (st != Status::Ok) return job->fail(st, "out of memory planning the activations");
+    if (m->arena_bytes + m->scratch_bytes > job->core->limits().max_arena_bytes)   // what a request allocates
+        return job->fail(Status::LimitExceeded, "a request needs %zu bytes of activations and scratch (limit %llu)",
+                          m->arena_bytes + m->scratch_bytes, (unsigned long long)job->core->limits().max_arena_bytes);
 #ifdef TESSEL_USE_MICROPROFILE
     // One microprofile zone per step (group "tessel", named by kernel and node) and per subgraph.
     m->zones = m->arena.allocate_array<uint64_t>(m->exec_count + m->subgraph_count + 1);
-    if (!m->zones) return core->fail(Status::OutOfMemory, "out of memory");
+    if (!m->zones) return job->fail(Status::OutOfMemory, "out of memory");
     for (uint32_t e = 0; e < m->exec_count; ++e) {
         const ExecStep& x = m->exec[e];
         char name[64];
@@ -2909,7 +2926,7 @@ Status Core::compile_model(const Model& model, StringView device_string, Span<co
     Arena scratch;
     PartitionAlgorithm algorithm = PartitionAlgorithm::Rollback;
     uint32_t min_subgraph = 0;
-    Status s = detail::parse_device_string(this, device_string, &job);
+    Status s = detail::parse_device_string(device_string, &job);
     if (s == Status::Ok) s = detail::apply_config(&job, &scratch, config, &algorithm, &min_subgraph);
     if (s == Status::Ok && !model.graph.finalized()) s = fail(Status::NotFinalized, "the model is not finalized");
     if (s == Status::Ok && model.output_count() == 0) s = fail(Status::InvalidArgument, "the model has no outputs");
@@ -2956,7 +2973,7 @@ Status Core::query_model(const Model& model, StringView device_string, uint16_t*
     std::lock_guard<std::mutex> lock(impl_->compile_mutex);
     detail::CompileJob job;
     job.core = this;
-    TESSEL_TRY(detail::parse_device_string(this, device_string, &job));
+    TESSEL_TRY(detail::parse_device_string(device_string, &job));
     PreparedModel prepared;
     char error[kErrorMessageBytes] = {};
     Status s = detail_prepare::run(model, Span<const InputShape>(), limits_, detail::lookup_kernel, &job, 1, &prepared, error);
@@ -3097,7 +3114,7 @@ Status Core::compile_job(void* job_pointer, const Model& model, Span<const Input
     }
     s = detail::snapshot_config(&job, m);
     if (s != Status::Ok) return fail(s, "out of memory");
-    TESSEL_TRY(detail::finish_compile(this, &job, m, nullptr, nullptr, members));
+    TESSEL_TRY(detail::finish_compile(&job, m, nullptr, nullptr, members));
     for (uint32_t d = 0; d < job.count; ++d) m->summary[d].fallback_nodes = fallback[d];
     return Status::Ok;
 }
@@ -3733,7 +3750,7 @@ Status Core::import_job(void* job_pointer, const void* payload, size_t size, voi
     detail::BlobReader r{static_cast<const unsigned char*>(payload), size};
     StringView device_string = r.str();
     if (!r.ok) return fail(Status::ParseError, "blob: malformed device list");
-    TESSEL_TRY(detail::parse_device_string(this, device_string, &job));
+    TESSEL_TRY(detail::parse_device_string(device_string, &job));
     detail::print(m->device_string, sizeof m->device_string, "%.*s", (int)device_string.size, device_string.data);
     uint32_t config_count = r.u32();
     for (uint32_t i = 0; i < config_count && r.ok; ++i) {
@@ -3800,7 +3817,7 @@ Status Core::import_job(void* job_pointer, const void* payload, size_t size, voi
     for (uint32_t d = 0; d < job.count; ++d) m->devices[d] = job.list[d];
     s = detail::snapshot_config(&job, m);
     if (s != Status::Ok) return fail(s, "out of memory");
-    return detail::finish_compile(this, &job, m, payloads, sizes, members);
+    return detail::finish_compile(&job, m, payloads, sizes, members);
 }
 
 // >>ops
