@@ -196,7 +196,7 @@ public:
     uint32_t output_count() const { return output_count_; }
     const ModelPort& input(uint32_t i) const { return inputs_[i]; }
     const ModelPort& output(uint32_t i) const { return outputs_[i]; }
-    uint32_t find_input(StringView name) const;    // index, or 0xffffffff
+    uint32_t find_input(StringView name) const;    // index, or kNotFound
     uint32_t find_output(StringView name) const;
     const char* last_error() const { return graph.last_error(); }
 
@@ -496,7 +496,7 @@ public:
     // when a device it names is not registered.
     Status import_model(const void* blob, size_t size, CompiledModel* out);
     // Which device takes each node of `model` for a HETERO device string (after preparing):
-    // devices[n] receives the device index in `device`'s list, 0xffff for folded nodes.
+    // devices[n] receives the device index in `device`'s list, kNoDevice for folded nodes.
     Status query_model(const Model& model, StringView device, uint16_t* devices);
 
     const char* last_error() const { return error_; }
@@ -931,11 +931,11 @@ Status Model::finalize() {
 
 uint32_t Model::find_input(StringView name) const {
     for (uint32_t i = 0; i < input_count_; ++i) if (inputs_[i].name == name) return i;
-    return 0xffffffffu;
+    return kNotFound;
 }
 uint32_t Model::find_output(StringView name) const {
     for (uint32_t i = 0; i < output_count_; ++i) if (outputs_[i].name == name) return i;
-    return 0xffffffffu;
+    return kNotFound;
 }
 
 // >>op kernel contexts
@@ -1145,10 +1145,10 @@ struct detail_prepare {
         if (n > limits.max_nodes) return fail(error, Status::LimitExceeded, "the model has %u nodes (limit %llu)", n,
                                               (unsigned long long)limits.max_nodes);
         for (const InputShape& s : shapes)
-            if (source.find_input(s.name) == 0xffffffffu)
+            if (source.find_input(s.name) == kNotFound)
                 return fail(error, Status::NotFound, "--shape names '%.*s', which is not a model input", (int)s.name.size, s.name.data);
         for (const InputValue& f : frozen)
-            if (source.find_input(f.name) == 0xffffffffu || !f.tensor || !f.tensor->dense())
+            if (source.find_input(f.name) == kNotFound || !f.tensor || !f.tensor->dense())
                 return fail(error, Status::NotFound, "a frozen value names '%.*s', which is not a model input (or is not dense)",
                             (int)f.name.size, f.name.data);
         Arena scratch;
@@ -2330,6 +2330,8 @@ struct Transfer {
     uint32_t to;         // consumer subgraph
     NodeId producer;
 };
+constexpr size_t kDeviceStringBytes = 256;   // "HETERO:A,B,..." as compiled
+constexpr uint32_t kMaxSavedConfig = 256;     // config entries one compile saves and restores
 struct SavedConfig {     // one device's config at compile time (export) or before it (restore)
     Device* device;
     char key[64];
@@ -2347,7 +2349,7 @@ struct CompiledModel::Impl {
     DeviceProgram** programs = nullptr;
     Device* devices[64] = {};
     uint32_t device_count = 0;
-    char device_string[256] = {};
+    char device_string[detail::kDeviceStringBytes] = {};
     detail::SavedConfig* config = nullptr;  // every key of every listed device, at compile time
     uint32_t config_count = 0;
     detail::ExecStep* exec = nullptr;
@@ -2765,9 +2767,9 @@ inline Status save_and_set(CompileJob* job, Arena* arena, Device* d, StringView 
     StringView old;
     Status s = d->get_config(key, &old);
     if (s != Status::Ok) return job->fail(s, "%s", d->last_error());
-    if (!job->saved) job->saved = arena->allocate_array<SavedConfig>(256);
+    if (!job->saved) job->saved = arena->allocate_array<SavedConfig>(kMaxSavedConfig);
     if (!job->saved) return job->fail(Status::OutOfMemory, "out of memory saving the device config");
-    if (job->saved_count == 256) return job->fail(Status::LimitExceeded, "too many config entries");
+    if (job->saved_count == kMaxSavedConfig) return job->fail(Status::LimitExceeded, "too many config entries");
     SavedConfig& c = job->saved[job->saved_count];
     if (key.size >= sizeof c.key || old.size >= sizeof c.value) return job->fail(Status::InvalidArgument, "config key or value too long");
     std::snprintf(c.key, sizeof c.key, "%.*s", (int)key.size, key.data);
@@ -2944,7 +2946,7 @@ Status Core::reshape(const Model& model, Span<const InputShape> shapes, Compiled
     if (!compiled || !compiled->impl_) return fail(Status::NotFinalized, "reshape: nothing compiled");
     const CompiledModel::Impl& old = *compiled->impl_;
     // The config every listed device had at compile time, as "DEVICE:KEY" entries.
-    char device[256];
+    char device[detail::kDeviceStringBytes];
     detail::print(device, sizeof device, "%s", old.device_string);
     uint32_t count = old.config_count;
     char (*keys)[128] = static_cast<char (*)[128]>(TESSEL_MALLOC(sizeof(char[128]) * (count + 1)));
@@ -2987,10 +2989,10 @@ Status Core::query_model(const Model& model, StringView device_string, uint16_t*
         if (s != Status::Ok) return fail(s, "%s", job.list[d]->last_error());
     }
     for (NodeId v = 0; v < model.graph.node_count(); ++v) {
-        devices[v] = 0xffff;
+        devices[v] = kNoDevice;
         NodeId p = pg.find(model.graph.node(v).name);
         if (p == kNoNode || pg.node(p).op == StringView("Constant")) continue;   // folded
-        for (uint32_t d = 0; d < job.count && devices[v] == 0xffff; ++d)
+        for (uint32_t d = 0; d < job.count && devices[v] == kNoDevice; ++d)
             if (supported[(size_t)d * pg.node_count() + p]) devices[v] = (uint16_t)d;
     }
     return Status::Ok;
@@ -3120,6 +3122,10 @@ Status Core::compile_job(void* job_pointer, const Model& model, Span<const Input
 }
 
 // >>infer request implementation
+namespace detail {
+constexpr uint32_t kNoSubgraph = 0xffffffffu;   // before the first step of an inference
+}
+
 struct InferRequest::Impl {
     const CompiledModel::Impl* m = nullptr;
     void* arena_raw = nullptr;
@@ -3265,8 +3271,8 @@ const Tensor& InferRequest::output(uint32_t i) const {
     return impl_->outputs[i];
 }
 
-uint32_t InferRequest::find_input(StringView name) const { return impl_ ? impl_->m->prepared.model.find_input(name) : 0xffffffffu; }
-uint32_t InferRequest::find_output(StringView name) const { return impl_ ? impl_->m->prepared.model.find_output(name) : 0xffffffffu; }
+uint32_t InferRequest::find_input(StringView name) const { return impl_ ? impl_->m->prepared.model.find_input(name) : kNotFound; }
+uint32_t InferRequest::find_output(StringView name) const { return impl_ ? impl_->m->prepared.model.find_output(name) : kNotFound; }
 
 namespace detail {
 inline bool same_desc(const TensorDesc& a, const TensorDesc& b) {
@@ -3304,7 +3310,7 @@ Status InferRequest::set_input(uint32_t i, const Tensor& tensor) {
 
 Status InferRequest::set_input(StringView name, const Tensor& tensor) {
     uint32_t i = find_input(name);
-    if (i == 0xffffffffu) {
+    if (i == kNotFound) {
         std::snprintf(error_, sizeof error_, "no input named '%.*s'", (int)name.size, name.data);
         return Status::NotFound;
     }
@@ -3333,7 +3339,7 @@ Status InferRequest::set_output(uint32_t i, const Tensor& tensor) {
 
 Status InferRequest::set_output(StringView name, const Tensor& tensor) {
     uint32_t i = find_output(name);
-    if (i == 0xffffffffu) {
+    if (i == kNotFound) {
         std::snprintf(error_, sizeof error_, "no output named '%.*s'", (int)name.size, name.data);
         return Status::NotFound;
     }
@@ -3344,20 +3350,20 @@ Status InferRequest::Impl::run() {
     const CompiledModel::Impl& cm = *m;
     error[0] = 0;
     profile_count = 0;
-    uint32_t current = 0xffffffffu;   // the subgraph whose transfers are patched in
+    uint32_t current = detail::kNoSubgraph;   // the subgraph whose transfers are patched in
 #ifdef TESSEL_USE_MICROPROFILE
-    uint32_t open_subgraph = 0xffffffffu;
+    uint32_t open_subgraph = detail::kNoSubgraph;
 #endif
     for (uint32_t e = 0; e < cm.exec_count; ++e) {
         const detail::ExecStep& x = cm.exec[e];
         if (x.subgraph != current) {
-            if (current != 0xffffffffu) patch(current, false);
+            if (current != detail::kNoSubgraph) patch(current, false);
             patch(x.subgraph, true);
             current = x.subgraph;
         }
 #ifdef TESSEL_USE_MICROPROFILE
         if (x.subgraph != open_subgraph) {
-            if (open_subgraph != 0xffffffffu) MicroProfileLeave();
+            if (open_subgraph != detail::kNoSubgraph) MicroProfileLeave();
             MicroProfileEnter(cm.zones[cm.exec_count + x.subgraph]);
             open_subgraph = x.subgraph;
         }
@@ -3401,7 +3407,7 @@ Status InferRequest::Impl::run() {
             return s;
         }
     }
-    if (current != 0xffffffffu) patch(current, false);
+    if (current != detail::kNoSubgraph) patch(current, false);
     for (uint32_t i = 0; i < cm.prepared.model.output_count(); ++i)
         if (bound_outputs[i].data() && bound_outputs[i].data() != outputs[i].data())
             std::memcpy(bound_outputs[i].data(), outputs[i].data(), outputs[i].bytes());
@@ -3779,7 +3785,7 @@ Status Core::import_job(void* job_pointer, const void* payload, size_t size, voi
     m->subgraph_device = m->arena.allocate_array<Device*>(m->subgraph_count + 1);
     Span<const NodeId>* members = m->arena.allocate_array<Span<const NodeId>>(m->subgraph_count + 1);
     if (!m->subgraph_of || !m->subgraph_device || !members) return fail(Status::OutOfMemory, "out of memory");
-    for (NodeId v = 0; v < n; ++v) m->subgraph_of[v] = 0xffffffffu;
+    for (NodeId v = 0; v < n; ++v) m->subgraph_of[v] = detail::kUnplaced;
     for (uint32_t k = 0; k < m->subgraph_count; ++k) {
         StringView device = r.str();
         uint32_t count = r.u32();
@@ -3793,7 +3799,7 @@ Status Core::import_job(void* job_pointer, const void* payload, size_t size, voi
             uint32_t old = r.u32();
             if (!r.ok || old >= src.node_count()) return fail(Status::ParseError, "blob: malformed partition");
             NodeId v = g.find(src.node(old).name);
-            if (v == kNoNode || m->subgraph_of[v] != 0xffffffffu) return fail(Status::ParseError, "blob: the partition places node %u twice or not at all", old);
+            if (v == kNoNode || m->subgraph_of[v] != detail::kUnplaced) return fail(Status::ParseError, "blob: the partition places node %u twice or not at all", old);
             m->subgraph_of[v] = k;
             nodes[i] = v;
         }
@@ -3801,7 +3807,7 @@ Status Core::import_job(void* job_pointer, const void* payload, size_t size, voi
         members[k] = Span<const NodeId>(nodes, count);
     }
     for (NodeId v = 0; v < n; ++v)
-        if (m->subgraph_of[v] == 0xffffffffu) return fail(Status::ParseError, "blob: the partition leaves node '%.*s' out", (int)g.node(v).name.size, g.node(v).name.data);
+        if (m->subgraph_of[v] == detail::kUnplaced) return fail(Status::ParseError, "blob: the partition leaves node '%.*s' out", (int)g.node(v).name.size, g.node(v).name.data);
     const void** payloads = m->arena.allocate_array<const void*>(m->subgraph_count + 1);
     size_t* sizes = m->arena.allocate_array<size_t>(m->subgraph_count + 1);
     if (!payloads || !sizes) return fail(Status::OutOfMemory, "out of memory");
@@ -5486,6 +5492,8 @@ T* new_state(PrepareContext& c) {
 
 // Input count in [least, most], inputs [0, required) present, every present input of a
 // known shape within the limits; exactly `outputs` outputs (0: any number from 1).
+constexpr uint32_t kAnyInputCount = 0xffffffffu;   // check_tensor_inputs' `most` for variadic ops
+
 inline Status check_tensor_inputs(PrepareContext& c, uint32_t least, uint32_t most, uint32_t required,
                                   uint32_t outputs = 1) {
     if (c.num_inputs < least || c.num_inputs > most)
@@ -5952,7 +5960,7 @@ struct AxisState {
 };
 
 inline Status prepare_concat(PrepareContext& c) {
-    TESSEL_TRY(check_tensor_inputs(c, 1, 0xffffffffu, c.num_inputs));
+    TESSEL_TRY(check_tensor_inputs(c, 1, kAnyInputCount, c.num_inputs));
     const TensorDesc& x = c.inputs[0];
     const Attribute* a = c.attribute("axis");
     if (!a || a->kind != AttributeKind::Int) return c.fail(Status::InvalidArgument, "attribute 'axis' is missing");
@@ -6704,7 +6712,7 @@ inline Status prepare_typed(PrepareContext& c) {
     bool unary = op == TensorOp::Neg || op == TensorOp::Abs || op == TensorOp::Not;
     bool variadic = op == TensorOp::Max || op == TensorOp::Min || op == TensorOp::Sum || op == TensorOp::Mean;
     uint32_t least = unary ? 1 : op == TensorOp::Where ? 3 : variadic ? 1 : 2;
-    uint32_t most = variadic ? 0xffffffffu : least;
+    uint32_t most = variadic ? kAnyInputCount : least;
     TESSEL_TRY(check_tensor_inputs(c, least, most, c.num_inputs));
     uint32_t first = op == TensorOp::Where ? 1 : 0;
     ElementType type = c.inputs[first].type;
@@ -6963,14 +6971,15 @@ namespace detail {
 // One table of every built-in kernel, assembled once (a later table overrides an earlier
 // entry of the same op: the variadic and typed kernels replace the float-only ones).
 struct KernelTable {
-    OpKernel entries[256];
+    static constexpr uint32_t kCapacity = 256;
+    OpKernel entries[kCapacity];
     uint32_t count = 0;
     void add(const OpKernel* table, size_t n) {
         for (size_t i = 0; i < n && table[i].op; ++i) {
             uint32_t k = 0;
             while (k < count && StringView(entries[k].op) != StringView(table[i].op)) ++k;
             if (k == count) {
-                TESSEL_ASSERT(count < 256);
+                TESSEL_ASSERT(count < kCapacity);
                 ++count;
             }
             entries[k] = table[i];
@@ -7046,6 +7055,10 @@ namespace detail {
 
 constexpr uint32_t kOnnxMinOpset = 1;   // ops unchanged since opset 1-6 read as they are; legacy attributes are checked by the runtime
 constexpr uint32_t kOnnxMaxOpset = 17;
+// Sizes of the names messages give: a tensor or value, a node, a node's attribute, "node #N";
+// and of a generated node name (<op_type>_<index>).
+constexpr size_t kOnnxLabelBytes = 160, kOnnxNodeLabelBytes = 200, kOnnxAttributeLabelBytes = 240;
+constexpr size_t kOnnxIndexLabelBytes = 64, kOnnxGeneratedNameBytes = 160;
 
 // The error sink of one read. Offsets in messages count from `base`.
 struct OnnxReader {
@@ -7277,7 +7290,7 @@ struct TensorInfo {
     StringView location;
     uint64_t offset = 0, length = 0;
     bool has_length = false;
-    char label[160] = {};            // how messages name the tensor
+    char label[kOnnxLabelBytes] = {};   // how messages name the tensor
 };
 
 inline Status parse_tensor(OnnxReader& r, const uint8_t* data, size_t size, const char* what, TensorInfo* t) {
@@ -7676,7 +7689,7 @@ inline Status parse_value_info(OnnxReader& r, const uint8_t* data, size_t size, 
             has_type = true;
         }
     }
-    char label[160];
+    char label[kOnnxLabelBytes];
     std::snprintf(label, sizeof label, "%s '%.*s'", what, clip_length(*name), name->data ? name->data : "");
     if (name->empty()) return r.fail(Status::ParseError, "%s has no name", what);
     if (!has_type) return strict ? r.fail(Status::ParseError, "%s has no type", label) : Status::Ok;
@@ -7791,7 +7804,7 @@ struct OnnxModelReader {
     }
 
     Status read_attribute(NodeId node, StringView node_name, const uint8_t* data, size_t size) {
-        char what[200];
+        char what[kOnnxNodeLabelBytes];
         std::snprintf(what, sizeof what, "node '%.*s' attribute", clip_length(node_name), node_name.data);
         ProtoCursor c(data, size);
         ProtoField f;
@@ -7831,7 +7844,7 @@ struct OnnxModelReader {
         if (name.empty())
             return r.fail(Status::ParseError, "node '%.*s': an attribute at byte %zu has no name", clip_length(node_name),
                           node_name.data, r.offset(data));
-        char label[240];
+        char label[kOnnxAttributeLabelBytes];
         std::snprintf(label, sizeof label, "%s '%.*s'", what, clip_length(name), name.data);
         if (!ref.empty()) return r.fail(Status::Unsupported, "%s refers to a function attribute", label);
         if (type == 0) {  // IR version 1 files: the type is the field that is present
@@ -7936,7 +7949,7 @@ struct OnnxModelReader {
         {
             ProtoCursor c(data, size);
             uint32_t index = 0;
-            char node_what[64];
+            char node_what[kOnnxIndexLabelBytes];
             while (true) {
                 TESSEL_TRY(proto_next(r, c, &f, &more, what));
                 if (!more) break;
@@ -7977,7 +7990,7 @@ struct OnnxModelReader {
                 TESSEL_TRY(proto_next(r, c, &f, &more, what));
                 if (!more) break;
                 if (f.number != 5) continue;
-                char init_what[64];
+                char init_what[kOnnxIndexLabelBytes];
                 std::snprintf(init_what, sizeof init_what, "initializer #%u", index++);
                 TensorInfo info;
                 const void* bytes = nullptr;
@@ -8087,7 +8100,7 @@ struct OnnxModelReader {
         ProtoField f;
         bool more = true;
         uint32_t index = 0;
-        char node_what[64];
+        char node_what[kOnnxIndexLabelBytes];
         while (true) {
             TESSEL_TRY(proto_next(r, c, &f, &more, "GraphProto"));
             if (!more) break;
@@ -8096,7 +8109,7 @@ struct OnnxModelReader {
             OnnxNodeInfo info;
             TESSEL_TRY(scan_node(r, f.data, f.size, node_what, &info));
             // The node's name: its own unless taken, else <op_type>_<index> made unique.
-            char generated[160];
+            char generated[kOnnxGeneratedNameBytes];
             StringView name = info.name;
             if (name.empty() || names.find(name)) {
                 std::snprintf(generated, sizeof generated, "%.*s_%u", clip_length(info.op), info.op.data, index);
