@@ -3830,22 +3830,27 @@ Status Core::import_job(void* job_pointer, const void* payload, size_t size, voi
 // ---- BEGIN OPS REGION (reference kernels: helpers, then one section per op family) ----
 namespace detail {
 
-// NumPy broadcast of several descs (right-aligned). false if they do not broadcast.
+// The NumPy broadcast (right-aligned) of two descs: rank and dims; the type is a's. out may be
+// a or b. false if they do not broadcast. Every op that broadcasts goes through it.
+inline bool broadcast_pair(const TensorDesc& a, const TensorDesc& b, TensorDesc* out) {
+    TensorDesc r;
+    r.rank = a.rank > b.rank ? a.rank : b.rank;
+    for (int i = 0; i < r.rank; ++i) {
+        int ja = i - (r.rank - a.rank), jb = i - (r.rank - b.rank);
+        int64_t da = ja >= 0 ? a.dims[ja] : 1, db = jb >= 0 ? b.dims[jb] : 1;
+        if (da != db && da != 1 && db != 1) return false;
+        r.dims[i] = da == 1 ? db : da;
+    }
+    r.type = a.type;
+    *out = r;
+    return true;
+}
+
+// The broadcast of several descs (type Undefined). false if they do not broadcast.
 inline bool broadcast_descs(const TensorDesc* const* descs, uint32_t count, TensorDesc* out) {
     TensorDesc r;
-    r.rank = 0;
-    for (uint32_t k = 0; k < count; ++k) if (descs[k]->rank > r.rank) r.rank = descs[k]->rank;
-    for (int i = 0; i < r.rank; ++i) {
-        int64_t d = 1;
-        for (uint32_t k = 0; k < count; ++k) {
-            int j = descs[k]->rank - r.rank + i;
-            int64_t dk = j >= 0 ? descs[k]->dims[j] : 1;
-            if (dk == 1) continue;
-            if (d != 1 && d != dk) return false;
-            d = dk;
-        }
-        r.dims[i] = d;
-    }
+    for (uint32_t k = 0; k < count; ++k)
+        if (!broadcast_pair(r, *descs[k], &r)) return false;
     *out = r;
     return true;
 }
@@ -4129,21 +4134,6 @@ inline Status nn_float(PrepareContext& c, uint32_t i, bool optional = false) {
     for (int d = 0; d < c.inputs[i].rank; ++d)
         if (c.inputs[i].dims[d] < 0) return c.fail(Status::Unsupported, "input %u has an unknown dimension", i);
     return Status::Ok;
-}
-
-// NumPy broadcast of two shapes, right-aligned. The nn ops keep their own copy: another caller
-// of the shared broadcast_descs changes how GCC inlines it into prepare_elementwise, whose
-// partly filled descs[] array then trips -Wmaybe-uninitialized at -O2.
-inline bool nn_broadcast(const TensorDesc& a, const TensorDesc& b, TensorDesc* out) {
-    TensorDesc r = a.rank >= b.rank ? a : b;
-    for (int i = 0; i < r.rank; ++i) {
-        int ja = a.rank - r.rank + i, jb = b.rank - r.rank + i;
-        int64_t da = ja >= 0 ? a.dims[ja] : 1, db = jb >= 0 ? b.dims[jb] : 1;
-        if (da != db && da != 1 && db != 1) return false;
-        r.dims[i] = da == 1 ? db : da;
-    }
-    *out = r;
-    return true;
 }
 
 inline bool nn_axis(int64_t axis, int rank, int* out) {
@@ -4616,7 +4606,7 @@ inline Status prepare_matmul(PrepareContext& c) {
     TensorDesc ab = a, bb = b, out;
     ab.rank -= 2;
     bb.rank -= 2;
-    if (!nn_broadcast(ab, bb, &out)) return c.fail(Status::InvalidArgument, "batch dims do not broadcast");
+    if (!broadcast_pair(ab, bb, &out)) return c.fail(Status::InvalidArgument, "batch dims do not broadcast");
     st->batch_rank = out.rank;
     st->batch = 1;
     broadcast_strides(ab, out, st->a_stride);
@@ -4697,7 +4687,7 @@ inline Status prepare_gemm(PrepareContext& c) {
     if (st->has_c) {  // unidirectional broadcast of C to [m, n]
         const TensorDesc& cd = c.inputs[2];
         TensorDesc joined;
-        if (cd.rank > 2 || !nn_broadcast(cd, y, &joined) || joined.dims[0] != st->m || joined.dims[1] != st->n)
+        if (cd.rank > 2 || !broadcast_pair(cd, y, &joined) || joined.dims[0] != st->m || joined.dims[1] != st->n)
             return c.fail(Status::InvalidArgument, "C does not broadcast to %lld x %lld", (long long)st->m, (long long)st->n);
         int64_t strides[kMaxRank];
         broadcast_strides(cd, y, strides);
@@ -6664,22 +6654,6 @@ inline bool tensor_op_from_name(StringView name, TensorOp* op) {
     for (uint32_t i = 0; i < sizeof kNames / sizeof kNames[0]; ++i)
         if (name == StringView(kNames[i])) { *op = (TensorOp)i; return true; }
     return false;
-}
-
-// NumPy broadcast of two descs (out may be a). Not broadcast_descs: a second caller of it
-// makes GCC stop inlining it into prepare_elementwise and warn there at -O2.
-inline bool broadcast_pair(const TensorDesc& a, const TensorDesc& b, TensorDesc* out) {
-    TensorDesc r;
-    r.rank = a.rank > b.rank ? a.rank : b.rank;
-    for (int i = 0; i < r.rank; ++i) {
-        int ja = i - (r.rank - a.rank), jb = i - (r.rank - b.rank);
-        int64_t da = ja >= 0 ? a.dims[ja] : 1, db = jb >= 0 ? b.dims[jb] : 1;
-        if (da != db && da != 1 && db != 1) return false;
-        r.dims[i] = da == 1 ? db : da;
-    }
-    r.type = a.type;
-    *out = r;
-    return true;
 }
 
 inline Status set_typed_state(PrepareContext& c, const TypedState& st) {
