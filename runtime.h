@@ -22,6 +22,76 @@
    Models are built in code too (Model::add_input / add_constant / add_node / add_output, then
    finalize()) and written as ONNX with write_onnx().
 
+   Contents (search for `// >>name`)
+   ---------------------------------
+   >>tensor                           Tensor: owning or a view
+   >>model                            Model: a graph with inputs and outputs; building one in code
+   >>op kernels                       the op contract: PrepareContext, RunContext, OpKernel
+   >>limits                           Limits: nodes, rank, elements, arena, file and folded bytes
+   >>device                           the device plugin API: Device, DeviceProgram, ProgramStep
+   >>prepared model                   PreparedModel: what every device compiles
+   >>core                             Core: compile_model, reshape, import_model, query_model
+   >>compiled model                   CompiledModel: requests, export, placement
+   >>infer request                    InferRequest: inputs, outputs, infer, start_async
+   >>tensor files                     TensorProto files; write_onnx
+   >>templates                        create<T>, destroy<T>
+   >>implementation                   (TESSEL_IMPLEMENTATION from here on)
+   >>tensor implementation            Tensor, element values
+   >>model implementation             Model building and interface checks
+   >>op kernel contexts               attribute access, fail, parallel_for
+   >>threads                          the request's thread pool
+   >>prepare                          static shapes, constant folding, Conv+BatchNormalization
+   >>builtin devices                  config parsing shared by CPU and TEMPLATE
+   >>reference program                a program of reference kernel steps
+   >>template device                  TEMPLATE: reference kernels, SUPPORTED_OPS
+   >>cpu device                       CPU: fused elementwise islands (snippets.h)
+   >>compiled model implementation    CompiledModel::Impl, write_summary
+   >>memory plan                      value lifetimes and offsets in one arena per request
+   >>hetero transfers                 subgraph boundaries, transfers, execution order
+   >>core implementation              device registry
+   >>compile                          device strings, config, compile_model, reshape, query_model
+   >>infer request implementation     create_request, binding, infer, async
+   >>blob format                      blob layout, writer and reader
+   >>blob export                      CompiledModel::export_model
+   >>blob import                      Core::import_model
+   >>ops                              reference kernels: broadcasting and shared helpers
+   >>elementwise ops                  the snippet ops (unary, binary, Where)
+   >>nn ops                           helpers shared by the nn kernels
+   >>blocked gemm                     the GEMM under Conv, ConvTranspose, MatMul, Gemm
+   >>windows                          kernel, stride, dilation, pads for Conv and pools
+   >>conv                             Conv (im2col + GEMM)
+   >>conv transpose                   ConvTranspose (GEMM + col2im)
+   >>matmul                           MatMul
+   >>gemm                             Gemm
+   >>batch normalization              BatchNormalization
+   >>instance normalization           InstanceNormalization
+   >>layer normalization              LayerNormalization
+   >>pooling                          MaxPool, AveragePool
+   >>global pooling                   GlobalAveragePool, GlobalMaxPool
+   >>softmax                          Softmax, LogSoftmax
+   >>reductions                       ReduceMean/Sum/Max/Min/Prod/L2
+   >>argmax                           ArgMax, ArgMin
+   >>resize                           Resize
+   >>tensor ops                       shape, data movement, integer and logical ops: helpers
+   >>strided copy                     the copy under Transpose, Slice, Expand, ...
+   >>shape ops                        Reshape, Flatten, Squeeze, Unsqueeze
+   >>data movement                    Transpose, Slice, Expand, DepthToSpace, SpaceToDepth
+   >>concat and split                 Concat, Split
+   >>gather                           Gather
+   >>cast                             Cast, half and scalar conversions
+   >>pad                              Pad
+   >>constants and ranges             Shape, Size, Constant, ConstantOfShape, Tile, Range
+   >>integer and logical ops          Where, comparisons, logical, integer, Max/Min/Sum/Mean
+   >>op kernel table                  builtin_op_kernels, find_builtin_kernel
+   >>onnx reader                      what is read and how it maps to a Model
+   >>protobuf wire format             fields, varints, packed lists
+   >>onnx tensors                     TensorProto: types, shape, data
+   >>onnx external data               external data inside the model's folder
+   >>onnx names and nodes             name tables, NodeProto, ValueInfoProto
+   >>onnx graph                       GraphProto to Model
+   >>onnx model and files             ModelProto, files, TensorProto files
+   >>onnx writer                      write_onnx, write_tensor_proto
+
    Pipeline
    --------
    compile_model: the common transformations (static shapes from the inputs or InputShape;
@@ -610,9 +680,7 @@ Status write_onnx(const Model& model, WriteFn write, void* user);
 
 }  // namespace tessel
 
-// ==========================================================================================
-// Templates
-// ==========================================================================================
+// >>templates
 #include <new>
 #include <utility>
 namespace tessel {
@@ -630,9 +698,8 @@ void destroy(T* object) {
 }  // namespace tessel
 #endif  // TESSEL_RUNTIME_H
 
-// ==========================================================================================
-// Implementation
-// ==========================================================================================
+// >>implementation
+// Everything below is compiled once, in the file that defines TESSEL_IMPLEMENTATION.
 #if defined(TESSEL_IMPLEMENTATION) && !defined(TESSEL_RUNTIME_IMPLEMENTED)
 #define TESSEL_RUNTIME_IMPLEMENTED
 
@@ -1747,6 +1814,7 @@ Status PreparedModel::run_kernel(const ProgramStep& step, const StepContext& con
 
 namespace detail {
 
+// >>reference program
 // A program of reference kernels (and, on CPU, fused islands).
 class ReferenceProgram : public DeviceProgram {
 public:
@@ -1956,6 +2024,7 @@ protected:
     uint32_t extension_count_ = 0;
 };
 
+// >>template device
 // TEMPLATE: reference kernels only; SUPPORTED_OPS limits what it takes (default every op).
 // It is the device the HETERO tests split graphs with, and the file a plugin author copies.
 const ConfigKey kTemplateKeys[] = {{"SUPPORTED_OPS", "*"}, {"PERF_COUNT", "NO"}};
@@ -2019,6 +2088,7 @@ protected:
     }
 };
 
+// >>cpu device
 // CPU: reference kernels, with every elementwise island fused into one snippets.h kernel.
 const ConfigKey kCpuKeys[] = {{"NUM_THREADS", "1"}, {"PERF_COUNT", "NO"}, {"FUSION", "YES"}, {"ISA", "auto"}};
 
@@ -2452,6 +2522,7 @@ inline uint32_t reader_slot(const CompiledModel::Impl* m, uint32_t s, uint32_t v
     return lo < m->transfer_first[s + 1] && m->transfers[lo].value == v ? m->transfers[lo].slot : v;
 }
 
+// >>memory plan
 // Static memory plan: each value a buffer live from its producing step to its last reader
 // (graph outputs and inputs to the end); an in-place step's output shares its input's buffer
 // when that input dies there. Buffers are placed largest first at the lowest offset that no
@@ -2587,6 +2658,7 @@ inline Status plan_memory(CompiledModel::Impl* m) {
     return Status::Ok;
 }
 
+// >>hetero transfers
 // Boundaries, transfers and the execution order from a subgraph per node: Kahn over the
 // graph of subgraphs (InvalidPartition if it has a cycle). A value computed by an op node in
 // one subgraph and read in another is copied into the reader's own buffer first; Parameters
@@ -2712,6 +2784,7 @@ Device* Core::device(StringView name) const {
 uint32_t Core::device_count() const { return impl_ ? impl_->count : 0; }
 Device* Core::device_at(uint32_t i) const { return impl_ && i < impl_->count ? impl_->devices[i] : nullptr; }
 
+// >>compile
 namespace detail {
 struct CompileJob {   // what compile_model and import_model share
     Core* core;
@@ -3474,7 +3547,7 @@ Span<const ProfileEntry> InferRequest::profiling_info() const {
     return impl_ ? Span<const ProfileEntry>(impl_->profile, impl_->profile_count) : Span<const ProfileEntry>();
 }
 
-// >>export and import
+// >>blob format
 // Blob: "TESSELCM", u32 format version, u32 zero, u64 payload bytes, u64 FNV-1a of the
 // payload; then the payload: device string, every config key of the listed devices, the
 // prepared model (nodes, attributes, constants 64-byte aligned), the partition (device and
@@ -3692,6 +3765,7 @@ inline Status write_blob(const CompiledModel::Impl& m, BlobWriter& w) {
 }
 }  // namespace detail
 
+// >>blob export
 Status CompiledModel::export_model(WriteFn write, void* user) const {
     if (!impl_) return Status::NotFinalized;
     if (!write) return Status::InvalidArgument;
@@ -3708,6 +3782,7 @@ Status CompiledModel::export_model(WriteFn write, void* user) const {
     return detail::write_blob(*impl_, writer);
 }
 
+// >>blob import
 Status Core::import_model(const void* blob, size_t size, CompiledModel* out) {
     if (!impl_) return fail(Status::OutOfMemory, "out of memory");
     if (!out || (!blob && size)) return fail(Status::InvalidArgument, "import_model: null argument");
@@ -3827,7 +3902,8 @@ Status Core::import_job(void* job_pointer, const void* payload, size_t size, voi
 }
 
 // >>ops
-// ---- BEGIN OPS REGION (reference kernels: helpers, then one section per op family) ----
+// The reference kernels: shared helpers (broadcasting, the elementwise ops), then the nn ops
+// and the tensor ops, one section per op family; the kernel table last.
 namespace detail {
 
 // The NumPy broadcast (right-aligned) of two descs: rank and dims; the type is a's. out may be
@@ -3900,7 +3976,8 @@ void for_each_broadcast(const TensorDesc& out, const TensorDesc* const* in, uint
     }
 }
 
-// ---- elementwise float operations (the snippet ops): the same scalar semantics as the
+// >>elementwise ops
+// Elementwise float operations (the snippet ops): the same scalar semantics as the
 // interpreter and every JIT target, so TEMPLATE and CPU (fused) agree bit for bit when the
 // FMA mode is the default target's.
 struct ElementwiseState {
@@ -4081,10 +4158,10 @@ const OpKernel kBuiltinKernels[] = {
 
 }  // namespace detail
 
-// ---- BEGIN NN OPS REGION (Conv, MatMul, pooling, normalization, softmax, reductions, Resize) ----
+// >>nn ops
+// Conv, MatMul, Gemm, normalization, pooling, softmax, reductions, Resize; first their shared
+// helpers.
 namespace detail {
-
-// ---- shared helpers of the nn kernels
 
 // Runs f(slot, begin, end) over [0, units) split into at most `threads` slots (and at most
 // max_slots: the scratch prepare sized); a slot owns scratch slice `slot`, so the split is
@@ -4156,7 +4233,8 @@ inline Status nn_int64_values(PrepareContext& c, uint32_t i, const int64_t** dat
     return Status::Ok;
 }
 
-// ---- blocked GEMM: C[m x n] (+)= A[m x k] B[k x n]. A is read through (row, column) strides, so
+// >>blocked gemm
+// Blocked GEMM: C[m x n] (+)= A[m x k] B[k x n]. A is read through (row, column) strides, so
 // a transposed A costs nothing: the micro-kernel broadcasts 4 scalars of A per step and
 // vectorizes along 16 contiguous columns of B and C (kept in registers across the k block).
 // A 128 x 256 panel of B (128 KiB) stays in L2 while every row block of A passes over it.
@@ -4232,7 +4310,8 @@ inline void gemm_dot(int64_t m, int64_t n, int64_t k, const float* a, int64_t ld
         }
 }
 
-// ---- window geometry of Conv, ConvTranspose and the pools: always 3 spatial dims, real ones
+// >>windows
+// Window geometry of Conv, ConvTranspose and the pools: always 3 spatial dims, real ones
 // last (a 2-D op has a leading dim of size 1), so one loop nest serves 1-D, 2-D and 3-D.
 constexpr int64_t kMaxWindow = 1 << 24;
 
@@ -4301,7 +4380,8 @@ inline Status parse_window(PrepareContext& c, const TensorDesc& x, const int64_t
 
 namespace detail {
 
-// ---- Conv: per (image, group, block of output positions) an im2col block in the slot's
+// >>conv
+// Conv: per (image, group, block of output positions) an im2col block in the slot's
 // scratch, then the blocked GEMM (weights [Mg x Cg*K] times columns [Cg*K x block]). A 1x1
 // stride-1 unpadded conv reads its input as the column matrix directly. Depthwise convs (one
 // input channel and fewer than 4 maps per group: too few GEMM rows) run a direct loop instead.
@@ -4461,7 +4541,8 @@ inline Status run_conv(const RunContext& c) {
     return Status::Ok;
 }
 
-// ---- ConvTranspose: per (image, group), blocks of input positions go through the GEMM
+// >>conv transpose
+// ConvTranspose: per (image, group), blocks of input positions go through the GEMM
 // W^T [Mg*K x Cg] times X [Cg x block] into the slot's scratch, then scatter-add (col2im).
 struct ConvTransposeState {
     Window w;   // in: X's spatial dims, out: Y's
@@ -4579,7 +4660,8 @@ inline Status run_conv_transpose(const RunContext& c) {
     return Status::Ok;
 }
 
-// ---- MatMul: NumPy matmul (1-D operands promoted and their unit dim dropped, batch dims
+// >>matmul
+// MatMul: NumPy matmul (1-D operands promoted and their unit dim dropped, batch dims
 // broadcast). Work units are (batch, block of 16 rows).
 struct MatMulState {
     int64_t m, n, k, batch;
@@ -4653,7 +4735,8 @@ inline Status run_matmul(const RunContext& c) {
     return Status::Ok;
 }
 
-// ---- Gemm: Y = alpha A' B' + beta C. A transposed is read through strides; B transposed is
+// >>gemm
+// Gemm: Y = alpha A' B' + beta C. A transposed is read through strides; B transposed is
 // packed into scratch first (the GEMM vectorizes along B's rows), except for fewer than 8 rows
 // of A: then dot products over B's rows (blocks of 64 columns per work unit).
 struct GemmState {
@@ -4746,7 +4829,8 @@ inline Status run_gemm(const RunContext& c) {
 
 namespace detail {
 
-// ---- BatchNormalization (inference): y = (x - mean) / sqrt(var + eps) * scale + B per channel.
+// >>batch normalization
+// BatchNormalization (inference): y = (x - mean) / sqrt(var + eps) * scale + B per channel.
 struct NormState {
     float epsilon;
     int64_t outer, channels, inner;   // BatchNorm/InstanceNorm: N, C, spatial; LayerNorm: rows, -, row size
@@ -4805,7 +4889,8 @@ inline void row_moments(const float* x, int64_t n, float epsilon, float* mean, f
     *inv_std = (float)(1.0 / std::sqrt((n ? squares / (double)n : 0.0) + (double)epsilon));
 }
 
-// ---- InstanceNormalization: per (n, c) plane normalized, then scale and B per channel.
+// >>instance normalization
+// InstanceNormalization: per (n, c) plane normalized, then scale and B per channel.
 inline Status prepare_instance_norm(PrepareContext& c) {
     TESSEL_TRY(nn_count(c, 3, 3, 1));
     for (uint32_t i = 0; i < 3; ++i) TESSEL_TRY(nn_float(c, i));
@@ -4831,7 +4916,8 @@ inline Status run_instance_norm(const RunContext& c) {
     return Status::Ok;
 }
 
-// ---- LayerNormalization: rows are the dims from `axis` on; Scale and B broadcast to a row
+// >>layer normalization
+// LayerNormalization: rows are the dims from `axis` on; Scale and B broadcast to a row
 // (expanded once per run into scratch). Optional outputs Mean and InvStdDev keep X's rank
 // with 1s from `axis` on.
 struct LayerNormState {
@@ -4906,7 +4992,8 @@ inline Status run_layer_norm(const RunContext& c) {
     return Status::Ok;
 }
 
-// ---- MaxPool and AveragePool over 1-3 spatial dims; per (n, c) plane a direct loop over each
+// >>pooling
+// MaxPool and AveragePool over 1-3 spatial dims; per (n, c) plane a direct loop over each
 // window's in-bounds taps. MaxPool's optional Indices output is the flat index into X.
 struct PoolState {
     Window w;
@@ -5001,7 +5088,8 @@ inline Status run_pool(const RunContext& c) {
     return Status::Ok;
 }
 
-// ---- GlobalAveragePool, GlobalMaxPool: one value per (n, c) plane.
+// >>global pooling
+// GlobalAveragePool, GlobalMaxPool: one value per (n, c) plane.
 inline Status prepare_global_pool(PrepareContext& c) {
     TESSEL_TRY(nn_count(c, 1, 1, 1));
     TESSEL_TRY(nn_float(c, 0));
@@ -5032,7 +5120,8 @@ inline Status run_global_pool(const RunContext& c, bool max) {
 inline Status run_global_average_pool(const RunContext& c) { return run_global_pool(c, false); }
 inline Status run_global_max_pool(const RunContext& c) { return run_global_pool(c, true); }
 
-// ---- Softmax, LogSoftmax: over `count` elements `inner` apart. Before opset 13 the input is
+// >>softmax
+// Softmax, LogSoftmax: over `count` elements `inner` apart. Before opset 13 the input is
 // coerced to 2-D at axis (everything from axis on is one row); from 13 it is one axis.
 struct SoftmaxState {
     int64_t outer, count, inner;
@@ -5091,7 +5180,8 @@ inline Status run_softmax(const RunContext& c) {
 
 namespace detail {
 
-// ---- ReduceMean/Sum/Max/Min/Prod/L2: the output (kept dims as 1) is initialized with the
+// >>reductions
+// ReduceMean/Sum/Max/Min/Prod/L2: the output (kept dims as 1) is initialized with the
 // identity, then X is walked once in row-major order, each element folded into the output
 // element it broadcasts from (stride 0 along reduced dims).
 enum class ReduceKind : uint8_t { Mean, Sum, Max, Min, Prod, L2 };
@@ -5186,7 +5276,8 @@ inline Status run_reduce(const RunContext& c) {
     return Status::Ok;
 }
 
-// ---- ArgMax, ArgMin: int64 index along axis (first or, with select_last_index, last extremum).
+// >>argmax
+// ArgMax, ArgMin: int64 index along axis (first or, with select_last_index, last extremum).
 struct ArgState {
     int64_t outer, count, inner;
     bool max, last;
@@ -5237,7 +5328,8 @@ inline Status run_arg(const RunContext& c) {
     return Status::Ok;
 }
 
-// ---- Resize: nearest (any rank) or linear (the last two dims of a 2-D or 4-D input). Output
+// >>resize
+// Resize: nearest (any rank) or linear (the last two dims of a 2-D or 4-D input). Output
 // sizes come from compile-time scales or sizes; per-axis source tables (index, and for linear
 // the neighbour and weight) are built once in prepare.
 struct ResizeState {
@@ -5433,9 +5525,8 @@ const OpKernel kNnKernels[] = {
 };
 
 }  // namespace detail
-// ---- END NN OPS REGION ----
 
-// ---- BEGIN TENSOR OPS REGION (shape, data movement, integer and logical ops, Cast) ----
+// >>tensor ops
 namespace detail {
 
 // Tensor kernels: shapes, data movement, integer and logical arithmetic, Cast. Sizes that come
@@ -5571,7 +5662,8 @@ inline Status run_copy(const RunContext& c) {   // same bytes, new shape
     return Status::Ok;
 }
 
-// ---- strided copy: walks the output in row-major order over `dims` (a view that may have
+// >>strided copy
+// Strided copy: walks the output in row-major order over `dims` (a view that may have
 // more dimensions than the output, as DepthToSpace's six) and reads the input element at
 // base + sum(index[d] * strides[d]) (0 broadcasts, negative walks backwards).
 struct StridedCopy {
@@ -5635,7 +5727,8 @@ inline Status set_strided_state(PrepareContext& c, const StridedCopy& s) {
     return Status::Ok;
 }
 
-// ---- Reshape, Flatten, Squeeze, Unsqueeze: the same bytes under a new shape (in place).
+// >>shape ops
+// Reshape, Flatten, Squeeze, Unsqueeze: the same bytes under a new shape (in place).
 inline Status prepare_reshape(PrepareContext& c) {
     bool attribute_shape = c.opset < 5;
     TESSEL_TRY(check_tensor_inputs(c, attribute_shape ? 1 : 2, attribute_shape ? 1 : 2, attribute_shape ? 1 : 2));
@@ -5765,7 +5858,8 @@ inline Status prepare_unsqueeze(PrepareContext& c) {
     return Status::Ok;
 }
 
-// ---- Transpose, Slice, Expand, DepthToSpace, SpaceToDepth: strided copies.
+// >>data movement
+// Transpose, Slice, Expand, DepthToSpace, SpaceToDepth: strided copies.
 inline Status prepare_transpose(PrepareContext& c) {
     TESSEL_TRY(check_tensor_inputs(c, 1, 1, 1));
     const TensorDesc& x = c.inputs[0];
@@ -5942,7 +6036,7 @@ inline Status prepare_depth_space(PrepareContext& c) {
     return set_strided_state(c, copy);
 }
 
-// ---- Concat, Split
+// >>concat and split
 struct AxisState {
     int64_t axis = 0;
     uint32_t count = 0;
@@ -6068,7 +6162,7 @@ inline Status run_split(const RunContext& c) {
     return Status::Ok;
 }
 
-// ---- Gather
+// >>gather
 inline int64_t load_index(const void* data, ElementType type, uint64_t i) {
     return type == ElementType::Int64 ? static_cast<const int64_t*>(data)[i] : static_cast<const int32_t*>(data)[i];
 }
@@ -6136,7 +6230,8 @@ inline Status run_gather(const RunContext& c) {
     return Status::Ok;
 }
 
-// ---- Cast (and scalar conversions shared with Pad and ConstantOfShape)
+// >>cast
+// Cast (and scalar conversions shared with Pad and ConstantOfShape)
 inline uint16_t float_to_half(float f) {   // round to nearest even
     uint32_t x;
     std::memcpy(&x, &f, 4);
@@ -6265,7 +6360,7 @@ inline Status run_cast(const RunContext& c) {
     return Status::Ok;
 }
 
-// ---- Pad
+// >>pad
 enum class PadMode : uint8_t { Constant, Reflect, Edge };
 struct PadState {
     PadMode mode = PadMode::Constant;
@@ -6381,7 +6476,8 @@ inline Status run_pad(const RunContext& c) {
     return Status::Ok;
 }
 
-// ---- Shape, Constant, ConstantOfShape, Tile, Range
+// >>constants and ranges
+// Shape, Constant, ConstantOfShape, Tile, Range
 struct ShapeState {
     int64_t start = 0;
 };
@@ -6633,7 +6729,8 @@ inline Status run_range(const RunContext& c) {
     return Status::Ok;
 }
 
-// ---- Where, comparisons, logical ops, integer arithmetic, variadic Max/Min/Sum/Mean.
+// >>integer and logical ops
+// Where, comparisons, logical ops, integer arithmetic, variadic Max/Min/Sum/Mean.
 enum class TensorOp : uint8_t {
     Add, Sub, Mul, Div, Mod, Neg, Abs, Max, Min, Sum, Mean,
     Equal, Less, Greater, LessOrEqual, GreaterOrEqual, Not, And, Or, Xor, Where
@@ -6939,8 +7036,8 @@ const OpKernel kTensorKernels[] = {
     {nullptr, nullptr, nullptr},   // end marker
 };
 }  // namespace detail
-// ---- END TENSOR OPS REGION ----
 
+// >>op kernel table
 namespace detail {
 // One table of every built-in kernel, assembled once (a later table overrides an earlier
 // entry of the same op: the variadic and typed kernels replace the float-only ones).
@@ -6979,10 +7076,8 @@ const OpKernel* find_builtin_kernel(StringView op) {
     for (const OpKernel& k : builtin_op_kernels()) if (op == StringView(k.op)) return &k;
     return nullptr;
 }
-// ---- END OPS REGION ----
 
 // >>onnx reader
-// ---- BEGIN ONNX REGION ----
 // ONNX models and TensorProto files, read straight from protobuf's wire format (no protobuf
 // library). Every length and offset is checked against the end of its message before use, so
 // any bytes give a Status and a message, never a read past the buffer. Messages are walked
@@ -7054,6 +7149,7 @@ struct OnnxReader {
 
 enum : uint32_t { kWireVarint = 0, kWireFixed64 = 1, kWireLength = 2, kWireFixed32 = 5 };
 
+// >>protobuf wire format
 struct ProtoCursor {
     const uint8_t* p;
     const uint8_t* end;
@@ -7207,6 +7303,7 @@ inline Status proto_count(OnnxReader& r, const ProtoField& f, bool fixed32, size
     return fixed32 ? proto_floats(r, f, nullptr, count, what, field) : proto_ints(r, f, nullptr, count, what, field);
 }
 
+// >>onnx tensors
 inline int32_t onnx_type_code(ElementType type) {
     switch (type) {
     case ElementType::Float32: return 1;
@@ -7398,6 +7495,7 @@ inline Status parse_tensor(OnnxReader& r, const uint8_t* data, size_t size, cons
 }
 
 #if !defined(_WIN32)
+// >>onnx external data
 // Reads a tensor's external data: only a relative path inside `folder`, no `..`, and no link
 // that resolves outside it.
 inline Status read_external(OnnxReader& r, const TensorInfo& t, StringView folder, void* out) {
@@ -7537,6 +7635,7 @@ inline Status fill_tensor(OnnxReader& r, const TensorInfo& t, StringView folder,
     return Status::Ok;
 }
 
+// >>onnx names and nodes
 // Open-addressing table of names (keys are not copied: they point into the model's bytes or
 // the arena, both alive while the reader runs).
 struct OnnxNameTable {
@@ -7742,6 +7841,7 @@ inline Status parse_value_info(OnnxReader& r, const uint8_t* data, size_t size, 
     return Status::Ok;
 }
 
+// >>onnx graph
 // Builds a Model from a ModelProto's GraphProto.
 struct OnnxModelReader {
     Model* model;
@@ -8130,6 +8230,7 @@ struct OnnxModelReader {
     }
 };
 
+// >>onnx model and files
 // ModelProto: ir_version = 1, opset_import = 8 (OperatorSetIdProto: domain = 1, version = 2), graph = 7.
 inline Status read_model_proto(Model* model, OnnxReader& r, const uint8_t* data, size_t size, StringView folder) {
     const char* what = "ModelProto";
@@ -8341,8 +8442,8 @@ Status read_tensor_file(const char* path, Tensor* tensor) {
     return s;
 }
 
-// TensorProto in raw_data form: dims = 1 (packed), data_type = 2, name = 8, raw_data = 9.
 // >>onnx writer
+// TensorProto in raw_data form: dims = 1 (packed), data_type = 2, name = 8, raw_data = 9.
 namespace detail {
 // Protobuf output that either counts bytes (write == nullptr) or writes them; a nested
 // message is counted first, for its length prefix.
@@ -8565,8 +8666,6 @@ Status write_tensor_proto(const Tensor& tensor, StringView name, WriteFn write, 
     if (used) write(user, buffer, used);
     return Status::Ok;
 }
-
-// ---- END ONNX REGION ----
 
 }  // namespace tessel
 
