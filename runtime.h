@@ -106,7 +106,7 @@
    value an offset in one arena per request (lifetimes over the execution order, in place
    where a kernel allows it). CPU fuses each elementwise island into one snippets.h kernel
    (the interpreter under TESSEL_NO_JIT); TEMPLATE runs the reference kernels only, the ops
-   of its SUPPORTED_OPS.
+   of its SUPPORTED_OPS. What each stage costs, measured: docs/performance.md.
 
    Devices, config keys and metrics
    --------------------------------
@@ -557,7 +557,7 @@ public:
                          Span<const InputShape> shapes = Span<const InputShape>(),
                          Span<const InputValue> values = Span<const InputValue>());
     // Plans `compiled` again for new input shapes, with the device list and config it was
-    // compiled with (the cost of a compile: see the README). `model` must be the model it was
+    // compiled with (the cost of a compile: docs/performance.md). `model` must be the model it was
     // compiled from. A request of the old plan must be created again. NotFinalized if
     // `compiled` holds nothing; the errors of compile_model otherwise.
     Status reshape(const Model& model, Span<const InputShape> shapes, CompiledModel* compiled);
@@ -1844,10 +1844,8 @@ public:
         write(user, payload, payload_size);
         return Status::Ok;
     }
-    // Parts of at least this many bytes walked: waking the pool costs ~30 us on the README's
-    // machine. In build/bench/runtime with parts from 32768 elements, 2 parts ran a
-    // memory-bound island 0.58x as fast at 2 MB walked and 1.53x at 8 MB, a Gelu island 1.30x
-    // and 1.95x.
+    // A fused island runs in parts of at least this many bytes walked: below that, waking the
+    // pool costs more than a second thread saves. bench/runtime.cpp's fused-island table tunes it.
     static constexpr uint64_t kPartBytes = 4u << 20;
     struct SnippetRun {
         const Snippet* snippet;
