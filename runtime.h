@@ -6041,6 +6041,17 @@ struct AxisState {
     const int64_t* sizes = nullptr;   // Split: per output
 };
 
+// Concat's and Gather's end of prepare: output 0 is y (within the limits), the state the axis.
+inline Status set_axis_output(PrepareContext& c, const TensorDesc& y, int64_t axis) {
+    c.outputs[0] = y;
+    TESSEL_TRY(check_output_desc(c, 0));
+    AxisState* state = new_state<AxisState>(c);
+    if (!state) return c.fail(Status::OutOfMemory, "out of memory");
+    state->axis = axis;
+    c.state = state;
+    return Status::Ok;
+}
+
 inline Status prepare_concat(PrepareContext& c) {
     TESSEL_TRY(check_tensor_inputs(c, 1, kAnyInputCount, c.num_inputs));
     const TensorDesc& x = c.inputs[0];
@@ -6065,13 +6076,7 @@ inline Status prepare_concat(PrepareContext& c) {
         if (total > kSaturated) total = kSaturated;
     }
     y.dims[axis] = (int64_t)total;
-    c.outputs[0] = y;
-    TESSEL_TRY(check_output_desc(c, 0));
-    AxisState* state = new_state<AxisState>(c);
-    if (!state) return c.fail(Status::OutOfMemory, "out of memory");
-    state->axis = axis;
-    c.state = state;
-    return Status::Ok;
+    return set_axis_output(c, y, axis);
 }
 
 inline Status run_concat(const RunContext& c) {
@@ -6192,13 +6197,7 @@ inline Status prepare_gather(PrepareContext& c) {
     for (int i = 0; i < axis; ++i) y.dims[y.rank++] = x.dims[i];
     for (int i = 0; i < indices.rank; ++i) y.dims[y.rank++] = indices.dims[i];
     for (int i = (int)axis + 1; i < x.rank; ++i) y.dims[y.rank++] = x.dims[i];
-    c.outputs[0] = y;
-    TESSEL_TRY(check_output_desc(c, 0));
-    AxisState* state = new_state<AxisState>(c);
-    if (!state) return c.fail(Status::OutOfMemory, "out of memory");
-    state->axis = axis;
-    c.state = state;
-    return Status::Ok;
+    return set_axis_output(c, y, axis);
 }
 
 inline Status run_gather(const RunContext& c) {
@@ -7875,6 +7874,28 @@ struct OnnxModelReader {
         return Status::Ok;
     }
 
+    // A FLOATS or INTS attribute: every occurrence of field `number` of the AttributeProto
+    // (packed or not), decoded into the scratch buffer, which add_attribute copies from.
+    template <class T>
+    Status read_list(const uint8_t* data, size_t size, uint32_t number, size_t count, const char* what,
+                     const char* label, const char* field,
+                     Status (*decode)(OnnxReader&, const ProtoField&, T*, size_t*, const char*, const char*),
+                     Span<const T>* out) {
+        T* values = static_cast<T*>(scratch.get(count * sizeof(T) + 1));
+        if (!values) return out_of_memory(label);
+        size_t n = 0;
+        ProtoCursor again(data, size);
+        ProtoField f;
+        bool more = true;
+        while (true) {
+            TESSEL_TRY(proto_next(r, again, &f, &more, what));
+            if (!more) break;
+            if (f.number == number) TESSEL_TRY(decode(r, f, values, &n, what, field));
+        }
+        *out = Span<const T>(values, n);
+        return Status::Ok;
+    }
+
     Status read_attribute(NodeId node, StringView node_name, const uint8_t* data, size_t size) {
         char what[kOnnxNodeLabelBytes];
         std::snprintf(what, sizeof what, "node '%.*s' attribute", clip_length(node_name), node_name.data);
@@ -7932,34 +7953,14 @@ struct OnnxModelReader {
         case 1: a.kind = AttributeKind::Float; a.f = value; break;
         case 2: a.kind = AttributeKind::Int; a.i = i; break;
         case 3: a.kind = AttributeKind::String; a.s = s; break;
-        case 6: {
+        case 6:
             a.kind = AttributeKind::Floats;
-            float* values = static_cast<float*>(scratch.get(float_count * sizeof(float) + 1));
-            if (!values) return out_of_memory(label);
-            size_t n = 0;
-            ProtoCursor again(data, size);
-            while (true) {
-                TESSEL_TRY(proto_next(r, again, &f, &more, what));
-                if (!more) break;
-                if (f.number == 7) TESSEL_TRY(proto_floats(r, f, values, &n, what, "floats"));
-            }
-            a.floats = Span<const float>(values, n);
+            TESSEL_TRY(read_list(data, size, 7, float_count, what, label, "floats", proto_floats, &a.floats));
             break;
-        }
-        case 7: {
+        case 7:
             a.kind = AttributeKind::Ints;
-            int64_t* values = static_cast<int64_t*>(scratch.get(int_count * sizeof(int64_t) + 1));
-            if (!values) return out_of_memory(label);
-            size_t n = 0;
-            ProtoCursor again(data, size);
-            while (true) {
-                TESSEL_TRY(proto_next(r, again, &f, &more, what));
-                if (!more) break;
-                if (f.number == 8) TESSEL_TRY(proto_ints(r, f, values, &n, what, "ints"));
-            }
-            a.ints = Span<const int64_t>(values, n);
+            TESSEL_TRY(read_list(data, size, 8, int_count, what, label, "ints", proto_ints, &a.ints));
             break;
-        }
         case 4: {
             if (!tensor) return r.fail(Status::ParseError, "%s is a TENSOR without a tensor", label);
             TensorInfo info;
