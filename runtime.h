@@ -302,6 +302,10 @@ struct TensorView {  // dense row-major
     T* as() const { return static_cast<T*>(data); }
 };
 
+namespace detail {
+constexpr uint64_t kDefaultMaxTensorElements = 1ull << 28;   // Limits::max_tensor_elements' default
+}
+
 struct PrepareContext {
     const Graph* graph = nullptr;
     NodeId node = kNoNode;
@@ -313,7 +317,7 @@ struct PrepareContext {
     TensorDesc* outputs = nullptr;          // prepare fills each one (type, rank, dims)
     Arena* arena = nullptr;                 // lives as long as the compiled model
     uint32_t threads = 1;                   // threads run() may use through parallel_for
-    uint64_t max_elements = 1ull << 28;     // the compile's Limits::max_tensor_elements: bounds what prepare allocates
+    uint64_t max_elements = detail::kDefaultMaxTensorElements;   // the compile's Limits::max_tensor_elements: bounds what prepare allocates
     // Set by prepare:
     const void* state = nullptr;            // handed to run()
     size_t scratch_bytes = 0;               // per-request scratch run() needs (all threads)
@@ -371,7 +375,7 @@ const OpKernel* find_builtin_kernel(StringView op);
 struct Limits {
     uint64_t max_nodes = 1u << 20;
     uint32_t max_rank = kMaxRank;
-    uint64_t max_tensor_elements = 1ull << 28;      // per tensor (1 GiB of float32)
+    uint64_t max_tensor_elements = detail::kDefaultMaxTensorElements;   // per tensor (1 GiB of float32)
     uint64_t max_arena_bytes = 1ull << 31;          // activations + kernel scratch of one request
     uint64_t max_file_bytes = 1ull << 31;           // model files and blobs
     uint64_t max_folded_bytes = 64ull << 20;        // one constant-folded tensor
@@ -716,6 +720,12 @@ void destroy(T* object) {
 #endif
 
 namespace tessel {
+namespace detail {
+constexpr uint32_t kMaxDevices = 64;      // a Core's devices, and the devices of one device string
+constexpr uint32_t kMaxNodePorts = 64;    // inputs, and outputs, of one node
+constexpr uint32_t kMaxThreads = 64;      // CPU's NUM_THREADS
+constexpr uint32_t kMaxDeviceKeys = 8;    // config keys a compile records per device
+}  // namespace detail
 
 // >>tensor implementation
 bool desc_elements(const TensorDesc& desc, uint64_t* elements) {
@@ -1233,8 +1243,8 @@ struct detail_prepare {
         if (!desc || !data || !folded || !needed)
             return fail(error, Status::OutOfMemory, "out of memory preparing the model");
         for (uint32_t v = 0; v < values; ++v) { desc[v] = TensorDesc(); data[v] = nullptr; }
-        TensorDesc in_desc[64];
-        const void* in_value[64];
+        TensorDesc in_desc[detail::kMaxNodePorts];
+        const void* in_value[detail::kMaxNodePorts];
         for (NodeId id : g.topological_order()) {
             const Node& node = g.node(id);
             folded[id] = 0;
@@ -1295,7 +1305,7 @@ struct detail_prepare {
                     continue;
                 }
             }
-            if (node.num_inputs > 64) return fail(error, Status::LimitExceeded, "node '%.*s' has %u inputs (at most 64)", (int)node.name.size, node.name.data, node.num_inputs);
+            if (node.num_inputs > detail::kMaxNodePorts) return fail(error, Status::LimitExceeded, "node '%.*s' has %u inputs (at most %u)", (int)node.name.size, node.name.data, node.num_inputs, detail::kMaxNodePorts);
             bool all_known = true;
             for (uint32_t i = 0; i < node.num_inputs; ++i) {
                 const Edge& e = node.inputs[i];
@@ -1394,7 +1404,7 @@ struct detail_prepare {
             Status s = m.add_input(g.node(id).name, desc[base[id]], &new_id[base[id]]);
             if (s != Status::Ok) return copy_error(m, s, error);
         }
-        InputRef refs[64];
+        InputRef refs[detail::kMaxNodePorts];
         char name[300];
         uint32_t removed = 0;
         for (NodeId id : order) {
@@ -1524,7 +1534,7 @@ struct detail_prepare {
                 if (pg.node(node.inputs[k].producer).op == StringView("Absent")) { in_desc[k] = TensorDesc(); in_value[k] = nullptr; }
             }
             const OpKernel* k = lookup(lookup_user, node.op);
-            TensorDesc check[64];
+            TensorDesc check[detail::kMaxNodePorts];
             PrepareContext c;
             c.graph = &pg;
             c.node = i;
@@ -1689,16 +1699,16 @@ struct detail_prepare {
                        const void* const* in_value, TensorDesc* out, const void** value, const Limits& limits, Arena* arena,
                        char* error) {
         const Node& node = g.node(id);
-        TensorView inputs[64], outputs[64];
+        TensorView inputs[detail::kMaxNodePorts], outputs[detail::kMaxNodePorts];
         uint64_t total = 0;
         for (uint32_t p = 0; p < node.num_outputs; ++p) {
             uint64_t count = 0;
             desc_elements(out[p], &count);
             total += count * element_size(out[p].type);
         }
-        if (total > limits.max_folded_bytes || node.num_outputs > 64) return Status::LimitExceeded;
+        if (total > limits.max_folded_bytes || node.num_outputs > detail::kMaxNodePorts) return Status::LimitExceeded;
         for (uint32_t i = 0; i < node.num_inputs; ++i) { inputs[i].desc = in[i]; inputs[i].data = const_cast<void*>(in_value[i]); }
-        void* outs[64];
+        void* outs[detail::kMaxNodePorts];
         for (uint32_t p = 0; p < node.num_outputs; ++p) {
             uint64_t count = 0;
             desc_elements(out[p], &count);
@@ -1782,13 +1792,13 @@ inline bool list_contains(StringView list, StringView op) {
 }  // namespace detail
 
 Status PreparedModel::run_kernel(const ProgramStep& step, const StepContext& context, uint32_t max_threads) const {
-    // Only the views this step uses are built (64 default-constructed ones cost more than a
-    // tiny kernel); a node has at most 64 inputs and outputs (checked on read).
+    // Only the views this step uses are built (a whole array of default-constructed ones costs
+    // more than a tiny kernel); a node has at most kMaxNodePorts inputs and outputs (checked on read).
     union Views {
-        TensorView v[64];
+        TensorView v[detail::kMaxNodePorts];
         Views() {}
     } in, out;
-    if (step.reads.size > 64 || step.writes.size > 64) return Status::LimitExceeded;
+    if (step.reads.size > detail::kMaxNodePorts || step.writes.size > detail::kMaxNodePorts) return Status::LimitExceeded;
     for (uint32_t k = 0; k < step.reads.size; ++k) {
         in.v[k].desc = value_desc(step.reads[k]);
         in.v[k].data = context.values[step.reads[k]];
@@ -1852,7 +1862,7 @@ public:
         Span<const float* const> in;
         Span<float* const> out;
         uint32_t parts;
-        Status status[64];   // per part (NUM_THREADS <= 64)
+        Status status[kMaxThreads];   // per part
     };
     Status run_step(uint32_t i, const StepContext& context) const override {
         const ProgramStep& step = steps_[i];
@@ -2114,7 +2124,7 @@ public:
     }
     uint32_t threads() const {
         uint32_t t = 1;
-        parse_count(config("NUM_THREADS"), 1, 64, &t);
+        parse_count(config("NUM_THREADS"), 1, kMaxThreads, &t);
         return t;
     }
 
@@ -2123,7 +2133,7 @@ protected:
         uint32_t n;
         bool yes;
         Isa isa;
-        if (key == StringView("NUM_THREADS") && !parse_count(value, 1, 64, &n))
+        if (key == StringView("NUM_THREADS") && !parse_count(value, 1, kMaxThreads, &n))
             return fail(Status::InvalidArgument, "CPU: NUM_THREADS must be 1..64");
         if ((key == StringView("PERF_COUNT") || key == StringView("FUSION")) && !parse_yes_no(value, &yes))
             return fail(Status::InvalidArgument, "CPU: %.*s must be YES or NO", (int)key.size, key.data);
@@ -2187,7 +2197,7 @@ inline Status CpuDevice::build_cpu(ReferenceProgram* p, const PreparedModel& mod
     struct External { NodeId producer; uint32_t port; NodeId local; };
     External* externals = scratch.allocate_array<External>(capacity);
     uint32_t external_count = 0;
-    InputRef refs[64];
+    InputRef refs[kMaxNodePorts];
     char name[64];
     Status s = Status::Ok;
     for (NodeId id : nodes) {
@@ -2415,7 +2425,7 @@ struct CompiledModel::Impl {
     uint32_t* subgraph_of = nullptr;     // per prepared node
     Device** subgraph_device = nullptr;
     DeviceProgram** programs = nullptr;
-    Device* devices[64] = {};
+    Device* devices[detail::kMaxDevices] = {};
     uint32_t device_count = 0;
     char device_string[detail::kDeviceStringBytes] = {};
     detail::SavedConfig* config = nullptr;  // every key of every listed device, at compile time
@@ -2431,7 +2441,7 @@ struct CompiledModel::Impl {
     size_t arena_bytes = 0, unplanned_bytes = 0, scratch_bytes = 0;
     uint32_t threads = 1;
     bool perf = false;
-    PlacementSummary summary[64];
+    PlacementSummary summary[detail::kMaxDevices];
     uint32_t summary_count = 0;
     uint32_t step_count = 0;             // kernel steps (transfers excluded)
     NodeId* fallback = nullptr;          // nodes the first listed device did not take, in id order
@@ -2744,7 +2754,7 @@ inline Status build_schedule(CompiledModel::Impl* m, char* error) {
 struct Core::Impl {
     detail::CpuDevice cpu;
     detail::TemplateDevice template_device;
-    Device* devices[64] = {};
+    Device* devices[detail::kMaxDevices] = {};
     uint32_t count = 0;
     std::mutex compile_mutex;   // compiles change device config for their duration
 };
@@ -2769,7 +2779,7 @@ Status Core::register_device(Device* device) {
     if (available != Status::Ok)
         return fail(available, "device %.*s is not available: %s", (int)name.size, name.data,
                     device->last_error()[0] ? device->last_error() : status_name(available));
-    if (impl_->count == 64) return fail(Status::LimitExceeded, "at most 64 devices");
+    if (impl_->count == detail::kMaxDevices) return fail(Status::LimitExceeded, "at most %u devices", detail::kMaxDevices);
     impl_->devices[impl_->count++] = device;
     return Status::Ok;
 }
@@ -2795,7 +2805,7 @@ struct CompileJob {   // what compile_model and import_model share
         va_end(args);
         return core->fail(status, "%s", message);
     }
-    Device* list[64];
+    Device* list[kMaxDevices];
     uint32_t count = 0;
     bool hetero = false;
     detail::SavedConfig* saved = nullptr;   // restored at the end
@@ -2825,7 +2835,7 @@ inline Status parse_device_string(StringView text, CompileJob* job) {
         if (!d) return job->fail(Status::NotFound, "unknown device '%.*s' in '%.*s'", (int)name.size, name.data, (int)text.size, text.data);
         for (uint32_t k = 0; k < job->count; ++k)
             if (job->list[k] == d) return job->fail(Status::InvalidArgument, "device %.*s is listed twice", (int)name.size, name.data);
-        if (job->count == 64) return job->fail(Status::LimitExceeded, "at most 64 devices");
+        if (job->count == kMaxDevices) return job->fail(Status::LimitExceeded, "at most %u devices", kMaxDevices);
         job->list[job->count++] = d;
     }
     if (job->count == 0) return job->fail(Status::InvalidArgument, "no device in '%.*s'", (int)text.size, text.data);
@@ -2894,7 +2904,7 @@ inline Status apply_config(CompileJob* job, Arena* arena, Span<const ConfigEntry
 
 // Records every config key of the listed devices (for export and for perf/threads).
 inline Status snapshot_config(CompileJob* job, CompiledModel::Impl* m) {
-    m->config = m->arena.allocate_array<SavedConfig>(64 * 8);
+    m->config = m->arena.allocate_array<SavedConfig>(kMaxDevices * kMaxDeviceKeys);
     if (!m->config) return Status::OutOfMemory;
     for (uint32_t i = 0; i < job->count; ++i) {
         Device* d = job->list[i];
@@ -2904,7 +2914,7 @@ inline Status snapshot_config(CompileJob* job, CompiledModel::Impl* m) {
         std::snprintf(copy, sizeof copy, "%.*s", (int)keys.size, keys.data);
         for (char* k = std::strtok(copy, " "); k; k = std::strtok(nullptr, " ")) {
             StringView value;
-            if (d->get_config(StringView(k), &value) != Status::Ok || m->config_count == 64 * 8) continue;
+            if (d->get_config(StringView(k), &value) != Status::Ok || m->config_count == kMaxDevices * kMaxDeviceKeys) continue;
             SavedConfig& c = m->config[m->config_count++];
             c.device = d;
             std::snprintf(c.key, sizeof c.key, "%s", k);
@@ -3641,11 +3651,11 @@ inline Status read_model(BlobReader& r, Model* m, char* error) {
     m->opset = r.u32();
     uint32_t count = r.u32();
     if (!r.ok || count > r.size) { print(error, kErrorMessageBytes, "blob: bad node count"); return Status::ParseError; }
-    InputRef refs[64];
+    InputRef refs[kMaxNodePorts];
     for (NodeId v = 0; v < count && r.ok; ++v) {
         StringView name = r.str(), op = r.str();
         uint32_t inputs = r.u32();
-        if (!r.ok || inputs > 64) break;
+        if (!r.ok || inputs > kMaxNodePorts) break;
         for (uint32_t i = 0; i < inputs; ++i) {
             uint32_t producer = r.u32(), port = r.u32();
             uint8_t keep = r.u8();
@@ -5533,7 +5543,7 @@ namespace detail {
 // refuses data it cannot use (a Gather index out of range, an integer division by zero) with
 // InvalidArgument. Float32 Add/Sub/Mul/Div/Neg/Abs (and two-input Max/Min, float Where) keep
 // running the elementwise kernel above, so fused and unfused float results stay identical.
-constexpr uint64_t kTensorOpMaxElements = 1ull << 28;   // Limits::max_tensor_elements' default
+constexpr uint64_t kTensorOpMaxElements = kDefaultMaxTensorElements;
 constexpr uint64_t kSaturated = 1ull << 62;
 
 inline uint64_t mul_saturated(uint64_t a, uint64_t b) {
