@@ -3930,6 +3930,14 @@ inline bool broadcast_pair(const TensorDesc& a, const TensorDesc& b, TensorDesc*
     return true;
 }
 
+// ONNX's unidirectional broadcast: whether `from` broadcasts to `to` with `to` as the result.
+inline bool broadcasts_to(const TensorDesc& from, const TensorDesc& to) {
+    TensorDesc joined;
+    if (from.rank > to.rank || !broadcast_pair(to, from, &joined)) return false;
+    for (int i = 0; i < to.rank; ++i) if (joined.dims[i] != to.dims[i]) return false;
+    return true;
+}
+
 // The broadcast of several descs (type Undefined). false if they do not broadcast.
 inline bool broadcast_descs(const TensorDesc* const* descs, uint32_t count, TensorDesc* out) {
     TensorDesc r;
@@ -4777,8 +4785,7 @@ inline Status prepare_gemm(PrepareContext& c) {
     st->has_c = c.has_input(2);
     if (st->has_c) {  // unidirectional broadcast of C to [m, n]
         const TensorDesc& cd = c.inputs[2];
-        TensorDesc joined;
-        if (cd.rank > 2 || !broadcast_pair(cd, y, &joined) || joined.dims[0] != st->m || joined.dims[1] != st->n)
+        if (!broadcasts_to(cd, y))
             return c.fail(Status::InvalidArgument, "C does not broadcast to %lld x %lld", (long long)st->m, (long long)st->n);
         int64_t strides[kMaxRank];
         broadcast_strides(cd, y, strides);
@@ -4949,13 +4956,8 @@ inline Status prepare_layer_norm(PrepareContext& c) {
     for (int i = axis; i < x.rank; ++i) st->row.dims[i - axis] = x.dims[i];
     for (uint32_t i = 1; i < 3; ++i) {  // unidirectional broadcast to the row
         if (!c.has_input(i)) continue;
-        const TensorDesc& p = c.inputs[i];
-        bool ok = p.rank <= st->row.rank;
-        for (int d = 0; ok && d < p.rank; ++d) {
-            int64_t want = st->row.dims[st->row.rank - p.rank + d];
-            ok = p.dims[d] == want || p.dims[d] == 1;
-        }
-        if (!ok) return c.fail(Status::InvalidArgument, "input %u does not broadcast to the normalized shape", i);
+        if (!broadcasts_to(c.inputs[i], st->row))
+            return c.fail(Status::InvalidArgument, "input %u does not broadcast to the normalized shape", i);
     }
     c.outputs[0] = x;
     for (uint32_t i = 1; i < c.num_outputs; ++i) {
