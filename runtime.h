@@ -22,6 +22,76 @@
    Models are built in code too (Model::add_input / add_constant / add_node / add_output, then
    finalize()) and written as ONNX with write_onnx().
 
+   Contents (search for `// >>name`)
+   ---------------------------------
+   >>tensor                           Tensor: owning or a view
+   >>model                            Model: a graph with inputs and outputs; building one in code
+   >>op kernels                       the op contract: PrepareContext, RunContext, OpKernel
+   >>limits                           Limits: nodes, rank, elements, arena, file and folded bytes
+   >>device                           the device plugin API: Device, DeviceProgram, ProgramStep
+   >>prepared model                   PreparedModel: what every device compiles
+   >>core                             Core: compile_model, reshape, import_model, query_model
+   >>compiled model                   CompiledModel: requests, export, placement
+   >>infer request                    InferRequest: inputs, outputs, infer, start_async
+   >>tensor files                     TensorProto files; write_onnx
+   >>templates                        create<T>, destroy<T>
+   >>implementation                   (TESSEL_IMPLEMENTATION from here on)
+   >>tensor implementation            Tensor, element values
+   >>model implementation             Model building and interface checks
+   >>op kernel contexts               attribute access, fail, parallel_for
+   >>threads                          the request's thread pool
+   >>prepare                          static shapes, constant folding, Conv+BatchNormalization
+   >>builtin devices                  config parsing shared by CPU and TEMPLATE
+   >>reference program                a program of reference kernel steps
+   >>template device                  TEMPLATE: reference kernels, SUPPORTED_OPS
+   >>cpu device                       CPU: fused elementwise islands (snippets.h)
+   >>compiled model implementation    CompiledModel::Impl, write_summary
+   >>memory plan                      value lifetimes and offsets in one arena per request
+   >>hetero transfers                 subgraph boundaries, transfers, execution order
+   >>core implementation              device registry
+   >>compile                          device strings, config, compile_model, reshape, query_model
+   >>infer request implementation     create_request, binding, infer, async
+   >>blob format                      blob layout, writer and reader
+   >>blob export                      CompiledModel::export_model
+   >>blob import                      Core::import_model
+   >>ops                              reference kernels: broadcasting and shared helpers
+   >>elementwise ops                  the snippet ops (unary, binary, Where)
+   >>nn ops                           helpers shared by the nn kernels
+   >>blocked gemm                     the GEMM under Conv, ConvTranspose, MatMul, Gemm
+   >>windows                          kernel, stride, dilation, pads for Conv and pools
+   >>conv                             Conv (im2col + GEMM)
+   >>conv transpose                   ConvTranspose (GEMM + col2im)
+   >>matmul                           MatMul
+   >>gemm                             Gemm
+   >>batch normalization              BatchNormalization
+   >>instance normalization           InstanceNormalization
+   >>layer normalization              LayerNormalization
+   >>pooling                          MaxPool, AveragePool
+   >>global pooling                   GlobalAveragePool, GlobalMaxPool
+   >>softmax                          Softmax, LogSoftmax
+   >>reductions                       ReduceMean/Sum/Max/Min/Prod/L2
+   >>argmax                           ArgMax, ArgMin
+   >>resize                           Resize
+   >>tensor ops                       shape, data movement, integer and logical ops: helpers
+   >>strided copy                     the copy under Transpose, Slice, Expand, ...
+   >>shape ops                        Reshape, Flatten, Squeeze, Unsqueeze
+   >>data movement                    Transpose, Slice, Expand, DepthToSpace, SpaceToDepth
+   >>concat and split                 Concat, Split
+   >>gather                           Gather
+   >>cast                             Cast, half and scalar conversions
+   >>pad                              Pad
+   >>constants and ranges             Shape, Size, Constant, ConstantOfShape, Tile, Range
+   >>integer and logical ops          Where, comparisons, logical, integer, Max/Min/Sum/Mean
+   >>op kernel table                  builtin_op_kernels, find_builtin_kernel
+   >>onnx reader                      what is read and how it maps to a Model
+   >>protobuf wire format             fields, varints, packed lists
+   >>onnx tensors                     TensorProto: types, shape, data
+   >>onnx external data               external data inside the model's folder
+   >>onnx names and nodes             name tables, NodeProto, ValueInfoProto
+   >>onnx graph                       GraphProto to Model
+   >>onnx model and files             ModelProto, files, TensorProto files
+   >>onnx writer                      write_onnx, write_tensor_proto
+
    Pipeline
    --------
    compile_model: the common transformations (static shapes from the inputs or InputShape;
@@ -36,7 +106,7 @@
    value an offset in one arena per request (lifetimes over the execution order, in place
    where a kernel allows it). CPU fuses each elementwise island into one snippets.h kernel
    (the interpreter under TESSEL_NO_JIT); TEMPLATE runs the reference kernels only, the ops
-   of its SUPPORTED_OPS.
+   of its SUPPORTED_OPS. What each stage costs, measured: docs/performance.md.
 
    Devices, config keys and metrics
    --------------------------------
@@ -196,7 +266,7 @@ public:
     uint32_t output_count() const { return output_count_; }
     const ModelPort& input(uint32_t i) const { return inputs_[i]; }
     const ModelPort& output(uint32_t i) const { return outputs_[i]; }
-    uint32_t find_input(StringView name) const;    // index, or 0xffffffff
+    uint32_t find_input(StringView name) const;    // index, or kNotFound
     uint32_t find_output(StringView name) const;
     const char* last_error() const { return graph.last_error(); }
 
@@ -232,6 +302,10 @@ struct TensorView {  // dense row-major
     T* as() const { return static_cast<T*>(data); }
 };
 
+namespace detail {
+constexpr uint64_t kDefaultMaxTensorElements = 1ull << 28;   // Limits::max_tensor_elements' default
+}
+
 struct PrepareContext {
     const Graph* graph = nullptr;
     NodeId node = kNoNode;
@@ -243,12 +317,12 @@ struct PrepareContext {
     TensorDesc* outputs = nullptr;          // prepare fills each one (type, rank, dims)
     Arena* arena = nullptr;                 // lives as long as the compiled model
     uint32_t threads = 1;                   // threads run() may use through parallel_for
-    uint64_t max_elements = 1ull << 28;     // the compile's Limits::max_tensor_elements: bounds what prepare allocates
+    uint64_t max_elements = detail::kDefaultMaxTensorElements;   // the compile's Limits::max_tensor_elements: bounds what prepare allocates
     // Set by prepare:
     const void* state = nullptr;            // handed to run()
     size_t scratch_bytes = 0;               // per-request scratch run() needs (all threads)
     bool in_place = false;                  // output 0 may share input 0's buffer (same bytes)
-    char error[200] = {};
+    char error[kErrorMessageBytes] = {};
 
     Status fail(Status status, const char* format, ...)
         TESSEL_PRINTF_FORMAT(3, 4);
@@ -275,7 +349,7 @@ struct RunContext {
     void* scratch = nullptr;                // prepare's scratch_bytes, 64-byte aligned
     uint32_t threads = 1;
     detail::ThreadPool* pool = nullptr;
-    char* error = nullptr;                  // fail() writes here (200 bytes)
+    char* error = nullptr;                  // fail() writes here (kErrorMessageBytes)
 
     // Splits [0, count) into at most `threads` contiguous ranges run at once; returns when all
     // are done. fn must not fail (check inputs first).
@@ -301,7 +375,7 @@ const OpKernel* find_builtin_kernel(StringView op);
 struct Limits {
     uint64_t max_nodes = 1u << 20;
     uint32_t max_rank = kMaxRank;
-    uint64_t max_tensor_elements = 1ull << 28;      // per tensor (1 GiB of float32)
+    uint64_t max_tensor_elements = detail::kDefaultMaxTensorElements;   // per tensor (1 GiB of float32)
     uint64_t max_arena_bytes = 1ull << 31;          // activations + kernel scratch of one request
     uint64_t max_file_bytes = 1ull << 31;           // model files and blobs
     uint64_t max_folded_bytes = 64ull << 20;        // one constant-folded tensor
@@ -332,7 +406,7 @@ struct StepContext {
     void* scratch = nullptr;
     uint32_t threads = 1;
     detail::ThreadPool* pool = nullptr;
-    char* error = nullptr;                 // 200 bytes
+    char* error = nullptr;                 // kErrorMessageBytes
 };
 
 // A subgraph compiled for one device. Created by Device::compile_subgraph with
@@ -461,6 +535,7 @@ struct ProfileEntry {
 };
 
 class CompiledModel;
+namespace detail { struct CompileJob; }
 
 class Core {
 public:
@@ -486,7 +561,7 @@ public:
                          Span<const InputShape> shapes = Span<const InputShape>(),
                          Span<const InputValue> values = Span<const InputValue>());
     // Plans `compiled` again for new input shapes, with the device list and config it was
-    // compiled with (the cost of a compile: see the README). `model` must be the model it was
+    // compiled with (the cost of a compile: docs/performance.md). `model` must be the model it was
     // compiled from. A request of the old plan must be created again. NotFinalized if
     // `compiled` holds nothing; the errors of compile_model otherwise.
     Status reshape(const Model& model, Span<const InputShape> shapes, CompiledModel* compiled);
@@ -495,16 +570,17 @@ public:
     // when a device it names is not registered.
     Status import_model(const void* blob, size_t size, CompiledModel* out);
     // Which device takes each node of `model` for a HETERO device string (after preparing):
-    // devices[n] receives the device index in `device`'s list, 0xffff for folded nodes.
+    // devices[n] receives the device index in `device`'s list, kNoDevice for folded nodes.
     Status query_model(const Model& model, StringView device, uint16_t* devices);
 
     const char* last_error() const { return error_; }
-    Status fail(Status status, const char* format, ...)
-        TESSEL_PRINTF_FORMAT(3, 4);
 
     struct Impl;
 
 private:
+    friend struct detail::CompileJob;
+    Status fail(Status status, const char* format, ...)
+        TESSEL_PRINTF_FORMAT(3, 4);
     Status compile_job(void* job, const Model& model, Span<const InputShape> shapes, Span<const InputValue> values,
                        PartitionAlgorithm algorithm, uint32_t min_subgraph, void* compiled);
     Status import_job(void* job, const void* payload, size_t size, void* compiled, Arena* scratch);
@@ -545,6 +621,9 @@ public:
     const char* last_error() const { return error_; }
 
     struct Impl;
+
+private:
+    friend class Core;   // compile_model, reshape and import_model fill impl_
     Impl* impl_ = nullptr;
     mutable char error_[kErrorMessageBytes] = {};
 };
@@ -582,6 +661,9 @@ public:
     const char* last_error() const { return error_; }
 
     struct Impl;
+
+private:
+    friend class CompiledModel;   // create_request makes impl_
     Impl* impl_ = nullptr;
     mutable char error_[kErrorMessageBytes] = {};
 };
@@ -602,9 +684,7 @@ Status write_onnx(const Model& model, WriteFn write, void* user);
 
 }  // namespace tessel
 
-// ==========================================================================================
-// Templates
-// ==========================================================================================
+// >>templates
 #include <new>
 #include <utility>
 namespace tessel {
@@ -622,9 +702,8 @@ void destroy(T* object) {
 }  // namespace tessel
 #endif  // TESSEL_RUNTIME_H
 
-// ==========================================================================================
-// Implementation
-// ==========================================================================================
+// >>implementation
+// Everything below is compiled once, in the file that defines TESSEL_IMPLEMENTATION.
 #if defined(TESSEL_IMPLEMENTATION) && !defined(TESSEL_RUNTIME_IMPLEMENTED)
 #define TESSEL_RUNTIME_IMPLEMENTED
 
@@ -641,6 +720,12 @@ void destroy(T* object) {
 #endif
 
 namespace tessel {
+namespace detail {
+constexpr uint32_t kMaxDevices = 64;      // a Core's devices, and the devices of one device string
+constexpr uint32_t kMaxNodePorts = 64;    // inputs, and outputs, of one node
+constexpr uint32_t kMaxThreads = 64;      // CPU's NUM_THREADS
+constexpr uint32_t kMaxDeviceKeys = 8;    // config keys a compile records per device
+}  // namespace detail
 
 // >>tensor implementation
 bool desc_elements(const TensorDesc& desc, uint64_t* elements) {
@@ -713,8 +798,7 @@ inline Status make_desc(ElementType type, Span<const int64_t> shape, TensorDesc*
 Status Tensor::allocate(ElementType type, Span<const int64_t> shape) {
     TensorDesc d;
     uint64_t bytes = 0;
-    Status s = detail::make_desc(type, shape, &d, &bytes);
-    if (s != Status::Ok) return s;
+    TESSEL_TRY(detail::make_desc(type, shape, &d, &bytes));
     if (bytes > (uint64_t)SIZE_MAX - 128) return Status::LimitExceeded;
     void* raw = TESSEL_MALLOC((size_t)bytes + 64 + sizeof(void*));
     if (!raw) return Status::OutOfMemory;
@@ -733,8 +817,7 @@ Status Tensor::allocate(ElementType type, Span<const int64_t> shape) {
 Status Tensor::view(ElementType type, Span<const int64_t> shape, void* data, const int64_t* strides) {
     TensorDesc d;
     uint64_t bytes = 0;
-    Status s = detail::make_desc(type, shape, &d, &bytes);
-    if (s != Status::Ok) return s;
+    TESSEL_TRY(detail::make_desc(type, shape, &d, &bytes));
     if (!data && bytes) return Status::InvalidArgument;
     reset();
     desc_ = d;
@@ -914,8 +997,7 @@ Status Model::set_string(NodeId node, StringView name, StringView value) {
 }
 
 Status Model::finalize() {
-    Status s = graph.finalize();
-    if (s != Status::Ok) return s;
+    TESSEL_TRY(graph.finalize());
     for (uint32_t i = 0; i < graph.node_count(); ++i) {
         const Node& n = graph.node(i);
         if (n.op == StringView("Result") && n.num_inputs != 1)
@@ -926,11 +1008,11 @@ Status Model::finalize() {
 
 uint32_t Model::find_input(StringView name) const {
     for (uint32_t i = 0; i < input_count_; ++i) if (inputs_[i].name == name) return i;
-    return 0xffffffffu;
+    return kNotFound;
 }
 uint32_t Model::find_output(StringView name) const {
     for (uint32_t i = 0; i < output_count_; ++i) if (outputs_[i].name == name) return i;
-    return 0xffffffffu;
+    return kNotFound;
 }
 
 // >>op kernel contexts
@@ -969,11 +1051,11 @@ Span<const float> PrepareContext::attribute_floats(StringView name) const {
 Status RunContext::fail(Status status, const char* format, ...) const {
     if (!error) return status;
     const Node& n = graph->node(node);
-    int k = std::snprintf(error, 200, "%.*s '%.*s': ", (int)n.op.size, n.op.data, (int)n.name.size, n.name.data);
-    if (k < 0 || k >= 200) k = 0;
+    int k = std::snprintf(error, kErrorMessageBytes, "%.*s '%.*s': ", (int)n.op.size, n.op.data, (int)n.name.size, n.name.data);
+    if (k < 0 || k >= (int)kErrorMessageBytes) k = 0;
     va_list args;
     va_start(args, format);
-    std::vsnprintf(error + k, 200 - (size_t)k, format, args);
+    std::vsnprintf(error + k, kErrorMessageBytes - (size_t)k, format, args);
     va_end(args);
     return status;
 }
@@ -1126,7 +1208,7 @@ struct detail_prepare {
     {
         va_list args;
         va_start(args, format);
-        std::vsnprintf(error, 256, format, args);
+        std::vsnprintf(error, kErrorMessageBytes, format, args);
         va_end(args);
         return status;
     }
@@ -1140,10 +1222,10 @@ struct detail_prepare {
         if (n > limits.max_nodes) return fail(error, Status::LimitExceeded, "the model has %u nodes (limit %llu)", n,
                                               (unsigned long long)limits.max_nodes);
         for (const InputShape& s : shapes)
-            if (source.find_input(s.name) == 0xffffffffu)
+            if (source.find_input(s.name) == kNotFound)
                 return fail(error, Status::NotFound, "--shape names '%.*s', which is not a model input", (int)s.name.size, s.name.data);
         for (const InputValue& f : frozen)
-            if (source.find_input(f.name) == 0xffffffffu || !f.tensor || !f.tensor->dense())
+            if (source.find_input(f.name) == kNotFound || !f.tensor || !f.tensor->dense())
                 return fail(error, Status::NotFound, "a frozen value names '%.*s', which is not a model input (or is not dense)",
                             (int)f.name.size, f.name.data);
         Arena scratch;
@@ -1161,8 +1243,8 @@ struct detail_prepare {
         if (!desc || !data || !folded || !needed)
             return fail(error, Status::OutOfMemory, "out of memory preparing the model");
         for (uint32_t v = 0; v < values; ++v) { desc[v] = TensorDesc(); data[v] = nullptr; }
-        TensorDesc in_desc[64];
-        const void* in_value[64];
+        TensorDesc in_desc[detail::kMaxNodePorts];
+        const void* in_value[detail::kMaxNodePorts];
         for (NodeId id : g.topological_order()) {
             const Node& node = g.node(id);
             folded[id] = 0;
@@ -1170,8 +1252,7 @@ struct detail_prepare {
             const InputValue* value = nullptr;
             for (const InputValue& f : frozen) if (node.op == StringView("Parameter") && f.name == node.name) value = &f;
             if (value) {   // a frozen input: a constant from now on
-                Status s = check_desc(value->tensor->desc(), limits, node, error);
-                if (s != Status::Ok) return s;
+                TESSEL_TRY(check_desc(value->tensor->desc(), limits, node, error));
                 void* copy = arena.allocate(value->tensor->bytes() ? value->tensor->bytes() : 1, 64);
                 if (!copy) return fail(error, Status::OutOfMemory, "out of memory freezing '%.*s'", (int)node.name.size, node.name.data);
                 std::memcpy(copy, value->tensor->data(), value->tensor->bytes());
@@ -1204,8 +1285,7 @@ struct detail_prepare {
                     if (d.dims[j] < 0)
                         return fail(error, Status::InvalidArgument, "input '%.*s' has a symbolic dim %u: give its shape (--shape %.*s=...)",
                                     (int)node.name.size, node.name.data, j, (int)node.name.size, node.name.data);
-                Status s = check_desc(d, limits, node, error);
-                if (s != Status::Ok) return s;
+                TESSEL_TRY(check_desc(d, limits, node, error));
                 desc[base[id]] = d;
                 continue;
             }
@@ -1213,8 +1293,7 @@ struct detail_prepare {
             if (node.op == StringView("Constant") && node.num_inputs == 0) {
                 const Attribute* a = g.find_attribute(id, "value");
                 if (a && a->kind == AttributeKind::Tensor && a->tensor) {  // weights: used in place
-                    Status s = check_desc(a->tensor->desc, limits, node, error);
-                    if (s != Status::Ok) return s;
+                    TESSEL_TRY(check_desc(a->tensor->desc, limits, node, error));
                     uint64_t count = 0;
                     desc_elements(a->tensor->desc, &count);
                     if (a->tensor->bytes != count * element_size(a->tensor->desc.type) || (!a->tensor->data && count))
@@ -1226,7 +1305,7 @@ struct detail_prepare {
                     continue;
                 }
             }
-            if (node.num_inputs > 64) return fail(error, Status::LimitExceeded, "node '%.*s' has %u inputs (at most 64)", (int)node.name.size, node.name.data, node.num_inputs);
+            if (node.num_inputs > detail::kMaxNodePorts) return fail(error, Status::LimitExceeded, "node '%.*s' has %u inputs (at most %u)", (int)node.name.size, node.name.data, node.num_inputs, detail::kMaxNodePorts);
             bool all_known = true;
             for (uint32_t i = 0; i < node.num_inputs; ++i) {
                 const Edge& e = node.inputs[i];
@@ -1239,8 +1318,7 @@ struct detail_prepare {
                 if (!in_value[i]) all_known = false;
             }
             if (node.op == StringView("Shape") || node.op == StringView("Size")) {  // needs only the desc
-                Status s = fold_shape(g, id, in_desc, node.num_inputs, &arena, &desc[base[id]], &data[base[id]], error);
-                if (s != Status::Ok) return s;
+                TESSEL_TRY(fold_shape(g, id, in_desc, node.num_inputs, &arena, &desc[base[id]], &data[base[id]], error));
                 folded[id] = 1;
                 continue;
             }
@@ -1282,12 +1360,11 @@ struct detail_prepare {
             c.max_elements = limits.max_tensor_elements;
             Status s = k->prepare(c);
             if (s != Status::Ok) {
-                std::snprintf(error, 256, "%s", c.error[0] ? c.error : "prepare failed");
+                std::snprintf(error, kErrorMessageBytes, "%s", c.error[0] ? c.error : "prepare failed");
                 return s;
             }
             for (uint32_t p = 0; p < node.num_outputs; ++p) {
-                s = check_desc(desc[base[id] + p], limits, node, error);
-                if (s != Status::Ok) return s;
+                TESSEL_TRY(check_desc(desc[base[id] + p], limits, node, error));
             }
             if (all_known && !is_random(node.op)) {
                 s = fold(g, id, k, c, in_desc, in_value, &desc[base[id]], &data[base[id]], limits, &arena, error);
@@ -1327,7 +1404,7 @@ struct detail_prepare {
             Status s = m.add_input(g.node(id).name, desc[base[id]], &new_id[base[id]]);
             if (s != Status::Ok) return copy_error(m, s, error);
         }
-        InputRef refs[64];
+        InputRef refs[detail::kMaxNodePorts];
         char name[300];
         uint32_t removed = 0;
         for (NodeId id : order) {
@@ -1457,7 +1534,7 @@ struct detail_prepare {
                 if (pg.node(node.inputs[k].producer).op == StringView("Absent")) { in_desc[k] = TensorDesc(); in_value[k] = nullptr; }
             }
             const OpKernel* k = lookup(lookup_user, node.op);
-            TensorDesc check[64];
+            TensorDesc check[detail::kMaxNodePorts];
             PrepareContext c;
             c.graph = &pg;
             c.node = i;
@@ -1472,7 +1549,7 @@ struct detail_prepare {
             c.max_elements = limits.max_tensor_elements;
             Status st = k ? k->prepare(c) : Status::Unsupported;
             if (st != Status::Ok) {
-                std::snprintf(error, 256, "%s", c.error[0] ? c.error : "prepare failed");
+                std::snprintf(error, kErrorMessageBytes, "%s", c.error[0] ? c.error : "prepare failed");
                 return st;
             }
             for (uint32_t p = 0; p < node.num_outputs; ++p)   // the same shapes as the first pass
@@ -1549,7 +1626,7 @@ struct detail_prepare {
     }
 
     static Status copy_error(const Model& m, Status s, char* error) {
-        std::snprintf(error, 256, "%s", m.last_error());
+        std::snprintf(error, kErrorMessageBytes, "%s", m.last_error());
         return s;
     }
 
@@ -1622,16 +1699,16 @@ struct detail_prepare {
                        const void* const* in_value, TensorDesc* out, const void** value, const Limits& limits, Arena* arena,
                        char* error) {
         const Node& node = g.node(id);
-        TensorView inputs[64], outputs[64];
+        TensorView inputs[detail::kMaxNodePorts], outputs[detail::kMaxNodePorts];
         uint64_t total = 0;
         for (uint32_t p = 0; p < node.num_outputs; ++p) {
             uint64_t count = 0;
             desc_elements(out[p], &count);
             total += count * element_size(out[p].type);
         }
-        if (total > limits.max_folded_bytes || node.num_outputs > 64) return Status::LimitExceeded;
+        if (total > limits.max_folded_bytes || node.num_outputs > detail::kMaxNodePorts) return Status::LimitExceeded;
         for (uint32_t i = 0; i < node.num_inputs; ++i) { inputs[i].desc = in[i]; inputs[i].data = const_cast<void*>(in_value[i]); }
-        void* outs[64];
+        void* outs[detail::kMaxNodePorts];
         for (uint32_t p = 0; p < node.num_outputs; ++p) {
             uint64_t count = 0;
             desc_elements(out[p], &count);
@@ -1646,7 +1723,7 @@ struct detail_prepare {
             scratch = arena->allocate(c.scratch_bytes, 64);
             if (!scratch) return fail(error, Status::OutOfMemory, "out of memory folding '%.*s'", (int)node.name.size, node.name.data);
         }
-        char message[200] = {};
+        char message[kErrorMessageBytes] = {};
         RunContext r;
         r.graph = &g;
         r.node = id;
@@ -1659,7 +1736,7 @@ struct detail_prepare {
         r.error = message;
         Status s = k->run(r);
         if (s != Status::Ok) {
-            std::snprintf(error, 256, "%s", message[0] ? message : "folding failed");
+            std::snprintf(error, kErrorMessageBytes, "%s", message[0] ? message : "folding failed");
             return s;
         }
         for (uint32_t p = 0; p < node.num_outputs; ++p) value[p] = outs[p];
@@ -1715,13 +1792,13 @@ inline bool list_contains(StringView list, StringView op) {
 }  // namespace detail
 
 Status PreparedModel::run_kernel(const ProgramStep& step, const StepContext& context, uint32_t max_threads) const {
-    // Only the views this step uses are built (64 default-constructed ones cost more than a
-    // tiny kernel); a node has at most 64 inputs and outputs (checked on read).
+    // Only the views this step uses are built (a whole array of default-constructed ones costs
+    // more than a tiny kernel); a node has at most kMaxNodePorts inputs and outputs (checked on read).
     union Views {
-        TensorView v[64];
+        TensorView v[detail::kMaxNodePorts];
         Views() {}
     } in, out;
-    if (step.reads.size > 64 || step.writes.size > 64) return Status::LimitExceeded;
+    if (step.reads.size > detail::kMaxNodePorts || step.writes.size > detail::kMaxNodePorts) return Status::LimitExceeded;
     for (uint32_t k = 0; k < step.reads.size; ++k) {
         in.v[k].desc = value_desc(step.reads[k]);
         in.v[k].data = context.values[step.reads[k]];
@@ -1747,6 +1824,7 @@ Status PreparedModel::run_kernel(const ProgramStep& step, const StepContext& con
 
 namespace detail {
 
+// >>reference program
 // A program of reference kernels (and, on CPU, fused islands).
 class ReferenceProgram : public DeviceProgram {
 public:
@@ -1776,17 +1854,15 @@ public:
         write(user, payload, payload_size);
         return Status::Ok;
     }
-    // Parts of at least this many bytes walked: waking the pool costs ~30 us on the README's
-    // machine. In build/bench/runtime with parts from 32768 elements, 2 parts ran a
-    // memory-bound island 0.58x as fast at 2 MB walked and 1.53x at 8 MB, a Gelu island 1.30x
-    // and 1.95x.
+    // A fused island runs in parts of at least this many bytes walked: below that, waking the
+    // pool costs more than a second thread saves. bench/runtime.cpp's fused-island table tunes it.
     static constexpr uint64_t kPartBytes = 4u << 20;
     struct SnippetRun {
         const Snippet* snippet;
         Span<const float* const> in;
         Span<float* const> out;
         uint32_t parts;
-        Status status[64];   // per part (NUM_THREADS <= 64)
+        Status status[kMaxThreads];   // per part
     };
     Status run_step(uint32_t i, const StepContext& context) const override {
         const ProgramStep& step = steps_[i];
@@ -1815,7 +1891,7 @@ public:
             }
             for (uint32_t k = 0; k < job.parts; ++k)
                 if (job.status[k] != Status::Ok) {
-                    if (context.error) std::snprintf(context.error, 200, "%s", unit.snippet->last_error());
+                    if (context.error) std::snprintf(context.error, kErrorMessageBytes, "%s", unit.snippet->last_error());
                     return job.status[k];
                 }
             return Status::Ok;
@@ -1854,8 +1930,7 @@ public:
         if (i == key_count_) return fail(Status::NotFound, "device %s has no config key '%.*s'", name_, (int)key.size, key.data);
         if (value.size >= sizeof values_[i])
             return fail(Status::InvalidArgument, "%s: value of %s is too long", name_, keys_[i].key);
-        Status s = check_config(key, value);
-        if (s != Status::Ok) return s;
+        TESSEL_TRY(check_config(key, value));
         std::memcpy(values_[i], value.data, value.size);
         values_[i][value.size] = 0;
         return Status::Ok;
@@ -1897,8 +1972,7 @@ public:
 
     Status import_subgraph(const PreparedModel& model, Span<const NodeId> nodes, const void* payload, size_t size,
                            DeviceProgram** program) override {
-        Status s = check_payload(payload, size);
-        if (s != Status::Ok) return s;
+        TESSEL_TRY(check_payload(payload, size));
         return compile_subgraph(model, nodes, program);
     }
 
@@ -1958,6 +2032,7 @@ protected:
     uint32_t extension_count_ = 0;
 };
 
+// >>template device
 // TEMPLATE: reference kernels only; SUPPORTED_OPS limits what it takes (default every op).
 // It is the device the HETERO tests split graphs with, and the file a plugin author copies.
 const ConfigKey kTemplateKeys[] = {{"SUPPORTED_OPS", "*"}, {"PERF_COUNT", "NO"}};
@@ -1990,8 +2065,7 @@ protected:
             uint32_t* reads = p->arena.allocate_array<uint32_t>(node.num_inputs + 1);
             uint32_t* writes = p->arena.allocate_array<uint32_t>(node.num_outputs + 1);
             if (!reads || !writes) return fail(Status::OutOfMemory, "out of memory");
-            Status s = add_reference_step(p, model, id, reads, writes);
-            if (s != Status::Ok) return s;
+            TESSEL_TRY(add_reference_step(p, model, id, reads, writes));
         }
         std::memcpy(p->payload, "TMPL", 4);
         p->payload_size = 4;
@@ -2022,6 +2096,7 @@ protected:
     }
 };
 
+// >>cpu device
 // CPU: reference kernels, with every elementwise island fused into one snippets.h kernel.
 const ConfigKey kCpuKeys[] = {{"NUM_THREADS", "1"}, {"PERF_COUNT", "NO"}, {"FUSION", "YES"}, {"ISA", "auto"}};
 
@@ -2049,7 +2124,7 @@ public:
     }
     uint32_t threads() const {
         uint32_t t = 1;
-        parse_count(config("NUM_THREADS"), 1, 64, &t);
+        parse_count(config("NUM_THREADS"), 1, kMaxThreads, &t);
         return t;
     }
 
@@ -2058,7 +2133,7 @@ protected:
         uint32_t n;
         bool yes;
         Isa isa;
-        if (key == StringView("NUM_THREADS") && !parse_count(value, 1, 64, &n))
+        if (key == StringView("NUM_THREADS") && !parse_count(value, 1, kMaxThreads, &n))
             return fail(Status::InvalidArgument, "CPU: NUM_THREADS must be 1..64");
         if ((key == StringView("PERF_COUNT") || key == StringView("FUSION")) && !parse_yes_no(value, &yes))
             return fail(Status::InvalidArgument, "CPU: %.*s must be YES or NO", (int)key.size, key.data);
@@ -2122,7 +2197,7 @@ inline Status CpuDevice::build_cpu(ReferenceProgram* p, const PreparedModel& mod
     struct External { NodeId producer; uint32_t port; NodeId local; };
     External* externals = scratch.allocate_array<External>(capacity);
     uint32_t external_count = 0;
-    InputRef refs[64];
+    InputRef refs[kMaxNodePorts];
     char name[64];
     Status s = Status::Ok;
     for (NodeId id : nodes) {
@@ -2268,8 +2343,7 @@ inline Status CpuDevice::build_cpu(ReferenceProgram* p, const PreparedModel& mod
                 uint32_t* reads = p->arena.allocate_array<uint32_t>(node.num_inputs + 1);
                 uint32_t* writes = p->arena.allocate_array<uint32_t>(node.num_outputs + 1);
                 if (!reads || !writes) return fail(Status::OutOfMemory, "out of memory");
-                s = add_reference_step(p, model, id, reads, writes);
-                if (s != Status::Ok) return s;
+                TESSEL_TRY(add_reference_step(p, model, id, reads, writes));
             }
         } else {                   // a fused island
             SnippetBody* body = create<SnippetBody>(&p->arena);
@@ -2334,6 +2408,8 @@ struct Transfer {
     uint32_t to;         // consumer subgraph
     NodeId producer;
 };
+constexpr size_t kDeviceStringBytes = 256;   // "HETERO:A,B,..." as compiled
+constexpr uint32_t kMaxSavedConfig = 256;     // config entries one compile saves and restores
 struct SavedConfig {     // one device's config at compile time (export) or before it (restore)
     Device* device;
     char key[64];
@@ -2349,9 +2425,9 @@ struct CompiledModel::Impl {
     uint32_t* subgraph_of = nullptr;     // per prepared node
     Device** subgraph_device = nullptr;
     DeviceProgram** programs = nullptr;
-    Device* devices[64] = {};
+    Device* devices[detail::kMaxDevices] = {};
     uint32_t device_count = 0;
-    char device_string[256] = {};
+    char device_string[detail::kDeviceStringBytes] = {};
     detail::SavedConfig* config = nullptr;  // every key of every listed device, at compile time
     uint32_t config_count = 0;
     detail::ExecStep* exec = nullptr;
@@ -2365,7 +2441,7 @@ struct CompiledModel::Impl {
     size_t arena_bytes = 0, unplanned_bytes = 0, scratch_bytes = 0;
     uint32_t threads = 1;
     bool perf = false;
-    PlacementSummary summary[64];
+    PlacementSummary summary[detail::kMaxDevices];
     uint32_t summary_count = 0;
     uint32_t step_count = 0;             // kernel steps (transfers excluded)
     NodeId* fallback = nullptr;          // nodes the first listed device did not take, in id order
@@ -2454,6 +2530,7 @@ inline uint32_t reader_slot(const CompiledModel::Impl* m, uint32_t s, uint32_t v
     return lo < m->transfer_first[s + 1] && m->transfers[lo].value == v ? m->transfers[lo].slot : v;
 }
 
+// >>memory plan
 // Static memory plan: each value a buffer live from its producing step to its last reader
 // (graph outputs and inputs to the end); an in-place step's output shares its input's buffer
 // when that input dies there. Buffers are placed largest first at the lowest offset that no
@@ -2589,6 +2666,7 @@ inline Status plan_memory(CompiledModel::Impl* m) {
     return Status::Ok;
 }
 
+// >>hetero transfers
 // Boundaries, transfers and the execution order from a subgraph per node: Kahn over the
 // graph of subgraphs (InvalidPartition if it has a cycle). A value computed by an op node in
 // one subgraph and read in another is copied into the reader's own buffer first; Parameters
@@ -2653,7 +2731,7 @@ inline Status build_schedule(CompiledModel::Impl* m, char* error) {
             if (--indegree[(uint32_t)edges[k]] == 0) order[tail++] = (uint32_t)edges[k];
     }
     if (tail != sc) {
-        std::snprintf(error, 256, "the subgraphs feed each other in a cycle");
+        std::snprintf(error, kErrorMessageBytes, "the subgraphs feed each other in a cycle");
         return Status::InvalidPartition;
     }
     m->slot_count = pm.value_count() + m->transfer_count;
@@ -2676,7 +2754,7 @@ inline Status build_schedule(CompiledModel::Impl* m, char* error) {
 struct Core::Impl {
     detail::CpuDevice cpu;
     detail::TemplateDevice template_device;
-    Device* devices[64] = {};
+    Device* devices[detail::kMaxDevices] = {};
     uint32_t count = 0;
     std::mutex compile_mutex;   // compiles change device config for their duration
 };
@@ -2701,7 +2779,7 @@ Status Core::register_device(Device* device) {
     if (available != Status::Ok)
         return fail(available, "device %.*s is not available: %s", (int)name.size, name.data,
                     device->last_error()[0] ? device->last_error() : status_name(available));
-    if (impl_->count == 64) return fail(Status::LimitExceeded, "at most 64 devices");
+    if (impl_->count == detail::kMaxDevices) return fail(Status::LimitExceeded, "at most %u devices", detail::kMaxDevices);
     impl_->devices[impl_->count++] = device;
     return Status::Ok;
 }
@@ -2714,10 +2792,20 @@ Device* Core::device(StringView name) const {
 uint32_t Core::device_count() const { return impl_ ? impl_->count : 0; }
 Device* Core::device_at(uint32_t i) const { return impl_ && i < impl_->count ? impl_->devices[i] : nullptr; }
 
+// >>compile
 namespace detail {
 struct CompileJob {   // what compile_model and import_model share
     Core* core;
-    Device* list[64];
+    // Core::fail on the compiling Core (CompileJob is Core's friend).
+    Status fail(Status status, const char* format, ...) TESSEL_PRINTF_FORMAT(3, 4) {
+        char message[kErrorMessageBytes];
+        va_list args;
+        va_start(args, format);
+        std::vsnprintf(message, sizeof message, format, args);
+        va_end(args);
+        return core->fail(status, "%s", message);
+    }
+    Device* list[kMaxDevices];
     uint32_t count = 0;
     bool hetero = false;
     detail::SavedConfig* saved = nullptr;   // restored at the end
@@ -2732,7 +2820,7 @@ inline const OpKernel* lookup_kernel(void* user, StringView op) {
 }
 
 // "CPU" or "HETERO:A,B": the device list in priority order.
-inline Status parse_device_string(Core* core, StringView text, CompileJob* job) {
+inline Status parse_device_string(StringView text, CompileJob* job) {
     StringView list = text;
     if (text.size >= 7 && std::memcmp(text.data, "HETERO:", 7) == 0) {
         job->hetero = true;
@@ -2743,33 +2831,33 @@ inline Status parse_device_string(Core* core, StringView text, CompileJob* job) 
         if (i < list.size && list[i] != ',') continue;
         StringView name(list.data + start, i - start);
         start = i + 1;
-        Device* d = core->device(name);
-        if (!d) return core->fail(Status::NotFound, "unknown device '%.*s' in '%.*s'", (int)name.size, name.data, (int)text.size, text.data);
+        Device* d = job->core->device(name);
+        if (!d) return job->fail(Status::NotFound, "unknown device '%.*s' in '%.*s'", (int)name.size, name.data, (int)text.size, text.data);
         for (uint32_t k = 0; k < job->count; ++k)
-            if (job->list[k] == d) return core->fail(Status::InvalidArgument, "device %.*s is listed twice", (int)name.size, name.data);
-        if (job->count == 64) return core->fail(Status::LimitExceeded, "at most 64 devices");
+            if (job->list[k] == d) return job->fail(Status::InvalidArgument, "device %.*s is listed twice", (int)name.size, name.data);
+        if (job->count == kMaxDevices) return job->fail(Status::LimitExceeded, "at most %u devices", kMaxDevices);
         job->list[job->count++] = d;
     }
-    if (job->count == 0) return core->fail(Status::InvalidArgument, "no device in '%.*s'", (int)text.size, text.data);
+    if (job->count == 0) return job->fail(Status::InvalidArgument, "no device in '%.*s'", (int)text.size, text.data);
     if (!job->hetero && job->count != 1)
-        return core->fail(Status::InvalidArgument, "'%.*s': several devices need HETERO:", (int)text.size, text.data);
+        return job->fail(Status::InvalidArgument, "'%.*s': several devices need HETERO:", (int)text.size, text.data);
     return Status::Ok;
 }
 
 inline Status save_and_set(CompileJob* job, Arena* arena, Device* d, StringView key, StringView value) {
     StringView old;
     Status s = d->get_config(key, &old);
-    if (s != Status::Ok) return job->core->fail(s, "%s", d->last_error());
-    if (!job->saved) job->saved = arena->allocate_array<SavedConfig>(256);
-    if (!job->saved) return job->core->fail(Status::OutOfMemory, "out of memory saving the device config");
-    if (job->saved_count == 256) return job->core->fail(Status::LimitExceeded, "too many config entries");
+    if (s != Status::Ok) return job->fail(s, "%s", d->last_error());
+    if (!job->saved) job->saved = arena->allocate_array<SavedConfig>(kMaxSavedConfig);
+    if (!job->saved) return job->fail(Status::OutOfMemory, "out of memory saving the device config");
+    if (job->saved_count == kMaxSavedConfig) return job->fail(Status::LimitExceeded, "too many config entries");
     SavedConfig& c = job->saved[job->saved_count];
-    if (key.size >= sizeof c.key || old.size >= sizeof c.value) return job->core->fail(Status::InvalidArgument, "config key or value too long");
+    if (key.size >= sizeof c.key || old.size >= sizeof c.value) return job->fail(Status::InvalidArgument, "config key or value too long");
     std::snprintf(c.key, sizeof c.key, "%.*s", (int)key.size, key.data);
     std::snprintf(c.value, sizeof c.value, "%.*s", (int)old.size, old.data);
     c.device = d;
     s = d->set_config(key, value);
-    if (s != Status::Ok) return job->core->fail(s, "%s", d->last_error());
+    if (s != Status::Ok) return job->fail(s, "%s", d->last_error());
     ++job->saved_count;
     return Status::Ok;
 }
@@ -2793,24 +2881,22 @@ inline Status apply_config(CompileJob* job, Arena* arena, Span<const ConfigEntry
         if (colon < key.size) {
             StringView dev(key.data, colon), k(key.data + colon + 1, key.size - colon - 1);
             Device* d = job->core->device(dev);
-            if (!d) return job->core->fail(Status::NotFound, "config: unknown device '%.*s'", (int)dev.size, dev.data);
-            Status s = save_and_set(job, arena, d, k, e.value);
-            if (s != Status::Ok) return s;
+            if (!d) return job->fail(Status::NotFound, "config: unknown device '%.*s'", (int)dev.size, dev.data);
+            TESSEL_TRY(save_and_set(job, arena, d, k, e.value));
             continue;
         }
         if (key == StringView("HETERO_ALGORITHM")) {
             if (parse_algorithm(e.value, algorithm) != Status::Ok)
-                return job->core->fail(Status::InvalidArgument, "HETERO_ALGORITHM must be rollback, levels or waves");
+                return job->fail(Status::InvalidArgument, "HETERO_ALGORITHM must be rollback, levels or waves");
             continue;
         }
         if (key == StringView("HETERO_MIN_SUBGRAPH")) {
             if (!parse_count(e.value, 0, 1000000, min_subgraph))
-                return job->core->fail(Status::InvalidArgument, "HETERO_MIN_SUBGRAPH must be a count");
+                return job->fail(Status::InvalidArgument, "HETERO_MIN_SUBGRAPH must be a count");
             continue;
         }
         for (uint32_t i = 0; i < job->count; ++i) {
-            Status s = save_and_set(job, arena, job->list[i], key, e.value);
-            if (s != Status::Ok) return s;
+            TESSEL_TRY(save_and_set(job, arena, job->list[i], key, e.value));
         }
     }
     return Status::Ok;
@@ -2818,7 +2904,7 @@ inline Status apply_config(CompileJob* job, Arena* arena, Span<const ConfigEntry
 
 // Records every config key of the listed devices (for export and for perf/threads).
 inline Status snapshot_config(CompileJob* job, CompiledModel::Impl* m) {
-    m->config = m->arena.allocate_array<SavedConfig>(64 * 8);
+    m->config = m->arena.allocate_array<SavedConfig>(kMaxDevices * kMaxDeviceKeys);
     if (!m->config) return Status::OutOfMemory;
     for (uint32_t i = 0; i < job->count; ++i) {
         Device* d = job->list[i];
@@ -2828,7 +2914,7 @@ inline Status snapshot_config(CompileJob* job, CompiledModel::Impl* m) {
         std::snprintf(copy, sizeof copy, "%.*s", (int)keys.size, keys.data);
         for (char* k = std::strtok(copy, " "); k; k = std::strtok(nullptr, " ")) {
             StringView value;
-            if (d->get_config(StringView(k), &value) != Status::Ok || m->config_count == 64 * 8) continue;
+            if (d->get_config(StringView(k), &value) != Status::Ok || m->config_count == kMaxDevices * kMaxDeviceKeys) continue;
             SavedConfig& c = m->config[m->config_count++];
             c.device = d;
             std::snprintf(c.key, sizeof c.key, "%s", k);
@@ -2852,31 +2938,31 @@ inline uint32_t prepare_threads(CompileJob* job) {
 }
 
 // Compiles every subgraph on its device, then the schedule and the memory plan.
-inline Status finish_compile(Core* core, CompileJob* job, CompiledModel::Impl* m, const void* const* payloads,
+inline Status finish_compile(CompileJob* job, CompiledModel::Impl* m, const void* const* payloads,
                              const size_t* payload_sizes, Span<const NodeId>* members) {
     const Graph& g = m->prepared.model.graph;
     m->programs = m->arena.allocate_array<DeviceProgram*>(m->subgraph_count + 1);
-    if (!m->programs) return core->fail(Status::OutOfMemory, "out of memory");
+    if (!m->programs) return job->fail(Status::OutOfMemory, "out of memory");
     for (uint32_t s = 0; s < m->subgraph_count; ++s) m->programs[s] = nullptr;
     for (uint32_t s = 0; s < m->subgraph_count; ++s) {
         Device* d = m->subgraph_device[s];
         Status st = payloads ? d->import_subgraph(m->prepared, members[s], payloads[s], payload_sizes[s], &m->programs[s])
                              : d->compile_subgraph(m->prepared, members[s], &m->programs[s]);
-        if (st != Status::Ok) return core->fail(st, "%.*s: %s", (int)d->name().size, d->name().data, d->last_error());
-        if (!m->programs[s]) return core->fail(Status::InvalidArgument, "%.*s returned no program", (int)d->name().size, d->name().data);
+        if (st != Status::Ok) return job->fail(st, "%.*s: %s", (int)d->name().size, d->name().data, d->last_error());
+        if (!m->programs[s]) return job->fail(Status::InvalidArgument, "%.*s returned no program", (int)d->name().size, d->name().data);
     }
-    char error[256] = {};
+    char error[kErrorMessageBytes] = {};
     Status st = build_schedule(m, error);
-    if (st != Status::Ok) return core->fail(st, "%s", error[0] ? error : "out of memory scheduling the subgraphs");
+    if (st != Status::Ok) return job->fail(st, "%s", error[0] ? error : "out of memory scheduling the subgraphs");
     st = plan_memory(m);
-    if (st != Status::Ok) return core->fail(st, "out of memory planning the activations");
-    if (m->arena_bytes + m->scratch_bytes > core->limits().max_arena_bytes)   // what a request allocates
-        return core->fail(Status::LimitExceeded, "a request needs %zu bytes of activations and scratch (limit %llu)",
-                          m->arena_bytes + m->scratch_bytes, (unsigned long long)core->limits().max_arena_bytes);
+    if (st != Status::Ok) return job->fail(st, "out of memory planning the activations");
+    if (m->arena_bytes + m->scratch_bytes > job->core->limits().max_arena_bytes)   // what a request allocates
+        return job->fail(Status::LimitExceeded, "a request needs %zu bytes of activations and scratch (limit %llu)",
+                          m->arena_bytes + m->scratch_bytes, (unsigned long long)job->core->limits().max_arena_bytes);
 #ifdef TESSEL_USE_MICROPROFILE
     // One microprofile zone per step (group "tessel", named by kernel and node) and per subgraph.
     m->zones = m->arena.allocate_array<uint64_t>(m->exec_count + m->subgraph_count + 1);
-    if (!m->zones) return core->fail(Status::OutOfMemory, "out of memory");
+    if (!m->zones) return job->fail(Status::OutOfMemory, "out of memory");
     for (uint32_t e = 0; e < m->exec_count; ++e) {
         const ExecStep& x = m->exec[e];
         char name[64];
@@ -2923,7 +3009,7 @@ Status Core::compile_model(const Model& model, StringView device_string, Span<co
     Arena scratch;
     PartitionAlgorithm algorithm = PartitionAlgorithm::Rollback;
     uint32_t min_subgraph = 0;
-    Status s = detail::parse_device_string(this, device_string, &job);
+    Status s = detail::parse_device_string(device_string, &job);
     if (s == Status::Ok) s = detail::apply_config(&job, &scratch, config, &algorithm, &min_subgraph);
     if (s == Status::Ok && !model.graph.finalized()) s = fail(Status::NotFinalized, "the model is not finalized");
     if (s == Status::Ok && model.output_count() == 0) s = fail(Status::InvalidArgument, "the model has no outputs");
@@ -2941,7 +3027,7 @@ Status Core::reshape(const Model& model, Span<const InputShape> shapes, Compiled
     if (!compiled || !compiled->impl_) return fail(Status::NotFinalized, "reshape: nothing compiled");
     const CompiledModel::Impl& old = *compiled->impl_;
     // The config every listed device had at compile time, as "DEVICE:KEY" entries.
-    char device[256];
+    char device[detail::kDeviceStringBytes];
     detail::print(device, sizeof device, "%s", old.device_string);
     uint32_t count = old.config_count;
     char (*keys)[128] = static_cast<char (*)[128]>(TESSEL_MALLOC(sizeof(char[128]) * (count + 1)));
@@ -2970,11 +3056,10 @@ Status Core::query_model(const Model& model, StringView device_string, uint16_t*
     std::lock_guard<std::mutex> lock(impl_->compile_mutex);
     detail::CompileJob job;
     job.core = this;
-    Status s = detail::parse_device_string(this, device_string, &job);
-    if (s != Status::Ok) return s;
+    TESSEL_TRY(detail::parse_device_string(device_string, &job));
     PreparedModel prepared;
-    char error[256] = {};
-    s = detail_prepare::run(model, Span<const InputShape>(), limits_, detail::lookup_kernel, &job, 1, &prepared, error);
+    char error[kErrorMessageBytes] = {};
+    Status s = detail_prepare::run(model, Span<const InputShape>(), limits_, detail::lookup_kernel, &job, 1, &prepared, error);
     if (s != Status::Ok) return fail(s, "%s", error);
     const Graph& pg = prepared.model.graph;
     Arena scratch;
@@ -2985,10 +3070,10 @@ Status Core::query_model(const Model& model, StringView device_string, uint16_t*
         if (s != Status::Ok) return fail(s, "%s", job.list[d]->last_error());
     }
     for (NodeId v = 0; v < model.graph.node_count(); ++v) {
-        devices[v] = 0xffff;
+        devices[v] = kNoDevice;
         NodeId p = pg.find(model.graph.node(v).name);
         if (p == kNoNode || pg.node(p).op == StringView("Constant")) continue;   // folded
-        for (uint32_t d = 0; d < job.count && devices[v] == 0xffff; ++d)
+        for (uint32_t d = 0; d < job.count && devices[v] == kNoDevice; ++d)
             if (supported[(size_t)d * pg.node_count() + p]) devices[v] = (uint16_t)d;
     }
     return Status::Ok;
@@ -3009,7 +3094,7 @@ Status Core::compile_job(void* job_pointer, const Model& model, Span<const Input
                          PartitionAlgorithm algorithm, uint32_t min_subgraph, void* impl) {
     detail::CompileJob& job = *static_cast<detail::CompileJob*>(job_pointer);
     CompiledModel::Impl* m = static_cast<CompiledModel::Impl*>(impl);
-    char error[256] = {};
+    char error[kErrorMessageBytes] = {};
     Status s = detail_prepare::run(model, shapes, limits_, detail::lookup_kernel, &job, detail::prepare_threads(&job),
                                    &m->prepared, error, values);
     if (s != Status::Ok) return fail(s, "%s", error);
@@ -3112,13 +3197,16 @@ Status Core::compile_job(void* job_pointer, const Model& model, Span<const Input
     }
     s = detail::snapshot_config(&job, m);
     if (s != Status::Ok) return fail(s, "out of memory");
-    s = detail::finish_compile(this, &job, m, nullptr, nullptr, members);
-    if (s != Status::Ok) return s;
+    TESSEL_TRY(detail::finish_compile(&job, m, nullptr, nullptr, members));
     for (uint32_t d = 0; d < job.count; ++d) m->summary[d].fallback_nodes = fallback[d];
     return Status::Ok;
 }
 
 // >>infer request implementation
+namespace detail {
+constexpr uint32_t kNoSubgraph = 0xffffffffu;   // before the first step of an inference
+}
+
 struct InferRequest::Impl {
     const CompiledModel::Impl* m = nullptr;
     void* arena_raw = nullptr;
@@ -3135,7 +3223,7 @@ struct InferRequest::Impl {
     ProfileEntry* profile = nullptr;
     uint32_t profile_count = 0;
     detail::ThreadPool pool;
-    char error[200] = {};
+    char error[kErrorMessageBytes] = {};
     // start_async / wait
     std::thread worker;
     std::mutex mutex;
@@ -3264,8 +3352,8 @@ const Tensor& InferRequest::output(uint32_t i) const {
     return impl_->outputs[i];
 }
 
-uint32_t InferRequest::find_input(StringView name) const { return impl_ ? impl_->m->prepared.model.find_input(name) : 0xffffffffu; }
-uint32_t InferRequest::find_output(StringView name) const { return impl_ ? impl_->m->prepared.model.find_output(name) : 0xffffffffu; }
+uint32_t InferRequest::find_input(StringView name) const { return impl_ ? impl_->m->prepared.model.find_input(name) : kNotFound; }
+uint32_t InferRequest::find_output(StringView name) const { return impl_ ? impl_->m->prepared.model.find_output(name) : kNotFound; }
 
 namespace detail {
 inline bool same_desc(const TensorDesc& a, const TensorDesc& b) {
@@ -3303,7 +3391,7 @@ Status InferRequest::set_input(uint32_t i, const Tensor& tensor) {
 
 Status InferRequest::set_input(StringView name, const Tensor& tensor) {
     uint32_t i = find_input(name);
-    if (i == 0xffffffffu) {
+    if (i == kNotFound) {
         std::snprintf(error_, sizeof error_, "no input named '%.*s'", (int)name.size, name.data);
         return Status::NotFound;
     }
@@ -3332,7 +3420,7 @@ Status InferRequest::set_output(uint32_t i, const Tensor& tensor) {
 
 Status InferRequest::set_output(StringView name, const Tensor& tensor) {
     uint32_t i = find_output(name);
-    if (i == 0xffffffffu) {
+    if (i == kNotFound) {
         std::snprintf(error_, sizeof error_, "no output named '%.*s'", (int)name.size, name.data);
         return Status::NotFound;
     }
@@ -3343,20 +3431,20 @@ Status InferRequest::Impl::run() {
     const CompiledModel::Impl& cm = *m;
     error[0] = 0;
     profile_count = 0;
-    uint32_t current = 0xffffffffu;   // the subgraph whose transfers are patched in
+    uint32_t current = detail::kNoSubgraph;   // the subgraph whose transfers are patched in
 #ifdef TESSEL_USE_MICROPROFILE
-    uint32_t open_subgraph = 0xffffffffu;
+    uint32_t open_subgraph = detail::kNoSubgraph;
 #endif
     for (uint32_t e = 0; e < cm.exec_count; ++e) {
         const detail::ExecStep& x = cm.exec[e];
         if (x.subgraph != current) {
-            if (current != 0xffffffffu) patch(current, false);
+            if (current != detail::kNoSubgraph) patch(current, false);
             patch(x.subgraph, true);
             current = x.subgraph;
         }
 #ifdef TESSEL_USE_MICROPROFILE
         if (x.subgraph != open_subgraph) {
-            if (open_subgraph != 0xffffffffu) MicroProfileLeave();
+            if (open_subgraph != detail::kNoSubgraph) MicroProfileLeave();
             MicroProfileEnter(cm.zones[cm.exec_count + x.subgraph]);
             open_subgraph = x.subgraph;
         }
@@ -3400,7 +3488,7 @@ Status InferRequest::Impl::run() {
             return s;
         }
     }
-    if (current != 0xffffffffu) patch(current, false);
+    if (current != detail::kNoSubgraph) patch(current, false);
     for (uint32_t i = 0; i < cm.prepared.model.output_count(); ++i)
         if (bound_outputs[i].data() && bound_outputs[i].data() != outputs[i].data())
             std::memcpy(bound_outputs[i].data(), outputs[i].data(), outputs[i].bytes());
@@ -3467,7 +3555,7 @@ Span<const ProfileEntry> InferRequest::profiling_info() const {
     return impl_ ? Span<const ProfileEntry>(impl_->profile, impl_->profile_count) : Span<const ProfileEntry>();
 }
 
-// >>export and import
+// >>blob format
 // Blob: "TESSELCM", u32 format version, u32 zero, u64 payload bytes, u64 FNV-1a of the
 // payload; then the payload: device string, every config key of the listed devices, the
 // prepared model (nodes, attributes, constants 64-byte aligned), the partition (device and
@@ -3562,12 +3650,12 @@ inline void write_model(BlobWriter& w, const Model& m) {
 inline Status read_model(BlobReader& r, Model* m, char* error) {
     m->opset = r.u32();
     uint32_t count = r.u32();
-    if (!r.ok || count > r.size) { print(error, 256, "blob: bad node count"); return Status::ParseError; }
-    InputRef refs[64];
+    if (!r.ok || count > r.size) { print(error, kErrorMessageBytes, "blob: bad node count"); return Status::ParseError; }
+    InputRef refs[kMaxNodePorts];
     for (NodeId v = 0; v < count && r.ok; ++v) {
         StringView name = r.str(), op = r.str();
         uint32_t inputs = r.u32();
-        if (!r.ok || inputs > 64) break;
+        if (!r.ok || inputs > kMaxNodePorts) break;
         for (uint32_t i = 0; i < inputs; ++i) {
             uint32_t producer = r.u32(), port = r.u32();
             uint8_t keep = r.u8();
@@ -3587,7 +3675,7 @@ inline Status read_model(BlobReader& r, Model* m, char* error) {
         else if (op == StringView("Absent") && inputs == 0) { InputRef a = m->absent(); id = a.producer; s = id == v ? Status::Ok : Status::ParseError; }
         else if (is_constant) s = Status::Ok;   // added with its value below
         else s = m->add_node(op, name, Span<const InputRef>(refs, inputs), outputs, &id);
-        if (s != Status::Ok) { print(error, 256, "blob: node %u: %s", v, m->last_error()); return s == Status::OutOfMemory ? s : Status::ParseError; }
+        if (s != Status::Ok) { print(error, kErrorMessageBytes, "blob: node %u: %s", v, m->last_error()); return s == Status::OutOfMemory ? s : Status::ParseError; }
         uint32_t attributes = r.u32();
         for (uint32_t k = 0; k < attributes && r.ok; ++k) {
             Attribute a;
@@ -3632,12 +3720,11 @@ inline Status read_model(BlobReader& r, Model* m, char* error) {
             if (!r.ok) break;
             if (is_constant && a.kind == AttributeKind::Tensor && a.name == StringView("value")) {
                 s = m->add_constant(name, a.tensor->desc, a.tensor->data, &id, false);
-                if (s != Status::Ok) { print(error, 256, "blob: node %u: %s", v, m->last_error()); return Status::ParseError; }
+                if (s != Status::Ok) { print(error, kErrorMessageBytes, "blob: node %u: %s", v, m->last_error()); return Status::ParseError; }
                 continue;
             }
             if (id == kNoNode || id != v) { r.ok = false; break; }
-            s = m->graph.add_attribute(id, a);
-            if (s != Status::Ok) return s;
+            TESSEL_TRY(m->graph.add_attribute(id, a));
         }
         if (!r.ok || id != v) { r.ok = false; break; }
         for (uint32_t p = 0; p < outputs; ++p) {
@@ -3651,9 +3738,9 @@ inline Status read_model(BlobReader& r, Model* m, char* error) {
         uint32_t node = r.u32();
         if (!r.ok || node >= m->graph.node_count() || m->find_output(name) != i) r.ok = false;
     }
-    if (!r.ok) { print(error, 256, "blob: the model section is malformed"); return Status::ParseError; }
+    if (!r.ok) { print(error, kErrorMessageBytes, "blob: the model section is malformed"); return Status::ParseError; }
     Status s = m->finalize();
-    if (s != Status::Ok) { print(error, 256, "blob: %s", m->last_error()); return Status::ParseError; }
+    if (s != Status::Ok) { print(error, kErrorMessageBytes, "blob: %s", m->last_error()); return Status::ParseError; }
     return Status::Ok;
 }
 
@@ -3677,23 +3764,21 @@ inline Status write_blob(const CompiledModel::Impl& m, BlobWriter& w) {
     struct Sink { BlobWriter* w; };
     for (uint32_t s = 0; s < m.subgraph_count; ++s) {   // each payload: its size, then its bytes
         BlobWriter counter;
-        Status st = m.programs[s]->export_payload([](void* u, const char*, size_t n) { static_cast<BlobWriter*>(u)->position += n; }, &counter);
-        if (st != Status::Ok) return st;
+        TESSEL_TRY(m.programs[s]->export_payload([](void* u, const char*, size_t n) { static_cast<BlobWriter*>(u)->position += n; }, &counter));
         w.u64(counter.position);
         Sink sink{&w};
-        st = m.programs[s]->export_payload([](void* u, const char* d, size_t n) { static_cast<Sink*>(u)->w->bytes(d, n); }, &sink);
-        if (st != Status::Ok) return st;
+        TESSEL_TRY(m.programs[s]->export_payload([](void* u, const char* d, size_t n) { static_cast<Sink*>(u)->w->bytes(d, n); }, &sink));
     }
     return Status::Ok;
 }
 }  // namespace detail
 
+// >>blob export
 Status CompiledModel::export_model(WriteFn write, void* user) const {
     if (!impl_) return Status::NotFinalized;
     if (!write) return Status::InvalidArgument;
     detail::BlobWriter counter;   // pass 1: size and checksum
-    Status s = detail::write_blob(*impl_, counter);
-    if (s != Status::Ok) return s;
+    TESSEL_TRY(detail::write_blob(*impl_, counter));
     unsigned char header[detail::kBlobHeader] = {'T', 'E', 'S', 'S', 'E', 'L', 'C', 'M'};
     for (int i = 0; i < 4; ++i) header[8 + i] = (unsigned char)(detail::kBlobVersion >> (8 * i));
     for (int i = 0; i < 8; ++i) header[16 + i] = (unsigned char)(counter.position >> (8 * i));
@@ -3705,6 +3790,7 @@ Status CompiledModel::export_model(WriteFn write, void* user) const {
     return detail::write_blob(*impl_, writer);
 }
 
+// >>blob import
 Status Core::import_model(const void* blob, size_t size, CompiledModel* out) {
     if (!impl_) return fail(Status::OutOfMemory, "out of memory");
     if (!out || (!blob && size)) return fail(Status::InvalidArgument, "import_model: null argument");
@@ -3753,8 +3839,7 @@ Status Core::import_job(void* job_pointer, const void* payload, size_t size, voi
     detail::BlobReader r{static_cast<const unsigned char*>(payload), size};
     StringView device_string = r.str();
     if (!r.ok) return fail(Status::ParseError, "blob: malformed device list");
-    Status s = detail::parse_device_string(this, device_string, &job);
-    if (s != Status::Ok) return s;
+    TESSEL_TRY(detail::parse_device_string(device_string, &job));
     detail::print(m->device_string, sizeof m->device_string, "%.*s", (int)device_string.size, device_string.data);
     uint32_t config_count = r.u32();
     for (uint32_t i = 0; i < config_count && r.ok; ++i) {
@@ -3762,14 +3847,13 @@ Status Core::import_job(void* job_pointer, const void* payload, size_t size, voi
         if (!r.ok) break;
         Device* d = this->device(device);
         if (!d) return fail(Status::NotFound, "blob: device %.*s is not registered", (int)device.size, device.data);
-        s = detail::save_and_set(&job, scratch, d, key, value);
-        if (s != Status::Ok) return s;
+        TESSEL_TRY(detail::save_and_set(&job, scratch, d, key, value));
     }
     if (!r.ok) return fail(Status::ParseError, "blob: malformed config");
     m->source = create<Model>();
     if (!m->source) return fail(Status::OutOfMemory, "out of memory");
-    char error[256] = {};
-    s = detail::read_model(r, m->source, error);
+    char error[kErrorMessageBytes] = {};
+    Status s = detail::read_model(r, m->source, error);
     if (s != Status::Ok) return fail(s, "%s", error);
     s = detail_prepare::run(*m->source, Span<const InputShape>(), limits_, detail::lookup_kernel, &job,
                             detail::prepare_threads(&job), &m->prepared, error);
@@ -3784,7 +3868,7 @@ Status Core::import_job(void* job_pointer, const void* payload, size_t size, voi
     m->subgraph_device = m->arena.allocate_array<Device*>(m->subgraph_count + 1);
     Span<const NodeId>* members = m->arena.allocate_array<Span<const NodeId>>(m->subgraph_count + 1);
     if (!m->subgraph_of || !m->subgraph_device || !members) return fail(Status::OutOfMemory, "out of memory");
-    for (NodeId v = 0; v < n; ++v) m->subgraph_of[v] = 0xffffffffu;
+    for (NodeId v = 0; v < n; ++v) m->subgraph_of[v] = detail::kUnplaced;
     for (uint32_t k = 0; k < m->subgraph_count; ++k) {
         StringView device = r.str();
         uint32_t count = r.u32();
@@ -3798,7 +3882,7 @@ Status Core::import_job(void* job_pointer, const void* payload, size_t size, voi
             uint32_t old = r.u32();
             if (!r.ok || old >= src.node_count()) return fail(Status::ParseError, "blob: malformed partition");
             NodeId v = g.find(src.node(old).name);
-            if (v == kNoNode || m->subgraph_of[v] != 0xffffffffu) return fail(Status::ParseError, "blob: the partition places node %u twice or not at all", old);
+            if (v == kNoNode || m->subgraph_of[v] != detail::kUnplaced) return fail(Status::ParseError, "blob: the partition places node %u twice or not at all", old);
             m->subgraph_of[v] = k;
             nodes[i] = v;
         }
@@ -3806,7 +3890,7 @@ Status Core::import_job(void* job_pointer, const void* payload, size_t size, voi
         members[k] = Span<const NodeId>(nodes, count);
     }
     for (NodeId v = 0; v < n; ++v)
-        if (m->subgraph_of[v] == 0xffffffffu) return fail(Status::ParseError, "blob: the partition leaves node '%.*s' out", (int)g.node(v).name.size, g.node(v).name.data);
+        if (m->subgraph_of[v] == detail::kUnplaced) return fail(Status::ParseError, "blob: the partition leaves node '%.*s' out", (int)g.node(v).name.size, g.node(v).name.data);
     const void** payloads = m->arena.allocate_array<const void*>(m->subgraph_count + 1);
     size_t* sizes = m->arena.allocate_array<size_t>(m->subgraph_count + 1);
     if (!payloads || !sizes) return fail(Status::OutOfMemory, "out of memory");
@@ -3822,29 +3906,43 @@ Status Core::import_job(void* job_pointer, const void* payload, size_t size, voi
     for (uint32_t d = 0; d < job.count; ++d) m->devices[d] = job.list[d];
     s = detail::snapshot_config(&job, m);
     if (s != Status::Ok) return fail(s, "out of memory");
-    return detail::finish_compile(this, &job, m, payloads, sizes, members);
+    return detail::finish_compile(&job, m, payloads, sizes, members);
 }
 
 // >>ops
-// ---- BEGIN OPS REGION (reference kernels: helpers, then one section per op family) ----
+// The reference kernels: shared helpers (broadcasting, the elementwise ops), then the nn ops
+// and the tensor ops, one section per op family; the kernel table last.
 namespace detail {
 
-// NumPy broadcast of several descs (right-aligned). false if they do not broadcast.
+// The NumPy broadcast (right-aligned) of two descs: rank and dims; the type is a's. out may be
+// a or b. false if they do not broadcast. Every op that broadcasts goes through it.
+inline bool broadcast_pair(const TensorDesc& a, const TensorDesc& b, TensorDesc* out) {
+    TensorDesc r;
+    r.rank = a.rank > b.rank ? a.rank : b.rank;
+    for (int i = 0; i < r.rank; ++i) {
+        int ja = i - (r.rank - a.rank), jb = i - (r.rank - b.rank);
+        int64_t da = ja >= 0 ? a.dims[ja] : 1, db = jb >= 0 ? b.dims[jb] : 1;
+        if (da != db && da != 1 && db != 1) return false;
+        r.dims[i] = da == 1 ? db : da;
+    }
+    r.type = a.type;
+    *out = r;
+    return true;
+}
+
+// ONNX's unidirectional broadcast: whether `from` broadcasts to `to` with `to` as the result.
+inline bool broadcasts_to(const TensorDesc& from, const TensorDesc& to) {
+    TensorDesc joined;
+    if (from.rank > to.rank || !broadcast_pair(to, from, &joined)) return false;
+    for (int i = 0; i < to.rank; ++i) if (joined.dims[i] != to.dims[i]) return false;
+    return true;
+}
+
+// The broadcast of several descs (type Undefined). false if they do not broadcast.
 inline bool broadcast_descs(const TensorDesc* const* descs, uint32_t count, TensorDesc* out) {
     TensorDesc r;
-    r.rank = 0;
-    for (uint32_t k = 0; k < count; ++k) if (descs[k]->rank > r.rank) r.rank = descs[k]->rank;
-    for (int i = 0; i < r.rank; ++i) {
-        int64_t d = 1;
-        for (uint32_t k = 0; k < count; ++k) {
-            int j = descs[k]->rank - r.rank + i;
-            int64_t dk = j >= 0 ? descs[k]->dims[j] : 1;
-            if (dk == 1) continue;
-            if (d != 1 && d != dk) return false;
-            d = dk;
-        }
-        r.dims[i] = d;
-    }
+    for (uint32_t k = 0; k < count; ++k)
+        if (!broadcast_pair(r, *descs[k], &r)) return false;
     *out = r;
     return true;
 }
@@ -3894,7 +3992,8 @@ void for_each_broadcast(const TensorDesc& out, const TensorDesc* const* in, uint
     }
 }
 
-// ---- elementwise float operations (the snippet ops): the same scalar semantics as the
+// >>elementwise ops
+// Elementwise float operations (the snippet ops): the same scalar semantics as the
 // interpreter and every JIT target, so TEMPLATE and CPU (fused) agree bit for bit when the
 // FMA mode is the default target's.
 struct ElementwiseState {
@@ -4075,10 +4174,10 @@ const OpKernel kBuiltinKernels[] = {
 
 }  // namespace detail
 
-// ---- BEGIN NN OPS REGION (Conv, MatMul, pooling, normalization, softmax, reductions, Resize) ----
+// >>nn ops
+// Conv, MatMul, Gemm, normalization, pooling, softmax, reductions, Resize; first their shared
+// helpers.
 namespace detail {
-
-// ---- shared helpers of the nn kernels
 
 // Runs f(slot, begin, end) over [0, units) split into at most `threads` slots (and at most
 // max_slots: the scratch prepare sized); a slot owns scratch slice `slot`, so the split is
@@ -4130,21 +4229,6 @@ inline Status nn_float(PrepareContext& c, uint32_t i, bool optional = false) {
     return Status::Ok;
 }
 
-// NumPy broadcast of two shapes, right-aligned. The nn ops keep their own copy: another caller
-// of the shared broadcast_descs changes how GCC inlines it into prepare_elementwise, whose
-// partly filled descs[] array then trips -Wmaybe-uninitialized at -O2.
-inline bool nn_broadcast(const TensorDesc& a, const TensorDesc& b, TensorDesc* out) {
-    TensorDesc r = a.rank >= b.rank ? a : b;
-    for (int i = 0; i < r.rank; ++i) {
-        int ja = a.rank - r.rank + i, jb = b.rank - r.rank + i;
-        int64_t da = ja >= 0 ? a.dims[ja] : 1, db = jb >= 0 ? b.dims[jb] : 1;
-        if (da != db && da != 1 && db != 1) return false;
-        r.dims[i] = da == 1 ? db : da;
-    }
-    *out = r;
-    return true;
-}
-
 inline bool nn_axis(int64_t axis, int rank, int* out) {
     if (axis < -rank || axis >= rank) return false;
     *out = (int)(axis < 0 ? axis + rank : axis);
@@ -4165,7 +4249,8 @@ inline Status nn_int64_values(PrepareContext& c, uint32_t i, const int64_t** dat
     return Status::Ok;
 }
 
-// ---- blocked GEMM: C[m x n] (+)= A[m x k] B[k x n]. A is read through (row, column) strides, so
+// >>blocked gemm
+// Blocked GEMM: C[m x n] (+)= A[m x k] B[k x n]. A is read through (row, column) strides, so
 // a transposed A costs nothing: the micro-kernel broadcasts 4 scalars of A per step and
 // vectorizes along 16 contiguous columns of B and C (kept in registers across the k block).
 // A 128 x 256 panel of B (128 KiB) stays in L2 while every row block of A passes over it.
@@ -4241,7 +4326,8 @@ inline void gemm_dot(int64_t m, int64_t n, int64_t k, const float* a, int64_t ld
         }
 }
 
-// ---- window geometry of Conv, ConvTranspose and the pools: always 3 spatial dims, real ones
+// >>windows
+// Window geometry of Conv, ConvTranspose and the pools: always 3 spatial dims, real ones
 // last (a 2-D op has a leading dim of size 1), so one loop nest serves 1-D, 2-D and 3-D.
 constexpr int64_t kMaxWindow = 1 << 24;
 
@@ -4310,7 +4396,8 @@ inline Status parse_window(PrepareContext& c, const TensorDesc& x, const int64_t
 
 namespace detail {
 
-// ---- Conv: per (image, group, block of output positions) an im2col block in the slot's
+// >>conv
+// Conv: per (image, group, block of output positions) an im2col block in the slot's
 // scratch, then the blocked GEMM (weights [Mg x Cg*K] times columns [Cg*K x block]). A 1x1
 // stride-1 unpadded conv reads its input as the column matrix directly. Depthwise convs (one
 // input channel and fewer than 4 maps per group: too few GEMM rows) run a direct loop instead.
@@ -4322,9 +4409,8 @@ struct ConvState {
 };
 
 inline Status prepare_conv(PrepareContext& c) {
-    Status s = nn_count(c, 2, 3, 1);
-    for (uint32_t i = 0; i < 3 && s == Status::Ok; ++i) s = nn_float(c, i, i == 2);
-    if (s != Status::Ok) return s;
+    TESSEL_TRY(nn_count(c, 2, 3, 1));
+    for (uint32_t i = 0; i < 3; ++i) TESSEL_TRY(nn_float(c, i, i == 2));
     const TensorDesc &x = c.inputs[0], &wd = c.inputs[1];
     if (x.rank < 3 || wd.rank != x.rank)
         return c.fail(Status::InvalidArgument, "X (rank %d) and W (rank %d) must be N x C x spatial", x.rank, wd.rank);
@@ -4342,8 +4428,7 @@ inline Status prepare_conv(PrepareContext& c) {
         return c.fail(Status::InvalidArgument, "bias must have %lld elements", (long long)maps);
     ConvState* st = nn_state<ConvState>(c);
     if (!st) return c.fail(Status::OutOfMemory, "out of memory");
-    s = parse_window(c, x, wd.dims + 2, false, false, &st->w);
-    if (s != Status::Ok) return s;
+    TESSEL_TRY(parse_window(c, x, wd.dims + 2, false, false, &st->w));
     const Window& w = st->w;
     st->batch = x.dims[0];
     st->channels = x.dims[1];
@@ -4472,7 +4557,8 @@ inline Status run_conv(const RunContext& c) {
     return Status::Ok;
 }
 
-// ---- ConvTranspose: per (image, group), blocks of input positions go through the GEMM
+// >>conv transpose
+// ConvTranspose: per (image, group), blocks of input positions go through the GEMM
 // W^T [Mg*K x Cg] times X [Cg x block] into the slot's scratch, then scatter-add (col2im).
 struct ConvTransposeState {
     Window w;   // in: X's spatial dims, out: Y's
@@ -4481,9 +4567,8 @@ struct ConvTransposeState {
 };
 
 inline Status prepare_conv_transpose(PrepareContext& c) {
-    Status s = nn_count(c, 2, 3, 1);
-    for (uint32_t i = 0; i < 3 && s == Status::Ok; ++i) s = nn_float(c, i, i == 2);
-    if (s != Status::Ok) return s;
+    TESSEL_TRY(nn_count(c, 2, 3, 1));
+    for (uint32_t i = 0; i < 3; ++i) TESSEL_TRY(nn_float(c, i, i == 2));
     const TensorDesc &x = c.inputs[0], &wd = c.inputs[1];
     if (x.rank < 3 || wd.rank != x.rank)
         return c.fail(Status::InvalidArgument, "X (rank %d) and W (rank %d) must be N x C x spatial", x.rank, wd.rank);
@@ -4497,8 +4582,7 @@ inline Status prepare_conv_transpose(PrepareContext& c) {
         return c.fail(Status::InvalidArgument, "bias must have %lld elements", (long long)maps);
     ConvTransposeState* st = nn_state<ConvTransposeState>(c);
     if (!st) return c.fail(Status::OutOfMemory, "out of memory");
-    s = parse_window(c, x, wd.dims + 2, false, true, &st->w);
-    if (s != Status::Ok) return s;
+    TESSEL_TRY(parse_window(c, x, wd.dims + 2, false, true, &st->w));
     Window& w = st->w;
     int n = w.spatial;
     Span<const int64_t> output_padding = c.attribute_ints("output_padding");
@@ -4592,7 +4676,8 @@ inline Status run_conv_transpose(const RunContext& c) {
     return Status::Ok;
 }
 
-// ---- MatMul: NumPy matmul (1-D operands promoted and their unit dim dropped, batch dims
+// >>matmul
+// MatMul: NumPy matmul (1-D operands promoted and their unit dim dropped, batch dims
 // broadcast). Work units are (batch, block of 16 rows).
 struct MatMulState {
     int64_t m, n, k, batch;
@@ -4601,9 +4686,8 @@ struct MatMulState {
 };
 
 inline Status prepare_matmul(PrepareContext& c) {
-    Status s = nn_count(c, 2, 2, 1);
-    for (uint32_t i = 0; i < 2 && s == Status::Ok; ++i) s = nn_float(c, i);
-    if (s != Status::Ok) return s;
+    TESSEL_TRY(nn_count(c, 2, 2, 1));
+    for (uint32_t i = 0; i < 2; ++i) TESSEL_TRY(nn_float(c, i));
     TensorDesc a = c.inputs[0], b = c.inputs[1];
     if (a.rank < 1 || b.rank < 1) return c.fail(Status::InvalidArgument, "operands must have rank 1 or more");
     bool a_vector = a.rank == 1, b_vector = b.rank == 1;
@@ -4620,7 +4704,7 @@ inline Status prepare_matmul(PrepareContext& c) {
     TensorDesc ab = a, bb = b, out;
     ab.rank -= 2;
     bb.rank -= 2;
-    if (!nn_broadcast(ab, bb, &out)) return c.fail(Status::InvalidArgument, "batch dims do not broadcast");
+    if (!broadcast_pair(ab, bb, &out)) return c.fail(Status::InvalidArgument, "batch dims do not broadcast");
     st->batch_rank = out.rank;
     st->batch = 1;
     broadcast_strides(ab, out, st->a_stride);
@@ -4667,7 +4751,8 @@ inline Status run_matmul(const RunContext& c) {
     return Status::Ok;
 }
 
-// ---- Gemm: Y = alpha A' B' + beta C. A transposed is read through strides; B transposed is
+// >>gemm
+// Gemm: Y = alpha A' B' + beta C. A transposed is read through strides; B transposed is
 // packed into scratch first (the GEMM vectorizes along B's rows), except for fewer than 8 rows
 // of A: then dot products over B's rows (blocks of 64 columns per work unit).
 struct GemmState {
@@ -4678,9 +4763,8 @@ struct GemmState {
 };
 
 inline Status prepare_gemm(PrepareContext& c) {
-    Status s = nn_count(c, 2, 3, 1);
-    for (uint32_t i = 0; i < 3 && s == Status::Ok; ++i) s = nn_float(c, i, i == 2);
-    if (s != Status::Ok) return s;
+    TESSEL_TRY(nn_count(c, 2, 3, 1));
+    for (uint32_t i = 0; i < 3; ++i) TESSEL_TRY(nn_float(c, i, i == 2));
     const TensorDesc &a = c.inputs[0], &b = c.inputs[1];
     if (a.rank != 2 || b.rank != 2) return c.fail(Status::InvalidArgument, "A and B must be 2-D");
     if (!c.has_input(2) && c.opset < 11) return c.fail(Status::InvalidArgument, "C is required before opset 11");
@@ -4701,8 +4785,7 @@ inline Status prepare_gemm(PrepareContext& c) {
     st->has_c = c.has_input(2);
     if (st->has_c) {  // unidirectional broadcast of C to [m, n]
         const TensorDesc& cd = c.inputs[2];
-        TensorDesc joined;
-        if (cd.rank > 2 || !nn_broadcast(cd, y, &joined) || joined.dims[0] != st->m || joined.dims[1] != st->n)
+        if (!broadcasts_to(cd, y))
             return c.fail(Status::InvalidArgument, "C does not broadcast to %lld x %lld", (long long)st->m, (long long)st->n);
         int64_t strides[kMaxRank];
         broadcast_strides(cd, y, strides);
@@ -4761,7 +4844,8 @@ inline Status run_gemm(const RunContext& c) {
 
 namespace detail {
 
-// ---- BatchNormalization (inference): y = (x - mean) / sqrt(var + eps) * scale + B per channel.
+// >>batch normalization
+// BatchNormalization (inference): y = (x - mean) / sqrt(var + eps) * scale + B per channel.
 struct NormState {
     float epsilon;
     int64_t outer, channels, inner;   // BatchNorm/InstanceNorm: N, C, spatial; LayerNorm: rows, -, row size
@@ -4784,9 +4868,8 @@ inline Status prepare_channel_norm(PrepareContext& c, uint32_t inputs, uint32_t 
 }
 
 inline Status prepare_batch_norm(PrepareContext& c) {
-    Status s = nn_count(c, 5, 5, 5);
-    for (uint32_t i = 0; i < 5 && s == Status::Ok; ++i) s = nn_float(c, i);
-    if (s != Status::Ok) return s;
+    TESSEL_TRY(nn_count(c, 5, 5, 5));
+    for (uint32_t i = 0; i < 5; ++i) TESSEL_TRY(nn_float(c, i));
     if (c.num_outputs > 1 || c.attribute_int("training_mode", 0) != 0)
         return c.fail(Status::Unsupported, "training mode (running statistics outputs)");
     if (c.opset < 9 && c.attribute_int("spatial", 1) != 1) return c.fail(Status::Unsupported, "spatial=0");
@@ -4821,11 +4904,11 @@ inline void row_moments(const float* x, int64_t n, float epsilon, float* mean, f
     *inv_std = (float)(1.0 / std::sqrt((n ? squares / (double)n : 0.0) + (double)epsilon));
 }
 
-// ---- InstanceNormalization: per (n, c) plane normalized, then scale and B per channel.
+// >>instance normalization
+// InstanceNormalization: per (n, c) plane normalized, then scale and B per channel.
 inline Status prepare_instance_norm(PrepareContext& c) {
-    Status s = nn_count(c, 3, 3, 1);
-    for (uint32_t i = 0; i < 3 && s == Status::Ok; ++i) s = nn_float(c, i);
-    if (s != Status::Ok) return s;
+    TESSEL_TRY(nn_count(c, 3, 3, 1));
+    for (uint32_t i = 0; i < 3; ++i) TESSEL_TRY(nn_float(c, i));
     return prepare_channel_norm(c, 3, 3, "X must be N x C x spatial");
 }
 
@@ -4848,7 +4931,8 @@ inline Status run_instance_norm(const RunContext& c) {
     return Status::Ok;
 }
 
-// ---- LayerNormalization: rows are the dims from `axis` on; Scale and B broadcast to a row
+// >>layer normalization
+// LayerNormalization: rows are the dims from `axis` on; Scale and B broadcast to a row
 // (expanded once per run into scratch). Optional outputs Mean and InvStdDev keep X's rank
 // with 1s from `axis` on.
 struct LayerNormState {
@@ -4857,9 +4941,8 @@ struct LayerNormState {
 };
 
 inline Status prepare_layer_norm(PrepareContext& c) {
-    Status s = nn_count(c, 2, 3, 3);
-    for (uint32_t i = 0; i < 3 && s == Status::Ok; ++i) s = nn_float(c, i, i == 2);
-    if (s != Status::Ok) return s;
+    TESSEL_TRY(nn_count(c, 2, 3, 3));
+    for (uint32_t i = 0; i < 3; ++i) TESSEL_TRY(nn_float(c, i, i == 2));
     const TensorDesc& x = c.inputs[0];
     int axis = 0;
     if (!nn_axis(c.attribute_int("axis", -1), x.rank, &axis))
@@ -4873,13 +4956,8 @@ inline Status prepare_layer_norm(PrepareContext& c) {
     for (int i = axis; i < x.rank; ++i) st->row.dims[i - axis] = x.dims[i];
     for (uint32_t i = 1; i < 3; ++i) {  // unidirectional broadcast to the row
         if (!c.has_input(i)) continue;
-        const TensorDesc& p = c.inputs[i];
-        bool ok = p.rank <= st->row.rank;
-        for (int d = 0; ok && d < p.rank; ++d) {
-            int64_t want = st->row.dims[st->row.rank - p.rank + d];
-            ok = p.dims[d] == want || p.dims[d] == 1;
-        }
-        if (!ok) return c.fail(Status::InvalidArgument, "input %u does not broadcast to the normalized shape", i);
+        if (!broadcasts_to(c.inputs[i], st->row))
+            return c.fail(Status::InvalidArgument, "input %u does not broadcast to the normalized shape", i);
     }
     c.outputs[0] = x;
     for (uint32_t i = 1; i < c.num_outputs; ++i) {
@@ -4924,7 +5002,8 @@ inline Status run_layer_norm(const RunContext& c) {
     return Status::Ok;
 }
 
-// ---- MaxPool and AveragePool over 1-3 spatial dims; per (n, c) plane a direct loop over each
+// >>pooling
+// MaxPool and AveragePool over 1-3 spatial dims; per (n, c) plane a direct loop over each
 // window's in-bounds taps. MaxPool's optional Indices output is the flat index into X.
 struct PoolState {
     Window w;
@@ -4933,9 +5012,8 @@ struct PoolState {
 };
 
 inline Status prepare_pool(PrepareContext& c, bool max) {
-    Status s = nn_count(c, 1, 1, max ? 2 : 1);
-    if (s == Status::Ok) s = nn_float(c, 0);
-    if (s != Status::Ok) return s;
+    TESSEL_TRY(nn_count(c, 1, 1, max ? 2 : 1));
+    TESSEL_TRY(nn_float(c, 0));
     const TensorDesc& x = c.inputs[0];
     if (x.rank < 3) return c.fail(Status::InvalidArgument, "X must be N x C x spatial");
     Span<const int64_t> kernel = c.attribute_ints("kernel_shape");
@@ -4945,8 +5023,7 @@ inline Status prepare_pool(PrepareContext& c, bool max) {
     if (ceil_mode != 0 && ceil_mode != 1) return c.fail(Status::InvalidArgument, "ceil_mode must be 0 or 1");
     PoolState* st = nn_state<PoolState>(c);
     if (!st) return c.fail(Status::OutOfMemory, "out of memory");
-    s = parse_window(c, x, kernel.data, ceil_mode != 0, false, &st->w);
-    if (s != Status::Ok) return s;
+    TESSEL_TRY(parse_window(c, x, kernel.data, ceil_mode != 0, false, &st->w));
     for (int i = 0; i < 3; ++i)  // a window entirely in padding would have nothing to pool
         if (st->w.pad_begin[i] >= (st->w.kernel[i] - 1) * st->w.dilation[i] + 1 ||
             st->w.pad_end[i] >= (st->w.kernel[i] - 1) * st->w.dilation[i] + 1)
@@ -5021,11 +5098,11 @@ inline Status run_pool(const RunContext& c) {
     return Status::Ok;
 }
 
-// ---- GlobalAveragePool, GlobalMaxPool: one value per (n, c) plane.
+// >>global pooling
+// GlobalAveragePool, GlobalMaxPool: one value per (n, c) plane.
 inline Status prepare_global_pool(PrepareContext& c) {
-    Status s = nn_count(c, 1, 1, 1);
-    if (s == Status::Ok) s = nn_float(c, 0);
-    if (s != Status::Ok) return s;
+    TESSEL_TRY(nn_count(c, 1, 1, 1));
+    TESSEL_TRY(nn_float(c, 0));
     const TensorDesc& x = c.inputs[0];
     if (x.rank < 3) return c.fail(Status::InvalidArgument, "X must be N x C x spatial");
     NormState* st = nn_state<NormState>(c);
@@ -5053,7 +5130,8 @@ inline Status run_global_pool(const RunContext& c, bool max) {
 inline Status run_global_average_pool(const RunContext& c) { return run_global_pool(c, false); }
 inline Status run_global_max_pool(const RunContext& c) { return run_global_pool(c, true); }
 
-// ---- Softmax, LogSoftmax: over `count` elements `inner` apart. Before opset 13 the input is
+// >>softmax
+// Softmax, LogSoftmax: over `count` elements `inner` apart. Before opset 13 the input is
 // coerced to 2-D at axis (everything from axis on is one row); from 13 it is one axis.
 struct SoftmaxState {
     int64_t outer, count, inner;
@@ -5061,9 +5139,8 @@ struct SoftmaxState {
 };
 
 inline Status prepare_softmax(PrepareContext& c, bool log) {
-    Status s = nn_count(c, 1, 1, 1);
-    if (s == Status::Ok) s = nn_float(c, 0);
-    if (s != Status::Ok) return s;
+    TESSEL_TRY(nn_count(c, 1, 1, 1));
+    TESSEL_TRY(nn_float(c, 0));
     const TensorDesc& x = c.inputs[0];
     bool per_axis = c.opset >= 13;
     int64_t raw = c.attribute_int("axis", per_axis ? -1 : 1);
@@ -5113,7 +5190,8 @@ inline Status run_softmax(const RunContext& c) {
 
 namespace detail {
 
-// ---- ReduceMean/Sum/Max/Min/Prod/L2: the output (kept dims as 1) is initialized with the
+// >>reductions
+// ReduceMean/Sum/Max/Min/Prod/L2: the output (kept dims as 1) is initialized with the
 // identity, then X is walked once in row-major order, each element folded into the output
 // element it broadcasts from (stride 0 along reduced dims).
 enum class ReduceKind : uint8_t { Mean, Sum, Max, Min, Prod, L2 };
@@ -5128,15 +5206,13 @@ struct ReduceState {
 inline Status prepare_reduce(PrepareContext& c, ReduceKind kind) {
     // ReduceSum's axes became an input in opset 13 (the others in 18)
     bool axes_input = kind == ReduceKind::Sum && c.opset >= 13;
-    Status s = nn_count(c, 1, axes_input ? 2 : 1, 1);
-    if (s == Status::Ok) s = nn_float(c, 0);
-    if (s != Status::Ok) return s;
+    TESSEL_TRY(nn_count(c, 1, axes_input ? 2 : 1, 1));
+    TESSEL_TRY(nn_float(c, 0));
     const TensorDesc& x = c.inputs[0];
     const int64_t* axes = nullptr;
     int64_t axis_count = 0;
     if (axes_input) {
-        s = nn_int64_values(c, 1, &axes, &axis_count);
-        if (s != Status::Ok) return s;
+        TESSEL_TRY(nn_int64_values(c, 1, &axes, &axis_count));
     } else {
         Span<const int64_t> list = c.attribute_ints("axes");
         axes = list.data;
@@ -5210,16 +5286,16 @@ inline Status run_reduce(const RunContext& c) {
     return Status::Ok;
 }
 
-// ---- ArgMax, ArgMin: int64 index along axis (first or, with select_last_index, last extremum).
+// >>argmax
+// ArgMax, ArgMin: int64 index along axis (first or, with select_last_index, last extremum).
 struct ArgState {
     int64_t outer, count, inner;
     bool max, last;
 };
 
 inline Status prepare_arg(PrepareContext& c, bool max) {
-    Status s = nn_count(c, 1, 1, 1);
-    if (s == Status::Ok) s = nn_float(c, 0);
-    if (s != Status::Ok) return s;
+    TESSEL_TRY(nn_count(c, 1, 1, 1));
+    TESSEL_TRY(nn_float(c, 0));
     const TensorDesc& x = c.inputs[0];
     int axis = 0;
     if (x.rank < 1 || !nn_axis(c.attribute_int("axis", 0), x.rank, &axis))
@@ -5262,7 +5338,8 @@ inline Status run_arg(const RunContext& c) {
     return Status::Ok;
 }
 
-// ---- Resize: nearest (any rank) or linear (the last two dims of a 2-D or 4-D input). Output
+// >>resize
+// Resize: nearest (any rank) or linear (the last two dims of a 2-D or 4-D input). Output
 // sizes come from compile-time scales or sizes; per-axis source tables (index, and for linear
 // the neighbour and weight) are built once in prepare.
 struct ResizeState {
@@ -5276,9 +5353,8 @@ struct ResizeState {
 
 inline Status prepare_resize(PrepareContext& c) {
     if (c.opset < 10) return c.fail(Status::Unsupported, "Resize needs opset 10 or later");
-    Status s = nn_count(c, 2, 4, 1);
-    if (s == Status::Ok) s = nn_float(c, 0);
-    if (s != Status::Ok) return s;
+    TESSEL_TRY(nn_count(c, 2, 4, 1));
+    TESSEL_TRY(nn_float(c, 0));
     const TensorDesc& x = c.inputs[0];
     int rank = x.rank;
     uint32_t scales_at = c.opset == 10 ? 1 : 2, sizes_at = 3;
@@ -5459,9 +5535,8 @@ const OpKernel kNnKernels[] = {
 };
 
 }  // namespace detail
-// ---- END NN OPS REGION ----
 
-// ---- BEGIN TENSOR OPS REGION (shape, data movement, integer and logical ops, Cast) ----
+// >>tensor ops
 namespace detail {
 
 // Tensor kernels: shapes, data movement, integer and logical arithmetic, Cast. Sizes that come
@@ -5470,7 +5545,7 @@ namespace detail {
 // refuses data it cannot use (a Gather index out of range, an integer division by zero) with
 // InvalidArgument. Float32 Add/Sub/Mul/Div/Neg/Abs (and two-input Max/Min, float Where) keep
 // running the elementwise kernel above, so fused and unfused float results stay identical.
-constexpr uint64_t kTensorOpMaxElements = 1ull << 28;   // Limits::max_tensor_elements' default
+constexpr uint64_t kTensorOpMaxElements = kDefaultMaxTensorElements;
 constexpr uint64_t kSaturated = 1ull << 62;
 
 inline uint64_t mul_saturated(uint64_t a, uint64_t b) {
@@ -5508,6 +5583,8 @@ T* new_state(PrepareContext& c) {
 
 // Input count in [least, most], inputs [0, required) present, every present input of a
 // known shape within the limits; exactly `outputs` outputs (0: any number from 1).
+constexpr uint32_t kAnyInputCount = 0xffffffffu;   // check_tensor_inputs' `most` for variadic ops
+
 inline Status check_tensor_inputs(PrepareContext& c, uint32_t least, uint32_t most, uint32_t required,
                                   uint32_t outputs = 1) {
     if (c.num_inputs < least || c.num_inputs > most)
@@ -5595,7 +5672,8 @@ inline Status run_copy(const RunContext& c) {   // same bytes, new shape
     return Status::Ok;
 }
 
-// ---- strided copy: walks the output in row-major order over `dims` (a view that may have
+// >>strided copy
+// Strided copy: walks the output in row-major order over `dims` (a view that may have
 // more dimensions than the output, as DepthToSpace's six) and reads the input element at
 // base + sum(index[d] * strides[d]) (0 broadcasts, negative walks backwards).
 struct StridedCopy {
@@ -5659,18 +5737,18 @@ inline Status set_strided_state(PrepareContext& c, const StridedCopy& s) {
     return Status::Ok;
 }
 
-// ---- Reshape, Flatten, Squeeze, Unsqueeze: the same bytes under a new shape (in place).
+// >>shape ops
+// Reshape, Flatten, Squeeze, Unsqueeze: the same bytes under a new shape (in place).
 inline Status prepare_reshape(PrepareContext& c) {
     bool attribute_shape = c.opset < 5;
-    Status s = check_tensor_inputs(c, attribute_shape ? 1 : 2, attribute_shape ? 1 : 2, attribute_shape ? 1 : 2);
-    if (s != Status::Ok) return s;
+    TESSEL_TRY(check_tensor_inputs(c, attribute_shape ? 1 : 2, attribute_shape ? 1 : 2, attribute_shape ? 1 : 2));
     IntValues shape;
     bool present = true;
     if (attribute_shape) {
         shape = int_attribute(c, "shape", &present);
         if (!present) return c.fail(Status::InvalidArgument, "attribute 'shape' is missing");
-    } else if ((s = int_input(c, 1, &shape)) != Status::Ok) {
-        return s;
+    } else {
+        TESSEL_TRY(int_input(c, 1, &shape));
     }
     if (shape.count > (uint64_t)kMaxRank)
         return c.fail(Status::LimitExceeded, "shape has %llu dimensions", (unsigned long long)shape.count);
@@ -5714,8 +5792,7 @@ inline Status prepare_reshape(PrepareContext& c) {
 }
 
 inline Status prepare_flatten(PrepareContext& c) {
-    Status s = check_tensor_inputs(c, 1, 1, 1);
-    if (s != Status::Ok) return s;
+    TESSEL_TRY(check_tensor_inputs(c, 1, 1, 1));
     const TensorDesc& x = c.inputs[0];
     int64_t axis = c.attribute_int("axis", 1);
     if (axis < -(int64_t)x.rank || axis > (int64_t)x.rank)
@@ -5733,12 +5810,11 @@ inline Status prepare_flatten(PrepareContext& c) {
 
 inline Status prepare_squeeze(PrepareContext& c) {
     bool axes_input = c.opset >= 13;
-    Status s = check_tensor_inputs(c, 1, axes_input ? 2 : 1, 1);
-    if (s != Status::Ok) return s;
+    TESSEL_TRY(check_tensor_inputs(c, 1, axes_input ? 2 : 1, 1));
     const TensorDesc& x = c.inputs[0];
     IntValues axes;
     bool present = false;
-    if ((s = axes_values(c, "axes", 1, 13, &axes, &present)) != Status::Ok) return s;
+    TESSEL_TRY(axes_values(c, "axes", 1, 13, &axes, &present));
     bool remove[kMaxRank] = {};
     if (present) {
         if (axes.count > x.rank) return c.fail(Status::InvalidArgument, "more axes than dimensions");
@@ -5765,12 +5841,11 @@ inline Status prepare_squeeze(PrepareContext& c) {
 
 inline Status prepare_unsqueeze(PrepareContext& c) {
     bool axes_input = c.opset >= 13;
-    Status s = check_tensor_inputs(c, axes_input ? 2 : 1, axes_input ? 2 : 1, axes_input ? 2 : 1);
-    if (s != Status::Ok) return s;
+    TESSEL_TRY(check_tensor_inputs(c, axes_input ? 2 : 1, axes_input ? 2 : 1, axes_input ? 2 : 1));
     const TensorDesc& x = c.inputs[0];
     IntValues axes;
     bool present = false;
-    if ((s = axes_values(c, "axes", 1, 13, &axes, &present)) != Status::Ok) return s;
+    TESSEL_TRY(axes_values(c, "axes", 1, 13, &axes, &present));
     if (!present) return c.fail(Status::InvalidArgument, "attribute 'axes' is missing");
     if (axes.count + x.rank > (uint64_t)kMaxRank)
         return c.fail(Status::LimitExceeded, "output rank %llu (at most %d)", (unsigned long long)(axes.count + x.rank),
@@ -5793,10 +5868,10 @@ inline Status prepare_unsqueeze(PrepareContext& c) {
     return Status::Ok;
 }
 
-// ---- Transpose, Slice, Expand, DepthToSpace, SpaceToDepth: strided copies.
+// >>data movement
+// Transpose, Slice, Expand, DepthToSpace, SpaceToDepth: strided copies.
 inline Status prepare_transpose(PrepareContext& c) {
-    Status s = check_tensor_inputs(c, 1, 1, 1);
-    if (s != Status::Ok) return s;
+    TESSEL_TRY(check_tensor_inputs(c, 1, 1, 1));
     const TensorDesc& x = c.inputs[0];
     int64_t perm[kMaxRank];
     const Attribute* a = c.attribute("perm");
@@ -5833,8 +5908,7 @@ inline Status prepare_transpose(PrepareContext& c) {
 
 inline Status prepare_slice(PrepareContext& c) {
     bool attributes = c.opset < 10;
-    Status s = check_tensor_inputs(c, attributes ? 1 : 3, attributes ? 1 : 5, attributes ? 1 : 3);
-    if (s != Status::Ok) return s;
+    TESSEL_TRY(check_tensor_inputs(c, attributes ? 1 : 3, attributes ? 1 : 5, attributes ? 1 : 3));
     const TensorDesc& x = c.inputs[0];
     IntValues starts, ends, axes, steps;
     bool has_axes = false, has_steps = false, present = true;
@@ -5844,10 +5918,12 @@ inline Status prepare_slice(PrepareContext& c) {
         if (!present) return c.fail(Status::InvalidArgument, "attributes 'starts' and 'ends' are required");
         axes = int_attribute(c, "axes", &has_axes);
     } else {
-        if ((s = int_input(c, 1, &starts)) != Status::Ok) return s;
-        if ((s = int_input(c, 2, &ends)) != Status::Ok) return s;
-        if ((has_axes = c.has_input(3)) && (s = int_input(c, 3, &axes)) != Status::Ok) return s;
-        if ((has_steps = c.has_input(4)) && (s = int_input(c, 4, &steps)) != Status::Ok) return s;
+        TESSEL_TRY(int_input(c, 1, &starts));
+        TESSEL_TRY(int_input(c, 2, &ends));
+        has_axes = c.has_input(3);
+        if (has_axes) TESSEL_TRY(int_input(c, 3, &axes));
+        has_steps = c.has_input(4);
+        if (has_steps) TESSEL_TRY(int_input(c, 4, &steps));
     }
     uint64_t count = starts.count;
     if (ends.count != count || (has_axes && axes.count != count) || (has_steps && steps.count != count))
@@ -5893,11 +5969,10 @@ inline Status prepare_slice(PrepareContext& c) {
 }
 
 inline Status prepare_expand(PrepareContext& c) {
-    Status s = check_tensor_inputs(c, 2, 2, 2);
-    if (s != Status::Ok) return s;
+    TESSEL_TRY(check_tensor_inputs(c, 2, 2, 2));
     const TensorDesc& x = c.inputs[0];
     IntValues shape;
-    if ((s = int_input(c, 1, &shape)) != Status::Ok) return s;
+    TESSEL_TRY(int_input(c, 1, &shape));
     if (shape.count > (uint64_t)kMaxRank)
         return c.fail(Status::LimitExceeded, "shape has %llu dimensions", (unsigned long long)shape.count);
     TensorDesc y;
@@ -5912,7 +5987,7 @@ inline Status prepare_expand(PrepareContext& c) {
         y.dims[i] = b == 1 ? a : b;
     }
     c.outputs[0] = y;
-    if ((s = check_output_desc(c, 0)) != Status::Ok) return s;
+    TESSEL_TRY(check_output_desc(c, 0));
     StridedCopy copy;
     copy.rank = y.rank;
     copy.element_bytes = (uint32_t)element_size(x.type);
@@ -5923,8 +5998,7 @@ inline Status prepare_expand(PrepareContext& c) {
 
 // DepthToSpace (DCR, CRD) and SpaceToDepth as a six-dimensional transposed view.
 inline Status prepare_depth_space(PrepareContext& c) {
-    Status s = check_tensor_inputs(c, 1, 1, 1);
-    if (s != Status::Ok) return s;
+    TESSEL_TRY(check_tensor_inputs(c, 1, 1, 1));
     bool to_space = c.node_ref().op == StringView("DepthToSpace");
     const TensorDesc& x = c.inputs[0];
     if (x.rank != 4) return c.fail(Status::InvalidArgument, "input rank %u (4 expected)", x.rank);
@@ -5968,20 +6042,30 @@ inline Status prepare_depth_space(PrepareContext& c) {
         for (int i = 0; i < 6; ++i) copy.dims[i] = dims[i], copy.strides[i] = strides[i];
     }
     c.outputs[0] = y;
-    if ((s = check_output_desc(c, 0)) != Status::Ok) return s;
+    TESSEL_TRY(check_output_desc(c, 0));
     return set_strided_state(c, copy);
 }
 
-// ---- Concat, Split
+// >>concat and split
 struct AxisState {
     int64_t axis = 0;
     uint32_t count = 0;
     const int64_t* sizes = nullptr;   // Split: per output
 };
 
+// Concat's and Gather's end of prepare: output 0 is y (within the limits), the state the axis.
+inline Status set_axis_output(PrepareContext& c, const TensorDesc& y, int64_t axis) {
+    c.outputs[0] = y;
+    TESSEL_TRY(check_output_desc(c, 0));
+    AxisState* state = new_state<AxisState>(c);
+    if (!state) return c.fail(Status::OutOfMemory, "out of memory");
+    state->axis = axis;
+    c.state = state;
+    return Status::Ok;
+}
+
 inline Status prepare_concat(PrepareContext& c) {
-    Status s = check_tensor_inputs(c, 1, 0xffffffffu, c.num_inputs);
-    if (s != Status::Ok) return s;
+    TESSEL_TRY(check_tensor_inputs(c, 1, kAnyInputCount, c.num_inputs));
     const TensorDesc& x = c.inputs[0];
     const Attribute* a = c.attribute("axis");
     if (!a || a->kind != AttributeKind::Int) return c.fail(Status::InvalidArgument, "attribute 'axis' is missing");
@@ -6004,13 +6088,7 @@ inline Status prepare_concat(PrepareContext& c) {
         if (total > kSaturated) total = kSaturated;
     }
     y.dims[axis] = (int64_t)total;
-    c.outputs[0] = y;
-    if ((s = check_output_desc(c, 0)) != Status::Ok) return s;
-    AxisState* state = new_state<AxisState>(c);
-    if (!state) return c.fail(Status::OutOfMemory, "out of memory");
-    state->axis = axis;
-    c.state = state;
-    return Status::Ok;
+    return set_axis_output(c, y, axis);
 }
 
 inline Status run_concat(const RunContext& c) {
@@ -6032,8 +6110,7 @@ inline Status run_concat(const RunContext& c) {
 
 inline Status prepare_split(PrepareContext& c) {
     bool split_input = c.opset >= 13;
-    Status s = check_tensor_inputs(c, 1, split_input ? 2 : 1, 1, 0);
-    if (s != Status::Ok) return s;
+    TESSEL_TRY(check_tensor_inputs(c, 1, split_input ? 2 : 1, 1, 0));
     const TensorDesc& x = c.inputs[0];
     int64_t axis;
     int64_t axis_attribute = c.attribute_int("axis", 0);
@@ -6046,7 +6123,7 @@ inline Status prepare_split(PrepareContext& c) {
     if (!sizes || !state) return c.fail(Status::OutOfMemory, "out of memory");
     IntValues split;
     bool present = false;
-    if ((s = axes_values(c, "split", 1, 13, &split, &present)) != Status::Ok) return s;
+    TESSEL_TRY(axes_values(c, "split", 1, 13, &split, &present));
     const Attribute* num_outputs = c.attribute("num_outputs");
     if (present) {
         if (split.count != n)
@@ -6100,14 +6177,13 @@ inline Status run_split(const RunContext& c) {
     return Status::Ok;
 }
 
-// ---- Gather
+// >>gather
 inline int64_t load_index(const void* data, ElementType type, uint64_t i) {
     return type == ElementType::Int64 ? static_cast<const int64_t*>(data)[i] : static_cast<const int32_t*>(data)[i];
 }
 
 inline Status prepare_gather(PrepareContext& c) {
-    Status s = check_tensor_inputs(c, 2, 2, 2);
-    if (s != Status::Ok) return s;
+    TESSEL_TRY(check_tensor_inputs(c, 2, 2, 2));
     const TensorDesc& x = c.inputs[0];
     const TensorDesc& indices = c.inputs[1];
     if (indices.type != ElementType::Int64 && indices.type != ElementType::Int32)
@@ -6133,13 +6209,7 @@ inline Status prepare_gather(PrepareContext& c) {
     for (int i = 0; i < axis; ++i) y.dims[y.rank++] = x.dims[i];
     for (int i = 0; i < indices.rank; ++i) y.dims[y.rank++] = indices.dims[i];
     for (int i = (int)axis + 1; i < x.rank; ++i) y.dims[y.rank++] = x.dims[i];
-    c.outputs[0] = y;
-    if ((s = check_output_desc(c, 0)) != Status::Ok) return s;
-    AxisState* state = new_state<AxisState>(c);
-    if (!state) return c.fail(Status::OutOfMemory, "out of memory");
-    state->axis = axis;
-    c.state = state;
-    return Status::Ok;
+    return set_axis_output(c, y, axis);
 }
 
 inline Status run_gather(const RunContext& c) {
@@ -6169,7 +6239,8 @@ inline Status run_gather(const RunContext& c) {
     return Status::Ok;
 }
 
-// ---- Cast (and scalar conversions shared with Pad and ConstantOfShape)
+// >>cast
+// Cast (and scalar conversions shared with Pad and ConstantOfShape)
 inline uint16_t float_to_half(float f) {   // round to nearest even
     uint32_t x;
     std::memcpy(&x, &f, 4);
@@ -6279,8 +6350,7 @@ inline ElementType onnx_element_type(int64_t t) {
 }
 
 inline Status prepare_cast(PrepareContext& c) {
-    Status s = check_tensor_inputs(c, 1, 1, 1);
-    if (s != Status::Ok) return s;
+    TESSEL_TRY(check_tensor_inputs(c, 1, 1, 1));
     const Attribute* a = c.attribute("to");
     if (!a || a->kind != AttributeKind::Int) return c.fail(Status::InvalidArgument, "attribute 'to' is missing");
     ElementType to = onnx_element_type(a->i);
@@ -6299,7 +6369,7 @@ inline Status run_cast(const RunContext& c) {
     return Status::Ok;
 }
 
-// ---- Pad
+// >>pad
 enum class PadMode : uint8_t { Constant, Reflect, Edge };
 struct PadState {
     PadMode mode = PadMode::Constant;
@@ -6309,8 +6379,7 @@ struct PadState {
 
 inline Status prepare_pad(PrepareContext& c) {
     bool inputs = c.opset >= 11;
-    Status s = check_tensor_inputs(c, inputs ? 2 : 1, inputs ? 4 : 1, inputs ? 2 : 1);
-    if (s != Status::Ok) return s;
+    TESSEL_TRY(check_tensor_inputs(c, inputs ? 2 : 1, inputs ? 4 : 1, inputs ? 2 : 1));
     const TensorDesc& x = c.inputs[0];
     PadState* state = new_state<PadState>(c);
     if (!state) return c.fail(Status::OutOfMemory, "out of memory");
@@ -6330,14 +6399,15 @@ inline Status prepare_pad(PrepareContext& c) {
         v.f = c.attribute_float("value", 0.0f);
         store_scalar(x.type, state->value, 0, v);
     } else {
-        if ((s = int_input(c, 1, &pads)) != Status::Ok) return s;
+        TESSEL_TRY(int_input(c, 1, &pads));
         if (c.has_input(2)) {
             uint64_t n = 0;
             (void)desc_elements(c.inputs[2], &n);
             if (c.inputs[2].type != x.type || n != 1)
                 return c.fail(Status::InvalidArgument, "constant_value must be one %s", element_type_name(x.type));
         }
-        if ((has_axes = c.has_input(3)) && (s = int_input(c, 3, &axes)) != Status::Ok) return s;
+        has_axes = c.has_input(3);
+        if (has_axes) TESSEL_TRY(int_input(c, 3, &axes));
     }
     uint64_t padded = has_axes ? axes.count : x.rank;
     if (pads.count != 2 * padded)
@@ -6365,7 +6435,7 @@ inline Status prepare_pad(PrepareContext& c) {
         y.dims[a] = d + b + e;
     }
     c.outputs[0] = y;
-    if ((s = check_output_desc(c, 0)) != Status::Ok) return s;
+    TESSEL_TRY(check_output_desc(c, 0));
     c.state = state;
     return Status::Ok;
 }
@@ -6415,14 +6485,14 @@ inline Status run_pad(const RunContext& c) {
     return Status::Ok;
 }
 
-// ---- Shape, Constant, ConstantOfShape, Tile, Range
+// >>constants and ranges
+// Shape, Constant, ConstantOfShape, Tile, Range
 struct ShapeState {
     int64_t start = 0;
 };
 
 inline Status prepare_shape(PrepareContext& c) {
-    Status s = check_tensor_inputs(c, 1, 1, 1);
-    if (s != Status::Ok) return s;
+    TESSEL_TRY(check_tensor_inputs(c, 1, 1, 1));
     int64_t rank = c.inputs[0].rank, start = 0, end = rank;
     if (c.opset >= 15) {
         start = c.attribute_int("start", 0);
@@ -6456,8 +6526,7 @@ struct ConstantState {
 };
 
 inline Status prepare_constant(PrepareContext& c) {
-    Status s = check_tensor_inputs(c, 0, 0, 0);
-    if (s != Status::Ok) return s;
+    TESSEL_TRY(check_tensor_inputs(c, 0, 0, 0));
     ConstantState* state = new_state<ConstantState>(c);
     if (!state) return c.fail(Status::OutOfMemory, "out of memory");
     TensorDesc y;
@@ -6521,10 +6590,9 @@ struct FillState {
 };
 
 inline Status prepare_constant_of_shape(PrepareContext& c) {
-    Status s = check_tensor_inputs(c, 1, 1, 1);
-    if (s != Status::Ok) return s;
+    TESSEL_TRY(check_tensor_inputs(c, 1, 1, 1));
     IntValues shape;
-    if ((s = int_input(c, 0, &shape)) != Status::Ok) return s;
+    TESSEL_TRY(int_input(c, 0, &shape));
     if (shape.count > (uint64_t)kMaxRank)
         return c.fail(Status::LimitExceeded, "shape has %llu dimensions", (unsigned long long)shape.count);
     FillState* state = new_state<FillState>(c);
@@ -6543,7 +6611,7 @@ inline Status prepare_constant_of_shape(PrepareContext& c) {
     y.rank = (uint8_t)shape.count;
     for (int i = 0; i < y.rank; ++i) y.dims[i] = shape[(uint64_t)i];
     c.outputs[0] = y;
-    if ((s = check_output_desc(c, 0)) != Status::Ok) return s;
+    TESSEL_TRY(check_output_desc(c, 0));
     c.state = state;
     return Status::Ok;
 }
@@ -6558,11 +6626,10 @@ inline Status run_constant_of_shape(const RunContext& c) {
 }
 
 inline Status prepare_tile(PrepareContext& c) {
-    Status s = check_tensor_inputs(c, 2, 2, 2);
-    if (s != Status::Ok) return s;
+    TESSEL_TRY(check_tensor_inputs(c, 2, 2, 2));
     const TensorDesc& x = c.inputs[0];
     IntValues repeats;
-    if ((s = int_input(c, 1, &repeats)) != Status::Ok) return s;
+    TESSEL_TRY(int_input(c, 1, &repeats));
     if (repeats.count != x.rank)
         return c.fail(Status::InvalidArgument, "%llu repeats for rank %u", (unsigned long long)repeats.count, x.rank);
     TensorDesc y = x;
@@ -6603,8 +6670,7 @@ inline Status run_tile(const RunContext& c) {
 }
 
 inline Status prepare_range(PrepareContext& c) {
-    Status s = check_tensor_inputs(c, 3, 3, 3);
-    if (s != Status::Ok) return s;
+    TESSEL_TRY(check_tensor_inputs(c, 3, 3, 3));
     ElementType type = c.inputs[0].type;
     for (uint32_t i = 0; i < 3; ++i) {
         uint64_t n = 0;
@@ -6672,7 +6738,8 @@ inline Status run_range(const RunContext& c) {
     return Status::Ok;
 }
 
-// ---- Where, comparisons, logical ops, integer arithmetic, variadic Max/Min/Sum/Mean.
+// >>integer and logical ops
+// Where, comparisons, logical ops, integer arithmetic, variadic Max/Min/Sum/Mean.
 enum class TensorOp : uint8_t {
     Add, Sub, Mul, Div, Mod, Neg, Abs, Max, Min, Sum, Mean,
     Equal, Less, Greater, LessOrEqual, GreaterOrEqual, Not, And, Or, Xor, Where
@@ -6695,22 +6762,6 @@ inline bool tensor_op_from_name(StringView name, TensorOp* op) {
     return false;
 }
 
-// NumPy broadcast of two descs (out may be a). Not broadcast_descs: a second caller of it
-// makes GCC stop inlining it into prepare_elementwise and warn there at -O2.
-inline bool broadcast_pair(const TensorDesc& a, const TensorDesc& b, TensorDesc* out) {
-    TensorDesc r;
-    r.rank = a.rank > b.rank ? a.rank : b.rank;
-    for (int i = 0; i < r.rank; ++i) {
-        int ja = i - (r.rank - a.rank), jb = i - (r.rank - b.rank);
-        int64_t da = ja >= 0 ? a.dims[ja] : 1, db = jb >= 0 ? b.dims[jb] : 1;
-        if (da != db && da != 1 && db != 1) return false;
-        r.dims[i] = da == 1 ? db : da;
-    }
-    r.type = a.type;
-    *out = r;
-    return true;
-}
-
 inline Status set_typed_state(PrepareContext& c, const TypedState& st) {
     TypedState* state = new_state<TypedState>(c);
     if (!state) return c.fail(Status::OutOfMemory, "out of memory");
@@ -6726,8 +6777,7 @@ inline Status delegate_elementwise(PrepareContext& c, TensorOp op) {
     for (const OpKernel& k : kBuiltinKernels)
         if (StringView(k.op) == c.node_ref().op) kernel = &k;
     if (!kernel) return c.fail(Status::Unsupported, "no float32 kernel");
-    Status s = kernel->prepare(c);
-    if (s != Status::Ok) return s;
+    TESSEL_TRY(kernel->prepare(c));
     TypedState st;
     st.elementwise = kernel->run;
     st.inner_state = c.state;
@@ -6742,9 +6792,8 @@ inline Status prepare_typed(PrepareContext& c) {
     bool unary = op == TensorOp::Neg || op == TensorOp::Abs || op == TensorOp::Not;
     bool variadic = op == TensorOp::Max || op == TensorOp::Min || op == TensorOp::Sum || op == TensorOp::Mean;
     uint32_t least = unary ? 1 : op == TensorOp::Where ? 3 : variadic ? 1 : 2;
-    uint32_t most = variadic ? 0xffffffffu : least;
-    Status s = check_tensor_inputs(c, least, most, c.num_inputs);
-    if (s != Status::Ok) return s;
+    uint32_t most = variadic ? kAnyInputCount : least;
+    TESSEL_TRY(check_tensor_inputs(c, least, most, c.num_inputs));
     uint32_t first = op == TensorOp::Where ? 1 : 0;
     ElementType type = c.inputs[first].type;
     for (uint32_t i = first + 1; i < c.num_inputs; ++i)
@@ -6801,7 +6850,7 @@ inline Status prepare_typed(PrepareContext& c) {
     bool boolean = op >= TensorOp::Equal && op <= TensorOp::Xor;
     shape.type = boolean ? ElementType::Bool : type;
     c.outputs[0] = shape;
-    if ((s = check_output_desc(c, 0)) != Status::Ok) return s;
+    TESSEL_TRY(check_output_desc(c, 0));
     return set_typed_state(c, st);
 }
 
@@ -6996,20 +7045,21 @@ const OpKernel kTensorKernels[] = {
     {nullptr, nullptr, nullptr},   // end marker
 };
 }  // namespace detail
-// ---- END TENSOR OPS REGION ----
 
+// >>op kernel table
 namespace detail {
 // One table of every built-in kernel, assembled once (a later table overrides an earlier
 // entry of the same op: the variadic and typed kernels replace the float-only ones).
 struct KernelTable {
-    OpKernel entries[256];
+    static constexpr uint32_t kCapacity = 256;
+    OpKernel entries[kCapacity];
     uint32_t count = 0;
     void add(const OpKernel* table, size_t n) {
         for (size_t i = 0; i < n && table[i].op; ++i) {
             uint32_t k = 0;
             while (k < count && StringView(entries[k].op) != StringView(table[i].op)) ++k;
             if (k == count) {
-                TESSEL_ASSERT(count < 256);
+                TESSEL_ASSERT(count < kCapacity);
                 ++count;
             }
             entries[k] = table[i];
@@ -7035,10 +7085,8 @@ const OpKernel* find_builtin_kernel(StringView op) {
     for (const OpKernel& k : builtin_op_kernels()) if (op == StringView(k.op)) return &k;
     return nullptr;
 }
-// ---- END OPS REGION ----
 
 // >>onnx reader
-// ---- BEGIN ONNX REGION ----
 // ONNX models and TensorProto files, read straight from protobuf's wire format (no protobuf
 // library). Every length and offset is checked against the end of its message before use, so
 // any bytes give a Status and a message, never a read past the buffer. Messages are walked
@@ -7083,20 +7131,18 @@ const OpKernel* find_builtin_kernel(StringView op) {
 namespace tessel {
 namespace detail {
 
-#define TESSEL_ONNX_TRY(expression)                  \
-    do {                                             \
-        Status onnx_status_ = (expression);          \
-        if (onnx_status_ != Status::Ok) return onnx_status_; \
-    } while (0)
-
 constexpr uint32_t kOnnxMinOpset = 1;   // ops unchanged since opset 1-6 read as they are; legacy attributes are checked by the runtime
 constexpr uint32_t kOnnxMaxOpset = 17;
+// Sizes of the names messages give: a tensor or value, a node, a node's attribute, "node #N";
+// and of a generated node name (<op_type>_<index>).
+constexpr size_t kOnnxLabelBytes = 160, kOnnxNodeLabelBytes = 200, kOnnxAttributeLabelBytes = 240;
+constexpr size_t kOnnxIndexLabelBytes = 64, kOnnxGeneratedNameBytes = 160;
 
 // The error sink of one read. Offsets in messages count from `base`.
 struct OnnxReader {
     const uint8_t* base = nullptr;
     Limits limits;
-    char error[256] = {};
+    char error[kErrorMessageBytes] = {};
 
     Status fail(Status status, const char* format, ...)
         TESSEL_PRINTF_FORMAT(3, 4)
@@ -7112,6 +7158,7 @@ struct OnnxReader {
 
 enum : uint32_t { kWireVarint = 0, kWireFixed64 = 1, kWireLength = 2, kWireFixed32 = 5 };
 
+// >>protobuf wire format
 struct ProtoCursor {
     const uint8_t* p;
     const uint8_t* end;
@@ -7265,6 +7312,7 @@ inline Status proto_count(OnnxReader& r, const ProtoField& f, bool fixed32, size
     return fixed32 ? proto_floats(r, f, nullptr, count, what, field) : proto_ints(r, f, nullptr, count, what, field);
 }
 
+// >>onnx tensors
 inline int32_t onnx_type_code(ElementType type) {
     switch (type) {
     case ElementType::Float32: return 1;
@@ -7322,7 +7370,7 @@ struct TensorInfo {
     StringView location;
     uint64_t offset = 0, length = 0;
     bool has_length = false;
-    char label[160] = {};            // how messages name the tensor
+    char label[kOnnxLabelBytes] = {};   // how messages name the tensor
 };
 
 inline Status parse_tensor(OnnxReader& r, const uint8_t* data, size_t size, const char* what, TensorInfo* t) {
@@ -7341,29 +7389,29 @@ inline Status parse_tensor(OnnxReader& r, const uint8_t* data, size_t size, cons
     t->body = data;
     t->body_size = size;
     while (true) {
-        TESSEL_ONNX_TRY(proto_next(r, c, &f, &more, what));
+        TESSEL_TRY(proto_next(r, c, &f, &more, what));
         if (!more) break;
         switch (f.number) {
         case 1: {  // dims
             size_t before = rank;
             size_t n = 0;
-            TESSEL_ONNX_TRY(proto_ints(r, f, nullptr, &n, what, "dims"));
+            TESSEL_TRY(proto_ints(r, f, nullptr, &n, what, "dims"));
             if (rank + n <= (size_t)kMaxRank) {
                 size_t k = 0;
-                TESSEL_ONNX_TRY(proto_ints(r, f, dims + before, &k, what, "dims"));
+                TESSEL_TRY(proto_ints(r, f, dims + before, &k, what, "dims"));
             }
             rank += n;
             break;
         }
-        case 2: TESSEL_ONNX_TRY(proto_expect(r, f, kWireVarint, what, "data_type")); data_type = (int64_t)f.value; break;
-        case 3: TESSEL_ONNX_TRY(proto_expect(r, f, kWireLength, what, "segment")); segment = true; break;
-        case 4: TESSEL_ONNX_TRY(proto_count(r, f, true, &float_count, what, "float_data")); break;
-        case 5: TESSEL_ONNX_TRY(proto_count(r, f, false, &int32_count, what, "int32_data")); break;
-        case 6: TESSEL_ONNX_TRY(proto_expect(r, f, kWireLength, what, "string_data")); ++other_count; break;
-        case 7: TESSEL_ONNX_TRY(proto_count(r, f, false, &int64_count, what, "int64_data")); break;
-        case 8: TESSEL_ONNX_TRY(proto_expect(r, f, kWireLength, what, "name")); t->name = f.string(); break;
+        case 2: TESSEL_TRY(proto_expect(r, f, kWireVarint, what, "data_type")); data_type = (int64_t)f.value; break;
+        case 3: TESSEL_TRY(proto_expect(r, f, kWireLength, what, "segment")); segment = true; break;
+        case 4: TESSEL_TRY(proto_count(r, f, true, &float_count, what, "float_data")); break;
+        case 5: TESSEL_TRY(proto_count(r, f, false, &int32_count, what, "int32_data")); break;
+        case 6: TESSEL_TRY(proto_expect(r, f, kWireLength, what, "string_data")); ++other_count; break;
+        case 7: TESSEL_TRY(proto_count(r, f, false, &int64_count, what, "int64_data")); break;
+        case 8: TESSEL_TRY(proto_expect(r, f, kWireLength, what, "name")); t->name = f.string(); break;
         case 9:
-            TESSEL_ONNX_TRY(proto_expect(r, f, kWireLength, what, "raw_data"));
+            TESSEL_TRY(proto_expect(r, f, kWireLength, what, "raw_data"));
             t->raw = f.data;
             t->raw_size = f.size;
             t->has_raw = true;
@@ -7371,18 +7419,18 @@ inline Status parse_tensor(OnnxReader& r, const uint8_t* data, size_t size, cons
         case 10:
             if (f.wire == kWireLength || f.wire == kWireFixed64) { ++other_count; break; }
             return proto_expect(r, f, kWireFixed64, what, "double_data");
-        case 11: TESSEL_ONNX_TRY(proto_count(r, f, false, &other_count, what, "uint64_data")); break;
+        case 11: TESSEL_TRY(proto_count(r, f, false, &other_count, what, "uint64_data")); break;
         case 13: {  // external_data: StringStringEntryProto {key = 1, value = 2}
-            TESSEL_ONNX_TRY(proto_expect(r, f, kWireLength, what, "external_data"));
+            TESSEL_TRY(proto_expect(r, f, kWireLength, what, "external_data"));
             ProtoCursor entry(f.data, f.size);
             ProtoField e;
             bool more_entry = true;
             StringView key, value;
             while (true) {
-                TESSEL_ONNX_TRY(proto_next(r, entry, &e, &more_entry, what));
+                TESSEL_TRY(proto_next(r, entry, &e, &more_entry, what));
                 if (!more_entry) break;
                 if (e.number == 1 || e.number == 2) {
-                    TESSEL_ONNX_TRY(proto_expect(r, e, kWireLength, what, e.number == 1 ? "external_data.key" : "external_data.value"));
+                    TESSEL_TRY(proto_expect(r, e, kWireLength, what, e.number == 1 ? "external_data.key" : "external_data.value"));
                     (e.number == 1 ? key : value) = e.string();
                 }
             }
@@ -7392,7 +7440,7 @@ inline Status parse_tensor(OnnxReader& r, const uint8_t* data, size_t size, cons
             break;
         }
         case 14:
-            TESSEL_ONNX_TRY(proto_expect(r, f, kWireVarint, what, "data_location"));
+            TESSEL_TRY(proto_expect(r, f, kWireVarint, what, "data_location"));
             data_location = (int64_t)f.value;
             break;
         default: break;  // doc_string and fields of later versions
@@ -7402,7 +7450,7 @@ inline Status parse_tensor(OnnxReader& r, const uint8_t* data, size_t size, cons
     else std::snprintf(t->label, sizeof t->label, "%s '%.*s'", what, (int)(t->name.size > 100 ? 100 : t->name.size), t->name.data);
     const char* label = t->label;
     ElementType type = ElementType::Undefined;
-    TESSEL_ONNX_TRY(onnx_type(r, data_type, label, &type));
+    TESSEL_TRY(onnx_type(r, data_type, label, &type));
     if (rank > (size_t)r.limits.max_rank)
         return r.fail(Status::LimitExceeded, "%s has rank %zu (at most %u)", label, rank, r.limits.max_rank);
     if (segment) return r.fail(Status::Unsupported, "%s is stored in segments", label);
@@ -7456,6 +7504,7 @@ inline Status parse_tensor(OnnxReader& r, const uint8_t* data, size_t size, cons
 }
 
 #if !defined(_WIN32)
+// >>onnx external data
 // Reads a tensor's external data: only a relative path inside `folder`, no `..`, and no link
 // that resolves outside it.
 inline Status read_external(OnnxReader& r, const TensorInfo& t, StringView folder, void* out) {
@@ -7552,18 +7601,18 @@ inline Status fill_tensor(OnnxReader& r, const TensorInfo& t, StringView folder,
     bool more = true;
     size_t count = 0;
     while (true) {
-        TESSEL_ONNX_TRY(proto_next(r, c, &f, &more, t.label));
+        TESSEL_TRY(proto_next(r, c, &f, &more, t.label));
         if (!more) break;
         if (f.number != want) continue;
         if (type == ElementType::Float32) {
-            TESSEL_ONNX_TRY(proto_floats(r, f, static_cast<float*>(out), &count, t.label, "float_data"));
+            TESSEL_TRY(proto_floats(r, f, static_cast<float*>(out), &count, t.label, "float_data"));
         } else if (type == ElementType::Int64) {
-            TESSEL_ONNX_TRY(proto_ints(r, f, static_cast<int64_t*>(out), &count, t.label, "int64_data"));
+            TESSEL_TRY(proto_ints(r, f, static_cast<int64_t*>(out), &count, t.label, "int64_data"));
         } else {
             // int32_data holds every narrower type, one value per entry (FLOAT16: its bits).
             int64_t values[64];
             size_t n = 0;
-            TESSEL_ONNX_TRY(proto_count(r, f, false, &n, t.label, "int32_data"));
+            TESSEL_TRY(proto_count(r, f, false, &n, t.label, "int32_data"));
             // Decode in chunks through a small buffer.
             const uint8_t* p = f.data;
             const uint8_t* end = f.data + f.size;
@@ -7595,6 +7644,7 @@ inline Status fill_tensor(OnnxReader& r, const TensorInfo& t, StringView folder,
     return Status::Ok;
 }
 
+// >>onnx names and nodes
 // Open-addressing table of names (keys are not copied: they point into the model's bytes or
 // the arena, both alive while the reader runs).
 struct OnnxNameTable {
@@ -7674,22 +7724,22 @@ inline Status scan_node(OnnxReader& r, const uint8_t* data, size_t size, const c
     size_t inputs = 0;
     *info = OnnxNodeInfo();
     while (true) {
-        TESSEL_ONNX_TRY(proto_next(r, c, &f, &more, what));
+        TESSEL_TRY(proto_next(r, c, &f, &more, what));
         if (!more) break;
         switch (f.number) {
         case 1:
-            TESSEL_ONNX_TRY(proto_expect(r, f, kWireLength, what, "input"));
+            TESSEL_TRY(proto_expect(r, f, kWireLength, what, "input"));
             ++inputs;
             if (f.size) {
                 if (info->inputs + 1 < inputs) info->absent_inputs = true;
                 info->inputs = inputs;
             }
             break;
-        case 2: TESSEL_ONNX_TRY(proto_expect(r, f, kWireLength, what, "output")); ++info->outputs; break;
-        case 3: TESSEL_ONNX_TRY(proto_expect(r, f, kWireLength, what, "name")); info->name = f.string(); break;
-        case 4: TESSEL_ONNX_TRY(proto_expect(r, f, kWireLength, what, "op_type")); info->op = f.string(); break;
-        case 5: TESSEL_ONNX_TRY(proto_expect(r, f, kWireLength, what, "attribute")); break;
-        case 7: TESSEL_ONNX_TRY(proto_expect(r, f, kWireLength, what, "domain")); info->domain = f.string(); break;
+        case 2: TESSEL_TRY(proto_expect(r, f, kWireLength, what, "output")); ++info->outputs; break;
+        case 3: TESSEL_TRY(proto_expect(r, f, kWireLength, what, "name")); info->name = f.string(); break;
+        case 4: TESSEL_TRY(proto_expect(r, f, kWireLength, what, "op_type")); info->op = f.string(); break;
+        case 5: TESSEL_TRY(proto_expect(r, f, kWireLength, what, "attribute")); break;
+        case 7: TESSEL_TRY(proto_expect(r, f, kWireLength, what, "domain")); info->domain = f.string(); break;
         default: break;
         }
     }
@@ -7711,17 +7761,17 @@ inline Status parse_value_info(OnnxReader& r, const uint8_t* data, size_t size, 
     *name = StringView();
     *desc = TensorDesc();
     while (true) {
-        TESSEL_ONNX_TRY(proto_next(r, c, &f, &more, what));
+        TESSEL_TRY(proto_next(r, c, &f, &more, what));
         if (!more) break;
-        if (f.number == 1) { TESSEL_ONNX_TRY(proto_expect(r, f, kWireLength, what, "name")); *name = f.string(); }
+        if (f.number == 1) { TESSEL_TRY(proto_expect(r, f, kWireLength, what, "name")); *name = f.string(); }
         if (f.number == 2) {
-            TESSEL_ONNX_TRY(proto_expect(r, f, kWireLength, what, "type"));
+            TESSEL_TRY(proto_expect(r, f, kWireLength, what, "type"));
             type = f.data;
             type_size = f.size;
             has_type = true;
         }
     }
-    char label[160];
+    char label[kOnnxLabelBytes];
     std::snprintf(label, sizeof label, "%s '%.*s'", what, clip_length(*name), name->data ? name->data : "");
     if (name->empty()) return r.fail(Status::ParseError, "%s has no name", what);
     if (!has_type) return strict ? r.fail(Status::ParseError, "%s has no type", label) : Status::Ok;
@@ -7732,10 +7782,10 @@ inline Status parse_value_info(OnnxReader& r, const uint8_t* data, size_t size, 
     bool is_tensor = false;
     uint32_t other = 0;
     while (true) {
-        TESSEL_ONNX_TRY(proto_next(r, tc, &f, &more, label));
+        TESSEL_TRY(proto_next(r, tc, &f, &more, label));
         if (!more) break;
         if (f.number == 1) {
-            TESSEL_ONNX_TRY(proto_expect(r, f, kWireLength, label, "tensor_type"));
+            TESSEL_TRY(proto_expect(r, f, kWireLength, label, "tensor_type"));
             tensor = f.data;
             tensor_size = f.size;
             is_tensor = true;
@@ -7755,11 +7805,11 @@ inline Status parse_value_info(OnnxReader& r, const uint8_t* data, size_t size, 
     size_t shape_size = 0;
     bool has_shape = false;
     while (true) {
-        TESSEL_ONNX_TRY(proto_next(r, sc, &f, &more, label));
+        TESSEL_TRY(proto_next(r, sc, &f, &more, label));
         if (!more) break;
-        if (f.number == 1) { TESSEL_ONNX_TRY(proto_expect(r, f, kWireVarint, label, "elem_type")); elem_type = (int64_t)f.value; }
+        if (f.number == 1) { TESSEL_TRY(proto_expect(r, f, kWireVarint, label, "elem_type")); elem_type = (int64_t)f.value; }
         if (f.number == 2) {
-            TESSEL_ONNX_TRY(proto_expect(r, f, kWireLength, label, "shape"));
+            TESSEL_TRY(proto_expect(r, f, kWireLength, label, "shape"));
             shape = f.data;
             shape_size = f.size;
             has_shape = true;
@@ -7773,10 +7823,10 @@ inline Status parse_value_info(OnnxReader& r, const uint8_t* data, size_t size, 
     ProtoCursor dc(shape, shape_size);
     uint32_t rank = 0;
     while (true) {
-        TESSEL_ONNX_TRY(proto_next(r, dc, &f, &more, label));
+        TESSEL_TRY(proto_next(r, dc, &f, &more, label));
         if (!more) break;
         if (f.number != 1) continue;
-        TESSEL_ONNX_TRY(proto_expect(r, f, kWireLength, label, "shape.dim"));
+        TESSEL_TRY(proto_expect(r, f, kWireLength, label, "shape.dim"));
         if (rank == r.limits.max_rank)
             return strict ? r.fail(Status::LimitExceeded, "%s has rank above %u", label, r.limits.max_rank) : Status::Ok;
         int64_t dim = -1;   // dim_param or nothing: symbolic
@@ -7784,13 +7834,13 @@ inline Status parse_value_info(OnnxReader& r, const uint8_t* data, size_t size, 
         ProtoField g;
         bool more_dim = true;
         while (true) {
-            TESSEL_ONNX_TRY(proto_next(r, d, &g, &more_dim, label));
+            TESSEL_TRY(proto_next(r, d, &g, &more_dim, label));
             if (!more_dim) break;
             if (g.number == 1) {
-                TESSEL_ONNX_TRY(proto_expect(r, g, kWireVarint, label, "dim_value"));
+                TESSEL_TRY(proto_expect(r, g, kWireVarint, label, "dim_value"));
                 dim = (int64_t)g.value < 0 ? -1 : (int64_t)g.value;
             } else if (g.number == 2) {
-                TESSEL_ONNX_TRY(proto_expect(r, g, kWireLength, label, "dim_param"));
+                TESSEL_TRY(proto_expect(r, g, kWireLength, label, "dim_param"));
                 dim = -1;
             }
         }
@@ -7800,6 +7850,7 @@ inline Status parse_value_info(OnnxReader& r, const uint8_t* data, size_t size, 
     return Status::Ok;
 }
 
+// >>onnx graph
 // Builds a Model from a ModelProto's GraphProto.
 struct OnnxModelReader {
     Model* model;
@@ -7821,7 +7872,7 @@ struct OnnxModelReader {
 
     // Decodes a TensorProto into a ConstTensor whose data is in the bytes (raw, aligned) or the arena.
     Status read_const(const uint8_t* data, size_t size, const char* what, TensorInfo* info, const void** out) {
-        TESSEL_ONNX_TRY(parse_tensor(r, data, size, what, info));
+        TESSEL_TRY(parse_tensor(r, data, size, what, info));
         *out = nullptr;
         if (tensor_in_place(*info)) {
             *out = info->raw;
@@ -7830,13 +7881,35 @@ struct OnnxModelReader {
         if (!info->bytes) return Status::Ok;
         void* memory = model->arena.allocate(info->bytes, 64);
         if (!memory) return out_of_memory(info->label);
-        TESSEL_ONNX_TRY(fill_tensor(r, *info, folder, memory));
+        TESSEL_TRY(fill_tensor(r, *info, folder, memory));
         *out = memory;
         return Status::Ok;
     }
 
+    // A FLOATS or INTS attribute: every occurrence of field `number` of the AttributeProto
+    // (packed or not), decoded into the scratch buffer, which add_attribute copies from.
+    template <class T>
+    Status read_list(const uint8_t* data, size_t size, uint32_t number, size_t count, const char* what,
+                     const char* label, const char* field,
+                     Status (*decode)(OnnxReader&, const ProtoField&, T*, size_t*, const char*, const char*),
+                     Span<const T>* out) {
+        T* values = static_cast<T*>(scratch.get(count * sizeof(T) + 1));
+        if (!values) return out_of_memory(label);
+        size_t n = 0;
+        ProtoCursor again(data, size);
+        ProtoField f;
+        bool more = true;
+        while (true) {
+            TESSEL_TRY(proto_next(r, again, &f, &more, what));
+            if (!more) break;
+            if (f.number == number) TESSEL_TRY(decode(r, f, values, &n, what, field));
+        }
+        *out = Span<const T>(values, n);
+        return Status::Ok;
+    }
+
     Status read_attribute(NodeId node, StringView node_name, const uint8_t* data, size_t size) {
-        char what[200];
+        char what[kOnnxNodeLabelBytes];
         std::snprintf(what, sizeof what, "node '%.*s' attribute", clip_length(node_name), node_name.data);
         ProtoCursor c(data, size);
         ProtoField f;
@@ -7849,34 +7922,34 @@ struct OnnxModelReader {
         size_t float_count = 0, int_count = 0;
         uint32_t seen = 0;   // bit per AttributeProto type present (for files without `type`)
         while (true) {
-            TESSEL_ONNX_TRY(proto_next(r, c, &f, &more, what));
+            TESSEL_TRY(proto_next(r, c, &f, &more, what));
             if (!more) break;
             switch (f.number) {
-            case 1: TESSEL_ONNX_TRY(proto_expect(r, f, kWireLength, what, "name")); name = f.string(); break;
-            case 2: TESSEL_ONNX_TRY(proto_expect(r, f, kWireFixed32, what, "f")); value = proto_float(f.value); seen |= 1u << 1; break;
-            case 3: TESSEL_ONNX_TRY(proto_expect(r, f, kWireVarint, what, "i")); i = (int64_t)f.value; seen |= 1u << 2; break;
-            case 4: TESSEL_ONNX_TRY(proto_expect(r, f, kWireLength, what, "s")); s = f.string(); seen |= 1u << 3; break;
+            case 1: TESSEL_TRY(proto_expect(r, f, kWireLength, what, "name")); name = f.string(); break;
+            case 2: TESSEL_TRY(proto_expect(r, f, kWireFixed32, what, "f")); value = proto_float(f.value); seen |= 1u << 1; break;
+            case 3: TESSEL_TRY(proto_expect(r, f, kWireVarint, what, "i")); i = (int64_t)f.value; seen |= 1u << 2; break;
+            case 4: TESSEL_TRY(proto_expect(r, f, kWireLength, what, "s")); s = f.string(); seen |= 1u << 3; break;
             case 5:
-                TESSEL_ONNX_TRY(proto_expect(r, f, kWireLength, what, "t"));
+                TESSEL_TRY(proto_expect(r, f, kWireLength, what, "t"));
                 tensor = f.data;
                 tensor_size = f.size;
                 seen |= 1u << 4;
                 break;
-            case 6: TESSEL_ONNX_TRY(proto_expect(r, f, kWireLength, what, "g")); seen |= 1u << 5; break;
-            case 7: TESSEL_ONNX_TRY(proto_count(r, f, true, &float_count, what, "floats")); seen |= 1u << 6; break;
-            case 8: TESSEL_ONNX_TRY(proto_count(r, f, false, &int_count, what, "ints")); seen |= 1u << 7; break;
-            case 9: TESSEL_ONNX_TRY(proto_expect(r, f, kWireLength, what, "strings")); seen |= 1u << 8; break;
-            case 10: TESSEL_ONNX_TRY(proto_expect(r, f, kWireLength, what, "tensors")); seen |= 1u << 9; break;
-            case 11: TESSEL_ONNX_TRY(proto_expect(r, f, kWireLength, what, "graphs")); seen |= 1u << 10; break;
-            case 20: TESSEL_ONNX_TRY(proto_expect(r, f, kWireVarint, what, "type")); type = (int64_t)f.value; break;
-            case 21: TESSEL_ONNX_TRY(proto_expect(r, f, kWireLength, what, "ref_attr_name")); ref = f.string(); break;
+            case 6: TESSEL_TRY(proto_expect(r, f, kWireLength, what, "g")); seen |= 1u << 5; break;
+            case 7: TESSEL_TRY(proto_count(r, f, true, &float_count, what, "floats")); seen |= 1u << 6; break;
+            case 8: TESSEL_TRY(proto_count(r, f, false, &int_count, what, "ints")); seen |= 1u << 7; break;
+            case 9: TESSEL_TRY(proto_expect(r, f, kWireLength, what, "strings")); seen |= 1u << 8; break;
+            case 10: TESSEL_TRY(proto_expect(r, f, kWireLength, what, "tensors")); seen |= 1u << 9; break;
+            case 11: TESSEL_TRY(proto_expect(r, f, kWireLength, what, "graphs")); seen |= 1u << 10; break;
+            case 20: TESSEL_TRY(proto_expect(r, f, kWireVarint, what, "type")); type = (int64_t)f.value; break;
+            case 21: TESSEL_TRY(proto_expect(r, f, kWireLength, what, "ref_attr_name")); ref = f.string(); break;
             default: break;
             }
         }
         if (name.empty())
             return r.fail(Status::ParseError, "node '%.*s': an attribute at byte %zu has no name", clip_length(node_name),
                           node_name.data, r.offset(data));
-        char label[240];
+        char label[kOnnxAttributeLabelBytes];
         std::snprintf(label, sizeof label, "%s '%.*s'", what, clip_length(name), name.data);
         if (!ref.empty()) return r.fail(Status::Unsupported, "%s refers to a function attribute", label);
         if (type == 0) {  // IR version 1 files: the type is the field that is present
@@ -7892,39 +7965,19 @@ struct OnnxModelReader {
         case 1: a.kind = AttributeKind::Float; a.f = value; break;
         case 2: a.kind = AttributeKind::Int; a.i = i; break;
         case 3: a.kind = AttributeKind::String; a.s = s; break;
-        case 6: {
+        case 6:
             a.kind = AttributeKind::Floats;
-            float* values = static_cast<float*>(scratch.get(float_count * sizeof(float) + 1));
-            if (!values) return out_of_memory(label);
-            size_t n = 0;
-            ProtoCursor again(data, size);
-            while (true) {
-                TESSEL_ONNX_TRY(proto_next(r, again, &f, &more, what));
-                if (!more) break;
-                if (f.number == 7) TESSEL_ONNX_TRY(proto_floats(r, f, values, &n, what, "floats"));
-            }
-            a.floats = Span<const float>(values, n);
+            TESSEL_TRY(read_list(data, size, 7, float_count, what, label, "floats", proto_floats, &a.floats));
             break;
-        }
-        case 7: {
+        case 7:
             a.kind = AttributeKind::Ints;
-            int64_t* values = static_cast<int64_t*>(scratch.get(int_count * sizeof(int64_t) + 1));
-            if (!values) return out_of_memory(label);
-            size_t n = 0;
-            ProtoCursor again(data, size);
-            while (true) {
-                TESSEL_ONNX_TRY(proto_next(r, again, &f, &more, what));
-                if (!more) break;
-                if (f.number == 8) TESSEL_ONNX_TRY(proto_ints(r, f, values, &n, what, "ints"));
-            }
-            a.ints = Span<const int64_t>(values, n);
+            TESSEL_TRY(read_list(data, size, 8, int_count, what, label, "ints", proto_ints, &a.ints));
             break;
-        }
         case 4: {
             if (!tensor) return r.fail(Status::ParseError, "%s is a TENSOR without a tensor", label);
             TensorInfo info;
             const void* bytes = nullptr;
-            TESSEL_ONNX_TRY(read_const(tensor, tensor_size, label, &info, &bytes));
+            TESSEL_TRY(read_const(tensor, tensor_size, label, &info, &bytes));
             ConstTensor* t = model->arena.allocate_array<ConstTensor>(1);
             if (!t) return out_of_memory(label);
             new (t) ConstTensor();
@@ -7955,15 +8008,15 @@ struct OnnxModelReader {
         {
             ProtoCursor c(data, size);
             while (true) {
-                TESSEL_ONNX_TRY(proto_next(r, c, &f, &more, what));
+                TESSEL_TRY(proto_next(r, c, &f, &more, what));
                 if (!more) break;
                 switch (f.number) {
-                case 1: TESSEL_ONNX_TRY(proto_expect(r, f, kWireLength, what, "node")); ++node_count; break;
-                case 2: TESSEL_ONNX_TRY(proto_expect(r, f, kWireLength, what, "name")); break;
-                case 5: TESSEL_ONNX_TRY(proto_expect(r, f, kWireLength, what, "initializer")); ++initializer_count; break;
-                case 11: TESSEL_ONNX_TRY(proto_expect(r, f, kWireLength, what, "input")); ++input_count; break;
-                case 12: TESSEL_ONNX_TRY(proto_expect(r, f, kWireLength, what, "output")); ++output_count; break;
-                case 13: TESSEL_ONNX_TRY(proto_expect(r, f, kWireLength, what, "value_info")); break;
+                case 1: TESSEL_TRY(proto_expect(r, f, kWireLength, what, "node")); ++node_count; break;
+                case 2: TESSEL_TRY(proto_expect(r, f, kWireLength, what, "name")); break;
+                case 5: TESSEL_TRY(proto_expect(r, f, kWireLength, what, "initializer")); ++initializer_count; break;
+                case 11: TESSEL_TRY(proto_expect(r, f, kWireLength, what, "input")); ++input_count; break;
+                case 12: TESSEL_TRY(proto_expect(r, f, kWireLength, what, "output")); ++output_count; break;
+                case 13: TESSEL_TRY(proto_expect(r, f, kWireLength, what, "value_info")); break;
                 case 15: return r.fail(Status::Unsupported, "the graph has sparse initializers");
                 default: break;
                 }
@@ -7981,14 +8034,14 @@ struct OnnxModelReader {
         {
             ProtoCursor c(data, size);
             uint32_t index = 0;
-            char node_what[64];
+            char node_what[kOnnxIndexLabelBytes];
             while (true) {
-                TESSEL_ONNX_TRY(proto_next(r, c, &f, &more, what));
+                TESSEL_TRY(proto_next(r, c, &f, &more, what));
                 if (!more) break;
                 if (f.number != 1) continue;
                 std::snprintf(node_what, sizeof node_what, "node #%u", index);
                 OnnxNodeInfo info;
-                TESSEL_ONNX_TRY(scan_node(r, f.data, f.size, node_what, &info));
+                TESSEL_TRY(scan_node(r, f.data, f.size, node_what, &info));
                 StringView shown = info.name.empty() ? StringView(node_what) : info.name;
                 if (info.op.empty()) return r.fail(Status::ParseError, "node '%.*s' has no op_type", clip_length(shown), shown.data);
                 if (!info.domain.empty() && info.domain != StringView("ai.onnx"))
@@ -8019,19 +8072,19 @@ struct OnnxModelReader {
             ProtoCursor c(data, size);
             uint32_t index = 0;
             while (true) {
-                TESSEL_ONNX_TRY(proto_next(r, c, &f, &more, what));
+                TESSEL_TRY(proto_next(r, c, &f, &more, what));
                 if (!more) break;
                 if (f.number != 5) continue;
-                char init_what[64];
+                char init_what[kOnnxIndexLabelBytes];
                 std::snprintf(init_what, sizeof init_what, "initializer #%u", index++);
                 TensorInfo info;
                 const void* bytes = nullptr;
-                TESSEL_ONNX_TRY(read_const(f.data, f.size, "initializer", &info, &bytes));
+                TESSEL_TRY(read_const(f.data, f.size, "initializer", &info, &bytes));
                 if (info.name.empty()) return r.fail(Status::ParseError, "%s has no name", init_what);
                 NodeId id = kNoNode;
                 if (!names.insert(info.name, 0, 0))
                     return r.fail(Status::DuplicateName, "initializer '%.*s' is given twice", clip_length(info.name), info.name.data);
-                TESSEL_ONNX_TRY(graph_status(model->add_constant(info.name, info.desc, bytes, &id, false)));
+                TESSEL_TRY(graph_status(model->add_constant(info.name, info.desc, bytes, &id, false)));
                 if (!tensors.insert(info.name, id, 0)) return r.fail(Status::DuplicateName, "initializer '%.*s' is given twice", clip_length(info.name), info.name.data);
             }
         }
@@ -8039,21 +8092,20 @@ struct OnnxModelReader {
         {
             ProtoCursor c(data, size);
             while (true) {
-                TESSEL_ONNX_TRY(proto_next(r, c, &f, &more, what));
+                TESSEL_TRY(proto_next(r, c, &f, &more, what));
                 if (!more) break;
                 if (f.number != 11) continue;
                 StringView name;
                 TensorDesc desc;
                 // An input that names an initializer is its default value: the constant stands.
-                Status s = parse_value_info(r, f.data, f.size, "graph input", false, &name, &desc);
-                if (s != Status::Ok) return s;
+                TESSEL_TRY(parse_value_info(r, f.data, f.size, "graph input", false, &name, &desc));
                 const OnnxNameTable::Entry* e = tensors.find(name);
                 if (e && model->graph.node(e->node).op == StringView("Constant")) continue;
-                TESSEL_ONNX_TRY(parse_value_info(r, f.data, f.size, "graph input", true, &name, &desc));
+                TESSEL_TRY(parse_value_info(r, f.data, f.size, "graph input", true, &name, &desc));
                 if (e || !names.insert(name, 0, 0))
                     return r.fail(Status::DuplicateName, "graph input '%.*s' is given twice", clip_length(name), name.data);
                 NodeId id = kNoNode;
-                TESSEL_ONNX_TRY(graph_status(model->add_input(name, desc, &id)));
+                TESSEL_TRY(graph_status(model->add_input(name, desc, &id)));
                 if (!tensors.insert(name, id, 0))
                     return r.fail(Status::DuplicateName, "graph input '%.*s' is given twice", clip_length(name), name.data);
             }
@@ -8062,12 +8114,12 @@ struct OnnxModelReader {
         {
             ProtoCursor c(data, size);
             while (true) {
-                TESSEL_ONNX_TRY(proto_next(r, c, &f, &more, what));
+                TESSEL_TRY(proto_next(r, c, &f, &more, what));
                 if (!more) break;
                 if (f.number != 12 && f.number != 13) continue;
                 StringView name;
                 TensorDesc desc;
-                TESSEL_ONNX_TRY(parse_value_info(r, f.data, f.size, f.number == 12 ? "graph output" : "value_info", false, &name, &desc));
+                TESSEL_TRY(parse_value_info(r, f.data, f.size, f.number == 12 ? "graph output" : "value_info", false, &name, &desc));
                 if (f.number != 12) continue;
                 if (!names.insert(name, 0, 0))
                     return r.fail(Status::Unsupported,
@@ -8081,7 +8133,7 @@ struct OnnxModelReader {
             ProtoCursor c(data, size);
             uint32_t index = 0;
             while (true) {
-                TESSEL_ONNX_TRY(proto_next(r, c, &f, &more, what));
+                TESSEL_TRY(proto_next(r, c, &f, &more, what));
                 if (!more) break;
                 if (f.number != 1) continue;
                 ProtoCursor n(f.data, f.size);
@@ -8089,7 +8141,7 @@ struct OnnxModelReader {
                 bool more_node = true;
                 uint32_t port = 0;
                 while (true) {
-                    TESSEL_ONNX_TRY(proto_next(r, n, &g, &more_node, "NodeProto"));
+                    TESSEL_TRY(proto_next(r, n, &g, &more_node, "NodeProto"));
                     if (!more_node) break;
                     if (g.number != 2) continue;
                     if (g.size && !tensors.insert(g.string(), base + index, port))
@@ -8112,17 +8164,17 @@ struct OnnxModelReader {
         {
             ProtoCursor c(data, size);
             while (true) {
-                TESSEL_ONNX_TRY(proto_next(r, c, &f, &more, what));
+                TESSEL_TRY(proto_next(r, c, &f, &more, what));
                 if (!more) break;
                 if (f.number != 12) continue;
                 StringView name;
                 TensorDesc desc;
-                TESSEL_ONNX_TRY(parse_value_info(r, f.data, f.size, "graph output", false, &name, &desc));
+                TESSEL_TRY(parse_value_info(r, f.data, f.size, "graph output", false, &name, &desc));
                 const OnnxNameTable::Entry* e = tensors.find(name);
                 if (!e)
                     return r.fail(Status::DanglingInput, "graph output '%.*s' is not produced by any node, input or initializer",
                                   clip_length(name), name.data);
-                TESSEL_ONNX_TRY(graph_status(model->add_output(name, InputRef::by_id(e->node, e->port))));
+                TESSEL_TRY(graph_status(model->add_output(name, InputRef::by_id(e->node, e->port))));
             }
         }
         return Status::Ok;
@@ -8133,16 +8185,16 @@ struct OnnxModelReader {
         ProtoField f;
         bool more = true;
         uint32_t index = 0;
-        char node_what[64];
+        char node_what[kOnnxIndexLabelBytes];
         while (true) {
-            TESSEL_ONNX_TRY(proto_next(r, c, &f, &more, "GraphProto"));
+            TESSEL_TRY(proto_next(r, c, &f, &more, "GraphProto"));
             if (!more) break;
             if (f.number != 1) continue;
             std::snprintf(node_what, sizeof node_what, "node #%u", index);
             OnnxNodeInfo info;
-            TESSEL_ONNX_TRY(scan_node(r, f.data, f.size, node_what, &info));
+            TESSEL_TRY(scan_node(r, f.data, f.size, node_what, &info));
             // The node's name: its own unless taken, else <op_type>_<index> made unique.
-            char generated[160];
+            char generated[kOnnxGeneratedNameBytes];
             StringView name = info.name;
             if (name.empty() || names.find(name)) {
                 std::snprintf(generated, sizeof generated, "%.*s_%u", clip_length(info.op), info.op.data, index);
@@ -8157,7 +8209,7 @@ struct OnnxModelReader {
             bool more_node = true;
             size_t k = 0;
             while (k < info.inputs) {
-                TESSEL_ONNX_TRY(proto_next(r, n, &g, &more_node, node_what));
+                TESSEL_TRY(proto_next(r, n, &g, &more_node, node_what));
                 if (!more_node) break;
                 if (g.number != 1) continue;
                 if (g.size == 0) {
@@ -8172,16 +8224,16 @@ struct OnnxModelReader {
                 refs[k++] = InputRef::by_id(e->node, e->port);
             }
             NodeId id = kNoNode;
-            TESSEL_ONNX_TRY(graph_status(model->add_node(info.op, name, Span<const InputRef>(refs, info.inputs),
+            TESSEL_TRY(graph_status(model->add_node(info.op, name, Span<const InputRef>(refs, info.inputs),
                                                           (uint32_t)info.outputs, &id)));
             TESSEL_ASSERT(id == base + index);
             if (!names.insert(model->graph.node(id).name, id, 0))
                 return r.fail(Status::DuplicateName, "node name '%.*s' is used twice", clip_length(name), name.data);
             ProtoCursor a(f.data, f.size);
             while (true) {
-                TESSEL_ONNX_TRY(proto_next(r, a, &g, &more_node, node_what));
+                TESSEL_TRY(proto_next(r, a, &g, &more_node, node_what));
                 if (!more_node) break;
-                if (g.number == 5) TESSEL_ONNX_TRY(read_attribute(id, model->graph.node(id).name, g.data, g.size));
+                if (g.number == 5) TESSEL_TRY(read_attribute(id, model->graph.node(id).name, g.data, g.size));
             }
             ++index;
         }
@@ -8189,6 +8241,7 @@ struct OnnxModelReader {
     }
 };
 
+// >>onnx model and files
 // ModelProto: ir_version = 1, opset_import = 8 (OperatorSetIdProto: domain = 1, version = 2), graph = 7.
 inline Status read_model_proto(Model* model, OnnxReader& r, const uint8_t* data, size_t size, StringView folder) {
     const char* what = "ModelProto";
@@ -8200,28 +8253,28 @@ inline Status read_model_proto(Model* model, OnnxReader& r, const uint8_t* data,
     bool has_graph = false;
     int64_t opset = -1;
     while (true) {
-        TESSEL_ONNX_TRY(proto_next(r, c, &f, &more, what));
+        TESSEL_TRY(proto_next(r, c, &f, &more, what));
         if (!more) break;
         switch (f.number) {
-        case 1: TESSEL_ONNX_TRY(proto_expect(r, f, kWireVarint, what, "ir_version")); break;
+        case 1: TESSEL_TRY(proto_expect(r, f, kWireVarint, what, "ir_version")); break;
         case 7:
-            TESSEL_ONNX_TRY(proto_expect(r, f, kWireLength, what, "graph"));
+            TESSEL_TRY(proto_expect(r, f, kWireLength, what, "graph"));
             graph = f.data;
             graph_size = f.size;
             has_graph = true;
             break;
         case 8: {
-            TESSEL_ONNX_TRY(proto_expect(r, f, kWireLength, what, "opset_import"));
+            TESSEL_TRY(proto_expect(r, f, kWireLength, what, "opset_import"));
             ProtoCursor o(f.data, f.size);
             ProtoField g;
             bool more_opset = true;
             StringView domain;
             int64_t version = 0;
             while (true) {
-                TESSEL_ONNX_TRY(proto_next(r, o, &g, &more_opset, "opset_import"));
+                TESSEL_TRY(proto_next(r, o, &g, &more_opset, "opset_import"));
                 if (!more_opset) break;
-                if (g.number == 1) { TESSEL_ONNX_TRY(proto_expect(r, g, kWireLength, "opset_import", "domain")); domain = g.string(); }
-                if (g.number == 2) { TESSEL_ONNX_TRY(proto_expect(r, g, kWireVarint, "opset_import", "version")); version = (int64_t)g.value; }
+                if (g.number == 1) { TESSEL_TRY(proto_expect(r, g, kWireLength, "opset_import", "domain")); domain = g.string(); }
+                if (g.number == 2) { TESSEL_TRY(proto_expect(r, g, kWireVarint, "opset_import", "version")); version = (int64_t)g.value; }
             }
             if (domain.empty() || domain == StringView("ai.onnx")) opset = version;
             break;
@@ -8235,7 +8288,7 @@ inline Status read_model_proto(Model* model, OnnxReader& r, const uint8_t* data,
         return r.fail(Status::Unsupported, "opset %lld of the default domain is not supported (%u..%u)", (long long)opset,
                       kOnnxMinOpset, kOnnxMaxOpset);
     OnnxModelReader reader(model, r, folder);
-    TESSEL_ONNX_TRY(reader.read_graph(graph, graph_size));
+    TESSEL_TRY(reader.read_graph(graph, graph_size));
     model->opset = (uint32_t)opset;
     return Status::Ok;
 }
@@ -8326,7 +8379,7 @@ inline Status read_tensor_proto_in(OnnxReader& r, const void* bytes, size_t size
     Tensor result;
     Status s = result.allocate(info.desc.type, Span<const int64_t>(info.desc.dims, info.desc.rank));
     if (s != Status::Ok) return r.fail(s, "%s: cannot allocate %zu bytes", info.label, info.bytes);
-    TESSEL_ONNX_TRY(fill_tensor(r, info, folder, result.data()));
+    TESSEL_TRY(fill_tensor(r, info, folder, result.data()));
     *tensor = static_cast<Tensor&&>(result);
     if (name && name_size) {
         size_t n = info.name.size < name_size - 1 ? info.name.size : name_size - 1;
@@ -8394,14 +8447,14 @@ Status read_tensor_file(const char* path, Tensor* tensor) {
     if (!path || !tensor) return Status::InvalidArgument;
     void* data = nullptr;
     size_t size = 0;
-    TESSEL_ONNX_TRY(detail::read_whole_file(r, path, &data, &size));
+    TESSEL_TRY(detail::read_whole_file(r, path, &data, &size));
     Status s = detail::read_tensor_proto_in(r, data, size, detail::folder_of(path), tensor, nullptr, 0);
     TESSEL_FREE(data);
     return s;
 }
 
-// TensorProto in raw_data form: dims = 1 (packed), data_type = 2, name = 8, raw_data = 9.
 // >>onnx writer
+// TensorProto in raw_data form: dims = 1 (packed), data_type = 2, name = 8, raw_data = 9.
 namespace detail {
 // Protobuf output that either counts bytes (write == nullptr) or writes them; a nested
 // message is counted first, for its length prefix.
@@ -8624,9 +8677,6 @@ Status write_tensor_proto(const Tensor& tensor, StringView name, WriteFn write, 
     if (used) write(user, buffer, used);
     return Status::Ok;
 }
-
-#undef TESSEL_ONNX_TRY
-// ---- END ONNX REGION ----
 
 }  // namespace tessel
 

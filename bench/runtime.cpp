@@ -80,7 +80,7 @@ int main(int argc, char** argv) {
     float a[4] = {1, -2, 3, -4}, b[4];
     TensorView in, out;
     in.desc = d; out.desc = d;
-    char error[200];
+    char error[kErrorMessageBytes];
     RunContext c;
     c.graph = &pm.model.graph;
     c.node = first;

@@ -156,7 +156,7 @@ Outcome run_op(const char* op, const std::vector<In>& inputs, const Attributes& 
         }
     }
     std::vector<float> scratch(pc.scratch_bytes / 4 + 32, NAN);
-    char error[200] = {};
+    char error[kErrorMessageBytes] = {};
     RunContext rc;
     rc.graph = &model.graph;
     rc.node = node;

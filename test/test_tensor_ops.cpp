@@ -53,7 +53,7 @@ struct OpTest {
     Arena arena;
     PrepareContext prepared;
     const OpKernel* kernel = nullptr;
-    char run_error[200] = {};
+    char run_error[kErrorMessageBytes] = {};
     int counter = 0;
 
     std::string fresh(const char* prefix) { return prefix + std::to_string(counter++); }

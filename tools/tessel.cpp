@@ -602,7 +602,7 @@ int command_info(int argc, char** argv) {
         const Node& n = g.node(v);
         if (n.op == StringView("Parameter") || n.op == StringView("Result") || n.op == StringView("Absent")) continue;
         char name[64] = "folded";
-        if (devices[v] != 0xffff) {   // the index in the device list
+        if (devices[v] != tessel::kNoDevice) {   // the index in the device list
             const char* p = list;
             for (uint32_t k = 0; k < devices[v] && p; ++k) { p = std::strchr(p, ','); if (p) ++p; }
             size_t len = p ? std::strcspn(p, ",") : 0;
