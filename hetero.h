@@ -400,7 +400,27 @@ struct Partition {
     uint32_t bitset_growths = 0;             // rollback: growths checked with element bitsets (both threads)
     uint32_t bitset_fallbacks = 0;           // of those, growths that left the bitsets' windows and went on with floods
     const char* last_error() const { return error; }
-    char error[256] = {};
+    char error[kErrorMessageBytes] = {};
+};
+
+// When rollback checks merges with element bitsets (per node, the nodes of other devices it
+// reaches and that reach it) instead of floods. The partition is the same in every mode.
+enum class BitsetCheck : uint8_t {
+    AfterThreshold,  // once a growth of the device merged PartitionTuning::bitset_threshold nodes
+    Always,          // from the device's first growth
+    Never,           // floods only
+};
+
+// Test oracles and tuning knobs of rollback: for tests and benches; defaults are right for users.
+struct PartitionTuning {
+    // The seed's checker: the full V^2 bitset closure (the test oracle); refused with
+    // LimitExceeded above max_closure_bytes.
+    bool naive_closure = false;
+    size_t max_closure_bytes = 64u << 20;
+    // Element bitsets need the scalable checker, no trace and no keep-apart edges; they cost
+    // 160 bytes per node more in the arena. The threshold is tuned with bench/partition.
+    BitsetCheck bitset_check = BitsetCheck::AfterThreshold;
+    uint32_t bitset_threshold = 256;
 };
 
 struct PartitionOptions {
@@ -413,25 +433,15 @@ struct PartitionOptions {
     // stays valid. 0 disables it.
     uint32_t min_subgraph_size = 0;
     const uint64_t* supported = nullptr;  // per node; nullptr: only the node's own device
-    // Rollback only: trace each step in the seed's words; naive_closure uses the full V^2
-    // bitset closure (the test oracle; refused above max_closure_bytes).
+    // Rollback only: trace each step in the seed's words.
     WriteFn trace = nullptr;
     void* trace_user = nullptr;
-    bool naive_closure = false;
-    size_t max_closure_bytes = 64u << 20;
     // Rollback only, scalable checker, no trace: 2 or more starts one helper thread that
     // grows the candidates most likely needed next while the caller's thread grows the
     // current one (it spins while it waits, so give it a core of its own). The partition is
-    // the same as with 1, the default (no thread); the arena needs more (105 MB against
-    // 95 MB on the bench's 100k-node layered graph): the helper's growth state.
+    // the same as with 1, the default (no thread); the arena holds the helper's growth state.
     uint32_t threads = 1;
-    // Rollback only, scalable checker, no trace, no keep-apart edges: once a growth of a
-    // device merges this many nodes, its later growths check merges with element bitsets
-    // (per node, the nodes of other devices it reaches and that reach it) instead of
-    // floods: about 3x faster on large candidates, 160 bytes per node more in the arena.
-    // The partition is the same either way; 0 uses them from the first growth, UINT32_MAX
-    // never.
-    uint32_t bitset_check_after = 256;
+    PartitionTuning tuning;
 };
 
 // Splits a finalized graph into per-device subgraphs whose graph is acyclic, keeping every
@@ -712,19 +722,18 @@ StringView Graph::device_name(DeviceId id) const {
 Status Graph::add_node(const NodeSpec& spec, NodeId* id) {
     if (id) *id = kNoNode;
     if (spec.name.empty()) return fail(Status::InvalidArgument, "node #%u has an empty name", node_count_);
-    if (spec.num_outputs > 0xffffu)
+    if (spec.num_outputs > UINT16_MAX)
         return fail(Status::LimitExceeded, "node '%.*s' has %u outputs (at most 65535)",
                     (int)spec.name.size, spec.name.data, spec.num_outputs);
     if (node_count_ == kNoNode - 1) return fail(Status::LimitExceeded, "too many nodes");
-    if (spec.inputs.size > 0xffffffffu) return fail(Status::LimitExceeded, "too many inputs");
+    if (spec.inputs.size > UINT32_MAX) return fail(Status::LimitExceeded, "too many inputs");
     for (size_t i = 0; i < spec.inputs.size; ++i)
-        if (spec.inputs[i].port > 0xffffu)
+        if (spec.inputs[i].port > UINT16_MAX)
             return fail(Status::PortOutOfRange, "node '%.*s' input %zu reads port %u (at most 65535)",
                         (int)spec.name.size, spec.name.data, i, spec.inputs[i].port);
     uint32_t block = node_count_ >> kBlockShift;
     if (block >= block_capacity_) {
-        Status status = grow_blocks();
-        if (status != Status::Ok) return status;
+        TESSEL_TRY(grow_blocks());
     }
     if (!blocks_[block]) {
         blocks_[block] = arena_->allocate_array<Node>(1u << kBlockShift);
@@ -746,8 +755,7 @@ Status Graph::add_node(const NodeSpec& spec, NodeId* id) {
         node.op = arena_->copy_string(op);
         if (!node.op.data) return fail(Status::OutOfMemory, "out of memory adding a node");
     }
-    Status status = intern_device(spec.affinity, &node.affinity);
-    if (status != Status::Ok) return status;
+    TESSEL_TRY(intern_device(spec.affinity, &node.affinity));
     node.num_outputs = (uint16_t)spec.num_outputs;
     node.num_inputs = (uint32_t)spec.inputs.size;
     node.inputs = arena_->allocate_array<Edge>(spec.inputs.size);
@@ -829,8 +837,7 @@ Status Graph::set_output_desc(NodeId id, uint32_t port, const TensorDesc& desc) 
 Status Graph::set_affinity(NodeId id, StringView device) {
     if (id >= node_count_) return fail(Status::InvalidArgument, "set_affinity: no node #%u", id);
     DeviceId device_id;
-    Status status = intern_device(device, &device_id);
-    if (status != Status::Ok) return status;
+    TESSEL_TRY(intern_device(device, &device_id));
     node_mutable(id)->affinity = device_id;
     return Status::Ok;
 }
@@ -1077,7 +1084,7 @@ Status read_text(StringView text, Graph* graph) {
                 spec.op = StringView(token.data + 3, token.size - 3);
             } else if (token.size > 8 && std::memcmp(token.data, "outputs=", 8) == 0) {
                 uint32_t outputs;
-                if (!detail::parse_uint(StringView(token.data + 8, token.size - 8), 0xffffu, &outputs) || outputs == 0)
+                if (!detail::parse_uint(StringView(token.data + 8, token.size - 8), UINT16_MAX, &outputs) || outputs == 0)
                     return graph->fail(Status::ParseError, "line %zu: bad output count '%.*s' (1 to 65535)",
                                        line_number, (int)token.size, token.data);
                 spec.num_outputs = outputs;
@@ -1092,7 +1099,7 @@ Status read_text(StringView text, Graph* graph) {
                     bool all_digits = !digits.empty();
                     for (char c : digits) all_digits = all_digits && c >= '0' && c <= '9';
                     if (all_digits) {
-                        if (!detail::parse_uint(digits, 0xffffu, &port))
+                        if (!detail::parse_uint(digits, UINT16_MAX, &port))
                             return graph->fail(Status::ParseError, "line %zu: port in '%.*s' is out of range (0 to 65535)",
                                                line_number, (int)token.size, token.data);
                         in.port = port;
@@ -1110,7 +1117,7 @@ Status read_text(StringView text, Graph* graph) {
         spec.inputs = Span<const InputRef>(inputs, input_count);
         Status status = graph->add_node(spec);
         if (status != Status::Ok) {
-            char message[256];
+            char message[kErrorMessageBytes];
             std::memcpy(message, graph->last_error(), sizeof message);
             message[sizeof message - 16] = 0;  // room for the line prefix
             return graph->fail(status, "line %zu: %s", line_number, message);
@@ -1452,6 +1459,8 @@ struct RollbackContext {
     bool by_bits = false;
     uint64_t* up_union = nullptr;
     uint64_t* down_union = nullptr;
+    static constexpr uint32_t kNoRankBound = 0xffffffffu;  // a window bound past every rank
+    static constexpr int32_t kEmptyUnionLow = 0x7fffffff;   // union_lo before any window is added
     int32_t union_lo = 0, union_hi = 0;
     uint32_t window_end = 0, window_begin = 0;
     uint32_t bits_growths = 0, bits_fallbacks = 0;
@@ -1543,7 +1552,7 @@ struct RollbackContext {
     ArenaVector<NodeId> stale;        // roots whose entries the last commit invalidated
 
     RollbackContext(const Graph& g, Arena* a, Builder& b, const PartitionOptions& o)
-        : graph(g), arena(a), builder(b), options(o), n(g.node_count()), naive(o.naive_closure) {}
+        : graph(g), arena(a), builder(b), options(o), n(g.node_count()), naive(o.tuning.naive_closure) {}
     ~RollbackContext() {
         if (!helper) return;
         helper_quit.store(true, std::memory_order_release);
@@ -1737,14 +1746,14 @@ struct RollbackContext {
         affinity = arena->allocate_array<DeviceId>(n);
         if (!affinity) return Status::OutOfMemory;
         for (NodeId x = 0; x < n; ++x) affinity[x] = graph.node(x).affinity;
-        if (Status s = allocate_growth_state(); s != Status::Ok) return s;
+        TESSEL_TRY(allocate_growth_state());
         cached_roots.arena = arena;
         cache = arena->allocate_array<Cached>(n);
         if (!cache || !grow_pools(n + 64, n + 64)) return Status::OutOfMemory;
         for (uint32_t i = 0; i < n; ++i) cache[i].valid = cache[i].in_roots = false;
         if (naive) {
             words = ((size_t)n + 63) / 64;
-            if (words && (size_t)n > options.max_closure_bytes / 8 / words) return Status::LimitExceeded;
+            if (words && (size_t)n > options.tuning.max_closure_bytes / 8 / words) return Status::LimitExceeded;
             reach = fill_array<uint64_t>(arena, words * n, 0);
             row_scratch = arena->allocate_array<uint64_t>(words);
             s_bits = fill_array<uint64_t>(arena, words, 0);
@@ -1994,6 +2003,15 @@ struct RollbackContext {
     // reorders the ranks in its window lo..hi: the elements there are indexed again (they
     // keep their index range) and the windows meeting that range are computed again.
     bool bits_wanted() const { return !naive && !options.trace && !any_keep_apart; }
+    // Whether the device's growths switch to the bitsets, given its largest growth so far.
+    bool bitset_check_due(uint32_t largest_growth) const {
+        switch (options.tuning.bitset_check) {
+            case BitsetCheck::Always: return true;
+            case BitsetCheck::Never: return false;
+            case BitsetCheck::AfterThreshold: break;
+        }
+        return largest_growth >= options.tuning.bitset_threshold;
+    }
     bool is_element(NodeId q) const { return affinity[q] != bits->device; }  // q: a node of Q (canonical)
     // Allocates the bitsets (once per partition) and computes them for `device`; false
     // without memory (the floods stay).
@@ -2081,7 +2099,7 @@ struct RollbackContext {
             const NodeId y = order[r];
             b.up_word[y] = (int32_t)(b.before[r + 1] / 64);
             const uint32_t out = (uint32_t)b.up_word[y] * 64 + kBits;  // the first element past the window
-            b.up_end[y] = out < b.count ? b.rank_of[out] : 0xffffffffu;
+            b.up_end[y] = out < b.count ? b.rank_of[out] : kNoRankBound;
             b.down_word[y] = (int32_t)((b.before[r] + 63) / 64) - (int32_t)kWords;
             const int32_t in = b.down_word[y] * 64;  // the window's first element
             b.down_begin[y] = in <= 0 ? 0 : b.rank_of[in - 1] + 1;
@@ -2141,11 +2159,11 @@ struct RollbackContext {
     }
     void start_bits_growth() {
         for (int32_t w = union_lo; w < union_hi; ++w) up_union[w] = down_union[w] = 0;
-        union_lo = 0x7fffffff;
+        union_lo = kEmptyUnionLow;
         union_hi = 0;
-        window_end = 0xffffffffu;
+        window_end = kNoRankBound;
         window_begin = 0;
-        min_rank = 0xffffffffu;
+        min_rank = kNoRankBound;
         max_rank = 0;
     }
     void add_windows(NodeId v) {
@@ -2582,7 +2600,7 @@ struct RollbackContext {
             uint64_t nodes = pool_capacity, rejections = rejection_capacity;
             while (4 * need_nodes > 3 * nodes) nodes *= 2;
             while (4 * need_rejections > 3 * rejections) rejections *= 2;
-            if (nodes > 0xffffffffu || rejections > 0xffffffffu) return false;
+            if (nodes > UINT32_MAX || rejections > UINT32_MAX) return false;
             if (!grow_pools((uint32_t)nodes, (uint32_t)rejections)) return false;
         }
         pool_size = rejection_size = 0;
@@ -2928,7 +2946,7 @@ struct RollbackContext {
                 if (listed_as[r] && !wanted) {
                     unlist(r);
                 } else if (!listed_as[r] && wanted) {
-                    if (!bits->built && !bits->given_up && bits_wanted() && largest_growth >= options.bitset_check_after) {
+                    if (!bits->built && !bits->given_up && bits_wanted() && bitset_check_due(largest_growth)) {
                         if (!finish_helper()) return Status::OutOfMemory;  // it reads the bitsets
                         if (!build_bits(device)) bits->given_up = true;
                     }
@@ -3515,7 +3533,7 @@ Status partition(const Graph& graph, const PartitionOptions& options, Arena* are
             status = context.init();
             if (status == Status::LimitExceeded)
                 return detail::partition_fail(result, status, "naive closure needs %zu bytes, above max_closure_bytes=%zu",
-                                              (size_t)n * (((size_t)n + 63) / 64) * 8, options.max_closure_bytes);
+                                              (size_t)n * (((size_t)n + 63) / 64) * 8, options.tuning.max_closure_bytes);
             Placement* pending = detail::fill_array<Placement>(arena, n, Placement());
             if (!pending) status = Status::OutOfMemory;
             for (uint32_t k = 0; k < device_count && status == Status::Ok; ++k) status = context.run_device(priority[k], pending);
@@ -3654,16 +3672,14 @@ Status assign_affinities(Graph* graph, Span<const StringView> devices, const uin
     DeviceId ids[64];
     if (devices.size > 64) return graph->fail(Status::LimitExceeded, "more than 64 devices");
     for (size_t i = 0; i < devices.size; ++i) {
-        Status status = graph->intern_device(devices[i], &ids[i]);
-        if (status != Status::Ok) return status;
+        TESSEL_TRY(graph->intern_device(devices[i], &ids[i]));
     }
     for (NodeId v = 0; v < graph->node_count(); ++v) {
         if (graph->node(v).affinity != kNoDevice) continue;
         bool done = false;
         for (size_t i = 0; i < devices.size && !done; ++i)
             if (ids[i] < 64 && supported && (supported[v] >> ids[i] & 1)) {
-                Status status = graph->set_affinity(v, devices[i]);
-                if (status != Status::Ok) return status;
+                TESSEL_TRY(graph->set_affinity(v, devices[i]));
                 done = true;
             }
         if (!done) return graph->fail(Status::InvalidArgument, "no listed device supports node '%s'", graph->node(v).name.data);
