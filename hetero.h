@@ -37,7 +37,7 @@
    Graphs and partitions live in an `Arena`: a bump allocator over blocks from TESSEL_MALLOC,
    or over a caller's fixed buffer (firmware), in which case it never mallocs and exhaustion
    returns Status::OutOfMemory. Nothing is freed one by one: `reset()` or the arena's
-   destructor frees everything at once. Measured cost: see README (bytes per node).
+   destructor frees everything at once. Bytes per node: docs/performance.md.
 
    Threading
    ---------
@@ -65,7 +65,7 @@
    bytes: malformed input returns ParseError, DuplicateName, DanglingInput, PortOutOfRange or
    Cycle with a message naming the line or the nodes, never a crash. Graph data is never
    walked recursively, so deep graphs cannot overflow the stack. `rollback` is superlinear
-   on dense random DAGs (see README); `levels` and `waves` are linear.
+   on dense random DAGs (figures in docs/performance.md); `levels` and `waves` are linear.
 */
 #ifndef TESSEL_HETERO_H
 #define TESSEL_HETERO_H
@@ -1314,9 +1314,8 @@ struct Builder {
 // touches it ("possible self-references ... not known yet"), so S may grow around such a
 // node and lose, at that touch, everything merged since it first did; Tessel knows those
 // nodes from the start (none can ever join S), so the merge that would surround one fails
-// alone. The seed's example gives the seed's result either way; on the bench's random
-// layered graphs it cut the merges from 12.4M to 5.6M at 100k nodes (and gave fewer
-// subgraphs and cross edges).
+// alone. The seed's example gives the seed's result either way; on large graphs it takes
+// fewer merges.
 //
 // Why the result is acyclic. Invariant: Q is a DAG. It holds at the start (Q = G). When
 // growth ends, every neighbour of S is in S or in B, so any path of Q that leaves S and
@@ -1337,25 +1336,15 @@ struct Builder {
 // commit could change them (invalidate_after_commit).
 // Both checkers give the same partition (the property tests compare them).
 
-struct RollbackContext {
-    const Graph& graph;
-    Arena* arena;
-    Builder& builder;
-    const PartitionOptions& options;
-    uint32_t n;
-    bool naive;
+// >>rollback state
+// RollbackContext's data, in parts a reader can take one at a time; each part's code is the
+// `// >>rollback ...` section of the same name inside RollbackContext, which inherits the
+// parts so that the algorithm reads their members by name.
+struct RollbackContext;
 
-    // Q's topological order (scalable checker).
-    uint32_t* rank = nullptr;
-    NodeId* order = nullptr;
-
-    // Naive checker: reach[x] = nodes reachable from x in Q (bitset rows of `words` words).
-    uint64_t* reach = nullptr;
-    size_t words = 0;
-    uint64_t* row_scratch = nullptr;
-    uint64_t* s_bits = nullptr;
-
-    // Candidate growth state, stamped so nothing is cleared per candidate.
+// The candidate being grown, stamped so nothing is cleared per candidate. The helper thread
+// has its own.
+struct RollbackGrowth {
     uint32_t growth = 0;
     uint32_t* in_s = nullptr;      // == growth: in the candidate
     uint32_t* rejected = nullptr;  // == growth: on the rejected list
@@ -1367,22 +1356,46 @@ struct RollbackContext {
     Placement* why_rejected = nullptr;  // per node, for the committed candidate's reasons
     NodeId* rejected_list = nullptr;
     uint32_t rejected_count = 0;
-    // Invalidation marks, stamped per commit: reaches the commit / reached from it in Q.
-    uint32_t commit_stamp = 0;
-    uint32_t* reaches_commit = nullptr;
-    uint32_t* reached_from_commit = nullptr;
-    uint32_t* subgraph_reaches_commit = nullptr;
-    uint32_t* subgraph_reached_from_commit = nullptr;
+    DeviceId growth_device = 0;  // the candidate's device: every node of another is blocked
+};
 
-    // Scalable checker. `plain`, `jumped` and `work` serve contract() and the cache.
+// Naive checker: reach[x] = nodes reachable from x in Q (bitset rows of `words` words).
+struct RollbackNaiveClosure {
+    uint64_t* reach = nullptr;
+    size_t words = 0;
+    uint64_t* row_scratch = nullptr;
+    uint64_t* s_bits = nullptr;
+};
+
+// Q, the graph with every committed subgraph contracted to one node (scalable checker):
+// its topological order, and each committed subgraph's external successors and
+// predecessors and its member of lowest rank, which stands for the subgraph (work items of
+// contract() carry it with kSubgraphBit set). `plain`, `jumped` and `work` serve
+// contract() and the candidate cache.
+struct RollbackQuotient {
+    uint32_t* rank = nullptr;
+    NodeId* order = nullptr;
+    static constexpr NodeId kSubgraphBit = 0x80000000u;
+    ArenaVector<NodeId> external;
+    uint32_t* external_offset = nullptr;
+    uint32_t* external_count = nullptr;
+    uint32_t* external_seen = nullptr;
+    ArenaVector<NodeId> external_pred;
+    uint32_t* external_pred_offset = nullptr;
+    uint32_t* external_pred_count = nullptr;
+    uint32_t* external_pred_seen = nullptr;
+    NodeId* representative = nullptr;
     uint32_t epoch = 0;
     uint32_t* plain = nullptr;
     uint32_t* jumped = nullptr;    // per committed subgraph: == epoch when expanded
     NodeId* work = nullptr;
     uint32_t work_size = 0;
     uint32_t work_capacity = 0;
-    // Least merge indices, kept incrementally (see "scalable checker" below). Direction 0
-    // (up) follows Q's edges forward, direction 1 (down) backward.
+};
+
+// The incremental checker (floods): least merge indices, kept as S grows (see ">>rollback
+// floods"). Direction 0 (up) follows Q's edges forward, direction 1 (down) backward.
+struct RollbackFloods {
     static constexpr uint32_t kUnreached = 0xffffffffu;
     struct Direction {
         uint32_t* value = nullptr;     // least merge index, kUnreached if none
@@ -1415,25 +1428,11 @@ struct RollbackContext {
     uint32_t bad_count = 0;
     uint32_t* bad_mark = nullptr;
     uint32_t bad_epoch = 0;
-    // Committed subgraphs as Q's nodes: their external successors and predecessors, and
-    // the member with the lowest rank, which stands for the subgraph (work items of
-    // contract() carry it with kSubgraphBit set).
-    static constexpr NodeId kSubgraphBit = 0x80000000u;
-    ArenaVector<NodeId> external;
-    uint32_t* external_offset = nullptr;
-    uint32_t* external_count = nullptr;
-    uint32_t* external_seen = nullptr;
-    ArenaVector<NodeId> external_pred;
-    uint32_t* external_pred_offset = nullptr;
-    uint32_t* external_pred_count = nullptr;
-    uint32_t* external_pred_seen = nullptr;
-    NodeId* representative = nullptr;
-    DeviceId* affinity = nullptr;  // per node: the graph's, dense for the growth's neighbour scans
-    bool out_of_memory = false;
-    bool any_keep_apart = false;  // else the per-merge keep-apart scan is skipped
+};
 
-    // Element bitsets (see "element bitsets" below), built by this thread for one device
-    // and rebuilt only at commits, when no growth runs; the helper reads the same ones.
+// Element bitsets (see ">>rollback element bitsets"), built by the caller's thread for one
+// device and rebuilt only at commits, when no growth runs; the helper reads the same ones.
+struct RollbackElementBitsets {
     struct ElementBits {
         static constexpr uint32_t kWords = 8, kBits = 64 * kWords;
         DeviceId device = kNoDevice;
@@ -1452,7 +1451,7 @@ struct RollbackContext {
         uint64_t* down = nullptr;         // per node, kWords words: the elements that reach it
     };
     ElementBits own_bits;
-    ElementBits* bits = &own_bits;  // the helper's points to this thread's
+    ElementBits* bits = &own_bits;  // the helper's points to the caller's thread's
     // This growth's, when by_bits: the unions of S's windows (offset by kWords words, so a
     // window may start below 0), the words they touched, and the narrowest span of S's
     // windows.
@@ -1466,56 +1465,13 @@ struct RollbackContext {
     uint32_t bits_growths = 0, bits_fallbacks = 0;
     uint64_t bits_merges = 0;       // merges tried with the bitsets
     uint64_t merges_at_commit = 0;  // both threads', at the last rebuild
+};
 
-    // Speculation (options.threads > 1, scalable checker, no trace): while this context
-    // grows a root, a second one grows, on a helper thread, the root most likely needed
-    // next. A growth only reads the committed state (graph, subgraph_of, ranks, contracted
-    // subgraphs), which changes only at a commit, and the helper is always waited for
-    // before one; what it grows is stored in the cache like any candidate, so the partition
-    // is the same with or without it.
-    // The round's state (the listing, the cache, the pools, the arena) belongs to whoever
-    // holds `round_lock`: this thread, except while it grows a root. Then the helper may
-    // take the lock between its own growths to store what it grew and pick its next root
-    // itself, so it is not idle until this thread's growth ends; and when this thread needs
-    // the root the helper is growing, it grows the guess after that one instead of waiting
-    // (take_helper_root). Both together: 5% faster on the bench's 100k layered graph.
-    // The two threads hand over by spinning (a growth takes ~0.1 ms here, and waking a
-    // sleeping thread through the kernel cost about as much on this VM).
-    RollbackContext* helper = nullptr;
-    std::thread helper_thread;
-    enum HelperPhase : uint32_t { kHelperIdle, kHelperGrowing, kHelperGrown };  // grown: not stored yet
-    std::atomic<uint32_t> helper_phase{kHelperIdle};
-    std::atomic<bool> round_lock{true};  // held by this thread from the helper's start
-    std::atomic<bool> helper_quit{false};
-    NodeId helper_root = kNoNode;  // its root while growing or grown (under round_lock)
-    DeviceId helper_device = 0;
-    bool helper_out_of_memory = false;  // a store of the helper's failed (under round_lock)
-    bool may_speculate = false;      // the helper starts at the first growth worth sharing
-    uint32_t helper_growths = 0;     // growths it finished
-    // What the helper reads to pick a root (under round_lock): run_device's listing, and the
-    // root this thread grows.
-    struct RoundView {
-        NodeId root = kNoNode;
-        uint32_t position = 0, dirty_count = 0, roots = 0;
-        const uint32_t* dirty = nullptr;
-        const uint8_t* is_dirty = nullptr;
-        const NodeId* remaining = nullptr;
-        const uint32_t* cover_before = nullptr;
-        const uint32_t* listed_as = nullptr;
-    } view;
-    uint32_t last_growth_size = 0;   // nodes the last growth merged or rejected
-    // The helper starts after the first growth of kSpeculateAfter nodes: on graphs whose
-    // growths are all smaller (chains of small subgraphs) starting it costs more than it
-    // saves, and so it does on smaller graphs (the start takes up to ~12 ms here: a virtual
-    // machine wakes its idle core slowly). Once started it takes every guess, small or not
-    // (3-4% faster on the bench's 100k layered graph than sharing only after large growths).
-    static constexpr uint32_t kSpeculateAfter = 256;
-    static constexpr uint32_t kSpeculateFromNodes = 32768;
-
-    // Candidates per root: their nodes and their rejected nodes of the same device (with
-    // the reason), in two pools that are compacted in place when full. The scalable checker
-    // keeps them across rounds until a commit may change them (invalidate_after_commit);
-    // the naive one drops them every round.
+// Candidates per root: their nodes and their rejected nodes of the same device (with the
+// reason), in two pools that are compacted in place when full. The scalable checker keeps
+// them across rounds until a commit may change them (invalidate_after_commit); the naive
+// one drops them every round.
+struct RollbackCandidateCache {
     // lo..hi spans the ranks of the entry's uncommitted nodes, candidate and rejected.
     struct Cached { uint32_t offset, count, rejected_offset, rejected_count, lo, hi; bool valid, in_roots; };
     // A rejected node of the device and why: a cycle through `other` or keep-apart with it
@@ -1550,6 +1506,72 @@ struct RollbackContext {
     uint32_t widest_window = 0;
     ArenaVector<NodeId> overlapping;  // scratch of invalidate_after_commit
     ArenaVector<NodeId> stale;        // roots whose entries the last commit invalidated
+    // Invalidation marks, stamped per commit: reaches the commit / reached from it in Q.
+    uint32_t commit_stamp = 0;
+    uint32_t* reaches_commit = nullptr;
+    uint32_t* reached_from_commit = nullptr;
+    uint32_t* subgraph_reaches_commit = nullptr;
+    uint32_t* subgraph_reached_from_commit = nullptr;
+};
+
+// Speculation (options.threads > 1, scalable checker, no trace): while the caller's thread
+// grows a root, a second context grows, on a helper thread, the root most likely needed
+// next. A growth only reads the committed state (graph, subgraph_of, ranks, contracted
+// subgraphs), which changes only at a commit, and the helper is always waited for before
+// one; what it grows is stored in the cache like any candidate, so the partition is the
+// same with or without it.
+// The round's state (the listing, the cache, the pools, the arena) belongs to whoever holds
+// `round_lock`: the caller's thread, except while it grows a root. Then the helper may take
+// the lock between its own growths to store what it grew and pick its next root itself, so
+// it is not idle until the other growth ends; and when the caller's thread needs the root
+// the helper is growing, it grows the guess after that one instead of waiting
+// (take_helper_root). The two threads hand over by spinning: a growth is short, and waking
+// a sleeping thread through the kernel takes about as long.
+struct RollbackHelperThread {
+    RollbackContext* helper = nullptr;
+    std::thread helper_thread;
+    enum HelperPhase : uint32_t { kHelperIdle, kHelperGrowing, kHelperGrown };  // grown: not stored yet
+    std::atomic<uint32_t> helper_phase{kHelperIdle};
+    std::atomic<bool> round_lock{true};  // held by the caller's thread from the helper's start
+    std::atomic<bool> helper_quit{false};
+    NodeId helper_root = kNoNode;  // its root while growing or grown (under round_lock)
+    DeviceId helper_device = 0;
+    bool helper_out_of_memory = false;  // a store of the helper's failed (under round_lock)
+    bool may_speculate = false;      // the helper starts at the first growth worth sharing
+    uint32_t helper_growths = 0;     // growths it finished
+    // What the helper reads to pick a root (under round_lock): run_device's listing, and the
+    // root the caller's thread grows.
+    struct RoundView {
+        NodeId root = kNoNode;
+        uint32_t position = 0, dirty_count = 0, roots = 0;
+        const uint32_t* dirty = nullptr;
+        const uint8_t* is_dirty = nullptr;
+        const NodeId* remaining = nullptr;
+        const uint32_t* cover_before = nullptr;
+        const uint32_t* listed_as = nullptr;
+    } view;
+    uint32_t last_growth_size = 0;   // nodes the last growth merged or rejected
+    // The helper starts after the first growth of kSpeculateAfter nodes, on graphs of
+    // kSpeculateFromNodes nodes or more: with only smaller growths (chains of small
+    // subgraphs) or smaller graphs, starting a thread costs more than it saves. Once started
+    // it takes every guess, small or not. Both tuned with bench/partition.
+    static constexpr uint32_t kSpeculateAfter = 256;
+    static constexpr uint32_t kSpeculateFromNodes = 32768;
+};
+
+struct RollbackContext : RollbackGrowth, RollbackNaiveClosure, RollbackQuotient, RollbackFloods,
+                         RollbackElementBitsets, RollbackCandidateCache, RollbackHelperThread {
+    // >>rollback context: the parts above, the graph, the options, and their setup
+    const Graph& graph;
+    Arena* arena;
+    Builder& builder;
+    const PartitionOptions& options;
+    uint32_t n;
+    bool naive;
+
+    DeviceId* affinity = nullptr;  // per node: the graph's, dense for the growth's neighbour scans
+    bool out_of_memory = false;
+    bool any_keep_apart = false;  // else the per-merge keep-apart scan is skipped
 
     RollbackContext(const Graph& g, Arena* a, Builder& b, const PartitionOptions& o)
         : graph(g), arena(a), builder(b), options(o), n(g.node_count()), naive(o.tuning.naive_closure) {}
@@ -1559,124 +1581,11 @@ struct RollbackContext {
         helper_thread.join();
         helper->~RollbackContext();  // its memory is the arena's
     }
-    // Spins while `busy` holds, then yields the core between checks.
-    template <class Busy>
-    static void spin_while(Busy busy) {
-        for (uint32_t spins = 0; busy(); ++spins)
-            if (spins > 4096) std::this_thread::yield();
-    }
+
     RollbackContext(const RollbackContext&) = delete;
     RollbackContext& operator=(const RollbackContext&) = delete;
 
-    // The helper's context: its own growth state, the main one's view of the committed
-    // state. Without memory for it, there is no speculation.
-    void start_helper() {
-        void* memory = arena->allocate(sizeof(RollbackContext), alignof(RollbackContext));
-        if (!memory) return;
-        RollbackContext* h = new (memory) RollbackContext(graph, arena, builder, options);
-        if (h->allocate_growth_state() != Status::Ok) { h->~RollbackContext(); return; }
-        h->any_keep_apart = any_keep_apart;
-        h->bits = bits;
-        h->affinity = affinity;
-        h->rank = rank;
-        h->order = order;
-        h->representative = representative;
-        h->external_offset = external_offset;
-        h->external_count = external_count;
-        h->external_pred_offset = external_pred_offset;
-        h->external_pred_count = external_pred_count;
-        helper = h;
-        helper_thread = std::thread([this] { run_helper(); });
-    }
-    void run_helper() {
-        for (;;) {
-            spin_while([this] {
-                return helper_phase.load(std::memory_order_acquire) != kHelperGrowing &&
-                       !helper_quit.load(std::memory_order_acquire);
-            });
-            if (helper_phase.load(std::memory_order_acquire) != kHelperGrowing) return;  // quit
-            helper->grow(helper_root, helper_device);
-            // While this thread grows, store and go on; otherwise it stores the growth.
-            while (try_lock_round()) {
-                NodeId next = kNoNode;
-                if (store_helper_growth()) next = guess_next_root();
-                else helper_out_of_memory = true;
-                if (next == kNoNode) {
-                    helper_phase.store(kHelperIdle, std::memory_order_release);
-                    unlock_round();
-                    break;
-                }
-                helper_root = next;
-                unlock_round();
-                helper->grow(next, helper_device);
-            }
-            if (helper_phase.load(std::memory_order_relaxed) == kHelperGrowing)
-                helper_phase.store(kHelperGrown, std::memory_order_release);
-        }
-    }
-    bool try_lock_round() {
-        bool expected = false;
-        return round_lock.compare_exchange_strong(expected, true, std::memory_order_acquire);
-    }
-    void unlock_round() { round_lock.store(false, std::memory_order_release); }
-    void lock_round() { spin_while([this] { return !try_lock_round(); }); }
-    // Grows view.root here; the helper may use the round's state meanwhile.
-    void grow_sharing_round(DeviceId device) {
-        if (!helper) { grow(view.root, device); return; }
-        unlock_round();
-        grow(view.root, device);
-        lock_round();
-    }
-    bool helper_growing() const { return helper_phase.load(std::memory_order_acquire) == kHelperGrowing; }
-    void launch_helper(NodeId root, DeviceId device) {
-        helper->external = external;  // the lists grow at commits, never during a growth
-        helper->external_pred = external_pred;
-        helper_root = root;
-        helper_device = device;
-        helper_phase.store(kHelperGrowing, std::memory_order_release);
-    }
-    // The helper's finished growth into the cache (it is valid: nothing was committed since
-    // it started), with the round's lock held.
-    bool store_helper_growth() {
-        ++helper_growths;
-        const NodeId root = helper_root;
-        helper_root = kNoNode;
-        if (committed(root) || cache[root].valid) return true;
-        return store_candidate(root, helper_device, *helper);
-    }
-    // Stores the helper's growth if it has finished one.
-    bool store_grown_helper() {
-        if (helper_phase.load(std::memory_order_acquire) == kHelperGrown) {
-            helper_phase.store(kHelperIdle, std::memory_order_relaxed);
-            if (!store_helper_growth()) return false;
-        }
-        return !helper_out_of_memory;
-    }
-    // Waits for the helper's growth, if any, and stores it.
-    bool finish_helper() {
-        if (!helper) return true;
-        spin_while([this] { return helper_growing(); });
-        return store_grown_helper();
-    }
-    // This thread needs root r, at `position`. While the helper grows it, this thread grows
-    // the guess after it (or waits, if there is none); then it stores what the helper grew.
-    bool take_helper_root(NodeId r, uint32_t position, uint32_t dirty_count, DeviceId device) {
-        while (helper_root == r && helper_growing()) {
-            aim_view(r, position, dirty_count);  // r is left out of the guess: the helper grows it
-            const NodeId next = guess_next_root();
-            if (next == kNoNode) {
-                spin_while([this, r] { return helper_root == r && helper_growing(); });
-                break;
-            }
-            view.root = next;
-            grow_sharing_round(device);
-            if (helper_out_of_memory || !store_candidate(next, device, *this)) return false;
-        }
-        return store_grown_helper();
-    }
-
     bool committed(NodeId x) const { return builder.subgraph_of[x] != kUnplaced; }
-    DeviceId growth_device = 0;  // the candidate's device: every node of another is blocked
     bool blocked(NodeId x) const { return rejected[x] == growth || affinity[x] != growth_device || committed(x); }
 
     // Its arguments are evaluated even when tracing is off, so the growth's call sites test
@@ -1808,8 +1717,7 @@ struct RollbackContext {
         return Status::Ok;
     }
 
-
-    // ---- scalable checker
+    // >>rollback floods: the scalable (incremental) checker
     //
     // With S in merge order s_0..s_{m-1}, up(y) is the least i with a path s_i -> y of
     // length >= 1 in Q, down(y) the least j with a path y -> s_j. S fails the condition iff
@@ -1827,10 +1735,9 @@ struct RollbackContext {
     // down value only to the predecessors S reaches, and a node takes the down values of
     // its successors each time it expands up (after S first reaches it). A node S no longer
     // reaches after a rollback may keep a down value; it is exact (values below k stay
-    // exact: Q does not change within a growth). On the bench's 100k layered graph two
-    // thirds of the down values were on nodes S did not reach: down expansions fell from
-    // 12.1M to 8.8M, up ones rose from 10.6M to 11.4M (below), 3-4% faster in all. Kept
-    // the other way round (up only on nodes that reach S) it was 8% slower.
+    // exact: Q does not change within a growth). This skips the down values of the many
+    // nodes S does not reach; keeping up only on nodes that reach S instead was slower
+    // (chosen with bench/partition).
     NodeId canonical(NodeId y) const {
         uint32_t sub = builder.subgraph_of[y];
         return sub == kUnplaced ? y : representative[sub];
@@ -1966,7 +1873,105 @@ struct RollbackContext {
         }
     }
 
-    // ---- element bitsets
+    // After a merge or a rejection values only drop, so they are updated in place.
+    NodeId check_after_merge(NodeId v) {
+        if (naive) return naive_violation();
+        // A violation is a blocked node b with a path S -> b -> v or v -> b -> S. In the
+        // first, every node on b -> v is reached from S, and none reaches S (else b would
+        // reach S: P_{m-1} had failed). So v's own index, spreading down from v, meets b
+        // through hot nodes alone (reached in the other direction before v merged): they
+        // are expanded first, as most failing merges fail there.
+        // (In the second, the nodes on v -> b were not reached from S, so they hold no down
+        // value yet: the up spread finds b as they take them from their successors.) Both
+        // directions advance in turn, one expansion each.
+        // That search runs before the range grows to v's rank: beyond the old range values
+        // are not exact (parked nodes were not expanded), so it may miss a violation, but
+        // any it finds is real (a value means a path). Then the wider range (values below
+        // v's index, which create no violation: a blocked node that reaches P_{m-1} lies
+        // inside its range, where its values were exact), then the rest up to the first
+        // violation: the rollback needs no more (every blocked node v makes bad has
+        // max(up, down) = v's index). This order expands far fewer nodes on failing
+        // merges (chosen with bench/partition).
+        for (int d = 0; d < 2; ++d)
+            if (source_value(d, v) < reach_of[d].expanded[v]) schedule(d, v);
+        expand_hot_until_bad();
+        if (bad_count) return first_bad();
+        if (rank[v] > max_rank) { const uint32_t previous = max_rank; max_rank = rank[v]; unpark(0, previous); settle(0); }
+        if (rank[v] < min_rank) { const uint32_t previous = min_rank; min_rank = rank[v]; unpark(1, previous); settle(1); }
+        expand_hot_until_bad();
+        while (!bad_count && (has_work(0) || has_work(1)))
+            for (int d = 0; d < 2 && !bad_count; ++d)
+                if (has_work(d)) expand_next(d);
+        return first_bad();
+    }
+    NodeId check_after_reject(NodeId r) {
+        if (naive) return naive_violation();
+        if (reach_of[0].value[r] != kUnreached && reach_of[1].value[r] != kUnreached) add_bad(r);
+        return first_bad();
+    }
+
+    // The same rollback loop in one pass (scalable checker): rolling back to the prefix P_k
+    // blocks s_k..s_{m-1}, and P_k fails iff some blocked node b (these included) has
+    // max(up(b), down(b)) < k. The blocked nodes with both values are the `bad` list, so the
+    // least such maximum over them and over the removed suffix tells where the seed's loop
+    // stops, and which node each step names. Then the values >= k are cleared.
+    void rollback_until_valid() {
+        const uint32_t m = s_count;
+        uint32_t blocked_threshold = kUnreached;  // least max(up, down) over blocked nodes
+        NodeId blocked_witness = kNoNode;
+        for (uint32_t i = 0; i < bad_count; ++i) {
+            NodeId b = bad[i];
+            uint32_t t = reach_of[0].value[b] > reach_of[1].value[b] ? reach_of[0].value[b] : reach_of[1].value[b];
+            if (t < blocked_threshold) { blocked_threshold = t; blocked_witness = witness_name(b); }
+        }
+        // Walk the seed's loop: remove s_{k}, k = m-1, m-2, ... while P_{k+1} fails.
+        uint32_t suffix_threshold = kUnreached;  // least max(up, down) over s_l, l > k
+        NodeId suffix_witness = kNoNode;
+        NodeId witness = blocked_witness;  // why P_m fails
+        uint32_t k = m;
+        for (;;) {
+            TESSEL_ASSERT(k > 1);  // a root alone always passes: Q is a DAG
+            NodeId v = s_list[--k];
+            in_s[v] = 0;
+            rejected[v] = growth;
+            rejected_list[rejected_count++] = v;
+            why_rejected[v] = Placement{PlacementReason::CycleThrough, witness};
+            if (options.trace) trace("  rollback %s: self-reference through %s\n", name(v), name(witness));
+            uint32_t up_v = reach_of[0].value[v], down_v = reach_of[1].value[v];
+            uint32_t t = up_v > down_v ? up_v : down_v;
+            if (t < suffix_threshold) { suffix_threshold = t; suffix_witness = v; }
+            if (blocked_threshold < k) witness = blocked_witness;
+            else if (suffix_threshold < k) witness = suffix_witness;
+            else break;  // P_k passes
+        }
+        s_count = k;
+        for (int d = 0; d < 2; ++d) {
+            Direction& r = reach_of[d];
+            while (r.stack_size) r.in_stack[r.stack[--r.stack_size]] = 0;  // left by a merge that failed early: index m-1 only
+            while (r.hot_size) r.in_stack[r.stack[n - r.hot_size--]] = 0;
+            uint32_t kept = r.trail_mark[k];  // the trail since s_k merged keeps its values < k
+            for (uint32_t i = kept; i < r.trail_size; ++i) {
+                NodeId y = r.trail[i];
+                if (r.value[y] < k) { r.trail[kept++] = y; continue; }
+                r.value[y] = kUnreached;
+                if (in_s[y] != growth) r.expanded[y] = kUnreached;  // an S node passed on its own index
+            }
+            r.trail_size = kept;
+            for (uint32_t i = k; i < m; ++i)  // removed sources that nothing else reached
+                if (r.value[s_list[i]] == kUnreached) r.expanded[s_list[i]] = kUnreached;
+        }
+        for (uint32_t i = 0; i < bad_count; ++i)  // every witness lost a value
+            TESSEL_ASSERT(reach_of[0].value[bad[i]] == kUnreached || reach_of[1].value[bad[i]] == kUnreached);
+        if (++bad_epoch == 0) {
+            for (uint32_t i = 0; i < n; ++i) bad_mark[i] = 0;
+            bad_epoch = 1;
+        }
+        bad_count = 0;
+        max_rank = prefix_max_rank[k - 1];
+        min_rank = prefix_min_rank[k - 1];
+    }
+
+    // >>rollback element bitsets
     //
     // Elements are Q's nodes of other devices: their uncommitted nodes and their committed
     // subgraphs, fixed while one device grows. Each node y holds two windows of kBits bits
@@ -1975,9 +1980,7 @@ struct RollbackContext {
     // S keeps the union of its nodes' up windows and of their down windows. Merging v
     // fails iff an element is in v's up window and S's down union (v -> e -> S) or in v's
     // down window and S's up union (S -> e -> v): a few words per merge, no flood, and a
-    // failing merge changes nothing. In the first round on the bench's 100k layered graph
-    // the growths took a third of the floods' cycles for the same candidates (counted on an
-    // instrumented copy).
+    // failing merge changes nothing.
     // Why elements suffice, though the floods also block rejected nodes and the device's
     // committed subgraphs (no keep-apart edges, so a rollback removes only the node that
     // just failed, and S only grows):
@@ -2048,10 +2051,10 @@ struct RollbackContext {
     }
     // After a commit of the device whose contraction reordered ranks lo..hi. The bitsets
     // are given up for the rest of the device instead when the growths since the last
-    // commit checked fewer merges than 1/16 of the rows to compute: a row takes ~20 cycles
-    // here, a merge ~300 fewer with the bitsets than with the floods, and the growths
-    // only get smaller (rebuilding after each of the 1558 commits of the bench's 100k
-    // layered graph cost 543M cycles against the growths' 1117M, on an instrumented copy).
+    // commit checked fewer merges than 1/kRowsPerBitsetMerge of the rows to compute: a row
+    // costs far less than a merge saves with the bitsets, but the growths only get smaller.
+    // The ratio is tuned with bench/partition.
+    static constexpr uint64_t kRowsPerBitsetMerge = 16;
     void rebuild_bits(uint32_t lo, uint32_t hi) {
         ElementBits& b = *bits;
         const uint32_t first = b.before[lo], end = b.before[hi + 1];
@@ -2063,7 +2066,7 @@ struct RollbackContext {
         while (z + 1 < n && (int64_t)b.down_word[order[z + 1]] * 64 < (int64_t)end) ++z;
         const uint64_t rows = (uint64_t)(hi - a + 1) + (z - lo + 1);
         const uint64_t merges = bits_merges + (helper ? helper->bits_merges : 0);
-        if ((merges - merges_at_commit) * 16 < rows) {
+        if ((merges - merges_at_commit) * kRowsPerBitsetMerge < rows) {
             b.given_up = true;
             return;
         }
@@ -2227,7 +2230,7 @@ struct RollbackContext {
         return kNoNode;
     }
 
-    // ---- naive checker: the condition evaluated from the closure
+    // >>rollback naive checker: the condition evaluated from the closure
     NodeId naive_violation() {
         for (size_t w = 0; w < words; ++w) row_scratch[w] = 0;
         for (uint32_t i = 0; i < s_count; ++i) {
@@ -2248,60 +2251,6 @@ struct RollbackContext {
         return kNoNode;
     }
 
-    // ---- events
-    void add_to_s(NodeId v) {
-        in_s[v] = growth;
-        if (by_bits) {
-            add_windows(v);
-        } else if (!naive) {
-            for (Direction& r : reach_of) r.trail_mark[s_count] = r.trail_size;
-            s_index[v] = s_count;
-            uint32_t r = rank[v];
-            prefix_max_rank[s_count] = s_count && prefix_max_rank[s_count - 1] > r ? prefix_max_rank[s_count - 1] : r;
-            prefix_min_rank[s_count] = s_count && prefix_min_rank[s_count - 1] < r ? prefix_min_rank[s_count - 1] : r;
-        }
-        s_list[s_count++] = v;
-        if (naive) s_bits[v / 64] |= 1ull << (v % 64);
-    }
-    // After a merge or a rejection values only drop, so they are updated in place.
-    NodeId check_after_merge(NodeId v) {
-        if (naive) return naive_violation();
-        // A violation is a blocked node b with a path S -> b -> v or v -> b -> S. In the
-        // first, every node on b -> v is reached from S, and none reaches S (else b would
-        // reach S: P_{m-1} had failed). So v's own index, spreading down from v, meets b
-        // through hot nodes alone (reached in the other direction before v merged): they
-        // are expanded first, and about a quarter of the merges fail, most of them there.
-        // (In the second, the nodes on v -> b were not reached from S, so they hold no down
-        // value yet: the up spread finds b as they take them from their successors.) Both
-        // directions advance in turn, one expansion each.
-        // That search runs before the range grows to v's rank: beyond the old range values
-        // are not exact (parked nodes were not expanded), so it may miss a violation, but
-        // any it finds is real (a value means a path). Then the wider range (values below
-        // v's index, which create no violation: a blocked node that reaches P_{m-1} lies
-        // inside its range, where its values were exact), then the rest up to the first
-        // violation: the rollback needs no more (every blocked node v makes bad has
-        // max(up, down) = v's index). On the bench's 100k layered graph this order cut the
-        // expansions of failing merges from 13.5M to 6.5M (the search before the range's
-        // growth alone: 10.6M to 5.5M; both before down was kept on reached nodes only),
-        // and made the shortcut that rejected a node next to a blocked one on a cycle (a
-        // merge failing at once) slower than the merge.
-        for (int d = 0; d < 2; ++d)
-            if (source_value(d, v) < reach_of[d].expanded[v]) schedule(d, v);
-        expand_hot_until_bad();
-        if (bad_count) return first_bad();
-        if (rank[v] > max_rank) { const uint32_t previous = max_rank; max_rank = rank[v]; unpark(0, previous); settle(0); }
-        if (rank[v] < min_rank) { const uint32_t previous = min_rank; min_rank = rank[v]; unpark(1, previous); settle(1); }
-        expand_hot_until_bad();
-        while (!bad_count && (has_work(0) || has_work(1)))
-            for (int d = 0; d < 2 && !bad_count; ++d)
-                if (has_work(d)) expand_next(d);
-        return first_bad();
-    }
-    NodeId check_after_reject(NodeId r) {
-        if (naive) return naive_violation();
-        if (reach_of[0].value[r] != kUnreached && reach_of[1].value[r] != kUnreached) add_bad(r);
-        return first_bad();
-    }
     // The seed's rollback, one node at a time (naive checker): the last merged node leaves
     // S for the rejected list, and the condition is evaluated again.
     NodeId rollback_last(NodeId via) {
@@ -2316,66 +2265,22 @@ struct RollbackContext {
         return naive_violation();
     }
 
-    // The same rollback loop in one pass (scalable checker): rolling back to the prefix P_k
-    // blocks s_k..s_{m-1}, and P_k fails iff some blocked node b (these included) has
-    // max(up(b), down(b)) < k. The blocked nodes with both values are the `bad` list, so the
-    // least such maximum over them and over the removed suffix tells where the seed's loop
-    // stops, and which node each step names. Then the values >= k are cleared.
-    void rollback_until_valid() {
-        const uint32_t m = s_count;
-        uint32_t blocked_threshold = kUnreached;  // least max(up, down) over blocked nodes
-        NodeId blocked_witness = kNoNode;
-        for (uint32_t i = 0; i < bad_count; ++i) {
-            NodeId b = bad[i];
-            uint32_t t = reach_of[0].value[b] > reach_of[1].value[b] ? reach_of[0].value[b] : reach_of[1].value[b];
-            if (t < blocked_threshold) { blocked_threshold = t; blocked_witness = witness_name(b); }
+    // >>rollback growth: one candidate, merged depth-first from its root
+    void add_to_s(NodeId v) {
+        in_s[v] = growth;
+        if (by_bits) {
+            add_windows(v);
+        } else if (!naive) {
+            for (Direction& r : reach_of) r.trail_mark[s_count] = r.trail_size;
+            s_index[v] = s_count;
+            uint32_t r = rank[v];
+            prefix_max_rank[s_count] = s_count && prefix_max_rank[s_count - 1] > r ? prefix_max_rank[s_count - 1] : r;
+            prefix_min_rank[s_count] = s_count && prefix_min_rank[s_count - 1] < r ? prefix_min_rank[s_count - 1] : r;
         }
-        // Walk the seed's loop: remove s_{k}, k = m-1, m-2, ... while P_{k+1} fails.
-        uint32_t suffix_threshold = kUnreached;  // least max(up, down) over s_l, l > k
-        NodeId suffix_witness = kNoNode;
-        NodeId witness = blocked_witness;  // why P_m fails
-        uint32_t k = m;
-        for (;;) {
-            TESSEL_ASSERT(k > 1);  // a root alone always passes: Q is a DAG
-            NodeId v = s_list[--k];
-            in_s[v] = 0;
-            rejected[v] = growth;
-            rejected_list[rejected_count++] = v;
-            why_rejected[v] = Placement{PlacementReason::CycleThrough, witness};
-            if (options.trace) trace("  rollback %s: self-reference through %s\n", name(v), name(witness));
-            uint32_t up_v = reach_of[0].value[v], down_v = reach_of[1].value[v];
-            uint32_t t = up_v > down_v ? up_v : down_v;
-            if (t < suffix_threshold) { suffix_threshold = t; suffix_witness = v; }
-            if (blocked_threshold < k) witness = blocked_witness;
-            else if (suffix_threshold < k) witness = suffix_witness;
-            else break;  // P_k passes
-        }
-        s_count = k;
-        for (int d = 0; d < 2; ++d) {
-            Direction& r = reach_of[d];
-            while (r.stack_size) r.in_stack[r.stack[--r.stack_size]] = 0;  // left by a merge that failed early: index m-1 only
-            while (r.hot_size) r.in_stack[r.stack[n - r.hot_size--]] = 0;
-            uint32_t kept = r.trail_mark[k];  // the trail since s_k merged keeps its values < k
-            for (uint32_t i = kept; i < r.trail_size; ++i) {
-                NodeId y = r.trail[i];
-                if (r.value[y] < k) { r.trail[kept++] = y; continue; }
-                r.value[y] = kUnreached;
-                if (in_s[y] != growth) r.expanded[y] = kUnreached;  // an S node passed on its own index
-            }
-            r.trail_size = kept;
-            for (uint32_t i = k; i < m; ++i)  // removed sources that nothing else reached
-                if (r.value[s_list[i]] == kUnreached) r.expanded[s_list[i]] = kUnreached;
-        }
-        for (uint32_t i = 0; i < bad_count; ++i)  // every witness lost a value
-            TESSEL_ASSERT(reach_of[0].value[bad[i]] == kUnreached || reach_of[1].value[bad[i]] == kUnreached);
-        if (++bad_epoch == 0) {
-            for (uint32_t i = 0; i < n; ++i) bad_mark[i] = 0;
-            bad_epoch = 1;
-        }
-        bad_count = 0;
-        max_rank = prefix_max_rank[k - 1];
-        min_rank = prefix_min_rank[k - 1];
+        s_list[s_count++] = v;
+        if (naive) s_bits[v / 64] |= 1ull << (v % 64);
     }
+
     void reject(NodeId r, Placement why) {
         rejected[r] = growth;
         rejected_list[rejected_count++] = r;
@@ -2480,6 +2385,7 @@ struct RollbackContext {
         trace("\n");
     }
 
+    // >>rollback contraction
     // Contracts a committed subgraph in Q: ranks inside its window are reordered so that
     // nodes reachable from it follow it and the rest precede it (valid: the condition
     // guarantees no path leaves it and returns). Returns the window.
@@ -2569,6 +2475,7 @@ struct RollbackContext {
         work_size = 0;
     }
 
+    // >>rollback candidate cache
     bool grow_pools(uint32_t nodes, uint32_t rejections) {  // only the ones that grow
         if (nodes != pool_capacity || !pool) {
             pool = arena->allocate_array<NodeId>(nodes);
@@ -2712,7 +2619,7 @@ struct RollbackContext {
                 if (c.hi > high) high = c.hi;
             }
         if (low > high) return true;
-        // The windows were measured before the contraction, which moved nodes inside lo..hi.
+        // The windows were computed before the contraction, which moved nodes inside lo..hi.
         if (lo < low) low = lo;
         if (hi > high) high = hi;
         if (++commit_stamp == 0) {
@@ -2820,6 +2727,120 @@ struct RollbackContext {
             if (pending[rejections[i].node()].other == kNoNode) pending[rejections[i].node()] = rejections[i].why();
     }
 
+    // >>rollback helper thread
+    // Spins while `busy` holds, then yields the core between checks.
+    template <class Busy>
+    static void spin_while(Busy busy) {
+        for (uint32_t spins = 0; busy(); ++spins)
+            if (spins > 4096) std::this_thread::yield();
+    }
+    // The helper's context: its own growth state, the main one's view of the committed
+    // state. Without memory for it, there is no speculation.
+    void start_helper() {
+        void* memory = arena->allocate(sizeof(RollbackContext), alignof(RollbackContext));
+        if (!memory) return;
+        RollbackContext* h = new (memory) RollbackContext(graph, arena, builder, options);
+        if (h->allocate_growth_state() != Status::Ok) { h->~RollbackContext(); return; }
+        h->any_keep_apart = any_keep_apart;
+        h->bits = bits;
+        h->affinity = affinity;
+        h->rank = rank;
+        h->order = order;
+        h->representative = representative;
+        h->external_offset = external_offset;
+        h->external_count = external_count;
+        h->external_pred_offset = external_pred_offset;
+        h->external_pred_count = external_pred_count;
+        helper = h;
+        helper_thread = std::thread([this] { run_helper(); });
+    }
+    void run_helper() {
+        for (;;) {
+            spin_while([this] {
+                return helper_phase.load(std::memory_order_acquire) != kHelperGrowing &&
+                       !helper_quit.load(std::memory_order_acquire);
+            });
+            if (helper_phase.load(std::memory_order_acquire) != kHelperGrowing) return;  // quit
+            helper->grow(helper_root, helper_device);
+            // While this thread grows, store and go on; otherwise it stores the growth.
+            while (try_lock_round()) {
+                NodeId next = kNoNode;
+                if (store_helper_growth()) next = guess_next_root();
+                else helper_out_of_memory = true;
+                if (next == kNoNode) {
+                    helper_phase.store(kHelperIdle, std::memory_order_release);
+                    unlock_round();
+                    break;
+                }
+                helper_root = next;
+                unlock_round();
+                helper->grow(next, helper_device);
+            }
+            if (helper_phase.load(std::memory_order_relaxed) == kHelperGrowing)
+                helper_phase.store(kHelperGrown, std::memory_order_release);
+        }
+    }
+    bool try_lock_round() {
+        bool expected = false;
+        return round_lock.compare_exchange_strong(expected, true, std::memory_order_acquire);
+    }
+    void unlock_round() { round_lock.store(false, std::memory_order_release); }
+    void lock_round() { spin_while([this] { return !try_lock_round(); }); }
+    // Grows view.root here; the helper may use the round's state meanwhile.
+    void grow_sharing_round(DeviceId device) {
+        if (!helper) { grow(view.root, device); return; }
+        unlock_round();
+        grow(view.root, device);
+        lock_round();
+    }
+    bool helper_growing() const { return helper_phase.load(std::memory_order_acquire) == kHelperGrowing; }
+    void launch_helper(NodeId root, DeviceId device) {
+        helper->external = external;  // the lists grow at commits, never during a growth
+        helper->external_pred = external_pred;
+        helper_root = root;
+        helper_device = device;
+        helper_phase.store(kHelperGrowing, std::memory_order_release);
+    }
+    // The helper's finished growth into the cache (it is valid: nothing was committed since
+    // it started), with the round's lock held.
+    bool store_helper_growth() {
+        ++helper_growths;
+        const NodeId root = helper_root;
+        helper_root = kNoNode;
+        if (committed(root) || cache[root].valid) return true;
+        return store_candidate(root, helper_device, *helper);
+    }
+    // Stores the helper's growth if it has finished one.
+    bool store_grown_helper() {
+        if (helper_phase.load(std::memory_order_acquire) == kHelperGrown) {
+            helper_phase.store(kHelperIdle, std::memory_order_relaxed);
+            if (!store_helper_growth()) return false;
+        }
+        return !helper_out_of_memory;
+    }
+    // Waits for the helper's growth, if any, and stores it.
+    bool finish_helper() {
+        if (!helper) return true;
+        spin_while([this] { return helper_growing(); });
+        return store_grown_helper();
+    }
+    // This thread needs root r, at `position`. While the helper grows it, this thread grows
+    // the guess after it (or waits, if there is none); then it stores what the helper grew.
+    bool take_helper_root(NodeId r, uint32_t position, uint32_t dirty_count, DeviceId device) {
+        while (helper_root == r && helper_growing()) {
+            aim_view(r, position, dirty_count);  // r is left out of the guess: the helper grows it
+            const NodeId next = guess_next_root();
+            if (next == kNoNode) {
+                spin_while([this, r] { return helper_root == r && helper_growing(); });
+                break;
+            }
+            view.root = next;
+            grow_sharing_round(device);
+            if (helper_out_of_memory || !store_candidate(next, device, *this)) return false;
+        }
+        return store_grown_helper();
+    }
+
     void aim_view(NodeId root, uint32_t position, uint32_t dirty_count) {
         view.root = root;
         view.position = position;
@@ -2860,6 +2881,7 @@ struct RollbackContext {
         return true;
     }
 
+    // >>rollback rounds
     // A round lists roots in ascending order: a remaining root is listed when no listed
     // candidate of an earlier root contains it (then it is covered). The listing is kept
     // across rounds and only repaired where it changes: cover_before[x] counts the listed
