@@ -20,6 +20,45 @@
        tessel::PartitionOptions options;               // algorithm, device order, limits
        tessel::partition(graph, options, &arena, &partition);
 
+   Contents
+   --------
+   Each part starts at a marker line; search for it, e.g. "// >>rollback floods".
+   Declarations:
+       >>status                       Status, TESSEL_TRY, kErrorMessageBytes, kNotFound
+       >>small types                  StringView, Span, WriteFn
+       >>arena                        Arena: the bump allocator everything lives in
+       >>graph types                  node ids, tensors, attributes, inputs, edges, nodes
+       >>graph                        Graph: building, finalize(), queries
+       >>partition types              Partition, PartitionOptions, PartitionTuning, partition()
+       >>text format                  read_text, write_text, write_dot
+   Implementation (TESSEL_IMPLEMENTATION):
+       >>implementation helpers       assert, hashing, message formatting
+       >>status implementation        status names
+       >>arena implementation         blocks and the fixed buffer
+       >>graph implementation         add_node, finalize (names, ports, order, cycles)
+       >>text format implementation   the text reader and writer
+       >>partition shared helpers     ArenaVector, NodeMap, Builder (commits subgraphs)
+       >>rollback                     the seed algorithm, its global condition, why acyclic
+       >>rollback state               RollbackContext's data, one struct per part
+       >>rollback context             RollbackContext: setup and allocation
+       >>rollback floods              the incremental checker: least merge indices
+       >>rollback element bitsets     per-node bitsets of other devices' nodes (claims R, K)
+       >>rollback naive checker       the V^2 closure (test oracle)
+       >>rollback growth              growing one candidate, merge and rollback
+       >>rollback contraction         a committed subgraph becomes one node of Q
+       >>rollback candidate cache     candidates per root, invalidated after commits
+       >>rollback helper thread       speculative growths on a second thread
+       >>rollback rounds              run_device: listing roots, committing the largest
+       >>levels                       longest-path clustering, why acyclic
+       >>waves                        device-ordered topological waves
+       >>min-size post-pass           merging small subgraphs into neighbours
+       >>partition names              algorithm and reason names
+       >>partition finish             execution order, boundary tensors, cross edges
+       >>partition entry              partition(): checks, dispatch, result
+       >>check_partition              the verifier
+       >>affinities and placements    assign_affinities, write_placements
+       >>dot implementation           write_dot
+
    Config macros (define before including, the same in every translation unit)
    ---------------------------------------------------------------------------
        TESSEL_ASSERT(x)            the library's own invariants (default: print and abort).
@@ -498,6 +537,7 @@ void write_dot(const Graph& graph, const Partition* partition, WriteFn write, vo
 #include <new>
 #include <thread>
 
+// >>implementation helpers
 namespace tessel {
 namespace detail {
 
@@ -1168,7 +1208,7 @@ Status write_text(const Graph& graph, WriteFn write, void* user) {
     return Status::Ok;
 }
 
-// >>partition implementation
+// >>partition shared helpers
 namespace detail {
 
 constexpr uint32_t kUnplaced = 0xffffffffu;
@@ -1295,7 +1335,7 @@ struct Builder {
     }
 };
 
-// ---- rollback -------------------------------------------------------------------------
+// >>rollback
 //
 // The seed algorithm, per device in priority order: every remaining node of the device not
 // covered by an earlier candidate of this round is a root; a candidate grows depth-first
@@ -1328,7 +1368,7 @@ struct Builder {
 // method, with closure rows unioned on each commit) and evaluates the condition from
 // scratch. The scalable checker keeps a topological order of Q (`rank`), restored around
 // each committed subgraph, and for every node the least merge index of an S node it is
-// reached from, and of one it reaches (see "scalable checker" in the struct). A merge only
+// reached from, and of one it reaches (see >>rollback floods). A merge only
 // lowers these values, so it visits only the nodes whose value drops; a rollback runs the
 // seed's loop in one pass from them (rollback_until_valid) and clears exactly the values it
 // invalidates. A path from S back to S stays between S's lowest and highest rank, so nodes
@@ -1338,8 +1378,8 @@ struct Builder {
 
 // >>rollback state
 // RollbackContext's data, in parts a reader can take one at a time; each part's code is the
-// `// >>rollback ...` section of the same name inside RollbackContext, which inherits the
-// parts so that the algorithm reads their members by name.
+// section of the same name inside RollbackContext, which inherits the parts so that the
+// algorithm reads their members by name.
 struct RollbackContext;
 
 // The candidate being grown, stamped so nothing is cleared per candidate. The helper thread
@@ -1561,7 +1601,8 @@ struct RollbackHelperThread {
 
 struct RollbackContext : RollbackGrowth, RollbackNaiveClosure, RollbackQuotient, RollbackFloods,
                          RollbackElementBitsets, RollbackCandidateCache, RollbackHelperThread {
-    // >>rollback context: the parts above, the graph, the options, and their setup
+    // >>rollback context
+    // The parts above, the graph, the options, and their setup.
     const Graph& graph;
     Arena* arena;
     Builder& builder;
@@ -1717,7 +1758,8 @@ struct RollbackContext : RollbackGrowth, RollbackNaiveClosure, RollbackQuotient,
         return Status::Ok;
     }
 
-    // >>rollback floods: the scalable (incremental) checker
+    // >>rollback floods
+    // The scalable (incremental) checker.
     //
     // With S in merge order s_0..s_{m-1}, up(y) is the least i with a path s_i -> y of
     // length >= 1 in Q, down(y) the least j with a path y -> s_j. S fails the condition iff
@@ -2230,7 +2272,8 @@ struct RollbackContext : RollbackGrowth, RollbackNaiveClosure, RollbackQuotient,
         return kNoNode;
     }
 
-    // >>rollback naive checker: the condition evaluated from the closure
+    // >>rollback naive checker
+    // The condition evaluated from the closure (the test oracle).
     NodeId naive_violation() {
         for (size_t w = 0; w < words; ++w) row_scratch[w] = 0;
         for (uint32_t i = 0; i < s_count; ++i) {
@@ -2265,7 +2308,8 @@ struct RollbackContext : RollbackGrowth, RollbackNaiveClosure, RollbackQuotient,
         return naive_violation();
     }
 
-    // >>rollback growth: one candidate, merged depth-first from its root
+    // >>rollback growth
+    // One candidate, merged depth-first from its root.
     void add_to_s(NodeId v) {
         in_s[v] = growth;
         if (by_bits) {
@@ -2338,8 +2382,8 @@ struct RollbackContext : RollbackGrowth, RollbackNaiveClosure, RollbackQuotient,
         while (stack_size) {
             Frame& frame = stack[stack_size - 1];
             if (in_s[frame.node] != growth) { --stack_size; continue; }  // rolled back
-            // Nodes of other devices are blocked from the start (see the global condition
-            // above), so only the device's own neighbours are walked; a trace first names the
+            // Nodes of other devices are blocked from the start (see the global condition in
+            // >>rollback), so only the device's own neighbours are walked; a trace first names the
             // others in the seed's words, as the seed's walk would reject them here.
             Span<const NodeId> succ = graph.successors(frame.node);
             Span<const NodeId> pred = graph.predecessors(frame.node);
@@ -3041,7 +3085,7 @@ namespace detail {
 template <class T, class Less>
 void sort_by(T* a, uint32_t n, Less less) { std::sort(a, a + n, less); }  // introsort: no allocation
 
-// ---- levels ---------------------------------------------------------------------------
+// >>levels
 //
 // The clustering note's idea: an edge weighs 1 when its ends must be apart (keep-apart) or
 // differ in affinity, else 0; level(v) = the longest weighted path to v. Clusters are the
@@ -3136,7 +3180,7 @@ Status partition_levels(const Graph& graph, Builder& builder) {
     return Status::Ok;
 }
 
-// ---- waves ----------------------------------------------------------------------------
+// >>waves
 //
 // Device-ordered topological waves: the current device absorbs every ready node it owns,
 // including nodes that become ready meanwhile; then the next device with ready nodes (in
@@ -3223,7 +3267,7 @@ Status partition_waves(const Graph& graph, Builder& builder, const DeviceId* pri
     return builder.build_lists() ? Status::Ok : Status::OutOfMemory;
 }
 
-// ---- min-size post-pass ---------------------------------------------------------------
+// >>min-size post-pass
 //
 // Moves a subgraph smaller than the minimum into a neighbouring subgraph when the target's
 // device supports all its nodes, no keep-apart edge joins them, and no path of subgraphs
@@ -3350,6 +3394,7 @@ Status merge_small_subgraphs(const Graph& graph, Builder& builder, uint32_t mini
 
 }  // namespace detail
 
+// >>partition names
 const char* algorithm_name(PartitionAlgorithm algorithm) {
     switch (algorithm) {
         case PartitionAlgorithm::Rollback: return "rollback";
@@ -3378,6 +3423,7 @@ const char* reason_name(PlacementReason reason) {
     return "unknown";
 }
 
+// >>partition finish
 namespace detail {
 TESSEL_PRINTF_FORMAT(3, 4)
 inline Status partition_fail(Partition* result, Status status, const char* format, ...) {
@@ -3506,6 +3552,7 @@ Status finish_partition(const Graph& graph, Builder& builder, Partition* result,
 }
 }  // namespace detail
 
+// >>partition entry
 Status partition(const Graph& graph, const PartitionOptions& options, Arena* arena, Partition* result) {
     result->error[0] = 0;
     result->algorithm = options.algorithm;
@@ -3690,6 +3737,7 @@ Status check_partition(const Graph& graph, Partition* partition, const uint64_t*
     return Status::Ok;
 }
 
+// >>affinities and placements
 Status assign_affinities(Graph* graph, Span<const StringView> devices, const uint64_t* supported) {
     DeviceId ids[64];
     if (devices.size > 64) return graph->fail(Status::LimitExceeded, "more than 64 devices");
