@@ -2775,8 +2775,9 @@ struct RollbackContext : RollbackGrowth, RollbackNaiveClosure, RollbackQuotient,
     // Spins while `busy` holds, then yields the core between checks.
     template <class Busy>
     static void spin_while(Busy busy) {
+        constexpr uint32_t kSpinsBeforeYield = 4096;
         for (uint32_t spins = 0; busy(); ++spins)
-            if (spins > 4096) std::this_thread::yield();
+            if (spins > kSpinsBeforeYield) std::this_thread::yield();
     }
     // The helper's context: its own growth state, the main one's view of the committed
     // state. Without memory for it, there is no speculation.

@@ -1,11 +1,11 @@
 // bench/partition: partitioner time, memory, subgraphs and cross-device edges on synthetic
 // graphs (random layered DAGs and transformer-like chains, 5% of nodes on a second device),
-// 1k to 1M nodes. Not a test: it prints; the README keeps the figures.
+// 1k to 1M nodes. Not a test: it prints; docs/performance.md keeps the figures.
 //   build/bench/partition [max_nodes] [--no-naive] [--kind layered|transformer] [--skip ALGO]... [--all]
 //                         [--threads N]   (PartitionOptions::threads of rollback; default 1)
 //                         [--seed S]      (another random instance of each graph; default n + kind)
 //                         [--floods]      (rollback without element bitsets: tuning.bitset_check = BitsetCheck::Never)
-// Rollback is superlinear on the layered graphs (see README): there it runs up to 100k nodes,
+// Rollback is superlinear on the layered graphs (see docs/performance.md): there it runs up to 100k nodes,
 // 1M with --all; on the transformer-like chains it runs at every size.
 #define TESSEL_IMPLEMENTATION
 #include "hetero.h"
