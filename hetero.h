@@ -20,6 +20,45 @@
        tessel::PartitionOptions options;               // algorithm, device order, limits
        tessel::partition(graph, options, &arena, &partition);
 
+   Contents
+   --------
+   Each part starts at a marker line; search for it, e.g. "// >>rollback floods".
+   Declarations:
+       >>status                       Status, TESSEL_TRY, kErrorMessageBytes, kNotFound
+       >>small types                  StringView, Span, WriteFn
+       >>arena                        Arena: the bump allocator everything lives in
+       >>graph types                  node ids, tensors, attributes, inputs, edges, nodes
+       >>graph                        Graph: building, finalize(), queries
+       >>partition types              Partition, PartitionOptions, PartitionTuning, partition()
+       >>text format                  read_text, write_text, write_dot
+   Implementation (TESSEL_IMPLEMENTATION):
+       >>implementation helpers       assert, hashing, message formatting
+       >>status implementation        status names
+       >>arena implementation         blocks and the fixed buffer
+       >>graph implementation         add_node, finalize (names, ports, order, cycles)
+       >>text format implementation   the text reader and writer
+       >>partition shared helpers     ArenaVector, NodeMap, Builder (commits subgraphs)
+       >>rollback                     the seed algorithm, its global condition, why acyclic
+       >>rollback state               RollbackContext's data, one struct per part
+       >>rollback context             RollbackContext: setup and allocation
+       >>rollback floods              the incremental checker: least merge indices
+       >>rollback element bitsets     per-node bitsets of other devices' nodes (claims R, K)
+       >>rollback naive checker       the V^2 closure (test oracle)
+       >>rollback growth              growing one candidate, merge and rollback
+       >>rollback contraction         a committed subgraph becomes one node of Q
+       >>rollback candidate cache     candidates per root, invalidated after commits
+       >>rollback helper thread       speculative growths on a second thread
+       >>rollback rounds              run_device: listing roots, committing the largest
+       >>levels                       longest-path clustering, why acyclic
+       >>waves                        device-ordered topological waves
+       >>min-size post-pass           merging small subgraphs into neighbours
+       >>partition names              algorithm and reason names
+       >>partition finish             execution order, boundary tensors, cross edges
+       >>partition entry              partition(): checks, dispatch, result
+       >>check_partition              the verifier
+       >>affinities and placements    assign_affinities, write_placements
+       >>dot implementation           write_dot
+
    Config macros (define before including, the same in every translation unit)
    ---------------------------------------------------------------------------
        TESSEL_ASSERT(x)            the library's own invariants (default: print and abort).
@@ -37,7 +76,7 @@
    Graphs and partitions live in an `Arena`: a bump allocator over blocks from TESSEL_MALLOC,
    or over a caller's fixed buffer (firmware), in which case it never mallocs and exhaustion
    returns Status::OutOfMemory. Nothing is freed one by one: `reset()` or the arena's
-   destructor frees everything at once. Measured cost: see README (bytes per node).
+   destructor frees everything at once. Bytes per node: docs/performance.md.
 
    Threading
    ---------
@@ -65,7 +104,7 @@
    bytes: malformed input returns ParseError, DuplicateName, DanglingInput, PortOutOfRange or
    Cycle with a message naming the line or the nodes, never a crash. Graph data is never
    walked recursively, so deep graphs cannot overflow the stack. `rollback` is superlinear
-   on dense random DAGs (see README); `levels` and `waves` are linear.
+   on dense random DAGs (figures in docs/performance.md); `levels` and `waves` are linear.
 */
 #ifndef TESSEL_HETERO_H
 #define TESSEL_HETERO_H
@@ -400,7 +439,27 @@ struct Partition {
     uint32_t bitset_growths = 0;             // rollback: growths checked with element bitsets (both threads)
     uint32_t bitset_fallbacks = 0;           // of those, growths that left the bitsets' windows and went on with floods
     const char* last_error() const { return error; }
-    char error[256] = {};
+    char error[kErrorMessageBytes] = {};
+};
+
+// When rollback checks merges with element bitsets (per node, the nodes of other devices it
+// reaches and that reach it) instead of floods. The partition is the same in every mode.
+enum class BitsetCheck : uint8_t {
+    AfterThreshold,  // once a growth of the device merged PartitionTuning::bitset_threshold nodes
+    Always,          // from the device's first growth
+    Never,           // floods only
+};
+
+// Test oracles and tuning knobs of rollback: for tests and benches; defaults are right for users.
+struct PartitionTuning {
+    // The seed's checker: the full V^2 bitset closure (the test oracle); refused with
+    // LimitExceeded above max_closure_bytes.
+    bool naive_closure = false;
+    size_t max_closure_bytes = 64u << 20;
+    // Element bitsets need the scalable checker, no trace and no keep-apart edges; they cost
+    // 160 bytes per node more in the arena. The threshold is tuned with bench/partition.
+    BitsetCheck bitset_check = BitsetCheck::AfterThreshold;
+    uint32_t bitset_threshold = 256;
 };
 
 struct PartitionOptions {
@@ -413,25 +472,15 @@ struct PartitionOptions {
     // stays valid. 0 disables it.
     uint32_t min_subgraph_size = 0;
     const uint64_t* supported = nullptr;  // per node; nullptr: only the node's own device
-    // Rollback only: trace each step in the seed's words; naive_closure uses the full V^2
-    // bitset closure (the test oracle; refused above max_closure_bytes).
+    // Rollback only: trace each step in the seed's words.
     WriteFn trace = nullptr;
     void* trace_user = nullptr;
-    bool naive_closure = false;
-    size_t max_closure_bytes = 64u << 20;
     // Rollback only, scalable checker, no trace: 2 or more starts one helper thread that
     // grows the candidates most likely needed next while the caller's thread grows the
     // current one (it spins while it waits, so give it a core of its own). The partition is
-    // the same as with 1, the default (no thread); the arena needs more (105 MB against
-    // 95 MB on the bench's 100k-node layered graph): the helper's growth state.
+    // the same as with 1, the default (no thread); the arena holds the helper's growth state.
     uint32_t threads = 1;
-    // Rollback only, scalable checker, no trace, no keep-apart edges: once a growth of a
-    // device merges this many nodes, its later growths check merges with element bitsets
-    // (per node, the nodes of other devices it reaches and that reach it) instead of
-    // floods: about 3x faster on large candidates, 160 bytes per node more in the arena.
-    // The partition is the same either way; 0 uses them from the first growth, UINT32_MAX
-    // never.
-    uint32_t bitset_check_after = 256;
+    PartitionTuning tuning;
 };
 
 // Splits a finalized graph into per-device subgraphs whose graph is acyclic, keeping every
@@ -488,6 +537,7 @@ void write_dot(const Graph& graph, const Partition* partition, WriteFn write, vo
 #include <new>
 #include <thread>
 
+// >>implementation helpers
 namespace tessel {
 namespace detail {
 
@@ -712,19 +762,18 @@ StringView Graph::device_name(DeviceId id) const {
 Status Graph::add_node(const NodeSpec& spec, NodeId* id) {
     if (id) *id = kNoNode;
     if (spec.name.empty()) return fail(Status::InvalidArgument, "node #%u has an empty name", node_count_);
-    if (spec.num_outputs > 0xffffu)
+    if (spec.num_outputs > UINT16_MAX)
         return fail(Status::LimitExceeded, "node '%.*s' has %u outputs (at most 65535)",
                     (int)spec.name.size, spec.name.data, spec.num_outputs);
     if (node_count_ == kNoNode - 1) return fail(Status::LimitExceeded, "too many nodes");
-    if (spec.inputs.size > 0xffffffffu) return fail(Status::LimitExceeded, "too many inputs");
+    if (spec.inputs.size > UINT32_MAX) return fail(Status::LimitExceeded, "too many inputs");
     for (size_t i = 0; i < spec.inputs.size; ++i)
-        if (spec.inputs[i].port > 0xffffu)
+        if (spec.inputs[i].port > UINT16_MAX)
             return fail(Status::PortOutOfRange, "node '%.*s' input %zu reads port %u (at most 65535)",
                         (int)spec.name.size, spec.name.data, i, spec.inputs[i].port);
     uint32_t block = node_count_ >> kBlockShift;
     if (block >= block_capacity_) {
-        Status status = grow_blocks();
-        if (status != Status::Ok) return status;
+        TESSEL_TRY(grow_blocks());
     }
     if (!blocks_[block]) {
         blocks_[block] = arena_->allocate_array<Node>(1u << kBlockShift);
@@ -746,8 +795,7 @@ Status Graph::add_node(const NodeSpec& spec, NodeId* id) {
         node.op = arena_->copy_string(op);
         if (!node.op.data) return fail(Status::OutOfMemory, "out of memory adding a node");
     }
-    Status status = intern_device(spec.affinity, &node.affinity);
-    if (status != Status::Ok) return status;
+    TESSEL_TRY(intern_device(spec.affinity, &node.affinity));
     node.num_outputs = (uint16_t)spec.num_outputs;
     node.num_inputs = (uint32_t)spec.inputs.size;
     node.inputs = arena_->allocate_array<Edge>(spec.inputs.size);
@@ -829,8 +877,7 @@ Status Graph::set_output_desc(NodeId id, uint32_t port, const TensorDesc& desc) 
 Status Graph::set_affinity(NodeId id, StringView device) {
     if (id >= node_count_) return fail(Status::InvalidArgument, "set_affinity: no node #%u", id);
     DeviceId device_id;
-    Status status = intern_device(device, &device_id);
-    if (status != Status::Ok) return status;
+    TESSEL_TRY(intern_device(device, &device_id));
     node_mutable(id)->affinity = device_id;
     return Status::Ok;
 }
@@ -1077,7 +1124,7 @@ Status read_text(StringView text, Graph* graph) {
                 spec.op = StringView(token.data + 3, token.size - 3);
             } else if (token.size > 8 && std::memcmp(token.data, "outputs=", 8) == 0) {
                 uint32_t outputs;
-                if (!detail::parse_uint(StringView(token.data + 8, token.size - 8), 0xffffu, &outputs) || outputs == 0)
+                if (!detail::parse_uint(StringView(token.data + 8, token.size - 8), UINT16_MAX, &outputs) || outputs == 0)
                     return graph->fail(Status::ParseError, "line %zu: bad output count '%.*s' (1 to 65535)",
                                        line_number, (int)token.size, token.data);
                 spec.num_outputs = outputs;
@@ -1092,7 +1139,7 @@ Status read_text(StringView text, Graph* graph) {
                     bool all_digits = !digits.empty();
                     for (char c : digits) all_digits = all_digits && c >= '0' && c <= '9';
                     if (all_digits) {
-                        if (!detail::parse_uint(digits, 0xffffu, &port))
+                        if (!detail::parse_uint(digits, UINT16_MAX, &port))
                             return graph->fail(Status::ParseError, "line %zu: port in '%.*s' is out of range (0 to 65535)",
                                                line_number, (int)token.size, token.data);
                         in.port = port;
@@ -1110,7 +1157,7 @@ Status read_text(StringView text, Graph* graph) {
         spec.inputs = Span<const InputRef>(inputs, input_count);
         Status status = graph->add_node(spec);
         if (status != Status::Ok) {
-            char message[256];
+            char message[kErrorMessageBytes];
             std::memcpy(message, graph->last_error(), sizeof message);
             message[sizeof message - 16] = 0;  // room for the line prefix
             return graph->fail(status, "line %zu: %s", line_number, message);
@@ -1161,7 +1208,7 @@ Status write_text(const Graph& graph, WriteFn write, void* user) {
     return Status::Ok;
 }
 
-// >>partition implementation
+// >>partition shared helpers
 namespace detail {
 
 constexpr uint32_t kUnplaced = 0xffffffffu;
@@ -1288,7 +1335,7 @@ struct Builder {
     }
 };
 
-// ---- rollback -------------------------------------------------------------------------
+// >>rollback
 //
 // The seed algorithm, per device in priority order: every remaining node of the device not
 // covered by an earlier candidate of this round is a root; a candidate grows depth-first
@@ -1307,9 +1354,8 @@ struct Builder {
 // touches it ("possible self-references ... not known yet"), so S may grow around such a
 // node and lose, at that touch, everything merged since it first did; Tessel knows those
 // nodes from the start (none can ever join S), so the merge that would surround one fails
-// alone. The seed's example gives the seed's result either way; on the bench's random
-// layered graphs it cut the merges from 12.4M to 5.6M at 100k nodes (and gave fewer
-// subgraphs and cross edges).
+// alone. The seed's example gives the seed's result either way; on large graphs it takes
+// fewer merges.
 //
 // Why the result is acyclic. Invariant: Q is a DAG. It holds at the start (Q = G). When
 // growth ends, every neighbour of S is in S or in B, so any path of Q that leaves S and
@@ -1322,7 +1368,7 @@ struct Builder {
 // method, with closure rows unioned on each commit) and evaluates the condition from
 // scratch. The scalable checker keeps a topological order of Q (`rank`), restored around
 // each committed subgraph, and for every node the least merge index of an S node it is
-// reached from, and of one it reaches (see "scalable checker" in the struct). A merge only
+// reached from, and of one it reaches (see >>rollback floods). A merge only
 // lowers these values, so it visits only the nodes whose value drops; a rollback runs the
 // seed's loop in one pass from them (rollback_until_valid) and clears exactly the values it
 // invalidates. A path from S back to S stays between S's lowest and highest rank, so nodes
@@ -1330,25 +1376,15 @@ struct Builder {
 // commit could change them (invalidate_after_commit).
 // Both checkers give the same partition (the property tests compare them).
 
-struct RollbackContext {
-    const Graph& graph;
-    Arena* arena;
-    Builder& builder;
-    const PartitionOptions& options;
-    uint32_t n;
-    bool naive;
+// >>rollback state
+// RollbackContext's data, in parts a reader can take one at a time; each part's code is the
+// section of the same name inside RollbackContext, which inherits the parts so that the
+// algorithm reads their members by name.
+struct RollbackContext;
 
-    // Q's topological order (scalable checker).
-    uint32_t* rank = nullptr;
-    NodeId* order = nullptr;
-
-    // Naive checker: reach[x] = nodes reachable from x in Q (bitset rows of `words` words).
-    uint64_t* reach = nullptr;
-    size_t words = 0;
-    uint64_t* row_scratch = nullptr;
-    uint64_t* s_bits = nullptr;
-
-    // Candidate growth state, stamped so nothing is cleared per candidate.
+// The candidate being grown, stamped so nothing is cleared per candidate. The helper thread
+// has its own.
+struct RollbackGrowth {
     uint32_t growth = 0;
     uint32_t* in_s = nullptr;      // == growth: in the candidate
     uint32_t* rejected = nullptr;  // == growth: on the rejected list
@@ -1360,22 +1396,46 @@ struct RollbackContext {
     Placement* why_rejected = nullptr;  // per node, for the committed candidate's reasons
     NodeId* rejected_list = nullptr;
     uint32_t rejected_count = 0;
-    // Invalidation marks, stamped per commit: reaches the commit / reached from it in Q.
-    uint32_t commit_stamp = 0;
-    uint32_t* reaches_commit = nullptr;
-    uint32_t* reached_from_commit = nullptr;
-    uint32_t* subgraph_reaches_commit = nullptr;
-    uint32_t* subgraph_reached_from_commit = nullptr;
+    DeviceId growth_device = 0;  // the candidate's device: every node of another is blocked
+};
 
-    // Scalable checker. `plain`, `jumped` and `work` serve contract() and the cache.
+// Naive checker: reach[x] = nodes reachable from x in Q (bitset rows of `words` words).
+struct RollbackNaiveClosure {
+    uint64_t* reach = nullptr;
+    size_t words = 0;
+    uint64_t* row_scratch = nullptr;
+    uint64_t* s_bits = nullptr;
+};
+
+// Q, the graph with every committed subgraph contracted to one node (scalable checker):
+// its topological order, and each committed subgraph's external successors and
+// predecessors and its member of lowest rank, which stands for the subgraph (work items of
+// contract() carry it with kSubgraphBit set). `plain`, `jumped` and `work` serve
+// contract() and the candidate cache.
+struct RollbackQuotient {
+    uint32_t* rank = nullptr;
+    NodeId* order = nullptr;
+    static constexpr NodeId kSubgraphBit = 0x80000000u;
+    ArenaVector<NodeId> external;
+    uint32_t* external_offset = nullptr;
+    uint32_t* external_count = nullptr;
+    uint32_t* external_seen = nullptr;
+    ArenaVector<NodeId> external_pred;
+    uint32_t* external_pred_offset = nullptr;
+    uint32_t* external_pred_count = nullptr;
+    uint32_t* external_pred_seen = nullptr;
+    NodeId* representative = nullptr;
     uint32_t epoch = 0;
     uint32_t* plain = nullptr;
     uint32_t* jumped = nullptr;    // per committed subgraph: == epoch when expanded
     NodeId* work = nullptr;
     uint32_t work_size = 0;
     uint32_t work_capacity = 0;
-    // Least merge indices, kept incrementally (see "scalable checker" below). Direction 0
-    // (up) follows Q's edges forward, direction 1 (down) backward.
+};
+
+// The incremental checker (floods): least merge indices, kept as S grows (see ">>rollback
+// floods"). Direction 0 (up) follows Q's edges forward, direction 1 (down) backward.
+struct RollbackFloods {
     static constexpr uint32_t kUnreached = 0xffffffffu;
     struct Direction {
         uint32_t* value = nullptr;     // least merge index, kUnreached if none
@@ -1408,25 +1468,11 @@ struct RollbackContext {
     uint32_t bad_count = 0;
     uint32_t* bad_mark = nullptr;
     uint32_t bad_epoch = 0;
-    // Committed subgraphs as Q's nodes: their external successors and predecessors, and
-    // the member with the lowest rank, which stands for the subgraph (work items of
-    // contract() carry it with kSubgraphBit set).
-    static constexpr NodeId kSubgraphBit = 0x80000000u;
-    ArenaVector<NodeId> external;
-    uint32_t* external_offset = nullptr;
-    uint32_t* external_count = nullptr;
-    uint32_t* external_seen = nullptr;
-    ArenaVector<NodeId> external_pred;
-    uint32_t* external_pred_offset = nullptr;
-    uint32_t* external_pred_count = nullptr;
-    uint32_t* external_pred_seen = nullptr;
-    NodeId* representative = nullptr;
-    DeviceId* affinity = nullptr;  // per node: the graph's, dense for the growth's neighbour scans
-    bool out_of_memory = false;
-    bool any_keep_apart = false;  // else the per-merge keep-apart scan is skipped
+};
 
-    // Element bitsets (see "element bitsets" below), built by this thread for one device
-    // and rebuilt only at commits, when no growth runs; the helper reads the same ones.
+// Element bitsets (see ">>rollback element bitsets"), built by the caller's thread for one
+// device and rebuilt only at commits, when no growth runs; the helper reads the same ones.
+struct RollbackElementBitsets {
     struct ElementBits {
         static constexpr uint32_t kWords = 8, kBits = 64 * kWords;
         DeviceId device = kNoDevice;
@@ -1445,68 +1491,27 @@ struct RollbackContext {
         uint64_t* down = nullptr;         // per node, kWords words: the elements that reach it
     };
     ElementBits own_bits;
-    ElementBits* bits = &own_bits;  // the helper's points to this thread's
+    ElementBits* bits = &own_bits;  // the helper's points to the caller's thread's
     // This growth's, when by_bits: the unions of S's windows (offset by kWords words, so a
     // window may start below 0), the words they touched, and the narrowest span of S's
     // windows.
     bool by_bits = false;
     uint64_t* up_union = nullptr;
     uint64_t* down_union = nullptr;
+    static constexpr uint32_t kNoRankBound = 0xffffffffu;  // a window bound past every rank
+    static constexpr int32_t kEmptyUnionLow = 0x7fffffff;   // union_lo before any window is added
     int32_t union_lo = 0, union_hi = 0;
     uint32_t window_end = 0, window_begin = 0;
     uint32_t bits_growths = 0, bits_fallbacks = 0;
     uint64_t bits_merges = 0;       // merges tried with the bitsets
     uint64_t merges_at_commit = 0;  // both threads', at the last rebuild
+};
 
-    // Speculation (options.threads > 1, scalable checker, no trace): while this context
-    // grows a root, a second one grows, on a helper thread, the root most likely needed
-    // next. A growth only reads the committed state (graph, subgraph_of, ranks, contracted
-    // subgraphs), which changes only at a commit, and the helper is always waited for
-    // before one; what it grows is stored in the cache like any candidate, so the partition
-    // is the same with or without it.
-    // The round's state (the listing, the cache, the pools, the arena) belongs to whoever
-    // holds `round_lock`: this thread, except while it grows a root. Then the helper may
-    // take the lock between its own growths to store what it grew and pick its next root
-    // itself, so it is not idle until this thread's growth ends; and when this thread needs
-    // the root the helper is growing, it grows the guess after that one instead of waiting
-    // (take_helper_root). Both together: 5% faster on the bench's 100k layered graph.
-    // The two threads hand over by spinning (a growth takes ~0.1 ms here, and waking a
-    // sleeping thread through the kernel cost about as much on this VM).
-    RollbackContext* helper = nullptr;
-    std::thread helper_thread;
-    enum HelperPhase : uint32_t { kHelperIdle, kHelperGrowing, kHelperGrown };  // grown: not stored yet
-    std::atomic<uint32_t> helper_phase{kHelperIdle};
-    std::atomic<bool> round_lock{true};  // held by this thread from the helper's start
-    std::atomic<bool> helper_quit{false};
-    NodeId helper_root = kNoNode;  // its root while growing or grown (under round_lock)
-    DeviceId helper_device = 0;
-    bool helper_out_of_memory = false;  // a store of the helper's failed (under round_lock)
-    bool may_speculate = false;      // the helper starts at the first growth worth sharing
-    uint32_t helper_growths = 0;     // growths it finished
-    // What the helper reads to pick a root (under round_lock): run_device's listing, and the
-    // root this thread grows.
-    struct RoundView {
-        NodeId root = kNoNode;
-        uint32_t position = 0, dirty_count = 0, roots = 0;
-        const uint32_t* dirty = nullptr;
-        const uint8_t* is_dirty = nullptr;
-        const NodeId* remaining = nullptr;
-        const uint32_t* cover_before = nullptr;
-        const uint32_t* listed_as = nullptr;
-    } view;
-    uint32_t last_growth_size = 0;   // nodes the last growth merged or rejected
-    // The helper starts after the first growth of kSpeculateAfter nodes: on graphs whose
-    // growths are all smaller (chains of small subgraphs) starting it costs more than it
-    // saves, and so it does on smaller graphs (the start takes up to ~12 ms here: a virtual
-    // machine wakes its idle core slowly). Once started it takes every guess, small or not
-    // (3-4% faster on the bench's 100k layered graph than sharing only after large growths).
-    static constexpr uint32_t kSpeculateAfter = 256;
-    static constexpr uint32_t kSpeculateFromNodes = 32768;
-
-    // Candidates per root: their nodes and their rejected nodes of the same device (with
-    // the reason), in two pools that are compacted in place when full. The scalable checker
-    // keeps them across rounds until a commit may change them (invalidate_after_commit);
-    // the naive one drops them every round.
+// Candidates per root: their nodes and their rejected nodes of the same device (with the
+// reason), in two pools that are compacted in place when full. The scalable checker keeps
+// them across rounds until a commit may change them (invalidate_after_commit); the naive
+// one drops them every round.
+struct RollbackCandidateCache {
     // lo..hi spans the ranks of the entry's uncommitted nodes, candidate and rejected.
     struct Cached { uint32_t offset, count, rejected_offset, rejected_count, lo, hi; bool valid, in_roots; };
     // A rejected node of the device and why: a cycle through `other` or keep-apart with it
@@ -1541,133 +1546,87 @@ struct RollbackContext {
     uint32_t widest_window = 0;
     ArenaVector<NodeId> overlapping;  // scratch of invalidate_after_commit
     ArenaVector<NodeId> stale;        // roots whose entries the last commit invalidated
+    // Invalidation marks, stamped per commit: reaches the commit / reached from it in Q.
+    uint32_t commit_stamp = 0;
+    uint32_t* reaches_commit = nullptr;
+    uint32_t* reached_from_commit = nullptr;
+    uint32_t* subgraph_reaches_commit = nullptr;
+    uint32_t* subgraph_reached_from_commit = nullptr;
+};
+
+// Speculation (options.threads > 1, scalable checker, no trace): while the caller's thread
+// grows a root, a second context grows, on a helper thread, the root most likely needed
+// next. A growth only reads the committed state (graph, subgraph_of, ranks, contracted
+// subgraphs), which changes only at a commit, and the helper is always waited for before
+// one; what it grows is stored in the cache like any candidate, so the partition is the
+// same with or without it.
+// The round's state (the listing, the cache, the pools, the arena) belongs to whoever holds
+// `round_lock`: the caller's thread, except while it grows a root. Then the helper may take
+// the lock between its own growths to store what it grew and pick its next root itself, so
+// it is not idle until the other growth ends; and when the caller's thread needs the root
+// the helper is growing, it grows the guess after that one instead of waiting
+// (take_helper_root). The two threads hand over by spinning: a growth is short, and waking
+// a sleeping thread through the kernel takes about as long.
+struct RollbackHelperThread {
+    RollbackContext* helper = nullptr;
+    std::thread helper_thread;
+    enum HelperPhase : uint32_t { kHelperIdle, kHelperGrowing, kHelperGrown };  // grown: not stored yet
+    std::atomic<uint32_t> helper_phase{kHelperIdle};
+    std::atomic<bool> round_lock{true};  // held by the caller's thread from the helper's start
+    std::atomic<bool> helper_quit{false};
+    NodeId helper_root = kNoNode;  // its root while growing or grown (under round_lock)
+    DeviceId helper_device = 0;
+    bool helper_out_of_memory = false;  // a store of the helper's failed (under round_lock)
+    bool may_speculate = false;      // the helper starts at the first growth worth sharing
+    uint32_t helper_growths = 0;     // growths it finished
+    // What the helper reads to pick a root (under round_lock): run_device's listing, and the
+    // root the caller's thread grows.
+    struct RoundView {
+        NodeId root = kNoNode;
+        uint32_t position = 0, dirty_count = 0, roots = 0;
+        const uint32_t* dirty = nullptr;
+        const uint8_t* is_dirty = nullptr;
+        const NodeId* remaining = nullptr;
+        const uint32_t* cover_before = nullptr;
+        const uint32_t* listed_as = nullptr;
+    } view;
+    uint32_t last_growth_size = 0;   // nodes the last growth merged or rejected
+    // The helper starts after the first growth of kSpeculateAfter nodes, on graphs of
+    // kSpeculateFromNodes nodes or more: with only smaller growths (chains of small
+    // subgraphs) or smaller graphs, starting a thread costs more than it saves. Once started
+    // it takes every guess, small or not. Both tuned with bench/partition.
+    static constexpr uint32_t kSpeculateAfter = 256;
+    static constexpr uint32_t kSpeculateFromNodes = 32768;
+};
+
+struct RollbackContext : RollbackGrowth, RollbackNaiveClosure, RollbackQuotient, RollbackFloods,
+                         RollbackElementBitsets, RollbackCandidateCache, RollbackHelperThread {
+    // >>rollback context
+    // The parts above, the graph, the options, and their setup.
+    const Graph& graph;
+    Arena* arena;
+    Builder& builder;
+    const PartitionOptions& options;
+    uint32_t n;
+    bool naive;
+
+    DeviceId* affinity = nullptr;  // per node: the graph's, dense for the growth's neighbour scans
+    bool out_of_memory = false;
+    bool any_keep_apart = false;  // else the per-merge keep-apart scan is skipped
 
     RollbackContext(const Graph& g, Arena* a, Builder& b, const PartitionOptions& o)
-        : graph(g), arena(a), builder(b), options(o), n(g.node_count()), naive(o.naive_closure) {}
+        : graph(g), arena(a), builder(b), options(o), n(g.node_count()), naive(o.tuning.naive_closure) {}
     ~RollbackContext() {
         if (!helper) return;
         helper_quit.store(true, std::memory_order_release);
         helper_thread.join();
         helper->~RollbackContext();  // its memory is the arena's
     }
-    // Spins while `busy` holds, then yields the core between checks.
-    template <class Busy>
-    static void spin_while(Busy busy) {
-        for (uint32_t spins = 0; busy(); ++spins)
-            if (spins > 4096) std::this_thread::yield();
-    }
+
     RollbackContext(const RollbackContext&) = delete;
     RollbackContext& operator=(const RollbackContext&) = delete;
 
-    // The helper's context: its own growth state, the main one's view of the committed
-    // state. Without memory for it, there is no speculation.
-    void start_helper() {
-        void* memory = arena->allocate(sizeof(RollbackContext), alignof(RollbackContext));
-        if (!memory) return;
-        RollbackContext* h = new (memory) RollbackContext(graph, arena, builder, options);
-        if (h->allocate_growth_state() != Status::Ok) { h->~RollbackContext(); return; }
-        h->any_keep_apart = any_keep_apart;
-        h->bits = bits;
-        h->affinity = affinity;
-        h->rank = rank;
-        h->order = order;
-        h->representative = representative;
-        h->external_offset = external_offset;
-        h->external_count = external_count;
-        h->external_pred_offset = external_pred_offset;
-        h->external_pred_count = external_pred_count;
-        helper = h;
-        helper_thread = std::thread([this] { run_helper(); });
-    }
-    void run_helper() {
-        for (;;) {
-            spin_while([this] {
-                return helper_phase.load(std::memory_order_acquire) != kHelperGrowing &&
-                       !helper_quit.load(std::memory_order_acquire);
-            });
-            if (helper_phase.load(std::memory_order_acquire) != kHelperGrowing) return;  // quit
-            helper->grow(helper_root, helper_device);
-            // While this thread grows, store and go on; otherwise it stores the growth.
-            while (try_lock_round()) {
-                NodeId next = kNoNode;
-                if (store_helper_growth()) next = guess_next_root();
-                else helper_out_of_memory = true;
-                if (next == kNoNode) {
-                    helper_phase.store(kHelperIdle, std::memory_order_release);
-                    unlock_round();
-                    break;
-                }
-                helper_root = next;
-                unlock_round();
-                helper->grow(next, helper_device);
-            }
-            if (helper_phase.load(std::memory_order_relaxed) == kHelperGrowing)
-                helper_phase.store(kHelperGrown, std::memory_order_release);
-        }
-    }
-    bool try_lock_round() {
-        bool expected = false;
-        return round_lock.compare_exchange_strong(expected, true, std::memory_order_acquire);
-    }
-    void unlock_round() { round_lock.store(false, std::memory_order_release); }
-    void lock_round() { spin_while([this] { return !try_lock_round(); }); }
-    // Grows view.root here; the helper may use the round's state meanwhile.
-    void grow_sharing_round(DeviceId device) {
-        if (!helper) { grow(view.root, device); return; }
-        unlock_round();
-        grow(view.root, device);
-        lock_round();
-    }
-    bool helper_growing() const { return helper_phase.load(std::memory_order_acquire) == kHelperGrowing; }
-    void launch_helper(NodeId root, DeviceId device) {
-        helper->external = external;  // the lists grow at commits, never during a growth
-        helper->external_pred = external_pred;
-        helper_root = root;
-        helper_device = device;
-        helper_phase.store(kHelperGrowing, std::memory_order_release);
-    }
-    // The helper's finished growth into the cache (it is valid: nothing was committed since
-    // it started), with the round's lock held.
-    bool store_helper_growth() {
-        ++helper_growths;
-        const NodeId root = helper_root;
-        helper_root = kNoNode;
-        if (committed(root) || cache[root].valid) return true;
-        return store_candidate(root, helper_device, *helper);
-    }
-    // Stores the helper's growth if it has finished one.
-    bool store_grown_helper() {
-        if (helper_phase.load(std::memory_order_acquire) == kHelperGrown) {
-            helper_phase.store(kHelperIdle, std::memory_order_relaxed);
-            if (!store_helper_growth()) return false;
-        }
-        return !helper_out_of_memory;
-    }
-    // Waits for the helper's growth, if any, and stores it.
-    bool finish_helper() {
-        if (!helper) return true;
-        spin_while([this] { return helper_growing(); });
-        return store_grown_helper();
-    }
-    // This thread needs root r, at `position`. While the helper grows it, this thread grows
-    // the guess after it (or waits, if there is none); then it stores what the helper grew.
-    bool take_helper_root(NodeId r, uint32_t position, uint32_t dirty_count, DeviceId device) {
-        while (helper_root == r && helper_growing()) {
-            aim_view(r, position, dirty_count);  // r is left out of the guess: the helper grows it
-            const NodeId next = guess_next_root();
-            if (next == kNoNode) {
-                spin_while([this, r] { return helper_root == r && helper_growing(); });
-                break;
-            }
-            view.root = next;
-            grow_sharing_round(device);
-            if (helper_out_of_memory || !store_candidate(next, device, *this)) return false;
-        }
-        return store_grown_helper();
-    }
-
     bool committed(NodeId x) const { return builder.subgraph_of[x] != kUnplaced; }
-    DeviceId growth_device = 0;  // the candidate's device: every node of another is blocked
     bool blocked(NodeId x) const { return rejected[x] == growth || affinity[x] != growth_device || committed(x); }
 
     // Its arguments are evaluated even when tracing is off, so the growth's call sites test
@@ -1737,14 +1696,14 @@ struct RollbackContext {
         affinity = arena->allocate_array<DeviceId>(n);
         if (!affinity) return Status::OutOfMemory;
         for (NodeId x = 0; x < n; ++x) affinity[x] = graph.node(x).affinity;
-        if (Status s = allocate_growth_state(); s != Status::Ok) return s;
+        TESSEL_TRY(allocate_growth_state());
         cached_roots.arena = arena;
         cache = arena->allocate_array<Cached>(n);
         if (!cache || !grow_pools(n + 64, n + 64)) return Status::OutOfMemory;
         for (uint32_t i = 0; i < n; ++i) cache[i].valid = cache[i].in_roots = false;
         if (naive) {
             words = ((size_t)n + 63) / 64;
-            if (words && (size_t)n > options.max_closure_bytes / 8 / words) return Status::LimitExceeded;
+            if (words && (size_t)n > options.tuning.max_closure_bytes / 8 / words) return Status::LimitExceeded;
             reach = fill_array<uint64_t>(arena, words * n, 0);
             row_scratch = arena->allocate_array<uint64_t>(words);
             s_bits = fill_array<uint64_t>(arena, words, 0);
@@ -1799,8 +1758,8 @@ struct RollbackContext {
         return Status::Ok;
     }
 
-
-    // ---- scalable checker
+    // >>rollback floods
+    // The scalable (incremental) checker.
     //
     // With S in merge order s_0..s_{m-1}, up(y) is the least i with a path s_i -> y of
     // length >= 1 in Q, down(y) the least j with a path y -> s_j. S fails the condition iff
@@ -1818,10 +1777,9 @@ struct RollbackContext {
     // down value only to the predecessors S reaches, and a node takes the down values of
     // its successors each time it expands up (after S first reaches it). A node S no longer
     // reaches after a rollback may keep a down value; it is exact (values below k stay
-    // exact: Q does not change within a growth). On the bench's 100k layered graph two
-    // thirds of the down values were on nodes S did not reach: down expansions fell from
-    // 12.1M to 8.8M, up ones rose from 10.6M to 11.4M (below), 3-4% faster in all. Kept
-    // the other way round (up only on nodes that reach S) it was 8% slower.
+    // exact: Q does not change within a growth). This skips the down values of the many
+    // nodes S does not reach; keeping up only on nodes that reach S instead was slower
+    // (chosen with bench/partition).
     NodeId canonical(NodeId y) const {
         uint32_t sub = builder.subgraph_of[y];
         return sub == kUnplaced ? y : representative[sub];
@@ -1957,7 +1915,105 @@ struct RollbackContext {
         }
     }
 
-    // ---- element bitsets
+    // After a merge or a rejection values only drop, so they are updated in place.
+    NodeId check_after_merge(NodeId v) {
+        if (naive) return naive_violation();
+        // A violation is a blocked node b with a path S -> b -> v or v -> b -> S. In the
+        // first, every node on b -> v is reached from S, and none reaches S (else b would
+        // reach S: P_{m-1} had failed). So v's own index, spreading down from v, meets b
+        // through hot nodes alone (reached in the other direction before v merged): they
+        // are expanded first, as most failing merges fail there.
+        // (In the second, the nodes on v -> b were not reached from S, so they hold no down
+        // value yet: the up spread finds b as they take them from their successors.) Both
+        // directions advance in turn, one expansion each.
+        // That search runs before the range grows to v's rank: beyond the old range values
+        // are not exact (parked nodes were not expanded), so it may miss a violation, but
+        // any it finds is real (a value means a path). Then the wider range (values below
+        // v's index, which create no violation: a blocked node that reaches P_{m-1} lies
+        // inside its range, where its values were exact), then the rest up to the first
+        // violation: the rollback needs no more (every blocked node v makes bad has
+        // max(up, down) = v's index). This order expands far fewer nodes on failing
+        // merges (chosen with bench/partition).
+        for (int d = 0; d < 2; ++d)
+            if (source_value(d, v) < reach_of[d].expanded[v]) schedule(d, v);
+        expand_hot_until_bad();
+        if (bad_count) return first_bad();
+        if (rank[v] > max_rank) { const uint32_t previous = max_rank; max_rank = rank[v]; unpark(0, previous); settle(0); }
+        if (rank[v] < min_rank) { const uint32_t previous = min_rank; min_rank = rank[v]; unpark(1, previous); settle(1); }
+        expand_hot_until_bad();
+        while (!bad_count && (has_work(0) || has_work(1)))
+            for (int d = 0; d < 2 && !bad_count; ++d)
+                if (has_work(d)) expand_next(d);
+        return first_bad();
+    }
+    NodeId check_after_reject(NodeId r) {
+        if (naive) return naive_violation();
+        if (reach_of[0].value[r] != kUnreached && reach_of[1].value[r] != kUnreached) add_bad(r);
+        return first_bad();
+    }
+
+    // The same rollback loop in one pass (scalable checker): rolling back to the prefix P_k
+    // blocks s_k..s_{m-1}, and P_k fails iff some blocked node b (these included) has
+    // max(up(b), down(b)) < k. The blocked nodes with both values are the `bad` list, so the
+    // least such maximum over them and over the removed suffix tells where the seed's loop
+    // stops, and which node each step names. Then the values >= k are cleared.
+    void rollback_until_valid() {
+        const uint32_t m = s_count;
+        uint32_t blocked_threshold = kUnreached;  // least max(up, down) over blocked nodes
+        NodeId blocked_witness = kNoNode;
+        for (uint32_t i = 0; i < bad_count; ++i) {
+            NodeId b = bad[i];
+            uint32_t t = reach_of[0].value[b] > reach_of[1].value[b] ? reach_of[0].value[b] : reach_of[1].value[b];
+            if (t < blocked_threshold) { blocked_threshold = t; blocked_witness = witness_name(b); }
+        }
+        // Walk the seed's loop: remove s_{k}, k = m-1, m-2, ... while P_{k+1} fails.
+        uint32_t suffix_threshold = kUnreached;  // least max(up, down) over s_l, l > k
+        NodeId suffix_witness = kNoNode;
+        NodeId witness = blocked_witness;  // why P_m fails
+        uint32_t k = m;
+        for (;;) {
+            TESSEL_ASSERT(k > 1);  // a root alone always passes: Q is a DAG
+            NodeId v = s_list[--k];
+            in_s[v] = 0;
+            rejected[v] = growth;
+            rejected_list[rejected_count++] = v;
+            why_rejected[v] = Placement{PlacementReason::CycleThrough, witness};
+            if (options.trace) trace("  rollback %s: self-reference through %s\n", name(v), name(witness));
+            uint32_t up_v = reach_of[0].value[v], down_v = reach_of[1].value[v];
+            uint32_t t = up_v > down_v ? up_v : down_v;
+            if (t < suffix_threshold) { suffix_threshold = t; suffix_witness = v; }
+            if (blocked_threshold < k) witness = blocked_witness;
+            else if (suffix_threshold < k) witness = suffix_witness;
+            else break;  // P_k passes
+        }
+        s_count = k;
+        for (int d = 0; d < 2; ++d) {
+            Direction& r = reach_of[d];
+            while (r.stack_size) r.in_stack[r.stack[--r.stack_size]] = 0;  // left by a merge that failed early: index m-1 only
+            while (r.hot_size) r.in_stack[r.stack[n - r.hot_size--]] = 0;
+            uint32_t kept = r.trail_mark[k];  // the trail since s_k merged keeps its values < k
+            for (uint32_t i = kept; i < r.trail_size; ++i) {
+                NodeId y = r.trail[i];
+                if (r.value[y] < k) { r.trail[kept++] = y; continue; }
+                r.value[y] = kUnreached;
+                if (in_s[y] != growth) r.expanded[y] = kUnreached;  // an S node passed on its own index
+            }
+            r.trail_size = kept;
+            for (uint32_t i = k; i < m; ++i)  // removed sources that nothing else reached
+                if (r.value[s_list[i]] == kUnreached) r.expanded[s_list[i]] = kUnreached;
+        }
+        for (uint32_t i = 0; i < bad_count; ++i)  // every witness lost a value
+            TESSEL_ASSERT(reach_of[0].value[bad[i]] == kUnreached || reach_of[1].value[bad[i]] == kUnreached);
+        if (++bad_epoch == 0) {
+            for (uint32_t i = 0; i < n; ++i) bad_mark[i] = 0;
+            bad_epoch = 1;
+        }
+        bad_count = 0;
+        max_rank = prefix_max_rank[k - 1];
+        min_rank = prefix_min_rank[k - 1];
+    }
+
+    // >>rollback element bitsets
     //
     // Elements are Q's nodes of other devices: their uncommitted nodes and their committed
     // subgraphs, fixed while one device grows. Each node y holds two windows of kBits bits
@@ -1966,9 +2022,7 @@ struct RollbackContext {
     // S keeps the union of its nodes' up windows and of their down windows. Merging v
     // fails iff an element is in v's up window and S's down union (v -> e -> S) or in v's
     // down window and S's up union (S -> e -> v): a few words per merge, no flood, and a
-    // failing merge changes nothing. In the first round on the bench's 100k layered graph
-    // the growths took a third of the floods' cycles for the same candidates (counted on an
-    // instrumented copy).
+    // failing merge changes nothing.
     // Why elements suffice, though the floods also block rejected nodes and the device's
     // committed subgraphs (no keep-apart edges, so a rollback removes only the node that
     // just failed, and S only grows):
@@ -1994,6 +2048,15 @@ struct RollbackContext {
     // reorders the ranks in its window lo..hi: the elements there are indexed again (they
     // keep their index range) and the windows meeting that range are computed again.
     bool bits_wanted() const { return !naive && !options.trace && !any_keep_apart; }
+    // Whether the device's growths switch to the bitsets, given its largest growth so far.
+    bool bitset_check_due(uint32_t largest_growth) const {
+        switch (options.tuning.bitset_check) {
+            case BitsetCheck::Always: return true;
+            case BitsetCheck::Never: return false;
+            case BitsetCheck::AfterThreshold: break;
+        }
+        return largest_growth >= options.tuning.bitset_threshold;
+    }
     bool is_element(NodeId q) const { return affinity[q] != bits->device; }  // q: a node of Q (canonical)
     // Allocates the bitsets (once per partition) and computes them for `device`; false
     // without memory (the floods stay).
@@ -2030,10 +2093,10 @@ struct RollbackContext {
     }
     // After a commit of the device whose contraction reordered ranks lo..hi. The bitsets
     // are given up for the rest of the device instead when the growths since the last
-    // commit checked fewer merges than 1/16 of the rows to compute: a row takes ~20 cycles
-    // here, a merge ~300 fewer with the bitsets than with the floods, and the growths
-    // only get smaller (rebuilding after each of the 1558 commits of the bench's 100k
-    // layered graph cost 543M cycles against the growths' 1117M, on an instrumented copy).
+    // commit checked fewer merges than 1/kRowsPerBitsetMerge of the rows to compute: a row
+    // costs far less than a merge saves with the bitsets, but the growths only get smaller.
+    // The ratio is tuned with bench/partition.
+    static constexpr uint64_t kRowsPerBitsetMerge = 16;
     void rebuild_bits(uint32_t lo, uint32_t hi) {
         ElementBits& b = *bits;
         const uint32_t first = b.before[lo], end = b.before[hi + 1];
@@ -2045,7 +2108,7 @@ struct RollbackContext {
         while (z + 1 < n && (int64_t)b.down_word[order[z + 1]] * 64 < (int64_t)end) ++z;
         const uint64_t rows = (uint64_t)(hi - a + 1) + (z - lo + 1);
         const uint64_t merges = bits_merges + (helper ? helper->bits_merges : 0);
-        if ((merges - merges_at_commit) * 16 < rows) {
+        if ((merges - merges_at_commit) * kRowsPerBitsetMerge < rows) {
             b.given_up = true;
             return;
         }
@@ -2081,7 +2144,7 @@ struct RollbackContext {
             const NodeId y = order[r];
             b.up_word[y] = (int32_t)(b.before[r + 1] / 64);
             const uint32_t out = (uint32_t)b.up_word[y] * 64 + kBits;  // the first element past the window
-            b.up_end[y] = out < b.count ? b.rank_of[out] : 0xffffffffu;
+            b.up_end[y] = out < b.count ? b.rank_of[out] : kNoRankBound;
             b.down_word[y] = (int32_t)((b.before[r] + 63) / 64) - (int32_t)kWords;
             const int32_t in = b.down_word[y] * 64;  // the window's first element
             b.down_begin[y] = in <= 0 ? 0 : b.rank_of[in - 1] + 1;
@@ -2141,11 +2204,11 @@ struct RollbackContext {
     }
     void start_bits_growth() {
         for (int32_t w = union_lo; w < union_hi; ++w) up_union[w] = down_union[w] = 0;
-        union_lo = 0x7fffffff;
+        union_lo = kEmptyUnionLow;
         union_hi = 0;
-        window_end = 0xffffffffu;
+        window_end = kNoRankBound;
         window_begin = 0;
-        min_rank = 0xffffffffu;
+        min_rank = kNoRankBound;
         max_rank = 0;
     }
     void add_windows(NodeId v) {
@@ -2209,7 +2272,8 @@ struct RollbackContext {
         return kNoNode;
     }
 
-    // ---- naive checker: the condition evaluated from the closure
+    // >>rollback naive checker
+    // The condition evaluated from the closure (the test oracle).
     NodeId naive_violation() {
         for (size_t w = 0; w < words; ++w) row_scratch[w] = 0;
         for (uint32_t i = 0; i < s_count; ++i) {
@@ -2230,60 +2294,6 @@ struct RollbackContext {
         return kNoNode;
     }
 
-    // ---- events
-    void add_to_s(NodeId v) {
-        in_s[v] = growth;
-        if (by_bits) {
-            add_windows(v);
-        } else if (!naive) {
-            for (Direction& r : reach_of) r.trail_mark[s_count] = r.trail_size;
-            s_index[v] = s_count;
-            uint32_t r = rank[v];
-            prefix_max_rank[s_count] = s_count && prefix_max_rank[s_count - 1] > r ? prefix_max_rank[s_count - 1] : r;
-            prefix_min_rank[s_count] = s_count && prefix_min_rank[s_count - 1] < r ? prefix_min_rank[s_count - 1] : r;
-        }
-        s_list[s_count++] = v;
-        if (naive) s_bits[v / 64] |= 1ull << (v % 64);
-    }
-    // After a merge or a rejection values only drop, so they are updated in place.
-    NodeId check_after_merge(NodeId v) {
-        if (naive) return naive_violation();
-        // A violation is a blocked node b with a path S -> b -> v or v -> b -> S. In the
-        // first, every node on b -> v is reached from S, and none reaches S (else b would
-        // reach S: P_{m-1} had failed). So v's own index, spreading down from v, meets b
-        // through hot nodes alone (reached in the other direction before v merged): they
-        // are expanded first, and about a quarter of the merges fail, most of them there.
-        // (In the second, the nodes on v -> b were not reached from S, so they hold no down
-        // value yet: the up spread finds b as they take them from their successors.) Both
-        // directions advance in turn, one expansion each.
-        // That search runs before the range grows to v's rank: beyond the old range values
-        // are not exact (parked nodes were not expanded), so it may miss a violation, but
-        // any it finds is real (a value means a path). Then the wider range (values below
-        // v's index, which create no violation: a blocked node that reaches P_{m-1} lies
-        // inside its range, where its values were exact), then the rest up to the first
-        // violation: the rollback needs no more (every blocked node v makes bad has
-        // max(up, down) = v's index). On the bench's 100k layered graph this order cut the
-        // expansions of failing merges from 13.5M to 6.5M (the search before the range's
-        // growth alone: 10.6M to 5.5M; both before down was kept on reached nodes only),
-        // and made the shortcut that rejected a node next to a blocked one on a cycle (a
-        // merge failing at once) slower than the merge.
-        for (int d = 0; d < 2; ++d)
-            if (source_value(d, v) < reach_of[d].expanded[v]) schedule(d, v);
-        expand_hot_until_bad();
-        if (bad_count) return first_bad();
-        if (rank[v] > max_rank) { const uint32_t previous = max_rank; max_rank = rank[v]; unpark(0, previous); settle(0); }
-        if (rank[v] < min_rank) { const uint32_t previous = min_rank; min_rank = rank[v]; unpark(1, previous); settle(1); }
-        expand_hot_until_bad();
-        while (!bad_count && (has_work(0) || has_work(1)))
-            for (int d = 0; d < 2 && !bad_count; ++d)
-                if (has_work(d)) expand_next(d);
-        return first_bad();
-    }
-    NodeId check_after_reject(NodeId r) {
-        if (naive) return naive_violation();
-        if (reach_of[0].value[r] != kUnreached && reach_of[1].value[r] != kUnreached) add_bad(r);
-        return first_bad();
-    }
     // The seed's rollback, one node at a time (naive checker): the last merged node leaves
     // S for the rejected list, and the condition is evaluated again.
     NodeId rollback_last(NodeId via) {
@@ -2298,66 +2308,23 @@ struct RollbackContext {
         return naive_violation();
     }
 
-    // The same rollback loop in one pass (scalable checker): rolling back to the prefix P_k
-    // blocks s_k..s_{m-1}, and P_k fails iff some blocked node b (these included) has
-    // max(up(b), down(b)) < k. The blocked nodes with both values are the `bad` list, so the
-    // least such maximum over them and over the removed suffix tells where the seed's loop
-    // stops, and which node each step names. Then the values >= k are cleared.
-    void rollback_until_valid() {
-        const uint32_t m = s_count;
-        uint32_t blocked_threshold = kUnreached;  // least max(up, down) over blocked nodes
-        NodeId blocked_witness = kNoNode;
-        for (uint32_t i = 0; i < bad_count; ++i) {
-            NodeId b = bad[i];
-            uint32_t t = reach_of[0].value[b] > reach_of[1].value[b] ? reach_of[0].value[b] : reach_of[1].value[b];
-            if (t < blocked_threshold) { blocked_threshold = t; blocked_witness = witness_name(b); }
+    // >>rollback growth
+    // One candidate, merged depth-first from its root.
+    void add_to_s(NodeId v) {
+        in_s[v] = growth;
+        if (by_bits) {
+            add_windows(v);
+        } else if (!naive) {
+            for (Direction& r : reach_of) r.trail_mark[s_count] = r.trail_size;
+            s_index[v] = s_count;
+            uint32_t r = rank[v];
+            prefix_max_rank[s_count] = s_count && prefix_max_rank[s_count - 1] > r ? prefix_max_rank[s_count - 1] : r;
+            prefix_min_rank[s_count] = s_count && prefix_min_rank[s_count - 1] < r ? prefix_min_rank[s_count - 1] : r;
         }
-        // Walk the seed's loop: remove s_{k}, k = m-1, m-2, ... while P_{k+1} fails.
-        uint32_t suffix_threshold = kUnreached;  // least max(up, down) over s_l, l > k
-        NodeId suffix_witness = kNoNode;
-        NodeId witness = blocked_witness;  // why P_m fails
-        uint32_t k = m;
-        for (;;) {
-            TESSEL_ASSERT(k > 1);  // a root alone always passes: Q is a DAG
-            NodeId v = s_list[--k];
-            in_s[v] = 0;
-            rejected[v] = growth;
-            rejected_list[rejected_count++] = v;
-            why_rejected[v] = Placement{PlacementReason::CycleThrough, witness};
-            if (options.trace) trace("  rollback %s: self-reference through %s\n", name(v), name(witness));
-            uint32_t up_v = reach_of[0].value[v], down_v = reach_of[1].value[v];
-            uint32_t t = up_v > down_v ? up_v : down_v;
-            if (t < suffix_threshold) { suffix_threshold = t; suffix_witness = v; }
-            if (blocked_threshold < k) witness = blocked_witness;
-            else if (suffix_threshold < k) witness = suffix_witness;
-            else break;  // P_k passes
-        }
-        s_count = k;
-        for (int d = 0; d < 2; ++d) {
-            Direction& r = reach_of[d];
-            while (r.stack_size) r.in_stack[r.stack[--r.stack_size]] = 0;  // left by a merge that failed early: index m-1 only
-            while (r.hot_size) r.in_stack[r.stack[n - r.hot_size--]] = 0;
-            uint32_t kept = r.trail_mark[k];  // the trail since s_k merged keeps its values < k
-            for (uint32_t i = kept; i < r.trail_size; ++i) {
-                NodeId y = r.trail[i];
-                if (r.value[y] < k) { r.trail[kept++] = y; continue; }
-                r.value[y] = kUnreached;
-                if (in_s[y] != growth) r.expanded[y] = kUnreached;  // an S node passed on its own index
-            }
-            r.trail_size = kept;
-            for (uint32_t i = k; i < m; ++i)  // removed sources that nothing else reached
-                if (r.value[s_list[i]] == kUnreached) r.expanded[s_list[i]] = kUnreached;
-        }
-        for (uint32_t i = 0; i < bad_count; ++i)  // every witness lost a value
-            TESSEL_ASSERT(reach_of[0].value[bad[i]] == kUnreached || reach_of[1].value[bad[i]] == kUnreached);
-        if (++bad_epoch == 0) {
-            for (uint32_t i = 0; i < n; ++i) bad_mark[i] = 0;
-            bad_epoch = 1;
-        }
-        bad_count = 0;
-        max_rank = prefix_max_rank[k - 1];
-        min_rank = prefix_min_rank[k - 1];
+        s_list[s_count++] = v;
+        if (naive) s_bits[v / 64] |= 1ull << (v % 64);
     }
+
     void reject(NodeId r, Placement why) {
         rejected[r] = growth;
         rejected_list[rejected_count++] = r;
@@ -2415,8 +2382,8 @@ struct RollbackContext {
         while (stack_size) {
             Frame& frame = stack[stack_size - 1];
             if (in_s[frame.node] != growth) { --stack_size; continue; }  // rolled back
-            // Nodes of other devices are blocked from the start (see the global condition
-            // above), so only the device's own neighbours are walked; a trace first names the
+            // Nodes of other devices are blocked from the start (see the global condition in
+            // >>rollback), so only the device's own neighbours are walked; a trace first names the
             // others in the seed's words, as the seed's walk would reject them here.
             Span<const NodeId> succ = graph.successors(frame.node);
             Span<const NodeId> pred = graph.predecessors(frame.node);
@@ -2462,6 +2429,7 @@ struct RollbackContext {
         trace("\n");
     }
 
+    // >>rollback contraction
     // Contracts a committed subgraph in Q: ranks inside its window are reordered so that
     // nodes reachable from it follow it and the rest precede it (valid: the condition
     // guarantees no path leaves it and returns). Returns the window.
@@ -2551,6 +2519,7 @@ struct RollbackContext {
         work_size = 0;
     }
 
+    // >>rollback candidate cache
     bool grow_pools(uint32_t nodes, uint32_t rejections) {  // only the ones that grow
         if (nodes != pool_capacity || !pool) {
             pool = arena->allocate_array<NodeId>(nodes);
@@ -2582,7 +2551,7 @@ struct RollbackContext {
             uint64_t nodes = pool_capacity, rejections = rejection_capacity;
             while (4 * need_nodes > 3 * nodes) nodes *= 2;
             while (4 * need_rejections > 3 * rejections) rejections *= 2;
-            if (nodes > 0xffffffffu || rejections > 0xffffffffu) return false;
+            if (nodes > UINT32_MAX || rejections > UINT32_MAX) return false;
             if (!grow_pools((uint32_t)nodes, (uint32_t)rejections)) return false;
         }
         pool_size = rejection_size = 0;
@@ -2694,7 +2663,7 @@ struct RollbackContext {
                 if (c.hi > high) high = c.hi;
             }
         if (low > high) return true;
-        // The windows were measured before the contraction, which moved nodes inside lo..hi.
+        // The windows were computed before the contraction, which moved nodes inside lo..hi.
         if (lo < low) low = lo;
         if (hi > high) high = hi;
         if (++commit_stamp == 0) {
@@ -2802,6 +2771,121 @@ struct RollbackContext {
             if (pending[rejections[i].node()].other == kNoNode) pending[rejections[i].node()] = rejections[i].why();
     }
 
+    // >>rollback helper thread
+    // Spins while `busy` holds, then yields the core between checks.
+    template <class Busy>
+    static void spin_while(Busy busy) {
+        constexpr uint32_t kSpinsBeforeYield = 4096;
+        for (uint32_t spins = 0; busy(); ++spins)
+            if (spins > kSpinsBeforeYield) std::this_thread::yield();
+    }
+    // The helper's context: its own growth state, the main one's view of the committed
+    // state. Without memory for it, there is no speculation.
+    void start_helper() {
+        void* memory = arena->allocate(sizeof(RollbackContext), alignof(RollbackContext));
+        if (!memory) return;
+        RollbackContext* h = new (memory) RollbackContext(graph, arena, builder, options);
+        if (h->allocate_growth_state() != Status::Ok) { h->~RollbackContext(); return; }
+        h->any_keep_apart = any_keep_apart;
+        h->bits = bits;
+        h->affinity = affinity;
+        h->rank = rank;
+        h->order = order;
+        h->representative = representative;
+        h->external_offset = external_offset;
+        h->external_count = external_count;
+        h->external_pred_offset = external_pred_offset;
+        h->external_pred_count = external_pred_count;
+        helper = h;
+        helper_thread = std::thread([this] { run_helper(); });
+    }
+    void run_helper() {
+        for (;;) {
+            spin_while([this] {
+                return helper_phase.load(std::memory_order_acquire) != kHelperGrowing &&
+                       !helper_quit.load(std::memory_order_acquire);
+            });
+            if (helper_phase.load(std::memory_order_acquire) != kHelperGrowing) return;  // quit
+            helper->grow(helper_root, helper_device);
+            // While this thread grows, store and go on; otherwise it stores the growth.
+            while (try_lock_round()) {
+                NodeId next = kNoNode;
+                if (store_helper_growth()) next = guess_next_root();
+                else helper_out_of_memory = true;
+                if (next == kNoNode) {
+                    helper_phase.store(kHelperIdle, std::memory_order_release);
+                    unlock_round();
+                    break;
+                }
+                helper_root = next;
+                unlock_round();
+                helper->grow(next, helper_device);
+            }
+            if (helper_phase.load(std::memory_order_relaxed) == kHelperGrowing)
+                helper_phase.store(kHelperGrown, std::memory_order_release);
+        }
+    }
+    bool try_lock_round() {
+        bool expected = false;
+        return round_lock.compare_exchange_strong(expected, true, std::memory_order_acquire);
+    }
+    void unlock_round() { round_lock.store(false, std::memory_order_release); }
+    void lock_round() { spin_while([this] { return !try_lock_round(); }); }
+    // Grows view.root here; the helper may use the round's state meanwhile.
+    void grow_sharing_round(DeviceId device) {
+        if (!helper) { grow(view.root, device); return; }
+        unlock_round();
+        grow(view.root, device);
+        lock_round();
+    }
+    bool helper_growing() const { return helper_phase.load(std::memory_order_acquire) == kHelperGrowing; }
+    void launch_helper(NodeId root, DeviceId device) {
+        helper->external = external;  // the lists grow at commits, never during a growth
+        helper->external_pred = external_pred;
+        helper_root = root;
+        helper_device = device;
+        helper_phase.store(kHelperGrowing, std::memory_order_release);
+    }
+    // The helper's finished growth into the cache (it is valid: nothing was committed since
+    // it started), with the round's lock held.
+    bool store_helper_growth() {
+        ++helper_growths;
+        const NodeId root = helper_root;
+        helper_root = kNoNode;
+        if (committed(root) || cache[root].valid) return true;
+        return store_candidate(root, helper_device, *helper);
+    }
+    // Stores the helper's growth if it has finished one.
+    bool store_grown_helper() {
+        if (helper_phase.load(std::memory_order_acquire) == kHelperGrown) {
+            helper_phase.store(kHelperIdle, std::memory_order_relaxed);
+            if (!store_helper_growth()) return false;
+        }
+        return !helper_out_of_memory;
+    }
+    // Waits for the helper's growth, if any, and stores it.
+    bool finish_helper() {
+        if (!helper) return true;
+        spin_while([this] { return helper_growing(); });
+        return store_grown_helper();
+    }
+    // This thread needs root r, at `position`. While the helper grows it, this thread grows
+    // the guess after it (or waits, if there is none); then it stores what the helper grew.
+    bool take_helper_root(NodeId r, uint32_t position, uint32_t dirty_count, DeviceId device) {
+        while (helper_root == r && helper_growing()) {
+            aim_view(r, position, dirty_count);  // r is left out of the guess: the helper grows it
+            const NodeId next = guess_next_root();
+            if (next == kNoNode) {
+                spin_while([this, r] { return helper_root == r && helper_growing(); });
+                break;
+            }
+            view.root = next;
+            grow_sharing_round(device);
+            if (helper_out_of_memory || !store_candidate(next, device, *this)) return false;
+        }
+        return store_grown_helper();
+    }
+
     void aim_view(NodeId root, uint32_t position, uint32_t dirty_count) {
         view.root = root;
         view.position = position;
@@ -2842,6 +2926,7 @@ struct RollbackContext {
         return true;
     }
 
+    // >>rollback rounds
     // A round lists roots in ascending order: a remaining root is listed when no listed
     // candidate of an earlier root contains it (then it is covered). The listing is kept
     // across rounds and only repaired where it changes: cover_before[x] counts the listed
@@ -2928,7 +3013,7 @@ struct RollbackContext {
                 if (listed_as[r] && !wanted) {
                     unlist(r);
                 } else if (!listed_as[r] && wanted) {
-                    if (!bits->built && !bits->given_up && bits_wanted() && largest_growth >= options.bitset_check_after) {
+                    if (!bits->built && !bits->given_up && bits_wanted() && bitset_check_due(largest_growth)) {
                         if (!finish_helper()) return Status::OutOfMemory;  // it reads the bitsets
                         if (!build_bits(device)) bits->given_up = true;
                     }
@@ -3001,7 +3086,7 @@ namespace detail {
 template <class T, class Less>
 void sort_by(T* a, uint32_t n, Less less) { std::sort(a, a + n, less); }  // introsort: no allocation
 
-// ---- levels ---------------------------------------------------------------------------
+// >>levels
 //
 // The clustering note's idea: an edge weighs 1 when its ends must be apart (keep-apart) or
 // differ in affinity, else 0; level(v) = the longest weighted path to v. Clusters are the
@@ -3096,7 +3181,7 @@ Status partition_levels(const Graph& graph, Builder& builder) {
     return Status::Ok;
 }
 
-// ---- waves ----------------------------------------------------------------------------
+// >>waves
 //
 // Device-ordered topological waves: the current device absorbs every ready node it owns,
 // including nodes that become ready meanwhile; then the next device with ready nodes (in
@@ -3183,7 +3268,7 @@ Status partition_waves(const Graph& graph, Builder& builder, const DeviceId* pri
     return builder.build_lists() ? Status::Ok : Status::OutOfMemory;
 }
 
-// ---- min-size post-pass ---------------------------------------------------------------
+// >>min-size post-pass
 //
 // Moves a subgraph smaller than the minimum into a neighbouring subgraph when the target's
 // device supports all its nodes, no keep-apart edge joins them, and no path of subgraphs
@@ -3310,6 +3395,7 @@ Status merge_small_subgraphs(const Graph& graph, Builder& builder, uint32_t mini
 
 }  // namespace detail
 
+// >>partition names
 const char* algorithm_name(PartitionAlgorithm algorithm) {
     switch (algorithm) {
         case PartitionAlgorithm::Rollback: return "rollback";
@@ -3338,6 +3424,7 @@ const char* reason_name(PlacementReason reason) {
     return "unknown";
 }
 
+// >>partition finish
 namespace detail {
 TESSEL_PRINTF_FORMAT(3, 4)
 inline Status partition_fail(Partition* result, Status status, const char* format, ...) {
@@ -3466,6 +3553,7 @@ Status finish_partition(const Graph& graph, Builder& builder, Partition* result,
 }
 }  // namespace detail
 
+// >>partition entry
 Status partition(const Graph& graph, const PartitionOptions& options, Arena* arena, Partition* result) {
     result->error[0] = 0;
     result->algorithm = options.algorithm;
@@ -3515,7 +3603,7 @@ Status partition(const Graph& graph, const PartitionOptions& options, Arena* are
             status = context.init();
             if (status == Status::LimitExceeded)
                 return detail::partition_fail(result, status, "naive closure needs %zu bytes, above max_closure_bytes=%zu",
-                                              (size_t)n * (((size_t)n + 63) / 64) * 8, options.max_closure_bytes);
+                                              (size_t)n * (((size_t)n + 63) / 64) * 8, options.tuning.max_closure_bytes);
             Placement* pending = detail::fill_array<Placement>(arena, n, Placement());
             if (!pending) status = Status::OutOfMemory;
             for (uint32_t k = 0; k < device_count && status == Status::Ok; ++k) status = context.run_device(priority[k], pending);
@@ -3650,20 +3738,19 @@ Status check_partition(const Graph& graph, Partition* partition, const uint64_t*
     return Status::Ok;
 }
 
+// >>affinities and placements
 Status assign_affinities(Graph* graph, Span<const StringView> devices, const uint64_t* supported) {
     DeviceId ids[64];
     if (devices.size > 64) return graph->fail(Status::LimitExceeded, "more than 64 devices");
     for (size_t i = 0; i < devices.size; ++i) {
-        Status status = graph->intern_device(devices[i], &ids[i]);
-        if (status != Status::Ok) return status;
+        TESSEL_TRY(graph->intern_device(devices[i], &ids[i]));
     }
     for (NodeId v = 0; v < graph->node_count(); ++v) {
         if (graph->node(v).affinity != kNoDevice) continue;
         bool done = false;
         for (size_t i = 0; i < devices.size && !done; ++i)
             if (ids[i] < 64 && supported && (supported[v] >> ids[i] & 1)) {
-                Status status = graph->set_affinity(v, devices[i]);
-                if (status != Status::Ok) return status;
+                TESSEL_TRY(graph->set_affinity(v, devices[i]));
                 done = true;
             }
         if (!done) return graph->fail(Status::InvalidArgument, "no listed device supports node '%s'", graph->node(v).name.data);

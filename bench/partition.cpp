@@ -1,11 +1,11 @@
 // bench/partition: partitioner time, memory, subgraphs and cross-device edges on synthetic
 // graphs (random layered DAGs and transformer-like chains, 5% of nodes on a second device),
-// 1k to 1M nodes. Not a test: it prints; the README keeps the figures.
+// 1k to 1M nodes. Not a test: it prints; docs/performance.md keeps the figures.
 //   build/bench/partition [max_nodes] [--no-naive] [--kind layered|transformer] [--skip ALGO]... [--all]
 //                         [--threads N]   (PartitionOptions::threads of rollback; default 1)
 //                         [--seed S]      (another random instance of each graph; default n + kind)
-//                         [--floods]      (rollback without element bitsets: bitset_check_after = UINT32_MAX)
-// Rollback is superlinear on the layered graphs (see README): there it runs up to 100k nodes,
+//                         [--floods]      (rollback without element bitsets: tuning.bitset_check = BitsetCheck::Never)
+// Rollback is superlinear on the layered graphs (see docs/performance.md): there it runs up to 100k nodes,
 // 1M with --all; on the transformer-like chains it runs at every size.
 #define TESSEL_IMPLEMENTATION
 #include "hetero.h"
@@ -116,17 +116,17 @@ int main(int argc, char** argv) {
             for (int a = 0; a < 4; ++a) {
                 PartitionOptions options;
                 options.algorithm = a == 3 ? PartitionAlgorithm::Rollback : (PartitionAlgorithm)a;
-                options.naive_closure = a == 3;
+                options.tuning.naive_closure = a == 3;
                 options.threads = a == 0 ? threads : 1;
-                if (floods) options.bitset_check_after = UINT32_MAX;
-                options.max_closure_bytes = (size_t)1 << 30;
+                if (floods) options.tuning.bitset_check = BitsetCheck::Never;
+                options.tuning.max_closure_bytes = (size_t)1 << 30;
                 if (a < 3 && skip[a]) continue;
                 if (a == 0 && !all && n > 100000u && kind == 0) {
                     std::printf("%-11s %8u %-9s %10s (skipped: superlinear here, --all runs it)\n",
                                 kind == 0 ? "layered" : "transformer", n, "rollback", "-");
                     continue;
                 }
-                if (a == 3 && (!naive || (size_t)n * n / 8 > options.max_closure_bytes || n > (all ? 10000u : 1000u))) continue;
+                if (a == 3 && (!naive || (size_t)n * n / 8 > options.tuning.max_closure_bytes || n > (all ? 10000u : 1000u))) continue;
                 // Best of several runs for the fast algorithms: the machine is shared and noisy.
                 // The arena is a preallocated buffer, touched once, as in firmware: the time
                 // is the algorithm's, not the page faults of fresh memory.

@@ -21,9 +21,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (int a = 0; a < 4; ++a) {
         tessel::PartitionOptions options;
         options.algorithm = a == 3 ? tessel::PartitionAlgorithm::Rollback : (tessel::PartitionAlgorithm)a;
-        options.naive_closure = a == 3;
+        options.tuning.naive_closure = a == 3;
         options.min_subgraph_size = size % 3;
-        if (a == 0 && size % 2) options.bitset_check_after = 0;
+        if (a == 0 && size % 2) options.tuning.bitset_check = tessel::BitsetCheck::Always;
         tessel::Partition result;
         tessel::Status status = tessel::partition(graph, options, &arena, &result);
         if (status == tessel::Status::OutOfMemory || status == tessel::Status::InvalidArgument) continue;

@@ -328,7 +328,7 @@ TEST_CASE("graph: a million-node chain builds and finalizes without recursion") 
     CHECK(graph.node_count() == n);
     CHECK(graph.topological_order()[n - 1] == n - 1);
     CHECK(graph.find("n999999") == n - 1);
-    CHECK(arena.used() / n < 160);  // bytes per node, README: "Memory"
+    CHECK(arena.used() / n < 160);  // bytes per node, docs/performance.md
 }
 
 TEST_CASE("dot: nodes coloured by affinity") {

@@ -35,7 +35,7 @@ struct Run {
         for (const std::string& d : devices) views.push_back(StringView(d.data(), d.size()));
         PartitionOptions options;
         options.algorithm = algorithm;
-        options.naive_closure = naive;
+        options.tuning.naive_closure = naive;
         options.devices = Span<const StringView>(views.data(), views.size());
         if (with_trace) { options.trace = test::append_to_string; options.trace_user = &trace; }
         status = partition(graph, options, &arena, &result);
@@ -305,8 +305,8 @@ TEST_CASE("partition: every bad input has its status and message") {
     SUBCASE("naive closure above its limit") {
         Graph graph(&arena);
         REQUIRE(test::read("a A\nb A a\n", &graph) == Status::Ok);
-        options.naive_closure = true;
-        options.max_closure_bytes = 8;
+        options.tuning.naive_closure = true;
+        options.tuning.max_closure_bytes = 8;
         CHECK(partition(graph, options, &arena, &result) == Status::LimitExceeded);
         CHECK(std::string(result.last_error()) == "naive closure needs 16 bytes, above max_closure_bytes=8");
     }
@@ -438,7 +438,7 @@ TEST_CASE("property: every algorithm's result passes check_partition; rollback e
         for (int algorithm = 0; algorithm < 4; ++algorithm) {
             PartitionOptions options;
             options.algorithm = algorithm == 3 ? PartitionAlgorithm::Rollback : (PartitionAlgorithm)algorithm;
-            options.naive_closure = algorithm == 3;
+            options.tuning.naive_closure = algorithm == 3;
             if (iteration % 7 == 0) options.min_subgraph_size = 3;
             Partition result;
             REQUIRE(partition(graph, options, &arena, &result) == Status::Ok);
@@ -499,7 +499,7 @@ void check_rollback_equals_naive(const std::string& text) {
     std::vector<uint32_t> subgraph_of[2];
     for (int naive = 0; naive < 2; ++naive) {
         PartitionOptions options;
-        options.naive_closure = naive == 1;
+        options.tuning.naive_closure = naive == 1;
         Partition result;
         REQUIRE(partition(graph, options, &arena, &result) == Status::Ok);
         CHECK(check_partition(graph, &result) == Status::Ok);
@@ -597,8 +597,8 @@ BitsetCounters rollback_with_bitsets(const std::string& text, bool naive, uint32
     BitsetCounters counters;
     for (int run = naive ? 0 : 1; run < 3; ++run) {
         PartitionOptions options;
-        options.naive_closure = run == 0;
-        options.bitset_check_after = run == 2 ? 0 : UINT32_MAX;
+        options.tuning.naive_closure = run == 0;
+        options.tuning.bitset_check = run == 2 ? BitsetCheck::Always : BitsetCheck::Never;
         options.threads = run == 2 ? threads : 1;
         Partition result;
         REQUIRE(partition(graph, options, &arena, &result) == Status::Ok);
@@ -652,7 +652,7 @@ TEST_CASE("rollback with element bitsets: the helper thread reads them too; keep
         REQUIRE(test::read(keep_apart ? "a A\nb B a\nc A !a b\n" : "a A\nb B a\nc A a b\n", &graph) == Status::Ok);
         std::string trace;
         PartitionOptions options;
-        options.bitset_check_after = 0;
+        options.tuning.bitset_check = BitsetCheck::Always;
         if (!keep_apart) {
             options.trace = test::append_to_string;
             options.trace_user = &trace;
