@@ -47,7 +47,7 @@
    use non-temporal stores, and their rows page lanes: while a row has a 4 KiB page per lane
    left, lane k walks page k of a block (emit_page_blocks), and shorter rows, 16 or more a
    lane, go in row groups: lane k walks rows 16k to 16k+15 of each group, with its own row
-   values (emit_row_groups); SnippetOptions::lanes, streaming_stores and page_lanes
+   values (emit_row_groups); SnippetTuning::lanes, streaming_stores and page_lanes
    override; rows of up to 4 vectors and 35 floats run as straight code, their tiles
    without the loop (emit_short_rows)) through the target's jitter table;
    emit_kernel_a64 for NEON (per row: 4-float tiles with post-incremented ldr/str q, ld1r
@@ -259,7 +259,9 @@ public:
     uint32_t size() const { return count_; }
     uint32_t hits() const { return hits_; }
     uint32_t misses() const { return misses_; }
-    // internal
+
+private:
+    friend class Snippet;   // compile() looks kernels up and inserts them
     // What the emission decided, so that a cache hit reports the statistics of the kernel it
     // reuses.
     struct Emitted {
@@ -271,40 +273,39 @@ public:
     struct Entry { uint64_t hash; void* key; size_t key_bytes; void* kernel; Emitted emitted; };
     const Entry* find(uint64_t hash, const void* key, size_t key_bytes);
     bool insert(uint64_t hash, const void* key, size_t key_bytes, void* kernel, const Emitted& emitted);
-private:
     Entry entries_[kCapacity] = {};
     uint32_t count_ = 0, hits_ = 0, misses_ = 0;
 };
 
 // >>snippet
-struct SnippetOptions {
-    Isa isa = Isa::Auto;
-    uint32_t max_registers = 0;  // vector registers the allocator may use; 0: all it has
-    KernelCache* cache = nullptr;
-    bool reference_fma = true;   // Ref only: fuse FMA steps (false reproduces Sse41 exactly)
-    bool fuse_broadcast_loads = true;  // false keeps Load + BroadcastMove pairs (for tests)
-    // Neon: table lookups load a whole table into v12-v15 for one tbl when those are free;
-    // false always takes the four-step tbl/tbx path used when they are not (for tests).
-    bool neon_table_registers = true;
-    // Lower and assemble for `isa` without making the code executable: works for every JIT
-    // target on any host (Neon code on x86-64 and back), to check code generation where it
-    // cannot run. compile() then leaves the snippet unrunnable (run() is NotFinalized).
-    bool emit_only = false;
-    // Non-temporal stores for the first output's vector tiles (x86-64): -1 when the bytes one
-    // run walks exceed the last-level cache (last_level_cache_bytes(), capped at 64 MiB) and
-    // the body has no transcendental op or will walk its rows in page lanes or row groups
-    // (below; on one stream compute-bound kernels were slower with them), 0 never, 1 always,
-    // 2 always but in place. With -1 and 2 a kernel that streams comes with a second one that
-    // stores as usual, which run() takes when an output is one of the inputs (in place: the
-    // loads have brought the output's lines into the cache; SnippetStats::in_place_kernel).
-    int8_t streaming_stores = -1;
+// Switches that force what compile() otherwise decides, for tests and benches; the defaults
+// are right. Only reference_fma changes results (it picks the interpreter's FMA mode); the
+// others change the code, never its output.
+struct SnippetTuning {
+    // Non-temporal stores for the first output's vector tiles (x86-64).
+    enum class StreamingStores : uint8_t {
+        // When the bytes one run walks exceed the last-level cache (last_level_cache_bytes(),
+        // capped at 64 MiB) and the body has no transcendental op or will walk its rows in
+        // page lanes or row groups (on one stream they slow compute-bound kernels down).
+        Auto,
+        Never,
+        Always,
+        // Always, and like Auto with a twin that stores as usual, which run() takes when an
+        // output is one of the inputs (SnippetStats::in_place_kernel).
+        AlwaysWithInPlaceTwin,
+    };
     // Page lanes (AVX-512 with 2 or more lanes): while a row has one 4 KiB page per lane
     // left, lane k walks page k of the block instead of the vector next to lane k-1, so the
     // loop moves that many streams at once; rows shorter than a block of pages, when there
     // are at least 16 a lane, are walked in row groups instead (lane k walks rows 16k to
-    // 16k+15 of a group, SnippetStats::row_groups): -1 with non-temporal stores, 0 never,
-    // 1 always.
-    int8_t page_lanes = -1;
+    // 16k+15 of a group, SnippetStats::row_groups).
+    enum class PageLanes : uint8_t {
+        Auto,   // with non-temporal stores
+        Never,
+        Always,
+    };
+    StreamingStores streaming_stores = StreamingStores::Auto;
+    PageLanes page_lanes = PageLanes::Auto;
     // Vector tiles per loop iteration (AVX-512): 0 picks 2 to 4 when the body's values fit 6
     // registers without spilling (as many lanes as the registers one lane needs, values and
     // temporaries, allow: 4 up to 8, 3 up to 10; when one run walks more than 4 MiB, 3 up to
@@ -313,6 +314,22 @@ struct SnippetOptions {
     // 1 forces one, 2 to 4 cap the number. 3 and 4 lanes run as a software pipeline
     // (SnippetStats::software_pipelined), 2 in lockstep.
     uint8_t lanes = 0;
+    uint32_t max_registers = 0;        // vector registers the allocator may use; 0: all it has
+    bool reference_fma = true;         // Ref only: fuse FMA steps (false reproduces Sse41 exactly)
+    bool fuse_broadcast_loads = true;  // false keeps Load + BroadcastMove pairs
+    // Neon: table lookups load a whole table into v12-v15 for one tbl when those are free;
+    // false always takes the four-step tbl/tbx path used when they are not.
+    bool neon_table_registers = true;
+};
+
+struct SnippetOptions {
+    Isa isa = Isa::Auto;
+    KernelCache* cache = nullptr;
+    // Lower and assemble for `isa` without making the code executable: works for every JIT
+    // target on any host (Neon code on x86-64 and back), to check code generation where it
+    // cannot run. compile() then leaves the snippet unrunnable (run() is NotFinalized).
+    bool emit_only = false;
+    SnippetTuning tuning;
 };
 // Size of the largest data cache (CPUID leaf 4 or 0x8000001D; 0x80000006 on older AMD), 0
 // when unknown (then streaming stores are used above 32 MiB).
@@ -336,11 +353,11 @@ struct SnippetStats {
     bool software_pipelined = false; // 3-4 lanes skewed across loop iterations (emit_pipelined_tiles)
     uint32_t cold_arguments = 0;     // argument pointers kept in the kernel's frame (past 11)
     bool streaming_stores = false;   // the first output's vector tiles store non-temporally
-    bool page_lanes = false;         // lanes walk different 4 KiB pages (SnippetOptions::page_lanes)
-    bool row_groups = false;         // short rows: lanes walk different rows (SnippetOptions::page_lanes)
+    bool page_lanes = false;         // lanes walk different 4 KiB pages (SnippetTuning::page_lanes)
+    bool row_groups = false;         // short rows: lanes walk different rows (SnippetTuning::page_lanes)
     bool page_prefetch = false;      // page lanes of a transcendental body prefetch their inputs' next block
     bool short_rows = false;         // rows of up to 4 vectors as straight code, for rows of the compiled length
-    bool in_place_kernel = false;    // a second kernel with ordinary stores for runs in place (SnippetOptions::streaming_stores)
+    bool in_place_kernel = false;    // a second kernel with ordinary stores for runs in place (SnippetTuning::streaming_stores)
     uint64_t compile_ns = 0;
     bool cache_hit = false;
     uint32_t normalized_rank = 0;    // dimensions after collapsing
@@ -1638,7 +1655,7 @@ struct Program {
     uint32_t constants[256];       // data-section slots: float bits, or a lookup table's id
     uint8_t constant_kinds[256] = {};  // 0: a float in every lane; 1 + k: part k of a lookup table
     uint32_t constant_count = 0;
-    bool neon_table_registers = true;  // SnippetOptions::neon_table_registers
+    bool neon_table_registers = true;  // SnippetTuning::neon_table_registers
     uint32_t spill_slots = 0;
     uint32_t registers_used = 0;
     uint32_t spilled = 0;
@@ -2786,7 +2803,7 @@ inline bool emit_pipelined_tiles(EmitContext& e, uint32_t w, uint32_t lanes, asm
     return true;
 }
 
-// Page blocks (SnippetOptions::page_lanes): while the row has a 4 KiB page per lane left,
+// Page blocks (SnippetTuning::page_lanes): while the row has a 4 KiB page per lane left,
 // lane k walks page k of the block, tile t taking vector t of each page, so the loop moves
 // `lanes` streams 4 KiB apart instead of one. In a one-off loop on the Xeon of the README
 // (y = max(x*a + b, 0), non-temporal stores, 64M floats) one stream moved 18 GB/s, vectors
@@ -2827,7 +2844,7 @@ struct RowShape {
     const int64_t* strides = nullptr;
 };
 
-// Row groups (SnippetOptions::page_lanes, for rows shorter than a block of pages): lane k
+// Row groups (SnippetTuning::page_lanes, for rows shorter than a block of pages): lane k
 // walks rows k*kRowGroup to k*kRowGroup + kRowGroup - 1 of a group of lanes * kRowGroup rows,
 // all lanes at the same column, each with its own row values, so the loop moves `lanes`
 // streams. In a one-off loop on the Xeon of the README (the layer-norm tail, rows of 768
@@ -4012,6 +4029,7 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
     uint64_t start = detail::now_ns();
     release();
     stats_ = SnippetStats();
+    const SnippetTuning& tuning = options.tuning;
     Isa isa = options.isa == Isa::Auto ? default_isa() : options.isa;
     if ((int)isa > (int)Isa::Auto) return fail(Status::InvalidArgument, "compile: unknown isa");
     bool emit_only = options.emit_only && isa != Isa::Ref;
@@ -4063,7 +4081,7 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
     results_ = results;
     isa_ = isa;
     stats_.isa = isa;
-    fused_ = isa == Isa::Ref ? options.reference_fma : isa_uses_fma(isa);
+    fused_ = isa == Isa::Ref ? tuning.reference_fma : isa_uses_fma(isa);
     if (isa == Isa::Ref) {
         columns_ = static_cast<float*>(TESSEL_MALLOC((size_t)body.size() * detail::kColumn * sizeof(float) + 1));
         if (!columns_) return fail(Status::OutOfMemory, "compile: no memory for the interpreter columns");
@@ -4076,17 +4094,19 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
     (void)options;
     return fail(Status::Unsupported, "compile: built with TESSEL_NO_JIT");
 #else
+    using StreamingStores = SnippetTuning::StreamingStores;
+    using PageLanes = SnippetTuning::PageLanes;
     Arena scratch;
     detail::Program program;
-    program.neon_table_registers = options.neon_table_registers;
+    program.neon_table_registers = tuning.neon_table_registers;
     Status s = detail::insert_load_store(body, inner_broadcast + params, &scratch, &program);
     if (s == Status::Ok) { detail::power_static(&program); s = detail::insert_broadcast_move(&program, inner_broadcast, &scratch); }
-    if (s == Status::Ok && options.fuse_broadcast_loads) s = detail::fuse_broadcast_load(&program, &scratch);
+    if (s == Status::Ok && tuning.fuse_broadcast_loads) s = detail::fuse_broadcast_load(&program, &scratch);
     if (s == Status::Ok) s = detail::scalars_to_data_section(&program);
     if (s == Status::Ok) s = detail::eliminate_dead_code_and_schedule(&program, &scratch);
     uint32_t total = isa == Isa::Avx512 || isa == Isa::Neon ? 32 : 16, reserved = detail::kScratchRegisters;
     uint32_t allocatable = total - reserved;
-    if (options.max_registers && options.max_registers < allocatable) allocatable = options.max_registers;
+    if (tuning.max_registers && tuning.max_registers < allocatable) allocatable = tuning.max_registers;
     if (s != Status::Ok) return fail(s, "compile: lowering failed (out of memory or more than 256 constants)");
     // Two tiles in lockstep on AVX-512 (each lane gets a bank of 16 registers) hide the
     // latency of the long approximation chains; taken when the values fit a bank unspilled.
@@ -4097,15 +4117,15 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
     const uint64_t row_vectors = d.dims[d.rank - 1] / isa_vector_floats(isa);
     auto row_iterations = [row_vectors](uint64_t l) { return row_vectors / l + row_vectors % l; };
     uint32_t row_lanes = 4;
-    if (!options.lanes) {
+    if (!tuning.lanes) {
         row_lanes = 1;
         for (uint32_t l = 2; l <= 4 && l <= row_vectors; ++l)
             if (row_iterations(l) <= row_iterations(row_lanes)) row_lanes = l;
     }
     uint32_t lanes = 1;
-    if (isa == Isa::Avx512 && options.lanes != 1 && row_lanes >= 2) {
+    if (isa == Isa::Avx512 && tuning.lanes != 1 && row_lanes >= 2) {
         uint32_t half = 16 - reserved < allocatable ? 16 - reserved : allocatable;
-        bool fits = options.lanes >= 2 || half == allocatable;
+        bool fits = tuning.lanes >= 2 || half == allocatable;
         if (!fits) {
             for (uint32_t i = 0; i < program.count; ++i) { program.code[i].reg = -1; program.code[i].slot = -1; program.code[i].hoisted = false; }
             program.spill_slots = program.registers_used = program.spilled = 0;
@@ -4136,12 +4156,13 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
     row_shape.strides = row_strides;
     // Page blocks for most of each row (3 lanes from 3072 floats, 2 from 2048), or row
     // groups for 3 lanes (then also for 2).
-    const bool may_page = isa == Isa::Avx512 && lanes >= 2 && options.page_lanes != 0 &&
+    const bool may_page = isa == Isa::Avx512 && lanes >= 2 && tuning.page_lanes != PageLanes::Never &&
                           (row_shape.n >= 3072 || detail::row_groups_apply(&program, &row_shape, isa, 3,
                                                                           detail::cold_argument_count(isa, params + results),
                                                                           params + results));
-    bool streaming = options.streaming_stores >= 1;
-    if (options.streaming_stores < 0 && stats_.bytes_fused > (4ull << 20) && (!transcendental || may_page)) {
+    bool streaming = tuning.streaming_stores == StreamingStores::Always ||
+                     tuning.streaming_stores == StreamingStores::AlwaysWithInPlaceTwin;
+    if (tuning.streaming_stores == StreamingStores::Auto && stats_.bytes_fused > (4ull << 20) && (!transcendental || may_page)) {
         uint64_t threshold = last_level_cache_bytes();
         if (threshold == 0 || threshold > (64ull << 20)) threshold = threshold ? 64ull << 20 : 32ull << 20;
         streaming = stats_.bytes_fused > threshold;
@@ -4155,10 +4176,10 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
     // larger bodies); in the caches 4 pipelined lanes are the fastest.
     const bool beyond_caches = stats_.bytes_fused > (4ull << 20);
     const uint32_t max_lanes = beyond_caches ? 3u : 4u;
-    const uint32_t lane_cap = options.lanes ? (options.lanes > 4 ? 4u : options.lanes) : std::min(max_lanes, row_lanes);
+    const uint32_t lane_cap = tuning.lanes ? (tuning.lanes > 4 ? 4u : tuning.lanes) : std::min(max_lanes, row_lanes);
     stats_.lanes = lanes;
     stats_.streaming_stores = streaming;
-    const bool page_lanes = isa == Isa::Avx512 && (options.page_lanes < 0 ? streaming : options.page_lanes == 1);
+    const bool page_lanes = isa == Isa::Avx512 && (tuning.page_lanes == PageLanes::Auto ? streaming : tuning.page_lanes == PageLanes::Always);
     // In place, ordinary stores beat non-temporal ones: the loads have brought the output's
     // lines into the cache. On the Xeon of the README, 64M floats in place, page lanes (or row
     // groups) with ordinary stores against non-temporal ones (one-off driver, medians of 6):
@@ -4168,7 +4189,7 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
     // its inputs (a parameter of the output's shape) comes with a twin: its copy with
     // ordinary stores (detail::patched_twin).
     bool in_place_variant = false;
-    for (uint32_t t = 0; t < params && streaming && options.streaming_stores != 1 && !emit_only; ++t)
+    for (uint32_t t = 0; t < params && streaming && tuning.streaming_stores != StreamingStores::Always && !emit_only; ++t)
         for (uint32_t r = params; r < params + results; ++r) {
             bool same_shape = true;
             for (uint32_t i = 0; i < d.rank; ++i) same_shape = same_shape && d.strides[t][i] == d.strides[r][i];
@@ -4198,7 +4219,7 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
         stats_.spilled_values = program.spilled;
 
         // Cache key: target, lanes and stores chosen so far, the cap on the lanes emit_kernel
-        // may add (SnippetOptions::lanes, or 3 beyond the caches and 4 within: a kernel
+        // may add (SnippetTuning::lanes, or 3 beyond the caches and 4 within: a kernel
         // compiled for a small shape is not reused for a large one), register budget,
         // argument count, lowered program; on x86 the row strides too (the pointers move by
         // them as immediates, emit_next_row, and row groups take them as displacements), with
@@ -4214,7 +4235,7 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
         uint32_t grouped = 0;
         for (uint32_t l = 2; l <= 4 && page_lanes; ++l)
             grouped |= (uint32_t)detail::row_groups_apply(&program, &row_shape, isa, l, stats_.cold_arguments, params + results) << (l - 2);
-        uint32_t header[4] = {(uint32_t)isa | lanes << 8 | (uint32_t)streaming << 16 | (uint32_t)options.neon_table_registers << 17 |
+        uint32_t header[4] = {(uint32_t)isa | lanes << 8 | (uint32_t)streaming << 16 | (uint32_t)tuning.neon_table_registers << 17 |
                                   lane_cap << 18 | (uint32_t)page_lanes << 24 | (uint32_t)in_place_variant << 25 | grouped << 26,
                               allocatable, params + results,
                               program.constant_count};
@@ -4271,7 +4292,7 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
                              : detail::emit_kernel(&program, isa, allocatable, lanes, streaming, params + results, emit_only, &kernel_,
                                                    &code_size, &scratch_peak, error_, sizeof error_, zone, zone ? kZoneBytes : 0,
                                                    true, lane_cap,
-                                                   &emitted_lanes, &scratch, options.lanes == 0 && beyond_caches, &pinned,
+                                                   &emitted_lanes, &scratch, tuning.lanes == 0 && beyond_caches, &pinned,
                                                    &shared, page_lanes, &row_shape, &row_groups,
                                                    in_place_variant ? &kernel_in_place_ : nullptr);
         stats_.scratch_registers = scratch_peak;
@@ -4458,7 +4479,7 @@ Status interpret(const SnippetBody& body, Span<const float* const> inputs, Span<
     Snippet snippet;
     SnippetOptions options;
     options.isa = Isa::Ref;
-    options.reference_fma = fused;
+    options.tuning.reference_fma = fused;
     Status s = snippet.compile(body, options);
     if (s != Status::Ok) return s;
     return snippet.run(inputs, outputs);
