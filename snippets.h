@@ -178,11 +178,12 @@ Status snippet_op_from_name(StringView name, SnippetOp* op);
 // Published accuracy bound in ULP against a double-precision reference, over the sweeps of
 // test/test_snippets.cpp and bench/snippets.cpp (the GELU sweeps include their denormal
 // tails), for
-// targets with FMA (fma = isa_uses_fma(isa)) or without; 0 means exact, 0xffff no bound:
+// targets with FMA (fma = isa_uses_fma(isa)) or without; 0 means exact, kNoUlpBound none:
 // Pow and PowerStatic (exp(b log a), or repeated products for integer exponents) have an error
 // that grows with |b log a|.
 // HardSigmoid without FMA rounds alpha*x before adding beta: its error is absolute (<= 2^-24)
 // near the lower kink, hence the large ULP figure.
+constexpr uint32_t kNoUlpBound = 0xffff;
 uint32_t snippet_op_ulp_bound(SnippetOp op, bool fma = true);
 // Default attributes: Elu alpha 1; Selu alpha 1.6732632, gamma (beta) 1.0507010; HardSigmoid
 // 0.2, 0.5; HardSwish 1/6, 0.5; LeakyRelu 0.01; Swish 1 (x * sigmoid(alpha x)); Clip -inf..inf.
@@ -1444,7 +1445,7 @@ inline const OpInfo& op_info(SnippetOp op) {
     static const OpInfo table[] = {
         {"Parameter", 0, 0, 0}, {"Scalar", 0, 0, 0},
         {"Add", 2, 0, 0}, {"Sub", 2, 0, 0}, {"Mul", 2, 0, 0}, {"Div", 2, 0, 0}, {"Max", 2, 0, 0},
-        {"Min", 2, 0, 0}, {"Pow", 2, 0xffff, 0xffff}, {"PowerStatic", 1, 0xffff, 0xffff},
+        {"Min", 2, 0, 0}, {"Pow", 2, kNoUlpBound, kNoUlpBound}, {"PowerStatic", 1, kNoUlpBound, kNoUlpBound},
         {"Sqrt", 1, 0, 0}, {"Reciprocal", 1, 0, 0}, {"Abs", 1, 0, 0}, {"Neg", 1, 0, 0},
         {"Exp", 1, 1, 1}, {"Log", 1, 1, 1}, {"Tanh", 1, 3, 3}, {"Sigmoid", 1, 3, 3}, {"Relu", 1, 0, 0},
         {"Clip", 1, 0, 0}, {"Elu", 1, 3, 3}, {"Selu", 1, 4, 4}, {"Erf", 1, 2, 3},
@@ -4480,8 +4481,7 @@ Status interpret(const SnippetBody& body, Span<const float* const> inputs, Span<
     SnippetOptions options;
     options.isa = Isa::Ref;
     options.tuning.reference_fma = fused;
-    Status s = snippet.compile(body, options);
-    if (s != Status::Ok) return s;
+    TESSEL_TRY(snippet.compile(body, options));
     return snippet.run(inputs, outputs);
 }
 
@@ -4818,8 +4818,7 @@ Status build_island_body(const Graph& graph, const Tokenization& t, uint32_t isl
             const TensorDesc& d = producer.outputs[edge.port];
             if (d.rank > kSnippetMaxRank) return Status::LimitExceeded;
             ValueId value;
-            Status s = body->parameter(Span<const int64_t>(d.dims, d.rank), &value);
-            if (s != Status::Ok) return s;
+            TESSEL_TRY(body->parameter(Span<const int64_t>(d.dims, d.rank), &value));
             input_nodes[inputs] = edge.producer;
             if (input_ports) input_ports[inputs] = edge.port;
             externals[inputs++] = External{edge.producer, edge.port, value};
@@ -4840,32 +4839,28 @@ Status build_island_body(const Graph& graph, const Tokenization& t, uint32_t isl
             for (uint32_t k = 0; k < inputs; ++k)
                 if (externals[k].producer == edge.producer && externals[k].port == edge.port) args[e] = externals[k].value;
         }
-        Status s;
         if (node.op == StringView("Constant")) {
             float value;
             if (!detail::constant_value(graph, v, &value)) return Status::InvalidArgument;
-            s = body->scalar(value, own);
+            TESSEL_TRY(body->scalar(value, own));
         } else {
             SnippetOp op;
             float alpha, beta;
             if (snippet_node_operation(graph, v, &op, &alpha, &beta) != Status::Ok) return Status::InvalidArgument;
             if (op == SnippetOp::Clip && node.num_inputs > 1) {  // ONNX Clip(x, min, max): tensors
                 ValueId x = args[0];
-                s = Status::Ok;
-                if (node.num_inputs > 1) s = body->binary(SnippetOp::Max, args[1], x, &x);   // NaN in x stays
-                if (s == Status::Ok && node.num_inputs > 2) s = body->binary(SnippetOp::Min, args[2], x, &x);
+                if (node.num_inputs > 1) TESSEL_TRY(body->binary(SnippetOp::Max, args[1], x, &x));   // NaN in x stays
+                if (node.num_inputs > 2) TESSEL_TRY(body->binary(SnippetOp::Min, args[2], x, &x));
                 *own = x;
             } else {
-                s = body->add(op, Span<const ValueId>(args, snippet_op_arity(op)), alpha, beta, own);
+                TESSEL_TRY(body->add(op, Span<const ValueId>(args, snippet_op_arity(op)), alpha, beta, own));
             }
         }
-        if (s != Status::Ok) return s;
         bool output = graph.successors(v).size == 0;
         for (NodeId succ : graph.successors(v)) if (t.island_of[succ] != island) output = true;
         if (output) {
             if (inputs + outputs == kSnippetMaxArgs) return Status::LimitExceeded;
-            s = body->result(*own);
-            if (s != Status::Ok) return s;
+            TESSEL_TRY(body->result(*own));
             output_nodes[outputs++] = v;
         }
     }
