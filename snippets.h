@@ -811,8 +811,8 @@ V math_log(M& m, V x) {
 // interval), with coefficients that each lane takes from kLookupTables[c0_table + j] by its
 // interval k (register permutes, no gather), so there is no branch to blend and f keeps its
 // relative accuracy near 0. The last step, t c0 + (t u) q(u), rounds once on its large term.
-// Horner, not Estrin: Estrin's extra live values cost the GELU(tanh) pattern two of its four
-// lanes on AVX-512 and ran 15% slower there. Takes t, u and k.
+// Horner, not Estrin: Estrin's extra live values would cost the GELU(tanh) pattern two of its
+// four lanes on AVX-512 (tuned with bench/snippets). Takes t, u and k.
 // c_0 + c_1 u + ... + c_degree u^degree by Horner, c_j = kLookupTables[table + j] at k.
 template <class M, class V>
 V lookup_horner(M& m, const V& u, const V& k, uint32_t table, uint32_t degree) {
@@ -911,8 +911,8 @@ V math_sigmoid(M& m, V x) {
 
 // erf: odd_piecewise over [0, 4) in intervals a quarter wide, degree 5, t clamped to 3.99
 // (erf rounds to 1 from 3.92 on). 1.1 ulp with FMA, 2.1 without. Per vector on AVX-512: 6
-// permutes, 7 FMA-pipe operations and 7 others, about half of the two-branch scheme (N.
-// Juffa's erff) it replaces; the GELU(erf) pattern ran twice as fast in L2.
+// permutes, 7 FMA-pipe operations and 7 others, about half the work of a two-branch scheme
+// (N. Juffa's erff).
 template <class M, class V>
 V math_erf(M& m, const V& x) { return odd_piecewise(m, x, 3.99f, 0.125f, 3.75f, kErfC0, 5); }
 
@@ -977,21 +977,9 @@ V fma_exact(M& m, const V& a, const V& b, const V& c) {
 // multiplication, which then rounds once into the denormal range.
 constexpr int kTailScale = 64;
 
-// Cost of the kernels on AVX-512 (2-core AMD EPYC, Zen 5 at ~3.5 GHz; measured there with
-// independent instructions: FMA/mul 2 per cycle, add/min 2, vpermps 2 (sharing those pipes:
-// 4 permutes + 4 FMAs take 2.8 cycles), logic/blend 4, vdivps one per 2.5 cycles, two 64-byte
-// loads). 90% of a 44.5 GB/s memcpy is 40 GB/s: 11 cycles per 16 floats in and out.
-//                      FP operations per 16 floats          lanes  measured in L2 (GB/s)
-//   GELU(erf) pattern  7 permutes + 24, no division           4     48 (was 24 with Juffa's erff)
-//   GELU(tanh) pattern 6 permutes + 24, no division           4     37 (was 24 with exp/div tanh,
-//                                                                     32 with 7 permutes + 25)
-//   Swish pattern      ~26 with a division (vscalefps scales)  4     40 (was 31); now ~20 (sigmoid's
-//                                                                     exp uncompensated: on the Xeon
-//                                                                     of the README 26 -> 33 in L2)
-//   GeluErf op         6 permutes + ~50, no division           3     20 (was 11 with N. Juffa's erfc:
-//                                                                     ~87 with two divisions)
-// The patterns now sit near the FP pipes' throughput; one lane alone is latency-bound (a tile's
-// critical path is ~60 cycles), hence the lanes.
+// Why the lanes: with the table lookups the GELU and Swish patterns come near the FP pipes'
+// throughput on AVX-512, but one tile's critical path is long, so a lane alone is latency-bound;
+// independent lanes fill the pipes (emit_kernel; tuned with bench/snippets).
 //
 // GELU(erf) = x Phi(x). With t = |x| and P = Phi(-t) = exp(-t^2/2) R(t): x P for x < 0, and
 // x (1 - P) for x >= 0, where P <= 1/2 so nothing cancels. R is smooth and flat, like
@@ -2048,8 +2036,8 @@ struct JitMath {
     uint32_t streaming_store_count = 0;
     // Constants pinned in vector registers for the whole kernel (loaded once, before the first
     // row), shared by every lane; the others stay memory operands. The approximations are
-    // compute-bound, and with a memory operand per constant use the loads were their
-    // bottleneck (2 vector loads per cycle on Zen 5, against 4 FP pipes).
+    // compute-bound, and a memory operand per constant use makes the loads their bottleneck
+    // (cores issue fewer vector loads than FP operations per cycle).
     int16_t const_reg[256];
     uint32_t pinned = 0;             // bit r: register r is shared by the lanes (a pinned constant or row invariant)
     uint16_t* const_uses = nullptr;  // counting pass: memory-operand uses per constant slot
@@ -2683,15 +2671,10 @@ inline void assign_arguments_x86(EmitContext& e, const bool* cold, int32_t cold_
 
 // Page blocks of a compute-bound body (one with a transcendental op) prefetch their next
 // block: with each tile, every lane asks for the line of each input one block (lanes pages)
-// ahead. The hardware prefetchers stop at each 4 KiB page, so every block used to start on
-// lanes cold pages, and a loop busy with its FP chains kept too few misses in flight to hide
-// them. bench/snippets at 64M floats on the Xeon of the README, two alternating runs of each
-// build: GELU(tanh) 19.8-20.2 -> 22.3-22.5 GB/s (87% -> 95-97% of memcpy; in place 20.7 ->
-// 25.6), GELU(erf) 21.3-21.7 -> 23.5-24.0, Swish 21.2-21.5 -> 23.6-23.8. HardSwish, x*w+b
-// and the layer-norm tail stayed at 24-25 GB/s, and Add+Mul+Clip+Div gained nothing in
-// one-off runs, so memory-bound bodies go without. Half a block ahead (the block's own
-// pages) and prefetchnta ran far slower; two blocks ahead and prefetcht1 about the same.
-// Cold pointers get none.
+// ahead. The hardware prefetchers stop at each 4 KiB page, so without it every block starts
+// on lanes cold pages, and a loop busy with its FP chains keeps too few misses in flight to
+// hide them. Memory-bound bodies gain nothing and go without; the distance (one block) and
+// the hint (prefetcht0) are tuned with bench/snippets. Cold pointers get none.
 inline bool prefetches_next_block(const Program* p) {
     for (uint32_t i = 0; i < p->count; ++i)
         if (p->code[i].kind == LirKind::Compute && transcendental_op(p->code[i].op)) return true;
@@ -2723,18 +2706,15 @@ inline bool software_pipelined(const Program* p, uint32_t lanes, uint32_t cold_c
 // lane 0, so each loop iteration finishes this tile's later steps in some lanes while it starts
 // the next tile's first steps in others. Each lane's instructions keep their order (same
 // results); only the order they reach the scheduler changes, which hides more of the long
-// approximation chains than lanes in lockstep. bench/snippets, GELU(tanh) pattern, two runs
-// of each build alternating, on the EPYC of the README: 31.7-31.8 -> 34.0-35.7 GB/s in L2 (4
-// lanes); at 64M floats, 3 pipelined lanes 28.5-28.9 GB/s against 26.5-26.9 for 2 in lockstep
-// (GELU(erf), Swish and the memory-bound patterns the same or faster). 2 lanes skewed gained
-// nothing in one-off tests, so they stay in lockstep.
+// approximation chains than lanes in lockstep. 2 lanes gain nothing from the skew and stay in
+// lockstep (tuned with bench/snippets).
 // Emitted at `loop` with a whole tile left: a prologue starts the skewed lanes on the tile at
 // rax, the loop runs while a next tile exists, the epilogue finishes the last one, then back
 // to `loop`. The tile is recorded first (JitMath::recording), so it may only emit through
 // ins(): no cold argument and no scalar store (software_pipelined() says when); false if it
 // did anyway or the recording ran out of memory (then e.m.failed is set, and emit_kernel
-// assembles again with 2 lanes in lockstep). The code of the vector tiles doubles, and the
-// compile takes about a third longer (median 14 -> 18 us for the GELU(tanh) pattern).
+// assembles again with 2 lanes in lockstep). The code of the vector tiles doubles, and
+// compiling takes longer.
 // With page_tiles (page blocks and row groups, below), the lanes walk pages or rows: the next
 // tile is one vector further, ecx counts the tiles (page_tiles of them, or kTilesInEcx: as
 // many as ecx holds, at least 1), and the function returns after the last tile.
@@ -2806,10 +2786,9 @@ inline bool emit_pipelined_tiles(EmitContext& e, uint32_t w, uint32_t lanes, asm
 
 // Page blocks (SnippetTuning::page_lanes): while the row has a 4 KiB page per lane left,
 // lane k walks page k of the block, tile t taking vector t of each page, so the loop moves
-// `lanes` streams 4 KiB apart instead of one. In a one-off loop on the Xeon of the README
-// (y = max(x*a + b, 0), non-temporal stores, 64M floats) one stream moved 18 GB/s, vectors
-// from 2, 4 or 8 pages in turn 22.9-24 GB/s, above memcpy's 22.5; whole 4 KiB chunks in turn
-// only 19. Emitted at `loop`: after a block rax has passed all its pages, then back to `loop`.
+// `lanes` streams 4 KiB apart instead of one: several streams keep more misses in flight
+// than one, when they take turns by vector (whole pages in turn do not gain; bench/snippets).
+// Emitted at `loop`: after a block rax has passed all its pages, then back to `loop`.
 // ecx counts the tiles (vector tiles never use it).
 inline void emit_page_blocks(EmitContext& e, uint32_t w, uint32_t lanes, asmjit::Label loop, bool pipelined) {
     x86::Assembler& a = *e.m.a;
@@ -2848,10 +2827,9 @@ struct RowShape {
 // Row groups (SnippetTuning::page_lanes, for rows shorter than a block of pages): lane k
 // walks rows k*kRowGroup to k*kRowGroup + kRowGroup - 1 of a group of lanes * kRowGroup rows,
 // all lanes at the same column, each with its own row values, so the loop moves `lanes`
-// streams. In a one-off loop on the Xeon of the README (the layer-norm tail, rows of 768
-// floats, non-temporal stores, 64M floats) one stream moved 74-81% of memcpy, lanes on
-// neighbouring rows 82-88%, lanes 4 or 16 rows apart 90-96%. 16 rows of any stride keep
-// every lane's output on the vector alignment lane 0 peels to (16 * 4 bytes).
+// streams; lanes rows apart move more than lanes on neighbouring rows (bench/snippets). 16
+// rows of any stride keep every lane's output on the vector alignment lane 0 peels to
+// (16 * 4 bytes).
 constexpr uint32_t kRowGroup = 16;
 inline bool row_groups_apply(const Program* p, const RowShape* shape, Isa isa, uint32_t lanes, uint32_t cold_count,
                              uint32_t argument_count) {
@@ -2876,9 +2854,8 @@ inline bool strides_fit_immediates(const RowShape* shape, uint32_t argument_coun
 
 // Next row: every pointer moves by its row stride (0 for a tensor broadcast over rows): by
 // the compiled shape's strides as immediates (the cache key holds them) when they fit, else
-// from the table run() passes. x*w+b per channel over rows of 49 floats in L2 (the Xeon of
-// the README, one-off runs in pairs) took 2-8% less time with the immediates, rows of 100
-// and 196 floats the same.
+// from the table run() passes. The immediates save a load per pointer and row, which counts
+// on short rows (bench/snippets' short rows).
 inline void emit_next_row(EmitContext& e, uint32_t argument_count, const RowShape* shape, const x86::Mem& saved_strides) {
     x86::Assembler& a = *e.m.a;
     if (strides_fit_immediates(shape, argument_count)) {
@@ -2905,14 +2882,9 @@ inline void emit_next_row(EmitContext& e, uint32_t argument_count, const RowShap
 // stores of the main loop never split cache lines (inputs follow when they share the
 // alignment, as buffers of a memory plan do). Short rows peel only where split accesses
 // cost more than the extra partial tile (and the whole tiles it breaks up), which depends
-// on the core. x*w+b per channel in L2 (bench/snippets' short rows), ns a row with the peel
-// against without: on the EPYC of the README (AVX-512) 25 floats 3.6 vs 3.0, 49: 6.1 vs 4.5,
-// 65: 7.3 vs 5.6, 81: 7.0 vs 7.2-8.1, so from 80 floats; on its Xeon (two runs each) 33
-// floats 5.9 vs 5.7-5.9, 36: 5.5 vs 6.0-6.2, 41: 6.1 vs 7.3, 49: 7.1 vs 8.5, 57: 8.0-8.2 vs
-// 10.9, 63: 9.0 vs 12.5, 72: 9.6-9.8 vs 11.6-12.0 (AVX2 there: 0-4% faster with it from 36
-// floats), so on Intel cores from 36 floats for vectors of 8 and 16. Always with
-// non-temporal stores. rsi holds the row's floats; jumps to `partial` with rcx floats, or on
-// to `loop`.
+// on the core: from 36 floats on Intel cores with vectors of 8 or 16, else from 80 (tuned
+// with bench/snippets' short rows). Always with non-temporal stores. rsi holds the row's
+// floats; jumps to `partial` with rcx floats, or on to `loop`.
 inline void emit_alignment_peel(EmitContext& e, int32_t aligned_arg, bool streaming, uint32_t w, asmjit::Label loop,
                                 asmjit::Label partial) {
     x86::Assembler& a = *e.m.a;
@@ -2933,16 +2905,12 @@ inline void emit_alignment_peel(EmitContext& e, int32_t aligned_arg, bool stream
 }
 
 // Short rows: rows of at most kShortRowVectors vectors and kShortRowFloats floats (which no
-// core peels: on Intel cores the peel starts at 36, and longer rows were not measured on
-// the EPYC), with ordinary stores (so neither page lanes nor row groups), walked as
+// core peels: the peel starts at 36 floats at the earliest), with ordinary stores (so neither page lanes nor row groups), walked as
 // straight code: the row's whole tiles and its partial one, without the loop's counting
 // and branches, the partial tile's mask set once per call (the cache key holds the row
 // length). The kernel takes this path when a call's rows have the compiled length (run()
-// in column parts passes shorter ones, which take the loop). On the Xeon of the README
-// (AVX-512, bench/snippets' short rows, 262144 floats in L2, two alternating runs of each
-// build, with the immediate strides of emit_next_row): x*w+b then Relu per channel over maps
-// of 9 floats 70.0-71.5 -> 49.7-51.2 us, of 25 floats 48.4-48.7 -> 43.1-45.1 us (the
-// compiled loop 45.1-46.4); the layer-norm tail in rows of 16 floats 44.2-47.1 -> 37.4-40.0.
+// in column parts passes shorter ones, which take the loop). Tuned with bench/snippets'
+// short rows.
 constexpr uint32_t kShortRowVectors = 4, kShortRowFloats = 35;
 inline bool short_rows_apply(const RowShape* shape, Isa isa, bool streaming, bool page_lanes) {
     if (!shape || streaming || page_lanes || !x86_isa(isa)) return false;
@@ -3157,15 +3125,10 @@ inline Status emit_kernel(Program* p, Isa isa, uint32_t allocatable, uint32_t la
             if (p->code[i].reg > top) top = p->code[i].reg;
         uint32_t need = (uint32_t)(top + 1);
         // More lanes when a lane needs few registers: the approximations are latency-bound,
-        // each lane is one more independent chain in the FP scheduler's window (on the Zen 5
-        // of the README the GELU(tanh) pattern ran 6.1, 5.6, 5.3 ns per 16 floats with 2, 3, 4
-        // lanes), which matters more than pinned constants.
-        // Beyond the caches, a third lane only when it leaves 8 registers for pinned constants:
-        // there the GeluTanh op (10 registers a lane) ran at 9-11 GB/s with 3 lanes against
-        // 12.5-13.8 with 2, the GELU(tanh) pattern (8) 6% faster with 3 (64M floats).
-        // Not that rule for row groups, whose lanes each hold their own row values: on the
-        // Xeon of the README, 64M floats in rows of 768 with a per-row value (one-off driver),
-        // GELU(tanh) ran 18.1 GB/s in 3 lanes against 14.0 in 2, Swish 17.9 against 12.8.
+        // and each lane is one more independent chain in the FP scheduler's window, which
+        // matters more than pinned constants. Beyond the caches, a third lane only when it
+        // leaves 8 registers for pinned constants; not that rule for row groups, whose lanes
+        // each hold their own row values and gain from a third lane anyway (bench/snippets).
         if (!c.m.failed && lanes == 2 && max_lanes > 2) {
             uint32_t more = max_lanes;
             auto grouped = [&](uint32_t l) { return page_lanes && row_groups_apply(p, row_shape, isa, l, cold_count, argument_count); };
@@ -4113,8 +4076,7 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
     // latency of the long approximation chains; taken when the values fit a bank unspilled.
     // Unless the caller chose, at most the lanes that walk a row in the fewest loop
     // iterations: whole tiles plus one masked partial tile per vector left over (ties: more
-    // lanes). Short rows otherwise run mostly in partial tiles (bench/snippets, short rows:
-    // the layer-norm tail in rows of 16 floats took 47.5 us with 4 lanes, 34 with 1).
+    // lanes). Short rows otherwise run mostly in partial tiles.
     const uint64_t row_vectors = d.dims[d.rank - 1] / isa_vector_floats(isa);
     auto row_iterations = [row_vectors](uint64_t l) { return row_vectors / l + row_vectors % l; };
     uint32_t row_lanes = 4;
@@ -4136,17 +4098,12 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
         }
         if (fits) { lanes = 2; allocatable = half; }
     }
-    // Streaming above the last-level cache, capped at 64 MiB: virtual machines report the
-    // whole socket's L3 (508 MiB on the EPYC of the README), far more than one core reaches.
-    // CPUID traps in a VM (~10 us a call), so small bodies never ask.
-    // For compute-bound bodies (a transcendental op) only with page lanes (AVX-512, 2 or more
-    // lanes, rows of 3072 floats or more, so that the blocks of pages cover most of a row, or
-    // rows for row groups):
-    // on one stream non-temporal stores were 10-25% slower for them in every A/B run at 32M
-    // floats on the EPYC of the README; on its Xeon, at 64M floats, page lanes with
-    // non-temporal stores took the GELU(erf) pattern from 12.1 to 22.3 GB/s, GELU(tanh) from
-    // 11.8 to 20.3 and Swish from 11.7 to 19.8 (page lanes alone: about 14), the GELU ops
-    // from 10.3 to 11.7 and 9.0 to 9.3 (bench/snippets with the options set, one-off runs).
+    // Streaming above the last-level cache, capped at 64 MiB: virtual machines may report the
+    // whole socket's L3, far more than one core reaches. CPUID traps in a VM, so small bodies
+    // never ask. For compute-bound bodies (a transcendental op) only with page lanes (AVX-512,
+    // 2 or more lanes, rows of 3072 floats or more, so that the blocks of pages cover most of a
+    // row, or rows for row groups): on one stream non-temporal stores slow them down, in page
+    // lanes they speed them up (bench/snippets with SnippetTuning set).
     bool transcendental = false;
     for (uint32_t i = 0; i < body.size(); ++i) transcendental = transcendental || detail::transcendental_op(body.instruction(i).op);
     int64_t row_strides[kSnippetMaxArgs] = {};          // bytes, as run() passes them
@@ -4169,12 +4126,10 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
         streaming = stats_.bytes_fused > threshold;
     }
     if (isa == Isa::Neon) streaming = false;
-    // 4 lanes only while the data stays in the caches: out of them the GELU patterns ran at
-    // half the speed with 4 lanes (13-16 against 24-28 GB/s at 64M floats, the EPYC of the
-    // README), and 3 in a software pipeline (emit_pipelined_tiles) 6% faster than 2 in
-    // lockstep when a lane needs at most 8 registers (GELU(tanh) 26.0 against 24.5 GB/s,
-    // GELU(erf) 27.8 against 26.7, six alternating one-off runs each; see emit_kernel for
-    // larger bodies); in the caches 4 pipelined lanes are the fastest.
+    // 4 lanes only while the data stays in the caches, where 4 pipelined lanes are the
+    // fastest; beyond them 4 lanes fall behind, and 3 in a software pipeline
+    // (emit_pipelined_tiles) beat 2 in lockstep when a lane needs at most 8 registers (see
+    // emit_kernel for larger bodies). Tuned with bench/snippets.
     const bool beyond_caches = stats_.bytes_fused > (4ull << 20);
     const uint32_t max_lanes = beyond_caches ? 3u : 4u;
     const uint32_t lane_cap = tuning.lanes ? (tuning.lanes > 4 ? 4u : tuning.lanes) : std::min(max_lanes, row_lanes);
@@ -4182,13 +4137,9 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
     stats_.streaming_stores = streaming;
     const bool page_lanes = isa == Isa::Avx512 && (tuning.page_lanes == PageLanes::Auto ? streaming : tuning.page_lanes == PageLanes::Always);
     // In place, ordinary stores beat non-temporal ones: the loads have brought the output's
-    // lines into the cache. On the Xeon of the README, 64M floats in place, page lanes (or row
-    // groups) with ordinary stores against non-temporal ones (one-off driver, medians of 6):
-    // GELU(erf) 23.3 against 18.3 GB/s, GELU(tanh) 20.8 / 17.7, Swish 20.2 / 17.7, HardSwish
-    // 27.0 / 19.3, Add+Mul+Clip+Div 20.8 / 19.9, the layer-norm tail 26.6 / 19.7. Whether a
-    // run is in place is known only then, so a streaming kernel whose output may be one of
-    // its inputs (a parameter of the output's shape) comes with a twin: its copy with
-    // ordinary stores (detail::patched_twin).
+    // lines into the cache (bench/snippets' in-place runs). Whether a run is in place is known
+    // only then, so a streaming kernel whose output may be one of its inputs (a parameter of
+    // the output's shape) comes with a twin: its copy with ordinary stores (patched_twin).
     bool in_place_variant = false;
     for (uint32_t t = 0; t < params && streaming && tuning.streaming_stores != StreamingStores::Always && !emit_only; ++t)
         for (uint32_t r = params; r < params + results; ++r) {
@@ -4373,8 +4324,8 @@ Status Snippet::run(Span<const float* const> inputs, Span<float* const> outputs,
     void* kernel = takes_in_place_kernel(inputs, outputs) ? kernel_in_place_ : kernel_;
     if (isa_ != Isa::Ref && parts == 1 && outer == 0) {
         // The common case in one kernel call from the tensors' own pointers: no index
-        // arithmetic (the general walk below costs ~6 ns more a call: 16.3 against 10.7 ns for
-        // 16 floats, `run() on 16 floats` in bench/snippets).
+        // arithmetic, which would be a large share of a small call (`run() on 16 floats` in
+        // bench/snippets).
         for (uint32_t t = 0; t < args; ++t) ptrs[t] = const_cast<float*>(t < parameters_ ? inputs[t] : outputs[t - parameters_]);
         reinterpret_cast<void (*)(float* const*, size_t, size_t, const int64_t*)>(kernel)(ptrs, (size_t)n, (size_t)rows, row_strides);
         return Status::Ok;
