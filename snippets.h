@@ -47,8 +47,8 @@
    use non-temporal stores, and their rows page lanes: while a row has a 4 KiB page per lane
    left, lane k walks page k of a block (emit_page_blocks), and shorter rows, 16 or more a
    lane, go in row groups: lane k walks rows 16k to 16k+15 of each group, with its own row
-   values (emit_row_groups); SnippetTuning::lanes, streaming_stores and page_lanes
-   override; rows of up to 4 vectors and 35 floats run as straight code, their tiles
+   values (emit_row_groups); SnippetOptions::tuning can force lanes, streaming stores and
+   page lanes; rows of up to 4 vectors and 35 floats run as straight code, their tiles
    without the loop (emit_short_rows)) through the target's jitter table;
    emit_kernel_a64 for NEON (per row: 4-float tiles with post-incremented ldr/str q, ld1r
    broadcasts, a scalar peel and tail).
@@ -109,7 +109,7 @@
    at compile time, so run() never allocates. asmjit's zone starts in a 16 KiB block of the
    scratch arena, which the emitter's passes take in turn (counting, then final); its code
    buffer (malloc in CodeHolder) and executable memory (JitRuntime's mmap) stay outside
-   TESSEL_MALLOC: the 2022 asmjit snapshot has no allocator hook for them.
+   TESSEL_MALLOC: Debian's asmjit snapshot has no allocator hook for them.
 
    Threading
    ---------
@@ -134,6 +134,52 @@
    with fewer value registers (more spills). At most 256 distinct constants per kernel. tokenize()
    costs O(V+E) per merge attempt. All input bytes are data: malformed bodies and graphs return a
    Status, never reach an assert.
+   Performance
+   -----------
+   Throughput and compile-time figures, and how to reproduce them with bench/snippets, are in
+   docs/performance.md; comments here name the bench that tunes a constant, never figures.
+
+   Contents
+   --------
+   Each part starts with a marker line `// >>name`; search for it.
+       >>targets                      Isa, CPU features
+       >>operations                   SnippetOp, ULP bounds, default attributes
+       >>body                         SnippetBody, the SSA program of a kernel
+       >>kernel cache                 KernelCache
+       >>snippet                      SnippetTuning, SnippetOptions, SnippetStats, Snippet
+       >>tokenizer                    islands on a Graph, build_island_body()
+     implementation:
+       >>helpers                      float bits, clock, broadcasting of shapes
+       >>vector model                 ScalarMath: one lane with the x86 instructions' semantics
+       >>approximations               lookup tables of the piecewise polynomials
+       >>exp and log                  math_exp, math_log
+       >>piecewise polynomials        tanh, sigmoid, erf, exact products (Dekker)
+       >>gelu                         GeluErf and GeluTanh, denormal tails
+       >>expm1 softplus mish pow      the other composite approximations
+       >>eval_op                      every operation, once, over any vector model
+       >>targets implementation       CPUID, TESSEL_ISA, cache sizes, AT_HWCAP
+       >>operations implementation    names, arities, ULP bounds, attributes
+       >>body implementation          SnippetBody's checks
+       >>lowering                     Lir, Program, the scratch register budget
+       >>lowering passes              insert_load_store to eliminate_dead_code_and_schedule
+       >>register allocation          linear scan, whole-interval spills
+       >>domain normalization         6D, collapsed dimensions, the row
+       >>x64 emitter                  asmjit runtime, JitValue, JitMath's registers and recording
+       >>x64 operations               JitMath's instructions: arithmetic, table lookups, FMA
+       >>x64 loads and stores         jitter tables, tiles, row invariants
+       >>x64 loop blocks              cold arguments, prefetch, pipelined lanes, page blocks,
+                                      row groups, alignment peel, short rows
+       >>x64 kernel                   in-place twin, emit_kernel
+       >>a64 emitter                  JitMathA64
+       >>a64 loads and stores         NEON jitter table
+       >>a64 kernel                   assemble_a64, emit_kernel_a64
+       >>kernel cache implementation
+       >>interpreter                  interpret_row, column blocks
+       >>snippet implementation       Snippet's lifetime
+       >>compile                      lanes, streaming stores, cache key, emission and retries
+       >>run                          kernel calls, parts, snippet_evaluate, interpret()
+       >>tokenizer implementation     fusible nodes, greedy islands
+       >>island bodies                build_island_body
 */
 #ifndef TESSEL_SNIPPETS_H
 #define TESSEL_SNIPPETS_H
@@ -683,6 +729,7 @@ constexpr uint32_t kSignBit = 0x80000000u;
 template <class M, class V>
 V math_abs(M& m, const V& x) { return m.and_(x, m.cb(~kSignBit)); }   // one instruction, constant in memory
 
+// >>exp and log
 // exp: Cody-Waite reduction by ln2 (Cephes split), degree-6 polynomial, 1 + r added last with
 // its error carried, 2^n applied in two halves so that results down to the denormal range
 // round once. `scale` returns exp(x) 2^scale instead (only for x <= 0 and scale <= 64), so a
@@ -806,6 +853,7 @@ V math_log(M& m, V x) {
     return m.blend(mask, x, r);                              // log(inf) = inf
 }
 
+// >>piecewise polynomials
 // x h(|x|) for an odd function f with h(t) = f(t)/t, which is even, smooth and away from 0:
 // h is a piecewise polynomial over 16 intervals, of `degree` in u = t - (a point of the
 // interval), with coefficients that each lane takes from kLookupTables[c0_table + j] by its
@@ -973,6 +1021,7 @@ V fma_exact(M& m, const V& a, const V& b, const V& c) {
     return m.add(p, err);
 }
 
+// >>gelu
 // Tails that go below FLT_MIN are carried scaled by 2^kTailScale and scaled back by the last
 // multiplication, which then rounds once into the denormal range.
 constexpr int kTailScale = 64;
@@ -1121,6 +1170,7 @@ V math_gelu_tanh(M& m, const V& x) {
     return m.mul(s, scale);
 }
 
+// >>expm1 softplus mish pow
 // expm1 = exp(x)-1, with Kahan's (u-1)*x/log(u) for |x| < 0.5 against cancellation.
 template <class M, class V>
 V math_expm1(M& m, const V& x) {
@@ -1226,6 +1276,7 @@ V math_power_static(M& m, const V& x, float p) {
     return math_pow(m, x, m.c(p));
 }
 
+// >>eval_op
 template <class M, class V>
 V one_if(M& m, const V& mask) { return m.and_(mask, m.c(1.0f)); }
 
@@ -1657,6 +1708,7 @@ constexpr uint32_t kScratchRegisters = 10;
 inline bool defines_value(LirKind k) { return k != LirKind::Store && k != LirKind::StoreScalar; }
 inline bool needs_register(LirKind k) { return defines_value(k) && k != LirKind::Constant; }
 
+// >>lowering passes
 // Rebuilds a program through a filter: `keep` decides, `remap` renumbers arguments.
 struct Rebuild {
     Lir* out;
@@ -1846,6 +1898,7 @@ inline Status eliminate_dead_code_and_schedule(Program* p, Arena* arena) {
     return Status::Ok;
 }
 
+// >>register allocation
 // Linear scan over the SSA intervals [definition, last use]. When no register is free the
 // interval that ends last is spilled for its whole life (Poletto & Sarkar).
 inline Status allocate_registers(Program* p, uint32_t registers, Arena* arena) {
@@ -1902,6 +1955,7 @@ inline Status allocate_registers(Program* p, uint32_t registers, Arena* arena) {
     return Status::Ok;
 }
 
+// >>domain normalization
 // Domain normalization: right-align every shape to 6D, drop unit domain dimensions, merge
 // neighbours on which every tensor is either full or broadcast alike. The last merged
 // dimension is the row the kernel walks.
@@ -1955,7 +2009,7 @@ inline bool normalize_domain(const SnippetShape* shapes, uint32_t tensors, const
 
 }  // namespace detail
 
-// >>emitter
+// >>x64 emitter
 #ifndef TESSEL_NO_JIT
 namespace detail {
 
@@ -2111,8 +2165,8 @@ struct JitMath {
                 in_lane(g.o[3], lane, next_tile));
     }
     // The last ins() group, kept so that define() can give it the value's register as its
-    // destination instead of copying the result there (the copies were a fifth of the
-    // GELU(tanh) loop). Only VEX/EVEX instructions whose destination is not also a source.
+    // destination instead of copying the result there (copies would be a large share of an
+    // approximation's loop). Only VEX/EVEX instructions whose destination is not also a source.
     struct Emitted {
         size_t start = 0, end = ~size_t(0);
         InstId id = 0;
@@ -2213,6 +2267,7 @@ struct JitMath {
         move(d.reg, v);
         return d;
     }
+    // >>x64 operations
     // d = a OP b, for SSE's destructive and VEX/EVEX three-operand forms.
     JV bin(InstId sse, InstId vex, InstId evex, const JV& x, const JV& y, bool commutative) {
         JV d = fresh();
@@ -2404,7 +2459,7 @@ struct JitMath {
     }
 };
 
-
+// >>x64 loads and stores
 // The per-target jitter table: how each lowered kind becomes code. Compute kinds share one
 // jitter (eval_op over JitMath); memory kinds depend on the target and the tile.
 enum class Tile : uint8_t { Vector, Masked, Scalar };
@@ -2638,6 +2693,7 @@ inline void emit_row_invariants(Context& e) {
     }
 }
 
+// >>x64 loop blocks
 // Argument pointers past what a kernel's general registers hold are "cold": kept in its frame
 // and loaded at each use. Cold go first the arguments only the row invariants read (once per
 // row), then the last ones. Returns how many.
@@ -3037,11 +3093,12 @@ inline void emit_row_groups(EmitContext& e, const RowShape& shape, uint32_t lane
     a.jmp(finish);
 }
 
+// >>x64 kernel
 // The in-place twin of a streaming kernel: a copy whose non-temporal stores are ordinary
 // aligned ones. movntps and movaps (store) differ in one opcode byte (0F 2B, 0F 29) behind
 // the same REX, VEX or EVEX prefix, so the copy keeps every length and offset; its data
 // section moves with it, and the kernels use no absolute address, so their RIP-relative
-// operands stay right. A second emission did the same in twice the compile time. nullptr
+// operands stay right; a second emission would double the compile time. nullptr
 // when out of memory or when a listed store is not a movntps (a bug: run() then takes the
 // streaming kernel in place too).
 inline void* patched_twin(const void* kernel, size_t size, size_t text_offset, const uint32_t* offsets, uint32_t count) {
@@ -3574,6 +3631,7 @@ struct JitMathA64 {
     }
 };
 
+// >>a64 loads and stores
 struct EmitContextA64;
 struct JitterTableA64 { void (*kinds[7])(EmitContextA64& e, uint32_t i, Tile tile); };
 
@@ -3660,6 +3718,7 @@ inline const JitterTableA64* jitter_table_a64() {
     return &neon;
 }
 
+// >>a64 kernel
 // One assembly of the kernel (same contract as emit_kernel): per row the hoisted broadcasts,
 // vector tiles of 4 floats, then a scalar tail; pointers that walk the row moved n*4 bytes
 // by their post-increments, so the row step adds stride - n*4 to them (stride to the others).
@@ -3989,6 +4048,7 @@ Status Snippet::fail(Status status, const char* message) const {
     return status;
 }
 
+// >>compile
 Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) {
     uint64_t start = detail::now_ns();
     release();
@@ -4288,6 +4348,7 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
 #endif
 }
 
+// >>run
 Status Snippet::run(Span<const float* const> inputs, Span<float* const> outputs) const {
     return run(inputs, outputs, columns_);
 }
@@ -4723,7 +4784,7 @@ Status list_island_nodes(const Graph& graph, Arena* arena, Tokenization* t) {
     return Status::Ok;
 }
 
-
+// >>island bodies
 Status build_island_body(const Graph& graph, const Tokenization& t, uint32_t island, SnippetBody* body,
                          NodeId* input_nodes, uint32_t* input_count, NodeId* output_nodes, uint32_t* output_count,
                          uint32_t* input_ports) {
