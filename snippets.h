@@ -167,8 +167,7 @@
        >>x64 emitter                  asmjit runtime, JitValue, JitMath's registers and recording
        >>x64 operations               JitMath's instructions: arithmetic, table lookups, FMA
        >>x64 loads and stores         jitter tables, tiles, row invariants
-       >>x64 loop blocks              cold arguments, prefetch, pipelined lanes, page blocks,
-                                      row groups, alignment peel, short rows
+       >>x64 loop blocks              pipelined lanes, page blocks, row groups, peel, short rows
        >>x64 kernel                   in-place twin, emit_kernel
        >>a64 emitter                  JitMathA64
        >>a64 loads and stores         NEON jitter table
@@ -337,8 +336,8 @@ struct SnippetTuning {
         Auto,
         Never,
         Always,
-        // Always, and like Auto with a twin that stores as usual, which run() takes when an
-        // output is one of the inputs (SnippetStats::in_place_kernel).
+        // Always, and (as Auto does when it streams) with a twin that stores as usual, which
+        // run() takes when an output is one of the inputs (SnippetStats::in_place_kernel).
         AlwaysWithInPlaceTwin,
     };
     // Page lanes (AVX-512 with 2 or more lanes): while a row has one 4 KiB page per lane
