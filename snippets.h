@@ -2960,12 +2960,12 @@ inline void emit_alignment_peel(EmitContext& e, int32_t aligned_arg, bool stream
 }
 
 // Short rows: rows of at most kShortRowVectors vectors and kShortRowFloats floats (which no
-// core peels: the peel starts at 36 floats at the earliest), with ordinary stores (so neither page lanes nor row groups), walked as
-// straight code: the row's whole tiles and its partial one, without the loop's counting
-// and branches, the partial tile's mask set once per call (the cache key holds the row
-// length). The kernel takes this path when a call's rows have the compiled length (run()
-// in column parts passes shorter ones, which take the loop). Tuned with bench/snippets'
-// short rows.
+// core peels: the peel starts at 36 floats at the earliest), with ordinary stores (so
+// neither page lanes nor row groups), walked as straight code: the row's whole tiles and
+// its partial one, without the loop's counting and branches, the partial tile's mask set
+// once per call (the cache key holds the row length). The kernel takes this path when a
+// call's rows have the compiled length (run() in column parts passes shorter ones, which
+// take the loop). Tuned with bench/snippets' short rows.
 constexpr uint32_t kShortRowVectors = 4, kShortRowFloats = 35;
 inline bool short_rows_apply(const RowShape* shape, Isa isa, bool streaming, bool page_lanes) {
     if (!shape || streaming || page_lanes || !x86_isa(isa)) return false;
@@ -4194,7 +4194,8 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
     const uint32_t lane_cap = tuning.lanes ? (tuning.lanes > 4 ? 4u : tuning.lanes) : std::min(max_lanes, row_lanes);
     stats_.lanes = lanes;
     stats_.streaming_stores = streaming;
-    const bool page_lanes = isa == Isa::Avx512 && (tuning.page_lanes == PageLanes::Auto ? streaming : tuning.page_lanes == PageLanes::Always);
+    const bool page_lanes =
+        isa == Isa::Avx512 && (tuning.page_lanes == PageLanes::Auto ? streaming : tuning.page_lanes == PageLanes::Always);
     // In place, ordinary stores beat non-temporal ones: the loads have brought the output's
     // lines into the cache (bench/snippets' in-place runs). Whether a run is in place is known
     // only then, so a streaming kernel whose output may be one of its inputs (a parameter of
