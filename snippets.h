@@ -47,8 +47,8 @@
    use non-temporal stores, and their rows page lanes: while a row has a 4 KiB page per lane
    left, lane k walks page k of a block (emit_page_blocks), and shorter rows, 16 or more a
    lane, go in row groups: lane k walks rows 16k to 16k+15 of each group, with its own row
-   values (emit_row_groups); SnippetOptions::lanes, streaming_stores and page_lanes
-   override; rows of up to 4 vectors and 35 floats run as straight code, their tiles
+   values (emit_row_groups); SnippetOptions::tuning can force lanes, streaming stores and
+   page lanes; rows of up to 4 vectors and 35 floats run as straight code, their tiles
    without the loop (emit_short_rows)) through the target's jitter table;
    emit_kernel_a64 for NEON (per row: 4-float tiles with post-incremented ldr/str q, ld1r
    broadcasts, a scalar peel and tail).
@@ -109,7 +109,7 @@
    at compile time, so run() never allocates. asmjit's zone starts in a 16 KiB block of the
    scratch arena, which the emitter's passes take in turn (counting, then final); its code
    buffer (malloc in CodeHolder) and executable memory (JitRuntime's mmap) stay outside
-   TESSEL_MALLOC: the 2022 asmjit snapshot has no allocator hook for them.
+   TESSEL_MALLOC: Debian's asmjit snapshot has no allocator hook for them.
 
    Threading
    ---------
@@ -134,6 +134,51 @@
    with fewer value registers (more spills). At most 256 distinct constants per kernel. tokenize()
    costs O(V+E) per merge attempt. All input bytes are data: malformed bodies and graphs return a
    Status, never reach an assert.
+   Performance
+   -----------
+   Throughput and compile-time figures, and how to reproduce them with bench/snippets, are in
+   docs/performance.md; comments here name the bench that tunes a constant, never figures.
+
+   Contents
+   --------
+   Each part starts with a marker line `// >>name`; search for it.
+       >>targets                      Isa, CPU features
+       >>operations                   SnippetOp, ULP bounds, default attributes
+       >>body                         SnippetBody, the SSA program of a kernel
+       >>kernel cache                 KernelCache
+       >>snippet                      SnippetTuning, SnippetOptions, SnippetStats, Snippet
+       >>tokenizer                    islands on a Graph, build_island_body()
+     implementation:
+       >>helpers                      float bits, clock, broadcasting of shapes
+       >>vector model                 ScalarMath: one lane with the x86 instructions' semantics
+       >>approximations               lookup tables of the piecewise polynomials
+       >>exp and log                  math_exp, math_log
+       >>piecewise polynomials        tanh, sigmoid, erf, exact products (Dekker)
+       >>gelu                         GeluErf and GeluTanh, denormal tails
+       >>expm1 softplus mish pow      the other composite approximations
+       >>eval_op                      every operation, once, over any vector model
+       >>targets implementation       CPUID, TESSEL_ISA, cache sizes, AT_HWCAP
+       >>operations implementation    names, arities, ULP bounds, attributes
+       >>body implementation          SnippetBody's checks
+       >>lowering                     Lir, Program, the scratch register budget
+       >>lowering passes              insert_load_store to eliminate_dead_code_and_schedule
+       >>register allocation          linear scan, whole-interval spills
+       >>domain normalization         6D, collapsed dimensions, the row
+       >>x64 emitter                  asmjit runtime, JitValue, JitMath's registers and recording
+       >>x64 operations               JitMath's instructions: arithmetic, table lookups, FMA
+       >>x64 loads and stores         jitter tables, tiles, row invariants
+       >>x64 loop blocks              pipelined lanes, page blocks, row groups, peel, short rows
+       >>x64 kernel                   in-place twin, emit_kernel
+       >>a64 emitter                  JitMathA64
+       >>a64 loads and stores         NEON jitter table
+       >>a64 kernel                   assemble_a64, emit_kernel_a64
+       >>kernel cache implementation
+       >>interpreter                  interpret_row, column blocks
+       >>snippet implementation       Snippet's lifetime
+       >>compile                      lanes, streaming stores, cache key, emission and retries
+       >>run                          kernel calls, parts, snippet_evaluate, interpret()
+       >>tokenizer implementation     fusible nodes, greedy islands
+       >>island bodies                build_island_body
 */
 #ifndef TESSEL_SNIPPETS_H
 #define TESSEL_SNIPPETS_H
@@ -178,11 +223,12 @@ Status snippet_op_from_name(StringView name, SnippetOp* op);
 // Published accuracy bound in ULP against a double-precision reference, over the sweeps of
 // test/test_snippets.cpp and bench/snippets.cpp (the GELU sweeps include their denormal
 // tails), for
-// targets with FMA (fma = isa_uses_fma(isa)) or without; 0 means exact, 0xffff no bound:
+// targets with FMA (fma = isa_uses_fma(isa)) or without; 0 means exact, kNoUlpBound none:
 // Pow and PowerStatic (exp(b log a), or repeated products for integer exponents) have an error
 // that grows with |b log a|.
 // HardSigmoid without FMA rounds alpha*x before adding beta: its error is absolute (<= 2^-24)
 // near the lower kink, hence the large ULP figure.
+constexpr uint32_t kNoUlpBound = 0xffff;
 uint32_t snippet_op_ulp_bound(SnippetOp op, bool fma = true);
 // Default attributes: Elu alpha 1; Selu alpha 1.6732632, gamma (beta) 1.0507010; HardSigmoid
 // 0.2, 0.5; HardSwish 1/6, 0.5; LeakyRelu 0.01; Swish 1 (x * sigmoid(alpha x)); Clip -inf..inf.
@@ -259,7 +305,9 @@ public:
     uint32_t size() const { return count_; }
     uint32_t hits() const { return hits_; }
     uint32_t misses() const { return misses_; }
-    // internal
+
+private:
+    friend class Snippet;   // compile() looks kernels up and inserts them
     // What the emission decided, so that a cache hit reports the statistics of the kernel it
     // reuses.
     struct Emitted {
@@ -271,40 +319,39 @@ public:
     struct Entry { uint64_t hash; void* key; size_t key_bytes; void* kernel; Emitted emitted; };
     const Entry* find(uint64_t hash, const void* key, size_t key_bytes);
     bool insert(uint64_t hash, const void* key, size_t key_bytes, void* kernel, const Emitted& emitted);
-private:
     Entry entries_[kCapacity] = {};
     uint32_t count_ = 0, hits_ = 0, misses_ = 0;
 };
 
 // >>snippet
-struct SnippetOptions {
-    Isa isa = Isa::Auto;
-    uint32_t max_registers = 0;  // vector registers the allocator may use; 0: all it has
-    KernelCache* cache = nullptr;
-    bool reference_fma = true;   // Ref only: fuse FMA steps (false reproduces Sse41 exactly)
-    bool fuse_broadcast_loads = true;  // false keeps Load + BroadcastMove pairs (for tests)
-    // Neon: table lookups load a whole table into v12-v15 for one tbl when those are free;
-    // false always takes the four-step tbl/tbx path used when they are not (for tests).
-    bool neon_table_registers = true;
-    // Lower and assemble for `isa` without making the code executable: works for every JIT
-    // target on any host (Neon code on x86-64 and back), to check code generation where it
-    // cannot run. compile() then leaves the snippet unrunnable (run() is NotFinalized).
-    bool emit_only = false;
-    // Non-temporal stores for the first output's vector tiles (x86-64): -1 when the bytes one
-    // run walks exceed the last-level cache (last_level_cache_bytes(), capped at 64 MiB) and
-    // the body has no transcendental op or will walk its rows in page lanes or row groups
-    // (below; on one stream compute-bound kernels were slower with them), 0 never, 1 always,
-    // 2 always but in place. With -1 and 2 a kernel that streams comes with a second one that
-    // stores as usual, which run() takes when an output is one of the inputs (in place: the
-    // loads have brought the output's lines into the cache; SnippetStats::in_place_kernel).
-    int8_t streaming_stores = -1;
+// Switches that force what compile() otherwise decides, for tests and benches; the defaults
+// are right. Only reference_fma changes results (it picks the interpreter's FMA mode); the
+// others change the code, never its output.
+struct SnippetTuning {
+    // Non-temporal stores for the first output's vector tiles (x86-64).
+    enum class StreamingStores : uint8_t {
+        // When the bytes one run walks exceed the last-level cache (last_level_cache_bytes(),
+        // capped at 64 MiB) and the body has no transcendental op or will walk its rows in
+        // page lanes or row groups (on one stream they slow compute-bound kernels down).
+        Auto,
+        Never,
+        Always,
+        // Always, and (as Auto does when it streams) with a twin that stores as usual, which
+        // run() takes when an output is one of the inputs (SnippetStats::in_place_kernel).
+        AlwaysWithInPlaceTwin,
+    };
     // Page lanes (AVX-512 with 2 or more lanes): while a row has one 4 KiB page per lane
     // left, lane k walks page k of the block instead of the vector next to lane k-1, so the
     // loop moves that many streams at once; rows shorter than a block of pages, when there
     // are at least 16 a lane, are walked in row groups instead (lane k walks rows 16k to
-    // 16k+15 of a group, SnippetStats::row_groups): -1 with non-temporal stores, 0 never,
-    // 1 always.
-    int8_t page_lanes = -1;
+    // 16k+15 of a group, SnippetStats::row_groups).
+    enum class PageLanes : uint8_t {
+        Auto,   // with non-temporal stores
+        Never,
+        Always,
+    };
+    StreamingStores streaming_stores = StreamingStores::Auto;
+    PageLanes page_lanes = PageLanes::Auto;
     // Vector tiles per loop iteration (AVX-512): 0 picks 2 to 4 when the body's values fit 6
     // registers without spilling (as many lanes as the registers one lane needs, values and
     // temporaries, allow: 4 up to 8, 3 up to 10; when one run walks more than 4 MiB, 3 up to
@@ -313,6 +360,22 @@ struct SnippetOptions {
     // 1 forces one, 2 to 4 cap the number. 3 and 4 lanes run as a software pipeline
     // (SnippetStats::software_pipelined), 2 in lockstep.
     uint8_t lanes = 0;
+    uint32_t max_registers = 0;        // vector registers the allocator may use; 0: all it has
+    bool reference_fma = true;         // Ref only: fuse FMA steps (false reproduces Sse41 exactly)
+    bool fuse_broadcast_loads = true;  // false keeps Load + BroadcastMove pairs
+    // Neon: table lookups load a whole table into v12-v15 for one tbl when those are free;
+    // false always takes the four-step tbl/tbx path used when they are not.
+    bool neon_table_registers = true;
+};
+
+struct SnippetOptions {
+    Isa isa = Isa::Auto;
+    KernelCache* cache = nullptr;
+    // Lower and assemble for `isa` without making the code executable: works for every JIT
+    // target on any host (Neon code on x86-64 and back), to check code generation where it
+    // cannot run. compile() then leaves the snippet unrunnable (run() is NotFinalized).
+    bool emit_only = false;
+    SnippetTuning tuning;
 };
 // Size of the largest data cache (CPUID leaf 4 or 0x8000001D; 0x80000006 on older AMD), 0
 // when unknown (then streaming stores are used above 32 MiB).
@@ -336,11 +399,11 @@ struct SnippetStats {
     bool software_pipelined = false; // 3-4 lanes skewed across loop iterations (emit_pipelined_tiles)
     uint32_t cold_arguments = 0;     // argument pointers kept in the kernel's frame (past 11)
     bool streaming_stores = false;   // the first output's vector tiles store non-temporally
-    bool page_lanes = false;         // lanes walk different 4 KiB pages (SnippetOptions::page_lanes)
-    bool row_groups = false;         // short rows: lanes walk different rows (SnippetOptions::page_lanes)
+    bool page_lanes = false;         // lanes walk different 4 KiB pages (SnippetTuning::page_lanes)
+    bool row_groups = false;         // short rows: lanes walk different rows (SnippetTuning::page_lanes)
     bool page_prefetch = false;      // page lanes of a transcendental body prefetch their inputs' next block
     bool short_rows = false;         // rows of up to 4 vectors as straight code, for rows of the compiled length
-    bool in_place_kernel = false;    // a second kernel with ordinary stores for runs in place (SnippetOptions::streaming_stores)
+    bool in_place_kernel = false;    // a second kernel with ordinary stores for runs in place (SnippetTuning::streaming_stores)
     uint64_t compile_ns = 0;
     bool cache_hit = false;
     uint32_t normalized_rank = 0;    // dimensions after collapsing
@@ -665,6 +728,7 @@ constexpr uint32_t kSignBit = 0x80000000u;
 template <class M, class V>
 V math_abs(M& m, const V& x) { return m.and_(x, m.cb(~kSignBit)); }   // one instruction, constant in memory
 
+// >>exp and log
 // exp: Cody-Waite reduction by ln2 (Cephes split), degree-6 polynomial, 1 + r added last with
 // its error carried, 2^n applied in two halves so that results down to the denormal range
 // round once. `scale` returns exp(x) 2^scale instead (only for x <= 0 and scale <= 64), so a
@@ -788,13 +852,14 @@ V math_log(M& m, V x) {
     return m.blend(mask, x, r);                              // log(inf) = inf
 }
 
+// >>piecewise polynomials
 // x h(|x|) for an odd function f with h(t) = f(t)/t, which is even, smooth and away from 0:
 // h is a piecewise polynomial over 16 intervals, of `degree` in u = t - (a point of the
 // interval), with coefficients that each lane takes from kLookupTables[c0_table + j] by its
 // interval k (register permutes, no gather), so there is no branch to blend and f keeps its
 // relative accuracy near 0. The last step, t c0 + (t u) q(u), rounds once on its large term.
-// Horner, not Estrin: Estrin's extra live values cost the GELU(tanh) pattern two of its four
-// lanes on AVX-512 and ran 15% slower there. Takes t, u and k.
+// Horner, not Estrin: Estrin's extra live values would cost the GELU(tanh) pattern two of its
+// four lanes on AVX-512 (tuned with bench/snippets). Takes t, u and k.
 // c_0 + c_1 u + ... + c_degree u^degree by Horner, c_j = kLookupTables[table + j] at k.
 template <class M, class V>
 V lookup_horner(M& m, const V& u, const V& k, uint32_t table, uint32_t degree) {
@@ -893,8 +958,8 @@ V math_sigmoid(M& m, V x) {
 
 // erf: odd_piecewise over [0, 4) in intervals a quarter wide, degree 5, t clamped to 3.99
 // (erf rounds to 1 from 3.92 on). 1.1 ulp with FMA, 2.1 without. Per vector on AVX-512: 6
-// permutes, 7 FMA-pipe operations and 7 others, about half of the two-branch scheme (N.
-// Juffa's erff) it replaces; the GELU(erf) pattern ran twice as fast in L2.
+// permutes, 7 FMA-pipe operations and 7 others, about half the work of a two-branch scheme
+// (N. Juffa's erff).
 template <class M, class V>
 V math_erf(M& m, const V& x) { return odd_piecewise(m, x, 3.99f, 0.125f, 3.75f, kErfC0, 5); }
 
@@ -955,25 +1020,14 @@ V fma_exact(M& m, const V& a, const V& b, const V& c) {
     return m.add(p, err);
 }
 
+// >>gelu
 // Tails that go below FLT_MIN are carried scaled by 2^kTailScale and scaled back by the last
 // multiplication, which then rounds once into the denormal range.
 constexpr int kTailScale = 64;
 
-// Cost of the kernels on AVX-512 (2-core AMD EPYC, Zen 5 at ~3.5 GHz; measured there with
-// independent instructions: FMA/mul 2 per cycle, add/min 2, vpermps 2 (sharing those pipes:
-// 4 permutes + 4 FMAs take 2.8 cycles), logic/blend 4, vdivps one per 2.5 cycles, two 64-byte
-// loads). 90% of a 44.5 GB/s memcpy is 40 GB/s: 11 cycles per 16 floats in and out.
-//                      FP operations per 16 floats          lanes  measured in L2 (GB/s)
-//   GELU(erf) pattern  7 permutes + 24, no division           4     48 (was 24 with Juffa's erff)
-//   GELU(tanh) pattern 6 permutes + 24, no division           4     37 (was 24 with exp/div tanh,
-//                                                                     32 with 7 permutes + 25)
-//   Swish pattern      ~26 with a division (vscalefps scales)  4     40 (was 31); now ~20 (sigmoid's
-//                                                                     exp uncompensated: on the Xeon
-//                                                                     of the README 26 -> 33 in L2)
-//   GeluErf op         6 permutes + ~50, no division           3     20 (was 11 with N. Juffa's erfc:
-//                                                                     ~87 with two divisions)
-// The patterns now sit near the FP pipes' throughput; one lane alone is latency-bound (a tile's
-// critical path is ~60 cycles), hence the lanes.
+// Why the lanes: with the table lookups the GELU and Swish patterns come near the FP pipes'
+// throughput on AVX-512, but one tile's critical path is long, so a lane alone is latency-bound;
+// independent lanes fill the pipes (emit_kernel; tuned with bench/snippets).
 //
 // GELU(erf) = x Phi(x). With t = |x| and P = Phi(-t) = exp(-t^2/2) R(t): x P for x < 0, and
 // x (1 - P) for x >= 0, where P <= 1/2 so nothing cancels. R is smooth and flat, like
@@ -1115,6 +1169,7 @@ V math_gelu_tanh(M& m, const V& x) {
     return m.mul(s, scale);
 }
 
+// >>expm1 softplus mish pow
 // expm1 = exp(x)-1, with Kahan's (u-1)*x/log(u) for |x| < 0.5 against cancellation.
 template <class M, class V>
 V math_expm1(M& m, const V& x) {
@@ -1220,6 +1275,7 @@ V math_power_static(M& m, const V& x, float p) {
     return math_pow(m, x, m.c(p));
 }
 
+// >>eval_op
 template <class M, class V>
 V one_if(M& m, const V& mask) { return m.and_(mask, m.c(1.0f)); }
 
@@ -1427,7 +1483,7 @@ inline const OpInfo& op_info(SnippetOp op) {
     static const OpInfo table[] = {
         {"Parameter", 0, 0, 0}, {"Scalar", 0, 0, 0},
         {"Add", 2, 0, 0}, {"Sub", 2, 0, 0}, {"Mul", 2, 0, 0}, {"Div", 2, 0, 0}, {"Max", 2, 0, 0},
-        {"Min", 2, 0, 0}, {"Pow", 2, 0xffff, 0xffff}, {"PowerStatic", 1, 0xffff, 0xffff},
+        {"Min", 2, 0, 0}, {"Pow", 2, kNoUlpBound, kNoUlpBound}, {"PowerStatic", 1, kNoUlpBound, kNoUlpBound},
         {"Sqrt", 1, 0, 0}, {"Reciprocal", 1, 0, 0}, {"Abs", 1, 0, 0}, {"Neg", 1, 0, 0},
         {"Exp", 1, 1, 1}, {"Log", 1, 1, 1}, {"Tanh", 1, 3, 3}, {"Sigmoid", 1, 3, 3}, {"Relu", 1, 0, 0},
         {"Clip", 1, 0, 0}, {"Elu", 1, 3, 3}, {"Selu", 1, 4, 4}, {"Erf", 1, 2, 3},
@@ -1638,7 +1694,7 @@ struct Program {
     uint32_t constants[256];       // data-section slots: float bits, or a lookup table's id
     uint8_t constant_kinds[256] = {};  // 0: a float in every lane; 1 + k: part k of a lookup table
     uint32_t constant_count = 0;
-    bool neon_table_registers = true;  // SnippetOptions::neon_table_registers
+    bool neon_table_registers = true;  // SnippetTuning::neon_table_registers
     uint32_t spill_slots = 0;
     uint32_t registers_used = 0;
     uint32_t spilled = 0;
@@ -1651,6 +1707,7 @@ constexpr uint32_t kScratchRegisters = 10;
 inline bool defines_value(LirKind k) { return k != LirKind::Store && k != LirKind::StoreScalar; }
 inline bool needs_register(LirKind k) { return defines_value(k) && k != LirKind::Constant; }
 
+// >>lowering passes
 // Rebuilds a program through a filter: `keep` decides, `remap` renumbers arguments.
 struct Rebuild {
     Lir* out;
@@ -1840,6 +1897,7 @@ inline Status eliminate_dead_code_and_schedule(Program* p, Arena* arena) {
     return Status::Ok;
 }
 
+// >>register allocation
 // Linear scan over the SSA intervals [definition, last use]. When no register is free the
 // interval that ends last is spilled for its whole life (Poletto & Sarkar).
 inline Status allocate_registers(Program* p, uint32_t registers, Arena* arena) {
@@ -1896,6 +1954,7 @@ inline Status allocate_registers(Program* p, uint32_t registers, Arena* arena) {
     return Status::Ok;
 }
 
+// >>domain normalization
 // Domain normalization: right-align every shape to 6D, drop unit domain dimensions, merge
 // neighbours on which every tensor is either full or broadcast alike. The last merged
 // dimension is the row the kernel walks.
@@ -1949,7 +2008,7 @@ inline bool normalize_domain(const SnippetShape* shapes, uint32_t tensors, const
 
 }  // namespace detail
 
-// >>emitter
+// >>x64 emitter
 #ifndef TESSEL_NO_JIT
 namespace detail {
 
@@ -2030,8 +2089,8 @@ struct JitMath {
     uint32_t streaming_store_count = 0;
     // Constants pinned in vector registers for the whole kernel (loaded once, before the first
     // row), shared by every lane; the others stay memory operands. The approximations are
-    // compute-bound, and with a memory operand per constant use the loads were their
-    // bottleneck (2 vector loads per cycle on Zen 5, against 4 FP pipes).
+    // compute-bound, and a memory operand per constant use makes the loads their bottleneck
+    // (cores issue fewer vector loads than FP operations per cycle).
     int16_t const_reg[256];
     uint32_t pinned = 0;             // bit r: register r is shared by the lanes (a pinned constant or row invariant)
     uint16_t* const_uses = nullptr;  // counting pass: memory-operand uses per constant slot
@@ -2105,8 +2164,8 @@ struct JitMath {
                 in_lane(g.o[3], lane, next_tile));
     }
     // The last ins() group, kept so that define() can give it the value's register as its
-    // destination instead of copying the result there (the copies were a fifth of the
-    // GELU(tanh) loop). Only VEX/EVEX instructions whose destination is not also a source.
+    // destination instead of copying the result there (copies would be a large share of an
+    // approximation's loop). Only VEX/EVEX instructions whose destination is not also a source.
     struct Emitted {
         size_t start = 0, end = ~size_t(0);
         InstId id = 0;
@@ -2207,6 +2266,7 @@ struct JitMath {
         move(d.reg, v);
         return d;
     }
+    // >>x64 operations
     // d = a OP b, for SSE's destructive and VEX/EVEX three-operand forms.
     JV bin(InstId sse, InstId vex, InstId evex, const JV& x, const JV& y, bool commutative) {
         JV d = fresh();
@@ -2398,7 +2458,7 @@ struct JitMath {
     }
 };
 
-
+// >>x64 loads and stores
 // The per-target jitter table: how each lowered kind becomes code. Compute kinds share one
 // jitter (eval_op over JitMath); memory kinds depend on the target and the tile.
 enum class Tile : uint8_t { Vector, Masked, Scalar };
@@ -2632,6 +2692,7 @@ inline void emit_row_invariants(Context& e) {
     }
 }
 
+// >>x64 loop blocks
 // Argument pointers past what a kernel's general registers hold are "cold": kept in its frame
 // and loaded at each use. Cold go first the arguments only the row invariants read (once per
 // row), then the last ones. Returns how many.
@@ -2665,15 +2726,10 @@ inline void assign_arguments_x86(EmitContext& e, const bool* cold, int32_t cold_
 
 // Page blocks of a compute-bound body (one with a transcendental op) prefetch their next
 // block: with each tile, every lane asks for the line of each input one block (lanes pages)
-// ahead. The hardware prefetchers stop at each 4 KiB page, so every block used to start on
-// lanes cold pages, and a loop busy with its FP chains kept too few misses in flight to hide
-// them. bench/snippets at 64M floats on the Xeon of the README, two alternating runs of each
-// build: GELU(tanh) 19.8-20.2 -> 22.3-22.5 GB/s (87% -> 95-97% of memcpy; in place 20.7 ->
-// 25.6), GELU(erf) 21.3-21.7 -> 23.5-24.0, Swish 21.2-21.5 -> 23.6-23.8. HardSwish, x*w+b
-// and the layer-norm tail stayed at 24-25 GB/s, and Add+Mul+Clip+Div gained nothing in
-// one-off runs, so memory-bound bodies go without. Half a block ahead (the block's own
-// pages) and prefetchnta ran far slower; two blocks ahead and prefetcht1 about the same.
-// Cold pointers get none.
+// ahead. The hardware prefetchers stop at each 4 KiB page, so without it every block starts
+// on lanes cold pages, and a loop busy with its FP chains keeps too few misses in flight to
+// hide them. Memory-bound bodies gain nothing and go without; the distance (one block) and
+// the hint (prefetcht0) are tuned with bench/snippets. Cold pointers get none.
 inline bool prefetches_next_block(const Program* p) {
     for (uint32_t i = 0; i < p->count; ++i)
         if (p->code[i].kind == LirKind::Compute && transcendental_op(p->code[i].op)) return true;
@@ -2705,18 +2761,15 @@ inline bool software_pipelined(const Program* p, uint32_t lanes, uint32_t cold_c
 // lane 0, so each loop iteration finishes this tile's later steps in some lanes while it starts
 // the next tile's first steps in others. Each lane's instructions keep their order (same
 // results); only the order they reach the scheduler changes, which hides more of the long
-// approximation chains than lanes in lockstep. bench/snippets, GELU(tanh) pattern, two runs
-// of each build alternating, on the EPYC of the README: 31.7-31.8 -> 34.0-35.7 GB/s in L2 (4
-// lanes); at 64M floats, 3 pipelined lanes 28.5-28.9 GB/s against 26.5-26.9 for 2 in lockstep
-// (GELU(erf), Swish and the memory-bound patterns the same or faster). 2 lanes skewed gained
-// nothing in one-off tests, so they stay in lockstep.
+// approximation chains than lanes in lockstep. 2 lanes gain nothing from the skew and stay in
+// lockstep (tuned with bench/snippets).
 // Emitted at `loop` with a whole tile left: a prologue starts the skewed lanes on the tile at
 // rax, the loop runs while a next tile exists, the epilogue finishes the last one, then back
 // to `loop`. The tile is recorded first (JitMath::recording), so it may only emit through
 // ins(): no cold argument and no scalar store (software_pipelined() says when); false if it
 // did anyway or the recording ran out of memory (then e.m.failed is set, and emit_kernel
-// assembles again with 2 lanes in lockstep). The code of the vector tiles doubles, and the
-// compile takes about a third longer (median 14 -> 18 us for the GELU(tanh) pattern).
+// assembles again with 2 lanes in lockstep). The code of the vector tiles doubles, and
+// compiling takes longer.
 // With page_tiles (page blocks and row groups, below), the lanes walk pages or rows: the next
 // tile is one vector further, ecx counts the tiles (page_tiles of them, or kTilesInEcx: as
 // many as ecx holds, at least 1), and the function returns after the last tile.
@@ -2786,12 +2839,11 @@ inline bool emit_pipelined_tiles(EmitContext& e, uint32_t w, uint32_t lanes, asm
     return true;
 }
 
-// Page blocks (SnippetOptions::page_lanes): while the row has a 4 KiB page per lane left,
+// Page blocks (SnippetTuning::page_lanes): while the row has a 4 KiB page per lane left,
 // lane k walks page k of the block, tile t taking vector t of each page, so the loop moves
-// `lanes` streams 4 KiB apart instead of one. In a one-off loop on the Xeon of the README
-// (y = max(x*a + b, 0), non-temporal stores, 64M floats) one stream moved 18 GB/s, vectors
-// from 2, 4 or 8 pages in turn 22.9-24 GB/s, above memcpy's 22.5; whole 4 KiB chunks in turn
-// only 19. Emitted at `loop`: after a block rax has passed all its pages, then back to `loop`.
+// `lanes` streams 4 KiB apart instead of one: several streams keep more misses in flight
+// than one, when they take turns by vector (whole pages in turn do not gain; bench/snippets).
+// Emitted at `loop`: after a block rax has passed all its pages, then back to `loop`.
 // ecx counts the tiles (vector tiles never use it).
 inline void emit_page_blocks(EmitContext& e, uint32_t w, uint32_t lanes, asmjit::Label loop, bool pipelined) {
     x86::Assembler& a = *e.m.a;
@@ -2827,13 +2879,12 @@ struct RowShape {
     const int64_t* strides = nullptr;
 };
 
-// Row groups (SnippetOptions::page_lanes, for rows shorter than a block of pages): lane k
+// Row groups (SnippetTuning::page_lanes, for rows shorter than a block of pages): lane k
 // walks rows k*kRowGroup to k*kRowGroup + kRowGroup - 1 of a group of lanes * kRowGroup rows,
 // all lanes at the same column, each with its own row values, so the loop moves `lanes`
-// streams. In a one-off loop on the Xeon of the README (the layer-norm tail, rows of 768
-// floats, non-temporal stores, 64M floats) one stream moved 74-81% of memcpy, lanes on
-// neighbouring rows 82-88%, lanes 4 or 16 rows apart 90-96%. 16 rows of any stride keep
-// every lane's output on the vector alignment lane 0 peels to (16 * 4 bytes).
+// streams; lanes rows apart move more than lanes on neighbouring rows (bench/snippets). 16
+// rows of any stride keep every lane's output on the vector alignment lane 0 peels to
+// (16 * 4 bytes).
 constexpr uint32_t kRowGroup = 16;
 inline bool row_groups_apply(const Program* p, const RowShape* shape, Isa isa, uint32_t lanes, uint32_t cold_count,
                              uint32_t argument_count) {
@@ -2858,9 +2909,8 @@ inline bool strides_fit_immediates(const RowShape* shape, uint32_t argument_coun
 
 // Next row: every pointer moves by its row stride (0 for a tensor broadcast over rows): by
 // the compiled shape's strides as immediates (the cache key holds them) when they fit, else
-// from the table run() passes. x*w+b per channel over rows of 49 floats in L2 (the Xeon of
-// the README, one-off runs in pairs) took 2-8% less time with the immediates, rows of 100
-// and 196 floats the same.
+// from the table run() passes. The immediates save a load per pointer and row, which counts
+// on short rows (bench/snippets' short rows).
 inline void emit_next_row(EmitContext& e, uint32_t argument_count, const RowShape* shape, const x86::Mem& saved_strides) {
     x86::Assembler& a = *e.m.a;
     if (strides_fit_immediates(shape, argument_count)) {
@@ -2887,14 +2937,9 @@ inline void emit_next_row(EmitContext& e, uint32_t argument_count, const RowShap
 // stores of the main loop never split cache lines (inputs follow when they share the
 // alignment, as buffers of a memory plan do). Short rows peel only where split accesses
 // cost more than the extra partial tile (and the whole tiles it breaks up), which depends
-// on the core. x*w+b per channel in L2 (bench/snippets' short rows), ns a row with the peel
-// against without: on the EPYC of the README (AVX-512) 25 floats 3.6 vs 3.0, 49: 6.1 vs 4.5,
-// 65: 7.3 vs 5.6, 81: 7.0 vs 7.2-8.1, so from 80 floats; on its Xeon (two runs each) 33
-// floats 5.9 vs 5.7-5.9, 36: 5.5 vs 6.0-6.2, 41: 6.1 vs 7.3, 49: 7.1 vs 8.5, 57: 8.0-8.2 vs
-// 10.9, 63: 9.0 vs 12.5, 72: 9.6-9.8 vs 11.6-12.0 (AVX2 there: 0-4% faster with it from 36
-// floats), so on Intel cores from 36 floats for vectors of 8 and 16. Always with
-// non-temporal stores. rsi holds the row's floats; jumps to `partial` with rcx floats, or on
-// to `loop`.
+// on the core: from 36 floats on Intel cores with vectors of 8 or 16, else from 80 (tuned
+// with bench/snippets' short rows). Always with non-temporal stores. rsi holds the row's
+// floats; jumps to `partial` with rcx floats, or on to `loop`.
 inline void emit_alignment_peel(EmitContext& e, int32_t aligned_arg, bool streaming, uint32_t w, asmjit::Label loop,
                                 asmjit::Label partial) {
     x86::Assembler& a = *e.m.a;
@@ -2915,16 +2960,12 @@ inline void emit_alignment_peel(EmitContext& e, int32_t aligned_arg, bool stream
 }
 
 // Short rows: rows of at most kShortRowVectors vectors and kShortRowFloats floats (which no
-// core peels: on Intel cores the peel starts at 36, and longer rows were not measured on
-// the EPYC), with ordinary stores (so neither page lanes nor row groups), walked as
-// straight code: the row's whole tiles and its partial one, without the loop's counting
-// and branches, the partial tile's mask set once per call (the cache key holds the row
-// length). The kernel takes this path when a call's rows have the compiled length (run()
-// in column parts passes shorter ones, which take the loop). On the Xeon of the README
-// (AVX-512, bench/snippets' short rows, 262144 floats in L2, two alternating runs of each
-// build, with the immediate strides of emit_next_row): x*w+b then Relu per channel over maps
-// of 9 floats 70.0-71.5 -> 49.7-51.2 us, of 25 floats 48.4-48.7 -> 43.1-45.1 us (the
-// compiled loop 45.1-46.4); the layer-norm tail in rows of 16 floats 44.2-47.1 -> 37.4-40.0.
+// core peels: the peel starts at 36 floats at the earliest), with ordinary stores (so
+// neither page lanes nor row groups), walked as straight code: the row's whole tiles and
+// its partial one, without the loop's counting and branches, the partial tile's mask set
+// once per call (the cache key holds the row length). The kernel takes this path when a
+// call's rows have the compiled length (run() in column parts passes shorter ones, which
+// take the loop). Tuned with bench/snippets' short rows.
 constexpr uint32_t kShortRowVectors = 4, kShortRowFloats = 35;
 inline bool short_rows_apply(const RowShape* shape, Isa isa, bool streaming, bool page_lanes) {
     if (!shape || streaming || page_lanes || !x86_isa(isa)) return false;
@@ -3051,11 +3092,12 @@ inline void emit_row_groups(EmitContext& e, const RowShape& shape, uint32_t lane
     a.jmp(finish);
 }
 
+// >>x64 kernel
 // The in-place twin of a streaming kernel: a copy whose non-temporal stores are ordinary
 // aligned ones. movntps and movaps (store) differ in one opcode byte (0F 2B, 0F 29) behind
 // the same REX, VEX or EVEX prefix, so the copy keeps every length and offset; its data
 // section moves with it, and the kernels use no absolute address, so their RIP-relative
-// operands stay right. A second emission did the same in twice the compile time. nullptr
+// operands stay right; a second emission would double the compile time. nullptr
 // when out of memory or when a listed store is not a movntps (a bug: run() then takes the
 // streaming kernel in place too).
 inline void* patched_twin(const void* kernel, size_t size, size_t text_offset, const uint32_t* offsets, uint32_t count) {
@@ -3139,15 +3181,10 @@ inline Status emit_kernel(Program* p, Isa isa, uint32_t allocatable, uint32_t la
             if (p->code[i].reg > top) top = p->code[i].reg;
         uint32_t need = (uint32_t)(top + 1);
         // More lanes when a lane needs few registers: the approximations are latency-bound,
-        // each lane is one more independent chain in the FP scheduler's window (on the Zen 5
-        // of the README the GELU(tanh) pattern ran 6.1, 5.6, 5.3 ns per 16 floats with 2, 3, 4
-        // lanes), which matters more than pinned constants.
-        // Beyond the caches, a third lane only when it leaves 8 registers for pinned constants:
-        // there the GeluTanh op (10 registers a lane) ran at 9-11 GB/s with 3 lanes against
-        // 12.5-13.8 with 2, the GELU(tanh) pattern (8) 6% faster with 3 (64M floats).
-        // Not that rule for row groups, whose lanes each hold their own row values: on the
-        // Xeon of the README, 64M floats in rows of 768 with a per-row value (one-off driver),
-        // GELU(tanh) ran 18.1 GB/s in 3 lanes against 14.0 in 2, Swish 17.9 against 12.8.
+        // and each lane is one more independent chain in the FP scheduler's window, which
+        // matters more than pinned constants. Beyond the caches, a third lane only when it
+        // leaves 8 registers for pinned constants; not that rule for row groups, whose lanes
+        // each hold their own row values and gain from a third lane anyway (bench/snippets).
         if (!c.m.failed && lanes == 2 && max_lanes > 2) {
             uint32_t more = max_lanes;
             auto grouped = [&](uint32_t l) { return page_lanes && row_groups_apply(p, row_shape, isa, l, cold_count, argument_count); };
@@ -3593,6 +3630,7 @@ struct JitMathA64 {
     }
 };
 
+// >>a64 loads and stores
 struct EmitContextA64;
 struct JitterTableA64 { void (*kinds[7])(EmitContextA64& e, uint32_t i, Tile tile); };
 
@@ -3679,6 +3717,7 @@ inline const JitterTableA64* jitter_table_a64() {
     return &neon;
 }
 
+// >>a64 kernel
 // One assembly of the kernel (same contract as emit_kernel): per row the hoisted broadcasts,
 // vector tiles of 4 floats, then a scalar tail; pointers that walk the row moved n*4 bytes
 // by their post-increments, so the row step adds stride - n*4 to them (stride to the others).
@@ -4008,10 +4047,12 @@ Status Snippet::fail(Status status, const char* message) const {
     return status;
 }
 
+// >>compile
 Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) {
     uint64_t start = detail::now_ns();
     release();
     stats_ = SnippetStats();
+    const SnippetTuning& tuning = options.tuning;
     Isa isa = options.isa == Isa::Auto ? default_isa() : options.isa;
     if ((int)isa > (int)Isa::Auto) return fail(Status::InvalidArgument, "compile: unknown isa");
     bool emit_only = options.emit_only && isa != Isa::Ref;
@@ -4063,7 +4104,7 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
     results_ = results;
     isa_ = isa;
     stats_.isa = isa;
-    fused_ = isa == Isa::Ref ? options.reference_fma : isa_uses_fma(isa);
+    fused_ = isa == Isa::Ref ? tuning.reference_fma : isa_uses_fma(isa);
     if (isa == Isa::Ref) {
         columns_ = static_cast<float*>(TESSEL_MALLOC((size_t)body.size() * detail::kColumn * sizeof(float) + 1));
         if (!columns_) return fail(Status::OutOfMemory, "compile: no memory for the interpreter columns");
@@ -4076,36 +4117,37 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
     (void)options;
     return fail(Status::Unsupported, "compile: built with TESSEL_NO_JIT");
 #else
+    using StreamingStores = SnippetTuning::StreamingStores;
+    using PageLanes = SnippetTuning::PageLanes;
     Arena scratch;
     detail::Program program;
-    program.neon_table_registers = options.neon_table_registers;
+    program.neon_table_registers = tuning.neon_table_registers;
     Status s = detail::insert_load_store(body, inner_broadcast + params, &scratch, &program);
     if (s == Status::Ok) { detail::power_static(&program); s = detail::insert_broadcast_move(&program, inner_broadcast, &scratch); }
-    if (s == Status::Ok && options.fuse_broadcast_loads) s = detail::fuse_broadcast_load(&program, &scratch);
+    if (s == Status::Ok && tuning.fuse_broadcast_loads) s = detail::fuse_broadcast_load(&program, &scratch);
     if (s == Status::Ok) s = detail::scalars_to_data_section(&program);
     if (s == Status::Ok) s = detail::eliminate_dead_code_and_schedule(&program, &scratch);
     uint32_t total = isa == Isa::Avx512 || isa == Isa::Neon ? 32 : 16, reserved = detail::kScratchRegisters;
     uint32_t allocatable = total - reserved;
-    if (options.max_registers && options.max_registers < allocatable) allocatable = options.max_registers;
+    if (tuning.max_registers && tuning.max_registers < allocatable) allocatable = tuning.max_registers;
     if (s != Status::Ok) return fail(s, "compile: lowering failed (out of memory or more than 256 constants)");
     // Two tiles in lockstep on AVX-512 (each lane gets a bank of 16 registers) hide the
     // latency of the long approximation chains; taken when the values fit a bank unspilled.
     // Unless the caller chose, at most the lanes that walk a row in the fewest loop
     // iterations: whole tiles plus one masked partial tile per vector left over (ties: more
-    // lanes). Short rows otherwise run mostly in partial tiles (bench/snippets, short rows:
-    // the layer-norm tail in rows of 16 floats took 47.5 us with 4 lanes, 34 with 1).
+    // lanes). Short rows otherwise run mostly in partial tiles.
     const uint64_t row_vectors = d.dims[d.rank - 1] / isa_vector_floats(isa);
     auto row_iterations = [row_vectors](uint64_t l) { return row_vectors / l + row_vectors % l; };
     uint32_t row_lanes = 4;
-    if (!options.lanes) {
+    if (!tuning.lanes) {
         row_lanes = 1;
         for (uint32_t l = 2; l <= 4 && l <= row_vectors; ++l)
             if (row_iterations(l) <= row_iterations(row_lanes)) row_lanes = l;
     }
     uint32_t lanes = 1;
-    if (isa == Isa::Avx512 && options.lanes != 1 && row_lanes >= 2) {
+    if (isa == Isa::Avx512 && tuning.lanes != 1 && row_lanes >= 2) {
         uint32_t half = 16 - reserved < allocatable ? 16 - reserved : allocatable;
-        bool fits = options.lanes >= 2 || half == allocatable;
+        bool fits = tuning.lanes >= 2 || half == allocatable;
         if (!fits) {
             for (uint32_t i = 0; i < program.count; ++i) { program.code[i].reg = -1; program.code[i].slot = -1; program.code[i].hoisted = false; }
             program.spill_slots = program.registers_used = program.spilled = 0;
@@ -4115,17 +4157,12 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
         }
         if (fits) { lanes = 2; allocatable = half; }
     }
-    // Streaming above the last-level cache, capped at 64 MiB: virtual machines report the
-    // whole socket's L3 (508 MiB on the EPYC of the README), far more than one core reaches.
-    // CPUID traps in a VM (~10 us a call), so small bodies never ask.
-    // For compute-bound bodies (a transcendental op) only with page lanes (AVX-512, 2 or more
-    // lanes, rows of 3072 floats or more, so that the blocks of pages cover most of a row, or
-    // rows for row groups):
-    // on one stream non-temporal stores were 10-25% slower for them in every A/B run at 32M
-    // floats on the EPYC of the README; on its Xeon, at 64M floats, page lanes with
-    // non-temporal stores took the GELU(erf) pattern from 12.1 to 22.3 GB/s, GELU(tanh) from
-    // 11.8 to 20.3 and Swish from 11.7 to 19.8 (page lanes alone: about 14), the GELU ops
-    // from 10.3 to 11.7 and 9.0 to 9.3 (bench/snippets with the options set, one-off runs).
+    // Streaming above the last-level cache, capped at 64 MiB: virtual machines may report the
+    // whole socket's L3, far more than one core reaches. CPUID traps in a VM, so small bodies
+    // never ask. For compute-bound bodies (a transcendental op) only with page lanes (AVX-512,
+    // 2 or more lanes, rows of 3072 floats or more, so that the blocks of pages cover most of a
+    // row, or rows for row groups): on one stream non-temporal stores slow them down, in page
+    // lanes they speed them up (bench/snippets with SnippetTuning set).
     bool transcendental = false;
     for (uint32_t i = 0; i < body.size(); ++i) transcendental = transcendental || detail::transcendental_op(body.instruction(i).op);
     int64_t row_strides[kSnippetMaxArgs] = {};          // bytes, as run() passes them
@@ -4136,39 +4173,35 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
     row_shape.strides = row_strides;
     // Page blocks for most of each row (3 lanes from 3072 floats, 2 from 2048), or row
     // groups for 3 lanes (then also for 2).
-    const bool may_page = isa == Isa::Avx512 && lanes >= 2 && options.page_lanes != 0 &&
+    const bool may_page = isa == Isa::Avx512 && lanes >= 2 && tuning.page_lanes != PageLanes::Never &&
                           (row_shape.n >= 3072 || detail::row_groups_apply(&program, &row_shape, isa, 3,
                                                                           detail::cold_argument_count(isa, params + results),
                                                                           params + results));
-    bool streaming = options.streaming_stores >= 1;
-    if (options.streaming_stores < 0 && stats_.bytes_fused > (4ull << 20) && (!transcendental || may_page)) {
+    bool streaming = tuning.streaming_stores == StreamingStores::Always ||
+                     tuning.streaming_stores == StreamingStores::AlwaysWithInPlaceTwin;
+    if (tuning.streaming_stores == StreamingStores::Auto && stats_.bytes_fused > (4ull << 20) && (!transcendental || may_page)) {
         uint64_t threshold = last_level_cache_bytes();
         if (threshold == 0 || threshold > (64ull << 20)) threshold = threshold ? 64ull << 20 : 32ull << 20;
         streaming = stats_.bytes_fused > threshold;
     }
     if (isa == Isa::Neon) streaming = false;
-    // 4 lanes only while the data stays in the caches: out of them the GELU patterns ran at
-    // half the speed with 4 lanes (13-16 against 24-28 GB/s at 64M floats, the EPYC of the
-    // README), and 3 in a software pipeline (emit_pipelined_tiles) 6% faster than 2 in
-    // lockstep when a lane needs at most 8 registers (GELU(tanh) 26.0 against 24.5 GB/s,
-    // GELU(erf) 27.8 against 26.7, six alternating one-off runs each; see emit_kernel for
-    // larger bodies); in the caches 4 pipelined lanes are the fastest.
+    // 4 lanes only while the data stays in the caches, where 4 pipelined lanes are the
+    // fastest; beyond them 4 lanes fall behind, and 3 in a software pipeline
+    // (emit_pipelined_tiles) beat 2 in lockstep when a lane needs at most 8 registers (see
+    // emit_kernel for larger bodies). Tuned with bench/snippets.
     const bool beyond_caches = stats_.bytes_fused > (4ull << 20);
     const uint32_t max_lanes = beyond_caches ? 3u : 4u;
-    const uint32_t lane_cap = options.lanes ? (options.lanes > 4 ? 4u : options.lanes) : std::min(max_lanes, row_lanes);
+    const uint32_t lane_cap = tuning.lanes ? (tuning.lanes > 4 ? 4u : tuning.lanes) : std::min(max_lanes, row_lanes);
     stats_.lanes = lanes;
     stats_.streaming_stores = streaming;
-    const bool page_lanes = isa == Isa::Avx512 && (options.page_lanes < 0 ? streaming : options.page_lanes == 1);
+    const bool page_lanes =
+        isa == Isa::Avx512 && (tuning.page_lanes == PageLanes::Auto ? streaming : tuning.page_lanes == PageLanes::Always);
     // In place, ordinary stores beat non-temporal ones: the loads have brought the output's
-    // lines into the cache. On the Xeon of the README, 64M floats in place, page lanes (or row
-    // groups) with ordinary stores against non-temporal ones (one-off driver, medians of 6):
-    // GELU(erf) 23.3 against 18.3 GB/s, GELU(tanh) 20.8 / 17.7, Swish 20.2 / 17.7, HardSwish
-    // 27.0 / 19.3, Add+Mul+Clip+Div 20.8 / 19.9, the layer-norm tail 26.6 / 19.7. Whether a
-    // run is in place is known only then, so a streaming kernel whose output may be one of
-    // its inputs (a parameter of the output's shape) comes with a twin: its copy with
-    // ordinary stores (detail::patched_twin).
+    // lines into the cache (bench/snippets' in-place runs). Whether a run is in place is known
+    // only then, so a streaming kernel whose output may be one of its inputs (a parameter of
+    // the output's shape) comes with a twin: its copy with ordinary stores (patched_twin).
     bool in_place_variant = false;
-    for (uint32_t t = 0; t < params && streaming && options.streaming_stores != 1 && !emit_only; ++t)
+    for (uint32_t t = 0; t < params && streaming && tuning.streaming_stores != StreamingStores::Always && !emit_only; ++t)
         for (uint32_t r = params; r < params + results; ++r) {
             bool same_shape = true;
             for (uint32_t i = 0; i < d.rank; ++i) same_shape = same_shape && d.strides[t][i] == d.strides[r][i];
@@ -4198,7 +4231,7 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
         stats_.spilled_values = program.spilled;
 
         // Cache key: target, lanes and stores chosen so far, the cap on the lanes emit_kernel
-        // may add (SnippetOptions::lanes, or 3 beyond the caches and 4 within: a kernel
+        // may add (SnippetTuning::lanes, or 3 beyond the caches and 4 within: a kernel
         // compiled for a small shape is not reused for a large one), register budget,
         // argument count, lowered program; on x86 the row strides too (the pointers move by
         // them as immediates, emit_next_row, and row groups take them as displacements), with
@@ -4214,7 +4247,7 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
         uint32_t grouped = 0;
         for (uint32_t l = 2; l <= 4 && page_lanes; ++l)
             grouped |= (uint32_t)detail::row_groups_apply(&program, &row_shape, isa, l, stats_.cold_arguments, params + results) << (l - 2);
-        uint32_t header[4] = {(uint32_t)isa | lanes << 8 | (uint32_t)streaming << 16 | (uint32_t)options.neon_table_registers << 17 |
+        uint32_t header[4] = {(uint32_t)isa | lanes << 8 | (uint32_t)streaming << 16 | (uint32_t)tuning.neon_table_registers << 17 |
                                   lane_cap << 18 | (uint32_t)page_lanes << 24 | (uint32_t)in_place_variant << 25 | grouped << 26,
                               allocatable, params + results,
                               program.constant_count};
@@ -4271,7 +4304,7 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
                              : detail::emit_kernel(&program, isa, allocatable, lanes, streaming, params + results, emit_only, &kernel_,
                                                    &code_size, &scratch_peak, error_, sizeof error_, zone, zone ? kZoneBytes : 0,
                                                    true, lane_cap,
-                                                   &emitted_lanes, &scratch, options.lanes == 0 && beyond_caches, &pinned,
+                                                   &emitted_lanes, &scratch, tuning.lanes == 0 && beyond_caches, &pinned,
                                                    &shared, page_lanes, &row_shape, &row_groups,
                                                    in_place_variant ? &kernel_in_place_ : nullptr);
         stats_.scratch_registers = scratch_peak;
@@ -4315,6 +4348,7 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
 #endif
 }
 
+// >>run
 Status Snippet::run(Span<const float* const> inputs, Span<float* const> outputs) const {
     return run(inputs, outputs, columns_);
 }
@@ -4351,8 +4385,8 @@ Status Snippet::run(Span<const float* const> inputs, Span<float* const> outputs,
     void* kernel = takes_in_place_kernel(inputs, outputs) ? kernel_in_place_ : kernel_;
     if (isa_ != Isa::Ref && parts == 1 && outer == 0) {
         // The common case in one kernel call from the tensors' own pointers: no index
-        // arithmetic (the general walk below costs ~6 ns more a call: 16.3 against 10.7 ns for
-        // 16 floats, `run() on 16 floats` in bench/snippets).
+        // arithmetic, which would be a large share of a small call (`run() on 16 floats` in
+        // bench/snippets).
         for (uint32_t t = 0; t < args; ++t) ptrs[t] = const_cast<float*>(t < parameters_ ? inputs[t] : outputs[t - parameters_]);
         reinterpret_cast<void (*)(float* const*, size_t, size_t, const int64_t*)>(kernel)(ptrs, (size_t)n, (size_t)rows, row_strides);
         return Status::Ok;
@@ -4458,9 +4492,8 @@ Status interpret(const SnippetBody& body, Span<const float* const> inputs, Span<
     Snippet snippet;
     SnippetOptions options;
     options.isa = Isa::Ref;
-    options.reference_fma = fused;
-    Status s = snippet.compile(body, options);
-    if (s != Status::Ok) return s;
+    options.tuning.reference_fma = fused;
+    TESSEL_TRY(snippet.compile(body, options));
     return snippet.run(inputs, outputs);
 }
 
@@ -4751,7 +4784,7 @@ Status list_island_nodes(const Graph& graph, Arena* arena, Tokenization* t) {
     return Status::Ok;
 }
 
-
+// >>island bodies
 Status build_island_body(const Graph& graph, const Tokenization& t, uint32_t island, SnippetBody* body,
                          NodeId* input_nodes, uint32_t* input_count, NodeId* output_nodes, uint32_t* output_count,
                          uint32_t* input_ports) {
@@ -4797,8 +4830,7 @@ Status build_island_body(const Graph& graph, const Tokenization& t, uint32_t isl
             const TensorDesc& d = producer.outputs[edge.port];
             if (d.rank > kSnippetMaxRank) return Status::LimitExceeded;
             ValueId value;
-            Status s = body->parameter(Span<const int64_t>(d.dims, d.rank), &value);
-            if (s != Status::Ok) return s;
+            TESSEL_TRY(body->parameter(Span<const int64_t>(d.dims, d.rank), &value));
             input_nodes[inputs] = edge.producer;
             if (input_ports) input_ports[inputs] = edge.port;
             externals[inputs++] = External{edge.producer, edge.port, value};
@@ -4819,32 +4851,28 @@ Status build_island_body(const Graph& graph, const Tokenization& t, uint32_t isl
             for (uint32_t k = 0; k < inputs; ++k)
                 if (externals[k].producer == edge.producer && externals[k].port == edge.port) args[e] = externals[k].value;
         }
-        Status s;
         if (node.op == StringView("Constant")) {
             float value;
             if (!detail::constant_value(graph, v, &value)) return Status::InvalidArgument;
-            s = body->scalar(value, own);
+            TESSEL_TRY(body->scalar(value, own));
         } else {
             SnippetOp op;
             float alpha, beta;
             if (snippet_node_operation(graph, v, &op, &alpha, &beta) != Status::Ok) return Status::InvalidArgument;
             if (op == SnippetOp::Clip && node.num_inputs > 1) {  // ONNX Clip(x, min, max): tensors
                 ValueId x = args[0];
-                s = Status::Ok;
-                if (node.num_inputs > 1) s = body->binary(SnippetOp::Max, args[1], x, &x);   // NaN in x stays
-                if (s == Status::Ok && node.num_inputs > 2) s = body->binary(SnippetOp::Min, args[2], x, &x);
+                if (node.num_inputs > 1) TESSEL_TRY(body->binary(SnippetOp::Max, args[1], x, &x));   // NaN in x stays
+                if (node.num_inputs > 2) TESSEL_TRY(body->binary(SnippetOp::Min, args[2], x, &x));
                 *own = x;
             } else {
-                s = body->add(op, Span<const ValueId>(args, snippet_op_arity(op)), alpha, beta, own);
+                TESSEL_TRY(body->add(op, Span<const ValueId>(args, snippet_op_arity(op)), alpha, beta, own));
             }
         }
-        if (s != Status::Ok) return s;
         bool output = graph.successors(v).size == 0;
         for (NodeId succ : graph.successors(v)) if (t.island_of[succ] != island) output = true;
         if (output) {
             if (inputs + outputs == kSnippetMaxArgs) return Status::LimitExceeded;
-            s = body->result(*own);
-            if (s != Status::Ok) return s;
+            TESSEL_TRY(body->result(*own));
             output_nodes[outputs++] = v;
         }
     }

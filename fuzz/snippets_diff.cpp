@@ -6,7 +6,7 @@
 // available x64 ISA, by default and with a variant (few registers to force spills, 1, 3 or 4
 // lanes, unfused broadcast loads, a kernel cache shared across inputs, misaligned buffers,
 // result 0..2 in place, non-temporal stores and their in-place twin, page lanes, run() in 2 or 3
-// parts). One input in eight is laid out for page lanes, which SnippetOptions::page_lanes = 1
+// parts). One input in eight is laid out for page lanes, which SnippetTuning::page_lanes = Always
 // turns on (AVX-512): long rows for page blocks, or (three times as often) many short rows for
 // row groups. Each output must equal interpret(body, ..., isa_uses_fma(isa)) bit for bit (any
 // NaN equals any NaN).
@@ -338,12 +338,33 @@ uint64_t broadcast_index(const SnippetShape& of, uint64_t i, const SnippetShape&
     return index;
 }
 
+using StreamingStores = SnippetTuning::StreamingStores;
+using PageLanes = SnippetTuning::PageLanes;
+
+const char* streaming_stores_name(StreamingStores stores) {
+    switch (stores) {
+        case StreamingStores::Auto: return "auto";
+        case StreamingStores::Never: return "never";
+        case StreamingStores::Always: return "always";
+        case StreamingStores::AlwaysWithInPlaceTwin: return "always-with-twin";
+    }
+    return "?";
+}
+const char* page_lanes_name(PageLanes pages) {
+    switch (pages) {
+        case PageLanes::Auto: return "auto";
+        case PageLanes::Never: return "never";
+        case PageLanes::Always: return "always";
+    }
+    return "?";
+}
+
 struct Variant {
     uint32_t max_registers = 0;
-    uint8_t lanes = 0;  // SnippetOptions::lanes: 0 (the default choice), 1, 3 or 4
+    uint8_t lanes = 0;  // SnippetTuning::lanes: 0 (the default choice), 1, 3 or 4
     bool fuse_broadcast_loads = true;
-    int8_t streaming_stores = -1;  // SnippetOptions::streaming_stores: -1, 0, 1 or 2 (and the in-place twin)
-    int8_t page_lanes = -1;        // SnippetOptions::page_lanes
+    StreamingStores streaming_stores = StreamingStores::Auto;   // every value (and the in-place twin)
+    PageLanes page_lanes = PageLanes::Auto;
     uint32_t parts = 1;            // run() in parts 0..parts-1, one after the other (as the runtime's threads split it)
     bool use_cache = false;
     size_t offset = 0;
@@ -370,9 +391,9 @@ KernelCache* shared_cache() {
 
 [[noreturn]] void finding(const Case& c, Isa isa, const Variant& v, const char* what) {
     std::fprintf(stderr, "\n==== snippets_diff FINDING: %s\n  isa=%s fma=%d max_registers=%u lanes=%u fuse_broadcast_loads=%d "
-                 "streaming_stores=%d page_lanes=%d parts=%u cache=%d offset=%zu in_place=",
+                 "streaming_stores=%s page_lanes=%s parts=%u cache=%d offset=%zu in_place=",
                  what, isa_name(isa), (int)isa_uses_fma(isa), v.max_registers, (unsigned)v.lanes, (int)v.fuse_broadcast_loads,
-                 (int)v.streaming_stores, (int)v.page_lanes, v.parts, (int)v.use_cache, v.offset);
+                 streaming_stores_name(v.streaming_stores), page_lanes_name(v.page_lanes), v.parts, (int)v.use_cache, v.offset);
     for (int r = 0; r < c.results; ++r)
         if (v.in_place[r]) std::fprintf(stderr, "r%d<-p%d ", r, v.in_place_param[r]);
     std::fprintf(stderr, "\n  domain rank %d:", c.rank);
@@ -411,11 +432,11 @@ void check(const Case& c, Isa isa, const Variant& v, const float* const* inputs,
     Snippet snippet;
     SnippetOptions options;
     options.isa = isa;
-    options.max_registers = v.max_registers;
-    options.lanes = v.lanes;
-    options.fuse_broadcast_loads = v.fuse_broadcast_loads;
-    options.streaming_stores = v.streaming_stores;
-    options.page_lanes = v.page_lanes;
+    options.tuning.max_registers = v.max_registers;
+    options.tuning.lanes = v.lanes;
+    options.tuning.fuse_broadcast_loads = v.fuse_broadcast_loads;
+    options.tuning.streaming_stores = v.streaming_stores;
+    options.tuning.page_lanes = v.page_lanes;
     options.cache = v.use_cache ? shared_cache() : nullptr;
     Status s = snippet.compile(c.body, options);
     if (s != Status::Ok) {
@@ -497,8 +518,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     variant.lanes = lane_choices[registers >> 6];
     variant.fuse_broadcast_loads = !(flags & 4);
     variant.use_cache = (flags & 8) != 0;
-    variant.streaming_stores = (int8_t)(stores % 4) - 1;
-    variant.page_lanes = c.paged ? ((stores >> 2) % 4 ? 1 : 0) : (int8_t)((stores >> 2) % 3) - 1;
+    const StreamingStores store_choices[] = {StreamingStores::Auto, StreamingStores::Never, StreamingStores::Always,
+                                             StreamingStores::AlwaysWithInPlaceTwin};
+    const PageLanes page_choices[] = {PageLanes::Auto, PageLanes::Never, PageLanes::Always};
+    variant.streaming_stores = store_choices[stores % 4];
+    variant.page_lanes = c.paged ? ((stores >> 2) % 4 ? PageLanes::Always : PageLanes::Never) : page_choices[(stores >> 2) % 3];
     variant.parts = 1 + (stores >> 4) % 3;
     variant.offset = (flags >> 4) & 3;
     if (flags & 0x40) {  // outputs over same-shape, non-broadcast inputs (never a broadcast one)
@@ -557,9 +581,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         for (int i = 0; i < c.rank; ++i) std::fprintf(stderr, " %" PRId64, c.domain[i]);
         std::fprintf(stderr, "\n");
         print_body(c.body);
-        std::fprintf(stderr, "  variant: %s max_registers=%u lanes=%u fuse=%d streaming_stores=%d page_lanes=%d parts=%u cache=%d "
+        std::fprintf(stderr, "  variant: %s max_registers=%u lanes=%u fuse=%d streaming_stores=%s page_lanes=%s parts=%u cache=%d "
                      "offset=%zu in_place=", run_variant ? "on" : "off", variant.max_registers, (unsigned)variant.lanes,
-                     (int)variant.fuse_broadcast_loads, (int)variant.streaming_stores, (int)variant.page_lanes, variant.parts,
+                     (int)variant.fuse_broadcast_loads, streaming_stores_name(variant.streaming_stores),
+                     page_lanes_name(variant.page_lanes), variant.parts,
                      (int)variant.use_cache, variant.offset);
         for (int r = 0; r < c.results; ++r)
             if (variant.in_place[r]) std::fprintf(stderr, "r%d<-p%d ", r, variant.in_place_param[r]);
@@ -576,7 +601,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         if (!isa_available(isa)) continue;
         const float* const* expected = isa_uses_fma(isa) ? fma_ptrs : plain_ptrs;
         Variant plain;
-        if (c.paged) plain.page_lanes = 1;
+        if (c.paged) plain.page_lanes = PageLanes::Always;
         check(c, isa, plain, in_ptrs, expected);
         if (run_variant) check(c, isa, variant, in_ptrs, expected);
     }

@@ -14,6 +14,8 @@
 #include "reference_math.h"
 
 using namespace tessel;
+using StreamingStores = SnippetTuning::StreamingStores;
+using PageLanes = SnippetTuning::PageLanes;
 
 namespace {
 
@@ -84,7 +86,8 @@ uint64_t count(const std::vector<int64_t>& shape) {
 void check_against_interpreter(const SnippetBody& body, const std::vector<std::vector<float>>& inputs,
                                const std::vector<uint64_t>& output_sizes, Isa isa, uint32_t max_registers = 0,
                                size_t offset = 0, bool in_place = false, KernelCache* cache = nullptr,
-                               int8_t streaming_stores = -1, uint8_t lanes = 0, int8_t page_lanes = -1) {
+                               StreamingStores streaming_stores = StreamingStores::Auto, uint8_t lanes = 0,
+                               PageLanes page_lanes = PageLanes::Auto) {
     std::vector<std::vector<float>> in_buffers(inputs.size());
     std::vector<const float*> in_ptrs;
     for (size_t i = 0; i < inputs.size(); ++i) {
@@ -111,11 +114,11 @@ void check_against_interpreter(const SnippetBody& body, const std::vector<std::v
     Snippet snippet;
     SnippetOptions options;
     options.isa = isa;
-    options.max_registers = max_registers;
+    options.tuning.max_registers = max_registers;
     options.cache = cache;
-    options.streaming_stores = streaming_stores;
-    options.lanes = lanes;
-    options.page_lanes = page_lanes;
+    options.tuning.streaming_stores = streaming_stores;
+    options.tuning.lanes = lanes;
+    options.tuning.page_lanes = page_lanes;
     Status s = snippet.compile(body, options);
     INFO("compile: " << snippet.last_error());
     REQUIRE(s == Status::Ok);
@@ -566,7 +569,7 @@ TEST_CASE("snippets: streaming stores and one to four lanes equal the interprete
             for (int variant = 0; variant < 8; ++variant) {
                 uint8_t lanes = (uint8_t)(1 + variant % 4);
                 INFO(op_name(op) << " n=" << n << " lanes " << (int)lanes << " variant " << variant);
-                check_against_interpreter(b.body, inputs, {n}, isa, 0, variant >= 4 ? 3 : 0, variant >= 6, nullptr, 1, lanes);
+                check_against_interpreter(b.body, inputs, {n}, isa, 0, variant >= 4 ? 3 : 0, variant >= 6, nullptr, StreamingStores::Always, lanes);
             }
         }
     }
@@ -579,7 +582,7 @@ TEST_CASE("snippets: streaming stores and one to four lanes equal the interprete
         for (uint32_t registers : {0u, 2u})
             for (uint8_t lanes : {(uint8_t)1, (uint8_t)2, (uint8_t)3, (uint8_t)4}) {
                 INFO("trial " << trial << " max_registers " << registers << " lanes " << (int)lanes);
-                check_against_interpreter(rb.body, inputs, rb.result_sizes, isa, registers, trial % 2, false, nullptr, 1, lanes);
+                check_against_interpreter(rb.body, inputs, rb.result_sizes, isa, registers, trial % 2, false, nullptr, StreamingStores::Always, lanes);
             }
     }
     // The choice is reported: on AVX-512, three lanes for GeluErf in cache (a lane needs more
@@ -594,7 +597,7 @@ TEST_CASE("snippets: streaming stores and one to four lanes equal the interprete
     CHECK(s.stats().lanes == (isa == Isa::Avx512 ? 2u : 1u));
     Built b;
     build_op(&b.body, SnippetOp::GeluErf, {{4096}});
-    options.streaming_stores = 1;
+    options.tuning.streaming_stores = StreamingStores::Always;
     REQUIRE(s.compile(b.body, options) == Status::Ok);
     CHECK(s.stats().lanes == (isa == Isa::Avx512 ? 3u : 1u));
     if (isa != Isa::Ref) {  // a cached kernel of the small shape is not taken for the large one
@@ -608,26 +611,26 @@ TEST_CASE("snippets: streaming stores and one to four lanes equal the interprete
         CHECK(!large_kernel.stats().cache_hit);
         CHECK(large_kernel.stats().lanes == (isa == Isa::Avx512 ? 2u : 1u));
         Snippet capped, free_lanes;   // nor a kernel whose lanes a caller capped for one without a cap
-        cached.lanes = 2;
+        cached.tuning.lanes = 2;
         REQUIRE(capped.compile(b.body, cached) == Status::Ok);
-        cached.lanes = 0;
+        cached.tuning.lanes = 0;
         REQUIRE(free_lanes.compile(b.body, cached) == Status::Ok);
         CHECK(capped.stats().lanes == (isa == Isa::Avx512 ? 2u : 1u));
         CHECK(free_lanes.stats().lanes == (isa == Isa::Avx512 ? 3u : 1u));
         CHECK(free_lanes.stats().cache_hit);   // the kernel small_kernel compiled
     }
     CHECK(s.stats().streaming_stores == (isa != Isa::Neon));
-    options.lanes = 1;
-    options.streaming_stores = 0;
+    options.tuning.lanes = 1;
+    options.tuning.streaming_stores = StreamingStores::Never;
     REQUIRE(s.compile(b.body, options) == Status::Ok);
     CHECK(s.stats().lanes == 1u);
     CHECK(!s.stats().streaming_stores);
     Built t;
     build_op(&t.body, SnippetOp::Tanh, {{4096}});
-    options.lanes = 0;
+    options.tuning.lanes = 0;
     REQUIRE(s.compile(t.body, options) == Status::Ok);
     CHECK(s.stats().lanes == (isa == Isa::Avx512 ? 4u : 1u));
-    options.lanes = 3;
+    options.tuning.lanes = 3;
     REQUIRE(s.compile(t.body, options) == Status::Ok);
     CHECK(s.stats().lanes == (isa == Isa::Avx512 ? 3u : 1u));
     // Short rows: the lanes that walk a row in the fewest iterations (whole tiles, then one
@@ -641,19 +644,19 @@ TEST_CASE("snippets: streaming stores and one to four lanes equal the interprete
         build_op(&r.body, SnippetOp::Add, {{5, n}, {5, 1}});
         std::vector<std::vector<float>> row_inputs = {random_values((uint64_t)(5 * n), (uint32_t)n, 4.0f), random_values(5, 3, 4.0f)};
         INFO("row of " << n << " floats");
-        options.lanes = 0;
-        options.streaming_stores = -1;
+        options.tuning.lanes = 0;
+        options.tuning.streaming_stores = StreamingStores::Auto;
         REQUIRE(s.compile(r.body, options) == Status::Ok);
         CHECK(s.stats().lanes == (isa == Isa::Avx512 ? c.lanes : 1u));
         check_against_interpreter(r.body, row_inputs, {(uint64_t)(5 * n)}, isa);
         check_against_interpreter(r.body, row_inputs, {(uint64_t)(5 * n)}, isa, 0, 1);  // misaligned rows
         // With lanes, the row's value is loaded once per row into a register they share.
         CHECK(s.stats().shared_invariants == (s.stats().lanes > 1 ? 1u : 0u));
-        options.lanes = 4;
+        options.tuning.lanes = 4;
         REQUIRE(s.compile(r.body, options) == Status::Ok);
         CHECK(s.stats().lanes == (isa == Isa::Avx512 ? 4u : 1u));
         CHECK(s.stats().shared_invariants == (isa == Isa::Avx512 ? 1u : 0u));
-        check_against_interpreter(r.body, row_inputs, {(uint64_t)(5 * n)}, isa, 0, 1, false, nullptr, -1, 4);
+        check_against_interpreter(r.body, row_inputs, {(uint64_t)(5 * n)}, isa, 0, 1, false, nullptr, StreamingStores::Auto, 4);
         {   // served from a cache, the kernel still reports its shared register
             KernelCache cache;
             SnippetOptions cached = options;
@@ -740,14 +743,14 @@ TEST_CASE("snippets: lanes in a software pipeline equal the interpreter at every
                 }
                 INFO("lanes " << (int)lanes << " n " << n << " rich " << rich);
                 for (size_t offset : {(size_t)0, (size_t)1}) {
-                    check_against_interpreter(b.body, inputs, sizes, isa, 0, offset, false, nullptr, -1, lanes);
-                    check_against_interpreter(b.body, inputs, sizes, isa, 0, offset, true, nullptr, -1, lanes);
+                    check_against_interpreter(b.body, inputs, sizes, isa, 0, offset, false, nullptr, StreamingStores::Auto, lanes);
+                    check_against_interpreter(b.body, inputs, sizes, isa, 0, offset, true, nullptr, StreamingStores::Auto, lanes);
                 }
-                check_against_interpreter(b.body, inputs, sizes, isa, 0, 0, false, nullptr, 1, lanes);   // non-temporal
+                check_against_interpreter(b.body, inputs, sizes, isa, 0, 0, false, nullptr, StreamingStores::Always, lanes);   // non-temporal
                 Snippet s;
                 SnippetOptions options;
                 options.isa = isa;
-                options.lanes = lanes;
+                options.tuning.lanes = lanes;
                 REQUIRE(s.compile(b.body, options) == Status::Ok);
                 const uint32_t expected = isa != Isa::Avx512 ? 1u : rich && lanes == 4 ? 3u : lanes;
                 CHECK(s.stats().lanes == expected);
@@ -776,11 +779,11 @@ TEST_CASE("snippets: lanes in a software pipeline equal the interpreter at every
     std::vector<std::vector<float>> inputs;
     std::vector<uint64_t> sizes;
     build_wide_body(&wide.body, 12, 1, 2, 200, &inputs, &sizes);
-    check_against_interpreter(wide.body, inputs, sizes, isa, 0, 1, false, nullptr, -1, 4);
+    check_against_interpreter(wide.body, inputs, sizes, isa, 0, 1, false, nullptr, StreamingStores::Auto, 4);
     Snippet s;
     SnippetOptions options;
     options.isa = isa;
-    options.lanes = 4;
+    options.tuning.lanes = 4;
     REQUIRE(s.compile(wide.body, options) == Status::Ok);
     CHECK(s.stats().cold_arguments == 3u);
     CHECK(s.stats().lanes == 4u);
@@ -812,15 +815,15 @@ TEST_CASE("snippets: lanes on different pages equal the interpreter") {
                                                       random_values(rows, (uint32_t)n + 5, 2.0f)};
             INFO("lanes " << (int)lanes << " n " << n);
             for (size_t offset : {(size_t)0, (size_t)1})
-                for (int8_t streaming : {(int8_t)0, (int8_t)1}) {
-                    check_against_interpreter(b.body, inputs, {rows * n}, isa, 0, offset, false, nullptr, streaming, lanes, 1);
-                    check_against_interpreter(b.body, inputs, {rows * n}, isa, 0, offset, true, nullptr, streaming, lanes, 1);
+                for (StreamingStores streaming : {StreamingStores::Never, StreamingStores::Always}) {
+                    check_against_interpreter(b.body, inputs, {rows * n}, isa, 0, offset, false, nullptr, streaming, lanes, PageLanes::Always);
+                    check_against_interpreter(b.body, inputs, {rows * n}, isa, 0, offset, true, nullptr, streaming, lanes, PageLanes::Always);
                 }
             Snippet s;
             SnippetOptions options;
             options.isa = isa;
-            options.lanes = lanes;
-            options.page_lanes = 1;
+            options.tuning.lanes = lanes;
+            options.tuning.page_lanes = PageLanes::Always;
             REQUIRE(s.compile(b.body, options) == Status::Ok);
             CHECK(s.stats().page_lanes == (isa == Isa::Avx512));
             CHECK(s.stats().page_prefetch == (isa == Isa::Avx512));   // tanh: the next block is prefetched
@@ -832,7 +835,7 @@ TEST_CASE("snippets: lanes on different pages equal the interpreter") {
     std::vector<uint64_t> sizes;
     build_wide_body(&wide.body, 12, 1, 2, 3 * 4096 + 100, &inputs, &sizes);
     for (size_t offset : {(size_t)0, (size_t)1})
-        check_against_interpreter(wide.body, inputs, sizes, isa, 0, offset, false, nullptr, 1, 4, 1);
+        check_against_interpreter(wide.body, inputs, sizes, isa, 0, offset, false, nullptr, StreamingStores::Always, 4, PageLanes::Always);
     // By default page lanes come with non-temporal stores (compiled, not run: 384 MiB).
     Built big;
     build_op(&big.body, SnippetOp::Add, {{1 << 25}, {1 << 25}});
@@ -843,7 +846,7 @@ TEST_CASE("snippets: lanes on different pages equal the interpreter") {
     CHECK(s.stats().streaming_stores == (isa != Isa::Neon));
     CHECK(s.stats().page_lanes == (isa == Isa::Avx512));
     CHECK(!s.stats().page_prefetch);   // memory-bound: no prefetches
-    options.page_lanes = 0;
+    options.tuning.page_lanes = PageLanes::Never;
     REQUIRE(s.compile(big.body, options) == Status::Ok);
     CHECK(!s.stats().page_lanes);
     // A transcendental body streams only in page lanes: blocks of pages (rows of 3072 floats
@@ -864,11 +867,11 @@ TEST_CASE("snippets: lanes on different pages equal the interpreter") {
             REQUIRE(gelu.body.binary(SnippetOp::Mul, x, scale, &y) == Status::Ok);
             REQUIRE(gelu.body.unary(SnippetOp::GeluTanh, y, &y) == Status::Ok);
             REQUIRE(gelu.body.result(y) == Status::Ok);
-            for (int8_t page : {(int8_t)-1, (int8_t)0}) {
-                options.page_lanes = page;
+            for (PageLanes page : {PageLanes::Auto, PageLanes::Never}) {
+                options.tuning.page_lanes = page;
                 REQUIRE(s.compile(gelu.body, options) == Status::Ok);
-                INFO("row " << row << " rows " << rows << " page_lanes " << (int)page);
-                const bool expected = isa == Isa::Avx512 && (row == 4096 || rows == 0) && page < 0;
+                INFO("row " << row << " rows " << rows << " page_lanes " << (page == PageLanes::Auto ? "auto" : "never"));
+                const bool expected = isa == Isa::Avx512 && (row == 4096 || rows == 0) && page == PageLanes::Auto;
                 CHECK(s.stats().streaming_stores == expected);
                 CHECK(s.stats().page_lanes == expected);
                 CHECK(s.stats().row_groups == (expected && row == 1024));
@@ -911,29 +914,29 @@ TEST_CASE("snippets: lanes on different row groups equal the interpreter") {
                 INFO("lanes " << (int)lanes << " rows " << rows << " n " << n);
                 const uint64_t size = (uint64_t)(rows * n);
                 for (size_t offset : {(size_t)0, (size_t)1})
-                    for (int8_t streaming : {(int8_t)0, (int8_t)1}) {
-                        check_against_interpreter(b.body, inputs, {size}, isa, 0, offset, false, &cache, streaming, lanes, 1);
-                        check_against_interpreter(b.body, inputs, {size}, isa, 0, offset, true, &cache, streaming, lanes, 1);
+                    for (StreamingStores streaming : {StreamingStores::Never, StreamingStores::Always}) {
+                        check_against_interpreter(b.body, inputs, {size}, isa, 0, offset, false, &cache, streaming, lanes, PageLanes::Always);
+                        check_against_interpreter(b.body, inputs, {size}, isa, 0, offset, true, &cache, streaming, lanes, PageLanes::Always);
                     }
-                check_against_interpreter(b.body, inputs, {size}, isa, 3, 1, false, nullptr, 1, lanes, 1);   // spills
+                check_against_interpreter(b.body, inputs, {size}, isa, 3, 1, false, nullptr, StreamingStores::Always, lanes, PageLanes::Always);   // spills
                 Snippet s;
                 SnippetOptions options;
                 options.isa = isa;
-                options.lanes = lanes;
-                options.page_lanes = 1;
+                options.tuning.lanes = lanes;
+                options.tuning.page_lanes = PageLanes::Always;
                 const bool grouped = isa == Isa::Avx512 && rows >= group && n >= 16;
                 REQUIRE(s.compile(b.body, options) == Status::Ok);
                 CHECK(s.stats().row_groups == grouped);
                 options.cache = &cache;   // what the runs above got from the cache
-                for (int8_t streaming : {(int8_t)0, (int8_t)1}) {
+                for (StreamingStores streaming : {StreamingStores::Never, StreamingStores::Always}) {
                     Snippet cached;
-                    options.streaming_stores = streaming;
+                    options.tuning.streaming_stores = streaming;
                     REQUIRE(cached.compile(b.body, options) == Status::Ok);
                     CHECK(cached.stats().cache_hit);
                     CHECK(cached.stats().row_groups == grouped);
                 }
                 options.cache = nullptr;
-                options.streaming_stores = -1;
+                options.tuning.streaming_stores = StreamingStores::Auto;
                 if (rows < group || n != 33) continue;
                 // Run in 2 parts, as the runtime's threads do: 2 * group + 17 rows leave each
                 // part a group and more.
@@ -962,7 +965,7 @@ TEST_CASE("snippets: lanes on different row groups equal the interpreter") {
     REQUIRE(s.compile(tail.body, options) == Status::Ok);
     CHECK(s.stats().row_groups == (isa == Isa::Avx512 && s.stats().lanes >= 2));
     CHECK(s.stats().streaming_stores == (isa != Isa::Neon));
-    options.page_lanes = 0;
+    options.tuning.page_lanes = PageLanes::Never;
     REQUIRE(s.compile(tail.body, options) == Status::Ok);
     CHECK(!s.stats().row_groups);
 }
@@ -992,7 +995,7 @@ TEST_CASE("snippets: short rows run as straight code and equal the interpreter")
             options.isa = isa;
             REQUIRE(s.compile(b.body, options) == Status::Ok);
             CHECK(s.stats().short_rows == (n <= 4 * w && n <= 35));   // at most 4 vectors, and never a row the peel takes
-            options.streaming_stores = 1;   // non-temporal stores keep the loop (and its peel)
+            options.tuning.streaming_stores = StreamingStores::Always;   // non-temporal stores keep the loop (and its peel)
             REQUIRE(s.compile(b.body, options) == Status::Ok);
             CHECK(!s.stats().short_rows);
         }
@@ -1044,12 +1047,12 @@ TEST_CASE("snippets: a streaming kernel's in-place twin (ordinary stores) equals
             for (size_t offset : {(size_t)0, (size_t)3})
                 for (bool in_place : {false, true})
                     for (uint8_t lanes : {(uint8_t)0, (uint8_t)3, (uint8_t)4})
-                        check_against_interpreter(b.body, inputs, {(uint64_t)(rows * n)}, isa, 0, offset, in_place, nullptr, 2,
+                        check_against_interpreter(b.body, inputs, {(uint64_t)(rows * n)}, isa, 0, offset, in_place, nullptr, StreamingStores::AlwaysWithInPlaceTwin,
                                                   lanes);
             Snippet s;
             SnippetOptions options;
             options.isa = isa;
-            options.streaming_stores = 2;   // which kernel run() takes
+            options.tuning.streaming_stores = StreamingStores::AlwaysWithInPlaceTwin;   // which kernel run() takes
             REQUIRE(s.compile(b.body, options) == Status::Ok);
             std::vector<float> other(inputs[0].size());
             const float* in[] = {inputs[0].data(), inputs[1].data()};
@@ -1057,11 +1060,11 @@ TEST_CASE("snippets: a streaming kernel's in-place twin (ordinary stores) equals
             float* over[] = {const_cast<float*>(inputs[0].data())};
             CHECK(!s.takes_in_place_kernel(in, apart));
             CHECK(s.takes_in_place_kernel(in, over) == streams);
-            for (int8_t streaming : {(int8_t)0, (int8_t)1, (int8_t)2}) {
-                options.streaming_stores = streaming;
+            for (StreamingStores streaming : {StreamingStores::Never, StreamingStores::Always, StreamingStores::AlwaysWithInPlaceTwin}) {
+                options.tuning.streaming_stores = streaming;
                 REQUIRE(s.compile(b.body, options) == Status::Ok);
-                CHECK(s.stats().streaming_stores == (streams && streaming >= 1));
-                CHECK(s.stats().in_place_kernel == (streams && streaming == 2));
+                CHECK(s.stats().streaming_stores == (streams && streaming != StreamingStores::Never));
+                CHECK(s.stats().in_place_kernel == (streams && streaming == StreamingStores::AlwaysWithInPlaceTwin));
             }
         }
     }
@@ -1071,7 +1074,7 @@ TEST_CASE("snippets: a streaming kernel's in-place twin (ordinary stores) equals
     Snippet s;
     SnippetOptions options;
     options.isa = isa;
-    options.streaming_stores = 2;
+    options.tuning.streaming_stores = StreamingStores::AlwaysWithInPlaceTwin;
     REQUIRE(s.compile(broadcast.body, options) == Status::Ok);
     CHECK(s.stats().streaming_stores == streams);
     CHECK(!s.stats().in_place_kernel);
@@ -1079,7 +1082,7 @@ TEST_CASE("snippets: a streaming kernel's in-place twin (ordinary stores) equals
     Built big;
     build_op(&big.body, SnippetOp::Add, {{1 << 25}, {1 << 25}});
     KernelCache cache;
-    options.streaming_stores = -1;
+    options.tuning.streaming_stores = StreamingStores::Auto;
     options.cache = &cache;
     for (int pass = 0; pass < 2; ++pass) {
         Snippet cached;   // (a snippet must not outlive its cache)
@@ -1105,7 +1108,7 @@ TEST_CASE("snippets: wide bodies, up to 32 arguments with cold pointers, equal t
             check_against_interpreter(b.body, inputs, sizes, isa, 0, 1);            // misaligned (the peel)
             check_against_interpreter(b.body, inputs, sizes, isa, 0, 0, true);      // result 0 over parameter 0
             check_against_interpreter(b.body, inputs, sizes, isa, 2);               // spills as well
-            check_against_interpreter(b.body, inputs, sizes, isa, 0, 0, false, nullptr, 1);   // non-temporal stores
+            check_against_interpreter(b.body, inputs, sizes, isa, 0, 0, false, nullptr, StreamingStores::Always);   // non-temporal stores
             if (isa != Isa::Ref) {
                 Snippet s;
                 SnippetOptions options;
@@ -1115,14 +1118,14 @@ TEST_CASE("snippets: wide bodies, up to 32 arguments with cold pointers, equal t
                 CHECK(s.stats().cold_arguments == (args > 11 ? args - keep : 0));
             }
             if (isa == Isa::Avx512)
-                for (uint8_t lanes : {1, 4}) check_against_interpreter(b.body, inputs, sizes, isa, 0, 3, false, nullptr, 1, lanes);
+                for (uint8_t lanes : {1, 4}) check_against_interpreter(b.body, inputs, sizes, isa, 0, 3, false, nullptr, StreamingStores::Always, lanes);
         }
     }
 }
 
 TEST_CASE("snippets: table lookups stay exact when many values are live (NEON's tbx fallback)") {
     // 21 values live across an Erf and a Tanh; on NEON, then, the four-step lookup path on
-    // its own (SnippetOptions::neon_table_registers = false).
+    // its own (SnippetTuning::neon_table_registers = false).
     Isa isa = target();
     if (isa == Isa::Ref) return;
     Built b;
@@ -1152,7 +1155,7 @@ TEST_CASE("snippets: table lookups stay exact when many values are live (NEON's 
         Snippet s;
         SnippetOptions options;
         options.isa = isa;
-        options.neon_table_registers = false;
+        options.tuning.neon_table_registers = false;
         REQUIRE(s.compile(one.body, options) == Status::Ok);
         CHECK(s.stats().saved_vector_registers == 0);   // v12-v15 untouched
         REQUIRE(s.run(ins, outs) == Status::Ok);
@@ -1180,12 +1183,12 @@ TEST_CASE("snippets: spilling happens under register pressure and stays exact") 
     Snippet s;
     SnippetOptions options;
     options.isa = isa;
-    options.max_registers = 2;
+    options.tuning.max_registers = 2;
     REQUIRE(s.compile(b.body, options) == Status::Ok);
     CHECK(s.stats().spilled_values > 0);
     CHECK(s.stats().registers_used <= 2);
     check_against_interpreter(b.body, {random_values(67, 9)}, {67}, isa, 2);
-    options.max_registers = 0;
+    options.tuning.max_registers = 0;
     REQUIRE(s.compile(b.body, options) == Status::Ok);
     if (isa == Isa::Avx512) CHECK(s.stats().spilled_values == 0);
 }
@@ -1222,7 +1225,7 @@ TEST_CASE("snippets: tanh at every edge of its intervals") {
     options.isa = isa;
     REQUIRE(jit.compile(b.body, options) == Status::Ok);
     options.isa = Isa::Ref;
-    options.reference_fma = isa_uses_fma(isa);
+    options.tuning.reference_fma = isa_uses_fma(isa);
     REQUIRE(interpreter.compile(b.body, options) == Status::Ok);
     const float* ins[] = {in.data()};
     float* outs[] = {out.data()};
@@ -1891,7 +1894,7 @@ TEST_CASE("snippets: Load + BroadcastMove (unfused) equals BroadcastLoad and the
     SnippetOptions options;
     options.isa = isa;
     REQUIRE(s1.compile(b.body, options) == Status::Ok);
-    options.fuse_broadcast_loads = false;
+    options.tuning.fuse_broadcast_loads = false;
     REQUIRE(s2.compile(b.body, options) == Status::Ok);
     if (isa != Isa::Ref) CHECK(s2.stats().instructions == s1.stats().instructions + 2);  // two moves kept
     REQUIRE(s1.run(in, o_fused) == Status::Ok);
@@ -1936,8 +1939,8 @@ SnippetStats check_assembles(const SnippetBody& body, Isa isa, uint32_t max_regi
     SnippetOptions options;
     options.isa = isa;
     options.emit_only = true;
-    options.max_registers = max_registers;
-    options.fuse_broadcast_loads = fuse;
+    options.tuning.max_registers = max_registers;
+    options.tuning.fuse_broadcast_loads = fuse;
     Status status = s.compile(body, options);
     INFO("isa " << std::string(isa_name(isa)) << " max_registers " << max_registers << ": " << s.last_error());
     REQUIRE(status == Status::Ok);

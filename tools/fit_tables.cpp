@@ -181,7 +181,7 @@ double sweep(const Table& table, uint32_t stride, bool fma) {
     Snippet snippet;
     SnippetOptions options;
     options.isa = Isa::Ref;
-    options.reference_fma = fma;
+    options.tuning.reference_fma = fma;
     if (snippet.compile(body, options) != Status::Ok) return 1e30;
     double worst = 0;
     for (int side = 0; side < (table.negative ? 2 : 1); ++side) {
