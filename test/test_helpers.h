@@ -1,8 +1,18 @@
 // Small helpers shared by the test suites (tests may use the STL; the library does not).
 #pragma once
+#include <doctest/doctest.h>
+
+#include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
+
 #include "hetero.h"
+#include "runtime.h"
 
 namespace test {
 
@@ -31,6 +41,60 @@ inline std::string write(const tessel::Graph& graph) {
     tessel::Status status = tessel::write_text(graph, append_to_string, &out);
     if (status != tessel::Status::Ok) return "error: " + std::string(graph.last_error());
     return out;
+}
+
+// ---- files -----------------------------------------------------------------------------------
+
+// A new empty folder /tmp/<prefix>XXXXXX.
+inline std::string make_temp_dir(const std::string& prefix) {
+    std::string pattern = "/tmp/" + prefix + "XXXXXX";
+    char* dir = mkdtemp(&pattern[0]);
+    REQUIRE(dir != nullptr);
+    return pattern;
+}
+
+inline void write_file(const std::string& path, const std::string& bytes) {
+    FILE* f = std::fopen(path.c_str(), "wb");
+    REQUIRE(f != nullptr);
+    REQUIRE(std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size());
+    std::fclose(f);
+}
+
+// Removes `path` and everything below it; links are removed, never followed. True when it is gone.
+inline bool remove_tree(const std::string& path) {
+    if (DIR* dir = opendir(path.c_str())) {
+        while (dirent* e = readdir(dir)) {
+            std::string name = e->d_name;
+            if (name == "." || name == "..") continue;
+            std::string child = path + "/" + name;
+            struct stat st;
+            if (lstat(child.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) remove_tree(child);
+            else unlink(child.c_str());
+        }
+        closedir(dir);
+    }
+    rmdir(path.c_str());
+    struct stat st;
+    return lstat(path.c_str(), &st) != 0;
+}
+
+// ---- running a model ---------------------------------------------------------------------------
+
+// Creates `*request` from `compiled`, lets `fill(*request)` write the inputs and infers; each
+// step must succeed.
+template <class Fill>
+void create_and_infer(const tessel::CompiledModel& compiled, tessel::InferRequest* request, Fill fill) {
+    REQUIRE(compiled.create_request(request) == tessel::Status::Ok);
+    fill(*request);
+    REQUIRE(request->infer() == tessel::Status::Ok);
+}
+
+// Compiles `model` for `device` on `core` (no config), then create_and_infer.
+template <class Fill>
+void compile_and_infer(tessel::Core& core, const tessel::Model& model, const char* device, tessel::CompiledModel* compiled,
+                       tessel::InferRequest* request, Fill fill) {
+    REQUIRE(core.compile_model(model, device, {}, compiled) == tessel::Status::Ok);
+    create_and_infer(*compiled, request, fill);
 }
 
 }  // namespace test

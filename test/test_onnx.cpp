@@ -1,4 +1,4 @@
-// ONNX reader and TensorProto files. Every model is built here by a small protobuf writer, so
+// ONNX reader and TensorProto files. Every model is built here with test/protobuf_writer.h, so
 // each case says what it contains; the conformance data of libonnx-testdata is read as well.
 #include <doctest/doctest.h>
 
@@ -7,8 +7,6 @@
 #include <unistd.h>
 
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -27,80 +25,21 @@ using tessel::StringView;
 namespace {
 
 // ---- protobuf writer: test/protobuf_writer.h
+using test::attr_float;
+using test::attr_floats_unpacked;
+using test::attr_int;
+using test::attr_ints;
+using test::attr_string;
+using test::attr_tensor;
+using test::graph;
+using test::GraphSpec;
+using test::model_proto;
+using test::named_node;
 using test::Pb;
 using test::raw_of;
 using test::tensor_raw;
+using test::value_info;
 using namespace test::onnx_type;
-
-Pb value_info(const std::string& name, int type, const std::vector<int64_t>& dims) {
-    Pb shape;
-    for (int64_t d : dims) {
-        Pb dim;
-        if (d >= 0) dim.i(1, d);
-        else dim.bytes(2, "N");
-        shape.msg(1, dim);
-    }
-    Pb tensor;
-    tensor.u(1, (uint64_t)type).msg(2, shape);
-    Pb typ;
-    typ.msg(1, tensor);
-    Pb v;
-    v.bytes(1, name).msg(2, typ);
-    return v;
-}
-
-Pb node(const std::string& op, const std::string& name, const std::vector<std::string>& inputs,
-        const std::vector<std::string>& outputs, const std::vector<Pb>& attributes = {}, const std::string& domain = "") {
-    Pb n;
-    for (const std::string& s : inputs) n.bytes(1, s);
-    for (const std::string& s : outputs) n.bytes(2, s);
-    if (!name.empty()) n.bytes(3, name);
-    n.bytes(4, op);
-    for (const Pb& a : attributes) n.msg(5, a);
-    if (!domain.empty()) n.bytes(7, domain);
-    return n;
-}
-
-// AttributeProto: name = 1, f = 2, i = 3, s = 4, t = 5, g = 6, floats = 7, ints = 8, strings = 9, type = 20.
-Pb attr_int(const std::string& name, int64_t v) { Pb a; a.bytes(1, name).i(3, v).u(20, 2); return a; }
-Pb attr_float(const std::string& name, float v) { Pb a; a.bytes(1, name).f32(2, v).u(20, 1); return a; }
-Pb attr_string(const std::string& name, const std::string& v) { Pb a; a.bytes(1, name).bytes(4, v).u(20, 3); return a; }
-Pb attr_ints(const std::string& name, const std::vector<int64_t>& v) { Pb a; a.bytes(1, name).packed(8, v).u(20, 7); return a; }
-Pb attr_floats_unpacked(const std::string& name, const std::vector<float>& v) {
-    Pb a;
-    a.bytes(1, name);
-    for (float f : v) a.f32(7, f);
-    return a.u(20, 6);
-}
-Pb attr_tensor(const std::string& name, const Pb& t) { Pb a; a.bytes(1, name).msg(5, t).u(20, 4); return a; }
-
-struct GraphSpec {
-    std::vector<Pb> nodes, initializers, inputs, outputs;
-};
-
-Pb graph(const GraphSpec& g) {
-    Pb p;
-    for (const Pb& n : g.nodes) p.msg(1, n);
-    p.bytes(2, "test");
-    for (const Pb& t : g.initializers) p.msg(5, t);
-    for (const Pb& v : g.inputs) p.msg(11, v);
-    for (const Pb& v : g.outputs) p.msg(12, v);
-    return p;
-}
-
-Pb model_proto(const Pb& g, int64_t opset = 13, const std::vector<std::pair<std::string, int64_t>>& extra = {}) {
-    Pb m;
-    m.u(1, 8).bytes(2, "tessel-test");
-    Pb o;
-    o.bytes(1, "").i(2, opset);
-    m.msg(8, o);
-    for (const auto& e : extra) {
-        Pb x;
-        x.bytes(1, e.first).i(2, e.second);
-        m.msg(8, x);
-    }
-    return m.msg(7, g);
-}
 
 Status read(Model& model, const std::string& bytes, const std::string& folder = "") {
     return model.read_onnx(bytes.data(), bytes.size(), StringView(folder.data(), folder.size()));
@@ -111,8 +50,17 @@ std::string error_of(const Model& m) { return m.last_error(); }
 // A model with one Relu reading `x` and writing `y`, plus the given initializer.
 std::string relu_with(const Pb& initializer, const std::vector<std::string>& inputs = {"x"}) {
     GraphSpec g;
-    g.nodes = {node("Relu", "r", inputs, {"y"})};
+    g.nodes = {named_node("Relu", "r", inputs, {"y"})};
     g.initializers = {initializer};
+    g.inputs = {value_info("x", FLOAT, {2})};
+    g.outputs = {value_info("y", FLOAT, {2})};
+    return model_proto(graph(g)).b;
+}
+
+// A model whose graph input is x and output y (both float [2]), with `nodes` between them.
+std::string model_from_x_to_y(const std::vector<Pb>& nodes) {
+    GraphSpec g;
+    g.nodes = nodes;
     g.inputs = {value_info("x", FLOAT, {2})};
     g.outputs = {value_info("y", FLOAT, {2})};
     return model_proto(graph(g)).b;
@@ -122,6 +70,16 @@ NodeId find_node(const Model& m, const char* name) { return m.graph.find(StringV
 
 std::string producer_name(const Model& m, NodeId n, uint32_t input) {
     return test::to_string(m.graph.node(m.graph.node(n).inputs[input].producer).name);
+}
+
+// Add "first" (X + W -> t) with an attribute of each kind, then Mul "second" (t * `factor` -> Y).
+std::vector<Pb> first_and_second(const std::string& factor) {
+    Pb attr_t = tensor_raw("", INT32, {3}, raw_of(std::vector<int32_t>{10, -20, 30}));
+    return {named_node("Add", "first", {"X", "W"}, {"t"},
+                       {attr_int("axis", -3), attr_float("alpha", 0.25f), attr_string("mode", "linear"),
+                        attr_ints("pads", {0, 1, 2, -1}), attr_floats_unpacked("scales", {1.0f, 2.5f}),
+                        attr_tensor("value", attr_t)}),
+            named_node("Mul", "second", {"t", factor}, {"Y"})};
 }
 
 // The small model of the first test: every kind of attribute, raw and typed initializers.
@@ -138,13 +96,8 @@ SmallModel small_model() {
     b_typed.packed(1, {2}).u(2, INT64).bytes(8, "B").i(7, -7).i(7, 9);
     Pb s_typed;   // float via packed float_data
     s_typed.packed(1, {1}).u(2, FLOAT).bytes(8, "S").packed_floats(4, {0.5f});
-    Pb attr_t = tensor_raw("", INT32, {3}, raw_of(std::vector<int32_t>{10, -20, 30}));
     GraphSpec g;
-    g.nodes = {node("Add", "first", {"X", "W"}, {"t"},
-                    {attr_int("axis", -3), attr_float("alpha", 0.25f), attr_string("mode", "linear"),
-                     attr_ints("pads", {0, 1, 2, -1}), attr_floats_unpacked("scales", {1.0f, 2.5f}),
-                     attr_tensor("value", attr_t)}),
-               node("Mul", "second", {"t", "S"}, {"Y"})};
+    g.nodes = first_and_second("S");
     g.initializers = {tensor_raw("W", FLOAT, {4}, s.w_raw), b_typed, s_typed};
     g.inputs = {value_info("X", FLOAT, {1, -1, 4}), value_info("W", FLOAT, {4})};
     g.outputs = {value_info("Y", FLOAT, {1, -1, 4})};
@@ -175,25 +128,6 @@ void find_files(const std::string& dir, const std::string& suffix, bool prefix_i
         if (prefix_io) match = match && (n.rfind("input_", 0) == 0 || n.rfind("output_", 0) == 0);
         if (match) out->push_back(path);
     }
-}
-
-std::string make_temp_dir() {
-    char pattern[] = "/tmp/tessel_onnx_XXXXXX";
-    char* d = mkdtemp(pattern);
-    REQUIRE(d != nullptr);
-    return d;
-}
-
-void write_file(const std::string& path, const std::string& bytes) {
-    FILE* f = std::fopen(path.c_str(), "wb");
-    REQUIRE(f != nullptr);
-    CHECK(std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size());
-    std::fclose(f);
-}
-
-void remove_tree(const std::string& dir) {
-    std::string command = "rm -rf '" + dir + "'";
-    CHECK(std::system(command.c_str()) == 0);
 }
 
 }  // namespace
@@ -302,7 +236,7 @@ TEST_CASE("a small model reads back exactly") {
 
 TEST_CASE("nodes in any order, by id") {
     GraphSpec g;
-    g.nodes = {node("Relu", "late", {"t"}, {"y"}), node("Neg", "early", {"x"}, {"t"})};
+    g.nodes = {named_node("Relu", "late", {"t"}, {"y"}), named_node("Neg", "early", {"x"}, {"t"})};
     g.inputs = {value_info("x", FLOAT, {3})};
     g.outputs = {value_info("y", FLOAT, {3})};
     std::string bytes = model_proto(graph(g)).b;
@@ -323,8 +257,8 @@ TEST_CASE("nodes in any order, by id") {
 
 TEST_CASE("optional inputs: absent in the middle, trailing ones dropped; multi-output ports") {
     GraphSpec g;
-    g.nodes = {node("Split", "split", {"x"}, {"a", "", "c"}),
-               node("Clip", "clip", {"a", "", "c", "", ""}, {"y"})};
+    g.nodes = {named_node("Split", "split", {"x"}, {"a", "", "c"}),
+               named_node("Clip", "clip", {"a", "", "c", "", ""}, {"y"})};
     g.inputs = {value_info("x", FLOAT, {6})};
     g.outputs = {value_info("y", FLOAT, {2})};
     std::string bytes = model_proto(graph(g)).b;
@@ -342,8 +276,9 @@ TEST_CASE("optional inputs: absent in the middle, trailing ones dropped; multi-o
 
 TEST_CASE("duplicate, empty and taken node names get unique generated names") {
     GraphSpec g;
-    g.nodes = {node("Relu", "n", {"x"}, {"a"}), node("Relu", "n", {"a"}, {"b"}), node("Relu", "", {"b"}, {"c"}),
-               node("Relu", "x", {"c"}, {"d"}), node("Relu", "Relu_1", {"d"}, {"e"}), node("Relu", "y", {"e"}, {"y"})};
+    g.nodes = {named_node("Relu", "n", {"x"}, {"a"}), named_node("Relu", "n", {"a"}, {"b"}),
+               named_node("Relu", "", {"b"}, {"c"}), named_node("Relu", "x", {"c"}, {"d"}),
+               named_node("Relu", "Relu_1", {"d"}, {"e"}), named_node("Relu", "y", {"e"}, {"y"})};
     g.inputs = {value_info("x", FLOAT, {2})};
     g.outputs = {value_info("y", FLOAT, {2})};
     std::string bytes = model_proto(graph(g)).b;
@@ -384,13 +319,8 @@ TEST_CASE("a model truncated at every offset fails cleanly or reads") {
     // The GraphProto cut at every offset inside a well-formed ModelProto reaches the inner
     // messages (nodes, attributes, tensors, value infos) with their own ends.
     std::vector<float> w = {1.5f, -2.0f, 3.25f, 4.0f};
-    Pb attr_t = tensor_raw("", INT32, {3}, raw_of(std::vector<int32_t>{10, -20, 30}));
     GraphSpec g;
-    g.nodes = {node("Add", "first", {"X", "W"}, {"t"},
-                    {attr_int("axis", -3), attr_float("alpha", 0.25f), attr_string("mode", "linear"),
-                     attr_ints("pads", {0, 1, 2, -1}), attr_floats_unpacked("scales", {1.0f, 2.5f}),
-                     attr_tensor("value", attr_t)}),
-               node("Mul", "second", {"t", "W"}, {"Y"})};
+    g.nodes = first_and_second("W");
     g.inputs = {value_info("X", FLOAT, {1, -1, 4})};
     g.outputs = {value_info("Y", FLOAT, {1, -1, 4})};
     g.initializers = {tensor_raw("W", FLOAT, {4}, raw_of(w))};
@@ -522,45 +452,30 @@ TEST_CASE("graph errors: missing producer, cycle, unknown ops kept") {
         CHECK(error_of(m).find("'r'") != std::string::npos);
     }
     {
-        GraphSpec g;
-        g.nodes = {node("Add", "a", {"x", "tb"}, {"ta"}), node("Relu", "b", {"ta"}, {"tb"}),
-                   node("Relu", "c", {"ta"}, {"y"})};
-        g.inputs = {value_info("x", FLOAT, {2})};
-        g.outputs = {value_info("y", FLOAT, {2})};
         Model m;
-        CHECK(read(m, model_proto(graph(g)).b) == Status::Cycle);
+        CHECK(read(m, model_from_x_to_y({named_node("Add", "a", {"x", "tb"}, {"ta"}), named_node("Relu", "b", {"ta"}, {"tb"}),
+                                         named_node("Relu", "c", {"ta"}, {"y"})})) == Status::Cycle);
     }
     {
-        GraphSpec g;
-        g.nodes = {node("NoSuchOp", "weird", {"x"}, {"y"})};
-        g.inputs = {value_info("x", FLOAT, {2})};
-        g.outputs = {value_info("y", FLOAT, {2})};
         Model m;
-        REQUIRE(read(m, model_proto(graph(g)).b) == Status::Ok);
+        REQUIRE(read(m, model_from_x_to_y({named_node("NoSuchOp", "weird", {"x"}, {"y"})})) == Status::Ok);
         CHECK(test::to_string(m.graph.node(find_node(m, "weird")).op) == "NoSuchOp");
     }
     {
-        GraphSpec g;   // a graph output nobody produces
-        g.nodes = {node("Relu", "r", {"x"}, {"t"})};
-        g.inputs = {value_info("x", FLOAT, {2})};
-        g.outputs = {value_info("y", FLOAT, {2})};
-        Model m;
-        CHECK(read(m, model_proto(graph(g)).b) == Status::DanglingInput);
+        Model m;   // a graph output nobody produces
+        CHECK(read(m, model_from_x_to_y({named_node("Relu", "r", {"x"}, {"t"})})) == Status::DanglingInput);
         CHECK(error_of(m).find("'y'") != std::string::npos);
     }
     {
-        GraphSpec g;   // a tensor produced twice
-        g.nodes = {node("Relu", "r", {"x"}, {"y"}), node("Neg", "s", {"x"}, {"y"})};
-        g.inputs = {value_info("x", FLOAT, {2})};
-        g.outputs = {value_info("y", FLOAT, {2})};
-        Model m;
-        CHECK(read(m, model_proto(graph(g)).b) == Status::DuplicateName);
+        Model m;   // a tensor produced twice
+        CHECK(read(m, model_from_x_to_y({named_node("Relu", "r", {"x"}, {"y"}), named_node("Neg", "s", {"x"}, {"y"})})) ==
+              Status::DuplicateName);
     }
 }
 
 TEST_CASE("opsets, domains, subgraphs") {
     GraphSpec g;
-    g.nodes = {node("Relu", "r", {"x"}, {"y"})};
+    g.nodes = {named_node("Relu", "r", {"x"}, {"y"})};
     g.inputs = {value_info("x", FLOAT, {2})};
     g.outputs = {value_info("y", FLOAT, {2})};
     {
@@ -583,7 +498,7 @@ TEST_CASE("opsets, domains, subgraphs") {
     }
     {
         GraphSpec h = g;
-        h.nodes = {node("FusedGemm", "r", {"x"}, {"y"}, {}, "com.microsoft")};
+        h.nodes = {named_node("FusedGemm", "r", {"x"}, {"y"}, {}, "com.microsoft")};
         Model m;
         CHECK(read(m, model_proto(graph(h), 13, {{"com.microsoft", 1}}).b) == Status::Unsupported);
         CHECK(error_of(m).find("com.microsoft") != std::string::npos);
@@ -592,7 +507,7 @@ TEST_CASE("opsets, domains, subgraphs") {
         GraphSpec h = g;
         Pb body;
         body.bytes(1, "then_branch").msg(6, graph(g)).u(20, 5);
-        h.nodes = {node("If", "if", {"x"}, {"y"}, {body})};
+        h.nodes = {named_node("If", "if", {"x"}, {"y"}, {body})};
         Model m;
         CHECK(read(m, model_proto(graph(h)).b) == Status::Unsupported);
         CHECK(error_of(m).find("then_branch") != std::string::npos);
@@ -602,7 +517,7 @@ TEST_CASE("opsets, domains, subgraphs") {
 TEST_CASE("interface name clashes, old attributes, non-empty and fixed-buffer models") {
     {
         GraphSpec g;   // the output is the input itself: one namespace cannot hold both
-        g.nodes = {node("Relu", "r", {"x"}, {"t"})};
+        g.nodes = {named_node("Relu", "r", {"x"}, {"t"})};
         g.inputs = {value_info("x", FLOAT, {2})};
         g.outputs = {value_info("x", FLOAT, {2})};
         Model m;
@@ -611,7 +526,7 @@ TEST_CASE("interface name clashes, old attributes, non-empty and fixed-buffer mo
     }
     {
         GraphSpec g;   // the same input twice
-        g.nodes = {node("Relu", "r", {"x"}, {"y"})};
+        g.nodes = {named_node("Relu", "r", {"x"}, {"y"})};
         g.inputs = {value_info("x", FLOAT, {2}), value_info("x", FLOAT, {2})};
         g.outputs = {value_info("y", FLOAT, {2})};
         Model m;
@@ -626,12 +541,9 @@ TEST_CASE("interface name clashes, old attributes, non-empty and fixed-buffer mo
         Pb tensor;
         tensor.packed(1, {2}).u(2, FLOAT).packed_floats(4, {7.0f, 8.0f});
         t.bytes(1, "value").msg(5, tensor);
-        GraphSpec g;
-        g.nodes = {node("Relu", "r", {"x"}, {"y"}, {i, f, t})};
-        g.inputs = {value_info("x", FLOAT, {2})};
-        g.outputs = {value_info("y", FLOAT, {2})};
+        const std::string bytes = model_from_x_to_y({named_node("Relu", "r", {"x"}, {"y"}, {i, f, t})});
         Model m;
-        REQUIRE_MESSAGE(read(m, model_proto(graph(g)).b) == Status::Ok, error_of(m));
+        REQUIRE_MESSAGE(read(m, bytes) == Status::Ok, error_of(m));
         NodeId r = find_node(m, "r");
         const tessel::Attribute* a = m.graph.find_attribute(r, "count");
         REQUIRE(a != nullptr);
@@ -648,7 +560,7 @@ TEST_CASE("interface name clashes, old attributes, non-empty and fixed-buffer mo
         CHECK(static_cast<const float*>(a->tensor->data)[1] == 8.0f);
         CHECK((uintptr_t)a->tensor->data % 64 == 0);
         // Reading again into the same model is refused.
-        CHECK(read(m, model_proto(graph(g)).b) == Status::InvalidArgument);
+        CHECK(read(m, bytes) == Status::InvalidArgument);
     }
     {
         SmallModel s = small_model();
@@ -678,13 +590,13 @@ TEST_CASE("more than max_nodes nodes is LimitExceeded") {
 }
 
 TEST_CASE("external data: inside the folder only") {
-    std::string dir = make_temp_dir();
-    std::string outside = make_temp_dir();
+    std::string dir = test::make_temp_dir("tessel_onnx_");
+    std::string outside = test::make_temp_dir("tessel_onnx_");
     std::vector<float> values = {1, 2, 3, 4, 5, 6};
-    write_file(dir + "/weights.bin", std::string("HEAD") + raw_of(values));
+    test::write_file(dir + "/weights.bin", std::string("HEAD") + raw_of(values));
     REQUIRE(mkdir((dir + "/sub").c_str(), 0700) == 0);
-    write_file(dir + "/sub/w.bin", raw_of(values));
-    write_file(outside + "/secret.bin", raw_of(values));
+    test::write_file(dir + "/sub/w.bin", raw_of(values));
+    test::write_file(outside + "/secret.bin", raw_of(values));
     REQUIRE(symlink((outside + "/secret.bin").c_str(), (dir + "/link.bin").c_str()) == 0);
     REQUIRE(symlink("sub/w.bin", (dir + "/inner_link.bin").c_str()) == 0);
     auto external = [](const std::string& location, const std::string& offset, const std::string& length) {
@@ -724,7 +636,7 @@ TEST_CASE("external data: inside the folder only") {
     }
     {
         // read_onnx_file finds the folder itself.
-        write_file(dir + "/model.onnx", external("weights.bin", "4", ""));
+        test::write_file(dir + "/model.onnx", external("weights.bin", "4", ""));
         Model m;
         REQUIRE_MESSAGE(m.read_onnx_file((dir + "/model.onnx").c_str()) == Status::Ok, error_of(m));
         check_values(m);
@@ -773,8 +685,8 @@ TEST_CASE("external data: inside the folder only") {
         Model m;   // no folder: refused
         CHECK(read(m, external("weights.bin", "4", "24")) == Status::InvalidArgument);
     }
-    remove_tree(dir);
-    remove_tree(outside);
+    CHECK(test::remove_tree(dir));
+    CHECK(test::remove_tree(outside));
 }
 
 TEST_CASE("tensor files: typed encodings and write/read round trips") {
@@ -856,14 +768,14 @@ TEST_CASE("tensor files: typed encodings and write/read round trips") {
         scalar.data_as<int64_t>()[0] = -42;
         std::string out;
         REQUIRE(tessel::write_tensor_proto(scalar, StringView("s"), test::append_to_string, &out) == Status::Ok);
-        std::string dir = make_temp_dir();
-        write_file(dir + "/s.pb", out);
+        std::string dir = test::make_temp_dir("tessel_onnx_");
+        test::write_file(dir + "/s.pb", out);
         tessel::Tensor back;
         REQUIRE(tessel::read_tensor_file((dir + "/s.pb").c_str(), &back) == Status::Ok);
         CHECK(back.rank() == 0);
         CHECK(back.data_as<int64_t>()[0] == -42);
         CHECK(tessel::read_tensor_file((dir + "/none.pb").c_str(), &back) == Status::IoError);
-        remove_tree(dir);
+        CHECK(test::remove_tree(dir));
     }
 }
 

@@ -1,12 +1,11 @@
-// Reliability: a malformed-model corpus generated here (every model is written by the
-// protobuf writer below, never as hand-edited bytes), the Limits at and one past each limit,
+// Reliability: a malformed-model corpus generated here (every model is written by
+// test/protobuf_writer.h, never as hand-edited bytes), the Limits at and one past each limit,
 // JIT kernels against PROT_NONE guard pages, an allocation fault at every TESSEL_MALLOC of a
 // full read + compile + infer, and concurrent requests with a concurrent compile (run under
 // ASan/UBSan and TSan by `make test-sanitize`). Each bad input has its exact Status, or runs
 // correctly where it is legal.
 #include <doctest/doctest.h>
 
-#include <dirent.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -33,9 +32,16 @@ using namespace tessel;
 namespace {
 
 // ---- protobuf writer: test/protobuf_writer.h
+using test::attr_int;
+using test::attr_ints;
+using test::attr_tensor;
+using test::GraphSpec;
+using test::node;
+using test::output;
 using test::Pb;
 using test::raw_of;
 using test::tensor_raw;
+using test::value_info;
 using namespace test::onnx_type;
 
 Pb floats(const std::string& name, const std::vector<int64_t>& dims, const std::vector<float>& v) {
@@ -45,59 +51,9 @@ Pb ints(const std::string& name, const std::vector<int64_t>& dims, const std::ve
     return tensor_raw(name, INT64, dims, raw_of(v));
 }
 
-// ValueInfoProto with a tensor type; `shape` false leaves the shape out (outputs).
-Pb value_info(const std::string& name, int type, const std::vector<int64_t>& dims, bool shape = true) {
-    Pb s;
-    for (int64_t d : dims) {
-        Pb dim;
-        if (d >= 0) dim.i(1, d);
-        else dim.bytes(2, "N");
-        s.msg(1, dim);
-    }
-    Pb tensor;
-    tensor.u(1, (uint64_t)type);
-    if (shape) tensor.msg(2, s);
-    Pb typ;
-    typ.msg(1, tensor);
-    Pb v;
-    v.bytes(1, name).msg(2, typ);
-    return v;
-}
-Pb output(const std::string& name, int type = FLOAT) { return value_info(name, type, {}, false); }
-
-Pb node(const std::string& op, const std::vector<std::string>& inputs, const std::vector<std::string>& outputs,
-        const std::vector<Pb>& attributes = {}) {
-    Pb n;
-    for (const std::string& s : inputs) n.bytes(1, s);
-    for (const std::string& s : outputs) n.bytes(2, s);
-    n.bytes(4, op);
-    for (const Pb& a : attributes) n.msg(5, a);
-    return n;
-}
-
-// AttributeProto: name = 1, f = 2, i = 3, t = 5, ints = 8, type = 20.
-Pb attr_int(const std::string& name, int64_t v) { Pb a; a.bytes(1, name).i(3, v).u(20, 2); return a; }
-Pb attr_ints(const std::string& name, const std::vector<int64_t>& v) { Pb a; a.bytes(1, name).packed(8, v).u(20, 7); return a; }
-Pb attr_tensor(const std::string& name, const Pb& t) { Pb a; a.bytes(1, name).msg(5, t).u(20, 4); return a; }
-
-struct GraphSpec {
-    std::vector<Pb> nodes, initializers, inputs, outputs;
-};
-
-std::string model_bytes(const GraphSpec& g, int64_t opset = 13) {
-    Pb graph;
-    for (const Pb& n : g.nodes) graph.msg(1, n);
-    graph.bytes(2, "reliability");
-    for (const Pb& t : g.initializers) graph.msg(5, t);
-    for (const Pb& v : g.inputs) graph.msg(11, v);
-    for (const Pb& v : g.outputs) graph.msg(12, v);
-    Pb m;
-    m.u(1, 8).bytes(2, "tessel-test");
-    Pb o;
-    o.bytes(1, "").i(2, opset);
-    m.msg(8, o);
-    return m.msg(7, graph).b;
-}
+// This file's graphs are named "reliability": the same bytes keep the byte-by-byte tests
+// (truncations, flips) walking the same inputs.
+std::string model_bytes(const GraphSpec& g) { return test::model_proto(test::graph(g, "reliability")).b; }
 
 // One node reading x (float, dims) plus initializers, writing y.
 std::string one_node(const std::string& op, const std::vector<int64_t>& dims, const std::vector<std::string>& inputs,
@@ -180,35 +136,6 @@ Outcome run(const std::string& bytes, const char* device = "CPU", const Limits* 
         CHECK(o_.status == (expected_status));                                                 \
     } while (0)
 
-// ---- files ----------------------------------------------------------------------------------
-std::string make_temp_dir() {
-    char pattern[] = "/tmp/tessel-reliability-XXXXXX";
-    char* dir = mkdtemp(pattern);
-    REQUIRE(dir != nullptr);
-    return dir;
-}
-void write_file(const std::string& path, const std::string& bytes) {
-    FILE* f = std::fopen(path.c_str(), "wb");
-    REQUIRE(f != nullptr);
-    REQUIRE(std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size());
-    std::fclose(f);
-}
-void remove_tree(const std::string& path) {
-    DIR* dir = opendir(path.c_str());
-    if (dir) {
-        while (dirent* e = readdir(dir)) {
-            std::string name = e->d_name;
-            if (name == "." || name == "..") continue;
-            std::string child = path + "/" + name;
-            struct stat st;
-            if (lstat(child.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) remove_tree(child);
-            else unlink(child.c_str());
-        }
-        closedir(dir);
-    }
-    rmdir(path.c_str());
-}
-
 // The small model of the truncation, flip and allocation-fault tests: x[2,3] + W, Relu, a
 // Gather of rows by a constant index list, Concat with x, Sigmoid; two outputs.
 std::string small_model() {
@@ -267,10 +194,11 @@ TEST_CASE("reliability: the small model runs and gives the expected outputs on C
 }
 
 TEST_CASE("reliability: external data outside the folder, wrong sizes, offset + length overflow") {
-    std::string dir = make_temp_dir(), outside = make_temp_dir();
+    std::string dir = test::make_temp_dir("tessel-reliability-");
+    std::string outside = test::make_temp_dir("tessel-reliability-");
     std::vector<float> w = {1, 2, 3};
-    write_file(dir + "/w.bin", raw_of(w));
-    write_file(outside + "/secret.bin", raw_of(w));
+    test::write_file(dir + "/w.bin", raw_of(w));
+    test::write_file(outside + "/secret.bin", raw_of(w));
     REQUIRE(symlink((outside + "/secret.bin").c_str(), (dir + "/link.bin").c_str()) == 0);
     REQUIRE(mkdir((dir + "/sub").c_str(), 0700) == 0);
     REQUIRE(symlink(outside.c_str(), (dir + "/sub/out").c_str()) == 0);   // a folder link out
@@ -325,8 +253,8 @@ TEST_CASE("reliability: external data outside the folder, wrong sizes, offset + 
         CHECK_OUTCOME(run(external("w.bin", "99999999999999999999999", "12"), "CPU", nullptr, default_fill, {}, dir),
                       Stage::Read, Status::ParseError);
     }
-    remove_tree(dir);
-    remove_tree(outside);
+    test::remove_tree(dir);
+    test::remove_tree(outside);
 }
 
 TEST_CASE("reliability: dims whose product overflows") {
@@ -423,20 +351,14 @@ TEST_CASE("reliability: the same tensor as input and output, a node writing a gr
         g.initializers = {floats("W", {3}, {1, 2, 3})};
         g.inputs = {value_info("x", FLOAT, {3})};
         g.outputs = {output("y")};
-        Outcome o = run(model_bytes(g));
-        INFO(o.where());
-        CHECK(o.stage == Stage::Read);
-        CHECK(o.status == Status::DuplicateName);
+        CHECK_OUTCOME(run(model_bytes(g)), Stage::Read, Status::DuplicateName);
     }
     {
         GraphSpec g;   // two nodes write the same tensor
         g.nodes = {node("Relu", {"x"}, {"t"}), node("Neg", {"x"}, {"t"}), node("Abs", {"t"}, {"y"})};
         g.inputs = {value_info("x", FLOAT, {3})};
         g.outputs = {output("y")};
-        Outcome o = run(model_bytes(g));
-        INFO(o.where());
-        CHECK(o.stage == Stage::Read);
-        CHECK(o.status == Status::DuplicateName);
+        CHECK_OUTCOME(run(model_bytes(g)), Stage::Read, Status::DuplicateName);
     }
     {
         GraphSpec g;   // a node reads its own output
@@ -691,15 +613,15 @@ TEST_CASE("reliability: Limits at the limit and one past it") {
         past.max_file_bytes = bytes.size() - 1;
         CHECK(read(bytes, past) == Status::LimitExceeded);
         // read_onnx_file with limits
-        std::string dir = make_temp_dir();
-        write_file(dir + "/m.onnx", bytes);
+        std::string dir = test::make_temp_dir("tessel-reliability-");
+        test::write_file(dir + "/m.onnx", bytes);
         {
             Model m;
             CHECK(m.read_onnx_file((dir + "/m.onnx").c_str(), at) == Status::Ok);
             Model n;
             CHECK(n.read_onnx_file((dir + "/m.onnx").c_str(), past) == Status::LimitExceeded);
         }
-        remove_tree(dir);
+        test::remove_tree(dir);
         Core core;
         CompiledModel compiled;
         REQUIRE(core.compile_model(model, "CPU", {}, &compiled) == Status::Ok);
@@ -856,9 +778,9 @@ TEST_CASE("reliability: JIT kernels read and write nothing past their tensors (g
 // ============================================================================================
 
 TEST_CASE("reliability: the Nth TESSEL_MALLOC fails, for every N through read_onnx_file + compile + infer") {
-    std::string dir = make_temp_dir();
+    std::string dir = test::make_temp_dir("tessel-reliability-");
     const std::string path = dir + "/small.onnx";
-    write_file(path, small_model());
+    test::write_file(path, small_model());
     const std::vector<std::vector<float>> expected = small_model_expected();
     struct Result {
         Status status = Status::Ok;
@@ -929,7 +851,7 @@ TEST_CASE("reliability: the Nth TESSEL_MALLOC fails, for every N through read_on
         CHECK(failed == total);
         MESSAGE(std::string(device) << ": " << total << " allocations, each one failed in turn");
     }
-    remove_tree(dir);
+    test::remove_tree(dir);
 }
 
 // ============================================================================================
@@ -966,20 +888,15 @@ TEST_CASE("reliability: 4 threads of requests on one compiled model while a seco
     std::vector<std::vector<std::vector<uint8_t>>> expected;
     for (uint32_t t = 0; t < 4; ++t) {
         InferRequest r;
-        REQUIRE(compiled.create_request(&r) == Status::Ok);
-        fill(r.input(0), t);
-        REQUIRE(r.infer() == Status::Ok);
+        test::create_and_infer(compiled, &r, [&](InferRequest& request) { fill(request.input(0), t); });
         expected.push_back(outputs_of(r, compiled.output_count()));
     }
     std::vector<std::vector<uint8_t>> b_expected;
     {
         Core other;
         CompiledModel cb;
-        REQUIRE(other.compile_model(b, "CPU", {}, &cb) == Status::Ok);
         InferRequest r;
-        REQUIRE(cb.create_request(&r) == Status::Ok);
-        fill(r.input(0), 9);
-        REQUIRE(r.infer() == Status::Ok);
+        test::compile_and_infer(other, b, "CPU", &cb, &r, [&](InferRequest& request) { fill(request.input(0), 9); });
         b_expected = outputs_of(r, cb.output_count());
     }
     std::atomic<int> mismatches{0}, failures{0};
