@@ -192,10 +192,9 @@ fuzz: $(FUZZERS) build/tessel
 
 # Sanitizers: the host suite built with clang (SAN_CXX) under ASan + UBSan (LSan finds leaks,
 # e.g. of the allocation-fault test) and under TSan (TSAN_TESTS narrows it, e.g. to
-# '*thread*,*async*,*concurren*'). Each takes under a minute to run here; the two builds run
-# SAN_JOBS at a time. Logs go
-# to build/results/sanitize-*.log like scripts/run-check.sh's; the last line adds up only
-# these ("N passed, N failed"), so .ci/run can add it to make test's.
+# '*thread*,*async*,*concurren*'). The two builds and the two runs go side by side, SAN_JOBS
+# jobs at a time. Logs go to build/results/sanitize-*.log like scripts/run-check.sh's; the last
+# line adds up only these ("N passed, N failed"), so .ci/run can add it to make test's.
 SAN_CXX     ?= clang++
 SAN_FLAGS    = -std=c++17 -fno-exceptions -fno-rtti $(WARNINGS) -I. -MMD -MP -O1 -g -fno-omit-frame-pointer
 ASAN_FLAGS   = -fsanitize=address,undefined -fno-sanitize-recover=undefined
@@ -218,17 +217,21 @@ build-asan/tests: $(ASAN_TEST_OBJ)
 build-tsan/tests: $(TSAN_TEST_OBJ)
 	$(SAN_CXX) $(TSAN_FLAGS) $^ -o $@ $(LIBS)
 
-.PHONY: test-sanitize
-SAN_JOBS    ?= 2
+.PHONY: test-sanitize test-sanitize-asan test-sanitize-tsan
+SAN_JOBS    ?= $(TEST_JOBS)
 test-sanitize: | deps
-	@$(MAKE) --no-print-directory -j$(SAN_JOBS) build-asan/tests build-tsan/tests
 	@mkdir -p build/results; rm -f build/results/sanitize-*.log
+	@$(MAKE) --no-print-directory -j$(SAN_JOBS) -k test-sanitize-asan test-sanitize-tsan; status=$$?; \
+	 dir=$$(mktemp -d); cp build/results/sanitize-*.log $$dir/ 2>/dev/null; \
+	 scripts/summary.sh $$dir $$status; rm -rf $$dir; exit $$status
+
+test-sanitize-asan: build-asan/tests
 	@scripts/run-check.sh sanitize-asan-ubsan env ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 \
-	   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 build-asan/tests; asan=$$?; \
-	 scripts/run-check.sh sanitize-tsan env TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
-	   build-tsan/tests '-tc=$(TSAN_TESTS)'; tsan=$$?; \
-	 dir=$$(mktemp -d); cp build/results/sanitize-*.log $$dir/; \
-	 scripts/summary.sh $$dir $$(( asan || tsan )); rm -rf $$dir; [ $$asan -eq 0 ] && [ $$tsan -eq 0 ]
+	   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 build-asan/tests
+
+test-sanitize-tsan: build-tsan/tests
+	@scripts/run-check.sh sanitize-tsan env TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+	   build-tsan/tests '-tc=$(TSAN_TESTS)'
 
 -include $(ASAN_TEST_OBJ:.o=.d) $(TSAN_TEST_OBJ:.o=.d)
 
