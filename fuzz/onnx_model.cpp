@@ -6,28 +6,13 @@
 // model whose outputs differ from the compiled one is a finding.
 //   clang++ -g -O1 -std=c++17 -I. -fsanitize=fuzzer,address,undefined fuzz/onnx_model.cpp -lasmjit
 // Seeds: `make fuzz` copies supported libonnx-testdata models (scripts/fuzz-seeds.sh).
-#define TESSEL_IMPLEMENTATION
-#include "runtime.h"
-#include "fuzz/fuzz_stats.h"
-
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
+#include "fuzz/fuzz_common.h"
 
 using namespace tessel;
+using fuzz::finding;
+using fuzz::g_stats;
 
 namespace {
-
-// FUZZ_STATS=1 prints at exit how far the inputs got (read, compiled, inferred).
-FuzzStats g_stats;
-
-void set_small_limits(Limits& limits) {
-    limits.max_nodes = 2048;
-    limits.max_tensor_elements = 1u << 16;
-    limits.max_arena_bytes = 4u << 20;
-    limits.max_folded_bytes = 1u << 20;
-    limits.max_file_bytes = 1u << 20;
-}
 
 uint64_t mix(uint64_t h, uint64_t v) { return (h ^ v) * 0x100000001b3ull; }
 
@@ -60,89 +45,19 @@ void fill_inputs(InferRequest& request, const CompiledModel& compiled, uint64_t 
     }
 }
 
-struct Buffer {
-    char* data = nullptr;
-    size_t size = 0, capacity = 0;
-    ~Buffer() { std::free(data); }
-    static void append(void* user, const char* bytes, size_t n) {
-        Buffer* b = static_cast<Buffer*>(user);
-        if (b->size + n > b->capacity) {
-            size_t c = b->capacity ? b->capacity : 4096;
-            while (c < b->size + n) c *= 2;
-            char* d = static_cast<char*>(std::realloc(b->data, c));
-            if (!d) std::abort();
-            b->data = d;
-            b->capacity = c;
-        }
-        std::memcpy(b->data + b->size, bytes, n);
-        b->size += n;
-    }
-};
-
-[[noreturn]] void finding(const char* what, const char* detail) {
-    std::fprintf(stderr, "FINDING: %s: %s\n", what, detail);
-    std::abort();
-}
-
-bool same_outputs(const InferRequest& a, const InferRequest& b, uint32_t count) {
-    for (uint32_t o = 0; o < count; ++o) {
-        const Tensor& x = a.output(o);
-        const Tensor& y = b.output(o);
-        if (x.bytes() != y.bytes()) return false;
-        if (x.bytes() && std::memcmp(x.data(), y.data(), x.bytes()) != 0) return false;
-    }
-    return true;
-}
-
-// Copies the outputs of a request (the second inference overwrites them).
-struct Snapshot {
-    char* data = nullptr;
-    size_t size = 0;
-    ~Snapshot() { std::free(data); }
-    void take(const InferRequest& r, uint32_t count) {
-        size = 0;
-        for (uint32_t o = 0; o < count; ++o) size += r.output(o).bytes();
-        data = static_cast<char*>(std::malloc(size ? size : 1));
-        if (!data) std::abort();
-        size_t at = 0;
-        for (uint32_t o = 0; o < count; ++o) {
-            const Tensor& t = r.output(o);
-            if (t.bytes()) std::memcpy(data + at, t.data(), t.bytes());
-            at += t.bytes();
-        }
-    }
-    bool equals(const InferRequest& r, uint32_t count) const {
-        size_t at = 0;
-        for (uint32_t o = 0; o < count; ++o) {
-            const Tensor& t = r.output(o);
-            if (at + t.bytes() > size) return false;
-            if (t.bytes() && std::memcmp(data + at, t.data(), t.bytes()) != 0) return false;
-            at += t.bytes();
-        }
-        return at == size;
-    }
-};
-
 void run_device(const Model& model, const char* device, Span<const ConfigEntry> config, uint64_t seed) {
     Core core;
-    set_small_limits(core.limits());
+    fuzz::set_small_limits(core.limits());
     CompiledModel compiled;
     if (core.compile_model(model, device, config, &compiled) != Status::Ok) return;
     ++g_stats.compiled;
     InferRequest request;
     if (compiled.create_request(&request) != Status::Ok) return;
-    fill_inputs(request, compiled, seed);
-    if (request.infer() != Status::Ok) return;   // a run-time error (an index out of range)
-    ++g_stats.inferred;
-    Snapshot snapshot;
-    snapshot.take(request, compiled.output_count());
-    fill_inputs(request, compiled, seed);
-    Status second = request.infer();
-    if (second != Status::Ok) finding("second inference failed", request.last_error());
-    if (!snapshot.equals(request, compiled.output_count())) finding("second inference differs", device);
+    auto fill = [seed](InferRequest& r, const CompiledModel& c) { fill_inputs(r, c, seed); };
+    if (!fuzz::infer_twice(request, compiled, fill, device)) return;
 
-    Buffer blob;
-    if (compiled.export_model(Buffer::append, &blob) != Status::Ok) finding("export failed", compiled.last_error());
+    fuzz::Buffer blob;
+    if (compiled.export_model(fuzz::Buffer::append, &blob) != Status::Ok) finding("export failed", compiled.last_error());
     CompiledModel imported;
     Status imported_status = core.import_model(blob.data, blob.size, &imported);
     if (imported_status == Status::LimitExceeded) return;   // the blob holds folded constants too
@@ -151,13 +66,13 @@ void run_device(const Model& model, const char* device, Span<const ConfigEntry> 
     if (imported.create_request(&again) != Status::Ok) finding("create_request on the import failed", imported.last_error());
     fill_inputs(again, imported, seed);
     if (again.infer() != Status::Ok) finding("inference of the import failed", again.last_error());
-    if (!same_outputs(request, again, compiled.output_count())) finding("the import computes other outputs", device);
+    if (!fuzz::same_outputs(request, again, compiled.output_count())) finding("the import computes other outputs", device);
 }
 
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-    if (size > (1u << 20)) return 0;
+    if (size > fuzz::kMaxInputBytes) return 0;
     ++g_stats.inputs;
     Model model;
     if (model.read_onnx(data, size) != Status::Ok) return 0;

@@ -4,6 +4,8 @@
 // runs the same tests on HETERO:TEMPLATE,CPU with TEMPLATE supporting a seeded half of the
 // ops. A failure of an attempted test fails the run. Skips name their reason.
 //   build/conformance [DATA_DIR] [--table FILE.md] [--verbose] [--only SUBSTRING]
+// --table writes the results as the Markdown document docs/conformance.md is (per suite and
+// per op, with the skip reasons); it holds no dates or timings, so it diffs cleanly.
 // Exit 0 when every attempted test passes, 1 otherwise, 2 on usage errors.
 #define TESSEL_IMPLEMENTATION
 #include "runtime.h"
@@ -24,16 +26,6 @@
 using namespace tessel;
 
 namespace {
-
-struct OpCoverage {
-    int attempted = 0, passed = 0;
-};
-
-struct Totals {
-    int attempted = 0, passed = 0, skipped = 0;
-    std::map<std::string, int> skip_reasons;
-    std::vector<std::string> failures;
-};
 
 std::vector<std::string> list_dir(const std::string& path) {
     std::vector<std::string> names;
@@ -83,8 +75,9 @@ std::string compare(const Tensor& got, const Tensor& want) {
 }
 
 struct TestCase {
-    std::string name, dir;
-    std::vector<std::string> ops;
+    std::string suite, name, dir;           // name: "suite/test"
+    std::vector<std::string> ops;            // of the model, in file order (empty if unreadable)
+    std::vector<std::string> missing_ops;    // those outside the runtime's op list
 };
 
 // Runs one test on `device`. Returns "" on pass, "skip: reason" on skip, else the failure.
@@ -145,10 +138,168 @@ std::string run_test(const TestCase& test, const char* device, const std::vector
     return "";
 }
 
+// The message without the names of nodes and graph inputs ("Add 'Add_0': ...", "graph input
+// 'x' ...", "node 'Loop_8' ..."), which differ from model to model.
+std::string drop_names(std::string message) {
+    size_t space = message.find(" '");
+    if (space != std::string::npos && message.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz") == space) {
+        size_t end = message.find("': ", space + 2);
+        if (end != std::string::npos) message.erase(space, end + 1 - space);
+    }
+    for (const char* prefix : {"graph input '", "node '"}) {
+        size_t at = message.find(prefix);
+        if (at == std::string::npos) continue;
+        size_t name = at + std::strlen(prefix) - 1, end = message.find("' ", name + 1);
+        if (end != std::string::npos) message.erase(name, end + 2 - name);
+    }
+    return message;
+}
+
+// A skip's reason without what varies from test to test (names, the ops of the op list check
+// aside), so that tests skipped for one reason count together.
+std::string group_skip_reason(const std::string& raw) {
+    const std::string reason = drop_names(raw);
+    if (reason.rfind("op ", 0) == 0) return "op outside the list: " + reason.substr(3, reason.find(" is outside") - 3);
+    if (reason.find("imports no opset") != std::string::npos) return "no default-domain opset (training-domain models)";
+    if (reason.find("aligned") != std::string::npos || reason.find("broadcast along") != std::string::npos)
+        return "legacy (opset < 7) broadcast along an axis";
+    if (reason.find("opset") != std::string::npos) return "opset outside 1..17";
+    if (reason.find("data type") != std::string::npos || reason.find("element type") != std::string::npos ||
+        reason.find(" is u8") != std::string::npos || reason.find(" is i8") != std::string::npos ||
+        reason.find(" are u8") != std::string::npos || reason.find(" are i8") != std::string::npos ||
+        reason.find(" are f16") != std::string::npos || reason.find(" is f16") != std::string::npos ||
+        reason.find("(float32 expected)") != std::string::npos)
+        return "element type outside the list (" + reason + ")";
+    return reason;
+}
+
+enum class Outcome { Passed, Failed, Skipped };
+
+struct TestResult {
+    Outcome outcome = Outcome::Passed;
+    std::string detail;   // the failure, or the skip's grouped reason
+};
+
+struct Count {
+    int tests = 0, attempted = 0, passed = 0, skipped = 0;
+    void add(const TestResult& r) {
+        ++tests;
+        if (r.outcome == Outcome::Skipped) ++skipped;
+        else ++attempted;
+        if (r.outcome == Outcome::Passed) ++passed;
+    }
+};
+
+// One pass over every test on one device; results[i] belongs to tests[i].
+struct DevicePass {
+    const char* device;
+    std::vector<TestResult> results;
+};
+
+// Markdown table cells: a '|' in a reason would end the cell.
+std::string cell(const std::string& text) {
+    std::string out;
+    for (char c : text) {
+        if (c == '|') out += "\\|";
+        else if (c == '\n') out += ' ';
+        else out += c;
+    }
+    return out;
+}
+
+// The document of docs/conformance.md: how it was made, then per suite and per op. `command`
+// is how to make it again.
+bool write_document(const char* path, const std::string& command, const std::string& template_ops,
+                    const std::vector<TestCase>& tests, const std::vector<DevicePass>& passes) {
+    std::FILE* f = std::fopen(path, "w");
+    if (!f) return false;
+    std::fprintf(f, "# ONNX conformance\n\n");
+    std::fprintf(f, "The ONNX backend tests of libonnx-testdata run on Tessel. This file is written by the\n"
+                    "conformance runner (test/conformance/run.cpp); do not edit it by hand. It is made with\n\n"
+                    "```sh\n%s\n```\n\n", command.c_str());
+    std::fprintf(f, "The tests are those of data/node, data/pytorch-operator, data/pytorch-converted and data/simple.\n"
+                    "Each test whose ops are all in the runtime's op list is compiled for the device, run on every\n"
+                    "data set of the test and compared with the expected outputs: `|got - want| <= 1e-5 + 1e-3 * |want|`\n"
+                    "for floats (NaN matches NaN), exact for integers and booleans. The other tests are skipped with\n"
+                    "their reason, as are tests the reader or the compiler refuses as Unsupported; a failed test fails\n"
+                    "the run. The second pass runs the same tests on `HETERO:TEMPLATE,CPU`, with\n"
+                    "`TEMPLATE:SUPPORTED_OPS` set to a seeded half of the runtime's ops:\n\n`%s`\n\n",
+                 template_ops.c_str());
+
+    std::fprintf(f, "## Suites\n\n| device | suite | tests | attempted | passed | failed | skipped |\n"
+                    "|---|---|---:|---:|---:|---:|---:|\n");
+    for (const DevicePass& pass : passes) {
+        std::map<std::string, Count> by_suite;
+        std::vector<std::string> order;
+        Count all;
+        for (size_t i = 0; i < tests.size(); ++i) {
+            if (!by_suite.count(tests[i].suite)) order.push_back(tests[i].suite);
+            by_suite[tests[i].suite].add(pass.results[i]);
+            all.add(pass.results[i]);
+        }
+        auto row = [&](const std::string& suite, const Count& c) {
+            std::fprintf(f, "| %s | %s | %d | %d | %d | %d | %d |\n", pass.device, suite.c_str(), c.tests, c.attempted, c.passed,
+                         c.attempted - c.passed, c.skipped);
+        };
+        for (const std::string& suite : order) row(suite, by_suite[suite]);
+        row("**all**", all);
+    }
+
+    bool any_failure = false;
+    for (const DevicePass& pass : passes)
+        for (size_t i = 0; i < tests.size(); ++i) {
+            const TestResult& r = pass.results[i];
+            if (r.outcome != Outcome::Failed) continue;
+            if (!any_failure) std::fprintf(f, "\n## Failures\n\n");
+            any_failure = true;
+            std::fprintf(f, "- %s, %s: %s\n", pass.device, tests[i].name.c_str(), r.detail.c_str());
+        }
+
+    std::map<std::string, int> reasons;
+    for (const TestResult& r : passes[0].results)
+        if (r.outcome == Outcome::Skipped) ++reasons[r.detail];
+    std::fprintf(f, "\n## Skip reasons (%s)\n\n| reason | tests |\n|---|---:|\n", passes[0].device);
+    for (const auto& r : reasons) std::fprintf(f, "| %s | %d |\n", cell(r.first).c_str(), r.second);
+
+    // Per op: every test whose model has the op counts for it.
+    struct OpRow {
+        Count first, second;
+        std::map<std::string, int> skip_reasons;   // of the first pass
+    };
+    std::map<std::string, OpRow> ops;
+    for (size_t i = 0; i < tests.size(); ++i)
+        for (const std::string& op : tests[i].ops) {
+            OpRow& row = ops[op];
+            row.first.add(passes[0].results[i]);
+            row.second.add(passes[1].results[i]);
+            const TestResult& r = passes[0].results[i];
+            if (r.outcome != Outcome::Skipped) continue;
+            const std::vector<std::string>& missing = tests[i].missing_ops;
+            if (missing.empty()) ++row.skip_reasons[r.detail];
+            else if (std::find(missing.begin(), missing.end(), op) != missing.end()) ++row.skip_reasons["not in the op list"];
+            else ++row.skip_reasons["another op of the test is outside the list"];
+        }
+    std::fprintf(f, "\n## Ops\n\nEach op found in the tests' models: how many tests have it, passed / attempted on each\n"
+                    "device, and the skipped tests (%s) by reason. \"not in the op list\": the op itself is outside\n"
+                    "the runtime's list; \"another op of the test is outside the list\": the op is in it, the test\n"
+                    "has one that is not.\n\n"
+                    "| op | tests | %s | %s | skipped | skip reasons |\n|---|---:|---:|---:|---:|---|\n",
+                 passes[0].device, passes[0].device, passes[1].device);
+    for (const auto& entry : ops) {
+        const OpRow& row = entry.second;
+        std::string why;
+        for (const auto& r : row.skip_reasons) why += (why.empty() ? "" : "; ") + r.first + " (" + std::to_string(r.second) + ")";
+        std::fprintf(f, "| %s | %d | %d / %d | %d / %d | %d | %s |\n", entry.first.c_str(), row.first.tests, row.first.passed,
+                     row.first.attempted, row.second.passed, row.second.attempted, row.first.skipped, cell(why).c_str());
+    }
+    return std::fclose(f) == 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-    std::string data = "/usr/share/libonnx-testdata/data";
+    const std::string default_data = "/usr/share/libonnx-testdata/data";
+    std::string data = default_data;
     const char* table = nullptr;
     const char* only = nullptr;
     bool verbose = false;
@@ -159,15 +310,16 @@ int main(int argc, char** argv) {
         else if (argv[i][0] != '-') data = argv[i];
         else { std::fprintf(stderr, "usage: conformance [DATA_DIR] [--table FILE.md] [--verbose] [--only SUBSTRING]\n"); return 2; }
     }
+    std::set<std::string> all_ops;
+    for (const OpKernel& k : builtin_op_kernels()) all_ops.insert(k.op);
     const char* suites[] = {"node", "pytorch-operator", "pytorch-converted", "simple"};
     std::vector<TestCase> tests;
-    std::set<std::string> all_ops;
     for (const char* suite : suites) {
         for (const std::string& name : list_dir(data + "/" + suite)) {
             std::string dir = data + "/" + suite + "/" + name;
             if (!exists(dir + "/model.onnx")) continue;
             if (only && (std::string(suite) + "/" + name).find(only) == std::string::npos) continue;
-            TestCase t{std::string(suite) + "/" + name, dir, {}};
+            TestCase t{suite, std::string(suite) + "/" + name, dir, {}, {}};
             Model model;
             if (model.read_onnx_file((dir + "/model.onnx").c_str()) == Status::Ok)
                 for (NodeId v = 0; v < model.graph.node_count(); ++v) {
@@ -175,11 +327,12 @@ int main(int argc, char** argv) {
                     if (op == "Parameter" || op == "Result" || op == "Absent") continue;
                     if (std::find(t.ops.begin(), t.ops.end(), op) == t.ops.end()) t.ops.push_back(op);
                 }
+            for (const std::string& op : t.ops)
+                if (!all_ops.count(op) && op != "Constant") t.missing_ops.push_back(op);
             tests.push_back(t);
         }
     }
     if (tests.empty()) { std::fprintf(stderr, "conformance: no tests under %s\n", data.c_str()); return 2; }
-    for (const OpKernel& k : builtin_op_kernels()) all_ops.insert(k.op);
     // TEMPLATE's half of the ops for the HETERO pass (seeded).
     std::vector<std::string> ops(all_ops.begin(), all_ops.end());
     std::mt19937 rng(2026);
@@ -187,61 +340,56 @@ int main(int argc, char** argv) {
     std::string half;
     for (size_t i = 0; i < ops.size() / 2; ++i) half += (i ? "," : "") + ops[i];
 
-    std::map<std::string, OpCoverage> coverage;
     int exit_code = 0;
-    const char* passes[] = {"CPU", "HETERO:TEMPLATE,CPU"};
-    for (int pass = 0; pass < 2; ++pass) {
-        Totals totals;
+    std::vector<DevicePass> passes = {{"CPU", {}}, {"HETERO:TEMPLATE,CPU", {}}};
+    for (size_t pass = 0; pass < passes.size(); ++pass) {
+        DevicePass& device_pass = passes[pass];
         std::vector<ConfigEntry> config;
         if (pass == 1) config.push_back(ConfigEntry{"TEMPLATE:SUPPORTED_OPS", StringView(half.c_str())});
+        int attempted = 0, passed = 0, skipped = 0;
+        std::map<std::string, int> skip_reasons;
+        std::vector<std::string> failures;
         for (const TestCase& test : tests) {
             std::string missing;
-            for (const std::string& op : test.ops)
-                if (!all_ops.count(op) && op != "Constant") missing += (missing.empty() ? "" : ",") + op;
-            std::string result;
-            if (!missing.empty()) result = "skip: op " + missing + " is outside the list";
-            else if (test.ops.empty()) result = run_test(test, passes[pass], config);   // unreadable: let run_test say why
-            else result = run_test(test, passes[pass], config);
+            for (const std::string& op : test.missing_ops) missing += (missing.empty() ? "" : ",") + op;
+            // An unreadable model has no ops: run_test says why it is refused.
+            std::string result = missing.empty() ? run_test(test, device_pass.device, config)
+                                                  : "skip: op " + missing + " is outside the list";
+            TestResult r;
             if (result.rfind("skip: ", 0) == 0) {
-                ++totals.skipped;
-                std::string reason = result.substr(6);
-                // group reasons: drop node names
-                if (reason.rfind("op ", 0) == 0) reason = "op outside the list: " + reason.substr(3, reason.find(" is outside") - 3);
-                else if (reason.find("imports no opset") != std::string::npos) reason = "no default-domain opset (training-domain models)";
-                else if (reason.find("aligned") != std::string::npos || reason.find("broadcast along") != std::string::npos)
-                    reason = "legacy (opset < 7) broadcast along an axis";
-                else if (reason.find("opset") != std::string::npos) reason = "opset outside 1..17";
-                else if (reason.find("data type") != std::string::npos || reason.find("element type") != std::string::npos ||
-                         reason.find(" is u8") != std::string::npos || reason.find(" is i8") != std::string::npos ||
-                         reason.find(" are u8") != std::string::npos || reason.find(" are i8") != std::string::npos ||
-                         reason.find(" are f16") != std::string::npos || reason.find(" is f16") != std::string::npos ||
-                         reason.find("(float32 expected)") != std::string::npos)
-                    reason = "element type outside the list (" + reason + ")";
-                ++totals.skip_reasons[reason];
+                r.outcome = Outcome::Skipped;
+                r.detail = group_skip_reason(result.substr(6));
+                ++skipped;
+                ++skip_reasons[r.detail];
                 if (verbose) std::printf("SKIP %s: %s\n", test.name.c_str(), result.c_str() + 6);
-                continue;
+            } else {
+                ++attempted;
+                r.outcome = result.empty() ? Outcome::Passed : Outcome::Failed;
+                r.detail = result;
+                if (result.empty()) ++passed;
+                else failures.push_back(test.name + ": " + result);
+                if (verbose) std::printf("%s %s%s%s\n", result.empty() ? "PASS" : "FAIL", test.name.c_str(), result.empty() ? "" : ": ",
+                                         result.c_str());
             }
-            ++totals.attempted;
-            bool ok = result.empty();
-            if (ok) ++totals.passed;
-            else totals.failures.push_back(test.name + ": " + result);
-            if (pass == 0)
-                for (const std::string& op : test.ops) { ++coverage[op].attempted; if (ok) ++coverage[op].passed; }
-            if (verbose) std::printf("%s %s%s%s\n", ok ? "PASS" : "FAIL", test.name.c_str(), ok ? "" : ": ", result.c_str());
+            device_pass.results.push_back(r);
         }
-        std::printf("[conformance %s] test cases: %d | %d passed | %d failed | (%d skipped of %zu)\n", passes[pass],
-                    totals.attempted, totals.passed, totals.attempted - totals.passed, totals.skipped, tests.size());
-        for (const std::string& f : totals.failures) std::printf("  FAILED %s\n", f.c_str());
+        std::printf("[conformance %s] test cases: %d | %d passed | %d failed | (%d skipped of %zu)\n", device_pass.device,
+                    attempted, passed, attempted - passed, skipped, tests.size());
+        for (const std::string& f : failures) std::printf("  FAILED %s\n", f.c_str());
         if (pass == 0)
-            for (const auto& r : totals.skip_reasons) std::printf("  skipped %4d: %s\n", r.second, r.first.c_str());
-        if (totals.attempted != totals.passed) exit_code = 1;
+            for (const auto& r : skip_reasons) std::printf("  skipped %4d: %s\n", r.second, r.first.c_str());
+        if (attempted != passed) exit_code = 1;
     }
     if (table) {
-        std::FILE* f = std::fopen(table, "w");
-        if (!f) { std::fprintf(stderr, "conformance: cannot write %s\n", table); return 2; }
-        std::fprintf(f, "| op | tests attempted | passed |\n|---|---:|---:|\n");
-        for (const auto& c : coverage) std::fprintf(f, "| %s | %d | %d |\n", c.first.c_str(), c.second.attempted, c.second.passed);
-        std::fclose(f);
+        // How docs/conformance.md is made: the options that change what it holds, not the file name.
+        std::string command = "make build/conformance && build/conformance";
+        if (data != default_data) command += " " + data;
+        if (only) command += std::string(" --only ") + only;
+        command += " --table docs/conformance.md";
+        if (!write_document(table, command, half, tests, passes)) {
+            std::fprintf(stderr, "conformance: cannot write %s\n", table);
+            return 2;
+        }
     }
     return exit_code;
 }
