@@ -28,7 +28,7 @@ BENCHES       = $(BENCH_SRC:bench/%.cpp=build/bench/%)
 # The ISA levels the host suite runs at (TESSEL_ISA override); filled by snippets.h's issue.
 HOST_ISAS  ?= ref sse41 avx2 avx512
 
-.PHONY: all arm demo test test-host test-host-tools test-arm test-arm-auto test-arm-neon test-arm-ref \
+.PHONY: all arm demo conformance-doc test test-host test-host-tools test-arm test-arm-auto test-arm-neon test-arm-ref \
         test-arm-tools test-examples test-docs test-docs-readme test-docs-plugin-guide bench examples \
         clean deps
 .DEFAULT_GOAL := all
@@ -126,6 +126,7 @@ test-host-tools: build/tessel build/nojit-check build/conformance build/fit_tabl
 	 done
 	@scripts/run-check.sh tessel-cli scripts/test-cli.sh build/tessel
 	@scripts/run-check.sh conformance build/conformance --table build/conformance.md
+	@scripts/run-check.sh conformance-doc diff -u docs/conformance.md build/conformance.md
 
 # The AArch64 suites under qemu: auto-detected ISA, NEON forced, the reference path.
 test-arm: test-arm-auto test-arm-neon test-arm-ref test-arm-tools
@@ -159,6 +160,11 @@ test-docs-readme: | deps
 test-docs-plugin-guide: | deps
 	@scripts/run-check.sh plugin-guide-blocks scripts/check-readme.sh docs/plugin-guide.md build/plugin-guide-blocks
 
+# docs/conformance.md is the conformance runner's table; make test fails when the committed one
+# differs from what the build gives (a test that passed before and fails now, or a new op).
+conformance-doc: build/conformance
+	build/conformance --table docs/conformance.md
+
 bench: $(BENCHES)
 	@for b in $(BENCHES); do echo "== $$b"; $$b || exit 1; done
 
@@ -173,7 +179,7 @@ FUZZ_SECONDS ?= 60
 FUZZ_FLAGS    = -g -O1 -std=c++17 -I. -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
 FUZZERS       = $(patsubst fuzz/%.cpp,build/fuzz/%,$(wildcard fuzz/*.cpp))
 
-build/fuzz/%: fuzz/%.cpp fuzz/fuzz_stats.h $(HEADERS) | deps
+build/fuzz/%: fuzz/%.cpp $(wildcard fuzz/*.h) $(HEADERS) | deps
 	@mkdir -p $(@D)
 	clang++ $(FUZZ_FLAGS) $< -o $@ -lasmjit -lpthread
 
