@@ -80,7 +80,7 @@
    >>gather                           Gather
    >>cast                             Cast, half and scalar conversions
    >>pad                              Pad
-   >>constants and ranges             Shape, Size, Constant, ConstantOfShape, Tile, Range
+   >>constants and ranges             Shape, Constant, ConstantOfShape, Tile, Range
    >>integer and logical ops          Where, comparisons, logical, integer, Max/Min/Sum/Mean
    >>op kernel table                  builtin_op_kernels, find_builtin_kernel
    >>onnx reader                      what is read and how it maps to a Model
