@@ -80,7 +80,7 @@
    >>gather                           Gather
    >>cast                             Cast, half and scalar conversions
    >>pad                              Pad
-   >>constants and ranges             Shape, Size, Constant, ConstantOfShape, Tile, Range
+   >>constants and ranges             Shape, Constant, ConstantOfShape, Tile, Range
    >>integer and logical ops          Where, comparisons, logical, integer, Max/Min/Sum/Mean
    >>op kernel table                  builtin_op_kernels, find_builtin_kernel
    >>onnx reader                      what is read and how it maps to a Model
@@ -4408,14 +4408,22 @@ struct ConvState {
     bool direct, depthwise;
 };
 
-inline Status prepare_conv(PrepareContext& c) {
+// Conv's and ConvTranspose's first checks: float X, W (and B), both N x C x spatial; group.
+inline Status check_conv_inputs(PrepareContext& c, int64_t* groups) {
     TESSEL_TRY(nn_count(c, 2, 3, 1));
     for (uint32_t i = 0; i < 3; ++i) TESSEL_TRY(nn_float(c, i, i == 2));
     const TensorDesc &x = c.inputs[0], &wd = c.inputs[1];
     if (x.rank < 3 || wd.rank != x.rank)
         return c.fail(Status::InvalidArgument, "X (rank %d) and W (rank %d) must be N x C x spatial", x.rank, wd.rank);
-    int64_t groups = c.attribute_int("group", 1);
-    if (groups < 1) return c.fail(Status::InvalidArgument, "group must be positive, is %lld", (long long)groups);
+    *groups = c.attribute_int("group", 1);
+    if (*groups < 1) return c.fail(Status::InvalidArgument, "group must be positive, is %lld", (long long)*groups);
+    return Status::Ok;
+}
+
+inline Status prepare_conv(PrepareContext& c) {
+    int64_t groups = 1;
+    TESSEL_TRY(check_conv_inputs(c, &groups));
+    const TensorDesc &x = c.inputs[0], &wd = c.inputs[1];
     int64_t maps = wd.dims[0];
     if (x.dims[1] != wd.dims[1] * groups || maps % groups != 0)
         return c.fail(Status::InvalidArgument, "channels %lld, W %lld x %lld and group %lld do not match",
@@ -4567,13 +4575,9 @@ struct ConvTransposeState {
 };
 
 inline Status prepare_conv_transpose(PrepareContext& c) {
-    TESSEL_TRY(nn_count(c, 2, 3, 1));
-    for (uint32_t i = 0; i < 3; ++i) TESSEL_TRY(nn_float(c, i, i == 2));
+    int64_t groups = 1;
+    TESSEL_TRY(check_conv_inputs(c, &groups));
     const TensorDesc &x = c.inputs[0], &wd = c.inputs[1];
-    if (x.rank < 3 || wd.rank != x.rank)
-        return c.fail(Status::InvalidArgument, "X (rank %d) and W (rank %d) must be N x C x spatial", x.rank, wd.rank);
-    int64_t groups = c.attribute_int("group", 1);
-    if (groups < 1) return c.fail(Status::InvalidArgument, "group must be positive, is %lld", (long long)groups);
     if (x.dims[1] != wd.dims[0] || wd.dims[0] % groups != 0)
         return c.fail(Status::InvalidArgument, "channels %lld, W %lld and group %lld do not match", (long long)x.dims[1],
                       (long long)wd.dims[0], (long long)groups);
