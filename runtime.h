@@ -7102,7 +7102,7 @@ const OpKernel* find_builtin_kernel(StringView op) {
 // output, value_info), NodeProto, AttributeProto (FLOAT, INT, STRING, TENSOR, FLOATS, INTS;
 // GRAPH, STRINGS and the other lists are Unsupported), TensorProto (raw_data, packed or
 // unpacked float_data/int32_data/int64_data, external data), ValueInfoProto with tensor types.
-// Element types FLOAT, UINT8, INT8, INT32, INT64, BOOL, FLOAT16; default-domain opsets 1..17
+// Element types FLOAT, UINT8, INT8, INT32, INT64, BOOL, FLOAT16; default-domain opsets 1..28
 // (the runtime checks the legacy attributes of opsets below 7).
 // A node in another domain is Unsupported (an imported but unused domain is not).
 //
@@ -7136,7 +7136,7 @@ namespace tessel {
 namespace detail {
 
 constexpr uint32_t kOnnxMinOpset = 1;   // ops unchanged since opset 1-6 read as they are; legacy attributes are checked by the runtime
-constexpr uint32_t kOnnxMaxOpset = 17;
+constexpr uint32_t kOnnxMaxOpset = 28;   // the newest opset of the ONNX 1.23 node tests
 // Sizes of the names messages give: a tensor or value, a node, a node's attribute, "node #N";
 // and of a generated node name (<op_type>_<index>).
 constexpr size_t kOnnxLabelBytes = 160, kOnnxNodeLabelBytes = 200, kOnnxAttributeLabelBytes = 240;

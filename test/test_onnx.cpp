@@ -480,14 +480,14 @@ TEST_CASE("opsets, domains, subgraphs") {
     g.outputs = {value_info("y", FLOAT, {2})};
     {
         Model m;
-        CHECK(read(m, model_proto(graph(g), 18).b) == Status::Unsupported);
-        CHECK(error_of(m).find("18") != std::string::npos);
+        CHECK(read(m, model_proto(graph(g), 29).b) == Status::Unsupported);
+        CHECK(error_of(m).find("29") != std::string::npos);
     }
     {
         Model m;
         CHECK(read(m, model_proto(graph(g), 0).b) == Status::Unsupported);
     }
-    for (int64_t opset : {1, 6, 7, 17}) {   // 1-6: legacy attributes are the runtime's to check
+    for (int64_t opset : {1, 6, 7, 17, 18, 28}) {   // 1-6: legacy attributes are the runtime's to check
         Model m;
         CHECK(read(m, model_proto(graph(g), opset).b) == Status::Ok);
         CHECK(m.opset == (uint32_t)opset);
