@@ -855,6 +855,8 @@ uint64_t Tensor::elements() const {   // an empty Tensor (type Undefined) holds 
 size_t Tensor::bytes() const { return (size_t)(elements() * element_size(desc_.type)); }
 
 bool Tensor::dense() const {
+    for (uint32_t i = 0; i < desc_.rank; ++i)
+        if (desc_.dims[i] == 0) return true;   // no elements: no gaps, whatever the strides say
     int64_t stride = 1;
     for (int i = (int)desc_.rank - 1; i >= 0; --i) {
         if (desc_.dims[i] != 1 && strides_[i] != stride) return false;
@@ -5208,8 +5210,8 @@ struct ReduceState {
 };
 
 inline Status prepare_reduce(PrepareContext& c, ReduceKind kind) {
-    // ReduceSum's axes became an input in opset 13 (the others in 18)
-    bool axes_input = kind == ReduceKind::Sum && c.opset >= 13;
+    // ReduceSum's axes became an input in opset 13 (the others in 18), with noop_with_empty_axes
+    bool axes_input = c.opset >= (kind == ReduceKind::Sum ? 13u : 18u);
     TESSEL_TRY(nn_count(c, 1, axes_input ? 2 : 1, 1));
     TESSEL_TRY(nn_float(c, 0));
     const TensorDesc& x = c.inputs[0];
@@ -5234,7 +5236,7 @@ inline Status prepare_reduce(PrepareContext& c, ReduceKind kind) {
         if (reduced[axis]) return c.fail(Status::InvalidArgument, "axis %d is repeated", axis);
         reduced[axis] = true;
     }
-    st->copy = axis_count == 0 && c.attribute_int("noop_with_empty_axes", 0) != 0;
+    st->copy = axes_input && axis_count == 0 && c.attribute_int("noop_with_empty_axes", 0) != 0;
     bool keep = c.attribute_int("keepdims", 1) != 0;
     TensorDesc& y = c.outputs[0];
     y = x;
@@ -5367,10 +5369,26 @@ inline Status prepare_resize(PrepareContext& c) {
     bool has_sizes = c.opset > 10 && c.has_input(sizes_at) && nn_product(c.inputs[sizes_at], 0, c.inputs[sizes_at].rank) > 0;
     if (has_scales == has_sizes) return c.fail(Status::InvalidArgument, "needs exactly one of scales and sizes");
     uint32_t source = has_scales ? scales_at : sizes_at;
+    // Resize-18: scales and sizes may cover a subset of the axes; the others keep their size
+    int axes[kMaxRank], axis_count = rank;
+    bool resized[kMaxRank] = {};
+    Span<const int64_t> axes_attribute = c.opset >= 18 ? c.attribute_ints("axes") : Span<const int64_t>();
+    if (!axes_attribute.empty()) {
+        if (axes_attribute.size > (size_t)rank) return c.fail(Status::InvalidArgument, "%zu axes for rank %d", axes_attribute.size, rank);
+        axis_count = (int)axes_attribute.size;
+        for (int i = 0; i < axis_count; ++i) {
+            if (!nn_axis(axes_attribute[i], rank, &axes[i]))
+                return c.fail(Status::InvalidArgument, "axis %lld out of range for rank %d", (long long)axes_attribute[i], rank);
+            if (resized[axes[i]]) return c.fail(Status::InvalidArgument, "axis %d is repeated", axes[i]);
+            resized[axes[i]] = true;
+        }
+    } else {
+        for (int i = 0; i < rank; ++i) { axes[i] = i; resized[i] = true; }
+    }
     const TensorDesc& sd = c.inputs[source];
-    if (sd.type != (has_scales ? ElementType::Float32 : ElementType::Int64) || sd.rank != 1 || sd.dims[0] != rank)
+    if (sd.type != (has_scales ? ElementType::Float32 : ElementType::Int64) || sd.rank != 1 || sd.dims[0] != axis_count)
         return c.fail(Status::InvalidArgument, "%s must be a 1-D %s tensor of %d values", has_scales ? "scales" : "sizes",
-                      has_scales ? "float32" : "int64", rank);
+                      has_scales ? "float32" : "int64", axis_count);
     if (!c.values || !c.values[source]) return c.fail(Status::Unsupported, "data-dependent shape: %s is not a constant",
                                                       has_scales ? "scales" : "sizes");
     StringView mode = c.attribute_string("mode", "nearest");
@@ -5381,8 +5399,9 @@ inline Status prepare_resize(PrepareContext& c) {
     StringView transform = c.opset == 10 ? StringView("asymmetric")
                                          : c.attribute_string("coordinate_transformation_mode", "half_pixel");
     StringView rounding = c.opset == 10 ? StringView("floor") : c.attribute_string("nearest_mode", "round_prefer_floor");
-    enum { HalfPixel, PytorchHalfPixel, AlignCorners, Asymmetric } how;
+    enum { HalfPixel, HalfPixelSymmetric, PytorchHalfPixel, AlignCorners, Asymmetric } how;
     if (transform == StringView("half_pixel")) how = HalfPixel;
+    else if (transform == StringView("half_pixel_symmetric") && c.opset >= 19) how = HalfPixelSymmetric;   // Resize-19
     else if (transform == StringView("pytorch_half_pixel")) how = PytorchHalfPixel;
     else if (transform == StringView("align_corners")) how = AlignCorners;
     else if (transform == StringView("asymmetric")) how = Asymmetric;
@@ -5399,20 +5418,49 @@ inline Status prepare_resize(PrepareContext& c) {
     st->rank = rank;
     double scales[kMaxRank];
     for (int d = 0; d < rank; ++d) {
-        st->in[d] = x.dims[d];
+        st->in[d] = st->out[d] = x.dims[d];
+        scales[d] = 1.0;
+    }
+    for (int i = 0; i < axis_count; ++i) {
+        int d = axes[i];
         if (has_scales) {
-            scales[d] = static_cast<const float*>(c.values[source])[d];
+            scales[d] = static_cast<const float*>(c.values[source])[i];
             if (!(scales[d] > 0.0)) return c.fail(Status::InvalidArgument, "scales must be positive");
             if (!((double)x.dims[d] * scales[d] < 4294967296.0)) return c.fail(Status::LimitExceeded, "output dim above 2^32");
             st->out[d] = (int64_t)std::floor((double)x.dims[d] * scales[d]);
         } else {
-            st->out[d] = static_cast<const int64_t*>(c.values[source])[d];
+            st->out[d] = static_cast<const int64_t*>(c.values[source])[i];
             if (st->out[d] < 0) return c.fail(Status::InvalidArgument, "sizes must not be negative");
             if (st->out[d] >= 4294967296ll) return c.fail(Status::LimitExceeded, "output dim above 2^32");
             scales[d] = x.dims[d] ? (double)st->out[d] / (double)x.dims[d] : 1.0;
         }
         if (st->out[d] > 0 && st->in[d] == 0) return c.fail(Status::InvalidArgument, "cannot resize an empty dim");
     }
+    // Resize-18's keep_aspect_ratio_policy: one scale for every resized axis (the smallest or
+    // the largest of sizes / input), output dims rounded half up.
+    StringView policy = c.opset >= 18 && has_sizes ? c.attribute_string("keep_aspect_ratio_policy", "stretch") : StringView("stretch");
+    bool not_larger = policy == StringView("not_larger"), not_smaller = policy == StringView("not_smaller");
+    if (!not_larger && !not_smaller && policy != StringView("stretch"))
+        return c.fail(Status::InvalidArgument, "keep_aspect_ratio_policy '%.*s' unknown", (int)policy.size, policy.data);
+    if (not_larger || not_smaller) {
+        double scale = scales[axes[0]];
+        for (int i = 0; i < axis_count; ++i) {
+            int d = axes[i];
+            if (st->in[d] == 0) return c.fail(Status::InvalidArgument, "keep_aspect_ratio_policy on an empty dim");
+            scale = not_larger ? std::min(scale, scales[d]) : std::max(scale, scales[d]);
+        }
+        for (int i = 0; i < axis_count; ++i) {
+            int d = axes[i];
+            double size = std::floor(scale * (double)st->in[d] + 0.5);
+            if (!(size < 4294967296.0)) return c.fail(Status::LimitExceeded, "output dim above 2^32");
+            scales[d] = scale;
+            st->out[d] = (int64_t)size;
+        }
+    }
+    // antialias (Resize-18) stretches the linear filter when downscaling; nearest ignores it
+    if (c.opset >= 18 && linear && c.attribute_int("antialias", 0) != 0)
+        for (int d = 0; d < rank; ++d)
+            if (scales[d] < 1.0) return c.fail(Status::Unsupported, "antialias downscaling (Resize-18)");
     if (linear) {  // bilinear over the last two dims only
         if (rank != 2 && rank != 4) return c.fail(Status::Unsupported, "linear mode for a rank %d input", rank);
         if (rank == 4 && (st->out[0] != st->in[0] || st->out[1] != st->in[1]))
@@ -5437,6 +5485,11 @@ inline Status prepare_resize(PrepareContext& c) {
             double scale = scales[d], length = (double)st->in[d] * scale, at;
             switch (how) {
                 case HalfPixel: at = ((double)o + 0.5) / scale - 0.5; break;
+                case HalfPixelSymmetric: {   // the output's centre on the input's when the size was floored
+                    double center = (double)st->in[d] / 2, adjustment = (double)n / length;
+                    at = center * (1 - adjustment) + ((double)o + 0.5) / scale - 0.5;
+                    break;
+                }
                 case PytorchHalfPixel: at = length > 1 ? ((double)o + 0.5) / scale - 0.5 : 0.0; break;
                 case AlignCorners: at = length == 1 ? 0.0 : (double)o * (double)(st->in[d] - 1) / (length - 1); break;
                 default: at = (double)o / scale; break;
@@ -6374,7 +6427,7 @@ inline Status run_cast(const RunContext& c) {
 }
 
 // >>pad
-enum class PadMode : uint8_t { Constant, Reflect, Edge };
+enum class PadMode : uint8_t { Constant, Reflect, Edge, Wrap };
 struct PadState {
     PadMode mode = PadMode::Constant;
     int64_t begin[kMaxRank] = {};
@@ -6390,7 +6443,7 @@ inline Status prepare_pad(PrepareContext& c) {
     StringView mode = c.attribute_string("mode", "constant");
     if (mode == StringView("reflect")) state->mode = PadMode::Reflect;
     else if (mode == StringView("edge")) state->mode = PadMode::Edge;
-    else if (mode == StringView("wrap")) return c.fail(Status::Unsupported, "mode 'wrap'");
+    else if (mode == StringView("wrap") && c.opset >= 19) state->mode = PadMode::Wrap;   // Pad-19
     else if (mode != StringView("constant"))
         return c.fail(Status::InvalidArgument, "mode '%.*s'", (int)mode.size, mode.data);
     IntValues pads, axes;
@@ -6433,8 +6486,12 @@ inline Status prepare_pad(PrepareContext& c) {
         if (state->mode == PadMode::Reflect && (b > d - 1 || e > d - 1) && (b > 0 || e > 0))
             return c.fail(Status::InvalidArgument, "reflect pads %lld/%lld must be below dimension %lld", (long long)b,
                           (long long)e, (long long)d);
-        if (state->mode == PadMode::Edge && d == 0 && (b > 0 || e > 0))
-            return c.fail(Status::InvalidArgument, "edge pads on an empty dimension");
+        if ((state->mode == PadMode::Edge || state->mode == PadMode::Wrap) && d == 0 && (b > 0 || e > 0))
+            return c.fail(Status::InvalidArgument, "edge or wrap pads on an empty dimension");
+        // Wrapping a cropped axis: numpy (the spec's reference) rejects it, and whether the period
+        // is the cropped or the original length is not written down.
+        if (state->mode == PadMode::Wrap && (b < 0 || e < 0) && (b > 0 || e > 0))
+            return c.fail(Status::Unsupported, "mode 'wrap' with negative pads %lld/%lld", (long long)b, (long long)e);
         state->begin[a] = b;
         y.dims[a] = d + b + e;
     }
@@ -6449,6 +6506,7 @@ inline int64_t pad_source(int64_t s, int64_t d, PadMode mode) {
     if (s >= 0 && s < d) return s;
     if (mode == PadMode::Constant) return -1;
     if (mode == PadMode::Edge) return s < 0 ? 0 : d - 1;
+    if (mode == PadMode::Wrap) return (s % d + d) % d;
     return s < 0 ? -s : 2 * (d - 1) - s;
 }
 
