@@ -82,6 +82,7 @@
    >>pad                              Pad
    >>constants and ranges             Shape, Constant, ConstantOfShape, Tile, Range
    >>integer and logical ops          Where, comparisons, logical, integer, Max/Min/Sum/Mean
+   >>op versions                      ONNX op versions from opset 18 on (and legacy ones): kept or refused
    >>op kernel table                  builtin_op_kernels, find_builtin_kernel
    >>onnx reader                      what is read and how it maps to a Model
    >>protobuf wire format             fields, varints, packed lists
@@ -1199,6 +1200,8 @@ Status Core::fail(Status status, const char* format, ...) {
 }
 
 // >>prepare
+namespace detail { inline Status check_op_version(const Node& node, uint32_t opset, char* error); }   // >>op versions
+
 // The common transformations: static shapes from the inputs (or InputShape overrides), every
 // node whose inputs are all known at compile time evaluated once (Shape needs only the desc),
 // nodes that only fed folded ones dropped. Produces a new Model with the same node names.
@@ -1348,6 +1351,7 @@ struct detail_prepare {
             const OpKernel* k = lookup(lookup_user, node.op);
             if (!k) return fail(error, Status::Unsupported, "node '%.*s': op '%.*s' is not supported by any device",
                                 (int)node.name.size, node.name.data, (int)node.op.size, node.op.data);
+            if (k == find_builtin_kernel(node.op)) TESSEL_TRY(detail::check_op_version(node, source.opset, error));   // not an extension
             PrepareContext c;
             c.graph = &g;
             c.node = id;
@@ -6125,10 +6129,11 @@ inline Status prepare_concat(PrepareContext& c) {
     TESSEL_TRY(check_tensor_inputs(c, 1, kAnyInputCount, c.num_inputs));
     const TensorDesc& x = c.inputs[0];
     const Attribute* a = c.attribute("axis");
-    if (!a || a->kind != AttributeKind::Int) return c.fail(Status::InvalidArgument, "attribute 'axis' is missing");
-    int64_t axis;
-    if (!normalize_axis(a->i, x.rank, &axis))
-        return c.fail(Status::InvalidArgument, "axis %lld out of range for rank %u", (long long)a->i, x.rank);
+    bool has_axis = a && a->kind == AttributeKind::Int;
+    if (!has_axis && c.opset >= 4) return c.fail(Status::InvalidArgument, "attribute 'axis' is missing");
+    int64_t axis, axis_attribute = has_axis ? a->i : 1;   // Concat-1: axis 1 by default
+    if (!normalize_axis(axis_attribute, x.rank, &axis))
+        return c.fail(Status::InvalidArgument, "axis %lld out of range for rank %u", (long long)axis_attribute, x.rank);
     TensorDesc y = x;
     uint64_t total = 0;
     for (uint32_t k = 0; k < c.num_inputs; ++k) {
@@ -6449,8 +6454,9 @@ inline Status prepare_pad(PrepareContext& c) {
     IntValues pads, axes;
     bool present = true, has_axes = false;
     if (!inputs) {
-        pads = int_attribute(c, "pads", &present);
-        if (!present) return c.fail(Status::InvalidArgument, "attribute 'pads' is missing");
+        const char* name = c.opset < 2 ? "paddings" : "pads";   // Pad-1 names it 'paddings'
+        pads = int_attribute(c, name, &present);
+        if (!present) return c.fail(Status::InvalidArgument, "attribute '%s' is missing", name);
         ScalarValue v;
         v.floating = true;
         v.f = c.attribute_float("value", 0.0f);
@@ -7106,6 +7112,161 @@ const OpKernel kTensorKernels[] = {
     {"Mean", prepare_typed, run_typed},
     {nullptr, nullptr, nullptr},   // end marker
 };
+}  // namespace detail
+
+// >>op versions
+namespace detail {
+// The ONNX versions (since_version, onnx/defs/operator_sets.h) of the op list's ops where a
+// model's opset changes what the runtime must do: a model of opset N runs each op at its
+// newest version <= N. Rows from opset 18 on cover every version of every listed op; below,
+// only the versions a kernel reads differently (and the one after a refused version). Types:
+// the version only adds element types (bfloat16, float8, int4, ...), which the kernels refuse
+// as types. Kernel: the kernel implements the change (it reads c.opset). Refused: compile
+// stops with Unsupported before the kernel runs. An op added to the list adds its rows here.
+enum class OpVersionSupport : uint8_t { Types, Kernel, Refused };
+
+struct OpVersion {
+    const char* op;
+    uint16_t version;
+    OpVersionSupport support;
+    const char* change;   // what the version changed
+};
+
+constexpr OpVersionSupport kTypes = OpVersionSupport::Types, kByKernel = OpVersionSupport::Kernel,
+                           kRefused = OpVersionSupport::Refused;
+constexpr const char* kBfloat16 = "bfloat16";
+constexpr const char* kNarrowTypes19 = "float8 types";
+constexpr const char* kNarrowTypes21 = "int4, uint4";
+constexpr const char* kNarrowTypes23 = "float4e2m1";
+constexpr const char* kNarrowTypes24 = "float8e8m0";
+constexpr const char* kNarrowTypes25 = "int2, uint2";
+
+const OpVersion kOpVersions[] = {
+    // opsets 1-6: what the kernels read the old way, or refuse
+    {"Cast", 1, kRefused, "'to' as a type name string"},
+    {"Cast", 6, kByKernel, "'to' as a TensorProto data type"},
+    {"Concat", 1, kByKernel, "axis optional, default 1"},
+    {"Concat", 4, kByKernel, "axis required"},
+    {"Pad", 1, kByKernel, "pads in attribute 'paddings'"},
+    {"Pad", 2, kByKernel, "pads in attribute 'pads'"},
+    {"Pad", 11, kByKernel, "pads and constant_value as inputs"},
+    {"Tile", 1, kRefused, "tiles and axis inputs"},
+    {"Tile", 6, kByKernel, "repeats input"},
+    // opset 18
+    {"Mish", 18, kByKernel, "new op"},
+    {"Pad", 18, kByKernel, "axes input"},
+    {"ReduceL2", 18, kByKernel, "axes input, noop_with_empty_axes"},
+    {"ReduceMax", 18, kByKernel, "axes input, noop_with_empty_axes"},
+    {"ReduceMean", 18, kByKernel, "axes input, noop_with_empty_axes"},
+    {"ReduceMin", 18, kByKernel, "axes input, noop_with_empty_axes"},
+    {"ReduceProd", 18, kByKernel, "axes input, noop_with_empty_axes"},
+    {"Resize", 18, kByKernel, "axes, keep_aspect_ratio_policy, antialias (refused when downscaling linearly)"},
+    {"Split", 18, kByKernel, "num_outputs, the last chunk smaller"},
+    // opset 19
+    {"AveragePool", 19, kByKernel, "dilations"},
+    {"Cast", 19, kTypes, "float8 types, saturate (float8 only)"},
+    {"Constant", 19, kTypes, kNarrowTypes19},
+    {"Equal", 19, kTypes, "string"},
+    {"Identity", 19, kTypes, kNarrowTypes19},
+    {"Pad", 19, kByKernel, "mode 'wrap'"},
+    {"Reshape", 19, kTypes, kNarrowTypes19},
+    {"Resize", 19, kByKernel, "coordinate_transformation_mode 'half_pixel_symmetric'"},
+    {"Shape", 19, kTypes, kNarrowTypes19},
+    {"Size", 19, kTypes, kNarrowTypes19},
+    // opset 20
+    {"ConstantOfShape", 20, kTypes, kNarrowTypes19},
+    {"Gelu", 20, kByKernel, "new op (approximate 'none' or 'tanh')"},
+    {"ReduceMax", 20, kTypes, "bool"},
+    {"ReduceMin", 20, kTypes, "bool"},
+    // opset 21
+    {"Cast", 21, kTypes, kNarrowTypes21},
+    {"Constant", 21, kTypes, kNarrowTypes21},
+    {"ConstantOfShape", 21, kTypes, kNarrowTypes21},
+    {"Flatten", 21, kTypes, kNarrowTypes21},
+    {"Identity", 21, kTypes, kNarrowTypes21},
+    {"Pad", 21, kTypes, kNarrowTypes21},
+    {"Reshape", 21, kTypes, kNarrowTypes21},
+    {"Shape", 21, kTypes, kNarrowTypes21},
+    {"Size", 21, kTypes, kNarrowTypes21},
+    {"Squeeze", 21, kTypes, kNarrowTypes21},
+    {"Transpose", 21, kTypes, kNarrowTypes21},
+    {"Unsqueeze", 21, kTypes, kNarrowTypes21},
+    // opset 22
+    {"AveragePool", 22, kByKernel, "bfloat16; windows starting in the right padding dropped (as parse_window does)"},
+    {"Conv", 22, kTypes, kBfloat16},
+    {"ConvTranspose", 22, kTypes, kBfloat16},
+    {"Dropout", 22, kTypes, kBfloat16},
+    {"Elu", 22, kTypes, kBfloat16},
+    {"GlobalAveragePool", 22, kTypes, kBfloat16},
+    {"GlobalMaxPool", 22, kTypes, kBfloat16},
+    {"HardSigmoid", 22, kTypes, kBfloat16},
+    {"HardSwish", 22, kTypes, kBfloat16},
+    {"InstanceNormalization", 22, kTypes, kBfloat16},
+    {"MaxPool", 22, kByKernel, "bfloat16; windows starting in the right padding dropped (as parse_window does)"},
+    {"Mish", 22, kTypes, kBfloat16},
+    {"Round", 22, kTypes, kBfloat16},
+    {"Selu", 22, kTypes, kBfloat16},
+    {"Softplus", 22, kTypes, kBfloat16},
+    {"Softsign", 22, kTypes, kBfloat16},
+    // opsets 23-25: the shape and data-movement ops gain float4, float8e8m0, int2
+    {"Cast", 23, kTypes, kNarrowTypes23},
+    {"Constant", 23, kTypes, kNarrowTypes23},
+    {"ConstantOfShape", 23, kTypes, kNarrowTypes23},
+    {"Flatten", 23, kTypes, kNarrowTypes23},
+    {"Identity", 23, kTypes, kNarrowTypes23},
+    {"Pad", 23, kTypes, kNarrowTypes23},
+    {"Reshape", 23, kTypes, kNarrowTypes23},
+    {"Shape", 23, kTypes, kNarrowTypes23},
+    {"Size", 23, kTypes, kNarrowTypes23},
+    {"Squeeze", 23, kTypes, kNarrowTypes23},
+    {"Transpose", 23, kTypes, kNarrowTypes23},
+    {"Unsqueeze", 23, kTypes, kNarrowTypes23},
+    {"Cast", 24, kTypes, "float8e8m0, round_mode (float8e8m0 only)"},
+    {"Constant", 24, kTypes, kNarrowTypes24},
+    {"ConstantOfShape", 24, kTypes, kNarrowTypes24},
+    {"Flatten", 24, kTypes, kNarrowTypes24},
+    {"Identity", 24, kTypes, kNarrowTypes24},
+    {"Pad", 24, kTypes, kNarrowTypes24},
+    {"Reshape", 24, kTypes, kNarrowTypes24},
+    {"Shape", 24, kTypes, kNarrowTypes24},
+    {"Size", 24, kTypes, kNarrowTypes24},
+    {"Squeeze", 24, kTypes, kNarrowTypes24},
+    {"Transpose", 24, kTypes, kNarrowTypes24},
+    {"Unsqueeze", 24, kTypes, kNarrowTypes24},
+    {"Cast", 25, kTypes, kNarrowTypes25},
+    {"Constant", 25, kTypes, kNarrowTypes25},
+    {"ConstantOfShape", 25, kTypes, kNarrowTypes25},
+    {"Flatten", 25, kTypes, kNarrowTypes25},
+    {"Identity", 25, kTypes, kNarrowTypes25},
+    {"Pad", 25, kTypes, kNarrowTypes25},
+    {"Reshape", 25, kTypes, kNarrowTypes25},
+    {"Shape", 25, kTypes, kNarrowTypes25},
+    {"Size", 25, kTypes, kNarrowTypes25},
+    {"Squeeze", 25, kTypes, kNarrowTypes25},
+    {"Transpose", 25, kTypes, kNarrowTypes25},
+    {"Unsqueeze", 25, kTypes, kNarrowTypes25},
+    // opsets 26-28
+    {"Range", 27, kTypes, "stash_type (float16 and bfloat16 only)"},
+};
+
+// The row a model of `opset` runs `op` at: its newest listed version <= opset; nullptr when
+// no row applies (the kernel reads c.opset as it always did).
+inline const OpVersion* onnx_op_version(StringView op, uint32_t opset) {
+    const OpVersion* best = nullptr;
+    for (const OpVersion& v : kOpVersions)
+        if (op == StringView(v.op) && v.version <= opset && (!best || v.version > best->version)) best = &v;
+    return best;
+}
+
+// Unsupported, naming the op, the node and the version, when the node's version is refused.
+inline Status check_op_version(const Node& node, uint32_t opset, char* error) {
+    const OpVersion* v = onnx_op_version(node.op, opset);
+    if (!v || v->support != OpVersionSupport::Refused) return Status::Ok;
+    std::snprintf(error, kErrorMessageBytes, "%.*s '%.*s': %.*s-%u (opset %u) is not implemented: %s", (int)node.op.size,
+                  node.op.data, (int)node.name.size, node.name.data, (int)node.op.size, node.op.data, (unsigned)v->version,
+                  opset, v->change);
+    return Status::Unsupported;
+}
 }  // namespace detail
 
 // >>op kernel table
