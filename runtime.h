@@ -120,8 +120,10 @@
    and keys are NotFound. A user device implements Device (see the README's plugin guide)
    and is registered with Core::register_device; add_extension adds a custom op kernel.
 
-   Op list (ONNX default domain, opsets 7..17 (also 1-6 for ops whose meaning did not change;
-   their legacy broadcast attributes are accepted only in the NumPy-compatible form), float32 first; int64/int32/bool where shapes
+   Op list (ONNX default domain, opsets 7..28 (also 1-6 for ops whose meaning did not change;
+   their legacy broadcast attributes are accepted only in the NumPy-compatible form; each op
+   runs at its ONNX version for the model's opset, a version whose semantics are not
+   implemented is Unsupported: >>op versions), float32 first; int64/int32/bool where shapes
    and indices need them): the elementwise snippet ops (Add Sub Mul Div Max Min Pow Sqrt
    Reciprocal Abs Neg Exp Log Tanh Sigmoid Relu Clip Elu Selu Erf Gelu HardSigmoid HardSwish
    LeakyRelu PRelu Softplus Softsign Mish Floor Ceil Round Sign Where), comparisons and logical
