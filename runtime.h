@@ -5351,16 +5351,19 @@ inline Status run_arg(const RunContext& c) {
 }
 
 // >>resize
-// Resize: nearest (any rank) or linear (the last two dims of a 2-D or 4-D input). Output
-// sizes come from compile-time scales or sizes; per-axis source tables (index, and for linear
-// the neighbour and weight) are built once in prepare.
+// Resize: nearest (any rank) or linear (the last two dims of a 2-D or 4-D input; antialiased
+// when downscaling with Resize-18's antialias). Output sizes come from compile-time scales or
+// sizes; per-axis source tables (index, and for linear the neighbour and weight, or the
+// filter's taps) are built once in prepare.
 struct ResizeState {
     bool linear;
+    bool antialias;               // linear with Resize-18's antialias: taps[d] weights per output
     int rank;
     int64_t in[kMaxRank], out[kMaxRank];
-    int64_t* index[kMaxRank];     // nearest: source index; linear: lower neighbour
+    int64_t* index[kMaxRank];     // nearest: source index; linear: lower neighbour; antialias: first tap (may be outside)
     int64_t* upper[kMaxRank];     // linear only
-    float* weight[kMaxRank];      // linear only: weight of the upper neighbour
+    float* weight[kMaxRank];      // linear: weight of the upper neighbour; antialias: taps[d] per output
+    int64_t taps[kMaxRank];
 };
 
 inline Status prepare_resize(PrepareContext& c) {
@@ -5463,10 +5466,8 @@ inline Status prepare_resize(PrepareContext& c) {
             st->out[d] = (int64_t)size;
         }
     }
-    // antialias (Resize-18) stretches the linear filter when downscaling; nearest ignores it
-    if (c.opset >= 18 && linear && c.attribute_int("antialias", 0) != 0)
-        for (int d = 0; d < rank; ++d)
-            if (scales[d] < 1.0) return c.fail(Status::Unsupported, "antialias downscaling (Resize-18)");
+    // antialias (Resize-18) stretches the linear filter by 1 / scale when downscaling; nearest ignores it
+    st->antialias = c.opset >= 18 && linear && c.attribute_int("antialias", 0) != 0;
     if (linear) {  // bilinear over the last two dims only
         if (rank != 2 && rank != 4) return c.fail(Status::Unsupported, "linear mode for a rank %d input", rank);
         if (rank == 4 && (st->out[0] != st->in[0] || st->out[1] != st->in[1]))
@@ -5481,9 +5482,15 @@ inline Status prepare_resize(PrepareContext& c) {
     }
     for (int d = 0; d < rank; ++d) {
         int64_t n = st->out[d];
+        // antialias: the spec's footprint of 2 - 2 start taps, start = floor(-1 / scale) + 1 (at
+        // most 2 in + 4: a downscaled output has at least one element)
+        double filter_scale = scales[d] < 1.0 ? scales[d] : 1.0;   // positive when n > 0
+        int64_t start = st->antialias && n > 0 ? (int64_t)std::floor(-1.0 / filter_scale) + 1 : 0;
+        st->taps[d] = st->antialias ? 2 - 2 * start : 1;
+        if (st->taps[d] > 2 * st->in[d] + 4 && n > 0) return c.fail(Status::LimitExceeded, "antialias filter of %lld taps", (long long)st->taps[d]);
         st->index[d] = c.arena->allocate_array<int64_t>((size_t)n + 1);
         st->upper[d] = c.arena->allocate_array<int64_t>((size_t)n + 1);
-        st->weight[d] = c.arena->allocate_array<float>((size_t)n + 1);
+        st->weight[d] = c.arena->allocate_array<float>((size_t)(n * st->taps[d]) + 1);
         if (!st->index[d] || !st->upper[d] || !st->weight[d]) return c.fail(Status::OutOfMemory, "out of memory");
         for (int64_t o = 0; o < n; ++o) {
             // The output coordinate in input coordinates. The spec's resized length is in * scale
@@ -5501,7 +5508,21 @@ inline Status prepare_resize(PrepareContext& c) {
                 default: at = (double)o / scale; break;
             }
             int64_t last = st->in[d] - 1;
-            if (linear) {
+            if (st->antialias) {
+                // The spec's taps: base + j for j in [start, start + taps), weights of the triangle
+                // stretched by 1 / scale, normalized; an integer coordinate counts as ratio 1.
+                double base = std::floor(at), ratio = at - base;
+                if (ratio == 0) { ratio = 1; base -= 1; }
+                float* w = st->weight[d] + o * st->taps[d];
+                double sum = 0;
+                for (int64_t j = 0; j < st->taps[d]; ++j) {
+                    double t = 1 - std::fabs((double)(start + j) - ratio) * filter_scale;
+                    w[j] = (float)(t > 0 ? t : 0);
+                    sum += t > 0 ? t : 0;
+                }
+                for (int64_t j = 0; j < st->taps[d]; ++j) w[j] = sum > 0 ? (float)(w[j] / sum) : 0.0f;
+                st->index[d][o] = (int64_t)base + start;
+            } else if (linear) {
                 double clamped = at < 0 ? 0 : at > (double)last ? (double)last : at;
                 int64_t low = (int64_t)std::floor(clamped);
                 st->index[d][o] = low;
@@ -5531,6 +5552,37 @@ inline Status run_resize(const RunContext& c) {
     const float* x = c.inputs[0].as<float>();
     float* y = c.outputs[0].as<float>();
     int rank = st.rank;
+    if (st.antialias) {  // planes of [H, W]: every tap pair, indices clamped to the edges
+        int h = rank - 2, w = rank - 1;
+        int64_t planes = rank == 4 ? st.in[0] * st.in[1] : 1;
+        int64_t in_plane = st.in[h] * st.in[w], out_plane = st.out[h] * st.out[w];
+        int64_t th = st.taps[h], tw = st.taps[w];
+        nn_parallel(c, (uint64_t)planes, [&](uint64_t, uint64_t begin, uint64_t end) {
+            for (uint64_t p = begin; p < end; ++p) {
+                const float* xp = x + (int64_t)p * in_plane;
+                float* yp = y + (int64_t)p * out_plane;
+                for (int64_t i = 0; i < st.out[h]; ++i)
+                    for (int64_t j = 0; j < st.out[w]; ++j) {
+                        double acc = 0;
+                        for (int64_t a = 0; a < th; ++a) {
+                            float wa = st.weight[h][i * th + a];
+                            if (wa == 0) continue;
+                            int64_t row = st.index[h][i] + a;
+                            row = row < 0 ? 0 : row >= st.in[h] ? st.in[h] - 1 : row;
+                            double line = 0;
+                            for (int64_t b = 0; b < tw; ++b) {
+                                int64_t col = st.index[w][j] + b;
+                                col = col < 0 ? 0 : col >= st.in[w] ? st.in[w] - 1 : col;
+                                line += (double)st.weight[w][j * tw + b] * xp[row * st.in[w] + col];
+                            }
+                            acc += wa * line;
+                        }
+                        yp[i * st.out[w] + j] = (float)acc;
+                    }
+            }
+        });
+        return Status::Ok;
+    }
     if (st.linear) {  // planes of [H, W]
         int h = rank - 2, w = rank - 1;
         int64_t planes = rank == 4 ? st.in[0] * st.in[1] : 1;
@@ -7162,7 +7214,7 @@ const OpVersion kOpVersions[] = {
     {"ReduceMean", 18, kByKernel, "axes input, noop_with_empty_axes"},
     {"ReduceMin", 18, kByKernel, "axes input, noop_with_empty_axes"},
     {"ReduceProd", 18, kByKernel, "axes input, noop_with_empty_axes"},
-    {"Resize", 18, kByKernel, "axes, keep_aspect_ratio_policy, antialias (refused when downscaling linearly)"},
+    {"Resize", 18, kByKernel, "axes, keep_aspect_ratio_policy, antialias"},
     {"Split", 18, kByKernel, "num_outputs, the last chunk smaller"},
     // opset 19
     {"AveragePool", 19, kByKernel, "dilations"},

@@ -335,18 +335,23 @@ TEST_CASE("opsets: Resize axes and keep_aspect_ratio_policy (18), antialias (18)
         };
     };
     {
-        Result r = OpModel(18).input({1, 1, 2, 2}, x).absent().floats({4}, {1, 1, 0.5f, 0.5f}).run("Resize", linear(1));
-        CHECK(r.status == Status::Unsupported);   // the stretched filter is not implemented
-        CHECK(contains(r.error, "Resize 'node'"));
-        CHECK(contains(r.error, "antialias"));
+        // downscaling by 2: the triangle stretched to 4 taps (1, 3, 3, 1) / 8, edges repeated
+        Result r = OpModel(18).input({1, 1, 1, 4}, x).absent().floats({4}, {1, 1, 1, 0.5f}).run("Resize", linear(1));
+        REQUIRE(r.status == Status::Ok);
+        CHECK(dims_of(r.descs[0]) == Shape{1, 1, 1, 2});
+        check_values(r.values[0], {1.625f, 3.375f});
+        Result plain = OpModel(18).input({1, 1, 1, 4}, x).absent().floats({4}, {1, 1, 1, 0.5f}).run("Resize", linear(0));
+        REQUIRE(plain.status == Status::Ok);
+        check_values(plain.values[0], {1.5f, 3.5f});
     }
     {
         Result r = OpModel(18).input({1, 1, 2, 2}, x).absent().floats({4}, {1, 1, 2, 2}).run("Resize", linear(1));
         CHECK(r.status == Status::Ok);   // upscaling: antialias changes nothing
     }
     {
-        Result r = OpModel(17).input({1, 1, 2, 2}, x).absent().floats({4}, {1, 1, 0.5f, 0.5f}).run("Resize", linear(1));
-        CHECK(r.status == Status::Ok);   // not an attribute before 18
+        Result r = OpModel(17).input({1, 1, 1, 4}, x).absent().floats({4}, {1, 1, 1, 0.5f}).run("Resize", linear(1));
+        REQUIRE(r.status == Status::Ok);   // not an attribute before 18
+        check_values(r.values[0], {1.5f, 3.5f});
     }
     auto symmetric = [](Model& m, NodeId n) {
         CHECK(m.set_string(n, "mode", "linear") == Status::Ok);
