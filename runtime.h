@@ -5357,12 +5357,12 @@ inline Status run_arg(const RunContext& c) {
 // filter's taps) are built once in prepare.
 struct ResizeState {
     bool linear;
-    bool antialias;               // linear with Resize-18's antialias: taps[d] weights per output
+    bool filter;                  // cubic, or linear with Resize-18's antialias: taps[d] weights per output
     int rank;
     int64_t in[kMaxRank], out[kMaxRank];
-    int64_t* index[kMaxRank];     // nearest: source index; linear: lower neighbour; antialias: first tap (may be outside)
+    int64_t* index[kMaxRank];     // nearest: source index; linear: lower neighbour; filter: first tap (may be outside)
     int64_t* upper[kMaxRank];     // linear only
-    float* weight[kMaxRank];      // linear: weight of the upper neighbour; antialias: taps[d] per output
+    float* weight[kMaxRank];      // linear: weight of the upper neighbour; filter: taps[d] per output
     int64_t taps[kMaxRank];
 };
 
@@ -5401,8 +5401,8 @@ inline Status prepare_resize(PrepareContext& c) {
     if (!c.values || !c.values[source]) return c.fail(Status::Unsupported, "data-dependent shape: %s is not a constant",
                                                       has_scales ? "scales" : "sizes");
     StringView mode = c.attribute_string("mode", "nearest");
-    bool linear = mode == StringView("linear");
-    if (!linear && mode != StringView("nearest"))
+    bool linear = mode == StringView("linear"), cubic = mode == StringView("cubic") && c.opset >= 11;
+    if (!linear && !cubic && mode != StringView("nearest"))
         return c.fail(Status::Unsupported, "mode '%.*s'", (int)mode.size, mode.data);
     // Resize-10 is Upsample: asymmetric coordinates, nearest rounds down
     StringView transform = c.opset == 10 ? StringView("asymmetric")
@@ -5423,7 +5423,7 @@ inline Status prepare_resize(PrepareContext& c) {
     else return c.fail(Status::InvalidArgument, "nearest_mode '%.*s' unknown", (int)rounding.size, rounding.data);
     ResizeState* st = nn_state<ResizeState>(c);
     if (!st) return c.fail(Status::OutOfMemory, "out of memory");
-    st->linear = linear;
+    st->linear = linear || cubic;
     st->rank = rank;
     double scales[kMaxRank];
     for (int d = 0; d < rank; ++d) {
@@ -5466,12 +5466,16 @@ inline Status prepare_resize(PrepareContext& c) {
             st->out[d] = (int64_t)size;
         }
     }
-    // antialias (Resize-18) stretches the linear filter by 1 / scale when downscaling; nearest ignores it
-    st->antialias = c.opset >= 18 && linear && c.attribute_int("antialias", 0) != 0;
-    if (linear) {  // bilinear over the last two dims only
-        if (rank != 2 && rank != 4) return c.fail(Status::Unsupported, "linear mode for a rank %d input", rank);
+    // antialias (Resize-18) stretches the linear and cubic filters by 1 / scale when downscaling;
+    // nearest ignores it. exclude_outside drops the taps outside the input and renormalizes.
+    bool antialias = c.opset >= 18 && (linear || cubic) && c.attribute_int("antialias", 0) != 0;
+    bool exclude_outside = cubic && c.attribute_int("exclude_outside", 0) != 0;
+    double a = c.attribute_float("cubic_coeff_a", -0.75f);
+    st->filter = antialias || cubic;
+    if (linear || cubic) {  // over the last two dims only
+        if (rank != 2 && rank != 4) return c.fail(Status::Unsupported, "%.*s mode for a rank %d input", (int)mode.size, mode.data, rank);
         if (rank == 4 && (st->out[0] != st->in[0] || st->out[1] != st->in[1]))
-            return c.fail(Status::Unsupported, "linear mode resizing N or C");
+            return c.fail(Status::Unsupported, "%.*s mode resizing N or C", (int)mode.size, mode.data);
     }
     uint64_t elements = 1;   // the output's, checked before its tables are allocated
     for (int d = 0; d < rank; ++d) {
@@ -5482,12 +5486,14 @@ inline Status prepare_resize(PrepareContext& c) {
     }
     for (int d = 0; d < rank; ++d) {
         int64_t n = st->out[d];
-        // antialias: the spec's footprint of 2 - 2 start taps, start = floor(-1 / scale) + 1 (at
-        // most 2 in + 4: a downscaled output has at least one element)
-        double filter_scale = scales[d] < 1.0 ? scales[d] : 1.0;   // positive when n > 0
-        int64_t start = st->antialias && n > 0 ? (int64_t)std::floor(-1.0 / filter_scale) + 1 : 0;
-        st->taps[d] = st->antialias ? 2 - 2 * start : 1;
-        if (st->taps[d] > 2 * st->in[d] + 4 && n > 0) return c.fail(Status::LimitExceeded, "antialias filter of %lld taps", (long long)st->taps[d]);
+        // The filter's taps: the spec's 2 - 2 start from start = floor(-radius / scale) + 1 when
+        // antialiased (at most 4 in + 4: a downscaled output has at least one element), else
+        // 4 for cubic from start -1.
+        double filter_scale = antialias && scales[d] < 1.0 ? scales[d] : 1.0;   // positive when n > 0
+        double radius = cubic ? 2.0 : 1.0;
+        int64_t start = st->filter && n > 0 ? (int64_t)std::floor(-radius / filter_scale) + 1 : 0;
+        st->taps[d] = st->filter ? 2 - 2 * start : 1;
+        if (st->taps[d] > 4 * st->in[d] + 4 && n > 0) return c.fail(Status::LimitExceeded, "a filter of %lld taps", (long long)st->taps[d]);
         st->index[d] = c.arena->allocate_array<int64_t>((size_t)n + 1);
         st->upper[d] = c.arena->allocate_array<int64_t>((size_t)n + 1);
         st->weight[d] = c.arena->allocate_array<float>((size_t)(n * st->taps[d]) + 1);
@@ -5508,19 +5514,27 @@ inline Status prepare_resize(PrepareContext& c) {
                 default: at = (double)o / scale; break;
             }
             int64_t last = st->in[d] - 1;
-            if (st->antialias) {
-                // The spec's taps: base + j for j in [start, start + taps), weights of the triangle
-                // stretched by 1 / scale, normalized; an integer coordinate counts as ratio 1.
+            if (st->filter) {
+                // The spec's taps: base + j for j in [start, start + taps), weighted by the triangle
+                // or Keys' cubic (coefficient a) at (j - ratio) * scale, normalized when
+                // antialiased or excluding the outside; an integer coordinate counts as ratio 1.
                 double base = std::floor(at), ratio = at - base;
                 if (ratio == 0) { ratio = 1; base -= 1; }
                 float* w = st->weight[d] + o * st->taps[d];
                 double sum = 0;
                 for (int64_t j = 0; j < st->taps[d]; ++j) {
-                    double t = 1 - std::fabs((double)(start + j) - ratio) * filter_scale;
-                    w[j] = (float)(t > 0 ? t : 0);
-                    sum += t > 0 ? t : 0;
+                    double x = std::fabs((double)(start + j) - ratio) * filter_scale, v;
+                    if (!cubic) v = 1 - x > 0 ? 1 - x : 0;
+                    else if (x <= 1) v = ((a + 2) * x - (a + 3)) * x * x + 1;
+                    else if (x < 2) v = ((a * x - 5 * a) * x + 8 * a) * x - 4 * a;
+                    else v = 0;
+                    int64_t i = (int64_t)base + start + j;
+                    if (exclude_outside && (i < 0 || i > last)) v = 0;
+                    w[j] = (float)v;
+                    sum += v;
                 }
-                for (int64_t j = 0; j < st->taps[d]; ++j) w[j] = sum > 0 ? (float)(w[j] / sum) : 0.0f;
+                if (antialias || exclude_outside)
+                    for (int64_t j = 0; j < st->taps[d]; ++j) w[j] = sum != 0 ? (float)(w[j] / sum) : 0.0f;
                 st->index[d][o] = (int64_t)base + start;
             } else if (linear) {
                 double clamped = at < 0 ? 0 : at > (double)last ? (double)last : at;
@@ -5552,7 +5566,7 @@ inline Status run_resize(const RunContext& c) {
     const float* x = c.inputs[0].as<float>();
     float* y = c.outputs[0].as<float>();
     int rank = st.rank;
-    if (st.antialias) {  // planes of [H, W]: every tap pair, indices clamped to the edges
+    if (st.filter) {  // planes of [H, W]: every tap pair, indices clamped to the edges
         int h = rank - 2, w = rank - 1;
         int64_t planes = rank == 4 ? st.in[0] * st.in[1] : 1;
         int64_t in_plane = st.in[h] * st.in[w], out_plane = st.out[h] * st.out[w];

@@ -275,7 +275,7 @@ TEST_CASE("opsets: Pad axes input (opset 18), wrap (opset 19), paddings (opset 1
     }
 }
 
-TEST_CASE("opsets: Resize axes and keep_aspect_ratio_policy (18), antialias (18), half_pixel_symmetric (19)") {
+TEST_CASE("opsets: Resize axes and keep_aspect_ratio_policy (18), antialias (18, linear and cubic), half_pixel_symmetric (19)") {
     const std::vector<float> x = {1, 2, 3, 4};   // [1, 1, 2, 2]
     {
         Result r = OpModel(18).input({1, 1, 2, 2}, x).absent().floats({2}, {2, 2}).run("Resize", [](Model& m, NodeId n) {
@@ -352,6 +352,24 @@ TEST_CASE("opsets: Resize axes and keep_aspect_ratio_policy (18), antialias (18)
         Result r = OpModel(17).input({1, 1, 1, 4}, x).absent().floats({4}, {1, 1, 1, 0.5f}).run("Resize", linear(1));
         REQUIRE(r.status == Status::Ok);   // not an attribute before 18
         check_values(r.values[0], {1.5f, 3.5f});
+    }
+    {
+        // cubic (Resize-11) antialiased from 18: a constant stays constant (normalized taps), a
+        // ramp differs from plain cubic when downscaling
+        auto cubic = [](Model& m, NodeId n) {
+            CHECK(m.set_string(n, "mode", "cubic") == Status::Ok);
+            CHECK(m.set_int(n, "antialias", 1) == Status::Ok);
+        };
+        std::vector<float> flat(8, 5.0f), ramp = {1, 2, 3, 4, 5, 6, 7, 8};
+        Result r = OpModel(18).input({1, 1, 1, 8}, flat).absent().floats({4}, {1, 1, 1, 0.5f}).run("Resize", cubic);
+        REQUIRE(r.status == Status::Ok);
+        check_values(r.values[0], {5, 5, 5, 5});
+        Result smooth = OpModel(18).input({1, 1, 1, 8}, ramp).absent().floats({4}, {1, 1, 1, 0.5f}).run("Resize", cubic);
+        Result plain = OpModel(17).input({1, 1, 1, 8}, ramp).absent().floats({4}, {1, 1, 1, 0.5f}).run("Resize", cubic);
+        REQUIRE(smooth.status == Status::Ok);
+        REQUIRE(plain.status == Status::Ok);
+        CHECK(smooth.values[0][0] != doctest::Approx(plain.values[0][0]));
+        check_values({plain.values[0][1], plain.values[0][2]}, {3.5f, 5.5f});   // cubic is exact on a ramp inside
     }
     auto symmetric = [](Model& m, NodeId n) {
         CHECK(m.set_string(n, "mode", "linear") == Status::Ok);
