@@ -5351,10 +5351,10 @@ inline Status run_arg(const RunContext& c) {
 }
 
 // >>resize
-// Resize: nearest (any rank) or linear (the last two dims of a 2-D or 4-D input; antialiased
-// when downscaling with Resize-18's antialias). Output sizes come from compile-time scales or
-// sizes; per-axis source tables (index, and for linear the neighbour and weight, or the
-// filter's taps) are built once in prepare.
+// Resize: nearest (any rank), linear or cubic (the last two dims of a 2-D or 4-D input; the
+// filters antialiased when downscaling with Resize-18's antialias). Output sizes come from
+// compile-time scales or sizes; per-axis source tables (index, and for linear the neighbour
+// and weight, or the filter's taps) are built once in prepare.
 struct ResizeState {
     bool linear;
     bool filter;                  // cubic, or linear with Resize-18's antialias: taps[d] weights per output
