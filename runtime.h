@@ -5353,8 +5353,9 @@ inline Status run_arg(const RunContext& c) {
 // >>resize
 // Resize: nearest (any rank), linear or cubic (the last two dims of a 2-D or 4-D input; the
 // filters antialiased when downscaling with Resize-18's antialias). Output sizes come from
-// compile-time scales or sizes; per-axis source tables (index, and for linear the neighbour
-// and weight, or the filter's taps) are built once in prepare.
+// compile-time scales or sizes (and roi for tf_crop_and_resize); per-axis source tables
+// (index, and for linear the neighbour and weight, or the filter's taps; which outputs
+// extrapolate) are built once in prepare.
 struct ResizeState {
     bool linear;
     bool filter;                  // cubic, or linear with Resize-18's antialias: taps[d] weights per output
@@ -5364,6 +5365,8 @@ struct ResizeState {
     int64_t* upper[kMaxRank];     // linear only
     float* weight[kMaxRank];      // linear: weight of the upper neighbour; filter: taps[d] per output
     int64_t taps[kMaxRank];
+    uint8_t* outside[kMaxRank];   // tf_crop_and_resize: the output coordinate lies outside the input (else nullptr)
+    float extrapolation;          // the value written there
 };
 
 inline Status prepare_resize(PrepareContext& c) {
@@ -5408,12 +5411,13 @@ inline Status prepare_resize(PrepareContext& c) {
     StringView transform = c.opset == 10 ? StringView("asymmetric")
                                          : c.attribute_string("coordinate_transformation_mode", "half_pixel");
     StringView rounding = c.opset == 10 ? StringView("floor") : c.attribute_string("nearest_mode", "round_prefer_floor");
-    enum { HalfPixel, HalfPixelSymmetric, PytorchHalfPixel, AlignCorners, Asymmetric } how;
+    enum { HalfPixel, HalfPixelSymmetric, PytorchHalfPixel, AlignCorners, Asymmetric, CropAndResize } how;
     if (transform == StringView("half_pixel")) how = HalfPixel;
     else if (transform == StringView("half_pixel_symmetric") && c.opset >= 19) how = HalfPixelSymmetric;   // Resize-19
     else if (transform == StringView("pytorch_half_pixel")) how = PytorchHalfPixel;
     else if (transform == StringView("align_corners")) how = AlignCorners;
     else if (transform == StringView("asymmetric")) how = Asymmetric;
+    else if (transform == StringView("tf_crop_and_resize") && c.opset >= 11) how = CropAndResize;
     else return c.fail(Status::Unsupported, "coordinate_transformation_mode '%.*s'", (int)transform.size, transform.data);
     enum { PreferFloor, PreferCeil, Floor, Ceil } round;
     if (rounding == StringView("round_prefer_floor")) round = PreferFloor;
@@ -5424,6 +5428,23 @@ inline Status prepare_resize(PrepareContext& c) {
     ResizeState* st = nn_state<ResizeState>(c);
     if (!st) return c.fail(Status::OutOfMemory, "out of memory");
     st->linear = linear || cubic;
+    // tf_crop_and_resize: the region [start, end] of each (listed) axis, normalized, from the
+    // constant roi; outputs mapped outside the input take extrapolation_value
+    double roi_start[kMaxRank], roi_end[kMaxRank];
+    for (int d = 0; d < rank; ++d) { roi_start[d] = 0; roi_end[d] = 1; st->outside[d] = nullptr; }
+    st->extrapolation = c.attribute_float("extrapolation_value", 0.0f);
+    if (how == CropAndResize) {
+        const TensorDesc& rd = c.inputs[1];
+        if (!c.has_input(1) || rd.rank != 1 || rd.dims[0] != 2 * axis_count)
+            return c.fail(Status::InvalidArgument, "roi must be a 1-D tensor of %d values", 2 * axis_count);
+        if (rd.type != ElementType::Float32) return c.fail(Status::Unsupported, "roi is %s (float32 expected)", element_type_name(rd.type));
+        if (!c.values || !c.values[1]) return c.fail(Status::Unsupported, "data-dependent shape: roi is not a constant");
+        const float* roi = static_cast<const float*>(c.values[1]);
+        for (int i = 0; i < axis_count; ++i) {
+            roi_start[axes[i]] = roi[i];
+            roi_end[axes[i]] = roi[i + axis_count];
+        }
+    }
     st->rank = rank;
     double scales[kMaxRank];
     for (int d = 0; d < rank; ++d) {
@@ -5497,7 +5518,9 @@ inline Status prepare_resize(PrepareContext& c) {
         st->index[d] = c.arena->allocate_array<int64_t>((size_t)n + 1);
         st->upper[d] = c.arena->allocate_array<int64_t>((size_t)n + 1);
         st->weight[d] = c.arena->allocate_array<float>((size_t)(n * st->taps[d]) + 1);
-        if (!st->index[d] || !st->upper[d] || !st->weight[d]) return c.fail(Status::OutOfMemory, "out of memory");
+        if (how == CropAndResize) st->outside[d] = c.arena->allocate_array<uint8_t>((size_t)n + 1);
+        if (!st->index[d] || !st->upper[d] || !st->weight[d] || (how == CropAndResize && !st->outside[d]))
+            return c.fail(Status::OutOfMemory, "out of memory");
         for (int64_t o = 0; o < n; ++o) {
             // The output coordinate in input coordinates. The spec's resized length is in * scale
             // before flooring (align_corners and pytorch_half_pixel see the fraction).
@@ -5511,6 +5534,13 @@ inline Status prepare_resize(PrepareContext& c) {
                 }
                 case PytorchHalfPixel: at = length > 1 ? ((double)o + 0.5) / scale - 0.5 : 0.0; break;
                 case AlignCorners: at = length == 1 ? 0.0 : (double)o * (double)(st->in[d] - 1) / (length - 1); break;
+                case CropAndResize: {
+                    double span = (double)(st->in[d] - 1);
+                    at = length == 1 ? 0.5 * (roi_start[d] + roi_end[d]) * span
+                                     : roi_start[d] * span + (double)o * (roi_end[d] - roi_start[d]) * span / (length - 1);
+                    st->outside[d][o] = at < 0 || at > span;
+                    break;
+                }
                 default: at = (double)o / scale; break;
             }
             int64_t last = st->in[d] - 1;
@@ -5577,6 +5607,10 @@ inline Status run_resize(const RunContext& c) {
                 float* yp = y + (int64_t)p * out_plane;
                 for (int64_t i = 0; i < st.out[h]; ++i)
                     for (int64_t j = 0; j < st.out[w]; ++j) {
+                        if (st.outside[h] && (st.outside[h][i] || st.outside[w][j])) {
+                            yp[i * st.out[w] + j] = st.extrapolation;
+                            continue;
+                        }
                         double acc = 0;
                         for (int64_t a = 0; a < th; ++a) {
                             float wa = st.weight[h][i * th + a];
@@ -5614,6 +5648,7 @@ inline Status run_resize(const RunContext& c) {
                         float wx = st.weight[w][j];
                         float t = top[l] + (top[r] - top[l]) * wx, b = bottom[l] + (bottom[r] - bottom[l]) * wx;
                         yp[i * st.out[w] + j] = t + (b - t) * wy;
+                        if (st.outside[h] && (st.outside[h][i] || st.outside[w][j])) yp[i * st.out[w] + j] = st.extrapolation;
                     }
                 }
             }
@@ -5623,16 +5658,20 @@ inline Status run_resize(const RunContext& c) {
     // nearest: walk the output row-major, keeping the input offset of each prefix of dims
     uint64_t total = c.outputs[0].elements();
     if (total == 0) return Status::Ok;
-    int64_t in_stride[kMaxRank], at[kMaxRank] = {}, offset[kMaxRank + 1] = {};
+    int64_t in_stride[kMaxRank], at[kMaxRank] = {}, offset[kMaxRank + 1] = {}, outside[kMaxRank + 1] = {};
     int64_t stride = 1;
     for (int d = rank - 1; d >= 0; --d) { in_stride[d] = stride; stride *= st.in[d]; }
-    for (int d = 0; d < rank; ++d) offset[d + 1] = offset[d] + st.index[d][0] * in_stride[d];
+    auto set_prefix = [&](int k) {
+        offset[k + 1] = offset[k] + st.index[k][at[k]] * in_stride[k];
+        outside[k + 1] = outside[k] + (st.outside[k] ? st.outside[k][at[k]] : 0);
+    };
+    for (int d = 0; d < rank; ++d) set_prefix(d);
     for (uint64_t e = 0; e < total; ++e) {
-        y[e] = x[offset[rank]];
+        y[e] = outside[rank] ? st.extrapolation : x[offset[rank]];
         int d = rank - 1;
         while (d >= 0 && ++at[d] == st.out[d]) at[d--] = 0;
         if (d < 0) break;
-        for (int k = d; k < rank; ++k) offset[k + 1] = offset[k] + st.index[k][at[k]] * in_stride[k];
+        for (int k = d; k < rank; ++k) set_prefix(k);
     }
     return Status::Ok;
 }

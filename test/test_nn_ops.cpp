@@ -1154,6 +1154,8 @@ TEST_CASE("nn ops: Resize refuses bad inputs and data-dependent shapes") {
     CHECK(prepare_status("Resize", {x, absent(), scales}, string_attr("mode", "area")) == Status::Unsupported);
     CHECK(prepare_status("Resize", {x, absent(), scales}, string_attr("nearest_mode", "up")) == Status::InvalidArgument);
     CHECK(prepare_status("Resize", {x, absent(), scales}, string_attr("coordinate_transformation_mode", "tf_crop_and_resize")) ==
+          Status::InvalidArgument);   // without its roi
+    CHECK(prepare_status("Resize", {x, absent(), scales}, string_attr("coordinate_transformation_mode", "tf_half_pixel_for_nn")) ==
           Status::Unsupported);
     CHECK(prepare_status("Resize", {x, absent(), constant_floats({4}, {2, 1, 2, 2})}, string_attr("mode", "linear")) ==
           Status::Unsupported);   // linear over N

@@ -371,6 +371,19 @@ TEST_CASE("opsets: Resize axes and keep_aspect_ratio_policy (18), antialias (18,
         CHECK(smooth.values[0][0] != doctest::Approx(plain.values[0][0]));
         check_values({plain.values[0][1], plain.values[0][2]}, {3.5f, 5.5f});   // cubic is exact on a ramp inside
     }
+    {
+        // tf_crop_and_resize (Resize-11) with Resize-18's axes: roi per listed axis, outside -> extrapolation_value
+        Result r = OpModel(18).input({1, 1, 1, 4}, x).floats({2}, {0.5f, 1.5f}).absent().ints({1}, {3}).run("Resize", [](Model& m, NodeId n) {
+            int64_t axes[] = {3};
+            CHECK(m.set_ints(n, "axes", Span<const int64_t>(axes, 1)) == Status::Ok);
+            CHECK(m.set_string(n, "mode", "linear") == Status::Ok);
+            CHECK(m.set_string(n, "coordinate_transformation_mode", "tf_crop_and_resize") == Status::Ok);
+            CHECK(m.set_float(n, "extrapolation_value", -1.0f) == Status::Ok);
+        });
+        REQUIRE(r.status == Status::Ok);   // coordinates 1.5, 3, 4.5 of 0..3
+        CHECK(dims_of(r.descs[0]) == Shape{1, 1, 1, 3});
+        check_values(r.values[0], {2.5f, 4.0f, -1.0f});
+    }
     auto symmetric = [](Model& m, NodeId n) {
         CHECK(m.set_string(n, "mode", "linear") == Status::Ok);
         CHECK(m.set_string(n, "coordinate_transformation_mode", "half_pixel_symmetric") == Status::Ok);
