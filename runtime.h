@@ -82,6 +82,8 @@
    >>pad                              Pad
    >>constants and ranges             Shape, Constant, ConstantOfShape, Tile, Range
    >>integer and logical ops          Where, comparisons, logical, integer, Max/Min/Sum/Mean
+   >>trigonometric and other unary ops  Sin..Atanh, ThresholdedRelu, Shrink, Swish, IsInf, IsNaN
+   >>math kernel table                kMathKernels: the ops of the sections above
    >>op kernel table                  builtin_op_kernels, find_builtin_kernel
    >>onnx reader                      what is read and how it maps to a Model
    >>protobuf wire format             fields, varints, packed lists
@@ -129,7 +131,9 @@
    GlobalMaxPool, Softmax, LogSoftmax, Reduce{Mean,Sum,Max,Min,Prod,L2}, ArgMax, ArgMin,
    Resize, Reshape, Flatten, Transpose, Concat, Split, Slice, Gather, Squeeze, Unsqueeze, Pad,
    Cast, Shape, Size, Constant, ConstantOfShape, Expand, Tile, Range, Identity, Dropout
-   (inference), DepthToSpace, SpaceToDepth. builtin_op_kernels() lists them.
+   (inference), DepthToSpace, SpaceToDepth; Sin Cos Tan Asin Acos Atan Sinh Cosh Asinh Acosh
+   Atanh ThresholdedRelu Shrink Swish, IsInf and IsNaN (also float16). builtin_op_kernels()
+   lists them.
 
    Config macros: as in hetero.h and snippets.h (TESSEL_ASSERT, TESSEL_MALLOC/FREE,
    TESSEL_NO_JIT), plus TESSEL_USE_MICROPROFILE: each subgraph and step is a microprofile
@@ -7050,6 +7054,155 @@ const OpKernel kTensorKernels[] = {
 };
 }  // namespace detail
 
+// >>trigonometric and other unary ops
+// Sin ... Atanh, ThresholdedRelu, Shrink, Swish, IsInf, IsNaN: elementwise kernels outside the
+// snippet set (never fused), computed in float32 with libm as onnxruntime does.
+namespace detail {
+
+enum class MathOp : uint8_t {
+    Sin, Cos, Tan, Asin, Acos, Atan, Sinh, Cosh, Asinh, Acosh, Atanh, ThresholdedRelu, Shrink, Swish, IsInf, IsNaN
+};
+
+struct UnaryMathState {
+    MathOp op;
+    float alpha, beta;        // ThresholdedRelu and Swish alpha; Shrink lambd and bias
+    bool positive, negative;  // IsInf detect_positive, detect_negative
+};
+
+inline bool math_op_from_name(StringView name, MathOp* op) {
+    static const char* const kNames[] = {"Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh",
+                                         "Atanh", "ThresholdedRelu", "Shrink", "Swish", "IsInf", "IsNaN"};
+    for (uint32_t i = 0; i < sizeof kNames / sizeof kNames[0]; ++i)
+        if (name == StringView(kNames[i])) { *op = (MathOp)i; return true; }
+    return false;
+}
+
+// An optional attribute of one kind: absent gives the fallback, another kind is a bad node
+// (attribute_float would silently take the fallback).
+inline Status float_attribute(PrepareContext& c, const char* name, float fallback, float* out) {
+    const Attribute* a = c.attribute(name);
+    *out = fallback;
+    if (!a) return Status::Ok;
+    if (a->kind != AttributeKind::Float) return c.fail(Status::InvalidArgument, "attribute '%s' must be a float", name);
+    *out = a->f;
+    return Status::Ok;
+}
+inline Status int_attribute_value(PrepareContext& c, const char* name, int64_t fallback, int64_t* out) {
+    const Attribute* a = c.attribute(name);
+    *out = fallback;
+    if (!a) return Status::Ok;
+    if (a->kind != AttributeKind::Int) return c.fail(Status::InvalidArgument, "attribute '%s' must be an int", name);
+    *out = a->i;
+    return Status::Ok;
+}
+
+inline Status prepare_unary_math(PrepareContext& c) {
+    MathOp op;
+    if (!math_op_from_name(c.node_ref().op, &op)) return c.fail(Status::Unsupported, "not a unary math operation");
+    TESSEL_TRY(check_tensor_inputs(c, 1, 1, 1));
+    ElementType type = c.inputs[0].type;
+    bool predicate = op == MathOp::IsInf || op == MathOp::IsNaN;
+    // IsInf and IsNaN only look at the value, so float16 costs nothing
+    if (type != ElementType::Float32 && !(predicate && type == ElementType::Float16))
+        return c.fail(Status::Unsupported, "input 0 is %s (float32 expected)", element_type_name(type));
+    UnaryMathState st{op, 0.0f, 0.0f, false, false};
+    switch (op) {
+        case MathOp::ThresholdedRelu: case MathOp::Swish: TESSEL_TRY(float_attribute(c, "alpha", 1.0f, &st.alpha)); break;
+        case MathOp::Shrink:
+            TESSEL_TRY(float_attribute(c, "lambd", 0.5f, &st.alpha));
+            TESSEL_TRY(float_attribute(c, "bias", 0.0f, &st.beta));
+            break;
+        case MathOp::IsInf: {
+            int64_t positive = 1, negative = 1;
+            TESSEL_TRY(int_attribute_value(c, "detect_positive", 1, &positive));
+            TESSEL_TRY(int_attribute_value(c, "detect_negative", 1, &negative));
+            if ((positive != 0 && positive != 1) || (negative != 0 && negative != 1))
+                return c.fail(Status::InvalidArgument, "detect_positive and detect_negative must be 0 or 1");
+            st.positive = positive != 0;
+            st.negative = negative != 0;
+            break;
+        }
+        default: break;
+    }
+    UnaryMathState* state = new_state<UnaryMathState>(c);
+    if (!state) return c.fail(Status::OutOfMemory, "out of memory");
+    *state = st;
+    c.state = state;
+    c.outputs[0] = c.inputs[0];
+    if (predicate) c.outputs[0].type = ElementType::Bool;
+    c.in_place = !predicate;
+    return Status::Ok;
+}
+
+template <class F>
+void map_floats(const RunContext& c, F f) {
+    uint64_t n = c.outputs[0].elements();
+    const float* x = c.inputs[0].as<const float>();
+    float* y = c.outputs[0].as<float>();
+    for (uint64_t k = 0; k < n; ++k) y[k] = f(x[k]);
+}
+
+inline Status run_unary_math(const RunContext& c) {
+    const UnaryMathState& st = *static_cast<const UnaryMathState*>(c.state);
+    float alpha = st.alpha, beta = st.beta;
+    switch (st.op) {
+        case MathOp::Sin: map_floats(c, [](float v) { return std::sin(v); }); break;
+        case MathOp::Cos: map_floats(c, [](float v) { return std::cos(v); }); break;
+        case MathOp::Tan: map_floats(c, [](float v) { return std::tan(v); }); break;
+        case MathOp::Asin: map_floats(c, [](float v) { return std::asin(v); }); break;
+        case MathOp::Acos: map_floats(c, [](float v) { return std::acos(v); }); break;
+        case MathOp::Atan: map_floats(c, [](float v) { return std::atan(v); }); break;
+        case MathOp::Sinh: map_floats(c, [](float v) { return std::sinh(v); }); break;
+        case MathOp::Cosh: map_floats(c, [](float v) { return std::cosh(v); }); break;
+        case MathOp::Asinh: map_floats(c, [](float v) { return std::asinh(v); }); break;
+        case MathOp::Acosh: map_floats(c, [](float v) { return std::acosh(v); }); break;
+        case MathOp::Atanh: map_floats(c, [](float v) { return std::atanh(v); }); break;
+        case MathOp::ThresholdedRelu: map_floats(c, [alpha](float v) { return v > alpha ? v : 0.0f; }); break;
+        case MathOp::Shrink:
+            map_floats(c, [alpha, beta](float v) { return v < -alpha ? v + beta : v > alpha ? v - beta : 0.0f; });
+            break;
+        case MathOp::Swish: map_floats(c, [alpha](float v) { return v / (1.0f + std::exp(-alpha * v)); }); break;
+        case MathOp::IsInf: case MathOp::IsNaN: {
+            uint64_t n = c.outputs[0].elements();
+            bool half = c.inputs[0].desc.type == ElementType::Float16;
+            uint8_t* y = c.outputs[0].as<uint8_t>();
+            for (uint64_t k = 0; k < n; ++k) {
+                float v = half ? half_to_float(c.inputs[0].as<const uint16_t>()[k]) : c.inputs[0].as<const float>()[k];
+                bool r = st.op == MathOp::IsNaN ? v != v : (v == INFINITY && st.positive) || (v == -INFINITY && st.negative);
+                y[k] = r ? 1 : 0;
+            }
+            break;
+        }
+    }
+    return Status::Ok;
+}
+
+}  // namespace detail
+
+// >>math kernel table
+namespace detail {
+// The ops of the sections from >>trigonometric and other unary ops on (KernelTable adds them).
+const OpKernel kMathKernels[] = {
+    {"Sin", prepare_unary_math, run_unary_math},
+    {"Cos", prepare_unary_math, run_unary_math},
+    {"Tan", prepare_unary_math, run_unary_math},
+    {"Asin", prepare_unary_math, run_unary_math},
+    {"Acos", prepare_unary_math, run_unary_math},
+    {"Atan", prepare_unary_math, run_unary_math},
+    {"Sinh", prepare_unary_math, run_unary_math},
+    {"Cosh", prepare_unary_math, run_unary_math},
+    {"Asinh", prepare_unary_math, run_unary_math},
+    {"Acosh", prepare_unary_math, run_unary_math},
+    {"Atanh", prepare_unary_math, run_unary_math},
+    {"ThresholdedRelu", prepare_unary_math, run_unary_math},
+    {"Shrink", prepare_unary_math, run_unary_math},
+    {"Swish", prepare_unary_math, run_unary_math},
+    {"IsInf", prepare_unary_math, run_unary_math},
+    {"IsNaN", prepare_unary_math, run_unary_math},
+    {nullptr, nullptr, nullptr},   // end marker
+};
+}  // namespace detail
+
 // >>op kernel table
 namespace detail {
 // One table of every built-in kernel, assembled once (a later table overrides an earlier
@@ -7073,6 +7226,7 @@ struct KernelTable {
         add(kBuiltinKernels, sizeof kBuiltinKernels / sizeof kBuiltinKernels[0]);
         add(kNnKernels, sizeof kNnKernels / sizeof kNnKernels[0]);
         add(kTensorKernels, sizeof kTensorKernels / sizeof kTensorKernels[0]);
+        add(kMathKernels, sizeof kMathKernels / sizeof kMathKernels[0]);
     }
 };
 inline const KernelTable& kernel_table() {

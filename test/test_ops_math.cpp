@@ -1,0 +1,390 @@
+// runtime.h math ops (trigonometric and other unary ops, more reductions, bitwise ops,
+// CastLike, EyeLike, Trilu, Hardmax, CumSum): each kernel is driven through the op kernel
+// contract (prepare, then run on dense tensors) on a one-node Model, and checked against
+// expected values and the exact Status of bad input.
+#include <doctest/doctest.h>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+#include "runtime.h"
+#include "test_helpers.h"
+
+using namespace tessel;
+
+namespace {
+
+template <class T> ElementType type_of();
+template <> ElementType type_of<float>() { return ElementType::Float32; }
+template <> ElementType type_of<uint16_t>() { return ElementType::Float16; }
+template <> ElementType type_of<int64_t>() { return ElementType::Int64; }
+template <> ElementType type_of<int32_t>() { return ElementType::Int32; }
+template <> ElementType type_of<int8_t>() { return ElementType::Int8; }
+template <> ElementType type_of<uint8_t>() { return ElementType::UInt8; }   // Bool: pass the type
+
+using Shape = std::vector<int64_t>;
+using test::make_desc;
+
+
+// One node of a tiny Model, prepared and run through its builtin kernel the way a device does.
+struct OpTest {
+    Model model;
+    uint32_t opset = 17;
+    NodeId node = kNoNode;
+    std::map<NodeId, std::vector<unsigned char>> data;   // runtime inputs' bytes
+    std::vector<TensorDesc> input_descs;
+    std::vector<const void*> values;
+    std::vector<TensorDesc> output_descs;
+    std::vector<Tensor> outputs;
+    Arena arena;
+    PrepareContext prepared;
+    const OpKernel* kernel = nullptr;
+    char run_error[kErrorMessageBytes] = {};
+    std::vector<unsigned char> scratch;   // prepare's scratch_bytes
+    int counter = 0;
+
+    std::string fresh(const char* prefix) { return prefix + std::to_string(counter++); }
+
+    // A graph input: its value is known only at run time.
+    template <class T>
+    InputRef input(const Shape& shape, const std::vector<T>& v, ElementType type = type_of<T>()) {
+        NodeId id = kNoNode;
+        std::string name = fresh("in");
+        REQUIRE(model.add_input(StringView(name.data(), name.size()), make_desc(type, shape), &id) == Status::Ok);
+        std::vector<unsigned char> bytes(v.size() * sizeof(T));
+        if (!v.empty()) std::memcpy(bytes.data(), v.data(), bytes.size());
+        data[id] = bytes;
+        return InputRef::by_id(id);
+    }
+    // A Constant node: its value is known at compile time (c.values).
+    template <class T>
+    InputRef constant(const Shape& shape, const std::vector<T>& v, ElementType type = type_of<T>()) {
+        NodeId id = kNoNode;
+        std::string name = fresh("const");
+        REQUIRE(model.add_constant(StringView(name.data(), name.size()), make_desc(type, shape), v.data(), &id) == Status::Ok);
+        return InputRef::by_id(id);
+    }
+    NodeId op(const char* type, const std::vector<InputRef>& inputs, uint32_t num_outputs = 1) {
+        std::string name = fresh("node");
+        REQUIRE(model.add_node(type, StringView(name.data(), name.size()),
+                               Span<const InputRef>(inputs.data(), inputs.size()), num_outputs, &node) == Status::Ok);
+        return node;
+    }
+    void set_int(const char* name, int64_t v) { REQUIRE(model.set_int(node, name, v) == Status::Ok); }
+    void set_ints(const char* name, const std::vector<int64_t>& v) {
+        REQUIRE(model.set_ints(node, name, Span<const int64_t>(v.data(), v.size())) == Status::Ok);
+    }
+    void set_float(const char* name, float v) { REQUIRE(model.set_float(node, name, v) == Status::Ok); }
+    void set_string(const char* name, const char* v) { REQUIRE(model.set_string(node, name, v) == Status::Ok); }
+    // A tensor attribute (ConstantOfShape's value); the bytes live in this OpTest.
+    ConstTensor tensor_attribute;
+    unsigned char tensor_bytes[64] = {};
+    template <class T>
+    void set_tensor(const char* name, const Shape& shape, const std::vector<T>& v, ElementType type = type_of<T>()) {
+        REQUIRE(v.size() * sizeof(T) <= sizeof tensor_bytes);
+        if (!v.empty()) std::memcpy(tensor_bytes, v.data(), v.size() * sizeof(T));
+        tensor_attribute.desc = make_desc(type, shape);
+        tensor_attribute.data = tensor_bytes;
+        tensor_attribute.bytes = v.size() * sizeof(T);
+        Attribute a;
+        a.name = name;
+        a.kind = AttributeKind::Tensor;
+        a.tensor = &tensor_attribute;
+        REQUIRE(model.graph.add_attribute(node, a) == Status::Ok);
+    }
+
+    const void* producer_data(const Edge& e) {
+        const Node& p = model.graph.node(e.producer);
+        if (p.op == StringView("Constant")) {
+            const Attribute* a = model.graph.find_attribute(e.producer, "value");
+            return a && a->tensor ? a->tensor->data : nullptr;
+        }
+        auto it = data.find(e.producer);
+        return it == data.end() ? nullptr : it->second.data();
+    }
+
+    Status prepare() {
+        REQUIRE(model.finalize() == Status::Ok);
+        const Node& n = model.graph.node(node);
+        kernel = find_builtin_kernel(n.op);
+        REQUIRE(kernel != nullptr);
+        input_descs.assign(n.num_inputs, TensorDesc());
+        values.assign(n.num_inputs, nullptr);
+        for (uint32_t i = 0; i < n.num_inputs; ++i) {
+            const Node& p = model.graph.node(n.inputs[i].producer);
+            if (p.outputs) input_descs[i] = p.outputs[n.inputs[i].port];
+            if (p.op == StringView("Constant")) values[i] = producer_data(n.inputs[i]);
+        }
+        output_descs.assign(n.num_outputs, TensorDesc());
+        prepared = PrepareContext();
+        prepared.graph = &model.graph;
+        prepared.node = node;
+        prepared.opset = opset;
+        prepared.num_inputs = n.num_inputs;
+        prepared.inputs = input_descs.data();
+        prepared.values = values.data();
+        prepared.num_outputs = n.num_outputs;
+        prepared.outputs = output_descs.data();
+        prepared.arena = &arena;
+        return kernel->prepare(prepared);
+    }
+
+    Status run() {
+        const Node& n = model.graph.node(node);
+        std::vector<TensorView> in(n.num_inputs), out(n.num_outputs);
+        for (uint32_t i = 0; i < n.num_inputs; ++i) {
+            in[i].desc = input_descs[i];
+            in[i].data = const_cast<void*>(producer_data(n.inputs[i]));
+        }
+        outputs.clear();
+        outputs.resize(n.num_outputs);
+        for (uint32_t i = 0; i < n.num_outputs; ++i) {
+            const TensorDesc& d = output_descs[i];
+            REQUIRE(outputs[i].allocate(d.type, Span<const int64_t>(const_cast<int64_t*>(d.dims), d.rank)) == Status::Ok);
+            std::memset(outputs[i].data(), 0xa5, outputs[i].bytes());   // stale bytes must be overwritten
+            out[i].desc = d;
+            out[i].data = outputs[i].data();
+        }
+        RunContext c;
+        c.graph = &model.graph;
+        c.node = node;
+        c.state = prepared.state;
+        c.num_inputs = n.num_inputs;
+        c.inputs = in.data();
+        c.num_outputs = n.num_outputs;
+        c.outputs = out.data();
+        c.error = run_error;
+        scratch.assign(prepared.scratch_bytes, 0);   // the one allocation a device makes for run
+        c.scratch = scratch.data();
+        return kernel->run(c);
+    }
+
+    // prepare + run, both expected to succeed (REQUIRE does not stop a test in this build,
+    // so a failed prepare skips run).
+    void go() {
+        Status s = prepare();
+        INFO(prepared.error);
+        REQUIRE(s == Status::Ok);
+        if (s != Status::Ok) return;
+        s = run();
+        INFO(run_error);
+        REQUIRE(s == Status::Ok);
+    }
+
+    Shape shape(uint32_t i = 0) const {
+        if (i >= output_descs.size()) return Shape();
+        return Shape(output_descs[i].dims, output_descs[i].dims + output_descs[i].rank);
+    }
+    ElementType type(uint32_t i = 0) const { return output_descs[i].type; }
+    template <class T>
+    std::vector<T> out(uint32_t i = 0) const {
+        if (i >= outputs.size() || !outputs[i].data()) return std::vector<T>();
+        const T* p = outputs[i].data_as<T>();
+        return std::vector<T>(p, p + outputs[i].elements());
+    }
+    std::string error() const { return prepared.error; }
+};
+
+using I64 = std::vector<int64_t>;
+using I32 = std::vector<int32_t>;
+using I8 = std::vector<int8_t>;
+using F32 = std::vector<float>;
+using U8 = std::vector<uint8_t>;
+using U16 = std::vector<uint16_t>;
+
+// Each value within the conformance tolerance of the expected one (NaN matches NaN).
+void check_close(const std::vector<float>& got, const std::vector<float>& want) {
+    REQUIRE(got.size() == want.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+        INFO(i);
+        if (want[i] != want[i]) { CHECK(got[i] != got[i]); continue; }
+        if (std::isinf(want[i])) { CHECK(got[i] == want[i]); continue; }
+        CHECK(std::fabs(got[i] - want[i]) <= 1e-5 + 1e-3 * std::fabs(want[i]));
+    }
+}
+
+// prepare's Status and that its message names the node.
+void check_prepare_fails(OpTest& t, Status status, const char* part) {
+    Status s = t.prepare();
+    CHECK(s == status);
+    INFO(t.error());
+    CHECK(t.error().find("'node") != std::string::npos);
+    CHECK(t.error().find(part) != std::string::npos);
+}
+
+}  // namespace
+
+// ---- trigonometric and other unary ops --------------------------------------------------------
+
+TEST_CASE("Sin ... Atanh match libm in float32, in place, shape kept") {
+    struct Case { const char* op; float (*f)(float); F32 x; };
+    const Case cases[] = {
+        {"Sin", [](float v) { return std::sin(v); }, {-2.0f, 0.0f, 0.5f, 3.0f}},
+        {"Cos", [](float v) { return std::cos(v); }, {-2.0f, 0.0f, 0.5f, 3.0f}},
+        {"Tan", [](float v) { return std::tan(v); }, {-1.0f, 0.0f, 0.5f, 1.2f}},
+        {"Asin", [](float v) { return std::asin(v); }, {-1.0f, 0.0f, 0.5f, 2.0f}},   // 2: NaN
+        {"Acos", [](float v) { return std::acos(v); }, {-1.0f, 0.0f, 0.5f, 1.0f}},
+        {"Atan", [](float v) { return std::atan(v); }, {-10.0f, 0.0f, 0.5f, 1e6f}},
+        {"Sinh", [](float v) { return std::sinh(v); }, {-2.0f, 0.0f, 0.5f, 100.0f}},   // 100: inf
+        {"Cosh", [](float v) { return std::cosh(v); }, {-2.0f, 0.0f, 0.5f, 3.0f}},
+        {"Asinh", [](float v) { return std::asinh(v); }, {-2.0f, 0.0f, 0.5f, 3.0f}},
+        {"Acosh", [](float v) { return std::acosh(v); }, {1.0f, 1.5f, 10.0f, 0.5f}},   // 0.5: NaN
+        {"Atanh", [](float v) { return std::atanh(v); }, {-0.9f, 0.0f, 0.5f, 1.0f}},   // 1: inf
+    };
+    for (const Case& k : cases) {
+        INFO(k.op);
+        OpTest t;
+        t.op(k.op, {t.input<float>({2, 2}, k.x)});
+        t.go();
+        CHECK(t.shape() == Shape{2, 2});
+        CHECK(t.type() == ElementType::Float32);
+        CHECK(t.prepared.in_place);
+        F32 want;
+        for (float v : k.x) want.push_back(k.f(v));
+        check_close(t.out<float>(), want);
+    }
+    check_close(F32{std::sin(1.0f)}, F32{0.84147098f});   // the reference values are libm's
+}
+
+TEST_CASE("ThresholdedRelu, Shrink, Swish: attributes and their defaults") {
+    {
+        OpTest t;   // alpha defaults to 1
+        t.op("ThresholdedRelu", {t.input<float>({5}, {-2.0f, 0.5f, 1.0f, 1.5f, 3.0f})});
+        t.go();
+        CHECK(t.out<float>() == F32{0.0f, 0.0f, 0.0f, 1.5f, 3.0f});
+    }
+    {
+        OpTest t;
+        t.op("ThresholdedRelu", {t.input<float>({3}, {-2.0f, 0.5f, 2.0f})});
+        t.set_float("alpha", -1.0f);
+        t.go();
+        CHECK(t.out<float>() == F32{0.0f, 0.5f, 2.0f});
+    }
+    {
+        OpTest t;   // hard shrink: lambd 1.5, bias 0
+        t.op("Shrink", {t.input<float>({5}, {-2.0f, -1.0f, 0.0f, 1.0f, 2.0f})});
+        t.set_float("lambd", 1.5f);
+        t.go();
+        CHECK(t.out<float>() == F32{-2.0f, 0.0f, 0.0f, 0.0f, 2.0f});
+    }
+    {
+        OpTest t;   // soft shrink
+        t.op("Shrink", {t.input<float>({5}, {-2.0f, -1.0f, 0.0f, 1.0f, 2.0f})});
+        t.set_float("lambd", 1.5f);
+        t.set_float("bias", 1.5f);
+        t.go();
+        CHECK(t.out<float>() == F32{-0.5f, 0.0f, 0.0f, 0.0f, 0.5f});
+    }
+    {
+        OpTest t;   // lambd defaults to 0.5
+        t.op("Shrink", {t.input<float>({3}, {-0.5f, 0.25f, 0.75f})});
+        t.go();
+        CHECK(t.out<float>() == F32{0.0f, 0.0f, 0.75f});
+    }
+    {
+        OpTest t;
+        t.op("Swish", {t.input<float>({4}, {-3.0f, 0.0f, 1.0f, 50.0f})});
+        t.set_float("alpha", 2.0f);
+        t.go();
+        F32 want;
+        for (float v : {-3.0f, 0.0f, 1.0f, 50.0f}) want.push_back(v / (1.0f + std::exp(-2.0f * v)));
+        check_close(t.out<float>(), want);
+        CHECK(t.out<float>()[3] == 50.0f);
+    }
+    {
+        OpTest t;   // alpha defaults to 1: SiLU
+        t.op("Swish", {t.input<float>({1}, {1.0f})});
+        t.go();
+        check_close(t.out<float>(), F32{0.7310586f});
+    }
+}
+
+TEST_CASE("IsInf and IsNaN give bool, float16 too") {
+    const F32 x = {INFINITY, -INFINITY, NAN, 0.0f, -1e30f};
+    struct Case { int64_t positive, negative; U8 want; };
+    const Case cases[] = {{1, 1, {1, 1, 0, 0, 0}}, {1, 0, {1, 0, 0, 0, 0}}, {0, 1, {0, 1, 0, 0, 0}}, {0, 0, {0, 0, 0, 0, 0}}};
+    for (const Case& k : cases) {
+        OpTest t;
+        t.op("IsInf", {t.input<float>({5}, x)});
+        if (k.positive != 1) t.set_int("detect_positive", k.positive);
+        if (k.negative != 1) t.set_int("detect_negative", k.negative);
+        t.go();
+        CHECK(t.type() == ElementType::Bool);
+        CHECK(!t.prepared.in_place);
+        CHECK(t.out<uint8_t>() == k.want);
+    }
+    {
+        OpTest t;
+        t.op("IsNaN", {t.input<float>({5}, x)});
+        t.go();
+        CHECK(t.type() == ElementType::Bool);
+        CHECK(t.out<uint8_t>() == U8{0, 0, 1, 0, 0});
+    }
+    {
+        OpTest t;   // float16: +inf, -inf, NaN, 1
+        t.op("IsNaN", {t.input<uint16_t>({4}, {0x7c00, 0xfc00, 0x7e00, 0x3c00})});
+        t.go();
+        CHECK(t.out<uint8_t>() == U8{0, 0, 1, 0});
+    }
+    {
+        OpTest t;
+        t.op("IsInf", {t.input<uint16_t>({4}, {0x7c00, 0xfc00, 0x7e00, 0x3c00})});
+        t.go();
+        CHECK(t.out<uint8_t>() == U8{1, 1, 0, 0});
+    }
+}
+
+TEST_CASE("unary math ops: bad input") {
+    {
+        OpTest t;
+        t.op("Sin", {t.input<int64_t>({2}, {1, 2})});
+        check_prepare_fails(t, Status::Unsupported, "input 0 is i64 (float32 expected)");
+    }
+    {
+        OpTest t;   // float16 only for the predicates
+        t.op("Cos", {t.input<uint16_t>({1}, {0})});
+        check_prepare_fails(t, Status::Unsupported, "float32 expected");
+    }
+    {
+        OpTest t;
+        t.op("Tan", {t.input<float>({1}, {0.0f}), t.input<float>({1}, {0.0f})});
+        check_prepare_fails(t, Status::InvalidArgument, "expects 1 to 1 inputs, has 2");
+    }
+    {
+        OpTest t;
+        t.op("IsNaN", {t.input<int32_t>({1}, {0})});
+        check_prepare_fails(t, Status::Unsupported, "input 0 is i32");
+    }
+    {
+        OpTest t;
+        t.op("ThresholdedRelu", {t.input<float>({1}, {0.0f})});
+        t.set_int("alpha", 1);
+        check_prepare_fails(t, Status::InvalidArgument, "attribute 'alpha' must be a float");
+    }
+    {
+        OpTest t;
+        t.op("Shrink", {t.input<float>({1}, {0.0f})});
+        t.set_string("bias", "1");
+        check_prepare_fails(t, Status::InvalidArgument, "attribute 'bias' must be a float");
+    }
+    {
+        OpTest t;
+        t.op("Swish", {t.input<float>({1}, {0.0f})});
+        t.set_ints("alpha", {1});
+        check_prepare_fails(t, Status::InvalidArgument, "attribute 'alpha' must be a float");
+    }
+    {
+        OpTest t;
+        t.op("IsInf", {t.input<float>({1}, {0.0f})});
+        t.set_int("detect_negative", 2);
+        check_prepare_fails(t, Status::InvalidArgument, "must be 0 or 1");
+    }
+    {
+        OpTest t;
+        t.op("IsInf", {t.input<float>({1}, {0.0f})});
+        t.set_float("detect_positive", 1.0f);
+        check_prepare_fails(t, Status::InvalidArgument, "attribute 'detect_positive' must be an int");
+    }
+}
