@@ -83,6 +83,7 @@
    >>constants and ranges             Shape, Constant, ConstantOfShape, Tile, Range
    >>integer and logical ops          Where, comparisons, logical, integer, Max/Min/Sum/Mean
    >>trigonometric and other unary ops  Sin..Atanh, ThresholdedRelu, Shrink, Swish, IsInf, IsNaN
+   >>more reductions                  ReduceSumSquare/L1/LogSum/LogSumExp
    >>math kernel table                kMathKernels: the ops of the sections above
    >>op kernel table                  builtin_op_kernels, find_builtin_kernel
    >>onnx reader                      what is read and how it maps to a Model
@@ -132,8 +133,8 @@
    Resize, Reshape, Flatten, Transpose, Concat, Split, Slice, Gather, Squeeze, Unsqueeze, Pad,
    Cast, Shape, Size, Constant, ConstantOfShape, Expand, Tile, Range, Identity, Dropout
    (inference), DepthToSpace, SpaceToDepth; Sin Cos Tan Asin Acos Atan Sinh Cosh Asinh Acosh
-   Atanh ThresholdedRelu Shrink Swish, IsInf and IsNaN (also float16). builtin_op_kernels()
-   lists them.
+   Atanh ThresholdedRelu Shrink Swish, IsInf and IsNaN (also float16),
+   Reduce{SumSquare,L1,LogSum,LogSumExp}. builtin_op_kernels() lists them.
 
    Config macros: as in hetero.h and snippets.h (TESSEL_ASSERT, TESSEL_MALLOC/FREE,
    TESSEL_NO_JIT), plus TESSEL_USE_MICROPROFILE: each subgraph and step is a microprofile
@@ -5202,7 +5203,7 @@ namespace detail {
 // ReduceMean/Sum/Max/Min/Prod/L2: the output (kept dims as 1) is initialized with the
 // identity, then X is walked once in row-major order, each element folded into the output
 // element it broadcasts from (stride 0 along reduced dims).
-enum class ReduceKind : uint8_t { Mean, Sum, Max, Min, Prod, L2 };
+enum class ReduceKind : uint8_t { Mean, Sum, Max, Min, Prod, L2, SumSquare, L1, LogSum, LogSumExp };   // from SumSquare: >>more reductions
 
 struct ReduceState {
     ReduceKind kind;
@@ -5213,7 +5214,7 @@ struct ReduceState {
 
 inline Status prepare_reduce(PrepareContext& c, ReduceKind kind) {
     // ReduceSum's axes became an input in opset 13 (the others in 18)
-    bool axes_input = kind == ReduceKind::Sum && c.opset >= 13;
+    bool axes_input = c.opset >= (kind == ReduceKind::Sum ? 13u : 18u);
     TESSEL_TRY(nn_count(c, 1, axes_input ? 2 : 1, 1));
     TESSEL_TRY(nn_float(c, 0));
     const TensorDesc& x = c.inputs[0];
@@ -7179,6 +7180,66 @@ inline Status run_unary_math(const RunContext& c) {
 
 }  // namespace detail
 
+// >>more reductions
+// ReduceSumSquare, ReduceL1, ReduceLogSum, ReduceLogSumExp on the reductions' prepare (axes,
+// keepdims, noop_with_empty_axes); LogSumExp subtracts each output's max first so large
+// inputs do not overflow exp (the max lives in scratch).
+namespace detail {
+
+inline Status prepare_reduce_more(PrepareContext& c, ReduceKind kind) {
+    TESSEL_TRY(prepare_reduce(c, kind));
+    TESSEL_TRY(check_output_desc(c, 0));
+    if (kind == ReduceKind::LogSumExp)
+        c.scratch_bytes = (size_t)dims_product(c.outputs[0], 0, c.outputs[0].rank) * sizeof(float);
+    return Status::Ok;
+}
+inline Status prepare_reduce_sum_square(PrepareContext& c) { return prepare_reduce_more(c, ReduceKind::SumSquare); }
+inline Status prepare_reduce_l1(PrepareContext& c) { return prepare_reduce_more(c, ReduceKind::L1); }
+inline Status prepare_reduce_log_sum(PrepareContext& c) { return prepare_reduce_more(c, ReduceKind::LogSum); }
+inline Status prepare_reduce_log_sum_exp(PrepareContext& c) { return prepare_reduce_more(c, ReduceKind::LogSumExp); }
+
+inline Status run_reduce_more(const RunContext& c) {
+    const ReduceState& st = *static_cast<const ReduceState*>(c.state);
+    const float* x = c.inputs[0].as<float>();
+    float* y = c.outputs[0].as<float>();
+    uint64_t outputs = c.outputs[0].elements();
+    if (st.copy) {
+        if (y != x) std::memmove(y, x, (size_t)outputs * sizeof(float));
+        return Status::Ok;
+    }
+    const TensorDesc* kept = &st.kept;
+    for (uint64_t i = 0; i < outputs; ++i) y[i] = 0.0f;
+    switch (st.kind) {
+        case ReduceKind::SumSquare:
+            for_each_broadcast(c.inputs[0].desc, &kept, 1, [&](uint64_t e, const int64_t* o) { y[o[0]] += x[e] * x[e]; });
+            break;
+        case ReduceKind::L1:
+            for_each_broadcast(c.inputs[0].desc, &kept, 1, [&](uint64_t e, const int64_t* o) { y[o[0]] += std::fabs(x[e]); });
+            break;
+        case ReduceKind::LogSum:
+            for_each_broadcast(c.inputs[0].desc, &kept, 1, [&](uint64_t e, const int64_t* o) { y[o[0]] += x[e]; });
+            for (uint64_t i = 0; i < outputs; ++i) y[i] = std::log(y[i]);   // an empty set gives -inf
+            break;
+        default: {   // LogSumExp
+            float* m = static_cast<float*>(c.scratch);
+            for (uint64_t i = 0; i < outputs; ++i) m[i] = -INFINITY;
+            for_each_broadcast(c.inputs[0].desc, &kept, 1, [&](uint64_t e, const int64_t* o) {
+                float v = x[e];
+                if (v > m[o[0]] || v != v) m[o[0]] = v;
+            });
+            for_each_broadcast(c.inputs[0].desc, &kept, 1, [&](uint64_t e, const int64_t* o) {
+                if (std::isfinite(m[o[0]])) y[o[0]] += std::exp(x[e] - m[o[0]]);
+            });
+            // a non-finite max is the result: +inf, NaN, or -inf for all -inf or an empty set
+            for (uint64_t i = 0; i < outputs; ++i) y[i] = std::isfinite(m[i]) ? std::log(y[i]) + m[i] : m[i];
+            break;
+        }
+    }
+    return Status::Ok;
+}
+
+}  // namespace detail
+
 // >>math kernel table
 namespace detail {
 // The ops of the sections from >>trigonometric and other unary ops on (KernelTable adds them).
@@ -7199,6 +7260,10 @@ const OpKernel kMathKernels[] = {
     {"Swish", prepare_unary_math, run_unary_math},
     {"IsInf", prepare_unary_math, run_unary_math},
     {"IsNaN", prepare_unary_math, run_unary_math},
+    {"ReduceSumSquare", prepare_reduce_sum_square, run_reduce_more},
+    {"ReduceL1", prepare_reduce_l1, run_reduce_more},
+    {"ReduceLogSum", prepare_reduce_log_sum, run_reduce_more},
+    {"ReduceLogSumExp", prepare_reduce_log_sum_exp, run_reduce_more},
     {nullptr, nullptr, nullptr},   // end marker
 };
 }  // namespace detail

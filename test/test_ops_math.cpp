@@ -388,3 +388,130 @@ TEST_CASE("unary math ops: bad input") {
         check_prepare_fails(t, Status::InvalidArgument, "attribute 'detect_positive' must be an int");
     }
 }
+
+// ---- more reductions ---------------------------------------------------------------------------
+
+TEST_CASE("ReduceSumSquare, ReduceL1, ReduceLogSum, ReduceLogSumExp: axes, keepdims") {
+    const F32 x = {1, -2, 3, -4, 5, -6};   // 2x3
+    {
+        OpTest t;
+        t.op("ReduceSumSquare", {t.input<float>({2, 3}, x)});
+        t.set_ints("axes", {1});
+        t.go();
+        CHECK(t.shape() == Shape{2, 1});
+        CHECK(t.out<float>() == F32{14, 77});
+    }
+    {
+        OpTest t;   // all axes, keepdims 0
+        t.op("ReduceL1", {t.input<float>({2, 3}, x)});
+        t.set_int("keepdims", 0);
+        t.go();
+        CHECK(t.shape() == Shape{});
+        CHECK(t.out<float>() == F32{21});
+    }
+    {
+        OpTest t;   // negative axis
+        t.op("ReduceL1", {t.input<float>({2, 3}, x)});
+        t.set_ints("axes", {-2});
+        t.go();
+        CHECK(t.shape() == Shape{1, 3});
+        CHECK(t.out<float>() == F32{5, 7, 9});
+    }
+    {
+        OpTest t;
+        t.op("ReduceLogSum", {t.input<float>({2, 3}, {1, 2, 3, 4, 5, 6})});
+        t.set_ints("axes", {0});
+        t.set_int("keepdims", 0);
+        t.go();
+        CHECK(t.shape() == Shape{3});
+        check_close(t.out<float>(), F32{std::log(5.0f), std::log(7.0f), std::log(9.0f)});
+    }
+    {
+        OpTest t;   // large values do not overflow; -inf rows and NaN are kept
+        t.op("ReduceLogSumExp", {t.input<float>({4, 2}, {1000, 1000, 1, 2, -INFINITY, -INFINITY, NAN, 1})});
+        t.set_ints("axes", {1});
+        t.go();
+        CHECK(t.shape() == Shape{4, 1});
+        CHECK(t.prepared.scratch_bytes == 4 * sizeof(float));
+        F32 y = t.out<float>();
+        check_close(y, F32{1000 + std::log(2.0f), std::log(std::exp(1.0f) + std::exp(2.0f)), -INFINITY, NAN});
+    }
+    {
+        OpTest t;   // an empty set: 0 for the sums, -inf for the logs
+        t.op("ReduceLogSumExp", {t.input<float>({2, 0}, {})});
+        t.set_ints("axes", {1});
+        t.go();
+        CHECK(t.out<float>() == F32{-INFINITY, -INFINITY});
+    }
+    {
+        OpTest t;
+        t.op("ReduceSumSquare", {t.input<float>({2, 0}, {})});
+        t.set_ints("axes", {1});
+        t.set_int("keepdims", 0);
+        t.go();
+        CHECK(t.out<float>() == F32{0, 0});
+    }
+    {
+        OpTest t;
+        t.op("ReduceLogSum", {t.input<float>({0}, {})});
+        t.go();
+        CHECK(t.out<float>() == F32{-INFINITY});
+    }
+}
+
+TEST_CASE("more reductions: axes input from opset 18, noop_with_empty_axes") {
+    {
+        OpTest t;
+        t.opset = 18;
+        t.op("ReduceSumSquare", {t.input<float>({2, 2}, {1, 2, 3, 4}), t.constant<int64_t>({1}, {0})});
+        t.go();
+        CHECK(t.shape() == Shape{1, 2});
+        CHECK(t.out<float>() == F32{10, 20});
+    }
+    {
+        OpTest t;   // no axes and noop: the input as it is
+        t.opset = 18;
+        t.op("ReduceL1", {t.input<float>({2}, {-1, 2})});
+        t.set_int("noop_with_empty_axes", 1);
+        t.go();
+        CHECK(t.shape() == Shape{2});
+        CHECK(t.out<float>() == F32{-1, 2});
+    }
+    {
+        OpTest t;   // before opset 18 a second input is refused
+        t.op("ReduceL1", {t.input<float>({2}, {-1, 2}), t.constant<int64_t>({1}, {0})});
+        check_prepare_fails(t, Status::InvalidArgument, "expects 1 to 1 inputs, has 2");
+    }
+}
+
+TEST_CASE("more reductions: bad input") {
+    {
+        OpTest t;
+        t.op("ReduceLogSumExp", {t.input<int64_t>({2}, {1, 2})});
+        check_prepare_fails(t, Status::Unsupported, "input 0 is i64 (float32 expected)");
+    }
+    {
+        OpTest t;
+        t.op("ReduceSumSquare", {t.input<float>({2, 2}, {1, 2, 3, 4})});
+        t.set_ints("axes", {2});
+        check_prepare_fails(t, Status::InvalidArgument, "axis 2 out of range for rank 2");
+    }
+    {
+        OpTest t;
+        t.op("ReduceLogSum", {t.input<float>({2, 2}, {1, 2, 3, 4})});
+        t.set_ints("axes", {1, -1});
+        check_prepare_fails(t, Status::InvalidArgument, "axis 1 is repeated");
+    }
+    {
+        OpTest t;
+        t.opset = 18;
+        t.op("ReduceL1", {t.input<float>({2, 2}, {1, 2, 3, 4}), t.input<int64_t>({1}, {0})});
+        check_prepare_fails(t, Status::Unsupported, "data-dependent shape: input 1 is not a constant");
+    }
+    {
+        OpTest t;
+        t.opset = 18;
+        t.op("ReduceL1", {t.input<float>({2, 2}, {1, 2, 3, 4}), t.constant<int32_t>({1}, {0})});
+        check_prepare_fails(t, Status::InvalidArgument, "input 1 must be a 1-D int64 tensor");
+    }
+}
