@@ -84,6 +84,7 @@
    >>integer and logical ops          Where, comparisons, logical, integer, Max/Min/Sum/Mean
    >>trigonometric and other unary ops  Sin..Atanh, ThresholdedRelu, Shrink, Swish, IsInf, IsNaN
    >>more reductions                  ReduceSumSquare/L1/LogSum/LogSumExp
+   >>bitwise ops                      BitwiseAnd/Or/Xor/Not, BitShift
    >>math kernel table                kMathKernels: the ops of the sections above
    >>op kernel table                  builtin_op_kernels, find_builtin_kernel
    >>onnx reader                      what is read and how it maps to a Model
@@ -134,7 +135,8 @@
    Cast, Shape, Size, Constant, ConstantOfShape, Expand, Tile, Range, Identity, Dropout
    (inference), DepthToSpace, SpaceToDepth; Sin Cos Tan Asin Acos Atan Sinh Cosh Asinh Acosh
    Atanh ThresholdedRelu Shrink Swish, IsInf and IsNaN (also float16),
-   Reduce{SumSquare,L1,LogSum,LogSumExp}. builtin_op_kernels() lists them.
+   Reduce{SumSquare,L1,LogSum,LogSumExp}, BitwiseAnd/Or/Xor/Not (int64/int32/int8/uint8),
+   BitShift (uint8). builtin_op_kernels() lists them.
 
    Config macros: as in hetero.h and snippets.h (TESSEL_ASSERT, TESSEL_MALLOC/FREE,
    TESSEL_NO_JIT), plus TESSEL_USE_MICROPROFILE: each subgraph and step is a microprofile
@@ -7240,6 +7242,87 @@ inline Status run_reduce_more(const RunContext& c) {
 
 }  // namespace detail
 
+// >>bitwise ops
+// BitwiseAnd/Or/Xor/Not on the integer types (int64, int32, int8, uint8), broadcasting as the
+// other binary ops; BitShift on the one unsigned type Tessel has, uint8 (ONNX allows only
+// unsigned types), a shift by 8 or more giving 0.
+namespace detail {
+
+enum class BitOp : uint8_t { And, Or, Xor, Not, ShiftLeft, ShiftRight };
+
+struct BitState {
+    BitOp op;
+    ElementType type;
+};
+
+inline Status prepare_bitwise(PrepareContext& c) {
+    StringView name = c.node_ref().op;
+    bool shift = name == StringView("BitShift"), unary = name == StringView("BitwiseNot");
+    BitOp op = name == StringView("BitwiseAnd") ? BitOp::And : name == StringView("BitwiseOr") ? BitOp::Or
+               : name == StringView("BitwiseXor") ? BitOp::Xor : unary ? BitOp::Not : BitOp::ShiftLeft;
+    uint32_t arity = unary ? 1 : 2;
+    TESSEL_TRY(check_tensor_inputs(c, arity, arity, arity));
+    ElementType type = c.inputs[0].type;
+    if (!unary && c.inputs[1].type != type)
+        return c.fail(Status::InvalidArgument, "input 1 is %s, input 0 %s", element_type_name(c.inputs[1].type),
+                      element_type_name(type));
+    if (shift) {
+        StringView direction = c.attribute_string("direction", "");
+        if (direction == StringView("RIGHT")) op = BitOp::ShiftRight;
+        else if (direction != StringView("LEFT"))
+            return c.fail(Status::InvalidArgument, "attribute 'direction' must be LEFT or RIGHT");
+        if (type != ElementType::UInt8)
+            return c.fail(Status::InvalidArgument, "inputs are %s (BitShift takes unsigned integers)", element_type_name(type));
+    } else if (type != ElementType::Int64 && type != ElementType::Int32 && type != ElementType::Int8 &&
+               type != ElementType::UInt8) {
+        return c.fail(Status::InvalidArgument, "inputs are %s (integers expected)", element_type_name(type));
+    }
+    TensorDesc shape = c.inputs[0];
+    if (!unary && !broadcast_pair(shape, c.inputs[1], &shape))
+        return c.fail(Status::InvalidArgument, "input shapes do not broadcast");
+    c.outputs[0] = shape;
+    TESSEL_TRY(check_output_desc(c, 0));
+    BitState* state = new_state<BitState>(c);
+    if (!state) return c.fail(Status::OutOfMemory, "out of memory");
+    *state = BitState{op, type};
+    c.state = state;
+    return Status::Ok;
+}
+
+template <class T, class U>   // U: T's unsigned twin
+Status run_bitwise_typed(const RunContext& c, BitOp op) {
+    if (op == BitOp::Not) {
+        uint64_t n = c.outputs[0].elements();
+        const T* x = c.inputs[0].as<const T>();
+        T* y = c.outputs[0].as<T>();
+        for (uint64_t k = 0; k < n; ++k) y[k] = (T)(U)~(U)x[k];
+        return Status::Ok;
+    }
+    run_fold<T>(c, [op](T a, T b) -> T {
+        U x = (U)a, s = (U)b;
+        switch (op) {
+            case BitOp::And: return (T)(U)(x & s);
+            case BitOp::Or: return (T)(U)(x | s);
+            case BitOp::Xor: return (T)(U)(x ^ s);
+            case BitOp::ShiftLeft: return s >= sizeof(U) * 8 ? (T)0 : (T)(U)(x << s);
+            default: return s >= sizeof(U) * 8 ? (T)0 : (T)(U)(x >> s);
+        }
+    });
+    return Status::Ok;
+}
+
+inline Status run_bitwise(const RunContext& c) {
+    const BitState& st = *static_cast<const BitState*>(c.state);
+    switch (st.type) {
+        case ElementType::Int64: return run_bitwise_typed<int64_t, uint64_t>(c, st.op);
+        case ElementType::Int32: return run_bitwise_typed<int32_t, uint32_t>(c, st.op);
+        case ElementType::Int8: return run_bitwise_typed<int8_t, uint8_t>(c, st.op);
+        default: return run_bitwise_typed<uint8_t, uint8_t>(c, st.op);
+    }
+}
+
+}  // namespace detail
+
 // >>math kernel table
 namespace detail {
 // The ops of the sections from >>trigonometric and other unary ops on (KernelTable adds them).
@@ -7264,6 +7347,11 @@ const OpKernel kMathKernels[] = {
     {"ReduceL1", prepare_reduce_l1, run_reduce_more},
     {"ReduceLogSum", prepare_reduce_log_sum, run_reduce_more},
     {"ReduceLogSumExp", prepare_reduce_log_sum_exp, run_reduce_more},
+    {"BitwiseAnd", prepare_bitwise, run_bitwise},
+    {"BitwiseOr", prepare_bitwise, run_bitwise},
+    {"BitwiseXor", prepare_bitwise, run_bitwise},
+    {"BitwiseNot", prepare_bitwise, run_bitwise},
+    {"BitShift", prepare_bitwise, run_bitwise},
     {nullptr, nullptr, nullptr},   // end marker
 };
 }  // namespace detail

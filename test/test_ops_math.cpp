@@ -515,3 +515,109 @@ TEST_CASE("more reductions: bad input") {
         check_prepare_fails(t, Status::InvalidArgument, "input 1 must be a 1-D int64 tensor");
     }
 }
+
+// ---- bitwise ops -----------------------------------------------------------------------------
+
+TEST_CASE("BitwiseAnd, Or, Xor, Not on every integer type, broadcasting") {
+    {
+        OpTest t;
+        t.op("BitwiseAnd", {t.input<int64_t>({2, 2}, {0xff, -1, 6, INT64_MIN}), t.input<int64_t>({2}, {0x0f, 5})});
+        t.go();
+        CHECK(t.shape() == Shape{2, 2});
+        CHECK(t.type() == ElementType::Int64);
+        CHECK(t.out<int64_t>() == I64{0x0f, 5, 6, 0});
+    }
+    {
+        OpTest t;
+        t.op("BitwiseOr", {t.input<int32_t>({3}, {1, 2, INT32_MIN}), t.input<int32_t>({}, {4})});
+        t.go();
+        CHECK(t.out<int32_t>() == I32{5, 6, INT32_MIN | 4});
+    }
+    {
+        OpTest t;
+        t.op("BitwiseXor", {t.input<int8_t>({3}, {-1, 3, 0}), t.input<int8_t>({3}, {1, 5, -128})});
+        t.go();
+        CHECK(t.out<int8_t>() == I8{-2, 6, -128});
+    }
+    {
+        OpTest t;
+        t.op("BitwiseXor", {t.input<uint8_t>({2}, {0xf0, 0xff}), t.input<uint8_t>({2}, {0xff, 0x0f})});
+        t.go();
+        CHECK(t.out<uint8_t>() == U8{0x0f, 0xf0});
+    }
+    {
+        OpTest t;
+        t.op("BitwiseNot", {t.input<int32_t>({3}, {0, -1, 5})});
+        t.go();
+        CHECK(t.out<int32_t>() == I32{-1, 0, -6});
+    }
+    {
+        OpTest t;
+        t.op("BitwiseNot", {t.input<uint8_t>({2}, {0, 0x0f})});
+        t.go();
+        CHECK(t.out<uint8_t>() == U8{0xff, 0xf0});
+    }
+}
+
+TEST_CASE("BitShift: uint8 left and right; shifts past the width give 0") {
+    {
+        OpTest t;
+        t.op("BitShift", {t.input<uint8_t>({4}, {16, 4, 1, 0xff}), t.input<uint8_t>({4}, {1, 2, 7, 8})});
+        t.set_string("direction", "LEFT");
+        t.go();
+        CHECK(t.type() == ElementType::UInt8);
+        CHECK(t.out<uint8_t>() == U8{32, 16, 128, 0});
+    }
+    {
+        OpTest t;
+        t.op("BitShift", {t.input<uint8_t>({2, 2}, {16, 4, 1, 0xff}), t.input<uint8_t>({2}, {1, 200})});
+        t.set_string("direction", "RIGHT");
+        t.go();
+        CHECK(t.out<uint8_t>() == U8{8, 0, 0, 0});
+    }
+}
+
+TEST_CASE("bitwise ops: bad input") {
+    {
+        OpTest t;
+        t.op("BitwiseAnd", {t.input<float>({1}, {1.0f}), t.input<float>({1}, {1.0f})});
+        check_prepare_fails(t, Status::InvalidArgument, "inputs are f32 (integers expected)");
+    }
+    {
+        OpTest t;
+        t.op("BitwiseNot", {t.input<uint8_t>({1}, {1}, ElementType::Bool)});
+        check_prepare_fails(t, Status::InvalidArgument, "inputs are bool (integers expected)");
+    }
+    {
+        OpTest t;
+        t.op("BitwiseOr", {t.input<int32_t>({1}, {1}), t.input<int64_t>({1}, {1})});
+        check_prepare_fails(t, Status::InvalidArgument, "input 1 is i64, input 0 i32");
+    }
+    {
+        OpTest t;
+        t.op("BitwiseXor", {t.input<int32_t>({2}, {1, 2}), t.input<int32_t>({3}, {1, 2, 3})});
+        check_prepare_fails(t, Status::InvalidArgument, "input shapes do not broadcast");
+    }
+    {
+        OpTest t;
+        t.op("BitwiseAnd", {t.input<int32_t>({2}, {1, 2})});
+        check_prepare_fails(t, Status::InvalidArgument, "expects 2 to 2 inputs, has 1");
+    }
+    {
+        OpTest t;
+        t.op("BitShift", {t.input<uint8_t>({1}, {1}), t.input<uint8_t>({1}, {1})});
+        check_prepare_fails(t, Status::InvalidArgument, "attribute 'direction' must be LEFT or RIGHT");
+    }
+    {
+        OpTest t;
+        t.op("BitShift", {t.input<uint8_t>({1}, {1}), t.input<uint8_t>({1}, {1})});
+        t.set_string("direction", "left");
+        check_prepare_fails(t, Status::InvalidArgument, "attribute 'direction' must be LEFT or RIGHT");
+    }
+    {
+        OpTest t;
+        t.op("BitShift", {t.input<int32_t>({1}, {1}), t.input<int32_t>({1}, {1})});
+        t.set_string("direction", "LEFT");
+        check_prepare_fails(t, Status::InvalidArgument, "inputs are i32 (BitShift takes unsigned integers)");
+    }
+}
