@@ -85,6 +85,7 @@
    >>trigonometric and other unary ops  Sin..Atanh, ThresholdedRelu, Shrink, Swish, IsInf, IsNaN
    >>more reductions                  ReduceSumSquare/L1/LogSum/LogSumExp
    >>bitwise ops                      BitwiseAnd/Or/Xor/Not, BitShift
+   >>size and like ops                Size, CastLike, EyeLike
    >>math kernel table                kMathKernels: the ops of the sections above
    >>op kernel table                  builtin_op_kernels, find_builtin_kernel
    >>onnx reader                      what is read and how it maps to a Model
@@ -135,8 +136,9 @@
    Cast, Shape, Size, Constant, ConstantOfShape, Expand, Tile, Range, Identity, Dropout
    (inference), DepthToSpace, SpaceToDepth; Sin Cos Tan Asin Acos Atan Sinh Cosh Asinh Acosh
    Atanh ThresholdedRelu Shrink Swish, IsInf and IsNaN (also float16),
-   Reduce{SumSquare,L1,LogSum,LogSumExp}, BitwiseAnd/Or/Xor/Not (int64/int32/int8/uint8),
-   BitShift (uint8). builtin_op_kernels() lists them.
+   Reduce{SumSquare,L1,LogSum,LogSumExp}, EyeLike and CastLike (every type),
+   BitwiseAnd/Or/Xor/Not (int64/int32/int8/uint8), BitShift (uint8). builtin_op_kernels()
+   lists them.
 
    Config macros: as in hetero.h and snippets.h (TESSEL_ASSERT, TESSEL_MALLOC/FREE,
    TESSEL_NO_JIT), plus TESSEL_USE_MICROPROFILE: each subgraph and step is a microprofile
@@ -7323,6 +7325,75 @@ inline Status run_bitwise(const RunContext& c) {
 
 }  // namespace detail
 
+// >>size and like ops
+// Size (compile_model folds it; the kernel serves a model run unprepared by folding, and puts
+// it in the op list), CastLike (Cast to the second input's type, its data unused) and EyeLike
+// (ones on diagonal k of a 2-D tensor shaped like the input, of the dtype attribute or the
+// input's type).
+namespace detail {
+
+inline Status prepare_size(PrepareContext& c) {
+    TESSEL_TRY(check_tensor_inputs(c, 1, 1, 1));
+    c.outputs[0] = TensorDesc();
+    c.outputs[0].type = ElementType::Int64;
+    c.outputs[0].rank = 0;
+    return Status::Ok;
+}
+
+inline Status run_size(const RunContext& c) {
+    *c.outputs[0].as<int64_t>() = (int64_t)c.inputs[0].elements();
+    return Status::Ok;
+}
+
+inline Status prepare_cast_like(PrepareContext& c) {
+    TESSEL_TRY(check_tensor_inputs(c, 2, 2, 2));
+    c.outputs[0] = c.inputs[0];
+    c.outputs[0].type = c.inputs[1].type;
+    c.in_place = c.inputs[1].type == c.inputs[0].type;
+    return Status::Ok;
+}
+
+struct EyeLikeState {
+    int64_t k;
+};
+
+inline Status prepare_eye_like(PrepareContext& c) {
+    TESSEL_TRY(check_tensor_inputs(c, 1, 1, 1));
+    if (c.inputs[0].rank != 2) return c.fail(Status::InvalidArgument, "input 0 has rank %d (2 expected)", c.inputs[0].rank);
+    ElementType type = c.inputs[0].type;
+    const Attribute* dtype = c.attribute("dtype");
+    if (dtype) {
+        if (dtype->kind != AttributeKind::Int) return c.fail(Status::InvalidArgument, "attribute 'dtype' must be an int");
+        type = onnx_element_type(dtype->i);
+        if (type == ElementType::Undefined)
+            return c.fail(Status::Unsupported, "dtype is ONNX data type %lld", (long long)dtype->i);
+    }
+    EyeLikeState* st = new_state<EyeLikeState>(c);
+    if (!st) return c.fail(Status::OutOfMemory, "out of memory");
+    TESSEL_TRY(int_attribute_value(c, "k", 0, &st->k));
+    c.state = st;
+    c.outputs[0] = c.inputs[0];
+    c.outputs[0].type = type;
+    return Status::Ok;
+}
+
+inline Status run_eye_like(const RunContext& c) {
+    const EyeLikeState& st = *static_cast<const EyeLikeState*>(c.state);
+    const TensorView& y = c.outputs[0];
+    int64_t rows = y.desc.dims[0], cols = y.desc.dims[1];
+    std::memset(y.data, 0, (size_t)(y.elements() * element_size(y.desc.type)));
+    ScalarValue one;
+    one.i = 1;
+    for (int64_t i = 0; i < rows; ++i) {
+        // column i + k, formed only where it cannot overflow (k may be near the int64 limits)
+        if (st.k >= 0 ? cols - i > st.k : i + st.k >= 0 && i + st.k < cols)
+            store_scalar(y.desc.type, y.data, (uint64_t)(i * cols + i + st.k), one);
+    }
+    return Status::Ok;
+}
+
+}  // namespace detail
+
 // >>math kernel table
 namespace detail {
 // The ops of the sections from >>trigonometric and other unary ops on (KernelTable adds them).
@@ -7352,6 +7423,9 @@ const OpKernel kMathKernels[] = {
     {"BitwiseXor", prepare_bitwise, run_bitwise},
     {"BitwiseNot", prepare_bitwise, run_bitwise},
     {"BitShift", prepare_bitwise, run_bitwise},
+    {"Size", prepare_size, run_size},
+    {"CastLike", prepare_cast_like, run_cast},
+    {"EyeLike", prepare_eye_like, run_eye_like},
     {nullptr, nullptr, nullptr},   // end marker
 };
 }  // namespace detail

@@ -621,3 +621,117 @@ TEST_CASE("bitwise ops: bad input") {
         check_prepare_fails(t, Status::InvalidArgument, "inputs are i32 (BitShift takes unsigned integers)");
     }
 }
+
+// ---- Size, CastLike, EyeLike ------------------------------------------------------------------
+
+TEST_CASE("Size: the element count as an int64 scalar, any type") {
+    {
+        OpTest t;
+        t.op("Size", {t.input<uint8_t>({2, 3, 4}, U8(24, 1), ElementType::Bool)});
+        t.go();
+        CHECK(t.type() == ElementType::Int64);
+        CHECK(t.shape() == Shape{});
+        CHECK(t.out<int64_t>() == I64{24});
+    }
+    {
+        OpTest t;
+        t.op("Size", {t.input<float>({3, 0}, {})});
+        t.go();
+        CHECK(t.out<int64_t>() == I64{0});
+    }
+    {
+        OpTest t;
+        t.op("Size", {t.input<float>({}, {1.0f})});
+        t.go();
+        CHECK(t.out<int64_t>() == I64{1});
+    }
+    {
+        OpTest t;
+        t.op("Size", {t.input<float>({1}, {1.0f}), t.input<float>({1}, {1.0f})});
+        check_prepare_fails(t, Status::InvalidArgument, "expects 1 to 1 inputs, has 2");
+    }
+}
+
+
+TEST_CASE("CastLike takes the second input's type; EyeLike puts ones on diagonal k") {
+    {
+        OpTest t;
+        t.op("CastLike", {t.input<float>({3}, {1.7f, -2.5f, 0.0f}), t.input<int32_t>({0}, {})});
+        t.go();
+        CHECK(t.type() == ElementType::Int32);
+        CHECK(t.shape() == Shape{3});
+        CHECK(t.out<int32_t>() == I32{1, -2, 0});
+        CHECK(!t.prepared.in_place);
+    }
+    {
+        OpTest t;
+        t.op("CastLike", {t.input<int64_t>({2}, {3, 0}), t.input<uint8_t>({1}, {0}, ElementType::Bool)});
+        t.go();
+        CHECK(t.type() == ElementType::Bool);
+        CHECK(t.out<uint8_t>() == U8{1, 0});
+    }
+    {
+        OpTest t;   // same type: a copy, in place
+        t.op("CastLike", {t.input<float>({2}, {1.5f, 2.5f}), t.input<float>({1}, {0.0f})});
+        t.go();
+        CHECK(t.prepared.in_place);
+        CHECK(t.out<float>() == F32{1.5f, 2.5f});
+    }
+    {
+        OpTest t;   // the input's type by default
+        t.op("EyeLike", {t.input<int64_t>({3, 4}, I64(12, 7))});
+        t.go();
+        CHECK(t.type() == ElementType::Int64);
+        CHECK(t.out<int64_t>() == I64{1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0});
+    }
+    {
+        OpTest t;   // dtype float, k 1
+        t.op("EyeLike", {t.input<int32_t>({3, 3}, I32(9, 0))});
+        t.set_int("dtype", 1);
+        t.set_int("k", 1);
+        t.go();
+        CHECK(t.type() == ElementType::Float32);
+        CHECK(t.out<float>() == F32{0, 1, 0, 0, 0, 1, 0, 0, 0});
+    }
+    {
+        OpTest t;   // k -2 and k far outside
+        t.op("EyeLike", {t.input<float>({3, 2}, F32(6, 0))});
+        t.set_int("k", -2);
+        t.go();
+        CHECK(t.out<float>() == F32{0, 0, 0, 0, 1, 0});
+    }
+    for (int64_t k : {INT64_MIN, INT64_MAX, (int64_t)3, (int64_t)-3}) {
+        OpTest t;
+        t.op("EyeLike", {t.input<float>({3, 3}, F32(9, 0))});
+        t.set_int("dtype", 9);
+        t.set_int("k", k);
+        t.go();
+        CHECK(t.type() == ElementType::Bool);
+        CHECK(t.out<uint8_t>() == U8(9, 0));
+    }
+}
+
+TEST_CASE("CastLike, EyeLike: bad input") {
+    {
+        OpTest t;
+        t.op("CastLike", {t.input<float>({1}, {1.0f})});
+        check_prepare_fails(t, Status::InvalidArgument, "expects 2 to 2 inputs, has 1");
+    }
+    {
+        OpTest t;
+        t.op("EyeLike", {t.input<float>({4}, F32(4, 0))});
+        check_prepare_fails(t, Status::InvalidArgument, "input 0 has rank 1 (2 expected)");
+    }
+    {
+        OpTest t;
+        t.op("EyeLike", {t.input<float>({2, 2}, F32(4, 0))});
+        t.set_int("dtype", 11);   // double
+        check_prepare_fails(t, Status::Unsupported, "dtype is ONNX data type 11");
+    }
+    {
+        OpTest t;
+        t.op("EyeLike", {t.input<float>({2, 2}, F32(4, 0))});
+        t.set_float("k", 1.0f);
+        check_prepare_fails(t, Status::InvalidArgument, "attribute 'k' must be an int");
+    }
+}
