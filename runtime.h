@@ -86,6 +86,7 @@
    >>more reductions                  ReduceSumSquare/L1/LogSum/LogSumExp
    >>bitwise ops                      BitwiseAnd/Or/Xor/Not, BitShift
    >>size and like ops                Size, CastLike, EyeLike
+   >>matrix and scan ops              Trilu, Hardmax, CumSum
    >>math kernel table                kMathKernels: the ops of the sections above
    >>op kernel table                  builtin_op_kernels, find_builtin_kernel
    >>onnx reader                      what is read and how it maps to a Model
@@ -136,9 +137,9 @@
    Cast, Shape, Size, Constant, ConstantOfShape, Expand, Tile, Range, Identity, Dropout
    (inference), DepthToSpace, SpaceToDepth; Sin Cos Tan Asin Acos Atan Sinh Cosh Asinh Acosh
    Atanh ThresholdedRelu Shrink Swish, IsInf and IsNaN (also float16),
-   Reduce{SumSquare,L1,LogSum,LogSumExp}, EyeLike and CastLike (every type),
-   BitwiseAnd/Or/Xor/Not (int64/int32/int8/uint8), BitShift (uint8). builtin_op_kernels()
-   lists them.
+   Reduce{SumSquare,L1,LogSum,LogSumExp}, Hardmax, CumSum (also int32/int64), Trilu, EyeLike
+   and CastLike (every type), BitwiseAnd/Or/Xor/Not (int64/int32/int8/uint8), BitShift
+   (uint8). builtin_op_kernels() lists them.
 
    Config macros: as in hetero.h and snippets.h (TESSEL_ASSERT, TESSEL_MALLOC/FREE,
    TESSEL_NO_JIT), plus TESSEL_USE_MICROPROFILE: each subgraph and step is a microprofile
@@ -867,7 +868,7 @@ bool Tensor::dense() const {
     int64_t stride = 1;
     for (int i = (int)desc_.rank - 1; i >= 0; --i) {
         if (desc_.dims[i] != 1 && strides_[i] != stride) return false;
-        stride *= desc_.dims[i];
+        stride *= desc_.dims[i] ? desc_.dims[i] : 1;   // as allocate() and view() lay out an empty tensor
     }
     return true;
 }
@@ -7394,6 +7395,174 @@ inline Status run_eye_like(const RunContext& c) {
 
 }  // namespace detail
 
+// >>matrix and scan ops
+// Trilu (upper or lower triangle of the last two dims from diagonal k; k read at run time),
+// Hardmax (1 at the first maximum along axis; before opset 13 over the input flattened to 2-D
+// at axis), CumSum (float32, int32, int64 along an axis input; exclusive, reverse).
+namespace detail {
+
+struct TriluState {
+    bool upper;
+    int64_t rows, cols;   // of one matrix
+};
+
+// A one-element int32/int64 input (Trilu's k, CumSum's axis); false if it is not one.
+inline bool scalar_int_desc(const TensorDesc& d) {
+    uint64_t n = 0;
+    return (d.type == ElementType::Int64 || d.type == ElementType::Int32) && d.rank <= 1 && desc_elements(d, &n) && n == 1;
+}
+inline int64_t scalar_int_value(ElementType type, const void* data) {
+    return type == ElementType::Int64 ? *static_cast<const int64_t*>(data) : *static_cast<const int32_t*>(data);
+}
+
+inline Status prepare_trilu(PrepareContext& c) {
+    TESSEL_TRY(check_tensor_inputs(c, 1, 2, 1));
+    const TensorDesc& x = c.inputs[0];
+    if (x.rank < 2) return c.fail(Status::InvalidArgument, "input 0 has rank %d (at least 2 expected)", x.rank);
+    if (c.has_input(1) && (c.inputs[1].type != ElementType::Int64 || !scalar_int_desc(c.inputs[1])))
+        return c.fail(Status::InvalidArgument, "input 1 (k) must be one int64");
+    int64_t upper = 1;
+    TESSEL_TRY(int_attribute_value(c, "upper", 1, &upper));
+    TriluState* st = new_state<TriluState>(c);
+    if (!st) return c.fail(Status::OutOfMemory, "out of memory");
+    *st = TriluState{upper != 0, x.dims[x.rank - 2], x.dims[x.rank - 1]};
+    c.state = st;
+    c.outputs[0] = x;
+    c.in_place = true;
+    return Status::Ok;
+}
+
+inline Status run_trilu(const RunContext& c) {
+    const TriluState& st = *static_cast<const TriluState*>(c.state);
+    int64_t k = c.num_inputs > 1 && c.inputs[1].data ? *c.inputs[1].as<const int64_t>() : 0;
+    size_t bytes = element_size(c.outputs[0].desc.type);
+    uint64_t n = c.outputs[0].elements();
+    const unsigned char* x = c.inputs[0].as<const unsigned char>();
+    unsigned char* y = c.outputs[0].as<unsigned char>();
+    if (y != x && n) std::memmove(y, x, (size_t)n * bytes);
+    uint64_t per_matrix = (uint64_t)(st.rows * st.cols);
+    if (per_matrix == 0) return Status::Ok;
+    for (uint64_t base = 0; base < n; base += per_matrix)
+        for (int64_t i = 0; i < st.rows; ++i)
+            for (int64_t j = 0; j < st.cols; ++j) {
+                // j - i is within +-2^62 (dims are bounded), so comparing it with any k is exact
+                bool keep = st.upper ? j - i >= k : j - i <= k;
+                if (!keep) std::memset(y + (base + (uint64_t)(i * st.cols + j)) * bytes, 0, bytes);
+            }
+    return Status::Ok;
+}
+
+struct ScanState {   // a 3-D view of the input: outer x count x inner
+    int64_t outer, count, inner;
+    bool exclusive, reverse;   // CumSum
+    bool axis_known;           // CumSum: the axis was a constant at prepare (else read at run)
+};
+
+inline Status prepare_hardmax(PrepareContext& c) {
+    TESSEL_TRY(check_tensor_inputs(c, 1, 1, 1));
+    const TensorDesc& x = c.inputs[0];
+    if (x.type != ElementType::Float32)
+        return c.fail(Status::Unsupported, "input 0 is %s (float32 expected)", element_type_name(x.type));
+    bool per_axis = c.opset >= 13;
+    int64_t axis = 0;
+    TESSEL_TRY(int_attribute_value(c, "axis", per_axis ? -1 : 1, &axis));
+    int64_t a = 0;
+    // before opset 13 the axis splits a 2-D view, so rank itself is a valid axis
+    if (x.rank < 1 || !normalize_axis(axis, per_axis ? x.rank : x.rank + 1, &a))
+        return c.fail(Status::InvalidArgument, "axis %lld out of range for rank %d", (long long)axis, x.rank);
+    ScanState* st = new_state<ScanState>(c);
+    if (!st) return c.fail(Status::OutOfMemory, "out of memory");
+    st->outer = (int64_t)dims_product(x, 0, (int)a);
+    st->count = per_axis ? x.dims[a] : (int64_t)dims_product(x, (int)a, x.rank);
+    st->inner = per_axis ? (int64_t)dims_product(x, (int)a + 1, x.rank) : 1;
+    c.state = st;
+    c.outputs[0] = x;
+    return Status::Ok;
+}
+
+inline Status run_hardmax(const RunContext& c) {
+    const ScanState& st = *static_cast<const ScanState*>(c.state);
+    const float* x = c.inputs[0].as<const float>();
+    float* y = c.outputs[0].as<float>();
+    for (int64_t o = 0; o < st.outer; ++o)
+        for (int64_t i = 0; i < st.inner; ++i) {
+            const float* xl = x + o * st.count * st.inner + i;
+            float* yl = y + o * st.count * st.inner + i;
+            int64_t best = 0;
+            for (int64_t k = 1; k < st.count; ++k)
+                if (xl[k * st.inner] > xl[best * st.inner]) best = k;
+            for (int64_t k = 0; k < st.count; ++k) yl[k * st.inner] = k == best ? 1.0f : 0.0f;
+        }
+    return Status::Ok;
+}
+
+inline void cumsum_view(const TensorDesc& x, int axis, ScanState* st) {
+    st->outer = (int64_t)dims_product(x, 0, axis);
+    st->count = x.dims[axis];
+    st->inner = (int64_t)dims_product(x, axis + 1, x.rank);
+}
+
+inline Status prepare_cumsum(PrepareContext& c) {
+    TESSEL_TRY(check_tensor_inputs(c, 2, 2, 2));
+    const TensorDesc& x = c.inputs[0];
+    if (x.type != ElementType::Float32 && x.type != ElementType::Int32 && x.type != ElementType::Int64)
+        return c.fail(Status::Unsupported, "input 0 is %s (float32, int32 or int64 expected)", element_type_name(x.type));
+    if (x.rank < 1) return c.fail(Status::InvalidArgument, "input 0 is a scalar (rank 1 or more expected)");
+    if (!scalar_int_desc(c.inputs[1])) return c.fail(Status::InvalidArgument, "input 1 (axis) must be one int32 or int64");
+    int64_t exclusive = 0, reverse = 0;
+    TESSEL_TRY(int_attribute_value(c, "exclusive", 0, &exclusive));
+    TESSEL_TRY(int_attribute_value(c, "reverse", 0, &reverse));
+    ScanState* st = new_state<ScanState>(c);
+    if (!st) return c.fail(Status::OutOfMemory, "out of memory");
+    st->exclusive = exclusive != 0;
+    st->reverse = reverse != 0;
+    if (const void* v = tensor_value(c, 1)) {   // a constant axis is checked now, else at run
+        int64_t axis = scalar_int_value(c.inputs[1].type, v), a = 0;
+        if (!normalize_axis(axis, x.rank, &a))
+            return c.fail(Status::InvalidArgument, "axis %lld out of range for rank %d", (long long)axis, x.rank);
+        cumsum_view(x, (int)a, st);
+        st->axis_known = true;
+    }
+    c.state = st;
+    c.outputs[0] = x;
+    return Status::Ok;
+}
+
+template <class T, class U>   // U: the type the sum wraps in (unsigned for integers)
+void cumsum_typed(const ScanState& st, const T* x, T* y) {
+    for (int64_t o = 0; o < st.outer; ++o)
+        for (int64_t i = 0; i < st.inner; ++i) {
+            const T* xl = x + o * st.count * st.inner + i;
+            T* yl = y + o * st.count * st.inner + i;
+            U sum = 0;
+            for (int64_t s = 0; s < st.count; ++s) {
+                int64_t k = st.reverse ? st.count - 1 - s : s;
+                T v = xl[k * st.inner];   // read before the write: y may be x
+                if (st.exclusive) { yl[k * st.inner] = (T)sum; sum = (U)(sum + (U)v); }
+                else { sum = (U)(sum + (U)v); yl[k * st.inner] = (T)sum; }
+            }
+        }
+}
+
+inline Status run_cumsum(const RunContext& c) {
+    ScanState st = *static_cast<const ScanState*>(c.state);
+    const TensorDesc& x = c.inputs[0].desc;
+    if (!st.axis_known) {
+        int64_t axis = scalar_int_value(c.inputs[1].desc.type, c.inputs[1].data), a = 0;
+        if (!normalize_axis(axis, x.rank, &a))
+            return c.fail(Status::InvalidArgument, "axis %lld out of range for rank %d", (long long)axis, x.rank);
+        cumsum_view(x, (int)a, &st);
+    }
+    switch (x.type) {
+        case ElementType::Int64: cumsum_typed<int64_t, uint64_t>(st, c.inputs[0].as<const int64_t>(), c.outputs[0].as<int64_t>()); break;
+        case ElementType::Int32: cumsum_typed<int32_t, uint32_t>(st, c.inputs[0].as<const int32_t>(), c.outputs[0].as<int32_t>()); break;
+        default: cumsum_typed<float, float>(st, c.inputs[0].as<const float>(), c.outputs[0].as<float>()); break;
+    }
+    return Status::Ok;
+}
+
+}  // namespace detail
+
 // >>math kernel table
 namespace detail {
 // The ops of the sections from >>trigonometric and other unary ops on (KernelTable adds them).
@@ -7426,6 +7595,9 @@ const OpKernel kMathKernels[] = {
     {"Size", prepare_size, run_size},
     {"CastLike", prepare_cast_like, run_cast},
     {"EyeLike", prepare_eye_like, run_eye_like},
+    {"Trilu", prepare_trilu, run_trilu},
+    {"Hardmax", prepare_hardmax, run_hardmax},
+    {"CumSum", prepare_cumsum, run_cumsum},
     {nullptr, nullptr, nullptr},   // end marker
 };
 }  // namespace detail

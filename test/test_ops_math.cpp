@@ -735,3 +735,184 @@ TEST_CASE("CastLike, EyeLike: bad input") {
         check_prepare_fails(t, Status::InvalidArgument, "attribute 'k' must be an int");
     }
 }
+
+// ---- Trilu, Hardmax, CumSum ------------------------------------------------------------------------
+
+TEST_CASE("Trilu: upper and lower, k, batches, any type") {
+    const F32 x = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};   // 3x4
+    {
+        OpTest t;
+        t.op("Trilu", {t.input<float>({3, 4}, x)});
+        t.go();
+        CHECK(t.prepared.in_place);
+        CHECK(t.out<float>() == F32{1, 2, 3, 4, 0, 6, 7, 8, 0, 0, 11, 12});
+    }
+    {
+        OpTest t;
+        t.op("Trilu", {t.input<float>({3, 4}, x), t.input<int64_t>({}, {-1})});
+        t.set_int("upper", 0);
+        t.go();
+        CHECK(t.out<float>() == F32{0, 0, 0, 0, 5, 0, 0, 0, 9, 10, 0, 0});
+    }
+    {
+        OpTest t;   // k past the matrix: everything or nothing
+        t.op("Trilu", {t.input<int64_t>({2, 1, 2}, {1, 2, 3, 4}), t.input<int64_t>({1}, {INT64_MAX})});
+        t.go();
+        CHECK(t.out<int64_t>() == I64{0, 0, 0, 0});
+    }
+    {
+        OpTest t;
+        t.op("Trilu", {t.input<uint8_t>({2, 2, 2}, {1, 1, 1, 1, 1, 1, 1, 1}, ElementType::Bool), t.input<int64_t>({}, {INT64_MIN})});
+        t.set_int("upper", 0);
+        t.go();
+        CHECK(t.out<uint8_t>() == U8{0, 0, 0, 0, 0, 0, 0, 0});
+    }
+    {
+        OpTest t;
+        t.op("Trilu", {t.input<int32_t>({2, 2, 2}, {1, 2, 3, 4, 5, 6, 7, 8}), t.input<int64_t>({}, {1})});
+        t.go();
+        CHECK(t.out<int32_t>() == I32{0, 2, 0, 0, 0, 6, 0, 0});
+    }
+}
+
+TEST_CASE("an empty tensor is dense, so it can be an input (Trilu of a [3,0,5])") {
+    Tensor t;
+    const int64_t dims[] = {3, 0, 5};
+    REQUIRE(t.allocate(ElementType::Int64, Span<const int64_t>(dims, 3)) == Status::Ok);
+    CHECK(t.dense());
+}
+
+TEST_CASE("Hardmax: first maximum along axis; before opset 13 over a 2-D view") {
+    const F32 x = {3, 1, 3, 0, 2, 5};   // 2x3
+    {
+        OpTest t;   // default axis -1
+        t.opset = 13;
+        t.op("Hardmax", {t.input<float>({2, 3}, x)});
+        t.go();
+        CHECK(t.out<float>() == F32{1, 0, 0, 0, 0, 1});
+    }
+    {
+        OpTest t;
+        t.opset = 13;
+        t.op("Hardmax", {t.input<float>({2, 3}, x)});
+        t.set_int("axis", 0);
+        t.go();
+        CHECK(t.out<float>() == F32{1, 0, 0, 0, 1, 1});
+    }
+    {
+        OpTest t;   // opset 11, axis 0: one row of 6
+        t.opset = 11;
+        t.op("Hardmax", {t.input<float>({2, 3}, x)});
+        t.set_int("axis", 0);
+        t.go();
+        CHECK(t.out<float>() == F32{0, 0, 0, 0, 0, 1});
+    }
+    {
+        OpTest t;   // opset 11 default axis 1 on rank 3: rows of 2x2
+        t.opset = 11;
+        t.op("Hardmax", {t.input<float>({2, 2, 2}, {1, 4, 2, 3, 8, 1, 2, 9})});
+        t.go();
+        CHECK(t.out<float>() == F32{0, 1, 0, 0, 0, 0, 0, 1});
+    }
+}
+
+TEST_CASE("CumSum: exclusive, reverse, axis from an input, int types") {
+    {
+        OpTest t;
+        t.op("CumSum", {t.input<float>({5}, {1, 2, 3, 4, 5}), t.constant<int32_t>({}, {0})});
+        t.go();
+        CHECK(t.out<float>() == F32{1, 3, 6, 10, 15});
+    }
+    {
+        OpTest t;
+        t.op("CumSum", {t.input<float>({5}, {1, 2, 3, 4, 5}), t.input<int64_t>({}, {0})});
+        t.set_int("exclusive", 1);
+        t.set_int("reverse", 1);
+        t.go();
+        CHECK(t.out<float>() == F32{14, 12, 9, 5, 0});
+    }
+    {
+        OpTest t;
+        t.op("CumSum", {t.input<int32_t>({2, 3}, {1, 2, 3, 4, 5, 6}), t.input<int64_t>({1}, {-1})});
+        t.set_int("exclusive", 1);
+        t.go();
+        CHECK(t.out<int32_t>() == I32{0, 1, 3, 0, 4, 9});
+    }
+    {
+        OpTest t;
+        t.op("CumSum", {t.input<int64_t>({2, 3}, {1, 2, 3, INT64_MAX, 5, 6}), t.input<int32_t>({}, {0})});
+        t.set_int("reverse", 1);
+        t.go();
+        CHECK(t.out<int64_t>() == I64{INT64_MIN, 7, 9, INT64_MAX, 5, 6});   // wraps
+    }
+}
+
+TEST_CASE("Trilu, Hardmax, CumSum: bad input") {
+    {
+        OpTest t;
+        t.op("Trilu", {t.input<float>({3}, {1, 2, 3})});
+        check_prepare_fails(t, Status::InvalidArgument, "input 0 has rank 1 (at least 2 expected)");
+    }
+    {
+        OpTest t;
+        t.op("Trilu", {t.input<float>({2, 2}, {1, 2, 3, 4}), t.input<int64_t>({2}, {1, 2})});
+        check_prepare_fails(t, Status::InvalidArgument, "input 1 (k) must be one int64");
+    }
+    {
+        OpTest t;
+        t.op("Trilu", {t.input<float>({2, 2}, {1, 2, 3, 4}), t.input<int32_t>({}, {1})});
+        check_prepare_fails(t, Status::InvalidArgument, "input 1 (k) must be one int64");
+    }
+    {
+        OpTest t;
+        t.op("Trilu", {t.input<float>({2, 2}, {1, 2, 3, 4})});
+        t.set_string("upper", "yes");
+        check_prepare_fails(t, Status::InvalidArgument, "attribute 'upper' must be an int");
+    }
+    {
+        OpTest t;
+        t.opset = 13;
+        t.op("Hardmax", {t.input<float>({2, 3}, F32(6, 0))});
+        t.set_int("axis", 2);
+        check_prepare_fails(t, Status::InvalidArgument, "axis 2 out of range for rank 2");
+    }
+    {
+        OpTest t;   // before 13 the rank itself is an axis, one more is not
+        t.opset = 11;
+        t.op("Hardmax", {t.input<float>({2, 3}, F32(6, 0))});
+        t.set_int("axis", 3);
+        check_prepare_fails(t, Status::InvalidArgument, "axis 3 out of range for rank 2");
+    }
+    {
+        OpTest t;
+        t.op("Hardmax", {t.input<int64_t>({2}, {1, 2})});
+        check_prepare_fails(t, Status::Unsupported, "input 0 is i64 (float32 expected)");
+    }
+    {
+        OpTest t;
+        t.op("CumSum", {t.input<uint8_t>({2}, {1, 2}), t.constant<int64_t>({}, {0})});
+        check_prepare_fails(t, Status::Unsupported, "input 0 is u8 (float32, int32 or int64 expected)");
+    }
+    {
+        OpTest t;
+        t.op("CumSum", {t.input<float>({2}, {1, 2}), t.constant<int64_t>({}, {1})});
+        check_prepare_fails(t, Status::InvalidArgument, "axis 1 out of range for rank 1");
+    }
+    {
+        OpTest t;
+        t.op("CumSum", {t.input<float>({2}, {1, 2}), t.constant<float>({}, {0})});
+        check_prepare_fails(t, Status::InvalidArgument, "input 1 (axis) must be one int32 or int64");
+    }
+    {
+        OpTest t;
+        t.op("CumSum", {t.input<float>({}, {1}), t.constant<int64_t>({}, {0})});
+        check_prepare_fails(t, Status::InvalidArgument, "input 0 is a scalar");
+    }
+    {
+        OpTest t;   // an axis known only at run time is checked there
+        t.op("CumSum", {t.input<float>({2}, {1, 2}), t.input<int64_t>({}, {-2})});
+        REQUIRE(t.prepare() == Status::Ok);
+        CHECK(t.run() == Status::InvalidArgument);
+        CHECK(std::string(t.run_error) == "CumSum 'node2': axis -2 out of range for rank 1");
+    }
+}
