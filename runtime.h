@@ -88,6 +88,7 @@
    >>size and like ops                Size, CastLike, EyeLike
    >>matrix and scan ops              Trilu, Hardmax, CumSum
    >>math kernel table                kMathKernels: the ops of the sections above
+   >>op versions                      ONNX op versions from opset 18 on (and legacy ones): kept or refused
    >>op kernel table                  builtin_op_kernels, find_builtin_kernel
    >>onnx reader                      what is read and how it maps to a Model
    >>protobuf wire format             fields, varints, packed lists
@@ -125,8 +126,10 @@
    and keys are NotFound. A user device implements Device (see the README's plugin guide)
    and is registered with Core::register_device; add_extension adds a custom op kernel.
 
-   Op list (ONNX default domain, opsets 7..17 (also 1-6 for ops whose meaning did not change;
-   their legacy broadcast attributes are accepted only in the NumPy-compatible form), float32 first; int64/int32/bool where shapes
+   Op list (ONNX default domain, opsets 7..28 (also 1-6 for ops whose meaning did not change;
+   their legacy broadcast attributes are accepted only in the NumPy-compatible form; each op
+   runs at its ONNX version for the model's opset, a version whose semantics are not
+   implemented is Unsupported: >>op versions), float32 first; int64/int32/bool where shapes
    and indices need them): the elementwise snippet ops (Add Sub Mul Div Max Min Pow Sqrt
    Reciprocal Abs Neg Exp Log Tanh Sigmoid Relu Clip Elu Selu Erf Gelu HardSigmoid HardSwish
    LeakyRelu PRelu Softplus Softsign Mish Floor Ceil Round Sign Where), comparisons and logical
@@ -865,10 +868,12 @@ uint64_t Tensor::elements() const {   // an empty Tensor (type Undefined) holds 
 size_t Tensor::bytes() const { return (size_t)(elements() * element_size(desc_.type)); }
 
 bool Tensor::dense() const {
+    for (uint32_t i = 0; i < desc_.rank; ++i)
+        if (desc_.dims[i] == 0) return true;   // no elements: no gaps, whatever the strides say
     int64_t stride = 1;
     for (int i = (int)desc_.rank - 1; i >= 0; --i) {
         if (desc_.dims[i] != 1 && strides_[i] != stride) return false;
-        stride *= desc_.dims[i] ? desc_.dims[i] : 1;   // as allocate() and view() lay out an empty tensor
+        stride *= desc_.dims[i];
     }
     return true;
 }
@@ -1207,6 +1212,8 @@ Status Core::fail(Status status, const char* format, ...) {
 }
 
 // >>prepare
+namespace detail { inline Status check_op_version(const Node& node, uint32_t opset, char* error); }   // >>op versions
+
 // The common transformations: static shapes from the inputs (or InputShape overrides), every
 // node whose inputs are all known at compile time evaluated once (Shape needs only the desc),
 // nodes that only fed folded ones dropped. Produces a new Model with the same node names.
@@ -1356,6 +1363,7 @@ struct detail_prepare {
             const OpKernel* k = lookup(lookup_user, node.op);
             if (!k) return fail(error, Status::Unsupported, "node '%.*s': op '%.*s' is not supported by any device",
                                 (int)node.name.size, node.name.data, (int)node.op.size, node.op.data);
+            if (k == find_builtin_kernel(node.op)) TESSEL_TRY(detail::check_op_version(node, source.opset, error));   // not an extension
             PrepareContext c;
             c.graph = &g;
             c.node = id;
@@ -5218,7 +5226,7 @@ struct ReduceState {
 };
 
 inline Status prepare_reduce(PrepareContext& c, ReduceKind kind) {
-    // ReduceSum's axes became an input in opset 13 (the others in 18)
+    // ReduceSum's axes became an input in opset 13 (the others in 18), with noop_with_empty_axes
     bool axes_input = c.opset >= (kind == ReduceKind::Sum ? 13u : 18u);
     TESSEL_TRY(nn_count(c, 1, axes_input ? 2 : 1, 1));
     TESSEL_TRY(nn_float(c, 0));
@@ -5244,7 +5252,7 @@ inline Status prepare_reduce(PrepareContext& c, ReduceKind kind) {
         if (reduced[axis]) return c.fail(Status::InvalidArgument, "axis %d is repeated", axis);
         reduced[axis] = true;
     }
-    st->copy = axis_count == 0 && c.attribute_int("noop_with_empty_axes", 0) != 0;
+    st->copy = axes_input && axis_count == 0 && c.attribute_int("noop_with_empty_axes", 0) != 0;
     bool keep = c.attribute_int("keepdims", 1) != 0;
     TensorDesc& y = c.outputs[0];
     y = x;
@@ -5377,10 +5385,26 @@ inline Status prepare_resize(PrepareContext& c) {
     bool has_sizes = c.opset > 10 && c.has_input(sizes_at) && nn_product(c.inputs[sizes_at], 0, c.inputs[sizes_at].rank) > 0;
     if (has_scales == has_sizes) return c.fail(Status::InvalidArgument, "needs exactly one of scales and sizes");
     uint32_t source = has_scales ? scales_at : sizes_at;
+    // Resize-18: scales and sizes may cover a subset of the axes; the others keep their size
+    int axes[kMaxRank], axis_count = rank;
+    bool resized[kMaxRank] = {};
+    Span<const int64_t> axes_attribute = c.opset >= 18 ? c.attribute_ints("axes") : Span<const int64_t>();
+    if (!axes_attribute.empty()) {
+        if (axes_attribute.size > (size_t)rank) return c.fail(Status::InvalidArgument, "%zu axes for rank %d", axes_attribute.size, rank);
+        axis_count = (int)axes_attribute.size;
+        for (int i = 0; i < axis_count; ++i) {
+            if (!nn_axis(axes_attribute[i], rank, &axes[i]))
+                return c.fail(Status::InvalidArgument, "axis %lld out of range for rank %d", (long long)axes_attribute[i], rank);
+            if (resized[axes[i]]) return c.fail(Status::InvalidArgument, "axis %d is repeated", axes[i]);
+            resized[axes[i]] = true;
+        }
+    } else {
+        for (int i = 0; i < rank; ++i) { axes[i] = i; resized[i] = true; }
+    }
     const TensorDesc& sd = c.inputs[source];
-    if (sd.type != (has_scales ? ElementType::Float32 : ElementType::Int64) || sd.rank != 1 || sd.dims[0] != rank)
+    if (sd.type != (has_scales ? ElementType::Float32 : ElementType::Int64) || sd.rank != 1 || sd.dims[0] != axis_count)
         return c.fail(Status::InvalidArgument, "%s must be a 1-D %s tensor of %d values", has_scales ? "scales" : "sizes",
-                      has_scales ? "float32" : "int64", rank);
+                      has_scales ? "float32" : "int64", axis_count);
     if (!c.values || !c.values[source]) return c.fail(Status::Unsupported, "data-dependent shape: %s is not a constant",
                                                       has_scales ? "scales" : "sizes");
     StringView mode = c.attribute_string("mode", "nearest");
@@ -5391,8 +5415,9 @@ inline Status prepare_resize(PrepareContext& c) {
     StringView transform = c.opset == 10 ? StringView("asymmetric")
                                          : c.attribute_string("coordinate_transformation_mode", "half_pixel");
     StringView rounding = c.opset == 10 ? StringView("floor") : c.attribute_string("nearest_mode", "round_prefer_floor");
-    enum { HalfPixel, PytorchHalfPixel, AlignCorners, Asymmetric } how;
+    enum { HalfPixel, HalfPixelSymmetric, PytorchHalfPixel, AlignCorners, Asymmetric } how;
     if (transform == StringView("half_pixel")) how = HalfPixel;
+    else if (transform == StringView("half_pixel_symmetric") && c.opset >= 19) how = HalfPixelSymmetric;   // Resize-19
     else if (transform == StringView("pytorch_half_pixel")) how = PytorchHalfPixel;
     else if (transform == StringView("align_corners")) how = AlignCorners;
     else if (transform == StringView("asymmetric")) how = Asymmetric;
@@ -5409,20 +5434,49 @@ inline Status prepare_resize(PrepareContext& c) {
     st->rank = rank;
     double scales[kMaxRank];
     for (int d = 0; d < rank; ++d) {
-        st->in[d] = x.dims[d];
+        st->in[d] = st->out[d] = x.dims[d];
+        scales[d] = 1.0;
+    }
+    for (int i = 0; i < axis_count; ++i) {
+        int d = axes[i];
         if (has_scales) {
-            scales[d] = static_cast<const float*>(c.values[source])[d];
+            scales[d] = static_cast<const float*>(c.values[source])[i];
             if (!(scales[d] > 0.0)) return c.fail(Status::InvalidArgument, "scales must be positive");
             if (!((double)x.dims[d] * scales[d] < 4294967296.0)) return c.fail(Status::LimitExceeded, "output dim above 2^32");
             st->out[d] = (int64_t)std::floor((double)x.dims[d] * scales[d]);
         } else {
-            st->out[d] = static_cast<const int64_t*>(c.values[source])[d];
+            st->out[d] = static_cast<const int64_t*>(c.values[source])[i];
             if (st->out[d] < 0) return c.fail(Status::InvalidArgument, "sizes must not be negative");
             if (st->out[d] >= 4294967296ll) return c.fail(Status::LimitExceeded, "output dim above 2^32");
             scales[d] = x.dims[d] ? (double)st->out[d] / (double)x.dims[d] : 1.0;
         }
         if (st->out[d] > 0 && st->in[d] == 0) return c.fail(Status::InvalidArgument, "cannot resize an empty dim");
     }
+    // Resize-18's keep_aspect_ratio_policy: one scale for every resized axis (the smallest or
+    // the largest of sizes / input), output dims rounded half up.
+    StringView policy = c.opset >= 18 && has_sizes ? c.attribute_string("keep_aspect_ratio_policy", "stretch") : StringView("stretch");
+    bool not_larger = policy == StringView("not_larger"), not_smaller = policy == StringView("not_smaller");
+    if (!not_larger && !not_smaller && policy != StringView("stretch"))
+        return c.fail(Status::InvalidArgument, "keep_aspect_ratio_policy '%.*s' unknown", (int)policy.size, policy.data);
+    if (not_larger || not_smaller) {
+        double scale = scales[axes[0]];
+        for (int i = 0; i < axis_count; ++i) {
+            int d = axes[i];
+            if (st->in[d] == 0) return c.fail(Status::InvalidArgument, "keep_aspect_ratio_policy on an empty dim");
+            scale = not_larger ? std::min(scale, scales[d]) : std::max(scale, scales[d]);
+        }
+        for (int i = 0; i < axis_count; ++i) {
+            int d = axes[i];
+            double size = std::floor(scale * (double)st->in[d] + 0.5);
+            if (!(size < 4294967296.0)) return c.fail(Status::LimitExceeded, "output dim above 2^32");
+            scales[d] = scale;
+            st->out[d] = (int64_t)size;
+        }
+    }
+    // antialias (Resize-18) stretches the linear filter when downscaling; nearest ignores it
+    if (c.opset >= 18 && linear && c.attribute_int("antialias", 0) != 0)
+        for (int d = 0; d < rank; ++d)
+            if (scales[d] < 1.0) return c.fail(Status::Unsupported, "antialias downscaling (Resize-18)");
     if (linear) {  // bilinear over the last two dims only
         if (rank != 2 && rank != 4) return c.fail(Status::Unsupported, "linear mode for a rank %d input", rank);
         if (rank == 4 && (st->out[0] != st->in[0] || st->out[1] != st->in[1]))
@@ -5447,6 +5501,11 @@ inline Status prepare_resize(PrepareContext& c) {
             double scale = scales[d], length = (double)st->in[d] * scale, at;
             switch (how) {
                 case HalfPixel: at = ((double)o + 0.5) / scale - 0.5; break;
+                case HalfPixelSymmetric: {   // the output's centre on the input's when the size was floored
+                    double center = (double)st->in[d] / 2, adjustment = (double)n / length;
+                    at = center * (1 - adjustment) + ((double)o + 0.5) / scale - 0.5;
+                    break;
+                }
                 case PytorchHalfPixel: at = length > 1 ? ((double)o + 0.5) / scale - 0.5 : 0.0; break;
                 case AlignCorners: at = length == 1 ? 0.0 : (double)o * (double)(st->in[d] - 1) / (length - 1); break;
                 default: at = (double)o / scale; break;
@@ -6082,10 +6141,11 @@ inline Status prepare_concat(PrepareContext& c) {
     TESSEL_TRY(check_tensor_inputs(c, 1, kAnyInputCount, c.num_inputs));
     const TensorDesc& x = c.inputs[0];
     const Attribute* a = c.attribute("axis");
-    if (!a || a->kind != AttributeKind::Int) return c.fail(Status::InvalidArgument, "attribute 'axis' is missing");
-    int64_t axis;
-    if (!normalize_axis(a->i, x.rank, &axis))
-        return c.fail(Status::InvalidArgument, "axis %lld out of range for rank %u", (long long)a->i, x.rank);
+    bool has_axis = a && a->kind == AttributeKind::Int;
+    if (!has_axis && c.opset >= 4) return c.fail(Status::InvalidArgument, "attribute 'axis' is missing");
+    int64_t axis, axis_attribute = has_axis ? a->i : 1;   // Concat-1: axis 1 by default
+    if (!normalize_axis(axis_attribute, x.rank, &axis))
+        return c.fail(Status::InvalidArgument, "axis %lld out of range for rank %u", (long long)axis_attribute, x.rank);
     TensorDesc y = x;
     uint64_t total = 0;
     for (uint32_t k = 0; k < c.num_inputs; ++k) {
@@ -6384,7 +6444,7 @@ inline Status run_cast(const RunContext& c) {
 }
 
 // >>pad
-enum class PadMode : uint8_t { Constant, Reflect, Edge };
+enum class PadMode : uint8_t { Constant, Reflect, Edge, Wrap };
 struct PadState {
     PadMode mode = PadMode::Constant;
     int64_t begin[kMaxRank] = {};
@@ -6400,14 +6460,15 @@ inline Status prepare_pad(PrepareContext& c) {
     StringView mode = c.attribute_string("mode", "constant");
     if (mode == StringView("reflect")) state->mode = PadMode::Reflect;
     else if (mode == StringView("edge")) state->mode = PadMode::Edge;
-    else if (mode == StringView("wrap")) return c.fail(Status::Unsupported, "mode 'wrap'");
+    else if (mode == StringView("wrap") && c.opset >= 19) state->mode = PadMode::Wrap;   // Pad-19
     else if (mode != StringView("constant"))
         return c.fail(Status::InvalidArgument, "mode '%.*s'", (int)mode.size, mode.data);
     IntValues pads, axes;
     bool present = true, has_axes = false;
     if (!inputs) {
-        pads = int_attribute(c, "pads", &present);
-        if (!present) return c.fail(Status::InvalidArgument, "attribute 'pads' is missing");
+        const char* name = c.opset < 2 ? "paddings" : "pads";   // Pad-1 names it 'paddings'
+        pads = int_attribute(c, name, &present);
+        if (!present) return c.fail(Status::InvalidArgument, "attribute '%s' is missing", name);
         ScalarValue v;
         v.floating = true;
         v.f = c.attribute_float("value", 0.0f);
@@ -6443,8 +6504,12 @@ inline Status prepare_pad(PrepareContext& c) {
         if (state->mode == PadMode::Reflect && (b > d - 1 || e > d - 1) && (b > 0 || e > 0))
             return c.fail(Status::InvalidArgument, "reflect pads %lld/%lld must be below dimension %lld", (long long)b,
                           (long long)e, (long long)d);
-        if (state->mode == PadMode::Edge && d == 0 && (b > 0 || e > 0))
-            return c.fail(Status::InvalidArgument, "edge pads on an empty dimension");
+        if ((state->mode == PadMode::Edge || state->mode == PadMode::Wrap) && d == 0 && (b > 0 || e > 0))
+            return c.fail(Status::InvalidArgument, "edge or wrap pads on an empty dimension");
+        // Wrapping a cropped axis: numpy (the spec's reference) rejects it, and whether the period
+        // is the cropped or the original length is not written down.
+        if (state->mode == PadMode::Wrap && (b < 0 || e < 0) && (b > 0 || e > 0))
+            return c.fail(Status::Unsupported, "mode 'wrap' with negative pads %lld/%lld", (long long)b, (long long)e);
         state->begin[a] = b;
         y.dims[a] = d + b + e;
     }
@@ -6459,6 +6524,7 @@ inline int64_t pad_source(int64_t s, int64_t d, PadMode mode) {
     if (s >= 0 && s < d) return s;
     if (mode == PadMode::Constant) return -1;
     if (mode == PadMode::Edge) return s < 0 ? 0 : d - 1;
+    if (mode == PadMode::Wrap) return (s % d + d) % d;
     return s < 0 ? -s : 2 * (d - 1) - s;
 }
 
@@ -7600,6 +7666,190 @@ const OpKernel kMathKernels[] = {
     {"CumSum", prepare_cumsum, run_cumsum},
     {nullptr, nullptr, nullptr},   // end marker
 };
+}  // namespace detail
+
+// >>op versions
+namespace detail {
+// The ONNX versions (since_version, onnx/defs/operator_sets.h) of the op list's ops where a
+// model's opset changes what the runtime must do: a model of opset N runs each op at its
+// newest version <= N. Rows from opset 18 on cover every version of every listed op; below,
+// only the versions a kernel reads differently (and the one after a refused version). Types:
+// the version only adds element types (bfloat16, float8, int4, ...), which the kernels refuse
+// as types. Kernel: the kernel implements the change (it reads c.opset). Refused: compile
+// stops with Unsupported before the kernel runs. An op added to the list adds its rows here.
+enum class OpVersionSupport : uint8_t { Types, Kernel, Refused };
+
+struct OpVersion {
+    const char* op;
+    uint16_t version;
+    OpVersionSupport support;
+    const char* change;   // what the version changed
+};
+
+constexpr OpVersionSupport kTypes = OpVersionSupport::Types, kByKernel = OpVersionSupport::Kernel,
+                           kRefused = OpVersionSupport::Refused;
+constexpr const char* kBfloat16 = "bfloat16";
+constexpr const char* kNarrowTypes19 = "float8 types";
+constexpr const char* kNarrowTypes21 = "int4, uint4";
+constexpr const char* kNarrowTypes23 = "float4e2m1";
+constexpr const char* kNarrowTypes24 = "float8e8m0";
+constexpr const char* kNarrowTypes25 = "int2, uint2";
+
+const OpVersion kOpVersions[] = {
+    // opsets 1-6: what the kernels read the old way, or refuse
+    {"Cast", 1, kRefused, "'to' as a type name string"},
+    {"Cast", 6, kByKernel, "'to' as a TensorProto data type"},
+    {"Concat", 1, kByKernel, "axis optional, default 1"},
+    {"Concat", 4, kByKernel, "axis required"},
+    {"Pad", 1, kByKernel, "pads in attribute 'paddings'"},
+    {"Pad", 2, kByKernel, "pads in attribute 'pads'"},
+    {"Pad", 11, kByKernel, "pads and constant_value as inputs"},
+    {"Tile", 1, kRefused, "tiles and axis inputs"},
+    {"Tile", 6, kByKernel, "repeats input"},
+    // opset 18
+    {"BitwiseAnd", 18, kByKernel, "new op"},
+    {"BitwiseNot", 18, kByKernel, "new op"},
+    {"BitwiseOr", 18, kByKernel, "new op"},
+    {"BitwiseXor", 18, kByKernel, "new op"},
+    {"Mish", 18, kByKernel, "new op"},
+    {"Pad", 18, kByKernel, "axes input"},
+    {"ReduceL1", 18, kByKernel, "axes input, noop_with_empty_axes"},
+    {"ReduceL2", 18, kByKernel, "axes input, noop_with_empty_axes"},
+    {"ReduceLogSum", 18, kByKernel, "axes input, noop_with_empty_axes"},
+    {"ReduceLogSumExp", 18, kByKernel, "axes input, noop_with_empty_axes"},
+    {"ReduceMax", 18, kByKernel, "axes input, noop_with_empty_axes"},
+    {"ReduceMean", 18, kByKernel, "axes input, noop_with_empty_axes"},
+    {"ReduceMin", 18, kByKernel, "axes input, noop_with_empty_axes"},
+    {"ReduceProd", 18, kByKernel, "axes input, noop_with_empty_axes"},
+    {"ReduceSumSquare", 18, kByKernel, "axes input, noop_with_empty_axes"},
+    {"Resize", 18, kByKernel, "axes, keep_aspect_ratio_policy, antialias (refused when downscaling linearly)"},
+    {"Split", 18, kByKernel, "num_outputs, the last chunk smaller"},
+    // opset 19
+    {"AveragePool", 19, kByKernel, "dilations"},
+    {"Cast", 19, kTypes, "float8 types, saturate (float8 only)"},
+    {"CastLike", 19, kTypes, "float8 types, saturate (float8 only)"},
+    {"Constant", 19, kTypes, kNarrowTypes19},
+    {"Equal", 19, kTypes, "string"},
+    {"Identity", 19, kTypes, kNarrowTypes19},
+    {"Pad", 19, kByKernel, "mode 'wrap'"},
+    {"Reshape", 19, kTypes, kNarrowTypes19},
+    {"Resize", 19, kByKernel, "coordinate_transformation_mode 'half_pixel_symmetric'"},
+    {"Shape", 19, kTypes, kNarrowTypes19},
+    {"Size", 19, kTypes, kNarrowTypes19},
+    // opset 20
+    {"ConstantOfShape", 20, kTypes, kNarrowTypes19},
+    {"Gelu", 20, kByKernel, "new op (approximate 'none' or 'tanh')"},
+    {"IsInf", 20, kTypes, kNarrowTypes19},
+    {"IsNaN", 20, kTypes, kNarrowTypes19},
+    {"ReduceMax", 20, kTypes, "bool"},
+    {"ReduceMin", 20, kTypes, "bool"},
+    // opset 21
+    {"Cast", 21, kTypes, kNarrowTypes21},
+    {"CastLike", 21, kTypes, kNarrowTypes21},
+    {"Constant", 21, kTypes, kNarrowTypes21},
+    {"ConstantOfShape", 21, kTypes, kNarrowTypes21},
+    {"Flatten", 21, kTypes, kNarrowTypes21},
+    {"Identity", 21, kTypes, kNarrowTypes21},
+    {"Pad", 21, kTypes, kNarrowTypes21},
+    {"Reshape", 21, kTypes, kNarrowTypes21},
+    {"Shape", 21, kTypes, kNarrowTypes21},
+    {"Size", 21, kTypes, kNarrowTypes21},
+    {"Squeeze", 21, kTypes, kNarrowTypes21},
+    {"Transpose", 21, kTypes, kNarrowTypes21},
+    {"Unsqueeze", 21, kTypes, kNarrowTypes21},
+    // opset 22
+    {"Acos", 22, kTypes, kBfloat16},
+    {"Acosh", 22, kTypes, kBfloat16},
+    {"Asin", 22, kTypes, kBfloat16},
+    {"Asinh", 22, kTypes, kBfloat16},
+    {"Atan", 22, kTypes, kBfloat16},
+    {"Atanh", 22, kTypes, kBfloat16},
+    {"AveragePool", 22, kByKernel, "bfloat16; windows starting in the right padding dropped (as parse_window does)"},
+    {"Conv", 22, kTypes, kBfloat16},
+    {"Cos", 22, kTypes, kBfloat16},
+    {"Cosh", 22, kTypes, kBfloat16},
+    {"ConvTranspose", 22, kTypes, kBfloat16},
+    {"Dropout", 22, kTypes, kBfloat16},
+    {"Elu", 22, kTypes, kBfloat16},
+    {"EyeLike", 22, kTypes, kBfloat16},
+    {"GlobalAveragePool", 22, kTypes, kBfloat16},
+    {"GlobalMaxPool", 22, kTypes, kBfloat16},
+    {"HardSigmoid", 22, kTypes, kBfloat16},
+    {"HardSwish", 22, kTypes, kBfloat16},
+    {"InstanceNormalization", 22, kTypes, kBfloat16},
+    {"MaxPool", 22, kByKernel, "bfloat16; windows starting in the right padding dropped (as parse_window does)"},
+    {"Mish", 22, kTypes, kBfloat16},
+    {"Round", 22, kTypes, kBfloat16},
+    {"Selu", 22, kTypes, kBfloat16},
+    {"Sin", 22, kTypes, kBfloat16},
+    {"Sinh", 22, kTypes, kBfloat16},
+    {"Softplus", 22, kTypes, kBfloat16},
+    {"Softsign", 22, kTypes, kBfloat16},
+    {"Tan", 22, kTypes, kBfloat16},
+    {"ThresholdedRelu", 22, kTypes, kBfloat16},
+    // opsets 23-25: the shape and data-movement ops gain float4, float8e8m0, int2
+    {"Cast", 23, kTypes, kNarrowTypes23},
+    {"CastLike", 23, kTypes, kNarrowTypes23},
+    {"Constant", 23, kTypes, kNarrowTypes23},
+    {"ConstantOfShape", 23, kTypes, kNarrowTypes23},
+    {"Flatten", 23, kTypes, kNarrowTypes23},
+    {"Identity", 23, kTypes, kNarrowTypes23},
+    {"Pad", 23, kTypes, kNarrowTypes23},
+    {"Reshape", 23, kTypes, kNarrowTypes23},
+    {"Shape", 23, kTypes, kNarrowTypes23},
+    {"Size", 23, kTypes, kNarrowTypes23},
+    {"Squeeze", 23, kTypes, kNarrowTypes23},
+    {"Transpose", 23, kTypes, kNarrowTypes23},
+    {"Unsqueeze", 23, kTypes, kNarrowTypes23},
+    {"Cast", 24, kTypes, "float8e8m0, round_mode (float8e8m0 only)"},
+    {"CastLike", 24, kTypes, "float8e8m0, round_mode (float8e8m0 only)"},
+    {"Constant", 24, kTypes, kNarrowTypes24},
+    {"ConstantOfShape", 24, kTypes, kNarrowTypes24},
+    {"Flatten", 24, kTypes, kNarrowTypes24},
+    {"Identity", 24, kTypes, kNarrowTypes24},
+    {"Pad", 24, kTypes, kNarrowTypes24},
+    {"Reshape", 24, kTypes, kNarrowTypes24},
+    {"Shape", 24, kTypes, kNarrowTypes24},
+    {"Size", 24, kTypes, kNarrowTypes24},
+    {"Squeeze", 24, kTypes, kNarrowTypes24},
+    {"Swish", 24, kByKernel, "new op"},
+    {"Transpose", 24, kTypes, kNarrowTypes24},
+    {"Unsqueeze", 24, kTypes, kNarrowTypes24},
+    {"Cast", 25, kTypes, kNarrowTypes25},
+    {"CastLike", 25, kTypes, kNarrowTypes25},
+    {"Constant", 25, kTypes, kNarrowTypes25},
+    {"ConstantOfShape", 25, kTypes, kNarrowTypes25},
+    {"Flatten", 25, kTypes, kNarrowTypes25},
+    {"Identity", 25, kTypes, kNarrowTypes25},
+    {"Pad", 25, kTypes, kNarrowTypes25},
+    {"Reshape", 25, kTypes, kNarrowTypes25},
+    {"Shape", 25, kTypes, kNarrowTypes25},
+    {"Size", 25, kTypes, kNarrowTypes25},
+    {"Squeeze", 25, kTypes, kNarrowTypes25},
+    {"Transpose", 25, kTypes, kNarrowTypes25},
+    {"Unsqueeze", 25, kTypes, kNarrowTypes25},
+    // opsets 26-28
+    {"Range", 27, kTypes, "stash_type (float16 and bfloat16 only)"},
+};
+
+// The row a model of `opset` runs `op` at: its newest listed version <= opset; nullptr when
+// no row applies (the kernel reads c.opset as it always did).
+inline const OpVersion* onnx_op_version(StringView op, uint32_t opset) {
+    const OpVersion* best = nullptr;
+    for (const OpVersion& v : kOpVersions)
+        if (op == StringView(v.op) && v.version <= opset && (!best || v.version > best->version)) best = &v;
+    return best;
+}
+
+// Unsupported, naming the op, the node and the version, when the node's version is refused.
+inline Status check_op_version(const Node& node, uint32_t opset, char* error) {
+    const OpVersion* v = onnx_op_version(node.op, opset);
+    if (!v || v->support != OpVersionSupport::Refused) return Status::Ok;
+    std::snprintf(error, kErrorMessageBytes, "%.*s '%.*s': %.*s-%u (opset %u) is not implemented: %s", (int)node.op.size,
+                  node.op.data, (int)node.name.size, node.name.data, (int)node.op.size, node.op.data, (unsigned)v->version,
+                  opset, v->change);
+    return Status::Unsupported;
+}
 }  // namespace detail
 
 // >>op kernel table

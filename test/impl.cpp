@@ -80,3 +80,28 @@ TEST_CASE("snippets: the in-place twin patches exactly the listed non-temporal s
     tessel::detail::release_kernel(kernel);
 }
 #endif
+
+// The version table of >>op versions: the version a model of an opset runs, and every row
+// naming an op of the list at an opset the reader accepts.
+TEST_CASE("runtime: the op version table") {
+    using tessel::detail::onnx_op_version;
+    namespace detail = tessel::detail;
+    REQUIRE(onnx_op_version("Pad", 17) != nullptr);
+    CHECK(onnx_op_version("Pad", 17)->version == 11);
+    CHECK(onnx_op_version("Pad", 18)->version == 18);
+    CHECK(onnx_op_version("Pad", 20)->version == 19);
+    CHECK(onnx_op_version("Pad", 28)->version == 25);
+    CHECK(onnx_op_version("ReduceMean", 17) == nullptr);   // the kernel reads c.opset
+    CHECK(onnx_op_version("ReduceMax", 20)->version == 20);
+    CHECK(onnx_op_version("Relu", 28) == nullptr);
+    CHECK(onnx_op_version("Tile", 5)->support == detail::OpVersionSupport::Refused);
+    CHECK(onnx_op_version("Tile", 6)->support == detail::OpVersionSupport::Kernel);
+    // every row names an op of the list, with a version the reader accepts
+    for (const detail::OpVersion& v : detail::kOpVersions) {
+        INFO(v.op << "-" << v.version);
+        bool folded = tessel::StringView(v.op) == "Constant" || tessel::StringView(v.op) == "Size";   // no kernel
+        CHECK((folded || tessel::find_builtin_kernel(v.op) != nullptr));
+        CHECK(v.version >= 1);
+        CHECK(v.version <= detail::kOnnxMaxOpset);
+    }
+}

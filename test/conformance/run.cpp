@@ -1,12 +1,17 @@
-// The ONNX backend conformance run: every test of libonnx-testdata (data/node,
-// data/pytorch-operator, data/pytorch-converted, data/simple) whose ops are all in the
-// runtime's op list is attempted on CPU and compared with its expected outputs; a second pass
-// runs the same tests on HETERO:TEMPLATE,CPU with TEMPLATE supporting a seeded half of the
-// ops. A failure of an attempted test fails the run. Skips name their reason.
-//   build/conformance [DATA_DIR] [--table FILE.md] [--verbose] [--only SUBSTRING]
-// --table writes the results as the Markdown document docs/conformance.md is (per suite and
-// per op, with the skip reasons); it holds no dates or timings, so it diffs cleanly.
-// Exit 0 when every attempted test passes, 1 otherwise, 2 on usage errors.
+// The ONNX backend conformance run over one or more test sources: libonnx-testdata (always;
+// its data/node, data/pytorch-operator, data/pytorch-converted, data/simple) and any --data
+// folder, either one with those suite folders or one of test folders itself (such as ONNX's
+// onnx/backend/test/data/node). Every test whose ops are all in the runtime's op list is
+// attempted on CPU and compared with its expected outputs; a second pass runs the same tests
+// on HETERO:TEMPLATE,CPU with TEMPLATE supporting a seeded half of the ops. A failure of an
+// attempted test fails the run. Skips name their reason; those outside Tessel's scope
+// (training and ai.onnx.ml ops, strings, sequences and optionals, float8/float4/int4/int2/
+// complex types) are counted apart from the in-scope ones.
+//   build/conformance [--data [LABEL=]DIR]... [--table FILE.md] [--verbose] [--only SUBSTRING]
+// LABEL names the source in the results (default: the folder's name). --table writes the
+// results as the Markdown document docs/conformance.md is (per source, suite and op, with the
+// skip reasons); it holds no dates, timings or machine paths besides the ones given, so it
+// diffs cleanly. Exit 0 when every attempted test passes, 1 otherwise, 2 on usage errors.
 #define TESSEL_IMPLEMENTATION
 #include "runtime.h"
 
@@ -75,6 +80,7 @@ std::string compare(const Tensor& got, const Tensor& want) {
 }
 
 struct TestCase {
+    std::string source;                      // the --data label
     std::string suite, name, dir;           // name: "suite/test"
     std::vector<std::string> ops;            // of the model, in file order (empty if unreadable)
     std::vector<std::string> missing_ops;    // those outside the runtime's op list
@@ -163,7 +169,7 @@ std::string group_skip_reason(const std::string& raw) {
     if (reason.find("imports no opset") != std::string::npos) return "no default-domain opset (training-domain models)";
     if (reason.find("aligned") != std::string::npos || reason.find("broadcast along") != std::string::npos)
         return "legacy (opset < 7) broadcast along an axis";
-    if (reason.find("opset") != std::string::npos) return "opset outside 1..17";
+    if (reason.find("of the default domain is not supported") != std::string::npos) return "default-domain opset outside the supported range";
     if (reason.find("data type") != std::string::npos || reason.find("element type") != std::string::npos ||
         reason.find(" is u8") != std::string::npos || reason.find(" is i8") != std::string::npos ||
         reason.find(" are u8") != std::string::npos || reason.find(" are i8") != std::string::npos ||
@@ -173,22 +179,71 @@ std::string group_skip_reason(const std::string& raw) {
     return reason;
 }
 
+// Whether a skipped test is outside Tessel's scope, and which part: "" when in scope. `raw`
+// is the skip's message; the model file is searched for the domains the reader does not name.
+std::string out_of_scope(const TestCase& test, const std::string& raw) {
+    std::string bytes;
+    if (std::FILE* f = std::fopen((test.dir + "/model.onnx").c_str(), "rb")) {
+        char buffer[4096];
+        size_t n;
+        while ((n = std::fread(buffer, 1, sizeof buffer, f)) > 0) bytes.append(buffer, n);
+        std::fclose(f);
+    }
+    if (bytes.find("ai.onnx.preview.training") != std::string::npos) return "training ops (ai.onnx.preview.training)";
+    if (bytes.find("ai.onnx.ml") != std::string::npos) return "ai.onnx.ml ops";
+    static const char* const sequence_ops[] = {
+        "SequenceAt", "SequenceConstruct", "SequenceEmpty", "SequenceErase", "SequenceInsert", "SequenceLength",
+        "SequenceMap", "SplitToSequence", "ConcatFromSequence", "Optional", "OptionalGetElement", "OptionalHasElement"};
+    for (const char* op : sequence_ops)
+        if (std::find(test.missing_ops.begin(), test.missing_ops.end(), op) != test.missing_ops.end())
+            return "sequences and optionals";
+    if (raw.find("is a sequence") != std::string::npos || raw.find("is an optional") != std::string::npos ||
+        raw.find("sequence type") != std::string::npos || raw.find("optional type") != std::string::npos)
+        return "sequences and optionals";
+    static const char* const string_ops[] = {"StringConcat", "StringNormalizer", "StringSplit", "RegexFullMatch"};
+    for (const char* op : string_ops)
+        if (std::find(test.missing_ops.begin(), test.missing_ops.end(), op) != test.missing_ops.end()) return "strings";
+    // ONNX data types 8 (string), 14, 15 (complex) and 17-26 (float8, int4, float4, float8e8m0,
+    // int2), by name ("element type FLOAT8E4M3FN (17)") or by number ("ONNX data type 17")
+    if (raw.find("element type STRING") != std::string::npos) return "strings";
+    static const char* const narrow[] = {"COMPLEX", "FLOAT8", "FLOAT4", "INT4", "UINT4", "INT2", "UINT2", "unknown (2"};
+    for (const char* name : narrow)
+        if (raw.find(std::string("element type ") + name) != std::string::npos) return "float8, float4, int4, int2, complex types";
+    size_t at = raw.find("data type ");
+    if (at != std::string::npos) {
+        int code = std::atoi(raw.c_str() + at + 10);
+        if (code == 8) return "strings";
+        if (code == 14 || code == 15 || (code >= 17 && code <= 26)) return "float8, float4, int4, int2, complex types";
+    }
+    return "";
+}
+
 enum class Outcome { Passed, Failed, Skipped };
 
 struct TestResult {
     Outcome outcome = Outcome::Passed;
     std::string detail;   // the failure, or the skip's grouped reason
+    std::string scope;    // a skip outside Tessel's scope: which part ("" in scope)
 };
 
 struct Count {
-    int tests = 0, attempted = 0, passed = 0, skipped = 0;
+    int tests = 0, attempted = 0, passed = 0, skipped = 0, out_of_scope = 0;
     void add(const TestResult& r) {
         ++tests;
         if (r.outcome == Outcome::Skipped) ++skipped;
         else ++attempted;
         if (r.outcome == Outcome::Passed) ++passed;
+        if (!r.scope.empty()) ++out_of_scope;
     }
+    int in_scope() const { return tests - out_of_scope; }
 };
+
+// "12.3%" of part in whole (one decimal, so the document stays stable).
+std::string percent(int part, int whole) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.1f%%", whole ? 100.0 * part / whole : 0.0);
+    return text;
+}
 
 // One pass over every test on one device; results[i] belongs to tests[i].
 struct DevicePass {
@@ -207,26 +262,52 @@ std::string cell(const std::string& text) {
     return out;
 }
 
-// The document of docs/conformance.md: how it was made, then per suite and per op. `command`
-// is how to make it again.
+// The document of docs/conformance.md: how it was made, then per source, suite and op.
+// `command` is how to make it again; `sources` the --data labels in order.
 bool write_document(const char* path, const std::string& command, const std::string& template_ops,
-                    const std::vector<TestCase>& tests, const std::vector<DevicePass>& passes) {
+                    const std::vector<std::string>& sources, const std::vector<TestCase>& tests,
+                    const std::vector<DevicePass>& passes) {
     std::FILE* f = std::fopen(path, "w");
     if (!f) return false;
     std::fprintf(f, "# ONNX conformance\n\n");
-    std::fprintf(f, "The ONNX backend tests of libonnx-testdata run on Tessel. This file is written by the\n"
-                    "conformance runner (test/conformance/run.cpp); do not edit it by hand. It is made with\n\n"
+    std::fprintf(f, "The ONNX backend tests run on Tessel. This file is written by the conformance runner\n"
+                    "(test/conformance/run.cpp); do not edit it by hand. It is made with\n\n"
                     "```sh\n%s\n```\n\n", command.c_str());
-    std::fprintf(f, "The tests are those of data/node, data/pytorch-operator, data/pytorch-converted and data/simple.\n"
+    std::fprintf(f, "The sources: libonnx-testdata (Debian's package: data/node, data/pytorch-operator,\n"
+                    "data/pytorch-converted and data/simple) and each `--data` folder of ONNX backend tests.\n"
                     "Each test whose ops are all in the runtime's op list is compiled for the device, run on every\n"
                     "data set of the test and compared with the expected outputs: `|got - want| <= 1e-5 + 1e-3 * |want|`\n"
                     "for floats (NaN matches NaN), exact for integers and booleans. The other tests are skipped with\n"
                     "their reason, as are tests the reader or the compiler refuses as Unsupported; a failed test fails\n"
-                    "the run. The second pass runs the same tests on `HETERO:TEMPLATE,CPU`, with\n"
-                    "`TEMPLATE:SUPPORTED_OPS` set to a seeded half of the runtime's ops:\n\n`%s`\n\n",
+                    "the run. Skipped tests outside Tessel's scope (training and ai.onnx.ml ops, strings, sequences\n"
+                    "and optionals, float8/float4/int4/int2/complex types) are counted apart. The second pass runs the\n"
+                    "same tests on `HETERO:TEMPLATE,CPU`, with `TEMPLATE:SUPPORTED_OPS` set to a seeded half of the\n"
+                    "runtime's ops:\n\n`%s`\n\n",
                  template_ops.c_str());
 
-    std::fprintf(f, "## Suites\n\n| device | suite | tests | attempted | passed | failed | skipped |\n"
+    // In scope: per source, the tests that are not out of scope and how many pass.
+    std::fprintf(f, "## In scope\n\n| source | tests | out of scope | in scope | %s passed | %s passed |\n"
+                    "|---|---:|---:|---:|---:|---:|\n", passes[0].device, passes[1].device);
+    for (const std::string& source : sources) {
+        Count first, second;
+        for (size_t i = 0; i < tests.size(); ++i) {
+            if (tests[i].source != source) continue;
+            first.add(passes[0].results[i]);
+            second.add(passes[1].results[i]);
+        }
+        std::fprintf(f, "| %s | %d | %d | %d | %d (%s) | %d (%s) |\n", source.c_str(), first.tests, first.out_of_scope,
+                     first.in_scope(), first.passed, percent(first.passed, first.in_scope()).c_str(), second.passed,
+                     percent(second.passed, second.in_scope()).c_str());
+    }
+    for (const std::string& source : sources) {
+        Count first;
+        for (size_t i = 0; i < tests.size(); ++i)
+            if (tests[i].source == source) first.add(passes[0].results[i]);
+        std::fprintf(f, "\n%s: %d of its %d in-scope tests pass on %s (%s).\n", source.c_str(), first.passed,
+                     first.in_scope(), passes[0].device, percent(first.passed, first.in_scope()).c_str());
+    }
+
+    std::fprintf(f, "\n## Suites\n\n| device | suite | tests | attempted | passed | failed | skipped |\n"
                     "|---|---|---:|---:|---:|---:|---:|\n");
     for (const DevicePass& pass : passes) {
         std::map<std::string, Count> by_suite;
@@ -255,11 +336,20 @@ bool write_document(const char* path, const std::string& command, const std::str
             std::fprintf(f, "- %s, %s: %s\n", pass.device, tests[i].name.c_str(), r.detail.c_str());
         }
 
-    std::map<std::string, int> reasons;
-    for (const TestResult& r : passes[0].results)
-        if (r.outcome == Outcome::Skipped) ++reasons[r.detail];
-    std::fprintf(f, "\n## Skip reasons (%s)\n\n| reason | tests |\n|---|---:|\n", passes[0].device);
-    for (const auto& r : reasons) std::fprintf(f, "| %s | %d |\n", cell(r.first).c_str(), r.second);
+    // Skip reasons per source: out of scope by part, then the in-scope ones.
+    for (const std::string& source : sources) {
+        std::map<std::string, int> scope, reasons;
+        for (size_t i = 0; i < tests.size(); ++i) {
+            const TestResult& r = passes[0].results[i];
+            if (tests[i].source != source || r.outcome != Outcome::Skipped) continue;
+            if (!r.scope.empty()) ++scope[r.scope];
+            else ++reasons[r.detail];
+        }
+        std::fprintf(f, "\n## Out of scope (%s)\n\n| part | tests |\n|---|---:|\n", source.c_str());
+        for (const auto& r : scope) std::fprintf(f, "| %s | %d |\n", cell(r.first).c_str(), r.second);
+        std::fprintf(f, "\n## In-scope skip reasons (%s, %s)\n\n| reason | tests |\n|---|---:|\n", source.c_str(), passes[0].device);
+        for (const auto& r : reasons) std::fprintf(f, "| %s | %d |\n", cell(r.first).c_str(), r.second);
+    }
 
     // Per op: every test whose model has the op counts for it.
     struct OpRow {
@@ -275,7 +365,8 @@ bool write_document(const char* path, const std::string& command, const std::str
             const TestResult& r = passes[0].results[i];
             if (r.outcome != Outcome::Skipped) continue;
             const std::vector<std::string>& missing = tests[i].missing_ops;
-            if (missing.empty()) ++row.skip_reasons[r.detail];
+            if (!r.scope.empty()) ++row.skip_reasons["out of scope: " + r.scope];
+            else if (missing.empty()) ++row.skip_reasons[r.detail];
             else if (std::find(missing.begin(), missing.end(), op) != missing.end()) ++row.skip_reasons["not in the op list"];
             else ++row.skip_reasons["another op of the test is outside the list"];
         }
@@ -295,31 +386,25 @@ bool write_document(const char* path, const std::string& command, const std::str
     return std::fclose(f) == 0;
 }
 
-}  // namespace
+// One --data source: a label and a folder.
+struct Source {
+    std::string label, dir;
+};
 
-int main(int argc, char** argv) {
-    const std::string default_data = "/usr/share/libonnx-testdata/data";
-    std::string data = default_data;
-    const char* table = nullptr;
-    const char* only = nullptr;
-    bool verbose = false;
-    for (int i = 1; i < argc; ++i) {
-        if (!std::strcmp(argv[i], "--table") && i + 1 < argc) table = argv[++i];
-        else if (!std::strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
-        else if (!std::strcmp(argv[i], "--verbose")) verbose = true;
-        else if (argv[i][0] != '-') data = argv[i];
-        else { std::fprintf(stderr, "usage: conformance [DATA_DIR] [--table FILE.md] [--verbose] [--only SUBSTRING]\n"); return 2; }
-    }
-    std::set<std::string> all_ops;
-    for (const OpKernel& k : builtin_op_kernels()) all_ops.insert(k.op);
+// The tests of one source: its suite folders when it has them, else its own test folders.
+void collect_tests(const Source& source, const char* only, const std::set<std::string>& all_ops, std::vector<TestCase>* tests) {
     const char* suites[] = {"node", "pytorch-operator", "pytorch-converted", "simple"};
-    std::vector<TestCase> tests;
-    for (const char* suite : suites) {
-        for (const std::string& name : list_dir(data + "/" + suite)) {
-            std::string dir = data + "/" + suite + "/" + name;
+    std::vector<std::pair<std::string, std::string>> folders;   // suite name, folder
+    for (const char* suite : suites)
+        if (exists(source.dir + "/" + suite)) folders.push_back({source.label + "/" + suite, source.dir + "/" + suite});
+    if (folders.empty()) folders.push_back({source.label, source.dir});
+    for (const auto& folder : folders) {
+        for (const std::string& name : list_dir(folder.second)) {
+            std::string dir = folder.second + "/" + name;
             if (!exists(dir + "/model.onnx")) continue;
-            if (only && (std::string(suite) + "/" + name).find(only) == std::string::npos) continue;
-            TestCase t{suite, std::string(suite) + "/" + name, dir, {}, {}};
+            std::string test_name = folder.first + "/" + name;
+            if (only && test_name.find(only) == std::string::npos) continue;
+            TestCase t{source.label, folder.first, test_name, dir, {}, {}};
             Model model;
             if (model.read_onnx_file((dir + "/model.onnx").c_str()) == Status::Ok)
                 for (NodeId v = 0; v < model.graph.node_count(); ++v) {
@@ -327,12 +412,64 @@ int main(int argc, char** argv) {
                     if (op == "Parameter" || op == "Result" || op == "Absent") continue;
                     if (std::find(t.ops.begin(), t.ops.end(), op) == t.ops.end()) t.ops.push_back(op);
                 }
+            // Constant and Size have no kernel: the compiler folds them
             for (const std::string& op : t.ops)
-                if (!all_ops.count(op) && op != "Constant") t.missing_ops.push_back(op);
-            tests.push_back(t);
+                if (!all_ops.count(op) && op != "Constant" && op != "Size") t.missing_ops.push_back(op);
+            tests->push_back(t);
         }
     }
-    if (tests.empty()) { std::fprintf(stderr, "conformance: no tests under %s\n", data.c_str()); return 2; }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    const std::string default_data = "/usr/share/libonnx-testdata/data";
+    std::vector<Source> sources = {{"libonnx-testdata", default_data}};
+    std::string data_arguments;   // as given, for the document's command line
+    const char* table = nullptr;
+    const char* only = nullptr;
+    bool verbose = false;
+    for (int i = 1; i < argc; ++i) {
+        std::string data;
+        if (!std::strcmp(argv[i], "--table") && i + 1 < argc) table = argv[++i];
+        else if (!std::strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
+        else if (!std::strcmp(argv[i], "--verbose")) verbose = true;
+        else if (!std::strcmp(argv[i], "--data") && i + 1 < argc) data = argv[++i];
+        else if (argv[i][0] != '-') data = argv[i];
+        else {
+            std::fprintf(stderr, "usage: conformance [--data [LABEL=]DIR]... [--table FILE.md] [--verbose] [--only SUBSTRING]\n");
+            return 2;
+        }
+        if (data.empty()) continue;
+        Source source;
+        size_t equals = data.find('=');
+        source.dir = equals == std::string::npos ? data : data.substr(equals + 1);
+        while (source.dir.size() > 1 && source.dir.back() == '/') source.dir.pop_back();
+        source.label = equals == std::string::npos ? source.dir.substr(source.dir.rfind('/') + 1) : data.substr(0, equals);
+        if (source.dir == default_data) continue;   // always there
+        bool taken = false;
+        for (const Source& s : sources) taken = taken || s.label == source.label;
+        if (taken || source.label.empty()) {
+            std::fprintf(stderr, "conformance: the label '%s' is taken or empty: give --data LABEL=DIR\n", source.label.c_str());
+            return 2;
+        }
+        sources.push_back(source);
+        data_arguments += " --data " + data;
+    }
+    std::set<std::string> all_ops;
+    for (const OpKernel& k : builtin_op_kernels()) all_ops.insert(k.op);
+    std::vector<TestCase> tests;
+    std::vector<std::string> labels;
+    for (const Source& source : sources) {
+        size_t before = tests.size();
+        collect_tests(source, only, all_ops, &tests);
+        if (tests.size() == before && !only) {
+            std::fprintf(stderr, "conformance: no tests under %s\n", source.dir.c_str());
+            return 2;
+        }
+        labels.push_back(source.label);
+    }
+    if (tests.empty()) { std::fprintf(stderr, "conformance: no tests\n"); return 2; }
     // TEMPLATE's half of the ops for the HETERO pass (seeded).
     std::vector<std::string> ops(all_ops.begin(), all_ops.end());
     std::mt19937 rng(2026);
@@ -346,7 +483,6 @@ int main(int argc, char** argv) {
         DevicePass& device_pass = passes[pass];
         std::vector<ConfigEntry> config;
         if (pass == 1) config.push_back(ConfigEntry{"TEMPLATE:SUPPORTED_OPS", StringView(half.c_str())});
-        int attempted = 0, passed = 0, skipped = 0;
         std::map<std::string, int> skip_reasons;
         std::vector<std::string> failures;
         for (const TestCase& test : tests) {
@@ -359,34 +495,42 @@ int main(int argc, char** argv) {
             if (result.rfind("skip: ", 0) == 0) {
                 r.outcome = Outcome::Skipped;
                 r.detail = group_skip_reason(result.substr(6));
-                ++skipped;
-                ++skip_reasons[r.detail];
-                if (verbose) std::printf("SKIP %s: %s\n", test.name.c_str(), result.c_str() + 6);
+                r.scope = out_of_scope(test, result.substr(6));
+                ++skip_reasons[r.scope.empty() ? r.detail : "out of scope: " + r.scope];
+                if (verbose) std::printf("SKIP %s: %s%s%s\n", test.name.c_str(), result.c_str() + 6, r.scope.empty() ? "" : " [out of scope: ",
+                                         r.scope.empty() ? "" : (r.scope + "]").c_str());
             } else {
-                ++attempted;
                 r.outcome = result.empty() ? Outcome::Passed : Outcome::Failed;
                 r.detail = result;
-                if (result.empty()) ++passed;
-                else failures.push_back(test.name + ": " + result);
+                if (!result.empty()) failures.push_back(test.name + ": " + result);
                 if (verbose) std::printf("%s %s%s%s\n", result.empty() ? "PASS" : "FAIL", test.name.c_str(), result.empty() ? "" : ": ",
                                          result.c_str());
             }
             device_pass.results.push_back(r);
         }
+        Count all;
+        for (const TestResult& r : device_pass.results) all.add(r);
+        for (const std::string& label : labels) {
+            Count c;
+            for (size_t i = 0; i < tests.size(); ++i)
+                if (tests[i].source == label) c.add(device_pass.results[i]);
+            std::printf("[conformance %s %s] test cases: %d | %d passed | %d failed | (%d skipped of %d; in scope %d, passed %s)\n",
+                        device_pass.device, label.c_str(), c.attempted, c.passed, c.attempted - c.passed, c.skipped, c.tests,
+                        c.in_scope(), percent(c.passed, c.in_scope()).c_str());
+        }
         std::printf("[conformance %s] test cases: %d | %d passed | %d failed | (%d skipped of %zu)\n", device_pass.device,
-                    attempted, passed, attempted - passed, skipped, tests.size());
+                    all.attempted, all.passed, all.attempted - all.passed, all.skipped, tests.size());
         for (const std::string& f : failures) std::printf("  FAILED %s\n", f.c_str());
         if (pass == 0)
             for (const auto& r : skip_reasons) std::printf("  skipped %4d: %s\n", r.second, r.first.c_str());
-        if (attempted != passed) exit_code = 1;
+        if (all.attempted != all.passed) exit_code = 1;
     }
     if (table) {
         // How docs/conformance.md is made: the options that change what it holds, not the file name.
-        std::string command = "make build/conformance && build/conformance";
-        if (data != default_data) command += " " + data;
+        std::string command = "make build/conformance && build/conformance" + data_arguments;
         if (only) command += std::string(" --only ") + only;
         command += " --table docs/conformance.md";
-        if (!write_document(table, command, half, tests, passes)) {
+        if (!write_document(table, command, half, labels, tests, passes)) {
             std::fprintf(stderr, "conformance: cannot write %s\n", table);
             return 2;
         }
