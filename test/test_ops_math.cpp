@@ -916,3 +916,69 @@ TEST_CASE("Trilu, Hardmax, CumSum: bad input") {
         CHECK(std::string(t.run_error) == "CumSum 'node2': axis -2 out of range for rank 1");
     }
 }
+
+// ---- through compile_model -----------------------------------------------------------------------
+
+TEST_CASE("math ops compile and run on CPU, TEMPLATE and HETERO alike, infer() allocating nothing") {
+    // y0 = ReduceLogSumExp(Sin(x), axes 1) uses scratch; y1 = CumSum(Hardmax(x), axis 0);
+    // y2 = Trilu(BitwiseXor(CastLike(x, int32 k), k)) with k a constant
+    Model m;
+    NodeId x, k, axis, sin, lse, hardmax, cumsum, cast, bxor, trilu;
+    REQUIRE(m.add_input("x", make_desc(ElementType::Float32, {3, 4}), &x) == Status::Ok);
+    const int32_t kv[] = {1, 2, 4, 8};
+    REQUIRE(m.add_constant("k", make_desc(ElementType::Int32, {4}), kv, &k) == Status::Ok);
+    const int64_t axis_value = 0;
+    REQUIRE(m.add_constant("axis", make_desc(ElementType::Int64, {}), &axis_value, &axis) == Status::Ok);
+    InputRef in_x[] = {InputRef::by_id(x)};
+    REQUIRE(m.add_node("Sin", "sin", in_x, 1, &sin) == Status::Ok);
+    InputRef in_sin[] = {InputRef::by_id(sin)};
+    REQUIRE(m.add_node("ReduceLogSumExp", "lse", in_sin, 1, &lse) == Status::Ok);
+    const int64_t axes[] = {1};
+    REQUIRE(m.set_ints(lse, "axes", Span<const int64_t>(axes, 1)) == Status::Ok);
+    REQUIRE(m.add_node("Hardmax", "hardmax", in_x, 1, &hardmax) == Status::Ok);
+    InputRef in_cumsum[] = {InputRef::by_id(hardmax), InputRef::by_id(axis)};
+    REQUIRE(m.add_node("CumSum", "cumsum", in_cumsum, 1, &cumsum) == Status::Ok);
+    InputRef in_cast[] = {InputRef::by_id(x), InputRef::by_id(k)};
+    REQUIRE(m.add_node("CastLike", "cast", in_cast, 1, &cast) == Status::Ok);
+    InputRef in_xor[] = {InputRef::by_id(cast), InputRef::by_id(k)};
+    REQUIRE(m.add_node("BitwiseXor", "xor", in_xor, 1, &bxor) == Status::Ok);
+    InputRef in_trilu[] = {InputRef::by_id(bxor)};
+    REQUIRE(m.add_node("Trilu", "trilu", in_trilu, 1, &trilu) == Status::Ok);
+    REQUIRE(m.add_output("y0", InputRef::by_id(lse)) == Status::Ok);
+    REQUIRE(m.add_output("y1", InputRef::by_id(cumsum)) == Status::Ok);
+    REQUIRE(m.add_output("y2", InputRef::by_id(trilu)) == Status::Ok);
+    REQUIRE(m.finalize() == Status::Ok);
+
+    const float xv[12] = {0, 1, 2, 3, 7, 6, 5, 4, -1, -2, 9, -3};
+    F32 want0;
+    for (int r = 0; r < 3; ++r) {
+        float sum = 0;
+        for (int c = 0; c < 4; ++c) sum += std::exp(std::sin(xv[r * 4 + c]));
+        want0.push_back(std::log(sum));
+    }
+    const F32 want1 = {0, 0, 0, 1, 1, 0, 0, 1, 1, 0, 1, 1};   // one-hot rows 3, 0, 2 summed down
+    const I32 want2 = {0 ^ 1, 1 ^ 2, 2 ^ 4, 3 ^ 8, 0, 6 ^ 2, 5 ^ 4, 4 ^ 8, 0, 0, 9 ^ 4, -3 ^ 8};
+    Core core;
+    for (const char* device : {"CPU", "TEMPLATE", "HETERO:TEMPLATE,CPU"}) {
+        INFO(std::string(device));
+        CompiledModel compiled;
+        bool hetero = std::string(device).rfind("HETERO", 0) == 0;
+        ConfigEntry config[] = {{"TEMPLATE:SUPPORTED_OPS", hetero ? "Sin,CumSum,BitwiseXor" : "*"}};
+        Status s = core.compile_model(m, device, Span<const ConfigEntry>(config, 1), &compiled);
+        INFO(std::string(core.last_error()));
+        REQUIRE(s == Status::Ok);
+        InferRequest request;
+        REQUIRE(compiled.create_request(&request) == Status::Ok);
+        std::memcpy(request.input(0).data(), xv, sizeof xv);
+        uint64_t before = tessel_test::allocation_count();
+        for (int i = 0; i < 3; ++i) REQUIRE(request.infer() == Status::Ok);
+        CHECK(tessel_test::allocation_count() == before);
+        const float* y0 = request.output(0).data_as<float>();
+        check_close(F32(y0, y0 + 3), want0);
+        const float* y1 = request.output(1).data_as<float>();
+        CHECK(F32(y1, y1 + 12) == want1);
+        REQUIRE(request.output(2).type() == ElementType::Int32);
+        const int32_t* y2 = request.output(2).data_as<int32_t>();
+        CHECK(I32(y2, y2 + 12) == want2);
+    }
+}
