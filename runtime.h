@@ -7275,7 +7275,7 @@ inline Status run_reduce_more(const RunContext& c) {
     float* y = c.outputs[0].as<float>();
     uint64_t outputs = c.outputs[0].elements();
     if (st.copy) {
-        if (y != x) std::memmove(y, x, (size_t)outputs * sizeof(float));
+        if (y != x && outputs) std::memmove(y, x, (size_t)outputs * sizeof(float));   // an empty tensor may have no data
         return Status::Ok;
     }
     const TensorDesc* kept = &st.kept;
@@ -7448,6 +7448,7 @@ inline Status run_eye_like(const RunContext& c) {
     const EyeLikeState& st = *static_cast<const EyeLikeState*>(c.state);
     const TensorView& y = c.outputs[0];
     int64_t rows = y.desc.dims[0], cols = y.desc.dims[1];
+    if (!y.elements()) return Status::Ok;   // an empty tensor may have no data
     std::memset(y.data, 0, (size_t)(y.elements() * element_size(y.desc.type)));
     ScalarValue one;
     one.i = 1;
