@@ -82,6 +82,12 @@
    >>pad                              Pad
    >>constants and ranges             Shape, Constant, ConstantOfShape, Tile, Range
    >>integer and logical ops          Where, comparisons, logical, integer, Max/Min/Sum/Mean
+   >>trigonometric and other unary ops  Sin..Atanh, ThresholdedRelu, Shrink, Swish, IsInf, IsNaN
+   >>more reductions                  ReduceSumSquare/L1/LogSum/LogSumExp
+   >>bitwise ops                      BitwiseAnd/Or/Xor/Not, BitShift
+   >>size and like ops                Size, CastLike, EyeLike
+   >>matrix and scan ops              Trilu, Hardmax, CumSum
+   >>math kernel table                kMathKernels: the ops of the sections above
    >>op versions                      ONNX op versions from opset 18 on (and legacy ones): kept or refused
    >>op kernel table                  builtin_op_kernels, find_builtin_kernel
    >>onnx reader                      what is read and how it maps to a Model
@@ -132,7 +138,11 @@
    GlobalMaxPool, Softmax, LogSoftmax, Reduce{Mean,Sum,Max,Min,Prod,L2}, ArgMax, ArgMin,
    Resize, Reshape, Flatten, Transpose, Concat, Split, Slice, Gather, Squeeze, Unsqueeze, Pad,
    Cast, Shape, Size, Constant, ConstantOfShape, Expand, Tile, Range, Identity, Dropout
-   (inference), DepthToSpace, SpaceToDepth. builtin_op_kernels() lists them.
+   (inference), DepthToSpace, SpaceToDepth; Sin Cos Tan Asin Acos Atan Sinh Cosh Asinh Acosh
+   Atanh ThresholdedRelu Shrink Swish, IsInf and IsNaN (also float16),
+   Reduce{SumSquare,L1,LogSum,LogSumExp}, Hardmax, CumSum (also int32/int64), Trilu, EyeLike
+   and CastLike (every type), BitwiseAnd/Or/Xor/Not (int64/int32/int8/uint8), BitShift
+   (uint8). builtin_op_kernels() lists them.
 
    Config macros: as in hetero.h and snippets.h (TESSEL_ASSERT, TESSEL_MALLOC/FREE,
    TESSEL_NO_JIT), plus TESSEL_USE_MICROPROFILE: each subgraph and step is a microprofile
@@ -5206,7 +5216,7 @@ namespace detail {
 // ReduceMean/Sum/Max/Min/Prod/L2: the output (kept dims as 1) is initialized with the
 // identity, then X is walked once in row-major order, each element folded into the output
 // element it broadcasts from (stride 0 along reduced dims).
-enum class ReduceKind : uint8_t { Mean, Sum, Max, Min, Prod, L2 };
+enum class ReduceKind : uint8_t { Mean, Sum, Max, Min, Prod, L2, SumSquare, L1, LogSum, LogSumExp };   // from SumSquare: >>more reductions
 
 struct ReduceState {
     ReduceKind kind;
@@ -7221,6 +7231,549 @@ const OpKernel kTensorKernels[] = {
 };
 }  // namespace detail
 
+// >>trigonometric and other unary ops
+// Sin ... Atanh, ThresholdedRelu, Shrink, Swish, IsInf, IsNaN: elementwise kernels outside the
+// snippet set (never fused), computed in float32 with libm as onnxruntime does.
+namespace detail {
+
+enum class MathOp : uint8_t {
+    Sin, Cos, Tan, Asin, Acos, Atan, Sinh, Cosh, Asinh, Acosh, Atanh, ThresholdedRelu, Shrink, Swish, IsInf, IsNaN
+};
+
+struct UnaryMathState {
+    MathOp op;
+    float alpha, beta;        // ThresholdedRelu and Swish alpha; Shrink lambd and bias
+    bool positive, negative;  // IsInf detect_positive, detect_negative
+};
+
+inline bool math_op_from_name(StringView name, MathOp* op) {
+    static const char* const kNames[] = {"Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh",
+                                         "Atanh", "ThresholdedRelu", "Shrink", "Swish", "IsInf", "IsNaN"};
+    for (uint32_t i = 0; i < sizeof kNames / sizeof kNames[0]; ++i)
+        if (name == StringView(kNames[i])) { *op = (MathOp)i; return true; }
+    return false;
+}
+
+// An optional attribute of one kind: absent gives the fallback, another kind is a bad node
+// (attribute_float would silently take the fallback).
+inline Status float_attribute(PrepareContext& c, const char* name, float fallback, float* out) {
+    const Attribute* a = c.attribute(name);
+    *out = fallback;
+    if (!a) return Status::Ok;
+    if (a->kind != AttributeKind::Float) return c.fail(Status::InvalidArgument, "attribute '%s' must be a float", name);
+    *out = a->f;
+    return Status::Ok;
+}
+inline Status int_attribute_value(PrepareContext& c, const char* name, int64_t fallback, int64_t* out) {
+    const Attribute* a = c.attribute(name);
+    *out = fallback;
+    if (!a) return Status::Ok;
+    if (a->kind != AttributeKind::Int) return c.fail(Status::InvalidArgument, "attribute '%s' must be an int", name);
+    *out = a->i;
+    return Status::Ok;
+}
+
+inline Status prepare_unary_math(PrepareContext& c) {
+    MathOp op;
+    if (!math_op_from_name(c.node_ref().op, &op)) return c.fail(Status::Unsupported, "not a unary math operation");
+    TESSEL_TRY(check_tensor_inputs(c, 1, 1, 1));
+    ElementType type = c.inputs[0].type;
+    bool predicate = op == MathOp::IsInf || op == MathOp::IsNaN;
+    // IsInf and IsNaN only look at the value, so float16 costs nothing
+    if (type != ElementType::Float32 && !(predicate && type == ElementType::Float16))
+        return c.fail(Status::Unsupported, "input 0 is %s (float32 expected)", element_type_name(type));
+    UnaryMathState st{op, 0.0f, 0.0f, false, false};
+    switch (op) {
+        case MathOp::ThresholdedRelu: case MathOp::Swish: TESSEL_TRY(float_attribute(c, "alpha", 1.0f, &st.alpha)); break;
+        case MathOp::Shrink:
+            TESSEL_TRY(float_attribute(c, "lambd", 0.5f, &st.alpha));
+            TESSEL_TRY(float_attribute(c, "bias", 0.0f, &st.beta));
+            break;
+        case MathOp::IsInf: {
+            int64_t positive = 1, negative = 1;
+            TESSEL_TRY(int_attribute_value(c, "detect_positive", 1, &positive));
+            TESSEL_TRY(int_attribute_value(c, "detect_negative", 1, &negative));
+            if ((positive != 0 && positive != 1) || (negative != 0 && negative != 1))
+                return c.fail(Status::InvalidArgument, "detect_positive and detect_negative must be 0 or 1");
+            st.positive = positive != 0;
+            st.negative = negative != 0;
+            break;
+        }
+        default: break;
+    }
+    UnaryMathState* state = new_state<UnaryMathState>(c);
+    if (!state) return c.fail(Status::OutOfMemory, "out of memory");
+    *state = st;
+    c.state = state;
+    c.outputs[0] = c.inputs[0];
+    if (predicate) c.outputs[0].type = ElementType::Bool;
+    c.in_place = !predicate;
+    return Status::Ok;
+}
+
+template <class F>
+void map_floats(const RunContext& c, F f) {
+    uint64_t n = c.outputs[0].elements();
+    const float* x = c.inputs[0].as<const float>();
+    float* y = c.outputs[0].as<float>();
+    for (uint64_t k = 0; k < n; ++k) y[k] = f(x[k]);
+}
+
+inline Status run_unary_math(const RunContext& c) {
+    const UnaryMathState& st = *static_cast<const UnaryMathState*>(c.state);
+    float alpha = st.alpha, beta = st.beta;
+    switch (st.op) {
+        case MathOp::Sin: map_floats(c, [](float v) { return std::sin(v); }); break;
+        case MathOp::Cos: map_floats(c, [](float v) { return std::cos(v); }); break;
+        case MathOp::Tan: map_floats(c, [](float v) { return std::tan(v); }); break;
+        case MathOp::Asin: map_floats(c, [](float v) { return std::asin(v); }); break;
+        case MathOp::Acos: map_floats(c, [](float v) { return std::acos(v); }); break;
+        case MathOp::Atan: map_floats(c, [](float v) { return std::atan(v); }); break;
+        case MathOp::Sinh: map_floats(c, [](float v) { return std::sinh(v); }); break;
+        case MathOp::Cosh: map_floats(c, [](float v) { return std::cosh(v); }); break;
+        case MathOp::Asinh: map_floats(c, [](float v) { return std::asinh(v); }); break;
+        case MathOp::Acosh: map_floats(c, [](float v) { return std::acosh(v); }); break;
+        case MathOp::Atanh: map_floats(c, [](float v) { return std::atanh(v); }); break;
+        case MathOp::ThresholdedRelu: map_floats(c, [alpha](float v) { return v > alpha ? v : 0.0f; }); break;
+        case MathOp::Shrink:
+            map_floats(c, [alpha, beta](float v) { return v < -alpha ? v + beta : v > alpha ? v - beta : 0.0f; });
+            break;
+        case MathOp::Swish: map_floats(c, [alpha](float v) { return v / (1.0f + std::exp(-alpha * v)); }); break;
+        case MathOp::IsInf: case MathOp::IsNaN: {
+            uint64_t n = c.outputs[0].elements();
+            bool half = c.inputs[0].desc.type == ElementType::Float16;
+            uint8_t* y = c.outputs[0].as<uint8_t>();
+            for (uint64_t k = 0; k < n; ++k) {
+                float v = half ? half_to_float(c.inputs[0].as<const uint16_t>()[k]) : c.inputs[0].as<const float>()[k];
+                bool r = st.op == MathOp::IsNaN ? v != v : (v == INFINITY && st.positive) || (v == -INFINITY && st.negative);
+                y[k] = r ? 1 : 0;
+            }
+            break;
+        }
+    }
+    return Status::Ok;
+}
+
+}  // namespace detail
+
+// >>more reductions
+// ReduceSumSquare, ReduceL1, ReduceLogSum, ReduceLogSumExp on the reductions' prepare (axes,
+// keepdims, noop_with_empty_axes); LogSumExp subtracts each output's max first so large
+// inputs do not overflow exp (the max lives in scratch).
+namespace detail {
+
+inline Status prepare_reduce_more(PrepareContext& c, ReduceKind kind) {
+    TESSEL_TRY(prepare_reduce(c, kind));
+    TESSEL_TRY(check_output_desc(c, 0));
+    if (kind == ReduceKind::LogSumExp)
+        c.scratch_bytes = (size_t)dims_product(c.outputs[0], 0, c.outputs[0].rank) * sizeof(float);
+    return Status::Ok;
+}
+inline Status prepare_reduce_sum_square(PrepareContext& c) { return prepare_reduce_more(c, ReduceKind::SumSquare); }
+inline Status prepare_reduce_l1(PrepareContext& c) { return prepare_reduce_more(c, ReduceKind::L1); }
+inline Status prepare_reduce_log_sum(PrepareContext& c) { return prepare_reduce_more(c, ReduceKind::LogSum); }
+inline Status prepare_reduce_log_sum_exp(PrepareContext& c) { return prepare_reduce_more(c, ReduceKind::LogSumExp); }
+
+inline Status run_reduce_more(const RunContext& c) {
+    const ReduceState& st = *static_cast<const ReduceState*>(c.state);
+    const float* x = c.inputs[0].as<float>();
+    float* y = c.outputs[0].as<float>();
+    uint64_t outputs = c.outputs[0].elements();
+    if (st.copy) {
+        if (y != x && outputs) std::memmove(y, x, (size_t)outputs * sizeof(float));   // an empty tensor may have no data
+        return Status::Ok;
+    }
+    const TensorDesc* kept = &st.kept;
+    for (uint64_t i = 0; i < outputs; ++i) y[i] = 0.0f;
+    switch (st.kind) {
+        case ReduceKind::SumSquare:
+            for_each_broadcast(c.inputs[0].desc, &kept, 1, [&](uint64_t e, const int64_t* o) { y[o[0]] += x[e] * x[e]; });
+            break;
+        case ReduceKind::L1:
+            for_each_broadcast(c.inputs[0].desc, &kept, 1, [&](uint64_t e, const int64_t* o) { y[o[0]] += std::fabs(x[e]); });
+            break;
+        case ReduceKind::LogSum:
+            for_each_broadcast(c.inputs[0].desc, &kept, 1, [&](uint64_t e, const int64_t* o) { y[o[0]] += x[e]; });
+            for (uint64_t i = 0; i < outputs; ++i) y[i] = std::log(y[i]);   // an empty set gives -inf
+            break;
+        default: {   // LogSumExp
+            float* m = static_cast<float*>(c.scratch);
+            for (uint64_t i = 0; i < outputs; ++i) m[i] = -INFINITY;
+            for_each_broadcast(c.inputs[0].desc, &kept, 1, [&](uint64_t e, const int64_t* o) {
+                float v = x[e];
+                if (v > m[o[0]] || v != v) m[o[0]] = v;
+            });
+            for_each_broadcast(c.inputs[0].desc, &kept, 1, [&](uint64_t e, const int64_t* o) {
+                if (std::isfinite(m[o[0]])) y[o[0]] += std::exp(x[e] - m[o[0]]);
+            });
+            // a non-finite max is the result: +inf, NaN, or -inf for all -inf or an empty set
+            for (uint64_t i = 0; i < outputs; ++i) y[i] = std::isfinite(m[i]) ? std::log(y[i]) + m[i] : m[i];
+            break;
+        }
+    }
+    return Status::Ok;
+}
+
+}  // namespace detail
+
+// >>bitwise ops
+// BitwiseAnd/Or/Xor/Not on the integer types (int64, int32, int8, uint8), broadcasting as the
+// other binary ops; BitShift on the one unsigned type Tessel has, uint8 (ONNX allows only
+// unsigned types), a shift by 8 or more giving 0.
+namespace detail {
+
+enum class BitOp : uint8_t { And, Or, Xor, Not, ShiftLeft, ShiftRight };
+
+struct BitState {
+    BitOp op;
+    ElementType type;
+};
+
+inline Status prepare_bitwise(PrepareContext& c) {
+    StringView name = c.node_ref().op;
+    bool shift = name == StringView("BitShift"), unary = name == StringView("BitwiseNot");
+    BitOp op = name == StringView("BitwiseAnd") ? BitOp::And : name == StringView("BitwiseOr") ? BitOp::Or
+               : name == StringView("BitwiseXor") ? BitOp::Xor : unary ? BitOp::Not : BitOp::ShiftLeft;
+    uint32_t arity = unary ? 1 : 2;
+    TESSEL_TRY(check_tensor_inputs(c, arity, arity, arity));
+    ElementType type = c.inputs[0].type;
+    if (!unary && c.inputs[1].type != type)
+        return c.fail(Status::InvalidArgument, "input 1 is %s, input 0 %s", element_type_name(c.inputs[1].type),
+                      element_type_name(type));
+    if (shift) {
+        StringView direction = c.attribute_string("direction", "");
+        if (direction == StringView("RIGHT")) op = BitOp::ShiftRight;
+        else if (direction != StringView("LEFT"))
+            return c.fail(Status::InvalidArgument, "attribute 'direction' must be LEFT or RIGHT");
+        if (type != ElementType::UInt8)
+            return c.fail(Status::InvalidArgument, "inputs are %s (BitShift takes unsigned integers)", element_type_name(type));
+    } else if (type != ElementType::Int64 && type != ElementType::Int32 && type != ElementType::Int8 &&
+               type != ElementType::UInt8) {
+        return c.fail(Status::InvalidArgument, "inputs are %s (integers expected)", element_type_name(type));
+    }
+    TensorDesc shape = c.inputs[0];
+    if (!unary && !broadcast_pair(shape, c.inputs[1], &shape))
+        return c.fail(Status::InvalidArgument, "input shapes do not broadcast");
+    c.outputs[0] = shape;
+    TESSEL_TRY(check_output_desc(c, 0));
+    BitState* state = new_state<BitState>(c);
+    if (!state) return c.fail(Status::OutOfMemory, "out of memory");
+    *state = BitState{op, type};
+    c.state = state;
+    return Status::Ok;
+}
+
+template <class T, class U>   // U: T's unsigned twin
+Status run_bitwise_typed(const RunContext& c, BitOp op) {
+    if (op == BitOp::Not) {
+        uint64_t n = c.outputs[0].elements();
+        const T* x = c.inputs[0].as<const T>();
+        T* y = c.outputs[0].as<T>();
+        for (uint64_t k = 0; k < n; ++k) y[k] = (T)(U)~(U)x[k];
+        return Status::Ok;
+    }
+    run_fold<T>(c, [op](T a, T b) -> T {
+        U x = (U)a, s = (U)b;
+        switch (op) {
+            case BitOp::And: return (T)(U)(x & s);
+            case BitOp::Or: return (T)(U)(x | s);
+            case BitOp::Xor: return (T)(U)(x ^ s);
+            case BitOp::ShiftLeft: return s >= sizeof(U) * 8 ? (T)0 : (T)(U)(x << s);
+            default: return s >= sizeof(U) * 8 ? (T)0 : (T)(U)(x >> s);
+        }
+    });
+    return Status::Ok;
+}
+
+inline Status run_bitwise(const RunContext& c) {
+    const BitState& st = *static_cast<const BitState*>(c.state);
+    switch (st.type) {
+        case ElementType::Int64: return run_bitwise_typed<int64_t, uint64_t>(c, st.op);
+        case ElementType::Int32: return run_bitwise_typed<int32_t, uint32_t>(c, st.op);
+        case ElementType::Int8: return run_bitwise_typed<int8_t, uint8_t>(c, st.op);
+        default: return run_bitwise_typed<uint8_t, uint8_t>(c, st.op);
+    }
+}
+
+}  // namespace detail
+
+// >>size and like ops
+// Size (compile_model folds it; the kernel serves a model run unprepared by folding, and puts
+// it in the op list), CastLike (Cast to the second input's type, its data unused) and EyeLike
+// (ones on diagonal k of a 2-D tensor shaped like the input, of the dtype attribute or the
+// input's type).
+namespace detail {
+
+inline Status prepare_size(PrepareContext& c) {
+    TESSEL_TRY(check_tensor_inputs(c, 1, 1, 1));
+    c.outputs[0] = TensorDesc();
+    c.outputs[0].type = ElementType::Int64;
+    c.outputs[0].rank = 0;
+    return Status::Ok;
+}
+
+inline Status run_size(const RunContext& c) {
+    *c.outputs[0].as<int64_t>() = (int64_t)c.inputs[0].elements();
+    return Status::Ok;
+}
+
+inline Status prepare_cast_like(PrepareContext& c) {
+    TESSEL_TRY(check_tensor_inputs(c, 2, 2, 2));
+    c.outputs[0] = c.inputs[0];
+    c.outputs[0].type = c.inputs[1].type;
+    c.in_place = c.inputs[1].type == c.inputs[0].type;
+    return Status::Ok;
+}
+
+struct EyeLikeState {
+    int64_t k;
+};
+
+inline Status prepare_eye_like(PrepareContext& c) {
+    TESSEL_TRY(check_tensor_inputs(c, 1, 1, 1));
+    if (c.inputs[0].rank != 2) return c.fail(Status::InvalidArgument, "input 0 has rank %d (2 expected)", c.inputs[0].rank);
+    ElementType type = c.inputs[0].type;
+    const Attribute* dtype = c.attribute("dtype");
+    if (dtype) {
+        if (dtype->kind != AttributeKind::Int) return c.fail(Status::InvalidArgument, "attribute 'dtype' must be an int");
+        type = onnx_element_type(dtype->i);
+        if (type == ElementType::Undefined)
+            return c.fail(Status::Unsupported, "dtype is ONNX data type %lld", (long long)dtype->i);
+    }
+    EyeLikeState* st = new_state<EyeLikeState>(c);
+    if (!st) return c.fail(Status::OutOfMemory, "out of memory");
+    TESSEL_TRY(int_attribute_value(c, "k", 0, &st->k));
+    c.state = st;
+    c.outputs[0] = c.inputs[0];
+    c.outputs[0].type = type;
+    return Status::Ok;
+}
+
+inline Status run_eye_like(const RunContext& c) {
+    const EyeLikeState& st = *static_cast<const EyeLikeState*>(c.state);
+    const TensorView& y = c.outputs[0];
+    int64_t rows = y.desc.dims[0], cols = y.desc.dims[1];
+    if (!y.elements()) return Status::Ok;   // an empty tensor may have no data
+    std::memset(y.data, 0, (size_t)(y.elements() * element_size(y.desc.type)));
+    ScalarValue one;
+    one.i = 1;
+    for (int64_t i = 0; i < rows; ++i) {
+        // column i + k, formed only where it cannot overflow (k may be near the int64 limits)
+        if (st.k >= 0 ? cols - i > st.k : i + st.k >= 0 && i + st.k < cols)
+            store_scalar(y.desc.type, y.data, (uint64_t)(i * cols + i + st.k), one);
+    }
+    return Status::Ok;
+}
+
+}  // namespace detail
+
+// >>matrix and scan ops
+// Trilu (upper or lower triangle of the last two dims from diagonal k; k read at run time),
+// Hardmax (1 at the first maximum along axis; before opset 13 over the input flattened to 2-D
+// at axis), CumSum (float32, int32, int64 along an axis input; exclusive, reverse).
+namespace detail {
+
+struct TriluState {
+    bool upper;
+    int64_t rows, cols;   // of one matrix
+};
+
+// A one-element int32/int64 input (Trilu's k, CumSum's axis); false if it is not one.
+inline bool scalar_int_desc(const TensorDesc& d) {
+    uint64_t n = 0;
+    return (d.type == ElementType::Int64 || d.type == ElementType::Int32) && d.rank <= 1 && desc_elements(d, &n) && n == 1;
+}
+inline int64_t scalar_int_value(ElementType type, const void* data) {
+    return type == ElementType::Int64 ? *static_cast<const int64_t*>(data) : *static_cast<const int32_t*>(data);
+}
+
+inline Status prepare_trilu(PrepareContext& c) {
+    TESSEL_TRY(check_tensor_inputs(c, 1, 2, 1));
+    const TensorDesc& x = c.inputs[0];
+    if (x.rank < 2) return c.fail(Status::InvalidArgument, "input 0 has rank %d (at least 2 expected)", x.rank);
+    if (c.has_input(1) && (c.inputs[1].type != ElementType::Int64 || !scalar_int_desc(c.inputs[1])))
+        return c.fail(Status::InvalidArgument, "input 1 (k) must be one int64");
+    int64_t upper = 1;
+    TESSEL_TRY(int_attribute_value(c, "upper", 1, &upper));
+    TriluState* st = new_state<TriluState>(c);
+    if (!st) return c.fail(Status::OutOfMemory, "out of memory");
+    *st = TriluState{upper != 0, x.dims[x.rank - 2], x.dims[x.rank - 1]};
+    c.state = st;
+    c.outputs[0] = x;
+    c.in_place = true;
+    return Status::Ok;
+}
+
+inline Status run_trilu(const RunContext& c) {
+    const TriluState& st = *static_cast<const TriluState*>(c.state);
+    int64_t k = c.num_inputs > 1 && c.inputs[1].data ? *c.inputs[1].as<const int64_t>() : 0;
+    size_t bytes = element_size(c.outputs[0].desc.type);
+    uint64_t n = c.outputs[0].elements();
+    const unsigned char* x = c.inputs[0].as<const unsigned char>();
+    unsigned char* y = c.outputs[0].as<unsigned char>();
+    if (y != x && n) std::memmove(y, x, (size_t)n * bytes);
+    uint64_t per_matrix = (uint64_t)(st.rows * st.cols);
+    if (per_matrix == 0) return Status::Ok;
+    for (uint64_t base = 0; base < n; base += per_matrix)
+        for (int64_t i = 0; i < st.rows; ++i)
+            for (int64_t j = 0; j < st.cols; ++j) {
+                // j - i is within +-2^62 (dims are bounded), so comparing it with any k is exact
+                bool keep = st.upper ? j - i >= k : j - i <= k;
+                if (!keep) std::memset(y + (base + (uint64_t)(i * st.cols + j)) * bytes, 0, bytes);
+            }
+    return Status::Ok;
+}
+
+struct ScanState {   // a 3-D view of the input: outer x count x inner
+    int64_t outer, count, inner;
+    bool exclusive, reverse;   // CumSum
+    bool axis_known;           // CumSum: the axis was a constant at prepare (else read at run)
+};
+
+inline Status prepare_hardmax(PrepareContext& c) {
+    TESSEL_TRY(check_tensor_inputs(c, 1, 1, 1));
+    const TensorDesc& x = c.inputs[0];
+    if (x.type != ElementType::Float32)
+        return c.fail(Status::Unsupported, "input 0 is %s (float32 expected)", element_type_name(x.type));
+    bool per_axis = c.opset >= 13;
+    int64_t axis = 0;
+    TESSEL_TRY(int_attribute_value(c, "axis", per_axis ? -1 : 1, &axis));
+    int64_t a = 0;
+    // before opset 13 the axis splits a 2-D view, so rank itself is a valid axis
+    if (x.rank < 1 || !normalize_axis(axis, per_axis ? x.rank : x.rank + 1, &a))
+        return c.fail(Status::InvalidArgument, "axis %lld out of range for rank %d", (long long)axis, x.rank);
+    ScanState* st = new_state<ScanState>(c);
+    if (!st) return c.fail(Status::OutOfMemory, "out of memory");
+    st->outer = (int64_t)dims_product(x, 0, (int)a);
+    st->count = per_axis ? x.dims[a] : (int64_t)dims_product(x, (int)a, x.rank);
+    st->inner = per_axis ? (int64_t)dims_product(x, (int)a + 1, x.rank) : 1;
+    c.state = st;
+    c.outputs[0] = x;
+    return Status::Ok;
+}
+
+inline Status run_hardmax(const RunContext& c) {
+    const ScanState& st = *static_cast<const ScanState*>(c.state);
+    const float* x = c.inputs[0].as<const float>();
+    float* y = c.outputs[0].as<float>();
+    for (int64_t o = 0; o < st.outer; ++o)
+        for (int64_t i = 0; i < st.inner; ++i) {
+            const float* xl = x + o * st.count * st.inner + i;
+            float* yl = y + o * st.count * st.inner + i;
+            int64_t best = 0;
+            for (int64_t k = 1; k < st.count; ++k)
+                if (xl[k * st.inner] > xl[best * st.inner]) best = k;
+            for (int64_t k = 0; k < st.count; ++k) yl[k * st.inner] = k == best ? 1.0f : 0.0f;
+        }
+    return Status::Ok;
+}
+
+inline void cumsum_view(const TensorDesc& x, int axis, ScanState* st) {
+    st->outer = (int64_t)dims_product(x, 0, axis);
+    st->count = x.dims[axis];
+    st->inner = (int64_t)dims_product(x, axis + 1, x.rank);
+}
+
+inline Status prepare_cumsum(PrepareContext& c) {
+    TESSEL_TRY(check_tensor_inputs(c, 2, 2, 2));
+    const TensorDesc& x = c.inputs[0];
+    if (x.type != ElementType::Float32 && x.type != ElementType::Int32 && x.type != ElementType::Int64)
+        return c.fail(Status::Unsupported, "input 0 is %s (float32, int32 or int64 expected)", element_type_name(x.type));
+    if (x.rank < 1) return c.fail(Status::InvalidArgument, "input 0 is a scalar (rank 1 or more expected)");
+    if (!scalar_int_desc(c.inputs[1])) return c.fail(Status::InvalidArgument, "input 1 (axis) must be one int32 or int64");
+    int64_t exclusive = 0, reverse = 0;
+    TESSEL_TRY(int_attribute_value(c, "exclusive", 0, &exclusive));
+    TESSEL_TRY(int_attribute_value(c, "reverse", 0, &reverse));
+    ScanState* st = new_state<ScanState>(c);
+    if (!st) return c.fail(Status::OutOfMemory, "out of memory");
+    st->exclusive = exclusive != 0;
+    st->reverse = reverse != 0;
+    if (const void* v = tensor_value(c, 1)) {   // a constant axis is checked now, else at run
+        int64_t axis = scalar_int_value(c.inputs[1].type, v), a = 0;
+        if (!normalize_axis(axis, x.rank, &a))
+            return c.fail(Status::InvalidArgument, "axis %lld out of range for rank %d", (long long)axis, x.rank);
+        cumsum_view(x, (int)a, st);
+        st->axis_known = true;
+    }
+    c.state = st;
+    c.outputs[0] = x;
+    return Status::Ok;
+}
+
+template <class T, class U>   // U: the type the sum wraps in (unsigned for integers)
+void cumsum_typed(const ScanState& st, const T* x, T* y) {
+    for (int64_t o = 0; o < st.outer; ++o)
+        for (int64_t i = 0; i < st.inner; ++i) {
+            const T* xl = x + o * st.count * st.inner + i;
+            T* yl = y + o * st.count * st.inner + i;
+            U sum = 0;
+            for (int64_t s = 0; s < st.count; ++s) {
+                int64_t k = st.reverse ? st.count - 1 - s : s;
+                T v = xl[k * st.inner];   // read before the write: y may be x
+                if (st.exclusive) { yl[k * st.inner] = (T)sum; sum = (U)(sum + (U)v); }
+                else { sum = (U)(sum + (U)v); yl[k * st.inner] = (T)sum; }
+            }
+        }
+}
+
+inline Status run_cumsum(const RunContext& c) {
+    ScanState st = *static_cast<const ScanState*>(c.state);
+    const TensorDesc& x = c.inputs[0].desc;
+    if (!st.axis_known) {
+        int64_t axis = scalar_int_value(c.inputs[1].desc.type, c.inputs[1].data), a = 0;
+        if (!normalize_axis(axis, x.rank, &a))
+            return c.fail(Status::InvalidArgument, "axis %lld out of range for rank %d", (long long)axis, x.rank);
+        cumsum_view(x, (int)a, &st);
+    }
+    switch (x.type) {
+        case ElementType::Int64: cumsum_typed<int64_t, uint64_t>(st, c.inputs[0].as<const int64_t>(), c.outputs[0].as<int64_t>()); break;
+        case ElementType::Int32: cumsum_typed<int32_t, uint32_t>(st, c.inputs[0].as<const int32_t>(), c.outputs[0].as<int32_t>()); break;
+        default: cumsum_typed<float, float>(st, c.inputs[0].as<const float>(), c.outputs[0].as<float>()); break;
+    }
+    return Status::Ok;
+}
+
+}  // namespace detail
+
+// >>math kernel table
+namespace detail {
+// The ops of the sections from >>trigonometric and other unary ops on (KernelTable adds them).
+const OpKernel kMathKernels[] = {
+    {"Sin", prepare_unary_math, run_unary_math},
+    {"Cos", prepare_unary_math, run_unary_math},
+    {"Tan", prepare_unary_math, run_unary_math},
+    {"Asin", prepare_unary_math, run_unary_math},
+    {"Acos", prepare_unary_math, run_unary_math},
+    {"Atan", prepare_unary_math, run_unary_math},
+    {"Sinh", prepare_unary_math, run_unary_math},
+    {"Cosh", prepare_unary_math, run_unary_math},
+    {"Asinh", prepare_unary_math, run_unary_math},
+    {"Acosh", prepare_unary_math, run_unary_math},
+    {"Atanh", prepare_unary_math, run_unary_math},
+    {"ThresholdedRelu", prepare_unary_math, run_unary_math},
+    {"Shrink", prepare_unary_math, run_unary_math},
+    {"Swish", prepare_unary_math, run_unary_math},
+    {"IsInf", prepare_unary_math, run_unary_math},
+    {"IsNaN", prepare_unary_math, run_unary_math},
+    {"ReduceSumSquare", prepare_reduce_sum_square, run_reduce_more},
+    {"ReduceL1", prepare_reduce_l1, run_reduce_more},
+    {"ReduceLogSum", prepare_reduce_log_sum, run_reduce_more},
+    {"ReduceLogSumExp", prepare_reduce_log_sum_exp, run_reduce_more},
+    {"BitwiseAnd", prepare_bitwise, run_bitwise},
+    {"BitwiseOr", prepare_bitwise, run_bitwise},
+    {"BitwiseXor", prepare_bitwise, run_bitwise},
+    {"BitwiseNot", prepare_bitwise, run_bitwise},
+    {"BitShift", prepare_bitwise, run_bitwise},
+    {"Size", prepare_size, run_size},
+    {"CastLike", prepare_cast_like, run_cast},
+    {"EyeLike", prepare_eye_like, run_eye_like},
+    {"Trilu", prepare_trilu, run_trilu},
+    {"Hardmax", prepare_hardmax, run_hardmax},
+    {"CumSum", prepare_cumsum, run_cumsum},
+    {nullptr, nullptr, nullptr},   // end marker
+};
+}  // namespace detail
+
 // >>op versions
 namespace detail {
 // The ONNX versions (since_version, onnx/defs/operator_sets.h) of the op list's ops where a
@@ -7260,18 +7813,27 @@ const OpVersion kOpVersions[] = {
     {"Tile", 1, kRefused, "tiles and axis inputs"},
     {"Tile", 6, kByKernel, "repeats input"},
     // opset 18
+    {"BitwiseAnd", 18, kByKernel, "new op"},
+    {"BitwiseNot", 18, kByKernel, "new op"},
+    {"BitwiseOr", 18, kByKernel, "new op"},
+    {"BitwiseXor", 18, kByKernel, "new op"},
     {"Mish", 18, kByKernel, "new op"},
     {"Pad", 18, kByKernel, "axes input"},
+    {"ReduceL1", 18, kByKernel, "axes input, noop_with_empty_axes"},
     {"ReduceL2", 18, kByKernel, "axes input, noop_with_empty_axes"},
+    {"ReduceLogSum", 18, kByKernel, "axes input, noop_with_empty_axes"},
+    {"ReduceLogSumExp", 18, kByKernel, "axes input, noop_with_empty_axes"},
     {"ReduceMax", 18, kByKernel, "axes input, noop_with_empty_axes"},
     {"ReduceMean", 18, kByKernel, "axes input, noop_with_empty_axes"},
     {"ReduceMin", 18, kByKernel, "axes input, noop_with_empty_axes"},
     {"ReduceProd", 18, kByKernel, "axes input, noop_with_empty_axes"},
+    {"ReduceSumSquare", 18, kByKernel, "axes input, noop_with_empty_axes"},
     {"Resize", 18, kByKernel, "axes, keep_aspect_ratio_policy, antialias"},
     {"Split", 18, kByKernel, "num_outputs, the last chunk smaller"},
     // opset 19
     {"AveragePool", 19, kByKernel, "dilations"},
     {"Cast", 19, kTypes, "float8 types, saturate (float8 only)"},
+    {"CastLike", 19, kTypes, "float8 types, saturate (float8 only)"},
     {"Constant", 19, kTypes, kNarrowTypes19},
     {"Equal", 19, kTypes, "string"},
     {"Identity", 19, kTypes, kNarrowTypes19},
@@ -7283,10 +7845,13 @@ const OpVersion kOpVersions[] = {
     // opset 20
     {"ConstantOfShape", 20, kTypes, kNarrowTypes19},
     {"Gelu", 20, kByKernel, "new op (approximate 'none' or 'tanh')"},
+    {"IsInf", 20, kTypes, kNarrowTypes19},
+    {"IsNaN", 20, kTypes, kNarrowTypes19},
     {"ReduceMax", 20, kTypes, "bool"},
     {"ReduceMin", 20, kTypes, "bool"},
     // opset 21
     {"Cast", 21, kTypes, kNarrowTypes21},
+    {"CastLike", 21, kTypes, kNarrowTypes21},
     {"Constant", 21, kTypes, kNarrowTypes21},
     {"ConstantOfShape", 21, kTypes, kNarrowTypes21},
     {"Flatten", 21, kTypes, kNarrowTypes21},
@@ -7299,11 +7864,20 @@ const OpVersion kOpVersions[] = {
     {"Transpose", 21, kTypes, kNarrowTypes21},
     {"Unsqueeze", 21, kTypes, kNarrowTypes21},
     // opset 22
+    {"Acos", 22, kTypes, kBfloat16},
+    {"Acosh", 22, kTypes, kBfloat16},
+    {"Asin", 22, kTypes, kBfloat16},
+    {"Asinh", 22, kTypes, kBfloat16},
+    {"Atan", 22, kTypes, kBfloat16},
+    {"Atanh", 22, kTypes, kBfloat16},
     {"AveragePool", 22, kByKernel, "bfloat16; windows starting in the right padding dropped (as parse_window does)"},
     {"Conv", 22, kTypes, kBfloat16},
+    {"Cos", 22, kTypes, kBfloat16},
+    {"Cosh", 22, kTypes, kBfloat16},
     {"ConvTranspose", 22, kTypes, kBfloat16},
     {"Dropout", 22, kTypes, kBfloat16},
     {"Elu", 22, kTypes, kBfloat16},
+    {"EyeLike", 22, kTypes, kBfloat16},
     {"GlobalAveragePool", 22, kTypes, kBfloat16},
     {"GlobalMaxPool", 22, kTypes, kBfloat16},
     {"HardSigmoid", 22, kTypes, kBfloat16},
@@ -7313,10 +7887,15 @@ const OpVersion kOpVersions[] = {
     {"Mish", 22, kTypes, kBfloat16},
     {"Round", 22, kTypes, kBfloat16},
     {"Selu", 22, kTypes, kBfloat16},
+    {"Sin", 22, kTypes, kBfloat16},
+    {"Sinh", 22, kTypes, kBfloat16},
     {"Softplus", 22, kTypes, kBfloat16},
     {"Softsign", 22, kTypes, kBfloat16},
+    {"Tan", 22, kTypes, kBfloat16},
+    {"ThresholdedRelu", 22, kTypes, kBfloat16},
     // opsets 23-25: the shape and data-movement ops gain float4, float8e8m0, int2
     {"Cast", 23, kTypes, kNarrowTypes23},
+    {"CastLike", 23, kTypes, kNarrowTypes23},
     {"Constant", 23, kTypes, kNarrowTypes23},
     {"ConstantOfShape", 23, kTypes, kNarrowTypes23},
     {"Flatten", 23, kTypes, kNarrowTypes23},
@@ -7329,6 +7908,7 @@ const OpVersion kOpVersions[] = {
     {"Transpose", 23, kTypes, kNarrowTypes23},
     {"Unsqueeze", 23, kTypes, kNarrowTypes23},
     {"Cast", 24, kTypes, "float8e8m0, round_mode (float8e8m0 only)"},
+    {"CastLike", 24, kTypes, "float8e8m0, round_mode (float8e8m0 only)"},
     {"Constant", 24, kTypes, kNarrowTypes24},
     {"ConstantOfShape", 24, kTypes, kNarrowTypes24},
     {"Flatten", 24, kTypes, kNarrowTypes24},
@@ -7338,9 +7918,11 @@ const OpVersion kOpVersions[] = {
     {"Shape", 24, kTypes, kNarrowTypes24},
     {"Size", 24, kTypes, kNarrowTypes24},
     {"Squeeze", 24, kTypes, kNarrowTypes24},
+    {"Swish", 24, kByKernel, "new op"},
     {"Transpose", 24, kTypes, kNarrowTypes24},
     {"Unsqueeze", 24, kTypes, kNarrowTypes24},
     {"Cast", 25, kTypes, kNarrowTypes25},
+    {"CastLike", 25, kTypes, kNarrowTypes25},
     {"Constant", 25, kTypes, kNarrowTypes25},
     {"ConstantOfShape", 25, kTypes, kNarrowTypes25},
     {"Flatten", 25, kTypes, kNarrowTypes25},
@@ -7399,6 +7981,7 @@ struct KernelTable {
         add(kBuiltinKernels, sizeof kBuiltinKernels / sizeof kBuiltinKernels[0]);
         add(kNnKernels, sizeof kNnKernels / sizeof kNnKernels[0]);
         add(kTensorKernels, sizeof kTensorKernels / sizeof kTensorKernels[0]);
+        add(kMathKernels, sizeof kMathKernels / sizeof kMathKernels[0]);
     }
 };
 inline const KernelTable& kernel_table() {
