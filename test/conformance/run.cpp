@@ -514,7 +514,8 @@ int main(int argc, char** argv) {
             Count c;
             for (size_t i = 0; i < tests.size(); ++i)
                 if (tests[i].source == label) c.add(device_pass.results[i]);
-            std::printf("[conformance %s %s] test cases: %d | %d passed | %d failed | (%d skipped of %d; in scope %d, passed %s)\n",
+            // Not a "test cases:" line: scripts/summary.sh adds those up, and the device's line below counts these.
+            std::printf("[conformance %s %s] attempted %d, passed %d, failed %d (%d skipped of %d; in scope %d, passed %s)\n",
                         device_pass.device, label.c_str(), c.attempted, c.passed, c.attempted - c.passed, c.skipped, c.tests,
                         c.in_scope(), percent(c.passed, c.in_scope()).c_str());
         }
