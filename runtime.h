@@ -88,6 +88,11 @@
    >>size and like ops                Size, CastLike, EyeLike
    >>matrix and scan ops              Trilu, Hardmax, CumSum
    >>math kernel table                kMathKernels: the ops of the sections above
+   >>gather and scatter               GatherElements, GatherND, ScatterElements, ScatterND
+   >>one hot and reverse sequence     OneHot, ReverseSequence
+   >>top-k                            TopK
+   >>more normalizations              LpNormalization, MeanVarianceNormalization, RMS, Group
+   >>loss ops                         NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss
    >>op versions                      ONNX op versions from opset 18 on (and legacy ones): kept or refused
    >>op kernel table                  builtin_op_kernels, find_builtin_kernel
    >>onnx reader                      what is read and how it maps to a Model
@@ -123,7 +128,7 @@
    *), PERF_COUNT. Metrics: AVAILABLE_DEVICES, FULL_DEVICE_NAME, SUPPORTED_METRICS,
    SUPPORTED_CONFIG_KEYS, OPTIMIZATION_CAPABILITIES. A config key given to compile_model lasts
    for that compile: "DEVICE:KEY" sets one device, "KEY" every listed device. Unknown devices
-   and keys are NotFound. A user device implements Device (see the README's plugin guide)
+   and keys are NotFound. A user device implements Device (see docs/plugin-guide.md)
    and is registered with Core::register_device; add_extension adds a custom op kernel.
 
    Op list (ONNX default domain, opsets 7..28 (also 1-6 for ops whose meaning did not change;
@@ -142,7 +147,10 @@
    Atanh ThresholdedRelu Shrink Swish, IsInf and IsNaN (also float16),
    Reduce{SumSquare,L1,LogSum,LogSumExp}, Hardmax, CumSum (also int32/int64), Trilu, EyeLike
    and CastLike (every type), BitwiseAnd/Or/Xor/Not (int64/int32/int8/uint8), BitShift
-   (uint8). builtin_op_kernels() lists them.
+   (uint8); GatherElements, GatherND, ScatterElements (Scatter before opset 11), ScatterND,
+   OneHot, ReverseSequence, TopK, LpNormalization, MeanVarianceNormalization,
+   RMSNormalization (opset 23), GroupNormalization (opset 18), NegativeLogLikelihoodLoss,
+   SoftmaxCrossEntropyLoss. builtin_op_kernels() lists them.
 
    Config macros: as in hetero.h and snippets.h (TESSEL_ASSERT, TESSEL_MALLOC/FREE,
    TESSEL_NO_JIT), plus TESSEL_USE_MICROPROFILE: each subgraph and step is a microprofile
@@ -7774,6 +7782,959 @@ const OpKernel kMathKernels[] = {
 };
 }  // namespace detail
 
+// >>gather and scatter
+// GatherElements, GatherND, ScatterElements (and Scatter, its name before opset 11),
+// ScatterND. Data of any element type moves as bytes; a Scatter reduction computes in
+// float32, int64 or int32. Indices are int64 or int32 (negative counts from the end); all of
+// them are checked before anything is written, and one out of range is InvalidArgument (at
+// prepare when the indices are constants, as for Gather).
+namespace detail {
+
+// Ops newer than the model's opset are not the model's ops.
+inline Status require_opset(PrepareContext& c, uint32_t since) {
+    if (c.opset < since) return c.fail(Status::Unsupported, "needs opset %u or later (the model imports %u)", since, c.opset);
+    return Status::Ok;
+}
+
+inline Status index_type(PrepareContext& c, uint32_t i) {
+    ElementType t = c.inputs[i].type;
+    if (t != ElementType::Int64 && t != ElementType::Int32)
+        return c.fail(Status::Unsupported, "input %u is %s (int64 or int32 expected)", i, element_type_name(t));
+    return Status::Ok;
+}
+
+// Index e of `count` bounds by bounds[e % m] (m 1: one bound for all). False with the first
+// bad index and its bound.
+inline bool indices_in_range(const void* data, ElementType type, uint64_t count, const int64_t* bounds, uint64_t m,
+                             int64_t* bad, int64_t* bound) {
+    for (uint64_t e = 0; e < count; ++e) {
+        int64_t k = load_index(data, type, e), d = bounds[m > 1 ? e % m : 0];
+        if (k < -d || k >= d) {
+            *bad = k;
+            *bound = d;
+            return false;
+        }
+    }
+    return true;
+}
+
+// Input `i`'s indices checked at prepare when they are a constant.
+inline Status check_known_indices(PrepareContext& c, uint32_t i, const int64_t* bounds, uint64_t m) {
+    const void* known = tensor_value(c, i);
+    uint64_t n = 0;
+    int64_t bad = 0, bound = 0;
+    if (known && desc_elements(c.inputs[i], &n) && !indices_in_range(known, c.inputs[i].type, n, bounds, m, &bad, &bound))
+        return c.fail(Status::InvalidArgument, "index %lld out of range for dimension %lld", (long long)bad, (long long)bound);
+    return Status::Ok;
+}
+
+inline Status check_run_indices(const RunContext& c, const TensorView& indices, const int64_t* bounds, uint64_t m) {
+    int64_t bad = 0, bound = 0;
+    if (!indices_in_range(indices.data, indices.desc.type, indices.elements(), bounds, m, &bad, &bound))
+        return c.fail(Status::InvalidArgument, "index %lld out of range for dimension %lld", (long long)bad, (long long)bound);
+    return Status::Ok;
+}
+
+inline int64_t wrap_index(int64_t k, int64_t bound) { return k < 0 ? k + bound : k; }
+
+// GatherElements and ScatterElements: indices of data's rank, no larger than data off the axis.
+inline Status check_elements_indices(PrepareContext& c, const TensorDesc& data, const TensorDesc& indices, int64_t* axis) {
+    int64_t raw = c.attribute_int("axis", 0);
+    if (data.rank < 1 || !normalize_axis(raw, data.rank, axis))
+        return c.fail(Status::InvalidArgument, "axis %lld out of range for rank %u", (long long)raw, data.rank);
+    if (indices.rank != data.rank)
+        return c.fail(Status::InvalidArgument, "indices have rank %u, data %u", indices.rank, data.rank);
+    for (int d = 0; d < data.rank; ++d)
+        if (d != *axis && indices.dims[d] > data.dims[d])
+            return c.fail(Status::InvalidArgument, "indices dimension %d = %lld exceeds data's %lld", d,
+                          (long long)indices.dims[d], (long long)data.dims[d]);
+    return check_known_indices(c, 1, &data.dims[*axis], 1);
+}
+
+// Walks the positions of `indices` in row-major order: fn(e, base) with base the data offset
+// of that position without the axis term.
+template <class Fn>
+void for_each_along_axis(const TensorDesc& indices, const int64_t* data_strides, int64_t axis, Fn fn) {
+    uint64_t n = 0;
+    if (!desc_elements(indices, &n) || !n) return;
+    int64_t at[kMaxRank] = {}, base = 0;
+    for (uint64_t e = 0; e < n; ++e) {
+        fn(e, base);
+        for (int d = indices.rank - 1; d >= 0; --d) {
+            ++at[d];
+            if (d != axis) base += data_strides[d];
+            if (at[d] < indices.dims[d]) break;
+            if (d != axis) base -= data_strides[d] * indices.dims[d];
+            at[d] = 0;
+        }
+    }
+}
+
+inline Status prepare_gather_elements(PrepareContext& c) {
+    TESSEL_TRY(require_opset(c, 11));
+    TESSEL_TRY(check_tensor_inputs(c, 2, 2, 2));
+    TESSEL_TRY(index_type(c, 1));
+    int64_t axis = 0;
+    TESSEL_TRY(check_elements_indices(c, c.inputs[0], c.inputs[1], &axis));
+    TensorDesc y = c.inputs[1];
+    y.type = c.inputs[0].type;
+    return set_axis_output(c, y, axis);
+}
+
+inline Status run_gather_elements(const RunContext& c) {
+    const AxisState& st = *static_cast<const AxisState*>(c.state);
+    const TensorDesc& x = c.inputs[0].desc;
+    const TensorView& indices = c.inputs[1];
+    int64_t bound = x.dims[st.axis];
+    TESSEL_TRY(check_run_indices(c, indices, &bound, 1));
+    int64_t strides[kMaxRank];
+    dense_strides(x, strides);
+    size_t size = element_size(x.type);
+    const unsigned char* src = c.inputs[0].as<const unsigned char>();
+    unsigned char* dst = c.outputs[0].as<unsigned char>();
+    int64_t step = strides[st.axis];
+    for_each_along_axis(indices.desc, strides, st.axis, [&](uint64_t e, int64_t base) {
+        int64_t k = wrap_index(load_index(indices.data, indices.desc.type, e), bound);
+        std::memcpy(dst + e * size, src + (size_t)(base + k * step) * size, size);
+    });
+    return Status::Ok;
+}
+
+// GatherND and ScatterND address data by k-tuples: the offset of tuple `t` (indices elements
+// t*k ..) in a block of data whose dimensions from `first` are dims.
+inline int64_t tuple_offset(const TensorView& indices, uint64_t t, int64_t k, const int64_t* dims, const int64_t* strides) {
+    int64_t offset = 0;
+    for (int64_t j = 0; j < k; ++j)
+        offset += wrap_index(load_index(indices.data, indices.desc.type, t * (uint64_t)k + (uint64_t)j), dims[j]) * strides[j];
+    return offset;
+}
+
+struct GatherNdState {
+    int64_t batch_dims = 0;
+};
+
+inline Status prepare_gather_nd(PrepareContext& c) {
+    TESSEL_TRY(require_opset(c, 11));
+    TESSEL_TRY(check_tensor_inputs(c, 2, 2, 2));
+    TESSEL_TRY(index_type(c, 1));
+    const TensorDesc& x = c.inputs[0];
+    const TensorDesc& indices = c.inputs[1];
+    int64_t b = c.attribute_int("batch_dims", 0);
+    if (x.rank < 1 || indices.rank < 1)
+        return c.fail(Status::InvalidArgument, "data (rank %u) and indices (rank %u) need rank 1 or more", x.rank, indices.rank);
+    if (b < 0 || b >= x.rank || b >= indices.rank)
+        return c.fail(Status::InvalidArgument, "batch_dims %lld out of range for ranks %u and %u", (long long)b, x.rank,
+                      indices.rank);
+    for (int d = 0; d < b; ++d)
+        if (indices.dims[d] != x.dims[d])
+            return c.fail(Status::InvalidArgument, "batch dimension %d is %lld in indices, %lld in data", d,
+                          (long long)indices.dims[d], (long long)x.dims[d]);
+    int64_t m = indices.dims[indices.rank - 1];
+    if (m < 1 || m > x.rank - b)
+        return c.fail(Status::InvalidArgument, "indices' last dimension %lld out of range 1..%lld", (long long)m,
+                      (long long)(x.rank - b));
+    if (indices.rank - 1 + x.rank - b - m > kMaxRank)
+        return c.fail(Status::LimitExceeded, "output rank %lld (at most %d)", (long long)(indices.rank - 1 + x.rank - b - m),
+                      kMaxRank);
+    TESSEL_TRY(check_known_indices(c, 1, &x.dims[b], (uint64_t)m));
+    TensorDesc& y = c.outputs[0];
+    y = TensorDesc();
+    y.type = x.type;
+    for (int d = 0; d + 1 < indices.rank; ++d) y.dims[y.rank++] = indices.dims[d];
+    for (int64_t d = b + m; d < x.rank; ++d) y.dims[y.rank++] = x.dims[d];
+    TESSEL_TRY(check_output_desc(c, 0));
+    GatherNdState* st = new_state<GatherNdState>(c);
+    if (!st) return c.fail(Status::OutOfMemory, "out of memory");
+    st->batch_dims = b;
+    c.state = st;
+    return Status::Ok;
+}
+
+inline Status run_gather_nd(const RunContext& c) {
+    const GatherNdState& st = *static_cast<const GatherNdState*>(c.state);
+    const TensorDesc& x = c.inputs[0].desc;
+    const TensorView& indices = c.inputs[1];
+    int b = (int)st.batch_dims, q = indices.desc.rank;
+    int64_t m = indices.desc.dims[q - 1];
+    TESSEL_TRY(check_run_indices(c, indices, &x.dims[b], (uint64_t)m));
+    int64_t strides[kMaxRank];
+    dense_strides(x, strides);
+    uint64_t batches = dims_product(indices.desc, 0, b), tuples = dims_product(indices.desc, b, q - 1);
+    size_t size = element_size(x.type), slice = (size_t)dims_product(x, b + (int)m, x.rank) * size;
+    int64_t batch_stride = b ? strides[b - 1] : 0;
+    const unsigned char* src = c.inputs[0].as<const unsigned char>();
+    unsigned char* dst = c.outputs[0].as<unsigned char>();
+    if (!slice) return Status::Ok;
+    for (uint64_t i = 0; i < batches; ++i)
+        for (uint64_t t = 0; t < tuples; ++t) {
+            uint64_t e = i * tuples + t;
+            int64_t offset = (int64_t)i * batch_stride + tuple_offset(indices, e, m, &x.dims[b], &strides[b]);
+            std::memcpy(dst + e * slice, src + (size_t)offset * size, slice);
+        }
+    return Status::Ok;
+}
+
+// Scatter reductions: none (the last update wins), add, mul (opset 16), max, min (opset 18).
+enum class ScatterReduction : uint8_t { None, Add, Mul, Max, Min };
+
+struct ScatterState {
+    int64_t axis = 0;
+    ScatterReduction reduction = ScatterReduction::None;
+};
+
+// Inputs data, indices, updates of data's type; the output is data's desc, in place.
+inline Status prepare_scatter(PrepareContext& c, ScatterState** state) {
+    TESSEL_TRY(check_tensor_inputs(c, 3, 3, 3));
+    TESSEL_TRY(index_type(c, 1));
+    const TensorDesc& x = c.inputs[0];
+    if (c.inputs[2].type != x.type)
+        return c.fail(Status::InvalidArgument, "updates are %s, data %s", element_type_name(c.inputs[2].type),
+                      element_type_name(x.type));
+    ScatterState* st = new_state<ScatterState>(c);
+    if (!st) return c.fail(Status::OutOfMemory, "out of memory");
+    StringView r = c.attribute_string("reduction", "none");
+    if (r == StringView("add") || r == StringView("mul")) {
+        TESSEL_TRY(require_opset(c, 16));
+        st->reduction = r == StringView("add") ? ScatterReduction::Add : ScatterReduction::Mul;
+    } else if (r == StringView("max") || r == StringView("min")) {
+        TESSEL_TRY(require_opset(c, 18));
+        st->reduction = r == StringView("max") ? ScatterReduction::Max : ScatterReduction::Min;
+    } else if (r != StringView("none")) {
+        return c.fail(Status::InvalidArgument, "unknown reduction '%.*s'", (int)r.size, r.data);
+    }
+    if (st->reduction != ScatterReduction::None && x.type != ElementType::Float32 && x.type != ElementType::Int64 &&
+        x.type != ElementType::Int32)
+        return c.fail(Status::Unsupported, "reduction '%.*s' on %s", (int)r.size, r.data, element_type_name(x.type));
+    c.state = st;
+    *state = st;
+    c.outputs[0] = x;
+    c.in_place = true;
+    return Status::Ok;
+}
+
+inline bool same_dims(const TensorDesc& a, const TensorDesc& b) {
+    if (a.rank != b.rank) return false;
+    for (int d = 0; d < a.rank; ++d) if (a.dims[d] != b.dims[d]) return false;
+    return true;
+}
+
+template <class T>
+void scatter_reduce(T* dst, const T* src, size_t count, ScatterReduction r) {
+    for (size_t i = 0; i < count; ++i) {
+        T& a = dst[i];
+        T v = src[i];
+        switch (r) {
+            case ScatterReduction::Add: a += v; break;
+            case ScatterReduction::Mul: a *= v; break;
+            case ScatterReduction::Max: a = a != a ? a : (v != v || v > a) ? v : a; break;   // NaN propagates
+            case ScatterReduction::Min: a = a != a ? a : (v != v || v < a) ? v : a; break;
+            default: a = v; break;
+        }
+    }
+}
+
+// Applies `count` updates at src to dst.
+inline void scatter_apply(unsigned char* dst, const unsigned char* src, size_t count, ElementType type, ScatterReduction r) {
+    if (r == ScatterReduction::None) std::memcpy(dst, src, count * element_size(type));
+    else if (type == ElementType::Float32) scatter_reduce(reinterpret_cast<float*>(dst), reinterpret_cast<const float*>(src), count, r);
+    else if (type == ElementType::Int64) scatter_reduce(reinterpret_cast<int64_t*>(dst), reinterpret_cast<const int64_t*>(src), count, r);
+    else scatter_reduce(reinterpret_cast<int32_t*>(dst), reinterpret_cast<const int32_t*>(src), count, r);
+}
+
+inline Status prepare_scatter_elements(PrepareContext& c) {
+    bool legacy = c.node_ref().op == StringView("Scatter");
+    if (legacy && c.opset >= 11) return c.fail(Status::Unsupported, "deprecated from opset 11 (ScatterElements replaces it)");
+    TESSEL_TRY(require_opset(c, legacy ? 9 : 11));
+    ScatterState* st = nullptr;
+    TESSEL_TRY(prepare_scatter(c, &st));
+    if (!same_dims(c.inputs[2], c.inputs[1])) return c.fail(Status::InvalidArgument, "updates and indices differ in shape");
+    return check_elements_indices(c, c.inputs[0], c.inputs[1], &st->axis);
+}
+
+inline Status run_scatter_elements(const RunContext& c) {
+    const ScatterState& st = *static_cast<const ScatterState*>(c.state);
+    const TensorDesc& x = c.inputs[0].desc;
+    const TensorView& indices = c.inputs[1];
+    int64_t bound = x.dims[st.axis];
+    TESSEL_TRY(check_run_indices(c, indices, &bound, 1));
+    TESSEL_TRY(run_copy(c));
+    int64_t strides[kMaxRank];
+    dense_strides(x, strides);
+    size_t size = element_size(x.type);
+    const unsigned char* updates = c.inputs[2].as<const unsigned char>();
+    unsigned char* dst = c.outputs[0].as<unsigned char>();
+    int64_t step = strides[st.axis];
+    for_each_along_axis(indices.desc, strides, st.axis, [&](uint64_t e, int64_t base) {
+        int64_t k = wrap_index(load_index(indices.data, indices.desc.type, e), bound);
+        scatter_apply(dst + (size_t)(base + k * step) * size, updates + e * size, 1, x.type, st.reduction);
+    });
+    return Status::Ok;
+}
+
+inline Status prepare_scatter_nd(PrepareContext& c) {
+    TESSEL_TRY(require_opset(c, 11));
+    ScatterState* st = nullptr;
+    TESSEL_TRY(prepare_scatter(c, &st));
+    const TensorDesc& x = c.inputs[0];
+    const TensorDesc& indices = c.inputs[1];
+    if (x.rank < 1 || indices.rank < 1)
+        return c.fail(Status::InvalidArgument, "data (rank %u) and indices (rank %u) need rank 1 or more", x.rank, indices.rank);
+    int64_t k = indices.dims[indices.rank - 1];
+    if (k > x.rank) return c.fail(Status::InvalidArgument, "indices' last dimension %lld exceeds data's rank %u", (long long)k, x.rank);
+    TensorDesc want;
+    want.type = x.type;
+    for (int d = 0; d + 1 < indices.rank; ++d) want.dims[want.rank++] = indices.dims[d];
+    for (int64_t d = k; d < x.rank && want.rank < kMaxRank; ++d) want.dims[want.rank++] = x.dims[d];
+    if (indices.rank - 1 + x.rank - k > kMaxRank || !same_dims(c.inputs[2], want))
+        return c.fail(Status::InvalidArgument, "updates must have shape indices.shape[:-1] + data.shape[%lld:]", (long long)k);
+    return check_known_indices(c, 1, x.dims, (uint64_t)k);
+}
+
+inline Status run_scatter_nd(const RunContext& c) {
+    const ScatterState& st = *static_cast<const ScatterState*>(c.state);
+    const TensorDesc& x = c.inputs[0].desc;
+    const TensorView& indices = c.inputs[1];
+    int64_t k = indices.desc.dims[indices.desc.rank - 1];
+    if (k) TESSEL_TRY(check_run_indices(c, indices, x.dims, (uint64_t)k));
+    TESSEL_TRY(run_copy(c));
+    int64_t strides[kMaxRank];
+    dense_strides(x, strides);
+    uint64_t tuples = dims_product(indices.desc, 0, indices.desc.rank - 1);
+    size_t size = element_size(x.type), count = (size_t)dims_product(x, (int)k, x.rank);
+    const unsigned char* updates = c.inputs[2].as<const unsigned char>();
+    unsigned char* dst = c.outputs[0].as<unsigned char>();
+    if (!count) return Status::Ok;
+    for (uint64_t t = 0; t < tuples; ++t) {
+        int64_t offset = tuple_offset(indices, t, k, x.dims, strides);
+        scatter_apply(dst + (size_t)offset * size, updates + t * count * size, count, x.type, st.reduction);
+    }
+    return Status::Ok;
+}
+
+}  // namespace detail
+
+// >>one hot and reverse sequence
+// OneHot: indices of any number type (floats truncated toward zero, as ONNX casts them to
+// int64), depth a constant, values [off, on] of any type. An index outside [-depth, depth)
+// (outside [0, depth) before opset 11) gives a row of off values, as ONNX specifies.
+// ReverseSequence: the first sequence_lens[b] steps of each batch reversed, the rest copied.
+namespace detail {
+
+inline bool number_type(ElementType t) {
+    return t == ElementType::Float32 || t == ElementType::Int64 || t == ElementType::Int32 || t == ElementType::Int8 ||
+           t == ElementType::UInt8;
+}
+
+// Element i of a number_type tensor as int64; false for a float that is NaN or out of range.
+inline bool load_int64(const void* data, ElementType type, uint64_t i, int64_t* out) {
+    switch (type) {
+        case ElementType::Float32: {
+            float f = static_cast<const float*>(data)[i];
+            if (!(f >= -9.2233720e18f && f < 9.2233720e18f)) return false;   // [-2^63, 2^63); NaN fails too
+            *out = (int64_t)f;
+            return true;
+        }
+        case ElementType::Int64: *out = static_cast<const int64_t*>(data)[i]; return true;
+        case ElementType::Int32: *out = static_cast<const int32_t*>(data)[i]; return true;
+        case ElementType::Int8: *out = static_cast<const int8_t*>(data)[i]; return true;
+        default: *out = static_cast<const uint8_t*>(data)[i]; return true;
+    }
+}
+
+struct OneHotState {
+    int64_t depth = 0, axis = 0;
+    bool wrap_negative = true;
+};
+
+inline Status prepare_one_hot(PrepareContext& c) {
+    TESSEL_TRY(require_opset(c, 9));
+    TESSEL_TRY(check_tensor_inputs(c, 3, 3, 3));
+    for (uint32_t i = 0; i < 2; ++i)
+        if (!number_type(c.inputs[i].type))
+            return c.fail(Status::Unsupported, "input %u is %s (a number type expected)", i, element_type_name(c.inputs[i].type));
+    const TensorDesc& indices = c.inputs[0];
+    const TensorDesc& depth = c.inputs[1];
+    const TensorDesc& values = c.inputs[2];
+    if (depth.rank > 1 || (depth.rank == 1 && depth.dims[0] != 1))
+        return c.fail(Status::InvalidArgument, "depth must hold one value");
+    if (values.rank != 1 || values.dims[0] != 2)
+        return c.fail(Status::InvalidArgument, "values must be [off_value, on_value]");
+    int64_t axis = 0, raw = c.attribute_int("axis", -1);
+    if (!normalize_axis(raw, indices.rank + 1, &axis))
+        return c.fail(Status::InvalidArgument, "axis %lld out of range for rank %u", (long long)raw, indices.rank + 1);
+    if (indices.rank + 1 > kMaxRank) return c.fail(Status::LimitExceeded, "output rank %u (at most %d)", indices.rank + 1, kMaxRank);
+    const void* known = tensor_value(c, 1);
+    if (!known) return c.fail(Status::Unsupported, "data-dependent shape: input 1 (depth) is not a constant");
+    int64_t d = 0;
+    if (!load_int64(known, depth.type, 0, &d)) return c.fail(Status::InvalidArgument, "depth is not a number of classes");
+    if (d < 0) return c.fail(Status::InvalidArgument, "depth %lld is negative", (long long)d);
+    OneHotState* st = new_state<OneHotState>(c);
+    if (!st) return c.fail(Status::OutOfMemory, "out of memory");
+    *st = OneHotState{d, axis, c.opset >= 11};
+    c.state = st;
+    TensorDesc& y = c.outputs[0];
+    y = TensorDesc();
+    y.type = values.type;
+    for (int i = 0; i <= indices.rank; ++i)
+        y.dims[y.rank++] = i < axis ? indices.dims[i] : i == axis ? d : indices.dims[i - 1];
+    return check_output_desc(c, 0);
+}
+
+inline Status run_one_hot(const RunContext& c) {
+    const OneHotState& st = *static_cast<const OneHotState*>(c.state);
+    const TensorView& indices = c.inputs[0];
+    size_t size = element_size(c.inputs[2].desc.type);
+    const unsigned char* off = c.inputs[2].as<const unsigned char>();
+    const unsigned char* on = off + size;
+    unsigned char* y = c.outputs[0].as<unsigned char>();
+    uint64_t total = c.outputs[0].elements();
+    for (uint64_t e = 0; e < total; ++e) std::memcpy(y + e * size, off, size);
+    uint64_t inner = dims_product(indices.desc, (int)st.axis, indices.desc.rank), n = indices.elements();
+    for (uint64_t e = 0; e < n; ++e) {
+        int64_t k = 0;
+        if (!load_int64(indices.data, indices.desc.type, e, &k)) continue;
+        if (k < 0 && st.wrap_negative) k += st.depth;
+        if (k < 0 || k >= st.depth) continue;
+        uint64_t outer = e / inner, i = e % inner;
+        std::memcpy(y + ((outer * (uint64_t)st.depth + (uint64_t)k) * inner + i) * size, on, size);
+    }
+    return Status::Ok;
+}
+
+struct ReverseSequenceState {
+    int64_t batch_axis = 1;
+};
+
+inline Status prepare_reverse_sequence(PrepareContext& c) {
+    TESSEL_TRY(require_opset(c, 10));
+    TESSEL_TRY(check_tensor_inputs(c, 2, 2, 2));
+    TESSEL_TRY(index_type(c, 1));
+    const TensorDesc& x = c.inputs[0];
+    int64_t batch_axis = c.attribute_int("batch_axis", 1), time_axis = c.attribute_int("time_axis", 0);
+    if (x.rank < 2) return c.fail(Status::InvalidArgument, "input has rank %u (2 or more expected)", x.rank);
+    if ((batch_axis != 0 && batch_axis != 1) || (time_axis != 0 && time_axis != 1) || batch_axis == time_axis)
+        return c.fail(Status::InvalidArgument, "batch_axis %lld and time_axis %lld must be 0 and 1", (long long)batch_axis,
+                      (long long)time_axis);
+    const TensorDesc& lens = c.inputs[1];
+    if (lens.rank != 1 || lens.dims[0] != x.dims[batch_axis])
+        return c.fail(Status::InvalidArgument, "sequence_lens must be 1-D with the batch size %lld", (long long)x.dims[batch_axis]);
+    if (const void* known = tensor_value(c, 1))
+        for (int64_t b = 0; b < lens.dims[0]; ++b) {
+            int64_t n = load_index(known, lens.type, (uint64_t)b);
+            if (n < 0 || n > x.dims[1 - batch_axis])
+                return c.fail(Status::InvalidArgument, "sequence length %lld out of range 0..%lld", (long long)n,
+                              (long long)x.dims[1 - batch_axis]);
+        }
+    ReverseSequenceState* st = new_state<ReverseSequenceState>(c);
+    if (!st) return c.fail(Status::OutOfMemory, "out of memory");
+    st->batch_axis = batch_axis;
+    c.state = st;
+    c.outputs[0] = x;
+    return Status::Ok;
+}
+
+inline Status run_reverse_sequence(const RunContext& c) {
+    const ReverseSequenceState& st = *static_cast<const ReverseSequenceState*>(c.state);
+    const TensorDesc& x = c.inputs[0].desc;
+    const TensorView& lens = c.inputs[1];
+    int64_t batches = x.dims[st.batch_axis], steps = x.dims[1 - st.batch_axis];
+    for (int64_t b = 0; b < batches; ++b) {   // all first: no partial output
+        int64_t n = load_index(lens.data, lens.desc.type, (uint64_t)b);
+        if (n < 0 || n > steps)
+            return c.fail(Status::InvalidArgument, "sequence length %lld out of range 0..%lld", (long long)n, (long long)steps);
+    }
+    size_t row = (size_t)dims_product(x, 2, x.rank) * element_size(x.type);
+    const unsigned char* src = c.inputs[0].as<const unsigned char>();
+    unsigned char* dst = c.outputs[0].as<unsigned char>();
+    if (!row) return Status::Ok;
+    for (int64_t b = 0; b < batches; ++b) {
+        int64_t n = load_index(lens.data, lens.desc.type, (uint64_t)b);
+        for (int64_t t = 0; t < steps; ++t) {
+            int64_t from = t < n ? n - 1 - t : t;
+            int64_t to_row = st.batch_axis ? t * batches + b : b * steps + t;
+            int64_t from_row = st.batch_axis ? from * batches + b : b * steps + from;
+            std::memcpy(dst + (size_t)to_row * row, src + (size_t)from_row * row, row);
+        }
+    }
+    return Status::Ok;
+}
+
+}  // namespace detail
+
+// >>top-k
+// TopK: the k largest (or smallest) along axis, sorted, ties to the lower index as ONNX
+// specifies; NaN counts as the largest value. k is an attribute before opset 10 and a
+// constant input from it. Each line is merge sorted (stable) in per-thread scratch.
+namespace detail {
+
+struct TopKState {
+    int64_t outer = 0, count = 0, inner = 0, k = 0;
+    uint64_t slots = 1;
+    bool largest = true;
+};
+
+inline Status prepare_top_k(PrepareContext& c) {
+    bool k_input = c.opset >= 10;
+    TESSEL_TRY(check_tensor_inputs(c, k_input ? 2 : 1, k_input ? 2 : 1, k_input ? 2 : 1, 2));
+    const TensorDesc& x = c.inputs[0];
+    if (x.type != ElementType::Float32 && x.type != ElementType::Int64 && x.type != ElementType::Int32)
+        return c.fail(Status::Unsupported, "input 0 is %s (float32, int64 or int32 expected)", element_type_name(x.type));
+    int64_t axis = 0, raw = c.attribute_int("axis", -1);
+    if (x.rank < 1 || !normalize_axis(raw, x.rank, &axis))
+        return c.fail(Status::InvalidArgument, "axis %lld out of range for rank %u", (long long)raw, x.rank);
+    int64_t k = 0;
+    if (k_input) {
+        IntValues v;
+        TESSEL_TRY(int_input(c, 1, &v));
+        if (v.count != 1) return c.fail(Status::InvalidArgument, "K must hold one value, holds %llu", (unsigned long long)v.count);
+        k = v[0];
+    } else {
+        const Attribute* a = c.attribute("k");
+        if (!a || a->kind != AttributeKind::Int) return c.fail(Status::InvalidArgument, "attribute 'k' is missing");
+        k = a->i;
+    }
+    if (k < 0 || k > x.dims[axis])
+        return c.fail(Status::InvalidArgument, "k %lld out of range 0..%lld", (long long)k, (long long)x.dims[axis]);
+    TopKState* st = new_state<TopKState>(c);
+    if (!st) return c.fail(Status::OutOfMemory, "out of memory");
+    st->outer = (int64_t)dims_product(x, 0, (int)axis);
+    st->count = x.dims[axis];
+    st->inner = (int64_t)dims_product(x, (int)axis + 1, x.rank);
+    st->k = k;
+    st->largest = c.opset < 11 || c.attribute_int("largest", 1) != 0;
+    st->slots = c.threads ? c.threads : 1;
+    c.state = st;
+    for (uint32_t i = 0; i < 2; ++i) {
+        c.outputs[i] = x;
+        c.outputs[i].dims[axis] = k;
+    }
+    c.outputs[1].type = ElementType::Int64;
+    c.scratch_bytes = (size_t)st->slots * (size_t)st->count * 2 * sizeof(int64_t);
+    return Status::Ok;
+}
+
+// Whether element a goes before element b (NaN is the largest; equal ones keep their order).
+template <class T>
+bool top_k_before(T a, T b, bool largest) {
+    if (largest) return a > b || (a != a && b == b);
+    return a < b || (b != b && a == a);
+}
+
+template <class T>
+void run_top_k_typed(const RunContext& c, const TopKState& st) {
+    const T* x = c.inputs[0].as<const T>();
+    T* values = c.outputs[0].as<T>();
+    int64_t* indices = c.outputs[1].as<int64_t>();
+    int64_t* scratch = static_cast<int64_t*>(c.scratch);
+    nn_parallel(c, (uint64_t)(st.outer * st.inner), [&](uint64_t slot, uint64_t begin, uint64_t end) {
+        int64_t* order = scratch + slot * 2 * (uint64_t)st.count;
+        int64_t* other = order + st.count;
+        for (uint64_t line = begin; line < end; ++line) {
+            int64_t o = (int64_t)line / st.inner, i = (int64_t)line % st.inner;
+            const T* xl = x + o * st.count * st.inner + i;
+            for (int64_t j = 0; j < st.count; ++j) order[j] = j;
+            int64_t* from = order;
+            int64_t* to = other;
+            for (int64_t width = 1; width < st.count; width *= 2) {   // bottom-up merge sort, stable
+                for (int64_t lo = 0; lo < st.count; lo += 2 * width) {
+                    int64_t mid = lo + width < st.count ? lo + width : st.count;
+                    int64_t hi = lo + 2 * width < st.count ? lo + 2 * width : st.count;
+                    int64_t a = lo, b = mid, w = lo;
+                    while (a < mid && b < hi)
+                        to[w++] = top_k_before(xl[from[b] * st.inner], xl[from[a] * st.inner], st.largest) ? from[b++] : from[a++];
+                    while (a < mid) to[w++] = from[a++];
+                    while (b < hi) to[w++] = from[b++];
+                }
+                int64_t* t = from;
+                from = to;
+                to = t;
+            }
+            int64_t base = o * st.k * st.inner + i;
+            for (int64_t j = 0; j < st.k; ++j) {
+                values[base + j * st.inner] = xl[from[j] * st.inner];
+                indices[base + j * st.inner] = from[j];
+            }
+        }
+    }, st.slots);
+}
+
+inline Status run_top_k(const RunContext& c) {
+    const TopKState& st = *static_cast<const TopKState*>(c.state);
+    switch (c.inputs[0].desc.type) {
+        case ElementType::Float32: run_top_k_typed<float>(c, st); break;
+        case ElementType::Int64: run_top_k_typed<int64_t>(c, st); break;
+        default: run_top_k_typed<int32_t>(c, st); break;
+    }
+    return Status::Ok;
+}
+
+}  // namespace detail
+
+// >>more normalizations
+// LpNormalization (p 1 or 2 along axis; a zero norm gives zeros), MeanVarianceNormalization
+// ((x - mean) / (std + 1e-9) over `axes`, as ONNX's function body), RMSNormalization (opset
+// 23) and GroupNormalization (scale and bias per group in opsets 18-20, per channel from 21).
+// Moments are taken in double, in two passes; stash_type may ask for float or double.
+namespace detail {
+
+inline Status check_stash_type(PrepareContext& c) {
+    int64_t stash = c.attribute_int("stash_type", 1);
+    if (stash != 1 && stash != 11)   // float or double: what the double accumulation gives
+        return c.fail(Status::Unsupported, "stash_type %lld (float or double only)", (long long)stash);
+    return Status::Ok;
+}
+
+struct LpNormState {
+    int64_t outer = 0, count = 0, inner = 0, p = 2;
+};
+
+inline Status prepare_lp_norm(PrepareContext& c) {
+    TESSEL_TRY(nn_count(c, 1, 1, 1));
+    TESSEL_TRY(nn_float(c, 0));
+    const TensorDesc& x = c.inputs[0];
+    int axis = 0;
+    int64_t raw = c.attribute_int("axis", -1), p = c.attribute_int("p", 2);
+    if (x.rank < 1 || !nn_axis(raw, x.rank, &axis))
+        return c.fail(Status::InvalidArgument, "axis %lld out of range for rank %d", (long long)raw, x.rank);
+    if (p != 1 && p != 2) return c.fail(Status::InvalidArgument, "p %lld (1 or 2 expected)", (long long)p);
+    LpNormState* st = nn_state<LpNormState>(c);
+    if (!st) return c.fail(Status::OutOfMemory, "out of memory");
+    *st = LpNormState{nn_product(x, 0, axis), x.dims[axis], nn_product(x, axis + 1, x.rank), p};
+    c.outputs[0] = x;
+    c.in_place = true;
+    return Status::Ok;
+}
+
+inline Status run_lp_norm(const RunContext& c) {
+    const LpNormState& st = *static_cast<const LpNormState*>(c.state);
+    const float* x = c.inputs[0].as<float>();
+    float* y = c.outputs[0].as<float>();
+    nn_parallel(c, (uint64_t)(st.outer * st.inner), [&](uint64_t, uint64_t begin, uint64_t end) {
+        for (uint64_t line = begin; line < end; ++line) {
+            int64_t base = (int64_t)line / st.inner * st.count * st.inner + (int64_t)line % st.inner;
+            double sum = 0;
+            for (int64_t i = 0; i < st.count; ++i) {
+                double v = x[base + i * st.inner];
+                sum += st.p == 1 ? std::fabs(v) : v * v;
+            }
+            double norm = st.p == 1 ? sum : std::sqrt(sum);
+            float scale = norm > 0 ? (float)(1.0 / norm) : 0.0f;
+            if (norm != norm) scale = NAN;
+            for (int64_t i = 0; i < st.count; ++i) y[base + i * st.inner] = x[base + i * st.inner] * scale;
+        }
+    });
+    return Status::Ok;
+}
+
+struct MvnState {
+    TensorDesc kept;   // X's shape with the normalized axes as 1
+    int64_t groups = 0, count = 0;
+};
+
+inline Status prepare_mvn(PrepareContext& c) {
+    TESSEL_TRY(require_opset(c, 9));
+    TESSEL_TRY(nn_count(c, 1, 1, 1));
+    TESSEL_TRY(nn_float(c, 0));
+    const TensorDesc& x = c.inputs[0];
+    static const int64_t kDefaultAxes[] = {0, 2, 3};
+    Span<const int64_t> axes = c.attribute("axes") ? c.attribute_ints("axes") : Span<const int64_t>(kDefaultAxes, 3);
+    MvnState* st = nn_state<MvnState>(c);
+    if (!st) return c.fail(Status::OutOfMemory, "out of memory");
+    st->kept = x;
+    bool reduced[kMaxRank] = {};
+    for (size_t i = 0; i < axes.size; ++i) {
+        int axis = 0;
+        if (!nn_axis(axes[i], x.rank, &axis))
+            return c.fail(Status::InvalidArgument, "axis %lld out of range for rank %d", (long long)axes[i], x.rank);
+        if (reduced[axis]) return c.fail(Status::InvalidArgument, "axis %d is repeated", axis);
+        reduced[axis] = true;
+        st->kept.dims[axis] = 1;
+    }
+    st->groups = nn_product(st->kept, 0, x.rank);
+    st->count = st->groups ? nn_product(x, 0, x.rank) / st->groups : 0;
+    c.outputs[0] = x;
+    c.in_place = true;
+    c.scratch_bytes = (size_t)st->groups * 2 * sizeof(double);
+    return Status::Ok;
+}
+
+inline Status run_mvn(const RunContext& c) {
+    const MvnState& st = *static_cast<const MvnState*>(c.state);
+    const float* x = c.inputs[0].as<float>();
+    float* y = c.outputs[0].as<float>();
+    double* mean = static_cast<double*>(c.scratch);
+    double* scale = mean + st.groups;
+    const TensorDesc* kept = &st.kept;
+    const TensorDesc& xd = c.inputs[0].desc;
+    for (int64_t g = 0; g < st.groups; ++g) mean[g] = scale[g] = 0;
+    for_each_broadcast(xd, &kept, 1, [&](uint64_t e, const int64_t* o) { mean[o[0]] += x[e]; });
+    for (int64_t g = 0; g < st.groups; ++g) mean[g] /= (double)st.count;
+    for_each_broadcast(xd, &kept, 1, [&](uint64_t e, const int64_t* o) {
+        double d = x[e] - mean[o[0]];
+        scale[o[0]] += d * d;
+    });
+    for (int64_t g = 0; g < st.groups; ++g) scale[g] = 1.0 / (std::sqrt(scale[g] / (double)st.count) + 1e-9);
+    for_each_broadcast(xd, &kept, 1, [&](uint64_t e, const int64_t* o) {
+        y[e] = (float)((x[e] - mean[o[0]]) * scale[o[0]]);
+    });
+    return Status::Ok;
+}
+
+struct RmsNormState {
+    TensorDesc row;   // the normalized shape
+    int64_t rows = 0, inner = 0;
+    float epsilon = 1e-5f;
+};
+
+inline Status prepare_rms_norm(PrepareContext& c) {
+    TESSEL_TRY(require_opset(c, 23));
+    TESSEL_TRY(nn_count(c, 2, 2, 1));
+    for (uint32_t i = 0; i < 2; ++i) TESSEL_TRY(nn_float(c, i));
+    TESSEL_TRY(check_stash_type(c));
+    const TensorDesc& x = c.inputs[0];
+    int axis = 0;
+    int64_t raw = c.attribute_int("axis", -1);
+    if (x.rank < 1 || !nn_axis(raw, x.rank, &axis))
+        return c.fail(Status::InvalidArgument, "axis %lld out of range for rank %d", (long long)raw, x.rank);
+    RmsNormState* st = nn_state<RmsNormState>(c);
+    if (!st) return c.fail(Status::OutOfMemory, "out of memory");
+    st->row = x;
+    st->row.rank = (uint8_t)(x.rank - axis);
+    for (int i = axis; i < x.rank; ++i) st->row.dims[i - axis] = x.dims[i];
+    if (!broadcasts_to(c.inputs[1], st->row))
+        return c.fail(Status::InvalidArgument, "scale does not broadcast to the normalized shape");
+    st->rows = nn_product(x, 0, axis);
+    st->inner = nn_product(x, axis, x.rank);
+    st->epsilon = c.attribute_float("epsilon", 1e-5f);
+    c.outputs[0] = x;
+    c.scratch_bytes = (size_t)st->inner * sizeof(float);
+    c.in_place = true;
+    return Status::Ok;
+}
+
+inline Status run_rms_norm(const RunContext& c) {
+    const RmsNormState& st = *static_cast<const RmsNormState*>(c.state);
+    float* scale = static_cast<float*>(c.scratch);
+    const float* w = c.inputs[1].as<float>();
+    const TensorDesc* in = &c.inputs[1].desc;
+    for_each_broadcast(st.row, &in, 1, [&](uint64_t e, const int64_t* o) { scale[e] = w[o[0]]; });
+    const float* x = c.inputs[0].as<float>();
+    float* y = c.outputs[0].as<float>();
+    nn_parallel(c, (uint64_t)st.rows, [&](uint64_t, uint64_t begin, uint64_t end) {
+        for (uint64_t r = begin; r < end; ++r) {
+            const float* xr = x + (int64_t)r * st.inner;
+            float* yr = y + (int64_t)r * st.inner;
+            double squares = 0;
+            for (int64_t j = 0; j < st.inner; ++j) squares += (double)xr[j] * xr[j];
+            float inv = (float)(1.0 / std::sqrt(squares / (double)st.inner + (double)st.epsilon));
+            for (int64_t j = 0; j < st.inner; ++j) yr[j] = xr[j] * inv * scale[j];
+        }
+    });
+    return Status::Ok;
+}
+
+struct GroupNormState {
+    int64_t batch = 0, groups = 0, channels_per_group = 0, spatial = 0;
+    float epsilon = 1e-5f;
+    bool per_channel = true;   // scale and bias per channel (opset 21), else per group
+};
+
+inline Status prepare_group_norm(PrepareContext& c) {
+    TESSEL_TRY(require_opset(c, 18));
+    TESSEL_TRY(nn_count(c, 3, 3, 1));
+    for (uint32_t i = 0; i < 3; ++i) TESSEL_TRY(nn_float(c, i));
+    if (c.opset >= 21) TESSEL_TRY(check_stash_type(c));
+    const TensorDesc& x = c.inputs[0];
+    if (x.rank < 2) return c.fail(Status::InvalidArgument, "X must be N x C x ...");
+    const Attribute* a = c.attribute("num_groups");
+    if (!a || a->kind != AttributeKind::Int) return c.fail(Status::InvalidArgument, "attribute 'num_groups' is missing");
+    int64_t groups = a->i, channels = x.dims[1];
+    if (groups < 1 || channels % groups != 0)
+        return c.fail(Status::InvalidArgument, "num_groups %lld does not divide %lld channels", (long long)groups,
+                      (long long)channels);
+    bool per_channel = c.opset >= 21;
+    int64_t want = per_channel ? channels : groups;
+    for (uint32_t i = 1; i < 3; ++i)
+        if (c.inputs[i].rank != 1 || c.inputs[i].dims[0] != want)
+            return c.fail(Status::InvalidArgument, "input %u must have %lld elements (one per %s at opset %u)", i,
+                          (long long)want, per_channel ? "channel" : "group", c.opset);
+    GroupNormState* st = nn_state<GroupNormState>(c);
+    if (!st) return c.fail(Status::OutOfMemory, "out of memory");
+    *st = GroupNormState{x.dims[0], groups, channels / groups, nn_product(x, 2, x.rank), c.attribute_float("epsilon", 1e-5f),
+                         per_channel};
+    c.outputs[0] = x;
+    c.in_place = true;
+    return Status::Ok;
+}
+
+inline Status run_group_norm(const RunContext& c) {
+    const GroupNormState& st = *static_cast<const GroupNormState*>(c.state);
+    const float* x = c.inputs[0].as<float>();
+    const float *scale = c.inputs[1].as<float>(), *bias = c.inputs[2].as<float>();
+    float* y = c.outputs[0].as<float>();
+    int64_t size = st.channels_per_group * st.spatial;
+    nn_parallel(c, (uint64_t)(st.batch * st.groups), [&](uint64_t, uint64_t begin, uint64_t end) {
+        for (uint64_t block = begin; block < end; ++block) {
+            int64_t g = (int64_t)block % st.groups;
+            const float* xb = x + (int64_t)block * size;
+            float* yb = y + (int64_t)block * size;
+            float mean, inv_std;
+            row_moments(xb, size, st.epsilon, &mean, &inv_std);
+            for (int64_t k = 0; k < st.channels_per_group; ++k) {
+                int64_t p = st.per_channel ? g * st.channels_per_group + k : g;
+                float a = scale[p] * inv_std, b = bias[p] - mean * a;
+                for (int64_t s = 0; s < st.spatial; ++s) yb[k * st.spatial + s] = xb[k * st.spatial + s] * a + b;
+            }
+        }
+    });
+    return Status::Ok;
+}
+
+}  // namespace detail
+
+// >>loss ops
+// NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss (opset 12): scores [N, C, d1..dk],
+// target [N, d1..dk] (int64 or int32), optional weight [C]. A target equal to ignore_index
+// counts with weight 0; reduction none gives the loss per target, sum their sum, mean the
+// sum over the kept targets' weights (ONNX's definition). SoftmaxCrossEntropyLoss takes the
+// NLL of log_softmax over C (its optional second output). A target outside [0, C) that is not
+// ignored is InvalidArgument.
+namespace detail {
+
+enum class LossReduction : uint8_t { None, Sum, Mean };
+
+struct LossState {
+    int64_t batch = 0, classes = 0, inner = 0;   // N, C, d1 * ... * dk
+    int64_t ignore_index = 0;
+    bool has_ignore = false, softmax = false;
+    LossReduction reduction = LossReduction::Mean;
+};
+
+inline bool loss_target_ok(int64_t t, int64_t classes, const LossState& st) {
+    return (st.has_ignore && t == st.ignore_index) || (t >= 0 && t < classes);
+}
+
+inline Status prepare_loss(PrepareContext& c, bool softmax) {
+    TESSEL_TRY(require_opset(c, 12));
+    TESSEL_TRY(check_tensor_inputs(c, 2, 3, 2, 0));
+    if (c.num_outputs > (softmax ? 2u : 1u))
+        return c.fail(Status::InvalidArgument, "expects 1 to %u outputs, has %u", softmax ? 2u : 1u, c.num_outputs);
+    TESSEL_TRY(nn_float(c, 0));
+    TESSEL_TRY(nn_float(c, 2, true));
+    TESSEL_TRY(index_type(c, 1));
+    const TensorDesc& x = c.inputs[0];
+    const TensorDesc& target = c.inputs[1];
+    if (x.rank < 2) return c.fail(Status::InvalidArgument, "scores must be N x C x ... (rank %u)", x.rank);
+    bool match = target.rank + 1 == x.rank;
+    for (int d = 0; match && d < target.rank; ++d) match = target.dims[d] == x.dims[d == 0 ? 0 : d + 1];
+    if (!match) return c.fail(Status::InvalidArgument, "target must have the scores' shape without dimension 1 (C)");
+    if (c.has_input(2) && (c.inputs[2].rank != 1 || c.inputs[2].dims[0] != x.dims[1]))
+        return c.fail(Status::InvalidArgument, "weight must have %lld elements (one per class)", (long long)x.dims[1]);
+    LossState* st = new_state<LossState>(c);
+    if (!st) return c.fail(Status::OutOfMemory, "out of memory");
+    StringView r = c.attribute_string("reduction", "mean");
+    if (r == StringView("none")) st->reduction = LossReduction::None;
+    else if (r == StringView("sum")) st->reduction = LossReduction::Sum;
+    else if (r != StringView("mean")) return c.fail(Status::InvalidArgument, "unknown reduction '%.*s'", (int)r.size, r.data);
+    const Attribute* ignore = c.attribute("ignore_index");
+    st->has_ignore = ignore && ignore->kind == AttributeKind::Int;
+    st->ignore_index = st->has_ignore ? ignore->i : 0;
+    st->batch = x.dims[0];
+    st->classes = x.dims[1];
+    st->inner = nn_product(x, 2, x.rank);
+    st->softmax = softmax;
+    if (const void* known = tensor_value(c, 1)) {
+        uint64_t n = 0;
+        (void)desc_elements(target, &n);
+        for (uint64_t i = 0; i < n; ++i) {
+            int64_t t = load_index(known, target.type, i);
+            if (!loss_target_ok(t, st->classes, *st))
+                return c.fail(Status::InvalidArgument, "target %lld out of range for %lld classes", (long long)t,
+                              (long long)st->classes);
+        }
+    }
+    c.state = st;
+    c.outputs[0] = TensorDesc();
+    c.outputs[0].type = ElementType::Float32;
+    if (st->reduction == LossReduction::None) {
+        c.outputs[0] = target;
+        c.outputs[0].type = ElementType::Float32;
+    }
+    if (c.num_outputs > 1) c.outputs[1] = x;
+    return Status::Ok;
+}
+inline Status prepare_nll_loss(PrepareContext& c) { return prepare_loss(c, false); }
+inline Status prepare_softmax_cross_entropy(PrepareContext& c) { return prepare_loss(c, true); }
+
+inline Status run_loss(const RunContext& c) {
+    const LossState& st = *static_cast<const LossState*>(c.state);
+    const float* x = c.inputs[0].as<float>();
+    const TensorView& target = c.inputs[1];
+    const float* weight = c.num_inputs > 2 && c.inputs[2].data ? c.inputs[2].as<float>() : nullptr;
+    uint64_t n = target.elements();
+    for (uint64_t i = 0; i < n; ++i) {   // all first: no partial output
+        int64_t t = load_index(target.data, target.desc.type, i);
+        if (!loss_target_ok(t, st.classes, st))
+            return c.fail(Status::InvalidArgument, "target %lld out of range for %lld classes", (long long)t,
+                          (long long)st.classes);
+    }
+    float* log_prob = st.softmax && c.num_outputs > 1 ? c.outputs[1].as<float>() : nullptr;
+    float* loss = c.outputs[0].as<float>();
+    double total = 0, weights = 0;
+    for (int64_t b = 0; b < st.batch; ++b)
+        for (int64_t d = 0; d < st.inner; ++d) {
+            const float* xl = x + b * st.classes * st.inner + d;   // class c at xl[c * inner]
+            double shift = 0;   // log_softmax(x)[c] = x[c] - shift
+            if (st.softmax && st.classes) {
+                float top = xl[0];
+                for (int64_t k = 1; k < st.classes; ++k) top = xl[k * st.inner] > top ? xl[k * st.inner] : top;
+                double sum = 0;
+                for (int64_t k = 0; k < st.classes; ++k) sum += std::exp((double)xl[k * st.inner] - top);
+                shift = top + std::log(sum);
+                if (log_prob)
+                    for (int64_t k = 0; k < st.classes; ++k)
+                        log_prob[b * st.classes * st.inner + d + k * st.inner] = (float)(xl[k * st.inner] - shift);
+            }
+            uint64_t at = (uint64_t)(b * st.inner + d);
+            int64_t t = load_index(target.data, target.desc.type, at);
+            double w = 0, value = 0;
+            if (!(st.has_ignore && t == st.ignore_index)) {
+                w = weight ? weight[t] : 1.0;
+                value = -((double)xl[t * st.inner] - shift) * w;
+            }
+            if (st.reduction == LossReduction::None) loss[at] = (float)value;
+            total += value;
+            weights += w;
+        }
+    if (st.reduction == LossReduction::Sum) loss[0] = (float)total;
+    if (st.reduction == LossReduction::Mean) loss[0] = (float)(total / weights);
+    return Status::Ok;
+}
+
+}  // namespace detail
+
+namespace detail {
+// The kernels of the sections above (gather and scatter through loss ops).
+const OpKernel kIndexKernels[] = {
+    {"GatherElements", prepare_gather_elements, run_gather_elements},
+    {"GatherND", prepare_gather_nd, run_gather_nd},
+    {"ScatterElements", prepare_scatter_elements, run_scatter_elements},
+    {"Scatter", prepare_scatter_elements, run_scatter_elements},
+    {"ScatterND", prepare_scatter_nd, run_scatter_nd},
+    {"OneHot", prepare_one_hot, run_one_hot},
+    {"ReverseSequence", prepare_reverse_sequence, run_reverse_sequence},
+    {"TopK", prepare_top_k, run_top_k},
+    {"LpNormalization", prepare_lp_norm, run_lp_norm},
+    {"MeanVarianceNormalization", prepare_mvn, run_mvn},
+    {"RMSNormalization", prepare_rms_norm, run_rms_norm},
+    {"GroupNormalization", prepare_group_norm, run_group_norm},
+    {"NegativeLogLikelihoodLoss", prepare_nll_loss, run_loss},
+    {"SoftmaxCrossEntropyLoss", prepare_softmax_cross_entropy, run_loss},
+    {nullptr, nullptr, nullptr},   // end marker
+};
+}  // namespace detail
+
+
 // >>op versions
 namespace detail {
 // The ONNX versions (since_version, onnx/defs/operator_sets.h) of the op list's ops where a
@@ -7817,6 +8778,7 @@ const OpVersion kOpVersions[] = {
     {"BitwiseNot", 18, kByKernel, "new op"},
     {"BitwiseOr", 18, kByKernel, "new op"},
     {"BitwiseXor", 18, kByKernel, "new op"},
+    {"GroupNormalization", 18, kByKernel, "new op"},
     {"Mish", 18, kByKernel, "new op"},
     {"Pad", 18, kByKernel, "axes input"},
     {"ReduceL1", 18, kByKernel, "axes input, noop_with_empty_axes"},
@@ -7829,6 +8791,8 @@ const OpVersion kOpVersions[] = {
     {"ReduceProd", 18, kByKernel, "axes input, noop_with_empty_axes"},
     {"ReduceSumSquare", 18, kByKernel, "axes input, noop_with_empty_axes"},
     {"Resize", 18, kByKernel, "axes, keep_aspect_ratio_policy, antialias"},
+    {"ScatterElements", 18, kByKernel, "reduction max, min"},
+    {"ScatterND", 18, kByKernel, "reduction max, min"},
     {"Split", 18, kByKernel, "num_outputs, the last chunk smaller"},
     // opset 19
     {"AveragePool", 19, kByKernel, "dilations"},
@@ -7855,6 +8819,7 @@ const OpVersion kOpVersions[] = {
     {"Constant", 21, kTypes, kNarrowTypes21},
     {"ConstantOfShape", 21, kTypes, kNarrowTypes21},
     {"Flatten", 21, kTypes, kNarrowTypes21},
+    {"GroupNormalization", 21, kByKernel, "scale and bias per channel, not per group"},
     {"Identity", 21, kTypes, kNarrowTypes21},
     {"Pad", 21, kTypes, kNarrowTypes21},
     {"Reshape", 21, kTypes, kNarrowTypes21},
@@ -7872,9 +8837,9 @@ const OpVersion kOpVersions[] = {
     {"Atanh", 22, kTypes, kBfloat16},
     {"AveragePool", 22, kByKernel, "bfloat16; windows starting in the right padding dropped (as parse_window does)"},
     {"Conv", 22, kTypes, kBfloat16},
+    {"ConvTranspose", 22, kTypes, kBfloat16},
     {"Cos", 22, kTypes, kBfloat16},
     {"Cosh", 22, kTypes, kBfloat16},
-    {"ConvTranspose", 22, kTypes, kBfloat16},
     {"Dropout", 22, kTypes, kBfloat16},
     {"Elu", 22, kTypes, kBfloat16},
     {"EyeLike", 22, kTypes, kBfloat16},
@@ -7883,8 +8848,10 @@ const OpVersion kOpVersions[] = {
     {"HardSigmoid", 22, kTypes, kBfloat16},
     {"HardSwish", 22, kTypes, kBfloat16},
     {"InstanceNormalization", 22, kTypes, kBfloat16},
+    {"LpNormalization", 22, kTypes, "bfloat16"},
     {"MaxPool", 22, kByKernel, "bfloat16; windows starting in the right padding dropped (as parse_window does)"},
     {"Mish", 22, kTypes, kBfloat16},
+    {"NegativeLogLikelihoodLoss", 22, kTypes, "bfloat16"},
     {"Round", 22, kTypes, kBfloat16},
     {"Selu", 22, kTypes, kBfloat16},
     {"Sin", 22, kTypes, kBfloat16},
@@ -7895,44 +8862,46 @@ const OpVersion kOpVersions[] = {
     {"ThresholdedRelu", 22, kTypes, kBfloat16},
     // opsets 23-25: the shape and data-movement ops gain float4, float8e8m0, int2
     {"Cast", 23, kTypes, kNarrowTypes23},
-    {"CastLike", 23, kTypes, kNarrowTypes23},
-    {"Constant", 23, kTypes, kNarrowTypes23},
-    {"ConstantOfShape", 23, kTypes, kNarrowTypes23},
-    {"Flatten", 23, kTypes, kNarrowTypes23},
-    {"Identity", 23, kTypes, kNarrowTypes23},
-    {"Pad", 23, kTypes, kNarrowTypes23},
-    {"Reshape", 23, kTypes, kNarrowTypes23},
-    {"Shape", 23, kTypes, kNarrowTypes23},
-    {"Size", 23, kTypes, kNarrowTypes23},
-    {"Squeeze", 23, kTypes, kNarrowTypes23},
-    {"Transpose", 23, kTypes, kNarrowTypes23},
-    {"Unsqueeze", 23, kTypes, kNarrowTypes23},
     {"Cast", 24, kTypes, "float8e8m0, round_mode (float8e8m0 only)"},
-    {"CastLike", 24, kTypes, "float8e8m0, round_mode (float8e8m0 only)"},
-    {"Constant", 24, kTypes, kNarrowTypes24},
-    {"ConstantOfShape", 24, kTypes, kNarrowTypes24},
-    {"Flatten", 24, kTypes, kNarrowTypes24},
-    {"Identity", 24, kTypes, kNarrowTypes24},
-    {"Pad", 24, kTypes, kNarrowTypes24},
-    {"Reshape", 24, kTypes, kNarrowTypes24},
-    {"Shape", 24, kTypes, kNarrowTypes24},
-    {"Size", 24, kTypes, kNarrowTypes24},
-    {"Squeeze", 24, kTypes, kNarrowTypes24},
-    {"Swish", 24, kByKernel, "new op"},
-    {"Transpose", 24, kTypes, kNarrowTypes24},
-    {"Unsqueeze", 24, kTypes, kNarrowTypes24},
     {"Cast", 25, kTypes, kNarrowTypes25},
+    {"CastLike", 23, kTypes, kNarrowTypes23},
+    {"CastLike", 24, kTypes, "float8e8m0, round_mode (float8e8m0 only)"},
     {"CastLike", 25, kTypes, kNarrowTypes25},
+    {"Constant", 23, kTypes, kNarrowTypes23},
+    {"Constant", 24, kTypes, kNarrowTypes24},
     {"Constant", 25, kTypes, kNarrowTypes25},
+    {"ConstantOfShape", 23, kTypes, kNarrowTypes23},
+    {"ConstantOfShape", 24, kTypes, kNarrowTypes24},
     {"ConstantOfShape", 25, kTypes, kNarrowTypes25},
+    {"Flatten", 23, kTypes, kNarrowTypes23},
+    {"Flatten", 24, kTypes, kNarrowTypes24},
     {"Flatten", 25, kTypes, kNarrowTypes25},
+    {"Identity", 23, kTypes, kNarrowTypes23},
+    {"Identity", 24, kTypes, kNarrowTypes24},
     {"Identity", 25, kTypes, kNarrowTypes25},
+    {"Pad", 23, kTypes, kNarrowTypes23},
+    {"Pad", 24, kTypes, kNarrowTypes24},
     {"Pad", 25, kTypes, kNarrowTypes25},
+    {"RMSNormalization", 23, kByKernel, "new op"},
+    {"Reshape", 23, kTypes, kNarrowTypes23},
+    {"Reshape", 24, kTypes, kNarrowTypes24},
     {"Reshape", 25, kTypes, kNarrowTypes25},
+    {"Shape", 23, kTypes, kNarrowTypes23},
+    {"Shape", 24, kTypes, kNarrowTypes24},
     {"Shape", 25, kTypes, kNarrowTypes25},
+    {"Size", 23, kTypes, kNarrowTypes23},
+    {"Size", 24, kTypes, kNarrowTypes24},
     {"Size", 25, kTypes, kNarrowTypes25},
+    {"Squeeze", 23, kTypes, kNarrowTypes23},
+    {"Squeeze", 24, kTypes, kNarrowTypes24},
     {"Squeeze", 25, kTypes, kNarrowTypes25},
+    {"Swish", 24, kByKernel, "new op"},
+    {"TopK", 24, kTypes, "bfloat16"},
+    {"Transpose", 23, kTypes, kNarrowTypes23},
+    {"Transpose", 24, kTypes, kNarrowTypes24},
     {"Transpose", 25, kTypes, kNarrowTypes25},
+    {"Unsqueeze", 23, kTypes, kNarrowTypes23},
+    {"Unsqueeze", 24, kTypes, kNarrowTypes24},
     {"Unsqueeze", 25, kTypes, kNarrowTypes25},
     // opsets 26-28
     {"Range", 27, kTypes, "stash_type (float16 and bfloat16 only)"},
@@ -7982,6 +8951,7 @@ struct KernelTable {
         add(kNnKernels, sizeof kNnKernels / sizeof kNnKernels[0]);
         add(kTensorKernels, sizeof kTensorKernels / sizeof kTensorKernels[0]);
         add(kMathKernels, sizeof kMathKernels / sizeof kMathKernels[0]);
+        add(kIndexKernels, sizeof kIndexKernels / sizeof kIndexKernels[0]);
     }
 };
 inline const KernelTable& kernel_table() {
