@@ -403,6 +403,9 @@ struct Limits {
 };
 
 // >>device
+// The longest config value a built-in device keeps, terminator included (a whole op list fits).
+constexpr size_t kConfigValueBytes = 4096;
+
 struct ConfigEntry {
     StringView key;
     StringView value;
@@ -2052,7 +2055,7 @@ protected:
     const char* full_name_;
     const ConfigKey* keys_;
     uint32_t key_count_;
-    char values_[kMaxKeys][512] = {};
+    char values_[kMaxKeys][kConfigValueBytes] = {};
     char metric_[1024] = {};
     OpKernel extensions_[kMaxExtensions];
     uint32_t extension_count_ = 0;
@@ -2439,7 +2442,7 @@ constexpr uint32_t kMaxSavedConfig = 256;     // config entries one compile save
 struct SavedConfig {     // one device's config at compile time (export) or before it (restore)
     Device* device;
     char key[64];
-    char value[512];
+    StringView value;    // a zero-terminated copy in the compile's arena
 };
 }  // namespace detail
 
@@ -2878,9 +2881,10 @@ inline Status save_and_set(CompileJob* job, Arena* arena, Device* d, StringView 
     if (!job->saved) return job->fail(Status::OutOfMemory, "out of memory saving the device config");
     if (job->saved_count == kMaxSavedConfig) return job->fail(Status::LimitExceeded, "too many config entries");
     SavedConfig& c = job->saved[job->saved_count];
-    if (key.size >= sizeof c.key || old.size >= sizeof c.value) return job->fail(Status::InvalidArgument, "config key or value too long");
+    if (key.size >= sizeof c.key) return job->fail(Status::InvalidArgument, "config key too long");
     std::snprintf(c.key, sizeof c.key, "%.*s", (int)key.size, key.data);
-    std::snprintf(c.value, sizeof c.value, "%.*s", (int)old.size, old.data);
+    c.value = arena->copy_string(old);
+    if (!c.value.data) return job->fail(Status::OutOfMemory, "out of memory saving the device config");
     c.device = d;
     s = d->set_config(key, value);
     if (s != Status::Ok) return job->fail(s, "%s", d->last_error());
@@ -2891,7 +2895,7 @@ inline Status save_and_set(CompileJob* job, Arena* arena, Device* d, StringView 
 inline void restore(CompileJob* job) {
     for (uint32_t i = job->saved_count; i-- > 0;) {
         SavedConfig& c = job->saved[i];
-        ignore_status(c.device->set_config(StringView(c.key), StringView(c.value)));
+        ignore_status(c.device->set_config(StringView(c.key), c.value));
     }
     job->saved_count = 0;
 }
@@ -2944,7 +2948,8 @@ inline Status snapshot_config(CompileJob* job, CompiledModel::Impl* m) {
             SavedConfig& c = m->config[m->config_count++];
             c.device = d;
             std::snprintf(c.key, sizeof c.key, "%s", k);
-            std::snprintf(c.value, sizeof c.value, "%.*s", (int)value.size, value.data);
+            c.value = m->arena.copy_string(value);
+            if (!c.value.data) return Status::OutOfMemory;
             if (StringView(k) == StringView("PERF_COUNT") && (value == StringView("YES") || value == StringView("yes") || value == StringView("1") || value == StringView("true"))) m->perf = true;
             uint32_t t = 1;
             if (StringView(k) == StringView("NUM_THREADS") && parse_count(value, 1, 64, &t) && t > m->threads) m->threads = t;
@@ -3058,16 +3063,22 @@ Status Core::reshape(const Model& model, Span<const InputShape> shapes, Compiled
     uint32_t count = old.config_count;
     char (*keys)[128] = static_cast<char (*)[128]>(TESSEL_MALLOC(sizeof(char[128]) * (count + 1)));
     ConfigEntry* config = static_cast<ConfigEntry*>(TESSEL_MALLOC(sizeof(ConfigEntry) * (count + 1)));
-    char (*values)[512] = static_cast<char (*)[512]>(TESSEL_MALLOC(sizeof(char[512]) * (count + 1)));
+    // The values are copied too: compiling into `compiled` may free the old model's arena.
+    size_t value_bytes = 1;
+    for (uint32_t i = 0; i < count; ++i) value_bytes += old.config[i].value.size;
+    char* values = static_cast<char*>(TESSEL_MALLOC(value_bytes));
     if (!keys || !config || !values) {
         TESSEL_FREE(keys); TESSEL_FREE(config); TESSEL_FREE(values);
         return fail(Status::OutOfMemory, "out of memory");
     }
+    size_t at = 0;
     for (uint32_t i = 0; i < count; ++i) {
         StringView name = old.config[i].device->name();
         detail::print(keys[i], 128, "%.*s:%s", (int)name.size, name.data, old.config[i].key);
-        detail::print(values[i], 512, "%s", old.config[i].value);
-        config[i] = ConfigEntry{StringView(keys[i]), StringView(values[i])};
+        StringView value = old.config[i].value;
+        if (value.size) std::memcpy(values + at, value.data, value.size);
+        config[i] = ConfigEntry{StringView(keys[i]), StringView(values + at, value.size)};
+        at += value.size;
     }
     Status s = compile_model(model, StringView(device), Span<const ConfigEntry>(config, count), compiled, shapes);
     TESSEL_FREE(keys);
@@ -3776,7 +3787,7 @@ inline Status write_blob(const CompiledModel::Impl& m, BlobWriter& w) {
     for (uint32_t i = 0; i < m.config_count; ++i) {
         w.str(m.config[i].device->name());
         w.str(StringView(m.config[i].key));
-        w.str(StringView(m.config[i].value));
+        w.str(m.config[i].value);
     }
     write_model(w, m.prepared.model);
     w.u32(m.subgraph_count);

@@ -276,6 +276,34 @@ std::vector<char> export_blob(const CompiledModel& compiled) {
 
 }  // namespace
 
+// A TEMPLATE op list longer than the old 512-byte value buffers: kept whole through compile,
+// export and import (it used to be cut silently when the compiled model recorded it).
+TEST_CASE("runtime: a config value as long as the op list survives compile, export and import") {
+    std::string ops;
+    for (const OpKernel& k : builtin_op_kernels())
+        if (std::string(k.op) != "Tanh") ops += (ops.empty() ? "" : ",") + std::string(k.op);
+    REQUIRE(ops.size() > 512);
+    REQUIRE(ops.size() < kConfigValueBytes);
+    Model m;
+    build_small(&m);
+    Core core;
+    CompiledModel compiled;
+    ConfigEntry config[] = {{"TEMPLATE:SUPPORTED_OPS", StringView(ops.c_str())}};
+    REQUIRE(core.compile_model(m, "HETERO:TEMPLATE,CPU", config, &compiled) == Status::Ok);
+    REQUIRE(compiled.placement().size == 2);   // Tanh alone goes to the CPU
+    CHECK(compiled.placement()[1].nodes == 1);
+    std::vector<char> blob = export_blob(compiled);
+    CompiledModel imported;
+    REQUIRE(core.import_model(blob.data(), blob.size(), &imported) == Status::Ok);
+    REQUIRE(imported.placement().size == 2);
+    CHECK(imported.placement()[1].nodes == 1);
+    CHECK(bitwise_equal(run_compiled(compiled, 5), run_compiled(imported, 5)));
+    std::string too_long(kConfigValueBytes, 'x');
+    ConfigEntry long_config[] = {{"TEMPLATE:SUPPORTED_OPS", StringView(too_long.c_str())}};
+    CHECK(core.compile_model(m, "HETERO:TEMPLATE,CPU", long_config, &compiled) == Status::InvalidArgument);
+    CHECK(std::string(core.last_error()) == "TEMPLATE: value of SUPPORTED_OPS is too long");
+}
+
 TEST_CASE("runtime: export, import, same outputs; every corruption is rejected") {
     Model m;
     build_small(&m);
