@@ -8593,8 +8593,10 @@ inline Status run_group_norm(const RunContext& c) {
             row_moments(xb, size, st.epsilon, &mean, &inv_std);
             for (int64_t k = 0; k < st.channels_per_group; ++k) {
                 int64_t p = st.per_channel ? g * st.channels_per_group + k : g;
-                float a = scale[p] * inv_std, b = bias[p] - mean * a;
-                for (int64_t s = 0; s < st.spatial; ++s) yb[k * st.spatial + s] = xb[k * st.spatial + s] * a + b;
+                // (x - mean) first: x * a + (bias - mean * a) cancels badly when |mean| >> std,
+                // and differently where the compiler fuses the multiply-add (AArch64).
+                float a = scale[p] * inv_std, b = bias[p];
+                for (int64_t s = 0; s < st.spatial; ++s) yb[k * st.spatial + s] = (xb[k * st.spatial + s] - mean) * a + b;
             }
         }
     });

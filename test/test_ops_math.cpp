@@ -958,7 +958,7 @@ TEST_CASE("math ops compile and run on CPU, TEMPLATE and HETERO alike, infer() a
         want0.push_back(std::log(sum));
     }
     const F32 want1 = {0, 0, 0, 1, 1, 0, 0, 1, 1, 0, 1, 1};   // one-hot rows 3, 0, 2 summed down
-    const I32 want2 = {0 ^ 1, 1 ^ 2, 2 ^ 4, 3 ^ 8, 0, 6 ^ 2, 5 ^ 4, 4 ^ 8, 0, 0, 9 ^ 4, -3 ^ 8};
+    const I32 want2 = {0 xor 1, 1 xor 2, 2 xor 4, 3 xor 8, 0, 6 xor 2, 5 xor 4, 4 xor 8, 0, 0, 9 xor 4, -3 xor 8};   // BitwiseXor
     Core core;
     for (const char* device : {"CPU", "TEMPLATE", "HETERO:TEMPLATE,CPU"}) {
         INFO(std::string(device));
