@@ -6172,16 +6172,20 @@ inline Status prepare_expand(PrepareContext& c) {
     TESSEL_TRY(int_input(c, 1, &shape));
     if (shape.count > (uint64_t)kMaxRank)
         return c.fail(Status::LimitExceeded, "shape has %llu dimensions", (unsigned long long)shape.count);
+    TensorDesc target;
+    target.type = x.type;
+    target.rank = (uint8_t)shape.count;
+    for (int i = 0; i < target.rank; ++i) {
+        target.dims[i] = shape[(uint64_t)i];
+        if (target.dims[i] < 0) return c.fail(Status::InvalidArgument, "shape[%d] = %lld", i, (long long)target.dims[i]);
+    }
     TensorDesc y;
-    y.type = x.type;
-    y.rank = (uint8_t)(shape.count > x.rank ? shape.count : x.rank);
-    for (int i = 0; i < y.rank; ++i) {
-        int jx = i - (y.rank - x.rank), js = i - (y.rank - (int)shape.count);
-        int64_t a = jx >= 0 ? x.dims[jx] : 1, b = js >= 0 ? shape[(uint64_t)js] : 1;
-        if (b < 0) return c.fail(Status::InvalidArgument, "shape[%d] = %lld", js, (long long)b);
-        if (a != b && a != 1 && b != 1)
-            return c.fail(Status::InvalidArgument, "dimension %lld does not broadcast to %lld", (long long)a, (long long)b);
-        y.dims[i] = b == 1 ? a : b;
+    if (!broadcast_pair(x, target, &y)) {
+        int rank = x.rank > target.rank ? x.rank : target.rank, i = 0;   // name the first pair that fails
+        auto dim = [rank](const TensorDesc& d, int at) { return at - (rank - d.rank) >= 0 ? d.dims[at - (rank - d.rank)] : 1; };
+        while (dim(x, i) == dim(target, i) || dim(x, i) == 1 || dim(target, i) == 1) ++i;
+        return c.fail(Status::InvalidArgument, "dimension %lld does not broadcast to %lld", (long long)dim(x, i),
+                      (long long)dim(target, i));
     }
     c.outputs[0] = y;
     TESSEL_TRY(check_output_desc(c, 0));

@@ -987,6 +987,19 @@ TEST_CASE("Expand, Tile, Range") {
         OpTest t;
         t.op("Expand", {t.input<float>({2, 3}, iota_float(6)), t.constant<int64_t>({2}, {2, 4})});
         CHECK(t.prepare() == Status::InvalidArgument);
+        CHECK(std::string(t.prepared.error).find("dimension 3 does not broadcast to 4") != std::string::npos);
+    }
+    {
+        OpTest t;   // the shape longer than the input, the mismatch in its last dimension
+        t.op("Expand", {t.input<float>({3}, iota_float(3)), t.constant<int64_t>({3}, {2, 1, 5})});
+        CHECK(t.prepare() == Status::InvalidArgument);
+        CHECK(std::string(t.prepared.error).find("dimension 3 does not broadcast to 5") != std::string::npos);
+    }
+    {
+        OpTest t;
+        t.op("Expand", {t.input<float>({2, 3}, iota_float(6)), t.constant<int64_t>({2}, {2, -3})});
+        CHECK(t.prepare() == Status::InvalidArgument);
+        CHECK(std::string(t.prepared.error).find("shape[1] = -3") != std::string::npos);
     }
     {
         OpTest t;
