@@ -1,0 +1,252 @@
+// OpTest: one node of a tiny Model, prepared and run through its built-in kernel the way a
+// device does, or compiled and inferred through a Core; shared by the op suites
+// (test_tensor_ops.cpp, test_ops_math.cpp, test_ops_index.cpp).
+#pragma once
+#include <doctest/doctest.h>
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+#include "alloc_counter.h"
+#include "runtime.h"
+#include "test_helpers.h"
+
+namespace test {
+using namespace tessel;
+
+template <class T> ElementType type_of();
+template <> inline ElementType type_of<float>() { return ElementType::Float32; }
+template <> inline ElementType type_of<uint16_t>() { return ElementType::Float16; }
+template <> inline ElementType type_of<int64_t>() { return ElementType::Int64; }
+template <> inline ElementType type_of<int32_t>() { return ElementType::Int32; }
+template <> inline ElementType type_of<int8_t>() { return ElementType::Int8; }
+template <> inline ElementType type_of<uint8_t>() { return ElementType::UInt8; }   // Bool: pass the type
+
+using Shape = std::vector<int64_t>;
+
+struct OpTest {
+    Model model;
+    uint32_t opset = 17;
+    NodeId node = kNoNode;
+    std::map<NodeId, std::vector<unsigned char>> data;   // runtime inputs' bytes
+    std::vector<NodeId> runtime_inputs;
+    std::vector<TensorDesc> input_descs;
+    std::vector<const void*> values;
+    std::vector<TensorDesc> output_descs;
+    std::vector<Tensor> outputs;
+    Arena arena;
+    PrepareContext prepared;
+    const OpKernel* kernel = nullptr;
+    char run_error[kErrorMessageBytes] = {};
+    std::string infer_error;
+    int counter = 0;
+
+    std::string fresh(const char* prefix) { return prefix + std::to_string(counter++); }
+
+    // A graph input: its value is known only at run time.
+    template <class T>
+    InputRef input(const Shape& shape, const std::vector<T>& v, ElementType type = type_of<T>()) {
+        NodeId id = kNoNode;
+        std::string name = fresh("in");
+        REQUIRE(model.add_input(StringView(name.data(), name.size()), make_desc(type, shape), &id) == Status::Ok);
+        std::vector<unsigned char> bytes(v.size() * sizeof(T));
+        if (!v.empty()) std::memcpy(bytes.data(), v.data(), bytes.size());
+        data[id] = bytes;
+        runtime_inputs.push_back(id);
+        return InputRef::by_id(id);
+    }
+    // A Constant node: its value is known at compile time (c.values).
+    template <class T>
+    InputRef constant(const Shape& shape, const std::vector<T>& v, ElementType type = type_of<T>()) {
+        NodeId id = kNoNode;
+        std::string name = fresh("const");
+        REQUIRE(model.add_constant(StringView(name.data(), name.size()), make_desc(type, shape), v.data(), &id) == Status::Ok);
+        return InputRef::by_id(id);
+    }
+    InputRef absent() { return model.absent(); }
+    NodeId op(const char* type, const std::vector<InputRef>& inputs, uint32_t num_outputs = 1) {
+        std::string name = fresh("node");
+        REQUIRE(model.add_node(type, StringView(name.data(), name.size()),
+                               Span<const InputRef>(inputs.data(), inputs.size()), num_outputs, &node) == Status::Ok);
+        return node;
+    }
+    void set_int(const char* name, int64_t v) { REQUIRE(model.set_int(node, name, v) == Status::Ok); }
+    void set_ints(const char* name, const std::vector<int64_t>& v) {
+        REQUIRE(model.set_ints(node, name, Span<const int64_t>(v.data(), v.size())) == Status::Ok);
+    }
+    void set_float(const char* name, float v) { REQUIRE(model.set_float(node, name, v) == Status::Ok); }
+    void set_string(const char* name, const char* v) { REQUIRE(model.set_string(node, name, v) == Status::Ok); }
+
+    const void* producer_data(const Edge& e) {
+        const Node& p = model.graph.node(e.producer);
+        if (p.op == StringView("Constant")) {
+            const Attribute* a = model.graph.find_attribute(e.producer, "value");
+            return a && a->tensor ? a->tensor->data : nullptr;
+        }
+        auto it = data.find(e.producer);
+        return it == data.end() ? nullptr : it->second.data();
+    }
+
+    // A tensor attribute (ConstantOfShape's value); the bytes live in this OpTest.
+    ConstTensor tensor_attribute;
+    unsigned char tensor_bytes[64] = {};
+    template <class T>
+    void set_tensor(const char* name, const Shape& shape, const std::vector<T>& v, ElementType type = type_of<T>()) {
+        REQUIRE(v.size() * sizeof(T) <= sizeof tensor_bytes);
+        if (!v.empty()) std::memcpy(tensor_bytes, v.data(), v.size() * sizeof(T));
+        tensor_attribute.desc = make_desc(type, shape);
+        tensor_attribute.data = tensor_bytes;
+        tensor_attribute.bytes = v.size() * sizeof(T);
+        Attribute a;
+        a.name = name;
+        a.kind = AttributeKind::Tensor;
+        a.tensor = &tensor_attribute;
+        REQUIRE(model.graph.add_attribute(node, a) == Status::Ok);
+    }
+
+    Status prepare() {
+        REQUIRE(model.finalize() == Status::Ok);
+        const Node& n = model.graph.node(node);
+        kernel = find_builtin_kernel(n.op);
+        REQUIRE(kernel != nullptr);
+        input_descs.assign(n.num_inputs, TensorDesc());
+        values.assign(n.num_inputs, nullptr);
+        for (uint32_t i = 0; i < n.num_inputs; ++i) {
+            const Node& p = model.graph.node(n.inputs[i].producer);
+            if (p.outputs && p.op != StringView("Absent")) input_descs[i] = p.outputs[n.inputs[i].port];
+            if (p.op == StringView("Constant")) values[i] = producer_data(n.inputs[i]);
+        }
+        output_descs.assign(n.num_outputs, TensorDesc());
+        prepared = PrepareContext();
+        prepared.graph = &model.graph;
+        prepared.node = node;
+        prepared.opset = opset;
+        prepared.num_inputs = n.num_inputs;
+        prepared.inputs = input_descs.data();
+        prepared.values = values.data();
+        prepared.num_outputs = n.num_outputs;
+        prepared.outputs = output_descs.data();
+        prepared.arena = &arena;
+        return kernel->prepare(prepared);
+    }
+
+    Status run() {
+        const Node& n = model.graph.node(node);
+        std::vector<TensorView> in(n.num_inputs), out(n.num_outputs);
+        for (uint32_t i = 0; i < n.num_inputs; ++i) {
+            in[i].desc = input_descs[i];
+            in[i].data = const_cast<void*>(producer_data(n.inputs[i]));
+        }
+        outputs.clear();
+        outputs.resize(n.num_outputs);
+        for (uint32_t i = 0; i < n.num_outputs; ++i) {
+            const TensorDesc& d = output_descs[i];
+            REQUIRE(outputs[i].allocate(d.type, Span<const int64_t>(const_cast<int64_t*>(d.dims), d.rank)) == Status::Ok);
+            std::memset(outputs[i].data(), 0xa5, outputs[i].bytes());   // stale bytes must be overwritten
+            out[i].desc = d;
+            out[i].data = outputs[i].data();
+        }
+        std::vector<unsigned char> scratch(prepared.scratch_bytes + 64);
+        RunContext c;
+        c.graph = &model.graph;
+        c.node = node;
+        c.state = prepared.state;
+        c.num_inputs = n.num_inputs;
+        c.inputs = in.data();
+        c.num_outputs = n.num_outputs;
+        c.outputs = out.data();
+        c.scratch = scratch.data() + (64 - (uintptr_t)scratch.data() % 64) % 64;
+        c.error = run_error;
+        return kernel->run(c);
+    }
+
+    // prepare + run, both expected to succeed (REQUIRE does not stop a test in this build,
+    // so a failed prepare skips run).
+    void go() {
+        Status s = prepare();
+        INFO(prepared.error);
+        REQUIRE(s == Status::Ok);
+        if (s != Status::Ok) return;
+        s = run();
+        INFO(run_error);
+        REQUIRE(s == Status::Ok);
+    }
+
+    // prepare fails with `status` and a message naming the node.
+    void fails(Status status) {
+        Status s = prepare();
+        INFO(prepared.error);
+        CHECK(s == status);
+        const Node& n = model.graph.node(node);
+        std::string prefix = test::to_string(n.op) + " '" + test::to_string(n.name) + "': ";
+        CHECK(error().rfind(prefix, 0) == 0);
+    }
+    // prepare succeeds, run fails with InvalidArgument naming the node and `what`.
+    void run_fails(const char* what) {
+        Status s = prepare();
+        INFO(prepared.error);
+        REQUIRE(s == Status::Ok);
+        if (s != Status::Ok) return;
+        CHECK(run() == Status::InvalidArgument);
+        const Node& n = model.graph.node(node);
+        std::string prefix = test::to_string(n.op) + " '" + test::to_string(n.name) + "': ";
+        CHECK(std::string(run_error).rfind(prefix, 0) == 0);
+        CHECK(std::string(run_error).find(what) != std::string::npos);
+    }
+
+    // The node's outputs as graph outputs, compiled for `device` and inferred with the inputs'
+    // bytes (NUM_THREADS `threads` on CPU); infer() must allocate nothing. Returns infer()'s
+    // status (infer_error its message).
+    Status infer(const char* device = "CPU", const char* threads = "1") {
+        const Node& n = model.graph.node(node);
+        for (uint32_t p = 0; p < n.num_outputs; ++p) {
+            std::string name = fresh("out");
+            REQUIRE(model.add_output(StringView(name.data(), name.size()), InputRef::by_id(node, p)) == Status::Ok);
+        }
+        REQUIRE(model.finalize() == Status::Ok);
+        model.opset = opset;
+        Core core;
+        CompiledModel compiled;
+        ConfigEntry config[] = {{"NUM_THREADS", threads}};
+        bool cpu = StringView(device) == StringView("CPU");
+        Status s = core.compile_model(model, device, Span<const ConfigEntry>(config, cpu ? 1 : 0), &compiled);
+        INFO(core.last_error());
+        REQUIRE(s == Status::Ok);
+        if (s != Status::Ok) return s;
+        InferRequest request;
+        REQUIRE(compiled.create_request(&request) == Status::Ok);
+        for (size_t i = 0; i < runtime_inputs.size(); ++i) {
+            const std::vector<unsigned char>& bytes = data[runtime_inputs[i]];
+            REQUIRE(request.input((uint32_t)i).bytes() == bytes.size());
+            if (!bytes.empty()) std::memcpy(request.input((uint32_t)i).data(), bytes.data(), bytes.size());
+        }
+        uint64_t before = tessel_test::allocation_count();
+        s = request.infer();
+        CHECK(tessel_test::allocation_count() == before);
+        infer_error = request.last_error();
+        outputs.clear();
+        outputs.resize(n.num_outputs);
+        for (uint32_t p = 0; s == Status::Ok && p < n.num_outputs; ++p) {
+            const Tensor& t = request.output(p);
+            REQUIRE(outputs[p].allocate(t.type(), t.shape()) == Status::Ok);
+            std::memcpy(outputs[p].data(), t.data(), t.bytes());
+        }
+        return s;
+    }
+
+    Shape shape(uint32_t i = 0) const {
+        if (i >= output_descs.size()) return Shape();
+        return Shape(output_descs[i].dims, output_descs[i].dims + output_descs[i].rank);
+    }
+    ElementType type(uint32_t i = 0) const { return output_descs[i].type; }
+    template <class T>
+    std::vector<T> out(uint32_t i = 0) const {
+        if (i >= outputs.size() || !outputs[i].data()) return std::vector<T>();
+        const T* p = outputs[i].data_as<T>();
+        return std::vector<T>(p, p + outputs[i].elements());
+    }
+    std::string error() const { return prepared.error; }
+};
+
+}  // namespace test
