@@ -8751,7 +8751,6 @@ const OpKernel kIndexKernels[] = {
 };
 }  // namespace detail
 
-
 // >>op versions
 namespace detail {
 // The ONNX versions (since_version, onnx/defs/operator_sets.h) of the op list's ops where a
