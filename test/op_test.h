@@ -235,6 +235,28 @@ struct OpTest {
         return s;
     }
 
+    // The random-malformed-node tests' check: prepare refuses with a message naming the node,
+    // or describes outputs that can be allocated (at most 2^24 elements), at most 64 MiB of
+    // scratch and a run that returns Ok or a Status with a message. Counts what got how far.
+    void prepare_and_run_any(uint32_t* prepared_count, uint32_t* ran_count) {
+        if (prepare() != Status::Ok) {
+            CHECK(error().find("'node") != std::string::npos);
+            return;
+        }
+        ++*prepared_count;
+        uint64_t total = 0;
+        for (const TensorDesc& d : output_descs) {
+            uint64_t n = 0;
+            REQUIRE(desc_elements(d, &n));
+            REQUIRE(d.type != ElementType::Undefined);
+            total += n;
+        }
+        REQUIRE(total <= (1u << 24));
+        REQUIRE(prepared.scratch_bytes <= (1u << 26));
+        if (run() == Status::Ok) ++*ran_count;
+        else CHECK(std::string(run_error).size() > 0);
+    }
+
     Shape shape(uint32_t i = 0) const {
         if (i >= output_descs.size()) return Shape();
         return Shape(output_descs[i].dims, output_descs[i].dims + output_descs[i].rank);

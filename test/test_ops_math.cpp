@@ -866,21 +866,7 @@ TEST_CASE("math ops: random malformed nodes fail with a Status, never crash") {
         if (pick(5) == 0) t.set_float(pick(2) ? "alpha" : "lambd", pick(2) ? NAN : -1.5f);
         if (pick(8) == 0) t.set_float("k", 1.0f);
         INFO(std::string(op) << " opset " << t.opset << " iteration " << iteration);
-        Status s = t.prepare();
-        if (s != Status::Ok) {
-            CHECK(t.error().find("'node") != std::string::npos);
-            continue;
-        }
-        ++prepared;
-        uint64_t total = 0;
-        for (const TensorDesc& d : t.output_descs) {
-            uint64_t n = 0;
-            REQUIRE(desc_elements(d, &n));
-            REQUIRE(d.type != ElementType::Undefined);
-            total += n;
-        }
-        REQUIRE(total <= (1u << 24));
-        if (t.run() == Status::Ok) ++ran;
+        t.prepare_and_run_any(&prepared, &ran);
     }
     CHECK(prepared > 600);   // the generator reaches the kernels' bodies, not only their checks
     CHECK(ran > 500);

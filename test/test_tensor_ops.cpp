@@ -1357,21 +1357,7 @@ TEST_CASE("tensor ops: random malformed nodes fail with a Status, never crash") 
         if (pick(6) == 0) t.set_string("mode", pick(2) ? "reflect" : pick(2) ? "edge" : "CRD");
         if (pick(8) == 0) t.set_float("value_float", 1.5f);
         INFO(std::string(op) << " opset " << t.opset << " iteration " << iteration);
-        Status s = t.prepare();
-        if (s != Status::Ok) {
-            CHECK(t.error().size() > 0);
-            continue;
-        }
-        ++prepared;
-        uint64_t total = 0;
-        for (const TensorDesc& d : t.output_descs) {
-            uint64_t n = 0;
-            REQUIRE(desc_elements(d, &n));
-            REQUIRE(d.type != ElementType::Undefined);
-            total += n;
-        }
-        REQUIRE(total <= (1u << 24));
-        if (t.run() == Status::Ok) ++ran;
+        t.prepare_and_run_any(&prepared, &ran);
     }
     CHECK(prepared > 600);   // the generator reaches the kernels' bodies, not only their checks
     CHECK(ran > 500);
