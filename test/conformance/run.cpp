@@ -5,8 +5,8 @@
 // attempted on CPU and compared with its expected outputs; a second pass runs the same tests
 // on HETERO:TEMPLATE,CPU with TEMPLATE supporting a seeded half of the ops. A failure of an
 // attempted test fails the run. Skips name their reason; those outside Tessel's scope
-// (training and ai.onnx.ml ops, strings, sequences and optionals, float8/float4/int4/int2/
-// complex types) are counted apart from the in-scope ones.
+// (training and ai.onnx.ml ops, strings, image decoding, sequences and optionals,
+// float8/float4/int4/int2/complex types) are counted apart from the in-scope ones.
 //   build/conformance [--data [LABEL=]DIR]... [--table FILE.md] [--verbose] [--only SUBSTRING]
 // LABEL names the source in the results (default: the folder's name). --table writes the
 // results as the Markdown document docs/conformance.md is (per source, suite and op, with the
@@ -203,6 +203,8 @@ std::string out_of_scope(const TestCase& test, const std::string& raw) {
     static const char* const string_ops[] = {"StringConcat", "StringNormalizer", "StringSplit", "RegexFullMatch"};
     for (const char* op : string_ops)
         if (std::find(test.missing_ops.begin(), test.missing_ops.end(), op) != test.missing_ops.end()) return "strings";
+    if (std::find(test.missing_ops.begin(), test.missing_ops.end(), "ImageDecoder") != test.missing_ops.end())
+        return "image decoding";
     // ONNX data types 8 (string), 14, 15 (complex) and 17-26 (float8, int4, float4, float8e8m0,
     // int2), by name ("element type FLOAT8E4M3FN (17)") or by number ("ONNX data type 17")
     if (raw.find("element type STRING") != std::string::npos) return "strings";
@@ -279,8 +281,8 @@ bool write_document(const char* path, const std::string& command, const std::str
                     "data set of the test and compared with the expected outputs: `|got - want| <= 1e-5 + 1e-3 * |want|`\n"
                     "for floats (NaN matches NaN), exact for integers and booleans. The other tests are skipped with\n"
                     "their reason, as are tests the reader or the compiler refuses as Unsupported; a failed test fails\n"
-                    "the run. Skipped tests outside Tessel's scope (training and ai.onnx.ml ops, strings, sequences\n"
-                    "and optionals, float8/float4/int4/int2/complex types) are counted apart. The second pass runs the\n"
+                    "the run. Skipped tests outside Tessel's scope (training and ai.onnx.ml ops, strings, image\n"
+                    "decoding, sequences and optionals, float8/float4/int4/int2/complex types) are counted apart. The second pass runs the\n"
                     "same tests on `HETERO:TEMPLATE,CPU`, with `TEMPLATE:SUPPORTED_OPS` set to a seeded half of the\n"
                     "runtime's ops:\n\n`%s`\n\n",
                  template_ops.c_str());
