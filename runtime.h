@@ -4149,10 +4149,16 @@ inline Status run_elementwise(const RunContext& c) {
 
 inline Status prepare_identity(PrepareContext& c) {
     if (c.num_inputs < 1 || !c.has_input(0)) return c.fail(Status::InvalidArgument, "expects one input");
-    if (c.node_ref().op == StringView("Dropout") && c.has_input(2)) {   // inference only
+    if (c.node_ref().op == StringView("Dropout") && c.has_input(2)) {
         if (!c.values[2]) return c.fail(Status::Unsupported, "data-dependent shape: input 2 (training_mode)");
         if (c.inputs[2].type != ElementType::Bool) return c.fail(Status::InvalidArgument, "training_mode must be bool");
-        if (*static_cast<const uint8_t*>(c.values[2])) return c.fail(Status::Unsupported, "training mode (only inference is supported)");
+        // Training mode drops nothing at ratio 0 (output = input, mask all true); other ratios
+        // draw random masks, which no two runtimes reproduce alike: refused.
+        bool training = *static_cast<const uint8_t*>(c.values[2]) != 0;
+        bool zero_ratio = c.has_input(1) && c.values[1] && c.inputs[1].type == ElementType::Float32 &&
+                          *static_cast<const float*>(c.values[1]) == 0.0f;
+        if (training && !zero_ratio)
+            return c.fail(Status::Unsupported, "training mode with a ratio other than a constant 0 (random masks)");
     }
     c.outputs[0] = c.inputs[0];
     for (uint32_t i = 1; i < c.num_outputs; ++i) {  // Dropout's mask: all true in inference
@@ -4886,15 +4892,18 @@ inline Status run_gemm(const RunContext& c) {
 namespace detail {
 
 // >>batch normalization
-// BatchNormalization (inference): y = (x - mean) / sqrt(var + eps) * scale + B per channel.
+// BatchNormalization: y = (x - mean) / sqrt(var + eps) * scale + B per channel.
 struct NormState {
     float epsilon;
     int64_t outer, channels, inner;   // BatchNorm/InstanceNorm: N, C, spatial; LayerNorm: rows, -, row size
+    bool training = false;            // BatchNorm training mode: the batch's statistics
+    float momentum = 0.9f;
 };
 
 // BatchNormalization and InstanceNormalization: X of rank >= min_rank, inputs 1.. one value
 // per channel (dim 1), output in place over X.
-inline Status prepare_channel_norm(PrepareContext& c, uint32_t inputs, uint32_t min_rank, const char* rank_message) {
+inline Status prepare_channel_norm(PrepareContext& c, uint32_t inputs, uint32_t min_rank, const char* rank_message,
+                                   NormState** state = nullptr) {
     const TensorDesc& x = c.inputs[0];
     if (x.rank < min_rank) return c.fail(Status::InvalidArgument, "%s", rank_message);
     for (uint32_t i = 1; i < inputs; ++i)
@@ -4903,22 +4912,76 @@ inline Status prepare_channel_norm(PrepareContext& c, uint32_t inputs, uint32_t 
     NormState* st = nn_state<NormState>(c);
     if (!st) return c.fail(Status::OutOfMemory, "out of memory");
     *st = NormState{c.attribute_float("epsilon", 1e-5f), x.dims[0], x.dims[1], nn_product(x, 2, x.rank)};
+    if (state) *state = st;
     c.outputs[0] = x;
     c.in_place = true;
     return Status::Ok;
 }
 
+// Training mode (opset 14+): normalizes with the batch's mean and population variance per
+// channel; outputs 1 and 2 are the running statistics, input * momentum + batch * (1 - momentum).
 inline Status prepare_batch_norm(PrepareContext& c) {
     TESSEL_TRY(nn_count(c, 5, 5, 5));
     for (uint32_t i = 0; i < 5; ++i) TESSEL_TRY(nn_float(c, i));
-    if (c.num_outputs > 1 || c.attribute_int("training_mode", 0) != 0)
-        return c.fail(Status::Unsupported, "training mode (running statistics outputs)");
+    bool training = c.opset >= 14 && c.attribute_int("training_mode", 0) != 0;
+    if (c.opset < 14 && c.num_outputs > 1)
+        return c.fail(Status::Unsupported, "training outputs before opset 14 (mean, var, saved_mean, saved_var)");
+    if (c.opset >= 14 && c.num_outputs > 1 && !training)
+        return c.fail(Status::InvalidArgument, "running_mean and running_var outputs need training_mode = 1");
+    if (c.num_outputs > 3) return c.fail(Status::InvalidArgument, "at most 3 outputs");
     if (c.opset < 9 && c.attribute_int("spatial", 1) != 1) return c.fail(Status::Unsupported, "spatial=0");
-    return prepare_channel_norm(c, 5, 2, "X must be N x C x ...");
+    NormState* st = nullptr;
+    TESSEL_TRY(prepare_channel_norm(c, 5, 2, "X must be N x C x ...", &st));
+    st->training = training;
+    st->momentum = c.attribute_float("momentum", 0.9f);
+    for (uint32_t i = 1; i < c.num_outputs; ++i) c.outputs[i] = c.inputs[3];
+    return Status::Ok;
+}
+
+// The batch's mean and population variance of channel ch (two passes, in double).
+inline void channel_moments(const NormState& st, const float* x, int64_t ch, double* mean, double* var) {
+    double sum = 0, squares = 0;
+    int64_t count = st.outer * st.inner;
+    for (int64_t n = 0; n < st.outer; ++n) {
+        const float* xp = x + (n * st.channels + ch) * st.inner;
+        for (int64_t i = 0; i < st.inner; ++i) sum += xp[i];
+    }
+    *mean = count ? sum / (double)count : 0.0;
+    for (int64_t n = 0; n < st.outer; ++n) {
+        const float* xp = x + (n * st.channels + ch) * st.inner;
+        for (int64_t i = 0; i < st.inner; ++i) squares += (xp[i] - *mean) * (xp[i] - *mean);
+    }
+    *var = count ? squares / (double)count : 0.0;
+}
+
+inline Status run_batch_norm_training(const RunContext& c) {
+    const NormState& st = *static_cast<const NormState*>(c.state);
+    const float* x = c.inputs[0].as<float>();
+    const float *scale = c.inputs[1].as<float>(), *shift = c.inputs[2].as<float>();
+    const float *mean = c.inputs[3].as<float>(), *var = c.inputs[4].as<float>();
+    float* y = c.outputs[0].as<float>();
+    float* running_mean = c.num_outputs > 1 && c.outputs[1].data ? c.outputs[1].as<float>() : nullptr;
+    float* running_var = c.num_outputs > 2 && c.outputs[2].data ? c.outputs[2].as<float>() : nullptr;
+    nn_parallel(c, (uint64_t)st.channels, [&](uint64_t, uint64_t begin, uint64_t end) {
+        for (int64_t ch = (int64_t)begin; ch < (int64_t)end; ++ch) {
+            double batch_mean, batch_var;
+            channel_moments(st, x, ch, &batch_mean, &batch_var);
+            if (running_mean) running_mean[ch] = (float)(mean[ch] * st.momentum + batch_mean * (1.0 - st.momentum));
+            if (running_var) running_var[ch] = (float)(var[ch] * st.momentum + batch_var * (1.0 - st.momentum));
+            float a = (float)(scale[ch] / std::sqrt(batch_var + st.epsilon)), b = (float)(shift[ch] - batch_mean * a);
+            for (int64_t n = 0; n < st.outer; ++n) {
+                const float* xp = x + (n * st.channels + ch) * st.inner;
+                float* yp = y + (n * st.channels + ch) * st.inner;
+                for (int64_t i = 0; i < st.inner; ++i) yp[i] = xp[i] * a + b;
+            }
+        }
+    });
+    return Status::Ok;
 }
 
 inline Status run_batch_norm(const RunContext& c) {
     const NormState& st = *static_cast<const NormState*>(c.state);
+    if (st.training) return run_batch_norm_training(c);
     const float* x = c.inputs[0].as<float>();
     const float *scale = c.inputs[1].as<float>(), *shift = c.inputs[2].as<float>();
     const float *mean = c.inputs[3].as<float>(), *var = c.inputs[4].as<float>();
@@ -8779,7 +8842,9 @@ constexpr const char* kNarrowTypes24 = "float8e8m0";
 constexpr const char* kNarrowTypes25 = "int2, uint2";
 
 const OpVersion kOpVersions[] = {
-    // opsets 1-6: what the kernels read the old way, or refuse
+    // opsets 1-17: what the kernels read the old way, or refuse
+    {"BatchNormalization", 9, kByKernel, "attribute 'spatial' removed"},
+    {"BatchNormalization", 14, kByKernel, "training_mode; running_mean and running_var outputs"},
     {"Cast", 1, kRefused, "'to' as a type name string"},
     {"Cast", 6, kByKernel, "'to' as a TensorProto data type"},
     {"Concat", 1, kByKernel, "axis optional, default 1"},

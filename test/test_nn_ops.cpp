@@ -570,6 +570,31 @@ TEST_CASE("nn ops: BatchNormalization and InstanceNormalization") {
     }
     check_close(out.f[0], want);
 
+    // training mode: the batch's statistics, and the running ones as outputs 1 and 2
+    out = run_op("BatchNormalization", {x, scale, bias, mean, var},
+                 all({int_attr("training_mode", 1), float_attr("momentum", 0.75f)}), 3);
+    REQUIRE_MESSAGE(out.status == Status::Ok, out.error);
+    REQUIRE(out.shape(1) == Shape{3});
+    REQUIRE(out.shape(2) == Shape{3});
+    want.clear();
+    std::vector<double> batch_mean(3, 0.0), batch_var(3, 0.0), running_mean, running_var;
+    for (size_t e = 0; e < x.f.size(); ++e) batch_mean[e / 20 % 3] += x.f[e] / 40.0;
+    for (size_t e = 0; e < x.f.size(); ++e) {
+        double d = x.f[e] - batch_mean[e / 20 % 3];
+        batch_var[e / 20 % 3] += d * d / 40.0;
+    }
+    for (size_t e = 0; e < x.f.size(); ++e) {
+        size_t c = e / 20 % 3;
+        want.push_back((x.f[e] - batch_mean[c]) / std::sqrt(batch_var[c] + (double)1e-5f) * scale.f[c] + bias.f[c]);
+    }
+    for (size_t c = 0; c < 3; ++c) {
+        running_mean.push_back(mean.f[c] * 0.75 + batch_mean[c] * 0.25);
+        running_var.push_back(var.f[c] * 0.75 + batch_var[c] * 0.25);
+    }
+    check_close(out.f[0], want);
+    check_close(out.f[1], running_mean);
+    check_close(out.f[2], running_var);
+
     out = run_op("InstanceNormalization", {x, scale, bias});
     REQUIRE_MESSAGE(out.status == Status::Ok, out.error);
     want.clear();
@@ -1089,8 +1114,10 @@ TEST_CASE("nn ops: normalizations refuse bad inputs") {
     CHECK(prepare_status("BatchNormalization", {x, p, p, p, p}) == Status::Ok);
     CHECK(prepare_status("BatchNormalization", {x, p, p, q, p}) == Status::InvalidArgument);
     CHECK(prepare_status("BatchNormalization", {x, p, p, p}) == Status::InvalidArgument);
-    CHECK(prepare_status("BatchNormalization", {x, p, p, p, p}, int_attr("training_mode", 1)) == Status::Unsupported);
-    CHECK(prepare_status("BatchNormalization", {x, p, p, p, p}, nullptr, 3) == Status::Unsupported);
+    CHECK(prepare_status("BatchNormalization", {x, p, p, p, p}, int_attr("training_mode", 1), 3) == Status::Ok);
+    CHECK(prepare_status("BatchNormalization", {x, p, p, p, p}, int_attr("training_mode", 1), 4) == Status::InvalidArgument);
+    CHECK(prepare_status("BatchNormalization", {x, p, p, p, p}, nullptr, 3) == Status::InvalidArgument);
+    CHECK(prepare_status("BatchNormalization", {x, p, p, p, p}, nullptr, 3, 9) == Status::Unsupported);
     CHECK(prepare_status("BatchNormalization", {x, p, p, p, p}, int_attr("spatial", 0), 1, 7) == Status::Unsupported);
     CHECK(prepare_status("InstanceNormalization", {x, p, q}) == Status::InvalidArgument);
     CHECK(prepare_status("InstanceNormalization", {random_tensor({2, 3}, 4), p, p}) == Status::InvalidArgument);

@@ -807,6 +807,34 @@ TEST_CASE("Shape, Constant, ConstantOfShape") {
     }
 }
 
+TEST_CASE("Dropout: inference passes through; training mode only at a constant ratio 0") {
+    for (bool training : {false, true}) {
+        CAPTURE(training);
+        OpTest t;
+        t.opset = 13;
+        uint8_t flag = training;
+        t.op("Dropout", {t.input<float>({2, 3}, iota_float(6)), t.constant<float>({}, {0.0f}),
+                         t.constant<uint8_t>({}, {flag}, ElementType::Bool)}, 2);
+        t.go();
+        CHECK(t.out<float>(0) == iota_float(6));
+        CHECK(t.out<uint8_t>(1) == std::vector<uint8_t>(6, 1));
+    }
+    OpTest t;
+    t.opset = 13;
+    t.op("Dropout", {t.input<float>({2, 3}, iota_float(6)), t.constant<float>({}, {0.5f}),
+                     t.constant<uint8_t>({}, {1}, ElementType::Bool)}, 2);
+    CHECK(t.prepare() == Status::Unsupported);
+    OpTest u;   // a ratio known only at run time
+    u.opset = 13;
+    u.op("Dropout", {u.input<float>({2, 3}, iota_float(6)), u.input<float>({}, {0.0f}),
+                     u.constant<uint8_t>({}, {1}, ElementType::Bool)}, 2);
+    CHECK(u.prepare() == Status::Unsupported);
+    OpTest v;   // training_mode must be bool
+    v.opset = 13;
+    v.op("Dropout", {v.input<float>({2, 3}, iota_float(6)), v.absent(), v.constant<float>({}, {1.0f})});
+    CHECK(v.prepare() == Status::InvalidArgument);
+}
+
 TEST_CASE("Expand, Tile, Range") {
     {
         OpTest t;
