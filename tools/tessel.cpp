@@ -538,7 +538,12 @@ int command_run(int argc, char** argv) {
             std::fprintf(stderr, "tessel: inference failed\n");
             return 2;
         }
-        std::printf("latency_ms median=%.4f min=%.4f p90=%.4f\n", fused.median, fused.minimum, fused.p90);
+        // The CPU's kernels target: the last ISA setting given, else the best the CPU has.
+        StringView isa(isa_name(default_isa()));
+        for (uint32_t k = 0; k < o.config_count; ++k)
+            if (o.config[k].key == StringView("CPU:ISA") || o.config[k].key == StringView("ISA")) isa = o.config[k].value;
+        std::printf("latency_ms median=%.4f min=%.4f p90=%.4f isa=%.*s\n", fused.median, fused.minimum, fused.p90,
+                    (int)isa.size, isa.data);
         if (with_reference)
             std::printf("reference_ms median=%.4f min=%.4f p90=%.4f speedup=%.2fx\n", plain.median, plain.minimum, plain.p90,
                         plain.median / fused.median);
