@@ -5,7 +5,8 @@
 # round, alternating for ROUNDS rounds; the table keeps each side's best median. The "check"
 # column compares Tessel's outputs with onnxruntime's on those inputs (rtol 1e-3, atol 1e-4).
 # MODELS="a.onnx b.onnx" replaces the default list (MatMul 256-1024, the MobileNet-style block,
-# the nine CNNs of ../shared/onnx-tests/light).
+# the OCR classifier, detector and recognizer of bench/ocr_models.cpp, the nine CNNs of
+# ../shared/onnx-tests/light).
 set -eu
 runs=${1:-20}
 rounds=${2:-3}
@@ -18,7 +19,7 @@ if [ ! -d "$ort/node_modules/onnxruntime-node" ]; then
 fi
 export NODE_PATH=$PWD/$ort/node_modules
 ort_bench() { node scripts/ort-bench.js "$@"; }
-make -s build/tessel build/examples/mobilenet_block >/dev/null
+make -s build/tessel build/examples/mobilenet_block build/bench/ocr_models >/dev/null
 work=build/bench-vs-ort
 mkdir -p "$work"
 
@@ -29,7 +30,8 @@ if [ -z "${MODELS:-}" ]; then
     MODELS+=" $work/matmul_$n.onnx"
   done
   build/examples/mobilenet_block "$work/mobilenet_block.onnx" >/dev/null
-  MODELS+=" $work/mobilenet_block.onnx"
+  build/bench/ocr_models "$work" >/dev/null
+  MODELS+=" $work/mobilenet_block.onnx $work/ocr_cls.onnx $work/ocr_det.onnx $work/ocr_rec.onnx"
   for m in ../shared/onnx-tests/light/*.onnx; do [ -e "$m" ] && MODELS+=" $m"; done
 fi
 
