@@ -802,7 +802,7 @@ inline bool desc_elements_equal(const TensorDesc& a, const TensorDesc& b) {
 }
 
 inline Status make_desc(ElementType type, Span<const int64_t> shape, TensorDesc* desc, uint64_t* bytes) {
-    if (type == ElementType::Undefined || (uint32_t)type > (uint32_t)ElementType::Bool) return Status::InvalidArgument;
+    if (!element_type_valid(type)) return Status::InvalidArgument;
     if (shape.size > (size_t)kMaxRank) return Status::LimitExceeded;
     TensorDesc d;
     d.type = type;
@@ -861,6 +861,17 @@ double element_value(const Tensor& t, uint64_t i) {
         case ElementType::Int32: return t.data_as<int32_t>()[i];
         case ElementType::Int8: return t.data_as<int8_t>()[i];
         case ElementType::UInt8: case ElementType::Bool: return t.data_as<uint8_t>()[i];
+        case ElementType::Float64: return t.data_as<double>()[i];
+        case ElementType::Int16: return t.data_as<int16_t>()[i];
+        case ElementType::UInt16: return t.data_as<uint16_t>()[i];
+        case ElementType::UInt32: return t.data_as<uint32_t>()[i];
+        case ElementType::UInt64: return (double)t.data_as<uint64_t>()[i];
+        case ElementType::BFloat16: {
+            uint32_t bits = (uint32_t)t.data_as<uint16_t>()[i] << 16;
+            float f;
+            std::memcpy(&f, &bits, 4);
+            return f;
+        }
         case ElementType::Float16: {
             uint16_t h = t.data_as<uint16_t>()[i];
             int e = (h >> 10) & 31, m = h & 1023;
@@ -3596,7 +3607,9 @@ Span<const ProfileEntry> InferRequest::profiling_info() const {
 // Blob: "TESSELCM", u32 format version, u32 zero, u64 payload bytes, u64 FNV-1a of the
 // payload; then the payload: device string, every config key of the listed devices, the
 // prepared model (nodes, attributes, constants 64-byte aligned), the partition (device and
-// node ids per subgraph) and each subgraph's device payload. Little-endian.
+// node ids per subgraph) and each subgraph's device payload. Little-endian. An element type is
+// its ElementType number; types are only appended, so version 1 still reads every older blob
+// and an older reader refuses a blob holding a newer type (a bad desc).
 namespace detail {
 constexpr uint32_t kBlobVersion = 1;
 constexpr size_t kBlobHeader = 32;
@@ -3634,7 +3647,7 @@ struct BlobReader {
     bool desc(TensorDesc* d) {
         d->type = (ElementType)u8();
         d->rank = u8();
-        if ((uint8_t)d->type > (uint8_t)ElementType::Bool || d->rank > kMaxRank) {
+        if ((uint8_t)d->type > (uint8_t)kLastElementType || d->rank > kMaxRank) {
             *d = TensorDesc();   // callers may still read the desc: never a rank past dims
             ok = false;
             return false;
@@ -5795,7 +5808,7 @@ inline Status check_tensor_inputs(PrepareContext& c, uint32_t least, uint32_t mo
         }
         const TensorDesc& d = c.inputs[i];
         if (d.rank > kMaxRank) return c.fail(Status::LimitExceeded, "input %u has rank %u", i, d.rank);
-        if ((uint32_t)d.type > (uint32_t)ElementType::Bool)
+        if ((uint32_t)d.type > (uint32_t)kLastElementType)
             return c.fail(Status::Unsupported, "input %u has an unknown element type", i);
         uint64_t n = 0;
         for (int k = 0; k < d.rank; ++k)
@@ -6481,20 +6494,62 @@ inline float half_to_float(uint16_t h) {
     return f;
 }
 
+// float to bfloat16: round to nearest even, NaN stays a (quiet) NaN
+inline uint16_t float_to_bfloat16(float f) {
+    uint32_t x;
+    std::memcpy(&x, &f, 4);
+    if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40u);
+    x += 0x7fffu + ((x >> 16) & 1u);   // an overflow carries into infinity, as it should
+    return (uint16_t)(x >> 16);
+}
+
+inline float bfloat16_to_float(uint16_t b) {
+    uint32_t x = (uint32_t)b << 16;
+    float f;
+    std::memcpy(&f, &x, 4);
+    return f;
+}
+
+// double to float rounding toward zero with the lowest bit set when inexact ("round to odd"):
+// rounding that float to a format of at most 22 mantissa bits gives the correctly rounded
+// double, where rounding through the nearest float could round twice.
+inline float double_to_float_odd(double d) {
+    float f = (float)d;
+    if (d != d || (double)f == d || std::isinf(d)) return f;
+    if (std::fabs((double)f) > std::fabs(d)) f = std::nextafter(f, 0.0f);
+    uint32_t x;
+    std::memcpy(&x, &f, 4);
+    x |= 1u;
+    std::memcpy(&f, &x, 4);
+    return f;
+}
+
+// A scalar between types: a double, or an integer's 64 bits (signed or unsigned).
 struct ScalarValue {
     bool floating = false;
-    float f = 0;
+    bool is_unsigned = false;   // i holds a uint64_t's bits
+    double f = 0;
     int64_t i = 0;
+    double as_double() const { return floating ? f : is_unsigned ? (double)(uint64_t)i : (double)i; }
 };
 
 inline ScalarValue load_scalar(ElementType type, const void* data, uint64_t k) {
     ScalarValue v;
+    v.floating = type == ElementType::Float32 || type == ElementType::Float16 || type == ElementType::BFloat16 ||
+                 type == ElementType::Float64;
+    v.is_unsigned = type == ElementType::UInt64;
     switch (type) {
-        case ElementType::Float32: v.floating = true; v.f = static_cast<const float*>(data)[k]; break;
-        case ElementType::Float16: v.floating = true; v.f = half_to_float(static_cast<const uint16_t*>(data)[k]); break;
+        case ElementType::Float32: v.f = static_cast<const float*>(data)[k]; break;
+        case ElementType::Float16: v.f = half_to_float(static_cast<const uint16_t*>(data)[k]); break;
+        case ElementType::BFloat16: v.f = bfloat16_to_float(static_cast<const uint16_t*>(data)[k]); break;
+        case ElementType::Float64: v.f = static_cast<const double*>(data)[k]; break;
         case ElementType::Int64: v.i = static_cast<const int64_t*>(data)[k]; break;
         case ElementType::Int32: v.i = static_cast<const int32_t*>(data)[k]; break;
+        case ElementType::Int16: v.i = static_cast<const int16_t*>(data)[k]; break;
         case ElementType::Int8: v.i = static_cast<const int8_t*>(data)[k]; break;
+        case ElementType::UInt64: v.i = (int64_t)static_cast<const uint64_t*>(data)[k]; break;
+        case ElementType::UInt32: v.i = static_cast<const uint32_t*>(data)[k]; break;
+        case ElementType::UInt16: v.i = static_cast<const uint16_t*>(data)[k]; break;
         case ElementType::UInt8: v.i = static_cast<const uint8_t*>(data)[k]; break;
         case ElementType::Bool: v.i = static_cast<const uint8_t*>(data)[k] != 0; break;
         case ElementType::Undefined: break;
@@ -6504,33 +6559,54 @@ inline ScalarValue load_scalar(ElementType type, const void* data, uint64_t k) {
 
 // Float to integer truncates toward zero and saturates (NaN gives 0): ONNX leaves out-of-range
 // casts undefined, and a C++ cast out of range would be undefined behaviour.
-inline int64_t float_to_integer(float f, int64_t lo, int64_t hi) {
+inline int64_t float_to_integer(double f, int64_t lo, int64_t hi) {
     if (f != f) return 0;
-    if (f <= (float)lo) return lo;
-    if (f >= (float)hi) return hi;
+    if (f <= (double)lo) return lo;
+    if (f >= (double)hi) return hi;   // (double)INT64_MAX is 2^63: out of range too
     return (int64_t)f;
 }
 
+inline uint64_t float_to_uint64(double f) {
+    if (f != f || f <= 0) return 0;
+    if (f >= 18446744073709551616.0) return UINT64_MAX;
+    return (uint64_t)f;
+}
+
 inline void store_scalar(ElementType type, void* data, uint64_t k, const ScalarValue& v) {
-    // integer to narrower integer wraps (two's complement), as the C++ conversion does
+    // integer to integer keeps the low bits (two's complement wrap), as the C++ conversion does
+    uint64_t bits = (uint64_t)v.i;
     switch (type) {
-        case ElementType::Float32: static_cast<float*>(data)[k] = v.floating ? v.f : (float)v.i; break;
+        case ElementType::Float32:
+            static_cast<float*>(data)[k] = v.floating ? (float)v.f : v.is_unsigned ? (float)bits : (float)v.i;
+            break;
+        case ElementType::Float64: static_cast<double*>(data)[k] = v.as_double(); break;
         case ElementType::Float16:
-            static_cast<uint16_t*>(data)[k] = float_to_half(v.floating ? v.f : (float)v.i);
+            static_cast<uint16_t*>(data)[k] = float_to_half(v.floating ? double_to_float_odd(v.f) : v.is_unsigned ? (float)bits : (float)v.i);
+            break;
+        case ElementType::BFloat16:
+            static_cast<uint16_t*>(data)[k] = float_to_bfloat16(double_to_float_odd(v.as_double()));
             break;
         case ElementType::Int64:
             static_cast<int64_t*>(data)[k] = v.floating ? float_to_integer(v.f, INT64_MIN, INT64_MAX) : v.i;
             break;
         case ElementType::Int32:
-            static_cast<int32_t*>(data)[k] =
-                (int32_t)(v.floating ? float_to_integer(v.f, INT32_MIN, INT32_MAX) : (int64_t)(int32_t)(uint32_t)(uint64_t)v.i);
+            static_cast<int32_t*>(data)[k] = v.floating ? (int32_t)float_to_integer(v.f, INT32_MIN, INT32_MAX) : (int32_t)(uint32_t)bits;
+            break;
+        case ElementType::Int16:
+            static_cast<int16_t*>(data)[k] = v.floating ? (int16_t)float_to_integer(v.f, INT16_MIN, INT16_MAX) : (int16_t)(uint16_t)bits;
             break;
         case ElementType::Int8:
-            static_cast<int8_t*>(data)[k] =
-                (int8_t)(v.floating ? float_to_integer(v.f, -128, 127) : (int64_t)(int8_t)(uint8_t)(uint64_t)v.i);
+            static_cast<int8_t*>(data)[k] = v.floating ? (int8_t)float_to_integer(v.f, -128, 127) : (int8_t)(uint8_t)bits;
+            break;
+        case ElementType::UInt64: static_cast<uint64_t*>(data)[k] = v.floating ? float_to_uint64(v.f) : bits; break;
+        case ElementType::UInt32:
+            static_cast<uint32_t*>(data)[k] = v.floating ? (uint32_t)float_to_integer(v.f, 0, UINT32_MAX) : (uint32_t)bits;
+            break;
+        case ElementType::UInt16:
+            static_cast<uint16_t*>(data)[k] = v.floating ? (uint16_t)float_to_integer(v.f, 0, UINT16_MAX) : (uint16_t)bits;
             break;
         case ElementType::UInt8:
-            static_cast<uint8_t*>(data)[k] = (uint8_t)(v.floating ? float_to_integer(v.f, 0, 255) : (int64_t)(uint8_t)(uint64_t)v.i);
+            static_cast<uint8_t*>(data)[k] = v.floating ? (uint8_t)float_to_integer(v.f, 0, 255) : (uint8_t)bits;
             break;
         case ElementType::Bool: static_cast<uint8_t*>(data)[k] = (v.floating ? v.f != 0 : v.i != 0) ? 1 : 0; break;
         case ElementType::Undefined: break;
@@ -6543,10 +6619,16 @@ inline ElementType onnx_element_type(int64_t t) {
         case 1: return ElementType::Float32;
         case 2: return ElementType::UInt8;
         case 3: return ElementType::Int8;
+        case 4: return ElementType::UInt16;
+        case 5: return ElementType::Int16;
         case 6: return ElementType::Int32;
         case 7: return ElementType::Int64;
         case 9: return ElementType::Bool;
         case 10: return ElementType::Float16;
+        case 11: return ElementType::Float64;
+        case 12: return ElementType::UInt32;
+        case 13: return ElementType::UInt64;
+        case 16: return ElementType::BFloat16;
         default: return ElementType::Undefined;
     }
 }
@@ -6743,7 +6825,7 @@ inline Status prepare_constant(PrepareContext& c) {
         if (a->name == StringView("value") && a->kind == AttributeKind::Tensor && a->tensor) {
             y = a->tensor->desc;
             uint64_t n = 0;
-            if (y.rank > kMaxRank || y.type == ElementType::Undefined || (uint32_t)y.type > (uint32_t)ElementType::Bool ||
+            if (y.rank > kMaxRank || !element_type_valid(y.type) ||
                 !desc_elements(y, &n) || n > kSaturated || n * element_size(y.type) > a->tensor->bytes ||
                 (n && !a->tensor->data))
                 return c.fail(Status::InvalidArgument, "attribute 'value' is a malformed tensor");
@@ -6810,7 +6892,7 @@ inline Status prepare_constant_of_shape(PrepareContext& c) {
     if (const Attribute* a = c.attribute("value")) {
         uint64_t n = 0;
         if (a->kind != AttributeKind::Tensor || !a->tensor || !desc_elements(a->tensor->desc, &n) || n != 1 ||
-            a->tensor->desc.type == ElementType::Undefined || (uint32_t)a->tensor->desc.type > (uint32_t)ElementType::Bool ||
+            !element_type_valid(a->tensor->desc.type) ||
             a->tensor->bytes < element_size(a->tensor->desc.type) || !a->tensor->data)
             return c.fail(Status::InvalidArgument, "attribute 'value' must be a one-element tensor");
         y.type = a->tensor->desc.type;
@@ -9205,6 +9287,28 @@ inline Status proto_floats(OnnxReader& r, const ProtoField& f, float* out, size_
     return Status::Ok;
 }
 
+// One occurrence of a repeated double field (fixed64), packed or not.
+inline Status proto_doubles(OnnxReader& r, const ProtoField& f, double* out, size_t* count, const char* what,
+                            const char* field) {
+    if (f.wire == kWireFixed64) {
+        if (out) std::memcpy(out + *count, &f.value, 8);
+        ++*count;
+        return Status::Ok;
+    }
+    if (f.wire != kWireLength) return proto_expect(r, f, kWireFixed64, what, field);
+    if (f.size % 8)
+        return r.fail(Status::ParseError, "%s: packed field '%s' at byte %zu has %zu bytes (not a multiple of 8)", what,
+                      field, r.offset(f.at), f.size);
+    for (size_t i = 0; i < f.size; i += 8) {
+        if (out) {
+            uint64_t bits = proto_little_endian(f.data + i, 8);
+            std::memcpy(out + *count, &bits, 8);
+        }
+        ++*count;
+    }
+    return Status::Ok;
+}
+
 // Counts the values of a packed or unpacked repeated field without decoding them.
 inline Status proto_count(OnnxReader& r, const ProtoField& f, bool fixed32, size_t* count, const char* what,
                           const char* field) {
@@ -9221,6 +9325,12 @@ inline int32_t onnx_type_code(ElementType type) {
     case ElementType::Int64: return 7;
     case ElementType::Bool: return 9;
     case ElementType::Float16: return 10;
+    case ElementType::UInt16: return 4;
+    case ElementType::Int16: return 5;
+    case ElementType::Float64: return 11;
+    case ElementType::UInt32: return 12;
+    case ElementType::UInt64: return 13;
+    case ElementType::BFloat16: return 16;
     default: return 0;
     }
 }
@@ -9272,6 +9382,21 @@ struct TensorInfo {
     char label[kOnnxLabelBytes] = {};   // how messages name the tensor
 };
 
+// The TensorProto field holding a type's values when there is no raw_data (its number in
+// *number), and how many values it had (in *count, from the counts given; int32_data otherwise).
+inline const char* typed_data_field(ElementType type, size_t* count, size_t float_count = 0, size_t int64_count = 0,
+                                    size_t double_count = 0, size_t uint64_count = 0, uint32_t* number = nullptr) {
+    uint32_t unused = 0;
+    if (!number) number = &unused;
+    switch (type) {
+    case ElementType::Float32: *count = float_count; *number = 4; return "float_data";
+    case ElementType::Int64: *count = int64_count; *number = 7; return "int64_data";
+    case ElementType::Float64: *count = double_count; *number = 10; return "double_data";
+    case ElementType::UInt32: case ElementType::UInt64: *count = uint64_count; *number = 11; return "uint64_data";
+    default: *number = 5; return "int32_data";
+    }
+}
+
 inline Status parse_tensor(OnnxReader& r, const uint8_t* data, size_t size, const char* what, TensorInfo* t) {
     ProtoCursor c(data, size);
     ProtoField f;
@@ -9279,7 +9404,7 @@ inline Status parse_tensor(OnnxReader& r, const uint8_t* data, size_t size, cons
     int64_t dims[kMaxRank] = {};
     size_t rank = 0;
     int64_t data_type = 0;
-    size_t float_count = 0, int32_count = 0, int64_count = 0, other_count = 0;
+    size_t float_count = 0, int32_count = 0, int64_count = 0, double_count = 0, uint64_count = 0, other_count = 0;
     bool segment = false;
     int64_t data_location = 0;
     StringView location;
@@ -9315,10 +9440,8 @@ inline Status parse_tensor(OnnxReader& r, const uint8_t* data, size_t size, cons
             t->raw_size = f.size;
             t->has_raw = true;
             break;
-        case 10:
-            if (f.wire == kWireLength || f.wire == kWireFixed64) { ++other_count; break; }
-            return proto_expect(r, f, kWireFixed64, what, "double_data");
-        case 11: TESSEL_TRY(proto_count(r, f, false, &other_count, what, "uint64_data")); break;
+        case 10: TESSEL_TRY(proto_doubles(r, f, nullptr, &double_count, what, "double_data")); break;
+        case 11: TESSEL_TRY(proto_count(r, f, false, &uint64_count, what, "uint64_data")); break;
         case 13: {  // external_data: StringStringEntryProto {key = 1, value = 2}
             TESSEL_TRY(proto_expect(r, f, kWireLength, what, "external_data"));
             ProtoCursor entry(f.data, f.size);
@@ -9394,8 +9517,8 @@ inline Status parse_tensor(OnnxReader& r, const uint8_t* data, size_t size, cons
                           t->raw_size, t->bytes, (unsigned long long)elements, element_type_name(type));
         return Status::Ok;
     }
-    size_t count = type == ElementType::Float32 ? float_count : type == ElementType::Int64 ? int64_count : int32_count;
-    const char* field = type == ElementType::Float32 ? "float_data" : type == ElementType::Int64 ? "int64_data" : "int32_data";
+    size_t count = int32_count;
+    const char* field = typed_data_field(type, &count, float_count, int64_count, double_count, uint64_count);
     if ((uint64_t)count != elements)
         return r.fail(Status::ParseError, "%s: %s has %zu values, expected %llu", label, field, count,
                       (unsigned long long)elements);
@@ -9494,7 +9617,9 @@ inline Status fill_tensor(OnnxReader& r, const TensorInfo& t, StringView folder,
         return Status::Ok;
     }
     ElementType type = t.desc.type;
-    uint32_t want = type == ElementType::Float32 ? 4u : type == ElementType::Int64 ? 7u : 5u;
+    uint32_t want = 0;
+    size_t unused = 0;
+    const char* field = typed_data_field(type, &unused, 0, 0, 0, 0, &want);
     ProtoCursor c(t.body, t.body_size);
     ProtoField f;
     bool more = true;
@@ -9505,13 +9630,16 @@ inline Status fill_tensor(OnnxReader& r, const TensorInfo& t, StringView folder,
         if (f.number != want) continue;
         if (type == ElementType::Float32) {
             TESSEL_TRY(proto_floats(r, f, static_cast<float*>(out), &count, t.label, "float_data"));
-        } else if (type == ElementType::Int64) {
-            TESSEL_TRY(proto_ints(r, f, static_cast<int64_t*>(out), &count, t.label, "int64_data"));
+        } else if (type == ElementType::Int64 || type == ElementType::UInt64) {
+            TESSEL_TRY(proto_ints(r, f, static_cast<int64_t*>(out), &count, t.label, field));
+        } else if (type == ElementType::Float64) {
+            TESSEL_TRY(proto_doubles(r, f, static_cast<double*>(out), &count, t.label, field));
         } else {
-            // int32_data holds every narrower type, one value per entry (FLOAT16: its bits).
+            // int32_data holds every narrower type, one value per entry (FLOAT16, BFLOAT16: their
+            // bits); uint64_data holds UINT32.
             int64_t values[64];
             size_t n = 0;
-            TESSEL_TRY(proto_count(r, f, false, &n, t.label, "int32_data"));
+            TESSEL_TRY(proto_count(r, f, false, &n, t.label, field));
             // Decode in chunks through a small buffer.
             const uint8_t* p = f.data;
             const uint8_t* end = f.data + f.size;
@@ -9522,7 +9650,7 @@ inline Status fill_tensor(OnnxReader& r, const TensorInfo& t, StringView folder,
                 } else {
                     while (k < 64 && p < end) {
                         uint64_t v = 0;
-                        if (!proto_varint(&p, end, &v)) return r.fail(Status::ParseError, "%s: bad int32_data", t.label);
+                        if (!proto_varint(&p, end, &v)) return r.fail(Status::ParseError, "%s: bad %s", t.label, field);
                         values[k++] = (int64_t)v;
                     }
                 }
@@ -9530,7 +9658,10 @@ inline Status fill_tensor(OnnxReader& r, const TensorInfo& t, StringView folder,
                     int32_t v = (int32_t)values[i];
                     switch (type) {
                     case ElementType::Int32: static_cast<int32_t*>(out)[count] = v; break;
-                    case ElementType::Float16: static_cast<uint16_t*>(out)[count] = (uint16_t)v; break;
+                    case ElementType::UInt32: static_cast<uint32_t*>(out)[count] = (uint32_t)values[i]; break;
+                    case ElementType::Float16: case ElementType::BFloat16: case ElementType::Int16: case ElementType::UInt16:
+                        static_cast<uint16_t*>(out)[count] = (uint16_t)v;
+                        break;
                     case ElementType::Bool: static_cast<uint8_t*>(out)[count] = v != 0; break;
                     default: static_cast<uint8_t*>(out)[count] = (uint8_t)v; break;
                     }

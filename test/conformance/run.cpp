@@ -65,7 +65,8 @@ std::string compare(const Tensor& got, const Tensor& want) {
         for (uint32_t i = 0; i < want.rank(); ++i) b += std::to_string(want.dim(i)) + ",";
         return "shape [" + a + "], expected [" + b + "]";
     }
-    bool exact = got.type() != ElementType::Float32 && got.type() != ElementType::Float16;
+    bool exact = got.type() != ElementType::Float32 && got.type() != ElementType::Float16 &&
+                 got.type() != ElementType::BFloat16 && got.type() != ElementType::Float64;
     const double rtol = 1e-3, atol = 1e-5;
     for (uint64_t i = 0; i < got.elements(); ++i) {
         double x = element_value(got, i), y = element_value(want, i);
