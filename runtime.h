@@ -85,6 +85,7 @@
    >>trigonometric and other unary ops  Sin..Atanh, ThresholdedRelu, Shrink, Swish, IsInf, IsNaN
    >>more reductions                  ReduceSumSquare/L1/LogSum/LogSumExp
    >>bitwise ops                      BitwiseAnd/Or/Xor/Not, BitShift
+   >>float32 compute                  float16/bfloat16/double through float32-only kernels
    >>size and like ops                Size, CastLike, EyeLike
    >>matrix and scan ops              Trilu, Hardmax, CumSum
    >>math kernel table                kMathKernels: the ops of the sections above
@@ -734,6 +735,7 @@ void destroy(T* object) {
 #include <algorithm>
 #include <cmath>
 #include <condition_variable>
+#include <type_traits>
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
@@ -1235,6 +1237,7 @@ Status Core::fail(Status status, const char* format, ...) {
 
 // >>prepare
 namespace detail { inline Status check_op_version(const Node& node, uint32_t opset, char* error); }   // >>op versions
+namespace detail { inline Status prepare_node_kernel(const OpKernel** kernel, PrepareContext& c); }   // >>float32 compute
 
 // The common transformations: static shapes from the inputs (or InputShape overrides), every
 // node whose inputs are all known at compile time evaluated once (Shape needs only the desc),
@@ -1398,7 +1401,7 @@ struct detail_prepare {
             c.arena = &arena;
             c.threads = threads;
             c.max_elements = limits.max_tensor_elements;
-            Status s = k->prepare(c);
+            Status s = detail::prepare_node_kernel(&k, c);
             if (s != Status::Ok) {
                 std::snprintf(error, kErrorMessageBytes, "%s", c.error[0] ? c.error : "prepare failed");
                 return s;
@@ -1587,7 +1590,7 @@ struct detail_prepare {
             c.arena = &arena;
             c.threads = threads;
             c.max_elements = limits.max_tensor_elements;
-            Status st = k ? k->prepare(c) : Status::Unsupported;
+            Status st = k ? detail::prepare_node_kernel(&k, c) : Status::Unsupported;
             if (st != Status::Ok) {
                 std::snprintf(error, kErrorMessageBytes, "%s", c.error[0] ? c.error : "prepare failed");
                 return st;
@@ -7035,6 +7038,36 @@ enum class TensorOp : uint8_t {
     Equal, Less, Greater, LessOrEqual, GreaterOrEqual, Not, And, Or, Xor, Where
 };
 
+inline bool is_integer_type(ElementType t) {
+    return t == ElementType::Int8 || t == ElementType::Int16 || t == ElementType::Int32 || t == ElementType::Int64 ||
+           t == ElementType::UInt8 || t == ElementType::UInt16 || t == ElementType::UInt32 || t == ElementType::UInt64;
+}
+
+// Calls f(T()) with the C++ type of an integer element type; false for any other type.
+template <class F>
+bool visit_integer_type(ElementType type, F&& f) {
+    switch (type) {
+        case ElementType::Int8: f(int8_t()); return true;
+        case ElementType::Int16: f(int16_t()); return true;
+        case ElementType::Int32: f(int32_t()); return true;
+        case ElementType::Int64: f(int64_t()); return true;
+        case ElementType::UInt8: f(uint8_t()); return true;
+        case ElementType::UInt16: f(uint16_t()); return true;
+        case ElementType::UInt32: f(uint32_t()); return true;
+        case ElementType::UInt64: f(uint64_t()); return true;
+        default: return false;
+    }
+}
+
+// The same for the integer types, float32 and double (bool: as uint8_t when `with_bool`).
+template <class F>
+bool visit_numeric_type(ElementType type, F&& f, bool with_bool = false) {
+    if (type == ElementType::Float32) { f(float()); return true; }
+    if (type == ElementType::Float64) { f(double()); return true; }
+    if (with_bool && type == ElementType::Bool) { f(uint8_t()); return true; }
+    return visit_integer_type(type, f);
+}
+
 struct TypedState {
     RunFn elementwise = nullptr;         // set: the float32 elementwise kernel runs with inner_state
     const void* inner_state = nullptr;
@@ -7090,7 +7123,10 @@ inline Status prepare_typed(PrepareContext& c) {
         if (c.inputs[i].type != type)
             return c.fail(Status::InvalidArgument, "input %u is %s, input %u %s", i, element_type_name(c.inputs[i].type),
                           first, element_type_name(type));
-    bool is_float = type == ElementType::Float32, is_int = type == ElementType::Int64 || type == ElementType::Int32;
+    // float32 arithmetic is the elementwise kernel's; double and every integer width run here;
+    // float16 and bfloat16 are refused and computed through float32 (prepare_float32_compute)
+    bool is_float = type == ElementType::Float32 || type == ElementType::Float64, is_int = is_integer_type(type);
+    bool float32 = type == ElementType::Float32;
     TypedState st;
     st.op = op;
     st.type = type;
@@ -7098,11 +7134,11 @@ inline Status prepare_typed(PrepareContext& c) {
     switch (op) {
         case TensorOp::Add: case TensorOp::Sub: case TensorOp::Mul: case TensorOp::Div: case TensorOp::Neg:
         case TensorOp::Abs:
-            if (is_float) return delegate_elementwise(c, op);
-            supported = is_int;
+            if (float32) return delegate_elementwise(c, op);
+            supported = is_float || is_int;
             break;
         case TensorOp::Max: case TensorOp::Min:
-            if (is_float && c.num_inputs == 2) return delegate_elementwise(c, op);
+            if (float32 && c.num_inputs == 2) return delegate_elementwise(c, op);
             supported = is_float || is_int;
             break;
         case TensorOp::Sum: supported = is_float || is_int; break;
@@ -7113,17 +7149,17 @@ inline Status prepare_typed(PrepareContext& c) {
             supported = is_float || is_int;
             break;
         case TensorOp::Equal:
-            supported = type != ElementType::Float16;
+            supported = is_float || is_int || type == ElementType::Bool;
             break;
         case TensorOp::Less: case TensorOp::Greater: case TensorOp::LessOrEqual: case TensorOp::GreaterOrEqual:
-            supported = type != ElementType::Float16 && type != ElementType::Bool;
+            supported = is_float || is_int;
             break;
         case TensorOp::Not: case TensorOp::And: case TensorOp::Or: case TensorOp::Xor:
             supported = type == ElementType::Bool;
             break;
         case TensorOp::Where:
             if (c.inputs[0].type == ElementType::Float32) {   // float condition: the elementwise Select
-                if (is_float) return delegate_elementwise(c, op);
+                if (float32) return delegate_elementwise(c, op);
                 return c.fail(Status::Unsupported, "a float32 condition with %s branches", element_type_name(type));
             }
             if (c.inputs[0].type != ElementType::Bool)
@@ -7144,35 +7180,49 @@ inline Status prepare_typed(PrepareContext& c) {
     return set_typed_state(c, st);
 }
 
-template <class T, class U>   // U: T's unsigned twin, so overflow wraps instead of being undefined
+// Integer arithmetic wraps (computed in the unsigned twin, where overflow is defined). Div
+// truncates toward zero; Mod takes the divisor's sign (fmod = 0) or the dividend's (fmod = 1).
+template <class T>
 T integer_binary(TensorOp op, T a, T b, bool fmod, bool* bad) {
+    using U = typename std::make_unsigned<T>::type;
     switch (op) {
-        case TensorOp::Add: return (T)(U)((U)a + (U)b);
+        case TensorOp::Add: case TensorOp::Sum: return (T)(U)((U)a + (U)b);
         case TensorOp::Sub: return (T)(U)((U)a - (U)b);
         case TensorOp::Mul: return (T)(U)((U)a * (U)b);
-        case TensorOp::Div:   // truncates toward zero (as onnxruntime)
+        case TensorOp::Div:
             if (b == 0) { *bad = true; return 0; }
-            return b == -1 ? (T)(U)((U)0 - (U)a) : (T)(a / b);
+            if (std::is_signed<T>::value && b == (T)-1) return (T)(U)((U)0 - (U)a);   // INT_MIN / -1 wraps
+            return (T)(a / b);
         case TensorOp::Mod: {
             if (b == 0) { *bad = true; return 0; }
-            if (b == -1) return 0;
+            if (std::is_signed<T>::value && b == (T)-1) return 0;
             T r = (T)(a % b);
-            if (!fmod && r != 0 && ((r < 0) != (b < 0))) r = (T)(r + b);   // sign of the divisor
+            if (std::is_signed<T>::value && !fmod && r != 0 && ((r < (T)0) != (b < (T)0))) r = (T)(r + b);
             return r;
         }
-        case TensorOp::Max: case TensorOp::Sum: return op == TensorOp::Max ? (a > b ? a : b) : (T)(U)((U)a + (U)b);
+        case TensorOp::Max: return a > b ? a : b;
         case TensorOp::Min: return a < b ? a : b;
         default: return 0;
     }
 }
 
-inline float float_binary(TensorOp op, float a, float b) {
-    float args[2] = {a, b};
+// float32 keeps the snippet semantics of Max and Min; double propagates NaN as they do.
+template <class T>
+T floating_binary(TensorOp op, T a, T b) {
     switch (op) {
+        case TensorOp::Add: case TensorOp::Sum: case TensorOp::Mean: return a + b;
+        case TensorOp::Sub: return a - b;
+        case TensorOp::Mul: return a * b;
+        case TensorOp::Div: return a / b;
         case TensorOp::Mod: return std::fmod(a, b);
-        case TensorOp::Max: return snippet_evaluate(SnippetOp::Max, args, 0, 0, false);
-        case TensorOp::Min: return snippet_evaluate(SnippetOp::Min, args, 0, 0, false);
-        default: return a + b;   // Sum, Mean
+        case TensorOp::Max: case TensorOp::Min:
+            if (std::is_same<T, float>::value) {
+                float args[2] = {(float)a, (float)b};
+                return (T)snippet_evaluate(op == TensorOp::Max ? SnippetOp::Max : SnippetOp::Min, args, 0, 0, false);
+            }
+            if (a != a || b != b) return a != a ? a : b;
+            return op == TensorOp::Max ? (a > b ? a : b) : (a < b ? a : b);
+        default: return a + b;
     }
 }
 
@@ -7211,14 +7261,17 @@ void run_fold(const RunContext& c, F f) {
     }
 }
 
-template <class T, class U>
+template <class T>
 Status run_integer(const RunContext& c, const TypedState& st) {
+    using U = typename std::make_unsigned<T>::type;
     uint64_t n = c.outputs[0].elements();
     T* y = c.outputs[0].as<T>();
     if (st.op == TensorOp::Neg || st.op == TensorOp::Abs) {
         const T* x = c.inputs[0].as<const T>();
-        for (uint64_t k = 0; k < n; ++k)
-            y[k] = st.op == TensorOp::Neg || x[k] < 0 ? (T)(U)((U)0 - (U)x[k]) : x[k];
+        for (uint64_t k = 0; k < n; ++k) {
+            bool negate = st.op == TensorOp::Neg || (std::is_signed<T>::value && x[k] < (T)0);
+            y[k] = negate ? (T)(U)((U)0 - (U)x[k]) : x[k];
+        }
         return Status::Ok;
     }
     if (c.num_inputs == 2 && (st.op == TensorOp::Div || st.op == TensorOp::Mod)) {   // check divisors first
@@ -7227,8 +7280,24 @@ Status run_integer(const RunContext& c, const TypedState& st) {
             if (c.inputs[1].as<const T>()[k] == 0) return c.fail(Status::InvalidArgument, "integer division by zero");
     }
     bool bad = false;
-    run_fold<T>(c, [&](T a, T b) { return integer_binary<T, U>(st.op, a, b, st.fmod, &bad); });
+    run_fold<T>(c, [&](T a, T b) { return integer_binary<T>(st.op, a, b, st.fmod, &bad); });
     if (bad) return c.fail(Status::InvalidArgument, "integer division by zero");
+    return Status::Ok;
+}
+
+template <class T>
+Status run_floating(const RunContext& c, const TypedState& st) {
+    TensorOp op = st.op;
+    uint64_t n = c.outputs[0].elements();
+    T* y = c.outputs[0].as<T>();
+    if (op == TensorOp::Neg || op == TensorOp::Abs) {
+        const T* x = c.inputs[0].as<const T>();
+        for (uint64_t k = 0; k < n; ++k) y[k] = op == TensorOp::Neg ? -x[k] : std::fabs(x[k]);
+        return Status::Ok;
+    }
+    run_fold<T>(c, [op](T a, T b) { return floating_binary<T>(op, a, b); });
+    if (op == TensorOp::Mean)
+        for (uint64_t k = 0; k < n; ++k) y[k] /= (T)c.num_inputs;
     return Status::Ok;
 }
 
@@ -7256,13 +7325,7 @@ inline Status run_typed(const RunContext& c) {
         case TensorOp::Where: return run_where(c);
         case TensorOp::Equal: case TensorOp::Less: case TensorOp::Greater: case TensorOp::LessOrEqual:
         case TensorOp::GreaterOrEqual:
-            switch (st.type) {
-                case ElementType::Float32: run_compare<float>(c, st.op); break;
-                case ElementType::Int64: run_compare<int64_t>(c, st.op); break;
-                case ElementType::Int32: run_compare<int32_t>(c, st.op); break;
-                case ElementType::Int8: run_compare<int8_t>(c, st.op); break;
-                default: run_compare<uint8_t>(c, st.op); break;   // UInt8, Bool (0 or 1)
-            }
+            visit_numeric_type(st.type, [&](auto type) { run_compare<decltype(type)>(c, st.op); }, true);
             return Status::Ok;
         case TensorOp::Not: {
             uint64_t n = c.outputs[0].elements();
@@ -7279,16 +7342,11 @@ inline Status run_typed(const RunContext& c) {
         }
         default: break;
     }
-    if (st.type == ElementType::Int64) return run_integer<int64_t, uint64_t>(c, st);
-    if (st.type == ElementType::Int32) return run_integer<int32_t, uint32_t>(c, st);
-    TensorOp op = st.op;
-    run_fold<float>(c, [op](float a, float b) { return float_binary(op, a, b); });
-    if (op == TensorOp::Mean) {
-        uint64_t n = c.outputs[0].elements();
-        float count = (float)c.num_inputs;
-        for (uint64_t k = 0; k < n; ++k) c.outputs[0].as<float>()[k] /= count;
-    }
-    return Status::Ok;
+    if (st.type == ElementType::Float32) return run_floating<float>(c, st);
+    if (st.type == ElementType::Float64) return run_floating<double>(c, st);
+    Status status = Status::Ok;
+    visit_integer_type(st.type, [&](auto type) { status = run_integer<decltype(type)>(c, st); });
+    return status;
 }
 
 const OpKernel kTensorKernels[] = {
@@ -7522,9 +7580,8 @@ inline Status run_reduce_more(const RunContext& c) {
 }  // namespace detail
 
 // >>bitwise ops
-// BitwiseAnd/Or/Xor/Not on the integer types (int64, int32, int8, uint8), broadcasting as the
-// other binary ops; BitShift on the one unsigned type Tessel has, uint8 (ONNX allows only
-// unsigned types), a shift by 8 or more giving 0.
+// BitwiseAnd/Or/Xor/Not on every integer width, broadcasting as the other binary ops;
+// BitShift on the unsigned types (as ONNX allows), a shift by the width or more giving 0.
 namespace detail {
 
 enum class BitOp : uint8_t { And, Or, Xor, Not, ShiftLeft, ShiftRight };
@@ -7550,10 +7607,10 @@ inline Status prepare_bitwise(PrepareContext& c) {
         if (direction == StringView("RIGHT")) op = BitOp::ShiftRight;
         else if (direction != StringView("LEFT"))
             return c.fail(Status::InvalidArgument, "attribute 'direction' must be LEFT or RIGHT");
-        if (type != ElementType::UInt8)
+        if (type != ElementType::UInt8 && type != ElementType::UInt16 && type != ElementType::UInt32 &&
+            type != ElementType::UInt64)
             return c.fail(Status::InvalidArgument, "inputs are %s (BitShift takes unsigned integers)", element_type_name(type));
-    } else if (type != ElementType::Int64 && type != ElementType::Int32 && type != ElementType::Int8 &&
-               type != ElementType::UInt8) {
+    } else if (!is_integer_type(type)) {
         return c.fail(Status::InvalidArgument, "inputs are %s (integers expected)", element_type_name(type));
     }
     TensorDesc shape = c.inputs[0];
@@ -7568,8 +7625,9 @@ inline Status prepare_bitwise(PrepareContext& c) {
     return Status::Ok;
 }
 
-template <class T, class U>   // U: T's unsigned twin
+template <class T>
 Status run_bitwise_typed(const RunContext& c, BitOp op) {
+    using U = typename std::make_unsigned<T>::type;
     if (op == BitOp::Not) {
         uint64_t n = c.outputs[0].elements();
         const T* x = c.inputs[0].as<const T>();
@@ -7592,12 +7650,168 @@ Status run_bitwise_typed(const RunContext& c, BitOp op) {
 
 inline Status run_bitwise(const RunContext& c) {
     const BitState& st = *static_cast<const BitState*>(c.state);
-    switch (st.type) {
-        case ElementType::Int64: return run_bitwise_typed<int64_t, uint64_t>(c, st.op);
-        case ElementType::Int32: return run_bitwise_typed<int32_t, uint32_t>(c, st.op);
-        case ElementType::Int8: return run_bitwise_typed<int8_t, uint8_t>(c, st.op);
-        default: return run_bitwise_typed<uint8_t, uint8_t>(c, st.op);
+    Status status = Status::Ok;
+    visit_integer_type(st.type, [&](auto type) { status = run_bitwise_typed<decltype(type)>(c, st.op); });
+    return status;
+}
+
+}  // namespace detail
+
+// >>float32 compute
+// float16, bfloat16 and double inputs to a float32-only kernel: when a built-in kernel's
+// prepare refuses a node (Unsupported) that has such inputs, the node is prepared again with
+// those inputs as float32 and runs wrapped: its inputs are converted to float32 in scratch,
+// the float32 kernel runs, its float32 outputs are converted back to the type of the node's
+// first such input. So every float32-only kernel (Conv, MatMul, pooling, Softmax, the Reduce
+// ops, the unary math ops, CumSum, ...) computes double in float32; the ops with their own
+// double code (Cast, the typed ops of >>integer and logical ops, the data-movement ops) never
+// come here. Constant inputs are converted once at prepare; run allocates nothing.
+namespace detail {
+
+inline bool float32_computed(ElementType t) {
+    return t == ElementType::Float16 || t == ElementType::BFloat16 || t == ElementType::Float64;
+}
+
+inline void convert_to_float32(ElementType type, const void* src, float* dst, uint64_t n) {
+    for (uint64_t k = 0; k < n; ++k) {
+        if (type == ElementType::Float16) dst[k] = half_to_float(static_cast<const uint16_t*>(src)[k]);
+        else if (type == ElementType::BFloat16) dst[k] = bfloat16_to_float(static_cast<const uint16_t*>(src)[k]);
+        else dst[k] = (float)static_cast<const double*>(src)[k];
     }
+}
+
+inline void convert_from_float32(ElementType type, const float* src, void* dst, uint64_t n) {
+    for (uint64_t k = 0; k < n; ++k) {
+        if (type == ElementType::Float16) static_cast<uint16_t*>(dst)[k] = float_to_half(src[k]);
+        else if (type == ElementType::BFloat16) static_cast<uint16_t*>(dst)[k] = float_to_bfloat16(src[k]);
+        else static_cast<double*>(dst)[k] = src[k];
+    }
+}
+
+struct Float32ComputeState {
+    const OpKernel* inner = nullptr;
+    const void* inner_state = nullptr;
+    ElementType input_type[kMaxNodePorts] = {};    // converted inputs: their type (else Undefined)
+    ElementType output_type[kMaxNodePorts] = {};   // converted outputs: the type to write
+    size_t input_offset[kMaxNodePorts] = {};       // in scratch
+    size_t output_offset[kMaxNodePorts] = {};
+    size_t inner_scratch = 0;                      // offset of the inner kernel's scratch
+};
+
+inline Status prepare_float32_compute(const OpKernel* inner, PrepareContext& c) {
+    if (c.num_inputs > kMaxNodePorts || c.num_outputs > kMaxNodePorts)
+        return c.fail(Status::Unsupported, "too many ports to compute in float32");
+    Float32ComputeState* st = new_state<Float32ComputeState>(c);
+    if (!st) return c.fail(Status::OutOfMemory, "out of memory");
+    TensorDesc in[kMaxNodePorts];
+    const void* values[kMaxNodePorts] = {};
+    ElementType compute = ElementType::Undefined;
+    size_t scratch = 0;
+    auto take = [&scratch](uint64_t elements) {
+        size_t at = scratch;
+        scratch += ((size_t)elements * sizeof(float) + 63) & ~(size_t)63;
+        return at;
+    };
+    for (uint32_t i = 0; i < c.num_inputs; ++i) {
+        in[i] = c.inputs[i];
+        values[i] = c.values ? c.values[i] : nullptr;
+        if (!float32_computed(in[i].type)) continue;
+        uint64_t n = 0;
+        if (!desc_elements(in[i], &n) || n > c.max_elements)
+            return c.fail(Status::Unsupported, "input %u has an unknown or too large shape", i);
+        if (compute == ElementType::Undefined) compute = in[i].type;
+        st->input_type[i] = in[i].type;
+        st->input_offset[i] = take(n);
+        if (values[i]) {
+            float* converted = c.arena->allocate_array<float>(n ? (size_t)n : 1);
+            if (!converted) return c.fail(Status::OutOfMemory, "out of memory");
+            convert_to_float32(in[i].type, values[i], converted, n);
+            values[i] = converted;
+        }
+        in[i].type = ElementType::Float32;
+    }
+    PrepareContext inner_context = c;
+    inner_context.inputs = in;
+    inner_context.values = values;
+    inner_context.state = nullptr;
+    inner_context.scratch_bytes = 0;
+    inner_context.in_place = false;
+    inner_context.error[0] = 0;
+    Status s = inner->prepare(inner_context);
+    if (s != Status::Ok) {
+        std::memcpy(c.error, inner_context.error, sizeof c.error);
+        return s;
+    }
+    for (uint32_t p = 0; p < c.num_outputs; ++p) {
+        if (c.outputs[p].type != ElementType::Float32) continue;
+        uint64_t n = 0;
+        if (!desc_elements(c.outputs[p], &n)) return c.fail(Status::LimitExceeded, "output %u is too large", p);
+        st->output_type[p] = compute;
+        st->output_offset[p] = take(n);
+        c.outputs[p].type = compute;
+    }
+    st->inner = inner;
+    st->inner_state = inner_context.state;
+    st->inner_scratch = scratch;
+    c.state = st;
+    c.scratch_bytes = scratch + inner_context.scratch_bytes;
+    c.in_place = false;
+    return Status::Ok;
+}
+
+inline Status run_float32_compute(const RunContext& c) {
+    const Float32ComputeState& st = *static_cast<const Float32ComputeState*>(c.state);
+    unsigned char* scratch = static_cast<unsigned char*>(c.scratch);
+    TensorView in[kMaxNodePorts], out[kMaxNodePorts];
+    for (uint32_t i = 0; i < c.num_inputs; ++i) {
+        in[i] = c.inputs[i];
+        if (st.input_type[i] == ElementType::Undefined) continue;
+        float* converted = reinterpret_cast<float*>(scratch + st.input_offset[i]);
+        convert_to_float32(st.input_type[i], c.inputs[i].data, converted, c.inputs[i].elements());
+        in[i].desc.type = ElementType::Float32;
+        in[i].data = converted;
+    }
+    for (uint32_t p = 0; p < c.num_outputs; ++p) {
+        out[p] = c.outputs[p];
+        if (st.output_type[p] == ElementType::Undefined) continue;
+        out[p].desc.type = ElementType::Float32;
+        out[p].data = scratch + st.output_offset[p];
+    }
+    RunContext inner = c;
+    inner.state = st.inner_state;
+    inner.inputs = in;
+    inner.outputs = out;
+    inner.scratch = scratch + st.inner_scratch;
+    TESSEL_TRY(st.inner->run(inner));
+    for (uint32_t p = 0; p < c.num_outputs; ++p)
+        if (st.output_type[p] != ElementType::Undefined)
+            convert_from_float32(st.output_type[p], out[p].as<const float>(), c.outputs[p].data, c.outputs[p].elements());
+    return Status::Ok;
+}
+
+const OpKernel kFloat32Compute = {"(float32 compute)", nullptr, run_float32_compute};
+
+// Prepares a node with *kernel; a built-in kernel that refuses float16/bfloat16/double inputs
+// is retried through the float32 wrapper (and *kernel becomes it).
+inline Status prepare_node_kernel(const OpKernel** kernel, PrepareContext& c) {
+    Status s = (*kernel)->prepare(c);
+    if (s != Status::Unsupported || *kernel != find_builtin_kernel(c.node_ref().op)) return s;
+    bool wanted = false;
+    for (uint32_t i = 0; i < c.num_inputs; ++i) wanted = wanted || float32_computed(c.inputs[i].type);
+    if (!wanted) return s;
+    char refused[kErrorMessageBytes];
+    std::memcpy(refused, c.error, sizeof refused);
+    c.state = nullptr;
+    c.scratch_bytes = 0;
+    c.in_place = false;
+    c.error[0] = 0;
+    Status wrapped = prepare_float32_compute(*kernel, c);
+    if (wrapped == Status::Ok) {
+        *kernel = &kFloat32Compute;
+        return Status::Ok;
+    }
+    if (wrapped == Status::Unsupported) std::memcpy(c.error, refused, sizeof refused);   // the first refusal says more
+    return wrapped;
 }
 
 }  // namespace detail
