@@ -6636,6 +6636,36 @@ inline ElementType onnx_element_type(int64_t t) {
     }
 }
 
+inline bool is_integer_type(ElementType t) {
+    return t == ElementType::Int8 || t == ElementType::Int16 || t == ElementType::Int32 || t == ElementType::Int64 ||
+           t == ElementType::UInt8 || t == ElementType::UInt16 || t == ElementType::UInt32 || t == ElementType::UInt64;
+}
+
+// Calls f(T()) with the C++ type of an integer element type; false for any other type.
+template <class F>
+bool visit_integer_type(ElementType type, F&& f) {
+    switch (type) {
+        case ElementType::Int8: f(int8_t()); return true;
+        case ElementType::Int16: f(int16_t()); return true;
+        case ElementType::Int32: f(int32_t()); return true;
+        case ElementType::Int64: f(int64_t()); return true;
+        case ElementType::UInt8: f(uint8_t()); return true;
+        case ElementType::UInt16: f(uint16_t()); return true;
+        case ElementType::UInt32: f(uint32_t()); return true;
+        case ElementType::UInt64: f(uint64_t()); return true;
+        default: return false;
+    }
+}
+
+// The same for the integer types, float32 and double (bool: as uint8_t when `with_bool`).
+template <class F>
+bool visit_numeric_type(ElementType type, F&& f, bool with_bool = false) {
+    if (type == ElementType::Float32) { f(float()); return true; }
+    if (type == ElementType::Float64) { f(double()); return true; }
+    if (with_bool && type == ElementType::Bool) { f(uint8_t()); return true; }
+    return visit_integer_type(type, f);
+}
+
 inline Status prepare_cast(PrepareContext& c) {
     TESSEL_TRY(check_tensor_inputs(c, 1, 1, 1));
     const Attribute* a = c.attribute("to");
@@ -6973,23 +7003,24 @@ inline Status prepare_range(PrepareContext& c) {
                           element_type_name(type));
         if (n != 1) return c.fail(Status::InvalidArgument, "input %u must be a scalar", i);
     }
-    if (type != ElementType::Float32 && type != ElementType::Int64 && type != ElementType::Int32)
+    if (type != ElementType::Float32 && type != ElementType::Float64 && type != ElementType::Int64 &&
+        type != ElementType::Int32 && type != ElementType::Int16)   // float16, bfloat16: through float32
         return c.fail(Status::Unsupported, "inputs are %s", element_type_name(type));
     for (uint32_t i = 0; i < 3; ++i)
         if (!tensor_value(c, i)) return c.fail(Status::Unsupported, "data-dependent shape: input %u", i);
     uint64_t count = 0;
-    if (type == ElementType::Float32) {
-        float start = *static_cast<const float*>(c.values[0]), limit = *static_cast<const float*>(c.values[1]),
-              delta = *static_cast<const float*>(c.values[2]);
+    if (type == ElementType::Float32 || type == ElementType::Float64) {
+        double start = load_scalar(type, c.values[0], 0).f, limit = load_scalar(type, c.values[1], 0).f,
+               delta = load_scalar(type, c.values[2], 0).f;
         if (delta == 0 || start != start || limit != limit || delta != delta)
             return c.fail(Status::InvalidArgument, "start %g, limit %g, delta %g", (double)start, (double)limit, (double)delta);
-        double n = std::ceil((double)(limit - start) / (double)delta);
+        double n = std::ceil(type == ElementType::Float32 ? (double)((float)limit - (float)start) / delta : (limit - start) / delta);
         if (n != n || n > (double)kTensorOpMaxElements)
             return c.fail(Status::LimitExceeded, "range of %g elements", n);
         count = n > 0 ? (uint64_t)n : 0;
     } else {
-        int64_t start = load_index(c.values[0], type, 0), limit = load_index(c.values[1], type, 0),
-                delta = load_index(c.values[2], type, 0);
+        int64_t start = load_scalar(type, c.values[0], 0).i, limit = load_scalar(type, c.values[1], 0).i,
+                delta = load_scalar(type, c.values[2], 0).i;
         if (delta == 0) return c.fail(Status::InvalidArgument, "delta 0");
         uint64_t diff = 0, step = 0;
         if (delta > 0 && limit > start) diff = (uint64_t)limit - (uint64_t)start, step = (uint64_t)delta;
@@ -7017,17 +7048,10 @@ void fill_range(T* y, uint64_t n, T start, T delta) {
 
 inline Status run_range(const RunContext& c) {
     uint64_t n = c.outputs[0].elements();
-    switch (c.outputs[0].desc.type) {
-        case ElementType::Float32:
-            fill_range(c.outputs[0].as<float>(), n, *c.inputs[0].as<const float>(), *c.inputs[2].as<const float>());
-            break;
-        case ElementType::Int64:
-            fill_range(c.outputs[0].as<int64_t>(), n, *c.inputs[0].as<const int64_t>(), *c.inputs[2].as<const int64_t>());
-            break;
-        default:
-            fill_range(c.outputs[0].as<int32_t>(), n, *c.inputs[0].as<const int32_t>(), *c.inputs[2].as<const int32_t>());
-            break;
-    }
+    visit_numeric_type(c.outputs[0].desc.type, [&](auto type) {
+        using T = decltype(type);
+        fill_range(c.outputs[0].as<T>(), n, *c.inputs[0].as<const T>(), *c.inputs[2].as<const T>());
+    });
     return Status::Ok;
 }
 
@@ -7037,36 +7061,6 @@ enum class TensorOp : uint8_t {
     Add, Sub, Mul, Div, Mod, Neg, Abs, Max, Min, Sum, Mean,
     Equal, Less, Greater, LessOrEqual, GreaterOrEqual, Not, And, Or, Xor, Where
 };
-
-inline bool is_integer_type(ElementType t) {
-    return t == ElementType::Int8 || t == ElementType::Int16 || t == ElementType::Int32 || t == ElementType::Int64 ||
-           t == ElementType::UInt8 || t == ElementType::UInt16 || t == ElementType::UInt32 || t == ElementType::UInt64;
-}
-
-// Calls f(T()) with the C++ type of an integer element type; false for any other type.
-template <class F>
-bool visit_integer_type(ElementType type, F&& f) {
-    switch (type) {
-        case ElementType::Int8: f(int8_t()); return true;
-        case ElementType::Int16: f(int16_t()); return true;
-        case ElementType::Int32: f(int32_t()); return true;
-        case ElementType::Int64: f(int64_t()); return true;
-        case ElementType::UInt8: f(uint8_t()); return true;
-        case ElementType::UInt16: f(uint16_t()); return true;
-        case ElementType::UInt32: f(uint32_t()); return true;
-        case ElementType::UInt64: f(uint64_t()); return true;
-        default: return false;
-    }
-}
-
-// The same for the integer types, float32 and double (bool: as uint8_t when `with_bool`).
-template <class F>
-bool visit_numeric_type(ElementType type, F&& f, bool with_bool = false) {
-    if (type == ElementType::Float32) { f(float()); return true; }
-    if (type == ElementType::Float64) { f(double()); return true; }
-    if (with_bool && type == ElementType::Bool) { f(uint8_t()); return true; }
-    return visit_integer_type(type, f);
-}
 
 struct TypedState {
     RunFn elementwise = nullptr;         // set: the float32 elementwise kernel runs with inner_state
@@ -7188,7 +7182,10 @@ T integer_binary(TensorOp op, T a, T b, bool fmod, bool* bad) {
     switch (op) {
         case TensorOp::Add: case TensorOp::Sum: return (T)(U)((U)a + (U)b);
         case TensorOp::Sub: return (T)(U)((U)a - (U)b);
-        case TensorOp::Mul: return (T)(U)((U)a * (U)b);
+        case TensorOp::Mul: {   // uint8/uint16 would promote to int, where the product can overflow
+            using W = typename std::conditional<(sizeof(U) < sizeof(unsigned)), unsigned, U>::type;
+            return (T)(U)((W)(U)a * (W)(U)b);
+        }
         case TensorOp::Div:
             if (b == 0) { *bad = true; return 0; }
             if (std::is_signed<T>::value && b == (T)-1) return (T)(U)((U)0 - (U)a);   // INT_MIN / -1 wraps
@@ -7349,6 +7346,132 @@ inline Status run_typed(const RunContext& c) {
     return status;
 }
 
+// Pow (ONNX Pow-15): base float32, double or an integer, exponent any of those; the result has
+// the base's type. As the reference (np.power, then cast to the base type): an integer base
+// with an integer exponent multiplies exactly (wrapping), otherwise the double pow is cast
+// (truncated toward zero for an integer base). float32 ** float32 is the elementwise kernel's.
+// Clip on integers and double: inputs min and max (optional, scalars) of x's type.
+struct PowClipState {
+    RunFn elementwise = nullptr;         // set: the float32 elementwise kernel runs with inner_state
+    const void* inner_state = nullptr;
+    ElementType base = ElementType::Undefined, exponent = ElementType::Undefined;
+};
+
+inline Status prepare_pow_clip(PrepareContext& c) {
+    bool pow = c.node_ref().op == StringView("Pow");
+    if (c.num_inputs < 1) return c.fail(Status::InvalidArgument, "input 0 is missing");
+    ElementType base = c.inputs[0].type, exponent = pow && c.num_inputs > 1 ? c.inputs[1].type : base;
+    bool numeric = base == ElementType::Float32 || base == ElementType::Float64 || is_integer_type(base);
+    if (base == ElementType::Float32 && (exponent == ElementType::Float32 || !pow)) {   // the float path as before
+        const OpKernel* kernel = nullptr;
+        for (const OpKernel& k : kBuiltinKernels)
+            if (StringView(k.op) == c.node_ref().op) kernel = &k;
+        if (!kernel) return c.fail(Status::Unsupported, "no float32 kernel");
+        TESSEL_TRY(kernel->prepare(c));
+        PowClipState* st = new_state<PowClipState>(c);
+        if (!st) return c.fail(Status::OutOfMemory, "out of memory");
+        st->elementwise = kernel->run;
+        st->inner_state = c.state;
+        c.state = st;
+        return Status::Ok;
+    }
+    if (!numeric || !(exponent == ElementType::Float32 || exponent == ElementType::Float64 || is_integer_type(exponent)))
+        return c.fail(Status::Unsupported, "inputs are %s and %s", element_type_name(base), element_type_name(exponent));
+    TensorDesc shape = c.inputs[0];
+    if (pow) {
+        TESSEL_TRY(check_tensor_inputs(c, 2, 2, 2));
+        if (!broadcast_pair(c.inputs[0], c.inputs[1], &shape))
+            return c.fail(Status::InvalidArgument, "input shapes do not broadcast");
+    } else {
+        TESSEL_TRY(check_tensor_inputs(c, 1, 3, 1));
+        if (c.attribute("min") || c.attribute("max"))
+            return c.fail(Status::Unsupported, "Clip-6 attributes min and max on %s (float32 only)", element_type_name(base));
+        for (uint32_t i = 1; i < c.num_inputs; ++i) {
+            uint64_t n = 0;
+            if (!c.has_input(i)) continue;
+            if (c.inputs[i].type != base)
+                return c.fail(Status::InvalidArgument, "input %u is %s, input 0 %s", i, element_type_name(c.inputs[i].type),
+                              element_type_name(base));
+            if (!desc_elements(c.inputs[i], &n) || n != 1) return c.fail(Status::InvalidArgument, "input %u must be a scalar", i);
+        }
+    }
+    c.outputs[0] = shape;
+    c.outputs[0].type = base;
+    TESSEL_TRY(check_output_desc(c, 0));
+    PowClipState* st = new_state<PowClipState>(c);
+    if (!st) return c.fail(Status::OutOfMemory, "out of memory");
+    st->base = base;
+    st->exponent = pow ? exponent : ElementType::Undefined;
+    c.state = st;
+    return Status::Ok;
+}
+
+template <class T>
+T integer_power(T base, int64_t e) {
+    if (e < 0) {   // numpy refuses; 1/base truncated toward zero
+        if (base == (T)1) return 1;
+        if (std::is_signed<T>::value && base == (T)-1) return (e & 1) ? base : (T)1;
+        return 0;
+    }
+    uint64_t r = 1, b = (uint64_t)base;   // modulo 2^64, whose low bits are T's wrapped result
+    for (uint64_t k = (uint64_t)e; k; k >>= 1) {
+        if (k & 1) r *= b;
+        b *= b;
+    }
+    return (T)(typename std::make_unsigned<T>::type)r;
+}
+
+template <class T>
+void run_pow_typed(const RunContext& c, ElementType exponent_type) {
+    const TensorDesc* descs[2] = {&c.inputs[0].desc, &c.inputs[1].desc};
+    const T* x = c.inputs[0].as<const T>();
+    const void* e = c.inputs[1].data;
+    T* y = c.outputs[0].as<T>();
+    for_each_broadcast(c.outputs[0].desc, descs, 2, [&](uint64_t k, const int64_t* o) {
+        ScalarValue v = load_scalar(exponent_type, e, (uint64_t)o[1]);
+        if constexpr (std::is_integral<T>::value) {
+            if (!v.floating) {
+                int64_t p = v.is_unsigned && v.i < 0 ? INT64_MAX : v.i;   // a uint64 past 2^63: as large
+                y[k] = integer_power<T>(x[o[0]], p);
+                return;
+            }
+        }
+        ScalarValue r;
+        r.floating = true;
+        r.f = std::pow((double)x[o[0]], v.as_double());
+        store_scalar(c.outputs[0].desc.type, y, k, r);
+    });
+}
+
+template <class T>
+void run_clip_typed(const RunContext& c) {
+    const T* x = c.inputs[0].as<const T>();
+    T* y = c.outputs[0].as<T>();
+    bool has_lo = c.num_inputs > 1 && c.inputs[1].data, has_hi = c.num_inputs > 2 && c.inputs[2].data;
+    T lo = has_lo ? *c.inputs[1].as<const T>() : T(), hi = has_hi ? *c.inputs[2].as<const T>() : T();
+    uint64_t n = c.outputs[0].elements();
+    for (uint64_t k = 0; k < n; ++k) {
+        T v = x[k];
+        if (has_lo && v < lo) v = lo;
+        if (has_hi && v > hi) v = hi;   // min > max gives max, as np.clip
+        y[k] = v;
+    }
+}
+
+inline Status run_pow_clip(const RunContext& c) {
+    const PowClipState& st = *static_cast<const PowClipState*>(c.state);
+    if (st.elementwise) {
+        RunContext inner = c;
+        inner.state = st.inner_state;
+        return st.elementwise(inner);
+    }
+    if (st.exponent == ElementType::Undefined)
+        visit_numeric_type(st.base, [&](auto type) { run_clip_typed<decltype(type)>(c); });
+    else
+        visit_numeric_type(st.base, [&](auto type) { run_pow_typed<decltype(type)>(c, st.exponent); });
+    return Status::Ok;
+}
+
 const OpKernel kTensorKernels[] = {
     {"Reshape", prepare_reshape, run_copy},
     {"Flatten", prepare_flatten, run_copy},
@@ -7390,6 +7513,8 @@ const OpKernel kTensorKernels[] = {
     {"Min", prepare_typed, run_typed},
     {"Sum", prepare_typed, run_typed},
     {"Mean", prepare_typed, run_typed},
+    {"Pow", prepare_pow_clip, run_pow_clip},
+    {"Clip", prepare_pow_clip, run_pow_clip},
     {nullptr, nullptr, nullptr},   // end marker
 };
 }  // namespace detail
@@ -7799,18 +7924,12 @@ inline Status prepare_node_kernel(const OpKernel** kernel, PrepareContext& c) {
     bool wanted = false;
     for (uint32_t i = 0; i < c.num_inputs; ++i) wanted = wanted || float32_computed(c.inputs[i].type);
     if (!wanted) return s;
-    char refused[kErrorMessageBytes];
-    std::memcpy(refused, c.error, sizeof refused);
     c.state = nullptr;
     c.scratch_bytes = 0;
     c.in_place = false;
     c.error[0] = 0;
-    Status wrapped = prepare_float32_compute(*kernel, c);
-    if (wrapped == Status::Ok) {
-        *kernel = &kFloat32Compute;
-        return Status::Ok;
-    }
-    if (wrapped == Status::Unsupported) std::memcpy(c.error, refused, sizeof refused);   // the first refusal says more
+    Status wrapped = prepare_float32_compute(*kernel, c);   // its refusal, if any, is the one that matters
+    if (wrapped == Status::Ok) *kernel = &kFloat32Compute;
     return wrapped;
 }
 
@@ -8588,8 +8707,8 @@ inline Status prepare_top_k(PrepareContext& c) {
     bool k_input = c.opset >= 10;
     TESSEL_TRY(check_tensor_inputs(c, k_input ? 2 : 1, k_input ? 2 : 1, k_input ? 2 : 1, 2));
     const TensorDesc& x = c.inputs[0];
-    if (x.type != ElementType::Float32 && x.type != ElementType::Int64 && x.type != ElementType::Int32)
-        return c.fail(Status::Unsupported, "input 0 is %s (float32, int64 or int32 expected)", element_type_name(x.type));
+    if (!visit_numeric_type(x.type, [](auto) {}))   // float16 and bfloat16 go through float32
+        return c.fail(Status::Unsupported, "input 0 is %s (float32, double or an integer expected)", element_type_name(x.type));
     int64_t axis = 0, raw = c.attribute_int("axis", -1);
     if (x.rank < 1 || !normalize_axis(raw, x.rank, &axis))
         return c.fail(Status::InvalidArgument, "axis %lld out of range for rank %u", (long long)raw, x.rank);
@@ -8671,11 +8790,7 @@ void run_top_k_typed(const RunContext& c, const TopKState& st) {
 
 inline Status run_top_k(const RunContext& c) {
     const TopKState& st = *static_cast<const TopKState*>(c.state);
-    switch (c.inputs[0].desc.type) {
-        case ElementType::Float32: run_top_k_typed<float>(c, st); break;
-        case ElementType::Int64: run_top_k_typed<int64_t>(c, st); break;
-        default: run_top_k_typed<int32_t>(c, st); break;
-    }
+    visit_numeric_type(c.inputs[0].desc.type, [&](auto type) { run_top_k_typed<decltype(type)>(c, st); });
     return Status::Ok;
 }
 
