@@ -246,7 +246,15 @@ using DeviceId = uint16_t;
 constexpr DeviceId kNoDevice = 0xffffu;
 constexpr int kMaxRank = 8;
 
-enum class ElementType : uint8_t { Undefined = 0, Float32, Float16, Int64, Int32, Int8, UInt8, Bool };
+// New types are appended: the numbers are stored in compiled-model blobs.
+enum class ElementType : uint8_t {
+    Undefined = 0, Float32, Float16, Int64, Int32, Int8, UInt8, Bool,
+    Float64, Int16, UInt16, UInt32, UInt64, BFloat16
+};
+constexpr ElementType kLastElementType = ElementType::BFloat16;
+inline bool element_type_valid(ElementType type) {
+    return type != ElementType::Undefined && (uint32_t)type <= (uint32_t)kLastElementType;
+}
 const char* element_type_name(ElementType type);
 size_t element_size(ElementType type);
 
@@ -613,15 +621,21 @@ const char* element_type_name(ElementType type) {
         case ElementType::Int8: return "i8";
         case ElementType::UInt8: return "u8";
         case ElementType::Bool: return "bool";
+        case ElementType::Float64: return "f64";
+        case ElementType::Int16: return "i16";
+        case ElementType::UInt16: return "u16";
+        case ElementType::UInt32: return "u32";
+        case ElementType::UInt64: return "u64";
+        case ElementType::BFloat16: return "bf16";
     }
     return "unknown";
 }
 
 size_t element_size(ElementType type) {
     switch (type) {
-        case ElementType::Float32: case ElementType::Int32: return 4;
-        case ElementType::Float16: return 2;
-        case ElementType::Int64: return 8;
+        case ElementType::Float32: case ElementType::Int32: case ElementType::UInt32: return 4;
+        case ElementType::Float16: case ElementType::BFloat16: case ElementType::Int16: case ElementType::UInt16: return 2;
+        case ElementType::Int64: case ElementType::UInt64: case ElementType::Float64: return 8;
         case ElementType::Int8: case ElementType::UInt8: case ElementType::Bool: return 1;
         case ElementType::Undefined: return 0;
     }

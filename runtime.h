@@ -85,6 +85,7 @@
    >>trigonometric and other unary ops  Sin..Atanh, ThresholdedRelu, Shrink, Swish, IsInf, IsNaN
    >>more reductions                  ReduceSumSquare/L1/LogSum/LogSumExp
    >>bitwise ops                      BitwiseAnd/Or/Xor/Not, BitShift
+   >>float32 compute                  float16/bfloat16/double through float32-only kernels
    >>size and like ops                Size, CastLike, EyeLike
    >>matrix and scan ops              Trilu, Hardmax, CumSum
    >>math kernel table                kMathKernels: the ops of the sections above
@@ -734,6 +735,7 @@ void destroy(T* object) {
 #include <algorithm>
 #include <cmath>
 #include <condition_variable>
+#include <type_traits>
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
@@ -802,7 +804,7 @@ inline bool desc_elements_equal(const TensorDesc& a, const TensorDesc& b) {
 }
 
 inline Status make_desc(ElementType type, Span<const int64_t> shape, TensorDesc* desc, uint64_t* bytes) {
-    if (type == ElementType::Undefined || (uint32_t)type > (uint32_t)ElementType::Bool) return Status::InvalidArgument;
+    if (!element_type_valid(type)) return Status::InvalidArgument;
     if (shape.size > (size_t)kMaxRank) return Status::LimitExceeded;
     TensorDesc d;
     d.type = type;
@@ -861,6 +863,17 @@ double element_value(const Tensor& t, uint64_t i) {
         case ElementType::Int32: return t.data_as<int32_t>()[i];
         case ElementType::Int8: return t.data_as<int8_t>()[i];
         case ElementType::UInt8: case ElementType::Bool: return t.data_as<uint8_t>()[i];
+        case ElementType::Float64: return t.data_as<double>()[i];
+        case ElementType::Int16: return t.data_as<int16_t>()[i];
+        case ElementType::UInt16: return t.data_as<uint16_t>()[i];
+        case ElementType::UInt32: return t.data_as<uint32_t>()[i];
+        case ElementType::UInt64: return (double)t.data_as<uint64_t>()[i];
+        case ElementType::BFloat16: {
+            uint32_t bits = (uint32_t)t.data_as<uint16_t>()[i] << 16;
+            float f;
+            std::memcpy(&f, &bits, 4);
+            return f;
+        }
         case ElementType::Float16: {
             uint16_t h = t.data_as<uint16_t>()[i];
             int e = (h >> 10) & 31, m = h & 1023;
@@ -1224,6 +1237,7 @@ Status Core::fail(Status status, const char* format, ...) {
 
 // >>prepare
 namespace detail { inline Status check_op_version(const Node& node, uint32_t opset, char* error); }   // >>op versions
+namespace detail { inline Status prepare_node_kernel(const OpKernel** kernel, PrepareContext& c); }   // >>float32 compute
 
 // The common transformations: static shapes from the inputs (or InputShape overrides), every
 // node whose inputs are all known at compile time evaluated once (Shape needs only the desc),
@@ -1387,7 +1401,7 @@ struct detail_prepare {
             c.arena = &arena;
             c.threads = threads;
             c.max_elements = limits.max_tensor_elements;
-            Status s = k->prepare(c);
+            Status s = detail::prepare_node_kernel(&k, c);
             if (s != Status::Ok) {
                 std::snprintf(error, kErrorMessageBytes, "%s", c.error[0] ? c.error : "prepare failed");
                 return s;
@@ -1576,7 +1590,7 @@ struct detail_prepare {
             c.arena = &arena;
             c.threads = threads;
             c.max_elements = limits.max_tensor_elements;
-            Status st = k ? k->prepare(c) : Status::Unsupported;
+            Status st = k ? detail::prepare_node_kernel(&k, c) : Status::Unsupported;
             if (st != Status::Ok) {
                 std::snprintf(error, kErrorMessageBytes, "%s", c.error[0] ? c.error : "prepare failed");
                 return st;
@@ -3596,7 +3610,9 @@ Span<const ProfileEntry> InferRequest::profiling_info() const {
 // Blob: "TESSELCM", u32 format version, u32 zero, u64 payload bytes, u64 FNV-1a of the
 // payload; then the payload: device string, every config key of the listed devices, the
 // prepared model (nodes, attributes, constants 64-byte aligned), the partition (device and
-// node ids per subgraph) and each subgraph's device payload. Little-endian.
+// node ids per subgraph) and each subgraph's device payload. Little-endian. An element type is
+// its ElementType number; types are only appended, so version 1 still reads every older blob
+// and an older reader refuses a blob holding a newer type (a bad desc).
 namespace detail {
 constexpr uint32_t kBlobVersion = 1;
 constexpr size_t kBlobHeader = 32;
@@ -3634,7 +3650,7 @@ struct BlobReader {
     bool desc(TensorDesc* d) {
         d->type = (ElementType)u8();
         d->rank = u8();
-        if ((uint8_t)d->type > (uint8_t)ElementType::Bool || d->rank > kMaxRank) {
+        if ((uint8_t)d->type > (uint8_t)kLastElementType || d->rank > kMaxRank) {
             *d = TensorDesc();   // callers may still read the desc: never a rank past dims
             ok = false;
             return false;
@@ -5858,7 +5874,7 @@ inline Status check_tensor_inputs(PrepareContext& c, uint32_t least, uint32_t mo
         }
         const TensorDesc& d = c.inputs[i];
         if (d.rank > kMaxRank) return c.fail(Status::LimitExceeded, "input %u has rank %u", i, d.rank);
-        if ((uint32_t)d.type > (uint32_t)ElementType::Bool)
+        if ((uint32_t)d.type > (uint32_t)kLastElementType)
             return c.fail(Status::Unsupported, "input %u has an unknown element type", i);
         uint64_t n = 0;
         for (int k = 0; k < d.rank; ++k)
@@ -6544,20 +6560,62 @@ inline float half_to_float(uint16_t h) {
     return f;
 }
 
+// float to bfloat16: round to nearest even, NaN stays a (quiet) NaN
+inline uint16_t float_to_bfloat16(float f) {
+    uint32_t x;
+    std::memcpy(&x, &f, 4);
+    if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40u);
+    x += 0x7fffu + ((x >> 16) & 1u);   // an overflow carries into infinity, as it should
+    return (uint16_t)(x >> 16);
+}
+
+inline float bfloat16_to_float(uint16_t b) {
+    uint32_t x = (uint32_t)b << 16;
+    float f;
+    std::memcpy(&f, &x, 4);
+    return f;
+}
+
+// double to float rounding toward zero with the lowest bit set when inexact ("round to odd"):
+// rounding that float to a format of at most 22 mantissa bits gives the correctly rounded
+// double, where rounding through the nearest float could round twice.
+inline float double_to_float_odd(double d) {
+    float f = (float)d;
+    if (d != d || (double)f == d || std::isinf(d)) return f;
+    if (std::fabs((double)f) > std::fabs(d)) f = std::nextafter(f, 0.0f);
+    uint32_t x;
+    std::memcpy(&x, &f, 4);
+    x |= 1u;
+    std::memcpy(&f, &x, 4);
+    return f;
+}
+
+// A scalar between types: a double, or an integer's 64 bits (signed or unsigned).
 struct ScalarValue {
     bool floating = false;
-    float f = 0;
+    bool is_unsigned = false;   // i holds a uint64_t's bits
+    double f = 0;
     int64_t i = 0;
+    double as_double() const { return floating ? f : is_unsigned ? (double)(uint64_t)i : (double)i; }
 };
 
 inline ScalarValue load_scalar(ElementType type, const void* data, uint64_t k) {
     ScalarValue v;
+    v.floating = type == ElementType::Float32 || type == ElementType::Float16 || type == ElementType::BFloat16 ||
+                 type == ElementType::Float64;
+    v.is_unsigned = type == ElementType::UInt64;
     switch (type) {
-        case ElementType::Float32: v.floating = true; v.f = static_cast<const float*>(data)[k]; break;
-        case ElementType::Float16: v.floating = true; v.f = half_to_float(static_cast<const uint16_t*>(data)[k]); break;
+        case ElementType::Float32: v.f = static_cast<const float*>(data)[k]; break;
+        case ElementType::Float16: v.f = half_to_float(static_cast<const uint16_t*>(data)[k]); break;
+        case ElementType::BFloat16: v.f = bfloat16_to_float(static_cast<const uint16_t*>(data)[k]); break;
+        case ElementType::Float64: v.f = static_cast<const double*>(data)[k]; break;
         case ElementType::Int64: v.i = static_cast<const int64_t*>(data)[k]; break;
         case ElementType::Int32: v.i = static_cast<const int32_t*>(data)[k]; break;
+        case ElementType::Int16: v.i = static_cast<const int16_t*>(data)[k]; break;
         case ElementType::Int8: v.i = static_cast<const int8_t*>(data)[k]; break;
+        case ElementType::UInt64: v.i = (int64_t)static_cast<const uint64_t*>(data)[k]; break;
+        case ElementType::UInt32: v.i = static_cast<const uint32_t*>(data)[k]; break;
+        case ElementType::UInt16: v.i = static_cast<const uint16_t*>(data)[k]; break;
         case ElementType::UInt8: v.i = static_cast<const uint8_t*>(data)[k]; break;
         case ElementType::Bool: v.i = static_cast<const uint8_t*>(data)[k] != 0; break;
         case ElementType::Undefined: break;
@@ -6567,33 +6625,54 @@ inline ScalarValue load_scalar(ElementType type, const void* data, uint64_t k) {
 
 // Float to integer truncates toward zero and saturates (NaN gives 0): ONNX leaves out-of-range
 // casts undefined, and a C++ cast out of range would be undefined behaviour.
-inline int64_t float_to_integer(float f, int64_t lo, int64_t hi) {
+inline int64_t float_to_integer(double f, int64_t lo, int64_t hi) {
     if (f != f) return 0;
-    if (f <= (float)lo) return lo;
-    if (f >= (float)hi) return hi;
+    if (f <= (double)lo) return lo;
+    if (f >= (double)hi) return hi;   // (double)INT64_MAX is 2^63: out of range too
     return (int64_t)f;
 }
 
+inline uint64_t float_to_uint64(double f) {
+    if (f != f || f <= 0) return 0;
+    if (f >= 18446744073709551616.0) return UINT64_MAX;
+    return (uint64_t)f;
+}
+
 inline void store_scalar(ElementType type, void* data, uint64_t k, const ScalarValue& v) {
-    // integer to narrower integer wraps (two's complement), as the C++ conversion does
+    // integer to integer keeps the low bits (two's complement wrap), as the C++ conversion does
+    uint64_t bits = (uint64_t)v.i;
     switch (type) {
-        case ElementType::Float32: static_cast<float*>(data)[k] = v.floating ? v.f : (float)v.i; break;
+        case ElementType::Float32:
+            static_cast<float*>(data)[k] = v.floating ? (float)v.f : v.is_unsigned ? (float)bits : (float)v.i;
+            break;
+        case ElementType::Float64: static_cast<double*>(data)[k] = v.as_double(); break;
         case ElementType::Float16:
-            static_cast<uint16_t*>(data)[k] = float_to_half(v.floating ? v.f : (float)v.i);
+            static_cast<uint16_t*>(data)[k] = float_to_half(v.floating ? double_to_float_odd(v.f) : v.is_unsigned ? (float)bits : (float)v.i);
+            break;
+        case ElementType::BFloat16:
+            static_cast<uint16_t*>(data)[k] = float_to_bfloat16(double_to_float_odd(v.as_double()));
             break;
         case ElementType::Int64:
             static_cast<int64_t*>(data)[k] = v.floating ? float_to_integer(v.f, INT64_MIN, INT64_MAX) : v.i;
             break;
         case ElementType::Int32:
-            static_cast<int32_t*>(data)[k] =
-                (int32_t)(v.floating ? float_to_integer(v.f, INT32_MIN, INT32_MAX) : (int64_t)(int32_t)(uint32_t)(uint64_t)v.i);
+            static_cast<int32_t*>(data)[k] = v.floating ? (int32_t)float_to_integer(v.f, INT32_MIN, INT32_MAX) : (int32_t)(uint32_t)bits;
+            break;
+        case ElementType::Int16:
+            static_cast<int16_t*>(data)[k] = v.floating ? (int16_t)float_to_integer(v.f, INT16_MIN, INT16_MAX) : (int16_t)(uint16_t)bits;
             break;
         case ElementType::Int8:
-            static_cast<int8_t*>(data)[k] =
-                (int8_t)(v.floating ? float_to_integer(v.f, -128, 127) : (int64_t)(int8_t)(uint8_t)(uint64_t)v.i);
+            static_cast<int8_t*>(data)[k] = v.floating ? (int8_t)float_to_integer(v.f, -128, 127) : (int8_t)(uint8_t)bits;
+            break;
+        case ElementType::UInt64: static_cast<uint64_t*>(data)[k] = v.floating ? float_to_uint64(v.f) : bits; break;
+        case ElementType::UInt32:
+            static_cast<uint32_t*>(data)[k] = v.floating ? (uint32_t)float_to_integer(v.f, 0, UINT32_MAX) : (uint32_t)bits;
+            break;
+        case ElementType::UInt16:
+            static_cast<uint16_t*>(data)[k] = v.floating ? (uint16_t)float_to_integer(v.f, 0, UINT16_MAX) : (uint16_t)bits;
             break;
         case ElementType::UInt8:
-            static_cast<uint8_t*>(data)[k] = (uint8_t)(v.floating ? float_to_integer(v.f, 0, 255) : (int64_t)(uint8_t)(uint64_t)v.i);
+            static_cast<uint8_t*>(data)[k] = v.floating ? (uint8_t)float_to_integer(v.f, 0, 255) : (uint8_t)bits;
             break;
         case ElementType::Bool: static_cast<uint8_t*>(data)[k] = (v.floating ? v.f != 0 : v.i != 0) ? 1 : 0; break;
         case ElementType::Undefined: break;
@@ -6606,12 +6685,48 @@ inline ElementType onnx_element_type(int64_t t) {
         case 1: return ElementType::Float32;
         case 2: return ElementType::UInt8;
         case 3: return ElementType::Int8;
+        case 4: return ElementType::UInt16;
+        case 5: return ElementType::Int16;
         case 6: return ElementType::Int32;
         case 7: return ElementType::Int64;
         case 9: return ElementType::Bool;
         case 10: return ElementType::Float16;
+        case 11: return ElementType::Float64;
+        case 12: return ElementType::UInt32;
+        case 13: return ElementType::UInt64;
+        case 16: return ElementType::BFloat16;
         default: return ElementType::Undefined;
     }
+}
+
+inline bool is_integer_type(ElementType t) {
+    return t == ElementType::Int8 || t == ElementType::Int16 || t == ElementType::Int32 || t == ElementType::Int64 ||
+           t == ElementType::UInt8 || t == ElementType::UInt16 || t == ElementType::UInt32 || t == ElementType::UInt64;
+}
+
+// Calls f(T()) with the C++ type of an integer element type; false for any other type.
+template <class F>
+bool visit_integer_type(ElementType type, F&& f) {
+    switch (type) {
+        case ElementType::Int8: f(int8_t()); return true;
+        case ElementType::Int16: f(int16_t()); return true;
+        case ElementType::Int32: f(int32_t()); return true;
+        case ElementType::Int64: f(int64_t()); return true;
+        case ElementType::UInt8: f(uint8_t()); return true;
+        case ElementType::UInt16: f(uint16_t()); return true;
+        case ElementType::UInt32: f(uint32_t()); return true;
+        case ElementType::UInt64: f(uint64_t()); return true;
+        default: return false;
+    }
+}
+
+// The same for the integer types, float32 and double (bool: as uint8_t when `with_bool`).
+template <class F>
+bool visit_numeric_type(ElementType type, F&& f, bool with_bool = false) {
+    if (type == ElementType::Float32) { f(float()); return true; }
+    if (type == ElementType::Float64) { f(double()); return true; }
+    if (with_bool && type == ElementType::Bool) { f(uint8_t()); return true; }
+    return visit_integer_type(type, f);
 }
 
 inline Status prepare_cast(PrepareContext& c) {
@@ -6806,7 +6921,7 @@ inline Status prepare_constant(PrepareContext& c) {
         if (a->name == StringView("value") && a->kind == AttributeKind::Tensor && a->tensor) {
             y = a->tensor->desc;
             uint64_t n = 0;
-            if (y.rank > kMaxRank || y.type == ElementType::Undefined || (uint32_t)y.type > (uint32_t)ElementType::Bool ||
+            if (y.rank > kMaxRank || !element_type_valid(y.type) ||
                 !desc_elements(y, &n) || n > kSaturated || n * element_size(y.type) > a->tensor->bytes ||
                 (n && !a->tensor->data))
                 return c.fail(Status::InvalidArgument, "attribute 'value' is a malformed tensor");
@@ -6873,7 +6988,7 @@ inline Status prepare_constant_of_shape(PrepareContext& c) {
     if (const Attribute* a = c.attribute("value")) {
         uint64_t n = 0;
         if (a->kind != AttributeKind::Tensor || !a->tensor || !desc_elements(a->tensor->desc, &n) || n != 1 ||
-            a->tensor->desc.type == ElementType::Undefined || (uint32_t)a->tensor->desc.type > (uint32_t)ElementType::Bool ||
+            !element_type_valid(a->tensor->desc.type) ||
             a->tensor->bytes < element_size(a->tensor->desc.type) || !a->tensor->data)
             return c.fail(Status::InvalidArgument, "attribute 'value' must be a one-element tensor");
         y.type = a->tensor->desc.type;
@@ -6951,23 +7066,24 @@ inline Status prepare_range(PrepareContext& c) {
                           element_type_name(type));
         if (n != 1) return c.fail(Status::InvalidArgument, "input %u must be a scalar", i);
     }
-    if (type != ElementType::Float32 && type != ElementType::Int64 && type != ElementType::Int32)
+    if (type != ElementType::Float32 && type != ElementType::Float64 && type != ElementType::Int64 &&
+        type != ElementType::Int32 && type != ElementType::Int16)   // float16, bfloat16: through float32
         return c.fail(Status::Unsupported, "inputs are %s", element_type_name(type));
     for (uint32_t i = 0; i < 3; ++i)
         if (!tensor_value(c, i)) return c.fail(Status::Unsupported, "data-dependent shape: input %u", i);
     uint64_t count = 0;
-    if (type == ElementType::Float32) {
-        float start = *static_cast<const float*>(c.values[0]), limit = *static_cast<const float*>(c.values[1]),
-              delta = *static_cast<const float*>(c.values[2]);
+    if (type == ElementType::Float32 || type == ElementType::Float64) {
+        double start = load_scalar(type, c.values[0], 0).f, limit = load_scalar(type, c.values[1], 0).f,
+               delta = load_scalar(type, c.values[2], 0).f;
         if (delta == 0 || start != start || limit != limit || delta != delta)
             return c.fail(Status::InvalidArgument, "start %g, limit %g, delta %g", (double)start, (double)limit, (double)delta);
-        double n = std::ceil((double)(limit - start) / (double)delta);
+        double n = std::ceil(type == ElementType::Float32 ? (double)((float)limit - (float)start) / delta : (limit - start) / delta);
         if (n != n || n > (double)kTensorOpMaxElements)
             return c.fail(Status::LimitExceeded, "range of %g elements", n);
         count = n > 0 ? (uint64_t)n : 0;
     } else {
-        int64_t start = load_index(c.values[0], type, 0), limit = load_index(c.values[1], type, 0),
-                delta = load_index(c.values[2], type, 0);
+        int64_t start = load_scalar(type, c.values[0], 0).i, limit = load_scalar(type, c.values[1], 0).i,
+                delta = load_scalar(type, c.values[2], 0).i;
         if (delta == 0) return c.fail(Status::InvalidArgument, "delta 0");
         uint64_t diff = 0, step = 0;
         if (delta > 0 && limit > start) diff = (uint64_t)limit - (uint64_t)start, step = (uint64_t)delta;
@@ -6995,17 +7111,10 @@ void fill_range(T* y, uint64_t n, T start, T delta) {
 
 inline Status run_range(const RunContext& c) {
     uint64_t n = c.outputs[0].elements();
-    switch (c.outputs[0].desc.type) {
-        case ElementType::Float32:
-            fill_range(c.outputs[0].as<float>(), n, *c.inputs[0].as<const float>(), *c.inputs[2].as<const float>());
-            break;
-        case ElementType::Int64:
-            fill_range(c.outputs[0].as<int64_t>(), n, *c.inputs[0].as<const int64_t>(), *c.inputs[2].as<const int64_t>());
-            break;
-        default:
-            fill_range(c.outputs[0].as<int32_t>(), n, *c.inputs[0].as<const int32_t>(), *c.inputs[2].as<const int32_t>());
-            break;
-    }
+    visit_numeric_type(c.outputs[0].desc.type, [&](auto type) {
+        using T = decltype(type);
+        fill_range(c.outputs[0].as<T>(), n, *c.inputs[0].as<const T>(), *c.inputs[2].as<const T>());
+    });
     return Status::Ok;
 }
 
@@ -7071,7 +7180,10 @@ inline Status prepare_typed(PrepareContext& c) {
         if (c.inputs[i].type != type)
             return c.fail(Status::InvalidArgument, "input %u is %s, input %u %s", i, element_type_name(c.inputs[i].type),
                           first, element_type_name(type));
-    bool is_float = type == ElementType::Float32, is_int = type == ElementType::Int64 || type == ElementType::Int32;
+    // float32 arithmetic is the elementwise kernel's; double and every integer width run here;
+    // float16 and bfloat16 are refused and computed through float32 (prepare_float32_compute)
+    bool is_float = type == ElementType::Float32 || type == ElementType::Float64, is_int = is_integer_type(type);
+    bool float32 = type == ElementType::Float32;
     TypedState st;
     st.op = op;
     st.type = type;
@@ -7079,11 +7191,11 @@ inline Status prepare_typed(PrepareContext& c) {
     switch (op) {
         case TensorOp::Add: case TensorOp::Sub: case TensorOp::Mul: case TensorOp::Div: case TensorOp::Neg:
         case TensorOp::Abs:
-            if (is_float) return delegate_elementwise(c, op);
-            supported = is_int;
+            if (float32) return delegate_elementwise(c, op);
+            supported = is_float || is_int;
             break;
         case TensorOp::Max: case TensorOp::Min:
-            if (is_float && c.num_inputs == 2) return delegate_elementwise(c, op);
+            if (float32 && c.num_inputs == 2) return delegate_elementwise(c, op);
             supported = is_float || is_int;
             break;
         case TensorOp::Sum: supported = is_float || is_int; break;
@@ -7094,17 +7206,17 @@ inline Status prepare_typed(PrepareContext& c) {
             supported = is_float || is_int;
             break;
         case TensorOp::Equal:
-            supported = type != ElementType::Float16;
+            supported = is_float || is_int || type == ElementType::Bool;
             break;
         case TensorOp::Less: case TensorOp::Greater: case TensorOp::LessOrEqual: case TensorOp::GreaterOrEqual:
-            supported = type != ElementType::Float16 && type != ElementType::Bool;
+            supported = is_float || is_int;
             break;
         case TensorOp::Not: case TensorOp::And: case TensorOp::Or: case TensorOp::Xor:
             supported = type == ElementType::Bool;
             break;
         case TensorOp::Where:
             if (c.inputs[0].type == ElementType::Float32) {   // float condition: the elementwise Select
-                if (is_float) return delegate_elementwise(c, op);
+                if (float32) return delegate_elementwise(c, op);
                 return c.fail(Status::Unsupported, "a float32 condition with %s branches", element_type_name(type));
             }
             if (c.inputs[0].type != ElementType::Bool)
@@ -7125,35 +7237,52 @@ inline Status prepare_typed(PrepareContext& c) {
     return set_typed_state(c, st);
 }
 
-template <class T, class U>   // U: T's unsigned twin, so overflow wraps instead of being undefined
+// Integer arithmetic wraps (computed in the unsigned twin, where overflow is defined). Div
+// truncates toward zero; Mod takes the divisor's sign (fmod = 0) or the dividend's (fmod = 1).
+template <class T>
 T integer_binary(TensorOp op, T a, T b, bool fmod, bool* bad) {
+    using U = typename std::make_unsigned<T>::type;
     switch (op) {
-        case TensorOp::Add: return (T)(U)((U)a + (U)b);
+        case TensorOp::Add: case TensorOp::Sum: return (T)(U)((U)a + (U)b);
         case TensorOp::Sub: return (T)(U)((U)a - (U)b);
-        case TensorOp::Mul: return (T)(U)((U)a * (U)b);
-        case TensorOp::Div:   // truncates toward zero (as onnxruntime)
+        case TensorOp::Mul: {   // uint8/uint16 would promote to int, where the product can overflow
+            using W = typename std::conditional<(sizeof(U) < sizeof(unsigned)), unsigned, U>::type;
+            return (T)(U)((W)(U)a * (W)(U)b);
+        }
+        case TensorOp::Div:
             if (b == 0) { *bad = true; return 0; }
-            return b == -1 ? (T)(U)((U)0 - (U)a) : (T)(a / b);
+            if (std::is_signed<T>::value && b == (T)-1) return (T)(U)((U)0 - (U)a);   // INT_MIN / -1 wraps
+            return (T)(a / b);
         case TensorOp::Mod: {
             if (b == 0) { *bad = true; return 0; }
-            if (b == -1) return 0;
+            if (std::is_signed<T>::value && b == (T)-1) return 0;
             T r = (T)(a % b);
-            if (!fmod && r != 0 && ((r < 0) != (b < 0))) r = (T)(r + b);   // sign of the divisor
+            if (std::is_signed<T>::value && !fmod && r != 0 && ((r < (T)0) != (b < (T)0))) r = (T)(r + b);
             return r;
         }
-        case TensorOp::Max: case TensorOp::Sum: return op == TensorOp::Max ? (a > b ? a : b) : (T)(U)((U)a + (U)b);
+        case TensorOp::Max: return a > b ? a : b;
         case TensorOp::Min: return a < b ? a : b;
         default: return 0;
     }
 }
 
-inline float float_binary(TensorOp op, float a, float b) {
-    float args[2] = {a, b};
+// float32 keeps the snippet semantics of Max and Min; double propagates NaN as they do.
+template <class T>
+T floating_binary(TensorOp op, T a, T b) {
     switch (op) {
+        case TensorOp::Add: case TensorOp::Sum: case TensorOp::Mean: return a + b;
+        case TensorOp::Sub: return a - b;
+        case TensorOp::Mul: return a * b;
+        case TensorOp::Div: return a / b;
         case TensorOp::Mod: return std::fmod(a, b);
-        case TensorOp::Max: return snippet_evaluate(SnippetOp::Max, args, 0, 0, false);
-        case TensorOp::Min: return snippet_evaluate(SnippetOp::Min, args, 0, 0, false);
-        default: return a + b;   // Sum, Mean
+        case TensorOp::Max: case TensorOp::Min:
+            if (std::is_same<T, float>::value) {
+                float args[2] = {(float)a, (float)b};
+                return (T)snippet_evaluate(op == TensorOp::Max ? SnippetOp::Max : SnippetOp::Min, args, 0, 0, false);
+            }
+            if (a != a || b != b) return a != a ? a : b;
+            return op == TensorOp::Max ? (a > b ? a : b) : (a < b ? a : b);
+        default: return a + b;
     }
 }
 
@@ -7192,14 +7321,17 @@ void run_fold(const RunContext& c, F f) {
     }
 }
 
-template <class T, class U>
+template <class T>
 Status run_integer(const RunContext& c, const TypedState& st) {
+    using U = typename std::make_unsigned<T>::type;
     uint64_t n = c.outputs[0].elements();
     T* y = c.outputs[0].as<T>();
     if (st.op == TensorOp::Neg || st.op == TensorOp::Abs) {
         const T* x = c.inputs[0].as<const T>();
-        for (uint64_t k = 0; k < n; ++k)
-            y[k] = st.op == TensorOp::Neg || x[k] < 0 ? (T)(U)((U)0 - (U)x[k]) : x[k];
+        for (uint64_t k = 0; k < n; ++k) {
+            bool negate = st.op == TensorOp::Neg || (std::is_signed<T>::value && x[k] < (T)0);
+            y[k] = negate ? (T)(U)((U)0 - (U)x[k]) : x[k];
+        }
         return Status::Ok;
     }
     if (c.num_inputs == 2 && (st.op == TensorOp::Div || st.op == TensorOp::Mod)) {   // check divisors first
@@ -7208,8 +7340,24 @@ Status run_integer(const RunContext& c, const TypedState& st) {
             if (c.inputs[1].as<const T>()[k] == 0) return c.fail(Status::InvalidArgument, "integer division by zero");
     }
     bool bad = false;
-    run_fold<T>(c, [&](T a, T b) { return integer_binary<T, U>(st.op, a, b, st.fmod, &bad); });
+    run_fold<T>(c, [&](T a, T b) { return integer_binary<T>(st.op, a, b, st.fmod, &bad); });
     if (bad) return c.fail(Status::InvalidArgument, "integer division by zero");
+    return Status::Ok;
+}
+
+template <class T>
+Status run_floating(const RunContext& c, const TypedState& st) {
+    TensorOp op = st.op;
+    uint64_t n = c.outputs[0].elements();
+    T* y = c.outputs[0].as<T>();
+    if (op == TensorOp::Neg || op == TensorOp::Abs) {
+        const T* x = c.inputs[0].as<const T>();
+        for (uint64_t k = 0; k < n; ++k) y[k] = op == TensorOp::Neg ? -x[k] : std::fabs(x[k]);
+        return Status::Ok;
+    }
+    run_fold<T>(c, [op](T a, T b) { return floating_binary<T>(op, a, b); });
+    if (op == TensorOp::Mean)
+        for (uint64_t k = 0; k < n; ++k) y[k] /= (T)c.num_inputs;
     return Status::Ok;
 }
 
@@ -7237,13 +7385,7 @@ inline Status run_typed(const RunContext& c) {
         case TensorOp::Where: return run_where(c);
         case TensorOp::Equal: case TensorOp::Less: case TensorOp::Greater: case TensorOp::LessOrEqual:
         case TensorOp::GreaterOrEqual:
-            switch (st.type) {
-                case ElementType::Float32: run_compare<float>(c, st.op); break;
-                case ElementType::Int64: run_compare<int64_t>(c, st.op); break;
-                case ElementType::Int32: run_compare<int32_t>(c, st.op); break;
-                case ElementType::Int8: run_compare<int8_t>(c, st.op); break;
-                default: run_compare<uint8_t>(c, st.op); break;   // UInt8, Bool (0 or 1)
-            }
+            visit_numeric_type(st.type, [&](auto type) { run_compare<decltype(type)>(c, st.op); }, true);
             return Status::Ok;
         case TensorOp::Not: {
             uint64_t n = c.outputs[0].elements();
@@ -7260,15 +7402,136 @@ inline Status run_typed(const RunContext& c) {
         }
         default: break;
     }
-    if (st.type == ElementType::Int64) return run_integer<int64_t, uint64_t>(c, st);
-    if (st.type == ElementType::Int32) return run_integer<int32_t, uint32_t>(c, st);
-    TensorOp op = st.op;
-    run_fold<float>(c, [op](float a, float b) { return float_binary(op, a, b); });
-    if (op == TensorOp::Mean) {
-        uint64_t n = c.outputs[0].elements();
-        float count = (float)c.num_inputs;
-        for (uint64_t k = 0; k < n; ++k) c.outputs[0].as<float>()[k] /= count;
+    if (st.type == ElementType::Float32) return run_floating<float>(c, st);
+    if (st.type == ElementType::Float64) return run_floating<double>(c, st);
+    Status status = Status::Ok;
+    visit_integer_type(st.type, [&](auto type) { status = run_integer<decltype(type)>(c, st); });
+    return status;
+}
+
+// Pow (ONNX Pow-15): base float32, double or an integer, exponent any of those; the result has
+// the base's type. As the reference (np.power, then cast to the base type): an integer base
+// with an integer exponent multiplies exactly (wrapping), otherwise the double pow is cast
+// (truncated toward zero for an integer base). float32 ** float32 is the elementwise kernel's.
+// Clip on integers and double: inputs min and max (optional, scalars) of x's type.
+struct PowClipState {
+    RunFn elementwise = nullptr;         // set: the float32 elementwise kernel runs with inner_state
+    const void* inner_state = nullptr;
+    ElementType base = ElementType::Undefined, exponent = ElementType::Undefined;
+};
+
+inline Status prepare_pow_clip(PrepareContext& c) {
+    bool pow = c.node_ref().op == StringView("Pow");
+    if (c.num_inputs < 1) return c.fail(Status::InvalidArgument, "input 0 is missing");
+    ElementType base = c.inputs[0].type, exponent = pow && c.num_inputs > 1 ? c.inputs[1].type : base;
+    bool numeric = base == ElementType::Float32 || base == ElementType::Float64 || is_integer_type(base);
+    if (base == ElementType::Float32 && (exponent == ElementType::Float32 || !pow)) {   // the float path as before
+        const OpKernel* kernel = nullptr;
+        for (const OpKernel& k : kBuiltinKernels)
+            if (StringView(k.op) == c.node_ref().op) kernel = &k;
+        if (!kernel) return c.fail(Status::Unsupported, "no float32 kernel");
+        TESSEL_TRY(kernel->prepare(c));
+        PowClipState* st = new_state<PowClipState>(c);
+        if (!st) return c.fail(Status::OutOfMemory, "out of memory");
+        st->elementwise = kernel->run;
+        st->inner_state = c.state;
+        c.state = st;
+        return Status::Ok;
     }
+    if (!numeric || !(exponent == ElementType::Float32 || exponent == ElementType::Float64 || is_integer_type(exponent)))
+        return c.fail(Status::Unsupported, "inputs are %s and %s", element_type_name(base), element_type_name(exponent));
+    TensorDesc shape = c.inputs[0];
+    if (pow) {
+        TESSEL_TRY(check_tensor_inputs(c, 2, 2, 2));
+        if (!broadcast_pair(c.inputs[0], c.inputs[1], &shape))
+            return c.fail(Status::InvalidArgument, "input shapes do not broadcast");
+    } else {
+        TESSEL_TRY(check_tensor_inputs(c, 1, 3, 1));
+        if (c.attribute("min") || c.attribute("max"))
+            return c.fail(Status::Unsupported, "Clip-6 attributes min and max on %s (float32 only)", element_type_name(base));
+        for (uint32_t i = 1; i < c.num_inputs; ++i) {
+            uint64_t n = 0;
+            if (!c.has_input(i)) continue;
+            if (c.inputs[i].type != base)
+                return c.fail(Status::InvalidArgument, "input %u is %s, input 0 %s", i, element_type_name(c.inputs[i].type),
+                              element_type_name(base));
+            if (!desc_elements(c.inputs[i], &n) || n != 1) return c.fail(Status::InvalidArgument, "input %u must be a scalar", i);
+        }
+    }
+    c.outputs[0] = shape;
+    c.outputs[0].type = base;
+    TESSEL_TRY(check_output_desc(c, 0));
+    PowClipState* st = new_state<PowClipState>(c);
+    if (!st) return c.fail(Status::OutOfMemory, "out of memory");
+    st->base = base;
+    st->exponent = pow ? exponent : ElementType::Undefined;
+    c.state = st;
+    return Status::Ok;
+}
+
+template <class T>
+T integer_power(T base, int64_t e) {
+    if (e < 0) {   // numpy refuses; 1/base truncated toward zero
+        if (base == (T)1) return 1;
+        if (std::is_signed<T>::value && base == (T)-1) return (e & 1) ? base : (T)1;
+        return 0;
+    }
+    uint64_t r = 1, b = (uint64_t)base;   // modulo 2^64, whose low bits are T's wrapped result
+    for (uint64_t k = (uint64_t)e; k; k >>= 1) {
+        if (k & 1) r *= b;
+        b *= b;
+    }
+    return (T)(typename std::make_unsigned<T>::type)r;
+}
+
+template <class T>
+void run_pow_typed(const RunContext& c, ElementType exponent_type) {
+    const TensorDesc* descs[2] = {&c.inputs[0].desc, &c.inputs[1].desc};
+    const T* x = c.inputs[0].as<const T>();
+    const void* e = c.inputs[1].data;
+    T* y = c.outputs[0].as<T>();
+    for_each_broadcast(c.outputs[0].desc, descs, 2, [&](uint64_t k, const int64_t* o) {
+        ScalarValue v = load_scalar(exponent_type, e, (uint64_t)o[1]);
+        if constexpr (std::is_integral<T>::value) {
+            if (!v.floating) {
+                int64_t p = v.is_unsigned && v.i < 0 ? INT64_MAX : v.i;   // a uint64 past 2^63: as large
+                y[k] = integer_power<T>(x[o[0]], p);
+                return;
+            }
+        }
+        ScalarValue r;
+        r.floating = true;
+        r.f = std::pow((double)x[o[0]], v.as_double());
+        store_scalar(c.outputs[0].desc.type, y, k, r);
+    });
+}
+
+template <class T>
+void run_clip_typed(const RunContext& c) {
+    const T* x = c.inputs[0].as<const T>();
+    T* y = c.outputs[0].as<T>();
+    bool has_lo = c.num_inputs > 1 && c.inputs[1].data, has_hi = c.num_inputs > 2 && c.inputs[2].data;
+    T lo = has_lo ? *c.inputs[1].as<const T>() : T(), hi = has_hi ? *c.inputs[2].as<const T>() : T();
+    uint64_t n = c.outputs[0].elements();
+    for (uint64_t k = 0; k < n; ++k) {
+        T v = x[k];
+        if (has_lo && v < lo) v = lo;
+        if (has_hi && v > hi) v = hi;   // min > max gives max, as np.clip
+        y[k] = v;
+    }
+}
+
+inline Status run_pow_clip(const RunContext& c) {
+    const PowClipState& st = *static_cast<const PowClipState*>(c.state);
+    if (st.elementwise) {
+        RunContext inner = c;
+        inner.state = st.inner_state;
+        return st.elementwise(inner);
+    }
+    if (st.exponent == ElementType::Undefined)
+        visit_numeric_type(st.base, [&](auto type) { run_clip_typed<decltype(type)>(c); });
+    else
+        visit_numeric_type(st.base, [&](auto type) { run_pow_typed<decltype(type)>(c, st.exponent); });
     return Status::Ok;
 }
 
@@ -7313,6 +7576,8 @@ const OpKernel kTensorKernels[] = {
     {"Min", prepare_typed, run_typed},
     {"Sum", prepare_typed, run_typed},
     {"Mean", prepare_typed, run_typed},
+    {"Pow", prepare_pow_clip, run_pow_clip},
+    {"Clip", prepare_pow_clip, run_pow_clip},
     {nullptr, nullptr, nullptr},   // end marker
 };
 }  // namespace detail
@@ -7503,9 +7768,8 @@ inline Status run_reduce_more(const RunContext& c) {
 }  // namespace detail
 
 // >>bitwise ops
-// BitwiseAnd/Or/Xor/Not on the integer types (int64, int32, int8, uint8), broadcasting as the
-// other binary ops; BitShift on the one unsigned type Tessel has, uint8 (ONNX allows only
-// unsigned types), a shift by 8 or more giving 0.
+// BitwiseAnd/Or/Xor/Not on every integer width, broadcasting as the other binary ops;
+// BitShift on the unsigned types (as ONNX allows), a shift by the width or more giving 0.
 namespace detail {
 
 enum class BitOp : uint8_t { And, Or, Xor, Not, ShiftLeft, ShiftRight };
@@ -7531,10 +7795,10 @@ inline Status prepare_bitwise(PrepareContext& c) {
         if (direction == StringView("RIGHT")) op = BitOp::ShiftRight;
         else if (direction != StringView("LEFT"))
             return c.fail(Status::InvalidArgument, "attribute 'direction' must be LEFT or RIGHT");
-        if (type != ElementType::UInt8)
+        if (type != ElementType::UInt8 && type != ElementType::UInt16 && type != ElementType::UInt32 &&
+            type != ElementType::UInt64)
             return c.fail(Status::InvalidArgument, "inputs are %s (BitShift takes unsigned integers)", element_type_name(type));
-    } else if (type != ElementType::Int64 && type != ElementType::Int32 && type != ElementType::Int8 &&
-               type != ElementType::UInt8) {
+    } else if (!is_integer_type(type)) {
         return c.fail(Status::InvalidArgument, "inputs are %s (integers expected)", element_type_name(type));
     }
     TensorDesc shape = c.inputs[0];
@@ -7549,8 +7813,9 @@ inline Status prepare_bitwise(PrepareContext& c) {
     return Status::Ok;
 }
 
-template <class T, class U>   // U: T's unsigned twin
+template <class T>
 Status run_bitwise_typed(const RunContext& c, BitOp op) {
+    using U = typename std::make_unsigned<T>::type;
     if (op == BitOp::Not) {
         uint64_t n = c.outputs[0].elements();
         const T* x = c.inputs[0].as<const T>();
@@ -7573,12 +7838,162 @@ Status run_bitwise_typed(const RunContext& c, BitOp op) {
 
 inline Status run_bitwise(const RunContext& c) {
     const BitState& st = *static_cast<const BitState*>(c.state);
-    switch (st.type) {
-        case ElementType::Int64: return run_bitwise_typed<int64_t, uint64_t>(c, st.op);
-        case ElementType::Int32: return run_bitwise_typed<int32_t, uint32_t>(c, st.op);
-        case ElementType::Int8: return run_bitwise_typed<int8_t, uint8_t>(c, st.op);
-        default: return run_bitwise_typed<uint8_t, uint8_t>(c, st.op);
+    Status status = Status::Ok;
+    visit_integer_type(st.type, [&](auto type) { status = run_bitwise_typed<decltype(type)>(c, st.op); });
+    return status;
+}
+
+}  // namespace detail
+
+// >>float32 compute
+// float16, bfloat16 and double inputs to a float32-only kernel: when a built-in kernel's
+// prepare refuses a node (Unsupported) that has such inputs, the node is prepared again with
+// those inputs as float32 and runs wrapped: its inputs are converted to float32 in scratch,
+// the float32 kernel runs, its float32 outputs are converted back to the type of the node's
+// first such input. So every float32-only kernel (Conv, MatMul, pooling, Softmax, the Reduce
+// ops, the unary math ops, CumSum, ...) computes double in float32; the ops with their own
+// double code (Cast, the typed ops of >>integer and logical ops, the data-movement ops) never
+// come here. Constant inputs are converted once at prepare; run allocates nothing.
+namespace detail {
+
+inline bool float32_computed(ElementType t) {
+    return t == ElementType::Float16 || t == ElementType::BFloat16 || t == ElementType::Float64;
+}
+
+inline void convert_to_float32(ElementType type, const void* src, float* dst, uint64_t n) {
+    for (uint64_t k = 0; k < n; ++k) {
+        if (type == ElementType::Float16) dst[k] = half_to_float(static_cast<const uint16_t*>(src)[k]);
+        else if (type == ElementType::BFloat16) dst[k] = bfloat16_to_float(static_cast<const uint16_t*>(src)[k]);
+        else dst[k] = (float)static_cast<const double*>(src)[k];
     }
+}
+
+inline void convert_from_float32(ElementType type, const float* src, void* dst, uint64_t n) {
+    for (uint64_t k = 0; k < n; ++k) {
+        if (type == ElementType::Float16) static_cast<uint16_t*>(dst)[k] = float_to_half(src[k]);
+        else if (type == ElementType::BFloat16) static_cast<uint16_t*>(dst)[k] = float_to_bfloat16(src[k]);
+        else static_cast<double*>(dst)[k] = src[k];
+    }
+}
+
+struct Float32ComputeState {
+    const OpKernel* inner = nullptr;
+    const void* inner_state = nullptr;
+    ElementType input_type[kMaxNodePorts] = {};    // converted inputs: their type (else Undefined)
+    ElementType output_type[kMaxNodePorts] = {};   // converted outputs: the type to write
+    size_t input_offset[kMaxNodePorts] = {};       // in scratch
+    size_t output_offset[kMaxNodePorts] = {};
+    size_t inner_scratch = 0;                      // offset of the inner kernel's scratch
+};
+
+inline Status prepare_float32_compute(const OpKernel* inner, PrepareContext& c) {
+    if (c.num_inputs > kMaxNodePorts || c.num_outputs > kMaxNodePorts)
+        return c.fail(Status::Unsupported, "too many ports to compute in float32");
+    Float32ComputeState* st = new_state<Float32ComputeState>(c);
+    if (!st) return c.fail(Status::OutOfMemory, "out of memory");
+    TensorDesc in[kMaxNodePorts];
+    const void* values[kMaxNodePorts] = {};
+    ElementType compute = ElementType::Undefined;
+    size_t scratch = 0;
+    auto take = [&scratch](uint64_t elements) {
+        size_t at = scratch;
+        scratch += ((size_t)elements * sizeof(float) + 63) & ~(size_t)63;
+        return at;
+    };
+    for (uint32_t i = 0; i < c.num_inputs; ++i) {
+        in[i] = c.inputs[i];
+        values[i] = c.values ? c.values[i] : nullptr;
+        if (!float32_computed(in[i].type)) continue;
+        uint64_t n = 0;
+        if (!desc_elements(in[i], &n) || n > c.max_elements)
+            return c.fail(Status::Unsupported, "input %u has an unknown or too large shape", i);
+        if (compute == ElementType::Undefined) compute = in[i].type;
+        st->input_type[i] = in[i].type;
+        st->input_offset[i] = take(n);
+        if (values[i]) {
+            float* converted = c.arena->allocate_array<float>(n ? (size_t)n : 1);
+            if (!converted) return c.fail(Status::OutOfMemory, "out of memory");
+            convert_to_float32(in[i].type, values[i], converted, n);
+            values[i] = converted;
+        }
+        in[i].type = ElementType::Float32;
+    }
+    PrepareContext inner_context = c;
+    inner_context.inputs = in;
+    inner_context.values = values;
+    inner_context.state = nullptr;
+    inner_context.scratch_bytes = 0;
+    inner_context.in_place = false;
+    inner_context.error[0] = 0;
+    Status s = inner->prepare(inner_context);
+    if (s != Status::Ok) {
+        std::memcpy(c.error, inner_context.error, sizeof c.error);
+        return s;
+    }
+    for (uint32_t p = 0; p < c.num_outputs; ++p) {
+        if (c.outputs[p].type != ElementType::Float32) continue;
+        uint64_t n = 0;
+        if (!desc_elements(c.outputs[p], &n)) return c.fail(Status::LimitExceeded, "output %u is too large", p);
+        st->output_type[p] = compute;
+        st->output_offset[p] = take(n);
+        c.outputs[p].type = compute;
+    }
+    st->inner = inner;
+    st->inner_state = inner_context.state;
+    st->inner_scratch = scratch;
+    c.state = st;
+    c.scratch_bytes = scratch + inner_context.scratch_bytes;
+    c.in_place = false;
+    return Status::Ok;
+}
+
+inline Status run_float32_compute(const RunContext& c) {
+    const Float32ComputeState& st = *static_cast<const Float32ComputeState*>(c.state);
+    unsigned char* scratch = static_cast<unsigned char*>(c.scratch);
+    TensorView in[kMaxNodePorts], out[kMaxNodePorts];
+    for (uint32_t i = 0; i < c.num_inputs; ++i) {
+        in[i] = c.inputs[i];
+        if (st.input_type[i] == ElementType::Undefined) continue;
+        float* converted = reinterpret_cast<float*>(scratch + st.input_offset[i]);
+        convert_to_float32(st.input_type[i], c.inputs[i].data, converted, c.inputs[i].elements());
+        in[i].desc.type = ElementType::Float32;
+        in[i].data = converted;
+    }
+    for (uint32_t p = 0; p < c.num_outputs; ++p) {
+        out[p] = c.outputs[p];
+        if (st.output_type[p] == ElementType::Undefined) continue;
+        out[p].desc.type = ElementType::Float32;
+        out[p].data = scratch + st.output_offset[p];
+    }
+    RunContext inner = c;
+    inner.state = st.inner_state;
+    inner.inputs = in;
+    inner.outputs = out;
+    inner.scratch = scratch + st.inner_scratch;
+    TESSEL_TRY(st.inner->run(inner));
+    for (uint32_t p = 0; p < c.num_outputs; ++p)
+        if (st.output_type[p] != ElementType::Undefined)
+            convert_from_float32(st.output_type[p], out[p].as<const float>(), c.outputs[p].data, c.outputs[p].elements());
+    return Status::Ok;
+}
+
+const OpKernel kFloat32Compute = {"(float32 compute)", nullptr, run_float32_compute};
+
+// Prepares a node with *kernel; a built-in kernel that refuses float16/bfloat16/double inputs
+// is retried through the float32 wrapper (and *kernel becomes it).
+inline Status prepare_node_kernel(const OpKernel** kernel, PrepareContext& c) {
+    Status s = (*kernel)->prepare(c);
+    if (s != Status::Unsupported || *kernel != find_builtin_kernel(c.node_ref().op)) return s;
+    bool wanted = false;
+    for (uint32_t i = 0; i < c.num_inputs; ++i) wanted = wanted || float32_computed(c.inputs[i].type);
+    if (!wanted) return s;
+    c.state = nullptr;
+    c.scratch_bytes = 0;
+    c.in_place = false;
+    c.error[0] = 0;
+    Status wrapped = prepare_float32_compute(*kernel, c);   // its refusal, if any, is the one that matters
+    if (wrapped == Status::Ok) *kernel = &kFloat32Compute;
+    return wrapped;
 }
 
 }  // namespace detail
@@ -8355,8 +8770,8 @@ inline Status prepare_top_k(PrepareContext& c) {
     bool k_input = c.opset >= 10;
     TESSEL_TRY(check_tensor_inputs(c, k_input ? 2 : 1, k_input ? 2 : 1, k_input ? 2 : 1, 2));
     const TensorDesc& x = c.inputs[0];
-    if (x.type != ElementType::Float32 && x.type != ElementType::Int64 && x.type != ElementType::Int32)
-        return c.fail(Status::Unsupported, "input 0 is %s (float32, int64 or int32 expected)", element_type_name(x.type));
+    if (!visit_numeric_type(x.type, [](auto) {}))   // float16 and bfloat16 go through float32
+        return c.fail(Status::Unsupported, "input 0 is %s (float32, double or an integer expected)", element_type_name(x.type));
     int64_t axis = 0, raw = c.attribute_int("axis", -1);
     if (x.rank < 1 || !normalize_axis(raw, x.rank, &axis))
         return c.fail(Status::InvalidArgument, "axis %lld out of range for rank %u", (long long)raw, x.rank);
@@ -8438,11 +8853,7 @@ void run_top_k_typed(const RunContext& c, const TopKState& st) {
 
 inline Status run_top_k(const RunContext& c) {
     const TopKState& st = *static_cast<const TopKState*>(c.state);
-    switch (c.inputs[0].desc.type) {
-        case ElementType::Float32: run_top_k_typed<float>(c, st); break;
-        case ElementType::Int64: run_top_k_typed<int64_t>(c, st); break;
-        default: run_top_k_typed<int32_t>(c, st); break;
-    }
+    visit_numeric_type(c.inputs[0].desc.type, [&](auto type) { run_top_k_typed<decltype(type)>(c, st); });
     return Status::Ok;
 }
 
@@ -9270,6 +9681,28 @@ inline Status proto_floats(OnnxReader& r, const ProtoField& f, float* out, size_
     return Status::Ok;
 }
 
+// One occurrence of a repeated double field (fixed64), packed or not.
+inline Status proto_doubles(OnnxReader& r, const ProtoField& f, double* out, size_t* count, const char* what,
+                            const char* field) {
+    if (f.wire == kWireFixed64) {
+        if (out) std::memcpy(out + *count, &f.value, 8);
+        ++*count;
+        return Status::Ok;
+    }
+    if (f.wire != kWireLength) return proto_expect(r, f, kWireFixed64, what, field);
+    if (f.size % 8)
+        return r.fail(Status::ParseError, "%s: packed field '%s' at byte %zu has %zu bytes (not a multiple of 8)", what,
+                      field, r.offset(f.at), f.size);
+    for (size_t i = 0; i < f.size; i += 8) {
+        if (out) {
+            uint64_t bits = proto_little_endian(f.data + i, 8);
+            std::memcpy(out + *count, &bits, 8);
+        }
+        ++*count;
+    }
+    return Status::Ok;
+}
+
 // Counts the values of a packed or unpacked repeated field without decoding them.
 inline Status proto_count(OnnxReader& r, const ProtoField& f, bool fixed32, size_t* count, const char* what,
                           const char* field) {
@@ -9286,6 +9719,12 @@ inline int32_t onnx_type_code(ElementType type) {
     case ElementType::Int64: return 7;
     case ElementType::Bool: return 9;
     case ElementType::Float16: return 10;
+    case ElementType::UInt16: return 4;
+    case ElementType::Int16: return 5;
+    case ElementType::Float64: return 11;
+    case ElementType::UInt32: return 12;
+    case ElementType::UInt64: return 13;
+    case ElementType::BFloat16: return 16;
     default: return 0;
     }
 }
@@ -9337,6 +9776,21 @@ struct TensorInfo {
     char label[kOnnxLabelBytes] = {};   // how messages name the tensor
 };
 
+// The TensorProto field holding a type's values when there is no raw_data (its number in
+// *number), and how many values it had (in *count, from the counts given; int32_data otherwise).
+inline const char* typed_data_field(ElementType type, size_t* count, size_t float_count = 0, size_t int64_count = 0,
+                                    size_t double_count = 0, size_t uint64_count = 0, uint32_t* number = nullptr) {
+    uint32_t unused = 0;
+    if (!number) number = &unused;
+    switch (type) {
+    case ElementType::Float32: *count = float_count; *number = 4; return "float_data";
+    case ElementType::Int64: *count = int64_count; *number = 7; return "int64_data";
+    case ElementType::Float64: *count = double_count; *number = 10; return "double_data";
+    case ElementType::UInt32: case ElementType::UInt64: *count = uint64_count; *number = 11; return "uint64_data";
+    default: *number = 5; return "int32_data";
+    }
+}
+
 inline Status parse_tensor(OnnxReader& r, const uint8_t* data, size_t size, const char* what, TensorInfo* t) {
     ProtoCursor c(data, size);
     ProtoField f;
@@ -9344,7 +9798,7 @@ inline Status parse_tensor(OnnxReader& r, const uint8_t* data, size_t size, cons
     int64_t dims[kMaxRank] = {};
     size_t rank = 0;
     int64_t data_type = 0;
-    size_t float_count = 0, int32_count = 0, int64_count = 0, other_count = 0;
+    size_t float_count = 0, int32_count = 0, int64_count = 0, double_count = 0, uint64_count = 0, other_count = 0;
     bool segment = false;
     int64_t data_location = 0;
     StringView location;
@@ -9380,10 +9834,8 @@ inline Status parse_tensor(OnnxReader& r, const uint8_t* data, size_t size, cons
             t->raw_size = f.size;
             t->has_raw = true;
             break;
-        case 10:
-            if (f.wire == kWireLength || f.wire == kWireFixed64) { ++other_count; break; }
-            return proto_expect(r, f, kWireFixed64, what, "double_data");
-        case 11: TESSEL_TRY(proto_count(r, f, false, &other_count, what, "uint64_data")); break;
+        case 10: TESSEL_TRY(proto_doubles(r, f, nullptr, &double_count, what, "double_data")); break;
+        case 11: TESSEL_TRY(proto_count(r, f, false, &uint64_count, what, "uint64_data")); break;
         case 13: {  // external_data: StringStringEntryProto {key = 1, value = 2}
             TESSEL_TRY(proto_expect(r, f, kWireLength, what, "external_data"));
             ProtoCursor entry(f.data, f.size);
@@ -9459,8 +9911,8 @@ inline Status parse_tensor(OnnxReader& r, const uint8_t* data, size_t size, cons
                           t->raw_size, t->bytes, (unsigned long long)elements, element_type_name(type));
         return Status::Ok;
     }
-    size_t count = type == ElementType::Float32 ? float_count : type == ElementType::Int64 ? int64_count : int32_count;
-    const char* field = type == ElementType::Float32 ? "float_data" : type == ElementType::Int64 ? "int64_data" : "int32_data";
+    size_t count = int32_count;
+    const char* field = typed_data_field(type, &count, float_count, int64_count, double_count, uint64_count);
     if ((uint64_t)count != elements)
         return r.fail(Status::ParseError, "%s: %s has %zu values, expected %llu", label, field, count,
                       (unsigned long long)elements);
@@ -9559,7 +10011,9 @@ inline Status fill_tensor(OnnxReader& r, const TensorInfo& t, StringView folder,
         return Status::Ok;
     }
     ElementType type = t.desc.type;
-    uint32_t want = type == ElementType::Float32 ? 4u : type == ElementType::Int64 ? 7u : 5u;
+    uint32_t want = 0;
+    size_t unused = 0;
+    const char* field = typed_data_field(type, &unused, 0, 0, 0, 0, &want);
     ProtoCursor c(t.body, t.body_size);
     ProtoField f;
     bool more = true;
@@ -9570,13 +10024,16 @@ inline Status fill_tensor(OnnxReader& r, const TensorInfo& t, StringView folder,
         if (f.number != want) continue;
         if (type == ElementType::Float32) {
             TESSEL_TRY(proto_floats(r, f, static_cast<float*>(out), &count, t.label, "float_data"));
-        } else if (type == ElementType::Int64) {
-            TESSEL_TRY(proto_ints(r, f, static_cast<int64_t*>(out), &count, t.label, "int64_data"));
+        } else if (type == ElementType::Int64 || type == ElementType::UInt64) {
+            TESSEL_TRY(proto_ints(r, f, static_cast<int64_t*>(out), &count, t.label, field));
+        } else if (type == ElementType::Float64) {
+            TESSEL_TRY(proto_doubles(r, f, static_cast<double*>(out), &count, t.label, field));
         } else {
-            // int32_data holds every narrower type, one value per entry (FLOAT16: its bits).
+            // int32_data holds every narrower type, one value per entry (FLOAT16, BFLOAT16: their
+            // bits); uint64_data holds UINT32.
             int64_t values[64];
             size_t n = 0;
-            TESSEL_TRY(proto_count(r, f, false, &n, t.label, "int32_data"));
+            TESSEL_TRY(proto_count(r, f, false, &n, t.label, field));
             // Decode in chunks through a small buffer.
             const uint8_t* p = f.data;
             const uint8_t* end = f.data + f.size;
@@ -9587,7 +10044,7 @@ inline Status fill_tensor(OnnxReader& r, const TensorInfo& t, StringView folder,
                 } else {
                     while (k < 64 && p < end) {
                         uint64_t v = 0;
-                        if (!proto_varint(&p, end, &v)) return r.fail(Status::ParseError, "%s: bad int32_data", t.label);
+                        if (!proto_varint(&p, end, &v)) return r.fail(Status::ParseError, "%s: bad %s", t.label, field);
                         values[k++] = (int64_t)v;
                     }
                 }
@@ -9595,7 +10052,10 @@ inline Status fill_tensor(OnnxReader& r, const TensorInfo& t, StringView folder,
                     int32_t v = (int32_t)values[i];
                     switch (type) {
                     case ElementType::Int32: static_cast<int32_t*>(out)[count] = v; break;
-                    case ElementType::Float16: static_cast<uint16_t*>(out)[count] = (uint16_t)v; break;
+                    case ElementType::UInt32: static_cast<uint32_t*>(out)[count] = (uint32_t)values[i]; break;
+                    case ElementType::Float16: case ElementType::BFloat16: case ElementType::Int16: case ElementType::UInt16:
+                        static_cast<uint16_t*>(out)[count] = (uint16_t)v;
+                        break;
                     case ElementType::Bool: static_cast<uint8_t*>(out)[count] = v != 0; break;
                     default: static_cast<uint8_t*>(out)[count] = (uint8_t)v; break;
                     }

@@ -22,6 +22,10 @@ template <> inline ElementType type_of<int64_t>() { return ElementType::Int64; }
 template <> inline ElementType type_of<int32_t>() { return ElementType::Int32; }
 template <> inline ElementType type_of<int8_t>() { return ElementType::Int8; }
 template <> inline ElementType type_of<uint8_t>() { return ElementType::UInt8; }   // Bool: pass the type
+template <> inline ElementType type_of<double>() { return ElementType::Float64; }
+template <> inline ElementType type_of<int16_t>() { return ElementType::Int16; }   // UInt16, BFloat16: pass the type
+template <> inline ElementType type_of<uint32_t>() { return ElementType::UInt32; }
+template <> inline ElementType type_of<uint64_t>() { return ElementType::UInt64; }
 
 using Shape = std::vector<int64_t>;
 

@@ -345,6 +345,11 @@ void fill_random(Tensor& t, uint32_t seed) {
             case ElementType::Int32: t.data_as<int32_t>()[i] = (int32_t)(r % 4); break;
             case ElementType::Bool: case ElementType::UInt8: case ElementType::Int8: t.data_as<uint8_t>()[i] = (uint8_t)(r % 2); break;
             case ElementType::Float16: t.data_as<uint16_t>()[i] = (uint16_t)(0x3800 + r % 0x400); break;  // [0.5, 1)
+            case ElementType::BFloat16: t.data_as<uint16_t>()[i] = (uint16_t)(0x3f00 + r % 0x80); break;  // [0.5, 1)
+            case ElementType::Float64: t.data_as<double>()[i] = (double)(r >> 11) / 9007199254740992.0 * 2 - 1; break;
+            case ElementType::UInt64: t.data_as<uint64_t>()[i] = r % 4; break;
+            case ElementType::UInt32: t.data_as<uint32_t>()[i] = (uint32_t)(r % 4); break;
+            case ElementType::Int16: case ElementType::UInt16: t.data_as<uint16_t>()[i] = (uint16_t)(r % 4); break;
             default: break;
         }
     }
