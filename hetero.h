@@ -271,7 +271,7 @@ struct ConstTensor {
     size_t bytes = 0;
 };
 
-enum class AttributeKind : uint8_t { Int, Float, String, Ints, Floats, Tensor };
+enum class AttributeKind : uint8_t { Int, Float, String, Ints, Floats, Tensor, Graph };
 struct Attribute {
     StringView name;
     AttributeKind kind = AttributeKind::Int;
@@ -281,6 +281,7 @@ struct Attribute {
     Span<const int64_t> ints;
     Span<const float> floats;
     const ConstTensor* tensor = nullptr;
+    const void* body = nullptr;       // Graph: a subgraph body (runtime.h: a Model its model owns)
     const Attribute* next = nullptr;  // the node's next attribute
 };
 

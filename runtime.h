@@ -94,6 +94,7 @@
    >>top-k                            TopK
    >>more normalizations              LpNormalization, MeanVarianceNormalization, RMS, Group
    >>loss ops                         NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss
+   >>control flow                     If, Loop, Scan: bodies compiled into programs the node runs
    >>op versions                      ONNX op versions from opset 18 on (and legacy ones): kept or refused
    >>op kernel table                  builtin_op_kernels, find_builtin_kernel
    >>onnx reader                      what is read and how it maps to a Model
@@ -252,6 +253,10 @@ double element_value(const Tensor& tensor, uint64_t i);
 // output of type Undefined). Node names and interface names share one namespace.
 struct Limits;
 
+// How deep If/Loop/Scan bodies may nest (a body's body is depth 2): Model::add_body refuses
+// the next level with LimitExceeded, so the reader and the compiler recurse a bounded number of times.
+constexpr uint32_t kMaxBodyDepth = 16;
+
 struct ModelPort {
     StringView name;
     NodeId node = kNoNode;
@@ -284,6 +289,15 @@ public:
     Status set_string(NodeId node, StringView name, StringView value);
     Status finalize();                          // graph.finalize() plus interface checks
 
+    // Subgraph bodies (If, Loop, Scan attributes): a body is a Model of its own that this
+    // model owns (same opset). Its last `outer_inputs` inputs are values of the enclosing
+    // graph: the node holding the body reads them as its last inputs, in the same order.
+    // add_body: LimitExceeded past kMaxBodyDepth levels. set_graph adds a Graph attribute.
+    Status add_body(Model** body);
+    Status set_graph(NodeId node, StringView name, const Model* body);
+    uint32_t outer_inputs = 0;
+    uint32_t body_depth() const { return depth_; }   // 0 for a top-level model
+
     uint32_t input_count() const { return input_count_; }
     uint32_t output_count() const { return output_count_; }
     const ModelPort& input(uint32_t i) const { return inputs_[i]; }
@@ -310,6 +324,8 @@ private:
     uint32_t input_count_ = 0, output_count_ = 0, input_capacity_ = 0, output_capacity_ = 0;
     NodeId absent_ = kNoNode;
     void* file_ = nullptr;   // TESSEL_MALLOC'd file buffer (read_onnx_file)
+    Model** bodies_ = nullptr;
+    uint32_t body_count_ = 0, body_capacity_ = 0, depth_ = 0;
 };
 
 // >>op kernels
@@ -340,6 +356,7 @@ struct PrepareContext {
     Arena* arena = nullptr;                 // lives as long as the compiled model
     uint32_t threads = 1;                   // threads run() may use through parallel_for
     uint64_t max_elements = detail::kDefaultMaxTensorElements;   // the compile's Limits::max_tensor_elements: bounds what prepare allocates
+    uint64_t max_loop_iterations = 1ull << 24;   // the compile's Limits::max_loop_iterations (Loop's trip count)
     // Set by prepare:
     const void* state = nullptr;            // handed to run()
     size_t scratch_bytes = 0;               // per-request scratch run() needs (all threads)
@@ -401,6 +418,7 @@ struct Limits {
     uint64_t max_arena_bytes = 1ull << 31;          // activations + kernel scratch of one request
     uint64_t max_file_bytes = 1ull << 31;           // model files and blobs
     uint64_t max_folded_bytes = 64ull << 20;        // one constant-folded tensor
+    uint64_t max_loop_iterations = 1ull << 24;      // a Loop's trip count (given or run)
 };
 
 // >>device
@@ -496,6 +514,7 @@ void destroy(T* object);
 class PreparedModel {
 public:
     PreparedModel() = default;
+    PreparedModel(void* buffer, size_t bytes) : model(buffer, bytes) {}   // a fixed arena (If/Loop/Scan bodies)
     PreparedModel(const PreparedModel&) = delete;
     PreparedModel& operator=(const PreparedModel&) = delete;
 
@@ -906,7 +925,38 @@ bool Tensor::dense() const {
 Model::Model() : graph(&arena) {}
 Model::Model(void* buffer, size_t bytes) : arena(buffer, bytes), graph(&arena) {}
 Model::~Model() {
+    for (uint32_t i = 0; i < body_count_; ++i) destroy(bodies_[i]);
     if (file_) TESSEL_FREE(file_);
+}
+
+Status Model::add_body(Model** body) {
+    *body = nullptr;
+    if (depth_ + 1 > kMaxBodyDepth)
+        return graph.fail(Status::LimitExceeded, "subgraph bodies nest deeper than %u levels", kMaxBodyDepth);
+    if (body_count_ == body_capacity_) {
+        uint32_t grown = body_capacity_ ? body_capacity_ * 2 : 4;
+        Model** fresh = arena.allocate_array<Model*>(grown);
+        if (!fresh) return graph.fail(Status::OutOfMemory, "out of memory adding a body");
+        for (uint32_t i = 0; i < body_count_; ++i) fresh[i] = bodies_[i];
+        bodies_ = fresh;
+        body_capacity_ = grown;
+    }
+    Model* m = create<Model>();
+    if (!m) return graph.fail(Status::OutOfMemory, "out of memory adding a body");
+    m->depth_ = depth_ + 1;
+    m->opset = opset;
+    bodies_[body_count_++] = m;
+    *body = m;
+    return Status::Ok;
+}
+
+Status Model::set_graph(NodeId node, StringView name, const Model* body) {
+    if (!body) return graph.fail(Status::InvalidArgument, "set_graph: no body");
+    Attribute a;
+    a.name = name;
+    a.kind = AttributeKind::Graph;
+    a.body = body;
+    return graph.add_attribute(node, a);
 }
 
 Status Model::push_port(ModelPort** ports, uint32_t* count, uint32_t* capacity, StringView name, NodeId node) {
@@ -1257,7 +1307,8 @@ struct detail_prepare {
 
     static Status run(const Model& source, Span<const InputShape> shapes, const Limits& limits, KernelLookup lookup,
                       void* lookup_user, uint32_t threads, PreparedModel* out, char* error,
-                      Span<const InputValue> frozen = Span<const InputValue>(), bool fold_batchnorms = true) {
+                      Span<const InputValue> frozen = Span<const InputValue>(), bool fold_batchnorms = true,
+                      const TensorDesc* input_descs = nullptr) {   // per model input: its desc (bodies)
         const Graph& g = source.graph;
         if (!g.finalized()) return fail(error, Status::NotFinalized, "the model is not finalized");
         uint32_t n = g.node_count();
@@ -1306,6 +1357,7 @@ struct detail_prepare {
             if (node.op == StringView("Parameter")) {
                 TensorDesc d = node.outputs ? node.outputs[0] : TensorDesc();
                 uint32_t k = source.find_input(node.name);
+                if (input_descs && k != kNotFound) d = input_descs[k];
                 for (const InputShape& s : shapes) {
                     if (!(s.name == node.name)) continue;
                     if (s.dims.size > kMaxRank) return fail(error, Status::LimitExceeded, "--shape of '%.*s' has rank %zu", (int)node.name.size, node.name.data, s.dims.size);
@@ -1401,6 +1453,7 @@ struct detail_prepare {
             c.arena = &arena;
             c.threads = threads;
             c.max_elements = limits.max_tensor_elements;
+            c.max_loop_iterations = limits.max_loop_iterations;
             Status s = detail::prepare_node_kernel(&k, c);
             if (s != Status::Ok) {
                 std::snprintf(error, kErrorMessageBytes, "%s", c.error[0] ? c.error : "prepare failed");
@@ -1590,6 +1643,7 @@ struct detail_prepare {
             c.arena = &arena;
             c.threads = threads;
             c.max_elements = limits.max_tensor_elements;
+            c.max_loop_iterations = limits.max_loop_iterations;
             Status st = k ? detail::prepare_node_kernel(&k, c) : Status::Unsupported;
             if (st != Status::Ok) {
                 std::snprintf(error, kErrorMessageBytes, "%s", c.error[0] ? c.error : "prepare failed");
@@ -3693,6 +3747,7 @@ inline void write_model(BlobWriter& w, const Model& m) {
                     w.align(64);
                     w.bytes(a->tensor->data, a->tensor->bytes);
                     break;
+                case AttributeKind::Graph: break;   // export_model refuses bodies first
             }
         }
     }
@@ -3830,6 +3885,14 @@ inline Status write_blob(const CompiledModel::Impl& m, BlobWriter& w) {
 Status CompiledModel::export_model(WriteFn write, void* user) const {
     if (!impl_) return Status::NotFinalized;
     if (!write) return Status::InvalidArgument;
+    const Graph& prepared = impl_->prepared.model.graph;
+    for (NodeId v = 0; v < prepared.node_count(); ++v)
+        for (const Attribute* a = prepared.node(v).attributes; a; a = a->next)
+            if (a->kind == AttributeKind::Graph) {
+                detail::print(error_, sizeof error_, "export_model: node '%.*s' has a subgraph body (blobs do not hold bodies yet)",
+                              (int)prepared.node(v).name.size, prepared.node(v).name.data);
+                return Status::Unsupported;
+            }
     detail::BlobWriter counter;   // pass 1: size and checksum
     TESSEL_TRY(detail::write_blob(*impl_, counter));
     unsigned char header[detail::kBlobHeader] = {'T', 'E', 'S', 'S', 'E', 'L', 'C', 'M'};
@@ -9225,6 +9288,634 @@ const OpKernel kIndexKernels[] = {
 };
 }  // namespace detail
 
+// >>control flow
+// If, Loop and Scan. A body (an AttributeKind::Graph attribute: a Model its model owns, whose
+// last outer_inputs inputs are the node's last inputs) is compiled by the node's prepare into
+// a BodyProgram: the body prepared for the node's input descs (the common transformations;
+// inputs known at compile time frozen, so they fold), its reference steps in topological order,
+// and a plan that gives every value its own offset in the body's memory. That memory is part
+// of the node's scratch: infer() allocates nothing, and the node runs with its body on the
+// device that runs the node (HETERO keeps it one unit). The body's PreparedModel lives in a
+// fixed buffer of the compiled model's arena (sized by a first prepare into a heap arena), so
+// nothing needs destroying. Sequence-typed values are refused by the reader (types).
+namespace detail {
+
+constexpr uint32_t kMaxBodyInputs = kMaxNodePorts + 2;     // Loop's body: iteration, condition, the node's inputs
+constexpr int64_t kMaxUnrolledIterations = 256;            // a Loop compiled per iteration (shapes that follow it)
+constexpr int64_t kBodyFixedValue = INT64_MIN;             // a constant or an absent value
+
+struct BodyProgram {
+    const PreparedModel* prepared = nullptr;
+    Span<const ProgramStep> steps;
+    uint32_t value_count = 0;
+    const int64_t* where = nullptr;   // per value: offset in memory, kBodyFixedValue, or -1 - body input index
+    const uint32_t* outputs = nullptr;   // per body output: its value
+    uint32_t output_count = 0;
+    size_t table_bytes = 0;           // a pointer per value
+    size_t memory_bytes = 0;          // the values
+    size_t scratch_bytes = 0;         // the largest step's scratch
+    size_t bytes() const { return table_bytes + memory_bytes + scratch_bytes; }
+    const TensorDesc& output_desc(uint32_t i) const { return prepared->value_desc(outputs[i]); }
+    // The output's value when it is a compile-time constant (nullptr otherwise).
+    const void* output_constant(uint32_t i) const { return where[outputs[i]] == kBodyFixedValue ? prepared->constant(outputs[i]) : nullptr; }
+};
+
+inline size_t align_64(size_t n) { return (n + 63) & ~(size_t)63; }
+
+inline size_t desc_bytes(const TensorDesc& d) {
+    uint64_t n = 0;
+    desc_elements(d, &n);
+    return (size_t)(n * element_size(d.type));
+}
+
+inline const OpKernel* body_kernel(void*, StringView op) { return find_builtin_kernel(op); }
+
+// The body attribute `name` of the node: a graph, else InvalidArgument.
+inline Status body_attribute(PrepareContext& c, const char* name, const Model** body) {
+    const Attribute* a = c.attribute(name);
+    if (!a) return c.fail(Status::InvalidArgument, "attribute '%s' (a graph) is missing", name);
+    if (a->kind != AttributeKind::Graph || !a->body) return c.fail(Status::InvalidArgument, "attribute '%s' must be a graph", name);
+    *body = static_cast<const Model*>(a->body);
+    if ((*body)->input_count() > kMaxBodyInputs)
+        return c.fail(Status::LimitExceeded, "body '%s' has %u inputs (at most %u)", name, (*body)->input_count(), kMaxBodyInputs);
+    return Status::Ok;
+}
+
+// Prepares `body` for its inputs' descs (and values, when known) and plans it.
+inline Status compile_body(PrepareContext& c, const Model* body, const char* what, const TensorDesc* descs,
+                           const void* const* values, BodyProgram* out) {
+    uint32_t n = body->input_count();
+    if (n > kMaxBodyInputs) return c.fail(Status::LimitExceeded, "body '%s' has %u inputs (at most %u)", what, n, kMaxBodyInputs);
+    Tensor views[kMaxBodyInputs];
+    InputValue frozen[kMaxBodyInputs];
+    uint32_t frozen_count = 0;
+    for (uint32_t i = 0; i < n; ++i) {
+        if (!values || !values[i] || descs[i].type == ElementType::Undefined) continue;
+        if (views[i].view(descs[i].type, Span<const int64_t>(descs[i].dims, descs[i].rank), const_cast<void*>(values[i])) != Status::Ok)
+            continue;
+        frozen[frozen_count++] = InputValue{body->input(i).name, &views[i]};
+    }
+    Limits limits;
+    limits.max_tensor_elements = c.max_elements;
+    limits.max_loop_iterations = c.max_loop_iterations;
+    char error[kErrorMessageBytes] = {};
+    size_t bytes = 0;
+    {
+        PreparedModel probe;   // the first prepare measures the arena the body needs
+        Status s = detail_prepare::run(*body, Span<const InputShape>(), limits, body_kernel, nullptr, 1, &probe, error,
+                                       Span<const InputValue>(frozen, frozen_count), true, descs);
+        if (s != Status::Ok) return c.fail(s, "body '%s': %s", what, error);
+        bytes = probe.model.arena.used() * 2 + (64u << 10);
+    }
+    void* buffer = c.arena->allocate(bytes, 64);
+    void* holder = c.arena->allocate(sizeof(PreparedModel), alignof(PreparedModel));
+    if (!buffer || !holder) return c.fail(Status::OutOfMemory, "out of memory compiling body '%s'", what);
+    PreparedModel* p = new (holder) PreparedModel(buffer, bytes);
+    Status s = detail_prepare::run(*body, Span<const InputShape>(), limits, body_kernel, nullptr, 1, p, error,
+                                   Span<const InputValue>(frozen, frozen_count), true, descs);
+    if (s != Status::Ok) return c.fail(s, "body '%s': %s", what, error);
+    const Graph& g = p->model.graph;
+    uint32_t values_count = p->value_count();
+    int64_t* where = c.arena->allocate_array<int64_t>(values_count + 1);
+    ProgramStep* steps = c.arena->allocate_array<ProgramStep>(g.node_count() + 1);
+    uint32_t* outputs = c.arena->allocate_array<uint32_t>(p->model.output_count() + 1);
+    if (!where || !steps || !outputs) return c.fail(Status::OutOfMemory, "out of memory compiling body '%s'", what);
+    size_t memory = 0, scratch = 0;
+    for (NodeId id = 0; id < g.node_count(); ++id) {
+        const Node& node = g.node(id);
+        for (uint32_t port = 0; port < node.num_outputs; ++port) {
+            uint32_t v = p->value_id(id, port);
+            if (node.op == StringView("Parameter")) {
+                uint32_t k = body->find_input(node.name);
+                where[v] = k == kNotFound ? kBodyFixedValue : -1 - (int64_t)k;
+            } else if (is_free_op(node.op)) {
+                where[v] = kBodyFixedValue;
+            } else {
+                where[v] = (int64_t)memory;
+                memory += align_64(desc_bytes(p->value_desc(v)));
+            }
+        }
+    }
+    uint32_t step_count = 0;
+    for (NodeId id : g.topological_order()) {
+        const Node& node = g.node(id);
+        if (is_free_op(node.op)) continue;
+        uint32_t* reads = c.arena->allocate_array<uint32_t>(node.num_inputs + 1);
+        uint32_t* writes = c.arena->allocate_array<uint32_t>(node.num_outputs + 1);
+        if (!reads || !writes) return c.fail(Status::OutOfMemory, "out of memory compiling body '%s'", what);
+        for (uint32_t k = 0; k < node.num_inputs; ++k) reads[k] = p->value_id(node.inputs[k].producer, node.inputs[k].port);
+        for (uint32_t k = 0; k < node.num_outputs; ++k) writes[k] = p->value_id(id, k);
+        ProgramStep& step = steps[step_count++];
+        step = ProgramStep();
+        step.node = id;
+        step.kernel = "ref";
+        step.reads = Span<const uint32_t>(reads, node.num_inputs);
+        step.writes = Span<const uint32_t>(writes, node.num_outputs);
+        step.scratch_bytes = p->kernel_scratch(id);
+        if (step.scratch_bytes > scratch) scratch = step.scratch_bytes;
+    }
+    for (uint32_t i = 0; i < p->model.output_count(); ++i) {
+        const Edge& e = g.node(p->model.output(i).node).inputs[0];
+        outputs[i] = p->value_id(e.producer, e.port);
+    }
+    out->prepared = p;
+    out->steps = Span<const ProgramStep>(steps, step_count);
+    out->value_count = values_count;
+    out->where = where;
+    out->outputs = outputs;
+    out->output_count = p->model.output_count();
+    out->table_bytes = align_64((size_t)values_count * sizeof(void*) + 1);
+    out->memory_bytes = memory;
+    out->scratch_bytes = align_64(scratch);
+    return Status::Ok;
+}
+
+// Runs a body once: `memory` is its bytes() of the node's scratch, inputs[i] body input i's
+// data. Returns the value table (outputs: values[b.outputs[i]]).
+inline Status run_body(const BodyProgram& b, void* memory, const void* const* inputs, const RunContext& r, void*** values_out) {
+    void** values = static_cast<void**>(memory);
+    unsigned char* base = static_cast<unsigned char*>(memory) + b.table_bytes;
+    for (uint32_t v = 0; v < b.value_count; ++v) {
+        int64_t w = b.where[v];
+        if (w == kBodyFixedValue) values[v] = const_cast<void*>(b.prepared->constant(v));
+        else if (w < 0) values[v] = const_cast<void*>(inputs[-1 - w]);
+        else values[v] = base + w;
+    }
+    StepContext context;
+    context.values = values;
+    context.scratch = base + b.memory_bytes;
+    context.threads = 1;
+    context.error = r.error;
+    for (const ProgramStep& step : b.steps) {
+        Status s = b.prepared->run_kernel(step, context, 1);
+        if (s != Status::Ok) {
+            if (r.error && !r.error[0]) (void)r.fail(s, "a body step failed");
+            return s;
+        }
+    }
+    *values_out = values;
+    return Status::Ok;
+}
+
+inline void copy_bytes(void* to, const void* from, size_t bytes) {
+    if (bytes && to != from && from) std::memmove(to, from, bytes);
+}
+
+// If: one compiled branch when the condition is known at compile time (the branch the node
+// folds to), else both, the condition picking one at run time.
+struct IfState {
+    BodyProgram branch[2];
+    int known = -1;   // 0 then, 1 else
+};
+
+inline Status if_prepare(PrepareContext& c) {
+    static const char* const kNames[2] = {"then_branch", "else_branch"};
+    const Model* body[2] = {nullptr, nullptr};
+    for (int k = 0; k < 2; ++k) TESSEL_TRY(body_attribute(c, kNames[k], &body[k]));
+    uint32_t outer = body[0]->outer_inputs;
+    if (body[1]->outer_inputs != outer || c.num_inputs != 1 + outer || body[0]->input_count() != outer ||
+        body[1]->input_count() != outer)
+        return c.fail(Status::InvalidArgument, "has %u inputs; the branches take %u and %u inputs of which %u and %u are outer reads "
+                      "(a branch has no inputs of its own)", c.num_inputs, body[0]->input_count(), body[1]->input_count(),
+                      body[0]->outer_inputs, body[1]->outer_inputs);
+    for (int k = 0; k < 2; ++k)
+        if (body[k]->output_count() != c.num_outputs)
+            return c.fail(Status::InvalidArgument, "%s has %u outputs, the node %u", kNames[k], body[k]->output_count(), c.num_outputs);
+    uint64_t n = 0;
+    if (c.inputs[0].type != ElementType::Bool || !desc_elements(c.inputs[0], &n) || n != 1)
+        return c.fail(Status::InvalidArgument, "the condition must be one bool");
+    IfState* state = new_state<IfState>(c);
+    if (!state) return c.fail(Status::OutOfMemory, "out of memory");
+    const void* cond = c.values ? c.values[0] : nullptr;
+    if (cond) state->known = *static_cast<const uint8_t*>(cond) ? 0 : 1;
+    int first = -1;
+    size_t scratch = 0;
+    for (int k = 0; k < 2; ++k) {
+        if (state->known >= 0 && k != state->known) continue;
+        TESSEL_TRY(compile_body(c, body[k], kNames[k], c.inputs + 1, c.values ? c.values + 1 : nullptr, &state->branch[k]));
+        if (state->branch[k].bytes() > scratch) scratch = state->branch[k].bytes();
+        if (first < 0) {
+            first = k;
+            for (uint32_t i = 0; i < c.num_outputs; ++i) c.outputs[i] = state->branch[k].output_desc(i);
+            continue;
+        }
+        for (uint32_t i = 0; i < c.num_outputs; ++i) {
+            if (same_desc(c.outputs[i], state->branch[k].output_desc(i))) continue;
+            char a[96], b[96];
+            describe(c.outputs[i], a, sizeof a);
+            describe(state->branch[k].output_desc(i), b, sizeof b);
+            return c.fail(Status::Unsupported, "output %u is %s from then_branch and %s from else_branch: a data-dependent shape", i, a, b);
+        }
+    }
+    c.state = state;
+    c.scratch_bytes = scratch;
+    return Status::Ok;
+}
+
+inline Status if_run(const RunContext& r) {
+    const IfState& state = *static_cast<const IfState*>(r.state);
+    int k = state.known >= 0 ? state.known : (*r.inputs[0].as<const uint8_t>() ? 0 : 1);
+    const BodyProgram& b = state.branch[k];
+    const void* inputs[kMaxBodyInputs];
+    for (uint32_t i = 1; i < r.num_inputs && i - 1 < kMaxBodyInputs; ++i) inputs[i - 1] = r.inputs[i].data;
+    void** values = nullptr;
+    TESSEL_TRY(run_body(b, r.scratch, inputs, r, &values));
+    for (uint32_t i = 0; i < r.num_outputs; ++i) copy_bytes(r.outputs[i].data, values[b.outputs[i]], desc_bytes(r.outputs[i].desc));
+    return Status::Ok;
+}
+
+// Loop: inputs M (trip count), cond, N carried values, then the outer reads; the body takes
+// (iteration, cond, carried..., outer reads...) and gives (cond, carried..., K scan values).
+// The body always runs with cond true (the loop stops before a false one), so cond is frozen
+// to true in the body. Carried values keep their shapes; scan outputs need the number of
+// iterations at compile time. A body whose shapes follow the iteration number (a Slice at
+// it) is compiled once per iteration when the trip count is known and small.
+struct LoopState {
+    BodyProgram* bodies = nullptr;   // one, or one per iteration
+    uint32_t body_count = 0;
+    uint32_t carried = 0, scans = 0, outer = 0;
+    bool has_trip = false, has_cond = false;
+    int64_t iterations = -1;         // known at compile time (needed for scan outputs)
+    uint64_t max_iterations = 0;
+    size_t body_bytes = 0;           // the largest body's
+    size_t* carried_bytes = nullptr; // per carried value
+    size_t* scan_bytes = nullptr;    // per scan output, one iteration's
+    size_t state_bytes = 0;          // one set of carried values
+};
+
+inline Status loop_prepare(PrepareContext& c) {
+    const Model* body = nullptr;
+    TESSEL_TRY(body_attribute(c, "body", &body));
+    uint32_t outer = body->outer_inputs;
+    if (c.num_inputs < outer) return c.fail(Status::InvalidArgument, "has %u inputs, its body reads %u outer values", c.num_inputs, outer);
+    uint32_t formal = c.num_inputs - outer;
+    uint32_t carried = formal > 2 ? formal - 2 : 0;
+    if (body->input_count() != 2 + carried + outer)
+        return c.fail(Status::InvalidArgument, "the body takes %u inputs, the node gives %u carried values (the body needs 2 + %u + %u outer)",
+                      body->input_count() - outer, carried, carried, outer);
+    if (body->output_count() < 1 + carried || c.num_outputs != body->output_count() - 1)
+        return c.fail(Status::InvalidArgument, "the body has %u outputs, the node %u (the body gives cond, %u carried values, then the scan outputs)",
+                      body->output_count(), c.num_outputs, carried);
+    uint32_t scans = body->output_count() - 1 - carried;
+    bool has_trip = formal > 0 && c.has_input(0), has_cond = formal > 1 && c.has_input(1);
+    uint64_t n = 0;
+    if (has_trip && (c.inputs[0].type != ElementType::Int64 || !desc_elements(c.inputs[0], &n) || n != 1))
+        return c.fail(Status::InvalidArgument, "the trip count M must be one int64");
+    if (has_cond && (c.inputs[1].type != ElementType::Bool || !desc_elements(c.inputs[1], &n) || n != 1))
+        return c.fail(Status::InvalidArgument, "the condition must be one bool");
+    const void* trip = has_trip && c.values ? c.values[0] : nullptr;
+    const void* cond = has_cond && c.values ? c.values[1] : nullptr;
+    int64_t trip_count = -1;
+    if (trip) {
+        std::memcpy(&trip_count, trip, 8);
+        if (trip_count < 0) return c.fail(Status::InvalidArgument, "the trip count %lld is negative", (long long)trip_count);
+        if ((uint64_t)trip_count > c.max_loop_iterations)
+            return c.fail(Status::LimitExceeded, "the trip count %lld is above the limit (%llu)", (long long)trip_count,
+                          (unsigned long long)c.max_loop_iterations);
+    }
+    LoopState* state = new_state<LoopState>(c);
+    if (!state) return c.fail(Status::OutOfMemory, "out of memory");
+    state->carried = carried;
+    state->scans = scans;
+    state->outer = outer;
+    state->has_trip = has_trip;
+    state->has_cond = has_cond;
+    state->max_iterations = c.max_loop_iterations;
+    // Body inputs: iteration (int64), cond (bool, frozen to true), carried, outer reads.
+    TensorDesc descs[kMaxBodyInputs];
+    const void* values[kMaxBodyInputs] = {};
+    static const uint8_t kTrue = 1;
+    descs[0] = TensorDesc();
+    descs[0].type = ElementType::Int64;
+    descs[1] = TensorDesc();
+    descs[1].type = ElementType::Bool;
+    values[1] = &kTrue;
+    for (uint32_t i = 0; i < carried; ++i) {
+        descs[2 + i] = c.inputs[2 + i];
+        if (descs[2 + i].type == ElementType::Undefined) return c.fail(Status::InvalidArgument, "carried value %u is absent", i);
+    }
+    for (uint32_t i = 0; i < outer; ++i) {
+        descs[2 + carried + i] = c.inputs[formal + i];
+        values[2 + carried + i] = c.values ? c.values[formal + i] : nullptr;
+    }
+    state->bodies = c.arena->allocate_array<BodyProgram>(1);
+    if (!state->bodies) return c.fail(Status::OutOfMemory, "out of memory");
+    new (state->bodies) BodyProgram();
+    state->body_count = 1;
+    Status s = compile_body(c, body, "body", descs, values, &state->bodies[0]);
+    if (s == Status::Unsupported && trip_count > 0 && trip_count <= kMaxUnrolledIterations) {
+        // Shapes that follow the iteration number: a body per iteration, the number frozen.
+        state->bodies = c.arena->allocate_array<BodyProgram>((size_t)trip_count);
+        if (!state->bodies) return c.fail(Status::OutOfMemory, "out of memory");
+        state->body_count = (uint32_t)trip_count;
+        int64_t* numbers = c.arena->allocate_array<int64_t>((size_t)trip_count);
+        if (!numbers) return c.fail(Status::OutOfMemory, "out of memory");
+        for (int64_t i = 0; i < trip_count; ++i) {
+            new (&state->bodies[i]) BodyProgram();
+            numbers[i] = i;
+            values[0] = &numbers[i];
+            c.error[0] = 0;
+            TESSEL_TRY(compile_body(c, body, "body", descs, values, &state->bodies[i]));
+        }
+        s = Status::Ok;
+    }
+    TESSEL_TRY(s);
+    // Carried values keep their shapes; scan values are the same each iteration.
+    for (uint32_t b = 0; b < state->body_count; ++b) {
+        const BodyProgram& p = state->bodies[b];
+        uint64_t one = 0;
+        if (p.output_desc(0).type != ElementType::Bool || !desc_elements(p.output_desc(0), &one) || one != 1)
+            return c.fail(Status::InvalidArgument, "the body's first output (the condition) must be one bool");
+        for (uint32_t i = 0; i < carried; ++i)
+            if (!same_desc(p.output_desc(1 + i), descs[2 + i])) {
+                char a[96], d[96];
+                describe(descs[2 + i], a, sizeof a);
+                describe(p.output_desc(1 + i), d, sizeof d);
+                return c.fail(Status::Unsupported, "loop-carried value %u changes from %s to %s (a shape that changes across iterations)", i, a, d);
+            }
+        for (uint32_t k = 0; k < scans; ++k)
+            if (!same_desc(p.output_desc(1 + carried + k), state->bodies[0].output_desc(1 + carried + k)))
+                return c.fail(Status::Unsupported, "scan output %u changes shape across iterations", k);
+        if (p.bytes() > state->body_bytes) state->body_bytes = p.bytes();
+    }
+    // How many iterations run, when known: the trip count, unless the condition can stop it.
+    const void* cond_out = state->bodies[0].output_constant(0);
+    bool body_continues = cond_out && *static_cast<const uint8_t*>(cond_out);
+    for (uint32_t b = 1; b < state->body_count && body_continues; ++b) {
+        const void* o = state->bodies[b].output_constant(0);
+        body_continues = o && *static_cast<const uint8_t*>(o);
+    }
+    bool starts = !has_cond || (cond && *static_cast<const uint8_t*>(cond));
+    if (has_cond && cond && !starts) state->iterations = 0;
+    else if (trip && starts && (!has_cond || body_continues)) state->iterations = trip_count;
+    if (scans && state->iterations < 0)
+        return c.fail(Status::Unsupported, "scan outputs whose length is the number of iterations, not known at compile time "
+                      "(a data-dependent shape: give the trip count, and a condition that cannot stop the loop)");
+    state->carried_bytes = c.arena->allocate_array<size_t>(carried + 1);
+    state->scan_bytes = c.arena->allocate_array<size_t>(scans + 1);
+    if (!state->carried_bytes || !state->scan_bytes) return c.fail(Status::OutOfMemory, "out of memory");
+    for (uint32_t i = 0; i < carried; ++i) {
+        c.outputs[i] = descs[2 + i];
+        state->carried_bytes[i] = desc_bytes(descs[2 + i]);
+        state->state_bytes += align_64(state->carried_bytes[i]);
+    }
+    for (uint32_t k = 0; k < scans; ++k) {
+        TensorDesc d = state->bodies[0].output_desc(1 + carried + k);
+        if (d.rank + 1u > kMaxRank) return c.fail(Status::LimitExceeded, "scan output %u has rank %u (at most %u)", k, d.rank + 1u, kMaxRank);
+        state->scan_bytes[k] = desc_bytes(d);
+        TensorDesc o;
+        o.type = d.type;
+        o.rank = (uint8_t)(d.rank + 1);
+        o.dims[0] = state->iterations;
+        for (uint32_t j = 0; j < d.rank; ++j) o.dims[j + 1] = d.dims[j];
+        c.outputs[carried + k] = o;
+    }
+    c.state = state;
+    c.scratch_bytes = state->body_bytes + 128 + 2 * state->state_bytes;
+    return Status::Ok;
+}
+
+inline Status loop_run(const RunContext& r) {
+    const LoopState& state = *static_cast<const LoopState*>(r.state);
+    int64_t trip = -1;
+    if (state.has_trip) {
+        std::memcpy(&trip, r.inputs[0].data, 8);
+        if (trip < 0) return r.fail(Status::InvalidArgument, "the trip count %lld is negative", (long long)trip);
+        if ((uint64_t)trip > state.max_iterations)
+            return r.fail(Status::LimitExceeded, "the trip count %lld is above the limit (%llu)", (long long)trip,
+                          (unsigned long long)state.max_iterations);
+    }
+    bool cond = !state.has_cond || *r.inputs[1].as<const uint8_t>();
+    unsigned char* scratch = static_cast<unsigned char*>(r.scratch);
+    unsigned char* numbers = scratch + state.body_bytes;   // the iteration (int64) and cond (bool)
+    unsigned char* sets[2] = {numbers + 128, numbers + 128 + state.state_bytes};
+    const void* inputs[kMaxBodyInputs];
+    inputs[0] = numbers;
+    numbers[64] = 1;
+    inputs[1] = numbers + 64;
+    uint32_t formal = r.num_inputs - state.outer;
+    for (uint32_t i = 0; i < state.outer; ++i) inputs[2 + state.carried + i] = r.inputs[formal + i].data;
+    size_t offset = 0;
+    for (uint32_t i = 0; i < state.carried; ++i) {
+        copy_bytes(sets[0] + offset, r.inputs[2 + i].data, state.carried_bytes[i]);
+        offset += align_64(state.carried_bytes[i]);
+    }
+    int current = 0;
+    int64_t i = 0;
+    for (; cond && (trip < 0 || i < trip); ++i) {
+        if (!state.has_trip && (uint64_t)i >= state.max_iterations)
+            return r.fail(Status::LimitExceeded, "the loop ran %lld iterations (the limit)", (long long)i);
+        if (state.iterations >= 0 && i >= state.iterations) break;
+        std::memcpy(numbers, &i, 8);
+        offset = 0;
+        for (uint32_t k = 0; k < state.carried; ++k) {
+            inputs[2 + k] = sets[current] + offset;
+            offset += align_64(state.carried_bytes[k]);
+        }
+        const BodyProgram& b = state.bodies[state.body_count > 1 ? (uint32_t)i : 0];
+        void** values = nullptr;
+        TESSEL_TRY(run_body(b, scratch, inputs, r, &values));
+        if (state.has_cond) cond = *static_cast<const uint8_t*>(values[b.outputs[0]]) != 0;
+        offset = 0;
+        for (uint32_t k = 0; k < state.carried; ++k) {
+            copy_bytes(sets[1 - current] + offset, values[b.outputs[1 + k]], state.carried_bytes[k]);
+            offset += align_64(state.carried_bytes[k]);
+        }
+        for (uint32_t k = 0; k < state.scans; ++k)
+            copy_bytes(r.outputs[state.carried + k].as<unsigned char>() + (size_t)i * state.scan_bytes[k],
+                       values[b.outputs[1 + state.carried + k]], state.scan_bytes[k]);
+        current = 1 - current;
+    }
+    if (state.iterations >= 0 && i != state.iterations)
+        return r.fail(Status::InvalidArgument, "ran %lld iterations, the scan outputs were planned for %lld", (long long)i,
+                      (long long)state.iterations);
+    offset = 0;
+    for (uint32_t k = 0; k < state.carried; ++k) {
+        copy_bytes(r.outputs[k].data, sets[current] + offset, state.carried_bytes[k]);
+        offset += align_64(state.carried_bytes[k]);
+    }
+    return Status::Ok;
+}
+
+// Scan (opset 9 on): inputs N states, M scan inputs (num_scan_inputs), then the outer reads;
+// the body takes (states..., one slice of each scan input...) and gives (states..., K scan
+// values). Each scan input is sliced along its axis (in reverse for direction 1) into a dense
+// buffer of the scratch; each scan value is written at its iteration's place along its axis.
+struct ScanBodyState {
+    BodyProgram body;
+    uint32_t states = 0, inputs = 0, outputs = 0, outer = 0;
+    int64_t length = 0;
+    size_t state_bytes = 0;           // one set of states
+    size_t* value_bytes = nullptr;    // per state
+    struct Axis {
+        uint64_t outer, inner;        // elements before the axis, bytes after it
+        bool reverse;
+    };
+    Axis* in_axes = nullptr;          // per scan input
+    Axis* out_axes = nullptr;         // per scan output
+    size_t* slice_bytes = nullptr;    // per scan input
+    size_t slices_bytes = 0;
+};
+
+inline Status scan_prepare(PrepareContext& c) {
+    const Model* body = nullptr;
+    TESSEL_TRY(body_attribute(c, "body", &body));
+    const Attribute* m = c.attribute("num_scan_inputs");
+    if (!m || m->kind != AttributeKind::Int) return c.fail(Status::InvalidArgument, "attribute 'num_scan_inputs' (an int) is missing");
+    uint32_t outer = body->outer_inputs;
+    if (c.num_inputs < outer) return c.fail(Status::InvalidArgument, "has %u inputs, its body reads %u outer values", c.num_inputs, outer);
+    uint32_t formal = c.num_inputs - outer;
+    if (m->i < 1 || m->i > (int64_t)formal)
+        return c.fail(Status::InvalidArgument, "num_scan_inputs is %lld, the node has %u inputs", (long long)m->i, formal);
+    uint32_t inputs = (uint32_t)m->i, states = formal - inputs;
+    if (body->input_count() != formal + outer)
+        return c.fail(Status::InvalidArgument, "the body takes %u inputs, the node gives %u", body->input_count() - outer, formal);
+    if (body->output_count() < states || c.num_outputs != body->output_count())
+        return c.fail(Status::InvalidArgument, "the body has %u outputs, the node %u (and %u states)", body->output_count(), c.num_outputs, states);
+    uint32_t outputs = body->output_count() - states;
+    Span<const int64_t> in_axes = c.attribute_ints("scan_input_axes"), in_dirs = c.attribute_ints("scan_input_directions");
+    Span<const int64_t> out_axes = c.attribute_ints("scan_output_axes"), out_dirs = c.attribute_ints("scan_output_directions");
+    if ((in_axes.size && in_axes.size != inputs) || (in_dirs.size && in_dirs.size != inputs) ||
+        (out_axes.size && out_axes.size != outputs) || (out_dirs.size && out_dirs.size != outputs))
+        return c.fail(Status::InvalidArgument, "scan axes and directions need one entry per scan input (%u) and output (%u)", inputs, outputs);
+    ScanBodyState* state = new_state<ScanBodyState>(c);
+    if (!state) return c.fail(Status::OutOfMemory, "out of memory");
+    state->states = states;
+    state->inputs = inputs;
+    state->outputs = outputs;
+    state->outer = outer;
+    state->in_axes = c.arena->allocate_array<ScanBodyState::Axis>(inputs + 1);
+    state->out_axes = c.arena->allocate_array<ScanBodyState::Axis>(outputs + 1);
+    state->slice_bytes = c.arena->allocate_array<size_t>(inputs + 1);
+    state->value_bytes = c.arena->allocate_array<size_t>(states + 1);
+    if (!state->in_axes || !state->out_axes || !state->slice_bytes || !state->value_bytes) return c.fail(Status::OutOfMemory, "out of memory");
+    TensorDesc descs[kMaxBodyInputs];
+    const void* values[kMaxBodyInputs] = {};
+    for (uint32_t i = 0; i < states; ++i) {
+        descs[i] = c.inputs[i];
+        if (descs[i].type == ElementType::Undefined) return c.fail(Status::InvalidArgument, "state %u is absent", i);
+        state->value_bytes[i] = desc_bytes(descs[i]);
+        state->state_bytes += align_64(state->value_bytes[i]);
+    }
+    int64_t length = -1;
+    for (uint32_t j = 0; j < inputs; ++j) {
+        const TensorDesc& d = c.inputs[states + j];
+        int64_t axis = 0;
+        if (d.type == ElementType::Undefined || d.rank < 1 || !normalize_axis(in_axes.size ? in_axes[j] : 0, d.rank, &axis))
+            return c.fail(Status::InvalidArgument, "scan input %u (rank %u) has no axis %lld", j, d.rank, (long long)(in_axes.size ? in_axes[j] : 0));
+        if (length >= 0 && d.dims[axis] != length)
+            return c.fail(Status::InvalidArgument, "scan input %u has %lld entries along its axis, scan input 0 has %lld", j,
+                          (long long)d.dims[axis], (long long)length);
+        length = d.dims[axis];
+        TensorDesc slice;
+        slice.type = d.type;
+        slice.rank = (uint8_t)(d.rank - 1);
+        for (int64_t k = 0, o = 0; k < d.rank; ++k) if (k != axis) slice.dims[o++] = d.dims[k];
+        descs[states + j] = slice;
+        state->in_axes[j] = ScanBodyState::Axis{dims_product(d, 0, (int)axis), desc_bytes(slice) / (dims_product(d, 0, (int)axis) ? dims_product(d, 0, (int)axis) : 1),
+                                            in_dirs.size && in_dirs[j] != 0};
+        state->slice_bytes[j] = desc_bytes(slice);
+        state->slices_bytes += align_64(state->slice_bytes[j]);
+    }
+    state->length = length;
+    for (uint32_t i = 0; i < outer; ++i) {
+        descs[formal + i] = c.inputs[formal + i];
+        values[formal + i] = c.values ? c.values[formal + i] : nullptr;
+    }
+    TESSEL_TRY(compile_body(c, body, "body", descs, values, &state->body));
+    for (uint32_t i = 0; i < states; ++i) {
+        if (!same_desc(state->body.output_desc(i), descs[i])) {
+            char a[96], d[96];
+            describe(descs[i], a, sizeof a);
+            describe(state->body.output_desc(i), d, sizeof d);
+            return c.fail(Status::Unsupported, "state %u changes from %s to %s (a shape that changes across iterations)", i, a, d);
+        }
+        c.outputs[i] = descs[i];
+    }
+    for (uint32_t k = 0; k < outputs; ++k) {
+        TensorDesc d = state->body.output_desc(states + k);
+        if (d.rank + 1u > kMaxRank) return c.fail(Status::LimitExceeded, "scan output %u has rank %u (at most %u)", k, d.rank + 1u, kMaxRank);
+        int64_t axis = 0;
+        if (!normalize_axis(out_axes.size ? out_axes[k] : 0, d.rank + 1, &axis))
+            return c.fail(Status::InvalidArgument, "scan output %u (rank %u) has no axis %lld", k, d.rank + 1u, (long long)(out_axes.size ? out_axes[k] : 0));
+        TensorDesc o;
+        o.type = d.type;
+        o.rank = (uint8_t)(d.rank + 1);
+        for (int64_t j = 0, from = 0; j < o.rank; ++j) o.dims[j] = j == axis ? length : d.dims[from++];
+        c.outputs[states + k] = o;
+        uint64_t before = dims_product(d, 0, (int)axis);
+        state->out_axes[k] = ScanBodyState::Axis{before, desc_bytes(d) / (before ? before : 1), out_dirs.size && out_dirs[k] != 0};
+    }
+    c.state = state;
+    c.scratch_bytes = state->body.bytes() + 2 * state->state_bytes + state->slices_bytes;
+    return Status::Ok;
+}
+
+inline Status scan_run(const RunContext& r) {
+    const ScanBodyState& state = *static_cast<const ScanBodyState*>(r.state);
+    unsigned char* scratch = static_cast<unsigned char*>(r.scratch);
+    unsigned char* sets[2] = {scratch + state.body.bytes(), scratch + state.body.bytes() + state.state_bytes};
+    unsigned char* slices = sets[1] + state.state_bytes;
+    const void* inputs[kMaxBodyInputs];
+    uint32_t formal = state.states + state.inputs;
+    for (uint32_t i = 0; i < state.outer; ++i) inputs[formal + i] = r.inputs[formal + i].data;
+    size_t offset = 0;
+    for (uint32_t i = 0; i < state.states; ++i) {
+        copy_bytes(sets[0] + offset, r.inputs[i].data, state.value_bytes[i]);
+        offset += align_64(state.value_bytes[i]);
+    }
+    offset = 0;
+    for (uint32_t j = 0; j < state.inputs; ++j) {
+        inputs[state.states + j] = slices + offset;
+        offset += align_64(state.slice_bytes[j]);
+    }
+    int current = 0;
+    uint64_t length = (uint64_t)state.length;
+    for (uint64_t t = 0; t < length; ++t) {
+        offset = 0;
+        for (uint32_t i = 0; i < state.states; ++i) {
+            inputs[i] = sets[current] + offset;
+            offset += align_64(state.value_bytes[i]);
+        }
+        for (uint32_t j = 0; j < state.inputs; ++j) {   // slice t along the axis
+            const ScanBodyState::Axis& a = state.in_axes[j];
+            uint64_t at = a.reverse ? length - 1 - t : t;
+            const unsigned char* from = r.inputs[state.states + j].as<const unsigned char>();
+            unsigned char* to = static_cast<unsigned char*>(const_cast<void*>(inputs[state.states + j]));
+            for (uint64_t o = 0; o < a.outer; ++o) copy_bytes(to + o * a.inner, from + (o * length + at) * a.inner, (size_t)a.inner);
+        }
+        void** values = nullptr;
+        TESSEL_TRY(run_body(state.body, scratch, inputs, r, &values));
+        offset = 0;
+        for (uint32_t i = 0; i < state.states; ++i) {
+            copy_bytes(sets[1 - current] + offset, values[state.body.outputs[i]], state.value_bytes[i]);
+            offset += align_64(state.value_bytes[i]);
+        }
+        for (uint32_t k = 0; k < state.outputs; ++k) {   // the value at t along the axis
+            const ScanBodyState::Axis& a = state.out_axes[k];
+            uint64_t at = a.reverse ? length - 1 - t : t;
+            const unsigned char* from = static_cast<const unsigned char*>(values[state.body.outputs[state.states + k]]);
+            unsigned char* to = r.outputs[state.states + k].as<unsigned char>();
+            for (uint64_t o = 0; o < a.outer; ++o) copy_bytes(to + (o * length + at) * a.inner, from + o * a.inner, (size_t)a.inner);
+        }
+        current = 1 - current;
+    }
+    offset = 0;
+    for (uint32_t i = 0; i < state.states; ++i) {
+        copy_bytes(r.outputs[i].data, sets[current] + offset, state.value_bytes[i]);
+        offset += align_64(state.value_bytes[i]);
+    }
+    return Status::Ok;
+}
+
+const OpKernel kControlFlowKernels[] = {
+    {"If", if_prepare, if_run},
+    {"Loop", loop_prepare, loop_run},
+    {"Scan", scan_prepare, scan_run},
+    {nullptr, nullptr, nullptr},   // end marker
+};
+}  // namespace detail
+
 // >>op versions
 namespace detail {
 // The ONNX versions (since_version, onnx/defs/operator_sets.h) of the op list's ops where a
@@ -9265,6 +9956,34 @@ const OpVersion kOpVersions[] = {
     {"Pad", 11, kByKernel, "pads and constant_value as inputs"},
     {"Tile", 1, kRefused, "tiles and axis inputs"},
     {"Tile", 6, kByKernel, "repeats input"},
+    // control flow: every version (bodies, >>control flow)
+    {"If", 1, kByKernel, "new op"},
+    {"If", 11, kByKernel, "branches may give different shapes"},
+    {"If", 13, kTypes, "sequence outputs"},
+    {"If", 16, kTypes, "optional outputs"},
+    {"If", 19, kTypes, kNarrowTypes19},
+    {"If", 21, kTypes, kNarrowTypes21},
+    {"If", 23, kTypes, kNarrowTypes23},
+    {"If", 24, kTypes, kNarrowTypes24},
+    {"If", 25, kTypes, kNarrowTypes25},
+    {"Loop", 1, kByKernel, "new op"},
+    {"Loop", 11, kByKernel, "M and cond optional, scan outputs"},
+    {"Loop", 13, kTypes, "sequence values"},
+    {"Loop", 16, kTypes, "optional values"},
+    {"Loop", 19, kTypes, kNarrowTypes19},
+    {"Loop", 21, kTypes, kNarrowTypes21},
+    {"Loop", 23, kTypes, kNarrowTypes23},
+    {"Loop", 24, kTypes, kNarrowTypes24},
+    {"Loop", 25, kTypes, kNarrowTypes25},
+    {"Scan", 8, kRefused, "a batch axis and sequence_lens"},
+    {"Scan", 9, kByKernel, "scan axes and directions, no batch axis"},
+    {"Scan", 11, kByKernel, "negative axes"},
+    {"Scan", 16, kTypes, kBfloat16},
+    {"Scan", 19, kTypes, kNarrowTypes19},
+    {"Scan", 21, kTypes, kNarrowTypes21},
+    {"Scan", 23, kTypes, kNarrowTypes23},
+    {"Scan", 24, kTypes, kNarrowTypes24},
+    {"Scan", 25, kTypes, kNarrowTypes25},
     // opset 18
     {"BitwiseAnd", 18, kByKernel, "new op"},
     {"BitwiseNot", 18, kByKernel, "new op"},
@@ -9444,6 +10163,7 @@ struct KernelTable {
         add(kTensorKernels, sizeof kTensorKernels / sizeof kTensorKernels[0]);
         add(kMathKernels, sizeof kMathKernels / sizeof kMathKernels[0]);
         add(kIndexKernels, sizeof kIndexKernels / sizeof kIndexKernels[0]);
+        add(kControlFlowKernels, sizeof kControlFlowKernels / sizeof kControlFlowKernels[0]);
     }
 };
 inline const KernelTable& kernel_table() {
@@ -9470,8 +10190,8 @@ const OpKernel* find_builtin_kernel(StringView op) {
 // (TESSEL_MALLOC, freed before it returns, also for a fixed-buffer model).
 //
 // What is read: ModelProto (opset_import, graph), GraphProto (node, initializer, input,
-// output, value_info), NodeProto, AttributeProto (FLOAT, INT, STRING, TENSOR, FLOATS, INTS;
-// GRAPH, STRINGS and the other lists are Unsupported), TensorProto (raw_data, packed or
+// output, value_info), NodeProto, AttributeProto (FLOAT, INT, STRING, TENSOR, FLOATS, INTS,
+// GRAPH: a body, >>onnx graph; STRINGS and the other lists are Unsupported), TensorProto (raw_data, packed or
 // unpacked float_data/int32_data/int64_data, external data), ValueInfoProto with tensor types.
 // Element types FLOAT, UINT8, INT8, INT32, INT64, BOOL, FLOAT16; default-domain opsets 1..28
 // (the runtime checks the legacy attributes of opsets below 7).
@@ -10274,17 +10994,158 @@ inline Status parse_value_info(OnnxReader& r, const uint8_t* data, size_t size, 
     return Status::Ok;
 }
 
+// A growable TESSEL_MALLOC array of plain values.
+template <class T>
+struct OnnxList {
+    T* items = nullptr;
+    uint32_t count = 0, capacity = 0;
+    OnnxList() = default;
+    OnnxList(const OnnxList&) = delete;
+    OnnxList& operator=(const OnnxList&) = delete;
+    ~OnnxList() {
+        if (items) TESSEL_FREE(items);
+    }
+    bool push(const T& value) {
+        if (count == capacity) {
+            uint32_t grown = capacity ? capacity * 2 : 16;
+            T* fresh = static_cast<T*>(TESSEL_MALLOC((size_t)grown * sizeof(T)));
+            if (!fresh) return false;
+            if (count) std::memcpy(static_cast<void*>(fresh), items, (size_t)count * sizeof(T));
+            if (items) TESSEL_FREE(items);
+            items = fresh;
+            capacity = grown;
+        }
+        items[count++] = value;
+        return true;
+    }
+};
+
+// Whether an AttributeProto is a graph (typed as read_attribute types it, also in IR version
+// 1 files without `type`), and its GraphProto bytes.
+inline bool onnx_graph_attribute(const uint8_t* data, size_t size, const uint8_t** graph, size_t* graph_size) {
+    OnnxReader quiet;
+    quiet.base = data;
+    ProtoCursor c(data, size);
+    ProtoField f;
+    bool more = true;
+    int64_t type = 0;
+    uint32_t seen = 0;
+    *graph = nullptr;
+    *graph_size = 0;
+    while (true) {
+        if (proto_next(quiet, c, &f, &more, "attribute") != Status::Ok || !more) break;
+        if (f.number == 20 && f.wire == kWireVarint) type = (int64_t)f.value;
+        if (f.number >= 2 && f.number <= 11) seen |= 1u << (f.number - 1);
+        if (f.number == 6 && f.wire == kWireLength) { *graph = f.data; *graph_size = f.size; }
+    }
+    if (type == 0)
+        for (int k = 1; k <= 10; ++k)
+            if (seen & (1u << k)) { type = k; break; }
+    return type == 5 && *graph;
+}
+
 // >>onnx graph
-// Builds a Model from a ModelProto's GraphProto.
+// Builds a Model from a ModelProto's GraphProto. A graph attribute (If's branches, Loop's and
+// Scan's body) is read first, into a body Model the model owns (Model::add_body). Names a body
+// reads but does not define are its outer reads: the body gets them as its last inputs, and
+// the node holding the body reads them as its last (implicit) inputs, so that every stage sees
+// the dependency. A node's bodies share one list of implicit inputs (the union of their outer
+// reads, in first-read order), so both branches of an If take the same inputs. At the top
+// level a name nothing defines is DanglingInput.
 struct OnnxModelReader {
     Model* model;
     OnnxReader& r;
     StringView folder;
-    OnnxNameTable tensors;    // tensor name -> producing node and port
+    OnnxNameTable tensors;    // tensor name -> producing node and port (kOuterNode: an outer read)
     OnnxNameTable names;      // node names in use
     OnnxScratch scratch;
+    bool is_body = false;
+    struct PendingBody {
+        Model* body;
+        uint32_t reads_begin, reads_end;   // its outer reads in body_reads
+    };
+    OnnxList<PendingBody> bodies;          // in node and attribute order, which read_attribute follows
+    uint32_t next_body = 0;
+    OnnxList<StringView> body_reads;
+    OnnxList<StringView> implicit;         // per node, a range: the union of its bodies' outer reads
+    OnnxList<uint32_t> implicit_begin;     // per node index, and one past the last node
+    OnnxList<StringView> outer_reads;      // a body's own outer reads, in first-read order
+    static constexpr uint32_t kOuterNode = 0xfffffffeu;
 
     OnnxModelReader(Model* m, OnnxReader& reader, StringView f) : model(m), r(reader), folder(f) {}
+
+    // Prefixes the reader's message with where the body is.
+    Status in_body(Status s, const char* label) {
+        if (s == Status::Ok) return s;
+        char inner[kErrorMessageBytes];
+        std::snprintf(inner, sizeof inner, "%s", r.error);
+        print(r.error, sizeof r.error, "%s: %s", label, inner);
+        return s;
+    }
+
+    // Reads the bodies of node #index (its graph attributes), then gives each body the
+    // node's implicit inputs (the union of the bodies' outer reads) and finalizes it.
+    Status read_node_bodies(const uint8_t* data, size_t size, uint32_t index, StringView shown) {
+        uint32_t first = bodies.count;
+        if (!implicit_begin.push(implicit.count)) return out_of_memory("bodies");
+        ProtoCursor c(data, size);
+        ProtoField f;
+        bool more = true;
+        char label[kOnnxAttributeLabelBytes];
+        while (true) {
+            TESSEL_TRY(proto_next(r, c, &f, &more, "NodeProto"));
+            if (!more) break;
+            if (f.number != 5 || f.wire != kWireLength) continue;
+            const uint8_t* g = nullptr;
+            size_t g_size = 0;
+            if (!onnx_graph_attribute(f.data, f.size, &g, &g_size)) continue;
+            std::snprintf(label, sizeof label, "node '%.*s' body #%u", clip_length(shown), shown.data, bodies.count - first);
+            Model* body = nullptr;
+            Status s = model->add_body(&body);
+            if (s != Status::Ok) return r.fail(s, "%s: %s", label, model->graph.last_error());
+            OnnxModelReader inner(body, r, folder);
+            inner.is_body = true;
+            TESSEL_TRY(in_body(inner.read_graph(g, g_size), label));
+            PendingBody pending{body, body_reads.count, body_reads.count};
+            for (uint32_t k = 0; k < inner.outer_reads.count; ++k)
+                if (!body_reads.push(inner.outer_reads.items[k])) return out_of_memory("bodies");
+            pending.reads_end = body_reads.count;
+            if (!bodies.push(pending)) return out_of_memory("bodies");
+        }
+        uint32_t begin = implicit.count;
+        for (uint32_t b = first; b < bodies.count; ++b)
+            for (uint32_t k = bodies.items[b].reads_begin; k < bodies.items[b].reads_end; ++k) {
+                StringView name = body_reads.items[k];
+                bool known = false;
+                for (uint32_t j = begin; j < implicit.count && !known; ++j) known = implicit.items[j] == name;
+                if (known) continue;
+                if (implicit.count - begin >= kMaxNodePorts)
+                    return r.fail(Status::LimitExceeded, "node '%.*s': its bodies read more than %u values of the enclosing graph",
+                                  clip_length(shown), shown.data, kMaxNodePorts);
+                if (!implicit.push(name)) return out_of_memory("bodies");
+            }
+        char unused[kOnnxLabelBytes];
+        for (uint32_t b = first; b < bodies.count; ++b) {
+            Model* body = bodies.items[b].body;
+            for (uint32_t j = begin; j < implicit.count; ++j) {
+                StringView name = implicit.items[j];
+                bool reads = false;
+                for (uint32_t k = bodies.items[b].reads_begin; k < bodies.items[b].reads_end && !reads; ++k)
+                    reads = body_reads.items[k] == name;
+                if (!reads) {   // another body's read: an input this body ignores, named apart from its nodes
+                    std::snprintf(unused, sizeof unused, "<outer:%.*s>", clip_length(name), name.data);
+                    name = StringView(unused, std::strlen(unused));
+                }
+                Status s = body->add_input(name, TensorDesc());
+                if (s != Status::Ok) return r.fail(s, "node '%.*s': %s", clip_length(shown), shown.data, body->last_error());
+            }
+            body->outer_inputs = implicit.count - begin;
+            Status s = body->finalize();
+            if (s != Status::Ok) return r.fail(s, "node '%.*s' body #%u: %s", clip_length(shown), shown.data, b - first, body->last_error());
+        }
+        (void)index;
+        return Status::Ok;
+    }
 
     Status out_of_memory(const char* what) { return r.fail(Status::OutOfMemory, "out of memory reading %s", what); }
 
@@ -10412,7 +11273,15 @@ struct OnnxModelReader {
             a.tensor = t;
             break;
         }
-        case 5: return r.fail(Status::Unsupported, "%s is a graph (subgraph bodies are not supported)", label);
+        case 5: {
+            const uint8_t* g = nullptr;
+            size_t g_size = 0;
+            if (!onnx_graph_attribute(data, size, &g, &g_size) || next_body >= bodies.count)
+                return r.fail(Status::ParseError, "%s is a GRAPH without a graph", label);
+            a.kind = AttributeKind::Graph;
+            a.body = bodies.items[next_body++].body;
+            break;
+        }
         case 8: return r.fail(Status::Unsupported, "%s is a list of strings", label);
         case 9: return r.fail(Status::Unsupported, "%s is a list of tensors", label);
         case 10: return r.fail(Status::Unsupported, "%s is a list of graphs", label);
@@ -10454,6 +11323,7 @@ struct OnnxModelReader {
         // Pass 2: nodes' inputs and outputs, domains; how many tensor names there are.
         uint64_t tensor_count = initializer_count + input_count;
         size_t max_inputs = 0;
+        uint64_t input_refs = 0;
         bool need_absent = false;
         {
             ProtoCursor c(data, size);
@@ -10476,12 +11346,32 @@ struct OnnxModelReader {
                     return r.fail(Status::LimitExceeded, "node '%.*s' has %zu outputs (at most 65535)", clip_length(shown),
                                   shown.data, info.outputs);
                 tensor_count += info.outputs;
+                input_refs += info.inputs;
                 if (info.inputs > max_inputs) max_inputs = info.inputs;
                 need_absent = need_absent || info.absent_inputs;
                 ++index;
             }
         }
-        if (!tensors.init(tensor_count) || !names.init(total + 1)) return out_of_memory("the graph's names");
+        // Bodies, before any name is resolved (their outer reads are their nodes' inputs).
+        {
+            ProtoCursor c(data, size);
+            uint32_t index = 0;
+            char node_what[kOnnxIndexLabelBytes];
+            while (true) {
+                TESSEL_TRY(proto_next(r, c, &f, &more, what));
+                if (!more) break;
+                if (f.number != 1) continue;
+                std::snprintf(node_what, sizeof node_what, "node #%u", index);
+                OnnxNodeInfo info;
+                TESSEL_TRY(scan_node(r, f.data, f.size, node_what, &info));
+                TESSEL_TRY(read_node_bodies(f.data, f.size, index, info.name.empty() ? StringView(node_what) : info.name));
+                ++index;
+            }
+            if (!implicit_begin.push(implicit.count)) return out_of_memory("bodies");
+        }
+        // A body's outer reads are names too: each input, implicit input and output may be one.
+        uint64_t outer_bound = is_body ? input_refs + implicit.count + output_count : 0;
+        if (!tensors.init(tensor_count + outer_bound) || !names.init(total + 1 + outer_bound)) return out_of_memory("the graph's names");
         if (model->graph.node_count() != 0)
             return r.fail(Status::InvalidArgument, "read_onnx needs an empty model");
         // The shared Absent node first, so ONNX node k gets the id base + k.
@@ -10525,7 +11415,8 @@ struct OnnxModelReader {
                 TESSEL_TRY(parse_value_info(r, f.data, f.size, "graph input", false, &name, &desc));
                 const OnnxNameTable::Entry* e = tensors.find(name);
                 if (e && model->graph.node(e->node).op == StringView("Constant")) continue;
-                TESSEL_TRY(parse_value_info(r, f.data, f.size, "graph input", true, &name, &desc));
+                // A body's inputs take their types from the node's inputs when it is compiled.
+                if (!is_body) TESSEL_TRY(parse_value_info(r, f.data, f.size, "graph input", true, &name, &desc));
                 if (e || !names.insert(name, 0, 0))
                     return r.fail(Status::DuplicateName, "graph input '%.*s' is given twice", clip_length(name), name.data);
                 NodeId id = kNoNode;
@@ -10544,7 +11435,7 @@ struct OnnxModelReader {
                 StringView name;
                 TensorDesc desc;
                 TESSEL_TRY(parse_value_info(r, f.data, f.size, f.number == 12 ? "graph output" : "value_info", false, &name, &desc));
-                if (f.number != 12) continue;
+                if (f.number != 12 || is_body) continue;   // a body's outputs are positional: named at the end
                 if (!names.insert(name, 0, 0))
                     return r.fail(Status::Unsupported,
                                   "graph output '%.*s' is also a graph input, an initializer or another output "
@@ -10576,8 +11467,10 @@ struct OnnxModelReader {
                 ++index;
             }
         }
+        if (is_body) TESSEL_TRY(find_outer_reads(data, size));
         // Nodes.
         {
+            max_inputs += kMaxNodePorts;   // implicit inputs
             InputRef* refs = static_cast<InputRef*>(TESSEL_MALLOC((max_inputs ? max_inputs : 1) * sizeof(InputRef)));
             if (!refs) return out_of_memory("node inputs");
             Status s = add_nodes(data, size, base, refs);
@@ -10598,8 +11491,59 @@ struct OnnxModelReader {
                 if (!e)
                     return r.fail(Status::DanglingInput, "graph output '%.*s' is not produced by any node, input or initializer",
                                   clip_length(name), name.data);
-                TESSEL_TRY(graph_status(model->add_output(name, InputRef::by_id(e->node, e->port))));
+                InputRef source = e->node == kOuterNode ? InputRef::by_name(name) : InputRef::by_id(e->node, e->port);
+                if (is_body) {   // positional: a name of its own when the tensor's is taken
+                    char generated[kOnnxGeneratedNameBytes];
+                    StringView result = name;
+                    for (uint32_t k = 1; names.find(result); ++k) {
+                        std::snprintf(generated, sizeof generated, "%.*s#out%u", clip_length(name), name.data, k);
+                        result = StringView(generated, std::strlen(generated));
+                    }
+                    TESSEL_TRY(graph_status(model->add_output(result, source)));
+                    if (!names.insert(model->graph.node(model->output(model->output_count() - 1).node).name, 0, 0))
+                        return r.fail(Status::DuplicateName, "body output '%.*s' is named twice", clip_length(name), name.data);
+                    continue;
+                }
+                TESSEL_TRY(graph_status(model->add_output(name, source)));
             }
+        }
+        return Status::Ok;
+    }
+
+    // A body's names that nothing in it defines: node inputs, its nodes' implicit inputs and
+    // its outputs. Each becomes an outer read (reserved as a node name: its input's name).
+    Status note_outer(StringView name) {
+        if (name.empty() || tensors.find(name)) return Status::Ok;
+        if (!tensors.insert(name, kOuterNode, 0) || !names.insert(name, 0, 0) || !outer_reads.push(name))
+            return r.fail(Status::DuplicateName, "body name '%.*s' is used twice", clip_length(name), name.data);
+        return Status::Ok;
+    }
+
+    Status find_outer_reads(const uint8_t* data, size_t size) {
+        ProtoCursor c(data, size);
+        ProtoField f, g;
+        bool more = true;
+        uint32_t index = 0;
+        while (true) {
+            TESSEL_TRY(proto_next(r, c, &f, &more, "GraphProto"));
+            if (!more) break;
+            if (f.number == 12) {
+                StringView name;
+                TensorDesc desc;
+                TESSEL_TRY(parse_value_info(r, f.data, f.size, "graph output", false, &name, &desc));
+                TESSEL_TRY(note_outer(name));
+            }
+            if (f.number != 1) continue;
+            ProtoCursor n(f.data, f.size);
+            bool more_node = true;
+            while (true) {
+                TESSEL_TRY(proto_next(r, n, &g, &more_node, "NodeProto"));
+                if (!more_node) break;
+                if (g.number == 1) TESSEL_TRY(note_outer(g.string()));
+            }
+            for (uint32_t j = implicit_begin.items[index]; j < implicit_begin.items[index + 1]; ++j)
+                TESSEL_TRY(note_outer(implicit.items[j]));
+            ++index;
         }
         return Status::Ok;
     }
@@ -10645,10 +11589,19 @@ struct OnnxModelReader {
                     return r.fail(Status::DanglingInput, "node '%.*s' (%.*s) input %zu reads tensor '%.*s', which no node, input or initializer produces",
                                   clip_length(name), name.data, clip_length(info.op), info.op.data, k, clip_length(g.string()),
                                   (const char*)g.data);
-                refs[k++] = InputRef::by_id(e->node, e->port);
+                refs[k++] = e->node == kOuterNode ? InputRef::by_name(g.string()) : InputRef::by_id(e->node, e->port);
+            }
+            size_t count = info.inputs;
+            for (uint32_t j = implicit_begin.items[index]; j < implicit_begin.items[index + 1]; ++j) {
+                StringView read = implicit.items[j];
+                const OnnxNameTable::Entry* e = tensors.find(read);
+                if (!e)
+                    return r.fail(Status::DanglingInput, "node '%.*s' (%.*s): a body reads tensor '%.*s', which no node, input or initializer produces",
+                                  clip_length(name), name.data, clip_length(info.op), info.op.data, clip_length(read), read.data);
+                refs[count++] = e->node == kOuterNode ? InputRef::by_name(read) : InputRef::by_id(e->node, e->port);
             }
             NodeId id = kNoNode;
-            TESSEL_TRY(graph_status(model->add_node(info.op, name, Span<const InputRef>(refs, info.inputs),
+            TESSEL_TRY(graph_status(model->add_node(info.op, name, Span<const InputRef>(refs, count),
                                                           (uint32_t)info.outputs, &id)));
             TESSEL_ASSERT(id == base + index);
             if (!names.insert(model->graph.node(id).name, id, 0))
@@ -10711,9 +11664,9 @@ inline Status read_model_proto(Model* model, OnnxReader& r, const uint8_t* data,
     if (opset < (int64_t)kOnnxMinOpset || opset > (int64_t)kOnnxMaxOpset)
         return r.fail(Status::Unsupported, "opset %lld of the default domain is not supported (%u..%u)", (long long)opset,
                       kOnnxMinOpset, kOnnxMaxOpset);
+    model->opset = (uint32_t)opset;   // before the graph: its bodies take the model's opset
     OnnxModelReader reader(model, r, folder);
     TESSEL_TRY(reader.read_graph(graph, graph_size));
-    model->opset = (uint32_t)opset;
     return Status::Ok;
 }
 
@@ -10951,6 +11904,7 @@ inline void onnx_attribute(ProtoOut& o, const Attribute& a) {
             o.message(8, [&](ProtoOut& f) { for (int64_t x : a.ints) f.varint((uint64_t)x); });
             o.field_varint(20, 7);
             break;
+        case AttributeKind::Graph: break;   // write_onnx refuses bodies first
     }
 }
 }  // namespace detail
@@ -10958,6 +11912,9 @@ inline void onnx_attribute(ProtoOut& o, const Attribute& a) {
 Status write_onnx(const Model& model, WriteFn write, void* user) {
     const Graph& g = model.graph;
     if (!g.finalized() || !write) return Status::InvalidArgument;
+    for (NodeId v = 0; v < g.node_count(); ++v)
+        for (const Attribute* a = g.node(v).attributes; a; a = a->next)
+            if (a->kind == AttributeKind::Graph) return Status::Unsupported;   // bodies are not written yet
     // Tensor names: a value read by a Result takes the Result's name (the first one).
     Arena scratch;
     uint32_t n = g.node_count();
