@@ -95,6 +95,9 @@
    >>more normalizations              LpNormalization, MeanVarianceNormalization, RMS, Group
    >>loss ops                         NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss
    >>control flow                     If, Loop, Scan: bodies compiled into programs the node runs
+   >>attention                        Attention (scaled dot-product, GQA, masks, KV cache)
+   >>rotary embedding, swiglu and tensor scatter  RotaryEmbedding, SwiGLU, TensorScatter
+   >>linear attention and causal conv  LinearAttention, CausalConvWithState; kAttentionKernels
    >>op versions                      ONNX op versions from opset 18 on (and legacy ones): kept or refused
    >>op kernel table                  builtin_op_kernels, find_builtin_kernel
    >>onnx reader                      what is read and how it maps to a Model
@@ -9916,6 +9919,825 @@ const OpKernel kControlFlowKernels[] = {
 };
 }  // namespace detail
 
+// >>attention
+// Attention (opsets 23-25): Y = softmax(scale * Q K^T + bias) V per query head; each K/V head
+// serves q_num_heads / kv_num_heads query heads (GQA), 3-D inputs pack the heads in the last
+// dimension, past_key/past_value are prepended to K/V. The bias adds attn_mask (bool: false
+// is -inf; float: added; a last dimension shorter than the keys is padded with -inf), the
+// causal frontier key <= query + offset (offset: the past length, or nonpad_kv_seqlen[b] -
+// q_len), the nonpad_kv_seqlen padding and (opset 25) the sliding window. A row whose bias is
+// all -inf gives zeros, as ONNX specifies. Query rows go 4 at a time so that every key and
+// value row loaded serves 4 of them; the scores live in per-thread scratch.
+namespace detail {
+
+constexpr int64_t kAttentionRows = 4;
+
+struct AttentionState {
+    int64_t batch = 0, q_heads = 0, kv_heads = 0, q_len = 0, kv_len = 0, past_len = 0, total = 0;
+    int64_t head = 0, v_head = 0;
+    // element strides (batch, head, position) of Q, K, V and Y: 4-D or heads packed in 3-D
+    int64_t q_strides[3] = {}, k_strides[3] = {}, v_strides[3] = {}, y_strides[3] = {};
+    int64_t mask_strides[3] = {};   // batch, head, query; 0 where the mask broadcasts
+    int64_t mask_keys = 0;          // the mask's last dimension; keys past it are masked
+    bool has_mask = false, mask_bool = false, causal = false;
+    float scale = 1, softcap = 0;
+    int64_t qk_mode = 0, left_window = -1, right_window = -1;
+    uint64_t slots = 1;
+};
+
+// (batch, head, position) strides of a 4-D (batch, heads, positions, size) tensor or a 3-D
+// (batch, positions, heads * size) one.
+inline void attention_strides(const TensorDesc& d, int64_t heads, int64_t* s) {
+    if (d.rank == 4) {
+        s[0] = d.dims[1] * d.dims[2] * d.dims[3];
+        s[1] = d.dims[2] * d.dims[3];
+        s[2] = d.dims[3];
+    } else {
+        s[0] = d.dims[1] * d.dims[2];
+        s[1] = d.dims[2] / heads;
+        s[2] = d.dims[2];
+    }
+}
+
+inline Status prepare_attention_mask(PrepareContext& c, AttentionState* st) {
+    const TensorDesc& m = c.inputs[3];
+    if (m.type != ElementType::Float32 && m.type != ElementType::Bool)
+        return c.fail(Status::Unsupported, "attn_mask is %s (float32 or bool expected)", element_type_name(m.type));
+    if (m.rank < 1 || m.rank > 4) return c.fail(Status::InvalidArgument, "attn_mask has rank %u (1 to 4 expected)", m.rank);
+    st->mask_keys = m.dims[m.rank - 1];
+    if (st->mask_keys > st->total)
+        return c.fail(Status::InvalidArgument, "attn_mask has %lld keys, more than the %lld of past and K", (long long)st->mask_keys,
+                      (long long)st->total);
+    const int64_t target[3] = {st->batch, st->q_heads, st->q_len};
+    int64_t stride = st->mask_keys;
+    for (int t = 2; t >= 0; --t) {
+        int j = t - (4 - m.rank);
+        st->mask_strides[t] = 0;
+        if (j < 0) continue;
+        if (m.dims[j] != 1 && m.dims[j] != target[t])
+            return c.fail(Status::InvalidArgument, "attn_mask dimension %d (%lld) does not broadcast to %lld", j, (long long)m.dims[j],
+                          (long long)target[t]);
+        if (m.dims[j] != 1) st->mask_strides[t] = stride;
+        stride *= m.dims[j];
+    }
+    st->has_mask = true;
+    st->mask_bool = m.type == ElementType::Bool;
+    return Status::Ok;
+}
+
+inline Status prepare_attention(PrepareContext& c) {
+    TESSEL_TRY(require_opset(c, 23));
+    TESSEL_TRY(check_tensor_inputs(c, 3, c.opset >= 24 ? 7 : 6, 3, 0));
+    if (c.num_outputs > 4) return c.fail(Status::InvalidArgument, "expects 1 to 4 outputs, has %u", c.num_outputs);
+    for (uint32_t i : {0u, 1u, 2u, 4u, 5u}) TESSEL_TRY(nn_float(c, i, i >= 4));
+    const TensorDesc &q = c.inputs[0], &k = c.inputs[1], &v = c.inputs[2];
+    if ((q.rank != 3 && q.rank != 4) || k.rank != q.rank || v.rank != q.rank)
+        return c.fail(Status::InvalidArgument, "Q, K and V must all be 3-D or all 4-D (ranks %u, %u, %u)", q.rank, k.rank, v.rank);
+    AttentionState* st = nn_state<AttentionState>(c);
+    if (!st) return c.fail(Status::OutOfMemory, "out of memory");
+    const Attribute* qa = c.attribute("q_num_heads");
+    const Attribute* ka = c.attribute("kv_num_heads");
+    if ((qa && qa->kind != AttributeKind::Int) || (ka && ka->kind != AttributeKind::Int))
+        return c.fail(Status::InvalidArgument, "q_num_heads and kv_num_heads must be ints");
+    int64_t k_head = 0, v_len = 0;
+    st->batch = q.dims[0];
+    if (q.rank == 3) {
+        if (!qa || !ka) return c.fail(Status::InvalidArgument, "3-D Q, K and V need attributes q_num_heads and kv_num_heads");
+        st->q_heads = qa->i;
+        st->kv_heads = ka->i;
+        if (st->q_heads < 1 || st->kv_heads < 1)
+            return c.fail(Status::InvalidArgument, "q_num_heads %lld and kv_num_heads %lld must be positive", (long long)st->q_heads,
+                          (long long)st->kv_heads);
+        if (q.dims[2] % st->q_heads || k.dims[2] % st->kv_heads || v.dims[2] % st->kv_heads)
+            return c.fail(Status::InvalidArgument, "hidden sizes %lld, %lld, %lld are not multiples of the head counts %lld, %lld",
+                          (long long)q.dims[2], (long long)k.dims[2], (long long)v.dims[2], (long long)st->q_heads,
+                          (long long)st->kv_heads);
+        st->head = q.dims[2] / st->q_heads;
+        k_head = k.dims[2] / st->kv_heads;
+        st->v_head = v.dims[2] / st->kv_heads;
+        st->q_len = q.dims[1];
+        st->kv_len = k.dims[1];
+        v_len = v.dims[1];
+    } else {
+        if ((qa || ka) && c.opset >= 25)
+            return c.fail(Status::InvalidArgument, "q_num_heads and kv_num_heads are for 3-D inputs only (opset 25)");
+        st->q_heads = q.dims[1];
+        st->kv_heads = k.dims[1];
+        if ((qa && qa->i != st->q_heads) || (ka && ka->i != st->kv_heads) || v.dims[1] != st->kv_heads)
+            return c.fail(Status::InvalidArgument, "head counts disagree: Q has %lld, K %lld, V %lld", (long long)st->q_heads,
+                          (long long)st->kv_heads, (long long)v.dims[1]);
+        st->head = q.dims[3];
+        k_head = k.dims[3];
+        st->v_head = v.dims[3];
+        st->q_len = q.dims[2];
+        st->kv_len = k.dims[2];
+        v_len = v.dims[2];
+    }
+    if (k.dims[0] != st->batch || v.dims[0] != st->batch)
+        return c.fail(Status::InvalidArgument, "batch sizes differ: Q %lld, K %lld, V %lld", (long long)st->batch, (long long)k.dims[0],
+                      (long long)v.dims[0]);
+    if (k_head != st->head)
+        return c.fail(Status::InvalidArgument, "K's head size %lld differs from Q's %lld", (long long)k_head, (long long)st->head);
+    if (st->head < 1) return c.fail(Status::InvalidArgument, "head size is 0");
+    if (v_len != st->kv_len)
+        return c.fail(Status::InvalidArgument, "K has %lld positions, V %lld", (long long)st->kv_len, (long long)v_len);
+    if (st->kv_heads < 1 || st->q_heads % st->kv_heads)
+        return c.fail(Status::InvalidArgument, "%lld query heads are not a multiple of %lld key/value heads", (long long)st->q_heads,
+                      (long long)st->kv_heads);
+    if (c.has_input(4) != c.has_input(5)) return c.fail(Status::InvalidArgument, "past_key and past_value must come together");
+    if (c.has_input(4)) {
+        const TensorDesc &pk = c.inputs[4], &pv = c.inputs[5];
+        if (pk.rank != 4 || pv.rank != 4 || pk.dims[0] != st->batch || pk.dims[1] != st->kv_heads || pk.dims[3] != st->head ||
+            pv.dims[0] != st->batch || pv.dims[1] != st->kv_heads || pv.dims[2] != pk.dims[2] || pv.dims[3] != st->v_head)
+            return c.fail(Status::InvalidArgument,
+                          "past_key and past_value must be (%lld, %lld, past, %lld) and (%lld, %lld, past, %lld)",
+                          (long long)st->batch, (long long)st->kv_heads, (long long)st->head, (long long)st->batch,
+                          (long long)st->kv_heads, (long long)st->v_head);
+        st->past_len = pk.dims[2];
+    }
+    st->total = st->past_len + st->kv_len;
+    if (c.has_input(6)) {
+        const TensorDesc& n = c.inputs[6];
+        if (n.type != ElementType::Int64)
+            return c.fail(Status::Unsupported, "nonpad_kv_seqlen is %s (int64 expected)", element_type_name(n.type));
+        if (n.rank != 1 || n.dims[0] != st->batch)
+            return c.fail(Status::InvalidArgument, "nonpad_kv_seqlen must be 1-D with %lld values", (long long)st->batch);
+        if (c.has_input(4)) return c.fail(Status::InvalidArgument, "nonpad_kv_seqlen cannot be combined with past_key and past_value");
+        if (const void* known = tensor_value(c, 6))
+            for (int64_t b = 0; b < st->batch; ++b) {
+                int64_t len = static_cast<const int64_t*>(known)[b];
+                if (len < 0 || len > st->total)
+                    return c.fail(Status::InvalidArgument, "nonpad_kv_seqlen %lld out of range 0..%lld", (long long)len,
+                                  (long long)st->total);
+            }
+    }
+    if (c.has_input(3)) TESSEL_TRY(prepare_attention_mask(c, st));
+    int64_t causal = c.attribute_int("is_causal", 0);
+    if (causal != 0 && causal != 1) return c.fail(Status::InvalidArgument, "is_causal %lld (0 or 1 expected)", (long long)causal);
+    st->causal = causal == 1;
+    const Attribute* scale = c.attribute("scale");
+    st->scale = scale && scale->kind == AttributeKind::Float ? scale->f : (float)(1.0 / std::sqrt((double)st->head));
+    st->softcap = c.attribute_float("softcap", 0.0f);
+    if (!(st->softcap >= 0)) return c.fail(Status::InvalidArgument, "softcap %g must be >= 0", (double)st->softcap);
+    st->qk_mode = c.attribute_int("qk_matmul_output_mode", 0);
+    if (st->qk_mode < 0 || st->qk_mode > 3)
+        return c.fail(Status::InvalidArgument, "qk_matmul_output_mode %lld (0 to 3 expected)", (long long)st->qk_mode);
+    // The softmax runs in float32 whatever precision is asked: at least the precision of each choice but float16/bfloat16.
+    const Attribute* precision = c.attribute("softmax_precision");
+    if (precision) {
+        int64_t p = precision->kind == AttributeKind::Int ? precision->i : -1;
+        if (p != 1 && p != 10 && p != 11 && p != 16)
+            return c.fail(Status::InvalidArgument, "softmax_precision %lld (1, 10, 11 or 16 expected)", (long long)p);
+    }
+    if (c.opset >= 25) {
+        st->left_window = c.attribute_int("left_window_size", -1);
+        st->right_window = c.attribute_int("right_window_size", -1);
+        if (st->left_window < -1 || st->right_window < -1)
+            return c.fail(Status::InvalidArgument, "left_window_size %lld and right_window_size %lld must be -1 or more",
+                          (long long)st->left_window, (long long)st->right_window);
+    }
+    attention_strides(q, st->q_heads, st->q_strides);
+    attention_strides(k, st->kv_heads, st->k_strides);
+    attention_strides(v, st->kv_heads, st->v_strides);
+    TensorDesc y = q;
+    if (q.rank == 4) y.dims[3] = st->v_head;
+    else y.dims[2] = st->q_heads * st->v_head;
+    attention_strides(y, st->q_heads, st->y_strides);
+    c.outputs[0] = y;
+    const int64_t shapes[3][4] = {{st->batch, st->kv_heads, st->total, st->head},      // present_key
+                                  {st->batch, st->kv_heads, st->total, st->v_head},    // present_value
+                                  {st->batch, st->q_heads, st->q_len, st->total}};     // qk_matmul_output
+    for (uint32_t o = 1; o < c.num_outputs; ++o) {
+        TensorDesc d;
+        d.type = ElementType::Float32;
+        d.rank = 4;
+        for (int i = 0; i < 4; ++i) d.dims[i] = shapes[o - 1][i];
+        c.outputs[o] = d;
+    }
+    for (uint32_t o = 0; o < c.num_outputs; ++o) TESSEL_TRY(check_output_desc(c, o));
+    st->slots = c.threads ? c.threads : 1;
+    c.scratch_bytes = (size_t)st->slots * (size_t)(kAttentionRows * st->total) * sizeof(float);
+    return Status::Ok;
+}
+
+// The data one run reads and writes.
+struct AttentionData {
+    const float *q, *k, *v, *past_key, *past_value, *mask;
+    const uint8_t* mask_bool;
+    const int64_t* nonpad;
+    float *y, *qk;
+};
+
+// out[r] = q[r] . k for 4 query rows; 8 independent lanes so the loop vectorizes.
+inline void attention_dots(const float* const* q, const float* k, int64_t n, float* out) {
+    constexpr int kLanes = 8;
+    float acc[kAttentionRows][kLanes] = {};
+    int64_t d = 0;
+    for (; d + kLanes <= n; d += kLanes)
+        for (int r = 0; r < kAttentionRows; ++r)
+            for (int l = 0; l < kLanes; ++l) acc[r][l] += q[r][d + l] * k[d + l];
+    for (int r = 0; r < kAttentionRows; ++r) {
+        float sum = 0;
+        for (int l = 0; l < kLanes; ++l) sum += acc[r][l];
+        for (int64_t e = d; e < n; ++e) sum += q[r][e] * k[e];
+        out[r] = sum;
+    }
+}
+
+// The additive bias of query i and key j of batch b, query head h (-inf: not attended).
+inline float attention_bias(const AttentionState& st, const AttentionData& a, int64_t b, int64_t h, int64_t i, int64_t j,
+                            int64_t offset) {
+    float bias = 0;
+    if (st.has_mask) {
+        if (j < st.mask_keys) {
+            int64_t at = b * st.mask_strides[0] + h * st.mask_strides[1] + i * st.mask_strides[2] + j;
+            bias = a.mask_bool ? (a.mask_bool[at] ? 0.0f : -INFINITY) : a.mask[at];
+        } else {
+            bias = -INFINITY;
+        }
+    }
+    int64_t ahead = j - (i + offset);   // > 0: a key after the query's position
+    if (st.causal && ahead > 0) bias += -INFINITY;
+    if ((st.left_window >= 0 && -ahead > st.left_window) || (st.right_window >= 0 && ahead > st.right_window)) bias += -INFINITY;
+    if (a.nonpad && j >= a.nonpad[b]) bias += -INFINITY;
+    return bias;
+}
+
+// Softmax of one row of scores in place; zeros when no key is allowed or the largest is -inf.
+inline void attention_softmax(float* s, int64_t n, bool allowed) {
+    float top = -INFINITY;
+    bool nan = false;
+    for (int64_t j = 0; j < n; ++j) {
+        if (s[j] != s[j]) nan = true;
+        else if (s[j] > top) top = s[j];
+    }
+    if (!allowed || (!nan && top == -INFINITY)) {
+        for (int64_t j = 0; j < n; ++j) s[j] = 0;
+        return;
+    }
+    if (nan) {   // as NumPy: the NaN maximum poisons the row
+        for (int64_t j = 0; j < n; ++j) s[j] = NAN;
+        return;
+    }
+    float sum = 0;
+    for (int64_t j = 0; j < n; ++j) {
+        s[j] = std::exp(s[j] - top);
+        sum += s[j];
+    }
+    for (int64_t j = 0; j < n; ++j) s[j] /= sum;
+}
+
+// Query rows i0 .. i0 + rows - 1 of batch b, query head h.
+inline void attention_rows(const AttentionState& st, const AttentionData& a, int64_t b, int64_t h, int64_t i0, int64_t rows,
+                           float* scores) {
+    const int64_t total = st.total, past = st.past_len;
+    const int64_t kv = h / (st.q_heads / st.kv_heads);
+    const float* q[kAttentionRows];
+    for (int64_t r = 0; r < kAttentionRows; ++r)   // rows past the end repeat the first: computed, never used
+        q[r] = a.q + b * st.q_strides[0] + h * st.q_strides[1] + (i0 + (r < rows ? r : 0)) * st.q_strides[2];
+    const float* past_key = a.past_key ? a.past_key + (b * st.kv_heads + kv) * past * st.head : nullptr;
+    const float* key = a.k + b * st.k_strides[0] + kv * st.k_strides[1];
+    for (int64_t j = 0; j < total; ++j) {
+        const float* kj = j < past ? past_key + j * st.head : key + (j - past) * st.k_strides[2];
+        float dots[kAttentionRows];
+        attention_dots(q, kj, st.head, dots);
+        for (int64_t r = 0; r < rows; ++r) scores[r * total + j] = dots[r] * st.scale;
+    }
+    int64_t offset = past ? past : a.nonpad ? a.nonpad[b] - st.q_len : 0;
+    for (int64_t r = 0; r < rows; ++r) {
+        int64_t i = i0 + r;
+        float* s = scores + r * total;
+        float* qk = a.qk ? a.qk + ((b * st.q_heads + h) * st.q_len + i) * total : nullptr;
+        if (qk && st.qk_mode == 0) std::memcpy(qk, s, (size_t)total * sizeof(float));
+        if (st.softcap > 0)
+            for (int64_t j = 0; j < total; ++j) s[j] = st.softcap * std::tanh(s[j] / st.softcap);
+        if (qk && st.qk_mode == 1) std::memcpy(qk, s, (size_t)total * sizeof(float));
+        bool allowed = false;
+        for (int64_t j = 0; j < total; ++j) {
+            float bias = attention_bias(st, a, b, h, i, j, offset);
+            allowed = allowed || bias != -INFINITY;
+            s[j] += bias;
+        }
+        if (qk && st.qk_mode == 2) std::memcpy(qk, s, (size_t)total * sizeof(float));
+        attention_softmax(s, total, allowed);
+        if (qk && st.qk_mode == 3) std::memcpy(qk, s, (size_t)total * sizeof(float));
+    }
+    float* y[kAttentionRows];
+    for (int64_t r = 0; r < rows; ++r) {
+        y[r] = a.y + b * st.y_strides[0] + h * st.y_strides[1] + (i0 + r) * st.y_strides[2];
+        for (int64_t d = 0; d < st.v_head; ++d) y[r][d] = 0;
+    }
+    const float* past_value = a.past_value ? a.past_value + (b * st.kv_heads + kv) * past * st.v_head : nullptr;
+    const float* value = a.v + b * st.v_strides[0] + kv * st.v_strides[1];
+    for (int64_t j = 0; j < total; ++j) {
+        const float* vj = j < past ? past_value + j * st.v_head : value + (j - past) * st.v_strides[2];
+        for (int64_t r = 0; r < rows; ++r) {
+            float p = scores[r * total + j];
+            float* yr = y[r];
+            for (int64_t d = 0; d < st.v_head; ++d) yr[d] += p * vj[d];
+        }
+    }
+}
+
+// present = past followed by the new positions, (batch, kv heads, total, size).
+inline void attention_present(const AttentionState& st, const float* past, const float* now, const int64_t* now_strides,
+                              int64_t size, float* present) {
+    for (int64_t b = 0; b < st.batch; ++b)
+        for (int64_t h = 0; h < st.kv_heads; ++h) {
+            float* out = present + (b * st.kv_heads + h) * st.total * size;
+            if (past) std::memcpy(out, past + (b * st.kv_heads + h) * st.past_len * size, (size_t)(st.past_len * size) * sizeof(float));
+            for (int64_t j = 0; j < st.kv_len; ++j)
+                std::memcpy(out + (st.past_len + j) * size, now + b * now_strides[0] + h * now_strides[1] + j * now_strides[2],
+                            (size_t)size * sizeof(float));
+        }
+}
+
+inline Status run_attention(const RunContext& c) {
+    const AttentionState& st = *static_cast<const AttentionState*>(c.state);
+    auto input = [&](uint32_t i) { return i < c.num_inputs ? c.inputs[i].data : nullptr; };
+    AttentionData a;
+    a.q = c.inputs[0].as<const float>();
+    a.k = c.inputs[1].as<const float>();
+    a.v = c.inputs[2].as<const float>();
+    a.mask = st.has_mask && !st.mask_bool ? static_cast<const float*>(input(3)) : nullptr;
+    a.mask_bool = st.has_mask && st.mask_bool ? static_cast<const uint8_t*>(input(3)) : nullptr;
+    a.past_key = static_cast<const float*>(input(4));
+    a.past_value = static_cast<const float*>(input(5));
+    a.nonpad = static_cast<const int64_t*>(input(6));
+    a.y = c.outputs[0].as<float>();
+    a.qk = c.num_outputs > 3 ? c.outputs[3].as<float>() : nullptr;
+    if (a.nonpad)
+        for (int64_t b = 0; b < st.batch; ++b)
+            if (a.nonpad[b] < 0 || a.nonpad[b] > st.total)
+                return c.fail(Status::InvalidArgument, "nonpad_kv_seqlen %lld out of range 0..%lld", (long long)a.nonpad[b],
+                              (long long)st.total);
+    if (c.num_outputs > 1) attention_present(st, a.past_key, a.k, st.k_strides, st.head, c.outputs[1].as<float>());
+    if (c.num_outputs > 2) attention_present(st, a.past_value, a.v, st.v_strides, st.v_head, c.outputs[2].as<float>());
+    int64_t blocks = (st.q_len + kAttentionRows - 1) / kAttentionRows;
+    float* scratch = static_cast<float*>(c.scratch);
+    nn_parallel(c, (uint64_t)(st.batch * st.q_heads * blocks), [&](uint64_t slot, uint64_t begin, uint64_t end) {
+        float* scores = scratch + slot * (uint64_t)(kAttentionRows * st.total);
+        for (uint64_t unit = begin; unit < end; ++unit) {
+            int64_t i0 = (int64_t)(unit % (uint64_t)blocks) * kAttentionRows, bh = (int64_t)(unit / (uint64_t)blocks);
+            int64_t rows = st.q_len - i0 < kAttentionRows ? st.q_len - i0 : kAttentionRows;
+            attention_rows(st, a, bh / st.q_heads, bh % st.q_heads, i0, rows, scores);
+        }
+    }, st.slots);
+    return Status::Ok;
+}
+
+}  // namespace detail
+
+// >>rotary embedding, swiglu and tensor scatter
+// RotaryEmbedding (opset 23): each head's first rotary_embedding_dim values rotate in pairs
+// (halves, or neighbours when interleaved) by the cos/sin of the token's position; the caches
+// are (positions, dim/2) read through position_ids, or (batch, sequence, dim/2) without them.
+// SwiGLU (opset 28): A * sigmoid(alpha * A) * B, same shapes. TensorScatter (opset 24): the
+// KV-cache write, update copied into past_cache along `axis` at write_indices[batch]
+// (circular: modulo the cache length); any element type moves as bytes.
+namespace detail {
+
+struct RotaryState {
+    int64_t batch = 0, heads = 0, seq = 0, head = 0, half = 0;
+    int64_t strides[3] = {};   // batch, head, position of X (the head's values are contiguous)
+    int64_t positions = 0;     // the caches' first dimension with position_ids; 0 without
+    bool interleaved = false;
+};
+
+inline Status prepare_rotary_embedding(PrepareContext& c) {
+    TESSEL_TRY(require_opset(c, 23));
+    TESSEL_TRY(check_tensor_inputs(c, 3, 4, 3, 1));
+    for (uint32_t i = 0; i < 3; ++i) TESSEL_TRY(nn_float(c, i));
+    const TensorDesc& x = c.inputs[0];
+    RotaryState* st = nn_state<RotaryState>(c);
+    if (!st) return c.fail(Status::OutOfMemory, "out of memory");
+    if (x.rank == 4) {
+        *st = RotaryState{x.dims[0], x.dims[1], x.dims[2], x.dims[3], 0, {}, 0, false};
+    } else if (x.rank == 3) {
+        const Attribute* heads = c.attribute("num_heads");
+        if (!heads || heads->kind != AttributeKind::Int) return c.fail(Status::InvalidArgument, "a 3-D input needs attribute num_heads");
+        if (heads->i < 1 || x.dims[2] % heads->i)
+            return c.fail(Status::InvalidArgument, "num_heads %lld does not divide the hidden size %lld", (long long)heads->i,
+                          (long long)x.dims[2]);
+        *st = RotaryState{x.dims[0], heads->i, x.dims[1], x.dims[2] / heads->i, 0, {}, 0, false};
+    } else {
+        return c.fail(Status::InvalidArgument, "input must be 3-D or 4-D (rank %u)", x.rank);
+    }
+    attention_strides(x, st->heads, st->strides);
+    int64_t dim = c.attribute_int("rotary_embedding_dim", 0);
+    if (dim == 0) dim = st->head;
+    if (dim < 0 || dim > st->head || dim % 2)
+        return c.fail(Status::InvalidArgument, "rotary_embedding_dim %lld must be even and at most the head size %lld", (long long)dim,
+                      (long long)st->head);
+    st->half = dim / 2;
+    int64_t interleaved = c.attribute_int("interleaved", 0);
+    if (interleaved != 0 && interleaved != 1)
+        return c.fail(Status::InvalidArgument, "interleaved %lld (0 or 1 expected)", (long long)interleaved);
+    st->interleaved = interleaved == 1;
+    const TensorDesc &cos = c.inputs[1], &sin = c.inputs[2];
+    bool same = cos.rank == sin.rank;
+    for (int i = 0; same && i < cos.rank; ++i) same = cos.dims[i] == sin.dims[i];
+    if (!same) return c.fail(Status::InvalidArgument, "cos_cache and sin_cache shapes differ");
+    if (c.has_input(3)) {
+        const TensorDesc& ids = c.inputs[3];
+        if (ids.type != ElementType::Int64)
+            return c.fail(Status::Unsupported, "position_ids is %s (int64 expected)", element_type_name(ids.type));
+        if (ids.rank != 2 || ids.dims[0] != st->batch || ids.dims[1] != st->seq)
+            return c.fail(Status::InvalidArgument, "position_ids must be (%lld, %lld)", (long long)st->batch, (long long)st->seq);
+        if (cos.rank != 2 || cos.dims[1] != st->half)
+            return c.fail(Status::InvalidArgument, "with position_ids the caches must be (positions, %lld)", (long long)st->half);
+        st->positions = cos.dims[0];
+        uint64_t n = 0;
+        const void* known = tensor_value(c, 3);
+        if (known && desc_elements(ids, &n))
+            for (uint64_t e = 0; e < n; ++e) {
+                int64_t p = static_cast<const int64_t*>(known)[e];
+                if (p < 0 || p >= st->positions)
+                    return c.fail(Status::InvalidArgument, "position id %lld out of range 0..%lld", (long long)p,
+                                  (long long)st->positions - 1);
+            }
+    } else if (cos.rank != 3 || cos.dims[0] != st->batch || cos.dims[1] != st->seq || cos.dims[2] != st->half) {
+        return c.fail(Status::InvalidArgument, "without position_ids the caches must be (%lld, %lld, %lld)", (long long)st->batch,
+                      (long long)st->seq, (long long)st->half);
+    }
+    c.outputs[0] = x;
+    c.in_place = true;   // each pair is read before it is written
+    return Status::Ok;
+}
+
+inline Status run_rotary_embedding(const RunContext& c) {
+    const RotaryState& st = *static_cast<const RotaryState*>(c.state);
+    const float* x = c.inputs[0].as<const float>();
+    const float *cos = c.inputs[1].as<const float>(), *sin = c.inputs[2].as<const float>();
+    const int64_t* ids = c.num_inputs > 3 && c.inputs[3].data ? c.inputs[3].as<const int64_t>() : nullptr;
+    float* y = c.outputs[0].as<float>();
+    if (ids)
+        for (int64_t e = 0; e < st.batch * st.seq; ++e)
+            if (ids[e] < 0 || ids[e] >= st.positions)
+                return c.fail(Status::InvalidArgument, "position id %lld out of range 0..%lld", (long long)ids[e],
+                              (long long)st.positions - 1);
+    nn_parallel(c, (uint64_t)(st.batch * st.seq), [&](uint64_t, uint64_t begin, uint64_t end) {
+        for (uint64_t token = begin; token < end; ++token) {
+            int64_t b = (int64_t)token / st.seq, s = (int64_t)token % st.seq;
+            int64_t row = (ids ? ids[token] : (int64_t)token) * st.half;
+            for (int64_t h = 0; h < st.heads; ++h) {
+                int64_t at = b * st.strides[0] + h * st.strides[1] + s * st.strides[2];
+                const float* xh = x + at;
+                float* yh = y + at;
+                for (int64_t k = 0; k < st.half; ++k) {
+                    int64_t i1 = st.interleaved ? 2 * k : k, i2 = st.interleaved ? 2 * k + 1 : k + st.half;
+                    float x1 = xh[i1], x2 = xh[i2], co = cos[row + k], si = sin[row + k];
+                    yh[i1] = co * x1 - si * x2;
+                    yh[i2] = si * x1 + co * x2;
+                }
+                if (yh != xh)
+                    for (int64_t d = 2 * st.half; d < st.head; ++d) yh[d] = xh[d];
+            }
+        }
+    });
+    return Status::Ok;
+}
+
+struct SwiGluState {
+    float alpha = 1;
+};
+
+inline Status prepare_swiglu(PrepareContext& c) {
+    TESSEL_TRY(require_opset(c, 28));
+    TESSEL_TRY(check_tensor_inputs(c, 2, 2, 2, 1));
+    for (uint32_t i = 0; i < 2; ++i) TESSEL_TRY(nn_float(c, i));
+    const TensorDesc &a = c.inputs[0], &b = c.inputs[1];
+    bool same = a.rank == b.rank;
+    for (int i = 0; same && i < a.rank; ++i) same = a.dims[i] == b.dims[i];
+    if (!same) return c.fail(Status::InvalidArgument, "A and B must have the same shape (SwiGLU does not broadcast)");
+    SwiGluState* st = nn_state<SwiGluState>(c);
+    if (!st) return c.fail(Status::OutOfMemory, "out of memory");
+    st->alpha = c.attribute_float("alpha", 1.0f);
+    c.outputs[0] = a;
+    c.in_place = true;
+    return Status::Ok;
+}
+
+inline Status run_swiglu(const RunContext& c) {
+    float alpha = static_cast<const SwiGluState*>(c.state)->alpha;
+    const float *a = c.inputs[0].as<const float>(), *b = c.inputs[1].as<const float>();
+    float* y = c.outputs[0].as<float>();
+    uint64_t n = c.outputs[0].elements();
+    for (uint64_t e = 0; e < n; ++e) y[e] = a[e] / (1.0f + std::exp(-alpha * a[e])) * b[e];
+    return Status::Ok;
+}
+
+struct TensorScatterState {
+    int64_t outer = 0, batch_group = 1, length = 0, update_length = 0, inner = 0, batch = 0;
+    size_t element = 1;
+    bool circular = false;
+};
+
+inline Status prepare_tensor_scatter(PrepareContext& c) {
+    TESSEL_TRY(require_opset(c, 24));
+    TESSEL_TRY(check_tensor_inputs(c, 2, 3, 2, 1));
+    const TensorDesc &cache = c.inputs[0], &update = c.inputs[1];
+    if (update.type != cache.type)
+        return c.fail(Status::InvalidArgument, "update is %s, past_cache %s", element_type_name(update.type), element_type_name(cache.type));
+    if (cache.rank < 2 || update.rank != cache.rank)
+        return c.fail(Status::InvalidArgument, "past_cache (rank %u) and update (rank %u) must have the same rank, 2 or more",
+                      cache.rank, update.rank);
+    int64_t raw = c.attribute_int("axis", -2), axis = 0;
+    if (!normalize_axis(raw, cache.rank, &axis) || axis == 0)
+        return c.fail(Status::InvalidArgument, "axis %lld out of range (1 to %u, the batch axis excluded)", (long long)raw,
+                      cache.rank - 1);
+    for (int i = 0; i < cache.rank; ++i)
+        if (i == axis ? update.dims[i] > cache.dims[i] : update.dims[i] != cache.dims[i])
+            return c.fail(Status::InvalidArgument, "update dimension %d (%lld) does not fit past_cache's (%lld)", i,
+                          (long long)update.dims[i], (long long)cache.dims[i]);
+    StringView mode = c.attribute_string("mode", "linear");
+    if (mode != StringView("linear") && mode != StringView("circular"))
+        return c.fail(Status::InvalidArgument, "unknown mode '%.*s' (linear or circular)", (int)mode.size, mode.data);
+    if (c.has_input(2)) {
+        const TensorDesc& w = c.inputs[2];
+        if (w.type != ElementType::Int64)
+            return c.fail(Status::Unsupported, "write_indices is %s (int64 expected)", element_type_name(w.type));
+        if (w.rank != 1 || w.dims[0] != cache.dims[0])
+            return c.fail(Status::InvalidArgument, "write_indices must be 1-D with %lld values", (long long)cache.dims[0]);
+    }
+    TensorScatterState* st = nn_state<TensorScatterState>(c);
+    if (!st) return c.fail(Status::OutOfMemory, "out of memory");
+    st->outer = (int64_t)dims_product(cache, 0, (int)axis);
+    st->batch_group = (int64_t)dims_product(cache, 1, (int)axis);
+    st->batch = cache.dims[0];
+    st->length = cache.dims[axis];
+    st->update_length = update.dims[axis];
+    st->inner = (int64_t)dims_product(cache, (int)axis + 1, cache.rank);
+    st->element = element_size(cache.type);
+    st->circular = mode == StringView("circular");
+    c.outputs[0] = cache;
+    c.in_place = true;
+    return Status::Ok;
+}
+
+inline Status run_tensor_scatter(const RunContext& c) {
+    const TensorScatterState& st = *static_cast<const TensorScatterState*>(c.state);
+    const int64_t* write = c.num_inputs > 2 && c.inputs[2].data ? c.inputs[2].as<const int64_t>() : nullptr;
+    if (write && !st.circular)
+        for (int64_t b = 0; b < st.batch; ++b)
+            if (write[b] < 0 || write[b] > st.length - st.update_length)
+                return c.fail(Status::InvalidArgument, "write index %lld out of range 0..%lld (linear mode)", (long long)write[b],
+                              (long long)(st.length - st.update_length));
+    const TensorView &cache = c.inputs[0], &update = c.inputs[1], &out = c.outputs[0];
+    size_t bytes = (size_t)out.elements() * st.element, row = (size_t)st.inner * st.element;
+    if (out.data != cache.data && bytes) std::memmove(out.data, cache.data, bytes);
+    const unsigned char* from = static_cast<const unsigned char*>(update.data);
+    unsigned char* to = static_cast<unsigned char*>(out.data);
+    for (int64_t o = 0; o < st.outer; ++o) {
+        int64_t start = write ? write[o / st.batch_group] : 0;
+        for (int64_t s = 0; s < st.update_length; ++s) {
+            int64_t at = start + s;
+            if (st.circular) at = ((at % st.length) + st.length) % st.length;   // st.length > 0: update_length <= length
+            std::memcpy(to + (size_t)(o * st.length + at) * row, from + (size_t)(o * st.update_length + s) * row, row);
+        }
+    }
+    return Status::Ok;
+}
+
+}  // namespace detail
+
+// >>linear attention and causal conv
+// LinearAttention (opset 27): per K/V head a (d_k x d_v) state runs over the tokens:
+// linear S += k v^T; gated S = exp(g) S + k v^T; delta S += beta k (v - S^T k); gated_delta
+// both; each query head of the group reads o = scale * q^T S. Inputs are 3-D, heads packed
+// last; the state is float32 in per-thread scratch. CausalConvWithState (opset 27): depthwise
+// 1-D convolution over [past_state (zeros if absent), input] with optional bias and SiLU;
+// present_state is the last k - 1 positions of that sequence.
+namespace detail {
+
+enum class LinearRule : uint8_t { Linear, Gated, Delta, GatedDelta };
+
+struct LinearAttentionState {
+    int64_t batch = 0, tokens = 0, q_heads = 0, kv_heads = 0, key = 0, value = 0;
+    int64_t decay_width = 0, beta_width = 0;   // per token: kv_heads or kv_heads * key; kv_heads or 1
+    bool gated = false, delta = false;
+    float scale = 1;
+    uint64_t slots = 1;
+};
+
+inline Status prepare_linear_attention(PrepareContext& c) {
+    TESSEL_TRY(require_opset(c, 27));
+    TESSEL_TRY(check_tensor_inputs(c, 3, 6, 3, 0));
+    if (c.num_outputs > 2) return c.fail(Status::InvalidArgument, "expects 1 or 2 outputs, has %u", c.num_outputs);
+    for (uint32_t i = 0; i < 6; ++i) TESSEL_TRY(nn_float(c, i, i >= 3));
+    LinearAttentionState* st = nn_state<LinearAttentionState>(c);
+    if (!st) return c.fail(Status::OutOfMemory, "out of memory");
+    StringView rule = c.attribute_string("update_rule", "gated_delta");
+    if (rule == StringView("linear")) {
+    } else if (rule == StringView("gated")) st->gated = true;
+    else if (rule == StringView("delta")) st->delta = true;
+    else if (rule == StringView("gated_delta")) st->gated = st->delta = true;
+    else return c.fail(Status::InvalidArgument, "unknown update_rule '%.*s'", (int)rule.size, rule.data);
+    const Attribute* qa = c.attribute("q_num_heads");
+    const Attribute* ka = c.attribute("kv_num_heads");
+    if (!qa || !ka || qa->kind != AttributeKind::Int || ka->kind != AttributeKind::Int)
+        return c.fail(Status::InvalidArgument, "attributes q_num_heads and kv_num_heads are required");
+    if (qa->i < 1 || ka->i < 1 || qa->i % ka->i)
+        return c.fail(Status::InvalidArgument, "q_num_heads %lld must be a positive multiple of kv_num_heads %lld", (long long)qa->i,
+                      (long long)ka->i);
+    const TensorDesc &q = c.inputs[0], &k = c.inputs[1], &v = c.inputs[2];
+    if (q.rank != 3 || k.rank != 3 || v.rank != 3)
+        return c.fail(Status::InvalidArgument, "query, key and value must be 3-D (ranks %u, %u, %u)", q.rank, k.rank, v.rank);
+    st->batch = q.dims[0];
+    st->tokens = q.dims[1];
+    st->q_heads = qa->i;
+    st->kv_heads = ka->i;
+    if (k.dims[0] != st->batch || v.dims[0] != st->batch || k.dims[1] != st->tokens || v.dims[1] != st->tokens)
+        return c.fail(Status::InvalidArgument, "query, key and value must share batch and sequence dimensions");
+    if (q.dims[2] % st->q_heads || v.dims[2] % st->kv_heads)
+        return c.fail(Status::InvalidArgument, "hidden sizes %lld and %lld are not multiples of the head counts %lld, %lld",
+                      (long long)q.dims[2], (long long)v.dims[2], (long long)st->q_heads, (long long)st->kv_heads);
+    st->key = q.dims[2] / st->q_heads;
+    st->value = v.dims[2] / st->kv_heads;
+    if (k.dims[2] != st->kv_heads * st->key)
+        return c.fail(Status::InvalidArgument, "key's last dimension %lld must be kv_num_heads * %lld", (long long)k.dims[2],
+                      (long long)st->key);
+    if (c.has_input(3)) {
+        const TensorDesc& s = c.inputs[3];
+        if (s.rank != 4 || s.dims[0] != st->batch || s.dims[1] != st->kv_heads || s.dims[2] != st->key || s.dims[3] != st->value)
+            return c.fail(Status::InvalidArgument, "past_state must be (%lld, %lld, %lld, %lld)", (long long)st->batch,
+                          (long long)st->kv_heads, (long long)st->key, (long long)st->value);
+    }
+    if (c.has_input(4) != st->gated)
+        return c.fail(Status::InvalidArgument, "update_rule '%.*s' %s the decay input", (int)rule.size, rule.data,
+                      st->gated ? "needs" : "forbids");
+    if (c.has_input(5) != st->delta)
+        return c.fail(Status::InvalidArgument, "update_rule '%.*s' %s the beta input", (int)rule.size, rule.data,
+                      st->delta ? "needs" : "forbids");
+    auto per_token = [&](uint32_t i, int64_t a, int64_t b, int64_t* width) {
+        const TensorDesc& d = c.inputs[i];
+        int64_t last = d.rank == 3 ? d.dims[2] : -1;
+        if (d.rank != 3 || d.dims[0] != st->batch || d.dims[1] != st->tokens || (last != a && last != b))
+            return c.fail(Status::InvalidArgument, "%s must be (%lld, %lld, %lld or %lld)", i == 4 ? "decay" : "beta",
+                          (long long)st->batch, (long long)st->tokens, (long long)a, (long long)b);
+        *width = last;
+        return Status::Ok;
+    };
+    if (st->gated) TESSEL_TRY(per_token(4, st->kv_heads, st->kv_heads * st->key, &st->decay_width));
+    if (st->delta) TESSEL_TRY(per_token(5, st->kv_heads, 1, &st->beta_width));
+    float scale = c.attribute_float("scale", 0.0f);
+    st->scale = scale != 0 ? scale : (float)(1.0 / std::sqrt((double)(st->key ? st->key : 1)));
+    c.outputs[0] = q;
+    c.outputs[0].dims[2] = st->q_heads * st->value;
+    if (c.num_outputs > 1) {
+        TensorDesc s;
+        s.type = ElementType::Float32;
+        s.rank = 4;
+        s.dims[0] = st->batch;
+        s.dims[1] = st->kv_heads;
+        s.dims[2] = st->key;
+        s.dims[3] = st->value;
+        c.outputs[1] = s;
+    }
+    for (uint32_t o = 0; o < c.num_outputs; ++o) TESSEL_TRY(check_output_desc(c, o));
+    st->slots = c.threads ? c.threads : 1;
+    c.scratch_bytes = (size_t)st->slots * (size_t)(st->key * st->value + st->value) * sizeof(float);
+    return Status::Ok;
+}
+
+// One (batch, K/V head) pair over all tokens; state is key x value floats, delta value floats.
+inline void linear_attention_head(const RunContext& c, const LinearAttentionState& st, int64_t b, int64_t kv, float* state,
+                                   float* delta) {
+    const int64_t dk = st.key, dv = st.value, group = st.q_heads / st.kv_heads;
+    const float *q = c.inputs[0].as<const float>(), *k = c.inputs[1].as<const float>(), *v = c.inputs[2].as<const float>();
+    const float* past = c.num_inputs > 3 ? static_cast<const float*>(c.inputs[3].data) : nullptr;
+    const float* decay = st.gated ? c.inputs[4].as<const float>() : nullptr;
+    const float* beta = st.delta ? c.inputs[5].as<const float>() : nullptr;
+    float* out = c.outputs[0].as<float>();
+    if (past) std::memcpy(state, past + (b * st.kv_heads + kv) * dk * dv, (size_t)(dk * dv) * sizeof(float));
+    else for (int64_t e = 0; e < dk * dv; ++e) state[e] = 0;
+    for (int64_t t = 0; t < st.tokens; ++t) {
+        int64_t token = b * st.tokens + t;
+        const float* kt = k + (token * st.kv_heads + kv) * dk;
+        const float* vt = v + (token * st.kv_heads + kv) * dv;
+        if (decay) {
+            const float* g = decay + token * st.decay_width;
+            for (int64_t d = 0; d < dk; ++d) {
+                float f = std::exp(st.decay_width == st.kv_heads ? g[kv] : g[kv * dk + d]);
+                for (int64_t m = 0; m < dv; ++m) state[d * dv + m] *= f;
+            }
+        }
+        const float* write = vt;
+        if (beta) {   // delta = beta * (v - S^T k)
+            float rate = beta[token * st.beta_width + (st.beta_width == 1 ? 0 : kv)];
+            for (int64_t m = 0; m < dv; ++m) delta[m] = 0;
+            for (int64_t d = 0; d < dk; ++d)
+                for (int64_t m = 0; m < dv; ++m) delta[m] += state[d * dv + m] * kt[d];
+            for (int64_t m = 0; m < dv; ++m) delta[m] = rate * (vt[m] - delta[m]);
+            write = delta;
+        }
+        for (int64_t d = 0; d < dk; ++d)
+            for (int64_t m = 0; m < dv; ++m) state[d * dv + m] += kt[d] * write[m];
+        for (int64_t h = kv * group; h < (kv + 1) * group; ++h) {
+            const float* qt = q + (token * st.q_heads + h) * dk;
+            float* ot = out + (token * st.q_heads + h) * dv;
+            for (int64_t m = 0; m < dv; ++m) ot[m] = 0;
+            for (int64_t d = 0; d < dk; ++d)
+                for (int64_t m = 0; m < dv; ++m) ot[m] += qt[d] * state[d * dv + m];
+            for (int64_t m = 0; m < dv; ++m) ot[m] *= st.scale;
+        }
+    }
+    if (c.num_outputs > 1)
+        std::memcpy(c.outputs[1].as<float>() + (b * st.kv_heads + kv) * dk * dv, state, (size_t)(dk * dv) * sizeof(float));
+}
+
+inline Status run_linear_attention(const RunContext& c) {
+    const LinearAttentionState& st = *static_cast<const LinearAttentionState*>(c.state);
+    float* scratch = static_cast<float*>(c.scratch);
+    nn_parallel(c, (uint64_t)(st.batch * st.kv_heads), [&](uint64_t slot, uint64_t begin, uint64_t end) {
+        float* state = scratch + slot * (uint64_t)(st.key * st.value + st.value);
+        for (uint64_t unit = begin; unit < end; ++unit)
+            linear_attention_head(c, st, (int64_t)unit / st.kv_heads, (int64_t)unit % st.kv_heads, state, state + st.key * st.value);
+    }, st.slots);
+    return Status::Ok;
+}
+
+struct CausalConvState {
+    int64_t batch = 0, channels = 0, length = 0, kernel = 0;
+    bool silu = false;
+};
+
+inline Status prepare_causal_conv(PrepareContext& c) {
+    TESSEL_TRY(require_opset(c, 27));
+    TESSEL_TRY(check_tensor_inputs(c, 2, 4, 2, 0));
+    if (c.num_outputs > 2) return c.fail(Status::InvalidArgument, "expects 1 or 2 outputs, has %u", c.num_outputs);
+    for (uint32_t i = 0; i < 4; ++i) TESSEL_TRY(nn_float(c, i, i >= 2));
+    const TensorDesc &x = c.inputs[0], &w = c.inputs[1];
+    if (x.rank != 3) return c.fail(Status::InvalidArgument, "input must be (batch, channels, length), rank %u", x.rank);
+    CausalConvState* st = nn_state<CausalConvState>(c);
+    if (!st) return c.fail(Status::OutOfMemory, "out of memory");
+    *st = CausalConvState{x.dims[0], x.dims[1], x.dims[2], w.rank == 3 ? w.dims[2] : 0, false};
+    if (w.rank != 3 || w.dims[0] != st->channels || w.dims[1] != 1 || st->kernel < 1)
+        return c.fail(Status::InvalidArgument, "weight must be (%lld, 1, k) with k >= 1", (long long)st->channels);
+    if (c.has_input(2) && (c.inputs[2].rank != 1 || c.inputs[2].dims[0] != st->channels))
+        return c.fail(Status::InvalidArgument, "bias must have %lld values", (long long)st->channels);
+    if (c.has_input(3)) {
+        const TensorDesc& s = c.inputs[3];
+        if (s.rank != 3 || s.dims[0] != st->batch || s.dims[1] != st->channels || s.dims[2] != st->kernel - 1)
+            return c.fail(Status::InvalidArgument, "past_state must be (%lld, %lld, %lld)", (long long)st->batch,
+                          (long long)st->channels, (long long)st->kernel - 1);
+    }
+    StringView activation = c.attribute_string("activation", "none");
+    if (activation == StringView("silu") || activation == StringView("swish")) st->silu = true;
+    else if (activation != StringView("none"))
+        return c.fail(Status::InvalidArgument, "unknown activation '%.*s' (none, silu or swish)", (int)activation.size, activation.data);
+    c.outputs[0] = x;
+    if (c.num_outputs > 1) {
+        c.outputs[1] = x;
+        c.outputs[1].dims[2] = st->kernel - 1;
+    }
+    return Status::Ok;
+}
+
+inline Status run_causal_conv(const RunContext& c) {
+    const CausalConvState& st = *static_cast<const CausalConvState*>(c.state);
+    const float *x = c.inputs[0].as<const float>(), *w = c.inputs[1].as<const float>();
+    const float* bias = c.num_inputs > 2 ? static_cast<const float*>(c.inputs[2].data) : nullptr;
+    const float* past = c.num_inputs > 3 ? static_cast<const float*>(c.inputs[3].data) : nullptr;
+    float* y = c.outputs[0].as<float>();
+    float* present = c.num_outputs > 1 ? c.outputs[1].as<float>() : nullptr;
+    const int64_t keep = st.kernel - 1, length = st.length;
+    nn_parallel(c, (uint64_t)(st.batch * st.channels), [&](uint64_t, uint64_t begin, uint64_t end) {
+        for (uint64_t line = begin; line < end; ++line) {
+            int64_t ch = (int64_t)line % st.channels;
+            const float* xl = x + line * length;
+            const float* pl = past ? past + line * keep : nullptr;
+            const float* wl = w + ch * st.kernel;
+            // position p of [past, x]: p < keep from the past (zeros without one), the rest from x
+            auto at = [&](int64_t p) { return p >= keep ? xl[p - keep] : pl ? pl[p] : 0.0f; };
+            float* yl = y + line * length;
+            for (int64_t t = 0; t < length; ++t) {
+                float sum = bias ? bias[ch] : 0.0f;
+                for (int64_t j = 0; j < st.kernel; ++j) sum += wl[j] * at(t + j);
+                yl[t] = st.silu ? sum / (1.0f + std::exp(-sum)) : sum;
+            }
+            if (present)
+                for (int64_t p = 0; p < keep; ++p) present[line * keep + p] = at(length + p);
+        }
+    });
+    return Status::Ok;
+}
+
+}  // namespace detail
+
+namespace detail {
+// The kernels of the sections above (attention through causal conv).
+const OpKernel kAttentionKernels[] = {
+    {"Attention", prepare_attention, run_attention},
+    {"RotaryEmbedding", prepare_rotary_embedding, run_rotary_embedding},
+    {"SwiGLU", prepare_swiglu, run_swiglu},
+    {"TensorScatter", prepare_tensor_scatter, run_tensor_scatter},
+    {"LinearAttention", prepare_linear_attention, run_linear_attention},
+    {"CausalConvWithState", prepare_causal_conv, run_causal_conv},
+    {nullptr, nullptr, nullptr},   // end marker
+};
+}  // namespace detail
+
 // >>op versions
 namespace detail {
 // The ONNX versions (since_version, onnx/defs/operator_sets.h) of the op list's ops where a
@@ -10116,6 +10938,15 @@ const OpVersion kOpVersions[] = {
     {"Unsqueeze", 25, kTypes, kNarrowTypes25},
     // opsets 26-28
     {"Range", 27, kTypes, "stash_type (float16 and bfloat16 only)"},
+    // attention and its neighbours (>>attention ... >>linear attention and causal conv)
+    {"Attention", 23, kByKernel, "new op"},
+    {"Attention", 24, kByKernel, "nonpad_kv_seqlen input"},
+    {"Attention", 25, kByKernel, "left_window_size, right_window_size; q/kv_num_heads only for 3-D inputs"},
+    {"CausalConvWithState", 27, kByKernel, "new op"},
+    {"LinearAttention", 27, kByKernel, "new op"},
+    {"RotaryEmbedding", 23, kByKernel, "new op"},
+    {"SwiGLU", 28, kByKernel, "new op"},
+    {"TensorScatter", 24, kByKernel, "new op"},
 };
 
 // The row a model of `opset` runs `op` at: its newest listed version <= opset; nullptr when
@@ -10164,6 +10995,7 @@ struct KernelTable {
         add(kMathKernels, sizeof kMathKernels / sizeof kMathKernels[0]);
         add(kIndexKernels, sizeof kIndexKernels / sizeof kIndexKernels[0]);
         add(kControlFlowKernels, sizeof kControlFlowKernels / sizeof kControlFlowKernels[0]);
+        add(kAttentionKernels, sizeof kAttentionKernels / sizeof kAttentionKernels[0]);
     }
 };
 inline const KernelTable& kernel_table() {
