@@ -98,6 +98,8 @@
    >>attention                        Attention (scaled dot-product, GQA, masks, KV cache)
    >>rotary embedding, swiglu and tensor scatter  RotaryEmbedding, SwiGLU, TensorScatter
    >>linear attention and causal conv  LinearAttention, CausalConvWithState; kAttentionKernels
+   >>recurrent layers                 RNN, GRU, LSTM
+   >>signal ops                       DFT, STFT, Hann/Hamming/BlackmanWindow, MelWeightMatrix
    >>op versions                      ONNX op versions from opset 18 on (and legacy ones): kept or refused
    >>op kernel table                  builtin_op_kernels, find_builtin_kernel
    >>onnx reader                      what is read and how it maps to a Model
@@ -10738,6 +10740,739 @@ const OpKernel kAttentionKernels[] = {
 };
 }  // namespace detail
 
+// >>recurrent layers
+// RNN, GRU and LSTM (opsets 7, 14, 22). X [seq, batch, input] (layout 1, opset 14 on: [batch,
+// seq, input]), W [dirs, G*hidden, input], R [dirs, G*hidden, hidden], B [dirs, 2*G*hidden],
+// sequence_lens [batch], initial_h and LSTM's initial_c [dirs, batch, hidden] (layout 1:
+// [batch, dirs, hidden]), LSTM's peepholes P [dirs, 3*hidden]; every input but X, W, R is
+// optional, and so is every output. Per direction, the input projection X W^T + Wb + Rb of
+// every step is one GEMM over seq*batch rows, and each step adds H R^T for the whole batch in
+// one GEMM before the gates. A batch entry past its sequence length keeps its state and gets
+// zeros in Y (onnxruntime's reading); in reverse, each entry starts at its own last step.
+// Activations come from `activations` as a String attribute of comma-separated names (the
+// ONNX reader refuses lists of strings, so only models built in code can set them).
+namespace detail {
+
+enum class RecurrentKind : uint8_t { Rnn, Gru, Lstm };
+enum class RecurrentActivation : uint8_t {
+    Relu, Tanh, Sigmoid, Affine, LeakyRelu, ThresholdedRelu, ScaledTanh, HardSigmoid, Elu, Softsign, Softplus
+};
+
+struct RecurrentFunction {
+    RecurrentActivation kind = RecurrentActivation::Tanh;
+    float alpha = 0, beta = 0;
+};
+
+struct RecurrentState {
+    RecurrentKind kind = RecurrentKind::Rnn;
+    int64_t seq = 0, batch = 0, input = 0, hidden = 0, dirs = 1, gates = 1;
+    bool batch_first = false, reverse = false, has_clip = false, input_forget = false, linear_before_reset = false;
+    float clip = 0;
+    RecurrentFunction functions[2][3];   // per direction: f, g (GRU, LSTM), h (LSTM)
+};
+
+inline float recurrent_activation(const RecurrentFunction& fn, float x) {
+    switch (fn.kind) {
+    case RecurrentActivation::Relu: return x > 0 ? x : 0.0f;
+    case RecurrentActivation::Tanh: return std::tanh(x);
+    case RecurrentActivation::Sigmoid: return 1.0f / (1.0f + std::exp(-x));
+    case RecurrentActivation::Affine: return fn.alpha * x + fn.beta;
+    case RecurrentActivation::LeakyRelu: return x >= 0 ? x : fn.alpha * x;
+    case RecurrentActivation::ThresholdedRelu: return x > fn.alpha ? x : 0.0f;
+    case RecurrentActivation::ScaledTanh: return fn.alpha * std::tanh(fn.beta * x);
+    case RecurrentActivation::HardSigmoid: {
+        float y = fn.alpha * x + fn.beta;
+        return y < 0 ? 0.0f : y > 1 ? 1.0f : y;
+    }
+    case RecurrentActivation::Elu: return x >= 0 ? x : fn.alpha * (std::exp(x) - 1.0f);
+    case RecurrentActivation::Softsign: return x / (1.0f + std::fabs(x));
+    case RecurrentActivation::Softplus: return x > 20.0f ? x : std::log1p(std::exp(x));
+    }
+    return x;
+}
+
+// fn(clip(x)) over n values in place; the switch stays outside the loop for the common cases.
+inline void recurrent_apply(const RecurrentFunction& fn, bool has_clip, float clip, float* x, int64_t n) {
+    if (has_clip)
+        for (int64_t j = 0; j < n; ++j) x[j] = x[j] < -clip ? -clip : x[j] > clip ? clip : x[j];
+    if (fn.kind == RecurrentActivation::Sigmoid)
+        for (int64_t j = 0; j < n; ++j) x[j] = 1.0f / (1.0f + std::exp(-x[j]));
+    else if (fn.kind == RecurrentActivation::Tanh)
+        for (int64_t j = 0; j < n; ++j) x[j] = std::tanh(x[j]);
+    else
+        for (int64_t j = 0; j < n; ++j) x[j] = recurrent_activation(fn, x[j]);
+}
+
+struct RecurrentActivationName {
+    const char* name;
+    RecurrentActivation kind;
+    bool alpha, beta;        // whether it reads activation_alpha / activation_beta
+    float alpha0, beta0;     // their defaults (onnxruntime's)
+};
+constexpr RecurrentActivationName kRecurrentActivations[] = {
+    {"Relu", RecurrentActivation::Relu, false, false, 0, 0},
+    {"Tanh", RecurrentActivation::Tanh, false, false, 0, 0},
+    {"Sigmoid", RecurrentActivation::Sigmoid, false, false, 0, 0},
+    {"Affine", RecurrentActivation::Affine, true, true, 1.0f, 0.0f},
+    {"LeakyRelu", RecurrentActivation::LeakyRelu, true, false, 0.01f, 0},
+    {"ThresholdedRelu", RecurrentActivation::ThresholdedRelu, true, false, 1.0f, 0},
+    {"ScaledTanh", RecurrentActivation::ScaledTanh, true, true, 1.0f, 1.0f},
+    {"HardSigmoid", RecurrentActivation::HardSigmoid, true, true, 0.2f, 0.5f},
+    {"Elu", RecurrentActivation::Elu, true, false, 1.0f, 0},
+    {"Softsign", RecurrentActivation::Softsign, false, false, 0, 0},
+    {"Softplus", RecurrentActivation::Softplus, false, false, 0, 0},
+};
+
+inline bool same_name_ignoring_case(StringView a, const char* b) {
+    size_t n = std::strlen(b);
+    if (a.size != n) return false;
+    for (size_t i = 0; i < n; ++i) {
+        char x = a.data[i], y = b[i];
+        if (x >= 'A' && x <= 'Z') x = (char)(x - 'A' + 'a');
+        if (y >= 'A' && y <= 'Z') y = (char)(y - 'A' + 'a');
+        if (x != y) return false;
+    }
+    return true;
+}
+
+// The functions of each direction: the defaults, or `activations` (one set for every
+// direction, or one per direction) with activation_alpha/beta consumed in order by the
+// functions that read them.
+inline Status parse_recurrent_activations(PrepareContext& c, RecurrentState* st) {
+    static const RecurrentActivation defaults[3][3] = {
+        {RecurrentActivation::Tanh},
+        {RecurrentActivation::Sigmoid, RecurrentActivation::Tanh},
+        {RecurrentActivation::Sigmoid, RecurrentActivation::Tanh, RecurrentActivation::Tanh}};
+    int per_direction = st->kind == RecurrentKind::Rnn ? 1 : st->kind == RecurrentKind::Gru ? 2 : 3;
+    for (int d = 0; d < 2; ++d)
+        for (int k = 0; k < per_direction; ++k) st->functions[d][k].kind = defaults[per_direction - 1][k];
+    const Attribute* a = c.attribute("activations");
+    if (!a) return Status::Ok;
+    if (a->kind != AttributeKind::String)
+        return c.fail(Status::Unsupported, "attribute 'activations' must be a string of comma-separated names");
+    Span<const float> alphas = c.attribute_floats("activation_alpha"), betas = c.attribute_floats("activation_beta");
+    size_t next_alpha = 0, next_beta = 0;
+    StringView list = a->s;
+    int count = 0;
+    RecurrentFunction parsed[6];
+    for (size_t begin = 0; begin <= list.size;) {
+        size_t end = begin;
+        while (end < list.size && list.data[end] != ',') ++end;
+        StringView name(list.data + begin, end - begin);
+        while (name.size && name.data[0] == ' ') name = StringView(name.data + 1, name.size - 1);
+        while (name.size && name.data[name.size - 1] == ' ') name = StringView(name.data, name.size - 1);
+        const RecurrentActivationName* known = nullptr;
+        for (const RecurrentActivationName& k : kRecurrentActivations)
+            if (same_name_ignoring_case(name, k.name)) known = &k;
+        if (!known) return c.fail(Status::Unsupported, "activation '%.*s' is not supported", (int)name.size, name.data);
+        if (count == 6) return c.fail(Status::InvalidArgument, "more than 6 activations");
+        RecurrentFunction& fn = parsed[count++];
+        fn.kind = known->kind;
+        fn.alpha = known->alpha && next_alpha < alphas.size ? alphas.data[next_alpha++] : known->alpha0;
+        fn.beta = known->beta && next_beta < betas.size ? betas.data[next_beta++] : known->beta0;
+        begin = end + 1;
+    }
+    if (count != per_direction && count != per_direction * st->dirs)
+        return c.fail(Status::InvalidArgument, "%d activations (%d per direction expected)", count, per_direction);
+    for (int d = 0; d < st->dirs; ++d)
+        for (int k = 0; k < per_direction; ++k) st->functions[d][k] = parsed[count == per_direction ? k : d * per_direction + k];
+    return Status::Ok;
+}
+
+// Whether input i is present with exactly these dims.
+inline Status recurrent_shape(PrepareContext& c, uint32_t i, const char* name, int rank, int64_t d0, int64_t d1 = 0,
+                              int64_t d2 = 0) {
+    const TensorDesc& d = c.inputs[i];
+    const int64_t want[3] = {d0, d1, d2};
+    bool ok = d.rank == rank;
+    for (int k = 0; ok && k < rank; ++k) ok = d.dims[k] == want[k];
+    if (ok) return Status::Ok;
+    char got[96] = "";
+    int n = 0;
+    for (int j = 0; j < d.rank && n < (int)sizeof got - 24; ++j)
+        n += std::snprintf(got + n, sizeof got - (size_t)n, j ? ", %lld" : "%lld", (long long)d.dims[j]);
+    if (rank == 1) return c.fail(Status::InvalidArgument, "%s must be [%lld], is [%s]", name, (long long)d0, got);
+    if (rank == 2)
+        return c.fail(Status::InvalidArgument, "%s must be [%lld, %lld], is [%s]", name, (long long)d0, (long long)d1, got);
+    return c.fail(Status::InvalidArgument, "%s must be [%lld, %lld, %lld], is [%s]", name, (long long)d0, (long long)d1,
+                  (long long)d2, got);
+}
+
+inline Status prepare_recurrent(PrepareContext& c, RecurrentKind kind) {
+    TESSEL_TRY(require_opset(c, 7));
+    bool lstm = kind == RecurrentKind::Lstm;
+    TESSEL_TRY(check_tensor_inputs(c, 3, lstm ? 8 : 6, 3, 0));
+    uint32_t max_outputs = lstm ? 3 : 2;
+    if (c.num_outputs > max_outputs) return c.fail(Status::InvalidArgument, "has %u outputs (at most %u)", c.num_outputs, max_outputs);
+    for (uint32_t i = 0; i < c.num_inputs; ++i)
+        if (i != 4) TESSEL_TRY(nn_float(c, i, i >= 3));
+    RecurrentState* st = new_state<RecurrentState>(c);
+    if (!st) return c.fail(Status::OutOfMemory, "out of memory");
+    st->kind = kind;
+    st->gates = kind == RecurrentKind::Rnn ? 1 : kind == RecurrentKind::Gru ? 3 : 4;
+    StringView direction = c.attribute_string("direction", "forward");
+    if (direction == StringView("bidirectional")) st->dirs = 2;
+    else if (direction == StringView("reverse")) st->reverse = true;
+    else if (direction != StringView("forward"))
+        return c.fail(Status::InvalidArgument, "unknown direction '%.*s'", (int)direction.size, direction.data);
+    int64_t layout = c.opset >= 14 ? c.attribute_int("layout", 0) : 0;
+    if (layout != 0 && layout != 1) return c.fail(Status::InvalidArgument, "layout %lld (0 or 1 expected)", (long long)layout);
+    st->batch_first = layout == 1;
+    const TensorDesc& x = c.inputs[0];
+    if (x.rank != 3) return c.fail(Status::InvalidArgument, "X must have rank 3, has %u", x.rank);
+    st->seq = x.dims[st->batch_first ? 1 : 0];
+    st->batch = x.dims[st->batch_first ? 0 : 1];
+    st->input = x.dims[2];
+    const TensorDesc& r = c.inputs[2];
+    if (r.rank != 3) return c.fail(Status::InvalidArgument, "R must have rank 3, has %u", r.rank);
+    st->hidden = r.dims[2];
+    int64_t hidden = c.attribute_int("hidden_size", st->hidden);
+    if (hidden != st->hidden)
+        return c.fail(Status::InvalidArgument, "hidden_size %lld does not match R's last dimension %lld", (long long)hidden,
+                      (long long)st->hidden);
+    int64_t gh = st->gates * st->hidden, dirs = st->dirs, batch = st->batch, h = st->hidden;
+    TESSEL_TRY(recurrent_shape(c, 1, "W", 3, dirs, gh, st->input));
+    TESSEL_TRY(recurrent_shape(c, 2, "R", 3, dirs, gh, h));
+    if (c.has_input(3)) TESSEL_TRY(recurrent_shape(c, 3, "B", 2, dirs, 2 * gh));
+    if (c.has_input(4)) {
+        TESSEL_TRY(index_type(c, 4));
+        TESSEL_TRY(recurrent_shape(c, 4, "sequence_lens", 1, batch));
+    }
+    if (st->batch_first) {
+        if (c.has_input(5)) TESSEL_TRY(recurrent_shape(c, 5, "initial_h", 3, batch, dirs, h));
+        if (c.has_input(6)) TESSEL_TRY(recurrent_shape(c, 6, "initial_c", 3, batch, dirs, h));
+    } else {
+        if (c.has_input(5)) TESSEL_TRY(recurrent_shape(c, 5, "initial_h", 3, dirs, batch, h));
+        if (c.has_input(6)) TESSEL_TRY(recurrent_shape(c, 6, "initial_c", 3, dirs, batch, h));
+    }
+    if (c.has_input(7)) TESSEL_TRY(recurrent_shape(c, 7, "P", 2, dirs, 3 * h));
+    if (const Attribute* clip = c.attribute("clip")) {
+        if (clip->kind != AttributeKind::Float || !(clip->f > 0))
+            return c.fail(Status::InvalidArgument, "clip must be a positive float");
+        st->has_clip = true;
+        st->clip = clip->f;
+    }
+    if (lstm) st->input_forget = c.attribute_int("input_forget", 0) != 0;
+    if (kind == RecurrentKind::Gru) st->linear_before_reset = c.attribute_int("linear_before_reset", 0) != 0;
+    TESSEL_TRY(parse_recurrent_activations(c, st));
+    // scratch: W^T, R^T, the input projection of every step, one step's gates, h, c and a temporary
+    uint64_t floats = mul_saturated((uint64_t)st->input, (uint64_t)gh);
+    floats += mul_saturated((uint64_t)h, (uint64_t)gh);
+    floats += mul_saturated(mul_saturated((uint64_t)st->seq, (uint64_t)batch), (uint64_t)gh);
+    floats += mul_saturated((uint64_t)batch, (uint64_t)gh) + 3 * mul_saturated((uint64_t)batch, (uint64_t)h) + 64;
+    if (floats > c.max_elements)
+        return c.fail(Status::LimitExceeded, "needs %llu floats of scratch", (unsigned long long)floats);
+    c.scratch_bytes = (size_t)floats * sizeof(float);
+    TensorDesc y;
+    y.type = ElementType::Float32;
+    y.rank = 4;
+    int64_t y_dims[2][4] = {{st->seq, dirs, batch, h}, {batch, st->seq, dirs, h}};
+    for (int k = 0; k < 4; ++k) y.dims[k] = y_dims[layout][k];
+    TensorDesc last;
+    last.type = ElementType::Float32;
+    last.rank = 3;
+    int64_t last_dims[2][3] = {{dirs, batch, h}, {batch, dirs, h}};
+    for (int k = 0; k < 3; ++k) last.dims[k] = last_dims[layout][k];
+    for (uint32_t o = 0; o < c.num_outputs; ++o) {
+        c.outputs[o] = o == 0 ? y : last;
+        TESSEL_TRY(check_output_desc(c, o));
+    }
+    c.state = st;
+    return Status::Ok;
+}
+inline Status prepare_rnn(PrepareContext& c) { return prepare_recurrent(c, RecurrentKind::Rnn); }
+inline Status prepare_gru(PrepareContext& c) { return prepare_recurrent(c, RecurrentKind::Gru); }
+inline Status prepare_lstm(PrepareContext& c) { return prepare_recurrent(c, RecurrentKind::Lstm); }
+
+inline Status run_recurrent(const RunContext& c) {
+    const RecurrentState& st = *static_cast<const RecurrentState*>(c.state);
+    auto input = [&](uint32_t i) -> const TensorView* {
+        return i < c.num_inputs && c.inputs[i].data && c.inputs[i].desc.type != ElementType::Undefined ? &c.inputs[i] : nullptr;
+    };
+    const int64_t seq = st.seq, batch = st.batch, hidden = st.hidden, dirs = st.dirs, in = st.input;
+    const int64_t gh = st.gates * hidden;
+    const TensorView* lens = input(4);
+    for (int64_t b = 0; lens && b < batch; ++b) {   // all first: no partial output
+        int64_t len = load_index(lens->data, lens->desc.type, (uint64_t)b);
+        if (len < 0 || len > seq)
+            return c.fail(Status::InvalidArgument, "sequence_lens[%lld] = %lld out of range 0..%lld", (long long)b,
+                          (long long)len, (long long)seq);
+    }
+    const float* x = c.inputs[0].as<const float>();
+    const TensorView *bias = input(3), *initial_h = input(5), *initial_c = input(6), *peep = input(7);
+    float* y = c.num_outputs > 0 ? c.outputs[0].as<float>() : nullptr;
+    float* y_h = c.num_outputs > 1 ? c.outputs[1].as<float>() : nullptr;
+    float* y_c = c.num_outputs > 2 ? c.outputs[2].as<float>() : nullptr;
+    float* wt = static_cast<float*>(c.scratch);
+    float* rt = wt + in * gh;
+    float* xw = rt + hidden * gh;
+    float* gates = xw + seq * batch * gh;
+    float* h = gates + batch * gh;
+    float* cell = h + batch * hidden;
+    float* tmp = cell + batch * hidden;
+    bool gru = st.kind == RecurrentKind::Gru;
+    // Element offsets: a step's X row, Y entry and a direction's state entry, per layout.
+    auto x_row = [&](int64_t t, int64_t b) { return st.batch_first ? b * seq + t : t * batch + b; };
+    auto y_at = [&](int64_t t, int64_t d, int64_t b) {
+        return (st.batch_first ? (b * seq + t) * dirs + d : (t * dirs + d) * batch + b) * hidden;
+    };
+    auto state_at = [&](int64_t d, int64_t b) { return (st.batch_first ? b * dirs + d : d * batch + b) * hidden; };
+    for (int64_t d = 0; d < dirs; ++d) {
+        bool reverse = st.reverse || d == 1;
+        const RecurrentFunction* fn = st.functions[d];
+        const float* w = c.inputs[1].as<const float>() + d * gh * in;
+        const float* r = c.inputs[2].as<const float>() + d * gh * hidden;
+        for (int64_t n = 0; n < gh; ++n) {
+            for (int64_t k = 0; k < in; ++k) wt[k * gh + n] = w[n * in + k];
+            for (int64_t k = 0; k < hidden; ++k) rt[k * gh + n] = r[n * hidden + k];
+        }
+        gemm(seq * batch, gh, in, x, in, 1, wt, gh, xw, gh, false);
+        // Wb + Rb join the projection, except GRU's Rbh with linear_before_reset (it is
+        // scaled by r).
+        const float* wb = bias ? bias->as<const float>() + d * 2 * gh : nullptr;
+        const float* rb = wb ? wb + gh : nullptr;
+        int64_t rb_end = gru && st.linear_before_reset ? 2 * hidden : gh;
+        if (wb)
+            for (int64_t row = 0; row < seq * batch; ++row) {
+                float* p = xw + row * gh;
+                for (int64_t n = 0; n < gh; ++n) p[n] += wb[n];
+                for (int64_t n = 0; n < rb_end; ++n) p[n] += rb[n];
+            }
+        for (int64_t b = 0; b < batch; ++b) {
+            if (initial_h) std::memcpy(h + b * hidden, initial_h->as<const float>() + state_at(d, b), (size_t)hidden * sizeof(float));
+            else std::memset(h + b * hidden, 0, (size_t)hidden * sizeof(float));
+            if (initial_c) std::memcpy(cell + b * hidden, initial_c->as<const float>() + state_at(d, b), (size_t)hidden * sizeof(float));
+            else std::memset(cell + b * hidden, 0, (size_t)hidden * sizeof(float));
+        }
+        const float* p_i = peep ? peep->as<const float>() + d * 3 * hidden : nullptr;
+        const float* p_o = p_i ? p_i + hidden : nullptr;
+        const float* p_f = p_i ? p_i + 2 * hidden : nullptr;
+        auto length = [&](int64_t b) { return lens ? load_index(lens->data, lens->desc.type, (uint64_t)b) : seq; };
+        if (y)   // steps past an entry's length stay zero
+            for (int64_t b = 0; b < batch; ++b)
+                for (int64_t t = length(b); t < seq; ++t) std::memset(y + y_at(t, d, b), 0, (size_t)hidden * sizeof(float));
+        for (int64_t s = 0; s < seq; ++s) {
+            for (int64_t b = 0; b < batch; ++b) {
+                int64_t len = length(b);
+                if (s < len) std::memcpy(gates + b * gh, xw + x_row(reverse ? len - 1 - s : s, b) * gh, (size_t)gh * sizeof(float));
+                else std::memset(gates + b * gh, 0, (size_t)gh * sizeof(float));
+            }
+            // H R^T for every gate but GRU's h, which needs r first
+            gemm(batch, gru ? 2 * hidden : gh, hidden, h, hidden, 1, rt, gh, gates, gh, true);
+            if (gru) {
+                for (int64_t b = 0; b < batch; ++b) {
+                    float* g = gates + b * gh;
+                    recurrent_apply(fn[0], st.has_clip, st.clip, g, 2 * hidden);   // z, r
+                    if (!st.linear_before_reset)
+                        for (int64_t j = 0; j < hidden; ++j) tmp[b * hidden + j] = g[hidden + j] * h[b * hidden + j];
+                }
+                if (st.linear_before_reset) {
+                    gemm(batch, hidden, hidden, h, hidden, 1, rt + 2 * hidden, gh, tmp, hidden, false);
+                    for (int64_t b = 0; b < batch; ++b) {
+                        float* g = gates + b * gh;
+                        for (int64_t j = 0; j < hidden; ++j)
+                            g[2 * hidden + j] += g[hidden + j] * (tmp[b * hidden + j] + (rb ? rb[2 * hidden + j] : 0.0f));
+                    }
+                } else {
+                    gemm(batch, hidden, hidden, tmp, hidden, 1, rt + 2 * hidden, gh, gates + 2 * hidden, gh, true);
+                }
+            }
+            for (int64_t b = 0; b < batch; ++b) {
+                int64_t len = length(b);
+                if (s >= len) continue;
+                int64_t t = reverse ? len - 1 - s : s;
+                float* g = gates + b * gh;
+                float* hb = h + b * hidden;
+                if (st.kind == RecurrentKind::Rnn) {
+                    recurrent_apply(fn[0], st.has_clip, st.clip, g, hidden);
+                    std::memcpy(hb, g, (size_t)hidden * sizeof(float));
+                } else if (gru) {
+                    float* hh = g + 2 * hidden;
+                    recurrent_apply(fn[1], st.has_clip, st.clip, hh, hidden);
+                    for (int64_t j = 0; j < hidden; ++j) hb[j] = (1.0f - g[j]) * hh[j] + g[j] * hb[j];
+                } else {
+                    float *gi = g, *go = g + hidden, *gf = g + 2 * hidden, *gc = g + 3 * hidden;
+                    float* cb = cell + b * hidden;
+                    if (p_i)
+                        for (int64_t j = 0; j < hidden; ++j) {
+                            gi[j] += p_i[j] * cb[j];
+                            gf[j] += p_f[j] * cb[j];
+                        }
+                    recurrent_apply(fn[0], st.has_clip, st.clip, gi, hidden);
+                    if (st.input_forget) for (int64_t j = 0; j < hidden; ++j) gf[j] = 1.0f - gi[j];
+                    else recurrent_apply(fn[0], st.has_clip, st.clip, gf, hidden);
+                    recurrent_apply(fn[1], st.has_clip, st.clip, gc, hidden);
+                    for (int64_t j = 0; j < hidden; ++j) cb[j] = gf[j] * cb[j] + gi[j] * gc[j];
+                    if (p_o) for (int64_t j = 0; j < hidden; ++j) go[j] += p_o[j] * cb[j];
+                    recurrent_apply(fn[0], st.has_clip, st.clip, go, hidden);
+                    for (int64_t j = 0; j < hidden; ++j) hb[j] = go[j] * recurrent_activation(fn[2], cb[j]);
+                }
+                if (y) std::memcpy(y + y_at(t, d, b), hb, (size_t)hidden * sizeof(float));
+            }
+        }
+        for (int64_t b = 0; b < batch; ++b) {
+            if (y_h) std::memcpy(y_h + state_at(d, b), h + b * hidden, (size_t)hidden * sizeof(float));
+            if (y_c) std::memcpy(y_c + state_at(d, b), cell + b * hidden, (size_t)hidden * sizeof(float));
+        }
+    }
+    return Status::Ok;
+}
+
+const OpKernel kRecurrentKernels[] = {
+    {"RNN", prepare_rnn, run_recurrent},
+    {"GRU", prepare_gru, run_recurrent},
+    {"LSTM", prepare_lstm, run_recurrent},
+    {nullptr, nullptr, nullptr},   // end marker
+};
+
+}  // namespace detail
+
+// >>signal ops
+// DFT (opset 17: axis attribute; 20: axis input), STFT, HannWindow, HammingWindow,
+// BlackmanWindow and MelWeightMatrix (opset 17), float32. A signal's last dimension is 1
+// (real) or 2 (real, imaginary). DFT lines are truncated or zero-padded to dft_length and
+// transformed by direct summation in double with a twiddle table made at prepare (so
+// dft_length is at most kMaxDftLength); onesided with inverse is the real inverse (IRFFT: a
+// one-sided spectrum in, dft_length real values out), as in ONNX's reference. Lengths and
+// sizes that give shapes must be constants.
+namespace detail {
+
+constexpr int64_t kMaxDftLength = 1 << 20;
+
+// cos and sin of 2 pi m / n for m in [0, n), kept in the arena.
+inline Status make_twiddles(PrepareContext& c, int64_t n, const double** table) {
+    if (n < 1 || n > kMaxDftLength)
+        return c.fail(n < 1 ? Status::InvalidArgument : Status::LimitExceeded, "dft length %lld out of range 1..%lld",
+                      (long long)n, (long long)kMaxDftLength);
+    double* t = c.arena->allocate_array<double>((size_t)(2 * n));
+    if (!t) return c.fail(Status::OutOfMemory, "out of memory");
+    const double kTwoPi = 6.283185307179586476925286766559;
+    for (int64_t m = 0; m < n; ++m) {
+        t[2 * m] = std::cos(kTwoPi * (double)m / (double)n);
+        t[2 * m + 1] = std::sin(kTwoPi * (double)m / (double)n);
+    }
+    *table = t;
+    return Status::Ok;
+}
+
+// out[k] = sum_n line[n] e^(-+2 pi i k n / N) for k in [0, count): line and out hold complex
+// values as (re, im) pairs; inverse takes the + sign (no 1/N).
+inline void dft_sum(const double* line, int64_t n, const double* twiddles, bool inverse, int64_t count, double* out) {
+    double sign = inverse ? 1.0 : -1.0;
+    for (int64_t k = 0; k < count; ++k) {
+        double re = 0, im = 0;
+        int64_t m = 0;   // k * j mod n
+        for (int64_t j = 0; j < n; ++j) {
+            double cs = twiddles[2 * m], sn = sign * twiddles[2 * m + 1];
+            re += line[2 * j] * cs - line[2 * j + 1] * sn;
+            im += line[2 * j] * sn + line[2 * j + 1] * cs;
+            m += k % n;
+            if (m >= n) m -= n;
+        }
+        out[2 * k] = re;
+        out[2 * k + 1] = im;
+    }
+}
+
+// A scalar (rank 0 or one element) int64/int32 input known at prepare.
+inline Status scalar_int_input(PrepareContext& c, uint32_t i, const char* name, int64_t* value) {
+    IntValues v;
+    TESSEL_TRY(int_input(c, i, &v));
+    if (v.count != 1) return c.fail(Status::InvalidArgument, "%s must hold one value, holds %llu", name, (unsigned long long)v.count);
+    *value = v[0];
+    return Status::Ok;
+}
+
+struct DftState {
+    int64_t outer = 0, length = 0, inner = 0, in_parts = 1;   // input: [outer, length, inner, in_parts]
+    int64_t n = 0, count = 0, out_parts = 2;                  // dft_length; output [outer, count, inner, out_parts]
+    bool inverse = false, real_inverse = false;
+    const double* twiddles = nullptr;
+};
+
+inline Status prepare_dft(PrepareContext& c) {
+    TESSEL_TRY(require_opset(c, 17));
+    bool axis_input = c.opset >= 20;
+    TESSEL_TRY(check_tensor_inputs(c, 1, axis_input ? 3 : 2, 1));
+    TESSEL_TRY(nn_float(c, 0));
+    const TensorDesc& x = c.inputs[0];
+    if (x.rank < 2 || (x.dims[x.rank - 1] != 1 && x.dims[x.rank - 1] != 2))
+        return c.fail(Status::InvalidArgument, "input must be [..., 1] (real) or [..., 2] (complex)");
+    int64_t axis = axis_input ? -2 : c.attribute_int("axis", 1);
+    if (axis_input && c.has_input(2)) TESSEL_TRY(scalar_int_input(c, 2, "axis", &axis));
+    int64_t rank = x.rank;
+    if (axis < -rank || axis == -1 || axis >= rank - 1)
+        return c.fail(Status::InvalidArgument, "axis %lld out of range for rank %lld (not the last)", (long long)axis,
+                      (long long)rank);
+    if (axis < 0) axis += rank;
+    DftState* st = new_state<DftState>(c);
+    if (!st) return c.fail(Status::OutOfMemory, "out of memory");
+    st->inverse = c.attribute_int("inverse", 0) != 0;
+    bool onesided = c.attribute_int("onesided", 0) != 0;
+    st->real_inverse = st->inverse && onesided;
+    st->outer = (int64_t)dims_product(x, 0, (int)axis);
+    st->length = x.dims[axis];
+    st->inner = (int64_t)dims_product(x, (int)axis + 1, x.rank - 1);
+    st->in_parts = x.dims[x.rank - 1];
+    st->n = st->real_inverse ? 2 * (st->length - 1) : st->length;
+    if (c.has_input(1)) TESSEL_TRY(scalar_int_input(c, 1, "dft_length", &st->n));
+    TESSEL_TRY(make_twiddles(c, st->n, &st->twiddles));
+    st->count = onesided && !st->inverse ? st->n / 2 + 1 : st->n;
+    st->out_parts = st->real_inverse ? 1 : 2;
+    c.outputs[0] = x;
+    c.outputs[0].dims[axis] = st->count;
+    c.outputs[0].dims[x.rank - 1] = st->out_parts;
+    TESSEL_TRY(check_output_desc(c, 0));
+    c.scratch_bytes = (size_t)(4 * st->n) * sizeof(double);
+    c.state = st;
+    return Status::Ok;
+}
+
+inline Status run_dft(const RunContext& c) {
+    const DftState& st = *static_cast<const DftState*>(c.state);
+    const float* x = c.inputs[0].as<const float>();
+    float* y = c.outputs[0].as<float>();
+    double* line = static_cast<double*>(c.scratch);
+    double* out = line + 2 * st.n;
+    int64_t half = st.n / 2;
+    for (int64_t o = 0; o < st.outer; ++o)
+        for (int64_t i = 0; i < st.inner; ++i) {
+            auto at = [&](int64_t j, int part) -> double {   // input value j of this line (0 past its end)
+                if (j >= st.length || part >= st.in_parts) return 0.0;
+                return x[((o * st.length + j) * st.inner + i) * st.in_parts + part];
+            };
+            if (st.real_inverse) {   // the Hermitian spectrum of the one-sided input
+                for (int64_t k = 0; k <= half; ++k) {
+                    line[2 * k] = at(k, 0);
+                    line[2 * k + 1] = at(k, 1);
+                }
+                for (int64_t k = half + 1; k < st.n; ++k) {
+                    line[2 * k] = line[2 * (st.n - k)];
+                    line[2 * k + 1] = -line[2 * (st.n - k) + 1];
+                }
+            } else {
+                for (int64_t j = 0; j < st.n; ++j) {
+                    line[2 * j] = at(j, 0);
+                    line[2 * j + 1] = at(j, 1);
+                }
+            }
+            dft_sum(line, st.n, st.twiddles, st.inverse, st.count, out);
+            double scale = st.inverse ? 1.0 / (double)st.n : 1.0;
+            for (int64_t k = 0; k < st.count; ++k) {
+                float* yk = y + ((o * st.count + k) * st.inner + i) * st.out_parts;
+                yk[0] = (float)(out[2 * k] * scale);
+                if (st.out_parts == 2) yk[1] = (float)(out[2 * k + 1] * scale);
+            }
+        }
+    return Status::Ok;
+}
+
+struct StftState {
+    int64_t batch = 0, length = 0, parts = 1, step = 1, frame = 0, frames = 0, bins = 0;
+    const double* twiddles = nullptr;
+};
+
+inline Status prepare_stft(PrepareContext& c) {
+    TESSEL_TRY(require_opset(c, 17));
+    TESSEL_TRY(check_tensor_inputs(c, 2, 4, 2));
+    TESSEL_TRY(nn_float(c, 0));
+    TESSEL_TRY(nn_float(c, 2, true));
+    const TensorDesc& x = c.inputs[0];
+    if (x.rank != 3 || (x.dims[2] != 1 && x.dims[2] != 2))
+        return c.fail(Status::InvalidArgument, "signal must be [batch, length, 1] or [batch, length, 2]");
+    StftState* st = new_state<StftState>(c);
+    if (!st) return c.fail(Status::OutOfMemory, "out of memory");
+    st->batch = x.dims[0];
+    st->length = x.dims[1];
+    st->parts = x.dims[2];
+    TESSEL_TRY(scalar_int_input(c, 1, "frame_step", &st->step));
+    if (st->step < 1) return c.fail(Status::InvalidArgument, "frame_step %lld (at least 1)", (long long)st->step);
+    if (c.has_input(2) && c.inputs[2].rank != 1) return c.fail(Status::InvalidArgument, "window must be 1-D");
+    st->frame = c.has_input(2) ? c.inputs[2].dims[0] : st->length;
+    if (c.has_input(3)) {
+        int64_t frame = 0;
+        TESSEL_TRY(scalar_int_input(c, 3, "frame_length", &frame));
+        if (c.has_input(2) && frame != st->frame)
+            return c.fail(Status::InvalidArgument, "frame_length %lld differs from the window's length %lld",
+                          (long long)frame, (long long)st->frame);
+        st->frame = frame;
+    }
+    if (st->frame < 1 || st->frame > st->length)
+        return c.fail(Status::InvalidArgument, "frame length %lld out of range 1..%lld", (long long)st->frame,
+                      (long long)st->length);
+    TESSEL_TRY(make_twiddles(c, st->frame, &st->twiddles));
+    st->frames = 1 + (st->length - st->frame) / st->step;
+    st->bins = c.attribute_int("onesided", 1) != 0 ? st->frame / 2 + 1 : st->frame;
+    TensorDesc& y = c.outputs[0];
+    y = TensorDesc();
+    y.type = ElementType::Float32;
+    y.rank = 4;
+    y.dims[0] = st->batch;
+    y.dims[1] = st->frames;
+    y.dims[2] = st->bins;
+    y.dims[3] = 2;
+    TESSEL_TRY(check_output_desc(c, 0));
+    c.scratch_bytes = (size_t)(4 * st->frame) * sizeof(double);
+    c.state = st;
+    return Status::Ok;
+}
+
+inline Status run_stft(const RunContext& c) {
+    const StftState& st = *static_cast<const StftState*>(c.state);
+    const float* x = c.inputs[0].as<const float>();
+    const float* window = c.num_inputs > 2 && c.inputs[2].data ? c.inputs[2].as<const float>() : nullptr;
+    float* y = c.outputs[0].as<float>();
+    double* line = static_cast<double*>(c.scratch);
+    double* out = line + 2 * st.frame;
+    for (int64_t b = 0; b < st.batch; ++b)
+        for (int64_t f = 0; f < st.frames; ++f) {
+            const float* xf = x + (b * st.length + f * st.step) * st.parts;
+            for (int64_t j = 0; j < st.frame; ++j) {
+                double w = window ? window[j] : 1.0;
+                line[2 * j] = xf[j * st.parts] * w;
+                line[2 * j + 1] = st.parts == 2 ? xf[j * st.parts + 1] * w : 0.0;
+            }
+            dft_sum(line, st.frame, st.twiddles, false, st.bins, out);
+            float* yf = y + (b * st.frames + f) * st.bins * 2;
+            for (int64_t k = 0; k < 2 * st.bins; ++k) yf[k] = (float)out[k];
+        }
+    return Status::Ok;
+}
+
+// output_datatype: float only (the other float types are refused as types).
+inline Status check_float_datatype(PrepareContext& c) {
+    int64_t type = c.attribute_int("output_datatype", 1);
+    if (type != 1) return c.fail(Status::Unsupported, "output_datatype %lld (1, float, only)", (long long)type);
+    return Status::Ok;
+}
+
+enum class WindowKind : uint8_t { Hann, Hamming, Blackman };
+struct WindowState {
+    WindowKind kind = WindowKind::Hann;
+    bool periodic = true;
+};
+
+inline Status prepare_window(PrepareContext& c, WindowKind kind) {
+    TESSEL_TRY(require_opset(c, 17));
+    TESSEL_TRY(check_tensor_inputs(c, 1, 1, 1));
+    TESSEL_TRY(check_float_datatype(c));
+    int64_t size = 0;
+    TESSEL_TRY(scalar_int_input(c, 0, "size", &size));
+    if (size < 0) return c.fail(Status::InvalidArgument, "size %lld is negative", (long long)size);
+    WindowState* st = new_state<WindowState>(c);
+    if (!st) return c.fail(Status::OutOfMemory, "out of memory");
+    st->kind = kind;
+    st->periodic = c.attribute_int("periodic", 1) != 0;
+    c.outputs[0] = TensorDesc();
+    c.outputs[0].type = ElementType::Float32;
+    c.outputs[0].rank = 1;
+    c.outputs[0].dims[0] = size;
+    TESSEL_TRY(check_output_desc(c, 0));
+    c.state = st;
+    return Status::Ok;
+}
+inline Status prepare_hann_window(PrepareContext& c) { return prepare_window(c, WindowKind::Hann); }
+inline Status prepare_hamming_window(PrepareContext& c) { return prepare_window(c, WindowKind::Hamming); }
+inline Status prepare_blackman_window(PrepareContext& c) { return prepare_window(c, WindowKind::Blackman); }
+
+// w[n] over N = size (periodic) or size - 1 (symmetric); a symmetric window of size 1 is [1].
+inline Status run_window(const RunContext& c) {
+    const WindowState& st = *static_cast<const WindowState*>(c.state);
+    float* y = c.outputs[0].as<float>();
+    int64_t size = c.outputs[0].desc.dims[0];
+    double n1 = (double)(st.periodic ? size : size - 1);
+    const double kTwoPi = 6.283185307179586476925286766559;
+    for (int64_t n = 0; n < size; ++n) {
+        double t = n1 > 0 ? kTwoPi * (double)n / n1 : 0.0, w = 1.0;
+        switch (st.kind) {
+        case WindowKind::Hann: w = 0.5 - 0.5 * std::cos(t); break;
+        case WindowKind::Hamming: w = 25.0 / 46.0 - (21.0 / 46.0) * std::cos(t); break;
+        case WindowKind::Blackman: w = 0.42 - 0.5 * std::cos(t) + 0.08 * std::cos(2 * t); break;
+        }
+        y[n] = (float)w;
+    }
+    return Status::Ok;
+}
+
+// MelWeightMatrix: [dft_length / 2 + 1, num_mel_bins] triangular filters between mel-spaced
+// points, computed as ONNX's reference (which floors each point to a spectrogram bin).
+// num_mel_bins and dft_length give the shape (constants); sample_rate and the edges are read at
+// run time, and points outside the spectrogram are InvalidArgument.
+struct MelState {
+    int64_t mel_bins = 0, dft_length = 0;
+};
+
+inline Status prepare_mel_weight_matrix(PrepareContext& c) {
+    TESSEL_TRY(require_opset(c, 17));
+    TESSEL_TRY(check_tensor_inputs(c, 5, 5, 5));
+    TESSEL_TRY(check_float_datatype(c));
+    MelState* st = new_state<MelState>(c);
+    if (!st) return c.fail(Status::OutOfMemory, "out of memory");
+    TESSEL_TRY(scalar_int_input(c, 0, "num_mel_bins", &st->mel_bins));
+    TESSEL_TRY(scalar_int_input(c, 1, "dft_length", &st->dft_length));
+    if (st->mel_bins < 1) return c.fail(Status::InvalidArgument, "num_mel_bins %lld (at least 1)", (long long)st->mel_bins);
+    if (st->dft_length < 1) return c.fail(Status::InvalidArgument, "dft_length %lld (at least 1)", (long long)st->dft_length);
+    TESSEL_TRY(index_type(c, 2));
+    for (uint32_t i = 2; i < 5; ++i) {
+        uint64_t n = 0;
+        if (!desc_elements(c.inputs[i], &n) || n != 1) return c.fail(Status::InvalidArgument, "input %u must hold one value", i);
+    }
+    TESSEL_TRY(nn_float(c, 3));
+    TESSEL_TRY(nn_float(c, 4));
+    c.outputs[0] = TensorDesc();
+    c.outputs[0].type = ElementType::Float32;
+    c.outputs[0].rank = 2;
+    c.outputs[0].dims[0] = st->dft_length / 2 + 1;
+    c.outputs[0].dims[1] = st->mel_bins;
+    TESSEL_TRY(check_output_desc(c, 0));
+    if (st->mel_bins > kMaxDftLength) return c.fail(Status::LimitExceeded, "num_mel_bins %lld", (long long)st->mel_bins);
+    c.scratch_bytes = (size_t)(st->mel_bins + 2) * sizeof(int64_t);
+    c.state = st;
+    return Status::Ok;
+}
+
+inline Status run_mel_weight_matrix(const RunContext& c) {
+    const MelState& st = *static_cast<const MelState*>(c.state);
+    int64_t rate = load_index(c.inputs[2].data, c.inputs[2].desc.type, 0);
+    double lower = c.inputs[3].as<const float>()[0], upper = c.inputs[4].as<const float>()[0];
+    if (rate < 1) return c.fail(Status::InvalidArgument, "sample_rate %lld (at least 1)", (long long)rate);
+    int64_t spectrum = st.dft_length / 2 + 1;
+    int64_t* points = static_cast<int64_t*>(c.scratch);
+    double low_mel = 2595.0 * std::log10(1.0 + lower / 700.0), high_mel = 2595.0 * std::log10(1.0 + upper / 700.0);
+    double step = (high_mel - low_mel) / (double)(st.mel_bins + 2);
+    for (int64_t i = 0; i < st.mel_bins + 2; ++i) {
+        double hz = 700.0 * (std::pow(10.0, ((double)i * step + low_mel) / 2595.0) - 1.0);
+        double bin = std::floor((double)(st.dft_length + 1) * hz / (double)rate);
+        // the last point bounds a range (exclusive), the others are written
+        if (!(bin >= 0 && bin <= (double)(i == st.mel_bins + 1 ? spectrum : spectrum - 1)))
+            return c.fail(Status::InvalidArgument, "mel point %lld falls on bin %g, outside the %lld spectrogram bins",
+                          (long long)i, bin, (long long)spectrum);
+        points[i] = (int64_t)bin;
+    }
+    float* y = c.outputs[0].as<float>();
+    std::memset(y, 0, (size_t)(spectrum * st.mel_bins) * sizeof(float));
+    for (int64_t m = 0; m < st.mel_bins; ++m) {
+        int64_t left = points[m], center = points[m + 1], right = points[m + 2];
+        if (center == left) y[center * st.mel_bins + m] = 1.0f;
+        else
+            for (int64_t j = left; j <= center; ++j) y[j * st.mel_bins + m] = (float)(j - left) / (float)(center - left);
+        for (int64_t j = center; j < right; ++j) y[j * st.mel_bins + m] = (float)(right - j) / (float)(right - center);
+    }
+    return Status::Ok;
+}
+
+const OpKernel kSignalKernels[] = {
+    {"DFT", prepare_dft, run_dft},
+    {"STFT", prepare_stft, run_stft},
+    {"HannWindow", prepare_hann_window, run_window},
+    {"HammingWindow", prepare_hamming_window, run_window},
+    {"BlackmanWindow", prepare_blackman_window, run_window},
+    {"MelWeightMatrix", prepare_mel_weight_matrix, run_mel_weight_matrix},
+    {nullptr, nullptr, nullptr},   // end marker
+};
+
+}  // namespace detail
+
 // >>op versions
 namespace detail {
 // The ONNX versions (since_version, onnx/defs/operator_sets.h) of the op list's ops where a
@@ -10806,6 +11541,23 @@ const OpVersion kOpVersions[] = {
     {"Scan", 23, kTypes, kNarrowTypes23},
     {"Scan", 24, kTypes, kNarrowTypes24},
     {"Scan", 25, kTypes, kNarrowTypes25},
+    // opsets 1-17: every version of the recurrent and signal ops
+    {"GRU", 1, kRefused, "output_sequence attribute"},
+    {"GRU", 3, kRefused, "output_sequence attribute"},
+    {"GRU", 7, kByKernel, "no output_sequence (the form the kernel runs)"},
+    {"GRU", 14, kByKernel, "layout"},
+    {"LSTM", 1, kRefused, "output_sequence attribute"},
+    {"LSTM", 7, kByKernel, "no output_sequence (the form the kernel runs)"},
+    {"LSTM", 14, kByKernel, "layout"},
+    {"RNN", 1, kRefused, "output_sequence attribute"},
+    {"RNN", 7, kByKernel, "no output_sequence (the form the kernel runs)"},
+    {"RNN", 14, kByKernel, "layout"},
+    {"BlackmanWindow", 17, kByKernel, "new op"},
+    {"DFT", 17, kByKernel, "new op (axis attribute)"},
+    {"HammingWindow", 17, kByKernel, "new op"},
+    {"HannWindow", 17, kByKernel, "new op"},
+    {"MelWeightMatrix", 17, kByKernel, "new op"},
+    {"STFT", 17, kByKernel, "new op"},
     // opset 18
     {"BitwiseAnd", 18, kByKernel, "new op"},
     {"BitwiseNot", 18, kByKernel, "new op"},
@@ -10846,6 +11598,7 @@ const OpVersion kOpVersions[] = {
     {"IsNaN", 20, kTypes, kNarrowTypes19},
     {"ReduceMax", 20, kTypes, "bool"},
     {"ReduceMin", 20, kTypes, "bool"},
+    {"DFT", 20, kByKernel, "axis as an input (default -2)"},
     // opset 21
     {"Cast", 21, kTypes, kNarrowTypes21},
     {"CastLike", 21, kTypes, kNarrowTypes21},
@@ -10875,6 +11628,7 @@ const OpVersion kOpVersions[] = {
     {"Cosh", 22, kTypes, kBfloat16},
     {"Dropout", 22, kTypes, kBfloat16},
     {"Elu", 22, kTypes, kBfloat16},
+    {"GRU", 22, kTypes, kBfloat16},
     {"EyeLike", 22, kTypes, kBfloat16},
     {"GlobalAveragePool", 22, kTypes, kBfloat16},
     {"GlobalMaxPool", 22, kTypes, kBfloat16},
@@ -10882,9 +11636,11 @@ const OpVersion kOpVersions[] = {
     {"HardSwish", 22, kTypes, kBfloat16},
     {"InstanceNormalization", 22, kTypes, kBfloat16},
     {"LpNormalization", 22, kTypes, "bfloat16"},
+    {"LSTM", 22, kTypes, kBfloat16},
     {"MaxPool", 22, kByKernel, "bfloat16; windows starting in the right padding dropped (as parse_window does)"},
     {"Mish", 22, kTypes, kBfloat16},
     {"NegativeLogLikelihoodLoss", 22, kTypes, "bfloat16"},
+    {"RNN", 22, kTypes, kBfloat16},
     {"Round", 22, kTypes, kBfloat16},
     {"Selu", 22, kTypes, kBfloat16},
     {"Sin", 22, kTypes, kBfloat16},
@@ -10996,6 +11752,8 @@ struct KernelTable {
         add(kIndexKernels, sizeof kIndexKernels / sizeof kIndexKernels[0]);
         add(kControlFlowKernels, sizeof kControlFlowKernels / sizeof kControlFlowKernels[0]);
         add(kAttentionKernels, sizeof kAttentionKernels / sizeof kAttentionKernels[0]);
+        add(kRecurrentKernels, sizeof kRecurrentKernels / sizeof kRecurrentKernels[0]);
+        add(kSignalKernels, sizeof kSignalKernels / sizeof kSignalKernels[0]);
     }
 };
 inline const KernelTable& kernel_table() {
