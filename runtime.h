@@ -100,6 +100,10 @@
    >>linear attention and causal conv  LinearAttention, CausalConvWithState; kAttentionKernels
    >>recurrent layers                 RNN, GRU, LSTM
    >>signal ops                       DFT, STFT, Hann/Hamming/BlackmanWindow, MelWeightMatrix
+   >>grid sample and affine grid      GridSample, AffineGrid
+   >>col2im and deform conv           Col2Im, DeformConv
+   >>roi align                        RoiAlign
+   >>center crop pad, max unpool and upsample  CenterCropPad, MaxUnpool, Upsample (kSpatialKernels)
    >>op versions                      ONNX op versions from opset 18 on (and legacy ones): kept or refused
    >>op kernel table                  builtin_op_kernels, find_builtin_kernel
    >>onnx reader                      what is read and how it maps to a Model
@@ -11473,6 +11477,878 @@ const OpKernel kSignalKernels[] = {
 
 }  // namespace detail
 
+// >>grid sample and affine grid
+// GridSample as ONNX's reference (PyTorch's grid_sampler): grid coordinates in [-1, 1], x
+// first (the last spatial dim), denormalized with align_corners; a coordinate outside the
+// borders is clamped (border) or reflected (reflection), then each tap is resolved again
+// (zeros: a tap outside counts 0). Opset 16: 4-D only, modes bilinear/nearest/bicubic; from
+// 20: 1 to 3 spatial dims, modes linear/nearest/cubic. AffineGrid (opset 20): theta applied
+// to the base grid of a 2-D or 3-D size.
+namespace detail {
+
+enum class GridMode : uint8_t { Nearest, Linear, Cubic };
+enum class GridPadding : uint8_t { Zeros, Border, Reflection };
+
+struct GridSampleState {
+    int spatial = 0;
+    int64_t batch = 0, channels = 0, points = 0, in_plane = 0;   // points: output positions per image
+    int64_t in[3] = {};
+    GridMode mode = GridMode::Linear;
+    GridPadding padding = GridPadding::Zeros;
+    bool align_corners = false;
+};
+
+// Reflects x into [low, high] by the nearer border until it is inside (ONNX's _gs_reflect).
+inline double grid_reflect(double x, double low, double high) {
+    double range = high - low;
+    if (!(range > 0)) return low;
+    if (x < low || x > high) {
+        bool below = x < low;
+        double dx = below ? low - x : x - high;
+        double r = std::fmod(dx, range);
+        bool even = std::fmod(std::floor(dx / range), 2.0) == 0;
+        x = below == even ? low + r : high - r;
+    }
+    return x;
+}
+
+// std::rint without the floating-point environment: halves to even (PyTorch's nearest).
+inline double round_half_even(double v) {
+    double f = std::floor(v), d = v - f;
+    if (d != 0.5) return d < 0.5 ? f : f + 1;
+    return std::fmod(f, 2.0) == 0 ? f : f + 1;
+}
+
+// Keys' cubic weights (a = -0.75) of the taps at -1, 0, 1, 2 for a fraction t in [0, 1).
+inline void cubic_weights(double t, double* w) {
+    const double a = -0.75;
+    double x0 = t + 1, x1 = t, x2 = 1 - t, x3 = 2 - t;
+    w[0] = ((a * x0 - 5 * a) * x0 + 8 * a) * x0 - 4 * a;
+    w[1] = ((a + 2) * x1 - (a + 3)) * x1 * x1 + 1;
+    w[2] = ((a + 2) * x2 - (a + 3)) * x2 * x2 + 1;
+    w[3] = ((a * x3 - 5 * a) * x3 + 8 * a) * x3 - 4 * a;
+}
+
+// The source index of tap i along a dim of `size` (ONNX's _pixel_at_array); -1: a zero.
+inline int64_t grid_tap(int64_t i, int64_t size, GridPadding padding, double low, double high) {
+    if (padding == GridPadding::Zeros) return i >= 0 && i < size ? i : -1;
+    if (padding == GridPadding::Reflection) i = (int64_t)grid_reflect((double)i, low, high);   // truncated, as int()
+    return i < 0 ? 0 : i >= size ? size - 1 : i;
+}
+
+inline Status prepare_grid_sample(PrepareContext& c) {
+    TESSEL_TRY(require_opset(c, 16));
+    TESSEL_TRY(check_tensor_inputs(c, 2, 2, 2));
+    TESSEL_TRY(nn_float(c, 0));
+    TESSEL_TRY(nn_float(c, 1));
+    const TensorDesc& x = c.inputs[0];
+    const TensorDesc& grid = c.inputs[1];
+    int spatial = (int)x.rank - 2;
+    if (c.opset < 20 && x.rank != 4) return c.fail(Status::InvalidArgument, "X must be 4-D before opset 20 (rank %u)", x.rank);
+    if (spatial < 1) return c.fail(Status::InvalidArgument, "X must be N x C x spatial (rank %u)", x.rank);
+    if (spatial > 3) return c.fail(Status::Unsupported, "%d spatial dims (1 to 3 supported)", spatial);
+    if (grid.rank != x.rank || grid.dims[0] != x.dims[0] || grid.dims[grid.rank - 1] != spatial)
+        return c.fail(Status::InvalidArgument, "grid must be N x spatial out x %d with N %lld", spatial, (long long)x.dims[0]);
+    GridSampleState* st = new_state<GridSampleState>(c);
+    if (!st) return c.fail(Status::OutOfMemory, "out of memory");
+    bool v16 = c.opset < 20;   // GridSample-16 names the modes bilinear and bicubic
+    StringView mode = c.attribute_string("mode", v16 ? "bilinear" : "linear");
+    if (mode == StringView("nearest")) st->mode = GridMode::Nearest;
+    else if (mode == StringView(v16 ? "bilinear" : "linear")) st->mode = GridMode::Linear;
+    else if (mode == StringView(v16 ? "bicubic" : "cubic")) st->mode = GridMode::Cubic;
+    else return c.fail(Status::InvalidArgument, "mode '%.*s' unknown at opset %u", (int)mode.size, mode.data, c.opset);
+    StringView padding = c.attribute_string("padding_mode", "zeros");
+    if (padding == StringView("zeros")) st->padding = GridPadding::Zeros;
+    else if (padding == StringView("border")) st->padding = GridPadding::Border;
+    else if (padding == StringView("reflection")) st->padding = GridPadding::Reflection;
+    else return c.fail(Status::InvalidArgument, "padding_mode '%.*s' unknown", (int)padding.size, padding.data);
+    int64_t align = c.attribute_int("align_corners", 0);
+    if (align != 0 && align != 1) return c.fail(Status::InvalidArgument, "align_corners must be 0 or 1");
+    st->align_corners = align != 0;
+    st->spatial = spatial;
+    st->batch = x.dims[0];
+    st->channels = x.dims[1];
+    st->points = (int64_t)dims_product(grid, 1, grid.rank - 1);
+    st->in_plane = (int64_t)dims_product(x, 2, x.rank);
+    for (int d = 0; d < spatial; ++d) st->in[d] = x.dims[2 + d];
+    c.state = st;
+    TensorDesc& y = c.outputs[0];
+    y = x;
+    for (int d = 0; d < spatial; ++d) y.dims[2 + d] = grid.dims[1 + d];
+    TESSEL_TRY(check_output_desc(c, 0));
+    if (st->in_plane == 0 && st->batch * st->channels * st->points > 0)
+        return c.fail(Status::InvalidArgument, "X has an empty spatial dim but the output is not empty");
+    return Status::Ok;
+}
+
+inline Status run_grid_sample(const RunContext& c) {
+    const GridSampleState& st = *static_cast<const GridSampleState*>(c.state);
+    const float* x = c.inputs[0].as<float>();
+    const float* grid = c.inputs[1].as<float>();
+    float* y = c.outputs[0].as<float>();
+    int r = st.spatial;
+    int taps = st.mode == GridMode::Nearest ? 1 : st.mode == GridMode::Linear ? 2 : 4;
+    int64_t stride[3] = {1, 1, 1};
+    for (int d = r - 2; d >= 0; --d) stride[d] = stride[d + 1] * st.in[d + 1];
+    nn_parallel(c, (uint64_t)(st.batch * st.points), [&](uint64_t, uint64_t begin, uint64_t end) {
+        for (uint64_t at = begin; at < end; ++at) {
+            int64_t n = (int64_t)at / st.points, p = (int64_t)at % st.points;
+            const float* g = grid + at * (uint64_t)r;
+            int64_t index[3][4];
+            double weight[3][4];
+            for (int d = 0; d < r; ++d) {
+                // denormalized in float32, as the reference
+                float size = (float)st.in[d], gd = g[r - 1 - d];
+                double v = st.align_corners ? (gd + 1) / 2.0f * (size - 1) : ((gd + 1) * size - 1) / 2.0f;
+                double low = st.align_corners ? 0 : -0.5, high = st.align_corners ? size - 1 : size - 0.5;
+                if (st.mode == GridMode::Nearest) v = round_half_even(v);
+                if (v < low || v > high) {
+                    if (st.padding == GridPadding::Border) v = v < 0 ? 0 : v > size - 1 ? size - 1 : v;
+                    else if (st.padding == GridPadding::Reflection) v = grid_reflect(v, low, high);
+                }
+                // far outside (or NaN): every tap is outside, -8 stands for them all
+                double base = std::floor(v);
+                if (!(base >= -8 && base <= size + 8)) base = -8;
+                if (st.mode == GridMode::Nearest) {
+                    index[d][0] = grid_tap((int64_t)base, st.in[d], st.padding, low, high);   // v is whole here
+                    weight[d][0] = 1;
+                    continue;
+                }
+                double t = v - base;
+                int64_t first = (int64_t)base - (taps == 4 ? 1 : 0);
+                if (taps == 2) { weight[d][0] = 1 - t; weight[d][1] = t; }
+                else cubic_weights(t, weight[d]);
+                for (int k = 0; k < taps; ++k) index[d][k] = grid_tap(first + k, st.in[d], st.padding, low, high);
+            }
+            // every combination of the taps: at most 4^3
+            int64_t offset[64];
+            double w[64];
+            int count = 0, tap[3] = {0, 0, 0};
+            for (;;) {
+                int64_t o = 0;
+                double wt = 1;
+                bool inside = true;
+                for (int d = 0; d < r; ++d) {
+                    int64_t i = index[d][tap[d]];
+                    inside = inside && i >= 0;
+                    o += i * stride[d];
+                    wt *= weight[d][tap[d]];
+                }
+                if (inside) { offset[count] = o; w[count] = wt; ++count; }
+                int d = r - 1;
+                while (d >= 0 && ++tap[d] == taps) tap[d--] = 0;
+                if (d < 0) break;
+            }
+            for (int64_t ch = 0; ch < st.channels; ++ch) {
+                const float* plane = x + (n * st.channels + ch) * st.in_plane;
+                double acc = 0;
+                for (int k = 0; k < count; ++k) acc += w[k] * plane[offset[k]];
+                y[(n * st.channels + ch) * st.points + p] = (float)acc;
+            }
+        }
+    });
+    return Status::Ok;
+}
+
+struct AffineGridState {
+    int spatial = 0;                 // 2 or 3
+    int64_t batch = 0, size[3] = {1, 1, 1};   // D (1 in 2-D), H, W
+    bool align_corners = false;
+};
+
+inline Status prepare_affine_grid(PrepareContext& c) {
+    TESSEL_TRY(require_opset(c, 20));
+    TESSEL_TRY(check_tensor_inputs(c, 2, 2, 2));
+    TESSEL_TRY(nn_float(c, 0));
+    const TensorDesc& theta = c.inputs[0];
+    IntValues size;
+    TESSEL_TRY(int_input(c, 1, &size));
+    if (size.count != 4 && size.count != 5)
+        return c.fail(Status::InvalidArgument, "size must hold 4 (N, C, H, W) or 5 (N, C, D, H, W) values, holds %llu",
+                      (unsigned long long)size.count);
+    int spatial = (int)size.count - 2;
+    if (theta.rank != 3 || theta.dims[1] != spatial || theta.dims[2] != spatial + 1)
+        return c.fail(Status::InvalidArgument, "theta must be N x %d x %d", spatial, spatial + 1);
+    if (size[0] != theta.dims[0])
+        return c.fail(Status::InvalidArgument, "size N %lld differs from theta's %lld", (long long)size[0], (long long)theta.dims[0]);
+    int64_t align = c.attribute_int("align_corners", 0);
+    if (align != 0 && align != 1) return c.fail(Status::InvalidArgument, "align_corners must be 0 or 1");
+    AffineGridState* st = new_state<AffineGridState>(c);
+    if (!st) return c.fail(Status::OutOfMemory, "out of memory");
+    st->spatial = spatial;
+    st->batch = theta.dims[0];
+    st->align_corners = align != 0;
+    TensorDesc& y = c.outputs[0];
+    y = TensorDesc();
+    y.type = ElementType::Float32;
+    y.rank = (uint8_t)(spatial + 2);
+    y.dims[0] = st->batch;
+    for (int d = 0; d < spatial; ++d) {
+        int64_t v = size[2 + d];
+        if (v < 0) return c.fail(Status::InvalidArgument, "size %lld is negative", (long long)v);
+        st->size[3 - spatial + d] = v;
+        y.dims[1 + d] = v;
+    }
+    y.dims[spatial + 1] = spatial;
+    TESSEL_TRY(check_output_desc(c, 0));
+    c.state = st;
+    return Status::Ok;
+}
+
+inline Status run_affine_grid(const RunContext& c) {
+    const AffineGridState& st = *static_cast<const AffineGridState*>(c.state);
+    const float* theta = c.inputs[0].as<float>();
+    float* y = c.outputs[0].as<float>();
+    int r = st.spatial;
+    auto base = [&](int64_t i, int64_t size) {   // the i-th of `size` points spanning [-1, 1]
+        if (st.align_corners) return size > 1 ? -1.0 + 2.0 * (double)i / (double)(size - 1) : -1.0;
+        return -1.0 + (2.0 * (double)i + 1.0) / (double)size;
+    };
+    for (int64_t n = 0; n < st.batch; ++n) {
+        const float* t = theta + n * r * (r + 1);
+        for (int64_t k = 0; k < st.size[0]; ++k)
+            for (int64_t i = 0; i < st.size[1]; ++i)
+                for (int64_t j = 0; j < st.size[2]; ++j) {
+                    double point[4] = {base(j, st.size[2]), base(i, st.size[1]), base(k, st.size[0]), 1.0};   // x, y, z
+                    if (r == 2) point[2] = 1.0;   // 2-D: x, y, 1
+                    for (int row = 0; row < r; ++row) {
+                        double v = 0;
+                        for (int col = 0; col <= r; ++col) v += (double)t[row * (r + 1) + col] * point[col];
+                        *y++ = (float)v;
+                    }
+                }
+    }
+    return Status::Ok;
+}
+
+}  // namespace detail
+
+// >>col2im and deform conv
+// Col2Im (opset 18): columns [N, C * prod(block), L] summed back into [N, C, image...], L
+// being the count of block positions over the padded image (any spatial rank). DeformConv
+// (opset 19): a Conv (1 to 3 spatial dims, groups) whose every tap reads X at its position
+// plus a learned offset, bilinearly (zero outside X), times the optional mask.
+namespace detail {
+
+// Strides, dilations (only when `dilations`) and pads of `spatial` dims, bounded by kMaxWindow.
+struct SpatialAttributes {
+    int64_t stride[kMaxRank], dilation[kMaxRank], pad_begin[kMaxRank], pad_end[kMaxRank];
+};
+
+inline Status spatial_attributes(PrepareContext& c, int spatial, bool dilations, SpatialAttributes* a) {
+    Span<const int64_t> strides = c.attribute_ints("strides"), pads = c.attribute_ints("pads"),
+                        dilation = dilations ? c.attribute_ints("dilations") : Span<const int64_t>();
+    if ((!strides.empty() && strides.size != (size_t)spatial) || (!dilation.empty() && dilation.size != (size_t)spatial) ||
+        (!pads.empty() && pads.size != (size_t)(2 * spatial)))
+        return c.fail(Status::InvalidArgument, "strides, dilations or pads do not match %d spatial dims", spatial);
+    for (int d = 0; d < spatial; ++d) {
+        a->stride[d] = strides.empty() ? 1 : strides[d];
+        a->dilation[d] = dilation.empty() ? 1 : dilation[d];
+        a->pad_begin[d] = pads.empty() ? 0 : pads[d];
+        a->pad_end[d] = pads.empty() ? 0 : pads[spatial + d];
+        if (a->stride[d] < 1 || a->dilation[d] < 1 || a->stride[d] > kMaxWindow || a->dilation[d] > kMaxWindow)
+            return c.fail(Status::InvalidArgument, "strides and dilations must be in 1..2^24");
+        if (a->pad_begin[d] < 0 || a->pad_end[d] < 0 || a->pad_begin[d] > kMaxWindow || a->pad_end[d] > kMaxWindow)
+            return c.fail(Status::InvalidArgument, "pads must be in 0..2^24");
+    }
+    return Status::Ok;
+}
+
+struct Col2ImState {
+    int spatial = 0;
+    int64_t planes = 0, kernel = 0, columns = 0, image_size = 0;   // N * C; prod(block); L; prod(image)
+    int64_t image[kMaxRank] = {}, block[kMaxRank] = {}, blocks[kMaxRank] = {};
+    SpatialAttributes a;
+};
+
+inline Status prepare_col2im(PrepareContext& c) {
+    TESSEL_TRY(require_opset(c, 18));
+    TESSEL_TRY(check_tensor_inputs(c, 3, 3, 3));
+    TESSEL_TRY(nn_float(c, 0));
+    const TensorDesc& x = c.inputs[0];
+    if (x.rank != 3) return c.fail(Status::InvalidArgument, "input must be N x (C * prod(block_shape)) x L (rank %u)", x.rank);
+    IntValues image, block;
+    TESSEL_TRY(int_input(c, 1, &image));
+    TESSEL_TRY(int_input(c, 2, &block));
+    int spatial = (int)image.count;
+    if (spatial < 1 || spatial > kMaxRank - 2 || block.count != image.count)
+        return c.fail(Status::InvalidArgument, "image_shape and block_shape must hold the same count of values, 1 to %d",
+                      kMaxRank - 2);
+    Col2ImState* st = new_state<Col2ImState>(c);
+    if (!st) return c.fail(Status::OutOfMemory, "out of memory");
+    TESSEL_TRY(spatial_attributes(c, spatial, true, &st->a));
+    st->spatial = spatial;
+    st->kernel = st->columns = st->image_size = 1;
+    for (int d = 0; d < spatial; ++d) {
+        st->image[d] = image[d];
+        st->block[d] = block[d];
+        if (st->image[d] < 1 || st->block[d] < 1 || st->image[d] > kMaxWindow || st->block[d] > kMaxWindow)
+            return c.fail(Status::InvalidArgument, "image_shape and block_shape values must be in 1..2^24");
+        int64_t extent = st->a.dilation[d] * (st->block[d] - 1) + 1;
+        int64_t span = st->image[d] + st->a.pad_begin[d] + st->a.pad_end[d] - extent;
+        if (span < 0) return c.fail(Status::InvalidArgument, "the block is larger than the padded image along dim %d", d);
+        st->blocks[d] = span / st->a.stride[d] + 1;
+        st->kernel = (int64_t)mul_saturated((uint64_t)st->kernel, (uint64_t)st->block[d]);
+        st->columns = (int64_t)mul_saturated((uint64_t)st->columns, (uint64_t)st->blocks[d]);
+    }
+    if (x.dims[1] % st->kernel != 0)
+        return c.fail(Status::InvalidArgument, "input dim 1 (%lld) is not a multiple of prod(block_shape) %lld",
+                      (long long)x.dims[1], (long long)st->kernel);
+    if (x.dims[2] != st->columns)
+        return c.fail(Status::InvalidArgument, "input dim 2 (%lld) must be the count of blocks %lld", (long long)x.dims[2],
+                      (long long)st->columns);
+    TensorDesc& y = c.outputs[0];
+    y = TensorDesc();
+    y.type = ElementType::Float32;
+    y.rank = (uint8_t)(spatial + 2);
+    y.dims[0] = x.dims[0];
+    y.dims[1] = x.dims[1] / st->kernel;
+    for (int d = 0; d < spatial; ++d) y.dims[2 + d] = st->image[d];
+    TESSEL_TRY(check_output_desc(c, 0));
+    st->planes = y.dims[0] * y.dims[1];
+    st->image_size = (int64_t)dims_product(y, 2, y.rank);
+    c.state = st;
+    return Status::Ok;
+}
+
+inline Status run_col2im(const RunContext& c) {
+    const Col2ImState& st = *static_cast<const Col2ImState*>(c.state);
+    const float* x = c.inputs[0].as<float>();
+    float* y = c.outputs[0].as<float>();
+    int r = st.spatial;
+    nn_parallel(c, (uint64_t)st.planes, [&](uint64_t, uint64_t begin, uint64_t end) {
+        for (uint64_t plane = begin; plane < end; ++plane) {
+            float* image = y + (int64_t)plane * st.image_size;
+            for (int64_t i = 0; i < st.image_size; ++i) image[i] = 0.0f;
+            const float* columns = x + (int64_t)plane * st.kernel * st.columns;
+            for (int64_t k = 0; k < st.kernel; ++k)
+                for (int64_t l = 0; l < st.columns; ++l) {
+                    int64_t at = 0, stride = 1, kr = k, lr = l;
+                    bool inside = true;
+                    for (int d = r - 1; d >= 0; --d) {   // innermost dim first
+                        int64_t kd = kr % st.block[d], ld = lr % st.blocks[d];
+                        kr /= st.block[d];
+                        lr /= st.blocks[d];
+                        int64_t i = ld * st.a.stride[d] - st.a.pad_begin[d] + kd * st.a.dilation[d];
+                        inside = inside && i >= 0 && i < st.image[d];
+                        at += i * stride;
+                        stride *= st.image[d];
+                    }
+                    if (inside) image[at] += columns[k * st.columns + l];
+                }
+        }
+    });
+    return Status::Ok;
+}
+
+struct DeformConvState {
+    Window w;
+    int64_t batch = 0, in_channels = 0, out_channels = 0, groups = 1, offset_groups = 1;
+};
+
+inline Status prepare_deform_conv(PrepareContext& c) {
+    TESSEL_TRY(require_opset(c, 19));
+    TESSEL_TRY(check_tensor_inputs(c, 3, 5, 3));
+    for (uint32_t i = 0; i < 5; ++i) TESSEL_TRY(nn_float(c, i, i >= 3));
+    const TensorDesc& x = c.inputs[0];
+    const TensorDesc& weight = c.inputs[1];
+    const TensorDesc& offset = c.inputs[2];
+    if (x.rank < 3) return c.fail(Status::InvalidArgument, "X must be N x C x spatial (rank %u)", x.rank);
+    int spatial = (int)x.rank - 2;
+    if (weight.rank != x.rank) return c.fail(Status::InvalidArgument, "W must have X's rank %u", x.rank);
+    Span<const int64_t> kernel_shape = c.attribute_ints("kernel_shape");
+    for (size_t d = 0; d < kernel_shape.size; ++d)
+        if (kernel_shape.size != (size_t)spatial || kernel_shape[d] != weight.dims[2 + d])
+            return c.fail(Status::InvalidArgument, "kernel_shape must be W's spatial dims");
+    int64_t groups = c.attribute_int("group", 1), offset_groups = c.attribute_int("offset_group", 1);
+    int64_t channels = x.dims[1], maps = weight.dims[0];
+    if (groups < 1 || offset_groups < 1) return c.fail(Status::InvalidArgument, "group and offset_group must be positive");
+    if (weight.dims[1] * groups != channels || maps % groups != 0)
+        return c.fail(Status::InvalidArgument, "W must be M x C/group x kernel with M a multiple of group %lld", (long long)groups);
+    if (channels % offset_groups != 0)
+        return c.fail(Status::InvalidArgument, "C %lld is not a multiple of offset_group %lld", (long long)channels,
+                      (long long)offset_groups);
+    DeformConvState* st = new_state<DeformConvState>(c);
+    if (!st) return c.fail(Status::OutOfMemory, "out of memory");
+    TESSEL_TRY(parse_window(c, x, weight.dims + 2, false, false, &st->w));
+    const Window& w = st->w;
+    int64_t taps = w.kernel_size();
+    auto matches_output = [&](const TensorDesc& d, int64_t dim1) {
+        if (d.rank != x.rank || d.dims[0] != x.dims[0] || d.dims[1] != dim1) return false;
+        for (int k = 0; k < spatial; ++k) if (d.dims[2 + k] != w.out[3 - spatial + k]) return false;
+        return true;
+    };
+    if (!matches_output(offset, offset_groups * taps * spatial))
+        return c.fail(Status::InvalidArgument, "offset must be N x %lld x output spatial dims",
+                      (long long)(offset_groups * taps * spatial));
+    if (c.has_input(3) && (c.inputs[3].rank != 1 || c.inputs[3].dims[0] != maps))
+        return c.fail(Status::InvalidArgument, "B must hold %lld values", (long long)maps);
+    if (c.has_input(4) && !matches_output(c.inputs[4], offset_groups * taps))
+        return c.fail(Status::InvalidArgument, "mask must be N x %lld x output spatial dims", (long long)(offset_groups * taps));
+    st->batch = x.dims[0];
+    st->in_channels = channels;
+    st->out_channels = maps;
+    st->groups = groups;
+    st->offset_groups = offset_groups;
+    c.state = st;
+    TensorDesc& y = c.outputs[0];
+    y = x;
+    y.dims[1] = maps;
+    for (int k = 0; k < spatial; ++k) y.dims[2 + k] = w.out[3 - spatial + k];
+    return check_output_desc(c, 0);
+}
+
+// X's plane at pos (3 dims, the leading ones of size 1), multilinear with zeros outside.
+inline double sample_linear_zeros(const float* plane, const int64_t* in, const double* pos) {
+    int64_t index[3][2];
+    double weight[3][2];
+    for (int d = 0; d < 3; ++d) {
+        if (!(pos[d] > -1 && pos[d] < (double)in[d])) return 0;   // every corner outside (NaN too)
+        double base = std::floor(pos[d]), t = pos[d] - base;
+        index[d][0] = (int64_t)base;
+        index[d][1] = (int64_t)base + 1;
+        weight[d][0] = 1 - t;
+        weight[d][1] = t;
+    }
+    double acc = 0;
+    for (int a = 0; a < 2; ++a) {
+        if (index[0][a] < 0 || index[0][a] >= in[0]) continue;
+        for (int b = 0; b < 2; ++b) {
+            if (index[1][b] < 0 || index[1][b] >= in[1]) continue;
+            for (int e = 0; e < 2; ++e) {
+                if (index[2][e] < 0 || index[2][e] >= in[2]) continue;
+                acc += weight[0][a] * weight[1][b] * weight[2][e] * plane[(index[0][a] * in[1] + index[1][b]) * in[2] + index[2][e]];
+            }
+        }
+    }
+    return acc;
+}
+
+inline Status run_deform_conv(const RunContext& c) {
+    const DeformConvState& st = *static_cast<const DeformConvState*>(c.state);
+    const Window& w = st.w;
+    const float* x = c.inputs[0].as<float>();
+    const float* weight = c.inputs[1].as<float>();
+    const float* offset = c.inputs[2].as<float>();
+    const float* bias = c.num_inputs > 3 && c.inputs[3].data ? c.inputs[3].as<float>() : nullptr;
+    const float* mask = c.num_inputs > 4 && c.inputs[4].data ? c.inputs[4].as<float>() : nullptr;
+    float* y = c.outputs[0].as<float>();
+    int spatial = w.spatial;
+    int64_t points = w.out_size(), taps = w.kernel_size(), in_plane = w.in_size();
+    int64_t group_in = st.in_channels / st.groups, group_out = st.out_channels / st.groups;
+    int64_t offset_group_in = st.in_channels / st.offset_groups;
+    nn_parallel(c, (uint64_t)(st.batch * points), [&](uint64_t, uint64_t begin, uint64_t end) {
+        for (uint64_t at = begin; at < end; ++at) {
+            int64_t n = (int64_t)at / points, p = (int64_t)at % points;
+            int64_t out_at[3] = {p / w.out[2] / w.out[1], p / w.out[2] % w.out[1], p % w.out[2]};
+            float* yp = y + n * st.out_channels * points + p;   // map m at yp[m * points]
+            for (int64_t m = 0; m < st.out_channels; ++m) yp[m * points] = bias ? bias[m] : 0.0f;
+            for (int64_t ci = 0; ci < st.in_channels; ++ci) {
+                int64_t og = ci / offset_group_in, g = ci / group_in;
+                const float* plane = x + (n * st.in_channels + ci) * in_plane;
+                for (int64_t k = 0; k < taps; ++k) {
+                    int64_t tap_at[3] = {k / w.kernel[2] / w.kernel[1], k / w.kernel[2] % w.kernel[1], k % w.kernel[2]};
+                    double pos[3];
+                    for (int d = 0; d < 3; ++d) {
+                        pos[d] = (double)(out_at[d] * w.stride[d] - w.pad_begin[d] + tap_at[d] * w.dilation[d]);
+                        int j = d - (3 - spatial);   // the offset's coordinate (real dims only)
+                        if (j >= 0) pos[d] += offset[((n * st.offset_groups + og) * taps + k) * spatial * points + j * points + p];
+                    }
+                    double v = sample_linear_zeros(plane, w.in, pos);
+                    if (mask) v *= mask[(n * st.offset_groups + og) * taps * points + k * points + p];
+                    for (int64_t m = g * group_out; m < (g + 1) * group_out; ++m)
+                        yp[m * points] += (float)(weight[(m * group_in + ci % group_in) * taps + k] * v);
+                }
+            }
+        }
+    });
+    return Status::Ok;
+}
+
+}  // namespace detail
+
+// >>roi align
+// RoiAlign: per region of interest and channel an output_height x output_width grid of bins,
+// each the average (or max) of sampling_ratio^2 bilinear samples (ceil(roi size / bins) when
+// sampling_ratio is 0), as ONNX's reference (max: of the four weighted corners, as
+// onnxruntime). RoiAlign-10 maps coordinates as output_half_pixel, RoiAlign-16 reads
+// coordinate_transformation_mode (default half_pixel). A batch index out of range, or a
+// region whose sampling grid is past 2^16 per side, is InvalidArgument.
+namespace detail {
+
+struct RoiAlignState {
+    int64_t batch = 0, channels = 0, height = 0, width = 0, rois = 0, out_h = 1, out_w = 1, sampling_ratio = 0;
+    double spatial_scale = 1;
+    bool max = false, half_pixel = false;
+};
+
+constexpr double kRoiMaxGrid = 65536;
+
+inline Status prepare_roi_align(PrepareContext& c) {
+    TESSEL_TRY(require_opset(c, 10));
+    TESSEL_TRY(check_tensor_inputs(c, 3, 3, 3));
+    TESSEL_TRY(nn_float(c, 0));
+    TESSEL_TRY(nn_float(c, 1));
+    TESSEL_TRY(index_type(c, 2));
+    const TensorDesc& x = c.inputs[0];
+    const TensorDesc& rois = c.inputs[1];
+    const TensorDesc& batch_indices = c.inputs[2];
+    if (x.rank != 4) return c.fail(Status::InvalidArgument, "X must be N x C x H x W (rank %u)", x.rank);
+    if (rois.rank != 2 || rois.dims[1] != 4) return c.fail(Status::InvalidArgument, "rois must be num_rois x 4");
+    if (batch_indices.rank != 1 || batch_indices.dims[0] != rois.dims[0])
+        return c.fail(Status::InvalidArgument, "batch_indices must hold one index per roi (%lld)", (long long)rois.dims[0]);
+    RoiAlignState* st = new_state<RoiAlignState>(c);
+    if (!st) return c.fail(Status::OutOfMemory, "out of memory");
+    StringView mode = c.attribute_string("mode", "avg");
+    if (mode != StringView("avg") && mode != StringView("max"))
+        return c.fail(Status::InvalidArgument, "mode '%.*s' unknown", (int)mode.size, mode.data);
+    st->max = mode == StringView("max");
+    StringView transform = c.opset >= 16 ? c.attribute_string("coordinate_transformation_mode", "half_pixel")
+                                         : StringView("output_half_pixel");
+    if (transform != StringView("half_pixel") && transform != StringView("output_half_pixel"))
+        return c.fail(Status::InvalidArgument, "coordinate_transformation_mode '%.*s' unknown", (int)transform.size,
+                      transform.data);
+    st->half_pixel = transform == StringView("half_pixel");
+    st->out_h = c.attribute_int("output_height", 1);
+    st->out_w = c.attribute_int("output_width", 1);
+    st->sampling_ratio = c.attribute_int("sampling_ratio", 0);
+    st->spatial_scale = c.attribute_float("spatial_scale", 1.0f);
+    if (st->out_h < 1 || st->out_w < 1 || st->out_h > kMaxWindow || st->out_w > kMaxWindow)
+        return c.fail(Status::InvalidArgument, "output_height and output_width must be in 1..2^24");
+    if (st->sampling_ratio < 0 || st->sampling_ratio > (int64_t)kRoiMaxGrid)
+        return c.fail(Status::InvalidArgument, "sampling_ratio must be in 0..65536");
+    st->batch = x.dims[0];
+    st->channels = x.dims[1];
+    st->height = x.dims[2];
+    st->width = x.dims[3];
+    st->rois = rois.dims[0];
+    if (st->rois > 0 && st->channels > 0 && st->height * st->width == 0)
+        return c.fail(Status::InvalidArgument, "X has an empty spatial dim");
+    if (const void* known = tensor_value(c, 2))
+        for (int64_t i = 0; i < st->rois; ++i) {
+            int64_t b = load_index(known, batch_indices.type, (uint64_t)i);
+            if (b < 0 || b >= st->batch)
+                return c.fail(Status::InvalidArgument, "batch index %lld out of range for batch %lld", (long long)b,
+                              (long long)st->batch);
+        }
+    c.state = st;
+    TensorDesc& y = c.outputs[0];
+    y = x;
+    y.dims[0] = st->rois;
+    y.dims[2] = st->out_h;
+    y.dims[3] = st->out_w;
+    return check_output_desc(c, 0);
+}
+
+// One roi's geometry: start, bin size and samples per bin, per axis (0: y, 1: x).
+struct RoiGeometry {
+    double start[2], bin[2];
+    int64_t grid[2];
+};
+
+inline bool roi_geometry(const RoiAlignState& st, const float* roi, RoiGeometry* g) {
+    double shift = st.half_pixel ? 0.5 : 0.0;
+    int64_t bins[2] = {st.out_h, st.out_w};
+    for (int a = 0; a < 2; ++a) {
+        double start = roi[1 - a] * st.spatial_scale - shift, end = roi[3 - a] * st.spatial_scale - shift;
+        double size = end - start;
+        if (!st.half_pixel && !(size >= 1)) size = size != size ? size : 1.0;
+        g->start[a] = start;
+        g->bin[a] = size / (double)bins[a];
+        double grid = st.sampling_ratio > 0 ? (double)st.sampling_ratio : std::ceil(size / (double)bins[a]);
+        if (!(std::fabs(grid) <= kRoiMaxGrid)) return false;   // NaN too
+        g->grid[a] = (int64_t)grid;
+    }
+    return true;
+}
+
+inline Status run_roi_align(const RunContext& c) {
+    const RoiAlignState& st = *static_cast<const RoiAlignState*>(c.state);
+    const float* x = c.inputs[0].as<float>();
+    const float* rois = c.inputs[1].as<float>();
+    const TensorView& indices = c.inputs[2];
+    float* y = c.outputs[0].as<float>();
+    for (int64_t r = 0; r < st.rois; ++r) {   // all first: no partial output
+        int64_t b = load_index(indices.data, indices.desc.type, (uint64_t)r);
+        if (b < 0 || b >= st.batch)
+            return c.fail(Status::InvalidArgument, "batch index %lld out of range for batch %lld", (long long)b, (long long)st.batch);
+        RoiGeometry g;
+        if (!roi_geometry(st, rois + r * 4, &g))
+            return c.fail(Status::InvalidArgument, "roi %lld needs a sampling grid past 65536 per bin side", (long long)r);
+    }
+    int64_t bins = st.out_h * st.out_w, plane = st.height * st.width;
+    nn_parallel(c, (uint64_t)(st.rois * st.channels), [&](uint64_t, uint64_t begin, uint64_t end) {
+        for (uint64_t line = begin; line < end; ++line) {
+            int64_t r = (int64_t)line / st.channels, ch = (int64_t)line % st.channels;
+            RoiGeometry g;
+            (void)roi_geometry(st, rois + r * 4, &g);
+            int64_t b = load_index(indices.data, indices.desc.type, (uint64_t)r);
+            const float* xp = x + (b * st.channels + ch) * plane;
+            float* yp = y + line * (uint64_t)bins;
+            int64_t count = g.grid[0] * g.grid[1] > 1 ? g.grid[0] * g.grid[1] : 1;
+            for (int64_t ph = 0; ph < st.out_h; ++ph)
+                for (int64_t pw = 0; pw < st.out_w; ++pw) {
+                    double acc = 0;
+                    bool first = true;
+                    for (int64_t iy = 0; iy < g.grid[0]; ++iy) {
+                        double sy = g.start[0] + (double)ph * g.bin[0] + ((double)iy + 0.5) * g.bin[0] / (double)g.grid[0];
+                        for (int64_t ix = 0; ix < g.grid[1]; ++ix) {
+                            double sx = g.start[1] + (double)pw * g.bin[1] + ((double)ix + 0.5) * g.bin[1] / (double)g.grid[1];
+                            double v[4] = {0, 0, 0, 0};   // the weighted corners
+                            if (sy >= -1.0 && sy <= (double)st.height && sx >= -1.0 && sx <= (double)st.width) {
+                                double yy = sy > 0 ? sy : 0, xx = sx > 0 ? sx : 0;
+                                int64_t y0 = (int64_t)yy, x0 = (int64_t)xx, y1, x1;
+                                if (y0 >= st.height - 1) { y0 = y1 = st.height - 1; yy = (double)y0; } else y1 = y0 + 1;
+                                if (x0 >= st.width - 1) { x0 = x1 = st.width - 1; xx = (double)x0; } else x1 = x0 + 1;
+                                double ly = yy - (double)y0, lx = xx - (double)x0;
+                                v[0] = (1 - ly) * (1 - lx) * xp[y0 * st.width + x0];
+                                v[1] = (1 - ly) * lx * xp[y0 * st.width + x1];
+                                v[2] = ly * (1 - lx) * xp[y1 * st.width + x0];
+                                v[3] = ly * lx * xp[y1 * st.width + x1];
+                            }
+                            if (st.max) {
+                                double top = std::max(std::max(v[0], v[1]), std::max(v[2], v[3]));
+                                acc = first || top > acc ? top : acc;
+                                first = false;
+                            } else {
+                                acc += v[0] + v[1] + v[2] + v[3];
+                            }
+                        }
+                    }
+                    yp[ph * st.out_w + pw] = (float)(st.max ? acc : acc / (double)count);
+                }
+        }
+    });
+    return Status::Ok;
+}
+
+}  // namespace detail
+
+// >>center crop pad, max unpool and upsample
+// CenterCropPad (opset 18): each listed axis cropped or zero padded to its size around the
+// centre (the odd element goes to the end), any element type. MaxUnpool (opset 9): X's values
+// written at their flat indices into zeros of the shape MaxPool came from ((in - 1) * stride
+// - pads + kernel), placed at the start of output_shape when given (ONNX's reference); an
+// index out of range is InvalidArgument. Upsample (opsets 7 and 9, scales an attribute, then
+// an input) is Resize-10 (asymmetric, nearest rounding down) on the Resize kernel.
+namespace detail {
+
+struct CenterCropPadState {
+    int rank = 0;
+    size_t element = 0;
+    int64_t in[kMaxRank] = {}, out[kMaxRank] = {}, shift[kMaxRank] = {};   // source = output index + shift
+};
+
+inline Status prepare_center_crop_pad(PrepareContext& c) {
+    TESSEL_TRY(require_opset(c, 18));
+    TESSEL_TRY(check_tensor_inputs(c, 2, 2, 2));
+    const TensorDesc& x = c.inputs[0];
+    IntValues shape;
+    TESSEL_TRY(int_input(c, 1, &shape));
+    int axes[kMaxRank], count = x.rank;
+    bool listed[kMaxRank] = {};
+    Span<const int64_t> axes_attribute = c.attribute_ints("axes");
+    if (!axes_attribute.empty()) {
+        if (axes_attribute.size > (size_t)x.rank) return c.fail(Status::InvalidArgument, "%zu axes for rank %u", axes_attribute.size, x.rank);
+        count = (int)axes_attribute.size;
+        for (int i = 0; i < count; ++i) {
+            if (!nn_axis(axes_attribute[i], x.rank, &axes[i]))
+                return c.fail(Status::InvalidArgument, "axis %lld out of range for rank %u", (long long)axes_attribute[i], x.rank);
+            if (listed[axes[i]]) return c.fail(Status::InvalidArgument, "axis %d is repeated", axes[i]);
+            listed[axes[i]] = true;
+        }
+    } else {
+        for (int i = 0; i < count; ++i) axes[i] = i;
+    }
+    if (shape.count != (uint64_t)count)
+        return c.fail(Status::InvalidArgument, "shape must hold %d values (one per axis), holds %llu", count,
+                      (unsigned long long)shape.count);
+    CenterCropPadState* st = new_state<CenterCropPadState>(c);
+    if (!st) return c.fail(Status::OutOfMemory, "out of memory");
+    st->rank = x.rank;
+    st->element = element_size(x.type);
+    for (int d = 0; d < x.rank; ++d) st->in[d] = st->out[d] = x.dims[d];
+    for (int i = 0; i < count; ++i) {
+        int d = axes[i];
+        int64_t size = shape[i];
+        if (size < 0) return c.fail(Status::InvalidArgument, "shape %lld is negative", (long long)size);
+        st->out[d] = size;
+        st->shift[d] = size <= x.dims[d] ? (x.dims[d] - size) / 2 : -((size - x.dims[d]) / 2);
+    }
+    c.state = st;
+    TensorDesc& y = c.outputs[0];
+    y = x;
+    for (int d = 0; d < x.rank; ++d) y.dims[d] = st->out[d];
+    return check_output_desc(c, 0);
+}
+
+inline Status run_center_crop_pad(const RunContext& c) {
+    const CenterCropPadState& st = *static_cast<const CenterCropPadState*>(c.state);
+    const unsigned char* x = static_cast<const unsigned char*>(c.inputs[0].data);
+    unsigned char* y = static_cast<unsigned char*>(c.outputs[0].data);
+    uint64_t total = c.outputs[0].elements();
+    if (total == 0) return Status::Ok;
+    int last = st.rank - 1;
+    int64_t row = last >= 0 ? st.out[last] : 1, in_row = last >= 0 ? st.in[last] : 1;
+    int64_t shift = last >= 0 ? st.shift[last] : 0;
+    // the output row's columns that have a source: [lo, hi)
+    int64_t lo = shift < 0 ? -shift : 0, hi = in_row - shift < row ? in_row - shift : row;
+    if (hi < lo) hi = lo;
+    int64_t index[kMaxRank] = {};
+    for (uint64_t first = 0; first < total; first += (uint64_t)row) {
+        unsigned char* out = y + first * st.element;
+        int64_t source = 0;   // the source row's first element
+        bool inside = true;
+        for (int d = 0; d < last; ++d) {
+            int64_t i = index[d] + st.shift[d];
+            inside = inside && i >= 0 && i < st.in[d];
+            source = source * st.in[d] + i;
+        }
+        if (!inside || hi == lo) {
+            std::memset(out, 0, (size_t)row * st.element);
+        } else {
+            std::memset(out, 0, (size_t)lo * st.element);
+            std::memcpy(out + (size_t)lo * st.element, x + (size_t)(source * in_row + lo + shift) * st.element,
+                        (size_t)(hi - lo) * st.element);
+            std::memset(out + (size_t)hi * st.element, 0, (size_t)(row - hi) * st.element);
+        }
+        for (int d = last - 1; d >= 0 && ++index[d] == st.out[d]; --d) index[d] = 0;
+    }
+    return Status::Ok;
+}
+
+struct MaxUnpoolState {
+    int rank = 0;
+    int64_t inferred[kMaxRank] = {}, out[kMaxRank] = {};
+    int64_t inferred_total = 0;
+};
+
+inline Status prepare_max_unpool(PrepareContext& c) {
+    TESSEL_TRY(require_opset(c, 9));
+    TESSEL_TRY(check_tensor_inputs(c, 2, 3, 2));
+    TESSEL_TRY(nn_float(c, 0));
+    const TensorDesc& x = c.inputs[0];
+    const TensorDesc& indices = c.inputs[1];
+    if (indices.type != ElementType::Int64)
+        return c.fail(Status::Unsupported, "input 1 is %s (int64 expected)", element_type_name(indices.type));
+    if (x.rank < 3) return c.fail(Status::InvalidArgument, "X must be N x C x spatial (rank %u)", x.rank);
+    bool same = indices.rank == x.rank;
+    for (int d = 0; same && d < x.rank; ++d) same = indices.dims[d] == x.dims[d];
+    if (!same) return c.fail(Status::InvalidArgument, "I must have X's shape");
+    int spatial = (int)x.rank - 2;
+    Span<const int64_t> kernel = c.attribute_ints("kernel_shape");
+    if (kernel.size != (size_t)spatial) return c.fail(Status::InvalidArgument, "kernel_shape must have %d values", spatial);
+    MaxUnpoolState* st = new_state<MaxUnpoolState>(c);
+    if (!st) return c.fail(Status::OutOfMemory, "out of memory");
+    SpatialAttributes a;
+    TESSEL_TRY(spatial_attributes(c, spatial, false, &a));
+    st->rank = x.rank;
+    st->inferred[0] = st->out[0] = x.dims[0];
+    st->inferred[1] = st->out[1] = x.dims[1];
+    for (int d = 0; d < spatial; ++d) {
+        if (kernel[d] < 1 || kernel[d] > kMaxWindow || x.dims[2 + d] > kMaxWindow)
+            return c.fail(Status::InvalidArgument, "kernel_shape must be in 1..2^24 (and X's dims at most 2^24)");
+        int64_t size = (x.dims[2 + d] - 1) * a.stride[d] - (a.pad_begin[d] + a.pad_end[d]) + kernel[d];
+        if (size < 0) return c.fail(Status::InvalidArgument, "the unpooled dim %d would be %lld", d, (long long)size);
+        st->inferred[2 + d] = st->out[2 + d] = size;
+    }
+    if (c.has_input(2)) {
+        IntValues shape;
+        TESSEL_TRY(int_input(c, 2, &shape));
+        if (shape.count != (uint64_t)x.rank) return c.fail(Status::InvalidArgument, "output_shape must hold %u values", x.rank);
+        for (int d = 0; d < x.rank; ++d) {
+            bool fits = d < 2 ? shape[d] == st->inferred[d] : shape[d] >= st->inferred[d];
+            if (!fits)
+                return c.fail(Status::InvalidArgument, "output_shape dim %d (%lld) cannot hold the unpooled %lld", d,
+                              (long long)shape[d], (long long)st->inferred[d]);
+            st->out[d] = shape[d];
+        }
+    }
+    c.state = st;
+    TensorDesc& y = c.outputs[0];
+    y = x;
+    for (int d = 0; d < x.rank; ++d) y.dims[d] = st->out[d];
+    TESSEL_TRY(check_output_desc(c, 0));
+    TensorDesc inferred = y;
+    for (int d = 0; d < x.rank; ++d) inferred.dims[d] = st->inferred[d];
+    st->inferred_total = (int64_t)dims_product(inferred, 0, inferred.rank);
+    return Status::Ok;
+}
+
+inline Status run_max_unpool(const RunContext& c) {
+    const MaxUnpoolState& st = *static_cast<const MaxUnpoolState*>(c.state);
+    const float* x = c.inputs[0].as<float>();
+    const int64_t* indices = c.inputs[1].as<int64_t>();
+    float* y = c.outputs[0].as<float>();
+    uint64_t n = c.inputs[0].elements();
+    for (uint64_t e = 0; e < n; ++e)   // all first: no partial output
+        if (indices[e] < 0 || indices[e] >= st.inferred_total)
+            return c.fail(Status::InvalidArgument, "index %lld out of range for %lld elements", (long long)indices[e],
+                          (long long)st.inferred_total);
+    uint64_t total = c.outputs[0].elements();
+    for (uint64_t e = 0; e < total; ++e) y[e] = 0.0f;
+    for (uint64_t e = 0; e < n; ++e) {
+        int64_t rest = indices[e], at = 0, stride = 1;
+        for (int d = st.rank - 1; d >= 0; --d) {   // the inferred shape's index, placed in the output's
+            at += rest % st.inferred[d] * stride;
+            rest /= st.inferred[d];
+            stride *= st.out[d];
+        }
+        y[at] = x[e];
+    }
+    return Status::Ok;
+}
+
+// Upsample-7 (scales attribute) and -9 (scales input) through Resize-10's prepare: the same
+// inputs, the scales attribute handed over as a constant input.
+inline Status prepare_upsample(PrepareContext& c) {
+    TESSEL_TRY(require_opset(c, 7));
+    bool attribute = c.opset < 9;
+    TESSEL_TRY(check_tensor_inputs(c, attribute ? 1 : 2, attribute ? 1 : 2, attribute ? 1 : 2));
+    TESSEL_TRY(nn_float(c, 0));
+    TensorDesc inputs[2] = {c.inputs[0], TensorDesc()};
+    const void* values[2] = {tensor_value(c, 0), nullptr};
+    if (attribute) {
+        Span<const float> scales = c.attribute_floats("scales");
+        if (scales.size != c.inputs[0].rank)
+            return c.fail(Status::InvalidArgument, "scales must hold %u values (one per dim)", c.inputs[0].rank);
+        inputs[1].type = ElementType::Float32;
+        inputs[1].rank = 1;
+        inputs[1].dims[0] = (int64_t)scales.size;
+        values[1] = scales.data;
+    } else {
+        inputs[1] = c.inputs[1];
+        values[1] = tensor_value(c, 1);
+    }
+    PrepareContext resize = c;
+    resize.opset = 10;
+    resize.num_inputs = 2;
+    resize.inputs = inputs;
+    resize.values = values;
+    Status s = prepare_resize(resize);
+    std::memcpy(c.error, resize.error, sizeof c.error);
+    c.state = resize.state;
+    c.scratch_bytes = resize.scratch_bytes;
+    return s;
+}
+
+}  // namespace detail
+
+namespace detail {
+// The kernels of the sections above (grid sample through upsample).
+const OpKernel kSpatialKernels[] = {
+    {"GridSample", prepare_grid_sample, run_grid_sample},
+    {"AffineGrid", prepare_affine_grid, run_affine_grid},
+    {"Col2Im", prepare_col2im, run_col2im},
+    {"DeformConv", prepare_deform_conv, run_deform_conv},
+    {"RoiAlign", prepare_roi_align, run_roi_align},
+    {"CenterCropPad", prepare_center_crop_pad, run_center_crop_pad},
+    {"MaxUnpool", prepare_max_unpool, run_max_unpool},
+    {"Upsample", prepare_upsample, run_resize},
+    {nullptr, nullptr, nullptr},   // end marker
+};
+}  // namespace detail
+
 // >>op versions
 namespace detail {
 // The ONNX versions (since_version, onnx/defs/operator_sets.h) of the op list's ops where a
@@ -11703,6 +12579,25 @@ const OpVersion kOpVersions[] = {
     {"RotaryEmbedding", 23, kByKernel, "new op"},
     {"SwiGLU", 28, kByKernel, "new op"},
     {"TensorScatter", 24, kByKernel, "new op"},
+    // the spatial ops (>>grid sample and affine grid to >>center crop pad, max unpool and upsample)
+    {"AffineGrid", 20, kByKernel, "new op"},
+    {"CenterCropPad", 18, kByKernel, "new op"},
+    {"Col2Im", 18, kByKernel, "new op"},
+    {"DeformConv", 19, kByKernel, "new op"},
+    {"DeformConv", 22, kTypes, kBfloat16},
+    {"GridSample", 16, kByKernel, "new op (4-D; modes bilinear, nearest, bicubic)"},
+    {"GridSample", 20, kByKernel, "N-D; modes renamed linear, nearest, cubic"},
+    {"GridSample", 22, kTypes, kBfloat16},
+    {"MaxUnpool", 9, kByKernel, "new op"},
+    {"MaxUnpool", 11, kByKernel, "strides default to 1 (documented)"},
+    {"MaxUnpool", 22, kTypes, kBfloat16},
+    {"RoiAlign", 10, kByKernel, "new op (output_half_pixel coordinates)"},
+    {"RoiAlign", 16, kByKernel, "coordinate_transformation_mode, default half_pixel"},
+    {"RoiAlign", 22, kTypes, kBfloat16},
+    {"Upsample", 1, kRefused, "height_scale and width_scale attributes (experimental)"},
+    {"Upsample", 7, kByKernel, "scales attribute"},
+    {"Upsample", 9, kByKernel, "scales input"},
+    {"Upsample", 10, kRefused, "deprecated: Resize replaces it"},
 };
 
 // The row a model of `opset` runs `op` at: its newest listed version <= opset; nullptr when
@@ -11754,6 +12649,7 @@ struct KernelTable {
         add(kAttentionKernels, sizeof kAttentionKernels / sizeof kAttentionKernels[0]);
         add(kRecurrentKernels, sizeof kRecurrentKernels / sizeof kRecurrentKernels[0]);
         add(kSignalKernels, sizeof kSignalKernels / sizeof kSignalKernels[0]);
+        add(kSpatialKernels, sizeof kSpatialKernels / sizeof kSpatialKernels[0]);
     }
 };
 inline const KernelTable& kernel_table() {
