@@ -104,6 +104,10 @@
    >>col2im and deform conv           Col2Im, DeformConv
    >>roi align                        RoiAlign
    >>center crop pad, max unpool and upsample  CenterCropPad, MaxUnpool, Upsample (kSpatialKernels)
+   >>quantization ops                 QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, integer MatMul/Conv
+   >>compress and bitcast             Compress (constant condition), BitCast
+   >>more math ops                    Celu, CumProd, Det, Einsum
+   >>tfidf vectorizer                 TfIdfVectorizer (integer n-grams); kQuantKernels
    >>op versions                      ONNX op versions from opset 18 on (and legacy ones): kept or refused
    >>op kernel table                  builtin_op_kernels, find_builtin_kernel
    >>onnx reader                      what is read and how it maps to a Model
@@ -4551,10 +4555,10 @@ inline Status check_conv_inputs(PrepareContext& c, int64_t* groups) {
     return Status::Ok;
 }
 
-inline Status prepare_conv(PrepareContext& c) {
-    int64_t groups = 1;
-    TESSEL_TRY(check_conv_inputs(c, &groups));
-    const TensorDesc &x = c.inputs[0], &wd = c.inputs[1];
+// The shapes of a Conv of x by weights wd (also the integer Convs'): channels, kernel_shape,
+// the window; st and y's dims (y's type is the caller's).
+inline Status plan_conv(PrepareContext& c, const TensorDesc& x, const TensorDesc& wd, int64_t groups, ConvState* st,
+                        TensorDesc* y_out) {
     int64_t maps = wd.dims[0];
     if (x.dims[1] != wd.dims[1] * groups || maps % groups != 0)
         return c.fail(Status::InvalidArgument, "channels %lld, W %lld x %lld and group %lld do not match",
@@ -4563,10 +4567,6 @@ inline Status prepare_conv(PrepareContext& c) {
     for (size_t i = 0; i < ks.size; ++i)
         if (ks.size != (size_t)x.rank - 2 || ks[i] != wd.dims[2 + i])
             return c.fail(Status::InvalidArgument, "kernel_shape does not match W");
-    if (c.has_input(2) && (c.inputs[2].rank != 1 || c.inputs[2].dims[0] != maps))
-        return c.fail(Status::InvalidArgument, "bias must have %lld elements", (long long)maps);
-    ConvState* st = nn_state<ConvState>(c);
-    if (!st) return c.fail(Status::OutOfMemory, "out of memory");
     TESSEL_TRY(parse_window(c, x, wd.dims + 2, false, false, &st->w));
     const Window& w = st->w;
     st->batch = x.dims[0];
@@ -4581,10 +4581,22 @@ inline Status prepare_conv(PrepareContext& c) {
     st->direct = w.kernel_size() == 1;
     for (int i = 0; i < 3; ++i)
         st->direct = st->direct && w.stride[i] == 1 && w.pad_begin[i] == 0 && w.pad_end[i] == 0;
-    TensorDesc& y = c.outputs[0];
+    TensorDesc& y = *y_out;
     y = x;
     y.dims[1] = maps;
     for (int i = 0; i < w.spatial; ++i) y.dims[2 + i] = w.out[3 - w.spatial + i];
+    return Status::Ok;
+}
+
+inline Status prepare_conv(PrepareContext& c) {
+    int64_t groups = 1;
+    TESSEL_TRY(check_conv_inputs(c, &groups));
+    const TensorDesc &x = c.inputs[0], &wd = c.inputs[1];
+    if (c.has_input(2) && (c.inputs[2].rank != 1 || c.inputs[2].dims[0] != wd.dims[0]))
+        return c.fail(Status::InvalidArgument, "bias must have %lld elements", (long long)wd.dims[0]);
+    ConvState* st = nn_state<ConvState>(c);
+    if (!st) return c.fail(Status::OutOfMemory, "out of memory");
+    TESSEL_TRY(plan_conv(c, x, wd, groups, st, &c.outputs[0]));
     st->depthwise = st->group_channels == 1 && st->group_maps < 4 && !st->direct;
     st->slots = c.threads ? c.threads : 1;
     if (!st->direct && !st->depthwise)
@@ -4820,16 +4832,13 @@ struct MatMulState {
     int64_t batch_dims[kMaxRank], a_stride[kMaxRank], b_stride[kMaxRank];  // per batch dim, in elements
 };
 
-inline Status prepare_matmul(PrepareContext& c) {
-    TESSEL_TRY(nn_count(c, 2, 2, 1));
-    for (uint32_t i = 0; i < 2; ++i) TESSEL_TRY(nn_float(c, i));
-    TensorDesc a = c.inputs[0], b = c.inputs[1];
+// The shapes of a NumPy matmul of descs a and b (also the integer MatMuls'): st and y's dims
+// (y's type is the caller's).
+inline Status plan_matmul(PrepareContext& c, TensorDesc a, TensorDesc b, MatMulState* st, TensorDesc* y_out) {
     if (a.rank < 1 || b.rank < 1) return c.fail(Status::InvalidArgument, "operands must have rank 1 or more");
     bool a_vector = a.rank == 1, b_vector = b.rank == 1;
     if (a_vector) { a.rank = 2; a.dims[1] = a.dims[0]; a.dims[0] = 1; }
     if (b_vector) { b.rank = 2; b.dims[1] = 1; }
-    MatMulState* st = nn_state<MatMulState>(c);
-    if (!st) return c.fail(Status::OutOfMemory, "out of memory");
     st->m = a.dims[a.rank - 2];
     st->k = a.dims[a.rank - 1];
     st->n = b.dims[b.rank - 1];
@@ -4850,11 +4859,20 @@ inline Status prepare_matmul(PrepareContext& c) {
         st->a_stride[i] *= st->m * st->k;
         st->b_stride[i] *= st->k * st->n;
     }
-    TensorDesc& y = c.outputs[0];
+    TensorDesc& y = *y_out;
     y = out;
-    y.type = ElementType::Float32;
     if (!a_vector) y.dims[y.rank++] = st->m;
     if (!b_vector) y.dims[y.rank++] = st->n;
+    return Status::Ok;
+}
+
+inline Status prepare_matmul(PrepareContext& c) {
+    TESSEL_TRY(nn_count(c, 2, 2, 1));
+    for (uint32_t i = 0; i < 2; ++i) TESSEL_TRY(nn_float(c, i));
+    MatMulState* st = nn_state<MatMulState>(c);
+    if (!st) return c.fail(Status::OutOfMemory, "out of memory");
+    TESSEL_TRY(plan_matmul(c, c.inputs[0], c.inputs[1], st, &c.outputs[0]));
+    c.outputs[0].type = ElementType::Float32;
     return Status::Ok;
 }
 
@@ -8199,8 +8217,9 @@ inline Status run_trilu(const RunContext& c) {
 
 struct ScanState {   // a 3-D view of the input: outer x count x inner
     int64_t outer, count, inner;
-    bool exclusive, reverse;   // CumSum
-    bool axis_known;           // CumSum: the axis was a constant at prepare (else read at run)
+    bool exclusive, reverse;   // CumSum, CumProd
+    bool axis_known;           // CumSum, CumProd: the axis was a constant at prepare (else read at run)
+    bool product;              // CumProd
 };
 
 inline Status prepare_hardmax(PrepareContext& c) {
@@ -8247,7 +8266,8 @@ inline void cumsum_view(const TensorDesc& x, int axis, ScanState* st) {
     st->inner = (int64_t)dims_product(x, axis + 1, x.rank);
 }
 
-inline Status prepare_cumsum(PrepareContext& c) {
+// CumSum, or CumProd (product): one kernel.
+inline Status prepare_cumulative(PrepareContext& c, bool product) {
     TESSEL_TRY(check_tensor_inputs(c, 2, 2, 2));
     const TensorDesc& x = c.inputs[0];
     if (x.type != ElementType::Float32 && x.type != ElementType::Int32 && x.type != ElementType::Int64)
@@ -8261,6 +8281,7 @@ inline Status prepare_cumsum(PrepareContext& c) {
     if (!st) return c.fail(Status::OutOfMemory, "out of memory");
     st->exclusive = exclusive != 0;
     st->reverse = reverse != 0;
+    st->product = product;
     if (const void* v = tensor_value(c, 1)) {   // a constant axis is checked now, else at run
         int64_t axis = scalar_int_value(c.inputs[1].type, v), a = 0;
         if (!normalize_axis(axis, x.rank, &a))
@@ -8273,18 +8294,21 @@ inline Status prepare_cumsum(PrepareContext& c) {
     return Status::Ok;
 }
 
-template <class T, class U>   // U: the type the sum wraps in (unsigned for integers)
+inline Status prepare_cumsum(PrepareContext& c) { return prepare_cumulative(c, false); }
+
+template <class T, class U>   // U: the type the sum or product wraps in (unsigned for integers)
 void cumsum_typed(const ScanState& st, const T* x, T* y) {
     for (int64_t o = 0; o < st.outer; ++o)
         for (int64_t i = 0; i < st.inner; ++i) {
             const T* xl = x + o * st.count * st.inner + i;
             T* yl = y + o * st.count * st.inner + i;
-            U sum = 0;
+            U sum = st.product ? 1 : 0;
             for (int64_t s = 0; s < st.count; ++s) {
                 int64_t k = st.reverse ? st.count - 1 - s : s;
                 T v = xl[k * st.inner];   // read before the write: y may be x
-                if (st.exclusive) { yl[k * st.inner] = (T)sum; sum = (U)(sum + (U)v); }
-                else { sum = (U)(sum + (U)v); yl[k * st.inner] = (T)sum; }
+                if (st.exclusive) yl[k * st.inner] = (T)sum;
+                sum = st.product ? (U)(sum * (U)v) : (U)(sum + (U)v);
+                if (!st.exclusive) yl[k * st.inner] = (T)sum;
             }
         }
 }
@@ -12349,6 +12373,1129 @@ const OpKernel kSpatialKernels[] = {
 };
 }  // namespace detail
 
+// >>quantization ops
+// QuantizeLinear and DequantizeLinear (per tensor; per axis from opset 13; blocked from 21),
+// DynamicQuantizeLinear, MatMulInteger, QLinearMatMul, ConvInteger, QLinearConv. Quantized
+// values are int8 or uint8 (DequantizeLinear also reads int32); float8, int4 and int2 are
+// refused as types. Rounding is to nearest, ties to even, then saturation to the type's range.
+// Integer products accumulate in int32 (wrapping, which ONNX allows); QLinear* requantize with
+// a multiplier computed in the scales' type and applied in double, as ONNX's reference does,
+// so results match it bit for bit. MatMul and Conv shapes come from plan_matmul / plan_conv.
+namespace detail {
+
+// x rounded to the nearest integer, ties to even, whatever the FPU's rounding mode.
+inline double round_half_even(double x) {
+    double f = std::floor(x), d = x - f;
+    if (d > 0.5 || (d == 0.5 && std::fmod(f, 2.0) != 0.0)) f += 1.0;
+    return f;
+}
+
+// The range of a quantized type. int16 and uint16 join with their ElementTypes (and a case in
+// quant_type_switch); the kernels are templates over T.
+template <class T> struct QuantRange;
+template <> struct QuantRange<int8_t> { static constexpr double lo = -128, hi = 127; };
+template <> struct QuantRange<uint8_t> { static constexpr double lo = 0, hi = 255; };
+template <> struct QuantRange<int32_t> { static constexpr double lo = -2147483648.0, hi = 2147483647.0; };
+
+// Calls f(T()) with the C++ type of quantized element type t; false for any other type.
+// int32 only where the op reads it (DequantizeLinear's x).
+template <class F>
+bool quant_type_switch(ElementType t, bool int32, F&& f) {
+    switch (t) {
+        case ElementType::Int8: f(int8_t()); return true;
+        case ElementType::UInt8: f(uint8_t()); return true;
+        case ElementType::Int32: if (!int32) return false; f(int32_t()); return true;
+        default: return false;
+    }
+}
+
+inline bool quant_type(ElementType t, bool int32) {
+    return quant_type_switch(t, int32, [](auto) {});
+}
+
+// round(v) + zero_point saturated to T (a NaN counts as 0). The zero point is added after the
+// rounding: ties go to the even quotient, as ONNX's reference computes.
+template <class T>
+T quantize_value(double v, double zero_point) {
+    double r = (v == v ? round_half_even(v) : 0.0) + zero_point;
+    return (T)(r < QuantRange<T>::lo ? QuantRange<T>::lo : r > QuantRange<T>::hi ? QuantRange<T>::hi : r);
+}
+
+inline float load_real(ElementType t, const void* data, uint64_t i) {   // float32 or float16
+    return t == ElementType::Float16 ? half_to_float(static_cast<const uint16_t*>(data)[i]) : static_cast<const float*>(data)[i];
+}
+inline float round_to_half(float v) { return half_to_float(float_to_half(v)); }
+
+inline Status quant_real_input(PrepareContext& c, uint32_t i, const char* what) {
+    ElementType t = c.inputs[i].type;
+    if (t != ElementType::Float32 && t != ElementType::Float16)
+        return c.fail(Status::Unsupported, "%s is %s (float32 or float16 expected)", what, element_type_name(t));
+    return Status::Ok;
+}
+
+// How a scale (or zero point) maps onto x viewed as outer x count x inner around the axis:
+// the parameter of element (o, d, i) is at o * outer_stride + d / block * axis_stride +
+// i * inner_stride (all strides 0: one parameter for the whole tensor).
+struct QuantLayout {
+    int64_t outer = 1, count = 0, inner = 1, block = 1;
+    int64_t outer_stride = 0, axis_stride = 0, inner_stride = 0;
+};
+
+inline bool single_element(const TensorDesc& d) {
+    uint64_t n = 0;
+    return desc_elements(d, &n) && n == 1;
+}
+
+// The granularity given by the scale's shape: one element, 1-D along axis (opset 13), or
+// blocked (opset 21, block_size > 0: x's shape with ceil(D / block_size) on the axis).
+inline Status quant_layout(PrepareContext& c, const TensorDesc& x, const TensorDesc& scale, QuantLayout* q) {
+    uint64_t total = 0;
+    (void)desc_elements(x, &total);
+    int64_t block = c.opset >= 21 ? c.attribute_int("block_size", 0) : 0;
+    if (block < 0) return c.fail(Status::InvalidArgument, "block_size %lld is negative", (long long)block);
+    if (single_element(scale) && block == 0) {
+        *q = QuantLayout{1, (int64_t)total, 1, 1, 0, 0, 0};
+        return Status::Ok;
+    }
+    if (block == 0 && c.opset < 13)
+        return c.fail(Status::InvalidArgument, "the scale must be a scalar before opset 13 (per-axis quantization)");
+    int64_t raw = c.attribute_int("axis", 1), axis = 0;
+    if (!normalize_axis(raw, x.rank, &axis))
+        return c.fail(Status::InvalidArgument, "axis %lld out of range for rank %d", (long long)raw, x.rank);
+    q->outer = (int64_t)dims_product(x, 0, (int)axis);
+    q->count = x.dims[axis];
+    q->inner = (int64_t)dims_product(x, (int)axis + 1, x.rank);
+    if (block == 0) {
+        if (scale.rank != 1 || scale.dims[0] != x.dims[axis])
+            return c.fail(Status::InvalidArgument, "a per-axis scale must be 1-D with %lld elements (x's axis %lld)",
+                          (long long)x.dims[axis], (long long)axis);
+        q->axis_stride = 1;
+        return Status::Ok;
+    }
+    bool same = scale.rank == x.rank;
+    for (int d = 0; same && d < x.rank; ++d)
+        same = d == axis ? scale.dims[d] == (x.dims[d] + block - 1) / block : scale.dims[d] == x.dims[d];
+    if (!same)
+        return c.fail(Status::InvalidArgument,
+                      "a blocked scale must have x's shape with ceil(%lld / block_size %lld) on axis %lld",
+                      (long long)x.dims[axis], (long long)block, (long long)axis);
+    q->block = block;
+    q->axis_stride = q->inner;
+    q->outer_stride = scale.dims[axis] * q->inner;
+    q->inner_stride = 1;
+    return Status::Ok;
+}
+
+// The zero point has the scale's shape (one element for one element).
+inline Status check_zero_point(PrepareContext& c, uint32_t scale, uint32_t zero_point) {
+    const TensorDesc &s = c.inputs[scale], &z = c.inputs[zero_point];
+    bool one = single_element(s) && single_element(z), same = one || s.rank == z.rank;
+    for (int d = 0; same && !one && d < s.rank; ++d) same = s.dims[d] == z.dims[d];
+    if (!same) return c.fail(Status::InvalidArgument, "input %u (zero point) must have the shape of input %u (scale)", zero_point, scale);
+    return Status::Ok;
+}
+
+// ONNX data type codes of the types these ops produce.
+inline ElementType quant_onnx_type(int64_t code) {
+    switch (code) {
+        case 1: return ElementType::Float32;
+        case 2: return ElementType::UInt8;
+        case 3: return ElementType::Int8;
+        case 6: return ElementType::Int32;
+        case 10: return ElementType::Float16;
+        default: return ElementType::Undefined;
+    }
+}
+
+enum class QuantDivision : uint8_t { Float, Half, Double };
+
+struct QuantizeState {
+    QuantLayout layout;
+    QuantDivision division = QuantDivision::Float;
+};
+
+inline Status prepare_quantize_linear(PrepareContext& c) {
+    TESSEL_TRY(check_tensor_inputs(c, 2, 3, 2));
+    const TensorDesc &x = c.inputs[0], &scale = c.inputs[1];
+    ElementType xt = x.type;
+    if (xt != ElementType::Float32 && xt != ElementType::Float16 && xt != ElementType::Int32)
+        return c.fail(Status::Unsupported, "x is %s (float32, float16 or int32 expected)", element_type_name(xt));
+    TESSEL_TRY(quant_real_input(c, 1, "y_scale"));
+    // The output type: y_zero_point's, else output_dtype (opset 21), else uint8.
+    ElementType out = ElementType::UInt8;
+    int64_t code = c.opset >= 21 ? c.attribute_int("output_dtype", 0) : 0;
+    if (code != 0) {
+        out = quant_onnx_type(code);
+        if (!quant_type(out, false))
+            return c.fail(Status::Unsupported, "output_dtype %lld (int8 or uint8 supported; float8, int4, int2 are not)",
+                          (long long)code);
+    }
+    if (c.has_input(2)) {
+        ElementType zt = c.inputs[2].type;
+        if (!quant_type(zt, false))
+            return c.fail(Status::Unsupported, "y_zero_point is %s (int8 or uint8 supported)", element_type_name(zt));
+        if (code != 0 && zt != out)
+            return c.fail(Status::InvalidArgument, "output_dtype %lld differs from y_zero_point's type %s", (long long)code,
+                          element_type_name(zt));
+        out = zt;
+        TESSEL_TRY(check_zero_point(c, 1, 2));
+    }
+    QuantizeState* st = new_state<QuantizeState>(c);
+    if (!st) return c.fail(Status::OutOfMemory, "out of memory");
+    TESSEL_TRY(quant_layout(c, x, scale, &st->layout));
+    // The division's precision: the precision attribute (opset 23), else what NumPy gives
+    // for x / y_scale in ONNX's reference (float16 / float16 in float16, int32 in double).
+    int64_t precision = c.opset >= 23 ? c.attribute_int("precision", 0) : 0;
+    if (precision == 10 || (precision == 0 && xt == ElementType::Float16 && scale.type == ElementType::Float16))
+        st->division = QuantDivision::Half;
+    else if (precision == 11 || (precision == 0 && xt == ElementType::Int32))
+        st->division = QuantDivision::Double;
+    else if (precision != 0 && precision != 1)
+        return c.fail(Status::Unsupported, "precision %lld (float, float16 or double supported)", (long long)precision);
+    c.state = st;
+    c.outputs[0] = x;
+    c.outputs[0].type = out;
+    return Status::Ok;
+}
+
+template <class T>
+void quantize_typed(const RunContext& c, const QuantizeState& st) {
+    const QuantLayout& q = st.layout;
+    const TensorView &x = c.inputs[0], &scale = c.inputs[1];
+    const T* zero = c.num_inputs > 2 && c.inputs[2].data ? c.inputs[2].as<const T>() : nullptr;
+    T* y = c.outputs[0].as<T>();
+    uint64_t e = 0;
+    for (int64_t o = 0; o < q.outer; ++o)
+        for (int64_t d = 0; d < q.count; ++d)
+            for (int64_t i = 0; i < q.inner; ++i, ++e) {
+                uint64_t p = (uint64_t)(o * q.outer_stride + d / q.block * q.axis_stride + i * q.inner_stride);
+                float s = load_real(scale.desc.type, scale.data, p);
+                bool integer = x.desc.type == ElementType::Int32;
+                double xd = integer ? (double)x.as<const int32_t>()[e] : (double)load_real(x.desc.type, x.data, e);
+                double v = st.division == QuantDivision::Double ? xd / s
+                           : st.division == QuantDivision::Half ? round_to_half(round_to_half((float)xd) / round_to_half(s))
+                                                                : (float)xd / s;
+                y[e] = quantize_value<T>(v, zero ? (double)zero[p] : 0.0);
+            }
+}
+
+inline Status run_quantize_linear(const RunContext& c) {
+    const QuantizeState& st = *static_cast<const QuantizeState*>(c.state);
+    quant_type_switch(c.outputs[0].desc.type, false, [&](auto tag) { quantize_typed<decltype(tag)>(c, st); });
+    return Status::Ok;
+}
+
+inline Status prepare_dequantize_linear(PrepareContext& c) {
+    TESSEL_TRY(check_tensor_inputs(c, 2, 3, 2));
+    const TensorDesc &x = c.inputs[0], &scale = c.inputs[1];
+    if (!quant_type(x.type, true))
+        return c.fail(Status::Unsupported, "x is %s (int8, uint8 or int32 supported; float8, int4, int2 are not)",
+                      element_type_name(x.type));
+    TESSEL_TRY(quant_real_input(c, 1, "x_scale"));
+    if (c.has_input(2)) {
+        if (c.inputs[2].type != x.type)
+            return c.fail(Status::InvalidArgument, "x_zero_point is %s, x is %s", element_type_name(c.inputs[2].type),
+                          element_type_name(x.type));
+        TESSEL_TRY(check_zero_point(c, 1, 2));
+    }
+    ElementType out = scale.type;
+    int64_t code = c.opset >= 23 ? c.attribute_int("output_dtype", 0) : 0;
+    if (code != 0) {
+        out = quant_onnx_type(code);
+        if (out != ElementType::Float32 && out != ElementType::Float16)
+            return c.fail(Status::Unsupported, "output_dtype %lld (float or float16 supported)", (long long)code);
+    }
+    QuantLayout* st = new_state<QuantLayout>(c);
+    if (!st) return c.fail(Status::OutOfMemory, "out of memory");
+    TESSEL_TRY(quant_layout(c, x, scale, st));
+    c.state = st;
+    c.outputs[0] = x;
+    c.outputs[0].type = out;
+    return Status::Ok;
+}
+
+// (x - zero point) * scale: x - zero point in float32 (in double for int32 x, after x's
+// rounding to float32), the product rounded to float32, then to float16 for a float16 output.
+template <class T>
+void dequantize_typed(const RunContext& c, const QuantLayout& q) {
+    const T* x = c.inputs[0].as<const T>();
+    const TensorView& scale = c.inputs[1];
+    const T* zero = c.num_inputs > 2 && c.inputs[2].data ? c.inputs[2].as<const T>() : nullptr;
+    bool half = c.outputs[0].desc.type == ElementType::Float16;
+    uint64_t e = 0;
+    for (int64_t o = 0; o < q.outer; ++o)
+        for (int64_t d = 0; d < q.count; ++d)
+            for (int64_t i = 0; i < q.inner; ++i, ++e) {
+                uint64_t p = (uint64_t)(o * q.outer_stride + d / q.block * q.axis_stride + i * q.inner_stride);
+                double dx = (double)(float)x[e] - (zero ? (double)zero[p] : 0.0);
+                float v = (float)(dx * (double)load_real(scale.desc.type, scale.data, p));
+                if (half) c.outputs[0].as<uint16_t>()[e] = float_to_half(v);
+                else c.outputs[0].as<float>()[e] = v;
+            }
+}
+
+inline Status run_dequantize_linear(const RunContext& c) {
+    const QuantLayout& q = *static_cast<const QuantLayout*>(c.state);
+    quant_type_switch(c.inputs[0].desc.type, true, [&](auto tag) { dequantize_typed<decltype(tag)>(c, q); });
+    return Status::Ok;
+}
+
+// DynamicQuantizeLinear: uint8 with scale (max(0, max x) - min(0, min x)) / 255 and the zero
+// point that maps min(0, min x) to 0, in float32 as ONNX's reference computes.
+inline Status prepare_dynamic_quantize_linear(PrepareContext& c) {
+    TESSEL_TRY(check_tensor_inputs(c, 1, 1, 1, 3));
+    if (c.inputs[0].type != ElementType::Float32)
+        return c.fail(Status::Unsupported, "x is %s (float32 expected)", element_type_name(c.inputs[0].type));
+    c.outputs[0] = c.inputs[0];
+    c.outputs[0].type = ElementType::UInt8;
+    c.outputs[1] = TensorDesc();
+    c.outputs[1].type = ElementType::Float32;
+    c.outputs[2] = TensorDesc();
+    c.outputs[2].type = ElementType::UInt8;
+    return Status::Ok;
+}
+
+inline Status run_dynamic_quantize_linear(const RunContext& c) {
+    const float* x = c.inputs[0].as<const float>();
+    uint64_t n = c.inputs[0].elements();
+    float lo = 0, hi = 0;   // the range always holds 0
+    for (uint64_t e = 0; e < n; ++e) {
+        lo = x[e] < lo ? x[e] : lo;
+        hi = x[e] > hi ? x[e] : hi;
+    }
+    float scale = (hi == lo ? 1.0f : hi - lo) / 255.0f;
+    float initial = 0.0f - lo / scale;
+    float zero = (float)round_half_even(initial < 0 ? 0 : initial > 255 ? 255 : initial);
+    uint8_t* y = c.outputs[0].as<uint8_t>();
+    for (uint64_t e = 0; e < n; ++e) y[e] = quantize_value<uint8_t>(x[e] / scale, zero);
+    *c.outputs[1].as<float>() = scale;
+    *c.outputs[2].as<uint8_t>() = (uint8_t)zero;
+    return Status::Ok;
+}
+
+// ---- integer matmuls ----
+// Zero points and scales are per tensor (one element), per row of A (and of the output), per
+// column of B: 1-D with M (N) elements, or N-D broadcasting to [batch..., M, 1] ([..., 1, N]).
+// Each is read through element strides over the full output [batch..., M, N].
+struct QMatMulState {
+    MatMulState mm;
+    TensorDesc full;                          // [batch..., M, N] (vectors promoted)
+    int64_t param_strides[8][kMaxRank];       // per input: its strides over `full` (params only)
+    bool qlinear;
+};
+
+// Input i's strides over st->full; per_row: an A-side parameter (its last dim 1), else B-side.
+inline Status qmatmul_param(PrepareContext& c, uint32_t i, bool per_row, QMatMulState* st) {
+    const TensorDesc& full = st->full;
+    int64_t* strides = st->param_strides[i];
+    for (int d = 0; d < kMaxRank; ++d) strides[d] = 0;
+    if (!c.has_input(i) || single_element(c.inputs[i])) return Status::Ok;
+    TensorDesc p = c.inputs[i], target = full;
+    target.dims[full.rank - (per_row ? 1 : 2)] = 1;
+    if (p.rank == 1) {   // a vector: one value per row (M) or per column (N)
+        p.rank = 2;
+        if (per_row) p.dims[1] = 1;
+        else { p.dims[1] = p.dims[0]; p.dims[0] = 1; }
+    }
+    if (!broadcasts_to(p, target))
+        return c.fail(Status::InvalidArgument, "input %u must hold one value or one per %s (%lld)", i,
+                      per_row ? "row" : "column", (long long)(per_row ? st->mm.m : st->mm.n));
+    broadcast_strides(p, full, strides);
+    return Status::Ok;
+}
+
+inline Status prepare_qmatmul(PrepareContext& c, bool qlinear) {
+    // MatMulInteger: A, B, a_zero_point, b_zero_point. QLinearMatMul: a, a_scale,
+    // a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point.
+    uint32_t a = 0, b = qlinear ? 3 : 1, za = 2, zb = qlinear ? 5 : 3;
+    TESSEL_TRY(qlinear ? check_tensor_inputs(c, 8, 8, 7) : check_tensor_inputs(c, 2, 4, 2));
+    for (uint32_t i : {a, b})
+        if (!quant_type(c.inputs[i].type, false))
+            return c.fail(Status::Unsupported, "input %u is %s (int8 or uint8 supported)", i, element_type_name(c.inputs[i].type));
+    for (uint32_t z : {za, zb})
+        if (c.has_input(z) && c.inputs[z].type != c.inputs[z == za ? a : b].type)
+            return c.fail(Status::InvalidArgument, "input %u (zero point) is %s, its operand is %s", z,
+                          element_type_name(c.inputs[z].type), element_type_name(c.inputs[z == za ? a : b].type));
+    ElementType out = ElementType::Int32;
+    if (qlinear) {
+        TESSEL_TRY(quant_real_input(c, 1, "a_scale"));
+        TESSEL_TRY(quant_real_input(c, 4, "b_scale"));
+        TESSEL_TRY(quant_real_input(c, 6, "y_scale"));
+        if (c.inputs[1].type != c.inputs[4].type || c.inputs[1].type != c.inputs[6].type)
+            return c.fail(Status::InvalidArgument, "the scales' types differ");
+        out = c.has_input(7) ? c.inputs[7].type : c.inputs[0].type;
+        if (!quant_type(out, false))
+            return c.fail(Status::Unsupported, "y_zero_point is %s (int8 or uint8 supported)", element_type_name(out));
+    }
+    QMatMulState* st = new_state<QMatMulState>(c);
+    if (!st) return c.fail(Status::OutOfMemory, "out of memory");
+    st->qlinear = qlinear;
+    TESSEL_TRY(plan_matmul(c, c.inputs[a], c.inputs[b], &st->mm, &c.outputs[0]));
+    c.outputs[0].type = out;
+    st->full.rank = (uint8_t)(st->mm.batch_rank + 2);
+    for (int d = 0; d < st->mm.batch_rank; ++d) st->full.dims[d] = st->mm.batch_dims[d];
+    st->full.dims[st->mm.batch_rank] = st->mm.m;
+    st->full.dims[st->mm.batch_rank + 1] = st->mm.n;
+    TESSEL_TRY(qmatmul_param(c, za, true, st));
+    TESSEL_TRY(qmatmul_param(c, zb, false, st));
+    if (qlinear) {
+        TESSEL_TRY(qmatmul_param(c, 1, true, st));
+        TESSEL_TRY(qmatmul_param(c, 4, false, st));
+        TESSEL_TRY(qmatmul_param(c, 6, true, st));
+        TESSEL_TRY(qmatmul_param(c, 7, true, st));
+    }
+    c.state = st;
+    return Status::Ok;
+}
+inline Status prepare_matmul_integer(PrepareContext& c) { return prepare_qmatmul(c, false); }
+inline Status prepare_qlinear_matmul(PrepareContext& c) { return prepare_qmatmul(c, true); }
+
+// The requantization multiplier a_scale * b_scale / y_scale in the scales' type (float16:
+// each step rounded to float16, as NumPy computes it).
+inline float requant_multiplier(float a, float b, float y, bool half) {
+    if (!half) return a * b / y;
+    return round_to_half(round_to_half(a * b) / y);
+}
+
+inline int64_t load_quant(ElementType t, const void* data, uint64_t i) {   // int8 or uint8
+    return t == ElementType::Int8 ? static_cast<const int8_t*>(data)[i] : static_cast<const uint8_t*>(data)[i];
+}
+
+template <class T>
+void store_requantized(const RunContext& c, uint64_t e, uint32_t sum, float multiplier, double zero) {
+    c.outputs[0].as<T>()[e] = quantize_value<T>((double)(int32_t)sum * multiplier, zero);
+}
+
+inline Status run_qmatmul(const RunContext& c) {
+    const QMatMulState& st = *static_cast<const QMatMulState*>(c.state);
+    const MatMulState& mm = st.mm;
+    uint32_t ia = 0, ib = st.qlinear ? 3 : 1, za = 2, zb = st.qlinear ? 5 : 3;
+    const TensorView &a = c.inputs[ia], &b = c.inputs[ib];
+    auto present = [&](uint32_t i) { return i < c.num_inputs && c.inputs[i].data != nullptr; };
+    int r = st.full.rank;
+    nn_parallel(c, (uint64_t)(mm.batch * mm.m), [&](uint64_t, uint64_t begin, uint64_t end) {
+        for (uint64_t unit = begin; unit < end; ++unit) {
+            int64_t index = (int64_t)unit / mm.m, row = (int64_t)unit % mm.m;
+            int64_t a_offset = 0, b_offset = 0, param[8] = {};
+            for (int d = mm.batch_rank - 1; d >= 0; --d) {   // batch index to operand and parameter offsets
+                int64_t digit = index % mm.batch_dims[d];
+                index /= mm.batch_dims[d];
+                a_offset += digit * mm.a_stride[d];
+                b_offset += digit * mm.b_stride[d];
+                for (int i = 0; i < 8; ++i) param[i] += digit * st.param_strides[i][d];
+            }
+            for (int i = 0; i < 8; ++i) param[i] += row * st.param_strides[i][r - 2];
+            int64_t zero_a = present(za) ? load_quant(c.inputs[za].desc.type, c.inputs[za].data, (uint64_t)param[za]) : 0;
+            for (int64_t col = 0; col < mm.n; ++col) {
+                auto at = [&](uint32_t i) { return (uint64_t)(param[i] + col * st.param_strides[i][r - 1]); };
+                int64_t zero_b = present(zb) ? load_quant(c.inputs[zb].desc.type, c.inputs[zb].data, at(zb)) : 0;
+                uint32_t sum = 0;   // int32 arithmetic that wraps instead of overflowing
+                for (int64_t k = 0; k < mm.k; ++k) {
+                    int64_t av = load_quant(a.desc.type, a.data, (uint64_t)(a_offset + row * mm.k + k)) - zero_a;
+                    int64_t bv = load_quant(b.desc.type, b.data, (uint64_t)(b_offset + k * mm.n + col)) - zero_b;
+                    sum += (uint32_t)(av * bv);
+                }
+                uint64_t e = (uint64_t)(unit * mm.n + col);
+                if (!st.qlinear) {
+                    c.outputs[0].as<int32_t>()[e] = (int32_t)sum;
+                    continue;
+                }
+                ElementType scales = c.inputs[1].desc.type;
+                float m = requant_multiplier(load_real(scales, c.inputs[1].data, at(1)), load_real(scales, c.inputs[4].data, at(4)),
+                                             load_real(scales, c.inputs[6].data, at(6)), scales == ElementType::Float16);
+                double zero_y = present(7) ? (double)load_quant(c.inputs[7].desc.type, c.inputs[7].data, at(7)) : 0.0;
+                if (c.outputs[0].desc.type == ElementType::Int8) store_requantized<int8_t>(c, e, sum, m, zero_y);
+                else store_requantized<uint8_t>(c, e, sum, m, zero_y);
+            }
+        }
+    });
+    return Status::Ok;
+}
+
+// ---- integer convs ----
+// A direct loop per output element (a reference kernel): taps in the padding count 0 (x minus
+// its zero point is padded). x's zero point and scale are per tensor; w's per tensor or per
+// output map; QLinearConv's bias is int32, added to the accumulator.
+struct QConvState {
+    ConvState conv;
+    bool qlinear;
+};
+
+inline Status prepare_qconv(PrepareContext& c, bool qlinear) {
+    // ConvInteger: x, w, x_zero_point, w_zero_point. QLinearConv: x, x_scale, x_zero_point,
+    // w, w_scale, w_zero_point, y_scale, y_zero_point, B.
+    uint32_t ix = 0, iw = qlinear ? 3 : 1, zx = 2, zw = qlinear ? 5 : 3;
+    TESSEL_TRY(qlinear ? check_tensor_inputs(c, 8, 9, 7) : check_tensor_inputs(c, 2, 4, 2));
+    const TensorDesc &x = c.inputs[ix], &wd = c.inputs[iw];
+    for (uint32_t i : {ix, iw})
+        if (!quant_type(c.inputs[i].type, false))
+            return c.fail(Status::Unsupported, "input %u is %s (int8 or uint8 supported)", i, element_type_name(c.inputs[i].type));
+    if (x.rank < 3 || wd.rank != x.rank)
+        return c.fail(Status::InvalidArgument, "x (rank %d) and w (rank %d) must be N x C x spatial", x.rank, wd.rank);
+    int64_t maps = wd.dims[0];
+    auto per_map = [&](uint32_t i) {   // one value, or one per output map
+        return !c.has_input(i) || single_element(c.inputs[i]) || (c.inputs[i].rank == 1 && c.inputs[i].dims[0] == maps);
+    };
+    for (uint32_t z : {zx, zw}) {
+        if (!c.has_input(z)) continue;
+        if (c.inputs[z].type != c.inputs[z == zx ? ix : iw].type)
+            return c.fail(Status::InvalidArgument, "input %u (zero point) is %s, its operand is %s", z,
+                          element_type_name(c.inputs[z].type), element_type_name(c.inputs[z == zx ? ix : iw].type));
+        if (z == zx ? !single_element(c.inputs[z]) : !per_map(z))
+            return c.fail(Status::InvalidArgument, "input %u (zero point) must hold one value%s", z,
+                          z == zx ? "" : " or one per output map");
+    }
+    ElementType out = ElementType::Int32;
+    if (qlinear) {
+        TESSEL_TRY(quant_real_input(c, 1, "x_scale"));
+        TESSEL_TRY(quant_real_input(c, 4, "w_scale"));
+        TESSEL_TRY(quant_real_input(c, 6, "y_scale"));
+        if (c.inputs[1].type != c.inputs[4].type || c.inputs[1].type != c.inputs[6].type)
+            return c.fail(Status::InvalidArgument, "the scales' types differ");
+        if (!single_element(c.inputs[1]) || !single_element(c.inputs[6]) || !per_map(4))
+            return c.fail(Status::InvalidArgument, "x_scale and y_scale must hold one value, w_scale one or one per output map");
+        out = c.has_input(7) ? c.inputs[7].type : x.type;
+        if (!quant_type(out, false))
+            return c.fail(Status::Unsupported, "y_zero_point is %s (int8 or uint8 supported)", element_type_name(out));
+        if (c.has_input(7) && !single_element(c.inputs[7]))
+            return c.fail(Status::InvalidArgument, "y_zero_point must hold one value");
+        if (c.has_input(8) && (c.inputs[8].type != ElementType::Int32 || c.inputs[8].rank != 1 || c.inputs[8].dims[0] != maps))
+            return c.fail(Status::InvalidArgument, "B must be int32 with %lld elements", (long long)maps);
+    }
+    int64_t groups = c.attribute_int("group", 1);
+    if (groups < 1) return c.fail(Status::InvalidArgument, "group must be positive, is %lld", (long long)groups);
+    QConvState* st = new_state<QConvState>(c);
+    if (!st) return c.fail(Status::OutOfMemory, "out of memory");
+    st->qlinear = qlinear;
+    TESSEL_TRY(plan_conv(c, x, wd, groups, &st->conv, &c.outputs[0]));
+    c.outputs[0].type = out;
+    c.state = st;
+    return Status::Ok;
+}
+inline Status prepare_conv_integer(PrepareContext& c) { return prepare_qconv(c, false); }
+inline Status prepare_qlinear_conv(PrepareContext& c) { return prepare_qconv(c, true); }
+
+inline Status run_qconv(const RunContext& c) {
+    const QConvState& qs = *static_cast<const QConvState*>(c.state);
+    const ConvState& st = qs.conv;
+    const Window& w = st.w;
+    uint32_t ix = 0, iw = qs.qlinear ? 3 : 1, zx = 2, zw = qs.qlinear ? 5 : 3;
+    const TensorView &x = c.inputs[ix], &wt = c.inputs[iw];
+    auto present = [&](uint32_t i) { return i < c.num_inputs && c.inputs[i].data != nullptr; };
+    auto per_map = [&](uint32_t i, int64_t m) { return c.inputs[i].elements() == 1 ? 0 : (uint64_t)m; };
+    int64_t zero_x = present(zx) ? load_quant(c.inputs[zx].desc.type, c.inputs[zx].data, 0) : 0;
+    int64_t in_plane = w.in_size(), positions = w.out_size(), kernel = w.kernel_size();
+    nn_parallel(c, (uint64_t)(st.batch * st.maps), [&](uint64_t, uint64_t begin, uint64_t end) {
+        for (uint64_t unit = begin; unit < end; ++unit) {
+            int64_t m = (int64_t)unit % st.maps, n = (int64_t)unit / st.maps, g = m / st.group_maps;
+            int64_t zero_w = present(zw) ? load_quant(c.inputs[zw].desc.type, c.inputs[zw].data, per_map(zw, m)) : 0;
+            int64_t x_base = (n * st.channels + g * st.group_channels) * in_plane, w_base = m * st.depth;
+            float mult = 0;
+            double zero_y = 0;
+            uint32_t bias = 0;
+            if (qs.qlinear) {
+                ElementType scales = c.inputs[1].desc.type;
+                mult = requant_multiplier(load_real(scales, c.inputs[1].data, 0), load_real(scales, c.inputs[4].data, per_map(4, m)),
+                                          load_real(scales, c.inputs[6].data, 0), scales == ElementType::Float16);
+                zero_y = present(7) ? (double)load_quant(c.inputs[7].desc.type, c.inputs[7].data, 0) : 0.0;
+                bias = present(8) ? (uint32_t)c.inputs[8].as<const int32_t>()[m] : 0;
+            }
+            for (int64_t p = 0; p < positions; ++p) {
+                int64_t o2 = p % w.out[2], o1 = p / w.out[2] % w.out[1], o0 = p / w.out[2] / w.out[1];
+                uint32_t sum = bias;   // int32 arithmetic that wraps instead of overflowing
+                for (int64_t ci = 0; ci < st.group_channels; ++ci)
+                    for (int64_t k0 = 0; k0 < w.kernel[0]; ++k0) {
+                        int64_t i0 = o0 * w.stride[0] - w.pad_begin[0] + k0 * w.dilation[0];
+                        if (i0 < 0 || i0 >= w.in[0]) continue;
+                        for (int64_t k1 = 0; k1 < w.kernel[1]; ++k1) {
+                            int64_t i1 = o1 * w.stride[1] - w.pad_begin[1] + k1 * w.dilation[1];
+                            if (i1 < 0 || i1 >= w.in[1]) continue;
+                            for (int64_t k2 = 0; k2 < w.kernel[2]; ++k2) {
+                                int64_t i2 = o2 * w.stride[2] - w.pad_begin[2] + k2 * w.dilation[2];
+                                if (i2 < 0 || i2 >= w.in[2]) continue;
+                                int64_t xv = load_quant(x.desc.type, x.data,
+                                                        (uint64_t)(x_base + ci * in_plane + (i0 * w.in[1] + i1) * w.in[2] + i2));
+                                int64_t wv = load_quant(wt.desc.type, wt.data,
+                                                        (uint64_t)(w_base + ci * kernel + (k0 * w.kernel[1] + k1) * w.kernel[2] + k2));
+                                sum += (uint32_t)((xv - zero_x) * (wv - zero_w));
+                            }
+                        }
+                    }
+                uint64_t e = unit * (uint64_t)positions + (uint64_t)p;
+                if (!qs.qlinear) c.outputs[0].as<int32_t>()[e] = (int32_t)sum;
+                else if (c.outputs[0].desc.type == ElementType::Int8) store_requantized<int8_t>(c, e, sum, mult, zero_y);
+                else store_requantized<uint8_t>(c, e, sum, mult, zero_y);
+            }
+        }
+    });
+    return Status::Ok;
+}
+
+}  // namespace detail
+
+// >>compress and bitcast
+// Compress (the slices along axis, or the elements of the flattened input, where a constant
+// condition is true; a runtime condition would give a data-dependent shape: Unsupported),
+// BitCast (opset 26: the same bytes as another type of the same width).
+namespace detail {
+
+struct CompressState {
+    int64_t outer = 1, count = 0, inner = 1;   // the input around the axis (flattened: 1 x n x 1)
+    int64_t kept = 0;
+    const int64_t* selected = nullptr;         // the kept positions along the axis
+};
+
+inline Status prepare_compress(PrepareContext& c) {
+    TESSEL_TRY(require_opset(c, 9));
+    TESSEL_TRY(check_tensor_inputs(c, 2, 2, 2));
+    const TensorDesc &x = c.inputs[0], &cond = c.inputs[1];
+    if (cond.type != ElementType::Bool || cond.rank != 1)
+        return c.fail(Status::InvalidArgument, "condition must be a 1-D bool tensor");
+    const uint8_t* flags = static_cast<const uint8_t*>(tensor_value(c, 1));
+    if (!flags && cond.dims[0] > 0)
+        return c.fail(Status::Unsupported, "data-dependent shape: the condition is not a constant");
+    CompressState* st = new_state<CompressState>(c);
+    if (!st) return c.fail(Status::OutOfMemory, "out of memory");
+    const Attribute* a = c.attribute("axis");
+    int64_t axis = -1;
+    if (a) {
+        if (a->kind != AttributeKind::Int) return c.fail(Status::InvalidArgument, "attribute 'axis' must be an int");
+        // negative axes count from the end from opset 11
+        if (!normalize_axis(a->i, x.rank, &axis) || (a->i < 0 && c.opset < 11))
+            return c.fail(Status::InvalidArgument, "axis %lld out of range for rank %d", (long long)a->i, x.rank);
+        st->outer = (int64_t)dims_product(x, 0, (int)axis);
+        st->count = x.dims[axis];
+        st->inner = (int64_t)dims_product(x, (int)axis + 1, x.rank);
+    } else {
+        st->count = (int64_t)dims_product(x, 0, x.rank);
+    }
+    // A shorter condition keeps only its length; a longer one may not select past the end.
+    int64_t n = cond.dims[0];
+    for (int64_t i = 0; i < n; ++i) {
+        if (flags[i] && i >= st->count)
+            return c.fail(Status::InvalidArgument, "the condition selects position %lld of %lld", (long long)i,
+                          (long long)st->count);
+        st->kept += flags[i] != 0;
+    }
+    int64_t* selected = c.arena->allocate_array<int64_t>((size_t)(st->kept ? st->kept : 1));
+    if (!selected) return c.fail(Status::OutOfMemory, "out of memory");
+    for (int64_t i = 0, k = 0; i < n; ++i)
+        if (flags[i]) selected[k++] = i;
+    st->selected = selected;
+    c.state = st;
+    TensorDesc& y = c.outputs[0];
+    y = x;
+    if (axis < 0) {
+        y.rank = 1;
+        y.dims[0] = st->kept;
+    } else {
+        y.dims[axis] = st->kept;
+    }
+    return Status::Ok;
+}
+
+inline Status run_compress(const RunContext& c) {
+    const CompressState& st = *static_cast<const CompressState*>(c.state);
+    size_t slice = (size_t)st.inner * element_size(c.inputs[0].desc.type);
+    const unsigned char* x = c.inputs[0].as<const unsigned char>();
+    unsigned char* y = c.outputs[0].as<unsigned char>();
+    for (int64_t o = 0; o < st.outer; ++o)
+        for (int64_t k = 0; k < st.kept; ++k)
+            std::memcpy(y + (size_t)(o * st.kept + k) * slice, x + (size_t)(o * st.count + st.selected[k]) * slice, slice);
+    return Status::Ok;
+}
+
+inline Status prepare_bitcast(PrepareContext& c) {
+    TESSEL_TRY(require_opset(c, 26));
+    TESSEL_TRY(check_tensor_inputs(c, 1, 1, 1));
+    const Attribute* a = c.attribute("to");
+    if (!a || a->kind != AttributeKind::Int) return c.fail(Status::InvalidArgument, "attribute 'to' is missing");
+    ElementType to = onnx_element_type(a->i);
+    if (to == ElementType::Undefined)
+        return c.fail(Status::Unsupported, "'to' is ONNX type %lld, which Tessel does not support", (long long)a->i);
+    const TensorDesc& x = c.inputs[0];
+    if (element_size(to) != element_size(x.type))
+        return c.fail(Status::InvalidArgument, "%s and %s differ in bit width", element_type_name(x.type), element_type_name(to));
+    c.outputs[0] = x;
+    c.outputs[0].type = to;
+    c.in_place = true;
+    return Status::Ok;
+}
+
+}  // namespace detail
+
+// >>more math ops
+// Celu (float32; float16 through float32 from opset 28), CumProd (opset 26: CumSum's kernel,
+// multiplying), Det (float32, LU with partial pivoting in double), Einsum (opset 12: any
+// equation, one loop over every label; float32, int32, int64).
+namespace detail {
+
+inline Status prepare_celu(PrepareContext& c) {
+    TESSEL_TRY(require_opset(c, 12));
+    TESSEL_TRY(check_tensor_inputs(c, 1, 1, 1));
+    ElementType t = c.inputs[0].type;
+    if (t != ElementType::Float32 && t != ElementType::Float16)
+        return c.fail(Status::Unsupported, "input 0 is %s (float32 or float16 expected)", element_type_name(t));
+    if (t == ElementType::Float16 && c.opset < 28)
+        return c.fail(Status::Unsupported, "float16 input needs opset 28 (the model imports %u)", c.opset);
+    float* alpha = new_state<float>(c);
+    if (!alpha) return c.fail(Status::OutOfMemory, "out of memory");
+    *alpha = c.attribute_float("alpha", 1.0f);
+    c.state = alpha;
+    c.outputs[0] = c.inputs[0];
+    c.in_place = true;
+    return Status::Ok;
+}
+
+// max(0, x) + min(0, alpha * (exp(x / alpha) - 1)), a NaN kept.
+inline Status run_celu(const RunContext& c) {
+    float alpha = *static_cast<const float*>(c.state);
+    bool half = c.inputs[0].desc.type == ElementType::Float16;
+    uint64_t n = c.inputs[0].elements();
+    for (uint64_t e = 0; e < n; ++e) {
+        float x = load_real(c.inputs[0].desc.type, c.inputs[0].data, e);
+        float negative = alpha * (std::exp(x / alpha) - 1.0f);
+        float y = (x > 0 ? x : 0.0f) + (negative < 0 ? negative : 0.0f);
+        if (x != x || negative != negative) y = NAN;
+        if (half) c.outputs[0].as<uint16_t>()[e] = float_to_half(y);
+        else c.outputs[0].as<float>()[e] = y;
+    }
+    return Status::Ok;
+}
+
+inline Status prepare_cumprod(PrepareContext& c) {
+    TESSEL_TRY(require_opset(c, 26));
+    return prepare_cumulative(c, true);
+}
+
+struct DetState {
+    int64_t count = 0, size = 0;   // matrices, rows of each
+};
+
+inline Status prepare_det(PrepareContext& c) {
+    TESSEL_TRY(require_opset(c, 11));
+    TESSEL_TRY(check_tensor_inputs(c, 1, 1, 1));
+    const TensorDesc& x = c.inputs[0];
+    if (x.type != ElementType::Float32)
+        return c.fail(Status::Unsupported, "input 0 is %s (float32 expected)", element_type_name(x.type));
+    if (x.rank < 2 || x.dims[x.rank - 1] != x.dims[x.rank - 2])
+        return c.fail(Status::InvalidArgument, "input 0 must be [*, M, M]");
+    DetState* st = new_state<DetState>(c);
+    if (!st) return c.fail(Status::OutOfMemory, "out of memory");
+    st->count = (int64_t)dims_product(x, 0, x.rank - 2);
+    st->size = x.dims[x.rank - 1];
+    c.state = st;
+    c.outputs[0] = x;
+    c.outputs[0].rank = (uint8_t)(x.rank - 2);
+    c.scratch_bytes = (size_t)(st->size * st->size) * sizeof(double);
+    return Status::Ok;
+}
+
+inline Status run_det(const RunContext& c) {
+    const DetState& st = *static_cast<const DetState*>(c.state);
+    const float* x = c.inputs[0].as<const float>();
+    float* y = c.outputs[0].as<float>();
+    double* a = static_cast<double*>(c.scratch);
+    int64_t n = st.size;
+    for (int64_t m = 0; m < st.count; ++m) {
+        for (int64_t i = 0; i < n * n; ++i) a[i] = x[m * n * n + i];
+        double det = 1;
+        for (int64_t col = 0; col < n; ++col) {
+            int64_t pivot = col;
+            for (int64_t r = col + 1; r < n; ++r)
+                if (std::fabs(a[r * n + col]) > std::fabs(a[pivot * n + col])) pivot = r;
+            if (a[pivot * n + col] == 0) { det = 0; break; }
+            if (pivot != col) {
+                for (int64_t k = 0; k < n; ++k) std::swap(a[col * n + k], a[pivot * n + k]);
+                det = -det;
+            }
+            det *= a[col * n + col];
+            for (int64_t r = col + 1; r < n; ++r) {
+                double f = a[r * n + col] / a[col * n + col];
+                for (int64_t k = col; k < n; ++k) a[r * n + k] -= f * a[col * n + k];
+            }
+        }
+        y[m] = (float)det;
+    }
+    return Status::Ok;
+}
+
+// Einsum: the equation's letters (and the dims "..." stands for) are labels; the output is
+// the explicit "->" list or, without one, "..." then the letters used once in ASCII order.
+// Every other label is summed. A label repeated within one input takes its diagonal (the
+// input's strides for it add up); "..." dims broadcast (size 1 against any size).
+constexpr int kEinsumLetters = 52, kEinsumLabels = kEinsumLetters + kMaxRank;
+constexpr uint64_t kEinsumMaxSteps = 1ull << 36;   // products a reference loop may take
+constexpr uint32_t kEinsumMaxInputs = 32;
+
+struct EinsumState {
+    int labels = 0, out_labels = 0;            // the output's labels are 0 .. out_labels - 1
+    int64_t sizes[kEinsumLabels] = {};
+    uint32_t inputs = 0;
+    int64_t (*strides)[kEinsumLabels] = nullptr;   // per input, per label (0: not its label)
+};
+
+inline int einsum_letter(char ch) {
+    if (ch >= 'a' && ch <= 'z') return ch - 'a';
+    if (ch >= 'A' && ch <= 'Z') return 26 + ch - 'A';
+    return -1;
+}
+
+inline Status prepare_einsum(PrepareContext& c) {
+    TESSEL_TRY(require_opset(c, 12));
+    TESSEL_TRY(check_tensor_inputs(c, 1, kEinsumMaxInputs, kEinsumMaxInputs));
+    ElementType t = c.inputs[0].type;
+    if (t != ElementType::Float32 && t != ElementType::Int32 && t != ElementType::Int64)
+        return c.fail(Status::Unsupported, "input 0 is %s (float32, int32 or int64 expected)", element_type_name(t));
+    for (uint32_t i = 1; i < c.num_inputs; ++i)
+        if (c.inputs[i].type != t)
+            return c.fail(Status::InvalidArgument, "input %u is %s, input 0 is %s", i, element_type_name(c.inputs[i].type),
+                          element_type_name(t));
+    StringView eq = c.attribute_string("equation", "");
+    char text[256];   // the equation without spaces
+    size_t len = 0;
+    for (char ch : eq)
+        if (ch != ' ') {
+            if (len + 1 >= sizeof text) return c.fail(Status::InvalidArgument, "equation longer than 255 characters");
+            text[len++] = ch;
+        }
+    text[len] = 0;
+    const char* arrow = std::strstr(text, "->");
+    size_t lhs_end = arrow ? (size_t)(arrow - text) : len;
+    EinsumState* st = new_state<EinsumState>(c);
+    if (!st) return c.fail(Status::OutOfMemory, "out of memory");
+    st->inputs = c.num_inputs;
+    st->strides = reinterpret_cast<int64_t(*)[kEinsumLabels]>(c.arena->allocate_array<int64_t>((size_t)c.num_inputs * kEinsumLabels));
+    if (!st->strides) return c.fail(Status::OutOfMemory, "out of memory");
+    // Pass 1: each term's letters and "..." against its input's dims.
+    int64_t letter_size[kEinsumLetters];
+    int letter_uses[kEinsumLetters] = {};
+    for (int64_t& s : letter_size) s = -1;
+    int ellipsis = 0;                   // dims of the broadcast "..."
+    int64_t ellipsis_dims[kMaxRank];    // right-aligned; -1: no input has the dim
+    for (int64_t& d : ellipsis_dims) d = -1;
+    bool any_ellipsis = false;
+    size_t pos = 0;
+    for (uint32_t i = 0; i < c.num_inputs; ++i) {
+        const TensorDesc& d = c.inputs[i];
+        size_t end = pos;
+        while (end < lhs_end && text[end] != ',') ++end;
+        if (end == lhs_end && i + 1 < c.num_inputs)
+            return c.fail(Status::InvalidArgument, "the equation has fewer terms than the %u inputs", c.num_inputs);
+        int letters = 0, at = -1;
+        for (size_t k = pos; k < end; ++k) {
+            if (text[k] == '.') {
+                if (at >= 0 || k + 2 >= end || text[k + 1] != '.' || text[k + 2] != '.')
+                    return c.fail(Status::InvalidArgument, "term %u: a malformed or repeated '...'", i);
+                at = letters;
+                k += 2;
+                continue;
+            }
+            if (einsum_letter(text[k]) < 0) return c.fail(Status::InvalidArgument, "term %u: '%c' is not a letter", i, text[k]);
+            ++letters;
+        }
+        int extra = d.rank - letters;   // the dims "..." stands for
+        if (extra < 0 || (at < 0 && extra != 0))
+            return c.fail(Status::InvalidArgument, "term %u has %d letters for input %u of rank %d", i, letters, i, d.rank);
+        if (at >= 0) any_ellipsis = true;
+        for (int e = 0; e < extra; ++e) {   // right-aligned against the other inputs' "..."
+            int64_t size = d.dims[at + e];
+            int64_t& have = ellipsis_dims[kMaxRank - extra + e];
+            if (have < 0 || have == 1) have = size;
+            else if (size != 1 && size != have) return c.fail(Status::InvalidArgument, "input %u: '...' dims do not broadcast", i);
+        }
+        ellipsis = extra > ellipsis ? extra : ellipsis;
+        int dim = 0;
+        for (size_t k = pos; k < end; ++k) {
+            if (text[k] == '.') { k += 2; dim += extra; continue; }
+            int l = einsum_letter(text[k]);
+            if (letter_size[l] >= 0 && letter_size[l] != d.dims[dim])
+                return c.fail(Status::InvalidArgument, "label '%c' has sizes %lld and %lld", text[k], (long long)letter_size[l],
+                              (long long)d.dims[dim]);
+            letter_size[l] = d.dims[dim];
+            ++letter_uses[l];
+            ++dim;
+        }
+        pos = end + 1;
+    }
+    if (pos < lhs_end) return c.fail(Status::InvalidArgument, "the equation has more terms than the %u inputs", c.num_inputs);
+    // Labels: the output's in order, then the summed ones.
+    int label_of_letter[kEinsumLetters];
+    for (int& l : label_of_letter) l = -1;
+    int ellipsis_label = -1;   // the first of the "..." labels
+    int labels = 0;
+    TensorDesc& y = c.outputs[0];
+    y = TensorDesc();
+    y.type = t;
+    auto add_ellipsis = [&](bool output) {
+        ellipsis_label = labels;
+        for (int e = 0; e < ellipsis; ++e) {
+            int64_t size = ellipsis_dims[kMaxRank - ellipsis + e];
+            st->sizes[labels++] = size < 0 ? 1 : size;
+            if (output) y.dims[y.rank++] = size < 0 ? 1 : size;
+        }
+    };
+    auto add_letter = [&](int l) {
+        label_of_letter[l] = labels;
+        st->sizes[labels++] = letter_size[l];
+        y.dims[y.rank++] = letter_size[l];
+    };
+    if (arrow) {
+        for (size_t k = lhs_end + 2; k < len; ++k) {
+            if (text[k] == '.') {
+                if (ellipsis_label >= 0 || k + 2 >= len || text[k + 1] != '.' || text[k + 2] != '.')
+                    return c.fail(Status::InvalidArgument, "output: a malformed or repeated '...'");
+                if (y.rank + ellipsis > kMaxRank) return c.fail(Status::InvalidArgument, "output rank above %d", kMaxRank);
+                add_ellipsis(true);
+                k += 2;
+                continue;
+            }
+            int l = einsum_letter(text[k]);
+            if (l < 0) return c.fail(Status::InvalidArgument, "output: '%c' is not a letter", text[k]);
+            if (letter_size[l] < 0) return c.fail(Status::InvalidArgument, "output label '%c' is in no input", text[k]);
+            if (label_of_letter[l] >= 0) return c.fail(Status::InvalidArgument, "output label '%c' is repeated", text[k]);
+            if (y.rank >= kMaxRank) return c.fail(Status::InvalidArgument, "output rank above %d", kMaxRank);
+            add_letter(l);
+        }
+    } else {
+        if (any_ellipsis) add_ellipsis(true);
+        for (int ch = 'A'; ch <= 'z'; ++ch) {   // ASCII order: upper case first
+            int l = einsum_letter((char)ch);
+            if (l < 0 || letter_uses[l] != 1) continue;
+            if (y.rank >= kMaxRank) return c.fail(Status::InvalidArgument, "output rank above %d", kMaxRank);
+            add_letter(l);
+        }
+    }
+    st->out_labels = labels;
+    if (ellipsis_label < 0) add_ellipsis(false);   // "..." dims left out of the output are summed
+    for (int l = 0; l < kEinsumLetters; ++l)
+        if (letter_size[l] >= 0 && label_of_letter[l] < 0) {
+            label_of_letter[l] = labels;
+            st->sizes[labels++] = letter_size[l];
+        }
+    st->labels = labels;
+    // Pass 2: each input's strides per label.
+    pos = 0;
+    for (uint32_t i = 0; i < c.num_inputs; ++i) {
+        const TensorDesc& d = c.inputs[i];
+        int64_t strides[kMaxRank];
+        dense_strides(d, strides);
+        int64_t* s = st->strides[i];
+        for (int l = 0; l < kEinsumLabels; ++l) s[l] = 0;
+        size_t end = pos;
+        while (end < lhs_end && text[end] != ',') ++end;
+        int letters = 0;
+        for (size_t k = pos; k < end; ++k) letters += text[k] != '.';
+        int extra = d.rank - letters, dim = 0;
+        for (size_t k = pos; k < end; ++k) {
+            if (text[k] == '.') {
+                for (int e = 0; e < extra; ++e, ++dim)   // a size-1 dim broadcasts: stride 0
+                    if (d.dims[dim] != 1) s[ellipsis_label + ellipsis - extra + e] += strides[dim];
+                k += 2;
+                continue;
+            }
+            s[label_of_letter[einsum_letter(text[k])]] += strides[dim++];
+        }
+        pos = end + 1;
+    }
+    uint64_t steps = 1;
+    for (int l = 0; l < labels; ++l) steps = mul_saturated(steps, (uint64_t)st->sizes[l]);
+    if (steps > kEinsumMaxSteps)
+        return c.fail(Status::LimitExceeded, "%llu products (at most %llu)", (unsigned long long)steps,
+                      (unsigned long long)kEinsumMaxSteps);
+    c.state = st;
+    return Status::Ok;
+}
+
+// One odometer over every label, the output's labels outermost: each output element is the
+// sum of `inner` consecutive products.
+template <class T, class Acc>
+void einsum_typed(const RunContext& c, const EinsumState& st) {
+    T* y = c.outputs[0].as<T>();
+    uint64_t outputs = 1, inner = 1;
+    for (int l = 0; l < st.out_labels; ++l) outputs *= (uint64_t)st.sizes[l];
+    for (int l = st.out_labels; l < st.labels; ++l) inner *= (uint64_t)st.sizes[l];
+    if (inner == 0) {   // an empty summed label: every sum is 0
+        for (uint64_t e = 0; e < outputs; ++e) y[e] = 0;
+        return;
+    }
+    int64_t index[kEinsumLabels] = {};
+    int64_t offset[kEinsumMaxInputs] = {};
+    Acc sum = 0;
+    uint64_t e = 0, s = 0;
+    for (uint64_t step = 0; step < outputs * inner; ++step) {
+        Acc product = 1;
+        for (uint32_t i = 0; i < st.inputs; ++i) product = (Acc)(product * (Acc)c.inputs[i].as<const T>()[offset[i]]);
+        sum = (Acc)(sum + product);
+        if (++s == inner) {
+            y[e++] = (T)sum;
+            sum = 0;
+            s = 0;
+        }
+        for (int l = st.labels - 1; l >= 0; --l) {
+            for (uint32_t i = 0; i < st.inputs; ++i) offset[i] += st.strides[i][l];
+            if (++index[l] < st.sizes[l]) break;
+            for (uint32_t i = 0; i < st.inputs; ++i) offset[i] -= st.strides[i][l] * st.sizes[l];
+            index[l] = 0;
+        }
+    }
+}
+
+inline Status run_einsum(const RunContext& c) {
+    const EinsumState& st = *static_cast<const EinsumState*>(c.state);
+    switch (c.outputs[0].desc.type) {
+        case ElementType::Int64: einsum_typed<int64_t, uint64_t>(c, st); break;
+        case ElementType::Int32: einsum_typed<int32_t, uint32_t>(c, st); break;
+        default: einsum_typed<float, double>(c, st); break;
+    }
+    return Status::Ok;
+}
+
+}  // namespace detail
+
+// >>tfidf vectorizer
+// TfIdfVectorizer (integer n-grams only; pool_strings is Unsupported): the pool's n-grams of
+// lengths min_gram_length..max_gram_length are counted in each row of X ([C] or [B, C]), with
+// gaps of up to max_skip_count items between their items (unigrams once), into output column
+// ngram_indexes[n-gram]; mode TF keeps the counts, IDF gives weights (or 1) where a count is
+// positive, TFIDF counts times weights. A repeated pool n-gram counts for its last occurrence.
+namespace detail {
+
+struct TfIdfGram {
+    int64_t size, pool, column;   // length, first item in the pool, output column
+};
+
+struct TfIdfState {
+    const TfIdfGram* grams = nullptr;
+    int64_t count = 0, columns = 0, rows = 1, row_items = 0;
+    int64_t min_length = 1, max_length = 1, max_skip = 0;
+    const int64_t* pool = nullptr;
+    const float* weights = nullptr;   // nullptr: none
+    enum Mode : uint8_t { Tf, Idf, TfIdf } mode = Tf;
+};
+
+inline Status prepare_tfidf(PrepareContext& c) {
+    TESSEL_TRY(require_opset(c, 9));
+    TESSEL_TRY(check_tensor_inputs(c, 1, 1, 1));
+    const TensorDesc& x = c.inputs[0];
+    if (x.type != ElementType::Int32 && x.type != ElementType::Int64)
+        return c.fail(Status::Unsupported, "X is %s (int32 or int64 supported; strings are not)", element_type_name(x.type));
+    if (x.rank > 2) return c.fail(Status::InvalidArgument, "X must be [C] or [B, C] (rank %d)", x.rank);
+    if (c.attribute("pool_strings")) return c.fail(Status::Unsupported, "pool_strings (string n-grams) is not supported");
+    TfIdfState* st = new_state<TfIdfState>(c);
+    if (!st) return c.fail(Status::OutOfMemory, "out of memory");
+    StringView mode = c.attribute_string("mode", "");
+    if (mode == StringView("TF")) st->mode = TfIdfState::Tf;
+    else if (mode == StringView("IDF")) st->mode = TfIdfState::Idf;
+    else if (mode == StringView("TFIDF")) st->mode = TfIdfState::TfIdf;
+    else return c.fail(Status::InvalidArgument, "mode '%.*s' (TF, IDF or TFIDF expected)", (int)mode.size, mode.data);
+    st->min_length = c.attribute_int("min_gram_length", 0);
+    st->max_length = c.attribute_int("max_gram_length", 0);
+    st->max_skip = c.attribute_int("max_skip_count", 0);
+    if (st->min_length < 1 || st->max_length < st->min_length || st->max_skip < 0 || st->max_length > 1 << 16 ||
+        st->max_skip > 1 << 16)
+        return c.fail(Status::InvalidArgument, "min_gram_length %lld, max_gram_length %lld, max_skip_count %lld",
+                      (long long)st->min_length, (long long)st->max_length, (long long)st->max_skip);
+    Span<const int64_t> counts = c.attribute_ints("ngram_counts"), indexes = c.attribute_ints("ngram_indexes"),
+                        pool = c.attribute_ints("pool_int64s");
+    Span<const float> weights = c.attribute_floats("weights");
+    if (indexes.empty()) return c.fail(Status::InvalidArgument, "ngram_indexes is missing");
+    for (int64_t v : indexes) {
+        if (v < 0 || v >= (int64_t)kTensorOpMaxElements) return c.fail(Status::InvalidArgument, "ngram_indexes holds %lld", (long long)v);
+        st->columns = v + 1 > st->columns ? v + 1 : st->columns;
+    }
+    if (!weights.empty() && (int64_t)weights.size < st->columns)
+        return c.fail(Status::InvalidArgument, "weights has %zu values for %lld columns", weights.size, (long long)st->columns);
+    TfIdfGram* grams = c.arena->allocate_array<TfIdfGram>(pool.size ? pool.size : 1);
+    if (!grams) return c.fail(Status::OutOfMemory, "out of memory");
+    int64_t id = 0;   // n-grams of every length count, loaded or not
+    for (size_t i = 0; i < counts.size; ++i) {
+        int64_t begin = counts[i], end = i + 1 < counts.size ? counts[i + 1] : (int64_t)pool.size, size = (int64_t)i + 1;
+        if (begin < 0 || end < begin || end > (int64_t)pool.size)
+            return c.fail(Status::InvalidArgument, "ngram_counts[%zu] = %lld is out of order or past the pool", i, (long long)begin);
+        if ((end - begin) % size != 0)
+            return c.fail(Status::InvalidArgument, "the pool's %lld-grams hold %lld items", (long long)size, (long long)(end - begin));
+        for (int64_t g = begin; g < end; g += size, ++id) {
+            if (id >= (int64_t)indexes.size)
+                return c.fail(Status::InvalidArgument, "ngram_indexes has %zu values for more n-grams", indexes.size);
+            if (size >= st->min_length && size <= st->max_length) grams[st->count++] = TfIdfGram{size, g, indexes[id]};
+        }
+    }
+    st->grams = grams;
+    st->pool = pool.data;
+    st->weights = weights.empty() ? nullptr : weights.data;
+    st->rows = x.rank == 2 ? x.dims[0] : 1;
+    st->row_items = x.rank == 0 ? 1 : x.dims[x.rank - 1];
+    c.state = st;
+    TensorDesc& y = c.outputs[0];
+    y = TensorDesc();
+    y.type = ElementType::Float32;
+    if (x.rank == 2) y.dims[y.rank++] = x.dims[0];
+    y.dims[y.rank++] = st->columns;
+    return Status::Ok;
+}
+
+inline Status run_tfidf(const RunContext& c) {
+    const TfIdfState& st = *static_cast<const TfIdfState*>(c.state);
+    const TensorView& x = c.inputs[0];
+    float* y = c.outputs[0].as<float>();
+    uint64_t total = c.outputs[0].elements();
+    for (uint64_t e = 0; e < total; ++e) y[e] = 0;
+    for (int64_t r = 0; r < st.rows; ++r) {
+        float* counts = y + r * st.columns;
+        auto item = [&](int64_t k) { return load_index(x.data, x.desc.type, (uint64_t)(r * st.row_items + k)); };
+        int64_t first = st.min_length;   // the shortest length counted at this skip
+        for (int64_t skip = 1; skip <= st.max_skip + 1; ++skip) {
+            for (int64_t start = 0; start + skip * (first - 1) < st.row_items; ++start)
+                for (int64_t n = first; n <= st.max_length && start + (n - 1) * skip < st.row_items; ++n)
+                    for (int64_t g = st.count - 1; g >= 0; --g) {   // the last matching pool n-gram
+                        const TfIdfGram& gram = st.grams[g];
+                        if (gram.size != n) continue;
+                        int64_t k = 0;
+                        while (k < n && st.pool[gram.pool + k] == item(start + k * skip)) ++k;
+                        if (k < n) continue;
+                        counts[gram.column] += 1;
+                        break;
+                    }
+            if (first == 1) {   // unigrams do not depend on the skip: counted once
+                first = 2;
+                if (first > st.max_length) break;
+            }
+        }
+    }
+    for (int64_t r = 0; r < st.rows; ++r)
+        for (int64_t k = 0; k < st.columns; ++k) {
+            float& v = y[r * st.columns + k];
+            float w = st.weights ? st.weights[k] : 1.0f;
+            if (st.mode == TfIdfState::Idf) v = v > 0 ? w : 0.0f;
+            else if (st.mode == TfIdfState::TfIdf) v *= w;
+        }
+    return Status::Ok;
+}
+
+}  // namespace detail
+
+namespace detail {
+// The kernels of the sections from >>quantization ops to >>tfidf vectorizer.
+const OpKernel kQuantKernels[] = {
+    {"QuantizeLinear", prepare_quantize_linear, run_quantize_linear},
+    {"DequantizeLinear", prepare_dequantize_linear, run_dequantize_linear},
+    {"DynamicQuantizeLinear", prepare_dynamic_quantize_linear, run_dynamic_quantize_linear},
+    {"MatMulInteger", prepare_matmul_integer, run_qmatmul},
+    {"QLinearMatMul", prepare_qlinear_matmul, run_qmatmul},
+    {"ConvInteger", prepare_conv_integer, run_qconv},
+    {"QLinearConv", prepare_qlinear_conv, run_qconv},
+    {"Compress", prepare_compress, run_compress},
+    {"BitCast", prepare_bitcast, run_copy},
+    {"Celu", prepare_celu, run_celu},
+    {"CumProd", prepare_cumprod, run_cumsum},
+    {"Det", prepare_det, run_det},
+    {"Einsum", prepare_einsum, run_einsum},
+    {"TfIdfVectorizer", prepare_tfidf, run_tfidf},
+    {nullptr, nullptr, nullptr},   // end marker
+};
+}  // namespace detail
+
 // >>op versions
 namespace detail {
 // The ONNX versions (since_version, onnx/defs/operator_sets.h) of the op list's ops where a
@@ -12434,6 +13581,22 @@ const OpVersion kOpVersions[] = {
     {"HannWindow", 17, kByKernel, "new op"},
     {"MelWeightMatrix", 17, kByKernel, "new op"},
     {"STFT", 17, kByKernel, "new op"},
+    // opsets 9-17: the ops of >>quantization ops to >>tfidf vectorizer
+    {"Celu", 12, kByKernel, "new op"},
+    {"Compress", 9, kByKernel, "new op"},
+    {"Compress", 11, kByKernel, "negative axis"},
+    {"ConvInteger", 10, kByKernel, "new op"},
+    {"DequantizeLinear", 10, kByKernel, "new op (per tensor)"},
+    {"DequantizeLinear", 13, kByKernel, "per-axis scale and zero point, axis"},
+    {"Det", 11, kByKernel, "new op"},
+    {"DynamicQuantizeLinear", 11, kByKernel, "new op"},
+    {"Einsum", 12, kByKernel, "new op"},
+    {"MatMulInteger", 10, kByKernel, "new op"},
+    {"QLinearConv", 10, kByKernel, "new op"},
+    {"QLinearMatMul", 10, kByKernel, "new op"},
+    {"QuantizeLinear", 10, kByKernel, "new op (per tensor)"},
+    {"QuantizeLinear", 13, kByKernel, "per-axis scale and zero point, axis"},
+    {"TfIdfVectorizer", 9, kByKernel, "new op"},
     // opset 18
     {"BitwiseAnd", 18, kByKernel, "new op"},
     {"BitwiseNot", 18, kByKernel, "new op"},
@@ -12460,9 +13623,11 @@ const OpVersion kOpVersions[] = {
     {"Cast", 19, kTypes, "float8 types, saturate (float8 only)"},
     {"CastLike", 19, kTypes, "float8 types, saturate (float8 only)"},
     {"Constant", 19, kTypes, kNarrowTypes19},
+    {"DequantizeLinear", 19, kTypes, "float8 types, float16 scale"},
     {"Equal", 19, kTypes, "string"},
     {"Identity", 19, kTypes, kNarrowTypes19},
     {"Pad", 19, kByKernel, "mode 'wrap'"},
+    {"QuantizeLinear", 19, kTypes, "float8 types, saturate (float8 only), float16 scale"},
     {"Reshape", 19, kTypes, kNarrowTypes19},
     {"Resize", 19, kByKernel, "coordinate_transformation_mode 'half_pixel_symmetric'"},
     {"Shape", 19, kTypes, kNarrowTypes19},
@@ -12480,10 +13645,13 @@ const OpVersion kOpVersions[] = {
     {"CastLike", 21, kTypes, kNarrowTypes21},
     {"Constant", 21, kTypes, kNarrowTypes21},
     {"ConstantOfShape", 21, kTypes, kNarrowTypes21},
+    {"DequantizeLinear", 21, kByKernel, "blocked (block_size); int4, uint4, int16, uint16"},
     {"Flatten", 21, kTypes, kNarrowTypes21},
     {"GroupNormalization", 21, kByKernel, "scale and bias per channel, not per group"},
     {"Identity", 21, kTypes, kNarrowTypes21},
     {"Pad", 21, kTypes, kNarrowTypes21},
+    {"QLinearMatMul", 21, kTypes, "float8 types, float16 and bfloat16 scales"},
+    {"QuantizeLinear", 21, kByKernel, "blocked (block_size), output_dtype; int4, uint4, int16, uint16"},
     {"Reshape", 21, kTypes, kNarrowTypes21},
     {"Shape", 21, kTypes, kNarrowTypes21},
     {"Size", 21, kTypes, kNarrowTypes21},
@@ -12502,6 +13670,7 @@ const OpVersion kOpVersions[] = {
     {"ConvTranspose", 22, kTypes, kBfloat16},
     {"Cos", 22, kTypes, kBfloat16},
     {"Cosh", 22, kTypes, kBfloat16},
+    {"Det", 22, kTypes, kBfloat16},
     {"Dropout", 22, kTypes, kBfloat16},
     {"Elu", 22, kTypes, kBfloat16},
     {"GRU", 22, kTypes, kBfloat16},
@@ -12538,6 +13707,9 @@ const OpVersion kOpVersions[] = {
     {"ConstantOfShape", 23, kTypes, kNarrowTypes23},
     {"ConstantOfShape", 24, kTypes, kNarrowTypes24},
     {"ConstantOfShape", 25, kTypes, kNarrowTypes25},
+    {"DequantizeLinear", 23, kByKernel, "output_dtype; float4e2m1"},
+    {"DequantizeLinear", 24, kTypes, "float8e8m0 scale"},
+    {"DequantizeLinear", 25, kTypes, kNarrowTypes25},
     {"Flatten", 23, kTypes, kNarrowTypes23},
     {"Flatten", 24, kTypes, kNarrowTypes24},
     {"Flatten", 25, kTypes, kNarrowTypes25},
@@ -12547,6 +13719,9 @@ const OpVersion kOpVersions[] = {
     {"Pad", 23, kTypes, kNarrowTypes23},
     {"Pad", 24, kTypes, kNarrowTypes24},
     {"Pad", 25, kTypes, kNarrowTypes25},
+    {"QuantizeLinear", 23, kByKernel, "precision; float4e2m1"},
+    {"QuantizeLinear", 24, kTypes, "float8e8m0 scale"},
+    {"QuantizeLinear", 25, kTypes, kNarrowTypes25},
     {"RMSNormalization", 23, kByKernel, "new op"},
     {"Reshape", 23, kTypes, kNarrowTypes23},
     {"Reshape", 24, kTypes, kNarrowTypes24},
@@ -12569,6 +13744,9 @@ const OpVersion kOpVersions[] = {
     {"Unsqueeze", 24, kTypes, kNarrowTypes24},
     {"Unsqueeze", 25, kTypes, kNarrowTypes25},
     // opsets 26-28
+    {"BitCast", 26, kByKernel, "new op"},
+    {"Celu", 28, kByKernel, "float16, bfloat16"},
+    {"CumProd", 26, kByKernel, "new op"},
     {"Range", 27, kTypes, "stash_type (float16 and bfloat16 only)"},
     // attention and its neighbours (>>attention ... >>linear attention and causal conv)
     {"Attention", 23, kByKernel, "new op"},
@@ -12650,6 +13828,7 @@ struct KernelTable {
         add(kRecurrentKernels, sizeof kRecurrentKernels / sizeof kRecurrentKernels[0]);
         add(kSignalKernels, sizeof kSignalKernels / sizeof kSignalKernels[0]);
         add(kSpatialKernels, sizeof kSpatialKernels / sizeof kSpatialKernels[0]);
+        add(kQuantKernels, sizeof kQuantKernels / sizeof kQuantKernels[0]);
     }
 };
 inline const KernelTable& kernel_table() {
