@@ -11536,7 +11536,8 @@ inline double grid_reflect(double x, double low, double high) {
     return x;
 }
 
-// std::rint without the floating-point environment: halves to even (PyTorch's nearest).
+// x rounded to the nearest integer, ties to even, whatever the FPU's rounding mode (std::rint
+// reads the environment): GridSample's nearest (as PyTorch) and the quantization ops.
 inline double round_half_even(double v) {
     double f = std::floor(v), d = v - f;
     if (d != 0.5) return d < 0.5 ? f : f + 1;
@@ -12382,13 +12383,6 @@ const OpKernel kSpatialKernels[] = {
 // a multiplier computed in the scales' type and applied in double, as ONNX's reference does,
 // so results match it bit for bit. MatMul and Conv shapes come from plan_matmul / plan_conv.
 namespace detail {
-
-// x rounded to the nearest integer, ties to even, whatever the FPU's rounding mode.
-inline double round_half_even(double x) {
-    double f = std::floor(x), d = x - f;
-    if (d > 0.5 || (d == 0.5 && std::fmod(f, 2.0) != 0.0)) f += 1.0;
-    return f;
-}
 
 // The range of a quantized type. int16 and uint16 join with their ElementTypes (and a case in
 // quant_type_switch); the kernels are templates over T.
