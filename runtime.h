@@ -7790,26 +7790,46 @@ inline Status run_bitwise(const RunContext& c) {
 // first such input. So every float32-only kernel (Conv, MatMul, pooling, Softmax, the Reduce
 // ops, the unary math ops, CumSum, ...) computes double in float32; the ops with their own
 // double code (Cast, the typed ops of >>integer and logical ops, the data-movement ops) never
-// come here. Constant inputs are converted once at prepare; run allocates nothing.
+// come here. The ops that only select values (MaxPool, GlobalMaxPool, ReduceMax, ReduceMin)
+// also take bool, int8, uint8, int16 and uint16 this way, which float32 holds exactly.
+// Constant inputs are converted once at prepare; run allocates nothing.
 namespace detail {
 
 inline bool float32_computed(ElementType t) {
     return t == ElementType::Float16 || t == ElementType::BFloat16 || t == ElementType::Float64;
 }
 
+inline bool float32_computed(ElementType t, StringView op) {
+    bool exact = t == ElementType::Bool || t == ElementType::Int8 || t == ElementType::UInt8 ||
+                 t == ElementType::Int16 || t == ElementType::UInt16;
+    bool selects = op == StringView("MaxPool") || op == StringView("GlobalMaxPool") || op == StringView("ReduceMax") ||
+                   op == StringView("ReduceMin");
+    return float32_computed(t) || (exact && selects);
+}
+
 inline void convert_to_float32(ElementType type, const void* src, float* dst, uint64_t n) {
     for (uint64_t k = 0; k < n; ++k) {
         if (type == ElementType::Float16) dst[k] = half_to_float(static_cast<const uint16_t*>(src)[k]);
         else if (type == ElementType::BFloat16) dst[k] = bfloat16_to_float(static_cast<const uint16_t*>(src)[k]);
-        else dst[k] = (float)static_cast<const double*>(src)[k];
+        else if (type == ElementType::Float64) dst[k] = (float)static_cast<const double*>(src)[k];
+        else dst[k] = (float)load_scalar(type, src, k).as_double();
     }
 }
 
 inline void convert_from_float32(ElementType type, const float* src, void* dst, uint64_t n) {
     for (uint64_t k = 0; k < n; ++k) {
-        if (type == ElementType::Float16) static_cast<uint16_t*>(dst)[k] = float_to_half(src[k]);
-        else if (type == ElementType::BFloat16) static_cast<uint16_t*>(dst)[k] = float_to_bfloat16(src[k]);
-        else static_cast<double*>(dst)[k] = src[k];
+        if (type == ElementType::Float16) {
+            static_cast<uint16_t*>(dst)[k] = float_to_half(src[k]);
+        } else if (type == ElementType::BFloat16) {
+            static_cast<uint16_t*>(dst)[k] = float_to_bfloat16(src[k]);
+        } else if (type == ElementType::Float64) {
+            static_cast<double*>(dst)[k] = src[k];
+        } else {
+            ScalarValue v;
+            v.floating = true;
+            v.f = src[k];
+            store_scalar(type, dst, k, v);
+        }
     }
 }
 
@@ -7840,7 +7860,7 @@ inline Status prepare_float32_compute(const OpKernel* inner, PrepareContext& c) 
     for (uint32_t i = 0; i < c.num_inputs; ++i) {
         in[i] = c.inputs[i];
         values[i] = c.values ? c.values[i] : nullptr;
-        if (!float32_computed(in[i].type)) continue;
+        if (!float32_computed(in[i].type, c.node_ref().op)) continue;
         uint64_t n = 0;
         if (!desc_elements(in[i], &n) || n > c.max_elements)
             return c.fail(Status::Unsupported, "input %u has an unknown or too large shape", i);
@@ -7922,7 +7942,7 @@ inline Status prepare_node_kernel(const OpKernel** kernel, PrepareContext& c) {
     Status s = (*kernel)->prepare(c);
     if (s != Status::Unsupported || *kernel != find_builtin_kernel(c.node_ref().op)) return s;
     bool wanted = false;
-    for (uint32_t i = 0; i < c.num_inputs; ++i) wanted = wanted || float32_computed(c.inputs[i].type);
+    for (uint32_t i = 0; i < c.num_inputs; ++i) wanted = wanted || float32_computed(c.inputs[i].type, c.node_ref().op);
     if (!wanted) return s;
     c.state = nullptr;
     c.scratch_bytes = 0;
