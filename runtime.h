@@ -135,8 +135,9 @@
    Op list (ONNX default domain, opsets 7..28 (also 1-6 for ops whose meaning did not change;
    their legacy broadcast attributes are accepted only in the NumPy-compatible form; each op
    runs at its ONNX version for the model's opset, a version whose semantics are not
-   implemented is Unsupported: >>op versions), float32 first; int64/int32/bool where shapes
-   and indices need them): the elementwise snippet ops (Add Sub Mul Div Max Min Pow Sqrt
+   implemented is Unsupported: >>op versions), float32 first; every element type for the
+   data-movement and typed ops; float16, bfloat16 and double through the float32 kernels
+   elsewhere (>>float32 compute)): the elementwise snippet ops (Add Sub Mul Div Max Min Pow Sqrt
    Reciprocal Abs Neg Exp Log Tanh Sigmoid Relu Clip Elu Selu Erf Gelu HardSigmoid HardSwish
    LeakyRelu PRelu Softplus Softsign Mish Floor Ceil Round Sign Where), comparisons and logical
    ops, Mod, Sum, Mean, Conv, ConvTranspose, MatMul, Gemm, BatchNormalization,
@@ -147,8 +148,8 @@
    (inference), DepthToSpace, SpaceToDepth; Sin Cos Tan Asin Acos Atan Sinh Cosh Asinh Acosh
    Atanh ThresholdedRelu Shrink Swish, IsInf and IsNaN (also float16),
    Reduce{SumSquare,L1,LogSum,LogSumExp}, Hardmax, CumSum (also int32/int64), Trilu, EyeLike
-   and CastLike (every type), BitwiseAnd/Or/Xor/Not (int64/int32/int8/uint8), BitShift
-   (uint8); GatherElements, GatherND, ScatterElements (Scatter before opset 11), ScatterND,
+   and CastLike (every type), BitCast, BitwiseAnd/Or/Xor/Not (every integer width), BitShift
+   (unsigned); GatherElements, GatherND, ScatterElements (Scatter before opset 11), ScatterND,
    OneHot, ReverseSequence, TopK, LpNormalization, MeanVarianceNormalization,
    RMSNormalization (opset 23), GroupNormalization (opset 18), NegativeLogLikelihoodLoss,
    SoftmaxCrossEntropyLoss. builtin_op_kernels() lists them.
@@ -6686,6 +6687,22 @@ inline Status run_cast(const RunContext& c) {
     return Status::Ok;
 }
 
+// BitCast (opset 26): the same bytes as another type of the same width.
+inline Status prepare_bit_cast(PrepareContext& c) {
+    TESSEL_TRY(check_tensor_inputs(c, 1, 1, 1));
+    const Attribute* a = c.attribute("to");
+    if (!a || a->kind != AttributeKind::Int) return c.fail(Status::InvalidArgument, "attribute 'to' is missing");
+    ElementType to = onnx_element_type(a->i);
+    if (to == ElementType::Undefined) return c.fail(Status::Unsupported, "bit cast to ONNX data type %lld", (long long)a->i);
+    if (element_size(to) != element_size(c.inputs[0].type))
+        return c.fail(Status::InvalidArgument, "%s and %s differ in width", element_type_name(c.inputs[0].type),
+                      element_type_name(to));
+    c.outputs[0] = c.inputs[0];
+    c.outputs[0].type = to;
+    c.in_place = true;
+    return Status::Ok;
+}
+
 // >>pad
 enum class PadMode : uint8_t { Constant, Reflect, Edge, Wrap };
 struct PadState {
@@ -7487,6 +7504,7 @@ const OpKernel kTensorKernels[] = {
     {"Gather", prepare_gather, run_gather},
     {"Pad", prepare_pad, run_pad},
     {"Cast", prepare_cast, run_cast},
+    {"BitCast", prepare_bit_cast, run_copy},
     {"Shape", prepare_shape, run_shape},
     {"Constant", prepare_constant, run_constant},
     {"ConstantOfShape", prepare_constant_of_shape, run_constant_of_shape},
@@ -7950,6 +7968,13 @@ inline Status prepare_node_kernel(const OpKernel** kernel, PrepareContext& c) {
     c.error[0] = 0;
     Status wrapped = prepare_float32_compute(*kernel, c);   // its refusal, if any, is the one that matters
     if (wrapped == Status::Ok) *kernel = &kFloat32Compute;
+    if (wrapped == Status::Unsupported) {   // say which inputs were float32 in that refusal
+        size_t used = std::strlen(c.error);
+        ElementType type = ElementType::Undefined;
+        for (uint32_t i = 0; i < c.num_inputs && type == ElementType::Undefined; ++i)
+            if (float32_computed(c.inputs[i].type, c.node_ref().op)) type = c.inputs[i].type;
+        std::snprintf(c.error + used, sizeof c.error - used, " (with the %s inputs as float32)", element_type_name(type));
+    }
     return wrapped;
 }
 
@@ -9351,6 +9376,7 @@ const OpVersion kOpVersions[] = {
     {"Unsqueeze", 24, kTypes, kNarrowTypes24},
     {"Unsqueeze", 25, kTypes, kNarrowTypes25},
     // opsets 26-28
+    {"BitCast", 26, kByKernel, "new op"},
     {"Range", 27, kTypes, "stash_type (float16 and bfloat16 only)"},
 };
 
