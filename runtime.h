@@ -7952,7 +7952,12 @@ inline Status run_float32_compute(const RunContext& c) {
     return Status::Ok;
 }
 
-const OpKernel kFloat32Compute = {"(float32 compute)", nullptr, run_float32_compute};
+// Only prepare_node_kernel makes this kernel; its prepare refuses being called directly.
+inline Status prepare_float32_compute_directly(PrepareContext& c) {
+    return c.fail(Status::Unsupported, "the float32 compute wrapper is prepared through prepare_node_kernel");
+}
+
+const OpKernel kFloat32Compute = {"(float32 compute)", prepare_float32_compute_directly, run_float32_compute};
 
 // Prepares a node with *kernel; a built-in kernel that refuses float16/bfloat16/double inputs
 // is retried through the float32 wrapper (and *kernel becomes it).

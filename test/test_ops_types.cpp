@@ -883,7 +883,7 @@ TEST_CASE("ONNX reader: typed fields of each new type, raw data, a model written
         c.packed(1, {1}).u(2, DOUBLE).u(10, 3);
         CHECK(read(c, &tensor) == Status::ParseError);
         Pb d;
-        d.packed(1, {2}).u(2, UINT64).packed(5, {1, 2});   // int32_data is not UINT64's field
+        d.packed(1, {2}).u(2, UINT64).packed(5, {1, 2}).bytes(8, "d");   // int32_data is not UINT64's field
         CHECK(read(d, &tensor) == Status::ParseError);
         Pb e = test::tensor_raw("c", COMPLEX64, {1}, "12345678");
         CHECK(read(e, &tensor) == Status::Unsupported);
