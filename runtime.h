@@ -149,8 +149,9 @@
    Op list (ONNX default domain, opsets 7..28 (also 1-6 for ops whose meaning did not change;
    their legacy broadcast attributes are accepted only in the NumPy-compatible form; each op
    runs at its ONNX version for the model's opset, a version whose semantics are not
-   implemented is Unsupported: >>op versions), float32 first; int64/int32/bool where shapes
-   and indices need them): the elementwise snippet ops (Add Sub Mul Div Max Min Pow Sqrt
+   implemented is Unsupported: >>op versions), float32 first; every element type for the
+   data-movement and typed ops; float16, bfloat16 and double through the float32 kernels
+   elsewhere (>>float32 compute)): the elementwise snippet ops (Add Sub Mul Div Max Min Pow Sqrt
    Reciprocal Abs Neg Exp Log Tanh Sigmoid Relu Clip Elu Selu Erf Gelu HardSigmoid HardSwish
    LeakyRelu PRelu Softplus Softsign Mish Floor Ceil Round Sign Where), comparisons and logical
    ops, Mod, Sum, Mean, Conv, ConvTranspose, MatMul, Gemm, BatchNormalization,
@@ -161,8 +162,8 @@
    (inference), DepthToSpace, SpaceToDepth; Sin Cos Tan Asin Acos Atan Sinh Cosh Asinh Acosh
    Atanh ThresholdedRelu Shrink Swish, IsInf and IsNaN (also float16),
    Reduce{SumSquare,L1,LogSum,LogSumExp}, Hardmax, CumSum (also int32/int64), Trilu, EyeLike
-   and CastLike (every type), BitwiseAnd/Or/Xor/Not (int64/int32/int8/uint8), BitShift
-   (uint8); GatherElements, GatherND, ScatterElements (Scatter before opset 11), ScatterND,
+   and CastLike (every type), BitCast, BitwiseAnd/Or/Xor/Not (every integer width), BitShift
+   (unsigned); GatherElements, GatherND, ScatterElements (Scatter before opset 11), ScatterND,
    OneHot, ReverseSequence, TopK, LpNormalization, MeanVarianceNormalization,
    RMSNormalization (opset 23), GroupNormalization (opset 18), NegativeLogLikelihoodLoss,
    SoftmaxCrossEntropyLoss. builtin_op_kernels() lists them.
@@ -6839,6 +6840,22 @@ inline Status run_cast(const RunContext& c) {
     return Status::Ok;
 }
 
+// BitCast (opset 26): the same bytes as another type of the same width.
+inline Status prepare_bit_cast(PrepareContext& c) {
+    TESSEL_TRY(check_tensor_inputs(c, 1, 1, 1));
+    const Attribute* a = c.attribute("to");
+    if (!a || a->kind != AttributeKind::Int) return c.fail(Status::InvalidArgument, "attribute 'to' is missing");
+    ElementType to = onnx_element_type(a->i);
+    if (to == ElementType::Undefined) return c.fail(Status::Unsupported, "bit cast to ONNX data type %lld", (long long)a->i);
+    if (element_size(to) != element_size(c.inputs[0].type))
+        return c.fail(Status::InvalidArgument, "%s and %s differ in width", element_type_name(c.inputs[0].type),
+                      element_type_name(to));
+    c.outputs[0] = c.inputs[0];
+    c.outputs[0].type = to;
+    c.in_place = true;
+    return Status::Ok;
+}
+
 // >>pad
 enum class PadMode : uint8_t { Constant, Reflect, Edge, Wrap };
 struct PadState {
@@ -7640,6 +7657,7 @@ const OpKernel kTensorKernels[] = {
     {"Gather", prepare_gather, run_gather},
     {"Pad", prepare_pad, run_pad},
     {"Cast", prepare_cast, run_cast},
+    {"BitCast", prepare_bit_cast, run_copy},
     {"Shape", prepare_shape, run_shape},
     {"Constant", prepare_constant, run_constant},
     {"ConstantOfShape", prepare_constant_of_shape, run_constant_of_shape},
@@ -7943,26 +7961,46 @@ inline Status run_bitwise(const RunContext& c) {
 // first such input. So every float32-only kernel (Conv, MatMul, pooling, Softmax, the Reduce
 // ops, the unary math ops, CumSum, ...) computes double in float32; the ops with their own
 // double code (Cast, the typed ops of >>integer and logical ops, the data-movement ops) never
-// come here. Constant inputs are converted once at prepare; run allocates nothing.
+// come here. The ops that only select values (MaxPool, GlobalMaxPool, ReduceMax, ReduceMin)
+// also take bool, int8, uint8, int16 and uint16 this way, which float32 holds exactly.
+// Constant inputs are converted once at prepare; run allocates nothing.
 namespace detail {
 
 inline bool float32_computed(ElementType t) {
     return t == ElementType::Float16 || t == ElementType::BFloat16 || t == ElementType::Float64;
 }
 
+inline bool float32_computed(ElementType t, StringView op) {
+    bool exact = t == ElementType::Bool || t == ElementType::Int8 || t == ElementType::UInt8 ||
+                 t == ElementType::Int16 || t == ElementType::UInt16;
+    bool selects = op == StringView("MaxPool") || op == StringView("GlobalMaxPool") || op == StringView("ReduceMax") ||
+                   op == StringView("ReduceMin");
+    return float32_computed(t) || (exact && selects);
+}
+
 inline void convert_to_float32(ElementType type, const void* src, float* dst, uint64_t n) {
     for (uint64_t k = 0; k < n; ++k) {
         if (type == ElementType::Float16) dst[k] = half_to_float(static_cast<const uint16_t*>(src)[k]);
         else if (type == ElementType::BFloat16) dst[k] = bfloat16_to_float(static_cast<const uint16_t*>(src)[k]);
-        else dst[k] = (float)static_cast<const double*>(src)[k];
+        else if (type == ElementType::Float64) dst[k] = (float)static_cast<const double*>(src)[k];
+        else dst[k] = (float)load_scalar(type, src, k).as_double();
     }
 }
 
 inline void convert_from_float32(ElementType type, const float* src, void* dst, uint64_t n) {
     for (uint64_t k = 0; k < n; ++k) {
-        if (type == ElementType::Float16) static_cast<uint16_t*>(dst)[k] = float_to_half(src[k]);
-        else if (type == ElementType::BFloat16) static_cast<uint16_t*>(dst)[k] = float_to_bfloat16(src[k]);
-        else static_cast<double*>(dst)[k] = src[k];
+        if (type == ElementType::Float16) {
+            static_cast<uint16_t*>(dst)[k] = float_to_half(src[k]);
+        } else if (type == ElementType::BFloat16) {
+            static_cast<uint16_t*>(dst)[k] = float_to_bfloat16(src[k]);
+        } else if (type == ElementType::Float64) {
+            static_cast<double*>(dst)[k] = src[k];
+        } else {
+            ScalarValue v;
+            v.floating = true;
+            v.f = src[k];
+            store_scalar(type, dst, k, v);
+        }
     }
 }
 
@@ -7993,7 +8031,7 @@ inline Status prepare_float32_compute(const OpKernel* inner, PrepareContext& c) 
     for (uint32_t i = 0; i < c.num_inputs; ++i) {
         in[i] = c.inputs[i];
         values[i] = c.values ? c.values[i] : nullptr;
-        if (!float32_computed(in[i].type)) continue;
+        if (!float32_computed(in[i].type, c.node_ref().op)) continue;
         uint64_t n = 0;
         if (!desc_elements(in[i], &n) || n > c.max_elements)
             return c.fail(Status::Unsupported, "input %u has an unknown or too large shape", i);
@@ -8067,7 +8105,12 @@ inline Status run_float32_compute(const RunContext& c) {
     return Status::Ok;
 }
 
-const OpKernel kFloat32Compute = {"(float32 compute)", nullptr, run_float32_compute};
+// Only prepare_node_kernel makes this kernel; its prepare refuses being called directly.
+inline Status prepare_float32_compute_directly(PrepareContext& c) {
+    return c.fail(Status::Unsupported, "the float32 compute wrapper is prepared through prepare_node_kernel");
+}
+
+const OpKernel kFloat32Compute = {"(float32 compute)", prepare_float32_compute_directly, run_float32_compute};
 
 // Prepares a node with *kernel; a built-in kernel that refuses float16/bfloat16/double inputs
 // is retried through the float32 wrapper (and *kernel becomes it).
@@ -8075,7 +8118,7 @@ inline Status prepare_node_kernel(const OpKernel** kernel, PrepareContext& c) {
     Status s = (*kernel)->prepare(c);
     if (s != Status::Unsupported || *kernel != find_builtin_kernel(c.node_ref().op)) return s;
     bool wanted = false;
-    for (uint32_t i = 0; i < c.num_inputs; ++i) wanted = wanted || float32_computed(c.inputs[i].type);
+    for (uint32_t i = 0; i < c.num_inputs; ++i) wanted = wanted || float32_computed(c.inputs[i].type, c.node_ref().op);
     if (!wanted) return s;
     c.state = nullptr;
     c.scratch_bytes = 0;
@@ -8083,6 +8126,13 @@ inline Status prepare_node_kernel(const OpKernel** kernel, PrepareContext& c) {
     c.error[0] = 0;
     Status wrapped = prepare_float32_compute(*kernel, c);   // its refusal, if any, is the one that matters
     if (wrapped == Status::Ok) *kernel = &kFloat32Compute;
+    if (wrapped == Status::Unsupported) {   // say which inputs were float32 in that refusal
+        size_t used = std::strlen(c.error);
+        ElementType type = ElementType::Undefined;
+        for (uint32_t i = 0; i < c.num_inputs && type == ElementType::Undefined; ++i)
+            if (float32_computed(c.inputs[i].type, c.node_ref().op)) type = c.inputs[i].type;
+        std::snprintf(c.error + used, sizeof c.error - used, " (with the %s inputs as float32)", element_type_name(type));
+    }
     return wrapped;
 }
 
@@ -13741,6 +13791,7 @@ const OpVersion kOpVersions[] = {
     {"BitCast", 26, kByKernel, "new op"},
     {"Celu", 28, kByKernel, "float16, bfloat16"},
     {"CumProd", 26, kByKernel, "new op"},
+    {"BitCast", 26, kByKernel, "new op"},
     {"Range", 27, kTypes, "stash_type (float16 and bfloat16 only)"},
     // attention and its neighbours (>>attention ... >>linear attention and causal conv)
     {"Attention", 23, kByKernel, "new op"},

@@ -39,6 +39,12 @@ void fill_inputs(InferRequest& request, const CompiledModel& compiled, uint64_t 
             case ElementType::Int8: t.data_as<int8_t>()[k] = (int8_t)r; break;
             case ElementType::UInt8: t.data_as<uint8_t>()[k] = (uint8_t)r; break;
             case ElementType::Bool: t.data_as<uint8_t>()[k] = (uint8_t)(r & 1); break;
+            case ElementType::Float64: t.data_as<double>()[k] = (double)((int)(r % 2001) - 1000) / 256.0; break;
+            case ElementType::BFloat16: t.data_as<uint16_t>()[k] = (uint16_t)(0x3f80u + (r % 256)); break;
+            case ElementType::Int16: t.data_as<int16_t>()[k] = (int16_t)((int)(r % 9) - 4); break;
+            case ElementType::UInt16: t.data_as<uint16_t>()[k] = (uint16_t)r; break;
+            case ElementType::UInt32: t.data_as<uint32_t>()[k] = r % 9; break;
+            case ElementType::UInt64: t.data_as<uint64_t>()[k] = r % 9; break;
             default: break;
             }
         }

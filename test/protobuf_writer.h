@@ -44,7 +44,10 @@ struct Pb {
 
 // TensorProto.DataType values (`using namespace test::onnx_type;` brings them in).
 namespace onnx_type {
-enum OnnxType { FLOAT = 1, UINT8 = 2, INT8 = 3, INT32 = 6, INT64 = 7, BOOL = 9, FLOAT16 = 10, DOUBLE = 11 };
+enum OnnxType {
+    FLOAT = 1, UINT8 = 2, INT8 = 3, UINT16 = 4, INT16 = 5, INT32 = 6, INT64 = 7, BOOL = 9, FLOAT16 = 10, DOUBLE = 11,
+    UINT32 = 12, UINT64 = 13, COMPLEX64 = 14, BFLOAT16 = 16
+};
 }
 
 template <class T>
