@@ -3728,16 +3728,41 @@ struct BlobReader {
     }
 };
 
+// Nodes go in the prepared model's layout (read_model needs it): Parameters in interface
+// order, the rest in topological order, Results in interface order. A prepared model is in
+// that order already; an If/Loop/Scan body (written with its node) need not be.
 inline void write_model(BlobWriter& w, const Model& m) {
     const Graph& g = m.graph;
+    uint32_t count_nodes = g.node_count();
+    Arena scratch;
+    NodeId* order = scratch.allocate_array<NodeId>(count_nodes + 1);
+    NodeId* position = scratch.allocate_array<NodeId>(count_nodes + 1);
+    uint32_t placed = 0;
+    if (order && position) {
+        for (uint32_t i = 0; i < m.input_count(); ++i) order[placed++] = m.input(i).node;
+        for (NodeId v : g.topological_order())
+            if (g.node(v).op != StringView("Parameter") && g.node(v).op != StringView("Result") && placed < count_nodes) order[placed++] = v;
+        for (uint32_t i = 0; i < m.output_count() && placed < count_nodes; ++i) order[placed++] = m.output(i).node;
+    }
+    if (placed != count_nodes) {   // out of memory: id order
+        order = nullptr;
+        position = nullptr;
+    } else {
+        for (uint32_t k = 0; k < count_nodes; ++k) position[order[k]] = k;
+    }
     w.u32(m.opset);
     w.u32(g.node_count());
-    for (NodeId v = 0; v < g.node_count(); ++v) {
+    for (NodeId k = 0; k < g.node_count(); ++k) {
+        NodeId v = order ? order[k] : k;
         const Node& n = g.node(v);
         w.str(n.name);
         w.str(n.op);
         w.u32(n.num_inputs);
-        for (uint32_t i = 0; i < n.num_inputs; ++i) { w.u32(n.inputs[i].producer); w.u32(n.inputs[i].port); w.u8(n.inputs[i].keep_apart); }
+        for (uint32_t i = 0; i < n.num_inputs; ++i) {
+            w.u32(position ? position[n.inputs[i].producer] : n.inputs[i].producer);
+            w.u32(n.inputs[i].port);
+            w.u8(n.inputs[i].keep_apart);
+        }
         w.u32(n.num_outputs);
         for (uint32_t p = 0; p < n.num_outputs; ++p) w.desc(n.outputs ? n.outputs[p] : TensorDesc());
         uint32_t count = 0;
@@ -3761,12 +3786,17 @@ inline void write_model(BlobWriter& w, const Model& m) {
                     w.align(64);
                     w.bytes(a->tensor->data, a->tensor->bytes);
                     break;
-                case AttributeKind::Graph: break;   // export_model refuses bodies first
+                case AttributeKind::Graph: {   // the body, whole (bodies nest at most kMaxBodyDepth deep)
+                    const Model* body = static_cast<const Model*>(a->body);
+                    w.u32(body->outer_inputs);
+                    write_model(w, *body);
+                    break;
+                }
             }
         }
     }
     w.u32(m.output_count());
-    for (uint32_t i = 0; i < m.output_count(); ++i) { w.str(m.output(i).name); w.u32(m.output(i).node); }
+    for (uint32_t i = 0; i < m.output_count(); ++i) { w.str(m.output(i).name); w.u32(position ? position[m.output(i).node] : m.output(i).node); }
 }
 
 inline Status read_model(BlobReader& r, Model* m, char* error) {
@@ -3837,6 +3867,17 @@ inline Status read_model(BlobReader& r, Model* m, char* error) {
                     a.tensor = t;
                     break;
                 }
+                case AttributeKind::Graph: {
+                    Model* body = nullptr;
+                    Status bs = m->add_body(&body);
+                    if (bs != Status::Ok) { print(error, kErrorMessageBytes, "blob: node %u: %s", v, m->last_error()); return bs == Status::OutOfMemory ? bs : Status::ParseError; }
+                    body->outer_inputs = r.u32();
+                    bs = read_model(r, body, error);
+                    if (bs != Status::Ok) return bs;
+                    if (body->outer_inputs > body->input_count()) r.ok = false;
+                    a.body = body;
+                    break;
+                }
                 default: r.ok = false;
             }
             if (!r.ok) break;
@@ -3899,14 +3940,6 @@ inline Status write_blob(const CompiledModel::Impl& m, BlobWriter& w) {
 Status CompiledModel::export_model(WriteFn write, void* user) const {
     if (!impl_) return Status::NotFinalized;
     if (!write) return Status::InvalidArgument;
-    const Graph& prepared = impl_->prepared.model.graph;
-    for (NodeId v = 0; v < prepared.node_count(); ++v)
-        for (const Attribute* a = prepared.node(v).attributes; a; a = a->next)
-            if (a->kind == AttributeKind::Graph) {
-                detail::print(error_, sizeof error_, "export_model: node '%.*s' has a subgraph body (blobs do not hold bodies yet)",
-                              (int)prepared.node(v).name.size, prepared.node(v).name.data);
-                return Status::Unsupported;
-            }
     detail::BlobWriter counter;   // pass 1: size and checksum
     TESSEL_TRY(detail::write_blob(*impl_, counter));
     unsigned char header[detail::kBlobHeader] = {'T', 'E', 'S', 'S', 'E', 'L', 'C', 'M'};
@@ -9820,19 +9853,25 @@ inline Status loop_run(const RunContext& r) {
     return Status::Ok;
 }
 
-// Scan (opset 9 on): inputs N states, M scan inputs (num_scan_inputs), then the outer reads;
-// the body takes (states..., one slice of each scan input...) and gives (states..., K scan
-// values). Each scan input is sliced along its axis (in reverse for direction 1) into a dense
-// buffer of the scratch; each scan value is written at its iteration's place along its axis.
+// Scan: inputs N states, M scan inputs (num_scan_inputs), then the outer reads; the body takes
+// (states..., one slice of each scan input...) and gives (states..., K scan values). Each scan
+// input is sliced along its axis (in reverse for direction 1) into a dense buffer of the
+// scratch; each scan value is written at its iteration's place along its axis. Scan-8 puts
+// sequence_lens first and a batch axis 0 on every input and output (scan axis 1): the same
+// scan runs once per batch entry; sequence_lens must be the full length (shorter sequences
+// are refused at run time).
 struct ScanBodyState {
     BodyProgram body;
+    uint32_t first = 0;               // the first state input (1 in Scan-8: sequence_lens)
     uint32_t states = 0, inputs = 0, outputs = 0, outer = 0;
-    int64_t length = 0;
+    int64_t length = 0, batch = 1;
+    bool has_lengths = false;
     size_t state_bytes = 0;           // one set of states
-    size_t* value_bytes = nullptr;    // per state
+    size_t* value_bytes = nullptr;    // per state (one batch entry)
     struct Axis {
         uint64_t outer, inner;        // elements before the axis, bytes after it
         bool reverse;
+        size_t batch_bytes;           // per batch entry (Scan-8)
     };
     Axis* in_axes = nullptr;          // per scan input
     Axis* out_axes = nullptr;         // per scan output
@@ -9845,44 +9884,66 @@ inline Status scan_prepare(PrepareContext& c) {
     TESSEL_TRY(body_attribute(c, "body", &body));
     const Attribute* m = c.attribute("num_scan_inputs");
     if (!m || m->kind != AttributeKind::Int) return c.fail(Status::InvalidArgument, "attribute 'num_scan_inputs' (an int) is missing");
+    bool batched = c.opset < 9;
+    uint32_t first = batched ? 1 : 0;
     uint32_t outer = body->outer_inputs;
-    if (c.num_inputs < outer) return c.fail(Status::InvalidArgument, "has %u inputs, its body reads %u outer values", c.num_inputs, outer);
+    if (c.num_inputs < outer + first) return c.fail(Status::InvalidArgument, "has %u inputs, its body reads %u outer values", c.num_inputs, outer);
     uint32_t formal = c.num_inputs - outer;
-    if (m->i < 1 || m->i > (int64_t)formal)
+    if (m->i < 1 || m->i > (int64_t)(formal - first))
         return c.fail(Status::InvalidArgument, "num_scan_inputs is %lld, the node has %u inputs", (long long)m->i, formal);
-    uint32_t inputs = (uint32_t)m->i, states = formal - inputs;
-    if (body->input_count() != formal + outer)
-        return c.fail(Status::InvalidArgument, "the body takes %u inputs, the node gives %u", body->input_count() - outer, formal);
+    uint32_t inputs = (uint32_t)m->i, states = formal - first - inputs;
+    if (body->input_count() != states + inputs + outer)
+        return c.fail(Status::InvalidArgument, "the body takes %u inputs, the node gives %u", body->input_count() - outer, states + inputs);
     if (body->output_count() < states || c.num_outputs != body->output_count())
         return c.fail(Status::InvalidArgument, "the body has %u outputs, the node %u (and %u states)", body->output_count(), c.num_outputs, states);
     uint32_t outputs = body->output_count() - states;
-    Span<const int64_t> in_axes = c.attribute_ints("scan_input_axes"), in_dirs = c.attribute_ints("scan_input_directions");
-    Span<const int64_t> out_axes = c.attribute_ints("scan_output_axes"), out_dirs = c.attribute_ints("scan_output_directions");
+    Span<const int64_t> in_axes = c.attribute_ints("scan_input_axes"), out_axes = c.attribute_ints("scan_output_axes");
+    Span<const int64_t> in_dirs = c.attribute_ints(batched ? "directions" : "scan_input_directions");
+    Span<const int64_t> out_dirs = c.attribute_ints("scan_output_directions");
+    if (batched && (in_axes.size || out_axes.size || out_dirs.size))
+        return c.fail(Status::InvalidArgument, "Scan-8 has no scan axes or output directions");
     if ((in_axes.size && in_axes.size != inputs) || (in_dirs.size && in_dirs.size != inputs) ||
         (out_axes.size && out_axes.size != outputs) || (out_dirs.size && out_dirs.size != outputs))
         return c.fail(Status::InvalidArgument, "scan axes and directions need one entry per scan input (%u) and output (%u)", inputs, outputs);
     ScanBodyState* state = new_state<ScanBodyState>(c);
     if (!state) return c.fail(Status::OutOfMemory, "out of memory");
+    state->first = first;
     state->states = states;
     state->inputs = inputs;
     state->outputs = outputs;
     state->outer = outer;
+    state->has_lengths = batched && c.has_input(0);
     state->in_axes = c.arena->allocate_array<ScanBodyState::Axis>(inputs + 1);
     state->out_axes = c.arena->allocate_array<ScanBodyState::Axis>(outputs + 1);
     state->slice_bytes = c.arena->allocate_array<size_t>(inputs + 1);
     state->value_bytes = c.arena->allocate_array<size_t>(states + 1);
     if (!state->in_axes || !state->out_axes || !state->slice_bytes || !state->value_bytes) return c.fail(Status::OutOfMemory, "out of memory");
+    // Scan-8: every input has the batch axis 0; the body sees one entry.
+    int64_t batch = -1;
+    auto entry = [&](const TensorDesc& d, uint32_t index, TensorDesc* out) -> Status {
+        *out = d;
+        if (!batched) return Status::Ok;
+        if (d.rank < 1 || (batch >= 0 && d.dims[0] != batch))
+            return c.fail(Status::InvalidArgument, "input %u has no batch axis of %lld entries", index, (long long)batch);
+        batch = d.dims[0];
+        out->rank = (uint8_t)(d.rank - 1);
+        for (uint32_t k = 0; k + 1 < d.rank; ++k) out->dims[k] = d.dims[k + 1];
+        return Status::Ok;
+    };
+    if (state->has_lengths && (c.inputs[0].type != ElementType::Int64 || c.inputs[0].rank != 1))
+        return c.fail(Status::InvalidArgument, "sequence_lens must be int64 [batch]");
     TensorDesc descs[kMaxBodyInputs];
     const void* values[kMaxBodyInputs] = {};
     for (uint32_t i = 0; i < states; ++i) {
-        descs[i] = c.inputs[i];
-        if (descs[i].type == ElementType::Undefined) return c.fail(Status::InvalidArgument, "state %u is absent", i);
+        if (c.inputs[first + i].type == ElementType::Undefined) return c.fail(Status::InvalidArgument, "state %u is absent", i);
+        TESSEL_TRY(entry(c.inputs[first + i], first + i, &descs[i]));
         state->value_bytes[i] = desc_bytes(descs[i]);
         state->state_bytes += align_64(state->value_bytes[i]);
     }
     int64_t length = -1;
     for (uint32_t j = 0; j < inputs; ++j) {
-        const TensorDesc& d = c.inputs[states + j];
+        TensorDesc d;
+        TESSEL_TRY(entry(c.inputs[first + states + j], first + states + j, &d));
         int64_t axis = 0;
         if (d.type == ElementType::Undefined || d.rank < 1 || !normalize_axis(in_axes.size ? in_axes[j] : 0, d.rank, &axis))
             return c.fail(Status::InvalidArgument, "scan input %u (rank %u) has no axis %lld", j, d.rank, (long long)(in_axes.size ? in_axes[j] : 0));
@@ -9895,15 +9956,16 @@ inline Status scan_prepare(PrepareContext& c) {
         slice.rank = (uint8_t)(d.rank - 1);
         for (int64_t k = 0, o = 0; k < d.rank; ++k) if (k != axis) slice.dims[o++] = d.dims[k];
         descs[states + j] = slice;
-        state->in_axes[j] = ScanBodyState::Axis{dims_product(d, 0, (int)axis), desc_bytes(slice) / (dims_product(d, 0, (int)axis) ? dims_product(d, 0, (int)axis) : 1),
-                                            in_dirs.size && in_dirs[j] != 0};
+        uint64_t before = dims_product(d, 0, (int)axis);
+        state->in_axes[j] = ScanBodyState::Axis{before, desc_bytes(slice) / (before ? before : 1), in_dirs.size && in_dirs[j] != 0, desc_bytes(d)};
         state->slice_bytes[j] = desc_bytes(slice);
         state->slices_bytes += align_64(state->slice_bytes[j]);
     }
     state->length = length;
+    state->batch = batched ? (batch < 0 ? 0 : batch) : 1;
     for (uint32_t i = 0; i < outer; ++i) {
-        descs[formal + i] = c.inputs[formal + i];
-        values[formal + i] = c.values ? c.values[formal + i] : nullptr;
+        descs[states + inputs + i] = c.inputs[formal + i];
+        values[states + inputs + i] = c.values ? c.values[formal + i] : nullptr;
     }
     TESSEL_TRY(compile_body(c, body, "body", descs, values, &state->body));
     for (uint32_t i = 0; i < states; ++i) {
@@ -9913,21 +9975,25 @@ inline Status scan_prepare(PrepareContext& c) {
             describe(state->body.output_desc(i), d, sizeof d);
             return c.fail(Status::Unsupported, "state %u changes from %s to %s (a shape that changes across iterations)", i, a, d);
         }
-        c.outputs[i] = descs[i];
+        c.outputs[i] = c.inputs[first + i];
     }
     for (uint32_t k = 0; k < outputs; ++k) {
         TensorDesc d = state->body.output_desc(states + k);
-        if (d.rank + 1u > kMaxRank) return c.fail(Status::LimitExceeded, "scan output %u has rank %u (at most %u)", k, d.rank + 1u, kMaxRank);
+        uint32_t extra = batched ? 2 : 1;
+        if (d.rank + extra > kMaxRank) return c.fail(Status::LimitExceeded, "scan output %u has rank %u (at most %u)", k, d.rank + extra, kMaxRank);
         int64_t axis = 0;
         if (!normalize_axis(out_axes.size ? out_axes[k] : 0, d.rank + 1, &axis))
             return c.fail(Status::InvalidArgument, "scan output %u (rank %u) has no axis %lld", k, d.rank + 1u, (long long)(out_axes.size ? out_axes[k] : 0));
         TensorDesc o;
         o.type = d.type;
-        o.rank = (uint8_t)(d.rank + 1);
-        for (int64_t j = 0, from = 0; j < o.rank; ++j) o.dims[j] = j == axis ? length : d.dims[from++];
+        o.rank = (uint8_t)(d.rank + extra);
+        uint32_t at = batched ? 1 : 0;
+        if (batched) o.dims[0] = state->batch;
+        for (int64_t j = 0, from = 0; j < d.rank + 1; ++j) o.dims[at + j] = j == axis ? length : d.dims[from++];
         c.outputs[states + k] = o;
         uint64_t before = dims_product(d, 0, (int)axis);
-        state->out_axes[k] = ScanBodyState::Axis{before, desc_bytes(d) / (before ? before : 1), out_dirs.size && out_dirs[k] != 0};
+        state->out_axes[k] = ScanBodyState::Axis{before, desc_bytes(d) / (before ? before : 1), out_dirs.size && out_dirs[k] != 0,
+                                                 desc_bytes(d) * (size_t)(length < 0 ? 0 : length)};
     }
     c.state = state;
     c.scratch_bytes = state->body.bytes() + 2 * state->state_bytes + state->slices_bytes;
@@ -9940,53 +10006,60 @@ inline Status scan_run(const RunContext& r) {
     unsigned char* sets[2] = {scratch + state.body.bytes(), scratch + state.body.bytes() + state.state_bytes};
     unsigned char* slices = sets[1] + state.state_bytes;
     const void* inputs[kMaxBodyInputs];
-    uint32_t formal = state.states + state.inputs;
-    for (uint32_t i = 0; i < state.outer; ++i) inputs[formal + i] = r.inputs[formal + i].data;
+    uint32_t first = state.first, formal = state.first + state.states + state.inputs;
+    uint64_t length = (uint64_t)state.length;
+    if (state.has_lengths)
+        for (int64_t b = 0; b < state.batch; ++b)
+            if (r.inputs[0].as<const int64_t>()[b] != state.length)
+                return r.fail(Status::Unsupported, "sequence_lens[%lld] is %lld: only full sequences (%lld) are supported", (long long)b,
+                              (long long)r.inputs[0].as<const int64_t>()[b], (long long)state.length);
+    for (uint32_t i = 0; i < state.outer; ++i) inputs[state.states + state.inputs + i] = r.inputs[formal + i].data;
     size_t offset = 0;
-    for (uint32_t i = 0; i < state.states; ++i) {
-        copy_bytes(sets[0] + offset, r.inputs[i].data, state.value_bytes[i]);
-        offset += align_64(state.value_bytes[i]);
-    }
-    offset = 0;
     for (uint32_t j = 0; j < state.inputs; ++j) {
         inputs[state.states + j] = slices + offset;
         offset += align_64(state.slice_bytes[j]);
     }
-    int current = 0;
-    uint64_t length = (uint64_t)state.length;
-    for (uint64_t t = 0; t < length; ++t) {
+    for (int64_t b = 0; b < state.batch; ++b) {
         offset = 0;
         for (uint32_t i = 0; i < state.states; ++i) {
-            inputs[i] = sets[current] + offset;
+            copy_bytes(sets[0] + offset, r.inputs[first + i].as<const unsigned char>() + (size_t)b * state.value_bytes[i], state.value_bytes[i]);
             offset += align_64(state.value_bytes[i]);
         }
-        for (uint32_t j = 0; j < state.inputs; ++j) {   // slice t along the axis
-            const ScanBodyState::Axis& a = state.in_axes[j];
-            uint64_t at = a.reverse ? length - 1 - t : t;
-            const unsigned char* from = r.inputs[state.states + j].as<const unsigned char>();
-            unsigned char* to = static_cast<unsigned char*>(const_cast<void*>(inputs[state.states + j]));
-            for (uint64_t o = 0; o < a.outer; ++o) copy_bytes(to + o * a.inner, from + (o * length + at) * a.inner, (size_t)a.inner);
+        int current = 0;
+        for (uint64_t t = 0; t < length; ++t) {
+            offset = 0;
+            for (uint32_t i = 0; i < state.states; ++i) {
+                inputs[i] = sets[current] + offset;
+                offset += align_64(state.value_bytes[i]);
+            }
+            for (uint32_t j = 0; j < state.inputs; ++j) {   // slice t along the axis
+                const ScanBodyState::Axis& a = state.in_axes[j];
+                uint64_t at = a.reverse ? length - 1 - t : t;
+                const unsigned char* from = r.inputs[first + state.states + j].as<const unsigned char>() + (size_t)b * a.batch_bytes;
+                unsigned char* to = static_cast<unsigned char*>(const_cast<void*>(inputs[state.states + j]));
+                for (uint64_t o = 0; o < a.outer; ++o) copy_bytes(to + o * a.inner, from + (o * length + at) * a.inner, (size_t)a.inner);
+            }
+            void** values = nullptr;
+            TESSEL_TRY(run_body(state.body, scratch, inputs, r, &values));
+            offset = 0;
+            for (uint32_t i = 0; i < state.states; ++i) {
+                copy_bytes(sets[1 - current] + offset, values[state.body.outputs[i]], state.value_bytes[i]);
+                offset += align_64(state.value_bytes[i]);
+            }
+            for (uint32_t k = 0; k < state.outputs; ++k) {   // the value at t along the axis
+                const ScanBodyState::Axis& a = state.out_axes[k];
+                uint64_t at = a.reverse ? length - 1 - t : t;
+                const unsigned char* from = static_cast<const unsigned char*>(values[state.body.outputs[state.states + k]]);
+                unsigned char* to = r.outputs[state.states + k].as<unsigned char>() + (size_t)b * a.batch_bytes;
+                for (uint64_t o = 0; o < a.outer; ++o) copy_bytes(to + (o * length + at) * a.inner, from + o * a.inner, (size_t)a.inner);
+            }
+            current = 1 - current;
         }
-        void** values = nullptr;
-        TESSEL_TRY(run_body(state.body, scratch, inputs, r, &values));
         offset = 0;
         for (uint32_t i = 0; i < state.states; ++i) {
-            copy_bytes(sets[1 - current] + offset, values[state.body.outputs[i]], state.value_bytes[i]);
+            copy_bytes(r.outputs[i].as<unsigned char>() + (size_t)b * state.value_bytes[i], sets[current] + offset, state.value_bytes[i]);
             offset += align_64(state.value_bytes[i]);
         }
-        for (uint32_t k = 0; k < state.outputs; ++k) {   // the value at t along the axis
-            const ScanBodyState::Axis& a = state.out_axes[k];
-            uint64_t at = a.reverse ? length - 1 - t : t;
-            const unsigned char* from = static_cast<const unsigned char*>(values[state.body.outputs[state.states + k]]);
-            unsigned char* to = r.outputs[state.states + k].as<unsigned char>();
-            for (uint64_t o = 0; o < a.outer; ++o) copy_bytes(to + (o * length + at) * a.inner, from + o * a.inner, (size_t)a.inner);
-        }
-        current = 1 - current;
-    }
-    offset = 0;
-    for (uint32_t i = 0; i < state.states; ++i) {
-        copy_bytes(r.outputs[i].data, sets[current] + offset, state.value_bytes[i]);
-        offset += align_64(state.value_bytes[i]);
     }
     return Status::Ok;
 }
@@ -13599,7 +13672,7 @@ const OpVersion kOpVersions[] = {
     {"Loop", 23, kTypes, kNarrowTypes23},
     {"Loop", 24, kTypes, kNarrowTypes24},
     {"Loop", 25, kTypes, kNarrowTypes25},
-    {"Scan", 8, kRefused, "a batch axis and sequence_lens"},
+    {"Scan", 8, kByKernel, "new op: sequence_lens, a batch axis"},
     {"Scan", 9, kByKernel, "scan axes and directions, no batch axis"},
     {"Scan", 11, kByKernel, "negative axes"},
     {"Scan", 16, kTypes, kBfloat16},
@@ -14732,7 +14805,8 @@ struct OnnxList {
 
 // Whether an AttributeProto is a graph (typed as read_attribute types it, also in IR version
 // 1 files without `type`), and its GraphProto bytes.
-inline bool onnx_graph_attribute(const uint8_t* data, size_t size, const uint8_t** graph, size_t* graph_size) {
+inline bool onnx_graph_attribute(const uint8_t* data, size_t size, const uint8_t** graph, size_t* graph_size,
+                                 StringView* name = nullptr) {
     OnnxReader quiet;
     quiet.base = data;
     ProtoCursor c(data, size);
@@ -14747,6 +14821,7 @@ inline bool onnx_graph_attribute(const uint8_t* data, size_t size, const uint8_t
         if (f.number == 20 && f.wire == kWireVarint) type = (int64_t)f.value;
         if (f.number >= 2 && f.number <= 11) seen |= 1u << (f.number - 1);
         if (f.number == 6 && f.wire == kWireLength) { *graph = f.data; *graph_size = f.size; }
+        if (f.number == 1 && f.wire == kWireLength && name) *name = f.string();
     }
     if (type == 0)
         for (int k = 1; k <= 10; ++k)
@@ -14808,8 +14883,10 @@ struct OnnxModelReader {
             if (f.number != 5 || f.wire != kWireLength) continue;
             const uint8_t* g = nullptr;
             size_t g_size = 0;
-            if (!onnx_graph_attribute(f.data, f.size, &g, &g_size)) continue;
-            std::snprintf(label, sizeof label, "node '%.*s' body #%u", clip_length(shown), shown.data, bodies.count - first);
+            StringView attribute;
+            if (!onnx_graph_attribute(f.data, f.size, &g, &g_size, &attribute)) continue;
+            std::snprintf(label, sizeof label, "%.*s body '%.*s'", clip_length(shown), shown.data, clip_length(attribute),
+                          attribute.data ? attribute.data : "");
             Model* body = nullptr;
             Status s = model->add_body(&body);
             if (s != Status::Ok) return r.fail(s, "%s: %s", label, model->graph.last_error());
@@ -14830,7 +14907,7 @@ struct OnnxModelReader {
                 for (uint32_t j = begin; j < implicit.count && !known; ++j) known = implicit.items[j] == name;
                 if (known) continue;
                 if (implicit.count - begin >= kMaxNodePorts)
-                    return r.fail(Status::LimitExceeded, "node '%.*s': its bodies read more than %u values of the enclosing graph",
+                    return r.fail(Status::LimitExceeded, "%.*s: its bodies read more than %u values of the enclosing graph",
                                   clip_length(shown), shown.data, kMaxNodePorts);
                 if (!implicit.push(name)) return out_of_memory("bodies");
             }
@@ -14847,11 +14924,11 @@ struct OnnxModelReader {
                     name = StringView(unused, std::strlen(unused));
                 }
                 Status s = body->add_input(name, TensorDesc());
-                if (s != Status::Ok) return r.fail(s, "node '%.*s': %s", clip_length(shown), shown.data, body->last_error());
+                if (s != Status::Ok) return r.fail(s, "%.*s: %s", clip_length(shown), shown.data, body->last_error());
             }
             body->outer_inputs = implicit.count - begin;
             Status s = body->finalize();
-            if (s != Status::Ok) return r.fail(s, "node '%.*s' body #%u: %s", clip_length(shown), shown.data, b - first, body->last_error());
+            if (s != Status::Ok) return r.fail(s, "%.*s body #%u: %s", clip_length(shown), shown.data, b - first, body->last_error());
         }
         (void)index;
         return Status::Ok;
@@ -15074,7 +15151,10 @@ struct OnnxModelReader {
                 std::snprintf(node_what, sizeof node_what, "node #%u", index);
                 OnnxNodeInfo info;
                 TESSEL_TRY(scan_node(r, f.data, f.size, node_what, &info));
-                TESSEL_TRY(read_node_bodies(f.data, f.size, index, info.name.empty() ? StringView(node_what) : info.name));
+                char shown[kOnnxNodeLabelBytes];   // the node's name is given later: its ONNX name or index, and op
+                if (info.name.empty()) std::snprintf(shown, sizeof shown, "%s (%.*s)", node_what, clip_length(info.op), info.op.data);
+                else std::snprintf(shown, sizeof shown, "node '%.*s' (%.*s)", clip_length(info.name), info.name.data, clip_length(info.op), info.op.data);
+                TESSEL_TRY(read_node_bodies(f.data, f.size, index, StringView(shown, std::strlen(shown))));
                 ++index;
             }
             if (!implicit_begin.push(implicit.count)) return out_of_memory("bodies");

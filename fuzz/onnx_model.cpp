@@ -88,8 +88,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (size_t i = 0; i < size; i += 61) seed = mix(seed, data[i]);
     run_device(model, "CPU", Span<const ConfigEntry>(), seed);
     static const char* const kTemplateOps[] = {"*", "Conv,Relu,Add", "MatMul,Gemm,Reshape,Transpose", "Gather,Concat,Slice,Mul",
-                                               "Sigmoid,Tanh,Softmax,MaxPool"};
-    ConfigEntry config[] = {{"TEMPLATE:SUPPORTED_OPS", kTemplateOps[seed % 5]}};
+                                               "Sigmoid,Tanh,Softmax,MaxPool",
+                                               "If,Loop,Scan,Add"};   // a node with a body is one unit of its device
+    ConfigEntry config[] = {{"TEMPLATE:SUPPORTED_OPS", kTemplateOps[seed % 6]}};
     run_device(model, "HETERO:TEMPLATE,CPU", config, seed);
     return 0;
 }

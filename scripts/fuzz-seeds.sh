@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # fuzz-seeds.sh TESSEL ONNX_DIR BLOB_DIR: seed corpora for fuzz/onnx_model.cpp and
 # fuzz/blob_import.cpp from the project's own data. ONNX_DIR gets the model.onnx of a fixed
-# list of libonnx-testdata node tests (ops of the runtime's list, plus a few it does not run yet,
-# so the reader and the refusals are seeded too); BLOB_DIR gets `TESSEL compile` of every one
+# list of libonnx-testdata node tests (ops of the runtime's list, If/Loop/Scan bodies, plus a few it
+# does not run yet, so the reader and the refusals are seeded too); BLOB_DIR gets `TESSEL compile` of every one
 # of them that compiles, on CPU and on HETERO:TEMPLATE,CPU.
 set -u
 tessel=$1; onnx_dir=$2; blob_dir=$3
@@ -20,7 +20,8 @@ tests="test_add test_add_bcast test_sub test_mul test_div test_relu test_sigmoid
  test_batchnorm_example test_squeeze test_unsqueeze_axis_0 test_reduce_mean_default_axes_keepdims_example
  test_argmax_default_axis_example test_range_float_type_positive_delta test_layer_normalization_2d_axis0
  test_instancenorm_example test_globalaveragepool test_pow test_sqrt test_exp test_erf test_max_example
- test_equal test_not test_and2d test_sum_example test_mean_example test_elu test_selu test_softplus"
+ test_equal test_not test_and2d test_sum_example test_mean_example test_elu test_selu test_softplus
+ test_if test_if_seq test_loop11 test_loop13_seq test_scan9_sum test_scan_sum test_range_float_type_positive_delta_expanded"
 copied=0; blobs=0
 for t in $tests; do
   model=$data/$t/model.onnx
