@@ -10079,8 +10079,10 @@ const OpKernel kControlFlowKernels[] = {
 // is -inf; float: added; a last dimension shorter than the keys is padded with -inf), the
 // causal frontier key <= query + offset (offset: the past length, or nonpad_kv_seqlen[b] -
 // q_len), the nonpad_kv_seqlen padding and (opset 25) the sliding window. A row whose bias is
-// all -inf gives zeros, as ONNX specifies. Query rows go 4 at a time so that every key and
-// value row loaded serves 4 of them; the scores live in per-thread scratch.
+// all -inf gives zeros, as ONNX specifies. Query rows go 4 at a time so that every key row
+// loaded serves 4 of them, the scores live in per-thread scratch, weights x V is the blocked
+// GEMM. Keys past a causal frontier are skipped (a NaN or inf in their K or V rows does not
+// reach Y, where NumPy's 0 * inf would).
 namespace detail {
 
 constexpr int64_t kAttentionRows = 4;
@@ -10281,14 +10283,22 @@ struct AttentionData {
     float *y, *qk;
 };
 
-// out[r] = q[r] . k for 4 query rows; 8 independent lanes so the loop vectorizes.
+// out[r] = q[r] . k for 4 query rows; 8 independent lanes per row, named apart so that the
+// compiler keeps them in vector registers.
 inline void attention_dots(const float* const* q, const float* k, int64_t n, float* out) {
     constexpr int kLanes = 8;
-    float acc[kAttentionRows][kLanes] = {};
+    float a0[kLanes] = {}, a1[kLanes] = {}, a2[kLanes] = {}, a3[kLanes] = {};
+    const float *q0 = q[0], *q1 = q[1], *q2 = q[2], *q3 = q[3];
     int64_t d = 0;
     for (; d + kLanes <= n; d += kLanes)
-        for (int r = 0; r < kAttentionRows; ++r)
-            for (int l = 0; l < kLanes; ++l) acc[r][l] += q[r][d + l] * k[d + l];
+        for (int l = 0; l < kLanes; ++l) {
+            float kd = k[d + l];
+            a0[l] += q0[d + l] * kd;
+            a1[l] += q1[d + l] * kd;
+            a2[l] += q2[d + l] * kd;
+            a3[l] += q3[d + l] * kd;
+        }
+    float* acc[kAttentionRows] = {a0, a1, a2, a3};
     for (int r = 0; r < kAttentionRows; ++r) {
         float sum = 0;
         for (int l = 0; l < kLanes; ++l) sum += acc[r][l];
@@ -10340,56 +10350,54 @@ inline void attention_softmax(float* s, int64_t n, bool allowed) {
     for (int64_t j = 0; j < n; ++j) s[j] /= sum;
 }
 
-// Query rows i0 .. i0 + rows - 1 of batch b, query head h.
+// Query rows i0 .. i0 + rows - 1 of batch b, query head h. Under is_causal (and no qk
+// output) the keys after the block's last frontier are skipped: their weight is 0.
 inline void attention_rows(const AttentionState& st, const AttentionData& a, int64_t b, int64_t h, int64_t i0, int64_t rows,
                            float* scores) {
     const int64_t total = st.total, past = st.past_len;
     const int64_t kv = h / (st.q_heads / st.kv_heads);
+    const int64_t offset = past ? past : a.nonpad ? a.nonpad[b] - st.q_len : 0;
+    int64_t keys = total;   // keys [keys, total) are masked for every row of the block
+    if (st.causal && !a.qk) {
+        int64_t frontier = i0 + rows - 1 + offset + 1;
+        keys = frontier < 0 ? 0 : frontier < total ? frontier : total;
+    }
     const float* q[kAttentionRows];
     for (int64_t r = 0; r < kAttentionRows; ++r)   // rows past the end repeat the first: computed, never used
         q[r] = a.q + b * st.q_strides[0] + h * st.q_strides[1] + (i0 + (r < rows ? r : 0)) * st.q_strides[2];
     const float* past_key = a.past_key ? a.past_key + (b * st.kv_heads + kv) * past * st.head : nullptr;
     const float* key = a.k + b * st.k_strides[0] + kv * st.k_strides[1];
-    for (int64_t j = 0; j < total; ++j) {
+    for (int64_t j = 0; j < keys; ++j) {
         const float* kj = j < past ? past_key + j * st.head : key + (j - past) * st.k_strides[2];
         float dots[kAttentionRows];
         attention_dots(q, kj, st.head, dots);
         for (int64_t r = 0; r < rows; ++r) scores[r * total + j] = dots[r] * st.scale;
     }
-    int64_t offset = past ? past : a.nonpad ? a.nonpad[b] - st.q_len : 0;
     for (int64_t r = 0; r < rows; ++r) {
         int64_t i = i0 + r;
         float* s = scores + r * total;
         float* qk = a.qk ? a.qk + ((b * st.q_heads + h) * st.q_len + i) * total : nullptr;
         if (qk && st.qk_mode == 0) std::memcpy(qk, s, (size_t)total * sizeof(float));
         if (st.softcap > 0)
-            for (int64_t j = 0; j < total; ++j) s[j] = st.softcap * std::tanh(s[j] / st.softcap);
+            for (int64_t j = 0; j < keys; ++j) s[j] = st.softcap * std::tanh(s[j] / st.softcap);
         if (qk && st.qk_mode == 1) std::memcpy(qk, s, (size_t)total * sizeof(float));
         bool allowed = false;
-        for (int64_t j = 0; j < total; ++j) {
+        for (int64_t j = 0; j < keys; ++j) {
             float bias = attention_bias(st, a, b, h, i, j, offset);
             allowed = allowed || bias != -INFINITY;
             s[j] += bias;
         }
         if (qk && st.qk_mode == 2) std::memcpy(qk, s, (size_t)total * sizeof(float));
-        attention_softmax(s, total, allowed);
+        attention_softmax(s, keys, allowed);
         if (qk && st.qk_mode == 3) std::memcpy(qk, s, (size_t)total * sizeof(float));
     }
-    float* y[kAttentionRows];
-    for (int64_t r = 0; r < rows; ++r) {
-        y[r] = a.y + b * st.y_strides[0] + h * st.y_strides[1] + (i0 + r) * st.y_strides[2];
-        for (int64_t d = 0; d < st.v_head; ++d) y[r][d] = 0;
-    }
+    // Y rows = weights x [past_value; V]: the blocked GEMM, the past part first (it clears Y).
+    float* y = a.y + b * st.y_strides[0] + h * st.y_strides[1] + i0 * st.y_strides[2];
+    int64_t past_keys = keys < past ? keys : past;
     const float* past_value = a.past_value ? a.past_value + (b * st.kv_heads + kv) * past * st.v_head : nullptr;
-    const float* value = a.v + b * st.v_strides[0] + kv * st.v_strides[1];
-    for (int64_t j = 0; j < total; ++j) {
-        const float* vj = j < past ? past_value + j * st.v_head : value + (j - past) * st.v_strides[2];
-        for (int64_t r = 0; r < rows; ++r) {
-            float p = scores[r * total + j];
-            float* yr = y[r];
-            for (int64_t d = 0; d < st.v_head; ++d) yr[d] += p * vj[d];
-        }
-    }
+    gemm(rows, st.v_head, past_keys, scores, total, 1, past_value, st.v_head, y, st.y_strides[2], false);
+    gemm(rows, st.v_head, keys - past_keys, scores + past_keys, total, 1, a.v + b * st.v_strides[0] + kv * st.v_strides[1],
+         st.v_strides[2], y, st.y_strides[2], true);
 }
 
 // present = past followed by the new positions, (batch, kv heads, total, size).
