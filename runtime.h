@@ -9396,7 +9396,11 @@ inline Status run_window(const RunContext& c) {
     double n1 = (double)(st.periodic ? size : size - 1);
     const double kTwoPi = 6.283185307179586476925286766559;
     for (int64_t n = 0; n < size; ++n) {
-        double t = n1 > 0 ? kTwoPi * (double)n / n1 : 0.0, w = 1.0;
+        if (n1 <= 0) {
+            y[n] = 1.0f;
+            continue;
+        }
+        double t = kTwoPi * (double)n / n1, w = 1.0;
         switch (st.kind) {
         case WindowKind::Hann: w = 0.5 - 0.5 * std::cos(t); break;
         case WindowKind::Hamming: w = 25.0 / 46.0 - (21.0 / 46.0) * std::cos(t); break;
