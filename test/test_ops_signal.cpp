@@ -1,9 +1,10 @@
-// runtime.h recurrent layers (RNN, GRU, LSTM) and signal ops (DFT, STFT, HannWindow,
-// HammingWindow, BlackmanWindow, MelWeightMatrix): small cases worked out by hand, random
-// cases against a plain double-precision reference written here (every direction, layout,
-// sequence_lens, initial state, peepholes, clip, input_forget, linear_before_reset and
-// activation), and each kind of bad input against its exact Status and a message naming the
-// node. infer() through a Core must allocate nothing.
+// runtime.h recurrent layers (RNN, GRU, LSTM), signal ops (DFT, STFT, HannWindow,
+// HammingWindow, BlackmanWindow, MelWeightMatrix) and LpPool, LRN, Celu, CumProd, Det: small
+// cases worked out by hand, random cases against plain double-precision references written
+// here (for the recurrent layers every direction, layout, sequence_lens, initial state,
+// peepholes, clip, input_forget, linear_before_reset and activation), and each kind of bad
+// input against its exact Status and a message naming the node. infer() through a Core must
+// allocate nothing.
 #include <doctest/doctest.h>
 #include <cmath>
 #include <cstdint>
@@ -226,9 +227,9 @@ struct Recurrent {
 
 }  // namespace
 
-TEST_CASE("signal ops: every op of the tables is found") {
+TEST_CASE("recurrent, signal, pool and scan ops: every op of the tables is found") {
     for (const char* op : {"RNN", "GRU", "LSTM", "DFT", "STFT", "HannWindow", "HammingWindow", "BlackmanWindow",
-                           "MelWeightMatrix"}) {
+                           "MelWeightMatrix", "LpPool", "LRN", "Celu", "CumProd", "Det"}) {
         INFO(std::string(op));
         CHECK(find_builtin_kernel(op) != nullptr);
     }
@@ -941,11 +942,300 @@ TEST_CASE("windows, MelWeightMatrix: bad input") {
     }
 }
 
-TEST_CASE("recurrent and signal ops: random malformed nodes fail with a Status, never crash") {
-    const char* ops[] = {"RNN", "GRU", "LSTM", "DFT", "STFT", "HannWindow", "HammingWindow", "BlackmanWindow", "MelWeightMatrix"};
-    const uint32_t arity[] = {6, 6, 8, 3, 4, 1, 1, 1, 5};
+// ---- LpPool, LRN, Celu, CumProd, Det ----------------------------------------------------------
+
+TEST_CASE("LpPool: worked out by hand; pads, strides, dilations, auto_pad and ceil_mode against a plain loop") {
+    {
+        OpTest t;   // p 2, windows [3, 4], [4, 0], [0, -1]
+        t.op("LpPool", {t.input<float>({1, 1, 4}, {3, 4, 0, -1})});
+        t.set_ints("kernel_shape", {2});
+        t.go();
+        CHECK(t.shape() == Shape{1, 1, 3});
+        check_close(t.out<float>(), F32{5, 4, 1});
+    }
+    {
+        OpTest t;   // p 1, stride 2, one pad each side: [0, 3], [4, 0], [-1, 0]
+        t.op("LpPool", {t.input<float>({1, 1, 4}, {3, 4, 0, -1})});
+        t.set_ints("kernel_shape", {2});
+        t.set_ints("strides", {2});
+        t.set_ints("pads", {1, 1});
+        t.set_int("p", 1);
+        t.go();
+        check_close(t.out<float>(), F32{3, 4, 1});
+    }
+    std::mt19937 rng(11);
+    for (int iteration = 0; iteration < 40; ++iteration) {
+        int64_t h = 3 + rng() % 5, w = 3 + rng() % 5, k0 = 1 + rng() % 3, k1 = 1 + rng() % 3;
+        int64_t s0 = 1 + rng() % 2, s1 = 1 + rng() % 2, d0 = 1 + rng() % 2, d1 = 1 + rng() % 2, p = 1 + rng() % 3;
+        I64 pads = {(int64_t)(rng() % 2), (int64_t)(rng() % 2), (int64_t)(rng() % 2), (int64_t)(rng() % 2)};
+        int mode = (int)(rng() % 4);   // pads, SAME_UPPER, SAME_LOWER, ceil_mode with pads
+        if ((k0 - 1) * d0 + 1 > h + pads[0] + pads[2] || (k1 - 1) * d1 + 1 > w + pads[1] + pads[3]) continue;
+        F32 x = random_floats(rng, (size_t)(2 * h * w), 2.0f);
+        OpTest t;
+        t.opset = 18;
+        t.op("LpPool", {t.input<float>({1, 2, h, w}, x)});
+        t.set_ints("kernel_shape", {k0, k1});
+        t.set_ints("strides", {s0, s1});
+        t.set_ints("dilations", {d0, d1});
+        t.set_int("p", p);
+        if (mode == 1 || mode == 2) t.set_string("auto_pad", mode == 1 ? "SAME_UPPER" : "SAME_LOWER");
+        else t.set_ints("pads", pads);
+        if (mode == 3) t.set_int("ceil_mode", 1);
+        INFO("iteration " << iteration);
+        t.go();
+        int64_t dims[2] = {h, w}, kernel[2] = {k0, k1}, stride[2] = {s0, s1}, dilation[2] = {d0, d1}, begin[2], out[2];
+        for (int d = 0; d < 2; ++d) {
+            int64_t extent = (kernel[d] - 1) * dilation[d] + 1;
+            if (mode == 1 || mode == 2) {
+                out[d] = (dims[d] + stride[d] - 1) / stride[d];
+                int64_t total = std::max<int64_t>(0, (out[d] - 1) * stride[d] + extent - dims[d]);
+                begin[d] = mode == 1 ? total / 2 : total - total / 2;
+            } else {
+                begin[d] = pads[d];
+                int64_t span = dims[d] + pads[d] + pads[2 + d] - extent;
+                out[d] = (mode == 3 ? span + stride[d] - 1 : span) / stride[d] + 1;
+                if (mode == 3 && (out[d] - 1) * stride[d] >= dims[d] + pads[d]) --out[d];
+            }
+        }
+        REQUIRE(t.shape() == Shape{1, 2, out[0], out[1]});
+        std::vector<double> want;
+        for (int64_t ch = 0; ch < 2; ++ch)
+            for (int64_t i = 0; i < out[0]; ++i)
+                for (int64_t j = 0; j < out[1]; ++j) {
+                    double sum = 0;
+                    for (int64_t a = 0; a < k0; ++a)
+                        for (int64_t b = 0; b < k1; ++b) {
+                            int64_t y = i * s0 - begin[0] + a * d0, z = j * s1 - begin[1] + b * d1;
+                            if (y >= 0 && y < h && z >= 0 && z < w) sum += std::pow(std::fabs((double)x[(ch * h + y) * w + z]), (double)p);
+                        }
+                    want.push_back(std::pow(sum, 1.0 / (double)p));
+                }
+        check_close(t.out<float>(), want, 1e-5);
+    }
+}
+
+TEST_CASE("LRN, Celu, Det: worked out by hand") {
+    {
+        OpTest t;   // size 3, alpha 3, beta 1, bias 1: x_c / (1 + sum of the neighbours' squares)
+        t.op("LRN", {t.input<float>({1, 3, 1, 1}, {1, 2, 3})});
+        t.set_int("size", 3);
+        t.set_float("alpha", 3.0f);
+        t.set_float("beta", 1.0f);
+        t.go();
+        check_close(t.out<float>(), F32{1.0f / 6, 2.0f / 15, 3.0f / 14});
+    }
+    {
+        OpTest t;   // an even size looks one channel ahead: alpha / size = 1.5
+        t.op("LRN", {t.input<float>({1, 3, 1}, {1, 2, 3})});
+        t.set_int("size", 2);
+        t.set_float("alpha", 3.0f);
+        t.set_float("beta", 1.0f);
+        t.go();
+        check_close(t.out<float>(), F32{1.0f / 8.5f, 2.0f / 20.5f, 3.0f / 14.5f});
+    }
+    {
+        OpTest t;   // the defaults: bias 1, alpha 1e-4, beta 0.75
+        t.op("LRN", {t.input<float>({1, 1, 2}, {10, -20})});
+        t.set_int("size", 1);
+        t.go();
+        check_close(t.out<float>(), std::vector<double>{10 / std::pow(1.01, 0.75), -20 / std::pow(1.04, 0.75)});
+    }
+    {
+        OpTest t;   // Celu alpha 2
+        t.op("Celu", {t.input<float>({3}, {-1, 0, 1.5f})});
+        t.set_float("alpha", 2.0f);
+        t.go();
+        check_close(t.out<float>(), std::vector<double>{2 * (std::exp(-0.5) - 1), 0, 1.5});
+    }
+    {
+        OpTest t;   // 2 x 2, a 3 x 3 that needs a row swap, a singular one
+        t.op("Det", {t.input<float>({3, 3, 3}, {1, 2, 0, 3, 4, 0, 0, 0, 1,
+                                                0, 2, 1, 1, 0, 0, 0, 1, 3,
+                                                1, 2, 3, 2, 4, 6, 0, 1, 1})});
+        t.go();
+        CHECK(t.shape() == Shape{3});
+        check_close(t.out<float>(), F32{-2, -5, 0});
+    }
+    {
+        OpTest t;   // rank 2: a scalar
+        t.op("Det", {t.input<float>({2, 2}, {4, 1, 2, 3})});
+        t.go();
+        CHECK(t.shape() == Shape{});
+        check_close(t.out<float>(), F32{10});
+    }
+}
+
+TEST_CASE("CumProd: int32, int64, float; exclusive, reverse, axes, a run-time axis") {
+    {
+        OpTest t;
+        t.opset = 26;
+        t.op("CumProd", {t.input<int32_t>({4}, {1, 2, 3, 4}), t.constant<int64_t>({}, {0})});
+        t.go();
+        CHECK(t.out<int32_t>() == I32{1, 2, 6, 24});
+    }
+    {
+        OpTest t;
+        t.opset = 26;
+        t.op("CumProd", {t.input<int64_t>({4}, {1, 2, 3, 4}), t.constant<int32_t>({1}, {-1})});
+        t.set_int("exclusive", 1);
+        t.set_int("reverse", 1);
+        t.go();
+        CHECK(t.out<int64_t>() == I64{24, 12, 4, 1});
+    }
+    {
+        OpTest t;   // axis 0 of a 2 x 3, read at run time
+        t.opset = 26;
+        t.op("CumProd", {t.input<float>({2, 3}, {1, 2, 3, 4, 5, 6}), t.input<int64_t>({}, {0})});
+        t.go();
+        CHECK(t.out<float>() == F32{1, 2, 3, 4, 10, 18});
+    }
+    {
+        OpTest t;   // int32 products wrap
+        t.opset = 26;
+        t.op("CumProd", {t.input<int32_t>({2}, {65536, 65536}), t.constant<int64_t>({}, {0})});
+        t.go();
+        CHECK(t.out<int32_t>() == I32{65536, 0});
+    }
+}
+
+TEST_CASE("LpPool, LRN, Celu, CumProd, Det: bad input") {
+    auto x4 = [](OpTest& t) { return t.input<float>({1, 1, 4}, F32(4, 1.0f)); };
+    {
+        OpTest t;   // no kernel_shape
+        t.op("LpPool", {x4(t)});
+        t.fails(Status::InvalidArgument);
+    }
+    {
+        OpTest t;   // p 0
+        t.op("LpPool", {x4(t)});
+        t.set_ints("kernel_shape", {2});
+        t.set_int("p", 0);
+        t.fails(Status::InvalidArgument);
+    }
+    {
+        OpTest t;   // a window larger than the input
+        t.op("LpPool", {x4(t)});
+        t.set_ints("kernel_shape", {5});
+        t.fails(Status::InvalidArgument);
+    }
+    {
+        OpTest t;   // rank 2
+        t.op("LpPool", {t.input<float>({1, 4}, F32(4))});
+        t.set_ints("kernel_shape", {2});
+        t.fails(Status::InvalidArgument);
+    }
+    {
+        OpTest t;   // int input
+        t.op("LpPool", {t.input<int64_t>({1, 1, 4}, I64(4))});
+        t.set_ints("kernel_shape", {2});
+        t.fails(Status::Unsupported);
+    }
+    {
+        OpTest t;   // LpPool-1 (p a float) in an opset 1 model
+        t.opset = 1;
+        t.op("LpPool", {x4(t)});
+        t.set_ints("kernel_shape", {2});
+        t.fails(Status::Unsupported);
+    }
+    {
+        OpTest t;   // LRN without size
+        t.op("LRN", {x4(t)});
+        t.fails(Status::InvalidArgument);
+    }
+    {
+        OpTest t;   // LRN size 0
+        t.op("LRN", {x4(t)});
+        t.set_int("size", 0);
+        t.fails(Status::InvalidArgument);
+    }
+    {
+        OpTest t;   // LRN alpha as an int
+        t.op("LRN", {x4(t)});
+        t.set_int("size", 1);
+        t.set_int("alpha", 1);
+        t.fails(Status::InvalidArgument);
+    }
+    {
+        OpTest t;   // LRN of rank 2
+        t.op("LRN", {t.input<float>({1, 4}, F32(4))});
+        t.set_int("size", 1);
+        t.fails(Status::InvalidArgument);
+    }
+    {
+        OpTest t;   // Celu alpha 0
+        t.op("Celu", {x4(t)});
+        t.set_float("alpha", 0.0f);
+        t.fails(Status::InvalidArgument);
+    }
+    {
+        OpTest t;   // Celu of ints
+        t.op("Celu", {t.input<int32_t>({2}, I32(2))});
+        t.fails(Status::Unsupported);
+    }
+    {
+        OpTest t;   // Celu in an opset 11 model
+        t.opset = 11;
+        t.op("Celu", {x4(t)});
+        t.fails(Status::Unsupported);
+    }
+    {
+        OpTest t;   // CumProd in an opset 25 model
+        t.opset = 25;
+        t.op("CumProd", {x4(t), t.constant<int64_t>({}, {0})});
+        t.fails(Status::Unsupported);
+    }
+    {
+        OpTest t;   // CumProd of bools
+        t.opset = 26;
+        t.op("CumProd", {t.input<uint8_t>({2}, {1, 0}, ElementType::Bool), t.constant<int64_t>({}, {0})});
+        t.fails(Status::Unsupported);
+    }
+    {
+        OpTest t;   // a constant axis out of range
+        t.opset = 26;
+        t.op("CumProd", {x4(t), t.constant<int64_t>({}, {3})});
+        t.fails(Status::InvalidArgument);
+    }
+    {
+        OpTest t;   // two axes
+        t.opset = 26;
+        t.op("CumProd", {x4(t), t.constant<int64_t>({2}, {0, 1})});
+        t.fails(Status::InvalidArgument);
+    }
+    {
+        OpTest t;   // a run-time axis out of range
+        t.opset = 26;
+        t.op("CumProd", {x4(t), t.input<int64_t>({}, {-4})});
+        t.run_fails("axis -4 out of range for rank 3");
+    }
+    {
+        OpTest t;   // Det of a 2 x 3
+        t.op("Det", {t.input<float>({2, 3}, F32(6))});
+        t.fails(Status::InvalidArgument);
+    }
+    {
+        OpTest t;   // Det of rank 1
+        t.op("Det", {t.input<float>({4}, F32(4))});
+        t.fails(Status::InvalidArgument);
+    }
+    {
+        OpTest t;   // Det of ints
+        t.op("Det", {t.input<int64_t>({2, 2}, I64(4))});
+        t.fails(Status::Unsupported);
+    }
+    {
+        OpTest t;   // Det of a matrix above the scratch bound (the descs only: nothing runs)
+        t.op("Det", {t.input<float>({4096, 4096}, F32())});
+        t.fails(Status::LimitExceeded);
+    }
+}
+
+TEST_CASE("recurrent, signal, pool and scan ops: random malformed nodes fail with a Status, never crash") {
+    const char* ops[] = {"RNN", "GRU", "LSTM", "DFT", "STFT", "HannWindow", "HammingWindow", "BlackmanWindow",
+                         "MelWeightMatrix", "LpPool", "LRN", "Celu", "CumProd", "Det"};
+    const uint32_t arity[] = {6, 6, 8, 3, 4, 1, 1, 1, 5, 1, 1, 1, 2, 1};
     const char* int_names[] = {"hidden_size", "layout", "input_forget", "linear_before_reset", "axis", "inverse",
-                               "onesided", "periodic", "output_datatype"};
+                               "onesided", "periodic", "output_datatype", "p", "size", "ceil_mode", "exclusive", "reverse"};
     const char* directions[] = {"forward", "reverse", "bidirectional", "bad"};
     const char* activations[] = {"Relu", "Tanh,Sigmoid", "Sigmoid,Tanh,Tanh", "Elu,Elu,Elu,Elu", "x", ""};
     const int64_t specials[] = {INT64_MIN, -9, -3, -2, -1, 0, 1, 2, 3, 4, 9, 64, INT64_MAX};
@@ -959,7 +1249,7 @@ TEST_CASE("recurrent and signal ops: random malformed nodes fail with a Status, 
         t.opset = pick(2) ? 22 : 6 + pick(17);
         uint32_t which = pick(sizeof ops / sizeof ops[0]);
         const char* op = ops[which];
-        const uint32_t least[] = {3, 3, 3, 1, 2, 1, 1, 1, 5};
+        const uint32_t least[] = {3, 3, 3, 1, 2, 1, 1, 1, 5, 1, 1, 1, 2, 1};
         uint32_t num_inputs = pick(4) ? least[which] + pick(arity[which] - least[which] + 1) : pick(9);
         int64_t a = 1 + pick(3), b = 1 + pick(3), c = 1 + pick(3), h = 1 + pick(3), dirs = 1 + pick(2);
         int64_t gates = which == 0 ? 1 : which == 1 ? 3 : 4;
@@ -971,13 +1261,13 @@ TEST_CASE("recurrent and signal ops: random malformed nodes fail with a Status, 
         for (uint32_t i = 0; i < num_inputs; ++i) {
             if (pick(6) == 0) { inputs.push_back(t.model.absent()); continue; }
             // mostly the type the op expects at this position
-            bool wants_float = which < 3 ? i != 4 : which == 3 || which == 4 ? i == 0 || i == 2 : which == 8 && i >= 3;
+            bool wants_float = which < 3 ? i != 4 : which == 3 || which == 4 ? i == 0 || i == 2 : which == 8 ? i >= 3 : which >= 9 && i == 0;
             ElementType expected = wants_float ? ElementType::Float32 : which < 3 ? ElementType::Int32 : ElementType::Int64;
             ElementType type = pick(4) ? expected : types[pick(7)];
             Shape shape;
             if (pick(4)) {   // the shape the op expects at this position, mostly
                 shape = which < 3 ? recurrent_shapes[i < 8 ? i : 0] : which == 3 ? dft_shapes[i < 3 ? i : 0]
-                      : which == 4 ? stft_shapes[i < 4 ? i : 0] : Shape{};
+                      : which == 4 ? stft_shapes[i < 4 ? i : 0] : which >= 9 && i == 0 ? Shape{a, b, c, c} : Shape{};
                 if (pick(4) == 0 && !shape.empty()) shape[pick((uint32_t)shape.size())] += pick(2) ? 1 : -1;
             } else {
                 shape.resize(pick(5));
@@ -1011,6 +1301,12 @@ TEST_CASE("recurrent and signal ops: random malformed nodes fail with a Status, 
         if (pick(3) == 0) t.set_string("direction", directions[pick(4)]);
         if (pick(5) == 0) t.set_string("activations", activations[pick(6)]);
         if (pick(5) == 0) t.set_float("clip", pick(2) ? 0.5f : -1.0f);
+        if (which == 9 && pick(4)) {
+            std::vector<int64_t> kernel(pick(4) ? 2 : pick(4));
+            for (int64_t& k : kernel) k = pick(4) ? 1 + pick(3) : (int64_t)pick(5) - 1;
+            t.set_ints("kernel_shape", kernel);
+        }
+        if (pick(5) == 0) t.set_float("alpha", pick(2) ? 0.5f : 0.0f);
         INFO(std::string(op) << " opset " << t.opset << " iteration " << iteration);
         t.prepare_and_run_any(&prepared, &ran);
     }
