@@ -9145,10 +9145,10 @@ const OpKernel kRecurrentKernels[] = {
 // DFT (opset 17: axis attribute; 20: axis input), STFT, HannWindow, HammingWindow,
 // BlackmanWindow and MelWeightMatrix (opset 17), float32. A signal's last dimension is 1
 // (real) or 2 (real, imaginary). DFT lines are truncated or zero-padded to dft_length and
-// transformed by direct summation in double with a twiddle table made at prepare (so
-// dft_length is at most kMaxDftLength); onesided with inverse is the real inverse (IRFFT: a
-// one-sided spectrum in, dft_length real values out), as in ONNX's reference. Lengths and
-// sizes that give shapes must be constants.
+// transformed in double with a twiddle table made at prepare (so dft_length is at most
+// kMaxDftLength): a radix-2 FFT for a power of two, direct summation otherwise. onesided with
+// inverse is the real inverse (IRFFT: a one-sided spectrum in, dft_length real values out),
+// as in ONNX's reference. Lengths and sizes that give shapes must be constants.
 namespace detail {
 
 constexpr int64_t kMaxDftLength = 1 << 20;
@@ -9185,6 +9185,47 @@ inline void dft_sum(const double* line, int64_t n, const double* twiddles, bool 
         }
         out[2 * k] = re;
         out[2 * k + 1] = im;
+    }
+}
+
+// The same for a power-of-two n, in place in line (out unused): an iterative radix-2 FFT.
+inline void fft_radix2(double* line, int64_t n, const double* twiddles, bool inverse) {
+    for (int64_t i = 1, j = 0; i < n; ++i) {   // bit-reversed order
+        int64_t bit = n >> 1;
+        for (; j & bit; bit >>= 1) j ^= bit;
+        j ^= bit;
+        if (i < j) {
+            double re = line[2 * i], im = line[2 * i + 1];
+            line[2 * i] = line[2 * j];
+            line[2 * i + 1] = line[2 * j + 1];
+            line[2 * j] = re;
+            line[2 * j + 1] = im;
+        }
+    }
+    double sign = inverse ? 1.0 : -1.0;
+    for (int64_t len = 2; len <= n; len <<= 1) {
+        int64_t half = len / 2, step = n / len;
+        for (int64_t i = 0; i < n; i += len)
+            for (int64_t j = 0; j < half; ++j) {
+                double cs = twiddles[2 * j * step], sn = sign * twiddles[2 * j * step + 1];
+                double* a = line + 2 * (i + j);
+                double* b = line + 2 * (i + j + half);
+                double re = b[0] * cs - b[1] * sn, im = b[0] * sn + b[1] * cs;
+                b[0] = a[0] - re;
+                b[1] = a[1] - im;
+                a[0] += re;
+                a[1] += im;
+            }
+    }
+}
+
+// The first `count` bins of line's transform in out (line is overwritten).
+inline void dft_line(double* line, int64_t n, const double* twiddles, bool inverse, int64_t count, double* out) {
+    if ((n & (n - 1)) == 0) {
+        fft_radix2(line, n, twiddles, inverse);
+        std::memcpy(out, line, (size_t)(2 * count) * sizeof(double));
+    } else {
+        dft_sum(line, n, twiddles, inverse, count, out);
     }
 }
 
@@ -9270,7 +9311,7 @@ inline Status run_dft(const RunContext& c) {
                     line[2 * j + 1] = at(j, 1);
                 }
             }
-            dft_sum(line, st.n, st.twiddles, st.inverse, st.count, out);
+            dft_line(line, st.n, st.twiddles, st.inverse, st.count, out);
             double scale = st.inverse ? 1.0 / (double)st.n : 1.0;
             for (int64_t k = 0; k < st.count; ++k) {
                 float* yk = y + ((o * st.count + k) * st.inner + i) * st.out_parts;
@@ -9346,7 +9387,7 @@ inline Status run_stft(const RunContext& c) {
                 line[2 * j] = xf[j * st.parts] * w;
                 line[2 * j + 1] = st.parts == 2 ? xf[j * st.parts + 1] * w : 0.0;
             }
-            dft_sum(line, st.frame, st.twiddles, false, st.bins, out);
+            dft_line(line, st.frame, st.twiddles, false, st.bins, out);
             float* yf = y + (b * st.frames + f) * st.bins * 2;
             for (int64_t k = 0; k < 2 * st.bins; ++k) yf[k] = (float)out[k];
         }

@@ -696,6 +696,30 @@ TEST_CASE("DFT: random signals against the naive sum (axes, lengths, complex inp
     }
 }
 
+TEST_CASE("DFT: longer lines, radix-2 and direct, forward and back") {
+    std::mt19937 rng(29);
+    for (int64_t n : {64, 48, 1024, 250}) {
+        F32 x = random_floats(rng, (size_t)(2 * n), 1.0f);
+        OpTest t;
+        t.opset = 20;
+        t.op("DFT", {t.input<float>({1, n, 2}, x)});
+        INFO("length " << n);
+        t.go();
+        std::vector<double> re(n), im(n);
+        for (int64_t j = 0; j < n; ++j) {
+            re[j] = x[2 * j];
+            im[j] = x[2 * j + 1];
+        }
+        check_close(t.out<float>(), naive_dft(re, im, n, false), 1e-4);
+        OpTest back;   // the inverse gives the signal back
+        back.opset = 20;
+        back.op("DFT", {back.input<float>({1, n, 2}, t.out<float>())});
+        back.set_int("inverse", 1);
+        back.go();
+        check_close(back.out<float>(), x, 1e-4);
+    }
+}
+
 TEST_CASE("STFT: frames worked out by hand, a window, complex signals against the naive sum") {
     {
         OpTest t;   // frames [1, 2], [3, 4] (step 2, length 2): [3, -1] and [7, -1]
