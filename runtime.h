@@ -8817,6 +8817,18 @@ inline int64_t grid_tap(int64_t i, int64_t size, GridPadding padding, double low
     return i < 0 ? 0 : i >= size ? size - 1 : i;
 }
 
+// Every present input's dims other than zeros within the element limit, so that products of
+// a few dims (N * C * points, group * channels) stay far from int64 overflow.
+inline Status check_spatial_inputs(PrepareContext& c) {
+    for (uint32_t i = 0; i < c.num_inputs; ++i) {
+        if (!c.has_input(i)) continue;
+        uint64_t n = 1;
+        for (int k = 0; k < c.inputs[i].rank; ++k) n = mul_saturated(n, c.inputs[i].dims[k] ? (uint64_t)c.inputs[i].dims[k] : 1);
+        if (n > kTensorOpMaxElements) return c.fail(Status::LimitExceeded, "input %u's dims multiply past %llu", i, (unsigned long long)kTensorOpMaxElements);
+    }
+    return Status::Ok;
+}
+
 // check_output_desc, and also the dims other than zeros within the element limit: an empty
 // output must still be describable (desc_elements) when its other dims are computed.
 inline Status check_spatial_output(PrepareContext& c) {
@@ -8832,6 +8844,7 @@ inline Status check_spatial_output(PrepareContext& c) {
 inline Status prepare_grid_sample(PrepareContext& c) {
     TESSEL_TRY(require_opset(c, 16));
     TESSEL_TRY(check_tensor_inputs(c, 2, 2, 2));
+    TESSEL_TRY(check_spatial_inputs(c));
     TESSEL_TRY(nn_float(c, 0));
     TESSEL_TRY(nn_float(c, 1));
     const TensorDesc& x = c.inputs[0];
@@ -8952,6 +8965,7 @@ struct AffineGridState {
 inline Status prepare_affine_grid(PrepareContext& c) {
     TESSEL_TRY(require_opset(c, 20));
     TESSEL_TRY(check_tensor_inputs(c, 2, 2, 2));
+    TESSEL_TRY(check_spatial_inputs(c));
     TESSEL_TRY(nn_float(c, 0));
     const TensorDesc& theta = c.inputs[0];
     IntValues size;
@@ -9058,6 +9072,7 @@ struct Col2ImState {
 inline Status prepare_col2im(PrepareContext& c) {
     TESSEL_TRY(require_opset(c, 18));
     TESSEL_TRY(check_tensor_inputs(c, 3, 3, 3));
+    TESSEL_TRY(check_spatial_inputs(c));
     TESSEL_TRY(nn_float(c, 0));
     const TensorDesc& x = c.inputs[0];
     if (x.rank != 3) return c.fail(Status::InvalidArgument, "input must be N x (C * prod(block_shape)) x L (rank %u)", x.rank);
@@ -9143,6 +9158,7 @@ struct DeformConvState {
 inline Status prepare_deform_conv(PrepareContext& c) {
     TESSEL_TRY(require_opset(c, 19));
     TESSEL_TRY(check_tensor_inputs(c, 3, 5, 3));
+    TESSEL_TRY(check_spatial_inputs(c));
     for (uint32_t i = 0; i < 5; ++i) TESSEL_TRY(nn_float(c, i, i >= 3));
     const TensorDesc& x = c.inputs[0];
     const TensorDesc& weight = c.inputs[1];
@@ -9156,8 +9172,9 @@ inline Status prepare_deform_conv(PrepareContext& c) {
             return c.fail(Status::InvalidArgument, "kernel_shape must be W's spatial dims");
     int64_t groups = c.attribute_int("group", 1), offset_groups = c.attribute_int("offset_group", 1);
     int64_t channels = x.dims[1], maps = weight.dims[0];
-    if (groups < 1 || offset_groups < 1) return c.fail(Status::InvalidArgument, "group and offset_group must be positive");
-    if (weight.dims[1] * groups != channels || maps % groups != 0)
+    if (groups < 1 || offset_groups < 1 || groups > kMaxWindow || offset_groups > kMaxWindow)
+        return c.fail(Status::InvalidArgument, "group and offset_group must be in 1..2^24");
+    if (channels % groups != 0 || weight.dims[1] != channels / groups || maps % groups != 0)
         return c.fail(Status::InvalidArgument, "W must be M x C/group x kernel with M a multiple of group %lld", (long long)groups);
     if (channels % offset_groups != 0)
         return c.fail(Status::InvalidArgument, "C %lld is not a multiple of offset_group %lld", (long long)channels,
@@ -9281,6 +9298,7 @@ constexpr double kRoiMaxGrid = 65536;
 inline Status prepare_roi_align(PrepareContext& c) {
     TESSEL_TRY(require_opset(c, 10));
     TESSEL_TRY(check_tensor_inputs(c, 3, 3, 3));
+    TESSEL_TRY(check_spatial_inputs(c));
     TESSEL_TRY(nn_float(c, 0));
     TESSEL_TRY(nn_float(c, 1));
     TESSEL_TRY(index_type(c, 2));
@@ -9436,6 +9454,7 @@ struct CenterCropPadState {
 inline Status prepare_center_crop_pad(PrepareContext& c) {
     TESSEL_TRY(require_opset(c, 18));
     TESSEL_TRY(check_tensor_inputs(c, 2, 2, 2));
+    TESSEL_TRY(check_spatial_inputs(c));
     const TensorDesc& x = c.inputs[0];
     IntValues shape;
     TESSEL_TRY(int_input(c, 1, &shape));
@@ -9521,6 +9540,7 @@ struct MaxUnpoolState {
 inline Status prepare_max_unpool(PrepareContext& c) {
     TESSEL_TRY(require_opset(c, 9));
     TESSEL_TRY(check_tensor_inputs(c, 2, 3, 2));
+    TESSEL_TRY(check_spatial_inputs(c));
     TESSEL_TRY(nn_float(c, 0));
     const TensorDesc& x = c.inputs[0];
     const TensorDesc& indices = c.inputs[1];
@@ -9602,6 +9622,7 @@ inline Status prepare_upsample(PrepareContext& c) {
     TESSEL_TRY(require_opset(c, 7));
     bool attribute = c.opset < 9;
     TESSEL_TRY(check_tensor_inputs(c, attribute ? 1 : 2, attribute ? 1 : 2, attribute ? 1 : 2));
+    TESSEL_TRY(check_spatial_inputs(c));
     TESSEL_TRY(nn_float(c, 0));
     TensorDesc inputs[2] = {c.inputs[0], TensorDesc()};
     const void* values[2] = {tensor_value(c, 0), nullptr};
@@ -9646,6 +9667,7 @@ struct LpPoolState {
 
 inline Status prepare_lp_pool(PrepareContext& c) {
     TESSEL_TRY(check_tensor_inputs(c, 1, 1, 1));
+    TESSEL_TRY(check_spatial_inputs(c));
     TESSEL_TRY(nn_float(c, 0));
     const TensorDesc& x = c.inputs[0];
     if (x.rank < 3) return c.fail(Status::InvalidArgument, "X must be N x C x spatial (rank %u)", x.rank);
@@ -9710,6 +9732,7 @@ struct LrnState {
 
 inline Status prepare_lrn(PrepareContext& c) {
     TESSEL_TRY(check_tensor_inputs(c, 1, 1, 1));
+    TESSEL_TRY(check_spatial_inputs(c));
     TESSEL_TRY(nn_float(c, 0));
     const TensorDesc& x = c.inputs[0];
     if (x.rank < 2) return c.fail(Status::InvalidArgument, "X must be N x C x ... (rank %u)", x.rank);
