@@ -103,7 +103,8 @@
    >>grid sample and affine grid      GridSample, AffineGrid
    >>col2im and deform conv           Col2Im, DeformConv
    >>roi align                        RoiAlign
-   >>center crop pad, max unpool and upsample  CenterCropPad, MaxUnpool, Upsample (kSpatialKernels)
+   >>center crop pad, max unpool and upsample  CenterCropPad, MaxUnpool, Upsample
+   >>lp pool and lrn                  LpPool, LRN (kSpatialKernels: the sections from grid sample)
    >>quantization ops                 QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, integer MatMul/Conv
    >>compress and bitcast             Compress (constant condition), BitCast
    >>more math ops                    Celu, CumProd, Det, Einsum
@@ -167,7 +168,9 @@
    (unsigned); GatherElements, GatherND, ScatterElements (Scatter before opset 11), ScatterND,
    OneHot, ReverseSequence, TopK, LpNormalization, MeanVarianceNormalization,
    RMSNormalization (opset 23), GroupNormalization (opset 18), NegativeLogLikelihoodLoss,
-   SoftmaxCrossEntropyLoss. builtin_op_kernels() lists them.
+   SoftmaxCrossEntropyLoss; GridSample (opset 16), AffineGrid (20), Col2Im (18), DeformConv (19),
+   RoiAlign (10), CenterCropPad (18, every type), MaxUnpool (9), Upsample (7 and 9), LpPool,
+   LRN. builtin_op_kernels() lists them.
 
    Config macros: as in hetero.h and snippets.h (TESSEL_ASSERT, TESSEL_MALLOC/FREE,
    TESSEL_NO_JIT), plus TESSEL_USE_MICROPROFILE: each subgraph and step is a microprofile
@@ -11738,9 +11741,34 @@ inline int64_t grid_tap(int64_t i, int64_t size, GridPadding padding, double low
     return i < 0 ? 0 : i >= size ? size - 1 : i;
 }
 
+// Every present input's dims other than zeros within the element limit, so that products of
+// a few dims (N * C * points, group * channels) stay far from int64 overflow.
+inline Status check_spatial_inputs(PrepareContext& c) {
+    for (uint32_t i = 0; i < c.num_inputs; ++i) {
+        if (!c.has_input(i)) continue;
+        uint64_t n = 1;
+        for (int k = 0; k < c.inputs[i].rank; ++k) n = mul_saturated(n, c.inputs[i].dims[k] ? (uint64_t)c.inputs[i].dims[k] : 1);
+        if (n > kTensorOpMaxElements) return c.fail(Status::LimitExceeded, "input %u's dims multiply past %llu", i, (unsigned long long)kTensorOpMaxElements);
+    }
+    return Status::Ok;
+}
+
+// check_output_desc, and also the dims other than zeros within the element limit: an empty
+// output must still be describable (desc_elements) when its other dims are computed.
+inline Status check_spatial_output(PrepareContext& c) {
+    TESSEL_TRY(check_output_desc(c, 0));
+    const TensorDesc& d = c.outputs[0];
+    uint64_t n = 1;
+    for (int i = 0; i < d.rank; ++i) n = mul_saturated(n, d.dims[i] ? (uint64_t)d.dims[i] : 1);
+    if (n > kTensorOpMaxElements)
+        return c.fail(Status::LimitExceeded, "the output's dims multiply past %llu", (unsigned long long)kTensorOpMaxElements);
+    return Status::Ok;
+}
+
 inline Status prepare_grid_sample(PrepareContext& c) {
     TESSEL_TRY(require_opset(c, 16));
     TESSEL_TRY(check_tensor_inputs(c, 2, 2, 2));
+    TESSEL_TRY(check_spatial_inputs(c));
     TESSEL_TRY(nn_float(c, 0));
     TESSEL_TRY(nn_float(c, 1));
     const TensorDesc& x = c.inputs[0];
@@ -11777,7 +11805,7 @@ inline Status prepare_grid_sample(PrepareContext& c) {
     TensorDesc& y = c.outputs[0];
     y = x;
     for (int d = 0; d < spatial; ++d) y.dims[2 + d] = grid.dims[1 + d];
-    TESSEL_TRY(check_output_desc(c, 0));
+    TESSEL_TRY(check_spatial_output(c));
     if (st->in_plane == 0 && st->batch * st->channels * st->points > 0)
         return c.fail(Status::InvalidArgument, "X has an empty spatial dim but the output is not empty");
     return Status::Ok;
@@ -11861,6 +11889,7 @@ struct AffineGridState {
 inline Status prepare_affine_grid(PrepareContext& c) {
     TESSEL_TRY(require_opset(c, 20));
     TESSEL_TRY(check_tensor_inputs(c, 2, 2, 2));
+    TESSEL_TRY(check_spatial_inputs(c));
     TESSEL_TRY(nn_float(c, 0));
     const TensorDesc& theta = c.inputs[0];
     IntValues size;
@@ -11888,11 +11917,12 @@ inline Status prepare_affine_grid(PrepareContext& c) {
     for (int d = 0; d < spatial; ++d) {
         int64_t v = size[2 + d];
         if (v < 0) return c.fail(Status::InvalidArgument, "size %lld is negative", (long long)v);
+        if ((uint64_t)v > kTensorOpMaxElements) return c.fail(Status::LimitExceeded, "size %lld is too large", (long long)v);
         st->size[3 - spatial + d] = v;
         y.dims[1 + d] = v;
     }
     y.dims[spatial + 1] = spatial;
-    TESSEL_TRY(check_output_desc(c, 0));
+    TESSEL_TRY(check_spatial_output(c));
     c.state = st;
     return Status::Ok;
 }
@@ -11966,6 +11996,7 @@ struct Col2ImState {
 inline Status prepare_col2im(PrepareContext& c) {
     TESSEL_TRY(require_opset(c, 18));
     TESSEL_TRY(check_tensor_inputs(c, 3, 3, 3));
+    TESSEL_TRY(check_spatial_inputs(c));
     TESSEL_TRY(nn_float(c, 0));
     const TensorDesc& x = c.inputs[0];
     if (x.rank != 3) return c.fail(Status::InvalidArgument, "input must be N x (C * prod(block_shape)) x L (rank %u)", x.rank);
@@ -12006,7 +12037,7 @@ inline Status prepare_col2im(PrepareContext& c) {
     y.dims[0] = x.dims[0];
     y.dims[1] = x.dims[1] / st->kernel;
     for (int d = 0; d < spatial; ++d) y.dims[2 + d] = st->image[d];
-    TESSEL_TRY(check_output_desc(c, 0));
+    TESSEL_TRY(check_spatial_output(c));
     st->planes = y.dims[0] * y.dims[1];
     st->image_size = (int64_t)dims_product(y, 2, y.rank);
     c.state = st;
@@ -12051,6 +12082,7 @@ struct DeformConvState {
 inline Status prepare_deform_conv(PrepareContext& c) {
     TESSEL_TRY(require_opset(c, 19));
     TESSEL_TRY(check_tensor_inputs(c, 3, 5, 3));
+    TESSEL_TRY(check_spatial_inputs(c));
     for (uint32_t i = 0; i < 5; ++i) TESSEL_TRY(nn_float(c, i, i >= 3));
     const TensorDesc& x = c.inputs[0];
     const TensorDesc& weight = c.inputs[1];
@@ -12064,8 +12096,9 @@ inline Status prepare_deform_conv(PrepareContext& c) {
             return c.fail(Status::InvalidArgument, "kernel_shape must be W's spatial dims");
     int64_t groups = c.attribute_int("group", 1), offset_groups = c.attribute_int("offset_group", 1);
     int64_t channels = x.dims[1], maps = weight.dims[0];
-    if (groups < 1 || offset_groups < 1) return c.fail(Status::InvalidArgument, "group and offset_group must be positive");
-    if (weight.dims[1] * groups != channels || maps % groups != 0)
+    if (groups < 1 || offset_groups < 1 || groups > kMaxWindow || offset_groups > kMaxWindow)
+        return c.fail(Status::InvalidArgument, "group and offset_group must be in 1..2^24");
+    if (channels % groups != 0 || weight.dims[1] != channels / groups || maps % groups != 0)
         return c.fail(Status::InvalidArgument, "W must be M x C/group x kernel with M a multiple of group %lld", (long long)groups);
     if (channels % offset_groups != 0)
         return c.fail(Status::InvalidArgument, "C %lld is not a multiple of offset_group %lld", (long long)channels,
@@ -12097,7 +12130,7 @@ inline Status prepare_deform_conv(PrepareContext& c) {
     y = x;
     y.dims[1] = maps;
     for (int k = 0; k < spatial; ++k) y.dims[2 + k] = w.out[3 - spatial + k];
-    return check_output_desc(c, 0);
+    return check_spatial_output(c);
 }
 
 // X's plane at pos (3 dims, the leading ones of size 1), multilinear with zeros outside.
@@ -12189,6 +12222,7 @@ constexpr double kRoiMaxGrid = 65536;
 inline Status prepare_roi_align(PrepareContext& c) {
     TESSEL_TRY(require_opset(c, 10));
     TESSEL_TRY(check_tensor_inputs(c, 3, 3, 3));
+    TESSEL_TRY(check_spatial_inputs(c));
     TESSEL_TRY(nn_float(c, 0));
     TESSEL_TRY(nn_float(c, 1));
     TESSEL_TRY(index_type(c, 2));
@@ -12239,7 +12273,7 @@ inline Status prepare_roi_align(PrepareContext& c) {
     y.dims[0] = st->rois;
     y.dims[2] = st->out_h;
     y.dims[3] = st->out_w;
-    return check_output_desc(c, 0);
+    return check_spatial_output(c);
 }
 
 // One roi's geometry: start, bin size and samples per bin, per axis (0: y, 1: x).
@@ -12344,6 +12378,7 @@ struct CenterCropPadState {
 inline Status prepare_center_crop_pad(PrepareContext& c) {
     TESSEL_TRY(require_opset(c, 18));
     TESSEL_TRY(check_tensor_inputs(c, 2, 2, 2));
+    TESSEL_TRY(check_spatial_inputs(c));
     const TensorDesc& x = c.inputs[0];
     IntValues shape;
     TESSEL_TRY(int_input(c, 1, &shape));
@@ -12374,6 +12409,7 @@ inline Status prepare_center_crop_pad(PrepareContext& c) {
         int d = axes[i];
         int64_t size = shape[i];
         if (size < 0) return c.fail(Status::InvalidArgument, "shape %lld is negative", (long long)size);
+        if ((uint64_t)size > kTensorOpMaxElements) return c.fail(Status::LimitExceeded, "shape %lld is too large", (long long)size);
         st->out[d] = size;
         st->shift[d] = size <= x.dims[d] ? (x.dims[d] - size) / 2 : -((size - x.dims[d]) / 2);
     }
@@ -12381,7 +12417,7 @@ inline Status prepare_center_crop_pad(PrepareContext& c) {
     TensorDesc& y = c.outputs[0];
     y = x;
     for (int d = 0; d < x.rank; ++d) y.dims[d] = st->out[d];
-    return check_output_desc(c, 0);
+    return check_spatial_output(c);
 }
 
 inline Status run_center_crop_pad(const RunContext& c) {
@@ -12428,6 +12464,7 @@ struct MaxUnpoolState {
 inline Status prepare_max_unpool(PrepareContext& c) {
     TESSEL_TRY(require_opset(c, 9));
     TESSEL_TRY(check_tensor_inputs(c, 2, 3, 2));
+    TESSEL_TRY(check_spatial_inputs(c));
     TESSEL_TRY(nn_float(c, 0));
     const TensorDesc& x = c.inputs[0];
     const TensorDesc& indices = c.inputs[1];
@@ -12463,6 +12500,8 @@ inline Status prepare_max_unpool(PrepareContext& c) {
             if (!fits)
                 return c.fail(Status::InvalidArgument, "output_shape dim %d (%lld) cannot hold the unpooled %lld", d,
                               (long long)shape[d], (long long)st->inferred[d]);
+            if ((uint64_t)shape[d] > kTensorOpMaxElements)
+                return c.fail(Status::LimitExceeded, "output_shape dim %d (%lld) is too large", d, (long long)shape[d]);
             st->out[d] = shape[d];
         }
     }
@@ -12470,7 +12509,7 @@ inline Status prepare_max_unpool(PrepareContext& c) {
     TensorDesc& y = c.outputs[0];
     y = x;
     for (int d = 0; d < x.rank; ++d) y.dims[d] = st->out[d];
-    TESSEL_TRY(check_output_desc(c, 0));
+    TESSEL_TRY(check_spatial_output(c));
     TensorDesc inferred = y;
     for (int d = 0; d < x.rank; ++d) inferred.dims[d] = st->inferred[d];
     st->inferred_total = (int64_t)dims_product(inferred, 0, inferred.rank);
@@ -12507,6 +12546,7 @@ inline Status prepare_upsample(PrepareContext& c) {
     TESSEL_TRY(require_opset(c, 7));
     bool attribute = c.opset < 9;
     TESSEL_TRY(check_tensor_inputs(c, attribute ? 1 : 2, attribute ? 1 : 2, attribute ? 1 : 2));
+    TESSEL_TRY(check_spatial_inputs(c));
     TESSEL_TRY(nn_float(c, 0));
     TensorDesc inputs[2] = {c.inputs[0], TensorDesc()};
     const void* values[2] = {tensor_value(c, 0), nullptr};
@@ -12536,8 +12576,132 @@ inline Status prepare_upsample(PrepareContext& c) {
 
 }  // namespace detail
 
+// >>lp pool and lrn
+// LpPool: (sum over each window's taps inside X of |x|^p) ^ (1 / p), the padding counting 0
+// (as ONNX's test generator); p is a float in LpPool-1, an int from 2; ceil_mode and
+// dilations are read from opset 18. LRN: x / (bias + alpha / size * the sum of x^2 over the
+// `size` channels around c) ^ beta, for N x C x any dims.
 namespace detail {
-// The kernels of the sections above (grid sample through upsample).
+
+struct LpPoolState {
+    Window w;
+    int64_t planes = 0;
+    double p = 2;
+};
+
+inline Status prepare_lp_pool(PrepareContext& c) {
+    TESSEL_TRY(check_tensor_inputs(c, 1, 1, 1));
+    TESSEL_TRY(check_spatial_inputs(c));
+    TESSEL_TRY(nn_float(c, 0));
+    const TensorDesc& x = c.inputs[0];
+    if (x.rank < 3) return c.fail(Status::InvalidArgument, "X must be N x C x spatial (rank %u)", x.rank);
+    Span<const int64_t> kernel = c.attribute_ints("kernel_shape");
+    if (kernel.size != (size_t)x.rank - 2) return c.fail(Status::InvalidArgument, "kernel_shape must have %d values", x.rank - 2);
+    LpPoolState* st = new_state<LpPoolState>(c);
+    if (!st) return c.fail(Status::OutOfMemory, "out of memory");
+    st->p = c.opset < 2 ? (double)c.attribute_float("p", 2.0f) : (double)c.attribute_int("p", 2);
+    if (!(st->p > 0 && st->p <= 1e6)) return c.fail(Status::InvalidArgument, "p must be positive");
+    int64_t ceil_mode = c.opset >= 18 ? c.attribute_int("ceil_mode", 0) : 0;
+    if (ceil_mode != 0 && ceil_mode != 1) return c.fail(Status::InvalidArgument, "ceil_mode must be 0 or 1");
+    if (c.opset < 18 && !c.attribute_ints("dilations").empty())
+        return c.fail(Status::InvalidArgument, "dilations needs opset 18 (the model imports %u)", c.opset);
+    TESSEL_TRY(parse_window(c, x, kernel.data, ceil_mode != 0, false, &st->w));
+    st->planes = x.dims[0] * x.dims[1];
+    c.state = st;
+    TensorDesc& y = c.outputs[0];
+    y = x;
+    for (int d = 0; d < st->w.spatial; ++d) y.dims[2 + d] = st->w.out[3 - st->w.spatial + d];
+    return check_output_desc(c, 0);
+}
+
+inline Status run_lp_pool(const RunContext& c) {
+    const LpPoolState& st = *static_cast<const LpPoolState*>(c.state);
+    const Window& w = st.w;
+    const float* x = c.inputs[0].as<float>();
+    float* y = c.outputs[0].as<float>();
+    int64_t in_plane = w.in_size(), out_plane = w.out_size();
+    nn_parallel(c, (uint64_t)st.planes, [&](uint64_t, uint64_t begin, uint64_t end) {
+        for (uint64_t plane = begin; plane < end; ++plane) {
+            const float* xp = x + (int64_t)plane * in_plane;
+            for (int64_t o = 0; o < out_plane; ++o) {
+                int64_t out_at[3] = {o / w.out[2] / w.out[1], o / w.out[2] % w.out[1], o % w.out[2]};
+                int64_t start[3];
+                for (int d = 0; d < 3; ++d) start[d] = out_at[d] * w.stride[d] - w.pad_begin[d];
+                double sum = 0;
+                for (int64_t k0 = 0; k0 < w.kernel[0]; ++k0) {
+                    int64_t i0 = start[0] + k0 * w.dilation[0];
+                    if (i0 < 0 || i0 >= w.in[0]) continue;
+                    for (int64_t k1 = 0; k1 < w.kernel[1]; ++k1) {
+                        int64_t i1 = start[1] + k1 * w.dilation[1];
+                        if (i1 < 0 || i1 >= w.in[1]) continue;
+                        for (int64_t k2 = 0; k2 < w.kernel[2]; ++k2) {
+                            int64_t i2 = start[2] + k2 * w.dilation[2];
+                            if (i2 < 0 || i2 >= w.in[2]) continue;
+                            double v = std::fabs((double)xp[(i0 * w.in[1] + i1) * w.in[2] + i2]);
+                            sum += st.p == 1 ? v : st.p == 2 ? v * v : std::pow(v, st.p);
+                        }
+                    }
+                }
+                y[(int64_t)plane * out_plane + o] = (float)(st.p == 1 ? sum : st.p == 2 ? std::sqrt(sum) : std::pow(sum, 1.0 / st.p));
+            }
+        }
+    });
+    return Status::Ok;
+}
+
+struct LrnState {
+    int64_t batch = 0, channels = 0, inner = 0, size = 1;
+    double alpha = 0, beta = 0, bias = 0;
+};
+
+inline Status prepare_lrn(PrepareContext& c) {
+    TESSEL_TRY(check_tensor_inputs(c, 1, 1, 1));
+    TESSEL_TRY(check_spatial_inputs(c));
+    TESSEL_TRY(nn_float(c, 0));
+    const TensorDesc& x = c.inputs[0];
+    if (x.rank < 2) return c.fail(Status::InvalidArgument, "X must be N x C x ... (rank %u)", x.rank);
+    const Attribute* size = c.attribute("size");
+    if (!size || size->kind != AttributeKind::Int || size->i < 1 || size->i > kMaxWindow)
+        return c.fail(Status::InvalidArgument, "attribute 'size' must be an int in 1..2^24");
+    LrnState* st = new_state<LrnState>(c);
+    if (!st) return c.fail(Status::OutOfMemory, "out of memory");
+    st->batch = x.dims[0];
+    st->channels = x.dims[1];
+    st->inner = (int64_t)dims_product(x, 2, x.rank);
+    st->size = size->i;
+    st->alpha = c.attribute_float("alpha", 1e-4f);
+    st->beta = c.attribute_float("beta", 0.75f);
+    st->bias = c.attribute_float("bias", 1.0f);
+    c.state = st;
+    c.outputs[0] = x;
+    return Status::Ok;
+}
+
+inline Status run_lrn(const RunContext& c) {
+    const LrnState& st = *static_cast<const LrnState*>(c.state);
+    const float* x = c.inputs[0].as<float>();
+    float* y = c.outputs[0].as<float>();
+    int64_t before = (st.size - 1) / 2, after = st.size / 2;   // floor and ceil of (size - 1) / 2
+    nn_parallel(c, (uint64_t)(st.batch * st.channels), [&](uint64_t, uint64_t begin, uint64_t end) {
+        for (uint64_t line = begin; line < end; ++line) {
+            int64_t n = (int64_t)line / st.channels, ch = (int64_t)line % st.channels;
+            int64_t first = ch - before > 0 ? ch - before : 0, last = ch + after < st.channels - 1 ? ch + after : st.channels - 1;
+            const float* xn = x + n * st.channels * st.inner;
+            for (int64_t i = 0; i < st.inner; ++i) {
+                double sum = 0;
+                for (int64_t k = first; k <= last; ++k) sum += (double)xn[k * st.inner + i] * xn[k * st.inner + i];
+                double v = xn[ch * st.inner + i];
+                y[(int64_t)line * st.inner + i] = (float)(v / std::pow(st.bias + st.alpha / (double)st.size * sum, st.beta));
+            }
+        }
+    });
+    return Status::Ok;
+}
+
+}  // namespace detail
+
+namespace detail {
+// The kernels of the sections above (grid sample through lp pool and lrn).
 const OpKernel kSpatialKernels[] = {
     {"GridSample", prepare_grid_sample, run_grid_sample},
     {"AffineGrid", prepare_affine_grid, run_affine_grid},
@@ -12547,6 +12711,8 @@ const OpKernel kSpatialKernels[] = {
     {"CenterCropPad", prepare_center_crop_pad, run_center_crop_pad},
     {"MaxUnpool", prepare_max_unpool, run_max_unpool},
     {"Upsample", prepare_upsample, run_resize},
+    {"LpPool", prepare_lp_pool, run_lp_pool},
+    {"LRN", prepare_lrn, run_lrn},
     {nullptr, nullptr, nullptr},   // end marker
 };
 }  // namespace detail
@@ -14208,6 +14374,13 @@ const OpVersion kOpVersions[] = {
     {"Upsample", 1, kRefused, "height_scale and width_scale attributes (experimental)"},
     {"Upsample", 7, kByKernel, "scales attribute"},
     {"Upsample", 9, kByKernel, "scales input"},
+    {"LRN", 1, kByKernel, "new op"},
+    {"LRN", 13, kTypes, kBfloat16},
+    {"LpPool", 1, kByKernel, "new op (p a float)"},
+    {"LpPool", 2, kByKernel, "p an int"},
+    {"LpPool", 11, kByKernel, "auto_pad and strides documented (no change)"},
+    {"LpPool", 18, kByKernel, "ceil_mode, dilations"},
+    {"LpPool", 22, kTypes, kBfloat16},
     {"Upsample", 10, kRefused, "deprecated: Resize replaces it"},
 };
 
