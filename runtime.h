@@ -9706,7 +9706,7 @@ inline Status prepare_einsum(PrepareContext& c) {
         return c.fail(Status::LimitExceeded, "%llu products (at most %llu)", (unsigned long long)steps,
                       (unsigned long long)kEinsumMaxSteps);
     c.state = st;
-    return Status::Ok;
+    return check_output_desc(c, 0);
 }
 
 // One odometer over every label, the output's labels outermost: each output element is the
@@ -9834,7 +9834,7 @@ inline Status prepare_tfidf(PrepareContext& c) {
     y.type = ElementType::Float32;
     if (x.rank == 2) y.dims[y.rank++] = x.dims[0];
     y.dims[y.rank++] = st->columns;
-    return Status::Ok;
+    return check_output_desc(c, 0);
 }
 
 inline Status run_tfidf(const RunContext& c) {
