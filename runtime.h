@@ -154,7 +154,10 @@
    (uint8); GatherElements, GatherND, ScatterElements (Scatter before opset 11), ScatterND,
    OneHot, ReverseSequence, TopK, LpNormalization, MeanVarianceNormalization,
    RMSNormalization (opset 23), GroupNormalization (opset 18), NegativeLogLikelihoodLoss,
-   SoftmaxCrossEntropyLoss. builtin_op_kernels() lists them.
+   SoftmaxCrossEntropyLoss; QuantizeLinear and DequantizeLinear (int8/uint8; per tensor, per
+   axis, blocked), DynamicQuantizeLinear, MatMulInteger, QLinearMatMul, ConvInteger,
+   QLinearConv, Compress (a constant condition), BitCast, Celu, CumProd, Det, Einsum,
+   TfIdfVectorizer (integer n-grams). builtin_op_kernels() lists them.
 
    Config macros: as in hetero.h and snippets.h (TESSEL_ASSERT, TESSEL_MALLOC/FREE,
    TESSEL_NO_JIT), plus TESSEL_USE_MICROPROFILE: each subgraph and step is a microprofile
@@ -9527,7 +9530,7 @@ inline Status run_det(const RunContext& c) {
 // Every other label is summed. A label repeated within one input takes its diagonal (the
 // input's strides for it add up); "..." dims broadcast (size 1 against any size).
 constexpr int kEinsumLetters = 52, kEinsumLabels = kEinsumLetters + kMaxRank;
-constexpr uint64_t kEinsumMaxSteps = 1ull << 36;   // products a reference loop may take
+constexpr uint64_t kEinsumMaxSteps = 1ull << 32;   // products a reference loop may take (seconds)
 constexpr uint32_t kEinsumMaxInputs = 32;
 
 struct EinsumState {
