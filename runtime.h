@@ -8879,7 +8879,7 @@ inline Status quant_layout(PrepareContext& c, const TensorDesc& x, const TensorD
     }
     bool same = scale.rank == x.rank;
     for (int d = 0; same && d < x.rank; ++d)
-        same = d == axis ? scale.dims[d] == (x.dims[d] + block - 1) / block : scale.dims[d] == x.dims[d];
+        same = scale.dims[d] == (d == axis ? x.dims[d] / block + (x.dims[d] % block != 0) : x.dims[d]);   // ceil, no overflow
     if (!same)
         return c.fail(Status::InvalidArgument,
                       "a blocked scale must have x's shape with ceil(%lld / block_size %lld) on axis %lld",
