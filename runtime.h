@@ -170,7 +170,10 @@
    RMSNormalization (opset 23), GroupNormalization (opset 18), NegativeLogLikelihoodLoss,
    SoftmaxCrossEntropyLoss; GridSample (opset 16), AffineGrid (20), Col2Im (18), DeformConv (19),
    RoiAlign (10), CenterCropPad (18, every type), MaxUnpool (9), Upsample (7 and 9), LpPool,
-   LRN. builtin_op_kernels() lists them.
+   LRN; QuantizeLinear and DequantizeLinear (int8/uint8; per tensor, per axis, blocked),
+   DynamicQuantizeLinear, MatMulInteger, QLinearMatMul, ConvInteger, QLinearConv, Compress (a
+   constant condition), Celu, CumProd, Det, Einsum, TfIdfVectorizer (integer n-grams).
+   builtin_op_kernels() lists them.
 
    Config macros: as in hetero.h and snippets.h (TESSEL_ASSERT, TESSEL_MALLOC/FREE,
    TESSEL_NO_JIT), plus TESSEL_USE_MICROPROFILE: each subgraph and step is a microprofile
@@ -12811,7 +12814,7 @@ inline Status quant_layout(PrepareContext& c, const TensorDesc& x, const TensorD
     }
     bool same = scale.rank == x.rank;
     for (int d = 0; same && d < x.rank; ++d)
-        same = d == axis ? scale.dims[d] == (x.dims[d] + block - 1) / block : scale.dims[d] == x.dims[d];
+        same = scale.dims[d] == (d == axis ? x.dims[d] / block + (x.dims[d] % block != 0) : x.dims[d]);   // ceil, no overflow
     if (!same)
         return c.fail(Status::InvalidArgument,
                       "a blocked scale must have x's shape with ceil(%lld / block_size %lld) on axis %lld",
@@ -13462,7 +13465,7 @@ inline Status run_det(const RunContext& c) {
 // Every other label is summed. A label repeated within one input takes its diagonal (the
 // input's strides for it add up); "..." dims broadcast (size 1 against any size).
 constexpr int kEinsumLetters = 52, kEinsumLabels = kEinsumLetters + kMaxRank;
-constexpr uint64_t kEinsumMaxSteps = 1ull << 36;   // products a reference loop may take
+constexpr uint64_t kEinsumMaxSteps = 1ull << 32;   // products a reference loop may take (seconds)
 constexpr uint32_t kEinsumMaxInputs = 32;
 
 struct EinsumState {
@@ -13641,7 +13644,7 @@ inline Status prepare_einsum(PrepareContext& c) {
         return c.fail(Status::LimitExceeded, "%llu products (at most %llu)", (unsigned long long)steps,
                       (unsigned long long)kEinsumMaxSteps);
     c.state = st;
-    return Status::Ok;
+    return check_output_desc(c, 0);
 }
 
 // One odometer over every label, the output's labels outermost: each output element is the
@@ -13769,7 +13772,7 @@ inline Status prepare_tfidf(PrepareContext& c) {
     y.type = ElementType::Float32;
     if (x.rank == 2) y.dims[y.rank++] = x.dims[0];
     y.dims[y.rank++] = st->columns;
-    return Status::Ok;
+    return check_output_desc(c, 0);
 }
 
 inline Status run_tfidf(const RunContext& c) {
