@@ -106,10 +106,9 @@
    >>center crop pad, max unpool and upsample  CenterCropPad, MaxUnpool, Upsample
    >>lp pool and lrn                  LpPool, LRN (kSpatialKernels: the sections from grid sample)
    >>quantization ops                 QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, integer MatMul/Conv
-   >>compress and bitcast             Compress (constant condition), BitCast
+   >>compress                         Compress (constant condition)
    >>more math ops                    Celu, CumProd, Det, Einsum
    >>tfidf vectorizer                 TfIdfVectorizer (integer n-grams); kQuantKernels
-   >>more nn and math ops             LpPool, LRN, Celu, CumProd, Det
    >>op versions                      ONNX op versions from opset 18 on (and legacy ones): kept or refused
    >>op kernel table                  builtin_op_kernels, find_builtin_kernel
    >>onnx reader                      what is read and how it maps to a Model
@@ -6882,6 +6881,7 @@ inline Status run_cast(const RunContext& c) {
 
 // BitCast (opset 26): the same bytes as another type of the same width.
 inline Status prepare_bit_cast(PrepareContext& c) {
+    if (c.opset < 26) return c.fail(Status::Unsupported, "needs opset 26 or later (the model imports %u)", c.opset);
     TESSEL_TRY(check_tensor_inputs(c, 1, 1, 1));
     const Attribute* a = c.attribute("to");
     if (!a || a->kind != AttributeKind::Int) return c.fail(Status::InvalidArgument, "attribute 'to' is missing");
@@ -13273,10 +13273,9 @@ inline Status run_qconv(const RunContext& c) {
 
 }  // namespace detail
 
-// >>compress and bitcast
-// Compress (the slices along axis, or the elements of the flattened input, where a constant
-// condition is true; a runtime condition would give a data-dependent shape: Unsupported),
-// BitCast (opset 26: the same bytes as another type of the same width).
+// >>compress
+// Compress: the slices along axis, or the elements of the flattened input, where a constant
+// condition is true (a runtime condition would give a data-dependent shape: Unsupported).
 namespace detail {
 
 struct CompressState {
@@ -13345,23 +13344,6 @@ inline Status run_compress(const RunContext& c) {
     return Status::Ok;
 }
 
-inline Status prepare_bitcast(PrepareContext& c) {
-    TESSEL_TRY(require_opset(c, 26));
-    TESSEL_TRY(check_tensor_inputs(c, 1, 1, 1));
-    const Attribute* a = c.attribute("to");
-    if (!a || a->kind != AttributeKind::Int) return c.fail(Status::InvalidArgument, "attribute 'to' is missing");
-    ElementType to = onnx_element_type(a->i);
-    if (to == ElementType::Undefined)
-        return c.fail(Status::Unsupported, "'to' is ONNX type %lld, which Tessel does not support", (long long)a->i);
-    const TensorDesc& x = c.inputs[0];
-    if (element_size(to) != element_size(x.type))
-        return c.fail(Status::InvalidArgument, "%s and %s differ in bit width", element_type_name(x.type), element_type_name(to));
-    c.outputs[0] = x;
-    c.outputs[0].type = to;
-    c.in_place = true;
-    return Status::Ok;
-}
-
 }  // namespace detail
 
 // >>more math ops
@@ -13380,7 +13362,8 @@ inline Status prepare_celu(PrepareContext& c) {
         return c.fail(Status::Unsupported, "float16 input needs opset 28 (the model imports %u)", c.opset);
     float* alpha = new_state<float>(c);
     if (!alpha) return c.fail(Status::OutOfMemory, "out of memory");
-    *alpha = c.attribute_float("alpha", 1.0f);
+    TESSEL_TRY(float_attribute(c, "alpha", 1.0f, alpha));
+    if (*alpha == 0) return c.fail(Status::InvalidArgument, "alpha must not be 0");   // x / alpha
     c.state = alpha;
     c.outputs[0] = c.inputs[0];
     c.in_place = true;
@@ -13412,6 +13395,8 @@ struct DetState {
     int64_t count = 0, size = 0;   // matrices, rows of each
 };
 
+constexpr int64_t kMaxDetSize = 2048;   // an M x M double scratch matrix: at most 32 MiB
+
 inline Status prepare_det(PrepareContext& c) {
     TESSEL_TRY(require_opset(c, 11));
     TESSEL_TRY(check_tensor_inputs(c, 1, 1, 1));
@@ -13420,6 +13405,9 @@ inline Status prepare_det(PrepareContext& c) {
         return c.fail(Status::Unsupported, "input 0 is %s (float32 expected)", element_type_name(x.type));
     if (x.rank < 2 || x.dims[x.rank - 1] != x.dims[x.rank - 2])
         return c.fail(Status::InvalidArgument, "input 0 must be [*, M, M]");
+    if (x.dims[x.rank - 1] > kMaxDetSize)
+        return c.fail(Status::LimitExceeded, "matrices of %lld x %lld (at most %lld)", (long long)x.dims[x.rank - 1],
+                      (long long)x.dims[x.rank - 1], (long long)kMaxDetSize);
     DetState* st = new_state<DetState>(c);
     if (!st) return c.fail(Status::OutOfMemory, "out of memory");
     st->count = (int64_t)dims_product(x, 0, x.rank - 2);
@@ -13826,7 +13814,6 @@ const OpKernel kQuantKernels[] = {
     {"ConvInteger", prepare_conv_integer, run_qconv},
     {"QLinearConv", prepare_qlinear_conv, run_qconv},
     {"Compress", prepare_compress, run_compress},
-    {"BitCast", prepare_bitcast, run_copy},
     {"Celu", prepare_celu, run_celu},
     {"CumProd", prepare_cumprod, run_cumsum},
     {"Det", prepare_det, run_det},
@@ -13834,255 +13821,6 @@ const OpKernel kQuantKernels[] = {
     {"TfIdfVectorizer", prepare_tfidf, run_tfidf},
     {nullptr, nullptr, nullptr},   // end marker
 };
-}  // namespace detail
-
-// >>more nn and math ops
-// LpPool (opset 2 on: p an int; 18: ceil_mode, dilations): (sum |x|^p)^(1/p) over each window's
-// in-bounds taps (padding adds zeros), on the window geometry of the other pools. LRN:
-// x / (bias + alpha / size * sum of x^2 over the channels c - (size-1)/2 .. c + size/2)^beta.
-// Celu: max(0, x) + min(0, alpha * (exp(x / alpha) - 1)). CumProd (opset 26): CumSum's scan
-// with a product (integers wrap). Det: the determinant of each trailing square matrix by LU
-// with partial pivoting in double.
-namespace detail {
-
-struct LpPoolState {
-    Window w;
-    int64_t planes = 0, p = 2;
-};
-
-inline Status prepare_lp_pool(PrepareContext& c) {
-    TESSEL_TRY(require_opset(c, 2));
-    TESSEL_TRY(nn_count(c, 1, 1, 1));
-    TESSEL_TRY(nn_float(c, 0));
-    const TensorDesc& x = c.inputs[0];
-    if (x.rank < 3) return c.fail(Status::InvalidArgument, "X must be N x C x spatial");
-    Span<const int64_t> kernel = c.attribute_ints("kernel_shape");
-    if (kernel.size != (size_t)x.rank - 2)
-        return c.fail(Status::InvalidArgument, "kernel_shape must have %d values", x.rank - 2);
-    int64_t ceil_mode = c.opset >= 18 ? c.attribute_int("ceil_mode", 0) : 0;
-    if (ceil_mode != 0 && ceil_mode != 1) return c.fail(Status::InvalidArgument, "ceil_mode must be 0 or 1");
-    LpPoolState* st = new_state<LpPoolState>(c);
-    if (!st) return c.fail(Status::OutOfMemory, "out of memory");
-    TESSEL_TRY(int_attribute_value(c, "p", 2, &st->p));
-    if (st->p < 1 || st->p > 64) return c.fail(Status::InvalidArgument, "p %lld out of range 1..64", (long long)st->p);
-    TESSEL_TRY(parse_window(c, x, kernel.data, ceil_mode != 0, false, &st->w));
-    st->planes = x.dims[0] * x.dims[1];
-    c.outputs[0] = x;
-    for (int d = 0; d < st->w.spatial; ++d) c.outputs[0].dims[2 + d] = st->w.out[3 - st->w.spatial + d];
-    TESSEL_TRY(check_output_desc(c, 0));
-    c.state = st;
-    return Status::Ok;
-}
-
-inline Status run_lp_pool(const RunContext& c) {
-    const LpPoolState& st = *static_cast<const LpPoolState*>(c.state);
-    const Window& w = st.w;
-    const float* x = c.inputs[0].as<const float>();
-    float* y = c.outputs[0].as<float>();
-    int64_t in_plane = w.in_size(), out_plane = w.out_size(), p = st.p;
-    nn_parallel(c, (uint64_t)st.planes, [&](uint64_t, uint64_t begin, uint64_t end) {
-        for (uint64_t plane = begin; plane < end; ++plane) {
-            const float* xp = x + (int64_t)plane * in_plane;
-            float* yp = y + (int64_t)plane * out_plane;
-            for (int64_t o = 0; o < out_plane; ++o) {
-                int64_t out_at[3] = {o / w.out[2] / w.out[1], o / w.out[2] % w.out[1], o % w.out[2]};
-                int64_t start[3], first[3], last[3];
-                for (int d = 0; d < 3; ++d) {
-                    start[d] = out_at[d] * w.stride[d] - w.pad_begin[d];
-                    first[d] = 0;
-                    last[d] = w.kernel[d];
-                    while (first[d] < last[d] && start[d] + first[d] * w.dilation[d] < 0) ++first[d];
-                    while (last[d] > first[d] && start[d] + (last[d] - 1) * w.dilation[d] >= w.in[d]) --last[d];
-                }
-                double sum = 0;
-                for (int64_t k0 = first[0]; k0 < last[0]; ++k0)
-                    for (int64_t k1 = first[1]; k1 < last[1]; ++k1) {
-                        int64_t row = ((start[0] + k0 * w.dilation[0]) * w.in[1] + start[1] + k1 * w.dilation[1]) * w.in[2];
-                        for (int64_t k2 = first[2]; k2 < last[2]; ++k2) {
-                            double v = std::fabs((double)xp[row + start[2] + k2 * w.dilation[2]]);
-                            sum += p == 1 ? v : p == 2 ? v * v : std::pow(v, (double)p);
-                        }
-                    }
-                yp[o] = (float)(p == 1 ? sum : p == 2 ? std::sqrt(sum) : std::pow(sum, 1.0 / (double)p));
-            }
-        }
-    });
-    return Status::Ok;
-}
-
-struct LrnState {
-    int64_t batch = 0, channels = 0, inner = 0, size = 1;
-    float alpha = 1e-4f, beta = 0.75f, bias = 1.0f;
-};
-
-inline Status prepare_lrn(PrepareContext& c) {
-    TESSEL_TRY(check_tensor_inputs(c, 1, 1, 1));
-    TESSEL_TRY(nn_float(c, 0));
-    const TensorDesc& x = c.inputs[0];
-    if (x.rank < 3) return c.fail(Status::InvalidArgument, "X must be N x C x D1 x ... (rank %u)", x.rank);
-    LrnState* st = new_state<LrnState>(c);
-    if (!st) return c.fail(Status::OutOfMemory, "out of memory");
-    const Attribute* size = c.attribute("size");
-    if (!size || size->kind != AttributeKind::Int) return c.fail(Status::InvalidArgument, "attribute 'size' is missing");
-    if (size->i < 1 || size->i > kMaxWindow) return c.fail(Status::InvalidArgument, "size %lld (positive expected)", (long long)size->i);
-    st->size = size->i;
-    TESSEL_TRY(float_attribute(c, "alpha", 1e-4f, &st->alpha));
-    TESSEL_TRY(float_attribute(c, "beta", 0.75f, &st->beta));
-    TESSEL_TRY(float_attribute(c, "bias", 1.0f, &st->bias));
-    st->batch = x.dims[0];
-    st->channels = x.dims[1];
-    st->inner = (int64_t)dims_product(x, 2, x.rank);
-    c.outputs[0] = x;
-    c.state = st;
-    return Status::Ok;
-}
-
-inline Status run_lrn(const RunContext& c) {
-    const LrnState& st = *static_cast<const LrnState*>(c.state);
-    const float* x = c.inputs[0].as<const float>();
-    float* y = c.outputs[0].as<float>();
-    int64_t before = (st.size - 1) / 2, after = st.size / 2;   // floor and ceil of (size - 1) / 2
-    double scale = (double)st.alpha / (double)st.size;
-    nn_parallel(c, (uint64_t)st.batch, [&](uint64_t, uint64_t begin, uint64_t end) {
-        for (uint64_t n = begin; n < end; ++n)
-            for (int64_t ch = 0; ch < st.channels; ++ch) {
-                int64_t lo = ch - before < 0 ? 0 : ch - before, hi = ch + after >= st.channels ? st.channels - 1 : ch + after;
-                const float* xn = x + (int64_t)n * st.channels * st.inner;
-                float* yc = y + ((int64_t)n * st.channels + ch) * st.inner;
-                for (int64_t i = 0; i < st.inner; ++i) {
-                    double sum = 0;
-                    for (int64_t k = lo; k <= hi; ++k) sum += (double)xn[k * st.inner + i] * xn[k * st.inner + i];
-                    yc[i] = (float)(xn[ch * st.inner + i] / std::pow(st.bias + scale * sum, (double)st.beta));
-                }
-            }
-    });
-    return Status::Ok;
-}
-
-inline Status prepare_celu(PrepareContext& c) {
-    TESSEL_TRY(require_opset(c, 12));
-    TESSEL_TRY(check_tensor_inputs(c, 1, 1, 1));
-    TESSEL_TRY(nn_float(c, 0));
-    float* alpha = new_state<float>(c);
-    if (!alpha) return c.fail(Status::OutOfMemory, "out of memory");
-    TESSEL_TRY(float_attribute(c, "alpha", 1.0f, alpha));
-    if (*alpha == 0) return c.fail(Status::InvalidArgument, "alpha must not be 0");
-    c.outputs[0] = c.inputs[0];
-    c.in_place = true;
-    c.state = alpha;
-    return Status::Ok;
-}
-
-inline Status run_celu(const RunContext& c) {
-    float alpha = *static_cast<const float*>(c.state);
-    map_floats(c, [alpha](float v) {
-        float negative = alpha * (std::exp(v / alpha) - 1.0f);
-        return (v > 0 ? v : 0.0f) + (negative < 0 ? negative : 0.0f);
-    });
-    return Status::Ok;
-}
-
-inline Status prepare_cumprod(PrepareContext& c) {
-    TESSEL_TRY(require_opset(c, 26));
-    return prepare_cumsum(c);
-}
-
-template <class T, class U>   // U: the type the product wraps in (unsigned for integers)
-void cumprod_typed(const ScanState& st, const T* x, T* y) {
-    for (int64_t o = 0; o < st.outer; ++o)
-        for (int64_t i = 0; i < st.inner; ++i) {
-            const T* xl = x + o * st.count * st.inner + i;
-            T* yl = y + o * st.count * st.inner + i;
-            U product = 1;
-            for (int64_t s = 0; s < st.count; ++s) {
-                int64_t k = st.reverse ? st.count - 1 - s : s;
-                T v = xl[k * st.inner];   // read before the write: y may be x
-                if (st.exclusive) { yl[k * st.inner] = (T)product; product = (U)(product * (U)v); }
-                else { product = (U)(product * (U)v); yl[k * st.inner] = (T)product; }
-            }
-        }
-}
-
-inline Status run_cumprod(const RunContext& c) {
-    ScanState st = *static_cast<const ScanState*>(c.state);
-    const TensorDesc& x = c.inputs[0].desc;
-    if (!st.axis_known) {
-        int64_t axis = scalar_int_value(c.inputs[1].desc.type, c.inputs[1].data), a = 0;
-        if (!normalize_axis(axis, x.rank, &a))
-            return c.fail(Status::InvalidArgument, "axis %lld out of range for rank %d", (long long)axis, x.rank);
-        cumsum_view(x, (int)a, &st);
-    }
-    switch (x.type) {
-        case ElementType::Int64: cumprod_typed<int64_t, uint64_t>(st, c.inputs[0].as<const int64_t>(), c.outputs[0].as<int64_t>()); break;
-        case ElementType::Int32: cumprod_typed<int32_t, uint32_t>(st, c.inputs[0].as<const int32_t>(), c.outputs[0].as<int32_t>()); break;
-        default: cumprod_typed<float, float>(st, c.inputs[0].as<const float>(), c.outputs[0].as<float>()); break;
-    }
-    return Status::Ok;
-}
-
-constexpr int64_t kMaxDetSize = 2048;   // an M x M double scratch matrix: at most 32 MiB
-
-inline Status prepare_det(PrepareContext& c) {
-    TESSEL_TRY(require_opset(c, 11));
-    TESSEL_TRY(check_tensor_inputs(c, 1, 1, 1));
-    TESSEL_TRY(nn_float(c, 0));
-    const TensorDesc& x = c.inputs[0];
-    if (x.rank < 2 || x.dims[x.rank - 1] != x.dims[x.rank - 2])
-        return c.fail(Status::InvalidArgument, "input must be [..., M, M]");
-    if (x.dims[x.rank - 1] > kMaxDetSize)
-        return c.fail(Status::LimitExceeded, "matrices of %lld x %lld (at most %lld)", (long long)x.dims[x.rank - 1],
-                      (long long)x.dims[x.rank - 1], (long long)kMaxDetSize);
-    int64_t m = x.dims[x.rank - 1];
-    c.outputs[0] = x;
-    c.outputs[0].rank = (uint8_t)(x.rank - 2);
-    c.scratch_bytes = (size_t)(m * m) * sizeof(double);
-    return Status::Ok;
-}
-
-inline Status run_det(const RunContext& c) {
-    const TensorDesc& x = c.inputs[0].desc;
-    int64_t m = x.dims[x.rank - 1];
-    uint64_t count = c.outputs[0].elements();
-    const float* in = c.inputs[0].as<const float>();
-    float* y = c.outputs[0].as<float>();
-    double* a = static_cast<double*>(c.scratch);
-    for (uint64_t e = 0; e < count; ++e) {
-        for (int64_t k = 0; k < m * m; ++k) a[k] = in[(int64_t)e * m * m + k];
-        double det = 1;
-        for (int64_t col = 0; col < m && det != 0; ++col) {
-            int64_t pivot = col;
-            for (int64_t r = col + 1; r < m; ++r)
-                if (std::fabs(a[r * m + col]) > std::fabs(a[pivot * m + col])) pivot = r;
-            if (a[pivot * m + col] == 0) { det = 0; break; }
-            if (pivot != col) {
-                for (int64_t k = 0; k < m; ++k) {
-                    double t = a[col * m + k];
-                    a[col * m + k] = a[pivot * m + k];
-                    a[pivot * m + k] = t;
-                }
-                det = -det;
-            }
-            double d = a[col * m + col];
-            det *= d;
-            for (int64_t r = col + 1; r < m; ++r) {
-                double f = a[r * m + col] / d;
-                for (int64_t k = col + 1; k < m; ++k) a[r * m + k] -= f * a[col * m + k];
-            }
-        }
-        y[e] = (float)det;
-    }
-    return Status::Ok;
-}
-
-const OpKernel kMoreNnKernels[] = {
-    {"LpPool", prepare_lp_pool, run_lp_pool},
-    {"LRN", prepare_lrn, run_lrn},
-    {"Celu", prepare_celu, run_celu},
-    {"CumProd", prepare_cumprod, run_cumprod},
-    {"Det", prepare_det, run_det},
-    {nullptr, nullptr, nullptr},   // end marker
-};
-
 }  // namespace detail
 
 // >>op versions
@@ -14171,13 +13909,11 @@ const OpVersion kOpVersions[] = {
     {"MelWeightMatrix", 17, kByKernel, "new op"},
     {"STFT", 17, kByKernel, "new op"},
     // opsets 9-17: the ops of >>quantization ops to >>tfidf vectorizer
-    {"Celu", 12, kByKernel, "new op"},
     {"Compress", 9, kByKernel, "new op"},
     {"Compress", 11, kByKernel, "negative axis"},
     {"ConvInteger", 10, kByKernel, "new op"},
     {"DequantizeLinear", 10, kByKernel, "new op (per tensor)"},
     {"DequantizeLinear", 13, kByKernel, "per-axis scale and zero point, axis"},
-    {"Det", 11, kByKernel, "new op"},
     {"DynamicQuantizeLinear", 11, kByKernel, "new op"},
     {"Einsum", 12, kByKernel, "new op"},
     {"MatMulInteger", 10, kByKernel, "new op"},
@@ -14186,20 +13922,14 @@ const OpVersion kOpVersions[] = {
     {"QuantizeLinear", 10, kByKernel, "new op (per tensor)"},
     {"QuantizeLinear", 13, kByKernel, "per-axis scale and zero point, axis"},
     {"TfIdfVectorizer", 9, kByKernel, "new op"},
-    {"LRN", 1, kByKernel, "new op"},
-    {"LpPool", 1, kRefused, "p as a float"},
-    {"LpPool", 2, kByKernel, "p an int"},
-    {"LpPool", 11, kByKernel, "auto_pad SAME gives ceil(input / stride) outputs"},
     {"Det", 11, kByKernel, "new op"},
     {"Celu", 12, kByKernel, "new op"},
-    {"LRN", 13, kTypes, kBfloat16},
     // opset 18
     {"BitwiseAnd", 18, kByKernel, "new op"},
     {"BitwiseNot", 18, kByKernel, "new op"},
     {"BitwiseOr", 18, kByKernel, "new op"},
     {"BitwiseXor", 18, kByKernel, "new op"},
     {"GroupNormalization", 18, kByKernel, "new op"},
-    {"LpPool", 18, kByKernel, "ceil_mode, dilations"},
     {"Mish", 18, kByKernel, "new op"},
     {"Pad", 18, kByKernel, "axes input"},
     {"ReduceL1", 18, kByKernel, "axes input, noop_with_empty_axes"},
@@ -14268,7 +13998,6 @@ const OpVersion kOpVersions[] = {
     {"Cos", 22, kTypes, kBfloat16},
     {"Cosh", 22, kTypes, kBfloat16},
     {"Det", 22, kTypes, kBfloat16},
-    {"Det", 22, kTypes, kBfloat16},
     {"Dropout", 22, kTypes, kBfloat16},
     {"Elu", 22, kTypes, kBfloat16},
     {"GRU", 22, kTypes, kBfloat16},
@@ -14280,7 +14009,6 @@ const OpVersion kOpVersions[] = {
     {"InstanceNormalization", 22, kTypes, kBfloat16},
     {"LpNormalization", 22, kTypes, "bfloat16"},
     {"LSTM", 22, kTypes, kBfloat16},
-    {"LpPool", 22, kTypes, kBfloat16},
     {"MaxPool", 22, kByKernel, "bfloat16; windows starting in the right padding dropped (as parse_window does)"},
     {"Mish", 22, kTypes, kBfloat16},
     {"NegativeLogLikelihoodLoss", 22, kTypes, "bfloat16"},
@@ -14343,11 +14071,8 @@ const OpVersion kOpVersions[] = {
     {"Unsqueeze", 24, kTypes, kNarrowTypes24},
     {"Unsqueeze", 25, kTypes, kNarrowTypes25},
     // opsets 26-28
-    {"BitCast", 26, kByKernel, "new op"},
     {"Celu", 28, kByKernel, "float16, bfloat16"},
-    {"CumProd", 26, kByKernel, "new op"},
     {"BitCast", 26, kByKernel, "new op"},
-    {"Celu", 28, kTypes, "float16, bfloat16, double"},
     {"CumProd", 26, kByKernel, "new op"},
     {"Range", 27, kTypes, "stash_type (float16 and bfloat16 only)"},
     // attention and its neighbours (>>attention ... >>linear attention and causal conv)
@@ -14438,7 +14163,6 @@ struct KernelTable {
         add(kSignalKernels, sizeof kSignalKernels / sizeof kSignalKernels[0]);
         add(kSpatialKernels, sizeof kSpatialKernels / sizeof kSpatialKernels[0]);
         add(kQuantKernels, sizeof kQuantKernels / sizeof kQuantKernels[0]);
-        add(kMoreNnKernels, sizeof kMoreNnKernels / sizeof kMoreNnKernels[0]);
     }
 };
 inline const KernelTable& kernel_table() {

@@ -1037,14 +1037,17 @@ TEST_CASE("BitCast: the same bytes as another type of the width; bad input") {
     }
     {
         OpTest t;   // widths differ
+        t.opset = 26;
         t.op("BitCast", {t.input<float>({1}, {1})});
         t.set_int("to", 11);
         t.fails(Status::InvalidArgument);
         OpTest u;   // a type Tessel does not have
+        u.opset = 26;
         u.op("BitCast", {u.input<uint8_t>({1}, {1})});
         u.set_int("to", 17);
         u.fails(Status::Unsupported);
         OpTest m;   // no 'to'
+        m.opset = 26;
         m.op("BitCast", {m.input<uint8_t>({1}, {1})});
         m.fails(Status::InvalidArgument);
     }
