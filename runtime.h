@@ -12835,18 +12835,6 @@ inline Status check_zero_point(PrepareContext& c, uint32_t scale, uint32_t zero_
     return Status::Ok;
 }
 
-// ONNX data type codes of the types these ops produce.
-inline ElementType quant_onnx_type(int64_t code) {
-    switch (code) {
-        case 1: return ElementType::Float32;
-        case 2: return ElementType::UInt8;
-        case 3: return ElementType::Int8;
-        case 6: return ElementType::Int32;
-        case 10: return ElementType::Float16;
-        default: return ElementType::Undefined;
-    }
-}
-
 enum class QuantDivision : uint8_t { Float, Half, Double };
 
 struct QuantizeState {
@@ -12865,7 +12853,7 @@ inline Status prepare_quantize_linear(PrepareContext& c) {
     ElementType out = ElementType::UInt8;
     int64_t code = c.opset >= 21 ? c.attribute_int("output_dtype", 0) : 0;
     if (code != 0) {
-        out = quant_onnx_type(code);
+        out = onnx_element_type(code);
         if (!quant_type(out, false))
             return c.fail(Status::Unsupported, "output_dtype %lld (int8 or uint8 supported; float8, int4, int2 are not)",
                           (long long)code);
@@ -12941,7 +12929,7 @@ inline Status prepare_dequantize_linear(PrepareContext& c) {
     ElementType out = scale.type;
     int64_t code = c.opset >= 23 ? c.attribute_int("output_dtype", 0) : 0;
     if (code != 0) {
-        out = quant_onnx_type(code);
+        out = onnx_element_type(code);
         if (out != ElementType::Float32 && out != ElementType::Float16)
             return c.fail(Status::Unsupported, "output_dtype %lld (float or float16 supported)", (long long)code);
     }
