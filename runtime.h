@@ -10654,10 +10654,11 @@ struct OnnxModelReader {
                           attribute.data ? attribute.data : "");
             Model* body = nullptr;
             Status s = model->add_body(&body);
-            if (s != Status::Ok) return r.fail(s, "%s: %s", label, model->graph.last_error());
+            if (s != Status::Ok) return r.fail(s, "%s", model->graph.last_error());
             OnnxModelReader inner(body, r, folder);
             inner.is_body = true;
-            TESSEL_TRY(in_body(inner.read_graph(g, g_size), label));
+            Status read = inner.read_graph(g, g_size);   // the outermost node names where; the innermost message says what
+            TESSEL_TRY(is_body ? read : in_body(read, label));
             PendingBody pending{body, body_reads.count, body_reads.count};
             for (uint32_t k = 0; k < inner.outer_reads.count; ++k)
                 if (!body_reads.push(inner.outer_reads.items[k])) return out_of_memory("bodies");
