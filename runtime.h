@@ -151,7 +151,8 @@
    (uint8); GatherElements, GatherND, ScatterElements (Scatter before opset 11), ScatterND,
    OneHot, ReverseSequence, TopK, LpNormalization, MeanVarianceNormalization,
    RMSNormalization (opset 23), GroupNormalization (opset 18), NegativeLogLikelihoodLoss,
-   SoftmaxCrossEntropyLoss. builtin_op_kernels() lists them.
+   SoftmaxCrossEntropyLoss; If, Loop and Scan with subgraph bodies that read outer values
+   (>>control flow). builtin_op_kernels() lists them.
 
    Config macros: as in hetero.h and snippets.h (TESSEL_ASSERT, TESSEL_MALLOC/FREE,
    TESSEL_NO_JIT), plus TESSEL_USE_MICROPROFILE: each subgraph and step is a microprofile
@@ -186,7 +187,8 @@
    -----------------------
    On any model file, compiled blob or graph, Tessel returns an error or a correct result: no
    crash, no read or write outside a buffer, memory bounded by Limits (Core::limits(): nodes,
-   rank, elements per tensor, activation + scratch bytes per request, file size, folded bytes). A
+   rank, elements per tensor, activation + scratch bytes per request, file size, folded bytes,
+   Loop iterations; If/Loop/Scan bodies nest at most kMaxBodyDepth deep). A
    kernel that finds bad data at run time (a Gather index out of range) returns
    InvalidArgument. External data must lie inside the model's folder.
 */
@@ -291,7 +293,8 @@ public:
     // Subgraph bodies (If, Loop, Scan attributes): a body is a Model of its own that this
     // model owns (same opset). Its last `outer_inputs` inputs are values of the enclosing
     // graph: the node holding the body reads them as its last inputs, in the same order.
-    // add_body: LimitExceeded past kMaxBodyDepth levels. set_graph adds a Graph attribute.
+    // add_body: LimitExceeded past kMaxBodyDepth levels; a body's arena is on the heap (also
+    // under a fixed-buffer model). set_graph adds a Graph attribute.
     Status add_body(Model** body);
     Status set_graph(NodeId node, StringView name, const Model* body);
     uint32_t outer_inputs = 0;
