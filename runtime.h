@@ -159,8 +159,8 @@
    InstanceNormalization, LayerNormalization, MaxPool, AveragePool, GlobalAveragePool,
    GlobalMaxPool, Softmax, LogSoftmax, Reduce{Mean,Sum,Max,Min,Prod,L2}, ArgMax, ArgMin,
    Resize, Reshape, Flatten, Transpose, Concat, Split, Slice, Gather, Squeeze, Unsqueeze, Pad,
-   Cast, Shape, Size, Constant, ConstantOfShape, Expand, Tile, Range, Identity, Dropout
-   (inference), DepthToSpace, SpaceToDepth; Sin Cos Tan Asin Acos Atan Sinh Cosh Asinh Acosh
+   Cast, Shape, Size, Constant, ConstantOfShape, Expand, Tile, Range, Identity, Dropout,
+   DepthToSpace, SpaceToDepth; Sin Cos Tan Asin Acos Atan Sinh Cosh Asinh Acosh
    Atanh ThresholdedRelu Shrink Swish, IsInf and IsNaN (also float16),
    Reduce{SumSquare,L1,LogSum,LogSumExp}, Hardmax, CumSum (also int32/int64), Trilu, EyeLike
    and CastLike (every type), BitCast, BitwiseAnd/Or/Xor/Not (every integer width), BitShift
@@ -171,8 +171,11 @@
    RoiAlign (10), CenterCropPad (18, every type), MaxUnpool (9), Upsample (7 and 9), LpPool,
    LRN; QuantizeLinear and DequantizeLinear (int8/uint8; per tensor, per axis, blocked),
    DynamicQuantizeLinear, MatMulInteger, QLinearMatMul, ConvInteger, QLinearConv, Compress (a
-   constant condition), Celu, CumProd, Det, Einsum, TfIdfVectorizer (integer n-grams).
-   builtin_op_kernels() lists them.
+   constant condition), Celu, CumProd, Det, Einsum, TfIdfVectorizer (integer n-grams); If,
+   Loop and Scan with subgraph bodies that read outer values (>>control flow); Attention,
+   RotaryEmbedding, SwiGLU, TensorScatter, LinearAttention, CausalConvWithState; RNN, GRU,
+   LSTM; DFT, STFT, HannWindow, HammingWindow, BlackmanWindow, MelWeightMatrix; BatchNormalization
+   and Dropout also in training mode (Dropout at ratio 0). builtin_op_kernels() lists them.
 
    Config macros: as in hetero.h and snippets.h (TESSEL_ASSERT, TESSEL_MALLOC/FREE,
    TESSEL_NO_JIT), plus TESSEL_USE_MICROPROFILE: each subgraph and step is a microprofile
@@ -207,7 +210,8 @@
    -----------------------
    On any model file, compiled blob or graph, Tessel returns an error or a correct result: no
    crash, no read or write outside a buffer, memory bounded by Limits (Core::limits(): nodes,
-   rank, elements per tensor, activation + scratch bytes per request, file size, folded bytes). A
+   rank, elements per tensor, activation + scratch bytes per request, file size, folded bytes,
+   Loop iterations; If/Loop/Scan bodies nest at most kMaxBodyDepth deep). A
    kernel that finds bad data at run time (a Gather index out of range) returns
    InvalidArgument. External data must lie inside the model's folder.
 */
@@ -312,7 +316,8 @@ public:
     // Subgraph bodies (If, Loop, Scan attributes): a body is a Model of its own that this
     // model owns (same opset). Its last `outer_inputs` inputs are values of the enclosing
     // graph: the node holding the body reads them as its last inputs, in the same order.
-    // add_body: LimitExceeded past kMaxBodyDepth levels. set_graph adds a Graph attribute.
+    // add_body: LimitExceeded past kMaxBodyDepth levels; a body's arena is on the heap (also
+    // under a fixed-buffer model). set_graph adds a Graph attribute.
     Status add_body(Model** body);
     Status set_graph(NodeId node, StringView name, const Model* body);
     uint32_t outer_inputs = 0;
@@ -15093,10 +15098,11 @@ struct OnnxModelReader {
                           attribute.data ? attribute.data : "");
             Model* body = nullptr;
             Status s = model->add_body(&body);
-            if (s != Status::Ok) return r.fail(s, "%s: %s", label, model->graph.last_error());
+            if (s != Status::Ok) return r.fail(s, "%s", model->graph.last_error());
             OnnxModelReader inner(body, r, folder);
             inner.is_body = true;
-            TESSEL_TRY(in_body(inner.read_graph(g, g_size), label));
+            Status read = inner.read_graph(g, g_size);   // the outermost node names where; the innermost message says what
+            TESSEL_TRY(is_body ? read : in_body(read, label));
             PendingBody pending{body, body_reads.count, body_reads.count};
             for (uint32_t k = 0; k < inner.outer_reads.count; ++k)
                 if (!body_reads.push(inner.outer_reads.items[k])) return out_of_memory("bodies");
