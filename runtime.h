@@ -12677,9 +12677,13 @@ inline Status prepare_lrn(PrepareContext& c) {
     st->channels = x.dims[1];
     st->inner = (int64_t)dims_product(x, 2, x.rank);
     st->size = size->i;
-    st->alpha = c.attribute_float("alpha", 1e-4f);
-    st->beta = c.attribute_float("beta", 0.75f);
-    st->bias = c.attribute_float("bias", 1.0f);
+    float alpha, beta, bias;
+    TESSEL_TRY(float_attribute(c, "alpha", 1e-4f, &alpha));
+    TESSEL_TRY(float_attribute(c, "beta", 0.75f, &beta));
+    TESSEL_TRY(float_attribute(c, "bias", 1.0f, &bias));
+    st->alpha = alpha;
+    st->beta = beta;
+    st->bias = bias;
     c.state = st;
     c.outputs[0] = x;
     return Status::Ok;

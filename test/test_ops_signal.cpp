@@ -1173,8 +1173,8 @@ TEST_CASE("LpPool, LRN, Celu, CumProd, Det: bad input") {
         t.fails(Status::InvalidArgument);
     }
     {
-        OpTest t;   // LRN of rank 2
-        t.op("LRN", {t.input<float>({1, 4}, F32(4))});
+        OpTest t;   // LRN of rank 1
+        t.op("LRN", {t.input<float>({4}, F32(4))});
         t.set_int("size", 1);
         t.fails(Status::InvalidArgument);
     }
