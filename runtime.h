@@ -8764,8 +8764,8 @@ const OpKernel kIndexKernels[] = {
 // all -inf gives zeros, as ONNX specifies. Query rows go 4 at a time (the query heads of one
 // K/V head together: a GQA decode step fills a block) so that every key row loaded serves 4
 // of them; the scores live in per-thread scratch; weights x V is the blocked GEMM. Keys past
-// a causal frontier are skipped (a NaN or inf in their K or V rows does not reach Y, where
-// NumPy's 0 * inf would).
+// a causal frontier are skipped (a NaN or inf in their K/V rows or mask values does not reach
+// Y, where NumPy's 0 * inf would).
 namespace detail {
 
 constexpr int64_t kAttentionRows = 4;
