@@ -10091,10 +10091,11 @@ const OpKernel kControlFlowKernels[] = {
 // is -inf; float: added; a last dimension shorter than the keys is padded with -inf), the
 // causal frontier key <= query + offset (offset: the past length, or nonpad_kv_seqlen[b] -
 // q_len), the nonpad_kv_seqlen padding and (opset 25) the sliding window. A row whose bias is
-// all -inf gives zeros, as ONNX specifies. Query rows go 4 at a time so that every key row
-// loaded serves 4 of them, the scores live in per-thread scratch, weights x V is the blocked
-// GEMM. Keys past a causal frontier are skipped (a NaN or inf in their K or V rows does not
-// reach Y, where NumPy's 0 * inf would).
+// all -inf gives zeros, as ONNX specifies. Query rows go 4 at a time (the query heads of one
+// K/V head together: a GQA decode step fills a block) so that every key row loaded serves 4
+// of them; the scores live in per-thread scratch; weights x V is the blocked GEMM. Keys past
+// a causal frontier are skipped (a NaN or inf in their K/V rows or mask values does not reach
+// Y, where NumPy's 0 * inf would).
 namespace detail {
 
 constexpr int64_t kAttentionRows = 4;
@@ -10319,6 +10320,36 @@ inline void attention_dots(const float* const* q, const float* k, int64_t n, flo
     }
 }
 
+inline float attention_dot(const float* q, const float* k, int64_t n) {
+    constexpr int kLanes = 8;
+    float acc[kLanes] = {};
+    int64_t d = 0;
+    for (; d + kLanes <= n; d += kLanes)
+        for (int l = 0; l < kLanes; ++l) acc[l] += q[d + l] * k[d + l];
+    float sum = 0;
+    for (int l = 0; l < kLanes; ++l) sum += acc[l];
+    for (; d < n; ++d) sum += q[d] * k[d];
+    return sum;
+}
+
+// y = sum over keys j of w[j] * (row j of past, then of now): past rows `past_stride` apart,
+// the rest `now_stride` apart; 16 columns at a time in fixed-size sums that vectorize.
+inline void attention_weighted_sum(const float* w, int64_t past_keys, const float* past, int64_t past_stride, int64_t keys,
+                                   const float* now, int64_t now_stride, int64_t size, float* y) {
+    constexpr int64_t kColumns = 16;
+    for (int64_t c0 = 0; c0 < size; c0 += kColumns) {
+        float acc[kColumns] = {};
+        int64_t width = size - c0 < kColumns ? size - c0 : kColumns;
+        for (int64_t j = 0; j < keys; ++j) {
+            const float* row = (j < past_keys ? past + j * past_stride : now + (j - past_keys) * now_stride) + c0;
+            float p = w[j];
+            if (width == kColumns) for (int64_t l = 0; l < kColumns; ++l) acc[l] += p * row[l];
+            else for (int64_t l = 0; l < width; ++l) acc[l] += p * row[l];
+        }
+        for (int64_t l = 0; l < width; ++l) y[c0 + l] = acc[l];
+    }
+}
+
 // The additive bias of query i and key j of batch b, query head h (-inf: not attended).
 inline float attention_bias(const AttentionState& st, const AttentionData& a, int64_t b, int64_t h, int64_t i, int64_t j,
                             int64_t offset) {
@@ -10362,31 +10393,40 @@ inline void attention_softmax(float* s, int64_t n, bool allowed) {
     for (int64_t j = 0; j < n; ++j) s[j] /= sum;
 }
 
-// Query rows i0 .. i0 + rows - 1 of batch b, query head h. Under is_causal (and no qk
-// output) the keys after the block's last frontier are skipped: their weight is 0.
-inline void attention_rows(const AttentionState& st, const AttentionData& a, int64_t b, int64_t h, int64_t i0, int64_t rows,
+// A block of up to 4 query rows of batch b that share K/V head kv: row `first + r` is query
+// i = row % q_len of head kv * group + row / q_len, so a GQA decode step fills the block with
+// the group's heads. Under is_causal (and no qk output) the keys after the block's last
+// frontier are skipped: their weight is 0.
+inline void attention_rows(const AttentionState& st, const AttentionData& a, int64_t b, int64_t kv, int64_t first, int64_t rows,
                            float* scores) {
-    const int64_t total = st.total, past = st.past_len;
-    const int64_t kv = h / (st.q_heads / st.kv_heads);
+    const int64_t total = st.total, past = st.past_len, group = st.q_heads / st.kv_heads;
     const int64_t offset = past ? past : a.nonpad ? a.nonpad[b] - st.q_len : 0;
+    int64_t head[kAttentionRows], query[kAttentionRows];
+    const float* q[kAttentionRows];
+    for (int64_t r = 0; r < kAttentionRows; ++r) {   // rows past the end repeat the first: computed, never used
+        int64_t row = first + (r < rows ? r : 0);
+        head[r] = kv * group + row / st.q_len;
+        query[r] = row % st.q_len;
+        q[r] = a.q + b * st.q_strides[0] + head[r] * st.q_strides[1] + query[r] * st.q_strides[2];
+    }
     int64_t keys = total;   // keys [keys, total) are masked for every row of the block
     if (st.causal && !a.qk) {
-        int64_t frontier = i0 + rows - 1 + offset + 1;
+        int64_t last = 0;
+        for (int64_t r = 0; r < rows; ++r) last = query[r] > last ? query[r] : last;
+        int64_t frontier = last + offset + 1;
         keys = frontier < 0 ? 0 : frontier < total ? frontier : total;
     }
-    const float* q[kAttentionRows];
-    for (int64_t r = 0; r < kAttentionRows; ++r)   // rows past the end repeat the first: computed, never used
-        q[r] = a.q + b * st.q_strides[0] + h * st.q_strides[1] + (i0 + (r < rows ? r : 0)) * st.q_strides[2];
     const float* past_key = a.past_key ? a.past_key + (b * st.kv_heads + kv) * past * st.head : nullptr;
     const float* key = a.k + b * st.k_strides[0] + kv * st.k_strides[1];
     for (int64_t j = 0; j < keys; ++j) {
         const float* kj = j < past ? past_key + j * st.head : key + (j - past) * st.k_strides[2];
         float dots[kAttentionRows];
-        attention_dots(q, kj, st.head, dots);
+        if (rows == 1) dots[0] = attention_dot(q[0], kj, st.head);   // a decode step without GQA
+        else attention_dots(q, kj, st.head, dots);
         for (int64_t r = 0; r < rows; ++r) scores[r * total + j] = dots[r] * st.scale;
     }
     for (int64_t r = 0; r < rows; ++r) {
-        int64_t i = i0 + r;
+        int64_t h = head[r], i = query[r];
         float* s = scores + r * total;
         float* qk = a.qk ? a.qk + ((b * st.q_heads + h) * st.q_len + i) * total : nullptr;
         if (qk && st.qk_mode == 0) std::memcpy(qk, s, (size_t)total * sizeof(float));
@@ -10403,13 +10443,25 @@ inline void attention_rows(const AttentionState& st, const AttentionData& a, int
         attention_softmax(s, keys, allowed);
         if (qk && st.qk_mode == 3) std::memcpy(qk, s, (size_t)total * sizeof(float));
     }
-    // Y rows = weights x [past_value; V]: the blocked GEMM, the past part first (it clears Y).
-    float* y = a.y + b * st.y_strides[0] + h * st.y_strides[1] + i0 * st.y_strides[2];
+    // Y rows = weights x [past_value; V]: the blocked GEMM over runs of rows evenly spaced in Y
+    // (one query per head: the block; else each head's consecutive queries), the past part
+    // first (it clears Y); a single row by 16-lane sums.
     int64_t past_keys = keys < past ? keys : past;
     const float* past_value = a.past_value ? a.past_value + (b * st.kv_heads + kv) * past * st.v_head : nullptr;
-    gemm(rows, st.v_head, past_keys, scores, total, 1, past_value, st.v_head, y, st.y_strides[2], false);
-    gemm(rows, st.v_head, keys - past_keys, scores + past_keys, total, 1, a.v + b * st.v_strides[0] + kv * st.v_strides[1],
-         st.v_strides[2], y, st.y_strides[2], true);
+    const float* value = a.v + b * st.v_strides[0] + kv * st.v_strides[1];
+    for (int64_t r0 = 0, r1 = 0; r0 < rows; r0 = r1) {
+        r1 = st.q_len == 1 ? rows : r0 + 1;
+        while (r1 < rows && head[r1] == head[r0]) ++r1;
+        float* y = a.y + b * st.y_strides[0] + head[r0] * st.y_strides[1] + query[r0] * st.y_strides[2];
+        const float* w = scores + r0 * total;
+        if (r1 - r0 == 1) {
+            attention_weighted_sum(w, past_keys, past_value, st.v_head, keys, value, st.v_strides[2], st.v_head, y);
+            continue;
+        }
+        int64_t ldy = st.q_len == 1 ? st.y_strides[1] : st.y_strides[2];
+        gemm(r1 - r0, st.v_head, past_keys, w, total, 1, past_value, st.v_head, y, ldy, false);
+        gemm(r1 - r0, st.v_head, keys - past_keys, w + past_keys, total, 1, value, st.v_strides[2], y, ldy, true);
+    }
 }
 
 // present = past followed by the new positions, (batch, kv heads, total, size).
@@ -10446,14 +10498,15 @@ inline Status run_attention(const RunContext& c) {
                               (long long)st.total);
     if (c.num_outputs > 1) attention_present(st, a.past_key, a.k, st.k_strides, st.head, c.outputs[1].as<float>());
     if (c.num_outputs > 2) attention_present(st, a.past_value, a.v, st.v_strides, st.v_head, c.outputs[2].as<float>());
-    int64_t blocks = (st.q_len + kAttentionRows - 1) / kAttentionRows;
+    int64_t group_rows = st.q_heads / st.kv_heads * st.q_len;   // the query rows sharing one K/V head
+    int64_t blocks = (group_rows + kAttentionRows - 1) / kAttentionRows;
     float* scratch = static_cast<float*>(c.scratch);
-    nn_parallel(c, (uint64_t)(st.batch * st.q_heads * blocks), [&](uint64_t slot, uint64_t begin, uint64_t end) {
+    nn_parallel(c, (uint64_t)(st.batch * st.kv_heads * blocks), [&](uint64_t slot, uint64_t begin, uint64_t end) {
         float* scores = scratch + slot * (uint64_t)(kAttentionRows * st.total);
         for (uint64_t unit = begin; unit < end; ++unit) {
-            int64_t i0 = (int64_t)(unit % (uint64_t)blocks) * kAttentionRows, bh = (int64_t)(unit / (uint64_t)blocks);
-            int64_t rows = st.q_len - i0 < kAttentionRows ? st.q_len - i0 : kAttentionRows;
-            attention_rows(st, a, bh / st.q_heads, bh % st.q_heads, i0, rows, scores);
+            int64_t first = (int64_t)(unit % (uint64_t)blocks) * kAttentionRows, bkv = (int64_t)(unit / (uint64_t)blocks);
+            int64_t rows = group_rows - first < kAttentionRows ? group_rows - first : kAttentionRows;
+            attention_rows(st, a, bkv / st.kv_heads, bkv % st.kv_heads, first, rows, scores);
         }
     }, st.slots);
     return Status::Ok;

@@ -290,16 +290,34 @@ TEST_CASE("Attention: against a naive softmax(QK^T)V: heads, GQA, 3-D, past, mas
         base.fill(rng);
         check_attention(base);
     }
-    SUBCASE("GQA and MQA, 4-D and 3-D") {
+    SUBCASE("GQA and MQA, 4-D and 3-D, causal (a block of rows spans heads)") {
         for (int64_t kv : {1, 3})
-            for (bool three : {false, true}) {
-                AttentionCase a = base;
-                a.q_heads = 6;
-                a.kv_heads = kv;
-                a.three_d = three;
-                a.fill(rng);
-                check_attention(a);
-            }
+            for (bool three : {false, true})
+                for (bool causal : {false, true}) {
+                    AttentionCase a = base;
+                    a.q_heads = 6;
+                    a.kv_heads = kv;
+                    a.three_d = three;
+                    a.causal = causal;
+                    a.mask_shape = {6, 5, 6};
+                    a.mask = random_floats(rng, 180);
+                    a.fill(rng);
+                    check_attention(a);
+                }
+    }
+    SUBCASE("GQA decode steps: one query per head, a past, causal, with and without a qk output") {
+        for (int64_t mode : {-1, 2}) {
+            AttentionCase a = base;
+            a.q_heads = 8;
+            a.kv_heads = 2;
+            a.q_len = 1;
+            a.kv_len = 1;
+            a.past = 9;
+            a.causal = true;
+            a.qk_mode = mode;
+            a.fill(rng);
+            check_attention(a);
+        }
     }
     SUBCASE("past and present, causal from the past length") {
         for (bool causal : {false, true})
