@@ -78,7 +78,7 @@
    >>data movement                    Transpose, Slice, Expand, DepthToSpace, SpaceToDepth
    >>concat and split                 Concat, Split
    >>gather                           Gather
-   >>cast                             Cast, half and scalar conversions
+   >>cast                             Cast, BitCast, half/bfloat16 and scalar conversions
    >>pad                              Pad
    >>constants and ranges             Shape, Constant, ConstantOfShape, Tile, Range
    >>integer and logical ops          Where, comparisons, logical, integer, Max/Min/Sum/Mean
@@ -6656,7 +6656,8 @@ inline Status run_gather(const RunContext& c) {
 }
 
 // >>cast
-// Cast (and scalar conversions shared with Pad and ConstantOfShape)
+// Cast and BitCast; scalar conversions shared with Pad, ConstantOfShape and EyeLike; the
+// element-type visitors of the typed kernels
 inline uint16_t float_to_half(float f) {   // round to nearest even
     uint32_t x;
     std::memcpy(&x, &f, 4);
