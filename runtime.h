@@ -153,7 +153,9 @@
    (uint8); GatherElements, GatherND, ScatterElements (Scatter before opset 11), ScatterND,
    OneHot, ReverseSequence, TopK, LpNormalization, MeanVarianceNormalization,
    RMSNormalization (opset 23), GroupNormalization (opset 18), NegativeLogLikelihoodLoss,
-   SoftmaxCrossEntropyLoss. builtin_op_kernels() lists them.
+   SoftmaxCrossEntropyLoss; RNN, GRU, LSTM, DFT, STFT, HannWindow, HammingWindow,
+   BlackmanWindow, MelWeightMatrix, LpPool, LRN, Celu, CumProd (also int32/int64), Det.
+   builtin_op_kernels() lists them.
 
    Config macros: as in hetero.h and snippets.h (TESSEL_ASSERT, TESSEL_MALLOC/FREE,
    TESSEL_NO_JIT), plus TESSEL_USE_MICROPROFILE: each subgraph and step is a microprofile
@@ -8970,10 +8972,12 @@ inline Status prepare_recurrent(PrepareContext& c, RecurrentKind kind) {
     if (kind == RecurrentKind::Gru) st->linear_before_reset = c.attribute_int("linear_before_reset", 0) != 0;
     TESSEL_TRY(parse_recurrent_activations(c, st));
     // scratch: W^T, R^T, the input projection of every step, one step's gates, h, c and a temporary
-    uint64_t floats = mul_saturated((uint64_t)st->input, (uint64_t)gh);
-    floats += mul_saturated((uint64_t)h, (uint64_t)gh);
-    floats += mul_saturated(mul_saturated((uint64_t)st->seq, (uint64_t)batch), (uint64_t)gh);
-    floats += mul_saturated((uint64_t)batch, (uint64_t)gh) + 3 * mul_saturated((uint64_t)batch, (uint64_t)h) + 64;
+    const uint64_t parts[] = {mul_saturated((uint64_t)st->input, (uint64_t)gh), mul_saturated((uint64_t)h, (uint64_t)gh),
+                              mul_saturated(mul_saturated((uint64_t)st->seq, (uint64_t)batch), (uint64_t)gh),
+                              mul_saturated((uint64_t)batch, (uint64_t)gh), mul_saturated(3, mul_saturated((uint64_t)batch, (uint64_t)h)),
+                              64};
+    uint64_t floats = 0;
+    for (uint64_t part : parts) floats = floats + part > kSaturated ? kSaturated : floats + part;   // each part <= 2^62
     if (floats > c.max_elements)
         return c.fail(Status::LimitExceeded, "needs %llu floats of scratch", (unsigned long long)floats);
     c.scratch_bytes = (size_t)floats * sizeof(float);
