@@ -271,13 +271,13 @@ struct ConstTensor {
     size_t bytes = 0;
 };
 
-enum class AttributeKind : uint8_t { Int, Float, String, Ints, Floats, Tensor, Graph };
+enum class AttributeKind : uint8_t { Int, Float, String, Ints, Floats, Tensor, Graph, Strings };
 struct Attribute {
     StringView name;
     AttributeKind kind = AttributeKind::Int;
     int64_t i = 0;
     float f = 0;
-    StringView s;
+    StringView s;    // Strings: every string followed by a '\0', i of them
     Span<const int64_t> ints;
     Span<const float> floats;
     const ConstTensor* tensor = nullptr;

@@ -311,6 +311,7 @@ public:
     Status set_ints(NodeId node, StringView name, Span<const int64_t> values);
     Status set_floats(NodeId node, StringView name, Span<const float> values);
     Status set_string(NodeId node, StringView name, StringView value);
+    Status set_strings(NodeId node, StringView name, Span<const StringView> values);   // none may hold a '\0'
     Status finalize();                          // graph.finalize() plus interface checks
 
     // Subgraph bodies (If, Loop, Scan attributes): a body is a Model of its own that this
@@ -1107,6 +1108,28 @@ Status Model::set_string(NodeId node, StringView name, StringView value) {
     a.name = name;
     a.kind = AttributeKind::String;
     a.s = value;
+    return graph.add_attribute(node, a);
+}
+Status Model::set_strings(NodeId node, StringView name, Span<const StringView> values) {
+    size_t bytes = 0;
+    for (StringView v : values) {
+        for (size_t k = 0; k < v.size; ++k)
+            if (v.data[k] == 0) return graph.fail(Status::InvalidArgument, "set_strings: a string holds a '\\0'");
+        bytes += v.size + 1;
+    }
+    char* joined = static_cast<char*>(arena.allocate(bytes + 1, 1));
+    if (!joined) return graph.fail(Status::OutOfMemory, "out of memory adding an attribute");
+    size_t at = 0;
+    for (StringView v : values) {
+        if (v.size) std::memcpy(joined + at, v.data, v.size);
+        at += v.size;
+        joined[at++] = 0;
+    }
+    Attribute a;
+    a.name = name;
+    a.kind = AttributeKind::Strings;
+    a.s = StringView(joined, bytes);
+    a.i = (int64_t)values.size;
     return graph.add_attribute(node, a);
 }
 
@@ -3786,6 +3809,7 @@ inline void write_model(BlobWriter& w, const Model& m) {
                 case AttributeKind::Int: w.u64((uint64_t)a->i); break;
                 case AttributeKind::Float: { uint32_t b; std::memcpy(&b, &a->f, 4); w.u32(b); break; }
                 case AttributeKind::String: w.str(a->s); break;
+                case AttributeKind::Strings: w.u64((uint64_t)a->i); w.str(a->s); break;
                 case AttributeKind::Ints: w.u32((uint32_t)a->ints.size); for (int64_t x : a->ints) w.u64((uint64_t)x); break;
                 case AttributeKind::Floats:
                     w.u32((uint32_t)a->floats.size);
@@ -3848,6 +3872,7 @@ inline Status read_model(BlobReader& r, Model* m, char* error) {
                 case AttributeKind::Int: a.i = (int64_t)r.u64(); break;
                 case AttributeKind::Float: { uint32_t b = r.u32(); std::memcpy(&a.f, &b, 4); break; }
                 case AttributeKind::String: a.s = r.str(); break;
+                case AttributeKind::Strings: a.i = (int64_t)r.u64(); a.s = r.str(); break;
                 case AttributeKind::Ints: {
                     uint32_t n = r.u32();
                     if (!r.need((size_t)n * 8)) break;
@@ -10974,8 +10999,6 @@ const OpKernel kAttentionKernels[] = {
 // every step is one GEMM over seq*batch rows, and each step adds H R^T for the whole batch in
 // one GEMM before the gates. A batch entry past its sequence length keeps its state and gets
 // zeros in Y (onnxruntime's reading); in reverse, each entry starts at its own last step.
-// Activations come from `activations` as a String attribute of comma-separated names (the
-// ONNX reader refuses lists of strings, so only models built in code can set them).
 namespace detail {
 
 enum class RecurrentKind : uint8_t { Rnn, Gru, Lstm };
@@ -11073,19 +11096,16 @@ inline Status parse_recurrent_activations(PrepareContext& c, RecurrentState* st)
         for (int k = 0; k < per_direction; ++k) st->functions[d][k].kind = defaults[per_direction - 1][k];
     const Attribute* a = c.attribute("activations");
     if (!a) return Status::Ok;
-    if (a->kind != AttributeKind::String)
-        return c.fail(Status::Unsupported, "attribute 'activations' must be a string of comma-separated names");
+    if (a->kind != AttributeKind::Strings) return c.fail(Status::InvalidArgument, "attribute 'activations' must be a list of strings");
     Span<const float> alphas = c.attribute_floats("activation_alpha"), betas = c.attribute_floats("activation_beta");
     size_t next_alpha = 0, next_beta = 0;
     StringView list = a->s;
     int count = 0;
     RecurrentFunction parsed[6];
-    for (size_t begin = 0; begin <= list.size;) {
+    for (size_t begin = 0; begin < list.size;) {   // each name ends with a '\0'
         size_t end = begin;
-        while (end < list.size && list.data[end] != ',') ++end;
+        while (end < list.size && list.data[end]) ++end;
         StringView name(list.data + begin, end - begin);
-        while (name.size && name.data[0] == ' ') name = StringView(name.data + 1, name.size - 1);
-        while (name.size && name.data[name.size - 1] == ' ') name = StringView(name.data, name.size - 1);
         const RecurrentActivationName* known = nullptr;
         for (const RecurrentActivationName& k : kRecurrentActivations)
             if (same_name_ignoring_case(name, k.name)) known = &k;
@@ -11181,10 +11201,12 @@ inline Status prepare_recurrent(PrepareContext& c, RecurrentKind kind) {
     if (kind == RecurrentKind::Gru) st->linear_before_reset = c.attribute_int("linear_before_reset", 0) != 0;
     TESSEL_TRY(parse_recurrent_activations(c, st));
     // scratch: W^T, R^T, the input projection of every step, one step's gates, h, c and a temporary
-    uint64_t floats = mul_saturated((uint64_t)st->input, (uint64_t)gh);
-    floats += mul_saturated((uint64_t)h, (uint64_t)gh);
-    floats += mul_saturated(mul_saturated((uint64_t)st->seq, (uint64_t)batch), (uint64_t)gh);
-    floats += mul_saturated((uint64_t)batch, (uint64_t)gh) + 3 * mul_saturated((uint64_t)batch, (uint64_t)h) + 64;
+    const uint64_t parts[] = {mul_saturated((uint64_t)st->input, (uint64_t)gh), mul_saturated((uint64_t)h, (uint64_t)gh),
+                              mul_saturated(mul_saturated((uint64_t)st->seq, (uint64_t)batch), (uint64_t)gh),
+                              mul_saturated((uint64_t)batch, (uint64_t)gh), mul_saturated(3, mul_saturated((uint64_t)batch, (uint64_t)h)),
+                              64};
+    uint64_t floats = 0;
+    for (uint64_t part : parts) floats = floats + part > kSaturated ? kSaturated : floats + part;   // each part <= 2^62
     if (floats > c.max_elements)
         return c.fail(Status::LimitExceeded, "needs %llu floats of scratch", (unsigned long long)floats);
     c.scratch_bytes = (size_t)floats * sizeof(float);
@@ -14241,9 +14263,10 @@ const OpKernel* find_builtin_kernel(StringView op) {
 //
 // What is read: ModelProto (opset_import, graph), GraphProto (node, initializer, input,
 // output, value_info), NodeProto, AttributeProto (FLOAT, INT, STRING, TENSOR, FLOATS, INTS,
-// GRAPH: a body, >>onnx graph; STRINGS and the other lists are Unsupported), TensorProto (raw_data, packed or
+// GRAPH: a body, >>onnx graph; STRINGS as AttributeKind::Strings, a string with a zero byte
+// Unsupported; the other lists are Unsupported), TensorProto (raw_data, packed or
 // unpacked float_data/int32_data/int64_data, external data), ValueInfoProto with tensor types.
-// Element types FLOAT, UINT8, INT8, INT32, INT64, BOOL, FLOAT16; default-domain opsets 1..28
+// Element types FLOAT, FLOAT16, BFLOAT16, DOUBLE, INT8-64, UINT8-64, BOOL; default-domain opsets 1..28
 // (the runtime checks the legacy attributes of opsets below 7).
 // A node in another domain is Unsupported (an imported but unused domain is not).
 //
@@ -15337,7 +15360,35 @@ struct OnnxModelReader {
             a.body = bodies.items[next_body++].body;
             break;
         }
-        case 8: return r.fail(Status::Unsupported, "%s is a list of strings", label);
+        case 8: {   // the strings joined, each followed by a '\0'; add_attribute copies them
+            size_t bytes = 0, count = 0;
+            for (int pass = 0; pass < 2; ++pass) {
+                char* joined = pass ? static_cast<char*>(scratch.get(bytes + 1)) : nullptr;
+                if (pass && !joined) return out_of_memory(label);
+                size_t at = 0;
+                ProtoCursor again(data, size);
+                while (true) {
+                    TESSEL_TRY(proto_next(r, again, &f, &more, what));
+                    if (!more) break;
+                    if (f.number != 9) continue;
+                    StringView one = f.string();
+                    if (!pass) {
+                        for (size_t k = 0; k < one.size; ++k)
+                            if (one.data[k] == 0) return r.fail(Status::Unsupported, "%s holds a string with a zero byte", label);
+                        bytes += one.size + 1;
+                        ++count;
+                        continue;
+                    }
+                    if (one.size) std::memcpy(joined + at, one.data, one.size);
+                    at += one.size;
+                    joined[at++] = 0;
+                }
+                if (pass) a.s = StringView(joined, bytes);
+            }
+            a.kind = AttributeKind::Strings;
+            a.i = (int64_t)count;
+            break;
+        }
         case 9: return r.fail(Status::Unsupported, "%s is a list of tensors", label);
         case 10: return r.fail(Status::Unsupported, "%s is a list of graphs", label);
         case 11: case 12: return r.fail(Status::Unsupported, "%s is a sparse tensor", label);
@@ -15950,6 +16001,15 @@ inline void onnx_attribute(ProtoOut& o, const Attribute& a) {
         case AttributeKind::Float: { o.tag(2, 5); o.raw(&a.f, 4); o.field_varint(20, 1); break; }
         case AttributeKind::Int: o.field_varint(3, (uint64_t)a.i); o.field_varint(20, 2); break;
         case AttributeKind::String: o.field_string(4, a.s); o.field_varint(20, 3); break;
+        case AttributeKind::Strings:
+            for (size_t at = 0; at < a.s.size;) {
+                size_t end = at;
+                while (end < a.s.size && a.s.data[end]) ++end;
+                o.field_string(9, StringView(a.s.data + at, end - at));
+                at = end + 1;
+            }
+            o.field_varint(20, 8);
+            break;
         case AttributeKind::Tensor:
             o.message(5, [&](ProtoOut& t) { onnx_tensor(t, a.tensor->desc, a.tensor->data, a.tensor->bytes, StringView()); });
             o.field_varint(20, 4);

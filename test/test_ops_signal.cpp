@@ -38,6 +38,23 @@ void check_close(const std::vector<float>& got, const std::vector<float>& want, 
     check_close(got, std::vector<double>(want.begin(), want.end()), tolerance);
 }
 
+// The names of a comma-separated list (spaces trimmed) as a STRINGS attribute.
+void set_names(Model& model, NodeId node, const char* attribute, const std::string& list) {
+    std::vector<std::string> names;
+    for (size_t begin = 0; begin <= list.size();) {
+        size_t end = list.find(',', begin);
+        if (end == std::string::npos) end = list.size();
+        std::string name = list.substr(begin, end - begin);
+        while (!name.empty() && name.front() == ' ') name.erase(0, 1);
+        while (!name.empty() && name.back() == ' ') name.pop_back();
+        names.push_back(name);
+        begin = end + 1;
+    }
+    std::vector<StringView> views;
+    for (const std::string& n : names) views.push_back(StringView(n.data(), n.size()));
+    REQUIRE(model.set_strings(node, attribute, Span<const StringView>(views.data(), views.size())) == Status::Ok);
+}
+
 std::vector<float> random_floats(std::mt19937& rng, size_t n, float scale) {
     std::uniform_real_distribution<float> u(-scale, scale);
     std::vector<float> v(n);
@@ -130,7 +147,7 @@ struct Recurrent {
         if (has_clip) t.set_float("clip", clip);
         if (input_forget) t.set_int("input_forget", 1);
         if (linear_before_reset) t.set_int("linear_before_reset", 1);
-        if (!activation_names.empty()) t.set_string("activations", activation_names.c_str());
+        if (!activation_names.empty()) set_names(t.model, t.node, "activations", activation_names);
         if (!alphas.empty()) REQUIRE(t.model.set_floats(t.node, "activation_alpha", Span<const float>(alphas.data(), alphas.size())) == Status::Ok);
         if (!betas.empty()) REQUIRE(t.model.set_floats(t.node, "activation_beta", Span<const float>(betas.data(), betas.size())) == Status::Ok);
     }
@@ -508,19 +525,25 @@ TEST_CASE("RNN, GRU, LSTM: bad input") {
     {
         OpTest t;   // an unknown activation
         base(t, "RNN", 1);
-        t.set_string("activations", "Gelu");
+        set_names(t.model, t.node, "activations", "Gelu");
         t.fails(Status::Unsupported);
     }
     {
-        OpTest t;   // activations as a list of ints
+        OpTest t;   // activations as one string
         base(t, "RNN", 1);
-        t.set_ints("activations", {1});
-        t.fails(Status::Unsupported);
+        t.set_string("activations", "Relu");
+        t.fails(Status::InvalidArgument);
     }
     {
         OpTest t;   // two activations for an RNN
         base(t, "RNN", 1);
-        t.set_string("activations", "Relu,Tanh");
+        set_names(t.model, t.node, "activations", "Relu,Tanh");
+        t.fails(Status::InvalidArgument);
+    }
+    {
+        OpTest t;   // seven
+        base(t, "LSTM", 4);
+        set_names(t.model, t.node, "activations", "Relu,Relu,Relu,Relu,Relu,Relu,Relu");
         t.fails(Status::InvalidArgument);
     }
     {
@@ -539,6 +562,60 @@ TEST_CASE("RNN, GRU, LSTM: bad input") {
         base(t, "RNN", 1, {t.absent(), t.input<int32_t>({1}, {-1})});
         CHECK(t.infer() == Status::InvalidArgument);
         CHECK(t.infer_error.find("sequence_lens[0] = -1") != std::string::npos);
+    }
+}
+
+TEST_CASE("LSTM: activations survive write_onnx and read_onnx, export_model and import_model") {
+    std::mt19937 rng(23);
+    Recurrent n;
+    n.kind = kLstm;
+    n.seq = 3;
+    n.batch = 2;
+    n.input = 3;
+    n.hidden = 4;
+    n.direction = "bidirectional";
+    n.bias = true;
+    n.activation_names = "HardSigmoid,Tanh,Softsign,Sigmoid,Relu,Affine";
+    n.alphas = {0.3f, 0.5f};
+    n.betas = {0.4f, 0.1f};
+    Activation hard{"HardSigmoid", 0.3, 0.4}, tanh_fn{"Tanh"}, softsign{"Softsign"}, sigmoid{"Sigmoid"}, relu{"Relu"},
+        affine{"Affine", 0.5, 0.1};
+    n.activations = {hard, tanh_fn, softsign, sigmoid, relu, affine};
+    n.randomize(rng);
+    OpTest built;
+    built.model.opset = 17;
+    n.build(built, 3);
+    for (uint32_t p = 0; p < 3; ++p)
+        REQUIRE(built.model.add_output(("y" + std::to_string(p)).c_str(), InputRef::by_id(built.node, p)) == Status::Ok);
+    REQUIRE(built.model.finalize() == Status::Ok);
+    std::string bytes;
+    REQUIRE(write_onnx(built.model, test::append_to_string, &bytes) == Status::Ok);
+    Model read;
+    REQUIRE(read.read_onnx(bytes.data(), bytes.size()) == Status::Ok);
+    Core core;
+    CompiledModel compiled;
+    INFO(core.last_error());
+    REQUIRE(core.compile_model(read, "CPU", {}, &compiled) == Status::Ok);
+    std::string blob;
+    REQUIRE(compiled.export_model(test::append_to_string, &blob) == Status::Ok);
+    CompiledModel imported;
+    REQUIRE(core.import_model(blob.data(), blob.size(), &imported) == Status::Ok);
+    std::vector<double> y, y_h, y_c;
+    n.reference(&y, &y_h, &y_c);
+    for (CompiledModel* m : {&compiled, &imported}) {
+        InferRequest request;
+        REQUIRE(m->create_request(&request) == Status::Ok);
+        const F32* feeds[] = {&n.x, &n.w, &n.r, &n.b};
+        for (uint32_t i = 0; i < 4; ++i) {
+            REQUIRE(request.input(i).bytes() == feeds[i]->size() * sizeof(float));
+            std::memcpy(request.input(i).data(), feeds[i]->data(), request.input(i).bytes());
+        }
+        REQUIRE(request.infer() == Status::Ok);
+        const std::vector<double>* want[] = {&y, &y_h, &y_c};
+        for (uint32_t p = 0; p < 3; ++p) {
+            const float* got = request.output(p).data_as<float>();
+            check_close(std::vector<float>(got, got + request.output(p).elements()), *want[p], 1e-4);
+        }
     }
 }
 
@@ -1316,7 +1393,7 @@ TEST_CASE("recurrent, signal, pool and scan ops: random malformed nodes fail wit
         for (const char* name : int_names)
             if (pick(5) == 0) t.set_int(name, pick(3) == 0 ? specials[pick(sizeof specials / sizeof specials[0])] : (int64_t)pick(4) - 1);
         if (pick(3) == 0) t.set_string("direction", directions[pick(4)]);
-        if (pick(5) == 0) t.set_string("activations", activations[pick(6)]);
+        if (pick(5) == 0) set_names(t.model, t.node, "activations", activations[pick(6)]);
         if (pick(5) == 0) t.set_float("clip", pick(2) ? 0.5f : -1.0f);
         if (which == 9 && pick(4)) {
             std::vector<int64_t> kernel(pick(4) ? 2 : pick(4));
