@@ -401,7 +401,7 @@ struct PrepareContext {
     bool has_input(uint32_t i) const { return i < num_inputs && inputs[i].type != ElementType::Undefined; }
 };
 
-namespace detail { class ThreadPool; }
+namespace detail { class ThreadPool; struct BodyProfile; }
 
 struct RunContext {
     const Graph* graph = nullptr;
@@ -415,6 +415,7 @@ struct RunContext {
     uint32_t threads = 1;
     detail::ThreadPool* pool = nullptr;
     char* error = nullptr;                  // fail() writes here (kErrorMessageBytes)
+    detail::BodyProfile* body_profile = nullptr;   // PERF_COUNT: where If/Loop/Scan body steps record
 
     // Splits [0, count) into at most `threads` contiguous ranges run at once; returns when all
     // are done. fn must not fail (check inputs first).
@@ -476,6 +477,7 @@ struct StepContext {
     uint32_t threads = 1;
     detail::ThreadPool* pool = nullptr;
     char* error = nullptr;                 // kErrorMessageBytes
+    detail::BodyProfile* body_profile = nullptr;   // PERF_COUNT: where body steps record
 };
 
 // A subgraph compiled for one device. Created by Device::compile_subgraph with
@@ -603,6 +605,30 @@ struct ProfileEntry {
     uint32_t subgraph = 0;
     uint64_t ns = 0;            // of the last inference
 };
+
+namespace detail {
+constexpr uint32_t kMaxBodyProfileEntries = 256;   // body nodes profiled per inference; more are not listed
+
+// The entries of the nodes inside If/Loop/Scan bodies, after the steps' own: one per body node
+// (its name), its time summed over the iterations of one inference.
+struct BodyProfile {
+    ProfileEntry* entries = nullptr;
+    uint32_t count = 0, capacity = 0;
+    StringView device;        // of the step running the body
+    uint32_t subgraph = 0;
+    void record(StringView node, const char* kernel, uint64_t ns) {
+        for (uint32_t i = 0; i < count; ++i)
+            if (entries[i].node.data == node.data && entries[i].subgraph == subgraph) { entries[i].ns += ns; return; }
+        if (count == capacity) return;
+        ProfileEntry& p = entries[count++];
+        p.node = node;
+        p.device = device;
+        p.kernel = kernel;
+        p.subgraph = subgraph;
+        p.ns = ns;
+    }
+};
+}  // namespace detail
 
 class CompiledModel;
 namespace detail { struct CompileJob; }
@@ -1964,6 +1990,7 @@ Status PreparedModel::run_kernel(const ProgramStep& step, const StepContext& con
     r.threads = max_threads < context.threads ? max_threads : context.threads;
     r.pool = context.pool;
     r.error = context.error;
+    r.body_profile = context.body_profile;
     return kernel(step.node)->run(r);
 }
 
@@ -3449,7 +3476,7 @@ Status CompiledModel::create_request(InferRequest* request) const {
     r->inputs = detail::malloc_array<Tensor>(pm.input_count());
     r->outputs = detail::malloc_array<Tensor>(pm.output_count());
     r->bound_outputs = detail::malloc_array<Tensor>(pm.output_count());
-    r->profile = detail::malloc_array<ProfileEntry>(impl_->exec_count + 1);
+    r->profile = detail::malloc_array<ProfileEntry>(impl_->exec_count + 1 + detail::kMaxBodyProfileEntries);
     bool ok = r->arena && r->scratch && r->base && r->values && r->inputs && r->outputs && r->bound_outputs && r->profile;
     if (ok) {
         for (uint32_t i = 0; i < pm.input_count(); ++i) new (&r->inputs[i]) Tensor();
@@ -3584,6 +3611,9 @@ Status InferRequest::Impl::run() {
     const CompiledModel::Impl& cm = *m;
     error[0] = 0;
     profile_count = 0;
+    detail::BodyProfile body_profile;   // recorded past the steps' entries, moved after them at the end
+    body_profile.entries = profile + cm.exec_count + 1;
+    body_profile.capacity = detail::kMaxBodyProfileEntries;
     uint32_t current = detail::kNoSubgraph;   // the subgraph whose transfers are patched in
 #ifdef TESSEL_USE_MICROPROFILE
     uint32_t open_subgraph = detail::kNoSubgraph;
@@ -3615,6 +3645,11 @@ Status InferRequest::Impl::run() {
             c.threads = pool.threads();
             c.pool = &pool;
             c.error = error;
+            if (cm.perf) {
+                body_profile.device = cm.subgraph_device[x.subgraph]->name();
+                body_profile.subgraph = x.subgraph;
+                c.body_profile = &body_profile;
+            }
             s = cm.programs[x.subgraph]->run_step(x.index, c);
         }
         if (cm.perf) {
@@ -3642,6 +3677,10 @@ Status InferRequest::Impl::run() {
         }
     }
     if (current != detail::kNoSubgraph) patch(current, false);
+    if (body_profile.count) {
+        std::memmove(profile + profile_count, body_profile.entries, body_profile.count * sizeof(ProfileEntry));
+        profile_count += body_profile.count;
+    }
     for (uint32_t i = 0; i < cm.prepared.model.output_count(); ++i)
         if (bound_outputs[i].data() && bound_outputs[i].data() != outputs[i].data())
             std::memcpy(bound_outputs[i].data(), outputs[i].data(), outputs[i].bytes());
@@ -7455,7 +7494,7 @@ T floating_binary(TensorOp op, T a, T b) {
         case TensorOp::Mod: return std::fmod(a, b);
         case TensorOp::Max: case TensorOp::Min:
             if (std::is_same<T, float>::value) {
-                float args[2] = {(float)a, (float)b};
+                float args[3] = {(float)a, (float)b, 0};   // snippet_evaluate reads up to 3
                 return (T)snippet_evaluate(op == TensorOp::Max ? SnippetOp::Max : SnippetOp::Min, args, 0, 0, false);
             }
             if (a != a || b != b) return a != a ? a : b;
@@ -9600,8 +9639,11 @@ inline Status run_body(const BodyProgram& b, void* memory, const void* const* in
     context.scratch = base + b.memory_bytes;
     context.threads = 1;
     context.error = r.error;
+    context.body_profile = r.body_profile;
     for (const ProgramStep& step : b.steps) {
+        uint64_t start = r.body_profile ? now_ns() : 0;
         Status s = b.prepared->run_kernel(step, context, 1);
+        if (r.body_profile) r.body_profile->record(b.prepared->model.graph.node(step.node).name, step.kernel, now_ns() - start);
         if (s != Status::Ok) {
             if (r.error && !r.error[0]) (void)r.fail(s, "a body step failed");
             return s;
@@ -11908,8 +11950,8 @@ inline Status run_grid_sample(const RunContext& c) {
         for (uint64_t at = begin; at < end; ++at) {
             int64_t n = (int64_t)at / st.points, p = (int64_t)at % st.points;
             const float* g = grid + at * (uint64_t)r;
-            int64_t index[3][4];
-            double weight[3][4];
+            int64_t index[3][4] = {};
+            double weight[3][4] = {};
             for (int d = 0; d < r; ++d) {
                 // denormalized in float32, as the reference
                 float size = (float)st.in[d], gd = g[r - 1 - d];
@@ -12392,7 +12434,7 @@ inline Status run_roi_align(const RunContext& c) {
         int64_t b = load_index(indices.data, indices.desc.type, (uint64_t)r);
         if (b < 0 || b >= st.batch)
             return c.fail(Status::InvalidArgument, "batch index %lld out of range for batch %lld", (long long)b, (long long)st.batch);
-        RoiGeometry g;
+        RoiGeometry g{};
         if (!roi_geometry(st, rois + r * 4, &g))
             return c.fail(Status::InvalidArgument, "roi %lld needs a sampling grid past 65536 per bin side", (long long)r);
     }
@@ -12400,7 +12442,7 @@ inline Status run_roi_align(const RunContext& c) {
     nn_parallel(c, (uint64_t)(st.rois * st.channels), [&](uint64_t, uint64_t begin, uint64_t end) {
         for (uint64_t line = begin; line < end; ++line) {
             int64_t r = (int64_t)line / st.channels, ch = (int64_t)line % st.channels;
-            RoiGeometry g;
+            RoiGeometry g{};
             (void)roi_geometry(st, rois + r * 4, &g);
             int64_t b = load_index(indices.data, indices.desc.type, (uint64_t)r);
             const float* xp = x + (b * st.channels + ch) * plane;

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -61,9 +62,10 @@ struct Run {
     InferRequest request;
     std::string error;
 
-    Status compile(const Model& m, const char* device = "CPU", const char* template_ops = nullptr) {
+    Status compile(const Model& m, const char* device = "CPU", const char* template_ops = nullptr, bool perf = false) {
         std::vector<ConfigEntry> config;
         if (template_ops) config.push_back(ConfigEntry{"TEMPLATE:SUPPORTED_OPS", template_ops});
+        if (perf) config.push_back(ConfigEntry{"PERF_COUNT", "YES"});
         Status s = core.compile_model(m, device, Span<const ConfigEntry>(config.data(), config.size()), &compiled);
         error = core.last_error();
         if (s == Status::Ok) REQUIRE(compiled.create_request(&request) == Status::Ok);
@@ -235,6 +237,39 @@ TEST_CASE("control flow: Loop with a trip count and a condition from the body") 
         CHECK(run.infer({{-1}, {1}, {1, 2}}) == Status::InvalidArgument);
         CHECK(contains(run.error, "the trip count -1 is negative"));
     }
+}
+
+TEST_CASE("control flow: with PERF_COUNT, the profile lists each body node by name, summed over iterations") {
+    Model m;
+    REQUIRE(read(&m, loop_model({float_init("v0", {2}, {10, 20})},
+                                {value_info("M", INT64, {}), value_info("cond", BOOL, {})},
+                                {"M", "cond", "v0"}, false, 2)) == Status::Ok);
+    for (const char* device : {"CPU", "HETERO:TEMPLATE,CPU"}) {
+        CAPTURE(device);
+        Run run;
+        REQUIRE(run.compile(m, device, "Loop", true) == Status::Ok);
+        for (int repeat = 0; repeat < 2; ++repeat) {   // each inference lists its own entries once
+            REQUIRE(run.infer({{10}, {1}, {1, 2}}) == Status::Ok);   // three iterations
+            std::map<std::string, int> seen;
+            std::string loop_device;
+            for (const ProfileEntry& e : run.request.profiling_info()) {
+                ++seen[std::string(e.node.data, e.node.size)];
+                if (e.node == StringView("the_loop")) loop_device = std::string(e.device.data, e.device.size);
+            }
+            CHECK(seen["the_loop"] == 1);
+            CHECK(seen["body_add"] == 1);
+            CHECK(seen["body_less"] == 1);
+            for (const ProfileEntry& e : run.request.profiling_info())
+                if (e.node == StringView("body_add")) {
+                    CHECK(std::string(e.device.data, e.device.size) == loop_device);
+                    CHECK(std::string(e.kernel) != "");
+                }
+        }
+    }
+    Run quiet;   // without PERF_COUNT: no profile at all
+    REQUIRE(quiet.compile(m, "CPU") == Status::Ok);
+    REQUIRE(quiet.infer({{10}, {1}, {1, 2}}) == Status::Ok);
+    CHECK(quiet.request.profiling_info().size == 0);
 }
 
 TEST_CASE("control flow: Loop scan outputs with a trip count known at compile time") {
