@@ -46,6 +46,7 @@
    >>template device                  TEMPLATE: reference kernels, SUPPORTED_OPS
    >>cpu device                       CPU: fused elementwise islands (snippets.h)
    >>compiled model implementation    CompiledModel::Impl, write_summary
+   >>dynamic shapes                   free input dims: a plan per input-shape signature, cached
    >>memory plan                      value lifetimes and offsets in one arena per request
    >>hetero transfers                 subgraph boundaries, transfers, execution order
    >>core implementation              device registry
@@ -131,7 +132,10 @@
    by its device; a value computed in one subgraph and read in another is copied into the
    reader's own buffer (a transfer) before the reader runs. The static memory plan gives every
    value an offset in one arena per request (lifetimes over the execution order, in place
-   where a kernel allows it). CPU fuses each elementwise island into one snippets.h kernel
+   where a kernel allows it). An input dim left free (symbolic, no InputShape) is planned at 1
+   by compile_model, and again per input-shape signature at a request's first infer with it
+   (set_input with a tensor of the new shape), copying the first plan's partition; the plans
+   are cached (SHAPE_CACHE_SIZE). CPU fuses each elementwise island into one snippets.h kernel
    (the interpreter under TESSEL_NO_JIT); TEMPLATE runs the reference kernels only, the ops
    of its SUPPORTED_OPS. What each stage costs, measured: docs/performance.md.
 
@@ -141,7 +145,9 @@
    walks at least 8 MiB runs in parts of at least 4 MiB), PERF_COUNT (YES/NO), FUSION
    (YES/NO), ISA (auto|ref|sse41|avx2|avx512|neon). TEMPLATE: SUPPORTED_OPS (comma list or
    *), PERF_COUNT. Metrics: AVAILABLE_DEVICES, FULL_DEVICE_NAME, SUPPORTED_METRICS,
-   SUPPORTED_CONFIG_KEYS, OPTIMIZATION_CAPABILITIES. A config key given to compile_model lasts
+   SUPPORTED_CONFIG_KEYS, OPTIMIZATION_CAPABILITIES. compile_model also takes
+   SHAPE_CACHE_SIZE (1..1024, default 8): the plans of other input-shape signatures a model
+   with free input dims keeps, the least recently used evicted. A config key given to compile_model lasts
    for that compile: "DEVICE:KEY" sets one device, "KEY" every listed device. Unknown devices
    and keys are NotFound. A user device implements Device (see docs/plugin-guide.md)
    and is registered with Core::register_device; add_extension adds a custom op kernel.
@@ -186,7 +192,10 @@
    from a file stay in the file's buffer (read_onnx_file keeps it). A compiled model reads the
    Model it was compiled from (weights, attributes): keep the Model alive as long as the
    CompiledModel (an imported one owns its copy). create_request allocates the request's
-   arena (CompiledModel::arena_bytes), scratch and worker threads; infer() allocates nothing.
+   arena (CompiledModel::arena_bytes), scratch and worker threads; infer() allocates nothing,
+   except, with free input dims, at the first infer with a signature: its plan (once per
+   compiled model) and larger request buffers (never shrunk), so a stream of known shapes
+   allocates nothing.
    All heap goes through TESSEL_MALLOC except std::thread's and asmjit's own.
 
    Threading
@@ -318,6 +327,9 @@ public:
     uint32_t find_input(StringView name) const;    // index, or kNotFound
     uint32_t find_output(StringView name) const;
     const char* last_error() const { return graph.last_error(); }
+    // The name of an input's symbolic dim (ONNX dim_param), empty when it has none.
+    StringView dim_name(uint32_t input, uint32_t axis) const;
+    Status set_dim_name(uint32_t input, uint32_t axis, StringView name);   // NotFound: no such input or axis
 
     // ONNX (see >>onnx reader). `folder` resolves external data; empty: external data refused.
     Status read_onnx(const void* bytes, size_t size, StringView folder = StringView());
@@ -339,6 +351,8 @@ private:
     void* file_ = nullptr;   // TESSEL_MALLOC'd file buffer (read_onnx_file)
     Model** bodies_ = nullptr;
     uint32_t body_count_ = 0, body_capacity_ = 0, depth_ = 0;
+    StringView* dim_names_ = nullptr;   // kMaxRank per input, for the first dim_name_inputs_ inputs
+    uint32_t dim_name_inputs_ = 0;
 };
 
 // >>op kernels
@@ -614,6 +628,10 @@ public:
     // Errors: NotFound (unknown device or key), Unsupported (a node no device runs, a
     // data-dependent shape), InvalidArgument (bad shapes or config values), LimitExceeded,
     // OutOfMemory; the message is in last_error().
+    // Input dims left free (negative, not fixed by `shapes`) stay free: the model is planned
+    // with them at 1 (so it must take 1 there; otherwise give shapes) and again per
+    // input-shape signature at a request's first infer with it (>>dynamic shapes). The Core
+    // must then outlive the CompiledModel, as the Model must.
     Status compile_model(const Model& model, StringView device, Span<const ConfigEntry> config, CompiledModel* out,
                          Span<const InputShape> shapes = Span<const InputShape>(),
                          Span<const InputValue> values = Span<const InputValue>());
@@ -704,7 +722,9 @@ public:
     Tensor& input(uint32_t i);
     const Tensor& output(uint32_t i) const;
     // Binds user memory (a view; no copy now). The shape and type must match the compiled
-    // model's. InvalidArgument otherwise, NotFound for an unknown name.
+    // model's; in a free dim (input_desc -1) any size, planned at infer() (a shape the model
+    // cannot take: that plan's error, e.g. InvalidArgument or LimitExceeded; a request then
+    // keeps its last plan). InvalidArgument otherwise, NotFound for an unknown name.
     Status set_input(uint32_t i, const Tensor& tensor);
     Status set_input(StringView name, const Tensor& tensor);
     // Outputs are copied into a bound user tensor at the end of each inference.
@@ -1111,6 +1131,28 @@ Status Model::finalize() {
         if (n.op == StringView("Result") && n.num_inputs != 1)
             return graph.fail(Status::InvalidArgument, "output '%.*s' must read exactly one value", (int)n.name.size, n.name.data);
     }
+    return Status::Ok;
+}
+
+StringView Model::dim_name(uint32_t input, uint32_t axis) const {
+    if (input >= dim_name_inputs_ || axis >= kMaxRank) return StringView();
+    return dim_names_[(size_t)input * kMaxRank + axis];
+}
+
+Status Model::set_dim_name(uint32_t input, uint32_t axis, StringView name) {
+    if (input >= input_count_ || axis >= kMaxRank) return Status::NotFound;
+    if (input >= dim_name_inputs_) {   // grown in the arena: names are few and set once
+        uint32_t grown = input_count_ > 2 * dim_name_inputs_ ? input_count_ : 2 * dim_name_inputs_;
+        StringView* fresh = arena.allocate_array<StringView>((size_t)grown * kMaxRank);
+        if (!fresh) return Status::OutOfMemory;
+        for (size_t k = 0; k < (size_t)grown * kMaxRank; ++k)
+            fresh[k] = k < (size_t)dim_name_inputs_ * kMaxRank ? dim_names_[k] : StringView();
+        dim_names_ = fresh;
+        dim_name_inputs_ = grown;
+    }
+    StringView copy = arena.copy_string(name);
+    if (!copy.data && name.size) return Status::OutOfMemory;
+    dim_names_[(size_t)input * kMaxRank + axis] = copy;
     return Status::Ok;
 }
 
@@ -3185,7 +3227,10 @@ inline Status finish_compile(CompileJob* job, CompiledModel::Impl* m, const void
 }
 }  // namespace detail
 
-namespace detail { inline bool has_free_dims(const Model& model, Span<const InputShape> shapes, Span<const InputValue> values); }
+namespace detail {
+inline bool has_free_dims(const Model& model, Span<const InputShape> shapes, Span<const InputValue> values);
+inline TensorDesc compiled_input_desc(const Model& model, uint32_t i, Span<const InputShape> shapes);
+}
 
 Status Core::compile_model(const Model& model, StringView device_string, Span<const ConfigEntry> config, CompiledModel* out,
                            Span<const InputShape> shapes, Span<const InputValue> values) {
@@ -3260,7 +3305,20 @@ Status Core::query_model(const Model& model, StringView device_string, uint16_t*
     TESSEL_TRY(detail::parse_device_string(device_string, &job));
     PreparedModel prepared;
     char error[kErrorMessageBytes] = {};
-    Status s = detail_prepare::run(model, Span<const InputShape>(), limits_, detail::lookup_kernel, &job, 1, &prepared, error);
+    // Free input dims at 1, as compile_model plans them first.
+    Arena shape_arena;
+    InputShape* shapes = shape_arena.allocate_array<InputShape>(model.input_count() + 1);
+    int64_t* dims = shape_arena.allocate_array<int64_t>((size_t)model.input_count() * kMaxRank + 1);
+    if (!shapes || !dims) return fail(Status::OutOfMemory, "out of memory");
+    uint32_t shape_count = 0;
+    for (uint32_t i = 0; i < model.input_count() && model.graph.finalized(); ++i) {
+        TensorDesc d = detail::compiled_input_desc(model, i, Span<const InputShape>());
+        bool free = false;
+        for (uint32_t j = 0; j < d.rank; ++j) { free = free || d.dims[j] < 0; dims[(size_t)i * kMaxRank + j] = d.dims[j] < 0 ? 1 : d.dims[j]; }
+        if (free) shapes[shape_count++] = InputShape{model.input(i).name, Span<const int64_t>(dims + (size_t)i * kMaxRank, d.rank)};
+    }
+    Status s = detail_prepare::run(model, Span<const InputShape>(shapes, shape_count), limits_, detail::lookup_kernel, &job, 1,
+                                   &prepared, error);
     if (s != Status::Ok) return fail(s, "%s", error);
     const Graph& pg = prepared.model.graph;
     Arena scratch;
@@ -15036,7 +15094,7 @@ inline int clip_length(StringView s) { return (int)(s.size > 100 ? 100 : s.size)
 // ValueInfoProto -> name and desc. For graph inputs (strict) a type that is not a supported
 // tensor is Unsupported; for outputs and value_info only the bytes are checked.
 inline Status parse_value_info(OnnxReader& r, const uint8_t* data, size_t size, const char* what, bool strict,
-                               StringView* name, TensorDesc* desc) {
+                               StringView* name, TensorDesc* desc, StringView* dim_names = nullptr) {   // kMaxRank names
     ProtoCursor c(data, size);
     ProtoField f;
     bool more = true;
@@ -15127,6 +15185,7 @@ inline Status parse_value_info(OnnxReader& r, const uint8_t* data, size_t size, 
             } else if (g.number == 2) {
                 TESSEL_TRY(proto_expect(r, g, kWireLength, label, "dim_param"));
                 dim = -1;
+                if (dim_names) dim_names[rank] = StringView(reinterpret_cast<const char*>(g.data), g.size);
             }
         }
         desc->dims[rank++] = dim;
@@ -15557,11 +15616,15 @@ struct OnnxModelReader {
                 const OnnxNameTable::Entry* e = tensors.find(name);
                 if (e && model->graph.node(e->node).op == StringView("Constant")) continue;
                 // A body's inputs take their types from the node's inputs when it is compiled.
-                if (!is_body) TESSEL_TRY(parse_value_info(r, f.data, f.size, "graph input", true, &name, &desc));
+                StringView dim_names[kMaxRank];
+                if (!is_body) TESSEL_TRY(parse_value_info(r, f.data, f.size, "graph input", true, &name, &desc, dim_names));
                 if (e || !names.insert(name, 0, 0))
                     return r.fail(Status::DuplicateName, "graph input '%.*s' is given twice", clip_length(name), name.data);
                 NodeId id = kNoNode;
                 TESSEL_TRY(graph_status(model->add_input(name, desc, &id)));
+                for (uint32_t axis = 0; axis < desc.rank; ++axis)
+                    if (desc.dims[axis] < 0 && !dim_names[axis].empty())
+                        TESSEL_TRY(graph_status(model->set_dim_name(model->input_count() - 1, axis, dim_names[axis])));
                 if (!tensors.insert(name, id, 0))
                     return r.fail(Status::DuplicateName, "graph input '%.*s' is given twice", clip_length(name), name.data);
             }
