@@ -3914,7 +3914,9 @@ Status InferRequest::set_output(uint32_t i, const Tensor& tensor) {
         return Status::NotFound;
     }
     const TensorDesc& want = impl_->outputs[i].desc();
-    if (!detail::same_desc(want, tensor.desc()) || !tensor.dense() || (!tensor.data() && tensor.elements())) {
+    // With free input dims the output's shape is checked at each infer, for the shapes then.
+    bool fits = impl_->owner->dynamic ? want.type == tensor.type() && want.rank == tensor.rank() : detail::same_desc(want, tensor.desc());
+    if (!fits || !tensor.dense() || (!tensor.data() && tensor.elements())) {
         char a[128], b[128];
         detail::describe(want, a, sizeof a);
         detail::describe(tensor.desc(), b, sizeof b);
@@ -3997,9 +3999,19 @@ Status InferRequest::Impl::run() {
         }
     }
     if (current != detail::kNoSubgraph) patch(current, false);
-    for (uint32_t i = 0; i < cm.prepared.model.output_count(); ++i)
-        if (bound_outputs[i].data() && bound_outputs[i].data() != outputs[i].data())
-            std::memcpy(bound_outputs[i].data(), outputs[i].data(), outputs[i].bytes());
+    for (uint32_t i = 0; i < cm.prepared.model.output_count(); ++i) {
+        if (!bound_outputs[i].data() || bound_outputs[i].data() == outputs[i].data()) continue;
+        if (!detail::same_desc(bound_outputs[i].desc(), outputs[i].desc())) {   // the input shapes changed since set_output
+            char a[128], b[128];
+            detail::describe(outputs[i].desc(), a, sizeof a);
+            detail::describe(bound_outputs[i].desc(), b, sizeof b);
+            const StringView name = cm.prepared.model.output(i).name;
+            detail::print(error, sizeof error, "output '%.*s' is %s at these input shapes; the tensor bound with set_output is %s",
+                          (int)name.size, name.data, a, b);
+            return Status::InvalidArgument;
+        }
+        std::memcpy(bound_outputs[i].data(), outputs[i].data(), outputs[i].bytes());
+    }
     return Status::Ok;
 }
 
@@ -16074,7 +16086,8 @@ inline void onnx_tensor(ProtoOut& o, const TensorDesc& desc, const void* data, s
     o.field_bytes(9, data, bytes);
 }
 
-inline void onnx_value_info(ProtoOut& o, StringView name, const TensorDesc& desc) {
+// A free dim is written as its dim_param name (Model::dim_name), else "?".
+inline void onnx_value_info(ProtoOut& o, StringView name, const TensorDesc& desc, const Model* model = nullptr, uint32_t input = 0) {
     o.field_string(1, name);
     o.message(2, [&](ProtoOut& type) {                 // TypeProto
         type.message(1, [&](ProtoOut& tensor) {        // TypeProto.Tensor
@@ -16083,7 +16096,7 @@ inline void onnx_value_info(ProtoOut& o, StringView name, const TensorDesc& desc
                 for (uint32_t i = 0; i < desc.rank; ++i)
                     shape.message(1, [&](ProtoOut& dim) {
                         if (desc.dims[i] >= 0) dim.field_varint(1, (uint64_t)desc.dims[i]);
-                        else dim.field_string(2, "?");
+                        else dim.field_string(2, model && !model->dim_name(input, i).empty() ? model->dim_name(input, i) : StringView("?"));
                     });
             });
         });
@@ -16187,7 +16200,7 @@ Status write_onnx(const Model& model, WriteFn write, void* user) {
         }
         for (uint32_t i = 0; i < model.input_count(); ++i) {
             const Node& node = g.node(model.input(i).node);
-            out.message(11, [&](detail::ProtoOut& o) { detail::onnx_value_info(o, node.name, node.outputs ? node.outputs[0] : TensorDesc()); });
+            out.message(11, [&](detail::ProtoOut& o) { detail::onnx_value_info(o, node.name, node.outputs ? node.outputs[0] : TensorDesc(), &model, i); });
         }
         for (uint32_t i = 0; i < model.output_count(); ++i) {
             const Edge& e = g.node(model.output(i).node).inputs[0];

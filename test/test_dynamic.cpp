@@ -230,6 +230,25 @@ TEST_CASE("dynamic: shapes the model cannot take are refused with the exact stat
     REQUIRE(request.infer() == Status::Ok);
     CHECK(request.output(0).dim(0) == 5);
     CHECK(request.output(0).data_as<float>()[7] == good.data_as<float>()[7] + 8);
+    // An output bound at one shape is not written at another.
+    Tensor y5;
+    int64_t five_by_eight[] = {5, 8};
+    REQUIRE(y5.allocate(ElementType::Float32, five_by_eight) == Status::Ok);
+    REQUIRE(request.set_output(0, y5) == Status::Ok);
+    REQUIRE(request.infer() == Status::Ok);
+    CHECK(y5.data_as<float>()[7] == good.data_as<float>()[7] + 8);
+    Tensor six = random_input({6, 8}, 6);
+    REQUIRE(request.set_input(0, six) == Status::Ok);
+    CHECK(request.infer() == Status::InvalidArgument);
+    CHECK(std::string(request.last_error()) == "output 'y' is f32[6,8] at these input shapes; the tensor bound with set_output is f32[5,8]");
+    Tensor y6;
+    int64_t six_by_eight[] = {6, 8};
+    REQUIRE(y6.allocate(ElementType::Float32, six_by_eight) == Status::Ok);
+    REQUIRE(request.set_output(0, y6) == Status::Ok);
+    REQUIRE(request.infer() == Status::Ok);
+    CHECK(y6.data_as<float>()[47] == six.data_as<float>()[47] + 8);
+    REQUIRE(request.set_input(0, good) == Status::Ok);
+    REQUIRE(request.set_output(0, y5) == Status::Ok);
     // Past Limits: LimitExceeded, and the request still runs the shapes it ran.
     core.limits().max_arena_bytes = 64 * 1024;
     Tensor big = random_input({4096, 8}, 4);
