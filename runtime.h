@@ -203,7 +203,9 @@
    Core::compile_model, import_model and query_model may be called from several threads (they
    serialize on the Core, since a compile changes device config for its duration). A
    CompiledModel is read-only after compile: any number of InferRequests on it may run at once,
-   one thread per request. start_async() runs infer() on the request's own worker thread.
+   one thread per request (with free input dims, its plan cache is behind a mutex that a new
+   signature's plan holds while it compiles; an infer whose input shapes did not change
+   does not take it). start_async() runs infer() on the request's own worker thread.
 
    Limits and threat model
    -----------------------
