@@ -4,6 +4,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "runtime.h"
@@ -326,4 +327,41 @@ TEST_CASE("dynamic: InputShape fixes some free dims and leaves the others free")
     REQUIRE(request.set_input(0, x) == Status::Ok);
     REQUIRE(request.infer() == Status::Ok);
     CHECK(outputs_of(request, 2) == fixed_shape_outputs(m, "CPU", x));
+}
+
+TEST_CASE("dynamic: requests on four threads, each cycling through shapes, give the per-shape outputs") {
+    Model m;
+    build_vision(&m);
+    Core core;
+    CompiledModel compiled;
+    ConfigEntry config[] = {{"SHAPE_CACHE_SIZE", "4"}};
+    REQUIRE(core.compile_model(m, "CPU", config, &compiled) == Status::Ok);
+    std::vector<Tensor> inputs;
+    std::vector<std::vector<std::vector<float>>> expected;
+    // One more shape than the cache holds: plans are evicted while others run. Three other
+    // requests hold at most three plans, so a fourth always has room.
+    for (int k = 0; k < 5; ++k) {
+        inputs.push_back(random_input({1 + k % 3, 3, 8, 8 + 4 * k}, 10 + k));
+        expected.push_back(fixed_shape_outputs(m, "CPU", inputs.back()));
+    }
+    std::vector<int> mismatches(4, 0), failures(4, 0);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t)
+        threads.emplace_back([&, t] {
+            InferRequest request;
+            if (compiled.create_request(&request) != Status::Ok) { ++failures[t]; return; }
+            for (int i = 0; i < 20; ++i) {
+                int k = (i * (t + 1)) % 5;
+                Status s = request.set_input(0, inputs[k]);
+                if (s == Status::Ok) s = i % 2 ? request.infer() : (request.start_async() == Status::Ok ? request.wait() : Status::InvalidArgument);
+                if (s != Status::Ok) { ++failures[t]; continue; }
+                if (outputs_of(request, 2) != expected[k]) ++mismatches[t];
+            }
+        });
+    for (std::thread& thread : threads) thread.join();
+    for (int t = 0; t < 4; ++t) {
+        CHECK(failures[t] == 0);
+        CHECK(mismatches[t] == 0);
+    }
+    CHECK(compiled.cached_shape_plans() <= 4);
 }
