@@ -4352,6 +4352,32 @@ inline Status read_model(BlobReader& r, Model* m, char* error) {
     return Status::Ok;
 }
 
+// What a symbolic blob cannot hold yet: InputValue copies; a model read back needs its node
+// ids in topological order and (here) no subgraph bodies.
+inline Status check_symbolic_export(const DynamicShapes& d, char* error) {
+    const Graph& source = d.source->graph;
+    if (d.value_count) {
+        print(error, kErrorMessageBytes, "export_model: a model with free input dims and InputValue inputs cannot be exported yet");
+        return Status::Unsupported;
+    }
+    for (NodeId v = 0; v < source.node_count(); ++v) {
+        const Node& n = source.node(v);
+        for (const Attribute* a = n.attributes; a; a = a->next)
+            if (a->kind == AttributeKind::Graph) {
+                print(error, kErrorMessageBytes, "export_model: node '%.*s' has a subgraph body (blobs do not hold bodies yet)",
+                      (int)n.name.size, n.name.data);
+                return Status::Unsupported;
+            }
+        for (uint32_t i = 0; i < n.num_inputs; ++i)
+            if (n.inputs[i].producer >= v) {
+                print(error, kErrorMessageBytes, "export_model: the model's node ids are not in topological order ('%.*s')",
+                      (int)n.name.size, n.name.data);
+                return Status::Unsupported;
+            }
+    }
+    return Status::Ok;
+}
+
 inline Status write_blob(const CompiledModel::Impl& m, BlobWriter& w) {
     w.str(StringView(m.device_string));
     w.u32(m.config_count);
@@ -4401,32 +4427,13 @@ Status CompiledModel::export_model(WriteFn write, void* user) const {
                               (int)prepared.node(v).name.size, prepared.node(v).name.data);
                 return Status::Unsupported;
             }
-    uint32_t version = detail::kBlobVersion;
-    if (const detail::DynamicShapes* d = impl_->dynamic) {
-        version = detail::kBlobVersionSymbolic;
-        const Graph& source = d->source->graph;
-        if (d->value_count) {
-            detail::print(error_, sizeof error_, "export_model: a model with free input dims and InputValue inputs cannot be exported yet");
-            return Status::Unsupported;
-        }
-        for (NodeId v = 0; v < source.node_count(); ++v) {
-            const Node& n = source.node(v);
-            for (const Attribute* a = n.attributes; a; a = a->next)
-                if (a->kind == AttributeKind::Graph) {
-                    detail::print(error_, sizeof error_, "export_model: node '%.*s' has a subgraph body (blobs do not hold bodies yet)",
-                                  (int)n.name.size, n.name.data);
-                    return Status::Unsupported;
-                }
-            for (uint32_t i = 0; i < n.num_inputs; ++i)
-                if (n.inputs[i].producer >= v) {
-                    detail::print(error_, sizeof error_, "export_model: the model's node ids are not in topological order ('%.*s')",
-                                  (int)n.name.size, n.name.data);
-                    return Status::Unsupported;
-                }
-        }
-    }
     detail::BlobWriter counter;   // pass 1: size and checksum
     TESSEL_TRY(detail::write_blob(*impl_, counter));
+    uint32_t version = detail::kBlobVersion;
+    if (impl_->dynamic) {
+        version = detail::kBlobVersionSymbolic;
+        TESSEL_TRY(detail::check_symbolic_export(*impl_->dynamic, error_));
+    }
     unsigned char header[detail::kBlobHeader] = {'T', 'E', 'S', 'S', 'E', 'L', 'C', 'M'};
     for (int i = 0; i < 4; ++i) header[8 + i] = (unsigned char)(version >> (8 * i));
     for (int i = 0; i < 8; ++i) header[16 + i] = (unsigned char)(counter.position >> (8 * i));
