@@ -99,5 +99,12 @@ check "run a symbolic blob, a shape it cannot take" 2 "" -- run "$dir/free.blob"
 grep -qx "tessel: --shape x: input 'x' is f32\[-1,3,-1,-1\] (-1: any size); the tensor given is f32\[2,4,4,5\]" "$dir/err" && ok || bad "symbolic blob, bad shape message"
 check "compile, --shape fixes dims" 0 "" -- compile "$dir/free.onnx" --shape x=2,3,4,5 -o "$dir/fixed.blob"
 ! grep -q "free input dims" "$dir/out" && ok || bad "compile --shape fixes dims"
+# A model that cannot take its free dim at 1: Reshape of x[n] to [-1,6].
+printf '\x08\x08\x42\x04\x0a\x00\x10\x11\x3a\x5d\x0a\x12\x0a\x01\x78\x0a\x01\x73\x12\x01\x79\x22\x07\x52\x65\x73\x68\x61\x70\x65\x12\x01\x67\x2a\x19\x08\x02\x10\x07\x42\x01\x73\x4a\x10\xff\xff\xff\xff\xff\xff\xff\xff\x06\x00\x00\x00\x00\x00\x00\x00\x5a\x10\x0a\x01\x78\x12\x0b\x0a\x09\x08\x01\x12\x05\x0a\x03\x12\x01\x6e\x62\x17\x0a\x01\x79\x12\x12\x0a\x10\x08\x01\x12\x0c\x0a\x06\x12\x04\x72\x6f\x77\x73\x0a\x02\x08\x06' > "$dir/six.onnx"
+check "run, free dims the model cannot take at 1" 2 "" -- run "$dir/six.onnx"
+grep -q "with its free input dims at 1: Reshape 'Reshape_0': cannot infer the -1 dimension of 1 elements" "$dir/err" &&
+  grep -qx "tessel: give --shape x=D1,D2,.. for f32\[n\]" "$dir/err" && ok || bad "asks for --shape naming the dims"
+check "run, --shape where 1 does not fit" 0 "" -- run "$dir/six.onnx" --shape x=12
+grep -qx "output 0 'y' f32\[2,6\]" "$dir/out" && ok || bad "--shape x=12"
 echo "[cli] test cases: $((passed + failed)) | $passed passed | $failed failed |"
 [ "$failed" -eq 0 ]

@@ -309,6 +309,17 @@ uint32_t input_shapes(const ModelOptions& o, const Model& model, InputShape* sha
     return count;
 }
 
+// A desc with its free dims by name (`batch`, or `?` for an unnamed one) when `model` has them.
+void describe_symbolic(const TensorDesc& d, const Model* model, uint32_t input, char* out, size_t size) {
+    size_t k = (size_t)std::snprintf(out, size, "%s[", element_type_name(d.type));
+    for (uint32_t i = 0; i < d.rank && k < size; ++i) {
+        StringView name = model && d.dims[i] < 0 ? model->dim_name(input, i) : StringView();
+        if (d.dims[i] >= 0) k += (size_t)std::snprintf(out + k, size - k, "%s%lld", i ? "," : "", (long long)d.dims[i]);
+        else k += (size_t)std::snprintf(out + k, size - k, "%s%.*s", i ? "," : "", name.empty() ? 1 : (int)name.size, name.empty() ? "?" : name.data);
+    }
+    if (k < size) std::snprintf(out + k, size - k, "]");
+}
+
 // Reads MODEL.onnx, or imports a compiled blob (by its magic), and compiles. 0 or exit code.
 int load_and_compile(Core* core, const ModelOptions& o, Model* model, CompiledModel* compiled, bool* from_blob) {
     size_t size = 0;
@@ -329,7 +340,20 @@ int load_and_compile(Core* core, const ModelOptions& o, Model* model, CompiledMo
     uint32_t count = input_shapes(o, *model, shapes);
     s = core->compile_model(*model, o.device, Span<const ConfigEntry>(o.config, o.config_count), compiled,
                             Span<const InputShape>(shapes, count));
-    if (s != Status::Ok) { std::fprintf(stderr, "tessel: %s: %s\n", o.path, core->last_error()); return 2; }
+    if (s != Status::Ok) {
+        std::fprintf(stderr, "tessel: %s: %s\n", o.path, core->last_error());
+        for (uint32_t i = 0; i < model->input_count(); ++i) {   // the free dims to name with --shape
+            const TensorDesc& d = model->graph.node(model->input(i).node).outputs[0];
+            bool free = false, given = false;
+            for (uint32_t k = 0; k < d.rank; ++k) free = free || d.dims[k] < 0;
+            for (uint32_t k = 0; k < count; ++k) given = given || shapes[k].name == model->input(i).name;
+            if (!free || given) continue;
+            char desc[256];
+            describe_symbolic(d, model, i, desc, sizeof desc);
+            std::fprintf(stderr, "tessel: give --shape %.*s=D1,D2,.. for %s\n", (int)model->input(i).name.size, model->input(i).name.data, desc);
+        }
+        return 2;
+    }
     return 0;
 }
 
@@ -358,17 +382,6 @@ void fill_random(Tensor& t, uint32_t seed) {
 void describe_desc(const TensorDesc& d, char* out, size_t size) {
     size_t k = (size_t)std::snprintf(out, size, "%s[", element_type_name(d.type));
     for (uint32_t i = 0; i < d.rank && k < size; ++i) k += (size_t)std::snprintf(out + k, size - k, "%s%lld", i ? "," : "", (long long)d.dims[i]);
-    if (k < size) std::snprintf(out + k, size - k, "]");
-}
-
-// A desc with its free dims by name (`batch`, or `?` for an unnamed one) when `model` has them.
-void describe_symbolic(const TensorDesc& d, const Model* model, uint32_t input, char* out, size_t size) {
-    size_t k = (size_t)std::snprintf(out, size, "%s[", element_type_name(d.type));
-    for (uint32_t i = 0; i < d.rank && k < size; ++i) {
-        StringView name = model && d.dims[i] < 0 ? model->dim_name(input, i) : StringView();
-        if (d.dims[i] >= 0) k += (size_t)std::snprintf(out + k, size - k, "%s%lld", i ? "," : "", (long long)d.dims[i]);
-        else k += (size_t)std::snprintf(out + k, size - k, "%s%.*s", i ? "," : "", name.empty() ? 1 : (int)name.size, name.empty() ? "?" : name.data);
-    }
     if (k < size) std::snprintf(out + k, size - k, "]");
 }
 
