@@ -46,6 +46,7 @@
    >>template device                  TEMPLATE: reference kernels, SUPPORTED_OPS
    >>cpu device                       CPU: fused elementwise islands (snippets.h)
    >>compiled model implementation    CompiledModel::Impl, write_summary
+   >>dynamic shapes                   free input dims: a plan per input-shape signature, cached
    >>memory plan                      value lifetimes and offsets in one arena per request
    >>hetero transfers                 subgraph boundaries, transfers, execution order
    >>core implementation              device registry
@@ -132,7 +133,10 @@
    by its device; a value computed in one subgraph and read in another is copied into the
    reader's own buffer (a transfer) before the reader runs. The static memory plan gives every
    value an offset in one arena per request (lifetimes over the execution order, in place
-   where a kernel allows it). CPU fuses each elementwise island into one snippets.h kernel
+   where a kernel allows it). An input dim left free (symbolic, no InputShape) is planned at 1
+   by compile_model, and again per input-shape signature at a request's first infer with it
+   (set_input with a tensor of the new shape), copying the first plan's partition; the plans
+   are cached (SHAPE_CACHE_SIZE). CPU fuses each elementwise island into one snippets.h kernel
    (the interpreter under TESSEL_NO_JIT); TEMPLATE runs the reference kernels only, the ops
    of its SUPPORTED_OPS. What each stage costs, measured: docs/performance.md.
 
@@ -142,7 +146,9 @@
    walks at least 8 MiB runs in parts of at least 4 MiB), PERF_COUNT (YES/NO), FUSION
    (YES/NO), ISA (auto|ref|sse41|avx2|avx512|neon). TEMPLATE: SUPPORTED_OPS (comma list or
    *), PERF_COUNT. Metrics: AVAILABLE_DEVICES, FULL_DEVICE_NAME, SUPPORTED_METRICS,
-   SUPPORTED_CONFIG_KEYS, OPTIMIZATION_CAPABILITIES. A config key given to compile_model lasts
+   SUPPORTED_CONFIG_KEYS, OPTIMIZATION_CAPABILITIES. compile_model also takes
+   SHAPE_CACHE_SIZE (1..1024, default 8): the plans of other input-shape signatures a model
+   with free input dims keeps, the least recently used evicted. A config key given to compile_model lasts
    for that compile: "DEVICE:KEY" sets one device, "KEY" every listed device. Unknown devices
    and keys are NotFound. A user device implements Device (see docs/plugin-guide.md)
    and is registered with Core::register_device; add_extension adds a custom op kernel.
@@ -196,7 +202,10 @@
    from a file stay in the file's buffer (read_onnx_file keeps it). A compiled model reads the
    Model it was compiled from (weights, attributes): keep the Model alive as long as the
    CompiledModel (an imported one owns its copy). create_request allocates the request's
-   arena (CompiledModel::arena_bytes), scratch and worker threads; infer() allocates nothing.
+   arena (CompiledModel::arena_bytes), scratch and worker threads; infer() allocates nothing,
+   except, with free input dims, at the first infer with a signature: its plan (once per
+   compiled model) and larger request buffers (never shrunk), so a stream of known shapes
+   allocates nothing.
    All heap goes through TESSEL_MALLOC except std::thread's and asmjit's own.
 
    Threading
@@ -204,7 +213,9 @@
    Core::compile_model, import_model and query_model may be called from several threads (they
    serialize on the Core, since a compile changes device config for its duration). A
    CompiledModel is read-only after compile: any number of InferRequests on it may run at once,
-   one thread per request. start_async() runs infer() on the request's own worker thread.
+   one thread per request (with free input dims, its plan cache is behind a mutex that a new
+   signature's plan holds while it compiles; an infer whose input shapes did not change
+   does not take it). start_async() runs infer() on the request's own worker thread.
 
    Limits and threat model
    -----------------------
@@ -331,6 +342,9 @@ public:
     uint32_t find_input(StringView name) const;    // index, or kNotFound
     uint32_t find_output(StringView name) const;
     const char* last_error() const { return graph.last_error(); }
+    // The name of an input's symbolic dim (ONNX dim_param), empty when it has none.
+    StringView dim_name(uint32_t input, uint32_t axis) const;
+    Status set_dim_name(uint32_t input, uint32_t axis, StringView name);   // NotFound: no such input or axis
 
     // ONNX (see >>onnx reader). `folder` resolves external data; empty: external data refused.
     Status read_onnx(const void* bytes, size_t size, StringView folder = StringView());
@@ -352,6 +366,8 @@ private:
     void* file_ = nullptr;   // TESSEL_MALLOC'd file buffer (read_onnx_file)
     Model** bodies_ = nullptr;
     uint32_t body_count_ = 0, body_capacity_ = 0, depth_ = 0;
+    StringView* dim_names_ = nullptr;   // kMaxRank per input, for the first dim_name_inputs_ inputs
+    uint32_t dim_name_inputs_ = 0;
 };
 
 // >>op kernels
@@ -653,6 +669,10 @@ public:
     // Errors: NotFound (unknown device or key), Unsupported (a node no device runs, a
     // data-dependent shape), InvalidArgument (bad shapes or config values), LimitExceeded,
     // OutOfMemory; the message is in last_error().
+    // Input dims left free (negative, not fixed by `shapes`) stay free: the model is planned
+    // with them at 1 (so it must take 1 there; otherwise give shapes) and again per
+    // input-shape signature at a request's first infer with it (>>dynamic shapes). The Core
+    // must then outlive the CompiledModel, as the Model must.
     Status compile_model(const Model& model, StringView device, Span<const ConfigEntry> config, CompiledModel* out,
                          Span<const InputShape> shapes = Span<const InputShape>(),
                          Span<const InputValue> values = Span<const InputValue>());
@@ -703,6 +723,9 @@ public:
     uint32_t output_count() const;
     const ModelPort& input(uint32_t i) const;
     const ModelPort& output(uint32_t i) const;
+    // With free input dims (has_free_dims()), input_desc has -1 in them, and output_desc and
+    // the sizes below are those of the plan at every free dim = 1; a request's output(i)
+    // has the shapes of its last inference.
     const TensorDesc& input_desc(uint32_t i) const;
     const TensorDesc& output_desc(uint32_t i) const;
     Span<const PlacementSummary> placement() const;
@@ -714,6 +737,9 @@ public:
     uint32_t step_count() const;
     void write_summary(WriteFn write, void* user) const;  // placement, kernels, memory
     bool compiled() const { return impl_ != nullptr; }
+    // Compiled with symbolic input dims left free: planned again per input-shape signature.
+    bool has_free_dims() const;
+    uint32_t cached_shape_plans() const;   // plans of other signatures kept (at most SHAPE_CACHE_SIZE)
     const char* last_error() const { return error_; }
 
     struct Impl;
@@ -737,7 +763,9 @@ public:
     Tensor& input(uint32_t i);
     const Tensor& output(uint32_t i) const;
     // Binds user memory (a view; no copy now). The shape and type must match the compiled
-    // model's. InvalidArgument otherwise, NotFound for an unknown name.
+    // model's; in a free dim (input_desc -1) any size, planned at infer() (a shape the model
+    // cannot take: that plan's error, e.g. InvalidArgument or LimitExceeded; a request then
+    // keeps its last plan). InvalidArgument otherwise, NotFound for an unknown name.
     Status set_input(uint32_t i, const Tensor& tensor);
     Status set_input(StringView name, const Tensor& tensor);
     // Outputs are copied into a bound user tensor at the end of each inference.
@@ -1166,6 +1194,28 @@ Status Model::finalize() {
         if (n.op == StringView("Result") && n.num_inputs != 1)
             return graph.fail(Status::InvalidArgument, "output '%.*s' must read exactly one value", (int)n.name.size, n.name.data);
     }
+    return Status::Ok;
+}
+
+StringView Model::dim_name(uint32_t input, uint32_t axis) const {
+    if (input >= dim_name_inputs_ || axis >= kMaxRank) return StringView();
+    return dim_names_[(size_t)input * kMaxRank + axis];
+}
+
+Status Model::set_dim_name(uint32_t input, uint32_t axis, StringView name) {
+    if (input >= input_count_ || axis >= kMaxRank) return Status::NotFound;
+    if (input >= dim_name_inputs_) {   // grown in the arena: names are few and set once
+        uint32_t grown = input_count_ > 2 * dim_name_inputs_ ? input_count_ : 2 * dim_name_inputs_;
+        StringView* fresh = arena.allocate_array<StringView>((size_t)grown * kMaxRank);
+        if (!fresh) return Status::OutOfMemory;
+        for (size_t k = 0; k < (size_t)grown * kMaxRank; ++k)
+            fresh[k] = k < (size_t)dim_name_inputs_ * kMaxRank ? dim_names_[k] : StringView();
+        dim_names_ = fresh;
+        dim_name_inputs_ = grown;
+    }
+    StringView copy = arena.copy_string(name);
+    if (!copy.data && name.size) return Status::OutOfMemory;
+    dim_names_[(size_t)input * kMaxRank + axis] = copy;
     return Status::Ok;
 }
 
@@ -2588,6 +2638,7 @@ struct SavedConfig {     // one device's config at compile time (export) or befo
     StringView value;    // a zero-terminated copy in the compile's arena
 };
 }  // namespace detail
+namespace detail { struct DynamicShapes; }
 
 struct CompiledModel::Impl {
     PreparedModel prepared;
@@ -2621,14 +2672,60 @@ struct CompiledModel::Impl {
     uint64_t* zones = nullptr;           // TESSEL_USE_MICROPROFILE: a token per exec step, then per subgraph
     void* blob = nullptr;                // import: constants point into this copy
     Model* source = nullptr;             // import: the model read from the blob
+    detail::DynamicShapes* dynamic = nullptr;   // symbolic input dims: this is the plan at free dims 1
 
-    ~Impl() {
-        for (uint32_t s = 0; s < subgraph_count; ++s) if (programs) destroy(programs[s]);
-        programs = nullptr;
-        destroy(source);
-        if (blob) TESSEL_FREE(blob);
+    ~Impl();
+};
+
+// >>dynamic shapes
+// A model compiled with symbolic input dims is planned at every free dim = 1 (the
+// CompiledModel's own plan: it checks the model and gives the partition the others copy), and
+// again per input-shape signature at a request's first infer with it. Those plans live in a
+// bounded cache (SHAPE_CACHE_SIZE, least recently used evicted; never one a request holds).
+namespace detail {
+constexpr uint32_t kDefaultShapeCache = 8;
+constexpr uint32_t kMaxShapeCache = 1024;
+constexpr uint32_t kMaxSymbolicInputs = 64;   // inputs of a model with symbolic dims
+
+struct Specialization {
+    CompiledModel::Impl* plan = nullptr;
+    uint64_t last_used = 0;
+    uint32_t users = 0;    // requests attached to it
+};
+
+struct DynamicShapes {
+    Core* core = nullptr;
+    const Model* source = nullptr;       // the model compiled from (owned_source after import)
+    Model* owned_source = nullptr;
+    Arena arena;
+    TensorDesc* inputs = nullptr;        // per input of the compiled model; free dims negative
+    uint32_t input_count = 0;
+    ConfigEntry* config = nullptr;       // the listed devices' config at compile time, as "DEVICE:KEY"
+    uint32_t config_count = 0;
+    PartitionAlgorithm algorithm = PartitionAlgorithm::Rollback;
+    uint32_t min_subgraph = 0;
+    InputValue* values = nullptr;        // InputValue copies (owned tensors)
+    uint32_t value_count = 0;
+    Specialization* cache = nullptr;
+    uint32_t capacity = kDefaultShapeCache, count = 0;
+    uint64_t tick = 0;
+    std::mutex mutex;                    // the cache; held while a specialization compiles
+
+    ~DynamicShapes() {
+        for (uint32_t i = 0; i < count; ++i) destroy(cache[i].plan);
+        for (uint32_t i = 0; i < value_count; ++i) const_cast<Tensor*>(values[i].tensor)->~Tensor();
+        destroy(owned_source);
     }
 };
+}  // namespace detail
+
+inline CompiledModel::Impl::~Impl() {
+    destroy(dynamic);
+    for (uint32_t s = 0; s < subgraph_count; ++s) if (programs) destroy(programs[s]);
+    programs = nullptr;
+    destroy(source);
+    if (blob) TESSEL_FREE(blob);
+}
 
 CompiledModel::CompiledModel() = default;
 CompiledModel::~CompiledModel() { destroy(impl_); }
@@ -2637,6 +2734,7 @@ uint32_t CompiledModel::output_count() const { return impl_ ? impl_->prepared.mo
 const ModelPort& CompiledModel::input(uint32_t i) const { return impl_->prepared.model.input(i); }
 const ModelPort& CompiledModel::output(uint32_t i) const { return impl_->prepared.model.output(i); }
 const TensorDesc& CompiledModel::input_desc(uint32_t i) const {
+    if (impl_->dynamic) return impl_->dynamic->inputs[i];
     return impl_->prepared.value_desc(impl_->prepared.value_id(input(i).node, 0));
 }
 const TensorDesc& CompiledModel::output_desc(uint32_t i) const {
@@ -2652,6 +2750,12 @@ size_t CompiledModel::arena_bytes() const { return impl_ ? impl_->arena_bytes : 
 size_t CompiledModel::unplanned_bytes() const { return impl_ ? impl_->unplanned_bytes : 0; }
 size_t CompiledModel::scratch_bytes() const { return impl_ ? impl_->scratch_bytes : 0; }
 uint32_t CompiledModel::step_count() const { return impl_ ? impl_->step_count : 0; }
+bool CompiledModel::has_free_dims() const { return impl_ && impl_->dynamic; }
+uint32_t CompiledModel::cached_shape_plans() const {
+    if (!impl_ || !impl_->dynamic) return 0;
+    std::lock_guard<std::mutex> lock(impl_->dynamic->mutex);
+    return impl_->dynamic->count;
+}
 
 void CompiledModel::write_summary(WriteFn write, void* user) const {
     if (!impl_) return;
@@ -2982,6 +3086,19 @@ struct CompileJob {   // what compile_model and import_model share
     bool hetero = false;
     detail::SavedConfig* saved = nullptr;   // restored at the end
     uint32_t saved_count = 0;
+    // compile_model of a model with free input dims: the plan at every free dim = 1, plus
+    // what later plans need (DynamicShapes).
+    static Status compile_symbolic(CompileJob& job, const Model& model, Span<const InputShape> shapes,
+                                   Span<const InputValue> values, PartitionAlgorithm algorithm, uint32_t min_subgraph,
+                                   CompiledModel::Impl* m);
+    uint32_t shape_cache = kDefaultShapeCache;   // SHAPE_CACHE_SIZE
+    // A plan of the same model at other input shapes: when the prepared graphs match node for
+    // node, its partition is copied instead of computed again.
+    const CompiledModel::Impl* partition_like = nullptr;
+    bool dynamic_blob = false;              // import: the blob carries the symbolic model
+    // Compiles the plan of a symbolic model at one input-shape signature.
+    static Status specialize(DynamicShapes& dynamic, const CompiledModel::Impl& first, Span<const InputShape> shapes,
+                             CompiledModel::Impl** out, char* error);
 };
 
 inline const OpKernel* lookup_kernel(void* user, StringView op) {
@@ -3066,6 +3183,11 @@ inline Status apply_config(CompileJob* job, Arena* arena, Span<const ConfigEntry
         if (key == StringView("HETERO_MIN_SUBGRAPH")) {
             if (!parse_count(e.value, 0, 1000000, min_subgraph))
                 return job->fail(Status::InvalidArgument, "HETERO_MIN_SUBGRAPH must be a count");
+            continue;
+        }
+        if (key == StringView("SHAPE_CACHE_SIZE")) {
+            if (!parse_count(e.value, 1, kMaxShapeCache, &job->shape_cache))
+                return job->fail(Status::InvalidArgument, "SHAPE_CACHE_SIZE must be a count from 1 to %u", kMaxShapeCache);
             continue;
         }
         for (uint32_t i = 0; i < job->count; ++i) {
@@ -3169,6 +3291,11 @@ inline Status finish_compile(CompileJob* job, CompiledModel::Impl* m, const void
 }
 }  // namespace detail
 
+namespace detail {
+inline bool has_free_dims(const Model& model, Span<const InputShape> shapes, Span<const InputValue> values);
+inline TensorDesc compiled_input_desc(const Model& model, uint32_t i, Span<const InputShape> shapes);
+}
+
 Status Core::compile_model(const Model& model, StringView device_string, Span<const ConfigEntry> config, CompiledModel* out,
                            Span<const InputShape> shapes, Span<const InputValue> values) {
     if (!impl_) return fail(Status::OutOfMemory, "out of memory");
@@ -3189,7 +3316,10 @@ Status Core::compile_model(const Model& model, StringView device_string, Span<co
     if (s == Status::Ok && model.output_count() == 0) s = fail(Status::InvalidArgument, "the model has no outputs");
     if (s == Status::Ok) {
         std::snprintf(m->device_string, sizeof m->device_string, "%.*s", (int)device_string.size, device_string.data);
-        s = compile_job(&job, model, shapes, values, algorithm, min_subgraph, m);
+        if (detail::has_free_dims(model, shapes, values))
+            s = detail::CompileJob::compile_symbolic(job, model, shapes, values, algorithm, min_subgraph, m);
+        else
+            s = compile_job(&job, model, shapes, values, algorithm, min_subgraph, m);
     }
     detail::restore(&job);
     if (s != Status::Ok) { destroy(m); return s; }
@@ -3239,7 +3369,20 @@ Status Core::query_model(const Model& model, StringView device_string, uint16_t*
     TESSEL_TRY(detail::parse_device_string(device_string, &job));
     PreparedModel prepared;
     char error[kErrorMessageBytes] = {};
-    Status s = detail_prepare::run(model, Span<const InputShape>(), limits_, detail::lookup_kernel, &job, 1, &prepared, error);
+    // Free input dims at 1, as compile_model plans them first.
+    Arena shape_arena;
+    InputShape* shapes = shape_arena.allocate_array<InputShape>(model.input_count() + 1);
+    int64_t* dims = shape_arena.allocate_array<int64_t>((size_t)model.input_count() * kMaxRank + 1);
+    if (!shapes || !dims) return fail(Status::OutOfMemory, "out of memory");
+    uint32_t shape_count = 0;
+    for (uint32_t i = 0; i < model.input_count() && model.graph.finalized(); ++i) {
+        TensorDesc d = detail::compiled_input_desc(model, i, Span<const InputShape>());
+        bool free = false;
+        for (uint32_t j = 0; j < d.rank; ++j) { free = free || d.dims[j] < 0; dims[(size_t)i * kMaxRank + j] = d.dims[j] < 0 ? 1 : d.dims[j]; }
+        if (free) shapes[shape_count++] = InputShape{model.input(i).name, Span<const int64_t>(dims + (size_t)i * kMaxRank, d.rank)};
+    }
+    Status s = detail_prepare::run(model, Span<const InputShape>(shapes, shape_count), limits_, detail::lookup_kernel, &job, 1,
+                                   &prepared, error);
     if (s != Status::Ok) return fail(s, "%s", error);
     const Graph& pg = prepared.model.graph;
     Arena scratch;
@@ -3267,6 +3410,74 @@ inline DeviceId free_node_device(const Graph& g, NodeId v, const DeviceId* chose
     if (node.op == StringView("Result")) return chosen[node.inputs[0].producer];
     for (NodeId succ : g.successors(v)) if (chosen[succ] != kNoDevice) return chosen[succ];
     return kNoDevice;
+}
+
+// An input's desc as compiled: the model's, with InputShape applied (negative dims: free).
+inline TensorDesc compiled_input_desc(const Model& model, uint32_t i, Span<const InputShape> shapes) {
+    const Node& node = model.graph.node(model.input(i).node);
+    TensorDesc d = node.outputs ? node.outputs[0] : TensorDesc();
+    for (const InputShape& s : shapes) {
+        if (!(s.name == node.name) || s.dims.size > kMaxRank || (d.rank && d.rank != s.dims.size)) continue;
+        d.rank = (uint8_t)s.dims.size;
+        for (size_t j = 0; j < s.dims.size; ++j) if (d.dims[j] < 0) d.dims[j] = s.dims[j];
+    }
+    return d;
+}
+
+inline bool is_frozen(StringView name, Span<const InputValue> values) {
+    for (const InputValue& v : values) if (v.name == name) return true;
+    return false;
+}
+
+// Whether an input keeps a free dim after InputShape and InputValue: then the model compiles
+// as a symbolic one.
+inline bool has_free_dims(const Model& model, Span<const InputShape> shapes, Span<const InputValue> values) {
+    if (model.body_depth() != 0) return false;
+    for (uint32_t i = 0; i < model.input_count(); ++i) {
+        if (is_frozen(model.input(i).name, values)) continue;
+        TensorDesc d = compiled_input_desc(model, i, shapes);
+        for (uint32_t j = 0; j < d.rank; ++j) if (d.dims[j] < 0) return true;
+    }
+    return false;
+}
+
+// Copies `like`'s partition when m's prepared graph is the same graph (names, ops, edges) and
+// every node's device there supports it here: a specialization then skips the partitioner.
+inline bool copy_partition(CompiledModel::Impl* m, const CompiledModel::Impl& like, const CompileJob& job,
+                           const uint8_t* supported, Span<const NodeId>** members) {
+    const Graph& g = m->prepared.model.graph;
+    const Graph& h = like.prepared.model.graph;
+    uint32_t n = g.node_count();
+    if (n != h.node_count() || like.device_count != job.count) return false;
+    for (uint32_t d = 0; d < job.count; ++d) if (like.devices[d] != job.list[d]) return false;
+    for (NodeId v = 0; v < n; ++v) {
+        const Node& a = g.node(v);
+        const Node& b = h.node(v);
+        if (!(a.name == b.name) || !(a.op == b.op) || a.num_inputs != b.num_inputs || a.num_outputs != b.num_outputs) return false;
+        for (uint32_t i = 0; i < a.num_inputs; ++i)
+            if (a.inputs[i].producer != b.inputs[i].producer || a.inputs[i].port != b.inputs[i].port) return false;
+        if (is_free_op(a.op)) continue;
+        const Device* device = like.subgraph_device[like.subgraph_of[v]];
+        uint32_t d = 0;
+        while (d < job.count && job.list[d] != device) ++d;
+        if (d == job.count || !supported[(size_t)d * n + v]) return false;
+    }
+    uint32_t count = like.subgraph_count;
+    m->subgraph_count = count;
+    m->subgraph_device = m->arena.allocate_array<Device*>(count + 1);
+    *members = m->arena.allocate_array<Span<const NodeId>>(count + 1);
+    uint32_t* sizes = m->arena.allocate_array<uint32_t>(count + 1);
+    NodeId* nodes = m->arena.allocate_array<NodeId>(n + 1);
+    if (!m->subgraph_device || !*members || !sizes || !nodes) return false;
+    for (uint32_t k = 0; k < count; ++k) { m->subgraph_device[k] = like.subgraph_device[k]; sizes[k] = 0; }
+    for (NodeId v = 0; v < n; ++v) { m->subgraph_of[v] = like.subgraph_of[v]; ++sizes[like.subgraph_of[v]]; }
+    uint32_t at = 0;
+    for (uint32_t k = 0; k < count; ++k) { (*members)[k] = Span<const NodeId>(nodes + at, 0); at += sizes[k]; }
+    for (NodeId v = 0; v < n; ++v) {   // ascending ids per subgraph, as compile_subgraph wants
+        Span<const NodeId>& span = (*members)[like.subgraph_of[v]];
+        const_cast<NodeId*>(span.data)[span.size++] = v;
+    }
+    return true;
 }
 }  // namespace detail
 
@@ -3328,7 +3539,9 @@ Status Core::compile_job(void* job_pointer, const Model& model, Span<const Input
     m->device_count = job.count;
     for (uint32_t d = 0; d < job.count; ++d) m->devices[d] = job.list[d];
     Span<const NodeId>* members = nullptr;
-    if (job.count == 1) {
+    if (job.count > 1 && job.partition_like && detail::copy_partition(m, *job.partition_like, job, supported, &members)) {
+        // the partition of the same graph at other input shapes
+    } else if (job.count == 1) {
         m->subgraph_count = 1;
         for (NodeId v = 0; v < n; ++v) m->subgraph_of[v] = 0;
         m->subgraph_device = m->arena.allocate_array<Device*>(1);
@@ -3382,13 +3595,123 @@ Status Core::compile_job(void* job_pointer, const Model& model, Span<const Input
     return Status::Ok;
 }
 
+namespace detail {
+// What every later plan of a symbolic model needs: the inputs' free dims, the config as
+// "DEVICE:KEY" entries, copies of the InputValue tensors, the cache.
+inline Status finish_symbolic(CompileJob& job, const Model& model, Span<const InputShape> shapes, Span<const InputValue> values,
+                              CompiledModel::Impl* m) {
+    DynamicShapes* d = m->dynamic;
+    const Model& pm = m->prepared.model;
+    d->input_count = pm.input_count();
+    d->inputs = d->arena.allocate_array<TensorDesc>(d->input_count + 1);
+    d->config = d->arena.allocate_array<ConfigEntry>(m->config_count + 1);
+    d->values = d->arena.allocate_array<InputValue>(values.size + 1);
+    d->cache = d->arena.allocate_array<Specialization>(d->capacity);
+    if (!d->inputs || !d->config || !d->values || !d->cache) return job.fail(Status::OutOfMemory, "out of memory");
+    for (uint32_t i = 0; i < d->input_count; ++i) {
+        uint32_t k = model.find_input(pm.input(i).name);
+        d->inputs[i] = k == kNotFound ? m->prepared.value_desc(m->prepared.value_id(pm.input(i).node, 0)) : compiled_input_desc(model, k, shapes);
+    }
+    for (uint32_t i = 0; i < m->config_count; ++i) {
+        StringView device = m->config[i].device->name();
+        char key[160];
+        print(key, sizeof key, "%.*s:%s", (int)device.size, device.data, m->config[i].key);
+        d->config[i] = ConfigEntry{d->arena.copy_string(StringView(key)), m->config[i].value};
+        if (!d->config[i].key.data) return job.fail(Status::OutOfMemory, "out of memory");
+    }
+    d->config_count = m->config_count;
+    for (const InputValue& v : values) {
+        Tensor* copy = d->arena.allocate_array<Tensor>(1);
+        if (!copy) return job.fail(Status::OutOfMemory, "out of memory");
+        new (copy) Tensor();
+        InputValue& kept = d->values[d->value_count++];
+        kept.tensor = copy;
+        kept.name = d->arena.copy_string(v.name);
+        if (!v.tensor || !kept.name.data || copy->allocate(v.tensor->type(), v.tensor->shape()) != Status::Ok)
+            return job.fail(Status::OutOfMemory, "out of memory copying input value '%.*s'", (int)v.name.size, v.name.data);
+        if (v.tensor->bytes()) std::memcpy(copy->data(), v.tensor->data(), v.tensor->bytes());
+    }
+    return Status::Ok;
+}
+
+Status CompileJob::compile_symbolic(CompileJob& job, const Model& model, Span<const InputShape> shapes,
+                                    Span<const InputValue> values, PartitionAlgorithm algorithm, uint32_t min_subgraph,
+                                    CompiledModel::Impl* m) {
+    Arena scratch;
+    uint32_t inputs = model.input_count();
+    // The caller's shapes first, so prepare checks them against the model as for a fixed compile.
+    InputShape* first = scratch.allocate_array<InputShape>(shapes.size + inputs + 1);
+    int64_t* dims = scratch.allocate_array<int64_t>((size_t)inputs * kMaxRank + 1);
+    if (!first || !dims) return job.fail(Status::OutOfMemory, "out of memory");
+    uint32_t count = 0;
+    for (const InputShape& given : shapes) first[count++] = given;
+    for (uint32_t i = 0; i < inputs; ++i) {
+        if (is_frozen(model.input(i).name, values)) continue;
+        TensorDesc d = compiled_input_desc(model, i, shapes);
+        int64_t* at = dims + (size_t)i * kMaxRank;
+        for (uint32_t j = 0; j < d.rank; ++j) at[j] = d.dims[j] < 0 ? 1 : d.dims[j];
+        first[count++] = InputShape{model.input(i).name, Span<const int64_t>(at, d.rank)};
+    }
+    Status s = job.core->compile_job(&job, model, Span<const InputShape>(first, count), values, algorithm, min_subgraph, m);
+    if (s != Status::Ok) {
+        char message[kErrorMessageBytes];
+        print(message, sizeof message, "%s", job.core->error_);
+        return job.fail(s, "with its free input dims at 1: %s (give shapes that fix them)", message);
+    }
+    DynamicShapes* d = create<DynamicShapes>();
+    if (!d) return job.fail(Status::OutOfMemory, "out of memory");
+    m->dynamic = d;
+    d->core = job.core;
+    d->source = &model;
+    d->algorithm = algorithm;
+    d->min_subgraph = min_subgraph;
+    d->capacity = job.shape_cache;
+    return finish_symbolic(job, model, shapes, values, m);
+}
+}  // namespace detail
+
+namespace detail {
+Status CompileJob::specialize(DynamicShapes& d, const CompiledModel::Impl& first, Span<const InputShape> shapes,
+                              CompiledModel::Impl** out, char* error) {
+    Core* core = d.core;
+    if (!core->impl_) return Status::OutOfMemory;
+    std::lock_guard<std::mutex> lock(core->impl_->compile_mutex);
+    CompiledModel::Impl* m = create<CompiledModel::Impl>();
+    if (!m) { print(error, kErrorMessageBytes, "out of memory"); return Status::OutOfMemory; }
+    CompileJob job;
+    job.core = core;
+    job.partition_like = &first;
+    Arena scratch;
+    PartitionAlgorithm algorithm = d.algorithm;
+    uint32_t min_subgraph = d.min_subgraph;
+    std::snprintf(m->device_string, sizeof m->device_string, "%s", first.device_string);
+    Status s = parse_device_string(StringView(first.device_string), &job);
+    if (s == Status::Ok) s = apply_config(&job, &scratch, Span<const ConfigEntry>(d.config, d.config_count), &algorithm, &min_subgraph);
+    if (s == Status::Ok)
+        s = core->compile_job(&job, *d.source, shapes, Span<const InputValue>(d.values, d.value_count), algorithm, min_subgraph, m);
+    restore(&job);
+    if (s != Status::Ok) {
+        print(error, kErrorMessageBytes, "%s", core->error_);
+        destroy(m);
+        return s;
+    }
+    *out = m;
+    return Status::Ok;
+}
+}  // namespace detail
+
 // >>infer request implementation
 namespace detail {
 constexpr uint32_t kNoSubgraph = 0xffffffffu;   // before the first step of an inference
 }
 
 struct InferRequest::Impl {
-    const CompiledModel::Impl* m = nullptr;
+    const CompiledModel::Impl* m = nullptr;       // the plan it runs
+    const CompiledModel::Impl* owner = nullptr;   // the compiled model's own plan
+    detail::Specialization* held = nullptr;       // m's cache entry (symbolic models; nullptr: owner)
+    size_t arena_capacity = 0, scratch_capacity = 0;   // buffers grow to the largest plan seen
+    uint32_t slot_capacity = 0, value_capacity = 0, profile_capacity = 0;
+    uint8_t* user_input = nullptr;   // per input: set_input bound user memory
     void* arena_raw = nullptr;
     unsigned char* arena = nullptr;
     void* scratch_raw = nullptr;
@@ -3420,6 +3743,8 @@ struct InferRequest::Impl {
             wake.notify_all();
             worker.join();
         }
+        release();
+        TESSEL_FREE(user_input);
         for (uint32_t i = 0; inputs && i < input_count; ++i) inputs[i].~Tensor();
         for (uint32_t i = 0; outputs && i < output_count; ++i) { outputs[i].~Tensor(); bound_outputs[i].~Tensor(); }
         TESSEL_FREE(inputs);
@@ -3441,6 +3766,14 @@ struct InferRequest::Impl {
             values[m->transfers[t].value] = base[enter ? m->transfers[t].slot : m->transfers[t].value];
     }
     Status run();
+    Status attach(const CompiledModel::Impl* plan, char* message);
+    Status follow_input_shapes(char* message);
+    void release() {
+        if (!held) return;
+        std::lock_guard<std::mutex> lock(owner->dynamic->mutex);
+        --held->users;
+        held = nullptr;
+    }
 };
 
 InferRequest::InferRequest() = default;
@@ -3459,6 +3792,72 @@ T* malloc_array(size_t n) {
 }
 }  // namespace detail
 
+namespace detail {
+// Grows a buffer of a request to `bytes` (never shrinks: a request that alternates between
+// plans allocates only until it has seen the largest).
+inline bool grow_block(void** raw, void** aligned, size_t* capacity, size_t bytes) {
+    if (*aligned && bytes <= *capacity) return true;
+    void* fresh_raw = nullptr;
+    void* fresh = aligned_block(bytes, &fresh_raw);
+    if (!fresh) return false;
+    std::memset(fresh, 0, bytes);
+    TESSEL_FREE(*raw);
+    *raw = fresh_raw;
+    *aligned = fresh;
+    *capacity = bytes;
+    return true;
+}
+template <class T>
+bool grow_array(T** array, uint32_t* capacity, uint32_t count) {
+    if (*array && count <= *capacity) return true;
+    T* fresh = malloc_array<T>((size_t)count + 1);
+    if (!fresh) return false;
+    TESSEL_FREE(*array);
+    *array = fresh;
+    *capacity = count;
+    return true;
+}
+}  // namespace detail
+
+// Points the request at a plan: buffers grown if it needs more, every slot's address, the
+// inputs (user memory stays bound) and outputs as views with the plan's shapes.
+Status InferRequest::Impl::attach(const CompiledModel::Impl* plan, char* message) {
+    void* arena_void = arena;
+    bool ok = detail::grow_block(&arena_raw, &arena_void, &arena_capacity, plan->arena_bytes) &&
+              detail::grow_block(&scratch_raw, &scratch, &scratch_capacity, plan->scratch_bytes) &&
+              detail::grow_array(&base, &slot_capacity, plan->slot_count) &&
+              detail::grow_array(&values, &value_capacity, plan->prepared.value_count()) &&
+              detail::grow_array(&profile, &profile_capacity, plan->exec_count + detail::kMaxBodyProfileEntries);
+    arena = static_cast<unsigned char*>(arena_void);
+    if (!ok) {
+        detail::print(message, kErrorMessageBytes, "out of memory for a request's buffers (%zu bytes of activations)", plan->arena_bytes);
+        return Status::OutOfMemory;
+    }
+    m = plan;
+    const PreparedModel& pp = plan->prepared;
+    const Model& pm = pp.model;
+    uint32_t count = pp.value_count();
+    for (uint32_t s = 0; s < plan->slot_count; ++s) {
+        const void* c = s < count ? pp.constant(s) : nullptr;
+        base[s] = plan->offset[s] >= 0 ? arena + plan->offset[s] : const_cast<void*>(c);
+    }
+    for (uint32_t v = 0; v < count; ++v) values[v] = base[v];
+    profile_count = 0;
+    for (uint32_t i = 0; i < pm.input_count(); ++i) {
+        uint32_t value = pp.value_id(pm.input(i).node, 0);
+        if (user_input[i]) { bind(value, inputs[i].data()); continue; }
+        const TensorDesc& d = pp.value_desc(value);
+        ignore_status(inputs[i].view(d.type, Span<const int64_t>(d.dims, d.rank), base[value]));
+    }
+    for (uint32_t i = 0; i < pm.output_count(); ++i) {
+        const Edge& e = pm.graph.node(pm.output(i).node).inputs[0];
+        uint32_t value = pp.value_id(e.producer, e.port);
+        const TensorDesc& d = pp.value_desc(value);
+        ignore_status(outputs[i].view(d.type, Span<const int64_t>(d.dims, d.rank), base[value]));
+    }
+    return Status::Ok;
+}
+
 Status CompiledModel::create_request(InferRequest* request) const {
     if (!impl_) return Status::NotFinalized;
     if (!request) return Status::InvalidArgument;
@@ -3467,19 +3866,15 @@ Status CompiledModel::create_request(InferRequest* request) const {
     InferRequest::Impl* r = create<InferRequest::Impl>();
     if (!r) { std::snprintf(error_, sizeof error_, "out of memory creating a request"); return Status::OutOfMemory; }
     r->m = impl_;
+    r->owner = impl_;
     const Model& pm = impl_->prepared.model;
-    uint32_t values = impl_->prepared.value_count();
-    r->arena = static_cast<unsigned char*>(detail::aligned_block(impl_->arena_bytes, &r->arena_raw));
-    r->scratch = detail::aligned_block(impl_->scratch_bytes, &r->scratch_raw);
-    r->base = detail::malloc_array<void*>(impl_->slot_count + 1);
-    r->values = detail::malloc_array<void*>(values + 1);
     r->inputs = detail::malloc_array<Tensor>(pm.input_count());
     r->outputs = detail::malloc_array<Tensor>(pm.output_count());
     r->bound_outputs = detail::malloc_array<Tensor>(pm.output_count());
-    r->profile = detail::malloc_array<ProfileEntry>(impl_->exec_count + 1 + detail::kMaxBodyProfileEntries);
-    bool ok = r->arena && r->scratch && r->base && r->values && r->inputs && r->outputs && r->bound_outputs && r->profile;
+    r->user_input = detail::malloc_array<uint8_t>(pm.input_count());
+    bool ok = r->inputs && r->outputs && r->bound_outputs && r->user_input;
     if (ok) {
-        for (uint32_t i = 0; i < pm.input_count(); ++i) new (&r->inputs[i]) Tensor();
+        for (uint32_t i = 0; i < pm.input_count(); ++i) { new (&r->inputs[i]) Tensor(); r->user_input[i] = 0; }
         for (uint32_t i = 0; i < pm.output_count(); ++i) { new (&r->outputs[i]) Tensor(); new (&r->bound_outputs[i]) Tensor(); }
         r->input_count = pm.input_count();
         r->output_count = pm.output_count();
@@ -3488,24 +3883,11 @@ Status CompiledModel::create_request(InferRequest* request) const {
         if (r->outputs) { TESSEL_FREE(r->outputs); r->outputs = nullptr; }
         if (r->bound_outputs) { TESSEL_FREE(r->bound_outputs); r->bound_outputs = nullptr; }
         destroy(r);
-        std::snprintf(error_, sizeof error_, "out of memory creating a request (%zu bytes of activations)", impl_->arena_bytes);
+        std::snprintf(error_, sizeof error_, "out of memory creating a request");
         return Status::OutOfMemory;
     }
-    std::memset(r->arena, 0, impl_->arena_bytes);
-    for (uint32_t s = 0; s < impl_->slot_count; ++s) {
-        const void* c = s < values ? impl_->prepared.constant(s) : nullptr;
-        r->base[s] = impl_->offset[s] >= 0 ? r->arena + impl_->offset[s] : const_cast<void*>(c);
-    }
-    for (uint32_t v = 0; v < values; ++v) r->values[v] = r->base[v];
-    for (uint32_t i = 0; i < pm.input_count(); ++i) {
-        const TensorDesc& d = input_desc(i);
-        ignore_status(r->inputs[i].view(d.type, Span<const int64_t>(d.dims, d.rank), r->base[impl_->prepared.value_id(pm.input(i).node, 0)]));
-    }
-    for (uint32_t i = 0; i < pm.output_count(); ++i) {
-        const TensorDesc& d = output_desc(i);
-        const Edge& e = pm.graph.node(pm.output(i).node).inputs[0];
-        ignore_status(r->outputs[i].view(d.type, Span<const int64_t>(d.dims, d.rank), r->base[impl_->prepared.value_id(e.producer, e.port)]));
-    }
+    Status s = r->attach(impl_, error_);
+    if (s != Status::Ok) { destroy(r); return s; }
     if (r->pool.start(impl_->threads) != Status::Ok) {
         destroy(r);
         std::snprintf(error_, sizeof error_, "out of memory starting threads");
@@ -3541,6 +3923,12 @@ inline bool same_desc(const TensorDesc& a, const TensorDesc& b) {
     for (uint32_t i = 0; i < a.rank; ++i) if (a.dims[i] != b.dims[i]) return false;
     return true;
 }
+// A symbolic input takes any size in its free (negative) dims, the rest as compiled.
+inline bool fits_desc(const TensorDesc& want, const TensorDesc& given) {
+    if (want.type != given.type || want.rank != given.rank) return false;
+    for (uint32_t i = 0; i < want.rank; ++i) if (want.dims[i] >= 0 && want.dims[i] != given.dims[i]) return false;
+    return true;
+}
 inline void describe(const TensorDesc& d, char* out, size_t size) {
     size_t k = (size_t)std::snprintf(out, size, "%s[", element_type_name(d.type));
     for (uint32_t i = 0; i < d.rank && k < size; ++i) k += (size_t)std::snprintf(out + k, size - k, "%s%lld", i ? "," : "", (long long)d.dims[i]);
@@ -3555,18 +3943,22 @@ Status InferRequest::set_input(uint32_t i, const Tensor& tensor) {
         std::snprintf(error_, sizeof error_, "no input %u (the model has %u)", i, pm.input_count());
         return Status::NotFound;
     }
-    const TensorDesc& want = impl_->m->prepared.value_desc(impl_->m->prepared.value_id(pm.input(i).node, 0));
-    if (!detail::same_desc(want, tensor.desc()) || !tensor.dense() || (!tensor.data() && tensor.elements())) {
+    const detail::DynamicShapes* dynamic = impl_->owner->dynamic;
+    const TensorDesc& want = dynamic ? dynamic->inputs[i] : impl_->m->prepared.value_desc(impl_->m->prepared.value_id(pm.input(i).node, 0));
+    if (!(dynamic ? detail::fits_desc(want, tensor.desc()) : detail::same_desc(want, tensor.desc())) || !tensor.dense() ||
+        (!tensor.data() && tensor.elements())) {
         char a[128], b[128];
         detail::describe(want, a, sizeof a);
         detail::describe(tensor.desc(), b, sizeof b);
-        detail::print(error_, sizeof error_, "input '%.*s' is %s; the tensor given is %s%s", (int)pm.input(i).name.size,
-                      pm.input(i).name.data, a, b, tensor.dense() ? "" : " and not dense");
+        detail::print(error_, sizeof error_, "input '%.*s' is %s%s; the tensor given is %s%s", (int)pm.input(i).name.size,
+                      pm.input(i).name.data, a, dynamic ? " (-1: any size)" : "", b, tensor.dense() ? "" : " and not dense");
         return Status::InvalidArgument;
     }
     ignore_status(impl_->inputs[i].view(tensor.type(), tensor.shape(), tensor.data()));
-    impl_->bind(impl_->m->prepared.value_id(pm.input(i).node, 0), tensor.data());
-    return Status::Ok;
+    impl_->user_input[i] = 1;
+    uint32_t value = impl_->m->prepared.value_id(pm.input(i).node, 0);
+    if (detail::same_desc(impl_->m->prepared.value_desc(value), tensor.desc())) impl_->bind(value, tensor.data());
+    return Status::Ok;   // a new shape: infer() moves to the plan of the new signature
 }
 
 Status InferRequest::set_input(StringView name, const Tensor& tensor) {
@@ -3586,7 +3978,9 @@ Status InferRequest::set_output(uint32_t i, const Tensor& tensor) {
         return Status::NotFound;
     }
     const TensorDesc& want = impl_->outputs[i].desc();
-    if (!detail::same_desc(want, tensor.desc()) || !tensor.dense() || (!tensor.data() && tensor.elements())) {
+    // With free input dims the output's shape is checked at each infer, for the shapes then.
+    bool fits = impl_->owner->dynamic ? want.type == tensor.type() && want.rank == tensor.rank() : detail::same_desc(want, tensor.desc());
+    if (!fits || !tensor.dense() || (!tensor.data() && tensor.elements())) {
         char a[128], b[128];
         detail::describe(want, a, sizeof a);
         detail::describe(tensor.desc(), b, sizeof b);
@@ -3681,9 +4075,93 @@ Status InferRequest::Impl::run() {
         std::memmove(profile + profile_count, body_profile.entries, body_profile.count * sizeof(ProfileEntry));
         profile_count += body_profile.count;
     }
-    for (uint32_t i = 0; i < cm.prepared.model.output_count(); ++i)
-        if (bound_outputs[i].data() && bound_outputs[i].data() != outputs[i].data())
-            std::memcpy(bound_outputs[i].data(), outputs[i].data(), outputs[i].bytes());
+    for (uint32_t i = 0; i < cm.prepared.model.output_count(); ++i) {
+        if (!bound_outputs[i].data() || bound_outputs[i].data() == outputs[i].data()) continue;
+        if (!detail::same_desc(bound_outputs[i].desc(), outputs[i].desc())) {   // the input shapes changed since set_output
+            char a[128], b[128];
+            detail::describe(outputs[i].desc(), a, sizeof a);
+            detail::describe(bound_outputs[i].desc(), b, sizeof b);
+            const StringView name = cm.prepared.model.output(i).name;
+            detail::print(error, sizeof error, "output '%.*s' is %s at these input shapes; the tensor bound with set_output is %s",
+                          (int)name.size, name.data, a, b);
+            return Status::InvalidArgument;
+        }
+        std::memcpy(bound_outputs[i].data(), outputs[i].data(), outputs[i].bytes());
+    }
+    return Status::Ok;
+}
+
+// The per-infer shape check of a symbolic model: the plan of the inputs' signature, from the
+// cache, or compiled there (the least recently used plan no request holds makes room).
+Status InferRequest::Impl::follow_input_shapes(char* message) {
+    const PreparedModel& pp = m->prepared;
+    const Model& pm = pp.model;
+    bool same = true;
+    for (uint32_t i = 0; i < pm.input_count() && same; ++i)
+        same = !user_input[i] || detail::same_desc(pp.value_desc(pp.value_id(pm.input(i).node, 0)), inputs[i].desc());
+    if (same) return Status::Ok;
+    detail::DynamicShapes& d = *owner->dynamic;
+    auto matches = [this](const CompiledModel::Impl* plan) {
+        const PreparedModel& p = plan->prepared;
+        for (uint32_t i = 0; i < p.model.input_count(); ++i)
+            if (!detail::same_desc(p.value_desc(p.value_id(p.model.input(i).node, 0)), inputs[i].desc())) return false;
+        return true;
+    };
+    std::lock_guard<std::mutex> lock(d.mutex);
+    detail::Specialization* entry = nullptr;
+    const CompiledModel::Impl* plan = matches(owner) ? owner : nullptr;
+    for (uint32_t k = 0; k < d.count && !plan; ++k)
+        if (matches(d.cache[k].plan)) { entry = &d.cache[k]; plan = entry->plan; }
+    if (plan) {
+        TESSEL_TRY(attach(plan, message));
+        if (held) --held->users;
+        held = entry;
+        if (entry) { entry->last_used = ++d.tick; ++entry->users; }
+        return Status::Ok;
+    }
+    // Room for a new plan: a free entry, or the least recently used one no other request
+    // holds (this request's own is fine: it moves to the new plan).
+    detail::Specialization* room = d.count < d.capacity ? &d.cache[d.count] : nullptr;
+    if (!room)
+        for (uint32_t k = 0; k < d.count; ++k) {
+            detail::Specialization* e = &d.cache[k];
+            bool free = e->users == 0 || (e == held && e->users == 1);
+            if (free && (!room || e->last_used < room->last_used)) room = e;
+        }
+    if (!room) {
+        detail::print(message, kErrorMessageBytes, "every one of the %u cached input-shape plans is held by a request (raise SHAPE_CACHE_SIZE)", d.capacity);
+        return Status::LimitExceeded;
+    }
+    if (pm.input_count() > detail::kMaxSymbolicInputs) {
+        detail::print(message, kErrorMessageBytes, "a model with symbolic dims has at most %u inputs", detail::kMaxSymbolicInputs);
+        return Status::LimitExceeded;
+    }
+    InputShape shapes[detail::kMaxSymbolicInputs];
+    for (uint32_t i = 0; i < pm.input_count(); ++i) shapes[i] = InputShape{pm.input(i).name, inputs[i].shape()};
+    CompiledModel::Impl* fresh = nullptr;
+    char error[kErrorMessageBytes];
+    Status s = detail::CompileJob::specialize(d, *owner, Span<const InputShape>(shapes, pm.input_count()), &fresh, error);
+    if (s == Status::Ok) {
+        s = attach(fresh, error);
+        if (s != Status::Ok) destroy(fresh);
+    }
+    if (s != Status::Ok) {
+        char given[512];
+        size_t at = 0;
+        for (uint32_t i = 0; i < pm.input_count() && at < sizeof given; ++i) {
+            char one[128];
+            detail::describe(inputs[i].desc(), one, sizeof one);
+            at += (size_t)std::snprintf(given + at, sizeof given - at, "%s%.*s=%s", i ? " " : "", (int)pm.input(i).name.size,
+                                        pm.input(i).name.data, one);
+        }
+        detail::print(message, kErrorMessageBytes, "the model cannot take the input shapes %s: %s", given, error);
+        return s;
+    }
+    if (room == &d.cache[d.count]) ++d.count;
+    else destroy(room->plan);
+    if (held && held != room) --held->users;
+    *room = detail::Specialization{fresh, ++d.tick, 1};
+    held = room;
     return Status::Ok;
 }
 
@@ -3695,6 +4173,10 @@ Status InferRequest::infer() {
             std::snprintf(error_, sizeof error_, "infer: the request is running (start_async); wait() first");
             return Status::InvalidArgument;
         }
+    }
+    if (impl_->owner->dynamic) {
+        Status shaped = impl_->follow_input_shapes(error_);
+        if (shaped != Status::Ok) return shaped;
     }
     Status s = impl_->run();
     if (s != Status::Ok) std::snprintf(error_, sizeof error_, "%s", impl_->error);
@@ -3709,6 +4191,7 @@ Status InferRequest::start_async() {
         std::snprintf(error_, sizeof error_, "start_async: the request is running; wait() first");
         return Status::InvalidArgument;
     }
+    if (r->owner->dynamic) TESSEL_TRY(r->follow_input_shapes(error_));
     if (!r->started) {   // the worker is created once, on the first start_async
         r->worker = std::thread([r] {
             std::unique_lock<std::mutex> guard(r->mutex);
@@ -3753,9 +4236,13 @@ Span<const ProfileEntry> InferRequest::profiling_info() const {
 // prepared model (nodes, attributes, constants 64-byte aligned), the partition (device and
 // node ids per subgraph) and each subgraph's device payload. Little-endian. An element type is
 // its ElementType number; types are only appended, so version 1 still reads every older blob
-// and an older reader refuses a blob holding a newer type (a bad desc).
+// and an older reader refuses a blob holding a newer type (a bad desc). A model compiled with
+// free input dims is version 2: after the payloads, the model it was compiled from, each
+// input's desc (free dims -1), the partition algorithm, HETERO_MIN_SUBGRAPH and
+// SHAPE_CACHE_SIZE, so the import plans other input shapes as the compile did.
 namespace detail {
 constexpr uint32_t kBlobVersion = 1;
+constexpr uint32_t kBlobVersionSymbolic = 2;
 constexpr size_t kBlobHeader = 32;
 
 struct BlobWriter {
@@ -3982,6 +4469,32 @@ inline Status read_model(BlobReader& r, Model* m, char* error) {
     return Status::Ok;
 }
 
+// What a symbolic blob cannot hold yet: InputValue copies; a model read back needs its node
+// ids in topological order and (here) no subgraph bodies.
+inline Status check_symbolic_export(const DynamicShapes& d, char* error) {
+    const Graph& source = d.source->graph;
+    if (d.value_count) {
+        print(error, kErrorMessageBytes, "export_model: a model with free input dims and InputValue inputs cannot be exported yet");
+        return Status::Unsupported;
+    }
+    for (NodeId v = 0; v < source.node_count(); ++v) {
+        const Node& n = source.node(v);
+        for (const Attribute* a = n.attributes; a; a = a->next)
+            if (a->kind == AttributeKind::Graph) {
+                print(error, kErrorMessageBytes, "export_model: node '%.*s' has a subgraph body (blobs do not hold bodies yet)",
+                      (int)n.name.size, n.name.data);
+                return Status::Unsupported;
+            }
+        for (uint32_t i = 0; i < n.num_inputs; ++i)
+            if (n.inputs[i].producer >= v) {
+                print(error, kErrorMessageBytes, "export_model: the model's node ids are not in topological order ('%.*s')",
+                      (int)n.name.size, n.name.data);
+                return Status::Unsupported;
+            }
+    }
+    return Status::Ok;
+}
+
 inline Status write_blob(const CompiledModel::Impl& m, BlobWriter& w) {
     w.str(StringView(m.device_string));
     w.u32(m.config_count);
@@ -4007,6 +4520,14 @@ inline Status write_blob(const CompiledModel::Impl& m, BlobWriter& w) {
         Sink sink{&w};
         TESSEL_TRY(m.programs[s]->export_payload([](void* u, const char* d, size_t n) { static_cast<Sink*>(u)->w->bytes(d, n); }, &sink));
     }
+    if (const DynamicShapes* d = m.dynamic) {
+        write_model(w, *d->source);
+        w.u32(d->input_count);
+        for (uint32_t i = 0; i < d->input_count; ++i) w.desc(d->inputs[i]);
+        w.u8((uint8_t)d->algorithm);
+        w.u32(d->min_subgraph);
+        w.u32(d->capacity);
+    }
     return Status::Ok;
 }
 }  // namespace detail
@@ -4017,8 +4538,13 @@ Status CompiledModel::export_model(WriteFn write, void* user) const {
     if (!write) return Status::InvalidArgument;
     detail::BlobWriter counter;   // pass 1: size and checksum
     TESSEL_TRY(detail::write_blob(*impl_, counter));
+    uint32_t version = detail::kBlobVersion;
+    if (impl_->dynamic) {
+        version = detail::kBlobVersionSymbolic;
+        TESSEL_TRY(detail::check_symbolic_export(*impl_->dynamic, error_));
+    }
     unsigned char header[detail::kBlobHeader] = {'T', 'E', 'S', 'S', 'E', 'L', 'C', 'M'};
-    for (int i = 0; i < 4; ++i) header[8 + i] = (unsigned char)(detail::kBlobVersion >> (8 * i));
+    for (int i = 0; i < 4; ++i) header[8 + i] = (unsigned char)(version >> (8 * i));
     for (int i = 0; i < 8; ++i) header[16 + i] = (unsigned char)(counter.position >> (8 * i));
     for (int i = 0; i < 8; ++i) header[24 + i] = (unsigned char)(counter.hash >> (8 * i));
     write(user, reinterpret_cast<const char*>(header), sizeof header);
@@ -4042,8 +4568,9 @@ Status Core::import_model(const void* blob, size_t size, CompiledModel* out) {
     uint32_t version = header.u32();
     uint32_t reserved = header.u32();
     uint64_t payload = header.u64(), checksum = header.u64();
-    if (version != detail::kBlobVersion)
-        return fail(Status::Unsupported, "blob: format version %u (this build reads %u)", version, detail::kBlobVersion);
+    if (version != detail::kBlobVersion && version != detail::kBlobVersionSymbolic)
+        return fail(Status::Unsupported, "blob: format version %u (this build reads %u and %u)", version, detail::kBlobVersion,
+                    detail::kBlobVersionSymbolic);
     if (reserved != 0) return fail(Status::ParseError, "blob: malformed header");
     if (payload != size - detail::kBlobHeader)
         return fail(Status::ParseError, "blob: %s (%zu payload bytes, the header says %llu)",
@@ -4063,6 +4590,7 @@ Status Core::import_model(const void* blob, size_t size, CompiledModel* out) {
     std::memcpy(copy, b + detail::kBlobHeader, (size_t)payload);
     detail::CompileJob job;
     job.core = this;
+    job.dynamic_blob = version == detail::kBlobVersionSymbolic;
     Arena scratch;
     Status s = import_job(&job, copy, (size_t)payload, m, &scratch);
     detail::restore(&job);
@@ -4139,12 +4667,45 @@ Status Core::import_job(void* job_pointer, const void* payload, size_t size, voi
         payloads[k] = r.bytes((size_t)bytes);
         if (!r.ok) return fail(Status::ParseError, "blob: malformed device payload");
     }
+    detail::DynamicShapes* dynamic = nullptr;
+    if (job.dynamic_blob) {   // the symbolic model and how it was compiled
+        dynamic = create<detail::DynamicShapes>();
+        if (!dynamic) return fail(Status::OutOfMemory, "out of memory");
+        m->dynamic = dynamic;
+        dynamic->core = this;
+        dynamic->owned_source = create<Model>();
+        if (!dynamic->owned_source) return fail(Status::OutOfMemory, "out of memory");
+        dynamic->source = dynamic->owned_source;
+        s = detail::read_model(r, dynamic->owned_source, error);
+        if (s != Status::Ok) return fail(s, "%s (the symbolic model)", error);
+        uint32_t inputs = r.u32();
+        if (!r.ok || inputs != m->prepared.model.input_count()) return fail(Status::ParseError, "blob: malformed symbolic inputs");
+        dynamic->inputs = dynamic->arena.allocate_array<TensorDesc>(inputs + 1);
+        if (!dynamic->inputs) return fail(Status::OutOfMemory, "out of memory");
+        for (uint32_t i = 0; i < inputs; ++i) r.desc(&dynamic->inputs[i]);
+        uint8_t algorithm = r.u8();
+        dynamic->min_subgraph = r.u32();
+        dynamic->capacity = r.u32();
+        if (!r.ok || algorithm > (uint8_t)PartitionAlgorithm::Waves || dynamic->capacity == 0 || dynamic->capacity > detail::kMaxShapeCache)
+            return fail(Status::ParseError, "blob: malformed symbolic inputs");
+        dynamic->algorithm = (PartitionAlgorithm)algorithm;
+    }
     if (r.position != size) return fail(Status::ParseError, "blob: %zu bytes after the last section", size - r.position);
     m->device_count = job.count;
     for (uint32_t d = 0; d < job.count; ++d) m->devices[d] = job.list[d];
     s = detail::snapshot_config(&job, m);
     if (s != Status::Ok) return fail(s, "out of memory");
-    return detail::finish_compile(&job, m, payloads, sizes, members);
+    TESSEL_TRY(detail::finish_compile(&job, m, payloads, sizes, members));
+    if (!dynamic) return Status::Ok;
+    TensorDesc* saved = dynamic->inputs;   // finish_symbolic derives them from the model; the blob's win
+    TESSEL_TRY(detail::finish_symbolic(job, *dynamic->source, Span<const InputShape>(), Span<const InputValue>(), m));
+    const Model& pm = m->prepared.model;
+    for (uint32_t i = 0; i < dynamic->input_count; ++i) {
+        const TensorDesc& plan = m->prepared.value_desc(m->prepared.value_id(pm.input(i).node, 0));
+        if (!detail::fits_desc(saved[i], plan)) return fail(Status::ParseError, "blob: symbolic input %u does not fit the plan", i);
+        dynamic->inputs[i] = saved[i];
+    }
+    return Status::Ok;
 }
 
 // >>ops
@@ -15010,7 +15571,7 @@ inline int clip_length(StringView s) { return (int)(s.size > 100 ? 100 : s.size)
 // ValueInfoProto -> name and desc. For graph inputs (strict) a type that is not a supported
 // tensor is Unsupported; for outputs and value_info only the bytes are checked.
 inline Status parse_value_info(OnnxReader& r, const uint8_t* data, size_t size, const char* what, bool strict,
-                               StringView* name, TensorDesc* desc) {
+                               StringView* name, TensorDesc* desc, StringView* dim_names = nullptr) {   // kMaxRank names
     ProtoCursor c(data, size);
     ProtoField f;
     bool more = true;
@@ -15101,6 +15662,7 @@ inline Status parse_value_info(OnnxReader& r, const uint8_t* data, size_t size, 
             } else if (g.number == 2) {
                 TESSEL_TRY(proto_expect(r, g, kWireLength, label, "dim_param"));
                 dim = -1;
+                if (dim_names) dim_names[rank] = StringView(reinterpret_cast<const char*>(g.data), g.size);
             }
         }
         desc->dims[rank++] = dim;
@@ -15567,11 +16129,15 @@ struct OnnxModelReader {
                 const OnnxNameTable::Entry* e = tensors.find(name);
                 if (e && model->graph.node(e->node).op == StringView("Constant")) continue;
                 // A body's inputs take their types from the node's inputs when it is compiled.
-                if (!is_body) TESSEL_TRY(parse_value_info(r, f.data, f.size, "graph input", true, &name, &desc));
+                StringView dim_names[kMaxRank];
+                if (!is_body) TESSEL_TRY(parse_value_info(r, f.data, f.size, "graph input", true, &name, &desc, dim_names));
                 if (e || !names.insert(name, 0, 0))
                     return r.fail(Status::DuplicateName, "graph input '%.*s' is given twice", clip_length(name), name.data);
                 NodeId id = kNoNode;
                 TESSEL_TRY(graph_status(model->add_input(name, desc, &id)));
+                for (uint32_t axis = 0; axis < desc.rank; ++axis)
+                    if (desc.dims[axis] < 0 && !dim_names[axis].empty())
+                        TESSEL_TRY(graph_status(model->set_dim_name(model->input_count() - 1, axis, dim_names[axis])));
                 if (!tensors.insert(name, id, 0))
                     return r.fail(Status::DuplicateName, "graph input '%.*s' is given twice", clip_length(name), name.data);
             }
@@ -16021,7 +16587,8 @@ inline void onnx_tensor(ProtoOut& o, const TensorDesc& desc, const void* data, s
     o.field_bytes(9, data, bytes);
 }
 
-inline void onnx_value_info(ProtoOut& o, StringView name, const TensorDesc& desc) {
+// A free dim is written as its dim_param name (Model::dim_name), else "?".
+inline void onnx_value_info(ProtoOut& o, StringView name, const TensorDesc& desc, const Model* model = nullptr, uint32_t input = 0) {
     o.field_string(1, name);
     o.message(2, [&](ProtoOut& type) {                 // TypeProto
         type.message(1, [&](ProtoOut& tensor) {        // TypeProto.Tensor
@@ -16030,7 +16597,7 @@ inline void onnx_value_info(ProtoOut& o, StringView name, const TensorDesc& desc
                 for (uint32_t i = 0; i < desc.rank; ++i)
                     shape.message(1, [&](ProtoOut& dim) {
                         if (desc.dims[i] >= 0) dim.field_varint(1, (uint64_t)desc.dims[i]);
-                        else dim.field_string(2, "?");
+                        else dim.field_string(2, model && !model->dim_name(input, i).empty() ? model->dim_name(input, i) : StringView("?"));
                     });
             });
         });
@@ -16143,7 +16710,7 @@ Status write_onnx(const Model& model, WriteFn write, void* user) {
         }
         for (uint32_t i = 0; i < model.input_count(); ++i) {
             const Node& node = g.node(model.input(i).node);
-            out.message(11, [&](detail::ProtoOut& o) { detail::onnx_value_info(o, node.name, node.outputs ? node.outputs[0] : TensorDesc()); });
+            out.message(11, [&](detail::ProtoOut& o) { detail::onnx_value_info(o, node.name, node.outputs ? node.outputs[0] : TensorDesc(), &model, i); });
         }
         for (uint32_t i = 0; i < model.output_count(); ++i) {
             const Edge& e = g.node(model.output(i).node).inputs[0];

@@ -76,5 +76,35 @@ check "info" 0 "" -- info "$relu/model.onnx" --device HETERO:TEMPLATE,CPU
 grep -q "^node 'Relu_0' Relu -> TEMPLATE" "$dir/out" && passed=$((passed + 1)) || { failed=$((failed + 1)); echo "FAILED: info placement"; cat "$dir/out"; }
 check "devices" 0 "" -- devices
 grep -q "^TEMPLATE" "$dir/out" && grep -q "SUPPORTED_CONFIG_KEYS: NUM_THREADS PERF_COUNT FUSION ISA" "$dir/out" && passed=$((passed + 1)) || { failed=$((failed + 1)); echo "FAILED: devices"; cat "$dir/out"; }
+# Free input dims: Relu on x[batch,3,height,width] (ONNX bytes: ir 8, opset 17, dim_param names).
+printf '\x08\x08\x42\x04\x0a\x00\x10\x11\x3a\x6b\x0a\x0c\x0a\x01\x78\x12\x01\x79\x22\x04\x52\x65\x6c\x75\x12\x01\x67\x5a\x2b\x0a\x01\x78\x12\x26\x0a\x24\x08\x01\x12\x20\x0a\x07\x12\x05\x62\x61\x74\x63\x68\x0a\x02\x08\x03\x0a\x08\x12\x06\x68\x65\x69\x67\x68\x74\x0a\x07\x12\x05\x77\x69\x64\x74\x68\x62\x2b\x0a\x01\x79\x12\x26\x0a\x24\x08\x01\x12\x20\x0a\x07\x12\x05\x62\x61\x74\x63\x68\x0a\x02\x08\x03\x0a\x08\x12\x06\x68\x65\x69\x67\x68\x74\x0a\x07\x12\x05\x77\x69\x64\x74\x68' > "$dir/free.onnx"
+ok() { passed=$((passed + 1)); }
+bad() { failed=$((failed + 1)); echo "FAILED: $1"; cat "$dir/out" "$dir/err"; }
+check "info, free dims" 0 "" -- info "$dir/free.onnx"
+grep -qx "input 0 'x' f32\[batch,3,height,width\]" "$dir/out" && ok || bad "info shows free dims by name"
+check "run, free dims at 1" 0 "" -- run "$dir/free.onnx"
+grep -qx "free input dims set to 1 (--shape NAME=D1,D2,.. sets them): x f32\[batch,3,height,width\]" "$dir/out" &&
+  grep -qx "output 0 'y' f32\[1,3,1,1\]" "$dir/out" && ok || bad "run sets free dims to 1 and says so"
+check "run, --shape" 0 "" -- run "$dir/free.onnx" --shape x=2,3,4,5
+grep -qx "output 0 'y' f32\[2,3,4,5\]" "$dir/out" && ! grep -q "free input dims" "$dir/out" && ok || bad "run --shape"
+check "run, --shape the model cannot take" 2 "" -- run "$dir/free.onnx" --shape x=2,4,4,5
+grep -qx "tessel: $dir/free.onnx: input 'x' dim 1 is 3, --shape gives 4" "$dir/err" && ok || bad "bad --shape message"
+check "compile, free dims kept" 0 "" -- compile "$dir/free.onnx" -o "$dir/free.blob"
+grep -q "^free input dims kept" "$dir/out" && ok || bad "compile keeps free dims"
+check "run a symbolic blob at --shape" 0 "" -- run "$dir/free.blob" --shape x=2,3,4,5
+grep -qx "output 0 'y' f32\[2,3,4,5\]" "$dir/out" && ok || bad "a symbolic blob plans --shape"
+check "run a symbolic blob" 0 "" -- run "$dir/free.blob"
+grep -qx "output 0 'y' f32\[1,3,1,1\]" "$dir/out" && ok || bad "a symbolic blob at 1"
+check "run a symbolic blob, a shape it cannot take" 2 "" -- run "$dir/free.blob" --shape x=2,4,4,5
+grep -qx "tessel: --shape x: input 'x' is f32\[-1,3,-1,-1\] (-1: any size); the tensor given is f32\[2,4,4,5\]" "$dir/err" && ok || bad "symbolic blob, bad shape message"
+check "compile, --shape fixes dims" 0 "" -- compile "$dir/free.onnx" --shape x=2,3,4,5 -o "$dir/fixed.blob"
+! grep -q "free input dims" "$dir/out" && ok || bad "compile --shape fixes dims"
+# A model that cannot take its free dim at 1: Reshape of x[n] to [-1,6].
+printf '\x08\x08\x42\x04\x0a\x00\x10\x11\x3a\x5d\x0a\x12\x0a\x01\x78\x0a\x01\x73\x12\x01\x79\x22\x07\x52\x65\x73\x68\x61\x70\x65\x12\x01\x67\x2a\x19\x08\x02\x10\x07\x42\x01\x73\x4a\x10\xff\xff\xff\xff\xff\xff\xff\xff\x06\x00\x00\x00\x00\x00\x00\x00\x5a\x10\x0a\x01\x78\x12\x0b\x0a\x09\x08\x01\x12\x05\x0a\x03\x12\x01\x6e\x62\x17\x0a\x01\x79\x12\x12\x0a\x10\x08\x01\x12\x0c\x0a\x06\x12\x04\x72\x6f\x77\x73\x0a\x02\x08\x06' > "$dir/six.onnx"
+check "run, free dims the model cannot take at 1" 2 "" -- run "$dir/six.onnx"
+grep -q "with its free input dims at 1: Reshape 'Reshape_0': cannot infer the -1 dimension of 1 elements" "$dir/err" &&
+  grep -qx "tessel: give --shape x=D1,D2,.. for f32\[n\]" "$dir/err" && ok || bad "asks for --shape naming the dims"
+check "run, --shape where 1 does not fit" 0 "" -- run "$dir/six.onnx" --shape x=12
+grep -qx "output 0 'y' f32\[2,6\]" "$dir/out" && ok || bad "--shape x=12"
 echo "[cli] test cases: $((passed + failed)) | $passed passed | $failed failed |"
 [ "$failed" -eq 0 ]

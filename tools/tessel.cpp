@@ -309,6 +309,17 @@ uint32_t input_shapes(const ModelOptions& o, const Model& model, InputShape* sha
     return count;
 }
 
+// A desc with its free dims by name (`batch`, or `?` for an unnamed one) when `model` has them.
+void describe_symbolic(const TensorDesc& d, const Model* model, uint32_t input, char* out, size_t size) {
+    size_t k = (size_t)std::snprintf(out, size, "%s[", element_type_name(d.type));
+    for (uint32_t i = 0; i < d.rank && k < size; ++i) {
+        StringView name = model && d.dims[i] < 0 ? model->dim_name(input, i) : StringView();
+        if (d.dims[i] >= 0) k += (size_t)std::snprintf(out + k, size - k, "%s%lld", i ? "," : "", (long long)d.dims[i]);
+        else k += (size_t)std::snprintf(out + k, size - k, "%s%.*s", i ? "," : "", name.empty() ? 1 : (int)name.size, name.empty() ? "?" : name.data);
+    }
+    if (k < size) std::snprintf(out + k, size - k, "]");
+}
+
 // Reads MODEL.onnx, or imports a compiled blob (by its magic), and compiles. 0 or exit code.
 int load_and_compile(Core* core, const ModelOptions& o, Model* model, CompiledModel* compiled, bool* from_blob) {
     size_t size = 0;
@@ -329,7 +340,20 @@ int load_and_compile(Core* core, const ModelOptions& o, Model* model, CompiledMo
     uint32_t count = input_shapes(o, *model, shapes);
     s = core->compile_model(*model, o.device, Span<const ConfigEntry>(o.config, o.config_count), compiled,
                             Span<const InputShape>(shapes, count));
-    if (s != Status::Ok) { std::fprintf(stderr, "tessel: %s: %s\n", o.path, core->last_error()); return 2; }
+    if (s != Status::Ok) {
+        std::fprintf(stderr, "tessel: %s: %s\n", o.path, core->last_error());
+        for (uint32_t i = 0; i < model->input_count(); ++i) {   // the free dims to name with --shape
+            const TensorDesc& d = model->graph.node(model->input(i).node).outputs[0];
+            bool free = false, given = false;
+            for (uint32_t k = 0; k < d.rank; ++k) free = free || d.dims[k] < 0;
+            for (uint32_t k = 0; k < count; ++k) given = given || shapes[k].name == model->input(i).name;
+            if (!free || given) continue;
+            char desc[256];
+            describe_symbolic(d, model, i, desc, sizeof desc);
+            std::fprintf(stderr, "tessel: give --shape %.*s=D1,D2,.. for %s\n", (int)model->input(i).name.size, model->input(i).name.data, desc);
+        }
+        return 2;
+    }
     return 0;
 }
 
@@ -361,10 +385,42 @@ void describe_desc(const TensorDesc& d, char* out, size_t size) {
     if (k < size) std::snprintf(out + k, size - k, "]");
 }
 
-// Inputs from DIR/input_<i>.pb (kept alive in `keep`, one per input) or seeded random.
-int set_inputs(InferRequest& request, const CompiledModel& compiled, const ModelOptions& o, Tensor* keep) {
+const InputShape* given_shape(const ModelOptions& o, StringView name) {
+    for (uint32_t k = 0; k < o.shape_count; ++k) if (o.shapes[k].name == name) return &o.shapes[k];
+    return nullptr;
+}
+
+// Inputs from DIR/input_<i>.pb (kept alive in `keep`, one per input) or seeded random. With
+// free input dims (a symbolic blob, or --shape leaving some free), random inputs take --shape,
+// else the free dims at 1, said in one line.
+int set_inputs(InferRequest& request, const CompiledModel& compiled, const ModelOptions& o, Tensor* keep,
+               const Model* model = nullptr, bool quiet = false) {
     if (compiled.input_count() > 64) { std::fprintf(stderr, "tessel: more than 64 inputs\n"); return 2; }
+    char ones[1024] = "";
+    size_t ones_at = 0;
     for (uint32_t i = 0; i < compiled.input_count(); ++i) {
+        if (!o.inputs_dir && compiled.has_free_dims()) {
+            const InputShape* shape = given_shape(o, compiled.input(i).name);
+            if (shape) {
+                Status s = keep[i].allocate(compiled.input_desc(i).type, shape->dims);
+                if (s == Status::Ok) {
+                    fill_random(keep[i], 1234 + i);
+                    s = request.set_input(i, keep[i]);
+                }
+                if (s != Status::Ok) { std::fprintf(stderr, "tessel: --shape %s: %s\n", shape->name.data, request.last_error()); return 2; }
+                continue;
+            }
+            const TensorDesc& d = compiled.input_desc(i);
+            bool free = false;
+            for (uint32_t k = 0; k < d.rank; ++k) free = free || d.dims[k] < 0;
+            if (free && ones_at < sizeof ones) {
+                uint32_t source = model ? model->find_input(compiled.input(i).name) : kNotFound;
+                char desc[256];
+                describe_symbolic(d, source == kNotFound ? nullptr : model, source, desc, sizeof desc);
+                ones_at += (size_t)std::snprintf(ones + ones_at, sizeof ones - ones_at, "%s%.*s %s", ones_at ? ", " : "",
+                                                 (int)compiled.input(i).name.size, compiled.input(i).name.data, desc);
+            }
+        }
         if (!o.inputs_dir) { fill_random(request.input(i), 1234 + i); continue; }
         char path[4096];
         std::snprintf(path, sizeof path, "%s/input_%u.pb", o.inputs_dir, i);
@@ -375,6 +431,7 @@ int set_inputs(InferRequest& request, const CompiledModel& compiled, const Model
             return 2;
         }
     }
+    if (ones_at && !quiet) std::printf("free input dims set to 1 (--shape NAME=D1,D2,.. sets them): %s\n", ones);
     return 0;
 }
 
@@ -436,7 +493,7 @@ int command_run(int argc, char** argv) {
     if (compiled.create_request(&request) != Status::Ok) { std::fprintf(stderr, "tessel: %s\n", compiled.last_error()); return 2; }
     std::printf("%s in %.2f ms\n", from_blob ? "imported" : "read and compiled", load_ms);
     Tensor inputs[64];
-    code = set_inputs(request, compiled, o, inputs);
+    code = set_inputs(request, compiled, o, inputs, from_blob ? nullptr : &model);
     if (code) return code;
     Status s = request.infer();
     if (s != Status::Ok) { std::fprintf(stderr, "tessel: inference failed: %s\n", request.last_error()); return 2; }
@@ -454,7 +511,7 @@ int command_run(int argc, char** argv) {
 #endif
     for (uint32_t i = 0; i < compiled.output_count(); ++i) {
         char d[160];
-        describe_desc(compiled.output_desc(i), d, sizeof d);
+        describe_desc(request.output(i).desc(), d, sizeof d);   // the shapes of this inference
         const ModelPort& p = compiled.output(i);
         std::printf("output %u '%.*s' %s\n", i, (int)p.name.size, p.name.data, d);
     }
@@ -536,7 +593,7 @@ int command_run(int argc, char** argv) {
             with_reference = add_config(&r, "CPU:FUSION", 10, "NO") &&
                              core.compile_model(model, r.device, Span<const ConfigEntry>(r.config, r.config_count), &reference,
                                                 Span<const InputShape>(shapes, count)) == Status::Ok &&
-                             reference.create_request(&rr) == Status::Ok && set_inputs(rr, reference, o, reference_inputs) == 0;
+                             reference.create_request(&rr) == Status::Ok && set_inputs(rr, reference, o, reference_inputs, &model, true) == 0;
         }
         BenchResult fused, plain;
         if (bench_requests(request, with_reference ? &rr : nullptr, o.bench, &fused, &plain)) {
@@ -570,8 +627,13 @@ int command_compile(int argc, char** argv) {
     std::FILE* file = std::fopen(o.output_file, "wb");
     if (!file) { std::fprintf(stderr, "tessel: cannot write '%s'\n", o.output_file); return 2; }
     Status s = compiled.export_model(write_file, file);
-    if (std::fclose(file) != 0 || s != Status::Ok) { std::fprintf(stderr, "tessel: cannot write '%s'\n", o.output_file); return 2; }
+    if (std::fclose(file) != 0 || s != Status::Ok) {
+        std::fprintf(stderr, "tessel: cannot write '%s'%s%s\n", o.output_file, s != Status::Ok ? ": " : "", s != Status::Ok ? compiled.last_error() : "");
+        return 2;
+    }
     compiled.write_summary(write_stdout, nullptr);
+    if (compiled.has_free_dims())
+        std::printf("free input dims kept: the blob plans each input shape at its first run (--shape fixes them)\n");
     return 0;
 }
 
@@ -585,8 +647,8 @@ int command_info(int argc, char** argv) {
     const Graph& g = model.graph;
     std::printf("opset %u, %u nodes\n", model.opset, g.node_count());
     for (uint32_t i = 0; i < model.input_count(); ++i) {
-        char d[160];
-        describe_desc(g.node(model.input(i).node).outputs[0], d, sizeof d);
+        char d[256];
+        describe_symbolic(g.node(model.input(i).node).outputs[0], &model, i, d, sizeof d);
         std::printf("input %u '%.*s' %s\n", i, (int)model.input(i).name.size, model.input(i).name.data, d);
     }
     for (uint32_t i = 0; i < model.output_count(); ++i)

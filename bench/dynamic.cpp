@@ -1,0 +1,144 @@
+// Dynamic shapes: what a new input-shape signature costs against a full compile at that shape,
+// and what the per-infer shape check costs. The model: BLOCKS blocks of Conv(3x3) -> Add ->
+// Relu -> Mul -> Sigmoid on x[N,8,H,W] with N, H, W free, on CPU and on HETERO:TEMPLATE,CPU
+// (TEMPLATE takes the Convs, so the partition has a subgraph per device change).
+//   build/bench/dynamic [BLOCKS]
+#define TESSEL_IMPLEMENTATION
+#include "runtime.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+using namespace tessel;
+
+namespace {
+double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+}
+double since_ms(std::chrono::steady_clock::time_point start) {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
+
+bool build_blocks(Model* m, uint32_t blocks) {
+    TensorDesc x;
+    x.type = ElementType::Float32;
+    x.rank = 4;
+    int64_t dims[] = {-1, 8, -1, -1};
+    for (int i = 0; i < 4; ++i) x.dims[i] = dims[i];
+    NodeId p;
+    if (m->add_input("x", x, &p) != Status::Ok) return false;
+    std::vector<float> w(8 * 8 * 9), b(8), s(8);
+    for (size_t i = 0; i < w.size(); ++i) w[i] = 0.02f * (float)((i * 5) % 11) - 0.1f;
+    for (size_t i = 0; i < 8; ++i) { b[i] = 0.01f * (float)i; s[i] = 1.0f - 0.05f * (float)i; }
+    TensorDesc wd, cd;
+    wd.type = cd.type = ElementType::Float32;
+    wd.rank = cd.rank = 4;
+    int64_t wdims[] = {8, 8, 3, 3}, cdims[] = {1, 8, 1, 1};
+    for (int i = 0; i < 4; ++i) { wd.dims[i] = wdims[i]; cd.dims[i] = cdims[i]; }
+    for (uint32_t k = 0; k < blocks; ++k) {
+        std::string n = std::to_string(k);
+        NodeId wn, bn, sn, conv, add, relu, mul, sig;
+        if (m->add_constant(StringView(("w" + n).c_str()), wd, w.data(), &wn) != Status::Ok) return false;
+        if (m->add_constant(StringView(("b" + n).c_str()), cd, b.data(), &bn) != Status::Ok) return false;
+        if (m->add_constant(StringView(("s" + n).c_str()), cd, s.data(), &sn) != Status::Ok) return false;
+        InputRef cin[] = {InputRef::by_id(p), InputRef::by_id(wn)};
+        if (m->add_node("Conv", StringView(("conv" + n).c_str()), cin, 1, &conv) != Status::Ok) return false;
+        int64_t pads[] = {1, 1, 1, 1};
+        if (m->set_ints(conv, "pads", pads) != Status::Ok) return false;
+        InputRef ain[] = {InputRef::by_id(conv), InputRef::by_id(bn)};
+        if (m->add_node("Add", StringView(("add" + n).c_str()), ain, 1, &add) != Status::Ok) return false;
+        InputRef rin[] = {InputRef::by_id(add)};
+        if (m->add_node("Relu", StringView(("relu" + n).c_str()), rin, 1, &relu) != Status::Ok) return false;
+        InputRef min[] = {InputRef::by_id(relu), InputRef::by_id(sn)};
+        if (m->add_node("Mul", StringView(("mul" + n).c_str()), min, 1, &mul) != Status::Ok) return false;
+        InputRef sin[] = {InputRef::by_id(mul)};
+        if (m->add_node("Sigmoid", StringView(("sig" + n).c_str()), sin, 1, &sig) != Status::Ok) return false;
+        p = sig;
+    }
+    return m->add_output("y", InputRef::by_id(p)) == Status::Ok && m->finalize() == Status::Ok;
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+    uint32_t blocks = argc > 1 ? (uint32_t)std::atoi(argv[1]) : 200;
+    if (blocks < 1 || blocks > 20000) { std::fprintf(stderr, "usage: dynamic [BLOCKS]\n"); return 2; }
+    Model model;
+    if (!build_blocks(&model, blocks)) { std::fprintf(stderr, "%s\n", model.last_error()); return 1; }
+    std::printf("%u blocks (%u nodes) on x[N,8,H,W], N,H,W free; a new signature's plan vs a full compile at that shape,\n"
+                "medians of 7 (the plan: the first infer at the shape minus a second one)\n",
+                blocks, model.graph.node_count());
+    std::printf("%-22s %14s %14s %8s\n", "device", "compile_ms", "new_shape_ms", "ratio");
+    Core core;
+    for (const char* device : {"CPU", "HETERO:TEMPLATE,CPU"}) {
+        ConfigEntry config[] = {{"TEMPLATE:SUPPORTED_OPS", "Conv"}, {"SHAPE_CACHE_SIZE", "16"}};
+        Span<const ConfigEntry> entries(config, device[0] == 'H' ? 2 : 1);
+        if (device[0] != 'H') entries = Span<const ConfigEntry>(config + 1, 1);
+        CompiledModel dynamic;
+        if (core.compile_model(model, device, entries, &dynamic) != Status::Ok) { std::fprintf(stderr, "%s\n", core.last_error()); return 1; }
+        InferRequest request;
+        if (dynamic.create_request(&request) != Status::Ok) return 1;
+        std::vector<double> full, plan;
+        for (int run = 0; run < 7; ++run) {
+            int64_t dims[] = {1, 8, 8, 16 + 2 * run};   // a new signature each run
+            InputShape shape[] = {{"x", Span<const int64_t>(dims, 4)}};
+            CompiledModel fixed;
+            auto start = std::chrono::steady_clock::now();
+            if (core.compile_model(model, device, entries, &fixed, shape) != Status::Ok) { std::fprintf(stderr, "%s\n", core.last_error()); return 1; }
+            full.push_back(since_ms(start));
+            Tensor x;
+            if (x.allocate(ElementType::Float32, Span<const int64_t>(dims, 4)) != Status::Ok) return 1;
+            if (request.set_input(0, x) != Status::Ok) return 1;
+            start = std::chrono::steady_clock::now();
+            if (request.infer() != Status::Ok) { std::fprintf(stderr, "%s\n", request.last_error()); return 1; }
+            double first = since_ms(start);
+            start = std::chrono::steady_clock::now();
+            if (request.infer() != Status::Ok) return 1;
+            plan.push_back(first - since_ms(start));
+        }
+        double f = median(full), p = median(plan);
+        std::printf("%-22s %14.2f %14.2f %7.1fx\n", device, f, p, f / p);
+    }
+
+    // The per-infer shape check: Relu on float[1,4], compiled with the batch free and fixed.
+    Model tiny;
+    TensorDesc d;
+    d.type = ElementType::Float32;
+    d.rank = 2;
+    d.dims[0] = -1;
+    d.dims[1] = 4;
+    NodeId x, r;
+    InputRef in[] = {InputRef::by_id(0)};
+    if (tiny.add_input("x", d, &x) != Status::Ok || tiny.add_node("Relu", "r", in, 1, &r) != Status::Ok ||
+        tiny.add_output("y", InputRef::by_id(r)) != Status::Ok || tiny.finalize() != Status::Ok)
+        return 1;
+    int64_t one[] = {1, 4};
+    InputShape fixed_shape[] = {{"x", Span<const int64_t>(one, 2)}};
+    CompiledModel free_batch, fixed_batch;
+    if (core.compile_model(tiny, "TEMPLATE", {}, &free_batch) != Status::Ok ||
+        core.compile_model(tiny, "TEMPLATE", {}, &fixed_batch, fixed_shape) != Status::Ok)
+        return 1;
+    InferRequest a, b;
+    Tensor input;
+    if (free_batch.create_request(&a) != Status::Ok || fixed_batch.create_request(&b) != Status::Ok ||
+        input.allocate(ElementType::Float32, Span<const int64_t>(one, 2)) != Status::Ok || a.set_input(0, input) != Status::Ok ||
+        b.set_input(0, input) != Status::Ok)
+        return 1;
+    std::vector<double> with_check, without;
+    const int repeats = 2000;
+    for (int run = 0; run < 21; ++run)
+        for (int k = 0; k < 2; ++k) {
+            InferRequest& req = k ? b : a;
+            auto start = std::chrono::steady_clock::now();
+            for (int i = 0; i < repeats; ++i) if (req.infer() != Status::Ok) return 1;
+            (k ? without : with_check).push_back(since_ms(start) * 1e6 / repeats);
+        }
+    double c = median(with_check), u = median(without);
+    std::printf("\nper-infer shape check (Relu on float[1,4], TEMPLATE): %.1f ns/infer with the batch free, %.1f ns fixed: %.1f ns\n",
+                c, u, c - u);
+    return 0;
+}
