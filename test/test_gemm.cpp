@@ -205,3 +205,257 @@ TEST_CASE("gemm: beta 0 never reads C (NaN there is overwritten)") {
     for (float v : c) nans += std::isnan(v) ? 1 : 0;
     CHECK(nans == 0);
 }
+
+// ---- the runtime's ops on the CPU device ----
+namespace {
+using test::OpTest;
+using Shape = std::vector<int64_t>;
+
+int64_t count_of(const Shape& s) {
+    int64_t n = 1;
+    for (int64_t d : s) n *= d;
+    return n;
+}
+
+// Compiles the OpTest's node on CPU (NUM_THREADS `threads`), infers once (allocating
+// nothing) and returns output 0; `kernels` receives the compile summary.
+std::vector<float> infer_cpu(OpTest& t, uint32_t threads, std::string* summary) {
+    std::string name = t.fresh("out");
+    REQUIRE(t.model.add_output(StringView(name.data(), name.size()), InputRef::by_id(t.node, 0)) == Status::Ok);
+    REQUIRE(t.model.finalize() == Status::Ok);
+    Core core;
+    CompiledModel compiled;
+    std::string count = std::to_string(threads);
+    ConfigEntry config[] = {{"NUM_THREADS", StringView(count.c_str())}};
+    Status s = core.compile_model(t.model, "CPU", Span<const ConfigEntry>(config, 1), &compiled);
+    INFO(core.last_error());
+    REQUIRE(s == Status::Ok);
+    if (s != Status::Ok) return {};
+    summary->clear();
+    compiled.write_summary([](void* user, const void* data, size_t bytes) {
+        static_cast<std::string*>(user)->append(static_cast<const char*>(data), bytes);
+    }, summary);
+    InferRequest request;
+    REQUIRE(compiled.create_request(&request) == Status::Ok);
+    for (size_t i = 0; i < t.runtime_inputs.size(); ++i) {
+        const std::vector<unsigned char>& bytes = t.data[t.runtime_inputs[i]];
+        REQUIRE(request.input((uint32_t)i).bytes() == bytes.size());
+        if (!bytes.empty()) std::memcpy(request.input((uint32_t)i).data(), bytes.data(), bytes.size());
+    }
+    uint64_t before = tessel_test::allocation_count();
+    s = request.infer();
+    CHECK(tessel_test::allocation_count() == before);
+    INFO(request.last_error());
+    REQUIRE(s == Status::Ok);
+    const Tensor& out = request.output(0);
+    const float* p = out.data_as<float>();
+    return std::vector<float>(p, p + out.elements());
+}
+
+// Whether the compile put `op` on the JIT GEMM: where the target has tiles, it must.
+void check_kernel(const std::string& summary, const char* op) {
+    Isa isa = default_isa();
+    bool jit = isa == Isa::Avx2 || isa == Isa::Avx512;
+    std::string name = std::string("gemm:") + isa_name(isa) + ":" + op;
+    INFO(summary);
+    CHECK((summary.find(name) != std::string::npos) == jit);
+}
+
+int64_t count_bad(const std::vector<float>& got, const Reference& r) {
+    REQUIRE(got.size() == r.want.size());
+    int64_t bad = 0;
+    for (size_t i = 0; i < got.size(); ++i)
+        if (!(std::fabs((double)got[i] - r.want[i]) <= r.bound[i])) {
+            if (bad++ < 5) MESSAGE("y[" << i << "] = " << got[i] << ", want " << r.want[i]);
+        }
+    return bad;
+}
+
+struct ConvCase {
+    Shape x, w;
+    bool bias;
+    int64_t group;
+    Shape strides, dilations, pads;
+};
+
+// The naive convolution in double (bound as GEMM's: 1e-5 sum |w||x| + |bias|).
+Reference reference_conv(const ConvCase& cc, const std::vector<float>& x, const std::vector<float>& w,
+                         const std::vector<float>& bias, Shape* out_shape) {
+    const int sp = (int)cc.x.size() - 2;
+    const int64_t batch = cc.x[0], channels = cc.x[1], maps = cc.w[0], cg = cc.w[1], mg = maps / cc.group;
+    int64_t in[3] = {1, 1, 1}, k[3] = {1, 1, 1}, s[3] = {1, 1, 1}, d[3] = {1, 1, 1}, pb[3] = {0, 0, 0}, out[3] = {1, 1, 1};
+    for (int i = 0; i < sp; ++i) {
+        int j = 3 - sp + i;
+        in[j] = cc.x[2 + i];
+        k[j] = cc.w[2 + i];
+        if (!cc.strides.empty()) s[j] = cc.strides[i];
+        if (!cc.dilations.empty()) d[j] = cc.dilations[i];
+        int64_t pe = 0;
+        if (!cc.pads.empty()) { pb[j] = cc.pads[i]; pe = cc.pads[sp + i]; }
+        out[j] = (in[j] + pb[j] + pe - ((k[j] - 1) * d[j] + 1)) / s[j] + 1;
+    }
+    *out_shape = {batch, maps};
+    for (int i = 0; i < sp; ++i) out_shape->push_back(out[3 - sp + i]);
+    Reference r;
+    const int64_t positions = out[0] * out[1] * out[2];
+    r.want.assign((size_t)(batch * maps * positions), 0.0);
+    r.bound.assign(r.want.size(), 0.0);
+    for (int64_t n = 0; n < batch; ++n)
+        for (int64_t m = 0; m < maps; ++m)
+            for (int64_t o0 = 0; o0 < out[0]; ++o0)
+                for (int64_t o1 = 0; o1 < out[1]; ++o1)
+                    for (int64_t o2 = 0; o2 < out[2]; ++o2) {
+                        double sum = bias.empty() ? 0.0 : bias[(size_t)m], mag = std::fabs(sum);
+                        int64_t g = m / mg;
+                        for (int64_t c = 0; c < cg; ++c)
+                            for (int64_t k0 = 0; k0 < k[0]; ++k0)
+                                for (int64_t k1 = 0; k1 < k[1]; ++k1)
+                                    for (int64_t k2 = 0; k2 < k[2]; ++k2) {
+                                        int64_t i0 = o0 * s[0] - pb[0] + k0 * d[0], i1 = o1 * s[1] - pb[1] + k1 * d[1],
+                                                i2 = o2 * s[2] - pb[2] + k2 * d[2];
+                                        if (i0 < 0 || i0 >= in[0] || i1 < 0 || i1 >= in[1] || i2 < 0 || i2 >= in[2]) continue;
+                                        double xv = x[(size_t)((((n * channels + g * cg + c) * in[0] + i0) * in[1] + i1) * in[2] + i2)];
+                                        double wv = w[(size_t)((((m * cg + c) * k[0] + k0) * k[1] + k1) * k[2] + k2)];
+                                        sum += xv * wv;
+                                        mag += std::fabs(xv * wv);
+                                    }
+                        size_t at = (size_t)(((n * maps + m) * out[0] + o0) * out[1] + o1) * (size_t)out[2] + (size_t)o2;
+                        r.want[at] = sum;
+                        r.bound[at] = 1e-5 * mag + 1e-30;
+                    }
+    (void)channels;
+    return r;
+}
+
+void check_conv_cpu(const ConvCase& cc, uint32_t seed) {
+    std::vector<float> x = random_floats(count_of(cc.x), seed), w = random_floats(count_of(cc.w), seed + 1);
+    std::vector<float> bias = cc.bias ? random_floats(cc.w[0], seed + 2) : std::vector<float>();
+    Shape out_shape;
+    Reference r = reference_conv(cc, x, w, bias, &out_shape);
+    for (bool constant : {true, false})
+        for (uint32_t threads : {1u, 2u}) {
+            CAPTURE(constant);
+            CAPTURE(threads);
+            OpTest t;
+            std::vector<InputRef> in = {t.input(cc.x, x), constant ? t.constant(cc.w, w) : t.input(cc.w, w)};
+            if (cc.bias) in.push_back(t.constant(Shape{cc.w[0]}, bias));
+            t.op("Conv", in);
+            if (cc.group != 1) t.set_int("group", cc.group);
+            if (!cc.strides.empty()) t.set_ints("strides", cc.strides);
+            if (!cc.dilations.empty()) t.set_ints("dilations", cc.dilations);
+            if (!cc.pads.empty()) t.set_ints("pads", cc.pads);
+            std::string summary;
+            std::vector<float> y = infer_cpu(t, threads, &summary);
+            CHECK(count_bad(y, r) == 0);
+            const bool depthwise = cc.w[1] == 1 && cc.w[0] / cc.group < 4 && !(count_of(Shape(cc.w.begin() + 2, cc.w.end())) == 1);
+            if (!depthwise) check_kernel(summary, "Conv");
+        }
+}
+}  // namespace
+
+TEST_CASE("gemm: Conv on the CPU device: 1x1, 3x3, strided, dilated, grouped, padded, 1-D") {
+    uint32_t seed = 300;
+    const std::vector<ConvCase> cases = {
+        {{1, 16, 9, 11}, {24, 16, 1, 1}, true, 1, {}, {}, {}},                       // 1x1 straight on NCHW
+        {{2, 5, 7, 19}, {13, 5, 1, 1}, false, 1, {}, {}, {}},                         // 1x1, M and N tails
+        {{1, 3, 6, 6}, {2, 3, 1, 1}, true, 1, {2, 2}, {}, {}},                        // strided 1x1 (im2col)
+        {{1, 8, 13, 17}, {16, 8, 3, 3}, true, 1, {}, {}, {1, 1, 1, 1}},               // 3x3 padded
+        {{2, 3, 7, 6}, {4, 3, 3, 2}, true, 1, {2, 1}, {1, 2}, {1, 0, 2, 1}},          // strided, dilated, asymmetric pads
+        {{1, 4, 8, 7}, {6, 2, 3, 3}, true, 2, {1, 2}, {}, {1, 1, 0, 0}},              // 2 groups
+        {{1, 8, 10, 10}, {16, 2, 3, 3}, false, 4, {}, {}, {1, 1, 1, 1}},              // 4 groups, 4 maps each
+        {{1, 32, 21, 23}, {19, 32, 3, 3}, true, 1, {}, {}, {1, 1, 1, 1}},             // depth 288, 483 positions
+        {{1, 64, 30, 30}, {7, 64, 3, 3}, false, 1, {}, {}, {1, 1, 1, 1}},             // depth 576: several im2col blocks
+        {{2, 3, 17}, {5, 3, 4}, true, 1, {3}, {2}, {2, 1}},                           // 1-D
+        {{1, 6, 9, 9}, {6, 1, 3, 3}, true, 6, {2, 2}, {2, 2}, {2, 2, 2, 2}},          // depthwise (stays reference)
+    };
+    for (const ConvCase& cc : cases) {
+        CAPTURE(seed);
+        check_conv_cpu(cc, seed);
+        seed += 3;
+    }
+}
+
+TEST_CASE("gemm: MatMul on the CPU device: constant and run-time B, batches, 1 and 2 threads") {
+    uint32_t seed = 400;
+    struct Case { Shape a, b; };
+    const std::vector<Case> cases = {{{7, 13}, {13, 29}}, {{1, 64}, {64, 100}}, {{3, 37, 19}, {19, 41}},
+                                     {{2, 3, 5, 11}, {2, 3, 11, 17}}, {{64, 300}, {300, 65}}, {{2, 1, 9, 4}, {3, 4, 33}}};
+    for (const Case& mc : cases)
+        for (bool constant : {true, false})
+            for (uint32_t threads : {1u, 2u}) {
+                CAPTURE(seed); CAPTURE(constant); CAPTURE(threads);
+                std::vector<float> a = random_floats(count_of(mc.a), seed), b = random_floats(count_of(mc.b), seed + 1);
+                ++seed;
+                OpTest t;
+                t.op("MatMul", {t.input(mc.a, a), constant ? t.constant(mc.b, b) : t.input(mc.b, b)});
+                std::string summary;
+                std::vector<float> y = infer_cpu(t, threads, &summary);
+                check_kernel(summary, "MatMul");
+                // reference: broadcast the batch dims by hand (ranks here are equal or B is 2-D)
+                const int64_t m = mc.a[mc.a.size() - 2], k = mc.a.back(), n = mc.b.back();
+                Shape ab(mc.a.begin(), mc.a.end() - 2), bb(mc.b.begin(), mc.b.end() - 2), ob;
+                size_t rank = std::max(ab.size(), bb.size());
+                while (ab.size() < rank) ab.insert(ab.begin(), 1);
+                while (bb.size() < rank) bb.insert(bb.begin(), 1);
+                for (size_t i = 0; i < rank; ++i) ob.push_back(std::max(ab[i], bb[i]));
+                Reference all;
+                for (int64_t index = 0; index < count_of(ob); ++index) {
+                    int64_t ai = 0, bi = 0, rest = index;
+                    int64_t astride = 1, bstride = 1;
+                    for (size_t i = rank; i-- > 0;) {
+                        int64_t digit = rest % ob[i];
+                        rest /= ob[i];
+                        ai += (ab[i] == 1 ? 0 : digit) * astride;
+                        bi += (bb[i] == 1 ? 0 : digit) * bstride;
+                        astride *= ab[i];
+                        bstride *= bb[i];
+                    }
+                    Reference r = reference_gemm(m, n, k, 1.0f, a.data() + ai * m * k, k, 1, b.data() + bi * k * n, n, 1, 0.0f,
+                                                 nullptr, n);
+                    all.want.insert(all.want.end(), r.want.begin(), r.want.end());
+                    all.bound.insert(all.bound.end(), r.bound.begin(), r.bound.end());
+                }
+                CHECK(count_bad(y, all) == 0);
+            }
+}
+
+TEST_CASE("gemm: Gemm on the CPU device: transA, transB, alpha, beta, broadcast C") {
+    uint32_t seed = 500;
+    for (bool ta : {false, true})
+        for (bool tb : {false, true})
+            for (int c_kind : {0, 1, 2, 3})   // none, [n], [m, 1], [m, n]
+                for (bool constant : {true, false}) {
+                    const int64_t m = 19, n = 35, k = 300;
+                    const float alpha = 0.75f, beta = c_kind ? -1.5f : 1.0f;
+                    CAPTURE(ta); CAPTURE(tb); CAPTURE(c_kind); CAPTURE(constant);
+                    std::vector<float> a = random_floats(m * k, seed), b = random_floats(k * n, seed + 1);
+                    Shape cs = c_kind == 1 ? Shape{n} : c_kind == 2 ? Shape{m, 1} : Shape{m, n};
+                    std::vector<float> cv = random_floats(count_of(cs), seed + 2);
+                    ++seed;
+                    OpTest t;
+                    std::vector<InputRef> in = {t.input(ta ? Shape{k, m} : Shape{m, k}, a),
+                                                constant ? t.constant(tb ? Shape{n, k} : Shape{k, n}, b)
+                                                         : t.input(tb ? Shape{n, k} : Shape{k, n}, b)};
+                    if (c_kind) in.push_back(t.constant(cs, cv));
+                    t.op("Gemm", in);
+                    t.set_int("transA", ta);
+                    t.set_int("transB", tb);
+                    t.set_float("alpha", alpha);
+                    t.set_float("beta", beta);
+                    for (uint32_t threads : {1u, 2u}) {
+                        OpTest copy;   // the model is finalized by infer_cpu: build it once per thread count
+                        (void)copy;
+                    }
+                    std::vector<float> full((size_t)(m * n));
+                    for (int64_t i = 0; i < m; ++i)
+                        for (int64_t j = 0; j < n; ++j)
+                            full[(size_t)(i * n + j)] = c_kind == 0 ? 0.0f : c_kind == 1 ? cv[(size_t)j] : c_kind == 2 ? cv[(size_t)i]
+                                                                                                                      : cv[(size_t)(i * n + j)];
+                    Reference r = reference_gemm(m, n, k, alpha, a.data(), ta ? 1 : k, ta ? m : 1, b.data(), tb ? 1 : n, tb ? k : 1,
+                                                 c_kind ? beta : 0.0f, full.data(), n);
+                    std::string summary;
+                    std::vector<float> y = infer_cpu(t, seed % 2 ? 2 : 1, &summary);
+                    check_kernel(summary, "Gemm");
+                    CHECK(count_bad(y, r) == 0);
+                }
+}
