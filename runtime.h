@@ -57,12 +57,13 @@
    >>ops                              reference kernels: broadcasting and shared helpers
    >>elementwise ops                  the snippet ops (unary, binary, Where)
    >>nn ops                           helpers shared by the nn kernels
-   >>blocked gemm                     the GEMM under Conv, ConvTranspose, MatMul, Gemm
+   >>blocked gemm                     the portable GEMM under Conv, ConvTranspose, MatMul, Gemm;
+                                      CpuGemmState (the CPU device's steps on snippets.h's Gemm)
    >>windows                          kernel, stride, dilation, pads for Conv and pools
-   >>conv                             Conv (im2col + GEMM)
+   >>conv                             Conv (im2col + GEMM); run_cpu_conv on the JIT GEMM
    >>conv transpose                   ConvTranspose (GEMM + col2im)
-   >>matmul                           MatMul
-   >>gemm                             Gemm
+   >>matmul                           MatMul; run_cpu_matmul on the JIT GEMM
+   >>gemm                             Gemm; run_cpu_gemm; cpu_gemm_step picks the CPU's kernel
    >>batch normalization              BatchNormalization
    >>instance normalization           InstanceNormalization
    >>layer normalization              LayerNormalization
@@ -2131,7 +2132,9 @@ protected:
 };
 
 // >>cpu device
-// CPU: reference kernels, with every elementwise island fused into one snippets.h kernel.
+// CPU: reference kernels, with every elementwise island fused into one snippets.h kernel, and
+// MatMul, Gemm and Conv (not depthwise) on snippets.h's JIT GEMM where the target has its tiles
+// (AVX2, AVX-512; cpu_gemm_step), constant weights packed at compile time.
 const ConfigKey kCpuKeys[] = {{"NUM_THREADS", "1"}, {"PERF_COUNT", "NO"}, {"FUSION", "YES"}, {"ISA", "auto"}};
 
 class CpuDevice : public BuiltinDevice {

@@ -148,6 +148,7 @@
        >>kernel cache                 KernelCache
        >>snippet                      SnippetTuning, SnippetOptions, SnippetStats, Snippet
        >>tokenizer                    islands on a Graph, build_island_body()
+       >>gemm                         Gemm: packed panels, cache blocks, JIT tiles; cpu_cache_sizes
      implementation:
        >>helpers                      float bits, clock, broadcasting of shapes
        >>vector model                 ScalarMath: one lane with the x86 instructions' semantics
@@ -179,6 +180,7 @@
        >>run                          kernel calls, parts, snippet_evaluate, interpret()
        >>tokenizer implementation     fusible nodes, greedy islands
        >>island bodies                build_island_body
+       >>gemm implementation          cache sizes, the x86 tile emitter, packing, the blocked driver
 */
 #ifndef TESSEL_SNIPPETS_H
 #define TESSEL_SNIPPETS_H
