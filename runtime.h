@@ -2134,7 +2134,7 @@ protected:
 // >>cpu device
 // CPU: reference kernels, with every elementwise island fused into one snippets.h kernel, and
 // MatMul, Gemm and Conv (not depthwise) on snippets.h's JIT GEMM where the target has its tiles
-// (AVX2, AVX-512; cpu_gemm_step), constant weights packed at compile time.
+// (AVX2, AVX-512, NEON; cpu_gemm_step), constant weights packed at compile time.
 const ConfigKey kCpuKeys[] = {{"NUM_THREADS", "1"}, {"PERF_COUNT", "NO"}, {"FUSION", "YES"}, {"ISA", "auto"}};
 
 class CpuDevice : public BuiltinDevice {

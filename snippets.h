@@ -180,7 +180,7 @@
        >>run                          kernel calls, parts, snippet_evaluate, interpret()
        >>tokenizer implementation     fusible nodes, greedy islands
        >>island bodies                build_island_body
-       >>gemm implementation          cache sizes, the x86 tile emitter, packing, the blocked driver
+       >>gemm implementation          cache sizes, the x86 and NEON tile emitters, packing, the driver
 */
 #ifndef TESSEL_SNIPPETS_H
 #define TESSEL_SNIPPETS_H
@@ -539,9 +539,10 @@ Status build_island_body(const Graph& graph, const Tokenization& tokenization, u
 // block of B packed into panels of nr columns (kept in L3, one panel in L1), an mc x kc block
 // of A packed into panels of mr rows (kept in L2), and a micro-kernel that keeps an mr x nr
 // tile of C in registers through the K loop of broadcast FMAs. The micro-kernels are JIT code
-// for Avx2 (6 x 16) and Avx512 (14 x 32), one per tile height and width so that the edges
-// of M and N run narrower tiles (and a masked last vector); other targets (Ref, Sse41, Neon
-// for now, builds without JIT) run a portable C++ tile (4 x 16) over the same packed layout.
+// for Avx2 (6 x 16), Avx512 (14 x 32) and Neon (8 x 12), one per tile height and width so that
+// the edges of M and N run narrower tiles (x86: and a masked last vector; NEON: a full tile
+// into a buffer); other targets (Ref, Sse41, builds without JIT) run a portable C++ tile
+// (4 x 16) over the same packed layout.
 struct GemmBlocking {
     uint32_t mr = 4, nr = 16;              // micro-tile
     int64_t kc = 256, mc = 128, nc = 2048; // cache blocks (mc a multiple of mr, nc of nr)
@@ -597,7 +598,7 @@ private:
     Isa isa_ = Isa::Ref;
     GemmBlocking blocking_;
     uint32_t vector_floats_ = 1;
-    const TileFn* tiles_ = nullptr;   // [(rows - 1) * 2 * vectors + (vectors - 1) * 2 + masked]
+    const TileFn* tiles_ = nullptr;   // [(rows - 1) * 2 * vectors + (vectors - 1) * 2 + masked], may be null
 };
 
 }  // namespace tessel
@@ -5137,6 +5138,96 @@ inline GemmTileTable make_gemm_tiles(Isa isa, uint32_t mr, uint32_t nr) {
     return t;
 }
 #endif
+#if defined(__aarch64__)
+// One NEON tile: rows x vectors accumulators in v8..v31 (d8-d15 saved), A's 8 floats in v0-v1
+// taken by element (fmla by element needs no broadcast), B's vectors in v2-v4. Arguments
+// (AAPCS64): x0 A panel, x1 B panel, x2 C, x3 ldc bytes, x4 k, x5 TileParams. No masked
+// tiles: Gemm::run finishes a partial last vector from a full tile in a buffer.
+inline void emit_gemm_tile_a64(asmjit::a64::Assembler& a, uint32_t mr, uint32_t nr, uint32_t rows, uint32_t vectors) {
+    namespace a64 = asmjit::a64;
+    auto acc = [&](uint32_t i, uint32_t j) { return a64::v(8 + i * vectors + j); };
+    a.stp(a64::d8, a64::d9, a64::ptr_pre(a64::sp, -64));
+    a.stp(a64::d10, a64::d11, a64::ptr(a64::sp, 16));
+    a.stp(a64::d12, a64::d13, a64::ptr(a64::sp, 32));
+    a.stp(a64::d14, a64::d15, a64::ptr(a64::sp, 48));
+    for (uint32_t i = 0; i < rows; ++i)
+        for (uint32_t j = 0; j < vectors; ++j) a.eor(acc(i, j).b16(), acc(i, j).b16(), acc(i, j).b16());
+    asmjit::Label loop = a.newLabel(), store = a.newLabel(), overwrite = a.newLabel(), done = a.newLabel();
+    a.cbz(a64::x4, store);
+    a.bind(loop);
+    a.ldp(a64::q0, a64::q1, a64::ptr_post(a64::x0, (int32_t)(mr * 4)));
+    for (uint32_t j = 0; j < vectors; ++j) a.ldr(a64::q(2 + j), a64::ptr(a64::x1, (int32_t)(j * 16)));
+    a.add(a64::x1, a64::x1, (uint32_t)(nr * 4));
+    for (uint32_t i = 0; i < rows; ++i)
+        for (uint32_t j = 0; j < vectors; ++j)
+            a.fmla(acc(i, j).s4(), a64::v(2 + j).s4(), a64::v(i < 4 ? 0 : 1).s(i & 3));
+    a.subs(a64::x4, a64::x4, 1);
+    a.b_ne(loop);
+    a.bind(store);
+    a.ld1r(a64::v(5).s4(), a64::ptr(a64::x5));
+    a.add(a64::x6, a64::x5, 4);
+    a.ld1r(a64::v(6).s4(), a64::ptr(a64::x6));
+    a.ldr(a64::w7, a64::ptr(a64::x5, 8));
+    a.cbz(a64::w7, overwrite);
+    for (int pass = 0; pass < 2; ++pass) {   // pass 0: C read (beta); pass 1: C overwritten
+        if (pass == 1) a.bind(overwrite);
+        a.mov(a64::x8, a64::x2);
+        for (uint32_t i = 0; i < rows; ++i) {
+            for (uint32_t j = 0; j < vectors; ++j) {
+                a.fmul(acc(i, j).s4(), acc(i, j).s4(), a64::v(5).s4());
+                if (pass == 0) {
+                    a.ldr(a64::q7, a64::ptr(a64::x8, (int32_t)(j * 16)));
+                    a.fmla(acc(i, j).s4(), a64::v(7).s4(), a64::v(6).s4());
+                }
+                a.str(a64::q(8 + i * vectors + j), a64::ptr(a64::x8, (int32_t)(j * 16)));
+            }
+            if (i + 1 < rows) a.add(a64::x8, a64::x8, a64::x3);
+        }
+        if (pass == 0) a.b(done);
+    }
+    a.bind(done);
+    a.ldp(a64::d10, a64::d11, a64::ptr(a64::sp, 16));
+    a.ldp(a64::d12, a64::d13, a64::ptr(a64::sp, 32));
+    a.ldp(a64::d14, a64::d15, a64::ptr(a64::sp, 48));
+    a.ldp(a64::d8, a64::d9, a64::ptr_post(a64::sp, 64));
+    a.ret(a64::x30);
+}
+
+struct GemmTileTable {
+    Gemm::TileFn fn[16 * 2 * 3] = {};
+    Status status = Status::Unsupported;
+};
+
+inline GemmTileTable make_gemm_tiles_a64(uint32_t mr, uint32_t nr) {
+    using namespace asmjit;
+    GemmTileTable t;
+    const uint32_t vectors = nr / 4;
+    CodeHolder code;
+    ErrorRecorder recorder;
+    code.init(jit_runtime().environment());
+    code.setErrorHandler(&recorder);
+    a64::Assembler a(&code);
+    Label labels[16 * 2 * 3];
+    for (uint32_t rows = 1; rows <= mr; ++rows)
+        for (uint32_t vec = 1; vec <= vectors; ++vec) {
+            const uint32_t index = (rows - 1) * 2 * vectors + (vec - 1) * 2;   // the masked slot stays empty
+            labels[index] = a.newLabel();
+            a.align(AlignMode::kCode, 16);
+            a.bind(labels[index]);
+            emit_gemm_tile_a64(a, mr, nr, rows, vec);
+        }
+    if (recorder.first != kErrorOk) return t;
+    void* base = nullptr;
+    if (jit_runtime().add(&base, &code) != kErrorOk) { t.status = Status::OutOfMemory; return t; }
+    for (uint32_t rows = 1; rows <= mr; ++rows)
+        for (uint32_t vec = 1; vec <= vectors; ++vec) {
+            const uint32_t index = (rows - 1) * 2 * vectors + (vec - 1) * 2;
+            t.fn[index] = reinterpret_cast<Gemm::TileFn>(static_cast<char*>(base) + code.labelOffsetFromBase(labels[index]));
+        }
+    t.status = Status::Ok;
+    return t;
+}
+#endif
 #endif
 }  // namespace detail
 
@@ -5164,6 +5255,16 @@ Status Gemm::init(Isa isa) {
         if (table->status != Status::Ok) return table->status;
         tiles_ = table->fn;
         vector_floats_ = isa_vector_floats(isa);
+    }
+#elif !defined(TESSEL_NO_JIT) && defined(__aarch64__)
+    if (isa == Isa::Neon) {
+        // 8 x 12: 24 accumulators, 2 registers of A, 3 of B, 3 for the store
+        blocking_.mr = 8;
+        blocking_.nr = 12;
+        static const detail::GemmTileTable neon = detail::make_gemm_tiles_a64(8, 12);
+        if (neon.status != Status::Ok) return neon.status;
+        tiles_ = neon.fn;
+        vector_floats_ = 4;
     }
 #endif
     // kc: a kc x nr panel of B fills half of L1 (the A panel streams beside it); mc: the
@@ -5321,10 +5422,22 @@ void Gemm::run(int64_t m, int64_t n, int64_t k, float alpha, const GemmOperand& 
                     for (int64_t ir = 0; ir < mc; ir += mr) {
                         const int64_t rows = mc - ir < mr ? mc - ir : mr;
                         float* ct = c + (ic + ir) * ldc + jc + jr;
-                        if (tiles_)
-                            tiles_[(rows - 1) * 2 * (nr / vf) + index_cols](ap + ir * kc, bp + jr * kc, ct, ldc * 4, kc, &params);
-                        else
+                        TileFn tile = tiles_ ? tiles_[(rows - 1) * 2 * (nr / vf) + index_cols] : nullptr;
+                        if (tile) {
+                            tile(ap + ir * kc, bp + jr * kc, ct, ldc * 4, kc, &params);
+                        } else if (tiles_) {   // no masked tile (NEON): the full tile in a buffer, then the columns
+                            float buffer[16 * 32];
+                            TileParams plain = params;
+                            plain.alpha = 1.0f;
+                            plain.read_c = 0;
+                            tiles_[(rows - 1) * 2 * (nr / vf) + (index_cols & ~1u)](ap + ir * kc, bp + jr * kc, buffer, nr * 4, kc, &plain);
+                            for (int64_t i = 0; i < rows; ++i)
+                                for (int64_t j = 0; j < cols; ++j)
+                                    ct[i * ldc + j] = params.read_c ? params.alpha * buffer[i * nr + j] + params.beta * ct[i * ldc + j]
+                                                                    : params.alpha * buffer[i * nr + j];
+                        } else {
                             detail::gemm_portable_tile(ap + ir * kc, bp + jr * kc, ct, ldc, kc, rows, cols, params);
+                        }
                     }
                 }
             }

@@ -120,7 +120,7 @@ TEST_CASE("gemm: the target's tiles and blocking") {
     Gemm gemm = target_gemm();
     Isa isa = default_isa();
     CHECK(gemm.isa() == isa);
-    CHECK(gemm.jit() == (isa == Isa::Avx2 || isa == Isa::Avx512));
+    CHECK(gemm.jit() == (isa == Isa::Avx2 || isa == Isa::Avx512 || isa == Isa::Neon));
     const GemmBlocking& b = gemm.blocking();
     INFO(std::string(isa_name(isa)) << ": " << b.mr << " x " << b.nr << " tiles, kc " << b.kc << ", mc " << b.mc << ", nc " << b.nc);
     CHECK(b.mc % b.mr == 0);
@@ -253,7 +253,7 @@ std::vector<float> infer_cpu(OpTest& t, uint32_t threads, std::string* kernels) 
 // Whether the compile put `op` on the JIT GEMM: where the target has tiles, it must.
 void check_kernel(const std::string& kernels, const char* op) {
     Isa isa = default_isa();
-    bool jit = isa == Isa::Avx2 || isa == Isa::Avx512;
+    bool jit = isa == Isa::Avx2 || isa == Isa::Avx512 || isa == Isa::Neon;
     std::string name = std::string("gemm:") + isa_name(isa) + ":" + op;
     INFO(kernels);
     CHECK((kernels.find(name) != std::string::npos) == jit);
