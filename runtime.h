@@ -4681,9 +4681,39 @@ inline Status run_conv(const RunContext& c) {
     return Status::Ok;
 }
 
+// The im2col block of columns [p0, p0 + count) written straight in Gemm's packed-B layout
+// (kc blocks of nr-column panels, zero padded), so the GEMM does not copy it again: each row
+// is made in `row` (count floats), then dealt out to the panels.
+inline void im2col_packed(const Window& w, int64_t channels, const float* x, int64_t p0, int64_t count,
+                          const GemmBlocking& blocking, float* row, float* packed) {
+    const int64_t nr = blocking.nr, np = (count + nr - 1) / nr * nr, depth = channels * w.kernel_size();
+    const int64_t full = count / nr * nr;
+    int64_t r = 0;
+    for (int64_t ci = 0; ci < channels; ++ci)
+        for (int64_t k0 = 0; k0 < w.kernel[0]; ++k0)
+            for (int64_t k1 = 0; k1 < w.kernel[1]; ++k1)
+                for (int64_t k2 = 0; k2 < w.kernel[2]; ++k2, ++r) {
+                    Window one = w;   // one input channel and one tap: im2col makes exactly this row
+                    one.kernel[0] = one.kernel[1] = one.kernel[2] = 1;
+                    one.pad_begin[0] -= k0 * w.dilation[0];
+                    one.pad_begin[1] -= k1 * w.dilation[1];
+                    one.pad_begin[2] -= k2 * w.dilation[2];
+                    im2col(one, 1, x + ci * w.in_size(), p0, count, row);
+                    const int64_t pc = r / blocking.kc * blocking.kc, kc = depth - pc < blocking.kc ? depth - pc : blocking.kc;
+                    float* dst = packed + pc * np + (r - pc) * nr;
+                    int64_t j = 0;
+                    for (; j < full; j += nr, dst += nr * kc) std::memcpy(dst, row + j, (size_t)nr * sizeof(float));
+                    if (j < count) {
+                        std::memcpy(dst, row + j, (size_t)(count - j) * sizeof(float));
+                        std::memset(dst + (count - j), 0, (size_t)(nr - (count - j)) * sizeof(float));
+                    }
+                }
+}
+
 // Conv on the CPU device's JIT GEMM: per (image, group, block of positions) the weights
 // (packed at compile time when constant) times the input plane (1x1, stride 1, unpadded) or
-// an im2col block sized to stay in L2; the bias is written first and added by beta = 1.
+// an im2col block sized to stay in L2 (made packed); the bias is written first and added by
+// beta = 1.
 inline Status run_cpu_conv(const RunContext& c) {
     const CpuGemmState& cs = *static_cast<const CpuGemmState*>(c.state);
     const ConvState& st = *static_cast<const ConvState*>(cs.op);
@@ -4694,10 +4724,13 @@ inline Status run_cpu_conv(const RunContext& c) {
     const int64_t in_plane = st.w.in_size(), positions = st.w.out_size();
     if (positions == 0) return Status::Ok;
     const int64_t blocks = (positions + cs.block - 1) / cs.block;
-    const size_t col_floats = st.direct ? 0 : round16((size_t)(st.depth * cs.block));
+    const GemmBlocking& blocking = cs.gemm.blocking();
+    const size_t col_floats = st.direct ? 0 : round16(cs.gemm.packed_b_floats(st.depth, cs.block));
+    const size_t row_floats = st.direct ? 0 : round16((size_t)cs.block);
     nn_parallel(c, (uint64_t)(st.batch * st.groups * blocks), [&](uint64_t slot, uint64_t begin, uint64_t end) {
         float* col = static_cast<float*>(c.scratch) + slot * cs.slot_floats;
-        float* scratch = col + col_floats;
+        float* row = col + col_floats;
+        float* scratch = row + row_floats;
         for (uint64_t unit = begin; unit < end; ++unit) {
             int64_t blk = (int64_t)unit % blocks, g = (int64_t)unit / blocks % st.groups;
             int64_t n = (int64_t)unit / blocks / st.groups;
@@ -4715,9 +4748,9 @@ inline Status run_cpu_conv(const RunContext& c) {
                 b.data = xg + p0;
                 b.row = in_plane;
             } else {
-                im2col(st.w, st.group_channels, xg, p0, count, col);
+                im2col_packed(st.w, st.group_channels, xg, p0, count, blocking, row, col);
                 b.data = col;
-                b.row = count;
+                b.packed = true;
             }
             float* yg = y + (n * st.maps + g * st.group_maps) * positions + p0;
             if (bias)
@@ -4760,8 +4793,8 @@ inline Status cpu_conv_step(ReferenceProgram* p, const PreparedModel& model, Nod
     }
     if (block > positions) block = positions;
     cs->block = block;
-    cs->slot_floats = (st->direct ? 0 : round16((size_t)(st->depth * block))) +
-                      round16(gemm.scratch_floats(st->group_maps, block, st->depth, cs->packed != nullptr, false));
+    cs->slot_floats = (st->direct ? 0 : round16(gemm.packed_b_floats(st->depth, block)) + round16((size_t)block)) +
+                      round16(gemm.scratch_floats(st->group_maps, block, st->depth, cs->packed != nullptr, !st->direct));
     return cpu_gemm_use(p, run_cpu_conv, cs, "Conv");
 }
 

@@ -5156,7 +5156,7 @@ inline void emit_gemm_tile_a64(asmjit::a64::Assembler& a, uint32_t mr, uint32_t 
     a.cbz(a64::x4, store);
     a.bind(loop);
     a.ldp(a64::q0, a64::q1, a64::ptr_post(a64::x0, (int32_t)(mr * 4)));
-    for (uint32_t j = 0; j < vectors; ++j) a.ldr(a64::q(2 + j), a64::ptr(a64::x1, (int32_t)(j * 16)));
+    for (uint32_t j = 0; j < vectors; ++j) a.ldr(a64::v(2 + j), a64::ptr(a64::x1, (int32_t)(j * 16)));
     a.add(a64::x1, a64::x1, (uint32_t)(nr * 4));
     for (uint32_t i = 0; i < rows; ++i)
         for (uint32_t j = 0; j < vectors; ++j)
@@ -5179,7 +5179,7 @@ inline void emit_gemm_tile_a64(asmjit::a64::Assembler& a, uint32_t mr, uint32_t 
                     a.ldr(a64::q7, a64::ptr(a64::x8, (int32_t)(j * 16)));
                     a.fmla(acc(i, j).s4(), a64::v(7).s4(), a64::v(6).s4());
                 }
-                a.str(a64::q(8 + i * vectors + j), a64::ptr(a64::x8, (int32_t)(j * 16)));
+                a.str(a64::v(8 + i * vectors + j), a64::ptr(a64::x8, (int32_t)(j * 16)));
             }
             if (i + 1 < rows) a.add(a64::x8, a64::x8, a64::x3);
         }
