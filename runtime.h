@@ -4727,11 +4727,13 @@ inline Status run_cpu_conv(const RunContext& c) {
     const GemmBlocking& blocking = cs.gemm.blocking();
     const size_t col_floats = st.direct ? 0 : round16(cs.gemm.packed_b_floats(st.depth, cs.block));
     const size_t row_floats = st.direct ? 0 : round16((size_t)cs.block);
-    nn_parallel(c, (uint64_t)(st.batch * st.groups * blocks), [&](uint64_t slot, uint64_t begin, uint64_t end) {
+    const uint32_t parts = cs.parts;
+    nn_parallel(c, (uint64_t)(st.batch * st.groups * blocks) * parts, [&](uint64_t slot, uint64_t begin, uint64_t end) {
         float* col = static_cast<float*>(c.scratch) + slot * cs.slot_floats;
         float* row = col + col_floats;
         float* scratch = row + row_floats;
-        for (uint64_t unit = begin; unit < end; ++unit) {
+        for (uint64_t work = begin; work < end; ++work) {
+            const uint64_t unit = work / parts;
             int64_t blk = (int64_t)unit % blocks, g = (int64_t)unit / blocks % st.groups;
             int64_t n = (int64_t)unit / blocks / st.groups;
             int64_t p0 = blk * cs.block, count = positions - p0 < cs.block ? positions - p0 : cs.block;
@@ -4753,10 +4755,14 @@ inline Status run_cpu_conv(const RunContext& c) {
                 b.packed = true;
             }
             float* yg = y + (n * st.maps + g * st.group_maps) * positions + p0;
-            if (bias)
-                for (int64_t m = 0; m < st.group_maps; ++m)
-                    std::fill(yg + m * positions, yg + m * positions + count, bias[g * st.group_maps + m]);
-            cs.gemm.run(st.group_maps, count, st.depth, 1.0f, a, b, bias ? 1.0f : 0.0f, yg, positions, scratch);
+            if (bias) {   // this part's tiles only: the others may be running already
+                int64_t m0, m1, n0, n1;
+                cs.gemm.part_range(st.group_maps, count, a.packed, b.packed, (uint32_t)(work % parts), parts, &m0, &m1, &n0, &n1);
+                for (int64_t m = m0; m < m1; ++m)
+                    std::fill(yg + m * positions + n0, yg + m * positions + n1, bias[g * st.group_maps + m]);
+            }
+            cs.gemm.run(st.group_maps, count, st.depth, 1.0f, a, b, bias ? 1.0f : 0.0f, yg, positions, scratch,
+                        (uint32_t)(work % parts), parts);
         }
     }, cs.slots);
     return Status::Ok;
@@ -4793,6 +4799,8 @@ inline Status cpu_conv_step(ReferenceProgram* p, const PreparedModel& model, Nod
     }
     if (block > positions) block = positions;
     cs->block = block;
+    // Still fewer units than threads (one image, few positions): each unit's GEMM in parts.
+    if (images * ((positions + block - 1) / block) < (int64_t)cs->slots) cs->parts = cs->slots;
     cs->slot_floats = (st->direct ? 0 : round16(gemm.packed_b_floats(st->depth, block)) + round16((size_t)block)) +
                       round16(gemm.scratch_floats(st->group_maps, block, st->depth, cs->packed != nullptr, !st->direct));
     return cpu_gemm_use(p, run_cpu_conv, cs, "Conv");

@@ -581,6 +581,9 @@ public:
     // each with its own scratch. Never allocates.
     void run(int64_t m, int64_t n, int64_t k, float alpha, const GemmOperand& a, const GemmOperand& b, float beta,
              float* c, int64_t ldc, float* scratch, uint32_t part = 0, uint32_t parts = 1) const;
+    // The rows [m0, m1) and columns [n0, n1) of C that part `part` of run() writes (empty: m0 == m1).
+    void part_range(int64_t m, int64_t n, bool a_packed, bool b_packed, uint32_t part, uint32_t parts, int64_t* m0,
+                    int64_t* m1, int64_t* n0, int64_t* n1) const;
 
     // What a tile kernel reads besides its operands.
     struct TileParams {
@@ -5366,22 +5369,30 @@ void Gemm::pack_b(int64_t k, int64_t n, const float* b, int64_t b_row, int64_t b
     }
 }
 
+void Gemm::part_range(int64_t m, int64_t n, bool a_packed, bool b_packed, uint32_t part, uint32_t parts, int64_t* m0,
+                      int64_t* m1, int64_t* n0, int64_t* n1) const {
+    const int64_t mr = blocking_.mr, nr = blocking_.nr;
+    const int64_t mpanels = (m + mr - 1) / mr, npanels = (n + nr - 1) / nr;
+    *m0 = 0, *m1 = m, *n0 = 0, *n1 = n;
+    if (parts <= 1) return;
+    // Split the operand packed at run time (each part packs only its share), unless it has too few panels.
+    bool split_m = b_packed && !a_packed ? mpanels >= (int64_t)parts || mpanels > npanels
+                                         : npanels < (int64_t)parts && mpanels > npanels;
+    int64_t total = split_m ? mpanels : npanels;
+    int64_t p0 = (int64_t)part * total / parts, p1 = (int64_t)(part + 1) * total / parts;
+    if (p0 >= p1) { *m1 = *m0; return; }
+    if (split_m) { *m0 = p0 * mr; *m1 = p1 * mr < m ? p1 * mr : m; }
+    else { *n0 = p0 * nr; *n1 = p1 * nr < n ? p1 * nr : n; }
+}
+
 void Gemm::run(int64_t m, int64_t n, int64_t k, float alpha, const GemmOperand& a, const GemmOperand& b, float beta,
                float* c, int64_t ldc, float* scratch, uint32_t part, uint32_t parts) const {
     if (m <= 0 || n <= 0) return;
     const int64_t mr = blocking_.mr, nr = blocking_.nr;
     const int64_t mpanels = (m + mr - 1) / mr, npanels = (n + nr - 1) / nr;
-    int64_t m0 = 0, m1 = m, n0 = 0, n1 = n;
-    if (parts > 1) {
-        // Split the operand packed here (each part packs only its share), unless it has too few panels.
-        bool split_m = b.packed && !a.packed ? mpanels >= (int64_t)parts || mpanels > npanels
-                                             : npanels < (int64_t)parts && mpanels > npanels;
-        int64_t total = split_m ? mpanels : npanels;
-        int64_t p0 = (int64_t)part * total / parts, p1 = (int64_t)(part + 1) * total / parts;
-        if (p0 >= p1) return;
-        if (split_m) { m0 = p0 * mr; m1 = p1 * mr < m ? p1 * mr : m; }
-        else { n0 = p0 * nr; n1 = p1 * nr < n ? p1 * nr : n; }
-    }
+    int64_t m0, m1, n0, n1;
+    part_range(m, n, a.packed, b.packed, part, parts, &m0, &m1, &n0, &n1);
+    if (m0 >= m1 || n0 >= n1) return;
     if (k <= 0) {   // C = beta C, and 0 when beta is 0 (C not read)
         for (int64_t i = m0; i < m1; ++i)
             for (int64_t j = n0; j < n1; ++j) c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];

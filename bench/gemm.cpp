@@ -1,11 +1,14 @@
 // GEMM throughput: snippets.h's Gemm on M = N = K = 256, 512, 1024 (both operands packed at
 // run time, and B packed once beforehand as for constant weights), then MatMul through the
 // CPU device (B a constant), at 1 and 2 threads, in GFLOP/s and as a share of the FMA peak
-// measured by an FMA-throughput loop in the same run.
+// measured by an FMA-throughput loop in the same run. Each figure is the best of many runs;
+// on a shared machine the last column (one thread: flops per second of the thread's own CPU
+// time) leaves out the time other processes held the core.
 //   build/bench/gemm [ISA]        (ISA: ref, sse41, avx2, avx512; default as TESSEL_ISA)
 #define TESSEL_IMPLEMENTATION
 #include "runtime.h"
 
+#include <time.h>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -66,19 +69,29 @@ double fma_peak(Isa isa) {
     return best;
 }
 
-// Best time of `runs` runs of f(), in seconds.
+double thread_cpu_seconds() {
+    timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+// Best time of `runs` runs of f(), in seconds; `cpu` (if given) the best of the calling
+// thread's CPU time, which leaves out the time other processes held the core.
 template <class F>
-double best_seconds(int runs, F&& f) {
-    double best = 1e30;
+double best_seconds(int runs, F&& f, double* cpu = nullptr) {
+    double best = 1e30, best_cpu = 1e30;
     for (int r = 0; r < runs; ++r) {
         auto start = std::chrono::steady_clock::now();
+        double cpu_start = thread_cpu_seconds();
         f();
+        best_cpu = std::min(best_cpu, thread_cpu_seconds() - cpu_start);
         best = std::min(best, seconds_since(start));
     }
+    if (cpu) *cpu = best_cpu;
     return best;
 }
 
-double gemm_gflops(const Gemm& gemm, int64_t s, uint32_t threads, bool prepack) {
+double gemm_gflops(const Gemm& gemm, int64_t s, uint32_t threads, bool prepack, double* cpu_gflops = nullptr) {
     std::vector<float> a((size_t)(s * s), 0.5f), b((size_t)(s * s), 0.25f), c((size_t)(s * s)), packed;
     GemmOperand oa, ob;
     oa.data = a.data(); oa.row = s; oa.col = 1;
@@ -100,7 +113,9 @@ double gemm_gflops(const Gemm& gemm, int64_t s, uint32_t threads, bool prepack) 
     };
     once();
     int runs = s <= 256 ? 200 : s <= 512 ? 60 : 20;
-    return 2.0 * (double)s * s * s / best_seconds(runs, once) * 1e-9;
+    double cpu = 0, wall = best_seconds(runs, once, &cpu);
+    if (cpu_gflops) *cpu_gflops = 2.0 * (double)s * s * s / cpu * 1e-9;
+    return 2.0 * (double)s * s * s / wall * 1e-9;
 }
 
 // MatMul [s x s] x constant [s x s] on the CPU device.
@@ -147,15 +162,17 @@ int main(int argc, char** argv) {
                 gemm.jit() ? "JIT" : "portable", b.mr, b.nr, (long long)b.kc, (long long)b.mc, (long long)b.nc,
                 (unsigned long long)(caches.l1d >> 10), (unsigned long long)(caches.l2 >> 10), (unsigned long long)(caches.l3 >> 10));
     std::printf("FMA peak, one thread: %.1f GFLOP/s\n", peak);
-    std::printf("%6s %8s %14s %8s %14s %8s %14s %8s\n", "size", "threads", "Gemm GFLOP/s", "/peak", "B packed", "/peak",
-                "MatMul (CPU)", "/peak");
+    std::printf("%6s %8s %14s %8s %14s %8s %14s %8s %16s %8s\n", "size", "threads", "Gemm GFLOP/s", "/peak", "B packed", "/peak",
+                "MatMul (CPU)", "/peak", "GFLOP/CPU-s", "/peak");
     for (int64_t s : {256, 512, 1024})
         for (uint32_t threads : {1u, 2u}) {
-            double g = gemm_gflops(gemm, s, threads, false), gp = gemm_gflops(gemm, s, threads, true);
+            double cpu = 0, g = gemm_gflops(gemm, s, threads, false, &cpu), gp = gemm_gflops(gemm, s, threads, true);
             double mm = matmul_gflops(s, threads, isa_name(isa));
             double p = peak > 0 ? peak * threads : 0;
-            std::printf("%6lld %8u %14.1f %8.2f %14.1f %8.2f %14.1f %8.2f\n", (long long)s, threads, g, p ? g / p : 0, gp,
+            std::printf("%6lld %8u %14.1f %8.2f %14.1f %8.2f %14.1f %8.2f", (long long)s, threads, g, p ? g / p : 0, gp,
                         p ? gp / p : 0, mm, p ? mm / p : 0);
+            if (threads == 1) std::printf(" %16.1f %8.2f", cpu, peak ? cpu / peak : 0);
+            std::printf("\n");
         }
     return 0;
 }
