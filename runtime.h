@@ -4783,15 +4783,13 @@ inline Status cpu_conv_step(ReferenceProgram* p, const PreparedModel& model, Nod
                         packed + (size_t)g * cs->packed_floats);
         cs->packed = packed;
     }
-    // Positions per unit: an im2col block of half of L2, at least 4 tiles wide; fewer when
-    // the units would not give every thread one.
+    // Positions per unit: a packed block of B (im2col: all of K; 1x1: one kc block) of half of
+    // L2, at least 4 tiles wide (it bounds each slot's scratch too); fewer when the units
+    // would not give every thread one.
     const int64_t positions = st->w.out_size(), nr = gemm.blocking().nr;
-    int64_t block = positions;
-    if (!st->direct) {
-        int64_t fit = (int64_t)(cpu_cache_sizes().l2 / 2 / (uint64_t)(st->depth * 4)) / nr * nr;
-        if (fit < 4 * nr) fit = 4 * nr;
-        if (block > fit) block = fit;
-    }
+    const int64_t rows = st->direct && st->depth > gemm.blocking().kc ? gemm.blocking().kc : st->depth;
+    int64_t block = (int64_t)(cpu_cache_sizes().l2 / 2 / (uint64_t)(rows * 4)) / nr * nr;
+    if (block < 4 * nr) block = 4 * nr;
     const int64_t images = st->batch * st->groups;
     if (images * ((positions + block - 1) / block) < (int64_t)cs->slots) {
         int64_t want = ((int64_t)cs->slots + images - 1) / images;

@@ -366,6 +366,8 @@ TEST_CASE("gemm: Conv on the CPU device: 1x1, 3x3, strided, dilated, grouped, pa
         {{2, 3, 17}, {5, 3, 4}, true, 1, {3}, {2}, {2, 1}},                           // 1-D
         {{1, 64, 5, 5}, {40, 64, 3, 3}, true, 1, {}, {}, {1, 1, 1, 1}},               // one small unit: GEMM parts
         {{1, 32, 4, 4}, {48, 32, 1, 1}, true, 1, {}, {}, {}},                         // the same, 1x1
+        {{1, 16, 100, 100}, {24, 16, 1, 1}, true, 1, {}, {}, {}},                     // 1x1 in several blocks
+        {{2, 300, 9, 9}, {20, 300, 1, 1}, false, 1, {}, {}, {}},                      // 1x1, K beyond kc
         {{1, 6, 9, 9}, {6, 1, 3, 3}, true, 6, {2, 2}, {2, 2}, {2, 2, 2, 2}},          // depthwise (stays reference)
     };
     for (const ConvCase& cc : cases) {
