@@ -61,7 +61,7 @@
                                       CpuGemmState (the CPU device's steps on snippets.h's Gemm)
    >>windows                          kernel, stride, dilation, pads for Conv and pools
    >>conv                             Conv (im2col + GEMM); run_cpu_conv on the JIT GEMM
-   >>conv transpose                   ConvTranspose (GEMM + col2im)
+   >>conv transpose                   ConvTranspose (GEMM + col2im); run_cpu_conv_transpose
    >>matmul                           MatMul; run_cpu_matmul on the JIT GEMM
    >>gemm                             Gemm; run_cpu_gemm; cpu_gemm_step picks the CPU's kernel
    >>batch normalization              BatchNormalization
@@ -2133,7 +2133,7 @@ protected:
 
 // >>cpu device
 // CPU: reference kernels, with every elementwise island fused into one snippets.h kernel, and
-// MatMul, Gemm and Conv (not depthwise) on snippets.h's JIT GEMM where the target has its tiles
+// MatMul, Gemm, Conv (not depthwise) and ConvTranspose on snippets.h's JIT GEMM where the target has its tiles
 // (AVX2, AVX-512, NEON; cpu_gemm_step), constant weights packed at compile time.
 const ConfigKey kCpuKeys[] = {{"NUM_THREADS", "1"}, {"PERF_COUNT", "NO"}, {"FUSION", "YES"}, {"ISA", "auto"}};
 
@@ -4877,6 +4877,26 @@ inline Status prepare_conv_transpose(PrepareContext& c) {
     return Status::Ok;
 }
 
+// Adds the GEMM's rows (map, tap) x input positions [p0, p0 + count) into the output planes yg.
+inline void col2im_add(const ConvTransposeState& st, int64_t p0, int64_t count, const float* col, float* yg) {
+    const Window& w = st.w;
+    const int64_t out_plane = w.out_size(), kernel = w.kernel_size();
+    for (int64_t r = 0; r < st.rows; ++r) {
+        int64_t k2 = r % w.kernel[2], k1 = r / w.kernel[2] % w.kernel[1];
+        int64_t k0 = r / w.kernel[2] / w.kernel[1] % w.kernel[0], m = r / kernel;
+        float* ym = yg + m * out_plane;
+        const float* src = col + r * count;
+        for (int64_t q = 0; q < count; ++q) {
+            int64_t p = p0 + q, i2 = p % w.in[2], i1 = p / w.in[2] % w.in[1], i0 = p / w.in[2] / w.in[1];
+            int64_t o0 = i0 * w.stride[0] - w.pad_begin[0] + k0 * w.dilation[0];
+            int64_t o1 = i1 * w.stride[1] - w.pad_begin[1] + k1 * w.dilation[1];
+            int64_t o2 = i2 * w.stride[2] - w.pad_begin[2] + k2 * w.dilation[2];
+            if (o0 >= 0 && o0 < w.out[0] && o1 >= 0 && o1 < w.out[1] && o2 >= 0 && o2 < w.out[2])
+                ym[(o0 * w.out[1] + o1) * w.out[2] + o2] += src[q];
+        }
+    }
+}
+
 inline Status run_conv_transpose(const RunContext& c) {
     const ConvTransposeState& st = *static_cast<const ConvTransposeState*>(c.state);
     const Window& w = st.w;
@@ -4884,7 +4904,7 @@ inline Status run_conv_transpose(const RunContext& c) {
     const float* weights = c.inputs[1].as<float>();
     const float* bias = c.num_inputs > 2 ? c.inputs[2].as<float>() : nullptr;
     float* y = c.outputs[0].as<float>();
-    int64_t in_plane = w.in_size(), out_plane = w.out_size(), kernel = w.kernel_size();
+    int64_t in_plane = w.in_size(), out_plane = w.out_size();
     size_t slot_floats = (size_t)((st.rows * st.block + 15) & ~15);
     nn_parallel(c, (uint64_t)(st.batch * st.groups), [&](uint64_t slot, uint64_t begin, uint64_t end) {
         float* col = static_cast<float*>(c.scratch) + slot * slot_floats;
@@ -4899,24 +4919,74 @@ inline Status run_conv_transpose(const RunContext& c) {
                 // W is [C, Mg*K] per group: its transpose is read with strides (1, Mg*K)
                 gemm(st.rows, count, st.group_channels, weights + g * st.group_channels * st.rows, 1, st.rows, xg + p0,
                      in_plane, col, count, false);
-                for (int64_t r = 0; r < st.rows; ++r) {
-                    int64_t k2 = r % w.kernel[2], k1 = r / w.kernel[2] % w.kernel[1];
-                    int64_t k0 = r / w.kernel[2] / w.kernel[1] % w.kernel[0], m = r / kernel;
-                    float* ym = yg + m * out_plane;
-                    const float* src = col + r * count;
-                    for (int64_t q = 0; q < count; ++q) {
-                        int64_t p = p0 + q, i2 = p % w.in[2], i1 = p / w.in[2] % w.in[1], i0 = p / w.in[2] / w.in[1];
-                        int64_t o0 = i0 * w.stride[0] - w.pad_begin[0] + k0 * w.dilation[0];
-                        int64_t o1 = i1 * w.stride[1] - w.pad_begin[1] + k1 * w.dilation[1];
-                        int64_t o2 = i2 * w.stride[2] - w.pad_begin[2] + k2 * w.dilation[2];
-                        if (o0 >= 0 && o0 < w.out[0] && o1 >= 0 && o1 < w.out[1] && o2 >= 0 && o2 < w.out[2])
-                            ym[(o0 * w.out[1] + o1) * w.out[2] + o2] += src[q];
-                    }
-                }
+                col2im_add(st, p0, count, col, yg);
             }
         }
     }, st.slots);
     return Status::Ok;
+}
+
+// ConvTranspose on the CPU device's JIT GEMM: the reference's loop, with W^T packed at
+// compile time when constant.
+inline Status run_cpu_conv_transpose(const RunContext& c) {
+    const CpuGemmState& cs = *static_cast<const CpuGemmState*>(c.state);
+    const ConvTransposeState& st = *static_cast<const ConvTransposeState*>(cs.op);
+    const Window& w = st.w;
+    const float* x = c.inputs[0].as<float>();
+    const float* weights = c.inputs[1].as<float>();
+    const float* bias = c.num_inputs > 2 ? c.inputs[2].as<float>() : nullptr;
+    float* y = c.outputs[0].as<float>();
+    const int64_t in_plane = w.in_size(), out_plane = w.out_size();
+    const size_t col_floats = round16((size_t)(st.rows * st.block));
+    nn_parallel(c, (uint64_t)(st.batch * st.groups), [&](uint64_t slot, uint64_t begin, uint64_t end) {
+        float* col = static_cast<float*>(c.scratch) + slot * cs.slot_floats;
+        float* scratch = col + col_floats;
+        for (uint64_t unit = begin; unit < end; ++unit) {
+            int64_t g = (int64_t)unit % st.groups, n = (int64_t)unit / st.groups;
+            const float* xg = x + (n * st.channels + g * st.group_channels) * in_plane;
+            float* yg = y + (n * st.maps + g * st.group_maps) * out_plane;
+            for (int64_t m = 0; m < st.group_maps; ++m)
+                std::fill(yg + m * out_plane, yg + (m + 1) * out_plane, bias ? bias[g * st.group_maps + m] : 0.0f);
+            GemmOperand a, b;
+            if (cs.packed) {
+                a.data = cs.packed + (size_t)g * cs.packed_floats;
+                a.packed = true;
+            } else {   // W is [C, Mg*K] per group: its transpose is read with strides (1, Mg*K)
+                a.data = weights + g * st.group_channels * st.rows;
+                a.row = 1;
+                a.col = st.rows;
+            }
+            b.row = in_plane;
+            for (int64_t p0 = 0; p0 < in_plane; p0 += st.block) {
+                int64_t count = in_plane - p0 < st.block ? in_plane - p0 : st.block;
+                b.data = xg + p0;
+                cs.gemm.run(st.rows, count, st.group_channels, 1.0f, a, b, 0.0f, col, count, scratch);
+                col2im_add(st, p0, count, col, yg);
+            }
+        }
+    }, cs.slots);
+    return Status::Ok;
+}
+
+inline Status cpu_conv_transpose_step(ReferenceProgram* p, const PreparedModel& model, NodeId id, Isa isa) {
+    const ConvTransposeState* st = static_cast<const ConvTransposeState*>(model.kernel_state(id));
+    if (!st || st->rows == 0 || st->group_channels == 0 || st->w.in_size() == 0 || st->w.out_size() == 0) return Status::Ok;
+    CpuGemmState* cs = cpu_gemm_state(p, model, id, isa);
+    if (!cs) return Status::Ok;
+    const Gemm& gemm = cs->gemm;
+    if (const float* w = cpu_constant_input(model, id, 1)) {
+        cs->packed_floats = round16(gemm.packed_a_floats(st->rows, st->group_channels));
+        float* packed = cpu_packed_memory(p, (size_t)st->groups * cs->packed_floats);
+        if (!packed) return Status::OutOfMemory;
+        for (int64_t g = 0; g < st->groups; ++g)
+            gemm.pack_a(st->rows, st->group_channels, w + g * st->group_channels * st->rows, 1, st->rows,
+                        packed + (size_t)g * cs->packed_floats);
+        cs->packed = packed;
+    }
+    if ((int64_t)cs->slots > st->batch * st->groups) cs->slots = (uint32_t)(st->batch * st->groups);
+    cs->slot_floats = round16((size_t)(st->rows * st->block)) +
+                      round16(gemm.scratch_floats(st->rows, st->block, st->group_channels, cs->packed != nullptr, false));
+    return cpu_gemm_use(p, run_cpu_conv_transpose, cs, "ConvTranspose");
 }
 
 // >>matmul
@@ -5057,6 +5127,7 @@ inline Status cpu_matmul_step(ReferenceProgram* p, const PreparedModel& model, N
         cs->packed = packed;
     }
     cs->parts = cpu_gemm_parts(st->m, st->n, st->k, st->batch, cs->slots);
+    if ((int64_t)cs->slots > st->batch * cs->parts) cs->slots = (uint32_t)(st->batch * cs->parts);   // scratch for the slots that run
     cs->slot_floats = round16(gemm.scratch_floats(st->m, st->n, st->k, false, cs->packed != nullptr));
     return cpu_gemm_use(p, run_cpu_matmul, cs, "MatMul");
 }
@@ -5198,6 +5269,7 @@ inline Status cpu_gemm_op_step(ReferenceProgram* p, const PreparedModel& model, 
         cs->packed = packed;
     }
     cs->parts = cpu_gemm_parts(st->m, st->n, st->k, 1, cs->slots);
+    cs->slots = cs->parts;
     cs->slot_floats = round16(gemm.scratch_floats(st->m, st->n, st->k, false, cs->packed != nullptr));
     return cpu_gemm_use(p, run_cpu_gemm, cs, "Gemm");
 }
@@ -5205,6 +5277,7 @@ inline Status cpu_gemm_op_step(ReferenceProgram* p, const PreparedModel& model, 
 inline Status cpu_gemm_step(ReferenceProgram* p, const PreparedModel& model, NodeId id, Isa isa) {
     StringView op = model.model.graph.node(id).op;
     if (op == StringView("Conv")) return cpu_conv_step(p, model, id, isa);
+    if (op == StringView("ConvTranspose")) return cpu_conv_transpose_step(p, model, id, isa);
     if (op == StringView("MatMul")) return cpu_matmul_step(p, model, id, isa);
     if (op == StringView("Gemm")) return cpu_gemm_op_step(p, model, id, isa);
     return Status::Ok;

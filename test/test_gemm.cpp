@@ -457,3 +457,77 @@ TEST_CASE("gemm: Gemm on the CPU device: transA, transB, alpha, beta, broadcast 
                     CHECK(count_bad(y, r) == 0);
                 }
 }
+
+namespace {
+// ConvTranspose in double, as a scatter: y[o] += x[i] w[k] for o = i s - pad + k d (2-D).
+Reference reference_conv_transpose(const Shape& xs, const Shape& ws, int64_t group, const Shape& strides, const Shape& pads,
+                                   const Shape& dilations, const std::vector<float>& x, const std::vector<float>& w,
+                                   const std::vector<float>& bias, Shape* out_shape) {
+    const int64_t batch = xs[0], channels = xs[1], cg = channels / group, mg = ws[1], maps = mg * group;
+    int64_t out[2];
+    for (int i = 0; i < 2; ++i)
+        out[i] = strides[i] * (xs[2 + i] - 1) + (ws[2 + i] - 1) * dilations[i] + 1 - pads[i] - pads[2 + i];
+    *out_shape = {batch, maps, out[0], out[1]};
+    Reference r;
+    std::vector<double> mag((size_t)(batch * maps * out[0] * out[1]), 0.0);
+    r.want.assign(mag.size(), 0.0);
+    for (int64_t n = 0; n < batch; ++n)
+        for (int64_t m = 0; m < maps; ++m)
+            for (int64_t o = 0; o < out[0] * out[1]; ++o) {
+                size_t at = (size_t)((n * maps + m) * out[0] * out[1] + o);
+                r.want[at] = bias.empty() ? 0.0 : bias[(size_t)m];
+                mag[at] = std::fabs(r.want[at]);
+            }
+    for (int64_t n = 0; n < batch; ++n)
+        for (int64_t c = 0; c < channels; ++c)
+            for (int64_t i0 = 0; i0 < xs[2]; ++i0)
+                for (int64_t i1 = 0; i1 < xs[3]; ++i1)
+                    for (int64_t mm = 0; mm < mg; ++mm)
+                        for (int64_t k0 = 0; k0 < ws[2]; ++k0)
+                            for (int64_t k1 = 0; k1 < ws[3]; ++k1) {
+                                int64_t o0 = i0 * strides[0] - pads[0] + k0 * dilations[0], o1 = i1 * strides[1] - pads[1] + k1 * dilations[1];
+                                if (o0 < 0 || o0 >= out[0] || o1 < 0 || o1 >= out[1]) continue;
+                                int64_t m = c / cg * mg + mm;
+                                double v = (double)x[(size_t)(((n * channels + c) * xs[2] + i0) * xs[3] + i1)] *
+                                           w[(size_t)(((c * mg + mm) * ws[2] + k0) * ws[3] + k1)];
+                                size_t at = (size_t)(((n * maps + m) * out[0] + o0) * out[1] + o1);
+                                r.want[at] += v;
+                                mag[at] += std::fabs(v);
+                            }
+    r.bound.resize(mag.size());
+    for (size_t i = 0; i < mag.size(); ++i) r.bound[i] = 1e-5 * mag[i] + 1e-30;
+    return r;
+}
+}  // namespace
+
+TEST_CASE("gemm: ConvTranspose on the CPU device: strides, pads, dilations, groups") {
+    struct Case { Shape x, w; int64_t group; Shape strides, pads, dilations; bool bias; };
+    const std::vector<Case> cases = {
+        {{1, 8, 7, 9}, {8, 5, 3, 3}, 1, {2, 2}, {1, 1, 1, 1}, {1, 1}, true},
+        {{2, 6, 5, 4}, {6, 3, 4, 4}, 2, {2, 1}, {1, 0, 2, 1}, {1, 2}, false},
+        {{1, 32, 20, 20}, {32, 16, 2, 2}, 1, {2, 2}, {0, 0, 0, 0}, {1, 1}, true},   // a DB-head upsampling, several blocks
+    };
+    uint32_t seed = 600;
+    for (const Case& cc : cases)
+        for (bool constant : {true, false})
+            for (uint32_t threads : {1u, 2u}) {
+                CAPTURE(seed); CAPTURE(constant); CAPTURE(threads);
+                std::vector<float> x = random_floats(count_of(cc.x), seed), w = random_floats(count_of(cc.w), seed + 1);
+                std::vector<float> bias = cc.bias ? random_floats(cc.w[1] * cc.group, seed + 2) : std::vector<float>();
+                ++seed;
+                Shape out_shape;
+                Reference r = reference_conv_transpose(cc.x, cc.w, cc.group, cc.strides, cc.pads, cc.dilations, x, w, bias, &out_shape);
+                OpTest t;
+                std::vector<InputRef> in = {t.input(cc.x, x), constant ? t.constant(cc.w, w) : t.input(cc.w, w)};
+                if (cc.bias) in.push_back(t.constant(Shape{cc.w[1] * cc.group}, bias));
+                t.op("ConvTranspose", in);
+                if (cc.group != 1) t.set_int("group", cc.group);
+                t.set_ints("strides", cc.strides);
+                t.set_ints("pads", cc.pads);
+                t.set_ints("dilations", cc.dilations);
+                std::string kernels;
+                std::vector<float> y = infer_cpu(t, threads, &kernels);
+                check_kernel(kernels, "ConvTranspose");
+                CHECK(count_bad(y, r) == 0);
+            }
+}
