@@ -75,6 +75,18 @@ double thread_cpu_seconds() {
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
+// The FMA loop on `threads` threads at once: their summed GFLOP/s (each thread's best), which
+// shows whether the cores share FMA units (SMT siblings behind a hypervisor's vCPUs).
+double fma_peak_together(Isa isa, uint32_t threads) {
+    std::vector<double> each(threads, 0.0);
+    std::vector<std::thread> pool;
+    for (uint32_t t = 0; t < threads; ++t) pool.emplace_back([&, t] { each[t] = fma_peak(isa); });
+    for (std::thread& th : pool) th.join();
+    double sum = 0;
+    for (double g : each) sum += g;
+    return sum;
+}
+
 // Best time of `runs` runs of f(), in seconds; `cpu` (if given) the best of the calling
 // thread's CPU time, which leaves out the time other processes held the core.
 template <class F>
@@ -161,7 +173,8 @@ int main(int argc, char** argv) {
     std::printf("gemm on %s (%s tiles %u x %u; kc %lld, mc %lld, nc %lld; caches %llu K / %llu K / %llu K)\n", isa_name(isa),
                 gemm.jit() ? "JIT" : "portable", b.mr, b.nr, (long long)b.kc, (long long)b.mc, (long long)b.nc,
                 (unsigned long long)(caches.l1d >> 10), (unsigned long long)(caches.l2 >> 10), (unsigned long long)(caches.l3 >> 10));
-    std::printf("FMA peak, one thread: %.1f GFLOP/s\n", peak);
+    std::printf("FMA peak, one thread: %.1f GFLOP/s; two threads at once: %.1f GFLOP/s together\n", peak,
+                fma_peak_together(isa, 2));
     std::printf("%6s %8s %14s %8s %14s %8s %14s %8s %16s %8s\n", "size", "threads", "Gemm GFLOP/s", "/peak", "B packed", "/peak",
                 "MatMul (CPU)", "/peak", "GFLOP/CPU-s", "/peak");
     for (int64_t s : {256, 512, 1024})
