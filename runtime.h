@@ -5111,10 +5111,14 @@ inline Status cpu_matmul_step(ReferenceProgram* p, const PreparedModel& model, N
     const MatMulState* st = static_cast<const MatMulState*>(model.kernel_state(id));
     // n = 1 stays on the reference's dot products (a GEMM tile would use one lane of a vector)
     if (!st || st->m == 0 || st->n <= 1 || st->k == 0 || st->batch == 0) return Status::Ok;
+    // A few rows times a B known only at run time: packing B would cost more than the product
+    // (the reference streams it once)
+    const float* b = cpu_constant_input(model, id, 1);
+    if (!b && st->m < 8) return Status::Ok;
     CpuGemmState* cs = cpu_gemm_state(p, model, id, isa);
     if (!cs) return Status::Ok;
     const Gemm& gemm = cs->gemm;
-    if (const float* b = cpu_constant_input(model, id, 1)) {
+    if (b) {
         const Node& node = model.model.graph.node(id);
         uint64_t elements = 0;
         desc_elements(model.value_desc(model.value_id(node.inputs[1].producer, node.inputs[1].port)), &elements);
@@ -5258,10 +5262,13 @@ inline Status cpu_gemm_op_step(ReferenceProgram* p, const PreparedModel& model, 
     const GemmState* st = static_cast<const GemmState*>(model.kernel_state(id));
     // beta 0 with a C: the reference's beta * C keeps C's NaNs, which a GEMM that does not read C would not
     if (!st || st->m == 0 || st->n == 0 || (st->has_c && st->beta == 0.0f)) return Status::Ok;
+    // the reference's dot products stream a run-time B once (a fully connected layer at batch 1)
+    const float* b = cpu_constant_input(model, id, 1);
+    if (!b && st->dot) return Status::Ok;
     CpuGemmState* cs = cpu_gemm_state(p, model, id, isa);
     if (!cs) return Status::Ok;
     const Gemm& gemm = cs->gemm;
-    if (const float* b = cpu_constant_input(model, id, 1)) {
+    if (b) {
         cs->packed_floats = round16(gemm.packed_b_floats(st->k, st->n));
         float* packed = cpu_packed_memory(p, cs->packed_floats);
         if (!packed) return Status::OutOfMemory;
