@@ -58,12 +58,13 @@
    >>ops                              reference kernels: broadcasting and shared helpers
    >>elementwise ops                  the snippet ops (unary, binary, Where)
    >>nn ops                           helpers shared by the nn kernels
-   >>blocked gemm                     the GEMM under Conv, ConvTranspose, MatMul, Gemm
+   >>blocked gemm                     the portable GEMM under Conv, ConvTranspose, MatMul, Gemm;
+                                      CpuGemmState (the CPU device's steps on snippets.h's Gemm)
    >>windows                          kernel, stride, dilation, pads for Conv and pools
-   >>conv                             Conv (im2col + GEMM)
-   >>conv transpose                   ConvTranspose (GEMM + col2im)
-   >>matmul                           MatMul
-   >>gemm                             Gemm
+   >>conv                             Conv (im2col + GEMM); run_cpu_conv on the JIT GEMM
+   >>conv transpose                   ConvTranspose (GEMM + col2im); run_cpu_conv_transpose
+   >>matmul                           MatMul; run_cpu_matmul on the JIT GEMM
+   >>gemm                             Gemm; run_cpu_gemm; cpu_gemm_step picks the CPU's kernel
    >>batch normalization              BatchNormalization
    >>instance normalization           InstanceNormalization
    >>layer normalization              LayerNormalization
@@ -574,7 +575,9 @@ public:
     // Runs step.node's prepared kernel on the step's values (context.values) with at most
     // `max_threads` of the request's threads: what a device calls for the nodes it leaves to
     // the runtime's reference kernels.
-    Status run_kernel(const ProgramStep& step, const StepContext& context, uint32_t max_threads = 1) const;
+    // `run` and `state`, when given, replace the prepared kernel's (a device's own kernel).
+    Status run_kernel(const ProgramStep& step, const StepContext& context, uint32_t max_threads = 1, RunFn run = nullptr,
+                      const void* state = nullptr) const;
     uint32_t folded_count() const { return folded_; }   // nodes folded or removed
     const char* last_error() const { return model.last_error(); }
 
@@ -2012,7 +2015,8 @@ inline bool list_contains(StringView list, StringView op) {
 
 }  // namespace detail
 
-Status PreparedModel::run_kernel(const ProgramStep& step, const StepContext& context, uint32_t max_threads) const {
+Status PreparedModel::run_kernel(const ProgramStep& step, const StepContext& context, uint32_t max_threads, RunFn run,
+                                 const void* state) const {
     // Only the views this step uses are built (a whole array of default-constructed ones costs
     // more than a tiny kernel); a node has at most kMaxNodePorts inputs and outputs (checked on read).
     union Views {
@@ -2031,7 +2035,7 @@ Status PreparedModel::run_kernel(const ProgramStep& step, const StepContext& con
     RunContext r;
     r.graph = &model.graph;
     r.node = step.node;
-    r.state = kernel_state(step.node);
+    r.state = run ? state : kernel_state(step.node);
     r.num_inputs = (uint32_t)step.reads.size;
     r.inputs = in.v;
     r.num_outputs = (uint32_t)step.writes.size;
@@ -2041,7 +2045,7 @@ Status PreparedModel::run_kernel(const ProgramStep& step, const StepContext& con
     r.pool = context.pool;
     r.error = context.error;
     r.body_profile = context.body_profile;
-    return kernel(step.node)->run(r);
+    return run ? run(r) : kernel(step.node)->run(r);
 }
 
 namespace detail {
@@ -2054,6 +2058,8 @@ public:
         const OpKernel* kernel = nullptr;   // reference step
         Snippet* snippet = nullptr;         // fused island step
         SnippetBody* body = nullptr;        // the snippet's body (arena lists, object on the heap)
+        RunFn run = nullptr;                // CPU: its own kernel for the node (JIT GEMM), with
+        const void* state = nullptr;        // this state, instead of the prepared one
     };
     Arena arena;
     const PreparedModel* model = nullptr;
@@ -2118,7 +2124,7 @@ public:
                 }
             return Status::Ok;
         }
-        return model->run_kernel(step, context, threads);
+        return model->run_kernel(step, context, threads, unit.run, unit.state);
     }
 };
 
@@ -2319,7 +2325,9 @@ protected:
 };
 
 // >>cpu device
-// CPU: reference kernels, with every elementwise island fused into one snippets.h kernel.
+// CPU: reference kernels, with every elementwise island fused into one snippets.h kernel, and
+// MatMul, Gemm, Conv (not depthwise) and ConvTranspose on snippets.h's JIT GEMM where the target has its tiles
+// (AVX2, AVX-512, NEON; cpu_gemm_step), constant weights packed at compile time.
 const ConfigKey kCpuKeys[] = {{"NUM_THREADS", "1"}, {"PERF_COUNT", "NO"}, {"FUSION", "YES"}, {"ISA", "auto"}};
 
 class CpuDevice : public BuiltinDevice {
@@ -2378,6 +2386,10 @@ protected:
 
     Status build_cpu(ReferenceProgram* p, const PreparedModel& model, Span<const NodeId> nodes);
 };
+
+// MatMul, Gemm and Conv on the JIT GEMM when `isa` has its tiles (defined beside those ops):
+// replaces the last step's kernel, or leaves the reference one for shapes it does not take.
+inline Status cpu_gemm_step(ReferenceProgram* p, const PreparedModel& model, NodeId id, Isa isa);
 
 // The CPU program: a private graph of the subgraph (external inputs become Parameters, and
 // each one-element float Constant a private Constant per reader, so it can join the reader's
@@ -2566,6 +2578,11 @@ inline Status CpuDevice::build_cpu(ReferenceProgram* p, const PreparedModel& mod
                 uint32_t* writes = p->arena.allocate_array<uint32_t>(node.num_outputs + 1);
                 if (!reads || !writes) return fail(Status::OutOfMemory, "out of memory");
                 TESSEL_TRY(add_reference_step(p, model, id, reads, writes));
+                if (model.kernel(id) == find_builtin_kernel(node.op)) {
+                    s = cpu_gemm_step(p, model, id, target);
+                    if (s != Status::Ok)
+                        return fail(s, "CPU: node '%.*s': out of memory for its packed weights", (int)node.name.size, node.name.data);
+                }
             }
         } else {                   // a fused island
             SnippetBody* body = create<SnippetBody>(&p->arena);
@@ -5131,6 +5148,62 @@ inline void gemm_dot(int64_t m, int64_t n, int64_t k, const float* a, int64_t ld
         }
 }
 
+// The CPU device's GEMM steps (cpu_gemm_step): snippets.h's Gemm of the program's target, the
+// reference kernel's state for shapes and attributes, and the constant operand packed once
+// into the program's arena (one matrix per group or batch matrix, packed_floats apart).
+struct CpuGemmState {
+    Gemm gemm;
+    const void* op = nullptr;
+    const float* packed = nullptr;
+    size_t packed_floats = 0;
+    size_t slot_floats = 0;     // scratch of one thread slot (a multiple of 16: 64-byte aligned)
+    uint32_t slots = 1, parts = 1;
+    int64_t block = 0;          // Conv: output positions per work unit
+};
+
+inline size_t round16(size_t floats) { return (floats + 15) & ~(size_t)15; }
+
+// Node `id`'s input `i` when it is a float Constant (known at compile time), else nullptr.
+inline const float* cpu_constant_input(const PreparedModel& model, NodeId id, uint32_t i) {
+    const Node& node = model.model.graph.node(id);
+    if (i >= node.num_inputs) return nullptr;
+    uint32_t value = model.value_id(node.inputs[i].producer, node.inputs[i].port);
+    if (model.value_desc(value).type != ElementType::Float32) return nullptr;
+    return static_cast<const float*>(model.constant(value));
+}
+
+// A CpuGemmState in the program's arena, its Gemm ready; nullptr when the target has no JIT tiles.
+inline CpuGemmState* cpu_gemm_state(ReferenceProgram* p, const PreparedModel& model, NodeId id, Isa isa) {
+    Gemm gemm;
+    if (gemm.init(isa) != Status::Ok || !gemm.jit()) return nullptr;
+    CpuGemmState* cs = p->arena.allocate_array<CpuGemmState>(1);
+    if (!cs) return nullptr;
+    new (cs) CpuGemmState();
+    cs->gemm = gemm;
+    cs->op = model.kernel_state(id);
+    cs->slots = p->threads ? p->threads : 1;
+    return cs;
+}
+
+// Floats of arena memory for packed matrices (64-byte aligned); nullptr when out of memory.
+inline float* cpu_packed_memory(ReferenceProgram* p, size_t floats) {
+    return static_cast<float*>(p->arena.allocate(floats * sizeof(float) + 64, 64));
+}
+
+// The program's last step runs `run` on `cs`, with its slots' scratch, named gemm:ISA:OP.
+inline Status cpu_gemm_use(ReferenceProgram* p, RunFn run, CpuGemmState* cs, StringView op) {
+    ProgramStep& step = p->steps_[p->count - 1];
+    ReferenceProgram::Unit& unit = p->units[p->count - 1];
+    char name[96];
+    std::snprintf(name, sizeof name, "gemm:%s:%.*s", isa_name(cs->gemm.isa()), (int)op.size, op.data);
+    step.kernel = p->arena.copy_string(StringView(name)).data;
+    if (!step.kernel) return Status::OutOfMemory;
+    step.scratch_bytes = (size_t)cs->slots * cs->slot_floats * sizeof(float);
+    unit.run = run;
+    unit.state = cs;
+    return Status::Ok;
+}
+
 // >>windows
 // Window geometry of Conv, ConvTranspose and the pools: always 3 spatial dims, real ones
 // last (a 2-D op has a leading dim of size 1), so one loop nest serves 1-D, 2-D and 3-D.
@@ -5378,6 +5451,129 @@ inline Status run_conv(const RunContext& c) {
     return Status::Ok;
 }
 
+// The im2col block of columns [p0, p0 + count) written straight in Gemm's packed-B layout
+// (kc blocks of nr-column panels, zero padded), so the GEMM does not copy it again: each row
+// is made in `row` (count floats), then dealt out to the panels.
+inline void im2col_packed(const Window& w, int64_t channels, const float* x, int64_t p0, int64_t count,
+                          const GemmBlocking& blocking, float* row, float* packed) {
+    const int64_t nr = blocking.nr, np = (count + nr - 1) / nr * nr, depth = channels * w.kernel_size();
+    const int64_t full = count / nr * nr;
+    int64_t r = 0;
+    for (int64_t ci = 0; ci < channels; ++ci)
+        for (int64_t k0 = 0; k0 < w.kernel[0]; ++k0)
+            for (int64_t k1 = 0; k1 < w.kernel[1]; ++k1)
+                for (int64_t k2 = 0; k2 < w.kernel[2]; ++k2, ++r) {
+                    Window one = w;   // one input channel and one tap: im2col makes exactly this row
+                    one.kernel[0] = one.kernel[1] = one.kernel[2] = 1;
+                    one.pad_begin[0] -= k0 * w.dilation[0];
+                    one.pad_begin[1] -= k1 * w.dilation[1];
+                    one.pad_begin[2] -= k2 * w.dilation[2];
+                    im2col(one, 1, x + ci * w.in_size(), p0, count, row);
+                    const int64_t pc = r / blocking.kc * blocking.kc, kc = depth - pc < blocking.kc ? depth - pc : blocking.kc;
+                    float* dst = packed + pc * np + (r - pc) * nr;
+                    int64_t j = 0;
+                    for (; j < full; j += nr, dst += nr * kc) std::memcpy(dst, row + j, (size_t)nr * sizeof(float));
+                    if (j < count) {
+                        std::memcpy(dst, row + j, (size_t)(count - j) * sizeof(float));
+                        std::memset(dst + (count - j), 0, (size_t)(nr - (count - j)) * sizeof(float));
+                    }
+                }
+}
+
+// Conv on the CPU device's JIT GEMM: per (image, group, block of positions) the weights
+// (packed at compile time when constant) times the input plane (1x1, stride 1, unpadded) or
+// an im2col block sized to stay in L2 (made packed); the bias is written first and added by
+// beta = 1.
+inline Status run_cpu_conv(const RunContext& c) {
+    const CpuGemmState& cs = *static_cast<const CpuGemmState*>(c.state);
+    const ConvState& st = *static_cast<const ConvState*>(cs.op);
+    const float* x = c.inputs[0].as<float>();
+    const float* weights = c.inputs[1].as<float>();
+    const float* bias = c.num_inputs > 2 ? c.inputs[2].as<float>() : nullptr;
+    float* y = c.outputs[0].as<float>();
+    const int64_t in_plane = st.w.in_size(), positions = st.w.out_size();
+    if (positions == 0) return Status::Ok;
+    const int64_t blocks = (positions + cs.block - 1) / cs.block;
+    const GemmBlocking& blocking = cs.gemm.blocking();
+    const size_t col_floats = st.direct ? 0 : round16(cs.gemm.packed_b_floats(st.depth, cs.block));
+    const size_t row_floats = st.direct ? 0 : round16((size_t)cs.block);
+    const uint32_t parts = cs.parts;
+    nn_parallel(c, (uint64_t)(st.batch * st.groups * blocks) * parts, [&](uint64_t slot, uint64_t begin, uint64_t end) {
+        float* col = static_cast<float*>(c.scratch) + slot * cs.slot_floats;
+        float* row = col + col_floats;
+        float* scratch = row + row_floats;
+        for (uint64_t work = begin; work < end; ++work) {
+            const uint64_t unit = work / parts;
+            int64_t blk = (int64_t)unit % blocks, g = (int64_t)unit / blocks % st.groups;
+            int64_t n = (int64_t)unit / blocks / st.groups;
+            int64_t p0 = blk * cs.block, count = positions - p0 < cs.block ? positions - p0 : cs.block;
+            const float* xg = x + (n * st.channels + g * st.group_channels) * in_plane;
+            GemmOperand a, b;
+            if (cs.packed) {
+                a.data = cs.packed + (size_t)g * cs.packed_floats;
+                a.packed = true;
+            } else {
+                a.data = weights + g * st.group_maps * st.depth;
+                a.row = st.depth;
+            }
+            if (st.direct) {
+                b.data = xg + p0;
+                b.row = in_plane;
+            } else {
+                im2col_packed(st.w, st.group_channels, xg, p0, count, blocking, row, col);
+                b.data = col;
+                b.packed = true;
+            }
+            float* yg = y + (n * st.maps + g * st.group_maps) * positions + p0;
+            if (bias) {   // this part's tiles only: the others may be running already
+                int64_t m0, m1, n0, n1;
+                cs.gemm.part_range(st.group_maps, count, a.packed, b.packed, (uint32_t)(work % parts), parts, &m0, &m1, &n0, &n1);
+                for (int64_t m = m0; m < m1; ++m)
+                    std::fill(yg + m * positions + n0, yg + m * positions + n1, bias[g * st.group_maps + m]);
+            }
+            cs.gemm.run(st.group_maps, count, st.depth, 1.0f, a, b, bias ? 1.0f : 0.0f, yg, positions, scratch,
+                        (uint32_t)(work % parts), parts);
+        }
+    }, cs.slots);
+    return Status::Ok;
+}
+
+inline Status cpu_conv_step(ReferenceProgram* p, const PreparedModel& model, NodeId id, Isa isa) {
+    const ConvState* st = static_cast<const ConvState*>(model.kernel_state(id));
+    if (!st || st->depthwise || st->w.out_size() == 0 || st->depth == 0 || st->group_maps == 0) return Status::Ok;
+    CpuGemmState* cs = cpu_gemm_state(p, model, id, isa);
+    if (!cs) return Status::Ok;
+    const Gemm& gemm = cs->gemm;
+    if (const float* w = cpu_constant_input(model, id, 1)) {
+        cs->packed_floats = round16(gemm.packed_a_floats(st->group_maps, st->depth));
+        float* packed = cpu_packed_memory(p, (size_t)st->groups * cs->packed_floats);
+        if (!packed) return Status::OutOfMemory;
+        for (int64_t g = 0; g < st->groups; ++g)
+            gemm.pack_a(st->group_maps, st->depth, w + g * st->group_maps * st->depth, st->depth, 1,
+                        packed + (size_t)g * cs->packed_floats);
+        cs->packed = packed;
+    }
+    // Positions per unit: a packed block of B (im2col: all of K; 1x1: one kc block) of half of
+    // L2, at least 4 tiles wide (it bounds each slot's scratch too); fewer when the units
+    // would not give every thread one.
+    const int64_t positions = st->w.out_size(), nr = gemm.blocking().nr;
+    const int64_t rows = st->direct && st->depth > gemm.blocking().kc ? gemm.blocking().kc : st->depth;
+    int64_t block = (int64_t)(cpu_cache_sizes().l2 / 2 / (uint64_t)(rows * 4)) / nr * nr;
+    if (block < 4 * nr) block = 4 * nr;
+    const int64_t images = st->batch * st->groups;
+    if (images * ((positions + block - 1) / block) < (int64_t)cs->slots) {
+        int64_t want = ((int64_t)cs->slots + images - 1) / images;
+        block = ((positions + want - 1) / want + nr - 1) / nr * nr;
+    }
+    if (block > positions) block = positions;
+    cs->block = block;
+    // Still fewer units than threads (one image, few positions): each unit's GEMM in parts.
+    if (images * ((positions + block - 1) / block) < (int64_t)cs->slots) cs->parts = cs->slots;
+    cs->slot_floats = (st->direct ? 0 : round16(gemm.packed_b_floats(st->depth, block)) + round16((size_t)block)) +
+                      round16(gemm.scratch_floats(st->group_maps, block, st->depth, cs->packed != nullptr, !st->direct));
+    return cpu_gemm_use(p, run_cpu_conv, cs, "Conv");
+}
+
 // >>conv transpose
 // ConvTranspose: per (image, group), blocks of input positions go through the GEMM
 // W^T [Mg*K x Cg] times X [Cg x block] into the slot's scratch, then scatter-add (col2im).
@@ -5451,6 +5647,26 @@ inline Status prepare_conv_transpose(PrepareContext& c) {
     return Status::Ok;
 }
 
+// Adds the GEMM's rows (map, tap) x input positions [p0, p0 + count) into the output planes yg.
+inline void col2im_add(const ConvTransposeState& st, int64_t p0, int64_t count, const float* col, float* yg) {
+    const Window& w = st.w;
+    const int64_t out_plane = w.out_size(), kernel = w.kernel_size();
+    for (int64_t r = 0; r < st.rows; ++r) {
+        int64_t k2 = r % w.kernel[2], k1 = r / w.kernel[2] % w.kernel[1];
+        int64_t k0 = r / w.kernel[2] / w.kernel[1] % w.kernel[0], m = r / kernel;
+        float* ym = yg + m * out_plane;
+        const float* src = col + r * count;
+        for (int64_t q = 0; q < count; ++q) {
+            int64_t p = p0 + q, i2 = p % w.in[2], i1 = p / w.in[2] % w.in[1], i0 = p / w.in[2] / w.in[1];
+            int64_t o0 = i0 * w.stride[0] - w.pad_begin[0] + k0 * w.dilation[0];
+            int64_t o1 = i1 * w.stride[1] - w.pad_begin[1] + k1 * w.dilation[1];
+            int64_t o2 = i2 * w.stride[2] - w.pad_begin[2] + k2 * w.dilation[2];
+            if (o0 >= 0 && o0 < w.out[0] && o1 >= 0 && o1 < w.out[1] && o2 >= 0 && o2 < w.out[2])
+                ym[(o0 * w.out[1] + o1) * w.out[2] + o2] += src[q];
+        }
+    }
+}
+
 inline Status run_conv_transpose(const RunContext& c) {
     const ConvTransposeState& st = *static_cast<const ConvTransposeState*>(c.state);
     const Window& w = st.w;
@@ -5458,7 +5674,7 @@ inline Status run_conv_transpose(const RunContext& c) {
     const float* weights = c.inputs[1].as<float>();
     const float* bias = c.num_inputs > 2 ? c.inputs[2].as<float>() : nullptr;
     float* y = c.outputs[0].as<float>();
-    int64_t in_plane = w.in_size(), out_plane = w.out_size(), kernel = w.kernel_size();
+    int64_t in_plane = w.in_size(), out_plane = w.out_size();
     size_t slot_floats = (size_t)((st.rows * st.block + 15) & ~15);
     nn_parallel(c, (uint64_t)(st.batch * st.groups), [&](uint64_t slot, uint64_t begin, uint64_t end) {
         float* col = static_cast<float*>(c.scratch) + slot * slot_floats;
@@ -5473,24 +5689,74 @@ inline Status run_conv_transpose(const RunContext& c) {
                 // W is [C, Mg*K] per group: its transpose is read with strides (1, Mg*K)
                 gemm(st.rows, count, st.group_channels, weights + g * st.group_channels * st.rows, 1, st.rows, xg + p0,
                      in_plane, col, count, false);
-                for (int64_t r = 0; r < st.rows; ++r) {
-                    int64_t k2 = r % w.kernel[2], k1 = r / w.kernel[2] % w.kernel[1];
-                    int64_t k0 = r / w.kernel[2] / w.kernel[1] % w.kernel[0], m = r / kernel;
-                    float* ym = yg + m * out_plane;
-                    const float* src = col + r * count;
-                    for (int64_t q = 0; q < count; ++q) {
-                        int64_t p = p0 + q, i2 = p % w.in[2], i1 = p / w.in[2] % w.in[1], i0 = p / w.in[2] / w.in[1];
-                        int64_t o0 = i0 * w.stride[0] - w.pad_begin[0] + k0 * w.dilation[0];
-                        int64_t o1 = i1 * w.stride[1] - w.pad_begin[1] + k1 * w.dilation[1];
-                        int64_t o2 = i2 * w.stride[2] - w.pad_begin[2] + k2 * w.dilation[2];
-                        if (o0 >= 0 && o0 < w.out[0] && o1 >= 0 && o1 < w.out[1] && o2 >= 0 && o2 < w.out[2])
-                            ym[(o0 * w.out[1] + o1) * w.out[2] + o2] += src[q];
-                    }
-                }
+                col2im_add(st, p0, count, col, yg);
             }
         }
     }, st.slots);
     return Status::Ok;
+}
+
+// ConvTranspose on the CPU device's JIT GEMM: the reference's loop, with W^T packed at
+// compile time when constant.
+inline Status run_cpu_conv_transpose(const RunContext& c) {
+    const CpuGemmState& cs = *static_cast<const CpuGemmState*>(c.state);
+    const ConvTransposeState& st = *static_cast<const ConvTransposeState*>(cs.op);
+    const Window& w = st.w;
+    const float* x = c.inputs[0].as<float>();
+    const float* weights = c.inputs[1].as<float>();
+    const float* bias = c.num_inputs > 2 ? c.inputs[2].as<float>() : nullptr;
+    float* y = c.outputs[0].as<float>();
+    const int64_t in_plane = w.in_size(), out_plane = w.out_size();
+    const size_t col_floats = round16((size_t)(st.rows * st.block));
+    nn_parallel(c, (uint64_t)(st.batch * st.groups), [&](uint64_t slot, uint64_t begin, uint64_t end) {
+        float* col = static_cast<float*>(c.scratch) + slot * cs.slot_floats;
+        float* scratch = col + col_floats;
+        for (uint64_t unit = begin; unit < end; ++unit) {
+            int64_t g = (int64_t)unit % st.groups, n = (int64_t)unit / st.groups;
+            const float* xg = x + (n * st.channels + g * st.group_channels) * in_plane;
+            float* yg = y + (n * st.maps + g * st.group_maps) * out_plane;
+            for (int64_t m = 0; m < st.group_maps; ++m)
+                std::fill(yg + m * out_plane, yg + (m + 1) * out_plane, bias ? bias[g * st.group_maps + m] : 0.0f);
+            GemmOperand a, b;
+            if (cs.packed) {
+                a.data = cs.packed + (size_t)g * cs.packed_floats;
+                a.packed = true;
+            } else {   // W is [C, Mg*K] per group: its transpose is read with strides (1, Mg*K)
+                a.data = weights + g * st.group_channels * st.rows;
+                a.row = 1;
+                a.col = st.rows;
+            }
+            b.row = in_plane;
+            for (int64_t p0 = 0; p0 < in_plane; p0 += st.block) {
+                int64_t count = in_plane - p0 < st.block ? in_plane - p0 : st.block;
+                b.data = xg + p0;
+                cs.gemm.run(st.rows, count, st.group_channels, 1.0f, a, b, 0.0f, col, count, scratch);
+                col2im_add(st, p0, count, col, yg);
+            }
+        }
+    }, cs.slots);
+    return Status::Ok;
+}
+
+inline Status cpu_conv_transpose_step(ReferenceProgram* p, const PreparedModel& model, NodeId id, Isa isa) {
+    const ConvTransposeState* st = static_cast<const ConvTransposeState*>(model.kernel_state(id));
+    if (!st || st->rows == 0 || st->group_channels == 0 || st->w.in_size() == 0 || st->w.out_size() == 0) return Status::Ok;
+    CpuGemmState* cs = cpu_gemm_state(p, model, id, isa);
+    if (!cs) return Status::Ok;
+    const Gemm& gemm = cs->gemm;
+    if (const float* w = cpu_constant_input(model, id, 1)) {
+        cs->packed_floats = round16(gemm.packed_a_floats(st->rows, st->group_channels));
+        float* packed = cpu_packed_memory(p, (size_t)st->groups * cs->packed_floats);
+        if (!packed) return Status::OutOfMemory;
+        for (int64_t g = 0; g < st->groups; ++g)
+            gemm.pack_a(st->rows, st->group_channels, w + g * st->group_channels * st->rows, 1, st->rows,
+                        packed + (size_t)g * cs->packed_floats);
+        cs->packed = packed;
+    }
+    if ((int64_t)cs->slots > st->batch * st->groups) cs->slots = (uint32_t)(st->batch * st->groups);
+    cs->slot_floats = round16((size_t)(st->rows * st->block)) +
+                      round16(gemm.scratch_floats(st->rows, st->block, st->group_channels, cs->packed != nullptr, false));
+    return cpu_gemm_use(p, run_cpu_conv_transpose, cs, "ConvTranspose");
 }
 
 // >>matmul
@@ -5572,6 +5838,78 @@ inline Status run_matmul(const RunContext& c) {
         }
     });
     return Status::Ok;
+}
+
+// MatMul on the CPU device's JIT GEMM: per batch matrix (and part of it when there are fewer
+// batch matrices than threads), B packed at compile time when constant.
+inline Status run_cpu_matmul(const RunContext& c) {
+    const CpuGemmState& cs = *static_cast<const CpuGemmState*>(c.state);
+    const MatMulState& st = *static_cast<const MatMulState*>(cs.op);
+    const float* a = c.inputs[0].as<float>();
+    const float* b = c.inputs[1].as<float>();
+    float* y = c.outputs[0].as<float>();
+    const uint32_t parts = cs.parts;
+    nn_parallel(c, (uint64_t)st.batch * parts, [&](uint64_t slot, uint64_t begin, uint64_t end) {
+        float* scratch = static_cast<float*>(c.scratch) + slot * cs.slot_floats;
+        for (uint64_t unit = begin; unit < end; ++unit) {
+            int64_t index = (int64_t)(unit / parts), batch = index;
+            int64_t a_offset = 0, b_offset = 0;
+            for (int i = st.batch_rank - 1; i >= 0; --i) {  // batch index to operand offsets
+                int64_t digit = index % st.batch_dims[i];
+                index /= st.batch_dims[i];
+                a_offset += digit * st.a_stride[i];
+                b_offset += digit * st.b_stride[i];
+            }
+            GemmOperand oa, ob;
+            oa.data = a + a_offset;
+            oa.row = st.k;
+            if (cs.packed) {
+                ob.data = cs.packed + (size_t)(b_offset / (st.k * st.n)) * cs.packed_floats;
+                ob.packed = true;
+            } else {
+                ob.data = b + b_offset;
+                ob.row = st.n;
+            }
+            cs.gemm.run(st.m, st.n, st.k, 1.0f, oa, ob, 0.0f, y + batch * st.m * st.n, st.n, scratch, (uint32_t)(unit % parts),
+                        parts);
+        }
+    }, cs.slots);
+    return Status::Ok;
+}
+
+// Parts of one product for `threads`: none below ~64K multiply-adds (waking the pool costs more).
+inline uint32_t cpu_gemm_parts(int64_t m, int64_t n, int64_t k, int64_t products, uint32_t threads) {
+    if (products >= (int64_t)threads || m * n * k < (1 << 16)) return 1;
+    return threads;
+}
+
+inline Status cpu_matmul_step(ReferenceProgram* p, const PreparedModel& model, NodeId id, Isa isa) {
+    const MatMulState* st = static_cast<const MatMulState*>(model.kernel_state(id));
+    // n = 1 stays on the reference's dot products (a GEMM tile would use one lane of a vector)
+    if (!st || st->m == 0 || st->n <= 1 || st->k == 0 || st->batch == 0) return Status::Ok;
+    // A few rows times a B known only at run time: packing B would cost more than the product
+    // (the reference streams it once)
+    const float* b = cpu_constant_input(model, id, 1);
+    if (!b && st->m < 8) return Status::Ok;
+    CpuGemmState* cs = cpu_gemm_state(p, model, id, isa);
+    if (!cs) return Status::Ok;
+    const Gemm& gemm = cs->gemm;
+    if (b) {
+        const Node& node = model.model.graph.node(id);
+        uint64_t elements = 0;
+        desc_elements(model.value_desc(model.value_id(node.inputs[1].producer, node.inputs[1].port)), &elements);
+        const int64_t matrices = (int64_t)elements / (st->k * st->n);
+        cs->packed_floats = round16(gemm.packed_b_floats(st->k, st->n));
+        float* packed = cpu_packed_memory(p, (size_t)matrices * cs->packed_floats);
+        if (!packed) return Status::OutOfMemory;
+        for (int64_t i = 0; i < matrices; ++i)
+            gemm.pack_b(st->k, st->n, b + i * st->k * st->n, st->n, 1, packed + (size_t)i * cs->packed_floats);
+        cs->packed = packed;
+    }
+    cs->parts = cpu_gemm_parts(st->m, st->n, st->k, st->batch, cs->slots);
+    if ((int64_t)cs->slots > st->batch * cs->parts) cs->slots = (uint32_t)(st->batch * cs->parts);   // scratch for the slots that run
+    cs->slot_floats = round16(gemm.scratch_floats(st->m, st->n, st->k, false, cs->packed != nullptr));
+    return cpu_gemm_use(p, run_cpu_matmul, cs, "MatMul");
 }
 
 // >>gemm
@@ -5660,6 +5998,71 @@ inline Status run_gemm(const RunContext& c) {
             finish(r0, rows, 0, st.n);
         }
     });
+    return Status::Ok;
+}
+
+// Gemm on the CPU device's JIT GEMM: Y = C broadcast first, then alpha A' B' + beta Y in
+// parts; B' packed at compile time when constant (transposed or not).
+inline Status run_cpu_gemm(const RunContext& c) {
+    const CpuGemmState& cs = *static_cast<const CpuGemmState*>(c.state);
+    const GemmState& st = *static_cast<const GemmState*>(cs.op);
+    const float* a = c.inputs[0].as<float>();
+    const float* b = c.inputs[1].as<float>();
+    const float* bias = st.has_c ? c.inputs[2].as<float>() : nullptr;
+    float* y = c.outputs[0].as<float>();
+    if (bias)
+        for (int64_t i = 0; i < st.m; ++i)
+            for (int64_t j = 0; j < st.n; ++j) y[i * st.n + j] = bias[i * st.c_row + j * st.c_col];
+    GemmOperand oa, ob;
+    oa.data = a;
+    oa.row = st.trans_a ? 1 : st.k;
+    oa.col = st.trans_a ? st.m : 1;
+    if (cs.packed) {
+        ob.data = cs.packed;
+        ob.packed = true;
+    } else {
+        ob.data = b;
+        ob.row = st.trans_b ? 1 : st.n;
+        ob.col = st.trans_b ? st.k : 1;
+    }
+    const float beta = bias ? st.beta : 0.0f;
+    nn_parallel(c, cs.parts, [&](uint64_t slot, uint64_t begin, uint64_t end) {
+        float* scratch = static_cast<float*>(c.scratch) + slot * cs.slot_floats;
+        for (uint64_t part = begin; part < end; ++part)
+            cs.gemm.run(st.m, st.n, st.k, st.alpha, oa, ob, beta, y, st.n, scratch, (uint32_t)part, cs.parts);
+    }, cs.slots);
+    return Status::Ok;
+}
+
+inline Status cpu_gemm_op_step(ReferenceProgram* p, const PreparedModel& model, NodeId id, Isa isa) {
+    const GemmState* st = static_cast<const GemmState*>(model.kernel_state(id));
+    // beta 0 with a C: the reference's beta * C keeps C's NaNs, which a GEMM that does not read C would not
+    if (!st || st->m == 0 || st->n == 0 || (st->has_c && st->beta == 0.0f)) return Status::Ok;
+    // the reference's dot products stream a run-time B once (a fully connected layer at batch 1)
+    const float* b = cpu_constant_input(model, id, 1);
+    if (!b && st->dot) return Status::Ok;
+    CpuGemmState* cs = cpu_gemm_state(p, model, id, isa);
+    if (!cs) return Status::Ok;
+    const Gemm& gemm = cs->gemm;
+    if (b) {
+        cs->packed_floats = round16(gemm.packed_b_floats(st->k, st->n));
+        float* packed = cpu_packed_memory(p, cs->packed_floats);
+        if (!packed) return Status::OutOfMemory;
+        gemm.pack_b(st->k, st->n, b, st->trans_b ? 1 : st->n, st->trans_b ? st->k : 1, packed);
+        cs->packed = packed;
+    }
+    cs->parts = cpu_gemm_parts(st->m, st->n, st->k, 1, cs->slots);
+    cs->slots = cs->parts;
+    cs->slot_floats = round16(gemm.scratch_floats(st->m, st->n, st->k, false, cs->packed != nullptr));
+    return cpu_gemm_use(p, run_cpu_gemm, cs, "Gemm");
+}
+
+inline Status cpu_gemm_step(ReferenceProgram* p, const PreparedModel& model, NodeId id, Isa isa) {
+    StringView op = model.model.graph.node(id).op;
+    if (op == StringView("Conv")) return cpu_conv_step(p, model, id, isa);
+    if (op == StringView("ConvTranspose")) return cpu_conv_transpose_step(p, model, id, isa);
+    if (op == StringView("MatMul")) return cpu_matmul_step(p, model, id, isa);
+    if (op == StringView("Gemm")) return cpu_gemm_op_step(p, model, id, isa);
     return Status::Ok;
 }
 

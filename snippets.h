@@ -148,6 +148,7 @@
        >>kernel cache                 KernelCache
        >>snippet                      SnippetTuning, SnippetOptions, SnippetStats, Snippet
        >>tokenizer                    islands on a Graph, build_island_body()
+       >>gemm                         Gemm: packed panels, cache blocks, JIT tiles; cpu_cache_sizes
      implementation:
        >>helpers                      float bits, clock, broadcasting of shapes
        >>vector model                 ScalarMath: one lane with the x86 instructions' semantics
@@ -179,6 +180,7 @@
        >>run                          kernel calls, parts, snippet_evaluate, interpret()
        >>tokenizer implementation     fusible nodes, greedy islands
        >>island bodies                build_island_body
+       >>gemm implementation          cache sizes, the x86 and NEON tile emitters, packing, the driver
 */
 #ifndef TESSEL_SNIPPETS_H
 #define TESSEL_SNIPPETS_H
@@ -532,6 +534,76 @@ Status build_island_body(const Graph& graph, const Tokenization& tokenization, u
                          NodeId* input_nodes, uint32_t* input_count, NodeId* output_nodes, uint32_t* output_count,
                          uint32_t* input_ports = nullptr);
 
+// >>gemm
+// C[m x n] = alpha A[m x k] B[k x n] + beta C (beta 0: C is not read), BLIS style: a kc x nc
+// block of B packed into panels of nr columns (kept in L3, one panel in L1), an mc x kc block
+// of A packed into panels of mr rows (kept in L2), and a micro-kernel that keeps an mr x nr
+// tile of C in registers through the K loop of broadcast FMAs. The micro-kernels are JIT code
+// for Avx2 (6 x 16), Avx512 (14 x 32) and Neon (8 x 12), one per tile height and width so that
+// the edges of M and N run narrower tiles (x86: and a masked last vector; NEON: a full tile
+// into a buffer); other targets (Ref, Sse41, builds without JIT) run a portable C++ tile
+// (4 x 16) over the same packed layout.
+struct GemmBlocking {
+    uint32_t mr = 4, nr = 16;              // micro-tile
+    int64_t kc = 256, mc = 128, nc = 2048; // cache blocks (mc a multiple of mr, nc of nr)
+};
+// Data cache sizes in bytes (CPUID leaf 4 or 0x8000001D; sysconf elsewhere), with defaults
+// (32 KiB, 512 KiB, 4 MiB) where the CPU does not say.
+struct CacheSizes { uint64_t l1d = 0, l2 = 0, l3 = 0; };
+CacheSizes cpu_cache_sizes();
+
+// An operand of Gemm::run: a matrix read through (row, column) strides in elements, so a
+// transposed operand costs nothing; or a whole matrix packed by Gemm::pack_a / pack_b with
+// the same Gemm (then the strides are unused).
+struct GemmOperand {
+    const float* data = nullptr;
+    int64_t row = 0, col = 1;
+    bool packed = false;
+};
+
+class Gemm {
+public:
+    // The micro-kernels of `isa` (Auto: default_isa()), generated once per process and target.
+    // Unsupported if the CPU lacks it; OutOfMemory or Unsupported if the assembler fails.
+    Status init(Isa isa = Isa::Auto);
+    Isa isa() const { return isa_; }
+    bool jit() const { return tiles_ != nullptr; }   // false: the portable C++ tile
+    const GemmBlocking& blocking() const { return blocking_; }
+    // A whole matrix packed once (constant weights): kc blocks of panels, zero padded.
+    size_t packed_a_floats(int64_t m, int64_t k) const;
+    size_t packed_b_floats(int64_t k, int64_t n) const;
+    void pack_a(int64_t m, int64_t k, const float* a, int64_t a_row, int64_t a_col, float* packed) const;
+    void pack_b(int64_t k, int64_t n, const float* b, int64_t b_row, int64_t b_col, float* packed) const;
+    // Scratch floats one part of run() needs for these dims and operands.
+    size_t scratch_floats(int64_t m, int64_t n, int64_t k, bool a_packed, bool b_packed) const;
+    // Part `part` of `parts` (whole panels of N, or of M when N has too few or only A is
+    // packed at run time); parts write disjoint tiles of C, so threads may run them at once,
+    // each with its own scratch. Never allocates.
+    void run(int64_t m, int64_t n, int64_t k, float alpha, const GemmOperand& a, const GemmOperand& b, float beta,
+             float* c, int64_t ldc, float* scratch, uint32_t part = 0, uint32_t parts = 1) const;
+    // The rows [m0, m1) and columns [n0, n1) of C that part `part` of run() writes (empty: m0 == m1).
+    void part_range(int64_t m, int64_t n, bool a_packed, bool b_packed, uint32_t part, uint32_t parts, int64_t* m0,
+                    int64_t* m1, int64_t* n0, int64_t* n1) const;
+
+    // What a tile kernel reads besides its operands.
+    struct TileParams {
+        float alpha, beta;
+        int32_t read_c;      // 0: beta is 0 and C is not read
+        uint32_t kmask;      // AVX-512: lanes of the last vector
+        int32_t mask[8];     // AVX2: lanes of the last vector (-1 on)
+    };
+    // void tile(a panel, b panel, c, ldc in bytes, k, params)
+    using TileFn = void (*)(const float*, const float*, float*, int64_t, int64_t, const TileParams*);
+
+private:
+    void pack_a_block(int64_t rows, int64_t depth, const float* a, int64_t a_row, int64_t a_col, float* packed) const;
+    void pack_b_block(int64_t depth, int64_t cols, const float* b, int64_t b_row, int64_t b_col, float* packed) const;
+    Isa isa_ = Isa::Ref;
+    GemmBlocking blocking_;
+    uint32_t vector_floats_ = 1;
+    const TileFn* tiles_ = nullptr;   // [(rows - 1) * 2 * vectors + (vectors - 1) * 2 + masked], may be null
+};
+
 }  // namespace tessel
 #endif  // TESSEL_SNIPPETS_H
 
@@ -553,6 +625,9 @@ Status build_island_body(const Graph& graph, const Tokenization& tokenization, u
 #endif
 #if defined(__aarch64__) && defined(__linux__)
 #include <sys/auxv.h>
+#endif
+#if defined(__linux__)
+#include <unistd.h>   // sysconf: cache sizes where there is no CPUID
 #endif
 
 namespace tessel {
@@ -4879,6 +4954,506 @@ Status build_island_body(const Graph& graph, const Tokenization& t, uint32_t isl
     *input_count = inputs;
     *output_count = outputs;
     return Status::Ok;
+}
+
+
+// >>gemm implementation
+CacheSizes cpu_cache_sizes() {
+    static const CacheSizes sizes = [] {
+        CacheSizes s;
+#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
+        unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+        __asm__ volatile("cpuid" : "=a"(eax), "=b"(ebx), "=c"(ecx), "=d"(edx) : "a"(0u), "c"(0u));
+        unsigned max_leaf = eax;
+        __asm__ volatile("cpuid" : "=a"(eax), "=b"(ebx), "=c"(ecx), "=d"(edx) : "a"(0x80000000u), "c"(0u));
+        unsigned max_extended = eax;
+        // Intel's leaf 4 first: AMD answers it with zeros and describes its caches in 0x8000001D.
+        unsigned leaves[2] = {max_leaf >= 4 ? 4u : 0u, max_extended >= 0x8000001Du ? 0x8000001Du : 0u};
+        for (unsigned leaf : leaves) {
+            if (!leaf || s.l1d) continue;
+            for (unsigned sub = 0; sub < 16; ++sub) {
+                __asm__ volatile("cpuid" : "=a"(eax), "=b"(ebx), "=c"(ecx), "=d"(edx) : "a"(leaf), "c"(sub));
+                unsigned type = eax & 31, level = (eax >> 5) & 7;
+                if (type == 0) break;
+                if (type == 2) continue;   // instruction cache
+                uint64_t bytes = (uint64_t)((ebx >> 22) + 1) * (((ebx >> 12) & 1023) + 1) * ((ebx & 4095) + 1) * ((uint64_t)ecx + 1);
+                if (level == 1) s.l1d = bytes;
+                else if (level == 2) s.l2 = bytes;
+                else if (level == 3) s.l3 = bytes;
+            }
+        }
+#elif defined(_SC_LEVEL1_DCACHE_SIZE)
+        long l1 = sysconf(_SC_LEVEL1_DCACHE_SIZE), l2 = sysconf(_SC_LEVEL2_CACHE_SIZE), l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+        s.l1d = l1 > 0 ? (uint64_t)l1 : 0;
+        s.l2 = l2 > 0 ? (uint64_t)l2 : 0;
+        s.l3 = l3 > 0 ? (uint64_t)l3 : 0;
+#endif
+        if (!s.l1d) s.l1d = 32u << 10;
+        if (!s.l2) s.l2 = 512u << 10;
+        if (!s.l3) s.l3 = 4u << 20;
+        return s;
+    }();
+    return sizes;
+}
+
+namespace detail {
+constexpr int kGemmPortableRows = 4, kGemmPortableCols = 16;
+
+// The portable tile: what the JIT tiles compute, for targets without them.
+inline void gemm_portable_tile(const float* a, const float* b, float* c, int64_t ldc, int64_t k, int64_t rows,
+                               int64_t cols, const Gemm::TileParams& params) {
+    float acc[kGemmPortableRows][kGemmPortableCols] = {};
+    for (int64_t p = 0; p < k; ++p, a += kGemmPortableRows, b += kGemmPortableCols)
+        for (int i = 0; i < kGemmPortableRows; ++i)
+            for (int j = 0; j < kGemmPortableCols; ++j) acc[i][j] += a[i] * b[j];
+    for (int64_t i = 0; i < rows; ++i, c += ldc)
+        for (int64_t j = 0; j < cols; ++j)
+            c[j] = params.read_c ? params.alpha * acc[i][j] + params.beta * c[j] : params.alpha * acc[i][j];
+}
+
+#ifndef TESSEL_NO_JIT
+#if defined(__x86_64__) || defined(_M_X64)
+// One x86 tile: rows x vectors accumulators (ymm/zmm 0..), B's vectors in the registers above
+// them, A broadcast (AVX2: a register; AVX-512: an embedded {1to16} operand). Arguments
+// (System V): rdi A panel (mr floats per k), rsi B panel (nr floats per k), rdx C, rcx ldc
+// bytes, r8 k, r9 TileParams. The K loop runs 4 steps per iteration, then single steps.
+inline void emit_gemm_tile_x86(asmjit::x86::Assembler& a, Isa isa, uint32_t mr, uint32_t nr, uint32_t rows,
+                               uint32_t vectors, bool masked) {
+    namespace x86 = asmjit::x86;
+    const bool wide = isa == Isa::Avx512;
+    const uint32_t vb = wide ? 64 : 32, top = wide ? 28 : 12;   // registers at and above `top`: B, broadcast, store temporaries
+    auto v = [&](uint32_t id) -> x86::Vec { return wide ? x86::Vec(x86::zmm(id)) : x86::Vec(x86::ymm(id)); };
+    auto acc = [&](uint32_t i, uint32_t j) { return v(i * vectors + j); };
+    for (uint32_t i = 0; i < rows; ++i)
+        for (uint32_t j = 0; j < vectors; ++j) a.vxorps(acc(i, j), acc(i, j), acc(i, j));
+    auto step = [&](int32_t u) {
+        for (uint32_t j = 0; j < vectors; ++j) a.vmovups(v(top + j), x86::ptr(x86::rsi, (int32_t)(u * nr * 4 + j * vb)));
+        for (uint32_t i = 0; i < rows; ++i) {
+            x86::Mem ai = x86::ptr(x86::rdi, (int32_t)((u * mr + i) * 4));
+            if (wide) {
+                for (uint32_t j = 0; j < vectors; ++j) a.vfmadd231ps(acc(i, j), v(top + j), ai._1to16());
+            } else {
+                a.vbroadcastss(v(top + 2), ai);
+                for (uint32_t j = 0; j < vectors; ++j) a.vfmadd231ps(acc(i, j), v(top + j), v(top + 2));
+            }
+        }
+    };
+    asmjit::Label quad = a.newLabel(), single = a.newLabel(), single_loop = a.newLabel(), store = a.newLabel();
+    a.cmp(x86::r8, 4);
+    a.jb(single);
+    a.bind(quad);
+    for (int32_t u = 0; u < 4; ++u) step(u);
+    a.add(x86::rdi, (int32_t)(4 * mr * 4));
+    a.add(x86::rsi, (int32_t)(4 * nr * 4));
+    a.sub(x86::r8, 4);
+    a.cmp(x86::r8, 4);
+    a.jae(quad);
+    a.bind(single);
+    a.test(x86::r8, x86::r8);
+    a.jz(store);
+    a.bind(single_loop);
+    step(0);
+    a.add(x86::rdi, (int32_t)(mr * 4));
+    a.add(x86::rsi, (int32_t)(nr * 4));
+    a.sub(x86::r8, 1);
+    a.jnz(single_loop);
+    a.bind(store);
+    // C = alpha acc (+ beta C): alpha and beta in the B registers, C's elements through a temporary.
+    x86::Vec alpha = v(top), beta = v(top + 1), tmp = v(top + 2), mask = v(top + 3);
+    a.vbroadcastss(alpha, x86::dword_ptr(x86::r9, 0));
+    a.vbroadcastss(beta, x86::dword_ptr(x86::r9, 4));
+    if (masked) {
+        if (wide) a.kmovw(x86::k1, x86::word_ptr(x86::r9, 12));
+        else a.vmovdqu(mask, x86::ptr(x86::r9, 16));
+    }
+    auto load_c = [&](x86::Vec dst, const x86::Mem& m, bool partial) {
+        if (!partial) a.vmovups(dst, m);
+        else if (wide) a.k(x86::k1).z().vmovups(dst, m);
+        else a.vmaskmovps(dst, mask, m);
+    };
+    auto store_c = [&](const x86::Mem& m, x86::Vec src, bool partial) {
+        if (!partial) a.vmovups(m, src);
+        else if (wide) a.k(x86::k1).vmovups(m, src);
+        else a.vmaskmovps(m, mask, src);
+    };
+    asmjit::Label overwrite = a.newLabel(), done = a.newLabel();
+    for (int pass = 0; pass < 2; ++pass) {   // pass 0: C read (beta); pass 1: C overwritten
+        if (pass == 0) {
+            a.cmp(x86::dword_ptr(x86::r9, 8), 0);
+            a.je(overwrite);
+            a.push(x86::rdx);
+        } else {
+            a.bind(overwrite);
+            a.push(x86::rdx);
+        }
+        for (uint32_t i = 0; i < rows; ++i) {
+            for (uint32_t j = 0; j < vectors; ++j) {
+                const bool partial = masked && j + 1 == vectors;
+                x86::Mem cm = x86::ptr(x86::rdx, (int32_t)(j * vb));
+                a.vmulps(acc(i, j), acc(i, j), alpha);
+                if (pass == 0) {
+                    load_c(tmp, cm, partial);
+                    a.vfmadd231ps(acc(i, j), tmp, beta);
+                }
+                store_c(cm, acc(i, j), partial);
+            }
+            if (i + 1 < rows) a.add(x86::rdx, x86::rcx);
+        }
+        a.pop(x86::rdx);
+        if (pass == 0) a.jmp(done);
+    }
+    a.bind(done);
+    a.vzeroupper();
+    a.ret();
+}
+
+// Every tile of a target in one code buffer, generated once per process (thread-safe static).
+struct GemmTileTable {
+    Gemm::TileFn fn[16 * 2 * 2] = {};
+    Status status = Status::Unsupported;
+};
+
+inline GemmTileTable make_gemm_tiles(Isa isa, uint32_t mr, uint32_t nr) {
+    using namespace asmjit;
+    GemmTileTable t;
+    const uint32_t vectors = nr / isa_vector_floats(isa);
+    CodeHolder code;
+    ErrorRecorder recorder;
+    code.init(jit_runtime().environment());
+    code.setErrorHandler(&recorder);
+    x86::Assembler a(&code);
+    Label labels[16 * 2 * 2];
+    for (uint32_t rows = 1; rows <= mr; ++rows)
+        for (uint32_t vec = 1; vec <= vectors; ++vec)
+            for (int masked = 0; masked < 2; ++masked) {
+                const uint32_t index = (rows - 1) * 2 * vectors + (vec - 1) * 2 + (uint32_t)masked;
+                labels[index] = a.newLabel();
+                a.align(AlignMode::kCode, 32);
+                a.bind(labels[index]);
+                emit_gemm_tile_x86(a, isa, mr, nr, rows, vec, masked != 0);
+            }
+    if (recorder.first != kErrorOk) { t.status = Status::Unsupported; return t; }
+    void* base = nullptr;
+    if (jit_runtime().add(&base, &code) != kErrorOk) { t.status = Status::OutOfMemory; return t; }
+    for (uint32_t i = 0; i < mr * 2 * vectors; ++i)
+        t.fn[i] = reinterpret_cast<Gemm::TileFn>(static_cast<char*>(base) + code.labelOffsetFromBase(labels[i]));
+    t.status = Status::Ok;
+    return t;
+}
+#endif
+#if defined(__aarch64__)
+// One NEON tile: rows x vectors accumulators in v8..v31 (d8-d15 saved), A's 8 floats in v0-v1
+// taken by element (fmla by element needs no broadcast), B's vectors in v2-v4. Arguments
+// (AAPCS64): x0 A panel, x1 B panel, x2 C, x3 ldc bytes, x4 k, x5 TileParams. No masked
+// tiles: Gemm::run finishes a partial last vector from a full tile in a buffer.
+inline void emit_gemm_tile_a64(asmjit::a64::Assembler& a, uint32_t mr, uint32_t nr, uint32_t rows, uint32_t vectors) {
+    namespace a64 = asmjit::a64;
+    auto acc = [&](uint32_t i, uint32_t j) { return a64::v(8 + i * vectors + j); };
+    a.stp(a64::d8, a64::d9, a64::ptr_pre(a64::sp, -64));
+    a.stp(a64::d10, a64::d11, a64::ptr(a64::sp, 16));
+    a.stp(a64::d12, a64::d13, a64::ptr(a64::sp, 32));
+    a.stp(a64::d14, a64::d15, a64::ptr(a64::sp, 48));
+    for (uint32_t i = 0; i < rows; ++i)
+        for (uint32_t j = 0; j < vectors; ++j) a.eor(acc(i, j).b16(), acc(i, j).b16(), acc(i, j).b16());
+    asmjit::Label loop = a.newLabel(), store = a.newLabel(), overwrite = a.newLabel(), done = a.newLabel();
+    a.cbz(a64::x4, store);
+    a.bind(loop);
+    a.ldp(a64::q0, a64::q1, a64::ptr_post(a64::x0, (int32_t)(mr * 4)));
+    for (uint32_t j = 0; j < vectors; ++j) a.ldr(a64::v(2 + j), a64::ptr(a64::x1, (int32_t)(j * 16)));
+    a.add(a64::x1, a64::x1, (uint32_t)(nr * 4));
+    for (uint32_t i = 0; i < rows; ++i)
+        for (uint32_t j = 0; j < vectors; ++j)
+            a.fmla(acc(i, j).s4(), a64::v(2 + j).s4(), a64::v(i < 4 ? 0 : 1).s(i & 3));
+    a.subs(a64::x4, a64::x4, 1);
+    a.b_ne(loop);
+    a.bind(store);
+    a.ld1r(a64::v(5).s4(), a64::ptr(a64::x5));
+    a.add(a64::x6, a64::x5, 4);
+    a.ld1r(a64::v(6).s4(), a64::ptr(a64::x6));
+    a.ldr(a64::w7, a64::ptr(a64::x5, 8));
+    a.cbz(a64::w7, overwrite);
+    for (int pass = 0; pass < 2; ++pass) {   // pass 0: C read (beta); pass 1: C overwritten
+        if (pass == 1) a.bind(overwrite);
+        a.mov(a64::x8, a64::x2);
+        for (uint32_t i = 0; i < rows; ++i) {
+            for (uint32_t j = 0; j < vectors; ++j) {
+                a.fmul(acc(i, j).s4(), acc(i, j).s4(), a64::v(5).s4());
+                if (pass == 0) {
+                    a.ldr(a64::q7, a64::ptr(a64::x8, (int32_t)(j * 16)));
+                    a.fmla(acc(i, j).s4(), a64::v(7).s4(), a64::v(6).s4());
+                }
+                a.str(a64::v(8 + i * vectors + j), a64::ptr(a64::x8, (int32_t)(j * 16)));
+            }
+            if (i + 1 < rows) a.add(a64::x8, a64::x8, a64::x3);
+        }
+        if (pass == 0) a.b(done);
+    }
+    a.bind(done);
+    a.ldp(a64::d10, a64::d11, a64::ptr(a64::sp, 16));
+    a.ldp(a64::d12, a64::d13, a64::ptr(a64::sp, 32));
+    a.ldp(a64::d14, a64::d15, a64::ptr(a64::sp, 48));
+    a.ldp(a64::d8, a64::d9, a64::ptr_post(a64::sp, 64));
+    a.ret(a64::x30);
+}
+
+struct GemmTileTable {
+    Gemm::TileFn fn[16 * 2 * 3] = {};
+    Status status = Status::Unsupported;
+};
+
+inline GemmTileTable make_gemm_tiles_a64(uint32_t mr, uint32_t nr) {
+    using namespace asmjit;
+    GemmTileTable t;
+    const uint32_t vectors = nr / 4;
+    CodeHolder code;
+    ErrorRecorder recorder;
+    code.init(jit_runtime().environment());
+    code.setErrorHandler(&recorder);
+    a64::Assembler a(&code);
+    Label labels[16 * 2 * 3];
+    for (uint32_t rows = 1; rows <= mr; ++rows)
+        for (uint32_t vec = 1; vec <= vectors; ++vec) {
+            const uint32_t index = (rows - 1) * 2 * vectors + (vec - 1) * 2;   // the masked slot stays empty
+            labels[index] = a.newLabel();
+            a.align(AlignMode::kCode, 16);
+            a.bind(labels[index]);
+            emit_gemm_tile_a64(a, mr, nr, rows, vec);
+        }
+    if (recorder.first != kErrorOk) return t;
+    void* base = nullptr;
+    if (jit_runtime().add(&base, &code) != kErrorOk) { t.status = Status::OutOfMemory; return t; }
+    for (uint32_t rows = 1; rows <= mr; ++rows)
+        for (uint32_t vec = 1; vec <= vectors; ++vec) {
+            const uint32_t index = (rows - 1) * 2 * vectors + (vec - 1) * 2;
+            t.fn[index] = reinterpret_cast<Gemm::TileFn>(static_cast<char*>(base) + code.labelOffsetFromBase(labels[index]));
+        }
+    t.status = Status::Ok;
+    return t;
+}
+#endif
+#endif
+}  // namespace detail
+
+Status Gemm::init(Isa isa) {
+    if (isa == Isa::Auto) isa = default_isa();
+    if (!isa_available(isa)) return Status::Unsupported;
+    isa_ = isa;
+    tiles_ = nullptr;
+    vector_floats_ = 1;
+    blocking_.mr = detail::kGemmPortableRows;
+    blocking_.nr = detail::kGemmPortableCols;
+#if !defined(TESSEL_NO_JIT) && (defined(__x86_64__) || defined(_M_X64))
+    if (isa == Isa::Avx2 || isa == Isa::Avx512) {
+        // 6 x 16 fills AVX2's 16 registers (12 accumulators, 2 of B, a broadcast); 14 x 32
+        // fills AVX-512's 32 (28 accumulators, 2 of B; A from embedded broadcasts).
+        const bool wide = isa == Isa::Avx512;
+        blocking_.mr = wide ? 14 : 6;
+        blocking_.nr = wide ? 32 : 16;
+        static const detail::GemmTileTable avx2 = detail::make_gemm_tiles(Isa::Avx2, 6, 16);
+        const detail::GemmTileTable* table = &avx2;
+        if (wide) {
+            static const detail::GemmTileTable avx512 = detail::make_gemm_tiles(Isa::Avx512, 14, 32);
+            table = &avx512;
+        }
+        if (table->status != Status::Ok) return table->status;
+        tiles_ = table->fn;
+        vector_floats_ = isa_vector_floats(isa);
+    }
+#elif !defined(TESSEL_NO_JIT) && defined(__aarch64__)
+    if (isa == Isa::Neon) {
+        // 8 x 12: 24 accumulators, 2 registers of A, 3 of B, 3 for the store
+        blocking_.mr = 8;
+        blocking_.nr = 12;
+        static const detail::GemmTileTable neon = detail::make_gemm_tiles_a64(8, 12);
+        if (neon.status != Status::Ok) return neon.status;
+        tiles_ = neon.fn;
+        vector_floats_ = 4;
+    }
+#endif
+    // kc: a kc x nr panel of B fills half of L1 (the A panel streams beside it); mc: the
+    // mc x kc block of A half of L2; nc: the kc x nc block of B half of L3, at most 4096 columns
+    // (it is every thread's scratch).
+    const CacheSizes caches = cpu_cache_sizes();
+    const int64_t mr = blocking_.mr, nr = blocking_.nr;
+    int64_t kc = (int64_t)(caches.l1d / 2 / (uint64_t)(nr * 4)) / 8 * 8;
+    kc = kc < 64 ? 64 : kc > 512 ? 512 : kc;
+    int64_t mc = (int64_t)(caches.l2 / 2 / (uint64_t)(kc * 4)) / mr * mr;
+    mc = mc < mr ? mr : mc > 1024 / mr * mr ? 1024 / mr * mr : mc;
+    int64_t nc = (int64_t)(caches.l3 / 2 / (uint64_t)(kc * 4)) / nr * nr;
+    nc = nc < nr ? nr : nc > 4096 ? 4096 / nr * nr : nc;
+    blocking_.kc = kc;
+    blocking_.mc = mc;
+    blocking_.nc = nc;
+    return Status::Ok;
+}
+
+size_t Gemm::packed_a_floats(int64_t m, int64_t k) const {
+    int64_t mr = blocking_.mr;
+    return (size_t)((m + mr - 1) / mr * mr * k);
+}
+
+size_t Gemm::packed_b_floats(int64_t k, int64_t n) const {
+    int64_t nr = blocking_.nr;
+    return (size_t)(k * ((n + nr - 1) / nr * nr));
+}
+
+size_t Gemm::scratch_floats(int64_t m, int64_t n, int64_t k, bool a_packed, bool b_packed) const {
+    const int64_t mr = blocking_.mr, nr = blocking_.nr;
+    int64_t kc = k < blocking_.kc ? k : blocking_.kc;
+    int64_t mp = (m + mr - 1) / mr * mr, np = (n + nr - 1) / nr * nr;
+    int64_t mc = mp < blocking_.mc ? mp : blocking_.mc, nc = np < blocking_.nc ? np : blocking_.nc;
+    return (size_t)((a_packed ? 0 : mc * kc) + (b_packed ? 0 : kc * nc)) + 16;
+}
+
+// Panels of mr rows: for each k, mr consecutive floats (rows past `rows` are zero).
+void Gemm::pack_a_block(int64_t rows, int64_t depth, const float* a, int64_t a_row, int64_t a_col, float* packed) const {
+    const int64_t mr = blocking_.mr;
+    for (int64_t r0 = 0; r0 < rows; r0 += mr) {
+        const int64_t h = rows - r0 < mr ? rows - r0 : mr;
+        if (a_row == 1) {   // columns of A contiguous (a transposed A)
+            for (int64_t p = 0; p < depth; ++p, packed += mr) {
+                const float* src = a + r0 + p * a_col;
+                for (int64_t r = 0; r < h; ++r) packed[r] = src[r];
+                for (int64_t r = h; r < mr; ++r) packed[r] = 0.0f;
+            }
+        } else {
+            for (int64_t r = 0; r < mr; ++r) {
+                const float* src = a + (r0 + r) * a_row;
+                if (r < h) for (int64_t p = 0; p < depth; ++p) packed[p * mr + r] = src[p * a_col];
+                else for (int64_t p = 0; p < depth; ++p) packed[p * mr + r] = 0.0f;
+            }
+            packed += depth * mr;
+        }
+    }
+}
+
+// Panels of nr columns: for each k, nr consecutive floats (columns past `cols` are zero).
+void Gemm::pack_b_block(int64_t depth, int64_t cols, const float* b, int64_t b_row, int64_t b_col, float* packed) const {
+    const int64_t nr = blocking_.nr;
+    for (int64_t j0 = 0; j0 < cols; j0 += nr) {
+        const int64_t w = cols - j0 < nr ? cols - j0 : nr;
+        if (b_col == 1) {
+            for (int64_t p = 0; p < depth; ++p, packed += nr) {
+                const float* src = b + p * b_row + j0;
+                if (w == nr) std::memcpy(packed, src, (size_t)nr * sizeof(float));
+                else {
+                    for (int64_t j = 0; j < w; ++j) packed[j] = src[j];
+                    for (int64_t j = w; j < nr; ++j) packed[j] = 0.0f;
+                }
+            }
+        } else {
+            for (int64_t j = 0; j < nr; ++j) {
+                const float* src = b + (j0 + j) * b_col;
+                if (j < w) for (int64_t p = 0; p < depth; ++p) packed[p * nr + j] = src[p * b_row];
+                else for (int64_t p = 0; p < depth; ++p) packed[p * nr + j] = 0.0f;
+            }
+            packed += depth * nr;
+        }
+    }
+}
+
+// Block pc (kc deep) of a packed matrix starts at pc * padded rows (columns); its panels follow.
+void Gemm::pack_a(int64_t m, int64_t k, const float* a, int64_t a_row, int64_t a_col, float* packed) const {
+    const int64_t mp = (m + blocking_.mr - 1) / blocking_.mr * blocking_.mr;
+    for (int64_t pc = 0; pc < k; pc += blocking_.kc) {
+        int64_t kc = k - pc < blocking_.kc ? k - pc : blocking_.kc;
+        pack_a_block(m, kc, a + pc * a_col, a_row, a_col, packed + pc * mp);
+    }
+}
+
+void Gemm::pack_b(int64_t k, int64_t n, const float* b, int64_t b_row, int64_t b_col, float* packed) const {
+    const int64_t np = (n + blocking_.nr - 1) / blocking_.nr * blocking_.nr;
+    for (int64_t pc = 0; pc < k; pc += blocking_.kc) {
+        int64_t kc = k - pc < blocking_.kc ? k - pc : blocking_.kc;
+        pack_b_block(kc, n, b + pc * b_row, b_row, b_col, packed + pc * np);
+    }
+}
+
+void Gemm::part_range(int64_t m, int64_t n, bool a_packed, bool b_packed, uint32_t part, uint32_t parts, int64_t* m0,
+                      int64_t* m1, int64_t* n0, int64_t* n1) const {
+    const int64_t mr = blocking_.mr, nr = blocking_.nr;
+    const int64_t mpanels = (m + mr - 1) / mr, npanels = (n + nr - 1) / nr;
+    *m0 = 0, *m1 = m, *n0 = 0, *n1 = n;
+    if (parts <= 1) return;
+    // Split the operand packed at run time (each part packs only its share), unless it has too few panels.
+    bool split_m = b_packed && !a_packed ? mpanels >= (int64_t)parts || mpanels > npanels
+                                         : npanels < (int64_t)parts && mpanels > npanels;
+    int64_t total = split_m ? mpanels : npanels;
+    int64_t p0 = (int64_t)part * total / parts, p1 = (int64_t)(part + 1) * total / parts;
+    if (p0 >= p1) { *m1 = *m0; return; }
+    if (split_m) { *m0 = p0 * mr; *m1 = p1 * mr < m ? p1 * mr : m; }
+    else { *n0 = p0 * nr; *n1 = p1 * nr < n ? p1 * nr : n; }
+}
+
+void Gemm::run(int64_t m, int64_t n, int64_t k, float alpha, const GemmOperand& a, const GemmOperand& b, float beta,
+               float* c, int64_t ldc, float* scratch, uint32_t part, uint32_t parts) const {
+    if (m <= 0 || n <= 0) return;
+    const int64_t mr = blocking_.mr, nr = blocking_.nr;
+    const int64_t mpanels = (m + mr - 1) / mr, npanels = (n + nr - 1) / nr;
+    int64_t m0, m1, n0, n1;
+    part_range(m, n, a.packed, b.packed, part, parts, &m0, &m1, &n0, &n1);
+    if (m0 >= m1 || n0 >= n1) return;
+    if (k <= 0) {   // C = beta C, and 0 when beta is 0 (C not read)
+        for (int64_t i = m0; i < m1; ++i)
+            for (int64_t j = n0; j < n1; ++j) c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
+        return;
+    }
+    const int64_t mp = mpanels * mr, np = npanels * nr;
+    const int64_t range_np = (n1 - n0 + nr - 1) / nr * nr;
+    float* bbuf = scratch;
+    float* abuf = scratch + (b.packed ? 0 : (k < blocking_.kc ? k : blocking_.kc) * (range_np < blocking_.nc ? range_np : blocking_.nc));
+    const uint32_t vf = vector_floats_;
+    TileParams params;
+    params.alpha = alpha;
+    for (int64_t jc = n0; jc < n1; jc += blocking_.nc) {
+        const int64_t nc = n1 - jc < blocking_.nc ? n1 - jc : blocking_.nc;
+        for (int64_t pc = 0; pc < k; pc += blocking_.kc) {
+            const int64_t kc = k - pc < blocking_.kc ? k - pc : blocking_.kc;
+            // Later K blocks add to what the first wrote.
+            params.beta = pc == 0 ? beta : 1.0f;
+            params.read_c = params.beta != 0.0f;
+            const float* bp = bbuf;
+            if (b.packed) bp = b.data + pc * np + jc * kc;
+            else pack_b_block(kc, nc, b.data + pc * b.row + jc * b.col, b.row, b.col, bbuf);
+            for (int64_t ic = m0; ic < m1; ic += blocking_.mc) {
+                const int64_t mc = m1 - ic < blocking_.mc ? m1 - ic : blocking_.mc;
+                const float* ap = abuf;
+                if (a.packed) ap = a.data + pc * mp + ic * kc;
+                else pack_a_block(mc, kc, a.data + ic * a.row + pc * a.col, a.row, a.col, abuf);
+                for (int64_t jr = 0; jr < nc; jr += nr) {
+                    const int64_t cols = nc - jr < nr ? nc - jr : nr;
+                    uint32_t index_cols = 0;
+                    if (tiles_) {
+                        const uint32_t vectors = (uint32_t)((cols + vf - 1) / vf), rest = (uint32_t)(cols - (vectors - 1) * vf);
+                        const bool masked = rest != vf;
+                        params.kmask = (1u << rest) - 1u;
+                        for (uint32_t l = 0; l < 8; ++l) params.mask[l] = l < rest ? -1 : 0;
+                        index_cols = (vectors - 1) * 2 + (masked ? 1 : 0);
+                    }
+                    for (int64_t ir = 0; ir < mc; ir += mr) {
+                        const int64_t rows = mc - ir < mr ? mc - ir : mr;
+                        float* ct = c + (ic + ir) * ldc + jc + jr;
+                        TileFn tile = tiles_ ? tiles_[(rows - 1) * 2 * (nr / vf) + index_cols] : nullptr;
+                        if (tile) {
+                            tile(ap + ir * kc, bp + jr * kc, ct, ldc * 4, kc, &params);
+                        } else if (tiles_) {   // no masked tile (NEON): the full tile in a buffer, then the columns
+                            float buffer[16 * 32];
+                            TileParams plain = params;
+                            plain.alpha = 1.0f;
+                            plain.read_c = 0;
+                            tiles_[(rows - 1) * 2 * (nr / vf) + (index_cols & ~1u)](ap + ir * kc, bp + jr * kc, buffer, nr * 4, kc, &plain);
+                            for (int64_t i = 0; i < rows; ++i)
+                                for (int64_t j = 0; j < cols; ++j)
+                                    ct[i * ldc + j] = params.read_c ? params.alpha * buffer[i * nr + j] + params.beta * ct[i * ldc + j]
+                                                                    : params.alpha * buffer[i * nr + j];
+                        } else {
+                            detail::gemm_portable_tile(ap + ir * kc, bp + jr * kc, ct, ldc, kc, rows, cols, params);
+                        }
+                    }
+                }
+            }
+        }
+    }
 }
 
 }  // namespace tessel

@@ -1,0 +1,557 @@
+// snippets.h's GEMM (Gemm: packing, cache blocking, JIT tiles) and the runtime ops on it
+// (MatMul, Gemm, Conv on the CPU device), against a naive double-precision reference. The
+// target comes from TESSEL_ISA (the Makefile runs the suite once per ISA).
+// Error bound: the sums run in another order (and with FMA), so each element is bounded by
+// its own magnitude: |got - want| <= 1e-5 * sum_p |a_ip| |b_pj| (+ beta |c_ij|) + 1e-30.
+#include <doctest/doctest.h>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+#include "op_test.h"
+#include "runtime.h"
+
+using namespace tessel;
+
+namespace {
+
+std::vector<float> random_floats(int64_t n, uint32_t seed, float scale = 1.0f) {
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> uniform(-scale, scale);
+    std::vector<float> v((size_t)n);
+    for (float& f : v) f = uniform(rng);
+    return v;
+}
+
+// want = alpha A B + beta C0 in double, with bound = 1e-5 (|alpha| sum |a||b| + |beta c0|) + tiny.
+struct Reference {
+    std::vector<double> want, bound;
+};
+
+Reference reference_gemm(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t a_row, int64_t a_col,
+                         const float* b, int64_t b_row, int64_t b_col, float beta, const float* c0, int64_t ldc) {
+    Reference r;
+    r.want.assign((size_t)(m * n), 0.0);
+    r.bound.assign((size_t)(m * n), 0.0);
+    for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) {
+            double s = 0, mag = 0;
+            for (int64_t p = 0; p < k; ++p) {
+                double x = (double)a[i * a_row + p * a_col] * (double)b[p * b_row + j * b_col];
+                s += x;
+                mag += std::fabs(x);
+            }
+            double cv = beta != 0.0f ? (double)beta * c0[i * ldc + j] : 0.0;
+            r.want[(size_t)(i * n + j)] = alpha * s + cv;
+            r.bound[(size_t)(i * n + j)] = 1e-5 * (std::fabs(alpha) * mag + std::fabs(cv)) + 1e-30;
+        }
+    return r;
+}
+
+// Counts the elements of C (m x n, leading dim ldc) outside the bound; at most 5 are printed.
+int64_t check_close(const Reference& r, int64_t m, int64_t n, const float* c, int64_t ldc) {
+    int64_t bad = 0;
+    for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) {
+            double got = c[i * ldc + j], want = r.want[(size_t)(i * n + j)];
+            if (!(std::fabs(got - want) <= r.bound[(size_t)(i * n + j)])) {
+                if (bad++ < 5) MESSAGE("C[" << i << "][" << j << "] = " << got << ", want " << want);
+            }
+        }
+    return bad;
+}
+
+struct GemmCase {
+    int64_t m, n, k;
+    float alpha = 1.0f, beta = 0.0f;
+    bool trans_a = false, trans_b = false, pack_a = false, pack_b = false;
+    uint32_t parts = 1;
+};
+
+// One Gemm::run (in `parts` parts) against the reference; C has 3 extra columns that must
+// stay untouched.
+void check_gemm(const Gemm& gemm, const GemmCase& g, uint32_t seed) {
+    CAPTURE(g.m); CAPTURE(g.n); CAPTURE(g.k); CAPTURE(g.alpha); CAPTURE(g.beta); CAPTURE(g.trans_a); CAPTURE(g.trans_b);
+    CAPTURE(g.pack_a); CAPTURE(g.pack_b); CAPTURE(g.parts);
+    std::vector<float> a = random_floats(g.m * g.k, seed), b = random_floats(g.k * g.n, seed + 1);
+    const int64_t ldc = g.n + 3;
+    std::vector<float> c = random_floats(g.m * ldc, seed + 2);
+    const std::vector<float> c0 = c;
+    int64_t a_row = g.trans_a ? 1 : g.k, a_col = g.trans_a ? g.m : 1;
+    int64_t b_row = g.trans_b ? 1 : g.n, b_col = g.trans_b ? g.k : 1;
+    Reference r = reference_gemm(g.m, g.n, g.k, g.alpha, a.data(), a_row, a_col, b.data(), b_row, b_col, g.beta, c0.data(), ldc);
+    std::vector<float> packed_a, packed_b;
+    GemmOperand oa, ob;
+    oa.data = a.data(); oa.row = a_row; oa.col = a_col;
+    ob.data = b.data(); ob.row = b_row; ob.col = b_col;
+    if (g.pack_a) {
+        packed_a.assign(gemm.packed_a_floats(g.m, g.k), NAN);
+        gemm.pack_a(g.m, g.k, a.data(), a_row, a_col, packed_a.data());
+        oa.data = packed_a.data();
+        oa.packed = true;
+    }
+    if (g.pack_b) {
+        packed_b.assign(gemm.packed_b_floats(g.k, g.n), NAN);
+        gemm.pack_b(g.k, g.n, b.data(), b_row, b_col, packed_b.data());
+        ob.data = packed_b.data();
+        ob.packed = true;
+    }
+    const size_t slice = gemm.scratch_floats(g.m, g.n, g.k, g.pack_a, g.pack_b);
+    std::vector<float> scratch(slice * g.parts + 1, NAN);
+    for (uint32_t part = 0; part < g.parts; ++part)
+        gemm.run(g.m, g.n, g.k, g.alpha, oa, ob, g.beta, c.data(), ldc, scratch.data() + part * slice, part, g.parts);
+    CHECK(check_close(r, g.m, g.n, c.data(), ldc) == 0);
+    int64_t touched = 0;
+    for (int64_t i = 0; i < g.m; ++i)
+        for (int64_t j = g.n; j < ldc; ++j) touched += std::memcmp(&c[(size_t)(i * ldc + j)], &c0[(size_t)(i * ldc + j)], 4) != 0;
+    CHECK(touched == 0);
+}
+
+Gemm target_gemm() {
+    Gemm gemm;
+    REQUIRE(gemm.init() == Status::Ok);
+    return gemm;
+}
+
+}  // namespace
+
+TEST_CASE("gemm: the target's tiles and blocking") {
+    Gemm gemm = target_gemm();
+    Isa isa = default_isa();
+    CHECK(gemm.isa() == isa);
+    CHECK(gemm.jit() == (isa == Isa::Avx2 || isa == Isa::Avx512 || isa == Isa::Neon));
+    const GemmBlocking& b = gemm.blocking();
+    INFO(std::string(isa_name(isa)) << ": " << b.mr << " x " << b.nr << " tiles, kc " << b.kc << ", mc " << b.mc << ", nc " << b.nc);
+    CHECK(b.mc % b.mr == 0);
+    CHECK(b.nc % b.nr == 0);
+    CHECK(b.kc >= 64);
+    CacheSizes caches = cpu_cache_sizes();
+    CHECK(caches.l1d >= 4096);
+    CHECK(caches.l2 >= caches.l1d);
+}
+
+TEST_CASE("gemm: every remainder of M and N, K of 1 and primes, packed or strided operands") {
+    Gemm gemm = target_gemm();
+    const int64_t mr = gemm.blocking().mr, nr = gemm.blocking().nr;
+    uint32_t seed = 1;
+    for (int64_t m = 1; m <= 2 * mr + 1; ++m)
+        for (int64_t n : {(int64_t)1, (int64_t)3, nr / 2, nr / 2 + 1, nr - 1, nr, nr + 1, 2 * nr + 5})
+            for (int64_t k : {(int64_t)1, (int64_t)7})
+                check_gemm(gemm, GemmCase{m, n, k}, seed++);
+    for (int64_t k : {(int64_t)2, (int64_t)3, (int64_t)4, (int64_t)5, (int64_t)13, (int64_t)31, (int64_t)97})
+        for (bool pa : {false, true})
+            for (bool pb : {false, true}) {
+                GemmCase g{17, 37, k};
+                g.pack_a = pa;
+                g.pack_b = pb;
+                check_gemm(gemm, g, seed++);
+            }
+}
+
+TEST_CASE("gemm: K beyond one cache block, M and N beyond one block, alpha and beta") {
+    Gemm gemm = target_gemm();
+    const GemmBlocking& bl = gemm.blocking();
+    uint32_t seed = 100;
+    GemmCase big{bl.mc + 5, 67, 2 * bl.kc + 13};
+    check_gemm(gemm, big, seed++);
+    big.pack_a = true;
+    check_gemm(gemm, big, seed++);
+    GemmCase wide{9, bl.nc + bl.nr + 3, bl.kc + 1};
+    wide.pack_b = true;
+    check_gemm(gemm, wide, seed++);
+    for (float alpha : {1.0f, -0.5f, 2.0f})
+        for (float beta : {0.0f, 1.0f, 0.25f}) {
+            GemmCase g{23, 45, 300, alpha, beta};
+            check_gemm(gemm, g, seed++);
+            g.pack_b = true;
+            g.pack_a = true;
+            check_gemm(gemm, g, seed++);
+        }
+    GemmCase zero_k{5, 9, 0, 1.0f, 0.5f};
+    check_gemm(gemm, zero_k, seed++);
+    zero_k.beta = 0.0f;
+    check_gemm(gemm, zero_k, seed++);
+}
+
+TEST_CASE("gemm: transposed operands and parts") {
+    Gemm gemm = target_gemm();
+    uint32_t seed = 200;
+    for (bool ta : {false, true})
+        for (bool tb : {false, true})
+            for (bool pa : {false, true})
+                for (bool pb : {false, true})
+                    for (uint32_t parts : {1u, 2u, 3u, 7u}) {
+                        GemmCase g{29, 53, 41, 1.5f, 0.5f, ta, tb, pa, pb, parts};
+                        check_gemm(gemm, g, seed++);
+                    }
+    GemmCase tall{200, 5, 16};
+    tall.parts = 4;
+    check_gemm(gemm, tall, seed++);
+    tall.pack_b = true;
+    check_gemm(gemm, tall, seed++);
+}
+
+TEST_CASE("gemm: beta 0 never reads C (NaN there is overwritten)") {
+    Gemm gemm = target_gemm();
+    const int64_t m = 7, n = 19, k = 5;
+    std::vector<float> a = random_floats(m * k, 5), b = random_floats(k * n, 6), c((size_t)(m * n), NAN);
+    GemmOperand oa, ob;
+    oa.data = a.data(); oa.row = k; oa.col = 1;
+    ob.data = b.data(); ob.row = n; ob.col = 1;
+    std::vector<float> scratch(gemm.scratch_floats(m, n, k, false, false));
+    gemm.run(m, n, k, 1.0f, oa, ob, 0.0f, c.data(), n, scratch.data());
+    int64_t nans = 0;
+    for (float v : c) nans += std::isnan(v) ? 1 : 0;
+    CHECK(nans == 0);
+}
+
+// ---- the runtime's ops on the CPU device ----
+namespace {
+using test::OpTest;
+using Shape = std::vector<int64_t>;
+
+int64_t count_of(const Shape& s) {
+    int64_t n = 1;
+    for (int64_t d : s) n *= d;
+    return n;
+}
+
+// Compiles the OpTest's node on CPU (NUM_THREADS `threads`), infers once (allocating
+// nothing) and returns output 0; `kernels` receives the steps' kernel names (PERF_COUNT).
+std::vector<float> infer_cpu(OpTest& t, uint32_t threads, std::string* kernels) {
+    std::string name = t.fresh("out");
+    REQUIRE(t.model.add_output(StringView(name.data(), name.size()), InputRef::by_id(t.node, 0)) == Status::Ok);
+    REQUIRE(t.model.finalize() == Status::Ok);
+    Core core;
+    CompiledModel compiled;
+    std::string count = std::to_string(threads);
+    ConfigEntry config[] = {{"NUM_THREADS", StringView(count.c_str())}, {"PERF_COUNT", "YES"}};
+    Status s = core.compile_model(t.model, "CPU", Span<const ConfigEntry>(config, 2), &compiled);
+    INFO(core.last_error());
+    REQUIRE(s == Status::Ok);
+    if (s != Status::Ok) return {};
+    InferRequest request;
+    REQUIRE(compiled.create_request(&request) == Status::Ok);
+    for (size_t i = 0; i < t.runtime_inputs.size(); ++i) {
+        const std::vector<unsigned char>& bytes = t.data[t.runtime_inputs[i]];
+        REQUIRE(request.input((uint32_t)i).bytes() == bytes.size());
+        if (!bytes.empty()) std::memcpy(request.input((uint32_t)i).data(), bytes.data(), bytes.size());
+    }
+    uint64_t before = tessel_test::allocation_count();
+    s = request.infer();
+    CHECK(tessel_test::allocation_count() == before);
+    INFO(request.last_error());
+    REQUIRE(s == Status::Ok);
+    kernels->clear();
+    for (const ProfileEntry& e : request.profiling_info()) *kernels += std::string(e.kernel) + " ";
+    const Tensor& out = request.output(0);
+    const float* p = out.data_as<float>();
+    return std::vector<float>(p, p + out.elements());
+}
+
+// Whether the compile put `op` on the JIT GEMM: where the target has tiles, it must.
+void check_kernel(const std::string& kernels, const char* op) {
+    Isa isa = default_isa();
+    bool jit = isa == Isa::Avx2 || isa == Isa::Avx512 || isa == Isa::Neon;
+    std::string name = std::string("gemm:") + isa_name(isa) + ":" + op;
+    INFO(kernels);
+    CHECK((kernels.find(name) != std::string::npos) == jit);
+}
+
+int64_t count_bad(const std::vector<float>& got, const Reference& r) {
+    REQUIRE(got.size() == r.want.size());
+    int64_t bad = 0;
+    for (size_t i = 0; i < got.size(); ++i)
+        if (!(std::fabs((double)got[i] - r.want[i]) <= r.bound[i])) {
+            if (bad++ < 5) MESSAGE("y[" << i << "] = " << got[i] << ", want " << r.want[i]);
+        }
+    return bad;
+}
+
+struct ConvCase {
+    Shape x, w;
+    bool bias;
+    int64_t group;
+    Shape strides, dilations, pads;
+};
+
+// The naive convolution in double (bound as GEMM's: 1e-5 sum |w||x| + |bias|).
+Reference reference_conv(const ConvCase& cc, const std::vector<float>& x, const std::vector<float>& w,
+                         const std::vector<float>& bias, Shape* out_shape) {
+    const int sp = (int)cc.x.size() - 2;
+    const int64_t batch = cc.x[0], channels = cc.x[1], maps = cc.w[0], cg = cc.w[1], mg = maps / cc.group;
+    int64_t in[3] = {1, 1, 1}, k[3] = {1, 1, 1}, s[3] = {1, 1, 1}, d[3] = {1, 1, 1}, pb[3] = {0, 0, 0}, out[3] = {1, 1, 1};
+    for (int i = 0; i < sp; ++i) {
+        int j = 3 - sp + i;
+        in[j] = cc.x[2 + i];
+        k[j] = cc.w[2 + i];
+        if (!cc.strides.empty()) s[j] = cc.strides[i];
+        if (!cc.dilations.empty()) d[j] = cc.dilations[i];
+        int64_t pe = 0;
+        if (!cc.pads.empty()) { pb[j] = cc.pads[i]; pe = cc.pads[sp + i]; }
+        out[j] = (in[j] + pb[j] + pe - ((k[j] - 1) * d[j] + 1)) / s[j] + 1;
+    }
+    *out_shape = {batch, maps};
+    for (int i = 0; i < sp; ++i) out_shape->push_back(out[3 - sp + i]);
+    Reference r;
+    const int64_t positions = out[0] * out[1] * out[2];
+    r.want.assign((size_t)(batch * maps * positions), 0.0);
+    r.bound.assign(r.want.size(), 0.0);
+    for (int64_t n = 0; n < batch; ++n)
+        for (int64_t m = 0; m < maps; ++m)
+            for (int64_t o0 = 0; o0 < out[0]; ++o0)
+                for (int64_t o1 = 0; o1 < out[1]; ++o1)
+                    for (int64_t o2 = 0; o2 < out[2]; ++o2) {
+                        double sum = bias.empty() ? 0.0 : bias[(size_t)m], mag = std::fabs(sum);
+                        int64_t g = m / mg;
+                        for (int64_t c = 0; c < cg; ++c)
+                            for (int64_t k0 = 0; k0 < k[0]; ++k0)
+                                for (int64_t k1 = 0; k1 < k[1]; ++k1)
+                                    for (int64_t k2 = 0; k2 < k[2]; ++k2) {
+                                        int64_t i0 = o0 * s[0] - pb[0] + k0 * d[0], i1 = o1 * s[1] - pb[1] + k1 * d[1],
+                                                i2 = o2 * s[2] - pb[2] + k2 * d[2];
+                                        if (i0 < 0 || i0 >= in[0] || i1 < 0 || i1 >= in[1] || i2 < 0 || i2 >= in[2]) continue;
+                                        double xv = x[(size_t)((((n * channels + g * cg + c) * in[0] + i0) * in[1] + i1) * in[2] + i2)];
+                                        double wv = w[(size_t)((((m * cg + c) * k[0] + k0) * k[1] + k1) * k[2] + k2)];
+                                        sum += xv * wv;
+                                        mag += std::fabs(xv * wv);
+                                    }
+                        size_t at = (size_t)(((n * maps + m) * out[0] + o0) * out[1] + o1) * (size_t)out[2] + (size_t)o2;
+                        r.want[at] = sum;
+                        r.bound[at] = 1e-5 * mag + 1e-30;
+                    }
+    (void)channels;
+    return r;
+}
+
+void check_conv_cpu(const ConvCase& cc, uint32_t seed) {
+    std::vector<float> x = random_floats(count_of(cc.x), seed), w = random_floats(count_of(cc.w), seed + 1);
+    std::vector<float> bias = cc.bias ? random_floats(cc.w[0], seed + 2) : std::vector<float>();
+    Shape out_shape;
+    Reference r = reference_conv(cc, x, w, bias, &out_shape);
+    for (bool constant : {true, false})
+        for (uint32_t threads : {1u, 2u}) {
+            CAPTURE(constant);
+            CAPTURE(threads);
+            OpTest t;
+            std::vector<InputRef> in = {t.input(cc.x, x), constant ? t.constant(cc.w, w) : t.input(cc.w, w)};
+            if (cc.bias) in.push_back(t.constant(Shape{cc.w[0]}, bias));
+            t.op("Conv", in);
+            if (cc.group != 1) t.set_int("group", cc.group);
+            if (!cc.strides.empty()) t.set_ints("strides", cc.strides);
+            if (!cc.dilations.empty()) t.set_ints("dilations", cc.dilations);
+            if (!cc.pads.empty()) t.set_ints("pads", cc.pads);
+            std::string kernels;
+            std::vector<float> y = infer_cpu(t, threads, &kernels);
+            CHECK(count_bad(y, r) == 0);
+            const bool depthwise = cc.w[1] == 1 && cc.w[0] / cc.group < 4 && !(count_of(Shape(cc.w.begin() + 2, cc.w.end())) == 1);
+            if (!depthwise) check_kernel(kernels, "Conv");
+        }
+}
+}  // namespace
+
+TEST_CASE("gemm: Conv on the CPU device: 1x1, 3x3, strided, dilated, grouped, padded, 1-D") {
+    uint32_t seed = 300;
+    const std::vector<ConvCase> cases = {
+        {{1, 16, 9, 11}, {24, 16, 1, 1}, true, 1, {}, {}, {}},                       // 1x1 straight on NCHW
+        {{2, 5, 7, 19}, {13, 5, 1, 1}, false, 1, {}, {}, {}},                         // 1x1, M and N tails
+        {{1, 3, 6, 6}, {2, 3, 1, 1}, true, 1, {2, 2}, {}, {}},                        // strided 1x1 (im2col)
+        {{1, 8, 13, 17}, {16, 8, 3, 3}, true, 1, {}, {}, {1, 1, 1, 1}},               // 3x3 padded
+        {{2, 3, 7, 6}, {4, 3, 3, 2}, true, 1, {2, 1}, {1, 2}, {1, 0, 2, 1}},          // strided, dilated, asymmetric pads
+        {{1, 4, 8, 7}, {6, 2, 3, 3}, true, 2, {1, 2}, {}, {1, 1, 0, 0}},              // 2 groups
+        {{1, 8, 10, 10}, {16, 2, 3, 3}, false, 4, {}, {}, {1, 1, 1, 1}},              // 4 groups, 4 maps each
+        {{1, 32, 21, 23}, {19, 32, 3, 3}, true, 1, {}, {}, {1, 1, 1, 1}},             // depth 288, 483 positions
+        {{1, 64, 30, 30}, {7, 64, 3, 3}, false, 1, {}, {}, {1, 1, 1, 1}},             // depth 576: several im2col blocks
+        {{2, 3, 17}, {5, 3, 4}, true, 1, {3}, {2}, {2, 1}},                           // 1-D
+        {{1, 64, 5, 5}, {40, 64, 3, 3}, true, 1, {}, {}, {1, 1, 1, 1}},               // one small unit: GEMM parts
+        {{1, 32, 4, 4}, {48, 32, 1, 1}, true, 1, {}, {}, {}},                         // the same, 1x1
+        {{1, 16, 100, 100}, {24, 16, 1, 1}, true, 1, {}, {}, {}},                     // 1x1 in several blocks
+        {{2, 300, 9, 9}, {20, 300, 1, 1}, false, 1, {}, {}, {}},                      // 1x1, K beyond kc
+        {{1, 6, 9, 9}, {6, 1, 3, 3}, true, 6, {2, 2}, {2, 2}, {2, 2, 2, 2}},          // depthwise (stays reference)
+    };
+    for (const ConvCase& cc : cases) {
+        CAPTURE(seed);
+        check_conv_cpu(cc, seed);
+        seed += 3;
+    }
+}
+
+TEST_CASE("gemm: MatMul on the CPU device: constant and run-time B, batches, 1 and 2 threads") {
+    uint32_t seed = 400;
+    struct Case { Shape a, b; };
+    const std::vector<Case> cases = {{{7, 13}, {13, 29}}, {{1, 64}, {64, 100}}, {{3, 37, 19}, {19, 41}},
+                                     {{2, 3, 5, 11}, {2, 3, 11, 17}}, {{64, 300}, {300, 65}}, {{2, 1, 9, 4}, {3, 4, 33}}};
+    for (const Case& mc : cases)
+        for (bool constant : {true, false})
+            for (uint32_t threads : {1u, 2u}) {
+                CAPTURE(seed); CAPTURE(constant); CAPTURE(threads);
+                std::vector<float> a = random_floats(count_of(mc.a), seed), b = random_floats(count_of(mc.b), seed + 1);
+                ++seed;
+                OpTest t;
+                t.op("MatMul", {t.input(mc.a, a), constant ? t.constant(mc.b, b) : t.input(mc.b, b)});
+                std::string kernels;
+                std::vector<float> y = infer_cpu(t, threads, &kernels);
+                if (constant || mc.a[mc.a.size() - 2] >= 8) check_kernel(kernels, "MatMul");   // else the reference streams B
+                // reference: broadcast the batch dims by hand (ranks here are equal or B is 2-D)
+                const int64_t m = mc.a[mc.a.size() - 2], k = mc.a.back(), n = mc.b.back();
+                Shape ab(mc.a.begin(), mc.a.end() - 2), bb(mc.b.begin(), mc.b.end() - 2), ob;
+                size_t rank = std::max(ab.size(), bb.size());
+                while (ab.size() < rank) ab.insert(ab.begin(), 1);
+                while (bb.size() < rank) bb.insert(bb.begin(), 1);
+                for (size_t i = 0; i < rank; ++i) ob.push_back(std::max(ab[i], bb[i]));
+                Reference all;
+                for (int64_t index = 0; index < count_of(ob); ++index) {
+                    int64_t ai = 0, bi = 0, rest = index;
+                    int64_t astride = 1, bstride = 1;
+                    for (size_t i = rank; i-- > 0;) {
+                        int64_t digit = rest % ob[i];
+                        rest /= ob[i];
+                        ai += (ab[i] == 1 ? 0 : digit) * astride;
+                        bi += (bb[i] == 1 ? 0 : digit) * bstride;
+                        astride *= ab[i];
+                        bstride *= bb[i];
+                    }
+                    Reference r = reference_gemm(m, n, k, 1.0f, a.data() + ai * m * k, k, 1, b.data() + bi * k * n, n, 1, 0.0f,
+                                                 nullptr, n);
+                    all.want.insert(all.want.end(), r.want.begin(), r.want.end());
+                    all.bound.insert(all.bound.end(), r.bound.begin(), r.bound.end());
+                }
+                CHECK(count_bad(y, all) == 0);
+            }
+}
+
+TEST_CASE("gemm: Gemm on the CPU device: transA, transB, alpha, beta, broadcast C") {
+    uint32_t seed = 500;
+    for (bool ta : {false, true})
+        for (bool tb : {false, true})
+            for (int c_kind : {0, 1, 2, 3})   // none, [n], [m, 1], [m, n]
+                for (bool constant : {true, false}) {
+                    const int64_t m = 19, n = 35, k = 300;
+                    const float alpha = 0.75f, beta = c_kind ? -1.5f : 1.0f;
+                    CAPTURE(ta); CAPTURE(tb); CAPTURE(c_kind); CAPTURE(constant);
+                    std::vector<float> a = random_floats(m * k, seed), b = random_floats(k * n, seed + 1);
+                    Shape cs = c_kind == 1 ? Shape{n} : c_kind == 2 ? Shape{m, 1} : Shape{m, n};
+                    std::vector<float> cv = random_floats(count_of(cs), seed + 2);
+                    ++seed;
+                    OpTest t;
+                    std::vector<InputRef> in = {t.input(ta ? Shape{k, m} : Shape{m, k}, a),
+                                                constant ? t.constant(tb ? Shape{n, k} : Shape{k, n}, b)
+                                                         : t.input(tb ? Shape{n, k} : Shape{k, n}, b)};
+                    if (c_kind) in.push_back(t.constant(cs, cv));
+                    t.op("Gemm", in);
+                    t.set_int("transA", ta);
+                    t.set_int("transB", tb);
+                    t.set_float("alpha", alpha);
+                    t.set_float("beta", beta);
+                    std::vector<float> full((size_t)(m * n));
+                    for (int64_t i = 0; i < m; ++i)
+                        for (int64_t j = 0; j < n; ++j)
+                            full[(size_t)(i * n + j)] = c_kind == 0 ? 0.0f : c_kind == 1 ? cv[(size_t)j] : c_kind == 2 ? cv[(size_t)i]
+                                                                                                                      : cv[(size_t)(i * n + j)];
+                    Reference r = reference_gemm(m, n, k, alpha, a.data(), ta ? 1 : k, ta ? m : 1, b.data(), tb ? 1 : n, tb ? k : 1,
+                                                 c_kind ? beta : 0.0f, full.data(), n);
+                    std::string kernels;
+                    std::vector<float> y = infer_cpu(t, seed % 2 ? 2 : 1, &kernels);
+                    check_kernel(kernels, "Gemm");   // m = 19: no dot products
+                    CHECK(count_bad(y, r) == 0);
+                }
+}
+
+namespace {
+// ConvTranspose in double, as a scatter: y[o] += x[i] w[k] for o = i s - pad + k d (2-D).
+Reference reference_conv_transpose(const Shape& xs, const Shape& ws, int64_t group, const Shape& strides, const Shape& pads,
+                                   const Shape& dilations, const std::vector<float>& x, const std::vector<float>& w,
+                                   const std::vector<float>& bias, Shape* out_shape) {
+    const int64_t batch = xs[0], channels = xs[1], cg = channels / group, mg = ws[1], maps = mg * group;
+    int64_t out[2];
+    for (int i = 0; i < 2; ++i)
+        out[i] = strides[i] * (xs[2 + i] - 1) + (ws[2 + i] - 1) * dilations[i] + 1 - pads[i] - pads[2 + i];
+    *out_shape = {batch, maps, out[0], out[1]};
+    Reference r;
+    std::vector<double> mag((size_t)(batch * maps * out[0] * out[1]), 0.0);
+    r.want.assign(mag.size(), 0.0);
+    for (int64_t n = 0; n < batch; ++n)
+        for (int64_t m = 0; m < maps; ++m)
+            for (int64_t o = 0; o < out[0] * out[1]; ++o) {
+                size_t at = (size_t)((n * maps + m) * out[0] * out[1] + o);
+                r.want[at] = bias.empty() ? 0.0 : bias[(size_t)m];
+                mag[at] = std::fabs(r.want[at]);
+            }
+    for (int64_t n = 0; n < batch; ++n)
+        for (int64_t c = 0; c < channels; ++c)
+            for (int64_t i0 = 0; i0 < xs[2]; ++i0)
+                for (int64_t i1 = 0; i1 < xs[3]; ++i1)
+                    for (int64_t mm = 0; mm < mg; ++mm)
+                        for (int64_t k0 = 0; k0 < ws[2]; ++k0)
+                            for (int64_t k1 = 0; k1 < ws[3]; ++k1) {
+                                int64_t o0 = i0 * strides[0] - pads[0] + k0 * dilations[0], o1 = i1 * strides[1] - pads[1] + k1 * dilations[1];
+                                if (o0 < 0 || o0 >= out[0] || o1 < 0 || o1 >= out[1]) continue;
+                                int64_t m = c / cg * mg + mm;
+                                double v = (double)x[(size_t)(((n * channels + c) * xs[2] + i0) * xs[3] + i1)] *
+                                           w[(size_t)(((c * mg + mm) * ws[2] + k0) * ws[3] + k1)];
+                                size_t at = (size_t)(((n * maps + m) * out[0] + o0) * out[1] + o1);
+                                r.want[at] += v;
+                                mag[at] += std::fabs(v);
+                            }
+    r.bound.resize(mag.size());
+    for (size_t i = 0; i < mag.size(); ++i) r.bound[i] = 1e-5 * mag[i] + 1e-30;
+    return r;
+}
+}  // namespace
+
+TEST_CASE("gemm: ConvTranspose on the CPU device: strides, pads, dilations, groups") {
+    struct Case { Shape x, w; int64_t group; Shape strides, pads, dilations; bool bias; };
+    const std::vector<Case> cases = {
+        {{1, 8, 7, 9}, {8, 5, 3, 3}, 1, {2, 2}, {1, 1, 1, 1}, {1, 1}, true},
+        {{2, 6, 5, 4}, {6, 3, 4, 4}, 2, {2, 1}, {1, 0, 2, 1}, {1, 2}, false},
+        {{1, 32, 20, 20}, {32, 16, 2, 2}, 1, {2, 2}, {0, 0, 0, 0}, {1, 1}, true},   // a DB-head upsampling, several blocks
+    };
+    uint32_t seed = 600;
+    for (const Case& cc : cases)
+        for (bool constant : {true, false})
+            for (uint32_t threads : {1u, 2u}) {
+                CAPTURE(seed); CAPTURE(constant); CAPTURE(threads);
+                std::vector<float> x = random_floats(count_of(cc.x), seed), w = random_floats(count_of(cc.w), seed + 1);
+                std::vector<float> bias = cc.bias ? random_floats(cc.w[1] * cc.group, seed + 2) : std::vector<float>();
+                ++seed;
+                Shape out_shape;
+                Reference r = reference_conv_transpose(cc.x, cc.w, cc.group, cc.strides, cc.pads, cc.dilations, x, w, bias, &out_shape);
+                OpTest t;
+                std::vector<InputRef> in = {t.input(cc.x, x), constant ? t.constant(cc.w, w) : t.input(cc.w, w)};
+                if (cc.bias) in.push_back(t.constant(Shape{cc.w[1] * cc.group}, bias));
+                t.op("ConvTranspose", in);
+                if (cc.group != 1) t.set_int("group", cc.group);
+                t.set_ints("strides", cc.strides);
+                t.set_ints("pads", cc.pads);
+                t.set_ints("dilations", cc.dilations);
+                std::string kernels;
+                std::vector<float> y = infer_cpu(t, threads, &kernels);
+                check_kernel(kernels, "ConvTranspose");
+                CHECK(count_bad(y, r) == 0);
+            }
+}
+
+TEST_CASE("gemm: a few rows times a run-time B stay on the reference (it streams B once)") {
+    const int64_t m = 3, n = 50, k = 70;
+    std::vector<float> a = random_floats(m * k, 700), b = random_floats(k * n, 701);
+    for (bool constant : {true, false}) {
+        CAPTURE(constant);
+        Reference r = reference_gemm(m, n, k, 1.0f, a.data(), k, 1, b.data(), 1, k, 0.0f, nullptr, n);
+        OpTest t;   // Gemm with transB: B is [n, k]
+        t.op("Gemm", {t.input(Shape{m, k}, a), constant ? t.constant(Shape{n, k}, b) : t.input(Shape{n, k}, b)});
+        t.set_int("transB", 1);
+        std::string kernels;
+        std::vector<float> y = infer_cpu(t, 1, &kernels);
+        CHECK(count_bad(y, r) == 0);
+        if (constant) check_kernel(kernels, "Gemm");
+        else CHECK(kernels.find("gemm:") == std::string::npos);
+        OpTest u;
+        Reference rm = reference_gemm(m, n, k, 1.0f, a.data(), k, 1, b.data(), n, 1, 0.0f, nullptr, n);
+        u.op("MatMul", {u.input(Shape{m, k}, a), constant ? u.constant(Shape{k, n}, b) : u.input(Shape{k, n}, b)});
+        y = infer_cpu(u, 1, &kernels);
+        CHECK(count_bad(y, rm) == 0);
+        if (constant) check_kernel(kernels, "MatMul");
+        else CHECK(kernels.find("gemm:") == std::string::npos);
+    }
+}
