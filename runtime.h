@@ -11748,9 +11748,11 @@ inline Status run_tensor_scatter(const RunContext& c) {
     unsigned char* to = static_cast<unsigned char*>(out.data);
     for (int64_t o = 0; o < st.outer; ++o) {
         int64_t start = write ? write[o / st.batch_group] : 0;
+        // circular: the start reduced first, so start + s cannot overflow (st.length > 0 here)
+        if (st.circular) start = ((start % st.length) + st.length) % st.length;
         for (int64_t s = 0; s < st.update_length; ++s) {
             int64_t at = start + s;
-            if (st.circular) at = ((at % st.length) + st.length) % st.length;   // st.length > 0: update_length <= length
+            if (st.circular && at >= st.length) at -= st.length;   // update_length <= length
             std::memcpy(to + (size_t)(o * st.length + at) * row, from + (size_t)(o * st.update_length + s) * row, row);
         }
     }

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <deque>
 #include <map>
 #include <string>
 #include <vector>
@@ -49,9 +50,12 @@ Pb bool_init(const std::string& name, bool v) {
 
 std::string bytes_of(const Pb& model) { return model.b; }
 
+// read_onnx leaves raw initializer data in the bytes it reads: they must outlive the model,
+// so every model's bytes stay until the process ends.
 Status read(Model* m, const Pb& model) {
-    std::string b = bytes_of(model);
-    return m->read_onnx(b.data(), b.size());
+    static std::deque<std::string> kept;
+    kept.push_back(bytes_of(model));
+    return m->read_onnx(kept.back().data(), kept.back().size());
 }
 
 // Runs a compiled model with the inputs given in order (float, int64 or bool by the compiled
@@ -544,7 +548,8 @@ TEST_CASE("control flow: an If branch with the wrong number of outputs is Invali
 }
 
 TEST_CASE("control flow: bodies nested past kMaxBodyDepth are LimitExceeded") {
-    // If nodes, each else branch holding the next If, kMaxBodyDepth + 1 levels deep.
+    // If nodes, each then branch holding the next If (the else branch a leaf, so the model
+    // grows linearly with the depth), kMaxBodyDepth + 1 levels deep.
     auto nested = [](uint32_t levels) {
         GraphSpec leaf;
         leaf.initializers = {float_init("v", {1}, {1})};
@@ -554,7 +559,7 @@ TEST_CASE("control flow: bodies nested past kMaxBodyDepth are LimitExceeded") {
         for (uint32_t k = 0; k < levels; ++k) {
             GraphSpec level;
             level.nodes = {named_node("If", "if_" + std::to_string(k), {"cond"}, {"r"},
-                                      {attr_graph("then_branch", inner), attr_graph("else_branch", inner)})};
+                                      {attr_graph("then_branch", inner), attr_graph("else_branch", graph(leaf))})};
             level.outputs = {test::output("r")};
             inner = graph(level);
         }
