@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstring>
 #include <map>
+#include <random>
 #include <string>
 #include <vector>
 #include "alloc_counter.h"
@@ -273,6 +274,56 @@ struct OpTest {
         return std::vector<T>(p, p + outputs[i].elements());
     }
     std::string error() const { return prepared.error; }
+};
+
+// Random pieces shared by the random-malformed-node tests: one list of every element type, one
+// of index-like extremes, and input bytes mixing raw randomness with small and extreme values.
+const ElementType kEveryType[] = {ElementType::Float32, ElementType::Float16, ElementType::Int64,  ElementType::Int32,
+                                  ElementType::Int8,    ElementType::UInt8,   ElementType::Bool,   ElementType::Float64,
+                                  ElementType::Int16,   ElementType::UInt16,  ElementType::UInt32, ElementType::UInt64,
+                                  ElementType::BFloat16};
+
+struct MalformedPicker {
+    std::mt19937 rng;
+    explicit MalformedPicker(uint32_t seed) : rng(seed) {}
+    uint32_t pick(uint32_t n) { return (uint32_t)(rng() % n); }
+    ElementType any_type() { return kEveryType[pick(sizeof kEveryType / sizeof kEveryType[0])]; }
+    int64_t special() {
+        static const int64_t values[] = {INT64_MIN, INT32_MIN, -9, -3, -2, -1, 0, 1, 2, 3, 4, 9, 10, 17, 64, INT32_MAX, INT64_MAX};
+        return values[pick(sizeof values / sizeof values[0])];
+    }
+    // An attribute value: mostly small, sometimes extreme.
+    int64_t small_or_special(uint32_t small = 5) { return pick(4) == 0 ? special() : (int64_t)pick(small) - 1; }
+    Shape any_shape(uint32_t max_rank = 4, uint32_t max_dim = 3) {
+        Shape shape(pick(max_rank + 1));
+        for (int64_t& d : shape) d = pick(max_dim + 1);
+        return shape;
+    }
+    // `elements` values of `type`: raw bytes, or (often) small or extreme integers and small floats.
+    std::vector<unsigned char> values(ElementType type, size_t elements) {
+        std::vector<unsigned char> bytes(elements * element_size(type));
+        for (unsigned char& b : bytes) b = (unsigned char)rng();
+        if ((type == ElementType::Int64 || type == ElementType::Int32) && pick(4))
+            for (size_t k = 0; k < elements; ++k) {
+                int64_t v = pick(6) == 0 ? special() : (int64_t)pick(6) - 1;
+                if (type == ElementType::Int64) std::memcpy(&bytes[k * 8], &v, 8);
+                else { int32_t w = (int32_t)v; std::memcpy(&bytes[k * 4], &w, 4); }
+            }
+        if (type == ElementType::Float32 && pick(2))
+            for (size_t k = 0; k < elements; ++k) {
+                float v = (float)pick(7) - 3.0f;
+                std::memcpy(&bytes[k * 4], &v, 4);
+            }
+        if (type == ElementType::Bool) for (unsigned char& b : bytes) b &= 1;
+        return bytes;
+    }
+    // A constant or a run-time input, at random, of random values.
+    InputRef input(OpTest& t, const Shape& shape, ElementType type) {
+        size_t elements = 1;
+        for (int64_t d : shape) elements *= (size_t)d;
+        std::vector<unsigned char> bytes = values(type, elements);
+        return pick(2) ? t.constant<unsigned char>(shape, bytes, type) : t.input<unsigned char>(shape, bytes, type);
+    }
 };
 
 }  // namespace test

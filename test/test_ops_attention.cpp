@@ -21,6 +21,7 @@ using namespace tessel;
 namespace {
 
 using test::OpTest;
+using test::MalformedPicker;
 using test::Shape;
 using I64 = std::vector<int64_t>;
 using F32 = std::vector<float>;
@@ -1196,16 +1197,13 @@ TEST_CASE("attention ops: random malformed nodes fail with a Status, never crash
         ElementType type = ElementType::Float32;
         bool present = true;
     };
-    const ElementType types[] = {ElementType::Float32, ElementType::Float16, ElementType::Int64, ElementType::Int32,
-                                 ElementType::Int8, ElementType::UInt8, ElementType::Bool};
-    const int64_t specials[] = {INT64_MIN, INT32_MIN, -9, -2, -1, 0, 1, 2, 3, 4, 9, INT32_MAX, INT64_MAX};
     const char* int_names[] = {"q_num_heads", "kv_num_heads", "is_causal", "qk_matmul_output_mode", "softmax_precision",
                                "left_window_size", "right_window_size", "num_heads", "rotary_embedding_dim", "interleaved",
                                "axis"};
     const char* strings[][2] = {{"mode", "circular"}, {"mode", "bad"}, {"update_rule", "linear"}, {"update_rule", "delta"},
                                 {"update_rule", "gated"}, {"update_rule", "bad"}, {"activation", "silu"}, {"activation", "bad"}};
-    std::mt19937 rng(20261129);
-    auto pick = [&](uint32_t n) { return (int64_t)(rng() % n); };
+    MalformedPicker picker(20261129);
+    auto pick = [&](uint32_t n) { return (int64_t)picker.pick(n); };
     uint32_t prepared = 0, ran = 0;
     for (int iteration = 0; iteration < 12000; ++iteration) {
         OpTest t;
@@ -1268,7 +1266,7 @@ TEST_CASE("attention ops: random malformed nodes fail with a Status, never crash
             case 3: {
                 op = "TensorScatter";
                 t.opset = 24;
-                ElementType type = types[pick(7)];
+                ElementType type = picker.any_type();
                 in = {{{b, kvh, skv + 2, d}, type}, {{b, kvh, skv, d}, type}, {{b}, ElementType::Int64, pick(4) != 0}};
                 if (pick(2)) strs.push_back({"mode", "circular"});
                 break;
@@ -1299,13 +1297,13 @@ TEST_CASE("attention ops: random malformed nodes fail with a Status, never crash
         for (int defects = pick(2) ? 0 : 1 + (int)pick(2); defects > 0; --defects) {
             In& x = in[(size_t)pick((uint32_t)in.size())];
             switch (pick(8)) {
-                case 0: x.type = types[pick(7)]; break;
+                case 0: x.type = picker.any_type(); break;
                 case 1: if (!x.shape.empty()) x.shape.pop_back(); break;
                 case 2: x.shape.push_back(1 + pick(2)); break;
                 case 3: if (!x.shape.empty()) x.shape[(size_t)pick((uint32_t)x.shape.size())] = pick(4); break;
                 case 4: x.present = !x.present; break;
                 case 5: outputs = 1 + (uint32_t)pick(5); break;
-                case 6: ints.push_back({int_names[pick(11)], pick(3) ? pick(6) - 2 : specials[pick(13)]}); break;
+                case 6: ints.push_back({int_names[pick(11)], pick(3) ? pick(6) - 2 : picker.special()}); break;
                 default:
                     if (pick(2)) t.opset = 20 + (uint32_t)pick(9);
                     else strs.push_back({strings[pick(8)][0], strings[pick(8)][1]});
@@ -1318,10 +1316,10 @@ TEST_CASE("attention ops: random malformed nodes fail with a Status, never crash
             size_t elements = 1;
             for (int64_t dim : x.shape) elements *= (size_t)dim;
             std::vector<unsigned char> bytes(elements * element_size(x.type));
-            for (unsigned char& byte : bytes) byte = (unsigned char)rng();
+            for (unsigned char& byte : bytes) byte = (unsigned char)picker.rng();
             if (x.type == ElementType::Int64)
                 for (size_t k = 0; k < elements; ++k) {
-                    int64_t v = pick(10) == 0 ? specials[pick(13)] : pick(8) - 1;
+                    int64_t v = pick(10) == 0 ? picker.special() : pick(8) - 1;
                     std::memcpy(&bytes[k * 8], &v, 8);
                 }
             if (x.type == ElementType::Float32 && pick(4))

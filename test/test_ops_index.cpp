@@ -24,6 +24,7 @@ using namespace tessel;
 namespace {
 
 using test::OpTest;
+using test::MalformedPicker;
 using test::Shape;
 using test::type_of;
 using I64 = std::vector<int64_t>;
@@ -1385,12 +1386,9 @@ TEST_CASE("index, normalization and loss ops: random malformed nodes fail with a
     const char* int_names[] = {"axis", "batch_dims", "k", "p", "largest", "sorted", "num_groups", "ignore_index",
                                "batch_axis", "time_axis", "stash_type"};
     const char* reductions[] = {"none", "add", "mul", "max", "min", "sum", "mean", "bad"};
-    const int64_t specials[] = {INT64_MIN, INT32_MIN, -9, -3, -2, -1, 0, 1, 2, 3, 4, 9, 10, INT32_MAX, INT64_MAX};
-    const ElementType types[] = {ElementType::Float32, ElementType::Float16, ElementType::Int64, ElementType::Int32,
-                                 ElementType::Int8, ElementType::UInt8, ElementType::Bool};
-    std::mt19937 rng(20261129);
-    auto pick = [&](uint32_t n) { return (uint32_t)(rng() % n); };
-    auto special = [&]() { return specials[pick(sizeof specials / sizeof specials[0])]; };
+    MalformedPicker picker(20261129);
+    auto pick = [&](uint32_t n) { return picker.pick(n); };
+    auto special = [&]() { return picker.special(); };
     uint32_t prepared = 0, ran = 0;
     for (int iteration = 0; iteration < 40000; ++iteration) {
         OpTest t;
@@ -1406,7 +1404,7 @@ TEST_CASE("index, normalization and loss ops: random malformed nodes fail with a
         std::vector<InputRef> inputs;
         for (uint32_t i = 0; i < num_inputs; ++i) {
             if (pick(10) == 0) { inputs.push_back(t.model.absent()); continue; }
-            ElementType type = pick(3) == 0 ? ElementType::Int64 : pick(2) ? ElementType::Float32 : types[pick(7)];
+            ElementType type = pick(3) == 0 ? ElementType::Int64 : pick(2) ? ElementType::Float32 : picker.any_type();
             Shape shape;
             switch (pick(6)) {
                 case 0: case 1: shape = base; break;
@@ -1418,7 +1416,7 @@ TEST_CASE("index, normalization and loss ops: random malformed nodes fail with a
             size_t elements = 1;
             for (int64_t d : shape) elements *= (size_t)d;
             std::vector<unsigned char> bytes(elements * element_size(type));
-            for (unsigned char& b : bytes) b = (unsigned char)rng();
+            for (unsigned char& b : bytes) b = (unsigned char)picker.rng();
             if (type == ElementType::Int64 && pick(4))
                 for (size_t k = 0; k < elements; ++k) {
                     int64_t v = pick(8) == 0 ? special() : (int64_t)pick(4) - 1;

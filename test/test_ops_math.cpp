@@ -19,6 +19,7 @@ using namespace tessel;
 namespace {
 
 using test::OpTest;
+using test::MalformedPicker;
 using test::Shape;
 using test::type_of;
 using test::make_desc;
@@ -829,12 +830,8 @@ TEST_CASE("math ops: random malformed nodes fail with a Status, never crash") {
                          "CastLike", "EyeLike", "Trilu", "Hardmax", "CumSum"};
     const char* int_names[] = {"axis", "exclusive", "reverse", "upper", "k", "dtype", "keepdims", "noop_with_empty_axes",
                                "detect_positive", "detect_negative"};
-    const int64_t specials[] = {INT64_MIN, INT32_MIN, -9, -3, -2, -1, 0, 1, 2, 3, 4, 9, 10, INT32_MAX, INT64_MAX};
-    const ElementType types[] = {ElementType::Float32, ElementType::Float16, ElementType::Int64, ElementType::Int32,
-                                 ElementType::Int8, ElementType::UInt8, ElementType::Bool};
-    std::mt19937 rng(20261129);
-    auto pick = [&](uint32_t n) { return (uint32_t)(rng() % n); };
-    auto special = [&]() { return specials[pick(sizeof specials / sizeof specials[0])]; };
+    MalformedPicker picker(20261129);
+    auto pick = [&](uint32_t n) { return picker.pick(n); };
     uint32_t prepared = 0, ran = 0;
     for (int iteration = 0; iteration < 10000; ++iteration) {
         OpTest t;
@@ -844,22 +841,14 @@ TEST_CASE("math ops: random malformed nodes fail with a Status, never crash") {
         std::vector<InputRef> inputs;
         for (uint32_t i = 0; i < num_inputs; ++i) {
             if (pick(10) == 0) { inputs.push_back(t.model.absent()); continue; }
-            ElementType type = i == 0 && pick(2) ? ElementType::Float32 : i > 0 && pick(2) ? ElementType::Int64 : types[pick(7)];
-            Shape shape(pick(5));
-            size_t elements = 1;
-            for (int64_t& d : shape) { d = pick(4); elements *= (size_t)d; }
-            std::vector<unsigned char> bytes(elements * element_size(type));
-            for (unsigned char& b : bytes) b = (unsigned char)rng();
-            if (type == ElementType::Int64 && pick(4))
-                for (size_t k = 0; k < elements; ++k) { int64_t v = special(); std::memcpy(&bytes[k * 8], &v, 8); }
-            if (type == ElementType::Bool) for (unsigned char& b : bytes) b &= 1;
-            inputs.push_back(pick(2) ? t.constant<unsigned char>(shape, bytes, type) : t.input<unsigned char>(shape, bytes, type));
+            ElementType type = i == 0 && pick(2) ? ElementType::Float32 : i > 0 && pick(2) ? ElementType::Int64 : picker.any_type();
+            inputs.push_back(picker.input(t, picker.any_shape(), type));
         }
         t.op(op, inputs, 1 + (pick(4) == 0 ? pick(3) : 0));
-        for (const char* name : int_names) if (pick(5) == 0) t.set_int(name, pick(2) ? special() : (int64_t)pick(12));
+        for (const char* name : int_names) if (pick(5) == 0) t.set_int(name, pick(2) ? picker.special() : (int64_t)pick(12));
         if (pick(5) == 0) {
             std::vector<int64_t> v(pick(4));
-            for (int64_t& x : v) x = pick(2) ? special() : (int64_t)pick(4) - 1;
+            for (int64_t& x : v) x = pick(2) ? picker.special() : (int64_t)pick(4) - 1;
             t.set_ints("axes", v);
         }
         if (pick(5) == 0) t.set_string("direction", pick(2) ? "LEFT" : pick(2) ? "RIGHT" : "UP");

@@ -21,6 +21,7 @@ using namespace tessel;
 namespace {
 
 using test::OpTest;
+using test::MalformedPicker;
 using test::Shape;
 using I64 = std::vector<int64_t>;
 using I32 = std::vector<int32_t>;
@@ -1004,12 +1005,9 @@ TEST_CASE("quant ops: random malformed nodes fail with a Status, never crash") {
     const char* int_names[] = {"axis", "block_size", "output_dtype", "precision", "group", "to", "exclusive", "reverse",
                                "min_gram_length", "max_gram_length", "max_skip_count"};
     const char* equations[] = {"ij,jk->ik", "ii", "...i,...i", "ij->", "i,i", "bij,bjk", "ab", "...->...", ",->", "a..b"};
-    const int64_t specials[] = {INT64_MIN, INT32_MIN, -9, -3, -2, -1, 0, 1, 2, 3, 4, 9, 10, 17, INT32_MAX, INT64_MAX};
-    const ElementType types[] = {ElementType::Float32, ElementType::Float16, ElementType::Int64, ElementType::Int32,
-                                 ElementType::Int8, ElementType::UInt8, ElementType::Bool};
-    std::mt19937 rng(20261130);
-    auto pick = [&](uint32_t n) { return (uint32_t)(rng() % n); };
-    auto special = [&]() { return specials[pick(sizeof specials / sizeof specials[0])]; };
+    MalformedPicker picker(20261130);
+    auto pick = [&](uint32_t n) { return picker.pick(n); };
+    auto special = [&]() { return picker.special(); };
     uint32_t prepared = 0, ran = 0;
     for (int iteration = 0; iteration < 30000; ++iteration) {
         OpTest t;
@@ -1022,7 +1020,7 @@ TEST_CASE("quant ops: random malformed nodes fail with a Status, never crash") {
         std::vector<InputRef> inputs;
         for (uint32_t i = 0; i < num_inputs; ++i) {
             if (pick(10) == 0) { inputs.push_back(t.model.absent()); continue; }
-            ElementType type = pick(3) == 0 ? ElementType::UInt8 : pick(2) ? ElementType::Float32 : types[pick(7)];
+            ElementType type = pick(3) == 0 ? ElementType::UInt8 : pick(2) ? ElementType::Float32 : picker.any_type();
             Shape shape;
             switch (pick(5)) {
                 case 0: case 1: shape = base; break;
@@ -1033,7 +1031,7 @@ TEST_CASE("quant ops: random malformed nodes fail with a Status, never crash") {
             size_t elements = 1;
             for (int64_t d : shape) elements *= (size_t)d;
             std::vector<unsigned char> bytes(elements * element_size(type));
-            for (unsigned char& b : bytes) b = (unsigned char)rng();
+            for (unsigned char& b : bytes) b = (unsigned char)picker.rng();
             if (type == ElementType::Float32 && pick(2))
                 for (size_t k = 0; k < elements; ++k) {
                     float v = (float)pick(7) - 3.0f;

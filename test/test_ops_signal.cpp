@@ -22,6 +22,7 @@ using namespace tessel;
 namespace {
 
 using test::OpTest;
+using test::MalformedPicker;
 using test::Shape;
 using F32 = std::vector<float>;
 using I64 = std::vector<int64_t>;
@@ -1332,11 +1333,8 @@ TEST_CASE("recurrent, signal, pool and scan ops: random malformed nodes fail wit
                                "onesided", "periodic", "output_datatype", "p", "size", "ceil_mode", "exclusive", "reverse"};
     const char* directions[] = {"forward", "reverse", "bidirectional", "bad"};
     const char* activations[] = {"Relu", "Tanh,Sigmoid", "Sigmoid,Tanh,Tanh", "Elu,Elu,Elu,Elu", "x", ""};
-    const int64_t specials[] = {INT64_MIN, -9, -3, -2, -1, 0, 1, 2, 3, 4, 9, 64, INT64_MAX};
-    const ElementType types[] = {ElementType::Float32, ElementType::Float16, ElementType::Int64, ElementType::Int32,
-                                 ElementType::Int8, ElementType::UInt8, ElementType::Bool};
-    std::mt19937 rng(20261129);
-    auto pick = [&](uint32_t n) { return (uint32_t)(rng() % n); };
+    MalformedPicker picker(20261129);
+    auto pick = [&](uint32_t n) { return picker.pick(n); };
     uint32_t prepared = 0, ran = 0;
     for (int iteration = 0; iteration < 20000; ++iteration) {
         OpTest t;
@@ -1357,7 +1355,7 @@ TEST_CASE("recurrent, signal, pool and scan ops: random malformed nodes fail wit
             // mostly the type the op expects at this position
             bool wants_float = which < 3 ? i != 4 : which == 3 || which == 4 ? i == 0 || i == 2 : which == 8 ? i >= 3 : which >= 9 && i == 0;
             ElementType expected = wants_float ? ElementType::Float32 : which < 3 ? ElementType::Int32 : ElementType::Int64;
-            ElementType type = pick(4) ? expected : types[pick(7)];
+            ElementType type = pick(4) ? expected : picker.any_type();
             Shape shape;
             if (pick(4)) {   // the shape the op expects at this position, mostly
                 shape = which < 3 ? recurrent_shapes[i < 8 ? i : 0] : which == 3 ? dft_shapes[i < 3 ? i : 0]
@@ -1370,10 +1368,10 @@ TEST_CASE("recurrent, signal, pool and scan ops: random malformed nodes fail wit
             size_t elements = 1;
             for (int64_t d : shape) elements *= (size_t)d;
             std::vector<unsigned char> bytes(elements * element_size(type));
-            for (unsigned char& x : bytes) x = (unsigned char)rng();
+            for (unsigned char& x : bytes) x = (unsigned char)picker.rng();
             if (type == ElementType::Int64)
                 for (size_t k = 0; k < elements; ++k) {
-                    int64_t v = pick(6) == 0 ? specials[pick(sizeof specials / sizeof specials[0])] : (int64_t)pick(6) - 1;
+                    int64_t v = pick(6) == 0 ? picker.special() : (int64_t)pick(6) - 1;
                     std::memcpy(&bytes[k * 8], &v, 8);
                 }
             if (type == ElementType::Int32)
@@ -1391,7 +1389,7 @@ TEST_CASE("recurrent, signal, pool and scan ops: random malformed nodes fail wit
         }
         t.op(op, inputs, 1 + pick(3));
         for (const char* name : int_names)
-            if (pick(5) == 0) t.set_int(name, pick(3) == 0 ? specials[pick(sizeof specials / sizeof specials[0])] : (int64_t)pick(4) - 1);
+            if (pick(5) == 0) t.set_int(name, pick(3) == 0 ? picker.special() : (int64_t)pick(4) - 1);
         if (pick(3) == 0) t.set_string("direction", directions[pick(4)]);
         if (pick(5) == 0) set_names(t.model, t.node, "activations", activations[pick(6)]);
         if (pick(5) == 0) t.set_float("clip", pick(2) ? 0.5f : -1.0f);

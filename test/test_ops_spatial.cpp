@@ -22,6 +22,7 @@ using namespace tessel;
 namespace {
 
 using test::OpTest;
+using test::MalformedPicker;
 using test::Shape;
 using I64 = std::vector<int64_t>;
 using F32 = std::vector<float>;
@@ -998,13 +999,10 @@ TEST_CASE("spatial ops: random malformed nodes fail with a Status, never crash")
                          "LpPool", "LRN"};
     const char* modes[] = {"linear", "bilinear", "nearest", "cubic", "bicubic", "avg", "max", "bad"};
     const char* paddings[] = {"zeros", "border", "reflection", "half_pixel", "output_half_pixel", "bad"};
-    const int64_t specials[] = {INT64_MIN, INT32_MIN, -9, -3, -2, -1, 0, 1, 2, 3, 4, 9, 10, INT32_MAX, INT64_MAX};
-    const ElementType types[] = {ElementType::Float32, ElementType::Float16, ElementType::Int64, ElementType::Int32,
-                                 ElementType::Int8, ElementType::UInt8, ElementType::Bool};
     const float float_specials[] = {NAN, INFINITY, -INFINITY, 1e30f, -1e30f, 0.5f, -1.5f};
-    std::mt19937 rng(20261130);
-    auto pick = [&](uint32_t n) { return (uint32_t)(rng() % n); };
-    auto special = [&]() { return specials[pick(sizeof specials / sizeof specials[0])]; };
+    MalformedPicker picker(20261130);
+    auto pick = [&](uint32_t n) { return picker.pick(n); };
+    auto special = [&]() { return picker.special(); };
     uint32_t prepared = 0, ran = 0;
     for (int iteration = 0; iteration < 30000; ++iteration) {
         OpTest t;
@@ -1032,7 +1030,7 @@ TEST_CASE("spatial ops: random malformed nodes fail with a Status, never crash")
                 break;
             }
             case 4: { int64_t rois = pick(4); Shape x4{n, c, 1 + pick(4), 1 + pick(4)}; want = {{x4, ElementType::Float32, false}, {{rois, 4}, ElementType::Float32, false}, {{rois}, ElementType::Int64, false}}; break; }
-            case 5: want = {{x, types[pick(7)], false}, {{(int64_t)x.size()}, ElementType::Int64, true}}; for (size_t d = 0; d < x.size(); ++d) shape_values.push_back(pick(5)); break;
+            case 5: want = {{x, picker.any_type(), false}, {{(int64_t)x.size()}, ElementType::Int64, true}}; for (size_t d = 0; d < x.size(); ++d) shape_values.push_back(pick(5)); break;
             case 6: want = {{x, ElementType::Float32, false}, {x, ElementType::Int64, false}, {{(int64_t)x.size()}, ElementType::Int64, true}}; for (size_t d = 0; d < x.size(); ++d) shape_values.push_back(pick(2) ? x[d] : x[d] * 2 + 1); break;
             case 7: want = {{x, ElementType::Float32, false}, {{(int64_t)x.size()}, ElementType::Float32, true}}; break;
             default: want = {{x, ElementType::Float32, false}}; break;
@@ -1042,13 +1040,13 @@ TEST_CASE("spatial ops: random malformed nodes fail with a Status, never crash")
         for (uint32_t i = 0; i < num_inputs; ++i) {
             if (pick(12) == 0) { inputs.push_back(t.model.absent()); continue; }
             In in = i < want.size() ? want[i] : In{x, ElementType::Float32, false};
-            if (pick(8) == 0) in.type = types[pick(7)];
+            if (pick(8) == 0) in.type = picker.any_type();
             if (pick(8) == 0) { in.shape.resize(pick(5)); for (int64_t& d : in.shape) d = pick(4); }
             else if (pick(8) == 0 && !in.shape.empty()) in.shape[pick((uint32_t)in.shape.size())] = pick(5);
             size_t elements = 1;
             for (int64_t d : in.shape) elements *= (size_t)d;
             std::vector<unsigned char> bytes(elements * element_size(in.type));
-            for (unsigned char& b : bytes) b = (unsigned char)rng();
+            for (unsigned char& b : bytes) b = (unsigned char)picker.rng();
             for (size_t e = 0; e < elements; ++e) {
                 if (in.type == ElementType::Int64) {
                     int64_t v = e < shape_values.size() && in.shape_like && pick(6) ? shape_values[e] : pick(8) == 0 ? special() : (int64_t)pick(5) - 1;

@@ -26,11 +26,8 @@ using test::OpTest;
 using test::Shape;
 using test::Pb;
 using Bytes = std::vector<unsigned char>;
-
-const ElementType kAllTypes[] = {ElementType::Float32, ElementType::Float16, ElementType::Int64,  ElementType::Int32,
-                                 ElementType::Int8,    ElementType::UInt8,   ElementType::Bool,   ElementType::Float64,
-                                 ElementType::Int16,   ElementType::UInt16,  ElementType::UInt32, ElementType::UInt64,
-                                 ElementType::BFloat16};
+using test::kEveryType;
+using test::MalformedPicker;
 
 int onnx_code(ElementType type) {
     switch (type) {
@@ -160,8 +157,8 @@ TEST_CASE("element types: names, sizes, ONNX codes, valid range") {
     const char* names[] = {"f32", "f16", "i64", "i32", "i8", "u8", "bool", "f64", "i16", "u16", "u32", "u64", "bf16"};
     const size_t sizes[] = {4, 2, 8, 4, 1, 1, 1, 8, 2, 2, 4, 8, 2};
     const int codes[] = {1, 10, 7, 6, 3, 2, 9, 11, 5, 4, 12, 13, 16};
-    for (size_t i = 0; i < sizeof kAllTypes / sizeof kAllTypes[0]; ++i) {
-        ElementType type = kAllTypes[i];
+    for (size_t i = 0; i < sizeof kEveryType / sizeof kEveryType[0]; ++i) {
+        ElementType type = kEveryType[i];
         CAPTURE(names[i]);
         CHECK(std::string(element_type_name(type)) == names[i]);
         CHECK(element_size(type) == sizes[i]);
@@ -189,8 +186,8 @@ TEST_CASE("element types: names, sizes, ONNX codes, valid range") {
 
 TEST_CASE("Cast and CastLike: every pair of types on values all of them hold") {
     const std::vector<double> values = {0, 1, 2, 7, 100, 0};
-    for (ElementType from : kAllTypes) {
-        for (ElementType to : kAllTypes) {
+    for (ElementType from : kEveryType) {
+        for (ElementType to : kEveryType) {
             CAPTURE(element_type_name(from));
             CAPTURE(element_type_name(to));
             bool boolean = from == ElementType::Bool || to == ElementType::Bool;
@@ -942,34 +939,35 @@ TEST_CASE("types ops: random malformed nodes with the new types fail with a Stat
     const char* ops[] = {"Cast", "CastLike", "Add", "Sub", "Mul", "Div", "Mod", "Neg", "Abs", "Max", "Min", "Sum", "Mean",
                          "Equal", "Less", "Where", "BitwiseAnd", "BitwiseNot", "BitShift", "Pow", "Clip", "TopK",
                          "EyeLike"};
-    const int64_t specials[] = {INT64_MIN, -9, -1, 0, 1, 2, 3, 11, 13, 16, 17, INT64_MAX};
-    std::mt19937 rng(20261129);
-    auto pick = [&](uint32_t n) { return (uint32_t)(rng() % n); };
+    // "to" and "dtype" values: type codes valid and not, and extremes
+    const int64_t type_codes[] = {INT64_MIN, -9, -1, 0, 1, 2, 3, 11, 13, 16, 17, INT64_MAX};
+    MalformedPicker picker(20261129);
+    auto pick = [&](uint32_t n) { return picker.pick(n); };
     uint32_t prepared = 0, ran = 0;
     for (int iteration = 0; iteration < 20000; ++iteration) {
         OpTest t;
         t.opset = pick(2) ? 21 : 6 + pick(17);
         const char* op = ops[pick(sizeof ops / sizeof ops[0])];
         uint32_t num_inputs = pick(4);
-        ElementType common = kAllTypes[pick(13)];
+        ElementType common = picker.any_type();
         std::vector<InputRef> inputs;
         for (uint32_t i = 0; i < num_inputs; ++i) {
             if (pick(10) == 0) { inputs.push_back(t.model.absent()); continue; }
-            ElementType type = pick(3) ? common : kAllTypes[pick(13)];
+            ElementType type = pick(3) ? common : picker.any_type();
             Shape shape(pick(3));
             for (int64_t& d : shape) d = pick(4);
             size_t elements = 1;
             for (int64_t d : shape) elements *= (size_t)d;
             Bytes bytes(elements * element_size(type));
-            for (unsigned char& b : bytes) b = (unsigned char)(pick(3) ? rng() : 0);
+            for (unsigned char& b : bytes) b = (unsigned char)(pick(3) ? picker.rng() : 0);
             if (type == ElementType::Bool) for (unsigned char& b : bytes) b &= 1;
             inputs.push_back(pick(2) ? t.constant<unsigned char>(shape, bytes, type) : t.input<unsigned char>(shape, bytes, type));
         }
         t.op(op, inputs, StringView(op) == StringView("TopK") && pick(4) ? 2 : 1);
-        if (pick(2)) t.set_int("to", specials[pick(sizeof specials / sizeof specials[0])]);
+        if (pick(2)) t.set_int("to", type_codes[pick(sizeof type_codes / sizeof type_codes[0])]);
         if (pick(4) == 0) t.set_int("fmod", pick(2));
         if (pick(4) == 0) t.set_string("direction", pick(2) ? "LEFT" : "RIGHT");
-        if (pick(4) == 0) t.set_int("dtype", specials[pick(sizeof specials / sizeof specials[0])]);
+        if (pick(4) == 0) t.set_int("dtype", type_codes[pick(sizeof type_codes / sizeof type_codes[0])]);
         INFO(std::string(op) << " opset " << t.opset << " iteration " << iteration);
         t.prepare_and_run_any(&prepared, &ran);
     }
