@@ -129,6 +129,7 @@ CONFORMANCE_DOC_CHECK = $(if $(and $(ONNX_TESTS),$(filter $(ONNX_TESTS_DEFAULT),
 test-host-tools: build/tessel build/nojit-check build/conformance build/fit_tables build/bench/ocr_models
 	@scripts/run-check.sh no-jit build/nojit-check
 	@mkdir -p build/ocr-models && scripts/run-check.sh ocr-models build/bench/ocr_models build/ocr-models --check
+	@scripts/run-check.sh quantize tools/quantize_test.py build/tessel build/ocr-models/ocr_det.onnx
 	@scripts/run-check.sh fit-tables build/fit_tables --check
 	@for h in $(HEADERS); do \
 	   scripts/run-check.sh header-alone-$$h $(CXX) $(HEADER_CHECK) -x c++ $$h || exit 1; \

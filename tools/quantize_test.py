@@ -1,0 +1,146 @@
+#!/usr/bin/python3
+"""Tests of tools/quantize.py (make test runs it): the rounding of weights and activations, the
+structure of the model it writes, the quantized model's outputs against the float model's on
+Tessel, and its refusals.
+
+    tools/quantize_test.py build/tessel FLOAT_MODEL.onnx
+"""
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper, TensorProto
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import quantize  # noqa: E402
+
+failures = 0
+
+
+def check(condition, message):
+    global failures
+    if not condition:
+        failures += 1
+        print("FAIL: " + message)
+
+
+def run(args):
+    return subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_rounding():
+    rng = np.random.default_rng(5)
+    weight = rng.normal(size=(8, 3, 3, 3)).astype(np.float32)
+    weight[3] = 0   # an all-zero channel keeps a usable scale
+    for per_channel in (True, False):
+        q, scale = quantize.weight_params(weight, 0, per_channel)
+        check(q.dtype == np.int8 and q.min() >= -127, "weights are int8 in [-127, 127]")
+        s = scale.reshape(-1, 1, 1, 1) if per_channel else scale
+        check(np.all(np.abs(q.astype(np.float32) * s - weight) <= s / 2 * (1 + 1e-6)), "weights within half a step")
+        check(np.all(scale > 0), "every scale positive")
+    scale, zero = quantize.activation_params(-1.0, 3.0)
+    check(abs(float(scale) - 4.0 / 255) < 1e-7 and int(zero) == 64, "activation range [-1, 3]: scale 4/255, zero 64")
+    scale, zero = quantize.activation_params(0.5, 2.0)
+    check(int(zero) == 0 and abs(float(scale) - 2.0 / 255) < 1e-7, "a positive range starts at 0")
+    scale, zero = quantize.activation_params(0.0, 0.0)
+    check(float(scale) == 1.0, "an all-zero range gets scale 1")
+
+
+def test_model(tessel, float_model, folder):
+    int8_model = os.path.join(folder, "int8.onnx")
+    r = run([sys.executable, os.path.join(os.path.dirname(__file__), "quantize.py"), float_model, "-o", int8_model,
+             "--tessel", tessel, "--random", "3"])
+    check(r.returncode == 0, "quantize.py on %s: %s" % (float_model, r.stderr))
+    if r.returncode != 0:
+        return
+    model = onnx.load(int8_model)
+    onnx.checker.check_model(model)
+    inits = {t.name: t for t in model.graph.initializer}
+    producer = {o: n for n in model.graph.node for o in n.output}
+    quantized = 0
+    for node in model.graph.node:
+        if node.op_type not in ("Conv", "MatMul", "Gemm"):
+            continue
+        w = producer.get(node.input[1])
+        if node.op_type != "Conv" and (w is None or w.op_type != "DequantizeLinear"):
+            continue   # a MatMul of two activations stays float
+        check(w is not None and w.op_type == "DequantizeLinear" and inits[w.input[0]].data_type == TensorProto.INT8,
+              "%s reads int8 weights through DequantizeLinear" % node.name)
+        x = producer.get(node.input[0])
+        check(x is not None and x.op_type == "DequantizeLinear" and inits[x.input[2]].data_type == TensorProto.UINT8,
+              "%s reads a uint8 activation through DequantizeLinear" % node.name)
+        quantized += 1
+    check(quantized > 10, "the model's convolutions are quantized (%d)" % quantized)
+    check(not any(n.op_type == "BatchNormalization" and producer.get(n.input[0]) is not None and
+                  producer[n.input[0]].op_type == "Conv" for n in model.graph.node), "batch normalizations folded into convs")
+    # same random input through both models
+    inputs = os.path.join(folder, "inputs")
+    os.makedirs(inputs)
+    m = onnx.load(float_model)
+    inits = {t.name for t in m.graph.initializer}
+    rng = np.random.default_rng(11)
+    index = 0
+    for value in m.graph.input:
+        if value.name in inits:
+            continue
+        shape = [d.dim_value if d.dim_value > 0 else 1 for d in value.type.tensor_type.shape.dim]
+        with open(os.path.join(inputs, "input_%d.pb" % index), "wb") as f:
+            f.write(numpy_helper.from_array(rng.random(shape, dtype=np.float32), value.name).SerializeToString())
+        index += 1
+    outputs = []
+    for path in (float_model, int8_model):
+        out = os.path.join(folder, os.path.basename(path) + ".out")
+        os.makedirs(out)
+        r = run([tessel, "run", path, "--inputs", inputs, "--output-dir", out])
+        check(r.returncode == 0, "tessel run %s: %s" % (path, r.stderr))
+        if r.returncode != 0:
+            return
+        with open(os.path.join(out, "output_0.pb"), "rb") as f:
+            outputs.append(numpy_helper.to_array(TensorProto.FromString(f.read())).astype(np.float64))
+    a, b = outputs
+    # centred, so that an output dominated by a constant (random weights) cannot hide an error
+    ca, cb = a.ravel() - a.mean(), b.ravel() - b.mean()
+    correlation = float(np.dot(ca, cb) / (np.linalg.norm(ca) * np.linalg.norm(cb) + 1e-30))
+    spread, span = float(np.max(np.abs(a - b))), float(np.ptp(a))
+    print("int8 against float32: correlation %.5f, largest difference %.4f of the output range %.4f"
+          % (correlation, spread, span))
+    check(correlation > 0.99, "int8 outputs follow the float outputs (correlation %.5f)" % correlation)
+    check(spread <= 0.1 * span, "int8 outputs within a tenth of the output range (%.4f of %.4f)" % (spread, span))
+
+
+def test_refusals(tessel, folder):
+    r = run([sys.executable, os.path.join(os.path.dirname(__file__), "quantize.py"), os.path.join(folder, "missing.onnx"),
+             "-o", os.path.join(folder, "x.onnx"), "--tessel", tessel])
+    check(r.returncode == 2 and "cannot read" in r.stderr, "a missing model is refused: " + r.stderr)
+    # nothing to quantize
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [x], [y])
+    path = os.path.join(folder, "relu.onnx")
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+    r = run([sys.executable, os.path.join(os.path.dirname(__file__), "quantize.py"), path, "-o", path + ".q", "--tessel", tessel])
+    check(r.returncode == 2 and "nothing to quantize" in r.stderr, "a model without Conv/MatMul/Gemm is refused: " + r.stderr)
+    r = run([sys.executable, os.path.join(os.path.dirname(__file__), "quantize.py"), path, "-o", path + ".q",
+             "--tessel", os.path.join(folder, "no-tessel")])
+    check(r.returncode == 2 and "no Tessel command line" in r.stderr, "a missing tessel is refused: " + r.stderr)
+
+
+def main():
+    if len(sys.argv) != 3:
+        print(__doc__)
+        return 2
+    tessel, float_model = sys.argv[1], sys.argv[2]
+    with tempfile.TemporaryDirectory(prefix="tessel-quantize-test-") as folder:
+        test_rounding()
+        test_model(tessel, float_model, folder)
+        test_refusals(tessel, folder)
+    checks = "rounding, model structure, int8 against float32, refusals"
+    print("quantize.py: %s: %s" % (checks, "%d failed" % failures if failures else "all passed"))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
