@@ -804,9 +804,9 @@ Status write_tensor_proto(const Tensor& tensor, StringView name, WriteFn write, 
 
 // Writes a finalized model as an ONNX ModelProto (IR version 8, the model's opset):
 // Parameters as graph inputs, Constants as initializers (raw_data), Results as graph outputs,
-// every attribute kind. A tensor is named after its node (`node:port` for ports after the
-// first), and a value a Result reads after that Result. InvalidArgument for an unfinalized
-// model or an Absent node in the middle of a node's inputs that ONNX cannot name.
+// every attribute kind, If/Loop/Scan bodies (their outer reads by the enclosing graph's names).
+// A tensor is named after its node (`node:port` for ports after the first), and a value a
+// Result reads after that Result. InvalidArgument for an unfinalized model.
 Status write_onnx(const Model& model, WriteFn write, void* user);
 
 }  // namespace tessel
@@ -17009,7 +17009,177 @@ inline void onnx_value_info(ProtoOut& o, StringView name, const TensorDesc& desc
     });
 }
 
-inline void onnx_attribute(ProtoOut& o, const Attribute& a) {
+// A body's bytes, written once before its node (nested bodies would otherwise be written
+// twice per level by ProtoOut::message's count-then-write).
+struct OnnxBodyBytes {
+    const Attribute* attribute = nullptr;
+    Span<const char> bytes;
+};
+
+inline void onnx_attribute(ProtoOut& o, const Attribute& a, Span<const char> body);
+
+// Writes one graph's fields (a model's, or a body's): names and bodies are fixed first, then
+// write() may run any number of times.
+struct OnnxGraphWriter {
+    const Model& model;
+    const StringView* outer_names = nullptr;   // a body: the enclosing graph's names of its outer inputs
+    Arena scratch;
+    uint32_t* base = nullptr;                  // first value of each node
+    StringView* names = nullptr;               // per value
+    OnnxBodyBytes* bodies = nullptr;
+    uint32_t body_count = 0;
+
+    OnnxGraphWriter(const Model& m, const StringView* outer) : model(m), outer_names(outer) {}
+    uint32_t formal_inputs() const { return model.input_count() - (outer_names ? model.outer_inputs : 0); }
+    StringView value_name(const Edge& e) const { return names[base[e.producer] + e.port]; }
+
+    Status prepare() {
+        TESSEL_TRY(name_values());
+        return write_bodies();
+    }
+
+    void write(ProtoOut& out) const {
+        const Graph& g = model.graph;
+        for (NodeId v = 0; v < g.node_count(); ++v) {
+            const Node& node = g.node(v);
+            if (is_free_op(node.op)) continue;
+            uint32_t explicit_inputs = node.num_inputs - implicit_inputs(node);
+            out.message(1, [&](ProtoOut& o) {
+                for (uint32_t i = 0; i < explicit_inputs; ++i) o.field_string(1, value_name(node.inputs[i]));
+                for (uint32_t p = 0; p < node.num_outputs; ++p) o.field_string(2, names[base[v] + p]);
+                o.field_string(3, node.name);
+                o.field_string(4, node.op);
+                for (const Attribute* a = node.attributes; a; a = a->next)
+                    o.message(5, [&](ProtoOut& at) { onnx_attribute(at, *a, body_bytes(a)); });
+            });
+        }
+        // A value read by a second Result: an Identity gives the Result its name.
+        for (uint32_t i = 0; i < model.output_count(); ++i) {
+            StringView source = value_name(g.node(model.output(i).node).inputs[0]);
+            if (source == model.output(i).name) continue;
+            out.message(1, [&](ProtoOut& o) {
+                o.field_string(1, source);
+                o.field_string(2, model.output(i).name);
+                o.field_string(3, model.output(i).name);
+                o.field_string(4, "Identity");
+            });
+        }
+        out.field_string(2, outer_names ? "body" : "tessel");
+        for (NodeId v = 0; v < g.node_count(); ++v) {
+            const Node& node = g.node(v);
+            if (!(node.op == StringView("Constant") && node.num_inputs == 0)) continue;
+            const Attribute* a = g.find_attribute(v, "value");
+            if (!a || a->kind != AttributeKind::Tensor || !a->tensor) continue;
+            out.message(5, [&](ProtoOut& o) { onnx_tensor(o, a->tensor->desc, a->tensor->data, a->tensor->bytes, node.name); });
+        }
+        for (uint32_t i = 0; i < formal_inputs(); ++i) {
+            const Node& node = g.node(model.input(i).node);
+            out.message(11, [&](ProtoOut& o) { onnx_value_info(o, node.name, node.outputs ? node.outputs[0] : TensorDesc(), &model, i); });
+        }
+        for (uint32_t i = 0; i < model.output_count(); ++i) {
+            const Edge& e = g.node(model.output(i).node).inputs[0];
+            const Node& producer = g.node(e.producer);
+            TensorDesc d = producer.outputs ? producer.outputs[e.port] : TensorDesc();
+            if (d.type == ElementType::Undefined) d.type = ElementType::Float32;   // unknown before compile
+            out.message(12, [&](ProtoOut& o) { onnx_value_info(o, model.output(i).name, d); });
+        }
+    }
+
+private:
+    // Tensor names: a value read by a Result takes the Result's name (the first one); a body's
+    // outer input takes the enclosing graph's name.
+    Status name_values() {
+        const Graph& g = model.graph;
+        uint32_t n = g.node_count();
+        base = scratch.allocate_array<uint32_t>(n + 1);
+        if (!base) return Status::OutOfMemory;
+        uint32_t values = 0;
+        for (NodeId v = 0; v < n; ++v) { base[v] = values; values += g.node(v).num_outputs; }
+        names = scratch.allocate_array<StringView>(values + 1);
+        uint8_t* renamed = scratch.allocate_array<uint8_t>(values + 1);
+        if (!names || !renamed) return Status::OutOfMemory;
+        char buffer[300];
+        for (NodeId v = 0; v < n; ++v)
+            for (uint32_t p = 0; p < g.node(v).num_outputs; ++p) {
+                if (p == 0) names[base[v]] = g.node(v).name;
+                else {
+                    print(buffer, sizeof buffer, "%.*s:%u", (int)g.node(v).name.size, g.node(v).name.data, p);
+                    names[base[v] + p] = scratch.copy_string(StringView(buffer));
+                }
+            }
+        for (uint32_t i = formal_inputs(); i < model.input_count(); ++i) names[base[model.input(i).node]] = outer_names[i - formal_inputs()];
+        std::memset(renamed, 0, values + 1);
+        for (uint32_t i = 0; i < model.output_count(); ++i) {
+            const Edge& e = g.node(model.output(i).node).inputs[0];
+            uint32_t value = base[e.producer] + e.port;
+            if (!renamed[value] && g.node(e.producer).op != StringView("Parameter") && g.node(e.producer).op != StringView("Constant")) {
+                names[value] = model.output(i).name;
+                renamed[value] = 1;
+            }
+        }
+        for (NodeId v = 0; v < n; ++v) {   // ONNX names absent inputs "" : only trailing ones can be dropped
+            const Node& node = g.node(v);
+            for (uint32_t i = 0; i < node.num_inputs; ++i)
+                if (g.node(node.inputs[i].producer).op == StringView("Absent")) names[base[node.inputs[i].producer]] = StringView("", 0);
+        }
+        return Status::Ok;
+    }
+
+    // The node's last inputs that its bodies read from this graph (ONNX leaves them implicit).
+    static uint32_t implicit_inputs(const Node& node) {
+        for (const Attribute* a = node.attributes; a; a = a->next)
+            if (a->kind == AttributeKind::Graph && a->body) return static_cast<const Model*>(a->body)->outer_inputs;
+        return 0;
+    }
+
+    Span<const char> body_bytes(const Attribute* a) const {
+        for (uint32_t k = 0; k < body_count; ++k) if (bodies[k].attribute == a) return bodies[k].bytes;
+        return Span<const char>();
+    }
+
+    static void append(void* user, const char* data, size_t n) {
+        char** at = static_cast<char**>(user);
+        std::memcpy(*at, data, n);
+        *at += n;
+    }
+
+    Status write_bodies() {
+        const Graph& g = model.graph;
+        uint32_t count = 0;
+        for (NodeId v = 0; v < g.node_count(); ++v)
+            for (const Attribute* a = g.node(v).attributes; a; a = a->next) count += a->kind == AttributeKind::Graph;
+        if (!count) return Status::Ok;
+        bodies = scratch.allocate_array<OnnxBodyBytes>(count);
+        if (!bodies) return Status::OutOfMemory;
+        for (NodeId v = 0; v < g.node_count(); ++v) {
+            const Node& node = g.node(v);
+            uint32_t implicit = implicit_inputs(node);
+            if (implicit > node.num_inputs) return Status::InvalidArgument;
+            StringView* outer = scratch.allocate_array<StringView>(implicit + 1);
+            if (!outer) return Status::OutOfMemory;
+            for (uint32_t i = 0; i < implicit; ++i) outer[i] = value_name(node.inputs[node.num_inputs - implicit + i]);
+            for (const Attribute* a = node.attributes; a; a = a->next) {
+                if (a->kind != AttributeKind::Graph) continue;
+                if (!a->body || static_cast<const Model*>(a->body)->outer_inputs != implicit) return Status::InvalidArgument;
+                OnnxGraphWriter writer(*static_cast<const Model*>(a->body), outer);
+                TESSEL_TRY(writer.prepare());
+                ProtoOut counter;
+                writer.write(counter);
+                char* data = static_cast<char*>(scratch.allocate(counter.size + 1, 1));
+                if (!data) return Status::OutOfMemory;
+                char* at = data;
+                ProtoOut out;
+                out.write = append;
+                out.user = &at;
+                writer.write(out);
+                bodies[body_count++] = OnnxBodyBytes{a, Span<const char>(data, (size_t)counter.size)};
+            }
+        }
+        return Status::Ok;
+    }
+};
+
+inline void onnx_attribute(ProtoOut& o, const Attribute& a, Span<const char> body) {
     o.field_string(1, a.name);
     switch (a.kind) {
         case AttributeKind::Float: { o.tag(2, 5); o.raw(&a.f, 4); o.field_varint(20, 1); break; }
@@ -17036,101 +17206,24 @@ inline void onnx_attribute(ProtoOut& o, const Attribute& a) {
             o.message(8, [&](ProtoOut& f) { for (int64_t x : a.ints) f.varint((uint64_t)x); });
             o.field_varint(20, 7);
             break;
-        case AttributeKind::Graph: break;   // write_onnx refuses bodies first
+        case AttributeKind::Graph:
+            o.field_bytes(6, body.data, body.size);
+            o.field_varint(20, 5);
+            break;
     }
 }
 }  // namespace detail
 
 Status write_onnx(const Model& model, WriteFn write, void* user) {
-    const Graph& g = model.graph;
-    if (!g.finalized() || !write) return Status::InvalidArgument;
-    for (NodeId v = 0; v < g.node_count(); ++v)
-        for (const Attribute* a = g.node(v).attributes; a; a = a->next)
-            if (a->kind == AttributeKind::Graph) return Status::Unsupported;   // bodies are not written yet
-    // Tensor names: a value read by a Result takes the Result's name (the first one).
-    Arena scratch;
-    uint32_t n = g.node_count();
-    uint32_t* base = scratch.allocate_array<uint32_t>(n + 1);
-    if (!base) return Status::OutOfMemory;
-    uint32_t values = 0;
-    for (NodeId v = 0; v < n; ++v) { base[v] = values; values += g.node(v).num_outputs; }
-    StringView* names = scratch.allocate_array<StringView>(values + 1);
-    if (!names) return Status::OutOfMemory;
-    char buffer[300];
-    for (NodeId v = 0; v < n; ++v)
-        for (uint32_t p = 0; p < g.node(v).num_outputs; ++p) {
-            if (p == 0) names[base[v]] = g.node(v).name;
-            else {
-                detail::print(buffer, sizeof buffer, "%.*s:%u", (int)g.node(v).name.size, g.node(v).name.data, p);
-                names[base[v] + p] = scratch.copy_string(StringView(buffer));
-            }
-        }
-    uint8_t* renamed = scratch.allocate_array<uint8_t>(values + 1);
-    if (!renamed) return Status::OutOfMemory;
-    std::memset(renamed, 0, values + 1);
-    for (uint32_t i = 0; i < model.output_count(); ++i) {
-        const Edge& e = g.node(model.output(i).node).inputs[0];
-        uint32_t value = base[e.producer] + e.port;
-        if (!renamed[value] && g.node(e.producer).op != StringView("Parameter") && g.node(e.producer).op != StringView("Constant")) {
-            names[value] = model.output(i).name;
-            renamed[value] = 1;
-        }
-    }
-    for (NodeId v = 0; v < n; ++v) {   // ONNX names absent inputs "" : only trailing ones can be dropped
-        const Node& node = g.node(v);
-        for (uint32_t i = 0; i < node.num_inputs; ++i)
-            if (g.node(node.inputs[i].producer).op == StringView("Absent")) names[base[node.inputs[i].producer]] = StringView("", 0);
-    }
-    auto graph_body = [&](detail::ProtoOut& out) {
-        for (NodeId v = 0; v < n; ++v) {
-            const Node& node = g.node(v);
-            if (detail::is_free_op(node.op)) continue;
-            out.message(1, [&](detail::ProtoOut& o) {
-                for (uint32_t i = 0; i < node.num_inputs; ++i) o.field_string(1, names[base[node.inputs[i].producer] + node.inputs[i].port]);
-                for (uint32_t p = 0; p < node.num_outputs; ++p) o.field_string(2, names[base[v] + p]);
-                o.field_string(3, node.name);
-                o.field_string(4, node.op);
-                for (const Attribute* a = node.attributes; a; a = a->next) o.message(5, [&](detail::ProtoOut& at) { detail::onnx_attribute(at, *a); });
-            });
-            // A value read by a second Result: an Identity gives the Result its name.
-        }
-        for (uint32_t i = 0; i < model.output_count(); ++i) {
-            const Edge& e = g.node(model.output(i).node).inputs[0];
-            StringView source = names[base[e.producer] + e.port];
-            if (source == model.output(i).name) continue;
-            out.message(1, [&](detail::ProtoOut& o) {
-                o.field_string(1, source);
-                o.field_string(2, model.output(i).name);
-                o.field_string(3, model.output(i).name);
-                o.field_string(4, "Identity");
-            });
-        }
-        out.field_string(2, "tessel");
-        for (NodeId v = 0; v < n; ++v) {
-            const Node& node = g.node(v);
-            if (!(node.op == StringView("Constant") && node.num_inputs == 0)) continue;
-            const Attribute* a = g.find_attribute(v, "value");
-            if (!a || a->kind != AttributeKind::Tensor || !a->tensor) continue;
-            out.message(5, [&](detail::ProtoOut& o) { detail::onnx_tensor(o, a->tensor->desc, a->tensor->data, a->tensor->bytes, node.name); });
-        }
-        for (uint32_t i = 0; i < model.input_count(); ++i) {
-            const Node& node = g.node(model.input(i).node);
-            out.message(11, [&](detail::ProtoOut& o) { detail::onnx_value_info(o, node.name, node.outputs ? node.outputs[0] : TensorDesc(), &model, i); });
-        }
-        for (uint32_t i = 0; i < model.output_count(); ++i) {
-            const Edge& e = g.node(model.output(i).node).inputs[0];
-            const Node& producer = g.node(e.producer);
-            TensorDesc d = producer.outputs ? producer.outputs[e.port] : TensorDesc();
-            if (d.type == ElementType::Undefined) d.type = ElementType::Float32;   // unknown before compile
-            out.message(12, [&](detail::ProtoOut& o) { detail::onnx_value_info(o, model.output(i).name, d); });
-        }
-    };
+    if (!model.graph.finalized() || !write) return Status::InvalidArgument;
+    detail::OnnxGraphWriter writer(model, nullptr);
+    TESSEL_TRY(writer.prepare());
     detail::ProtoOut out;
     out.write = write;
     out.user = user;
     out.field_varint(1, 8);   // ir_version
     out.field_string(2, "tessel");
-    out.message(7, graph_body);
+    out.message(7, [&](detail::ProtoOut& g) { writer.write(g); });
     out.message(8, [&](detail::ProtoOut& o) { o.field_string(1, ""); o.field_varint(2, model.opset); });
     return Status::Ok;
 }

@@ -467,6 +467,76 @@ TEST_CASE("control flow: nested bodies read values two levels out; export and im
     }
 }
 
+// Writes `m` with write_onnx and reads it back; the bytes stay alive with the model.
+Status write_and_read(const Model& m, Model* back) {
+    static std::deque<std::string> kept;
+    kept.emplace_back();
+    Status s = write_onnx(m, test::append_to_string, &kept.back());
+    if (s != Status::Ok) return s;
+    return back->read_onnx(kept.back().data(), kept.back().size());
+}
+
+TEST_CASE("control flow: write_onnx writes If, Loop and Scan bodies; read back, they run the same") {
+    struct Case {
+        const char* name;
+        Pb proto;
+        std::vector<std::vector<double>> inputs;
+    };
+    GraphSpec body;
+    body.inputs = {value_info("s_in", FLOAT, {2}), value_info("slice", FLOAT, {2})};
+    body.nodes = {named_node("Add", "body_add", {"s_in", "slice"}, {"s_out"}), named_node("Mul", "body_scale", {"slice", "x"}, {"y"})};
+    body.outputs = {test::output("s_out"), test::output("y")};
+    GraphSpec scan;
+    scan.inputs = {value_info("s0", FLOAT, {2}), value_info("xs", FLOAT, {3, 2}), value_info("x", FLOAT, {2})};
+    scan.nodes = {named_node("Scan", "the_scan", {"s0", "xs"}, {"s_final", "ys"},
+                             {attr_graph("body", graph(body)), attr_int("num_scan_inputs", 1)})};
+    scan.outputs = {test::output("s_final"), test::output("ys")};
+    std::vector<Case> cases = {
+        {"If", if_model(-1), {{1, 2, 3}, {4, 5, 6}, {1}}},
+        {"If, else branch", if_model(-1), {{1, 2, 3}, {4, 5, 6}, {0}}},
+        {"Loop", loop_model({float_init("v0", {2}, {10, 20})}, {value_info("M", INT64, {}), value_info("cond", BOOL, {})},
+                            {"M", "cond", "v0"}, false, 2), {{10}, {1}, {1, 2}}},
+        {"nested", nested_model(), {{1, 10}, {3}}},
+        {"Scan", model_proto(graph(scan), 11), {{100, 200}, {1, 2, 3, 4, 5, 6}, {2, 3}}},
+    };
+    for (Case& c : cases) {
+        INFO(std::string(c.name));
+        Model m, back;
+        REQUIRE(read(&m, c.proto) == Status::Ok);
+        Status s = write_and_read(m, &back);
+        INFO(back.last_error());
+        REQUIRE(s == Status::Ok);
+        // the same nodes, implicit inputs and bodies
+        REQUIRE(back.graph.node_count() == m.graph.node_count());
+        for (NodeId v = 0; v < m.graph.node_count(); ++v) {
+            const Node& node = m.graph.node(v);
+            NodeId w = back.graph.find(node.name);
+            REQUIRE(w != kNoNode);
+            CHECK(back.graph.node(w).num_inputs == node.num_inputs);
+            for (const Attribute* a = node.attributes; a; a = a->next) {
+                if (a->kind != AttributeKind::Graph) continue;
+                const Attribute* b = back.graph.find_attribute(w, a->name);
+                REQUIRE(b);
+                REQUIRE(b->kind == AttributeKind::Graph);
+                CHECK(static_cast<const Model*>(b->body)->outer_inputs == static_cast<const Model*>(a->body)->outer_inputs);
+                CHECK(static_cast<const Model*>(b->body)->graph.node_count() == static_cast<const Model*>(a->body)->graph.node_count());
+            }
+        }
+        Run original, written;
+        INFO(original.error);
+        REQUIRE(original.compile(m) == Status::Ok);
+        INFO(written.error);
+        REQUIRE(written.compile(back) == Status::Ok);
+        REQUIRE(original.infer(c.inputs) == Status::Ok);
+        REQUIRE(written.infer(c.inputs) == Status::Ok);
+        REQUIRE(original.compiled.output_count() == written.compiled.output_count());
+        for (uint32_t o = 0; o < original.compiled.output_count(); ++o) {
+            CHECK(written.shape(o) == original.shape(o));
+            CHECK(written.output(o) == original.output(o));
+        }
+    }
+}
+
 TEST_CASE("control flow: a body's run-time error names the body node") {
     GraphSpec then_branch;
     then_branch.nodes = {named_node("Gather", "body_gather", {"data", "index"}, {"t"})};
