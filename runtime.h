@@ -60,6 +60,7 @@
    >>nn ops                           helpers shared by the nn kernels
    >>blocked gemm                     the portable GEMM under Conv, ConvTranspose, MatMul, Gemm;
                                       CpuGemmState (the CPU device's steps on snippets.h's Gemm)
+   >>gemm epilogue                    GemmEpilogue: an elementwise island run by a GEMM step on its blocks
    >>windows                          kernel, stride, dilation, pads for Conv and pools
    >>conv                             Conv (im2col + GEMM); run_cpu_conv on the JIT GEMM
    >>conv implicit gemm               stride-1 k x k Conv over padded planes (no im2col)
@@ -2061,6 +2062,8 @@ public:
         SnippetBody* body = nullptr;        // the snippet's body (arena lists, object on the heap)
         RunFn run = nullptr;                // CPU: its own kernel for the node (JIT GEMM), with
         const void* state = nullptr;        // this state, instead of the prepared one
+        Snippet* epilogue = nullptr;        // CPU: the fused epilogue of a GEMM step (GemmEpilogue)
+        SnippetBody* epilogue_body = nullptr;
     };
     Arena arena;
     const PreparedModel* model = nullptr;
@@ -2076,6 +2079,8 @@ public:
         for (uint32_t i = 0; i < count; ++i) {
             destroy(units[i].snippet);
             destroy(units[i].body);
+            destroy(units[i].epilogue);
+            destroy(units[i].epilogue_body);
         }
     }
     Span<const ProgramStep> steps() const override { return Span<const ProgramStep>(steps_, count); }
@@ -2391,6 +2396,10 @@ protected:
 // MatMul, Gemm and Conv on the JIT GEMM when `isa` has its tiles (defined beside those ops):
 // replaces the last step's kernel, or leaves the reference one for shapes it does not take.
 inline Status cpu_gemm_step(ReferenceProgram* p, const PreparedModel& model, NodeId id, Isa isa);
+// Gives the GEMM step whose CpuGemmState is `gemm_state` an epilogue (>>gemm epilogue) in the
+// program's arena; false when out of memory.
+inline bool cpu_attach_epilogue(ReferenceProgram* p, const void* gemm_state, const Snippet* snippet, uint32_t parameters,
+                                uint32_t results, uint32_t source, uint32_t op_inputs, int64_t segment, uint32_t fused_nodes);
 
 // The CPU program: a private graph of the subgraph (external inputs become Parameters, and
 // each one-element float Constant a private Constant per reader, so it can join the reader's
@@ -2567,9 +2576,84 @@ inline Status CpuDevice::build_cpu(ReferenceProgram* p, const PreparedModel& mod
     view.island_count = island_count;
     s = list_island_nodes(local, &scratch, &view);
     if (s != Status::Ok) return fail(s, "CPU: cannot list the islands' nodes");
+    // Islands a GEMM step runs as its epilogue (cpu_attach_epilogue): skipped when their turn comes.
+    uint8_t* absorbed = scratch.allocate_array<uint8_t>(island_count + 1);
+    if (!absorbed) return fail(Status::OutOfMemory, "out of memory");
+    for (uint32_t k = 0; k < island_count; ++k) absorbed[k] = 0;
+    // After the GEMM step of local node v (node id): its output's island becomes the step's
+    // epilogue when the island is its only reader, every other input of the island is ready
+    // already, and the island's body covers exactly the GEMM's output (no broadcast beyond it).
+    // Anything else leaves the island as its own step. Only running out of memory fails.
+    auto attach_epilogue = [&](NodeId v, NodeId id) -> Status {
+        ReferenceProgram::Unit& gunit = p->units[p->count - 1];
+        ProgramStep& gstep = p->steps_[p->count - 1];
+        const Node& node = g.node(id);
+        if (!gunit.run || !(node.op == StringView("Conv") || node.op == StringView("ConvTranspose")) || node.num_outputs != 1)
+            return Status::Ok;
+        uint32_t u = kNoIsland;
+        for (NodeId w : local.successors(v)) {
+            if (island[w] == kNoIsland || (u != kNoIsland && island[w] != u)) return Status::Ok;
+            u = island[w];
+        }
+        if (u == kNoIsland || absorbed[u]) return Status::Ok;
+        uint32_t edges = 0;
+        for (uint32_t w = first[u]; w != kNoNode; w = next[w])
+            for (uint32_t i = 0; i < local.node(w).num_inputs; ++i) if (local.node(w).inputs[i].producer == v) ++edges;
+        if (indegree[u] != edges) return Status::Ok;   // another producer of the island runs later
+        const TensorDesc& y = model.value_desc(model.value_id(id, 0));
+        uint64_t elements = 0;
+        if (y.type != ElementType::Float32 || y.rank < 3 || !desc_elements(y, &elements) || elements == 0) return Status::Ok;
+        int64_t segment = 1;
+        for (int i = 2; i < y.rank; ++i) segment *= y.dims[i];
+        SnippetBody* body = create<SnippetBody>(&p->arena);
+        if (!body) return Status::OutOfMemory;
+        NodeId in_nodes[kSnippetMaxArgs], out_nodes[kSnippetMaxArgs];
+        uint32_t in_ports[kSnippetMaxArgs], in_count = 0, out_count = 0, source = kSnippetMaxArgs;
+        bool fits = build_island_body(local, view, u, body, in_nodes, &in_count, out_nodes, &out_count, in_ports) == Status::Ok;
+        for (uint32_t k = 0; fits && k < in_count; ++k)
+            if (in_nodes[k] == v && in_ports[k] == 0) source = source == kSnippetMaxArgs ? k : kSnippetMaxArgs + 1;
+        fits = fits && source < in_count && gstep.reads.size + in_count - 1 <= kMaxNodePorts && out_count + 1 <= kMaxNodePorts;
+        for (uint32_t k = 0; fits && k < out_count; ++k)
+            fits = shape_elements(body->instruction(body->result_value(k)).shape) == elements;
+        Snippet* snippet = fits ? create<Snippet>() : nullptr;
+        SnippetOptions eo = options;
+        eo.tuning.streaming_stores = SnippetTuning::StreamingStores::Never;   // blocks in cache, not a stream
+        eo.tuning.page_lanes = SnippetTuning::PageLanes::Never;
+        fits = snippet && snippet->compile(*body, eo) == Status::Ok && snippet->isa() != Isa::Ref &&
+               snippet->stats().elements == elements && snippet->runs_segments(segment);
+        uint32_t* reads = fits ? p->arena.allocate_array<uint32_t>(gstep.reads.size + in_count) : nullptr;
+        uint32_t* writes = fits ? p->arena.allocate_array<uint32_t>(out_count + 2) : nullptr;
+        if (!reads || !writes) { destroy(snippet); destroy(body); return Status::Ok; }
+        uint32_t r = 0;
+        for (uint32_t k = 0; k < gstep.reads.size; ++k) reads[r++] = gstep.reads[k];
+        for (uint32_t k = 0; k < in_count; ++k)
+            if (k != source) reads[r++] = model.value_id(origin[in_nodes[k]], origin_port[in_nodes[k]] + in_ports[k]);
+        writes[0] = gstep.writes[0];
+        for (uint32_t k = 0; k < out_count; ++k) writes[1 + k] = model.value_id(origin[out_nodes[k]], 0);
+        uint32_t fused_nodes = 0;
+        for (uint32_t w = first[u]; w != kNoNode; w = next[w]) if (local.node(w).op != StringView("Constant")) ++fused_nodes;
+        if (!cpu_attach_epilogue(p, gunit.state, snippet, in_count, out_count, source, (uint32_t)gstep.reads.size, segment,
+                                 fused_nodes)) {
+            destroy(snippet);
+            destroy(body);
+            return Status::OutOfMemory;
+        }
+        gstep.reads = Span<const uint32_t>(reads, r);
+        gstep.writes = Span<const uint32_t>(writes, out_count + 1);
+        gstep.scratch_bytes = gstep.scratch_bytes > snippet->scratch_bytes() ? gstep.scratch_bytes : snippet->scratch_bytes();
+        char fused_name[128];
+        std::snprintf(fused_name, sizeof fused_name, "%s+epilogue:%u", gstep.kernel, fused_nodes);
+        gunit.epilogue = snippet;
+        gunit.epilogue_body = body;
+        absorbed[u] = 1;
+        gstep.kernel = p->arena.copy_string(StringView(fused_name)).data;
+        return gstep.kernel ? Status::Ok : Status::OutOfMemory;
+    };
     while (head < ready_count) {
         uint32_t u = ready[head++];
-        if (u >= island_count) {   // a single node
+        if (u < island_count && absorbed[u]) {
+            // run by the GEMM step before it (attach_epilogue)
+        } else if (u >= island_count) {   // a single node
             NodeId v = u - island_count;
             const Node& lnode = local.node(v);
             if (lnode.op != StringView("Parameter") && lnode.op != StringView("Constant") && lnode.op != StringView("Result")) {
@@ -2583,6 +2667,7 @@ inline Status CpuDevice::build_cpu(ReferenceProgram* p, const PreparedModel& mod
                     s = cpu_gemm_step(p, model, id, target);
                     if (s != Status::Ok)
                         return fail(s, "CPU: node '%.*s': out of memory for its packed weights", (int)node.name.size, node.name.data);
+                    if (fusion && attach_epilogue(v, id) != Status::Ok) return fail(Status::OutOfMemory, "out of memory");
                 }
             }
         } else {                   // a fused island
@@ -5149,6 +5234,44 @@ inline void gemm_dot(int64_t m, int64_t n, int64_t k, const float* a, int64_t ld
         }
 }
 
+// >>gemm epilogue
+// A fused epilogue: the elementwise island that reads a GEMM step's output (bias, folded
+// BatchNormalization, Relu/Clip/HardSwish/Sigmoid/GELU..., a residual Add, a per-channel Mul),
+// compiled as an ordinary snippet body (same vector model, accuracy and NaN rules as the
+// unfused island) and run by the GEMM step on each block of its output right after the GEMM
+// wrote it, while the block is still in cache: one step instead of two, no second pass over
+// memory. The CPU device's build_cpu attaches it (cpu_attach_epilogue) when the island is the
+// only reader of the output and its other inputs are ready before the GEMM step runs.
+//
+// The step's values: reads = the op's own inputs (op_inputs of them), then the island's other
+// parameters in body order; writes = the op's output (written by the GEMM, read back by the
+// epilogue), then the island's results. The op's output is viewed as rows of `segment` floats
+// (a Conv's: N x M rows of its positions; a MatMul's: rows of N); a kernel that writes rows
+// [r0, r1) x columns [c0, c1) of it calls gemm_epilogue_run(c, *e, r0, r1, c0, c1) for that
+// rectangle, from any thread (rectangles of different calls must not overlap).
+struct GemmEpilogue {
+    const Snippet* snippet = nullptr;
+    uint32_t parameters = 0, results = 0;
+    uint32_t source = 0;       // the body parameter that is the op's output
+    uint32_t op_inputs = 0;    // c.inputs[op_inputs ...]: the other parameters, in body order
+    int64_t segment = 0;       // floats per row of the op's output
+    uint32_t fused_nodes = 0;  // island members (for the step's name)
+};
+
+inline void gemm_epilogue_run(const RunContext& c, const GemmEpilogue& e, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+    const float* in[kSnippetMaxArgs];
+    float* out[kSnippetMaxArgs];
+    for (uint32_t k = 0, j = e.op_inputs; k < e.parameters; ++k)
+        in[k] = k == e.source ? c.outputs[0].as<float>() : c.inputs[j++].as<float>();
+    for (uint32_t k = 0; k < e.results; ++k) out[k] = c.outputs[1 + k].as<float>();
+    // The range and the pointers were checked when the epilogue was attached: this cannot fail.
+    ignore_status(e.snippet->run_segments(Span<const float* const>(in, e.parameters), Span<float* const>(out, e.results),
+                                          nullptr, e.segment, r0, r1, c0, c1));
+}
+
+inline bool cpu_attach_epilogue(ReferenceProgram* p, const void* gemm_state, const Snippet* snippet, uint32_t parameters,
+                                uint32_t results, uint32_t source, uint32_t op_inputs, int64_t segment, uint32_t fused_nodes);
+
 // The CPU device's GEMM steps (cpu_gemm_step): snippets.h's Gemm of the program's target, the
 // reference kernel's state for shapes and attributes, and the constant operand packed once
 // into the program's arena (one matrix per group or batch matrix, packed_floats apart).
@@ -5160,6 +5283,8 @@ struct CpuGemmState {
     size_t slot_floats = 0;     // scratch of one thread slot (a multiple of 16: 64-byte aligned)
     uint32_t slots = 1, parts = 1;
     int64_t block = 0;          // Conv: output positions per work unit
+    uint32_t op_inputs = 0;     // the node's own inputs (a fused step reads the epilogue's after them)
+    const GemmEpilogue* epilogue = nullptr;
     // Conv over a padded copy of the input (stride 1, k x k: cpu_conv_wide): its row width and
     // plane, the offset of each row (channel, tap) of B in it, and its floats (shared scratch).
     const int64_t* wide_offsets = nullptr;
@@ -5168,6 +5293,23 @@ struct CpuGemmState {
 };
 
 inline size_t round16(size_t floats) { return (floats + 15) & ~(size_t)15; }
+
+inline bool cpu_attach_epilogue(ReferenceProgram* p, const void* gemm_state, const Snippet* snippet, uint32_t parameters,
+                                uint32_t results, uint32_t source, uint32_t op_inputs, int64_t segment, uint32_t fused_nodes) {
+    GemmEpilogue* e = p->arena.allocate_array<GemmEpilogue>(1);
+    if (!e) return false;
+    new (e) GemmEpilogue();
+    e->snippet = snippet;
+    e->parameters = parameters;
+    e->results = results;
+    e->source = source;
+    e->op_inputs = op_inputs;
+    e->segment = segment;
+    e->fused_nodes = fused_nodes;
+    // The state lives in the program's arena, made by cpu_gemm_step for this step alone.
+    const_cast<CpuGemmState*>(static_cast<const CpuGemmState*>(gemm_state))->epilogue = e;
+    return true;
+}
 
 // Node `id`'s input `i` when it is a float Constant (known at compile time), else nullptr.
 inline const float* cpu_constant_input(const PreparedModel& model, NodeId id, uint32_t i) {
@@ -5188,6 +5330,7 @@ inline CpuGemmState* cpu_gemm_state(ReferenceProgram* p, const PreparedModel& mo
     cs->gemm = gemm;
     cs->op = model.kernel_state(id);
     cs->slots = p->threads ? p->threads : 1;
+    cs->op_inputs = model.model.graph.node(id).num_inputs;
     return cs;
 }
 
@@ -5553,7 +5696,7 @@ inline Status run_cpu_conv_wide(const RunContext& c) {
     const Window& w = st.w;
     const float* x = c.inputs[0].as<float>();
     const float* weights = c.inputs[1].as<float>();
-    const float* bias = c.num_inputs > 2 ? c.inputs[2].as<float>() : nullptr;
+    const float* bias = cs.op_inputs > 2 ? c.inputs[2].as<float>() : nullptr;
     float* y = c.outputs[0].as<float>();
     const int64_t in_plane = w.in_size(), positions = w.out_size();
     if (positions == 0) return Status::Ok;
@@ -5629,6 +5772,11 @@ inline Status run_cpu_conv_wide(const RunContext& c) {
                     j += run;
                 }
             }
+            if (cs.epilogue) {   // wide columns [p0 + n0, p0 + n1) are Y's positions [first, last)
+                auto to_y = [&](int64_t j) { return j / pw * ow + (j % pw < ow ? j % pw : ow); };
+                const int64_t r0 = n * st.maps + g * st.group_maps;
+                gemm_epilogue_run(c, *cs.epilogue, r0 + m0, r0 + m1, to_y(p0 + n0), to_y(p0 + n1));
+            }
         }
     }, cs.slots);
     return Status::Ok;
@@ -5677,7 +5825,7 @@ inline Status run_cpu_conv(const RunContext& c) {
     const ConvState& st = *static_cast<const ConvState*>(cs.op);
     const float* x = c.inputs[0].as<float>();
     const float* weights = c.inputs[1].as<float>();
-    const float* bias = c.num_inputs > 2 ? c.inputs[2].as<float>() : nullptr;
+    const float* bias = cs.op_inputs > 2 ? c.inputs[2].as<float>() : nullptr;
     float* y = c.outputs[0].as<float>();
     const int64_t in_plane = st.w.in_size(), positions = st.w.out_size();
     if (positions == 0) return Status::Ok;
@@ -5719,6 +5867,12 @@ inline Status run_cpu_conv(const RunContext& c) {
             }
             cs.gemm.run(st.group_maps, count, st.depth, 1.0f, a, b, bias ? 1.0f : 0.0f, yg, positions, scratch,
                         (uint32_t)(work % parts), parts);
+            if (cs.epilogue) {
+                int64_t m0, m1, n0, n1;
+                cs.gemm.part_range(st.group_maps, count, a.packed, b.packed, (uint32_t)(work % parts), parts, &m0, &m1, &n0, &n1);
+                const int64_t r0 = n * st.maps + g * st.group_maps;
+                if (m0 < m1) gemm_epilogue_run(c, *cs.epilogue, r0 + m0, r0 + m1, p0 + n0, p0 + n1);
+            }
         }
     }, cs.slots);
     return Status::Ok;
@@ -5910,7 +6064,7 @@ inline Status run_cpu_conv_transpose(const RunContext& c) {
     const Window& w = st.w;
     const float* x = c.inputs[0].as<float>();
     const float* weights = c.inputs[1].as<float>();
-    const float* bias = c.num_inputs > 2 ? c.inputs[2].as<float>() : nullptr;
+    const float* bias = cs.op_inputs > 2 ? c.inputs[2].as<float>() : nullptr;
     float* y = c.outputs[0].as<float>();
     const int64_t in_plane = w.in_size(), out_plane = w.out_size();
     const size_t col_floats = round16((size_t)(st.rows * st.block));
@@ -5939,6 +6093,9 @@ inline Status run_cpu_conv_transpose(const RunContext& c) {
                 cs.gemm.run(st.rows, count, st.group_channels, 1.0f, a, b, 0.0f, col, count, scratch);
                 col2im_add(st, p0, count, col, yg);
             }
+            if (cs.epilogue)   // the group's maps are complete only after the last block's col2im
+                gemm_epilogue_run(c, *cs.epilogue, n * st.maps + g * st.group_maps, n * st.maps + (g + 1) * st.group_maps, 0,
+                                  out_plane);
         }
     }, cs.slots);
     return Status::Ok;
