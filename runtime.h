@@ -2588,7 +2588,8 @@ inline Status CpuDevice::build_cpu(ReferenceProgram* p, const PreparedModel& mod
         ReferenceProgram::Unit& gunit = p->units[p->count - 1];
         ProgramStep& gstep = p->steps_[p->count - 1];
         const Node& node = g.node(id);
-        if (!gunit.run || !(node.op == StringView("Conv") || node.op == StringView("ConvTranspose")) || node.num_outputs != 1)
+        const bool conv = node.op == StringView("Conv") || node.op == StringView("ConvTranspose");
+        if (!gunit.run || !(conv || node.op == StringView("MatMul") || node.op == StringView("Gemm")) || node.num_outputs != 1)
             return Status::Ok;
         uint32_t u = kNoIsland;
         for (NodeId w : local.successors(v)) {
@@ -2602,9 +2603,10 @@ inline Status CpuDevice::build_cpu(ReferenceProgram* p, const PreparedModel& mod
         if (indegree[u] != edges) return Status::Ok;   // another producer of the island runs later
         const TensorDesc& y = model.value_desc(model.value_id(id, 0));
         uint64_t elements = 0;
-        if (y.type != ElementType::Float32 || y.rank < 3 || !desc_elements(y, &elements) || elements == 0) return Status::Ok;
-        int64_t segment = 1;
-        for (int i = 2; i < y.rank; ++i) segment *= y.dims[i];
+        if (y.type != ElementType::Float32 || y.rank < (conv ? 3 : 2) || !desc_elements(y, &elements) || elements == 0)
+            return Status::Ok;
+        int64_t segment = 1;   // a conv's rows are maps (N x M of them), a product's rows of C
+        for (int i = conv ? 2 : y.rank - 1; i < y.rank; ++i) segment *= y.dims[i];
         SnippetBody* body = create<SnippetBody>(&p->arena);
         if (!body) return Status::OutOfMemory;
         NodeId in_nodes[kSnippetMaxArgs], out_nodes[kSnippetMaxArgs];
@@ -5235,20 +5237,23 @@ inline void gemm_dot(int64_t m, int64_t n, int64_t k, const float* a, int64_t ld
 }
 
 // >>gemm epilogue
-// A fused epilogue: the elementwise island that reads a GEMM step's output (bias, folded
-// BatchNormalization, Relu/Clip/HardSwish/Sigmoid/GELU..., a residual Add, a per-channel Mul),
-// compiled as an ordinary snippet body (same vector model, accuracy and NaN rules as the
-// unfused island) and run by the GEMM step on each block of its output right after the GEMM
-// wrote it, while the block is still in cache: one step instead of two, no second pass over
-// memory. The CPU device's build_cpu attaches it (cpu_attach_epilogue) when the island is the
-// only reader of the output and its other inputs are ready before the GEMM step runs.
+// A fused epilogue: the elementwise island that reads a GEMM step's output (Conv,
+// ConvTranspose, MatMul, Gemm: bias, folded BatchNormalization, Relu/Clip/HardSwish/Sigmoid/
+// GELU..., a residual Add, a per-channel Mul), compiled as an ordinary snippet body (same
+// vector model, accuracy and NaN rules as the unfused island) and run by the GEMM step on
+// each block of its output right after the GEMM wrote it, while the block is still in cache:
+// one step instead of two, no second pass over memory. The CPU device's build_cpu attaches
+// it (attach_epilogue) when the island is the only reader of the output, its other inputs
+// are ready before the GEMM step runs and it covers exactly the output (no broadcast beyond).
 //
 // The step's values: reads = the op's own inputs (op_inputs of them), then the island's other
 // parameters in body order; writes = the op's output (written by the GEMM, read back by the
 // epilogue), then the island's results. The op's output is viewed as rows of `segment` floats
 // (a Conv's: N x M rows of its positions; a MatMul's: rows of N); a kernel that writes rows
 // [r0, r1) x columns [c0, c1) of it calls gemm_epilogue_run(c, *e, r0, r1, c0, c1) for that
-// rectangle, from any thread (rectangles of different calls must not overlap).
+// rectangle once it is final, from any thread (rectangles of different calls must not
+// overlap). Another kernel (a depthwise conv) adopts it by holding a GemmEpilogue* in its
+// state and calling gemm_epilogue_run on each block it stores.
 struct GemmEpilogue {
     const Snippet* snippet = nullptr;
     uint32_t parameters = 0, results = 0;
@@ -6235,6 +6240,11 @@ inline Status run_cpu_matmul(const RunContext& c) {
             }
             cs.gemm.run(st.m, st.n, st.k, 1.0f, oa, ob, 0.0f, y + batch * st.m * st.n, st.n, scratch, (uint32_t)(unit % parts),
                         parts);
+            if (cs.epilogue) {
+                int64_t m0, m1, n0, n1;
+                cs.gemm.part_range(st.m, st.n, false, ob.packed, (uint32_t)(unit % parts), parts, &m0, &m1, &n0, &n1);
+                if (m0 < m1) gemm_epilogue_run(c, *cs.epilogue, batch * st.m + m0, batch * st.m + m1, n0, n1);
+            }
         }
     }, cs.slots);
     return Status::Ok;
@@ -6391,8 +6401,14 @@ inline Status run_cpu_gemm(const RunContext& c) {
     const float beta = bias ? st.beta : 0.0f;
     nn_parallel(c, cs.parts, [&](uint64_t slot, uint64_t begin, uint64_t end) {
         float* scratch = static_cast<float*>(c.scratch) + slot * cs.slot_floats;
-        for (uint64_t part = begin; part < end; ++part)
+        for (uint64_t part = begin; part < end; ++part) {
             cs.gemm.run(st.m, st.n, st.k, st.alpha, oa, ob, beta, y, st.n, scratch, (uint32_t)part, cs.parts);
+            if (cs.epilogue) {
+                int64_t m0, m1, n0, n1;
+                cs.gemm.part_range(st.m, st.n, false, ob.packed, (uint32_t)part, cs.parts, &m0, &m1, &n0, &n1);
+                if (m0 < m1) gemm_epilogue_run(c, *cs.epilogue, m0, m1, n0, n1);
+            }
+        }
     }, cs.slots);
     return Status::Ok;
 }

@@ -70,19 +70,10 @@ struct Run {
     size_t steps = 0;
 };
 
-// Conv (constant weights and bias) + tail on CPU with `isa`, FUSION on or off.
-Run run_conv_tail(const ConvSpec& cs, const Tail& tail, const std::vector<float>& x, uint32_t seed, const char* isa,
-                  bool fusion, uint32_t threads) {
+// The model `build` makes (it returns the output node) on CPU with `isa`, FUSION on or off.
+Run run_model(const std::function<NodeId(OpTest&)>& build, const char* isa, bool fusion, uint32_t threads) {
     OpTest t;
-    std::vector<float> w = uniform_floats(elements_of(cs.w), seed), bias = uniform_floats(conv_output_shape(cs)[1], seed + 1);
-    const Shape y_shape = conv_output_shape(cs);
-    t.op(cs.transpose ? "ConvTranspose" : "Conv",
-         {t.input(cs.x, x), t.constant(cs.w, w), t.constant(Shape{y_shape[1]}, bias)});
-    if (cs.group != 1) t.set_int("group", cs.group);
-    if (!cs.strides.empty()) t.set_ints("strides", cs.strides);
-    if (!cs.dilations.empty()) t.set_ints("dilations", cs.dilations);
-    if (!cs.pads.empty()) t.set_ints("pads", cs.pads);
-    NodeId last = tail.build(t, InputRef::by_id(t.node, 0), y_shape);
+    NodeId last = build(t);
     std::string name = t.fresh("out");
     REQUIRE(t.model.add_output(StringView(name.data(), name.size()), InputRef::by_id(last, 0)) == Status::Ok);
     REQUIRE(t.model.finalize() == Status::Ok);
@@ -114,6 +105,22 @@ Run run_conv_tail(const ConvSpec& cs, const Tail& tail, const std::vector<float>
     const Tensor& out = request.output(0);
     r.y.assign(out.data_as<float>(), out.data_as<float>() + out.elements());
     return r;
+}
+
+// Conv (constant weights and bias) + tail.
+Run run_conv_tail(const ConvSpec& cs, const Tail& tail, const std::vector<float>& x, uint32_t seed, const char* isa,
+                  bool fusion, uint32_t threads) {
+    return run_model([&](OpTest& t) {
+        std::vector<float> w = uniform_floats(elements_of(cs.w), seed), bias = uniform_floats(conv_output_shape(cs)[1], seed + 1);
+        const Shape y_shape = conv_output_shape(cs);
+        t.op(cs.transpose ? "ConvTranspose" : "Conv",
+             {t.input(cs.x, x), t.constant(cs.w, w), t.constant(Shape{y_shape[1]}, bias)});
+        if (cs.group != 1) t.set_int("group", cs.group);
+        if (!cs.strides.empty()) t.set_ints("strides", cs.strides);
+        if (!cs.dilations.empty()) t.set_ints("dilations", cs.dilations);
+        if (!cs.pads.empty()) t.set_ints("pads", cs.pads);
+        return tail.build(t, InputRef::by_id(t.node, 0), y_shape);
+    }, isa, fusion, threads);
 }
 
 // Bitwise equal, any NaN matching any NaN.
@@ -192,14 +199,14 @@ std::vector<ConvSpec> every_conv() {
     };
 }
 
-void check_fused(const ConvSpec& cs, const Tail& tail, const std::vector<float>& x, uint32_t seed) {
+void check_fused(const std::function<Run(const char*, bool, uint32_t)>& run) {
     for (const auto& isa : machine_isas())
         for (uint32_t threads : {1u, 2u}) {
             const std::string isa_name = isa.first;
             CAPTURE(isa_name);
             CAPTURE(threads);
-            Run fused = run_conv_tail(cs, tail, x, seed, isa.first, true, threads);
-            Run plain = run_conv_tail(cs, tail, x, seed, isa.first, false, threads);
+            Run fused = run(isa.first, true, threads);
+            Run plain = run(isa.first, false, threads);
             INFO(fused.kernels);
             // Without JIT GEMM tiles there is nothing to fuse: the islands then run as snippets
             // against reference steps (Sse41 rounds FMA steps), which test_snippets covers.
@@ -221,7 +228,9 @@ TEST_CASE("epilogue: every tail on every conv shape class equals the unfused ste
             CAPTURE(conv);
             CAPTURE(epilogue);
             std::vector<float> x = uniform_floats(elements_of(cs.x), seed);
-            check_fused(cs, tail, x, seed + 1);
+            check_fused([&](const char* isa, bool fusion, uint32_t threads) {
+                return run_conv_tail(cs, tail, x, seed + 1, isa, fusion, threads);
+            });
             seed += 2;
         }
 }
@@ -237,7 +246,9 @@ TEST_CASE("epilogue: NaN and Inf reach the epilogue as they reach the unfused is
     for (const Tail& tail : tails) {
         const std::string epilogue = tail.what;
         CAPTURE(epilogue);
-        check_fused(cs, tail, x, 951);
+        check_fused([&](const char* isa, bool fusion, uint32_t threads) {
+            return run_conv_tail(cs, tail, x, 951, isa, fusion, threads);
+        });
     }
 }
 
@@ -299,5 +310,46 @@ TEST_CASE("epilogue: islands that cannot be an epilogue stay their own step") {
             INFO(fused.kernels);
             CHECK(fused.kernels.find("+epilogue:") == std::string::npos);
             if (isa.second) CHECK(count_different(fused.y, plain.y) == 0);
+        }
+}
+
+TEST_CASE("epilogue: MatMul and Gemm with their tails (bias, GELU, residual, Relu), tails of M and N, batches") {
+    const std::vector<Tail> tails = every_tail();
+    struct Product { const char* what; bool gemm; Shape a; int64_t n; };
+    const Product products[] = {
+        {"MatMul 37x50 by 50x45", false, {37, 50}, 45},
+        {"MatMul batch 2 x 29x64 by 64x70", false, {2, 29, 64}, 70},
+        {"MatMul one small product (GEMM parts)", false, {16, 40}, 120},
+        {"Gemm transB 33x20 by (47x20)'", true, {33, 20}, 47},
+    };
+    uint32_t seed = 980;
+    for (const Product& pr : products)
+        for (const Tail& tail : tails) {
+            const std::string product = pr.what, epilogue = tail.what;
+            CAPTURE(product);
+            CAPTURE(epilogue);
+            const int64_t k = pr.a.back();
+            std::vector<float> a = uniform_floats(elements_of(pr.a), seed), b = uniform_floats(k * pr.n, seed + 1);
+            std::vector<float> bias = uniform_floats(pr.n, seed + 2);
+            Shape y_shape = pr.a;
+            y_shape.back() = pr.n;
+            // The per-channel tail reads dim 1: for a product, make it a per-column constant.
+            if (epilogue.find("per-channel") != std::string::npos && y_shape.size() != 3) continue;
+            check_fused([&](const char* isa, bool fusion, uint32_t threads) {
+                return run_model([&](OpTest& t) {
+                    NodeId y;
+                    if (pr.gemm) {
+                        y = t.op("Gemm", {t.input(pr.a, a), t.constant(Shape{pr.n, k}, b), t.constant(Shape{pr.n}, bias)});
+                        t.set_int("transB", 1);
+                    } else {
+                        NodeId mm = t.op("MatMul", {t.input(pr.a, a), t.constant(Shape{k, pr.n}, b)});
+                        y = t.op("Add", {InputRef::by_id(mm, 0), t.constant(Shape{pr.n}, bias)});
+                        // MatMul + bias Add + tail: the Add is the epilogue's first member
+                        return tail.build(t, InputRef::by_id(y, 0), y_shape);
+                    }
+                    return tail.build(t, InputRef::by_id(y, 0), y_shape);
+                }, isa, fusion, threads);
+            });
+            seed += 3;
         }
 }
