@@ -2614,7 +2614,7 @@ inline Status CpuDevice::build_cpu(ReferenceProgram* p, const PreparedModel& mod
         bool fits = build_island_body(local, view, u, body, in_nodes, &in_count, out_nodes, &out_count, in_ports) == Status::Ok;
         for (uint32_t k = 0; fits && k < in_count; ++k)
             if (in_nodes[k] == v && in_ports[k] == 0) source = source == kSnippetMaxArgs ? k : kSnippetMaxArgs + 1;
-        fits = fits && source < in_count && gstep.reads.size + in_count - 1 <= kMaxNodePorts && out_count + 1 <= kMaxNodePorts;
+        fits = fits && source < in_count && gstep.reads.size + in_count - 1 <= kMaxNodePorts && out_count <= kMaxNodePorts;
         for (uint32_t k = 0; fits && k < out_count; ++k)
             fits = shape_elements(body->instruction(body->result_value(k)).shape) == elements;
         Snippet* snippet = fits ? create<Snippet>() : nullptr;
@@ -2624,14 +2624,13 @@ inline Status CpuDevice::build_cpu(ReferenceProgram* p, const PreparedModel& mod
         fits = snippet && snippet->compile(*body, eo) == Status::Ok && snippet->isa() != Isa::Ref &&
                snippet->stats().elements == elements && snippet->runs_segments(segment);
         uint32_t* reads = fits ? p->arena.allocate_array<uint32_t>(gstep.reads.size + in_count) : nullptr;
-        uint32_t* writes = fits ? p->arena.allocate_array<uint32_t>(out_count + 2) : nullptr;
+        uint32_t* writes = fits ? p->arena.allocate_array<uint32_t>(out_count + 1) : nullptr;
         if (!reads || !writes) { destroy(snippet); destroy(body); return Status::Ok; }
         uint32_t r = 0;
         for (uint32_t k = 0; k < gstep.reads.size; ++k) reads[r++] = gstep.reads[k];
         for (uint32_t k = 0; k < in_count; ++k)
             if (k != source) reads[r++] = model.value_id(origin[in_nodes[k]], origin_port[in_nodes[k]] + in_ports[k]);
-        writes[0] = gstep.writes[0];
-        for (uint32_t k = 0; k < out_count; ++k) writes[1 + k] = model.value_id(origin[out_nodes[k]], 0);
+        for (uint32_t k = 0; k < out_count; ++k) writes[k] = model.value_id(origin[out_nodes[k]], 0);
         uint32_t fused_nodes = 0;
         for (uint32_t w = first[u]; w != kNoNode; w = next[w]) if (local.node(w).op != StringView("Constant")) ++fused_nodes;
         if (!cpu_attach_epilogue(p, gunit.state, snippet, in_count, out_count, source, (uint32_t)gstep.reads.size, segment,
@@ -2641,7 +2640,7 @@ inline Status CpuDevice::build_cpu(ReferenceProgram* p, const PreparedModel& mod
             return Status::OutOfMemory;
         }
         gstep.reads = Span<const uint32_t>(reads, r);
-        gstep.writes = Span<const uint32_t>(writes, out_count + 1);
+        gstep.writes = Span<const uint32_t>(writes, out_count);
         gstep.scratch_bytes = gstep.scratch_bytes > snippet->scratch_bytes() ? gstep.scratch_bytes : snippet->scratch_bytes();
         char fused_name[128];
         std::snprintf(fused_name, sizeof fused_name, "%s+epilogue:%u", gstep.kernel, fused_nodes);
@@ -5247,13 +5246,14 @@ inline void gemm_dot(int64_t m, int64_t n, int64_t k, const float* a, int64_t ld
 // are ready before the GEMM step runs and it covers exactly the output (no broadcast beyond).
 //
 // The step's values: reads = the op's own inputs (op_inputs of them), then the island's other
-// parameters in body order; writes = the op's output (written by the GEMM, read back by the
-// epilogue), then the island's results. The op's output is viewed as rows of `segment` floats
-// (a Conv's: N x M rows of its positions; a MatMul's: rows of N); a kernel that writes rows
-// [r0, r1) x columns [c0, c1) of it calls gemm_epilogue_run(c, *e, r0, r1, c0, c1) for that
-// rectangle once it is final, from any thread (rectangles of different calls must not
-// overlap). Another kernel (a depthwise conv) adopts it by holding a GemmEpilogue* in its
-// state and calling gemm_epilogue_run on each block it stores.
+// parameters in body order; writes = the island's results. The op writes its output into the
+// first result's buffer (same shape) and the epilogue runs there in place, so the op's own
+// output value takes no memory and no second buffer is walked. That output is viewed as rows
+// of `segment` floats (a Conv's: N x M rows of its positions; a MatMul's: rows of N); a kernel
+// that writes rows [r0, r1) x columns [c0, c1) of it calls gemm_epilogue_run(c, *e, r0, r1,
+// c0, c1) for that rectangle once it is final, from any thread (rectangles of different calls
+// must not overlap). Another kernel (a depthwise conv) adopts it by holding a GemmEpilogue* in
+// its state, writing c.outputs[0] and calling gemm_epilogue_run on each block it stores.
 struct GemmEpilogue {
     const Snippet* snippet = nullptr;
     uint32_t parameters = 0, results = 0;
@@ -5268,7 +5268,7 @@ inline void gemm_epilogue_run(const RunContext& c, const GemmEpilogue& e, int64_
     float* out[kSnippetMaxArgs];
     for (uint32_t k = 0, j = e.op_inputs; k < e.parameters; ++k)
         in[k] = k == e.source ? c.outputs[0].as<float>() : c.inputs[j++].as<float>();
-    for (uint32_t k = 0; k < e.results; ++k) out[k] = c.outputs[1 + k].as<float>();
+    for (uint32_t k = 0; k < e.results; ++k) out[k] = c.outputs[k].as<float>();
     // The range and the pointers were checked when the epilogue was attached: this cannot fail.
     ignore_status(e.snippet->run_segments(Span<const float* const>(in, e.parameters), Span<float* const>(out, e.results),
                                           nullptr, e.segment, r0, r1, c0, c1));

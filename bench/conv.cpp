@@ -1,7 +1,8 @@
-// Conv on the JIT GEMM, one thread, per shape class of the real models (OCR detector, ResNet-50,
-// SqueezeNet): the time of the im2col packing alone, of the GEMM alone (B already packed) and
-// of both as the CPU device runs them, in GFLOP/s and as a share of the FMA peak measured in
-// the same run (best of many runs: other processes share the cores).
+// Conv through the CPU device, per shape class of the real models (OCR detector and recognizer,
+// ResNet-50, SqueezeNet): Conv + bias alone and Conv + bias + Relu (the Relu a fused epilogue
+// where the device fuses it), at 1 and 2 threads, in microseconds, GFLOP/s and share of the
+// FMA peak measured in the same run (best of many runs: other processes share the cores).
+// Only the public API: it builds against older headers too, for before/after figures.
 //   build/bench/conv [ISA]        (ISA: avx2, avx512, neon; default as TESSEL_ISA)
 #define TESSEL_IMPLEMENTATION
 #include "runtime.h"
@@ -9,13 +10,13 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <string>
 #include <vector>
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
 
 using namespace tessel;
-using namespace tessel::detail;
 
 namespace {
 double now_seconds() {
@@ -62,11 +63,47 @@ double fma_peak(Isa isa) {
 
 struct Shape { const char* name; int64_t cin, cout, h, w, k, stride, pad; };
 
-template <typename F> double best_seconds(F f) {
+TensorDesc float_desc(std::initializer_list<int64_t> dims) {
+    TensorDesc d;
+    d.type = ElementType::Float32;
+    for (int64_t v : dims) d.dims[d.rank++] = v;
+    return d;
+}
+
+// The best time of one inference of Conv (+ Relu) on the CPU device.
+double conv_seconds(const Shape& s, bool relu, uint32_t threads, const char* isa) {
+    Model model;
+    NodeId x, w, b, y;
+    std::vector<float> weights((size_t)(s.cout * s.cin * s.k * s.k), 0.01f), bias((size_t)s.cout, 0.5f);
+    if (model.add_input("x", float_desc({1, s.cin, s.h, s.w}), &x) != Status::Ok ||
+        model.add_constant("w", float_desc({s.cout, s.cin, s.k, s.k}), weights.data(), &w) != Status::Ok ||
+        model.add_constant("b", float_desc({s.cout}), bias.data(), &b) != Status::Ok)
+        return 0;
+    InputRef in[] = {InputRef::by_id(x), InputRef::by_id(w), InputRef::by_id(b)};
+    if (model.add_node("Conv", "conv", in, 1, &y) != Status::Ok) return 0;
+    const int64_t strides[] = {s.stride, s.stride}, pads[] = {s.pad, s.pad, s.pad, s.pad};
+    if (model.set_ints(y, "strides", Span<const int64_t>(strides, 2)) != Status::Ok ||
+        model.set_ints(y, "pads", Span<const int64_t>(pads, 4)) != Status::Ok)
+        return 0;
+    if (relu) {
+        InputRef yin[] = {InputRef::by_id(y)};
+        if (model.add_node("Relu", "relu", yin, 1, &y) != Status::Ok) return 0;
+    }
+    if (model.add_output("y", InputRef::by_id(y)) != Status::Ok || model.finalize() != Status::Ok) return 0;
+    Core core;
+    CompiledModel compiled;
+    std::string t = std::to_string(threads);
+    ConfigEntry config[] = {{"NUM_THREADS", StringView(t.c_str())}, {"ISA", StringView(isa)}};
+    if (core.compile_model(model, "CPU", config, &compiled) != Status::Ok) { std::fprintf(stderr, "%s\n", core.last_error()); return 0; }
+    InferRequest request;
+    if (compiled.create_request(&request) != Status::Ok) return 0;
+    float* input = request.input(0).data_as<float>();
+    std::fill(input, input + request.input(0).elements(), 0.5f);
+    if (request.infer() != Status::Ok) return 0;
     double best = 1e30;
-    for (int run = 0; run < 30; ++run) {
+    for (int run = 0; run < 40; ++run) {
         double start = now_seconds();
-        f();
+        (void)request.infer();
         best = std::min(best, now_seconds() - start);
     }
     return best;
@@ -79,51 +116,24 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "bench/conv: unknown or unavailable ISA %s\n", argv[1]);
         return 2;
     }
-    Gemm gemm;
-    if (gemm.init(isa) != Status::Ok || !gemm.jit()) {
-        std::fprintf(stderr, "bench/conv: no JIT GEMM tiles for %s\n", isa_name(isa));
-        return 2;
-    }
     const double peak = fma_peak(isa);
     std::printf("isa=%s fma_peak=%.1f GFLOP/s (one thread)\n", isa_name(isa), peak);
-    std::printf("%-22s %8s %8s %8s %8s %8s %6s\n", "conv", "MFLOP", "im2col", "gemm", "total", "GFLOP/s", "peak");
+    std::printf("%-24s %7s %8s %7s %6s %9s %8s %7s\n", "conv", "MFLOP", "1t us", "GFLOP/s", "/peak", "+Relu us", "2t us",
+                "2t/1t");
     const Shape shapes[] = {
-        {"det 96->24 3x3 40^2", 96, 24, 40, 40, 3, 1, 1},    {"det 3->16 3x3/2 160^2", 3, 16, 160, 160, 3, 2, 1},
-        {"det 16->64 1x1 80^2", 16, 64, 80, 80, 1, 1, 0},    {"squeeze 3->64 3x3/2", 3, 64, 224, 224, 3, 2, 0},
-        {"r50 64->64 3x3 56^2", 64, 64, 56, 56, 3, 1, 1},    {"r50 256->64 1x1 56^2", 256, 64, 56, 56, 1, 1, 0},
-        {"r50 128->128 3x3 28^2", 128, 128, 28, 28, 3, 1, 1}, {"r50 512->2048 1x1 7^2", 512, 2048, 7, 7, 1, 1, 0},
+        {"det 96->24 3x3 40^2", 96, 24, 40, 40, 3, 1, 1},     {"det 3->16 3x3/2 160^2", 3, 16, 160, 160, 3, 2, 1},
+        {"det 16->64 1x1 80^2", 16, 64, 80, 80, 1, 1, 0},     {"rec 32->64 1x1 24x160", 32, 64, 24, 160, 1, 1, 0},
+        {"squeeze 3->64 3x3/2", 3, 64, 224, 224, 3, 2, 0},    {"r50 64->64 3x3 56^2", 64, 64, 56, 56, 3, 1, 1},
+        {"r50 256->64 1x1 56^2", 256, 64, 56, 56, 1, 1, 0},   {"r50 128->128 3x3 28^2", 128, 128, 28, 28, 3, 1, 1},
+        {"r50 256->512 1x1/2 28^2", 256, 512, 56, 56, 1, 2, 0}, {"r50 512->2048 1x1 7^2", 512, 2048, 7, 7, 1, 1, 0},
     };
     for (const Shape& s : shapes) {
-        Window w{};
-        w.spatial = 2;
-        int64_t in[3] = {1, s.h, s.w};
-        for (int i = 0; i < 3; ++i) {
-            w.in[i] = in[i];
-            w.kernel[i] = i ? s.k : 1;
-            w.stride[i] = i ? s.stride : 1;
-            w.dilation[i] = 1;
-            w.pad_begin[i] = w.pad_end[i] = i ? s.pad : 0;
-            w.out[i] = (w.in[i] + 2 * w.pad_begin[i] - w.kernel[i]) / w.stride[i] + 1;
-        }
-        const int64_t depth = s.cin * s.k * s.k, positions = w.out_size();
-        std::vector<float> x((size_t)(s.cin * w.in_size()), 0.5f), weights((size_t)(s.cout * depth), 0.25f);
-        std::vector<float> y((size_t)(s.cout * positions));
-        std::vector<float> packed_a(gemm.packed_a_floats(s.cout, depth) + 16);
-        gemm.pack_a(s.cout, depth, weights.data(), depth, 1, packed_a.data());
-        std::vector<float> col(gemm.packed_b_floats(depth, positions) + 16);
-        std::vector<float> scratch(gemm.scratch_floats(s.cout, positions, depth, true, true) + 16);
-        GemmOperand a, b;
-        a.data = packed_a.data();
-        a.packed = true;
-        b.data = col.data();
-        b.packed = true;
-        auto pack = [&] { im2col_packed(w, s.cin, x.data(), 0, positions, gemm.blocking(), col.data()); };
-        auto multiply = [&] { gemm.run(s.cout, positions, depth, 1.0f, a, b, 0.0f, y.data(), positions, scratch.data()); };
-        const double t_pack = best_seconds(pack), t_gemm = best_seconds(multiply);
-        const double t_total = best_seconds([&] { pack(); multiply(); });
-        const double flops = 2.0 * (double)s.cout * (double)depth * (double)positions;
-        std::printf("%-22s %8.1f %8.1f %8.1f %8.1f %8.1f %6.2f\n", s.name, flops * 1e-6, t_pack * 1e6, t_gemm * 1e6,
-                    t_total * 1e6, flops / t_total * 1e-9, flops / t_total * 1e-9 / peak);
+        const int64_t oh = (s.h + 2 * s.pad - s.k) / s.stride + 1, ow = (s.w + 2 * s.pad - s.k) / s.stride + 1;
+        const double flops = 2.0 * (double)s.cout * (double)(s.cin * s.k * s.k) * (double)(oh * ow);
+        const double t1 = conv_seconds(s, false, 1, isa_name(isa)), tr = conv_seconds(s, true, 1, isa_name(isa));
+        const double t2 = conv_seconds(s, false, 2, isa_name(isa));
+        std::printf("%-24s %7.1f %8.1f %7.1f %6.2f %9.1f %8.1f %7.2f\n", s.name, flops * 1e-6, t1 * 1e6, flops / t1 * 1e-9,
+                    flops / t1 * 1e-9 / peak, tr * 1e6, t2 * 1e6, t1 / t2);
     }
     return 0;
 }
