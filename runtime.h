@@ -2052,6 +2052,8 @@ Status PreparedModel::run_kernel(const ProgramStep& step, const StepContext& con
 
 namespace detail {
 
+struct GemmEpilogue;
+
 // >>reference program
 // A program of reference kernels (and, on CPU, fused islands).
 class ReferenceProgram : public DeviceProgram {
@@ -2064,6 +2066,9 @@ public:
         const void* state = nullptr;        // this state, instead of the prepared one
         Snippet* epilogue = nullptr;        // CPU: the fused epilogue of a GEMM step (GemmEpilogue)
         SnippetBody* epilogue_body = nullptr;
+        // CPU: where a kernel that runs epilogues (>>gemm epilogue) keeps its own, in its state;
+        // nullptr for kernels that do not.
+        const GemmEpilogue** epilogue_slot = nullptr;
     };
     Arena arena;
     const PreparedModel* model = nullptr;
@@ -2396,9 +2401,9 @@ protected:
 // MatMul, Gemm and Conv on the JIT GEMM when `isa` has its tiles (defined beside those ops):
 // replaces the last step's kernel, or leaves the reference one for shapes it does not take.
 inline Status cpu_gemm_step(ReferenceProgram* p, const PreparedModel& model, NodeId id, Isa isa);
-// Gives the GEMM step whose CpuGemmState is `gemm_state` an epilogue (>>gemm epilogue) in the
-// program's arena; false when out of memory.
-inline bool cpu_attach_epilogue(ReferenceProgram* p, const void* gemm_state, const Snippet* snippet, uint32_t parameters,
+// Makes an epilogue (>>gemm epilogue) in the program's arena and stores it in `slot`, a
+// step's Unit::epilogue_slot; false when out of memory.
+inline bool cpu_attach_epilogue(ReferenceProgram* p, const GemmEpilogue** slot, const Snippet* snippet, uint32_t parameters,
                                 uint32_t results, uint32_t source, uint32_t op_inputs, int64_t segment, uint32_t fused_nodes);
 
 // The CPU program: a private graph of the subgraph (external inputs become Parameters, and
@@ -2588,9 +2593,8 @@ inline Status CpuDevice::build_cpu(ReferenceProgram* p, const PreparedModel& mod
         ReferenceProgram::Unit& gunit = p->units[p->count - 1];
         ProgramStep& gstep = p->steps_[p->count - 1];
         const Node& node = g.node(id);
-        const bool conv = node.op == StringView("Conv") || node.op == StringView("ConvTranspose");
-        if (!gunit.run || !(conv || node.op == StringView("MatMul") || node.op == StringView("Gemm")) || node.num_outputs != 1)
-            return Status::Ok;
+        const bool product = node.op == StringView("MatMul") || node.op == StringView("Gemm");
+        if (!gunit.run || !gunit.epilogue_slot || node.num_outputs != 1) return Status::Ok;
         uint32_t u = kNoIsland;
         for (NodeId w : local.successors(v)) {
             if (island[w] == kNoIsland || (u != kNoIsland && island[w] != u)) return Status::Ok;
@@ -2603,10 +2607,10 @@ inline Status CpuDevice::build_cpu(ReferenceProgram* p, const PreparedModel& mod
         if (indegree[u] != edges) return Status::Ok;   // another producer of the island runs later
         const TensorDesc& y = model.value_desc(model.value_id(id, 0));
         uint64_t elements = 0;
-        if (y.type != ElementType::Float32 || y.rank < (conv ? 3 : 2) || !desc_elements(y, &elements) || elements == 0)
+        if (y.type != ElementType::Float32 || y.rank < (product ? 2 : 3) || !desc_elements(y, &elements) || elements == 0)
             return Status::Ok;
-        int64_t segment = 1;   // a conv's rows are maps (N x M of them), a product's rows of C
-        for (int i = conv ? 2 : y.rank - 1; i < y.rank; ++i) segment *= y.dims[i];
+        int64_t segment = 1;   // a product's rows are C's, a conv's its maps (N x M of them)
+        for (int i = product ? y.rank - 1 : 2; i < y.rank; ++i) segment *= y.dims[i];
         SnippetBody* body = create<SnippetBody>(&p->arena);
         if (!body) return Status::OutOfMemory;
         NodeId in_nodes[kSnippetMaxArgs], out_nodes[kSnippetMaxArgs];
@@ -2633,8 +2637,8 @@ inline Status CpuDevice::build_cpu(ReferenceProgram* p, const PreparedModel& mod
         for (uint32_t k = 0; k < out_count; ++k) writes[k] = model.value_id(origin[out_nodes[k]], 0);
         uint32_t fused_nodes = 0;
         for (uint32_t w = first[u]; w != kNoNode; w = next[w]) if (local.node(w).op != StringView("Constant")) ++fused_nodes;
-        if (!cpu_attach_epilogue(p, gunit.state, snippet, in_count, out_count, source, (uint32_t)gstep.reads.size, segment,
-                                 fused_nodes)) {
+        if (!cpu_attach_epilogue(p, gunit.epilogue_slot, snippet, in_count, out_count, source, (uint32_t)gstep.reads.size,
+                                 segment, fused_nodes)) {
             destroy(snippet);
             destroy(body);
             return Status::OutOfMemory;
@@ -5253,7 +5257,9 @@ inline void gemm_dot(int64_t m, int64_t n, int64_t k, const float* a, int64_t ld
 // that writes rows [r0, r1) x columns [c0, c1) of it calls gemm_epilogue_run(c, *e, r0, r1,
 // c0, c1) for that rectangle once it is final, from any thread (rectangles of different calls
 // must not overlap). Another kernel (a depthwise conv) adopts it by holding a GemmEpilogue* in
-// its state, writing c.outputs[0] and calling gemm_epilogue_run on each block it stores.
+// its state, writing c.outputs[0] and calling gemm_epilogue_run on each block it stores, and
+// setting its step's Unit::epilogue_slot to that pointer: build_cpu then attaches islands to
+// it as to the GEMM steps (the rows are its output's maps, or rows of N for MatMul and Gemm).
 struct GemmEpilogue {
     const Snippet* snippet = nullptr;
     uint32_t parameters = 0, results = 0;
@@ -5273,9 +5279,6 @@ inline void gemm_epilogue_run(const RunContext& c, const GemmEpilogue& e, int64_
     ignore_status(e.snippet->run_segments(Span<const float* const>(in, e.parameters), Span<float* const>(out, e.results),
                                           nullptr, e.segment, r0, r1, c0, c1));
 }
-
-inline bool cpu_attach_epilogue(ReferenceProgram* p, const void* gemm_state, const Snippet* snippet, uint32_t parameters,
-                                uint32_t results, uint32_t source, uint32_t op_inputs, int64_t segment, uint32_t fused_nodes);
 
 // The CPU device's GEMM steps (cpu_gemm_step): snippets.h's Gemm of the program's target, the
 // reference kernel's state for shapes and attributes, and the constant operand packed once
@@ -5299,7 +5302,7 @@ struct CpuGemmState {
 
 inline size_t round16(size_t floats) { return (floats + 15) & ~(size_t)15; }
 
-inline bool cpu_attach_epilogue(ReferenceProgram* p, const void* gemm_state, const Snippet* snippet, uint32_t parameters,
+inline bool cpu_attach_epilogue(ReferenceProgram* p, const GemmEpilogue** slot, const Snippet* snippet, uint32_t parameters,
                                 uint32_t results, uint32_t source, uint32_t op_inputs, int64_t segment, uint32_t fused_nodes) {
     GemmEpilogue* e = p->arena.allocate_array<GemmEpilogue>(1);
     if (!e) return false;
@@ -5311,8 +5314,7 @@ inline bool cpu_attach_epilogue(ReferenceProgram* p, const void* gemm_state, con
     e->op_inputs = op_inputs;
     e->segment = segment;
     e->fused_nodes = fused_nodes;
-    // The state lives in the program's arena, made by cpu_gemm_step for this step alone.
-    const_cast<CpuGemmState*>(static_cast<const CpuGemmState*>(gemm_state))->epilogue = e;
+    *slot = e;
     return true;
 }
 
@@ -5355,6 +5357,7 @@ inline Status cpu_gemm_use(ReferenceProgram* p, RunFn run, CpuGemmState* cs, Str
     step.scratch_bytes = (size_t)cs->slots * cs->slot_floats * sizeof(float);
     unit.run = run;
     unit.state = cs;
+    unit.epilogue_slot = &cs->epilogue;
     return Status::Ok;
 }
 
