@@ -6003,15 +6003,17 @@ inline Status prepare_conv_transpose(PrepareContext& c) {
 
 // Adds the GEMM's rows (map, tap) x input positions [p0, p0 + count) into the output planes yg,
 // a run of one input row at a time (the output columns it reaches found once per run).
-inline void col2im_add(const ConvTransposeState& st, int64_t p0, int64_t count, const float* col, float* yg) {
+// col holds the rows of maps [map_begin, map_end) only (from its first row on).
+inline void col2im_add(const ConvTransposeState& st, int64_t map_begin, int64_t map_end, int64_t p0, int64_t count,
+                       const float* col, float* yg) {
     const Window& w = st.w;
     const int64_t out_plane = w.out_size(), kernel = w.kernel_size(), s = w.stride[2];
     const int64_t first2 = p0 % w.in[2], first1 = p0 / w.in[2] % w.in[1], first0 = p0 / w.in[2] / w.in[1];
-    for (int64_t r = 0; r < st.rows; ++r) {
+    for (int64_t r = map_begin * kernel; r < map_end * kernel; ++r) {
         int64_t k2 = r % w.kernel[2], k1 = r / w.kernel[2] % w.kernel[1];
         int64_t k0 = r / w.kernel[2] / w.kernel[1] % w.kernel[0], m = r / kernel;
         float* ym = yg + m * out_plane;
-        const float* src = col + r * count;
+        const float* src = col + (r - map_begin * kernel) * count;
         int64_t i2 = first2, i1 = first1, i0 = first0;
         for (int64_t q = 0; q < count;) {
             const int64_t run = w.in[2] - i2 < count - q ? w.in[2] - i2 : count - q;
@@ -6057,7 +6059,7 @@ inline Status run_conv_transpose(const RunContext& c) {
                 // W is [C, Mg*K] per group: its transpose is read with strides (1, Mg*K)
                 gemm(st.rows, count, st.group_channels, weights + g * st.group_channels * st.rows, 1, st.rows, xg + p0,
                      in_plane, col, count, false);
-                col2im_add(st, p0, count, col, yg);
+                col2im_add(st, 0, st.group_maps, p0, count, col, yg);
             }
         }
     }, st.slots);
@@ -6076,21 +6078,26 @@ inline Status run_cpu_conv_transpose(const RunContext& c) {
     float* y = c.outputs[0].as<float>();
     const int64_t in_plane = w.in_size(), out_plane = w.out_size();
     const size_t col_floats = round16((size_t)(st.rows * st.block));
-    nn_parallel(c, (uint64_t)(st.batch * st.groups), [&](uint64_t slot, uint64_t begin, uint64_t end) {
+    const int64_t kernel = w.kernel_size(), parts = cs.parts;
+    nn_parallel(c, (uint64_t)(st.batch * st.groups * parts), [&](uint64_t slot, uint64_t begin, uint64_t end) {
         float* col = static_cast<float*>(c.scratch) + slot * cs.slot_floats;
         float* scratch = col + col_floats;
-        for (uint64_t unit = begin; unit < end; ++unit) {
-            int64_t g = (int64_t)unit % st.groups, n = (int64_t)unit / st.groups;
+        for (uint64_t work = begin; work < end; ++work) {
+            const int64_t part = (int64_t)work % parts, unit = (int64_t)work / parts;
+            int64_t g = unit % st.groups, n = unit / st.groups;
+            // this part's maps: their taps are its rows of W^T, scattered into them alone
+            const int64_t map0 = part * st.group_maps / parts, map1 = (part + 1) * st.group_maps / parts;
+            const int64_t rows = (map1 - map0) * kernel;
             const float* xg = x + (n * st.channels + g * st.group_channels) * in_plane;
             float* yg = y + (n * st.maps + g * st.group_maps) * out_plane;
-            for (int64_t m = 0; m < st.group_maps; ++m)
+            for (int64_t m = map0; m < map1; ++m)
                 std::fill(yg + m * out_plane, yg + (m + 1) * out_plane, bias ? bias[g * st.group_maps + m] : 0.0f);
             GemmOperand a, b;
             if (cs.packed) {
-                a.data = cs.packed + (size_t)g * cs.packed_floats;
+                a.data = cs.packed + (size_t)(g * parts + part) * cs.packed_floats;
                 a.packed = true;
             } else {   // W is [C, Mg*K] per group: its transpose is read with strides (1, Mg*K)
-                a.data = weights + g * st.group_channels * st.rows;
+                a.data = weights + g * st.group_channels * st.rows + map0 * kernel;
                 a.row = 1;
                 a.col = st.rows;
             }
@@ -6098,12 +6105,12 @@ inline Status run_cpu_conv_transpose(const RunContext& c) {
             for (int64_t p0 = 0; p0 < in_plane; p0 += st.block) {
                 int64_t count = in_plane - p0 < st.block ? in_plane - p0 : st.block;
                 b.data = xg + p0;
-                cs.gemm.run(st.rows, count, st.group_channels, 1.0f, a, b, 0.0f, col, count, scratch);
-                col2im_add(st, p0, count, col, yg);
+                cs.gemm.run(rows, count, st.group_channels, 1.0f, a, b, 0.0f, col, count, scratch);
+                col2im_add(st, map0, map1, p0, count, col, yg);
             }
-            if (cs.epilogue)   // the group's maps are complete only after the last block's col2im
-                gemm_epilogue_run(c, *cs.epilogue, n * st.maps + g * st.group_maps, n * st.maps + (g + 1) * st.group_maps, 0,
-                                  out_plane);
+            if (cs.epilogue)   // the maps are complete only after the last block's col2im
+                gemm_epilogue_run(c, *cs.epilogue, n * st.maps + g * st.group_maps + map0, n * st.maps + g * st.group_maps + map1,
+                                  0, out_plane);
         }
     }, cs.slots);
     return Status::Ok;
@@ -6115,16 +6122,23 @@ inline Status cpu_conv_transpose_step(ReferenceProgram* p, const PreparedModel& 
     CpuGemmState* cs = cpu_gemm_state(p, model, id, isa);
     if (!cs) return Status::Ok;
     const Gemm& gemm = cs->gemm;
-    if (const float* w = cpu_constant_input(model, id, 1)) {
-        cs->packed_floats = round16(gemm.packed_a_floats(st->rows, st->group_channels));
-        float* packed = cpu_packed_memory(p, (size_t)st->groups * cs->packed_floats);
+    // Fewer (image, group) units than threads: each unit in parts, a range of maps each.
+    const int64_t units = st->batch * st->groups, kernel = st->w.kernel_size();
+    int64_t parts = units < (int64_t)cs->slots ? std::min<int64_t>(cs->slots, st->group_maps) : 1;
+    cs->parts = (uint32_t)parts;
+    if (const float* w = cpu_constant_input(model, id, 1)) {   // W^T packed per (group, part)
+        cs->packed_floats = round16(gemm.packed_a_floats((st->group_maps + parts - 1) / parts * kernel, st->group_channels));
+        float* packed = cpu_packed_memory(p, (size_t)(st->groups * parts) * cs->packed_floats);
         if (!packed) return Status::OutOfMemory;
         for (int64_t g = 0; g < st->groups; ++g)
-            gemm.pack_a(st->rows, st->group_channels, w + g * st->group_channels * st->rows, 1, st->rows,
-                        packed + (size_t)g * cs->packed_floats);
+            for (int64_t part = 0; part < parts; ++part) {
+                const int64_t map0 = part * st->group_maps / parts, map1 = (part + 1) * st->group_maps / parts;
+                gemm.pack_a((map1 - map0) * kernel, st->group_channels, w + g * st->group_channels * st->rows + map0 * kernel, 1,
+                            st->rows, packed + (size_t)(g * parts + part) * cs->packed_floats);
+            }
         cs->packed = packed;
     }
-    if ((int64_t)cs->slots > st->batch * st->groups) cs->slots = (uint32_t)(st->batch * st->groups);
+    if ((int64_t)cs->slots > units * parts) cs->slots = (uint32_t)(units * parts);
     cs->slot_floats = round16((size_t)(st->rows * st->block)) +
                       round16(gemm.scratch_floats(st->rows, st->block, st->group_channels, cs->packed != nullptr, false));
     return cpu_gemm_use(p, run_cpu_conv_transpose, cs, "ConvTranspose");
