@@ -5664,6 +5664,26 @@ inline void im2col_packed(const Window& w, int64_t channels, const float* x, int
                 }
 }
 
+// Positions per Conv work unit and GEMM parts per unit, for `slots` threads: at most `cap`
+// positions (the L2 budget, a multiple of nr), in units the threads share evenly (their
+// contiguous ranges within 15% of an even share); when positions are too few for that (7 x 7
+// maps), one unit per image whose GEMM runs in parts (Gemm::part_range balances them).
+inline void conv_work_split(int64_t positions, int64_t images, int64_t cap, int64_t nr, uint32_t slots, int64_t* block,
+                            uint32_t* parts) {
+    int64_t blocks = (positions + cap - 1) / cap;
+    if (slots > 1) blocks = ((images * blocks + slots - 1) / slots * slots + images - 1) / images;
+    int64_t b = ((positions + blocks - 1) / blocks + nr - 1) / nr * nr;
+    if (b > positions) b = positions;
+    const int64_t units = images * ((positions + b - 1) / b);
+    const double busiest = (double)((units + slots - 1) / slots * b), even = (double)(images * positions) / slots;
+    *parts = 1;
+    if (slots > 1 && (units < (int64_t)slots || busiest > 1.15 * even)) {
+        b = positions < cap ? positions : cap;
+        if (images * ((positions + b - 1) / b) < (int64_t)slots) *parts = slots;
+    }
+    *block = b;
+}
+
 // >>conv implicit gemm
 // A stride-1 k x k Conv without im2col: the input planes are copied once into zero-padded
 // planes of width PW, and output position (oy, ox) is computed at "wide" position oy PW + ox,
@@ -5809,16 +5829,10 @@ inline Status cpu_conv_wide_plan(ReferenceProgram* p, const ConvState& st, CpuGe
                 offsets[r++] = ci * cs->wide_plane + ky * w.dilation[1] * pw + kx * w.dilation[2];
     cs->wide_offsets = offsets;
     const int64_t nr = gemm.blocking().nr, wide = cs->wide_positions;
-    int64_t block = (int64_t)(cpu_cache_sizes().l2 / 2 / (uint64_t)(st.depth * 4)) / nr * nr;
-    if (block < 4 * nr) block = 4 * nr;
-    const int64_t images = st.batch * st.groups;
-    if (images * ((wide + block - 1) / block) < (int64_t)cs->slots) {
-        int64_t want = ((int64_t)cs->slots + images - 1) / images;
-        block = ((wide + want - 1) / want + nr - 1) / nr * nr;
-    }
-    if (block > wide) block = wide;
+    int64_t cap = (int64_t)(cpu_cache_sizes().l2 / 2 / (uint64_t)(st.depth * 4)) / nr * nr, block = 0;
+    if (cap < 4 * nr) cap = 4 * nr;
+    conv_work_split(wide, st.batch * st.groups, cap, nr, cs->slots, &block, &cs->parts);
     cs->block = block;
-    if (images * ((wide + block - 1) / block) < (int64_t)cs->slots) cs->parts = cs->slots;
     cs->slot_floats = round16(gemm.packed_b_floats(st.depth, block)) + round16((size_t)(st.group_maps * block)) +
                       round16(gemm.scratch_floats(st.group_maps, block, st.depth, cs->packed != nullptr, true));
     return Status::Ok;
@@ -5908,21 +5922,14 @@ inline Status cpu_conv_step(ReferenceProgram* p, const PreparedModel& model, Nod
         return Status::Ok;
     }
     // Positions per unit: a packed block of B (im2col: all of K; 1x1: one kc block) of half of
-    // L2, at least 4 tiles wide (it bounds each slot's scratch too); fewer when the units
-    // would not give every thread one.
+    // L2, at least 4 tiles wide (it bounds each slot's scratch too), shared evenly by the
+    // threads (conv_work_split).
     const int64_t positions = st->w.out_size(), nr = gemm.blocking().nr;
     const int64_t rows = st->direct && st->depth > gemm.blocking().kc ? gemm.blocking().kc : st->depth;
-    int64_t block = (int64_t)(cpu_cache_sizes().l2 / 2 / (uint64_t)(rows * 4)) / nr * nr;
-    if (block < 4 * nr) block = 4 * nr;
-    const int64_t images = st->batch * st->groups;
-    if (images * ((positions + block - 1) / block) < (int64_t)cs->slots) {
-        int64_t want = ((int64_t)cs->slots + images - 1) / images;
-        block = ((positions + want - 1) / want + nr - 1) / nr * nr;
-    }
-    if (block > positions) block = positions;
+    int64_t cap = (int64_t)(cpu_cache_sizes().l2 / 2 / (uint64_t)(rows * 4)) / nr * nr, block = 0;
+    if (cap < 4 * nr) cap = 4 * nr;
+    conv_work_split(positions, st->batch * st->groups, cap, nr, cs->slots, &block, &cs->parts);
     cs->block = block;
-    // Still fewer units than threads (one image, few positions): each unit's GEMM in parts.
-    if (images * ((positions + block - 1) / block) < (int64_t)cs->slots) cs->parts = cs->slots;
     cs->slot_floats = (st->direct ? 0 : round16(gemm.packed_b_floats(st->depth, block))) +
                       round16(gemm.scratch_floats(st->group_maps, block, st->depth, cs->packed != nullptr, !st->direct));
     return cpu_gemm_use(p, run_cpu_conv, cs, "Conv");
