@@ -63,7 +63,7 @@
    >>gemm epilogue                    GemmEpilogue: an elementwise island run by a GEMM step on its blocks
    >>windows                          kernel, stride, dilation, pads for Conv and pools
    >>conv                             Conv (im2col + GEMM); run_cpu_conv on the JIT GEMM
-   >>conv implicit gemm               stride-1 k x k Conv over padded planes (no im2col)
+   >>conv implicit gemm               k x k Conv over padded (phase) planes, no im2col
    >>conv transpose                   ConvTranspose (GEMM + col2im); run_cpu_conv_transpose
    >>matmul                           MatMul; run_cpu_matmul on the JIT GEMM
    >>gemm                             Gemm; run_cpu_gemm; cpu_gemm_step picks the CPU's kernel
@@ -5685,9 +5685,10 @@ inline void conv_work_split(int64_t positions, int64_t images, int64_t cap, int6
 }
 
 // >>conv implicit gemm
-// A stride-1 k x k Conv without im2col: the input planes are copied once into zero-padded
-// planes of width PW, and output position (oy, ox) is computed at "wide" position oy PW + ox,
-// where tap (ky, kx) of channel c reads the padded plane at c PP + ky d PW + kx d + (oy PW + ox).
+// A k x k Conv without im2col: the input planes are copied once into zero-padded planes of
+// width PW, and output position (oy, ox) is computed at "wide" position oy PW + ox, where tap
+// (ky, kx) of channel c reads the padded plane at c PP + ky d PW + kx d + (oy PW + ox) (stride
+// 1; strided convs read phase planes, cpu_conv_wide_plan).
 // Row (c, tap) of B is then a contiguous run of the padded input, so packing B's panels is a
 // copy of nr floats per row and panel; the PW - OW columns of each wide row past OW are
 // computed and dropped when the GEMM's block is copied to Y (with the bias).
@@ -5714,8 +5715,7 @@ inline void pack_wide_panels(const float* base, const int64_t* offsets, int64_t 
 
 inline bool conv_takes_wide(const ConvState& st) {
     const Window& w = st.w;
-    if (st.direct || w.kernel_size() == 1 || w.kernel[0] != 1 || w.in[0] != 1) return false;
-    return w.stride[1] == 1 && w.stride[2] == 1;
+    return !st.direct && w.kernel_size() > 1 && w.kernel[0] == 1 && w.in[0] == 1;
 }
 
 inline Status run_cpu_conv_wide(const RunContext& c) {
@@ -5730,12 +5730,26 @@ inline Status run_cpu_conv_wide(const RunContext& c) {
     if (positions == 0) return Status::Ok;
     const int64_t pw = cs.wide_width, pp = cs.wide_plane, wide = cs.wide_positions, ow = w.out[2];
     float* padded = static_cast<float*>(c.scratch);
-    const int64_t planes = st.batch * st.channels;
+    const int64_t planes = st.batch * st.channels, sy = w.stride[1], sx = w.stride[2], phases = sy * sx;
     nn_parallel(c, (uint64_t)planes, [&](uint64_t, uint64_t begin, uint64_t end) {
         for (uint64_t plane = begin; plane < end; ++plane) {
             const float* src = x + (int64_t)plane * in_plane;
-            float* dst = padded + (int64_t)plane * pp;
+            float* dst = padded + (int64_t)plane * phases * pp;
             const int64_t top = w.pad_begin[1], left = w.pad_begin[2];
+            if (phases > 1) {   // padded (row, column) goes to phase (row % sy, column % sx) at (row / sy, column / sx)
+                std::memset(dst, 0, (size_t)(phases * pp) * sizeof(float));
+                for (int64_t i = 0; i < w.in[1]; ++i) {
+                    const int64_t r = top + i;
+                    float* phase_row = dst + (r % sy) * sx * pp + r / sy * pw;
+                    for (int64_t px = 0; px < sx; ++px) {   // padded columns left + j with (left + j) % sx == px
+                        const int64_t j0 = ((px - left) % sx + sx) % sx;
+                        float* out = phase_row + px * pp + (left + j0) / sx;
+                        const float* in = src + i * w.in[2];
+                        for (int64_t j = j0; j < w.in[2]; j += sx) *out++ = in[j];
+                    }
+                }
+                continue;
+            }
             std::memset(dst, 0, (size_t)(top * pw) * sizeof(float));
             for (int64_t i = 0; i < w.in[1]; ++i) {
                 float* row = dst + (top + i) * pw;
@@ -5763,7 +5777,7 @@ inline Status run_cpu_conv_wide(const RunContext& c) {
             int64_t blk = (int64_t)unit % blocks, g = (int64_t)unit / blocks % st.groups;
             int64_t n = (int64_t)unit / blocks / st.groups;
             int64_t p0 = blk * cs.block, count = wide - p0 < cs.block ? wide - p0 : cs.block;
-            const float* base = padded + (n * st.channels + g * st.group_channels) * pp + p0;
+            const float* base = padded + (n * st.channels + g * st.group_channels) * phases * pp + p0;
             GemmOperand a, b;
             if (cs.packed) {
                 a.data = cs.packed + (size_t)g * cs.packed_floats;
@@ -5815,18 +5829,26 @@ inline Status run_cpu_conv_wide(const RunContext& c) {
 inline Status cpu_conv_wide_plan(ReferenceProgram* p, const ConvState& st, CpuGemmState* cs) {
     const Window& w = st.w;
     const Gemm& gemm = cs->gemm;
-    const int64_t pw = w.in[2] + w.pad_begin[2] + w.pad_end[2], ph = w.in[1] + w.pad_begin[1] + w.pad_end[1];
+    // Strides sy x sx: each padded plane is split into sy sx phase planes (rows r with r % sy
+    // equal, columns likewise), and tap (ky, kx) reads phase (ky d % sy, kx d % sx) shifted by
+    // (ky d / sy, kx d / sx): the same contiguous runs as for stride 1, on planes of width PW.
+    const int64_t sy = w.stride[1], sx = w.stride[2], phases = sy * sx;
+    const int64_t padded_w = w.in[2] + w.pad_begin[2] + w.pad_end[2], padded_h = w.in[1] + w.pad_begin[1] + w.pad_end[1];
+    const int64_t pw = (padded_w + sx - 1) / sx, ph = (padded_h + sy - 1) / sy;
     cs->wide_width = pw;
     cs->wide_plane = ph * pw;
-    cs->wide_positions = (w.out[1] - 1) * pw + w.out[2];   // its last read is the padded plane's last float
-    cs->wide_floats = round16((size_t)(st.batch * st.channels * ph * pw));
+    // The last wide position's last read is its phase plane's last float at most.
+    cs->wide_positions = (w.out[1] - 1) * pw + w.out[2];
+    cs->wide_floats = round16((size_t)(st.batch * st.channels * phases * ph * pw));
     int64_t* offsets = p->arena.allocate_array<int64_t>((size_t)st.depth);
     if (!offsets) return Status::OutOfMemory;
     int64_t r = 0;
     for (int64_t ci = 0; ci < st.group_channels; ++ci)
         for (int64_t ky = 0; ky < w.kernel[1]; ++ky)
-            for (int64_t kx = 0; kx < w.kernel[2]; ++kx)
-                offsets[r++] = ci * cs->wide_plane + ky * w.dilation[1] * pw + kx * w.dilation[2];
+            for (int64_t kx = 0; kx < w.kernel[2]; ++kx) {
+                const int64_t ty = ky * w.dilation[1], tx = kx * w.dilation[2];
+                offsets[r++] = (ci * phases + ty % sy * sx + tx % sx) * cs->wide_plane + ty / sy * pw + tx / sx;
+            }
     cs->wide_offsets = offsets;
     const int64_t nr = gemm.blocking().nr, wide = cs->wide_positions;
     int64_t cap = (int64_t)(cpu_cache_sizes().l2 / 2 / (uint64_t)(st.depth * 4)) / nr * nr, block = 0;
