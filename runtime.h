@@ -2327,8 +2327,9 @@ protected:
 
 // >>cpu device
 // CPU: reference kernels, with every elementwise island fused into one snippets.h kernel, and
-// MatMul, Gemm, Conv (not depthwise) and ConvTranspose on snippets.h's JIT GEMM where the target has its tiles
-// (AVX2, AVX-512, NEON; cpu_gemm_step), constant weights packed at compile time.
+// MatMul, Gemm, Conv and ConvTranspose on snippets.h's JIT GEMM where the target has its tiles
+// (AVX2, AVX-512, NEON; cpu_gemm_step), constant weights packed at compile time; depthwise Conv
+// on snippets.h's DepthwiseConv (every target).
 const ConfigKey kCpuKeys[] = {{"NUM_THREADS", "1"}, {"PERF_COUNT", "NO"}, {"FUSION", "YES"}, {"ISA", "auto"}};
 
 class CpuDevice : public BuiltinDevice {
@@ -5578,7 +5579,7 @@ inline Status cpu_conv_step(ReferenceProgram* p, const PreparedModel& model, Nod
 // >>depthwise conv
 // Convs with one input channel per group (depthwise, any channel multiplier) over 1 or 2
 // spatial dims, on the CPU device: snippets.h's DepthwiseConv of the program's target (JIT on
-// AVX2 and AVX-512, its portable loop elsewhere), one plane per work unit; planes are cut into
+// AVX2, AVX-512 and NEON, its portable loop elsewhere), one plane per work unit; planes are cut into
 // bands of output rows when there are too few planes for the threads or a plane's padded copy
 // would not stay in L2.
 struct CpuDepthwiseState {

@@ -182,7 +182,7 @@
        >>tokenizer implementation     fusible nodes, greedy islands
        >>island bodies                build_island_body
        >>gemm implementation          cache sizes, the x86 and NEON tile emitters, packing, the driver
-       >>depthwise conv implementation  padding, the x86 row tiles, the kernel table, the portable loop
+       >>depthwise conv implementation  padding, the x86 and NEON row tiles, the kernel table, the portable loop
 */
 #ifndef TESSEL_SNIPPETS_H
 #define TESSEL_SNIPPETS_H
@@ -611,10 +611,11 @@ private:
 // + the kernel_h x kernel_w taps of w times x, zero padded. pad() copies the input rows a band
 // of output rows reads into scratch, each row split into stride_w phases (column c at phase
 // c % stride_w), so every tap of an output vector is one contiguous load and no border needs a
-// test; run_rows() then walks the band. The JIT kernels (Avx2, Avx512) keep the weights in
-// registers, vectorize along the output width (a masked last vector) and take several rows per
-// tile when the plane is narrow; they are generated once per process for each shape and
-// target. Other targets (and shapes past the JIT's limits) run a portable loop over the copy.
+// test; run_rows() then walks the band. The JIT kernels (Avx2, Avx512, Neon) keep the weights
+// in registers, vectorize along the output width (a masked or lane-by-lane last vector) and
+// take several rows per tile when the plane is narrow; they are generated once per process for
+// each target and shape class. Other targets (and shapes past the JIT's limits: 49 taps, 32 on
+// NEON) run a portable loop over the same copy.
 struct DepthwiseShape {
     int64_t in_h = 1, in_w = 1, out_h = 1, out_w = 1;
     int64_t kernel_h = 1, kernel_w = 1, stride_h = 1, stride_w = 1, dilation_h = 1, dilation_w = 1;
@@ -5640,13 +5641,138 @@ inline DepthwiseConv::KernelFn make_depthwise_kernel(Isa isa, const DepthwiseSha
 }
 #define TESSEL_DEPTHWISE_JIT 1
 #endif
+#if defined(__aarch64__)
+// The NEON kernel of one shape, laid out as the x86 one: accumulators v16-v23, the weights by
+// element in v0-v7 (at most 32 taps), x loaded into v24-v27 at tap base + tile offset (the
+// tile offsets are multiples of 16: pitches are 64-byte multiples). No masked store: a
+// partial last vector is stored lane by lane. Arguments (AAPCS64): x0 padded band, x1
+// weights, x2 y band, x3 &bias, x5 rows.
+inline void emit_depthwise_a64(asmjit::a64::Assembler& a, const DepthwiseShape& s, int64_t phase, int64_t pitch) {
+    namespace a64 = asmjit::a64;
+    const uint32_t vb = 16, tile = 8, taps = (uint32_t)(s.kernel_h * s.kernel_w);
+    const int64_t full = s.out_w / 4, tail = s.out_w % 4, vectors = full + (tail ? 1 : 0);
+    const int64_t row_bytes = s.stride_h * pitch * 4, out_row_bytes = s.out_w * 4;
+    auto acc = [&](uint32_t i) { return a64::v(16 + i); };
+    // dst = base + offset (x13 holds large offsets)
+    auto address = [&](const a64::Gp& dst, const a64::Gp& base, int64_t offset) {
+        if (offset < 4096) {
+            a.add(dst, base, (uint32_t)offset);
+        } else {
+            a.mov(a64::x13, (uint64_t)offset);
+            a.add(dst, base, a64::x13);
+        }
+    };
+    struct Item { int64_t row, col; bool partial; };
+    auto emit_tile = [&](const Item* items, uint32_t count, const a64::Gp& x, const a64::Gp& y) {
+        for (uint32_t i = 0; i < count; ++i) a.mov(acc(i).b16(), a64::v(28).b16());
+        uint32_t load = 0;
+        for (int64_t kh = 0; kh < s.kernel_h; ++kh)
+            for (int64_t kw = 0; kw < s.kernel_w; ++kw) {
+                const uint32_t t = (uint32_t)(kh * s.kernel_w + kw);
+                address(a64::x11, x, (kh * s.dilation_h * pitch + depthwise_tap_column(s, phase, kw)) * 4);
+                for (uint32_t i = 0; i < count; ++i) {
+                    const int64_t offset = items[i].row * row_bytes + items[i].col;
+                    a64::Vec xv = a64::v(24 + (load++ & 3));
+                    if (offset <= 65520) {
+                        a.ldr(xv.q(), a64::ptr(a64::x11, (int32_t)offset));
+                    } else {
+                        address(a64::x12, a64::x11, offset);
+                        a.ldr(xv.q(), a64::ptr(a64::x12));
+                    }
+                    a.fmla(acc(i).s4(), xv.s4(), a64::v(t / 4).s(t % 4));
+                }
+            }
+        for (uint32_t i = 0; i < count; ++i) {
+            const int64_t offset = items[i].row * out_row_bytes + items[i].col;
+            address(a64::x12, y, offset);
+            if (!items[i].partial) {
+                a.str(acc(i).q(), a64::ptr(a64::x12));
+                continue;
+            }
+            for (int64_t l = 0; l < tail; ++l) {
+                if (l == 0) {
+                    a.str(a64::s(16 + i), a64::ptr(a64::x12));
+                } else {
+                    a.dup(a64::s(29), acc(i).s((uint32_t)l));
+                    a.str(a64::s(29), a64::ptr(a64::x12, (int32_t)(4 * l)));
+                }
+            }
+        }
+    };
+    for (uint32_t t = 0; t < taps; ++t) {   // exactly the taps' floats: the weights may end a page
+        a.ldr(a64::s(29), a64::ptr(a64::x1, (int32_t)(t * 4)));
+        a.mov(a64::v(t / 4).s(t % 4), a64::v(29).s(0));
+    }
+    a.ld1r(a64::v(28).s4(), a64::ptr(a64::x3));
+    Item items[8];
+    asmjit::Label rest = a.newLabel(), row_loop = a.newLabel(), done = a.newLabel();
+    const int64_t group = vectors <= tile ? tile / vectors : 1;
+    if (group > 1) {
+        asmjit::Label group_loop = a.newLabel();
+        uint32_t count = 0;
+        for (int64_t r = 0; r < group; ++r)
+            for (int64_t j = 0; j < vectors; ++j) items[count++] = Item{r, j * vb, tail && j == full};
+        a.bind(group_loop);
+        a.cmp(a64::x5, (uint32_t)group);
+        a.b_lo(rest);
+        emit_tile(items, count, a64::x0, a64::x2);
+        address(a64::x0, a64::x0, group * row_bytes);
+        address(a64::x2, a64::x2, group * out_row_bytes);
+        a.sub(a64::x5, a64::x5, (uint32_t)group);
+        a.b(group_loop);
+    }
+    a.bind(rest);
+    a.cbz(a64::x5, done);
+    a.bind(row_loop);
+    a.mov(a64::x9, a64::x0);
+    a.mov(a64::x10, a64::x2);
+    const int64_t blocks = full / tile, left = full % tile;
+    if (blocks > 0) {
+        asmjit::Label block_loop = a.newLabel();
+        for (uint32_t j = 0; j < tile; ++j) items[j] = Item{0, j * vb, false};
+        a.mov(a64::x14, (uint64_t)blocks);
+        a.bind(block_loop);
+        emit_tile(items, tile, a64::x9, a64::x10);
+        a.add(a64::x9, a64::x9, tile * vb);
+        a.add(a64::x10, a64::x10, tile * vb);
+        a.subs(a64::x14, a64::x14, 1);
+        a.b_ne(block_loop);
+    }
+    uint32_t count = 0;
+    for (int64_t j = 0; j < left; ++j) items[count++] = Item{0, j * vb, false};
+    if (tail) items[count++] = Item{0, left * vb, true};
+    if (count) emit_tile(items, count, a64::x9, a64::x10);
+    address(a64::x0, a64::x0, row_bytes);
+    address(a64::x2, a64::x2, out_row_bytes);
+    a.subs(a64::x5, a64::x5, 1);
+    a.b_ne(row_loop);
+    a.bind(done);
+    a.ret(a64::x30);
+}
+
+inline DepthwiseConv::KernelFn make_depthwise_kernel(Isa, const DepthwiseShape& s, int64_t phase, int64_t pitch) {
+    using namespace asmjit;
+    CodeHolder code;
+    ErrorRecorder recorder;
+    code.init(jit_runtime().environment());
+    code.setErrorHandler(&recorder);
+    a64::Assembler a(&code);
+    emit_depthwise_a64(a, s, phase, pitch);
+    if (recorder.first != kErrorOk) return nullptr;
+    void* fn = nullptr;
+    if (jit_runtime().add(&fn, &code) != kErrorOk) return nullptr;
+    return reinterpret_cast<DepthwiseConv::KernelFn>(fn);
+}
+#define TESSEL_DEPTHWISE_JIT 1
+#endif
 #endif
 
-// Kernels made so far, by target and shape, for the life of the process (like the GEMM
-// tiles); past the capacity, shapes run the portable loop.
+// Kernels made so far, by target and shape class (output width, kernel, strides, dilations),
+// for the life of the process like the GEMM tiles; past the capacity, new classes run the
+// portable loop.
 struct DepthwiseKernelTable {
     struct Entry { Isa isa; DepthwiseShape shape; DepthwiseConv::KernelFn fn; };
-    static constexpr uint32_t kCapacity = 512;
+    static constexpr uint32_t kCapacity = 1024;
     std::atomic_flag lock = ATOMIC_FLAG_INIT;
     Entry entries[kCapacity];
     uint32_t count = 0;
@@ -5718,16 +5844,20 @@ Status DepthwiseConv::init(const DepthwiseShape& s, Isa isa) {
 #ifdef TESSEL_DEPTHWISE_JIT
     // The JIT takes byte offsets within a band of the whole plane as 32-bit immediates.
     const int64_t band_bytes = detail::depthwise_band_rows(s, 0, s.out_h) * pitch_ * 4;
-    if ((isa == Isa::Avx2 || isa == Isa::Avx512) && s.kernel_h * s.kernel_w <= detail::kDepthwiseJitTaps &&
+    const int64_t jit_taps = isa == Isa::Neon ? 32 : detail::kDepthwiseJitTaps;   // NEON: the weights in v0-v7
+    if ((isa == Isa::Avx2 || isa == Isa::Avx512 || isa == Isa::Neon) && s.kernel_h * s.kernel_w <= jit_taps &&
         band_bytes < ((int64_t)1 << 30)) {
+        // what the kernel takes as immediates: the input dims, pads and rows stay out of the key
+        DepthwiseShape key = s;
+        key.in_h = key.in_w = key.out_h = key.pad_top = key.pad_left = 0;
         detail::DepthwiseKernelTable& table = detail::depthwise_kernels();
         while (table.lock.test_and_set(std::memory_order_acquire)) std::this_thread::yield();
         for (uint32_t i = 0; i < table.count && !kernel_; ++i)
-            if (table.entries[i].isa == isa && std::memcmp(&table.entries[i].shape, &s, sizeof s) == 0)
+            if (table.entries[i].isa == isa && std::memcmp(&table.entries[i].shape, &key, sizeof key) == 0)
                 kernel_ = table.entries[i].fn;
         if (!kernel_ && table.count < detail::DepthwiseKernelTable::kCapacity) {
             kernel_ = detail::make_depthwise_kernel(isa, s, phase_, pitch_);
-            if (kernel_) table.entries[table.count++] = detail::DepthwiseKernelTable::Entry{isa, s, kernel_};
+            if (kernel_) table.entries[table.count++] = detail::DepthwiseKernelTable::Entry{isa, key, kernel_};
         }
         table.lock.clear(std::memory_order_release);
     }
