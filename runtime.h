@@ -5790,14 +5790,16 @@ inline Status run_cpu_depthwise(const RunContext& c) {
     nn_parallel(c, units, [&](uint64_t slot, uint64_t begin, uint64_t end) {
         float* scratch = static_cast<float*>(c.scratch) + slot * ds.slot_floats;
         uint64_t padded = ~0ull;   // the (image, channel, band) whose copy is in scratch
+        int64_t zeros = -1;        // the band whose zeros are in scratch (the same for every plane)
         for (uint64_t unit = begin; unit < end; ++unit) {
             const uint64_t key = unit / (uint64_t)multiplier;
             const int64_t band = (int64_t)key % bands, image_channel = (int64_t)key / bands;
             const int64_t n = image_channel / st.channels, m = image_channel % st.channels * multiplier + (int64_t)(unit % multiplier);
             const int64_t row0 = band * ds.band_rows, row1 = row0 + ds.band_rows < out_rows ? row0 + ds.band_rows : out_rows;
             if (key != padded) {
-                ds.conv.pad(x + image_channel * in_plane, row0, row1, scratch);
+                ds.conv.pad(x + image_channel * in_plane, row0, row1, scratch, band == zeros);
                 padded = key;
+                zeros = band;
             }
             ds.conv.run_rows(scratch, weights + m * taps, bias ? bias[m] : 0.0f, y + (n * st.maps + m) * out_plane, row0, row1);
         }

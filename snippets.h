@@ -634,7 +634,9 @@ public:
     // Floats of scratch one band of output rows [row0, row1) needs (the whole plane at most).
     size_t scratch_floats(int64_t rows) const;
     // The padded, phase-split copy of the input rows that output rows [row0, row1) read.
-    void pad(const float* x, int64_t row0, int64_t row1, float* scratch) const;
+    // zeros_ready: scratch holds a copy of the same band already (of any plane): its zeros are
+    // in place, only the input's values are copied.
+    void pad(const float* x, int64_t row0, int64_t row1, float* scratch, bool zeros_ready = false) const;
     // Output rows [row0, row1) of plane y (out_h x out_w) from pad()'s copy of the same band;
     // weights kernel_h x kernel_w. Writes only those rows: the caller may finish each band
     // (an activation) while it is in cache.
@@ -5870,14 +5872,44 @@ size_t DepthwiseConv::scratch_floats(int64_t rows) const {
     return (size_t)(detail::depthwise_band_rows(shape_, 0, rows) * pitch_) + 16;
 }
 
-void DepthwiseConv::pad(const float* x, int64_t row0, int64_t row1, float* scratch) const {
+namespace detail {
+// d[i] = src[i * step] for i in [0, n): contiguous runs in 4-float pieces, stride 2 split by
+// shuffles (GCC vector extensions), other strides one at a time.
+inline void depthwise_copy(float* d, const float* src, int64_t n, int64_t step) {
+    int64_t i = 0;
+#if defined(__GNUC__)
+    typedef float Vec4 __attribute__((vector_size(16)));
+    typedef int Int4 __attribute__((vector_size(16)));
+    if (step == 1) {
+        for (; i + 4 <= n; i += 4) {
+            Vec4 v;
+            std::memcpy(&v, src + i, sizeof v);
+            std::memcpy(d + i, &v, sizeof v);
+        }
+    } else if (step == 2) {
+        for (; i + 4 <= n && 2 * i + 8 <= 2 * n - 1; i += 4) {   // reads src[2i .. 2i+7]: within 2n - 1
+            Vec4 a, b;
+            std::memcpy(&a, src + 2 * i, sizeof a);
+            std::memcpy(&b, src + 2 * i + 4, sizeof b);
+            Vec4 even = __builtin_shuffle(a, b, Int4{0, 2, 4, 6});
+            std::memcpy(d + i, &even, sizeof even);
+        }
+    }
+#endif
+    for (; i < n; ++i) d[i] = src[i * step];
+}
+}  // namespace detail
+
+// Rows past the input are zero rows; a row of the input is, per phase, zeros up to lo, the
+// input's columns in [lo, hi) and zeros from hi. With zeros_ready only [lo, hi) is written.
+void DepthwiseConv::pad(const float* x, int64_t row0, int64_t row1, float* scratch, bool zeros_ready) const {
     const DepthwiseShape& s = shape_;
     const int64_t first = row0 * s.stride_h, rows = detail::depthwise_band_rows(s, row0, row1);
     for (int64_t r = 0; r < rows; ++r) {
         const int64_t in_row = first + r - s.pad_top;
         float* dst = scratch + r * pitch_;
         if (in_row < 0 || in_row >= s.in_h) {
-            std::memset(dst, 0, (size_t)pitch_ * sizeof(float));
+            if (!zeros_ready) std::memset(dst, 0, (size_t)pitch_ * sizeof(float));
             continue;
         }
         const float* src = x + in_row * s.in_w;
@@ -5889,10 +5921,11 @@ void DepthwiseConv::pad(const float* x, int64_t row0, int64_t row1, float* scrat
             int64_t hi = s.in_w - 1 - start < 0 ? 0 : (s.in_w - 1 - start) / s.stride_w + 1;
             if (hi > phase_) hi = phase_;
             if (lo > hi) lo = hi;
-            std::memset(d, 0, (size_t)lo * sizeof(float));
-            if (s.stride_w == 1) std::memcpy(d + lo, src + lo + start, (size_t)(hi - lo) * sizeof(float));
-            else for (int64_t i = lo; i < hi; ++i) d[i] = src[i * s.stride_w + start];
-            std::memset(d + hi, 0, (size_t)(phase_ - hi) * sizeof(float));
+            if (!zeros_ready) {
+                std::memset(d, 0, (size_t)lo * sizeof(float));
+                std::memset(d + hi, 0, (size_t)(phase_ - hi) * sizeof(float));
+            }
+            detail::depthwise_copy(d + lo, src + lo * s.stride_w + start, hi - lo, s.stride_w);
         }
     }
 }

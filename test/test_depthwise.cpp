@@ -253,10 +253,12 @@ TEST_CASE("depthwise: DepthwiseConv directly: whole plane and bands agree, bad s
         CHECK(conv.jit() == (isa == Isa::Avx2 || isa == Isa::Avx512 || isa == Isa::Neon));
         std::vector<float> scratch(conv.scratch_floats(s.out_h)), whole((size_t)(s.out_h * s.out_w)), banded(whole.size());
         conv.run(x.data(), w.data(), 0.5f, whole.data(), scratch.data());
+        std::vector<float> other(x.size(), 3.0f);
         for (int64_t r = 0; r < s.out_h; r += 2) {   // bands of 2 rows: each its own copy
             int64_t end = r + 2 < s.out_h ? r + 2 : s.out_h;
             CHECK(conv.scratch_floats(2) <= scratch.size());
-            conv.pad(x.data(), r, end, scratch.data());
+            conv.pad(other.data(), r, end, scratch.data());
+            conv.pad(x.data(), r, end, scratch.data(), true);   // over another plane's copy of the band
             conv.run_rows(scratch.data(), w.data(), 0.5f, banded.data(), r, end);
         }
         CHECK(std::memcmp(whole.data(), banded.data(), whole.size() * sizeof(float)) == 0);
