@@ -166,7 +166,8 @@ void check_case(const DwCase& dc, uint32_t seed, bool all_variants = true) {
         for (uint32_t threads : {1u, 2u})
             for (bool constant : {true, false}) {
                 if (!all_variants && (threads == 2 || !constant)) continue;
-                CAPTURE(isa_name(isa));
+                const std::string target = isa_name(isa);
+                CAPTURE(target);
                 CAPTURE(threads);
                 CAPTURE(constant);
                 std::string count = std::to_string(threads);
@@ -247,7 +248,8 @@ TEST_CASE("depthwise: DepthwiseConv directly: whole plane and bands agree, bad s
     s.stride_h = s.stride_w = 2, s.pad_top = s.pad_left = 1;
     std::vector<float> x = random_floats(s.in_h * s.in_w, 1), w = random_floats(9, 2);
     for (Isa isa : machine_isas()) {
-        CAPTURE(isa_name(isa));
+        const std::string target = isa_name(isa);
+        CAPTURE(target);
         DepthwiseConv conv;
         REQUIRE(conv.init(s, isa) == Status::Ok);
         CHECK(conv.jit() == (isa == Isa::Avx2 || isa == Isa::Avx512 || isa == Isa::Neon));
