@@ -5823,7 +5823,8 @@ inline Status cpu_depthwise_step(ReferenceProgram* p, const PreparedModel& model
     CpuDepthwiseState* ds = p->arena.allocate_array<CpuDepthwiseState>(1);
     if (!ds) return Status::OutOfMemory;
     new (ds) CpuDepthwiseState();
-    if (ds->conv.init(shape, isa) != Status::Ok) return Status::Ok;
+    // a copy of one output row's band beyond 64 MiB (extreme strides or dilations): not here
+    if (ds->conv.init(shape, isa) != Status::Ok || ds->conv.scratch_floats(1) > ((size_t)16 << 20)) return Status::Ok;
     ds->op = st;
     ds->slots = p->threads ? p->threads : 1;
     // Bands: a padded copy of at most half of L2, and at least two units per thread.

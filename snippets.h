@@ -625,7 +625,7 @@ struct DepthwiseShape {
 class DepthwiseConv {
 public:
     // InvalidArgument for dims or pads out of [1, 2^24] ([0, 2^24]); Unsupported when the CPU
-    // lacks `isa`. A JIT target falls back to the portable loop when its kernel cannot be made.
+    // lacks `isa`, for stride_w above 16 or a padded copy above 2^40 floats. A JIT target falls back to the portable loop when its kernel cannot be made.
     // Whatever the padded input does not cover (the bottom and right padding) reads as zero.
     Status init(const DepthwiseShape& shape, Isa isa = Isa::Auto);
     Isa isa() const { return isa_; }
@@ -5514,6 +5514,7 @@ void Gemm::run(int64_t m, int64_t n, int64_t k, float alpha, const GemmOperand& 
 namespace detail {
 constexpr int64_t kDepthwiseBlock = 16;     // output columns a phase row holds past out_w rounded up to
 constexpr int64_t kDepthwiseJitTaps = 49;   // larger kernels run the portable loop (code size)
+constexpr int64_t kDepthwiseMaxStride = 16;  // phases of a padded row
 
 // Padded rows that output rows [row0, row1) read.
 inline int64_t depthwise_band_rows(const DepthwiseShape& s, int64_t row0, int64_t row1) {
@@ -5835,6 +5836,11 @@ Status DepthwiseConv::init(const DepthwiseShape& s, Isa isa) {
     for (int64_t d : dims)
         if (d < 1 || d > limit) return Status::InvalidArgument;
     if (s.pad_top < 0 || s.pad_left < 0 || s.pad_top > limit || s.pad_left > limit) return Status::InvalidArgument;
+    // The copy keeps stride_w phases of every row: bounded, so that its size stays sane.
+    const double phase = (double)s.out_w + detail::kDepthwiseBlock + (double)(s.kernel_w - 1) * (double)s.dilation_w / (double)s.stride_w;
+    const double rows = (double)(s.out_h - 1) * (double)s.stride_h + (double)(s.kernel_h - 1) * (double)s.dilation_h + 1;
+    if (s.stride_w > detail::kDepthwiseMaxStride || rows * phase * (double)s.stride_w > (double)((int64_t)1 << 40))
+        return Status::Unsupported;
     shape_ = s;
     isa_ = isa;
     kernel_ = nullptr;

@@ -275,6 +275,13 @@ TEST_CASE("depthwise: DepthwiseConv directly: whole plane and bands agree, bad s
     bad = s;
     bad.out_h = (int64_t)1 << 25;
     CHECK(conv.init(bad, Isa::Ref) == Status::InvalidArgument);
+    bad = s;
+    bad.stride_w = 17;
+    CHECK(conv.init(bad, Isa::Ref) == Status::Unsupported);
+    bad = s;
+    bad.dilation_h = bad.dilation_w = (int64_t)1 << 24;
+    bad.kernel_h = bad.kernel_w = 1 << 12;
+    CHECK(conv.init(bad, Isa::Ref) == Status::Unsupported);
 #if defined(__x86_64__)
     CHECK(conv.init(s, Isa::Neon) == Status::Unsupported);
 #else
