@@ -60,8 +60,10 @@
    >>nn ops                           helpers shared by the nn kernels
    >>blocked gemm                     the portable GEMM under Conv, ConvTranspose, MatMul, Gemm;
                                       CpuGemmState (the CPU device's steps on snippets.h's Gemm)
+   >>gemm epilogue                    GemmEpilogue: an elementwise island run by a GEMM step on its blocks
    >>windows                          kernel, stride, dilation, pads for Conv and pools
    >>conv                             Conv (im2col + GEMM); run_cpu_conv on the JIT GEMM
+   >>conv implicit gemm               stride-1 k x k Conv over padded planes (no im2col)
    >>conv transpose                   ConvTranspose (GEMM + col2im); run_cpu_conv_transpose
    >>depthwise conv                   depthwise Conv on the CPU device (DepthwiseConv); run_cpu_depthwise
    >>matmul                           MatMul; run_cpu_matmul on the JIT GEMM
@@ -2061,6 +2063,8 @@ public:
         SnippetBody* body = nullptr;        // the snippet's body (arena lists, object on the heap)
         RunFn run = nullptr;                // CPU: its own kernel for the node (JIT GEMM), with
         const void* state = nullptr;        // this state, instead of the prepared one
+        Snippet* epilogue = nullptr;        // CPU: the fused epilogue of a GEMM step (GemmEpilogue)
+        SnippetBody* epilogue_body = nullptr;
     };
     Arena arena;
     const PreparedModel* model = nullptr;
@@ -2076,6 +2080,8 @@ public:
         for (uint32_t i = 0; i < count; ++i) {
             destroy(units[i].snippet);
             destroy(units[i].body);
+            destroy(units[i].epilogue);
+            destroy(units[i].epilogue_body);
         }
     }
     Span<const ProgramStep> steps() const override { return Span<const ProgramStep>(steps_, count); }
@@ -2392,6 +2398,10 @@ protected:
 // MatMul, Gemm and Conv on the JIT GEMM when `isa` has its tiles (defined beside those ops):
 // replaces the last step's kernel, or leaves the reference one for shapes it does not take.
 inline Status cpu_gemm_step(ReferenceProgram* p, const PreparedModel& model, NodeId id, Isa isa);
+// Gives the GEMM step whose CpuGemmState is `gemm_state` an epilogue (>>gemm epilogue) in the
+// program's arena; false when out of memory.
+inline bool cpu_attach_epilogue(ReferenceProgram* p, const void* gemm_state, const Snippet* snippet, uint32_t parameters,
+                                uint32_t results, uint32_t source, uint32_t op_inputs, int64_t segment, uint32_t fused_nodes);
 
 // The CPU program: a private graph of the subgraph (external inputs become Parameters, and
 // each one-element float Constant a private Constant per reader, so it can join the reader's
@@ -2568,9 +2578,85 @@ inline Status CpuDevice::build_cpu(ReferenceProgram* p, const PreparedModel& mod
     view.island_count = island_count;
     s = list_island_nodes(local, &scratch, &view);
     if (s != Status::Ok) return fail(s, "CPU: cannot list the islands' nodes");
+    // Islands a GEMM step runs as its epilogue (cpu_attach_epilogue): skipped when their turn comes.
+    uint8_t* absorbed = scratch.allocate_array<uint8_t>(island_count + 1);
+    if (!absorbed) return fail(Status::OutOfMemory, "out of memory");
+    for (uint32_t k = 0; k < island_count; ++k) absorbed[k] = 0;
+    // After the GEMM step of local node v (node id): its output's island becomes the step's
+    // epilogue when the island is its only reader, every other input of the island is ready
+    // already, and the island's body covers exactly the GEMM's output (no broadcast beyond it).
+    // Anything else leaves the island as its own step. Only running out of memory fails.
+    auto attach_epilogue = [&](NodeId v, NodeId id) -> Status {
+        ReferenceProgram::Unit& gunit = p->units[p->count - 1];
+        ProgramStep& gstep = p->steps_[p->count - 1];
+        const Node& node = g.node(id);
+        const bool conv = node.op == StringView("Conv") || node.op == StringView("ConvTranspose");
+        if (!gunit.run || !(conv || node.op == StringView("MatMul") || node.op == StringView("Gemm")) || node.num_outputs != 1)
+            return Status::Ok;
+        uint32_t u = kNoIsland;
+        for (NodeId w : local.successors(v)) {
+            if (island[w] == kNoIsland || (u != kNoIsland && island[w] != u)) return Status::Ok;
+            u = island[w];
+        }
+        if (u == kNoIsland || absorbed[u]) return Status::Ok;
+        uint32_t edges = 0;
+        for (uint32_t w = first[u]; w != kNoNode; w = next[w])
+            for (uint32_t i = 0; i < local.node(w).num_inputs; ++i) if (local.node(w).inputs[i].producer == v) ++edges;
+        if (indegree[u] != edges) return Status::Ok;   // another producer of the island runs later
+        const TensorDesc& y = model.value_desc(model.value_id(id, 0));
+        uint64_t elements = 0;
+        if (y.type != ElementType::Float32 || y.rank < (conv ? 3 : 2) || !desc_elements(y, &elements) || elements == 0)
+            return Status::Ok;
+        int64_t segment = 1;   // a conv's rows are maps (N x M of them), a product's rows of C
+        for (int i = conv ? 2 : y.rank - 1; i < y.rank; ++i) segment *= y.dims[i];
+        SnippetBody* body = create<SnippetBody>(&p->arena);
+        if (!body) return Status::OutOfMemory;
+        NodeId in_nodes[kSnippetMaxArgs], out_nodes[kSnippetMaxArgs];
+        uint32_t in_ports[kSnippetMaxArgs], in_count = 0, out_count = 0, source = kSnippetMaxArgs;
+        bool fits = build_island_body(local, view, u, body, in_nodes, &in_count, out_nodes, &out_count, in_ports) == Status::Ok;
+        for (uint32_t k = 0; fits && k < in_count; ++k)
+            if (in_nodes[k] == v && in_ports[k] == 0) source = source == kSnippetMaxArgs ? k : kSnippetMaxArgs + 1;
+        fits = fits && source < in_count && gstep.reads.size + in_count - 1 <= kMaxNodePorts && out_count <= kMaxNodePorts;
+        for (uint32_t k = 0; fits && k < out_count; ++k)
+            fits = shape_elements(body->instruction(body->result_value(k)).shape) == elements;
+        Snippet* snippet = fits ? create<Snippet>() : nullptr;
+        SnippetOptions eo = options;
+        eo.tuning.streaming_stores = SnippetTuning::StreamingStores::Never;   // blocks in cache, not a stream
+        eo.tuning.page_lanes = SnippetTuning::PageLanes::Never;
+        fits = snippet && snippet->compile(*body, eo) == Status::Ok && snippet->isa() != Isa::Ref &&
+               snippet->stats().elements == elements && snippet->runs_segments(segment);
+        uint32_t* reads = fits ? p->arena.allocate_array<uint32_t>(gstep.reads.size + in_count) : nullptr;
+        uint32_t* writes = fits ? p->arena.allocate_array<uint32_t>(out_count + 1) : nullptr;
+        if (!reads || !writes) { destroy(snippet); destroy(body); return Status::Ok; }
+        uint32_t r = 0;
+        for (uint32_t k = 0; k < gstep.reads.size; ++k) reads[r++] = gstep.reads[k];
+        for (uint32_t k = 0; k < in_count; ++k)
+            if (k != source) reads[r++] = model.value_id(origin[in_nodes[k]], origin_port[in_nodes[k]] + in_ports[k]);
+        for (uint32_t k = 0; k < out_count; ++k) writes[k] = model.value_id(origin[out_nodes[k]], 0);
+        uint32_t fused_nodes = 0;
+        for (uint32_t w = first[u]; w != kNoNode; w = next[w]) if (local.node(w).op != StringView("Constant")) ++fused_nodes;
+        if (!cpu_attach_epilogue(p, gunit.state, snippet, in_count, out_count, source, (uint32_t)gstep.reads.size, segment,
+                                 fused_nodes)) {
+            destroy(snippet);
+            destroy(body);
+            return Status::OutOfMemory;
+        }
+        gstep.reads = Span<const uint32_t>(reads, r);
+        gstep.writes = Span<const uint32_t>(writes, out_count);
+        gstep.scratch_bytes = gstep.scratch_bytes > snippet->scratch_bytes() ? gstep.scratch_bytes : snippet->scratch_bytes();
+        char fused_name[128];
+        std::snprintf(fused_name, sizeof fused_name, "%s+epilogue:%u", gstep.kernel, fused_nodes);
+        gunit.epilogue = snippet;
+        gunit.epilogue_body = body;
+        absorbed[u] = 1;
+        gstep.kernel = p->arena.copy_string(StringView(fused_name)).data;
+        return gstep.kernel ? Status::Ok : Status::OutOfMemory;
+    };
     while (head < ready_count) {
         uint32_t u = ready[head++];
-        if (u >= island_count) {   // a single node
+        if (u < island_count && absorbed[u]) {
+            // run by the GEMM step before it (attach_epilogue)
+        } else if (u >= island_count) {   // a single node
             NodeId v = u - island_count;
             const Node& lnode = local.node(v);
             if (lnode.op != StringView("Parameter") && lnode.op != StringView("Constant") && lnode.op != StringView("Result")) {
@@ -2584,6 +2670,7 @@ inline Status CpuDevice::build_cpu(ReferenceProgram* p, const PreparedModel& mod
                     s = cpu_gemm_step(p, model, id, target);
                     if (s != Status::Ok)
                         return fail(s, "CPU: node '%.*s': out of memory for its packed weights", (int)node.name.size, node.name.data);
+                    if (fusion && attach_epilogue(v, id) != Status::Ok) return fail(Status::OutOfMemory, "out of memory");
                 }
             }
         } else {                   // a fused island
@@ -5150,6 +5237,48 @@ inline void gemm_dot(int64_t m, int64_t n, int64_t k, const float* a, int64_t ld
         }
 }
 
+// >>gemm epilogue
+// A fused epilogue: the elementwise island that reads a GEMM step's output (Conv,
+// ConvTranspose, MatMul, Gemm: bias, folded BatchNormalization, Relu/Clip/HardSwish/Sigmoid/
+// GELU..., a residual Add, a per-channel Mul), compiled as an ordinary snippet body (same
+// vector model, accuracy and NaN rules as the unfused island) and run by the GEMM step on
+// each block of its output right after the GEMM wrote it, while the block is still in cache:
+// one step instead of two, no second pass over memory. The CPU device's build_cpu attaches
+// it (attach_epilogue) when the island is the only reader of the output, its other inputs
+// are ready before the GEMM step runs and it covers exactly the output (no broadcast beyond).
+//
+// The step's values: reads = the op's own inputs (op_inputs of them), then the island's other
+// parameters in body order; writes = the island's results. The op writes its output into the
+// first result's buffer (same shape) and the epilogue runs there in place, so the op's own
+// output value takes no memory and no second buffer is walked. That output is viewed as rows
+// of `segment` floats (a Conv's: N x M rows of its positions; a MatMul's: rows of N); a kernel
+// that writes rows [r0, r1) x columns [c0, c1) of it calls gemm_epilogue_run(c, *e, r0, r1,
+// c0, c1) for that rectangle once it is final, from any thread (rectangles of different calls
+// must not overlap). Another kernel (a depthwise conv) adopts it by holding a GemmEpilogue* in
+// its state, writing c.outputs[0] and calling gemm_epilogue_run on each block it stores.
+struct GemmEpilogue {
+    const Snippet* snippet = nullptr;
+    uint32_t parameters = 0, results = 0;
+    uint32_t source = 0;       // the body parameter that is the op's output
+    uint32_t op_inputs = 0;    // c.inputs[op_inputs ...]: the other parameters, in body order
+    int64_t segment = 0;       // floats per row of the op's output
+    uint32_t fused_nodes = 0;  // island members (for the step's name)
+};
+
+inline void gemm_epilogue_run(const RunContext& c, const GemmEpilogue& e, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+    const float* in[kSnippetMaxArgs];
+    float* out[kSnippetMaxArgs];
+    for (uint32_t k = 0, j = e.op_inputs; k < e.parameters; ++k)
+        in[k] = k == e.source ? c.outputs[0].as<float>() : c.inputs[j++].as<float>();
+    for (uint32_t k = 0; k < e.results; ++k) out[k] = c.outputs[k].as<float>();
+    // The range and the pointers were checked when the epilogue was attached: this cannot fail.
+    ignore_status(e.snippet->run_segments(Span<const float* const>(in, e.parameters), Span<float* const>(out, e.results),
+                                          nullptr, e.segment, r0, r1, c0, c1));
+}
+
+inline bool cpu_attach_epilogue(ReferenceProgram* p, const void* gemm_state, const Snippet* snippet, uint32_t parameters,
+                                uint32_t results, uint32_t source, uint32_t op_inputs, int64_t segment, uint32_t fused_nodes);
+
 // The CPU device's GEMM steps (cpu_gemm_step): snippets.h's Gemm of the program's target, the
 // reference kernel's state for shapes and attributes, and the constant operand packed once
 // into the program's arena (one matrix per group or batch matrix, packed_floats apart).
@@ -5161,9 +5290,33 @@ struct CpuGemmState {
     size_t slot_floats = 0;     // scratch of one thread slot (a multiple of 16: 64-byte aligned)
     uint32_t slots = 1, parts = 1;
     int64_t block = 0;          // Conv: output positions per work unit
+    uint32_t op_inputs = 0;     // the node's own inputs (a fused step reads the epilogue's after them)
+    const GemmEpilogue* epilogue = nullptr;
+    // Conv over a padded copy of the input (stride 1, k x k: cpu_conv_wide): its row width and
+    // plane, the offset of each row (channel, tap) of B in it, and its floats (shared scratch).
+    const int64_t* wide_offsets = nullptr;
+    int64_t wide_width = 0, wide_plane = 0, wide_positions = 0;
+    size_t wide_floats = 0;
 };
 
 inline size_t round16(size_t floats) { return (floats + 15) & ~(size_t)15; }
+
+inline bool cpu_attach_epilogue(ReferenceProgram* p, const void* gemm_state, const Snippet* snippet, uint32_t parameters,
+                                uint32_t results, uint32_t source, uint32_t op_inputs, int64_t segment, uint32_t fused_nodes) {
+    GemmEpilogue* e = p->arena.allocate_array<GemmEpilogue>(1);
+    if (!e) return false;
+    new (e) GemmEpilogue();
+    e->snippet = snippet;
+    e->parameters = parameters;
+    e->results = results;
+    e->source = source;
+    e->op_inputs = op_inputs;
+    e->segment = segment;
+    e->fused_nodes = fused_nodes;
+    // The state lives in the program's arena, made by cpu_gemm_step for this step alone.
+    const_cast<CpuGemmState*>(static_cast<const CpuGemmState*>(gemm_state))->epilogue = e;
+    return true;
+}
 
 // Node `id`'s input `i` when it is a float Constant (known at compile time), else nullptr.
 inline const float* cpu_constant_input(const PreparedModel& model, NodeId id, uint32_t i) {
@@ -5184,6 +5337,7 @@ inline CpuGemmState* cpu_gemm_state(ReferenceProgram* p, const PreparedModel& mo
     cs->gemm = gemm;
     cs->op = model.kernel_state(id);
     cs->slots = p->threads ? p->threads : 1;
+    cs->op_inputs = model.model.graph.node(id).num_inputs;
     return cs;
 }
 
@@ -5454,32 +5608,219 @@ inline Status run_conv(const RunContext& c) {
 }
 
 // The im2col block of columns [p0, p0 + count) written straight in Gemm's packed-B layout
-// (kc blocks of nr-column panels, zero padded), so the GEMM does not copy it again: each row
-// is made in `row` (count floats), then dealt out to the panels.
+// (kc blocks of nr-column panels, zero padded), so the GEMM does not copy it again. Each row
+// (channel, tap) is walked as runs of one output row: zeros where the window leaves the
+// input, else a copy (contiguous for stride 1), cut at panel edges; no division per element.
 inline void im2col_packed(const Window& w, int64_t channels, const float* x, int64_t p0, int64_t count,
-                          const GemmBlocking& blocking, float* row, float* packed) {
+                          const GemmBlocking& blocking, float* packed) {
     const int64_t nr = blocking.nr, np = (count + nr - 1) / nr * nr, depth = channels * w.kernel_size();
-    const int64_t full = count / nr * nr;
+    const int64_t first2 = p0 % w.out[2], first1 = p0 / w.out[2] % w.out[1], first0 = p0 / w.out[2] / w.out[1];
     int64_t r = 0;
     for (int64_t ci = 0; ci < channels; ++ci)
         for (int64_t k0 = 0; k0 < w.kernel[0]; ++k0)
             for (int64_t k1 = 0; k1 < w.kernel[1]; ++k1)
                 for (int64_t k2 = 0; k2 < w.kernel[2]; ++k2, ++r) {
-                    Window one = w;   // one input channel and one tap: im2col makes exactly this row
-                    one.kernel[0] = one.kernel[1] = one.kernel[2] = 1;
-                    one.pad_begin[0] -= k0 * w.dilation[0];
-                    one.pad_begin[1] -= k1 * w.dilation[1];
-                    one.pad_begin[2] -= k2 * w.dilation[2];
-                    im2col(one, 1, x + ci * w.in_size(), p0, count, row);
                     const int64_t pc = r / blocking.kc * blocking.kc, kc = depth - pc < blocking.kc ? depth - pc : blocking.kc;
-                    float* dst = packed + pc * np + (r - pc) * nr;
-                    int64_t j = 0;
-                    for (; j < full; j += nr, dst += nr * kc) std::memcpy(dst, row + j, (size_t)nr * sizeof(float));
-                    if (j < count) {
-                        std::memcpy(dst, row + j, (size_t)(count - j) * sizeof(float));
-                        std::memset(dst + (count - j), 0, (size_t)(nr - (count - j)) * sizeof(float));
+                    float* dst_row = packed + pc * np + (r - pc) * nr;
+                    // columns [q, q + len) from src[t * step] (zeros when src is null)
+                    auto put = [&](int64_t q, const float* src, int64_t len, int64_t step) {
+                        while (len > 0) {
+                            const int64_t j = q % nr, chunk = nr - j < len ? nr - j : len;
+                            float* d = dst_row + q / nr * nr * kc + j;
+                            if (!src) std::memset(d, 0, (size_t)chunk * sizeof(float));
+                            else if (step == 1) { std::memcpy(d, src, (size_t)chunk * sizeof(float)); src += chunk; }
+                            else for (int64_t t = 0; t < chunk; ++t, src += step) d[t] = *src;
+                            q += chunk;
+                            len -= chunk;
+                        }
+                    };
+                    const float* xc = x + ci * w.in_size();
+                    int64_t o2 = first2, o1 = first1, o0 = first0;
+                    for (int64_t q = 0; q < count;) {   // one run per output row (fixed o0, o1)
+                        const int64_t run = w.out[2] - o2 < count - q ? w.out[2] - o2 : count - q;
+                        const int64_t i0 = o0 * w.stride[0] - w.pad_begin[0] + k0 * w.dilation[0];
+                        const int64_t i1 = o1 * w.stride[1] - w.pad_begin[1] + k1 * w.dilation[1];
+                        if (i0 < 0 || i0 >= w.in[0] || i1 < 0 || i1 >= w.in[1]) {
+                            put(q, nullptr, run, 1);
+                        } else {
+                            const int64_t i2 = o2 * w.stride[2] - w.pad_begin[2] + k2 * w.dilation[2], s = w.stride[2];
+                            // the t in [lo, hi) whose input column i2 + t s lies in [0, in[2])
+                            int64_t lo = i2 >= 0 ? 0 : (-i2 + s - 1) / s;
+                            int64_t hi = w.in[2] - 1 - i2 < 0 ? 0 : (w.in[2] - 1 - i2) / s + 1;
+                            lo = lo < run ? lo : run;
+                            hi = hi < run ? hi : run;
+                            hi = hi < lo ? lo : hi;
+                            const float* row = xc + (i0 * w.in[1] + i1) * w.in[2];
+                            put(q, nullptr, lo, 1);
+                            put(q + lo, row + i2 + lo * s, hi - lo, s);
+                            put(q + hi, nullptr, run - hi, 1);
+                        }
+                        q += run;
+                        o2 = 0;
+                        if (++o1 == w.out[1]) { o1 = 0; ++o0; }
                     }
+                    put(count, nullptr, np - count, 1);
                 }
+}
+
+// >>conv implicit gemm
+// A stride-1 k x k Conv without im2col: the input planes are copied once into zero-padded
+// planes of width PW, and output position (oy, ox) is computed at "wide" position oy PW + ox,
+// where tap (ky, kx) of channel c reads the padded plane at c PP + ky d PW + kx d + (oy PW + ox).
+// Row (c, tap) of B is then a contiguous run of the padded input, so packing B's panels is a
+// copy of nr floats per row and panel; the PW - OW columns of each wide row past OW are
+// computed and dropped when the GEMM's block is copied to Y (with the bias).
+template <int64_t NR>
+inline void pack_wide_panels(const float* base, const int64_t* offsets, int64_t depth, int64_t count, int64_t kc_max,
+                             int64_t nr_runtime, float* packed) {
+    const int64_t nr = NR ? NR : nr_runtime, np = (count + nr - 1) / nr * nr;
+    for (int64_t pc = 0; pc < depth; pc += kc_max) {
+        const int64_t kc = depth - pc < kc_max ? depth - pc : kc_max;
+        float* dst = packed + pc * np;
+        for (int64_t j0 = 0; j0 < count; j0 += nr) {
+            const int64_t w = count - j0 < nr ? count - j0 : nr;
+            if (w == nr) {
+                for (int64_t r = 0; r < kc; ++r, dst += nr) std::memcpy(dst, base + offsets[pc + r] + j0, (size_t)nr * sizeof(float));
+            } else {
+                for (int64_t r = 0; r < kc; ++r, dst += nr) {
+                    std::memcpy(dst, base + offsets[pc + r] + j0, (size_t)w * sizeof(float));
+                    std::memset(dst + w, 0, (size_t)(nr - w) * sizeof(float));
+                }
+            }
+        }
+    }
+}
+
+inline bool conv_takes_wide(const ConvState& st) {
+    const Window& w = st.w;
+    if (st.direct || w.kernel_size() == 1 || w.kernel[0] != 1 || w.in[0] != 1) return false;
+    return w.stride[1] == 1 && w.stride[2] == 1;
+}
+
+inline Status run_cpu_conv_wide(const RunContext& c) {
+    const CpuGemmState& cs = *static_cast<const CpuGemmState*>(c.state);
+    const ConvState& st = *static_cast<const ConvState*>(cs.op);
+    const Window& w = st.w;
+    const float* x = c.inputs[0].as<float>();
+    const float* weights = c.inputs[1].as<float>();
+    const float* bias = cs.op_inputs > 2 ? c.inputs[2].as<float>() : nullptr;
+    float* y = c.outputs[0].as<float>();
+    const int64_t in_plane = w.in_size(), positions = w.out_size();
+    if (positions == 0) return Status::Ok;
+    const int64_t pw = cs.wide_width, pp = cs.wide_plane, wide = cs.wide_positions, ow = w.out[2];
+    float* padded = static_cast<float*>(c.scratch);
+    const int64_t planes = st.batch * st.channels;
+    nn_parallel(c, (uint64_t)planes, [&](uint64_t, uint64_t begin, uint64_t end) {
+        for (uint64_t plane = begin; plane < end; ++plane) {
+            const float* src = x + (int64_t)plane * in_plane;
+            float* dst = padded + (int64_t)plane * pp;
+            const int64_t top = w.pad_begin[1], left = w.pad_begin[2];
+            std::memset(dst, 0, (size_t)(top * pw) * sizeof(float));
+            for (int64_t i = 0; i < w.in[1]; ++i) {
+                float* row = dst + (top + i) * pw;
+                std::memset(row, 0, (size_t)left * sizeof(float));
+                std::memcpy(row + left, src + i * w.in[2], (size_t)w.in[2] * sizeof(float));
+                std::memset(row + left + w.in[2], 0, (size_t)(pw - left - w.in[2]) * sizeof(float));
+            }
+            const int64_t below = pp - (top + w.in[1]) * pw;
+            std::memset(dst + (top + w.in[1]) * pw, 0, (size_t)below * sizeof(float));
+        }
+    });
+    const int64_t blocks = (wide + cs.block - 1) / cs.block;
+    const GemmBlocking& blocking = cs.gemm.blocking();
+    const size_t col_floats = round16(cs.gemm.packed_b_floats(st.depth, cs.block));
+    const size_t out_floats = round16((size_t)(st.group_maps * cs.block));
+    const uint32_t parts = cs.parts;
+    float* slots = padded + cs.wide_floats;
+    nn_parallel(c, (uint64_t)(st.batch * st.groups * blocks) * parts, [&](uint64_t slot, uint64_t begin, uint64_t end) {
+        float* col = slots + slot * cs.slot_floats;
+        float* out = col + col_floats;
+        float* scratch = out + out_floats;
+        for (uint64_t work = begin; work < end; ++work) {
+            const uint64_t unit = work / parts;
+            const uint32_t part = (uint32_t)(work % parts);
+            int64_t blk = (int64_t)unit % blocks, g = (int64_t)unit / blocks % st.groups;
+            int64_t n = (int64_t)unit / blocks / st.groups;
+            int64_t p0 = blk * cs.block, count = wide - p0 < cs.block ? wide - p0 : cs.block;
+            const float* base = padded + (n * st.channels + g * st.group_channels) * pp + p0;
+            GemmOperand a, b;
+            if (cs.packed) {
+                a.data = cs.packed + (size_t)g * cs.packed_floats;
+                a.packed = true;
+            } else {
+                a.data = weights + g * st.group_maps * st.depth;
+                a.row = st.depth;
+            }
+            int64_t m0, m1, n0, n1;
+            cs.gemm.part_range(st.group_maps, count, a.packed, true, part, parts, &m0, &m1, &n0, &n1);
+            if (m0 >= m1) continue;
+            // Every part packs the whole block (a part may take any columns of it).
+            switch (blocking.nr) {
+                case 32: pack_wide_panels<32>(base, cs.wide_offsets, st.depth, count, blocking.kc, 32, col); break;
+                case 16: pack_wide_panels<16>(base, cs.wide_offsets, st.depth, count, blocking.kc, 16, col); break;
+                case 12: pack_wide_panels<12>(base, cs.wide_offsets, st.depth, count, blocking.kc, 12, col); break;
+                default: pack_wide_panels<0>(base, cs.wide_offsets, st.depth, count, blocking.kc, blocking.nr, col);
+            }
+            b.data = col;
+            b.packed = true;
+            cs.gemm.run(st.group_maps, count, st.depth, 1.0f, a, b, 0.0f, out, count, scratch, part, parts);
+            // This part's rows and wide columns [n0, n1) to Y: the columns ox < OW of each wide row.
+            float* yg = y + (n * st.maps + g * st.group_maps) * positions;
+            for (int64_t m = m0; m < m1; ++m) {
+                const float bm = bias ? bias[g * st.group_maps + m] : 0.0f;
+                const float* src = out + m * count;
+                float* ym = yg + m * positions;
+                for (int64_t j = p0 + n0; j < p0 + n1;) {
+                    const int64_t oy = j / pw, ox = j % pw, run = pw - ox < p0 + n1 - j ? pw - ox : p0 + n1 - j;
+                    const int64_t valid = ox < ow ? (ow - ox < run ? ow - ox : run) : 0;
+                    const float* from = src + (j - p0);
+                    float* to = ym + oy * ow + ox;
+                    for (int64_t t = 0; t < valid; ++t) to[t] = from[t] + bm;
+                    j += run;
+                }
+            }
+            if (cs.epilogue) {   // wide columns [p0 + n0, p0 + n1) are Y's positions [first, last)
+                auto to_y = [&](int64_t j) { return j / pw * ow + (j % pw < ow ? j % pw : ow); };
+                const int64_t r0 = n * st.maps + g * st.group_maps;
+                gemm_epilogue_run(c, *cs.epilogue, r0 + m0, r0 + m1, to_y(p0 + n0), to_y(p0 + n1));
+            }
+        }
+    }, cs.slots);
+    return Status::Ok;
+}
+
+// The wide plan of a Conv that conv_takes_wide: padded planes, B's row offsets, blocks of
+// wide positions (whole panels, a packed block of B of half of L2, at least one per thread).
+inline Status cpu_conv_wide_plan(ReferenceProgram* p, const ConvState& st, CpuGemmState* cs) {
+    const Window& w = st.w;
+    const Gemm& gemm = cs->gemm;
+    const int64_t pw = w.in[2] + w.pad_begin[2] + w.pad_end[2], ph = w.in[1] + w.pad_begin[1] + w.pad_end[1];
+    cs->wide_width = pw;
+    cs->wide_plane = ph * pw;
+    cs->wide_positions = (w.out[1] - 1) * pw + w.out[2];   // its last read is the padded plane's last float
+    cs->wide_floats = round16((size_t)(st.batch * st.channels * ph * pw));
+    int64_t* offsets = p->arena.allocate_array<int64_t>((size_t)st.depth);
+    if (!offsets) return Status::OutOfMemory;
+    int64_t r = 0;
+    for (int64_t ci = 0; ci < st.group_channels; ++ci)
+        for (int64_t ky = 0; ky < w.kernel[1]; ++ky)
+            for (int64_t kx = 0; kx < w.kernel[2]; ++kx)
+                offsets[r++] = ci * cs->wide_plane + ky * w.dilation[1] * pw + kx * w.dilation[2];
+    cs->wide_offsets = offsets;
+    const int64_t nr = gemm.blocking().nr, wide = cs->wide_positions;
+    int64_t block = (int64_t)(cpu_cache_sizes().l2 / 2 / (uint64_t)(st.depth * 4)) / nr * nr;
+    if (block < 4 * nr) block = 4 * nr;
+    const int64_t images = st.batch * st.groups;
+    if (images * ((wide + block - 1) / block) < (int64_t)cs->slots) {
+        int64_t want = ((int64_t)cs->slots + images - 1) / images;
+        block = ((wide + want - 1) / want + nr - 1) / nr * nr;
+    }
+    if (block > wide) block = wide;
+    cs->block = block;
+    if (images * ((wide + block - 1) / block) < (int64_t)cs->slots) cs->parts = cs->slots;
+    cs->slot_floats = round16(gemm.packed_b_floats(st.depth, block)) + round16((size_t)(st.group_maps * block)) +
+                      round16(gemm.scratch_floats(st.group_maps, block, st.depth, cs->packed != nullptr, true));
+    return Status::Ok;
 }
 
 // Conv on the CPU device's JIT GEMM: per (image, group, block of positions) the weights
@@ -5491,19 +5832,17 @@ inline Status run_cpu_conv(const RunContext& c) {
     const ConvState& st = *static_cast<const ConvState*>(cs.op);
     const float* x = c.inputs[0].as<float>();
     const float* weights = c.inputs[1].as<float>();
-    const float* bias = c.num_inputs > 2 ? c.inputs[2].as<float>() : nullptr;
+    const float* bias = cs.op_inputs > 2 ? c.inputs[2].as<float>() : nullptr;
     float* y = c.outputs[0].as<float>();
     const int64_t in_plane = st.w.in_size(), positions = st.w.out_size();
     if (positions == 0) return Status::Ok;
     const int64_t blocks = (positions + cs.block - 1) / cs.block;
     const GemmBlocking& blocking = cs.gemm.blocking();
     const size_t col_floats = st.direct ? 0 : round16(cs.gemm.packed_b_floats(st.depth, cs.block));
-    const size_t row_floats = st.direct ? 0 : round16((size_t)cs.block);
     const uint32_t parts = cs.parts;
     nn_parallel(c, (uint64_t)(st.batch * st.groups * blocks) * parts, [&](uint64_t slot, uint64_t begin, uint64_t end) {
         float* col = static_cast<float*>(c.scratch) + slot * cs.slot_floats;
-        float* row = col + col_floats;
-        float* scratch = row + row_floats;
+        float* scratch = col + col_floats;
         for (uint64_t work = begin; work < end; ++work) {
             const uint64_t unit = work / parts;
             int64_t blk = (int64_t)unit % blocks, g = (int64_t)unit / blocks % st.groups;
@@ -5522,7 +5861,7 @@ inline Status run_cpu_conv(const RunContext& c) {
                 b.data = xg + p0;
                 b.row = in_plane;
             } else {
-                im2col_packed(st.w, st.group_channels, xg, p0, count, blocking, row, col);
+                im2col_packed(st.w, st.group_channels, xg, p0, count, blocking, col);
                 b.data = col;
                 b.packed = true;
             }
@@ -5535,6 +5874,12 @@ inline Status run_cpu_conv(const RunContext& c) {
             }
             cs.gemm.run(st.group_maps, count, st.depth, 1.0f, a, b, bias ? 1.0f : 0.0f, yg, positions, scratch,
                         (uint32_t)(work % parts), parts);
+            if (cs.epilogue) {
+                int64_t m0, m1, n0, n1;
+                cs.gemm.part_range(st.group_maps, count, a.packed, b.packed, (uint32_t)(work % parts), parts, &m0, &m1, &n0, &n1);
+                const int64_t r0 = n * st.maps + g * st.group_maps;
+                if (m0 < m1) gemm_epilogue_run(c, *cs.epilogue, r0 + m0, r0 + m1, p0 + n0, p0 + n1);
+            }
         }
     }, cs.slots);
     return Status::Ok;
@@ -5555,6 +5900,12 @@ inline Status cpu_conv_step(ReferenceProgram* p, const PreparedModel& model, Nod
                         packed + (size_t)g * cs->packed_floats);
         cs->packed = packed;
     }
+    if (conv_takes_wide(*st)) {
+        TESSEL_TRY(cpu_conv_wide_plan(p, *st, cs));
+        TESSEL_TRY(cpu_gemm_use(p, run_cpu_conv_wide, cs, "Conv"));
+        p->steps_[p->count - 1].scratch_bytes += cs->wide_floats * sizeof(float);
+        return Status::Ok;
+    }
     // Positions per unit: a packed block of B (im2col: all of K; 1x1: one kc block) of half of
     // L2, at least 4 tiles wide (it bounds each slot's scratch too); fewer when the units
     // would not give every thread one.
@@ -5571,7 +5922,7 @@ inline Status cpu_conv_step(ReferenceProgram* p, const PreparedModel& model, Nod
     cs->block = block;
     // Still fewer units than threads (one image, few positions): each unit's GEMM in parts.
     if (images * ((positions + block - 1) / block) < (int64_t)cs->slots) cs->parts = cs->slots;
-    cs->slot_floats = (st->direct ? 0 : round16(gemm.packed_b_floats(st->depth, block)) + round16((size_t)block)) +
+    cs->slot_floats = (st->direct ? 0 : round16(gemm.packed_b_floats(st->depth, block))) +
                       round16(gemm.scratch_floats(st->group_maps, block, st->depth, cs->packed != nullptr, !st->direct));
     return cpu_gemm_use(p, run_cpu_conv, cs, "Conv");
 }
@@ -5649,22 +6000,36 @@ inline Status prepare_conv_transpose(PrepareContext& c) {
     return Status::Ok;
 }
 
-// Adds the GEMM's rows (map, tap) x input positions [p0, p0 + count) into the output planes yg.
+// Adds the GEMM's rows (map, tap) x input positions [p0, p0 + count) into the output planes yg,
+// a run of one input row at a time (the output columns it reaches found once per run).
 inline void col2im_add(const ConvTransposeState& st, int64_t p0, int64_t count, const float* col, float* yg) {
     const Window& w = st.w;
-    const int64_t out_plane = w.out_size(), kernel = w.kernel_size();
+    const int64_t out_plane = w.out_size(), kernel = w.kernel_size(), s = w.stride[2];
+    const int64_t first2 = p0 % w.in[2], first1 = p0 / w.in[2] % w.in[1], first0 = p0 / w.in[2] / w.in[1];
     for (int64_t r = 0; r < st.rows; ++r) {
         int64_t k2 = r % w.kernel[2], k1 = r / w.kernel[2] % w.kernel[1];
         int64_t k0 = r / w.kernel[2] / w.kernel[1] % w.kernel[0], m = r / kernel;
         float* ym = yg + m * out_plane;
         const float* src = col + r * count;
-        for (int64_t q = 0; q < count; ++q) {
-            int64_t p = p0 + q, i2 = p % w.in[2], i1 = p / w.in[2] % w.in[1], i0 = p / w.in[2] / w.in[1];
-            int64_t o0 = i0 * w.stride[0] - w.pad_begin[0] + k0 * w.dilation[0];
-            int64_t o1 = i1 * w.stride[1] - w.pad_begin[1] + k1 * w.dilation[1];
-            int64_t o2 = i2 * w.stride[2] - w.pad_begin[2] + k2 * w.dilation[2];
-            if (o0 >= 0 && o0 < w.out[0] && o1 >= 0 && o1 < w.out[1] && o2 >= 0 && o2 < w.out[2])
-                ym[(o0 * w.out[1] + o1) * w.out[2] + o2] += src[q];
+        int64_t i2 = first2, i1 = first1, i0 = first0;
+        for (int64_t q = 0; q < count;) {
+            const int64_t run = w.in[2] - i2 < count - q ? w.in[2] - i2 : count - q;
+            const int64_t o0 = i0 * w.stride[0] - w.pad_begin[0] + k0 * w.dilation[0];
+            const int64_t o1 = i1 * w.stride[1] - w.pad_begin[1] + k1 * w.dilation[1];
+            if (o0 >= 0 && o0 < w.out[0] && o1 >= 0 && o1 < w.out[1]) {
+                const int64_t o2 = i2 * s - w.pad_begin[2] + k2 * w.dilation[2];
+                // the t in [lo, hi) whose output column o2 + t s lies in [0, out[2])
+                int64_t lo = o2 >= 0 ? 0 : (-o2 + s - 1) / s;
+                int64_t hi = w.out[2] - 1 - o2 < 0 ? 0 : (w.out[2] - 1 - o2) / s + 1;
+                hi = hi < run ? hi : run;
+                float* row = ym + (o0 * w.out[1] + o1) * w.out[2] + o2;
+                const float* in = src + q;
+                if (s == 1) for (int64_t t = lo; t < hi; ++t) row[t] += in[t];
+                else for (int64_t t = lo; t < hi; ++t) row[t * s] += in[t];
+            }
+            q += run;
+            i2 = 0;
+            if (++i1 == w.in[1]) { i1 = 0; ++i0; }
         }
     }
 }
@@ -5706,7 +6071,7 @@ inline Status run_cpu_conv_transpose(const RunContext& c) {
     const Window& w = st.w;
     const float* x = c.inputs[0].as<float>();
     const float* weights = c.inputs[1].as<float>();
-    const float* bias = c.num_inputs > 2 ? c.inputs[2].as<float>() : nullptr;
+    const float* bias = cs.op_inputs > 2 ? c.inputs[2].as<float>() : nullptr;
     float* y = c.outputs[0].as<float>();
     const int64_t in_plane = w.in_size(), out_plane = w.out_size();
     const size_t col_floats = round16((size_t)(st.rows * st.block));
@@ -5735,6 +6100,9 @@ inline Status run_cpu_conv_transpose(const RunContext& c) {
                 cs.gemm.run(st.rows, count, st.group_channels, 1.0f, a, b, 0.0f, col, count, scratch);
                 col2im_add(st, p0, count, col, yg);
             }
+            if (cs.epilogue)   // the group's maps are complete only after the last block's col2im
+                gemm_epilogue_run(c, *cs.epilogue, n * st.maps + g * st.group_maps, n * st.maps + (g + 1) * st.group_maps, 0,
+                                  out_plane);
         }
     }, cs.slots);
     return Status::Ok;
@@ -5966,6 +6334,11 @@ inline Status run_cpu_matmul(const RunContext& c) {
             }
             cs.gemm.run(st.m, st.n, st.k, 1.0f, oa, ob, 0.0f, y + batch * st.m * st.n, st.n, scratch, (uint32_t)(unit % parts),
                         parts);
+            if (cs.epilogue) {
+                int64_t m0, m1, n0, n1;
+                cs.gemm.part_range(st.m, st.n, false, ob.packed, (uint32_t)(unit % parts), parts, &m0, &m1, &n0, &n1);
+                if (m0 < m1) gemm_epilogue_run(c, *cs.epilogue, batch * st.m + m0, batch * st.m + m1, n0, n1);
+            }
         }
     }, cs.slots);
     return Status::Ok;
@@ -6122,8 +6495,14 @@ inline Status run_cpu_gemm(const RunContext& c) {
     const float beta = bias ? st.beta : 0.0f;
     nn_parallel(c, cs.parts, [&](uint64_t slot, uint64_t begin, uint64_t end) {
         float* scratch = static_cast<float*>(c.scratch) + slot * cs.slot_floats;
-        for (uint64_t part = begin; part < end; ++part)
+        for (uint64_t part = begin; part < end; ++part) {
             cs.gemm.run(st.m, st.n, st.k, st.alpha, oa, ob, beta, y, st.n, scratch, (uint32_t)part, cs.parts);
+            if (cs.epilogue) {
+                int64_t m0, m1, n0, n1;
+                cs.gemm.part_range(st.m, st.n, false, ob.packed, (uint32_t)part, cs.parts, &m0, &m1, &n0, &n1);
+                if (m0 < m1) gemm_epilogue_run(c, *cs.epilogue, m0, m1, n0, n1);
+            }
+        }
     }, cs.slots);
     return Status::Ok;
 }

@@ -440,6 +440,16 @@ public:
     // and InvalidArgument if part >= parts.
     Status run(Span<const float* const> inputs, Span<float* const> outputs, float* scratch, uint32_t part, uint32_t parts) const;
     size_t scratch_bytes() const { return isa_ == Isa::Ref && body_ ? (size_t)body_->size() * 64 * sizeof(float) : 0; }
+    // A fused epilogue's run (runtime.h >>gemm epilogue): the domain seen as rows of `segment`
+    // elements (a conv's output maps: N x C rows of H x W; a MatMul's: rows of N), this runs
+    // the elements [r segment + column_begin, r segment + column_end) of rows r in
+    // [row_begin, row_end), exactly as run() computes them, right after a GEMM wrote them.
+    // Needs runs_segments(segment): each such row lies within one kernel row (the normalized
+    // last dimension is a multiple of `segment`). InvalidArgument for ranges outside the
+    // domain or a segment it cannot take; scratch as in run() (Ref only).
+    bool runs_segments(int64_t segment) const;
+    Status run_segments(Span<const float* const> inputs, Span<float* const> outputs, float* scratch, int64_t segment,
+                        int64_t row_begin, int64_t row_end, int64_t column_begin, int64_t column_end) const;
     // Whether run() takes the in-place twin (SnippetStats::in_place_kernel) for these
     // pointers: there is one and an output is one of the inputs.
     bool takes_in_place_kernel(Span<const float* const> inputs, Span<float* const> outputs) const;
@@ -4569,6 +4579,65 @@ Status Snippet::run(Span<const float* const> inputs, Span<float* const> outputs,
                 ptrs, (size_t)(column_end - column_begin), (size_t)count, row_strides);
         }
         g += count;
+    }
+    return Status::Ok;
+}
+
+bool Snippet::runs_segments(int64_t segment) const {
+    return compiled_ && rank_ >= 1 && segment > 0 && dims_[rank_ - 1] % segment == 0;
+}
+
+Status Snippet::run_segments(Span<const float* const> inputs, Span<float* const> outputs, float* scratch, int64_t segment,
+                             int64_t row_begin, int64_t row_end, int64_t column_begin, int64_t column_end) const {
+    if (!compiled_) return fail(Status::NotFinalized, "run_segments: not compiled");
+    if (isa_ == Isa::Ref && !scratch) return fail(Status::InvalidArgument, "run_segments: no interpreter scratch");
+    if (inputs.size != parameters_ || outputs.size != results_)
+        return fail(Status::InvalidArgument, "run_segments: wrong number of inputs or outputs");
+    if (!runs_segments(segment) || row_begin < 0 || column_begin < 0 || column_end > segment ||
+        (uint64_t)row_end * (uint64_t)segment > stats_.elements)
+        return fail(Status::InvalidArgument, "run_segments: segment or range outside the domain");
+    if (row_begin >= row_end || column_begin >= column_end) return Status::Ok;
+    const uint32_t args = parameters_ + results_;
+    const int64_t n = dims_[rank_ - 1], per_row = n / segment;   // segments per kernel row
+    const uint32_t outer = rank_ >= 2 ? rank_ - 2 : 0;
+    const int64_t rows = rank_ >= 2 ? dims_[rank_ - 2] : 1;
+    int64_t row_strides[kSnippetMaxArgs];
+    bool inner_broadcast[kSnippetMaxArgs];
+    for (uint32_t t = 0; t < args; ++t) {
+        row_strides[t] = rank_ >= 2 ? strides_[t][rank_ - 2] * (int64_t)sizeof(float) : 0;
+        inner_broadcast[t] = strides_[t][rank_ - 1] == 0 && n > 1;
+    }
+    void* kernel = takes_in_place_kernel(inputs, outputs) ? kernel_in_place_ : kernel_;
+    float* ptrs[kSnippetMaxArgs];
+    for (int64_t r = row_begin; r < row_end;) {
+        // Segment r is in kernel row g, from column `column` on; when a kernel row is one
+        // segment, the segments up to the end of its block of `rows` go in one call.
+        const int64_t g = r / per_row, column = r % per_row * segment + column_begin;
+        const int64_t row = g % rows;
+        const int64_t count = per_row == 1 ? std::min(rows - row, row_end - r) : 1;
+        for (uint32_t t = 0; t < args; ++t) {
+            int64_t offset = column * strides_[t][rank_ - 1];
+            if (rank_ >= 2) offset += row * strides_[t][rank_ - 2];
+            int64_t o = g / rows;
+            for (uint32_t i = outer; i-- > 0;) {
+                offset += o % dims_[i] * strides_[t][i];
+                o /= dims_[i];
+            }
+            ptrs[t] = const_cast<float*>((t < parameters_ ? inputs[t] : outputs[t - parameters_]) + offset);
+        }
+        if (isa_ == Isa::Ref) {
+            for (int64_t k = 0; k < count; ++k) {
+                const float* in_ptrs[kSnippetMaxArgs];
+                float* row_out[kSnippetMaxArgs];
+                for (uint32_t t = 0; t < args; ++t) in_ptrs[t] = ptrs[t] + k * (row_strides[t] / (int64_t)sizeof(float));
+                for (uint32_t t = 0; t < results_; ++t) row_out[t] = const_cast<float*>(in_ptrs[parameters_ + t]);
+                detail::interpret_row(*body_, fused_, scratch, in_ptrs, row_out, inner_broadcast, column_end - column_begin);
+            }
+        } else {
+            reinterpret_cast<void (*)(float* const*, size_t, size_t, const int64_t*)>(kernel)(
+                ptrs, (size_t)(column_end - column_begin), (size_t)count, row_strides);
+        }
+        r += count;
     }
     return Status::Ok;
 }

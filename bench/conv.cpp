@@ -1,0 +1,139 @@
+// Conv through the CPU device, per shape class of the real models (OCR detector and recognizer,
+// ResNet-50, SqueezeNet): Conv + bias alone and Conv + bias + Relu (the Relu a fused epilogue
+// where the device fuses it), at 1 and 2 threads, in microseconds, GFLOP/s and share of the
+// FMA peak measured in the same run (best of many runs: other processes share the cores).
+// Only the public API: it builds against older headers too, for before/after figures.
+//   build/bench/conv [ISA]        (ISA: avx2, avx512, neon; default as TESSEL_ISA)
+#define TESSEL_IMPLEMENTATION
+#include "runtime.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <vector>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+using namespace tessel;
+
+namespace {
+double now_seconds() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+#if defined(__x86_64__)
+__attribute__((target("avx512f"))) double fma_peak_avx512(long iterations) {
+    __m512 acc[12], x = _mm512_set1_ps(0.999f), y = _mm512_set1_ps(1e-7f);
+    for (int i = 0; i < 12; ++i) acc[i] = _mm512_set1_ps((float)i);
+    double start = now_seconds();
+    for (long it = 0; it < iterations; ++it)
+        for (int i = 0; i < 12; ++i) acc[i] = _mm512_fmadd_ps(acc[i], x, y);
+    double s = now_seconds() - start;
+    float lanes[16], sink = 0;
+    for (int i = 0; i < 12; ++i) { _mm512_storeu_ps(lanes, acc[i]); sink += lanes[0]; }
+    if (sink == 12345.0f) std::printf(" ");
+    return (double)iterations * 12 * 16 * 2 / s * 1e-9;
+}
+__attribute__((target("avx2,fma"))) double fma_peak_avx2(long iterations) {
+    __m256 acc[12], x = _mm256_set1_ps(0.999f), y = _mm256_set1_ps(1e-7f);
+    for (int i = 0; i < 12; ++i) acc[i] = _mm256_set1_ps((float)i);
+    double start = now_seconds();
+    for (long it = 0; it < iterations; ++it)
+        for (int i = 0; i < 12; ++i) acc[i] = _mm256_fmadd_ps(acc[i], x, y);
+    double s = now_seconds() - start;
+    float lanes[8], sink = 0;
+    for (int i = 0; i < 12; ++i) { _mm256_storeu_ps(lanes, acc[i]); sink += lanes[0]; }
+    if (sink == 12345.0f) std::printf(" ");
+    return (double)iterations * 12 * 8 * 2 / s * 1e-9;
+}
+#endif
+
+double fma_peak(Isa isa) {
+    double best = 0;
+    for (int run = 0; run < 50; ++run) {
+#if defined(__x86_64__)
+        if (isa == Isa::Avx512) best = std::max(best, fma_peak_avx512(200000));
+        else if (isa == Isa::Avx2) best = std::max(best, fma_peak_avx2(200000));
+#endif
+    }
+    return best;
+}
+
+struct Shape { const char* name; int64_t cin, cout, h, w, k, stride, pad; };
+
+TensorDesc float_desc(std::initializer_list<int64_t> dims) {
+    TensorDesc d;
+    d.type = ElementType::Float32;
+    for (int64_t v : dims) d.dims[d.rank++] = v;
+    return d;
+}
+
+// The best time of one inference of Conv (+ Relu) on the CPU device.
+double conv_seconds(const Shape& s, bool relu, uint32_t threads, const char* isa) {
+    Model model;
+    NodeId x, w, b, y;
+    std::vector<float> weights((size_t)(s.cout * s.cin * s.k * s.k), 0.01f), bias((size_t)s.cout, 0.5f);
+    if (model.add_input("x", float_desc({1, s.cin, s.h, s.w}), &x) != Status::Ok ||
+        model.add_constant("w", float_desc({s.cout, s.cin, s.k, s.k}), weights.data(), &w) != Status::Ok ||
+        model.add_constant("b", float_desc({s.cout}), bias.data(), &b) != Status::Ok)
+        return 0;
+    InputRef in[] = {InputRef::by_id(x), InputRef::by_id(w), InputRef::by_id(b)};
+    if (model.add_node("Conv", "conv", in, 1, &y) != Status::Ok) return 0;
+    const int64_t strides[] = {s.stride, s.stride}, pads[] = {s.pad, s.pad, s.pad, s.pad};
+    if (model.set_ints(y, "strides", Span<const int64_t>(strides, 2)) != Status::Ok ||
+        model.set_ints(y, "pads", Span<const int64_t>(pads, 4)) != Status::Ok)
+        return 0;
+    if (relu) {
+        InputRef yin[] = {InputRef::by_id(y)};
+        if (model.add_node("Relu", "relu", yin, 1, &y) != Status::Ok) return 0;
+    }
+    if (model.add_output("y", InputRef::by_id(y)) != Status::Ok || model.finalize() != Status::Ok) return 0;
+    Core core;
+    CompiledModel compiled;
+    std::string t = std::to_string(threads);
+    ConfigEntry config[] = {{"NUM_THREADS", StringView(t.c_str())}, {"ISA", StringView(isa)}};
+    if (core.compile_model(model, "CPU", config, &compiled) != Status::Ok) { std::fprintf(stderr, "%s\n", core.last_error()); return 0; }
+    InferRequest request;
+    if (compiled.create_request(&request) != Status::Ok) return 0;
+    float* input = request.input(0).data_as<float>();
+    std::fill(input, input + request.input(0).elements(), 0.5f);
+    if (request.infer() != Status::Ok) return 0;
+    double best = 1e30;
+    for (int run = 0; run < 40; ++run) {
+        double start = now_seconds();
+        (void)request.infer();
+        best = std::min(best, now_seconds() - start);
+    }
+    return best;
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+    Isa isa = default_isa();
+    if (argc > 1 && (parse_isa(StringView(argv[1]), &isa) != Status::Ok || !isa_available(isa))) {
+        std::fprintf(stderr, "bench/conv: unknown or unavailable ISA %s\n", argv[1]);
+        return 2;
+    }
+    const double peak = fma_peak(isa);
+    std::printf("isa=%s fma_peak=%.1f GFLOP/s (one thread)\n", isa_name(isa), peak);
+    std::printf("%-24s %7s %8s %7s %6s %9s %8s %7s\n", "conv", "MFLOP", "1t us", "GFLOP/s", "/peak", "+Relu us", "2t us",
+                "2t/1t");
+    const Shape shapes[] = {
+        {"det 96->24 3x3 40^2", 96, 24, 40, 40, 3, 1, 1},     {"det 3->16 3x3/2 160^2", 3, 16, 160, 160, 3, 2, 1},
+        {"det 16->64 1x1 80^2", 16, 64, 80, 80, 1, 1, 0},     {"rec 32->64 1x1 24x160", 32, 64, 24, 160, 1, 1, 0},
+        {"squeeze 3->64 3x3/2", 3, 64, 224, 224, 3, 2, 0},    {"r50 64->64 3x3 56^2", 64, 64, 56, 56, 3, 1, 1},
+        {"r50 256->64 1x1 56^2", 256, 64, 56, 56, 1, 1, 0},   {"r50 128->128 3x3 28^2", 128, 128, 28, 28, 3, 1, 1},
+        {"r50 256->512 1x1/2 28^2", 256, 512, 56, 56, 1, 2, 0}, {"r50 512->2048 1x1 7^2", 512, 2048, 7, 7, 1, 1, 0},
+    };
+    for (const Shape& s : shapes) {
+        const int64_t oh = (s.h + 2 * s.pad - s.k) / s.stride + 1, ow = (s.w + 2 * s.pad - s.k) / s.stride + 1;
+        const double flops = 2.0 * (double)s.cout * (double)(s.cin * s.k * s.k) * (double)(oh * ow);
+        const double t1 = conv_seconds(s, false, 1, isa_name(isa)), tr = conv_seconds(s, true, 1, isa_name(isa));
+        const double t2 = conv_seconds(s, false, 2, isa_name(isa));
+        std::printf("%-24s %7.1f %8.1f %7.1f %6.2f %9.1f %8.1f %7.2f\n", s.name, flops * 1e-6, t1 * 1e6, flops / t1 * 1e-9,
+                    flops / t1 * 1e-9 / peak, tr * 1e6, t2 * 1e6, t1 / t2);
+    }
+    return 0;
+}
