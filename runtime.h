@@ -5301,6 +5301,10 @@ struct CpuGemmState {
 
 inline size_t round16(size_t floats) { return (floats + 15) & ~(size_t)15; }
 
+// The depthwise Conv step and its epilogue (>>depthwise conv).
+inline Status run_cpu_depthwise(const RunContext& c);
+inline void cpu_depthwise_attach_epilogue(const void* state, const GemmEpilogue* e);
+
 inline bool cpu_attach_epilogue(ReferenceProgram* p, const void* gemm_state, const Snippet* snippet, uint32_t parameters,
                                 uint32_t results, uint32_t source, uint32_t op_inputs, int64_t segment, uint32_t fused_nodes) {
     GemmEpilogue* e = p->arena.allocate_array<GemmEpilogue>(1);
@@ -5314,6 +5318,12 @@ inline bool cpu_attach_epilogue(ReferenceProgram* p, const void* gemm_state, con
     e->segment = segment;
     e->fused_nodes = fused_nodes;
     // The state lives in the program's arena, made by cpu_gemm_step for this step alone.
+    // The depthwise Conv step (>>depthwise conv) keeps its own state.
+    const ReferenceProgram::Unit& unit = p->units[p->count - 1];
+    if (unit.run == run_cpu_depthwise && unit.state == gemm_state) {
+        cpu_depthwise_attach_epilogue(gemm_state, e);
+        return true;
+    }
     const_cast<CpuGemmState*>(static_cast<const CpuGemmState*>(gemm_state))->epilogue = e;
     return true;
 }
@@ -6134,10 +6144,13 @@ inline Status cpu_conv_transpose_step(ReferenceProgram* p, const PreparedModel& 
 // spatial dims, on the CPU device: snippets.h's DepthwiseConv of the program's target (JIT on
 // AVX2, AVX-512 and NEON, its portable loop elsewhere), one plane per work unit; planes are cut into
 // bands of output rows when there are too few planes for the threads or a plane's padded copy
-// would not stay in L2.
+// would not stay in L2. The elementwise island after it runs as its epilogue (>>gemm epilogue)
+// on each band of a map right after the band is written.
 struct CpuDepthwiseState {
     DepthwiseConv conv;
     const ConvState* op = nullptr;
+    uint32_t op_inputs = 0;                  // the node's own inputs (an epilogue's follow them)
+    const GemmEpilogue* epilogue = nullptr;  // run on each band of a map once it is written
     size_t slot_floats = 0;   // the padded copy of one band (a multiple of 16: 64-byte aligned)
     uint32_t slots = 1;
     int64_t bands = 1, band_rows = 1;
@@ -6150,10 +6163,10 @@ inline Status run_cpu_depthwise(const RunContext& c) {
     const ConvState& st = *ds.op;
     const float* x = c.inputs[0].as<float>();
     const float* weights = c.inputs[1].as<float>();
-    const float* bias = c.num_inputs > 2 ? c.inputs[2].as<float>() : nullptr;
+    const float* bias = ds.op_inputs > 2 ? c.inputs[2].as<float>() : nullptr;
     float* y = c.outputs[0].as<float>();
     const int64_t in_plane = st.w.in_size(), out_plane = st.w.out_size(), taps = st.w.kernel_size();
-    const int64_t out_rows = ds.conv.shape().out_h, multiplier = st.group_maps, bands = ds.bands;
+    const int64_t out_rows = ds.conv.shape().out_h, out_width = ds.conv.shape().out_w, multiplier = st.group_maps, bands = ds.bands;
     const uint64_t units = (uint64_t)(st.batch * st.channels * bands * multiplier);
     nn_parallel(c, units, [&](uint64_t slot, uint64_t begin, uint64_t end) {
         float* scratch = static_cast<float*>(c.scratch) + slot * ds.slot_floats;
@@ -6170,9 +6183,15 @@ inline Status run_cpu_depthwise(const RunContext& c) {
                 zeros = band;
             }
             ds.conv.run_rows(scratch, weights + m * taps, bias ? bias[m] : 0.0f, y + (n * st.maps + m) * out_plane, row0, row1);
+            if (ds.epilogue)   // the band while it is in cache
+                gemm_epilogue_run(c, *ds.epilogue, n * st.maps + m, n * st.maps + m + 1, row0 * out_width, row1 * out_width);
         }
     }, ds.slots);
     return Status::Ok;
+}
+
+inline void cpu_depthwise_attach_epilogue(const void* state, const GemmEpilogue* e) {
+    const_cast<CpuDepthwiseState*>(static_cast<const CpuDepthwiseState*>(state))->epilogue = e;
 }
 
 // Takes Conv `id` (*taken) when it is depthwise over at most 2 spatial dims; a plain conv of a
@@ -6194,6 +6213,7 @@ inline Status cpu_depthwise_step(ReferenceProgram* p, const PreparedModel& model
     // a copy of one output row's band beyond 64 MiB (extreme strides or dilations): not here
     if (ds->conv.init(shape, isa) != Status::Ok || ds->conv.scratch_floats(1) > ((size_t)16 << 20)) return Status::Ok;
     ds->op = st;
+    ds->op_inputs = model.model.graph.node(id).num_inputs;
     ds->slots = p->threads ? p->threads : 1;
     // Bands: a padded copy of at most half of L2, and at least two units per thread.
     const int64_t rows = shape.out_h, planes = st->batch * st->channels;

@@ -1,7 +1,8 @@
 // Depthwise Conv: snippets.h's DepthwiseConv (padded phase-split copy, JIT row tiles on AVX2
 // and AVX-512, the portable loop elsewhere) and the CPU device's depthwise step, on every ISA
 // the machine has (the CPU device's ISA config), against a naive double-precision convolution;
-// the reference Conv kernel (TEMPLATE device) is held to the same bound.
+// the reference Conv kernel (TEMPLATE device) is held to the same bound. An elementwise tail
+// after it runs as its fused epilogue (runtime.h >>gemm epilogue), equal to the unfused steps.
 // Error bound: the taps are summed in order but with FMA, so each element is bounded by its
 // own magnitude: |got - want| <= 1e-5 * (sum |w||x| + |bias|) + 1e-30.
 #include <doctest/doctest.h>
@@ -287,4 +288,106 @@ TEST_CASE("depthwise: DepthwiseConv directly: whole plane and bands agree, bad s
 #else
     CHECK(conv.init(s, Isa::Avx512) == Status::Unsupported);
 #endif
+}
+
+namespace {
+// Depthwise Conv (constant weights and bias) + an elementwise tail on CPU, FUSION on or off.
+struct TailRun {
+    std::vector<float> y;
+    std::string kernels;
+    size_t steps = 0;
+};
+
+TailRun run_with_tail(const DwCase& dc, const char* tail, const std::vector<float>& x, const std::vector<float>& w,
+                      const std::vector<float>& bias, const char* isa, bool fusion, uint32_t threads) {
+    OpTest t;
+    const int64_t maps = dc.x[1] * dc.multiplier;
+    Shape wshape = {maps, 1};
+    wshape.insert(wshape.end(), dc.kernel.begin(), dc.kernel.end());
+    NodeId conv = t.op("Conv", {t.input(dc.x, x), t.constant(wshape, w), t.constant(Shape{maps}, bias)});
+    t.set_int("group", dc.x[1]);
+    if (!dc.strides.empty()) t.set_ints("strides", dc.strides);
+    if (!dc.pads.empty()) t.set_ints("pads", dc.pads);
+    InputRef y = InputRef::by_id(conv, 0);
+    NodeId last = kNoNode;
+    const std::string kind = tail;
+    if (kind == "Clip") {
+        last = t.op("Clip", {y, t.constant(Shape{}, std::vector<float>{0.0f}), t.constant(Shape{}, std::vector<float>{6.0f})});
+    } else if (kind == "BatchNorm+HardSwish") {   // a folded BatchNormalization's scale and shift, then the activation
+        Shape per = {1, maps, 1, 1};
+        NodeId mul = t.op("Mul", {y, t.constant(per, random_floats(maps, 41))});
+        NodeId add = t.op("Add", {InputRef::by_id(mul, 0), t.constant(per, random_floats(maps, 42))});
+        last = t.op("HardSwish", {InputRef::by_id(add, 0)});
+    } else {
+        last = t.op(tail, {y});
+    }
+    REQUIRE(t.model.add_output("out", InputRef::by_id(last, 0)) == Status::Ok);
+    REQUIRE(t.model.finalize() == Status::Ok);
+    Core core;
+    CompiledModel compiled;
+    std::string count = std::to_string(threads);
+    ConfigEntry config[] = {{"NUM_THREADS", StringView(count.c_str())}, {"PERF_COUNT", "YES"}, {"ISA", StringView(isa)},
+                            {"FUSION", fusion ? "YES" : "NO"}};
+    Status s = core.compile_model(t.model, "CPU", Span<const ConfigEntry>(config, 4), &compiled);
+    INFO(core.last_error());
+    REQUIRE(s == Status::Ok);
+    InferRequest request;
+    REQUIRE(compiled.create_request(&request) == Status::Ok);
+    REQUIRE(request.input(0).bytes() == x.size() * sizeof(float));
+    std::memcpy(request.input(0).data(), x.data(), x.size() * sizeof(float));
+    uint64_t before = tessel_test::allocation_count();
+    s = request.infer();
+    CHECK(tessel_test::allocation_count() == before);
+    REQUIRE(s == Status::Ok);
+    TailRun r;
+    for (const ProfileEntry& e : request.profiling_info()) {
+        r.kernels += std::string(e.kernel) + " ";
+        ++r.steps;
+    }
+    const Tensor& out = request.output(0);
+    r.y.assign(out.data_as<float>(), out.data_as<float>() + out.elements());
+    return r;
+}
+}  // namespace
+
+TEST_CASE("depthwise: the activation after it runs as its epilogue, equal to the unfused steps") {
+    const std::vector<DwCase> cases = {
+        {{1, 6, 13, 21}, 1, {3, 3}, {}, {}, {1, 1, 1, 1}, true},
+        {{2, 4, 11, 37}, 2, {5, 5}, {2, 2}, {}, {2, 2, 2, 2}, true},
+        {{1, 3, 40, 5}, 1, {3, 3}, {}, {}, {1, 1, 1, 1}, true},   // one plane per channel in bands at 2 threads
+    };
+    uint32_t seed = 1000;
+    for (const DwCase& dc : cases)
+        for (const char* tail : {"Relu", "Clip", "HardSwish", "HardSigmoid", "Sigmoid", "BatchNorm+HardSwish"}) {
+            const int64_t maps = dc.x[1] * dc.multiplier;
+            std::vector<float> x = random_floats(count_of(dc.x), seed), w = random_floats(maps * count_of(dc.kernel), seed + 1),
+                               bias = random_floats(maps, seed + 2);
+            seed += 3;
+            CAPTURE(seed);
+            const std::string epilogue = tail;
+            CAPTURE(epilogue);
+            for (Isa isa : machine_isas())
+                for (uint32_t threads : {1u, 2u}) {
+                    const std::string target = isa_name(isa);
+                    CAPTURE(target);
+                    CAPTURE(threads);
+                    TailRun fused = run_with_tail(dc, tail, x, w, bias, isa_name(isa), true, threads);
+                    TailRun plain = run_with_tail(dc, tail, x, w, bias, isa_name(isa), false, threads);
+                    INFO(fused.kernels);
+                    REQUIRE(fused.y.size() == plain.y.size());
+                    // SSE4.1's island run in segments rounds a few FMA steps unlike its whole run
+                    // (HardSigmoid, Sigmoid): within 1e-5 |y| + 1e-6 there; elsewhere bitwise.
+                    const double relative = isa == Isa::Sse41 ? 1e-5 : 0.0, absolute = isa == Isa::Sse41 ? 1e-6 : 0.0;
+                    int64_t different = 0;
+                    for (size_t i = 0; i < fused.y.size(); ++i)
+                        if (!(std::fabs((double)fused.y[i] - plain.y[i]) <= relative * std::fabs((double)plain.y[i]) + absolute)) {
+                            if (different++ < 5) MESSAGE("y[" << i << "] = " << fused.y[i] << " fused, " << plain.y[i] << " unfused");
+                        }
+                    CHECK(different == 0);
+                    // an epilogue is a JIT snippet: every target but ref fuses
+                    CHECK((fused.kernels.find("+epilogue:") != std::string::npos) == (isa != Isa::Ref));
+                    CHECK(fused.kernels.find("depthwise:") != std::string::npos);
+                    if (isa != Isa::Ref) CHECK(fused.steps == 1);
+                }
+        }
 }
