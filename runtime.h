@@ -63,7 +63,7 @@
    >>gemm epilogue                    GemmEpilogue: an elementwise island run by a GEMM step on its blocks
    >>windows                          kernel, stride, dilation, pads for Conv and pools
    >>conv                             Conv (im2col + GEMM); run_cpu_conv on the JIT GEMM
-   >>conv implicit gemm               stride-1 k x k Conv over padded planes (no im2col)
+   >>conv implicit gemm               k x k Conv over padded (phase) planes, no im2col
    >>conv transpose                   ConvTranspose (GEMM + col2im); run_cpu_conv_transpose
    >>depthwise conv                   depthwise Conv on the CPU device (DepthwiseConv); run_cpu_depthwise
    >>matmul                           MatMul; run_cpu_matmul on the JIT GEMM
@@ -2053,6 +2053,8 @@ Status PreparedModel::run_kernel(const ProgramStep& step, const StepContext& con
 
 namespace detail {
 
+struct GemmEpilogue;
+
 // >>reference program
 // A program of reference kernels (and, on CPU, fused islands).
 class ReferenceProgram : public DeviceProgram {
@@ -2065,6 +2067,9 @@ public:
         const void* state = nullptr;        // this state, instead of the prepared one
         Snippet* epilogue = nullptr;        // CPU: the fused epilogue of a GEMM step (GemmEpilogue)
         SnippetBody* epilogue_body = nullptr;
+        // CPU: where a kernel that runs epilogues (>>gemm epilogue) keeps its own, in its state;
+        // nullptr for kernels that do not.
+        const GemmEpilogue** epilogue_slot = nullptr;
     };
     Arena arena;
     const PreparedModel* model = nullptr;
@@ -2398,9 +2403,9 @@ protected:
 // MatMul, Gemm and Conv on the JIT GEMM when `isa` has its tiles (defined beside those ops):
 // replaces the last step's kernel, or leaves the reference one for shapes it does not take.
 inline Status cpu_gemm_step(ReferenceProgram* p, const PreparedModel& model, NodeId id, Isa isa);
-// Gives the GEMM step whose CpuGemmState is `gemm_state` an epilogue (>>gemm epilogue) in the
-// program's arena; false when out of memory.
-inline bool cpu_attach_epilogue(ReferenceProgram* p, const void* gemm_state, const Snippet* snippet, uint32_t parameters,
+// Makes an epilogue (>>gemm epilogue) in the program's arena and stores it in `slot`, a
+// step's Unit::epilogue_slot; false when out of memory.
+inline bool cpu_attach_epilogue(ReferenceProgram* p, const GemmEpilogue** slot, const Snippet* snippet, uint32_t parameters,
                                 uint32_t results, uint32_t source, uint32_t op_inputs, int64_t segment, uint32_t fused_nodes);
 
 // The CPU program: a private graph of the subgraph (external inputs become Parameters, and
@@ -2590,9 +2595,8 @@ inline Status CpuDevice::build_cpu(ReferenceProgram* p, const PreparedModel& mod
         ReferenceProgram::Unit& gunit = p->units[p->count - 1];
         ProgramStep& gstep = p->steps_[p->count - 1];
         const Node& node = g.node(id);
-        const bool conv = node.op == StringView("Conv") || node.op == StringView("ConvTranspose");
-        if (!gunit.run || !(conv || node.op == StringView("MatMul") || node.op == StringView("Gemm")) || node.num_outputs != 1)
-            return Status::Ok;
+        const bool product = node.op == StringView("MatMul") || node.op == StringView("Gemm");
+        if (!gunit.run || !gunit.epilogue_slot || node.num_outputs != 1) return Status::Ok;
         uint32_t u = kNoIsland;
         for (NodeId w : local.successors(v)) {
             if (island[w] == kNoIsland || (u != kNoIsland && island[w] != u)) return Status::Ok;
@@ -2605,10 +2609,10 @@ inline Status CpuDevice::build_cpu(ReferenceProgram* p, const PreparedModel& mod
         if (indegree[u] != edges) return Status::Ok;   // another producer of the island runs later
         const TensorDesc& y = model.value_desc(model.value_id(id, 0));
         uint64_t elements = 0;
-        if (y.type != ElementType::Float32 || y.rank < (conv ? 3 : 2) || !desc_elements(y, &elements) || elements == 0)
+        if (y.type != ElementType::Float32 || y.rank < (product ? 2 : 3) || !desc_elements(y, &elements) || elements == 0)
             return Status::Ok;
-        int64_t segment = 1;   // a conv's rows are maps (N x M of them), a product's rows of C
-        for (int i = conv ? 2 : y.rank - 1; i < y.rank; ++i) segment *= y.dims[i];
+        int64_t segment = 1;   // a product's rows are C's, a conv's its maps (N x M of them)
+        for (int i = product ? y.rank - 1 : 2; i < y.rank; ++i) segment *= y.dims[i];
         SnippetBody* body = create<SnippetBody>(&p->arena);
         if (!body) return Status::OutOfMemory;
         NodeId in_nodes[kSnippetMaxArgs], out_nodes[kSnippetMaxArgs];
@@ -2635,8 +2639,8 @@ inline Status CpuDevice::build_cpu(ReferenceProgram* p, const PreparedModel& mod
         for (uint32_t k = 0; k < out_count; ++k) writes[k] = model.value_id(origin[out_nodes[k]], 0);
         uint32_t fused_nodes = 0;
         for (uint32_t w = first[u]; w != kNoNode; w = next[w]) if (local.node(w).op != StringView("Constant")) ++fused_nodes;
-        if (!cpu_attach_epilogue(p, gunit.state, snippet, in_count, out_count, source, (uint32_t)gstep.reads.size, segment,
-                                 fused_nodes)) {
+        if (!cpu_attach_epilogue(p, gunit.epilogue_slot, snippet, in_count, out_count, source, (uint32_t)gstep.reads.size,
+                                 segment, fused_nodes)) {
             destroy(snippet);
             destroy(body);
             return Status::OutOfMemory;
@@ -5255,7 +5259,9 @@ inline void gemm_dot(int64_t m, int64_t n, int64_t k, const float* a, int64_t ld
 // that writes rows [r0, r1) x columns [c0, c1) of it calls gemm_epilogue_run(c, *e, r0, r1,
 // c0, c1) for that rectangle once it is final, from any thread (rectangles of different calls
 // must not overlap). Another kernel (a depthwise conv) adopts it by holding a GemmEpilogue* in
-// its state, writing c.outputs[0] and calling gemm_epilogue_run on each block it stores.
+// its state, writing c.outputs[0] and calling gemm_epilogue_run on each block it stores, and
+// setting its step's Unit::epilogue_slot to that pointer: build_cpu then attaches islands to
+// it as to the GEMM steps (the rows are its output's maps, or rows of N for MatMul and Gemm).
 struct GemmEpilogue {
     const Snippet* snippet = nullptr;
     uint32_t parameters = 0, results = 0;
@@ -5275,9 +5281,6 @@ inline void gemm_epilogue_run(const RunContext& c, const GemmEpilogue& e, int64_
     ignore_status(e.snippet->run_segments(Span<const float* const>(in, e.parameters), Span<float* const>(out, e.results),
                                           nullptr, e.segment, r0, r1, c0, c1));
 }
-
-inline bool cpu_attach_epilogue(ReferenceProgram* p, const void* gemm_state, const Snippet* snippet, uint32_t parameters,
-                                uint32_t results, uint32_t source, uint32_t op_inputs, int64_t segment, uint32_t fused_nodes);
 
 // The CPU device's GEMM steps (cpu_gemm_step): snippets.h's Gemm of the program's target, the
 // reference kernel's state for shapes and attributes, and the constant operand packed once
@@ -5301,11 +5304,7 @@ struct CpuGemmState {
 
 inline size_t round16(size_t floats) { return (floats + 15) & ~(size_t)15; }
 
-// The depthwise Conv step and its epilogue (>>depthwise conv).
-inline Status run_cpu_depthwise(const RunContext& c);
-inline void cpu_depthwise_attach_epilogue(const void* state, const GemmEpilogue* e);
-
-inline bool cpu_attach_epilogue(ReferenceProgram* p, const void* gemm_state, const Snippet* snippet, uint32_t parameters,
+inline bool cpu_attach_epilogue(ReferenceProgram* p, const GemmEpilogue** slot, const Snippet* snippet, uint32_t parameters,
                                 uint32_t results, uint32_t source, uint32_t op_inputs, int64_t segment, uint32_t fused_nodes) {
     GemmEpilogue* e = p->arena.allocate_array<GemmEpilogue>(1);
     if (!e) return false;
@@ -5317,14 +5316,7 @@ inline bool cpu_attach_epilogue(ReferenceProgram* p, const void* gemm_state, con
     e->op_inputs = op_inputs;
     e->segment = segment;
     e->fused_nodes = fused_nodes;
-    // The state lives in the program's arena, made by cpu_gemm_step for this step alone.
-    // The depthwise Conv step (>>depthwise conv) keeps its own state.
-    const ReferenceProgram::Unit& unit = p->units[p->count - 1];
-    if (unit.run == run_cpu_depthwise && unit.state == gemm_state) {
-        cpu_depthwise_attach_epilogue(gemm_state, e);
-        return true;
-    }
-    const_cast<CpuGemmState*>(static_cast<const CpuGemmState*>(gemm_state))->epilogue = e;
+    *slot = e;
     return true;
 }
 
@@ -5367,6 +5359,7 @@ inline Status cpu_gemm_use(ReferenceProgram* p, RunFn run, CpuGemmState* cs, Str
     step.scratch_bytes = (size_t)cs->slots * cs->slot_floats * sizeof(float);
     unit.run = run;
     unit.state = cs;
+    unit.epilogue_slot = &cs->epilogue;
     return Status::Ok;
 }
 
@@ -5673,10 +5666,31 @@ inline void im2col_packed(const Window& w, int64_t channels, const float* x, int
                 }
 }
 
+// Positions per Conv work unit and GEMM parts per unit, for `slots` threads: at most `cap`
+// positions (the L2 budget, a multiple of nr), in units the threads share evenly (their
+// contiguous ranges within 15% of an even share); when positions are too few for that (7 x 7
+// maps), one unit per image whose GEMM runs in parts (Gemm::part_range balances them).
+inline void conv_work_split(int64_t positions, int64_t images, int64_t cap, int64_t nr, uint32_t slots, int64_t* block,
+                            uint32_t* parts) {
+    int64_t blocks = (positions + cap - 1) / cap;
+    if (slots > 1) blocks = ((images * blocks + slots - 1) / slots * slots + images - 1) / images;
+    int64_t b = ((positions + blocks - 1) / blocks + nr - 1) / nr * nr;
+    if (b > positions) b = positions;
+    const int64_t units = images * ((positions + b - 1) / b);
+    const double busiest = (double)((units + slots - 1) / slots * b), even = (double)(images * positions) / slots;
+    *parts = 1;
+    if (slots > 1 && (units < (int64_t)slots || busiest > 1.15 * even)) {
+        b = positions < cap ? positions : cap;
+        if (images * ((positions + b - 1) / b) < (int64_t)slots) *parts = slots;
+    }
+    *block = b;
+}
+
 // >>conv implicit gemm
-// A stride-1 k x k Conv without im2col: the input planes are copied once into zero-padded
-// planes of width PW, and output position (oy, ox) is computed at "wide" position oy PW + ox,
-// where tap (ky, kx) of channel c reads the padded plane at c PP + ky d PW + kx d + (oy PW + ox).
+// A k x k Conv without im2col: the input planes are copied once into zero-padded planes of
+// width PW, and output position (oy, ox) is computed at "wide" position oy PW + ox, where tap
+// (ky, kx) of channel c reads the padded plane at c PP + ky d PW + kx d + (oy PW + ox) (stride
+// 1; strided convs read phase planes, cpu_conv_wide_plan).
 // Row (c, tap) of B is then a contiguous run of the padded input, so packing B's panels is a
 // copy of nr floats per row and panel; the PW - OW columns of each wide row past OW are
 // computed and dropped when the GEMM's block is copied to Y (with the bias).
@@ -5703,8 +5717,7 @@ inline void pack_wide_panels(const float* base, const int64_t* offsets, int64_t 
 
 inline bool conv_takes_wide(const ConvState& st) {
     const Window& w = st.w;
-    if (st.direct || w.kernel_size() == 1 || w.kernel[0] != 1 || w.in[0] != 1) return false;
-    return w.stride[1] == 1 && w.stride[2] == 1;
+    return !st.direct && w.kernel_size() > 1 && w.kernel[0] == 1 && w.in[0] == 1;
 }
 
 inline Status run_cpu_conv_wide(const RunContext& c) {
@@ -5719,12 +5732,26 @@ inline Status run_cpu_conv_wide(const RunContext& c) {
     if (positions == 0) return Status::Ok;
     const int64_t pw = cs.wide_width, pp = cs.wide_plane, wide = cs.wide_positions, ow = w.out[2];
     float* padded = static_cast<float*>(c.scratch);
-    const int64_t planes = st.batch * st.channels;
+    const int64_t planes = st.batch * st.channels, sy = w.stride[1], sx = w.stride[2], phases = sy * sx;
     nn_parallel(c, (uint64_t)planes, [&](uint64_t, uint64_t begin, uint64_t end) {
         for (uint64_t plane = begin; plane < end; ++plane) {
             const float* src = x + (int64_t)plane * in_plane;
-            float* dst = padded + (int64_t)plane * pp;
+            float* dst = padded + (int64_t)plane * phases * pp;
             const int64_t top = w.pad_begin[1], left = w.pad_begin[2];
+            if (phases > 1) {   // padded (row, column) goes to phase (row % sy, column % sx) at (row / sy, column / sx)
+                std::memset(dst, 0, (size_t)(phases * pp) * sizeof(float));
+                for (int64_t i = 0; i < w.in[1]; ++i) {
+                    const int64_t r = top + i;
+                    float* phase_row = dst + (r % sy) * sx * pp + r / sy * pw;
+                    for (int64_t px = 0; px < sx; ++px) {   // padded columns left + j with (left + j) % sx == px
+                        const int64_t j0 = ((px - left) % sx + sx) % sx;
+                        float* out = phase_row + px * pp + (left + j0) / sx;
+                        const float* in = src + i * w.in[2];
+                        for (int64_t j = j0; j < w.in[2]; j += sx) *out++ = in[j];
+                    }
+                }
+                continue;
+            }
             std::memset(dst, 0, (size_t)(top * pw) * sizeof(float));
             for (int64_t i = 0; i < w.in[1]; ++i) {
                 float* row = dst + (top + i) * pw;
@@ -5752,7 +5779,7 @@ inline Status run_cpu_conv_wide(const RunContext& c) {
             int64_t blk = (int64_t)unit % blocks, g = (int64_t)unit / blocks % st.groups;
             int64_t n = (int64_t)unit / blocks / st.groups;
             int64_t p0 = blk * cs.block, count = wide - p0 < cs.block ? wide - p0 : cs.block;
-            const float* base = padded + (n * st.channels + g * st.group_channels) * pp + p0;
+            const float* base = padded + (n * st.channels + g * st.group_channels) * phases * pp + p0;
             GemmOperand a, b;
             if (cs.packed) {
                 a.data = cs.packed + (size_t)g * cs.packed_floats;
@@ -5804,30 +5831,32 @@ inline Status run_cpu_conv_wide(const RunContext& c) {
 inline Status cpu_conv_wide_plan(ReferenceProgram* p, const ConvState& st, CpuGemmState* cs) {
     const Window& w = st.w;
     const Gemm& gemm = cs->gemm;
-    const int64_t pw = w.in[2] + w.pad_begin[2] + w.pad_end[2], ph = w.in[1] + w.pad_begin[1] + w.pad_end[1];
+    // Strides sy x sx: each padded plane is split into sy sx phase planes (rows r with r % sy
+    // equal, columns likewise), and tap (ky, kx) reads phase (ky d % sy, kx d % sx) shifted by
+    // (ky d / sy, kx d / sx): the same contiguous runs as for stride 1, on planes of width PW.
+    const int64_t sy = w.stride[1], sx = w.stride[2], phases = sy * sx;
+    const int64_t padded_w = w.in[2] + w.pad_begin[2] + w.pad_end[2], padded_h = w.in[1] + w.pad_begin[1] + w.pad_end[1];
+    const int64_t pw = (padded_w + sx - 1) / sx, ph = (padded_h + sy - 1) / sy;
     cs->wide_width = pw;
     cs->wide_plane = ph * pw;
-    cs->wide_positions = (w.out[1] - 1) * pw + w.out[2];   // its last read is the padded plane's last float
-    cs->wide_floats = round16((size_t)(st.batch * st.channels * ph * pw));
+    // The last wide position's last read is its phase plane's last float at most.
+    cs->wide_positions = (w.out[1] - 1) * pw + w.out[2];
+    cs->wide_floats = round16((size_t)(st.batch * st.channels * phases * ph * pw));
     int64_t* offsets = p->arena.allocate_array<int64_t>((size_t)st.depth);
     if (!offsets) return Status::OutOfMemory;
     int64_t r = 0;
     for (int64_t ci = 0; ci < st.group_channels; ++ci)
         for (int64_t ky = 0; ky < w.kernel[1]; ++ky)
-            for (int64_t kx = 0; kx < w.kernel[2]; ++kx)
-                offsets[r++] = ci * cs->wide_plane + ky * w.dilation[1] * pw + kx * w.dilation[2];
+            for (int64_t kx = 0; kx < w.kernel[2]; ++kx) {
+                const int64_t ty = ky * w.dilation[1], tx = kx * w.dilation[2];
+                offsets[r++] = (ci * phases + ty % sy * sx + tx % sx) * cs->wide_plane + ty / sy * pw + tx / sx;
+            }
     cs->wide_offsets = offsets;
     const int64_t nr = gemm.blocking().nr, wide = cs->wide_positions;
-    int64_t block = (int64_t)(cpu_cache_sizes().l2 / 2 / (uint64_t)(st.depth * 4)) / nr * nr;
-    if (block < 4 * nr) block = 4 * nr;
-    const int64_t images = st.batch * st.groups;
-    if (images * ((wide + block - 1) / block) < (int64_t)cs->slots) {
-        int64_t want = ((int64_t)cs->slots + images - 1) / images;
-        block = ((wide + want - 1) / want + nr - 1) / nr * nr;
-    }
-    if (block > wide) block = wide;
+    int64_t cap = (int64_t)(cpu_cache_sizes().l2 / 2 / (uint64_t)(st.depth * 4)) / nr * nr, block = 0;
+    if (cap < 4 * nr) cap = 4 * nr;
+    conv_work_split(wide, st.batch * st.groups, cap, nr, cs->slots, &block, &cs->parts);
     cs->block = block;
-    if (images * ((wide + block - 1) / block) < (int64_t)cs->slots) cs->parts = cs->slots;
     cs->slot_floats = round16(gemm.packed_b_floats(st.depth, block)) + round16((size_t)(st.group_maps * block)) +
                       round16(gemm.scratch_floats(st.group_maps, block, st.depth, cs->packed != nullptr, true));
     return Status::Ok;
@@ -5917,21 +5946,14 @@ inline Status cpu_conv_step(ReferenceProgram* p, const PreparedModel& model, Nod
         return Status::Ok;
     }
     // Positions per unit: a packed block of B (im2col: all of K; 1x1: one kc block) of half of
-    // L2, at least 4 tiles wide (it bounds each slot's scratch too); fewer when the units
-    // would not give every thread one.
+    // L2, at least 4 tiles wide (it bounds each slot's scratch too), shared evenly by the
+    // threads (conv_work_split).
     const int64_t positions = st->w.out_size(), nr = gemm.blocking().nr;
     const int64_t rows = st->direct && st->depth > gemm.blocking().kc ? gemm.blocking().kc : st->depth;
-    int64_t block = (int64_t)(cpu_cache_sizes().l2 / 2 / (uint64_t)(rows * 4)) / nr * nr;
-    if (block < 4 * nr) block = 4 * nr;
-    const int64_t images = st->batch * st->groups;
-    if (images * ((positions + block - 1) / block) < (int64_t)cs->slots) {
-        int64_t want = ((int64_t)cs->slots + images - 1) / images;
-        block = ((positions + want - 1) / want + nr - 1) / nr * nr;
-    }
-    if (block > positions) block = positions;
+    int64_t cap = (int64_t)(cpu_cache_sizes().l2 / 2 / (uint64_t)(rows * 4)) / nr * nr, block = 0;
+    if (cap < 4 * nr) cap = 4 * nr;
+    conv_work_split(positions, st->batch * st->groups, cap, nr, cs->slots, &block, &cs->parts);
     cs->block = block;
-    // Still fewer units than threads (one image, few positions): each unit's GEMM in parts.
-    if (images * ((positions + block - 1) / block) < (int64_t)cs->slots) cs->parts = cs->slots;
     cs->slot_floats = (st->direct ? 0 : round16(gemm.packed_b_floats(st->depth, block))) +
                       round16(gemm.scratch_floats(st->group_maps, block, st->depth, cs->packed != nullptr, !st->direct));
     return cpu_gemm_use(p, run_cpu_conv, cs, "Conv");
@@ -6012,15 +6034,17 @@ inline Status prepare_conv_transpose(PrepareContext& c) {
 
 // Adds the GEMM's rows (map, tap) x input positions [p0, p0 + count) into the output planes yg,
 // a run of one input row at a time (the output columns it reaches found once per run).
-inline void col2im_add(const ConvTransposeState& st, int64_t p0, int64_t count, const float* col, float* yg) {
+// col holds the rows of maps [map_begin, map_end) only (from its first row on).
+inline void col2im_add(const ConvTransposeState& st, int64_t map_begin, int64_t map_end, int64_t p0, int64_t count,
+                       const float* col, float* yg) {
     const Window& w = st.w;
     const int64_t out_plane = w.out_size(), kernel = w.kernel_size(), s = w.stride[2];
     const int64_t first2 = p0 % w.in[2], first1 = p0 / w.in[2] % w.in[1], first0 = p0 / w.in[2] / w.in[1];
-    for (int64_t r = 0; r < st.rows; ++r) {
+    for (int64_t r = map_begin * kernel; r < map_end * kernel; ++r) {
         int64_t k2 = r % w.kernel[2], k1 = r / w.kernel[2] % w.kernel[1];
         int64_t k0 = r / w.kernel[2] / w.kernel[1] % w.kernel[0], m = r / kernel;
         float* ym = yg + m * out_plane;
-        const float* src = col + r * count;
+        const float* src = col + (r - map_begin * kernel) * count;
         int64_t i2 = first2, i1 = first1, i0 = first0;
         for (int64_t q = 0; q < count;) {
             const int64_t run = w.in[2] - i2 < count - q ? w.in[2] - i2 : count - q;
@@ -6066,7 +6090,7 @@ inline Status run_conv_transpose(const RunContext& c) {
                 // W is [C, Mg*K] per group: its transpose is read with strides (1, Mg*K)
                 gemm(st.rows, count, st.group_channels, weights + g * st.group_channels * st.rows, 1, st.rows, xg + p0,
                      in_plane, col, count, false);
-                col2im_add(st, p0, count, col, yg);
+                col2im_add(st, 0, st.group_maps, p0, count, col, yg);
             }
         }
     }, st.slots);
@@ -6085,21 +6109,26 @@ inline Status run_cpu_conv_transpose(const RunContext& c) {
     float* y = c.outputs[0].as<float>();
     const int64_t in_plane = w.in_size(), out_plane = w.out_size();
     const size_t col_floats = round16((size_t)(st.rows * st.block));
-    nn_parallel(c, (uint64_t)(st.batch * st.groups), [&](uint64_t slot, uint64_t begin, uint64_t end) {
+    const int64_t kernel = w.kernel_size(), parts = cs.parts;
+    nn_parallel(c, (uint64_t)(st.batch * st.groups * parts), [&](uint64_t slot, uint64_t begin, uint64_t end) {
         float* col = static_cast<float*>(c.scratch) + slot * cs.slot_floats;
         float* scratch = col + col_floats;
-        for (uint64_t unit = begin; unit < end; ++unit) {
-            int64_t g = (int64_t)unit % st.groups, n = (int64_t)unit / st.groups;
+        for (uint64_t work = begin; work < end; ++work) {
+            const int64_t part = (int64_t)work % parts, unit = (int64_t)work / parts;
+            int64_t g = unit % st.groups, n = unit / st.groups;
+            // this part's maps: their taps are its rows of W^T, scattered into them alone
+            const int64_t map0 = part * st.group_maps / parts, map1 = (part + 1) * st.group_maps / parts;
+            const int64_t rows = (map1 - map0) * kernel;
             const float* xg = x + (n * st.channels + g * st.group_channels) * in_plane;
             float* yg = y + (n * st.maps + g * st.group_maps) * out_plane;
-            for (int64_t m = 0; m < st.group_maps; ++m)
+            for (int64_t m = map0; m < map1; ++m)
                 std::fill(yg + m * out_plane, yg + (m + 1) * out_plane, bias ? bias[g * st.group_maps + m] : 0.0f);
             GemmOperand a, b;
             if (cs.packed) {
-                a.data = cs.packed + (size_t)g * cs.packed_floats;
+                a.data = cs.packed + (size_t)(g * parts + part) * cs.packed_floats;
                 a.packed = true;
             } else {   // W is [C, Mg*K] per group: its transpose is read with strides (1, Mg*K)
-                a.data = weights + g * st.group_channels * st.rows;
+                a.data = weights + g * st.group_channels * st.rows + map0 * kernel;
                 a.row = 1;
                 a.col = st.rows;
             }
@@ -6107,12 +6136,12 @@ inline Status run_cpu_conv_transpose(const RunContext& c) {
             for (int64_t p0 = 0; p0 < in_plane; p0 += st.block) {
                 int64_t count = in_plane - p0 < st.block ? in_plane - p0 : st.block;
                 b.data = xg + p0;
-                cs.gemm.run(st.rows, count, st.group_channels, 1.0f, a, b, 0.0f, col, count, scratch);
-                col2im_add(st, p0, count, col, yg);
+                cs.gemm.run(rows, count, st.group_channels, 1.0f, a, b, 0.0f, col, count, scratch);
+                col2im_add(st, map0, map1, p0, count, col, yg);
             }
-            if (cs.epilogue)   // the group's maps are complete only after the last block's col2im
-                gemm_epilogue_run(c, *cs.epilogue, n * st.maps + g * st.group_maps, n * st.maps + (g + 1) * st.group_maps, 0,
-                                  out_plane);
+            if (cs.epilogue)   // the maps are complete only after the last block's col2im
+                gemm_epilogue_run(c, *cs.epilogue, n * st.maps + g * st.group_maps + map0, n * st.maps + g * st.group_maps + map1,
+                                  0, out_plane);
         }
     }, cs.slots);
     return Status::Ok;
@@ -6124,16 +6153,23 @@ inline Status cpu_conv_transpose_step(ReferenceProgram* p, const PreparedModel& 
     CpuGemmState* cs = cpu_gemm_state(p, model, id, isa);
     if (!cs) return Status::Ok;
     const Gemm& gemm = cs->gemm;
-    if (const float* w = cpu_constant_input(model, id, 1)) {
-        cs->packed_floats = round16(gemm.packed_a_floats(st->rows, st->group_channels));
-        float* packed = cpu_packed_memory(p, (size_t)st->groups * cs->packed_floats);
+    // Fewer (image, group) units than threads: each unit in parts, a range of maps each.
+    const int64_t units = st->batch * st->groups, kernel = st->w.kernel_size();
+    int64_t parts = units < (int64_t)cs->slots ? std::min<int64_t>(cs->slots, st->group_maps) : 1;
+    cs->parts = (uint32_t)parts;
+    if (const float* w = cpu_constant_input(model, id, 1)) {   // W^T packed per (group, part)
+        cs->packed_floats = round16(gemm.packed_a_floats((st->group_maps + parts - 1) / parts * kernel, st->group_channels));
+        float* packed = cpu_packed_memory(p, (size_t)(st->groups * parts) * cs->packed_floats);
         if (!packed) return Status::OutOfMemory;
         for (int64_t g = 0; g < st->groups; ++g)
-            gemm.pack_a(st->rows, st->group_channels, w + g * st->group_channels * st->rows, 1, st->rows,
-                        packed + (size_t)g * cs->packed_floats);
+            for (int64_t part = 0; part < parts; ++part) {
+                const int64_t map0 = part * st->group_maps / parts, map1 = (part + 1) * st->group_maps / parts;
+                gemm.pack_a((map1 - map0) * kernel, st->group_channels, w + g * st->group_channels * st->rows + map0 * kernel, 1,
+                            st->rows, packed + (size_t)(g * parts + part) * cs->packed_floats);
+            }
         cs->packed = packed;
     }
-    if ((int64_t)cs->slots > st->batch * st->groups) cs->slots = (uint32_t)(st->batch * st->groups);
+    if ((int64_t)cs->slots > units * parts) cs->slots = (uint32_t)(units * parts);
     cs->slot_floats = round16((size_t)(st->rows * st->block)) +
                       round16(gemm.scratch_floats(st->rows, st->block, st->group_channels, cs->packed != nullptr, false));
     return cpu_gemm_use(p, run_cpu_conv_transpose, cs, "ConvTranspose");
@@ -6190,10 +6226,6 @@ inline Status run_cpu_depthwise(const RunContext& c) {
     return Status::Ok;
 }
 
-inline void cpu_depthwise_attach_epilogue(const void* state, const GemmEpilogue* e) {
-    const_cast<CpuDepthwiseState*>(static_cast<const CpuDepthwiseState*>(state))->epilogue = e;
-}
-
 // Takes Conv `id` (*taken) when it is depthwise over at most 2 spatial dims; a plain conv of a
 // one-channel input into 4 or more maps stays on the GEMM.
 inline Status cpu_depthwise_step(ReferenceProgram* p, const PreparedModel& model, NodeId id, Isa isa, bool* taken) {
@@ -6237,6 +6269,7 @@ inline Status cpu_depthwise_step(ReferenceProgram* p, const PreparedModel& model
     step.scratch_bytes = (size_t)ds->slots * ds->slot_floats * sizeof(float);
     unit.run = run_cpu_depthwise;
     unit.state = ds;
+    unit.epilogue_slot = &ds->epilogue;
     *taken = true;
     return Status::Ok;
 }

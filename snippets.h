@@ -5498,9 +5498,19 @@ void Gemm::part_range(int64_t m, int64_t n, bool a_packed, bool b_packed, uint32
     const int64_t mpanels = (m + mr - 1) / mr, npanels = (n + nr - 1) / nr;
     *m0 = 0, *m1 = m, *n0 = 0, *n1 = n;
     if (parts <= 1) return;
-    // Split the operand packed at run time (each part packs only its share), unless it has too few panels.
+    // Split the operand packed at run time (each part packs only its share), unless splitting
+    // the other dimension balances the parts clearly better: the slowest part's share of the
+    // rows (columns) it computes, whole panels, against an even share (7 x 7 convs have N =
+    // 49, two panels of 32 and 17 columns, where M splits evenly).
+    auto balance = [parts](int64_t extent, int64_t panels, int64_t panel) {
+        const int64_t most = (panels + parts - 1) / parts * panel;
+        return (double)extent / (double)parts / (double)(most < extent ? most : extent);
+    };
+    const double balance_m = balance(m, mpanels, mr), balance_n = balance(n, npanels, nr);
     bool split_m = b_packed && !a_packed ? mpanels >= (int64_t)parts || mpanels > npanels
                                          : npanels < (int64_t)parts && mpanels > npanels;
+    if (split_m && balance_n > balance_m * 1.15) split_m = false;
+    else if (!split_m && balance_m > balance_n * 1.15) split_m = true;
     int64_t total = split_m ? mpanels : npanels;
     int64_t p0 = (int64_t)part * total / parts, p1 = (int64_t)(part + 1) * total / parts;
     if (p0 >= p1) { *m1 = *m0; return; }

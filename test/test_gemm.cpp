@@ -190,6 +190,12 @@ TEST_CASE("gemm: transposed operands and parts") {
     check_gemm(gemm, tall, seed++);
     tall.pack_b = true;
     check_gemm(gemm, tall, seed++);
+    // N of two uneven panels (a 7 x 7 conv's 49 positions): the parts split M instead
+    for (bool pb : {false, true})
+        for (uint32_t parts : {2u, 3u}) {
+            GemmCase small_n{300, 49, 64, 1.0f, 0.0f, false, false, true, pb, parts};
+            check_gemm(gemm, small_n, seed++);
+        }
 }
 
 TEST_CASE("gemm: beta 0 never reads C (NaN there is overwritten)") {
