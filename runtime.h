@@ -65,6 +65,7 @@
    >>conv                             Conv (im2col + GEMM); run_cpu_conv on the JIT GEMM
    >>conv implicit gemm               k x k Conv over padded (phase) planes, no im2col
    >>conv transpose                   ConvTranspose (GEMM + col2im); run_cpu_conv_transpose
+   >>depthwise conv                   depthwise Conv on the CPU device (DepthwiseConv); run_cpu_depthwise
    >>matmul                           MatMul; run_cpu_matmul on the JIT GEMM
    >>gemm                             Gemm; run_cpu_gemm; cpu_gemm_step picks the CPU's kernel
    >>batch normalization              BatchNormalization
@@ -2337,8 +2338,9 @@ protected:
 
 // >>cpu device
 // CPU: reference kernels, with every elementwise island fused into one snippets.h kernel, and
-// MatMul, Gemm, Conv (not depthwise) and ConvTranspose on snippets.h's JIT GEMM where the target has its tiles
-// (AVX2, AVX-512, NEON; cpu_gemm_step), constant weights packed at compile time.
+// MatMul, Gemm, Conv and ConvTranspose on snippets.h's JIT GEMM where the target has its tiles
+// (AVX2, AVX-512, NEON; cpu_gemm_step), constant weights packed at compile time; depthwise Conv
+// on snippets.h's DepthwiseConv (every target).
 const ConfigKey kCpuKeys[] = {{"NUM_THREADS", "1"}, {"PERF_COUNT", "NO"}, {"FUSION", "YES"}, {"ISA", "auto"}};
 
 class CpuDevice : public BuiltinDevice {
@@ -6173,6 +6175,105 @@ inline Status cpu_conv_transpose_step(ReferenceProgram* p, const PreparedModel& 
     return cpu_gemm_use(p, run_cpu_conv_transpose, cs, "ConvTranspose");
 }
 
+// >>depthwise conv
+// Convs with one input channel per group (depthwise, any channel multiplier) over 1 or 2
+// spatial dims, on the CPU device: snippets.h's DepthwiseConv of the program's target (JIT on
+// AVX2, AVX-512 and NEON, its portable loop elsewhere), one plane per work unit; planes are cut into
+// bands of output rows when there are too few planes for the threads or a plane's padded copy
+// would not stay in L2. The elementwise island after it runs as its epilogue (>>gemm epilogue)
+// on each band of a map right after the band is written.
+struct CpuDepthwiseState {
+    DepthwiseConv conv;
+    const ConvState* op = nullptr;
+    uint32_t op_inputs = 0;                  // the node's own inputs (an epilogue's follow them)
+    const GemmEpilogue* epilogue = nullptr;  // run on each band of a map once it is written
+    size_t slot_floats = 0;   // the padded copy of one band (a multiple of 16: 64-byte aligned)
+    uint32_t slots = 1;
+    int64_t bands = 1, band_rows = 1;
+};
+
+// Units in the order (image, input channel, band, map of that channel), so that a slot's
+// consecutive maps of one channel reuse its padded copy.
+inline Status run_cpu_depthwise(const RunContext& c) {
+    const CpuDepthwiseState& ds = *static_cast<const CpuDepthwiseState*>(c.state);
+    const ConvState& st = *ds.op;
+    const float* x = c.inputs[0].as<float>();
+    const float* weights = c.inputs[1].as<float>();
+    const float* bias = ds.op_inputs > 2 ? c.inputs[2].as<float>() : nullptr;
+    float* y = c.outputs[0].as<float>();
+    const int64_t in_plane = st.w.in_size(), out_plane = st.w.out_size(), taps = st.w.kernel_size();
+    const int64_t out_rows = ds.conv.shape().out_h, out_width = ds.conv.shape().out_w, multiplier = st.group_maps, bands = ds.bands;
+    const uint64_t units = (uint64_t)(st.batch * st.channels * bands * multiplier);
+    nn_parallel(c, units, [&](uint64_t slot, uint64_t begin, uint64_t end) {
+        float* scratch = static_cast<float*>(c.scratch) + slot * ds.slot_floats;
+        uint64_t padded = ~0ull;   // the (image, channel, band) whose copy is in scratch
+        int64_t zeros = -1;        // the band whose zeros are in scratch (the same for every plane)
+        for (uint64_t unit = begin; unit < end; ++unit) {
+            const uint64_t key = unit / (uint64_t)multiplier;
+            const int64_t band = (int64_t)key % bands, image_channel = (int64_t)key / bands;
+            const int64_t n = image_channel / st.channels, m = image_channel % st.channels * multiplier + (int64_t)(unit % multiplier);
+            const int64_t row0 = band * ds.band_rows, row1 = row0 + ds.band_rows < out_rows ? row0 + ds.band_rows : out_rows;
+            if (key != padded) {
+                ds.conv.pad(x + image_channel * in_plane, row0, row1, scratch, band == zeros);
+                padded = key;
+                zeros = band;
+            }
+            ds.conv.run_rows(scratch, weights + m * taps, bias ? bias[m] : 0.0f, y + (n * st.maps + m) * out_plane, row0, row1);
+            if (ds.epilogue)   // the band while it is in cache
+                gemm_epilogue_run(c, *ds.epilogue, n * st.maps + m, n * st.maps + m + 1, row0 * out_width, row1 * out_width);
+        }
+    }, ds.slots);
+    return Status::Ok;
+}
+
+// Takes Conv `id` (*taken) when it is depthwise over at most 2 spatial dims; a plain conv of a
+// one-channel input into 4 or more maps stays on the GEMM.
+inline Status cpu_depthwise_step(ReferenceProgram* p, const PreparedModel& model, NodeId id, Isa isa, bool* taken) {
+    *taken = false;
+    const ConvState* st = static_cast<const ConvState*>(model.kernel_state(id));
+    if (!st || st->group_channels != 1 || (st->groups == 1 && st->group_maps >= 4) || st->w.out_size() == 0) return Status::Ok;
+    const Window& w = st->w;
+    if (w.in[0] != 1 || w.kernel[0] != 1 || w.out[0] != 1) return Status::Ok;
+    DepthwiseShape shape;
+    shape.in_h = w.in[1], shape.in_w = w.in[2], shape.out_h = w.out[1], shape.out_w = w.out[2];
+    shape.kernel_h = w.kernel[1], shape.kernel_w = w.kernel[2], shape.stride_h = w.stride[1], shape.stride_w = w.stride[2];
+    shape.dilation_h = w.dilation[1], shape.dilation_w = w.dilation[2];
+    shape.pad_top = w.pad_begin[1], shape.pad_left = w.pad_begin[2];
+    CpuDepthwiseState* ds = p->arena.allocate_array<CpuDepthwiseState>(1);
+    if (!ds) return Status::OutOfMemory;
+    new (ds) CpuDepthwiseState();
+    // a copy of one output row's band beyond 64 MiB (extreme strides or dilations): not here
+    if (ds->conv.init(shape, isa) != Status::Ok || ds->conv.scratch_floats(1) > ((size_t)16 << 20)) return Status::Ok;
+    ds->op = st;
+    ds->op_inputs = model.model.graph.node(id).num_inputs;
+    ds->slots = p->threads ? p->threads : 1;
+    // Bands: a padded copy of at most half of L2, and at least two units per thread.
+    const int64_t rows = shape.out_h, planes = st->batch * st->channels;
+    int64_t band_rows = rows;
+    while (band_rows > 1 && ds->conv.scratch_floats(band_rows) * sizeof(float) > cpu_cache_sizes().l2 / 2) band_rows = (band_rows + 1) / 2;
+    const int64_t want = 2 * (int64_t)ds->slots;
+    if (planes * ((rows + band_rows - 1) / band_rows) < want) {
+        const int64_t per_plane = (want + planes - 1) / planes;
+        const int64_t shorter = (rows + per_plane - 1) / per_plane;
+        if (shorter < band_rows) band_rows = shorter;
+    }
+    ds->band_rows = band_rows;
+    ds->bands = (rows + band_rows - 1) / band_rows;
+    ds->slot_floats = round16(ds->conv.scratch_floats(band_rows));
+    ProgramStep& step = p->steps_[p->count - 1];
+    ReferenceProgram::Unit& unit = p->units[p->count - 1];
+    char name[64];
+    std::snprintf(name, sizeof name, "depthwise:%s:Conv", isa_name(ds->conv.jit() ? ds->conv.isa() : Isa::Ref));
+    step.kernel = p->arena.copy_string(StringView(name)).data;
+    if (!step.kernel) return Status::OutOfMemory;
+    step.scratch_bytes = (size_t)ds->slots * ds->slot_floats * sizeof(float);
+    unit.run = run_cpu_depthwise;
+    unit.state = ds;
+    unit.epilogue_slot = &ds->epilogue;
+    *taken = true;
+    return Status::Ok;
+}
+
 // >>matmul
 // MatMul: NumPy matmul (1-D operands promoted and their unit dim dropped, batch dims
 // broadcast). Work units are (batch, block of 16 rows).
@@ -6484,7 +6585,11 @@ inline Status cpu_gemm_op_step(ReferenceProgram* p, const PreparedModel& model, 
 
 inline Status cpu_gemm_step(ReferenceProgram* p, const PreparedModel& model, NodeId id, Isa isa) {
     StringView op = model.model.graph.node(id).op;
-    if (op == StringView("Conv")) return cpu_conv_step(p, model, id, isa);
+    if (op == StringView("Conv")) {
+        bool taken = false;
+        TESSEL_TRY(cpu_depthwise_step(p, model, id, isa, &taken));
+        return taken ? Status::Ok : cpu_conv_step(p, model, id, isa);
+    }
     if (op == StringView("ConvTranspose")) return cpu_conv_transpose_step(p, model, id, isa);
     if (op == StringView("MatMul")) return cpu_matmul_step(p, model, id, isa);
     if (op == StringView("Gemm")) return cpu_gemm_op_step(p, model, id, isa);

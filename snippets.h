@@ -149,6 +149,7 @@
        >>snippet                      SnippetTuning, SnippetOptions, SnippetStats, Snippet
        >>tokenizer                    islands on a Graph, build_island_body()
        >>gemm                         Gemm: packed panels, cache blocks, JIT tiles; cpu_cache_sizes
+       >>depthwise conv               DepthwiseConv: one plane, padded phase-split copy, JIT row tiles
      implementation:
        >>helpers                      float bits, clock, broadcasting of shapes
        >>vector model                 ScalarMath: one lane with the x86 instructions' semantics
@@ -181,6 +182,7 @@
        >>tokenizer implementation     fusible nodes, greedy islands
        >>island bodies                build_island_body
        >>gemm implementation          cache sizes, the x86 and NEON tile emitters, packing, the driver
+       >>depthwise conv implementation  padding, the x86 and NEON row tiles, the kernel table, the portable loop
 */
 #ifndef TESSEL_SNIPPETS_H
 #define TESSEL_SNIPPETS_H
@@ -612,6 +614,58 @@ private:
     GemmBlocking blocking_;
     uint32_t vector_floats_ = 1;
     const TileFn* tiles_ = nullptr;   // [(rows - 1) * 2 * vectors + (vectors - 1) * 2 + masked], may be null
+};
+
+// >>depthwise conv
+// Depthwise 2-D convolution of one plane (NCHW: one input channel to one output map): y = bias
+// + the kernel_h x kernel_w taps of w times x, zero padded. pad() copies the input rows a band
+// of output rows reads into scratch, each row split into stride_w phases (column c at phase
+// c % stride_w), so every tap of an output vector is one contiguous load and no border needs a
+// test; run_rows() then walks the band. The JIT kernels (Avx2, Avx512, Neon) keep the weights
+// in registers, vectorize along the output width (a masked or lane-by-lane last vector) and
+// take several rows per tile when the plane is narrow; they are generated once per process for
+// each target and shape class. Other targets (and shapes past the JIT's limits: 49 taps, 32 on
+// NEON) run a portable loop over the same copy.
+struct DepthwiseShape {
+    int64_t in_h = 1, in_w = 1, out_h = 1, out_w = 1;
+    int64_t kernel_h = 1, kernel_w = 1, stride_h = 1, stride_w = 1, dilation_h = 1, dilation_w = 1;
+    int64_t pad_top = 0, pad_left = 0;   // bottom and right padding follow from the output dims
+};
+
+class DepthwiseConv {
+public:
+    // InvalidArgument for dims or pads out of [1, 2^24] ([0, 2^24]); Unsupported when the CPU
+    // lacks `isa`, for stride_w above 16 or a padded copy above 2^40 floats. A JIT target falls back to the portable loop when its kernel cannot be made.
+    // Whatever the padded input does not cover (the bottom and right padding) reads as zero.
+    Status init(const DepthwiseShape& shape, Isa isa = Isa::Auto);
+    Isa isa() const { return isa_; }
+    bool jit() const { return kernel_ != nullptr; }
+    const DepthwiseShape& shape() const { return shape_; }
+    // Floats of scratch one band of output rows [row0, row1) needs (the whole plane at most).
+    size_t scratch_floats(int64_t rows) const;
+    // The padded, phase-split copy of the input rows that output rows [row0, row1) read.
+    // zeros_ready: scratch holds a copy of the same band already (of any plane): its zeros are
+    // in place, only the input's values are copied.
+    void pad(const float* x, int64_t row0, int64_t row1, float* scratch, bool zeros_ready = false) const;
+    // Output rows [row0, row1) of plane y (out_h x out_w) from pad()'s copy of the same band;
+    // weights kernel_h x kernel_w. Writes only those rows: the caller may finish each band
+    // (an activation) while it is in cache.
+    void run_rows(const float* scratch, const float* weights, float bias, float* y, int64_t row0, int64_t row1) const;
+    // One whole plane.
+    void run(const float* x, const float* weights, float bias, float* y, float* scratch) const {
+        pad(x, 0, shape_.out_h, scratch);
+        run_rows(scratch, weights, bias, y, 0, shape_.out_h);
+    }
+    // void kernel(padded band, weights, y band, &bias, AVX2 lane mask, rows)
+    using KernelFn = void (*)(const float*, const float*, float*, const float*, const int32_t*, int64_t);
+
+private:
+    DepthwiseShape shape_;
+    Isa isa_ = Isa::Ref;
+    int64_t phase_ = 0;   // floats of one phase of a padded row
+    int64_t pitch_ = 0;   // floats of one padded row (stride_w phases, 64-byte multiple)
+    int32_t mask_[8] = {};
+    KernelFn kernel_ = nullptr;
 };
 
 }  // namespace tessel
@@ -5533,6 +5587,442 @@ void Gemm::run(int64_t m, int64_t n, int64_t k, float alpha, const GemmOperand& 
             }
         }
     }
+}
+
+// >>depthwise conv implementation
+namespace detail {
+constexpr int64_t kDepthwiseBlock = 16;     // output columns a phase row holds past out_w rounded up to
+constexpr int64_t kDepthwiseJitTaps = 49;   // larger kernels run the portable loop (code size)
+constexpr int64_t kDepthwiseMaxStride = 16;  // phases of a padded row
+
+// Padded rows that output rows [row0, row1) read.
+inline int64_t depthwise_band_rows(const DepthwiseShape& s, int64_t row0, int64_t row1) {
+    return row1 <= row0 ? 0 : (row1 - 1 - row0) * s.stride_h + (s.kernel_h - 1) * s.dilation_h + 1;
+}
+
+// Where tap column kw of output column 0 lies in a padded row: phase * phase floats + index.
+inline int64_t depthwise_tap_column(const DepthwiseShape& s, int64_t phase, int64_t kw) {
+    const int64_t c = kw * s.dilation_w;
+    return c % s.stride_w * phase + c / s.stride_w;
+}
+
+#ifndef TESSEL_NO_JIT
+#if defined(__x86_64__) || defined(_M_X64)
+// The whole-plane kernel of one shape: accumulators 0.., the weights broadcast into the
+// registers above them (or, when they do not fit, one at a time into a temporary), x read as
+// FMA memory operands at immediate offsets. Arguments (System V): rdi padded band, rsi
+// weights, rdx y band, rcx &bias, r8 AVX2 lane mask, r9 rows. Planes of at most `tile`
+// vectors a row run floor(tile / vectors) rows per tile; wider ones tile-wide blocks per row.
+inline void emit_depthwise_x86(asmjit::x86::Assembler& a, Isa isa, const DepthwiseShape& s, int64_t phase,
+                               int64_t pitch) {
+    namespace x86 = asmjit::x86;
+    const bool wide = isa == Isa::Avx512;
+    const uint32_t vf = wide ? 16 : 8, vb = vf * 4, regs = wide ? 32 : 16, reserved = wide ? 0 : 1;
+    const uint32_t taps = (uint32_t)(s.kernel_h * s.kernel_w);
+    uint32_t tile = 8;
+    bool in_registers = true;
+    if (tile + taps + reserved > regs) {
+        if (4 + taps + reserved <= regs) tile = regs - reserved - taps;
+        else in_registers = false;   // accumulators 0-7, temporary 8
+    }
+    auto v = [&](uint32_t id) -> x86::Vec { return wide ? x86::Vec(x86::zmm(id)) : x86::Vec(x86::ymm(id)); };
+    const x86::Vec mask = v(regs - 1);
+    const int64_t full = s.out_w / vf, tail = s.out_w % vf, vectors = full + (tail ? 1 : 0);
+    const int32_t row_bytes = (int32_t)(s.stride_h * pitch * 4), out_row_bytes = (int32_t)(s.out_w * 4);
+    struct Item { int32_t row, col; bool masked; };
+    // One tile: acc_i = bias + sum of taps, stored to y; items at (row, byte column) of the bases.
+    auto emit_tile = [&](const Item* items, uint32_t count, x86::Gp x, x86::Gp y) {
+        bool any_masked = false;
+        for (uint32_t i = 0; i < count; ++i) {
+            a.vbroadcastss(v(i), x86::dword_ptr(x86::rcx));
+            any_masked = any_masked || items[i].masked;
+        }
+        for (int64_t kh = 0; kh < s.kernel_h; ++kh)
+            for (int64_t kw = 0; kw < s.kernel_w; ++kw) {
+                const uint32_t t = (uint32_t)(kh * s.kernel_w + kw);
+                x86::Vec w = in_registers ? v(tile + t) : v(8);
+                if (!in_registers) a.vbroadcastss(w, x86::dword_ptr(x86::rsi, (int32_t)(t * 4)));
+                const int64_t tap = (kh * s.dilation_h * pitch + depthwise_tap_column(s, phase, kw)) * 4;
+                for (uint32_t i = 0; i < count; ++i)
+                    a.vfmadd231ps(v(i), w, x86::ptr(x, (int32_t)(tap + (int64_t)items[i].row * row_bytes + items[i].col)));
+            }
+        if (any_masked && !wide) a.vmovdqu(mask, x86::ptr(x86::r8));
+        for (uint32_t i = 0; i < count; ++i) {
+            x86::Mem out = x86::ptr(y, items[i].row * out_row_bytes + items[i].col);
+            if (!items[i].masked) a.vmovups(out, v(i));
+            else if (wide) a.k(x86::k1).vmovups(out, v(i));
+            else a.vmaskmovps(out, mask, v(i));
+        }
+    };
+    if (wide && tail) {
+        a.mov(x86::eax, (uint32_t)((1u << tail) - 1u));
+        a.kmovw(x86::k1, x86::eax);
+    }
+    if (in_registers)
+        for (uint32_t t = 0; t < taps; ++t) a.vbroadcastss(v(tile + t), x86::dword_ptr(x86::rsi, (int32_t)(t * 4)));
+    Item items[32];
+    asmjit::Label rest = a.newLabel(), row_loop = a.newLabel(), done = a.newLabel();
+    const int64_t group = vectors <= tile ? tile / vectors : 1;
+    if (group > 1) {   // narrow planes: `group` whole rows per tile
+        asmjit::Label group_loop = a.newLabel();
+        uint32_t count = 0;
+        for (int64_t r = 0; r < group; ++r)
+            for (int64_t j = 0; j < vectors; ++j) items[count++] = Item{(int32_t)r, (int32_t)(j * vb), tail && j == full};
+        a.bind(group_loop);
+        a.cmp(x86::r9, (int32_t)group);
+        a.jb(rest);
+        emit_tile(items, count, x86::rdi, x86::rdx);
+        a.add(x86::rdi, (int32_t)(group * row_bytes));
+        a.add(x86::rdx, (int32_t)(group * out_row_bytes));
+        a.sub(x86::r9, (int32_t)group);
+        a.jmp(group_loop);
+    }
+    a.bind(rest);
+    a.test(x86::r9, x86::r9);
+    a.jz(done);
+    a.bind(row_loop);
+    a.mov(x86::rax, x86::rdi);
+    a.mov(x86::r10, x86::rdx);
+    const int64_t blocks = full / tile, left = full % tile;
+    if (blocks > 0) {
+        asmjit::Label block_loop = a.newLabel();
+        for (uint32_t j = 0; j < tile; ++j) items[j] = Item{0, (int32_t)(j * vb), false};
+        a.mov(x86::r11, blocks);
+        a.bind(block_loop);
+        emit_tile(items, tile, x86::rax, x86::r10);
+        a.add(x86::rax, (int32_t)(tile * vb));
+        a.add(x86::r10, (int32_t)(tile * vb));
+        a.sub(x86::r11, 1);
+        a.jnz(block_loop);
+    }
+    uint32_t count = 0;
+    for (int64_t j = 0; j < left; ++j) items[count++] = Item{0, (int32_t)(j * vb), false};
+    if (tail) items[count++] = Item{0, (int32_t)(left * vb), true};
+    if (count) emit_tile(items, count, x86::rax, x86::r10);
+    a.add(x86::rdi, row_bytes);
+    a.add(x86::rdx, out_row_bytes);
+    a.sub(x86::r9, 1);
+    a.jnz(row_loop);
+    a.bind(done);
+    a.vzeroupper();
+    a.ret();
+}
+
+inline DepthwiseConv::KernelFn make_depthwise_kernel(Isa isa, const DepthwiseShape& s, int64_t phase, int64_t pitch) {
+    using namespace asmjit;
+    CodeHolder code;
+    ErrorRecorder recorder;
+    code.init(jit_runtime().environment());
+    code.setErrorHandler(&recorder);
+    x86::Assembler a(&code);
+    emit_depthwise_x86(a, isa, s, phase, pitch);
+    if (recorder.first != kErrorOk) return nullptr;
+    void* fn = nullptr;
+    if (jit_runtime().add(&fn, &code) != kErrorOk) return nullptr;
+    return reinterpret_cast<DepthwiseConv::KernelFn>(fn);
+}
+#define TESSEL_DEPTHWISE_JIT 1
+#endif
+#if defined(__aarch64__)
+// The NEON kernel of one shape, laid out as the x86 one: accumulators v16-v23, the weights by
+// element in v0-v7 (at most 32 taps), x loaded into v24-v27 at tap base + tile offset (the
+// tile offsets are multiples of 16: pitches are 64-byte multiples). No masked store: a
+// partial last vector is stored lane by lane. Arguments (AAPCS64): x0 padded band, x1
+// weights, x2 y band, x3 &bias, x5 rows.
+inline void emit_depthwise_a64(asmjit::a64::Assembler& a, const DepthwiseShape& s, int64_t phase, int64_t pitch) {
+    namespace a64 = asmjit::a64;
+    const uint32_t vb = 16, tile = 8, taps = (uint32_t)(s.kernel_h * s.kernel_w);
+    const int64_t full = s.out_w / 4, tail = s.out_w % 4, vectors = full + (tail ? 1 : 0);
+    const int64_t row_bytes = s.stride_h * pitch * 4, out_row_bytes = s.out_w * 4;
+    auto acc = [&](uint32_t i) { return a64::v(16 + i); };
+    // dst = base + offset (x13 holds large offsets)
+    auto address = [&](const a64::Gp& dst, const a64::Gp& base, int64_t offset) {
+        if (offset < 4096) {
+            a.add(dst, base, (uint32_t)offset);
+        } else {
+            a.mov(a64::x13, (uint64_t)offset);
+            a.add(dst, base, a64::x13);
+        }
+    };
+    struct Item { int64_t row, col; bool partial; };
+    auto emit_tile = [&](const Item* items, uint32_t count, const a64::Gp& x, const a64::Gp& y) {
+        for (uint32_t i = 0; i < count; ++i) a.mov(acc(i).b16(), a64::v(28).b16());
+        uint32_t load = 0;
+        for (int64_t kh = 0; kh < s.kernel_h; ++kh)
+            for (int64_t kw = 0; kw < s.kernel_w; ++kw) {
+                const uint32_t t = (uint32_t)(kh * s.kernel_w + kw);
+                address(a64::x11, x, (kh * s.dilation_h * pitch + depthwise_tap_column(s, phase, kw)) * 4);
+                for (uint32_t i = 0; i < count; ++i) {
+                    const int64_t offset = items[i].row * row_bytes + items[i].col;
+                    a64::Vec xv = a64::v(24 + (load++ & 3));
+                    if (offset <= 65520) {
+                        a.ldr(xv.q(), a64::ptr(a64::x11, (int32_t)offset));
+                    } else {
+                        address(a64::x12, a64::x11, offset);
+                        a.ldr(xv.q(), a64::ptr(a64::x12));
+                    }
+                    a.fmla(acc(i).s4(), xv.s4(), a64::v(t / 4).s(t % 4));
+                }
+            }
+        for (uint32_t i = 0; i < count; ++i) {
+            const int64_t offset = items[i].row * out_row_bytes + items[i].col;
+            address(a64::x12, y, offset);
+            if (!items[i].partial) {
+                a.str(acc(i).q(), a64::ptr(a64::x12));
+                continue;
+            }
+            for (int64_t l = 0; l < tail; ++l) {
+                if (l == 0) {
+                    a.str(a64::s(16 + i), a64::ptr(a64::x12));
+                } else {
+                    a.dup(a64::s(29), acc(i).s((uint32_t)l));
+                    a.str(a64::s(29), a64::ptr(a64::x12, (int32_t)(4 * l)));
+                }
+            }
+        }
+    };
+    for (uint32_t t = 0; t < taps; ++t) {   // exactly the taps' floats: the weights may end a page
+        a.ldr(a64::s(29), a64::ptr(a64::x1, (int32_t)(t * 4)));
+        a.mov(a64::v(t / 4).s(t % 4), a64::v(29).s(0));
+    }
+    a.ld1r(a64::v(28).s4(), a64::ptr(a64::x3));
+    Item items[8];
+    asmjit::Label rest = a.newLabel(), row_loop = a.newLabel(), done = a.newLabel();
+    const int64_t group = vectors <= tile ? tile / vectors : 1;
+    if (group > 1) {
+        asmjit::Label group_loop = a.newLabel();
+        uint32_t count = 0;
+        for (int64_t r = 0; r < group; ++r)
+            for (int64_t j = 0; j < vectors; ++j) items[count++] = Item{r, j * vb, tail && j == full};
+        a.bind(group_loop);
+        a.cmp(a64::x5, (uint32_t)group);
+        a.b_lo(rest);
+        emit_tile(items, count, a64::x0, a64::x2);
+        address(a64::x0, a64::x0, group * row_bytes);
+        address(a64::x2, a64::x2, group * out_row_bytes);
+        a.sub(a64::x5, a64::x5, (uint32_t)group);
+        a.b(group_loop);
+    }
+    a.bind(rest);
+    a.cbz(a64::x5, done);
+    a.bind(row_loop);
+    a.mov(a64::x9, a64::x0);
+    a.mov(a64::x10, a64::x2);
+    const int64_t blocks = full / tile, left = full % tile;
+    if (blocks > 0) {
+        asmjit::Label block_loop = a.newLabel();
+        for (uint32_t j = 0; j < tile; ++j) items[j] = Item{0, j * vb, false};
+        a.mov(a64::x14, (uint64_t)blocks);
+        a.bind(block_loop);
+        emit_tile(items, tile, a64::x9, a64::x10);
+        a.add(a64::x9, a64::x9, tile * vb);
+        a.add(a64::x10, a64::x10, tile * vb);
+        a.subs(a64::x14, a64::x14, 1);
+        a.b_ne(block_loop);
+    }
+    uint32_t count = 0;
+    for (int64_t j = 0; j < left; ++j) items[count++] = Item{0, j * vb, false};
+    if (tail) items[count++] = Item{0, left * vb, true};
+    if (count) emit_tile(items, count, a64::x9, a64::x10);
+    address(a64::x0, a64::x0, row_bytes);
+    address(a64::x2, a64::x2, out_row_bytes);
+    a.subs(a64::x5, a64::x5, 1);
+    a.b_ne(row_loop);
+    a.bind(done);
+    a.ret(a64::x30);
+}
+
+inline DepthwiseConv::KernelFn make_depthwise_kernel(Isa, const DepthwiseShape& s, int64_t phase, int64_t pitch) {
+    using namespace asmjit;
+    CodeHolder code;
+    ErrorRecorder recorder;
+    code.init(jit_runtime().environment());
+    code.setErrorHandler(&recorder);
+    a64::Assembler a(&code);
+    emit_depthwise_a64(a, s, phase, pitch);
+    if (recorder.first != kErrorOk) return nullptr;
+    void* fn = nullptr;
+    if (jit_runtime().add(&fn, &code) != kErrorOk) return nullptr;
+    return reinterpret_cast<DepthwiseConv::KernelFn>(fn);
+}
+#define TESSEL_DEPTHWISE_JIT 1
+#endif
+#endif
+
+// Kernels made so far, by target and shape class (output width, kernel, strides, dilations),
+// for the life of the process like the GEMM tiles; past the capacity, new classes run the
+// portable loop.
+struct DepthwiseKernelTable {
+    struct Entry { Isa isa; DepthwiseShape shape; DepthwiseConv::KernelFn fn; };
+    static constexpr uint32_t kCapacity = 1024;
+    std::atomic_flag lock = ATOMIC_FLAG_INIT;
+    Entry entries[kCapacity];
+    uint32_t count = 0;
+};
+
+inline DepthwiseKernelTable& depthwise_kernels() {
+    static DepthwiseKernelTable table;
+    return table;
+}
+
+// The portable loop: 16 columns at a time in four 4-float vectors (GCC vector extensions),
+// the taps in the reference's order; the last columns one at a time.
+inline void depthwise_portable_rows(const DepthwiseShape& s, int64_t phase, int64_t pitch, const float* scratch,
+                                    const float* weights, float bias, float* y, int64_t row0, int64_t row1) {
+    for (int64_t r = row0; r < row1; ++r) {
+        const float* base = scratch + (r - row0) * s.stride_h * pitch;
+        float* out = y + r * s.out_w;
+        int64_t ow = 0;
+#if defined(__GNUC__)
+        typedef float Vec4 __attribute__((vector_size(16)));
+        for (; ow + 16 <= s.out_w; ow += 16) {
+            Vec4 acc[4];
+            for (int j = 0; j < 4; ++j) acc[j] = Vec4{bias, bias, bias, bias};
+            for (int64_t kh = 0; kh < s.kernel_h; ++kh) {
+                const float* row = base + kh * s.dilation_h * pitch + ow;
+                for (int64_t kw = 0; kw < s.kernel_w; ++kw) {
+                    const float* src = row + depthwise_tap_column(s, phase, kw);
+                    const float wv = weights[kh * s.kernel_w + kw];
+                    for (int j = 0; j < 4; ++j) {
+                        Vec4 xv;
+                        std::memcpy(&xv, src + 4 * j, sizeof xv);
+                        acc[j] += wv * xv;
+                    }
+                }
+            }
+            std::memcpy(out + ow, acc, sizeof acc);
+        }
+#endif
+        for (; ow < s.out_w; ++ow) {
+            float acc = bias;
+            for (int64_t kh = 0; kh < s.kernel_h; ++kh) {
+                const float* row = base + kh * s.dilation_h * pitch + ow;
+                for (int64_t kw = 0; kw < s.kernel_w; ++kw)
+                    acc += weights[kh * s.kernel_w + kw] * row[depthwise_tap_column(s, phase, kw)];
+            }
+            out[ow] = acc;
+        }
+    }
+}
+}  // namespace detail
+
+Status DepthwiseConv::init(const DepthwiseShape& s, Isa isa) {
+    if (isa == Isa::Auto) isa = default_isa();
+    if (!isa_available(isa)) return Status::Unsupported;
+    const int64_t limit = (int64_t)1 << 24;
+    const int64_t dims[] = {s.in_h, s.in_w, s.out_h, s.out_w, s.kernel_h, s.kernel_w, s.stride_h, s.stride_w,
+                            s.dilation_h, s.dilation_w};
+    for (int64_t d : dims)
+        if (d < 1 || d > limit) return Status::InvalidArgument;
+    if (s.pad_top < 0 || s.pad_left < 0 || s.pad_top > limit || s.pad_left > limit) return Status::InvalidArgument;
+    // The copy keeps stride_w phases of every row: bounded, so that its size stays sane.
+    const double phase = (double)s.out_w + detail::kDepthwiseBlock + (double)(s.kernel_w - 1) * (double)s.dilation_w / (double)s.stride_w;
+    const double rows = (double)(s.out_h - 1) * (double)s.stride_h + (double)(s.kernel_h - 1) * (double)s.dilation_h + 1;
+    if (s.stride_w > detail::kDepthwiseMaxStride || rows * phase * (double)s.stride_w > (double)((int64_t)1 << 40))
+        return Status::Unsupported;
+    shape_ = s;
+    isa_ = isa;
+    kernel_ = nullptr;
+    phase_ = (s.out_w + detail::kDepthwiseBlock - 1) / detail::kDepthwiseBlock * detail::kDepthwiseBlock +
+             (s.kernel_w - 1) * s.dilation_w / s.stride_w;
+    pitch_ = (s.stride_w * phase_ + 15) / 16 * 16;
+    const int64_t tail = s.out_w % 8;
+    for (int64_t l = 0; l < 8; ++l) mask_[l] = l < tail ? -1 : 0;
+#ifdef TESSEL_DEPTHWISE_JIT
+    // The JIT takes byte offsets within a band of the whole plane as 32-bit immediates.
+    const int64_t band_bytes = detail::depthwise_band_rows(s, 0, s.out_h) * pitch_ * 4;
+    const int64_t jit_taps = isa == Isa::Neon ? 32 : detail::kDepthwiseJitTaps;   // NEON: the weights in v0-v7
+    if ((isa == Isa::Avx2 || isa == Isa::Avx512 || isa == Isa::Neon) && s.kernel_h * s.kernel_w <= jit_taps &&
+        band_bytes < ((int64_t)1 << 30)) {
+        // what the kernel takes as immediates: the input dims, pads and rows stay out of the key
+        DepthwiseShape key = s;
+        key.in_h = key.in_w = key.out_h = key.pad_top = key.pad_left = 0;
+        detail::DepthwiseKernelTable& table = detail::depthwise_kernels();
+        while (table.lock.test_and_set(std::memory_order_acquire)) std::this_thread::yield();
+        for (uint32_t i = 0; i < table.count && !kernel_; ++i)
+            if (table.entries[i].isa == isa && std::memcmp(&table.entries[i].shape, &key, sizeof key) == 0)
+                kernel_ = table.entries[i].fn;
+        if (!kernel_ && table.count < detail::DepthwiseKernelTable::kCapacity) {
+            kernel_ = detail::make_depthwise_kernel(isa, s, phase_, pitch_);
+            if (kernel_) table.entries[table.count++] = detail::DepthwiseKernelTable::Entry{isa, key, kernel_};
+        }
+        table.lock.clear(std::memory_order_release);
+    }
+#endif
+    return Status::Ok;
+}
+
+size_t DepthwiseConv::scratch_floats(int64_t rows) const {
+    if (rows > shape_.out_h) rows = shape_.out_h;
+    return (size_t)(detail::depthwise_band_rows(shape_, 0, rows) * pitch_) + 16;
+}
+
+namespace detail {
+// d[i] = src[i * step] for i in [0, n): contiguous runs in 4-float pieces, stride 2 split by
+// shuffles (GCC vector extensions), other strides one at a time.
+inline void depthwise_copy(float* d, const float* src, int64_t n, int64_t step) {
+    int64_t i = 0;
+#if defined(__GNUC__)
+    typedef float Vec4 __attribute__((vector_size(16)));
+    typedef int Int4 __attribute__((vector_size(16)));
+    if (step == 1) {
+        for (; i + 4 <= n; i += 4) {
+            Vec4 v;
+            std::memcpy(&v, src + i, sizeof v);
+            std::memcpy(d + i, &v, sizeof v);
+        }
+    } else if (step == 2) {
+        for (; i + 4 <= n && 2 * i + 8 <= 2 * n - 1; i += 4) {   // reads src[2i .. 2i+7]: within 2n - 1
+            Vec4 a, b;
+            std::memcpy(&a, src + 2 * i, sizeof a);
+            std::memcpy(&b, src + 2 * i + 4, sizeof b);
+            Vec4 even = __builtin_shuffle(a, b, Int4{0, 2, 4, 6});
+            std::memcpy(d + i, &even, sizeof even);
+        }
+    }
+#endif
+    for (; i < n; ++i) d[i] = src[i * step];
+}
+}  // namespace detail
+
+// Rows past the input are zero rows; a row of the input is, per phase, zeros up to lo, the
+// input's columns in [lo, hi) and zeros from hi. With zeros_ready only [lo, hi) is written.
+void DepthwiseConv::pad(const float* x, int64_t row0, int64_t row1, float* scratch, bool zeros_ready) const {
+    const DepthwiseShape& s = shape_;
+    const int64_t first = row0 * s.stride_h, rows = detail::depthwise_band_rows(s, row0, row1);
+    for (int64_t r = 0; r < rows; ++r) {
+        const int64_t in_row = first + r - s.pad_top;
+        float* dst = scratch + r * pitch_;
+        if (in_row < 0 || in_row >= s.in_h) {
+            if (!zeros_ready) std::memset(dst, 0, (size_t)pitch_ * sizeof(float));
+            continue;
+        }
+        const float* src = x + in_row * s.in_w;
+        for (int64_t p = 0; p < s.stride_w; ++p) {
+            float* d = dst + p * phase_;
+            // index i holds input column i * stride_w + p - pad_left: inside the row for i in [lo, hi)
+            const int64_t start = p - s.pad_left;
+            int64_t lo = start >= 0 ? 0 : (-start + s.stride_w - 1) / s.stride_w;
+            int64_t hi = s.in_w - 1 - start < 0 ? 0 : (s.in_w - 1 - start) / s.stride_w + 1;
+            if (hi > phase_) hi = phase_;
+            if (lo > hi) lo = hi;
+            if (!zeros_ready) {
+                std::memset(d, 0, (size_t)lo * sizeof(float));
+                std::memset(d + hi, 0, (size_t)(phase_ - hi) * sizeof(float));
+            }
+            detail::depthwise_copy(d + lo, src + lo * s.stride_w + start, hi - lo, s.stride_w);
+        }
+    }
+}
+
+void DepthwiseConv::run_rows(const float* scratch, const float* weights, float bias, float* y, int64_t row0,
+                             int64_t row1) const {
+    if (row1 <= row0) return;
+    if (kernel_) {
+        kernel_(scratch, weights, y + row0 * shape_.out_w, &bias, mask_, row1 - row0);
+        return;
+    }
+    detail::depthwise_portable_rows(shape_, phase_, pitch_, scratch, weights, bias, y, row0, row1);
 }
 
 }  // namespace tessel
