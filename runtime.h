@@ -71,6 +71,7 @@
    >>pooling                          MaxPool, AveragePool
    >>global pooling                   GlobalAveragePool, GlobalMaxPool
    >>softmax                          Softmax, LogSoftmax
+   >>cpu ops                          CPU: pooling and global pooling kernels (cpu_ops_step)
    >>reductions                       ReduceMean/Sum/Max/Min/Prod/L2
    >>argmax                           ArgMax, ArgMin
    >>resize                           Resize
@@ -836,6 +837,11 @@ void destroy(T* object) {
 
 #include <algorithm>
 #include <cmath>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#elif defined(__ARM_NEON)
+#include <arm_neon.h>
+#endif
 #include <condition_variable>
 #include <type_traits>
 #include <cstdarg>
@@ -2390,6 +2396,8 @@ protected:
 // MatMul, Gemm and Conv on the JIT GEMM when `isa` has its tiles (defined beside those ops):
 // replaces the last step's kernel, or leaves the reference one for shapes it does not take.
 inline Status cpu_gemm_step(ReferenceProgram* p, const PreparedModel& model, NodeId id, Isa isa);
+// Pooling and global pooling on the CPU's own kernels (>>cpu ops), the same way.
+inline Status cpu_ops_step(ReferenceProgram* p, const PreparedModel& model, NodeId id, Isa isa);
 
 // The CPU program: a private graph of the subgraph (external inputs become Parameters, and
 // each one-element float Constant a private Constant per reader, so it can join the reader's
@@ -2580,6 +2588,7 @@ inline Status CpuDevice::build_cpu(ReferenceProgram* p, const PreparedModel& mod
                 TESSEL_TRY(add_reference_step(p, model, id, reads, writes));
                 if (model.kernel(id) == find_builtin_kernel(node.op)) {
                     s = cpu_gemm_step(p, model, id, target);
+                    if (s == Status::Ok) s = cpu_ops_step(p, model, id, target);
                     if (s != Status::Ok)
                         return fail(s, "CPU: node '%.*s': out of memory for its packed weights", (int)node.name.size, node.name.data);
                 }
@@ -6466,6 +6475,257 @@ inline Status run_softmax(const RunContext& c) {
             }
         }
     });
+    return Status::Ok;
+}
+
+}  // namespace detail
+
+namespace detail {
+
+// >>cpu ops
+// The CPU device's own kernels for pooling and global pooling on NCHW float32
+// (cpu_ops_step), in 4-float vectors of the baseline ISA: SSE2 on x86-64, NEON on AArch64,
+// scalar elsewhere. Max pooling equals the reference bit for bit (same tap order, same max
+// rule); windowed averages too (same summation order, a division); global averages sum in
+// lanes, so they differ from the reference's sequential sum by rounding only.
+#if defined(__SSE2__)
+using F4 = __m128;
+constexpr const char* kCpuOpsIsa = "sse2";
+inline F4 f4_load(const float* p) { return _mm_loadu_ps(p); }
+inline void f4_store(float* p, F4 v) { _mm_storeu_ps(p, v); }
+inline F4 f4_set(float x) { return _mm_set1_ps(x); }
+inline F4 f4_add(F4 a, F4 b) { return _mm_add_ps(a, b); }
+inline F4 f4_div(F4 a, F4 b) { return _mm_div_ps(a, b); }
+// v > acc ? v : acc per lane, the reference's max: a NaN v never replaces acc, a NaN acc stays
+// (MAXPS returns its second operand unless the first is greater).
+inline F4 f4_max(F4 v, F4 acc) { return _mm_max_ps(v, acc); }
+// p[0], p[2], p[4], p[6] (reads p[0..7])
+inline F4 f4_even(const float* p) { return _mm_shuffle_ps(_mm_loadu_ps(p), _mm_loadu_ps(p + 4), _MM_SHUFFLE(2, 0, 2, 0)); }
+inline F4 f4_strided(const float* p, int64_t s) { return _mm_setr_ps(p[0], p[s], p[2 * s], p[3 * s]); }
+inline void f4_lanes(F4 v, float* out) { _mm_storeu_ps(out, v); }
+#elif defined(__ARM_NEON)
+using F4 = float32x4_t;
+constexpr const char* kCpuOpsIsa = "neon";
+inline F4 f4_load(const float* p) { return vld1q_f32(p); }
+inline void f4_store(float* p, F4 v) { vst1q_f32(p, v); }
+inline F4 f4_set(float x) { return vdupq_n_f32(x); }
+inline F4 f4_add(F4 a, F4 b) { return vaddq_f32(a, b); }
+inline F4 f4_div(F4 a, F4 b) { return vdivq_f32(a, b); }
+inline F4 f4_max(F4 v, F4 acc) { return vbslq_f32(vcgtq_f32(v, acc), v, acc); }   // not fmax: NaN as the reference
+inline F4 f4_even(const float* p) { return vuzp1q_f32(vld1q_f32(p), vld1q_f32(p + 4)); }
+inline F4 f4_strided(const float* p, int64_t s) {
+    float t[4] = {p[0], p[s], p[2 * s], p[3 * s]};
+    return vld1q_f32(t);
+}
+inline void f4_lanes(F4 v, float* out) { vst1q_f32(out, v); }
+#else
+struct F4 { float l[4]; };
+constexpr const char* kCpuOpsIsa = "scalar";
+inline F4 f4_load(const float* p) { return F4{{p[0], p[1], p[2], p[3]}}; }
+inline void f4_store(float* p, F4 v) { for (int i = 0; i < 4; ++i) p[i] = v.l[i]; }
+inline F4 f4_set(float x) { return F4{{x, x, x, x}}; }
+inline F4 f4_add(F4 a, F4 b) { for (int i = 0; i < 4; ++i) a.l[i] += b.l[i]; return a; }
+inline F4 f4_div(F4 a, F4 b) { for (int i = 0; i < 4; ++i) a.l[i] /= b.l[i]; return a; }
+inline F4 f4_max(F4 v, F4 acc) { for (int i = 0; i < 4; ++i) acc.l[i] = v.l[i] > acc.l[i] ? v.l[i] : acc.l[i]; return acc; }
+inline F4 f4_strided(const float* p, int64_t s) { return F4{{p[0], p[s], p[2 * s], p[3 * s]}}; }
+inline F4 f4_even(const float* p) { return f4_strided(p, 2); }
+inline void f4_lanes(F4 v, float* out) { f4_store(out, v); }
+#endif
+
+// Below this many elements walked a kernel runs on one thread: waking the pool costs more
+// than a second thread saves.
+constexpr uint64_t kCpuOpsParallelWork = 1u << 15;
+
+// f(begin, end) over [0, units), split over the request's threads only when the whole job
+// walks at least kCpuOpsParallelWork elements (work_per_unit each).
+template <class F>
+void cpu_ops_parallel(const RunContext& c, uint64_t units, uint64_t work_per_unit, F&& f) {
+    if (units == 0) return;
+    if (c.threads <= 1 || units < 2 || units * work_per_unit < kCpuOpsParallelWork) { f((uint64_t)0, units); return; }
+    nn_parallel(c, units, [&](uint64_t, uint64_t begin, uint64_t end) { f(begin, end); });
+}
+
+// One output of a 2-D pool by the reference's rule, for the border windows.
+inline float cpu_pool_window(const PoolState& st, const float* xp, int64_t oh, int64_t ow) {
+    const Window& w = st.w;
+    int64_t o[2] = {oh, ow}, start[2], first[2], last[2], padded = 1;
+    for (int d = 0; d < 2; ++d) {
+        start[d] = o[d] * w.stride[d + 1] - w.pad_begin[d + 1];
+        first[d] = start[d] < 0 ? -start[d] : 0;
+        last[d] = std::min(w.kernel[d + 1], w.in[d + 1] - start[d]);
+        padded *= std::max<int64_t>(0, std::min(w.kernel[d + 1], w.in[d + 1] + w.pad_end[d + 1] - start[d]));
+    }
+    float best = -INFINITY, sum = 0.0f;
+    int64_t count = 0;
+    for (int64_t kh = first[0]; kh < last[0]; ++kh)
+        for (int64_t kw = first[1]; kw < last[1]; ++kw) {
+            float v = xp[(start[0] + kh) * w.in[2] + start[1] + kw];
+            if (v > best || count == 0) best = v;
+            sum += v;
+            ++count;
+        }
+    if (st.max) return best;
+    int64_t divisor = st.count_include_pad ? padded : count;
+    return divisor ? sum / (float)divisor : 0.0f;
+}
+
+template <int kStride>
+inline F4 cpu_pool_taps(const float* p, int64_t stride) {
+    return kStride == 1 ? f4_load(p) : kStride == 2 ? f4_even(p) : f4_strided(p, stride);
+}
+
+// Interior windows of one output row, 4 at a time: rows [row, row + rows * width), taps in the
+// reference's order (row by row, left to right). Returns how many outputs it wrote (a
+// multiple of 4; the caller does the rest). `limit`: the row's width, which no load may pass.
+template <bool kMax, int kStride>
+inline int64_t cpu_pool_row(const float* row, int64_t rows, int64_t width, int64_t kernel, int64_t stride, int64_t col,
+                            int64_t count, float* y, float divisor) {
+    const F4 d = f4_set(divisor);
+    int64_t j = 0;
+    for (; j + 4 <= count; j += 4, col += 4 * stride) {
+        if (kStride == 2 && col + kernel + 6 >= width) break;   // f4_even reads one float past the last tap
+        F4 acc = kMax ? cpu_pool_taps<kStride>(row + col, stride) : f4_set(0.0f);
+        for (int64_t r = 0; r < rows; ++r) {
+            const float* p = row + r * width + col;
+            for (int64_t k = 0; k < kernel; ++k) {
+                F4 v = cpu_pool_taps<kStride>(p + k, stride);
+                acc = kMax ? f4_max(v, acc) : f4_add(acc, v);
+            }
+        }
+        f4_store(y + j, kMax ? acc : f4_div(acc, d));
+    }
+    return j;
+}
+
+template <bool kMax, int kStride>
+inline void cpu_pool_plane(const PoolState& st, const float* xp, float* yp) {
+    const Window& w = st.w;
+    const int64_t height = w.in[1], width = w.in[2], out_h = w.out[1], out_w = w.out[2];
+    const int64_t kh = w.kernel[1], kw = w.kernel[2], sh = w.stride[1], sw = w.stride[2];
+    const int64_t top = w.pad_begin[1], left = w.pad_begin[2];
+    // interior columns: windows entirely inside [0, width)
+    int64_t inner_begin = std::min((left + sw - 1) / sw, out_w);
+    int64_t inner_end = width >= kw ? std::min((width - kw + left) / sw + 1, out_w) : 0;
+    if (inner_end < inner_begin) inner_end = inner_begin;
+    for (int64_t oh = 0; oh < out_h; ++oh) {
+        const int64_t ih = oh * sh - top;
+        const int64_t first = ih < 0 ? -ih : 0, last = std::min(kh, height - ih);
+        float* y = yp + oh * out_w;
+        int64_t done = 0;
+        if (first < last && inner_end > inner_begin) {
+            int64_t padded = std::max<int64_t>(0, std::min(kh, height + w.pad_end[1] - ih));
+            float divisor = (float)((st.count_include_pad ? padded : last - first) * kw);
+            done = cpu_pool_row<kMax, kStride>(xp + (ih + first) * width, last - first, width, kw, sw,
+                                               inner_begin * sw - left, inner_end - inner_begin, y + inner_begin, divisor);
+        }
+        for (int64_t ow = 0; ow < inner_begin; ++ow) y[ow] = cpu_pool_window(st, xp, oh, ow);
+        for (int64_t ow = inner_begin + done; ow < out_w; ++ow) y[ow] = cpu_pool_window(st, xp, oh, ow);
+    }
+}
+
+inline Status run_cpu_pool(const RunContext& c) {
+    const PoolState& st = *static_cast<const PoolState*>(c.state);
+    const float* x = c.inputs[0].as<float>();
+    float* y = c.outputs[0].as<float>();
+    const int64_t in_plane = st.w.in_size(), out_plane = st.w.out_size();
+    void (*plane_fn)(const PoolState&, const float*, float*);
+    const int64_t stride = st.w.stride[2];
+    if (st.max) plane_fn = stride == 1 ? cpu_pool_plane<true, 1> : stride == 2 ? cpu_pool_plane<true, 2> : cpu_pool_plane<true, 0>;
+    else plane_fn = stride == 1 ? cpu_pool_plane<false, 1> : stride == 2 ? cpu_pool_plane<false, 2> : cpu_pool_plane<false, 0>;
+    cpu_ops_parallel(c, (uint64_t)st.planes, (uint64_t)(out_plane * st.w.kernel_size()), [&](uint64_t begin, uint64_t end) {
+        for (uint64_t plane = begin; plane < end; ++plane) plane_fn(st, x + (int64_t)plane * in_plane, y + (int64_t)plane * out_plane);
+    });
+    return Status::Ok;
+}
+
+// GlobalMaxPool: the reference's rule (NaN never taken, -inf for a plane of NaN); lanes may
+// meet equal zeros of both signs in another order, so a zero result is redone in order.
+inline float cpu_global_max(const float* x, int64_t n) {
+    int64_t i = 0;
+    float best = -INFINITY;
+    if (n >= 16) {
+        F4 a = f4_set(-INFINITY), b = a, c = a, d = a;
+        for (; i + 16 <= n; i += 16) {
+            a = f4_max(f4_load(x + i), a);
+            b = f4_max(f4_load(x + i + 4), b);
+            c = f4_max(f4_load(x + i + 8), c);
+            d = f4_max(f4_load(x + i + 12), d);
+        }
+        a = f4_max(f4_max(d, f4_max(c, f4_max(b, a))), a);
+        float lanes[4];
+        f4_lanes(a, lanes);
+        for (float v : lanes) best = v > best ? v : best;
+    }
+    for (; i < n; ++i) best = x[i] > best ? x[i] : best;
+    if (best == 0.0f) {
+        best = -INFINITY;
+        for (i = 0; i < n; ++i) best = x[i] > best ? x[i] : best;
+    }
+    return best;
+}
+
+inline float cpu_global_sum(const float* x, int64_t n) {
+    int64_t i = 0;
+    float sum = 0.0f;
+    if (n >= 16) {
+        F4 a = f4_set(0.0f), b = a, c = a, d = a;
+        for (; i + 16 <= n; i += 16) {
+            a = f4_add(a, f4_load(x + i));
+            b = f4_add(b, f4_load(x + i + 4));
+            c = f4_add(c, f4_load(x + i + 8));
+            d = f4_add(d, f4_load(x + i + 12));
+        }
+        float lanes[4];
+        f4_lanes(f4_add(f4_add(a, b), f4_add(c, d)), lanes);
+        sum = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+    }
+    for (; i < n; ++i) sum += x[i];
+    return sum;
+}
+
+inline Status run_cpu_global_pool(const RunContext& c, bool max) {
+    const NormState& st = *static_cast<const NormState*>(c.state);
+    const float* x = c.inputs[0].as<float>();
+    float* y = c.outputs[0].as<float>();
+    cpu_ops_parallel(c, (uint64_t)st.outer, (uint64_t)st.inner, [&](uint64_t begin, uint64_t end) {
+        for (uint64_t plane = begin; plane < end; ++plane) {
+            const float* xp = x + (int64_t)plane * st.inner;
+            y[plane] = max ? cpu_global_max(xp, st.inner) : cpu_global_sum(xp, st.inner) / (float)st.inner;
+        }
+    });
+    return Status::Ok;
+}
+inline Status run_cpu_global_average_pool(const RunContext& c) { return run_cpu_global_pool(c, false); }
+inline Status run_cpu_global_max_pool(const RunContext& c) { return run_cpu_global_pool(c, true); }
+
+// The program's last step runs `run` with `state`, named cpu:ISA:OP.
+inline Status cpu_ops_use(ReferenceProgram* p, RunFn run, const void* state, StringView op) {
+    ProgramStep& step = p->steps_[p->count - 1];
+    ReferenceProgram::Unit& unit = p->units[p->count - 1];
+    char name[96];
+    std::snprintf(name, sizeof name, "cpu:%s:%.*s", kCpuOpsIsa, (int)op.size, op.data);
+    step.kernel = p->arena.copy_string(StringView(name)).data;
+    if (!step.kernel) return Status::OutOfMemory;
+    unit.run = run;
+    unit.state = state;
+    return Status::Ok;
+}
+
+inline Status cpu_ops_step(ReferenceProgram* p, const PreparedModel& model, NodeId id, Isa isa) {
+    if (isa == Isa::Ref) return Status::Ok;   // the ref ISA keeps the reference kernels
+    const Node& node = model.model.graph.node(id);
+    const void* state = model.kernel_state(id);
+    if (!state) return Status::Ok;
+    StringView op = node.op;
+    if (op == StringView("MaxPool") || op == StringView("AveragePool")) {
+        const PoolState& st = *static_cast<const PoolState*>(state);
+        const Window& w = st.w;
+        // 1-D and 2-D, no dilation, no Indices output
+        if (node.num_outputs != 1 || w.spatial > 2 || w.dilation[1] != 1 || w.dilation[2] != 1) return Status::Ok;
+        return cpu_ops_use(p, run_cpu_pool, state, op);
+    }
+    if (op == StringView("GlobalAveragePool")) return cpu_ops_use(p, run_cpu_global_average_pool, state, op);
+    if (op == StringView("GlobalMaxPool")) return cpu_ops_use(p, run_cpu_global_max_pool, state, op);
     return Status::Ok;
 }
 
