@@ -71,7 +71,7 @@
    >>pooling                          MaxPool, AveragePool
    >>global pooling                   GlobalAveragePool, GlobalMaxPool
    >>softmax                          Softmax, LogSoftmax
-   >>cpu ops                          CPU: pooling and global pooling kernels (cpu_ops_step)
+   >>cpu ops                          CPU: pooling, global pooling and softmax kernels (cpu_ops_step)
    >>reductions                       ReduceMean/Sum/Max/Min/Prod/L2
    >>argmax                           ArgMax, ArgMin
    >>resize                           Resize
@@ -847,6 +847,7 @@ void destroy(T* object) {
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
+#include <atomic>
 #include <mutex>
 #include <thread>
 #ifdef TESSEL_USE_MICROPROFILE
@@ -1285,7 +1286,9 @@ Status RunContext::fail(Status status, const char* format, ...) const {
 // >>threads
 namespace detail {
 // A fixed pool: threads - 1 workers started once; run() hands each a contiguous range and
-// the caller takes the first one. No allocation per run().
+// the caller takes the first one. No allocation per run(). A worker spins a while for the
+// next run before it sleeps, and the caller spins for the workers before it sleeps: a model's
+// steps come microseconds apart, and a futex wake-up costs about as much as a small step.
 class ThreadPool {
 public:
     ThreadPool() = default;
@@ -1299,18 +1302,15 @@ public:
         workers_ = static_cast<std::thread*>(TESSEL_MALLOC(sizeof(std::thread) * (threads - 1)));
         if (!workers_) return Status::OutOfMemory;
         quit_ = false;
-        for (uint32_t i = 0; i + 1 < threads; ++i) new (&workers_[i]) std::thread(&ThreadPool::work, this, i + 1);
         threads_ = threads;
+        for (uint32_t i = 0; i + 1 < threads; ++i) new (&workers_[i]) std::thread(&ThreadPool::work, this, i + 1);
         return Status::Ok;
     }
     void stop() {
         if (!workers_) return;
-        {
-            std::lock_guard<std::mutex> lock(mutex_);
-            quit_ = true;
-            ++generation_;
-        }
-        wake_.notify_all();
+        quit_ = true;
+        generation_.fetch_add(1);
+        wake_workers();
         for (uint32_t i = 0; i + 1 < threads_; ++i) {
             workers_[i].join();
             workers_[i].~thread();
@@ -1323,43 +1323,61 @@ public:
 
     void run(uint64_t count, void (*fn)(void*, uint64_t, uint64_t), void* user) {
         if (threads_ <= 1 || count < 2) { if (count) fn(user, 0, count); return; }
-        {
-            std::lock_guard<std::mutex> lock(mutex_);
-            fn_ = fn;
-            user_ = user;
-            count_ = count;
-            pending_ = threads_ - 1;
-            ++generation_;
-        }
-        wake_.notify_all();
+        fn_ = fn;
+        user_ = user;
+        count_ = count;
+        pending_.store(threads_ - 1);
+        generation_.fetch_add(1);   // publishes the job (sequentially consistent)
+        wake_workers();
         uint64_t end = count / threads_ + (count % threads_ ? 1 : 0);
         fn(user, 0, end < count ? end : count);
-        std::unique_lock<std::mutex> lock(mutex_);
-        done_.wait(lock, [this] { return pending_ == 0; });
+        for (uint32_t spin = 0; pending_.load(std::memory_order_acquire) != 0; ++spin) {
+            if (spin < kSpins) { pause(); continue; }
+            std::unique_lock<std::mutex> lock(mutex_);
+            caller_sleeps_.store(true);
+            done_.wait(lock, [this] { return pending_.load() == 0; });
+            caller_sleeps_.store(false);
+            break;
+        }
     }
 
 private:
+    // About 50 microseconds of pause instructions: longer than the gap between a model's steps.
+    static constexpr uint32_t kSpins = 4000;
+    static void pause() {
+#if defined(__SSE2__)
+        _mm_pause();
+#elif defined(__aarch64__)
+        __asm__ __volatile__("yield");
+#endif
+    }
+    // Sleepers register under the mutex before their last check of generation_, so a run that
+    // sees none has published its job before they looked (both sequentially consistent).
+    void wake_workers() {
+        if (sleepers_.load() == 0) return;
+        { std::lock_guard<std::mutex> lock(mutex_); }
+        wake_.notify_all();
+    }
     void work(uint32_t index) {
         uint64_t seen = 0;
         for (;;) {
-            void (*fn)(void*, uint64_t, uint64_t);
-            void* user;
-            uint64_t count;
-            {
+            for (uint32_t spin = 0; generation_.load(std::memory_order_acquire) == seen; ++spin) {
+                if (spin < kSpins) { pause(); continue; }
                 std::unique_lock<std::mutex> lock(mutex_);
-                wake_.wait(lock, [&] { return generation_ != seen; });
-                seen = generation_;
-                if (quit_) return;
-                fn = fn_;
-                user = user_;
-                count = count_;
+                sleepers_.fetch_add(1);
+                wake_.wait(lock, [&] { return generation_.load() != seen; });
+                sleepers_.fetch_sub(1);
+                break;
             }
+            seen = generation_.load();
+            if (quit_) return;
+            uint64_t count = count_;
             uint64_t chunk = count / threads_ + (count % threads_ ? 1 : 0);
             uint64_t begin = chunk * index, end = begin + chunk < count ? begin + chunk : count;
-            if (begin < end) fn(user, begin, end);
-            {
-                std::lock_guard<std::mutex> lock(mutex_);
-                if (--pending_ == 0) done_.notify_one();
+            if (begin < end) fn_(user_, begin, end);
+            if (pending_.fetch_sub(1) == 1 && caller_sleeps_.load()) {
+                { std::lock_guard<std::mutex> lock(mutex_); }
+                done_.notify_one();
             }
         }
     }
@@ -1367,12 +1385,14 @@ private:
     uint32_t threads_ = 1;
     std::mutex mutex_;
     std::condition_variable wake_, done_;
-    uint64_t generation_ = 0;
-    bool quit_ = false;
+    std::atomic<uint64_t> generation_{0};
+    std::atomic<uint32_t> pending_{0}, sleepers_{0};
+    std::atomic<bool> caller_sleeps_{false};
+    std::atomic<bool> quit_{false};
+    // the job: written by run() before generation_ is raised, read by workers after they see it
     void (*fn_)(void*, uint64_t, uint64_t) = nullptr;
     void* user_ = nullptr;
     uint64_t count_ = 0;
-    uint32_t pending_ = 0;
 };
 
 // parallel_for over a lambda: parallel_for(context, n, [&](uint64_t begin, uint64_t end) {...}).
@@ -2396,7 +2416,7 @@ protected:
 // MatMul, Gemm and Conv on the JIT GEMM when `isa` has its tiles (defined beside those ops):
 // replaces the last step's kernel, or leaves the reference one for shapes it does not take.
 inline Status cpu_gemm_step(ReferenceProgram* p, const PreparedModel& model, NodeId id, Isa isa);
-// Pooling and global pooling on the CPU's own kernels (>>cpu ops), the same way.
+// Pooling, global pooling and softmax on the CPU's own kernels (>>cpu ops), the same way.
 inline Status cpu_ops_step(ReferenceProgram* p, const PreparedModel& model, NodeId id, Isa isa);
 
 // The CPU program: a private graph of the subgraph (external inputs become Parameters, and
@@ -6698,6 +6718,127 @@ inline Status run_cpu_global_pool(const RunContext& c, bool max) {
 inline Status run_cpu_global_average_pool(const RunContext& c) { return run_cpu_global_pool(c, false); }
 inline Status run_cpu_global_max_pool(const RunContext& c) { return run_cpu_global_pool(c, true); }
 
+// Softmax and LogSoftmax along contiguous rows (the last axis, or the coerced 2-D of opset
+// < 13): the row's maximum, exp(x - max) through snippets.h's math_exp on F4 lanes (its
+// accuracy, 0.8 ulp), the sum in double as the reference, then one scaling pass.
+#if defined(__SSE2__)
+struct F4Math {   // the vector model of snippets.h (>>vector model) on SSE2, without FMA
+    using V = F4;
+    V c(float v) { return _mm_set1_ps(v); }
+    V cb(uint32_t b) { return _mm_castsi128_ps(_mm_set1_epi32((int)b)); }
+    V add(V a, V b) { return _mm_add_ps(a, b); }
+    V sub(V a, V b) { return _mm_sub_ps(a, b); }
+    V mul(V a, V b) { return _mm_mul_ps(a, b); }
+    V min(V a, V b) { return _mm_min_ps(a, b); }
+    V max(V a, V b) { return _mm_max_ps(a, b); }
+    V fma(V a, V b, V c) { return _mm_add_ps(_mm_mul_ps(a, b), c); }
+    V fnma(V a, V b, V c) { return _mm_sub_ps(c, _mm_mul_ps(a, b)); }
+    V round(V a, int) { return _mm_cvtepi32_ps(_mm_cvtps_epi32(a)); }   // math_exp rounds to nearest, |a| < 2^31
+    V cvt_i(V a) { return _mm_castsi128_ps(_mm_cvtps_epi32(a)); }
+    V add_i(V a, V b) { return _mm_castsi128_ps(_mm_add_epi32(_mm_castps_si128(a), _mm_castps_si128(b))); }
+    V sub_i(V a, V b) { return _mm_castsi128_ps(_mm_sub_epi32(_mm_castps_si128(a), _mm_castps_si128(b))); }
+    V shl_i(V a, int n) { return _mm_castsi128_ps(_mm_sll_epi32(_mm_castps_si128(a), _mm_cvtsi32_si128(n))); }
+    V sra_i(V a, int n) { return _mm_castsi128_ps(_mm_sra_epi32(_mm_castps_si128(a), _mm_cvtsi32_si128(n))); }
+    bool has_scalef() const { return false; }
+    V scalef(V a, V) { return a; }
+    void drop(V&) {}
+};
+inline F4 f4_exp(F4 x) { F4Math m; return math_exp(m, x); }
+inline F4 f4_sub(F4 a, F4 b) { return _mm_sub_ps(a, b); }
+inline F4 f4_mul(F4 a, F4 b) { return _mm_mul_ps(a, b); }
+#elif defined(__ARM_NEON)
+struct F4Math {   // the vector model of snippets.h (>>vector model) on NEON, with FMA
+    using V = F4;
+    V c(float v) { return vdupq_n_f32(v); }
+    V cb(uint32_t b) { return vreinterpretq_f32_u32(vdupq_n_u32(b)); }
+    V add(V a, V b) { return vaddq_f32(a, b); }
+    V sub(V a, V b) { return vsubq_f32(a, b); }
+    V mul(V a, V b) { return vmulq_f32(a, b); }
+    V min(V a, V b) { return vbslq_f32(vcltq_f32(a, b), a, b); }   // x86 operand order: NaN as the JIT
+    V max(V a, V b) { return vbslq_f32(vcgtq_f32(a, b), a, b); }
+    V fma(V a, V b, V c) { return vfmaq_f32(c, a, b); }
+    V fnma(V a, V b, V c) { return vfmsq_f32(c, a, b); }
+    V round(V a, int) { return vrndnq_f32(a); }
+    V cvt_i(V a) { return vreinterpretq_f32_s32(vcvtnq_s32_f32(a)); }
+    V add_i(V a, V b) { return vreinterpretq_f32_s32(vaddq_s32(vreinterpretq_s32_f32(a), vreinterpretq_s32_f32(b))); }
+    V sub_i(V a, V b) { return vreinterpretq_f32_s32(vsubq_s32(vreinterpretq_s32_f32(a), vreinterpretq_s32_f32(b))); }
+    V shl_i(V a, int n) { return vreinterpretq_f32_s32(vshlq_s32(vreinterpretq_s32_f32(a), vdupq_n_s32(n))); }
+    V sra_i(V a, int n) { return vreinterpretq_f32_s32(vshlq_s32(vreinterpretq_s32_f32(a), vdupq_n_s32(-n))); }
+    bool has_scalef() const { return false; }
+    V scalef(V a, V) { return a; }
+    void drop(V&) {}
+};
+inline F4 f4_exp(F4 x) { F4Math m; return math_exp(m, x); }
+inline F4 f4_sub(F4 a, F4 b) { return vsubq_f32(a, b); }
+inline F4 f4_mul(F4 a, F4 b) { return vmulq_f32(a, b); }
+#else
+inline F4 f4_exp(F4 x) {
+    ScalarMath m;
+    for (int i = 0; i < 4; ++i) x.l[i] = math_exp(m, x.l[i]);
+    return x;
+}
+inline F4 f4_sub(F4 a, F4 b) { for (int i = 0; i < 4; ++i) a.l[i] -= b.l[i]; return a; }
+inline F4 f4_mul(F4 a, F4 b) { for (int i = 0; i < 4; ++i) a.l[i] *= b.l[i]; return a; }
+#endif
+
+inline float cpu_exp(float x) {
+    float lanes[4] = {x, x, x, x};
+    f4_lanes(f4_exp(f4_load(lanes)), lanes);
+    return lanes[0];
+}
+
+inline void cpu_softmax_row(const float* x, float* y, int64_t n, bool log) {
+    // the maximum by the reference's rule (NaN passed over; it reaches the sum through exp)
+    float top = -INFINITY;
+    int64_t i = 0;
+    if (n >= 4) {
+        F4 m = f4_set(-INFINITY);
+        for (; i + 4 <= n; i += 4) m = f4_max(f4_load(x + i), m);
+        float lanes[4];
+        f4_lanes(m, lanes);
+        for (float v : lanes) top = v > top ? v : top;
+    }
+    for (; i < n; ++i) top = x[i] > top ? x[i] : top;
+    const F4 t = f4_set(top);
+    double sums[4] = {0, 0, 0, 0};
+    for (i = 0; i + 4 <= n; i += 4) {
+        F4 d = f4_sub(f4_load(x + i), t);
+        F4 e = f4_exp(d);
+        float lanes[4];
+        f4_lanes(e, lanes);
+        for (int k = 0; k < 4; ++k) sums[k] += lanes[k];
+        f4_store(y + i, log ? d : e);
+    }
+    for (; i < n; ++i) {
+        float d = x[i] - top, e = cpu_exp(d);
+        sums[0] += e;
+        y[i] = log ? d : e;
+    }
+    double sum = (sums[0] + sums[1]) + (sums[2] + sums[3]);
+    if (log) {
+        const float shift = (float)std::log(sum);
+        const F4 s = f4_set(shift);
+        for (i = 0; i + 4 <= n; i += 4) f4_store(y + i, f4_sub(f4_load(y + i), s));
+        for (; i < n; ++i) y[i] -= shift;
+    } else {
+        const float scale = (float)(1.0 / sum);
+        const F4 s = f4_set(scale);
+        for (i = 0; i + 4 <= n; i += 4) f4_store(y + i, f4_mul(f4_load(y + i), s));
+        for (; i < n; ++i) y[i] *= scale;
+    }
+}
+
+inline Status run_cpu_softmax(const RunContext& c) {
+    const SoftmaxState& st = *static_cast<const SoftmaxState*>(c.state);
+    const float* x = c.inputs[0].as<float>();
+    float* y = c.outputs[0].as<float>();
+    cpu_ops_parallel(c, (uint64_t)st.outer, (uint64_t)st.count * 8, [&](uint64_t begin, uint64_t end) {
+        for (uint64_t row = begin; row < end; ++row)
+            cpu_softmax_row(x + (int64_t)row * st.count, y + (int64_t)row * st.count, st.count, st.log);
+    });
+    return Status::Ok;
+}
+
 // The program's last step runs `run` with `state`, named cpu:ISA:OP.
 inline Status cpu_ops_use(ReferenceProgram* p, RunFn run, const void* state, StringView op) {
     ProgramStep& step = p->steps_[p->count - 1];
@@ -6726,6 +6867,10 @@ inline Status cpu_ops_step(ReferenceProgram* p, const PreparedModel& model, Node
     }
     if (op == StringView("GlobalAveragePool")) return cpu_ops_use(p, run_cpu_global_average_pool, state, op);
     if (op == StringView("GlobalMaxPool")) return cpu_ops_use(p, run_cpu_global_max_pool, state, op);
+    if (op == StringView("Softmax") || op == StringView("LogSoftmax")) {
+        if (static_cast<const SoftmaxState*>(state)->inner != 1) return Status::Ok;   // rows must be contiguous
+        return cpu_ops_use(p, run_cpu_softmax, state, op);
+    }
     return Status::Ok;
 }
 
@@ -8595,8 +8740,9 @@ inline Status set_typed_state(PrepareContext& c, const TypedState& st) {
 // (found by name, so the float path is whatever that table runs for the op).
 inline Status delegate_elementwise(PrepareContext& c, TensorOp op) {
     const OpKernel* kernel = nullptr;
+    StringView name = op == TensorOp::Sum ? StringView("Add") : c.node_ref().op;
     for (const OpKernel& k : kBuiltinKernels)
-        if (StringView(k.op) == c.node_ref().op) kernel = &k;
+        if (StringView(k.op) == name) kernel = &k;
     if (!kernel) return c.fail(Status::Unsupported, "no float32 kernel");
     TESSEL_TRY(kernel->prepare(c));
     TypedState st;
@@ -8639,7 +8785,10 @@ inline Status prepare_typed(PrepareContext& c) {
             if (float32 && c.num_inputs == 2) return delegate_elementwise(c, op);
             supported = is_float || is_int;
             break;
-        case TensorOp::Sum: supported = is_float || is_int; break;
+        case TensorOp::Sum:   // two float32 inputs: Add (the snippet op Sum is an alias of)
+            if (float32 && c.num_inputs == 2) return delegate_elementwise(c, op);
+            supported = is_float || is_int;
+            break;
         case TensorOp::Mean: supported = is_float; break;
         case TensorOp::Mod:
             st.fmod = c.attribute_int("fmod", 0) != 0;
