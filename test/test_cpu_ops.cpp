@@ -315,3 +315,67 @@ TEST_CASE("cpu ops: Sum of two float inputs fuses into an island and adds as Add
     three.op("Sum", {x, y, z});
     CHECK(infer_cpu(three, Isa::Ref, 1).kernels == "ref:Sum ");
 }
+
+namespace {
+struct ResizeCase {
+    Shape x;
+    std::vector<float> scales;
+    const char* mode;
+    const char* transform;
+    const char* nearest_mode;
+};
+
+// Nearest bit for bit; linear within 1e-6 (1 + |want|) (AArch64 may contract the blend).
+void check_resize(const ResizeCase& rc, uint32_t seed) {
+    int64_t n = 1;
+    for (int64_t d : rc.x) n *= d;
+    std::vector<float> v = random_floats(n, seed);
+    auto build = [&](OpTest& t) {
+        t.opset = 13;
+        t.model.opset = 13;
+        InputRef x = t.input(rc.x, v);
+        InputRef scales = t.constant({(int64_t)rc.scales.size()}, rc.scales);
+        t.op("Resize", {x, t.absent(), scales});
+        t.set_string("mode", rc.mode);
+        t.set_string("coordinate_transformation_mode", rc.transform);
+        if (rc.nearest_mode) t.set_string("nearest_mode", rc.nearest_mode);
+    };
+    OpTest ref;
+    build(ref);
+    ref.go();
+    const float* want = ref.outputs[0].data_as<float>();
+    const bool linear = std::string(rc.mode) == "linear";
+    for (Isa isa : machine_isas())
+        for (uint32_t threads : {1u, 2u}) {
+            OpTest t;
+            build(t);
+            CpuRun got = infer_cpu(t, isa, threads);
+            INFO(std::string(rc.mode) << " " << rc.transform << " x " << dims_text(rc.x) << " isa " << std::string(isa_name(isa))
+                                      << " kernels " << got.kernels);
+            CHECK(got.kernels.rfind(isa == Isa::Ref ? "ref:" : "cpu:", 0) == 0);
+            REQUIRE(got.y.size() == ref.outputs[0].elements());
+            size_t bad = 0;
+            for (size_t i = 0; i < got.y.size(); ++i) {
+                bool ok = linear ? std::fabs(got.y[i] - want[i]) <= 1e-6 * (1 + std::fabs(want[i])) : same_bits(got.y[i], want[i]);
+                if (!ok && bad++ < 3) MESSAGE("y[" << i << "] = " << got.y[i] << ", want " << want[i]);
+            }
+            CHECK(bad == 0);
+        }
+}
+}  // namespace
+
+TEST_CASE("cpu ops: Resize nearest and linear, up and down, every tail of a row") {
+    uint32_t seed = 400;
+    for (int64_t width : {1, 2, 3, 4, 5, 9, 17}) {
+        check_resize({{1, 2, 3, width}, {1, 1, 2, 2}, "nearest", "asymmetric", "floor"}, seed++);
+        check_resize({{2, 3, 4, width}, {1, 1, 2, 2}, "nearest", "half_pixel", "round_prefer_floor"}, seed++);
+        check_resize({{1, 2, 5, width}, {1, 1, 0.5f, 1.5f}, "nearest", "half_pixel", "round_prefer_ceil"}, seed++);
+        check_resize({{1, 2, 3, width}, {1, 1, 2, 2}, "linear", "half_pixel", nullptr}, seed++);
+        check_resize({{2, 2, 4, width}, {1, 1, 2, 2}, "linear", "align_corners", nullptr}, seed++);
+        check_resize({{1, 3, 5, width}, {1, 1, 0.5f, 1.75f}, "linear", "pytorch_half_pixel", nullptr}, seed++);
+        check_resize({{4, width}, {2, 2}, "linear", "half_pixel", nullptr}, seed++);
+        check_resize({{3, 4, width}, {1, 2, 3}, "nearest", "asymmetric", "floor"}, seed++);
+    }
+    check_resize({{1, 8, 40, 40}, {1, 1, 2, 2}, "nearest", "asymmetric", "floor"}, seed++);
+    check_resize({{1, 8, 40, 40}, {1, 1, 2, 2}, "linear", "half_pixel", nullptr}, seed++);
+}
