@@ -1332,7 +1332,7 @@ public:
         uint64_t end = count / threads_ + (count % threads_ ? 1 : 0);
         fn(user, 0, end < count ? end : count);
         for (uint32_t spin = 0; pending_.load(std::memory_order_acquire) != 0; ++spin) {
-            if (spin < kSpins) { pause(); continue; }
+            if (spin < kSpins) { pause(spin); continue; }
             std::unique_lock<std::mutex> lock(mutex_);
             caller_sleeps_.store(true);
             done_.wait(lock, [this] { return pending_.load() == 0; });
@@ -1343,8 +1343,11 @@ public:
 
 private:
     // About 50 microseconds of pause instructions: longer than the gap between a model's steps.
+    // Every 64th spin yields the core, so a pool on a busy machine does not starve the thread
+    // it waits for.
     static constexpr uint32_t kSpins = 4000;
-    static void pause() {
+    static void pause(uint32_t spin) {
+        if (spin % 64 == 63) { std::this_thread::yield(); return; }
 #if defined(__SSE2__)
         _mm_pause();
 #elif defined(__aarch64__)
@@ -1362,7 +1365,7 @@ private:
         uint64_t seen = 0;
         for (;;) {
             for (uint32_t spin = 0; generation_.load(std::memory_order_acquire) == seen; ++spin) {
-                if (spin < kSpins) { pause(); continue; }
+                if (spin < kSpins) { pause(spin); continue; }
                 std::unique_lock<std::mutex> lock(mutex_);
                 sleepers_.fetch_add(1);
                 wake_.wait(lock, [&] { return generation_.load() != seen; });
