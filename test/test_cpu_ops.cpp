@@ -379,3 +379,34 @@ TEST_CASE("cpu ops: Resize nearest and linear, up and down, every tail of a row"
     check_resize({{1, 8, 40, 40}, {1, 1, 2, 2}, "nearest", "asymmetric", "floor"}, seed++);
     check_resize({{1, 8, 40, 40}, {1, 1, 2, 2}, "linear", "half_pixel", nullptr}, seed++);
 }
+
+TEST_CASE("cpu ops: Transpose merges the dims that stay adjacent (channel shuffle) and copies the same bytes") {
+    struct Case { Shape x, perm; bool merges; };
+    const std::vector<Case> cases = {
+        {{1, 2, 3, 5, 7}, {0, 2, 1, 3, 4}, true},    // channel shuffle
+        {{2, 3, 4}, {0, 2, 1}, false},               // no two dims stay adjacent: the reference step
+        {{1, 4, 1, 6}, {3, 0, 2, 1}, true},          // size-1 dims dropped
+        {{3, 4}, {1, 0}, false},                     // a plain 2-D transpose: the reference step
+        {{2, 3, 4, 5}, {0, 1, 2, 3}, true},          // identity: one copy
+    };
+    uint32_t seed = 500;
+    for (const Case& tc : cases) {
+        int64_t n = 1;
+        for (int64_t d : tc.x) n *= d;
+        std::vector<float> v = random_floats(n, seed++);
+        OpTest ref;
+        ref.op("Transpose", {ref.input(tc.x, v)});
+        ref.set_ints("perm", tc.perm);
+        ref.go();
+        for (Isa isa : machine_isas()) {
+            OpTest t;
+            t.op("Transpose", {t.input(tc.x, v)});
+            t.set_ints("perm", tc.perm);
+            CpuRun got = infer_cpu(t, isa, 1);
+            INFO("x " << dims_text(tc.x) << " perm " << dims_text(tc.perm) << " kernels " << got.kernels);
+            CHECK(got.kernels == (isa != Isa::Ref && tc.merges ? "cpu:copy:Transpose " : "ref:Transpose "));
+            REQUIRE(got.y.size() == (size_t)n);
+            CHECK(std::memcmp(got.y.data(), ref.outputs[0].data(), (size_t)n * sizeof(float)) == 0);
+        }
+    }
+}
