@@ -1342,10 +1342,11 @@ public:
     }
 
 private:
-    // About 100 microseconds of pause instructions (25-40 ns each on x86-64): longer than the
-    // gap between a model's steps. Every 64th spin yields instead: on a machine with more
-    // runnable threads than cores, the thread waited for may be queued on this very core.
-    static constexpr uint32_t kSpins = 4000;
+    // About 10 microseconds of pause instructions (25-40 ns each on x86-64): longer than the
+    // gap between most steps, short enough that an idle worker does not burn its share of a
+    // busy machine. Every 64th spin yields instead: with more runnable threads than cores, the
+    // thread waited for may be queued on this very core.
+    static constexpr uint32_t kSpins = 256;
     static void pause(uint32_t spin) {
         if (spin % 64 == 63) { std::this_thread::yield(); return; }
 #if defined(__SSE2__)
