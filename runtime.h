@@ -847,7 +847,6 @@ void destroy(T* object) {
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
-#include <atomic>
 #include <mutex>
 #include <thread>
 #ifdef TESSEL_USE_MICROPROFILE
@@ -1286,9 +1285,7 @@ Status RunContext::fail(Status status, const char* format, ...) const {
 // >>threads
 namespace detail {
 // A fixed pool: threads - 1 workers started once; run() hands each a contiguous range and
-// the caller takes the first one. No allocation per run(). A worker spins a while for the
-// next run before it sleeps, and the caller spins for the workers before it sleeps: a model's
-// steps come microseconds apart, and a futex wake-up costs about as much as a small step.
+// the caller takes the first one. No allocation per run().
 class ThreadPool {
 public:
     ThreadPool() = default;
@@ -1302,15 +1299,18 @@ public:
         workers_ = static_cast<std::thread*>(TESSEL_MALLOC(sizeof(std::thread) * (threads - 1)));
         if (!workers_) return Status::OutOfMemory;
         quit_ = false;
-        threads_ = threads;
         for (uint32_t i = 0; i + 1 < threads; ++i) new (&workers_[i]) std::thread(&ThreadPool::work, this, i + 1);
+        threads_ = threads;
         return Status::Ok;
     }
     void stop() {
         if (!workers_) return;
-        quit_ = true;
-        generation_.fetch_add(1);
-        wake_workers();
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            quit_ = true;
+            ++generation_;
+        }
+        wake_.notify_all();
         for (uint32_t i = 0; i + 1 < threads_; ++i) {
             workers_[i].join();
             workers_[i].~thread();
@@ -1323,65 +1323,43 @@ public:
 
     void run(uint64_t count, void (*fn)(void*, uint64_t, uint64_t), void* user) {
         if (threads_ <= 1 || count < 2) { if (count) fn(user, 0, count); return; }
-        fn_ = fn;
-        user_ = user;
-        count_ = count;
-        pending_.store(threads_ - 1);
-        generation_.fetch_add(1);   // publishes the job (sequentially consistent)
-        wake_workers();
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            fn_ = fn;
+            user_ = user;
+            count_ = count;
+            pending_ = threads_ - 1;
+            ++generation_;
+        }
+        wake_.notify_all();
         uint64_t end = count / threads_ + (count % threads_ ? 1 : 0);
         fn(user, 0, end < count ? end : count);
-        for (uint32_t spin = 0; pending_.load(std::memory_order_acquire) != 0; ++spin) {
-            if (spin < kSpins) { pause(spin); continue; }
-            std::unique_lock<std::mutex> lock(mutex_);
-            caller_sleeps_.store(true);
-            done_.wait(lock, [this] { return pending_.load() == 0; });
-            caller_sleeps_.store(false);
-            break;
-        }
+        std::unique_lock<std::mutex> lock(mutex_);
+        done_.wait(lock, [this] { return pending_ == 0; });
     }
 
 private:
-    // About 10 microseconds of pause instructions (25-40 ns each on x86-64): longer than the
-    // gap between most steps, short enough that an idle worker does not burn its share of a
-    // busy machine. Every 64th spin yields instead: with more runnable threads than cores, the
-    // thread waited for may be queued on this very core.
-    static constexpr uint32_t kSpins = 256;
-    static void pause(uint32_t spin) {
-        if (spin % 64 == 63) { std::this_thread::yield(); return; }
-#if defined(__SSE2__)
-        _mm_pause();
-#elif defined(__aarch64__)
-        __asm__ __volatile__("yield");
-#endif
-    }
-    // Sleepers register under the mutex before their last check of generation_, so a run that
-    // sees none has published its job before they looked (both sequentially consistent).
-    void wake_workers() {
-        if (sleepers_.load() == 0) return;
-        { std::lock_guard<std::mutex> lock(mutex_); }
-        wake_.notify_all();
-    }
     void work(uint32_t index) {
         uint64_t seen = 0;
         for (;;) {
-            for (uint32_t spin = 0; generation_.load(std::memory_order_acquire) == seen; ++spin) {
-                if (spin < kSpins) { pause(spin); continue; }
+            void (*fn)(void*, uint64_t, uint64_t);
+            void* user;
+            uint64_t count;
+            {
                 std::unique_lock<std::mutex> lock(mutex_);
-                sleepers_.fetch_add(1);
-                wake_.wait(lock, [&] { return generation_.load() != seen; });
-                sleepers_.fetch_sub(1);
-                break;
+                wake_.wait(lock, [&] { return generation_ != seen; });
+                seen = generation_;
+                if (quit_) return;
+                fn = fn_;
+                user = user_;
+                count = count_;
             }
-            seen = generation_.load();
-            if (quit_) return;
-            uint64_t count = count_;
             uint64_t chunk = count / threads_ + (count % threads_ ? 1 : 0);
             uint64_t begin = chunk * index, end = begin + chunk < count ? begin + chunk : count;
-            if (begin < end) fn_(user_, begin, end);
-            if (pending_.fetch_sub(1) == 1 && caller_sleeps_.load()) {
-                { std::lock_guard<std::mutex> lock(mutex_); }
-                done_.notify_one();
+            if (begin < end) fn(user, begin, end);
+            {
+                std::lock_guard<std::mutex> lock(mutex_);
+                if (--pending_ == 0) done_.notify_one();
             }
         }
     }
@@ -1389,14 +1367,12 @@ private:
     uint32_t threads_ = 1;
     std::mutex mutex_;
     std::condition_variable wake_, done_;
-    std::atomic<uint64_t> generation_{0};
-    std::atomic<uint32_t> pending_{0}, sleepers_{0};
-    std::atomic<bool> caller_sleeps_{false};
-    std::atomic<bool> quit_{false};
-    // the job: written by run() before generation_ is raised, read by workers after they see it
+    uint64_t generation_ = 0;
+    bool quit_ = false;
     void (*fn_)(void*, uint64_t, uint64_t) = nullptr;
     void* user_ = nullptr;
     uint64_t count_ = 0;
+    uint32_t pending_ = 0;
 };
 
 // parallel_for over a lambda: parallel_for(context, n, [&](uint64_t begin, uint64_t end) {...}).
