@@ -81,6 +81,7 @@
    >>strided copy                     the copy under Transpose, Slice, Expand, ...
    >>shape ops                        Reshape, Flatten, Squeeze, Unsqueeze
    >>data movement                    Transpose, Slice, Expand, DepthToSpace, SpaceToDepth
+   >>cpu ops                          CPU: pooling, global pooling, softmax, Resize, Transpose kernels (cpu_ops_step)
    >>concat and split                 Concat, Split
    >>gather                           Gather
    >>cast                             Cast, BitCast, half/bfloat16 and scalar conversions
@@ -839,6 +840,11 @@ void destroy(T* object) {
 
 #include <algorithm>
 #include <cmath>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#elif defined(__ARM_NEON)
+#include <arm_neon.h>
+#endif
 #include <condition_variable>
 #include <type_traits>
 #include <cstdarg>
@@ -2407,6 +2413,8 @@ inline Status cpu_gemm_step(ReferenceProgram* p, const PreparedModel& model, Nod
 // step's Unit::epilogue_slot; false when out of memory.
 inline bool cpu_attach_epilogue(ReferenceProgram* p, const GemmEpilogue** slot, const Snippet* snippet, uint32_t parameters,
                                 uint32_t results, uint32_t source, uint32_t op_inputs, int64_t segment, uint32_t fused_nodes);
+// Pooling, global pooling, softmax and Resize on the CPU's own kernels (>>cpu ops), the same way.
+inline Status cpu_ops_step(ReferenceProgram* p, const PreparedModel& model, NodeId id, Isa isa);
 
 // The CPU program: a private graph of the subgraph (external inputs become Parameters, and
 // each one-element float Constant a private Constant per reader, so it can join the reader's
@@ -2672,6 +2680,7 @@ inline Status CpuDevice::build_cpu(ReferenceProgram* p, const PreparedModel& mod
                 TESSEL_TRY(add_reference_step(p, model, id, reads, writes));
                 if (model.kernel(id) == find_builtin_kernel(node.op)) {
                     s = cpu_gemm_step(p, model, id, target);
+                    if (s == Status::Ok) s = cpu_ops_step(p, model, id, target);
                     if (s != Status::Ok)
                         return fail(s, "CPU: node '%.*s': out of memory for its packed weights", (int)node.name.size, node.name.data);
                     if (fusion && attach_epilogue(v, id) != Status::Ok) return fail(Status::OutOfMemory, "out of memory");
@@ -8019,6 +8028,506 @@ inline Status prepare_depth_space(PrepareContext& c) {
     return set_strided_state(c, copy);
 }
 
+// >>cpu ops
+// The CPU device's own kernels (cpu_ops_step) for pooling, global pooling, Softmax, Resize
+// and Transpose, in 4-float vectors of the baseline ISA: SSE2 on x86-64, NEON on AArch64,
+// scalar elsewhere. Max pooling equals the reference bit for bit (same tap order, same max
+// rule); windowed averages too (same summation order, a division); global averages sum in
+// lanes, so they differ from the reference's sequential sum by rounding only.
+#if defined(__SSE2__)
+using F4 = __m128;
+constexpr const char* kCpuOpsIsa = "sse2";
+inline F4 f4_load(const float* p) { return _mm_loadu_ps(p); }
+inline void f4_store(float* p, F4 v) { _mm_storeu_ps(p, v); }
+inline F4 f4_set(float x) { return _mm_set1_ps(x); }
+inline F4 f4_add(F4 a, F4 b) { return _mm_add_ps(a, b); }
+inline F4 f4_div(F4 a, F4 b) { return _mm_div_ps(a, b); }
+// v > acc ? v : acc per lane, the reference's max: a NaN v never replaces acc, a NaN acc stays
+// (MAXPS returns its second operand unless the first is greater).
+inline F4 f4_max(F4 v, F4 acc) { return _mm_max_ps(v, acc); }
+// p[0], p[2], p[4], p[6] (reads p[0..7])
+inline F4 f4_even(const float* p) { return _mm_shuffle_ps(_mm_loadu_ps(p), _mm_loadu_ps(p + 4), _MM_SHUFFLE(2, 0, 2, 0)); }
+inline F4 f4_strided(const float* p, int64_t s) { return _mm_setr_ps(p[0], p[s], p[2 * s], p[3 * s]); }
+inline void f4_lanes(F4 v, float* out) { _mm_storeu_ps(out, v); }
+#elif defined(__ARM_NEON)
+using F4 = float32x4_t;
+constexpr const char* kCpuOpsIsa = "neon";
+inline F4 f4_load(const float* p) { return vld1q_f32(p); }
+inline void f4_store(float* p, F4 v) { vst1q_f32(p, v); }
+inline F4 f4_set(float x) { return vdupq_n_f32(x); }
+inline F4 f4_add(F4 a, F4 b) { return vaddq_f32(a, b); }
+inline F4 f4_div(F4 a, F4 b) { return vdivq_f32(a, b); }
+inline F4 f4_max(F4 v, F4 acc) { return vbslq_f32(vcgtq_f32(v, acc), v, acc); }   // not fmax: NaN as the reference
+inline F4 f4_even(const float* p) { return vuzp1q_f32(vld1q_f32(p), vld1q_f32(p + 4)); }
+inline F4 f4_strided(const float* p, int64_t s) {
+    float t[4] = {p[0], p[s], p[2 * s], p[3 * s]};
+    return vld1q_f32(t);
+}
+inline void f4_lanes(F4 v, float* out) { vst1q_f32(out, v); }
+#else
+struct F4 { float l[4]; };
+constexpr const char* kCpuOpsIsa = "scalar";
+inline F4 f4_load(const float* p) { return F4{{p[0], p[1], p[2], p[3]}}; }
+inline void f4_store(float* p, F4 v) { for (int i = 0; i < 4; ++i) p[i] = v.l[i]; }
+inline F4 f4_set(float x) { return F4{{x, x, x, x}}; }
+inline F4 f4_add(F4 a, F4 b) { for (int i = 0; i < 4; ++i) a.l[i] += b.l[i]; return a; }
+inline F4 f4_div(F4 a, F4 b) { for (int i = 0; i < 4; ++i) a.l[i] /= b.l[i]; return a; }
+inline F4 f4_max(F4 v, F4 acc) { for (int i = 0; i < 4; ++i) acc.l[i] = v.l[i] > acc.l[i] ? v.l[i] : acc.l[i]; return acc; }
+inline F4 f4_strided(const float* p, int64_t s) { return F4{{p[0], p[s], p[2 * s], p[3 * s]}}; }
+inline F4 f4_even(const float* p) { return f4_strided(p, 2); }
+inline void f4_lanes(F4 v, float* out) { f4_store(out, v); }
+#endif
+
+// Below this many elements walked a kernel runs on one thread: waking the pool costs more
+// than a second thread saves.
+constexpr uint64_t kCpuOpsParallelWork = 1u << 15;
+
+// f(begin, end) over [0, units), split over the request's threads only when the whole job
+// walks at least kCpuOpsParallelWork elements (work_per_unit each).
+template <class F>
+void cpu_ops_parallel(const RunContext& c, uint64_t units, uint64_t work_per_unit, F&& f) {
+    if (units == 0) return;
+    if (c.threads <= 1 || units < 2 || units * work_per_unit < kCpuOpsParallelWork) { f((uint64_t)0, units); return; }
+    nn_parallel(c, units, [&](uint64_t, uint64_t begin, uint64_t end) { f(begin, end); });
+}
+
+// One output of a 2-D pool by the reference's rule, for the border windows.
+inline float cpu_pool_window(const PoolState& st, const float* xp, int64_t oh, int64_t ow) {
+    const Window& w = st.w;
+    int64_t o[2] = {oh, ow}, start[2], first[2], last[2], padded = 1;
+    for (int d = 0; d < 2; ++d) {
+        start[d] = o[d] * w.stride[d + 1] - w.pad_begin[d + 1];
+        first[d] = start[d] < 0 ? -start[d] : 0;
+        last[d] = std::min(w.kernel[d + 1], w.in[d + 1] - start[d]);
+        padded *= std::max<int64_t>(0, std::min(w.kernel[d + 1], w.in[d + 1] + w.pad_end[d + 1] - start[d]));
+    }
+    float best = -INFINITY, sum = 0.0f;
+    int64_t count = 0;
+    for (int64_t kh = first[0]; kh < last[0]; ++kh)
+        for (int64_t kw = first[1]; kw < last[1]; ++kw) {
+            float v = xp[(start[0] + kh) * w.in[2] + start[1] + kw];
+            if (v > best || count == 0) best = v;
+            sum += v;
+            ++count;
+        }
+    if (st.max) return best;
+    int64_t divisor = st.count_include_pad ? padded : count;
+    return divisor ? sum / (float)divisor : 0.0f;
+}
+
+template <int kStride>
+inline F4 cpu_pool_taps(const float* p, int64_t stride) {
+    return kStride == 1 ? f4_load(p) : kStride == 2 ? f4_even(p) : f4_strided(p, stride);
+}
+
+// Interior windows of one output row, 4 at a time: rows [row, row + rows * width), taps in the
+// reference's order (row by row, left to right). Returns how many outputs it wrote (a
+// multiple of 4; the caller does the rest). `limit`: the row's width, which no load may pass.
+template <bool kMax, int kStride>
+inline int64_t cpu_pool_row(const float* row, int64_t rows, int64_t width, int64_t kernel, int64_t stride, int64_t col,
+                            int64_t count, float* y, float divisor) {
+    const F4 d = f4_set(divisor);
+    int64_t j = 0;
+    for (; j + 4 <= count; j += 4, col += 4 * stride) {
+        if (kStride == 2 && col + kernel + 6 >= width) break;   // f4_even reads one float past the last tap
+        F4 acc = kMax ? cpu_pool_taps<kStride>(row + col, stride) : f4_set(0.0f);
+        for (int64_t r = 0; r < rows; ++r) {
+            const float* p = row + r * width + col;
+            for (int64_t k = 0; k < kernel; ++k) {
+                F4 v = cpu_pool_taps<kStride>(p + k, stride);
+                acc = kMax ? f4_max(v, acc) : f4_add(acc, v);
+            }
+        }
+        f4_store(y + j, kMax ? acc : f4_div(acc, d));
+    }
+    return j;
+}
+
+template <bool kMax, int kStride>
+inline void cpu_pool_plane(const PoolState& st, const float* xp, float* yp) {
+    const Window& w = st.w;
+    const int64_t height = w.in[1], width = w.in[2], out_h = w.out[1], out_w = w.out[2];
+    const int64_t kh = w.kernel[1], kw = w.kernel[2], sh = w.stride[1], sw = w.stride[2];
+    const int64_t top = w.pad_begin[1], left = w.pad_begin[2];
+    // interior columns: windows entirely inside [0, width)
+    int64_t inner_begin = std::min((left + sw - 1) / sw, out_w);
+    int64_t inner_end = width >= kw ? std::min((width - kw + left) / sw + 1, out_w) : 0;
+    if (inner_end < inner_begin) inner_end = inner_begin;
+    for (int64_t oh = 0; oh < out_h; ++oh) {
+        const int64_t ih = oh * sh - top;
+        const int64_t first = ih < 0 ? -ih : 0, last = std::min(kh, height - ih);
+        float* y = yp + oh * out_w;
+        int64_t done = 0;
+        if (first < last && inner_end > inner_begin) {
+            int64_t padded = std::max<int64_t>(0, std::min(kh, height + w.pad_end[1] - ih));
+            float divisor = (float)((st.count_include_pad ? padded : last - first) * kw);
+            done = cpu_pool_row<kMax, kStride>(xp + (ih + first) * width, last - first, width, kw, sw,
+                                               inner_begin * sw - left, inner_end - inner_begin, y + inner_begin, divisor);
+        }
+        for (int64_t ow = 0; ow < inner_begin; ++ow) y[ow] = cpu_pool_window(st, xp, oh, ow);
+        for (int64_t ow = inner_begin + done; ow < out_w; ++ow) y[ow] = cpu_pool_window(st, xp, oh, ow);
+    }
+}
+
+inline Status run_cpu_pool(const RunContext& c) {
+    const PoolState& st = *static_cast<const PoolState*>(c.state);
+    const float* x = c.inputs[0].as<float>();
+    float* y = c.outputs[0].as<float>();
+    const int64_t in_plane = st.w.in_size(), out_plane = st.w.out_size();
+    void (*plane_fn)(const PoolState&, const float*, float*);
+    const int64_t stride = st.w.stride[2];
+    if (st.max) plane_fn = stride == 1 ? cpu_pool_plane<true, 1> : stride == 2 ? cpu_pool_plane<true, 2> : cpu_pool_plane<true, 0>;
+    else plane_fn = stride == 1 ? cpu_pool_plane<false, 1> : stride == 2 ? cpu_pool_plane<false, 2> : cpu_pool_plane<false, 0>;
+    cpu_ops_parallel(c, (uint64_t)st.planes, (uint64_t)(out_plane * st.w.kernel_size()), [&](uint64_t begin, uint64_t end) {
+        for (uint64_t plane = begin; plane < end; ++plane) plane_fn(st, x + (int64_t)plane * in_plane, y + (int64_t)plane * out_plane);
+    });
+    return Status::Ok;
+}
+
+// GlobalMaxPool: the reference's rule (NaN never taken, -inf for a plane of NaN); lanes may
+// meet equal zeros of both signs in another order, so a zero result is redone in order.
+inline float cpu_global_max(const float* x, int64_t n) {
+    int64_t i = 0;
+    float best = -INFINITY;
+    if (n >= 16) {
+        F4 a = f4_set(-INFINITY), b = a, c = a, d = a;
+        for (; i + 16 <= n; i += 16) {
+            a = f4_max(f4_load(x + i), a);
+            b = f4_max(f4_load(x + i + 4), b);
+            c = f4_max(f4_load(x + i + 8), c);
+            d = f4_max(f4_load(x + i + 12), d);
+        }
+        a = f4_max(f4_max(d, f4_max(c, f4_max(b, a))), a);
+        float lanes[4];
+        f4_lanes(a, lanes);
+        for (float v : lanes) best = v > best ? v : best;
+    }
+    for (; i < n; ++i) best = x[i] > best ? x[i] : best;
+    if (best == 0.0f) {
+        best = -INFINITY;
+        for (i = 0; i < n; ++i) best = x[i] > best ? x[i] : best;
+    }
+    return best;
+}
+
+inline float cpu_global_sum(const float* x, int64_t n) {
+    int64_t i = 0;
+    float sum = 0.0f;
+    if (n >= 16) {
+        F4 a = f4_set(0.0f), b = a, c = a, d = a;
+        for (; i + 16 <= n; i += 16) {
+            a = f4_add(a, f4_load(x + i));
+            b = f4_add(b, f4_load(x + i + 4));
+            c = f4_add(c, f4_load(x + i + 8));
+            d = f4_add(d, f4_load(x + i + 12));
+        }
+        float lanes[4];
+        f4_lanes(f4_add(f4_add(a, b), f4_add(c, d)), lanes);
+        sum = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+    }
+    for (; i < n; ++i) sum += x[i];
+    return sum;
+}
+
+inline Status run_cpu_global_pool(const RunContext& c, bool max) {
+    const NormState& st = *static_cast<const NormState*>(c.state);
+    const float* x = c.inputs[0].as<float>();
+    float* y = c.outputs[0].as<float>();
+    cpu_ops_parallel(c, (uint64_t)st.outer, (uint64_t)st.inner, [&](uint64_t begin, uint64_t end) {
+        for (uint64_t plane = begin; plane < end; ++plane) {
+            const float* xp = x + (int64_t)plane * st.inner;
+            y[plane] = max ? cpu_global_max(xp, st.inner) : cpu_global_sum(xp, st.inner) / (float)st.inner;
+        }
+    });
+    return Status::Ok;
+}
+inline Status run_cpu_global_average_pool(const RunContext& c) { return run_cpu_global_pool(c, false); }
+inline Status run_cpu_global_max_pool(const RunContext& c) { return run_cpu_global_pool(c, true); }
+
+// Softmax and LogSoftmax along contiguous rows (the last axis, or the coerced 2-D of opset
+// < 13): the row's maximum, exp(x - max) through snippets.h's math_exp on F4 lanes (its
+// accuracy, 0.8 ulp), the sum in double as the reference, then one scaling pass.
+#if defined(__SSE2__)
+struct F4Math {   // the vector model of snippets.h (>>vector model) on SSE2, without FMA
+    using V = F4;
+    V c(float v) { return _mm_set1_ps(v); }
+    V cb(uint32_t b) { return _mm_castsi128_ps(_mm_set1_epi32((int)b)); }
+    V add(V a, V b) { return _mm_add_ps(a, b); }
+    V sub(V a, V b) { return _mm_sub_ps(a, b); }
+    V mul(V a, V b) { return _mm_mul_ps(a, b); }
+    V min(V a, V b) { return _mm_min_ps(a, b); }
+    V max(V a, V b) { return _mm_max_ps(a, b); }
+    V fma(V a, V b, V c) { return _mm_add_ps(_mm_mul_ps(a, b), c); }
+    V fnma(V a, V b, V c) { return _mm_sub_ps(c, _mm_mul_ps(a, b)); }
+    V round(V a, int) { return _mm_cvtepi32_ps(_mm_cvtps_epi32(a)); }   // math_exp rounds to nearest, |a| < 2^31
+    V cvt_i(V a) { return _mm_castsi128_ps(_mm_cvtps_epi32(a)); }
+    V add_i(V a, V b) { return _mm_castsi128_ps(_mm_add_epi32(_mm_castps_si128(a), _mm_castps_si128(b))); }
+    V sub_i(V a, V b) { return _mm_castsi128_ps(_mm_sub_epi32(_mm_castps_si128(a), _mm_castps_si128(b))); }
+    V shl_i(V a, int n) { return _mm_castsi128_ps(_mm_sll_epi32(_mm_castps_si128(a), _mm_cvtsi32_si128(n))); }
+    V sra_i(V a, int n) { return _mm_castsi128_ps(_mm_sra_epi32(_mm_castps_si128(a), _mm_cvtsi32_si128(n))); }
+    bool has_scalef() const { return false; }
+    V scalef(V a, V) { return a; }
+    void drop(V&) {}
+};
+inline F4 f4_exp(F4 x) { F4Math m; return math_exp(m, x); }
+inline F4 f4_sub(F4 a, F4 b) { return _mm_sub_ps(a, b); }
+inline F4 f4_mul(F4 a, F4 b) { return _mm_mul_ps(a, b); }
+#elif defined(__ARM_NEON)
+struct F4Math {   // the vector model of snippets.h (>>vector model) on NEON, with FMA
+    using V = F4;
+    V c(float v) { return vdupq_n_f32(v); }
+    V cb(uint32_t b) { return vreinterpretq_f32_u32(vdupq_n_u32(b)); }
+    V add(V a, V b) { return vaddq_f32(a, b); }
+    V sub(V a, V b) { return vsubq_f32(a, b); }
+    V mul(V a, V b) { return vmulq_f32(a, b); }
+    V min(V a, V b) { return vbslq_f32(vcltq_f32(a, b), a, b); }   // x86 operand order: NaN as the JIT
+    V max(V a, V b) { return vbslq_f32(vcgtq_f32(a, b), a, b); }
+    V fma(V a, V b, V c) { return vfmaq_f32(c, a, b); }
+    V fnma(V a, V b, V c) { return vfmsq_f32(c, a, b); }
+    V round(V a, int) { return vrndnq_f32(a); }
+    V cvt_i(V a) { return vreinterpretq_f32_s32(vcvtnq_s32_f32(a)); }
+    V add_i(V a, V b) { return vreinterpretq_f32_s32(vaddq_s32(vreinterpretq_s32_f32(a), vreinterpretq_s32_f32(b))); }
+    V sub_i(V a, V b) { return vreinterpretq_f32_s32(vsubq_s32(vreinterpretq_s32_f32(a), vreinterpretq_s32_f32(b))); }
+    V shl_i(V a, int n) { return vreinterpretq_f32_s32(vshlq_s32(vreinterpretq_s32_f32(a), vdupq_n_s32(n))); }
+    V sra_i(V a, int n) { return vreinterpretq_f32_s32(vshlq_s32(vreinterpretq_s32_f32(a), vdupq_n_s32(-n))); }
+    bool has_scalef() const { return false; }
+    V scalef(V a, V) { return a; }
+    void drop(V&) {}
+};
+inline F4 f4_exp(F4 x) { F4Math m; return math_exp(m, x); }
+inline F4 f4_sub(F4 a, F4 b) { return vsubq_f32(a, b); }
+inline F4 f4_mul(F4 a, F4 b) { return vmulq_f32(a, b); }
+#else
+inline F4 f4_exp(F4 x) {
+    ScalarMath m;
+    for (int i = 0; i < 4; ++i) x.l[i] = math_exp(m, x.l[i]);
+    return x;
+}
+inline F4 f4_sub(F4 a, F4 b) { for (int i = 0; i < 4; ++i) a.l[i] -= b.l[i]; return a; }
+inline F4 f4_mul(F4 a, F4 b) { for (int i = 0; i < 4; ++i) a.l[i] *= b.l[i]; return a; }
+#endif
+
+inline float cpu_exp(float x) {
+    float lanes[4] = {x, x, x, x};
+    f4_lanes(f4_exp(f4_load(lanes)), lanes);
+    return lanes[0];
+}
+
+inline void cpu_softmax_row(const float* x, float* y, int64_t n, bool log) {
+    // the maximum by the reference's rule (NaN passed over; it reaches the sum through exp)
+    float top = -INFINITY;
+    int64_t i = 0;
+    if (n >= 4) {
+        F4 m = f4_set(-INFINITY);
+        for (; i + 4 <= n; i += 4) m = f4_max(f4_load(x + i), m);
+        float lanes[4];
+        f4_lanes(m, lanes);
+        for (float v : lanes) top = v > top ? v : top;
+    }
+    for (; i < n; ++i) top = x[i] > top ? x[i] : top;
+    const F4 t = f4_set(top);
+    double sums[4] = {0, 0, 0, 0};
+    for (i = 0; i + 4 <= n; i += 4) {
+        F4 d = f4_sub(f4_load(x + i), t);
+        F4 e = f4_exp(d);
+        float lanes[4];
+        f4_lanes(e, lanes);
+        for (int k = 0; k < 4; ++k) sums[k] += lanes[k];
+        f4_store(y + i, log ? d : e);
+    }
+    for (; i < n; ++i) {
+        float d = x[i] - top, e = cpu_exp(d);
+        sums[0] += e;
+        y[i] = log ? d : e;
+    }
+    double sum = (sums[0] + sums[1]) + (sums[2] + sums[3]);
+    if (log) {
+        const float shift = (float)std::log(sum);
+        const F4 s = f4_set(shift);
+        for (i = 0; i + 4 <= n; i += 4) f4_store(y + i, f4_sub(f4_load(y + i), s));
+        for (; i < n; ++i) y[i] -= shift;
+    } else {
+        const float scale = (float)(1.0 / sum);
+        const F4 s = f4_set(scale);
+        for (i = 0; i + 4 <= n; i += 4) f4_store(y + i, f4_mul(f4_load(y + i), s));
+        for (; i < n; ++i) y[i] *= scale;
+    }
+}
+
+inline Status run_cpu_softmax(const RunContext& c) {
+    const SoftmaxState& st = *static_cast<const SoftmaxState*>(c.state);
+    const float* x = c.inputs[0].as<float>();
+    float* y = c.outputs[0].as<float>();
+    cpu_ops_parallel(c, (uint64_t)st.outer, (uint64_t)st.count * 8, [&](uint64_t begin, uint64_t end) {
+        for (uint64_t row = begin; row < end; ++row)
+            cpu_softmax_row(x + (int64_t)row * st.count, y + (int64_t)row * st.count, st.count, st.log);
+    });
+    return Status::Ok;
+}
+
+// Resize on planes of the last two dims (no tf_crop_and_resize, no filter). Nearest: a row
+// gathers by the precomputed column indices, or copies the previous output row when both read
+// the same input row. Linear: each input row is interpolated across once into a per-thread
+// cache of two rows (2x upsampling reads each twice), then rows are blended in vectors; the
+// same expressions as the reference, so the same rounding.
+inline int64_t cpu_resize_planes(const ResizeState& st) {
+    int64_t planes = 1;
+    for (int d = 0; d + 2 < st.rank; ++d) planes *= st.in[d];
+    return planes;
+}
+
+inline Status run_cpu_resize_nearest(const RunContext& c) {
+    const ResizeState& st = *static_cast<const ResizeState*>(c.state);
+    const int h = st.rank - 2, w = st.rank - 1;
+    const int64_t in_w = st.in[w], out_h = st.out[h], out_w = st.out[w];
+    const int64_t in_plane = st.in[h] * in_w, out_plane = out_h * out_w;
+    const int64_t *rows = st.index[h], *cols = st.index[w];
+    const float* x = c.inputs[0].as<float>();
+    float* y = c.outputs[0].as<float>();
+    cpu_ops_parallel(c, (uint64_t)cpu_resize_planes(st), (uint64_t)out_plane, [&](uint64_t begin, uint64_t end) {
+        for (uint64_t p = begin; p < end; ++p) {
+            const float* xp = x + (int64_t)p * in_plane;
+            float* yp = y + (int64_t)p * out_plane;
+            for (int64_t i = 0; i < out_h; ++i) {
+                float* yr = yp + i * out_w;
+                if (i > 0 && rows[i] == rows[i - 1]) { std::memcpy(yr, yr - out_w, (size_t)out_w * sizeof(float)); continue; }
+                const float* xr = xp + rows[i] * in_w;
+                for (int64_t j = 0; j < out_w; ++j) yr[j] = xr[cols[j]];
+            }
+        }
+    });
+    return Status::Ok;
+}
+
+inline Status run_cpu_resize_linear(const RunContext& c) {
+    const ResizeState& st = *static_cast<const ResizeState*>(c.state);
+    const int h = st.rank - 2, w = st.rank - 1;
+    const int64_t in_w = st.in[w], out_h = st.out[h], out_w = st.out[w];
+    const int64_t in_plane = st.in[h] * in_w, out_plane = out_h * out_w, row_floats = (int64_t)round16((size_t)out_w);
+    const float* x = c.inputs[0].as<float>();
+    float* y = c.outputs[0].as<float>();
+    const uint64_t planes = (uint64_t)cpu_resize_planes(st);
+    auto run = [&](uint64_t slot, uint64_t begin, uint64_t end) {
+        float* cache[2] = {static_cast<float*>(c.scratch) + slot * 2 * row_floats, nullptr};
+        cache[1] = cache[0] + row_floats;
+        for (uint64_t p = begin; p < end; ++p) {
+            const float* xp = x + (int64_t)p * in_plane;
+            float* yp = y + (int64_t)p * out_plane;
+            int64_t cached[2] = {-1, -1};
+            // input row k interpolated across, keeping the cached row `keep`
+            auto across = [&](int64_t k, int64_t keep) -> const float* {
+                if (cached[0] == k) return cache[0];
+                if (cached[1] == k) return cache[1];
+                int slot_used = cached[0] == keep ? 1 : 0;
+                const float* xr = xp + k * in_w;
+                float* out = cache[slot_used];
+                for (int64_t j = 0; j < out_w; ++j) {
+                    int64_t l = st.index[w][j], r = st.upper[w][j];
+                    float wx = st.weight[w][j];
+                    out[j] = xr[l] + (xr[r] - xr[l]) * wx;
+                }
+                cached[slot_used] = k;
+                return out;
+            };
+            for (int64_t i = 0; i < out_h; ++i) {
+                const float* t = across(st.index[h][i], st.upper[h][i]);
+                const float* b = across(st.upper[h][i], st.index[h][i]);
+                const float wy = st.weight[h][i];
+                const F4 weight = f4_set(wy);
+                float* yr = yp + i * out_w;
+                int64_t j = 0;
+                for (; j + 4 <= out_w; j += 4) {
+                    F4 tv = f4_load(t + j);
+                    f4_store(yr + j, f4_add(tv, f4_mul(f4_sub(f4_load(b + j), tv), weight)));
+                }
+                for (; j < out_w; ++j) yr[j] = t[j] + (b[j] - t[j]) * wy;
+            }
+        }
+    };
+    if (c.threads <= 1 || planes < 2 || planes * (uint64_t)out_plane < kCpuOpsParallelWork) run(0, 0, planes);
+    else nn_parallel(c, planes, [&](uint64_t slot, uint64_t begin, uint64_t end) { run(slot, begin, end); });
+    return Status::Ok;
+}
+
+// The program's last step runs `run` with `state`, named cpu:ISA:OP (or cpu:WHAT:OP).
+inline Status cpu_ops_use(ReferenceProgram* p, RunFn run, const void* state, StringView op, const char* what = kCpuOpsIsa) {
+    ProgramStep& step = p->steps_[p->count - 1];
+    ReferenceProgram::Unit& unit = p->units[p->count - 1];
+    char name[96];
+    std::snprintf(name, sizeof name, "cpu:%s:%.*s", what, (int)op.size, op.data);
+    step.kernel = p->arena.copy_string(StringView(name)).data;
+    if (!step.kernel) return Status::OutOfMemory;
+    unit.run = run;
+    unit.state = state;
+    return Status::Ok;
+}
+
+// Transpose as the reference's strided copy with its dims merged: output dims that stay
+// adjacent in the input walk as one (a channel shuffle copies whole planes, not image rows),
+// dims of size 1 dropped.
+inline Status cpu_transpose_step(ReferenceProgram* p, const StridedCopy& s) {
+    StridedCopy merged;
+    merged.base = s.base;
+    merged.element_bytes = s.element_bytes;
+    for (uint32_t i = 0; i < s.rank; ++i) {
+        if (s.dims[i] == 1) continue;
+        uint32_t last = merged.rank;
+        if (last > 0 && merged.strides[last - 1] == s.strides[i] * s.dims[i]) {
+            merged.dims[last - 1] *= s.dims[i];
+            merged.strides[last - 1] = s.strides[i];
+            continue;
+        }
+        merged.dims[last] = s.dims[i];
+        merged.strides[last] = s.strides[i];
+        ++merged.rank;
+    }
+    if (merged.rank == s.rank) return Status::Ok;   // nothing merges: the reference step as it is
+    if (merged.rank == 0) { merged.rank = 1; merged.dims[0] = 1; merged.strides[0] = 1; }
+    StridedCopy* state = p->arena.allocate_array<StridedCopy>(1);
+    if (!state) return Status::OutOfMemory;
+    *state = merged;
+    return cpu_ops_use(p, run_strided_copy, state, "Transpose", "copy");
+}
+
+inline Status cpu_ops_step(ReferenceProgram* p, const PreparedModel& model, NodeId id, Isa isa) {
+    if (isa == Isa::Ref) return Status::Ok;   // the ref ISA keeps the reference kernels
+    const Node& node = model.model.graph.node(id);
+    const void* state = model.kernel_state(id);
+    if (!state) return Status::Ok;
+    StringView op = node.op;
+    if (op == StringView("MaxPool") || op == StringView("AveragePool")) {
+        const PoolState& st = *static_cast<const PoolState*>(state);
+        const Window& w = st.w;
+        // 1-D and 2-D, no dilation, no Indices output
+        if (node.num_outputs != 1 || w.spatial > 2 || w.dilation[1] != 1 || w.dilation[2] != 1) return Status::Ok;
+        return cpu_ops_use(p, run_cpu_pool, state, op);
+    }
+    if (op == StringView("GlobalAveragePool")) return cpu_ops_use(p, run_cpu_global_average_pool, state, op);
+    if (op == StringView("GlobalMaxPool")) return cpu_ops_use(p, run_cpu_global_max_pool, state, op);
+    if (op == StringView("Transpose")) return cpu_transpose_step(p, *static_cast<const StridedCopy*>(state));
+    if (op == StringView("Resize")) {
+        const ResizeState& st = *static_cast<const ResizeState*>(state);
+        if (st.filter || st.rank < 2 || node.num_outputs != 1) return Status::Ok;
+        for (int d = 0; d < st.rank; ++d) if (st.outside[d]) return Status::Ok;
+        if (st.linear) {
+            if (st.rank != 2 && st.rank != 4) return Status::Ok;
+            TESSEL_TRY(cpu_ops_use(p, run_cpu_resize_linear, state, op));
+            p->steps_[p->count - 1].scratch_bytes = (size_t)(p->threads ? p->threads : 1) * 2 * round16((size_t)st.out[st.rank - 1]) * sizeof(float);
+            return Status::Ok;
+        }
+        for (int d = 0; d + 2 < st.rank; ++d) {   // nearest: the leading dims must keep their size and order
+            if (st.out[d] != st.in[d]) return Status::Ok;
+            for (int64_t o = 0; o < st.out[d]; ++o) if (st.index[d][o] != o) return Status::Ok;
+        }
+        return cpu_ops_use(p, run_cpu_resize_nearest, state, op);
+    }
+    if (op == StringView("Softmax") || op == StringView("LogSoftmax")) {
+        if (static_cast<const SoftmaxState*>(state)->inner != 1) return Status::Ok;   // rows must be contiguous
+        return cpu_ops_use(p, run_cpu_softmax, state, op);
+    }
+    return Status::Ok;
+}
+
 // >>concat and split
 struct AxisState {
     int64_t axis = 0;
@@ -8865,8 +9374,9 @@ inline Status set_typed_state(PrepareContext& c, const TypedState& st) {
 // (found by name, so the float path is whatever that table runs for the op).
 inline Status delegate_elementwise(PrepareContext& c, TensorOp op) {
     const OpKernel* kernel = nullptr;
+    StringView name = op == TensorOp::Sum ? StringView("Add") : c.node_ref().op;
     for (const OpKernel& k : kBuiltinKernels)
-        if (StringView(k.op) == c.node_ref().op) kernel = &k;
+        if (StringView(k.op) == name) kernel = &k;
     if (!kernel) return c.fail(Status::Unsupported, "no float32 kernel");
     TESSEL_TRY(kernel->prepare(c));
     TypedState st;
@@ -8909,7 +9419,10 @@ inline Status prepare_typed(PrepareContext& c) {
             if (float32 && c.num_inputs == 2) return delegate_elementwise(c, op);
             supported = is_float || is_int;
             break;
-        case TensorOp::Sum: supported = is_float || is_int; break;
+        case TensorOp::Sum:   // two float32 inputs: Add (the snippet op Sum is an alias of)
+            if (float32 && c.num_inputs == 2) return delegate_elementwise(c, op);
+            supported = is_float || is_int;
+            break;
         case TensorOp::Mean: supported = is_float; break;
         case TensorOp::Mod:
             st.fmod = c.attribute_int("fmod", 0) != 0;

@@ -1655,7 +1655,7 @@ Status snippet_op_from_name(StringView name, SnippetOp* op) {
         {"SiLU", SnippetOp::Swish}, {"Silu", SnippetOp::Swish}, {"Clamp", SnippetOp::Clip},
         {"Where", SnippetOp::Select}, {"Multiply", SnippetOp::Mul}, {"Subtract", SnippetOp::Sub},
         {"Divide", SnippetOp::Div}, {"Maximum", SnippetOp::Max}, {"Minimum", SnippetOp::Min},
-        {"Power", SnippetOp::Pow},
+        {"Power", SnippetOp::Pow}, {"Sum", SnippetOp::Add},   // ONNX Sum of two inputs (node_is_fusible checks the count)
     };
     for (const Alias& a : aliases)
         if (name == StringView(a.name)) { *op = a.op; return Status::Ok; }
