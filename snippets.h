@@ -149,6 +149,7 @@
        >>snippet                      SnippetTuning, SnippetOptions, SnippetStats, Snippet
        >>tokenizer                    islands on a Graph, build_island_body()
        >>gemm                         Gemm: packed panels, cache blocks, JIT tiles; cpu_cache_sizes
+       >>int8 gemm                    Int8Gemm: u8 x s8 -> s32 panels, requantizing epilogue
      implementation:
        >>helpers                      float bits, clock, broadcasting of shapes
        >>vector model                 ScalarMath: one lane with the x86 instructions' semantics
@@ -181,6 +182,7 @@
        >>tokenizer implementation     fusible nodes, greedy islands
        >>island bodies                build_island_body
        >>gemm implementation          cache sizes, the x86 and NEON tile emitters, packing, the driver
+       >>int8 gemm implementation     the VNNI tile emitter, the portable tile, packing
 */
 #ifndef TESSEL_SNIPPETS_H
 #define TESSEL_SNIPPETS_H
@@ -602,6 +604,63 @@ private:
     GemmBlocking blocking_;
     uint32_t vector_floats_ = 1;
     const TileFn* tiles_ = nullptr;   // [(rows - 1) * 2 * vectors + (vectors - 1) * 2 + masked], may be null
+};
+
+// >>int8 gemm
+// C[m x n] (uint8) = requantize(A[m x k] (int8) B[k x n] (uint8)), exact in int32: A is the
+// constant side (weights, packed once; rows are output channels), B the activations (packed per
+// call into panels of nr columns). K goes in groups of 4 bytes, the unit of vpdpbusd and sdot:
+// an A panel holds, per group, mr rows of 4 int8; a B panel, per group, nr columns of 4 uint8;
+// K is padded with zero weights. Requantization, the same on every target: acc + bias[row]
+// (int32, wrapping), converted to float32 (round to nearest even), times scale[row] (one
+// float32 rounding, no FMA), clamped to [lo, hi] (integers: the output range minus the zero
+// point, a Relu or Clip folded in), rounded half to even, plus zero_point. The JIT tile is
+// AVX-512 VNNI (8 x 48, vpdpbusd: u8 x s8 products summed in int32, no saturation); other
+// targets run a portable C++ tile over the same panels (8 x 16), bit for bit the same results.
+struct Int8Requant {
+    const int32_t* bias = nullptr;   // per row of C (the zero points' corrections folded in)
+    const float* scale = nullptr;    // per row
+    float lo = 0.0f, hi = 255.0f;    // clamp bounds before the zero point is added
+    int32_t zero_point = 0;
+};
+// The scalar requantization every tile computes (the tests' oracle).
+uint8_t int8_requantize(int32_t acc, int32_t bias, float scale, float lo, float hi, int32_t zero_point);
+bool int8_vnni_available();   // AVX-512 VNNI on this CPU and build
+
+class Int8Gemm {
+public:
+    // Isa::Avx512 takes the VNNI tile when the CPU has AVX-512 VNNI; other targets (and
+    // Avx512 without VNNI) the portable tile. Unsupported if the CPU lacks `isa`.
+    Status init(Isa isa = Isa::Auto);
+    bool jit() const { return tiles_ != nullptr; }
+    Isa isa() const { return isa_; }
+    uint32_t mr() const { return mr_; }
+    uint32_t nr() const { return nr_; }
+    static int64_t k_groups(int64_t k) { return (k + 3) / 4; }
+    size_t packed_a_bytes(int64_t m, int64_t k) const { return (size_t)((m + mr_ - 1) / mr_ * mr_ * k_groups(k) * 4); }
+    size_t packed_b_bytes(int64_t k, int64_t n) const { return (size_t)((n + nr_ - 1) / nr_ * nr_ * k_groups(k) * 4); }
+    // A[i][p] at a[i * a_row + p]; B[p][j] at b[p * b_row + j] (rows of B contiguous).
+    void pack_a(int64_t m, int64_t k, const int8_t* a, int64_t a_row, int8_t* packed) const;
+    void pack_b(int64_t k, int64_t n, const uint8_t* b, int64_t b_row, uint8_t* packed) const;
+    // Rows [m0, m1) of C from packed A and B (panels of B for columns [0, n)); row i of C at
+    // c + i * ldc. Requant's arrays are indexed by the row of C. Never allocates.
+    void run(int64_t m0, int64_t m1, int64_t n, int64_t k, const int8_t* packed_a, const uint8_t* packed_b,
+             const Int8Requant& rq, uint8_t* c, int64_t ldc) const;
+
+    struct TileParams {
+        const int32_t* bias;
+        const float* scale;
+        float lo, hi;
+        int32_t zero_point;
+        uint32_t mask[3];    // per vector of 16 columns: the lanes stored
+    };
+    // void tile(A panel, B panel, C, ldc, k groups, params)
+    using TileFn = void (*)(const int8_t*, const uint8_t*, uint8_t*, int64_t, int64_t, const TileParams*);
+
+private:
+    Isa isa_ = Isa::Ref;
+    uint32_t mr_ = 8, nr_ = 16;
+    const TileFn* tiles_ = nullptr;   // [rows - 1], may be null
 };
 
 }  // namespace tessel
@@ -5451,6 +5510,237 @@ void Gemm::run(int64_t m, int64_t n, int64_t k, float alpha, const GemmOperand& 
                         }
                     }
                 }
+            }
+        }
+    }
+}
+
+
+// >>int8 gemm implementation
+uint8_t int8_requantize(int32_t acc, int32_t bias, float scale, float lo, float hi, int32_t zero_point) {
+    const int32_t sum = (int32_t)((uint32_t)acc + (uint32_t)bias);   // wraps, as the tiles' vpaddd
+    float v = (float)sum * scale;
+    v = v > lo ? v : lo;   // lo and hi are integers: clamping before rounding is the same as after
+    v = v < hi ? v : hi;
+    // Round half to even without the FP environment's help: |v| < 2^23 after the clamp.
+    const float magic = 12582912.0f;   // 1.5 * 2^23
+    const float r = v >= 0.0f ? (v + magic) - magic : -((-v + magic) - magic);
+    return (uint8_t)((int32_t)r + zero_point);
+}
+
+bool int8_vnni_available() {
+#if !defined(TESSEL_NO_JIT) && (defined(__x86_64__) || defined(_M_X64))
+    __builtin_cpu_init();
+    return isa_available(Isa::Avx512) && __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw");
+#else
+    return false;
+#endif
+}
+
+namespace detail {
+constexpr uint32_t kInt8PortableRows = 8, kInt8PortableCols = 16;
+
+inline void int8_portable_tile(const int8_t* a, const uint8_t* b, uint8_t* c, int64_t ldc, int64_t groups, int64_t rows,
+                               int64_t cols, const Int8Gemm::TileParams& params) {
+    int32_t acc[kInt8PortableRows][kInt8PortableCols] = {};
+    for (int64_t g = 0; g < groups; ++g, a += 4 * kInt8PortableRows, b += 4 * kInt8PortableCols)
+        for (uint32_t i = 0; i < kInt8PortableRows; ++i)
+            for (uint32_t j = 0; j < kInt8PortableCols; ++j) {
+                int32_t s = 0;
+                for (uint32_t q = 0; q < 4; ++q) s += (int32_t)a[i * 4 + q] * (int32_t)b[j * 4 + q];
+                acc[i][j] = (int32_t)((uint32_t)acc[i][j] + (uint32_t)s);
+            }
+    for (int64_t i = 0; i < rows; ++i, c += ldc)
+        for (int64_t j = 0; j < cols; ++j)
+            c[j] = int8_requantize(acc[i][j], params.bias[i], params.scale[i], params.lo, params.hi, params.zero_point);
+}
+
+#if !defined(TESSEL_NO_JIT) && (defined(__x86_64__) || defined(_M_X64))
+// The VNNI tile: rows x 3 accumulators (zmm0..23), B's three vectors in zmm24-26, A's 4 bytes
+// of a row broadcast by vpdpbusd's {1to16} operand. Arguments (System V): rdi A panel, rsi B
+// panel, rdx C, rcx ldc, r8 k groups, r9 TileParams. Stores go through the masks k1-k3
+// (vpmovusdb: the clamped values are already in [0, 255]).
+constexpr uint32_t kInt8VnniRows = 8, kInt8VnniVectors = 3;
+inline void emit_int8_tile_vnni(asmjit::x86::Assembler& a, uint32_t rows) {
+    namespace x86 = asmjit::x86;
+    const uint32_t mr = kInt8VnniRows, vectors = kInt8VnniVectors, nr = vectors * 16;
+    auto acc = [&](uint32_t i, uint32_t j) { return x86::zmm(i * vectors + j); };
+    for (uint32_t i = 0; i < rows; ++i)
+        for (uint32_t j = 0; j < vectors; ++j) a.vpxord(acc(i, j), acc(i, j), acc(i, j));
+    asmjit::Label loop = a.newLabel(), pair = a.newLabel(), single = a.newLabel(), store = a.newLabel();
+    auto step = [&](int32_t u) {
+        for (uint32_t j = 0; j < vectors; ++j) a.vmovdqu32(x86::zmm(24 + j), x86::ptr(x86::rsi, (int32_t)((u * nr + j * 16) * 4)));
+        for (uint32_t i = 0; i < rows; ++i)
+            for (uint32_t j = 0; j < vectors; ++j)
+                a.vpdpbusd(acc(i, j), x86::zmm(24 + j), x86::dword_ptr(x86::rdi, (int32_t)((u * mr + i) * 4))._1to16());
+    };
+    a.cmp(x86::r8, 2);
+    a.jb(single);
+    a.bind(pair);
+    step(0);
+    step(1);
+    a.add(x86::rdi, (int32_t)(2 * mr * 4));
+    a.add(x86::rsi, (int32_t)(2 * nr * 4));
+    a.sub(x86::r8, 2);
+    a.cmp(x86::r8, 2);
+    a.jae(pair);
+    a.bind(single);
+    a.test(x86::r8, x86::r8);
+    a.jz(store);
+    a.bind(loop);
+    step(0);
+    a.bind(store);
+    // Requantize: bias and scale of the row in zmm27-28, lo hi zero point in zmm29-31.
+    a.mov(x86::rax, x86::qword_ptr(x86::r9, 0));
+    a.mov(x86::r10, x86::qword_ptr(x86::r9, 8));
+    a.vbroadcastss(x86::zmm29, x86::dword_ptr(x86::r9, 16));
+    a.vbroadcastss(x86::zmm30, x86::dword_ptr(x86::r9, 20));
+    a.vpbroadcastd(x86::zmm31, x86::dword_ptr(x86::r9, 24));
+    a.kmovw(x86::k1, x86::word_ptr(x86::r9, 28));
+    a.kmovw(x86::k2, x86::word_ptr(x86::r9, 32));
+    a.kmovw(x86::k3, x86::word_ptr(x86::r9, 36));
+    const x86::KReg masks[3] = {x86::k1, x86::k2, x86::k3};
+    for (uint32_t i = 0; i < rows; ++i) {
+        a.vpbroadcastd(x86::zmm27, x86::dword_ptr(x86::rax, (int32_t)(i * 4)));
+        a.vbroadcastss(x86::zmm28, x86::dword_ptr(x86::r10, (int32_t)(i * 4)));
+        for (uint32_t j = 0; j < vectors; ++j) {
+            x86::Zmm v = acc(i, j);
+            a.vpaddd(v, v, x86::zmm27);
+            a.vcvtdq2ps(v, v);
+            a.vmulps(v, v, x86::zmm28);
+            a.vmaxps(v, v, x86::zmm29);
+            a.vminps(v, v, x86::zmm30);
+            a.vcvtps2dq(v, v);   // MXCSR's default rounding: to nearest, ties to even
+            a.vpaddd(v, v, x86::zmm31);
+            a.k(masks[j]).vpmovusdb(x86::xmmword_ptr(x86::rdx, (int32_t)(j * 16)), v);
+        }
+        if (i + 1 < rows) a.add(x86::rdx, x86::rcx);
+    }
+    a.vzeroupper();
+    a.ret();
+}
+
+struct Int8TileTable {
+    Int8Gemm::TileFn fn[kInt8VnniRows] = {};
+    Status status = Status::Unsupported;
+};
+
+inline Int8TileTable make_int8_tiles_vnni() {
+    using namespace asmjit;
+    Int8TileTable t;
+    CodeHolder code;
+    ErrorRecorder recorder;
+    code.init(jit_runtime().environment());
+    code.setErrorHandler(&recorder);
+    x86::Assembler a(&code);
+    Label labels[kInt8VnniRows];
+    for (uint32_t rows = 1; rows <= kInt8VnniRows; ++rows) {
+        labels[rows - 1] = a.newLabel();
+        a.align(AlignMode::kCode, 32);
+        a.bind(labels[rows - 1]);
+        emit_int8_tile_vnni(a, rows);
+    }
+    if (recorder.first != kErrorOk) return t;
+    void* base = nullptr;
+    if (jit_runtime().add(&base, &code) != kErrorOk) { t.status = Status::OutOfMemory; return t; }
+    for (uint32_t r = 0; r < kInt8VnniRows; ++r)
+        t.fn[r] = reinterpret_cast<Int8Gemm::TileFn>(static_cast<char*>(base) + code.labelOffsetFromBase(labels[r]));
+    t.status = Status::Ok;
+    return t;
+}
+#endif
+}  // namespace detail
+
+Status Int8Gemm::init(Isa isa) {
+    if (isa == Isa::Auto) isa = default_isa();
+    if (!isa_available(isa)) return Status::Unsupported;
+    isa_ = isa;
+    tiles_ = nullptr;
+    mr_ = detail::kInt8PortableRows;
+    nr_ = detail::kInt8PortableCols;
+#if !defined(TESSEL_NO_JIT) && (defined(__x86_64__) || defined(_M_X64))
+    if (isa == Isa::Avx512 && int8_vnni_available()) {
+        static const detail::Int8TileTable vnni = detail::make_int8_tiles_vnni();
+        if (vnni.status != Status::Ok) return vnni.status;
+        tiles_ = vnni.fn;
+        mr_ = detail::kInt8VnniRows;
+        nr_ = detail::kInt8VnniVectors * 16;
+    }
+#endif
+    return Status::Ok;
+}
+
+void Int8Gemm::pack_a(int64_t m, int64_t k, const int8_t* a, int64_t a_row, int8_t* packed) const {
+    const int64_t groups = k_groups(k);
+    for (int64_t r0 = 0; r0 < m; r0 += mr_)
+        for (int64_t g = 0; g < groups; ++g)
+            for (int64_t r = 0; r < mr_; ++r, packed += 4)
+                for (int64_t q = 0; q < 4; ++q) {
+                    const int64_t p = g * 4 + q;
+                    packed[q] = r0 + r < m && p < k ? a[(r0 + r) * a_row + p] : 0;
+                }
+}
+
+void Int8Gemm::pack_b(int64_t k, int64_t n, const uint8_t* b, int64_t b_row, uint8_t* packed) const {
+    const int64_t groups = k_groups(k);
+    for (int64_t j0 = 0; j0 < n; j0 += nr_) {
+        const int64_t w = n - j0 < nr_ ? n - j0 : nr_;
+        for (int64_t g = 0; g < groups; ++g, packed += 4 * nr_) {
+            const uint8_t* rows[4];
+            for (int64_t q = 0; q < 4; ++q) rows[q] = g * 4 + q < k ? b + (g * 4 + q) * b_row + j0 : nullptr;
+            if (w == nr_ && rows[3]) {   // the common case: four whole rows interleaved
+                for (int64_t j = 0; j < nr_; ++j) {
+                    packed[j * 4 + 0] = rows[0][j];
+                    packed[j * 4 + 1] = rows[1][j];
+                    packed[j * 4 + 2] = rows[2][j];
+                    packed[j * 4 + 3] = rows[3][j];
+                }
+                continue;
+            }
+            for (int64_t j = 0; j < nr_; ++j)
+                for (int64_t q = 0; q < 4; ++q) packed[j * 4 + q] = rows[q] && j < w ? rows[q][j] : 0;
+        }
+    }
+}
+
+void Int8Gemm::run(int64_t m0, int64_t m1, int64_t n, int64_t k, const int8_t* packed_a, const uint8_t* packed_b,
+                   const Int8Requant& rq, uint8_t* c, int64_t ldc) const {
+    if (m0 >= m1 || n <= 0) return;
+    const int64_t groups = k_groups(k);
+    TileParams params;
+    params.lo = rq.lo;
+    params.hi = rq.hi;
+    params.zero_point = rq.zero_point;
+    for (int64_t j0 = 0; j0 < n; j0 += nr_) {
+        const int64_t cols = n - j0 < nr_ ? n - j0 : nr_;
+        for (uint32_t v = 0; v < 3; ++v) {
+            const int64_t lanes = cols - (int64_t)v * 16;
+            params.mask[v] = lanes >= 16 ? 0xFFFFu : lanes <= 0 ? 0u : (1u << lanes) - 1u;
+        }
+        const uint8_t* bp = packed_b + j0 * groups * 4;
+        for (int64_t i0 = m0 / mr_ * mr_; i0 < m1; i0 += mr_) {
+            // A panel i0 / mr; rows before m0 (a part starting inside a panel) are not stored.
+            const int64_t first = i0 < m0 ? m0 : i0, last = i0 + mr_ < m1 ? i0 + mr_ : m1;
+            params.bias = rq.bias + first;
+            params.scale = rq.scale + first;
+            const int8_t* ap = packed_a + i0 * groups * 4;
+            uint8_t* ct = c + first * ldc + j0;
+            if (first == i0 && tiles_) {
+                tiles_[last - first - 1](ap, bp, ct, ldc, groups, &params);
+            } else if (tiles_) {   // a part boundary inside a panel: the whole panel into a buffer
+                alignas(64) uint8_t buffer[16 * 64];
+                TileParams whole = params;
+                whole.bias = rq.bias + i0;
+                whole.scale = rq.scale + i0;
+                tiles_[last - i0 - 1](ap, bp, buffer, 64, groups, &whole);
+                for (int64_t i = first; i < last; ++i) std::memcpy(c + i * ldc + j0, buffer + (i - i0) * 64, (size_t)cols);
+            } else {
+                alignas(64) uint8_t buffer[16 * 64];
+                TileParams whole = params;
+                whole.bias = rq.bias + i0;
+                whole.scale = rq.scale + i0;
+                detail::int8_portable_tile(ap, bp, buffer, 64, groups, last - i0, cols, whole);
+                for (int64_t i = first; i < last; ++i) std::memcpy(c + i * ldc + j0, buffer + (i - i0) * 64, (size_t)cols);
             }
         }
     }
