@@ -844,6 +844,11 @@ void destroy(T* object) {
 #include <cstring>
 #include <mutex>
 #include <thread>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#elif defined(__ARM_NEON)
+#include <arm_neon.h>
+#endif
 #ifdef TESSEL_USE_MICROPROFILE
 #include <microprofile.h>
 #endif
@@ -14666,20 +14671,74 @@ struct Int8QuantizeState {
 template <class T>
 void int8_quantize_range(const float* x, T* y, uint64_t begin, uint64_t end, float scale, int32_t zero_point, int32_t lo, int32_t hi) {
     const float flo = (float)(lo - zero_point), fhi = (float)(hi - zero_point), magic = 12582912.0f;
-    for (uint64_t e = begin; e < end; ++e) {
+    uint64_t e = begin;
+#if defined(__SSE2__)
+    // 16 at a time, the scalar loop's operations in the same order (x86-64's baseline SSE2).
+    const __m128 vs = _mm_set1_ps(scale), vlo = _mm_set1_ps(flo), vhi = _mm_set1_ps(fhi), vm = _mm_set1_ps(magic);
+    const __m128i vz = _mm_set1_epi32(zero_point), bias = _mm_set1_epi8(std::is_signed<T>::value ? (char)0x80 : 0);
+    auto one = [&](uint64_t k) {
+        __m128 v = _mm_div_ps(_mm_loadu_ps(x + k), vs);
+        v = _mm_and_ps(v, _mm_cmpord_ps(v, v));   // NaN -> 0
+        v = _mm_min_ps(_mm_max_ps(v, vlo), vhi);
+        v = _mm_sub_ps(_mm_add_ps(v, vm), vm);
+        __m128i q = _mm_add_epi32(_mm_cvttps_epi32(v), vz);
+        // int8: shifted to uint8 for the unsigned pack, back by the xor below
+        return std::is_signed<T>::value ? _mm_add_epi32(q, _mm_set1_epi32(128)) : q;
+    };
+    for (; e + 16 <= end; e += 16) {
+        __m128i a = _mm_packs_epi32(one(e), one(e + 4)), b = _mm_packs_epi32(one(e + 8), one(e + 12));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(y + e), _mm_xor_si128(_mm_packus_epi16(a, b), bias));
+    }
+#elif defined(__ARM_NEON)
+    const float32x4_t vs = vdupq_n_f32(scale), vlo = vdupq_n_f32(flo), vhi = vdupq_n_f32(fhi), vm = vdupq_n_f32(magic);
+    const int32x4_t vz = vdupq_n_s32(zero_point);
+    auto one = [&](uint64_t k) {
+        float32x4_t v = vdivq_f32(vld1q_f32(x + k), vs);
+        v = vreinterpretq_f32_u32(vandq_u32(vreinterpretq_u32_f32(v), vceqq_f32(v, v)));   // NaN -> 0
+        v = vminq_f32(vmaxq_f32(v, vlo), vhi);
+        v = vsubq_f32(vaddq_f32(v, vm), vm);
+        return vaddq_s32(vcvtq_s32_f32(v), vz);
+    };
+    for (; e + 8 <= end; e += 8) {
+        int16x8_t h = vcombine_s16(vmovn_s32(one(e)), vmovn_s32(one(e + 4)));   // in range: narrowing is exact
+        if (std::is_signed<T>::value) vst1_s8(reinterpret_cast<int8_t*>(y + e), vmovn_s16(h));
+        else vst1_u8(reinterpret_cast<uint8_t*>(y + e), vmovn_u16(vreinterpretq_u16_s16(h)));
+    }
+#endif
+    for (; e < end; ++e) {
         float v = x[e] / scale;
         v = v == v ? v : 0.0f;
         v = v > flo ? v : flo;
         v = v < fhi ? v : fhi;
-        // ties to even for |v| < 2^23 (the clamp keeps it there)
-        float r = v >= 0.0f ? (v + magic) - magic : -((-v + magic) - magic);
+        // ties to even: after the clamp |v| <= 255, so v + 1.5 * 2^23 has unit steps
+        float r = (v + magic) - magic;
         y[e] = (T)((int32_t)r + zero_point);
     }
 }
 
 template <class T>
 void int8_dequantize_range(const T* x, float* y, uint64_t begin, uint64_t end, float scale, int32_t zero_point) {
-    for (uint64_t e = begin; e < end; ++e) y[e] = (float)((int32_t)x[e] - zero_point) * scale;
+    uint64_t e = begin;
+#if defined(__SSE2__)
+    const __m128 vs = _mm_set1_ps(scale);
+    const __m128i vz = _mm_set1_epi32(zero_point), zero = _mm_setzero_si128();
+    for (; e + 16 <= end; e += 16) {
+        __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x + e));
+        __m128i lo16, hi16;
+        if (std::is_signed<T>::value) {   // sign extension: unpack with itself, shift right arithmetic
+            lo16 = _mm_srai_epi16(_mm_unpacklo_epi8(b, b), 8);
+            hi16 = _mm_srai_epi16(_mm_unpackhi_epi8(b, b), 8);
+        } else {
+            lo16 = _mm_unpacklo_epi8(b, zero);
+            hi16 = _mm_unpackhi_epi8(b, zero);
+        }
+        __m128i w[4] = {_mm_srai_epi32(_mm_unpacklo_epi16(lo16, lo16), 16), _mm_srai_epi32(_mm_unpackhi_epi16(lo16, lo16), 16),
+                        _mm_srai_epi32(_mm_unpacklo_epi16(hi16, hi16), 16), _mm_srai_epi32(_mm_unpackhi_epi16(hi16, hi16), 16)};
+        for (int k = 0; k < 4; ++k)
+            _mm_storeu_ps(y + e + 4 * k, _mm_mul_ps(_mm_cvtepi32_ps(_mm_sub_epi32(w[k], vz)), vs));
+    }
+#endif
+    for (; e < end; ++e) y[e] = (float)((int32_t)x[e] - zero_point) * scale;
 }
 
 inline Status run_int8_quantize(const RunContext& c) {

@@ -5522,9 +5522,10 @@ uint8_t int8_requantize(int32_t acc, int32_t bias, float scale, float lo, float 
     float v = (float)sum * scale;
     v = v > lo ? v : lo;   // lo and hi are integers: clamping before rounding is the same as after
     v = v < hi ? v : hi;
-    // Round half to even without the FP environment's help: |v| < 2^23 after the clamp.
-    const float magic = 12582912.0f;   // 1.5 * 2^23
-    const float r = v >= 0.0f ? (v + magic) - magic : -((-v + magic) - magic);
+    // Round half to even in the default rounding mode: |v| < 2^22 after the clamp, so v + 1.5 * 2^23
+    // lies where float32 steps are 1.
+    const float magic = 12582912.0f;
+    const float r = (v + magic) - magic;
     return (uint8_t)((int32_t)r + zero_point);
 }
 
