@@ -14370,7 +14370,8 @@ inline Status run_qconv(const RunContext& c) {
 //   DequantizeLinear is folded by prepare) -> optional Relu or Clip -> QuantizeLinear (uint8),
 //   scales and zero points per tensor, becomes one step from x's uint8 tensor to the
 //   QuantizeLinear's: Int8Gemm with int32 accumulators, the activation folded into the
-//   requantization's clamp. The steps of the group's float values are dropped (the
+//   requantization's clamp (depthwise Convs: int32 rows tap by tap, the same requantization).
+//   The steps of the group's float values are dropped (the
 //   DequantizeLinear's too when only such groups read it).
 //   The int8 weights are made again from the folded floats: per output map, symmetric, the
 //   largest magnitude at 127. For symmetric int8 weights with that range (tools/quantize.py,
@@ -14469,6 +14470,100 @@ inline Status run_int8_conv(const RunContext& c) {
     return Status::Ok;
 }
 
+// Requantizes a row of int32 accumulators (bias of the map already added) into uint8, as
+// int8_requantize does element by element.
+inline void int8_requantize_row(const int32_t* acc, int64_t count, float scale, const Int8Requant& rq, uint8_t* y) {
+    int64_t j = 0;
+    const float magic = 12582912.0f;
+#if defined(__SSE2__)
+    const __m128 vs = _mm_set1_ps(scale), vlo = _mm_set1_ps(rq.lo), vhi = _mm_set1_ps(rq.hi), vm = _mm_set1_ps(magic);
+    const __m128i vz = _mm_set1_epi32(rq.zero_point);
+    auto one = [&](int64_t k) {
+        __m128 v = _mm_mul_ps(_mm_cvtepi32_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(acc + k))), vs);
+        v = _mm_min_ps(_mm_max_ps(v, vlo), vhi);
+        return _mm_add_epi32(_mm_cvttps_epi32(_mm_sub_ps(_mm_add_ps(v, vm), vm)), vz);
+    };
+    for (; j + 16 <= count; j += 16) {
+        __m128i a = _mm_packs_epi32(one(j), one(j + 4)), b = _mm_packs_epi32(one(j + 8), one(j + 12));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(y + j), _mm_packus_epi16(a, b));
+    }
+#endif
+    for (; j < count; ++j) y[j] = int8_requantize(acc[j], 0, scale, rq.lo, rq.hi, rq.zero_point);
+}
+
+// acc[j] += w * (x[j * stride] - zero point) for j in [0, count): exact int32 products.
+inline void int8_tap_row(int32_t* acc, const uint8_t* x, int64_t count, int64_t stride, int32_t w, int32_t zero_point) {
+    int64_t j = 0;
+#if defined(__SSE2__)
+    if (stride == 1) {
+        const __m128i vw = _mm_set1_epi16((short)w), vz = _mm_set1_epi16((short)zero_point), zero = _mm_setzero_si128();
+        for (; j + 8 <= count; j += 8) {
+            __m128i xs = _mm_sub_epi16(_mm_unpacklo_epi8(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(x + j)), zero), vz);
+            __m128i lo = _mm_mullo_epi16(xs, vw), hi = _mm_mulhi_epi16(xs, vw);   // |x - z| w < 2^15 * 2^8: 32-bit products
+            __m128i* a = reinterpret_cast<__m128i*>(acc + j);
+            _mm_storeu_si128(a, _mm_add_epi32(_mm_loadu_si128(a), _mm_unpacklo_epi16(lo, hi)));
+            _mm_storeu_si128(a + 1, _mm_add_epi32(_mm_loadu_si128(a + 1), _mm_unpackhi_epi16(lo, hi)));
+        }
+    }
+#endif
+    for (; j < count; ++j) acc[j] += w * ((int32_t)x[j * stride] - zero_point);
+}
+
+// A depthwise QDQ Conv: per map, tap by tap over int32 rows (a slot's scratch), then the row
+// requantized. Taps outside the input add nothing: x - zero point is a real zero there.
+struct Int8DepthwiseState {
+    Window w;
+    int64_t batch = 0, channels = 0, maps = 0, group_maps = 1;
+    int32_t x_zero_point = 0;
+    const int8_t* weights = nullptr;   // maps x taps
+    const int32_t* bias = nullptr;
+    const float* scale = nullptr;
+    Int8Requant rq;
+    uint32_t slots = 1;
+};
+
+inline Status run_int8_depthwise(const RunContext& c) {
+    const Int8DepthwiseState& st = *static_cast<const Int8DepthwiseState*>(c.state);
+    const Window& w = st.w;
+    const uint8_t* x = c.inputs[0].as<const uint8_t>();
+    uint8_t* y = c.outputs[0].as<uint8_t>();
+    const int64_t in_plane = w.in_size(), out_plane = w.out_size(), taps = w.kernel_size();
+    nn_parallel(c, (uint64_t)(st.batch * st.maps), [&](uint64_t slot, uint64_t begin, uint64_t end) {
+        int32_t* acc = static_cast<int32_t*>(c.scratch) + slot * (uint64_t)((w.out[2] + 15) & ~15);
+        for (uint64_t unit = begin; unit < end; ++unit) {
+            const int64_t n = (int64_t)unit / st.maps, m = (int64_t)unit % st.maps;
+            const uint8_t* xc = x + (n * st.channels + m / st.group_maps) * in_plane;
+            const int8_t* wm = st.weights + m * taps;
+            uint8_t* ym = y + (n * st.maps + m) * out_plane;
+            for (int64_t o0 = 0; o0 < w.out[0]; ++o0)
+                for (int64_t o1 = 0; o1 < w.out[1]; ++o1) {
+                    for (int64_t j = 0; j < w.out[2]; ++j) acc[j] = st.bias[m];
+                    for (int64_t k0 = 0; k0 < w.kernel[0]; ++k0) {
+                        const int64_t i0 = o0 * w.stride[0] - w.pad_begin[0] + k0 * w.dilation[0];
+                        if (i0 < 0 || i0 >= w.in[0]) continue;
+                        for (int64_t k1 = 0; k1 < w.kernel[1]; ++k1) {
+                            const int64_t i1 = o1 * w.stride[1] - w.pad_begin[1] + k1 * w.dilation[1];
+                            if (i1 < 0 || i1 >= w.in[1]) continue;
+                            const uint8_t* row = xc + (i0 * w.in[1] + i1) * w.in[2];
+                            for (int64_t k2 = 0; k2 < w.kernel[2]; ++k2) {
+                                // the outputs j whose input column j * s + base lies in [0, in[2])
+                                const int64_t base = k2 * w.dilation[2] - w.pad_begin[2], s = w.stride[2];
+                                int64_t lo = base >= 0 ? 0 : (-base + s - 1) / s;
+                                int64_t hi = w.in[2] - 1 - base < 0 ? 0 : (w.in[2] - 1 - base) / s + 1;
+                                if (hi > w.out[2]) hi = w.out[2];
+                                if (lo >= hi) continue;
+                                const int32_t wv = wm[(k0 * w.kernel[1] + k1) * w.kernel[2] + k2];
+                                int8_tap_row(acc + lo, row + lo * s + base, hi - lo, s, wv, st.x_zero_point);
+                            }
+                        }
+                    }
+                    int8_requantize_row(acc, w.out[2], st.scale[m], st.rq, ym + (o0 * w.out[1] + o1) * w.out[2]);
+                }
+        }
+    }, st.slots);
+    return Status::Ok;
+}
+
 // A single float32 (or uint8/int8 zero point) constant at node input i, or false.
 inline bool int8_scalar_input(const PreparedModel& model, NodeId id, uint32_t i, ElementType type, double* value) {
     const Node& node = model.model.graph.node(id);
@@ -14534,7 +14629,7 @@ inline bool int8_find_group(const PreparedModel& model, NodeId q, Int8Group* gro
     if (!(conv.op == StringView("Conv")) || model.kernel(producer) != find_builtin_kernel(conv.op)) return false;
     if (!int8_single_reader(g, producer, act != kNoNode ? act : q)) return false;
     const ConvState* cst = static_cast<const ConvState*>(model.kernel_state(producer));
-    if (!cst || cst->depthwise || cst->depth == 0 || cst->group_maps == 0) return false;
+    if (!cst || cst->depth == 0 || cst->group_maps == 0) return false;
     if (!cpu_constant_input(model, producer, 1)) return false;
     if (conv.num_inputs > 2 && model.value_desc(model.value_id(conv.inputs[2].producer, conv.inputs[2].port)).type !=
                                    ElementType::Undefined && !cpu_constant_input(model, producer, 2))
@@ -14576,6 +14671,83 @@ inline bool int8_activation_range(const PreparedModel& model, NodeId act, double
     return *lo <= *hi;
 }
 
+// A group's int8 weights (maps x depth), int32 biases without x's zero point, requantization
+// scales and clamp, in the program's arena; false when out of memory.
+struct Int8Weights {
+    int8_t* q = nullptr;
+    int32_t* bias = nullptr;
+    float* scale = nullptr;
+    int64_t* sums = nullptr;   // per map: the sum of its int8 weights
+    Int8Requant rq;
+    int32_t x_zero_point = 0;
+};
+
+inline bool int8_weights(ReferenceProgram* p, const PreparedModel& model, const Int8Group& group, int64_t maps,
+                         int64_t depth, Int8Weights* out) {
+    float sx, sy;
+    int32_t zx, zy;
+    int8_tensor_params(model, group.dequantize, ElementType::UInt8, &sx, &zx);
+    int8_tensor_params(model, group.quantize, ElementType::UInt8, &sy, &zy);
+    out->x_zero_point = zx;
+    const float* w = cpu_constant_input(model, group.conv, 1);
+    const float* b = cpu_constant_input(model, group.conv, 2);
+    out->q = static_cast<int8_t*>(p->arena.allocate((size_t)(maps * depth) + 1, 64));
+    out->bias = p->arena.allocate_array<int32_t>((size_t)maps + 1);
+    out->scale = p->arena.allocate_array<float>((size_t)maps + 1);
+    out->sums = p->arena.allocate_array<int64_t>((size_t)maps + 1);
+    if (!out->q || !out->bias || !out->scale || !out->sums) return false;
+    for (int64_t m = 0; m < maps; ++m) {
+        const float* wm = w + m * depth;
+        double amax = 0.0;
+        for (int64_t k = 0; k < depth; ++k) amax = std::max(amax, (double)std::fabs(wm[k]));
+        // amax / 127 rounded to float32: for weights q * s with max |q| 127 this is s again
+        const float sw = amax > 0.0 && std::isfinite(amax) ? (float)(amax / 127.0) : 1.0f;
+        int64_t sum = 0;
+        for (int64_t k = 0; k < depth; ++k) {
+            double v = wm[k] == wm[k] ? round_half_even((double)wm[k] / sw) : 0.0;
+            int8_t qv = (int8_t)(v < -127.0 ? -127.0 : v > 127.0 ? 127.0 : v);
+            out->q[m * depth + k] = qv;
+            sum += qv;
+        }
+        const double unit = (double)sx * (double)sw;   // the accumulator's scale
+        double bias = b ? round_half_even((double)b[m] / unit) : 0.0;
+        bias = bias < -2147483648.0 ? -2147483648.0 : bias > 2147483647.0 ? 2147483647.0 : bias;
+        out->bias[m] = (int32_t)bias;
+        out->sums[m] = sum;
+        out->scale[m] = (float)(unit / (double)sy);
+    }
+    double lo = 0.0, hi = 0.0;
+    int8_activation_range(model, group.act, &lo, &hi);
+    double qlo = 0.0 - zy, qhi = 255.0 - zy;
+    if (lo > -INFINITY) qlo = std::max(qlo, round_half_even(lo / sy));
+    if (hi < INFINITY) qhi = std::min(qhi, round_half_even(hi / sy));
+    if (qhi < qlo) qhi = qlo;
+    out->rq.lo = (float)qlo;
+    out->rq.hi = (float)qhi;
+    out->rq.zero_point = zy;
+    return true;
+}
+
+inline Int8DepthwiseState* int8_depthwise_state(ReferenceProgram* p, const PreparedModel& model, const Int8Group& group) {
+    const ConvState& cst = *static_cast<const ConvState*>(model.kernel_state(group.conv));
+    Int8DepthwiseState* st = p->arena.allocate_array<Int8DepthwiseState>(1);
+    Int8Weights wq;
+    if (!st || !int8_weights(p, model, group, cst.maps, cst.depth, &wq)) return nullptr;
+    new (st) Int8DepthwiseState();
+    st->w = cst.w;
+    st->batch = cst.batch;
+    st->channels = cst.channels;
+    st->maps = cst.maps;
+    st->group_maps = cst.group_maps;
+    st->x_zero_point = wq.x_zero_point;
+    st->weights = wq.q;
+    st->bias = wq.bias;
+    st->scale = wq.scale;
+    st->rq = wq.rq;
+    st->slots = p->threads ? p->threads : 1;
+    return st;
+}
+
 // The Int8ConvState of a group in the program's arena; nullptr when out of memory.
 inline Int8ConvState* int8_conv_state(ReferenceProgram* p, const PreparedModel& model, const Int8Group& group, Isa isa) {
     const ConvState& cst = *static_cast<const ConvState*>(model.kernel_state(group.conv));
@@ -14592,52 +14764,24 @@ inline Int8ConvState* int8_conv_state(ReferenceProgram* p, const PreparedModel& 
     st->group_maps = cst.group_maps;
     st->depth = cst.depth;
     st->direct = cst.direct;
-    float sx, sy;
-    int32_t zx, zy;
-    int8_tensor_params(model, group.dequantize, ElementType::UInt8, &sx, &zx);
-    int8_tensor_params(model, group.quantize, ElementType::UInt8, &sy, &zy);
-    st->x_zero_point = (uint8_t)zx;
-    const float* w = cpu_constant_input(model, group.conv, 1);
-    const float* b = cpu_constant_input(model, group.conv, 2);
     const int64_t maps = st->maps, depth = st->depth;
-    int8_t* q = static_cast<int8_t*>(p->arena.allocate((size_t)(maps * depth) + 1, 64));
-    st->bias = p->arena.allocate_array<int32_t>((size_t)maps + 1);
-    st->scale = p->arena.allocate_array<float>((size_t)maps + 1);
+    Int8Weights wq;
+    if (!int8_weights(p, model, group, maps, depth, &wq)) return nullptr;
+    st->x_zero_point = (uint8_t)wq.x_zero_point;
+    st->bias = wq.bias;
+    st->scale = wq.scale;
+    st->rq = wq.rq;
+    // x's zero point comes out of the products: sum (x - zx) q = sum x q - zx sum q.
+    for (int64_t m = 0; m < maps; ++m) {
+        double bias = (double)wq.bias[m] - (double)wq.x_zero_point * (double)wq.sums[m];
+        st->bias[m] = (int32_t)(bias < -2147483648.0 ? -2147483648.0 : bias > 2147483647.0 ? 2147483647.0 : bias);
+    }
     st->packed_bytes = (st->gemm.packed_a_bytes(st->group_maps, depth) + 63) & ~(size_t)63;
     int8_t* packed = static_cast<int8_t*>(p->arena.allocate(st->packed_bytes * (size_t)st->groups + 64, 64));
-    if (!q || !st->bias || !st->scale || !packed) return nullptr;
-    for (int64_t m = 0; m < maps; ++m) {
-        const float* wm = w + m * depth;
-        double amax = 0.0;
-        for (int64_t k = 0; k < depth; ++k) amax = std::max(amax, (double)std::fabs(wm[k]));
-        // amax / 127 rounded to float32: for weights q * s with max |q| 127 this is s again
-        const float sw = amax > 0.0 && std::isfinite(amax) ? (float)(amax / 127.0) : 1.0f;
-        int64_t sum = 0;
-        for (int64_t k = 0; k < depth; ++k) {
-            double v = wm[k] == wm[k] ? round_half_even((double)wm[k] / sw) : 0.0;
-            int8_t qv = (int8_t)(v < -127.0 ? -127.0 : v > 127.0 ? 127.0 : v);
-            q[m * depth + k] = qv;
-            sum += qv;
-        }
-        const double unit = (double)sx * (double)sw;   // the accumulator's scale
-        double bias = b ? round_half_even((double)b[m] / unit) : 0.0;
-        bias -= (double)zx * (double)sum;
-        bias = bias < -2147483648.0 ? -2147483648.0 : bias > 2147483647.0 ? 2147483647.0 : bias;
-        st->bias[m] = (int32_t)bias;
-        st->scale[m] = (float)(unit / (double)sy);
-    }
+    if (!packed) return nullptr;
     for (int64_t g = 0; g < st->groups; ++g)
-        st->gemm.pack_a(st->group_maps, depth, q + g * st->group_maps * depth, depth, packed + (size_t)g * st->packed_bytes);
+        st->gemm.pack_a(st->group_maps, depth, wq.q + g * st->group_maps * depth, depth, packed + (size_t)g * st->packed_bytes);
     st->packed = packed;
-    double lo = 0.0, hi = 0.0;
-    int8_activation_range(model, group.act, &lo, &hi);
-    double qlo = 0.0 - zy, qhi = 255.0 - zy;
-    if (lo > -INFINITY) qlo = std::max(qlo, round_half_even(lo / sy));
-    if (hi < INFINITY) qhi = std::min(qhi, round_half_even(hi / sy));
-    if (qhi < qlo) qhi = qlo;
-    st->rq.lo = (float)qlo;
-    st->rq.hi = (float)qhi;
-    st->rq.zero_point = zy;
     // Positions per unit: the packed panel of B in half of L2, at least 4 tiles wide; fewer
     // when the units would not give every thread one, then parts of the maps.
     st->slots = p->threads ? p->threads : 1;
@@ -14840,16 +14984,24 @@ inline Status cpu_int8_steps(ReferenceProgram* p, const PreparedModel& model, Is
     }
     for (uint32_t k = 0; k < group_count; ++k) {
         const Int8Group& group = groups[k];
-        Int8ConvState* st = int8_conv_state(p, model, group, isa);
-        if (!st) return Status::OutOfMemory;
+        const ConvState& cst = *static_cast<const ConvState*>(model.kernel_state(group.conv));
         ProgramStep& step = p->steps_[group.step];
         uint32_t* reads = p->arena.allocate_array<uint32_t>(1);
         if (!reads) return Status::OutOfMemory;
         const Node& dn = g.node(group.dequantize);
         reads[0] = model.value_id(dn.inputs[0].producer, dn.inputs[0].port);
         step.reads = Span<const uint32_t>(reads, 1);
-        TESSEL_TRY(int8_use(p, group.step, run_int8_conv, st, "Conv", st->gemm.jit() ? st->gemm.isa() : Isa::Ref,
-                            (size_t)st->slots * st->slot_bytes));
+        if (cst.depthwise) {
+            Int8DepthwiseState* st = int8_depthwise_state(p, model, group);
+            if (!st) return Status::OutOfMemory;
+            TESSEL_TRY(int8_use(p, group.step, run_int8_depthwise, st, "DepthwiseConv", Isa::Ref,
+                                (size_t)st->slots * (size_t)((cst.w.out[2] + 15) & ~15) * sizeof(int32_t)));
+        } else {
+            Int8ConvState* st = int8_conv_state(p, model, group, isa);
+            if (!st) return Status::OutOfMemory;
+            TESSEL_TRY(int8_use(p, group.step, run_int8_conv, st, "Conv", st->gemm.jit() ? st->gemm.isa() : Isa::Ref,
+                                (size_t)st->slots * st->slot_bytes));
+        }
         drop[writer[model.value_id(group.conv, 0)]] = 1;
         if (group.act != kNoNode) drop[writer[model.value_id(group.act, 0)]] = 1;
     }
