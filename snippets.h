@@ -614,9 +614,11 @@ private:
 // K is padded with zero weights. Requantization, the same on every target: acc + bias[row]
 // (int32, wrapping), converted to float32 (round to nearest even), times scale[row] (one
 // float32 rounding, no FMA), clamped to [lo, hi] (integers: the output range minus the zero
-// point, a Relu or Clip folded in), rounded half to even, plus zero_point. The JIT tile is
-// AVX-512 VNNI (8 x 48, vpdpbusd: u8 x s8 products summed in int32, no saturation); other
-// targets run a portable C++ tile over the same panels (8 x 16), bit for bit the same results.
+// point, a Relu or Clip folded in), rounded half to even, plus zero_point. JIT tiles: AVX-512
+// VNNI (8 x 48, vpdpbusd: u8 x s8 products summed in int32, no saturation) and AVX2 (6 x 8:
+// vpmovzxbw and vpmaddwd on 16-bit operands, A packed as int16, since vpmaddubsw saturates
+// the sum of two u8 x s8 products, 2 x 255 x 127 > 32767); other targets run a portable C++
+// tile over the same panels (8 x 16). All give the same bits.
 struct Int8Requant {
     const int32_t* bias = nullptr;   // per row of C (the zero points' corrections folded in)
     const float* scale = nullptr;    // per row
@@ -637,7 +639,7 @@ public:
     uint32_t mr() const { return mr_; }
     uint32_t nr() const { return nr_; }
     static int64_t k_groups(int64_t k) { return (k + 3) / 4; }
-    size_t packed_a_bytes(int64_t m, int64_t k) const { return (size_t)((m + mr_ - 1) / mr_ * mr_ * k_groups(k) * 4); }
+    size_t packed_a_bytes(int64_t m, int64_t k) const { return (size_t)((m + mr_ - 1) / mr_ * mr_ * k_groups(k) * 4 * a_bytes_); }
     size_t packed_b_bytes(int64_t k, int64_t n) const { return (size_t)((n + nr_ - 1) / nr_ * nr_ * k_groups(k) * 4); }
     // A[i][p] at a[i * a_row + p]; B[p][j] at b[p * b_row + j] (rows of B contiguous).
     void pack_a(int64_t m, int64_t k, const int8_t* a, int64_t a_row, int8_t* packed) const;
@@ -660,6 +662,8 @@ public:
 private:
     Isa isa_ = Isa::Ref;
     uint32_t mr_ = 8, nr_ = 16;
+    uint32_t a_bytes_ = 1;            // bytes per element of packed A (AVX2: int16)
+    bool masked_ = false;             // the tiles store partial panels themselves (VNNI)
     const TileFn* tiles_ = nullptr;   // [rows - 1], may be null
 };
 
@@ -5649,6 +5653,86 @@ inline Int8TileTable make_int8_tiles_vnni() {
     t.status = Status::Ok;
     return t;
 }
+// The AVX2 tile: rows x 2 accumulators (ymm0..11) of 4 columns x 2 partial sums each,
+// B's 4 + 4 columns zero-extended to int16 in ymm12-13, A's 4 int16 of a row broadcast in
+// ymm14; vpmaddwd sums pairs exactly (|x w| < 2^15, two of them < 2^31). The partial sums
+// meet in vphaddd before the requantization; 8 bytes per row stored (whole panels only).
+constexpr uint32_t kInt8Avx2Rows = 6;
+inline void emit_int8_tile_avx2(asmjit::x86::Assembler& a, uint32_t rows) {
+    namespace x86 = asmjit::x86;
+    const uint32_t mr = kInt8Avx2Rows;
+    auto acc = [&](uint32_t i, uint32_t h) { return x86::ymm(i * 2 + h); };
+    for (uint32_t i = 0; i < rows; ++i)
+        for (uint32_t h = 0; h < 2; ++h) a.vpxor(acc(i, h), acc(i, h), acc(i, h));
+    asmjit::Label loop = a.newLabel(), store = a.newLabel();
+    a.test(x86::r8, x86::r8);
+    a.jz(store);
+    a.bind(loop);
+    a.vpmovzxbw(x86::ymm12, x86::xmmword_ptr(x86::rsi, 0));
+    a.vpmovzxbw(x86::ymm13, x86::xmmword_ptr(x86::rsi, 16));
+    for (uint32_t i = 0; i < rows; ++i) {
+        a.vpbroadcastq(x86::ymm14, x86::qword_ptr(x86::rdi, (int32_t)(i * 8)));
+        a.vpmaddwd(x86::ymm15, x86::ymm12, x86::ymm14);
+        a.vpaddd(acc(i, 0), acc(i, 0), x86::ymm15);
+        a.vpmaddwd(x86::ymm15, x86::ymm13, x86::ymm14);
+        a.vpaddd(acc(i, 1), acc(i, 1), x86::ymm15);
+    }
+    a.add(x86::rdi, (int32_t)(mr * 8));
+    a.add(x86::rsi, 32);
+    a.sub(x86::r8, 1);
+    a.jnz(loop);
+    a.bind(store);
+    a.mov(x86::rax, x86::qword_ptr(x86::r9, 0));
+    a.mov(x86::r10, x86::qword_ptr(x86::r9, 8));
+    a.vbroadcastss(x86::ymm13, x86::dword_ptr(x86::r9, 16));
+    a.vbroadcastss(x86::ymm14, x86::dword_ptr(x86::r9, 20));
+    a.vpbroadcastd(x86::ymm15, x86::dword_ptr(x86::r9, 24));
+    for (uint32_t i = 0; i < rows; ++i) {
+        x86::Ymm v = acc(i, 0);
+        a.vphaddd(v, v, acc(i, 1));      // columns 0 1 4 5 | 2 3 6 7
+        a.vpermq(v, v, 0xD8);            // columns 0 .. 7
+        a.vpbroadcastd(x86::ymm12, x86::dword_ptr(x86::rax, (int32_t)(i * 4)));
+        a.vpaddd(v, v, x86::ymm12);
+        a.vcvtdq2ps(v, v);
+        a.vbroadcastss(x86::ymm12, x86::dword_ptr(x86::r10, (int32_t)(i * 4)));
+        a.vmulps(v, v, x86::ymm12);
+        a.vmaxps(v, v, x86::ymm13);
+        a.vminps(v, v, x86::ymm14);
+        a.vcvtps2dq(v, v);   // MXCSR's default rounding: to nearest, ties to even
+        a.vpaddd(v, v, x86::ymm15);
+        a.vextracti128(x86::xmm12, v, 1);
+        a.vpackssdw(v.xmm(), v.xmm(), x86::xmm12);
+        a.vpackuswb(v.xmm(), v.xmm(), v.xmm());
+        a.vmovq(x86::qword_ptr(x86::rdx), v.xmm());
+        if (i + 1 < rows) a.add(x86::rdx, x86::rcx);
+    }
+    a.vzeroupper();
+    a.ret();
+}
+
+inline Int8TileTable make_int8_tiles_avx2() {
+    using namespace asmjit;
+    Int8TileTable t;
+    CodeHolder code;
+    ErrorRecorder recorder;
+    code.init(jit_runtime().environment());
+    code.setErrorHandler(&recorder);
+    x86::Assembler a(&code);
+    Label labels[kInt8Avx2Rows];
+    for (uint32_t rows = 1; rows <= kInt8Avx2Rows; ++rows) {
+        labels[rows - 1] = a.newLabel();
+        a.align(AlignMode::kCode, 32);
+        a.bind(labels[rows - 1]);
+        emit_int8_tile_avx2(a, rows);
+    }
+    if (recorder.first != kErrorOk) return t;
+    void* base = nullptr;
+    if (jit_runtime().add(&base, &code) != kErrorOk) { t.status = Status::OutOfMemory; return t; }
+    for (uint32_t r = 0; r < kInt8Avx2Rows; ++r)
+        t.fn[r] = reinterpret_cast<Int8Gemm::TileFn>(static_cast<char*>(base) + code.labelOffsetFromBase(labels[r]));
+    t.status = Status::Ok;
+    return t;
+}
 #endif
 }  // namespace detail
 
@@ -5659,6 +5743,8 @@ Status Int8Gemm::init(Isa isa) {
     tiles_ = nullptr;
     mr_ = detail::kInt8PortableRows;
     nr_ = detail::kInt8PortableCols;
+    a_bytes_ = 1;
+    masked_ = false;
 #if !defined(TESSEL_NO_JIT) && (defined(__x86_64__) || defined(_M_X64))
     if (isa == Isa::Avx512 && int8_vnni_available()) {
         static const detail::Int8TileTable vnni = detail::make_int8_tiles_vnni();
@@ -5666,6 +5752,14 @@ Status Int8Gemm::init(Isa isa) {
         tiles_ = vnni.fn;
         mr_ = detail::kInt8VnniRows;
         nr_ = detail::kInt8VnniVectors * 16;
+        masked_ = true;
+    } else if (isa == Isa::Avx2 || isa == Isa::Avx512) {   // AVX-512 without VNNI: the AVX2 tile
+        static const detail::Int8TileTable avx2 = detail::make_int8_tiles_avx2();
+        if (avx2.status != Status::Ok) return avx2.status;
+        tiles_ = avx2.fn;
+        mr_ = detail::kInt8Avx2Rows;
+        nr_ = 8;
+        a_bytes_ = 2;
     }
 #endif
     return Status::Ok;
@@ -5675,10 +5769,16 @@ void Int8Gemm::pack_a(int64_t m, int64_t k, const int8_t* a, int64_t a_row, int8
     const int64_t groups = k_groups(k);
     for (int64_t r0 = 0; r0 < m; r0 += mr_)
         for (int64_t g = 0; g < groups; ++g)
-            for (int64_t r = 0; r < mr_; ++r, packed += 4)
+            for (int64_t r = 0; r < mr_; ++r, packed += 4 * a_bytes_)
                 for (int64_t q = 0; q < 4; ++q) {
                     const int64_t p = g * 4 + q;
-                    packed[q] = r0 + r < m && p < k ? a[(r0 + r) * a_row + p] : 0;
+                    const int8_t v = r0 + r < m && p < k ? a[(r0 + r) * a_row + p] : 0;
+                    if (a_bytes_ == 2) {   // int16, little endian
+                        const int16_t wide = v;
+                        std::memcpy(packed + 2 * q, &wide, 2);
+                    } else {
+                        packed[q] = v;
+                    }
                 }
 }
 
@@ -5724,11 +5824,11 @@ void Int8Gemm::run(int64_t m0, int64_t m1, int64_t n, int64_t k, const int8_t* p
             const int64_t first = i0 < m0 ? m0 : i0, last = i0 + mr_ < m1 ? i0 + mr_ : m1;
             params.bias = rq.bias + first;
             params.scale = rq.scale + first;
-            const int8_t* ap = packed_a + i0 * groups * 4;
+            const int8_t* ap = packed_a + i0 * groups * 4 * a_bytes_;
             uint8_t* ct = c + first * ldc + j0;
-            if (first == i0 && tiles_) {
+            if (first == i0 && tiles_ && (masked_ || cols == nr_)) {
                 tiles_[last - first - 1](ap, bp, ct, ldc, groups, &params);
-            } else if (tiles_) {   // a part boundary inside a panel: the whole panel into a buffer
+            } else if (tiles_) {   // a part boundary inside a panel, or a partial one: the whole panel into a buffer
                 alignas(64) uint8_t buffer[16 * 64];
                 TileParams whole = params;
                 whole.bias = rq.bias + i0;
