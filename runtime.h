@@ -14474,9 +14474,8 @@ inline Status run_int8_conv(const RunContext& c) {
 // int8_requantize does element by element.
 inline void int8_requantize_row(const int32_t* acc, int64_t count, float scale, const Int8Requant& rq, uint8_t* y) {
     int64_t j = 0;
-    const float magic = 12582912.0f;
 #if defined(__SSE2__)
-    const __m128 vs = _mm_set1_ps(scale), vlo = _mm_set1_ps(rq.lo), vhi = _mm_set1_ps(rq.hi), vm = _mm_set1_ps(magic);
+    const __m128 vs = _mm_set1_ps(scale), vlo = _mm_set1_ps(rq.lo), vhi = _mm_set1_ps(rq.hi), vm = _mm_set1_ps(12582912.0f);
     const __m128i vz = _mm_set1_epi32(rq.zero_point);
     auto one = [&](int64_t k) {
         __m128 v = _mm_mul_ps(_mm_cvtepi32_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(acc + k))), vs);

@@ -617,8 +617,10 @@ private:
 // point, a Relu or Clip folded in), rounded half to even, plus zero_point. JIT tiles: AVX-512
 // VNNI (8 x 48, vpdpbusd: u8 x s8 products summed in int32, no saturation) and AVX2 (6 x 8:
 // vpmovzxbw and vpmaddwd on 16-bit operands, A packed as int16, since vpmaddubsw saturates
-// the sum of two u8 x s8 products, 2 x 255 x 127 > 32767); other targets run a portable C++
-// tile over the same panels (8 x 16). All give the same bits.
+// the sum of two u8 x s8 products, 2 x 255 x 127 > 32767) and NEON with the dot product
+// extension (8 x 12, sdot by element: s8 x s8, so B is packed as x - 128 and each A panel
+// carries 128 x its rows' sums to add back); other targets (NEON without sdot included) run a
+// portable C++ tile over the same panels (8 x 16). All give the same bits.
 struct Int8Requant {
     const int32_t* bias = nullptr;   // per row of C (the zero points' corrections folded in)
     const float* scale = nullptr;    // per row
@@ -639,7 +641,7 @@ public:
     uint32_t mr() const { return mr_; }
     uint32_t nr() const { return nr_; }
     static int64_t k_groups(int64_t k) { return (k + 3) / 4; }
-    size_t packed_a_bytes(int64_t m, int64_t k) const { return (size_t)((m + mr_ - 1) / mr_ * mr_ * k_groups(k) * 4 * a_bytes_); }
+    size_t packed_a_bytes(int64_t m, int64_t k) const { return (size_t)((m + mr_ - 1) / mr_) * panel_a_bytes(k); }
     size_t packed_b_bytes(int64_t k, int64_t n) const { return (size_t)((n + nr_ - 1) / nr_ * nr_ * k_groups(k) * 4); }
     // A[i][p] at a[i * a_row + p]; B[p][j] at b[p * b_row + j] (rows of B contiguous).
     void pack_a(int64_t m, int64_t k, const int8_t* a, int64_t a_row, int8_t* packed) const;
@@ -662,7 +664,9 @@ public:
 private:
     Isa isa_ = Isa::Ref;
     uint32_t mr_ = 8, nr_ = 16;
+    size_t panel_a_bytes(int64_t k) const { return (size_t)(mr_ * k_groups(k) * 4 * a_bytes_ + (signed_b_ ? mr_ * 4 : 0)); }
     uint32_t a_bytes_ = 1;            // bytes per element of packed A (AVX2: int16)
+    bool signed_b_ = false;           // B packed as x - 128, A panels end with 128 x row sums (sdot)
     bool masked_ = false;             // the tiles store partial panels themselves (VNNI)
     const TileFn* tiles_ = nullptr;   // [rows - 1], may be null
 };
@@ -5734,6 +5738,106 @@ inline Int8TileTable make_int8_tiles_avx2() {
     return t;
 }
 #endif
+#if !defined(TESSEL_NO_JIT) && defined(__aarch64__)
+// The sdot tile: rows x 3 accumulators in v8..v31 (d8-d15 saved), A's 8 rows of 4 bytes in
+// v0-v1 taken by element, B's three vectors of 4 columns in v2-v4. Arguments (AAPCS64): x0 A
+// panel, x1 B panel, x2 C, x3 ldc, x4 k groups, x5 TileParams. After the K loop x0 points at
+// the panel's 128 x row sums. 12 bytes per row stored (whole panels only).
+inline void emit_int8_tile_sdot(asmjit::a64::Assembler& a, uint32_t rows) {
+    namespace a64 = asmjit::a64;
+    auto acc = [&](uint32_t i, uint32_t j) { return a64::v(8 + i * 3 + j); };
+    a.stp(a64::d8, a64::d9, a64::ptr_pre(a64::sp, -64));
+    a.stp(a64::d10, a64::d11, a64::ptr(a64::sp, 16));
+    a.stp(a64::d12, a64::d13, a64::ptr(a64::sp, 32));
+    a.stp(a64::d14, a64::d15, a64::ptr(a64::sp, 48));
+    for (uint32_t i = 0; i < rows; ++i)
+        for (uint32_t j = 0; j < 3; ++j) a.eor(acc(i, j).b16(), acc(i, j).b16(), acc(i, j).b16());
+    asmjit::Label loop = a.newLabel(), store = a.newLabel();
+    a.cbz(a64::x4, store);
+    a.bind(loop);
+    a.ldp(a64::q0, a64::q1, a64::ptr_post(a64::x0, 32));
+    a.ldr(a64::q2, a64::ptr(a64::x1, 0));
+    a.ldr(a64::q3, a64::ptr(a64::x1, 16));
+    a.ldr(a64::q4, a64::ptr(a64::x1, 32));
+    a.add(a64::x1, a64::x1, 48);
+    for (uint32_t i = 0; i < rows; ++i)
+        for (uint32_t j = 0; j < 3; ++j) a.sdot(acc(i, j).s4(), a64::v(2 + j).b16(), a64::v(i < 4 ? 0 : 1).b4(i & 3));
+    a.subs(a64::x4, a64::x4, 1);
+    a.b_ne(loop);
+    a.bind(store);
+    a.ldr(a64::x6, a64::ptr(a64::x5, 0));     // bias
+    a.ldr(a64::x7, a64::ptr(a64::x5, 8));     // scale
+    a.add(a64::x9, a64::x5, 16);
+    a.ld1r(a64::v(0).s4(), a64::ptr(a64::x9));   // lo
+    a.add(a64::x9, a64::x5, 20);
+    a.ld1r(a64::v(1).s4(), a64::ptr(a64::x9));   // hi
+    a.add(a64::x9, a64::x5, 24);
+    a.ld1r(a64::v(2).s4(), a64::ptr(a64::x9));   // zero point
+    a.mov(a64::x8, a64::x2);
+    for (uint32_t i = 0; i < rows; ++i) {
+        a.add(a64::x9, a64::x6, (uint32_t)(i * 4));
+        a.ld1r(a64::v(3).s4(), a64::ptr(a64::x9));
+        a.add(a64::x9, a64::x0, (uint32_t)(i * 4));
+        a.ld1r(a64::v(4).s4(), a64::ptr(a64::x9));
+        a.add(a64::v(3).s4(), a64::v(3).s4(), a64::v(4).s4());
+        a.add(a64::x9, a64::x7, (uint32_t)(i * 4));
+        a.ld1r(a64::v(5).s4(), a64::ptr(a64::x9));
+        for (uint32_t j = 0; j < 3; ++j) {
+            a64::Vec v = acc(i, j);
+            a.add(v.s4(), v.s4(), a64::v(3).s4());
+            a.scvtf(v.s4(), v.s4());
+            a.fmul(v.s4(), v.s4(), a64::v(5).s4());
+            a.fmax(v.s4(), v.s4(), a64::v(0).s4());   // no NaN here: fmax is the clamp
+            a.fmin(v.s4(), v.s4(), a64::v(1).s4());
+            a.fcvtns(v.s4(), v.s4());                 // to nearest, ties to even
+            a.add(v.s4(), v.s4(), a64::v(2).s4());
+        }
+        a.sqxtn(a64::v(6).h4(), acc(i, 0).s4());
+        a.sqxtn2(a64::v(6).h8(), acc(i, 1).s4());
+        a.sqxtn(a64::v(7).h4(), acc(i, 2).s4());
+        a.sqxtun(a64::v(6).b8(), a64::v(6).h8());
+        a.sqxtun2(a64::v(6).b16(), a64::v(7).h8());
+        a.str(a64::d6, a64::ptr(a64::x8));
+        a.umov(a64::w10, a64::v(6).s(2));
+        a.str(a64::w10, a64::ptr(a64::x8, 8));
+        if (i + 1 < rows) a.add(a64::x8, a64::x8, a64::x3);
+    }
+    a.ldp(a64::d10, a64::d11, a64::ptr(a64::sp, 16));
+    a.ldp(a64::d12, a64::d13, a64::ptr(a64::sp, 32));
+    a.ldp(a64::d14, a64::d15, a64::ptr(a64::sp, 48));
+    a.ldp(a64::d8, a64::d9, a64::ptr_post(a64::sp, 64));
+    a.ret(a64::x30);
+}
+
+struct Int8TileTable {
+    Int8Gemm::TileFn fn[8] = {};
+    Status status = Status::Unsupported;
+};
+
+inline Int8TileTable make_int8_tiles_sdot() {
+    using namespace asmjit;
+    Int8TileTable t;
+    CodeHolder code;
+    ErrorRecorder recorder;
+    code.init(jit_runtime().environment());
+    code.setErrorHandler(&recorder);
+    a64::Assembler a(&code);
+    Label labels[8];
+    for (uint32_t rows = 1; rows <= 8; ++rows) {
+        labels[rows - 1] = a.newLabel();
+        a.align(AlignMode::kCode, 16);
+        a.bind(labels[rows - 1]);
+        emit_int8_tile_sdot(a, rows);
+    }
+    if (recorder.first != kErrorOk) return t;
+    void* base = nullptr;
+    if (jit_runtime().add(&base, &code) != kErrorOk) { t.status = Status::OutOfMemory; return t; }
+    for (uint32_t r = 0; r < 8; ++r)
+        t.fn[r] = reinterpret_cast<Int8Gemm::TileFn>(static_cast<char*>(base) + code.labelOffsetFromBase(labels[r]));
+    t.status = Status::Ok;
+    return t;
+}
+#endif
 }  // namespace detail
 
 Status Int8Gemm::init(Isa isa) {
@@ -5745,6 +5849,7 @@ Status Int8Gemm::init(Isa isa) {
     nr_ = detail::kInt8PortableCols;
     a_bytes_ = 1;
     masked_ = false;
+    signed_b_ = false;
 #if !defined(TESSEL_NO_JIT) && (defined(__x86_64__) || defined(_M_X64))
     if (isa == Isa::Avx512 && int8_vnni_available()) {
         static const detail::Int8TileTable vnni = detail::make_int8_tiles_vnni();
@@ -5761,13 +5866,31 @@ Status Int8Gemm::init(Isa isa) {
         nr_ = 8;
         a_bytes_ = 2;
     }
+#elif !defined(TESSEL_NO_JIT) && defined(__aarch64__)
+    if (isa == Isa::Neon && arm_features().dot_product) {
+        static const detail::Int8TileTable sdot = detail::make_int8_tiles_sdot();
+        if (sdot.status != Status::Ok) return sdot.status;
+        tiles_ = sdot.fn;
+        mr_ = 8;
+        nr_ = 12;
+        signed_b_ = true;
+    }
 #endif
     return Status::Ok;
 }
 
 void Int8Gemm::pack_a(int64_t m, int64_t k, const int8_t* a, int64_t a_row, int8_t* packed) const {
     const int64_t groups = k_groups(k);
-    for (int64_t r0 = 0; r0 < m; r0 += mr_)
+    for (int64_t r0 = 0; r0 < m; r0 += mr_) {
+        if (signed_b_) {   // after the panel: 128 sum_p A[r][p], what x - 128 took away
+            int8_t* sums = packed + mr_ * groups * 4;
+            for (int64_t r = 0; r < mr_; ++r) {
+                int32_t sum = 0;
+                for (int64_t p = 0; r0 + r < m && p < k; ++p) sum += a[(r0 + r) * a_row + p];
+                const int32_t correction = sum * 128;
+                std::memcpy(sums + 4 * r, &correction, 4);
+            }
+        }
         for (int64_t g = 0; g < groups; ++g)
             for (int64_t r = 0; r < mr_; ++r, packed += 4 * a_bytes_)
                 for (int64_t q = 0; q < 4; ++q) {
@@ -5780,6 +5903,8 @@ void Int8Gemm::pack_a(int64_t m, int64_t k, const int8_t* a, int64_t a_row, int8
                         packed[q] = v;
                     }
                 }
+        if (signed_b_) packed += mr_ * 4;
+    }
 }
 
 void Int8Gemm::pack_b(int64_t k, int64_t n, const uint8_t* b, int64_t b_row, uint8_t* packed) const {
@@ -5789,17 +5914,18 @@ void Int8Gemm::pack_b(int64_t k, int64_t n, const uint8_t* b, int64_t b_row, uin
         for (int64_t g = 0; g < groups; ++g, packed += 4 * nr_) {
             const uint8_t* rows[4];
             for (int64_t q = 0; q < 4; ++q) rows[q] = g * 4 + q < k ? b + (g * 4 + q) * b_row + j0 : nullptr;
+            const uint8_t flip = signed_b_ ? 0x80 : 0;
             if (w == nr_ && rows[3]) {   // the common case: four whole rows interleaved
                 for (int64_t j = 0; j < nr_; ++j) {
-                    packed[j * 4 + 0] = rows[0][j];
-                    packed[j * 4 + 1] = rows[1][j];
-                    packed[j * 4 + 2] = rows[2][j];
-                    packed[j * 4 + 3] = rows[3][j];
+                    packed[j * 4 + 0] = rows[0][j] ^ flip;
+                    packed[j * 4 + 1] = rows[1][j] ^ flip;
+                    packed[j * 4 + 2] = rows[2][j] ^ flip;
+                    packed[j * 4 + 3] = rows[3][j] ^ flip;
                 }
                 continue;
             }
             for (int64_t j = 0; j < nr_; ++j)
-                for (int64_t q = 0; q < 4; ++q) packed[j * 4 + q] = rows[q] && j < w ? rows[q][j] : 0;
+                for (int64_t q = 0; q < 4; ++q) packed[j * 4 + q] = rows[q] && j < w ? rows[q][j] ^ flip : 0;
         }
     }
 }
@@ -5824,7 +5950,7 @@ void Int8Gemm::run(int64_t m0, int64_t m1, int64_t n, int64_t k, const int8_t* p
             const int64_t first = i0 < m0 ? m0 : i0, last = i0 + mr_ < m1 ? i0 + mr_ : m1;
             params.bias = rq.bias + first;
             params.scale = rq.scale + first;
-            const int8_t* ap = packed_a + i0 * groups * 4 * a_bytes_;
+            const int8_t* ap = packed_a + (size_t)(i0 / mr_) * panel_a_bytes(k);
             uint8_t* ct = c + first * ldc + j0;
             if (first == i0 && tiles_ && (masked_ || cols == nr_)) {
                 tiles_[last - first - 1](ap, bp, ct, ldc, groups, &params);

@@ -85,6 +85,7 @@ TEST_CASE("int8 gemm: every tail of M, N and K, parts of the rows, target and po
     REQUIRE(portable.init(Isa::Ref) == Status::Ok);
     CHECK(!portable.jit());
     if (default_isa() == Isa::Avx2 || default_isa() == Isa::Avx512) CHECK(target.jit());
+    if (default_isa() == Isa::Neon) CHECK(target.jit() == arm_features().dot_product);
     uint32_t seed = 1;
     for (const Int8Gemm* gemm : {&target, &portable}) {
         const int64_t mr = gemm->mr(), nr = gemm->nr();
