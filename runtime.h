@@ -14366,7 +14366,7 @@ inline Status run_qconv(const RunContext& c) {
 
 // >>int8 cpu
 // The CPU device's quantized steps, made after build_cpu's steps (cpu_int8_steps):
-// - A QDQ Conv group, DequantizeLinear(x: uint8) -> Conv (float weights: the weight
+// - A QDQ Conv or MatMul group, DequantizeLinear(x: uint8) -> Conv or MatMul (float weights: the weight
 //   DequantizeLinear is folded by prepare) -> optional Relu or Clip -> QuantizeLinear (uint8),
 //   scales and zero points per tensor, becomes one step from x's uint8 tensor to the
 //   QuantizeLinear's: Int8Gemm with int32 accumulators, the activation folded into the
@@ -14625,10 +14625,18 @@ inline bool int8_find_group(const PreparedModel& model, NodeId q, Int8Group* gro
         producer = g.node(act).inputs[0].producer;
     }
     const Node& conv = g.node(producer);
-    if (!(conv.op == StringView("Conv")) || model.kernel(producer) != find_builtin_kernel(conv.op)) return false;
+    const bool matmul = conv.op == StringView("MatMul");
+    if (!(conv.op == StringView("Conv") || matmul) || model.kernel(producer) != find_builtin_kernel(conv.op)) return false;
     if (!int8_single_reader(g, producer, act != kNoNode ? act : q)) return false;
-    const ConvState* cst = static_cast<const ConvState*>(model.kernel_state(producer));
-    if (!cst || cst->depth == 0 || cst->group_maps == 0) return false;
+    if (matmul) {   // x [..., m, k] times a constant w [k, n]
+        const MatMulState* mst = static_cast<const MatMulState*>(model.kernel_state(producer));
+        const TensorDesc& wd = model.value_desc(model.value_id(conv.inputs[1].producer, conv.inputs[1].port));
+        const TensorDesc& xd = model.value_desc(model.value_id(conv.inputs[0].producer, conv.inputs[0].port));
+        if (!mst || wd.rank != 2 || xd.rank < 2 || mst->m == 0 || mst->n == 0 || mst->k == 0 || mst->batch == 0) return false;
+    } else {
+        const ConvState* cst = static_cast<const ConvState*>(model.kernel_state(producer));
+        if (!cst || cst->depth == 0 || cst->group_maps == 0) return false;
+    }
     if (!cpu_constant_input(model, producer, 1)) return false;
     if (conv.num_inputs > 2 && model.value_desc(model.value_id(conv.inputs[2].producer, conv.inputs[2].port)).type !=
                                    ElementType::Undefined && !cpu_constant_input(model, producer, 2))
@@ -14670,7 +14678,48 @@ inline bool int8_activation_range(const PreparedModel& model, NodeId act, double
     return *lo <= *hi;
 }
 
-// A group's int8 weights (maps x depth), int32 biases without x's zero point, requantization
+inline bool g_is_conv(const PreparedModel& model, NodeId id) { return model.model.graph.node(id).op == StringView("Conv"); }
+
+// A QDQ MatMul x [rows, k] times w [k, n]: Int8Gemm on the transposed product (A = w^T, the
+// weights' maps as rows; B = x^T packed from x's rows), a block of x's rows at a time, the
+// block's [n x rows] result transposed into y.
+struct Int8MatMulState {
+    Int8Gemm gemm;
+    int64_t rows = 0, n = 0, k = 0;
+    const int8_t* packed = nullptr;
+    const int32_t* bias = nullptr;
+    const float* scale = nullptr;
+    Int8Requant rq;
+    int64_t block = 0;
+    size_t panel_bytes = 0, result_bytes = 0, slot_bytes = 0;
+    uint32_t slots = 1;
+};
+
+inline Status run_int8_matmul(const RunContext& c) {
+    const Int8MatMulState& st = *static_cast<const Int8MatMulState*>(c.state);
+    const uint8_t* x = c.inputs[0].as<const uint8_t>();
+    uint8_t* y = c.outputs[0].as<uint8_t>();
+    const int64_t blocks = (st.rows + st.block - 1) / st.block;
+    nn_parallel(c, (uint64_t)blocks, [&](uint64_t slot, uint64_t begin, uint64_t end) {
+        uint8_t* panel = static_cast<uint8_t*>(c.scratch) + slot * st.slot_bytes;
+        uint8_t* result = panel + st.panel_bytes;
+        for (uint64_t b = begin; b < end; ++b) {
+            const int64_t r0 = (int64_t)b * st.block, count = st.rows - r0 < st.block ? st.rows - r0 : st.block;
+            st.gemm.pack_b_columns(st.k, count, x + r0 * st.k, st.k, panel);
+            Int8Requant rq = st.rq;
+            rq.bias = st.bias;
+            rq.scale = st.scale;
+            st.gemm.run(0, st.n, count, st.k, st.packed, panel, rq, result, count);
+            for (int64_t r = 0; r < count; ++r) {
+                uint8_t* yr = y + (r0 + r) * st.n;
+                for (int64_t j = 0; j < st.n; ++j) yr[j] = result[j * count + r];
+            }
+        }
+    }, st.slots);
+    return Status::Ok;
+}
+
+
 // scales and clamp, in the program's arena; false when out of memory.
 struct Int8Weights {
     int8_t* q = nullptr;
@@ -14681,15 +14730,14 @@ struct Int8Weights {
     int32_t x_zero_point = 0;
 };
 
-inline bool int8_weights(ReferenceProgram* p, const PreparedModel& model, const Int8Group& group, int64_t maps,
-                         int64_t depth, Int8Weights* out) {
+inline bool int8_weights(ReferenceProgram* p, const PreparedModel& model, const Int8Group& group, const float* w,
+                         int64_t maps, int64_t depth, Int8Weights* out) {
     float sx, sy;
     int32_t zx, zy;
     int8_tensor_params(model, group.dequantize, ElementType::UInt8, &sx, &zx);
     int8_tensor_params(model, group.quantize, ElementType::UInt8, &sy, &zy);
     out->x_zero_point = zx;
-    const float* w = cpu_constant_input(model, group.conv, 1);
-    const float* b = cpu_constant_input(model, group.conv, 2);
+    const float* b = g_is_conv(model, group.conv) ? cpu_constant_input(model, group.conv, 2) : nullptr;
     out->q = static_cast<int8_t*>(p->arena.allocate((size_t)(maps * depth) + 1, 64));
     out->bias = p->arena.allocate_array<int32_t>((size_t)maps + 1);
     out->scale = p->arena.allocate_array<float>((size_t)maps + 1);
@@ -14731,7 +14779,7 @@ inline Int8DepthwiseState* int8_depthwise_state(ReferenceProgram* p, const Prepa
     const ConvState& cst = *static_cast<const ConvState*>(model.kernel_state(group.conv));
     Int8DepthwiseState* st = p->arena.allocate_array<Int8DepthwiseState>(1);
     Int8Weights wq;
-    if (!st || !int8_weights(p, model, group, cst.maps, cst.depth, &wq)) return nullptr;
+    if (!st || !int8_weights(p, model, group, cpu_constant_input(model, group.conv, 1), cst.maps, cst.depth, &wq)) return nullptr;
     new (st) Int8DepthwiseState();
     st->w = cst.w;
     st->batch = cst.batch;
@@ -14744,6 +14792,49 @@ inline Int8DepthwiseState* int8_depthwise_state(ReferenceProgram* p, const Prepa
     st->scale = wq.scale;
     st->rq = wq.rq;
     st->slots = p->threads ? p->threads : 1;
+    return st;
+}
+
+inline Int8MatMulState* int8_matmul_state(ReferenceProgram* p, const PreparedModel& model, const Int8Group& group, Isa isa) {
+    const MatMulState& mst = *static_cast<const MatMulState*>(model.kernel_state(group.conv));
+    Int8MatMulState* st = p->arena.allocate_array<Int8MatMulState>(1);
+    if (!st) return nullptr;
+    new (st) Int8MatMulState();
+    if (st->gemm.init(isa) != Status::Ok && st->gemm.init(Isa::Ref) != Status::Ok) return nullptr;
+    st->rows = mst.batch * mst.m;
+    st->n = mst.n;
+    st->k = mst.k;
+    const float* w = cpu_constant_input(model, group.conv, 1);
+    Arena scratch;
+    float* wt = scratch.allocate_array<float>((size_t)(st->n * st->k) + 1);   // w^T: a row per map
+    if (!wt) return nullptr;
+    for (int64_t p0 = 0; p0 < st->k; ++p0)
+        for (int64_t j = 0; j < st->n; ++j) wt[j * st->k + p0] = w[p0 * st->n + j];
+    Int8Weights wq;
+    if (!int8_weights(p, model, group, wt, st->n, st->k, &wq)) return nullptr;
+    for (int64_t m = 0; m < st->n; ++m) {
+        double bias = (double)wq.bias[m] - (double)wq.x_zero_point * (double)wq.sums[m];
+        wq.bias[m] = (int32_t)(bias < -2147483648.0 ? -2147483648.0 : bias > 2147483647.0 ? 2147483647.0 : bias);
+    }
+    st->bias = wq.bias;
+    st->scale = wq.scale;
+    st->rq = wq.rq;
+    int8_t* packed = static_cast<int8_t*>(p->arena.allocate(st->gemm.packed_a_bytes(st->n, st->k) + 64, 64));
+    if (!packed) return nullptr;
+    st->gemm.pack_a(st->n, st->k, wq.q, st->k, packed);
+    st->packed = packed;
+    // Rows per block: the packed panel in half of L2, at least 4 tiles; every thread a block.
+    st->slots = p->threads ? p->threads : 1;
+    const int64_t nr = st->gemm.nr();
+    int64_t block = (int64_t)(cpu_cache_sizes().l2 / 2 / (uint64_t)(Int8Gemm::k_groups(st->k) * 4)) / nr * nr;
+    if (block < 4 * nr) block = 4 * nr;
+    if ((st->rows + block - 1) / block < (int64_t)st->slots)
+        block = ((st->rows + st->slots - 1) / st->slots + nr - 1) / nr * nr;
+    if (block > st->rows) block = st->rows;
+    st->block = block;
+    st->panel_bytes = (st->gemm.packed_b_bytes(st->k, block) + 63) & ~(size_t)63;
+    st->result_bytes = ((size_t)(st->n * block) + 63) & ~(size_t)63;
+    st->slot_bytes = st->panel_bytes + st->result_bytes;
     return st;
 }
 
@@ -14765,7 +14856,7 @@ inline Int8ConvState* int8_conv_state(ReferenceProgram* p, const PreparedModel& 
     st->direct = cst.direct;
     const int64_t maps = st->maps, depth = st->depth;
     Int8Weights wq;
-    if (!int8_weights(p, model, group, maps, depth, &wq)) return nullptr;
+    if (!int8_weights(p, model, group, cpu_constant_input(model, group.conv, 1), maps, depth, &wq)) return nullptr;
     st->x_zero_point = (uint8_t)wq.x_zero_point;
     st->bias = wq.bias;
     st->scale = wq.scale;
@@ -14983,18 +15074,23 @@ inline Status cpu_int8_steps(ReferenceProgram* p, const PreparedModel& model, Is
     }
     for (uint32_t k = 0; k < group_count; ++k) {
         const Int8Group& group = groups[k];
-        const ConvState& cst = *static_cast<const ConvState*>(model.kernel_state(group.conv));
         ProgramStep& step = p->steps_[group.step];
         uint32_t* reads = p->arena.allocate_array<uint32_t>(1);
         if (!reads) return Status::OutOfMemory;
         const Node& dn = g.node(group.dequantize);
         reads[0] = model.value_id(dn.inputs[0].producer, dn.inputs[0].port);
         step.reads = Span<const uint32_t>(reads, 1);
-        if (cst.depthwise) {
+        const ConvState* cst = g_is_conv(model, group.conv) ? static_cast<const ConvState*>(model.kernel_state(group.conv)) : nullptr;
+        if (!cst) {
+            Int8MatMulState* st = int8_matmul_state(p, model, group, isa);
+            if (!st) return Status::OutOfMemory;
+            TESSEL_TRY(int8_use(p, group.step, run_int8_matmul, st, "MatMul", st->gemm.jit() ? st->gemm.isa() : Isa::Ref,
+                                (size_t)st->slots * st->slot_bytes));
+        } else if (cst->depthwise) {
             Int8DepthwiseState* st = int8_depthwise_state(p, model, group);
             if (!st) return Status::OutOfMemory;
             TESSEL_TRY(int8_use(p, group.step, run_int8_depthwise, st, "DepthwiseConv", Isa::Ref,
-                                (size_t)st->slots * (size_t)((cst.w.out[2] + 15) & ~15) * sizeof(int32_t)));
+                                (size_t)st->slots * (size_t)((cst->w.out[2] + 15) & ~15) * sizeof(int32_t)));
         } else {
             Int8ConvState* st = int8_conv_state(p, model, group, isa);
             if (!st) return Status::OutOfMemory;

@@ -646,6 +646,8 @@ public:
     // A[i][p] at a[i * a_row + p]; B[p][j] at b[p * b_row + j] (rows of B contiguous).
     void pack_a(int64_t m, int64_t k, const int8_t* a, int64_t a_row, int8_t* packed) const;
     void pack_b(int64_t k, int64_t n, const uint8_t* b, int64_t b_row, uint8_t* packed) const;
+    // B given by columns: B[p][j] at b[j * b_col + p] (a row-major activation matrix, transposed).
+    void pack_b_columns(int64_t k, int64_t n, const uint8_t* b, int64_t b_col, uint8_t* packed) const;
     // Rows [m0, m1) of C from packed A and B (panels of B for columns [0, n)); row i of C at
     // c + i * ldc. Requant's arrays are indexed by the row of C. Never allocates.
     void run(int64_t m0, int64_t m1, int64_t n, int64_t k, const int8_t* packed_a, const uint8_t* packed_b,
@@ -5927,6 +5929,22 @@ void Int8Gemm::pack_b(int64_t k, int64_t n, const uint8_t* b, int64_t b_row, uin
             for (int64_t j = 0; j < nr_; ++j)
                 for (int64_t q = 0; q < 4; ++q) packed[j * 4 + q] = rows[q] && j < w ? rows[q][j] ^ flip : 0;
         }
+    }
+}
+
+void Int8Gemm::pack_b_columns(int64_t k, int64_t n, const uint8_t* b, int64_t b_col, uint8_t* packed) const {
+    const int64_t groups = k_groups(k), whole = k / 4;
+    const uint32_t flip = signed_b_ ? 0x80808080u : 0u;
+    for (int64_t j0 = 0; j0 < n; j0 += nr_) {
+        const int64_t w = n - j0 < nr_ ? n - j0 : nr_;
+        for (int64_t g = 0; g < groups; ++g, packed += 4 * nr_)
+            for (int64_t j = 0; j < nr_; ++j) {
+                uint32_t v = 0;   // four consecutive bytes of a column: one word
+                if (j < w && g < whole) std::memcpy(&v, b + (j0 + j) * b_col + g * 4, 4);
+                else if (j < w) std::memcpy(&v, b + (j0 + j) * b_col + g * 4, (size_t)(k - g * 4));
+                v = j < w ? v ^ (g < whole ? flip : flip >> (8 * (4 - (k - g * 4)))) : 0;
+                std::memcpy(packed + 4 * j, &v, 4);
+            }
     }
 }
 

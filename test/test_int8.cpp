@@ -351,3 +351,64 @@ TEST_CASE("int8: what the int8 path does not take keeps its reference results an
     for (Isa isa : {Isa::Ref, Isa::Sse41, Isa::Avx2, Isa::Avx512, Isa::Neon})
         if (!isa_available(isa)) CHECK(gemm.init(isa) == Status::Unsupported);
 }
+
+TEST_CASE("int8: QDQ MatMul groups on the CPU device: batches, tails of K and N, Relu, 1 and 2 threads") {
+    struct Case { Shape x; int64_t n; bool relu; };
+    const std::vector<Case> cases = {{{2, 5, 37}, 19, false}, {{1, 70, 64}, 48, true}, {{3, 19}, 7, false}, {{1, 200, 130}, 100, true}};
+    uint32_t seed = 900;
+    for (const Case& cc : cases) {
+        CAPTURE(seed);
+        std::mt19937 rng(seed++);
+        const int64_t k = cc.x.back(), n = cc.n, rows = count_of(cc.x) / k;
+        std::vector<uint8_t> x((size_t)count_of(cc.x));
+        for (uint8_t& v : x) v = (uint8_t)(rng() % 256);
+        std::vector<int8_t> q((size_t)(k * n));
+        std::vector<float> w(q.size()), sw((size_t)n);
+        for (int64_t j = 0; j < n; ++j) sw[(size_t)j] = std::ldexp(1.0f + (float)(rng() % 100) / 100.0f, -8);
+        for (int8_t& v : q) v = (int8_t)((int)(rng() % 255) - 127);
+        for (int64_t j = 0; j < n; ++j) q[(size_t)((rng() % k) * n + j)] = 127;   // each column reaches 127
+        for (size_t i = 0; i < q.size(); ++i) w[i] = (float)q[i] * sw[i % (size_t)n];
+        const float sx = 0.03f, sy = 0.2f;
+        const uint8_t zx = 90, zy = 60;
+        std::vector<uint8_t> want((size_t)(rows * n));
+        for (int64_t r = 0; r < rows; ++r)
+            for (int64_t j = 0; j < n; ++j) {
+                int32_t acc = 0;
+                for (int64_t p = 0; p < k; ++p) acc += ((int32_t)x[(size_t)(r * k + p)] - zx) * q[(size_t)(p * n + j)];
+                const float scale = (float)((double)sx * (double)sw[(size_t)j] / (double)sy);
+                want[(size_t)(r * n + j)] = int8_requantize(acc, 0, scale, cc.relu ? 0.0f : -(float)zy, 255.0f - zy, zy);
+            }
+        for (uint32_t threads : {1u, 2u}) {
+            CAPTURE(threads);
+            OpTest t;
+            t.opset = 13;
+            InputRef xin = t.input(cc.x, x);
+            NodeId dq = t.op("DequantizeLinear", {xin, t.constant(Shape{}, std::vector<float>{sx}), t.constant(Shape{}, std::vector<uint8_t>{zx})});
+            NodeId mm = t.op("MatMul", {InputRef::by_id(dq), t.constant(Shape{k, n}, w)});
+            if (cc.relu) mm = t.op("Relu", {InputRef::by_id(mm)});
+            t.op("QuantizeLinear", {InputRef::by_id(mm), t.constant(Shape{}, std::vector<float>{sy}), t.constant(Shape{}, std::vector<uint8_t>{zy})});
+            REQUIRE(t.model.add_output("y", InputRef::by_id(t.node, 0)) == Status::Ok);
+            REQUIRE(t.model.finalize() == Status::Ok);
+            Core core;
+            CompiledModel compiled;
+            std::string count = std::to_string(threads);
+            ConfigEntry config[] = {{"NUM_THREADS", StringView(count.c_str())}, {"PERF_COUNT", "YES"}};
+            REQUIRE(core.compile_model(t.model, "CPU", Span<const ConfigEntry>(config, 2), &compiled) == Status::Ok);
+            InferRequest request;
+            REQUIRE(compiled.create_request(&request) == Status::Ok);
+            std::memcpy(request.input(0).data(), x.data(), x.size());
+            uint64_t before = tessel_test::allocation_count();
+            REQUIRE(request.infer() == Status::Ok);
+            CHECK(tessel_test::allocation_count() == before);
+            std::string kernels;
+            for (const ProfileEntry& e : request.profiling_info()) kernels += std::string(e.kernel) + " ";
+            INFO(kernels);
+            CHECK(kernels.find(":MatMul") != std::string::npos);
+            const uint8_t* y = request.output(0).data_as<uint8_t>();
+            int64_t bad = 0;
+            for (size_t i = 0; i < want.size(); ++i)
+                if (y[i] != want[i] && bad++ < 5) MESSAGE("y[" << i << "] = " << (int)y[i] << ", want " << (int)want[i]);
+            CHECK(bad == 0);
+        }
+    }
+}
