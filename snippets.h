@@ -698,6 +698,9 @@ private:
 #if defined(__linux__)
 #include <unistd.h>   // sysconf: cache sizes where there is no CPUID
 #endif
+#if defined(__SSE2__)
+#include <emmintrin.h>   // Int8Gemm's packing (x86-64's baseline)
+#endif
 
 namespace tessel {
 namespace detail {
@@ -5917,6 +5920,22 @@ void Int8Gemm::pack_b(int64_t k, int64_t n, const uint8_t* b, int64_t b_row, uin
             const uint8_t* rows[4];
             for (int64_t q = 0; q < 4; ++q) rows[q] = g * 4 + q < k ? b + (g * 4 + q) * b_row + j0 : nullptr;
             const uint8_t flip = signed_b_ ? 0x80 : 0;
+#if defined(__SSE2__)
+            if (w == nr_ && rows[3] && nr_ % 16 == 0 && !flip) {   // 16 columns of 4 rows: two rounds of unpacks
+                for (int64_t j = 0; j < nr_; j += 16) {
+                    auto load = [&](int q) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[q] + j)); };
+                    const __m128i r0 = load(0), r1 = load(1), r2 = load(2), r3 = load(3);
+                    const __m128i a0 = _mm_unpacklo_epi8(r0, r1), a1 = _mm_unpackhi_epi8(r0, r1);
+                    const __m128i b0 = _mm_unpacklo_epi8(r2, r3), b1 = _mm_unpackhi_epi8(r2, r3);
+                    __m128i* dst = reinterpret_cast<__m128i*>(packed + j * 4);
+                    _mm_storeu_si128(dst + 0, _mm_unpacklo_epi16(a0, b0));
+                    _mm_storeu_si128(dst + 1, _mm_unpackhi_epi16(a0, b0));
+                    _mm_storeu_si128(dst + 2, _mm_unpacklo_epi16(a1, b1));
+                    _mm_storeu_si128(dst + 3, _mm_unpackhi_epi16(a1, b1));
+                }
+                continue;
+            }
+#endif
             if (w == nr_ && rows[3]) {   // the common case: four whole rows interleaved
                 for (int64_t j = 0; j < nr_; ++j) {
                     packed[j * 4 + 0] = rows[0][j] ^ flip;
