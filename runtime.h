@@ -112,6 +112,7 @@
    >>center crop pad, max unpool and upsample  CenterCropPad, MaxUnpool, Upsample
    >>lp pool and lrn                  LpPool, LRN (kSpatialKernels: the sections from grid sample)
    >>quantization ops                 QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, integer MatMul/Conv
+   >>int8 cpu                         QDQ Conv groups on Int8Gemm, fast per-tensor Quantize/DequantizeLinear
    >>compress                         Compress (constant condition)
    >>more math ops                    Celu, CumProd, Det, Einsum
    >>tfidf vectorizer                 TfIdfVectorizer (integer n-grams); kQuantKernels
@@ -852,6 +853,11 @@ void destroy(T* object) {
 #include <cstring>
 #include <mutex>
 #include <thread>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#elif defined(__ARM_NEON)
+#include <arm_neon.h>
+#endif
 #ifdef TESSEL_USE_MICROPROFILE
 #include <microprofile.h>
 #endif
@@ -2415,6 +2421,9 @@ inline bool cpu_attach_epilogue(ReferenceProgram* p, const GemmEpilogue** slot, 
                                 uint32_t results, uint32_t source, uint32_t op_inputs, int64_t segment, uint32_t fused_nodes);
 // Pooling, global pooling, softmax and Resize on the CPU's own kernels (>>cpu ops), the same way.
 inline Status cpu_ops_step(ReferenceProgram* p, const PreparedModel& model, NodeId id, Isa isa);
+// QDQ Conv groups as int8 steps and fast per-tensor Quantize/DequantizeLinear (>>int8 cpu):
+// rewrites the finished program's steps.
+inline Status cpu_int8_steps(ReferenceProgram* p, const PreparedModel& model, Isa isa);
 
 // The CPU program: a private graph of the subgraph (external inputs become Parameters, and
 // each one-element float Constant a private Constant per reader, so it can join the reader's
@@ -2731,6 +2740,7 @@ inline Status CpuDevice::build_cpu(ReferenceProgram* p, const PreparedModel& mod
             }
     }
     (void)members;
+    if (fusion && cpu_int8_steps(p, model, target) != Status::Ok) return fail(Status::OutOfMemory, "CPU: out of memory for int8 steps");
     return Status::Ok;
 }
 
@@ -15392,6 +15402,779 @@ inline Status run_qconv(const RunContext& c) {
             }
         }
     });
+    return Status::Ok;
+}
+
+}  // namespace detail
+
+// >>int8 cpu
+// The CPU device's quantized steps, made after build_cpu's steps (cpu_int8_steps):
+// - A QDQ Conv or MatMul group, DequantizeLinear(x: uint8) -> Conv or MatMul (float weights: the weight
+//   DequantizeLinear is folded by prepare) -> optional Relu or Clip -> QuantizeLinear (uint8),
+//   scales and zero points per tensor, becomes one step from x's uint8 tensor to the
+//   QuantizeLinear's: Int8Gemm with int32 accumulators, the activation folded into the
+//   requantization's clamp (depthwise Convs: int32 rows tap by tap, the same requantization).
+//   The steps of the group's float values are dropped (the
+//   DequantizeLinear's too when only such groups read it).
+//   The int8 weights are made again from the folded floats: per output map, symmetric, the
+//   largest magnitude at 127. For symmetric int8 weights with that range (tools/quantize.py,
+//   onnxruntime's per-channel default) this gives back the model's integers exactly; other
+//   weights get a grid at least as fine. The float bias becomes int32 at s_x * s_w[map],
+//   rounded half to even, with -x_zero_point * sum(weights of the map) folded in.
+// - The remaining QuantizeLinear (float32 -> uint8/int8) and DequantizeLinear (uint8/int8 ->
+//   float32) with one constant scale and zero point run a vectorizable loop, bit for bit the
+//   reference's results (x / scale in float32, ties to even; (x - zero point) * scale with one
+//   rounding).
+namespace detail {
+
+struct Int8ConvState {
+    Int8Gemm gemm;
+    Window w;
+    int64_t batch = 0, channels = 0, maps = 0, groups = 1, group_channels = 0, group_maps = 0, depth = 0;
+    bool direct = false;
+    uint8_t x_zero_point = 0;
+    const int8_t* packed = nullptr;    // per group: packed_a_bytes apart
+    size_t packed_bytes = 0;
+    int32_t* bias = nullptr;           // per map
+    float* scale = nullptr;            // per map
+    Int8Requant rq;
+    int64_t block = 0;                 // output positions per work unit (a multiple of nr)
+    size_t rows_bytes = 0, panel_bytes = 0, slot_bytes = 0;
+    uint32_t slots = 1, parts = 1;
+};
+
+// Columns [p0, p0 + count) of the uint8 im2col matrix of one group's planes; padding reads as
+// `pad` (x's zero point, a real zero).
+inline void int8_im2col(const Window& w, int64_t channels, const uint8_t* x, int64_t p0, int64_t count, uint8_t pad,
+                        uint8_t* col) {
+    const int64_t plane = w.in_size();
+    uint8_t* dst = col;
+    for (int64_t ci = 0; ci < channels; ++ci)
+        for (int64_t k0 = 0; k0 < w.kernel[0]; ++k0)
+            for (int64_t k1 = 0; k1 < w.kernel[1]; ++k1)
+                for (int64_t k2 = 0; k2 < w.kernel[2]; ++k2, dst += count) {
+                    const uint8_t* xc = x + ci * plane;
+                    for (int64_t q = 0; q < count;) {   // one run per output row
+                        int64_t p = p0 + q, o2 = p % w.out[2], o1 = p / w.out[2] % w.out[1], o0 = p / w.out[2] / w.out[1];
+                        int64_t run = w.out[2] - o2 < count - q ? w.out[2] - o2 : count - q;
+                        int64_t i0 = o0 * w.stride[0] - w.pad_begin[0] + k0 * w.dilation[0];
+                        int64_t i1 = o1 * w.stride[1] - w.pad_begin[1] + k1 * w.dilation[1];
+                        if (i0 < 0 || i0 >= w.in[0] || i1 < 0 || i1 >= w.in[1]) {
+                            std::memset(dst + q, pad, (size_t)run);
+                        } else {
+                            const uint8_t* row = xc + (i0 * w.in[1] + i1) * w.in[2];
+                            int64_t i2 = o2 * w.stride[2] - w.pad_begin[2] + k2 * w.dilation[2];
+                            const int64_t s = w.stride[2];
+                            if (s == 1 && i2 >= 0 && i2 + run <= w.in[2]) {
+                                std::memcpy(dst + q, row + i2, (size_t)run);
+                            } else {
+                                for (int64_t t = 0; t < run; ++t, i2 += s) dst[q + t] = i2 >= 0 && i2 < w.in[2] ? row[i2] : pad;
+                            }
+                        }
+                        q += run;
+                    }
+                }
+}
+
+inline Status run_int8_conv(const RunContext& c) {
+    const Int8ConvState& st = *static_cast<const Int8ConvState*>(c.state);
+    const uint8_t* x = c.inputs[0].as<const uint8_t>();
+    uint8_t* y = c.outputs[0].as<uint8_t>();
+    const int64_t in_plane = st.w.in_size(), positions = st.w.out_size();
+    if (positions == 0 || st.batch == 0) return Status::Ok;
+    const int64_t blocks = (positions + st.block - 1) / st.block;
+    const uint32_t parts = st.parts;
+    nn_parallel(c, (uint64_t)(st.batch * st.groups * blocks) * parts, [&](uint64_t slot, uint64_t begin, uint64_t end) {
+        uint8_t* rows = static_cast<uint8_t*>(c.scratch) + slot * st.slot_bytes;
+        uint8_t* panel = rows + st.rows_bytes;
+        for (uint64_t work = begin; work < end; ++work) {
+            const uint64_t unit = work / parts, part = work % parts;
+            int64_t blk = (int64_t)unit % blocks, g = (int64_t)unit / blocks % st.groups;
+            int64_t n = (int64_t)unit / blocks / st.groups;
+            int64_t p0 = blk * st.block, count = positions - p0 < st.block ? positions - p0 : st.block;
+            const uint8_t* xg = x + (n * st.channels + g * st.group_channels) * in_plane;
+            if (st.direct) {
+                st.gemm.pack_b(st.depth, count, xg + p0, in_plane, panel);
+            } else {
+                int8_im2col(st.w, st.group_channels, xg, p0, count, st.x_zero_point, rows);
+                st.gemm.pack_b(st.depth, count, rows, count, panel);
+            }
+            // This part's rows of maps (whole tiles; all of them when parts is 1).
+            const int64_t tiles = (st.group_maps + st.gemm.mr() - 1) / st.gemm.mr();
+            const int64_t m0 = std::min<int64_t>(st.group_maps, (int64_t)part * tiles / parts * st.gemm.mr());
+            const int64_t m1 = std::min<int64_t>(st.group_maps, (int64_t)(part + 1) * tiles / parts * st.gemm.mr());
+            Int8Requant rq = st.rq;
+            rq.bias = st.bias + g * st.group_maps;
+            rq.scale = st.scale + g * st.group_maps;
+            st.gemm.run(m0, m1, count, st.depth, st.packed + (size_t)g * st.packed_bytes, panel, rq,
+                        y + (n * st.maps + g * st.group_maps) * positions + p0, positions);
+        }
+    }, st.slots);
+    return Status::Ok;
+}
+
+// Requantizes a row of int32 accumulators (bias of the map already added) into uint8, as
+// int8_requantize does element by element.
+inline void int8_requantize_row(const int32_t* acc, int64_t count, float scale, const Int8Requant& rq, uint8_t* y) {
+    int64_t j = 0;
+#if defined(__SSE2__)
+    const __m128 vs = _mm_set1_ps(scale), vlo = _mm_set1_ps(rq.lo), vhi = _mm_set1_ps(rq.hi), vm = _mm_set1_ps(12582912.0f);
+    const __m128i vz = _mm_set1_epi32(rq.zero_point);
+    auto one = [&](int64_t k) {
+        __m128 v = _mm_mul_ps(_mm_cvtepi32_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(acc + k))), vs);
+        v = _mm_min_ps(_mm_max_ps(v, vlo), vhi);
+        return _mm_add_epi32(_mm_cvttps_epi32(_mm_sub_ps(_mm_add_ps(v, vm), vm)), vz);
+    };
+    for (; j + 16 <= count; j += 16) {
+        __m128i a = _mm_packs_epi32(one(j), one(j + 4)), b = _mm_packs_epi32(one(j + 8), one(j + 12));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(y + j), _mm_packus_epi16(a, b));
+    }
+#endif
+    for (; j < count; ++j) y[j] = int8_requantize(acc[j], 0, scale, rq.lo, rq.hi, rq.zero_point);
+}
+
+// acc[j] += w * (x[j * stride] - zero point) for j in [0, count): exact int32 products.
+inline void int8_tap_row(int32_t* acc, const uint8_t* x, int64_t count, int64_t stride, int32_t w, int32_t zero_point) {
+    int64_t j = 0;
+#if defined(__SSE2__)
+    if (stride == 1) {
+        const __m128i vw = _mm_set1_epi16((short)w), vz = _mm_set1_epi16((short)zero_point), zero = _mm_setzero_si128();
+        for (; j + 8 <= count; j += 8) {
+            __m128i xs = _mm_sub_epi16(_mm_unpacklo_epi8(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(x + j)), zero), vz);
+            __m128i lo = _mm_mullo_epi16(xs, vw), hi = _mm_mulhi_epi16(xs, vw);   // |x - z| w < 2^15 * 2^8: 32-bit products
+            __m128i* a = reinterpret_cast<__m128i*>(acc + j);
+            _mm_storeu_si128(a, _mm_add_epi32(_mm_loadu_si128(a), _mm_unpacklo_epi16(lo, hi)));
+            _mm_storeu_si128(a + 1, _mm_add_epi32(_mm_loadu_si128(a + 1), _mm_unpackhi_epi16(lo, hi)));
+        }
+    }
+#endif
+    for (; j < count; ++j) acc[j] += w * ((int32_t)x[j * stride] - zero_point);
+}
+
+// A depthwise QDQ Conv: per map, tap by tap over int32 rows (a slot's scratch), then the row
+// requantized. Taps outside the input add nothing: x - zero point is a real zero there.
+struct Int8DepthwiseState {
+    Window w;
+    int64_t batch = 0, channels = 0, maps = 0, group_maps = 1;
+    int32_t x_zero_point = 0;
+    const int8_t* weights = nullptr;   // maps x taps
+    const int32_t* bias = nullptr;
+    const float* scale = nullptr;
+    Int8Requant rq;
+    uint32_t slots = 1;
+};
+
+inline Status run_int8_depthwise(const RunContext& c) {
+    const Int8DepthwiseState& st = *static_cast<const Int8DepthwiseState*>(c.state);
+    const Window& w = st.w;
+    const uint8_t* x = c.inputs[0].as<const uint8_t>();
+    uint8_t* y = c.outputs[0].as<uint8_t>();
+    const int64_t in_plane = w.in_size(), out_plane = w.out_size(), taps = w.kernel_size();
+    nn_parallel(c, (uint64_t)(st.batch * st.maps), [&](uint64_t slot, uint64_t begin, uint64_t end) {
+        int32_t* acc = static_cast<int32_t*>(c.scratch) + slot * (uint64_t)((w.out[2] + 15) & ~15);
+        for (uint64_t unit = begin; unit < end; ++unit) {
+            const int64_t n = (int64_t)unit / st.maps, m = (int64_t)unit % st.maps;
+            const uint8_t* xc = x + (n * st.channels + m / st.group_maps) * in_plane;
+            const int8_t* wm = st.weights + m * taps;
+            uint8_t* ym = y + (n * st.maps + m) * out_plane;
+            for (int64_t o0 = 0; o0 < w.out[0]; ++o0)
+                for (int64_t o1 = 0; o1 < w.out[1]; ++o1) {
+                    for (int64_t j = 0; j < w.out[2]; ++j) acc[j] = st.bias[m];
+                    for (int64_t k0 = 0; k0 < w.kernel[0]; ++k0) {
+                        const int64_t i0 = o0 * w.stride[0] - w.pad_begin[0] + k0 * w.dilation[0];
+                        if (i0 < 0 || i0 >= w.in[0]) continue;
+                        for (int64_t k1 = 0; k1 < w.kernel[1]; ++k1) {
+                            const int64_t i1 = o1 * w.stride[1] - w.pad_begin[1] + k1 * w.dilation[1];
+                            if (i1 < 0 || i1 >= w.in[1]) continue;
+                            const uint8_t* row = xc + (i0 * w.in[1] + i1) * w.in[2];
+                            for (int64_t k2 = 0; k2 < w.kernel[2]; ++k2) {
+                                // the outputs j whose input column j * s + base lies in [0, in[2])
+                                const int64_t base = k2 * w.dilation[2] - w.pad_begin[2], s = w.stride[2];
+                                int64_t lo = base >= 0 ? 0 : (-base + s - 1) / s;
+                                int64_t hi = w.in[2] - 1 - base < 0 ? 0 : (w.in[2] - 1 - base) / s + 1;
+                                if (hi > w.out[2]) hi = w.out[2];
+                                if (lo >= hi) continue;
+                                const int32_t wv = wm[(k0 * w.kernel[1] + k1) * w.kernel[2] + k2];
+                                int8_tap_row(acc + lo, row + lo * s + base, hi - lo, s, wv, st.x_zero_point);
+                            }
+                        }
+                    }
+                    int8_requantize_row(acc, w.out[2], st.scale[m], st.rq, ym + (o0 * w.out[1] + o1) * w.out[2]);
+                }
+        }
+    }, st.slots);
+    return Status::Ok;
+}
+
+// A single float32 (or uint8/int8 zero point) constant at node input i, or false.
+inline bool int8_scalar_input(const PreparedModel& model, NodeId id, uint32_t i, ElementType type, double* value) {
+    const Node& node = model.model.graph.node(id);
+    if (i >= node.num_inputs) return false;
+    uint32_t v = model.value_id(node.inputs[i].producer, node.inputs[i].port);
+    const TensorDesc& d = model.value_desc(v);
+    const void* data = model.constant(v);
+    uint64_t count = 0;
+    if (!data || d.type != type || !desc_elements(d, &count) || count != 1) return false;
+    if (type == ElementType::Float32) *value = *static_cast<const float*>(data);
+    else if (type == ElementType::UInt8) *value = *static_cast<const uint8_t*>(data);
+    else if (type == ElementType::Int8) *value = *static_cast<const int8_t*>(data);
+    else return false;
+    return true;
+}
+
+// Scale and zero point of a per-tensor QuantizeLinear/DequantizeLinear whose quantized side is
+// `type`: the zero point absent (0) or a constant of that type.
+inline bool int8_tensor_params(const PreparedModel& model, NodeId id, ElementType type, float* scale, int32_t* zero_point) {
+    const Node& node = model.model.graph.node(id);
+    double s = 0.0, z = 0.0;
+    if (!int8_scalar_input(model, id, 1, ElementType::Float32, &s) || !(s > 0.0) || !std::isfinite(s)) return false;
+    bool absent = node.num_inputs < 3 || model.value_desc(model.value_id(node.inputs[2].producer, node.inputs[2].port)).type ==
+                                             ElementType::Undefined;
+    if (!absent && !int8_scalar_input(model, id, 2, type, &z)) return false;
+    *scale = (float)s;
+    *zero_point = (int32_t)z;
+    return true;
+}
+
+inline bool int8_single_reader(const Graph& g, NodeId id, NodeId reader) {
+    Span<const NodeId> succ = g.successors(id);
+    if (succ.size != 1 || succ[0] != reader) return false;
+    uint32_t edges = 0;
+    for (uint32_t i = 0; i < g.node(reader).num_inputs; ++i) if (g.node(reader).inputs[i].producer == id) ++edges;
+    return edges == 1;
+}
+
+struct Int8Group {
+    NodeId quantize, act, conv, dequantize;
+    uint32_t step;   // the QuantizeLinear's step
+};
+
+// The QDQ Conv group ending at QuantizeLinear node q, or false.
+inline bool int8_find_group(const PreparedModel& model, NodeId q, Int8Group* group) {
+    const Graph& g = model.model.graph;
+    const Node& qn = g.node(q);
+    if (!(qn.op == StringView("QuantizeLinear")) || qn.num_inputs < 2 || model.kernel(q) != find_builtin_kernel(qn.op)) return false;
+    if (model.value_desc(model.value_id(q, 0)).type != ElementType::UInt8) return false;
+    const QuantizeState* qs = static_cast<const QuantizeState*>(model.kernel_state(q));
+    if (!qs || qs->division != QuantDivision::Float) return false;
+    float s;
+    int32_t z;
+    if (!int8_tensor_params(model, q, ElementType::UInt8, &s, &z)) return false;
+    NodeId producer = qn.inputs[0].producer, act = kNoNode;
+    StringView op = g.node(producer).op;
+    if (op == StringView("Relu") || op == StringView("Clip")) {
+        if (!int8_single_reader(g, producer, q)) return false;
+        act = producer;
+        producer = g.node(act).inputs[0].producer;
+    }
+    const Node& conv = g.node(producer);
+    const bool matmul = conv.op == StringView("MatMul");
+    if (!(conv.op == StringView("Conv") || matmul) || model.kernel(producer) != find_builtin_kernel(conv.op)) return false;
+    if (!int8_single_reader(g, producer, act != kNoNode ? act : q)) return false;
+    if (matmul) {   // x [..., m, k] times a constant w [k, n]
+        const MatMulState* mst = static_cast<const MatMulState*>(model.kernel_state(producer));
+        const TensorDesc& wd = model.value_desc(model.value_id(conv.inputs[1].producer, conv.inputs[1].port));
+        const TensorDesc& xd = model.value_desc(model.value_id(conv.inputs[0].producer, conv.inputs[0].port));
+        if (!mst || wd.rank != 2 || xd.rank < 2 || mst->m == 0 || mst->n == 0 || mst->k == 0 || mst->batch == 0) return false;
+    } else {
+        const ConvState* cst = static_cast<const ConvState*>(model.kernel_state(producer));
+        if (!cst || cst->depth == 0 || cst->group_maps == 0) return false;
+    }
+    if (!cpu_constant_input(model, producer, 1)) return false;
+    if (conv.num_inputs > 2 && model.value_desc(model.value_id(conv.inputs[2].producer, conv.inputs[2].port)).type !=
+                                   ElementType::Undefined && !cpu_constant_input(model, producer, 2))
+        return false;
+    NodeId dq = conv.inputs[0].producer;
+    const Node& dn = g.node(dq);
+    if (!(dn.op == StringView("DequantizeLinear")) || model.kernel(dq) != find_builtin_kernel(dn.op)) return false;
+    if (model.value_desc(model.value_id(dn.inputs[0].producer, dn.inputs[0].port)).type != ElementType::UInt8) return false;
+    if (model.value_desc(model.value_id(dq, 0)).type != ElementType::Float32) return false;
+    if (!int8_tensor_params(model, dq, ElementType::UInt8, &s, &z)) return false;
+    group->quantize = q;
+    group->act = act;
+    group->conv = producer;
+    group->dequantize = dq;
+    return true;
+}
+
+// The clamp of an activation in units of y's scale: Relu [0, inf), Clip [min, max].
+inline bool int8_activation_range(const PreparedModel& model, NodeId act, double* lo, double* hi) {
+    *lo = -INFINITY;
+    *hi = INFINITY;
+    if (act == kNoNode) return true;
+    const Graph& g = model.model.graph;
+    const Node& node = g.node(act);
+    if (node.op == StringView("Relu")) { *lo = 0.0; return true; }
+    double v = 0.0;
+    if (model.model.opset < 11) {
+        const Attribute* a = g.find_attribute(act, "min");
+        const Attribute* b = g.find_attribute(act, "max");
+        if (a && a->kind == AttributeKind::Float) *lo = a->f;
+        if (b && b->kind == AttributeKind::Float) *hi = b->f;
+        return true;
+    }
+    for (uint32_t i = 1; i < 3 && i < node.num_inputs; ++i) {
+        if (model.value_desc(model.value_id(node.inputs[i].producer, node.inputs[i].port)).type == ElementType::Undefined) continue;
+        if (!int8_scalar_input(model, act, i, ElementType::Float32, &v) || v != v) return false;
+        (i == 1 ? *lo : *hi) = v;
+    }
+    return *lo <= *hi;
+}
+
+inline bool g_is_conv(const PreparedModel& model, NodeId id) { return model.model.graph.node(id).op == StringView("Conv"); }
+
+// A QDQ MatMul x [rows, k] times w [k, n]: Int8Gemm on the transposed product (A = w^T, the
+// weights' maps as rows; B = x^T packed from x's rows), a block of x's rows at a time, the
+// block's [n x rows] result transposed into y.
+struct Int8MatMulState {
+    Int8Gemm gemm;
+    int64_t rows = 0, n = 0, k = 0;
+    const int8_t* packed = nullptr;
+    const int32_t* bias = nullptr;
+    const float* scale = nullptr;
+    Int8Requant rq;
+    int64_t block = 0;
+    size_t panel_bytes = 0, result_bytes = 0, slot_bytes = 0;
+    uint32_t slots = 1;
+};
+
+inline Status run_int8_matmul(const RunContext& c) {
+    const Int8MatMulState& st = *static_cast<const Int8MatMulState*>(c.state);
+    const uint8_t* x = c.inputs[0].as<const uint8_t>();
+    uint8_t* y = c.outputs[0].as<uint8_t>();
+    const int64_t blocks = (st.rows + st.block - 1) / st.block;
+    nn_parallel(c, (uint64_t)blocks, [&](uint64_t slot, uint64_t begin, uint64_t end) {
+        uint8_t* panel = static_cast<uint8_t*>(c.scratch) + slot * st.slot_bytes;
+        uint8_t* result = panel + st.panel_bytes;
+        for (uint64_t b = begin; b < end; ++b) {
+            const int64_t r0 = (int64_t)b * st.block, count = st.rows - r0 < st.block ? st.rows - r0 : st.block;
+            st.gemm.pack_b_columns(st.k, count, x + r0 * st.k, st.k, panel);
+            Int8Requant rq = st.rq;
+            rq.bias = st.bias;
+            rq.scale = st.scale;
+            st.gemm.run(0, st.n, count, st.k, st.packed, panel, rq, result, count);
+            for (int64_t r = 0; r < count; ++r) {
+                uint8_t* yr = y + (r0 + r) * st.n;
+                for (int64_t j = 0; j < st.n; ++j) yr[j] = result[j * count + r];
+            }
+        }
+    }, st.slots);
+    return Status::Ok;
+}
+
+
+// scales and clamp, in the program's arena; false when out of memory.
+struct Int8Weights {
+    int8_t* q = nullptr;
+    int32_t* bias = nullptr;
+    float* scale = nullptr;
+    int64_t* sums = nullptr;   // per map: the sum of its int8 weights
+    Int8Requant rq;
+    int32_t x_zero_point = 0;
+};
+
+inline bool int8_weights(ReferenceProgram* p, const PreparedModel& model, const Int8Group& group, const float* w,
+                         int64_t maps, int64_t depth, Int8Weights* out) {
+    float sx, sy;
+    int32_t zx, zy;
+    int8_tensor_params(model, group.dequantize, ElementType::UInt8, &sx, &zx);
+    int8_tensor_params(model, group.quantize, ElementType::UInt8, &sy, &zy);
+    out->x_zero_point = zx;
+    const float* b = g_is_conv(model, group.conv) ? cpu_constant_input(model, group.conv, 2) : nullptr;
+    out->q = static_cast<int8_t*>(p->arena.allocate((size_t)(maps * depth) + 1, 64));
+    out->bias = p->arena.allocate_array<int32_t>((size_t)maps + 1);
+    out->scale = p->arena.allocate_array<float>((size_t)maps + 1);
+    out->sums = p->arena.allocate_array<int64_t>((size_t)maps + 1);
+    if (!out->q || !out->bias || !out->scale || !out->sums) return false;
+    for (int64_t m = 0; m < maps; ++m) {
+        const float* wm = w + m * depth;
+        double amax = 0.0;
+        for (int64_t k = 0; k < depth; ++k) amax = std::max(amax, (double)std::fabs(wm[k]));
+        // amax / 127 rounded to float32: for weights q * s with max |q| 127 this is s again
+        const float sw = amax > 0.0 && std::isfinite(amax) ? (float)(amax / 127.0) : 1.0f;
+        int64_t sum = 0;
+        for (int64_t k = 0; k < depth; ++k) {
+            double v = wm[k] == wm[k] ? round_half_even((double)wm[k] / sw) : 0.0;
+            int8_t qv = (int8_t)(v < -127.0 ? -127.0 : v > 127.0 ? 127.0 : v);
+            out->q[m * depth + k] = qv;
+            sum += qv;
+        }
+        const double unit = (double)sx * (double)sw;   // the accumulator's scale
+        double bias = b ? round_half_even((double)b[m] / unit) : 0.0;
+        bias = bias < -2147483648.0 ? -2147483648.0 : bias > 2147483647.0 ? 2147483647.0 : bias;
+        out->bias[m] = (int32_t)bias;
+        out->sums[m] = sum;
+        out->scale[m] = (float)(unit / (double)sy);
+    }
+    double lo = 0.0, hi = 0.0;
+    int8_activation_range(model, group.act, &lo, &hi);
+    double qlo = 0.0 - zy, qhi = 255.0 - zy;
+    if (lo > -INFINITY) qlo = std::max(qlo, round_half_even(lo / sy));
+    if (hi < INFINITY) qhi = std::min(qhi, round_half_even(hi / sy));
+    if (qhi < qlo) qhi = qlo;
+    out->rq.lo = (float)qlo;
+    out->rq.hi = (float)qhi;
+    out->rq.zero_point = zy;
+    return true;
+}
+
+inline Int8DepthwiseState* int8_depthwise_state(ReferenceProgram* p, const PreparedModel& model, const Int8Group& group) {
+    const ConvState& cst = *static_cast<const ConvState*>(model.kernel_state(group.conv));
+    Int8DepthwiseState* st = p->arena.allocate_array<Int8DepthwiseState>(1);
+    Int8Weights wq;
+    if (!st || !int8_weights(p, model, group, cpu_constant_input(model, group.conv, 1), cst.maps, cst.depth, &wq)) return nullptr;
+    new (st) Int8DepthwiseState();
+    st->w = cst.w;
+    st->batch = cst.batch;
+    st->channels = cst.channels;
+    st->maps = cst.maps;
+    st->group_maps = cst.group_maps;
+    st->x_zero_point = wq.x_zero_point;
+    st->weights = wq.q;
+    st->bias = wq.bias;
+    st->scale = wq.scale;
+    st->rq = wq.rq;
+    st->slots = p->threads ? p->threads : 1;
+    return st;
+}
+
+inline Int8MatMulState* int8_matmul_state(ReferenceProgram* p, const PreparedModel& model, const Int8Group& group, Isa isa) {
+    const MatMulState& mst = *static_cast<const MatMulState*>(model.kernel_state(group.conv));
+    Int8MatMulState* st = p->arena.allocate_array<Int8MatMulState>(1);
+    if (!st) return nullptr;
+    new (st) Int8MatMulState();
+    if (st->gemm.init(isa) != Status::Ok && st->gemm.init(Isa::Ref) != Status::Ok) return nullptr;
+    st->rows = mst.batch * mst.m;
+    st->n = mst.n;
+    st->k = mst.k;
+    const float* w = cpu_constant_input(model, group.conv, 1);
+    Arena scratch;
+    float* wt = scratch.allocate_array<float>((size_t)(st->n * st->k) + 1);   // w^T: a row per map
+    if (!wt) return nullptr;
+    for (int64_t p0 = 0; p0 < st->k; ++p0)
+        for (int64_t j = 0; j < st->n; ++j) wt[j * st->k + p0] = w[p0 * st->n + j];
+    Int8Weights wq;
+    if (!int8_weights(p, model, group, wt, st->n, st->k, &wq)) return nullptr;
+    for (int64_t m = 0; m < st->n; ++m) {
+        double bias = (double)wq.bias[m] - (double)wq.x_zero_point * (double)wq.sums[m];
+        wq.bias[m] = (int32_t)(bias < -2147483648.0 ? -2147483648.0 : bias > 2147483647.0 ? 2147483647.0 : bias);
+    }
+    st->bias = wq.bias;
+    st->scale = wq.scale;
+    st->rq = wq.rq;
+    int8_t* packed = static_cast<int8_t*>(p->arena.allocate(st->gemm.packed_a_bytes(st->n, st->k) + 64, 64));
+    if (!packed) return nullptr;
+    st->gemm.pack_a(st->n, st->k, wq.q, st->k, packed);
+    st->packed = packed;
+    // Rows per block: the packed panel in half of L2, at least 4 tiles; every thread a block.
+    st->slots = p->threads ? p->threads : 1;
+    const int64_t nr = st->gemm.nr();
+    int64_t block = (int64_t)(cpu_cache_sizes().l2 / 2 / (uint64_t)(Int8Gemm::k_groups(st->k) * 4)) / nr * nr;
+    if (block < 4 * nr) block = 4 * nr;
+    if ((st->rows + block - 1) / block < (int64_t)st->slots)
+        block = ((st->rows + st->slots - 1) / st->slots + nr - 1) / nr * nr;
+    if (block > st->rows) block = st->rows;
+    st->block = block;
+    st->panel_bytes = (st->gemm.packed_b_bytes(st->k, block) + 63) & ~(size_t)63;
+    st->result_bytes = ((size_t)(st->n * block) + 63) & ~(size_t)63;
+    st->slot_bytes = st->panel_bytes + st->result_bytes;
+    return st;
+}
+
+// The Int8ConvState of a group in the program's arena; nullptr when out of memory.
+inline Int8ConvState* int8_conv_state(ReferenceProgram* p, const PreparedModel& model, const Int8Group& group, Isa isa) {
+    const ConvState& cst = *static_cast<const ConvState*>(model.kernel_state(group.conv));
+    Int8ConvState* st = p->arena.allocate_array<Int8ConvState>(1);
+    if (!st) return nullptr;
+    new (st) Int8ConvState();
+    if (st->gemm.init(isa) != Status::Ok && st->gemm.init(Isa::Ref) != Status::Ok) return nullptr;
+    st->w = cst.w;
+    st->batch = cst.batch;
+    st->channels = cst.channels;
+    st->maps = cst.maps;
+    st->groups = cst.groups;
+    st->group_channels = cst.group_channels;
+    st->group_maps = cst.group_maps;
+    st->depth = cst.depth;
+    st->direct = cst.direct;
+    const int64_t maps = st->maps, depth = st->depth;
+    Int8Weights wq;
+    if (!int8_weights(p, model, group, cpu_constant_input(model, group.conv, 1), maps, depth, &wq)) return nullptr;
+    st->x_zero_point = (uint8_t)wq.x_zero_point;
+    st->bias = wq.bias;
+    st->scale = wq.scale;
+    st->rq = wq.rq;
+    // x's zero point comes out of the products: sum (x - zx) q = sum x q - zx sum q.
+    for (int64_t m = 0; m < maps; ++m) {
+        double bias = (double)wq.bias[m] - (double)wq.x_zero_point * (double)wq.sums[m];
+        st->bias[m] = (int32_t)(bias < -2147483648.0 ? -2147483648.0 : bias > 2147483647.0 ? 2147483647.0 : bias);
+    }
+    st->packed_bytes = (st->gemm.packed_a_bytes(st->group_maps, depth) + 63) & ~(size_t)63;
+    int8_t* packed = static_cast<int8_t*>(p->arena.allocate(st->packed_bytes * (size_t)st->groups + 64, 64));
+    if (!packed) return nullptr;
+    for (int64_t g = 0; g < st->groups; ++g)
+        st->gemm.pack_a(st->group_maps, depth, wq.q + g * st->group_maps * depth, depth, packed + (size_t)g * st->packed_bytes);
+    st->packed = packed;
+    // Positions per unit: the packed panel of B in half of L2, at least 4 tiles wide; fewer
+    // when the units would not give every thread one, then parts of the maps.
+    st->slots = p->threads ? p->threads : 1;
+    const int64_t positions = st->w.out_size(), nr = st->gemm.nr();
+    const int64_t row_bytes = Int8Gemm::k_groups(depth) * 4 * (st->direct ? 1 : 2);
+    int64_t block = (int64_t)(cpu_cache_sizes().l2 / 2 / (uint64_t)row_bytes) / nr * nr;
+    if (block < 4 * nr) block = 4 * nr;
+    const int64_t images = st->batch * st->groups;
+    if (images * ((positions + block - 1) / block) < (int64_t)st->slots) {
+        int64_t want = ((int64_t)st->slots + images - 1) / images;
+        block = ((positions + want - 1) / want + nr - 1) / nr * nr;
+    }
+    if (block > positions) block = positions;
+    if (block < 1) block = 1;
+    st->block = block;
+    if (images * ((positions + block - 1) / block) < (int64_t)st->slots) st->parts = st->slots;
+    st->rows_bytes = st->direct ? 0 : ((size_t)(depth * block) + 63) & ~(size_t)63;
+    st->panel_bytes = (st->gemm.packed_b_bytes(depth, block) + 63) & ~(size_t)63;
+    st->slot_bytes = st->rows_bytes + st->panel_bytes;
+    return st;
+}
+
+struct Int8QuantizeState {
+    float scale;
+    int32_t zero_point, lo, hi;   // the quantized type's range
+    bool to_float;                // DequantizeLinear
+    bool is_signed;
+    uint64_t count;
+};
+
+template <class T>
+void int8_quantize_range(const float* x, T* y, uint64_t begin, uint64_t end, float scale, int32_t zero_point, int32_t lo, int32_t hi) {
+    const float flo = (float)(lo - zero_point), fhi = (float)(hi - zero_point), magic = 12582912.0f;
+    uint64_t e = begin;
+#if defined(__SSE2__)
+    // 16 at a time, the scalar loop's operations in the same order (x86-64's baseline SSE2).
+    const __m128 vs = _mm_set1_ps(scale), vlo = _mm_set1_ps(flo), vhi = _mm_set1_ps(fhi), vm = _mm_set1_ps(magic);
+    const __m128i vz = _mm_set1_epi32(zero_point), bias = _mm_set1_epi8(std::is_signed<T>::value ? (char)0x80 : 0);
+    auto one = [&](uint64_t k) {
+        __m128 v = _mm_div_ps(_mm_loadu_ps(x + k), vs);
+        v = _mm_and_ps(v, _mm_cmpord_ps(v, v));   // NaN -> 0
+        v = _mm_min_ps(_mm_max_ps(v, vlo), vhi);
+        v = _mm_sub_ps(_mm_add_ps(v, vm), vm);
+        __m128i q = _mm_add_epi32(_mm_cvttps_epi32(v), vz);
+        // int8: shifted to uint8 for the unsigned pack, back by the xor below
+        return std::is_signed<T>::value ? _mm_add_epi32(q, _mm_set1_epi32(128)) : q;
+    };
+    for (; e + 16 <= end; e += 16) {
+        __m128i a = _mm_packs_epi32(one(e), one(e + 4)), b = _mm_packs_epi32(one(e + 8), one(e + 12));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(y + e), _mm_xor_si128(_mm_packus_epi16(a, b), bias));
+    }
+#elif defined(__ARM_NEON)
+    const float32x4_t vs = vdupq_n_f32(scale), vlo = vdupq_n_f32(flo), vhi = vdupq_n_f32(fhi), vm = vdupq_n_f32(magic);
+    const int32x4_t vz = vdupq_n_s32(zero_point);
+    auto one = [&](uint64_t k) {
+        float32x4_t v = vdivq_f32(vld1q_f32(x + k), vs);
+        v = vreinterpretq_f32_u32(vandq_u32(vreinterpretq_u32_f32(v), vceqq_f32(v, v)));   // NaN -> 0
+        v = vminq_f32(vmaxq_f32(v, vlo), vhi);
+        v = vsubq_f32(vaddq_f32(v, vm), vm);
+        return vaddq_s32(vcvtq_s32_f32(v), vz);
+    };
+    for (; e + 8 <= end; e += 8) {
+        int16x8_t h = vcombine_s16(vmovn_s32(one(e)), vmovn_s32(one(e + 4)));   // in range: narrowing is exact
+        if (std::is_signed<T>::value) vst1_s8(reinterpret_cast<int8_t*>(y + e), vmovn_s16(h));
+        else vst1_u8(reinterpret_cast<uint8_t*>(y + e), vmovn_u16(vreinterpretq_u16_s16(h)));
+    }
+#endif
+    for (; e < end; ++e) {
+        float v = x[e] / scale;
+        v = v == v ? v : 0.0f;
+        v = v > flo ? v : flo;
+        v = v < fhi ? v : fhi;
+        // ties to even: after the clamp |v| <= 255, so v + 1.5 * 2^23 has unit steps
+        float r = (v + magic) - magic;
+        y[e] = (T)((int32_t)r + zero_point);
+    }
+}
+
+template <class T>
+void int8_dequantize_range(const T* x, float* y, uint64_t begin, uint64_t end, float scale, int32_t zero_point) {
+    uint64_t e = begin;
+#if defined(__SSE2__)
+    const __m128 vs = _mm_set1_ps(scale);
+    const __m128i vz = _mm_set1_epi32(zero_point), zero = _mm_setzero_si128();
+    for (; e + 16 <= end; e += 16) {
+        __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x + e));
+        __m128i lo16, hi16;
+        if (std::is_signed<T>::value) {   // sign extension: unpack with itself, shift right arithmetic
+            lo16 = _mm_srai_epi16(_mm_unpacklo_epi8(b, b), 8);
+            hi16 = _mm_srai_epi16(_mm_unpackhi_epi8(b, b), 8);
+        } else {
+            lo16 = _mm_unpacklo_epi8(b, zero);
+            hi16 = _mm_unpackhi_epi8(b, zero);
+        }
+        __m128i w[4] = {_mm_srai_epi32(_mm_unpacklo_epi16(lo16, lo16), 16), _mm_srai_epi32(_mm_unpackhi_epi16(lo16, lo16), 16),
+                        _mm_srai_epi32(_mm_unpacklo_epi16(hi16, hi16), 16), _mm_srai_epi32(_mm_unpackhi_epi16(hi16, hi16), 16)};
+        for (int k = 0; k < 4; ++k)
+            _mm_storeu_ps(y + e + 4 * k, _mm_mul_ps(_mm_cvtepi32_ps(_mm_sub_epi32(w[k], vz)), vs));
+    }
+#endif
+    for (; e < end; ++e) y[e] = (float)((int32_t)x[e] - zero_point) * scale;
+}
+
+inline Status run_int8_quantize(const RunContext& c) {
+    const Int8QuantizeState& st = *static_cast<const Int8QuantizeState*>(c.state);
+    struct Job { const RunContext* c; const Int8QuantizeState* st; uint64_t parts; } job{&c, &st, 0};
+    constexpr uint64_t kChunk = 1u << 16;   // elements per unit: below that a second thread costs more than it saves
+    uint64_t units = (st.count + kChunk - 1) / kChunk;
+    auto body = [](void* user, uint64_t begin, uint64_t end) {
+        const Job& j = *static_cast<const Job*>(user);
+        const Int8QuantizeState& s = *j.st;
+        uint64_t e0 = begin * kChunk, e1 = std::min<uint64_t>(end * kChunk, s.count);
+        const void* in = j.c->inputs[0].data;
+        void* out = j.c->outputs[0].data;
+        if (s.to_float) {
+            if (s.is_signed) int8_dequantize_range(static_cast<const int8_t*>(in), static_cast<float*>(out), e0, e1, s.scale, s.zero_point);
+            else int8_dequantize_range(static_cast<const uint8_t*>(in), static_cast<float*>(out), e0, e1, s.scale, s.zero_point);
+        } else {
+            if (s.is_signed) int8_quantize_range(static_cast<const float*>(in), static_cast<int8_t*>(out), e0, e1, s.scale, s.zero_point, s.lo, s.hi);
+            else int8_quantize_range(static_cast<const float*>(in), static_cast<uint8_t*>(out), e0, e1, s.scale, s.zero_point, s.lo, s.hi);
+        }
+    };
+    if (units > 1 && c.threads > 1) c.parallel_for(units, body, &job);
+    else body(&job, 0, units);
+    return Status::Ok;
+}
+
+// The fast state of a per-tensor QuantizeLinear (float32 in) or DequantizeLinear (float32 out)
+// node, or nullptr (another form: the reference step stays).
+inline Int8QuantizeState* int8_quantize_state(ReferenceProgram* p, const PreparedModel& model, NodeId id) {
+    const Node& node = model.model.graph.node(id);
+    if (model.kernel(id) != find_builtin_kernel(node.op) || node.num_inputs < 2) return nullptr;
+    const bool to_float = node.op == StringView("DequantizeLinear");
+    if (!to_float && !(node.op == StringView("QuantizeLinear"))) return nullptr;
+    const TensorDesc& in = model.value_desc(model.value_id(node.inputs[0].producer, node.inputs[0].port));
+    const TensorDesc& out = model.value_desc(model.value_id(id, 0));
+    const TensorDesc& quantized = to_float ? in : out;
+    if ((to_float ? out : in).type != ElementType::Float32) return nullptr;
+    if (quantized.type != ElementType::UInt8 && quantized.type != ElementType::Int8) return nullptr;
+    if (!to_float) {
+        const QuantizeState* qs = static_cast<const QuantizeState*>(model.kernel_state(id));
+        if (!qs || qs->division != QuantDivision::Float) return nullptr;
+    }
+    float scale;
+    int32_t zero_point;
+    if (!int8_tensor_params(model, id, quantized.type, &scale, &zero_point)) return nullptr;
+    Int8QuantizeState* st = p->arena.allocate_array<Int8QuantizeState>(1);
+    if (!st) return nullptr;
+    st->scale = scale;
+    st->zero_point = zero_point;
+    st->is_signed = quantized.type == ElementType::Int8;
+    st->lo = st->is_signed ? -128 : 0;
+    st->hi = st->is_signed ? 127 : 255;
+    st->to_float = to_float;
+    desc_elements(in, &st->count);
+    return st;
+}
+
+inline Status int8_use(ReferenceProgram* p, uint32_t i, RunFn run, const void* state, const char* what, Isa isa, size_t scratch) {
+    char name[96];
+    std::snprintf(name, sizeof name, "int8:%s:%s", isa_name(isa), what);
+    p->steps_[i].kernel = p->arena.copy_string(StringView(name)).data;
+    if (!p->steps_[i].kernel) return Status::OutOfMemory;
+    p->steps_[i].scratch_bytes = scratch;
+    p->steps_[i].in_place = false;
+    p->units[i].run = run;
+    p->units[i].state = state;
+    return Status::Ok;
+}
+
+inline Status cpu_int8_steps(ReferenceProgram* p, const PreparedModel& model, Isa isa) {
+    const Graph& g = model.model.graph;
+    Arena scratch;
+    Int8Group* groups = scratch.allocate_array<Int8Group>(p->count + 1);
+    uint32_t* writer = scratch.allocate_array<uint32_t>(model.value_count() + 1);   // the step writing each value
+    uint8_t* drop = scratch.allocate_array<uint8_t>(p->count + 1);
+    if (!groups || !writer || !drop) return Status::OutOfMemory;
+    for (uint32_t v = 0; v < model.value_count(); ++v) writer[v] = ~0u;
+    for (uint32_t i = 0; i < p->count; ++i) {
+        drop[i] = 0;
+        for (uint32_t v : p->steps_[i].writes) writer[v] = i;
+    }
+    // A step that makes a group's float value must make only that value (one node, or an
+    // island of the group's own nodes).
+    auto only_writes = [&](uint32_t value, uint32_t a, uint32_t b) {
+        uint32_t s = writer[value];
+        if (s == ~0u) return false;
+        for (uint32_t v : p->steps_[s].writes) if (v != a && v != b) return false;
+        return true;
+    };
+    uint32_t group_count = 0;
+    for (uint32_t i = 0; i < p->count; ++i) {
+        Int8Group group;
+        if (p->units[i].snippet || p->units[i].run || !int8_find_group(model, p->steps_[i].node, &group)) continue;
+        uint32_t conv_value = model.value_id(group.conv, 0);
+        uint32_t act_value = group.act != kNoNode ? model.value_id(group.act, 0) : conv_value;
+        if (!only_writes(conv_value, conv_value, act_value) || !only_writes(act_value, conv_value, act_value)) continue;
+        group.step = i;
+        groups[group_count++] = group;
+    }
+    for (uint32_t k = 0; k < group_count; ++k) {
+        const Int8Group& group = groups[k];
+        ProgramStep& step = p->steps_[group.step];
+        uint32_t* reads = p->arena.allocate_array<uint32_t>(1);
+        if (!reads) return Status::OutOfMemory;
+        const Node& dn = g.node(group.dequantize);
+        reads[0] = model.value_id(dn.inputs[0].producer, dn.inputs[0].port);
+        step.reads = Span<const uint32_t>(reads, 1);
+        const ConvState* cst = g_is_conv(model, group.conv) ? static_cast<const ConvState*>(model.kernel_state(group.conv)) : nullptr;
+        if (!cst) {
+            Int8MatMulState* st = int8_matmul_state(p, model, group, isa);
+            if (!st) return Status::OutOfMemory;
+            TESSEL_TRY(int8_use(p, group.step, run_int8_matmul, st, "MatMul", st->gemm.jit() ? st->gemm.isa() : Isa::Ref,
+                                (size_t)st->slots * st->slot_bytes));
+        } else if (cst->depthwise) {
+            Int8DepthwiseState* st = int8_depthwise_state(p, model, group);
+            if (!st) return Status::OutOfMemory;
+            TESSEL_TRY(int8_use(p, group.step, run_int8_depthwise, st, "DepthwiseConv", Isa::Ref,
+                                (size_t)st->slots * (size_t)((cst->w.out[2] + 15) & ~15) * sizeof(int32_t)));
+        } else {
+            Int8ConvState* st = int8_conv_state(p, model, group, isa);
+            if (!st) return Status::OutOfMemory;
+            TESSEL_TRY(int8_use(p, group.step, run_int8_conv, st, "Conv", st->gemm.jit() ? st->gemm.isa() : Isa::Ref,
+                                (size_t)st->slots * st->slot_bytes));
+        }
+        drop[writer[model.value_id(group.conv, 0)]] = 1;
+        if (group.act != kNoNode) drop[writer[model.value_id(group.act, 0)]] = 1;
+    }
+    // A DequantizeLinear read only by the groups' Convs is not needed any more.
+    for (uint32_t k = 0; k < group_count; ++k) {
+        NodeId dq = groups[k].dequantize;
+        uint32_t s = writer[model.value_id(dq, 0)];
+        if (s == ~0u || drop[s] || p->steps_[s].writes.size != 1) continue;
+        bool only_groups = true;
+        for (NodeId reader : g.successors(dq)) {
+            bool grouped = false;
+            for (uint32_t j = 0; j < group_count; ++j) grouped = grouped || groups[j].conv == reader;
+            only_groups = only_groups && grouped;
+        }
+        if (only_groups) drop[s] = 1;
+    }
+    uint32_t kept = 0;
+    for (uint32_t i = 0; i < p->count; ++i) {
+        if (drop[i]) {
+            destroy(p->units[i].snippet);
+            destroy(p->units[i].body);
+            continue;
+        }
+        if (kept != i) {
+            p->steps_[kept] = p->steps_[i];
+            p->units[kept] = p->units[i];
+        }
+        ++kept;
+    }
+    p->count = kept;
+    for (uint32_t i = 0; i < p->count; ++i) {
+        if (p->units[i].snippet || p->units[i].run) continue;
+        Int8QuantizeState* st = int8_quantize_state(p, model, p->steps_[i].node);
+        if (st) TESSEL_TRY(int8_use(p, i, run_int8_quantize, st, st->to_float ? "DequantizeLinear" : "QuantizeLinear", Isa::Ref, 0));
+    }
     return Status::Ok;
 }
 

@@ -150,6 +150,7 @@
        >>tokenizer                    islands on a Graph, build_island_body()
        >>gemm                         Gemm: packed panels, cache blocks, JIT tiles; cpu_cache_sizes
        >>depthwise conv               DepthwiseConv: one plane, padded phase-split copy, JIT row tiles
+       >>int8 gemm                    Int8Gemm: u8 x s8 -> s32 panels, requantizing epilogue
      implementation:
        >>helpers                      float bits, clock, broadcasting of shapes
        >>vector model                 ScalarMath: one lane with the x86 instructions' semantics
@@ -183,6 +184,7 @@
        >>island bodies                build_island_body
        >>gemm implementation          cache sizes, the x86 and NEON tile emitters, packing, the driver
        >>depthwise conv implementation  padding, the x86 and NEON row tiles, the kernel table, the portable loop
+       >>int8 gemm implementation     the VNNI tile emitter, the portable tile, packing
 */
 #ifndef TESSEL_SNIPPETS_H
 #define TESSEL_SNIPPETS_H
@@ -668,6 +670,73 @@ private:
     KernelFn kernel_ = nullptr;
 };
 
+// >>int8 gemm
+// C[m x n] (uint8) = requantize(A[m x k] (int8) B[k x n] (uint8)), exact in int32: A is the
+// constant side (weights, packed once; rows are output channels), B the activations (packed per
+// call into panels of nr columns). K goes in groups of 4 bytes, the unit of vpdpbusd and sdot:
+// an A panel holds, per group, mr rows of 4 int8; a B panel, per group, nr columns of 4 uint8;
+// K is padded with zero weights. Requantization, the same on every target: acc + bias[row]
+// (int32, wrapping), converted to float32 (round to nearest even), times scale[row] (one
+// float32 rounding, no FMA), clamped to [lo, hi] (integers: the output range minus the zero
+// point, a Relu or Clip folded in), rounded half to even, plus zero_point. JIT tiles: AVX-512
+// VNNI (8 x 48, vpdpbusd: u8 x s8 products summed in int32, no saturation) and AVX2 (6 x 8:
+// vpmovzxbw and vpmaddwd on 16-bit operands, A packed as int16, since vpmaddubsw saturates
+// the sum of two u8 x s8 products, 2 x 255 x 127 > 32767) and NEON with the dot product
+// extension (8 x 12, sdot by element: s8 x s8, so B is packed as x - 128 and each A panel
+// carries 128 x its rows' sums to add back); other targets (NEON without sdot included) run a
+// portable C++ tile over the same panels (8 x 16). All give the same bits.
+struct Int8Requant {
+    const int32_t* bias = nullptr;   // per row of C (the zero points' corrections folded in)
+    const float* scale = nullptr;    // per row
+    float lo = 0.0f, hi = 255.0f;    // clamp bounds before the zero point is added
+    int32_t zero_point = 0;
+};
+// The scalar requantization every tile computes (the tests' oracle).
+uint8_t int8_requantize(int32_t acc, int32_t bias, float scale, float lo, float hi, int32_t zero_point);
+bool int8_vnni_available();   // AVX-512 VNNI on this CPU and build
+
+class Int8Gemm {
+public:
+    // Isa::Avx512 takes the VNNI tile when the CPU has AVX-512 VNNI; other targets (and
+    // Avx512 without VNNI) the portable tile. Unsupported if the CPU lacks `isa`.
+    Status init(Isa isa = Isa::Auto);
+    bool jit() const { return tiles_ != nullptr; }
+    Isa isa() const { return isa_; }
+    uint32_t mr() const { return mr_; }
+    uint32_t nr() const { return nr_; }
+    static int64_t k_groups(int64_t k) { return (k + 3) / 4; }
+    size_t packed_a_bytes(int64_t m, int64_t k) const { return (size_t)((m + mr_ - 1) / mr_) * panel_a_bytes(k); }
+    size_t packed_b_bytes(int64_t k, int64_t n) const { return (size_t)((n + nr_ - 1) / nr_ * nr_ * k_groups(k) * 4); }
+    // A[i][p] at a[i * a_row + p]; B[p][j] at b[p * b_row + j] (rows of B contiguous).
+    void pack_a(int64_t m, int64_t k, const int8_t* a, int64_t a_row, int8_t* packed) const;
+    void pack_b(int64_t k, int64_t n, const uint8_t* b, int64_t b_row, uint8_t* packed) const;
+    // B given by columns: B[p][j] at b[j * b_col + p] (a row-major activation matrix, transposed).
+    void pack_b_columns(int64_t k, int64_t n, const uint8_t* b, int64_t b_col, uint8_t* packed) const;
+    // Rows [m0, m1) of C from packed A and B (panels of B for columns [0, n)); row i of C at
+    // c + i * ldc. Requant's arrays are indexed by the row of C. Never allocates.
+    void run(int64_t m0, int64_t m1, int64_t n, int64_t k, const int8_t* packed_a, const uint8_t* packed_b,
+             const Int8Requant& rq, uint8_t* c, int64_t ldc) const;
+
+    struct TileParams {
+        const int32_t* bias;
+        const float* scale;
+        float lo, hi;
+        int32_t zero_point;
+        uint32_t mask[3];    // per vector of 16 columns: the lanes stored
+    };
+    // void tile(A panel, B panel, C, ldc, k groups, params)
+    using TileFn = void (*)(const int8_t*, const uint8_t*, uint8_t*, int64_t, int64_t, const TileParams*);
+
+private:
+    Isa isa_ = Isa::Ref;
+    uint32_t mr_ = 8, nr_ = 16;
+    size_t panel_a_bytes(int64_t k) const { return (size_t)(mr_ * k_groups(k) * 4 * a_bytes_ + (signed_b_ ? mr_ * 4 : 0)); }
+    uint32_t a_bytes_ = 1;            // bytes per element of packed A (AVX2: int16)
+    bool signed_b_ = false;           // B packed as x - 128, A panels end with 128 x row sums (sdot)
+    bool masked_ = false;             // the tiles store partial panels themselves (VNNI)
+    const TileFn* tiles_ = nullptr;   // [rows - 1], may be null
+};
+
 }  // namespace tessel
 #endif  // TESSEL_SNIPPETS_H
 
@@ -692,6 +761,9 @@ private:
 #endif
 #if defined(__linux__)
 #include <unistd.h>   // sysconf: cache sizes where there is no CPUID
+#endif
+#if defined(__SSE2__)
+#include <emmintrin.h>   // Int8Gemm's packing (x86-64's baseline)
 #endif
 
 namespace tessel {
@@ -6023,6 +6095,488 @@ void DepthwiseConv::run_rows(const float* scratch, const float* weights, float b
         return;
     }
     detail::depthwise_portable_rows(shape_, phase_, pitch_, scratch, weights, bias, y, row0, row1);
+}
+
+
+// >>int8 gemm implementation
+uint8_t int8_requantize(int32_t acc, int32_t bias, float scale, float lo, float hi, int32_t zero_point) {
+    const int32_t sum = (int32_t)((uint32_t)acc + (uint32_t)bias);   // wraps, as the tiles' vpaddd
+    float v = (float)sum * scale;
+    v = v > lo ? v : lo;   // lo and hi are integers: clamping before rounding is the same as after
+    v = v < hi ? v : hi;
+    // Round half to even in the default rounding mode: |v| < 2^22 after the clamp, so v + 1.5 * 2^23
+    // lies where float32 steps are 1.
+    const float magic = 12582912.0f;
+    const float r = (v + magic) - magic;
+    return (uint8_t)((int32_t)r + zero_point);
+}
+
+bool int8_vnni_available() {
+#if !defined(TESSEL_NO_JIT) && (defined(__x86_64__) || defined(_M_X64))
+    __builtin_cpu_init();
+    return isa_available(Isa::Avx512) && __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw");
+#else
+    return false;
+#endif
+}
+
+namespace detail {
+constexpr uint32_t kInt8PortableRows = 8, kInt8PortableCols = 16;
+
+inline void int8_portable_tile(const int8_t* a, const uint8_t* b, uint8_t* c, int64_t ldc, int64_t groups, int64_t rows,
+                               int64_t cols, const Int8Gemm::TileParams& params) {
+    int32_t acc[kInt8PortableRows][kInt8PortableCols] = {};
+    for (int64_t g = 0; g < groups; ++g, a += 4 * kInt8PortableRows, b += 4 * kInt8PortableCols)
+        for (uint32_t i = 0; i < kInt8PortableRows; ++i)
+            for (uint32_t j = 0; j < kInt8PortableCols; ++j) {
+                int32_t s = 0;
+                for (uint32_t q = 0; q < 4; ++q) s += (int32_t)a[i * 4 + q] * (int32_t)b[j * 4 + q];
+                acc[i][j] = (int32_t)((uint32_t)acc[i][j] + (uint32_t)s);
+            }
+    for (int64_t i = 0; i < rows; ++i, c += ldc)
+        for (int64_t j = 0; j < cols; ++j)
+            c[j] = int8_requantize(acc[i][j], params.bias[i], params.scale[i], params.lo, params.hi, params.zero_point);
+}
+
+#if !defined(TESSEL_NO_JIT) && (defined(__x86_64__) || defined(_M_X64))
+// The VNNI tile: rows x 3 accumulators (zmm0..23), B's three vectors in zmm24-26, A's 4 bytes
+// of a row broadcast by vpdpbusd's {1to16} operand. Arguments (System V): rdi A panel, rsi B
+// panel, rdx C, rcx ldc, r8 k groups, r9 TileParams. Stores go through the masks k1-k3
+// (vpmovusdb: the clamped values are already in [0, 255]).
+constexpr uint32_t kInt8VnniRows = 8, kInt8VnniVectors = 3;
+inline void emit_int8_tile_vnni(asmjit::x86::Assembler& a, uint32_t rows) {
+    namespace x86 = asmjit::x86;
+    const uint32_t mr = kInt8VnniRows, vectors = kInt8VnniVectors, nr = vectors * 16;
+    auto acc = [&](uint32_t i, uint32_t j) { return x86::zmm(i * vectors + j); };
+    for (uint32_t i = 0; i < rows; ++i)
+        for (uint32_t j = 0; j < vectors; ++j) a.vpxord(acc(i, j), acc(i, j), acc(i, j));
+    asmjit::Label loop = a.newLabel(), pair = a.newLabel(), single = a.newLabel(), store = a.newLabel();
+    auto step = [&](int32_t u) {
+        for (uint32_t j = 0; j < vectors; ++j) a.vmovdqu32(x86::zmm(24 + j), x86::ptr(x86::rsi, (int32_t)((u * nr + j * 16) * 4)));
+        for (uint32_t i = 0; i < rows; ++i)
+            for (uint32_t j = 0; j < vectors; ++j)
+                a.vpdpbusd(acc(i, j), x86::zmm(24 + j), x86::dword_ptr(x86::rdi, (int32_t)((u * mr + i) * 4))._1to16());
+    };
+    a.cmp(x86::r8, 2);
+    a.jb(single);
+    a.bind(pair);
+    step(0);
+    step(1);
+    a.add(x86::rdi, (int32_t)(2 * mr * 4));
+    a.add(x86::rsi, (int32_t)(2 * nr * 4));
+    a.sub(x86::r8, 2);
+    a.cmp(x86::r8, 2);
+    a.jae(pair);
+    a.bind(single);
+    a.test(x86::r8, x86::r8);
+    a.jz(store);
+    a.bind(loop);
+    step(0);
+    a.bind(store);
+    // Requantize: bias and scale of the row in zmm27-28, lo hi zero point in zmm29-31.
+    a.mov(x86::rax, x86::qword_ptr(x86::r9, 0));
+    a.mov(x86::r10, x86::qword_ptr(x86::r9, 8));
+    a.vbroadcastss(x86::zmm29, x86::dword_ptr(x86::r9, 16));
+    a.vbroadcastss(x86::zmm30, x86::dword_ptr(x86::r9, 20));
+    a.vpbroadcastd(x86::zmm31, x86::dword_ptr(x86::r9, 24));
+    a.kmovw(x86::k1, x86::word_ptr(x86::r9, 28));
+    a.kmovw(x86::k2, x86::word_ptr(x86::r9, 32));
+    a.kmovw(x86::k3, x86::word_ptr(x86::r9, 36));
+    const x86::KReg masks[3] = {x86::k1, x86::k2, x86::k3};
+    for (uint32_t i = 0; i < rows; ++i) {
+        a.vpbroadcastd(x86::zmm27, x86::dword_ptr(x86::rax, (int32_t)(i * 4)));
+        a.vbroadcastss(x86::zmm28, x86::dword_ptr(x86::r10, (int32_t)(i * 4)));
+        for (uint32_t j = 0; j < vectors; ++j) {
+            x86::Zmm v = acc(i, j);
+            a.vpaddd(v, v, x86::zmm27);
+            a.vcvtdq2ps(v, v);
+            a.vmulps(v, v, x86::zmm28);
+            a.vmaxps(v, v, x86::zmm29);
+            a.vminps(v, v, x86::zmm30);
+            a.vcvtps2dq(v, v);   // MXCSR's default rounding: to nearest, ties to even
+            a.vpaddd(v, v, x86::zmm31);
+            a.k(masks[j]).vpmovusdb(x86::xmmword_ptr(x86::rdx, (int32_t)(j * 16)), v);
+        }
+        if (i + 1 < rows) a.add(x86::rdx, x86::rcx);
+    }
+    a.vzeroupper();
+    a.ret();
+}
+
+struct Int8TileTable {
+    Int8Gemm::TileFn fn[kInt8VnniRows] = {};
+    Status status = Status::Unsupported;
+};
+
+inline Int8TileTable make_int8_tiles_vnni() {
+    using namespace asmjit;
+    Int8TileTable t;
+    CodeHolder code;
+    ErrorRecorder recorder;
+    code.init(jit_runtime().environment());
+    code.setErrorHandler(&recorder);
+    x86::Assembler a(&code);
+    Label labels[kInt8VnniRows];
+    for (uint32_t rows = 1; rows <= kInt8VnniRows; ++rows) {
+        labels[rows - 1] = a.newLabel();
+        a.align(AlignMode::kCode, 32);
+        a.bind(labels[rows - 1]);
+        emit_int8_tile_vnni(a, rows);
+    }
+    if (recorder.first != kErrorOk) return t;
+    void* base = nullptr;
+    if (jit_runtime().add(&base, &code) != kErrorOk) { t.status = Status::OutOfMemory; return t; }
+    for (uint32_t r = 0; r < kInt8VnniRows; ++r)
+        t.fn[r] = reinterpret_cast<Int8Gemm::TileFn>(static_cast<char*>(base) + code.labelOffsetFromBase(labels[r]));
+    t.status = Status::Ok;
+    return t;
+}
+// The AVX2 tile: rows x 2 accumulators (ymm0..11) of 4 columns x 2 partial sums each,
+// B's 4 + 4 columns zero-extended to int16 in ymm12-13, A's 4 int16 of a row broadcast in
+// ymm14; vpmaddwd sums pairs exactly (|x w| < 2^15, two of them < 2^31). The partial sums
+// meet in vphaddd before the requantization; 8 bytes per row stored (whole panels only).
+constexpr uint32_t kInt8Avx2Rows = 6;
+inline void emit_int8_tile_avx2(asmjit::x86::Assembler& a, uint32_t rows) {
+    namespace x86 = asmjit::x86;
+    const uint32_t mr = kInt8Avx2Rows;
+    auto acc = [&](uint32_t i, uint32_t h) { return x86::ymm(i * 2 + h); };
+    for (uint32_t i = 0; i < rows; ++i)
+        for (uint32_t h = 0; h < 2; ++h) a.vpxor(acc(i, h), acc(i, h), acc(i, h));
+    asmjit::Label loop = a.newLabel(), store = a.newLabel();
+    a.test(x86::r8, x86::r8);
+    a.jz(store);
+    a.bind(loop);
+    a.vpmovzxbw(x86::ymm12, x86::xmmword_ptr(x86::rsi, 0));
+    a.vpmovzxbw(x86::ymm13, x86::xmmword_ptr(x86::rsi, 16));
+    for (uint32_t i = 0; i < rows; ++i) {
+        a.vpbroadcastq(x86::ymm14, x86::qword_ptr(x86::rdi, (int32_t)(i * 8)));
+        a.vpmaddwd(x86::ymm15, x86::ymm12, x86::ymm14);
+        a.vpaddd(acc(i, 0), acc(i, 0), x86::ymm15);
+        a.vpmaddwd(x86::ymm15, x86::ymm13, x86::ymm14);
+        a.vpaddd(acc(i, 1), acc(i, 1), x86::ymm15);
+    }
+    a.add(x86::rdi, (int32_t)(mr * 8));
+    a.add(x86::rsi, 32);
+    a.sub(x86::r8, 1);
+    a.jnz(loop);
+    a.bind(store);
+    a.mov(x86::rax, x86::qword_ptr(x86::r9, 0));
+    a.mov(x86::r10, x86::qword_ptr(x86::r9, 8));
+    a.vbroadcastss(x86::ymm13, x86::dword_ptr(x86::r9, 16));
+    a.vbroadcastss(x86::ymm14, x86::dword_ptr(x86::r9, 20));
+    a.vpbroadcastd(x86::ymm15, x86::dword_ptr(x86::r9, 24));
+    for (uint32_t i = 0; i < rows; ++i) {
+        x86::Ymm v = acc(i, 0);
+        a.vphaddd(v, v, acc(i, 1));      // columns 0 1 4 5 | 2 3 6 7
+        a.vpermq(v, v, 0xD8);            // columns 0 .. 7
+        a.vpbroadcastd(x86::ymm12, x86::dword_ptr(x86::rax, (int32_t)(i * 4)));
+        a.vpaddd(v, v, x86::ymm12);
+        a.vcvtdq2ps(v, v);
+        a.vbroadcastss(x86::ymm12, x86::dword_ptr(x86::r10, (int32_t)(i * 4)));
+        a.vmulps(v, v, x86::ymm12);
+        a.vmaxps(v, v, x86::ymm13);
+        a.vminps(v, v, x86::ymm14);
+        a.vcvtps2dq(v, v);   // MXCSR's default rounding: to nearest, ties to even
+        a.vpaddd(v, v, x86::ymm15);
+        a.vextracti128(x86::xmm12, v, 1);
+        a.vpackssdw(v.xmm(), v.xmm(), x86::xmm12);
+        a.vpackuswb(v.xmm(), v.xmm(), v.xmm());
+        a.vmovq(x86::qword_ptr(x86::rdx), v.xmm());
+        if (i + 1 < rows) a.add(x86::rdx, x86::rcx);
+    }
+    a.vzeroupper();
+    a.ret();
+}
+
+inline Int8TileTable make_int8_tiles_avx2() {
+    using namespace asmjit;
+    Int8TileTable t;
+    CodeHolder code;
+    ErrorRecorder recorder;
+    code.init(jit_runtime().environment());
+    code.setErrorHandler(&recorder);
+    x86::Assembler a(&code);
+    Label labels[kInt8Avx2Rows];
+    for (uint32_t rows = 1; rows <= kInt8Avx2Rows; ++rows) {
+        labels[rows - 1] = a.newLabel();
+        a.align(AlignMode::kCode, 32);
+        a.bind(labels[rows - 1]);
+        emit_int8_tile_avx2(a, rows);
+    }
+    if (recorder.first != kErrorOk) return t;
+    void* base = nullptr;
+    if (jit_runtime().add(&base, &code) != kErrorOk) { t.status = Status::OutOfMemory; return t; }
+    for (uint32_t r = 0; r < kInt8Avx2Rows; ++r)
+        t.fn[r] = reinterpret_cast<Int8Gemm::TileFn>(static_cast<char*>(base) + code.labelOffsetFromBase(labels[r]));
+    t.status = Status::Ok;
+    return t;
+}
+#endif
+#if !defined(TESSEL_NO_JIT) && defined(__aarch64__)
+// The sdot tile: rows x 3 accumulators in v8..v31 (d8-d15 saved), A's 8 rows of 4 bytes in
+// v0-v1 taken by element, B's three vectors of 4 columns in v2-v4. Arguments (AAPCS64): x0 A
+// panel, x1 B panel, x2 C, x3 ldc, x4 k groups, x5 TileParams. After the K loop x0 points at
+// the panel's 128 x row sums. 12 bytes per row stored (whole panels only).
+inline void emit_int8_tile_sdot(asmjit::a64::Assembler& a, uint32_t rows) {
+    namespace a64 = asmjit::a64;
+    auto acc = [&](uint32_t i, uint32_t j) { return a64::v(8 + i * 3 + j); };
+    a.stp(a64::d8, a64::d9, a64::ptr_pre(a64::sp, -64));
+    a.stp(a64::d10, a64::d11, a64::ptr(a64::sp, 16));
+    a.stp(a64::d12, a64::d13, a64::ptr(a64::sp, 32));
+    a.stp(a64::d14, a64::d15, a64::ptr(a64::sp, 48));
+    for (uint32_t i = 0; i < rows; ++i)
+        for (uint32_t j = 0; j < 3; ++j) a.eor(acc(i, j).b16(), acc(i, j).b16(), acc(i, j).b16());
+    asmjit::Label loop = a.newLabel(), store = a.newLabel();
+    a.cbz(a64::x4, store);
+    a.bind(loop);
+    a.ldp(a64::q0, a64::q1, a64::ptr_post(a64::x0, 32));
+    a.ldr(a64::q2, a64::ptr(a64::x1, 0));
+    a.ldr(a64::q3, a64::ptr(a64::x1, 16));
+    a.ldr(a64::q4, a64::ptr(a64::x1, 32));
+    a.add(a64::x1, a64::x1, 48);
+    for (uint32_t i = 0; i < rows; ++i)
+        for (uint32_t j = 0; j < 3; ++j) a.sdot(acc(i, j).s4(), a64::v(2 + j).b16(), a64::v(i < 4 ? 0 : 1).b4(i & 3));
+    a.subs(a64::x4, a64::x4, 1);
+    a.b_ne(loop);
+    a.bind(store);
+    a.ldr(a64::x6, a64::ptr(a64::x5, 0));     // bias
+    a.ldr(a64::x7, a64::ptr(a64::x5, 8));     // scale
+    a.add(a64::x9, a64::x5, 16);
+    a.ld1r(a64::v(0).s4(), a64::ptr(a64::x9));   // lo
+    a.add(a64::x9, a64::x5, 20);
+    a.ld1r(a64::v(1).s4(), a64::ptr(a64::x9));   // hi
+    a.add(a64::x9, a64::x5, 24);
+    a.ld1r(a64::v(2).s4(), a64::ptr(a64::x9));   // zero point
+    a.mov(a64::x8, a64::x2);
+    for (uint32_t i = 0; i < rows; ++i) {
+        a.add(a64::x9, a64::x6, (uint32_t)(i * 4));
+        a.ld1r(a64::v(3).s4(), a64::ptr(a64::x9));
+        a.add(a64::x9, a64::x0, (uint32_t)(i * 4));
+        a.ld1r(a64::v(4).s4(), a64::ptr(a64::x9));
+        a.add(a64::v(3).s4(), a64::v(3).s4(), a64::v(4).s4());
+        a.add(a64::x9, a64::x7, (uint32_t)(i * 4));
+        a.ld1r(a64::v(5).s4(), a64::ptr(a64::x9));
+        for (uint32_t j = 0; j < 3; ++j) {
+            a64::Vec v = acc(i, j);
+            a.add(v.s4(), v.s4(), a64::v(3).s4());
+            a.scvtf(v.s4(), v.s4());
+            a.fmul(v.s4(), v.s4(), a64::v(5).s4());
+            a.fmax(v.s4(), v.s4(), a64::v(0).s4());   // no NaN here: fmax is the clamp
+            a.fmin(v.s4(), v.s4(), a64::v(1).s4());
+            a.fcvtns(v.s4(), v.s4());                 // to nearest, ties to even
+            a.add(v.s4(), v.s4(), a64::v(2).s4());
+        }
+        a.sqxtn(a64::v(6).h4(), acc(i, 0).s4());
+        a.sqxtn2(a64::v(6).h8(), acc(i, 1).s4());
+        a.sqxtn(a64::v(7).h4(), acc(i, 2).s4());
+        a.sqxtun(a64::v(6).b8(), a64::v(6).h8());
+        a.sqxtun2(a64::v(6).b16(), a64::v(7).h8());
+        a.str(a64::d6, a64::ptr(a64::x8));
+        a.umov(a64::w10, a64::v(6).s(2));
+        a.str(a64::w10, a64::ptr(a64::x8, 8));
+        if (i + 1 < rows) a.add(a64::x8, a64::x8, a64::x3);
+    }
+    a.ldp(a64::d10, a64::d11, a64::ptr(a64::sp, 16));
+    a.ldp(a64::d12, a64::d13, a64::ptr(a64::sp, 32));
+    a.ldp(a64::d14, a64::d15, a64::ptr(a64::sp, 48));
+    a.ldp(a64::d8, a64::d9, a64::ptr_post(a64::sp, 64));
+    a.ret(a64::x30);
+}
+
+struct Int8TileTable {
+    Int8Gemm::TileFn fn[8] = {};
+    Status status = Status::Unsupported;
+};
+
+inline Int8TileTable make_int8_tiles_sdot() {
+    using namespace asmjit;
+    Int8TileTable t;
+    CodeHolder code;
+    ErrorRecorder recorder;
+    code.init(jit_runtime().environment());
+    code.setErrorHandler(&recorder);
+    a64::Assembler a(&code);
+    Label labels[8];
+    for (uint32_t rows = 1; rows <= 8; ++rows) {
+        labels[rows - 1] = a.newLabel();
+        a.align(AlignMode::kCode, 16);
+        a.bind(labels[rows - 1]);
+        emit_int8_tile_sdot(a, rows);
+    }
+    if (recorder.first != kErrorOk) return t;
+    void* base = nullptr;
+    if (jit_runtime().add(&base, &code) != kErrorOk) { t.status = Status::OutOfMemory; return t; }
+    for (uint32_t r = 0; r < 8; ++r)
+        t.fn[r] = reinterpret_cast<Int8Gemm::TileFn>(static_cast<char*>(base) + code.labelOffsetFromBase(labels[r]));
+    t.status = Status::Ok;
+    return t;
+}
+#endif
+}  // namespace detail
+
+Status Int8Gemm::init(Isa isa) {
+    if (isa == Isa::Auto) isa = default_isa();
+    if (!isa_available(isa)) return Status::Unsupported;
+    isa_ = isa;
+    tiles_ = nullptr;
+    mr_ = detail::kInt8PortableRows;
+    nr_ = detail::kInt8PortableCols;
+    a_bytes_ = 1;
+    masked_ = false;
+    signed_b_ = false;
+#if !defined(TESSEL_NO_JIT) && (defined(__x86_64__) || defined(_M_X64))
+    if (isa == Isa::Avx512 && int8_vnni_available()) {
+        static const detail::Int8TileTable vnni = detail::make_int8_tiles_vnni();
+        if (vnni.status != Status::Ok) return vnni.status;
+        tiles_ = vnni.fn;
+        mr_ = detail::kInt8VnniRows;
+        nr_ = detail::kInt8VnniVectors * 16;
+        masked_ = true;
+    } else if (isa == Isa::Avx2 || isa == Isa::Avx512) {   // AVX-512 without VNNI: the AVX2 tile
+        static const detail::Int8TileTable avx2 = detail::make_int8_tiles_avx2();
+        if (avx2.status != Status::Ok) return avx2.status;
+        tiles_ = avx2.fn;
+        mr_ = detail::kInt8Avx2Rows;
+        nr_ = 8;
+        a_bytes_ = 2;
+    }
+#elif !defined(TESSEL_NO_JIT) && defined(__aarch64__)
+    if (isa == Isa::Neon && arm_features().dot_product) {
+        static const detail::Int8TileTable sdot = detail::make_int8_tiles_sdot();
+        if (sdot.status != Status::Ok) return sdot.status;
+        tiles_ = sdot.fn;
+        mr_ = 8;
+        nr_ = 12;
+        signed_b_ = true;
+    }
+#endif
+    return Status::Ok;
+}
+
+void Int8Gemm::pack_a(int64_t m, int64_t k, const int8_t* a, int64_t a_row, int8_t* packed) const {
+    const int64_t groups = k_groups(k);
+    for (int64_t r0 = 0; r0 < m; r0 += mr_) {
+        if (signed_b_) {   // after the panel: 128 sum_p A[r][p], what x - 128 took away
+            int8_t* sums = packed + mr_ * groups * 4;
+            for (int64_t r = 0; r < mr_; ++r) {
+                int32_t sum = 0;
+                for (int64_t p = 0; r0 + r < m && p < k; ++p) sum += a[(r0 + r) * a_row + p];
+                const int32_t correction = sum * 128;
+                std::memcpy(sums + 4 * r, &correction, 4);
+            }
+        }
+        for (int64_t g = 0; g < groups; ++g)
+            for (int64_t r = 0; r < mr_; ++r, packed += 4 * a_bytes_)
+                for (int64_t q = 0; q < 4; ++q) {
+                    const int64_t p = g * 4 + q;
+                    const int8_t v = r0 + r < m && p < k ? a[(r0 + r) * a_row + p] : 0;
+                    if (a_bytes_ == 2) {   // int16, little endian
+                        const int16_t wide = v;
+                        std::memcpy(packed + 2 * q, &wide, 2);
+                    } else {
+                        packed[q] = v;
+                    }
+                }
+        if (signed_b_) packed += mr_ * 4;
+    }
+}
+
+void Int8Gemm::pack_b(int64_t k, int64_t n, const uint8_t* b, int64_t b_row, uint8_t* packed) const {
+    const int64_t groups = k_groups(k);
+    for (int64_t j0 = 0; j0 < n; j0 += nr_) {
+        const int64_t w = n - j0 < nr_ ? n - j0 : nr_;
+        for (int64_t g = 0; g < groups; ++g, packed += 4 * nr_) {
+            const uint8_t* rows[4];
+            for (int64_t q = 0; q < 4; ++q) rows[q] = g * 4 + q < k ? b + (g * 4 + q) * b_row + j0 : nullptr;
+            const uint8_t flip = signed_b_ ? 0x80 : 0;
+#if defined(__SSE2__)
+            if (w == nr_ && rows[3] && nr_ % 16 == 0 && !flip) {   // 16 columns of 4 rows: two rounds of unpacks
+                for (int64_t j = 0; j < nr_; j += 16) {
+                    auto load = [&](int q) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[q] + j)); };
+                    const __m128i r0 = load(0), r1 = load(1), r2 = load(2), r3 = load(3);
+                    const __m128i a0 = _mm_unpacklo_epi8(r0, r1), a1 = _mm_unpackhi_epi8(r0, r1);
+                    const __m128i b0 = _mm_unpacklo_epi8(r2, r3), b1 = _mm_unpackhi_epi8(r2, r3);
+                    __m128i* dst = reinterpret_cast<__m128i*>(packed + j * 4);
+                    _mm_storeu_si128(dst + 0, _mm_unpacklo_epi16(a0, b0));
+                    _mm_storeu_si128(dst + 1, _mm_unpackhi_epi16(a0, b0));
+                    _mm_storeu_si128(dst + 2, _mm_unpacklo_epi16(a1, b1));
+                    _mm_storeu_si128(dst + 3, _mm_unpackhi_epi16(a1, b1));
+                }
+                continue;
+            }
+#endif
+            if (w == nr_ && rows[3]) {   // the common case: four whole rows interleaved
+                for (int64_t j = 0; j < nr_; ++j) {
+                    packed[j * 4 + 0] = rows[0][j] ^ flip;
+                    packed[j * 4 + 1] = rows[1][j] ^ flip;
+                    packed[j * 4 + 2] = rows[2][j] ^ flip;
+                    packed[j * 4 + 3] = rows[3][j] ^ flip;
+                }
+                continue;
+            }
+            for (int64_t j = 0; j < nr_; ++j)
+                for (int64_t q = 0; q < 4; ++q) packed[j * 4 + q] = rows[q] && j < w ? rows[q][j] ^ flip : 0;
+        }
+    }
+}
+
+void Int8Gemm::pack_b_columns(int64_t k, int64_t n, const uint8_t* b, int64_t b_col, uint8_t* packed) const {
+    const int64_t groups = k_groups(k), whole = k / 4;
+    const uint32_t flip = signed_b_ ? 0x80808080u : 0u;
+    for (int64_t j0 = 0; j0 < n; j0 += nr_) {
+        const int64_t w = n - j0 < nr_ ? n - j0 : nr_;
+        for (int64_t g = 0; g < groups; ++g, packed += 4 * nr_)
+            for (int64_t j = 0; j < nr_; ++j) {
+                uint32_t v = 0;   // four consecutive bytes of a column: one word
+                if (j < w && g < whole) std::memcpy(&v, b + (j0 + j) * b_col + g * 4, 4);
+                else if (j < w) std::memcpy(&v, b + (j0 + j) * b_col + g * 4, (size_t)(k - g * 4));
+                v = j < w ? v ^ (g < whole ? flip : flip >> (8 * (4 - (k - g * 4)))) : 0;
+                std::memcpy(packed + 4 * j, &v, 4);
+            }
+    }
+}
+
+void Int8Gemm::run(int64_t m0, int64_t m1, int64_t n, int64_t k, const int8_t* packed_a, const uint8_t* packed_b,
+                   const Int8Requant& rq, uint8_t* c, int64_t ldc) const {
+    if (m0 >= m1 || n <= 0) return;
+    const int64_t groups = k_groups(k);
+    TileParams params;
+    params.lo = rq.lo;
+    params.hi = rq.hi;
+    params.zero_point = rq.zero_point;
+    for (int64_t j0 = 0; j0 < n; j0 += nr_) {
+        const int64_t cols = n - j0 < nr_ ? n - j0 : nr_;
+        for (uint32_t v = 0; v < 3; ++v) {
+            const int64_t lanes = cols - (int64_t)v * 16;
+            params.mask[v] = lanes >= 16 ? 0xFFFFu : lanes <= 0 ? 0u : (1u << lanes) - 1u;
+        }
+        const uint8_t* bp = packed_b + j0 * groups * 4;
+        for (int64_t i0 = m0 / mr_ * mr_; i0 < m1; i0 += mr_) {
+            // A panel i0 / mr; rows before m0 (a part starting inside a panel) are not stored.
+            const int64_t first = i0 < m0 ? m0 : i0, last = i0 + mr_ < m1 ? i0 + mr_ : m1;
+            params.bias = rq.bias + first;
+            params.scale = rq.scale + first;
+            const int8_t* ap = packed_a + (size_t)(i0 / mr_) * panel_a_bytes(k);
+            uint8_t* ct = c + first * ldc + j0;
+            if (first == i0 && tiles_ && (masked_ || cols == nr_)) {
+                tiles_[last - first - 1](ap, bp, ct, ldc, groups, &params);
+            } else if (tiles_) {   // a part boundary inside a panel, or a partial one: the whole panel into a buffer
+                alignas(64) uint8_t buffer[16 * 64];
+                TileParams whole = params;
+                whole.bias = rq.bias + i0;
+                whole.scale = rq.scale + i0;
+                tiles_[last - i0 - 1](ap, bp, buffer, 64, groups, &whole);
+                for (int64_t i = first; i < last; ++i) std::memcpy(c + i * ldc + j0, buffer + (i - i0) * 64, (size_t)cols);
+            } else {
+                alignas(64) uint8_t buffer[16 * 64];
+                TileParams whole = params;
+                whole.bias = rq.bias + i0;
+                whole.scale = rq.scale + i0;
+                detail::int8_portable_tile(ap, bp, buffer, 64, groups, last - i0, cols, whole);
+                for (int64_t i = first; i < last; ++i) std::memcpy(c + i * ldc + j0, buffer + (i - i0) * 64, (size_t)cols);
+            }
+        }
+    }
 }
 
 }  // namespace tessel

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# bench-int8.sh FLOAT.onnx:INT8.onnx... : Tessel int8 (a QDQ model from tools/quantize.py)
+# against Tessel float32 on the float model, and both against onnxruntime (scripts/ort-bench.js,
+# build/ort as bench-vs-ort.sh installs it), at one and two threads, on the same inputs. Each
+# figure is the best of 3 rounds of RUNS runs (default 20) of each side's fastest run ("min"),
+# which a busy machine disturbs least.
+# | model | threads | Tessel float ms | Tessel int8 ms | int8 / float | onnxruntime int8 ms | Tessel int8 / onnxruntime int8 | onnxruntime float ms |
+set -eu
+cd "$(dirname "$0")/.."
+export NODE_PATH=$PWD/build/ort/node_modules
+runs=${RUNS:-20}
+tessel=${TESSEL:-build/tessel}
+work=build/bench-int8
+mkdir -p "$work"
+best() { printf "%s\n%s\n" "$1" "$2" | grep . | sort -g | head -1; }
+echo "| model | threads | Tessel float ms | Tessel int8 ms | int8 / float | onnxruntime int8 ms | Tessel int8 / onnxruntime int8 | onnxruntime float ms |"
+echo "|---|---:|---:|---:|---:|---:|---:|---:|"
+for pair in "$@"; do
+  float=${pair%%:*} int8=${pair##*:} name=$(basename "${pair##*:}" .onnx)
+  data="$work/data_$name"
+  [ -d "$data" ] || node scripts/ort-bench.js inputs "$int8" "$data" 2>/dev/null
+  for threads in 1 2; do
+    tf="" ti="" oi="" of=""
+    for round in 1 2 3; do
+      tf=$(best "$tf" "$($tessel run "$float" --inputs "$data" --bench "$runs" --threads "$threads" 2>&1 | sed -nE 's/^latency_ms .*min=([0-9.]+).*/\1/p')")
+      ti=$(best "$ti" "$($tessel run "$int8" --inputs "$data" --bench "$runs" --threads "$threads" 2>&1 | sed -nE 's/^latency_ms .*min=([0-9.]+).*/\1/p')")
+      oi=$(best "$oi" "$(node scripts/ort-bench.js time "$int8" "$data" "$runs" "$threads" 2>&1 | sed -nE 's/^ort_ms .*min=([0-9.]+).*/\1/p')")
+      of=$(best "$of" "$(node scripts/ort-bench.js time "$float" "$data" "$runs" "$threads" 2>&1 | sed -nE 's/^ort_ms .*min=([0-9.]+).*/\1/p')")
+    done
+    awk -v n="$name" -v t="$threads" -v tf="$tf" -v ti="$ti" -v oi="$oi" -v of="$of" \
+      'BEGIN { printf "| %s | %d | %.2f | %.2f | %.2fx | %.2f | %.2fx | %.2f |\n", n, t, tf, ti, ti / tf, oi, ti / oi, of }'
+  done
+done

@@ -1,0 +1,414 @@
+// Quantized inference on the CPU device: snippets.h's Int8Gemm (every tail of M, N and K,
+// parts of the rows) bit for bit against a scalar oracle, on the target from TESSEL_ISA and on
+// the portable tile; QDQ Conv groups (1x1, 3x3, strided, dilated, padded, grouped, Relu, Clip)
+// bit for bit against the same arithmetic done here in integers, and within one step of the
+// float reference path (FUSION=NO); per-tensor QuantizeLinear/DequantizeLinear bit for bit
+// against the reference kernels.
+#include <doctest/doctest.h>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+#include "alloc_counter.h"
+#include "op_test.h"
+#include "runtime.h"
+
+using namespace tessel;
+
+namespace {
+using test::OpTest;
+using Shape = std::vector<int64_t>;
+
+int64_t count_of(const Shape& s) {
+    int64_t n = 1;
+    for (int64_t d : s) n *= d;
+    return n;
+}
+
+// C = requantize(A B) over rows [m0, m1), oracle and Int8Gemm, C with 5 spare columns that
+// must stay untouched.
+void check_int8_gemm(const Int8Gemm& gemm, int64_t m, int64_t n, int64_t k, int64_t m0, int64_t m1, uint32_t seed) {
+    CAPTURE(m); CAPTURE(n); CAPTURE(k); CAPTURE(m0); CAPTURE(m1);
+    std::mt19937 rng(seed);
+    std::vector<int8_t> a((size_t)(m * k));
+    std::vector<uint8_t> b((size_t)(k * n));
+    for (int8_t& v : a) v = (int8_t)((int)(rng() % 255) - 127);
+    for (uint8_t& v : b) v = (uint8_t)(rng() % 256);
+    if (k > 2) { a[0] = 127; b[0] = 255; b[(size_t)n] = 255; a[1] = 127; }   // the products vpmaddubsw would saturate
+    std::vector<int32_t> bias((size_t)m);
+    std::vector<float> scale((size_t)m);
+    for (int64_t i = 0; i < m; ++i) {
+        bias[(size_t)i] = (int32_t)(rng() % 20001) - 10000;
+        scale[(size_t)i] = std::ldexp(1.0f + (float)(rng() % 1000) / 1000.0f, -12 - (int)(rng() % 4));
+    }
+    Int8Requant rq;
+    rq.bias = bias.data();
+    rq.scale = scale.data();
+    rq.zero_point = (int32_t)(rng() % 200);
+    rq.lo = (float)(-rq.zero_point + (int32_t)(rng() % 3) * 20);
+    rq.hi = (float)(255 - rq.zero_point);
+    const int64_t ldc = n + 5;
+    std::vector<uint8_t> c((size_t)(m * ldc), 0xA5);
+    std::vector<int8_t> pa(gemm.packed_a_bytes(m, k) + 1);
+    std::vector<uint8_t> pb(gemm.packed_b_bytes(k, n) + 1);
+    gemm.pack_a(m, k, a.data(), k, pa.data());
+    gemm.pack_b(k, n, b.data(), n, pb.data());
+    gemm.run(m0, m1, n, k, pa.data(), pb.data(), rq, c.data(), ldc);
+    int64_t bad = 0, touched = 0;
+    for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < ldc; ++j) {
+            uint8_t got = c[(size_t)(i * ldc + j)];
+            if (i < m0 || i >= m1 || j >= n) { touched += got != 0xA5; continue; }
+            int32_t acc = 0;
+            for (int64_t p = 0; p < k; ++p) acc += (int32_t)a[(size_t)(i * k + p)] * (int32_t)b[(size_t)(p * n + j)];
+            uint8_t want = int8_requantize(acc, bias[(size_t)i], scale[(size_t)i], rq.lo, rq.hi, rq.zero_point);
+            if (got != want && bad++ < 5) MESSAGE("C[" << i << "][" << j << "] = " << (int)got << ", want " << (int)want);
+        }
+    CHECK(bad == 0);
+    CHECK(touched == 0);
+}
+}  // namespace
+
+TEST_CASE("int8: requantization rounds half to even and clamps before the zero point") {
+    CHECK(int8_requantize(5, 0, 0.5f, -128.0f, 127.0f, 0) == 2);      // 2.5 -> 2
+    CHECK(int8_requantize(7, 0, 0.5f, -128.0f, 127.0f, 0) == 4);      // 3.5 -> 4
+    CHECK(int8_requantize(-5, 0, 0.5f, -10.0f, 127.0f, 10) == 8);     // -2.5 -> -2, + 10
+    CHECK(int8_requantize(1000, 0, 1.0f, -10.0f, 245.0f, 10) == 255); // clamped to hi
+    CHECK(int8_requantize(-1000, 0, 1.0f, 0.0f, 245.0f, 10) == 10);   // a Relu: lo 0
+    CHECK(int8_requantize(2147483647, 1, 1e-9f, -128.0f, 127.0f, 128) == 126);   // the sum wraps: -2^31
+}
+
+TEST_CASE("int8 gemm: every tail of M, N and K, parts of the rows, target and portable tiles") {
+    Int8Gemm target, portable;
+    REQUIRE(target.init() == Status::Ok);
+    REQUIRE(portable.init(Isa::Ref) == Status::Ok);
+    CHECK(!portable.jit());
+    if (default_isa() == Isa::Avx2 || default_isa() == Isa::Avx512) CHECK(target.jit());
+    if (default_isa() == Isa::Neon) CHECK(target.jit() == arm_features().dot_product);
+    uint32_t seed = 1;
+    for (const Int8Gemm* gemm : {&target, &portable}) {
+        const int64_t mr = gemm->mr(), nr = gemm->nr();
+        for (int64_t m : {(int64_t)1, mr - 1, mr, mr + 3, 2 * mr + 1})
+            for (int64_t n : {(int64_t)1, (int64_t)15, (int64_t)17, nr - 1, nr, nr + 1, 2 * nr + 33})
+                for (int64_t k : {1, 3, 4, 5, 8, 13, 64, 301}) check_int8_gemm(*gemm, m, n, k, 0, m, seed++);
+        check_int8_gemm(*gemm, 3 * mr + 2, 70, 27, 3, 2 * mr + 1, seed++);   // a part starting and ending inside panels
+        check_int8_gemm(*gemm, 3 * mr, 70, 27, mr, 2 * mr, seed++);
+        check_int8_gemm(*gemm, 20, 50, 2000, 0, 20, seed++);                 // K beyond any cache block
+    }
+}
+
+// ---- QDQ Conv groups on the CPU device ----
+namespace {
+struct QdqConv {
+    Shape x, w;
+    int64_t group = 1;
+    Shape strides, dilations, pads;
+    const char* act = nullptr;   // "Relu" or "Clip"
+    bool bias = true;
+};
+
+struct Quantized {
+    std::vector<uint8_t> y;
+    std::string kernels;
+};
+
+// DQ(x) -> Conv(w = q s_w per map, b = q_b s_x s_w) -> act -> Q, compiled on CPU (FUSION as
+// given), inferred once (allocating nothing).
+Quantized run_qdq_conv(const QdqConv& cc, const std::vector<uint8_t>& x, const std::vector<float>& w,
+                       const std::vector<float>& b, float sx, uint8_t zx, float sy, uint8_t zy, bool fusion,
+                       uint32_t threads) {
+    OpTest t;
+    t.opset = 13;
+    InputRef xin = t.input(cc.x, x);
+    NodeId dq = t.op("DequantizeLinear", {xin, t.constant(Shape{}, std::vector<float>{sx}), t.constant(Shape{}, std::vector<uint8_t>{zx})});
+    std::vector<InputRef> in = {InputRef::by_id(dq), t.constant(cc.w, w)};
+    if (cc.bias) in.push_back(t.constant(Shape{cc.w[0]}, b));
+    NodeId conv = t.op("Conv", in);
+    if (cc.group != 1) t.set_int("group", cc.group);
+    if (!cc.strides.empty()) t.set_ints("strides", cc.strides);
+    if (!cc.dilations.empty()) t.set_ints("dilations", cc.dilations);
+    if (!cc.pads.empty()) t.set_ints("pads", cc.pads);
+    NodeId last = conv;
+    if (cc.act && std::string(cc.act) == "Relu") last = t.op("Relu", {InputRef::by_id(conv)});
+    if (cc.act && std::string(cc.act) == "Clip")
+        last = t.op("Clip", {InputRef::by_id(conv), t.constant(Shape{}, std::vector<float>{-0.25f}), t.constant(Shape{}, std::vector<float>{0.75f})});
+    t.op("QuantizeLinear", {InputRef::by_id(last), t.constant(Shape{}, std::vector<float>{sy}), t.constant(Shape{}, std::vector<uint8_t>{zy})});
+    REQUIRE(t.model.add_output("y", InputRef::by_id(t.node, 0)) == Status::Ok);
+    REQUIRE(t.model.finalize() == Status::Ok);
+    Core core;
+    CompiledModel compiled;
+    std::string count = std::to_string(threads);
+    ConfigEntry config[] = {{"NUM_THREADS", StringView(count.c_str())}, {"PERF_COUNT", "YES"}, {"FUSION", fusion ? "YES" : "NO"}};
+    Status s = core.compile_model(t.model, "CPU", Span<const ConfigEntry>(config, 3), &compiled);
+    INFO(core.last_error());
+    REQUIRE(s == Status::Ok);
+    InferRequest request;
+    REQUIRE(compiled.create_request(&request) == Status::Ok);
+    std::memcpy(request.input(0).data(), x.data(), x.size());
+    uint64_t before = tessel_test::allocation_count();
+    s = request.infer();
+    CHECK(tessel_test::allocation_count() == before);
+    INFO(request.last_error());
+    REQUIRE(s == Status::Ok);
+    Quantized r;
+    for (const ProfileEntry& e : request.profiling_info()) r.kernels += std::string(e.kernel) + " ";
+    const Tensor& out = request.output(0);
+    const uint8_t* p = out.data_as<uint8_t>();
+    r.y.assign(p, p + out.elements());
+    return r;
+}
+
+void check_qdq_conv(const QdqConv& cc, uint32_t seed) {
+    std::mt19937 rng(seed);
+    const int64_t maps = cc.w[0], per_map = count_of(cc.w) / maps;
+    std::vector<uint8_t> x((size_t)count_of(cc.x));
+    for (uint8_t& v : x) v = (uint8_t)(rng() % 256);
+    const float sx = 0.02f, sy = 0.05f;
+    const uint8_t zx = 37, zy = 101;
+    // Weights as the quantizer writes them: q in [-127, 127] with 127 reached, times s_w[map].
+    std::vector<int8_t> q((size_t)count_of(cc.w));
+    std::vector<float> w(q.size()), sw((size_t)maps), b((size_t)maps);
+    std::vector<int32_t> qb((size_t)maps);
+    for (int64_t m = 0; m < maps; ++m) {
+        sw[(size_t)m] = std::ldexp(1.0f + (float)(rng() % 100) / 100.0f, -9);
+        for (int64_t k = 0; k < per_map; ++k) q[(size_t)(m * per_map + k)] = (int8_t)((int)(rng() % 255) - 127);
+        q[(size_t)(m * per_map + rng() % per_map)] = (rng() & 1) ? 127 : -127;
+        for (int64_t k = 0; k < per_map; ++k) w[(size_t)(m * per_map + k)] = (float)q[(size_t)(m * per_map + k)] * sw[(size_t)m];
+        qb[(size_t)m] = cc.bias ? (int32_t)(rng() % 4001) - 2000 : 0;
+        b[(size_t)m] = (float)((double)qb[(size_t)m] * (double)sx * (double)sw[(size_t)m]);
+    }
+    // The integer oracle: the documented requantization of sum (x - zx) q + q_b.
+    const int sp = (int)cc.x.size() - 2;
+    const int64_t batch = cc.x[0], channels = cc.x[1], cg = cc.w[1], mg = maps / cc.group;
+    int64_t in[3] = {1, 1, 1}, k[3] = {1, 1, 1}, s[3] = {1, 1, 1}, d[3] = {1, 1, 1}, pb[3] = {0, 0, 0}, out[3] = {1, 1, 1};
+    for (int i = 0; i < sp; ++i) {
+        int j = 3 - sp + i;
+        in[j] = cc.x[2 + i];
+        k[j] = cc.w[2 + i];
+        if (!cc.strides.empty()) s[j] = cc.strides[i];
+        if (!cc.dilations.empty()) d[j] = cc.dilations[i];
+        int64_t pe = 0;
+        if (!cc.pads.empty()) { pb[j] = cc.pads[i]; pe = cc.pads[sp + i]; }
+        out[j] = (in[j] + pb[j] + pe - ((k[j] - 1) * d[j] + 1)) / s[j] + 1;
+    }
+    float lo = -(float)zy, hi = 255.0f - zy;
+    if (cc.act && std::string(cc.act) == "Relu") lo = 0.0f;
+    if (cc.act && std::string(cc.act) == "Clip") { lo = -5.0f; hi = 15.0f; }   // -0.25 / 0.05, 0.75 / 0.05
+    const int64_t positions = out[0] * out[1] * out[2];
+    std::vector<uint8_t> want((size_t)(batch * maps * positions));
+    for (int64_t n = 0; n < batch; ++n)
+        for (int64_t m = 0; m < maps; ++m) {
+            const float scale = (float)((double)sx * (double)sw[(size_t)m] / (double)sy);
+            for (int64_t o = 0; o < positions; ++o) {
+                int64_t o0 = o / (out[1] * out[2]), o1 = o / out[2] % out[1], o2 = o % out[2], g = m / mg;
+                int32_t acc = 0;
+                for (int64_t c = 0; c < cg; ++c)
+                    for (int64_t k0 = 0; k0 < k[0]; ++k0)
+                        for (int64_t k1 = 0; k1 < k[1]; ++k1)
+                            for (int64_t k2 = 0; k2 < k[2]; ++k2) {
+                                int64_t i0 = o0 * s[0] - pb[0] + k0 * d[0], i1 = o1 * s[1] - pb[1] + k1 * d[1], i2 = o2 * s[2] - pb[2] + k2 * d[2];
+                                if (i0 < 0 || i0 >= in[0] || i1 < 0 || i1 >= in[1] || i2 < 0 || i2 >= in[2]) continue;
+                                int32_t xv = x[(size_t)((((n * channels + g * cg + c) * in[0] + i0) * in[1] + i1) * in[2] + i2)];
+                                acc += (xv - zx) * q[(size_t)((((m * cg + c) * k[0] + k0) * k[1] + k1) * k[2] + k2)];
+                            }
+                want[(size_t)((n * maps + m) * positions + o)] = int8_requantize(acc, qb[(size_t)m], scale, lo, hi, zy);
+            }
+        }
+    for (uint32_t threads : {1u, 2u}) {
+        CAPTURE(threads);
+        Quantized fast = run_qdq_conv(cc, x, w, b, sx, zx, sy, zy, true, threads);
+        INFO(fast.kernels);
+        CHECK(fast.kernels.find("int8:") != std::string::npos);
+        CHECK(fast.kernels.find("Conv") != std::string::npos);
+        CHECK(fast.kernels.find("DequantizeLinear") == std::string::npos);   // the group reads x's uint8
+        REQUIRE(fast.y.size() == want.size());
+        int64_t bad = 0;
+        for (size_t i = 0; i < want.size(); ++i)
+            if (fast.y[i] != want[i] && bad++ < 5) MESSAGE("y[" << i << "] = " << (int)fast.y[i] << ", want " << (int)want[i]);
+        CHECK(bad == 0);
+    }
+    // The float reference path (DequantizeLinear, Conv, Quantize in float32): within one step.
+    Quantized reference = run_qdq_conv(cc, x, w, b, sx, zx, sy, zy, false, 1);
+    CHECK(reference.kernels.find("int8:") == std::string::npos);
+    int64_t far = 0;
+    for (size_t i = 0; i < want.size(); ++i) far += std::abs((int)reference.y[i] - (int)want[i]) > 1;
+    CHECK(far == 0);
+}
+}  // namespace
+
+TEST_CASE("int8: QDQ Conv groups on the CPU device: 1x1, 3x3, strided, dilated, padded, grouped, depthwise, Relu, Clip, 1-D") {
+    const std::vector<QdqConv> cases = {
+        {{1, 16, 9, 11}, {24, 16, 1, 1}, 1, {}, {}, {}, nullptr, true},                                          // 1x1 straight on NCHW
+        {{2, 5, 7, 19}, {13, 5, 1, 1}, 1, {}, {}, {}, "Relu", false},         // M, N and K tails, no bias
+        {{1, 3, 6, 6}, {2, 3, 1, 1}, 1, {2, 2}, {}, {}, "Clip", true},                   // strided 1x1 (im2col)
+        {{1, 8, 13, 17}, {16, 8, 3, 3}, 1, {}, {}, {1, 1, 1, 1}, "Relu", true},           // 3x3 padded: pads read x's zero point
+        {{2, 3, 7, 6}, {4, 3, 3, 2}, 1, {2, 1}, {1, 2}, {1, 0, 2, 1}, nullptr, true},              // strided, dilated, asymmetric pads
+        {{1, 4, 8, 7}, {6, 2, 3, 3}, 2, {1, 2}, {}, {1, 1, 0, 0}, nullptr, true},                  // 2 groups
+        {{1, 8, 10, 10}, {16, 2, 3, 3}, 4, {}, {}, {1, 1, 1, 1}, "Relu", true},           // 4 groups
+        {{1, 32, 21, 23}, {19, 32, 3, 3}, 1, {}, {}, {1, 1, 1, 1}, nullptr, true},                 // depth 288, 483 positions
+        {{2, 3, 17}, {5, 3, 4}, 1, {3}, {2}, {2, 1}, nullptr, true},                               // 1-D
+        {{1, 64, 5, 5}, {40, 64, 3, 3}, 1, {}, {}, {1, 1, 1, 1}, nullptr, true},                   // one small unit: rows in parts
+        {{1, 16, 60, 70}, {24, 16, 1, 1}, 1, {}, {}, {}, "Relu", true},                   // 1x1 in several blocks
+        {{1, 8, 12, 37}, {8, 1, 3, 3}, 8, {}, {}, {1, 1, 1, 1}, "Relu", true},            // depthwise, stride 1
+        {{1, 6, 9, 9}, {6, 1, 3, 3}, 6, {2, 2}, {2, 2}, {2, 2, 2, 2}, nullptr, true},     // depthwise, strided, dilated
+        {{2, 4, 7, 20}, {8, 1, 5, 5}, 4, {1, 2}, {}, {2, 2, 1, 2}, "Clip", false},        // depthwise, 2 maps per channel
+        {{1, 3, 30}, {3, 1, 3}, 3, {}, {}, {0, 2}, nullptr, true},                        // depthwise 1-D
+    };
+    uint32_t seed = 500;
+    for (const QdqConv& cc : cases) {
+        CAPTURE(seed);
+        check_qdq_conv(cc, seed);
+        seed += 7;
+    }
+}
+
+// ---- per-tensor QuantizeLinear and DequantizeLinear ----
+namespace {
+template <class Q>
+std::vector<unsigned char> run_quant(const char* op, const std::vector<unsigned char>& x, ElementType in_type, Shape shape,
+                                     float scale, Q zero_point, bool fusion, std::string* kernels) {
+    OpTest t;
+    t.opset = 13;
+    NodeId id = kNoNode;
+    REQUIRE(t.model.add_input("x", test::make_desc(in_type, shape), &id) == Status::Ok);
+    t.op(op, {InputRef::by_id(id), t.constant(Shape{}, std::vector<float>{scale}), t.constant(Shape{}, std::vector<Q>{zero_point})});
+    REQUIRE(t.model.add_output("y", InputRef::by_id(t.node, 0)) == Status::Ok);
+    REQUIRE(t.model.finalize() == Status::Ok);
+    Core core;
+    CompiledModel compiled;
+    ConfigEntry config[] = {{"PERF_COUNT", "YES"}, {"FUSION", fusion ? "YES" : "NO"}, {"NUM_THREADS", "2"}};
+    REQUIRE(core.compile_model(t.model, "CPU", Span<const ConfigEntry>(config, 3), &compiled) == Status::Ok);
+    InferRequest request;
+    REQUIRE(compiled.create_request(&request) == Status::Ok);
+    REQUIRE(request.input(0).bytes() == x.size());
+    std::memcpy(request.input(0).data(), x.data(), x.size());
+    uint64_t before = tessel_test::allocation_count();
+    REQUIRE(request.infer() == Status::Ok);
+    CHECK(tessel_test::allocation_count() == before);
+    kernels->clear();
+    for (const ProfileEntry& e : request.profiling_info()) *kernels += std::string(e.kernel) + " ";
+    const Tensor& out = request.output(0);
+    const unsigned char* p = static_cast<const unsigned char*>(out.data());
+    return std::vector<unsigned char>(p, p + out.bytes());
+}
+
+template <class Q>
+void check_quant_pair(float scale, Q zero_point, uint32_t seed) {
+    CAPTURE(scale); CAPTURE((int)zero_point);
+    const int64_t n = 70000 + 13;   // several parts and a scalar tail
+    std::mt19937 rng(seed);
+    std::vector<float> x((size_t)n);
+    for (float& v : x) v = (float)((int)(rng() % 4001) - 2000) * scale / 8.0f;   // many exact ties
+    x[0] = NAN; x[1] = INFINITY; x[2] = -INFINITY; x[3] = 1e30f; x[4] = -1e30f; x[5] = 0.5f * scale; x[6] = -2.5f * scale;
+    std::vector<unsigned char> xb(x.size() * 4);
+    std::memcpy(xb.data(), x.data(), xb.size());
+    std::string fast_kernels, ref_kernels;
+    ElementType q_type = test::type_of<Q>();
+    auto fast = run_quant("QuantizeLinear", xb, ElementType::Float32, Shape{n}, scale, zero_point, true, &fast_kernels);
+    auto ref = run_quant("QuantizeLinear", xb, ElementType::Float32, Shape{n}, scale, zero_point, false, &ref_kernels);
+    CHECK(fast_kernels.find("int8:ref:QuantizeLinear") != std::string::npos);
+    CHECK(ref_kernels.find("int8:") == std::string::npos);
+    CHECK(fast == ref);
+    auto back = run_quant("DequantizeLinear", fast, q_type, Shape{n}, scale, zero_point, true, &fast_kernels);
+    auto back_ref = run_quant("DequantizeLinear", fast, q_type, Shape{n}, scale, zero_point, false, &ref_kernels);
+    CHECK(fast_kernels.find("int8:ref:DequantizeLinear") != std::string::npos);
+    CHECK(back == back_ref);
+}
+}  // namespace
+
+TEST_CASE("int8: per-tensor QuantizeLinear and DequantizeLinear, uint8 and int8, bit for bit the reference's") {
+    check_quant_pair<uint8_t>(0.0235f, 128, 1);
+    check_quant_pair<uint8_t>(3.0f, 0, 2);
+    check_quant_pair<int8_t>(0.0117f, -3, 3);
+    check_quant_pair<int8_t>(1e-3f, 127, 4);
+}
+
+TEST_CASE("int8: what the int8 path does not take keeps its reference results and errors") {
+    // A scale of zero: the fast QuantizeLinear refuses it (x / 0), the reference step stays.
+    std::vector<float> x = {1.0f, -1.0f, 0.0f, 2.5f};
+    std::vector<unsigned char> xb(16);
+    std::memcpy(xb.data(), x.data(), 16);
+    std::string kernels;
+    auto fast = run_quant<uint8_t>("QuantizeLinear", xb, ElementType::Float32, Shape{4}, 0.0f, 10, true, &kernels);
+    CHECK(kernels.find("int8:") == std::string::npos);
+    std::string ref_kernels;
+    CHECK(fast == run_quant<uint8_t>("QuantizeLinear", xb, ElementType::Float32, Shape{4}, 0.0f, 10, false, &ref_kernels));
+    // A QDQ Conv whose weights do not match x's channels: the compile fails as without int8.
+    OpTest t;
+    t.opset = 13;
+    InputRef xin = t.input(Shape{1, 3, 4, 4}, std::vector<uint8_t>(48, 1));
+    NodeId dq = t.op("DequantizeLinear", {xin, t.constant(Shape{}, std::vector<float>{0.1f}), t.constant(Shape{}, std::vector<uint8_t>{0})});
+    NodeId conv = t.op("Conv", {InputRef::by_id(dq), t.constant(Shape{2, 4, 1, 1}, std::vector<float>(8, 0.5f))});
+    t.op("QuantizeLinear", {InputRef::by_id(conv), t.constant(Shape{}, std::vector<float>{0.1f}), t.constant(Shape{}, std::vector<uint8_t>{0})});
+    REQUIRE(t.model.add_output("y", InputRef::by_id(t.node, 0)) == Status::Ok);
+    REQUIRE(t.model.finalize() == Status::Ok);
+    Core core;
+    CompiledModel compiled;
+    CHECK(core.compile_model(t.model, "CPU", Span<const ConfigEntry>(), &compiled) == Status::InvalidArgument);
+    // An ISA the CPU lacks.
+    Int8Gemm gemm;
+    for (Isa isa : {Isa::Ref, Isa::Sse41, Isa::Avx2, Isa::Avx512, Isa::Neon})
+        if (!isa_available(isa)) CHECK(gemm.init(isa) == Status::Unsupported);
+}
+
+TEST_CASE("int8: QDQ MatMul groups on the CPU device: batches, tails of K and N, Relu, 1 and 2 threads") {
+    struct Case { Shape x; int64_t n; bool relu; };
+    const std::vector<Case> cases = {{{2, 5, 37}, 19, false}, {{1, 70, 64}, 48, true}, {{3, 19}, 7, false}, {{1, 200, 130}, 100, true}};
+    uint32_t seed = 900;
+    for (const Case& cc : cases) {
+        CAPTURE(seed);
+        std::mt19937 rng(seed++);
+        const int64_t k = cc.x.back(), n = cc.n, rows = count_of(cc.x) / k;
+        std::vector<uint8_t> x((size_t)count_of(cc.x));
+        for (uint8_t& v : x) v = (uint8_t)(rng() % 256);
+        std::vector<int8_t> q((size_t)(k * n));
+        std::vector<float> w(q.size()), sw((size_t)n);
+        for (int64_t j = 0; j < n; ++j) sw[(size_t)j] = std::ldexp(1.0f + (float)(rng() % 100) / 100.0f, -8);
+        for (int8_t& v : q) v = (int8_t)((int)(rng() % 255) - 127);
+        for (int64_t j = 0; j < n; ++j) q[(size_t)((rng() % k) * n + j)] = 127;   // each column reaches 127
+        for (size_t i = 0; i < q.size(); ++i) w[i] = (float)q[i] * sw[i % (size_t)n];
+        const float sx = 0.03f, sy = 0.2f;
+        const uint8_t zx = 90, zy = 60;
+        std::vector<uint8_t> want((size_t)(rows * n));
+        for (int64_t r = 0; r < rows; ++r)
+            for (int64_t j = 0; j < n; ++j) {
+                int32_t acc = 0;
+                for (int64_t p = 0; p < k; ++p) acc += ((int32_t)x[(size_t)(r * k + p)] - zx) * q[(size_t)(p * n + j)];
+                const float scale = (float)((double)sx * (double)sw[(size_t)j] / (double)sy);
+                want[(size_t)(r * n + j)] = int8_requantize(acc, 0, scale, cc.relu ? 0.0f : -(float)zy, 255.0f - zy, zy);
+            }
+        for (uint32_t threads : {1u, 2u}) {
+            CAPTURE(threads);
+            OpTest t;
+            t.opset = 13;
+            InputRef xin = t.input(cc.x, x);
+            NodeId dq = t.op("DequantizeLinear", {xin, t.constant(Shape{}, std::vector<float>{sx}), t.constant(Shape{}, std::vector<uint8_t>{zx})});
+            NodeId mm = t.op("MatMul", {InputRef::by_id(dq), t.constant(Shape{k, n}, w)});
+            if (cc.relu) mm = t.op("Relu", {InputRef::by_id(mm)});
+            t.op("QuantizeLinear", {InputRef::by_id(mm), t.constant(Shape{}, std::vector<float>{sy}), t.constant(Shape{}, std::vector<uint8_t>{zy})});
+            REQUIRE(t.model.add_output("y", InputRef::by_id(t.node, 0)) == Status::Ok);
+            REQUIRE(t.model.finalize() == Status::Ok);
+            Core core;
+            CompiledModel compiled;
+            std::string count = std::to_string(threads);
+            ConfigEntry config[] = {{"NUM_THREADS", StringView(count.c_str())}, {"PERF_COUNT", "YES"}};
+            REQUIRE(core.compile_model(t.model, "CPU", Span<const ConfigEntry>(config, 2), &compiled) == Status::Ok);
+            InferRequest request;
+            REQUIRE(compiled.create_request(&request) == Status::Ok);
+            std::memcpy(request.input(0).data(), x.data(), x.size());
+            uint64_t before = tessel_test::allocation_count();
+            REQUIRE(request.infer() == Status::Ok);
+            CHECK(tessel_test::allocation_count() == before);
+            std::string kernels;
+            for (const ProfileEntry& e : request.profiling_info()) kernels += std::string(e.kernel) + " ";
+            INFO(kernels);
+            CHECK(kernels.find(":MatMul") != std::string::npos);
+            const uint8_t* y = request.output(0).data_as<uint8_t>();
+            int64_t bad = 0;
+            for (size_t i = 0; i < want.size(); ++i)
+                if (y[i] != want[i] && bad++ < 5) MESSAGE("y[" << i << "] = " << (int)y[i] << ", want " << (int)want[i]);
+            CHECK(bad == 0);
+        }
+    }
+}
