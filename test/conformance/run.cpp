@@ -132,16 +132,6 @@ std::string run_test(const TestCase& test, const char* device, const std::vector
         CompiledModel compiled;
         s = core.compile_model(model, device, Span<const ConfigEntry>(config.data(), config.size()), &compiled,
                                Span<const InputShape>(shapes.data(), shapes.size()));
-        std::string frozen_note;
-        if (s == Status::Unsupported && std::strstr(core.last_error(), "data-dependent shape")) {
-            // A shape given as an input (Reshape's shape, Resize's sizes, Range's limits): freeze
-            // the inputs to this data set's values (they become constants, and the same kernels
-            // run once at compile time) and compile again.
-            std::vector<InputValue> values;
-            for (uint32_t i = 0; i < model.input_count(); ++i) values.push_back(InputValue{model.input(i).name, &inputs[i]});
-            s = core.compile_model(model, device, Span<const ConfigEntry>(config.data(), config.size()), &compiled,
-                                   Span<const InputShape>(), Span<const InputValue>(values.data(), values.size()));
-        }
         if (s == Status::Unsupported) return std::string("skip: ") + core.last_error();
         if (s != Status::Ok) return std::string("compile: ") + status_name(s) + ": " + core.last_error();
         InferRequest request;
