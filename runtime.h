@@ -1456,6 +1456,7 @@ struct StageProbe {
     uint64_t* needs_values = nullptr;  // per source node: PrepareContext::needs_values
     uint32_t* base = nullptr;          // per source node: its first value
     TensorDesc* descs = nullptr;       // per source value (deferred nodes' are unknown)
+    const void** known = nullptr;      // per source value: its data when known at compile time
 };
 }  // namespace detail
 namespace detail { inline Status prepare_node_kernel(const OpKernel** kernel, PrepareContext& c); }   // >>float32 compute
@@ -1671,13 +1672,14 @@ struct detail_prepare {
             probe->needs_values = probe->arena.allocate_array<uint64_t>(n + 1);
             probe->base = probe->arena.allocate_array<uint32_t>(n + 1);
             probe->descs = probe->arena.allocate_array<TensorDesc>(values + 1);
-            if (!probe->deferred || !probe->bounded || !probe->needs_values || !probe->base || !probe->descs)
+            probe->known = probe->arena.allocate_array<const void*>(values + 1);   // the data is in out's arena
+            if (!probe->deferred || !probe->bounded || !probe->needs_values || !probe->base || !probe->descs || !probe->known)
                 return fail(error, Status::OutOfMemory, "out of memory preparing the model");
             std::memcpy(probe->deferred, deferred, n);
             std::memcpy(probe->bounded, bounded, n);
             std::memcpy(probe->needs_values, needs, n * sizeof(uint64_t));
             std::memcpy(probe->base, base, (n + 1) * sizeof(uint32_t));
-            for (uint32_t v = 0; v < values; ++v) probe->descs[v] = desc[v];
+            for (uint32_t v = 0; v < values; ++v) { probe->descs[v] = desc[v]; probe->known[v] = data[v]; }
             if (deferred_count) return Status::Ok;
         } else {
             for (uint32_t i = 0; i < n; ++i)   // a bounded output read only by a graph output
@@ -3926,9 +3928,18 @@ Status CompileJob::compile_staged(CompileJob& job, const Model& model, const Sta
     const uint32_t kNone = 0xffffffffu;
     for (uint32_t v = 0; v < values_total; ++v) boundary_of[v] = kNone;
     for (NodeId v = 0; v < n; ++v) { in_prefix[v] = kNoNode; in_suffix[v] = kNoNode; }
-    auto stays_out = [&](NodeId p) {   // read in the suffix as its own node, not through a boundary
-        const Node& node = g.node(p);
-        return node.op == StringView("Absent") || (node.op == StringView("Constant") && node.num_inputs == 0);
+    auto stays_out = [&](NodeId p, uint32_t port) {   // read in the suffix as a constant, not through a boundary
+        return g.node(p).op == StringView("Absent") || probe.known[probe.base[p] + port] != nullptr;
+    };
+    // A node that needs values gets all its small inputs after the first by value: prepare
+    // names only the first value it misses, and shape inputs come in groups (Slice's starts,
+    // ends, axes, steps; Range's limits).
+    auto shape_like = [&](NodeId id, uint32_t i) {
+        if (i < 64 && (probe.needs_values[id] >> i & 1)) return true;
+        const Edge& e = g.node(id).inputs[i];
+        const TensorDesc& d = probe.descs[probe.base[e.producer] + e.port];
+        uint64_t count = 0;
+        return probe.needs_values[id] && i > 0 && d.rank <= 1 && desc_elements(d, &count) && count <= 64;
     };
     auto add_boundary = [&](NodeId p, uint32_t port, bool by_value) {
         uint32_t value = probe.base[p] + port;
@@ -3944,12 +3955,12 @@ Status CompileJob::compile_staged(CompileJob& job, const Model& model, const Sta
             ++st->deferred_nodes;
             for (uint32_t i = 0; i < node.num_inputs; ++i) {
                 NodeId p = node.inputs[i].producer;
-                if (probe.deferred[p] || stays_out(p)) continue;
-                add_boundary(p, node.inputs[i].port, i < 64 && (probe.needs_values[id] >> i & 1));
+                if (probe.deferred[p] || stays_out(p, node.inputs[i].port)) continue;
+                add_boundary(p, node.inputs[i].port, shape_like(id, i));
             }
         } else if (node.op == StringView("Result")) {
             NodeId p = node.inputs[0].producer;
-            if (!probe.deferred[p] && !stays_out(p)) add_boundary(p, node.inputs[0].port, false);
+            if (!probe.deferred[p] && !stays_out(p, node.inputs[0].port)) add_boundary(p, node.inputs[0].port, false);
         }
     }
     // Boundary names: "stage:" and the value's name, unique beside the node names.
@@ -4001,7 +4012,9 @@ Status CompileJob::compile_staged(CompileJob& job, const Model& model, const Sta
     Model& suffix = st->suffix;
     suffix.opset = model.opset;
     NodeId* boundary_input = arena.allocate_array<NodeId>(st->boundary_count + 1);
-    if (!boundary_input) return job.fail(Status::OutOfMemory, "out of memory");
+    NodeId* known_node = arena.allocate_array<NodeId>(values_total + 1);   // per source value: its suffix constant
+    if (!boundary_input || !known_node) return job.fail(Status::OutOfMemory, "out of memory");
+    for (uint32_t v = 0; v < values_total; ++v) known_node[v] = kNoNode;
     for (uint32_t k = 0; k < st->boundary_count && s == Status::Ok; ++k) {
         TensorDesc d = probe.descs[probe.base[st->boundaries[k].producer] + st->boundaries[k].port];
         for (uint32_t j = 0; j < d.rank; ++j) d.dims[j] = -1;
@@ -4011,12 +4024,15 @@ Status CompileJob::compile_staged(CompileJob& job, const Model& model, const Sta
         const Node& producer = g.node(p);
         if (producer.op == StringView("Absent")) { *ref = suffix.absent(); return Status::Ok; }
         if (probe.deferred[p]) { *ref = InputRef::by_id(in_suffix[p], port, keep_apart); return Status::Ok; }
-        if (stays_out(p)) {   // a constant, copied (its data stays the model's)
-            if (in_suffix[p] == kNoNode) {
-                TESSEL_TRY(copy_node(suffix, p, nullptr));
-                in_suffix[p] = suffix.graph.node_count() - 1;
+        uint32_t value = probe.base[p] + port;
+        if (stays_out(p, port)) {   // known at compile time: a constant (the data stays where it is)
+            if (known_node[value] == kNoNode) {
+                char name[320];
+                if (port) print(name, sizeof name, "%.*s:%u", (int)producer.name.size, producer.name.data, port);
+                else print(name, sizeof name, "%.*s", (int)producer.name.size, producer.name.data);
+                TESSEL_TRY(suffix.add_constant(StringView(name), probe.descs[value], probe.known[value], &known_node[value], false));
             }
-            *ref = InputRef::by_id(in_suffix[p], 0, keep_apart);
+            *ref = InputRef::by_id(known_node[value], 0, keep_apart);
             return Status::Ok;
         }
         *ref = InputRef::by_id(boundary_input[boundary_of[probe.base[p] + port]], 0, keep_apart);
@@ -4038,7 +4054,8 @@ Status CompileJob::compile_staged(CompileJob& job, const Model& model, const Sta
         InputRef ref;
         s = suffix_ref(e.producer, e.port, false, &ref);
         if (s == Status::Ok) s = suffix.add_output(model.output(i).name, ref);
-        st->output_descs[i] = probe.deferred[e.producer] ? TensorDesc() : probe.descs[probe.base[e.producer] + e.port];
+        st->output_descs[i] = probe.deferred[e.producer] || g.node(e.producer).op == StringView("Absent")
+                                  ? TensorDesc() : probe.descs[probe.base[e.producer] + e.port];
     }
     if (s == Status::Ok) s = suffix.finalize();
     if (s != Status::Ok) return job.fail(s, "cutting the model after its data-dependent shapes: %s", suffix.last_error());
@@ -14294,6 +14311,7 @@ inline Status prepare_upsample(PrepareContext& c) {
     resize.values = values;
     Status s = prepare_resize(resize);
     std::memcpy(c.error, resize.error, sizeof c.error);
+    c.needs_values = attribute ? 0 : resize.needs_values;   // the same input numbers
     c.state = resize.state;
     c.scratch_bytes = resize.scratch_bytes;
     return s;

@@ -141,6 +141,8 @@ std::string run_test(const TestCase& test, const char* device, const std::vector
             if (request.set_input(i, inputs[k]) != Status::Ok) return std::string("set_input: ") + request.last_error();
         }
         s = request.infer();
+        // A stage planned at run time (after a data-dependent shape) may find an op it cannot run.
+        if (s == Status::Unsupported) return std::string("skip: ") + request.last_error();
         if (s != Status::Ok) return std::string("infer: ") + status_name(s) + ": " + request.last_error();
         for (uint32_t o = 0; o < compiled.output_count(); ++o) {
             std::string path = set + "/output_" + std::to_string(o) + ".pb";
