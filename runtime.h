@@ -2974,6 +2974,11 @@ void CompiledModel::write_summary(WriteFn write, void* user) const {
         detail::print(line, sizeof line, "fallback: %u more nodes\n", impl_->fallback_count - 16);
         write(user, line, std::strlen(line));
     }
+    if (impl_->stages) {
+        detail::print(line, sizeof line, "stages: %u nodes wait for shapes or values computed at run time, planned per signature (%u plans cached)\n",
+                      impl_->stages->deferred_nodes, cached_stage_plans());
+        write(user, line, std::strlen(line));
+    }
     int k = std::snprintf(line, sizeof line, "memory: %zu bytes of activations per request (%zu without reuse), %zu scratch; %u nodes folded or removed\n",
                           impl_->arena_bytes, impl_->unplanned_bytes, impl_->scratch_bytes, impl_->prepared.folded_count());
     write(user, line, (size_t)k);
@@ -4216,6 +4221,12 @@ struct InferRequest::Impl {
         }
         if (next) next->m = nullptr;   // attached again before it runs
     }
+    void release_stage_locked() {   // the same, with held_in's mutex held by the caller
+        if (next) { next->release_stage(); next->m = nullptr; }
+        if (held_stage) --held_stage->users;
+        held_stage = nullptr;
+        held_in = nullptr;
+    }
     void release() {
         if (!held) return;
         std::lock_guard<std::mutex> lock(owner->dynamic->mutex);
@@ -4709,7 +4720,7 @@ Status InferRequest::Impl::run_next_stage() {
         if (size) std::memcpy(at, base[v], size);
         at += size;
     }
-    std::lock_guard<std::mutex> lock(st.mutex);
+    std::unique_lock<std::mutex> lock(st.mutex);   // the cache; the plan runs without it (held: never evicted)
     detail::StagePlan* entry = nullptr;
     for (uint32_t k = 0; k < st.count && !entry; ++k)
         if (st.cache[k].key_bytes == bytes && std::memcmp(st.cache[k].key, key, bytes) == 0) entry = &st.cache[k];
@@ -4766,7 +4777,7 @@ Status InferRequest::Impl::run_next_stage() {
         std::memcpy(kept, key, bytes);
         if (room == &st.cache[st.count]) ++st.count;
         else {
-            if (room == held_stage) release_stage();
+            if (room == held_stage) release_stage_locked();
             destroy(room->plan);
             TESSEL_FREE(room->key);
         }
@@ -4802,11 +4813,13 @@ Status InferRequest::Impl::run_next_stage() {
         next->user_input[j++] = 1;
     }
     if (held_stage != entry) {
-        release_stage();
+        if (held_in == &st) release_stage_locked();
+        else release_stage();   // nothing held here (the plan changed since)
         ++entry->users;
         held_stage = entry;
         held_in = &st;
     }
+    lock.unlock();
     TESSEL_TRY(next->attach(plan, error));
     Status s = next->run();
     if (s != Status::Ok) std::snprintf(error, sizeof error, "%s", next->error);
