@@ -139,7 +139,10 @@
    where a kernel allows it). An input dim left free (symbolic, no InputShape) is planned at 1
    by compile_model, and again per input-shape signature at a request's first infer with it
    (set_input with a tensor of the new shape), copying the first plan's partition; the plans
-   are cached (SHAPE_CACHE_SIZE). CPU fuses each elementwise island into one snippets.h kernel
+   are cached (SHAPE_CACHE_SIZE). Nodes whose shapes wait for a value computed at run time (a
+   shape input that is not a constant; the outputs of NonZero, Unique, NonMaxSuppression, a
+   run-time Compress, whose dims are bounds the kernel narrows) form a later stage, planned per
+   signature of those values at run time and cached the same way (>>stages). CPU fuses each elementwise island into one snippets.h kernel
    (the interpreter under TESSEL_NO_JIT); TEMPLATE runs the reference kernels only, the ops
    of its SUPPORTED_OPS. What each stage costs, measured: docs/performance.md.
 
@@ -179,8 +182,8 @@
    SoftmaxCrossEntropyLoss; GridSample (opset 16), AffineGrid (20), Col2Im (18), DeformConv (19),
    RoiAlign (10), CenterCropPad (18, every type), MaxUnpool (9), Upsample (7 and 9), LpPool,
    LRN; QuantizeLinear and DequantizeLinear (int8/uint8; per tensor, per axis, blocked),
-   DynamicQuantizeLinear, MatMulInteger, QLinearMatMul, ConvInteger, QLinearConv, Compress (a
-   constant condition), Celu, CumProd, Det, Einsum, TfIdfVectorizer (integer n-grams); If,
+   DynamicQuantizeLinear, MatMulInteger, QLinearMatMul, ConvInteger, QLinearConv, Compress,
+   NonZero, Unique, NonMaxSuppression (data-dependent shapes: >>stages), Celu, CumProd, Det, Einsum, TfIdfVectorizer (integer n-grams); If,
    Loop and Scan with subgraph bodies that read outer values (>>control flow); Attention,
    RotaryEmbedding, SwiGLU, TensorScatter, LinearAttention, CausalConvWithState; RNN, GRU,
    LSTM; DFT, STFT, HannWindow, HammingWindow, BlackmanWindow, MelWeightMatrix; BatchNormalization
@@ -195,7 +198,7 @@
    Every fallible call returns tessel::Status; Core, CompiledModel, InferRequest, Device and
    Model keep a message in last_error() naming the node, tensor, key or byte offset. Bad
    models: ParseError (malformed bytes), DanglingInput, Cycle, Unsupported (an op, element
-   type or opset outside the list, a data-dependent shape), InvalidArgument (bad attributes
+   type or opset outside the list, a data-dependent shape in an If/Loop/Scan body), InvalidArgument (bad attributes
    or shapes), LimitExceeded. Blobs: ParseError (truncated, corrupted: FNV-1a checksum,
    foreign), Unsupported (newer format version, an ISA this CPU lacks), NotFound (device).
 
@@ -206,9 +209,10 @@
    Model it was compiled from (weights, attributes): keep the Model alive as long as the
    CompiledModel (an imported one owns its copy). create_request allocates the request's
    arena (CompiledModel::arena_bytes), scratch and worker threads; infer() allocates nothing,
-   except, with free input dims, at the first infer with a signature: its plan (once per
-   compiled model) and larger request buffers (never shrunk), so a stream of known shapes
-   allocates nothing.
+   except, with free input dims or data-dependent shapes, at the first infer with a signature:
+   its plan (once per compiled model) and larger request buffers (never shrunk), so a stream of
+   known shapes allocates nothing. The stages of one request together stay within
+   Limits::max_arena_bytes (past it: LimitExceeded, the request keeps its buffers).
    All heap goes through TESSEL_MALLOC except std::thread's and asmjit's own.
 
    Threading
@@ -688,11 +692,13 @@ public:
     // Config keys: "KEY" goes to the device (for HETERO: HETERO_ALGORITHM=rollback|levels|waves,
     // HETERO_MIN_SUBGRAPH=N, or a key of every listed device), "DEVICE:KEY" to one device.
     // Errors: NotFound (unknown device or key), Unsupported (a node no device runs, a
-    // data-dependent shape), InvalidArgument (bad shapes or config values), LimitExceeded,
-    // OutOfMemory; the message is in last_error().
+    // data-dependent shape in a body), InvalidArgument (bad shapes or config values),
+    // LimitExceeded, OutOfMemory; the message is in last_error().
     // Input dims left free (negative, not fixed by `shapes`) stay free: the model is planned
     // with them at 1 (so it must take 1 there; otherwise give shapes) and again per
-    // input-shape signature at a request's first infer with it (>>dynamic shapes). The Core
+    // input-shape signature at a request's first infer with it (>>dynamic shapes). Nodes
+    // after a shape known only at run time are planned at infer too (>>stages; a later
+    // stage's errors, e.g. InvalidArgument or LimitExceeded, come from infer()). The Core
     // must then outlive the CompiledModel, as the Model must.
     Status compile_model(const Model& model, StringView device, Span<const ConfigEntry> config, CompiledModel* out,
                          Span<const InputShape> shapes = Span<const InputShape>(),

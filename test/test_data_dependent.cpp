@@ -448,7 +448,7 @@ public:
             uint32_t* io = p->arena.allocate_array<uint32_t>(node.num_inputs + node.num_outputs + 1);
             for (uint32_t i = 0; i < node.num_inputs; ++i) io[i] = prepared.value_id(node.inputs[i].producer, node.inputs[i].port);
             for (uint32_t o = 0; o < node.num_outputs; ++o) io[node.num_inputs + o] = prepared.value_id(n, o);
-            ProgramStep& step = p->table[p->count++];
+            ProgramStep& step = *new (&p->table[p->count++]) ProgramStep();
             step.node = n;
             step.kernel = "static";
             step.reads = Span<const uint32_t>(io, node.num_inputs);
