@@ -142,9 +142,9 @@
    are cached (SHAPE_CACHE_SIZE). Nodes whose shapes wait for a value computed at run time (a
    shape input that is not a constant; the outputs of NonZero, Unique, NonMaxSuppression, a
    run-time Compress, whose dims are bounds the kernel narrows) form a later stage, planned per
-   signature of those values at run time and cached the same way (>>stages). CPU fuses each elementwise island into one snippets.h kernel
-   (the interpreter under TESSEL_NO_JIT); TEMPLATE runs the reference kernels only, the ops
-   of its SUPPORTED_OPS. What each stage costs, measured: docs/performance.md.
+   signature of those values at run time and cached the same way (>>stages). CPU fuses each
+   elementwise island into one snippets.h kernel (the interpreter under TESSEL_NO_JIT);
+   TEMPLATE runs the reference kernels only, the ops of its SUPPORTED_OPS. What each stage costs, measured: docs/performance.md.
 
    Devices, config keys and metrics
    --------------------------------
@@ -183,9 +183,9 @@
    RoiAlign (10), CenterCropPad (18, every type), MaxUnpool (9), Upsample (7 and 9), LpPool,
    LRN; QuantizeLinear and DequantizeLinear (int8/uint8; per tensor, per axis, blocked),
    DynamicQuantizeLinear, MatMulInteger, QLinearMatMul, ConvInteger, QLinearConv, Compress,
-   NonZero, Unique, NonMaxSuppression (data-dependent shapes: >>stages), Celu, CumProd, Det, Einsum, TfIdfVectorizer (integer n-grams); If,
-   Loop and Scan with subgraph bodies that read outer values (>>control flow); Attention,
-   RotaryEmbedding, SwiGLU, TensorScatter, LinearAttention, CausalConvWithState; RNN, GRU,
+   NonZero, Unique, NonMaxSuppression (data-dependent shapes: >>stages), Celu, CumProd, Det,
+   Einsum, TfIdfVectorizer (integer n-grams); If, Loop and Scan with subgraph bodies that read
+   outer values (>>control flow); Attention, RotaryEmbedding, SwiGLU, TensorScatter, LinearAttention, CausalConvWithState; RNN, GRU,
    LSTM; DFT, STFT, HannWindow, HammingWindow, BlackmanWindow, MelWeightMatrix; BatchNormalization
    and Dropout also in training mode (Dropout at ratio 0). builtin_op_kernels() lists them.
 
@@ -198,8 +198,8 @@
    Every fallible call returns tessel::Status; Core, CompiledModel, InferRequest, Device and
    Model keep a message in last_error() naming the node, tensor, key or byte offset. Bad
    models: ParseError (malformed bytes), DanglingInput, Cycle, Unsupported (an op, element
-   type or opset outside the list, a data-dependent shape in an If/Loop/Scan body), InvalidArgument (bad attributes
-   or shapes), LimitExceeded. Blobs: ParseError (truncated, corrupted: FNV-1a checksum,
+   type or opset outside the list, a data-dependent shape in an If/Loop/Scan body),
+   InvalidArgument (bad attributes or shapes), LimitExceeded. Blobs: ParseError (truncated, corrupted: FNV-1a checksum,
    foreign), Unsupported (newer format version, an ISA this CPU lacks), NotFound (device).
 
    Memory
