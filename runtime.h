@@ -4592,7 +4592,15 @@ Status InferRequest::Impl::run() {
         const TensorDesc& d = actual[cm.prepared.value_id(e.producer, e.port)];
         ignore_status(outputs[i].view(d.type, Span<const int64_t>(d.dims, d.rank), outputs[i].data()));
     }
-    if (cm.stages) TESSEL_TRY(run_next_stage());
+    if (cm.stages) {
+        TESSEL_TRY(run_next_stage());
+        if (cm.perf && next->m && next->m->perf) {   // the later stages' entries after this one's
+            uint32_t room = profile_capacity - profile_count;
+            uint32_t count = next->profile_count < room ? next->profile_count : room;
+            std::memcpy(profile + profile_count, next->profile, count * sizeof(ProfileEntry));
+            profile_count += count;
+        }
+    }
     const Impl* last = final_stage();
     for (uint32_t i = 0; last && i < last->m->prepared.model.output_count(); ++i) {
         const Tensor& result = last->outputs[i];

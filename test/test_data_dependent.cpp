@@ -2,6 +2,7 @@
 // run-time Compress, TopK's k, shapes computed at run time) and the stages after them.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -665,4 +666,23 @@ TEST_CASE("data-dependent: bad inputs, each with its exact status") {
         CHECK(core.compile_model(m, "CPU", Span<const ConfigEntry>(), &compiled) == Status::Unsupported);
         CHECK(std::string(core.last_error()).find("data-dependent shape") != std::string::npos);
     }
+}
+
+TEST_CASE("data-dependent: PERF_COUNT lists the later stages' steps after the first stage's") {
+    Model m;
+    build_gather_nonzero(&m);
+    Core core;
+    CompiledModel compiled;
+    ConfigEntry config[] = {{"PERF_COUNT", "YES"}};
+    REQUIRE(core.compile_model(m, "CPU", config, &compiled) == Status::Ok);
+    InferRequest request;
+    REQUIRE(compiled.create_request(&request) == Status::Ok);
+    Tensor x = tensor<float>(ElementType::Float32, {2, 3}, {0, 1, 0, 2, 0, 3});
+    REQUIRE(request.set_input(0, x) == Status::Ok);
+    REQUIRE(request.infer() == Status::Ok);
+    std::vector<std::string> nodes;
+    for (const ProfileEntry& e : request.profiling_info()) nodes.push_back(test::to_string(e.node));
+    REQUIRE(!nodes.empty());
+    CHECK(nodes.front() == "nz");
+    CHECK(std::find(nodes.begin(), nodes.end(), "gather") != nodes.end());
 }
