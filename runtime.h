@@ -11485,9 +11485,13 @@ inline Status loop_prepare(PrepareContext& c) {
     bool starts = !has_cond || (cond && *static_cast<const uint8_t*>(cond));
     if (has_cond && cond && !starts) state->iterations = 0;
     else if (trip && starts && (!has_cond || body_continues)) state->iterations = trip_count;
-    if (scans && state->iterations < 0)
+    if (scans && state->iterations < 0) {
+        // A trip count or first condition computed at run time: a later stage knows it (>>stages).
+        if (has_trip && !trip) c.needs_values |= 1;
+        if (has_cond && !cond) c.needs_values |= 2;
         return c.fail(Status::Unsupported, "scan outputs whose length is the number of iterations, not known at compile time "
                       "(a data-dependent shape: give the trip count, and a condition that cannot stop the loop)");
+    }
     state->carried_bytes = c.arena->allocate_array<size_t>(carried + 1);
     state->scan_bytes = c.arena->allocate_array<size_t>(scans + 1);
     if (!state->carried_bytes || !state->scan_bytes) return c.fail(Status::OutOfMemory, "out of memory");
