@@ -11198,6 +11198,15 @@ inline Status compile_body(PrepareContext& c, const Model* body, const char* wha
         PreparedModel probe;   // the first prepare measures the arena the body needs
         Status s = detail_prepare::run(*body, Span<const InputShape>(), limits, body_kernel, nullptr, 1, &probe, error,
                                        Span<const InputValue>(frozen, frozen_count), true, descs);
+        if (s == Status::Unsupported && std::strstr(error, "data-dependent shape")) {
+            // A body shape waits for a value: the node's small inputs not known now, by value in a
+            // later stage (>>stages), where the body sees them frozen.
+            for (uint32_t i = 0; i < c.num_inputs && i < 64; ++i) {
+                uint64_t count = 0;
+                if (c.has_input(i) && !(c.values && c.values[i]) && desc_elements(c.inputs[i], &count) && count <= 64)
+                    c.needs_values |= 1ull << i;
+            }
+        }
         if (s != Status::Ok) return c.fail(s, "body '%s': %s", what, error);
         bytes = probe.model.arena.used() * 2 + (64u << 10);
     }
