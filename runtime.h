@@ -47,6 +47,7 @@
    >>cpu device                       CPU: fused elementwise islands (snippets.h)
    >>compiled model implementation    CompiledModel::Impl, write_summary
    >>dynamic shapes                   free input dims: a plan per input-shape signature, cached
+   >>stages                           data-dependent shapes: a model cut where shapes wait for run-time values
    >>memory plan                      value lifetimes and offsets in one arena per request
    >>hetero transfers                 subgraph boundaries, transfers, execution order
    >>core implementation              device registry
@@ -113,7 +114,8 @@
    >>lp pool and lrn                  LpPool, LRN (kSpatialKernels: the sections from grid sample)
    >>quantization ops                 QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, integer MatMul/Conv
    >>int8 cpu                         QDQ Conv groups on Int8Gemm, fast per-tensor Quantize/DequantizeLinear
-   >>compress                         Compress (constant condition)
+   >>compress                         Compress (a constant condition, or bounded outputs)
+   >>data-dependent ops               NonZero, Unique, NonMaxSuppression: bounded outputs
    >>more math ops                    Celu, CumProd, Det, Einsum
    >>tfidf vectorizer                 TfIdfVectorizer (integer n-grams); kQuantKernels
    >>op versions                      ONNX op versions from opset 18 on (and legacy ones): kept or refused
@@ -142,9 +144,12 @@
    where a kernel allows it). An input dim left free (symbolic, no InputShape) is planned at 1
    by compile_model, and again per input-shape signature at a request's first infer with it
    (set_input with a tensor of the new shape), copying the first plan's partition; the plans
-   are cached (SHAPE_CACHE_SIZE). CPU fuses each elementwise island into one snippets.h kernel
-   (the interpreter under TESSEL_NO_JIT); TEMPLATE runs the reference kernels only, the ops
-   of its SUPPORTED_OPS. What each stage costs, measured: docs/performance.md.
+   are cached (SHAPE_CACHE_SIZE). Nodes whose shapes wait for a value computed at run time (a
+   shape input that is not a constant; the outputs of NonZero, Unique, NonMaxSuppression, a
+   run-time Compress, whose dims are bounds the kernel narrows) form a later stage, planned per
+   signature of those values at run time and cached the same way (>>stages). CPU fuses each
+   elementwise island into one snippets.h kernel (the interpreter under TESSEL_NO_JIT);
+   TEMPLATE runs the reference kernels only, the ops of its SUPPORTED_OPS. What each stage costs, measured: docs/performance.md.
 
    Devices, config keys and metrics
    --------------------------------
@@ -182,10 +187,10 @@
    SoftmaxCrossEntropyLoss; GridSample (opset 16), AffineGrid (20), Col2Im (18), DeformConv (19),
    RoiAlign (10), CenterCropPad (18, every type), MaxUnpool (9), Upsample (7 and 9), LpPool,
    LRN; QuantizeLinear and DequantizeLinear (int8/uint8; per tensor, per axis, blocked),
-   DynamicQuantizeLinear, MatMulInteger, QLinearMatMul, ConvInteger, QLinearConv, Compress (a
-   constant condition), Celu, CumProd, Det, Einsum, TfIdfVectorizer (integer n-grams); If,
-   Loop and Scan with subgraph bodies that read outer values (>>control flow); Attention,
-   RotaryEmbedding, SwiGLU, TensorScatter, LinearAttention, CausalConvWithState; RNN, GRU,
+   DynamicQuantizeLinear, MatMulInteger, QLinearMatMul, ConvInteger, QLinearConv, Compress,
+   NonZero, Unique, NonMaxSuppression (data-dependent shapes: >>stages), Celu, CumProd, Det,
+   Einsum, TfIdfVectorizer (integer n-grams); If, Loop and Scan with subgraph bodies that read
+   outer values (>>control flow); Attention, RotaryEmbedding, SwiGLU, TensorScatter, LinearAttention, CausalConvWithState; RNN, GRU,
    LSTM; DFT, STFT, HannWindow, HammingWindow, BlackmanWindow, MelWeightMatrix; BatchNormalization
    and Dropout also in training mode (Dropout at ratio 0). builtin_op_kernels() lists them.
 
@@ -198,8 +203,8 @@
    Every fallible call returns tessel::Status; Core, CompiledModel, InferRequest, Device and
    Model keep a message in last_error() naming the node, tensor, key or byte offset. Bad
    models: ParseError (malformed bytes), DanglingInput, Cycle, Unsupported (an op, element
-   type or opset outside the list, a data-dependent shape), InvalidArgument (bad attributes
-   or shapes), LimitExceeded. Blobs: ParseError (truncated, corrupted: FNV-1a checksum,
+   type or opset outside the list, a data-dependent shape in an If/Loop/Scan body),
+   InvalidArgument (bad attributes or shapes), LimitExceeded. Blobs: ParseError (truncated, corrupted: FNV-1a checksum,
    foreign), Unsupported (newer format version, an ISA this CPU lacks), NotFound (device).
 
    Memory
@@ -209,9 +214,10 @@
    Model it was compiled from (weights, attributes): keep the Model alive as long as the
    CompiledModel (an imported one owns its copy). create_request allocates the request's
    arena (CompiledModel::arena_bytes), scratch and worker threads; infer() allocates nothing,
-   except, with free input dims, at the first infer with a signature: its plan (once per
-   compiled model) and larger request buffers (never shrunk), so a stream of known shapes
-   allocates nothing.
+   except, with free input dims or data-dependent shapes, at the first infer with a signature:
+   its plan (once per compiled model) and larger request buffers (never shrunk), so a stream of
+   known shapes allocates nothing. The stages of one request together stay within
+   Limits::max_arena_bytes (past it: LimitExceeded, the request keeps its buffers).
    All heap goes through TESSEL_MALLOC except std::thread's and asmjit's own.
 
    Threading
@@ -409,10 +415,18 @@ struct PrepareContext {
     const void* state = nullptr;            // handed to run()
     size_t scratch_bytes = 0;               // per-request scratch run() needs (all threads)
     bool in_place = false;                  // output 0 may share input 0's buffer (same bytes)
+    // Data-dependent shapes (>>stages): bit i of needs_values says the output shapes need input
+    // i's value, which is not known (prepare then fails with Unsupported); bounded_outputs says
+    // the output dims are upper bounds and run() writes the dims it produced to
+    // RunContext::actual_outputs (NonZero, Unique, NonMaxSuppression, ...).
+    uint64_t needs_values = 0;
+    bool bounded_outputs = false;
     char error[kErrorMessageBytes] = {};
 
     Status fail(Status status, const char* format, ...)
         TESSEL_PRINTF_FORMAT(3, 4);
+    // Unsupported "data-dependent shape: ...", recording that input i's value is needed.
+    Status needs_value(uint32_t i, const char* what);
     const Node& node_ref() const { return graph->node(node); }
     const Attribute* attribute(StringView name) const { return graph->find_attribute(node, name); }
     int64_t attribute_int(StringView name, int64_t fallback) const;
@@ -438,6 +452,7 @@ struct RunContext {
     detail::ThreadPool* pool = nullptr;
     char* error = nullptr;                  // fail() writes here (kErrorMessageBytes)
     detail::BodyProfile* body_profile = nullptr;   // PERF_COUNT: where If/Loop/Scan body steps record
+    TensorDesc* actual_outputs = nullptr;   // bounded_outputs kernels: per output, the desc it produced
 
     // Splits [0, count) into at most `threads` contiguous ranges run at once; returns when all
     // are done. fn must not fail (check inputs first).
@@ -500,6 +515,8 @@ struct StepContext {
     detail::ThreadPool* pool = nullptr;
     char* error = nullptr;                 // kErrorMessageBytes
     detail::BodyProfile* body_profile = nullptr;   // PERF_COUNT: where body steps record
+    TensorDesc* actual = nullptr;          // per value id: run_kernel writes the produced descs of
+                                           // a node with bounded outputs here (>>stages)
 };
 
 // A subgraph compiled for one device. Created by Device::compile_subgraph with
@@ -576,6 +593,10 @@ public:
     const void* kernel_state(NodeId node) const { return states_[node]; }
     size_t kernel_scratch(NodeId node) const { return scratch_[node]; }
     bool kernel_in_place(NodeId node) const { return in_place_[node] != 0; }
+    // The node's output descs are upper bounds: its kernel reports the actual ones at run time
+    // (StepContext::actual). A device whose steps do not go through run_kernel must refuse
+    // such a node in query_model; HETERO then places it on another device.
+    bool bounded_outputs(NodeId node) const { return bounded_ && bounded_[node] != 0; }
     const OpKernel* kernel(NodeId node) const { return kernels_[node]; }
     // Runs step.node's prepared kernel on the step's values (context.values) with at most
     // `max_threads` of the request's threads: what a device calls for the nodes it leaves to
@@ -595,6 +616,7 @@ private:
     const void** states_ = nullptr;
     size_t* scratch_ = nullptr;
     uint8_t* in_place_ = nullptr;
+    uint8_t* bounded_ = nullptr;
     const OpKernel** kernels_ = nullptr;
     uint32_t folded_ = 0;
 };
@@ -675,11 +697,13 @@ public:
     // Config keys: "KEY" goes to the device (for HETERO: HETERO_ALGORITHM=rollback|levels|waves,
     // HETERO_MIN_SUBGRAPH=N, or a key of every listed device), "DEVICE:KEY" to one device.
     // Errors: NotFound (unknown device or key), Unsupported (a node no device runs, a
-    // data-dependent shape), InvalidArgument (bad shapes or config values), LimitExceeded,
-    // OutOfMemory; the message is in last_error().
+    // data-dependent shape in a body), InvalidArgument (bad shapes or config values),
+    // LimitExceeded, OutOfMemory; the message is in last_error().
     // Input dims left free (negative, not fixed by `shapes`) stay free: the model is planned
     // with them at 1 (so it must take 1 there; otherwise give shapes) and again per
-    // input-shape signature at a request's first infer with it (>>dynamic shapes). The Core
+    // input-shape signature at a request's first infer with it (>>dynamic shapes). Nodes
+    // after a shape known only at run time are planned at infer too (>>stages; a later
+    // stage's errors, e.g. InvalidArgument or LimitExceeded, come from infer()). The Core
     // must then outlive the CompiledModel, as the Model must.
     Status compile_model(const Model& model, StringView device, Span<const ConfigEntry> config, CompiledModel* out,
                          Span<const InputShape> shapes = Span<const InputShape>(),
@@ -733,7 +757,9 @@ public:
     const ModelPort& output(uint32_t i) const;
     // With free input dims (has_free_dims()), input_desc has -1 in them, and output_desc and
     // the sizes below are those of the plan at every free dim = 1; a request's output(i)
-    // has the shapes of its last inference.
+    // has the shapes of its last inference. An output whose shape depends on data
+    // (data_dependent()) has its upper bound here, or type Undefined when it is computed after
+    // such a shape; the sizes below are then those of the first stage.
     const TensorDesc& input_desc(uint32_t i) const;
     const TensorDesc& output_desc(uint32_t i) const;
     Span<const PlacementSummary> placement() const;
@@ -748,6 +774,11 @@ public:
     // Compiled with symbolic input dims left free: planned again per input-shape signature.
     bool has_free_dims() const;
     uint32_t cached_shape_plans() const;   // plans of other signatures kept (at most SHAPE_CACHE_SIZE)
+    // Some shapes wait for values computed at run time (NonZero, Unique, a Reshape's shape
+    // computed from data, ...): the nodes after them are planned per signature of those values
+    // at run time, cached as input-shape plans are (runtime.h >>stages).
+    bool data_dependent() const;
+    uint32_t cached_stage_plans() const;   // plans of the first cut's later stage kept
     const char* last_error() const { return error_; }
 
     struct Impl;
@@ -1258,6 +1289,11 @@ Status PrepareContext::fail(Status status, const char* format, ...) {
     return status;
 }
 
+Status PrepareContext::needs_value(uint32_t i, const char* what) {
+    if (i < 64) needs_values |= 1ull << i;
+    return fail(Status::Unsupported, "data-dependent shape: %s is not a constant", what);
+}
+
 int64_t PrepareContext::attribute_int(StringView name, int64_t fallback) const {
     const Attribute* a = attribute(name);
     return a && a->kind == AttributeKind::Int ? a->i : fallback;
@@ -1429,6 +1465,21 @@ Status Core::fail(Status status, const char* format, ...) {
 
 // >>prepare
 namespace detail { inline Status check_op_version(const Node& node, uint32_t opset, char* error); }   // >>op versions
+namespace detail {
+// What a prepare pass with staging on finds (>>stages): the nodes whose shapes wait for a
+// value computed at run time (deferred: they need a value, or read a deferred or bounded
+// one), per node the inputs whose values they need, and the descs of the source's values.
+struct StageProbe {
+    Arena arena;
+    uint32_t node_count = 0, deferred_count = 0;
+    uint8_t* deferred = nullptr;       // per source node
+    uint8_t* bounded = nullptr;        // per source node: outputs bounded, not folded
+    uint64_t* needs_values = nullptr;  // per source node: PrepareContext::needs_values
+    uint32_t* base = nullptr;          // per source node: its first value
+    TensorDesc* descs = nullptr;       // per source value (deferred nodes' are unknown)
+    const void** known = nullptr;      // per source value: its data when known at compile time
+};
+}  // namespace detail
 namespace detail { inline Status prepare_node_kernel(const OpKernel** kernel, PrepareContext& c); }   // >>float32 compute
 
 // The common transformations: static shapes from the inputs (or InputShape overrides), every
@@ -1450,7 +1501,8 @@ struct detail_prepare {
     static Status run(const Model& source, Span<const InputShape> shapes, const Limits& limits, KernelLookup lookup,
                       void* lookup_user, uint32_t threads, PreparedModel* out, char* error,
                       Span<const InputValue> frozen = Span<const InputValue>(), bool fold_batchnorms = true,
-                      const TensorDesc* input_descs = nullptr) {   // per model input: its desc (bodies)
+                      const TensorDesc* input_descs = nullptr,    // per model input: its desc (bodies)
+                      detail::StageProbe* probe = nullptr) {       // staging on: see StageProbe
         const Graph& g = source.graph;
         if (!g.finalized()) return fail(error, Status::NotFinalized, "the model is not finalized");
         uint32_t n = g.node_count();
@@ -1478,6 +1530,12 @@ struct detail_prepare {
         if (!desc || !data || !folded || !needed)
             return fail(error, Status::OutOfMemory, "out of memory preparing the model");
         for (uint32_t v = 0; v < values; ++v) { desc[v] = TensorDesc(); data[v] = nullptr; }
+        uint8_t* bounded = scratch.allocate_array<uint8_t>(n + 1);   // outputs bounded and not folded
+        uint8_t* deferred = scratch.allocate_array<uint8_t>(n + 1);
+        uint64_t* needs = scratch.allocate_array<uint64_t>(n + 1);
+        if (!bounded || !deferred || !needs) return fail(error, Status::OutOfMemory, "out of memory preparing the model");
+        uint32_t deferred_count = 0;
+        for (uint32_t i = 0; i < n; ++i) { bounded[i] = 0; deferred[i] = 0; needs[i] = 0; }
         TensorDesc in_desc[detail::kMaxNodePorts];
         const void* in_value[detail::kMaxNodePorts];
         for (NodeId id : g.topological_order()) {
@@ -1543,6 +1601,16 @@ struct detail_prepare {
             }
             if (node.num_inputs > detail::kMaxNodePorts) return fail(error, Status::LimitExceeded, "node '%.*s' has %u inputs (at most %u)", (int)node.name.size, node.name.data, node.num_inputs, detail::kMaxNodePorts);
             bool all_known = true;
+            for (uint32_t i = 0; i < node.num_inputs; ++i) {   // a read of a shape known only at run time
+                NodeId p = node.inputs[i].producer;
+                if (!deferred[p] && !bounded[p]) continue;
+                if (!probe)
+                    return fail(error, Status::Unsupported, "node '%.*s': data-dependent shape: it reads '%.*s', whose shape depends on "
+                                "its data (supported at a model's top level, not in a body)", (int)node.name.size, node.name.data,
+                                (int)g.node(p).name.size, g.node(p).name.data);
+                deferred[id] = 1;
+            }
+            if (deferred[id]) { ++deferred_count; continue; }
             for (uint32_t i = 0; i < node.num_inputs; ++i) {
                 const Edge& e = node.inputs[i];
                 const Node& producer = g.node(e.producer);
@@ -1597,6 +1665,12 @@ struct detail_prepare {
             c.max_elements = limits.max_tensor_elements;
             c.max_loop_iterations = limits.max_loop_iterations;
             Status s = detail::prepare_node_kernel(&k, c);
+            if (s == Status::Unsupported && c.needs_values && probe) {   // waits for a value: a later stage
+                deferred[id] = 1;
+                needs[id] = c.needs_values;
+                ++deferred_count;
+                continue;
+            }
             if (s != Status::Ok) {
                 std::snprintf(error, kErrorMessageBytes, "%s", c.error[0] ? c.error : "prepare failed");
                 return s;
@@ -1609,6 +1683,32 @@ struct detail_prepare {
                 if (s == Status::Ok) folded[id] = 1;
                 else if (s != Status::LimitExceeded) return s;  // too large to fold: runs each inference
             }
+            if (c.bounded_outputs && !folded[id]) bounded[id] = 1;
+        }
+        if (probe) {   // what the stages need; with something deferred, nothing more to do here
+            probe->node_count = n;
+            probe->deferred_count = deferred_count;
+            probe->deferred = probe->arena.allocate_array<uint8_t>(n + 1);
+            probe->bounded = probe->arena.allocate_array<uint8_t>(n + 1);
+            probe->needs_values = probe->arena.allocate_array<uint64_t>(n + 1);
+            probe->base = probe->arena.allocate_array<uint32_t>(n + 1);
+            probe->descs = probe->arena.allocate_array<TensorDesc>(values + 1);
+            probe->known = probe->arena.allocate_array<const void*>(values + 1);   // the data is in out's arena
+            if (!probe->deferred || !probe->bounded || !probe->needs_values || !probe->base || !probe->descs || !probe->known)
+                return fail(error, Status::OutOfMemory, "out of memory preparing the model");
+            std::memcpy(probe->deferred, deferred, n);
+            std::memcpy(probe->bounded, bounded, n);
+            std::memcpy(probe->needs_values, needs, n * sizeof(uint64_t));
+            std::memcpy(probe->base, base, (n + 1) * sizeof(uint32_t));
+            for (uint32_t v = 0; v < values; ++v) { probe->descs[v] = desc[v]; probe->known[v] = data[v]; }
+            if (deferred_count) return Status::Ok;
+        } else {
+            for (uint32_t i = 0; i < n; ++i)   // a bounded output read only by a graph output
+                if (bounded[i]) {
+                    const Node& node = g.node(i);
+                    return fail(error, Status::Unsupported, "node '%.*s': data-dependent shape (supported at a model's top level, not in a body)",
+                                (int)node.name.size, node.name.data);
+                }
         }
         // Conv + BatchNormalization pairs to fold (the Conv reads x only; the BN reads the Conv).
         Span<const NodeId> order = g.topological_order();
@@ -1736,13 +1836,14 @@ struct detail_prepare {
         out->states_ = arena.allocate_array<const void*>(pn + 1);
         out->scratch_ = arena.allocate_array<size_t>(pn + 1);
         out->in_place_ = arena.allocate_array<uint8_t>(pn + 1);
-        if (!out->value_base_ || !out->kernels_ || !out->states_ || !out->scratch_ || !out->in_place_)
+        out->bounded_ = arena.allocate_array<uint8_t>(pn + 1);
+        if (!out->value_base_ || !out->kernels_ || !out->states_ || !out->scratch_ || !out->in_place_ || !out->bounded_)
             return fail(error, Status::OutOfMemory, "out of memory preparing the model");
         uint32_t pv = 0;
         for (uint32_t i = 0; i < pn; ++i) {
             out->value_base_[i] = pv;
             pv += pg.node(i).num_outputs;
-            out->kernels_[i] = nullptr; out->states_[i] = nullptr; out->scratch_[i] = 0; out->in_place_[i] = 0;
+            out->kernels_[i] = nullptr; out->states_[i] = nullptr; out->scratch_[i] = 0; out->in_place_[i] = 0; out->bounded_[i] = 0;
         }
         out->value_base_[pn] = pv;
         out->value_count_ = pv;
@@ -1797,6 +1898,7 @@ struct detail_prepare {
             out->states_[i] = c.state;
             out->scratch_[i] = c.scratch_bytes;
             out->in_place_[i] = c.in_place ? 1 : 0;
+            out->bounded_[i] = c.bounded_outputs ? 1 : 0;
         }
         out->folded_ = removed;
         return Status::Ok;
@@ -1963,7 +2065,10 @@ struct detail_prepare {
             if (!scratch) return fail(error, Status::OutOfMemory, "out of memory folding '%.*s'", (int)node.name.size, node.name.data);
         }
         char message[kErrorMessageBytes] = {};
+        TensorDesc actual[detail::kMaxNodePorts];
+        for (uint32_t p = 0; p < node.num_outputs; ++p) actual[p] = out[p];
         RunContext r;
+        r.actual_outputs = actual;
         r.graph = &g;
         r.node = id;
         r.state = c.state;
@@ -1978,7 +2083,10 @@ struct detail_prepare {
             std::snprintf(error, kErrorMessageBytes, "%s", message[0] ? message : "folding failed");
             return s;
         }
-        for (uint32_t p = 0; p < node.num_outputs; ++p) value[p] = outs[p];
+        for (uint32_t p = 0; p < node.num_outputs; ++p) {
+            value[p] = outs[p];
+            if (c.bounded_outputs) out[p] = actual[p];   // the data written densely at these dims
+        }
         return Status::Ok;
     }
 
@@ -2060,6 +2168,14 @@ Status PreparedModel::run_kernel(const ProgramStep& step, const StepContext& con
     r.pool = context.pool;
     r.error = context.error;
     r.body_profile = context.body_profile;
+    if (bounded_outputs(step.node)) {   // the kernel reports the dims it produced
+        TensorDesc actual[detail::kMaxNodePorts];
+        for (uint32_t k = 0; k < step.writes.size; ++k) actual[k] = out.v[k].desc;
+        r.actual_outputs = actual;
+        Status s = run ? run(r) : kernel(step.node)->run(r);
+        for (uint32_t k = 0; context.actual && k < step.writes.size; ++k) context.actual[step.writes[k]] = actual[k];
+        return s;
+    }
     return run ? run(r) : kernel(step.node)->run(r);
 }
 
@@ -2767,7 +2883,7 @@ struct SavedConfig {     // one device's config at compile time (export) or befo
     StringView value;    // a zero-terminated copy in the compile's arena
 };
 }  // namespace detail
-namespace detail { struct DynamicShapes; }
+namespace detail { struct DynamicShapes; struct Stages; }
 
 struct CompiledModel::Impl {
     PreparedModel prepared;
@@ -2802,6 +2918,7 @@ struct CompiledModel::Impl {
     void* blob = nullptr;                // import: constants point into this copy
     Model* source = nullptr;             // import: the model read from the blob
     detail::DynamicShapes* dynamic = nullptr;   // symbolic input dims: this is the plan at free dims 1
+    detail::Stages* stages = nullptr;   // data-dependent shapes: this is the first stage's plan (>>stages)
 
     ~Impl();
 };
@@ -2848,25 +2965,86 @@ struct DynamicShapes {
 };
 }  // namespace detail
 
+// >>stages
+// Data-dependent shapes by staged specialization. When prepare finds nodes whose shapes wait
+// for a value known only at run time (a shape input that is not a constant, or an output of
+// NonZero, Unique, NonMaxSuppression, a run-time Compress, whose dims are bounds), the model
+// is cut in two: the prefix (every other node) compiles as usual, with the values the rest
+// reads as extra outputs (boundaries); the suffix (the deferred nodes) becomes a model whose
+// inputs are the boundaries. At run time, after the prefix, the boundaries' descs, and the
+// values a suffix node reads as a shape, are the suffix's signature: its plan is compiled at
+// first sight and cached (SHAPE_CACHE_SIZE, least recently used evicted), and may be staged
+// again. Chosen over a run-time-shape interpreter: every stage is an ordinary static plan
+// (the same kernels, fusion, partition, memory plan and Limits checks), a suffix node never
+// shares a subgraph with the producer of a value it reads as a shape (they are in different
+// stages), and once the signatures repeat nothing allocates.
+namespace detail {
+constexpr uint32_t kMaxStageDepth = 16;   // a suffix staged again, and again
+
+struct StageBoundary {
+    NodeId producer = kNoNode;   // in the model the stages were cut from
+    uint32_t port = 0;
+    bool by_value = false;       // a suffix node reads it as a shape: its value joins the signature
+};
+
+struct StagePlan {
+    CompiledModel::Impl* plan = nullptr;
+    unsigned char* key = nullptr;   // TESSEL_MALLOC'd signature
+    size_t key_bytes = 0;
+    uint64_t last_used = 0;
+    uint32_t users = 0;             // requests running it
+};
+
+struct Stages {
+    Arena arena;
+    Model prefix, suffix;                  // suffix input k reads prefix output k
+    StageBoundary* boundaries = nullptr;
+    uint32_t boundary_count = 0;
+    TensorDesc* output_descs = nullptr;    // per model output: the prefix's desc (a bound for a
+                                           // bounded value), Undefined when the suffix computes it
+    uint32_t deferred_nodes = 0;
+    Core* core = nullptr;
+    char device_string[kDeviceStringBytes] = {};
+    ConfigEntry* config = nullptr;         // the listed devices' config, as "DEVICE:KEY"
+    uint32_t config_count = 0;
+    PartitionAlgorithm algorithm = PartitionAlgorithm::Rollback;
+    uint32_t min_subgraph = 0, depth = 0, capacity = kDefaultShapeCache, count = 0;
+    uint64_t limit_bytes = 0;              // Limits::max_arena_bytes at compile: all stages of a request
+    StagePlan* cache = nullptr;
+    uint64_t tick = 0;
+    std::mutex mutex;                      // the cache; held while a suffix plan compiles
+
+    ~Stages() {
+        for (uint32_t i = 0; i < count; ++i) { destroy(cache[i].plan); TESSEL_FREE(cache[i].key); }
+    }
+};
+}  // namespace detail
+
 inline CompiledModel::Impl::~Impl() {
     destroy(dynamic);
     for (uint32_t s = 0; s < subgraph_count; ++s) if (programs) destroy(programs[s]);
     programs = nullptr;
     destroy(source);
     if (blob) TESSEL_FREE(blob);
+    destroy(stages);
 }
 
 CompiledModel::CompiledModel() = default;
 CompiledModel::~CompiledModel() { destroy(impl_); }
 uint32_t CompiledModel::input_count() const { return impl_ ? impl_->prepared.model.input_count() : 0; }
-uint32_t CompiledModel::output_count() const { return impl_ ? impl_->prepared.model.output_count() : 0; }
+uint32_t CompiledModel::output_count() const {
+    return !impl_ ? 0 : impl_->stages ? impl_->stages->suffix.output_count() : impl_->prepared.model.output_count();
+}
 const ModelPort& CompiledModel::input(uint32_t i) const { return impl_->prepared.model.input(i); }
-const ModelPort& CompiledModel::output(uint32_t i) const { return impl_->prepared.model.output(i); }
+const ModelPort& CompiledModel::output(uint32_t i) const {
+    return impl_->stages ? impl_->stages->suffix.output(i) : impl_->prepared.model.output(i);
+}
 const TensorDesc& CompiledModel::input_desc(uint32_t i) const {
     if (impl_->dynamic) return impl_->dynamic->inputs[i];
     return impl_->prepared.value_desc(impl_->prepared.value_id(input(i).node, 0));
 }
 const TensorDesc& CompiledModel::output_desc(uint32_t i) const {
+    if (impl_->stages) return impl_->stages->output_descs[i];
     const Edge& e = impl_->prepared.model.graph.node(output(i).node).inputs[0];
     return impl_->prepared.value_desc(impl_->prepared.value_id(e.producer, e.port));
 }
@@ -2880,6 +3058,12 @@ size_t CompiledModel::unplanned_bytes() const { return impl_ ? impl_->unplanned_
 size_t CompiledModel::scratch_bytes() const { return impl_ ? impl_->scratch_bytes : 0; }
 uint32_t CompiledModel::step_count() const { return impl_ ? impl_->step_count : 0; }
 bool CompiledModel::has_free_dims() const { return impl_ && impl_->dynamic; }
+bool CompiledModel::data_dependent() const { return impl_ && impl_->stages; }
+uint32_t CompiledModel::cached_stage_plans() const {
+    if (!impl_ || !impl_->stages) return 0;
+    std::lock_guard<std::mutex> lock(impl_->stages->mutex);
+    return impl_->stages->count;
+}
 uint32_t CompiledModel::cached_shape_plans() const {
     if (!impl_ || !impl_->dynamic) return 0;
     std::lock_guard<std::mutex> lock(impl_->dynamic->mutex);
@@ -2906,6 +3090,11 @@ void CompiledModel::write_summary(WriteFn write, void* user) const {
     }
     if (impl_->fallback_count > 16) {
         detail::print(line, sizeof line, "fallback: %u more nodes\n", impl_->fallback_count - 16);
+        write(user, line, std::strlen(line));
+    }
+    if (impl_->stages) {
+        detail::print(line, sizeof line, "stages: %u nodes wait for shapes or values computed at run time, planned per signature (%u plans cached)\n",
+                      impl_->stages->deferred_nodes, cached_stage_plans());
         write(user, line, std::strlen(line));
     }
     int k = std::snprintf(line, sizeof line, "memory: %zu bytes of activations per request (%zu without reuse), %zu scratch; %u nodes folded or removed\n",
@@ -3228,6 +3417,14 @@ struct CompileJob {   // what compile_model and import_model share
     // Compiles the plan of a symbolic model at one input-shape signature.
     static Status specialize(DynamicShapes& dynamic, const CompiledModel::Impl& first, Span<const InputShape> shapes,
                              CompiledModel::Impl** out, char* error);
+    // >>stages: cuts `model` where prepare deferred nodes and compiles the first stage into m;
+    // compile_stage compiles the later stage at one signature.
+    uint32_t stage_depth = 0;
+    static Status compile_staged(CompileJob& job, const Model& model, const StageProbe& probe, Span<const InputShape> shapes,
+                                 Span<const InputValue> values, PartitionAlgorithm algorithm, uint32_t min_subgraph,
+                                 CompiledModel::Impl* m);
+    static Status compile_stage(Stages& stages, Span<const InputShape> shapes, Span<const InputValue> values,
+                                CompiledModel::Impl** out, char* error);
 };
 
 inline const OpKernel* lookup_kernel(void* user, StringView op) {
@@ -3615,9 +3812,12 @@ Status Core::compile_job(void* job_pointer, const Model& model, Span<const Input
     detail::CompileJob& job = *static_cast<detail::CompileJob*>(job_pointer);
     CompiledModel::Impl* m = static_cast<CompiledModel::Impl*>(impl);
     char error[kErrorMessageBytes] = {};
+    detail::StageProbe probe;
     Status s = detail_prepare::run(model, shapes, limits_, detail::lookup_kernel, &job, detail::prepare_threads(&job),
-                                   &m->prepared, error, values);
+                                   &m->prepared, error, values, true, nullptr, &probe);
     if (s != Status::Ok) return fail(s, "%s", error);
+    if (probe.deferred_count)   // shapes that wait for run-time values: stages
+        return detail::CompileJob::compile_staged(job, model, probe, shapes, values, algorithm, min_subgraph, m);
     Graph& g = m->prepared.model.graph;
     uint32_t n = g.node_count();
     // Query every device; assign affinities (user affinities win); partition.
@@ -3829,6 +4029,212 @@ Status CompileJob::specialize(DynamicShapes& d, const CompiledModel::Impl& first
 }
 }  // namespace detail
 
+namespace detail {
+// >>stages, compile side: the prefix and suffix models, the first stage's plan.
+Status CompileJob::compile_staged(CompileJob& job, const Model& model, const StageProbe& probe, Span<const InputShape> shapes,
+                                  Span<const InputValue> values, PartitionAlgorithm algorithm, uint32_t min_subgraph,
+                                  CompiledModel::Impl* m) {
+    const Graph& g = model.graph;
+    uint32_t n = g.node_count();
+    if (job.stage_depth >= kMaxStageDepth)
+        return job.fail(Status::LimitExceeded, "shapes wait for run-time values through more than %u stages", kMaxStageDepth);
+    Stages* st = create<Stages>();
+    if (!st) return job.fail(Status::OutOfMemory, "out of memory");
+    m->stages = st;   // freed with m on any error below
+    Arena& arena = st->arena;
+    uint32_t values_total = probe.base[n];
+    uint32_t* boundary_of = arena.allocate_array<uint32_t>(values_total + 1);   // per source value
+    st->boundaries = arena.allocate_array<StageBoundary>(values_total + 1);
+    NodeId* in_prefix = arena.allocate_array<NodeId>(n + 1);
+    NodeId* in_suffix = arena.allocate_array<NodeId>(n + 1);
+    if (!boundary_of || !st->boundaries || !in_prefix || !in_suffix) return job.fail(Status::OutOfMemory, "out of memory");
+    const uint32_t kNone = 0xffffffffu;
+    for (uint32_t v = 0; v < values_total; ++v) boundary_of[v] = kNone;
+    for (NodeId v = 0; v < n; ++v) { in_prefix[v] = kNoNode; in_suffix[v] = kNoNode; }
+    auto stays_out = [&](NodeId p, uint32_t port) {   // read in the suffix as a constant, not through a boundary
+        return g.node(p).op == StringView("Absent") || probe.known[probe.base[p] + port] != nullptr;
+    };
+    // A node that needs values gets all its small inputs after the first by value: prepare
+    // names only the first value it misses, and shape inputs come in groups (Slice's starts,
+    // ends, axes, steps; Range's limits).
+    auto shape_like = [&](NodeId id, uint32_t i) {
+        if (i < 64 && (probe.needs_values[id] >> i & 1)) return true;
+        const Edge& e = g.node(id).inputs[i];
+        const TensorDesc& d = probe.descs[probe.base[e.producer] + e.port];
+        uint64_t count = 0;
+        return probe.needs_values[id] && i > 0 && d.rank <= 1 && desc_elements(d, &count) && count <= 64;
+    };
+    auto add_boundary = [&](NodeId p, uint32_t port, bool by_value) {
+        uint32_t value = probe.base[p] + port;
+        if (boundary_of[value] == kNone) {
+            boundary_of[value] = st->boundary_count;
+            st->boundaries[st->boundary_count++] = StageBoundary{p, port, false};
+        }
+        if (by_value) st->boundaries[boundary_of[value]].by_value = true;
+    };
+    for (NodeId id : g.topological_order()) {
+        const Node& node = g.node(id);
+        if (probe.deferred[id]) {
+            ++st->deferred_nodes;
+            for (uint32_t i = 0; i < node.num_inputs; ++i) {
+                NodeId p = node.inputs[i].producer;
+                if (probe.deferred[p] || stays_out(p, node.inputs[i].port)) continue;
+                add_boundary(p, node.inputs[i].port, shape_like(id, i));
+            }
+        } else if (node.op == StringView("Result")) {
+            NodeId p = node.inputs[0].producer;
+            if (!probe.deferred[p] && !stays_out(p, node.inputs[0].port)) add_boundary(p, node.inputs[0].port, false);
+        }
+    }
+    // Boundary names: "stage:" and the value's name, unique beside the node names.
+    StringView* names = arena.allocate_array<StringView>(st->boundary_count + 1);
+    if (!names) return job.fail(Status::OutOfMemory, "out of memory");
+    for (uint32_t k = 0; k < st->boundary_count; ++k) {
+        const StageBoundary& b = st->boundaries[k];
+        const Node& p = g.node(b.producer);
+        char name[320];
+        if (b.port) print(name, sizeof name, "stage:%.*s:%u", (int)p.name.size, p.name.data, b.port);
+        else print(name, sizeof name, "stage:%.*s", (int)p.name.size, p.name.data);
+        names[k] = arena.copy_string(StringView(name));
+        if (!names[k].data) return job.fail(Status::OutOfMemory, "out of memory");
+    }
+    auto copy_node = [&](Model& to, NodeId id, const InputRef* refs) -> Status {
+        const Node& node = g.node(id);
+        NodeId made = kNoNode;
+        TESSEL_TRY(to.add_node(node.op, node.name, Span<const InputRef>(refs, node.num_inputs), node.num_outputs, &made));
+        for (const Attribute* a = node.attributes; a; a = a->next) TESSEL_TRY(to.graph.add_attribute(made, *a));
+        if (node.affinity != kNoDevice) TESSEL_TRY(to.graph.set_affinity(made, g.device_name(node.affinity)));
+        for (uint32_t p = 0; node.outputs && p < node.num_outputs; ++p) TESSEL_TRY(to.graph.set_output_desc(made, p, node.outputs[p]));
+        return Status::Ok;
+    };
+    InputRef refs[kMaxNodePorts];
+    // The prefix: the model's inputs, every node not deferred, the boundaries as outputs.
+    Model& prefix = st->prefix;
+    prefix.opset = model.opset;
+    Status s = Status::Ok;
+    for (uint32_t i = 0; i < model.input_count() && s == Status::Ok; ++i) {
+        NodeId id = model.input(i).node;
+        s = prefix.add_input(model.input(i).name, g.node(id).outputs ? g.node(id).outputs[0] : TensorDesc(), &in_prefix[id]);
+    }
+    for (NodeId id : g.topological_order()) {
+        const Node& node = g.node(id);
+        if (s != Status::Ok) break;
+        if (probe.deferred[id] || node.op == StringView("Parameter") || node.op == StringView("Result")) continue;
+        if (node.op == StringView("Absent")) { in_prefix[id] = prefix.absent().producer; continue; }
+        for (uint32_t i = 0; i < node.num_inputs; ++i)
+            refs[i] = InputRef::by_id(in_prefix[node.inputs[i].producer], node.inputs[i].port, node.inputs[i].keep_apart != 0);
+        s = copy_node(prefix, id, refs);
+        if (s == Status::Ok) in_prefix[id] = prefix.graph.node_count() - 1;
+    }
+    for (uint32_t k = 0; k < st->boundary_count && s == Status::Ok; ++k)
+        s = prefix.add_output(names[k], InputRef::by_id(in_prefix[st->boundaries[k].producer], st->boundaries[k].port));
+    if (s == Status::Ok) s = prefix.finalize();
+    if (s != Status::Ok) return job.fail(s, "cutting the model after its data-dependent shapes: %s", prefix.last_error());
+    // The suffix: the boundaries as inputs (rank and type known, every dim free), the constants
+    // the deferred nodes read, the deferred nodes, the model's outputs.
+    Model& suffix = st->suffix;
+    suffix.opset = model.opset;
+    NodeId* boundary_input = arena.allocate_array<NodeId>(st->boundary_count + 1);
+    NodeId* known_node = arena.allocate_array<NodeId>(values_total + 1);   // per source value: its suffix constant
+    if (!boundary_input || !known_node) return job.fail(Status::OutOfMemory, "out of memory");
+    for (uint32_t v = 0; v < values_total; ++v) known_node[v] = kNoNode;
+    for (uint32_t k = 0; k < st->boundary_count && s == Status::Ok; ++k) {
+        TensorDesc d = probe.descs[probe.base[st->boundaries[k].producer] + st->boundaries[k].port];
+        for (uint32_t j = 0; j < d.rank; ++j) d.dims[j] = -1;
+        s = suffix.add_input(names[k], d, &boundary_input[k]);
+    }
+    auto suffix_ref = [&](NodeId p, uint32_t port, bool keep_apart, InputRef* ref) -> Status {
+        const Node& producer = g.node(p);
+        if (producer.op == StringView("Absent")) { *ref = suffix.absent(); return Status::Ok; }
+        if (probe.deferred[p]) { *ref = InputRef::by_id(in_suffix[p], port, keep_apart); return Status::Ok; }
+        uint32_t value = probe.base[p] + port;
+        if (stays_out(p, port)) {   // known at compile time: a constant (the data stays where it is)
+            if (known_node[value] == kNoNode) {
+                char name[320];
+                if (port) print(name, sizeof name, "%.*s:%u", (int)producer.name.size, producer.name.data, port);
+                else print(name, sizeof name, "%.*s", (int)producer.name.size, producer.name.data);
+                TESSEL_TRY(suffix.add_constant(StringView(name), probe.descs[value], probe.known[value], &known_node[value], false));
+            }
+            *ref = InputRef::by_id(known_node[value], 0, keep_apart);
+            return Status::Ok;
+        }
+        *ref = InputRef::by_id(boundary_input[boundary_of[probe.base[p] + port]], 0, keep_apart);
+        return Status::Ok;
+    };
+    for (NodeId id : g.topological_order()) {
+        const Node& node = g.node(id);
+        if (s != Status::Ok) break;
+        if (!probe.deferred[id]) continue;
+        for (uint32_t i = 0; i < node.num_inputs && s == Status::Ok; ++i)
+            s = suffix_ref(node.inputs[i].producer, node.inputs[i].port, node.inputs[i].keep_apart != 0, &refs[i]);
+        if (s == Status::Ok) s = copy_node(suffix, id, refs);
+        if (s == Status::Ok) in_suffix[id] = suffix.graph.node_count() - 1;
+    }
+    st->output_descs = arena.allocate_array<TensorDesc>(model.output_count() + 1);
+    if (!st->output_descs) return job.fail(Status::OutOfMemory, "out of memory");
+    for (uint32_t i = 0; i < model.output_count() && s == Status::Ok; ++i) {
+        const Edge& e = g.node(model.output(i).node).inputs[0];
+        InputRef ref;
+        s = suffix_ref(e.producer, e.port, false, &ref);
+        if (s == Status::Ok) s = suffix.add_output(model.output(i).name, ref);
+        st->output_descs[i] = probe.deferred[e.producer] || g.node(e.producer).op == StringView("Absent")
+                                  ? TensorDesc() : probe.descs[probe.base[e.producer] + e.port];
+    }
+    if (s == Status::Ok) s = suffix.finalize();
+    if (s != Status::Ok) return job.fail(s, "cutting the model after its data-dependent shapes: %s", suffix.last_error());
+    // The first stage's plan, and what later stages compile with.
+    TESSEL_TRY(job.core->compile_job(&job, prefix, shapes, values, algorithm, min_subgraph, m));
+    st->core = job.core;
+    print(st->device_string, sizeof st->device_string, "%s", m->device_string);
+    st->algorithm = algorithm;
+    st->min_subgraph = min_subgraph;
+    st->depth = job.stage_depth + 1;
+    st->capacity = job.shape_cache;
+    st->limit_bytes = job.core->limits().max_arena_bytes;
+    st->config = arena.allocate_array<ConfigEntry>(m->config_count + 1);
+    st->cache = arena.allocate_array<StagePlan>(st->capacity);
+    if (!st->config || !st->cache) return job.fail(Status::OutOfMemory, "out of memory");
+    for (uint32_t i = 0; i < m->config_count; ++i) {
+        StringView device = m->config[i].device->name();
+        char key[160];
+        print(key, sizeof key, "%.*s:%s", (int)device.size, device.data, m->config[i].key);
+        st->config[i] = ConfigEntry{arena.copy_string(StringView(key)), arena.copy_string(m->config[i].value)};
+        if (!st->config[i].key.data || !st->config[i].value.data) return job.fail(Status::OutOfMemory, "out of memory");
+    }
+    st->config_count = m->config_count;
+    return Status::Ok;
+}
+
+// A later stage at one signature: shapes for its inputs, values for those read as shapes.
+Status CompileJob::compile_stage(Stages& st, Span<const InputShape> shapes, Span<const InputValue> values,
+                                 CompiledModel::Impl** out, char* error) {
+    Core* core = st.core;
+    if (!core->impl_) return Status::OutOfMemory;
+    std::lock_guard<std::mutex> lock(core->impl_->compile_mutex);
+    CompiledModel::Impl* m = create<CompiledModel::Impl>();
+    if (!m) { print(error, kErrorMessageBytes, "out of memory"); return Status::OutOfMemory; }
+    CompileJob job;
+    job.core = core;
+    job.stage_depth = st.depth;
+    job.shape_cache = st.capacity;
+    Arena scratch;
+    PartitionAlgorithm algorithm = st.algorithm;
+    uint32_t min_subgraph = st.min_subgraph;
+    std::snprintf(m->device_string, sizeof m->device_string, "%s", st.device_string);
+    Status s = parse_device_string(StringView(st.device_string), &job);
+    if (s == Status::Ok) s = apply_config(&job, &scratch, Span<const ConfigEntry>(st.config, st.config_count), &algorithm, &min_subgraph);
+    if (s == Status::Ok) s = core->compile_job(&job, st.suffix, shapes, values, algorithm, min_subgraph, m);
+    restore(&job);
+    if (s != Status::Ok) {
+        print(error, kErrorMessageBytes, "%s", core->error_);
+        destroy(m);
+        return s;
+    }
+    *out = m;
+    return Status::Ok;
+}
+}  // namespace detail
+
 // >>infer request implementation
 namespace detail {
 constexpr uint32_t kNoSubgraph = 0xffffffffu;   // before the first step of an inference
@@ -3852,6 +4258,19 @@ struct InferRequest::Impl {
     Tensor* outputs = nullptr;
     Tensor* bound_outputs = nullptr; // user tensors outputs are copied into (type Undefined: none)
     uint32_t input_count = 0, output_count = 0;   // of the arrays above: ~Impl must not read m, gone first maybe
+    // >>stages: the later stage's request state, the cache entry of its plan, this stage's
+    // produced descs (per value id), the signature buffer; a later stage runs on the first
+    // stage's threads and counts the bytes of the stages before it against the limit.
+    Impl* next = nullptr;
+    detail::StagePlan* held_stage = nullptr;
+    detail::Stages* held_in = nullptr;
+    detail::ThreadPool* shared_pool = nullptr;
+    TensorDesc* actual = nullptr;
+    uint32_t actual_capacity = 0;
+    void* key_raw = nullptr;
+    void* key = nullptr;
+    size_t key_capacity = 0;
+    size_t earlier_bytes = 0;
     ProfileEntry* profile = nullptr;
     uint32_t profile_count = 0;
     detail::ThreadPool pool;
@@ -3872,7 +4291,11 @@ struct InferRequest::Impl {
             wake.notify_all();
             worker.join();
         }
+        release_stage();
+        destroy(next);
         release();
+        TESSEL_FREE(actual);
+        TESSEL_FREE(key_raw);
         TESSEL_FREE(user_input);
         for (uint32_t i = 0; inputs && i < input_count; ++i) inputs[i].~Tensor();
         for (uint32_t i = 0; outputs && i < output_count; ++i) { outputs[i].~Tensor(); bound_outputs[i].~Tensor(); }
@@ -3897,6 +4320,31 @@ struct InferRequest::Impl {
     Status run();
     Status attach(const CompiledModel::Impl* plan, char* message);
     Status follow_input_shapes(char* message);
+    Status run_next_stage();
+    bool ensure_ports(uint32_t inputs, uint32_t outputs);
+    // The request state whose outputs are the model's: the last stage's (nullptr before a
+    // staged plan's first inference).
+    const Impl* final_stage() const {
+        const Impl* r = this;
+        while (r && r->m && r->m->stages) r = r->next;
+        return r && r->m ? r : nullptr;
+    }
+    void release_stage() {   // lets the cache evict the later stages' plans
+        if (next) next->release_stage();
+        if (held_stage) {
+            std::lock_guard<std::mutex> lock(held_in->mutex);
+            --held_stage->users;
+            held_stage = nullptr;
+            held_in = nullptr;
+        }
+        if (next) next->m = nullptr;   // attached again before it runs
+    }
+    void release_stage_locked() {   // the same, with held_in's mutex held by the caller
+        if (next) { next->release_stage(); next->m = nullptr; }
+        if (held_stage) --held_stage->users;
+        held_stage = nullptr;
+        held_in = nullptr;
+    }
     void release() {
         if (!held) return;
         std::lock_guard<std::mutex> lock(owner->dynamic->mutex);
@@ -3950,22 +4398,65 @@ bool grow_array(T** array, uint32_t* capacity, uint32_t count) {
 
 // Points the request at a plan: buffers grown if it needs more, every slot's address, the
 // inputs (user memory stays bound) and outputs as views with the plan's shapes.
+// Grows the input and output tensor arrays (a later stage's plans may differ in their count).
+bool InferRequest::Impl::ensure_ports(uint32_t want_inputs, uint32_t want_outputs) {
+    if (!inputs || want_inputs > input_count) {
+        Tensor* fresh = detail::malloc_array<Tensor>(want_inputs);
+        uint8_t* flags = detail::malloc_array<uint8_t>(want_inputs);
+        if (!fresh || !flags) { TESSEL_FREE(fresh); TESSEL_FREE(flags); return false; }
+        for (uint32_t i = 0; i < want_inputs; ++i) {
+            new (&fresh[i]) Tensor();
+            flags[i] = 0;
+            if (i < input_count) { fresh[i] = std::move(inputs[i]); flags[i] = user_input[i]; inputs[i].~Tensor(); }
+        }
+        TESSEL_FREE(inputs);
+        TESSEL_FREE(user_input);
+        inputs = fresh;
+        user_input = flags;
+        input_count = want_inputs;
+    }
+    if (!outputs || want_outputs > output_count) {
+        Tensor* fresh = detail::malloc_array<Tensor>(want_outputs);
+        Tensor* bound = detail::malloc_array<Tensor>(want_outputs);
+        if (!fresh || !bound) { TESSEL_FREE(fresh); TESSEL_FREE(bound); return false; }
+        for (uint32_t i = 0; i < want_outputs; ++i) {
+            new (&fresh[i]) Tensor();
+            new (&bound[i]) Tensor();
+            if (i < output_count) {
+                fresh[i] = std::move(outputs[i]);
+                bound[i] = std::move(bound_outputs[i]);
+                outputs[i].~Tensor();
+                bound_outputs[i].~Tensor();
+            }
+        }
+        TESSEL_FREE(outputs);
+        TESSEL_FREE(bound_outputs);
+        outputs = fresh;
+        bound_outputs = bound;
+        output_count = want_outputs;
+    }
+    return true;
+}
+
 Status InferRequest::Impl::attach(const CompiledModel::Impl* plan, char* message) {
     void* arena_void = arena;
-    bool ok = detail::grow_block(&arena_raw, &arena_void, &arena_capacity, plan->arena_bytes) &&
+    bool ok = ensure_ports(plan->prepared.model.input_count(), plan->prepared.model.output_count()) && detail::grow_block(&arena_raw, &arena_void, &arena_capacity, plan->arena_bytes) &&
               detail::grow_block(&scratch_raw, &scratch, &scratch_capacity, plan->scratch_bytes) &&
               detail::grow_array(&base, &slot_capacity, plan->slot_count) &&
               detail::grow_array(&values, &value_capacity, plan->prepared.value_count()) &&
-              detail::grow_array(&profile, &profile_capacity, plan->exec_count + detail::kMaxBodyProfileEntries);
+              detail::grow_array(&profile, &profile_capacity, plan->exec_count + detail::kMaxBodyProfileEntries) &&
+              detail::grow_array(&actual, &actual_capacity, plan->prepared.value_count());
     arena = static_cast<unsigned char*>(arena_void);
     if (!ok) {
         detail::print(message, kErrorMessageBytes, "out of memory for a request's buffers (%zu bytes of activations)", plan->arena_bytes);
         return Status::OutOfMemory;
     }
+    if (plan != m) release_stage();   // the later stages belong to the plan left
     m = plan;
     const PreparedModel& pp = plan->prepared;
     const Model& pm = pp.model;
     uint32_t count = pp.value_count();
+    for (uint32_t v = 0; v < count; ++v) actual[v] = pp.value_desc(v);
     for (uint32_t s = 0; s < plan->slot_count; ++s) {
         const void* c = s < count ? pp.constant(s) : nullptr;
         base[s] = plan->offset[s] >= 0 ? arena + plan->offset[s] : const_cast<void*>(c);
@@ -3997,20 +4488,8 @@ Status CompiledModel::create_request(InferRequest* request) const {
     r->m = impl_;
     r->owner = impl_;
     const Model& pm = impl_->prepared.model;
-    r->inputs = detail::malloc_array<Tensor>(pm.input_count());
-    r->outputs = detail::malloc_array<Tensor>(pm.output_count());
-    r->bound_outputs = detail::malloc_array<Tensor>(pm.output_count());
-    r->user_input = detail::malloc_array<uint8_t>(pm.input_count());
-    bool ok = r->inputs && r->outputs && r->bound_outputs && r->user_input;
-    if (ok) {
-        for (uint32_t i = 0; i < pm.input_count(); ++i) { new (&r->inputs[i]) Tensor(); r->user_input[i] = 0; }
-        for (uint32_t i = 0; i < pm.output_count(); ++i) { new (&r->outputs[i]) Tensor(); new (&r->bound_outputs[i]) Tensor(); }
-        r->input_count = pm.input_count();
-        r->output_count = pm.output_count();
-    } else {
-        if (r->inputs) { TESSEL_FREE(r->inputs); r->inputs = nullptr; }
-        if (r->outputs) { TESSEL_FREE(r->outputs); r->outputs = nullptr; }
-        if (r->bound_outputs) { TESSEL_FREE(r->bound_outputs); r->bound_outputs = nullptr; }
+    uint32_t outputs = output_count() > pm.output_count() ? output_count() : pm.output_count();   // staged: the model's and the first stage's
+    if (!r->ensure_ports(pm.input_count(), outputs)) {
         destroy(r);
         std::snprintf(error_, sizeof error_, "out of memory creating a request");
         return Status::OutOfMemory;
@@ -4039,12 +4518,16 @@ Tensor& InferRequest::input(uint32_t i) {
     return impl_->inputs[i];
 }
 const Tensor& InferRequest::output(uint32_t i) const {
-    if (!impl_ || i >= impl_->m->prepared.model.output_count()) return detail::no_tensor();
-    return impl_->outputs[i];
+    const Impl* last = impl_ ? impl_->final_stage() : nullptr;   // staged: nullptr before the first infer
+    if (!last || i >= last->m->prepared.model.output_count()) return detail::no_tensor();
+    return last->outputs[i];
 }
 
 uint32_t InferRequest::find_input(StringView name) const { return impl_ ? impl_->m->prepared.model.find_input(name) : kNotFound; }
-uint32_t InferRequest::find_output(StringView name) const { return impl_ ? impl_->m->prepared.model.find_output(name) : kNotFound; }
+uint32_t InferRequest::find_output(StringView name) const {
+    if (!impl_) return kNotFound;
+    return impl_->m->stages ? impl_->m->stages->suffix.find_output(name) : impl_->m->prepared.model.find_output(name);
+}
 
 namespace detail {
 inline bool same_desc(const TensorDesc& a, const TensorDesc& b) {
@@ -4101,14 +4584,22 @@ Status InferRequest::set_input(StringView name, const Tensor& tensor) {
 
 Status InferRequest::set_output(uint32_t i, const Tensor& tensor) {
     if (!impl_) return Status::NotFinalized;
-    const Model& pm = impl_->m->prepared.model;
+    const detail::Stages* stages = impl_->m->stages;
+    const Model& pm = stages ? stages->suffix : impl_->m->prepared.model;
     if (i >= pm.output_count()) {
         std::snprintf(error_, sizeof error_, "no output %u (the model has %u)", i, pm.output_count());
         return Status::NotFound;
     }
-    const TensorDesc& want = impl_->outputs[i].desc();
-    // With free input dims the output's shape is checked at each infer, for the shapes then.
-    bool fits = impl_->owner->dynamic ? want.type == tensor.type() && want.rank == tensor.rank() : detail::same_desc(want, tensor.desc());
+    const TensorDesc& want = stages ? stages->output_descs[i] : impl_->outputs[i].desc();
+    // With free input dims, or a shape that depends on data, the output's shape is checked at
+    // each infer, for the shapes then.
+    bool varies = impl_->owner->dynamic || stages;
+    if (!stages) {
+        const Edge& e = pm.graph.node(pm.output(i).node).inputs[0];
+        varies = varies || impl_->m->prepared.bounded_outputs(e.producer);
+    }
+    bool fits = !varies ? detail::same_desc(want, tensor.desc())
+                        : want.type == ElementType::Undefined || (want.type == tensor.type() && want.rank == tensor.rank());
     if (!fits || !tensor.dense() || (!tensor.data() && tensor.elements())) {
         char a[128], b[128];
         detail::describe(want, a, sizeof a);
@@ -4132,6 +4623,7 @@ Status InferRequest::set_output(StringView name, const Tensor& tensor) {
 
 Status InferRequest::Impl::run() {
     const CompiledModel::Impl& cm = *m;
+    detail::ThreadPool& workers = shared_pool ? *shared_pool : pool;
     error[0] = 0;
     profile_count = 0;
     detail::BodyProfile body_profile;   // recorded past the steps' entries, moved after them at the end
@@ -4165,9 +4657,10 @@ Status InferRequest::Impl::run() {
             StepContext c;
             c.values = values;
             c.scratch = scratch;
-            c.threads = pool.threads();
-            c.pool = &pool;
+            c.threads = workers.threads();
+            c.pool = &workers;
             c.error = error;
+            c.actual = actual;
             if (cm.perf) {
                 body_profile.device = cm.subgraph_device[x.subgraph]->name();
                 body_profile.subgraph = x.subgraph;
@@ -4204,18 +4697,36 @@ Status InferRequest::Impl::run() {
         std::memmove(profile + profile_count, body_profile.entries, body_profile.count * sizeof(ProfileEntry));
         profile_count += body_profile.count;
     }
-    for (uint32_t i = 0; i < cm.prepared.model.output_count(); ++i) {
-        if (!bound_outputs[i].data() || bound_outputs[i].data() == outputs[i].data()) continue;
-        if (!detail::same_desc(bound_outputs[i].desc(), outputs[i].desc())) {   // the input shapes changed since set_output
+    const Model& pm = cm.prepared.model;
+    for (uint32_t i = 0; i < pm.output_count(); ++i) {   // outputs whose dims the kernel found
+        const Edge& e = pm.graph.node(pm.output(i).node).inputs[0];
+        if (!cm.prepared.bounded_outputs(e.producer)) continue;
+        const TensorDesc& d = actual[cm.prepared.value_id(e.producer, e.port)];
+        ignore_status(outputs[i].view(d.type, Span<const int64_t>(d.dims, d.rank), outputs[i].data()));
+    }
+    if (cm.stages) {
+        TESSEL_TRY(run_next_stage());
+        if (cm.perf && next->m && next->m->perf) {   // the later stages' entries after this one's
+            uint32_t room = profile_capacity - profile_count;
+            uint32_t count = next->profile_count < room ? next->profile_count : room;
+            std::memcpy(profile + profile_count, next->profile, count * sizeof(ProfileEntry));
+            profile_count += count;
+        }
+    }
+    const Impl* last = final_stage();
+    for (uint32_t i = 0; last && i < last->m->prepared.model.output_count(); ++i) {
+        const Tensor& result = last->outputs[i];
+        if (!bound_outputs[i].data() || bound_outputs[i].data() == result.data()) continue;
+        if (!detail::same_desc(bound_outputs[i].desc(), result.desc())) {   // the input shapes changed since set_output
             char a[128], b[128];
-            detail::describe(outputs[i].desc(), a, sizeof a);
+            detail::describe(result.desc(), a, sizeof a);
             detail::describe(bound_outputs[i].desc(), b, sizeof b);
-            const StringView name = cm.prepared.model.output(i).name;
+            const StringView name = last->m->prepared.model.output(i).name;
             detail::print(error, sizeof error, "output '%.*s' is %s at these input shapes; the tensor bound with set_output is %s",
                           (int)name.size, name.data, a, b);
             return Status::InvalidArgument;
         }
-        std::memcpy(bound_outputs[i].data(), outputs[i].data(), outputs[i].bytes());
+        std::memcpy(bound_outputs[i].data(), result.data(), result.bytes());
     }
     return Status::Ok;
 }
@@ -4292,6 +4803,153 @@ Status InferRequest::Impl::follow_input_shapes(char* message) {
     *room = detail::Specialization{fresh, ++d.tick, 1};
     held = room;
     return Status::Ok;
+}
+
+// >>stages, run side: after a stage, the signature of the next (its inputs' descs, and the
+// bytes of those read as shapes), its plan from the stage's cache or compiled there, then the
+// next stage's request state bound to this stage's outputs (no copy) and run.
+Status InferRequest::Impl::run_next_stage() {
+    const CompiledModel::Impl& cm = *m;
+    detail::Stages& st = *cm.stages;
+    const PreparedModel& pp = cm.prepared;
+    const Model& pm = pp.model;
+    auto boundary_value = [&](uint32_t k) {
+        const Edge& e = pm.graph.node(pm.output(k).node).inputs[0];
+        return pp.value_id(e.producer, e.port);
+    };
+    size_t bytes = 0;
+    for (uint32_t k = 0; k < st.boundary_count; ++k) {
+        const TensorDesc& d = actual[boundary_value(k)];
+        bytes += 2 + 8 * (size_t)d.rank;
+        if (st.boundaries[k].by_value) {
+            uint64_t count = 0;
+            desc_elements(d, &count);
+            bytes += (size_t)count * element_size(d.type);
+        }
+    }
+    if (!detail::grow_block(&key_raw, &key, &key_capacity, bytes)) {
+        detail::print(error, sizeof error, "out of memory for a stage signature");
+        return Status::OutOfMemory;
+    }
+    unsigned char* at = static_cast<unsigned char*>(key);
+    for (uint32_t k = 0; k < st.boundary_count; ++k) {
+        uint32_t v = boundary_value(k);
+        const TensorDesc& d = actual[v];
+        *at++ = (unsigned char)d.type;
+        *at++ = d.rank;
+        std::memcpy(at, d.dims, 8 * (size_t)d.rank);
+        at += 8 * (size_t)d.rank;
+        if (!st.boundaries[k].by_value) continue;
+        uint64_t count = 0;
+        desc_elements(d, &count);
+        size_t size = (size_t)count * element_size(d.type);
+        if (size) std::memcpy(at, base[v], size);
+        at += size;
+    }
+    std::unique_lock<std::mutex> lock(st.mutex);   // the cache; the plan runs without it (held: never evicted)
+    detail::StagePlan* entry = nullptr;
+    for (uint32_t k = 0; k < st.count && !entry; ++k)
+        if (st.cache[k].key_bytes == bytes && std::memcmp(st.cache[k].key, key, bytes) == 0) entry = &st.cache[k];
+    if (!entry) {
+        // Room: a free entry, or the least recently used one no other request holds.
+        detail::StagePlan* room = st.count < st.capacity ? &st.cache[st.count] : nullptr;
+        if (!room)
+            for (uint32_t k = 0; k < st.count; ++k) {
+                detail::StagePlan* e = &st.cache[k];
+                bool free = e->users == 0 || (e == held_stage && e->users == 1);
+                if (free && (!room || e->last_used < room->last_used)) room = e;
+            }
+        if (!room) {
+            detail::print(error, sizeof error, "every one of the %u cached plans after a data-dependent shape is held by a request (raise SHAPE_CACHE_SIZE)",
+                          st.capacity);
+            return Status::LimitExceeded;
+        }
+        // The signature as compile inputs: shapes, and views of the values read as shapes.
+        const Model& suffix = st.suffix;
+        InputShape* shapes = detail::malloc_array<InputShape>(st.boundary_count);
+        InputValue* frozen = detail::malloc_array<InputValue>(st.boundary_count);
+        Tensor* views = detail::malloc_array<Tensor>(st.boundary_count);
+        unsigned char* kept = static_cast<unsigned char*>(TESSEL_MALLOC(bytes ? bytes : 1));
+        if (!shapes || !frozen || !views || !kept) {
+            TESSEL_FREE(shapes); TESSEL_FREE(frozen); TESSEL_FREE(views); TESSEL_FREE(kept);
+            detail::print(error, sizeof error, "out of memory planning the stage after a data-dependent shape");
+            return Status::OutOfMemory;
+        }
+        uint32_t shape_count = 0, frozen_count = 0;
+        for (uint32_t k = 0; k < st.boundary_count; ++k) {
+            uint32_t v = boundary_value(k);
+            const TensorDesc& d = actual[v];
+            new (&views[k]) Tensor();
+            if (st.boundaries[k].by_value) {
+                ignore_status(views[k].view(d.type, Span<const int64_t>(d.dims, d.rank), base[v]));
+                frozen[frozen_count++] = InputValue{suffix.input(k).name, &views[k]};
+            } else {
+                shapes[shape_count++] = InputShape{suffix.input(k).name, Span<const int64_t>(d.dims, d.rank)};
+            }
+        }
+        CompiledModel::Impl* fresh = nullptr;
+        char message[kErrorMessageBytes] = {};
+        Status s = detail::CompileJob::compile_stage(st, Span<const InputShape>(shapes, shape_count),
+                                                     Span<const InputValue>(frozen, frozen_count), &fresh, message);
+        for (uint32_t k = 0; k < st.boundary_count; ++k) views[k].~Tensor();
+        TESSEL_FREE(shapes);
+        TESSEL_FREE(frozen);
+        TESSEL_FREE(views);
+        if (s != Status::Ok) {
+            TESSEL_FREE(kept);
+            detail::print(error, sizeof error, "after a data-dependent shape: %s", message);
+            return s;
+        }
+        std::memcpy(kept, key, bytes);
+        if (room == &st.cache[st.count]) ++st.count;
+        else {
+            if (room == held_stage) release_stage_locked();
+            destroy(room->plan);
+            TESSEL_FREE(room->key);
+        }
+        *room = detail::StagePlan{fresh, kept, bytes, 0, 0};
+        entry = room;
+    }
+    entry->last_used = ++st.tick;
+    const CompiledModel::Impl* plan = entry->plan;
+    // Every stage of a request counts against the arena limit together.
+    size_t before = earlier_bytes + cm.arena_bytes + cm.scratch_bytes;
+    if (before + plan->arena_bytes + plan->scratch_bytes > st.limit_bytes) {
+        detail::print(error, sizeof error, "the stages of a request need %zu bytes of activations and scratch (limit %llu)",
+                      before + plan->arena_bytes + plan->scratch_bytes, (unsigned long long)st.limit_bytes);
+        return Status::LimitExceeded;
+    }
+    if (!next) {
+        next = create<Impl>();
+        if (!next) { detail::print(error, sizeof error, "out of memory for a stage's request"); return Status::OutOfMemory; }
+    }
+    next->shared_pool = shared_pool ? shared_pool : &pool;
+    next->earlier_bytes = before;
+    // Its inputs: this stage's outputs, in order, skipping those frozen into the plan.
+    const Model& npm = plan->prepared.model;
+    if (!next->ensure_ports(npm.input_count(), npm.output_count())) {
+        detail::print(error, sizeof error, "out of memory for a stage's request");
+        return Status::OutOfMemory;
+    }
+    for (uint32_t k = 0, j = 0; k < st.boundary_count; ++k) {
+        if (st.boundaries[k].by_value) continue;
+        uint32_t v = boundary_value(k);
+        const TensorDesc& d = actual[v];
+        ignore_status(next->inputs[j].view(d.type, Span<const int64_t>(d.dims, d.rank), base[v]));
+        next->user_input[j++] = 1;
+    }
+    if (held_stage != entry) {
+        if (held_in == &st) release_stage_locked();
+        else release_stage();   // nothing held here (the plan changed since)
+        ++entry->users;
+        held_stage = entry;
+        held_in = &st;
+    }
+    lock.unlock();
+    TESSEL_TRY(next->attach(plan, error));
+    Status s = next->run();
+    if (s != Status::Ok) std::snprintf(error, sizeof error, "%s", next->error);
+    return s;
 }
 
 Status InferRequest::infer() {
@@ -4665,6 +5323,10 @@ inline Status write_blob(const CompiledModel::Impl& m, BlobWriter& w) {
 Status CompiledModel::export_model(WriteFn write, void* user) const {
     if (!impl_) return Status::NotFinalized;
     if (!write) return Status::InvalidArgument;
+    if (impl_->stages) {
+        detail::print(error_, sizeof error_, "export_model: a model whose shapes depend on data (stages) cannot be exported yet");
+        return Status::Unsupported;
+    }
     detail::BlobWriter counter;   // pass 1: size and checksum
     TESSEL_TRY(detail::write_blob(*impl_, counter));
     uint32_t version = detail::kBlobVersion;
@@ -5041,7 +5703,7 @@ inline Status run_elementwise(const RunContext& c) {
 inline Status prepare_identity(PrepareContext& c) {
     if (c.num_inputs < 1 || !c.has_input(0)) return c.fail(Status::InvalidArgument, "expects one input");
     if (c.node_ref().op == StringView("Dropout") && c.has_input(2)) {
-        if (!c.values[2]) return c.fail(Status::Unsupported, "data-dependent shape: input 2 (training_mode)");
+        if (!c.values[2]) return c.needs_value(2, "input 2 (training_mode)");
         if (c.inputs[2].type != ElementType::Bool) return c.fail(Status::InvalidArgument, "training_mode must be bool");
         // Training mode drops nothing at ratio 0 (output = input, mask all true); other ratios
         // draw random masks, which no two runtimes reproduce alike: refused.
@@ -5178,7 +5840,11 @@ inline Status nn_int64_values(PrepareContext& c, uint32_t i, const int64_t** dat
         return c.fail(Status::InvalidArgument, "input %u must be a 1-D int64 tensor", i);
     *count = c.inputs[i].dims[0];
     if (*count == 0) return Status::Ok;
-    if (!c.values || !c.values[i]) return c.fail(Status::Unsupported, "data-dependent shape: input %u is not a constant", i);
+    if (!c.values || !c.values[i]) {
+        char what[32];
+        std::snprintf(what, sizeof what, "input %u", i);
+        return c.needs_value(i, what);
+    }
     *data = static_cast<const int64_t*>(c.values[i]);
     return Status::Ok;
 }
@@ -7221,8 +7887,7 @@ inline Status prepare_resize(PrepareContext& c) {
     if (sd.type != (has_scales ? ElementType::Float32 : ElementType::Int64) || sd.rank != 1 || sd.dims[0] != axis_count)
         return c.fail(Status::InvalidArgument, "%s must be a 1-D %s tensor of %d values", has_scales ? "scales" : "sizes",
                       has_scales ? "float32" : "int64", axis_count);
-    if (!c.values || !c.values[source]) return c.fail(Status::Unsupported, "data-dependent shape: %s is not a constant",
-                                                      has_scales ? "scales" : "sizes");
+    if (!c.values || !c.values[source]) return c.needs_value(source, has_scales ? "scales" : "sizes");
     StringView mode = c.attribute_string("mode", "nearest");
     bool linear = mode == StringView("linear"), cubic = mode == StringView("cubic") && c.opset >= 11;
     if (!linear && !cubic && mode != StringView("nearest"))
@@ -7258,7 +7923,7 @@ inline Status prepare_resize(PrepareContext& c) {
         if (!c.has_input(1) || rd.rank != 1 || rd.dims[0] != 2 * axis_count)
             return c.fail(Status::InvalidArgument, "roi must be a 1-D tensor of %d values", 2 * axis_count);
         if (rd.type != ElementType::Float32) return c.fail(Status::Unsupported, "roi is %s (float32 expected)", element_type_name(rd.type));
-        if (!c.values || !c.values[1]) return c.fail(Status::Unsupported, "data-dependent shape: roi is not a constant");
+        if (!c.values || !c.values[1]) return c.needs_value(1, "roi");
         const float* roi = static_cast<const float*>(c.values[1]);
         for (int i = 0; i < axis_count; ++i) {
             roi_start[axes[i]] = roi[i];
@@ -7631,7 +8296,11 @@ inline Status int_input(PrepareContext& c, uint32_t i, IntValues* v) {
     v->data = tensor_value(c, i);
     v->type = c.inputs[i].type;
     v->count = c.inputs[i].rank ? (uint64_t)c.inputs[i].dims[0] : 1;
-    if (!v->data && v->count) return c.fail(Status::Unsupported, "data-dependent shape: input %u", i);   // empty: known
+    if (!v->data && v->count) {   // empty: known
+        char what[32];
+        std::snprintf(what, sizeof what, "input %u", i);
+        return c.needs_value(i, what);
+    }
     return Status::Ok;
 }
 
@@ -9300,7 +9969,11 @@ inline Status prepare_range(PrepareContext& c) {
         type != ElementType::Int32 && type != ElementType::Int16)   // float16, bfloat16: through float32
         return c.fail(Status::Unsupported, "inputs are %s", element_type_name(type));
     for (uint32_t i = 0; i < 3; ++i)
-        if (!tensor_value(c, i)) return c.fail(Status::Unsupported, "data-dependent shape: input %u", i);
+        if (!tensor_value(c, i)) {
+            char what[32];
+            std::snprintf(what, sizeof what, "input %u", i);
+            return c.needs_value(i, what);
+        }
     uint64_t count = 0;
     if (type == ElementType::Float32 || type == ElementType::Float64) {
         double start = load_scalar(type, c.values[0], 0).f, limit = load_scalar(type, c.values[1], 0).f,
@@ -10181,6 +10854,8 @@ inline Status prepare_float32_compute(const OpKernel* inner, PrepareContext& c) 
     inner_context.in_place = false;
     inner_context.error[0] = 0;
     Status s = inner->prepare(inner_context);
+    c.needs_values = inner_context.needs_values;
+    c.bounded_outputs = inner_context.bounded_outputs;
     if (s != Status::Ok) {
         std::memcpy(c.error, inner_context.error, sizeof c.error);
         return s;
@@ -10227,8 +10902,10 @@ inline Status run_float32_compute(const RunContext& c) {
     inner.scratch = scratch + st.inner_scratch;
     TESSEL_TRY(st.inner->run(inner));
     for (uint32_t p = 0; p < c.num_outputs; ++p)
-        if (st.output_type[p] != ElementType::Undefined)
+        if (st.output_type[p] != ElementType::Undefined) {
             convert_from_float32(st.output_type[p], out[p].as<const float>(), c.outputs[p].data, c.outputs[p].elements());
+            if (c.actual_outputs) c.actual_outputs[p].type = st.output_type[p];
+        }
     return Status::Ok;
 }
 
@@ -10930,7 +11607,7 @@ inline Status prepare_one_hot(PrepareContext& c) {
         return c.fail(Status::InvalidArgument, "axis %lld out of range for rank %u", (long long)raw, indices.rank + 1);
     if (indices.rank + 1 > kMaxRank) return c.fail(Status::LimitExceeded, "output rank %u (at most %d)", indices.rank + 1, kMaxRank);
     const void* known = tensor_value(c, 1);
-    if (!known) return c.fail(Status::Unsupported, "data-dependent shape: input 1 (depth) is not a constant");
+    if (!known) return c.needs_value(1, "input 1 (depth)");
     int64_t d = 0;
     if (!load_int64(known, depth.type, 0, &d)) return c.fail(Status::InvalidArgument, "depth is not a number of classes");
     if (d < 0) return c.fail(Status::InvalidArgument, "depth %lld is negative", (long long)d);
@@ -11574,6 +12251,15 @@ inline Status compile_body(PrepareContext& c, const Model* body, const char* wha
         PreparedModel probe;   // the first prepare measures the arena the body needs
         Status s = detail_prepare::run(*body, Span<const InputShape>(), limits, body_kernel, nullptr, 1, &probe, error,
                                        Span<const InputValue>(frozen, frozen_count), true, descs);
+        if (s == Status::Unsupported && std::strstr(error, "data-dependent shape")) {
+            // A body shape waits for a value: the node's small inputs not known now, by value in a
+            // later stage (>>stages), where the body sees them frozen.
+            for (uint32_t i = 0; i < c.num_inputs && i < 64; ++i) {
+                uint64_t count = 0;
+                if (c.has_input(i) && !(c.values && c.values[i]) && desc_elements(c.inputs[i], &count) && count <= 64)
+                    c.needs_values |= 1ull << i;
+            }
+        }
         if (s != Status::Ok) return c.fail(s, "body '%s': %s", what, error);
         bytes = probe.model.arena.used() * 2 + (64u << 10);
     }
@@ -11861,9 +12547,13 @@ inline Status loop_prepare(PrepareContext& c) {
     bool starts = !has_cond || (cond && *static_cast<const uint8_t*>(cond));
     if (has_cond && cond && !starts) state->iterations = 0;
     else if (trip && starts && (!has_cond || body_continues)) state->iterations = trip_count;
-    if (scans && state->iterations < 0)
+    if (scans && state->iterations < 0) {
+        // A trip count or first condition computed at run time: a later stage knows it (>>stages).
+        if (has_trip && !trip) c.needs_values |= 1;
+        if (has_cond && !cond) c.needs_values |= 2;
         return c.fail(Status::Unsupported, "scan outputs whose length is the number of iterations, not known at compile time "
                       "(a data-dependent shape: give the trip count, and a condition that cannot stop the loop)");
+    }
     state->carried_bytes = c.arena->allocate_array<size_t>(carried + 1);
     state->scan_bytes = c.arena->allocate_array<size_t>(scans + 1);
     if (!state->carried_bytes || !state->scan_bytes) return c.fail(Status::OutOfMemory, "out of memory");
@@ -14714,6 +15404,7 @@ inline Status prepare_upsample(PrepareContext& c) {
     resize.values = values;
     Status s = prepare_resize(resize);
     std::memcpy(c.error, resize.error, sizeof c.error);
+    c.needs_values = attribute ? 0 : resize.needs_values;   // the same input numbers
     c.state = resize.state;
     c.scratch_bytes = resize.scratch_bytes;
     return s;
@@ -16181,8 +16872,9 @@ inline Status cpu_int8_steps(ReferenceProgram* p, const PreparedModel& model, Is
 }  // namespace detail
 
 // >>compress
-// Compress: the slices along axis, or the elements of the flattened input, where a constant
-// condition is true (a runtime condition would give a data-dependent shape: Unsupported).
+// Compress: the slices along axis, or the elements of the flattened input, where the condition
+// is true. A constant condition is read at prepare; a run-time one gives bounded outputs (the
+// kept slices are at most the condition's length), counted at run time (>>stages).
 namespace detail {
 
 struct CompressState {
@@ -16198,8 +16890,6 @@ inline Status prepare_compress(PrepareContext& c) {
     if (cond.type != ElementType::Bool || cond.rank != 1)
         return c.fail(Status::InvalidArgument, "condition must be a 1-D bool tensor");
     const uint8_t* flags = static_cast<const uint8_t*>(tensor_value(c, 1));
-    if (!flags && cond.dims[0] > 0)
-        return c.fail(Status::Unsupported, "data-dependent shape: the condition is not a constant");
     CompressState* st = new_state<CompressState>(c);
     if (!st) return c.fail(Status::OutOfMemory, "out of memory");
     const Attribute* a = c.attribute("axis");
@@ -16217,6 +16907,16 @@ inline Status prepare_compress(PrepareContext& c) {
     }
     // A shorter condition keeps only its length; a longer one may not select past the end.
     int64_t n = cond.dims[0];
+    if (!flags && n > 0) {   // run-time condition: at most min(n, count) slices
+        st->kept = -1;
+        c.state = st;
+        c.bounded_outputs = true;
+        c.outputs[0] = x;
+        int64_t bound = n < st->count ? n : st->count;
+        if (axis < 0) { c.outputs[0].rank = 1; c.outputs[0].dims[0] = bound; }
+        else c.outputs[0].dims[axis] = bound;
+        return Status::Ok;
+    }
     for (int64_t i = 0; i < n; ++i) {
         if (flags[i] && i >= st->count)
             return c.fail(Status::InvalidArgument, "the condition selects position %lld of %lld", (long long)i,
@@ -16245,11 +16945,346 @@ inline Status run_compress(const RunContext& c) {
     size_t slice = (size_t)st.inner * element_size(c.inputs[0].desc.type);
     const unsigned char* x = c.inputs[0].as<const unsigned char>();
     unsigned char* y = c.outputs[0].as<unsigned char>();
+    if (st.kept < 0) {   // run-time condition
+        const uint8_t* flags = c.inputs[1].as<const uint8_t>();
+        int64_t n = c.inputs[1].desc.dims[0], kept = 0;
+        for (int64_t i = 0; i < n; ++i) {
+            if (!flags[i]) continue;
+            if (i >= st.count)
+                return c.fail(Status::InvalidArgument, "the condition selects position %lld of %lld", (long long)i, (long long)st.count);
+            ++kept;
+        }
+        for (int64_t o = 0; o < st.outer; ++o)
+            for (int64_t i = 0, k = 0; i < n; ++i)
+                if (flags[i]) std::memcpy(y + (size_t)(o * kept + k++) * slice, x + (size_t)(o * st.count + i) * slice, slice);
+        if (c.actual_outputs) {
+            TensorDesc& d = c.actual_outputs[0];
+            d = c.outputs[0].desc;
+            const Attribute* a = c.graph->find_attribute(c.node, "axis");
+            int64_t axis = -1;
+            if (a) normalize_axis(a->i, c.inputs[0].desc.rank, &axis);
+            d.dims[axis < 0 ? 0 : axis] = kept;
+        }
+        return Status::Ok;
+    }
     for (int64_t o = 0; o < st.outer; ++o)
         for (int64_t k = 0; k < st.kept; ++k)
             std::memcpy(y + (size_t)(o * st.kept + k) * slice, x + (size_t)(o * st.count + st.selected[k]) * slice, slice);
     return Status::Ok;
 }
+
+}  // namespace detail
+
+// >>data-dependent ops
+// NonZero, Unique and NonMaxSuppression: output shapes that depend on the data. prepare gives
+// upper bounds (bounded_outputs); run writes the outputs densely at the dims it found and
+// reports them in actual_outputs, which is what the next stage plans with (>>stages).
+namespace detail {
+
+// NonZero: the indices of the non-zero elements, [rank, count] int64, in row-major order
+// (a scalar counts as a 1-element vector, as NumPy's nonzero treats it).
+inline Status prepare_non_zero(PrepareContext& c) {
+    TESSEL_TRY(require_opset(c, 9));
+    TESSEL_TRY(check_tensor_inputs(c, 1, 1, 1));
+    const TensorDesc& x = c.inputs[0];
+    if (!visit_numeric_type(x.type, [](auto) {}, true))
+        return c.fail(Status::Unsupported, "input 0 is %s (a number or bool expected)", element_type_name(x.type));
+    uint64_t n = 0;
+    desc_elements(x, &n);
+    uint32_t rank = x.rank ? x.rank : 1;
+    if (n && rank > c.max_elements / n)
+        return c.fail(Status::LimitExceeded, "the indices of %llu elements of rank %u exceed the element limit (%llu)",
+                      (unsigned long long)n, rank, (unsigned long long)c.max_elements);
+    TensorDesc& y = c.outputs[0];
+    y = TensorDesc();
+    y.type = ElementType::Int64;
+    y.rank = 2;
+    y.dims[0] = rank;
+    y.dims[1] = (int64_t)n;
+    c.bounded_outputs = true;
+    return Status::Ok;
+}
+
+inline Status run_non_zero(const RunContext& c) {
+    const TensorDesc& x = c.inputs[0].desc;
+    uint64_t n = c.inputs[0].elements();
+    const unsigned char* data = c.inputs[0].as<const unsigned char>();
+    size_t size = element_size(x.type);
+    auto nonzero = [&](uint64_t k) {
+        if (x.type == ElementType::Float32) return static_cast<const float*>(c.inputs[0].data)[k] != 0.0f;
+        if (x.type == ElementType::Float64) return static_cast<const double*>(c.inputs[0].data)[k] != 0.0;
+        for (size_t b = 0; b < size; ++b) if (data[k * size + b]) return true;   // integers and bool: any bit
+        return false;
+    };
+    uint64_t count = 0;
+    for (uint64_t k = 0; k < n; ++k) count += nonzero(k) ? 1 : 0;
+    uint32_t rank = x.rank ? x.rank : 1;
+    int64_t* y = c.outputs[0].as<int64_t>();
+    int64_t index[kMaxRank] = {};
+    uint64_t at = 0;
+    for (uint64_t k = 0; k < n; ++k) {
+        if (nonzero(k)) {
+            for (uint32_t d = 0; d < rank; ++d) y[d * count + at] = x.rank ? index[d] : (int64_t)k;
+            ++at;
+        }
+        for (int d = (int)x.rank - 1; d >= 0; --d) {   // the next row-major index
+            if (++index[d] < x.dims[d]) break;
+            index[d] = 0;
+        }
+    }
+    if (c.actual_outputs) {
+        c.actual_outputs[0] = c.outputs[0].desc;
+        c.actual_outputs[0].dims[1] = (int64_t)count;
+    }
+    return Status::Ok;
+}
+
+// Unique: the distinct elements (or slices along axis), sorted ascending or in order of first
+// occurrence; with the index of each one's first occurrence, each input element's (slice's)
+// position in the output, and the counts. NaNs count as equal and larger than any number.
+struct UniqueState {
+    int64_t outer = 1, count = 0, inner = 1;   // the input around the axis (flattened: 1 x n x 1)
+    int64_t axis = -1;
+    bool sorted = true;
+};
+
+inline Status prepare_unique(PrepareContext& c) {
+    TESSEL_TRY(require_opset(c, 11));
+    TESSEL_TRY(check_tensor_inputs(c, 1, 1, 1, 0));
+    if (c.num_outputs > 4) return c.fail(Status::InvalidArgument, "has %u outputs (at most 4)", c.num_outputs);
+    const TensorDesc& x = c.inputs[0];
+    if (!visit_numeric_type(x.type, [](auto) {}, true))
+        return c.fail(Status::Unsupported, "input 0 is %s (a number or bool expected)", element_type_name(x.type));
+    UniqueState* st = new_state<UniqueState>(c);
+    if (!st) return c.fail(Status::OutOfMemory, "out of memory");
+    const Attribute* a = c.attribute("axis");
+    if (a) {
+        if (a->kind != AttributeKind::Int || !normalize_axis(a->i, x.rank, &st->axis))
+            return c.fail(Status::InvalidArgument, "axis %lld out of range for rank %u", a->kind == AttributeKind::Int ? (long long)a->i : 0ll, x.rank);
+        st->outer = (int64_t)dims_product(x, 0, (int)st->axis);
+        st->count = x.dims[st->axis];
+        st->inner = (int64_t)dims_product(x, (int)st->axis + 1, x.rank);
+    } else {
+        st->count = (int64_t)dims_product(x, 0, x.rank);
+    }
+    st->sorted = c.attribute_int("sorted", 1) != 0;
+    c.state = st;
+    TensorDesc list;   // indices, counts: one per distinct value
+    list.type = ElementType::Int64;
+    list.rank = 1;
+    list.dims[0] = st->count;
+    c.outputs[0] = x;
+    if (st->axis < 0) { c.outputs[0].rank = 1; c.outputs[0].dims[0] = st->count; }
+    for (uint32_t o = 1; o < c.num_outputs; ++o) c.outputs[o] = list;   // inverse_indices: exact
+    c.bounded_outputs = true;
+    c.scratch_bytes = (size_t)st->count * 4 * sizeof(int64_t) + 64;
+    return Status::Ok;
+}
+
+// -1, 0, 1 for a before, equal to, after b; NaN after every number and equal to NaN.
+template <class T>
+int unique_compare(T a, T b) {
+    bool na = a != a, nb = b != b;
+    if (na || nb) return na == nb ? 0 : na ? 1 : -1;
+    return a < b ? -1 : b < a ? 1 : 0;
+}
+
+template <class T>
+void run_unique_typed(const RunContext& c, const UniqueState& st) {
+    const T* x = c.inputs[0].as<const T>();
+    const int64_t n = st.count, inner = st.inner, outer = st.outer;
+    int64_t* order = static_cast<int64_t*>(c.scratch);   // slice positions, sorted
+    int64_t* group_of = order + n;                       // per slice: its group (sorted rank)
+    int64_t* first = group_of + n;                       // per group: first occurrence
+    int64_t* place = first + n;                          // per group: its output position
+    auto compare = [&](int64_t a, int64_t b) {           // slices a and b, lexicographic
+        for (int64_t o = 0; o < outer; ++o)
+            for (int64_t i = 0; i < inner; ++i) {
+                int r = unique_compare(x[(o * n + a) * inner + i], x[(o * n + b) * inner + i]);
+                if (r) return r;
+            }
+        return 0;
+    };
+    for (int64_t k = 0; k < n; ++k) order[k] = k;
+    std::sort(order, order + n, [&](int64_t a, int64_t b) {   // ties by position: a strict order
+        int r = compare(a, b);
+        return r ? r < 0 : a < b;
+    });
+    int64_t groups = 0;
+    for (int64_t k = 0; k < n; ++k) {
+        if (k == 0 || compare(order[k - 1], order[k]) != 0) first[groups++] = order[k];   // lowest position first
+        group_of[order[k]] = groups - 1;
+    }
+    // Output order: the sorted groups, or the groups by first occurrence.
+    for (int64_t g = 0; g < groups; ++g) place[g] = g;
+    if (!st.sorted) {
+        int64_t* by_first = order;   // order is no longer needed: the groups sorted by first occurrence
+        for (int64_t g = 0; g < groups; ++g) by_first[g] = g;
+        std::sort(by_first, by_first + groups, [&](int64_t a, int64_t b) { return first[a] < first[b]; });
+        for (int64_t k = 0; k < groups; ++k) place[by_first[k]] = k;
+    }
+    T* y = c.outputs[0].as<T>();
+    for (int64_t g = 0; g < groups; ++g)
+        for (int64_t o = 0; o < outer; ++o)
+            std::memcpy(y + (o * groups + place[g]) * inner, x + (o * n + first[g]) * inner, (size_t)inner * sizeof(T));
+    if (c.num_outputs > 1 && c.outputs[1].data)
+        for (int64_t g = 0; g < groups; ++g) c.outputs[1].as<int64_t>()[place[g]] = first[g];
+    if (c.num_outputs > 2 && c.outputs[2].data)
+        for (int64_t k = 0; k < n; ++k) c.outputs[2].as<int64_t>()[k] = place[group_of[k]];
+    if (c.num_outputs > 3 && c.outputs[3].data) {
+        int64_t* counts = c.outputs[3].as<int64_t>();
+        for (int64_t g = 0; g < groups; ++g) counts[g] = 0;
+        for (int64_t k = 0; k < n; ++k) ++counts[place[group_of[k]]];
+    }
+    if (c.actual_outputs) {
+        for (uint32_t o = 0; o < c.num_outputs; ++o) c.actual_outputs[o] = c.outputs[o].desc;
+        c.actual_outputs[0].dims[st.axis < 0 ? 0 : st.axis] = groups;
+        if (c.num_outputs > 1) c.actual_outputs[1].dims[0] = groups;
+        if (c.num_outputs > 3) c.actual_outputs[3].dims[0] = groups;
+    }
+}
+
+inline Status run_unique(const RunContext& c) {
+    const UniqueState& st = *static_cast<const UniqueState*>(c.state);
+    visit_numeric_type(c.inputs[0].desc.type, [&](auto zero) { run_unique_typed<decltype(zero)>(c, st); }, true);
+    return Status::Ok;
+}
+
+// NonMaxSuppression: per batch and class, boxes by descending score (ties: lower index
+// first) above score_threshold, each kept unless its IoU with a kept one exceeds
+// iou_threshold, at most max_output_boxes_per_class; [selected, 3] of (batch, class, box).
+struct NmsState {
+    int64_t batches = 0, classes = 0, boxes = 0;
+    bool center_point = false;
+};
+
+inline Status prepare_non_max_suppression(PrepareContext& c) {
+    TESSEL_TRY(require_opset(c, 10));
+    TESSEL_TRY(check_tensor_inputs(c, 2, 5, 2));
+    const TensorDesc &boxes = c.inputs[0], &scores = c.inputs[1];
+    if (boxes.type != ElementType::Float32 || scores.type != ElementType::Float32)
+        return c.fail(Status::Unsupported, "boxes and scores are %s and %s (float32 expected)", element_type_name(boxes.type),
+                      element_type_name(scores.type));
+    if (boxes.rank != 3 || boxes.dims[2] != 4) return c.fail(Status::InvalidArgument, "boxes must be [batches, boxes, 4]");
+    if (scores.rank != 3 || scores.dims[0] != boxes.dims[0] || scores.dims[2] != boxes.dims[1])
+        return c.fail(Status::InvalidArgument, "scores must be [batches, classes, boxes] with the boxes' batches and boxes");
+    for (uint32_t i = 2; i < c.num_inputs; ++i) {
+        if (!c.has_input(i)) continue;
+        uint64_t n = 0;
+        desc_elements(c.inputs[i], &n);
+        ElementType want = i == 2 ? ElementType::Int64 : ElementType::Float32;
+        if (c.inputs[i].type != want || n > 1 || c.inputs[i].rank > 1)
+            return c.fail(Status::InvalidArgument, "input %u must be a %s scalar (or one-element 1-D)", i, element_type_name(want));
+    }
+    int64_t center = c.attribute_int("center_point_box", 0);
+    if (center != 0 && center != 1) return c.fail(Status::InvalidArgument, "center_point_box must be 0 or 1, is %lld", (long long)center);
+    NmsState* st = new_state<NmsState>(c);
+    if (!st) return c.fail(Status::OutOfMemory, "out of memory");
+    st->batches = boxes.dims[0];
+    st->classes = scores.dims[1];
+    st->boxes = boxes.dims[1];
+    st->center_point = center == 1;
+    c.state = st;
+    int64_t per_class = st->boxes;   // a constant max_output_boxes_per_class lowers the bound
+    const void* limit = tensor_value(c, 2);
+    uint64_t limit_count = 0;
+    if (c.has_input(2)) desc_elements(c.inputs[2], &limit_count);
+    if (!c.has_input(2) || (limit && limit_count == 0)) per_class = 0;
+    else if (limit) {
+        int64_t m = *static_cast<const int64_t*>(limit);
+        per_class = m < 0 ? 0 : m < per_class ? m : per_class;
+    }
+    uint64_t bound = mul_saturated(mul_saturated((uint64_t)st->batches, (uint64_t)st->classes), (uint64_t)per_class);
+    if (bound > c.max_elements / 3)
+        return c.fail(Status::LimitExceeded, "up to %llu selected boxes exceed the element limit (%llu)", (unsigned long long)bound,
+                      (unsigned long long)c.max_elements);
+    TensorDesc& y = c.outputs[0];
+    y = TensorDesc();
+    y.type = ElementType::Int64;
+    y.rank = 2;
+    y.dims[0] = (int64_t)bound;
+    y.dims[1] = 3;
+    c.bounded_outputs = true;
+    c.scratch_bytes = (size_t)st->boxes * 2 * sizeof(int64_t) + 64;
+    return Status::Ok;
+}
+
+// Whether boxes a and b (4 floats each) overlap by more than the threshold, as ONNX's reference
+// computes it (corners in either order, or center and size).
+inline bool nms_suppresses(const float* a, const float* b, bool center_point, float threshold) {
+    float ax0, ax1, ay0, ay1, bx0, bx1, by0, by1;
+    if (center_point) {
+        ax0 = a[0] - a[2] / 2; ax1 = a[0] + a[2] / 2; ay0 = a[1] - a[3] / 2; ay1 = a[1] + a[3] / 2;
+        bx0 = b[0] - b[2] / 2; bx1 = b[0] + b[2] / 2; by0 = b[1] - b[3] / 2; by1 = b[1] + b[3] / 2;
+    } else {
+        ax0 = std::min(a[1], a[3]); ax1 = std::max(a[1], a[3]); ay0 = std::min(a[0], a[2]); ay1 = std::max(a[0], a[2]);
+        bx0 = std::min(b[1], b[3]); bx1 = std::max(b[1], b[3]); by0 = std::min(b[0], b[2]); by1 = std::max(b[0], b[2]);
+    }
+    float ix0 = std::max(ax0, bx0), ix1 = std::min(ax1, bx1);
+    if (ix1 <= ix0) return false;
+    float iy0 = std::max(ay0, by0), iy1 = std::min(ay1, by1);
+    if (iy1 <= iy0) return false;
+    float intersection = (ix1 - ix0) * (iy1 - iy0);
+    if (intersection <= 0) return false;
+    float area_a = (ax1 - ax0) * (ay1 - ay0), area_b = (bx1 - bx0) * (by1 - by0);
+    float union_area = area_a + area_b - intersection;
+    if (area_a <= 0 || area_b <= 0 || union_area <= 0) return false;
+    return intersection / union_area > threshold;
+}
+
+inline Status run_non_max_suppression(const RunContext& c) {
+    const NmsState& st = *static_cast<const NmsState*>(c.state);
+    const float* boxes = c.inputs[0].as<const float>();
+    const float* scores = c.inputs[1].as<const float>();
+    auto present = [&](uint32_t i) { return c.num_inputs > i && c.inputs[i].data && c.inputs[i].elements() > 0; };
+    int64_t per_class = present(2) ? *c.inputs[2].as<const int64_t>() : 0;
+    if (per_class < 0) per_class = 0;
+    if (per_class > st.boxes) per_class = st.boxes;
+    float iou = present(3) ? *c.inputs[3].as<const float>() : 0.0f;
+    bool has_score_threshold = present(4);
+    float score_threshold = has_score_threshold ? *c.inputs[4].as<const float>() : 0.0f;
+    uint64_t capacity = c.outputs[0].desc.dims[0];   // the bound prepare gave
+    int64_t* y = c.outputs[0].as<int64_t>();
+    int64_t* candidates = static_cast<int64_t*>(c.scratch);
+    int64_t* kept = candidates + st.boxes;
+    uint64_t selected = 0;
+    for (int64_t b = 0; b < st.batches; ++b) {
+        const float* batch_boxes = boxes + b * st.boxes * 4;
+        for (int64_t k = 0; k < st.classes; ++k) {
+            const float* s = scores + (b * st.classes + k) * st.boxes;
+            int64_t count = 0;
+            for (int64_t i = 0; i < st.boxes; ++i)
+                if (!has_score_threshold || s[i] > score_threshold) candidates[count++] = i;
+            std::sort(candidates, candidates + count, [&](int64_t p, int64_t q) { return s[p] > s[q] || (s[p] == s[q] && p < q); });
+            int64_t kept_count = 0;
+            for (int64_t j = 0; j < count && kept_count < per_class; ++j) {
+                const float* box = batch_boxes + candidates[j] * 4;
+                bool keep = true;
+                for (int64_t q = 0; q < kept_count && keep; ++q)
+                    keep = !nms_suppresses(box, batch_boxes + kept[q] * 4, st.center_point, iou);
+                if (!keep) continue;
+                kept[kept_count++] = candidates[j];
+                if (selected == capacity)
+                    return c.fail(Status::InvalidArgument, "more boxes selected than the bound (%llu)", (unsigned long long)capacity);
+                y[selected * 3] = b;
+                y[selected * 3 + 1] = k;
+                y[selected * 3 + 2] = candidates[j];
+                ++selected;
+            }
+        }
+    }
+    if (c.actual_outputs) {
+        c.actual_outputs[0] = c.outputs[0].desc;
+        c.actual_outputs[0].dims[0] = (int64_t)selected;
+    }
+    return Status::Ok;
+}
+
+const OpKernel kDataDependentKernels[] = {
+    {"NonZero", prepare_non_zero, run_non_zero},
+    {"Unique", prepare_unique, run_unique},
+    {"NonMaxSuppression", prepare_non_max_suppression, run_non_max_suppression},
+};
 
 }  // namespace detail
 
@@ -16818,6 +17853,11 @@ const OpVersion kOpVersions[] = {
     // opsets 9-17: the ops of >>quantization ops to >>tfidf vectorizer
     {"Compress", 9, kByKernel, "new op"},
     {"Compress", 11, kByKernel, "negative axis"},
+    {"NonMaxSuppression", 10, kByKernel, "new op"},
+    {"NonMaxSuppression", 11, kByKernel, "no change the kernel reads (documentation)"},
+    {"NonZero", 9, kByKernel, "new op"},
+    {"NonZero", 13, kTypes, kBfloat16},
+    {"Unique", 11, kByKernel, "new op"},
     {"ConvInteger", 10, kByKernel, "new op"},
     {"DequantizeLinear", 10, kByKernel, "new op (per tensor)"},
     {"DequantizeLinear", 13, kByKernel, "per-axis scale and zero point, axis"},
@@ -17070,6 +18110,7 @@ struct KernelTable {
         add(kSignalKernels, sizeof kSignalKernels / sizeof kSignalKernels[0]);
         add(kSpatialKernels, sizeof kSpatialKernels / sizeof kSpatialKernels[0]);
         add(kQuantKernels, sizeof kQuantKernels / sizeof kQuantKernels[0]);
+        add(kDataDependentKernels, sizeof kDataDependentKernels / sizeof kDataDependentKernels[0]);
     }
 };
 inline const KernelTable& kernel_table() {

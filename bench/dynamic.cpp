@@ -1,7 +1,10 @@
 // Dynamic shapes: what a new input-shape signature costs against a full compile at that shape,
 // and what the per-infer shape check costs. The model: BLOCKS blocks of Conv(3x3) -> Add ->
 // Relu -> Mul -> Sigmoid on x[N,8,H,W] with N, H, W free, on CPU and on HETERO:TEMPLATE,CPU
-// (TEMPLATE takes the Convs, so the partition has a subgraph per device change).
+// (TEMPLATE takes the Convs, so the partition has a subgraph per device change). Then the same
+// for a data-dependent shape: x[4096] -> NonZero -> Cast -> BLOCKS x (Mul, Add, Relu, Sigmoid),
+// where a new count of non-zeros plans the later stage (>>stages), against a full compile of
+// that chain at the count; and what a cached stage costs per infer.
 //   build/bench/dynamic [BLOCKS]
 #define TESSEL_IMPLEMENTATION
 #include "runtime.h"
@@ -62,6 +65,44 @@ bool build_blocks(Model* m, uint32_t blocks) {
     }
     return m->add_output("y", InputRef::by_id(p)) == Status::Ok && m->finalize() == Status::Ok;
 }
+
+// The elementwise chain on z[1, n]; with `nonzero`, z = Cast(NonZero(x[4096])) instead of an input.
+bool build_chain(Model* m, uint32_t blocks, bool nonzero, int64_t n) {
+    TensorDesc zd;
+    zd.type = ElementType::Float32;
+    zd.rank = nonzero ? 1 : 2;
+    zd.dims[0] = nonzero ? 4096 : 1;
+    zd.dims[1] = n;
+    NodeId p;
+    if (m->add_input("x", zd, &p) != Status::Ok) return false;
+    if (nonzero) {
+        NodeId nz, cast;
+        InputRef in[] = {InputRef::by_id(p)};
+        if (m->add_node("NonZero", "nz", in, 1, &nz) != Status::Ok) return false;
+        InputRef cin[] = {InputRef::by_id(nz)};
+        if (m->add_node("Cast", "cast", cin, 1, &cast) != Status::Ok || m->set_int(cast, "to", 1) != Status::Ok) return false;
+        p = cast;
+    }
+    TensorDesc scalar;
+    scalar.type = ElementType::Float32;
+    float half = 0.5f, tenth = 0.1f;
+    NodeId a, b;
+    if (m->add_constant("half", scalar, &half, &a) != Status::Ok || m->add_constant("tenth", scalar, &tenth, &b) != Status::Ok) return false;
+    for (uint32_t k = 0; k < blocks; ++k) {
+        std::string s = std::to_string(k);
+        NodeId mul, add, relu, sig;
+        InputRef min[] = {InputRef::by_id(p), InputRef::by_id(a)};
+        if (m->add_node("Mul", StringView(("mul" + s).c_str()), min, 1, &mul) != Status::Ok) return false;
+        InputRef ain[] = {InputRef::by_id(mul), InputRef::by_id(b)};
+        if (m->add_node("Add", StringView(("add" + s).c_str()), ain, 1, &add) != Status::Ok) return false;
+        InputRef rin[] = {InputRef::by_id(add)};
+        if (m->add_node("Relu", StringView(("relu" + s).c_str()), rin, 1, &relu) != Status::Ok) return false;
+        InputRef sin[] = {InputRef::by_id(relu)};
+        if (m->add_node("Sigmoid", StringView(("sig" + s).c_str()), sin, 1, &sig) != Status::Ok) return false;
+        p = sig;
+    }
+    return m->add_output("y", InputRef::by_id(p)) == Status::Ok && m->finalize() == Status::Ok;
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -102,6 +143,51 @@ int main(int argc, char** argv) {
         }
         double f = median(full), p = median(plan);
         std::printf("%-22s %14.2f %14.2f %7.1fx\n", device, f, p, f / p);
+    }
+
+    // A data-dependent shape: the later stage's plan at a new count against a full compile of
+    // the chain at that count, and a cached signature's infer against the fixed chain's.
+    std::printf("\n%u blocks after NonZero (x[4096]): a new count's stage plan vs a full compile of the chain at that count\n", blocks);
+    std::printf("%-22s %14s %14s %8s %16s %16s\n", "device", "compile_ms", "new_count_ms", "ratio", "cached_infer_us", "fixed_infer_us");
+    for (const char* device : {"CPU", "HETERO:TEMPLATE,CPU"}) {
+        ConfigEntry config[] = {{"SHAPE_CACHE_SIZE", "16"}, {"TEMPLATE:SUPPORTED_OPS", "NonZero,Cast,Relu"}};
+        Span<const ConfigEntry> entries(config, device[0] == 'H' ? 2 : 1);
+        Model staged_model;
+        if (!build_chain(&staged_model, blocks, true, 0)) { std::fprintf(stderr, "%s\n", staged_model.last_error()); return 1; }
+        CompiledModel staged;
+        if (core.compile_model(staged_model, device, entries, &staged) != Status::Ok) { std::fprintf(stderr, "%s\n", core.last_error()); return 1; }
+        InferRequest request;
+        if (staged.create_request(&request) != Status::Ok) return 1;
+        std::vector<double> full, plan, cached, fixed_times;
+        for (int run = 0; run < 7; ++run) {
+            int64_t count = 100 + 37 * run;   // a new count each run
+            Model chain;
+            if (!build_chain(&chain, blocks, false, count)) return 1;
+            CompiledModel fixed;
+            auto start = std::chrono::steady_clock::now();
+            if (core.compile_model(chain, device, entries, &fixed) != Status::Ok) { std::fprintf(stderr, "%s\n", core.last_error()); return 1; }
+            full.push_back(since_ms(start));
+            Tensor x;
+            int64_t n = 4096;
+            if (x.allocate(ElementType::Float32, Span<const int64_t>(&n, 1)) != Status::Ok) return 1;
+            for (int64_t i = 0; i < count; ++i) x.data_as<float>()[i * 3] = 1.0f;
+            if (request.set_input(0, x) != Status::Ok) return 1;
+            start = std::chrono::steady_clock::now();
+            if (request.infer() != Status::Ok) { std::fprintf(stderr, "%s\n", request.last_error()); return 1; }
+            double first = since_ms(start);
+            start = std::chrono::steady_clock::now();
+            if (request.infer() != Status::Ok) return 1;
+            double second = since_ms(start);
+            plan.push_back(first - second);
+            cached.push_back(second * 1e3);
+            InferRequest fixed_request;
+            if (fixed.create_request(&fixed_request) != Status::Ok || fixed_request.infer() != Status::Ok) return 1;
+            start = std::chrono::steady_clock::now();
+            if (fixed_request.infer() != Status::Ok) return 1;
+            fixed_times.push_back(since_ms(start) * 1e3);
+        }
+        double f = median(full), p = median(plan);
+        std::printf("%-22s %14.2f %14.2f %7.1fx %16.1f %16.1f\n", device, f, p, f / p, median(cached), median(fixed_times));
     }
 
     // The per-infer shape check: Relu on float[1,4], compiled with the batch free and fixed.
