@@ -16802,7 +16802,10 @@ inline Status cpu_int8_steps(ReferenceProgram* p, const PreparedModel& model, Is
         if (p->units[i].snippet || p->units[i].run || !int8_find_group(model, p->steps_[i].node, &group)) continue;
         uint32_t conv_value = model.value_id(group.conv, 0);
         uint32_t act_value = group.act != kNoNode ? model.value_id(group.act, 0) : conv_value;
-        if (!only_writes(conv_value, conv_value, act_value) || !only_writes(act_value, conv_value, act_value)) continue;
+        // the Conv step may run the activation as its fused epilogue: it then writes only that
+        bool fused = writer[conv_value] == ~0u && act_value != conv_value && writer[act_value] != ~0u &&
+                     p->steps_[writer[act_value]].node == group.conv && only_writes(act_value, act_value, act_value);
+        if (!fused && (!only_writes(conv_value, conv_value, act_value) || !only_writes(act_value, conv_value, act_value))) continue;
         group.step = i;
         groups[group_count++] = group;
     }
@@ -16831,7 +16834,7 @@ inline Status cpu_int8_steps(ReferenceProgram* p, const PreparedModel& model, Is
             TESSEL_TRY(int8_use(p, group.step, run_int8_conv, st, "Conv", st->gemm.jit() ? st->gemm.isa() : Isa::Ref,
                                 (size_t)st->slots * st->slot_bytes));
         }
-        drop[writer[model.value_id(group.conv, 0)]] = 1;
+        if (writer[model.value_id(group.conv, 0)] != ~0u) drop[writer[model.value_id(group.conv, 0)]] = 1;
         if (group.act != kNoNode) drop[writer[model.value_id(group.act, 0)]] = 1;
     }
     // A DequantizeLinear read only by the groups' Convs is not needed any more.
@@ -16852,6 +16855,8 @@ inline Status cpu_int8_steps(ReferenceProgram* p, const PreparedModel& model, Is
         if (drop[i]) {
             destroy(p->units[i].snippet);
             destroy(p->units[i].body);
+            destroy(p->units[i].epilogue);
+            destroy(p->units[i].epilogue_body);
             continue;
         }
         if (kept != i) {
