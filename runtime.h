@@ -32,6 +32,7 @@
    >>prepared model                   PreparedModel: what every device compiles
    >>core                             Core: compile_model, reshape, import_model, query_model
    >>compiled model                   CompiledModel: requests, export, placement
+   >>gpu                              gpu_build_check: an OpenCL C program built on the GPU device
    >>infer request                    InferRequest: inputs, outputs, infer, start_async
    >>tensor files                     TensorProto files; write_onnx
    >>templates                        create<T>, destroy<T>
@@ -45,6 +46,8 @@
    >>reference program                a program of reference kernel steps
    >>template device                  TEMPLATE: reference kernels, SUPPORTED_OPS
    >>cpu device                       CPU: fused elementwise islands (snippets.h)
+   >>opencl loader                    libOpenCL.so.1 by dlopen: OpenClApi, error names
+   >>gpu device                       GPU: OpenCL islands printed from the body IR, availability, metrics
    >>compiled model implementation    CompiledModel::Impl, write_summary
    >>dynamic shapes                   free input dims: a plan per input-shape signature, cached
    >>memory plan                      value lifetimes and offsets in one arena per request
@@ -753,6 +756,12 @@ private:
     mutable char error_[kErrorMessageBytes] = {};
 };
 
+// >>gpu
+// Builds OpenCL C `source` on `core`'s GPU device (to check a kernel by hand, and for the
+// tests): Ok, Unsupported with the driver's build log in `log` when it does not build (or
+// with the reason when the GPU is not available).
+Status gpu_build_check(Core& core, StringView source, char* log, size_t log_size);
+
 // >>infer request
 class InferRequest {
 public:
@@ -843,6 +852,17 @@ void destroy(T* object) {
 #include <cstring>
 #include <mutex>
 #include <thread>
+// The GPU device (>>opencl loader): compiled in when the Khronos headers are there.
+#if !defined(TESSEL_NO_OPENCL) && defined(__has_include)
+#if __has_include(<CL/cl.h>) && __has_include(<dlfcn.h>)
+#define TESSEL_HAS_OPENCL 1
+#ifndef CL_TARGET_OPENCL_VERSION
+#define CL_TARGET_OPENCL_VERSION 120
+#endif
+#include <CL/cl.h>
+#include <dlfcn.h>
+#endif
+#endif
 #ifdef TESSEL_USE_MICROPROFILE
 #include <microprofile.h>
 #endif
@@ -2632,6 +2652,516 @@ inline Status CpuDevice::build_cpu(ReferenceProgram* p, const PreparedModel& mod
     return Status::Ok;
 }
 
+// >>opencl loader
+// libOpenCL.so.1 (the ICD loader) opened with dlopen at run time: nothing links against
+// OpenCL, and a machine without a driver only loses the GPU device. The entry points are
+// loaded once per library path and never unloaded (programs keep calling them).
+#ifdef TESSEL_HAS_OPENCL
+#define TESSEL_OPENCL_FUNCTIONS(X)                                                                          \
+    X(clGetPlatformIDs) X(clGetPlatformInfo) X(clGetDeviceIDs) X(clGetDeviceInfo) X(clCreateContext)        \
+    X(clRetainContext) X(clReleaseContext) X(clCreateCommandQueue) X(clReleaseCommandQueue)                  \
+    X(clCreateProgramWithSource) X(clCreateProgramWithBinary) X(clBuildProgram) X(clGetProgramBuildInfo)     \
+    X(clGetProgramInfo) X(clReleaseProgram) X(clCreateKernel) X(clReleaseKernel) X(clSetKernelArg)           \
+    X(clCreateBuffer) X(clReleaseMemObject) X(clEnqueueNDRangeKernel) X(clEnqueueMapBuffer)                  \
+    X(clEnqueueUnmapMemObject) X(clFinish) X(clGetEventProfilingInfo) X(clReleaseEvent) X(clWaitForEvents)
+
+struct OpenClApi {
+#define TESSEL_OPENCL_POINTER(name) decltype(&::name) name = nullptr;
+    TESSEL_OPENCL_FUNCTIONS(TESSEL_OPENCL_POINTER)
+#undef TESSEL_OPENCL_POINTER
+    char path[256] = {};
+    bool loaded = false;
+    char error[256] = {};
+};
+
+// The API of `library` (loaded at the first call), or nullptr with the reason in `error`.
+inline const OpenClApi* opencl_api(const char* library, char* error, size_t error_size) {
+    static OpenClApi apis[4];
+    static std::mutex mutex;
+    std::lock_guard<std::mutex> lock(mutex);
+    OpenClApi* api = nullptr;
+    for (OpenClApi& a : apis)
+        if (!std::strcmp(a.path, library) || !a.path[0]) { api = &a; break; }
+    if (!api) { std::snprintf(error, error_size, "too many OpenCL libraries"); return nullptr; }
+    if (!api->path[0]) {
+        std::snprintf(api->path, sizeof api->path, "%s", library);
+        void* handle = dlopen(library, RTLD_NOW | RTLD_LOCAL);
+        if (!handle) {
+            const char* why = dlerror();
+            std::snprintf(api->error, sizeof api->error, "cannot load %s (%s): no OpenCL ICD loader installed", library, why ? why : "dlopen failed");
+        } else {
+            bool complete = true;
+#define TESSEL_OPENCL_LOAD(name)                                                                                \
+    api->name = reinterpret_cast<decltype(&::name)>(dlsym(handle, #name));                                       \
+    if (!api->name && complete) {                                                                                \
+        complete = false;                                                                                        \
+        std::snprintf(api->error, sizeof api->error, "%s has no %s", library, #name);                            \
+    }
+            TESSEL_OPENCL_FUNCTIONS(TESSEL_OPENCL_LOAD)
+#undef TESSEL_OPENCL_LOAD
+            api->loaded = complete;
+        }
+    }
+    if (!api->loaded) { std::snprintf(error, error_size, "%s", api->error); return nullptr; }
+    return api;
+}
+
+inline const char* opencl_error_name(cl_int e) {
+    switch (e) {
+        case CL_DEVICE_NOT_FOUND: return "CL_DEVICE_NOT_FOUND";
+        case CL_DEVICE_NOT_AVAILABLE: return "CL_DEVICE_NOT_AVAILABLE";
+        case CL_MEM_OBJECT_ALLOCATION_FAILURE: return "CL_MEM_OBJECT_ALLOCATION_FAILURE";
+        case CL_OUT_OF_RESOURCES: return "CL_OUT_OF_RESOURCES";
+        case CL_OUT_OF_HOST_MEMORY: return "CL_OUT_OF_HOST_MEMORY";
+        case CL_BUILD_PROGRAM_FAILURE: return "CL_BUILD_PROGRAM_FAILURE";
+        case CL_INVALID_VALUE: return "CL_INVALID_VALUE";
+        case CL_INVALID_PLATFORM: return "CL_INVALID_PLATFORM";
+        case CL_INVALID_DEVICE: return "CL_INVALID_DEVICE";
+        case CL_INVALID_CONTEXT: return "CL_INVALID_CONTEXT";
+        case CL_INVALID_COMMAND_QUEUE: return "CL_INVALID_COMMAND_QUEUE";
+        case CL_INVALID_MEM_OBJECT: return "CL_INVALID_MEM_OBJECT";
+        case CL_INVALID_KERNEL_ARGS: return "CL_INVALID_KERNEL_ARGS";
+        case CL_INVALID_WORK_GROUP_SIZE: return "CL_INVALID_WORK_GROUP_SIZE";
+        case CL_INVALID_BUFFER_SIZE: return "CL_INVALID_BUFFER_SIZE";
+        case CL_INVALID_HOST_PTR: return "CL_INVALID_HOST_PTR";
+        case CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST: return "CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST";
+        case -1001: return "CL_PLATFORM_NOT_FOUND_KHR";
+        default: return "OpenCL error";
+    }
+}
+#endif  // TESSEL_HAS_OPENCL
+
+// >>gpu device
+// GPU: an OpenCL device (a GPU when the platform has one, else its first device: PoCL's CPU
+// device on a machine without a GPU). Always listed by the Core; without a driver it answers
+// check_available with the reason, and HETERO leaves it out of the device list. The driver is
+// opened at the first question (metric, availability, compile), not when the Core is made.
+// What it claims: the elementwise snippet ops, fused into islands exactly as the CPU fuses
+// them, each island one OpenCL C kernel printed from its body (print_opencl_kernel); all the
+// kernels of a subgraph are one program, built once at compile time.
+// Config: PLATFORM and DEVICE (auto or an index), PERF_COUNT. Metrics beside the common ones:
+// AVAILABLE (YES, or NO: the reason), PLATFORM_NAME, OPENCL_VERSION, DRIVER_VERSION,
+// COMPUTE_UNITS, GLOBAL_MEMORY (bytes), HOST_UNIFIED_MEMORY (YES/NO).
+const ConfigKey kGpuKeys[] = {{"PLATFORM", "auto"}, {"DEVICE", "auto"}, {"PERF_COUNT", "NO"}};
+
+inline bool gpu_claims(const PreparedModel& model, NodeId id) {
+    const Graph& g = model.model.graph;
+    const Node& node = g.node(id);
+    SnippetOp op;
+    if (snippet_op_from_name(node.op, &op) != Status::Ok) return false;
+    if (node.num_outputs != 1 || model.value_desc(model.value_id(id, 0)).type != ElementType::Float32) return false;
+    for (uint32_t i = 0; i < node.num_inputs; ++i)
+        if (model.value_desc(model.value_id(node.inputs[i].producer, node.inputs[i].port)).type != ElementType::Float32) return false;
+    return true;
+}
+
+#ifdef TESSEL_HAS_OPENCL
+// The CPU device's island builder, reached through a subclass: the GPU fuses what the CPU
+// fuses, then prints each island's body as OpenCL C instead of JIT-compiling it.
+struct IslandBuilder : CpuDevice {
+    IslandBuilder() {
+        ignore_status(set_config("ISA", "ref"));   // the interpreter: no JIT work for bodies the GPU prints
+    }
+    using CpuDevice::build_cpu;
+};
+
+class GpuProgram : public DeviceProgram {
+public:
+    const OpenClApi* api = nullptr;
+    cl_context context = nullptr;
+    cl_device_id device = nullptr;
+    cl_command_queue queue = nullptr;
+    cl_program program = nullptr;
+    ReferenceProgram* islands = nullptr;   // steps, reads and writes, bodies
+    cl_kernel* kernels = nullptr;          // per step
+    uint64_t* work = nullptr;              // global work size per step
+    Arena arena;
+    OpenClSource source;
+    mutable std::mutex mutex;              // kernel arguments are per kernel object
+
+    ~GpuProgram() override {
+        if (api) {
+            for (uint32_t i = 0; kernels && islands && i < islands->count; ++i) if (kernels[i]) api->clReleaseKernel(kernels[i]);
+            if (program) api->clReleaseProgram(program);
+            if (queue) api->clReleaseCommandQueue(queue);
+            if (context) api->clReleaseContext(context);
+        }
+        destroy(islands);
+    }
+    Span<const ProgramStep> steps() const override { return islands->steps(); }
+    Status export_payload(WriteFn write, void* user) const override {
+        write(user, "GPU1", 4);
+        return Status::Ok;
+    }
+    Status run_step(uint32_t i, const StepContext& context_) const override {
+        const ProgramStep& step = islands->steps_[i];
+        if (work[i] == 0) return Status::Ok;   // an empty tensor: nothing to compute
+        std::lock_guard<std::mutex> lock(mutex);
+        cl_mem buffers[2 * kSnippetMaxArgs] = {};
+        uint32_t count = 0;
+        cl_int e = CL_SUCCESS;
+        const char* what = "clCreateBuffer";
+        // Buffers over the request's own memory: zero-copy where the device shares memory
+        // with the CPU, copied by the driver at the map below otherwise.
+        for (uint32_t k = 0; k < step.reads.size + step.writes.size && e == CL_SUCCESS; ++k) {
+            bool write = k >= step.reads.size;
+            uint32_t value = write ? step.writes[k - step.reads.size] : step.reads[k];
+            uint64_t elements = 0;
+            desc_elements(islands->model->value_desc(value), &elements);
+            buffers[k] = api->clCreateBuffer(context, (write ? CL_MEM_READ_WRITE : CL_MEM_READ_ONLY) | CL_MEM_USE_HOST_PTR,
+                                             (size_t)(elements ? elements : 1) * 4, context_.values[value], &e);
+            if (e == CL_SUCCESS) ++count;
+            if (e == CL_SUCCESS) e = api->clSetKernelArg(kernels[i], k, sizeof(cl_mem), &buffers[k]);
+        }
+        if (e == CL_SUCCESS) {
+            what = "clEnqueueNDRangeKernel";
+            size_t global = (size_t)work[i];
+            e = api->clEnqueueNDRangeKernel(queue, kernels[i], 1, nullptr, &global, nullptr, 0, nullptr, nullptr);
+        }
+        // Mapping each output brings its bytes to the host memory (a no-op when shared).
+        for (uint32_t k = (uint32_t)step.reads.size; k < count && e == CL_SUCCESS; ++k) {
+            what = "clEnqueueMapBuffer";
+            uint64_t elements = 0;
+            desc_elements(islands->model->value_desc(step.writes[k - step.reads.size]), &elements);
+            void* mapped = api->clEnqueueMapBuffer(queue, buffers[k], CL_TRUE, CL_MAP_READ, 0, (size_t)(elements ? elements : 1) * 4,
+                                                   0, nullptr, nullptr, &e);
+            if (e == CL_SUCCESS) e = api->clEnqueueUnmapMemObject(queue, buffers[k], mapped, 0, nullptr, nullptr);
+        }
+        if (e == CL_SUCCESS) { what = "clFinish"; e = api->clFinish(queue); }
+        for (uint32_t k = 0; k < count; ++k) api->clReleaseMemObject(buffers[k]);
+        if (e != CL_SUCCESS) {
+            if (context_.error) std::snprintf(context_.error, kErrorMessageBytes, "GPU: %s failed: %s (%d)", what, opencl_error_name(e), (int)e);
+            return Status::IoError;
+        }
+        return Status::Ok;
+    }
+};
+#endif  // TESSEL_HAS_OPENCL
+
+class GpuDevice : public BuiltinDevice {
+public:
+    // `library`: the OpenCL ICD loader to open; by default TESSEL_OPENCL_LIBRARY from the
+    // environment when the device is made, else libOpenCL.so.1 (tests name a missing one).
+    explicit GpuDevice(const char* library = nullptr) : BuiltinDevice("GPU", "OpenCL device", kGpuKeys, 3) {
+        if (!library || !library[0]) library = std::getenv("TESSEL_OPENCL_LIBRARY");
+        copy_text(library_, sizeof library_, library && library[0] ? library : "libOpenCL.so.1");
+    }
+    ~GpuDevice() override { release(); }
+
+    Status check_available() override {
+        open();
+        if (!available_) return fail(Status::Unsupported, "%s", reason_);
+        return Status::Ok;
+    }
+
+    Status get_metric(StringView key, StringView* value) override {
+        if (key == StringView("SUPPORTED_METRICS"))
+            return give("AVAILABLE_DEVICES FULL_DEVICE_NAME SUPPORTED_METRICS SUPPORTED_CONFIG_KEYS OPTIMIZATION_CAPABILITIES "
+                        "AVAILABLE PLATFORM_NAME OPENCL_VERSION DRIVER_VERSION COMPUTE_UNITS GLOBAL_MEMORY HOST_UNIFIED_MEMORY",
+                        value);
+        if (key == StringView("SUPPORTED_CONFIG_KEYS") || key == StringView("OPTIMIZATION_CAPABILITIES"))
+            return BuiltinDevice::get_metric(key, value);
+        open();
+        char text[512];
+        if (key == StringView("AVAILABLE")) {
+            std::snprintf(text, sizeof text, available_ ? "YES" : "NO: %s", reason_);
+            return give(text, value);
+        }
+        if (key == StringView("FULL_DEVICE_NAME")) {
+            if (!available_) std::snprintf(text, sizeof text, "OpenCL device (unavailable: %s)", reason_);
+            else std::snprintf(text, sizeof text, "%s (%s)", device_name_, platform_name_);
+            return give(text, value);
+        }
+        if (key == StringView("AVAILABLE_DEVICES")) {
+            size_t k = 0;
+            text[0] = 0;
+            for (uint32_t i = 0; available_ && i < device_count_ && k < sizeof text - 8; ++i)
+                k += (size_t)std::snprintf(text + k, sizeof text - k, "%s%u", i ? " " : "", i);
+            return give(text, value);
+        }
+        if (!available_ &&
+            (key == StringView("PLATFORM_NAME") || key == StringView("OPENCL_VERSION") || key == StringView("DRIVER_VERSION") ||
+             key == StringView("COMPUTE_UNITS") || key == StringView("GLOBAL_MEMORY") || key == StringView("HOST_UNIFIED_MEMORY")))
+            return fail(Status::Unsupported, "GPU: %s", reason_);
+        if (key == StringView("PLATFORM_NAME")) return give(platform_name_, value);
+        if (key == StringView("OPENCL_VERSION")) return give(opencl_version_, value);
+        if (key == StringView("DRIVER_VERSION")) return give(driver_version_, value);
+        if (key == StringView("COMPUTE_UNITS")) { std::snprintf(text, sizeof text, "%u", compute_units_); return give(text, value); }
+        if (key == StringView("GLOBAL_MEMORY")) {
+            std::snprintf(text, sizeof text, "%llu", (unsigned long long)global_memory_);
+            return give(text, value);
+        }
+        if (key == StringView("HOST_UNIFIED_MEMORY")) return give(unified_ ? "YES" : "NO", value);
+        return BuiltinDevice::get_metric(key, value);
+    }
+
+    Status set_config(StringView key, StringView value) override {
+        StringView old;
+        bool choice = key == StringView("PLATFORM") || key == StringView("DEVICE");
+        if (choice && get_config(key, &old) == Status::Ok && old == value) return Status::Ok;
+        TESSEL_TRY(BuiltinDevice::set_config(key, value));
+        if (choice) release();   // opened again with the new choice at the next question
+        return Status::Ok;
+    }
+
+    Status query_model(const PreparedModel& model, uint8_t* supported) override {
+        const Graph& g = model.model.graph;
+        open();
+        for (uint32_t i = 0; i < g.node_count(); ++i)
+            supported[i] = is_free_op(g.node(i).op) || (available_ && gpu_claims(model, i)) ? 1 : 0;
+        return Status::Ok;
+    }
+
+    Status compile_subgraph(const PreparedModel& model, Span<const NodeId> nodes, DeviceProgram** program) override;
+    Status build_check(StringView source, char* log, size_t log_size);
+
+protected:
+    Status check_config(StringView key, StringView value) override {
+        bool yes;
+        uint32_t index;
+        if (key == StringView("PERF_COUNT") && !parse_yes_no(value, &yes)) return fail(Status::InvalidArgument, "GPU: PERF_COUNT must be YES or NO");
+        if ((key == StringView("PLATFORM") || key == StringView("DEVICE")) && !(value == StringView("auto")) &&
+            !parse_count(value, 0, 255, &index))
+            return fail(Status::InvalidArgument, "GPU: %.*s must be auto or an index from 0 to 255", (int)key.size, key.data);
+        return Status::Ok;
+    }
+    bool op_allowed(StringView) const override { return true; }
+    const char* capabilities() const override { return "FP32 FUSED_ELEMENTWISE"; }
+    Status check_payload(const void* payload, size_t size) override {
+        if (size != 4 || std::memcmp(payload, "GPU1", 4) != 0) return fail(Status::ParseError, "GPU: bad payload");
+        return Status::Ok;
+    }
+
+private:
+    void open();
+    void release();
+#ifdef TESSEL_HAS_OPENCL
+    Status compile_program(GpuProgram* p, const PreparedModel& model, Span<const NodeId> nodes);
+#endif
+    char library_[256] = {};
+    bool opened_ = false, available_ = false, unified_ = false;
+    char reason_[256] = {};
+    char device_name_[128] = {}, platform_name_[128] = {}, opencl_version_[128] = {}, driver_version_[128] = {};
+    uint32_t compute_units_ = 0, device_count_ = 0;
+    uint64_t global_memory_ = 0;
+#ifdef TESSEL_HAS_OPENCL
+    const OpenClApi* api_ = nullptr;
+    cl_platform_id platform_ = nullptr;
+    cl_device_id device_ = nullptr;
+    cl_context context_ = nullptr;
+#endif
+};
+
+#ifdef TESSEL_HAS_OPENCL
+inline void GpuDevice::release() {
+    if (api_ && context_) api_->clReleaseContext(context_);
+    context_ = nullptr;
+    opened_ = available_ = false;
+}
+
+inline void GpuDevice::open() {
+    if (opened_) return;
+    opened_ = true;
+    available_ = false;
+    api_ = opencl_api(library_, reason_, sizeof reason_);
+    if (!api_) return;
+    cl_platform_id platforms[16];
+    cl_uint platform_count = 0;
+    cl_int e = api_->clGetPlatformIDs(16, platforms, &platform_count);
+    if (e != CL_SUCCESS || platform_count == 0) {
+        std::snprintf(reason_, sizeof reason_, "no OpenCL platform: the ICD loader found no driver (%s)",
+                      e != CL_SUCCESS ? opencl_error_name(e) : "none listed");
+        return;
+    }
+    if (platform_count > 16) platform_count = 16;
+    uint32_t want_platform = 0, want_device = 0;
+    bool auto_platform = !parse_count(config("PLATFORM"), 0, 255, &want_platform);
+    bool auto_device = !parse_count(config("DEVICE"), 0, 255, &want_device);
+    if (!auto_platform && want_platform >= platform_count) {
+        std::snprintf(reason_, sizeof reason_, "PLATFORM %u: the driver lists %u platform(s)", want_platform, platform_count);
+        return;
+    }
+    // auto: the first platform with a GPU, else the first with any device.
+    cl_device_id devices[16];
+    cl_uint device_count = 0;
+    int chosen = -1;
+    for (int pass = 0; pass < 2 && chosen < 0; ++pass)
+        for (cl_uint p = 0; p < platform_count && chosen < 0; ++p) {
+            if (!auto_platform && p != want_platform) continue;
+            cl_uint n = 0;
+            if (api_->clGetDeviceIDs(platforms[p], pass == 0 ? CL_DEVICE_TYPE_GPU : CL_DEVICE_TYPE_ALL, 0, nullptr, &n) == CL_SUCCESS && n > 0)
+                chosen = (int)p;
+        }
+    if (chosen < 0) { std::snprintf(reason_, sizeof reason_, "the OpenCL platform has no device"); return; }
+    platform_ = platforms[chosen];
+    e = api_->clGetDeviceIDs(platform_, CL_DEVICE_TYPE_ALL, 16, devices, &device_count);
+    if (e != CL_SUCCESS || device_count == 0) { std::snprintf(reason_, sizeof reason_, "clGetDeviceIDs: %s", opencl_error_name(e)); return; }
+    if (device_count > 16) device_count = 16;
+    device_count_ = device_count;
+    uint32_t index = 0;
+    if (!auto_device) {
+        if (want_device >= device_count) {
+            std::snprintf(reason_, sizeof reason_, "DEVICE %u: the platform lists %u device(s)", want_device, device_count);
+            return;
+        }
+        index = want_device;
+    } else {
+        for (uint32_t i = 0; i < device_count; ++i) {
+            cl_device_type type = 0;
+            if (api_->clGetDeviceInfo(devices[i], CL_DEVICE_TYPE, sizeof type, &type, nullptr) == CL_SUCCESS && (type & CL_DEVICE_TYPE_GPU)) { index = i; break; }
+        }
+    }
+    device_ = devices[index];
+    api_->clGetPlatformInfo(platform_, CL_PLATFORM_NAME, sizeof platform_name_ - 1, platform_name_, nullptr);
+    api_->clGetDeviceInfo(device_, CL_DEVICE_NAME, sizeof device_name_ - 1, device_name_, nullptr);
+    api_->clGetDeviceInfo(device_, CL_DEVICE_VERSION, sizeof opencl_version_ - 1, opencl_version_, nullptr);
+    api_->clGetDeviceInfo(device_, CL_DRIVER_VERSION, sizeof driver_version_ - 1, driver_version_, nullptr);
+    cl_uint units = 0;
+    cl_ulong memory = 0;
+    cl_bool unified = CL_FALSE;
+    api_->clGetDeviceInfo(device_, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof units, &units, nullptr);
+    api_->clGetDeviceInfo(device_, CL_DEVICE_GLOBAL_MEM_SIZE, sizeof memory, &memory, nullptr);
+    api_->clGetDeviceInfo(device_, CL_DEVICE_HOST_UNIFIED_MEMORY, sizeof unified, &unified, nullptr);
+    compute_units_ = units;
+    global_memory_ = memory;
+    unified_ = unified == CL_TRUE;
+    context_ = api_->clCreateContext(nullptr, 1, &device_, nullptr, nullptr, &e);
+    if (!context_ || e != CL_SUCCESS) {
+        context_ = nullptr;
+        std::snprintf(reason_, sizeof reason_, "clCreateContext on %s: %s", device_name_, opencl_error_name(e));
+        return;
+    }
+    available_ = true;
+    reason_[0] = 0;
+}
+
+inline Status GpuDevice::compile_subgraph(const PreparedModel& model, Span<const NodeId> nodes, DeviceProgram** program) {
+    *program = nullptr;
+    open();
+    if (!available_) return fail(Status::Unsupported, "GPU is not available: %s", reason_);
+    const Graph& g = model.model.graph;
+    for (NodeId id : nodes)
+        if (!is_free_op(g.node(id).op) && !gpu_claims(model, id))
+            return fail(Status::Unsupported, "GPU cannot run node '%.*s' (op %.*s)", (int)g.node(id).name.size, g.node(id).name.data,
+                        (int)g.node(id).op.size, g.node(id).op.data);
+    GpuProgram* p = create<GpuProgram>();
+    if (!p) return fail(Status::OutOfMemory, "out of memory");
+    Status s = compile_program(p, model, nodes);
+    if (s != Status::Ok) { destroy(p); return s; }
+    *program = p;
+    return Status::Ok;
+}
+#else
+inline void GpuDevice::release() {}
+inline void GpuDevice::open() {
+    opened_ = true;
+    std::snprintf(reason_, sizeof reason_, "this build has no OpenCL (TESSEL_NO_OPENCL, or no CL/cl.h when it was compiled)");
+}
+inline Status GpuDevice::compile_subgraph(const PreparedModel&, Span<const NodeId>, DeviceProgram** program) {
+    *program = nullptr;
+    return fail(Status::Unsupported, "GPU is not available: %s", reason_);
+}
+inline Status GpuDevice::build_check(StringView, char* log, size_t log_size) {
+    open();
+    std::snprintf(log, log_size, "GPU is not available: %s", reason_);
+    return Status::Unsupported;
+}
+#endif  // TESSEL_HAS_OPENCL
+
+#ifdef TESSEL_HAS_OPENCL
+// Builds `source` for `device`: Unsupported with the driver's build log when it does not build.
+inline Status opencl_build(const OpenClApi* api, cl_context context, cl_device_id device, const char* source, size_t size,
+                           cl_program* out, char* error, size_t error_size) {
+    *out = nullptr;
+    cl_int e = CL_SUCCESS;
+    cl_program program = api->clCreateProgramWithSource(context, 1, &source, &size, &e);
+    if (!program || e != CL_SUCCESS) {
+        std::snprintf(error, error_size, "clCreateProgramWithSource: %s", opencl_error_name(e));
+        return Status::Unsupported;
+    }
+    // Correctly rounded division and sqrt where the device offers them: the body's results
+    // then equal the interpreter's.
+    cl_device_fp_config fp = 0;
+    api->clGetDeviceInfo(device, CL_DEVICE_SINGLE_FP_CONFIG, sizeof fp, &fp, nullptr);
+    const char* options = (fp & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) ? "-cl-fp32-correctly-rounded-divide-sqrt" : "";
+    e = api->clBuildProgram(program, 1, &device, options, nullptr, nullptr);
+    if (e != CL_SUCCESS) {
+        int k = std::snprintf(error, error_size, "the OpenCL program did not build (%s): ", opencl_error_name(e));
+        size_t log_size = 0;
+        if (k > 0 && (size_t)k < error_size)
+            api->clGetProgramBuildInfo(program, device, CL_PROGRAM_BUILD_LOG, error_size - (size_t)k - 1, error + k, &log_size);
+        error[error_size - 1] = 0;
+        api->clReleaseProgram(program);
+        return Status::Unsupported;
+    }
+    *out = program;
+    return Status::Ok;
+}
+
+inline Status GpuDevice::build_check(StringView source, char* log, size_t log_size) {
+    open();
+    if (!available_) { std::snprintf(log, log_size, "GPU is not available: %s", reason_); return Status::Unsupported; }
+    cl_program program = nullptr;
+    TESSEL_TRY(opencl_build(api_, context_, device_, source.data, source.size, &program, log, log_size));
+    api_->clReleaseProgram(program);
+    if (log_size) log[0] = 0;
+    return Status::Ok;
+}
+
+inline Status GpuDevice::compile_program(GpuProgram* p, const PreparedModel& model, Span<const NodeId> nodes) {
+    const Graph& g = model.model.graph;
+    IslandBuilder* builder = create<IslandBuilder>();
+    p->islands = create<ReferenceProgram>();
+    if (!builder || !p->islands) { destroy(builder); return fail(Status::OutOfMemory, "out of memory"); }
+    Status s = builder->build_cpu(p->islands, model, nodes);
+    if (s != Status::Ok) ignore_status(fail(s, "GPU: %s", builder->last_error()));
+    destroy(builder);
+    TESSEL_TRY(s);
+    ReferenceProgram& r = *p->islands;
+    p->kernels = p->arena.allocate_array<cl_kernel>(r.count + 1);
+    p->work = p->arena.allocate_array<uint64_t>(r.count + 1);
+    if (!p->kernels || !p->work) return fail(Status::OutOfMemory, "out of memory");
+    for (uint32_t i = 0; i <= r.count; ++i) { p->kernels[i] = nullptr; p->work[i] = 0; }
+    print_opencl_prelude(&p->source);
+    char name[64];
+    for (uint32_t i = 0; i < r.count; ++i) {
+        const Node& node = g.node(r.steps_[i].node);
+        if (!r.units[i].body)
+            return fail(Status::Unsupported, "GPU: node '%.*s' (op %.*s) does not fuse into an elementwise island", (int)node.name.size,
+                        node.name.data, (int)node.op.size, node.op.data);
+        std::snprintf(name, sizeof name, "island%u", i);
+        s = print_opencl_kernel(*r.units[i].body, name, &p->source, &p->work[i]);
+        if (s != Status::Ok) return fail(s, "GPU: node '%.*s': cannot print its island as OpenCL C", (int)node.name.size, node.name.data);
+        // "snippet:ref:N" becomes "opencl:N": N nodes fused into one kernel.
+        const char* fused = std::strrchr(r.steps_[i].kernel, ':');
+        std::snprintf(name, sizeof name, "opencl:%s", fused ? fused + 1 : "1");
+        r.steps_[i].kernel = r.arena.copy_string(StringView(name)).data;
+        r.steps_[i].scratch_bytes = 0;
+        if (!r.steps_[i].kernel) return fail(Status::OutOfMemory, "out of memory");
+    }
+    if (p->source.failed()) return fail(Status::OutOfMemory, "out of memory printing the OpenCL program");
+    p->api = api_;
+    p->device = device_;
+    p->context = context_;
+    api_->clRetainContext(context_);
+    bool profile = false;
+    parse_yes_no(config("PERF_COUNT"), &profile);
+    cl_int e = CL_SUCCESS;
+    p->queue = api_->clCreateCommandQueue(context_, device_, profile ? CL_QUEUE_PROFILING_ENABLE : 0, &e);
+    if (!p->queue || e != CL_SUCCESS) { p->queue = nullptr; return fail(Status::IoError, "GPU: clCreateCommandQueue: %s", opencl_error_name(e)); }
+    if (r.count == 0) return Status::Ok;
+    char log[kErrorMessageBytes];
+    s = opencl_build(api_, context_, device_, p->source.text(), p->source.size(), &p->program, log, sizeof log);
+    if (s != Status::Ok) return fail(s, "GPU: %s", log);
+    for (uint32_t i = 0; i < r.count; ++i) {
+        std::snprintf(name, sizeof name, "island%u", i);
+        p->kernels[i] = api_->clCreateKernel(p->program, name, &e);
+        if (!p->kernels[i] || e != CL_SUCCESS) { p->kernels[i] = nullptr; return fail(Status::IoError, "GPU: clCreateKernel %s: %s", name, opencl_error_name(e)); }
+    }
+    return Status::Ok;
+}
+#endif  // TESSEL_HAS_OPENCL
+
 }  // namespace detail
 
 // >>compiled model implementation
@@ -3047,6 +3577,7 @@ inline Status build_schedule(CompiledModel::Impl* m, char* error) {
 struct Core::Impl {
     detail::CpuDevice cpu;
     detail::TemplateDevice template_device;
+    detail::GpuDevice gpu;        // listed even when unavailable; opens its driver at first use
     Device* devices[detail::kMaxDevices] = {};
     uint32_t count = 0;
     std::mutex compile_mutex;   // compiles change device config for their duration
@@ -3057,6 +3588,7 @@ Core::Core() {
     if (!impl_) return;   // every call then fails with OutOfMemory
     impl_->devices[impl_->count++] = &impl_->cpu;
     impl_->devices[impl_->count++] = &impl_->template_device;
+    impl_->devices[impl_->count++] = &impl_->gpu;
 }
 Core::~Core() { destroy(impl_); }
 
@@ -3083,6 +3615,13 @@ Device* Core::device(StringView name) const {
     return nullptr;
 }
 uint32_t Core::device_count() const { return impl_ ? impl_->count : 0; }
+
+Status gpu_build_check(Core& core, StringView source, char* log, size_t log_size) {
+    if (log_size) log[0] = 0;
+    Device* gpu = core.device("GPU");   // always the built-in one: register_device refuses a second GPU
+    if (!gpu) return Status::OutOfMemory;
+    return static_cast<detail::GpuDevice*>(gpu)->build_check(source, log, log_size);
+}
 Device* Core::device_at(uint32_t i) const { return impl_ && i < impl_->count ? impl_->devices[i] : nullptr; }
 
 // >>compile
@@ -3101,6 +3640,7 @@ struct CompileJob {   // what compile_model and import_model share
     Device* list[kMaxDevices];
     uint32_t count = 0;
     bool hetero = false;
+    bool skipped_unavailable = false;       // HETERO left out a device without its driver
     detail::SavedConfig* saved = nullptr;   // restored at the end
     uint32_t saved_count = 0;
     // compile_model of a model with free input dims: the plan at every free dim = 1, plus
@@ -3139,11 +3679,17 @@ inline Status parse_device_string(StringView text, CompileJob* job) {
         start = i + 1;
         Device* d = job->core->device(name);
         if (!d) return job->fail(Status::NotFound, "unknown device '%.*s' in '%.*s'", (int)name.size, name.data, (int)text.size, text.data);
+        // A listed device whose driver is missing: HETERO goes on with the others.
+        if (job->hetero && d->check_available() != Status::Ok) { job->skipped_unavailable = true; continue; }
+        if (!job->hetero && d->check_available() != Status::Ok)
+            return job->fail(Status::Unsupported, "device %.*s is not available: %s", (int)name.size, name.data, d->last_error());
         for (uint32_t k = 0; k < job->count; ++k)
             if (job->list[k] == d) return job->fail(Status::InvalidArgument, "device %.*s is listed twice", (int)name.size, name.data);
         if (job->count == kMaxDevices) return job->fail(Status::LimitExceeded, "at most %u devices", kMaxDevices);
         job->list[job->count++] = d;
     }
+    if (job->count == 0 && job->skipped_unavailable)
+        return job->fail(Status::Unsupported, "no device of '%.*s' is available", (int)text.size, text.data);
     if (job->count == 0) return job->fail(Status::InvalidArgument, "no device in '%.*s'", (int)text.size, text.data);
     if (!job->hetero && job->count != 1)
         return job->fail(Status::InvalidArgument, "'%.*s': several devices need HETERO:", (int)text.size, text.data);
