@@ -74,6 +74,7 @@
    >>pooling                          MaxPool, AveragePool
    >>global pooling                   GlobalAveragePool, GlobalMaxPool
    >>softmax                          Softmax, LogSoftmax
+   >>opencl kernels                   the GPU's node kernels as OpenCL C: Conv, Gemm, pools, Softmax
    >>reductions                       ReduceMean/Sum/Max/Min/Prod/L2
    >>argmax                           ArgMax, ArgMin
    >>resize                           Resize
@@ -2662,7 +2663,7 @@ inline Status CpuDevice::build_cpu(ReferenceProgram* p, const PreparedModel& mod
     X(clRetainContext) X(clReleaseContext) X(clCreateCommandQueue) X(clReleaseCommandQueue)                  \
     X(clCreateProgramWithSource) X(clCreateProgramWithBinary) X(clBuildProgram) X(clGetProgramBuildInfo)     \
     X(clGetProgramInfo) X(clReleaseProgram) X(clCreateKernel) X(clReleaseKernel) X(clSetKernelArg)           \
-    X(clCreateBuffer) X(clReleaseMemObject) X(clEnqueueNDRangeKernel) X(clEnqueueMapBuffer)                  \
+    X(clCreateBuffer) X(clReleaseMemObject) X(clRetainMemObject) X(clEnqueueNDRangeKernel) X(clEnqueueMapBuffer)                  \
     X(clEnqueueUnmapMemObject) X(clFinish) X(clGetEventProfilingInfo) X(clReleaseEvent) X(clWaitForEvents)
 
 struct OpenClApi {
@@ -2737,21 +2738,31 @@ inline const char* opencl_error_name(cl_int e) {
 // check_available with the reason, and HETERO leaves it out of the device list. The driver is
 // opened at the first question (metric, availability, compile), not when the Core is made.
 // What it claims: the elementwise snippet ops, fused into islands exactly as the CPU fuses
-// them, each island one OpenCL C kernel printed from its body (print_opencl_kernel); all the
-// kernels of a subgraph are one program, built once at compile time.
+// them, each island one OpenCL C kernel printed from its body (print_opencl_kernel), and the
+// node kernels of >>opencl kernels (Conv, Gemm, pools, Softmax); all the kernels of a
+// subgraph are one program, built once at compile time. Layout ops and the rest go to the
+// next device of a HETERO list.
 // Config: PLATFORM and DEVICE (auto or an index), PERF_COUNT. Metrics beside the common ones:
 // AVAILABLE (YES, or NO: the reason), PLATFORM_NAME, OPENCL_VERSION, DRIVER_VERSION,
 // COMPUTE_UNITS, GLOBAL_MEMORY (bytes), HOST_UNIFIED_MEMORY (YES/NO).
 const ConfigKey kGpuKeys[] = {{"PLATFORM", "auto"}, {"DEVICE", "auto"}, {"PERF_COUNT", "NO"}};
 
+inline bool gpu_node_op(StringView op);   // >>opencl kernels
+inline Status gpu_node_kernel(const PreparedModel& model, NodeId id, const char* name, OpenClSource* out, uint64_t* work);
+
 inline bool gpu_claims(const PreparedModel& model, NodeId id) {
     const Graph& g = model.model.graph;
     const Node& node = g.node(id);
     SnippetOp op;
-    if (snippet_op_from_name(node.op, &op) != Status::Ok) return false;
+    bool node_kernel = gpu_node_op(node.op);
+    if (!node_kernel && snippet_op_from_name(node.op, &op) != Status::Ok) return false;
+    // The node kernels read the prepared state of the built-in kernel (not an extension's).
+    if (node_kernel && (model.kernel(id) != find_builtin_kernel(node.op) || !model.kernel_state(id))) return false;
     if (node.num_outputs != 1 || model.value_desc(model.value_id(id, 0)).type != ElementType::Float32) return false;
-    for (uint32_t i = 0; i < node.num_inputs; ++i)
+    for (uint32_t i = 0; i < node.num_inputs; ++i) {
+        if (node_kernel && g.node(node.inputs[i].producer).op == StringView("Absent")) continue;
         if (model.value_desc(model.value_id(node.inputs[i].producer, node.inputs[i].port)).type != ElementType::Float32) return false;
+    }
     return true;
 }
 
@@ -2808,8 +2819,20 @@ public:
             uint32_t value = write ? step.writes[k - step.reads.size] : step.reads[k];
             uint64_t elements = 0;
             desc_elements(islands->model->value_desc(value), &elements);
-            buffers[k] = api->clCreateBuffer(context, (write ? CL_MEM_READ_WRITE : CL_MEM_READ_ONLY) | CL_MEM_USE_HOST_PTR,
-                                             (size_t)(elements ? elements : 1) * 4, context_.values[value], &e);
+            // An output in place of an input (Softmax) is the input's buffer: one object per memory.
+            uint32_t same = k;
+            for (uint32_t j = 0; j < step.reads.size && write; ++j)
+                if (context_.values[step.reads[j]] == context_.values[value]) same = j;
+            if (same != k) {
+                buffers[k] = buffers[same];
+                api->clRetainMemObject(buffers[k]);
+            } else {
+                bool read_write = write;
+                for (uint32_t j = 0; j < step.writes.size && !write; ++j)
+                    if (context_.values[step.writes[j]] == context_.values[value]) read_write = true;
+                buffers[k] = api->clCreateBuffer(context, (read_write ? CL_MEM_READ_WRITE : CL_MEM_READ_ONLY) | CL_MEM_USE_HOST_PTR,
+                                                 (size_t)(elements ? elements : 1) * 4, context_.values[value], &e);
+            }
             if (e == CL_SUCCESS) ++count;
             if (e == CL_SUCCESS) e = api->clSetKernelArg(kernels[i], k, sizeof(cl_mem), &buffers[k]);
         }
@@ -2926,7 +2949,7 @@ protected:
         return Status::Ok;
     }
     bool op_allowed(StringView) const override { return true; }
-    const char* capabilities() const override { return "FP32 FUSED_ELEMENTWISE"; }
+    const char* capabilities() const override { return "FP32 FUSED_ELEMENTWISE CONV GEMM POOLING SOFTMAX"; }
     Status check_payload(const void* payload, size_t size) override {
         if (size != 4 || std::memcmp(payload, "GPU1", 4) != 0) return fail(Status::ParseError, "GPU: bad payload");
         return Status::Ok;
@@ -3087,10 +3110,15 @@ inline Status opencl_build(const OpenClApi* api, cl_context context, cl_device_i
     e = api->clBuildProgram(program, 1, &device, options, nullptr, nullptr);
     if (e != CL_SUCCESS) {
         int k = std::snprintf(error, error_size, "the OpenCL program did not build (%s): ", opencl_error_name(e));
+        // The driver gives the whole log or nothing: read it whole, keep what fits.
         size_t log_size = 0;
-        if (k > 0 && (size_t)k < error_size)
-            api->clGetProgramBuildInfo(program, device, CL_PROGRAM_BUILD_LOG, error_size - (size_t)k - 1, error + k, &log_size);
-        error[error_size - 1] = 0;
+        api->clGetProgramBuildInfo(program, device, CL_PROGRAM_BUILD_LOG, 0, nullptr, &log_size);
+        char* whole = log_size ? static_cast<char*>(TESSEL_MALLOC(log_size + 1)) : nullptr;
+        if (whole && api->clGetProgramBuildInfo(program, device, CL_PROGRAM_BUILD_LOG, log_size, whole, nullptr) == CL_SUCCESS) {
+            whole[log_size] = 0;
+            if (k > 0 && (size_t)k < error_size) std::snprintf(error + k, error_size - (size_t)k, "%s", whole);
+        }
+        TESSEL_FREE(whole);
         api->clReleaseProgram(program);
         return Status::Unsupported;
     }
@@ -3126,10 +3154,28 @@ inline Status GpuDevice::compile_program(GpuProgram* p, const PreparedModel& mod
     char name[64];
     for (uint32_t i = 0; i < r.count; ++i) {
         const Node& node = g.node(r.steps_[i].node);
-        if (!r.units[i].body)
-            return fail(Status::Unsupported, "GPU: node '%.*s' (op %.*s) does not fuse into an elementwise island", (int)node.name.size,
-                        node.name.data, (int)node.op.size, node.op.data);
-        std::snprintf(name, sizeof name, "island%u", i);
+        std::snprintf(name, sizeof name, "step%u", i);
+        if (!r.units[i].body) {   // a node kernel: the step must be the node alone, as the island builder left it
+            if (!gpu_node_op(node.op) || r.units[i].run || r.units[i].snippet || r.steps_[i].writes.size != 1)
+                return fail(Status::Unsupported, "GPU: node '%.*s' (op %.*s) is neither an elementwise island nor a GPU kernel",
+                            (int)node.name.size, node.name.data, (int)node.op.size, node.op.data);
+            s = gpu_node_kernel(model, r.steps_[i].node, name, &p->source, &p->work[i]);
+            if (s != Status::Ok)
+                return fail(s, "GPU: node '%.*s' (op %.*s): no OpenCL kernel for it", (int)node.name.size, node.name.data, (int)node.op.size,
+                            node.op.data);
+            // Optional inputs left out are not kernel arguments.
+            uint32_t* reads = r.arena.allocate_array<uint32_t>(r.steps_[i].reads.size + 1);
+            if (!reads) return fail(Status::OutOfMemory, "out of memory");
+            uint32_t kept = 0;
+            for (uint32_t k = 0; k < node.num_inputs && k < r.steps_[i].reads.size; ++k)
+                if (!(g.node(node.inputs[k].producer).op == StringView("Absent"))) reads[kept++] = r.steps_[i].reads[k];
+            r.steps_[i].reads = Span<const uint32_t>(reads, kept);
+            std::snprintf(name, sizeof name, "opencl:%.*s", (int)node.op.size, node.op.data);
+            r.steps_[i].kernel = r.arena.copy_string(StringView(name)).data;
+            r.steps_[i].scratch_bytes = 0;
+            if (!r.steps_[i].kernel) return fail(Status::OutOfMemory, "out of memory");
+            continue;
+        }
         s = print_opencl_kernel(*r.units[i].body, name, &p->source, &p->work[i]);
         if (s != Status::Ok) return fail(s, "GPU: node '%.*s': cannot print its island as OpenCL C", (int)node.name.size, node.name.data);
         // "snippet:ref:N" becomes "opencl:N": N nodes fused into one kernel.
@@ -3154,7 +3200,7 @@ inline Status GpuDevice::compile_program(GpuProgram* p, const PreparedModel& mod
     s = opencl_build(api_, context_, device_, p->source.text(), p->source.size(), &p->program, log, sizeof log);
     if (s != Status::Ok) return fail(s, "GPU: %s", log);
     for (uint32_t i = 0; i < r.count; ++i) {
-        std::snprintf(name, sizeof name, "island%u", i);
+        std::snprintf(name, sizeof name, "step%u", i);
         p->kernels[i] = api_->clCreateKernel(p->program, name, &e);
         if (!p->kernels[i] || e != CL_SUCCESS) { p->kernels[i] = nullptr; return fail(Status::IoError, "GPU: clCreateKernel %s: %s", name, opencl_error_name(e)); }
     }
@@ -7013,6 +7059,147 @@ inline Status run_softmax(const RunContext& c) {
         }
     });
     return Status::Ok;
+}
+
+}  // namespace detail
+
+namespace detail {
+
+// >>opencl kernels
+// The GPU's kernels for single nodes, printed as OpenCL C with the node's geometry (from its
+// prepared state) as constants: Conv (direct, any group, 1-3 spatial dims), Gemm, MaxPool and
+// AveragePool, GlobalAveragePool and GlobalMaxPool, Softmax and LogSoftmax. One work-item per
+// output element (per line for Softmax); sums in float with fma, so results differ from the
+// CPU's blocked GEMM by rounding only (the conformance tolerances).
+inline bool gpu_node_op(StringView op) {
+    return op == StringView("Conv") || op == StringView("Gemm") || op == StringView("MaxPool") || op == StringView("AveragePool") ||
+           op == StringView("GlobalAveragePool") || op == StringView("GlobalMaxPool") || op == StringView("Softmax") ||
+           op == StringView("LogSoftmax");
+}
+
+inline Status gpu_node_kernel(const PreparedModel& model, NodeId id, const char* name, OpenClSource* out, uint64_t* work) {
+    const Node& node = model.model.graph.node(id);
+    const void* state = model.kernel_state(id);
+    if (!state || model.kernel(id) != find_builtin_kernel(node.op)) return Status::Unsupported;
+    auto ll = [](int64_t v) { return (long long)v; };
+    if (node.op == StringView("Conv")) {
+        const ConvState& st = *static_cast<const ConvState*>(state);
+        const Window& w = st.w;
+        bool bias = node.num_inputs > 2 && node.inputs[2].producer != kNoNode &&
+                    !(model.model.graph.node(node.inputs[2].producer).op == StringView("Absent"));
+        *work = (uint64_t)(st.batch * st.maps * w.out_size());
+        out->append("__kernel void %s(__global const float* x, __global const float* w, %s__global float* y) {\n", name,
+                    bias ? "__global const float* b, " : "");
+        out->append("    long g = get_global_id(0);\n    if (g >= %lldl) return;\n", ll((int64_t)*work));
+        out->append("    long o = g %% %lldl, m = g / %lldl %% %lldl, n = g / %lldl / %lldl;\n", ll(w.out_size()), ll(w.out_size()), ll(st.maps),
+                    ll(w.out_size()), ll(st.maps));
+        out->append("    long o0 = o / %lldl, o1 = o / %lldl %% %lldl, o2 = o %% %lldl;\n", ll(w.out[1] * w.out[2]), ll(w.out[2]), ll(w.out[1]), ll(w.out[2]));
+        out->append("    long i0 = o0 * %lldl - %lldl, i1 = o1 * %lldl - %lldl, i2 = o2 * %lldl - %lldl;\n", ll(w.stride[0]), ll(w.pad_begin[0]),
+                    ll(w.stride[1]), ll(w.pad_begin[1]), ll(w.stride[2]), ll(w.pad_begin[2]));
+        out->append("    float acc = 0.0f;\n    long group = m / %lldl;\n", ll(st.group_maps));
+        out->append("    for (long c = 0; c < %lldl; ++c) {\n", ll(st.group_channels));
+        out->append("        __global const float* xp = x + (n * %lldl + group * %lldl + c) * %lldl;\n", ll(st.channels), ll(st.group_channels), ll(w.in_size()));
+        out->append("        __global const float* wp = w + (m * %lldl + c) * %lldl;\n", ll(st.group_channels), ll(w.kernel_size()));
+        out->append("        for (long k0 = 0; k0 < %lldl; ++k0) {\n            long a0 = i0 + k0 * %lldl;\n            if (a0 < 0 || a0 >= %lldl) continue;\n",
+                    ll(w.kernel[0]), ll(w.dilation[0]), ll(w.in[0]));
+        out->append("            for (long k1 = 0; k1 < %lldl; ++k1) {\n                long a1 = i1 + k1 * %lldl;\n                if (a1 < 0 || a1 >= %lldl) continue;\n",
+                    ll(w.kernel[1]), ll(w.dilation[1]), ll(w.in[1]));
+        out->append("                for (long k2 = 0; k2 < %lldl; ++k2) {\n                    long a2 = i2 + k2 * %lldl;\n"
+                    "                    if (a2 < 0 || a2 >= %lldl) continue;\n",
+                    ll(w.kernel[2]), ll(w.dilation[2]), ll(w.in[2]));
+        out->append("                    acc = fma(xp[(a0 * %lldl + a1) * %lldl + a2], wp[(k0 * %lldl + k1) * %lldl + k2], acc);\n", ll(w.in[1]), ll(w.in[2]),
+                    ll(w.kernel[1]), ll(w.kernel[2]));
+        out->append("                }\n            }\n        }\n    }\n    y[g] = acc%s;\n}\n", bias ? " + b[m]" : "");
+        return Status::Ok;
+    }
+    if (node.op == StringView("Gemm")) {
+        const GemmState& st = *static_cast<const GemmState*>(state);
+        *work = (uint64_t)(st.m * st.n);
+        out->append("__kernel void %s(__global const float* a, __global const float* b, %s__global float* y) {\n", name,
+                    st.has_c ? "__global const float* c, " : "");
+        out->append("    long g = get_global_id(0);\n    if (g >= %lldl) return;\n    long i = g / %lldl, j = g %% %lldl;\n    float acc = 0.0f;\n",
+                    ll((int64_t)*work), ll(st.n), ll(st.n));
+        char a_at[64], b_at[64];
+        if (st.trans_a) std::snprintf(a_at, sizeof a_at, "k * %lldl + i", ll(st.m));
+        else std::snprintf(a_at, sizeof a_at, "i * %lldl + k", ll(st.k));
+        if (st.trans_b) std::snprintf(b_at, sizeof b_at, "j * %lldl + k", ll(st.k));
+        else std::snprintf(b_at, sizeof b_at, "k * %lldl + j", ll(st.n));
+        out->append("    for (long k = 0; k < %lldl; ++k) acc = fma(a[%s], b[%s], acc);\n", ll(st.k), a_at, b_at);
+        out->append("    float v = (float)%.17g * acc;\n", (double)st.alpha);
+        if (st.has_c) out->append("    v += (float)%.17g * c[i * %lldl + j * %lldl];\n", (double)st.beta, ll(st.c_row), ll(st.c_col));
+        out->append("    y[g] = v;\n}\n");
+        return Status::Ok;
+    }
+    if (node.op == StringView("MaxPool") || node.op == StringView("AveragePool")) {
+        const PoolState& st = *static_cast<const PoolState*>(state);
+        const Window& w = st.w;
+        if (node.num_outputs != 1) return Status::Unsupported;
+        *work = (uint64_t)(st.planes * w.out_size());
+        out->append("__kernel void %s(__global const float* x, __global float* y) {\n", name);
+        out->append("    long g = get_global_id(0);\n    if (g >= %lldl) return;\n", ll((int64_t)*work));
+        out->append("    long o = g %% %lldl;\n    __global const float* xp = x + g / %lldl * %lldl;\n", ll(w.out_size()), ll(w.out_size()), ll(w.in_size()));
+        out->append("    long at[3] = {o / %lldl, o / %lldl %% %lldl, o %% %lldl};\n", ll(w.out[1] * w.out[2]), ll(w.out[2]), ll(w.out[1]), ll(w.out[2]));
+        out->append("    const long in[3] = {%lldl, %lldl, %lldl}, taps[3] = {%lldl, %lldl, %lldl}, stride[3] = {%lldl, %lldl, %lldl};\n",
+                    ll(w.in[0]), ll(w.in[1]), ll(w.in[2]), ll(w.kernel[0]), ll(w.kernel[1]), ll(w.kernel[2]), ll(w.stride[0]), ll(w.stride[1]),
+                    ll(w.stride[2]));
+        out->append("    const long dilation[3] = {%lldl, %lldl, %lldl}, pad_begin[3] = {%lldl, %lldl, %lldl}, pad_end[3] = {%lldl, %lldl, %lldl};\n",
+                    ll(w.dilation[0]), ll(w.dilation[1]), ll(w.dilation[2]), ll(w.pad_begin[0]), ll(w.pad_begin[1]), ll(w.pad_begin[2]),
+                    ll(w.pad_end[0]), ll(w.pad_end[1]), ll(w.pad_end[2]));
+        // The reference's walk: valid taps per dim, the padded count for count_include_pad.
+        out->append("    long start[3], first[3], last[3], padded = 1;\n"
+                    "    for (int d = 0; d < 3; ++d) {\n"
+                    "        start[d] = at[d] * stride[d] - pad_begin[d];\n"
+                    "        long f = 0, l = taps[d], inside = 0;\n"
+                    "        while (f < l && start[d] + f * dilation[d] < 0) ++f;\n"
+                    "        while (l > f && start[d] + (l - 1) * dilation[d] >= in[d]) --l;\n"
+                    "        for (long k = 0; k < taps[d]; ++k) inside += start[d] + k * dilation[d] < in[d] + pad_end[d];\n"
+                    "        first[d] = f; last[d] = l; padded *= inside;\n"
+                    "    }\n"
+                    "    float best = -INFINITY, sum = 0.0f;\n    long count = 0;\n"
+                    "    for (long k0 = first[0]; k0 < last[0]; ++k0)\n"
+                    "        for (long k1 = first[1]; k1 < last[1]; ++k1) {\n"
+                    "            long row = ((start[0] + k0 * dilation[0]) * in[1] + start[1] + k1 * dilation[1]) * in[2];\n"
+                    "            for (long k2 = first[2]; k2 < last[2]; ++k2) {\n"
+                    "                float v = xp[row + start[2] + k2 * dilation[2]];\n"
+                    "                if (v > best || count == 0) best = v;\n"
+                    "                sum += v;\n                ++count;\n"
+                    "            }\n        }\n");
+        if (st.max) out->append("    y[g] = best;\n}\n");
+        else out->append("    long divisor = %s;\n    y[g] = divisor ? sum / (float)divisor : 0.0f;\n}\n", st.count_include_pad ? "padded" : "count");
+        return Status::Ok;
+    }
+    if (node.op == StringView("GlobalAveragePool") || node.op == StringView("GlobalMaxPool")) {
+        const NormState& st = *static_cast<const NormState*>(state);
+        bool max = node.op == StringView("GlobalMaxPool");
+        *work = (uint64_t)st.outer;
+        out->append("__kernel void %s(__global const float* x, __global float* y) {\n", name);
+        out->append("    long g = get_global_id(0);\n    if (g >= %lldl) return;\n    __global const float* xp = x + g * %lldl;\n", ll(st.outer), ll(st.inner));
+        out->append("    float acc = %s;\n    for (long i = 0; i < %lldl; ++i) acc = %s;\n", max ? "-INFINITY" : "0.0f", ll(st.inner),
+                    max ? "xp[i] > acc ? xp[i] : acc" : "acc + xp[i]");
+        if (max) out->append("    y[g] = acc;\n}\n");
+        else out->append("    y[g] = acc / (float)%lld;\n}\n", ll(st.inner));
+        return Status::Ok;
+    }
+    if (node.op == StringView("Softmax") || node.op == StringView("LogSoftmax")) {
+        const SoftmaxState& st = *static_cast<const SoftmaxState*>(state);
+        *work = (uint64_t)(st.outer * st.inner);
+        // In place (y may be x): each work-item reads its line before it writes it.
+        out->append("__kernel void %s(__global const float* x, __global float* y) {\n", name);
+        out->append("    long line = get_global_id(0);\n    if (line >= %lldl) return;\n", ll((int64_t)*work));
+        out->append("    long base = line / %lldl * %lldl + line %% %lldl;\n", ll(st.inner), ll(st.count * st.inner), ll(st.inner));
+        out->append("    float top = -INFINITY, sum = 0.0f;\n"
+                    "    for (long i = 0; i < %lldl; ++i) top = x[base + i * %lldl] > top ? x[base + i * %lldl] : top;\n"
+                    "    for (long i = 0; i < %lldl; ++i) sum += exp(x[base + i * %lldl] - top);\n",
+                    ll(st.count), ll(st.inner), ll(st.inner), ll(st.count), ll(st.inner));
+        if (st.log)
+            out->append("    float shift = log(sum);\n    for (long i = 0; i < %lldl; ++i) y[base + i * %lldl] = x[base + i * %lldl] - top - shift;\n}\n",
+                        ll(st.count), ll(st.inner), ll(st.inner));
+        else
+            out->append("    float scale = 1.0f / sum;\n    for (long i = 0; i < %lldl; ++i) y[base + i * %lldl] = exp(x[base + i * %lldl] - top) * scale;\n}\n",
+                        ll(st.count), ll(st.inner), ll(st.inner));
+        return Status::Ok;
+    }
+    return Status::Unsupported;
 }
 
 }  // namespace detail
