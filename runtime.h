@@ -2748,7 +2748,7 @@ inline const char* opencl_error_name(cl_int e) {
 const ConfigKey kGpuKeys[] = {{"PLATFORM", "auto"}, {"DEVICE", "auto"}, {"PERF_COUNT", "NO"}};
 
 inline bool gpu_node_op(StringView op);   // >>opencl kernels
-inline Status gpu_node_kernel(const PreparedModel& model, NodeId id, const char* name, OpenClSource* out, uint64_t* work);
+inline Status gpu_node_kernel(const PreparedModel& model, NodeId id, const char* name, OpenClSource* out, uint64_t* work, uint64_t* grid);
 
 inline bool gpu_claims(const PreparedModel& model, NodeId id) {
     const Graph& g = model.model.graph;
@@ -2786,9 +2786,11 @@ public:
     ReferenceProgram* islands = nullptr;   // steps, reads and writes, bodies
     cl_kernel* kernels = nullptr;          // per step
     uint64_t* work = nullptr;              // global work size per step
+    uint64_t* grid = nullptr;              // 3 per step: a 3-D global size, or 0 for 1-D of work[step]
     Arena arena;
     OpenClSource source;
     mutable std::mutex mutex;              // kernel arguments are per kernel object
+    static constexpr size_t kGroupRow = 16;
 
     ~GpuProgram() override {
         if (api) {
@@ -2838,8 +2840,15 @@ public:
         }
         if (e == CL_SUCCESS) {
             what = "clEnqueueNDRangeKernel";
-            size_t global = (size_t)work[i];
-            e = api->clEnqueueNDRangeKernel(queue, kernels[i], 1, nullptr, &global, nullptr, 0, nullptr, nullptr);
+            size_t global[3] = {(size_t)work[i], 1, 1};
+            cl_uint dims = 1;
+            size_t local[3] = {kGroupRow, 1, 1};   // a row of positions per work-group (the kernel skips the excess)
+            if (grid[3 * i]) {
+                dims = 3;
+                for (int d = 0; d < 3; ++d) global[d] = (size_t)grid[3 * i + d];
+                global[0] = (global[0] + kGroupRow - 1) / kGroupRow * kGroupRow;
+            }
+            e = api->clEnqueueNDRangeKernel(queue, kernels[i], dims, nullptr, global, dims == 3 ? local : nullptr, 0, nullptr, nullptr);
         }
         // Mapping each output brings its bytes to the host memory (a no-op when shared).
         for (uint32_t k = (uint32_t)step.reads.size; k < count && e == CL_SUCCESS; ++k) {
@@ -3148,8 +3157,10 @@ inline Status GpuDevice::compile_program(GpuProgram* p, const PreparedModel& mod
     ReferenceProgram& r = *p->islands;
     p->kernels = p->arena.allocate_array<cl_kernel>(r.count + 1);
     p->work = p->arena.allocate_array<uint64_t>(r.count + 1);
-    if (!p->kernels || !p->work) return fail(Status::OutOfMemory, "out of memory");
+    p->grid = p->arena.allocate_array<uint64_t>(3 * r.count + 3);
+    if (!p->kernels || !p->work || !p->grid) return fail(Status::OutOfMemory, "out of memory");
     for (uint32_t i = 0; i <= r.count; ++i) { p->kernels[i] = nullptr; p->work[i] = 0; }
+    for (uint32_t i = 0; i < 3 * r.count + 3; ++i) p->grid[i] = 0;
     print_opencl_prelude(&p->source);
     char name[64];
     for (uint32_t i = 0; i < r.count; ++i) {
@@ -3159,7 +3170,7 @@ inline Status GpuDevice::compile_program(GpuProgram* p, const PreparedModel& mod
             if (!gpu_node_op(node.op) || r.units[i].run || r.units[i].snippet || r.steps_[i].writes.size != 1)
                 return fail(Status::Unsupported, "GPU: node '%.*s' (op %.*s) is neither an elementwise island nor a GPU kernel",
                             (int)node.name.size, node.name.data, (int)node.op.size, node.op.data);
-            s = gpu_node_kernel(model, r.steps_[i].node, name, &p->source, &p->work[i]);
+            s = gpu_node_kernel(model, r.steps_[i].node, name, &p->source, &p->work[i], &p->grid[3 * i]);
             if (s != Status::Ok)
                 return fail(s, "GPU: node '%.*s' (op %.*s): no OpenCL kernel for it", (int)node.name.size, node.name.data, (int)node.op.size,
                             node.op.data);
@@ -7077,7 +7088,8 @@ inline bool gpu_node_op(StringView op) {
            op == StringView("LogSoftmax");
 }
 
-inline Status gpu_node_kernel(const PreparedModel& model, NodeId id, const char* name, OpenClSource* out, uint64_t* work) {
+inline Status gpu_node_kernel(const PreparedModel& model, NodeId id, const char* name, OpenClSource* out, uint64_t* work, uint64_t* grid) {
+    grid[0] = grid[1] = grid[2] = 0;   // 0: one dimension of *work items
     const Node& node = model.model.graph.node(id);
     const void* state = model.kernel_state(id);
     if (!state || model.kernel(id) != find_builtin_kernel(node.op)) return Status::Unsupported;
@@ -7087,29 +7099,40 @@ inline Status gpu_node_kernel(const PreparedModel& model, NodeId id, const char*
         const Window& w = st.w;
         bool bias = node.num_inputs > 2 && node.inputs[2].producer != kNoNode &&
                     !(model.model.graph.node(node.inputs[2].producer).op == StringView("Absent"));
-        *work = (uint64_t)(st.batch * st.maps * w.out_size());
+        // Work-items: output position (dim 0, so neighbours share the map and its weights),
+        // output map, image. int offsets: a tensor has fewer than 2^31 elements (Limits).
+        grid[0] = (uint64_t)w.out_size();
+        grid[1] = (uint64_t)st.maps;
+        grid[2] = (uint64_t)st.batch;
+        *work = grid[0] * grid[1] * grid[2];
         out->append("__kernel void %s(__global const float* x, __global const float* w, %s__global float* y) {\n", name,
                     bias ? "__global const float* b, " : "");
-        out->append("    long g = get_global_id(0);\n    if (g >= %lldl) return;\n", ll((int64_t)*work));
-        out->append("    long o = g %% %lldl, m = g / %lldl %% %lldl, n = g / %lldl / %lldl;\n", ll(w.out_size()), ll(w.out_size()), ll(st.maps),
-                    ll(w.out_size()), ll(st.maps));
-        out->append("    long o0 = o / %lldl, o1 = o / %lldl %% %lldl, o2 = o %% %lldl;\n", ll(w.out[1] * w.out[2]), ll(w.out[2]), ll(w.out[1]), ll(w.out[2]));
-        out->append("    long i0 = o0 * %lldl - %lldl, i1 = o1 * %lldl - %lldl, i2 = o2 * %lldl - %lldl;\n", ll(w.stride[0]), ll(w.pad_begin[0]),
-                    ll(w.stride[1]), ll(w.pad_begin[1]), ll(w.stride[2]), ll(w.pad_begin[2]));
-        out->append("    float acc = 0.0f;\n    long group = m / %lldl;\n", ll(st.group_maps));
-        out->append("    for (long c = 0; c < %lldl; ++c) {\n", ll(st.group_channels));
-        out->append("        __global const float* xp = x + (n * %lldl + group * %lldl + c) * %lldl;\n", ll(st.channels), ll(st.group_channels), ll(w.in_size()));
-        out->append("        __global const float* wp = w + (m * %lldl + c) * %lldl;\n", ll(st.group_channels), ll(w.kernel_size()));
-        out->append("        for (long k0 = 0; k0 < %lldl; ++k0) {\n            long a0 = i0 + k0 * %lldl;\n            if (a0 < 0 || a0 >= %lldl) continue;\n",
-                    ll(w.kernel[0]), ll(w.dilation[0]), ll(w.in[0]));
-        out->append("            for (long k1 = 0; k1 < %lldl; ++k1) {\n                long a1 = i1 + k1 * %lldl;\n                if (a1 < 0 || a1 >= %lldl) continue;\n",
-                    ll(w.kernel[1]), ll(w.dilation[1]), ll(w.in[1]));
-        out->append("                for (long k2 = 0; k2 < %lldl; ++k2) {\n                    long a2 = i2 + k2 * %lldl;\n"
-                    "                    if (a2 < 0 || a2 >= %lldl) continue;\n",
-                    ll(w.kernel[2]), ll(w.dilation[2]), ll(w.in[2]));
-        out->append("                    acc = fma(xp[(a0 * %lldl + a1) * %lldl + a2], wp[(k0 * %lldl + k1) * %lldl + k2], acc);\n", ll(w.in[1]), ll(w.in[2]),
-                    ll(w.kernel[1]), ll(w.kernel[2]));
-        out->append("                }\n            }\n        }\n    }\n    y[g] = acc%s;\n}\n", bias ? " + b[m]" : "");
+        out->append("    int o = get_global_id(0), m = get_global_id(1), n = get_global_id(2);\n    if (o >= %d) return;\n", (int)w.out_size());
+        out->append("    int o0 = o / %d, o1 = o / %d %% %d, o2 = o %% %d;\n", (int)(w.out[1] * w.out[2]), (int)w.out[2], (int)w.out[1], (int)w.out[2]);
+        out->append("    int i0 = o0 * %d - %d, i1 = o1 * %d - %d, i2 = o2 * %d - %d;\n", (int)w.stride[0], (int)w.pad_begin[0],
+                    (int)w.stride[1], (int)w.pad_begin[1], (int)w.stride[2], (int)w.pad_begin[2]);
+        out->append("    float acc = 0.0f;\n");
+        out->append("    __global const float* xp = x + (n * %d + m / %d * %d) * %d;\n", (int)st.channels, (int)st.group_maps, (int)st.group_channels,
+                    (int)w.in_size());
+        out->append("    __global const float* wp = w + m * %d;\n", (int)(st.group_channels * w.kernel_size()));
+        if (w.kernel_size() == 1) {   // 1x1: one tap per channel
+            out->append("    int at = (i0 * %d + i1) * %d + i2;\n", (int)w.in[1], (int)w.in[2]);
+            out->append("    bool inside = i0 >= 0 && i0 < %d && i1 >= 0 && i1 < %d && i2 >= 0 && i2 < %d;\n", (int)w.in[0], (int)w.in[1], (int)w.in[2]);
+            out->append("    if (inside) for (int c = 0; c < %d; ++c) acc = fma(xp[c * %d + at], wp[c], acc);\n", (int)st.group_channels, (int)w.in_size());
+        } else {
+            out->append("    for (int c = 0; c < %d; ++c, xp += %d, wp += %d) {\n", (int)st.group_channels, (int)w.in_size(), (int)w.kernel_size());
+            out->append("        for (int k0 = 0; k0 < %d; ++k0) {\n            int a0 = i0 + k0 * %d;\n            if (a0 < 0 || a0 >= %d) continue;\n",
+                        (int)w.kernel[0], (int)w.dilation[0], (int)w.in[0]);
+            out->append("            for (int k1 = 0; k1 < %d; ++k1) {\n                int a1 = i1 + k1 * %d;\n                if (a1 < 0 || a1 >= %d) continue;\n",
+                        (int)w.kernel[1], (int)w.dilation[1], (int)w.in[1]);
+            out->append("                for (int k2 = 0; k2 < %d; ++k2) {\n                    int a2 = i2 + k2 * %d;\n"
+                        "                    if (a2 < 0 || a2 >= %d) continue;\n",
+                        (int)w.kernel[2], (int)w.dilation[2], (int)w.in[2]);
+            out->append("                    acc = fma(xp[(a0 * %d + a1) * %d + a2], wp[(k0 * %d + k1) * %d + k2], acc);\n", (int)w.in[1], (int)w.in[2],
+                        (int)w.kernel[1], (int)w.kernel[2]);
+            out->append("                }\n            }\n        }\n    }\n");
+        }
+        out->append("    y[(n * %d + m) * %d + o] = acc%s;\n}\n", (int)st.maps, (int)w.out_size(), bias ? " + b[m]" : "");
         return Status::Ok;
     }
     if (node.op == StringView("Gemm")) {
