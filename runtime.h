@@ -151,8 +151,18 @@
    walks at least 8 MiB runs in parts of at least 4 MiB), PERF_COUNT (YES/NO), FUSION
    (YES/NO), ISA (auto|ref|sse41|avx2|avx512|neon). TEMPLATE: SUPPORTED_OPS (comma list or
    *), PERF_COUNT. Metrics: AVAILABLE_DEVICES, FULL_DEVICE_NAME, SUPPORTED_METRICS,
-   SUPPORTED_CONFIG_KEYS, OPTIMIZATION_CAPABILITIES. compile_model also takes
-   SHAPE_CACHE_SIZE (1..1024, default 8): the plans of other input-shape signatures a model
+   SUPPORTED_CONFIG_KEYS, OPTIMIZATION_CAPABILITIES.
+   GPU (an OpenCL device: libOpenCL.so.1 opened with dlopen at first use, so nothing links
+   against OpenCL; TESSEL_OPENCL_LIBRARY names another loader; TESSEL_NO_OPENCL, or no
+   CL/cl.h at build time, leaves it out): PLATFORM and DEVICE (auto or an index), PERF_COUNT;
+   metrics AVAILABLE (YES, or NO: the reason), PLATFORM_NAME, OPENCL_VERSION, DRIVER_VERSION,
+   COMPUTE_UNITS, GLOBAL_MEMORY, HOST_UNIFIED_MEMORY. The Core always lists it; without a
+   driver it is unavailable (compiling on "GPU" is Unsupported with the reason) and a HETERO
+   list goes on without it. It runs the elementwise islands (printed from the body IR as
+   OpenCL C, bit for bit the interpreter's), Conv, Gemm, MaxPool, AveragePool, the global
+   pools, Softmax and LogSoftmax; a HETERO list's next device takes the rest (each kernel
+   runs on buffers over the request's memory, zero-copy where the device shares it).
+   compile_model also takes SHAPE_CACHE_SIZE (1..1024, default 8): the plans of other input-shape signatures a model
    with free input dims keeps, the least recently used evicted. A config key given to compile_model lasts
    for that compile: "DEVICE:KEY" sets one device, "KEY" every listed device. Unknown devices
    and keys are NotFound. A user device implements Device (see docs/plugin-guide.md)
@@ -5261,6 +5271,10 @@ Status Core::import_job(void* job_pointer, const void* payload, size_t size, voi
         if (!r.ok || count > n) return fail(Status::ParseError, "blob: malformed partition");
         m->subgraph_device[k] = nullptr;
         for (uint32_t d = 0; d < job.count; ++d) if (job.list[d]->name() == device) m->subgraph_device[k] = job.list[d];
+        Device* missing = m->subgraph_device[k] ? nullptr : this->device(device);
+        if (missing && missing->check_available() != Status::Ok)   // listed, but its driver is not here (HETERO left it out)
+            return fail(Status::Unsupported, "blob: subgraph %u runs on device %.*s, which is not available: %s", k, (int)device.size,
+                        device.data, missing->last_error());
         if (!m->subgraph_device[k]) return fail(Status::ParseError, "blob: subgraph %u names device %.*s, not in the list", k, (int)device.size, device.data);
         NodeId* nodes = m->arena.allocate_array<NodeId>(count + 1);
         if (!nodes) return fail(Status::OutOfMemory, "out of memory");
