@@ -2801,6 +2801,7 @@ public:
     OpenClSource source;
     mutable std::mutex mutex;              // kernel arguments are per kernel object
     static constexpr size_t kGroupRow = 16;
+    static constexpr uint64_t kHostStep = ~0ull;   // work[] of a step its reference kernel runs
 
     ~GpuProgram() override {
         if (api) {
@@ -2819,6 +2820,7 @@ public:
     Status run_step(uint32_t i, const StepContext& context_) const override {
         const ProgramStep& step = islands->steps_[i];
         if (work[i] == 0) return Status::Ok;   // an empty tensor: nothing to compute
+        if (work[i] == kHostStep) return islands->run_step(i, context_);
         std::lock_guard<std::mutex> lock(mutex);
         cl_mem buffers[2 * kSnippetMaxArgs] = {};
         uint32_t count = 0;
@@ -3176,8 +3178,17 @@ inline Status GpuDevice::compile_program(GpuProgram* p, const PreparedModel& mod
     for (uint32_t i = 0; i < r.count; ++i) {
         const Node& node = g.node(r.steps_[i].node);
         std::snprintf(name, sizeof name, "step%u", i);
+        if (!r.units[i].body && !gpu_node_op(node.op)) {
+            // An elementwise node the island builder left unfused (Max with one input, a Neg
+            // of a constant): its reference kernel runs on the host memory the buffers wrap.
+            std::snprintf(name, sizeof name, "host:%s", r.steps_[i].kernel);
+            r.steps_[i].kernel = r.arena.copy_string(StringView(name)).data;
+            if (!r.steps_[i].kernel) return fail(Status::OutOfMemory, "out of memory");
+            p->work[i] = GpuProgram::kHostStep;
+            continue;
+        }
         if (!r.units[i].body) {   // a node kernel: the step must be the node alone, as the island builder left it
-            if (!gpu_node_op(node.op) || r.units[i].run || r.units[i].snippet || r.steps_[i].writes.size != 1)
+            if (r.units[i].run || r.units[i].snippet || r.steps_[i].writes.size != 1)
                 return fail(Status::Unsupported, "GPU: node '%.*s' (op %.*s) is neither an elementwise island nor a GPU kernel",
                             (int)node.name.size, node.name.data, (int)node.op.size, node.op.data);
             s = gpu_node_kernel(model, r.steps_[i].node, name, &p->source, &p->work[i], &p->grid[3 * i]);
@@ -3221,6 +3232,7 @@ inline Status GpuDevice::compile_program(GpuProgram* p, const PreparedModel& mod
     s = opencl_build(api_, context_, device_, p->source.text(), p->source.size(), &p->program, log, sizeof log);
     if (s != Status::Ok) return fail(s, "GPU: %s", log);
     for (uint32_t i = 0; i < r.count; ++i) {
+        if (p->work[i] == GpuProgram::kHostStep) continue;
         std::snprintf(name, sizeof name, "step%u", i);
         p->kernels[i] = api_->clCreateKernel(p->program, name, &e);
         if (!p->kernels[i] || e != CL_SUCCESS) { p->kernels[i] = nullptr; return fail(Status::IoError, "GPU: clCreateKernel %s: %s", name, opencl_error_name(e)); }
