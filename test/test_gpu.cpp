@@ -131,9 +131,12 @@ TEST_CASE("gpu: listed by every Core, with the driver's metrics or the reason it
 }
 
 TEST_CASE("gpu: without an OpenCL loader the GPU is unavailable and HETERO:GPU,CPU runs on CPU") {
+    const char* before = std::getenv("TESSEL_OPENCL_LIBRARY");   // set under sanitizers: put it back after
+    std::string saved = before ? before : "";
     setenv("TESSEL_OPENCL_LIBRARY", "libOpenCL-missing-for-tessel-test.so.1", 1);
     Core core;
-    unsetenv("TESSEL_OPENCL_LIBRARY");
+    if (before) setenv("TESSEL_OPENCL_LIBRARY", saved.c_str(), 1);
+    else unsetenv("TESSEL_OPENCL_LIBRARY");
     Device* gpu = core.device("GPU");
     REQUIRE(gpu != nullptr);
     CHECK(gpu->check_available() == Status::Unsupported);
