@@ -32,6 +32,7 @@
    >>prepared model                   PreparedModel: what every device compiles
    >>core                             Core: compile_model, reshape, import_model, query_model
    >>compiled model                   CompiledModel: requests, export, placement
+   >>gpu                              gpu_build_check: an OpenCL C program built on the GPU device
    >>infer request                    InferRequest: inputs, outputs, infer, start_async
    >>tensor files                     TensorProto files; write_onnx
    >>templates                        create<T>, destroy<T>
@@ -45,6 +46,8 @@
    >>reference program                a program of reference kernel steps
    >>template device                  TEMPLATE: reference kernels, SUPPORTED_OPS
    >>cpu device                       CPU: fused elementwise islands (snippets.h)
+   >>opencl loader                    libOpenCL.so.1 by dlopen: OpenClApi, error names
+   >>gpu device                       GPU: OpenCL islands printed from the body IR, availability, metrics
    >>compiled model implementation    CompiledModel::Impl, write_summary
    >>dynamic shapes                   free input dims: a plan per input-shape signature, cached
    >>stages                           data-dependent shapes: a model cut where shapes wait for run-time values
@@ -75,6 +78,7 @@
    >>pooling                          MaxPool, AveragePool
    >>global pooling                   GlobalAveragePool, GlobalMaxPool
    >>softmax                          Softmax, LogSoftmax
+   >>opencl kernels                   the GPU's node kernels as OpenCL C: Conv, Gemm, pools, Softmax
    >>reductions                       ReduceMean/Sum/Max/Min/Prod/L2
    >>argmax                           ArgMax, ArgMin
    >>resize                           Resize
@@ -157,8 +161,18 @@
    walks at least 8 MiB runs in parts of at least 4 MiB), PERF_COUNT (YES/NO), FUSION
    (YES/NO), ISA (auto|ref|sse41|avx2|avx512|neon). TEMPLATE: SUPPORTED_OPS (comma list or
    *), PERF_COUNT. Metrics: AVAILABLE_DEVICES, FULL_DEVICE_NAME, SUPPORTED_METRICS,
-   SUPPORTED_CONFIG_KEYS, OPTIMIZATION_CAPABILITIES. compile_model also takes
-   SHAPE_CACHE_SIZE (1..1024, default 8): the plans of other input-shape signatures a model
+   SUPPORTED_CONFIG_KEYS, OPTIMIZATION_CAPABILITIES.
+   GPU (an OpenCL device: libOpenCL.so.1 opened with dlopen at first use, so nothing links
+   against OpenCL; TESSEL_OPENCL_LIBRARY names another loader; TESSEL_NO_OPENCL, or no
+   CL/cl.h at build time, leaves it out): PLATFORM and DEVICE (auto or an index), PERF_COUNT;
+   metrics AVAILABLE (YES, or NO: the reason), PLATFORM_NAME, OPENCL_VERSION, DRIVER_VERSION,
+   COMPUTE_UNITS, GLOBAL_MEMORY, HOST_UNIFIED_MEMORY. The Core always lists it; without a
+   driver it is unavailable (compiling on "GPU" is Unsupported with the reason) and a HETERO
+   list goes on without it. It runs the elementwise islands (printed from the body IR as
+   OpenCL C, bit for bit the interpreter's), Conv, Gemm, MaxPool, AveragePool, the global
+   pools, Softmax and LogSoftmax; a HETERO list's next device takes the rest (each kernel
+   runs on buffers over the request's memory, zero-copy where the device shares it).
+   compile_model also takes SHAPE_CACHE_SIZE (1..1024, default 8): the plans of other input-shape signatures a model
    with free input dims keeps, the least recently used evicted. A config key given to compile_model lasts
    for that compile: "DEVICE:KEY" sets one device, "KEY" every listed device. Unknown devices
    and keys are NotFound. A user device implements Device (see docs/plugin-guide.md)
@@ -789,6 +803,12 @@ private:
     mutable char error_[kErrorMessageBytes] = {};
 };
 
+// >>gpu
+// Builds OpenCL C `source` on `core`'s GPU device (to check a kernel by hand, and for the
+// tests): Ok, Unsupported with the driver's build log in `log` when it does not build (or
+// with the reason when the GPU is not available).
+Status gpu_build_check(Core& core, StringView source, char* log, size_t log_size);
+
 // >>infer request
 class InferRequest {
 public:
@@ -888,6 +908,17 @@ void destroy(T* object) {
 #include <emmintrin.h>
 #elif defined(__ARM_NEON)
 #include <arm_neon.h>
+#endif
+// The GPU device (>>opencl loader): compiled in when the Khronos headers are there.
+#if !defined(TESSEL_NO_OPENCL) && defined(__has_include)
+#if __has_include(<CL/cl.h>) && __has_include(<dlfcn.h>)
+#define TESSEL_HAS_OPENCL 1
+#ifndef CL_TARGET_OPENCL_VERSION
+#define CL_TARGET_OPENCL_VERSION 120
+#endif
+#include <CL/cl.h>
+#include <dlfcn.h>
+#endif
 #endif
 #ifdef TESSEL_USE_MICROPROFILE
 #include <microprofile.h>
@@ -2860,6 +2891,584 @@ inline Status CpuDevice::build_cpu(ReferenceProgram* p, const PreparedModel& mod
     return Status::Ok;
 }
 
+// >>opencl loader
+// libOpenCL.so.1 (the ICD loader) opened with dlopen at run time: nothing links against
+// OpenCL, and a machine without a driver only loses the GPU device. The entry points are
+// loaded once per library path and never unloaded (programs keep calling them).
+#ifdef TESSEL_HAS_OPENCL
+#define TESSEL_OPENCL_FUNCTIONS(X)                                                                          \
+    X(clGetPlatformIDs) X(clGetPlatformInfo) X(clGetDeviceIDs) X(clGetDeviceInfo) X(clCreateContext)        \
+    X(clRetainContext) X(clReleaseContext) X(clCreateCommandQueue) X(clReleaseCommandQueue)                  \
+    X(clCreateProgramWithSource) X(clCreateProgramWithBinary) X(clBuildProgram) X(clGetProgramBuildInfo)     \
+    X(clGetProgramInfo) X(clReleaseProgram) X(clCreateKernel) X(clReleaseKernel) X(clSetKernelArg)           \
+    X(clCreateBuffer) X(clReleaseMemObject) X(clRetainMemObject) X(clEnqueueNDRangeKernel) X(clEnqueueMapBuffer)                  \
+    X(clEnqueueUnmapMemObject) X(clFinish) X(clGetEventProfilingInfo) X(clReleaseEvent) X(clWaitForEvents)
+
+struct OpenClApi {
+#define TESSEL_OPENCL_POINTER(name) decltype(&::name) name = nullptr;
+    TESSEL_OPENCL_FUNCTIONS(TESSEL_OPENCL_POINTER)
+#undef TESSEL_OPENCL_POINTER
+    char path[256] = {};
+    bool loaded = false;
+    char error[256] = {};
+};
+
+// The API of `library` (loaded at the first call), or nullptr with the reason in `error`.
+inline const OpenClApi* opencl_api(const char* library, char* error, size_t error_size) {
+    static OpenClApi apis[4];
+    static std::mutex mutex;
+    std::lock_guard<std::mutex> lock(mutex);
+    OpenClApi* api = nullptr;
+    for (OpenClApi& a : apis)
+        if (!std::strcmp(a.path, library) || !a.path[0]) { api = &a; break; }
+    if (!api) { std::snprintf(error, error_size, "too many OpenCL libraries"); return nullptr; }
+    if (!api->path[0]) {
+        std::snprintf(api->path, sizeof api->path, "%s", library);
+        void* handle = dlopen(library, RTLD_NOW | RTLD_LOCAL);
+        if (!handle) {
+            const char* why = dlerror();
+            std::snprintf(api->error, sizeof api->error, "cannot load %s (%s): no OpenCL ICD loader installed", library, why ? why : "dlopen failed");
+        } else {
+            bool complete = true;
+#define TESSEL_OPENCL_LOAD(name)                                                                                \
+    api->name = reinterpret_cast<decltype(&::name)>(dlsym(handle, #name));                                       \
+    if (!api->name && complete) {                                                                                \
+        complete = false;                                                                                        \
+        std::snprintf(api->error, sizeof api->error, "%s has no %s", library, #name);                            \
+    }
+            TESSEL_OPENCL_FUNCTIONS(TESSEL_OPENCL_LOAD)
+#undef TESSEL_OPENCL_LOAD
+            api->loaded = complete;
+        }
+    }
+    if (!api->loaded) { std::snprintf(error, error_size, "%s", api->error); return nullptr; }
+    return api;
+}
+
+inline const char* opencl_error_name(cl_int e) {
+    switch (e) {
+        case CL_DEVICE_NOT_FOUND: return "CL_DEVICE_NOT_FOUND";
+        case CL_DEVICE_NOT_AVAILABLE: return "CL_DEVICE_NOT_AVAILABLE";
+        case CL_MEM_OBJECT_ALLOCATION_FAILURE: return "CL_MEM_OBJECT_ALLOCATION_FAILURE";
+        case CL_OUT_OF_RESOURCES: return "CL_OUT_OF_RESOURCES";
+        case CL_OUT_OF_HOST_MEMORY: return "CL_OUT_OF_HOST_MEMORY";
+        case CL_BUILD_PROGRAM_FAILURE: return "CL_BUILD_PROGRAM_FAILURE";
+        case CL_INVALID_VALUE: return "CL_INVALID_VALUE";
+        case CL_INVALID_PLATFORM: return "CL_INVALID_PLATFORM";
+        case CL_INVALID_DEVICE: return "CL_INVALID_DEVICE";
+        case CL_INVALID_CONTEXT: return "CL_INVALID_CONTEXT";
+        case CL_INVALID_COMMAND_QUEUE: return "CL_INVALID_COMMAND_QUEUE";
+        case CL_INVALID_MEM_OBJECT: return "CL_INVALID_MEM_OBJECT";
+        case CL_INVALID_KERNEL_ARGS: return "CL_INVALID_KERNEL_ARGS";
+        case CL_INVALID_WORK_GROUP_SIZE: return "CL_INVALID_WORK_GROUP_SIZE";
+        case CL_INVALID_BUFFER_SIZE: return "CL_INVALID_BUFFER_SIZE";
+        case CL_INVALID_HOST_PTR: return "CL_INVALID_HOST_PTR";
+        case CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST: return "CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST";
+        case -1001: return "CL_PLATFORM_NOT_FOUND_KHR";
+        default: return "OpenCL error";
+    }
+}
+#endif  // TESSEL_HAS_OPENCL
+
+// >>gpu device
+// GPU: an OpenCL device (a GPU when the platform has one, else its first device: PoCL's CPU
+// device on a machine without a GPU). Always listed by the Core; without a driver it answers
+// check_available with the reason, and HETERO leaves it out of the device list. The driver is
+// opened at the first question (metric, availability, compile), not when the Core is made.
+// What it claims: the elementwise snippet ops, fused into islands exactly as the CPU fuses
+// them, each island one OpenCL C kernel printed from its body (print_opencl_kernel), and the
+// node kernels of >>opencl kernels (Conv, Gemm, pools, Softmax); all the kernels of a
+// subgraph are one program, built once at compile time. Layout ops and the rest go to the
+// next device of a HETERO list.
+// Config: PLATFORM and DEVICE (auto or an index), PERF_COUNT. Metrics beside the common ones:
+// AVAILABLE (YES, or NO: the reason), PLATFORM_NAME, OPENCL_VERSION, DRIVER_VERSION,
+// COMPUTE_UNITS, GLOBAL_MEMORY (bytes), HOST_UNIFIED_MEMORY (YES/NO).
+const ConfigKey kGpuKeys[] = {{"PLATFORM", "auto"}, {"DEVICE", "auto"}, {"PERF_COUNT", "NO"}};
+
+inline bool gpu_node_op(StringView op);   // >>opencl kernels
+inline Status gpu_node_kernel(const PreparedModel& model, NodeId id, const char* name, OpenClSource* out, uint64_t* work, uint64_t* grid);
+
+inline bool gpu_claims(const PreparedModel& model, NodeId id) {
+    const Graph& g = model.model.graph;
+    const Node& node = g.node(id);
+    SnippetOp op;
+    bool node_kernel = gpu_node_op(node.op);
+    if (!node_kernel && snippet_op_from_name(node.op, &op) != Status::Ok) return false;
+    // The node kernels read the prepared state of the built-in kernel (not an extension's).
+    if (node_kernel && (model.kernel(id) != find_builtin_kernel(node.op) || !model.kernel_state(id))) return false;
+    if (node.num_outputs != 1 || model.value_desc(model.value_id(id, 0)).type != ElementType::Float32) return false;
+    for (uint32_t i = 0; i < node.num_inputs; ++i) {
+        if (node_kernel && g.node(node.inputs[i].producer).op == StringView("Absent")) continue;
+        if (model.value_desc(model.value_id(node.inputs[i].producer, node.inputs[i].port)).type != ElementType::Float32) return false;
+    }
+    return true;
+}
+
+#ifdef TESSEL_HAS_OPENCL
+// The CPU device's island builder, reached through a subclass: the GPU fuses what the CPU
+// fuses, then prints each island's body as OpenCL C instead of JIT-compiling it.
+struct IslandBuilder : CpuDevice {
+    IslandBuilder() {
+        ignore_status(set_config("ISA", "ref"));   // the interpreter: no JIT work for bodies the GPU prints
+    }
+    using CpuDevice::build_cpu;
+};
+
+class GpuProgram : public DeviceProgram {
+public:
+    const OpenClApi* api = nullptr;
+    cl_context context = nullptr;
+    cl_device_id device = nullptr;
+    cl_command_queue queue = nullptr;
+    cl_program program = nullptr;
+    ReferenceProgram* islands = nullptr;   // steps, reads and writes, bodies
+    cl_kernel* kernels = nullptr;          // per step
+    uint64_t* work = nullptr;              // global work size per step
+    uint64_t* grid = nullptr;              // 3 per step: a 3-D global size, or 0 for 1-D of work[step]
+    Arena arena;
+    OpenClSource source;
+    mutable std::mutex mutex;              // kernel arguments are per kernel object
+    static constexpr size_t kGroupRow = 16;
+    static constexpr uint64_t kHostStep = ~0ull;   // work[] of a step its reference kernel runs
+
+    ~GpuProgram() override {
+        if (api) {
+            for (uint32_t i = 0; kernels && islands && i < islands->count; ++i) if (kernels[i]) api->clReleaseKernel(kernels[i]);
+            if (program) api->clReleaseProgram(program);
+            if (queue) api->clReleaseCommandQueue(queue);
+            if (context) api->clReleaseContext(context);
+        }
+        destroy(islands);
+    }
+    Span<const ProgramStep> steps() const override { return islands->steps(); }
+    Status export_payload(WriteFn write, void* user) const override {
+        write(user, "GPU1", 4);
+        return Status::Ok;
+    }
+    Status run_step(uint32_t i, const StepContext& context_) const override {
+        const ProgramStep& step = islands->steps_[i];
+        if (work[i] == 0) return Status::Ok;   // an empty tensor: nothing to compute
+        if (work[i] == kHostStep) return islands->run_step(i, context_);
+        std::lock_guard<std::mutex> lock(mutex);
+        cl_mem buffers[2 * kSnippetMaxArgs] = {};
+        uint32_t count = 0;
+        cl_int e = CL_SUCCESS;
+        const char* what = "clCreateBuffer";
+        // Buffers over the request's own memory: zero-copy where the device shares memory
+        // with the CPU, copied by the driver at the map below otherwise.
+        for (uint32_t k = 0; k < step.reads.size + step.writes.size && e == CL_SUCCESS; ++k) {
+            bool write = k >= step.reads.size;
+            uint32_t value = write ? step.writes[k - step.reads.size] : step.reads[k];
+            uint64_t elements = 0;
+            desc_elements(islands->model->value_desc(value), &elements);
+            // An output in place of an input (Softmax) is the input's buffer: one object per memory.
+            uint32_t same = k;
+            for (uint32_t j = 0; j < step.reads.size && write; ++j)
+                if (context_.values[step.reads[j]] == context_.values[value]) same = j;
+            if (same != k) {
+                buffers[k] = buffers[same];
+                api->clRetainMemObject(buffers[k]);
+            } else {
+                bool read_write = write;
+                for (uint32_t j = 0; j < step.writes.size && !write; ++j)
+                    if (context_.values[step.writes[j]] == context_.values[value]) read_write = true;
+                buffers[k] = api->clCreateBuffer(context, (read_write ? CL_MEM_READ_WRITE : CL_MEM_READ_ONLY) | CL_MEM_USE_HOST_PTR,
+                                                 (size_t)(elements ? elements : 1) * 4, context_.values[value], &e);
+            }
+            if (e == CL_SUCCESS) ++count;
+            if (e == CL_SUCCESS) e = api->clSetKernelArg(kernels[i], k, sizeof(cl_mem), &buffers[k]);
+        }
+        if (e == CL_SUCCESS) {
+            what = "clEnqueueNDRangeKernel";
+            size_t global[3] = {(size_t)work[i], 1, 1};
+            cl_uint dims = 1;
+            size_t local[3] = {kGroupRow, 1, 1};   // a row of positions per work-group (the kernel skips the excess)
+            if (grid[3 * i]) {
+                dims = 3;
+                for (int d = 0; d < 3; ++d) global[d] = (size_t)grid[3 * i + d];
+                global[0] = (global[0] + kGroupRow - 1) / kGroupRow * kGroupRow;
+            }
+            e = api->clEnqueueNDRangeKernel(queue, kernels[i], dims, nullptr, global, dims == 3 ? local : nullptr, 0, nullptr, nullptr);
+        }
+        // Mapping each output brings its bytes to the host memory (a no-op when shared).
+        for (uint32_t k = (uint32_t)step.reads.size; k < count && e == CL_SUCCESS; ++k) {
+            what = "clEnqueueMapBuffer";
+            uint64_t elements = 0;
+            desc_elements(islands->model->value_desc(step.writes[k - step.reads.size]), &elements);
+            void* mapped = api->clEnqueueMapBuffer(queue, buffers[k], CL_TRUE, CL_MAP_READ, 0, (size_t)(elements ? elements : 1) * 4,
+                                                   0, nullptr, nullptr, &e);
+            if (e == CL_SUCCESS) e = api->clEnqueueUnmapMemObject(queue, buffers[k], mapped, 0, nullptr, nullptr);
+        }
+        if (e == CL_SUCCESS) { what = "clFinish"; e = api->clFinish(queue); }
+        for (uint32_t k = 0; k < count; ++k) api->clReleaseMemObject(buffers[k]);
+        if (e != CL_SUCCESS) {
+            if (context_.error) std::snprintf(context_.error, kErrorMessageBytes, "GPU: %s failed: %s (%d)", what, opencl_error_name(e), (int)e);
+            return Status::IoError;
+        }
+        return Status::Ok;
+    }
+};
+#endif  // TESSEL_HAS_OPENCL
+
+class GpuDevice : public BuiltinDevice {
+public:
+    // `library`: the OpenCL ICD loader to open; by default TESSEL_OPENCL_LIBRARY from the
+    // environment when the device is made, else libOpenCL.so.1 (tests name a missing one).
+    explicit GpuDevice(const char* library = nullptr) : BuiltinDevice("GPU", "OpenCL device", kGpuKeys, 3) {
+        if (!library || !library[0]) library = std::getenv("TESSEL_OPENCL_LIBRARY");
+        copy_text(library_, sizeof library_, library && library[0] ? library : "libOpenCL.so.1");
+    }
+    ~GpuDevice() override { release(); }
+
+    Status check_available() override {
+        open();
+        if (!available_) return fail(Status::Unsupported, "%s", reason_);
+        return Status::Ok;
+    }
+
+    Status get_metric(StringView key, StringView* value) override {
+        if (key == StringView("SUPPORTED_METRICS"))
+            return give("AVAILABLE_DEVICES FULL_DEVICE_NAME SUPPORTED_METRICS SUPPORTED_CONFIG_KEYS OPTIMIZATION_CAPABILITIES "
+                        "AVAILABLE PLATFORM_NAME OPENCL_VERSION DRIVER_VERSION COMPUTE_UNITS GLOBAL_MEMORY HOST_UNIFIED_MEMORY",
+                        value);
+        if (key == StringView("SUPPORTED_CONFIG_KEYS") || key == StringView("OPTIMIZATION_CAPABILITIES"))
+            return BuiltinDevice::get_metric(key, value);
+        open();
+        char text[512];
+        if (key == StringView("AVAILABLE")) {
+            std::snprintf(text, sizeof text, available_ ? "YES" : "NO: %s", reason_);
+            return give(text, value);
+        }
+        if (key == StringView("FULL_DEVICE_NAME")) {
+            if (!available_) std::snprintf(text, sizeof text, "OpenCL device (unavailable: %s)", reason_);
+            else std::snprintf(text, sizeof text, "%s (%s)", device_name_, platform_name_);
+            return give(text, value);
+        }
+        if (key == StringView("AVAILABLE_DEVICES")) {
+            size_t k = 0;
+            text[0] = 0;
+            for (uint32_t i = 0; available_ && i < device_count_ && k < sizeof text - 8; ++i)
+                k += (size_t)std::snprintf(text + k, sizeof text - k, "%s%u", i ? " " : "", i);
+            return give(text, value);
+        }
+        if (!available_ &&
+            (key == StringView("PLATFORM_NAME") || key == StringView("OPENCL_VERSION") || key == StringView("DRIVER_VERSION") ||
+             key == StringView("COMPUTE_UNITS") || key == StringView("GLOBAL_MEMORY") || key == StringView("HOST_UNIFIED_MEMORY")))
+            return fail(Status::Unsupported, "GPU: %s", reason_);
+        if (key == StringView("PLATFORM_NAME")) return give(platform_name_, value);
+        if (key == StringView("OPENCL_VERSION")) return give(opencl_version_, value);
+        if (key == StringView("DRIVER_VERSION")) return give(driver_version_, value);
+        if (key == StringView("COMPUTE_UNITS")) { std::snprintf(text, sizeof text, "%u", compute_units_); return give(text, value); }
+        if (key == StringView("GLOBAL_MEMORY")) {
+            std::snprintf(text, sizeof text, "%llu", (unsigned long long)global_memory_);
+            return give(text, value);
+        }
+        if (key == StringView("HOST_UNIFIED_MEMORY")) return give(unified_ ? "YES" : "NO", value);
+        return BuiltinDevice::get_metric(key, value);
+    }
+
+    Status set_config(StringView key, StringView value) override {
+        StringView old;
+        bool choice = key == StringView("PLATFORM") || key == StringView("DEVICE");
+        if (choice && get_config(key, &old) == Status::Ok && old == value) return Status::Ok;
+        TESSEL_TRY(BuiltinDevice::set_config(key, value));
+        if (choice) release();   // opened again with the new choice at the next question
+        return Status::Ok;
+    }
+
+    Status query_model(const PreparedModel& model, uint8_t* supported) override {
+        const Graph& g = model.model.graph;
+        open();
+        for (uint32_t i = 0; i < g.node_count(); ++i)
+            supported[i] = is_free_op(g.node(i).op) || (available_ && gpu_claims(model, i)) ? 1 : 0;
+        return Status::Ok;
+    }
+
+    Status compile_subgraph(const PreparedModel& model, Span<const NodeId> nodes, DeviceProgram** program) override;
+    Status build_check(StringView source, char* log, size_t log_size);
+
+protected:
+    Status check_config(StringView key, StringView value) override {
+        bool yes;
+        uint32_t index;
+        if (key == StringView("PERF_COUNT") && !parse_yes_no(value, &yes)) return fail(Status::InvalidArgument, "GPU: PERF_COUNT must be YES or NO");
+        if ((key == StringView("PLATFORM") || key == StringView("DEVICE")) && !(value == StringView("auto")) &&
+            !parse_count(value, 0, 255, &index))
+            return fail(Status::InvalidArgument, "GPU: %.*s must be auto or an index from 0 to 255", (int)key.size, key.data);
+        return Status::Ok;
+    }
+    bool op_allowed(StringView) const override { return true; }
+    const char* capabilities() const override { return "FP32 FUSED_ELEMENTWISE CONV GEMM POOLING SOFTMAX"; }
+    Status check_payload(const void* payload, size_t size) override {
+        if (size != 4 || std::memcmp(payload, "GPU1", 4) != 0) return fail(Status::ParseError, "GPU: bad payload");
+        return Status::Ok;
+    }
+
+private:
+    void open();
+    void release();
+#ifdef TESSEL_HAS_OPENCL
+    Status compile_program(GpuProgram* p, const PreparedModel& model, Span<const NodeId> nodes);
+#endif
+    char library_[256] = {};
+    bool opened_ = false, available_ = false, unified_ = false;
+    char reason_[256] = {};
+    char device_name_[128] = {}, platform_name_[128] = {}, opencl_version_[128] = {}, driver_version_[128] = {};
+    uint32_t compute_units_ = 0, device_count_ = 0;
+    uint64_t global_memory_ = 0;
+#ifdef TESSEL_HAS_OPENCL
+    const OpenClApi* api_ = nullptr;
+    cl_platform_id platform_ = nullptr;
+    cl_device_id device_ = nullptr;
+    cl_context context_ = nullptr;
+#endif
+};
+
+#ifdef TESSEL_HAS_OPENCL
+inline void GpuDevice::release() {
+    if (api_ && context_) api_->clReleaseContext(context_);
+    context_ = nullptr;
+    opened_ = available_ = false;
+}
+
+inline void GpuDevice::open() {
+    if (opened_) return;
+    opened_ = true;
+    available_ = false;
+    api_ = opencl_api(library_, reason_, sizeof reason_);
+    if (!api_) return;
+    cl_platform_id platforms[16];
+    cl_uint platform_count = 0;
+    cl_int e = api_->clGetPlatformIDs(16, platforms, &platform_count);
+    if (e != CL_SUCCESS || platform_count == 0) {
+        std::snprintf(reason_, sizeof reason_, "no OpenCL platform: the ICD loader found no driver (%s)",
+                      e != CL_SUCCESS ? opencl_error_name(e) : "none listed");
+        return;
+    }
+    if (platform_count > 16) platform_count = 16;
+    uint32_t want_platform = 0, want_device = 0;
+    bool auto_platform = !parse_count(config("PLATFORM"), 0, 255, &want_platform);
+    bool auto_device = !parse_count(config("DEVICE"), 0, 255, &want_device);
+    if (!auto_platform && want_platform >= platform_count) {
+        std::snprintf(reason_, sizeof reason_, "PLATFORM %u: the driver lists %u platform(s)", want_platform, platform_count);
+        return;
+    }
+    // auto: the first platform with a GPU, else the first with any device.
+    cl_device_id devices[16];
+    cl_uint device_count = 0;
+    int chosen = -1;
+    for (int pass = 0; pass < 2 && chosen < 0; ++pass)
+        for (cl_uint p = 0; p < platform_count && chosen < 0; ++p) {
+            if (!auto_platform && p != want_platform) continue;
+            cl_uint n = 0;
+            if (api_->clGetDeviceIDs(platforms[p], pass == 0 ? CL_DEVICE_TYPE_GPU : CL_DEVICE_TYPE_ALL, 0, nullptr, &n) == CL_SUCCESS && n > 0)
+                chosen = (int)p;
+        }
+    if (chosen < 0) { std::snprintf(reason_, sizeof reason_, "the OpenCL platform has no device"); return; }
+    platform_ = platforms[chosen];
+    e = api_->clGetDeviceIDs(platform_, CL_DEVICE_TYPE_ALL, 16, devices, &device_count);
+    if (e != CL_SUCCESS || device_count == 0) { std::snprintf(reason_, sizeof reason_, "clGetDeviceIDs: %s", opencl_error_name(e)); return; }
+    if (device_count > 16) device_count = 16;
+    device_count_ = device_count;
+    uint32_t index = 0;
+    if (!auto_device) {
+        if (want_device >= device_count) {
+            std::snprintf(reason_, sizeof reason_, "DEVICE %u: the platform lists %u device(s)", want_device, device_count);
+            return;
+        }
+        index = want_device;
+    } else {
+        for (uint32_t i = 0; i < device_count; ++i) {
+            cl_device_type type = 0;
+            if (api_->clGetDeviceInfo(devices[i], CL_DEVICE_TYPE, sizeof type, &type, nullptr) == CL_SUCCESS && (type & CL_DEVICE_TYPE_GPU)) { index = i; break; }
+        }
+    }
+    device_ = devices[index];
+    api_->clGetPlatformInfo(platform_, CL_PLATFORM_NAME, sizeof platform_name_ - 1, platform_name_, nullptr);
+    api_->clGetDeviceInfo(device_, CL_DEVICE_NAME, sizeof device_name_ - 1, device_name_, nullptr);
+    api_->clGetDeviceInfo(device_, CL_DEVICE_VERSION, sizeof opencl_version_ - 1, opencl_version_, nullptr);
+    api_->clGetDeviceInfo(device_, CL_DRIVER_VERSION, sizeof driver_version_ - 1, driver_version_, nullptr);
+    cl_uint units = 0;
+    cl_ulong memory = 0;
+    cl_bool unified = CL_FALSE;
+    api_->clGetDeviceInfo(device_, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof units, &units, nullptr);
+    api_->clGetDeviceInfo(device_, CL_DEVICE_GLOBAL_MEM_SIZE, sizeof memory, &memory, nullptr);
+    api_->clGetDeviceInfo(device_, CL_DEVICE_HOST_UNIFIED_MEMORY, sizeof unified, &unified, nullptr);
+    compute_units_ = units;
+    global_memory_ = memory;
+    unified_ = unified == CL_TRUE;
+    context_ = api_->clCreateContext(nullptr, 1, &device_, nullptr, nullptr, &e);
+    if (!context_ || e != CL_SUCCESS) {
+        context_ = nullptr;
+        std::snprintf(reason_, sizeof reason_, "clCreateContext on %s: %s", device_name_, opencl_error_name(e));
+        return;
+    }
+    available_ = true;
+    reason_[0] = 0;
+}
+
+inline Status GpuDevice::compile_subgraph(const PreparedModel& model, Span<const NodeId> nodes, DeviceProgram** program) {
+    *program = nullptr;
+    open();
+    if (!available_) return fail(Status::Unsupported, "GPU is not available: %s", reason_);
+    const Graph& g = model.model.graph;
+    for (NodeId id : nodes)
+        if (!is_free_op(g.node(id).op) && !gpu_claims(model, id))
+            return fail(Status::Unsupported, "GPU cannot run node '%.*s' (op %.*s)", (int)g.node(id).name.size, g.node(id).name.data,
+                        (int)g.node(id).op.size, g.node(id).op.data);
+    GpuProgram* p = create<GpuProgram>();
+    if (!p) return fail(Status::OutOfMemory, "out of memory");
+    Status s = compile_program(p, model, nodes);
+    if (s != Status::Ok) { destroy(p); return s; }
+    *program = p;
+    return Status::Ok;
+}
+#else
+inline void GpuDevice::release() {}
+inline void GpuDevice::open() {
+    opened_ = true;
+    std::snprintf(reason_, sizeof reason_, "this build has no OpenCL (TESSEL_NO_OPENCL, or no CL/cl.h when it was compiled)");
+}
+inline Status GpuDevice::compile_subgraph(const PreparedModel&, Span<const NodeId>, DeviceProgram** program) {
+    *program = nullptr;
+    return fail(Status::Unsupported, "GPU is not available: %s", reason_);
+}
+inline Status GpuDevice::build_check(StringView, char* log, size_t log_size) {
+    open();
+    std::snprintf(log, log_size, "GPU is not available: %s", reason_);
+    return Status::Unsupported;
+}
+#endif  // TESSEL_HAS_OPENCL
+
+#ifdef TESSEL_HAS_OPENCL
+// Builds `source` for `device`: Unsupported with the driver's build log when it does not build.
+inline Status opencl_build(const OpenClApi* api, cl_context context, cl_device_id device, const char* source, size_t size,
+                           cl_program* out, char* error, size_t error_size) {
+    *out = nullptr;
+    cl_int e = CL_SUCCESS;
+    cl_program program = api->clCreateProgramWithSource(context, 1, &source, &size, &e);
+    if (!program || e != CL_SUCCESS) {
+        std::snprintf(error, error_size, "clCreateProgramWithSource: %s", opencl_error_name(e));
+        return Status::Unsupported;
+    }
+    // Correctly rounded division and sqrt where the device offers them: the body's results
+    // then equal the interpreter's.
+    cl_device_fp_config fp = 0;
+    api->clGetDeviceInfo(device, CL_DEVICE_SINGLE_FP_CONFIG, sizeof fp, &fp, nullptr);
+    const char* options = (fp & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) ? "-cl-fp32-correctly-rounded-divide-sqrt" : "";
+    e = api->clBuildProgram(program, 1, &device, options, nullptr, nullptr);
+    if (e != CL_SUCCESS) {
+        int k = std::snprintf(error, error_size, "the OpenCL program did not build (%s): ", opencl_error_name(e));
+        // The driver gives the whole log or nothing: read it whole, keep what fits.
+        size_t log_size = 0;
+        api->clGetProgramBuildInfo(program, device, CL_PROGRAM_BUILD_LOG, 0, nullptr, &log_size);
+        char* whole = log_size ? static_cast<char*>(TESSEL_MALLOC(log_size + 1)) : nullptr;
+        if (whole && api->clGetProgramBuildInfo(program, device, CL_PROGRAM_BUILD_LOG, log_size, whole, nullptr) == CL_SUCCESS) {
+            whole[log_size] = 0;
+            if (k > 0 && (size_t)k < error_size) std::snprintf(error + k, error_size - (size_t)k, "%s", whole);
+        }
+        TESSEL_FREE(whole);
+        api->clReleaseProgram(program);
+        return Status::Unsupported;
+    }
+    *out = program;
+    return Status::Ok;
+}
+
+inline Status GpuDevice::build_check(StringView source, char* log, size_t log_size) {
+    open();
+    if (!available_) { std::snprintf(log, log_size, "GPU is not available: %s", reason_); return Status::Unsupported; }
+    cl_program program = nullptr;
+    TESSEL_TRY(opencl_build(api_, context_, device_, source.data, source.size, &program, log, log_size));
+    api_->clReleaseProgram(program);
+    if (log_size) log[0] = 0;
+    return Status::Ok;
+}
+
+inline Status GpuDevice::compile_program(GpuProgram* p, const PreparedModel& model, Span<const NodeId> nodes) {
+    const Graph& g = model.model.graph;
+    IslandBuilder* builder = create<IslandBuilder>();
+    p->islands = create<ReferenceProgram>();
+    if (!builder || !p->islands) { destroy(builder); return fail(Status::OutOfMemory, "out of memory"); }
+    Status s = builder->build_cpu(p->islands, model, nodes);
+    if (s != Status::Ok) ignore_status(fail(s, "GPU: %s", builder->last_error()));
+    destroy(builder);
+    TESSEL_TRY(s);
+    ReferenceProgram& r = *p->islands;
+    p->kernels = p->arena.allocate_array<cl_kernel>(r.count + 1);
+    p->work = p->arena.allocate_array<uint64_t>(r.count + 1);
+    p->grid = p->arena.allocate_array<uint64_t>(3 * r.count + 3);
+    if (!p->kernels || !p->work || !p->grid) return fail(Status::OutOfMemory, "out of memory");
+    for (uint32_t i = 0; i <= r.count; ++i) { p->kernels[i] = nullptr; p->work[i] = 0; }
+    for (uint32_t i = 0; i < 3 * r.count + 3; ++i) p->grid[i] = 0;
+    print_opencl_prelude(&p->source);
+    char name[64];
+    for (uint32_t i = 0; i < r.count; ++i) {
+        const Node& node = g.node(r.steps_[i].node);
+        std::snprintf(name, sizeof name, "step%u", i);
+        if (!r.units[i].body && !gpu_node_op(node.op)) {
+            // An elementwise node the island builder left unfused (Max with one input, a Neg
+            // of a constant): its reference kernel runs on the host memory the buffers wrap.
+            std::snprintf(name, sizeof name, "host:%s", r.steps_[i].kernel);
+            r.steps_[i].kernel = r.arena.copy_string(StringView(name)).data;
+            if (!r.steps_[i].kernel) return fail(Status::OutOfMemory, "out of memory");
+            p->work[i] = GpuProgram::kHostStep;
+            continue;
+        }
+        if (!r.units[i].body) {   // a node kernel: the step must be the node alone, as the island builder left it
+            if (r.units[i].run || r.units[i].snippet || r.steps_[i].writes.size != 1)
+                return fail(Status::Unsupported, "GPU: node '%.*s' (op %.*s) is neither an elementwise island nor a GPU kernel",
+                            (int)node.name.size, node.name.data, (int)node.op.size, node.op.data);
+            s = gpu_node_kernel(model, r.steps_[i].node, name, &p->source, &p->work[i], &p->grid[3 * i]);
+            if (s != Status::Ok)
+                return fail(s, "GPU: node '%.*s' (op %.*s): no OpenCL kernel for it", (int)node.name.size, node.name.data, (int)node.op.size,
+                            node.op.data);
+            // Optional inputs left out are not kernel arguments.
+            uint32_t* reads = r.arena.allocate_array<uint32_t>(r.steps_[i].reads.size + 1);
+            if (!reads) return fail(Status::OutOfMemory, "out of memory");
+            uint32_t kept = 0;
+            for (uint32_t k = 0; k < node.num_inputs && k < r.steps_[i].reads.size; ++k)
+                if (!(g.node(node.inputs[k].producer).op == StringView("Absent"))) reads[kept++] = r.steps_[i].reads[k];
+            r.steps_[i].reads = Span<const uint32_t>(reads, kept);
+            std::snprintf(name, sizeof name, "opencl:%.*s", (int)node.op.size, node.op.data);
+            r.steps_[i].kernel = r.arena.copy_string(StringView(name)).data;
+            r.steps_[i].scratch_bytes = 0;
+            if (!r.steps_[i].kernel) return fail(Status::OutOfMemory, "out of memory");
+            continue;
+        }
+        s = print_opencl_kernel(*r.units[i].body, name, &p->source, &p->work[i]);
+        if (s != Status::Ok) return fail(s, "GPU: node '%.*s': cannot print its island as OpenCL C", (int)node.name.size, node.name.data);
+        // "snippet:ref:N" becomes "opencl:N": N nodes fused into one kernel.
+        const char* fused = std::strrchr(r.steps_[i].kernel, ':');
+        std::snprintf(name, sizeof name, "opencl:%s", fused ? fused + 1 : "1");
+        r.steps_[i].kernel = r.arena.copy_string(StringView(name)).data;
+        r.steps_[i].scratch_bytes = 0;
+        if (!r.steps_[i].kernel) return fail(Status::OutOfMemory, "out of memory");
+    }
+    if (p->source.failed()) return fail(Status::OutOfMemory, "out of memory printing the OpenCL program");
+    p->api = api_;
+    p->device = device_;
+    p->context = context_;
+    api_->clRetainContext(context_);
+    bool profile = false;
+    parse_yes_no(config("PERF_COUNT"), &profile);
+    cl_int e = CL_SUCCESS;
+    p->queue = api_->clCreateCommandQueue(context_, device_, profile ? CL_QUEUE_PROFILING_ENABLE : 0, &e);
+    if (!p->queue || e != CL_SUCCESS) { p->queue = nullptr; return fail(Status::IoError, "GPU: clCreateCommandQueue: %s", opencl_error_name(e)); }
+    if (r.count == 0) return Status::Ok;
+    char log[kErrorMessageBytes];
+    s = opencl_build(api_, context_, device_, p->source.text(), p->source.size(), &p->program, log, sizeof log);
+    if (s != Status::Ok) return fail(s, "GPU: %s", log);
+    for (uint32_t i = 0; i < r.count; ++i) {
+        if (p->work[i] == GpuProgram::kHostStep) continue;
+        std::snprintf(name, sizeof name, "step%u", i);
+        p->kernels[i] = api_->clCreateKernel(p->program, name, &e);
+        if (!p->kernels[i] || e != CL_SUCCESS) { p->kernels[i] = nullptr; return fail(Status::IoError, "GPU: clCreateKernel %s: %s", name, opencl_error_name(e)); }
+    }
+    return Status::Ok;
+}
+#endif  // TESSEL_HAS_OPENCL
+
 }  // namespace detail
 
 // >>compiled model implementation
@@ -3348,6 +3957,7 @@ inline Status build_schedule(CompiledModel::Impl* m, char* error) {
 struct Core::Impl {
     detail::CpuDevice cpu;
     detail::TemplateDevice template_device;
+    detail::GpuDevice gpu;        // listed even when unavailable; opens its driver at first use
     Device* devices[detail::kMaxDevices] = {};
     uint32_t count = 0;
     std::mutex compile_mutex;   // compiles change device config for their duration
@@ -3358,6 +3968,7 @@ Core::Core() {
     if (!impl_) return;   // every call then fails with OutOfMemory
     impl_->devices[impl_->count++] = &impl_->cpu;
     impl_->devices[impl_->count++] = &impl_->template_device;
+    impl_->devices[impl_->count++] = &impl_->gpu;
 }
 Core::~Core() { destroy(impl_); }
 
@@ -3384,6 +3995,13 @@ Device* Core::device(StringView name) const {
     return nullptr;
 }
 uint32_t Core::device_count() const { return impl_ ? impl_->count : 0; }
+
+Status gpu_build_check(Core& core, StringView source, char* log, size_t log_size) {
+    if (log_size) log[0] = 0;
+    Device* gpu = core.device("GPU");   // always the built-in one: register_device refuses a second GPU
+    if (!gpu) return Status::OutOfMemory;
+    return static_cast<detail::GpuDevice*>(gpu)->build_check(source, log, log_size);
+}
 Device* Core::device_at(uint32_t i) const { return impl_ && i < impl_->count ? impl_->devices[i] : nullptr; }
 
 // >>compile
@@ -3402,6 +4020,7 @@ struct CompileJob {   // what compile_model and import_model share
     Device* list[kMaxDevices];
     uint32_t count = 0;
     bool hetero = false;
+    bool skipped_unavailable = false;       // HETERO left out a device without its driver
     detail::SavedConfig* saved = nullptr;   // restored at the end
     uint32_t saved_count = 0;
     // compile_model of a model with free input dims: the plan at every free dim = 1, plus
@@ -3448,11 +4067,17 @@ inline Status parse_device_string(StringView text, CompileJob* job) {
         start = i + 1;
         Device* d = job->core->device(name);
         if (!d) return job->fail(Status::NotFound, "unknown device '%.*s' in '%.*s'", (int)name.size, name.data, (int)text.size, text.data);
+        // A listed device whose driver is missing: HETERO goes on with the others.
+        if (job->hetero && d->check_available() != Status::Ok) { job->skipped_unavailable = true; continue; }
+        if (!job->hetero && d->check_available() != Status::Ok)
+            return job->fail(Status::Unsupported, "device %.*s is not available: %s", (int)name.size, name.data, d->last_error());
         for (uint32_t k = 0; k < job->count; ++k)
             if (job->list[k] == d) return job->fail(Status::InvalidArgument, "device %.*s is listed twice", (int)name.size, name.data);
         if (job->count == kMaxDevices) return job->fail(Status::LimitExceeded, "at most %u devices", kMaxDevices);
         job->list[job->count++] = d;
     }
+    if (job->count == 0 && job->skipped_unavailable)
+        return job->fail(Status::Unsupported, "no device of '%.*s' is available", (int)text.size, text.data);
     if (job->count == 0) return job->fail(Status::InvalidArgument, "no device in '%.*s'", (int)text.size, text.data);
     if (!job->hetero && job->count != 1)
         return job->fail(Status::InvalidArgument, "'%.*s': several devices need HETERO:", (int)text.size, text.data);
@@ -5432,6 +6057,10 @@ Status Core::import_job(void* job_pointer, const void* payload, size_t size, voi
         if (!r.ok || count > n) return fail(Status::ParseError, "blob: malformed partition");
         m->subgraph_device[k] = nullptr;
         for (uint32_t d = 0; d < job.count; ++d) if (job.list[d]->name() == device) m->subgraph_device[k] = job.list[d];
+        Device* missing = m->subgraph_device[k] ? nullptr : this->device(device);
+        if (missing && missing->check_available() != Status::Ok)   // listed, but its driver is not here (HETERO left it out)
+            return fail(Status::Unsupported, "blob: subgraph %u runs on device %.*s, which is not available: %s", k, (int)device.size,
+                        device.data, missing->last_error());
         if (!m->subgraph_device[k]) return fail(Status::ParseError, "blob: subgraph %u names device %.*s, not in the list", k, (int)device.size, device.data);
         NodeId* nodes = m->arena.allocate_array<NodeId>(count + 1);
         if (!nodes) return fail(Status::OutOfMemory, "out of memory");
@@ -7682,6 +8311,159 @@ inline Status run_softmax(const RunContext& c) {
         }
     });
     return Status::Ok;
+}
+
+}  // namespace detail
+
+namespace detail {
+
+// >>opencl kernels
+// The GPU's kernels for single nodes, printed as OpenCL C with the node's geometry (from its
+// prepared state) as constants: Conv (direct, any group, 1-3 spatial dims), Gemm, MaxPool and
+// AveragePool, GlobalAveragePool and GlobalMaxPool, Softmax and LogSoftmax. One work-item per
+// output element (per line for Softmax); sums in float with fma, so results differ from the
+// CPU's blocked GEMM by rounding only (the conformance tolerances).
+inline bool gpu_node_op(StringView op) {
+    return op == StringView("Conv") || op == StringView("Gemm") || op == StringView("MaxPool") || op == StringView("AveragePool") ||
+           op == StringView("GlobalAveragePool") || op == StringView("GlobalMaxPool") || op == StringView("Softmax") ||
+           op == StringView("LogSoftmax");
+}
+
+inline Status gpu_node_kernel(const PreparedModel& model, NodeId id, const char* name, OpenClSource* out, uint64_t* work, uint64_t* grid) {
+    grid[0] = grid[1] = grid[2] = 0;   // 0: one dimension of *work items
+    const Node& node = model.model.graph.node(id);
+    const void* state = model.kernel_state(id);
+    if (!state || model.kernel(id) != find_builtin_kernel(node.op)) return Status::Unsupported;
+    auto ll = [](int64_t v) { return (long long)v; };
+    if (node.op == StringView("Conv")) {
+        const ConvState& st = *static_cast<const ConvState*>(state);
+        const Window& w = st.w;
+        bool bias = node.num_inputs > 2 && node.inputs[2].producer != kNoNode &&
+                    !(model.model.graph.node(node.inputs[2].producer).op == StringView("Absent"));
+        // Work-items: output position (dim 0, so neighbours share the map and its weights),
+        // output map, image. int offsets: a tensor has fewer than 2^31 elements (Limits).
+        grid[0] = (uint64_t)w.out_size();
+        grid[1] = (uint64_t)st.maps;
+        grid[2] = (uint64_t)st.batch;
+        *work = grid[0] * grid[1] * grid[2];
+        out->append("__kernel void %s(__global const float* x, __global const float* w, %s__global float* y) {\n", name,
+                    bias ? "__global const float* b, " : "");
+        out->append("    int o = get_global_id(0), m = get_global_id(1), n = get_global_id(2);\n    if (o >= %d) return;\n", (int)w.out_size());
+        out->append("    int o0 = o / %d, o1 = o / %d %% %d, o2 = o %% %d;\n", (int)(w.out[1] * w.out[2]), (int)w.out[2], (int)w.out[1], (int)w.out[2]);
+        out->append("    int i0 = o0 * %d - %d, i1 = o1 * %d - %d, i2 = o2 * %d - %d;\n", (int)w.stride[0], (int)w.pad_begin[0],
+                    (int)w.stride[1], (int)w.pad_begin[1], (int)w.stride[2], (int)w.pad_begin[2]);
+        out->append("    float acc = 0.0f;\n");
+        out->append("    __global const float* xp = x + (n * %d + m / %d * %d) * %d;\n", (int)st.channels, (int)st.group_maps, (int)st.group_channels,
+                    (int)w.in_size());
+        out->append("    __global const float* wp = w + m * %d;\n", (int)(st.group_channels * w.kernel_size()));
+        if (w.kernel_size() == 1) {   // 1x1: one tap per channel
+            out->append("    int at = (i0 * %d + i1) * %d + i2;\n", (int)w.in[1], (int)w.in[2]);
+            out->append("    bool inside = i0 >= 0 && i0 < %d && i1 >= 0 && i1 < %d && i2 >= 0 && i2 < %d;\n", (int)w.in[0], (int)w.in[1], (int)w.in[2]);
+            out->append("    if (inside) for (int c = 0; c < %d; ++c) acc = fma(xp[c * %d + at], wp[c], acc);\n", (int)st.group_channels, (int)w.in_size());
+        } else {
+            out->append("    for (int c = 0; c < %d; ++c, xp += %d, wp += %d) {\n", (int)st.group_channels, (int)w.in_size(), (int)w.kernel_size());
+            out->append("        for (int k0 = 0; k0 < %d; ++k0) {\n            int a0 = i0 + k0 * %d;\n            if (a0 < 0 || a0 >= %d) continue;\n",
+                        (int)w.kernel[0], (int)w.dilation[0], (int)w.in[0]);
+            out->append("            for (int k1 = 0; k1 < %d; ++k1) {\n                int a1 = i1 + k1 * %d;\n                if (a1 < 0 || a1 >= %d) continue;\n",
+                        (int)w.kernel[1], (int)w.dilation[1], (int)w.in[1]);
+            out->append("                for (int k2 = 0; k2 < %d; ++k2) {\n                    int a2 = i2 + k2 * %d;\n"
+                        "                    if (a2 < 0 || a2 >= %d) continue;\n",
+                        (int)w.kernel[2], (int)w.dilation[2], (int)w.in[2]);
+            out->append("                    acc = fma(xp[(a0 * %d + a1) * %d + a2], wp[(k0 * %d + k1) * %d + k2], acc);\n", (int)w.in[1], (int)w.in[2],
+                        (int)w.kernel[1], (int)w.kernel[2]);
+            out->append("                }\n            }\n        }\n    }\n");
+        }
+        out->append("    y[(n * %d + m) * %d + o] = acc%s;\n}\n", (int)st.maps, (int)w.out_size(), bias ? " + b[m]" : "");
+        return Status::Ok;
+    }
+    if (node.op == StringView("Gemm")) {
+        const GemmState& st = *static_cast<const GemmState*>(state);
+        *work = (uint64_t)(st.m * st.n);
+        out->append("__kernel void %s(__global const float* a, __global const float* b, %s__global float* y) {\n", name,
+                    st.has_c ? "__global const float* c, " : "");
+        out->append("    long g = get_global_id(0);\n    if (g >= %lldl) return;\n    long i = g / %lldl, j = g %% %lldl;\n    float acc = 0.0f;\n",
+                    ll((int64_t)*work), ll(st.n), ll(st.n));
+        char a_at[64], b_at[64];
+        if (st.trans_a) std::snprintf(a_at, sizeof a_at, "k * %lldl + i", ll(st.m));
+        else std::snprintf(a_at, sizeof a_at, "i * %lldl + k", ll(st.k));
+        if (st.trans_b) std::snprintf(b_at, sizeof b_at, "j * %lldl + k", ll(st.k));
+        else std::snprintf(b_at, sizeof b_at, "k * %lldl + j", ll(st.n));
+        out->append("    for (long k = 0; k < %lldl; ++k) acc = fma(a[%s], b[%s], acc);\n", ll(st.k), a_at, b_at);
+        out->append("    float v = (float)%.17g * acc;\n", (double)st.alpha);
+        if (st.has_c) out->append("    v += (float)%.17g * c[i * %lldl + j * %lldl];\n", (double)st.beta, ll(st.c_row), ll(st.c_col));
+        out->append("    y[g] = v;\n}\n");
+        return Status::Ok;
+    }
+    if (node.op == StringView("MaxPool") || node.op == StringView("AveragePool")) {
+        const PoolState& st = *static_cast<const PoolState*>(state);
+        const Window& w = st.w;
+        if (node.num_outputs != 1) return Status::Unsupported;
+        *work = (uint64_t)(st.planes * w.out_size());
+        out->append("__kernel void %s(__global const float* x, __global float* y) {\n", name);
+        out->append("    long g = get_global_id(0);\n    if (g >= %lldl) return;\n", ll((int64_t)*work));
+        out->append("    long o = g %% %lldl;\n    __global const float* xp = x + g / %lldl * %lldl;\n", ll(w.out_size()), ll(w.out_size()), ll(w.in_size()));
+        out->append("    long at[3] = {o / %lldl, o / %lldl %% %lldl, o %% %lldl};\n", ll(w.out[1] * w.out[2]), ll(w.out[2]), ll(w.out[1]), ll(w.out[2]));
+        out->append("    const long in[3] = {%lldl, %lldl, %lldl}, taps[3] = {%lldl, %lldl, %lldl}, stride[3] = {%lldl, %lldl, %lldl};\n",
+                    ll(w.in[0]), ll(w.in[1]), ll(w.in[2]), ll(w.kernel[0]), ll(w.kernel[1]), ll(w.kernel[2]), ll(w.stride[0]), ll(w.stride[1]),
+                    ll(w.stride[2]));
+        out->append("    const long dilation[3] = {%lldl, %lldl, %lldl}, pad_begin[3] = {%lldl, %lldl, %lldl}, pad_end[3] = {%lldl, %lldl, %lldl};\n",
+                    ll(w.dilation[0]), ll(w.dilation[1]), ll(w.dilation[2]), ll(w.pad_begin[0]), ll(w.pad_begin[1]), ll(w.pad_begin[2]),
+                    ll(w.pad_end[0]), ll(w.pad_end[1]), ll(w.pad_end[2]));
+        // The reference's walk: valid taps per dim, the padded count for count_include_pad.
+        out->append("    long start[3], first[3], last[3], padded = 1;\n"
+                    "    for (int d = 0; d < 3; ++d) {\n"
+                    "        start[d] = at[d] * stride[d] - pad_begin[d];\n"
+                    "        long f = 0, l = taps[d], inside = 0;\n"
+                    "        while (f < l && start[d] + f * dilation[d] < 0) ++f;\n"
+                    "        while (l > f && start[d] + (l - 1) * dilation[d] >= in[d]) --l;\n"
+                    "        for (long k = 0; k < taps[d]; ++k) inside += start[d] + k * dilation[d] < in[d] + pad_end[d];\n"
+                    "        first[d] = f; last[d] = l; padded *= inside;\n"
+                    "    }\n"
+                    "    float best = -INFINITY, sum = 0.0f;\n    long count = 0;\n"
+                    "    for (long k0 = first[0]; k0 < last[0]; ++k0)\n"
+                    "        for (long k1 = first[1]; k1 < last[1]; ++k1) {\n"
+                    "            long row = ((start[0] + k0 * dilation[0]) * in[1] + start[1] + k1 * dilation[1]) * in[2];\n"
+                    "            for (long k2 = first[2]; k2 < last[2]; ++k2) {\n"
+                    "                float v = xp[row + start[2] + k2 * dilation[2]];\n"
+                    "                if (v > best || count == 0) best = v;\n"
+                    "                sum += v;\n                ++count;\n"
+                    "            }\n        }\n");
+        if (st.max) out->append("    y[g] = best;\n}\n");
+        else out->append("    long divisor = %s;\n    y[g] = divisor ? sum / (float)divisor : 0.0f;\n}\n", st.count_include_pad ? "padded" : "count");
+        return Status::Ok;
+    }
+    if (node.op == StringView("GlobalAveragePool") || node.op == StringView("GlobalMaxPool")) {
+        const NormState& st = *static_cast<const NormState*>(state);
+        bool max = node.op == StringView("GlobalMaxPool");
+        *work = (uint64_t)st.outer;
+        out->append("__kernel void %s(__global const float* x, __global float* y) {\n", name);
+        out->append("    long g = get_global_id(0);\n    if (g >= %lldl) return;\n    __global const float* xp = x + g * %lldl;\n", ll(st.outer), ll(st.inner));
+        out->append("    float acc = %s;\n    for (long i = 0; i < %lldl; ++i) acc = %s;\n", max ? "-INFINITY" : "0.0f", ll(st.inner),
+                    max ? "xp[i] > acc ? xp[i] : acc" : "acc + xp[i]");
+        if (max) out->append("    y[g] = acc;\n}\n");
+        else out->append("    y[g] = acc / (float)%lld;\n}\n", ll(st.inner));
+        return Status::Ok;
+    }
+    if (node.op == StringView("Softmax") || node.op == StringView("LogSoftmax")) {
+        const SoftmaxState& st = *static_cast<const SoftmaxState*>(state);
+        *work = (uint64_t)(st.outer * st.inner);
+        // In place (y may be x): each work-item reads its line before it writes it.
+        out->append("__kernel void %s(__global const float* x, __global float* y) {\n", name);
+        out->append("    long line = get_global_id(0);\n    if (line >= %lldl) return;\n", ll((int64_t)*work));
+        out->append("    long base = line / %lldl * %lldl + line %% %lldl;\n", ll(st.inner), ll(st.count * st.inner), ll(st.inner));
+        out->append("    float top = -INFINITY, sum = 0.0f;\n"
+                    "    for (long i = 0; i < %lldl; ++i) top = x[base + i * %lldl] > top ? x[base + i * %lldl] : top;\n"
+                    "    for (long i = 0; i < %lldl; ++i) sum += exp(x[base + i * %lldl] - top);\n",
+                    ll(st.count), ll(st.inner), ll(st.inner), ll(st.count), ll(st.inner));
+        if (st.log)
+            out->append("    float shift = log(sum);\n    for (long i = 0; i < %lldl; ++i) y[base + i * %lldl] = x[base + i * %lldl] - top - shift;\n}\n",
+                        ll(st.count), ll(st.inner), ll(st.inner));
+        else
+            out->append("    float scale = 1.0f / sum;\n    for (long i = 0; i < %lldl; ++i) y[base + i * %lldl] = exp(x[base + i * %lldl] - top) * scale;\n}\n",
+                        ll(st.count), ll(st.inner), ll(st.inner));
+        return Status::Ok;
+    }
+    return Status::Unsupported;
 }
 
 }  // namespace detail

@@ -151,6 +151,7 @@
        >>gemm                         Gemm: packed panels, cache blocks, JIT tiles; cpu_cache_sizes
        >>depthwise conv               DepthwiseConv: one plane, padded phase-split copy, JIT row tiles
        >>int8 gemm                    Int8Gemm: u8 x s8 -> s32 panels, requantizing epilogue
+       >>opencl printer               OpenClSource, print_opencl_kernel: a body as OpenCL C
      implementation:
        >>helpers                      float bits, clock, broadcasting of shapes
        >>vector model                 ScalarMath: one lane with the x86 instructions' semantics
@@ -185,6 +186,7 @@
        >>gemm implementation          cache sizes, the x86 and NEON tile emitters, packing, the driver
        >>depthwise conv implementation  padding, the x86 and NEON row tiles, the kernel table, the portable loop
        >>int8 gemm implementation     the VNNI tile emitter, the portable tile, packing
+       >>opencl printer implementation  OpenClMath: eval_op printed as OpenCL C statements
 */
 #ifndef TESSEL_SNIPPETS_H
 #define TESSEL_SNIPPETS_H
@@ -737,6 +739,39 @@ private:
     const TileFn* tiles_ = nullptr;   // [rows - 1], may be null
 };
 
+
+// >>opencl printer
+// A body printed as an OpenCL C kernel: the third target beside x64 and a64. The same
+// eval_op templates run over a vector model that prints one statement per primitive, so the
+// kernel computes what the interpreter computes (FMA mode, NaN rules, lookup tables),
+// provided the driver rounds division and sqrt correctly (build option
+// -cl-fp32-correctly-rounded-divide-sqrt) and does not contract products (the prelude's
+// FP_CONTRACT OFF). One work-item per element of the body's domain (the broadcast of its
+// values' shapes); kernel arguments are the parameters in order, then the results.
+class OpenClSource {
+public:
+    OpenClSource() = default;
+    ~OpenClSource();
+    OpenClSource(const OpenClSource&) = delete;
+    OpenClSource& operator=(const OpenClSource&) = delete;
+    void append(const char* format, ...) TESSEL_PRINTF_FORMAT(2, 3);
+    const char* text() const { return text_ ? text_ : ""; }
+    size_t size() const { return size_; }
+    bool failed() const { return failed_; }   // out of memory at some append (sticky)
+    void clear() { size_ = 0; if (text_) text_[0] = 0; }
+
+private:
+    char* text_ = nullptr;
+    size_t size_ = 0, capacity_ = 0;
+    bool failed_ = false;
+};
+// What every program with island kernels starts with: the pragma and the lookup tables.
+void print_opencl_prelude(OpenClSource* out);
+// Appends `__kernel void kernel_name(...)` computing `body`. The domain's element count goes
+// in *elements (the global work size). InvalidArgument for a body without results,
+// OutOfMemory when the text cannot grow.
+Status print_opencl_kernel(const SnippetBody& body, const char* kernel_name, OpenClSource* out, uint64_t* elements);
+
 }  // namespace tessel
 #endif  // TESSEL_SNIPPETS_H
 
@@ -747,6 +782,7 @@ private:
 #define TESSEL_SNIPPETS_IMPLEMENTED
 
 #include <cmath>
+#include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -6577,6 +6613,182 @@ void Int8Gemm::run(int64_t m0, int64_t m1, int64_t n, int64_t k, const int8_t* p
             }
         }
     }
+}
+
+
+// >>opencl printer implementation
+OpenClSource::~OpenClSource() { TESSEL_FREE(text_); }
+
+void OpenClSource::append(const char* format, ...) {
+    if (failed_) return;
+    for (;;) {
+        va_list args;
+        va_start(args, format);
+        size_t room = capacity_ - size_;
+        int n = capacity_ ? std::vsnprintf(text_ + size_, room, format, args) : 0;
+        va_end(args);
+        if (n < 0) { failed_ = true; return; }
+        if (capacity_ && (size_t)n < room) { size_ += (size_t)n; return; }
+        size_t grown = capacity_ * 2 + (size_t)n + 4096;
+        char* bigger = static_cast<char*>(TESSEL_MALLOC(grown));
+        if (!bigger) { failed_ = true; return; }
+        if (text_) std::memcpy(bigger, text_, size_ + 1);
+        else bigger[0] = 0;
+        TESSEL_FREE(text_);
+        text_ = bigger;
+        capacity_ = grown;
+    }
+}
+
+namespace detail {
+
+// A value of the printed kernel: the float variable `v<id>` (bit patterns travel as floats,
+// as_uint/as_float reinterpret them, like the x86 registers the ScalarMath model mirrors).
+struct OpenClValue {
+    uint32_t id = 0;
+};
+
+// ScalarMath's primitives, each printed as one OpenCL C statement with the same semantics.
+struct OpenClMath {
+    using V = OpenClValue;
+    OpenClSource* out;
+    uint32_t next = 0;
+    V fresh() { return V{next++}; }
+    template <class... A>
+    V def(const char* format, A... args) {
+        V v = fresh();
+        out->append("    float v%u = ", v.id);
+        out->append(format, args...);
+        out->append(";\n");
+        return v;
+    }
+    V c(float v) { return cb(float_bits(v)); }
+    V cb(uint32_t b) { return def("as_float(0x%08xu)", b); }
+    V add(V a, V b) { return def("v%u + v%u", a.id, b.id); }
+    V sub(V a, V b) { return def("v%u - v%u", a.id, b.id); }
+    V mul(V a, V b) { return def("v%u * v%u", a.id, b.id); }
+    V div(V a, V b) { return def("v%u / v%u", a.id, b.id); }
+    V min(V a, V b) { return def("v%u < v%u ? v%u : v%u", a.id, b.id, a.id, b.id); }   // x86 minps: b when unordered
+    V max(V a, V b) { return def("v%u > v%u ? v%u : v%u", a.id, b.id, a.id, b.id); }
+    V sqrt(V a) { return def("sqrt(v%u)", a.id); }
+    V fma(V a, V b, V c) { return def("fma(v%u, v%u, v%u)", a.id, b.id, c.id); }
+    V fnma(V a, V b, V c) { return def("fma(-v%u, v%u, v%u)", a.id, b.id, c.id); }
+    V bits(const char* op, V a, V b) { return def("as_float(as_uint(v%u) %s as_uint(v%u))", a.id, op, b.id); }
+    V and_(V a, V b) { return bits("&", a, b); }
+    V or_(V a, V b) { return bits("|", a, b); }
+    V xor_(V a, V b) { return bits("^", a, b); }
+    V andnot(V a, V b) { return def("as_float(~as_uint(v%u) & as_uint(v%u))", a.id, b.id); }
+    V cmp(V a, V b, int predicate) {
+        // C's comparisons are false on NaN except !=, as the ordered/unordered predicates need.
+        static const char* const kForms[] = {"v%u == v%u", "v%u < v%u", "v%u <= v%u", "isnan(v%u) || isnan(v%u)",
+                                             "v%u != v%u", "!(v%u < v%u)", "!(v%u <= v%u)", "!isnan(v%u) && !isnan(v%u)"};
+        char format[96];
+        std::snprintf(format, sizeof format, "as_float((%s) ? 0xffffffffu : 0u)", kForms[predicate & 7]);
+        return def(format, a.id, b.id);
+    }
+    V blend(V mask, V a, V b) { return def("as_uint(v%u) ? v%u : v%u", mask.id, a.id, b.id); }
+    V round(V a, int mode) {
+        static const char* const kNames[] = {"rint", "floor", "ceil", "trunc"};
+        return def("%s(v%u)", kNames[mode & 3], a.id);
+    }
+    V cvt_i(V a) {   // cvtps2dq: nearest even, NaN and overflow give INT32_MIN
+        return def("(v%u >= -2147483648.0f && v%u < 2147483648.0f) ? as_float((uint)convert_int_rte(v%u)) : as_float(0x80000000u)",
+                   a.id, a.id, a.id);
+    }
+    V cvt_f(V a) { return def("convert_float_rte(as_int(v%u))", a.id); }
+    void drop(V&) {}
+    bool fused_fma() const { return true; }
+    V add_i(V a, V b) { return bits("+", a, b); }
+    V sub_i(V a, V b) { return bits("-", a, b); }
+    V shl_i(V a, int n) { return def("as_float(as_uint(v%u) << %d)", a.id, n); }
+    V shr_i(V a, int n) { return def("as_float(as_uint(v%u) >> %d)", a.id, n); }
+    V sra_i(V a, int n) { return def("as_float((uint)(as_int(v%u) >> %d))", a.id, n); }
+    V copy_sign(V r, V x) { return def("as_float(as_uint(v%u) | (as_uint(v%u) & 0x80000000u))", r.id, x.id); }
+    bool has_scalef() const { return false; }
+    V scalef(V a, V) { return a; }
+    V lookup_index(V k) { return k; }
+    V lookup(V index, uint32_t table) { return def("tessel_tables[%u][as_uint(v%u) & 15u]", table, index.id); }
+};
+
+// The element offset of a value of `shape` (right-aligned against the domain) at the
+// work-item's coordinates c0..c5; broadcast dims contribute nothing.
+inline void print_offset(OpenClSource* out, const SnippetShape& shape, const SnippetShape& domain) {
+    uint64_t stride = 1;
+    bool any = false;
+    for (int i = shape.rank - 1; i >= 0; --i) {
+        int d = domain.rank - shape.rank + i;
+        if (shape.dims[i] != 1) {
+            out->append("%s(ulong)c%d * %lluul", any ? " + " : "", d, (unsigned long long)stride);
+            any = true;
+        }
+        stride *= (uint64_t)shape.dims[i];
+    }
+    if (!any) out->append("0");
+}
+
+}  // namespace detail
+
+void print_opencl_prelude(OpenClSource* out) {
+    out->append("#pragma OPENCL FP_CONTRACT OFF\n__constant float tessel_tables[%u][16] = {\n", (unsigned)detail::kLookupTableCount);
+    for (uint32_t t = 0; t < detail::kLookupTableCount; ++t) {
+        out->append("  {");
+        for (uint32_t k = 0; k < 16; ++k) out->append("%s%af", k ? ", " : "", (double)detail::kLookupTables[t][k]);
+        out->append("},\n");
+    }
+    out->append("};\n");
+}
+
+Status print_opencl_kernel(const SnippetBody& body, const char* kernel_name, OpenClSource* out, uint64_t* elements) {
+    if (body.result_count() == 0) return Status::InvalidArgument;
+    SnippetShape domain;
+    for (uint32_t v = 0; v < body.size(); ++v)
+        if (!detail::broadcast_shapes(domain, body.instruction(v).shape, &domain)) return Status::InvalidArgument;
+    *elements = detail::shape_elements(domain);
+    out->append("__kernel void %s(", kernel_name);
+    for (uint32_t i = 0; i < body.parameter_count(); ++i) out->append("__global const float* restrict p%u, ", i);
+    for (uint32_t i = 0; i < body.result_count(); ++i) out->append("__global float* r%u%s", i, i + 1 < body.result_count() ? ", " : "");
+    out->append(") {\n    ulong g = get_global_id(0);\n    if (g >= %lluul) return;\n", (unsigned long long)*elements);
+    for (int d = domain.rank - 1; d >= 0; --d) {
+        out->append("    ulong c%d = g %% %lluul;\n", d, (unsigned long long)domain.dims[d]);
+        if (d > 0) out->append("    g /= %lluul;\n", (unsigned long long)domain.dims[d]);
+    }
+    detail::OpenClMath m{out};
+    // Value v of the body is variable vars[v] of the kernel.
+    uint32_t var_storage[1024];
+    uint32_t* vars = body.size() <= 1024 ? var_storage : static_cast<uint32_t*>(TESSEL_MALLOC(sizeof(uint32_t) * body.size()));
+    if (!vars) return Status::OutOfMemory;
+    for (uint32_t v = 0; v < body.size(); ++v) {
+        const SnippetInstruction& ins = body.instruction(v);
+        if (ins.op == SnippetOp::Parameter) {
+            detail::OpenClValue x = m.fresh();
+            out->append("    float v%u = p%u[", x.id, ins.index);
+            detail::print_offset(out, ins.shape, domain);
+            out->append("];\n");
+            vars[v] = x.id;
+        } else if (ins.op == SnippetOp::Scalar) {
+            vars[v] = m.c(ins.alpha).id;
+        } else {
+            detail::OpenClValue a[3];
+            for (uint32_t k = 0; k < ins.arity; ++k) a[k].id = vars[ins.args[k]];
+            vars[v] = detail::eval_op(m, ins.op, a, ins.alpha, ins.beta).id;
+        }
+    }
+    for (uint32_t i = 0; i < body.result_count(); ++i) {
+        const SnippetShape& shape = body.instruction(body.result_value(i)).shape;
+        // A result smaller than the domain is written by the work-items at coordinate 0 of
+        // its broadcast dims only.
+        out->append("    if (1");
+        for (int d = 0; d < domain.rank; ++d) {
+            int k = d - (domain.rank - shape.rank);
+            if (domain.dims[d] != 1 && (k < 0 || shape.dims[k] == 1)) out->append(" && c%d == 0", d);
+        }
+        out->append(") r%u[", i);
+        detail::print_offset(out, shape, domain);
+        out->append("] = v%u;\n", vars[body.result_value(i)]);
+    }
+    out->append("}\n");
+    if (vars != var_storage) TESSEL_FREE(vars);
+    return out->failed() ? Status::OutOfMemory : Status::Ok;
 }
 
 }  // namespace tessel

@@ -5,7 +5,8 @@
 #   scripts/install-deps.sh --check  exit 1 if something is missing, install nothing
 set -eu
 
-host_packages="libasmjit-dev doctest-dev libmicroprofile-dev g++-aarch64-linux-gnu qemu-user libonnx-testdata clang libclang-rt-14-dev python3-onnx python3-numpy"
+host_packages="libasmjit-dev doctest-dev libmicroprofile-dev g++-aarch64-linux-gnu qemu-user libonnx-testdata clang libclang-rt-14-dev python3-onnx python3-numpy
+               opencl-headers ocl-icd-libopencl1 pocl-opencl-icd"
 arm_packages="libasmjit-dev:arm64"
 
 missing=""

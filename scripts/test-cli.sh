@@ -76,6 +76,15 @@ check "info" 0 "" -- info "$relu/model.onnx" --device HETERO:TEMPLATE,CPU
 grep -q "^node 'Relu_0' Relu -> TEMPLATE" "$dir/out" && passed=$((passed + 1)) || { failed=$((failed + 1)); echo "FAILED: info placement"; cat "$dir/out"; }
 check "devices" 0 "" -- devices
 grep -q "^TEMPLATE" "$dir/out" && grep -q "SUPPORTED_CONFIG_KEYS: NUM_THREADS PERF_COUNT FUSION ISA" "$dir/out" && passed=$((passed + 1)) || { failed=$((failed + 1)); echo "FAILED: devices"; cat "$dir/out"; }
+# The GPU is listed with its driver's name or as unavailable; with no OpenCL driver (an empty
+# vendor folder) it is unavailable and HETERO:GPU,CPU runs everything on CPU.
+grep -q "^GPU" "$dir/out" && grep -Eq "^  AVAILABLE: (YES|NO: .+)$" "$dir/out" && passed=$((passed + 1)) || { failed=$((failed + 1)); echo "FAILED: GPU listed"; cat "$dir/out"; }
+mkdir -p "$dir/no-vendors"
+OCL_ICD_VENDORS="$dir/no-vendors" check "devices without an OpenCL driver" 0 "" -- devices
+grep -q "^  FULL_DEVICE_NAME: OpenCL device (unavailable: " "$dir/out" && grep -q "^  AVAILABLE: NO: " "$dir/out" && passed=$((passed + 1)) || { failed=$((failed + 1)); echo "FAILED: GPU unavailable"; cat "$dir/out"; }
+OCL_ICD_VENDORS="$dir/no-vendors" check "HETERO:GPU,CPU without an OpenCL driver" 0 "" -- run "$relu/model.onnx" --device HETERO:GPU,CPU --inputs "$relu/test_data_set_0" --compare "$relu/test_data_set_0"
+check "HETERO:GPU,CPU perf counts" 0 "" -- run "$relu/model.onnx" --device HETERO:GPU,CPU --inputs "$relu/test_data_set_0" --compare "$relu/test_data_set_0" --perf-counts
+grep -Eq " (GPU +opencl:1|CPU +snippet)" "$dir/out" && passed=$((passed + 1)) || { failed=$((failed + 1)); echo "FAILED: HETERO:GPU,CPU perf counts"; cat "$dir/out"; }
 # Free input dims: Relu on x[batch,3,height,width] (ONNX bytes: ir 8, opset 17, dim_param names).
 printf '\x08\x08\x42\x04\x0a\x00\x10\x11\x3a\x6b\x0a\x0c\x0a\x01\x78\x12\x01\x79\x22\x04\x52\x65\x6c\x75\x12\x01\x67\x5a\x2b\x0a\x01\x78\x12\x26\x0a\x24\x08\x01\x12\x20\x0a\x07\x12\x05\x62\x61\x74\x63\x68\x0a\x02\x08\x03\x0a\x08\x12\x06\x68\x65\x69\x67\x68\x74\x0a\x07\x12\x05\x77\x69\x64\x74\x68\x62\x2b\x0a\x01\x79\x12\x26\x0a\x24\x08\x01\x12\x20\x0a\x07\x12\x05\x62\x61\x74\x63\x68\x0a\x02\x08\x03\x0a\x08\x12\x06\x68\x65\x69\x67\x68\x74\x0a\x07\x12\x05\x77\x69\x64\x74\x68' > "$dir/free.onnx"
 ok() { passed=$((passed + 1)); }

@@ -691,9 +691,13 @@ int command_devices() {
     for (uint32_t i = 0; i < core.device_count(); ++i) {
         Device* d = core.device_at(i);
         std::printf("%.*s\n", (int)d->name().size, d->name().data);
-        const char* metrics[] = {"FULL_DEVICE_NAME", "AVAILABLE_DEVICES", "OPTIMIZATION_CAPABILITIES", "SUPPORTED_CONFIG_KEYS"};
+        const char* metrics[] = {"FULL_DEVICE_NAME", "AVAILABLE", "AVAILABLE_DEVICES", "OPTIMIZATION_CAPABILITIES", "SUPPORTED_CONFIG_KEYS",
+                                 "OPENCL_VERSION", "DRIVER_VERSION", "COMPUTE_UNITS", "GLOBAL_MEMORY", "HOST_UNIFIED_MEMORY"};
+        StringView listed;   // device-specific metrics only where the device lists them
+        std::string supported = d->get_metric("SUPPORTED_METRICS", &listed) == Status::Ok ? std::string(listed.data, listed.size) : "";
         for (const char* m : metrics) {
             StringView v;
+            if ((" " + supported + " ").find(std::string(" ") + m + " ") == std::string::npos) continue;
             if (d->get_metric(m, &v) == Status::Ok) std::printf("  %s: %.*s\n", m, (int)v.size, v.data);
         }
     }

@@ -7,7 +7,8 @@
 // attempted test fails the run. Skips name their reason; those outside Tessel's scope
 // (training and ai.onnx.ml ops, strings, image decoding, sequences and optionals,
 // float8/float4/int4/int2/complex types) are counted apart from the in-scope ones.
-//   build/conformance [--data [LABEL=]DIR]... [--table FILE.md] [--verbose] [--only SUBSTRING]
+//   build/conformance [--data [LABEL=]DIR]... [--table FILE.md] [--verbose] [--only SUBSTRING] [--device D]
+//   (--device D: one pass on D, e.g. GPU or HETERO:GPU,CPU, instead of the CPU and HETERO:TEMPLATE,CPU passes)
 // LABEL names the source in the results (default: the folder's name). --table writes the
 // results as the Markdown document docs/conformance.md is (per source, suite and op, with the
 // skip reasons); it holds no dates, timings or machine paths besides the ones given, so it
@@ -444,16 +445,18 @@ int main(int argc, char** argv) {
     std::string data_arguments;   // as given, for the document's command line
     const char* table = nullptr;
     const char* only = nullptr;
+    const char* device = nullptr;   // --device D: one pass on D instead of CPU and HETERO:TEMPLATE,CPU
     bool verbose = false;
     for (int i = 1; i < argc; ++i) {
         std::string data;
         if (!std::strcmp(argv[i], "--table") && i + 1 < argc) table = argv[++i];
         else if (!std::strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
         else if (!std::strcmp(argv[i], "--verbose")) verbose = true;
+        else if (!std::strcmp(argv[i], "--device") && i + 1 < argc) device = argv[++i];
         else if (!std::strcmp(argv[i], "--data") && i + 1 < argc) data = argv[++i];
         else if (argv[i][0] != '-') data = argv[i];
         else {
-            std::fprintf(stderr, "usage: conformance [--data [LABEL=]DIR]... [--table FILE.md] [--verbose] [--only SUBSTRING]\n");
+            std::fprintf(stderr, "usage: conformance [--data [LABEL=]DIR]... [--table FILE.md] [--verbose] [--only SUBSTRING] [--device D]\n");
             return 2;
         }
         if (data.empty()) continue;
@@ -495,10 +498,14 @@ int main(int argc, char** argv) {
 
     int exit_code = 0;
     std::vector<DevicePass> passes = {{"CPU", {}}, {"HETERO:TEMPLATE,CPU", {}}};
+    if (device) {
+        if (table) { std::fprintf(stderr, "conformance: --table needs the default passes, not --device\n"); return 2; }
+        passes = {{device, {}}};
+    }
     for (size_t pass = 0; pass < passes.size(); ++pass) {
         DevicePass& device_pass = passes[pass];
         std::vector<ConfigEntry> config;
-        if (pass == 1) config.push_back(ConfigEntry{"TEMPLATE:SUPPORTED_OPS", StringView(half.c_str())});
+        if (pass == 1 && !device) config.push_back(ConfigEntry{"TEMPLATE:SUPPORTED_OPS", StringView(half.c_str())});
         std::map<std::string, int> skip_reasons;
         std::vector<std::string> failures;
         for (const TestCase& test : tests) {
