@@ -2557,6 +2557,9 @@ protected:
     }
 
     Status build_cpu(ReferenceProgram* p, const PreparedModel& model, Span<const NodeId> nodes);
+    // The CPU's own kernels (GEMM, depthwise, pools, int8, fused epilogues) replace reference
+    // steps; off for the GPU's island builder, which needs every node step as prepared.
+    bool cpu_kernels_ = true;
 };
 
 // MatMul, Gemm and Conv on the JIT GEMM when `isa` has its tiles (defined beside those ops):
@@ -2834,7 +2837,7 @@ inline Status CpuDevice::build_cpu(ReferenceProgram* p, const PreparedModel& mod
                 uint32_t* writes = p->arena.allocate_array<uint32_t>(node.num_outputs + 1);
                 if (!reads || !writes) return fail(Status::OutOfMemory, "out of memory");
                 TESSEL_TRY(add_reference_step(p, model, id, reads, writes));
-                if (model.kernel(id) == find_builtin_kernel(node.op)) {
+                if (cpu_kernels_ && model.kernel(id) == find_builtin_kernel(node.op)) {
                     s = cpu_gemm_step(p, model, id, target);
                     if (s == Status::Ok) s = cpu_ops_step(p, model, id, target);
                     if (s != Status::Ok)
@@ -2887,7 +2890,7 @@ inline Status CpuDevice::build_cpu(ReferenceProgram* p, const PreparedModel& mod
             }
     }
     (void)members;
-    if (fusion && cpu_int8_steps(p, model, target) != Status::Ok) return fail(Status::OutOfMemory, "CPU: out of memory for int8 steps");
+    if (cpu_kernels_ && fusion && cpu_int8_steps(p, model, target) != Status::Ok) return fail(Status::OutOfMemory, "CPU: out of memory for int8 steps");
     return Status::Ok;
 }
 
@@ -3010,6 +3013,7 @@ inline bool gpu_claims(const PreparedModel& model, NodeId id) {
 struct IslandBuilder : CpuDevice {
     IslandBuilder() {
         ignore_status(set_config("ISA", "ref"));   // the interpreter: no JIT work for bodies the GPU prints
+        cpu_kernels_ = false;
     }
     using CpuDevice::build_cpu;
 };

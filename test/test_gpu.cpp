@@ -328,6 +328,13 @@ TEST_CASE("gpu: Conv, Gemm, pools and Softmax kernels equal CPU within rounding"
     ints(conv, "dilations", {1, 2});
     ints(conv, "pads", {1, 2, 0, 1});
     add("Conv", {InputRef::by_id(x), InputRef::by_id(cw2)});   // 1x1, no bias
+    // depthwise, and the GEMM-shaped 1x1 above: the GPU keeps these nodes, not the CPU's kernels
+    std::vector<float> wd = randoms(4 * 1 * 3 * 3);
+    NodeId cwd;
+    REQUIRE(model.add_constant("wd", test::make_desc(ElementType::Float32, {4, 1, 3, 3}), wd.data(), &cwd) == Status::Ok);
+    NodeId depthwise = add("Conv", {InputRef::by_id(x), InputRef::by_id(cwd)});
+    REQUIRE(model.set_int(depthwise, "group", 4) == Status::Ok);
+    ints(depthwise, "pads", {1, 1, 1, 1});
     NodeId gemm = add("Gemm", {InputRef::by_id(a), InputRef::by_id(gw), InputRef::by_id(gc)});
     REQUIRE(model.set_int(gemm, "transB", 1) == Status::Ok);
     REQUIRE(model.set_float(gemm, "alpha", 0.5f) == Status::Ok);
