@@ -467,6 +467,10 @@ public:
 private:
     Status fail(Status status, const char* message) const;
     void release();
+    // One kernel call over `count` rows from kernel row g (of all rows), columns
+    // [column_begin, column_end): the walk run() and run_segments() share.
+    void run_rows(Span<const float* const> inputs, Span<float* const> outputs, float* scratch, void* kernel, int64_t g, int64_t count,
+                  int64_t column_begin, int64_t column_end, const int64_t* row_strides, const bool* inner_broadcast) const;
     const SnippetBody* body_ = nullptr;
     Isa isa_ = Isa::Ref;
     bool fused_ = true;
@@ -4663,32 +4667,41 @@ Status Snippet::run(Span<const float* const> inputs, Span<float* const> outputs,
         }
     }
     for (int64_t g = row_begin; g < row_end && column_begin < column_end;) {
-        const int64_t row = g % rows, count = std::min(rows - row, row_end - g);
-        for (uint32_t t = 0; t < args; ++t) {
-            int64_t offset = column_begin * strides_[t][rank_ - 1];
-            if (rank_ >= 2) offset += row * strides_[t][rank_ - 2];
-            int64_t o = g / rows;                      // the outer index, last dimension fastest
-            for (uint32_t i = outer; i-- > 0;) {
-                offset += o % dims_[i] * strides_[t][i];
-                o /= dims_[i];
-            }
-            ptrs[t] = const_cast<float*>((t < parameters_ ? inputs[t] : outputs[t - parameters_]) + offset);
-        }
-        if (isa_ == Isa::Ref) {
-            for (int64_t r = 0; r < count; ++r) {
-                const float* in_ptrs[kSnippetMaxArgs];
-                float* row_out[kSnippetMaxArgs];
-                for (uint32_t t = 0; t < args; ++t) in_ptrs[t] = ptrs[t] + r * (row_strides[t] / (int64_t)sizeof(float));
-                for (uint32_t t = 0; t < results_; ++t) row_out[t] = const_cast<float*>(in_ptrs[parameters_ + t]);
-                detail::interpret_row(*body_, fused_, scratch, in_ptrs, row_out, inner_broadcast, column_end - column_begin);
-            }
-        } else {
-            reinterpret_cast<void (*)(float* const*, size_t, size_t, const int64_t*)>(kernel)(
-                ptrs, (size_t)(column_end - column_begin), (size_t)count, row_strides);
-        }
+        const int64_t count = std::min(rows - g % rows, row_end - g);
+        run_rows(inputs, outputs, scratch, kernel, g, count, column_begin, column_end, row_strides, inner_broadcast);
         g += count;
     }
     return Status::Ok;
+}
+
+void Snippet::run_rows(Span<const float* const> inputs, Span<float* const> outputs, float* scratch, void* kernel, int64_t g, int64_t count,
+                       int64_t column_begin, int64_t column_end, const int64_t* row_strides, const bool* inner_broadcast) const {
+    const uint32_t args = parameters_ + results_;
+    const uint32_t outer = rank_ >= 2 ? rank_ - 2 : 0;
+    const int64_t rows = rank_ >= 2 ? dims_[rank_ - 2] : 1;
+    float* ptrs[kSnippetMaxArgs];
+    for (uint32_t t = 0; t < args; ++t) {
+        int64_t offset = column_begin * strides_[t][rank_ - 1];
+        if (rank_ >= 2) offset += g % rows * strides_[t][rank_ - 2];
+        int64_t o = g / rows;                      // the outer index, last dimension fastest
+        for (uint32_t i = outer; i-- > 0;) {
+            offset += o % dims_[i] * strides_[t][i];
+            o /= dims_[i];
+        }
+        ptrs[t] = const_cast<float*>((t < parameters_ ? inputs[t] : outputs[t - parameters_]) + offset);
+    }
+    if (isa_ == Isa::Ref) {
+        for (int64_t r = 0; r < count; ++r) {
+            const float* in_ptrs[kSnippetMaxArgs];
+            float* row_out[kSnippetMaxArgs];
+            for (uint32_t t = 0; t < args; ++t) in_ptrs[t] = ptrs[t] + r * (row_strides[t] / (int64_t)sizeof(float));
+            for (uint32_t t = 0; t < results_; ++t) row_out[t] = const_cast<float*>(in_ptrs[parameters_ + t]);
+            detail::interpret_row(*body_, fused_, scratch, in_ptrs, row_out, inner_broadcast, column_end - column_begin);
+        }
+    } else {
+        reinterpret_cast<void (*)(float* const*, size_t, size_t, const int64_t*)>(kernel)(
+            ptrs, (size_t)(column_end - column_begin), (size_t)count, row_strides);
+    }
 }
 
 bool Snippet::runs_segments(int64_t segment) const {
@@ -4707,7 +4720,6 @@ Status Snippet::run_segments(Span<const float* const> inputs, Span<float* const>
     if (row_begin >= row_end || column_begin >= column_end) return Status::Ok;
     const uint32_t args = parameters_ + results_;
     const int64_t n = dims_[rank_ - 1], per_row = n / segment;   // segments per kernel row
-    const uint32_t outer = rank_ >= 2 ? rank_ - 2 : 0;
     const int64_t rows = rank_ >= 2 ? dims_[rank_ - 2] : 1;
     int64_t row_strides[kSnippetMaxArgs];
     bool inner_broadcast[kSnippetMaxArgs];
@@ -4716,35 +4728,12 @@ Status Snippet::run_segments(Span<const float* const> inputs, Span<float* const>
         inner_broadcast[t] = strides_[t][rank_ - 1] == 0 && n > 1;
     }
     void* kernel = takes_in_place_kernel(inputs, outputs) ? kernel_in_place_ : kernel_;
-    float* ptrs[kSnippetMaxArgs];
     for (int64_t r = row_begin; r < row_end;) {
         // Segment r is in kernel row g, from column `column` on; when a kernel row is one
         // segment, the segments up to the end of its block of `rows` go in one call.
         const int64_t g = r / per_row, column = r % per_row * segment + column_begin;
-        const int64_t row = g % rows;
-        const int64_t count = per_row == 1 ? std::min(rows - row, row_end - r) : 1;
-        for (uint32_t t = 0; t < args; ++t) {
-            int64_t offset = column * strides_[t][rank_ - 1];
-            if (rank_ >= 2) offset += row * strides_[t][rank_ - 2];
-            int64_t o = g / rows;
-            for (uint32_t i = outer; i-- > 0;) {
-                offset += o % dims_[i] * strides_[t][i];
-                o /= dims_[i];
-            }
-            ptrs[t] = const_cast<float*>((t < parameters_ ? inputs[t] : outputs[t - parameters_]) + offset);
-        }
-        if (isa_ == Isa::Ref) {
-            for (int64_t k = 0; k < count; ++k) {
-                const float* in_ptrs[kSnippetMaxArgs];
-                float* row_out[kSnippetMaxArgs];
-                for (uint32_t t = 0; t < args; ++t) in_ptrs[t] = ptrs[t] + k * (row_strides[t] / (int64_t)sizeof(float));
-                for (uint32_t t = 0; t < results_; ++t) row_out[t] = const_cast<float*>(in_ptrs[parameters_ + t]);
-                detail::interpret_row(*body_, fused_, scratch, in_ptrs, row_out, inner_broadcast, column_end - column_begin);
-            }
-        } else {
-            reinterpret_cast<void (*)(float* const*, size_t, size_t, const int64_t*)>(kernel)(
-                ptrs, (size_t)(column_end - column_begin), (size_t)count, row_strides);
-        }
+        const int64_t count = per_row == 1 ? std::min(rows - g % rows, row_end - r) : 1;
+        run_rows(inputs, outputs, scratch, kernel, g, count, column, column + (column_end - column_begin), row_strides, inner_broadcast);
         r += count;
     }
     return Status::Ok;
@@ -6067,12 +6056,14 @@ size_t DepthwiseConv::scratch_floats(int64_t rows) const {
 
 namespace detail {
 // d[i] = src[i * step] for i in [0, n): contiguous runs in 4-float pieces, stride 2 split by
-// shuffles (GCC vector extensions), other strides one at a time.
+// shuffles (GCC and clang vector extensions), other strides one at a time.
 inline void depthwise_copy(float* d, const float* src, int64_t n, int64_t step) {
     int64_t i = 0;
 #if defined(__GNUC__)
     typedef float Vec4 __attribute__((vector_size(16)));
+#if !defined(__clang__)
     typedef int Int4 __attribute__((vector_size(16)));
+#endif
     if (step == 1) {
         for (; i + 4 <= n; i += 4) {
             Vec4 v;
@@ -6084,7 +6075,11 @@ inline void depthwise_copy(float* d, const float* src, int64_t n, int64_t step) 
             Vec4 a, b;
             std::memcpy(&a, src + 2 * i, sizeof a);
             std::memcpy(&b, src + 2 * i + 4, sizeof b);
+#if defined(__clang__)
+            Vec4 even = __builtin_shufflevector(a, b, 0, 2, 4, 6);
+#else
             Vec4 even = __builtin_shuffle(a, b, Int4{0, 2, 4, 6});
+#endif
             std::memcpy(d + i, &even, sizeof even);
         }
     }

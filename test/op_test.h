@@ -276,6 +276,39 @@ struct OpTest {
     std::string error() const { return prepared.error; }
 };
 
+// A compiled model and one inference of it (the Core outlives what it compiled).
+struct CompiledRun {
+    Core core;
+    CompiledModel compiled;
+    InferRequest request;
+    std::string kernels;   // the steps' kernel names, each followed by a space (PERF_COUNT=YES)
+    uint32_t steps = 0;
+};
+
+// Compiles t's finalized model on `device` with `config`, copies t's run-time inputs into a
+// request and infers once, checking that infer() allocates nothing; REQUIREs each step.
+inline void compile_and_infer(OpTest& t, const char* device, Span<const ConfigEntry> config, CompiledRun* run) {
+    Status s = run->core.compile_model(t.model, device, config, &run->compiled);
+    INFO(run->core.last_error());
+    REQUIRE(s == Status::Ok);
+    if (s != Status::Ok) return;
+    REQUIRE(run->compiled.create_request(&run->request) == Status::Ok);
+    for (size_t i = 0; i < t.runtime_inputs.size(); ++i) {
+        const std::vector<unsigned char>& bytes = t.data[t.runtime_inputs[i]];
+        REQUIRE(run->request.input((uint32_t)i).bytes() == bytes.size());
+        if (!bytes.empty()) std::memcpy(run->request.input((uint32_t)i).data(), bytes.data(), bytes.size());
+    }
+    uint64_t before = tessel_test::allocation_count();
+    s = run->request.infer();
+    CHECK(tessel_test::allocation_count() == before);
+    INFO(run->request.last_error());
+    REQUIRE(s == Status::Ok);
+    for (const ProfileEntry& e : run->request.profiling_info()) {
+        run->kernels += std::string(e.kernel) + " ";
+        ++run->steps;
+    }
+}
+
 // Random pieces shared by the random-malformed-node tests: one list of every element type, one
 // of index-like extremes, and input bytes mixing raw randomness with small and extreme values.
 const ElementType kEveryType[] = {ElementType::Float32, ElementType::Float16, ElementType::Int64,  ElementType::Int32,

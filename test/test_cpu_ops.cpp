@@ -52,28 +52,13 @@ CpuRun infer_cpu(OpTest& t, Isa isa, uint32_t threads) {
     std::string name = t.fresh("out");
     REQUIRE(t.model.add_output(StringView(name.data(), name.size()), InputRef::by_id(t.node, 0)) == Status::Ok);
     REQUIRE(t.model.finalize() == Status::Ok);
-    Core core;
-    CompiledModel compiled;
     std::string count = std::to_string(threads);
     ConfigEntry config[] = {{"NUM_THREADS", StringView(count.c_str())}, {"PERF_COUNT", "YES"}, {"ISA", isa_name(isa)}};
-    Status s = core.compile_model(t.model, "CPU", Span<const ConfigEntry>(config, 3), &compiled);
-    INFO(core.last_error());
-    REQUIRE(s == Status::Ok);
-    if (s != Status::Ok) return r;
-    InferRequest request;
-    REQUIRE(compiled.create_request(&request) == Status::Ok);
-    for (size_t i = 0; i < t.runtime_inputs.size(); ++i) {
-        const std::vector<unsigned char>& bytes = t.data[t.runtime_inputs[i]];
-        REQUIRE(request.input((uint32_t)i).bytes() == bytes.size());
-        if (!bytes.empty()) std::memcpy(request.input((uint32_t)i).data(), bytes.data(), bytes.size());
-    }
-    uint64_t before = tessel_test::allocation_count();
-    s = request.infer();
-    CHECK(tessel_test::allocation_count() == before);
-    INFO(request.last_error());
-    REQUIRE(s == Status::Ok);
-    for (const ProfileEntry& e : request.profiling_info()) r.kernels += std::string(e.kernel) + " ";
-    const Tensor& out = request.output(0);
+    test::CompiledRun run;
+    test::compile_and_infer(t, "CPU", Span<const ConfigEntry>(config, 3), &run);
+    if (!run.compiled.output_count()) return r;
+    r.kernels = run.kernels;
+    const Tensor& out = run.request.output(0);
     r.y.assign(out.data_as<float>(), out.data_as<float>() + out.elements());
     return r;
 }

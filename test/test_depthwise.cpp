@@ -118,26 +118,10 @@ std::vector<float> infer(const DwCase& dc, const std::vector<float>& x, const st
     if (!dc.pads.empty()) t.set_ints("pads", dc.pads);
     REQUIRE(t.model.add_output("y", InputRef::by_id(t.node, 0)) == Status::Ok);
     REQUIRE(t.model.finalize() == Status::Ok);
-    Core core;
-    CompiledModel compiled;
-    Status s = core.compile_model(t.model, device, Span<const ConfigEntry>(config.data(), config.size()), &compiled);
-    INFO(core.last_error());
-    REQUIRE(s == Status::Ok);
-    InferRequest request;
-    REQUIRE(compiled.create_request(&request) == Status::Ok);
-    for (size_t i = 0; i < t.runtime_inputs.size(); ++i) {
-        const std::vector<unsigned char>& bytes = t.data[t.runtime_inputs[i]];
-        REQUIRE(request.input((uint32_t)i).bytes() == bytes.size());
-        std::memcpy(request.input((uint32_t)i).data(), bytes.data(), bytes.size());
-    }
-    uint64_t before = tessel_test::allocation_count();
-    s = request.infer();
-    CHECK(tessel_test::allocation_count() == before);
-    INFO(request.last_error());
-    REQUIRE(s == Status::Ok);
-    kernels->clear();
-    for (const ProfileEntry& e : request.profiling_info()) *kernels += std::string(e.kernel) + " ";
-    const Tensor& out = request.output(0);
+    test::CompiledRun run;
+    test::compile_and_infer(t, device, Span<const ConfigEntry>(config.data(), config.size()), &run);
+    *kernels = run.kernels;
+    const Tensor& out = run.request.output(0);
     CHECK(out.desc().rank == (int)out_shape.size());
     for (size_t i = 0; i < out_shape.size() && i < (size_t)out.desc().rank; ++i) CHECK(out.desc().dims[i] == out_shape[i]);
     const float* p = out.data_as<float>();
@@ -323,28 +307,15 @@ TailRun run_with_tail(const DwCase& dc, const char* tail, const std::vector<floa
     }
     REQUIRE(t.model.add_output("out", InputRef::by_id(last, 0)) == Status::Ok);
     REQUIRE(t.model.finalize() == Status::Ok);
-    Core core;
-    CompiledModel compiled;
     std::string count = std::to_string(threads);
     ConfigEntry config[] = {{"NUM_THREADS", StringView(count.c_str())}, {"PERF_COUNT", "YES"}, {"ISA", StringView(isa)},
                             {"FUSION", fusion ? "YES" : "NO"}};
-    Status s = core.compile_model(t.model, "CPU", Span<const ConfigEntry>(config, 4), &compiled);
-    INFO(core.last_error());
-    REQUIRE(s == Status::Ok);
-    InferRequest request;
-    REQUIRE(compiled.create_request(&request) == Status::Ok);
-    REQUIRE(request.input(0).bytes() == x.size() * sizeof(float));
-    std::memcpy(request.input(0).data(), x.data(), x.size() * sizeof(float));
-    uint64_t before = tessel_test::allocation_count();
-    s = request.infer();
-    CHECK(tessel_test::allocation_count() == before);
-    REQUIRE(s == Status::Ok);
+    test::CompiledRun run;
+    test::compile_and_infer(t, "CPU", Span<const ConfigEntry>(config, 4), &run);
     TailRun r;
-    for (const ProfileEntry& e : request.profiling_info()) {
-        r.kernels += std::string(e.kernel) + " ";
-        ++r.steps;
-    }
-    const Tensor& out = request.output(0);
+    r.kernels = run.kernels;
+    r.steps = run.steps;
+    const Tensor& out = run.request.output(0);
     r.y.assign(out.data_as<float>(), out.data_as<float>() + out.elements());
     return r;
 }
