@@ -6239,7 +6239,8 @@ struct Int8TileTable {
     Status status = Status::Unsupported;
 };
 
-inline Int8TileTable make_int8_tiles_vnni() {
+// One tile per row count 1..max_rows in one code buffer, `emit` writing each.
+inline Int8TileTable make_int8_tiles(uint32_t max_rows, void (*emit)(asmjit::x86::Assembler&, uint32_t)) {
     using namespace asmjit;
     Int8TileTable t;
     CodeHolder code;
@@ -6248,16 +6249,16 @@ inline Int8TileTable make_int8_tiles_vnni() {
     code.setErrorHandler(&recorder);
     x86::Assembler a(&code);
     Label labels[kInt8VnniRows];
-    for (uint32_t rows = 1; rows <= kInt8VnniRows; ++rows) {
+    for (uint32_t rows = 1; rows <= max_rows; ++rows) {
         labels[rows - 1] = a.newLabel();
         a.align(AlignMode::kCode, 32);
         a.bind(labels[rows - 1]);
-        emit_int8_tile_vnni(a, rows);
+        emit(a, rows);
     }
     if (recorder.first != kErrorOk) return t;
     void* base = nullptr;
     if (jit_runtime().add(&base, &code) != kErrorOk) { t.status = Status::OutOfMemory; return t; }
-    for (uint32_t r = 0; r < kInt8VnniRows; ++r)
+    for (uint32_t r = 0; r < max_rows; ++r)
         t.fn[r] = reinterpret_cast<Int8Gemm::TileFn>(static_cast<char*>(base) + code.labelOffsetFromBase(labels[r]));
     t.status = Status::Ok;
     return t;
@@ -6319,29 +6320,8 @@ inline void emit_int8_tile_avx2(asmjit::x86::Assembler& a, uint32_t rows) {
     a.ret();
 }
 
-inline Int8TileTable make_int8_tiles_avx2() {
-    using namespace asmjit;
-    Int8TileTable t;
-    CodeHolder code;
-    ErrorRecorder recorder;
-    code.init(jit_runtime().environment());
-    code.setErrorHandler(&recorder);
-    x86::Assembler a(&code);
-    Label labels[kInt8Avx2Rows];
-    for (uint32_t rows = 1; rows <= kInt8Avx2Rows; ++rows) {
-        labels[rows - 1] = a.newLabel();
-        a.align(AlignMode::kCode, 32);
-        a.bind(labels[rows - 1]);
-        emit_int8_tile_avx2(a, rows);
-    }
-    if (recorder.first != kErrorOk) return t;
-    void* base = nullptr;
-    if (jit_runtime().add(&base, &code) != kErrorOk) { t.status = Status::OutOfMemory; return t; }
-    for (uint32_t r = 0; r < kInt8Avx2Rows; ++r)
-        t.fn[r] = reinterpret_cast<Int8Gemm::TileFn>(static_cast<char*>(base) + code.labelOffsetFromBase(labels[r]));
-    t.status = Status::Ok;
-    return t;
-}
+static_assert(kInt8Avx2Rows <= kInt8VnniRows, "Int8TileTable holds the VNNI tile's rows");
+
 #endif
 #if !defined(TESSEL_NO_JIT) && defined(__aarch64__)
 // The sdot tile: rows x 3 accumulators in v8..v31 (d8-d15 saved), A's 8 rows of 4 bytes in
@@ -6457,14 +6437,14 @@ Status Int8Gemm::init(Isa isa) {
     signed_b_ = false;
 #if !defined(TESSEL_NO_JIT) && (defined(__x86_64__) || defined(_M_X64))
     if (isa == Isa::Avx512 && int8_vnni_available()) {
-        static const detail::Int8TileTable vnni = detail::make_int8_tiles_vnni();
+        static const detail::Int8TileTable vnni = detail::make_int8_tiles(detail::kInt8VnniRows, detail::emit_int8_tile_vnni);
         if (vnni.status != Status::Ok) return vnni.status;
         tiles_ = vnni.fn;
         mr_ = detail::kInt8VnniRows;
         nr_ = detail::kInt8VnniVectors * 16;
         masked_ = true;
     } else if (isa == Isa::Avx2 || isa == Isa::Avx512) {   // AVX-512 without VNNI: the AVX2 tile
-        static const detail::Int8TileTable avx2 = detail::make_int8_tiles_avx2();
+        static const detail::Int8TileTable avx2 = detail::make_int8_tiles(detail::kInt8Avx2Rows, detail::emit_int8_tile_avx2);
         if (avx2.status != Status::Ok) return avx2.status;
         tiles_ = avx2.fn;
         mr_ = detail::kInt8Avx2Rows;
