@@ -158,7 +158,8 @@
    Devices, config keys and metrics
    --------------------------------
    CPU: NUM_THREADS (1..64; kernels split their outer loop, and a fused island's kernel that
-   walks at least 8 MiB runs in parts of at least 4 MiB), PERF_COUNT (YES/NO), FUSION
+   walks at least 8 MiB runs in parts of at least 4 MiB; idle workers spin 0.2 ms before they
+   sleep, so steps microseconds apart pay no wake-up), PERF_COUNT (YES/NO), FUSION
    (YES/NO), ISA (auto|ref|sse41|avx2|avx512|neon). TEMPLATE: SUPPORTED_OPS (comma list or
    *), PERF_COUNT. Metrics: AVAILABLE_DEVICES, FULL_DEVICE_NAME, SUPPORTED_METRICS,
    SUPPORTED_CONFIG_KEYS, OPTIMIZATION_CAPABILITIES.
@@ -897,6 +898,8 @@ void destroy(T* object) {
 #elif defined(__ARM_NEON)
 #include <arm_neon.h>
 #endif
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <type_traits>
 #include <cstdarg>
@@ -904,11 +907,6 @@ void destroy(T* object) {
 #include <cstring>
 #include <mutex>
 #include <thread>
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#elif defined(__ARM_NEON)
-#include <arm_neon.h>
-#endif
 // The GPU device (>>opencl loader): compiled in when the Khronos headers are there.
 #if !defined(TESSEL_NO_OPENCL) && defined(__has_include)
 #if __has_include(<CL/cl.h>) && __has_include(<dlfcn.h>)
@@ -1361,7 +1359,9 @@ Status RunContext::fail(Status status, const char* format, ...) const {
 // >>threads
 namespace detail {
 // A fixed pool: threads - 1 workers started once; run() hands each a contiguous range and
-// the caller takes the first one. No allocation per run().
+// the caller takes the first one. No allocation per run(). A worker spins a while for the
+// next run before it sleeps, and the caller spins for the workers before it sleeps: a model's
+// steps come microseconds apart, and a futex wake-up costs about as much as a small step.
 class ThreadPool {
 public:
     ThreadPool() = default;
@@ -1375,18 +1375,15 @@ public:
         workers_ = static_cast<std::thread*>(TESSEL_MALLOC(sizeof(std::thread) * (threads - 1)));
         if (!workers_) return Status::OutOfMemory;
         quit_ = false;
-        for (uint32_t i = 0; i + 1 < threads; ++i) new (&workers_[i]) std::thread(&ThreadPool::work, this, i + 1);
         threads_ = threads;
+        for (uint32_t i = 0; i + 1 < threads; ++i) new (&workers_[i]) std::thread(&ThreadPool::work, this, i + 1);
         return Status::Ok;
     }
     void stop() {
         if (!workers_) return;
-        {
-            std::lock_guard<std::mutex> lock(mutex_);
-            quit_ = true;
-            ++generation_;
-        }
-        wake_.notify_all();
+        quit_ = true;
+        generation_.fetch_add(1);
+        wake_workers();
         for (uint32_t i = 0; i + 1 < threads_; ++i) {
             workers_[i].join();
             workers_[i].~thread();
@@ -1399,43 +1396,78 @@ public:
 
     void run(uint64_t count, void (*fn)(void*, uint64_t, uint64_t), void* user) {
         if (threads_ <= 1 || count < 2) { if (count) fn(user, 0, count); return; }
-        {
-            std::lock_guard<std::mutex> lock(mutex_);
-            fn_ = fn;
-            user_ = user;
-            count_ = count;
-            pending_ = threads_ - 1;
-            ++generation_;
-        }
-        wake_.notify_all();
+        fn_ = fn;
+        user_ = user;
+        count_ = count;
+        pending_.store(threads_ - 1);
+        generation_.fetch_add(1);   // publishes the job (sequentially consistent)
+        wake_workers();
         uint64_t end = count / threads_ + (count % threads_ ? 1 : 0);
         fn(user, 0, end < count ? end : count);
-        std::unique_lock<std::mutex> lock(mutex_);
-        done_.wait(lock, [this] { return pending_ == 0; });
+        for (Spinner spinner(kSpinMicros); pending_.load(std::memory_order_acquire) != 0;) {
+            if (spinner.spin()) continue;
+            std::unique_lock<std::mutex> lock(mutex_);
+            caller_sleeps_.store(true);
+            done_.wait(lock, [this] { return pending_.load() == 0; });
+            caller_sleeps_.store(false);
+            break;
+        }
     }
 
 private:
+    // Spin for kSpinMicros before sleeping: longer than the gap between a model's steps, so
+    // workers stay awake through an infer, short enough to idle quickly between infers. Every
+    // 64th spin yields: with more runnable threads than cores, the one waited for may be here.
+    static constexpr uint32_t kSpinMicros = 200;
+    class Spinner {
+    public:
+        explicit Spinner(uint32_t micros) : micros_(micros) {}
+        // false once the time is up: the caller goes to sleep
+        bool spin() {
+            if (++count_ % 16 == 0) {
+                auto now = std::chrono::steady_clock::now();
+                if (count_ == 16) start_ = now;
+                else if (now - start_ > std::chrono::microseconds(micros_)) return false;
+            }
+            if (count_ % 64 == 0) { std::this_thread::yield(); return true; }
+#if defined(__SSE2__)
+            _mm_pause();
+#elif defined(__aarch64__)
+            __asm__ __volatile__("yield");
+#endif
+            return true;
+        }
+    private:
+        uint32_t micros_, count_ = 0;
+        std::chrono::steady_clock::time_point start_;
+    };
+    // Sleepers register under the mutex before their last check of generation_, so a run that
+    // sees none has published its job before they looked (both sequentially consistent).
+    void wake_workers() {
+        if (sleepers_.load() == 0) return;
+        { std::lock_guard<std::mutex> lock(mutex_); }
+        wake_.notify_all();
+    }
     void work(uint32_t index) {
         uint64_t seen = 0;
         for (;;) {
-            void (*fn)(void*, uint64_t, uint64_t);
-            void* user;
-            uint64_t count;
-            {
+            for (Spinner spinner(kSpinMicros); generation_.load(std::memory_order_acquire) == seen;) {
+                if (spinner.spin()) continue;
                 std::unique_lock<std::mutex> lock(mutex_);
-                wake_.wait(lock, [&] { return generation_ != seen; });
-                seen = generation_;
-                if (quit_) return;
-                fn = fn_;
-                user = user_;
-                count = count_;
+                sleepers_.fetch_add(1);
+                wake_.wait(lock, [&] { return generation_.load() != seen; });
+                sleepers_.fetch_sub(1);
+                break;
             }
+            seen = generation_.load();
+            if (quit_) return;
+            uint64_t count = count_;
             uint64_t chunk = count / threads_ + (count % threads_ ? 1 : 0);
             uint64_t begin = chunk * index, end = begin + chunk < count ? begin + chunk : count;
-            if (begin < end) fn(user, begin, end);
-            {
-                std::lock_guard<std::mutex> lock(mutex_);
-                if (--pending_ == 0) done_.notify_one();
+            if (begin < end) fn_(user_, begin, end);
+            if (pending_.fetch_sub(1) == 1 && caller_sleeps_.load()) {
+                { std::lock_guard<std::mutex> lock(mutex_); }
+                done_.notify_one();
             }
         }
     }
@@ -1443,12 +1475,14 @@ private:
     uint32_t threads_ = 1;
     std::mutex mutex_;
     std::condition_variable wake_, done_;
-    uint64_t generation_ = 0;
-    bool quit_ = false;
+    std::atomic<uint64_t> generation_{0};
+    std::atomic<uint32_t> pending_{0}, sleepers_{0};
+    std::atomic<bool> caller_sleeps_{false};
+    std::atomic<bool> quit_{false};
+    // the job: written by run() before generation_ is raised, read by workers after they see it
     void (*fn_)(void*, uint64_t, uint64_t) = nullptr;
     void* user_ = nullptr;
     uint64_t count_ = 0;
-    uint32_t pending_ = 0;
 };
 
 // parallel_for over a lambda: parallel_for(context, n, [&](uint64_t begin, uint64_t end) {...}).
