@@ -16380,34 +16380,38 @@ const OpKernel kSpatialKernels[] = {
 // >>quantization ops
 // QuantizeLinear and DequantizeLinear (per tensor; per axis from opset 13; blocked from 21),
 // DynamicQuantizeLinear, MatMulInteger, QLinearMatMul, ConvInteger, QLinearConv. Quantized
-// values are int8 or uint8 (DequantizeLinear also reads int32); float8, int4 and int2 are
-// refused as types. Rounding is to nearest, ties to even, then saturation to the type's range.
+// values are int8 or uint8, and int16 or uint16 in QuantizeLinear and DequantizeLinear (which
+// also reads int32); float8, int4 and int2 are refused as types. Rounding is to nearest, ties to even, then saturation to the type's range.
 // Integer products accumulate in int32 (wrapping, which ONNX allows); QLinear* requantize with
 // a multiplier computed in the scales' type and applied in double, as ONNX's reference does,
 // so results match it bit for bit. MatMul and Conv shapes come from plan_matmul / plan_conv.
 namespace detail {
 
-// The range of a quantized type. int16 and uint16 join with their ElementTypes (and a case in
-// quant_type_switch); the kernels are templates over T.
+// The range of a quantized type; the kernels are templates over T.
 template <class T> struct QuantRange;
 template <> struct QuantRange<int8_t> { static constexpr double lo = -128, hi = 127; };
 template <> struct QuantRange<uint8_t> { static constexpr double lo = 0, hi = 255; };
+template <> struct QuantRange<int16_t> { static constexpr double lo = -32768, hi = 32767; };
+template <> struct QuantRange<uint16_t> { static constexpr double lo = 0, hi = 65535; };
 template <> struct QuantRange<int32_t> { static constexpr double lo = -2147483648.0, hi = 2147483647.0; };
 
 // Calls f(T()) with the C++ type of quantized element type t; false for any other type.
-// int32 only where the op reads it (DequantizeLinear's x).
+// int32 only where the op reads it (DequantizeLinear's x), 16-bit types only in QuantizeLinear
+// and DequantizeLinear (the QLinear and Integer ops take 8 bits).
 template <class F>
-bool quant_type_switch(ElementType t, bool int32, F&& f) {
+bool quant_type_switch(ElementType t, bool int32, bool sixteen, F&& f) {
     switch (t) {
         case ElementType::Int8: f(int8_t()); return true;
         case ElementType::UInt8: f(uint8_t()); return true;
+        case ElementType::Int16: if (!sixteen) return false; f(int16_t()); return true;
+        case ElementType::UInt16: if (!sixteen) return false; f(uint16_t()); return true;
         case ElementType::Int32: if (!int32) return false; f(int32_t()); return true;
         default: return false;
     }
 }
 
-inline bool quant_type(ElementType t, bool int32) {
-    return quant_type_switch(t, int32, [](auto) {});
+inline bool quant_type(ElementType t, bool int32, bool sixteen = false) {
+    return quant_type_switch(t, int32, sixteen, [](auto) {});
 }
 
 // round(v) + zero_point saturated to T (a NaN counts as 0). The zero point is added after the
@@ -16511,14 +16515,14 @@ inline Status prepare_quantize_linear(PrepareContext& c) {
     int64_t code = c.opset >= 21 ? c.attribute_int("output_dtype", 0) : 0;
     if (code != 0) {
         out = onnx_element_type(code);
-        if (!quant_type(out, false))
-            return c.fail(Status::Unsupported, "output_dtype %lld (int8 or uint8 supported; float8, int4, int2 are not)",
+        if (!quant_type(out, false, true))
+            return c.fail(Status::Unsupported, "output_dtype %lld (int8, uint8, int16 or uint16 supported; float8, int4, int2 are not)",
                           (long long)code);
     }
     if (c.has_input(2)) {
         ElementType zt = c.inputs[2].type;
-        if (!quant_type(zt, false))
-            return c.fail(Status::Unsupported, "y_zero_point is %s (int8 or uint8 supported)", element_type_name(zt));
+        if (!quant_type(zt, false, true))
+            return c.fail(Status::Unsupported, "y_zero_point is %s (int8, uint8, int16 or uint16 supported)", element_type_name(zt));
         if (code != 0 && zt != out)
             return c.fail(Status::InvalidArgument, "output_dtype %lld differs from y_zero_point's type %s", (long long)code,
                           element_type_name(zt));
@@ -16566,15 +16570,15 @@ void quantize_typed(const RunContext& c, const QuantizeState& st) {
 
 inline Status run_quantize_linear(const RunContext& c) {
     const QuantizeState& st = *static_cast<const QuantizeState*>(c.state);
-    quant_type_switch(c.outputs[0].desc.type, false, [&](auto tag) { quantize_typed<decltype(tag)>(c, st); });
+    quant_type_switch(c.outputs[0].desc.type, false, true, [&](auto tag) { quantize_typed<decltype(tag)>(c, st); });
     return Status::Ok;
 }
 
 inline Status prepare_dequantize_linear(PrepareContext& c) {
     TESSEL_TRY(check_tensor_inputs(c, 2, 3, 2));
     const TensorDesc &x = c.inputs[0], &scale = c.inputs[1];
-    if (!quant_type(x.type, true))
-        return c.fail(Status::Unsupported, "x is %s (int8, uint8 or int32 supported; float8, int4, int2 are not)",
+    if (!quant_type(x.type, true, true))
+        return c.fail(Status::Unsupported, "x is %s (int8, uint8, int16, uint16 or int32 supported; float8, int4, int2 are not)",
                       element_type_name(x.type));
     TESSEL_TRY(quant_real_input(c, 1, "x_scale"));
     if (c.has_input(2)) {
@@ -16621,7 +16625,7 @@ void dequantize_typed(const RunContext& c, const QuantLayout& q) {
 
 inline Status run_dequantize_linear(const RunContext& c) {
     const QuantLayout& q = *static_cast<const QuantLayout*>(c.state);
-    quant_type_switch(c.inputs[0].desc.type, true, [&](auto tag) { dequantize_typed<decltype(tag)>(c, q); });
+    quant_type_switch(c.inputs[0].desc.type, true, true, [&](auto tag) { dequantize_typed<decltype(tag)>(c, q); });
     return Status::Ok;
 }
 

@@ -111,6 +111,24 @@ TEST_CASE("QuantizeLinear: per tensor, ties to even before the zero point, satur
         t.go();
         CHECK(t.out<int8_t>() == I8{2, -2, 127});
     }
+    {
+        OpTest t;   // int16 (opset 21): ties to even, saturation at the 16-bit range
+        t.opset = 21;
+        t.op("QuantizeLinear", {t.input<float>({5}, {2.5f, -2.5f, 1e6f, -1e6f, 300.0f}), t.input<float>({}, {1.0f}),
+                                t.input<int16_t>({}, {-3})});
+        t.go();
+        CHECK(t.type() == ElementType::Int16);
+        CHECK(t.out<int16_t>() == std::vector<int16_t>{-1, -5, 32767, -32768, 297});
+    }
+    {
+        OpTest t;   // uint16 by output_dtype 4, without a zero point
+        t.opset = 21;
+        t.op("QuantizeLinear", {t.input<float>({3}, {-1.0f, 1000.5f, 1e9f}), t.input<float>({}, {0.5f})});
+        t.set_int("output_dtype", 4);
+        t.go();
+        CHECK(t.type() == ElementType::UInt16);
+        CHECK(t.out<uint16_t>() == U16{0, 2001, 65535});
+    }
 }
 
 TEST_CASE("QuantizeLinear: per axis (opset 13) and blocked (opset 21)") {
@@ -161,6 +179,7 @@ TEST_CASE("QuantizeLinear: bad input") {
     { OpTest t; node(t, ElementType::Float32, ElementType::Int32, ElementType::UInt8); t.fails(Status::Unsupported); }
     { OpTest t; node(t, ElementType::Float32, ElementType::Float32, ElementType::Float32); t.fails(Status::Unsupported); }
     { OpTest t; node(t, ElementType::Float32, ElementType::Float32, ElementType::Int64); t.fails(Status::Unsupported); }
+    { OpTest t; node(t, ElementType::Float32, ElementType::Float32, ElementType::UInt32); t.fails(Status::Unsupported); }
     { OpTest t; node(t, ElementType::Float32, ElementType::Float32, ElementType::UInt8, {2}); t.fails(Status::InvalidArgument); }
     {
         OpTest t;   // per axis before opset 13
@@ -246,6 +265,20 @@ TEST_CASE("DequantizeLinear: per tensor, per axis, blocked, int32, float16") {
         t.op("DequantizeLinear", {t.input<int32_t>({2}, {-7, 1 << 20}), t.input<float>({}, {0.5f})});
         t.go();
         CHECK(t.out<float>() == F32{-3.5f, 524288.0f});
+    }
+    {
+        OpTest t;   // int16 and uint16 (opset 21) with zero points at their ends of the range
+        t.opset = 21;
+        t.op("DequantizeLinear", {t.input<int16_t>({3}, {-32768, 0, 32767}), t.input<float>({}, {0.25f}),
+                                  t.input<int16_t>({}, {-32768})});
+        t.go();
+        CHECK(t.out<float>() == F32{0.0f, 8192.0f, 16383.75f});
+        OpTest u;
+        u.opset = 21;
+        u.op("DequantizeLinear", {u.input<uint16_t>({2}, {0, 65535}, ElementType::UInt16), u.input<float>({}, {2.0f}),
+                                  u.input<uint16_t>({}, {65535}, ElementType::UInt16)});
+        u.go();
+        CHECK(u.out<float>() == F32{-131070.0f, 0.0f});
     }
     {
         OpTest t;   // blocks of 2 along axis 0 of [3, 2]
