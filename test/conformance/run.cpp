@@ -212,6 +212,10 @@ std::string out_of_scope(const TestCase& test, const std::string& raw) {
     for (const char* op : sequence_ops)
         if (std::find(test.missing_ops.begin(), test.missing_ops.end(), op) != test.missing_ops.end())
             return "sequences and optionals";
+    // missing_ops lists the main graph's ops; a body's (If, Loop, Scan) show in the model's bytes
+    if (raw.find("body") != std::string::npos)
+        for (const char* op : sequence_ops)
+            if (bytes.find(op) != std::string::npos) return "sequences and optionals";
     if (raw.find("is a sequence") != std::string::npos || raw.find("is an optional") != std::string::npos ||
         raw.find("sequence type") != std::string::npos || raw.find("optional type") != std::string::npos)
         return "sequences and optionals";
