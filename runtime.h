@@ -8716,13 +8716,14 @@ inline Status prepare_resize(PrepareContext& c) {
     StringView transform = c.opset == 10 ? StringView("asymmetric")
                                          : c.attribute_string("coordinate_transformation_mode", "half_pixel");
     StringView rounding = c.opset == 10 ? StringView("floor") : c.attribute_string("nearest_mode", "round_prefer_floor");
-    enum { HalfPixel, HalfPixelSymmetric, PytorchHalfPixel, AlignCorners, Asymmetric, CropAndResize } how;
+    enum { HalfPixel, HalfPixelSymmetric, PytorchHalfPixel, AlignCorners, Asymmetric, CropAndResize, TfHalfPixelForNn } how;
     if (transform == StringView("half_pixel")) how = HalfPixel;
     else if (transform == StringView("half_pixel_symmetric") && c.opset >= 19) how = HalfPixelSymmetric;   // Resize-19
     else if (transform == StringView("pytorch_half_pixel")) how = PytorchHalfPixel;
     else if (transform == StringView("align_corners")) how = AlignCorners;
     else if (transform == StringView("asymmetric")) how = Asymmetric;
     else if (transform == StringView("tf_crop_and_resize") && c.opset >= 11) how = CropAndResize;
+    else if (transform == StringView("tf_half_pixel_for_nn") && c.opset >= 11 && c.opset < 13) how = TfHalfPixelForNn;   // tf2onnx's nearest
     else return c.fail(Status::Unsupported, "coordinate_transformation_mode '%.*s'", (int)transform.size, transform.data);
     enum { PreferFloor, PreferCeil, Floor, Ceil } round;
     if (rounding == StringView("round_prefer_floor")) round = PreferFloor;
@@ -8838,6 +8839,7 @@ inline Status prepare_resize(PrepareContext& c) {
                     break;
                 }
                 case PytorchHalfPixel: at = length > 1 ? ((double)o + 0.5) / scale - 0.5 : 0.0; break;
+                case TfHalfPixelForNn: at = ((double)o + 0.5) / scale; break;
                 case AlignCorners: at = length == 1 ? 0.0 : (double)o * (double)(st->in[d] - 1) / (length - 1); break;
                 case CropAndResize: {
                     double span = (double)(st->in[d] - 1);

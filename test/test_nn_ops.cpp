@@ -942,6 +942,7 @@ double original_coordinate(const std::string& mode, int64_t o, double scale, int
     if (mode == "half_pixel") return (o + 0.5) / scale - 0.5;
     if (mode == "pytorch_half_pixel") return length > 1 ? (o + 0.5) / scale - 0.5 : 0.0;
     if (mode == "align_corners") return length == 1 ? 0.0 : o * (double)(in - 1) / (length - 1);
+    if (mode == "tf_half_pixel_for_nn") return (o + 0.5) / scale;
     return o / scale;
 }
 
@@ -1029,6 +1030,11 @@ TEST_CASE("nn ops: Resize nearest, every nearest_mode and coordinate transformat
             check_resize({1, 1, 3, 4}, {}, {1, 1, 7, 3}, false, transform, rounding, seed++);
             check_resize({2, 2, 3, 2, 2}, {}, {2, 1, 5, 4, 3}, false, transform, rounding, seed++);
         }
+    for (const char* rounding : {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"}) {   // Resize-11 only
+        CAPTURE(rounding);
+        check_resize({1, 2, 4, 5}, {1.0f, 1.0f, 2.0f, 1.5f}, {}, false, "tf_half_pixel_for_nn", rounding, seed++, 11);
+        check_resize({1, 1, 3, 4}, {}, {1, 1, 7, 3}, false, "tf_half_pixel_for_nn", rounding, seed++, 11);
+    }
 }
 
 TEST_CASE("nn ops: Resize linear for 2-D and 4-D inputs") {
