@@ -86,7 +86,7 @@
    >>strided copy                     the copy under Transpose, Slice, Expand, ...
    >>shape ops                        Reshape, Flatten, Squeeze, Unsqueeze
    >>data movement                    Transpose, Slice, Expand, DepthToSpace, SpaceToDepth
-   >>cpu ops                          CPU: pooling, global pooling, softmax, Resize, Transpose kernels (cpu_ops_step)
+   >>cpu ops                          CPU: pooling, global pooling, softmax, Resize, Transpose, LRN kernels (cpu_ops_step)
    >>concat and split                 Concat, Split
    >>gather                           Gather
    >>cast                             Cast, BitCast, half/bfloat16 and scalar conversions
@@ -9766,11 +9766,20 @@ struct F4Math {   // the vector model of snippets.h (>>vector model) on SSE2, wi
     V sub_i(V a, V b) { return _mm_castsi128_ps(_mm_sub_epi32(_mm_castps_si128(a), _mm_castps_si128(b))); }
     V shl_i(V a, int n) { return _mm_castsi128_ps(_mm_sll_epi32(_mm_castps_si128(a), _mm_cvtsi32_si128(n))); }
     V sra_i(V a, int n) { return _mm_castsi128_ps(_mm_sra_epi32(_mm_castps_si128(a), _mm_cvtsi32_si128(n))); }
+    V shr_i(V a, int n) { return _mm_castsi128_ps(_mm_srl_epi32(_mm_castps_si128(a), _mm_cvtsi32_si128(n))); }
+    V cvt_f(V a) { return _mm_cvtepi32_ps(_mm_castps_si128(a)); }
+    V and_(V a, V b) { return _mm_and_ps(a, b); }
+    V or_(V a, V b) { return _mm_or_ps(a, b); }
+    V blend(V mask, V a, V b) { return _mm_or_ps(_mm_and_ps(mask, a), _mm_andnot_ps(mask, b)); }
+    V cmp(V a, V b, int predicate) {   // the predicates math_log uses
+        return predicate == kCmpLt ? _mm_cmplt_ps(a, b) : predicate == kCmpEq ? _mm_cmpeq_ps(a, b) : _mm_cmpnle_ps(a, b);
+    }
     bool has_scalef() const { return false; }
     V scalef(V a, V) { return a; }
     void drop(V&) {}
 };
 inline F4 f4_exp(F4 x) { F4Math m; return math_exp(m, x); }
+inline F4 f4_log(F4 x) { F4Math m; return math_log(m, x); }
 inline F4 f4_sub(F4 a, F4 b) { return _mm_sub_ps(a, b); }
 inline F4 f4_mul(F4 a, F4 b) { return _mm_mul_ps(a, b); }
 #elif defined(__ARM_NEON)
@@ -9791,17 +9800,32 @@ struct F4Math {   // the vector model of snippets.h (>>vector model) on NEON, wi
     V sub_i(V a, V b) { return vreinterpretq_f32_s32(vsubq_s32(vreinterpretq_s32_f32(a), vreinterpretq_s32_f32(b))); }
     V shl_i(V a, int n) { return vreinterpretq_f32_s32(vshlq_s32(vreinterpretq_s32_f32(a), vdupq_n_s32(n))); }
     V sra_i(V a, int n) { return vreinterpretq_f32_s32(vshlq_s32(vreinterpretq_s32_f32(a), vdupq_n_s32(-n))); }
+    V shr_i(V a, int n) { return vreinterpretq_f32_u32(vshlq_u32(vreinterpretq_u32_f32(a), vdupq_n_s32(-n))); }
+    V cvt_f(V a) { return vcvtq_f32_s32(vreinterpretq_s32_f32(a)); }
+    V and_(V a, V b) { return vreinterpretq_f32_u32(vandq_u32(vreinterpretq_u32_f32(a), vreinterpretq_u32_f32(b))); }
+    V or_(V a, V b) { return vreinterpretq_f32_u32(vorrq_u32(vreinterpretq_u32_f32(a), vreinterpretq_u32_f32(b))); }
+    V blend(V mask, V a, V b) { return vbslq_f32(vreinterpretq_u32_f32(mask), a, b); }
+    V cmp(V a, V b, int predicate) {   // the predicates math_log uses
+        uint32x4_t r = predicate == kCmpLt ? vcltq_f32(a, b) : predicate == kCmpEq ? vceqq_f32(a, b) : vmvnq_u32(vcleq_f32(a, b));
+        return vreinterpretq_f32_u32(r);
+    }
     bool has_scalef() const { return false; }
     V scalef(V a, V) { return a; }
     void drop(V&) {}
 };
 inline F4 f4_exp(F4 x) { F4Math m; return math_exp(m, x); }
+inline F4 f4_log(F4 x) { F4Math m; return math_log(m, x); }
 inline F4 f4_sub(F4 a, F4 b) { return vsubq_f32(a, b); }
 inline F4 f4_mul(F4 a, F4 b) { return vmulq_f32(a, b); }
 #else
 inline F4 f4_exp(F4 x) {
     ScalarMath m;
     for (int i = 0; i < 4; ++i) x.l[i] = math_exp(m, x.l[i]);
+    return x;
+}
+inline F4 f4_log(F4 x) {
+    ScalarMath m;
+    for (int i = 0; i < 4; ++i) x.l[i] = math_log(m, x.l[i]);
     return x;
 }
 inline F4 f4_sub(F4 a, F4 b) { for (int i = 0; i < 4; ++i) a.l[i] -= b.l[i]; return a; }
@@ -9990,6 +10014,9 @@ inline Status cpu_transpose_step(ReferenceProgram* p, const StridedCopy& s) {
     return cpu_ops_use(p, run_strided_copy, state, "Transpose", "copy");
 }
 
+inline bool cpu_lrn_fits(const void* state);   // >>lp pool and lrn
+inline Status run_cpu_lrn(const RunContext& c);
+
 inline Status cpu_ops_step(ReferenceProgram* p, const PreparedModel& model, NodeId id, Isa isa) {
     if (isa == Isa::Ref) return Status::Ok;   // the ref ISA keeps the reference kernels
     const Node& node = model.model.graph.node(id);
@@ -10026,6 +10053,7 @@ inline Status cpu_ops_step(ReferenceProgram* p, const PreparedModel& model, Node
         if (static_cast<const SoftmaxState*>(state)->inner != 1) return Status::Ok;   // rows must be contiguous
         return cpu_ops_use(p, run_cpu_softmax, state, op);
     }
+    if (op == StringView("LRN") && cpu_lrn_fits(state)) return cpu_ops_use(p, run_cpu_lrn, state, op);
     return Status::Ok;
 }
 
@@ -16355,6 +16383,49 @@ inline Status run_lrn(const RunContext& c) {
                 double v = xn[ch * st.inner + i];
                 y[(int64_t)line * st.inner + i] = (float)(v / std::pow(st.bias + st.alpha / (double)st.size * sum, st.beta));
             }
+        }
+    });
+    return Status::Ok;
+}
+
+// The CPU device's LRN (cpu_ops_step), on F4 lanes along the inner dims: the window's sum of
+// squares in float, then x * t^-beta with t = bias + alpha / size * sum as exp(-beta log t)
+// (snippets.h's math_log and math_exp). Only where t > 0 always (a normal positive bias, alpha
+// >= 0), beta > 0 and the window is short, so float sums stay within a few ulp of the reference.
+inline bool cpu_lrn_fits(const void* state) {
+    const LrnState& st = *static_cast<const LrnState*>(state);
+    return st.bias >= 1.17549435e-38 && st.alpha >= 0 && st.beta > 0 && st.size <= 64 && std::isfinite(st.alpha) &&
+           std::isfinite(st.beta) && std::isfinite(st.bias);
+}
+
+inline Status run_cpu_lrn(const RunContext& c) {
+    const LrnState& st = *static_cast<const LrnState*>(c.state);
+    const float* x = c.inputs[0].as<float>();
+    float* y = c.outputs[0].as<float>();
+    const int64_t before = (st.size - 1) / 2, after = st.size / 2, inner = st.inner;
+    const F4 scale = f4_set((float)(st.alpha / (double)st.size)), bias = f4_set((float)st.bias), minus_beta = f4_set((float)-st.beta);
+    auto factor = [&](F4 sum) { return f4_exp(f4_mul(minus_beta, f4_log(f4_add(bias, f4_mul(scale, sum))))); };
+    nn_parallel(c, (uint64_t)(st.batch * st.channels), [&](uint64_t, uint64_t begin, uint64_t end) {
+        for (uint64_t line = begin; line < end; ++line) {
+            int64_t n = (int64_t)line / st.channels, ch = (int64_t)line % st.channels;
+            int64_t first = ch - before > 0 ? ch - before : 0, last = ch + after < st.channels - 1 ? ch + after : st.channels - 1;
+            const float* xn = x + n * st.channels * inner;
+            float* yl = y + (int64_t)line * inner;
+            int64_t i = 0;
+            for (; i + 4 <= inner; i += 4) {
+                F4 sum = f4_set(0.0f);
+                for (int64_t k = first; k <= last; ++k) {
+                    F4 v = f4_load(xn + k * inner + i);
+                    sum = f4_add(sum, f4_mul(v, v));
+                }
+                f4_store(yl + i, f4_mul(f4_load(xn + ch * inner + i), factor(sum)));
+            }
+            if (i == inner) continue;
+            float sums[4] = {0, 0, 0, 0}, f[4];   // the last 1-3 elements through the same lanes
+            for (int64_t j = i; j < inner; ++j)
+                for (int64_t k = first; k <= last; ++k) sums[j - i] += xn[k * inner + j] * xn[k * inner + j];
+            f4_lanes(factor(f4_load(sums)), f);
+            for (int64_t j = i; j < inner; ++j) yl[j] = xn[ch * inner + j] * f[j - i];
         }
     });
     return Status::Ok;

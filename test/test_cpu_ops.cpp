@@ -1,4 +1,4 @@
-// The CPU device's own kernels (runtime.h >>cpu ops: pooling, global pooling, softmax) against
+// The CPU device's own kernels (runtime.h >>cpu ops: pooling, global pooling, softmax, LRN) against
 // the reference kernels, at every ISA the machine has (CPU:ISA; ref keeps the reference
 // kernels), on 1 and 2 threads. Max pooling is compared bit for bit (NaN and signed zeros
 // included); windowed averages too (same order of additions, same division); global
@@ -276,6 +276,61 @@ TEST_CASE("cpu ops: Softmax and LogSoftmax on rows of every tail, wide ranges, N
         v[80] = INFINITY;                           // inf - inf: NaN as the reference
         check_softmax(op, {2, 3, 37}, -1, 13, v);
     }
+}
+
+namespace {
+// LRN: the CPU kernel sums squares in float and raises by exp(-beta ln t), whose argument's
+// rounding grows with beta |ln t|: within 1e-5 relative of the reference's double pow up to
+// beta 2.5 and t 1e6. Forms outside its domain keep the reference.
+void check_lrn(const Shape& x, int64_t size, float alpha, float beta, float bias, const std::vector<float>& v, bool fast) {
+    auto build = [&](OpTest& t) {
+        t.op("LRN", {t.input(x, v)});
+        t.set_int("size", size);
+        t.set_float("alpha", alpha);
+        t.set_float("beta", beta);
+        t.set_float("bias", bias);
+    };
+    OpTest ref;
+    build(ref);
+    ref.go();
+    const float* want = ref.outputs[0].data_as<float>();
+    for (Isa isa : machine_isas())
+        for (uint32_t threads : {1u, 2u}) {
+            OpTest t;
+            build(t);
+            CpuRun got = infer_cpu(t, isa, threads);
+            INFO("LRN x " << dims_text(x) << " size " << size << " beta " << beta << " bias " << bias << " isa "
+                          << std::string(isa_name(isa)) << " kernels " << got.kernels);
+            CHECK(got.kernels.rfind(isa != Isa::Ref && fast ? "cpu:" : "ref:", 0) == 0);
+            REQUIRE(got.y.size() == ref.outputs[0].elements());
+            size_t bad = 0;
+            for (size_t i = 0; i < got.y.size(); ++i) {
+                double w = want[i];
+                bool ok = std::isnan(w) ? std::isnan(got.y[i]) : std::fabs(got.y[i] - w) <= 1e-5 * std::fabs(w) + 1e-37;
+                if (!ok && bad++ < 3) MESSAGE("y[" << i << "] = " << got.y[i] << ", want " << w);
+            }
+            CHECK(bad == 0);
+        }
+}
+}  // namespace
+
+TEST_CASE("cpu ops: LRN across channels, every tail of the inner dims, windows at the edges, NaN and inf") {
+    uint32_t seed = 300;
+    for (int64_t inner : {1, 3, 4, 5, 8, 13}) {
+        std::vector<float> v = random_floats(2 * 7 * inner, seed++);
+        check_lrn({2, 7, inner}, 5, 1e-4f, 0.75f, 1.0f, v, true);
+        check_lrn({2, 7, inner}, 2, 0.5f, 0.6f, 2.0f, v, true);   // even size: one more channel after
+    }
+    std::vector<float> v = random_floats(1 * 16 * 6 * 5, seed++);
+    for (float& f : v) f *= 40.0f;                                // squares far from 1: t up to 1e6
+    check_lrn({1, 16, 6, 5}, 9, 0.9f, 2.5f, 1e-3f, v, true);
+    check_lrn({1, 16, 6, 5}, 1, 1e-4f, 0.75f, 1.0f, v, true);
+    v[7] = NAN;
+    v[30] = INFINITY;                                             // t = inf: 0 for the others, NaN itself
+    check_lrn({1, 16, 6, 5}, 3, 1e-4f, 0.75f, 1.0f, v, true);
+    check_lrn({1, 16, 6, 5}, 3, 1e-4f, 0.75f, 0.0f, v, false);   // bias 0: t may be 0
+    check_lrn({1, 16, 6, 5}, 3, -1e-4f, 0.75f, 1.0f, v, false);  // negative alpha: t may be negative
+    check_lrn({1, 16, 6, 5}, 65, 1e-4f, 0.75f, 1.0f, v, false);  // a long window stays in double
 }
 
 TEST_CASE("cpu ops: Sum of two float inputs fuses into an island and adds as Add") {
