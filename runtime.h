@@ -1508,8 +1508,8 @@ Status Core::fail(Status status, const char* format, ...) {
 // weights, packed weight panels), stored under the bytes of its inputs' addresses and
 // parameters. Only addresses that outlive the store may be keys, or a freed and reused address
 // would find stale data: the constants of the model the store belongs to, and the store's own
-// data (stable()). Every plan of one model compiles under its Core's compile mutex, so the
-// store takes no lock of its own.
+// data (stable()); and the JIT kernels of the model's islands. Every plan of one model compiles
+// under its Core's compile mutex, so the store takes no lock of its own.
 namespace detail {
 class PlanReuse {
 public:
@@ -1555,6 +1555,9 @@ public:
         return data;
     }
     uint32_t entries() const { return (uint32_t)entry_count_; }
+    // JIT kernels of every plan of the model (islands whose lowered program and strides match
+    // come out of it; it stops taking kernels when full).
+    KernelCache* kernels() { return &kernels_; }
 
 private:
     struct Entry { uint64_t hash; const void* key; size_t key_bytes; void* data; };
@@ -1597,6 +1600,7 @@ private:
     }
     const Model* model_;
     Arena arena_;
+    KernelCache kernels_;
     Entry* entries_ = nullptr;
     size_t entry_count_ = 0, entry_capacity_ = 0;
     const void** stable_ = nullptr;
@@ -2878,7 +2882,7 @@ inline Status CpuDevice::build_cpu(ReferenceProgram* p, const PreparedModel& mod
     uint32_t head = 0;
     SnippetOptions options;
     options.isa = target;
-    options.cache = &p->cache;
+    options.cache = model.reuse ? model.reuse->kernels() : &p->cache;   // the model's other plans emitted most kernels
     // build_island_body takes a Tokenization: the usable islands only, their nodes listed once.
     Tokenization view;
     view.island_of = Span<const uint32_t>(island, ln);
