@@ -807,6 +807,7 @@ public:
 
 private:
     friend class Core;   // compile_model, reshape and import_model fill impl_
+    friend struct detail::CompileJob;   // plan_at
     Impl* impl_ = nullptr;
     mutable char error_[kErrorMessageBytes] = {};
 };
@@ -3683,7 +3684,9 @@ struct CompiledModel::Impl {
 // A model compiled with symbolic input dims is planned at every free dim = 1 (the
 // CompiledModel's own plan: it checks the model and gives the partition the others copy), and
 // again per input-shape signature at a request's first infer with it. Those plans live in a
-// bounded cache (SHAPE_CACHE_SIZE, least recently used evicted; never one a request holds).
+// bounded cache (SHAPE_CACHE_SIZE, least recently used evicted; never one a request holds),
+// and take what does not depend on shapes from the first plan's PlanReuse (>>plan reuse):
+// folded and packed weights and JIT kernels; the partition is copied when the graphs match.
 namespace detail {
 constexpr uint32_t kDefaultShapeCache = 8;
 constexpr uint32_t kMaxShapeCache = 1024;
@@ -3734,7 +3737,9 @@ struct DynamicShapes {
 // again. Chosen over a run-time-shape interpreter: every stage is an ordinary static plan
 // (the same kernels, fusion, partition, memory plan and Limits checks), a suffix node never
 // shares a subgraph with the producer of a value it reads as a shape (they are in different
-// stages), and once the signatures repeat nothing allocates.
+// stages), and once the signatures repeat nothing allocates. A suffix input read as a shape
+// carries the keep-apart flag; the suffix plans share a PlanReuse and the partition of an
+// earlier plan; a staged model exports as blob version 3 (>>blob format).
 namespace detail {
 constexpr uint32_t kMaxStageDepth = 16;   // a suffix staged again, and again
 
@@ -4190,6 +4195,9 @@ struct CompileJob {   // what compile_model and import_model share
     // Compiles the plan of a symbolic model at one input-shape signature.
     static Status specialize(DynamicShapes& dynamic, const CompiledModel::Impl& first, Span<const InputShape> shapes,
                              CompiledModel::Impl** out, char* error);
+    // The same for a compiled model with free input dims, not cached (bench/dynamic times it);
+    // the caller destroys *out.
+    static Status plan_at(const CompiledModel& compiled, Span<const InputShape> shapes, CompiledModel::Impl** out, char* error);
     // >>stages: cuts `model` where prepare deferred nodes and compiles the first stage into m;
     // compile_stage compiles the later stage at one signature.
     uint32_t stage_depth = 0;
@@ -4811,6 +4819,17 @@ Status CompileJob::specialize(DynamicShapes& d, const CompiledModel::Impl& first
     }
     *out = m;
     return Status::Ok;
+}
+}  // namespace detail
+
+namespace detail {
+Status CompileJob::plan_at(const CompiledModel& compiled, Span<const InputShape> shapes, CompiledModel::Impl** out, char* error) {
+    if (!compiled.impl_ || !compiled.impl_->dynamic) {
+        print(error, kErrorMessageBytes, "plan_at: the model has no free input dims");
+        return Status::InvalidArgument;
+    }
+    std::lock_guard<std::mutex> lock(compiled.impl_->dynamic->mutex);
+    return specialize(*compiled.impl_->dynamic, *compiled.impl_, shapes, out, error);
 }
 }  // namespace detail
 
@@ -19150,6 +19169,23 @@ inline const OpVersion* onnx_op_version(StringView op, uint32_t opset) {
 
 // Unsupported, naming the op, the node and the version, when the node's version is refused.
 inline Status check_op_version(const Node& node, uint32_t opset, char* error) {
+    // Only an op with a refused version can fail: the others skip the walk of the whole table.
+    struct RefusedOps { const char* op[32]; uint32_t count = 0; bool all = false; };
+    static const RefusedOps refused = [] {
+        RefusedOps r;
+        for (const OpVersion& v : kOpVersions) {
+            if (v.support != OpVersionSupport::Refused) continue;
+            bool seen = false;
+            for (uint32_t i = 0; i < r.count; ++i) seen = seen || std::strcmp(r.op[i], v.op) == 0;
+            if (seen) continue;
+            if (r.count == 32) { r.all = true; break; }
+            r.op[r.count++] = v.op;
+        }
+        return r;
+    }();
+    bool maybe = refused.all;
+    for (uint32_t i = 0; i < refused.count && !maybe; ++i) maybe = equals_name(node.op, refused.op[i]);
+    if (!maybe) return Status::Ok;
     const OpVersion* v = onnx_op_version(node.op, opset);
     if (!v || v->support != OpVersionSupport::Refused) return Status::Ok;
     std::snprintf(error, kErrorMessageBytes, "%.*s '%.*s': %.*s-%u (opset %u) is not implemented: %s", (int)node.op.size,
