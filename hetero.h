@@ -186,6 +186,12 @@ struct StringView {
 };
 bool operator==(StringView a, StringView b);
 inline bool operator!=(StringView a, StringView b) { return !(a == b); }
+// a == StringView(name) without measuring name first: lookups walk tables of op names.
+inline bool equals_name(StringView a, const char* name) {
+    for (size_t i = 0; i < a.size; ++i)
+        if (name[i] == '\0' || name[i] != a.data[i]) return false;
+    return name[a.size] == '\0';
+}
 
 template <class T>
 struct Span {

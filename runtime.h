@@ -41,6 +41,7 @@
    >>model implementation             Model building and interface checks
    >>op kernel contexts               attribute access, fail, parallel_for
    >>threads                          the request's thread pool
+   >>plan reuse                       PlanReuse: shape-free data shared by a model's plans at other shapes
    >>prepare                          static shapes, constant folding, Conv+BatchNormalization
    >>builtin devices                  config parsing shared by CPU and TEMPLATE
    >>reference program                a program of reference kernel steps
@@ -590,6 +591,7 @@ template <class T>
 void destroy(T* object);
 
 // >>prepared model
+namespace detail { class PlanReuse; }
 // The model after the common transformations every device sees: shapes inferred from the
 // inputs, constant subgraphs folded into Constant nodes, nodes that only fed folded ones
 // removed. Node names are kept, so results map back to the original model by name.
@@ -621,6 +623,9 @@ public:
                       const void* state = nullptr) const;
     uint32_t folded_count() const { return folded_; }   // nodes folded or removed
     const char* last_error() const { return model.last_error(); }
+    // Set before prepare when other plans of the same model share shape-free data with this one
+    // (>>plan reuse); nullptr otherwise. Not owned.
+    detail::PlanReuse* reuse = nullptr;
 
 private:
     friend struct detail_prepare;
@@ -794,12 +799,16 @@ public:
     // at run time, cached as input-shape plans are (runtime.h >>stages).
     bool data_dependent() const;
     uint32_t cached_stage_plans() const;   // plans of the first cut's later stage kept
+    // The later stage as a model (its inputs are the values the first stage hands over, every
+    // dim free); nullptr unless data_dependent().
+    const Model* later_stage() const;
     const char* last_error() const { return error_; }
 
     struct Impl;
 
 private:
     friend class Core;   // compile_model, reshape and import_model fill impl_
+    friend struct detail::CompileJob;   // plan_at
     Impl* impl_ = nullptr;
     mutable char error_[kErrorMessageBytes] = {};
 };
@@ -1528,6 +1537,112 @@ Status Core::fail(Status status, const char* format, ...) {
     return status;
 }
 
+// >>plan reuse
+// What the plans of one model at other shapes share (>>dynamic shapes, >>stages): data derived
+// from the model's constants alone, whatever the shapes (a Conv's BatchNormalization-folded
+// weights, packed weight panels), stored under the bytes of its inputs' addresses and
+// parameters. Only addresses that outlive the store may be keys, or a freed and reused address
+// would find stale data: the constants of the model the store belongs to, and the store's own
+// data (stable()); and the JIT kernels of the model's islands. Every plan of one model compiles
+// under its Core's compile mutex, so the store takes no lock of its own.
+namespace detail {
+class PlanReuse {
+public:
+    explicit PlanReuse(const Model* model) : model_(model) {}
+    PlanReuse(const PlanReuse&) = delete;
+    PlanReuse& operator=(const PlanReuse&) = delete;
+    ~PlanReuse() { TESSEL_FREE(entries_); TESSEL_FREE(stable_); }
+    const Model* model() const { return model_; }   // the model whose constants are stable
+    bool mark_stable(const void* address) {
+        if (!address || stable(address)) return true;
+        if ((stable_count_ + 1) * 2 > stable_capacity_ && !grow(&stable_, &stable_capacity_)) return false;
+        insert_address(stable_, stable_capacity_, address);
+        ++stable_count_;
+        return true;
+    }
+    bool stable(const void* address) const {
+        if (!address || !stable_capacity_) return false;
+        for (size_t k = slot(address, stable_capacity_);; k = (k + 1) & (stable_capacity_ - 1)) {
+            if (stable_[k] == address) return true;
+            if (!stable_[k]) return false;
+        }
+    }
+    // The data stored under `key`, or nullptr.
+    void* find(const void* key, size_t key_bytes) const {
+        if (!entry_capacity_) return nullptr;
+        uint64_t h = hash_bytes(key, key_bytes);
+        for (size_t k = h & (entry_capacity_ - 1);; k = (k + 1) & (entry_capacity_ - 1)) {
+            const Entry& e = entries_[k];
+            if (!e.data) return nullptr;
+            if (e.hash == h && e.key_bytes == key_bytes && std::memcmp(e.key, key, key_bytes) == 0) return e.data;
+        }
+    }
+    // `bytes` of new 64-byte aligned memory stored under `key` (not found before), marked
+    // stable; nullptr when out of memory. The caller fills it before the next find.
+    void* insert(const void* key, size_t key_bytes, size_t bytes) {
+        if ((entry_count_ + 1) * 2 > entry_capacity_ && !grow_entries()) return nullptr;
+        void* copy = arena_.allocate(key_bytes ? key_bytes : 1, 8);
+        void* data = arena_.allocate(bytes ? bytes : 1, 64);
+        if (!copy || !data || !mark_stable(data)) return nullptr;
+        std::memcpy(copy, key, key_bytes);
+        place(Entry{hash_bytes(key, key_bytes), copy, key_bytes, data});
+        ++entry_count_;
+        return data;
+    }
+    uint32_t entries() const { return (uint32_t)entry_count_; }
+    // JIT kernels of every plan of the model (islands whose lowered program and strides match
+    // come out of it; it stops taking kernels when full).
+    KernelCache* kernels() { return &kernels_; }
+
+private:
+    struct Entry { uint64_t hash; const void* key; size_t key_bytes; void* data; };
+    static size_t slot(const void* address, size_t capacity) {
+        return (size_t)(((uint64_t)(uintptr_t)address >> 4) * 0x9e3779b97f4a7c15ull >> 20) & (capacity - 1);
+    }
+    static void insert_address(const void** table, size_t capacity, const void* address) {
+        size_t k = slot(address, capacity);
+        while (table[k]) k = (k + 1) & (capacity - 1);
+        table[k] = address;
+    }
+    static bool grow(const void*** table, size_t* capacity) {
+        size_t fresh_capacity = *capacity ? *capacity * 2 : 256;
+        const void** fresh = static_cast<const void**>(TESSEL_MALLOC(fresh_capacity * sizeof(void*)));
+        if (!fresh) return false;
+        for (size_t k = 0; k < fresh_capacity; ++k) fresh[k] = nullptr;
+        for (size_t k = 0; k < *capacity; ++k) if ((*table)[k]) insert_address(fresh, fresh_capacity, (*table)[k]);
+        TESSEL_FREE(*table);
+        *table = fresh;
+        *capacity = fresh_capacity;
+        return true;
+    }
+    void place(const Entry& e) {
+        size_t k = e.hash & (entry_capacity_ - 1);
+        while (entries_[k].data) k = (k + 1) & (entry_capacity_ - 1);
+        entries_[k] = e;
+    }
+    bool grow_entries() {
+        size_t old_capacity = entry_capacity_;
+        Entry* old = entries_;
+        size_t fresh_capacity = old_capacity ? old_capacity * 2 : 64;
+        Entry* fresh = static_cast<Entry*>(TESSEL_MALLOC(fresh_capacity * sizeof(Entry)));
+        if (!fresh) return false;
+        for (size_t k = 0; k < fresh_capacity; ++k) fresh[k] = Entry{0, nullptr, 0, nullptr};
+        entries_ = fresh;
+        entry_capacity_ = fresh_capacity;
+        for (size_t k = 0; k < old_capacity; ++k) if (old[k].data) place(old[k]);
+        TESSEL_FREE(old);
+        return true;
+    }
+    const Model* model_;
+    Arena arena_;
+    KernelCache kernels_;
+    Entry* entries_ = nullptr;
+    size_t entry_count_ = 0, entry_capacity_ = 0;
+    const void** stable_ = nullptr;
+    size_t stable_count_ = 0, stable_capacity_ = 0;
+};
+}  // namespace detail
+
 // >>prepare
 namespace detail { inline Status check_op_version(const Node& node, uint32_t opset, char* error); }   // >>op versions
 namespace detail {
@@ -1582,6 +1697,8 @@ struct detail_prepare {
                             (int)f.name.size, f.name.data);
         Arena scratch;
         Arena& arena = out->model.arena;  // folded values and kernel state live with the prepared model
+        // Shared with the model's plans at other shapes: only when it is this very model's store.
+        detail::PlanReuse* reuse = out->reuse && out->reuse->model() == &source ? out->reuse : nullptr;
         // per source node: first value index, descs, values, kernel data
         uint32_t* base = scratch.allocate_array<uint32_t>(n + 1);
         if (!base) return fail(error, Status::OutOfMemory, "out of memory preparing the model");
@@ -1661,6 +1778,7 @@ struct detail_prepare {
                     desc[base[id]] = a->tensor->desc;
                     data[base[id]] = a->tensor->data ? a->tensor->data : static_cast<const void*>(&kEmpty);
                     folded[id] = 1;
+                    if (reuse && !reuse->mark_stable(a->tensor->data)) return fail(error, Status::OutOfMemory, "out of memory");
                     continue;
                 }
             }
@@ -1844,7 +1962,7 @@ struct detail_prepare {
             NodeId batchnorm = batchnorm_of[id];
             if (batchnorm != kNoNode) {   // new weights and bias, as Constants
                 float *w = nullptr, *b = nullptr;
-                Status st = fold_batchnorm(g, id, batchnorm, base, desc, data, &arena, &w, &b);
+                Status st = fold_batchnorm(g, id, batchnorm, base, desc, data, &arena, reuse, &w, &b);
                 if (st != Status::Ok) return fail(error, st, "out of memory folding a BatchNormalization");
                 uint32_t wv = base[node.inputs[1].producer] + node.inputs[1].port;
                 TensorDesc bias_desc;
@@ -2003,8 +2121,10 @@ struct detail_prepare {
         return bn;
     }
 
+    // The folded weights and bias: from `reuse` when another plan of the model folded the same
+    // constants already (then in its store, else in `arena`).
     static Status fold_batchnorm(const Graph& g, NodeId conv, NodeId bn, const uint32_t* base, const TensorDesc* desc,
-                                 const void* const* data, Arena* arena, float** weights, float** bias) {
+                                 const void* const* data, Arena* arena, detail::PlanReuse* reuse, float** weights, float** bias) {
         const Node& c = g.node(conv);
         const Node& b = g.node(bn);
         uint32_t w = base[c.inputs[1].producer] + c.inputs[1].port;
@@ -2020,8 +2140,28 @@ struct detail_prepare {
         for (uint32_t i = 0; i < 4; ++i) p[i] = static_cast<const float*>(data[base[b.inputs[i + 1].producer] + b.inputs[i + 1].port]);
         const Attribute* e = g.find_attribute(bn, "epsilon");
         double epsilon = e && e->kind == AttributeKind::Float ? e->f : 1e-5;
-        *weights = static_cast<float*>(arena->allocate(count * sizeof(float) + 1, 64));
-        *bias = static_cast<float*>(arena->allocate((size_t)channels * sizeof(float) + 1, 64));
+        bool shared = reuse && reuse->stable(old_w) && (!old_b || reuse->stable(old_b));
+        for (uint32_t i = 0; i < 4 && shared; ++i) shared = reuse->stable(p[i]);
+        const size_t weight_bytes = (count * sizeof(float) + 63) & ~(size_t)63;
+        if (shared) {
+            const void* key[8] = {"batchnorm fold", old_w, old_b, p[0], p[1], p[2], p[3], nullptr};
+            double params[2] = {epsilon, (double)count};
+            unsigned char bytes[sizeof key + sizeof params];
+            std::memcpy(bytes, key, sizeof key);
+            std::memcpy(bytes + sizeof key, params, sizeof params);
+            if (float* found = static_cast<float*>(reuse->find(bytes, sizeof bytes))) {
+                *weights = found;
+                *bias = found + weight_bytes / sizeof(float);
+                return Status::Ok;
+            }
+            float* fresh = static_cast<float*>(reuse->insert(bytes, sizeof bytes, weight_bytes + (size_t)channels * sizeof(float)));
+            if (!fresh || !reuse->mark_stable(fresh + weight_bytes / sizeof(float))) return Status::OutOfMemory;
+            *weights = fresh;
+            *bias = fresh + weight_bytes / sizeof(float);
+        } else {
+            *weights = static_cast<float*>(arena->allocate(count * sizeof(float) + 1, 64));
+            *bias = static_cast<float*>(arena->allocate((size_t)channels * sizeof(float) + 1, 64));
+        }
         if (!*weights || !*bias) return Status::OutOfMemory;
         for (int64_t o = 0; o < channels; ++o) {
             double a = (double)p[0][o] / std::sqrt((double)p[3][o] + epsilon);
@@ -2777,7 +2917,7 @@ inline Status CpuDevice::build_cpu(ReferenceProgram* p, const PreparedModel& mod
     uint32_t head = 0;
     SnippetOptions options;
     options.isa = target;
-    options.cache = &p->cache;
+    options.cache = model.reuse ? model.reuse->kernels() : &p->cache;   // the model's other plans emitted most kernels
     // build_island_body takes a Tokenization: the usable islands only, their nodes listed once.
     Tokenization view;
     view.island_of = Span<const uint32_t>(island, ln);
@@ -3033,6 +3173,9 @@ inline bool gpu_claims(const PreparedModel& model, NodeId id) {
     if (!node_kernel && snippet_op_from_name(node.op, &op) != Status::Ok) return false;
     // The node kernels read the prepared state of the built-in kernel (not an extension's).
     if (node_kernel && (model.kernel(id) != find_builtin_kernel(node.op) || !model.kernel_state(id))) return false;
+    // Output dims known only at run time come back through run_kernel, which GPU steps skip:
+    // HETERO places such a node elsewhere (PreparedModel::bounded_outputs).
+    if (model.bounded_outputs(id)) return false;
     if (node.num_outputs != 1 || model.value_desc(model.value_id(id, 0)).type != ElementType::Float32) return false;
     for (uint32_t i = 0; i < node.num_inputs; ++i) {
         if (node_kernel && g.node(node.inputs[i].producer).op == StringView("Absent")) continue;
@@ -3566,6 +3709,7 @@ struct CompiledModel::Impl {
     Model* source = nullptr;             // import: the model read from the blob
     detail::DynamicShapes* dynamic = nullptr;   // symbolic input dims: this is the plan at free dims 1
     detail::Stages* stages = nullptr;   // data-dependent shapes: this is the first stage's plan (>>stages)
+    detail::PlanReuse* reuse = nullptr;  // owned: what this plan shares with its plans at other shapes
 
     ~Impl();
 };
@@ -3574,7 +3718,9 @@ struct CompiledModel::Impl {
 // A model compiled with symbolic input dims is planned at every free dim = 1 (the
 // CompiledModel's own plan: it checks the model and gives the partition the others copy), and
 // again per input-shape signature at a request's first infer with it. Those plans live in a
-// bounded cache (SHAPE_CACHE_SIZE, least recently used evicted; never one a request holds).
+// bounded cache (SHAPE_CACHE_SIZE, least recently used evicted; never one a request holds),
+// and take what does not depend on shapes from the first plan's PlanReuse (>>plan reuse):
+// folded and packed weights and JIT kernels; the partition is copied when the graphs match.
 namespace detail {
 constexpr uint32_t kDefaultShapeCache = 8;
 constexpr uint32_t kMaxShapeCache = 1024;
@@ -3599,6 +3745,7 @@ struct DynamicShapes {
     uint32_t min_subgraph = 0;
     InputValue* values = nullptr;        // InputValue copies (owned tensors)
     uint32_t value_count = 0;
+    PlanReuse* reuse = nullptr;          // the first plan's (>>plan reuse), shared by every specialization
     Specialization* cache = nullptr;
     uint32_t capacity = kDefaultShapeCache, count = 0;
     uint64_t tick = 0;
@@ -3624,7 +3771,9 @@ struct DynamicShapes {
 // again. Chosen over a run-time-shape interpreter: every stage is an ordinary static plan
 // (the same kernels, fusion, partition, memory plan and Limits checks), a suffix node never
 // shares a subgraph with the producer of a value it reads as a shape (they are in different
-// stages), and once the signatures repeat nothing allocates.
+// stages), and once the signatures repeat nothing allocates. A suffix input read as a shape
+// carries the keep-apart flag; the suffix plans share a PlanReuse and the partition of an
+// earlier plan; a staged model exports as blob version 3 (>>blob format).
 namespace detail {
 constexpr uint32_t kMaxStageDepth = 16;   // a suffix staged again, and again
 
@@ -3660,9 +3809,11 @@ struct Stages {
     StagePlan* cache = nullptr;
     uint64_t tick = 0;
     std::mutex mutex;                      // the cache; held while a suffix plan compiles
+    PlanReuse* reuse = nullptr;            // owned: the suffix's shape-free data, shared by its plans
 
     ~Stages() {
         for (uint32_t i = 0; i < count; ++i) { destroy(cache[i].plan); TESSEL_FREE(cache[i].key); }
+        destroy(reuse);
     }
 };
 }  // namespace detail
@@ -3671,9 +3822,10 @@ inline CompiledModel::Impl::~Impl() {
     destroy(dynamic);
     for (uint32_t s = 0; s < subgraph_count; ++s) if (programs) destroy(programs[s]);
     programs = nullptr;
+    destroy(stages);   // before the blob: an imported later stage's constants point into it
     destroy(source);
     if (blob) TESSEL_FREE(blob);
-    destroy(stages);
+    destroy(reuse);   // last: every plan above may point into it
 }
 
 CompiledModel::CompiledModel() = default;
@@ -3711,6 +3863,7 @@ uint32_t CompiledModel::cached_stage_plans() const {
     std::lock_guard<std::mutex> lock(impl_->stages->mutex);
     return impl_->stages->count;
 }
+const Model* CompiledModel::later_stage() const { return impl_ && impl_->stages ? &impl_->stages->suffix : nullptr; }
 uint32_t CompiledModel::cached_shape_plans() const {
     if (!impl_ || !impl_->dynamic) return 0;
     std::lock_guard<std::mutex> lock(impl_->dynamic->mutex);
@@ -4071,9 +4224,14 @@ struct CompileJob {   // what compile_model and import_model share
     // node, its partition is copied instead of computed again.
     const CompiledModel::Impl* partition_like = nullptr;
     bool dynamic_blob = false;              // import: the blob carries the symbolic model
+    bool staged_blob = false;               // import: the blob carries a later stage (version 3)
+    PlanReuse* reuse = nullptr;             // shape-free data shared with the model's other plans
     // Compiles the plan of a symbolic model at one input-shape signature.
     static Status specialize(DynamicShapes& dynamic, const CompiledModel::Impl& first, Span<const InputShape> shapes,
                              CompiledModel::Impl** out, char* error);
+    // The same for a compiled model with free input dims, not cached (bench/dynamic times it);
+    // the caller destroys *out.
+    static Status plan_at(const CompiledModel& compiled, Span<const InputShape> shapes, CompiledModel::Impl** out, char* error);
     // >>stages: cuts `model` where prepare deferred nodes and compiles the first stage into m;
     // compile_stage compiles the later stage at one signature.
     uint32_t stage_depth = 0;
@@ -4476,6 +4634,7 @@ Status Core::compile_job(void* job_pointer, const Model& model, Span<const Input
     CompiledModel::Impl* m = static_cast<CompiledModel::Impl*>(impl);
     char error[kErrorMessageBytes] = {};
     detail::StageProbe probe;
+    m->prepared.reuse = job.reuse;
     Status s = detail_prepare::run(model, shapes, limits_, detail::lookup_kernel, &job, detail::prepare_threads(&job),
                                    &m->prepared, error, values, true, nullptr, &probe);
     if (s != Status::Ok) return fail(s, "%s", error);
@@ -4637,6 +4796,9 @@ Status CompileJob::compile_symbolic(CompileJob& job, const Model& model, Span<co
     if (!first || !dims) return job.fail(Status::OutOfMemory, "out of memory");
     uint32_t count = 0;
     for (const InputShape& given : shapes) first[count++] = given;
+    m->reuse = create<PlanReuse>(&model);
+    if (!m->reuse) return job.fail(Status::OutOfMemory, "out of memory");
+    job.reuse = m->reuse;
     for (uint32_t i = 0; i < inputs; ++i) {
         if (is_frozen(model.input(i).name, values)) continue;
         TensorDesc d = compiled_input_desc(model, i, shapes);
@@ -4655,6 +4817,7 @@ Status CompileJob::compile_symbolic(CompileJob& job, const Model& model, Span<co
     m->dynamic = d;
     d->core = job.core;
     d->source = &model;
+    d->reuse = m->reuse;
     d->algorithm = algorithm;
     d->min_subgraph = min_subgraph;
     d->capacity = job.shape_cache;
@@ -4673,6 +4836,7 @@ Status CompileJob::specialize(DynamicShapes& d, const CompiledModel::Impl& first
     CompileJob job;
     job.core = core;
     job.partition_like = &first;
+    job.reuse = d.reuse;
     Arena scratch;
     PartitionAlgorithm algorithm = d.algorithm;
     uint32_t min_subgraph = d.min_subgraph;
@@ -4689,6 +4853,17 @@ Status CompileJob::specialize(DynamicShapes& d, const CompiledModel::Impl& first
     }
     *out = m;
     return Status::Ok;
+}
+}  // namespace detail
+
+namespace detail {
+Status CompileJob::plan_at(const CompiledModel& compiled, Span<const InputShape> shapes, CompiledModel::Impl** out, char* error) {
+    if (!compiled.impl_ || !compiled.impl_->dynamic) {
+        print(error, kErrorMessageBytes, "plan_at: the model has no free input dims");
+        return Status::InvalidArgument;
+    }
+    std::lock_guard<std::mutex> lock(compiled.impl_->dynamic->mutex);
+    return specialize(*compiled.impl_->dynamic, *compiled.impl_, shapes, out, error);
 }
 }  // namespace detail
 
@@ -4828,8 +5003,11 @@ Status CompileJob::compile_staged(CompileJob& job, const Model& model, const Sta
         const Node& node = g.node(id);
         if (s != Status::Ok) break;
         if (!probe.deferred[id]) continue;
+        // An input read as a shape, computed at run time, is kept apart from its producer: a
+        // partition of the suffix (or of a stage cut from it again) never puts the two in one subgraph.
         for (uint32_t i = 0; i < node.num_inputs && s == Status::Ok; ++i)
-            s = suffix_ref(node.inputs[i].producer, node.inputs[i].port, node.inputs[i].keep_apart != 0, &refs[i]);
+            s = suffix_ref(node.inputs[i].producer, node.inputs[i].port, node.inputs[i].keep_apart != 0 ||
+                               (shape_like(id, i) && !stays_out(node.inputs[i].producer, node.inputs[i].port)), &refs[i]);
         if (s == Status::Ok) s = copy_node(suffix, id, refs);
         if (s == Status::Ok) in_suffix[id] = suffix.graph.node_count() - 1;
     }
@@ -4856,7 +5034,8 @@ Status CompileJob::compile_staged(CompileJob& job, const Model& model, const Sta
     st->limit_bytes = job.core->limits().max_arena_bytes;
     st->config = arena.allocate_array<ConfigEntry>(m->config_count + 1);
     st->cache = arena.allocate_array<StagePlan>(st->capacity);
-    if (!st->config || !st->cache) return job.fail(Status::OutOfMemory, "out of memory");
+    st->reuse = create<PlanReuse>(&st->suffix);
+    if (!st->config || !st->cache || !st->reuse) return job.fail(Status::OutOfMemory, "out of memory");
     for (uint32_t i = 0; i < m->config_count; ++i) {
         StringView device = m->config[i].device->name();
         char key[160];
@@ -4880,6 +5059,9 @@ Status CompileJob::compile_stage(Stages& st, Span<const InputShape> shapes, Span
     job.core = core;
     job.stage_depth = st.depth;
     job.shape_cache = st.capacity;
+    job.reuse = st.reuse;
+    // Suffix plans at other signatures usually have the same prepared graph: their partition.
+    for (uint32_t k = 0; k < st.count && !job.partition_like; ++k) job.partition_like = st.cache[k].plan;
     Arena scratch;
     PartitionAlgorithm algorithm = st.algorithm;
     uint32_t min_subgraph = st.min_subgraph;
@@ -5689,10 +5871,15 @@ Span<const ProfileEntry> InferRequest::profiling_info() const {
 // and an older reader refuses a blob holding a newer type (a bad desc). A model compiled with
 // free input dims is version 2: after the payloads, the model it was compiled from, each
 // input's desc (free dims -1), the partition algorithm, HETERO_MIN_SUBGRAPH and
-// SHAPE_CACHE_SIZE, so the import plans other input shapes as the compile did.
+// SHAPE_CACHE_SIZE, so the import plans other input shapes as the compile did. A model whose
+// shapes wait for run-time values (>>stages) is version 3: the first stage as above, a u8 saying
+// whether the version 2 section follows, then the later stage: its model, per boundary whether
+// it is read by value, the model outputs' descs, the deferred node count, the partition
+// algorithm, HETERO_MIN_SUBGRAPH, SHAPE_CACHE_SIZE and the stage depth.
 namespace detail {
 constexpr uint32_t kBlobVersion = 1;
 constexpr uint32_t kBlobVersionSymbolic = 2;
+constexpr uint32_t kBlobVersionStaged = 3;
 constexpr size_t kBlobHeader = 32;
 
 struct BlobWriter {
@@ -5921,28 +6108,34 @@ inline Status read_model(BlobReader& r, Model* m, char* error) {
 
 // What a symbolic blob cannot hold yet: InputValue copies; a model read back needs its node
 // ids in topological order and (here) no subgraph bodies.
-inline Status check_symbolic_export(const DynamicShapes& d, char* error) {
-    const Graph& source = d.source->graph;
-    if (d.value_count) {
-        print(error, kErrorMessageBytes, "export_model: a model with free input dims and InputValue inputs cannot be exported yet");
-        return Status::Unsupported;
-    }
-    for (NodeId v = 0; v < source.node_count(); ++v) {
-        const Node& n = source.node(v);
+
+// What a blob holds of a model it carries whole (the symbolic source, the later stage).
+inline Status check_model_export(const Model& model, const char* what, char* error) {
+    const Graph& g = model.graph;
+    for (NodeId v = 0; v < g.node_count(); ++v) {
+        const Node& n = g.node(v);
         for (const Attribute* a = n.attributes; a; a = a->next)
             if (a->kind == AttributeKind::Graph) {
-                print(error, kErrorMessageBytes, "export_model: node '%.*s' has a subgraph body (blobs do not hold bodies yet)",
-                      (int)n.name.size, n.name.data);
+                print(error, kErrorMessageBytes, "export_model: node '%.*s' of %s has a subgraph body (blobs do not hold bodies yet)",
+                      (int)n.name.size, n.name.data, what);
                 return Status::Unsupported;
             }
         for (uint32_t i = 0; i < n.num_inputs; ++i)
             if (n.inputs[i].producer >= v) {
-                print(error, kErrorMessageBytes, "export_model: the model's node ids are not in topological order ('%.*s')",
+                print(error, kErrorMessageBytes, "export_model: the node ids of %s are not in topological order ('%.*s')", what,
                       (int)n.name.size, n.name.data);
                 return Status::Unsupported;
             }
     }
     return Status::Ok;
+}
+
+inline Status check_symbolic_export(const DynamicShapes& d, char* error) {
+    if (d.value_count) {
+        print(error, kErrorMessageBytes, "export_model: a model with free input dims and InputValue inputs cannot be exported yet");
+        return Status::Unsupported;
+    }
+    return check_model_export(*d.source, "the model", error);
 }
 
 inline Status write_blob(const CompiledModel::Impl& m, BlobWriter& w) {
@@ -5970,6 +6163,7 @@ inline Status write_blob(const CompiledModel::Impl& m, BlobWriter& w) {
         Sink sink{&w};
         TESSEL_TRY(m.programs[s]->export_payload([](void* u, const char* d, size_t n) { static_cast<Sink*>(u)->w->bytes(d, n); }, &sink));
     }
+    if (m.stages) w.u8(m.dynamic ? 1 : 0);
     if (const DynamicShapes* d = m.dynamic) {
         write_model(w, *d->source);
         w.u32(d->input_count);
@@ -5978,6 +6172,78 @@ inline Status write_blob(const CompiledModel::Impl& m, BlobWriter& w) {
         w.u32(d->min_subgraph);
         w.u32(d->capacity);
     }
+    if (const Stages* st = m.stages) {
+        write_model(w, st->suffix);
+        w.u32(st->boundary_count);
+        for (uint32_t k = 0; k < st->boundary_count; ++k) w.u8(st->boundaries[k].by_value ? 1 : 0);
+        w.u32(st->suffix.output_count());
+        for (uint32_t i = 0; i < st->suffix.output_count(); ++i) w.desc(st->output_descs[i]);
+        w.u32(st->deferred_nodes);
+        w.u8((uint8_t)st->algorithm);
+        w.u32(st->min_subgraph);
+        w.u32(st->capacity);
+        w.u32(st->depth);
+    }
+    return Status::Ok;
+}
+
+// The later stage of a version 3 blob, up to what only the import's first stage gives
+// (finish_staged_import).
+inline Status read_stages(BlobReader& r, uint32_t prefix_outputs, Stages* st, char* error) {
+    Status s = read_model(r, &st->suffix, error);
+    if (s != Status::Ok) return s;
+    st->boundary_count = r.u32();
+    if (!r.ok || st->boundary_count != st->suffix.input_count() || st->boundary_count != prefix_outputs) {
+        print(error, kErrorMessageBytes, "blob: malformed later stage (boundaries)");
+        return Status::ParseError;
+    }
+    st->boundaries = st->arena.allocate_array<StageBoundary>(st->boundary_count + 1);
+    if (!st->boundaries) return Status::OutOfMemory;
+    for (uint32_t k = 0; k < st->boundary_count; ++k) {
+        st->boundaries[k] = StageBoundary();
+        uint8_t by_value = r.u8();
+        st->boundaries[k].by_value = by_value == 1;
+        if (by_value > 1) r.ok = false;
+    }
+    uint32_t outputs = r.u32();
+    if (!r.ok || outputs != st->suffix.output_count()) {
+        print(error, kErrorMessageBytes, "blob: malformed later stage (outputs)");
+        return Status::ParseError;
+    }
+    st->output_descs = st->arena.allocate_array<TensorDesc>(outputs + 1);
+    if (!st->output_descs) return Status::OutOfMemory;
+    for (uint32_t i = 0; i < outputs; ++i) r.desc(&st->output_descs[i]);
+    st->deferred_nodes = r.u32();
+    uint8_t algorithm = r.u8();
+    st->min_subgraph = r.u32();
+    st->capacity = r.u32();
+    st->depth = r.u32();
+    if (!r.ok || algorithm > (uint8_t)PartitionAlgorithm::Waves || st->capacity == 0 || st->capacity > kMaxShapeCache ||
+        st->depth == 0 || st->depth > kMaxStageDepth) {
+        print(error, kErrorMessageBytes, "blob: malformed later stage");
+        return Status::ParseError;
+    }
+    st->algorithm = (PartitionAlgorithm)algorithm;
+    return Status::Ok;
+}
+
+// What later stages compile with, from the imported first stage (as compile_staged does).
+inline Status finish_staged_import(Core* core, CompiledModel::Impl* m, Stages* st) {
+    st->core = core;
+    print(st->device_string, sizeof st->device_string, "%s", m->device_string);
+    st->limit_bytes = core->limits().max_arena_bytes;
+    st->config = st->arena.allocate_array<ConfigEntry>(m->config_count + 1);
+    st->cache = st->arena.allocate_array<StagePlan>(st->capacity);
+    st->reuse = create<PlanReuse>(&st->suffix);
+    if (!st->config || !st->cache || !st->reuse) return Status::OutOfMemory;
+    for (uint32_t i = 0; i < m->config_count; ++i) {
+        StringView device = m->config[i].device->name();
+        char key[160];
+        print(key, sizeof key, "%.*s:%s", (int)device.size, device.data, m->config[i].key);
+        st->config[i] = ConfigEntry{st->arena.copy_string(StringView(key)), st->arena.copy_string(m->config[i].value)};
+        if (!st->config[i].key.data || !st->config[i].value.data) return Status::OutOfMemory;
+    }
+    st->config_count = m->config_count;
     return Status::Ok;
 }
 }  // namespace detail
@@ -5986,16 +6252,16 @@ inline Status write_blob(const CompiledModel::Impl& m, BlobWriter& w) {
 Status CompiledModel::export_model(WriteFn write, void* user) const {
     if (!impl_) return Status::NotFinalized;
     if (!write) return Status::InvalidArgument;
-    if (impl_->stages) {
-        detail::print(error_, sizeof error_, "export_model: a model whose shapes depend on data (stages) cannot be exported yet");
-        return Status::Unsupported;
-    }
     detail::BlobWriter counter;   // pass 1: size and checksum
     TESSEL_TRY(detail::write_blob(*impl_, counter));
     uint32_t version = detail::kBlobVersion;
     if (impl_->dynamic) {
         version = detail::kBlobVersionSymbolic;
         TESSEL_TRY(detail::check_symbolic_export(*impl_->dynamic, error_));
+    }
+    if (impl_->stages) {
+        version = detail::kBlobVersionStaged;
+        TESSEL_TRY(detail::check_model_export(impl_->stages->suffix, "the later stage", error_));
     }
     unsigned char header[detail::kBlobHeader] = {'T', 'E', 'S', 'S', 'E', 'L', 'C', 'M'};
     for (int i = 0; i < 4; ++i) header[8 + i] = (unsigned char)(version >> (8 * i));
@@ -6022,9 +6288,9 @@ Status Core::import_model(const void* blob, size_t size, CompiledModel* out) {
     uint32_t version = header.u32();
     uint32_t reserved = header.u32();
     uint64_t payload = header.u64(), checksum = header.u64();
-    if (version != detail::kBlobVersion && version != detail::kBlobVersionSymbolic)
-        return fail(Status::Unsupported, "blob: format version %u (this build reads %u and %u)", version, detail::kBlobVersion,
-                    detail::kBlobVersionSymbolic);
+    if (version != detail::kBlobVersion && version != detail::kBlobVersionSymbolic && version != detail::kBlobVersionStaged)
+        return fail(Status::Unsupported, "blob: format version %u (this build reads %u to %u)", version, detail::kBlobVersion,
+                    detail::kBlobVersionStaged);
     if (reserved != 0) return fail(Status::ParseError, "blob: malformed header");
     if (payload != size - detail::kBlobHeader)
         return fail(Status::ParseError, "blob: %s (%zu payload bytes, the header says %llu)",
@@ -6045,6 +6311,7 @@ Status Core::import_model(const void* blob, size_t size, CompiledModel* out) {
     detail::CompileJob job;
     job.core = this;
     job.dynamic_blob = version == detail::kBlobVersionSymbolic;
+    job.staged_blob = version == detail::kBlobVersionStaged;
     Arena scratch;
     Status s = import_job(&job, copy, (size_t)payload, m, &scratch);
     detail::restore(&job);
@@ -6075,9 +6342,12 @@ Status Core::import_job(void* job_pointer, const void* payload, size_t size, voi
     char error[kErrorMessageBytes] = {};
     Status s = detail::read_model(r, m->source, error);
     if (s != Status::Ok) return fail(s, "%s", error);
+    detail::StageProbe probe;   // a first stage hands bounded values over to the later one
     s = detail_prepare::run(*m->source, Span<const InputShape>(), limits_, detail::lookup_kernel, &job,
-                            detail::prepare_threads(&job), &m->prepared, error);
+                            detail::prepare_threads(&job), &m->prepared, error, Span<const InputValue>(), true, nullptr,
+                            job.staged_blob ? &probe : nullptr);
     if (s != Status::Ok) return fail(s, "blob: %s", error);
+    if (probe.deferred_count) return fail(Status::ParseError, "blob: the first stage waits for values computed at run time");
     const Graph& g = m->prepared.model.graph;
     const Graph& src = m->source->graph;
     uint32_t n = g.node_count();
@@ -6125,6 +6395,11 @@ Status Core::import_job(void* job_pointer, const void* payload, size_t size, voi
         payloads[k] = r.bytes((size_t)bytes);
         if (!r.ok) return fail(Status::ParseError, "blob: malformed device payload");
     }
+    if (job.staged_blob) {
+        uint8_t symbolic = r.u8();
+        if (!r.ok || symbolic > 1) return fail(Status::ParseError, "blob: malformed later stage");
+        job.dynamic_blob = symbolic == 1;
+    }
     detail::DynamicShapes* dynamic = nullptr;
     if (job.dynamic_blob) {   // the symbolic model and how it was compiled
         dynamic = create<detail::DynamicShapes>();
@@ -6134,6 +6409,8 @@ Status Core::import_job(void* job_pointer, const void* payload, size_t size, voi
         dynamic->owned_source = create<Model>();
         if (!dynamic->owned_source) return fail(Status::OutOfMemory, "out of memory");
         dynamic->source = dynamic->owned_source;
+        m->reuse = dynamic->reuse = create<detail::PlanReuse>(dynamic->source);
+        if (!m->reuse) return fail(Status::OutOfMemory, "out of memory");
         s = detail::read_model(r, dynamic->owned_source, error);
         if (s != Status::Ok) return fail(s, "%s (the symbolic model)", error);
         uint32_t inputs = r.u32();
@@ -6148,12 +6425,19 @@ Status Core::import_job(void* job_pointer, const void* payload, size_t size, voi
             return fail(Status::ParseError, "blob: malformed symbolic inputs");
         dynamic->algorithm = (PartitionAlgorithm)algorithm;
     }
+    if (job.staged_blob) {   // the later stage, planned at run time as after a compile
+        m->stages = create<detail::Stages>();
+        if (!m->stages) return fail(Status::OutOfMemory, "out of memory");
+        s = detail::read_stages(r, m->prepared.model.output_count(), m->stages, error);
+        if (s != Status::Ok) return fail(s, "%s", error[0] ? error : "out of memory");
+    }
     if (r.position != size) return fail(Status::ParseError, "blob: %zu bytes after the last section", size - r.position);
     m->device_count = job.count;
     for (uint32_t d = 0; d < job.count; ++d) m->devices[d] = job.list[d];
     s = detail::snapshot_config(&job, m);
     if (s != Status::Ok) return fail(s, "out of memory");
     TESSEL_TRY(detail::finish_compile(&job, m, payloads, sizes, members));
+    if (m->stages && detail::finish_staged_import(this, m, m->stages) != Status::Ok) return fail(Status::OutOfMemory, "out of memory");
     if (!dynamic) return Status::Ok;
     TensorDesc* saved = dynamic->inputs;   // finish_symbolic derives them from the model; the blob's win
     TESSEL_TRY(detail::finish_symbolic(job, *dynamic->source, Span<const InputShape>(), Span<const InputValue>(), m));
@@ -6698,6 +6982,29 @@ inline CpuGemmState* cpu_gemm_state(ReferenceProgram* p, const PreparedModel& mo
 // Floats of arena memory for packed matrices (64-byte aligned); nullptr when out of memory.
 inline float* cpu_packed_memory(ReferenceProgram* p, size_t floats) {
     return static_cast<float*>(p->arena.allocate(floats * sizeof(float) + 64, 64));
+}
+
+// Constant `w` packed by `pack(float* out)` into `floats` floats: packed once for every plan of
+// the model when w outlives them (>>plan reuse), else into the program. `layout` is what the
+// packing reads besides w and the Gemm (dims, strides, groups); nullptr when out of memory.
+template <class Pack>
+const float* cpu_packed_constant(ReferenceProgram* p, const PreparedModel& model, const Gemm& gemm, const float* w,
+                                 std::initializer_list<int64_t> layout, size_t floats, Pack pack) {
+    PlanReuse* reuse = model.reuse;
+    constexpr size_t kMaxLayout = 8;
+    if (!reuse || !reuse->stable(w) || layout.size() > kMaxLayout) {
+        float* packed = cpu_packed_memory(p, floats);
+        if (packed) pack(packed);
+        return packed;
+    }
+    const GemmBlocking& b = gemm.blocking();
+    int64_t key[8 + kMaxLayout] = {(int64_t)(uintptr_t)w, (int64_t)gemm.isa(), b.mr, b.nr, b.kc, b.mc, b.nc, (int64_t)floats};
+    size_t count = 8;
+    for (int64_t v : layout) key[count++] = v;
+    if (const void* found = reuse->find(key, count * sizeof(int64_t))) return static_cast<const float*>(found);
+    float* packed = static_cast<float*>(reuse->insert(key, count * sizeof(int64_t), floats * sizeof(float) + 64));
+    if (packed) pack(packed);
+    return packed;
 }
 
 // The program's last step runs `run` on `cs`, with its slots' scratch, named gemm:ISA:OP.
@@ -7283,13 +7590,13 @@ inline Status cpu_conv_step(ReferenceProgram* p, const PreparedModel& model, Nod
     if (!cs) return Status::Ok;
     const Gemm& gemm = cs->gemm;
     if (const float* w = cpu_constant_input(model, id, 1)) {
-        cs->packed_floats = round16(gemm.packed_a_floats(st->group_maps, st->depth));
-        float* packed = cpu_packed_memory(p, (size_t)st->groups * cs->packed_floats);
-        if (!packed) return Status::OutOfMemory;
-        for (int64_t g = 0; g < st->groups; ++g)
-            gemm.pack_a(st->group_maps, st->depth, w + g * st->group_maps * st->depth, st->depth, 1,
-                        packed + (size_t)g * cs->packed_floats);
-        cs->packed = packed;
+        const size_t each = cs->packed_floats = round16(gemm.packed_a_floats(st->group_maps, st->depth));
+        cs->packed = cpu_packed_constant(p, model, gemm, w, {1, st->groups, st->group_maps, st->depth}, (size_t)st->groups * each,
+                                         [&](float* packed) {
+            for (int64_t g = 0; g < st->groups; ++g)
+                gemm.pack_a(st->group_maps, st->depth, w + g * st->group_maps * st->depth, st->depth, 1, packed + (size_t)g * each);
+        });
+        if (!cs->packed) return Status::OutOfMemory;
     }
     if (conv_takes_wide(*st)) {
         TESSEL_TRY(cpu_conv_wide_plan(p, *st, cs));
@@ -7510,16 +7817,18 @@ inline Status cpu_conv_transpose_step(ReferenceProgram* p, const PreparedModel& 
     int64_t parts = units < (int64_t)cs->slots ? std::min<int64_t>(cs->slots, st->group_maps) : 1;
     cs->parts = (uint32_t)parts;
     if (const float* w = cpu_constant_input(model, id, 1)) {   // W^T packed per (group, part)
-        cs->packed_floats = round16(gemm.packed_a_floats((st->group_maps + parts - 1) / parts * kernel, st->group_channels));
-        float* packed = cpu_packed_memory(p, (size_t)(st->groups * parts) * cs->packed_floats);
-        if (!packed) return Status::OutOfMemory;
-        for (int64_t g = 0; g < st->groups; ++g)
-            for (int64_t part = 0; part < parts; ++part) {
-                const int64_t map0 = part * st->group_maps / parts, map1 = (part + 1) * st->group_maps / parts;
-                gemm.pack_a((map1 - map0) * kernel, st->group_channels, w + g * st->group_channels * st->rows + map0 * kernel, 1,
-                            st->rows, packed + (size_t)(g * parts + part) * cs->packed_floats);
-            }
-        cs->packed = packed;
+        const size_t each = cs->packed_floats =
+            round16(gemm.packed_a_floats((st->group_maps + parts - 1) / parts * kernel, st->group_channels));
+        cs->packed = cpu_packed_constant(p, model, gemm, w, {2, st->groups, parts, st->group_maps, kernel, st->group_channels, st->rows},
+                                         (size_t)(st->groups * parts) * each, [&](float* packed) {
+            for (int64_t g = 0; g < st->groups; ++g)
+                for (int64_t part = 0; part < parts; ++part) {
+                    const int64_t map0 = part * st->group_maps / parts, map1 = (part + 1) * st->group_maps / parts;
+                    gemm.pack_a((map1 - map0) * kernel, st->group_channels, w + g * st->group_channels * st->rows + map0 * kernel, 1,
+                                st->rows, packed + (size_t)(g * parts + part) * each);
+                }
+        });
+        if (!cs->packed) return Status::OutOfMemory;
     }
     if ((int64_t)cs->slots > units * parts) cs->slots = (uint32_t)(units * parts);
     cs->slot_floats = round16((size_t)(st->rows * st->block)) +
@@ -7771,12 +8080,11 @@ inline Status cpu_matmul_step(ReferenceProgram* p, const PreparedModel& model, N
         uint64_t elements = 0;
         desc_elements(model.value_desc(model.value_id(node.inputs[1].producer, node.inputs[1].port)), &elements);
         const int64_t matrices = (int64_t)elements / (st->k * st->n);
-        cs->packed_floats = round16(gemm.packed_b_floats(st->k, st->n));
-        float* packed = cpu_packed_memory(p, (size_t)matrices * cs->packed_floats);
-        if (!packed) return Status::OutOfMemory;
-        for (int64_t i = 0; i < matrices; ++i)
-            gemm.pack_b(st->k, st->n, b + i * st->k * st->n, st->n, 1, packed + (size_t)i * cs->packed_floats);
-        cs->packed = packed;
+        const size_t each = cs->packed_floats = round16(gemm.packed_b_floats(st->k, st->n));
+        cs->packed = cpu_packed_constant(p, model, gemm, b, {3, matrices, st->k, st->n}, (size_t)matrices * each, [&](float* packed) {
+            for (int64_t i = 0; i < matrices; ++i) gemm.pack_b(st->k, st->n, b + i * st->k * st->n, st->n, 1, packed + (size_t)i * each);
+        });
+        if (!cs->packed) return Status::OutOfMemory;
     }
     cs->parts = cpu_gemm_parts(st->m, st->n, st->k, st->batch, cs->slots);
     if ((int64_t)cs->slots > st->batch * cs->parts) cs->slots = (uint32_t)(st->batch * cs->parts);   // scratch for the slots that run
@@ -7924,10 +8232,10 @@ inline Status cpu_gemm_op_step(ReferenceProgram* p, const PreparedModel& model, 
     const Gemm& gemm = cs->gemm;
     if (b) {
         cs->packed_floats = round16(gemm.packed_b_floats(st->k, st->n));
-        float* packed = cpu_packed_memory(p, cs->packed_floats);
-        if (!packed) return Status::OutOfMemory;
-        gemm.pack_b(st->k, st->n, b, st->trans_b ? 1 : st->n, st->trans_b ? st->k : 1, packed);
-        cs->packed = packed;
+        cs->packed = cpu_packed_constant(p, model, gemm, b, {4, st->k, st->n, st->trans_b ? 1 : 0}, cs->packed_floats, [&](float* packed) {
+            gemm.pack_b(st->k, st->n, b, st->trans_b ? 1 : st->n, st->trans_b ? st->k : 1, packed);
+        });
+        if (!cs->packed) return Status::OutOfMemory;
     }
     cs->parts = cpu_gemm_parts(st->m, st->n, st->k, 1, cs->slots);
     cs->slots = cs->parts;
@@ -18966,12 +19274,29 @@ const OpVersion kOpVersions[] = {
 inline const OpVersion* onnx_op_version(StringView op, uint32_t opset) {
     const OpVersion* best = nullptr;
     for (const OpVersion& v : kOpVersions)
-        if (op == StringView(v.op) && v.version <= opset && (!best || v.version > best->version)) best = &v;
+        if (equals_name(op, v.op) && v.version <= opset && (!best || v.version > best->version)) best = &v;
     return best;
 }
 
 // Unsupported, naming the op, the node and the version, when the node's version is refused.
 inline Status check_op_version(const Node& node, uint32_t opset, char* error) {
+    // Only an op with a refused version can fail: the others skip the walk of the whole table.
+    struct RefusedOps { const char* op[32]; uint32_t count = 0; bool all = false; };
+    static const RefusedOps refused = [] {
+        RefusedOps r;
+        for (const OpVersion& v : kOpVersions) {
+            if (v.support != OpVersionSupport::Refused) continue;
+            bool seen = false;
+            for (uint32_t i = 0; i < r.count; ++i) seen = seen || std::strcmp(r.op[i], v.op) == 0;
+            if (seen) continue;
+            if (r.count == 32) { r.all = true; break; }
+            r.op[r.count++] = v.op;
+        }
+        return r;
+    }();
+    bool maybe = refused.all;
+    for (uint32_t i = 0; i < refused.count && !maybe; ++i) maybe = equals_name(node.op, refused.op[i]);
+    if (!maybe) return Status::Ok;
     const OpVersion* v = onnx_op_version(node.op, opset);
     if (!v || v->support != OpVersionSupport::Refused) return Status::Ok;
     std::snprintf(error, kErrorMessageBytes, "%.*s '%.*s': %.*s-%u (opset %u) is not implemented: %s", (int)node.op.size,
@@ -19026,7 +19351,7 @@ Span<const OpKernel> builtin_op_kernels() {
 }
 
 const OpKernel* find_builtin_kernel(StringView op) {
-    for (const OpKernel& k : builtin_op_kernels()) if (op == StringView(k.op)) return &k;
+    for (const OpKernel& k : builtin_op_kernels()) if (equals_name(op, k.op)) return &k;
     return nullptr;
 }
 

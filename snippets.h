@@ -1770,10 +1770,10 @@ Status snippet_op_from_name(StringView name, SnippetOp* op) {
         {"Power", SnippetOp::Pow}, {"Sum", SnippetOp::Add},   // ONNX Sum of two inputs (node_is_fusible checks the count)
     };
     for (const Alias& a : aliases)
-        if (name == StringView(a.name)) { *op = a.op; return Status::Ok; }
+        if (equals_name(name, a.name)) { *op = a.op; return Status::Ok; }
     for (int i = (int)SnippetOp::Add; i < (int)SnippetOp::Count; ++i) {
         if ((SnippetOp)i == SnippetOp::PowerStatic) continue;  // a lowering result, not a graph op
-        if (name == StringView(detail::op_info((SnippetOp)i).name)) { *op = (SnippetOp)i; return Status::Ok; }
+        if (equals_name(name, detail::op_info((SnippetOp)i).name)) { *op = (SnippetOp)i; return Status::Ok; }
     }
     return Status::NotFound;
 }

@@ -1,11 +1,14 @@
-// Dynamic shapes: what a new input-shape signature costs against a full compile at that shape,
+// Dynamic shapes: what a new input-shape signature's plan costs (detail::CompileJob::plan_at,
+// what a request's first infer at the shape compiles) against a full compile at that shape,
 // and what the per-infer shape check costs. The model: BLOCKS blocks of Conv(3x3) -> Add ->
 // Relu -> Mul -> Sigmoid on x[N,8,H,W] with N, H, W free, on CPU and on HETERO:TEMPLATE,CPU
 // (TEMPLATE takes the Convs, so the partition has a subgraph per device change). Then the same
 // for a data-dependent shape: x[4096] -> NonZero -> Cast -> BLOCKS x (Mul, Add, Relu, Sigmoid),
 // where a new count of non-zeros plans the later stage (>>stages), against a full compile of
 // that chain at the count; and what a cached stage costs per infer.
-//   build/bench/dynamic [BLOCKS]
+// Then the OCR models (build/ocr-models/*.onnx, or the folder given) with their input's batch,
+// height and width made free: a new image size's plan against a full compile at that size.
+//   build/bench/dynamic [BLOCKS] [OCR_MODEL_DIR]
 #define TESSEL_IMPLEMENTATION
 #include "runtime.h"
 
@@ -13,6 +16,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -103,54 +107,112 @@ bool build_chain(Model* m, uint32_t blocks, bool nonzero, int64_t n) {
     }
     return m->add_output("y", InputRef::by_id(p)) == Status::Ok && m->finalize() == Status::Ok;
 }
+
+// What a new plan costs through a request whose model caches one plan (SHAPE_CACHE_SIZE 1):
+// infers alternating between inputs of two signatures plan each time; an infer repeating one
+// signature runs its cached plan. The median of 9 of the first minus the median of 9 of the
+// second. The request's buffers are grown by the first infers, before the timing.
+double new_plan_ms(InferRequest& request, const Tensor& a, const Tensor& b, double* cached_ms = nullptr) {
+    std::vector<double> planned, cached;
+    for (int k = 0; k < 2 * 9 + 2; ++k) {
+        if (request.set_input(0, k % 2 ? b : a) != Status::Ok) return -1;
+        auto start = std::chrono::steady_clock::now();
+        if (request.infer() != Status::Ok) { std::fprintf(stderr, "%s\n", request.last_error()); return -1; }
+        if (k >= 2) planned.push_back(since_ms(start));
+    }
+    for (int k = 0; k < 9; ++k) {
+        auto start = std::chrono::steady_clock::now();
+        if (request.infer() != Status::Ok) return -1;
+        cached.push_back(since_ms(start));
+    }
+    if (cached_ms) *cached_ms = median(cached);
+    return median(planned) - median(cached);
+}
+
+// A new input shape's plan as a request's first infer at it compiles one (not cached here):
+// the median of 9, alternating between two shapes.
+double plan_ms(const CompiledModel& dynamic, StringView input, const int64_t (*dims)[4]) {
+    std::vector<double> times;
+    for (int run = 0; run < 9; ++run) {
+        InputShape shape[] = {{input, Span<const int64_t>(dims[run % 2], 4)}};
+        CompiledModel::Impl* plan = nullptr;
+        char error[kErrorMessageBytes];
+        auto start = std::chrono::steady_clock::now();
+        if (detail::CompileJob::plan_at(dynamic, shape, &plan, error) != Status::Ok) { std::fprintf(stderr, "%s\n", error); return -1; }
+        times.push_back(since_ms(start));
+        destroy(plan);
+    }
+    return median(times);
+}
+
+// An OCR model with its 4-d input's batch and width made free (and the detector's height: the
+// text-line models keep theirs), at its own size and 32 wider (and higher).
+void bench_ocr(Core& core, const std::string& dir, const char* name) {
+    std::string path = dir + "/" + name + ".onnx";
+    Model model;
+    if (model.read_onnx_file(path.c_str()) != Status::Ok) { std::printf("%-10s skipped: %s\n", name, model.last_error()); return; }
+    NodeId input = model.input(0).node;
+    TensorDesc fixed = model.graph.node(input).outputs[0], free = fixed;
+    if (fixed.rank != 4) { std::printf("%-10s skipped: input rank %u\n", name, fixed.rank); return; }
+    const bool grow_height = std::strcmp(name, "ocr_det") == 0;
+    free.dims[0] = free.dims[3] = -1;
+    if (grow_height) free.dims[2] = -1;
+    if (model.graph.set_output_desc(input, 0, free) != Status::Ok) { std::printf("%-10s skipped: %s\n", name, model.last_error()); return; }
+    ConfigEntry config[] = {{"SHAPE_CACHE_SIZE", "1"}};
+    CompiledModel dynamic;
+    if (core.compile_model(model, "CPU", config, &dynamic) != Status::Ok) { std::printf("%-10s skipped: %s\n", name, core.last_error()); return; }
+    int64_t dims[2][4] = {{1, fixed.dims[1], fixed.dims[2], fixed.dims[3]},
+                          {1, fixed.dims[1], fixed.dims[2] + (grow_height ? 32 : 0), fixed.dims[3] + 32}};
+    std::vector<double> full;
+    for (int run = 0; run < 9; ++run) {
+        InputShape shape[] = {{model.input(0).name, Span<const int64_t>(dims[run % 2], 4)}};
+        CompiledModel at_shape;
+        auto start = std::chrono::steady_clock::now();
+        if (core.compile_model(model, "CPU", config, &at_shape, shape) != Status::Ok) { std::printf("%-10s %s\n", name, core.last_error()); return; }
+        full.push_back(since_ms(start));
+    }
+    double f = median(full), p = plan_ms(dynamic, model.input(0).name, dims);
+    std::printf("%-10s %14.2f %14.2f %8.2f\n", name, f, p, p / f);
+}
 }  // namespace
 
 int main(int argc, char** argv) {
     uint32_t blocks = argc > 1 ? (uint32_t)std::atoi(argv[1]) : 200;
+    std::string ocr_dir = argc > 2 ? argv[2] : "build/ocr-models";
     if (blocks < 1 || blocks > 20000) { std::fprintf(stderr, "usage: dynamic [BLOCKS]\n"); return 2; }
     Model model;
     if (!build_blocks(&model, blocks)) { std::fprintf(stderr, "%s\n", model.last_error()); return 1; }
-    std::printf("%u blocks (%u nodes) on x[N,8,H,W], N,H,W free; a new signature's plan vs a full compile at that shape,\n"
-                "medians of 7 (the plan: the first infer at the shape minus a second one)\n",
+    std::printf("%u blocks (%u nodes) on x[N,8,H,W], N,H,W free: a new input shape's plan (as a request's first infer at\n"
+                "it compiles it) against a full compile at it, medians of 9\n",
                 blocks, model.graph.node_count());
-    std::printf("%-22s %14s %14s %8s\n", "device", "compile_ms", "new_shape_ms", "ratio");
+    std::printf("%-22s %14s %14s %8s\n", "device", "compile_ms", "new_shape_ms", "new/full");
     Core core;
     for (const char* device : {"CPU", "HETERO:TEMPLATE,CPU"}) {
-        ConfigEntry config[] = {{"TEMPLATE:SUPPORTED_OPS", "Conv"}, {"SHAPE_CACHE_SIZE", "16"}};
+        ConfigEntry config[] = {{"TEMPLATE:SUPPORTED_OPS", "Conv"}, {"SHAPE_CACHE_SIZE", "1"}};
         Span<const ConfigEntry> entries(config, device[0] == 'H' ? 2 : 1);
         if (device[0] != 'H') entries = Span<const ConfigEntry>(config + 1, 1);
         CompiledModel dynamic;
         if (core.compile_model(model, device, entries, &dynamic) != Status::Ok) { std::fprintf(stderr, "%s\n", core.last_error()); return 1; }
-        InferRequest request;
-        if (dynamic.create_request(&request) != Status::Ok) return 1;
-        std::vector<double> full, plan;
-        for (int run = 0; run < 7; ++run) {
-            int64_t dims[] = {1, 8, 8, 16 + 2 * run};   // a new signature each run
-            InputShape shape[] = {{"x", Span<const int64_t>(dims, 4)}};
+        int64_t dims[2][4] = {{1, 8, 8, 16}, {1, 8, 8, 18}};
+        std::vector<double> full;
+        for (int run = 0; run < 9; ++run) {
+            InputShape shape[] = {{"x", Span<const int64_t>(dims[run % 2], 4)}};
             CompiledModel fixed;
             auto start = std::chrono::steady_clock::now();
             if (core.compile_model(model, device, entries, &fixed, shape) != Status::Ok) { std::fprintf(stderr, "%s\n", core.last_error()); return 1; }
             full.push_back(since_ms(start));
-            Tensor x;
-            if (x.allocate(ElementType::Float32, Span<const int64_t>(dims, 4)) != Status::Ok) return 1;
-            if (request.set_input(0, x) != Status::Ok) return 1;
-            start = std::chrono::steady_clock::now();
-            if (request.infer() != Status::Ok) { std::fprintf(stderr, "%s\n", request.last_error()); return 1; }
-            double first = since_ms(start);
-            start = std::chrono::steady_clock::now();
-            if (request.infer() != Status::Ok) return 1;
-            plan.push_back(first - since_ms(start));
         }
-        double f = median(full), p = median(plan);
-        std::printf("%-22s %14.2f %14.2f %7.1fx\n", device, f, p, f / p);
+        double f = median(full), p = plan_ms(dynamic, "x", dims);
+        std::printf("%-22s %14.2f %14.2f %8.2f\n", device, f, p, p / f);
     }
 
     // A data-dependent shape: the later stage's plan at a new count against a full compile of
     // the chain at that count, and a cached signature's infer against the fixed chain's.
-    std::printf("\n%u blocks after NonZero (x[4096]): a new count's stage plan vs a full compile of the chain at that count\n", blocks);
-    std::printf("%-22s %14s %14s %8s %16s %16s\n", "device", "compile_ms", "new_count_ms", "ratio", "cached_infer_us", "fixed_infer_us");
+    std::printf("\n%u blocks after NonZero (x[4096]): a new count's stage plan against a full compile of the chain at that\n"
+                "count, medians of 9 (the plan: an infer that plans minus one that does not, SHAPE_CACHE_SIZE 1)\n", blocks);
+    std::printf("%-22s %14s %14s %8s %16s %16s\n", "device", "compile_ms", "new_count_ms", "new/full", "cached_infer_us", "fixed_infer_us");
     for (const char* device : {"CPU", "HETERO:TEMPLATE,CPU"}) {
-        ConfigEntry config[] = {{"SHAPE_CACHE_SIZE", "16"}, {"TEMPLATE:SUPPORTED_OPS", "NonZero,Cast,Relu"}};
+        ConfigEntry config[] = {{"SHAPE_CACHE_SIZE", "1"}, {"TEMPLATE:SUPPORTED_OPS", "NonZero,Cast,Relu"}};
         Span<const ConfigEntry> entries(config, device[0] == 'H' ? 2 : 1);
         Model staged_model;
         if (!build_chain(&staged_model, blocks, true, 0)) { std::fprintf(stderr, "%s\n", staged_model.last_error()); return 1; }
@@ -158,36 +220,29 @@ int main(int argc, char** argv) {
         if (core.compile_model(staged_model, device, entries, &staged) != Status::Ok) { std::fprintf(stderr, "%s\n", core.last_error()); return 1; }
         InferRequest request;
         if (staged.create_request(&request) != Status::Ok) return 1;
-        std::vector<double> full, plan, cached, fixed_times;
-        for (int run = 0; run < 7; ++run) {
-            int64_t count = 100 + 37 * run;   // a new count each run
+        const int64_t counts[2] = {100, 137};
+        std::vector<double> full, fixed_times;
+        Tensor x[2];
+        for (int k = 0; k < 2; ++k) {
+            int64_t n = 4096;
+            if (x[k].allocate(ElementType::Float32, Span<const int64_t>(&n, 1)) != Status::Ok) return 1;
+            for (int64_t i = 0; i < counts[k]; ++i) x[k].data_as<float>()[i * 3] = 1.0f;
+        }
+        for (int run = 0; run < 9; ++run) {
             Model chain;
-            if (!build_chain(&chain, blocks, false, count)) return 1;
+            if (!build_chain(&chain, blocks, false, counts[run % 2])) return 1;
             CompiledModel fixed;
             auto start = std::chrono::steady_clock::now();
             if (core.compile_model(chain, device, entries, &fixed) != Status::Ok) { std::fprintf(stderr, "%s\n", core.last_error()); return 1; }
             full.push_back(since_ms(start));
-            Tensor x;
-            int64_t n = 4096;
-            if (x.allocate(ElementType::Float32, Span<const int64_t>(&n, 1)) != Status::Ok) return 1;
-            for (int64_t i = 0; i < count; ++i) x.data_as<float>()[i * 3] = 1.0f;
-            if (request.set_input(0, x) != Status::Ok) return 1;
-            start = std::chrono::steady_clock::now();
-            if (request.infer() != Status::Ok) { std::fprintf(stderr, "%s\n", request.last_error()); return 1; }
-            double first = since_ms(start);
-            start = std::chrono::steady_clock::now();
-            if (request.infer() != Status::Ok) return 1;
-            double second = since_ms(start);
-            plan.push_back(first - second);
-            cached.push_back(second * 1e3);
             InferRequest fixed_request;
             if (fixed.create_request(&fixed_request) != Status::Ok || fixed_request.infer() != Status::Ok) return 1;
             start = std::chrono::steady_clock::now();
             if (fixed_request.infer() != Status::Ok) return 1;
             fixed_times.push_back(since_ms(start) * 1e3);
         }
-        double f = median(full), p = median(plan);
-        std::printf("%-22s %14.2f %14.2f %7.1fx %16.1f %16.1f\n", device, f, p, f / p, median(cached), median(fixed_times));
+        double cached = 0, f = median(full), p = new_plan_ms(request, x[0], x[1], &cached);
+        std::printf("%-22s %14.2f %14.2f %8.2f %16.1f %16.1f\n", device, f, p, p / f, cached * 1e3, median(fixed_times));
     }
 
     // The per-infer shape check: Relu on float[1,4], compiled with the batch free and fixed.
@@ -224,6 +279,11 @@ int main(int argc, char** argv) {
             (k ? without : with_check).push_back(since_ms(start) * 1e6 / repeats);
         }
     double c = median(with_check), u = median(without);
+    std::printf("\nOCR models on CPU with the input's N, W free (and H for ocr_det): a new image size's plan against a full\n"
+                "compile at it, medians of 9\n");
+    std::printf("%-10s %14s %14s %8s\n", "model", "compile_ms", "new_shape_ms", "new/full");
+    for (const char* name : {"ocr_cls", "ocr_det", "ocr_rec"}) bench_ocr(core, ocr_dir, name);
+
     std::printf("\nper-infer shape check (Relu on float[1,4], TEMPLATE): %.1f ns/infer with the batch free, %.1f ns fixed: %.1f ns\n",
                 c, u, c - u);
     return 0;

@@ -341,9 +341,9 @@ TEST_CASE("runtime: export, import, same outputs; every corruption is rejected")
     CHECK(core.import_model(foreign, sizeof foreign, &c) == Status::ParseError);
     CHECK(std::string(core.last_error()) == "blob: not a Tessel compiled model");
     std::vector<char> newer = blob;
-    newer[8] = 3;
+    newer[8] = 4;
     CHECK(core.import_model(newer.data(), newer.size(), &c) == Status::Unsupported);
-    CHECK(std::string(core.last_error()) == "blob: format version 3 (this build reads 1 and 2)");
+    CHECK(std::string(core.last_error()) == "blob: format version 4 (this build reads 1 to 3)");
     std::vector<char> longer = blob;
     longer.push_back(0);
     CHECK(core.import_model(longer.data(), longer.size(), &c) == Status::ParseError);
