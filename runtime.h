@@ -54,6 +54,7 @@
    >>memory plan                      value lifetimes and offsets in one arena per request
    >>hetero transfers                 subgraph boundaries, transfers, execution order
    >>hetero lanes                     devices at once: a lane per device, windows for the memory plan
+   >>hetero placement                 HETERO_PLACEMENT=cost: estimated time plus transfers per node
    >>core implementation              device registry
    >>compile                          device strings, config, compile_model, reshape, query_model
    >>infer request implementation     create_request, binding, infer, async
@@ -713,7 +714,8 @@ public:
 
     // `device` is "CPU", "TEMPLATE", a user device, or "HETERO:A,B,..." (priority order).
     // Config keys: "KEY" goes to the device (for HETERO: HETERO_ALGORITHM=rollback|levels|waves,
-    // HETERO_MIN_SUBGRAPH=N, HETERO_CONCURRENT=YES|NO, or a key of every listed device),
+    // HETERO_MIN_SUBGRAPH=N, HETERO_CONCURRENT=YES|NO, HETERO_PLACEMENT=first|cost,
+    // HETERO_COST_MODEL=DEVICE=GFLOPS/GBPS/LAUNCH_US;..., or a key of every listed device),
     // "DEVICE:KEY" to one device.
     // Errors: NotFound (unknown device or key), Unsupported (a node no device runs, a
     // data-dependent shape in a body), InvalidArgument (bad shapes or config values),
@@ -2507,9 +2509,18 @@ protected:
 // on snippets.h's DepthwiseConv (every target).
 const ConfigKey kCpuKeys[] = {{"NUM_THREADS", "1"}, {"PERF_COUNT", "NO"}, {"FUSION", "YES"}, {"ISA", "auto"}};
 
+inline const char* cpu_cost_model();   // see hetero placement
+
 class CpuDevice : public BuiltinDevice {
 public:
     CpuDevice() : BuiltinDevice("CPU", cpu_name(), kCpuKeys, 4) {}
+    // COST_MODEL: "GFLOPS/GBPS/LAUNCH_US" for HETERO_PLACEMENT=cost, measured once per process.
+    Status get_metric(StringView key, StringView* value) override {
+        if (key == StringView("SUPPORTED_METRICS"))
+            return give("AVAILABLE_DEVICES FULL_DEVICE_NAME SUPPORTED_METRICS SUPPORTED_CONFIG_KEYS OPTIMIZATION_CAPABILITIES COST_MODEL", value);
+        if (key == StringView("COST_MODEL")) return give(cpu_cost_model(), value);
+        return BuiltinDevice::get_metric(key, value);
+    }
     static const char* cpu_name() {
 #if defined(__aarch64__)
         return "Tessel CPU (AArch64, reference kernels + NEON snippets)";
@@ -3138,7 +3149,7 @@ public:
     Status get_metric(StringView key, StringView* value) override {
         if (key == StringView("SUPPORTED_METRICS"))
             return give("AVAILABLE_DEVICES FULL_DEVICE_NAME SUPPORTED_METRICS SUPPORTED_CONFIG_KEYS OPTIMIZATION_CAPABILITIES "
-                        "AVAILABLE PLATFORM_NAME OPENCL_VERSION DRIVER_VERSION COMPUTE_UNITS GLOBAL_MEMORY HOST_UNIFIED_MEMORY",
+                        "AVAILABLE PLATFORM_NAME OPENCL_VERSION DRIVER_VERSION COMPUTE_UNITS GLOBAL_MEMORY HOST_UNIFIED_MEMORY COST_MODEL",
                         value);
         if (key == StringView("SUPPORTED_CONFIG_KEYS") || key == StringView("OPTIMIZATION_CAPABILITIES"))
             return BuiltinDevice::get_metric(key, value);
@@ -3160,8 +3171,15 @@ public:
                 k += (size_t)std::snprintf(text + k, sizeof text - k, "%s%u", i ? " " : "", i);
             return give(text, value);
         }
+        if (key == StringView("COST_MODEL") && available_) {
+            // Peak from the device's units, clock and float vector width; a launch through the
+            // driver (buffers, map, finish) costs about 200 us on PoCL.
+            double gflops = (double)compute_units_ * (clock_mhz_ ? clock_mhz_ : 1000) * 2.0 * (vector_width_ ? vector_width_ : 1) / 1000.0;
+            std::snprintf(text, sizeof text, "%.1f/%.1f/%.0f", gflops, unified_ ? 10.0 : 5.0, 200.0);
+            return give(text, value);
+        }
         if (!available_ &&
-            (key == StringView("PLATFORM_NAME") || key == StringView("OPENCL_VERSION") || key == StringView("DRIVER_VERSION") ||
+            (key == StringView("COST_MODEL") || key == StringView("PLATFORM_NAME") || key == StringView("OPENCL_VERSION") || key == StringView("DRIVER_VERSION") ||
              key == StringView("COMPUTE_UNITS") || key == StringView("GLOBAL_MEMORY") || key == StringView("HOST_UNIFIED_MEMORY")))
             return fail(Status::Unsupported, "GPU: %s", reason_);
         if (key == StringView("PLATFORM_NAME")) return give(platform_name_, value);
@@ -3223,7 +3241,7 @@ private:
     bool opened_ = false, available_ = false, unified_ = false;
     char reason_[256] = {};
     char device_name_[128] = {}, platform_name_[128] = {}, opencl_version_[128] = {}, driver_version_[128] = {};
-    uint32_t compute_units_ = 0, device_count_ = 0;
+    uint32_t compute_units_ = 0, device_count_ = 0, clock_mhz_ = 0, vector_width_ = 0;
     uint64_t global_memory_ = 0;
 #ifdef TESSEL_HAS_OPENCL
     const OpenClApi* api_ = nullptr;
@@ -3304,6 +3322,11 @@ inline void GpuDevice::open() {
     api_->clGetDeviceInfo(device_, CL_DEVICE_GLOBAL_MEM_SIZE, sizeof memory, &memory, nullptr);
     api_->clGetDeviceInfo(device_, CL_DEVICE_HOST_UNIFIED_MEMORY, sizeof unified, &unified, nullptr);
     compute_units_ = units;
+    cl_uint clock = 0, width = 0;
+    api_->clGetDeviceInfo(device_, CL_DEVICE_MAX_CLOCK_FREQUENCY, sizeof clock, &clock, nullptr);
+    api_->clGetDeviceInfo(device_, CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT, sizeof width, &width, nullptr);
+    clock_mhz_ = clock;
+    vector_width_ = width;
     global_memory_ = memory;
     unified_ = unified == CL_TRUE;
     context_ = api_->clCreateContext(nullptr, 1, &device_, nullptr, nullptr, &e);
@@ -4181,6 +4204,8 @@ struct CompileJob {   // what compile_model and import_model share
                                    CompiledModel::Impl* m);
     uint32_t shape_cache = kDefaultShapeCache;   // SHAPE_CACHE_SIZE
     bool concurrent = true;                      // HETERO_CONCURRENT: the lanes of different devices at once
+    bool placement_cost = false;                 // HETERO_PLACEMENT=cost (>>hetero placement)
+    char cost_models[512] = {};                  // HETERO_COST_MODEL: "DEVICE=GFLOPS/GBPS/LAUNCH_US;..." 
     // A plan of the same model at other input shapes: when the prepared graphs match node for
     // node, its partition is copied instead of computed again.
     const CompiledModel::Impl* partition_like = nullptr;
@@ -4197,6 +4222,164 @@ struct CompileJob {   // what compile_model and import_model share
     static Status compile_stage(Stages& stages, Span<const InputShape> shapes, Span<const InputValue> values,
                                 CompiledModel::Impl** out, char* error);
 };
+
+// >>hetero placement
+// HETERO_PLACEMENT=cost: a node several devices run goes where its estimated time plus the
+// copies of its inputs from other devices is lowest, in topological order (its producers
+// already placed). A device's estimate: launch + max(FLOPs / peak, bytes / bandwidth), from
+// its COST_MODEL metric "GFLOPS/GBPS/LAUNCH_US" (the CPU measures its own once, the GPU
+// derives it from the driver's figures) or from HETERO_COST_MODEL, which overrides any device.
+struct DeviceCost {
+    double flops_per_ns = 10, bytes_per_ns = 5, launch_ns = 5000;   // a device that gives none
+};
+
+inline bool parse_device_cost(StringView text, DeviceCost* out) {
+    char copy[96];
+    if (text.size == 0 || text.size >= sizeof copy) return false;
+    std::memcpy(copy, text.data, text.size);
+    copy[text.size] = 0;
+    double gflops = 0, gbps = 0, launch_us = 0;
+    char tail = 0;
+    if (std::sscanf(copy, "%lf/%lf/%lf%c", &gflops, &gbps, &launch_us, &tail) != 3) return false;
+    if (!(gflops > 0) || !(gbps > 0) || !(launch_us >= 0) || gflops > 1e9 || gbps > 1e9 || launch_us > 1e9) return false;
+    *out = DeviceCost{gflops, gbps, launch_us * 1000};
+    return true;
+}
+
+// Calls fn(device name, cost text) per "NAME=COST" entry of HETERO_COST_MODEL; false on a
+// malformed entry or when fn returns false.
+template <class Fn>
+bool each_cost_model(const char* text, Fn fn) {
+    const char* at = text;
+    while (*at) {
+        const char* end = std::strchr(at, ';');
+        if (!end) end = at + std::strlen(at);
+        const char* equals = static_cast<const char*>(std::memchr(at, '=', (size_t)(end - at)));
+        if (!equals || equals == at) return false;
+        if (!fn(StringView(at, (size_t)(equals - at)), StringView(equals + 1, (size_t)(end - equals - 1)))) return false;
+        at = *end ? end + 1 : end;
+    }
+    return true;
+}
+
+inline Status check_cost_models(CompileJob* job) {
+    bool ok = each_cost_model(job->cost_models, [](StringView, StringView cost) {
+        DeviceCost c;
+        return parse_device_cost(cost, &c);
+    });
+    if (!ok) return job->fail(Status::InvalidArgument, "HETERO_COST_MODEL must be DEVICE=GFLOPS/GBPS/LAUNCH_US entries separated by ';'");
+    return Status::Ok;
+}
+
+// FLOPs of a node: 2 per multiply-add for Conv, ConvTranspose, Gemm and MatMul, one per output element otherwise.
+inline double node_flops(const PreparedModel& pm, NodeId v) {
+    const Graph& g = pm.model.graph;
+    const Node& node = g.node(v);
+    uint64_t out = 0;
+    desc_elements(pm.value_desc(pm.value_id(v, 0)), &out);
+    auto input_desc = [&](uint32_t i) -> const TensorDesc& { return pm.value_desc(pm.value_id(node.inputs[i].producer, node.inputs[i].port)); };
+    if ((node.op == StringView("Conv") || node.op == StringView("ConvTranspose")) && node.num_inputs >= 2) {
+        const TensorDesc& w = input_desc(1);
+        uint64_t weights = 0;
+        desc_elements(w, &weights);
+        int64_t per_output = w.rank && w.dims[0] > 0 ? (int64_t)weights / w.dims[0] : 1;
+        return 2.0 * (double)out * (double)per_output;
+    }
+    if ((node.op == StringView("MatMul") || node.op == StringView("Gemm")) && node.num_inputs >= 2) {
+        const TensorDesc& a = input_desc(0);
+        int64_t k = a.rank ? a.dims[a.rank - 1] : 1;
+        const Attribute* trans = g.find_attribute(v, "transA");
+        if (node.op == StringView("Gemm") && a.rank == 2 && trans && trans->kind == AttributeKind::Int && trans->i) k = a.dims[0];
+        return 2.0 * (double)out * (double)(k > 0 ? k : 1);
+    }
+    return (double)out;
+}
+
+inline double value_bytes(const PreparedModel& pm, uint32_t value) {
+    uint64_t n = 0;
+    const TensorDesc& d = pm.value_desc(value);
+    desc_elements(d, &n);
+    return d.type == ElementType::Undefined ? 0.0 : (double)n * (double)element_size(d.type);
+}
+
+// chosen[v] for every node without a user affinity that more than one device supports.
+inline void place_by_cost(CompileJob& job, const PreparedModel& pm, const uint8_t* supported, DeviceId* chosen) {
+    const Graph& g = pm.model.graph;
+    const uint32_t n = g.node_count();
+    DeviceCost cost[kMaxDevices];
+    for (uint32_t d = 0; d < job.count; ++d) {
+        StringView text;
+        if (job.list[d]->get_metric("COST_MODEL", &text) != Status::Ok || !parse_device_cost(text, &cost[d])) cost[d] = DeviceCost();
+        StringView name = job.list[d]->name();
+        each_cost_model(job.cost_models, [&](StringView device, StringView given) {
+            return !(device == name) || parse_device_cost(given, &cost[d]);
+        });
+    }
+    for (NodeId v : g.topological_order()) {
+        const Node& node = g.node(v);
+        if (is_free_op(node.op) || node.affinity != kNoDevice || chosen[v] == kNoDevice) continue;
+        double flops = node_flops(pm, v), bytes = value_bytes(pm, pm.value_id(v, 0));
+        for (uint32_t i = 0; i < node.num_inputs; ++i) bytes += value_bytes(pm, pm.value_id(node.inputs[i].producer, node.inputs[i].port));
+        double best = -1;
+        for (uint32_t d = 0; d < job.count; ++d) {
+            if (!supported[(size_t)d * n + v]) continue;
+            const DeviceCost& c = cost[d];
+            double compute = flops / c.flops_per_ns, memory = bytes / c.bytes_per_ns;
+            double t = c.launch_ns + (compute > memory ? compute : memory);
+            // Inputs computed on another device are copied first, at the slower side's bandwidth.
+            for (uint32_t i = 0; i < node.num_inputs; ++i) {
+                NodeId p = node.inputs[i].producer;
+                if (is_free_op(g.node(p).op) || chosen[p] == kNoDevice || chosen[p] == (DeviceId)d) continue;
+                double bandwidth = cost[chosen[p]].bytes_per_ns < c.bytes_per_ns ? cost[chosen[p]].bytes_per_ns : c.bytes_per_ns;
+                t += value_bytes(pm, pm.value_id(p, node.inputs[i].port)) / bandwidth;
+            }
+            if (best < 0 || t < best) {   // ties keep the earlier device of the list
+                best = t;
+                chosen[v] = (DeviceId)d;
+            }
+        }
+    }
+}
+
+// The CPU's COST_MODEL: peak from a multiply-add loop times the vector width of its ISA,
+// bandwidth from a 4 MB copy; measured at the first question (a few ms).
+inline const char* cpu_cost_model() {
+    static char text[64];
+    static std::once_flag once;
+    std::call_once(once, [] {
+        constexpr size_t kBytes = 4u << 20;
+        void* raw = TESSEL_MALLOC(2 * kBytes);
+        double gbps = 5;
+        if (raw) {
+            char* a = static_cast<char*>(raw);
+            std::memset(a, 1, 2 * kBytes);
+            uint64_t best = ~0ull;
+            for (int r = 0; r < 3; ++r) {
+                uint64_t start = now_ns();
+                std::memcpy(a + kBytes, a, kBytes);
+                uint64_t ns = now_ns() - start;
+                if (ns < best) best = ns;
+            }
+            gbps = 2.0 * (double)kBytes / (double)(best ? best : 1);   // read and write
+            TESSEL_FREE(raw);
+        }
+        float acc[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+        volatile float scale_source = 0.999999f;
+        const float scale = scale_source, add = 1e-7f;
+        constexpr int kRounds = 200000;
+        uint64_t start = now_ns();
+        for (int r = 0; r < kRounds; ++r)
+            for (float& x : acc) x = x * scale + add;
+        uint64_t ns = now_ns() - start;
+        volatile float sink = acc[0] + acc[7];
+        (void)sink;
+        Isa isa = default_isa();
+        double width = isa == Isa::Avx512 ? 16 : isa == Isa::Avx2 ? 8 : isa == Isa::Ref ? 1 : 4;
+        double gflops = 2.0 * 8 * kRounds / (double)(ns ? ns : 1) * width;
+        std::snprintf(text, sizeof text, "%.1f/%.1f/1", gflops, gbps);
+    });
+    return text;
+}
 
 inline const OpKernel* lookup_kernel(void* user, StringView op) {
     CompileJob* job = static_cast<CompileJob*>(user);
@@ -4290,6 +4473,18 @@ inline Status apply_config(CompileJob* job, Arena* arena, Span<const ConfigEntry
         }
         if (key == StringView("HETERO_CONCURRENT")) {
             if (!parse_yes_no(e.value, &job->concurrent)) return job->fail(Status::InvalidArgument, "HETERO_CONCURRENT must be YES or NO");
+            continue;
+        }
+        if (key == StringView("HETERO_PLACEMENT")) {
+            if (!(e.value == StringView("first")) && !(e.value == StringView("cost")))
+                return job->fail(Status::InvalidArgument, "HETERO_PLACEMENT must be first or cost");
+            job->placement_cost = e.value == StringView("cost");
+            continue;
+        }
+        if (key == StringView("HETERO_COST_MODEL")) {
+            if (e.value.size >= sizeof job->cost_models) return job->fail(Status::InvalidArgument, "HETERO_COST_MODEL is too long");
+            std::snprintf(job->cost_models, sizeof job->cost_models, "%.*s", (int)e.value.size, e.value.data);
+            TESSEL_TRY(check_cost_models(job));
             continue;
         }
         if (key == StringView("SHAPE_CACHE_SIZE")) {
@@ -4633,6 +4828,12 @@ Status Core::compile_job(void* job_pointer, const Model& model, Span<const Input
             return fail(Status::Unsupported, "node '%.*s' (op %.*s) is supported by no device of '%s'", (int)node.name.size,
                         node.name.data, (int)node.op.size, node.op.data, m->device_string);
         if (chosen[v] > 0) ++fallback[chosen[v]];
+    }
+    if (job.placement_cost && job.count > 1) {
+        detail::place_by_cost(job, m->prepared, supported, chosen);
+        for (uint32_t d = 0; d < job.count; ++d) fallback[d] = 0;
+        for (NodeId v = 0; v < n; ++v)
+            if (!detail::is_free_op(g.node(v).op) && chosen[v] != kNoDevice && chosen[v] > 0) ++fallback[chosen[v]];
     }
     m->fallback = m->arena.allocate_array<NodeId>(n + 1);
     if (!m->fallback) return fail(Status::OutOfMemory, "out of memory");
