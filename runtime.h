@@ -3001,7 +3001,9 @@ inline const char* opencl_error_name(cl_int e) {
 // next device of a HETERO list.
 // Config: PLATFORM and DEVICE (auto or an index), PERF_COUNT. Metrics beside the common ones:
 // AVAILABLE (YES, or NO: the reason), PLATFORM_NAME, OPENCL_VERSION, DRIVER_VERSION,
-// COMPUTE_UNITS, GLOBAL_MEMORY (bytes), HOST_UNIFIED_MEMORY (YES/NO).
+// COMPUTE_UNITS, GLOBAL_MEMORY (bytes), HOST_UNIFIED_MEMORY (YES/NO), COST_MODEL
+// (GFLOPS/GBPS/LAUNCH_US for HETERO_PLACEMENT=cost), LAST_PROGRAM_BUILD (source, or binary
+// when an imported blob's program binary was taken).
 const ConfigKey kGpuKeys[] = {{"PLATFORM", "auto"}, {"DEVICE", "auto"}, {"PERF_COUNT", "NO"}};
 
 inline bool gpu_node_op(StringView op);   // >>opencl kernels
@@ -3061,8 +3063,19 @@ public:
         destroy(islands);
     }
     Span<const ProgramStep> steps() const override { return islands->steps(); }
+    // "GPU2", the byte count of the driver's program binary, the binary: import builds from
+    // it (no OpenCL C compile) and falls back to the source when that driver refuses it.
     Status export_payload(WriteFn write, void* user) const override {
-        write(user, "GPU1", 4);
+        size_t size = 0;
+        if (program && api->clGetProgramInfo(program, CL_PROGRAM_BINARY_SIZES, sizeof size, &size, nullptr) != CL_SUCCESS) size = 0;
+        unsigned char* binary = size ? static_cast<unsigned char*>(TESSEL_MALLOC(size)) : nullptr;
+        if (size && !binary) return Status::OutOfMemory;
+        if (binary && api->clGetProgramInfo(program, CL_PROGRAM_BINARIES, sizeof binary, &binary, nullptr) != CL_SUCCESS) size = 0;
+        uint64_t count = size;
+        write(user, "GPU2", 4);
+        write(user, reinterpret_cast<const char*>(&count), sizeof count);
+        if (size) write(user, reinterpret_cast<const char*>(binary), size);
+        TESSEL_FREE(binary);
         return Status::Ok;
     }
     Status run_step(uint32_t i, const StepContext& context_) const override {
@@ -3149,7 +3162,8 @@ public:
     Status get_metric(StringView key, StringView* value) override {
         if (key == StringView("SUPPORTED_METRICS"))
             return give("AVAILABLE_DEVICES FULL_DEVICE_NAME SUPPORTED_METRICS SUPPORTED_CONFIG_KEYS OPTIMIZATION_CAPABILITIES "
-                        "AVAILABLE PLATFORM_NAME OPENCL_VERSION DRIVER_VERSION COMPUTE_UNITS GLOBAL_MEMORY HOST_UNIFIED_MEMORY COST_MODEL",
+                        "AVAILABLE PLATFORM_NAME OPENCL_VERSION DRIVER_VERSION COMPUTE_UNITS GLOBAL_MEMORY HOST_UNIFIED_MEMORY COST_MODEL "
+                        "LAST_PROGRAM_BUILD",
                         value);
         if (key == StringView("SUPPORTED_CONFIG_KEYS") || key == StringView("OPTIMIZATION_CAPABILITIES"))
             return BuiltinDevice::get_metric(key, value);
@@ -3171,6 +3185,7 @@ public:
                 k += (size_t)std::snprintf(text + k, sizeof text - k, "%s%u", i ? " " : "", i);
             return give(text, value);
         }
+        if (key == StringView("LAST_PROGRAM_BUILD")) return give(last_build_, value);   // source, binary (an import) or none
         if (key == StringView("COST_MODEL") && available_) {
             // Peak from the device's units, clock and float vector width; a launch through the
             // driver (buffers, map, finish) costs about 200 us on PoCL.
@@ -3227,8 +3242,21 @@ protected:
     bool op_allowed(StringView) const override { return true; }
     const char* capabilities() const override { return "FP32 FUSED_ELEMENTWISE CONV GEMM POOLING SOFTMAX"; }
     Status check_payload(const void* payload, size_t size) override {
-        if (size != 4 || std::memcmp(payload, "GPU1", 4) != 0) return fail(Status::ParseError, "GPU: bad payload");
+        if (size == 4 && std::memcmp(payload, "GPU1", 4) == 0) return Status::Ok;   // source only
+        uint64_t count = 0;
+        if (size >= 12) std::memcpy(&count, static_cast<const char*>(payload) + 4, sizeof count);
+        if (size < 12 || std::memcmp(payload, "GPU2", 4) != 0 || count != size - 12) return fail(Status::ParseError, "GPU: bad payload");
         return Status::Ok;
+    }
+    Status import_subgraph(const PreparedModel& model, Span<const NodeId> nodes, const void* payload, size_t size,
+                           DeviceProgram** program) override {
+        TESSEL_TRY(check_payload(payload, size));
+        binary_ = size > 12 ? static_cast<const unsigned char*>(payload) + 12 : nullptr;
+        binary_size_ = size > 12 ? size - 12 : 0;
+        Status s = compile_subgraph(model, nodes, program);
+        binary_ = nullptr;
+        binary_size_ = 0;
+        return s;
     }
 
 private:
@@ -3238,6 +3266,9 @@ private:
     Status compile_program(GpuProgram* p, const PreparedModel& model, Span<const NodeId> nodes);
 #endif
     char library_[256] = {};
+    const unsigned char* binary_ = nullptr;   // import_subgraph: the exported program binary
+    size_t binary_size_ = 0;
+    const char* last_build_ = "none";
     bool opened_ = false, available_ = false, unified_ = false;
     char reason_[256] = {};
     char device_name_[128] = {}, platform_name_[128] = {}, opencl_version_[128] = {}, driver_version_[128] = {};
@@ -3489,8 +3520,21 @@ inline Status GpuDevice::compile_program(GpuProgram* p, const PreparedModel& mod
     if (!p->queue || e != CL_SUCCESS) { p->queue = nullptr; return fail(Status::IoError, "GPU: clCreateCommandQueue: %s", opencl_error_name(e)); }
     if (r.count == 0) return Status::Ok;
     char log[kErrorMessageBytes];
-    s = opencl_build(api_, context_, device_, p->source.text(), p->source.size(), &p->program, log, sizeof log);
-    if (s != Status::Ok) return fail(s, "GPU: %s", log);
+    last_build_ = "source";
+    if (binary_) {   // an import: the driver's binary of the same source, when it still takes it
+        cl_int loaded = CL_SUCCESS;
+        cl_program program = api_->clCreateProgramWithBinary(context_, 1, &device_, &binary_size_, &binary_, &loaded, &e);
+        if (program && e == CL_SUCCESS && loaded == CL_SUCCESS && api_->clBuildProgram(program, 1, &device_, "", nullptr, nullptr) == CL_SUCCESS) {
+            p->program = program;
+            last_build_ = "binary";
+        } else if (program) {
+            api_->clReleaseProgram(program);
+        }
+    }
+    if (!p->program) {
+        s = opencl_build(api_, context_, device_, p->source.text(), p->source.size(), &p->program, log, sizeof log);
+        if (s != Status::Ok) return fail(s, "GPU: %s", log);
+    }
     for (uint32_t i = 0; i < r.count; ++i) {
         if (p->work[i] == GpuProgram::kHostStep) continue;
         std::snprintf(name, sizeof name, "step%u", i);
