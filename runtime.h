@@ -5805,7 +5805,6 @@ void InferRequest::Impl::run_lane(uint32_t lane, detail::BodyProfile* body_profi
     state.error = lane_errors + (size_t)lane * kErrorMessageBytes;
     state.error[0] = 0;
     state.body_profile = body_profile;
-    if (state.values != values) std::memcpy(state.values, values, sizeof(void*) * count);
     for (uint32_t k = cm.lane_first[lane]; k < cm.lane_first[lane + 1]; ++k) {
         uint32_t s = cm.lane_subgraphs[k];
         {
@@ -5845,6 +5844,9 @@ Status InferRequest::Impl::run_steps(detail::BodyProfile* body_profile) {
         return Status::Ok;
     }
     for (uint32_t s = 0; s < cm.subgraph_count; ++s) remaining[s] = cm.predecessor_count[s];
+    // The other lanes' views start as the caller's, copied before any lane patches its own.
+    const uint32_t count = cm.prepared.value_count();
+    for (uint32_t l = 0; l + 1 < cm.lane_count; ++l) std::memcpy(lane_values + (size_t)l * count, values, sizeof(void*) * count);
     {
         std::lock_guard<std::mutex> lock(lane_mutex);
         lane_failed = false;
