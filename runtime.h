@@ -54,6 +54,8 @@
    >>stages                           data-dependent shapes: a model cut where shapes wait for run-time values
    >>memory plan                      value lifetimes and offsets in one arena per request
    >>hetero transfers                 subgraph boundaries, transfers, execution order
+   >>hetero lanes                     devices at once: a lane per device, windows for the memory plan
+   >>hetero placement                 HETERO_PLACEMENT=cost: estimated time plus transfers per node
    >>core implementation              device registry
    >>compile                          device strings, config, compile_model, reshape, query_model
    >>infer request implementation     create_request, binding, infer, async
@@ -144,9 +146,11 @@
    the first device that supports it (a user affinity wins); hetero.h partitions the graph
    (HETERO_ALGORITHM rollback|levels|waves, HETERO_MIN_SUBGRAPH); each subgraph is compiled
    by its device; a value computed in one subgraph and read in another is copied into the
-   reader's own buffer (a transfer) before the reader runs. The static memory plan gives every
-   value an offset in one arena per request (lifetimes over the execution order, in place
-   where a kernel allows it). An input dim left free (symbolic, no InputShape) is planned at 1
+   reader's own buffer (a transfer) before the reader runs. Subgraphs of different devices
+   that the DAG leaves unordered run at once, a thread per device (HETERO_CONCURRENT=NO runs
+   them one after another). The static memory plan gives every
+   value an offset in one arena per request (lifetimes over the execution order, widened where
+   lanes run at once; in place where a kernel allows it). An input dim left free (symbolic, no InputShape) is planned at 1
    by compile_model, and again per input-shape signature at a request's first infer with it
    (set_input with a tensor of the new shape), copying the first plan's partition; the plans
    are cached (SHAPE_CACHE_SIZE). Nodes whose shapes wait for a value computed at run time (a
@@ -670,6 +674,7 @@ struct ProfileEntry {
     const char* kernel = "";
     uint32_t subgraph = 0;
     uint64_t ns = 0;            // of the last inference
+    uint64_t start_ns = 0;      // when it started, from the start of that inference (lanes of HETERO overlap)
 };
 
 namespace detail {
@@ -715,7 +720,9 @@ public:
 
     // `device` is "CPU", "TEMPLATE", a user device, or "HETERO:A,B,..." (priority order).
     // Config keys: "KEY" goes to the device (for HETERO: HETERO_ALGORITHM=rollback|levels|waves,
-    // HETERO_MIN_SUBGRAPH=N, or a key of every listed device), "DEVICE:KEY" to one device.
+    // HETERO_MIN_SUBGRAPH=N, HETERO_CONCURRENT=YES|NO, HETERO_PLACEMENT=first|cost,
+    // HETERO_COST_MODEL=DEVICE=GFLOPS/GBPS/LAUNCH_US;..., or a key of every listed device),
+    // "DEVICE:KEY" to one device.
     // Errors: NotFound (unknown device or key), Unsupported (a node no device runs, a
     // data-dependent shape in a body), InvalidArgument (bad shapes or config values),
     // LimitExceeded, OutOfMemory; the message is in last_error().
@@ -2676,9 +2683,18 @@ protected:
 // on snippets.h's DepthwiseConv (every target).
 const ConfigKey kCpuKeys[] = {{"NUM_THREADS", "1"}, {"PERF_COUNT", "NO"}, {"FUSION", "YES"}, {"ISA", "auto"}};
 
+inline const char* cpu_cost_model();   // see hetero placement
+
 class CpuDevice : public BuiltinDevice {
 public:
     CpuDevice() : BuiltinDevice("CPU", cpu_name(), kCpuKeys, 4) {}
+    // COST_MODEL: "GFLOPS/GBPS/LAUNCH_US" for HETERO_PLACEMENT=cost, measured once per process.
+    Status get_metric(StringView key, StringView* value) override {
+        if (key == StringView("SUPPORTED_METRICS"))
+            return give("AVAILABLE_DEVICES FULL_DEVICE_NAME SUPPORTED_METRICS SUPPORTED_CONFIG_KEYS OPTIMIZATION_CAPABILITIES COST_MODEL", value);
+        if (key == StringView("COST_MODEL")) return give(cpu_cost_model(), value);
+        return BuiltinDevice::get_metric(key, value);
+    }
     static const char* cpu_name() {
 #if defined(__aarch64__)
         return "Tessel CPU (AArch64, reference kernels + NEON snippets)";
@@ -3159,7 +3175,9 @@ inline const char* opencl_error_name(cl_int e) {
 // next device of a HETERO list.
 // Config: PLATFORM and DEVICE (auto or an index), PERF_COUNT. Metrics beside the common ones:
 // AVAILABLE (YES, or NO: the reason), PLATFORM_NAME, OPENCL_VERSION, DRIVER_VERSION,
-// COMPUTE_UNITS, GLOBAL_MEMORY (bytes), HOST_UNIFIED_MEMORY (YES/NO).
+// COMPUTE_UNITS, GLOBAL_MEMORY (bytes), HOST_UNIFIED_MEMORY (YES/NO), COST_MODEL
+// (GFLOPS/GBPS/LAUNCH_US for HETERO_PLACEMENT=cost), LAST_PROGRAM_BUILD (source, or binary
+// when an imported blob's program binary was taken).
 const ConfigKey kGpuKeys[] = {{"PLATFORM", "auto"}, {"DEVICE", "auto"}, {"PERF_COUNT", "NO"}};
 
 inline bool gpu_node_op(StringView op);   // >>opencl kernels
@@ -3222,8 +3240,19 @@ public:
         destroy(islands);
     }
     Span<const ProgramStep> steps() const override { return islands->steps(); }
+    // "GPU2", the byte count of the driver's program binary, the binary: import builds from
+    // it (no OpenCL C compile) and falls back to the source when that driver refuses it.
     Status export_payload(WriteFn write, void* user) const override {
-        write(user, "GPU1", 4);
+        size_t size = 0;
+        if (program && api->clGetProgramInfo(program, CL_PROGRAM_BINARY_SIZES, sizeof size, &size, nullptr) != CL_SUCCESS) size = 0;
+        unsigned char* binary = size ? static_cast<unsigned char*>(TESSEL_MALLOC(size)) : nullptr;
+        if (size && !binary) return Status::OutOfMemory;
+        if (binary && api->clGetProgramInfo(program, CL_PROGRAM_BINARIES, sizeof binary, &binary, nullptr) != CL_SUCCESS) size = 0;
+        uint64_t count = size;
+        write(user, "GPU2", 4);
+        write(user, reinterpret_cast<const char*>(&count), sizeof count);
+        if (size) write(user, reinterpret_cast<const char*>(binary), size);
+        TESSEL_FREE(binary);
         return Status::Ok;
     }
     Status run_step(uint32_t i, const StepContext& context_) const override {
@@ -3310,7 +3339,8 @@ public:
     Status get_metric(StringView key, StringView* value) override {
         if (key == StringView("SUPPORTED_METRICS"))
             return give("AVAILABLE_DEVICES FULL_DEVICE_NAME SUPPORTED_METRICS SUPPORTED_CONFIG_KEYS OPTIMIZATION_CAPABILITIES "
-                        "AVAILABLE PLATFORM_NAME OPENCL_VERSION DRIVER_VERSION COMPUTE_UNITS GLOBAL_MEMORY HOST_UNIFIED_MEMORY",
+                        "AVAILABLE PLATFORM_NAME OPENCL_VERSION DRIVER_VERSION COMPUTE_UNITS GLOBAL_MEMORY HOST_UNIFIED_MEMORY COST_MODEL "
+                        "LAST_PROGRAM_BUILD",
                         value);
         if (key == StringView("SUPPORTED_CONFIG_KEYS") || key == StringView("OPTIMIZATION_CAPABILITIES"))
             return BuiltinDevice::get_metric(key, value);
@@ -3332,8 +3362,16 @@ public:
                 k += (size_t)std::snprintf(text + k, sizeof text - k, "%s%u", i ? " " : "", i);
             return give(text, value);
         }
+        if (key == StringView("LAST_PROGRAM_BUILD")) return give(last_build_, value);   // source, binary (an import) or none
+        if (key == StringView("COST_MODEL") && available_) {
+            // Peak from the device's units, clock and float vector width; a launch through the
+            // driver (buffers, map, finish) costs about 200 us on PoCL.
+            double gflops = (double)compute_units_ * (clock_mhz_ ? clock_mhz_ : 1000) * 2.0 * (vector_width_ ? vector_width_ : 1) / 1000.0;
+            std::snprintf(text, sizeof text, "%.1f/%.1f/%.0f", gflops, unified_ ? 10.0 : 5.0, 200.0);
+            return give(text, value);
+        }
         if (!available_ &&
-            (key == StringView("PLATFORM_NAME") || key == StringView("OPENCL_VERSION") || key == StringView("DRIVER_VERSION") ||
+            (key == StringView("COST_MODEL") || key == StringView("PLATFORM_NAME") || key == StringView("OPENCL_VERSION") || key == StringView("DRIVER_VERSION") ||
              key == StringView("COMPUTE_UNITS") || key == StringView("GLOBAL_MEMORY") || key == StringView("HOST_UNIFIED_MEMORY")))
             return fail(Status::Unsupported, "GPU: %s", reason_);
         if (key == StringView("PLATFORM_NAME")) return give(platform_name_, value);
@@ -3381,8 +3419,21 @@ protected:
     bool op_allowed(StringView) const override { return true; }
     const char* capabilities() const override { return "FP32 FUSED_ELEMENTWISE CONV GEMM POOLING SOFTMAX"; }
     Status check_payload(const void* payload, size_t size) override {
-        if (size != 4 || std::memcmp(payload, "GPU1", 4) != 0) return fail(Status::ParseError, "GPU: bad payload");
+        if (size == 4 && std::memcmp(payload, "GPU1", 4) == 0) return Status::Ok;   // source only
+        uint64_t count = 0;
+        if (size >= 12) std::memcpy(&count, static_cast<const char*>(payload) + 4, sizeof count);
+        if (size < 12 || std::memcmp(payload, "GPU2", 4) != 0 || count != size - 12) return fail(Status::ParseError, "GPU: bad payload");
         return Status::Ok;
+    }
+    Status import_subgraph(const PreparedModel& model, Span<const NodeId> nodes, const void* payload, size_t size,
+                           DeviceProgram** program) override {
+        TESSEL_TRY(check_payload(payload, size));
+        binary_ = size > 12 ? static_cast<const unsigned char*>(payload) + 12 : nullptr;
+        binary_size_ = size > 12 ? size - 12 : 0;
+        Status s = compile_subgraph(model, nodes, program);
+        binary_ = nullptr;
+        binary_size_ = 0;
+        return s;
     }
 
 private:
@@ -3392,10 +3443,13 @@ private:
     Status compile_program(GpuProgram* p, const PreparedModel& model, Span<const NodeId> nodes);
 #endif
     char library_[256] = {};
+    const unsigned char* binary_ = nullptr;   // import_subgraph: the exported program binary
+    size_t binary_size_ = 0;
+    const char* last_build_ = "none";
     bool opened_ = false, available_ = false, unified_ = false;
     char reason_[256] = {};
     char device_name_[128] = {}, platform_name_[128] = {}, opencl_version_[128] = {}, driver_version_[128] = {};
-    uint32_t compute_units_ = 0, device_count_ = 0;
+    uint32_t compute_units_ = 0, device_count_ = 0, clock_mhz_ = 0, vector_width_ = 0;
     uint64_t global_memory_ = 0;
 #ifdef TESSEL_HAS_OPENCL
     const OpenClApi* api_ = nullptr;
@@ -3476,6 +3530,11 @@ inline void GpuDevice::open() {
     api_->clGetDeviceInfo(device_, CL_DEVICE_GLOBAL_MEM_SIZE, sizeof memory, &memory, nullptr);
     api_->clGetDeviceInfo(device_, CL_DEVICE_HOST_UNIFIED_MEMORY, sizeof unified, &unified, nullptr);
     compute_units_ = units;
+    cl_uint clock = 0, width = 0;
+    api_->clGetDeviceInfo(device_, CL_DEVICE_MAX_CLOCK_FREQUENCY, sizeof clock, &clock, nullptr);
+    api_->clGetDeviceInfo(device_, CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT, sizeof width, &width, nullptr);
+    clock_mhz_ = clock;
+    vector_width_ = width;
     global_memory_ = memory;
     unified_ = unified == CL_TRUE;
     context_ = api_->clCreateContext(nullptr, 1, &device_, nullptr, nullptr, &e);
@@ -3638,8 +3697,21 @@ inline Status GpuDevice::compile_program(GpuProgram* p, const PreparedModel& mod
     if (!p->queue || e != CL_SUCCESS) { p->queue = nullptr; return fail(Status::IoError, "GPU: clCreateCommandQueue: %s", opencl_error_name(e)); }
     if (r.count == 0) return Status::Ok;
     char log[kErrorMessageBytes];
-    s = opencl_build(api_, context_, device_, p->source.text(), p->source.size(), &p->program, log, sizeof log);
-    if (s != Status::Ok) return fail(s, "GPU: %s", log);
+    last_build_ = "source";
+    if (binary_) {   // an import: the driver's binary of the same source, when it still takes it
+        cl_int loaded = CL_SUCCESS;
+        cl_program program = api_->clCreateProgramWithBinary(context_, 1, &device_, &binary_size_, &binary_, &loaded, &e);
+        if (program && e == CL_SUCCESS && loaded == CL_SUCCESS && api_->clBuildProgram(program, 1, &device_, "", nullptr, nullptr) == CL_SUCCESS) {
+            p->program = program;
+            last_build_ = "binary";
+        } else if (program) {
+            api_->clReleaseProgram(program);
+        }
+    }
+    if (!p->program) {
+        s = opencl_build(api_, context_, device_, p->source.text(), p->source.size(), &p->program, log, sizeof log);
+        if (s != Status::Ok) return fail(s, "GPU: %s", log);
+    }
     for (uint32_t i = 0; i < r.count; ++i) {
         if (p->work[i] == GpuProgram::kHostStep) continue;
         std::snprintf(name, sizeof name, "step%u", i);
@@ -3710,6 +3782,21 @@ struct CompiledModel::Impl {
     detail::DynamicShapes* dynamic = nullptr;   // symbolic input dims: this is the plan at free dims 1
     detail::Stages* stages = nullptr;   // data-dependent shapes: this is the first stage's plan (>>stages)
     detail::PlanReuse* reuse = nullptr;  // owned: what this plan shares with its plans at other shapes
+    // >>hetero lanes: the subgraph DAG and the lane (a device's thread of execution) of each
+    // subgraph; with `concurrent`, the lanes run at once and the memory plan allows it.
+    uint32_t* subgraph_order = nullptr;      // topological (Kahn) order, as exec lists them
+    uint32_t* exec_first = nullptr;          // per subgraph: its exec steps are [first[s], first[s] + exec_size[s])
+    uint32_t* exec_size = nullptr;
+    uint32_t* successor_first = nullptr;     // per subgraph: successors[successor_first[s] .. successor_first[s + 1])
+    uint32_t* successors = nullptr;
+    uint32_t* predecessor_count = nullptr;
+    uint32_t* lane_of = nullptr;             // per subgraph: the index of its device in devices[]
+    uint32_t lane_count = 0;                 // devices[] entries (lanes with no subgraph stay idle)
+    uint32_t caller_lane = 0;                // the lane infer()'s own thread runs, with the request's pool
+    uint32_t* lane_first = nullptr;          // per lane: its subgraphs are lane_subgraphs[lane_first[l] .. lane_first[l + 1])
+    uint32_t* lane_subgraphs = nullptr;      // in topological order
+    bool concurrent_allowed = true;          // HETERO_CONCURRENT
+    bool concurrent = false;                 // two subgraphs of different devices can run at once
 
     ~Impl();
 };
@@ -3929,6 +4016,7 @@ inline uint32_t reader_slot(const CompiledModel::Impl* m, uint32_t s, uint32_t v
 // (graph outputs and inputs to the end); an in-place step's output shares its input's buffer
 // when that input dies there. Buffers are placed largest first at the lowest offset that no
 // buffer live at the same time overlaps.
+inline Status concurrent_windows(CompiledModel::Impl* m, Arena* scratch, uint32_t** window_begin, uint32_t** window_end);   // >>hetero lanes
 inline Status plan_memory(CompiledModel::Impl* m) {
     const PreparedModel& pm = m->prepared;
     const Graph& g = pm.model.graph;
@@ -3938,12 +4026,16 @@ inline Status plan_memory(CompiledModel::Impl* m) {
     uint32_t* last = scratch.allocate_array<uint32_t>(slots + 1);
     uint32_t* buffer = scratch.allocate_array<uint32_t>(slots + 1);   // slot -> buffer (a slot id)
     uint8_t* pinned = scratch.allocate_array<uint8_t>(slots + 1);     // lives to the end
+    uint32_t* window_begin = nullptr;   // concurrent lanes: the exec positions a subgraph may overlap
+    uint32_t* window_end = nullptr;
+    TESSEL_TRY(concurrent_windows(m, &scratch, &window_begin, &window_end));
+    uint32_t* reader_subgraph = scratch.allocate_array<uint32_t>(slots + 1);   // kNever: none yet; kMixed: several
     m->offset = m->arena.allocate_array<int64_t>(slots + 1);
     m->slot_bytes = m->arena.allocate_array<size_t>(slots + 1);
-    if (!first || !last || !buffer || !pinned || !m->offset || !m->slot_bytes) return Status::OutOfMemory;
-    const uint32_t kNever = 0xffffffffu;
+    if (!first || !last || !buffer || !pinned || !reader_subgraph || !m->offset || !m->slot_bytes) return Status::OutOfMemory;
+    const uint32_t kNever = 0xffffffffu, kMixed = 0xfffffffeu;
     for (uint32_t s = 0; s < slots; ++s) {
-        first[s] = kNever; last[s] = 0; buffer[s] = s; pinned[s] = 0; m->offset[s] = -1;
+        first[s] = kNever; last[s] = 0; buffer[s] = s; pinned[s] = 0; m->offset[s] = -1; reader_subgraph[s] = kNever;
         const TensorDesc& d = pm.value_desc(s < pm.value_count() ? s : m->transfers[s - pm.value_count()].value);
         uint64_t n = 0;
         desc_elements(d, &n);
@@ -3954,6 +4046,11 @@ inline Status plan_memory(CompiledModel::Impl* m) {
         uint32_t v = pm.value_id(m->prepared.model.input(i).node, 0);
         first[v] = 0; last[v] = end; pinned[v] = 1;
     }
+    // Sequential lifetimes: exec position e is time e + 1. Concurrent lanes widen each touch to
+    // the subgraph's window (below, after the in-place decisions, which need the sequential ones).
+    auto read_by = [&](uint32_t slot, uint32_t subgraph) {
+        reader_subgraph[slot] = reader_subgraph[slot] == kNever || reader_subgraph[slot] == subgraph ? subgraph : kMixed;
+    };
     for (uint32_t e = 0; e < m->exec_count; ++e) {
         const ExecStep& x = m->exec[e];
         uint32_t t = e + 1;
@@ -3961,12 +4058,14 @@ inline Status plan_memory(CompiledModel::Impl* m) {
             const Transfer& tr = m->transfers[x.index];
             if (first[tr.slot] == kNever) first[tr.slot] = t;
             if (last[tr.value] < t) last[tr.value] = t;
+            read_by(tr.value, x.subgraph);
             continue;
         }
         const ProgramStep& step = m->programs[x.subgraph]->steps()[x.index];
         for (uint32_t r : step.reads) {
             uint32_t slot = reader_slot(m, x.subgraph, r);
             if (last[slot] < t) last[slot] = t;
+            read_by(slot, x.subgraph);
         }
         for (uint32_t w : step.writes) {
             if (first[w] == kNever) first[w] = t;
@@ -3993,12 +4092,36 @@ inline Status plan_memory(CompiledModel::Impl* m) {
         uint32_t in = reader_slot(m, x.subgraph, step.reads[0]), out = step.writes[0];
         uint32_t b = buffer[in];
         if (first[in] == kNever || pinned[in] || last[in] != e + 1 || m->slot_bytes[in] != m->slot_bytes[out]) continue;
+        if (window_begin && reader_subgraph[in] != x.subgraph) continue;   // a reader on another lane may come later
+        if (window_begin && buffer[in] != in) continue;                    // a chain of in-place steps: keep it simple
         bool read_twice = false;   // the kernel reads its input elsewhere too
         for (size_t k = 1; k < step.reads.size; ++k) if (step.reads[k] == step.reads[0]) read_twice = true;
         if (read_twice) continue;
         buffer[out] = b;
         if (last[b] < last[out]) last[b] = last[out];
         if (pinned[out]) pinned[b] = 1;
+    }
+    if (window_begin) {   // concurrent lanes: every touch covers the window of its subgraph
+        auto widen = [&](uint32_t slot, uint32_t subgraph) {
+            uint32_t b = buffer[slot];
+            if (first[slot] == kNever) return;
+            uint32_t lo = window_begin[subgraph] + 1, hi = window_end[subgraph];
+            for (uint32_t k : {slot, b}) {
+                if (first[k] > lo) first[k] = lo;
+                if (last[k] < hi) last[k] = hi;
+            }
+        };
+        for (uint32_t e = 0; e < m->exec_count; ++e) {
+            const ExecStep& x = m->exec[e];
+            if (x.transfer) {
+                widen(m->transfers[x.index].slot, x.subgraph);
+                widen(m->transfers[x.index].value, x.subgraph);
+                continue;
+            }
+            const ProgramStep& step = m->programs[x.subgraph]->steps()[x.index];
+            for (uint32_t r : step.reads) widen(reader_slot(m, x.subgraph, r), x.subgraph);
+            for (uint32_t w : step.writes) widen(w, x.subgraph);
+        }
     }
     // Buffers: slots that are their own buffer and live.
     uint32_t* order = scratch.allocate_array<uint32_t>(slots + 1);
@@ -4135,11 +4258,102 @@ inline Status build_schedule(CompiledModel::Impl* m, char* error) {
     if (!m->exec) return Status::OutOfMemory;
     m->exec_count = 0;
     m->step_count = steps;
+    // The DAG of subgraphs kept for the lanes (>>hetero lanes).
+    m->subgraph_order = m->arena.allocate_array<uint32_t>(sc + 1);
+    m->exec_first = m->arena.allocate_array<uint32_t>(sc + 1);
+    m->exec_size = m->arena.allocate_array<uint32_t>(sc + 1);
+    m->successor_first = m->arena.allocate_array<uint32_t>(sc + 2);
+    m->successors = m->arena.allocate_array<uint32_t>(edge_count + 1);
+    m->predecessor_count = m->arena.allocate_array<uint32_t>(sc + 1);
+    if (!m->subgraph_order || !m->exec_first || !m->exec_size || !m->successor_first || !m->successors || !m->predecessor_count)
+        return Status::OutOfMemory;
+    for (uint32_t s = 0; s <= sc; ++s) m->successor_first[s] = edge_first[s];
+    for (uint32_t s = 0; s < sc; ++s) m->predecessor_count[s] = 0;
+    for (uint32_t k = 0; k < edge_count; ++k) {
+        m->successors[k] = (uint32_t)edges[k];
+        ++m->predecessor_count[(uint32_t)edges[k]];
+    }
     for (uint32_t k = 0; k < sc; ++k) {
         uint32_t s = order[k];
+        m->subgraph_order[k] = s;
+        m->exec_first[s] = m->exec_count;
         for (uint32_t t = m->transfer_first[s]; t < m->transfer_first[s + 1]; ++t) m->exec[m->exec_count++] = ExecStep{s, t, true};
         for (uint32_t i = 0; i < m->programs[s]->steps().size; ++i) m->exec[m->exec_count++] = ExecStep{s, i, false};
+        m->exec_size[s] = m->exec_count - m->exec_first[s];
     }
+    return Status::Ok;
+}
+
+// >>hetero lanes
+// Each device of a HETERO list is a lane: its subgraphs run one after another in the
+// topological order, on infer()'s thread (the caller lane, the last listed device: the one
+// whose kernels use the request's pool) or on a thread of the request per other lane. A
+// subgraph starts when its predecessors are done, so subgraphs of different devices that the
+// DAG leaves unordered run at once. The memory plan then keeps every value touched by a
+// subgraph alive over the exec positions of the subgraphs that may run beside it
+// (concurrent_window), so no two buffers that can be live at the same time share bytes.
+constexpr uint32_t kMaxConcurrentSubgraphs = 2048;   // the reachability bitsets grow with its square
+
+// Per subgraph, the exec positions [begin, end) of itself and of every subgraph of another
+// lane that neither reaches it nor is reached from it. Sets m->concurrent when one exists.
+inline Status concurrent_windows(CompiledModel::Impl* m, Arena* scratch, uint32_t** window_begin, uint32_t** window_end) {
+    uint32_t sc = m->subgraph_count;
+    *window_begin = *window_end = nullptr;
+    m->lane_of = m->arena.allocate_array<uint32_t>(sc + 1);
+    if (!m->lane_of) return Status::OutOfMemory;
+    m->lane_count = m->device_count ? m->device_count : 1;
+    m->caller_lane = m->lane_count - 1;
+    for (uint32_t s = 0; s < sc; ++s) {
+        m->lane_of[s] = m->caller_lane;
+        for (uint32_t d = 0; d < m->device_count; ++d) if (m->devices[d] == m->subgraph_device[s]) m->lane_of[s] = d;
+    }
+    m->lane_first = m->arena.allocate_array<uint32_t>(m->lane_count + 2);
+    m->lane_subgraphs = m->arena.allocate_array<uint32_t>(sc + 1);
+    if (!m->lane_first || !m->lane_subgraphs) return Status::OutOfMemory;
+    for (uint32_t l = 0; l <= m->lane_count; ++l) m->lane_first[l] = 0;
+    for (uint32_t s = 0; s < sc; ++s) ++m->lane_first[m->lane_of[s] + 1];
+    for (uint32_t l = 0; l < m->lane_count; ++l) m->lane_first[l + 1] += m->lane_first[l];
+    uint32_t* fill = scratch->allocate_array<uint32_t>(m->lane_count + 1);
+    if (!fill) return Status::OutOfMemory;
+    for (uint32_t l = 0; l < m->lane_count; ++l) fill[l] = m->lane_first[l];
+    for (uint32_t k = 0; k < sc; ++k) m->lane_subgraphs[fill[m->lane_of[m->subgraph_order[k]]]++] = m->subgraph_order[k];
+    m->concurrent = false;
+    if (!m->concurrent_allowed || m->lane_count < 2 || sc < 2 || sc > kMaxConcurrentSubgraphs) return Status::Ok;
+    // reach[s]: the subgraphs s reaches (itself included), filled in reverse topological order.
+    const uint32_t words = (sc + 63) / 64;
+    uint64_t* reach = scratch->allocate_array<uint64_t>((size_t)sc * words + 1);
+    uint32_t* begin = scratch->allocate_array<uint32_t>(sc + 1);
+    uint32_t* end = scratch->allocate_array<uint32_t>(sc + 1);
+    if (!reach || !begin || !end) return Status::OutOfMemory;
+    std::memset(reach, 0, sizeof(uint64_t) * ((size_t)sc * words + 1));
+    for (uint32_t k = sc; k-- > 0;) {
+        uint32_t s = m->subgraph_order[k];
+        uint64_t* row = reach + (size_t)s * words;
+        row[s / 64] |= 1ull << (s % 64);
+        for (uint32_t e = m->successor_first[s]; e < m->successor_first[s + 1]; ++e) {
+            const uint64_t* next = reach + (size_t)m->successors[e] * words;
+            for (uint32_t w = 0; w < words; ++w) row[w] |= next[w];
+        }
+    }
+    auto reaches = [&](uint32_t a, uint32_t b) { return (reach[(size_t)a * words + b / 64] >> (b % 64)) & 1; };
+    for (uint32_t s = 0; s < sc; ++s) {
+        begin[s] = m->exec_first[s];
+        end[s] = m->exec_first[s] + m->exec_size[s];
+    }
+    for (uint32_t a = 0; a < sc; ++a)
+        for (uint32_t b = a + 1; b < sc; ++b) {
+            if (m->lane_of[a] == m->lane_of[b] || reaches(a, b) || reaches(b, a)) continue;
+            m->concurrent = true;
+            uint32_t lo = m->exec_first[a] < m->exec_first[b] ? m->exec_first[a] : m->exec_first[b];
+            uint32_t hi_a = m->exec_first[a] + m->exec_size[a], hi_b = m->exec_first[b] + m->exec_size[b];
+            uint32_t hi = hi_a > hi_b ? hi_a : hi_b;
+            for (uint32_t s : {a, b}) {
+                if (lo < begin[s]) begin[s] = lo;
+                if (hi > end[s]) end[s] = hi;
+            }
+        }
+    *window_begin = begin;
+    *window_end = end;
     return Status::Ok;
 }
 }  // namespace detail
@@ -4220,6 +4434,9 @@ struct CompileJob {   // what compile_model and import_model share
                                    Span<const InputValue> values, PartitionAlgorithm algorithm, uint32_t min_subgraph,
                                    CompiledModel::Impl* m);
     uint32_t shape_cache = kDefaultShapeCache;   // SHAPE_CACHE_SIZE
+    bool concurrent = true;                      // HETERO_CONCURRENT: the lanes of different devices at once
+    bool placement_cost = false;                 // HETERO_PLACEMENT=cost (>>hetero placement)
+    char cost_models[512] = {};                  // HETERO_COST_MODEL: "DEVICE=GFLOPS/GBPS/LAUNCH_US;..." 
     // A plan of the same model at other input shapes: when the prepared graphs match node for
     // node, its partition is copied instead of computed again.
     const CompiledModel::Impl* partition_like = nullptr;
@@ -4241,6 +4458,164 @@ struct CompileJob {   // what compile_model and import_model share
     static Status compile_stage(Stages& stages, Span<const InputShape> shapes, Span<const InputValue> values,
                                 CompiledModel::Impl** out, char* error);
 };
+
+// >>hetero placement
+// HETERO_PLACEMENT=cost: a node several devices run goes where its estimated time plus the
+// copies of its inputs from other devices is lowest, in topological order (its producers
+// already placed). A device's estimate: launch + max(FLOPs / peak, bytes / bandwidth), from
+// its COST_MODEL metric "GFLOPS/GBPS/LAUNCH_US" (the CPU measures its own once, the GPU
+// derives it from the driver's figures) or from HETERO_COST_MODEL, which overrides any device.
+struct DeviceCost {
+    double flops_per_ns = 10, bytes_per_ns = 5, launch_ns = 5000;   // a device that gives none
+};
+
+inline bool parse_device_cost(StringView text, DeviceCost* out) {
+    char copy[96];
+    if (text.size == 0 || text.size >= sizeof copy) return false;
+    std::memcpy(copy, text.data, text.size);
+    copy[text.size] = 0;
+    double gflops = 0, gbps = 0, launch_us = 0;
+    char tail = 0;
+    if (std::sscanf(copy, "%lf/%lf/%lf%c", &gflops, &gbps, &launch_us, &tail) != 3) return false;
+    if (!(gflops > 0) || !(gbps > 0) || !(launch_us >= 0) || gflops > 1e9 || gbps > 1e9 || launch_us > 1e9) return false;
+    *out = DeviceCost{gflops, gbps, launch_us * 1000};
+    return true;
+}
+
+// Calls fn(device name, cost text) per "NAME=COST" entry of HETERO_COST_MODEL; false on a
+// malformed entry or when fn returns false.
+template <class Fn>
+bool each_cost_model(const char* text, Fn fn) {
+    const char* at = text;
+    while (*at) {
+        const char* end = std::strchr(at, ';');
+        if (!end) end = at + std::strlen(at);
+        const char* equals = static_cast<const char*>(std::memchr(at, '=', (size_t)(end - at)));
+        if (!equals || equals == at) return false;
+        if (!fn(StringView(at, (size_t)(equals - at)), StringView(equals + 1, (size_t)(end - equals - 1)))) return false;
+        at = *end ? end + 1 : end;
+    }
+    return true;
+}
+
+inline Status check_cost_models(CompileJob* job) {
+    bool ok = each_cost_model(job->cost_models, [](StringView, StringView cost) {
+        DeviceCost c;
+        return parse_device_cost(cost, &c);
+    });
+    if (!ok) return job->fail(Status::InvalidArgument, "HETERO_COST_MODEL must be DEVICE=GFLOPS/GBPS/LAUNCH_US entries separated by ';'");
+    return Status::Ok;
+}
+
+// FLOPs of a node: 2 per multiply-add for Conv, ConvTranspose, Gemm and MatMul, one per output element otherwise.
+inline double node_flops(const PreparedModel& pm, NodeId v) {
+    const Graph& g = pm.model.graph;
+    const Node& node = g.node(v);
+    uint64_t out = 0;
+    desc_elements(pm.value_desc(pm.value_id(v, 0)), &out);
+    auto input_desc = [&](uint32_t i) -> const TensorDesc& { return pm.value_desc(pm.value_id(node.inputs[i].producer, node.inputs[i].port)); };
+    if ((node.op == StringView("Conv") || node.op == StringView("ConvTranspose")) && node.num_inputs >= 2) {
+        const TensorDesc& w = input_desc(1);
+        uint64_t weights = 0;
+        desc_elements(w, &weights);
+        int64_t per_output = w.rank && w.dims[0] > 0 ? (int64_t)weights / w.dims[0] : 1;
+        return 2.0 * (double)out * (double)per_output;
+    }
+    if ((node.op == StringView("MatMul") || node.op == StringView("Gemm")) && node.num_inputs >= 2) {
+        const TensorDesc& a = input_desc(0);
+        int64_t k = a.rank ? a.dims[a.rank - 1] : 1;
+        const Attribute* trans = g.find_attribute(v, "transA");
+        if (node.op == StringView("Gemm") && a.rank == 2 && trans && trans->kind == AttributeKind::Int && trans->i) k = a.dims[0];
+        return 2.0 * (double)out * (double)(k > 0 ? k : 1);
+    }
+    return (double)out;
+}
+
+inline double value_bytes(const PreparedModel& pm, uint32_t value) {
+    uint64_t n = 0;
+    const TensorDesc& d = pm.value_desc(value);
+    desc_elements(d, &n);
+    return d.type == ElementType::Undefined ? 0.0 : (double)n * (double)element_size(d.type);
+}
+
+// chosen[v] for every node without a user affinity that more than one device supports.
+inline void place_by_cost(CompileJob& job, const PreparedModel& pm, const uint8_t* supported, DeviceId* chosen) {
+    const Graph& g = pm.model.graph;
+    const uint32_t n = g.node_count();
+    DeviceCost cost[kMaxDevices];
+    for (uint32_t d = 0; d < job.count; ++d) {
+        StringView text;
+        if (job.list[d]->get_metric("COST_MODEL", &text) != Status::Ok || !parse_device_cost(text, &cost[d])) cost[d] = DeviceCost();
+        StringView name = job.list[d]->name();
+        each_cost_model(job.cost_models, [&](StringView device, StringView given) {
+            return !(device == name) || parse_device_cost(given, &cost[d]);
+        });
+    }
+    for (NodeId v : g.topological_order()) {
+        const Node& node = g.node(v);
+        if (is_free_op(node.op) || node.affinity != kNoDevice || chosen[v] == kNoDevice) continue;
+        double flops = node_flops(pm, v), bytes = value_bytes(pm, pm.value_id(v, 0));
+        for (uint32_t i = 0; i < node.num_inputs; ++i) bytes += value_bytes(pm, pm.value_id(node.inputs[i].producer, node.inputs[i].port));
+        double best = -1;
+        for (uint32_t d = 0; d < job.count; ++d) {
+            if (!supported[(size_t)d * n + v]) continue;
+            const DeviceCost& c = cost[d];
+            double compute = flops / c.flops_per_ns, memory = bytes / c.bytes_per_ns;
+            double t = c.launch_ns + (compute > memory ? compute : memory);
+            // Inputs computed on another device are copied first, at the slower side's bandwidth.
+            for (uint32_t i = 0; i < node.num_inputs; ++i) {
+                NodeId p = node.inputs[i].producer;
+                if (is_free_op(g.node(p).op) || chosen[p] == kNoDevice || chosen[p] == (DeviceId)d) continue;
+                double bandwidth = cost[chosen[p]].bytes_per_ns < c.bytes_per_ns ? cost[chosen[p]].bytes_per_ns : c.bytes_per_ns;
+                t += value_bytes(pm, pm.value_id(p, node.inputs[i].port)) / bandwidth;
+            }
+            if (best < 0 || t < best) {   // ties keep the earlier device of the list
+                best = t;
+                chosen[v] = (DeviceId)d;
+            }
+        }
+    }
+}
+
+// The CPU's COST_MODEL: peak from a multiply-add loop times the vector width of its ISA,
+// bandwidth from a 4 MB copy; measured at the first question (a few ms).
+inline const char* cpu_cost_model() {
+    static char text[64];
+    static std::once_flag once;
+    std::call_once(once, [] {
+        constexpr size_t kBytes = 4u << 20;
+        void* raw = TESSEL_MALLOC(2 * kBytes);
+        double gbps = 5;
+        if (raw) {
+            char* a = static_cast<char*>(raw);
+            std::memset(a, 1, 2 * kBytes);
+            uint64_t best = ~0ull;
+            for (int r = 0; r < 3; ++r) {
+                uint64_t start = now_ns();
+                std::memcpy(a + kBytes, a, kBytes);
+                uint64_t ns = now_ns() - start;
+                if (ns < best) best = ns;
+            }
+            gbps = 2.0 * (double)kBytes / (double)(best ? best : 1);   // read and write
+            TESSEL_FREE(raw);
+        }
+        float acc[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+        volatile float scale_source = 0.999999f;
+        const float scale = scale_source, add = 1e-7f;
+        constexpr int kRounds = 200000;
+        uint64_t start = now_ns();
+        for (int r = 0; r < kRounds; ++r)
+            for (float& x : acc) x = x * scale + add;
+        uint64_t ns = now_ns() - start;
+        volatile float sink = acc[0] + acc[7];
+        (void)sink;
+        Isa isa = default_isa();
+        double width = isa == Isa::Avx512 ? 16 : isa == Isa::Avx2 ? 8 : isa == Isa::Ref ? 1 : 4;
+        double gflops = 2.0 * 8 * kRounds / (double)(ns ? ns : 1) * width;
+        std::snprintf(text, sizeof text, "%.1f/%.1f/1", gflops, gbps);
+    });
+    return text;
+}
 
 inline const OpKernel* lookup_kernel(void* user, StringView op) {
     CompileJob* job = static_cast<CompileJob*>(user);
@@ -4332,6 +4707,22 @@ inline Status apply_config(CompileJob* job, Arena* arena, Span<const ConfigEntry
                 return job->fail(Status::InvalidArgument, "HETERO_MIN_SUBGRAPH must be a count");
             continue;
         }
+        if (key == StringView("HETERO_CONCURRENT")) {
+            if (!parse_yes_no(e.value, &job->concurrent)) return job->fail(Status::InvalidArgument, "HETERO_CONCURRENT must be YES or NO");
+            continue;
+        }
+        if (key == StringView("HETERO_PLACEMENT")) {
+            if (!(e.value == StringView("first")) && !(e.value == StringView("cost")))
+                return job->fail(Status::InvalidArgument, "HETERO_PLACEMENT must be first or cost");
+            job->placement_cost = e.value == StringView("cost");
+            continue;
+        }
+        if (key == StringView("HETERO_COST_MODEL")) {
+            if (e.value.size >= sizeof job->cost_models) return job->fail(Status::InvalidArgument, "HETERO_COST_MODEL is too long");
+            std::snprintf(job->cost_models, sizeof job->cost_models, "%.*s", (int)e.value.size, e.value.data);
+            TESSEL_TRY(check_cost_models(job));
+            continue;
+        }
         if (key == StringView("SHAPE_CACHE_SIZE")) {
             if (!parse_count(e.value, 1, kMaxShapeCache, &job->shape_cache))
                 return job->fail(Status::InvalidArgument, "SHAPE_CACHE_SIZE must be a count from 1 to %u", kMaxShapeCache);
@@ -4395,6 +4786,7 @@ inline Status finish_compile(CompileJob* job, CompiledModel::Impl* m, const void
         if (!m->programs[s]) return job->fail(Status::InvalidArgument, "%.*s returned no program", (int)d->name().size, d->name().data);
     }
     char error[kErrorMessageBytes] = {};
+    m->concurrent_allowed = job->concurrent;
     Status st = build_schedule(m, error);
     if (st != Status::Ok) return job->fail(st, "%s", error[0] ? error : "out of memory scheduling the subgraphs");
     st = plan_memory(m);
@@ -4673,6 +5065,12 @@ Status Core::compile_job(void* job_pointer, const Model& model, Span<const Input
             return fail(Status::Unsupported, "node '%.*s' (op %.*s) is supported by no device of '%s'", (int)node.name.size,
                         node.name.data, (int)node.op.size, node.op.data, m->device_string);
         if (chosen[v] > 0) ++fallback[chosen[v]];
+    }
+    if (job.placement_cost && job.count > 1) {
+        detail::place_by_cost(job, m->prepared, supported, chosen);
+        for (uint32_t d = 0; d < job.count; ++d) fallback[d] = 0;
+        for (NodeId v = 0; v < n; ++v)
+            if (!detail::is_free_op(g.node(v).op) && chosen[v] != kNoDevice && chosen[v] > 0) ++fallback[chosen[v]];
     }
     m->fallback = m->arena.allocate_array<NodeId>(n + 1);
     if (!m->fallback) return fail(Status::OutOfMemory, "out of memory");
@@ -5120,6 +5518,36 @@ struct InferRequest::Impl {
     uint32_t profile_count = 0;
     detail::ThreadPool pool;
     char error[kErrorMessageBytes] = {};
+    // >>hetero lanes: a thread per lane but the caller's, the subgraphs' pending predecessor
+    // counts, each lane's values view, scratch and error.
+    struct Lane {
+        void** values;
+        void* scratch;
+        detail::ThreadPool* pool;
+        char* error;
+        detail::BodyProfile* body_profile;
+    };
+    std::thread* lane_threads = nullptr;
+    uint32_t lane_thread_count = 0;
+    std::mutex lane_mutex;
+    std::condition_variable lane_wake, lane_ready, lane_idle;
+    uint64_t lane_generation = 0;
+    uint32_t lanes_busy = 0;
+    bool lane_quit = false, lane_failed = false;
+    Status lane_status = Status::Ok;
+    uint32_t* remaining = nullptr;       // per subgraph: predecessors not done
+    uint32_t remaining_capacity = 0;
+    void** lane_values = nullptr;        // (lanes - 1) views of value_count() pointers; the caller's is `values`
+    uint32_t lane_values_capacity = 0;
+    char* lane_errors = nullptr;         // kErrorMessageBytes per lane
+    uint32_t lane_errors_capacity = 0;
+    uint64_t run_start = 0;
+    Status start_lanes(uint32_t count);
+    void stop_lanes();
+    void lane_worker(uint32_t thread, uint64_t seen);
+    void run_lane(uint32_t lane, detail::BodyProfile* body_profile);
+    Status run_subgraph(uint32_t s, const Lane& lane);
+    Status run_steps(detail::BodyProfile* body_profile);
     // start_async / wait
     std::thread worker;
     std::mutex mutex;
@@ -5136,6 +5564,10 @@ struct InferRequest::Impl {
             wake.notify_all();
             worker.join();
         }
+        stop_lanes();
+        TESSEL_FREE(remaining);
+        TESSEL_FREE(lane_values);
+        TESSEL_FREE(lane_errors);
         release_stage();
         destroy(next);
         release();
@@ -5158,9 +5590,9 @@ struct InferRequest::Impl {
         base[value] = pointer;
         values[value] = pointer;
     }
-    void patch(uint32_t s, bool enter) {   // a subgraph reads its transfers' copies
+    void patch(uint32_t s, bool enter, void** view) {   // a subgraph reads its transfers' copies
         for (uint32_t t = m->transfer_first[s]; t < m->transfer_first[s + 1]; ++t)
-            values[m->transfers[t].value] = base[enter ? m->transfers[t].slot : m->transfers[t].value];
+            view[m->transfers[t].value] = base[enter ? m->transfers[t].slot : m->transfers[t].value];
     }
     Status run();
     Status attach(const CompiledModel::Impl* plan, char* message);
@@ -5286,7 +5718,13 @@ bool InferRequest::Impl::ensure_ports(uint32_t want_inputs, uint32_t want_output
 Status InferRequest::Impl::attach(const CompiledModel::Impl* plan, char* message) {
     void* arena_void = arena;
     bool ok = ensure_ports(plan->prepared.model.input_count(), plan->prepared.model.output_count()) && detail::grow_block(&arena_raw, &arena_void, &arena_capacity, plan->arena_bytes) &&
-              detail::grow_block(&scratch_raw, &scratch, &scratch_capacity, plan->scratch_bytes) &&
+              detail::grow_block(&scratch_raw, &scratch, &scratch_capacity,
+                                 plan->concurrent ? detail::align_up(plan->scratch_bytes, 64) * plan->lane_count : plan->scratch_bytes) &&
+              (!plan->concurrent ||
+               (detail::grow_array(&remaining, &remaining_capacity, plan->subgraph_count) &&
+                detail::grow_array(&lane_values, &lane_values_capacity, (plan->lane_count - 1) * plan->prepared.value_count()) &&
+                detail::grow_array(&lane_errors, &lane_errors_capacity, plan->lane_count * (uint32_t)kErrorMessageBytes) &&
+                start_lanes(plan->lane_count - 1) == Status::Ok)) &&
               detail::grow_array(&base, &slot_capacity, plan->slot_count) &&
               detail::grow_array(&values, &value_capacity, plan->prepared.value_count()) &&
               detail::grow_array(&profile, &profile_capacity, plan->exec_count + detail::kMaxBodyProfileEntries) &&
@@ -5466,78 +5904,189 @@ Status InferRequest::set_output(StringView name, const Tensor& tensor) {
     return set_output(i, tensor);
 }
 
-Status InferRequest::Impl::run() {
+// Runs subgraph s's transfers and steps with a lane's values view, scratch and threads.
+Status InferRequest::Impl::run_subgraph(uint32_t s, const Lane& lane) {
     const CompiledModel::Impl& cm = *m;
-    detail::ThreadPool& workers = shared_pool ? *shared_pool : pool;
-    error[0] = 0;
-    profile_count = 0;
-    detail::BodyProfile body_profile;   // recorded past the steps' entries, moved after them at the end
-    body_profile.entries = profile + cm.exec_count + 1;
-    body_profile.capacity = detail::kMaxBodyProfileEntries;
-    uint32_t current = detail::kNoSubgraph;   // the subgraph whose transfers are patched in
+    patch(s, true, lane.values);
 #ifdef TESSEL_USE_MICROPROFILE
-    uint32_t open_subgraph = detail::kNoSubgraph;
+    MicroProfileEnter(cm.zones[cm.exec_count + s]);
 #endif
-    for (uint32_t e = 0; e < cm.exec_count; ++e) {
+    Status status = Status::Ok;
+    for (uint32_t e = cm.exec_first[s]; e < cm.exec_first[s] + cm.exec_size[s] && status == Status::Ok; ++e) {
         const detail::ExecStep& x = cm.exec[e];
-        if (x.subgraph != current) {
-            if (current != detail::kNoSubgraph) patch(current, false);
-            patch(x.subgraph, true);
-            current = x.subgraph;
-        }
 #ifdef TESSEL_USE_MICROPROFILE
-        if (x.subgraph != open_subgraph) {
-            if (open_subgraph != detail::kNoSubgraph) MicroProfileLeave();
-            MicroProfileEnter(cm.zones[cm.exec_count + x.subgraph]);
-            open_subgraph = x.subgraph;
-        }
         MicroProfileEnter(cm.zones[e]);
 #endif
         uint64_t start = cm.perf ? detail::now_ns() : 0;
-        Status s = Status::Ok;
         if (x.transfer) {
             const detail::Transfer& t = cm.transfers[x.index];
             std::memcpy(base[t.slot], base[t.value], cm.slot_bytes[t.slot]);
         } else {
             StepContext c;
-            c.values = values;
-            c.scratch = scratch;
-            c.threads = workers.threads();
-            c.pool = &workers;
-            c.error = error;
+            c.values = lane.values;
+            c.scratch = lane.scratch;
+            c.threads = lane.pool ? lane.pool->threads() : 1;
+            c.pool = lane.pool;
+            c.error = lane.error;
             c.actual = actual;
-            if (cm.perf) {
-                body_profile.device = cm.subgraph_device[x.subgraph]->name();
-                body_profile.subgraph = x.subgraph;
-                c.body_profile = &body_profile;
+            if (cm.perf && lane.body_profile) {
+                lane.body_profile->device = cm.subgraph_device[s]->name();
+                lane.body_profile->subgraph = s;
+                c.body_profile = lane.body_profile;
             }
-            s = cm.programs[x.subgraph]->run_step(x.index, c);
+            status = cm.programs[s]->run_step(x.index, c);
         }
-        if (cm.perf) {
-            ProfileEntry& p = profile[profile_count++];
-            p.subgraph = x.subgraph;
-            p.device = cm.subgraph_device[x.subgraph]->name();
-            p.ns = detail::now_ns() - start;
+        if (cm.perf) {   // each exec step has its own entry: lanes write theirs at once
+            ProfileEntry& p = profile[e];
+            p.subgraph = s;
+            p.device = cm.subgraph_device[s]->name();
+            uint64_t stop = detail::now_ns();
+            p.ns = stop - start;
+            p.start_ns = start - run_start;
             if (x.transfer) {
                 p.node = cm.prepared.model.graph.node(cm.transfers[x.index].producer).name;
                 p.kernel = "transfer";
             } else {
-                const ProgramStep& step = cm.programs[x.subgraph]->steps()[x.index];
+                const ProgramStep& step = cm.programs[s]->steps()[x.index];
                 p.node = cm.prepared.model.graph.node(step.node).name;
                 p.kernel = step.kernel;
             }
         }
 #ifdef TESSEL_USE_MICROPROFILE
         MicroProfileLeave();
-        if (s != Status::Ok || e + 1 == cm.exec_count) MicroProfileLeave();   // the subgraph zone
 #endif
-        if (s != Status::Ok) {
-            patch(current, false);
-            if (!error[0]) std::snprintf(error, sizeof error, "a kernel failed");
-            return s;
-        }
     }
-    if (current != detail::kNoSubgraph) patch(current, false);
+#ifdef TESSEL_USE_MICROPROFILE
+    MicroProfileLeave();
+#endif
+    patch(s, false, lane.values);
+    if (status != Status::Ok && !lane.error[0]) std::snprintf(lane.error, kErrorMessageBytes, "a kernel failed");
+    return status;
+}
+
+Status InferRequest::Impl::start_lanes(uint32_t count) {
+    if (lane_thread_count >= count) return Status::Ok;
+    stop_lanes();
+    lane_threads = static_cast<std::thread*>(TESSEL_MALLOC(sizeof(std::thread) * (count + 1)));
+    if (!lane_threads) return Status::OutOfMemory;
+    lane_quit = false;
+    uint64_t generation = lane_generation;   // runs only from the next inference on
+    for (uint32_t i = 0; i < count; ++i) new (&lane_threads[i]) std::thread(&Impl::lane_worker, this, i, generation);
+    lane_thread_count = count;
+    return Status::Ok;
+}
+
+void InferRequest::Impl::stop_lanes() {
+    if (!lane_threads) return;
+    {
+        std::lock_guard<std::mutex> lock(lane_mutex);
+        lane_quit = true;
+    }
+    lane_wake.notify_all();
+    for (uint32_t i = 0; i < lane_thread_count; ++i) {
+        lane_threads[i].join();
+        lane_threads[i].~thread();
+    }
+    TESSEL_FREE(lane_threads);
+    lane_threads = nullptr;
+    lane_thread_count = 0;
+}
+
+// Thread i runs lane i, skipping the caller's lane, at each inference (a new generation).
+void InferRequest::Impl::lane_worker(uint32_t thread, uint64_t seen) {
+    for (;;) {
+        {
+            std::unique_lock<std::mutex> lock(lane_mutex);
+            lane_wake.wait(lock, [&] { return lane_quit || lane_generation != seen; });
+            if (lane_quit) return;
+            seen = lane_generation;
+        }
+        uint32_t lane = thread < m->caller_lane ? thread : thread + 1;
+        if (lane < m->lane_count) run_lane(lane, nullptr);
+        std::lock_guard<std::mutex> lock(lane_mutex);
+        if (--lanes_busy == 0) lane_idle.notify_all();
+    }
+}
+
+// A lane's subgraphs in topological order, each once its predecessors are done; the first
+// failure anywhere stops every lane (its waiters wake on lane_failed).
+void InferRequest::Impl::run_lane(uint32_t lane, detail::BodyProfile* body_profile) {
+    const CompiledModel::Impl& cm = *m;
+    const uint32_t count = cm.prepared.value_count();
+    const size_t scratch_share = detail::align_up(cm.scratch_bytes, 64);
+    Lane state;
+    state.values = lane == cm.caller_lane ? values : lane_values + (size_t)(lane < cm.caller_lane ? lane : lane - 1) * count;
+    state.scratch = static_cast<char*>(scratch) + scratch_share * lane;
+    state.pool = lane == cm.caller_lane ? (shared_pool ? shared_pool : &pool) : nullptr;
+    state.error = lane_errors + (size_t)lane * kErrorMessageBytes;
+    state.error[0] = 0;
+    state.body_profile = body_profile;
+    for (uint32_t k = cm.lane_first[lane]; k < cm.lane_first[lane + 1]; ++k) {
+        uint32_t s = cm.lane_subgraphs[k];
+        {
+            std::unique_lock<std::mutex> lock(lane_mutex);
+            lane_ready.wait(lock, [&] { return lane_failed || remaining[s] == 0; });
+            if (lane_failed) return;
+        }
+        Status status = run_subgraph(s, state);
+        {
+            std::lock_guard<std::mutex> lock(lane_mutex);
+            if (status != Status::Ok) {
+                if (!lane_failed) {
+                    lane_failed = true;
+                    lane_status = status;
+                    std::memcpy(error, state.error, kErrorMessageBytes);
+                }
+            } else {
+                for (uint32_t e = cm.successor_first[s]; e < cm.successor_first[s + 1]; ++e) --remaining[cm.successors[e]];
+            }
+        }
+        lane_ready.notify_all();
+        if (status != Status::Ok) return;
+    }
+}
+
+// Every exec step of the plan: one subgraph after another on this thread, or the lanes at once.
+Status InferRequest::Impl::run_steps(detail::BodyProfile* body_profile) {
+    const CompiledModel::Impl& cm = *m;
+    run_start = cm.perf ? detail::now_ns() : 0;
+    if (!cm.concurrent) {
+        Lane lane{values, scratch, shared_pool ? shared_pool : &pool, error, body_profile};
+        for (uint32_t k = 0; k < cm.subgraph_count; ++k) {
+            Status s = cm.programs[cm.subgraph_order[k]] ? run_subgraph(cm.subgraph_order[k], lane) : Status::Ok;
+            if (cm.perf) profile_count = cm.exec_first[cm.subgraph_order[k]] + cm.exec_size[cm.subgraph_order[k]];
+            if (s != Status::Ok) return s;
+        }
+        return Status::Ok;
+    }
+    for (uint32_t s = 0; s < cm.subgraph_count; ++s) remaining[s] = cm.predecessor_count[s];
+    // The other lanes' views start as the caller's, copied before any lane patches its own.
+    const uint32_t count = cm.prepared.value_count();
+    for (uint32_t l = 0; l + 1 < cm.lane_count; ++l) std::memcpy(lane_values + (size_t)l * count, values, sizeof(void*) * count);
+    {
+        std::lock_guard<std::mutex> lock(lane_mutex);
+        lane_failed = false;
+        lane_status = Status::Ok;
+        lanes_busy = lane_thread_count;
+        ++lane_generation;
+    }
+    lane_wake.notify_all();
+    run_lane(cm.caller_lane, body_profile);
+    std::unique_lock<std::mutex> lock(lane_mutex);
+    lane_idle.wait(lock, [&] { return lanes_busy == 0; });
+    if (lane_failed) return lane_status;
+    if (cm.perf) profile_count = cm.exec_count;
+    return Status::Ok;
+}
+
+Status InferRequest::Impl::run() {
+    const CompiledModel::Impl& cm = *m;
+    error[0] = 0;
+    profile_count = 0;
+    detail::BodyProfile body_profile;   // recorded past the steps' entries, moved after them at the end
+    body_profile.entries = profile + cm.exec_count + 1;
+    body_profile.capacity = detail::kMaxBodyProfileEntries;
+    TESSEL_TRY(run_steps(&body_profile));
     if (body_profile.count) {
         std::memmove(profile + profile_count, body_profile.entries, body_profile.count * sizeof(ProfileEntry));
         profile_count += body_profile.count;
