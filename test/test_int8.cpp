@@ -243,6 +243,15 @@ TEST_CASE("int8: QDQ Conv groups on the CPU device: 1x1, 3x3, strided, dilated, 
         {{1, 6, 9, 9}, {6, 1, 3, 3}, 6, {2, 2}, {2, 2}, {2, 2, 2, 2}, nullptr, true},     // depthwise, strided, dilated
         {{2, 4, 7, 20}, {8, 1, 5, 5}, 4, {1, 2}, {}, {2, 2, 1, 2}, "Clip", false},        // depthwise, 2 maps per channel
         {{1, 3, 30}, {3, 1, 3}, 3, {}, {}, {0, 2}, nullptr, true},                        // depthwise 1-D
+        // stride 1 without im2col: B's rows read from the zero-point padded copy
+        {{1, 64, 30, 41}, {20, 64, 3, 3}, 1, {}, {}, {1, 1, 1, 1}, "Relu", true},         // several blocks, rows cut
+        {{1, 5, 9, 12}, {7, 5, 3, 2}, 1, {}, {2, 3}, {2, 0, 1, 3}, nullptr, true},          // dilated, asymmetric pads
+        {{2, 6, 5, 4}, {6, 3, 2, 2}, 2, {}, {}, {}, "Clip", false},                        // 2 groups, no padding
+        {{1, 4, 11}, {3, 4, 5}, 1, {}, {}, {2, 2}, nullptr, true},                         // 1-D
+        // depthwise on the float kernels (exact integer sums)
+        {{1, 16, 23, 45}, {16, 1, 5, 5}, 16, {}, {}, {2, 2, 2, 2}, "Relu", true},          // 5x5, wide rows
+        {{1, 12, 20, 33}, {12, 1, 3, 3}, 12, {2, 2}, {}, {0, 1, 1, 0}, nullptr, true},     // stride 2, asymmetric pads
+        {{1, 2, 9, 9}, {2, 1, 7, 7}, 2, {}, {}, {3, 3, 3, 3}, nullptr, true},              // 49 taps
     };
     uint32_t seed = 500;
     for (const QdqConv& cc : cases) {
