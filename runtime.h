@@ -16900,6 +16900,10 @@ inline Status run_qconv(const RunContext& c) {
 //   onnxruntime's per-channel default) this gives back the model's integers exactly; other
 //   weights get a grid at least as fine. The float bias becomes int32 at s_x * s_w[map],
 //   rounded half to even, with -x_zero_point * sum(weights of the map) folded in.
+// - DequantizeLinear(x: uint8) -> MaxPool -> QuantizeLinear (uint8), per tensor, becomes a
+//   MaxPool on x's uint8 values and a table (x's step to y's grid, none when the two agree):
+//   dequantizing is increasing and quantizing nondecreasing, so the max commutes with both
+//   and the result is the float path's bit for bit.
 // - The remaining QuantizeLinear (float32 -> uint8/int8) and DequantizeLinear (uint8/int8 ->
 //   float32) with one constant scale and zero point run a vectorizable loop, bit for bit the
 //   reference's results (x / scale in float32, ties to even; (x - zero point) * scale with one
@@ -17287,6 +17291,95 @@ inline Status run_int8_depthwise_float(const RunContext& c) {
     return Status::Ok;
 }
 
+// A uint8 MaxPool over 1 or 2 spatial dims (Window's last two) with a table after it.
+struct Int8PoolState {
+    Window w;
+    int64_t planes = 0;
+    const uint8_t* table = nullptr;   // nullptr: the identity
+    size_t row_bytes = 0;             // a slot's row of column maxima (in[2] and 32 spare bytes)
+    uint32_t slots = 1;
+};
+
+// y[j] = max over taps k of row[j * stride - pad + k * dilation] inside [0, width); 0 (the
+// quantized -inf) for a window wholly in the padding.
+inline void int8_pool_row(const uint8_t* row, int64_t width, int64_t count, int64_t kernel, int64_t stride, int64_t dilation,
+                          int64_t pad, uint8_t* y) {
+    int64_t j = 0;
+    auto one = [&](int64_t o) {
+        uint8_t m = 0;
+        for (int64_t k = 0, i = o * stride - pad; k < kernel; ++k, i += dilation)
+            if (i >= 0 && i < width && row[i] > m) m = row[i];
+        y[o] = m;
+    };
+    // interior outputs [first, last]: every tap inside the row
+    const int64_t first = (pad + stride - 1) / stride, span = (kernel - 1) * dilation;
+    int64_t last = width - 1 - span + pad < 0 ? -1 : (width - 1 - span + pad) / stride;
+    if (last >= count) last = count - 1;
+    for (; j < count && j < first; ++j) one(j);
+#if defined(__SSE2__)
+    if (dilation == 1 && stride == 1) {
+        for (; j + 16 <= last + 1; j += 16) {
+            __m128i m = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + j - pad));
+            for (int64_t k = 1; k < kernel; ++k) m = _mm_max_epu8(m, _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + j - pad + k)));
+            _mm_storeu_si128(reinterpret_cast<__m128i*>(y + j), m);
+        }
+    } else if (dilation == 1 && stride == 2) {   // the even bytes of 16 (row has 32 spare bytes past width)
+        const __m128i even = _mm_set1_epi16(0xff);
+        for (; j + 8 <= last + 1; j += 8) {
+            __m128i m = _mm_setzero_si128();
+            for (int64_t k = 0; k < kernel; ++k)
+                m = _mm_max_epi16(m, _mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * j - pad + k)), even));
+            _mm_storel_epi64(reinterpret_cast<__m128i*>(y + j), _mm_packus_epi16(m, m));
+        }
+    }
+#endif
+    for (; j < count; ++j) one(j);
+}
+
+inline Status run_int8_max_pool(const RunContext& c) {
+    const Int8PoolState& st = *static_cast<const Int8PoolState*>(c.state);
+    const Window& w = st.w;
+    const uint8_t* x = c.inputs[0].as<const uint8_t>();
+    uint8_t* y = c.outputs[0].as<uint8_t>();
+    const int64_t in_plane = w.in[1] * w.in[2], out_plane = w.out[1] * w.out[2];
+    nn_parallel(c, (uint64_t)st.planes, [&](uint64_t slot, uint64_t begin, uint64_t end) {
+        uint8_t* rowmax = static_cast<uint8_t*>(c.scratch) + slot * st.row_bytes;
+        for (uint64_t plane = begin; plane < end; ++plane) {
+            const uint8_t* xp = x + (int64_t)plane * in_plane;
+            uint8_t* yp = y + (int64_t)plane * out_plane;
+            for (int64_t o = 0; o < w.out[1]; ++o) {
+                uint8_t* yr = yp + o * w.out[2];
+                bool any = false;   // the column maxima of the window's rows
+                for (int64_t k = 0, i = o * w.stride[1] - w.pad_begin[1]; k < w.kernel[1]; ++k, i += w.dilation[1]) {
+                    if (i < 0 || i >= w.in[1]) continue;
+                    const uint8_t* r = xp + i * w.in[2];
+                    if (!any) {
+                        std::memcpy(rowmax, r, (size_t)w.in[2]);
+                        any = true;
+                        continue;
+                    }
+                    int64_t q = 0;
+#if defined(__SSE2__)
+                    for (; q + 16 <= w.in[2]; q += 16) {
+                        __m128i* d = reinterpret_cast<__m128i*>(rowmax + q);
+                        _mm_storeu_si128(d, _mm_max_epu8(_mm_loadu_si128(d), _mm_loadu_si128(reinterpret_cast<const __m128i*>(r + q))));
+                    }
+#endif
+                    for (; q < w.in[2]; ++q) rowmax[q] = r[q] > rowmax[q] ? r[q] : rowmax[q];
+                }
+                if (!any) {
+                    std::memset(yr, 0, (size_t)w.out[2]);
+                    continue;
+                }
+                int8_pool_row(rowmax, w.in[2], w.out[2], w.kernel[2], w.stride[2], w.dilation[2], w.pad_begin[2], yr);
+                if (st.table)
+                    for (int64_t j = 0; j < w.out[2]; ++j) yr[j] = st.table[yr[j]];
+            }
+        }
+    }, st.slots);
+    return Status::Ok;
+}
+
 // A single float32 (or uint8/int8 zero point) constant at node input i, or false.
 inline bool int8_scalar_input(const PreparedModel& model, NodeId id, uint32_t i, ElementType type, double* value) {
     const Node& node = model.model.graph.node(id);
@@ -17376,6 +17469,69 @@ inline bool int8_find_group(const PreparedModel& model, NodeId q, Int8Group* gro
     group->conv = producer;
     group->dequantize = dq;
     return true;
+}
+
+// The QDQ MaxPool group ending at QuantizeLinear node q (conv: the MaxPool, act: none), or false.
+inline bool int8_find_pool(const PreparedModel& model, NodeId q, Int8Group* group) {
+    const Graph& g = model.model.graph;
+    const Node& qn = g.node(q);
+    if (!(qn.op == StringView("QuantizeLinear")) || qn.num_inputs < 2 || model.kernel(q) != find_builtin_kernel(qn.op)) return false;
+    if (model.value_desc(model.value_id(q, 0)).type != ElementType::UInt8) return false;
+    const QuantizeState* qs = static_cast<const QuantizeState*>(model.kernel_state(q));
+    float s;
+    int32_t z;
+    if (!qs || qs->division != QuantDivision::Float || !int8_tensor_params(model, q, ElementType::UInt8, &s, &z)) return false;
+    NodeId pool = qn.inputs[0].producer;
+    const Node& pn = g.node(pool);
+    if (!(pn.op == StringView("MaxPool")) || pn.num_outputs != 1 || model.kernel(pool) != find_builtin_kernel(pn.op)) return false;
+    if (!int8_single_reader(g, pool, q)) return false;
+    const PoolState* ps = static_cast<const PoolState*>(model.kernel_state(pool));
+    if (!ps || !ps->max || ps->w.in[0] != 1 || ps->w.kernel[0] != 1 || ps->w.out[0] != 1) return false;
+    NodeId dq = pn.inputs[0].producer;
+    const Node& dn = g.node(dq);
+    if (!(dn.op == StringView("DequantizeLinear")) || model.kernel(dq) != find_builtin_kernel(dn.op)) return false;
+    if (model.value_desc(model.value_id(dn.inputs[0].producer, dn.inputs[0].port)).type != ElementType::UInt8) return false;
+    if (model.value_desc(model.value_id(dq, 0)).type != ElementType::Float32) return false;
+    if (!int8_tensor_params(model, dq, ElementType::UInt8, &s, &z)) return false;
+    group->quantize = q;
+    group->act = kNoNode;
+    group->conv = pool;
+    group->dequantize = dq;
+    return true;
+}
+
+template <class T>
+void int8_quantize_range(const float* x, T* y, uint64_t begin, uint64_t end, float scale, int32_t zero_point, int32_t lo, int32_t hi);
+
+// The state of a MaxPool group; its table maps x's grid to y's with the reference's float32
+// operations (none when that is the identity). nullptr when out of memory.
+inline Int8PoolState* int8_pool_state(ReferenceProgram* p, const PreparedModel& model, const Int8Group& group) {
+    const PoolState& ps = *static_cast<const PoolState*>(model.kernel_state(group.conv));
+    Int8PoolState* st = p->arena.allocate_array<Int8PoolState>(1);
+    if (!st) return nullptr;
+    new (st) Int8PoolState();
+    st->w = ps.w;
+    st->planes = ps.planes;
+    st->slots = p->threads ? p->threads : 1;
+    st->row_bytes = ((size_t)ps.w.in[2] + 32 + 63) & ~(size_t)63;
+    float sx, sy;
+    int32_t zx, zy;
+    int8_tensor_params(model, group.dequantize, ElementType::UInt8, &sx, &zx);
+    int8_tensor_params(model, group.quantize, ElementType::UInt8, &sy, &zy);
+    uint8_t table[256];
+    bool identity = true;
+    for (int32_t v = 0; v < 256; ++v) {
+        const float f = (float)(v - zx) * sx;
+        int8_quantize_range(&f, &table[v], 0, 1, sy, zy, 0, 255);
+        identity = identity && table[v] == v;
+    }
+    if (!identity) {
+        uint8_t* t = static_cast<uint8_t*>(p->arena.allocate(256, 64));
+        if (!t) return nullptr;
+        std::memcpy(t, table, 256);
+        st->table = t;
+    }
+    return st;
 }
 
 // The clamp of an activation in units of y's scale: Relu [0, inf), Clip [min, max].
@@ -17866,7 +18022,8 @@ inline Status cpu_int8_steps(ReferenceProgram* p, const PreparedModel& model, Is
     uint32_t group_count = 0;
     for (uint32_t i = 0; i < p->count; ++i) {
         Int8Group group;
-        if (p->units[i].snippet || p->units[i].run || !int8_find_group(model, p->steps_[i].node, &group)) continue;
+        if (p->units[i].snippet || p->units[i].run) continue;
+        if (!int8_find_group(model, p->steps_[i].node, &group) && !int8_find_pool(model, p->steps_[i].node, &group)) continue;
         uint32_t conv_value = model.value_id(group.conv, 0);
         uint32_t act_value = group.act != kNoNode ? model.value_id(group.act, 0) : conv_value;
         // the Conv step may run the activation as its fused epilogue: it then writes only that
@@ -17885,7 +18042,11 @@ inline Status cpu_int8_steps(ReferenceProgram* p, const PreparedModel& model, Is
         reads[0] = model.value_id(dn.inputs[0].producer, dn.inputs[0].port);
         step.reads = Span<const uint32_t>(reads, 1);
         const ConvState* cst = g_is_conv(model, group.conv) ? static_cast<const ConvState*>(model.kernel_state(group.conv)) : nullptr;
-        if (!cst) {
+        if (g.node(group.conv).op == StringView("MaxPool")) {
+            Int8PoolState* st = int8_pool_state(p, model, group);
+            if (!st) return Status::OutOfMemory;
+            TESSEL_TRY(int8_use(p, group.step, run_int8_max_pool, st, "MaxPool", Isa::Ref, (size_t)st->slots * st->row_bytes));
+        } else if (!cst) {
             Int8MatMulState* st = int8_matmul_state(p, model, group, isa);
             if (!st) return Status::OutOfMemory;
             TESSEL_TRY(int8_use(p, group.step, run_int8_matmul, st, "MatMul", st->gemm.jit() ? st->gemm.isa() : Isa::Ref,

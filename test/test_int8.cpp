@@ -410,3 +410,69 @@ TEST_CASE("int8: QDQ MatMul groups on the CPU device: batches, tails of K and N,
         }
     }
 }
+
+// ---- DequantizeLinear -> MaxPool -> QuantizeLinear on uint8 ----
+namespace {
+struct QdqPool {
+    Shape x, kernel, strides, pads, dilations;
+    int64_t ceil = 0;
+    float sy;
+    uint8_t zy;
+};
+
+Quantized run_qdq_pool(const QdqPool& pc, const std::vector<uint8_t>& x, float sx, uint8_t zx, bool fusion, uint32_t threads) {
+    OpTest t;
+    t.opset = 13;
+    InputRef xin = t.input(pc.x, x);
+    NodeId dq = t.op("DequantizeLinear", {xin, t.constant(Shape{}, std::vector<float>{sx}), t.constant(Shape{}, std::vector<uint8_t>{zx})});
+    NodeId pool = t.op("MaxPool", {InputRef::by_id(dq)});
+    t.set_ints("kernel_shape", pc.kernel);
+    if (!pc.strides.empty()) t.set_ints("strides", pc.strides);
+    if (!pc.pads.empty()) t.set_ints("pads", pc.pads);
+    if (!pc.dilations.empty()) t.set_ints("dilations", pc.dilations);
+    if (pc.ceil) t.set_int("ceil_mode", 1);
+    t.op("QuantizeLinear", {InputRef::by_id(pool), t.constant(Shape{}, std::vector<float>{pc.sy}), t.constant(Shape{}, std::vector<uint8_t>{pc.zy})});
+    REQUIRE(t.model.add_output("y", InputRef::by_id(t.node, 0)) == Status::Ok);
+    REQUIRE(t.model.finalize() == Status::Ok);
+    std::string count = std::to_string(threads);
+    ConfigEntry config[] = {{"NUM_THREADS", StringView(count.c_str())}, {"PERF_COUNT", "YES"}, {"FUSION", fusion ? "YES" : "NO"}};
+    test::CompiledRun run;
+    test::compile_and_infer(t, "CPU", Span<const ConfigEntry>(config, 3), &run);
+    Quantized r;
+    r.kernels = run.kernels;
+    const Tensor& out = run.request.output(0);
+    const uint8_t* p = out.data_as<uint8_t>();
+    r.y.assign(p, p + out.elements());
+    return r;
+}
+}  // namespace
+
+TEST_CASE("int8: QDQ MaxPool on uint8, bit for bit the float path's (same grid, another grid, strides, pads, ceil, 1-D)") {
+    const float sx = 0.05f;
+    const uint8_t zx = 100;
+    const std::vector<QdqPool> cases = {
+        {{1, 3, 11, 37}, {3, 3}, {2, 2}, {}, {}, 0, sx, zx},                 // squeezenet's: the same grid, no table
+        {{2, 4, 13, 50}, {3, 3}, {2, 2}, {1, 1, 1, 1}, {}, 1, 0.07f, 80},    // padded, ceil mode, another grid
+        {{1, 2, 9, 40}, {2, 3}, {1, 1}, {0, 1, 1, 0}, {}, 0, 0.03f, 128},     // stride 1, asymmetric pads
+        {{1, 2, 9, 20}, {3, 2}, {1, 3}, {}, {2, 2}, 0, sx, zx},               // dilated, stride 3
+        {{1, 3, 45}, {4}, {2}, {1, 2}, {}, 0, 0.1f, 0},                       // 1-D
+    };
+    uint32_t seed = 900;
+    for (const QdqPool& pc : cases) {
+        CAPTURE(seed);
+        std::mt19937 rng(seed++);
+        int64_t n = 1;
+        for (int64_t d : pc.x) n *= d;
+        std::vector<uint8_t> x((size_t)n);
+        for (uint8_t& v : x) v = (uint8_t)(rng() % 256);
+        Quantized reference = run_qdq_pool(pc, x, sx, zx, false, 1);
+        CHECK(reference.kernels.find("int8:") == std::string::npos);
+        for (uint32_t threads : {1u, 2u}) {
+            Quantized fast = run_qdq_pool(pc, x, sx, zx, true, threads);
+            INFO(fast.kernels);
+            CHECK(fast.kernels.find("int8:ref:MaxPool") != std::string::npos);
+            CHECK(fast.kernels.find("DequantizeLinear") == std::string::npos);
+            CHECK(fast.y == reference.y);
+        }
+    }
+}
