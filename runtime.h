@@ -16904,6 +16904,9 @@ inline Status run_qconv(const RunContext& c) {
 //   MaxPool on x's uint8 values and a table (x's step to y's grid, none when the two agree):
 //   dequantizing is increasing and quantizing nondecreasing, so the max commutes with both
 //   and the result is the float path's bit for bit.
+// - DequantizeLinears (uint8) -> Concat -> QuantizeLinear (uint8), per tensor, becomes a
+//   Concat of the uint8 inputs, each through its table to y's grid (none when the grids
+//   agree): the float path's values bit for bit.
 // - The remaining QuantizeLinear (float32 -> uint8/int8) and DequantizeLinear (uint8/int8 ->
 //   float32) with one constant scale and zero point run a vectorizable loop, bit for bit the
 //   reference's results (x / scale in float32, ties to even; (x - zero point) * scale with one
@@ -17503,6 +17506,27 @@ inline bool int8_find_pool(const PreparedModel& model, NodeId q, Int8Group* grou
 template <class T>
 void int8_quantize_range(const float* x, T* y, uint64_t begin, uint64_t end, float scale, int32_t zero_point, int32_t lo, int32_t hi);
 
+// The table from DequantizeLinear dq's grid to QuantizeLinear q's (the reference's float32
+// operations) in the arena, or nullptr for the identity; *failed when out of memory.
+inline const uint8_t* int8_grid_table(ReferenceProgram* p, const PreparedModel& model, NodeId dq, NodeId q, bool* failed) {
+    float sx, sy;
+    int32_t zx, zy;
+    int8_tensor_params(model, dq, ElementType::UInt8, &sx, &zx);
+    int8_tensor_params(model, q, ElementType::UInt8, &sy, &zy);
+    uint8_t table[256];
+    bool identity = true;
+    for (int32_t v = 0; v < 256; ++v) {
+        const float f = (float)(v - zx) * sx;
+        int8_quantize_range(&f, &table[v], 0, 1, sy, zy, 0, 255);
+        identity = identity && table[v] == v;
+    }
+    if (identity) return nullptr;
+    uint8_t* t = static_cast<uint8_t*>(p->arena.allocate(256, 64));
+    if (!t) *failed = true;
+    else std::memcpy(t, table, 256);
+    return t;
+}
+
 // The state of a MaxPool group; its table maps x's grid to y's with the reference's float32
 // operations (none when that is the identity). nullptr when out of memory.
 inline Int8PoolState* int8_pool_state(ReferenceProgram* p, const PreparedModel& model, const Int8Group& group) {
@@ -17514,23 +17538,85 @@ inline Int8PoolState* int8_pool_state(ReferenceProgram* p, const PreparedModel& 
     st->planes = ps.planes;
     st->slots = p->threads ? p->threads : 1;
     st->row_bytes = ((size_t)ps.w.in[2] + 32 + 63) & ~(size_t)63;
-    float sx, sy;
-    int32_t zx, zy;
-    int8_tensor_params(model, group.dequantize, ElementType::UInt8, &sx, &zx);
-    int8_tensor_params(model, group.quantize, ElementType::UInt8, &sy, &zy);
-    uint8_t table[256];
-    bool identity = true;
-    for (int32_t v = 0; v < 256; ++v) {
-        const float f = (float)(v - zx) * sx;
-        int8_quantize_range(&f, &table[v], 0, 1, sy, zy, 0, 255);
-        identity = identity && table[v] == v;
+    bool failed = false;
+    st->table = int8_grid_table(p, model, group.dequantize, group.quantize, &failed);
+    return failed ? nullptr : st;
+}
+
+// A Concat of uint8 tensors, each input through its table (nullptr: the identity).
+struct Int8ConcatState {
+    uint32_t inputs = 0;
+    uint64_t outer = 0, total = 0;   // blocks before the axis; bytes of one block of y
+    const uint64_t* chunk = nullptr;           // per input: bytes of one block
+    const uint8_t* const* table = nullptr;     // per input
+};
+
+inline Status run_int8_concat(const RunContext& c) {
+    const Int8ConcatState& st = *static_cast<const Int8ConcatState*>(c.state);
+    uint8_t* y = c.outputs[0].as<uint8_t>();
+    uint64_t offset = 0;
+    for (uint32_t k = 0; k < st.inputs; ++k) {
+        const uint8_t* x = c.inputs[k].as<const uint8_t>();
+        const uint64_t chunk = st.chunk[k];
+        const uint8_t* table = st.table[k];
+        for (uint64_t o = 0; o < st.outer; ++o) {
+            uint8_t* d = y + o * st.total + offset;
+            const uint8_t* s = x + o * chunk;
+            if (!table) std::memcpy(d, s, (size_t)chunk);
+            else for (uint64_t e = 0; e < chunk; ++e) d[e] = table[s[e]];
+        }
+        offset += chunk;
     }
-    if (!identity) {
-        uint8_t* t = static_cast<uint8_t*>(p->arena.allocate(256, 64));
-        if (!t) return nullptr;
-        std::memcpy(t, table, 256);
-        st->table = t;
+    return Status::Ok;
+}
+
+// The QDQ Concat ending at QuantizeLinear node q: every input a DequantizeLinear of uint8 with
+// one scale and zero point. Returns the Concat node, or kNoNode.
+inline NodeId int8_find_concat(const PreparedModel& model, NodeId q) {
+    const Graph& g = model.model.graph;
+    const Node& qn = g.node(q);
+    if (!(qn.op == StringView("QuantizeLinear")) || qn.num_inputs < 2 || model.kernel(q) != find_builtin_kernel(qn.op)) return kNoNode;
+    if (model.value_desc(model.value_id(q, 0)).type != ElementType::UInt8) return kNoNode;
+    const QuantizeState* qs = static_cast<const QuantizeState*>(model.kernel_state(q));
+    float s;
+    int32_t z;
+    if (!qs || qs->division != QuantDivision::Float || !int8_tensor_params(model, q, ElementType::UInt8, &s, &z)) return kNoNode;
+    NodeId concat = qn.inputs[0].producer;
+    const Node& cn = g.node(concat);
+    if (!(cn.op == StringView("Concat")) || model.kernel(concat) != find_builtin_kernel(cn.op) || !model.kernel_state(concat)) return kNoNode;
+    if (!int8_single_reader(g, concat, q) || cn.num_inputs == 0) return kNoNode;
+    for (uint32_t k = 0; k < cn.num_inputs; ++k) {
+        NodeId dq = cn.inputs[k].producer;
+        const Node& dn = g.node(dq);
+        if (!(dn.op == StringView("DequantizeLinear")) || model.kernel(dq) != find_builtin_kernel(dn.op)) return kNoNode;
+        if (model.value_desc(model.value_id(dn.inputs[0].producer, dn.inputs[0].port)).type != ElementType::UInt8) return kNoNode;
+        if (model.value_desc(model.value_id(dq, 0)).type != ElementType::Float32) return kNoNode;
+        if (!int8_tensor_params(model, dq, ElementType::UInt8, &s, &z)) return kNoNode;
     }
+    return concat;
+}
+
+inline Int8ConcatState* int8_concat_state(ReferenceProgram* p, const PreparedModel& model, NodeId concat, NodeId q) {
+    const Node& cn = model.model.graph.node(concat);
+    const AxisState& as = *static_cast<const AxisState*>(model.kernel_state(concat));
+    const TensorDesc& yd = model.value_desc(model.value_id(concat, 0));
+    Int8ConcatState* st = p->arena.allocate_array<Int8ConcatState>(1);
+    uint64_t* chunk = p->arena.allocate_array<uint64_t>(cn.num_inputs);
+    const uint8_t** table = p->arena.allocate_array<const uint8_t*>(cn.num_inputs);
+    if (!st || !chunk || !table) return nullptr;
+    new (st) Int8ConcatState();
+    st->inputs = cn.num_inputs;
+    st->outer = dims_product(yd, 0, (int)as.axis);
+    st->total = dims_product(yd, (int)as.axis, yd.rank);
+    bool failed = false;
+    for (uint32_t k = 0; k < cn.num_inputs; ++k) {
+        const TensorDesc& d = model.value_desc(model.value_id(cn.inputs[k].producer, cn.inputs[k].port));
+        chunk[k] = dims_product(d, (int)as.axis, d.rank);
+        table[k] = int8_grid_table(p, model, cn.inputs[k].producer, q, &failed);
+    }
+    if (failed) return nullptr;
+    st->chunk = chunk;
+    st->table = table;
     return st;
 }
 
@@ -18019,10 +18105,22 @@ inline Status cpu_int8_steps(ReferenceProgram* p, const PreparedModel& model, Is
         for (uint32_t v : p->steps_[s].writes) if (v != a && v != b) return false;
         return true;
     };
-    uint32_t group_count = 0;
+    uint32_t group_count = 0, concat_count = 0;
+    NodeId* concats = scratch.allocate_array<NodeId>(p->count + 1);   // per step: its Concat, or kNoNode
+    if (!concats) return Status::OutOfMemory;
     for (uint32_t i = 0; i < p->count; ++i) {
-        Int8Group group;
+        concats[i] = kNoNode;
         if (p->units[i].snippet || p->units[i].run) continue;
+        NodeId concat = int8_find_concat(model, p->steps_[i].node);
+        if (concat != kNoNode) {
+            uint32_t value = model.value_id(concat, 0);
+            if (only_writes(value, value, value)) {
+                concats[i] = concat;
+                ++concat_count;
+            }
+            continue;
+        }
+        Int8Group group;
         if (!int8_find_group(model, p->steps_[i].node, &group) && !int8_find_pool(model, p->steps_[i].node, &group)) continue;
         uint32_t conv_value = model.value_id(group.conv, 0);
         uint32_t act_value = group.act != kNoNode ? model.value_id(group.act, 0) : conv_value;
@@ -18070,19 +18168,38 @@ inline Status cpu_int8_steps(ReferenceProgram* p, const PreparedModel& model, Is
         if (writer[model.value_id(group.conv, 0)] != ~0u) drop[writer[model.value_id(group.conv, 0)]] = 1;
         if (group.act != kNoNode) drop[writer[model.value_id(group.act, 0)]] = 1;
     }
-    // A DequantizeLinear read only by the groups' Convs is not needed any more.
-    for (uint32_t k = 0; k < group_count; ++k) {
-        NodeId dq = groups[k].dequantize;
-        uint32_t s = writer[model.value_id(dq, 0)];
-        if (s == ~0u || drop[s] || p->steps_[s].writes.size != 1) continue;
-        bool only_groups = true;
-        for (NodeId reader : g.successors(dq)) {
-            bool grouped = false;
-            for (uint32_t j = 0; j < group_count; ++j) grouped = grouped || groups[j].conv == reader;
-            only_groups = only_groups && grouped;
+    for (uint32_t i = 0; i < p->count && concat_count; ++i) {
+        if (concats[i] == kNoNode) continue;
+        const Node& cn = g.node(concats[i]);
+        uint32_t* reads = p->arena.allocate_array<uint32_t>(cn.num_inputs);
+        if (!reads) return Status::OutOfMemory;
+        for (uint32_t k = 0; k < cn.num_inputs; ++k) {
+            const Node& dn = g.node(cn.inputs[k].producer);
+            reads[k] = model.value_id(dn.inputs[0].producer, dn.inputs[0].port);
         }
-        if (only_groups) drop[s] = 1;
+        p->steps_[i].reads = Span<const uint32_t>(reads, cn.num_inputs);
+        Int8ConcatState* st = int8_concat_state(p, model, concats[i], p->steps_[i].node);
+        if (!st) return Status::OutOfMemory;
+        TESSEL_TRY(int8_use(p, i, run_int8_concat, st, "Concat", Isa::Ref, 0));
+        drop[writer[model.value_id(concats[i], 0)]] = 1;
     }
+    // A DequantizeLinear read only by the groups' Convs, pools and Concats is not needed any more.
+    auto grouped = [&](NodeId reader) {
+        for (uint32_t j = 0; j < group_count; ++j) if (groups[j].conv == reader) return true;
+        for (uint32_t j = 0; j < p->count && concat_count; ++j) if (concats[j] == reader) return true;
+        return false;
+    };
+    auto drop_dequantize = [&](NodeId dq) {
+        uint32_t s = writer[model.value_id(dq, 0)];
+        if (s == ~0u || drop[s] || p->steps_[s].writes.size != 1) return;
+        bool only_groups = true;
+        for (NodeId reader : g.successors(dq)) only_groups = only_groups && grouped(reader);
+        if (only_groups) drop[s] = 1;
+    };
+    for (uint32_t k = 0; k < group_count; ++k) drop_dequantize(groups[k].dequantize);
+    for (uint32_t i = 0; i < p->count && concat_count; ++i)
+        if (concats[i] != kNoNode)
+            for (uint32_t k = 0; k < g.node(concats[i]).num_inputs; ++k) drop_dequantize(g.node(concats[i]).inputs[k].producer);
     uint32_t kept = 0;
     for (uint32_t i = 0; i < p->count; ++i) {
         if (drop[i]) {

@@ -476,3 +476,61 @@ TEST_CASE("int8: QDQ MaxPool on uint8, bit for bit the float path's (same grid, 
         }
     }
 }
+
+// ---- DequantizeLinears -> Concat -> QuantizeLinear on uint8 ----
+TEST_CASE("int8: QDQ Concat on uint8 with a table per input, bit for bit the float path's") {
+    struct Input { Shape shape; float scale; uint8_t zero_point; };
+    struct Case { std::vector<Input> inputs; int64_t axis; float sy; uint8_t zy; };
+    const std::vector<Case> cases = {
+        {{{{1, 3, 5, 7}, 0.05f, 100}, {{1, 4, 5, 7}, 0.05f, 100}}, 1, 0.05f, 100},                 // the same grids: copies
+        {{{{2, 3, 4, 9}, 0.05f, 100}, {{2, 1, 4, 9}, 0.02f, 7}, {{2, 2, 4, 9}, 0.11f, 255}}, 1, 0.06f, 90},  // tables
+        {{{{2, 3, 17}, 0.04f, 0}, {{2, 3, 5}, 0.04f, 0}}, -1, 0.03f, 10},                         // the last axis
+    };
+    uint32_t seed = 1200;
+    for (const Case& cc : cases) {
+        CAPTURE(seed);
+        std::mt19937 rng(seed++);
+        std::vector<std::vector<uint8_t>> data;
+        for (const Input& in : cc.inputs) {
+            int64_t n = 1;
+            for (int64_t d : in.shape) n *= d;
+            data.emplace_back((size_t)n);
+            for (uint8_t& v : data.back()) v = (uint8_t)(rng() % 256);
+        }
+        auto run = [&](bool fusion, uint32_t threads) {
+            OpTest t;
+            t.opset = 13;
+            std::vector<InputRef> parts;
+            for (size_t k = 0; k < cc.inputs.size(); ++k) {
+                const Input& in = cc.inputs[k];
+                InputRef xin = t.input(in.shape, data[k]);
+                parts.push_back(InputRef::by_id(t.op("DequantizeLinear", {xin, t.constant(Shape{}, std::vector<float>{in.scale}),
+                                                                          t.constant(Shape{}, std::vector<uint8_t>{in.zero_point})})));
+            }
+            NodeId concat = t.op("Concat", parts);
+            t.set_int("axis", cc.axis);
+            t.op("QuantizeLinear", {InputRef::by_id(concat), t.constant(Shape{}, std::vector<float>{cc.sy}),
+                                    t.constant(Shape{}, std::vector<uint8_t>{cc.zy})});
+            REQUIRE(t.model.add_output("y", InputRef::by_id(t.node, 0)) == Status::Ok);
+            REQUIRE(t.model.finalize() == Status::Ok);
+            std::string count = std::to_string(threads);
+            ConfigEntry config[] = {{"NUM_THREADS", StringView(count.c_str())}, {"PERF_COUNT", "YES"}, {"FUSION", fusion ? "YES" : "NO"}};
+            test::CompiledRun r;
+            test::compile_and_infer(t, "CPU", Span<const ConfigEntry>(config, 3), &r);
+            Quantized q;
+            q.kernels = r.kernels;
+            const Tensor& out = r.request.output(0);
+            q.y.assign(out.data_as<uint8_t>(), out.data_as<uint8_t>() + out.elements());
+            return q;
+        };
+        Quantized reference = run(false, 1);
+        CHECK(reference.kernels.find("int8:") == std::string::npos);
+        for (uint32_t threads : {1u, 2u}) {
+            Quantized fast = run(true, threads);
+            INFO(fast.kernels);
+            CHECK(fast.kernels.find("int8:ref:Concat") != std::string::npos);
+            CHECK(fast.kernels.find("DequantizeLinear") == std::string::npos);
+            CHECK(fast.y == reference.y);
+        }
+    }
+}
