@@ -113,6 +113,23 @@ struct Quantized {
     std::string kernels;
 };
 
+// The last node's output 0 as the model's output y, compiled with or without FUSION and
+// inferred once (allocating nothing): y's uint8 values and the steps' kernels.
+Quantized run_quantized(OpTest& t, bool fusion, uint32_t threads) {
+    REQUIRE(t.model.add_output("y", InputRef::by_id(t.node, 0)) == Status::Ok);
+    REQUIRE(t.model.finalize() == Status::Ok);
+    std::string count = std::to_string(threads);
+    ConfigEntry config[] = {{"NUM_THREADS", StringView(count.c_str())}, {"PERF_COUNT", "YES"}, {"FUSION", fusion ? "YES" : "NO"}};
+    test::CompiledRun run;
+    test::compile_and_infer(t, "CPU", Span<const ConfigEntry>(config, 3), &run);
+    Quantized r;
+    r.kernels = run.kernels;
+    const Tensor& out = run.request.output(0);
+    const uint8_t* p = out.data_as<uint8_t>();
+    r.y.assign(p, p + out.elements());
+    return r;
+}
+
 // DQ(x) -> Conv(w = q s_w per map, b = q_b s_x s_w) -> act -> Q, compiled on CPU (FUSION as
 // given), inferred once (allocating nothing).
 Quantized run_qdq_conv(const QdqConv& cc, const std::vector<uint8_t>& x, const std::vector<float>& w,
@@ -134,18 +151,7 @@ Quantized run_qdq_conv(const QdqConv& cc, const std::vector<uint8_t>& x, const s
     if (cc.act && std::string(cc.act) == "Clip")
         last = t.op("Clip", {InputRef::by_id(conv), t.constant(Shape{}, std::vector<float>{-0.25f}), t.constant(Shape{}, std::vector<float>{0.75f})});
     t.op("QuantizeLinear", {InputRef::by_id(last), t.constant(Shape{}, std::vector<float>{sy}), t.constant(Shape{}, std::vector<uint8_t>{zy})});
-    REQUIRE(t.model.add_output("y", InputRef::by_id(t.node, 0)) == Status::Ok);
-    REQUIRE(t.model.finalize() == Status::Ok);
-    std::string count = std::to_string(threads);
-    ConfigEntry config[] = {{"NUM_THREADS", StringView(count.c_str())}, {"PERF_COUNT", "YES"}, {"FUSION", fusion ? "YES" : "NO"}};
-    test::CompiledRun run;
-    test::compile_and_infer(t, "CPU", Span<const ConfigEntry>(config, 3), &run);
-    Quantized r;
-    r.kernels = run.kernels;
-    const Tensor& out = run.request.output(0);
-    const uint8_t* p = out.data_as<uint8_t>();
-    r.y.assign(p, p + out.elements());
-    return r;
+    return run_quantized(t, fusion, threads);
 }
 
 void check_qdq_conv(const QdqConv& cc, uint32_t seed) {
@@ -432,18 +438,7 @@ Quantized run_qdq_pool(const QdqPool& pc, const std::vector<uint8_t>& x, float s
     if (!pc.dilations.empty()) t.set_ints("dilations", pc.dilations);
     if (pc.ceil) t.set_int("ceil_mode", 1);
     t.op("QuantizeLinear", {InputRef::by_id(pool), t.constant(Shape{}, std::vector<float>{pc.sy}), t.constant(Shape{}, std::vector<uint8_t>{pc.zy})});
-    REQUIRE(t.model.add_output("y", InputRef::by_id(t.node, 0)) == Status::Ok);
-    REQUIRE(t.model.finalize() == Status::Ok);
-    std::string count = std::to_string(threads);
-    ConfigEntry config[] = {{"NUM_THREADS", StringView(count.c_str())}, {"PERF_COUNT", "YES"}, {"FUSION", fusion ? "YES" : "NO"}};
-    test::CompiledRun run;
-    test::compile_and_infer(t, "CPU", Span<const ConfigEntry>(config, 3), &run);
-    Quantized r;
-    r.kernels = run.kernels;
-    const Tensor& out = run.request.output(0);
-    const uint8_t* p = out.data_as<uint8_t>();
-    r.y.assign(p, p + out.elements());
-    return r;
+    return run_quantized(t, fusion, threads);
 }
 }  // namespace
 
@@ -511,17 +506,7 @@ TEST_CASE("int8: QDQ Concat on uint8 with a table per input, bit for bit the flo
             t.set_int("axis", cc.axis);
             t.op("QuantizeLinear", {InputRef::by_id(concat), t.constant(Shape{}, std::vector<float>{cc.sy}),
                                     t.constant(Shape{}, std::vector<uint8_t>{cc.zy})});
-            REQUIRE(t.model.add_output("y", InputRef::by_id(t.node, 0)) == Status::Ok);
-            REQUIRE(t.model.finalize() == Status::Ok);
-            std::string count = std::to_string(threads);
-            ConfigEntry config[] = {{"NUM_THREADS", StringView(count.c_str())}, {"PERF_COUNT", "YES"}, {"FUSION", fusion ? "YES" : "NO"}};
-            test::CompiledRun r;
-            test::compile_and_infer(t, "CPU", Span<const ConfigEntry>(config, 3), &r);
-            Quantized q;
-            q.kernels = r.kernels;
-            const Tensor& out = r.request.output(0);
-            q.y.assign(out.data_as<uint8_t>(), out.data_as<uint8_t>() + out.elements());
-            return q;
+            return run_quantized(t, fusion, threads);
         };
         Quantized reference = run(false, 1);
         CHECK(reference.kernels.find("int8:") == std::string::npos);
