@@ -17858,7 +17858,9 @@ inline Status run_qconv(const RunContext& c) {
 //   DequantizeLinear is folded by prepare) -> optional Relu or Clip -> QuantizeLinear (uint8),
 //   scales and zero points per tensor, becomes one step from x's uint8 tensor to the
 //   QuantizeLinear's: Int8Gemm with int32 accumulators, the activation folded into the
-//   requantization's clamp (depthwise Convs: int32 rows tap by tap, the same requantization).
+//   requantization's clamp (2-D depthwise Convs: the float DepthwiseConv kernels on x - zero
+//   point, exact in float32 (run_int8_depthwise_float); others int32 rows tap by tap; the same
+//   requantization).
 //   The steps of the group's float values are dropped (the
 //   DequantizeLinear's too when only such groups read it).
 //   The int8 weights are made again from the folded floats: per output map, symmetric, the
@@ -17866,6 +17868,13 @@ inline Status run_qconv(const RunContext& c) {
 //   onnxruntime's per-channel default) this gives back the model's integers exactly; other
 //   weights get a grid at least as fine. The float bias becomes int32 at s_x * s_w[map],
 //   rounded half to even, with -x_zero_point * sum(weights of the map) folded in.
+// - DequantizeLinear(x: uint8) -> MaxPool -> QuantizeLinear (uint8), per tensor, becomes a
+//   MaxPool on x's uint8 values and a table (x's step to y's grid, none when the two agree):
+//   dequantizing is increasing and quantizing nondecreasing, so the max commutes with both
+//   and the result is the float path's bit for bit.
+// - DequantizeLinears (uint8) -> Concat -> QuantizeLinear (uint8), per tensor, becomes a
+//   Concat of the uint8 inputs, each through its table to y's grid (none when the grids
+//   agree): the float path's values bit for bit.
 // - The remaining QuantizeLinear (float32 -> uint8/int8) and DequantizeLinear (uint8/int8 ->
 //   float32) with one constant scale and zero point run a vectorizable loop, bit for bit the
 //   reference's results (x / scale in float32, ties to even; (x - zero point) * scale with one
@@ -17886,6 +17895,15 @@ struct Int8ConvState {
     int64_t block = 0;                 // output positions per work unit (a multiple of nr)
     size_t rows_bytes = 0, panel_bytes = 0, slot_bytes = 0;
     uint32_t slots = 1, parts = 1;
+    // Stride-1 2-D convs (run_int8_conv_implicit): no im2col. The slot holds the zero-point
+    // padded copy of the group's planes (padded_h x padded_w each); output row o's positions
+    // o * padded_w + [0, padded_w) make one run of "virtual" positions, so row p of B (channel,
+    // tap) is the copy read from offset[p] on, contiguous. The columns past out_w of each
+    // virtual row are computed and dropped.
+    bool implicit = false;
+    int64_t padded_h = 0, padded_w = 0, virtual_positions = 0;
+    const int64_t* offset = nullptr;   // depth entries
+    size_t copy_bytes = 0, result_bytes = 0;
 };
 
 // Columns [p0, p0 + count) of the uint8 im2col matrix of one group's planes; padding reads as
@@ -17908,13 +17926,22 @@ inline void int8_im2col(const Window& w, int64_t channels, const uint8_t* x, int
                             std::memset(dst + q, pad, (size_t)run);
                         } else {
                             const uint8_t* row = xc + (i0 * w.in[1] + i1) * w.in[2];
-                            int64_t i2 = o2 * w.stride[2] - w.pad_begin[2] + k2 * w.dilation[2];
+                            const int64_t i2 = o2 * w.stride[2] - w.pad_begin[2] + k2 * w.dilation[2];
                             const int64_t s = w.stride[2];
-                            if (s == 1 && i2 >= 0 && i2 + run <= w.in[2]) {
-                                std::memcpy(dst + q, row + i2, (size_t)run);
+                            // t in [lo, hi) reads inside the row; the padding around it is x's zero point
+                            int64_t lo = i2 >= 0 ? 0 : (-i2 + s - 1) / s;
+                            int64_t hi = w.in[2] - 1 - i2 < 0 ? 0 : (w.in[2] - 1 - i2) / s + 1;
+                            if (hi > run) hi = run;
+                            if (lo > hi) lo = hi;
+                            uint8_t* d = dst + q;
+                            if (lo > 0) std::memset(d, pad, (size_t)lo);
+                            if (s == 1) {
+                                std::memcpy(d + lo, row + i2 + lo, (size_t)(hi - lo));
                             } else {
-                                for (int64_t t = 0; t < run; ++t, i2 += s) dst[q + t] = i2 >= 0 && i2 < w.in[2] ? row[i2] : pad;
+                                const uint8_t* src = row + i2 + lo * s;
+                                for (int64_t t = lo; t < hi; ++t, src += s) d[t] = *src;
                             }
+                            if (hi < run) std::memset(d + hi, pad, (size_t)(run - hi));
                         }
                         q += run;
                     }
@@ -17953,6 +17980,64 @@ inline Status run_int8_conv(const RunContext& c) {
             rq.scale = st.scale + g * st.group_maps;
             st.gemm.run(m0, m1, count, st.depth, st.packed + (size_t)g * st.packed_bytes, panel, rq,
                         y + (n * st.maps + g * st.group_maps) * positions + p0, positions);
+        }
+    }, st.slots);
+    return Status::Ok;
+}
+
+inline Status run_int8_conv_implicit(const RunContext& c) {
+    const Int8ConvState& st = *static_cast<const Int8ConvState*>(c.state);
+    const Window& w = st.w;
+    const uint8_t* x = c.inputs[0].as<const uint8_t>();
+    uint8_t* y = c.outputs[0].as<uint8_t>();
+    const int64_t in_plane = w.in_size(), positions = w.out_size(), out_w = w.out[2];
+    const int64_t wp = st.padded_w, copy_plane = st.padded_h * wp, left = w.pad_begin[2], top = w.pad_begin[1];
+    if (positions == 0 || st.batch == 0) return Status::Ok;
+    const int64_t blocks = (st.virtual_positions + st.block - 1) / st.block;
+    const uint32_t parts = st.parts;
+    nn_parallel(c, (uint64_t)(st.batch * st.groups * blocks) * parts, [&](uint64_t slot, uint64_t begin, uint64_t end) {
+        uint8_t* copy = static_cast<uint8_t*>(c.scratch) + slot * st.slot_bytes;
+        uint8_t* panel = copy + st.copy_bytes;
+        uint8_t* result = panel + st.panel_bytes;
+        for (uint64_t work = begin; work < end; ++work) {
+            const uint64_t unit = work / parts, part = work % parts;
+            int64_t blk = (int64_t)unit % blocks, g = (int64_t)unit / blocks % st.groups;
+            int64_t n = (int64_t)unit / blocks / st.groups;
+            int64_t p0 = blk * st.block, count = st.virtual_positions - p0 < st.block ? st.virtual_positions - p0 : st.block;
+            const uint8_t* xg = x + (n * st.channels + g * st.group_channels) * in_plane;
+            // the padded rows this block reads
+            const int64_t r0 = p0 / wp, r1 = (p0 + count - 1) / wp + (w.kernel[1] - 1) * w.dilation[1] + 1;
+            for (int64_t ci = 0; ci < st.group_channels; ++ci)
+                for (int64_t r = r0; r < r1 && r < st.padded_h; ++r) {
+                    uint8_t* dst = copy + ci * copy_plane + r * wp;
+                    const int64_t in_row = r - top;
+                    if (in_row < 0 || in_row >= w.in[1]) {
+                        std::memset(dst, st.x_zero_point, (size_t)wp);
+                        continue;
+                    }
+                    std::memset(dst, st.x_zero_point, (size_t)left);
+                    std::memcpy(dst + left, xg + ci * in_plane + in_row * w.in[2], (size_t)w.in[2]);
+                    std::memset(dst + left + w.in[2], st.x_zero_point, (size_t)(wp - left - w.in[2]));
+                }
+            st.gemm.pack_b_rows(st.depth, count, copy + p0, 0, st.offset, panel);
+            const int64_t tiles = (st.group_maps + st.gemm.mr() - 1) / st.gemm.mr();
+            const int64_t m0 = std::min<int64_t>(st.group_maps, (int64_t)part * tiles / parts * st.gemm.mr());
+            const int64_t m1 = std::min<int64_t>(st.group_maps, (int64_t)(part + 1) * tiles / parts * st.gemm.mr());
+            Int8Requant rq = st.rq;
+            rq.bias = st.bias + g * st.group_maps;
+            rq.scale = st.scale + g * st.group_maps;
+            st.gemm.run(m0, m1, count, st.depth, st.packed + (size_t)g * st.packed_bytes, panel, rq, result, count);
+            // the virtual rows' first out_w columns into y (row m of the result at m * count)
+            uint8_t* yg = y + (n * st.maps + g * st.group_maps) * positions;
+            for (int64_t p = p0; p < p0 + count;) {
+                const int64_t o1 = p / wp, o2 = p % wp, stop = std::min(p0 + count, (o1 + 1) * wp);
+                if (o2 < out_w) {
+                    const int64_t run = std::min(stop, o1 * wp + out_w) - p;
+                    for (int64_t m = m0; m < m1; ++m)
+                        std::memcpy(yg + m * positions + o1 * out_w + o2, result + m * count + (p - p0), (size_t)run);
+                }
+                p = stop;
+            }
         }
     }, st.slots);
     return Status::Ok;
@@ -18007,6 +18092,13 @@ struct Int8DepthwiseState {
     const float* scale = nullptr;
     Int8Requant rq;
     uint32_t slots = 1;
+    // The float kernel (run_int8_depthwise_float): the weights as floats, bands of output rows
+    // as run_cpu_depthwise cuts them, per slot the float sums (a plane) and the padded copy of
+    // a band (x - zero point).
+    DepthwiseConv conv;
+    const float* float_weights = nullptr;
+    int64_t bands = 1, band_rows = 1;
+    size_t pad_floats = 0, slot_floats = 0;
 };
 
 inline Status run_int8_depthwise(const RunContext& c) {
@@ -18046,6 +18138,214 @@ inline Status run_int8_depthwise(const RunContext& c) {
                     }
                     int8_requantize_row(acc, w.out[2], st.scale[m], st.rq, ym + (o0 * w.out[1] + o1) * w.out[2]);
                 }
+        }
+    }, st.slots);
+    return Status::Ok;
+}
+
+// Requantizes a row of exact integer sums held in floats (|sum| < 2^24) plus the map's bias,
+// as int8_requantize does element by element.
+inline void int8_requantize_float_row(const float* acc, int64_t count, int32_t bias, float scale, const Int8Requant& rq,
+                                      uint8_t* y) {
+    int64_t j = 0;
+#if defined(__SSE2__)
+    const __m128 vs = _mm_set1_ps(scale), vlo = _mm_set1_ps(rq.lo), vhi = _mm_set1_ps(rq.hi), vm = _mm_set1_ps(12582912.0f);
+    const __m128i vz = _mm_set1_epi32(rq.zero_point), vb = _mm_set1_epi32(bias);
+    auto one = [&](int64_t k) {
+        __m128i sum = _mm_add_epi32(_mm_cvttps_epi32(_mm_loadu_ps(acc + k)), vb);
+        __m128 v = _mm_mul_ps(_mm_cvtepi32_ps(sum), vs);
+        v = _mm_min_ps(_mm_max_ps(v, vlo), vhi);
+        return _mm_add_epi32(_mm_cvttps_epi32(_mm_sub_ps(_mm_add_ps(v, vm), vm)), vz);
+    };
+    for (; j + 16 <= count; j += 16) {
+        __m128i a = _mm_packs_epi32(one(j), one(j + 4)), b = _mm_packs_epi32(one(j + 8), one(j + 12));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(y + j), _mm_packus_epi16(a, b));
+    }
+#elif defined(__ARM_NEON)
+    const float32x4_t vs = vdupq_n_f32(scale), vlo = vdupq_n_f32(rq.lo), vhi = vdupq_n_f32(rq.hi), vm = vdupq_n_f32(12582912.0f);
+    const int32x4_t vz = vdupq_n_s32(rq.zero_point), vb = vdupq_n_s32(bias);
+    auto one = [&](int64_t k) {
+        int32x4_t sum = vaddq_s32(vcvtq_s32_f32(vld1q_f32(acc + k)), vb);
+        float32x4_t v = vmulq_f32(vcvtq_f32_s32(sum), vs);
+        v = vminq_f32(vmaxq_f32(v, vlo), vhi);
+        return vaddq_s32(vcvtq_s32_f32(vsubq_f32(vaddq_f32(v, vm), vm)), vz);
+    };
+    for (; j + 8 <= count; j += 8) {   // in [0, 255] after the clamp: narrowing is exact
+        int16x8_t h = vcombine_s16(vmovn_s32(one(j)), vmovn_s32(one(j + 4)));
+        vst1_u8(y + j, vmovn_u16(vreinterpretq_u16_s16(h)));
+    }
+#endif
+    for (; j < count; ++j) y[j] = int8_requantize((int32_t)acc[j], bias, scale, rq.lo, rq.hi, rq.zero_point);
+}
+
+// A 2-D depthwise QDQ Conv on the float DepthwiseConv kernels: x - zero point and the int8
+// weights are small integers, so every product and partial sum (|sum| < 2^24, checked when the
+// state is made) is an integer float32 holds exactly, in any order and with or without FMA; the
+// sums are then the int32 accumulators of the integer reference, requantized as the GEMM does.
+// DepthwiseConv::pad from uint8 planes: the padded, phase-split copy of the band's rows holds
+// x - zero point, the padding 0 (a real zero).
+inline void int8_depthwise_pad(const DepthwiseConv& conv, const uint8_t* x, int32_t zero_point, int64_t row0, int64_t row1,
+                               float* scratch, bool zeros_ready) {
+    const DepthwiseShape& s = conv.shape();
+    const int64_t pitch = conv.pitch(), phase = conv.phase();
+    const int64_t first = row0 * s.stride_h, rows = detail::depthwise_band_rows(s, row0, row1);
+    for (int64_t r = 0; r < rows; ++r) {
+        const int64_t in_row = first + r - s.pad_top;
+        float* dst = scratch + r * pitch;
+        if (in_row < 0 || in_row >= s.in_h) {
+            if (!zeros_ready) std::memset(dst, 0, (size_t)pitch * sizeof(float));
+            continue;
+        }
+        const uint8_t* src = x + in_row * s.in_w;
+        for (int64_t p = 0; p < s.stride_w; ++p) {
+            float* d = dst + p * phase;
+            // index i holds input column i * stride_w + p - pad_left: inside the row for i in [lo, hi)
+            const int64_t start = p - s.pad_left;
+            int64_t lo = start >= 0 ? 0 : (-start + s.stride_w - 1) / s.stride_w;
+            int64_t hi = s.in_w - 1 - start < 0 ? 0 : (s.in_w - 1 - start) / s.stride_w + 1;
+            if (hi > phase) hi = phase;
+            if (lo > hi) lo = hi;
+            if (!zeros_ready) {
+                std::memset(d, 0, (size_t)lo * sizeof(float));
+                std::memset(d + hi, 0, (size_t)(phase - hi) * sizeof(float));
+            }
+            const uint8_t* from = src + lo * s.stride_w + start;
+            const int64_t n = hi - lo, step = s.stride_w;
+            float* to = d + lo;
+            int64_t i = 0;
+#if defined(__SSE2__)
+            if (step <= 2) {   // 8 at a time; stride 2 takes the even bytes of 16 (read only inside the row)
+                const __m128i vz = _mm_set1_epi32(zero_point), zero = _mm_setzero_si128(), even = _mm_set1_epi16(0xff);
+                for (; step == 1 ? i + 8 <= n : i + 8 <= n - 1; i += 8) {
+                    __m128i h = step == 1 ? _mm_unpacklo_epi8(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(from + i)), zero)
+                                          : _mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(from + 2 * i)), even);
+                    _mm_storeu_ps(to + i, _mm_cvtepi32_ps(_mm_sub_epi32(_mm_unpacklo_epi16(h, zero), vz)));
+                    _mm_storeu_ps(to + i + 4, _mm_cvtepi32_ps(_mm_sub_epi32(_mm_unpackhi_epi16(h, zero), vz)));
+                }
+            }
+#endif
+            for (; i < n; ++i) to[i] = (float)((int32_t)from[i * step] - zero_point);
+        }
+    }
+}
+
+
+inline Status run_int8_depthwise_float(const RunContext& c) {
+    const Int8DepthwiseState& st = *static_cast<const Int8DepthwiseState*>(c.state);
+    const DepthwiseShape& s = st.conv.shape();
+    const uint8_t* x = c.inputs[0].as<const uint8_t>();
+    uint8_t* y = c.outputs[0].as<uint8_t>();
+    const int64_t in_plane = s.in_h * s.in_w, out_plane = s.out_h * s.out_w, taps = s.kernel_h * s.kernel_w;
+    const int64_t multiplier = st.group_maps, bands = st.bands;
+    const uint64_t units = (uint64_t)(st.batch * st.channels * bands * multiplier);
+    nn_parallel(c, units, [&](uint64_t slot, uint64_t begin, uint64_t end) {
+        float* sums = static_cast<float*>(c.scratch) + slot * st.slot_floats;
+        float* padded_band = sums + round16((size_t)out_plane);
+        uint64_t padded = ~0ull;   // the (image, channel, band) whose copy is in padded_band
+        int64_t zeros = -1;        // the band whose zeros are in padded_band
+        for (uint64_t unit = begin; unit < end; ++unit) {
+            const uint64_t key = unit / (uint64_t)multiplier;
+            const int64_t band = (int64_t)key % bands, image_channel = (int64_t)key / bands;
+            const int64_t n = image_channel / st.channels, m = image_channel % st.channels * multiplier + (int64_t)(unit % multiplier);
+            const int64_t row0 = band * st.band_rows, row1 = row0 + st.band_rows < s.out_h ? row0 + st.band_rows : s.out_h;
+            if (key != padded) {
+                int8_depthwise_pad(st.conv, x + image_channel * in_plane, st.x_zero_point, row0, row1, padded_band, band == zeros);
+                padded = key;
+                zeros = band;
+            }
+            st.conv.run_rows(padded_band, st.float_weights + m * taps, 0.0f, sums, row0, row1);
+            uint8_t* ym = y + (n * st.maps + m) * out_plane;
+            int8_requantize_float_row(sums + row0 * s.out_w, (row1 - row0) * s.out_w, st.bias[m], st.scale[m], st.rq,
+                                      ym + row0 * s.out_w);
+        }
+    }, st.slots);
+    return Status::Ok;
+}
+
+// A uint8 MaxPool over 1 or 2 spatial dims (Window's last two) with a table after it.
+struct Int8PoolState {
+    Window w;
+    int64_t planes = 0;
+    const uint8_t* table = nullptr;   // nullptr: the identity
+    size_t row_bytes = 0;             // a slot's row of column maxima (in[2] and 32 spare bytes)
+    uint32_t slots = 1;
+};
+
+// y[j] = max over taps k of row[j * stride - pad + k * dilation] inside [0, width); 0 (the
+// quantized -inf) for a window wholly in the padding.
+inline void int8_pool_row(const uint8_t* row, int64_t width, int64_t count, int64_t kernel, int64_t stride, int64_t dilation,
+                          int64_t pad, uint8_t* y) {
+    int64_t j = 0;
+    auto one = [&](int64_t o) {
+        uint8_t m = 0;
+        for (int64_t k = 0, i = o * stride - pad; k < kernel; ++k, i += dilation)
+            if (i >= 0 && i < width && row[i] > m) m = row[i];
+        y[o] = m;
+    };
+    // interior outputs [first, last]: every tap inside the row
+    const int64_t first = (pad + stride - 1) / stride, span = (kernel - 1) * dilation;
+    int64_t last = width - 1 - span + pad < 0 ? -1 : (width - 1 - span + pad) / stride;
+    if (last >= count) last = count - 1;
+    for (; j < count && j < first; ++j) one(j);
+#if defined(__SSE2__)
+    if (dilation == 1 && stride == 1) {
+        for (; j + 16 <= last + 1; j += 16) {
+            __m128i m = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + j - pad));
+            for (int64_t k = 1; k < kernel; ++k) m = _mm_max_epu8(m, _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + j - pad + k)));
+            _mm_storeu_si128(reinterpret_cast<__m128i*>(y + j), m);
+        }
+    } else if (dilation == 1 && stride == 2) {   // the even bytes of 16 (row has 32 spare bytes past width)
+        const __m128i even = _mm_set1_epi16(0xff);
+        for (; j + 8 <= last + 1; j += 8) {
+            __m128i m = _mm_setzero_si128();
+            for (int64_t k = 0; k < kernel; ++k)
+                m = _mm_max_epi16(m, _mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * j - pad + k)), even));
+            _mm_storel_epi64(reinterpret_cast<__m128i*>(y + j), _mm_packus_epi16(m, m));
+        }
+    }
+#endif
+    for (; j < count; ++j) one(j);
+}
+
+inline Status run_int8_max_pool(const RunContext& c) {
+    const Int8PoolState& st = *static_cast<const Int8PoolState*>(c.state);
+    const Window& w = st.w;
+    const uint8_t* x = c.inputs[0].as<const uint8_t>();
+    uint8_t* y = c.outputs[0].as<uint8_t>();
+    const int64_t in_plane = w.in[1] * w.in[2], out_plane = w.out[1] * w.out[2];
+    nn_parallel(c, (uint64_t)st.planes, [&](uint64_t slot, uint64_t begin, uint64_t end) {
+        uint8_t* rowmax = static_cast<uint8_t*>(c.scratch) + slot * st.row_bytes;
+        for (uint64_t plane = begin; plane < end; ++plane) {
+            const uint8_t* xp = x + (int64_t)plane * in_plane;
+            uint8_t* yp = y + (int64_t)plane * out_plane;
+            for (int64_t o = 0; o < w.out[1]; ++o) {
+                uint8_t* yr = yp + o * w.out[2];
+                bool any = false;   // the column maxima of the window's rows
+                for (int64_t k = 0, i = o * w.stride[1] - w.pad_begin[1]; k < w.kernel[1]; ++k, i += w.dilation[1]) {
+                    if (i < 0 || i >= w.in[1]) continue;
+                    const uint8_t* r = xp + i * w.in[2];
+                    if (!any) {
+                        std::memcpy(rowmax, r, (size_t)w.in[2]);
+                        any = true;
+                        continue;
+                    }
+                    int64_t q = 0;
+#if defined(__SSE2__)
+                    for (; q + 16 <= w.in[2]; q += 16) {
+                        __m128i* d = reinterpret_cast<__m128i*>(rowmax + q);
+                        _mm_storeu_si128(d, _mm_max_epu8(_mm_loadu_si128(d), _mm_loadu_si128(reinterpret_cast<const __m128i*>(r + q))));
+                    }
+#endif
+                    for (; q < w.in[2]; ++q) rowmax[q] = r[q] > rowmax[q] ? r[q] : rowmax[q];
+                }
+                if (!any) {
+                    std::memset(yr, 0, (size_t)w.out[2]);
+                    continue;
+                }
+                int8_pool_row(rowmax, w.in[2], w.out[2], w.kernel[2], w.stride[2], w.dilation[2], w.pad_begin[2], yr);
+                if (st.table)
+                    for (int64_t j = 0; j < w.out[2]; ++j) yr[j] = st.table[yr[j]];
+            }
         }
     }, st.slots);
     return Status::Ok;
@@ -18140,6 +18440,152 @@ inline bool int8_find_group(const PreparedModel& model, NodeId q, Int8Group* gro
     group->conv = producer;
     group->dequantize = dq;
     return true;
+}
+
+// The QDQ MaxPool group ending at QuantizeLinear node q (conv: the MaxPool, act: none), or false.
+inline bool int8_find_pool(const PreparedModel& model, NodeId q, Int8Group* group) {
+    const Graph& g = model.model.graph;
+    const Node& qn = g.node(q);
+    if (!(qn.op == StringView("QuantizeLinear")) || qn.num_inputs < 2 || model.kernel(q) != find_builtin_kernel(qn.op)) return false;
+    if (model.value_desc(model.value_id(q, 0)).type != ElementType::UInt8) return false;
+    const QuantizeState* qs = static_cast<const QuantizeState*>(model.kernel_state(q));
+    float s;
+    int32_t z;
+    if (!qs || qs->division != QuantDivision::Float || !int8_tensor_params(model, q, ElementType::UInt8, &s, &z)) return false;
+    NodeId pool = qn.inputs[0].producer;
+    const Node& pn = g.node(pool);
+    if (!(pn.op == StringView("MaxPool")) || pn.num_outputs != 1 || model.kernel(pool) != find_builtin_kernel(pn.op)) return false;
+    if (!int8_single_reader(g, pool, q)) return false;
+    const PoolState* ps = static_cast<const PoolState*>(model.kernel_state(pool));
+    if (!ps || !ps->max || ps->w.in[0] != 1 || ps->w.kernel[0] != 1 || ps->w.out[0] != 1) return false;
+    NodeId dq = pn.inputs[0].producer;
+    const Node& dn = g.node(dq);
+    if (!(dn.op == StringView("DequantizeLinear")) || model.kernel(dq) != find_builtin_kernel(dn.op)) return false;
+    if (model.value_desc(model.value_id(dn.inputs[0].producer, dn.inputs[0].port)).type != ElementType::UInt8) return false;
+    if (model.value_desc(model.value_id(dq, 0)).type != ElementType::Float32) return false;
+    if (!int8_tensor_params(model, dq, ElementType::UInt8, &s, &z)) return false;
+    group->quantize = q;
+    group->act = kNoNode;
+    group->conv = pool;
+    group->dequantize = dq;
+    return true;
+}
+
+template <class T>
+void int8_quantize_range(const float* x, T* y, uint64_t begin, uint64_t end, float scale, int32_t zero_point, int32_t lo, int32_t hi);
+
+// The table from DequantizeLinear dq's grid to QuantizeLinear q's (the reference's float32
+// operations) in the arena, or nullptr for the identity; *failed when out of memory.
+inline const uint8_t* int8_grid_table(ReferenceProgram* p, const PreparedModel& model, NodeId dq, NodeId q, bool* failed) {
+    float sx, sy;
+    int32_t zx, zy;
+    int8_tensor_params(model, dq, ElementType::UInt8, &sx, &zx);
+    int8_tensor_params(model, q, ElementType::UInt8, &sy, &zy);
+    uint8_t table[256];
+    bool identity = true;
+    for (int32_t v = 0; v < 256; ++v) {
+        const float f = (float)(v - zx) * sx;
+        int8_quantize_range(&f, &table[v], 0, 1, sy, zy, 0, 255);
+        identity = identity && table[v] == v;
+    }
+    if (identity) return nullptr;
+    uint8_t* t = static_cast<uint8_t*>(p->arena.allocate(256, 64));
+    if (!t) *failed = true;
+    else std::memcpy(t, table, 256);
+    return t;
+}
+
+// The state of a MaxPool group; its table maps x's grid to y's with the reference's float32
+// operations (none when that is the identity). nullptr when out of memory.
+inline Int8PoolState* int8_pool_state(ReferenceProgram* p, const PreparedModel& model, const Int8Group& group) {
+    const PoolState& ps = *static_cast<const PoolState*>(model.kernel_state(group.conv));
+    Int8PoolState* st = p->arena.allocate_array<Int8PoolState>(1);
+    if (!st) return nullptr;
+    new (st) Int8PoolState();
+    st->w = ps.w;
+    st->planes = ps.planes;
+    st->slots = p->threads ? p->threads : 1;
+    st->row_bytes = ((size_t)ps.w.in[2] + 32 + 63) & ~(size_t)63;
+    bool failed = false;
+    st->table = int8_grid_table(p, model, group.dequantize, group.quantize, &failed);
+    return failed ? nullptr : st;
+}
+
+// A Concat of uint8 tensors, each input through its table (nullptr: the identity).
+struct Int8ConcatState {
+    uint32_t inputs = 0;
+    uint64_t outer = 0, total = 0;   // blocks before the axis; bytes of one block of y
+    const uint64_t* chunk = nullptr;           // per input: bytes of one block
+    const uint8_t* const* table = nullptr;     // per input
+};
+
+inline Status run_int8_concat(const RunContext& c) {
+    const Int8ConcatState& st = *static_cast<const Int8ConcatState*>(c.state);
+    uint8_t* y = c.outputs[0].as<uint8_t>();
+    uint64_t offset = 0;
+    for (uint32_t k = 0; k < st.inputs; ++k) {
+        const uint8_t* x = c.inputs[k].as<const uint8_t>();
+        const uint64_t chunk = st.chunk[k];
+        const uint8_t* table = st.table[k];
+        for (uint64_t o = 0; o < st.outer; ++o) {
+            uint8_t* d = y + o * st.total + offset;
+            const uint8_t* s = x + o * chunk;
+            if (!table) std::memcpy(d, s, (size_t)chunk);
+            else for (uint64_t e = 0; e < chunk; ++e) d[e] = table[s[e]];
+        }
+        offset += chunk;
+    }
+    return Status::Ok;
+}
+
+// The QDQ Concat ending at QuantizeLinear node q: every input a DequantizeLinear of uint8 with
+// one scale and zero point. Returns the Concat node, or kNoNode.
+inline NodeId int8_find_concat(const PreparedModel& model, NodeId q) {
+    const Graph& g = model.model.graph;
+    const Node& qn = g.node(q);
+    if (!(qn.op == StringView("QuantizeLinear")) || qn.num_inputs < 2 || model.kernel(q) != find_builtin_kernel(qn.op)) return kNoNode;
+    if (model.value_desc(model.value_id(q, 0)).type != ElementType::UInt8) return kNoNode;
+    const QuantizeState* qs = static_cast<const QuantizeState*>(model.kernel_state(q));
+    float s;
+    int32_t z;
+    if (!qs || qs->division != QuantDivision::Float || !int8_tensor_params(model, q, ElementType::UInt8, &s, &z)) return kNoNode;
+    NodeId concat = qn.inputs[0].producer;
+    const Node& cn = g.node(concat);
+    if (!(cn.op == StringView("Concat")) || model.kernel(concat) != find_builtin_kernel(cn.op) || !model.kernel_state(concat)) return kNoNode;
+    if (!int8_single_reader(g, concat, q) || cn.num_inputs == 0) return kNoNode;
+    for (uint32_t k = 0; k < cn.num_inputs; ++k) {
+        NodeId dq = cn.inputs[k].producer;
+        const Node& dn = g.node(dq);
+        if (!(dn.op == StringView("DequantizeLinear")) || model.kernel(dq) != find_builtin_kernel(dn.op)) return kNoNode;
+        if (model.value_desc(model.value_id(dn.inputs[0].producer, dn.inputs[0].port)).type != ElementType::UInt8) return kNoNode;
+        if (model.value_desc(model.value_id(dq, 0)).type != ElementType::Float32) return kNoNode;
+        if (!int8_tensor_params(model, dq, ElementType::UInt8, &s, &z)) return kNoNode;
+    }
+    return concat;
+}
+
+inline Int8ConcatState* int8_concat_state(ReferenceProgram* p, const PreparedModel& model, NodeId concat, NodeId q) {
+    const Node& cn = model.model.graph.node(concat);
+    const AxisState& as = *static_cast<const AxisState*>(model.kernel_state(concat));
+    const TensorDesc& yd = model.value_desc(model.value_id(concat, 0));
+    Int8ConcatState* st = p->arena.allocate_array<Int8ConcatState>(1);
+    uint64_t* chunk = p->arena.allocate_array<uint64_t>(cn.num_inputs);
+    const uint8_t** table = p->arena.allocate_array<const uint8_t*>(cn.num_inputs);
+    if (!st || !chunk || !table) return nullptr;
+    new (st) Int8ConcatState();
+    st->inputs = cn.num_inputs;
+    st->outer = dims_product(yd, 0, (int)as.axis);
+    st->total = dims_product(yd, (int)as.axis, yd.rank);
+    bool failed = false;
+    for (uint32_t k = 0; k < cn.num_inputs; ++k) {
+        const TensorDesc& d = model.value_desc(model.value_id(cn.inputs[k].producer, cn.inputs[k].port));
+        chunk[k] = dims_product(d, (int)as.axis, d.rank);
+        table[k] = int8_grid_table(p, model, cn.inputs[k].producer, q, &failed);
+    }
+    if (failed) return nullptr;
+    st->chunk = chunk;
+    st->table = table;
+    return st;
 }
 
 // The clamp of an activation in units of y's scale: Relu [0, inf), Clip [min, max].
@@ -18263,7 +18709,41 @@ inline bool int8_weights(ReferenceProgram* p, const PreparedModel& model, const 
     return true;
 }
 
-inline Int8DepthwiseState* int8_depthwise_state(ReferenceProgram* p, const PreparedModel& model, const Int8Group& group) {
+// Sets up the float kernel of a 2-D depthwise state whose sums stay below 2^24 (taps * 255 * 127);
+// other states keep the int32 rows.
+inline bool int8_depthwise_float_kernel(ReferenceProgram* p, Int8DepthwiseState* st, Isa isa) {
+    const Window& w = st->w;
+    if (w.in[0] != 1 || w.kernel[0] != 1 || w.out[0] != 1 || w.out_size() == 0) return true;
+    if (w.kernel_size() * 255 * 127 >= ((int64_t)1 << 24)) return true;
+    DepthwiseShape shape;
+    shape.in_h = w.in[1], shape.in_w = w.in[2], shape.out_h = w.out[1], shape.out_w = w.out[2];
+    shape.kernel_h = w.kernel[1], shape.kernel_w = w.kernel[2], shape.stride_h = w.stride[1], shape.stride_w = w.stride[2];
+    shape.dilation_h = w.dilation[1], shape.dilation_w = w.dilation[2];
+    shape.pad_top = w.pad_begin[1], shape.pad_left = w.pad_begin[2];
+    if (st->conv.init(shape, isa) != Status::Ok || st->conv.scratch_floats(1) > ((size_t)16 << 20)) return true;
+    const int64_t count = st->maps * w.kernel_size();
+    float* weights = p->arena.allocate_array<float>((size_t)count + 1);
+    if (!weights) return false;
+    for (int64_t i = 0; i < count; ++i) weights[i] = (float)st->weights[i];
+    st->float_weights = weights;
+    // Bands: a padded copy of at most half of L2, and at least two units per thread.
+    const int64_t rows = shape.out_h, planes = st->batch * st->channels;
+    int64_t band_rows = rows;
+    while (band_rows > 1 && st->conv.scratch_floats(band_rows) * sizeof(float) > cpu_cache_sizes().l2 / 2) band_rows = (band_rows + 1) / 2;
+    const int64_t want = 2 * (int64_t)st->slots;
+    if (planes * ((rows + band_rows - 1) / band_rows) < want) {
+        const int64_t per_plane = (want + planes - 1) / planes;
+        const int64_t shorter = (rows + per_plane - 1) / per_plane;
+        if (shorter < band_rows) band_rows = shorter;
+    }
+    st->band_rows = band_rows;
+    st->bands = (rows + band_rows - 1) / band_rows;
+    st->pad_floats = round16(st->conv.scratch_floats(band_rows));
+    st->slot_floats = round16((size_t)w.out_size()) + st->pad_floats;
+    return true;
+}
+
+inline Int8DepthwiseState* int8_depthwise_state(ReferenceProgram* p, const PreparedModel& model, const Int8Group& group, Isa isa) {
     const ConvState& cst = *static_cast<const ConvState*>(model.kernel_state(group.conv));
     Int8DepthwiseState* st = p->arena.allocate_array<Int8DepthwiseState>(1);
     Int8Weights wq;
@@ -18280,6 +18760,7 @@ inline Int8DepthwiseState* int8_depthwise_state(ReferenceProgram* p, const Prepa
     st->scale = wq.scale;
     st->rq = wq.rq;
     st->slots = p->threads ? p->threads : 1;
+    if (!int8_depthwise_float_kernel(p, st, isa)) return nullptr;
     return st;
 }
 
@@ -18324,6 +18805,47 @@ inline Int8MatMulState* int8_matmul_state(ReferenceProgram* p, const PreparedMod
     st->result_bytes = ((size_t)(st->n * block) + 63) & ~(size_t)63;
     st->slot_bytes = st->panel_bytes + st->result_bytes;
     return st;
+}
+
+// Switches a stride-1 2-D (or 1-D) conv with a kernel wider than one tap to
+// run_int8_conv_implicit; false when out of memory.
+inline bool int8_conv_implicit(ReferenceProgram* p, Int8ConvState* st) {
+    const Window& w = st->w;
+    if (st->direct || w.in[0] != 1 || w.kernel[0] != 1 || w.out[0] != 1 || w.stride[1] != 1 || w.stride[2] != 1) return true;
+    if (w.kernel_size() < 2 || w.out_size() == 0) return true;
+    const int64_t hp = w.in[1] + w.pad_begin[1] + w.pad_end[1], wp = w.in[2] + w.pad_begin[2] + w.pad_end[2];
+    if (w.out[1] != hp - (w.kernel[1] - 1) * w.dilation[1] || w.out[2] != wp - (w.kernel[2] - 1) * w.dilation[2]) return true;
+    const int64_t copy = st->group_channels * hp * wp + (w.kernel[2] - 1) * w.dilation[2] + 64;
+    if (copy > ((int64_t)64 << 20)) return true;
+    int64_t* offset = p->arena.allocate_array<int64_t>((size_t)st->depth + 1);
+    if (!offset) return false;
+    for (int64_t ci = 0, i = 0; ci < st->group_channels; ++ci)
+        for (int64_t k1 = 0; k1 < w.kernel[1]; ++k1)
+            for (int64_t k2 = 0; k2 < w.kernel[2]; ++k2) offset[i++] = ci * hp * wp + k1 * w.dilation[1] * wp + k2 * w.dilation[2];
+    st->implicit = true;
+    st->offset = offset;
+    st->padded_h = hp;
+    st->padded_w = wp;
+    st->virtual_positions = w.out[1] * wp;
+    // Virtual positions per unit: the packed panel in half of L2, at least 4 tiles wide; fewer
+    // when the units would not give every thread one, then parts of the maps.
+    const int64_t positions = st->virtual_positions, nr = st->gemm.nr();
+    int64_t block = (int64_t)(cpu_cache_sizes().l2 / 2 / (uint64_t)(Int8Gemm::k_groups(st->depth) * 4)) / nr * nr;
+    if (block < 4 * nr) block = 4 * nr;
+    const int64_t images = st->batch * st->groups;
+    if (images * ((positions + block - 1) / block) < (int64_t)st->slots) {
+        int64_t want = ((int64_t)st->slots + images - 1) / images;
+        block = ((positions + want - 1) / want + nr - 1) / nr * nr;
+    }
+    if (block > positions) block = positions;
+    st->block = block;
+    st->parts = images * ((positions + block - 1) / block) < (int64_t)st->slots ? st->slots : 1;
+    st->rows_bytes = 0;
+    st->copy_bytes = ((size_t)copy + 63) & ~(size_t)63;
+    st->panel_bytes = (st->gemm.packed_b_bytes(st->depth, block) + 63) & ~(size_t)63;
+    st->result_bytes = ((size_t)(st->group_maps * block) + 63) & ~(size_t)63;
+    st->slot_bytes = st->copy_bytes + st->panel_bytes + st->result_bytes;
+    return true;
 }
 
 // The Int8ConvState of a group in the program's arena; nullptr when out of memory.
@@ -18379,6 +18901,7 @@ inline Int8ConvState* int8_conv_state(ReferenceProgram* p, const PreparedModel& 
     st->rows_bytes = st->direct ? 0 : ((size_t)(depth * block) + 63) & ~(size_t)63;
     st->panel_bytes = (st->gemm.packed_b_bytes(depth, block) + 63) & ~(size_t)63;
     st->slot_bytes = st->rows_bytes + st->panel_bytes;
+    if (!int8_conv_implicit(p, st)) return nullptr;
     return st;
 }
 
@@ -18550,10 +19073,23 @@ inline Status cpu_int8_steps(ReferenceProgram* p, const PreparedModel& model, Is
         for (uint32_t v : p->steps_[s].writes) if (v != a && v != b) return false;
         return true;
     };
-    uint32_t group_count = 0;
+    uint32_t group_count = 0, concat_count = 0;
+    NodeId* concats = scratch.allocate_array<NodeId>(p->count + 1);   // per step: its Concat, or kNoNode
+    if (!concats) return Status::OutOfMemory;
     for (uint32_t i = 0; i < p->count; ++i) {
+        concats[i] = kNoNode;
+        if (p->units[i].snippet || p->units[i].run) continue;
+        NodeId concat = int8_find_concat(model, p->steps_[i].node);
+        if (concat != kNoNode) {
+            uint32_t value = model.value_id(concat, 0);
+            if (only_writes(value, value, value)) {
+                concats[i] = concat;
+                ++concat_count;
+            }
+            continue;
+        }
         Int8Group group;
-        if (p->units[i].snippet || p->units[i].run || !int8_find_group(model, p->steps_[i].node, &group)) continue;
+        if (!int8_find_group(model, p->steps_[i].node, &group) && !int8_find_pool(model, p->steps_[i].node, &group)) continue;
         uint32_t conv_value = model.value_id(group.conv, 0);
         uint32_t act_value = group.act != kNoNode ? model.value_id(group.act, 0) : conv_value;
         // the Conv step may run the activation as its fused epilogue: it then writes only that
@@ -18572,38 +19108,66 @@ inline Status cpu_int8_steps(ReferenceProgram* p, const PreparedModel& model, Is
         reads[0] = model.value_id(dn.inputs[0].producer, dn.inputs[0].port);
         step.reads = Span<const uint32_t>(reads, 1);
         const ConvState* cst = g_is_conv(model, group.conv) ? static_cast<const ConvState*>(model.kernel_state(group.conv)) : nullptr;
-        if (!cst) {
+        if (g.node(group.conv).op == StringView("MaxPool")) {
+            Int8PoolState* st = int8_pool_state(p, model, group);
+            if (!st) return Status::OutOfMemory;
+            TESSEL_TRY(int8_use(p, group.step, run_int8_max_pool, st, "MaxPool", Isa::Ref, (size_t)st->slots * st->row_bytes));
+        } else if (!cst) {
             Int8MatMulState* st = int8_matmul_state(p, model, group, isa);
             if (!st) return Status::OutOfMemory;
             TESSEL_TRY(int8_use(p, group.step, run_int8_matmul, st, "MatMul", st->gemm.jit() ? st->gemm.isa() : Isa::Ref,
                                 (size_t)st->slots * st->slot_bytes));
         } else if (cst->depthwise) {
-            Int8DepthwiseState* st = int8_depthwise_state(p, model, group);
+            Int8DepthwiseState* st = int8_depthwise_state(p, model, group, isa);
             if (!st) return Status::OutOfMemory;
-            TESSEL_TRY(int8_use(p, group.step, run_int8_depthwise, st, "DepthwiseConv", Isa::Ref,
-                                (size_t)st->slots * (size_t)((cst->w.out[2] + 15) & ~15) * sizeof(int32_t)));
+            if (st->float_weights)
+                TESSEL_TRY(int8_use(p, group.step, run_int8_depthwise_float, st, "DepthwiseConv",
+                                    st->conv.jit() ? st->conv.isa() : Isa::Ref, (size_t)st->slots * st->slot_floats * sizeof(float)));
+            else
+                TESSEL_TRY(int8_use(p, group.step, run_int8_depthwise, st, "DepthwiseConv", Isa::Ref,
+                                    (size_t)st->slots * (size_t)((cst->w.out[2] + 15) & ~15) * sizeof(int32_t)));
         } else {
             Int8ConvState* st = int8_conv_state(p, model, group, isa);
             if (!st) return Status::OutOfMemory;
-            TESSEL_TRY(int8_use(p, group.step, run_int8_conv, st, "Conv", st->gemm.jit() ? st->gemm.isa() : Isa::Ref,
+            TESSEL_TRY(int8_use(p, group.step, st->implicit ? run_int8_conv_implicit : run_int8_conv, st, "Conv",
+                                st->gemm.jit() ? st->gemm.isa() : Isa::Ref,
                                 (size_t)st->slots * st->slot_bytes));
         }
         if (writer[model.value_id(group.conv, 0)] != ~0u) drop[writer[model.value_id(group.conv, 0)]] = 1;
         if (group.act != kNoNode) drop[writer[model.value_id(group.act, 0)]] = 1;
     }
-    // A DequantizeLinear read only by the groups' Convs is not needed any more.
-    for (uint32_t k = 0; k < group_count; ++k) {
-        NodeId dq = groups[k].dequantize;
-        uint32_t s = writer[model.value_id(dq, 0)];
-        if (s == ~0u || drop[s] || p->steps_[s].writes.size != 1) continue;
-        bool only_groups = true;
-        for (NodeId reader : g.successors(dq)) {
-            bool grouped = false;
-            for (uint32_t j = 0; j < group_count; ++j) grouped = grouped || groups[j].conv == reader;
-            only_groups = only_groups && grouped;
+    for (uint32_t i = 0; i < p->count && concat_count; ++i) {
+        if (concats[i] == kNoNode) continue;
+        const Node& cn = g.node(concats[i]);
+        uint32_t* reads = p->arena.allocate_array<uint32_t>(cn.num_inputs);
+        if (!reads) return Status::OutOfMemory;
+        for (uint32_t k = 0; k < cn.num_inputs; ++k) {
+            const Node& dn = g.node(cn.inputs[k].producer);
+            reads[k] = model.value_id(dn.inputs[0].producer, dn.inputs[0].port);
         }
-        if (only_groups) drop[s] = 1;
+        p->steps_[i].reads = Span<const uint32_t>(reads, cn.num_inputs);
+        Int8ConcatState* st = int8_concat_state(p, model, concats[i], p->steps_[i].node);
+        if (!st) return Status::OutOfMemory;
+        TESSEL_TRY(int8_use(p, i, run_int8_concat, st, "Concat", Isa::Ref, 0));
+        drop[writer[model.value_id(concats[i], 0)]] = 1;
     }
+    // A DequantizeLinear read only by the groups' Convs, pools and Concats is not needed any more.
+    auto grouped = [&](NodeId reader) {
+        for (uint32_t j = 0; j < group_count; ++j) if (groups[j].conv == reader) return true;
+        for (uint32_t j = 0; j < p->count && concat_count; ++j) if (concats[j] == reader) return true;
+        return false;
+    };
+    auto drop_dequantize = [&](NodeId dq) {
+        uint32_t s = writer[model.value_id(dq, 0)];
+        if (s == ~0u || drop[s] || p->steps_[s].writes.size != 1) return;
+        bool only_groups = true;
+        for (NodeId reader : g.successors(dq)) only_groups = only_groups && grouped(reader);
+        if (only_groups) drop[s] = 1;
+    };
+    for (uint32_t k = 0; k < group_count; ++k) drop_dequantize(groups[k].dequantize);
+    for (uint32_t i = 0; i < p->count && concat_count; ++i)
+        if (concats[i] != kNoNode)
+            for (uint32_t k = 0; k < g.node(concats[i]).num_inputs; ++k) drop_dequantize(g.node(concats[i]).inputs[k].producer);
     uint32_t kept = 0;
     for (uint32_t i = 0; i < p->count; ++i) {
         if (drop[i]) {

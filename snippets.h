@@ -666,6 +666,10 @@ public:
     }
     // void kernel(padded band, weights, y band, &bias, AVX2 lane mask, rows)
     using KernelFn = void (*)(const float*, const float*, float*, const float*, const int32_t*, int64_t);
+    // The padded copy's layout (pad()): padded row r of a band at r * pitch(), phase p of it
+    // p * phase() further on (the int8 depthwise writes the copy itself).
+    int64_t pitch() const { return pitch_; }
+    int64_t phase() const { return phase_; }
 
 private:
     DepthwiseShape shape_;
@@ -715,7 +719,12 @@ public:
     size_t packed_b_bytes(int64_t k, int64_t n) const { return (size_t)((n + nr_ - 1) / nr_ * nr_ * k_groups(k) * 4); }
     // A[i][p] at a[i * a_row + p]; B[p][j] at b[p * b_row + j] (rows of B contiguous).
     void pack_a(int64_t m, int64_t k, const int8_t* a, int64_t a_row, int8_t* packed) const;
-    void pack_b(int64_t k, int64_t n, const uint8_t* b, int64_t b_row, uint8_t* packed) const;
+    void pack_b(int64_t k, int64_t n, const uint8_t* b, int64_t b_row, uint8_t* packed) const {
+        pack_b_rows(k, n, b, b_row, nullptr, packed);
+    }
+    // Row p of B at b + row_offset[p] when row_offset is given (rows of an implicit im2col),
+    // else at b + p * b_row.
+    void pack_b_rows(int64_t k, int64_t n, const uint8_t* b, int64_t b_row, const int64_t* row_offset, uint8_t* packed) const;
     // B given by columns: B[p][j] at b[j * b_col + p] (a row-major activation matrix, transposed).
     void pack_b_columns(int64_t k, int64_t n, const uint8_t* b, int64_t b_col, uint8_t* packed) const;
     // Rows [m0, m1) of C from packed A and B (panels of B for columns [0, n)); row i of C at
@@ -6492,13 +6501,15 @@ void Int8Gemm::pack_a(int64_t m, int64_t k, const int8_t* a, int64_t a_row, int8
     }
 }
 
-void Int8Gemm::pack_b(int64_t k, int64_t n, const uint8_t* b, int64_t b_row, uint8_t* packed) const {
+void Int8Gemm::pack_b_rows(int64_t k, int64_t n, const uint8_t* b, int64_t b_row, const int64_t* row_offset,
+                           uint8_t* packed) const {
     const int64_t groups = k_groups(k);
     for (int64_t j0 = 0; j0 < n; j0 += nr_) {
         const int64_t w = n - j0 < nr_ ? n - j0 : nr_;
         for (int64_t g = 0; g < groups; ++g, packed += 4 * nr_) {
             const uint8_t* rows[4];
-            for (int64_t q = 0; q < 4; ++q) rows[q] = g * 4 + q < k ? b + (g * 4 + q) * b_row + j0 : nullptr;
+            for (int64_t q = 0, p = g * 4; q < 4; ++q, ++p)
+                rows[q] = p < k ? b + (row_offset ? row_offset[p] : p * b_row) + j0 : nullptr;
             const uint8_t flip = signed_b_ ? 0x80 : 0;
 #if defined(__SSE2__)
             if (w == nr_ && rows[3] && nr_ % 16 == 0 && !flip) {   // 16 columns of 4 rows: two rounds of unpacks

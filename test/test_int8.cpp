@@ -113,6 +113,23 @@ struct Quantized {
     std::string kernels;
 };
 
+// The last node's output 0 as the model's output y, compiled with or without FUSION and
+// inferred once (allocating nothing): y's uint8 values and the steps' kernels.
+Quantized run_quantized(OpTest& t, bool fusion, uint32_t threads) {
+    REQUIRE(t.model.add_output("y", InputRef::by_id(t.node, 0)) == Status::Ok);
+    REQUIRE(t.model.finalize() == Status::Ok);
+    std::string count = std::to_string(threads);
+    ConfigEntry config[] = {{"NUM_THREADS", StringView(count.c_str())}, {"PERF_COUNT", "YES"}, {"FUSION", fusion ? "YES" : "NO"}};
+    test::CompiledRun run;
+    test::compile_and_infer(t, "CPU", Span<const ConfigEntry>(config, 3), &run);
+    Quantized r;
+    r.kernels = run.kernels;
+    const Tensor& out = run.request.output(0);
+    const uint8_t* p = out.data_as<uint8_t>();
+    r.y.assign(p, p + out.elements());
+    return r;
+}
+
 // DQ(x) -> Conv(w = q s_w per map, b = q_b s_x s_w) -> act -> Q, compiled on CPU (FUSION as
 // given), inferred once (allocating nothing).
 Quantized run_qdq_conv(const QdqConv& cc, const std::vector<uint8_t>& x, const std::vector<float>& w,
@@ -134,18 +151,7 @@ Quantized run_qdq_conv(const QdqConv& cc, const std::vector<uint8_t>& x, const s
     if (cc.act && std::string(cc.act) == "Clip")
         last = t.op("Clip", {InputRef::by_id(conv), t.constant(Shape{}, std::vector<float>{-0.25f}), t.constant(Shape{}, std::vector<float>{0.75f})});
     t.op("QuantizeLinear", {InputRef::by_id(last), t.constant(Shape{}, std::vector<float>{sy}), t.constant(Shape{}, std::vector<uint8_t>{zy})});
-    REQUIRE(t.model.add_output("y", InputRef::by_id(t.node, 0)) == Status::Ok);
-    REQUIRE(t.model.finalize() == Status::Ok);
-    std::string count = std::to_string(threads);
-    ConfigEntry config[] = {{"NUM_THREADS", StringView(count.c_str())}, {"PERF_COUNT", "YES"}, {"FUSION", fusion ? "YES" : "NO"}};
-    test::CompiledRun run;
-    test::compile_and_infer(t, "CPU", Span<const ConfigEntry>(config, 3), &run);
-    Quantized r;
-    r.kernels = run.kernels;
-    const Tensor& out = run.request.output(0);
-    const uint8_t* p = out.data_as<uint8_t>();
-    r.y.assign(p, p + out.elements());
-    return r;
+    return run_quantized(t, fusion, threads);
 }
 
 void check_qdq_conv(const QdqConv& cc, uint32_t seed) {
@@ -243,6 +249,15 @@ TEST_CASE("int8: QDQ Conv groups on the CPU device: 1x1, 3x3, strided, dilated, 
         {{1, 6, 9, 9}, {6, 1, 3, 3}, 6, {2, 2}, {2, 2}, {2, 2, 2, 2}, nullptr, true},     // depthwise, strided, dilated
         {{2, 4, 7, 20}, {8, 1, 5, 5}, 4, {1, 2}, {}, {2, 2, 1, 2}, "Clip", false},        // depthwise, 2 maps per channel
         {{1, 3, 30}, {3, 1, 3}, 3, {}, {}, {0, 2}, nullptr, true},                        // depthwise 1-D
+        // stride 1 without im2col: B's rows read from the zero-point padded copy
+        {{1, 64, 30, 41}, {20, 64, 3, 3}, 1, {}, {}, {1, 1, 1, 1}, "Relu", true},         // several blocks, rows cut
+        {{1, 5, 9, 12}, {7, 5, 3, 2}, 1, {}, {2, 3}, {2, 0, 1, 3}, nullptr, true},          // dilated, asymmetric pads
+        {{2, 6, 5, 4}, {6, 3, 2, 2}, 2, {}, {}, {}, "Clip", false},                        // 2 groups, no padding
+        {{1, 4, 11}, {3, 4, 5}, 1, {}, {}, {2, 2}, nullptr, true},                         // 1-D
+        // depthwise on the float kernels (exact integer sums)
+        {{1, 16, 23, 45}, {16, 1, 5, 5}, 16, {}, {}, {2, 2, 2, 2}, "Relu", true},          // 5x5, wide rows
+        {{1, 12, 20, 33}, {12, 1, 3, 3}, 12, {2, 2}, {}, {0, 1, 1, 0}, nullptr, true},     // stride 2, asymmetric pads
+        {{1, 2, 9, 9}, {2, 1, 7, 7}, 2, {}, {}, {3, 3, 3, 3}, nullptr, true},              // 49 taps
     };
     uint32_t seed = 500;
     for (const QdqConv& cc : cases) {
@@ -398,6 +413,109 @@ TEST_CASE("int8: QDQ MatMul groups on the CPU device: batches, tails of K and N,
             for (size_t i = 0; i < want.size(); ++i)
                 if (y[i] != want[i] && bad++ < 5) MESSAGE("y[" << i << "] = " << (int)y[i] << ", want " << (int)want[i]);
             CHECK(bad == 0);
+        }
+    }
+}
+
+// ---- DequantizeLinear -> MaxPool -> QuantizeLinear on uint8 ----
+namespace {
+struct QdqPool {
+    Shape x, kernel, strides, pads, dilations;
+    int64_t ceil = 0;
+    float sy;
+    uint8_t zy;
+};
+
+Quantized run_qdq_pool(const QdqPool& pc, const std::vector<uint8_t>& x, float sx, uint8_t zx, bool fusion, uint32_t threads) {
+    OpTest t;
+    t.opset = 13;
+    InputRef xin = t.input(pc.x, x);
+    NodeId dq = t.op("DequantizeLinear", {xin, t.constant(Shape{}, std::vector<float>{sx}), t.constant(Shape{}, std::vector<uint8_t>{zx})});
+    NodeId pool = t.op("MaxPool", {InputRef::by_id(dq)});
+    t.set_ints("kernel_shape", pc.kernel);
+    if (!pc.strides.empty()) t.set_ints("strides", pc.strides);
+    if (!pc.pads.empty()) t.set_ints("pads", pc.pads);
+    if (!pc.dilations.empty()) t.set_ints("dilations", pc.dilations);
+    if (pc.ceil) t.set_int("ceil_mode", 1);
+    t.op("QuantizeLinear", {InputRef::by_id(pool), t.constant(Shape{}, std::vector<float>{pc.sy}), t.constant(Shape{}, std::vector<uint8_t>{pc.zy})});
+    return run_quantized(t, fusion, threads);
+}
+}  // namespace
+
+TEST_CASE("int8: QDQ MaxPool on uint8, bit for bit the float path's (same grid, another grid, strides, pads, ceil, 1-D)") {
+    const float sx = 0.05f;
+    const uint8_t zx = 100;
+    const std::vector<QdqPool> cases = {
+        {{1, 3, 11, 37}, {3, 3}, {2, 2}, {}, {}, 0, sx, zx},                 // squeezenet's: the same grid, no table
+        {{2, 4, 13, 50}, {3, 3}, {2, 2}, {1, 1, 1, 1}, {}, 1, 0.07f, 80},    // padded, ceil mode, another grid
+        {{1, 2, 9, 40}, {2, 3}, {1, 1}, {0, 1, 1, 0}, {}, 0, 0.03f, 128},     // stride 1, asymmetric pads
+        {{1, 2, 9, 20}, {3, 2}, {1, 3}, {}, {2, 2}, 0, sx, zx},               // dilated, stride 3
+        {{1, 3, 45}, {4}, {2}, {1, 2}, {}, 0, 0.1f, 0},                       // 1-D
+    };
+    uint32_t seed = 900;
+    for (const QdqPool& pc : cases) {
+        CAPTURE(seed);
+        std::mt19937 rng(seed++);
+        int64_t n = 1;
+        for (int64_t d : pc.x) n *= d;
+        std::vector<uint8_t> x((size_t)n);
+        for (uint8_t& v : x) v = (uint8_t)(rng() % 256);
+        Quantized reference = run_qdq_pool(pc, x, sx, zx, false, 1);
+        CHECK(reference.kernels.find("int8:") == std::string::npos);
+        for (uint32_t threads : {1u, 2u}) {
+            Quantized fast = run_qdq_pool(pc, x, sx, zx, true, threads);
+            INFO(fast.kernels);
+            CHECK(fast.kernels.find("int8:ref:MaxPool") != std::string::npos);
+            CHECK(fast.kernels.find("DequantizeLinear") == std::string::npos);
+            CHECK(fast.y == reference.y);
+        }
+    }
+}
+
+// ---- DequantizeLinears -> Concat -> QuantizeLinear on uint8 ----
+TEST_CASE("int8: QDQ Concat on uint8 with a table per input, bit for bit the float path's") {
+    struct Input { Shape shape; float scale; uint8_t zero_point; };
+    struct Case { std::vector<Input> inputs; int64_t axis; float sy; uint8_t zy; };
+    const std::vector<Case> cases = {
+        {{{{1, 3, 5, 7}, 0.05f, 100}, {{1, 4, 5, 7}, 0.05f, 100}}, 1, 0.05f, 100},                 // the same grids: copies
+        {{{{2, 3, 4, 9}, 0.05f, 100}, {{2, 1, 4, 9}, 0.02f, 7}, {{2, 2, 4, 9}, 0.11f, 255}}, 1, 0.06f, 90},  // tables
+        {{{{2, 3, 17}, 0.04f, 0}, {{2, 3, 5}, 0.04f, 0}}, -1, 0.03f, 10},                         // the last axis
+    };
+    uint32_t seed = 1200;
+    for (const Case& cc : cases) {
+        CAPTURE(seed);
+        std::mt19937 rng(seed++);
+        std::vector<std::vector<uint8_t>> data;
+        for (const Input& in : cc.inputs) {
+            int64_t n = 1;
+            for (int64_t d : in.shape) n *= d;
+            data.emplace_back((size_t)n);
+            for (uint8_t& v : data.back()) v = (uint8_t)(rng() % 256);
+        }
+        auto run = [&](bool fusion, uint32_t threads) {
+            OpTest t;
+            t.opset = 13;
+            std::vector<InputRef> parts;
+            for (size_t k = 0; k < cc.inputs.size(); ++k) {
+                const Input& in = cc.inputs[k];
+                InputRef xin = t.input(in.shape, data[k]);
+                parts.push_back(InputRef::by_id(t.op("DequantizeLinear", {xin, t.constant(Shape{}, std::vector<float>{in.scale}),
+                                                                          t.constant(Shape{}, std::vector<uint8_t>{in.zero_point})})));
+            }
+            NodeId concat = t.op("Concat", parts);
+            t.set_int("axis", cc.axis);
+            t.op("QuantizeLinear", {InputRef::by_id(concat), t.constant(Shape{}, std::vector<float>{cc.sy}),
+                                    t.constant(Shape{}, std::vector<uint8_t>{cc.zy})});
+            return run_quantized(t, fusion, threads);
+        };
+        Quantized reference = run(false, 1);
+        CHECK(reference.kernels.find("int8:") == std::string::npos);
+        for (uint32_t threads : {1u, 2u}) {
+            Quantized fast = run(true, threads);
+            INFO(fast.kernels);
+            CHECK(fast.kernels.find("int8:ref:Concat") != std::string::npos);
+            CHECK(fast.kernels.find("DequantizeLinear") == std::string::npos);
+            CHECK(fast.y == reference.y);
         }
     }
 }
