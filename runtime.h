@@ -6564,8 +6564,8 @@ inline void gemm_dot(int64_t m, int64_t n, int64_t k, const float* a, int64_t ld
 // ConvTranspose, MatMul, Gemm: bias, folded BatchNormalization, Relu/Clip/HardSwish/Sigmoid/
 // GELU..., a residual Add, a per-channel Mul), compiled as an ordinary snippet body (same
 // vector model, accuracy and NaN rules as the unfused island) and run by the GEMM step on
-// each block of its output right after the GEMM wrote it (Gemm::run's BlockDone: a row block
-// times a few tiles' columns, still in L1): one step instead of two, no second pass over memory. The CPU device's build_cpu attaches
+// each block of its output right after the GEMM wrote it, while the block is still in cache:
+// one step instead of two, no second pass over memory. The CPU device's build_cpu attaches
 // it (attach_epilogue) when the island is the only reader of the output, its other inputs
 // are ready before the GEMM step runs and it covers exactly the output (no broadcast beyond).
 //
@@ -6598,15 +6598,6 @@ inline void gemm_epilogue_run(const RunContext& c, const GemmEpilogue& e, int64_
     // The range and the pointers were checked when the epilogue was attached: this cannot fail.
     ignore_status(e.snippet->run_segments(Span<const float* const>(in, e.parameters), Span<float* const>(out, e.results),
                                           nullptr, e.segment, r0, r1, c0, c1));
-}
-
-// Gemm::run's BlockDone calling f(m0, m1, n0, n1); f must outlive the run.
-template <class F>
-Gemm::BlockDone gemm_block_done(F& f) {
-    Gemm::BlockDone d;
-    d.fn = [](void* user, int64_t m0, int64_t m1, int64_t n0, int64_t n1) { (*static_cast<F*>(user))(m0, m1, n0, n1); };
-    d.user = &f;
-    return d;
 }
 
 // The CPU device's GEMM steps (cpu_gemm_step): snippets.h's Gemm of the program's target, the
@@ -7127,32 +7118,27 @@ inline Status run_cpu_conv_wide(const RunContext& c) {
             }
             b.data = col;
             b.packed = true;
-            // Each block of `out` the GEMM finishes goes to Y at once (the columns ox < OW of
-            // each wide row, plus the bias), then the epilogue runs on it there.
+            cs.gemm.run(st.group_maps, count, st.depth, 1.0f, a, b, 0.0f, out, count, scratch, part, parts);
+            // This part's rows and wide columns [n0, n1) to Y: the columns ox < OW of each wide row.
             float* yg = y + (n * st.maps + g * st.group_maps) * positions;
-            auto finish = [&](int64_t b0, int64_t b1, int64_t c0, int64_t c1) {
-                for (int64_t m = b0; m < b1; ++m) {
-                    const float bm = bias ? bias[g * st.group_maps + m] : 0.0f;
-                    const float* src = out + m * count;
-                    float* ym = yg + m * positions;
-                    for (int64_t j = p0 + c0; j < p0 + c1;) {
-                        const int64_t oy = j / pw, ox = j % pw, run = pw - ox < p0 + c1 - j ? pw - ox : p0 + c1 - j;
-                        const int64_t valid = ox < ow ? (ow - ox < run ? ow - ox : run) : 0;
-                        const float* from = src + (j - p0);
-                        float* to = ym + oy * ow + ox;
-                        for (int64_t t = 0; t < valid; ++t) to[t] = from[t] + bm;
-                        j += run;
-                    }
+            for (int64_t m = m0; m < m1; ++m) {
+                const float bm = bias ? bias[g * st.group_maps + m] : 0.0f;
+                const float* src = out + m * count;
+                float* ym = yg + m * positions;
+                for (int64_t j = p0 + n0; j < p0 + n1;) {
+                    const int64_t oy = j / pw, ox = j % pw, run = pw - ox < p0 + n1 - j ? pw - ox : p0 + n1 - j;
+                    const int64_t valid = ox < ow ? (ow - ox < run ? ow - ox : run) : 0;
+                    const float* from = src + (j - p0);
+                    float* to = ym + oy * ow + ox;
+                    for (int64_t t = 0; t < valid; ++t) to[t] = from[t] + bm;
+                    j += run;
                 }
-                if (cs.epilogue) {   // wide columns [p0 + c0, p0 + c1) are Y's positions [first, last)
-                    auto to_y = [&](int64_t j) { return j / pw * ow + (j % pw < ow ? j % pw : ow); };
-                    const int64_t r0 = n * st.maps + g * st.group_maps;
-                    const int64_t first = to_y(p0 + c0), last = to_y(p0 + c1);
-                    if (first < last) gemm_epilogue_run(c, *cs.epilogue, r0 + b0, r0 + b1, first, last);
-                }
-            };
-            const Gemm::BlockDone done = gemm_block_done(finish);
-            cs.gemm.run(st.group_maps, count, st.depth, 1.0f, a, b, 0.0f, out, count, scratch, part, parts, &done);
+            }
+            if (cs.epilogue) {   // wide columns [p0 + n0, p0 + n1) are Y's positions [first, last)
+                auto to_y = [&](int64_t j) { return j / pw * ow + (j % pw < ow ? j % pw : ow); };
+                const int64_t r0 = n * st.maps + g * st.group_maps;
+                gemm_epilogue_run(c, *cs.epilogue, r0 + m0, r0 + m1, to_y(p0 + n0), to_y(p0 + n1));
+            }
         }
     }, cs.slots);
     return Status::Ok;
@@ -7237,22 +7223,20 @@ inline Status run_cpu_conv(const RunContext& c) {
                 b.packed = true;
             }
             float* yg = y + (n * st.maps + g * st.group_maps) * positions + p0;
-            // The bias and the epilogue on each block of Y the GEMM finishes, while it is in L1.
-            auto finish = [&](int64_t b0, int64_t b1, int64_t c0, int64_t c1) {
-                if (bias)
-                    for (int64_t m = b0; m < b1; ++m) {
-                        const float bm = bias[g * st.group_maps + m];
-                        float* row = yg + m * positions;
-                        for (int64_t j = c0; j < c1; ++j) row[j] += bm;
-                    }
-                if (cs.epilogue) {
-                    const int64_t r0 = n * st.maps + g * st.group_maps;
-                    gemm_epilogue_run(c, *cs.epilogue, r0 + b0, r0 + b1, p0 + c0, p0 + c1);
-                }
-            };
-            const Gemm::BlockDone done = gemm_block_done(finish);
-            cs.gemm.run(st.group_maps, count, st.depth, 1.0f, a, b, 0.0f, yg, positions, scratch, (uint32_t)(work % parts),
-                        parts, bias || cs.epilogue ? &done : nullptr);
+            if (bias) {   // this part's tiles only: the others may be running already
+                int64_t m0, m1, n0, n1;
+                cs.gemm.part_range(st.group_maps, count, a.packed, b.packed, (uint32_t)(work % parts), parts, &m0, &m1, &n0, &n1);
+                for (int64_t m = m0; m < m1; ++m)
+                    std::fill(yg + m * positions + n0, yg + m * positions + n1, bias[g * st.group_maps + m]);
+            }
+            cs.gemm.run(st.group_maps, count, st.depth, 1.0f, a, b, bias ? 1.0f : 0.0f, yg, positions, scratch,
+                        (uint32_t)(work % parts), parts);
+            if (cs.epilogue) {
+                int64_t m0, m1, n0, n1;
+                cs.gemm.part_range(st.group_maps, count, a.packed, b.packed, (uint32_t)(work % parts), parts, &m0, &m1, &n0, &n1);
+                const int64_t r0 = n * st.maps + g * st.group_maps;
+                if (m0 < m1) gemm_epilogue_run(c, *cs.epilogue, r0 + m0, r0 + m1, p0 + n0, p0 + n1);
+            }
         }
     }, cs.slots);
     return Status::Ok;
@@ -7719,12 +7703,13 @@ inline Status run_cpu_matmul(const RunContext& c) {
                 ob.data = b + b_offset;
                 ob.row = st.n;
             }
-            auto finish = [&](int64_t m0, int64_t m1, int64_t n0, int64_t n1) {   // the epilogue while the block is in L1
-                gemm_epilogue_run(c, *cs.epilogue, batch * st.m + m0, batch * st.m + m1, n0, n1);
-            };
-            const Gemm::BlockDone done = gemm_block_done(finish);
             cs.gemm.run(st.m, st.n, st.k, 1.0f, oa, ob, 0.0f, y + batch * st.m * st.n, st.n, scratch, (uint32_t)(unit % parts),
-                        parts, cs.epilogue ? &done : nullptr);
+                        parts);
+            if (cs.epilogue) {
+                int64_t m0, m1, n0, n1;
+                cs.gemm.part_range(st.m, st.n, false, ob.packed, (uint32_t)(unit % parts), parts, &m0, &m1, &n0, &n1);
+                if (m0 < m1) gemm_epilogue_run(c, *cs.epilogue, batch * st.m + m0, batch * st.m + m1, n0, n1);
+            }
         }
     }, cs.slots);
     return Status::Ok;
@@ -7882,10 +7867,12 @@ inline Status run_cpu_gemm(const RunContext& c) {
     nn_parallel(c, cs.parts, [&](uint64_t slot, uint64_t begin, uint64_t end) {
         float* scratch = static_cast<float*>(c.scratch) + slot * cs.slot_floats;
         for (uint64_t part = begin; part < end; ++part) {
-            auto finish = [&](int64_t m0, int64_t m1, int64_t n0, int64_t n1) { gemm_epilogue_run(c, *cs.epilogue, m0, m1, n0, n1); };
-            const Gemm::BlockDone done = gemm_block_done(finish);
-            cs.gemm.run(st.m, st.n, st.k, st.alpha, oa, ob, beta, y, st.n, scratch, (uint32_t)part, cs.parts,
-                        cs.epilogue ? &done : nullptr);
+            cs.gemm.run(st.m, st.n, st.k, st.alpha, oa, ob, beta, y, st.n, scratch, (uint32_t)part, cs.parts);
+            if (cs.epilogue) {
+                int64_t m0, m1, n0, n1;
+                cs.gemm.part_range(st.m, st.n, false, ob.packed, (uint32_t)part, cs.parts, &m0, &m1, &n0, &n1);
+                if (m0 < m1) gemm_epilogue_run(c, *cs.epilogue, m0, m1, n0, n1);
+            }
         }
     }, cs.slots);
     return Status::Ok;

@@ -596,20 +596,11 @@ public:
     void pack_b(int64_t k, int64_t n, const float* b, int64_t b_row, int64_t b_col, float* packed) const;
     // Scratch floats one part of run() needs for these dims and operands.
     size_t scratch_floats(int64_t m, int64_t n, int64_t k, bool a_packed, bool b_packed) const;
-    // Called by run() on each block of C as soon as it is final (its last K block stored):
-    // rows [m0, m1), columns [n0, n1) of C, a few tiles' columns of one row block, still in
-    // L1. A fused epilogue (bias, activation, a copy out) runs there instead of in a second
-    // pass over C.
-    struct BlockDone {
-        void (*fn)(void* user, int64_t m0, int64_t m1, int64_t n0, int64_t n1) = nullptr;
-        void* user = nullptr;
-    };
     // Part `part` of `parts` (whole panels of N, or of M when N has too few or only A is
     // packed at run time); parts write disjoint tiles of C, so threads may run them at once,
     // each with its own scratch. Never allocates.
     void run(int64_t m, int64_t n, int64_t k, float alpha, const GemmOperand& a, const GemmOperand& b, float beta,
-             float* c, int64_t ldc, float* scratch, uint32_t part = 0, uint32_t parts = 1,
-             const BlockDone* done = nullptr) const;
+             float* c, int64_t ldc, float* scratch, uint32_t part = 0, uint32_t parts = 1) const;
     // The rows [m0, m1) and columns [n0, n1) of C that part `part` of run() writes (empty: m0 == m1).
     void part_range(int64_t m, int64_t n, bool a_packed, bool b_packed, uint32_t part, uint32_t parts, int64_t* m0,
                     int64_t* m1, int64_t* n0, int64_t* n1) const;
@@ -5633,7 +5624,7 @@ void Gemm::part_range(int64_t m, int64_t n, bool a_packed, bool b_packed, uint32
 }
 
 void Gemm::run(int64_t m, int64_t n, int64_t k, float alpha, const GemmOperand& a, const GemmOperand& b, float beta,
-               float* c, int64_t ldc, float* scratch, uint32_t part, uint32_t parts, const BlockDone* done) const {
+               float* c, int64_t ldc, float* scratch, uint32_t part, uint32_t parts) const {
     if (m <= 0 || n <= 0) return;
     const int64_t mr = blocking_.mr, nr = blocking_.nr;
     const int64_t mpanels = (m + mr - 1) / mr, npanels = (n + nr - 1) / nr;
@@ -5643,7 +5634,6 @@ void Gemm::run(int64_t m, int64_t n, int64_t k, float alpha, const GemmOperand& 
     if (k <= 0) {   // C = beta C, and 0 when beta is 0 (C not read)
         for (int64_t i = m0; i < m1; ++i)
             for (int64_t j = n0; j < n1; ++j) c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
-        if (done) done->fn(done->user, m0, m1, n0, n1);
         return;
     }
     const int64_t mp = mpanels * mr, np = npanels * nr;
@@ -5668,9 +5658,6 @@ void Gemm::run(int64_t m, int64_t n, int64_t k, float alpha, const GemmOperand& 
                 const float* ap = abuf;
                 if (a.packed) ap = a.data + pc * mp + ic * kc;
                 else pack_a_block(mc, kc, a.data + ic * a.row + pc * a.col, a.row, a.col, abuf);
-                // Columns [done_from, jr) of this row block are final and not yet reported.
-                const bool last_k = pc + kc >= k;
-                int64_t done_from = 0;
                 for (int64_t jr = 0; jr < nc; jr += nr) {
                     const int64_t cols = nc - jr < nr ? nc - jr : nr;
                     uint32_t index_cols = 0;
@@ -5700,13 +5687,6 @@ void Gemm::run(int64_t m, int64_t n, int64_t k, float alpha, const GemmOperand& 
                         } else {
                             detail::gemm_portable_tile(ap + ir * kc, bp + jr * kc, ct, ldc, kc, rows, cols, params);
                         }
-                    }
-                    // Report blocks of about 4096 floats: big enough that the callback's fixed
-                    // cost is small, small enough to be still in L1.
-                    const int64_t end = jr + cols;
-                    if (done && last_k && (mc * (end - done_from) >= 4096 || end == nc)) {
-                        done->fn(done->user, ic, ic + mc, jc + done_from, jc + end);
-                        done_from = end;
                     }
                 }
             }
