@@ -556,7 +556,7 @@ Status build_island_body(const Graph& graph, const Tokenization& tokenization, u
 
 // >>gemm
 // C[m x n] = alpha A[m x k] B[k x n] + beta C (beta 0: C is not read), BLIS style: a kc x nc
-// block of B packed into panels of nr columns (kept in L3, one panel in L1), an mc x kc block
+// block of B packed into panels of nr columns (kept in L3, one panel in L2), an mc x kc block
 // of A packed into panels of mr rows (kept in L2), and a micro-kernel that keeps an mr x nr
 // tile of C in registers through the K loop of broadcast FMAs. The micro-kernels are JIT code
 // for Avx2 (6 x 16), Avx512 (14 x 32) and Neon (8 x 12), one per tile height and width so that
