@@ -556,7 +556,7 @@ Status build_island_body(const Graph& graph, const Tokenization& tokenization, u
 
 // >>gemm
 // C[m x n] = alpha A[m x k] B[k x n] + beta C (beta 0: C is not read), BLIS style: a kc x nc
-// block of B packed into panels of nr columns (kept in L3, one panel in L1), an mc x kc block
+// block of B packed into panels of nr columns (kept in L3, one panel in L2), an mc x kc block
 // of A packed into panels of mr rows (kept in L2), and a micro-kernel that keeps an mr x nr
 // tile of C in registers through the K loop of broadcast FMAs. The micro-kernels are JIT code
 // for Avx2 (6 x 16), Avx512 (14 x 32) and Neon (8 x 12), one per tile height and width so that
@@ -5499,16 +5499,18 @@ Status Gemm::init(Isa isa) {
         vector_floats_ = 4;
     }
 #endif
-    // kc: a kc x nr panel of B fills half of L1 (the A panel streams beside it); mc: the
-    // mc x kc block of A half of L2; nc: the kc x nc block of B half of L3, at most 4096 columns
-    // (it is every thread's scratch).
+    // kc: a kc x nr panel of B an eighth of L2, up to 1024 deep. A deep K block matters more
+    // than keeping that panel in L1 (L2 feeds a panel's two or three vectors per step easily):
+    // every K block loads and stores all of C again, which at M = N = 1024 no longer fits L2
+    // and evicts A's block. mc: the mc x kc block of A half of L2; nc: the kc x nc block of B
+    // a quarter of L3, at most 4096 columns (it is every thread's scratch).
     const CacheSizes caches = cpu_cache_sizes();
     const int64_t mr = blocking_.mr, nr = blocking_.nr;
-    int64_t kc = (int64_t)(caches.l1d / 2 / (uint64_t)(nr * 4)) / 8 * 8;
-    kc = kc < 64 ? 64 : kc > 512 ? 512 : kc;
+    int64_t kc = (int64_t)(caches.l2 / 8 / (uint64_t)(nr * 4)) / 8 * 8;
+    kc = kc < 64 ? 64 : kc > 1024 ? 1024 : kc;
     int64_t mc = (int64_t)(caches.l2 / 2 / (uint64_t)(kc * 4)) / mr * mr;
     mc = mc < mr ? mr : mc > 1024 / mr * mr ? 1024 / mr * mr : mc;
-    int64_t nc = (int64_t)(caches.l3 / 2 / (uint64_t)(kc * 4)) / nr * nr;
+    int64_t nc = (int64_t)(caches.l3 / 4 / (uint64_t)(kc * 4)) / nr * nr;
     nc = nc < nr ? nr : nc > 4096 ? 4096 / nr * nr : nc;
     blocking_.kc = kc;
     blocking_.mc = mc;
@@ -5546,10 +5548,16 @@ void Gemm::pack_a_block(int64_t rows, int64_t depth, const float* a, int64_t a_r
                 for (int64_t r = h; r < mr; ++r) packed[r] = 0.0f;
             }
         } else {
-            for (int64_t r = 0; r < mr; ++r) {
-                const float* src = a + (r0 + r) * a_row;
-                if (r < h) for (int64_t p = 0; p < depth; ++p) packed[p * mr + r] = src[p * a_col];
-                else for (int64_t p = 0; p < depth; ++p) packed[p * mr + r] = 0.0f;
+            // 8 steps of k at a time: the panel is written in small pieces that stay in L1, not
+            // revisited mr times over its whole depth (larger than L1 when kc is deep).
+            for (int64_t p0 = 0; p0 < depth; p0 += 8) {
+                const int64_t steps = depth - p0 < 8 ? depth - p0 : 8;
+                float* dst = packed + p0 * mr;
+                for (int64_t r = 0; r < mr; ++r) {
+                    const float* src = a + (r0 + r) * a_row + p0 * a_col;
+                    if (r < h) for (int64_t q = 0; q < steps; ++q) dst[q * mr + r] = src[q * a_col];
+                    else for (int64_t q = 0; q < steps; ++q) dst[q * mr + r] = 0.0f;
+                }
             }
             packed += depth * mr;
         }

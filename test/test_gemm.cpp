@@ -357,7 +357,7 @@ TEST_CASE("gemm: Conv on the CPU device: 1x1, 3x3, strided, dilated, grouped, pa
         {{1, 64, 5, 5}, {40, 64, 3, 3}, true, 1, {}, {}, {1, 1, 1, 1}},               // one small unit: GEMM parts
         {{1, 32, 4, 4}, {48, 32, 1, 1}, true, 1, {}, {}, {}},                         // the same, 1x1
         {{1, 16, 100, 100}, {24, 16, 1, 1}, true, 1, {}, {}, {}},                     // 1x1 in several blocks
-        {{2, 300, 9, 9}, {20, 300, 1, 1}, false, 1, {}, {}, {}},                      // 1x1, K beyond kc
+        {{2, 1100, 5, 5}, {20, 1100, 1, 1}, false, 1, {}, {}, {}},                    // 1x1, K beyond kc (at most 1024)
         {{1, 6, 9, 9}, {6, 1, 3, 3}, true, 6, {2, 2}, {2, 2}, {2, 2, 2, 2}},          // depthwise (stays reference)
     };
     for (const ConvCase& cc : cases) {
@@ -371,7 +371,8 @@ TEST_CASE("gemm: MatMul on the CPU device: constant and run-time B, batches, 1 a
     uint32_t seed = 400;
     struct Case { Shape a, b; };
     const std::vector<Case> cases = {{{7, 13}, {13, 29}}, {{1, 64}, {64, 100}}, {{3, 37, 19}, {19, 41}},
-                                     {{2, 3, 5, 11}, {2, 3, 11, 17}}, {{64, 300}, {300, 65}}, {{2, 1, 9, 4}, {3, 4, 33}}};
+                                     {{2, 3, 5, 11}, {2, 3, 11, 17}}, {{64, 300}, {300, 65}}, {{2, 1, 9, 4}, {3, 4, 33}},
+                                     {{9, 1030}, {1030, 21}}};   // K beyond kc (at most 1024)
     for (const Case& mc : cases)
         for (bool constant : {true, false})
             for (uint32_t threads : {1u, 2u}) {
