@@ -18477,10 +18477,12 @@ void int8_quantize_range(const float* x, T* y, uint64_t begin, uint64_t end, flo
 // The table from DequantizeLinear dq's grid to QuantizeLinear q's (the reference's float32
 // operations) in the arena, or nullptr for the identity; *failed when out of memory.
 inline const uint8_t* int8_grid_table(ReferenceProgram* p, const PreparedModel& model, NodeId dq, NodeId q, bool* failed) {
-    float sx, sy;
-    int32_t zx, zy;
-    int8_tensor_params(model, dq, ElementType::UInt8, &sx, &zx);
-    int8_tensor_params(model, q, ElementType::UInt8, &sy, &zy);
+    float sx = 1.0f, sy = 1.0f;
+    int32_t zx = 0, zy = 0;
+    if (!int8_tensor_params(model, dq, ElementType::UInt8, &sx, &zx) || !int8_tensor_params(model, q, ElementType::UInt8, &sy, &zy)) {
+        *failed = true;   // the callers matched both nodes' parameters first
+        return nullptr;
+    }
     uint8_t table[256];
     bool identity = true;
     for (int32_t v = 0; v < 256; ++v) {
