@@ -11608,12 +11608,27 @@ inline Status prepare_constant_of_shape(PrepareContext& c) {
     return Status::Ok;
 }
 
+// Each part writes one element, doubles it by memcpy up to 32 KiB, then copies that block
+// (hot in L1) over the rest: a large fill (a weight made at run time) runs at memory speed,
+// and on the request's threads from 1 MiB on.
 inline Status run_constant_of_shape(const RunContext& c) {
     const FillState& st = *static_cast<const FillState*>(c.state);
-    size_t bytes = element_size(c.outputs[0].desc.type);
-    uint64_t n = c.outputs[0].elements();
+    const size_t bytes = element_size(c.outputs[0].desc.type);
+    const uint64_t n = c.outputs[0].elements();
     unsigned char* dst = c.outputs[0].as<unsigned char>();
-    for (uint64_t k = 0; k < n; ++k) std::memcpy(dst + k * bytes, st.value, bytes);
+    nn_parallel(c, n, [&](uint64_t, uint64_t begin, uint64_t end) {
+        if (begin == end) return;
+        unsigned char* p = dst + begin * bytes;
+        const size_t total = (size_t)(end - begin) * bytes;
+        std::memcpy(p, st.value, bytes);
+        size_t block = bytes;
+        while (block < total && block < 32768) {
+            size_t k = block < total - block ? block : total - block;
+            std::memcpy(p + block, p, k);
+            block += k;
+        }
+        for (size_t at = block; at < total; at += block) std::memcpy(p + at, p, block < total - at ? block : total - at);
+    }, n * bytes >= (1u << 20) ? ~0ull : 1);
     return Status::Ok;
 }
 

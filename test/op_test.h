@@ -203,6 +203,7 @@ struct OpTest {
     // The node's outputs as graph outputs, compiled for `device` and inferred with the inputs'
     // bytes (NUM_THREADS `threads` on CPU); infer() must allocate nothing. Returns infer()'s
     // status (infer_error its message).
+    Limits limits;   // the Core's for infer() (e.g. max_folded_bytes 0: constants computed at run time)
     Status infer(const char* device = "CPU", const char* threads = "1") {
         const Node& n = model.graph.node(node);
         for (uint32_t p = 0; p < n.num_outputs; ++p) {
@@ -212,6 +213,7 @@ struct OpTest {
         REQUIRE(model.finalize() == Status::Ok);
         model.opset = opset;
         Core core;
+        core.limits() = limits;
         CompiledModel compiled;
         ConfigEntry config[] = {{"NUM_THREADS", threads}};
         bool cpu = StringView(device) == StringView("CPU");

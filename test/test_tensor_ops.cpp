@@ -687,6 +687,30 @@ TEST_CASE("Cast: float16 rounds to nearest even, float to int truncates, ints wr
     }
 }
 
+TEST_CASE("ConstantOfShape: fills at run time, 1 MiB and more on two threads, every element and tail") {
+    auto check = [](auto value, ElementType type, int64_t n, const char* threads) {
+        using T = decltype(value);
+        OpTest t;
+        t.op("ConstantOfShape", {t.constant<int64_t>({1}, {n})});
+        t.set_tensor<T>("value", {1}, {value}, type);
+        t.limits.max_folded_bytes = 0;   // not folded: the kernel runs in infer()
+        REQUIRE(t.infer("CPU", threads) == Status::Ok);
+        const T* y = t.outputs[0].data_as<T>();
+        int64_t bad = 0;
+        for (int64_t i = 0; i < n; ++i) bad += std::memcmp(&y[i], &value, sizeof(T)) != 0;
+        INFO("n " << n << " element bytes " << sizeof(T) << " threads " << threads);
+        CHECK(t.outputs[0].elements() == (uint64_t)n);
+        CHECK(bad == 0);
+    };
+    for (int64_t n : {1, 3, 8191, 8193, 300007})   // below and past the 32 KiB block and 1 MiB
+        for (const char* threads : {"1", "2"}) {
+            check((uint8_t)0xa7, ElementType::UInt8, n * 4 + 1, threads);
+            check((int16_t)-2, ElementType::Int16, n, threads);
+            check(1.5f, ElementType::Float32, n, threads);
+            check((int64_t)-7, ElementType::Int64, n, threads);
+        }
+}
+
 TEST_CASE("Shape, Constant, ConstantOfShape") {
     {
         OpTest t;
