@@ -46,25 +46,8 @@ std::vector<ConfigEntry> config_for(const char* device) {
     return {{"TEMPLATE:SUPPORTED_OPS", "NonZero,Transpose,Unique,Reshape,Add"}};
 }
 
-// x[-1] float -> NonZero -> Transpose -> GatherND(x, .) -> Mul(2) -> y; also the indices.
-void build_gather_nonzero(Model* m) {
-    NodeId x, nz, tr, gather, two, mul;
-    REQUIRE(m->add_input("x", test::make_desc(ElementType::Float32, {2, 3}), &x) == Status::Ok);
-    InputRef in[] = {InputRef::by_id(x)};
-    REQUIRE(m->add_node("NonZero", "nz", in, 1, &nz) == Status::Ok);
-    InputRef tin[] = {InputRef::by_id(nz)};
-    REQUIRE(m->add_node("Transpose", "tr", tin, 1, &tr) == Status::Ok);
-    InputRef gin[] = {InputRef::by_id(x), InputRef::by_id(tr)};
-    REQUIRE(m->add_node("GatherND", "gather", gin, 1, &gather) == Status::Ok);
-    float k = 2.0f;
-    REQUIRE(m->add_constant("two", test::make_desc(ElementType::Float32, {}), &k, &two) == Status::Ok);
-    InputRef min[] = {InputRef::by_id(gather), InputRef::by_id(two)};
-    REQUIRE(m->add_node("Mul", "mul", min, 1, &mul) == Status::Ok);
-    REQUIRE(m->add_output("y", InputRef::by_id(mul)) == Status::Ok);
-    REQUIRE(m->add_output("indices", InputRef::by_id(nz)) == Status::Ok);
-    m->opset = 17;
-    REQUIRE(m->finalize() == Status::Ok);
-}
+// x[2, 3] through test::build_nonzero_gather: a later stage per count of non-zeros.
+void build_gather_nonzero(Model* m) { test::build_nonzero_gather(m, {2, 3}); }
 
 // x[64] with n ones (at the even positions).
 Tensor with_nonzeros(int n) {

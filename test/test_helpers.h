@@ -31,6 +31,28 @@ inline tessel::TensorDesc make_desc(tessel::ElementType type, const std::vector<
 
 inline std::string to_string(tessel::StringView s) { return std::string(s.data, s.size); }
 
+// x (float, dims x_dims) -> NonZero -> Transpose -> GatherND(x, .) -> Mul(2) -> y, and the
+// indices as a second output: a later stage planned per count of non-zeros.
+inline void build_nonzero_gather(tessel::Model* m, const std::vector<int64_t>& x_dims) {
+    using namespace tessel;
+    NodeId x, nz, tr, gather, two, mul;
+    REQUIRE(m->add_input("x", make_desc(ElementType::Float32, x_dims), &x) == Status::Ok);
+    InputRef in[] = {InputRef::by_id(x)};
+    REQUIRE(m->add_node("NonZero", "nz", in, 1, &nz) == Status::Ok);
+    InputRef tin[] = {InputRef::by_id(nz)};
+    REQUIRE(m->add_node("Transpose", "tr", tin, 1, &tr) == Status::Ok);
+    InputRef gin[] = {InputRef::by_id(x), InputRef::by_id(tr)};
+    REQUIRE(m->add_node("GatherND", "gather", gin, 1, &gather) == Status::Ok);
+    float k = 2.0f;
+    REQUIRE(m->add_constant("two", make_desc(ElementType::Float32, {}), &k, &two) == Status::Ok);
+    InputRef min[] = {InputRef::by_id(gather), InputRef::by_id(two)};
+    REQUIRE(m->add_node("Mul", "mul", min, 1, &mul) == Status::Ok);
+    REQUIRE(m->add_output("y", InputRef::by_id(mul)) == Status::Ok);
+    REQUIRE(m->add_output("indices", InputRef::by_id(nz)) == Status::Ok);
+    m->opset = 17;
+    REQUIRE(m->finalize() == Status::Ok);
+}
+
 // Reads a graph from text; the status is returned, the message kept in the graph.
 inline tessel::Status read(const std::string& text, tessel::Graph* graph) {
     return tessel::read_text(tessel::StringView(text.data(), text.size()), graph);
