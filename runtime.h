@@ -501,7 +501,9 @@ struct Limits {
     uint64_t max_tensor_elements = detail::kDefaultMaxTensorElements;   // per tensor (1 GiB of float32)
     uint64_t max_arena_bytes = 1ull << 31;          // activations + kernel scratch of one request
     uint64_t max_file_bytes = 1ull << 31;           // model files and blobs
-    uint64_t max_folded_bytes = 64ull << 20;        // one constant-folded tensor
+    // One constant-folded tensor. As large as a tensor may be: a constant left to run time would
+    // take the same bytes in every request's arena, and be made again at every inference.
+    uint64_t max_folded_bytes = 1ull << 30;
     uint64_t max_loop_iterations = 1ull << 24;      // a Loop's trip count (given or run)
 };
 
@@ -5479,10 +5481,6 @@ Status CompileJob::compile_stage(Stages& st, Span<const InputShape> shapes, Span
 }  // namespace detail
 
 // >>infer request implementation
-namespace detail {
-constexpr uint32_t kNoSubgraph = 0xffffffffu;   // before the first step of an inference
-}
-
 struct InferRequest::Impl {
     const CompiledModel::Impl* m = nullptr;       // the plan it runs
     const CompiledModel::Impl* owner = nullptr;   // the compiled model's own plan
@@ -8773,9 +8771,8 @@ inline Status cpu_gemm_op_step(ReferenceProgram* p, const PreparedModel& model, 
     const GemmState* st = static_cast<const GemmState*>(model.kernel_state(id));
     // beta 0 with a C: the reference's beta * C keeps C's NaNs, which a GEMM that does not read C would not
     if (!st || st->m == 0 || st->n == 0 || (st->has_c && st->beta == 0.0f)) return Status::Ok;
-    // the reference's dot products stream a run-time B once (a fully connected layer at batch 1)
+    if (st->dot) return Status::Ok;   // dot products over B where it lies: cpu_gemm_dot_step (>>cpu ops)
     const float* b = cpu_constant_input(model, id, 1);
-    if (!b && st->dot) return Status::Ok;
     CpuGemmState* cs = cpu_gemm_state(p, model, id, isa);
     if (!cs) return Status::Ok;
     const Gemm& gemm = cs->gemm;
@@ -10874,6 +10871,88 @@ inline Status cpu_transpose_step(ReferenceProgram* p, const StridedCopy& s) {
 inline bool cpu_lrn_fits(const void* state);   // >>lp pool and lrn
 inline Status run_cpu_lrn(const RunContext& c);
 
+// Gemm with fewer than 8 rows of A and B transposed (a fully connected layer at a small
+// batch): dot products over B's rows where B lies, four rows at a time, so a constant B is
+// neither packed nor copied (a weight as large as the model holds it once) and a run-time one
+// streams once. Each sum in gemm_dot's order (8 lane sums added pairwise, then the tail).
+struct CpuGemmDotState {
+    const GemmState* op = nullptr;
+    const GemmEpilogue* epilogue = nullptr;
+};
+
+inline Status run_cpu_gemm_dot(const RunContext& c) {
+    const CpuGemmDotState& ds = *static_cast<const CpuGemmDotState*>(c.state);
+    const GemmState& st = *ds.op;
+    const float* a = c.inputs[0].as<float>();
+    const float* b = c.inputs[1].as<float>();
+    const float* bias = st.has_c ? c.inputs[2].as<float>() : nullptr;
+    float* y = c.outputs[0].as<float>();
+    const int64_t k = st.k, body = k / 8 * 8;
+    auto finish = [&](int64_t i, int64_t j, F4 low, F4 high, const float* x, const float* row) {
+        float l[4], h[4];
+        f4_lanes(low, l);
+        f4_lanes(high, h);
+        float sum = ((l[0] + l[1]) + (l[2] + l[3])) + ((h[0] + h[1]) + (h[2] + h[3]));
+        for (int64_t p = body; p < k; ++p) sum += x[p] * row[p];
+        float v = st.alpha * sum;
+        if (bias) v += st.beta * bias[i * st.c_row + j * st.c_col];
+        y[i * st.n + j] = v;
+    };
+    constexpr int64_t kColumns = 64;   // a work unit: its rows of B stay in L2 for the rows of A
+    cpu_ops_parallel(c, (uint64_t)((st.n + kColumns - 1) / kColumns), (uint64_t)(kColumns * k * st.m), [&](uint64_t begin, uint64_t end) {
+        for (int64_t j0 = (int64_t)begin * kColumns; j0 < (int64_t)end * kColumns && j0 < st.n; j0 += kColumns) {
+            const int64_t j1 = st.n - j0 < kColumns ? st.n : j0 + kColumns;
+            for (int64_t i = 0; i < st.m; ++i) {
+                const float* x = a + i * k;
+                int64_t j = j0;
+                for (; j + 4 <= j1; j += 4) {
+                    const float *r0 = b + j * k, *r1 = r0 + k, *r2 = r1 + k, *r3 = r2 + k;
+                    F4 l0 = f4_set(0.0f), h0 = l0, l1 = l0, h1 = l0, l2 = l0, h2 = l0, l3 = l0, h3 = l0;
+                    for (int64_t p = 0; p < body; p += 8) {
+                        F4 xl = f4_load(x + p), xh = f4_load(x + p + 4);
+                        l0 = f4_add(l0, f4_mul(xl, f4_load(r0 + p)));
+                        h0 = f4_add(h0, f4_mul(xh, f4_load(r0 + p + 4)));
+                        l1 = f4_add(l1, f4_mul(xl, f4_load(r1 + p)));
+                        h1 = f4_add(h1, f4_mul(xh, f4_load(r1 + p + 4)));
+                        l2 = f4_add(l2, f4_mul(xl, f4_load(r2 + p)));
+                        h2 = f4_add(h2, f4_mul(xh, f4_load(r2 + p + 4)));
+                        l3 = f4_add(l3, f4_mul(xl, f4_load(r3 + p)));
+                        h3 = f4_add(h3, f4_mul(xh, f4_load(r3 + p + 4)));
+                    }
+                    finish(i, j, l0, h0, x, r0);
+                    finish(i, j + 1, l1, h1, x, r1);
+                    finish(i, j + 2, l2, h2, x, r2);
+                    finish(i, j + 3, l3, h3, x, r3);
+                }
+                for (; j < j1; ++j) {
+                    const float* r = b + j * k;
+                    F4 l = f4_set(0.0f), h = l;
+                    for (int64_t p = 0; p < body; p += 8) {
+                        l = f4_add(l, f4_mul(f4_load(x + p), f4_load(r + p)));
+                        h = f4_add(h, f4_mul(f4_load(x + p + 4), f4_load(r + p + 4)));
+                    }
+                    finish(i, j, l, h, x, r);
+                }
+            }
+            if (ds.epilogue) gemm_epilogue_run(c, *ds.epilogue, 0, st.m, j0, j1);
+        }
+    });
+    return Status::Ok;
+}
+
+inline Status cpu_gemm_dot_step(ReferenceProgram* p, const PreparedModel& model, NodeId id) {
+    const GemmState* st = static_cast<const GemmState*>(model.kernel_state(id));
+    // beta 0 with a C: the reference's beta * C keeps C's NaNs
+    if (!st || !st->dot || st->m == 0 || st->n == 0 || (st->has_c && st->beta == 0.0f)) return Status::Ok;
+    CpuGemmDotState* ds = p->arena.allocate_array<CpuGemmDotState>(1);
+    if (!ds) return Status::OutOfMemory;
+    new (ds) CpuGemmDotState();
+    ds->op = st;
+    TESSEL_TRY(cpu_ops_use(p, run_cpu_gemm_dot, ds, "Gemm"));
+    p->units[p->count - 1].epilogue_slot = &ds->epilogue;
+    return Status::Ok;
+}
+
 inline Status cpu_ops_step(ReferenceProgram* p, const PreparedModel& model, NodeId id, Isa isa) {
     if (isa == Isa::Ref) return Status::Ok;   // the ref ISA keeps the reference kernels
     const Node& node = model.model.graph.node(id);
@@ -10887,6 +10966,7 @@ inline Status cpu_ops_step(ReferenceProgram* p, const PreparedModel& model, Node
         if (node.num_outputs != 1 || w.spatial > 2 || w.dilation[1] != 1 || w.dilation[2] != 1) return Status::Ok;
         return cpu_ops_use(p, run_cpu_pool, state, op);
     }
+    if (op == StringView("Gemm")) return cpu_gemm_dot_step(p, model, id);
     if (op == StringView("GlobalAveragePool")) return cpu_ops_use(p, run_cpu_global_average_pool, state, op);
     if (op == StringView("GlobalMaxPool")) return cpu_ops_use(p, run_cpu_global_max_pool, state, op);
     if (op == StringView("Transpose")) return cpu_transpose_step(p, *static_cast<const StridedCopy*>(state));

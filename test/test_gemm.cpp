@@ -523,24 +523,96 @@ TEST_CASE("gemm: ConvTranspose on the CPU device: strides, pads, dilations, grou
             }
 }
 
-TEST_CASE("gemm: a few rows times a run-time B stay on the reference (it streams B once)") {
+// Where the CPU device's own kernels run (every ISA but ref), a Gemm with fewer than 8 rows and
+// B transposed is dot products over B where it lies: cpu:<lanes>:Gemm, for a constant B too.
+bool dot_kernel(const std::string& kernels) {
+    INFO(kernels);
+    const bool own = default_isa() != Isa::Ref;
+    const bool dot = kernels.find("cpu:") != std::string::npos && kernels.find(":Gemm") != std::string::npos;
+    CHECK(dot == own);
+    CHECK(kernels.find("gemm:") == std::string::npos);
+    return dot;
+}
+
+TEST_CASE("gemm: a few rows of A times B transposed: dot products over B, every tail of M, N and K") {
+    struct Dims { int64_t n, k; };
+    const Dims dims[] = {{1, 1}, {3, 7}, {4, 8}, {5, 13}, {67, 300}, {130, 9}};   // N tails of 4 and 64, K tails of 8
+    uint32_t seed = 650;
+    for (int64_t m : {1, 2, 7})
+        for (const Dims& d : dims)
+            for (int c_kind : {0, 1, 2})   // none, [n], [m, n]
+                for (bool constant : {true, false}) {
+                    const int64_t n = d.n, k = d.k;
+                    const float alpha = c_kind ? 0.75f : 1.0f, beta = c_kind ? -1.5f : 1.0f;
+                    const uint32_t threads = seed % 2 ? 2 : 1;
+                    CAPTURE(m); CAPTURE(n); CAPTURE(k); CAPTURE(c_kind); CAPTURE(constant); CAPTURE(threads);
+                    std::vector<float> a = random_floats(m * k, seed), b = random_floats(n * k, seed + 1);
+                    Shape cs = c_kind == 1 ? Shape{n} : Shape{m, n};
+                    std::vector<float> cv = random_floats(count_of(cs), seed + 2);
+                    ++seed;
+                    OpTest t;
+                    std::vector<InputRef> in = {t.input(Shape{m, k}, a), constant ? t.constant(Shape{n, k}, b) : t.input(Shape{n, k}, b)};
+                    if (c_kind) in.push_back(t.constant(cs, cv));
+                    t.op("Gemm", in);
+                    t.set_int("transB", 1);
+                    t.set_float("alpha", alpha);
+                    t.set_float("beta", beta);
+                    std::vector<float> full((size_t)(m * n), 0.0f);
+                    for (int64_t i = 0; i < m; ++i)
+                        for (int64_t j = 0; j < n; ++j)
+                            if (c_kind) full[(size_t)(i * n + j)] = c_kind == 1 ? cv[(size_t)j] : cv[(size_t)(i * n + j)];
+                    Reference r = reference_gemm(m, n, k, alpha, a.data(), k, 1, b.data(), 1, k, c_kind ? beta : 0.0f, full.data(), n);
+                    std::string kernels;
+                    std::vector<float> y = infer_cpu(t, threads, &kernels);
+                    dot_kernel(kernels);
+                    CHECK(count_bad(y, r) == 0);
+                }
+}
+
+TEST_CASE("gemm: the dot products' epilogue (bias, Relu) equals the unfused steps bit for bit") {
+    const int64_t m = 3, n = 130, k = 70;
+    std::vector<float> a = random_floats(m * k, 660), b = random_floats(n * k, 661), bias = random_floats(n, 662);
+    a[5] = std::nanf("");   // a NaN row reaches the epilogue as it reaches the island
+    for (uint32_t threads : {1u, 2u}) {
+        std::vector<float> y[2];
+        std::string kernels[2];
+        for (int fusion = 0; fusion < 2; ++fusion) {
+            OpTest t;
+            NodeId g = t.op("Gemm", {t.input(Shape{m, k}, a), t.constant(Shape{n, k}, b), t.constant(Shape{n}, bias)});
+            t.set_int("transB", 1);
+            t.op("Relu", {InputRef::by_id(g, 0)});
+            std::string name = t.fresh("out");
+            REQUIRE(t.model.add_output(StringView(name.data(), name.size()), InputRef::by_id(t.node, 0)) == Status::Ok);
+            REQUIRE(t.model.finalize() == Status::Ok);
+            std::string count = std::to_string(threads);
+            ConfigEntry config[] = {{"NUM_THREADS", StringView(count.c_str())}, {"PERF_COUNT", "YES"}, {"FUSION", fusion ? "YES" : "NO"}};
+            test::CompiledRun run;
+            test::compile_and_infer(t, "CPU", Span<const ConfigEntry>(config, 3), &run);
+            const Tensor& out = run.request.output(0);
+            y[fusion].assign(out.data_as<float>(), out.data_as<float>() + out.elements());
+            kernels[fusion] = run.kernels;
+        }
+        CAPTURE(threads);
+        INFO(kernels[1]);
+        REQUIRE(y[0].size() == y[1].size());
+        int64_t different = 0;
+        for (size_t i = 0; i < y[0].size(); ++i)
+            different += std::isnan(y[0][i]) ? !std::isnan(y[1][i]) : std::memcmp(&y[0][i], &y[1][i], sizeof(float)) != 0;
+        CHECK(different == 0);
+        CHECK((kernels[1].find("Gemm+epilogue:") != std::string::npos) == (default_isa() != Isa::Ref));
+    }
+}
+
+TEST_CASE("gemm: a few rows times a run-time B: MatMul stays on the reference (it streams B once)") {
     const int64_t m = 3, n = 50, k = 70;
     std::vector<float> a = random_floats(m * k, 700), b = random_floats(k * n, 701);
     for (bool constant : {true, false}) {
         CAPTURE(constant);
-        Reference r = reference_gemm(m, n, k, 1.0f, a.data(), k, 1, b.data(), 1, k, 0.0f, nullptr, n);
-        OpTest t;   // Gemm with transB: B is [n, k]
-        t.op("Gemm", {t.input(Shape{m, k}, a), constant ? t.constant(Shape{n, k}, b) : t.input(Shape{n, k}, b)});
-        t.set_int("transB", 1);
-        std::string kernels;
-        std::vector<float> y = infer_cpu(t, 1, &kernels);
-        CHECK(count_bad(y, r) == 0);
-        if (constant) check_kernel(kernels, "Gemm");
-        else CHECK(kernels.find("gemm:") == std::string::npos);
         OpTest u;
+        std::string kernels;
         Reference rm = reference_gemm(m, n, k, 1.0f, a.data(), k, 1, b.data(), n, 1, 0.0f, nullptr, n);
         u.op("MatMul", {u.input(Shape{m, k}, a), constant ? u.constant(Shape{k, n}, b) : u.input(Shape{k, n}, b)});
-        y = infer_cpu(u, 1, &kernels);
+        std::vector<float> y = infer_cpu(u, 1, &kernels);
         CHECK(count_bad(y, rm) == 0);
         if (constant) check_kernel(kernels, "MatMul");
         else CHECK(kernels.find("gemm:") == std::string::npos);
