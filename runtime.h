@@ -170,7 +170,8 @@
    SUPPORTED_CONFIG_KEYS, OPTIMIZATION_CAPABILITIES.
    GPU (an OpenCL device: libOpenCL.so.1 opened with dlopen at first use, so nothing links
    against OpenCL; TESSEL_OPENCL_LIBRARY names another loader; TESSEL_NO_OPENCL, or no
-   CL/cl.h at build time, leaves it out): PLATFORM and DEVICE (auto or an index), PERF_COUNT;
+   CL/cl.h at build time, leaves it out): PLATFORM and DEVICE (auto or an index), PERF_COUNT,
+   QUEUE_TIMEOUT_MS (a failing or lost queue is IoError, never a hang);
    metrics AVAILABLE (YES, or NO: the reason), PLATFORM_NAME, OPENCL_VERSION, DRIVER_VERSION,
    COMPUTE_UNITS, GLOBAL_MEMORY, HOST_UNIFIED_MEMORY. The Core always lists it; without a
    driver it is unavailable (compiling on "GPU" is Unsupported with the reason) and a HETERO
@@ -3095,7 +3096,8 @@ inline Status CpuDevice::build_cpu(ReferenceProgram* p, const PreparedModel& mod
     X(clCreateProgramWithSource) X(clCreateProgramWithBinary) X(clBuildProgram) X(clGetProgramBuildInfo)     \
     X(clGetProgramInfo) X(clReleaseProgram) X(clCreateKernel) X(clReleaseKernel) X(clSetKernelArg)           \
     X(clCreateBuffer) X(clReleaseMemObject) X(clRetainMemObject) X(clEnqueueNDRangeKernel) X(clEnqueueMapBuffer)                  \
-    X(clEnqueueUnmapMemObject) X(clFinish) X(clGetEventProfilingInfo) X(clReleaseEvent) X(clWaitForEvents)
+    X(clEnqueueUnmapMemObject) X(clFinish) X(clGetEventProfilingInfo) X(clReleaseEvent) X(clWaitForEvents)             \
+    X(clFlush) X(clGetEventInfo) X(clSetEventCallback) X(clRetainEvent)
 
 struct OpenClApi {
 #define TESSEL_OPENCL_POINTER(name) decltype(&::name) name = nullptr;
@@ -3173,12 +3175,17 @@ inline const char* opencl_error_name(cl_int e) {
 // node kernels of >>opencl kernels (Conv, Gemm, pools, Softmax); all the kernels of a
 // subgraph are one program, built once at compile time. Layout ops and the rest go to the
 // next device of a HETERO list.
-// Config: PLATFORM and DEVICE (auto or an index), PERF_COUNT. Metrics beside the common ones:
+// Config: PLATFORM and DEVICE (auto or an index), PERF_COUNT, QUEUE_TIMEOUT_MS (1..3600000,
+// default 30000: how long a step may take before the queue counts as lost). A command the
+// driver refuses or fails is IoError naming the node and the OpenCL call, and later infers
+// run again; after a deadline passed, infers are IoError at once until the driver ends that
+// step, then run again. Metrics beside the common ones:
 // AVAILABLE (YES, or NO: the reason), PLATFORM_NAME, OPENCL_VERSION, DRIVER_VERSION,
 // COMPUTE_UNITS, GLOBAL_MEMORY (bytes), HOST_UNIFIED_MEMORY (YES/NO), COST_MODEL
 // (GFLOPS/GBPS/LAUNCH_US for HETERO_PLACEMENT=cost), LAST_PROGRAM_BUILD (source, or binary
 // when an imported blob's program binary was taken).
-const ConfigKey kGpuKeys[] = {{"PLATFORM", "auto"}, {"DEVICE", "auto"}, {"PERF_COUNT", "NO"}};
+const ConfigKey kGpuKeys[] = {{"PLATFORM", "auto"}, {"DEVICE", "auto"}, {"PERF_COUNT", "NO"}, {"QUEUE_TIMEOUT_MS", "30000"}};
+constexpr uint32_t kGpuMaxTimeoutMs = 3600000;
 
 inline bool gpu_node_op(StringView op);   // >>opencl kernels
 inline Status gpu_node_kernel(const PreparedModel& model, NodeId id, const char* name, OpenClSource* out, uint64_t* work, uint64_t* grid);
@@ -3213,6 +3220,29 @@ struct IslandBuilder : CpuDevice {
     using CpuDevice::build_cpu;
 };
 
+// Each step's commands end in an event awaited through its callback with a deadline, so a
+// queue that stops (a lost device, a kernel that never ends) costs QUEUE_TIMEOUT_MS, never a
+// hang. The waiter outlives a callback still due: the program keeps it while one is pending.
+struct GpuQueueWaiter {
+    std::mutex mutex;
+    std::condition_variable signal;
+    cl_event expected = nullptr;   // the event the running step waits for
+    cl_int status = CL_QUEUED;     // its execution status once `done`
+    bool done = false;
+    uint32_t callbacks_pending = 0;
+};
+
+inline void CL_CALLBACK gpu_event_done(cl_event event, cl_int status, void* user) {
+    GpuQueueWaiter* w = static_cast<GpuQueueWaiter*>(user);
+    std::lock_guard<std::mutex> lock(w->mutex);
+    if (event == w->expected) {
+        w->status = status;
+        w->done = true;
+    }
+    --w->callbacks_pending;
+    w->signal.notify_all();
+}
+
 class GpuProgram : public DeviceProgram {
 public:
     const OpenClApi* api = nullptr;
@@ -3224,19 +3254,35 @@ public:
     cl_kernel* kernels = nullptr;          // per step
     uint64_t* work = nullptr;              // global work size per step
     uint64_t* grid = nullptr;              // 3 per step: a 3-D global size, or 0 for 1-D of work[step]
+    GpuQueueWaiter* waiter = nullptr;
+    uint32_t timeout_ms = 30000;           // QUEUE_TIMEOUT_MS
     Arena arena;
     OpenClSource source;
-    mutable std::mutex mutex;              // kernel arguments are per kernel object
+    mutable std::mutex mutex;              // kernel arguments are per kernel object; one queue
+    mutable cl_event stuck = nullptr;      // the end of a step that passed its deadline, until it ends
+    mutable char stuck_reason[160] = {};
     static constexpr size_t kGroupRow = 16;
     static constexpr uint64_t kHostStep = ~0ull;   // work[] of a step its reference kernel runs
 
     ~GpuProgram() override {
+        // A queue still stuck (or a callback still due) is left to the driver with its waiter:
+        // releasing it could block, and the callback would find freed memory.
+        bool abandoned = false;
+        if (api && waiter) {
+            std::unique_lock<std::mutex> lock(waiter->mutex);
+            if (stuck && !stuck_finished())
+                abandoned = true;
+            else
+                abandoned = !waiter->signal.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return waiter->callbacks_pending == 0; });
+        }
         if (api) {
+            if (stuck && !abandoned) api->clReleaseEvent(stuck);
             for (uint32_t i = 0; kernels && islands && i < islands->count; ++i) if (kernels[i]) api->clReleaseKernel(kernels[i]);
             if (program) api->clReleaseProgram(program);
-            if (queue) api->clReleaseCommandQueue(queue);
+            if (queue && !abandoned) api->clReleaseCommandQueue(queue);
             if (context) api->clReleaseContext(context);
         }
+        if (!abandoned) destroy(waiter);
         destroy(islands);
     }
     Span<const ProgramStep> steps() const override { return islands->steps(); }
@@ -3260,6 +3306,13 @@ public:
         if (work[i] == 0) return Status::Ok;   // an empty tensor: nothing to compute
         if (work[i] == kHostStep) return islands->run_step(i, context_);
         std::lock_guard<std::mutex> lock(mutex);
+        // After a deadline passed, the queue runs again once the driver ends that step.
+        if (stuck) {
+            std::lock_guard<std::mutex> wait_lock(waiter->mutex);
+            if (!stuck_finished()) return step_error(i, context_, stuck_reason, 0);
+            api->clReleaseEvent(stuck);
+            stuck = nullptr;
+        }
         cl_mem buffers[2 * kSnippetMaxArgs] = {};
         uint32_t count = 0;
         cl_int e = CL_SUCCESS;
@@ -3279,6 +3332,7 @@ public:
                 buffers[k] = buffers[same];
                 api->clRetainMemObject(buffers[k]);
             } else {
+                what = "clCreateBuffer";
                 bool read_write = write;
                 for (uint32_t j = 0; j < step.writes.size && !write; ++j)
                     if (context_.values[step.writes[j]] == context_.values[value]) read_write = true;
@@ -3286,8 +3340,9 @@ public:
                                                  (size_t)(elements ? elements : 1) * 4, context_.values[value], &e);
             }
             if (e == CL_SUCCESS) ++count;
-            if (e == CL_SUCCESS) e = api->clSetKernelArg(kernels[i], k, sizeof(cl_mem), &buffers[k]);
+            if (e == CL_SUCCESS) { what = "clSetKernelArg"; e = api->clSetKernelArg(kernels[i], k, sizeof(cl_mem), &buffers[k]); }
         }
+        cl_event kernel_end = nullptr, step_end = nullptr;
         if (e == CL_SUCCESS) {
             what = "clEnqueueNDRangeKernel";
             size_t global[3] = {(size_t)work[i], 1, 1};
@@ -3298,23 +3353,86 @@ public:
                 for (int d = 0; d < 3; ++d) global[d] = (size_t)grid[3 * i + d];
                 global[0] = (global[0] + kGroupRow - 1) / kGroupRow * kGroupRow;
             }
-            e = api->clEnqueueNDRangeKernel(queue, kernels[i], dims, nullptr, global, dims == 3 ? local : nullptr, 0, nullptr, nullptr);
+            e = api->clEnqueueNDRangeKernel(queue, kernels[i], dims, nullptr, global, dims == 3 ? local : nullptr, 0, nullptr, &kernel_end);
         }
-        // Mapping each output brings its bytes to the host memory (a no-op when shared).
+        // Mapping each output brings its bytes to the host memory (a no-op when shared); the
+        // last unmap's event ends the step (the queue runs in order).
+        bool enqueued = e == CL_SUCCESS;
         for (uint32_t k = (uint32_t)step.reads.size; k < count && e == CL_SUCCESS; ++k) {
             what = "clEnqueueMapBuffer";
             uint64_t elements = 0;
             desc_elements(islands->model->value_desc(step.writes[k - step.reads.size]), &elements);
-            void* mapped = api->clEnqueueMapBuffer(queue, buffers[k], CL_TRUE, CL_MAP_READ, 0, (size_t)(elements ? elements : 1) * 4,
+            void* mapped = api->clEnqueueMapBuffer(queue, buffers[k], CL_FALSE, CL_MAP_READ, 0, (size_t)(elements ? elements : 1) * 4,
                                                    0, nullptr, nullptr, &e);
-            if (e == CL_SUCCESS) e = api->clEnqueueUnmapMemObject(queue, buffers[k], mapped, 0, nullptr, nullptr);
+            if (e != CL_SUCCESS) break;
+            what = "clEnqueueUnmapMemObject";
+            e = api->clEnqueueUnmapMemObject(queue, buffers[k], mapped, 0, nullptr, k + 1 == count ? &step_end : nullptr);
         }
-        if (e == CL_SUCCESS) { what = "clFinish"; e = api->clFinish(queue); }
+        Status status = Status::Ok;
+        if (e != CL_SUCCESS) status = step_error(i, context_, what, e);
+        // Even after a failed enqueue, what was enqueued must end before the buffers go back.
+        if (enqueued) status = wait_step(i, context_, step_end ? step_end : kernel_end, kernel_end, status);
         for (uint32_t k = 0; k < count; ++k) api->clReleaseMemObject(buffers[k]);
-        if (e != CL_SUCCESS) {
-            if (context_.error) std::snprintf(context_.error, kErrorMessageBytes, "GPU: %s failed: %s (%d)", what, opencl_error_name(e), (int)e);
-            return Status::IoError;
+        if (step_end) api->clReleaseEvent(step_end);
+        if (kernel_end) api->clReleaseEvent(kernel_end);
+        return status;
+    }
+
+private:
+    Status step_error(uint32_t i, const StepContext& context_, const char* what, cl_int e) const {
+        const Node& node = islands->model->model.graph.node(islands->steps_[i].node);
+        if (context_.error) {
+            if (e) std::snprintf(context_.error, kErrorMessageBytes, "GPU: node '%.*s': %s failed: %s (%d)", (int)node.name.size, node.name.data,
+                                 what, opencl_error_name(e), (int)e);
+            else std::snprintf(context_.error, kErrorMessageBytes, "GPU: node '%.*s': %s", (int)node.name.size, node.name.data, what);
         }
+        return Status::IoError;
+    }
+    // With waiter->mutex held: whether the step that passed its deadline has ended since.
+    bool stuck_finished() const {
+        cl_int state = CL_QUEUED;
+        if (waiter->expected == stuck && waiter->done) return true;
+        return api->clGetEventInfo(stuck, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof state, &state, nullptr) == CL_SUCCESS && state <= CL_COMPLETE;
+    }
+    // Waits for `end` (flushed first) within the deadline, then checks the kernel's own status:
+    // a command that failed in the driver gives a negative status instead of CL_COMPLETE.
+    Status wait_step(uint32_t i, const StepContext& context_, cl_event end, cl_event kernel_end, Status status) const {
+        cl_int e = api->clFlush(queue);
+        if (e != CL_SUCCESS && status == Status::Ok) status = step_error(i, context_, "clFlush", e);
+        std::unique_lock<std::mutex> lock(waiter->mutex);
+        waiter->expected = end;
+        waiter->done = false;
+        ++waiter->callbacks_pending;
+        lock.unlock();
+        e = api->clSetEventCallback(end, CL_COMPLETE, gpu_event_done, waiter);
+        lock.lock();
+        if (e != CL_SUCCESS) {
+            --waiter->callbacks_pending;
+            waiter->expected = nullptr;
+            lock.unlock();
+            // No callback: the driver's own wait, which cannot time out.
+            cl_int w = api->clWaitForEvents(1, &end);
+            if (w != CL_SUCCESS && status == Status::Ok) status = step_error(i, context_, "clWaitForEvents", w);
+            if (status == Status::Ok) status = step_error(i, context_, "clSetEventCallback", e);
+            return status;
+        }
+        bool ended = waiter->signal.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return waiter->done; });
+        if (!ended) {
+            api->clRetainEvent(end);
+            stuck = end;
+            std::snprintf(stuck_reason, sizeof stuck_reason, "the queue has not ended a step within QUEUE_TIMEOUT_MS (%u ms): lost or hung device", timeout_ms);
+            if (status == Status::Ok) status = step_error(i, context_, stuck_reason, 0);
+            return status;
+        }
+        cl_int end_status = waiter->status;
+        waiter->expected = nullptr;
+        lock.unlock();
+        cl_int kernel_status = CL_COMPLETE;
+        if (kernel_end != end && api->clGetEventInfo(kernel_end, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof kernel_status, &kernel_status, nullptr) != CL_SUCCESS)
+            kernel_status = CL_COMPLETE;
+        if (status != Status::Ok) return status;
+        if (kernel_status < 0) return step_error(i, context_, "the kernel", kernel_status);
+        if (end_status < 0) return step_error(i, context_, "the step's last command", end_status);
         return Status::Ok;
     }
 };
@@ -3324,7 +3442,7 @@ class GpuDevice : public BuiltinDevice {
 public:
     // `library`: the OpenCL ICD loader to open; by default TESSEL_OPENCL_LIBRARY from the
     // environment when the device is made, else libOpenCL.so.1 (tests name a missing one).
-    explicit GpuDevice(const char* library = nullptr) : BuiltinDevice("GPU", "OpenCL device", kGpuKeys, 3) {
+    explicit GpuDevice(const char* library = nullptr) : BuiltinDevice("GPU", "OpenCL device", kGpuKeys, 4) {
         if (!library || !library[0]) library = std::getenv("TESSEL_OPENCL_LIBRARY");
         copy_text(library_, sizeof library_, library && library[0] ? library : "libOpenCL.so.1");
     }
@@ -3414,6 +3532,8 @@ protected:
         if ((key == StringView("PLATFORM") || key == StringView("DEVICE")) && !(value == StringView("auto")) &&
             !parse_count(value, 0, 255, &index))
             return fail(Status::InvalidArgument, "GPU: %.*s must be auto or an index from 0 to 255", (int)key.size, key.data);
+        if (key == StringView("QUEUE_TIMEOUT_MS") && !parse_count(value, 1, kGpuMaxTimeoutMs, &index))
+            return fail(Status::InvalidArgument, "GPU: QUEUE_TIMEOUT_MS must be from 1 to %u", kGpuMaxTimeoutMs);
         return Status::Ok;
     }
     bool op_allowed(StringView) const override { return true; }
@@ -3694,6 +3814,9 @@ inline Status GpuDevice::compile_program(GpuProgram* p, const PreparedModel& mod
     parse_yes_no(config("PERF_COUNT"), &profile);
     cl_int e = CL_SUCCESS;
     p->queue = api_->clCreateCommandQueue(context_, device_, profile ? CL_QUEUE_PROFILING_ENABLE : 0, &e);
+    p->waiter = create<GpuQueueWaiter>();
+    if (!p->waiter) return fail(Status::OutOfMemory, "out of memory");
+    parse_count(config("QUEUE_TIMEOUT_MS"), 1, kGpuMaxTimeoutMs, &p->timeout_ms);
     if (!p->queue || e != CL_SUCCESS) { p->queue = nullptr; return fail(Status::IoError, "GPU: clCreateCommandQueue: %s", opencl_error_name(e)); }
     if (r.count == 0) return Status::Ok;
     char log[kErrorMessageBytes];
