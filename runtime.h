@@ -9339,8 +9339,9 @@ namespace detail {
 // The GPU's kernels for single nodes, printed as OpenCL C with the node's geometry (from its
 // prepared state) as constants: Conv (direct, any group, 1-3 spatial dims), Gemm, MaxPool and
 // AveragePool, GlobalAveragePool and GlobalMaxPool, Softmax and LogSoftmax. One work-item per
-// output element (per line for Softmax); sums in float with fma, so results differ from the
-// CPU's blocked GEMM by rounding only (the conformance tolerances).
+// output element (per line for Softmax; Conv and Gemm: a block of up to 4 output maps or
+// columns sharing each input load); sums in float with fma, so results differ from the CPU's
+// blocked GEMM by rounding only (the conformance tolerances).
 inline bool gpu_node_op(StringView op) {
     return op == StringView("Conv") || op == StringView("Gemm") || op == StringView("MaxPool") || op == StringView("AveragePool") ||
            op == StringView("GlobalAveragePool") || op == StringView("GlobalMaxPool") || op == StringView("Softmax") ||
@@ -9358,26 +9359,31 @@ inline Status gpu_node_kernel(const PreparedModel& model, NodeId id, const char*
         const Window& w = st.w;
         bool bias = node.num_inputs > 2 && node.inputs[2].producer != kNoNode &&
                     !(model.model.graph.node(node.inputs[2].producer).op == StringView("Absent"));
-        // Work-items: output position (dim 0, so neighbours share the map and its weights),
-        // output map, image. int offsets: a tensor has fewer than 2^31 elements (Limits).
+        // Work-items: output position (dim 0, so neighbours share the maps and their weights),
+        // a block of `rb` output maps of one group (each input tap loaded once for rb sums),
+        // image. int offsets: a tensor has fewer than 2^31 elements (Limits).
+        int rb = st.group_maps % 4 == 0 ? 4 : st.group_maps % 2 == 0 ? 2 : 1;
+        int map_weights = (int)(st.group_channels * w.kernel_size());
         grid[0] = (uint64_t)w.out_size();
-        grid[1] = (uint64_t)st.maps;
+        grid[1] = (uint64_t)(st.maps / rb);
         grid[2] = (uint64_t)st.batch;
         *work = grid[0] * grid[1] * grid[2];
         out->append("__kernel void %s(__global const float* x, __global const float* w, %s__global float* y) {\n", name,
                     bias ? "__global const float* b, " : "");
-        out->append("    int o = get_global_id(0), m = get_global_id(1), n = get_global_id(2);\n    if (o >= %d) return;\n", (int)w.out_size());
+        out->append("    int o = get_global_id(0), m = get_global_id(1) * %d, n = get_global_id(2);\n    if (o >= %d) return;\n", rb,
+                    (int)w.out_size());
         out->append("    int o0 = o / %d, o1 = o / %d %% %d, o2 = o %% %d;\n", (int)(w.out[1] * w.out[2]), (int)w.out[2], (int)w.out[1], (int)w.out[2]);
         out->append("    int i0 = o0 * %d - %d, i1 = o1 * %d - %d, i2 = o2 * %d - %d;\n", (int)w.stride[0], (int)w.pad_begin[0],
                     (int)w.stride[1], (int)w.pad_begin[1], (int)w.stride[2], (int)w.pad_begin[2]);
-        out->append("    float acc = 0.0f;\n");
+        out->append("    float acc[%d];\n    for (int r = 0; r < %d; ++r) acc[r] = 0.0f;\n", rb, rb);
         out->append("    __global const float* xp = x + (n * %d + m / %d * %d) * %d;\n", (int)st.channels, (int)st.group_maps, (int)st.group_channels,
                     (int)w.in_size());
-        out->append("    __global const float* wp = w + m * %d;\n", (int)(st.group_channels * w.kernel_size()));
+        out->append("    __global const float* wp = w + m * %d;\n", map_weights);
         if (w.kernel_size() == 1) {   // 1x1: one tap per channel
             out->append("    int at = (i0 * %d + i1) * %d + i2;\n", (int)w.in[1], (int)w.in[2]);
             out->append("    bool inside = i0 >= 0 && i0 < %d && i1 >= 0 && i1 < %d && i2 >= 0 && i2 < %d;\n", (int)w.in[0], (int)w.in[1], (int)w.in[2]);
-            out->append("    if (inside) for (int c = 0; c < %d; ++c) acc = fma(xp[c * %d + at], wp[c], acc);\n", (int)st.group_channels, (int)w.in_size());
+            out->append("    if (inside) for (int c = 0; c < %d; ++c) {\n        float v = xp[c * %d + at];\n", (int)st.group_channels, (int)w.in_size());
+            out->append("        for (int r = 0; r < %d; ++r) acc[r] = fma(v, wp[r * %d + c], acc[r]);\n    }\n", rb, map_weights);
         } else {
             out->append("    for (int c = 0; c < %d; ++c, xp += %d, wp += %d) {\n", (int)st.group_channels, (int)w.in_size(), (int)w.kernel_size());
             out->append("        for (int k0 = 0; k0 < %d; ++k0) {\n            int a0 = i0 + k0 * %d;\n            if (a0 < 0 || a0 >= %d) continue;\n",
@@ -9387,29 +9393,35 @@ inline Status gpu_node_kernel(const PreparedModel& model, NodeId id, const char*
             out->append("                for (int k2 = 0; k2 < %d; ++k2) {\n                    int a2 = i2 + k2 * %d;\n"
                         "                    if (a2 < 0 || a2 >= %d) continue;\n",
                         (int)w.kernel[2], (int)w.dilation[2], (int)w.in[2]);
-            out->append("                    acc = fma(xp[(a0 * %d + a1) * %d + a2], wp[(k0 * %d + k1) * %d + k2], acc);\n", (int)w.in[1], (int)w.in[2],
-                        (int)w.kernel[1], (int)w.kernel[2]);
+            out->append("                    float v = xp[(a0 * %d + a1) * %d + a2];\n                    int tap = (k0 * %d + k1) * %d + k2;\n",
+                        (int)w.in[1], (int)w.in[2], (int)w.kernel[1], (int)w.kernel[2]);
+            out->append("                    for (int r = 0; r < %d; ++r) acc[r] = fma(v, wp[r * %d + tap], acc[r]);\n", rb, map_weights);
             out->append("                }\n            }\n        }\n    }\n");
         }
-        out->append("    y[(n * %d + m) * %d + o] = acc%s;\n}\n", (int)st.maps, (int)w.out_size(), bias ? " + b[m]" : "");
+        out->append("    for (int r = 0; r < %d; ++r) y[(n * %d + m + r) * %d + o] = acc[r]%s;\n}\n", rb, (int)st.maps, (int)w.out_size(),
+                    bias ? " + b[m + r]" : "");
         return Status::Ok;
     }
     if (node.op == StringView("Gemm")) {
         const GemmState& st = *static_cast<const GemmState*>(state);
-        *work = (uint64_t)(st.m * st.n);
+        // A work-item sums `rb` neighbouring columns of one row: each a[i][k] loaded once.
+        int rb = st.n % 4 == 0 ? 4 : st.n % 2 == 0 ? 2 : 1;
+        *work = (uint64_t)(st.m * (st.n / rb));
         out->append("__kernel void %s(__global const float* a, __global const float* b, %s__global float* y) {\n", name,
                     st.has_c ? "__global const float* c, " : "");
-        out->append("    long g = get_global_id(0);\n    if (g >= %lldl) return;\n    long i = g / %lldl, j = g %% %lldl;\n    float acc = 0.0f;\n",
-                    ll((int64_t)*work), ll(st.n), ll(st.n));
+        out->append("    long g = get_global_id(0);\n    if (g >= %lldl) return;\n    long i = g / %lldl, j = g %% %lldl * %d;\n", ll((int64_t)*work),
+                    ll(st.n / rb), ll(st.n / rb), rb);
+        out->append("    float acc[%d];\n    for (int r = 0; r < %d; ++r) acc[r] = 0.0f;\n", rb, rb);
         char a_at[64], b_at[64];
         if (st.trans_a) std::snprintf(a_at, sizeof a_at, "k * %lldl + i", ll(st.m));
         else std::snprintf(a_at, sizeof a_at, "i * %lldl + k", ll(st.k));
-        if (st.trans_b) std::snprintf(b_at, sizeof b_at, "j * %lldl + k", ll(st.k));
-        else std::snprintf(b_at, sizeof b_at, "k * %lldl + j", ll(st.n));
-        out->append("    for (long k = 0; k < %lldl; ++k) acc = fma(a[%s], b[%s], acc);\n", ll(st.k), a_at, b_at);
-        out->append("    float v = (float)%.17g * acc;\n", (double)st.alpha);
-        if (st.has_c) out->append("    v += (float)%.17g * c[i * %lldl + j * %lldl];\n", (double)st.beta, ll(st.c_row), ll(st.c_col));
-        out->append("    y[g] = v;\n}\n");
+        if (st.trans_b) std::snprintf(b_at, sizeof b_at, "(j + r) * %lldl + k", ll(st.k));
+        else std::snprintf(b_at, sizeof b_at, "k * %lldl + j + r", ll(st.n));
+        out->append("    for (long k = 0; k < %lldl; ++k) {\n        float v = a[%s];\n", ll(st.k), a_at);
+        out->append("        for (int r = 0; r < %d; ++r) acc[r] = fma(v, b[%s], acc[r]);\n    }\n", rb, b_at);
+        out->append("    for (int r = 0; r < %d; ++r) {\n        float v = (float)%.17g * acc[r];\n", rb, (double)st.alpha);
+        if (st.has_c) out->append("        v += (float)%.17g * c[i * %lldl + (j + r) * %lldl];\n", (double)st.beta, ll(st.c_row), ll(st.c_col));
+        out->append("        y[i * %lldl + j + r] = v;\n    }\n}\n", ll(st.n));
         return Status::Ok;
     }
     if (node.op == StringView("MaxPool") || node.op == StringView("AveragePool")) {

@@ -75,6 +75,7 @@ bool take_fault(const char* function, cl_int* error) {
 // ---- the fake device ----
 struct FakeEvent;
 struct FakeObject {
+    virtual ~FakeObject() = default;
     std::atomic<int> refs{1};
     void* host = nullptr;          // a buffer's memory
     size_t size = 0;
