@@ -67,11 +67,23 @@ build-arm/obj/%.o: %.cpp | deps
 	@mkdir -p $(@D)
 	$(ARM_CXX) $(CXXFLAGS_LIB) $(TEST_DEFINES) $(OPT) -c $< -o $@
 
-build/tests: $(HOST_TEST_OBJ)
-	$(CXX) $^ -o $@ $(LIBS)
+# The GPU queue tests load this OpenCL library (test/opencl_shim) from beside the test binary.
+OPENCL_SHIM     = test/opencl_shim/opencl_shim.cpp
+OPENCL_SHIM_FLAGS = -std=c++17 $(WARNINGS) -O2 -g -fPIC -shared
 
-build-arm/tests: $(ARM_TEST_OBJ)
-	$(ARM_CXX) $^ -o $@ $(ARM_LIBS)
+build/libtessel_opencl_shim.so build-asan/libtessel_opencl_shim.so build-tsan/libtessel_opencl_shim.so: $(OPENCL_SHIM) | deps
+	@mkdir -p $(@D)
+	$(CXX) $(OPENCL_SHIM_FLAGS) $< -o $@ -ldl
+
+build-arm/libtessel_opencl_shim.so: $(OPENCL_SHIM) | deps
+	@mkdir -p $(@D)
+	$(ARM_CXX) $(OPENCL_SHIM_FLAGS) $< -o $@ -ldl
+
+build/tests: $(HOST_TEST_OBJ) build/libtessel_opencl_shim.so
+	$(CXX) $(HOST_TEST_OBJ) -o $@ $(LIBS)
+
+build-arm/tests: $(ARM_TEST_OBJ) build-arm/libtessel_opencl_shim.so
+	$(ARM_CXX) $(ARM_TEST_OBJ) -o $@ $(ARM_LIBS)
 
 build/examples/%: examples/%.cpp $(HEADERS) | deps
 	@mkdir -p $(@D)
@@ -229,11 +241,11 @@ build-tsan/obj/%.o: %.cpp | deps
 	@mkdir -p $(@D)
 	$(SAN_CXX) $(SAN_FLAGS) $(TSAN_FLAGS) $(TEST_DEFINES) -c $< -o $@
 
-build-asan/tests: $(ASAN_TEST_OBJ)
-	$(SAN_CXX) $(ASAN_FLAGS) $^ -o $@ $(LIBS)
+build-asan/tests: $(ASAN_TEST_OBJ) build-asan/libtessel_opencl_shim.so
+	$(SAN_CXX) $(ASAN_FLAGS) $(ASAN_TEST_OBJ) -o $@ $(LIBS)
 
-build-tsan/tests: $(TSAN_TEST_OBJ)
-	$(SAN_CXX) $(TSAN_FLAGS) $^ -o $@ $(LIBS)
+build-tsan/tests: $(TSAN_TEST_OBJ) build-tsan/libtessel_opencl_shim.so
+	$(SAN_CXX) $(TSAN_FLAGS) $(TSAN_TEST_OBJ) -o $@ $(LIBS)
 
 .PHONY: test-sanitize test-sanitize-asan test-sanitize-tsan
 SAN_JOBS    ?= $(TEST_JOBS)

@@ -146,7 +146,7 @@ enum class [[nodiscard]] Status : int {
     LimitExceeded,     // a documented limit was passed
     NotFound,          // a name or key does not exist
     Unsupported,       // valid input that this build cannot handle
-    IoError,           // a file could not be read or written
+    IoError,           // a file could not be read or written, or a device queue failed
 };
 const char* status_name(Status status);
 

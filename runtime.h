@@ -170,7 +170,8 @@
    SUPPORTED_CONFIG_KEYS, OPTIMIZATION_CAPABILITIES.
    GPU (an OpenCL device: libOpenCL.so.1 opened with dlopen at first use, so nothing links
    against OpenCL; TESSEL_OPENCL_LIBRARY names another loader; TESSEL_NO_OPENCL, or no
-   CL/cl.h at build time, leaves it out): PLATFORM and DEVICE (auto or an index), PERF_COUNT;
+   CL/cl.h at build time, leaves it out): PLATFORM and DEVICE (auto or an index), PERF_COUNT,
+   QUEUE_TIMEOUT_MS (a failing or lost queue is IoError, never a hang);
    metrics AVAILABLE (YES, or NO: the reason), PLATFORM_NAME, OPENCL_VERSION, DRIVER_VERSION,
    COMPUTE_UNITS, GLOBAL_MEMORY, HOST_UNIFIED_MEMORY. The Core always lists it; without a
    driver it is unavailable (compiling on "GPU" is Unsupported with the reason) and a HETERO
@@ -3097,7 +3098,8 @@ inline Status CpuDevice::build_cpu(ReferenceProgram* p, const PreparedModel& mod
     X(clCreateProgramWithSource) X(clCreateProgramWithBinary) X(clBuildProgram) X(clGetProgramBuildInfo)     \
     X(clGetProgramInfo) X(clReleaseProgram) X(clCreateKernel) X(clReleaseKernel) X(clSetKernelArg)           \
     X(clCreateBuffer) X(clReleaseMemObject) X(clRetainMemObject) X(clEnqueueNDRangeKernel) X(clEnqueueMapBuffer)                  \
-    X(clEnqueueUnmapMemObject) X(clFinish) X(clGetEventProfilingInfo) X(clReleaseEvent) X(clWaitForEvents)
+    X(clEnqueueUnmapMemObject) X(clFinish) X(clGetEventProfilingInfo) X(clReleaseEvent) X(clWaitForEvents)             \
+    X(clFlush) X(clGetEventInfo) X(clSetEventCallback) X(clRetainEvent)
 
 struct OpenClApi {
 #define TESSEL_OPENCL_POINTER(name) decltype(&::name) name = nullptr;
@@ -3175,12 +3177,17 @@ inline const char* opencl_error_name(cl_int e) {
 // node kernels of >>opencl kernels (Conv, Gemm, pools, Softmax); all the kernels of a
 // subgraph are one program, built once at compile time. Layout ops and the rest go to the
 // next device of a HETERO list.
-// Config: PLATFORM and DEVICE (auto or an index), PERF_COUNT. Metrics beside the common ones:
+// Config: PLATFORM and DEVICE (auto or an index), PERF_COUNT, QUEUE_TIMEOUT_MS (1..3600000,
+// default 30000: how long a step may take before the queue counts as lost). A command the
+// driver refuses or fails is IoError naming the node and the OpenCL call, and later infers
+// run again; after a deadline passed, infers are IoError at once until the driver ends that
+// step, then run again. Metrics beside the common ones:
 // AVAILABLE (YES, or NO: the reason), PLATFORM_NAME, OPENCL_VERSION, DRIVER_VERSION,
 // COMPUTE_UNITS, GLOBAL_MEMORY (bytes), HOST_UNIFIED_MEMORY (YES/NO), COST_MODEL
 // (GFLOPS/GBPS/LAUNCH_US for HETERO_PLACEMENT=cost), LAST_PROGRAM_BUILD (source, or binary
 // when an imported blob's program binary was taken).
-const ConfigKey kGpuKeys[] = {{"PLATFORM", "auto"}, {"DEVICE", "auto"}, {"PERF_COUNT", "NO"}};
+const ConfigKey kGpuKeys[] = {{"PLATFORM", "auto"}, {"DEVICE", "auto"}, {"PERF_COUNT", "NO"}, {"QUEUE_TIMEOUT_MS", "30000"}};
+constexpr uint32_t kGpuMaxTimeoutMs = 3600000;
 
 inline bool gpu_node_op(StringView op);   // >>opencl kernels
 inline Status gpu_node_kernel(const PreparedModel& model, NodeId id, const char* name, OpenClSource* out, uint64_t* work, uint64_t* grid);
@@ -3215,6 +3222,29 @@ struct IslandBuilder : CpuDevice {
     using CpuDevice::build_cpu;
 };
 
+// Each step's commands end in an event awaited through its callback with a deadline, so a
+// queue that stops (a lost device, a kernel that never ends) costs QUEUE_TIMEOUT_MS, never a
+// hang. The waiter outlives a callback still due: the program keeps it while one is pending.
+struct GpuQueueWaiter {
+    std::mutex mutex;
+    std::condition_variable signal;
+    cl_event expected = nullptr;   // the event the running step waits for
+    cl_int status = CL_QUEUED;     // its execution status once `done`
+    bool done = false;
+    uint32_t callbacks_pending = 0;
+};
+
+inline void CL_CALLBACK gpu_event_done(cl_event event, cl_int status, void* user) {
+    GpuQueueWaiter* w = static_cast<GpuQueueWaiter*>(user);
+    std::lock_guard<std::mutex> lock(w->mutex);
+    if (event == w->expected) {
+        w->status = status;
+        w->done = true;
+    }
+    --w->callbacks_pending;
+    w->signal.notify_all();
+}
+
 class GpuProgram : public DeviceProgram {
 public:
     const OpenClApi* api = nullptr;
@@ -3226,19 +3256,35 @@ public:
     cl_kernel* kernels = nullptr;          // per step
     uint64_t* work = nullptr;              // global work size per step
     uint64_t* grid = nullptr;              // 3 per step: a 3-D global size, or 0 for 1-D of work[step]
+    GpuQueueWaiter* waiter = nullptr;
+    uint32_t timeout_ms = 30000;           // QUEUE_TIMEOUT_MS
     Arena arena;
     OpenClSource source;
-    mutable std::mutex mutex;              // kernel arguments are per kernel object
+    mutable std::mutex mutex;              // kernel arguments are per kernel object; one queue
+    mutable cl_event stuck = nullptr;      // the end of a step that passed its deadline, until it ends
+    mutable char stuck_reason[160] = {};
     static constexpr size_t kGroupRow = 16;
     static constexpr uint64_t kHostStep = ~0ull;   // work[] of a step its reference kernel runs
 
     ~GpuProgram() override {
+        // A queue still stuck (or a callback still due) is left to the driver with its waiter:
+        // releasing it could block, and the callback would find freed memory.
+        bool abandoned = false;
+        if (api && waiter) {
+            std::unique_lock<std::mutex> lock(waiter->mutex);
+            if (stuck && !stuck_finished())
+                abandoned = true;
+            else
+                abandoned = !waiter->signal.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return waiter->callbacks_pending == 0; });
+        }
         if (api) {
+            if (stuck && !abandoned) api->clReleaseEvent(stuck);
             for (uint32_t i = 0; kernels && islands && i < islands->count; ++i) if (kernels[i]) api->clReleaseKernel(kernels[i]);
             if (program) api->clReleaseProgram(program);
-            if (queue) api->clReleaseCommandQueue(queue);
+            if (queue && !abandoned) api->clReleaseCommandQueue(queue);
             if (context) api->clReleaseContext(context);
         }
+        if (!abandoned) destroy(waiter);
         destroy(islands);
     }
     Span<const ProgramStep> steps() const override { return islands->steps(); }
@@ -3262,6 +3308,13 @@ public:
         if (work[i] == 0) return Status::Ok;   // an empty tensor: nothing to compute
         if (work[i] == kHostStep) return islands->run_step(i, context_);
         std::lock_guard<std::mutex> lock(mutex);
+        // After a deadline passed, the queue runs again once the driver ends that step.
+        if (stuck) {
+            std::lock_guard<std::mutex> wait_lock(waiter->mutex);
+            if (!stuck_finished()) return step_error(i, context_, stuck_reason, 0);
+            api->clReleaseEvent(stuck);
+            stuck = nullptr;
+        }
         cl_mem buffers[2 * kSnippetMaxArgs] = {};
         uint32_t count = 0;
         cl_int e = CL_SUCCESS;
@@ -3281,6 +3334,7 @@ public:
                 buffers[k] = buffers[same];
                 api->clRetainMemObject(buffers[k]);
             } else {
+                what = "clCreateBuffer";
                 bool read_write = write;
                 for (uint32_t j = 0; j < step.writes.size && !write; ++j)
                     if (context_.values[step.writes[j]] == context_.values[value]) read_write = true;
@@ -3288,8 +3342,9 @@ public:
                                                  (size_t)(elements ? elements : 1) * 4, context_.values[value], &e);
             }
             if (e == CL_SUCCESS) ++count;
-            if (e == CL_SUCCESS) e = api->clSetKernelArg(kernels[i], k, sizeof(cl_mem), &buffers[k]);
+            if (e == CL_SUCCESS) { what = "clSetKernelArg"; e = api->clSetKernelArg(kernels[i], k, sizeof(cl_mem), &buffers[k]); }
         }
+        cl_event kernel_end = nullptr, step_end = nullptr;
         if (e == CL_SUCCESS) {
             what = "clEnqueueNDRangeKernel";
             size_t global[3] = {(size_t)work[i], 1, 1};
@@ -3300,23 +3355,86 @@ public:
                 for (int d = 0; d < 3; ++d) global[d] = (size_t)grid[3 * i + d];
                 global[0] = (global[0] + kGroupRow - 1) / kGroupRow * kGroupRow;
             }
-            e = api->clEnqueueNDRangeKernel(queue, kernels[i], dims, nullptr, global, dims == 3 ? local : nullptr, 0, nullptr, nullptr);
+            e = api->clEnqueueNDRangeKernel(queue, kernels[i], dims, nullptr, global, dims == 3 ? local : nullptr, 0, nullptr, &kernel_end);
         }
-        // Mapping each output brings its bytes to the host memory (a no-op when shared).
+        // Mapping each output brings its bytes to the host memory (a no-op when shared); the
+        // last unmap's event ends the step (the queue runs in order).
+        bool enqueued = e == CL_SUCCESS;
         for (uint32_t k = (uint32_t)step.reads.size; k < count && e == CL_SUCCESS; ++k) {
             what = "clEnqueueMapBuffer";
             uint64_t elements = 0;
             desc_elements(islands->model->value_desc(step.writes[k - step.reads.size]), &elements);
-            void* mapped = api->clEnqueueMapBuffer(queue, buffers[k], CL_TRUE, CL_MAP_READ, 0, (size_t)(elements ? elements : 1) * 4,
+            void* mapped = api->clEnqueueMapBuffer(queue, buffers[k], CL_FALSE, CL_MAP_READ, 0, (size_t)(elements ? elements : 1) * 4,
                                                    0, nullptr, nullptr, &e);
-            if (e == CL_SUCCESS) e = api->clEnqueueUnmapMemObject(queue, buffers[k], mapped, 0, nullptr, nullptr);
+            if (e != CL_SUCCESS) break;
+            what = "clEnqueueUnmapMemObject";
+            e = api->clEnqueueUnmapMemObject(queue, buffers[k], mapped, 0, nullptr, k + 1 == count ? &step_end : nullptr);
         }
-        if (e == CL_SUCCESS) { what = "clFinish"; e = api->clFinish(queue); }
+        Status status = Status::Ok;
+        if (e != CL_SUCCESS) status = step_error(i, context_, what, e);
+        // Even after a failed enqueue, what was enqueued must end before the buffers go back.
+        if (enqueued) status = wait_step(i, context_, step_end ? step_end : kernel_end, kernel_end, status);
         for (uint32_t k = 0; k < count; ++k) api->clReleaseMemObject(buffers[k]);
-        if (e != CL_SUCCESS) {
-            if (context_.error) std::snprintf(context_.error, kErrorMessageBytes, "GPU: %s failed: %s (%d)", what, opencl_error_name(e), (int)e);
-            return Status::IoError;
+        if (step_end) api->clReleaseEvent(step_end);
+        if (kernel_end) api->clReleaseEvent(kernel_end);
+        return status;
+    }
+
+private:
+    Status step_error(uint32_t i, const StepContext& context_, const char* what, cl_int e) const {
+        const Node& node = islands->model->model.graph.node(islands->steps_[i].node);
+        if (context_.error) {
+            if (e) std::snprintf(context_.error, kErrorMessageBytes, "GPU: node '%.*s': %s failed: %s (%d)", (int)node.name.size, node.name.data,
+                                 what, opencl_error_name(e), (int)e);
+            else std::snprintf(context_.error, kErrorMessageBytes, "GPU: node '%.*s': %s", (int)node.name.size, node.name.data, what);
         }
+        return Status::IoError;
+    }
+    // With waiter->mutex held: whether the step that passed its deadline has ended since.
+    bool stuck_finished() const {
+        cl_int state = CL_QUEUED;
+        if (waiter->expected == stuck && waiter->done) return true;
+        return api->clGetEventInfo(stuck, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof state, &state, nullptr) == CL_SUCCESS && state <= CL_COMPLETE;
+    }
+    // Waits for `end` (flushed first) within the deadline, then checks the kernel's own status:
+    // a command that failed in the driver gives a negative status instead of CL_COMPLETE.
+    Status wait_step(uint32_t i, const StepContext& context_, cl_event end, cl_event kernel_end, Status status) const {
+        cl_int e = api->clFlush(queue);
+        if (e != CL_SUCCESS && status == Status::Ok) status = step_error(i, context_, "clFlush", e);
+        std::unique_lock<std::mutex> lock(waiter->mutex);
+        waiter->expected = end;
+        waiter->done = false;
+        ++waiter->callbacks_pending;
+        lock.unlock();
+        e = api->clSetEventCallback(end, CL_COMPLETE, gpu_event_done, waiter);
+        lock.lock();
+        if (e != CL_SUCCESS) {
+            --waiter->callbacks_pending;
+            waiter->expected = nullptr;
+            lock.unlock();
+            // No callback: the driver's own wait, which cannot time out.
+            cl_int w = api->clWaitForEvents(1, &end);
+            if (w != CL_SUCCESS && status == Status::Ok) status = step_error(i, context_, "clWaitForEvents", w);
+            if (status == Status::Ok) status = step_error(i, context_, "clSetEventCallback", e);
+            return status;
+        }
+        bool ended = waiter->signal.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return waiter->done; });
+        if (!ended) {
+            api->clRetainEvent(end);
+            stuck = end;
+            std::snprintf(stuck_reason, sizeof stuck_reason, "the queue has not ended a step within QUEUE_TIMEOUT_MS (%u ms): lost or hung device", timeout_ms);
+            if (status == Status::Ok) status = step_error(i, context_, stuck_reason, 0);
+            return status;
+        }
+        cl_int end_status = waiter->status;
+        waiter->expected = nullptr;
+        lock.unlock();
+        cl_int kernel_status = CL_COMPLETE;
+        if (kernel_end != end && api->clGetEventInfo(kernel_end, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof kernel_status, &kernel_status, nullptr) != CL_SUCCESS)
+            kernel_status = CL_COMPLETE;
+        if (status != Status::Ok) return status;
+        if (kernel_status < 0) return step_error(i, context_, "the kernel", kernel_status);
+        if (end_status < 0) return step_error(i, context_, "the step's last command", end_status);
         return Status::Ok;
     }
 };
@@ -3326,7 +3444,7 @@ class GpuDevice : public BuiltinDevice {
 public:
     // `library`: the OpenCL ICD loader to open; by default TESSEL_OPENCL_LIBRARY from the
     // environment when the device is made, else libOpenCL.so.1 (tests name a missing one).
-    explicit GpuDevice(const char* library = nullptr) : BuiltinDevice("GPU", "OpenCL device", kGpuKeys, 3) {
+    explicit GpuDevice(const char* library = nullptr) : BuiltinDevice("GPU", "OpenCL device", kGpuKeys, 4) {
         if (!library || !library[0]) library = std::getenv("TESSEL_OPENCL_LIBRARY");
         copy_text(library_, sizeof library_, library && library[0] ? library : "libOpenCL.so.1");
     }
@@ -3416,6 +3534,8 @@ protected:
         if ((key == StringView("PLATFORM") || key == StringView("DEVICE")) && !(value == StringView("auto")) &&
             !parse_count(value, 0, 255, &index))
             return fail(Status::InvalidArgument, "GPU: %.*s must be auto or an index from 0 to 255", (int)key.size, key.data);
+        if (key == StringView("QUEUE_TIMEOUT_MS") && !parse_count(value, 1, kGpuMaxTimeoutMs, &index))
+            return fail(Status::InvalidArgument, "GPU: QUEUE_TIMEOUT_MS must be from 1 to %u", kGpuMaxTimeoutMs);
         return Status::Ok;
     }
     bool op_allowed(StringView) const override { return true; }
@@ -3696,6 +3816,9 @@ inline Status GpuDevice::compile_program(GpuProgram* p, const PreparedModel& mod
     parse_yes_no(config("PERF_COUNT"), &profile);
     cl_int e = CL_SUCCESS;
     p->queue = api_->clCreateCommandQueue(context_, device_, profile ? CL_QUEUE_PROFILING_ENABLE : 0, &e);
+    p->waiter = create<GpuQueueWaiter>();
+    if (!p->waiter) return fail(Status::OutOfMemory, "out of memory");
+    parse_count(config("QUEUE_TIMEOUT_MS"), 1, kGpuMaxTimeoutMs, &p->timeout_ms);
     if (!p->queue || e != CL_SUCCESS) { p->queue = nullptr; return fail(Status::IoError, "GPU: clCreateCommandQueue: %s", opencl_error_name(e)); }
     if (r.count == 0) return Status::Ok;
     char log[kErrorMessageBytes];
@@ -9213,8 +9336,9 @@ namespace detail {
 // The GPU's kernels for single nodes, printed as OpenCL C with the node's geometry (from its
 // prepared state) as constants: Conv (direct, any group, 1-3 spatial dims), Gemm, MaxPool and
 // AveragePool, GlobalAveragePool and GlobalMaxPool, Softmax and LogSoftmax. One work-item per
-// output element (per line for Softmax); sums in float with fma, so results differ from the
-// CPU's blocked GEMM by rounding only (the conformance tolerances).
+// output element (per line for Softmax; Conv and Gemm: a block of up to 4 output maps or
+// columns sharing each input load); sums in float with fma, so results differ from the CPU's
+// blocked GEMM by rounding only (the conformance tolerances).
 inline bool gpu_node_op(StringView op) {
     return op == StringView("Conv") || op == StringView("Gemm") || op == StringView("MaxPool") || op == StringView("AveragePool") ||
            op == StringView("GlobalAveragePool") || op == StringView("GlobalMaxPool") || op == StringView("Softmax") ||
@@ -9232,26 +9356,31 @@ inline Status gpu_node_kernel(const PreparedModel& model, NodeId id, const char*
         const Window& w = st.w;
         bool bias = node.num_inputs > 2 && node.inputs[2].producer != kNoNode &&
                     !(model.model.graph.node(node.inputs[2].producer).op == StringView("Absent"));
-        // Work-items: output position (dim 0, so neighbours share the map and its weights),
-        // output map, image. int offsets: a tensor has fewer than 2^31 elements (Limits).
+        // Work-items: output position (dim 0, so neighbours share the maps and their weights),
+        // a block of `rb` output maps of one group (each input tap loaded once for rb sums),
+        // image. int offsets: a tensor has fewer than 2^31 elements (Limits).
+        int rb = st.group_maps % 4 == 0 ? 4 : st.group_maps % 2 == 0 ? 2 : 1;
+        int map_weights = (int)(st.group_channels * w.kernel_size());
         grid[0] = (uint64_t)w.out_size();
-        grid[1] = (uint64_t)st.maps;
+        grid[1] = (uint64_t)(st.maps / rb);
         grid[2] = (uint64_t)st.batch;
         *work = grid[0] * grid[1] * grid[2];
         out->append("__kernel void %s(__global const float* x, __global const float* w, %s__global float* y) {\n", name,
                     bias ? "__global const float* b, " : "");
-        out->append("    int o = get_global_id(0), m = get_global_id(1), n = get_global_id(2);\n    if (o >= %d) return;\n", (int)w.out_size());
+        out->append("    int o = get_global_id(0), m = get_global_id(1) * %d, n = get_global_id(2);\n    if (o >= %d) return;\n", rb,
+                    (int)w.out_size());
         out->append("    int o0 = o / %d, o1 = o / %d %% %d, o2 = o %% %d;\n", (int)(w.out[1] * w.out[2]), (int)w.out[2], (int)w.out[1], (int)w.out[2]);
         out->append("    int i0 = o0 * %d - %d, i1 = o1 * %d - %d, i2 = o2 * %d - %d;\n", (int)w.stride[0], (int)w.pad_begin[0],
                     (int)w.stride[1], (int)w.pad_begin[1], (int)w.stride[2], (int)w.pad_begin[2]);
-        out->append("    float acc = 0.0f;\n");
+        out->append("    float acc[%d];\n    for (int r = 0; r < %d; ++r) acc[r] = 0.0f;\n", rb, rb);
         out->append("    __global const float* xp = x + (n * %d + m / %d * %d) * %d;\n", (int)st.channels, (int)st.group_maps, (int)st.group_channels,
                     (int)w.in_size());
-        out->append("    __global const float* wp = w + m * %d;\n", (int)(st.group_channels * w.kernel_size()));
+        out->append("    __global const float* wp = w + m * %d;\n", map_weights);
         if (w.kernel_size() == 1) {   // 1x1: one tap per channel
             out->append("    int at = (i0 * %d + i1) * %d + i2;\n", (int)w.in[1], (int)w.in[2]);
             out->append("    bool inside = i0 >= 0 && i0 < %d && i1 >= 0 && i1 < %d && i2 >= 0 && i2 < %d;\n", (int)w.in[0], (int)w.in[1], (int)w.in[2]);
-            out->append("    if (inside) for (int c = 0; c < %d; ++c) acc = fma(xp[c * %d + at], wp[c], acc);\n", (int)st.group_channels, (int)w.in_size());
+            out->append("    if (inside) for (int c = 0; c < %d; ++c) {\n        float v = xp[c * %d + at];\n", (int)st.group_channels, (int)w.in_size());
+            out->append("        for (int r = 0; r < %d; ++r) acc[r] = fma(v, wp[r * %d + c], acc[r]);\n    }\n", rb, map_weights);
         } else {
             out->append("    for (int c = 0; c < %d; ++c, xp += %d, wp += %d) {\n", (int)st.group_channels, (int)w.in_size(), (int)w.kernel_size());
             out->append("        for (int k0 = 0; k0 < %d; ++k0) {\n            int a0 = i0 + k0 * %d;\n            if (a0 < 0 || a0 >= %d) continue;\n",
@@ -9261,29 +9390,35 @@ inline Status gpu_node_kernel(const PreparedModel& model, NodeId id, const char*
             out->append("                for (int k2 = 0; k2 < %d; ++k2) {\n                    int a2 = i2 + k2 * %d;\n"
                         "                    if (a2 < 0 || a2 >= %d) continue;\n",
                         (int)w.kernel[2], (int)w.dilation[2], (int)w.in[2]);
-            out->append("                    acc = fma(xp[(a0 * %d + a1) * %d + a2], wp[(k0 * %d + k1) * %d + k2], acc);\n", (int)w.in[1], (int)w.in[2],
-                        (int)w.kernel[1], (int)w.kernel[2]);
+            out->append("                    float v = xp[(a0 * %d + a1) * %d + a2];\n                    int tap = (k0 * %d + k1) * %d + k2;\n",
+                        (int)w.in[1], (int)w.in[2], (int)w.kernel[1], (int)w.kernel[2]);
+            out->append("                    for (int r = 0; r < %d; ++r) acc[r] = fma(v, wp[r * %d + tap], acc[r]);\n", rb, map_weights);
             out->append("                }\n            }\n        }\n    }\n");
         }
-        out->append("    y[(n * %d + m) * %d + o] = acc%s;\n}\n", (int)st.maps, (int)w.out_size(), bias ? " + b[m]" : "");
+        out->append("    for (int r = 0; r < %d; ++r) y[(n * %d + m + r) * %d + o] = acc[r]%s;\n}\n", rb, (int)st.maps, (int)w.out_size(),
+                    bias ? " + b[m + r]" : "");
         return Status::Ok;
     }
     if (node.op == StringView("Gemm")) {
         const GemmState& st = *static_cast<const GemmState*>(state);
-        *work = (uint64_t)(st.m * st.n);
+        // A work-item sums `rb` neighbouring columns of one row: each a[i][k] loaded once.
+        int rb = st.n % 4 == 0 ? 4 : st.n % 2 == 0 ? 2 : 1;
+        *work = (uint64_t)(st.m * (st.n / rb));
         out->append("__kernel void %s(__global const float* a, __global const float* b, %s__global float* y) {\n", name,
                     st.has_c ? "__global const float* c, " : "");
-        out->append("    long g = get_global_id(0);\n    if (g >= %lldl) return;\n    long i = g / %lldl, j = g %% %lldl;\n    float acc = 0.0f;\n",
-                    ll((int64_t)*work), ll(st.n), ll(st.n));
+        out->append("    long g = get_global_id(0);\n    if (g >= %lldl) return;\n    long i = g / %lldl, j = g %% %lldl * %d;\n", ll((int64_t)*work),
+                    ll(st.n / rb), ll(st.n / rb), rb);
+        out->append("    float acc[%d];\n    for (int r = 0; r < %d; ++r) acc[r] = 0.0f;\n", rb, rb);
         char a_at[64], b_at[64];
         if (st.trans_a) std::snprintf(a_at, sizeof a_at, "k * %lldl + i", ll(st.m));
         else std::snprintf(a_at, sizeof a_at, "i * %lldl + k", ll(st.k));
-        if (st.trans_b) std::snprintf(b_at, sizeof b_at, "j * %lldl + k", ll(st.k));
-        else std::snprintf(b_at, sizeof b_at, "k * %lldl + j", ll(st.n));
-        out->append("    for (long k = 0; k < %lldl; ++k) acc = fma(a[%s], b[%s], acc);\n", ll(st.k), a_at, b_at);
-        out->append("    float v = (float)%.17g * acc;\n", (double)st.alpha);
-        if (st.has_c) out->append("    v += (float)%.17g * c[i * %lldl + j * %lldl];\n", (double)st.beta, ll(st.c_row), ll(st.c_col));
-        out->append("    y[g] = v;\n}\n");
+        if (st.trans_b) std::snprintf(b_at, sizeof b_at, "(j + r) * %lldl + k", ll(st.k));
+        else std::snprintf(b_at, sizeof b_at, "k * %lldl + j + r", ll(st.n));
+        out->append("    for (long k = 0; k < %lldl; ++k) {\n        float v = a[%s];\n", ll(st.k), a_at);
+        out->append("        for (int r = 0; r < %d; ++r) acc[r] = fma(v, b[%s], acc[r]);\n    }\n", rb, b_at);
+        out->append("    for (int r = 0; r < %d; ++r) {\n        float v = (float)%.17g * acc[r];\n", rb, (double)st.alpha);
+        if (st.has_c) out->append("        v += (float)%.17g * c[i * %lldl + (j + r) * %lldl];\n", (double)st.beta, ll(st.c_row), ll(st.c_col));
+        out->append("        y[i * %lldl + j + r] = v;\n    }\n}\n", ll(st.n));
         return Status::Ok;
     }
     if (node.op == StringView("MaxPool") || node.op == StringView("AveragePool")) {

@@ -1,0 +1,281 @@
+// The GPU device when its OpenCL queue fails: each kind of failure is IoError with a message
+// naming the node and the call, never a hang, no OpenCL object left behind, and the infer
+// after it runs again. The device loads test/opencl_shim (libtessel_opencl_shim.so beside this
+// binary), which forwards to the real driver where there is one (values checked then) and
+// fakes a device elsewhere (qemu, sanitizers: statuses and objects checked).
+#include <doctest/doctest.h>
+
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "runtime.h"
+#include "test_helpers.h"
+
+using namespace tessel;
+
+namespace {
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr bool kSanitizer = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+constexpr bool kSanitizer = true;
+#else
+constexpr bool kSanitizer = false;
+#endif
+#else
+constexpr bool kSanitizer = false;
+#endif
+
+// OpenCL error codes (runtime.h includes CL/cl.h only in its implementation part).
+constexpr int CL_OUT_OF_RESOURCES = -5, CL_MEM_OBJECT_ALLOCATION_FAILURE = -4, CL_OUT_OF_HOST_MEMORY = -6,
+              CL_INVALID_MEM_OBJECT = -38, CL_INVALID_COMMAND_QUEUE = -36;
+
+struct Shim {
+    std::string path;
+    int (*forward)(const char*) = nullptr;
+    int (*forwarding)() = nullptr;
+    void (*fail)(const char*, int, int) = nullptr;
+    void (*fail_kernel)(int) = nullptr;
+    void (*release)() = nullptr;
+    long (*live)() = nullptr;
+};
+
+// The shim, loaded once per process; it forwards to libOpenCL.so.1 when that has a device
+// (not under sanitizers: the driver's own allocations would count as leaks).
+const Shim& shim() {
+    static Shim s;
+    static bool loaded = false;
+    if (loaded) return s;
+    loaded = true;
+    char exe[4096];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    REQUIRE(n > 0);
+    exe[n] = 0;
+    std::string dir(exe);
+    dir = dir.substr(0, dir.rfind('/'));
+    s.path = dir + "/libtessel_opencl_shim.so";
+    void* h = dlopen(s.path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    INFO(s.path << ": " << std::string(h ? "" : dlerror()));
+    REQUIRE(h != nullptr);
+    s.forward = reinterpret_cast<int (*)(const char*)>(dlsym(h, "tessel_opencl_shim_forward"));
+    s.forwarding = reinterpret_cast<int (*)()>(dlsym(h, "tessel_opencl_shim_forwarding"));
+    s.fail = reinterpret_cast<void (*)(const char*, int, int)>(dlsym(h, "tessel_opencl_shim_fail"));
+    s.fail_kernel = reinterpret_cast<void (*)(int)>(dlsym(h, "tessel_opencl_shim_fail_kernel"));
+    s.release = reinterpret_cast<void (*)()>(dlsym(h, "tessel_opencl_shim_release"));
+    s.live = reinterpret_cast<long (*)()>(dlsym(h, "tessel_opencl_shim_live"));
+    REQUIRE((s.forward && s.forwarding && s.fail && s.fail_kernel && s.release && s.live));
+    if (!kSanitizer) {
+        Core plain;
+        const char* library = std::getenv("TESSEL_OPENCL_LIBRARY");
+        if (plain.device("GPU")->check_available() == Status::Ok && s.forward(library && *library ? library : "libOpenCL.so.1") != 0)
+            MESSAGE("the OpenCL driver does not load through the shim");
+    }
+    MESSAGE(std::string(s.forwarding() ? "the OpenCL shim forwards to the driver" : "the OpenCL shim fakes a device"));
+    return s;
+}
+
+// x[16x16] -> Relu -> Mul(2) -> (Transpose: on the CPU, between two GPU subgraphs) -> Neg -> y.
+void build_model(Model* m, bool transpose) {
+    NodeId x, two, relu, mul, neg;
+    REQUIRE(m->add_input("x", test::make_desc(ElementType::Float32, {16, 16}), &x) == Status::Ok);
+    float two_value = 2.0f;
+    REQUIRE(m->add_constant("two", test::make_desc(ElementType::Float32, {}), &two_value, &two) == Status::Ok);
+    InputRef in = InputRef::by_id(x);
+    REQUIRE(m->add_node("Relu", "relu", Span<const InputRef>(&in, 1), 1, &relu) == Status::Ok);
+    InputRef mul_in[] = {InputRef::by_id(relu), InputRef::by_id(two)};
+    REQUIRE(m->add_node("Mul", "double", Span<const InputRef>(mul_in, 2), 1, &mul) == Status::Ok);
+    NodeId flip = mul;
+    InputRef flip_in = InputRef::by_id(mul);
+    if (transpose) REQUIRE(m->add_node("Transpose", "flip", Span<const InputRef>(&flip_in, 1), 1, &flip) == Status::Ok);
+    InputRef neg_in = InputRef::by_id(flip);
+    REQUIRE(m->add_node("Neg", "negate", Span<const InputRef>(&neg_in, 1), 1, &neg) == Status::Ok);
+    REQUIRE(m->add_output("y", InputRef::by_id(neg)) == Status::Ok);
+    REQUIRE(m->finalize() == Status::Ok);
+}
+
+struct Run {
+    Core* core = nullptr;
+    CompiledModel compiled;
+    InferRequest request;
+    const Shim& s = shim();
+
+    bool transpose = false;
+
+    Status compile(const char* device, const char* timeout_ms) {
+        ConfigEntry config[] = {{"GPU:QUEUE_TIMEOUT_MS", timeout_ms}};
+        Model model;
+        transpose = std::strncmp(device, "HETERO", 6) == 0;
+        build_model(&model, transpose);
+        Status status = core->compile_model(model, device, Span<const ConfigEntry>(config, 1), &compiled);
+        INFO(core->last_error());
+        REQUIRE(status == Status::Ok);
+        return compiled.create_request(&request);
+    }
+    // Ok and the values right (when forwarding), or the infer's status with its message.
+    Status infer(std::string* message) {
+        float* x = request.input(0).data_as<float>();
+        for (int i = 0; i < 256; ++i) x[i] = (float)(i % 7) - 3.0f;
+        Status status = request.infer();
+        *message = request.last_error();
+        if (status == Status::Ok && s.forwarding()) {
+            const float* y = request.output(0).data_as<float>();
+            for (int i = 0; i < 256; ++i) {
+                int from = transpose ? i % 16 * 16 + i / 16 : i;
+                float v = (float)(from % 7) - 3.0f;
+                if (y[i] != -(v > 0 ? 2 * v : 0.0f)) { *message = "wrong value at " + std::to_string(i); return Status::InvalidArgument; }
+            }
+        }
+        return status;
+    }
+};
+
+// A Core whose GPU loads the shim (the env var is read when the device is made).
+struct ShimCore {
+    Core* core = nullptr;
+    ShimCore() {
+        const char* before = std::getenv("TESSEL_OPENCL_LIBRARY");
+        std::string saved = before ? before : "";
+        setenv("TESSEL_OPENCL_LIBRARY", shim().path.c_str(), 1);
+        core = new Core;
+        if (before) setenv("TESSEL_OPENCL_LIBRARY", saved.c_str(), 1);
+        else unsetenv("TESSEL_OPENCL_LIBRARY");
+    }
+    ~ShimCore() { delete core; }
+};
+
+// Whether the shim's GPU runs here (not in a build without OpenCL).
+bool shim_gpu_ready(Core* core) {
+    Device* gpu = core->device("GPU");
+    REQUIRE(gpu != nullptr);
+    if (gpu->check_available() == Status::Ok) return true;
+    std::string why = gpu->last_error();
+    MESSAGE("GPU unavailable: " << why);
+    CHECK(why.find("this build has no OpenCL") != std::string::npos);
+    return false;
+}
+
+// One injected failure on `device`: the infer is IoError with `expected` in its message, the
+// next one runs, and every OpenCL object is released at the end.
+void check_failure(const char* device, const char* expected, void (*inject)(const Shim&)) {
+    const Shim& s = shim();
+    long live_before = s.live();
+    {
+        ShimCore shim_core;
+        if (!shim_gpu_ready(shim_core.core)) return;
+        Run run;
+        run.core = shim_core.core;
+        REQUIRE(run.compile(device, "200") == Status::Ok);
+        std::string message;
+        REQUIRE(run.infer(&message) == Status::Ok);
+        inject(s);
+        Status status = run.infer(&message);
+        INFO(message);
+        CHECK(status == Status::IoError);
+        CHECK(message.find(expected) != std::string::npos);
+        CHECK(message.find("node '") != std::string::npos);
+        s.release();
+        status = run.infer(&message);
+        INFO(message);
+        CHECK(status == Status::Ok);
+    }
+    CHECK(s.live() == live_before);
+}
+
+// Infers until the driver has ended the stuck step (it runs the released kernel on its own
+// thread): IoError with the timeout's message until then, at most `tries` times.
+Status infer_until_recovered(Run* run, std::string* message, int tries) {
+    Status status = Status::IoError;
+    for (int i = 0; i < tries; ++i) {
+        status = run->infer(message);
+        if (status != Status::IoError || message->find("within QUEUE_TIMEOUT_MS") == std::string::npos) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return status;
+}
+
+}  // namespace
+
+TEST_CASE("gpu queue: each failing OpenCL call is IoError naming the node and the call; the next infer runs") {
+    for (const char* device : {"GPU", "HETERO:GPU,CPU"}) {
+        CAPTURE(std::string(device));
+        check_failure(device, "clEnqueueNDRangeKernel failed: CL_OUT_OF_RESOURCES (-5)",
+                      [](const Shim& s) { s.fail("clEnqueueNDRangeKernel", CL_OUT_OF_RESOURCES, 0); });
+        check_failure(device, "clCreateBuffer failed: CL_MEM_OBJECT_ALLOCATION_FAILURE (-4)",
+                      [](const Shim& s) { s.fail("clCreateBuffer", CL_MEM_OBJECT_ALLOCATION_FAILURE, 1); });
+        check_failure(device, "clSetKernelArg failed: CL_INVALID_MEM_OBJECT (-38)",
+                      [](const Shim& s) { s.fail("clSetKernelArg", CL_INVALID_MEM_OBJECT, 0); });
+        check_failure(device, "clEnqueueMapBuffer failed: CL_OUT_OF_HOST_MEMORY (-6)",
+                      [](const Shim& s) { s.fail("clEnqueueMapBuffer", CL_OUT_OF_HOST_MEMORY, 0); });
+        check_failure(device, "clEnqueueUnmapMemObject failed: CL_INVALID_COMMAND_QUEUE (-36)",
+                      [](const Shim& s) { s.fail("clEnqueueUnmapMemObject", CL_INVALID_COMMAND_QUEUE, 0); });
+        check_failure(device, "clFlush failed: CL_INVALID_COMMAND_QUEUE (-36)",
+                      [](const Shim& s) { s.fail("clFlush", CL_INVALID_COMMAND_QUEUE, 0); });
+        // Without an event callback the device waits in clWaitForEvents, and reports both.
+        check_failure(device, "clSetEventCallback failed: CL_OUT_OF_HOST_MEMORY (-6)",
+                      [](const Shim& s) { s.fail("clSetEventCallback", CL_OUT_OF_HOST_MEMORY, 0); });
+        check_failure(device, "clWaitForEvents failed: CL_OUT_OF_RESOURCES (-5)", [](const Shim& s) {
+            s.fail("clSetEventCallback", CL_OUT_OF_HOST_MEMORY, 0);
+            s.fail("clWaitForEvents", CL_OUT_OF_RESOURCES, 0);
+        });
+    }
+}
+
+TEST_CASE("gpu queue: a kernel that ends with an error status is IoError; the next infer runs") {
+    for (const char* device : {"GPU", "HETERO:GPU,CPU"}) {
+        CAPTURE(std::string(device));
+        // The fake ends the kernel with this status; a real driver whose kernel waits on a
+        // failed event ends it with CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST.
+        check_failure(device, "the kernel failed: CL_", [](const Shim& s) { s.fail_kernel(CL_OUT_OF_RESOURCES); });
+    }
+}
+
+TEST_CASE("gpu queue: a queue that stops is IoError after QUEUE_TIMEOUT_MS, at once until it ends, then runs again") {
+    const Shim& s = shim();
+    long live_before = s.live();
+    for (const char* device : {"GPU", "HETERO:GPU,CPU"}) {
+        CAPTURE(std::string(device));
+        ShimCore shim_core;
+        if (!shim_gpu_ready(shim_core.core)) return;
+        Run run;
+        run.core = shim_core.core;
+        REQUIRE(run.compile(device, "100") == Status::Ok);
+        std::string message;
+        REQUIRE(run.infer(&message) == Status::Ok);
+        s.fail_kernel(1);   // the next kernel waits until released: a lost device
+        Status status = run.infer(&message);
+        INFO(message);
+        CHECK(status == Status::IoError);
+        CHECK(message.find("GPU: node '") == 0);
+        CHECK(message.find("': the queue has not ended a step within QUEUE_TIMEOUT_MS (100 ms): lost or hung device") != std::string::npos);
+        status = run.infer(&message);   // still stuck: the same error without waiting again
+        CHECK(status == Status::IoError);
+        CHECK(message.find("within QUEUE_TIMEOUT_MS (100 ms)") != std::string::npos);
+        s.release();
+        status = infer_until_recovered(&run, &message, 500);
+        INFO(message);
+        CHECK(status == Status::Ok);
+    }
+    CHECK(s.live() == live_before);
+}
+
+TEST_CASE("gpu queue: QUEUE_TIMEOUT_MS is from 1 to 3600000") {
+    Core core;
+    Device* gpu = core.device("GPU");
+    REQUIRE(gpu != nullptr);
+    StringView value;
+    REQUIRE(gpu->get_config("QUEUE_TIMEOUT_MS", &value) == Status::Ok);
+    CHECK(test::to_string(value) == "30000");
+    CHECK(gpu->set_config("QUEUE_TIMEOUT_MS", "0") == Status::InvalidArgument);
+    CHECK(std::string(gpu->last_error()) == "GPU: QUEUE_TIMEOUT_MS must be from 1 to 3600000");
+    CHECK(gpu->set_config("QUEUE_TIMEOUT_MS", "3600001") == Status::InvalidArgument);
+    CHECK(gpu->set_config("QUEUE_TIMEOUT_MS", "soon") == Status::InvalidArgument);
+    CHECK(gpu->set_config("QUEUE_TIMEOUT_MS", "5") == Status::Ok);
+}
