@@ -97,7 +97,7 @@ build-arm/conformance: test/conformance/run.cpp $(HEADERS) | deps
 	@mkdir -p $(@D)
 	$(ARM_CXX) $(CXXFLAGS_LIB) $(OPT) $< -o $@ $(ARM_LIBS)
 
-build/bench/%: bench/%.cpp $(HEADERS) | deps
+build/bench/%: bench/%.cpp bench/bench_util.h $(HEADERS) | deps
 	@mkdir -p $(@D)
 	$(CXX) $(CXXFLAGS_LIB) $(BENCH_OPT) $< -o $@ $(LIBS)
 

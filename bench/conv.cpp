@@ -6,61 +6,17 @@
 //   build/bench/conv [ISA]        (ISA: avx2, avx512, neon; default as TESSEL_ISA)
 #define TESSEL_IMPLEMENTATION
 #include "runtime.h"
+#include "bench_util.h"
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <string>
 #include <vector>
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
 
 using namespace tessel;
 
 namespace {
-double now_seconds() {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-#if defined(__x86_64__)
-__attribute__((target("avx512f"))) double fma_peak_avx512(long iterations) {
-    __m512 acc[12], x = _mm512_set1_ps(0.999f), y = _mm512_set1_ps(1e-7f);
-    for (int i = 0; i < 12; ++i) acc[i] = _mm512_set1_ps((float)i);
-    double start = now_seconds();
-    for (long it = 0; it < iterations; ++it)
-        for (int i = 0; i < 12; ++i) acc[i] = _mm512_fmadd_ps(acc[i], x, y);
-    double s = now_seconds() - start;
-    float lanes[16], sink = 0;
-    for (int i = 0; i < 12; ++i) { _mm512_storeu_ps(lanes, acc[i]); sink += lanes[0]; }
-    if (sink == 12345.0f) std::printf(" ");
-    return (double)iterations * 12 * 16 * 2 / s * 1e-9;
-}
-__attribute__((target("avx2,fma"))) double fma_peak_avx2(long iterations) {
-    __m256 acc[12], x = _mm256_set1_ps(0.999f), y = _mm256_set1_ps(1e-7f);
-    for (int i = 0; i < 12; ++i) acc[i] = _mm256_set1_ps((float)i);
-    double start = now_seconds();
-    for (long it = 0; it < iterations; ++it)
-        for (int i = 0; i < 12; ++i) acc[i] = _mm256_fmadd_ps(acc[i], x, y);
-    double s = now_seconds() - start;
-    float lanes[8], sink = 0;
-    for (int i = 0; i < 12; ++i) { _mm256_storeu_ps(lanes, acc[i]); sink += lanes[0]; }
-    if (sink == 12345.0f) std::printf(" ");
-    return (double)iterations * 12 * 8 * 2 / s * 1e-9;
-}
-#endif
-
-double fma_peak(Isa isa) {
-    double best = 0;
-    for (int run = 0; run < 50; ++run) {
-#if defined(__x86_64__)
-        if (isa == Isa::Avx512) best = std::max(best, fma_peak_avx512(200000));
-        else if (isa == Isa::Avx2) best = std::max(best, fma_peak_avx2(200000));
-#endif
-    }
-    return best;
-}
-
 struct Shape { const char* name; int64_t cin, cout, h, w, k, stride, pad; };
 
 TensorDesc float_desc(std::initializer_list<int64_t> dims) {
@@ -102,9 +58,9 @@ double conv_seconds(const Shape& s, bool relu, uint32_t threads, const char* isa
     if (request.infer() != Status::Ok) return 0;
     double best = 1e30;
     for (int run = 0; run < 40; ++run) {
-        double start = now_seconds();
+        auto start = std::chrono::steady_clock::now();
         (void)request.infer();
-        best = std::min(best, now_seconds() - start);
+        best = std::min(best, bench::seconds_since(start));
     }
     return best;
 }
@@ -116,7 +72,7 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "bench/conv: unknown or unavailable ISA %s\n", argv[1]);
         return 2;
     }
-    const double peak = fma_peak(isa);
+    const double peak = bench::fma_peak(isa);
     std::printf("isa=%s fma_peak=%.1f GFLOP/s (one thread)\n", isa_name(isa), peak);
     std::printf("%-24s %7s %8s %7s %6s %9s %8s %7s\n", "conv", "MFLOP", "1t us", "GFLOP/s", "/peak", "+Relu us", "2t us",
                 "2t/1t");

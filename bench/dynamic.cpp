@@ -11,6 +11,7 @@
 //   build/bench/dynamic [BLOCKS] [OCR_MODEL_DIR]
 #define TESSEL_IMPLEMENTATION
 #include "runtime.h"
+#include "bench_util.h"
 
 #include <algorithm>
 #include <chrono>
@@ -21,12 +22,9 @@
 #include <vector>
 
 using namespace tessel;
+using bench::median;
 
 namespace {
-double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-}
 double since_ms(std::chrono::steady_clock::time_point start) {
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 }

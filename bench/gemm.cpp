@@ -7,6 +7,7 @@
 //   build/bench/gemm [ISA]        (ISA: ref, sse41, avx2, avx512; default as TESSEL_ISA)
 #define TESSEL_IMPLEMENTATION
 #include "runtime.h"
+#include "bench_util.h"
 
 #include <time.h>
 #include <algorithm>
@@ -16,86 +17,17 @@
 #include <string>
 #include <thread>
 #include <vector>
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
 
 using namespace tessel;
+using bench::fma_peak;
+using bench::fma_peak_together;
+using bench::seconds_since;
 
 namespace {
-double seconds_since(std::chrono::steady_clock::time_point start) {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
-// Peak: 12 independent FMA chains (more than latency x ports on current cores), GFLOP/s of one thread.
-#if defined(__x86_64__)
-__attribute__((target("avx2,fma"))) double fma_peak_avx2(long iterations) {
-    __m256 acc[12], x = _mm256_set1_ps(0.999f), y = _mm256_set1_ps(1e-7f);
-    for (int i = 0; i < 12; ++i) acc[i] = _mm256_set1_ps((float)i);
-    auto start = std::chrono::steady_clock::now();
-    for (long it = 0; it < iterations; ++it)
-        for (int i = 0; i < 12; ++i) acc[i] = _mm256_fmadd_ps(acc[i], x, y);
-    double s = seconds_since(start);
-    float lanes[8], sink = 0;
-    for (int i = 0; i < 12; ++i) { _mm256_storeu_ps(lanes, acc[i]); sink += lanes[0]; }
-    if (sink == 12345.0f) std::printf(" ");
-    return (double)iterations * 12 * 8 * 2 / s * 1e-9;
-}
-__attribute__((target("avx512f"))) double fma_peak_avx512(long iterations) {
-    __m512 acc[12], x = _mm512_set1_ps(0.999f), y = _mm512_set1_ps(1e-7f);
-    for (int i = 0; i < 12; ++i) acc[i] = _mm512_set1_ps((float)i);
-    auto start = std::chrono::steady_clock::now();
-    for (long it = 0; it < iterations; ++it)
-        for (int i = 0; i < 12; ++i) acc[i] = _mm512_fmadd_ps(acc[i], x, y);
-    double s = seconds_since(start);
-    float lanes[16], sink = 0;
-    for (int i = 0; i < 12; ++i) { _mm512_storeu_ps(lanes, acc[i]); sink += lanes[0]; }
-    if (sink == 12345.0f) std::printf(" ");
-    return (double)iterations * 12 * 16 * 2 / s * 1e-9;
-}
-#endif
-
-double fma_peak(Isa isa) {
-    double best = 0;
-    for (int run = 0; run < 100; ++run) {   // short runs, the best: other processes share the cores
-        double g = 0;
-#if defined(__x86_64__)
-        if (isa == Isa::Avx512) g = fma_peak_avx512(200000);
-        else if (isa == Isa::Avx2) g = fma_peak_avx2(200000);
-#endif
-        (void)isa;
-        best = std::max(best, g);
-    }
-    return best;
-}
-
 double thread_cpu_seconds() {
     timespec t;
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-// The FMA loop on `threads` threads at once, timed from the start of all to the end of the
-// last (best of 20): whether the threads really run side by side at full speed (on a shared
-// machine they often do not, and the two-thread rows below mean little then).
-double fma_peak_together(Isa isa, uint32_t threads) {
-    double best = 0;
-    for (int run = 0; run < 20; ++run) {
-        std::vector<std::thread> pool;
-        auto start = std::chrono::steady_clock::now();
-        for (uint32_t t = 0; t < threads; ++t)
-            pool.emplace_back([isa] {
-#if defined(__x86_64__)
-                if (isa == Isa::Avx512) fma_peak_avx512(400000);
-                else if (isa == Isa::Avx2) fma_peak_avx2(400000);
-#endif
-                (void)isa;
-            });
-        for (std::thread& th : pool) th.join();
-        double flops = (double)threads * 400000 * 12 * isa_vector_floats(isa) * 2;
-        best = std::max(best, flops / seconds_since(start) * 1e-9);
-    }
-    return best;
 }
 
 // Best time of `runs` runs of f(), in seconds; `cpu` (if given) the best of the calling

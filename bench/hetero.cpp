@@ -7,6 +7,7 @@
 // Not a test: it prints; docs/performance.md keeps the figures.
 #define TESSEL_IMPLEMENTATION
 #include "runtime.h"
+#include "bench_util.h"
 
 #include <algorithm>
 #include <chrono>
@@ -18,13 +19,9 @@
 #include <vector>
 
 using namespace tessel;
+using bench::median;
 
 namespace {
-
-double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-}
 
 TensorDesc desc(std::vector<int64_t> dims) {
     TensorDesc d;
