@@ -5,14 +5,14 @@
 # (onnxruntime renames fused nodes, so they pair by position, not name). Needs build/ort
 # (scripts/bench-vs-ort.sh installs it) and the model's inputs from `ort-bench.js inputs`.
 set -eu
-model=$1 threads=${2:-1} runs=${3:-20}
+model=$1 threads=${2:-1} runs=${3:-20} tessel=${TESSEL:-build/tessel}   # TESSEL: another build, for A/B
 cd "$(dirname "$0")/.."
 export NODE_PATH=$PWD/build/ort/node_modules
 data=build/bench-vs-ort/data_$(basename "$model" .onnx)
 [ -d "$data" ] || node scripts/ort-bench.js inputs "$model" "$data" 2>/dev/null
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-build/tessel run "$model" --inputs "$data" --bench "$runs" --threads "$threads" --perf-counts 2>&1 |
+"$tessel" run "$model" --inputs "$data" --bench "$runs" --threads "$threads" --perf-counts 2>&1 |
   awk '/^node +device/ { on = 1; next } /^time CPU/ { on = 0 } on && NF >= 4 { print $1, $3, $NF }' >"$tmp/tessel"
 node scripts/ort-bench.js profile "$model" "$data" "$runs" "$threads" 2>/dev/null >"$tmp/ort"
 python3 - "$tmp/tessel" "$tmp/ort" <<'PY'
