@@ -8414,14 +8414,10 @@ inline Status run_cpu_depthwise(const RunContext& c) {
     const int64_t in_plane = st.w.in_size(), out_plane = st.w.out_size(), taps = st.w.kernel_size();
     const int64_t out_rows = ds.conv.shape().out_h, out_width = ds.conv.shape().out_w, multiplier = st.group_maps, bands = ds.bands;
     const uint64_t units = (uint64_t)(st.batch * st.channels * bands * multiplier);
-    // Whole planes (one band): unit u writes output map u, and the epilogue runs once per run of
-    // maps of up to 16 KiB, not per map (on a small plane the call costs more than its values).
-    const uint64_t run_maps = bands == 1 && out_plane < 4096 ? (uint64_t)(4096 / out_plane) : 1;
     nn_parallel(c, units, [&](uint64_t slot, uint64_t begin, uint64_t end) {
         float* scratch = static_cast<float*>(c.scratch) + slot * ds.slot_floats;
         uint64_t padded = ~0ull;   // the (image, channel, band) whose copy is in scratch
         int64_t zeros = -1;        // the band whose zeros are in scratch (the same for every plane)
-        uint64_t unfinished = begin;   // whole planes: the first map the epilogue has not run on
         for (uint64_t unit = begin; unit < end; ++unit) {
             const uint64_t key = unit / (uint64_t)multiplier;
             const int64_t band = (int64_t)key % bands, image_channel = (int64_t)key / bands;
@@ -8433,13 +8429,8 @@ inline Status run_cpu_depthwise(const RunContext& c) {
                 zeros = band;
             }
             ds.conv.run_rows(scratch, weights + m * taps, bias ? bias[m] : 0.0f, y + (n * st.maps + m) * out_plane, row0, row1);
-            if (!ds.epilogue) continue;
-            if (bands > 1) {   // the band while it is in cache
+            if (ds.epilogue)   // the band while it is in cache
                 gemm_epilogue_run(c, *ds.epilogue, n * st.maps + m, n * st.maps + m + 1, row0 * out_width, row1 * out_width);
-            } else if (unit + 1 - unfinished >= run_maps || unit + 1 == end) {
-                gemm_epilogue_run(c, *ds.epilogue, (int64_t)unfinished, (int64_t)unit + 1, 0, out_plane);
-                unfinished = unit + 1;
-            }
         }
     }, ds.slots);
     return Status::Ok;
