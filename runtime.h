@@ -10538,6 +10538,7 @@ inline F4 f4_max(F4 v, F4 acc) { return _mm_max_ps(v, acc); }
 // p[0], p[2], p[4], p[6] (reads p[0..7])
 inline F4 f4_even(const float* p) { return _mm_shuffle_ps(_mm_loadu_ps(p), _mm_loadu_ps(p + 4), _MM_SHUFFLE(2, 0, 2, 0)); }
 inline F4 f4_strided(const float* p, int64_t s) { return _mm_setr_ps(p[0], p[s], p[2 * s], p[3 * s]); }
+inline F4 f4_offsets(const float* p, int64_t a, int64_t b, int64_t c) { return _mm_setr_ps(p[0], p[a], p[b], p[c]); }
 inline void f4_lanes(F4 v, float* out) { _mm_storeu_ps(out, v); }
 #elif defined(__ARM_NEON)
 using F4 = float32x4_t;
@@ -10553,6 +10554,9 @@ inline F4 f4_strided(const float* p, int64_t s) {
     float t[4] = {p[0], p[s], p[2 * s], p[3 * s]};
     return vld1q_f32(t);
 }
+inline F4 f4_offsets(const float* p, int64_t a, int64_t b, int64_t c) {
+    return vsetq_lane_f32(p[c], vsetq_lane_f32(p[b], vsetq_lane_f32(p[a], vdupq_n_f32(p[0]), 1), 2), 3);
+}
 inline void f4_lanes(F4 v, float* out) { vst1q_f32(out, v); }
 #else
 struct F4 { float l[4]; };
@@ -10564,6 +10568,7 @@ inline F4 f4_add(F4 a, F4 b) { for (int i = 0; i < 4; ++i) a.l[i] += b.l[i]; ret
 inline F4 f4_div(F4 a, F4 b) { for (int i = 0; i < 4; ++i) a.l[i] /= b.l[i]; return a; }
 inline F4 f4_max(F4 v, F4 acc) { for (int i = 0; i < 4; ++i) acc.l[i] = v.l[i] > acc.l[i] ? v.l[i] : acc.l[i]; return acc; }
 inline F4 f4_strided(const float* p, int64_t s) { return F4{{p[0], p[s], p[2 * s], p[3 * s]}}; }
+inline F4 f4_offsets(const float* p, int64_t a, int64_t b, int64_t c) { return F4{{p[0], p[a], p[b], p[c]}}; }
 inline F4 f4_even(const float* p) { return f4_strided(p, 2); }
 inline void f4_lanes(F4 v, float* out) { f4_store(out, v); }
 #endif
@@ -10610,27 +10615,43 @@ inline F4 cpu_pool_taps(const float* p, int64_t stride) {
     return kStride == 1 ? f4_load(p) : kStride == 2 ? f4_even(p) : f4_strided(p, stride);
 }
 
+// The taps of four outputs `taps(p)` apart in the reference's order (row by row, left to right);
+// the first tap starts a max.
+template <bool kMax, class Taps>
+inline F4 cpu_pool_vector(const float* row, int64_t rows, int64_t width, int64_t kernel, Taps taps) {
+    F4 acc = kMax ? taps(row) : f4_set(0.0f);
+    for (int64_t r = 0; r < rows; ++r) {
+        const float* p = row + r * width;
+        for (int64_t k = 0; k < kernel; ++k) acc = kMax ? f4_max(taps(p + k), acc) : f4_add(acc, taps(p + k));
+    }
+    return acc;
+}
+
 // Interior windows of one output row, 4 at a time: rows [row, row + rows * width), taps in the
-// reference's order (row by row, left to right). Returns how many outputs it wrote (a
-// multiple of 4; the caller does the rest). `limit`: the row's width, which no load may pass.
+// reference's order. f4_even reads one float past its last tap, so the last stride-2 vectors
+// load lane by lane; the last 1-3 outputs run as a vector whose spare lanes repeat the last.
 template <bool kMax, int kStride>
-inline int64_t cpu_pool_row(const float* row, int64_t rows, int64_t width, int64_t kernel, int64_t stride, int64_t col,
-                            int64_t count, float* y, float divisor) {
+inline void cpu_pool_row(const float* row, int64_t rows, int64_t width, int64_t kernel, int64_t stride, int64_t col,
+                         int64_t count, float* y, float divisor) {
     const F4 d = f4_set(divisor);
     int64_t j = 0;
     for (; j + 4 <= count; j += 4, col += 4 * stride) {
-        if (kStride == 2 && col + kernel + 6 >= width) break;   // f4_even reads one float past the last tap
-        F4 acc = kMax ? cpu_pool_taps<kStride>(row + col, stride) : f4_set(0.0f);
-        for (int64_t r = 0; r < rows; ++r) {
-            const float* p = row + r * width + col;
-            for (int64_t k = 0; k < kernel; ++k) {
-                F4 v = cpu_pool_taps<kStride>(p + k, stride);
-                acc = kMax ? f4_max(v, acc) : f4_add(acc, v);
-            }
-        }
+        F4 acc;
+        if (kStride == 2 && col + kernel + 6 >= width)
+            acc = cpu_pool_vector<kMax>(row + col, rows, width, kernel, [](const float* p) { return f4_strided(p, 2); });
+        else
+            acc = cpu_pool_vector<kMax>(row + col, rows, width, kernel,
+                                        [stride](const float* p) { return cpu_pool_taps<kStride>(p, stride); });
         f4_store(y + j, kMax ? acc : f4_div(acc, d));
     }
-    return j;
+    if (j == count) return;
+    const int64_t last = (count - j - 1) * stride;
+    const int64_t at1 = stride < last ? stride : last, at2 = 2 * stride < last ? 2 * stride : last;
+    F4 acc = cpu_pool_vector<kMax>(row + col, rows, width, kernel,
+                                   [at1, at2, last](const float* p) { return f4_offsets(p, at1, at2, last); });
+    float lanes[4];
+    f4_lanes(kMax ? acc : f4_div(acc, d), lanes);
+    for (int64_t l = 0; j + l < count; ++l) y[j + l] = lanes[l];
 }
 
 template <bool kMax, int kStride>
@@ -10651,8 +10672,9 @@ inline void cpu_pool_plane(const PoolState& st, const float* xp, float* yp) {
         if (first < last && inner_end > inner_begin) {
             int64_t padded = std::max<int64_t>(0, std::min(kh, height + w.pad_end[1] - ih));
             float divisor = (float)((st.count_include_pad ? padded : last - first) * kw);
-            done = cpu_pool_row<kMax, kStride>(xp + (ih + first) * width, last - first, width, kw, sw,
-                                               inner_begin * sw - left, inner_end - inner_begin, y + inner_begin, divisor);
+            cpu_pool_row<kMax, kStride>(xp + (ih + first) * width, last - first, width, kw, sw, inner_begin * sw - left,
+                                        inner_end - inner_begin, y + inner_begin, divisor);
+            done = inner_end - inner_begin;
         }
         for (int64_t ow = 0; ow < inner_begin; ++ow) y[ow] = cpu_pool_window(st, xp, oh, ow);
         for (int64_t ow = inner_begin + done; ow < out_w; ++ow) y[ow] = cpu_pool_window(st, xp, oh, ow);

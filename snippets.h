@@ -6110,6 +6110,16 @@ inline void depthwise_copy(float* d, const float* src, int64_t n, int64_t step) 
 void DepthwiseConv::pad(const float* x, int64_t row0, int64_t row1, float* scratch, bool zeros_ready) const {
     const DepthwiseShape& s = shape_;
     const int64_t first = row0 * s.stride_h, rows = detail::depthwise_band_rows(s, row0, row1);
+    // Phase p's index i holds input column i * stride_w + p - pad_left: inside the row for i in
+    // [lo, hi). The same for every row, so computed once (init bounds stride_w).
+    int64_t start[detail::kDepthwiseMaxStride], lo[detail::kDepthwiseMaxStride], hi[detail::kDepthwiseMaxStride];
+    for (int64_t p = 0; p < s.stride_w; ++p) {
+        start[p] = p - s.pad_left;
+        lo[p] = start[p] >= 0 ? 0 : (-start[p] + s.stride_w - 1) / s.stride_w;
+        hi[p] = s.in_w - 1 - start[p] < 0 ? 0 : (s.in_w - 1 - start[p]) / s.stride_w + 1;
+        if (hi[p] > phase_) hi[p] = phase_;
+        if (lo[p] > hi[p]) lo[p] = hi[p];
+    }
     for (int64_t r = 0; r < rows; ++r) {
         const int64_t in_row = first + r - s.pad_top;
         float* dst = scratch + r * pitch_;
@@ -6120,17 +6130,11 @@ void DepthwiseConv::pad(const float* x, int64_t row0, int64_t row1, float* scrat
         const float* src = x + in_row * s.in_w;
         for (int64_t p = 0; p < s.stride_w; ++p) {
             float* d = dst + p * phase_;
-            // index i holds input column i * stride_w + p - pad_left: inside the row for i in [lo, hi)
-            const int64_t start = p - s.pad_left;
-            int64_t lo = start >= 0 ? 0 : (-start + s.stride_w - 1) / s.stride_w;
-            int64_t hi = s.in_w - 1 - start < 0 ? 0 : (s.in_w - 1 - start) / s.stride_w + 1;
-            if (hi > phase_) hi = phase_;
-            if (lo > hi) lo = hi;
             if (!zeros_ready) {
-                std::memset(d, 0, (size_t)lo * sizeof(float));
-                std::memset(d + hi, 0, (size_t)(phase_ - hi) * sizeof(float));
+                std::memset(d, 0, (size_t)lo[p] * sizeof(float));
+                std::memset(d + hi[p], 0, (size_t)(phase_ - hi[p]) * sizeof(float));
             }
-            detail::depthwise_copy(d + lo, src + lo * s.stride_w + start, hi - lo, s.stride_w);
+            detail::depthwise_copy(d + lo[p], src + lo[p] * s.stride_w + start[p], hi[p] - lo[p], s.stride_w);
         }
     }
 }

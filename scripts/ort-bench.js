@@ -5,6 +5,8 @@
 //                                                   onnxruntime's outputs (DIR/output_K.pb)
 //   node ort-bench.js time MODEL DIR RUNS THREADS   prints "ort_ms median=... min=..." for RUNS
 //                                                   runs on DIR's inputs (after 3 warm-up runs)
+//   node ort-bench.js profile MODEL DIR RUNS THREADS  prints "node op median_us" per node from
+//                                                   onnxruntime's session profiling
 // Tensors are read and written as ONNX TensorProto files, the format `tessel run --inputs` reads.
 'use strict';
 const fs = require('fs');
@@ -105,9 +107,10 @@ function writeMatMul(M, K, N, out) {
 }
 
 // >>inputs and timing
-async function session(model, threads) {
+async function session(model, threads, extra = {}) {
     return ort.InferenceSession.create(model, {
         intraOpNumThreads: threads, interOpNumThreads: 1, executionMode: 'sequential', graphOptimizationLevel: 'all',
+        ...extra,
     });
 }
 
@@ -158,12 +161,37 @@ async function time(model, dir, runs, threads) {
     console.log(`ort_ms median=${ms[Math.floor(ms.length / 2)].toFixed(4)} min=${ms[0].toFixed(4)}`);
 }
 
+// Per-node kernel times from onnxruntime's profiler (a JSON trace of "Node" events, microseconds);
+// fused nodes keep the name of their first node.
+async function profile(model, dir, runs, threads) {
+    const prefix = path.join(dir, 'ort_profile');
+    const s = await session(model, threads, {enableProfiling: true, profileFilePrefix: prefix});
+    const feeds = readInputs(s, dir);
+    for (let i = 0; i < 3 + runs; ++i) await s.run(feeds);
+    await s.endProfiling();   // onnxruntime-node returns nothing: find the trace by its prefix
+    const file = fs.readdirSync(dir).filter((f) => f.startsWith('ort_profile') && f.endsWith('.json'))
+        .map((f) => path.join(dir, f)).sort((a, b) => fs.statSync(b).mtimeMs - fs.statSync(a).mtimeMs)[0];
+    const times = new Map();
+    for (const e of JSON.parse(fs.readFileSync(file, 'utf8'))) {
+        if (e.cat !== 'Node' || !e.name.endsWith('_kernel_time')) continue;
+        const key = e.name.slice(0, -'_kernel_time'.length) + ' ' + (e.args && e.args.op_name);
+        if (!times.has(key)) times.set(key, []);
+        times.get(key).push(e.dur);
+    }
+    fs.unlinkSync(file);
+    for (const [key, list] of times) {
+        const tail = list.slice(-runs).sort((a, b) => a - b);
+        console.log(`${key} ${tail[Math.floor(tail.length / 2)]}`);
+    }
+}
+
 const [command, ...args] = process.argv.slice(2);
 (async () => {
     if (command === 'matmul') writeMatMul(+args[0], +args[1], +args[2], args[3]);
     else if (command === 'inputs') await writeInputs(args[0], args[1]);
     else if (command === 'time') await time(args[0], args[1], +args[2], +args[3]);
-    else throw new Error('usage: ort-bench.js matmul|inputs|time ...');
+    else if (command === 'profile') await profile(args[0], args[1], +args[2], +args[3]);
+    else throw new Error('usage: ort-bench.js matmul|inputs|time|profile ...');
 })().catch((e) => {
     console.error('ort-bench: ' + e.message);
     process.exit(1);

@@ -326,6 +326,8 @@ TEST_CASE("depthwise: the activation after it runs as its epilogue, equal to the
         {{1, 6, 13, 21}, 1, {3, 3}, {}, {}, {1, 1, 1, 1}, true},
         {{2, 4, 11, 37}, 2, {5, 5}, {2, 2}, {}, {2, 2, 2, 2}, true},
         {{1, 3, 40, 5}, 1, {3, 3}, {}, {}, {1, 1, 1, 1}, true},   // one plane per channel in bands at 2 threads
+        {{2, 70, 5, 5}, 2, {5, 5}, {}, {}, {2, 2, 2, 2}, true},   // small planes, many maps, two images
+        {{1, 90, 10, 10}, 1, {3, 3}, {2, 2}, {}, {1, 1, 1, 1}, false},
     };
     uint32_t seed = 1000;
     for (const DwCase& dc : cases)
