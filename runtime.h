@@ -18278,11 +18278,17 @@ inline Status run_int8_depthwise_float(const RunContext& c) {
     return Status::Ok;
 }
 
-// A uint8 MaxPool over 1 or 2 spatial dims (Window's last two) with a table after it.
+// A uint8 MaxPool over 1 or 2 spatial dims (Window's last two) with a table after it. Of a
+// Concat of DequantizeLinears along the channels: the planes of input k (channels[k] per
+// image) pooled and put through table[k].
 struct Int8PoolState {
     Window w;
     int64_t planes = 0;
     const uint8_t* table = nullptr;   // nullptr: the identity
+    uint32_t inputs = 1;
+    int64_t channels_total = 0;
+    const int64_t* channels = nullptr;        // per input (inputs > 1)
+    const uint8_t* const* tables = nullptr;   // per input (inputs > 1)
     size_t row_bytes = 0;             // a slot's row of column maxima (in[2] and 32 spare bytes)
     uint32_t slots = 1;
 };
@@ -18333,6 +18339,15 @@ inline Status run_int8_max_pool(const RunContext& c) {
         uint8_t* rowmax = static_cast<uint8_t*>(c.scratch) + slot * st.row_bytes;
         for (uint64_t plane = begin; plane < end; ++plane) {
             const uint8_t* xp = x + (int64_t)plane * in_plane;
+            const uint8_t* table = st.table;
+            if (st.inputs > 1) {   // the Concat's input holding this plane
+                const int64_t n = (int64_t)plane / st.channels_total;
+                int64_t ch = (int64_t)plane % st.channels_total;
+                uint32_t k = 0;
+                while (ch >= st.channels[k]) ch -= st.channels[k++];
+                xp = c.inputs[k].as<const uint8_t>() + (n * st.channels[k] + ch) * in_plane;
+                table = st.tables[k];
+            }
             uint8_t* yp = y + (int64_t)plane * out_plane;
             for (int64_t o = 0; o < w.out[1]; ++o) {
                 uint8_t* yr = yp + o * w.out[2];
@@ -18359,8 +18374,8 @@ inline Status run_int8_max_pool(const RunContext& c) {
                     continue;
                 }
                 int8_pool_row(rowmax, w.in[2], w.out[2], w.kernel[2], w.stride[2], w.dilation[2], w.pad_begin[2], yr);
-                if (st.table)
-                    for (int64_t j = 0; j < w.out[2]; ++j) yr[j] = st.table[yr[j]];
+                if (table)
+                    for (int64_t j = 0; j < w.out[2]; ++j) yr[j] = table[yr[j]];
             }
         }
     }, st.slots);
@@ -18407,6 +18422,7 @@ inline bool int8_single_reader(const Graph& g, NodeId id, NodeId reader) {
 
 struct Int8Group {
     NodeId quantize, act, conv, dequantize;
+    NodeId concat = kNoNode;   // a MaxPool's input: a Concat of DequantizeLinears (dequantize is then kNoNode)
     uint32_t step;   // the QuantizeLinear's step
 };
 
@@ -18479,16 +18495,30 @@ inline bool int8_find_pool(const PreparedModel& model, NodeId q, Int8Group* grou
     if (!int8_single_reader(g, pool, q)) return false;
     const PoolState* ps = static_cast<const PoolState*>(model.kernel_state(pool));
     if (!ps || !ps->max || ps->w.in[0] != 1 || ps->w.kernel[0] != 1 || ps->w.out[0] != 1) return false;
-    NodeId dq = pn.inputs[0].producer;
-    const Node& dn = g.node(dq);
-    if (!(dn.op == StringView("DequantizeLinear")) || model.kernel(dq) != find_builtin_kernel(dn.op)) return false;
-    if (model.value_desc(model.value_id(dn.inputs[0].producer, dn.inputs[0].port)).type != ElementType::UInt8) return false;
-    if (model.value_desc(model.value_id(dq, 0)).type != ElementType::Float32) return false;
-    if (!int8_tensor_params(model, dq, ElementType::UInt8, &s, &z)) return false;
+    auto uint8_dequantize = [&](NodeId dq) {
+        const Node& dn = g.node(dq);
+        if (!(dn.op == StringView("DequantizeLinear")) || model.kernel(dq) != find_builtin_kernel(dn.op)) return false;
+        if (model.value_desc(model.value_id(dn.inputs[0].producer, dn.inputs[0].port)).type != ElementType::UInt8) return false;
+        if (model.value_desc(model.value_id(dq, 0)).type != ElementType::Float32) return false;
+        return int8_tensor_params(model, dq, ElementType::UInt8, &s, &z);
+    };
     group->quantize = q;
     group->act = kNoNode;
     group->conv = pool;
-    group->dequantize = dq;
+    group->dequantize = pn.inputs[0].producer;
+    group->concat = kNoNode;
+    if (uint8_dequantize(group->dequantize)) return true;
+    // a Concat of DequantizeLinears along the channels, read only by the MaxPool
+    NodeId concat = pn.inputs[0].producer;
+    const Node& cn = g.node(concat);
+    const AxisState* as = static_cast<const AxisState*>(model.kernel_state(concat));
+    if (!(cn.op == StringView("Concat")) || model.kernel(concat) != find_builtin_kernel(cn.op) || !as || as->axis != 1 ||
+        cn.num_inputs == 0 || !int8_single_reader(g, concat, pool))
+        return false;
+    for (uint32_t k = 0; k < cn.num_inputs; ++k)
+        if (!uint8_dequantize(cn.inputs[k].producer)) return false;
+    group->dequantize = kNoNode;
+    group->concat = concat;
     return true;
 }
 
@@ -18530,8 +18560,23 @@ inline Int8PoolState* int8_pool_state(ReferenceProgram* p, const PreparedModel& 
     st->slots = p->threads ? p->threads : 1;
     st->row_bytes = ((size_t)ps.w.in[2] + 32 + 63) & ~(size_t)63;
     bool failed = false;
-    st->table = int8_grid_table(p, model, group.dequantize, group.quantize, &failed);
-    return failed ? nullptr : st;
+    if (group.concat == kNoNode) {
+        st->table = int8_grid_table(p, model, group.dequantize, group.quantize, &failed);
+        return failed ? nullptr : st;
+    }
+    const Node& cn = model.model.graph.node(group.concat);
+    int64_t* channels = p->arena.allocate_array<int64_t>(cn.num_inputs);
+    const uint8_t** tables = p->arena.allocate_array<const uint8_t*>(cn.num_inputs);
+    if (!channels || !tables) return nullptr;
+    for (uint32_t k = 0; k < cn.num_inputs; ++k) {
+        channels[k] = model.value_desc(model.value_id(cn.inputs[k].producer, cn.inputs[k].port)).dims[1];
+        st->channels_total += channels[k];
+        tables[k] = int8_grid_table(p, model, cn.inputs[k].producer, group.quantize, &failed);
+    }
+    st->inputs = cn.num_inputs;
+    st->channels = channels;
+    st->tables = tables;
+    return failed || st->channels_total <= 0 ? nullptr : st;
 }
 
 // A Concat of uint8 tensors, each input through its table (nullptr: the identity).
@@ -19425,17 +19470,26 @@ inline Status cpu_int8_steps(ReferenceProgram* p, const PreparedModel& model, Is
         bool fused = writer[conv_value] == ~0u && act_value != conv_value && writer[act_value] != ~0u &&
                      p->steps_[writer[act_value]].node == group.conv && only_writes(act_value, act_value, act_value);
         if (!fused && (!only_writes(conv_value, conv_value, act_value) || !only_writes(act_value, conv_value, act_value))) continue;
+        if (group.concat != kNoNode) {
+            const uint32_t concat_value = model.value_id(group.concat, 0);
+            if (!only_writes(concat_value, concat_value, concat_value)) continue;
+        }
         group.step = i;
         groups[group_count++] = group;
     }
     for (uint32_t k = 0; k < group_count; ++k) {
         const Int8Group& group = groups[k];
         ProgramStep& step = p->steps_[group.step];
-        uint32_t* reads = p->arena.allocate_array<uint32_t>(1);
+        // the uint8 values the DequantizeLinears read (a pooled Concat's: one per input)
+        const Node* cn = group.concat != kNoNode ? &g.node(group.concat) : nullptr;
+        const uint32_t count = cn ? cn->num_inputs : 1;
+        uint32_t* reads = p->arena.allocate_array<uint32_t>(count);
         if (!reads) return Status::OutOfMemory;
-        const Node& dn = g.node(group.dequantize);
-        reads[0] = model.value_id(dn.inputs[0].producer, dn.inputs[0].port);
-        step.reads = Span<const uint32_t>(reads, 1);
+        for (uint32_t k = 0; k < count; ++k) {
+            const Node& dn = g.node(cn ? cn->inputs[k].producer : group.dequantize);
+            reads[k] = model.value_id(dn.inputs[0].producer, dn.inputs[0].port);
+        }
+        step.reads = Span<const uint32_t>(reads, count);
         const ConvState* cst = g_is_conv(model, group.conv) ? static_cast<const ConvState*>(model.kernel_state(group.conv)) : nullptr;
         if (g.node(group.conv).op == StringView("MaxPool")) {
             Int8PoolState* st = int8_pool_state(p, model, group);
@@ -19465,6 +19519,7 @@ inline Status cpu_int8_steps(ReferenceProgram* p, const PreparedModel& model, Is
         }
         if (writer[model.value_id(group.conv, 0)] != ~0u) drop[writer[model.value_id(group.conv, 0)]] = 1;
         if (group.act != kNoNode) drop[writer[model.value_id(group.act, 0)]] = 1;
+        if (group.concat != kNoNode) drop[writer[model.value_id(group.concat, 0)]] = 1;
     }
     for (uint32_t i = 0; i < p->count && concat_count; ++i) {
         if (concats[i] == kNoNode) continue;
@@ -19496,7 +19551,7 @@ inline Status cpu_int8_steps(ReferenceProgram* p, const PreparedModel& model, Is
     }
     // A DequantizeLinear read only by the groups' Convs, pools, Concats and tables is not needed any more.
     auto grouped = [&](NodeId reader) {
-        for (uint32_t j = 0; j < group_count; ++j) if (groups[j].conv == reader) return true;
+        for (uint32_t j = 0; j < group_count; ++j) if (groups[j].conv == reader || groups[j].concat == reader) return true;
         for (uint32_t j = 0; j < table_count; ++j) if (tables[j].ops[0] == reader) return true;
         for (uint32_t j = 0; j < p->count && concat_count; ++j) if (concats[j] == reader) return true;
         return false;
@@ -19508,7 +19563,11 @@ inline Status cpu_int8_steps(ReferenceProgram* p, const PreparedModel& model, Is
         for (NodeId reader : g.successors(dq)) only_groups = only_groups && grouped(reader);
         if (only_groups) drop[s] = 1;
     };
-    for (uint32_t k = 0; k < group_count; ++k) drop_dequantize(groups[k].dequantize);
+    for (uint32_t k = 0; k < group_count; ++k) {
+        if (groups[k].concat == kNoNode) drop_dequantize(groups[k].dequantize);
+        else
+            for (uint32_t j = 0; j < g.node(groups[k].concat).num_inputs; ++j) drop_dequantize(g.node(groups[k].concat).inputs[j].producer);
+    }
     for (uint32_t k = 0; k < table_count; ++k) drop_dequantize(tables[k].dequantize);
     for (uint32_t i = 0; i < p->count && concat_count; ++i)
         if (concats[i] != kNoNode)

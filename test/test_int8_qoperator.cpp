@@ -365,3 +365,49 @@ TEST_CASE("int8 qoperator: DequantizeLinear -> HardSwish, Sigmoid, HardSigmoid +
         }
     }
 }
+
+// ---- DequantizeLinears -> Concat -> MaxPool -> QuantizeLinear on uint8 ----
+TEST_CASE("int8 qoperator: a Concat of DequantizeLinears pooled on uint8, the float path's bits (grids, strides, pads, 2 images)") {
+    struct Case { Shape a, b; int64_t axis; Shape kernel, strides, pads; float sa, sb, sy; uint8_t za, zb, zy; bool taken; };
+    const std::vector<Case> cases = {
+        {{1, 3, 13, 14}, {1, 5, 13, 14}, 1, {3, 3}, {2, 2}, {}, 0.02f, 0.05f, 0.05f, 10, 0, 0, true},         // squeezenet's
+        {{2, 2, 9, 9}, {2, 4, 9, 9}, 1, {2, 2}, {1, 1}, {1, 1, 0, 0}, 0.1f, 0.1f, 0.1f, 5, 5, 5, true},        // one grid
+        {{1, 1, 7, 30}, {1, 2, 7, 30}, 1, {3, 2}, {2, 3}, {1, 0, 1, 1}, 0.03f, 0.011f, 0.02f, 128, 3, 77, true},
+        {{1, 2, 6, 6}, {1, 2, 6, 6}, 2, {2, 2}, {2, 2}, {}, 0.02f, 0.05f, 0.05f, 10, 0, 0, false},            // along H: float path
+    };
+    uint32_t seed = 3700;
+    for (const Case& pc : cases) {
+        CAPTURE(seed);
+        std::mt19937 rng(seed++);
+        std::vector<uint8_t> a((size_t)elements_of(pc.a)), b((size_t)elements_of(pc.b));
+        for (uint8_t& v : a) v = (uint8_t)(rng() % 256);
+        for (uint8_t& v : b) v = (uint8_t)(rng() % 256);
+        auto build = [&](bool fusion, uint32_t threads) {
+            OpTest t;
+            t.opset = 13;
+            NodeId da = t.op("DequantizeLinear", {t.input(pc.a, a), t.constant(Shape{}, std::vector<float>{pc.sa}),
+                                                  t.constant(Shape{}, std::vector<uint8_t>{pc.za})});
+            NodeId db = t.op("DequantizeLinear", {t.input(pc.b, b), t.constant(Shape{}, std::vector<float>{pc.sb}),
+                                                  t.constant(Shape{}, std::vector<uint8_t>{pc.zb})});
+            NodeId cat = t.op("Concat", {InputRef::by_id(da), InputRef::by_id(db)});
+            t.set_int("axis", pc.axis);
+            NodeId pool = t.op("MaxPool", {InputRef::by_id(cat)});
+            t.set_ints("kernel_shape", pc.kernel);
+            t.set_ints("strides", pc.strides);
+            if (!pc.pads.empty()) t.set_ints("pads", pc.pads);
+            t.op("QuantizeLinear", {InputRef::by_id(pool), t.constant(Shape{}, std::vector<float>{pc.sy}),
+                                    t.constant(Shape{}, std::vector<uint8_t>{pc.zy})});
+            return run_model(t, fusion, threads);
+        };
+        Run reference = build(false, 1);
+        for (uint32_t threads : {1u, 2u}) {
+            CAPTURE(threads);
+            Run fast = build(true, threads);
+            INFO(fast.kernels);
+            CHECK((fast.kernels.find("int8:ref:MaxPool") != std::string::npos) == pc.taken);
+            CHECK((fast.kernels.find("Concat") == std::string::npos) == pc.taken);
+            CHECK((fast.kernels.find("DequantizeLinear") == std::string::npos) == pc.taken);
+            CHECK(fast.y == reference.y);
+        }
+    }
+}
