@@ -120,7 +120,8 @@
    >>center crop pad, max unpool and upsample  CenterCropPad, MaxUnpool, Upsample
    >>lp pool and lrn                  LpPool, LRN (kSpatialKernels: the sections from grid sample)
    >>quantization ops                 QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, integer MatMul/Conv
-   >>int8 cpu                         QDQ Conv groups on Int8Gemm, fast per-tensor Quantize/DequantizeLinear
+   >>int8 cpu                         QDQ Conv/MatMul/Gemm groups and QLinearConv/QLinearMatMul on Int8Gemm, uint8
+                                      MaxPool/Concat, tables, fast per-tensor Quantize/DequantizeLinear
    >>compress                         Compress (a constant condition, or bounded outputs)
    >>data-dependent ops               NonZero, Unique, NonMaxSuppression: bounded outputs
    >>more math ops                    Celu, CumProd, Det, Einsum
@@ -17884,13 +17885,22 @@ inline Status run_qconv(const RunContext& c) {
 //   weights get a grid at least as fine. The float bias becomes int32 at s_x * s_w[map],
 //   rounded half to even, with -x_zero_point * sum(weights of the map) folded in. The
 //   requantization scale is s_x * s_w[map] / s_y in float32 operations, onnxruntime's order.
+// - QLinearConv and QLinearMatMul with uint8 x and y (one scale and zero point each) and
+//   constant int8 weights with zero point 0 (one scale, or one per output map) run the same
+//   kernels from the model's integers (QLinearConv's int32 bias as given). The reference
+//   kernels apply the multiplier in double: results within one step of theirs, onnxruntime's bits.
+// - A QDQ Gemm (transA 0, alpha 1, C constant per column or one value, beta 1) is a MatMul
+//   group with C as the bias.
 // - DequantizeLinear(x: uint8) -> MaxPool -> QuantizeLinear (uint8), per tensor, becomes a
 //   MaxPool on x's uint8 values and a table (x's step to y's grid, none when the two agree):
 //   dequantizing is increasing and quantizing nondecreasing, so the max commutes with both
 //   and the result is the float path's bit for bit.
+//   The MaxPool's input may be a Concat of such DequantizeLinears along the channels: one step
+//   pools each input's planes and puts them through that input's table.
 // - DequantizeLinears (uint8) -> Concat -> QuantizeLinear (uint8), per tensor, becomes a
 //   Concat of the uint8 inputs, each through its table to y's grid (none when the grids
 //   agree): the float path's values bit for bit.
+// - DequantizeLinear (uint8) -> one-input float ops -> QuantizeLinear (uint8): a table.
 // - The remaining QuantizeLinear (float32 -> uint8/int8) and DequantizeLinear (uint8/int8 ->
 //   float32) with one constant scale and zero point run a vectorizable loop, bit for bit the
 //   reference's results (x / scale in float32, ties to even; (x - zero point) * scale with one
