@@ -120,8 +120,7 @@
    >>center crop pad, max unpool and upsample  CenterCropPad, MaxUnpool, Upsample
    >>lp pool and lrn                  LpPool, LRN (kSpatialKernels: the sections from grid sample)
    >>quantization ops                 QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, integer MatMul/Conv
-   >>int8 cpu                         QDQ Conv/MatMul/Gemm groups and QLinearConv/QLinearMatMul on Int8Gemm, uint8
-                                      MaxPool/Concat, tables, fast per-tensor Quantize/DequantizeLinear
+   >>int8 cpu                         QDQ Conv/MatMul/Gemm and QLinearConv/MatMul on Int8Gemm; uint8 pools, Concat, tables
    >>compress                         Compress (a constant condition, or bounded outputs)
    >>data-dependent ops               NonZero, Unique, NonMaxSuppression: bounded outputs
    >>more math ops                    Celu, CumProd, Det, Einsum
