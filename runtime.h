@@ -120,7 +120,7 @@
    >>center crop pad, max unpool and upsample  CenterCropPad, MaxUnpool, Upsample
    >>lp pool and lrn                  LpPool, LRN (kSpatialKernels: the sections from grid sample)
    >>quantization ops                 QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, integer MatMul/Conv
-   >>int8 cpu                         QDQ Conv groups on Int8Gemm, fast per-tensor Quantize/DequantizeLinear
+   >>int8 cpu                         QDQ Conv/MatMul/Gemm and QLinearConv/MatMul on Int8Gemm; uint8 pools, Concat, tables
    >>compress                         Compress (a constant condition, or bounded outputs)
    >>data-dependent ops               NonZero, Unique, NonMaxSuppression: bounded outputs
    >>more math ops                    Celu, CumProd, Det, Einsum
@@ -18119,14 +18119,24 @@ inline Status run_qconv(const RunContext& c) {
 //   largest magnitude at 127. For symmetric int8 weights with that range (tools/quantize.py,
 //   onnxruntime's per-channel default) this gives back the model's integers exactly; other
 //   weights get a grid at least as fine. The float bias becomes int32 at s_x * s_w[map],
-//   rounded half to even, with -x_zero_point * sum(weights of the map) folded in.
+//   rounded half to even, with -x_zero_point * sum(weights of the map) folded in. The
+//   requantization scale is s_x * s_w[map] / s_y in float32 operations, onnxruntime's order.
+// - QLinearConv and QLinearMatMul with uint8 x and y (one scale and zero point each) and
+//   constant int8 weights with zero point 0 (one scale, or one per output map) run the same
+//   kernels from the model's integers (QLinearConv's int32 bias as given). The reference
+//   kernels apply the multiplier in double: results within one step of theirs, onnxruntime's bits.
+// - A QDQ Gemm (transA 0, alpha 1, C constant per column or one value, beta 1) is a MatMul
+//   group with C as the bias.
 // - DequantizeLinear(x: uint8) -> MaxPool -> QuantizeLinear (uint8), per tensor, becomes a
 //   MaxPool on x's uint8 values and a table (x's step to y's grid, none when the two agree):
 //   dequantizing is increasing and quantizing nondecreasing, so the max commutes with both
 //   and the result is the float path's bit for bit.
+//   The MaxPool's input may be a Concat of such DequantizeLinears along the channels: one step
+//   pools each input's planes and puts them through that input's table.
 // - DequantizeLinears (uint8) -> Concat -> QuantizeLinear (uint8), per tensor, becomes a
 //   Concat of the uint8 inputs, each through its table to y's grid (none when the grids
 //   agree): the float path's values bit for bit.
+// - DequantizeLinear (uint8) -> one-input float ops -> QuantizeLinear (uint8): a table.
 // - The remaining QuantizeLinear (float32 -> uint8/int8) and DequantizeLinear (uint8/int8 ->
 //   float32) with one constant scale and zero point run a vectorizable loop, bit for bit the
 //   reference's results (x / scale in float32, ties to even; (x - zero point) * scale with one
@@ -18514,11 +18524,17 @@ inline Status run_int8_depthwise_float(const RunContext& c) {
     return Status::Ok;
 }
 
-// A uint8 MaxPool over 1 or 2 spatial dims (Window's last two) with a table after it.
+// A uint8 MaxPool over 1 or 2 spatial dims (Window's last two) with a table after it. Of a
+// Concat of DequantizeLinears along the channels: the planes of input k (channels[k] per
+// image) pooled and put through table[k].
 struct Int8PoolState {
     Window w;
     int64_t planes = 0;
     const uint8_t* table = nullptr;   // nullptr: the identity
+    uint32_t inputs = 1;
+    int64_t channels_total = 0;
+    const int64_t* channels = nullptr;        // per input (inputs > 1)
+    const uint8_t* const* tables = nullptr;   // per input (inputs > 1)
     size_t row_bytes = 0;             // a slot's row of column maxima (in[2] and 32 spare bytes)
     uint32_t slots = 1;
 };
@@ -18569,6 +18585,15 @@ inline Status run_int8_max_pool(const RunContext& c) {
         uint8_t* rowmax = static_cast<uint8_t*>(c.scratch) + slot * st.row_bytes;
         for (uint64_t plane = begin; plane < end; ++plane) {
             const uint8_t* xp = x + (int64_t)plane * in_plane;
+            const uint8_t* table = st.table;
+            if (st.inputs > 1) {   // the Concat's input holding this plane
+                const int64_t n = (int64_t)plane / st.channels_total;
+                int64_t ch = (int64_t)plane % st.channels_total;
+                uint32_t k = 0;
+                while (ch >= st.channels[k]) ch -= st.channels[k++];
+                xp = c.inputs[k].as<const uint8_t>() + (n * st.channels[k] + ch) * in_plane;
+                table = st.tables[k];
+            }
             uint8_t* yp = y + (int64_t)plane * out_plane;
             for (int64_t o = 0; o < w.out[1]; ++o) {
                 uint8_t* yr = yp + o * w.out[2];
@@ -18595,8 +18620,8 @@ inline Status run_int8_max_pool(const RunContext& c) {
                     continue;
                 }
                 int8_pool_row(rowmax, w.in[2], w.out[2], w.kernel[2], w.stride[2], w.dilation[2], w.pad_begin[2], yr);
-                if (st.table)
-                    for (int64_t j = 0; j < w.out[2]; ++j) yr[j] = st.table[yr[j]];
+                if (table)
+                    for (int64_t j = 0; j < w.out[2]; ++j) yr[j] = table[yr[j]];
             }
         }
     }, st.slots);
@@ -18643,6 +18668,7 @@ inline bool int8_single_reader(const Graph& g, NodeId id, NodeId reader) {
 
 struct Int8Group {
     NodeId quantize, act, conv, dequantize;
+    NodeId concat = kNoNode;   // a MaxPool's input: a Concat of DequantizeLinears (dequantize is then kNoNode)
     uint32_t step;   // the QuantizeLinear's step
 };
 
@@ -18665,10 +18691,15 @@ inline bool int8_find_group(const PreparedModel& model, NodeId q, Int8Group* gro
         producer = g.node(act).inputs[0].producer;
     }
     const Node& conv = g.node(producer);
-    const bool matmul = conv.op == StringView("MatMul");
-    if (!(conv.op == StringView("Conv") || matmul) || model.kernel(producer) != find_builtin_kernel(conv.op)) return false;
+    const bool matmul = conv.op == StringView("MatMul"), gemm = conv.op == StringView("Gemm");
+    if (!(conv.op == StringView("Conv") || matmul || gemm) || model.kernel(producer) != find_builtin_kernel(conv.op)) return false;
     if (!int8_single_reader(g, producer, act != kNoNode ? act : q)) return false;
-    if (matmul) {   // x [..., m, k] times a constant w [k, n]
+    if (gemm) {   // x [m, k] times a constant w ([k, n] or [n, k]) plus a constant C per column
+        const GemmState* gs = static_cast<const GemmState*>(model.kernel_state(producer));
+        if (!gs || gs->trans_a || gs->alpha != 1.0f || (gs->has_c && (gs->beta != 1.0f || gs->c_row != 0)) || gs->m == 0 ||
+            gs->n == 0 || gs->k == 0)
+            return false;
+    } else if (matmul) {   // x [..., m, k] times a constant w [k, n]
         const MatMulState* mst = static_cast<const MatMulState*>(model.kernel_state(producer));
         const TensorDesc& wd = model.value_desc(model.value_id(conv.inputs[1].producer, conv.inputs[1].port));
         const TensorDesc& xd = model.value_desc(model.value_id(conv.inputs[0].producer, conv.inputs[0].port));
@@ -18710,16 +18741,30 @@ inline bool int8_find_pool(const PreparedModel& model, NodeId q, Int8Group* grou
     if (!int8_single_reader(g, pool, q)) return false;
     const PoolState* ps = static_cast<const PoolState*>(model.kernel_state(pool));
     if (!ps || !ps->max || ps->w.in[0] != 1 || ps->w.kernel[0] != 1 || ps->w.out[0] != 1) return false;
-    NodeId dq = pn.inputs[0].producer;
-    const Node& dn = g.node(dq);
-    if (!(dn.op == StringView("DequantizeLinear")) || model.kernel(dq) != find_builtin_kernel(dn.op)) return false;
-    if (model.value_desc(model.value_id(dn.inputs[0].producer, dn.inputs[0].port)).type != ElementType::UInt8) return false;
-    if (model.value_desc(model.value_id(dq, 0)).type != ElementType::Float32) return false;
-    if (!int8_tensor_params(model, dq, ElementType::UInt8, &s, &z)) return false;
+    auto uint8_dequantize = [&](NodeId dq) {
+        const Node& dn = g.node(dq);
+        if (!(dn.op == StringView("DequantizeLinear")) || model.kernel(dq) != find_builtin_kernel(dn.op)) return false;
+        if (model.value_desc(model.value_id(dn.inputs[0].producer, dn.inputs[0].port)).type != ElementType::UInt8) return false;
+        if (model.value_desc(model.value_id(dq, 0)).type != ElementType::Float32) return false;
+        return int8_tensor_params(model, dq, ElementType::UInt8, &s, &z);
+    };
     group->quantize = q;
     group->act = kNoNode;
     group->conv = pool;
-    group->dequantize = dq;
+    group->dequantize = pn.inputs[0].producer;
+    group->concat = kNoNode;
+    if (uint8_dequantize(group->dequantize)) return true;
+    // a Concat of DequantizeLinears along the channels, read only by the MaxPool
+    NodeId concat = pn.inputs[0].producer;
+    const Node& cn = g.node(concat);
+    const AxisState* as = static_cast<const AxisState*>(model.kernel_state(concat));
+    if (!(cn.op == StringView("Concat")) || model.kernel(concat) != find_builtin_kernel(cn.op) || !as || as->axis != 1 ||
+        cn.num_inputs == 0 || !int8_single_reader(g, concat, pool))
+        return false;
+    for (uint32_t k = 0; k < cn.num_inputs; ++k)
+        if (!uint8_dequantize(cn.inputs[k].producer)) return false;
+    group->dequantize = kNoNode;
+    group->concat = concat;
     return true;
 }
 
@@ -18761,8 +18806,23 @@ inline Int8PoolState* int8_pool_state(ReferenceProgram* p, const PreparedModel& 
     st->slots = p->threads ? p->threads : 1;
     st->row_bytes = ((size_t)ps.w.in[2] + 32 + 63) & ~(size_t)63;
     bool failed = false;
-    st->table = int8_grid_table(p, model, group.dequantize, group.quantize, &failed);
-    return failed ? nullptr : st;
+    if (group.concat == kNoNode) {
+        st->table = int8_grid_table(p, model, group.dequantize, group.quantize, &failed);
+        return failed ? nullptr : st;
+    }
+    const Node& cn = model.model.graph.node(group.concat);
+    int64_t* channels = p->arena.allocate_array<int64_t>(cn.num_inputs);
+    const uint8_t** tables = p->arena.allocate_array<const uint8_t*>(cn.num_inputs);
+    if (!channels || !tables) return nullptr;
+    for (uint32_t k = 0; k < cn.num_inputs; ++k) {
+        channels[k] = model.value_desc(model.value_id(cn.inputs[k].producer, cn.inputs[k].port)).dims[1];
+        st->channels_total += channels[k];
+        tables[k] = int8_grid_table(p, model, cn.inputs[k].producer, group.quantize, &failed);
+    }
+    st->inputs = cn.num_inputs;
+    st->channels = channels;
+    st->tables = tables;
+    return failed || st->channels_total <= 0 ? nullptr : st;
 }
 
 // A Concat of uint8 tensors, each input through its table (nullptr: the identity).
@@ -18909,6 +18969,22 @@ inline Status run_int8_matmul(const RunContext& c) {
 
 
 // scales and clamp, in the program's arena; false when out of memory.
+// What an int8 step's weights and requantization are made from: x's and y's grids, a folded
+// activation's range (real units), and the weights as floats (a QDQ group's folded
+// DequantizeLinear, made int8 again) or as int8 with zero point 0 and one scale or one per map
+// (QLinearConv, QLinearMatMul); the bias as floats (rounded at s_x * s_w) or int32.
+struct Int8Source {
+    float sx = 1.0f, sy = 1.0f;
+    int32_t zx = 0, zy = 0;
+    double lo = -INFINITY, hi = INFINITY;
+    const float* w = nullptr;          // maps x depth
+    const int8_t* wq = nullptr;        // maps x depth, when w is nullptr
+    const float* w_scale = nullptr;    // with wq: one, or one per map
+    bool w_scale_per_map = false;
+    const float* bias = nullptr;       // per map, or
+    const int32_t* bias_q = nullptr;
+};
+
 struct Int8Weights {
     int8_t* q = nullptr;
     int32_t* bias = nullptr;
@@ -18918,57 +18994,71 @@ struct Int8Weights {
     int32_t x_zero_point = 0;
 };
 
-inline bool int8_weights(ReferenceProgram* p, const PreparedModel& model, const Int8Group& group, const float* w,
-                         int64_t maps, int64_t depth, Int8Weights* out) {
-    float sx, sy;
-    int32_t zx, zy;
-    int8_tensor_params(model, group.dequantize, ElementType::UInt8, &sx, &zx);
-    int8_tensor_params(model, group.quantize, ElementType::UInt8, &sy, &zy);
-    out->x_zero_point = zx;
-    const float* b = g_is_conv(model, group.conv) ? cpu_constant_input(model, group.conv, 2) : nullptr;
+inline bool int8_weights(ReferenceProgram* p, const Int8Source& src, int64_t maps, int64_t depth, Int8Weights* out) {
+    const float sx = src.sx, sy = src.sy;
+    out->x_zero_point = src.zx;
     out->q = static_cast<int8_t*>(p->arena.allocate((size_t)(maps * depth) + 1, 64));
     out->bias = p->arena.allocate_array<int32_t>((size_t)maps + 1);
     out->scale = p->arena.allocate_array<float>((size_t)maps + 1);
     out->sums = p->arena.allocate_array<int64_t>((size_t)maps + 1);
     if (!out->q || !out->bias || !out->scale || !out->sums) return false;
     for (int64_t m = 0; m < maps; ++m) {
-        const float* wm = w + m * depth;
-        double amax = 0.0;
-        for (int64_t k = 0; k < depth; ++k) amax = std::max(amax, (double)std::fabs(wm[k]));
-        // amax / 127 rounded to float32: for weights q * s with max |q| 127 this is s again
-        const float sw = amax > 0.0 && std::isfinite(amax) ? (float)(amax / 127.0) : 1.0f;
         int64_t sum = 0;
-        for (int64_t k = 0; k < depth; ++k) {
-            double v = wm[k] == wm[k] ? round_half_even((double)wm[k] / sw) : 0.0;
-            int8_t qv = (int8_t)(v < -127.0 ? -127.0 : v > 127.0 ? 127.0 : v);
-            out->q[m * depth + k] = qv;
-            sum += qv;
+        float sw = 1.0f;
+        if (src.w) {
+            const float* wm = src.w + m * depth;
+            double amax = 0.0;
+            for (int64_t k = 0; k < depth; ++k) amax = std::max(amax, (double)std::fabs(wm[k]));
+            // amax / 127 rounded to float32: for weights q * s with max |q| 127 this is s again
+            sw = amax > 0.0 && std::isfinite(amax) ? (float)(amax / 127.0) : 1.0f;
+            for (int64_t k = 0; k < depth; ++k) {
+                double v = wm[k] == wm[k] ? round_half_even((double)wm[k] / sw) : 0.0;
+                int8_t qv = (int8_t)(v < -127.0 ? -127.0 : v > 127.0 ? 127.0 : v);
+                out->q[m * depth + k] = qv;
+                sum += qv;
+            }
+        } else {
+            sw = src.w_scale[src.w_scale_per_map ? m : 0];
+            std::memcpy(out->q + m * depth, src.wq + m * depth, (size_t)depth);
+            for (int64_t k = 0; k < depth; ++k) sum += src.wq[m * depth + k];
         }
-        const double unit = (double)sx * (double)sw;   // the accumulator's scale
-        double bias = b ? round_half_even((double)b[m] / unit) : 0.0;
+        double bias = 0.0;
+        if (src.bias) bias = round_half_even((double)src.bias[m] / ((double)sx * (double)sw));   // the accumulator's scale
+        else if (src.bias_q) bias = src.bias_q[m];
         bias = bias < -2147483648.0 ? -2147483648.0 : bias > 2147483647.0 ? 2147483647.0 : bias;
         out->bias[m] = (int32_t)bias;
         out->sums[m] = sum;
-        out->scale[m] = (float)(unit / (double)sy);
+        // in float32, s_x * s_w first, as onnxruntime's QLinearConv/QLinearMatMul: a scale one
+        // ulp off moves the results that land near a tie by one step
+        out->scale[m] = sx * sw / sy;
     }
-    double lo = 0.0, hi = 0.0;
-    int8_activation_range(model, group.act, &lo, &hi);
-    double qlo = 0.0 - zy, qhi = 255.0 - zy;
-    if (lo > -INFINITY) qlo = std::max(qlo, round_half_even(lo / sy));
-    if (hi < INFINITY) qhi = std::min(qhi, round_half_even(hi / sy));
+    double qlo = 0.0 - src.zy, qhi = 255.0 - src.zy;
+    if (src.lo > -INFINITY) qlo = std::max(qlo, round_half_even(src.lo / sy));
+    if (src.hi < INFINITY) qhi = std::min(qhi, round_half_even(src.hi / sy));
     if (qhi < qlo) qhi = qlo;
     out->rq.lo = (float)qlo;
     out->rq.hi = (float)qhi;
-    out->rq.zero_point = zy;
+    out->rq.zero_point = src.zy;
     return true;
 }
 
-// Sets up the float kernel of a 2-D depthwise state whose sums stay below 2^24 (taps * 255 * 127);
-// other states keep the int32 rows.
+// The source of a QDQ group with its weights w (maps x depth floats).
+inline Int8Source int8_group_source(const PreparedModel& model, const Int8Group& group, const float* w) {
+    Int8Source src;
+    int8_tensor_params(model, group.dequantize, ElementType::UInt8, &src.sx, &src.zx);
+    int8_tensor_params(model, group.quantize, ElementType::UInt8, &src.sy, &src.zy);
+    int8_activation_range(model, group.act, &src.lo, &src.hi);
+    src.w = w;
+    src.bias = g_is_conv(model, group.conv) ? cpu_constant_input(model, group.conv, 2) : nullptr;
+    return src;
+}
+
+// Sets up the float kernel of a 2-D depthwise state whose sums stay below 2^24 (taps * 255 * 128:
+// QLinearConv's weights may hold -128); other states keep the int32 rows.
 inline bool int8_depthwise_float_kernel(ReferenceProgram* p, Int8DepthwiseState* st, Isa isa) {
     const Window& w = st->w;
     if (w.in[0] != 1 || w.kernel[0] != 1 || w.out[0] != 1 || w.out_size() == 0) return true;
-    if (w.kernel_size() * 255 * 127 >= ((int64_t)1 << 24)) return true;
+    if (w.kernel_size() * 255 * 128 >= ((int64_t)1 << 24)) return true;
     DepthwiseShape shape;
     shape.in_h = w.in[1], shape.in_w = w.in[2], shape.out_h = w.out[1], shape.out_w = w.out[2];
     shape.kernel_h = w.kernel[1], shape.kernel_w = w.kernel[2], shape.stride_h = w.stride[1], shape.stride_w = w.stride[2];
@@ -18997,11 +19087,10 @@ inline bool int8_depthwise_float_kernel(ReferenceProgram* p, Int8DepthwiseState*
     return true;
 }
 
-inline Int8DepthwiseState* int8_depthwise_state(ReferenceProgram* p, const PreparedModel& model, const Int8Group& group, Isa isa) {
-    const ConvState& cst = *static_cast<const ConvState*>(model.kernel_state(group.conv));
+inline Int8DepthwiseState* int8_depthwise_state(ReferenceProgram* p, const ConvState& cst, const Int8Source& src, Isa isa) {
     Int8DepthwiseState* st = p->arena.allocate_array<Int8DepthwiseState>(1);
     Int8Weights wq;
-    if (!st || !int8_weights(p, model, group, cpu_constant_input(model, group.conv, 1), cst.maps, cst.depth, &wq)) return nullptr;
+    if (!st || !int8_weights(p, src, cst.maps, cst.depth, &wq)) return nullptr;
     new (st) Int8DepthwiseState();
     st->w = cst.w;
     st->batch = cst.batch;
@@ -19018,23 +19107,17 @@ inline Int8DepthwiseState* int8_depthwise_state(ReferenceProgram* p, const Prepa
     return st;
 }
 
-inline Int8MatMulState* int8_matmul_state(ReferenceProgram* p, const PreparedModel& model, const Int8Group& group, Isa isa) {
-    const MatMulState& mst = *static_cast<const MatMulState*>(model.kernel_state(group.conv));
+// The state of x [rows, k] times weights [n, k] (src's maps: a row per output column).
+inline Int8MatMulState* int8_matmul_state(ReferenceProgram* p, int64_t rows, int64_t n, int64_t k, const Int8Source& src, Isa isa) {
     Int8MatMulState* st = p->arena.allocate_array<Int8MatMulState>(1);
     if (!st) return nullptr;
     new (st) Int8MatMulState();
     if (st->gemm.init(isa) != Status::Ok && st->gemm.init(Isa::Ref) != Status::Ok) return nullptr;
-    st->rows = mst.batch * mst.m;
-    st->n = mst.n;
-    st->k = mst.k;
-    const float* w = cpu_constant_input(model, group.conv, 1);
-    Arena scratch;
-    float* wt = scratch.allocate_array<float>((size_t)(st->n * st->k) + 1);   // w^T: a row per map
-    if (!wt) return nullptr;
-    for (int64_t p0 = 0; p0 < st->k; ++p0)
-        for (int64_t j = 0; j < st->n; ++j) wt[j * st->k + p0] = w[p0 * st->n + j];
+    st->rows = rows;
+    st->n = n;
+    st->k = k;
     Int8Weights wq;
-    if (!int8_weights(p, model, group, wt, st->n, st->k, &wq)) return nullptr;
+    if (!int8_weights(p, src, st->n, st->k, &wq)) return nullptr;
     for (int64_t m = 0; m < st->n; ++m) {
         double bias = (double)wq.bias[m] - (double)wq.x_zero_point * (double)wq.sums[m];
         wq.bias[m] = (int32_t)(bias < -2147483648.0 ? -2147483648.0 : bias > 2147483647.0 ? 2147483647.0 : bias);
@@ -19059,6 +19142,38 @@ inline Int8MatMulState* int8_matmul_state(ReferenceProgram* p, const PreparedMod
     st->result_bytes = ((size_t)(st->n * block) + 63) & ~(size_t)63;
     st->slot_bytes = st->panel_bytes + st->result_bytes;
     return st;
+}
+
+// The state of a QDQ MatMul or Gemm group: the weights as rows per output column, Gemm's C
+// (one value per column, or one for all) as the bias.
+inline Int8MatMulState* int8_group_matmul_state(ReferenceProgram* p, const PreparedModel& model, const Int8Group& group, Isa isa) {
+    const Node& node = model.model.graph.node(group.conv);
+    const float* w = cpu_constant_input(model, group.conv, 1);
+    const float* c = nullptr;
+    int64_t rows = 0, n = 0, k = 0, c_col = 0;
+    bool trans_b = false;
+    if (node.op == StringView("Gemm")) {
+        const GemmState& gs = *static_cast<const GemmState*>(model.kernel_state(group.conv));
+        rows = gs.m, n = gs.n, k = gs.k, trans_b = gs.trans_b;
+        if (gs.has_c) c = cpu_constant_input(model, group.conv, 2), c_col = gs.c_col;
+    } else {
+        const MatMulState& mst = *static_cast<const MatMulState*>(model.kernel_state(group.conv));
+        rows = mst.batch * mst.m, n = mst.n, k = mst.k;
+    }
+    Arena scratch;
+    float* wt = scratch.allocate_array<float>((size_t)(n * k) + 1);   // a row per output column
+    float* bias = scratch.allocate_array<float>((size_t)n + 1);
+    if (!wt || !bias) return nullptr;
+    if (trans_b) std::memcpy(wt, w, (size_t)(n * k) * sizeof(float));
+    else
+        for (int64_t p0 = 0; p0 < k; ++p0)
+            for (int64_t j = 0; j < n; ++j) wt[j * k + p0] = w[p0 * n + j];
+    Int8Source src = int8_group_source(model, group, wt);
+    if (c) {
+        for (int64_t j = 0; j < n; ++j) bias[j] = c[j * c_col];
+        src.bias = bias;
+    }
+    return int8_matmul_state(p, rows, n, k, src, isa);
 }
 
 // Switches a stride-1 2-D (or 1-D) conv with a kernel wider than one tap to
@@ -19103,8 +19218,7 @@ inline bool int8_conv_implicit(ReferenceProgram* p, Int8ConvState* st) {
 }
 
 // The Int8ConvState of a group in the program's arena; nullptr when out of memory.
-inline Int8ConvState* int8_conv_state(ReferenceProgram* p, const PreparedModel& model, const Int8Group& group, Isa isa) {
-    const ConvState& cst = *static_cast<const ConvState*>(model.kernel_state(group.conv));
+inline Int8ConvState* int8_conv_state(ReferenceProgram* p, const ConvState& cst, const Int8Source& src, Isa isa) {
     Int8ConvState* st = p->arena.allocate_array<Int8ConvState>(1);
     if (!st) return nullptr;
     new (st) Int8ConvState();
@@ -19120,7 +19234,7 @@ inline Int8ConvState* int8_conv_state(ReferenceProgram* p, const PreparedModel& 
     st->direct = cst.direct;
     const int64_t maps = st->maps, depth = st->depth;
     Int8Weights wq;
-    if (!int8_weights(p, model, group, cpu_constant_input(model, group.conv, 1), maps, depth, &wq)) return nullptr;
+    if (!int8_weights(p, src, maps, depth, &wq)) return nullptr;
     st->x_zero_point = (uint8_t)wq.x_zero_point;
     st->bias = wq.bias;
     st->scale = wq.scale;
@@ -19307,6 +19421,234 @@ inline Status int8_use(ReferenceProgram* p, uint32_t i, RunFn run, const void* s
     return Status::Ok;
 }
 
+// DequantizeLinear (uint8) -> one-input float elementwise ops (HardSwish, Sigmoid, Relu, ...,
+// each read only by the next) -> QuantizeLinear (uint8), per tensor: y = table[x], the table made
+// by the reference's float32 operations on x's 256 values (snippet_evaluate, the FMA mode the
+// reference kernels use), so it gives the reference path's bits.
+struct Int8TableState {
+    const uint8_t* table = nullptr;
+    uint64_t count = 0;
+};
+
+inline Status run_int8_table(const RunContext& c) {
+    const Int8TableState& st = *static_cast<const Int8TableState*>(c.state);
+    const uint8_t* x = c.inputs[0].as<const uint8_t>();
+    uint8_t* y = c.outputs[0].as<uint8_t>();
+    const uint64_t chunk = 16384, units = (st.count + chunk - 1) / chunk;
+    nn_parallel(c, units, [&](uint64_t, uint64_t begin, uint64_t end) {
+        // a local copy (y's stores cannot alias it) and 8 bytes per load and store
+        uint8_t t[256];
+        std::memcpy(t, st.table, sizeof t);
+        const uint64_t stop = end * chunk < st.count ? end * chunk : st.count;
+        uint64_t e = begin * chunk;
+        for (; e + 8 <= stop; e += 8) {
+            uint64_t v;
+            std::memcpy(&v, x + e, 8);
+            const uint64_t r = (uint64_t)t[v & 255] | (uint64_t)t[(v >> 8) & 255] << 8 | (uint64_t)t[(v >> 16) & 255] << 16 |
+                               (uint64_t)t[(v >> 24) & 255] << 24 | (uint64_t)t[(v >> 32) & 255] << 32 |
+                               (uint64_t)t[(v >> 40) & 255] << 40 | (uint64_t)t[(v >> 48) & 255] << 48 | (uint64_t)t[v >> 56] << 56;
+            std::memcpy(y + e, &r, 8);
+        }
+        for (; e < stop; ++e) y[e] = t[x[e]];
+    });
+    return Status::Ok;
+}
+
+constexpr uint32_t kInt8TableOps = 8;   // the longest chain of ops one table takes
+
+struct Int8TableGroup {
+    NodeId quantize = kNoNode, dequantize = kNoNode;
+    NodeId ops[kInt8TableOps] = {};   // from the DequantizeLinear's reader to the QuantizeLinear's input
+    uint32_t count = 0;
+};
+
+// The table chain ending at QuantizeLinear node q, or false.
+inline bool int8_find_table(const PreparedModel& model, NodeId q, Int8TableGroup* group) {
+    const Graph& g = model.model.graph;
+    const Node& qn = g.node(q);
+    if (!(qn.op == StringView("QuantizeLinear")) || qn.num_inputs < 2 || model.kernel(q) != find_builtin_kernel(qn.op)) return false;
+    if (model.value_desc(model.value_id(q, 0)).type != ElementType::UInt8) return false;
+    const QuantizeState* qs = static_cast<const QuantizeState*>(model.kernel_state(q));
+    float s;
+    int32_t z;
+    if (!qs || qs->division != QuantDivision::Float || !int8_tensor_params(model, q, ElementType::UInt8, &s, &z)) return false;
+    NodeId reader = q, n = qn.inputs[0].producer;
+    NodeId chain[kInt8TableOps];
+    uint32_t count = 0;
+    const OpKernel* elementwise = find_builtin_kernel("Relu");
+    while (!(g.node(n).op == StringView("DequantizeLinear"))) {
+        const Node& node = g.node(n);
+        const ElementwiseState* es = static_cast<const ElementwiseState*>(model.kernel_state(n));
+        if (count == kInt8TableOps || !elementwise || !model.kernel(n) || model.kernel(n)->prepare != elementwise->prepare ||
+            model.kernel(n) != find_builtin_kernel(node.op) || !es || es->clip_inputs || node.num_inputs != 1 ||
+            node.num_outputs != 1 || snippet_op_arity(es->op) != 1 || !int8_single_reader(g, n, reader))
+            return false;
+        chain[count++] = n;
+        reader = n;
+        n = node.inputs[0].producer;
+    }
+    if (count == 0) return false;
+    const Node& dn = g.node(n);
+    if (model.kernel(n) != find_builtin_kernel(dn.op)) return false;
+    if (model.value_desc(model.value_id(dn.inputs[0].producer, dn.inputs[0].port)).type != ElementType::UInt8) return false;
+    if (model.value_desc(model.value_id(n, 0)).type != ElementType::Float32) return false;
+    if (!int8_tensor_params(model, n, ElementType::UInt8, &s, &z)) return false;
+    group->quantize = q;
+    group->dequantize = n;
+    group->count = count;
+    for (uint32_t k = 0; k < count; ++k) group->ops[k] = chain[count - 1 - k];
+    return true;
+}
+
+// The table of a chain in the program's arena, or nullptr when out of memory.
+inline Int8TableState* int8_table_state(ReferenceProgram* p, const PreparedModel& model, const Int8TableGroup& group) {
+    float sx = 1.0f, sy = 1.0f;
+    int32_t zx = 0, zy = 0;
+    int8_tensor_params(model, group.dequantize, ElementType::UInt8, &sx, &zx);
+    int8_tensor_params(model, group.quantize, ElementType::UInt8, &sy, &zy);
+    Int8TableState* st = p->arena.allocate_array<Int8TableState>(1);
+    uint8_t* table = static_cast<uint8_t*>(p->arena.allocate(256, 64));
+    if (!st || !table) return nullptr;
+    new (st) Int8TableState();
+    for (int32_t v = 0; v < 256; ++v) {
+        float f = (float)(v - zx) * sx;   // DequantizeLinear: one rounding
+        for (uint32_t k = 0; k < group.count; ++k) {
+            const ElementwiseState& es = *static_cast<const ElementwiseState*>(model.kernel_state(group.ops[k]));
+            float args[3] = {f, 0.0f, 0.0f};
+            f = snippet_evaluate(es.op, args, es.alpha, es.beta, es.fused);
+        }
+        int8_quantize_range(&f, &table[v], 0, 1, sy, zy, 0, 255);
+    }
+    st->table = table;
+    desc_elements(model.value_desc(model.value_id(group.quantize, 0)), &st->count);
+    return st;
+}
+
+// Constant input i of node id of the given type and element count (count 0: any), or nullptr.
+inline const void* int8_constant(const PreparedModel& model, NodeId id, uint32_t i, ElementType type, uint64_t count) {
+    const Node& node = model.model.graph.node(id);
+    if (i >= node.num_inputs) return nullptr;
+    uint32_t v = model.value_id(node.inputs[i].producer, node.inputs[i].port);
+    const TensorDesc& d = model.value_desc(v);
+    uint64_t n = 0;
+    if (d.type != type || !desc_elements(d, &n) || (count && n != count)) return nullptr;
+    return model.constant(v);
+}
+
+// Input i of node id is absent (an optional input left empty).
+inline bool int8_absent(const PreparedModel& model, NodeId id, uint32_t i) {
+    const Node& node = model.model.graph.node(id);
+    return i >= node.num_inputs || model.value_desc(model.value_id(node.inputs[i].producer, node.inputs[i].port)).type ==
+                                       ElementType::Undefined;
+}
+
+// A QLinearConv or QLinearMatMul node on the int8 kernels: x (a) and y uint8 with one float32
+// scale and zero point each; w (b) a constant int8 with zero point 0 and one scale or one per
+// output map (column); QLinearConv's bias a constant int32. Sets *state, *run, *what and
+// *scratch, or leaves *state nullptr (the reference kernel stays); false when out of memory.
+inline bool int8_qlinear_step(ReferenceProgram* p, const PreparedModel& model, NodeId id, Isa isa, const void** state, RunFn* run,
+                              const char** what, Isa* used, size_t* scratch) {
+    *state = nullptr;
+    const Graph& g = model.model.graph;
+    const Node& node = g.node(id);
+    const bool conv = node.op == StringView("QLinearConv");
+    if (!(conv || node.op == StringView("QLinearMatMul")) || model.kernel(id) != find_builtin_kernel(node.op)) return true;
+    if (node.num_inputs < 8 || !model.kernel_state(id)) return true;
+    auto type_of = [&](uint32_t i) { return model.value_desc(model.value_id(node.inputs[i].producer, node.inputs[i].port)).type; };
+    if (type_of(0) != ElementType::UInt8 || type_of(3) != ElementType::Int8 ||
+        model.value_desc(model.value_id(id, 0)).type != ElementType::UInt8)
+        return true;
+    Int8Source src;
+    double sx = 0.0, sy = 0.0, zx = 0.0, zy = 0.0;
+    if (!int8_scalar_input(model, id, 1, ElementType::Float32, &sx) || !int8_scalar_input(model, id, 6, ElementType::Float32, &sy) ||
+        !(sx > 0.0) || !(sy > 0.0) || !std::isfinite(sx) || !std::isfinite(sy))
+        return true;
+    if (!int8_absent(model, id, 2) && !int8_scalar_input(model, id, 2, ElementType::UInt8, &zx)) return true;
+    if (!int8_absent(model, id, 7) && !int8_scalar_input(model, id, 7, ElementType::UInt8, &zy)) return true;
+    src.sx = (float)sx, src.sy = (float)sy, src.zx = (int32_t)zx, src.zy = (int32_t)zy;
+    int64_t maps = 0, depth = 0;
+    const ConvState* cst = nullptr;
+    const QMatMulState* mst = nullptr;
+    if (conv) {
+        cst = &static_cast<const QConvState*>(model.kernel_state(id))->conv;
+        maps = cst->maps, depth = cst->depth;
+    } else {
+        mst = static_cast<const QMatMulState*>(model.kernel_state(id));
+        const TensorDesc& ad = model.value_desc(model.value_id(node.inputs[0].producer, node.inputs[0].port));
+        const TensorDesc& bd = model.value_desc(model.value_id(node.inputs[3].producer, node.inputs[3].port));
+        if (ad.rank < 2 || bd.rank != 2) return true;
+        maps = mst->mm.n, depth = mst->mm.k;
+    }
+    if (maps <= 0 || depth <= 0) return true;
+    const int8_t* w = static_cast<const int8_t*>(int8_constant(model, id, 3, ElementType::Int8, (uint64_t)(maps * depth)));
+    if (!w) return true;
+    src.w_scale = static_cast<const float*>(int8_constant(model, id, 4, ElementType::Float32, 1));
+    if (!src.w_scale) {
+        src.w_scale = static_cast<const float*>(int8_constant(model, id, 4, ElementType::Float32, (uint64_t)maps));
+        const TensorDesc& sd = model.value_desc(model.value_id(node.inputs[4].producer, node.inputs[4].port));
+        if (!src.w_scale || sd.dims[sd.rank - 1] != maps) return true;   // one per map: the last dim (w's rows)
+        src.w_scale_per_map = true;
+    }
+    for (int64_t m = 0; m < (src.w_scale_per_map ? maps : 1); ++m)
+        if (!(src.w_scale[m] > 0.0f) || !std::isfinite(src.w_scale[m])) return true;
+    if (!int8_absent(model, id, 5)) {   // zero points of w: all 0
+        const TensorDesc& zd = model.value_desc(model.value_id(node.inputs[5].producer, node.inputs[5].port));
+        uint64_t n = 0;
+        const int8_t* z = desc_elements(zd, &n) ? static_cast<const int8_t*>(int8_constant(model, id, 5, ElementType::Int8, n)) : nullptr;
+        if (!z) return true;
+        for (uint64_t k = 0; k < n; ++k) if (z[k] != 0) return true;
+    }
+    if (conv && node.num_inputs > 8 && !int8_absent(model, id, 8)) {
+        src.bias_q = static_cast<const int32_t*>(int8_constant(model, id, 8, ElementType::Int32, (uint64_t)maps));
+        if (!src.bias_q) return true;
+    }
+    if (conv) {
+        src.wq = w;
+        ConvState cs = *cst;
+        cs.depthwise = cs.group_channels == 1 && cs.group_maps < 4 && !cs.direct;
+        if (cs.depthwise) {
+            Int8DepthwiseState* st = int8_depthwise_state(p, cs, src, isa);
+            if (!st) return false;
+            *state = st;
+            *what = "QLinearConv";
+            if (st->float_weights) {
+                *run = run_int8_depthwise_float;
+                *used = st->conv.jit() ? st->conv.isa() : Isa::Ref;
+                *scratch = (size_t)st->slots * st->slot_floats * sizeof(float);
+            } else {
+                *run = run_int8_depthwise;
+                *used = Isa::Ref;
+                *scratch = (size_t)st->slots * (size_t)((cs.w.out[2] + 15) & ~15) * sizeof(int32_t);
+            }
+            return true;
+        }
+        Int8ConvState* st = int8_conv_state(p, cs, src, isa);
+        if (!st) return false;
+        *state = st;
+        *run = st->implicit ? run_int8_conv_implicit : run_int8_conv;
+        *what = "QLinearConv";
+        *used = st->gemm.jit() ? st->gemm.isa() : Isa::Ref;
+        *scratch = (size_t)st->slots * st->slot_bytes;
+        return true;
+    }
+    // b [k, n]: a row of the weights per output column
+    const int64_t n = maps, k = depth;
+    Arena temp;
+    int8_t* wt = static_cast<int8_t*>(temp.allocate((size_t)(n * k) + 1, 64));
+    if (!wt) return false;
+    for (int64_t p0 = 0; p0 < k; ++p0)
+        for (int64_t j = 0; j < n; ++j) wt[j * k + p0] = w[p0 * n + j];
+    src.wq = wt;
+    Int8MatMulState* st = int8_matmul_state(p, mst->mm.batch * mst->mm.m, n, k, src, isa);
+    if (!st) return false;
+    *state = st;
+    *run = run_int8_matmul;
+    *what = "QLinearMatMul";
+    *used = st->gemm.jit() ? st->gemm.isa() : Isa::Ref;
+    *scratch = (size_t)st->slots * st->slot_bytes;
+    return true;
+}
+
 inline Status cpu_int8_steps(ReferenceProgram* p, const PreparedModel& model, Isa isa) {
     const Graph& g = model.model.graph;
     Arena scratch;
@@ -19327,9 +19669,26 @@ inline Status cpu_int8_steps(ReferenceProgram* p, const PreparedModel& model, Is
         for (uint32_t v : p->steps_[s].writes) if (v != a && v != b) return false;
         return true;
     };
-    uint32_t group_count = 0, concat_count = 0;
+    uint32_t group_count = 0, concat_count = 0, table_count = 0;
     NodeId* concats = scratch.allocate_array<NodeId>(p->count + 1);   // per step: its Concat, or kNoNode
-    if (!concats) return Status::OutOfMemory;
+    Int8TableGroup* tables = scratch.allocate_array<Int8TableGroup>(p->count + 1);
+    uint32_t* table_steps = scratch.allocate_array<uint32_t>(p->count + 1);
+    if (!concats || !tables || !table_steps) return Status::OutOfMemory;
+    // The steps making a table chain's values make only values of the chain (an island of
+    // several of its ops writes just the last; the ops' single readers keep the rest inside).
+    auto chain_steps_only = [&](const Int8TableGroup& t) {
+        if (writer[model.value_id(t.ops[t.count - 1], 0)] == ~0u) return false;
+        for (uint32_t k = 0; k < t.count; ++k) {
+            uint32_t s = writer[model.value_id(t.ops[k], 0)];
+            if (s == ~0u) continue;
+            for (uint32_t v : p->steps_[s].writes) {
+                bool mine = false;
+                for (uint32_t j = 0; j < t.count; ++j) mine = mine || v == model.value_id(t.ops[j], 0);
+                if (!mine) return false;
+            }
+        }
+        return true;
+    };
     for (uint32_t i = 0; i < p->count; ++i) {
         concats[i] = kNoNode;
         if (p->units[i].snippet || p->units[i].run) continue;
@@ -19343,36 +19702,53 @@ inline Status cpu_int8_steps(ReferenceProgram* p, const PreparedModel& model, Is
             continue;
         }
         Int8Group group;
-        if (!int8_find_group(model, p->steps_[i].node, &group) && !int8_find_pool(model, p->steps_[i].node, &group)) continue;
+        if (!int8_find_group(model, p->steps_[i].node, &group) && !int8_find_pool(model, p->steps_[i].node, &group)) {
+            Int8TableGroup table;
+            if (int8_find_table(model, p->steps_[i].node, &table) && chain_steps_only(table)) {
+                table_steps[table_count] = i;
+                tables[table_count++] = table;
+            }
+            continue;
+        }
         uint32_t conv_value = model.value_id(group.conv, 0);
         uint32_t act_value = group.act != kNoNode ? model.value_id(group.act, 0) : conv_value;
         // the Conv step may run the activation as its fused epilogue: it then writes only that
         bool fused = writer[conv_value] == ~0u && act_value != conv_value && writer[act_value] != ~0u &&
                      p->steps_[writer[act_value]].node == group.conv && only_writes(act_value, act_value, act_value);
         if (!fused && (!only_writes(conv_value, conv_value, act_value) || !only_writes(act_value, conv_value, act_value))) continue;
+        if (group.concat != kNoNode) {
+            const uint32_t concat_value = model.value_id(group.concat, 0);
+            if (!only_writes(concat_value, concat_value, concat_value)) continue;
+        }
         group.step = i;
         groups[group_count++] = group;
     }
     for (uint32_t k = 0; k < group_count; ++k) {
         const Int8Group& group = groups[k];
         ProgramStep& step = p->steps_[group.step];
-        uint32_t* reads = p->arena.allocate_array<uint32_t>(1);
+        // the uint8 values the DequantizeLinears read (a pooled Concat's: one per input)
+        const Node* cn = group.concat != kNoNode ? &g.node(group.concat) : nullptr;
+        const uint32_t count = cn ? cn->num_inputs : 1;
+        uint32_t* reads = p->arena.allocate_array<uint32_t>(count);
         if (!reads) return Status::OutOfMemory;
-        const Node& dn = g.node(group.dequantize);
-        reads[0] = model.value_id(dn.inputs[0].producer, dn.inputs[0].port);
-        step.reads = Span<const uint32_t>(reads, 1);
+        for (uint32_t k = 0; k < count; ++k) {
+            const Node& dn = g.node(cn ? cn->inputs[k].producer : group.dequantize);
+            reads[k] = model.value_id(dn.inputs[0].producer, dn.inputs[0].port);
+        }
+        step.reads = Span<const uint32_t>(reads, count);
         const ConvState* cst = g_is_conv(model, group.conv) ? static_cast<const ConvState*>(model.kernel_state(group.conv)) : nullptr;
         if (g.node(group.conv).op == StringView("MaxPool")) {
             Int8PoolState* st = int8_pool_state(p, model, group);
             if (!st) return Status::OutOfMemory;
             TESSEL_TRY(int8_use(p, group.step, run_int8_max_pool, st, "MaxPool", Isa::Ref, (size_t)st->slots * st->row_bytes));
         } else if (!cst) {
-            Int8MatMulState* st = int8_matmul_state(p, model, group, isa);
+            Int8MatMulState* st = int8_group_matmul_state(p, model, group, isa);
             if (!st) return Status::OutOfMemory;
-            TESSEL_TRY(int8_use(p, group.step, run_int8_matmul, st, "MatMul", st->gemm.jit() ? st->gemm.isa() : Isa::Ref,
+            const char* what = g.node(group.conv).op == StringView("Gemm") ? "Gemm" : "MatMul";
+            TESSEL_TRY(int8_use(p, group.step, run_int8_matmul, st, what, st->gemm.jit() ? st->gemm.isa() : Isa::Ref,
                                 (size_t)st->slots * st->slot_bytes));
         } else if (cst->depthwise) {
-            Int8DepthwiseState* st = int8_depthwise_state(p, model, group, isa);
+            Int8DepthwiseState* st = int8_depthwise_state(p, *cst, int8_group_source(model, group, cpu_constant_input(model, group.conv, 1)), isa);
             if (!st) return Status::OutOfMemory;
             if (st->float_weights)
                 TESSEL_TRY(int8_use(p, group.step, run_int8_depthwise_float, st, "DepthwiseConv",
@@ -19381,7 +19757,7 @@ inline Status cpu_int8_steps(ReferenceProgram* p, const PreparedModel& model, Is
                 TESSEL_TRY(int8_use(p, group.step, run_int8_depthwise, st, "DepthwiseConv", Isa::Ref,
                                     (size_t)st->slots * (size_t)((cst->w.out[2] + 15) & ~15) * sizeof(int32_t)));
         } else {
-            Int8ConvState* st = int8_conv_state(p, model, group, isa);
+            Int8ConvState* st = int8_conv_state(p, *cst, int8_group_source(model, group, cpu_constant_input(model, group.conv, 1)), isa);
             if (!st) return Status::OutOfMemory;
             TESSEL_TRY(int8_use(p, group.step, st->implicit ? run_int8_conv_implicit : run_int8_conv, st, "Conv",
                                 st->gemm.jit() ? st->gemm.isa() : Isa::Ref,
@@ -19389,6 +19765,7 @@ inline Status cpu_int8_steps(ReferenceProgram* p, const PreparedModel& model, Is
         }
         if (writer[model.value_id(group.conv, 0)] != ~0u) drop[writer[model.value_id(group.conv, 0)]] = 1;
         if (group.act != kNoNode) drop[writer[model.value_id(group.act, 0)]] = 1;
+        if (group.concat != kNoNode) drop[writer[model.value_id(group.concat, 0)]] = 1;
     }
     for (uint32_t i = 0; i < p->count && concat_count; ++i) {
         if (concats[i] == kNoNode) continue;
@@ -19405,9 +19782,23 @@ inline Status cpu_int8_steps(ReferenceProgram* p, const PreparedModel& model, Is
         TESSEL_TRY(int8_use(p, i, run_int8_concat, st, "Concat", Isa::Ref, 0));
         drop[writer[model.value_id(concats[i], 0)]] = 1;
     }
-    // A DequantizeLinear read only by the groups' Convs, pools and Concats is not needed any more.
+    for (uint32_t k = 0; k < table_count; ++k) {
+        const Int8TableGroup& t = tables[k];
+        uint32_t* reads = p->arena.allocate_array<uint32_t>(1);
+        if (!reads) return Status::OutOfMemory;
+        const Node& dn = g.node(t.dequantize);
+        reads[0] = model.value_id(dn.inputs[0].producer, dn.inputs[0].port);
+        p->steps_[table_steps[k]].reads = Span<const uint32_t>(reads, 1);
+        Int8TableState* st = int8_table_state(p, model, t);
+        if (!st) return Status::OutOfMemory;
+        TESSEL_TRY(int8_use(p, table_steps[k], run_int8_table, st, "Table", Isa::Ref, 0));
+        for (uint32_t j = 0; j < t.count; ++j)
+            if (writer[model.value_id(t.ops[j], 0)] != ~0u) drop[writer[model.value_id(t.ops[j], 0)]] = 1;
+    }
+    // A DequantizeLinear read only by the groups' Convs, pools, Concats and tables is not needed any more.
     auto grouped = [&](NodeId reader) {
-        for (uint32_t j = 0; j < group_count; ++j) if (groups[j].conv == reader) return true;
+        for (uint32_t j = 0; j < group_count; ++j) if (groups[j].conv == reader || groups[j].concat == reader) return true;
+        for (uint32_t j = 0; j < table_count; ++j) if (tables[j].ops[0] == reader) return true;
         for (uint32_t j = 0; j < p->count && concat_count; ++j) if (concats[j] == reader) return true;
         return false;
     };
@@ -19418,7 +19809,12 @@ inline Status cpu_int8_steps(ReferenceProgram* p, const PreparedModel& model, Is
         for (NodeId reader : g.successors(dq)) only_groups = only_groups && grouped(reader);
         if (only_groups) drop[s] = 1;
     };
-    for (uint32_t k = 0; k < group_count; ++k) drop_dequantize(groups[k].dequantize);
+    for (uint32_t k = 0; k < group_count; ++k) {
+        if (groups[k].concat == kNoNode) drop_dequantize(groups[k].dequantize);
+        else
+            for (uint32_t j = 0; j < g.node(groups[k].concat).num_inputs; ++j) drop_dequantize(g.node(groups[k].concat).inputs[j].producer);
+    }
+    for (uint32_t k = 0; k < table_count; ++k) drop_dequantize(tables[k].dequantize);
     for (uint32_t i = 0; i < p->count && concat_count; ++i)
         if (concats[i] != kNoNode)
             for (uint32_t k = 0; k < g.node(concats[i]).num_inputs; ++k) drop_dequantize(g.node(concats[i]).inputs[k].producer);
@@ -19440,6 +19836,21 @@ inline Status cpu_int8_steps(ReferenceProgram* p, const PreparedModel& model, Is
     p->count = kept;
     for (uint32_t i = 0; i < p->count; ++i) {
         if (p->units[i].snippet || p->units[i].run) continue;
+        const void* state = nullptr;
+        RunFn run = nullptr;
+        const char* what = nullptr;
+        Isa used = Isa::Ref;
+        size_t bytes = 0;
+        if (!int8_qlinear_step(p, model, p->steps_[i].node, isa, &state, &run, &what, &used, &bytes)) return Status::OutOfMemory;
+        if (state) {
+            uint32_t* reads = p->arena.allocate_array<uint32_t>(1);   // the weights and parameters are in the state
+            if (!reads) return Status::OutOfMemory;
+            const Node& node = g.node(p->steps_[i].node);
+            reads[0] = model.value_id(node.inputs[0].producer, node.inputs[0].port);
+            p->steps_[i].reads = Span<const uint32_t>(reads, 1);
+            TESSEL_TRY(int8_use(p, i, run, state, what, used, bytes));
+            continue;
+        }
         Int8QuantizeState* st = int8_quantize_state(p, model, p->steps_[i].node);
         if (st) TESSEL_TRY(int8_use(p, i, run_int8_quantize, st, st->to_float ? "DequantizeLinear" : "QuantizeLinear", Isa::Ref, 0));
     }

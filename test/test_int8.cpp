@@ -194,7 +194,7 @@ void check_qdq_conv(const QdqConv& cc, uint32_t seed) {
     std::vector<uint8_t> want((size_t)(batch * maps * positions));
     for (int64_t n = 0; n < batch; ++n)
         for (int64_t m = 0; m < maps; ++m) {
-            const float scale = (float)((double)sx * (double)sw[(size_t)m] / (double)sy);
+            const float scale = sx * sw[(size_t)m] / sy;   // float32 operations, onnxruntime's order
             for (int64_t o = 0; o < positions; ++o) {
                 int64_t o0 = o / (out[1] * out[2]), o1 = o / out[2] % out[1], o2 = o % out[2], g = m / mg;
                 int32_t acc = 0;
@@ -379,7 +379,7 @@ TEST_CASE("int8: QDQ MatMul groups on the CPU device: batches, tails of K and N,
             for (int64_t j = 0; j < n; ++j) {
                 int32_t acc = 0;
                 for (int64_t p = 0; p < k; ++p) acc += ((int32_t)x[(size_t)(r * k + p)] - zx) * q[(size_t)(p * n + j)];
-                const float scale = (float)((double)sx * (double)sw[(size_t)j] / (double)sy);
+                const float scale = sx * sw[(size_t)j] / sy;   // float32 operations, onnxruntime's order
                 want[(size_t)(r * n + j)] = int8_requantize(acc, 0, scale, cc.relu ? 0.0f : -(float)zy, 255.0f - zy, zy);
             }
         for (uint32_t threads : {1u, 2u}) {
