@@ -1650,6 +1650,82 @@ private:
 };
 }  // namespace detail
 
+// >>plan reuse: islands
+// A CPU program's islands (tokenize() of its private graph) depend on the graph's ops and
+// edges and, through shapes, only on which dims are 0, 1 or equal to each other (broadcast
+// and one-element tests). Plans of one model share them under a key that holds exactly that:
+// per node its op, edges and output descs with every dim renamed by first appearance (0 and
+// 1 kept), and whether a Constant holds one float.
+namespace detail {
+inline Status tokenize_reusing(const Graph& graph, PlanReuse* reuse, Arena* scratch, Tokenization* tokens) {
+    if (!reuse) return tokenize(graph, TokenizeOptions(), scratch, tokens);
+    constexpr uint32_t kDimSlots = 1024;   // distinct dim values; more and the islands are not shared
+    int64_t* dim_value = scratch->allocate_array<int64_t>(kDimSlots);
+    uint32_t* dim_class = scratch->allocate_array<uint32_t>(kDimSlots);
+    uint32_t n = graph.node_count();
+    size_t words = 4;
+    for (NodeId v = 0; v < n; ++v) {
+        const Node& node = graph.node(v);
+        words += 4 + (node.op.size + 7) / 8 + node.num_inputs + (size_t)node.num_outputs * (2 + kMaxRank);
+    }
+    uint64_t* key = scratch->allocate_array<uint64_t>(words);
+    if (!dim_value || !dim_class || !key) return Status::OutOfMemory;
+    for (uint32_t k = 0; k < kDimSlots; ++k) dim_class[k] = 0;
+    uint32_t classes = 0;
+    bool shareable = true;
+    auto class_of = [&](int64_t dim) -> uint64_t {
+        if (dim == 0 || dim == 1) return (uint64_t)dim;
+        if (dim < 0) return ~0ull;
+        uint32_t k = (uint32_t)(hash_bytes(&dim, sizeof dim) & (kDimSlots - 1));
+        while (dim_class[k] && dim_value[k] != dim) k = (k + 1) & (kDimSlots - 1);
+        if (!dim_class[k]) {
+            if (2 * (classes + 1) > kDimSlots) { shareable = false; return 0; }
+            dim_value[k] = dim;
+            dim_class[k] = 2 + classes++;
+        }
+        return dim_class[k];
+    };
+    size_t at = 0;
+    key[at++] = 0x736e656b6f74ull;   // "tokens": apart from the weight keys of >>plan reuse
+    key[at++] = n;
+    for (NodeId v = 0; v < n && shareable; ++v) {
+        const Node& node = graph.node(v);
+        float value;
+        key[at++] = node.op.size;
+        uint64_t chunk = 0;
+        for (size_t i = 0; i < node.op.size; ++i) {
+            chunk |= (uint64_t)(unsigned char)node.op.data[i] << (8 * (i % 8));
+            if (i % 8 == 7 || i + 1 == node.op.size) { key[at++] = chunk; chunk = 0; }
+        }
+        key[at++] = (uint64_t)node.num_inputs << 32 | node.num_outputs;
+        key[at++] = node.op == StringView("Constant") && constant_value(graph, v, &value) ? 1 : 0;
+        for (uint32_t i = 0; i < node.num_inputs; ++i)
+            key[at++] = (uint64_t)node.inputs[i].producer << 32 | (uint64_t)node.inputs[i].port << 8 | node.inputs[i].keep_apart;
+        for (uint32_t q = 0; q < node.num_outputs; ++q) {
+            const TensorDesc d = node.outputs ? node.outputs[q] : TensorDesc();
+            key[at++] = (uint64_t)d.type << 8 | d.rank;
+            for (uint32_t j = 0; j < d.rank && j < kMaxRank; ++j) key[at++] = class_of(d.dims[j]);
+        }
+    }
+    if (!shareable) return tokenize(graph, TokenizeOptions(), scratch, tokens);
+    size_t key_bytes = at * sizeof(uint64_t);
+    if (const uint32_t* found = static_cast<const uint32_t*>(reuse->find(key, key_bytes))) {
+        tokens->island_count = found[0];
+        tokens->island_of = Span<const uint32_t>(found + 1, n);
+        tokens->island_start = Span<const uint32_t>();
+        tokens->island_nodes = Span<const NodeId>();
+        return Status::Ok;
+    }
+    TESSEL_TRY(tokenize(graph, TokenizeOptions(), scratch, tokens));
+    uint32_t* kept = static_cast<uint32_t*>(reuse->insert(key, key_bytes, ((size_t)n + 1) * sizeof(uint32_t)));
+    if (kept) {   // out of memory: this plan's islands are simply not shared
+        kept[0] = tokens->island_count;
+        for (uint32_t i = 0; i < n; ++i) kept[1 + i] = tokens->island_of[i];
+    }
+    return Status::Ok;
+}
+}  // namespace detail
+
 // >>prepare
 namespace detail { inline Status check_op_version(const Node& node, uint32_t opset, char* error); }   // >>op versions
 namespace detail {
@@ -2904,7 +2980,7 @@ inline Status CpuDevice::build_cpu(ReferenceProgram* p, const PreparedModel& mod
     for (uint32_t i = 0; i < ln; ++i) island[i] = kNoIsland;
     uint32_t island_count = 0;
     if (fusion) {
-        s = tokenize(local, TokenizeOptions(), &scratch, &tokens);
+        s = tokenize_reusing(local, model.reuse, &scratch, &tokens);   // >>plan reuse: islands
         if (s != Status::Ok) return fail(s, "CPU: tokenize failed");
         for (uint32_t i = 0; i < ln; ++i) {
             const Node& ln_node = local.node(i);
@@ -3826,7 +3902,8 @@ struct CompiledModel::Impl {
 // again per input-shape signature at a request's first infer with it. Those plans live in a
 // bounded cache (SHAPE_CACHE_SIZE, least recently used evicted; never one a request holds),
 // and take what does not depend on shapes from the first plan's PlanReuse (>>plan reuse):
-// folded and packed weights and JIT kernels; the partition is copied when the graphs match.
+// folded and packed weights, JIT kernels and the CPU programs' islands (when the same dims
+// are equal, 0 or 1); the partition is copied when the graphs match.
 namespace detail {
 constexpr uint32_t kDefaultShapeCache = 8;
 constexpr uint32_t kMaxShapeCache = 1024;
@@ -20614,6 +20691,26 @@ struct KernelTable {
         add(kSpatialKernels, sizeof kSpatialKernels / sizeof kSpatialKernels[0]);
         add(kQuantKernels, sizeof kQuantKernels / sizeof kQuantKernels[0]);
         add(kDataDependentKernels, sizeof kDataDependentKernels / sizeof kDataDependentKernels[0]);
+        for (uint32_t k = 0; k < kSlots; ++k) slots[k] = 0;
+        for (uint32_t i = 0; i < count; ++i) {
+            StringView name(entries[i].op);
+            uint32_t k = hash_name(name) & (kSlots - 1);
+            while (slots[k]) k = (k + 1) & (kSlots - 1);
+            slots[k] = (uint16_t)(i + 1);
+        }
+    }
+    // A hash index over the names: prepare and the devices look an op up several times per node.
+    static constexpr uint32_t kSlots = 4 * kCapacity;
+    uint16_t slots[kSlots];   // entry index + 1, 0 empty
+    static uint32_t hash_name(StringView name) {
+        uint32_t h = 2166136261u;
+        for (size_t i = 0; i < name.size; ++i) h = (h ^ (unsigned char)name.data[i]) * 16777619u;
+        return h;
+    }
+    const OpKernel* find(StringView name) const {
+        for (uint32_t k = hash_name(name) & (kSlots - 1); slots[k]; k = (k + 1) & (kSlots - 1))
+            if (equals_name(name, entries[slots[k] - 1].op)) return &entries[slots[k] - 1];
+        return nullptr;
     }
 };
 inline const KernelTable& kernel_table() {
@@ -20626,10 +20723,7 @@ Span<const OpKernel> builtin_op_kernels() {
     return Span<const OpKernel>(detail::kernel_table().entries, detail::kernel_table().count);
 }
 
-const OpKernel* find_builtin_kernel(StringView op) {
-    for (const OpKernel& k : builtin_op_kernels()) if (equals_name(op, k.op)) return &k;
-    return nullptr;
-}
+const OpKernel* find_builtin_kernel(StringView op) { return detail::kernel_table().find(op); }
 
 // >>onnx reader
 // ONNX models and TensorProto files, read straight from protobuf's wire format (no protobuf
