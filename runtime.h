@@ -1653,9 +1653,9 @@ private:
 // >>plan reuse: islands
 // A CPU program's islands (tokenize() of its private graph) depend on the graph's ops and
 // edges and, through shapes, only on which dims are 0, 1 or equal to each other (broadcast
-// and one-element tests). Plans of one model share them under a key that holds exactly that:
-// per node its op, edges and output descs with every dim renamed by first appearance (0 and
-// 1 kept), and whether a Constant holds one float.
+// and one-element tests). Plans of one model share them under a signature that holds exactly
+// that: per node its op, edges and output descs with every dim renamed by first appearance (0
+// and 1 kept), and whether a Constant holds one float.
 namespace detail {
 inline Status tokenize_reusing(const Graph& graph, PlanReuse* reuse, Arena* scratch, Tokenization* tokens) {
     if (!reuse) return tokenize(graph, TokenizeOptions(), scratch, tokens);
@@ -1673,9 +1673,12 @@ inline Status tokenize_reusing(const Graph& graph, PlanReuse* reuse, Arena* scra
     for (uint32_t k = 0; k < kDimSlots; ++k) dim_class[k] = 0;
     uint32_t classes = 0;
     bool shareable = true;
+    int64_t last_dim = -1;
+    uint64_t last_class = 0;
     auto class_of = [&](int64_t dim) -> uint64_t {
         if (dim == 0 || dim == 1) return (uint64_t)dim;
         if (dim < 0) return ~0ull;
+        if (dim == last_dim) return last_class;
         uint32_t k = (uint32_t)(hash_bytes(&dim, sizeof dim) & (kDimSlots - 1));
         while (dim_class[k] && dim_value[k] != dim) k = (k + 1) & (kDimSlots - 1);
         if (!dim_class[k]) {
@@ -1683,10 +1686,11 @@ inline Status tokenize_reusing(const Graph& graph, PlanReuse* reuse, Arena* scra
             dim_value[k] = dim;
             dim_class[k] = 2 + classes++;
         }
-        return dim_class[k];
+        last_dim = dim;
+        last_class = dim_class[k];
+        return last_class;
     };
     size_t at = 0;
-    key[at++] = 0x736e656b6f74ull;   // "tokens": apart from the weight keys of >>plan reuse
     key[at++] = n;
     for (NodeId v = 0; v < n && shareable; ++v) {
         const Node& node = graph.node(v);
@@ -1708,19 +1712,30 @@ inline Status tokenize_reusing(const Graph& graph, PlanReuse* reuse, Arena* scra
         }
     }
     if (!shareable) return tokenize(graph, TokenizeOptions(), scratch, tokens);
-    size_t key_bytes = at * sizeof(uint64_t);
-    if (const uint32_t* found = static_cast<const uint32_t*>(reuse->find(key, key_bytes))) {
-        tokens->island_count = found[0];
-        tokens->island_of = Span<const uint32_t>(found + 1, n);
+    // The store's key is the signature's word hash; the signature itself is kept with the
+    // islands and compared in full, so a hash collision only costs a tokenize().
+    uint64_t h = kHashSeed;
+    for (size_t k = 0; k < at; ++k) {
+        h = (h ^ key[k]) * 0x9e3779b97f4a7c15ull;
+        h ^= h >> 29;
+    }
+    const uint64_t header[3] = {0x736e656b6f74ull, h, at};   // "tokens": apart from the weight keys
+    size_t signature_bytes = at * sizeof(uint64_t);
+    if (const uint64_t* found = static_cast<const uint64_t*>(reuse->find(header, sizeof header))) {
+        if (found[1] != at || std::memcmp(found + 2, key, signature_bytes) != 0) return tokenize(graph, TokenizeOptions(), scratch, tokens);
+        tokens->island_count = (uint32_t)found[0];
+        tokens->island_of = Span<const uint32_t>(reinterpret_cast<const uint32_t*>(found + 2 + at), n);
         tokens->island_start = Span<const uint32_t>();
         tokens->island_nodes = Span<const NodeId>();
         return Status::Ok;
     }
     TESSEL_TRY(tokenize(graph, TokenizeOptions(), scratch, tokens));
-    uint32_t* kept = static_cast<uint32_t*>(reuse->insert(key, key_bytes, ((size_t)n + 1) * sizeof(uint32_t)));
+    uint64_t* kept = static_cast<uint64_t*>(reuse->insert(header, sizeof header, 16 + signature_bytes + (size_t)n * sizeof(uint32_t)));
     if (kept) {   // out of memory: this plan's islands are simply not shared
         kept[0] = tokens->island_count;
-        for (uint32_t i = 0; i < n; ++i) kept[1 + i] = tokens->island_of[i];
+        kept[1] = at;
+        std::memcpy(kept + 2, key, signature_bytes);
+        std::memcpy(kept + 2 + at, tokens->island_of.data, (size_t)n * sizeof(uint32_t));
     }
     return Status::Ok;
 }
