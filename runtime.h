@@ -1653,6 +1653,97 @@ private:
 };
 }  // namespace detail
 
+// >>plan reuse: islands
+// A CPU program's islands (tokenize() of its private graph) depend on the graph's ops and
+// edges and, through shapes, only on which dims are 0, 1 or equal to each other (broadcast
+// and one-element tests). Plans of one model share them under a signature that holds exactly
+// that: per node its op, edges and output descs with every dim renamed by first appearance (0
+// and 1 kept), and whether a Constant holds one float.
+namespace detail {
+inline Status tokenize_reusing(const Graph& graph, PlanReuse* reuse, Arena* scratch, Tokenization* tokens) {
+    if (!reuse) return tokenize(graph, TokenizeOptions(), scratch, tokens);
+    constexpr uint32_t kDimSlots = 1024;   // distinct dim values; more and the islands are not shared
+    int64_t* dim_value = scratch->allocate_array<int64_t>(kDimSlots);
+    uint32_t* dim_class = scratch->allocate_array<uint32_t>(kDimSlots);
+    uint32_t n = graph.node_count();
+    size_t words = 4;
+    for (NodeId v = 0; v < n; ++v) {
+        const Node& node = graph.node(v);
+        words += 4 + (node.op.size + 7) / 8 + node.num_inputs + (size_t)node.num_outputs * (2 + kMaxRank);
+    }
+    uint64_t* key = scratch->allocate_array<uint64_t>(words);
+    if (!dim_value || !dim_class || !key) return Status::OutOfMemory;
+    for (uint32_t k = 0; k < kDimSlots; ++k) dim_class[k] = 0;
+    uint32_t classes = 0;
+    bool shareable = true;
+    int64_t last_dim = -1;
+    uint64_t last_class = 0;
+    auto class_of = [&](int64_t dim) -> uint64_t {
+        if (dim == 0 || dim == 1) return (uint64_t)dim;
+        if (dim < 0) return ~0ull;
+        if (dim == last_dim) return last_class;
+        uint32_t k = (uint32_t)(hash_bytes(&dim, sizeof dim) & (kDimSlots - 1));
+        while (dim_class[k] && dim_value[k] != dim) k = (k + 1) & (kDimSlots - 1);
+        if (!dim_class[k]) {
+            if (2 * (classes + 1) > kDimSlots) { shareable = false; return 0; }
+            dim_value[k] = dim;
+            dim_class[k] = 2 + classes++;
+        }
+        last_dim = dim;
+        last_class = dim_class[k];
+        return last_class;
+    };
+    size_t at = 0;
+    key[at++] = n;
+    for (NodeId v = 0; v < n && shareable; ++v) {
+        const Node& node = graph.node(v);
+        float value;
+        key[at++] = node.op.size;
+        uint64_t chunk = 0;
+        for (size_t i = 0; i < node.op.size; ++i) {
+            chunk |= (uint64_t)(unsigned char)node.op.data[i] << (8 * (i % 8));
+            if (i % 8 == 7 || i + 1 == node.op.size) { key[at++] = chunk; chunk = 0; }
+        }
+        key[at++] = (uint64_t)node.num_inputs << 32 | node.num_outputs;
+        key[at++] = node.op == StringView("Constant") && constant_value(graph, v, &value) ? 1 : 0;
+        for (uint32_t i = 0; i < node.num_inputs; ++i)
+            key[at++] = (uint64_t)node.inputs[i].producer << 32 | (uint64_t)node.inputs[i].port << 8 | node.inputs[i].keep_apart;
+        for (uint32_t q = 0; q < node.num_outputs; ++q) {
+            const TensorDesc d = node.outputs ? node.outputs[q] : TensorDesc();
+            key[at++] = (uint64_t)d.type << 8 | d.rank;
+            for (uint32_t j = 0; j < d.rank && j < kMaxRank; ++j) key[at++] = class_of(d.dims[j]);
+        }
+    }
+    if (!shareable) return tokenize(graph, TokenizeOptions(), scratch, tokens);
+    // The store's key is the signature's word hash; the signature itself is kept with the
+    // islands and compared in full, so a hash collision only costs a tokenize().
+    uint64_t h = kHashSeed;
+    for (size_t k = 0; k < at; ++k) {
+        h = (h ^ key[k]) * 0x9e3779b97f4a7c15ull;
+        h ^= h >> 29;
+    }
+    const uint64_t header[3] = {0x736e656b6f74ull, h, at};   // "tokens": apart from the weight keys
+    size_t signature_bytes = at * sizeof(uint64_t);
+    if (const uint64_t* found = static_cast<const uint64_t*>(reuse->find(header, sizeof header))) {
+        if (found[1] != at || std::memcmp(found + 2, key, signature_bytes) != 0) return tokenize(graph, TokenizeOptions(), scratch, tokens);
+        tokens->island_count = (uint32_t)found[0];
+        tokens->island_of = Span<const uint32_t>(reinterpret_cast<const uint32_t*>(found + 2 + at), n);
+        tokens->island_start = Span<const uint32_t>();
+        tokens->island_nodes = Span<const NodeId>();
+        return Status::Ok;
+    }
+    TESSEL_TRY(tokenize(graph, TokenizeOptions(), scratch, tokens));
+    uint64_t* kept = static_cast<uint64_t*>(reuse->insert(header, sizeof header, 16 + signature_bytes + (size_t)n * sizeof(uint32_t)));
+    if (kept) {   // out of memory: this plan's islands are simply not shared
+        kept[0] = tokens->island_count;
+        kept[1] = at;
+        std::memcpy(kept + 2, key, signature_bytes);
+        std::memcpy(kept + 2 + at, tokens->island_of.data, (size_t)n * sizeof(uint32_t));
+    }
+    return Status::Ok;
+}
+}  // namespace detail
+
 // >>prepare
 namespace detail { inline Status check_op_version(const Node& node, uint32_t opset, char* error); }   // >>op versions
 namespace detail {
@@ -1692,7 +1783,8 @@ struct detail_prepare {
                       void* lookup_user, uint32_t threads, PreparedModel* out, char* error,
                       Span<const InputValue> frozen = Span<const InputValue>(), bool fold_batchnorms = true,
                       const TensorDesc* input_descs = nullptr,    // per model input: its desc (bodies)
-                      detail::StageProbe* probe = nullptr) {       // staging on: see StageProbe
+                      detail::StageProbe* probe = nullptr,         // staging on: see StageProbe
+                      bool bounds_as_shapes = false) {             // a body's run-time-shaped values (>>control flow)
         const Graph& g = source.graph;
         if (!g.finalized()) return fail(error, Status::NotFinalized, "the model is not finalized");
         uint32_t n = g.node_count();
@@ -1728,6 +1820,11 @@ struct detail_prepare {
         if (!bounded || !deferred || !needs) return fail(error, Status::OutOfMemory, "out of memory preparing the model");
         uint32_t deferred_count = 0;
         for (uint32_t i = 0; i < n; ++i) { bounded[i] = 0; deferred[i] = 0; needs[i] = 0; }
+        // bounds_as_shapes: a bounded output's bound stands for its shape, so a body's output
+        // descs are known at compile time; its readers are marked as following the data.
+        uint8_t* follows_data = bounds_as_shapes ? scratch.allocate_array<uint8_t>(n + 1) : nullptr;
+        if (bounds_as_shapes && !follows_data) return fail(error, Status::OutOfMemory, "out of memory preparing the model");
+        for (uint32_t i = 0; follows_data && i < n; ++i) follows_data[i] = 0;
         TensorDesc in_desc[detail::kMaxNodePorts];
         const void* in_value[detail::kMaxNodePorts];
         for (NodeId id : g.topological_order()) {
@@ -1775,6 +1872,11 @@ struct detail_prepare {
                 desc[base[id]] = d;
                 continue;
             }
+            if (follows_data && node.op == StringView("Result") && node.num_inputs == 1 && bounded[node.inputs[0].producer]) {
+                const Node& p = g.node(node.inputs[0].producer);
+                return fail(error, Status::Unsupported, "output '%.*s' is '%.*s', whose shape depends on its data", (int)node.name.size,
+                            node.name.data, (int)p.name.size, p.name.data);
+            }
             if (node.op == StringView("Absent") || node.op == StringView("Result")) continue;
             if (node.op == StringView("Constant") && node.num_inputs == 0) {
                 const Attribute* a = g.find_attribute(id, "value");
@@ -1796,6 +1898,14 @@ struct detail_prepare {
             bool all_known = true;
             for (uint32_t i = 0; i < node.num_inputs; ++i) {   // a read of a shape known only at run time
                 NodeId p = node.inputs[i].producer;
+                if (follows_data && (bounded[p] || follows_data[p])) {
+                    if (node.op == StringView("Shape") || node.op == StringView("Size"))
+                        return fail(error, Status::Unsupported, "node '%.*s': data-dependent shape: it reads the shape of '%.*s', "
+                                    "which depends on its data", (int)node.name.size, node.name.data,
+                                    (int)g.node(p).name.size, g.node(p).name.data);
+                    follows_data[id] = 1;
+                    continue;
+                }
                 if (!deferred[p] && !bounded[p]) continue;
                 if (!probe)
                     return fail(error, Status::Unsupported, "node '%.*s': data-dependent shape: it reads '%.*s', whose shape depends on "
@@ -1895,7 +2005,7 @@ struct detail_prepare {
             std::memcpy(probe->base, base, (n + 1) * sizeof(uint32_t));
             for (uint32_t v = 0; v < values; ++v) { probe->descs[v] = desc[v]; probe->known[v] = data[v]; }
             if (deferred_count) return Status::Ok;
-        } else {
+        } else if (!bounds_as_shapes) {
             for (uint32_t i = 0; i < n; ++i)   // a bounded output read only by a graph output
                 if (bounded[i]) {
                     const Node& node = g.node(i);
@@ -2888,7 +2998,7 @@ inline Status CpuDevice::build_cpu(ReferenceProgram* p, const PreparedModel& mod
     for (uint32_t i = 0; i < ln; ++i) island[i] = kNoIsland;
     uint32_t island_count = 0;
     if (fusion) {
-        s = tokenize(local, TokenizeOptions(), &scratch, &tokens);
+        s = tokenize_reusing(local, model.reuse, &scratch, &tokens);   // >>plan reuse: islands
         if (s != Status::Ok) return fail(s, "CPU: tokenize failed");
         for (uint32_t i = 0; i < ln; ++i) {
             const Node& ln_node = local.node(i);
@@ -3932,7 +4042,8 @@ struct CompiledModel::Impl {
 // again per input-shape signature at a request's first infer with it. Those plans live in a
 // bounded cache (SHAPE_CACHE_SIZE, least recently used evicted; never one a request holds),
 // and take what does not depend on shapes from the first plan's PlanReuse (>>plan reuse):
-// folded and packed weights and JIT kernels; the partition is copied when the graphs match.
+// folded and packed weights, JIT kernels and the CPU programs' islands (when the same dims
+// are equal, 0 or 1); the partition is copied when the graphs match.
 namespace detail {
 constexpr uint32_t kDefaultShapeCache = 8;
 constexpr uint32_t kMaxShapeCache = 1024;
@@ -14163,7 +14274,21 @@ struct BodyProgram {
     size_t bytes() const { return table_bytes + memory_bytes + scratch_bytes; }
     const TensorDesc& output_desc(uint32_t i) const { return prepared->value_desc(outputs[i]); }
     // The output's value when it is a compile-time constant (nullptr otherwise).
-    const void* output_constant(uint32_t i) const { return where[outputs[i]] == kBodyFixedValue ? prepared->constant(outputs[i]) : nullptr; }
+    const void* output_constant(uint32_t i) const {
+        if (run_time_shapes) return prepared->constant(outputs[i]);   // folded from known values only
+        return where[outputs[i]] == kBodyFixedValue ? prepared->constant(outputs[i]) : nullptr;
+    }
+    // A body with run-time shapes inside (NonZero, Unique, NonMaxSuppression, a run-time
+    // Compress) whose outputs' shapes are known at compile time: prepared again at each run
+    // with its inputs' values (run_body_at_run_time), its outputs copied to memory. prepared
+    // then holds the compile-time preparation (bounds for the run-time shapes), used for the
+    // output descs only.
+    const Model* run_time_shapes = nullptr;
+    const TensorDesc* input_descs = nullptr;   // per body input, as compiled
+    uint32_t input_count = 0;
+    uint64_t max_elements = 0, max_loop_iterations = 0;
+    const size_t* output_offset = nullptr;     // per output: its bytes in memory
+    const char* name = nullptr;
 };
 
 inline size_t align_64(size_t n) { return (n + 63) & ~(size_t)63; }
@@ -14187,54 +14312,15 @@ inline Status body_attribute(PrepareContext& c, const char* name, const Model** 
     return Status::Ok;
 }
 
-// Prepares `body` for its inputs' descs (and values, when known) and plans it.
-inline Status compile_body(PrepareContext& c, const Model* body, const char* what, const TensorDesc* descs,
-                           const void* const* values, BodyProgram* out) {
-    uint32_t n = body->input_count();
-    if (n > kMaxBodyInputs) return c.fail(Status::LimitExceeded, "body '%s' has %u inputs (at most %u)", what, n, kMaxBodyInputs);
-    Tensor views[kMaxBodyInputs];
-    InputValue frozen[kMaxBodyInputs];
-    uint32_t frozen_count = 0;
-    for (uint32_t i = 0; i < n; ++i) {
-        if (!values || !values[i] || descs[i].type == ElementType::Undefined) continue;
-        if (views[i].view(descs[i].type, Span<const int64_t>(descs[i].dims, descs[i].rank), const_cast<void*>(values[i])) != Status::Ok)
-            continue;
-        frozen[frozen_count++] = InputValue{body->input(i).name, &views[i]};
-    }
-    Limits limits;
-    limits.max_tensor_elements = c.max_elements;
-    limits.max_loop_iterations = c.max_loop_iterations;
-    char error[kErrorMessageBytes] = {};
-    size_t bytes = 0;
-    {
-        PreparedModel probe;   // the first prepare measures the arena the body needs
-        Status s = detail_prepare::run(*body, Span<const InputShape>(), limits, body_kernel, nullptr, 1, &probe, error,
-                                       Span<const InputValue>(frozen, frozen_count), true, descs);
-        if (s == Status::Unsupported && std::strstr(error, "data-dependent shape")) {
-            // A body shape waits for a value: the node's small inputs not known now, by value in a
-            // later stage (>>stages), where the body sees them frozen.
-            for (uint32_t i = 0; i < c.num_inputs && i < 64; ++i) {
-                uint64_t count = 0;
-                if (c.has_input(i) && !(c.values && c.values[i]) && desc_elements(c.inputs[i], &count) && count <= 64)
-                    c.needs_values |= 1ull << i;
-            }
-        }
-        if (s != Status::Ok) return c.fail(s, "body '%s': %s", what, error);
-        bytes = probe.model.arena.used() * 2 + (64u << 10);
-    }
-    void* buffer = c.arena->allocate(bytes, 64);
-    void* holder = c.arena->allocate(sizeof(PreparedModel), alignof(PreparedModel));
-    if (!buffer || !holder) return c.fail(Status::OutOfMemory, "out of memory compiling body '%s'", what);
-    PreparedModel* p = new (holder) PreparedModel(buffer, bytes);
-    Status s = detail_prepare::run(*body, Span<const InputShape>(), limits, body_kernel, nullptr, 1, p, error,
-                                   Span<const InputValue>(frozen, frozen_count), true, descs);
-    if (s != Status::Ok) return c.fail(s, "body '%s': %s", what, error);
+// Gives every value of a prepared body its place (an offset in the body's memory, a constant,
+// or a body input) and lists its reference steps in topological order; false when out of memory.
+inline bool lay_out_body(Arena* arena, const Model* body, const PreparedModel* p, BodyProgram* out) {
     const Graph& g = p->model.graph;
     uint32_t values_count = p->value_count();
-    int64_t* where = c.arena->allocate_array<int64_t>(values_count + 1);
-    ProgramStep* steps = c.arena->allocate_array<ProgramStep>(g.node_count() + 1);
-    uint32_t* outputs = c.arena->allocate_array<uint32_t>(p->model.output_count() + 1);
-    if (!where || !steps || !outputs) return c.fail(Status::OutOfMemory, "out of memory compiling body '%s'", what);
+    int64_t* where = arena->allocate_array<int64_t>(values_count + 1);
+    ProgramStep* steps = arena->allocate_array<ProgramStep>(g.node_count() + 1);
+    uint32_t* outputs = arena->allocate_array<uint32_t>(p->model.output_count() + 1);
+    if (!where || !steps || !outputs) return false;
     size_t memory = 0, scratch = 0;
     for (NodeId id = 0; id < g.node_count(); ++id) {
         const Node& node = g.node(id);
@@ -14255,9 +14341,9 @@ inline Status compile_body(PrepareContext& c, const Model* body, const char* wha
     for (NodeId id : g.topological_order()) {
         const Node& node = g.node(id);
         if (is_free_op(node.op)) continue;
-        uint32_t* reads = c.arena->allocate_array<uint32_t>(node.num_inputs + 1);
-        uint32_t* writes = c.arena->allocate_array<uint32_t>(node.num_outputs + 1);
-        if (!reads || !writes) return c.fail(Status::OutOfMemory, "out of memory compiling body '%s'", what);
+        uint32_t* reads = arena->allocate_array<uint32_t>(node.num_inputs + 1);
+        uint32_t* writes = arena->allocate_array<uint32_t>(node.num_outputs + 1);
+        if (!reads || !writes) return false;
         for (uint32_t k = 0; k < node.num_inputs; ++k) reads[k] = p->value_id(node.inputs[k].producer, node.inputs[k].port);
         for (uint32_t k = 0; k < node.num_outputs; ++k) writes[k] = p->value_id(id, k);
         ProgramStep& step = steps[step_count++];
@@ -14282,12 +14368,114 @@ inline Status compile_body(PrepareContext& c, const Model* body, const char* wha
     out->table_bytes = align_64((size_t)values_count * sizeof(void*) + 1);
     out->memory_bytes = memory;
     out->scratch_bytes = align_64(scratch);
+    return true;
+}
+
+// A body with run-time shapes (BodyProgram::run_time_shapes): its memory holds its outputs only.
+inline Status plan_run_time_body(PrepareContext& c, const Model* body, const char* what, const TensorDesc* descs,
+                                 const Limits& limits, const PreparedModel* p, BodyProgram* out) {
+    const Graph& g = p->model.graph;
+    uint32_t outputs_count = p->model.output_count(), inputs_count = body->input_count();
+    uint32_t* outputs = c.arena->allocate_array<uint32_t>(outputs_count + 1);
+    size_t* offsets = c.arena->allocate_array<size_t>(outputs_count + 1);
+    TensorDesc* input_descs = c.arena->allocate_array<TensorDesc>(inputs_count + 1);
+    if (!outputs || !offsets || !input_descs) return c.fail(Status::OutOfMemory, "out of memory compiling body '%s'", what);
+    size_t memory = 0;
+    for (uint32_t i = 0; i < outputs_count; ++i) {
+        const Edge& e = g.node(p->model.output(i).node).inputs[0];
+        outputs[i] = p->value_id(e.producer, e.port);
+        offsets[i] = memory;
+        memory += align_64(desc_bytes(p->value_desc(outputs[i])));
+    }
+    for (uint32_t i = 0; i < inputs_count; ++i) input_descs[i] = descs[i];
+    out->prepared = p;
+    out->value_count = p->value_count();
+    out->outputs = outputs;
+    out->output_count = outputs_count;
+    out->table_bytes = align_64((size_t)out->value_count * sizeof(void*) + 1);
+    out->memory_bytes = memory;
+    out->scratch_bytes = 0;
+    out->run_time_shapes = body;
+    out->input_descs = input_descs;
+    out->input_count = inputs_count;
+    out->max_elements = limits.max_tensor_elements;
+    out->max_loop_iterations = limits.max_loop_iterations;
+    out->output_offset = offsets;
+    out->name = what;
     return Status::Ok;
 }
+
+// Prepares `body` for its inputs' descs (and values, when known) and plans it.
+inline Status compile_body(PrepareContext& c, const Model* body, const char* what, const TensorDesc* descs,
+                           const void* const* values, BodyProgram* out) {
+    uint32_t n = body->input_count();
+    if (n > kMaxBodyInputs) return c.fail(Status::LimitExceeded, "body '%s' has %u inputs (at most %u)", what, n, kMaxBodyInputs);
+    Tensor views[kMaxBodyInputs];
+    InputValue frozen[kMaxBodyInputs];
+    uint32_t frozen_count = 0;
+    for (uint32_t i = 0; i < n; ++i) {
+        if (!values || !values[i] || descs[i].type == ElementType::Undefined) continue;
+        if (views[i].view(descs[i].type, Span<const int64_t>(descs[i].dims, descs[i].rank), const_cast<void*>(values[i])) != Status::Ok)
+            continue;
+        frozen[frozen_count++] = InputValue{body->input(i).name, &views[i]};
+    }
+    Limits limits;
+    limits.max_tensor_elements = c.max_elements;
+    limits.max_loop_iterations = c.max_loop_iterations;
+    char error[kErrorMessageBytes] = {};
+    size_t bytes = 0;
+    bool run_time_shapes = false;
+    {
+        PreparedModel probe;   // the first prepare measures the arena the body needs
+        Status s = detail_prepare::run(*body, Span<const InputShape>(), limits, body_kernel, nullptr, 1, &probe, error,
+                                       Span<const InputValue>(frozen, frozen_count), true, descs);
+        if (s == Status::Unsupported && std::strstr(error, "data-dependent shape")) {
+            // A body shape waits for a value: the node's small inputs not known now, by value in a
+            // later stage (>>stages), where the body sees them frozen.
+            for (uint32_t i = 0; i < c.num_inputs && i < 64; ++i) {
+                uint64_t count = 0;
+                if (c.has_input(i) && !(c.values && c.values[i]) && desc_elements(c.inputs[i], &count) && count <= 64)
+                    c.needs_values |= 1ull << i;
+            }
+            // Nothing to wait for: the body prepares again at each run, when its outputs' shapes
+            // do not wait for run-time values (bounds stand for the run-time shapes inside).
+            if (!c.needs_values) {
+                PreparedModel bounded;
+                char bounded_error[kErrorMessageBytes] = {};
+                Status b = detail_prepare::run(*body, Span<const InputShape>(), limits, body_kernel, nullptr, 1, &bounded, bounded_error,
+                                               Span<const InputValue>(frozen, frozen_count), true, descs, nullptr, true);
+                if (b == Status::Ok) {
+                    s = Status::Ok;
+                    run_time_shapes = true;
+                    bytes = bounded.model.arena.used() * 2 + (64u << 10);
+                } else if (b == Status::Unsupported || b == Status::LimitExceeded) {
+                    std::snprintf(error, sizeof error, "%s", bounded_error);
+                    s = b;
+                }
+            }
+        }
+        if (s != Status::Ok) return c.fail(s, "body '%s': %s", what, error);
+        if (!run_time_shapes) bytes = probe.model.arena.used() * 2 + (64u << 10);
+    }
+    void* buffer = c.arena->allocate(bytes, 64);
+    void* holder = c.arena->allocate(sizeof(PreparedModel), alignof(PreparedModel));
+    if (!buffer || !holder) return c.fail(Status::OutOfMemory, "out of memory compiling body '%s'", what);
+    PreparedModel* p = new (holder) PreparedModel(buffer, bytes);
+    Status s = detail_prepare::run(*body, Span<const InputShape>(), limits, body_kernel, nullptr, 1, p, error,
+                                   Span<const InputValue>(frozen, frozen_count), true, descs, nullptr, run_time_shapes);
+    if (s != Status::Ok) return c.fail(s, "body '%s': %s", what, error);
+    if (run_time_shapes) return plan_run_time_body(c, body, what, descs, limits, p, out);
+    if (!lay_out_body(c.arena, body, p, out)) return c.fail(Status::OutOfMemory, "out of memory compiling body '%s'", what);
+    return Status::Ok;
+}
+
+inline Status run_body_at_run_time(const BodyProgram& b, void* memory, const void* const* inputs, const RunContext& r,
+                                   void*** values_out);
 
 // Runs a body once: `memory` is its bytes() of the node's scratch, inputs[i] body input i's
 // data. Returns the value table (outputs: values[b.outputs[i]]).
 inline Status run_body(const BodyProgram& b, void* memory, const void* const* inputs, const RunContext& r, void*** values_out) {
+    if (b.run_time_shapes) return run_body_at_run_time(b, memory, inputs, r, values_out);
     void** values = static_cast<void**>(memory);
     unsigned char* base = static_cast<unsigned char*>(memory) + b.table_bytes;
     for (uint32_t v = 0; v < b.value_count; ++v) {
@@ -14317,6 +14505,56 @@ inline Status run_body(const BodyProgram& b, void* memory, const void* const* in
 
 inline void copy_bytes(void* to, const void* from, size_t bytes) {
     if (bytes && to != from && from) std::memmove(to, from, bytes);
+}
+
+// A body with run-time shapes: prepared with every input's value (so the bounded ops inside
+// see their data), laid out and run in memory of its own (heap, bounded by the Limits it was
+// compiled with), its outputs copied to `memory` when their descs are the compiled ones.
+inline Status run_body_at_run_time(const BodyProgram& b, void* memory, const void* const* inputs, const RunContext& r,
+                                   void*** values_out) {
+    const Model& body = *b.run_time_shapes;
+    Tensor views[kMaxBodyInputs];
+    InputValue frozen[kMaxBodyInputs];
+    uint32_t frozen_count = 0;
+    for (uint32_t i = 0; i < b.input_count && i < kMaxBodyInputs; ++i) {
+        const TensorDesc& d = b.input_descs[i];
+        if (d.type == ElementType::Undefined || !inputs[i]) continue;
+        if (views[i].view(d.type, Span<const int64_t>(d.dims, d.rank), const_cast<void*>(inputs[i])) != Status::Ok) continue;
+        frozen[frozen_count++] = InputValue{body.input(i).name, &views[i]};
+    }
+    Limits limits;
+    limits.max_tensor_elements = b.max_elements;
+    limits.max_loop_iterations = b.max_loop_iterations;
+    char error[kErrorMessageBytes] = {};
+    PreparedModel prepared;
+    Status s = detail_prepare::run(body, Span<const InputShape>(), limits, body_kernel, nullptr, 1, &prepared, error,
+                                   Span<const InputValue>(frozen, frozen_count), true, b.input_descs);
+    if (s != Status::Ok) return r.fail(s, "body '%s': %s", b.name, error);
+    Arena arena;
+    BodyProgram now;
+    void* block = nullptr;
+    if (!lay_out_body(&arena, &body, &prepared, &now) || !(block = arena.allocate(now.bytes() + 1, 64)))
+        return r.fail(Status::OutOfMemory, "body '%s': out of memory", b.name);
+    void** values = nullptr;
+    TESSEL_TRY(run_body(now, block, inputs, r, &values));
+    void** table = static_cast<void**>(memory);
+    unsigned char* base = static_cast<unsigned char*>(memory) + b.table_bytes;
+    for (uint32_t i = 0; i < b.output_count; ++i) {
+        const TensorDesc& compiled = b.output_desc(i);
+        const TensorDesc& produced = now.output_desc(i);
+        if (!same_desc(compiled, produced)) {
+            char a[96], d[96];
+            describe(produced, a, sizeof a);
+            describe(compiled, d, sizeof d);
+            return r.fail(Status::Unsupported, "body '%s': output %u is %s at run time, %s as compiled (a shape that follows the data)",
+                          b.name, i, a, d);
+        }
+        unsigned char* to = base + b.output_offset[i];
+        copy_bytes(to, values[now.outputs[i]], desc_bytes(produced));
+        table[b.outputs[i]] = to;
+    }
+    *values_out = table;
+    return Status::Ok;
 }
 
 // If: one compiled branch when the condition is known at compile time (the branch the node
@@ -21116,6 +21354,26 @@ struct KernelTable {
         add(kSpatialKernels, sizeof kSpatialKernels / sizeof kSpatialKernels[0]);
         add(kQuantKernels, sizeof kQuantKernels / sizeof kQuantKernels[0]);
         add(kDataDependentKernels, sizeof kDataDependentKernels / sizeof kDataDependentKernels[0]);
+        for (uint32_t k = 0; k < kSlots; ++k) slots[k] = 0;
+        for (uint32_t i = 0; i < count; ++i) {
+            StringView name(entries[i].op);
+            uint32_t k = hash_name(name) & (kSlots - 1);
+            while (slots[k]) k = (k + 1) & (kSlots - 1);
+            slots[k] = (uint16_t)(i + 1);
+        }
+    }
+    // A hash index over the names: prepare and the devices look an op up several times per node.
+    static constexpr uint32_t kSlots = 4 * kCapacity;
+    uint16_t slots[kSlots];   // entry index + 1, 0 empty
+    static uint32_t hash_name(StringView name) {
+        uint32_t h = 2166136261u;
+        for (size_t i = 0; i < name.size; ++i) h = (h ^ (unsigned char)name.data[i]) * 16777619u;
+        return h;
+    }
+    const OpKernel* find(StringView name) const {
+        for (uint32_t k = hash_name(name) & (kSlots - 1); slots[k]; k = (k + 1) & (kSlots - 1))
+            if (equals_name(name, entries[slots[k] - 1].op)) return &entries[slots[k] - 1];
+        return nullptr;
     }
 };
 inline const KernelTable& kernel_table() {
@@ -21128,10 +21386,7 @@ Span<const OpKernel> builtin_op_kernels() {
     return Span<const OpKernel>(detail::kernel_table().entries, detail::kernel_table().count);
 }
 
-const OpKernel* find_builtin_kernel(StringView op) {
-    for (const OpKernel& k : builtin_op_kernels()) if (equals_name(op, k.op)) return &k;
-    return nullptr;
-}
+const OpKernel* find_builtin_kernel(StringView op) { return detail::kernel_table().find(op); }
 
 // >>onnx reader
 // ONNX models and TensorProto files, read straight from protobuf's wire format (no protobuf

@@ -1769,6 +1769,32 @@ uint32_t snippet_op_ulp_bound(SnippetOp op, bool fma) {
     return fma ? detail::op_info(op).ulp_fma : detail::op_info(op).ulp_no_fma;
 }
 
+namespace detail {
+// The names snippet_op_from_name takes, hashed once: tokenize and island building ask per node.
+struct SnippetOpNames {
+    static constexpr uint32_t kSlots = 256;
+    const char* names[kSlots] = {};
+    SnippetOp ops[kSlots] = {};
+    static uint32_t hash(StringView name) {
+        uint32_t h = 2166136261u;
+        for (size_t i = 0; i < name.size; ++i) h = (h ^ (unsigned char)name.data[i]) * 16777619u;
+        return h;
+    }
+    void add(const char* name, SnippetOp op) {
+        uint32_t k = hash(StringView(name)) & (kSlots - 1);
+        while (names[k] && !equals_name(StringView(name), names[k])) k = (k + 1) & (kSlots - 1);
+        if (names[k]) return;   // the first spelling wins, as the lists are searched in order
+        names[k] = name;
+        ops[k] = op;
+    }
+    bool find(StringView name, SnippetOp* op) const {
+        for (uint32_t k = hash(name) & (kSlots - 1); names[k]; k = (k + 1) & (kSlots - 1))
+            if (equals_name(name, names[k])) { *op = ops[k]; return true; }
+        return false;
+    }
+};
+}  // namespace detail
+
 Status snippet_op_from_name(StringView name, SnippetOp* op) {
     struct Alias { const char* name; SnippetOp op; };
     static const Alias aliases[] = {
@@ -1778,13 +1804,14 @@ Status snippet_op_from_name(StringView name, SnippetOp* op) {
         {"Divide", SnippetOp::Div}, {"Maximum", SnippetOp::Max}, {"Minimum", SnippetOp::Min},
         {"Power", SnippetOp::Pow}, {"Sum", SnippetOp::Add},   // ONNX Sum of two inputs (node_is_fusible checks the count)
     };
-    for (const Alias& a : aliases)
-        if (equals_name(name, a.name)) { *op = a.op; return Status::Ok; }
-    for (int i = (int)SnippetOp::Add; i < (int)SnippetOp::Count; ++i) {
-        if ((SnippetOp)i == SnippetOp::PowerStatic) continue;  // a lowering result, not a graph op
-        if (equals_name(name, detail::op_info((SnippetOp)i).name)) { *op = (SnippetOp)i; return Status::Ok; }
-    }
-    return Status::NotFound;
+    static const detail::SnippetOpNames table = [] {   // thread-safe initialization (C++11)
+        detail::SnippetOpNames t;
+        for (const Alias& a : aliases) t.add(a.name, a.op);
+        for (int i = (int)SnippetOp::Add; i < (int)SnippetOp::Count; ++i)
+            if ((SnippetOp)i != SnippetOp::PowerStatic) t.add(detail::op_info((SnippetOp)i).name, (SnippetOp)i);   // a lowering result, not a graph op
+        return t;
+    }();
+    return table.find(name, op) ? Status::Ok : Status::NotFound;
 }
 
 void snippet_op_default_attributes(SnippetOp op, float* alpha, float* beta) {
