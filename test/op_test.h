@@ -311,6 +311,29 @@ inline void compile_and_infer(OpTest& t, const char* device, Span<const ConfigEn
     }
 }
 
+// t's last node's output 0 as the model's output "y", compiled on CPU (NUM_THREADS,
+// PERF_COUNT=YES, FUSION as given) and inferred once, allocating nothing: y's bytes and the
+// steps' kernels.
+struct CpuRun {
+    std::vector<unsigned char> bytes;
+    std::string kernels;
+};
+inline CpuRun run_last_node_on_cpu(OpTest& t, uint32_t threads, bool fusion) {
+    REQUIRE(t.model.add_output("y", InputRef::by_id(t.node, 0)) == Status::Ok);
+    REQUIRE(t.model.finalize() == Status::Ok);
+    std::string count = std::to_string(threads);
+    ConfigEntry config[] = {{"NUM_THREADS", StringView(count.c_str())}, {"PERF_COUNT", "YES"}, {"FUSION", fusion ? "YES" : "NO"}};
+    CompiledRun run;
+    compile_and_infer(t, "CPU", Span<const ConfigEntry>(config, 3), &run);
+    CpuRun r;
+    r.kernels = run.kernels;
+    if (!run.compiled.output_count()) return r;
+    const Tensor& out = run.request.output(0);
+    const unsigned char* p = static_cast<const unsigned char*>(out.data());
+    r.bytes.assign(p, p + out.bytes());
+    return r;
+}
+
 // Random pieces shared by the random-malformed-node tests: one list of every element type, one
 // of index-like extremes, and input bytes mixing raw randomness with small and extreme values.
 const ElementType kEveryType[] = {ElementType::Float32, ElementType::Float16, ElementType::Int64,  ElementType::Int32,

@@ -19,17 +19,7 @@ using namespace tessel;
 
 namespace {
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr bool kSanitizer = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-constexpr bool kSanitizer = true;
-#else
-constexpr bool kSanitizer = false;
-#endif
-#else
-constexpr bool kSanitizer = false;
-#endif
+using test::kSanitizer;
 
 struct Weights {
     std::vector<float> conv_a, bias_a, conv_b, conv_c, bias_c, gemm_d, c_d, gemm_e, c_e;

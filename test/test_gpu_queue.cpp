@@ -22,17 +22,7 @@ using namespace tessel;
 
 namespace {
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr bool kSanitizer = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-constexpr bool kSanitizer = true;
-#else
-constexpr bool kSanitizer = false;
-#endif
-#else
-constexpr bool kSanitizer = false;
-#endif
+using test::kSanitizer;
 
 // OpenCL error codes (runtime.h includes CL/cl.h only in its implementation part).
 constexpr int CL_OUT_OF_RESOURCES = -5, CL_MEM_OBJECT_ALLOCATION_FAILURE = -4, CL_OUT_OF_HOST_MEMORY = -6,

@@ -16,6 +16,19 @@
 
 namespace test {
 
+// Built with ASan or TSan (gcc or clang): tests that load uninstrumented drivers skip or fake them.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr bool kSanitizer = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+constexpr bool kSanitizer = true;
+#else
+constexpr bool kSanitizer = false;
+#endif
+#else
+constexpr bool kSanitizer = false;
+#endif
+
 inline void append_to_string(void* user, const char* data, size_t size) {
     static_cast<std::string*>(user)->append(data, size);
 }

@@ -116,18 +116,8 @@ struct Quantized {
 // The last node's output 0 as the model's output y, compiled with or without FUSION and
 // inferred once (allocating nothing): y's uint8 values and the steps' kernels.
 Quantized run_quantized(OpTest& t, bool fusion, uint32_t threads) {
-    REQUIRE(t.model.add_output("y", InputRef::by_id(t.node, 0)) == Status::Ok);
-    REQUIRE(t.model.finalize() == Status::Ok);
-    std::string count = std::to_string(threads);
-    ConfigEntry config[] = {{"NUM_THREADS", StringView(count.c_str())}, {"PERF_COUNT", "YES"}, {"FUSION", fusion ? "YES" : "NO"}};
-    test::CompiledRun run;
-    test::compile_and_infer(t, "CPU", Span<const ConfigEntry>(config, 3), &run);
-    Quantized r;
-    r.kernels = run.kernels;
-    const Tensor& out = run.request.output(0);
-    const uint8_t* p = out.data_as<uint8_t>();
-    r.y.assign(p, p + out.elements());
-    return r;
+    test::CpuRun run = test::run_last_node_on_cpu(t, threads, fusion);
+    return {std::vector<uint8_t>(run.bytes.begin(), run.bytes.end()), run.kernels};
 }
 
 // DQ(x) -> Conv(w = q s_w per map, b = q_b s_x s_w) -> act -> Q, compiled on CPU (FUSION as
