@@ -42,7 +42,7 @@
    >>op kernel contexts               attribute access, fail, parallel_for
    >>threads                          the request's thread pool
    >>plan reuse                       PlanReuse: shape-free data shared by a model's plans at other shapes
-   >>prepare                          static shapes, constant folding, Conv+BatchNormalization
+   >>prepare                          static shapes, constant folding, Conv(Transpose)+BatchNormalization
    >>builtin devices                  config parsing shared by CPU and TEMPLATE
    >>reference program                a program of reference kernel steps
    >>template device                  TEMPLATE: reference kernels, SUPPORTED_OPS
@@ -140,8 +140,8 @@
    --------
    compile_model: the common transformations (static shapes from the inputs or InputShape;
    every node whose inputs are known at compile time, and Shape/Size, evaluated once and
-   folded into a Constant; a BatchNormalization after a Conv with constant parameters folded
-   into the Conv's weights; nodes that only fed folded ones dropped) give a PreparedModel with
+   folded into a Constant; a BatchNormalization after a Conv or ConvTranspose with constant
+   parameters folded into its weights; nodes that only fed folded ones dropped) give a PreparedModel with
    the original node names. Each device of the list answers query_model; every node goes to
    the first device that supports it (a user affinity wins); hetero.h partitions the graph
    (HETERO_ALGORITHM rollback|levels|waves, HETERO_MIN_SUBGRAPH); each subgraph is compiled
@@ -2088,7 +2088,7 @@ struct detail_prepare {
                 TensorDesc bias_desc;
                 bias_desc.type = ElementType::Float32;
                 bias_desc.rank = 1;
-                bias_desc.dims[0] = desc[wv].dims[0];
+                bias_desc.dims[0] = conv_output_channels(g, id, desc[wv]);
                 NodeId wn, bn_id;
                 std::snprintf(name, sizeof name, "%.*s.folded_weight", (int)node.name.size, node.name.data);
                 st = m.add_constant(StringView(name), desc[wv], w, &wn, false);
@@ -2207,14 +2207,16 @@ struct detail_prepare {
         return Status::Ok;
     }
 
-    // Conv followed by an inference BatchNormalization whose parameters are constants (and
-    // the Conv read by nothing else): the BatchNormalization goes into the Conv's weights,
-    // W'[o] = W[o] a[o], B'[o] = (B[o] - mean[o]) a[o] + bias[o], a = scale / sqrt(var + eps).
+    // Conv or ConvTranspose followed by an inference BatchNormalization whose parameters are
+    // constants (and the conv read by nothing else): the BatchNormalization goes into the
+    // weights, W'[o] = W[o] a[o], B'[o] = (B[o] - mean[o]) a[o] + bias[o], a = scale / sqrt(var + eps).
     // Returns the BatchNormalization node, or kNoNode.
     static NodeId foldable_batchnorm(const Graph& g, NodeId conv, const uint32_t* base, const TensorDesc* desc,
                                      const void* const* data, const uint8_t* folded) {
         const Node& c = g.node(conv);
-        if (!(c.op == StringView("Conv")) || c.num_inputs < 2 || c.num_outputs != 1 || folded[conv]) return kNoNode;
+        if (!(c.op == StringView("Conv") || c.op == StringView("ConvTranspose")) || c.num_inputs < 2 || c.num_outputs != 1 ||
+            folded[conv])
+            return kNoNode;
         Span<const NodeId> succ = g.successors(conv);
         if (succ.size != 1) return kNoNode;
         NodeId bn = succ[0];
@@ -2227,7 +2229,8 @@ struct detail_prepare {
         if (training && training->kind == AttributeKind::Int && training->i) return kNoNode;
         uint32_t w = base[c.inputs[1].producer] + c.inputs[1].port;
         if (!data[w] || desc[w].type != ElementType::Float32 || desc[w].rank < 3) return kNoNode;
-        int64_t channels = desc[w].dims[0];
+        int64_t channels = conv_output_channels(g, conv, desc[w]);
+        if (channels <= 0) return kNoNode;
         if (c.num_inputs > 2) {
             uint32_t bias = base[c.inputs[2].producer] + c.inputs[2].port;
             if (g.node(c.inputs[2].producer).op != StringView("Absent") &&
@@ -2241,6 +2244,16 @@ struct detail_prepare {
         return bn;
     }
 
+    // A Conv's weights are [M, C/group, k...]; a ConvTranspose's are [C, M/group, k...], so its
+    // M output channels are dims[1] * group. 0 when the group does not divide the weights.
+    static int64_t conv_output_channels(const Graph& g, NodeId conv, const TensorDesc& weights) {
+        if (g.node(conv).op == StringView("Conv")) return weights.dims[0];
+        const Attribute* a = g.find_attribute(conv, "group");
+        int64_t group = a && a->kind == AttributeKind::Int ? a->i : 1;
+        if (group < 1 || weights.dims[0] % group != 0 || weights.dims[1] > INT64_MAX / group) return 0;
+        return weights.dims[1] * group;
+    }
+
     // The folded weights and bias: from `reuse` when another plan of the model folded the same
     // constants already (then in its store, else in `arena`).
     static Status fold_batchnorm(const Graph& g, NodeId conv, NodeId bn, const uint32_t* base, const TensorDesc* desc,
@@ -2250,8 +2263,14 @@ struct detail_prepare {
         uint32_t w = base[c.inputs[1].producer] + c.inputs[1].port;
         uint64_t count = 0;
         desc_elements(desc[w], &count);
-        int64_t channels = desc[w].dims[0];
-        uint64_t per = channels ? count / (uint64_t)channels : 0;
+        int64_t channels = conv_output_channels(g, conv, desc[w]);
+        // Weights as [blocks][channels per block][kernel]: a Conv is one block of all its output
+        // channels; a ConvTranspose has one block per input channel, of its group's channels.
+        const bool transposed = c.op == StringView("ConvTranspose");
+        const uint64_t per_block = transposed ? (uint64_t)desc[w].dims[1] : (uint64_t)channels;
+        const uint64_t blocks = transposed ? (uint64_t)desc[w].dims[0] : 1;
+        const uint64_t per_group_inputs = transposed ? blocks / ((uint64_t)channels / per_block) : 1;
+        uint64_t kernel = blocks != 0 && per_block != 0 ? count / (blocks * per_block) : 0;
         const float* old_w = static_cast<const float*>(data[w]);
         const float* old_b = nullptr;
         if (c.num_inputs > 2 && g.node(c.inputs[2].producer).op != StringView("Absent"))
@@ -2283,11 +2302,16 @@ struct detail_prepare {
             *bias = static_cast<float*>(arena->allocate((size_t)channels * sizeof(float) + 1, 64));
         }
         if (!*weights || !*bias) return Status::OutOfMemory;
-        for (int64_t o = 0; o < channels; ++o) {
-            double a = (double)p[0][o] / std::sqrt((double)p[3][o] + epsilon);
-            for (uint64_t k = 0; k < per; ++k) (*weights)[(uint64_t)o * per + k] = (float)(old_w[(uint64_t)o * per + k] * a);
-            (*bias)[o] = (float)(((old_b ? old_b[o] : 0.0) - p[2][o]) * a + p[1][o]);
-        }
+        auto factor = [&](uint64_t o) { return (double)p[0][o] / std::sqrt((double)p[3][o] + epsilon); };
+        for (uint64_t block = 0; block < blocks; ++block)
+            for (uint64_t j = 0; j < per_block; ++j) {
+                uint64_t o = (block / per_group_inputs) * per_block + j;   // the output channel
+                uint64_t at = (block * per_block + j) * kernel;
+                double a = factor(o);
+                for (uint64_t k = 0; k < kernel; ++k) (*weights)[at + k] = (float)(old_w[at + k] * a);
+            }
+        for (int64_t o = 0; o < channels; ++o)
+            (*bias)[o] = (float)(((old_b ? old_b[o] : 0.0) - p[2][o]) * factor((uint64_t)o) + p[1][o]);
         return Status::Ok;
     }
 

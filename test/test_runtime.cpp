@@ -950,6 +950,61 @@ TEST_CASE("runtime: a BatchNormalization after a Conv with constant parameters i
     CHECK(bitwise_equal(run_compiled(imported, 8), a));
 }
 
+TEST_CASE("runtime: a BatchNormalization after a grouped ConvTranspose is folded into its weights") {
+    // Weights [C=4, M/group=3, 2, 2] with group 2: output channel o of input channel c is
+    // (c / 2) * 3 + j, so each output channel's factor lands on a strided set of weights.
+    auto build = [](Model* m, bool conv_is_output, bool with_bias) {
+        NodeId x, w, b = kNoNode, scale, bias, mean, var, conv, bn;
+        REQUIRE(m->add_input("x", float_desc({1, 4, 5, 6}), &x) == Status::Ok);
+        std::mt19937 rng(11);
+        std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+        std::vector<float> wv(4 * 3 * 2 * 2), p(6);
+        for (float& v : wv) v = u(rng);
+        REQUIRE(m->add_constant("w", float_desc({4, 3, 2, 2}), wv.data(), &w) == Status::Ok);
+        for (float& v : p) v = u(rng);
+        if (with_bias) REQUIRE(m->add_constant("b", float_desc({6}), p.data(), &b) == Status::Ok);
+        for (float& v : p) v = 1 + 0.5f * u(rng);
+        REQUIRE(m->add_constant("scale", float_desc({6}), p.data(), &scale) == Status::Ok);
+        for (float& v : p) v = u(rng);
+        REQUIRE(m->add_constant("bias", float_desc({6}), p.data(), &bias) == Status::Ok);
+        for (float& v : p) v = 0.3f * u(rng);
+        REQUIRE(m->add_constant("mean", float_desc({6}), p.data(), &mean) == Status::Ok);
+        for (float& v : p) v = 1.5f + u(rng);
+        REQUIRE(m->add_constant("var", float_desc({6}), p.data(), &var) == Status::Ok);
+        std::vector<InputRef> cin = {InputRef::by_id(x), InputRef::by_id(w)};
+        if (with_bias) cin.push_back(InputRef::by_id(b));
+        REQUIRE(m->add_node("ConvTranspose", "deconv", cin, 1, &conv) == Status::Ok);
+        int64_t strides[] = {2, 2};
+        REQUIRE(m->set_ints(conv, "strides", strides) == Status::Ok);
+        REQUIRE(m->set_int(conv, "group", 2) == Status::Ok);
+        InputRef bin[] = {InputRef::by_id(conv), InputRef::by_id(scale), InputRef::by_id(bias), InputRef::by_id(mean), InputRef::by_id(var)};
+        REQUIRE(m->add_node("BatchNormalization", "bn", bin, 1, &bn) == Status::Ok);
+        REQUIRE(m->add_output("y", InputRef::by_id(bn)) == Status::Ok);
+        if (conv_is_output) REQUIRE(m->add_output("c", InputRef::by_id(conv)) == Status::Ok);
+        REQUIRE(m->finalize() == Status::Ok);
+    };
+    for (bool with_bias : {true, false}) {
+        INFO("bias " << with_bias);
+        Model folded_model, kept_model;
+        build(&folded_model, false, with_bias);
+        build(&kept_model, true, with_bias);
+        Core core;
+        CompiledModel folded, kept;
+        REQUIRE(core.compile_model(folded_model, "CPU", {}, &folded) == Status::Ok);
+        REQUIRE(core.compile_model(kept_model, "CPU", {}, &kept) == Status::Ok);
+        const Graph& fg = folded.prepared()->model.graph;
+        CHECK(fg.find("bn") == kNoNode);
+        CHECK(fg.find("deconv.folded_weight") != kNoNode);
+        CHECK(folded.prepared()->folded_count() == 1);
+        CHECK(kept.prepared()->model.graph.find("bn") != kNoNode);
+        auto a = run_compiled(folded, 8);
+        auto b = run_compiled(kept, 8);
+        REQUIRE(a[0].size() == b[0].size());
+        REQUIRE(a[0].size() == 6 * 10 * 12);
+        for (size_t i = 0; i < a[0].size(); ++i) CHECK(std::fabs(a[0][i] - b[0][i]) <= 1e-5f * (1 + std::fabs(b[0][i])));
+    }
+}
+
 TEST_CASE("runtime: NUM_THREADS splits kernels across the request's threads with the same bits") {
     Model m;
     NodeId x, w, conv, relu, wm, mm;
