@@ -8634,6 +8634,9 @@ struct CpuDepthwiseState {
     int64_t bands = 1, band_rows = 1;
 };
 
+// Floats of output the epilogue of consecutive small maps takes at once (in L1).
+constexpr int64_t kDepthwiseEpilogueFloats = 2048;
+
 // Units in the order (image, input channel, band, map of that channel), so that a slot's
 // consecutive maps of one channel reuse its padded copy.
 inline Status run_cpu_depthwise(const RunContext& c) {
@@ -8646,10 +8649,18 @@ inline Status run_cpu_depthwise(const RunContext& c) {
     const int64_t in_plane = st.w.in_size(), out_plane = st.w.out_size(), taps = st.w.kernel_size();
     const int64_t out_rows = ds.conv.shape().out_h, out_width = ds.conv.shape().out_w, multiplier = st.group_maps, bands = ds.bands;
     const uint64_t units = (uint64_t)(st.batch * st.channels * bands * multiplier);
+    // Whole maps (one band) take the epilogue a few consecutive maps a call: on small planes a
+    // call a map costs more than the map's activation.
+    const int64_t batch_maps = bands == 1 ? std::max<int64_t>(1, kDepthwiseEpilogueFloats / std::max<int64_t>(1, out_plane)) : 1;
     nn_parallel(c, units, [&](uint64_t slot, uint64_t begin, uint64_t end) {
         float* scratch = static_cast<float*>(c.scratch) + slot * ds.slot_floats;
         uint64_t padded = ~0ull;   // the (image, channel, band) whose copy is in scratch
         int64_t zeros = -1;        // the band whose zeros are in scratch (the same for every plane)
+        int64_t pending_begin = 0, pending_end = 0;   // whole maps written, their epilogue not yet run
+        auto flush = [&]() {
+            if (pending_begin < pending_end) gemm_epilogue_run(c, *ds.epilogue, pending_begin, pending_end, 0, out_plane);
+            pending_begin = pending_end = 0;
+        };
         for (uint64_t unit = begin; unit < end; ++unit) {
             const uint64_t key = unit / (uint64_t)multiplier;
             const int64_t band = (int64_t)key % bands, image_channel = (int64_t)key / bands;
@@ -8661,9 +8672,17 @@ inline Status run_cpu_depthwise(const RunContext& c) {
                 zeros = band;
             }
             ds.conv.run_rows(scratch, weights + m * taps, bias ? bias[m] : 0.0f, y + (n * st.maps + m) * out_plane, row0, row1);
-            if (ds.epilogue)   // the band while it is in cache
-                gemm_epilogue_run(c, *ds.epilogue, n * st.maps + m, n * st.maps + m + 1, row0 * out_width, row1 * out_width);
+            if (!ds.epilogue) continue;
+            const int64_t map = n * st.maps + m;
+            if (batch_maps == 1) {   // the band while it is in cache
+                gemm_epilogue_run(c, *ds.epilogue, map, map + 1, row0 * out_width, row1 * out_width);
+                continue;
+            }
+            if (map != pending_end || pending_end - pending_begin == batch_maps) flush();
+            if (pending_begin == pending_end) pending_begin = map;
+            pending_end = map + 1;
         }
+        if (ds.epilogue) flush();
     }, ds.slots);
     return Status::Ok;
 }

@@ -684,6 +684,7 @@ private:
     static constexpr int kRowKernels = 8;
     RowKernel row_kernels_[kRowKernels] = {};
     int row_kernel_count_ = 0;
+    int64_t full_begin_ = 0, full_end_ = 0;   // output rows that sum every kernel row
     void row_taps(int64_t row, int64_t* first, int64_t* last) const;
     KernelFn row_kernel(int64_t first, int64_t last) const;
 };
@@ -6078,6 +6079,12 @@ Status DepthwiseConv::init(const DepthwiseShape& s, Isa isa) {
     isa_ = isa;
     kernel_ = nullptr;
     row_kernel_count_ = 0;
+    // rows whose window lies inside the input top to bottom
+    full_begin_ = (s.pad_top + s.stride_h - 1) / s.stride_h;
+    const int64_t below = s.in_h - 1 - (s.kernel_h - 1) * s.dilation_h + s.pad_top;   // last row's top input row, + pad_top
+    full_end_ = below < 0 ? 0 : below / s.stride_h + 1;
+    if (full_end_ > s.out_h) full_end_ = s.out_h;
+    if (full_begin_ > full_end_) full_begin_ = full_end_;
     phase_ = (s.out_w + detail::kDepthwiseBlock - 1) / detail::kDepthwiseBlock * detail::kDepthwiseBlock +
              (s.kernel_w - 1) * s.dilation_w / s.stride_w;
     pitch_ = (s.stride_w * phase_ + 15) / 16 * 16;
@@ -6106,8 +6113,10 @@ Status DepthwiseConv::init(const DepthwiseShape& s, Isa isa) {
         while (table.lock.test_and_set(std::memory_order_acquire)) std::this_thread::yield();
         kernel_ = find_or_make(0, s.kernel_h);
         // The border rows at either end (a few: the rows past them read padding only or the
-        // whole kernel), each distinct range of kernel rows once.
-        const int64_t ends = 2 * s.kernel_h * s.dilation_h, top_end = ends < s.out_h ? ends : s.out_h;
+        // whole kernel), each distinct range of kernel rows once. Rows of one vector keep the
+        // whole kernel: several rows a call (a tile) save more than the skipped taps.
+        const int64_t lanes = isa == Isa::Avx512 ? 16 : isa == Isa::Avx2 ? 8 : 4;
+        const int64_t ends = s.out_w > lanes ? 2 * s.kernel_h * s.dilation_h : 0, top_end = ends < s.out_h ? ends : s.out_h;
         const int64_t bottom = s.out_h - ends > top_end ? s.out_h - ends : top_end;
         for (int64_t i = 0; kernel_ && i < top_end + (s.out_h - bottom); ++i) {
             const int64_t row = i < top_end ? i : bottom + (i - top_end);
@@ -6183,6 +6192,32 @@ inline void depthwise_copy(float* d, const float* src, int64_t n, int64_t step) 
 #endif
     for (; i < n; ++i) d[i] = src[i * step];
 }
+
+// even[k] = src[2k] for k < n_even, odd[k] = src[2k + 1] for k < n_odd (n_odd <= n_even <= n_odd + 1
+// when the phases are not cut short): one load of 8 floats feeds both.
+inline void depthwise_deinterleave(float* even, int64_t n_even, float* odd, int64_t n_odd, const float* src) {
+    int64_t k = 0;
+#if defined(__GNUC__)
+    typedef float Vec4 __attribute__((vector_size(16)));
+#if !defined(__clang__)
+    typedef int Int4 __attribute__((vector_size(16)));
+#endif
+    for (; k + 4 <= n_even && k + 4 <= n_odd; k += 4) {   // reads src[2k .. 2k+7]: src[2 n_odd - 1] at most
+        Vec4 lo, hi;
+        std::memcpy(&lo, src + 2 * k, sizeof lo);
+        std::memcpy(&hi, src + 2 * k + 4, sizeof hi);
+#if defined(__clang__)
+        Vec4 e = __builtin_shufflevector(lo, hi, 0, 2, 4, 6), o = __builtin_shufflevector(lo, hi, 1, 3, 5, 7);
+#else
+        Vec4 e = __builtin_shuffle(lo, hi, Int4{0, 2, 4, 6}), o = __builtin_shuffle(lo, hi, Int4{1, 3, 5, 7});
+#endif
+        std::memcpy(even + k, &e, sizeof e);
+        std::memcpy(odd + k, &o, sizeof o);
+    }
+#endif
+    for (int64_t i = k; i < n_even; ++i) even[i] = src[2 * i];
+    for (int64_t i = k; i < n_odd; ++i) odd[i] = src[2 * i + 1];
+}
 }  // namespace detail
 
 // Rows past the input are zero rows; a row of the input is, per phase, zeros up to lo, the
@@ -6214,7 +6249,11 @@ void DepthwiseConv::pad(const float* x, int64_t row0, int64_t row1, float* scrat
                 std::memset(d, 0, (size_t)lo[p] * sizeof(float));
                 std::memset(d + hi[p], 0, (size_t)(phase_ - hi[p]) * sizeof(float));
             }
-            detail::depthwise_copy(d + lo[p], src + lo[p] * s.stride_w + start[p], hi[p] - lo[p], s.stride_w);
+            if (s.stride_w != 2) detail::depthwise_copy(d + lo[p], src + lo[p] * s.stride_w + start[p], hi[p] - lo[p], s.stride_w);
+        }
+        if (s.stride_w == 2) {   // both phases in one pass: phase a holds the even columns from 0
+            const int64_t a = s.pad_left % 2, b = 1 - a;
+            detail::depthwise_deinterleave(dst + a * phase_ + lo[a], hi[a] - lo[a], dst + b * phase_ + lo[b], hi[b] - lo[b], src);
         }
     }
 }
@@ -6222,15 +6261,21 @@ void DepthwiseConv::pad(const float* x, int64_t row0, int64_t row1, float* scrat
 void DepthwiseConv::run_rows(const float* scratch, const float* weights, float bias, float* y, int64_t row0,
                              int64_t row1) const {
     if (row1 <= row0) return;
+    if (kernel_ && row_kernel_count_ == 0) {
+        kernel_(scratch, weights, y + row0 * shape_.out_w, &bias, mask_, row1 - row0);
+        return;
+    }
     if (kernel_) {
-        // runs of rows that sum the same kernel rows, each on its kernel
+        // the rows inside [full_begin_, full_end_) in one call, each border row on its kernel
         for (int64_t row = row0; row < row1;) {
-            int64_t first, last, end = row + 1;
-            row_taps(row, &first, &last);
-            KernelFn fn = row_kernel(first, last);
-            for (int64_t f, l; end < row1; ++end) {
-                row_taps(end, &f, &l);
-                if (row_kernel(f, l) != fn) break;
+            KernelFn fn = kernel_;
+            int64_t end = row + 1;
+            if (row >= full_begin_ && row < full_end_) {
+                end = row1 < full_end_ ? row1 : full_end_;
+            } else {
+                int64_t first, last;
+                row_taps(row, &first, &last);
+                fn = row_kernel(first, last);
             }
             fn(scratch + (row - row0) * shape_.stride_h * pitch_, weights, y + row * shape_.out_w, &bias, mask_, end - row);
             row = end;
