@@ -5828,6 +5828,21 @@ inline void emit_depthwise_x86(asmjit::x86::Assembler& a, Isa isa, const Depthwi
         a.add(x86::rdx, (int32_t)(group * out_row_bytes));
         a.sub(x86::r9, (int32_t)group);
         a.jmp(group_loop);
+        // 2 .. group - 1 rows left: one tile of them all (a row at a time would chain every
+        // tap through one accumulator)
+        a.bind(rest);
+        for (int64_t g = group - 1; g >= 2; --g) {
+            asmjit::Label fewer = a.newLabel();
+            a.cmp(x86::r9, (int32_t)g);
+            a.jb(fewer);
+            emit_tile(items, (uint32_t)(g * vectors), x86::rdi, x86::rdx);
+            a.add(x86::rdi, (int32_t)(g * row_bytes));
+            a.add(x86::rdx, (int32_t)(g * out_row_bytes));
+            a.sub(x86::r9, (int32_t)g);
+            a.jmp(done);
+            a.bind(fewer);
+        }
+        rest = a.newLabel();
     }
     a.bind(rest);
     a.test(x86::r9, x86::r9);
@@ -5956,6 +5971,17 @@ inline void emit_depthwise_a64(asmjit::a64::Assembler& a, const DepthwiseShape& 
         address(a64::x2, a64::x2, group * out_row_bytes);
         a.sub(a64::x5, a64::x5, (uint32_t)group);
         a.b(group_loop);
+        // 2 .. group - 1 rows left: one tile of them all (as on x86)
+        a.bind(rest);
+        for (int64_t g = group - 1; g >= 2; --g) {
+            asmjit::Label fewer = a.newLabel();
+            a.cmp(a64::x5, (uint32_t)g);
+            a.b_lo(fewer);
+            emit_tile(items, (uint32_t)(g * vectors), a64::x0, a64::x2);
+            a.b(done);
+            a.bind(fewer);
+        }
+        rest = a.newLabel();
     }
     a.bind(rest);
     a.cbz(a64::x5, done);

@@ -1,6 +1,7 @@
 // DepthwiseConv's border rows: output rows whose window overhangs the input top or bottom run
 // kernels that sum only the kernel rows inside the input (short planes with 5x5 and 7x7
-// kernels are mostly such rows). On every ISA the machine has, against a naive
+// kernels are mostly such rows); planes narrower than a tile run several rows a tile, the
+// rows left over in one tile. On every ISA the machine has, against a naive
 // double-precision convolution, whole planes and one-row bands, across heights from 1, pads up
 // to and past the kernel (rows of padding only), strides, dilations and width tails.
 // Error bound as test_depthwise.cpp: |got - want| <= 1e-5 * (sum |w||x| + |bias|) + 1e-30.
@@ -123,4 +124,15 @@ TEST_CASE("depthwise rows: strides, dilations, wide and narrow rows, asymmetric 
         s.dilation_h = c.dh, s.dilation_w = c.dw, s.pad_top = c.top, s.pad_left = c.left;
         check_shape(s, c.bottom, c.right, seed++);
     }
+}
+
+TEST_CASE("depthwise rows: narrow planes, every count of rows left over after the whole tiles") {
+    uint32_t seed = 2900;
+    for (int64_t k : {3, 5})
+        for (int64_t width : {1, 3, 5, 8, 9, 16, 17})
+            for (int64_t height = 1; height <= 17; ++height) {
+                DepthwiseShape s;
+                s.in_h = height, s.in_w = width, s.kernel_h = s.kernel_w = k, s.pad_top = s.pad_left = k / 2;
+                check_shape(s, k / 2, k / 2, seed++);
+            }
 }
