@@ -914,6 +914,9 @@ void destroy(T* object) {
 #include <cmath>
 #if defined(__SSE2__)
 #include <emmintrin.h>
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>   // MaxPool's AVX-512 rows (a target attribute: the build stays baseline)
+#endif
 #elif defined(__ARM_NEON)
 #include <arm_neon.h>
 #endif
@@ -8658,6 +8661,9 @@ struct CpuDepthwiseState {
     int64_t bands = 1, band_rows = 1;
 };
 
+// Floats of output the epilogue of consecutive small maps takes at once (in L1).
+constexpr int64_t kDepthwiseEpilogueFloats = 2048;
+
 // Units in the order (image, input channel, band, map of that channel), so that a slot's
 // consecutive maps of one channel reuse its padded copy.
 inline Status run_cpu_depthwise(const RunContext& c) {
@@ -8670,10 +8676,18 @@ inline Status run_cpu_depthwise(const RunContext& c) {
     const int64_t in_plane = st.w.in_size(), out_plane = st.w.out_size(), taps = st.w.kernel_size();
     const int64_t out_rows = ds.conv.shape().out_h, out_width = ds.conv.shape().out_w, multiplier = st.group_maps, bands = ds.bands;
     const uint64_t units = (uint64_t)(st.batch * st.channels * bands * multiplier);
+    // Whole maps (one band) take the epilogue a few consecutive maps a call: on small planes a
+    // call a map costs more than the map's activation.
+    const int64_t batch_maps = bands == 1 ? std::max<int64_t>(1, kDepthwiseEpilogueFloats / std::max<int64_t>(1, out_plane)) : 1;
     nn_parallel(c, units, [&](uint64_t slot, uint64_t begin, uint64_t end) {
         float* scratch = static_cast<float*>(c.scratch) + slot * ds.slot_floats;
         uint64_t padded = ~0ull;   // the (image, channel, band) whose copy is in scratch
         int64_t zeros = -1;        // the band whose zeros are in scratch (the same for every plane)
+        int64_t pending_begin = 0, pending_end = 0;   // whole maps written, their epilogue not yet run
+        auto flush = [&]() {
+            if (pending_begin < pending_end) gemm_epilogue_run(c, *ds.epilogue, pending_begin, pending_end, 0, out_plane);
+            pending_begin = pending_end = 0;
+        };
         for (uint64_t unit = begin; unit < end; ++unit) {
             const uint64_t key = unit / (uint64_t)multiplier;
             const int64_t band = (int64_t)key % bands, image_channel = (int64_t)key / bands;
@@ -8685,9 +8699,17 @@ inline Status run_cpu_depthwise(const RunContext& c) {
                 zeros = band;
             }
             ds.conv.run_rows(scratch, weights + m * taps, bias ? bias[m] : 0.0f, y + (n * st.maps + m) * out_plane, row0, row1);
-            if (ds.epilogue)   // the band while it is in cache
-                gemm_epilogue_run(c, *ds.epilogue, n * st.maps + m, n * st.maps + m + 1, row0 * out_width, row1 * out_width);
+            if (!ds.epilogue) continue;
+            const int64_t map = n * st.maps + m;
+            if (batch_maps == 1) {   // the band while it is in cache
+                gemm_epilogue_run(c, *ds.epilogue, map, map + 1, row0 * out_width, row1 * out_width);
+                continue;
+            }
+            if (map != pending_end || pending_end - pending_begin == batch_maps) flush();
+            if (pending_begin == pending_end) pending_begin = map;
+            pending_end = map + 1;
         }
+        if (ds.epilogue) flush();
     }, ds.slots);
     return Status::Ok;
 }
@@ -10789,7 +10811,40 @@ inline void cpu_pool_row(const float* row, int64_t rows, int64_t width, int64_t 
     for (int64_t l = 0; j + l < count; ++l) y[j + l] = lanes[l];
 }
 
-template <bool kMax, int kStride>
+#if defined(__SSE2__) && defined(__x86_64__) && defined(__GNUC__)
+#define TESSEL_CPU_POOL_AVX512 1
+// 16 outputs' taps `kStride` apart from p, the lanes past `lanes` zero (masked loads: nothing
+// past the last tap is read).
+template <int kStride>
+__attribute__((target("avx512f"))) inline __m512 cpu_pool_taps16(const float* p, int64_t lanes) {
+    if (kStride == 1) return _mm512_maskz_loadu_ps((__mmask16)((1u << lanes) - 1u), p);
+    const int64_t span = 2 * lanes - 1, high = span > 16 ? span - 16 : 0;
+    const __m512 a = _mm512_maskz_loadu_ps((__mmask16)((1u << (span < 16 ? span : 16)) - 1u), p);
+    const __m512 b = _mm512_maskz_loadu_ps((__mmask16)((1u << high) - 1u), p + 16);
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    return _mm512_permutex2var_ps(a, even, b);
+}
+
+// cpu_pool_row's max for AVX-512 targets, 16 outputs a vector: the same taps in the same order
+// and VMAXPS(v, acc), which is the reference's v > acc ? v : acc (NaN and signed zeros too).
+template <int kStride>
+__attribute__((target("avx512f"))) void cpu_max_pool_row16(const float* row, int64_t rows, int64_t width, int64_t kernel,
+                                                            int64_t col, int64_t count, float* y) {
+    for (int64_t j = 0; j < count; j += 16, col += 16 * kStride) {
+        const int64_t lanes = count - j < 16 ? count - j : 16;
+        __m512 acc = cpu_pool_taps16<kStride>(row + col, lanes);
+        for (int64_t r = 0; r < rows; ++r) {
+            const float* p = row + r * width + col;
+            for (int64_t k = 0; k < kernel; ++k)   // the masked form: GCC 12 flags the plain one's undefined source
+                acc = _mm512_mask_max_ps(acc, (__mmask16)0xFFFF, cpu_pool_taps16<kStride>(p + k, lanes), acc);
+        }
+        _mm512_mask_storeu_ps(y + j, (__mmask16)((1u << lanes) - 1u), acc);
+    }
+}
+#endif
+
+// kWide: the interior rows on cpu_max_pool_row16 (MaxPool, strides 1 and 2, AVX-512 targets).
+template <bool kMax, int kStride, bool kWide = false>
 inline void cpu_pool_plane(const PoolState& st, const float* xp, float* yp) {
     const Window& w = st.w;
     const int64_t height = w.in[1], width = w.in[2], out_h = w.out[1], out_w = w.out[2];
@@ -10807,6 +10862,12 @@ inline void cpu_pool_plane(const PoolState& st, const float* xp, float* yp) {
         if (first < last && inner_end > inner_begin) {
             int64_t padded = std::max<int64_t>(0, std::min(kh, height + w.pad_end[1] - ih));
             float divisor = (float)((st.count_include_pad ? padded : last - first) * kw);
+#ifdef TESSEL_CPU_POOL_AVX512
+            if (kWide)
+                cpu_max_pool_row16<kStride == 2 ? 2 : 1>(xp + (ih + first) * width, last - first, width, kw, inner_begin * sw - left,
+                                                         inner_end - inner_begin, y + inner_begin);
+            else
+#endif
             cpu_pool_row<kMax, kStride>(xp + (ih + first) * width, last - first, width, kw, sw, inner_begin * sw - left,
                                         inner_end - inner_begin, y + inner_begin, divisor);
             done = inner_end - inner_begin;
@@ -10816,20 +10877,33 @@ inline void cpu_pool_plane(const PoolState& st, const float* xp, float* yp) {
     }
 }
 
-inline Status run_cpu_pool(const RunContext& c) {
+using CpuPoolPlaneFn = void (*)(const PoolState&, const float*, float*);
+
+inline Status run_cpu_pool_planes(const RunContext& c, CpuPoolPlaneFn plane_fn) {
     const PoolState& st = *static_cast<const PoolState*>(c.state);
     const float* x = c.inputs[0].as<float>();
     float* y = c.outputs[0].as<float>();
     const int64_t in_plane = st.w.in_size(), out_plane = st.w.out_size();
-    void (*plane_fn)(const PoolState&, const float*, float*);
-    const int64_t stride = st.w.stride[2];
-    if (st.max) plane_fn = stride == 1 ? cpu_pool_plane<true, 1> : stride == 2 ? cpu_pool_plane<true, 2> : cpu_pool_plane<true, 0>;
-    else plane_fn = stride == 1 ? cpu_pool_plane<false, 1> : stride == 2 ? cpu_pool_plane<false, 2> : cpu_pool_plane<false, 0>;
     cpu_ops_parallel(c, (uint64_t)st.planes, (uint64_t)(out_plane * st.w.kernel_size()), [&](uint64_t begin, uint64_t end) {
         for (uint64_t plane = begin; plane < end; ++plane) plane_fn(st, x + (int64_t)plane * in_plane, y + (int64_t)plane * out_plane);
     });
     return Status::Ok;
 }
+
+inline Status run_cpu_pool(const RunContext& c) {
+    const PoolState& st = *static_cast<const PoolState*>(c.state);
+    const int64_t stride = st.w.stride[2];
+    if (st.max) return run_cpu_pool_planes(c, stride == 1 ? cpu_pool_plane<true, 1> : stride == 2 ? cpu_pool_plane<true, 2> : cpu_pool_plane<true, 0>);
+    return run_cpu_pool_planes(c, stride == 1 ? cpu_pool_plane<false, 1> : stride == 2 ? cpu_pool_plane<false, 2> : cpu_pool_plane<false, 0>);
+}
+
+#ifdef TESSEL_CPU_POOL_AVX512
+// MaxPool with column stride 1 or 2 on AVX-512 targets.
+inline Status run_cpu_max_pool16(const RunContext& c) {
+    const PoolState& st = *static_cast<const PoolState*>(c.state);
+    return run_cpu_pool_planes(c, st.w.stride[2] == 1 ? cpu_pool_plane<true, 1, true> : cpu_pool_plane<true, 2, true>);
+}
+#endif
 
 // GlobalMaxPool: the reference's rule (NaN never taken, -inf for a plane of NaN); lanes may
 // meet equal zeros of both signs in another order, so a zero result is redone in order.
@@ -11256,6 +11330,10 @@ inline Status cpu_ops_step(ReferenceProgram* p, const PreparedModel& model, Node
         const Window& w = st.w;
         // 1-D and 2-D, no dilation, no Indices output
         if (node.num_outputs != 1 || w.spatial > 2 || w.dilation[1] != 1 || w.dilation[2] != 1) return Status::Ok;
+#ifdef TESSEL_CPU_POOL_AVX512
+        if (isa == Isa::Avx512 && st.max && (w.stride[2] == 1 || w.stride[2] == 2))
+            return cpu_ops_use(p, run_cpu_max_pool16, state, op, "avx512");
+#endif
         return cpu_ops_use(p, run_cpu_pool, state, op);
     }
     if (op == StringView("Gemm")) return cpu_gemm_dot_step(p, model, id);

@@ -678,6 +678,15 @@ private:
     int64_t pitch_ = 0;   // floats of one padded row (stride_w phases, 64-byte multiple)
     int32_t mask_[8] = {};
     KernelFn kernel_ = nullptr;
+    // Kernels for the border rows whose window overhangs the input: they skip the kernel rows
+    // that read padding (kernel_ reads the copy's zero rows instead, right for every row).
+    struct RowKernel { int64_t first, last; KernelFn fn; };
+    static constexpr int kRowKernels = 8;
+    RowKernel row_kernels_[kRowKernels] = {};
+    int row_kernel_count_ = 0;
+    int64_t full_begin_ = 0, full_end_ = 0;   // output rows that sum every kernel row
+    void row_taps(int64_t row, int64_t* first, int64_t* last) const;
+    KernelFn row_kernel(int64_t first, int64_t last) const;
 };
 
 // >>int8 gemm
@@ -5754,12 +5763,13 @@ inline int64_t depthwise_tap_column(const DepthwiseShape& s, int64_t phase, int6
 // FMA memory operands at immediate offsets. Arguments (System V): rdi padded band, rsi
 // weights, rdx y band, rcx &bias, r8 AVX2 lane mask, r9 rows. Planes of at most `tile`
 // vectors a row run floor(tile / vectors) rows per tile; wider ones tile-wide blocks per row.
+// Only kernel rows [first, last) are summed (the others read padding for the rows it runs).
 inline void emit_depthwise_x86(asmjit::x86::Assembler& a, Isa isa, const DepthwiseShape& s, int64_t phase,
-                               int64_t pitch) {
+                               int64_t pitch, int64_t first, int64_t last) {
     namespace x86 = asmjit::x86;
     const bool wide = isa == Isa::Avx512;
     const uint32_t vf = wide ? 16 : 8, vb = vf * 4, regs = wide ? 32 : 16, reserved = wide ? 0 : 1;
-    const uint32_t taps = (uint32_t)(s.kernel_h * s.kernel_w);
+    const uint32_t taps = (uint32_t)((last - first) * s.kernel_w);
     uint32_t tile = 8;
     bool in_registers = true;
     if (tile + taps + reserved > regs) {
@@ -5778,11 +5788,11 @@ inline void emit_depthwise_x86(asmjit::x86::Assembler& a, Isa isa, const Depthwi
             a.vbroadcastss(v(i), x86::dword_ptr(x86::rcx));
             any_masked = any_masked || items[i].masked;
         }
-        for (int64_t kh = 0; kh < s.kernel_h; ++kh)
+        for (int64_t kh = first; kh < last; ++kh)
             for (int64_t kw = 0; kw < s.kernel_w; ++kw) {
-                const uint32_t t = (uint32_t)(kh * s.kernel_w + kw);
+                const uint32_t t = (uint32_t)((kh - first) * s.kernel_w + kw);
                 x86::Vec w = in_registers ? v(tile + t) : v(8);
-                if (!in_registers) a.vbroadcastss(w, x86::dword_ptr(x86::rsi, (int32_t)(t * 4)));
+                if (!in_registers) a.vbroadcastss(w, x86::dword_ptr(x86::rsi, (int32_t)((first * s.kernel_w + t) * 4)));
                 const int64_t tap = (kh * s.dilation_h * pitch + depthwise_tap_column(s, phase, kw)) * 4;
                 for (uint32_t i = 0; i < count; ++i)
                     a.vfmadd231ps(v(i), w, x86::ptr(x, (int32_t)(tap + (int64_t)items[i].row * row_bytes + items[i].col)));
@@ -5800,7 +5810,8 @@ inline void emit_depthwise_x86(asmjit::x86::Assembler& a, Isa isa, const Depthwi
         a.kmovw(x86::k1, x86::eax);
     }
     if (in_registers)
-        for (uint32_t t = 0; t < taps; ++t) a.vbroadcastss(v(tile + t), x86::dword_ptr(x86::rsi, (int32_t)(t * 4)));
+        for (uint32_t t = 0; t < taps; ++t)
+            a.vbroadcastss(v(tile + t), x86::dword_ptr(x86::rsi, (int32_t)((first * s.kernel_w + t) * 4)));
     Item items[32];
     asmjit::Label rest = a.newLabel(), row_loop = a.newLabel(), done = a.newLabel();
     const int64_t group = vectors <= tile ? tile / vectors : 1;
@@ -5817,6 +5828,21 @@ inline void emit_depthwise_x86(asmjit::x86::Assembler& a, Isa isa, const Depthwi
         a.add(x86::rdx, (int32_t)(group * out_row_bytes));
         a.sub(x86::r9, (int32_t)group);
         a.jmp(group_loop);
+        // 2 .. group - 1 rows left: one tile of them all (a row at a time would chain every
+        // tap through one accumulator)
+        a.bind(rest);
+        for (int64_t g = group - 1; g >= 2; --g) {
+            asmjit::Label fewer = a.newLabel();
+            a.cmp(x86::r9, (int32_t)g);
+            a.jb(fewer);
+            emit_tile(items, (uint32_t)(g * vectors), x86::rdi, x86::rdx);
+            a.add(x86::rdi, (int32_t)(g * row_bytes));
+            a.add(x86::rdx, (int32_t)(g * out_row_bytes));
+            a.sub(x86::r9, (int32_t)g);
+            a.jmp(done);
+            a.bind(fewer);
+        }
+        rest = a.newLabel();
     }
     a.bind(rest);
     a.test(x86::r9, x86::r9);
@@ -5849,14 +5875,15 @@ inline void emit_depthwise_x86(asmjit::x86::Assembler& a, Isa isa, const Depthwi
     a.ret();
 }
 
-inline DepthwiseConv::KernelFn make_depthwise_kernel(Isa isa, const DepthwiseShape& s, int64_t phase, int64_t pitch) {
+inline DepthwiseConv::KernelFn make_depthwise_kernel(Isa isa, const DepthwiseShape& s, int64_t phase, int64_t pitch,
+                                                     int64_t first, int64_t last) {
     using namespace asmjit;
     CodeHolder code;
     ErrorRecorder recorder;
     code.init(jit_runtime().environment());
     code.setErrorHandler(&recorder);
     x86::Assembler a(&code);
-    emit_depthwise_x86(a, isa, s, phase, pitch);
+    emit_depthwise_x86(a, isa, s, phase, pitch, first, last);
     if (recorder.first != kErrorOk) return nullptr;
     void* fn = nullptr;
     if (jit_runtime().add(&fn, &code) != kErrorOk) return nullptr;
@@ -5869,10 +5896,11 @@ inline DepthwiseConv::KernelFn make_depthwise_kernel(Isa isa, const DepthwiseSha
 // element in v0-v7 (at most 32 taps), x loaded into v24-v27 at tap base + tile offset (the
 // tile offsets are multiples of 16: pitches are 64-byte multiples). No masked store: a
 // partial last vector is stored lane by lane. Arguments (AAPCS64): x0 padded band, x1
-// weights, x2 y band, x3 &bias, x5 rows.
-inline void emit_depthwise_a64(asmjit::a64::Assembler& a, const DepthwiseShape& s, int64_t phase, int64_t pitch) {
+// weights, x2 y band, x3 &bias, x5 rows. Only kernel rows [first, last) are summed.
+inline void emit_depthwise_a64(asmjit::a64::Assembler& a, const DepthwiseShape& s, int64_t phase, int64_t pitch,
+                               int64_t first, int64_t last) {
     namespace a64 = asmjit::a64;
-    const uint32_t vb = 16, tile = 8, taps = (uint32_t)(s.kernel_h * s.kernel_w);
+    const uint32_t vb = 16, tile = 8, taps = (uint32_t)((last - first) * s.kernel_w);
     const int64_t full = s.out_w / 4, tail = s.out_w % 4, vectors = full + (tail ? 1 : 0);
     const int64_t row_bytes = s.stride_h * pitch * 4, out_row_bytes = s.out_w * 4;
     auto acc = [&](uint32_t i) { return a64::v(16 + i); };
@@ -5889,9 +5917,9 @@ inline void emit_depthwise_a64(asmjit::a64::Assembler& a, const DepthwiseShape& 
     auto emit_tile = [&](const Item* items, uint32_t count, const a64::Gp& x, const a64::Gp& y) {
         for (uint32_t i = 0; i < count; ++i) a.mov(acc(i).b16(), a64::v(28).b16());
         uint32_t load = 0;
-        for (int64_t kh = 0; kh < s.kernel_h; ++kh)
+        for (int64_t kh = first; kh < last; ++kh)
             for (int64_t kw = 0; kw < s.kernel_w; ++kw) {
-                const uint32_t t = (uint32_t)(kh * s.kernel_w + kw);
+                const uint32_t t = (uint32_t)((kh - first) * s.kernel_w + kw);
                 address(a64::x11, x, (kh * s.dilation_h * pitch + depthwise_tap_column(s, phase, kw)) * 4);
                 for (uint32_t i = 0; i < count; ++i) {
                     const int64_t offset = items[i].row * row_bytes + items[i].col;
@@ -5923,7 +5951,7 @@ inline void emit_depthwise_a64(asmjit::a64::Assembler& a, const DepthwiseShape& 
         }
     };
     for (uint32_t t = 0; t < taps; ++t) {   // exactly the taps' floats: the weights may end a page
-        a.ldr(a64::s(29), a64::ptr(a64::x1, (int32_t)(t * 4)));
+        a.ldr(a64::s(29), a64::ptr(a64::x1, (int32_t)((first * s.kernel_w + t) * 4)));
         a.mov(a64::v(t / 4).s(t % 4), a64::v(29).s(0));
     }
     a.ld1r(a64::v(28).s4(), a64::ptr(a64::x3));
@@ -5943,6 +5971,17 @@ inline void emit_depthwise_a64(asmjit::a64::Assembler& a, const DepthwiseShape& 
         address(a64::x2, a64::x2, group * out_row_bytes);
         a.sub(a64::x5, a64::x5, (uint32_t)group);
         a.b(group_loop);
+        // 2 .. group - 1 rows left: one tile of them all (as on x86)
+        a.bind(rest);
+        for (int64_t g = group - 1; g >= 2; --g) {
+            asmjit::Label fewer = a.newLabel();
+            a.cmp(a64::x5, (uint32_t)g);
+            a.b_lo(fewer);
+            emit_tile(items, (uint32_t)(g * vectors), a64::x0, a64::x2);
+            a.b(done);
+            a.bind(fewer);
+        }
+        rest = a.newLabel();
     }
     a.bind(rest);
     a.cbz(a64::x5, done);
@@ -5973,14 +6012,15 @@ inline void emit_depthwise_a64(asmjit::a64::Assembler& a, const DepthwiseShape& 
     a.ret(a64::x30);
 }
 
-inline DepthwiseConv::KernelFn make_depthwise_kernel(Isa, const DepthwiseShape& s, int64_t phase, int64_t pitch) {
+inline DepthwiseConv::KernelFn make_depthwise_kernel(Isa, const DepthwiseShape& s, int64_t phase, int64_t pitch,
+                                                     int64_t first, int64_t last) {
     using namespace asmjit;
     CodeHolder code;
     ErrorRecorder recorder;
     code.init(jit_runtime().environment());
     code.setErrorHandler(&recorder);
     a64::Assembler a(&code);
-    emit_depthwise_a64(a, s, phase, pitch);
+    emit_depthwise_a64(a, s, phase, pitch, first, last);
     if (recorder.first != kErrorOk) return nullptr;
     void* fn = nullptr;
     if (jit_runtime().add(&fn, &code) != kErrorOk) return nullptr;
@@ -5990,11 +6030,11 @@ inline DepthwiseConv::KernelFn make_depthwise_kernel(Isa, const DepthwiseShape& 
 #endif
 #endif
 
-// Kernels made so far, by target and shape class (output width, kernel, strides, dilations),
-// for the life of the process like the GEMM tiles; past the capacity, new classes run the
-// portable loop.
+// Kernels made so far, by target, shape class (output width, kernel, strides, dilations) and
+// kernel rows summed, for the life of the process like the GEMM tiles; past the capacity, new
+// classes run the portable loop (border rows: the whole-kernel one).
 struct DepthwiseKernelTable {
-    struct Entry { Isa isa; DepthwiseShape shape; DepthwiseConv::KernelFn fn; };
+    struct Entry { Isa isa; DepthwiseShape shape; int64_t first, last; DepthwiseConv::KernelFn fn; };
     static constexpr uint32_t kCapacity = 1024;
     std::atomic_flag lock = ATOMIC_FLAG_INIT;
     Entry entries[kCapacity];
@@ -6064,6 +6104,13 @@ Status DepthwiseConv::init(const DepthwiseShape& s, Isa isa) {
     shape_ = s;
     isa_ = isa;
     kernel_ = nullptr;
+    row_kernel_count_ = 0;
+    // rows whose window lies inside the input top to bottom
+    full_begin_ = (s.pad_top + s.stride_h - 1) / s.stride_h;
+    const int64_t below = s.in_h - 1 - (s.kernel_h - 1) * s.dilation_h + s.pad_top;   // last row's top input row, + pad_top
+    full_end_ = below < 0 ? 0 : below / s.stride_h + 1;
+    if (full_end_ > s.out_h) full_end_ = s.out_h;
+    if (full_begin_ > full_end_) full_begin_ = full_end_;
     phase_ = (s.out_w + detail::kDepthwiseBlock - 1) / detail::kDepthwiseBlock * detail::kDepthwiseBlock +
              (s.kernel_w - 1) * s.dilation_w / s.stride_w;
     pitch_ = (s.stride_w * phase_ + 15) / 16 * 16;
@@ -6079,18 +6126,59 @@ Status DepthwiseConv::init(const DepthwiseShape& s, Isa isa) {
         DepthwiseShape key = s;
         key.in_h = key.in_w = key.out_h = key.pad_top = key.pad_left = 0;
         detail::DepthwiseKernelTable& table = detail::depthwise_kernels();
+        auto find_or_make = [&](int64_t first, int64_t last) -> KernelFn {
+            for (uint32_t i = 0; i < table.count; ++i) {
+                const detail::DepthwiseKernelTable::Entry& e = table.entries[i];
+                if (e.isa == isa && e.first == first && e.last == last && std::memcmp(&e.shape, &key, sizeof key) == 0) return e.fn;
+            }
+            if (table.count >= detail::DepthwiseKernelTable::kCapacity) return nullptr;
+            KernelFn fn = detail::make_depthwise_kernel(isa, s, phase_, pitch_, first, last);
+            if (fn) table.entries[table.count++] = detail::DepthwiseKernelTable::Entry{isa, key, first, last, fn};
+            return fn;
+        };
         while (table.lock.test_and_set(std::memory_order_acquire)) std::this_thread::yield();
-        for (uint32_t i = 0; i < table.count && !kernel_; ++i)
-            if (table.entries[i].isa == isa && std::memcmp(&table.entries[i].shape, &key, sizeof key) == 0)
-                kernel_ = table.entries[i].fn;
-        if (!kernel_ && table.count < detail::DepthwiseKernelTable::kCapacity) {
-            kernel_ = detail::make_depthwise_kernel(isa, s, phase_, pitch_);
-            if (kernel_) table.entries[table.count++] = detail::DepthwiseKernelTable::Entry{isa, key, kernel_};
+        kernel_ = find_or_make(0, s.kernel_h);
+        // The border rows at either end (a few: the rows past them read padding only or the
+        // whole kernel), each distinct range of kernel rows once. Rows of one vector keep the
+        // whole kernel: several rows a call (a tile) save more than the skipped taps.
+        const int64_t lanes = isa == Isa::Avx512 ? 16 : isa == Isa::Avx2 ? 8 : 4;
+        const int64_t ends = s.out_w > lanes ? 2 * s.kernel_h * s.dilation_h : 0, top_end = ends < s.out_h ? ends : s.out_h;
+        const int64_t bottom = s.out_h - ends > top_end ? s.out_h - ends : top_end;
+        for (int64_t i = 0; kernel_ && i < top_end + (s.out_h - bottom); ++i) {
+            const int64_t row = i < top_end ? i : bottom + (i - top_end);
+            int64_t first = 0, last = 0;
+            row_taps(row, &first, &last);
+            if (first == 0 && last == s.kernel_h) continue;
+            bool known = false;
+            for (int k = 0; k < row_kernel_count_; ++k) known = known || (row_kernels_[k].first == first && row_kernels_[k].last == last);
+            if (known || row_kernel_count_ == kRowKernels) continue;
+            if (KernelFn fn = find_or_make(first, last)) row_kernels_[row_kernel_count_++] = RowKernel{first, last, fn};
         }
         table.lock.clear(std::memory_order_release);
     }
 #endif
     return Status::Ok;
+}
+
+// The kernel rows whose input row lies inside the input for output row `row`: [first, last)
+// (first == last when every tap reads padding).
+void DepthwiseConv::row_taps(int64_t row, int64_t* first, int64_t* last) const {
+    const DepthwiseShape& s = shape_;
+    const int64_t top = row * s.stride_h - s.pad_top;   // input row of kernel row 0
+    int64_t f = top >= 0 ? 0 : (-top + s.dilation_h - 1) / s.dilation_h;
+    int64_t l = s.in_h - top <= 0 ? 0 : (s.in_h - top + s.dilation_h - 1) / s.dilation_h;
+    if (f > s.kernel_h) f = s.kernel_h;
+    if (l > s.kernel_h) l = s.kernel_h;
+    if (l < f) l = f;
+    *first = f;
+    *last = l;
+}
+
+DepthwiseConv::KernelFn DepthwiseConv::row_kernel(int64_t first, int64_t last) const {
+    if (first == 0 && last == shape_.kernel_h) return kernel_;
+    for (int k = 0; k < row_kernel_count_; ++k)
+        if (row_kernels_[k].first == first && row_kernels_[k].last == last) return row_kernels_[k].fn;
+    return kernel_;
 }
 
 size_t DepthwiseConv::scratch_floats(int64_t rows) const {
@@ -6130,6 +6218,32 @@ inline void depthwise_copy(float* d, const float* src, int64_t n, int64_t step) 
 #endif
     for (; i < n; ++i) d[i] = src[i * step];
 }
+
+// even[k] = src[2k] for k < n_even, odd[k] = src[2k + 1] for k < n_odd (n_odd <= n_even <= n_odd + 1
+// when the phases are not cut short): one load of 8 floats feeds both.
+inline void depthwise_deinterleave(float* even, int64_t n_even, float* odd, int64_t n_odd, const float* src) {
+    int64_t k = 0;
+#if defined(__GNUC__)
+    typedef float Vec4 __attribute__((vector_size(16)));
+#if !defined(__clang__)
+    typedef int Int4 __attribute__((vector_size(16)));
+#endif
+    for (; k + 4 <= n_even && k + 4 <= n_odd; k += 4) {   // reads src[2k .. 2k+7]: src[2 n_odd - 1] at most
+        Vec4 lo, hi;
+        std::memcpy(&lo, src + 2 * k, sizeof lo);
+        std::memcpy(&hi, src + 2 * k + 4, sizeof hi);
+#if defined(__clang__)
+        Vec4 e = __builtin_shufflevector(lo, hi, 0, 2, 4, 6), o = __builtin_shufflevector(lo, hi, 1, 3, 5, 7);
+#else
+        Vec4 e = __builtin_shuffle(lo, hi, Int4{0, 2, 4, 6}), o = __builtin_shuffle(lo, hi, Int4{1, 3, 5, 7});
+#endif
+        std::memcpy(even + k, &e, sizeof e);
+        std::memcpy(odd + k, &o, sizeof o);
+    }
+#endif
+    for (int64_t i = k; i < n_even; ++i) even[i] = src[2 * i];
+    for (int64_t i = k; i < n_odd; ++i) odd[i] = src[2 * i + 1];
+}
 }  // namespace detail
 
 // Rows past the input are zero rows; a row of the input is, per phase, zeros up to lo, the
@@ -6161,7 +6275,11 @@ void DepthwiseConv::pad(const float* x, int64_t row0, int64_t row1, float* scrat
                 std::memset(d, 0, (size_t)lo[p] * sizeof(float));
                 std::memset(d + hi[p], 0, (size_t)(phase_ - hi[p]) * sizeof(float));
             }
-            detail::depthwise_copy(d + lo[p], src + lo[p] * s.stride_w + start[p], hi[p] - lo[p], s.stride_w);
+            if (s.stride_w != 2) detail::depthwise_copy(d + lo[p], src + lo[p] * s.stride_w + start[p], hi[p] - lo[p], s.stride_w);
+        }
+        if (s.stride_w == 2) {   // both phases in one pass: phase a holds the even columns from 0
+            const int64_t a = s.pad_left % 2, b = 1 - a;
+            detail::depthwise_deinterleave(dst + a * phase_ + lo[a], hi[a] - lo[a], dst + b * phase_ + lo[b], hi[b] - lo[b], src);
         }
     }
 }
@@ -6169,8 +6287,25 @@ void DepthwiseConv::pad(const float* x, int64_t row0, int64_t row1, float* scrat
 void DepthwiseConv::run_rows(const float* scratch, const float* weights, float bias, float* y, int64_t row0,
                              int64_t row1) const {
     if (row1 <= row0) return;
-    if (kernel_) {
+    if (kernel_ && row_kernel_count_ == 0) {
         kernel_(scratch, weights, y + row0 * shape_.out_w, &bias, mask_, row1 - row0);
+        return;
+    }
+    if (kernel_) {
+        // the rows inside [full_begin_, full_end_) in one call, each border row on its kernel
+        for (int64_t row = row0; row < row1;) {
+            KernelFn fn = kernel_;
+            int64_t end = row + 1;
+            if (row >= full_begin_ && row < full_end_) {
+                end = row1 < full_end_ ? row1 : full_end_;
+            } else {
+                int64_t first, last;
+                row_taps(row, &first, &last);
+                fn = row_kernel(first, last);
+            }
+            fn(scratch + (row - row0) * shape_.stride_h * pitch_, weights, y + row * shape_.out_w, &bias, mask_, end - row);
+            row = end;
+        }
         return;
     }
     detail::depthwise_portable_rows(shape_, phase_, pitch_, scratch, weights, bias, y, row0, row1);

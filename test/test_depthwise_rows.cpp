@@ -1,0 +1,138 @@
+// DepthwiseConv's border rows: output rows whose window overhangs the input top or bottom run
+// kernels that sum only the kernel rows inside the input (short planes with 5x5 and 7x7
+// kernels are mostly such rows); planes narrower than a tile run several rows a tile, the
+// rows left over in one tile. On every ISA the machine has, against a naive
+// double-precision convolution, whole planes and one-row bands, across heights from 1, pads up
+// to and past the kernel (rows of padding only), strides, dilations and width tails.
+// Error bound as test_depthwise.cpp: |got - want| <= 1e-5 * (sum |w||x| + |bias|) + 1e-30.
+#include <doctest/doctest.h>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+#include "snippets.h"
+
+using namespace tessel;
+
+namespace {
+std::vector<float> random_floats(int64_t n, uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+    std::vector<float> v((size_t)n);
+    for (float& f : v) f = uniform(rng);
+    return v;
+}
+
+std::vector<Isa> machine_isas() {
+    std::vector<Isa> isas;
+    for (Isa isa : {Isa::Ref, Isa::Sse41, Isa::Avx2, Isa::Avx512, Isa::Neon})
+        if (isa_available(isa)) isas.push_back(isa);
+    return isas;
+}
+
+// Rows bad against the naive sum (bias + taps inside the input), messages for the first few.
+int64_t count_bad(const DepthwiseShape& s, const std::vector<float>& x, const std::vector<float>& w, float bias,
+                  const std::vector<float>& y) {
+    int64_t bad = 0;
+    for (int64_t oh = 0; oh < s.out_h; ++oh)
+        for (int64_t ow = 0; ow < s.out_w; ++ow) {
+            double sum = bias, mag = std::fabs(bias);
+            for (int64_t kh = 0; kh < s.kernel_h; ++kh)
+                for (int64_t kw = 0; kw < s.kernel_w; ++kw) {
+                    const int64_t ih = oh * s.stride_h - s.pad_top + kh * s.dilation_h;
+                    const int64_t iw = ow * s.stride_w - s.pad_left + kw * s.dilation_w;
+                    if (ih < 0 || ih >= s.in_h || iw < 0 || iw >= s.in_w) continue;
+                    const double p = (double)x[(size_t)(ih * s.in_w + iw)] * (double)w[(size_t)(kh * s.kernel_w + kw)];
+                    sum += p;
+                    mag += std::fabs(p);
+                }
+            const float got = y[(size_t)(oh * s.out_w + ow)];
+            if (!(std::fabs((double)got - sum) <= 1e-5 * mag + 1e-30) && bad++ < 5)
+                MESSAGE("y[" << oh << "][" << ow << "] = " << got << ", want " << sum);
+        }
+    return bad;
+}
+
+// The shape's plane on every ISA: whole, and in one-row bands over a copy of another plane's band.
+void check_shape(DepthwiseShape s, int64_t pad_bottom, int64_t pad_right, uint32_t seed) {
+    s.out_h = (s.in_h + s.pad_top + pad_bottom - (s.kernel_h - 1) * s.dilation_h - 1) / s.stride_h + 1;
+    s.out_w = (s.in_w + s.pad_left + pad_right - (s.kernel_w - 1) * s.dilation_w - 1) / s.stride_w + 1;
+    if (s.out_h < 1 || s.out_w < 1) return;
+    CAPTURE(s.in_h);
+    CAPTURE(s.in_w);
+    CAPTURE(s.kernel_h);
+    CAPTURE(s.kernel_w);
+    CAPTURE(s.stride_h);
+    CAPTURE(s.dilation_h);
+    CAPTURE(s.pad_top);
+    CAPTURE(pad_bottom);
+    const std::vector<float> x = random_floats(s.in_h * s.in_w, seed), w = random_floats(s.kernel_h * s.kernel_w, seed + 1);
+    const std::vector<float> other(x.size(), 7.0f);
+    const float bias = 0.25f;
+    for (Isa isa : machine_isas()) {
+        const std::string target = isa_name(isa);
+        CAPTURE(target);
+        DepthwiseConv conv;
+        REQUIRE(conv.init(s, isa) == Status::Ok);
+        std::vector<float> scratch(conv.scratch_floats(s.out_h)), whole((size_t)(s.out_h * s.out_w), -1.0f), banded(whole);
+        conv.run(x.data(), w.data(), bias, whole.data(), scratch.data());
+        CHECK(count_bad(s, x, w, bias, whole) == 0);
+        for (int64_t r = 0; r < s.out_h; ++r) {
+            conv.pad(other.data(), r, r + 1, scratch.data());
+            conv.pad(x.data(), r, r + 1, scratch.data(), true);
+            conv.run_rows(scratch.data(), w.data(), bias, banded.data(), r, r + 1);
+        }
+        // a row's sum is the same whichever band holds it
+        CHECK(std::memcmp(whole.data(), banded.data(), whole.size() * sizeof(float)) == 0);
+    }
+}
+}  // namespace
+
+TEST_CASE("depthwise rows: short planes, every pad up to past the kernel, 3x3 to 7x7") {
+    uint32_t seed = 900;
+    for (int64_t k : {3, 5, 7})
+        for (int64_t height = 1; height <= 6; ++height)
+            for (int64_t pad = 0; pad <= k; ++pad) {
+                DepthwiseShape s;
+                s.in_h = height, s.in_w = 19, s.kernel_h = s.kernel_w = k, s.pad_top = pad, s.pad_left = k / 2;
+                check_shape(s, k - 1 - pad >= 0 ? k - 1 - pad : 0, k / 2, seed++);   // top and bottom differ
+                check_shape(s, pad, k / 2, seed++);
+            }
+}
+
+TEST_CASE("depthwise rows: strides, dilations, wide and narrow rows, asymmetric kernels") {
+    uint32_t seed = 1900;
+    struct Case { int64_t in_h, in_w, kh, kw, sh, sw, dh, dw, top, left, bottom, right; };
+    const Case cases[] = {
+        {2, 96, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2},    // the OCR classifier's last blocks
+        {3, 96, 5, 5, 2, 1, 1, 1, 2, 2, 2, 2},
+        {6, 96, 5, 5, 2, 1, 1, 1, 2, 2, 2, 2},
+        {12, 96, 3, 3, 2, 1, 1, 1, 1, 1, 1, 1},
+        {5, 5, 5, 5, 2, 2, 1, 1, 2, 2, 2, 2},     // 3x3 output of a 5x5 stride 2
+        {7, 33, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2},    // dilation 2
+        {9, 17, 3, 3, 3, 2, 3, 1, 5, 1, 4, 1},    // dilation 3, stride 3, pad past the dilated kernel
+        {4, 40, 7, 3, 1, 1, 1, 1, 3, 1, 3, 1},    // 7x3
+        {3, 21, 1, 5, 1, 1, 1, 1, 0, 2, 0, 2},    // one kernel row: no border rows
+        {8, 50, 5, 1, 2, 1, 2, 1, 4, 0, 1, 0},    // 5x1, dilation 2, asymmetric
+        {1, 200, 7, 7, 1, 1, 1, 1, 3, 3, 3, 3},   // one row, several 16-vector blocks
+        {20, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},    // narrow rows: several rows a tile
+    };
+    for (const Case& c : cases) {
+        DepthwiseShape s;
+        s.in_h = c.in_h, s.in_w = c.in_w, s.kernel_h = c.kh, s.kernel_w = c.kw, s.stride_h = c.sh, s.stride_w = c.sw;
+        s.dilation_h = c.dh, s.dilation_w = c.dw, s.pad_top = c.top, s.pad_left = c.left;
+        check_shape(s, c.bottom, c.right, seed++);
+    }
+}
+
+TEST_CASE("depthwise rows: narrow planes, every count of rows left over after the whole tiles") {
+    uint32_t seed = 2900;
+    for (int64_t k : {3, 5})
+        for (int64_t width : {1, 3, 5, 8, 9, 16, 17})
+            for (int64_t height = 1; height <= 17; ++height) {
+                DepthwiseShape s;
+                s.in_h = height, s.in_w = width, s.kernel_h = s.kernel_w = k, s.pad_top = s.pad_left = k / 2;
+                check_shape(s, k / 2, k / 2, seed++);
+            }
+}
