@@ -1682,7 +1682,7 @@ inline Status tokenize_reusing(const Graph& graph, PlanReuse* reuse, Arena* scra
         if (dim == 0 || dim == 1) return (uint64_t)dim;
         if (dim < 0) return ~0ull;
         if (dim == last_dim) return last_class;
-        uint32_t k = (uint32_t)(hash_bytes(&dim, sizeof dim) & (kDimSlots - 1));
+        uint32_t k = (uint32_t)(((uint64_t)dim * 0x9e3779b97f4a7c15ull) >> 40) & (kDimSlots - 1);
         while (dim_class[k] && dim_value[k] != dim) k = (k + 1) & (kDimSlots - 1);
         if (!dim_class[k]) {
             if (2 * (classes + 1) > kDimSlots) { shareable = false; return 0; }
@@ -2913,9 +2913,20 @@ inline Status CpuDevice::build_cpu(ReferenceProgram* p, const PreparedModel& mod
     if (!origin || !origin_port || !member_nodes) return fail(Status::OutOfMemory, "out of memory");
     uint32_t member_count = 0;
     for (NodeId id : nodes) if (!is_free_op(g.node(id).op)) member_nodes[member_count++] = id;
-    NodeMap<NodeId> local_ids;
-    if (!local_ids.init(&scratch, member_nodes, member_count, 0)) return fail(Status::OutOfMemory, "out of memory");
-    auto local_of = [&](NodeId id) { const NodeId* l = local_ids.find(id); return l ? *l : kNoNode; };
+    // Hashed by node id: build_cpu asks per input edge and per successor.
+    struct Member { NodeId node, local; };
+    uint32_t member_slots = 16;
+    while (member_slots < 2 * member_count + 2) member_slots *= 2;
+    Member* member_table = scratch.allocate_array<Member>(member_slots);
+    if (!member_table) return fail(Status::OutOfMemory, "out of memory");
+    for (uint32_t k = 0; k < member_slots; ++k) member_table[k] = Member{kNoNode, 0};
+    auto member_home = [&](NodeId id) {
+        uint32_t k = (uint32_t)(((uint64_t)id * 0x9e3779b97f4a7c15ull) >> 40) & (member_slots - 1);
+        while (member_table[k].node != kNoNode && member_table[k].node != id) k = (k + 1) & (member_slots - 1);
+        return k;
+    };
+    for (uint32_t i = 0; i < member_count; ++i) member_table[member_home(member_nodes[i])] = Member{member_nodes[i], 0};
+    auto local_of = [&](NodeId id) { const Member& m = member_table[member_home(id)]; return m.node == id ? m.local : kNoNode; };
     uint32_t members = 0;
     struct External { NodeId producer; uint32_t port; NodeId local; };
     External* externals = scratch.allocate_array<External>(capacity);
@@ -2985,7 +2996,7 @@ inline Status CpuDevice::build_cpu(ReferenceProgram* p, const PreparedModel& mod
         if (s != Status::Ok) return fail(s, "CPU: %s", local.last_error());
         origin[lid] = id;
         origin_port[lid] = 0;
-        *local_ids.find(id) = lid;
+        member_table[member_home(id)].local = lid;
         ++members;
     }
     // A member read outside the subgraph (another subgraph, or a model output) gets a local
