@@ -1685,7 +1685,7 @@ inline Status tokenize_reusing(const Graph& graph, PlanReuse* reuse, Arena* scra
         if (dim == 0 || dim == 1) return (uint64_t)dim;
         if (dim < 0) return ~0ull;
         if (dim == last_dim) return last_class;
-        uint32_t k = (uint32_t)(hash_bytes(&dim, sizeof dim) & (kDimSlots - 1));
+        uint32_t k = (uint32_t)(((uint64_t)dim * 0x9e3779b97f4a7c15ull) >> 40) & (kDimSlots - 1);
         while (dim_class[k] && dim_value[k] != dim) k = (k + 1) & (kDimSlots - 1);
         if (!dim_class[k]) {
             if (2 * (classes + 1) > kDimSlots) { shareable = false; return 0; }
@@ -2066,10 +2066,9 @@ struct detail_prepare {
             if (folded[id]) {
                 if (!(node.op == StringView("Constant") && node.num_inputs == 0) && node.op != StringView("Parameter")) ++removed;
                 for (uint32_t p = 0; p < node.num_outputs; ++p) {
-                    if (p == 0) std::snprintf(name, sizeof name, "%.*s", (int)node.name.size, node.name.data);
-                    else std::snprintf(name, sizeof name, "%.*s#%u", (int)node.name.size, node.name.data, p);
+                    if (p > 0) std::snprintf(name, sizeof name, "%.*s#%u", (int)node.name.size, node.name.data, p);
                     const void* d = data[base[id] + p];
-                    Status s = m.add_constant(StringView(name), desc[base[id] + p], d == &kEmpty ? nullptr : d,
+                    Status s = m.add_constant(p == 0 ? node.name : StringView(name), desc[base[id] + p], d == &kEmpty ? nullptr : d,
                                               &new_id[base[id] + p], false);
                     if (s != Status::Ok) return copy_error(m, s, error);
                 }
@@ -2559,7 +2558,9 @@ public:
     uint32_t threads = 1;
     char payload[64] = {};
     size_t payload_size = 0;
-    KernelCache cache;
+    // The program's own JIT kernels, made on first use: a plan of a symbolic model uses its
+    // PlanReuse's, and a HETERO partition of many small programs would pay for one each.
+    KernelCache* cache = nullptr;
 
     ~ReferenceProgram() override {
         for (uint32_t i = 0; i < count; ++i) {
@@ -2568,6 +2569,7 @@ public:
             destroy(units[i].epilogue);
             destroy(units[i].epilogue_body);
         }
+        destroy(cache);   // after the snippets, which may hold its kernels
     }
     Span<const ProgramStep> steps() const override { return Span<const ProgramStep>(steps_, count); }
     Status export_payload(WriteFn write, void* user) const override {
@@ -2938,13 +2940,39 @@ inline Status CpuDevice::build_cpu(ReferenceProgram* p, const PreparedModel& mod
     if (!origin || !origin_port || !member_nodes) return fail(Status::OutOfMemory, "out of memory");
     uint32_t member_count = 0;
     for (NodeId id : nodes) if (!is_free_op(g.node(id).op)) member_nodes[member_count++] = id;
-    NodeMap<NodeId> local_ids;
-    if (!local_ids.init(&scratch, member_nodes, member_count, 0)) return fail(Status::OutOfMemory, "out of memory");
-    auto local_of = [&](NodeId id) { const NodeId* l = local_ids.find(id); return l ? *l : kNoNode; };
+    // Hashed by node id: build_cpu asks per input edge and per successor.
+    struct Member { NodeId node, local; };
+    uint32_t member_slots = 16;
+    while (member_slots < 2 * member_count + 2) member_slots *= 2;
+    Member* member_table = scratch.allocate_array<Member>(member_slots);
+    if (!member_table) return fail(Status::OutOfMemory, "out of memory");
+    for (uint32_t k = 0; k < member_slots; ++k) member_table[k] = Member{kNoNode, 0};
+    auto member_home = [&](NodeId id) {
+        uint32_t k = (uint32_t)(((uint64_t)id * 0x9e3779b97f4a7c15ull) >> 40) & (member_slots - 1);
+        while (member_table[k].node != kNoNode && member_table[k].node != id) k = (k + 1) & (member_slots - 1);
+        return k;
+    };
+    for (uint32_t i = 0; i < member_count; ++i) member_table[member_home(member_nodes[i])] = Member{member_nodes[i], 0};
+    auto local_of = [&](NodeId id) { const Member& m = member_table[member_home(id)]; return m.node == id ? m.local : kNoNode; };
     uint32_t members = 0;
     struct External { NodeId producer; uint32_t port; NodeId local; };
     External* externals = scratch.allocate_array<External>(capacity);
     uint32_t external_count = 0;
+    // The externals hashed by (producer, port): a subgraph reading hundreds of weights would
+    // otherwise scan them all per input edge.
+    size_t edge_count = 0;
+    for (NodeId id : nodes) edge_count += g.node(id).num_inputs;
+    uint32_t external_slots = 16;
+    while (external_slots < 2 * edge_count + 2) external_slots *= 2;
+    uint32_t* external_slot = scratch.allocate_array<uint32_t>(external_slots);   // external index + 1, 0 empty
+    if (!externals || !external_slot) return fail(Status::OutOfMemory, "out of memory");
+    for (uint32_t k = 0; k < external_slots; ++k) external_slot[k] = 0;
+    auto external_home = [&](NodeId producer, uint32_t port) {
+        uint32_t k = (uint32_t)(((uint64_t)producer * 0x9e3779b97f4a7c15ull + port) >> 40) & (external_slots - 1);
+        while (external_slot[k] && !(externals[external_slot[k] - 1].producer == producer && externals[external_slot[k] - 1].port == port))
+            k = (k + 1) & (external_slots - 1);
+        return k;
+    };
     InputRef refs[kMaxNodePorts];
     char name[64];
     Status s = Status::Ok;
@@ -2962,8 +2990,8 @@ inline Status CpuDevice::build_cpu(ReferenceProgram* p, const PreparedModel& mod
             bool scalar = pn.op == StringView("Constant") && count == 1 &&
                           model.value_desc(model.value_id(producer, port)).type == ElementType::Float32;
             NodeId lid = kNoNode;
-            for (uint32_t k = 0; k < external_count && !scalar; ++k)
-                if (externals[k].producer == producer && externals[k].port == port) lid = externals[k].local;
+            uint32_t home = scalar ? 0 : external_home(producer, port);
+            if (!scalar && external_slot[home]) lid = externals[external_slot[home] - 1].local;
             if (lid == kNoNode) {
                 std::snprintf(name, sizeof name, "x%u", local.node_count());
                 NodeSpec spec;
@@ -2975,7 +3003,10 @@ inline Status CpuDevice::build_cpu(ReferenceProgram* p, const PreparedModel& mod
                 if (s != Status::Ok) return fail(s, "CPU: %s", local.last_error());
                 origin[lid] = producer;
                 origin_port[lid] = port;
-                if (!scalar) externals[external_count++] = External{producer, port, lid};
+                if (!scalar) {
+                    externals[external_count++] = External{producer, port, lid};
+                    external_slot[home] = external_count;
+                }
             }
             refs[i] = InputRef::by_id(lid, 0);
         }
@@ -2992,7 +3023,7 @@ inline Status CpuDevice::build_cpu(ReferenceProgram* p, const PreparedModel& mod
         if (s != Status::Ok) return fail(s, "CPU: %s", local.last_error());
         origin[lid] = id;
         origin_port[lid] = 0;
-        *local_ids.find(id) = lid;
+        member_table[member_home(id)].local = lid;
         ++members;
     }
     // A member read outside the subgraph (another subgraph, or a model output) gets a local
@@ -3073,7 +3104,8 @@ inline Status CpuDevice::build_cpu(ReferenceProgram* p, const PreparedModel& mod
     uint32_t head = 0;
     SnippetOptions options;
     options.isa = target;
-    options.cache = model.reuse ? model.reuse->kernels() : &p->cache;   // the model's other plans emitted most kernels
+    if (!model.reuse && !p->cache && !(p->cache = create<KernelCache>())) return fail(Status::OutOfMemory, "out of memory");
+    options.cache = model.reuse ? model.reuse->kernels() : p->cache;   // the model's other plans emitted most kernels
     // build_island_body takes a Tokenization: the usable islands only, their nodes listed once.
     Tokenization view;
     view.island_of = Span<const uint32_t>(island, ln);
@@ -12227,11 +12259,9 @@ inline Status set_typed_state(PrepareContext& c, const TypedState& st) {
 
 // The float32 path of a replaced entry: the elementwise kernel of kBuiltinKernels, unchanged
 // (found by name, so the float path is whatever that table runs for the op).
+inline const OpKernel* find_float_kernel(StringView op);   // >>op kernel table
 inline Status delegate_elementwise(PrepareContext& c, TensorOp op) {
-    const OpKernel* kernel = nullptr;
-    StringView name = op == TensorOp::Sum ? StringView("Add") : c.node_ref().op;
-    for (const OpKernel& k : kBuiltinKernels)
-        if (StringView(k.op) == name) kernel = &k;
+    const OpKernel* kernel = find_float_kernel(op == TensorOp::Sum ? StringView("Add") : c.node_ref().op);
     if (!kernel) return c.fail(Status::Unsupported, "no float32 kernel");
     TESSEL_TRY(kernel->prepare(c));
     TypedState st;
@@ -12505,9 +12535,7 @@ inline Status prepare_pow_clip(PrepareContext& c) {
     ElementType base = c.inputs[0].type, exponent = pow && c.num_inputs > 1 ? c.inputs[1].type : base;
     bool numeric = base == ElementType::Float32 || base == ElementType::Float64 || is_integer_type(base);
     if (base == ElementType::Float32 && (exponent == ElementType::Float32 || !pow)) {   // the float path as before
-        const OpKernel* kernel = nullptr;
-        for (const OpKernel& k : kBuiltinKernels)
-            if (StringView(k.op) == c.node_ref().op) kernel = &k;
+        const OpKernel* kernel = find_float_kernel(c.node_ref().op);
         if (!kernel) return c.fail(Status::Unsupported, "no float32 kernel");
         TESSEL_TRY(kernel->prepare(c));
         PowClipState* st = new_state<PowClipState>(c);
@@ -19993,14 +20021,22 @@ inline Status cpu_int8_steps(ReferenceProgram* p, const PreparedModel& model, Is
     const Graph& g = model.model.graph;
     Arena scratch;
     Int8Group* groups = scratch.allocate_array<Int8Group>(p->count + 1);
-    uint32_t* writer = scratch.allocate_array<uint32_t>(model.value_count() + 1);   // the step writing each value
     uint8_t* drop = scratch.allocate_array<uint8_t>(p->count + 1);
-    if (!groups || !writer || !drop) return Status::OutOfMemory;
-    for (uint32_t v = 0; v < model.value_count(); ++v) writer[v] = ~0u;
-    for (uint32_t i = 0; i < p->count; ++i) {
-        drop[i] = 0;
-        for (uint32_t v : p->steps_[i].writes) writer[v] = i;
-    }
+    if (!groups || !drop) return Status::OutOfMemory;
+    for (uint32_t i = 0; i < p->count; ++i) drop[i] = 0;
+    // The step writing each value, filled at the first group found: a program of a HETERO
+    // partition into many subgraphs with no int8 group must not pay for the model's values.
+    uint32_t* writer_of = nullptr;
+    auto writers = [&]() -> const uint32_t* {
+        if (writer_of) return writer_of;
+        writer_of = scratch.allocate_array<uint32_t>(model.value_count() + 1);
+        if (!writer_of) return nullptr;
+        for (uint32_t v = 0; v < model.value_count(); ++v) writer_of[v] = ~0u;
+        for (uint32_t i = 0; i < p->count; ++i)
+            for (uint32_t v : p->steps_[i].writes) writer_of[v] = i;
+        return writer_of;
+    };
+    const uint32_t* writer = nullptr;
     // A step that makes a group's float value must make only that value (one node, or an
     // island of the group's own nodes).
     auto only_writes = [&](uint32_t value, uint32_t a, uint32_t b) {
@@ -20034,6 +20070,7 @@ inline Status cpu_int8_steps(ReferenceProgram* p, const PreparedModel& model, Is
         if (p->units[i].snippet || p->units[i].run) continue;
         NodeId concat = int8_find_concat(model, p->steps_[i].node);
         if (concat != kNoNode) {
+            if (!writer && !(writer = writers())) return Status::OutOfMemory;
             uint32_t value = model.value_id(concat, 0);
             if (only_writes(value, value, value)) {
                 concats[i] = concat;
@@ -20044,12 +20081,15 @@ inline Status cpu_int8_steps(ReferenceProgram* p, const PreparedModel& model, Is
         Int8Group group;
         if (!int8_find_group(model, p->steps_[i].node, &group) && !int8_find_pool(model, p->steps_[i].node, &group)) {
             Int8TableGroup table;
-            if (int8_find_table(model, p->steps_[i].node, &table) && chain_steps_only(table)) {
+            if (!int8_find_table(model, p->steps_[i].node, &table)) continue;
+            if (!writer && !(writer = writers())) return Status::OutOfMemory;
+            if (chain_steps_only(table)) {
                 table_steps[table_count] = i;
                 tables[table_count++] = table;
             }
             continue;
         }
+        if (!writer && !(writer = writers())) return Status::OutOfMemory;
         uint32_t conv_value = model.value_id(group.conv, 0);
         uint32_t act_value = group.act != kNoNode ? model.value_id(group.act, 0) : conv_value;
         // the Conv step may run the activation as its fused epilogue: it then writes only that
@@ -21443,8 +21483,19 @@ struct KernelTable {
             entries[k] = table[i];
         }
     }
-    KernelTable() {
+    // float_only: kBuiltinKernels alone, whose float entries the typed kernels delegate to.
+    explicit KernelTable(bool float_only = false) {
         add(kBuiltinKernels, sizeof kBuiltinKernels / sizeof kBuiltinKernels[0]);
+        if (!float_only) add_later_tables();
+        for (uint32_t k = 0; k < kSlots; ++k) slots[k] = 0;
+        for (uint32_t i = 0; i < count; ++i) {
+            StringView name(entries[i].op);
+            uint32_t k = hash_name(name) & (kSlots - 1);
+            while (slots[k]) k = (k + 1) & (kSlots - 1);
+            slots[k] = (uint16_t)(i + 1);
+        }
+    }
+    void add_later_tables() {
         add(kNnKernels, sizeof kNnKernels / sizeof kNnKernels[0]);
         add(kTensorKernels, sizeof kTensorKernels / sizeof kTensorKernels[0]);
         add(kMathKernels, sizeof kMathKernels / sizeof kMathKernels[0]);
@@ -21456,13 +21507,6 @@ struct KernelTable {
         add(kSpatialKernels, sizeof kSpatialKernels / sizeof kSpatialKernels[0]);
         add(kQuantKernels, sizeof kQuantKernels / sizeof kQuantKernels[0]);
         add(kDataDependentKernels, sizeof kDataDependentKernels / sizeof kDataDependentKernels[0]);
-        for (uint32_t k = 0; k < kSlots; ++k) slots[k] = 0;
-        for (uint32_t i = 0; i < count; ++i) {
-            StringView name(entries[i].op);
-            uint32_t k = hash_name(name) & (kSlots - 1);
-            while (slots[k]) k = (k + 1) & (kSlots - 1);
-            slots[k] = (uint16_t)(i + 1);
-        }
     }
     // A hash index over the names: prepare and the devices look an op up several times per node.
     static constexpr uint32_t kSlots = 4 * kCapacity;
@@ -21481,6 +21525,10 @@ struct KernelTable {
 inline const KernelTable& kernel_table() {
     static const KernelTable table;   // thread-safe initialization (C++11)
     return table;
+}
+inline const OpKernel* find_float_kernel(StringView op) {
+    static const KernelTable table(true);
+    return table.find(op);
 }
 }  // namespace detail
 
