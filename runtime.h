@@ -540,6 +540,10 @@ struct StepContext {
     detail::BodyProfile* body_profile = nullptr;   // PERF_COUNT: where body steps record
     TensorDesc* actual = nullptr;          // per value id: run_kernel writes the produced descs of
                                            // a node with bounded outputs here (>>stages)
+    void* arena = nullptr;                 // the request's memory plan block (values inside it sit at
+    size_t arena_bytes = 0;                // the plan's offsets); nullptr outside a request's steps
+    uint64_t arena_id = 0;                 // unique per block made in the process: a device may key
+                                           // what it keeps for a request's memory on it
 };
 
 // A subgraph compiled for one device. Created by Device::compile_subgraph with
@@ -552,6 +556,9 @@ public:
     virtual Status run_step(uint32_t step, const StepContext& context) const = 0;
     // Bytes that let the device rebuild this program on import (after the prepared model).
     virtual Status export_payload(WriteFn write, void* user) const = 0;
+    // The memory plan places every value at a multiple of the largest alignment its programs
+    // ask (a device that views the plan through sub-buffers needs its base address alignment).
+    virtual size_t buffer_alignment() const { return 64; }
 };
 
 // A device (the plugin seed's Plugin). Availability is checked when it is created: a device
@@ -3209,7 +3216,8 @@ inline Status CpuDevice::build_cpu(ReferenceProgram* p, const PreparedModel& mod
     X(clGetProgramInfo) X(clReleaseProgram) X(clCreateKernel) X(clReleaseKernel) X(clSetKernelArg)           \
     X(clCreateBuffer) X(clReleaseMemObject) X(clRetainMemObject) X(clEnqueueNDRangeKernel) X(clEnqueueMapBuffer)                  \
     X(clEnqueueUnmapMemObject) X(clFinish) X(clGetEventProfilingInfo) X(clReleaseEvent) X(clWaitForEvents)             \
-    X(clFlush) X(clGetEventInfo) X(clSetEventCallback) X(clRetainEvent)
+    X(clFlush) X(clGetEventInfo) X(clSetEventCallback) X(clRetainEvent) X(clCreateSubBuffer) X(clEnqueueReadBuffer)             \
+    X(clEnqueueWriteBuffer)
 
 struct OpenClApi {
 #define TESSEL_OPENCL_POINTER(name) decltype(&::name) name = nullptr;
@@ -3296,6 +3304,9 @@ inline const char* opencl_error_name(cl_int e) {
 // COMPUTE_UNITS, GLOBAL_MEMORY (bytes), HOST_UNIFIED_MEMORY (YES/NO), COST_MODEL
 // (GFLOPS/GBPS/LAUNCH_US for HETERO_PLACEMENT=cost), LAST_PROGRAM_BUILD (source, or binary
 // when an imported blob's program binary was taken).
+// A request's arena starts on a page: the memory plan's offsets keep a device's base address
+// alignment (buffer_alignment), and drivers map page-aligned host memory without a copy.
+constexpr size_t kArenaAlignment = 4096;
 const ConfigKey kGpuKeys[] = {{"PLATFORM", "auto"}, {"DEVICE", "auto"}, {"PERF_COUNT", "NO"}, {"QUEUE_TIMEOUT_MS", "30000"}};
 constexpr uint32_t kGpuMaxTimeoutMs = 3600000;
 
@@ -3376,6 +3387,35 @@ public:
     static constexpr size_t kGroupRow = 16;
     static constexpr uint64_t kHostStep = ~0ull;   // work[] of a step its reference kernel runs
 
+    // Device memory mirrors the request's memory plan: one buffer over the whole arena (the
+    // arena itself where the device shares memory with the CPU, CL_MEM_USE_HOST_PTR; device
+    // memory otherwise) and a sub-buffer per value at its plan offset, made at its first use.
+    // The host owns the arena between steps: a step hands the device the values the host
+    // made (map/unmap where shared, a write otherwise) and takes back the ones read outside
+    // the program's kernels (map/unmap, or a read). Values a kernel made and only kernels
+    // read stay on the device. Weights are buffers of the program, made at compile time.
+    static constexpr uint8_t kHostMade = 1;     // not written by a kernel step of this program
+    static constexpr uint8_t kHostNeeded = 2;   // read by a host step, another subgraph, or the user
+    static constexpr uint32_t kMirrors = 8;     // arenas remembered (least recently used goes)
+    struct Mirror {
+        uint64_t arena_id = 0;                  // StepContext::arena_id; 0: free
+        const void* arena = nullptr;
+        size_t bytes = 0;
+        cl_mem whole = nullptr;
+        cl_mem* sub = nullptr;                  // per touched value (local index)
+        size_t* origin = nullptr;
+        uint64_t used = 0;
+    };
+    bool unified = true;                   // CL_DEVICE_HOST_UNIFIED_MEMORY
+    size_t alignment = 64;                 // CL_DEVICE_MEM_BASE_ADDR_ALIGN in bytes, at least 64
+    uint32_t* local = nullptr;             // per value id: its index among the touched values, or kNotTouched
+    uint8_t* flags = nullptr;              // per touched value: kHostMade | kHostNeeded
+    cl_mem* weights = nullptr;             // per touched value: a constant's buffer, or nullptr
+    uint32_t touched = 0;
+    mutable Mirror mirrors[kMirrors];
+    mutable uint64_t mirror_clock = 0;
+    static constexpr uint32_t kNotTouched = ~0u;
+
     ~GpuProgram() override {
         // A queue still stuck (or a callback still due) is left to the driver with its waiter:
         // releasing it could block, and the callback would find freed memory.
@@ -3389,6 +3429,8 @@ public:
         }
         if (api) {
             if (stuck && !abandoned) api->clReleaseEvent(stuck);
+            for (Mirror& m : mirrors) release_mirror(&m);
+            for (uint32_t k = 0; weights && k < touched; ++k) if (weights[k]) api->clReleaseMemObject(weights[k]);
             for (uint32_t i = 0; kernels && islands && i < islands->count; ++i) if (kernels[i]) api->clReleaseKernel(kernels[i]);
             if (program) api->clReleaseProgram(program);
             if (queue && !abandoned) api->clReleaseCommandQueue(queue);
@@ -3398,6 +3440,7 @@ public:
         destroy(islands);
     }
     Span<const ProgramStep> steps() const override { return islands->steps(); }
+    size_t buffer_alignment() const override { return alignment; }
     // "GPU2", the byte count of the driver's program binary, the binary: import builds from
     // it (no OpenCL C compile) and falls back to the source when that driver refuses it.
     Status export_payload(WriteFn write, void* user) const override {
@@ -3413,6 +3456,66 @@ public:
         TESSEL_FREE(binary);
         return Status::Ok;
     }
+    // Per touched value: host-made or not, host-needed or not, from the program's steps and
+    // the graph; the weights' buffers (zero-copy over the prepared constants when shared).
+    Status plan_buffers(Span<const NodeId> nodes, char* error, size_t error_size) {
+        const PreparedModel& pm = *islands->model;
+        const Graph& g = pm.model.graph;
+        const uint32_t values = pm.value_count();
+        local = arena.allocate_array<uint32_t>(values + 1);
+        if (!local) return Status::OutOfMemory;
+        for (uint32_t v = 0; v < values; ++v) local[v] = kNotTouched;
+        const ReferenceProgram& r = *islands;
+        for (uint32_t i = 0; i < r.count; ++i) {
+            if (work[i] == kHostStep) continue;
+            for (uint32_t v : r.steps_[i].reads) if (local[v] == kNotTouched) local[v] = touched++;
+            for (uint32_t v : r.steps_[i].writes) if (local[v] == kNotTouched) local[v] = touched++;
+        }
+        flags = arena.allocate_array<uint8_t>(touched + 1);
+        weights = arena.allocate_array<cl_mem>(touched + 1);
+        for (Mirror& m : mirrors) {
+            m.sub = arena.allocate_array<cl_mem>(touched + 1);
+            m.origin = arena.allocate_array<size_t>(touched + 1);
+            if (!m.sub || !m.origin) return Status::OutOfMemory;
+            for (uint32_t k = 0; k < touched; ++k) m.sub[k] = nullptr;
+        }
+        if (!flags || !weights) return Status::OutOfMemory;
+        for (uint32_t k = 0; k < touched; ++k) { flags[k] = kHostMade; weights[k] = nullptr; }
+        for (uint32_t i = 0; i < r.count; ++i)
+            for (uint32_t v : r.steps_[i].writes)
+                if (work[i] != kHostStep && local[v] != kNotTouched) flags[local[v]] &= (uint8_t)~kHostMade;
+        // Host-needed: read by a host step, or by a node outside the program (a Result too).
+        uint8_t* member = arena.allocate_array<uint8_t>(g.node_count() + 1);
+        if (!member) return Status::OutOfMemory;
+        for (uint32_t n = 0; n < g.node_count(); ++n) member[n] = 0;
+        for (NodeId id : nodes) member[id] = !is_free_op(g.node(id).op);
+        for (uint32_t i = 0; i < r.count; ++i)
+            for (uint32_t v : r.steps_[i].reads)
+                if (work[i] == kHostStep && local[v] != kNotTouched) flags[local[v]] |= kHostNeeded;
+        for (uint32_t n = 0; n < g.node_count(); ++n) {
+            if (member[n]) continue;
+            const Node& node = g.node(n);
+            for (uint32_t k = 0; k < node.num_inputs; ++k) {
+                uint32_t v = pm.value_id(node.inputs[k].producer, node.inputs[k].port);
+                if (v < values && local[v] != kNotTouched) flags[local[v]] |= kHostNeeded;
+            }
+        }
+        for (uint32_t v = 0; v < values; ++v) {
+            const void* data = pm.constant(v);
+            if (local[v] == kNotTouched || !data) continue;
+            uint64_t elements = 0;
+            desc_elements(pm.value_desc(v), &elements);
+            cl_int e = CL_SUCCESS;
+            weights[local[v]] = api->clCreateBuffer(context, CL_MEM_READ_ONLY | (unified ? CL_MEM_USE_HOST_PTR : CL_MEM_COPY_HOST_PTR),
+                                                    (size_t)(elements ? elements : 1) * 4, const_cast<void*>(data), &e);
+            if (!weights[local[v]] || e != CL_SUCCESS) {
+                weights[local[v]] = nullptr;
+                std::snprintf(error, error_size, "clCreateBuffer for a weight: %s", opencl_error_name(e));
+                return Status::IoError;
+            }
+        }
+        return Status::Ok;
+    }
     Status run_step(uint32_t i, const StepContext& context_) const override {
         const ProgramStep& step = islands->steps_[i];
         if (work[i] == 0) return Status::Ok;   // an empty tensor: nothing to compute
@@ -3426,71 +3529,163 @@ public:
             stuck = nullptr;
         }
         cl_mem buffers[2 * kSnippetMaxArgs] = {};
+        bool owned[2 * kSnippetMaxArgs] = {};     // made for this step (outside the arena): released after it
+        bool viewed[2 * kSnippetMaxArgs] = {};    // a sub-buffer of the arena's mirror
         uint32_t count = 0;
         cl_int e = CL_SUCCESS;
         const char* what = "clCreateBuffer";
-        // Buffers over the request's own memory: zero-copy where the device shares memory
-        // with the CPU, copied by the driver at the map below otherwise.
-        for (uint32_t k = 0; k < step.reads.size + step.writes.size && e == CL_SUCCESS; ++k) {
+        Mirror* mirror = context_.arena && context_.arena_id ? find_mirror(context_, &e) : nullptr;
+        const uint32_t args = (uint32_t)(step.reads.size + step.writes.size);
+        for (uint32_t k = 0; k < args && e == CL_SUCCESS; ++k) {
             bool write = k >= step.reads.size;
             uint32_t value = write ? step.writes[k - step.reads.size] : step.reads[k];
-            uint64_t elements = 0;
-            desc_elements(islands->model->value_desc(value), &elements);
+            const size_t bytes = value_bytes(value);
             // An output in place of an input (Softmax) is the input's buffer: one object per memory.
             uint32_t same = k;
             for (uint32_t j = 0; j < step.reads.size && write; ++j)
                 if (context_.values[step.reads[j]] == context_.values[value]) same = j;
+            const char* at = static_cast<const char*>(context_.values[value]);
+            const char* base = static_cast<const char*>(context_.arena);
             if (same != k) {
                 buffers[k] = buffers[same];
-                api->clRetainMemObject(buffers[k]);
+                viewed[k] = viewed[same];
+            } else if (!write && weights[local[value]] && at == islands->model->constant(value)) {
+                buffers[k] = weights[local[value]];
+            } else if (mirror && at >= base && at + bytes <= base + context_.arena_bytes && (size_t)(at - base) % alignment == 0) {
+                what = "clCreateSubBuffer";
+                buffers[k] = view(mirror, local[value], (size_t)(at - base), bytes, &e);
+                viewed[k] = true;
             } else {
+                // Memory outside the arena (an input the user bound): a buffer over it for this step.
                 what = "clCreateBuffer";
                 bool read_write = write;
                 for (uint32_t j = 0; j < step.writes.size && !write; ++j)
                     if (context_.values[step.writes[j]] == context_.values[value]) read_write = true;
-                buffers[k] = api->clCreateBuffer(context, (read_write ? CL_MEM_READ_WRITE : CL_MEM_READ_ONLY) | CL_MEM_USE_HOST_PTR,
-                                                 (size_t)(elements ? elements : 1) * 4, context_.values[value], &e);
+                buffers[k] = api->clCreateBuffer(context, (read_write ? CL_MEM_READ_WRITE : CL_MEM_READ_ONLY) | CL_MEM_USE_HOST_PTR, bytes,
+                                                 context_.values[value], &e);
+                owned[k] = e == CL_SUCCESS;
             }
-            if (e == CL_SUCCESS) ++count;
+            if (e == CL_SUCCESS) count = k + 1;
             if (e == CL_SUCCESS) { what = "clSetKernelArg"; e = api->clSetKernelArg(kernels[i], k, sizeof(cl_mem), &buffers[k]); }
         }
+        // The values the host made go to the device: an unmap after a map that keeps no old
+        // bytes (nothing moves where memory is shared), or a write into device memory.
+        bool enqueued = false;
+        for (uint32_t k = 0; k < step.reads.size && k < count && e == CL_SUCCESS; ++k) {
+            if (!viewed[k] || !(flags[local[step.reads[k]]] & kHostMade)) continue;
+            bool repeated = false;
+            for (uint32_t j = 0; j < k; ++j) repeated = repeated || buffers[j] == buffers[k];
+            if (repeated) continue;
+            const size_t bytes = value_bytes(step.reads[k]);
+            if (unified) {
+                what = "clEnqueueMapBuffer";
+                void* mapped = api->clEnqueueMapBuffer(queue, buffers[k], CL_FALSE, CL_MAP_WRITE_INVALIDATE_REGION, 0, bytes, 0, nullptr, nullptr, &e);
+                if (e != CL_SUCCESS) break;
+                enqueued = true;
+                what = "clEnqueueUnmapMemObject";
+                e = api->clEnqueueUnmapMemObject(queue, buffers[k], mapped, 0, nullptr, nullptr);
+            } else {
+                what = "clEnqueueWriteBuffer";
+                e = api->clEnqueueWriteBuffer(queue, buffers[k], CL_FALSE, 0, bytes, context_.values[step.reads[k]], 0, nullptr, nullptr);
+                enqueued = enqueued || e == CL_SUCCESS;
+            }
+        }
         cl_event kernel_end = nullptr, step_end = nullptr;
-        if (e == CL_SUCCESS) {
+        if (e == CL_SUCCESS && count == args) {
             what = "clEnqueueNDRangeKernel";
             size_t global[3] = {(size_t)work[i], 1, 1};
             cl_uint dims = 1;
-            size_t local[3] = {kGroupRow, 1, 1};   // a row of positions per work-group (the kernel skips the excess)
+            size_t local_size[3] = {kGroupRow, 1, 1};   // a row of positions per work-group (the kernel skips the excess)
             if (grid[3 * i]) {
                 dims = 3;
                 for (int d = 0; d < 3; ++d) global[d] = (size_t)grid[3 * i + d];
                 global[0] = (global[0] + kGroupRow - 1) / kGroupRow * kGroupRow;
             }
-            e = api->clEnqueueNDRangeKernel(queue, kernels[i], dims, nullptr, global, dims == 3 ? local : nullptr, 0, nullptr, &kernel_end);
+            e = api->clEnqueueNDRangeKernel(queue, kernels[i], dims, nullptr, global, dims == 3 ? local_size : nullptr, 0, nullptr, &kernel_end);
+            enqueued = enqueued || e == CL_SUCCESS;
         }
-        // Mapping each output brings its bytes to the host memory (a no-op when shared); the
-        // last unmap's event ends the step (the queue runs in order).
-        bool enqueued = e == CL_SUCCESS;
-        for (uint32_t k = (uint32_t)step.reads.size; k < count && e == CL_SUCCESS; ++k) {
+        // The outputs read outside the kernels come back to the host memory: a map and unmap
+        // (a no-op where shared), or a read. Last of them: the step's end.
+        uint32_t last_back = count;
+        for (uint32_t k = (uint32_t)step.reads.size; k < count; ++k)
+            if (!viewed[k] || (flags[local[step.writes[k - step.reads.size]]] & kHostNeeded)) last_back = k;
+        for (uint32_t k = (uint32_t)step.reads.size; k < count && e == CL_SUCCESS && kernel_end; ++k) {
+            if (viewed[k] && !(flags[local[step.writes[k - step.reads.size]]] & kHostNeeded)) continue;
+            const size_t bytes = value_bytes(step.writes[k - step.reads.size]);
+            if (viewed[k] && !unified) {
+                what = "clEnqueueReadBuffer";
+                e = api->clEnqueueReadBuffer(queue, buffers[k], CL_FALSE, 0, bytes, context_.values[step.writes[k - step.reads.size]], 0, nullptr,
+                                             k == last_back ? &step_end : nullptr);
+                continue;
+            }
             what = "clEnqueueMapBuffer";
-            uint64_t elements = 0;
-            desc_elements(islands->model->value_desc(step.writes[k - step.reads.size]), &elements);
-            void* mapped = api->clEnqueueMapBuffer(queue, buffers[k], CL_FALSE, CL_MAP_READ, 0, (size_t)(elements ? elements : 1) * 4,
-                                                   0, nullptr, nullptr, &e);
+            void* mapped = api->clEnqueueMapBuffer(queue, buffers[k], CL_FALSE, CL_MAP_READ, 0, bytes, 0, nullptr, nullptr, &e);
             if (e != CL_SUCCESS) break;
             what = "clEnqueueUnmapMemObject";
-            e = api->clEnqueueUnmapMemObject(queue, buffers[k], mapped, 0, nullptr, k + 1 == count ? &step_end : nullptr);
+            e = api->clEnqueueUnmapMemObject(queue, buffers[k], mapped, 0, nullptr, k == last_back ? &step_end : nullptr);
         }
         Status status = Status::Ok;
         if (e != CL_SUCCESS) status = step_error(i, context_, what, e);
         // Even after a failed enqueue, what was enqueued must end before the buffers go back.
-        if (enqueued) status = wait_step(i, context_, step_end ? step_end : kernel_end, kernel_end, status);
-        for (uint32_t k = 0; k < count; ++k) api->clReleaseMemObject(buffers[k]);
+        if (enqueued && (step_end || kernel_end)) status = wait_step(i, context_, step_end ? step_end : kernel_end, kernel_end, status);
+        else if (enqueued) {
+            cl_int w = api->clFinish(queue);
+            if (w != CL_SUCCESS && status == Status::Ok) status = step_error(i, context_, "clFinish", w);
+        }
+        for (uint32_t k = 0; k < count; ++k) if (owned[k]) api->clReleaseMemObject(buffers[k]);
         if (step_end) api->clReleaseEvent(step_end);
         if (kernel_end) api->clReleaseEvent(kernel_end);
         return status;
     }
-
 private:
+    size_t value_bytes(uint32_t value) const {
+        uint64_t elements = 0;
+        desc_elements(islands->model->value_desc(value), &elements);
+        return (size_t)(elements ? elements : 1) * 4;
+    }
+    void release_mirror(Mirror* m) const {
+        for (uint32_t k = 0; m->sub && k < touched; ++k)
+            if (m->sub[k]) { api->clReleaseMemObject(m->sub[k]); m->sub[k] = nullptr; }
+        if (m->whole) api->clReleaseMemObject(m->whole);
+        m->whole = nullptr;
+        m->arena_id = 0;
+    }
+    // The mirror of the request's arena: remembered, or made in place of the least recently
+    // used one (a request whose arena grew, or one gone, leaves its mirror behind until then).
+    Mirror* find_mirror(const StepContext& c, cl_int* e) const {
+        Mirror* oldest = &mirrors[0];
+        for (Mirror& m : mirrors) {
+            if (m.arena_id == c.arena_id && m.arena == c.arena && m.bytes == c.arena_bytes) { m.used = ++mirror_clock; return &m; }
+            if (m.used < oldest->used) oldest = &m;
+        }
+        release_mirror(oldest);
+        cl_mem whole = api->clCreateBuffer(context, CL_MEM_READ_WRITE | (unified ? CL_MEM_USE_HOST_PTR : 0), c.arena_bytes ? c.arena_bytes : 1,
+                                           unified ? c.arena : nullptr, e);
+        if (!whole || *e != CL_SUCCESS) {
+            if (*e == CL_SUCCESS) *e = CL_OUT_OF_RESOURCES;
+            return nullptr;
+        }
+        oldest->whole = whole;
+        oldest->arena_id = c.arena_id;
+        oldest->arena = c.arena;
+        oldest->bytes = c.arena_bytes;
+        oldest->used = ++mirror_clock;
+        return oldest;
+    }
+    // The sub-buffer of a touched value at `origin`: made at its first use, kept by the mirror.
+    cl_mem view(Mirror* m, uint32_t k, size_t origin, size_t bytes, cl_int* e) const {
+        if (m->sub[k] && m->origin[k] == origin) return m->sub[k];
+        if (m->sub[k]) api->clReleaseMemObject(m->sub[k]);
+        cl_buffer_region region = {origin, bytes};
+        m->sub[k] = api->clCreateSubBuffer(m->whole, CL_MEM_READ_WRITE, CL_BUFFER_CREATE_TYPE_REGION, &region, e);
+        if (!m->sub[k] || *e != CL_SUCCESS) {
+            m->sub[k] = nullptr;
+            if (*e == CL_SUCCESS) *e = CL_OUT_OF_RESOURCES;
+            return nullptr;
+        }
+        m->origin[k] = origin;
+        return m->sub[k];
+    }
     Status step_error(uint32_t i, const StepContext& context_, const char* what, cl_int e) const {
         const Node& node = islands->model->model.graph.node(islands->steps_[i].node);
         if (context_.error) {
@@ -3922,6 +4117,17 @@ inline Status GpuDevice::compile_program(GpuProgram* p, const PreparedModel& mod
     p->device = device_;
     p->context = context_;
     api_->clRetainContext(context_);
+    p->unified = unified_;
+    cl_uint align_bits = 0;
+    api_->clGetDeviceInfo(device_, CL_DEVICE_MEM_BASE_ADDR_ALIGN, sizeof align_bits, &align_bits, nullptr);
+    // Sub-buffer origins must be multiples of it; a power of two up to kArenaAlignment.
+    while (p->alignment < align_bits / 8 && p->alignment < kArenaAlignment) p->alignment *= 2;
+    {
+        char why[kErrorMessageBytes] = {};
+        s = p->plan_buffers(nodes, why, sizeof why);
+        if (s == Status::OutOfMemory) return fail(s, "out of memory");
+        if (s != Status::Ok) return fail(s, "GPU: %s", why);
+    }
     bool profile = false;
     parse_yes_no(config("PERF_COUNT"), &profile);
     cl_int e = CL_SUCCESS;
@@ -4385,7 +4591,10 @@ inline Status plan_memory(CompiledModel::Impl* m) {
     uint32_t* meeting = scratch.allocate_array<uint32_t>(count + 1);
     if (!placed || !block_head || !block_last || !next_placed || !meeting) return Status::OutOfMemory;
     for (uint32_t k = 0; k < blocks; ++k) { block_head[k] = kNever; block_last[k] = 0; }
-    auto extent = [&](uint32_t slot) { return (int64_t)align_up(m->slot_bytes[slot] ? m->slot_bytes[slot] : 1, 64); };
+    size_t alignment = 64;
+    for (uint32_t s = 0; s < m->subgraph_count; ++s)
+        if (m->programs[s]->buffer_alignment() > alignment) alignment = m->programs[s]->buffer_alignment();
+    auto extent = [&](uint32_t slot) { return (int64_t)align_up(m->slot_bytes[slot] ? m->slot_bytes[slot] : 1, alignment); };
     size_t total = 0;
     for (uint32_t i = 0; i < count; ++i) {
         const uint32_t b = order[i];
@@ -5724,6 +5933,7 @@ struct InferRequest::Impl {
     uint8_t* user_input = nullptr;   // per input: set_input bound user memory
     void* arena_raw = nullptr;
     unsigned char* arena = nullptr;
+    uint64_t arena_id = 0;           // StepContext::arena_id of `arena`
     void* scratch_raw = nullptr;
     void* scratch = nullptr;
     void** base = nullptr;           // per slot: where it lives
@@ -5866,10 +6076,14 @@ InferRequest::InferRequest() = default;
 InferRequest::~InferRequest() { destroy(impl_); }
 
 namespace detail {
-inline void* aligned_block(size_t bytes, void** raw) {
-    *raw = TESSEL_MALLOC(bytes + 64);
+inline void* aligned_block(size_t bytes, void** raw, size_t alignment = 64) {
+    *raw = TESSEL_MALLOC(bytes + alignment);
     if (!*raw) return nullptr;
-    return reinterpret_cast<void*>(((uintptr_t)*raw + 63) & ~(uintptr_t)63);
+    return reinterpret_cast<void*>(((uintptr_t)*raw + alignment - 1) & ~(uintptr_t)(alignment - 1));
+}
+inline uint64_t next_arena_id() {
+    static std::atomic<uint64_t> last{0};
+    return ++last;
 }
 template <class T>
 T* malloc_array(size_t n) {
@@ -5881,10 +6095,10 @@ T* malloc_array(size_t n) {
 namespace detail {
 // Grows a buffer of a request to `bytes` (never shrinks: a request that alternates between
 // plans allocates only until it has seen the largest).
-inline bool grow_block(void** raw, void** aligned, size_t* capacity, size_t bytes) {
+inline bool grow_block(void** raw, void** aligned, size_t* capacity, size_t bytes, size_t alignment = 64) {
     if (*aligned && bytes <= *capacity) return true;
     void* fresh_raw = nullptr;
-    void* fresh = aligned_block(bytes, &fresh_raw);
+    void* fresh = aligned_block(bytes, &fresh_raw, alignment);
     if (!fresh) return false;
     std::memset(fresh, 0, bytes);
     TESSEL_FREE(*raw);
@@ -5949,7 +6163,7 @@ bool InferRequest::Impl::ensure_ports(uint32_t want_inputs, uint32_t want_output
 
 Status InferRequest::Impl::attach(const CompiledModel::Impl* plan, char* message) {
     void* arena_void = arena;
-    bool ok = ensure_ports(plan->prepared.model.input_count(), plan->prepared.model.output_count()) && detail::grow_block(&arena_raw, &arena_void, &arena_capacity, plan->arena_bytes) &&
+    bool ok = ensure_ports(plan->prepared.model.input_count(), plan->prepared.model.output_count()) && detail::grow_block(&arena_raw, &arena_void, &arena_capacity, plan->arena_bytes, detail::kArenaAlignment) &&
               detail::grow_block(&scratch_raw, &scratch, &scratch_capacity,
                                  plan->concurrent ? detail::align_up(plan->scratch_bytes, 64) * plan->lane_count : plan->scratch_bytes) &&
               (!plan->concurrent ||
@@ -5961,6 +6175,7 @@ Status InferRequest::Impl::attach(const CompiledModel::Impl* plan, char* message
               detail::grow_array(&values, &value_capacity, plan->prepared.value_count()) &&
               detail::grow_array(&profile, &profile_capacity, plan->exec_count + detail::kMaxBodyProfileEntries) &&
               detail::grow_array(&actual, &actual_capacity, plan->prepared.value_count());
+    if (arena_void != arena) arena_id = detail::next_arena_id();
     arena = static_cast<unsigned char*>(arena_void);
     if (!ok) {
         detail::print(message, kErrorMessageBytes, "out of memory for a request's buffers (%zu bytes of activations)", plan->arena_bytes);
@@ -6161,6 +6376,9 @@ Status InferRequest::Impl::run_subgraph(uint32_t s, const Lane& lane) {
             c.pool = lane.pool;
             c.error = lane.error;
             c.actual = actual;
+            c.arena = arena;
+            c.arena_bytes = cm.arena_bytes;
+            c.arena_id = arena_id;
             if (cm.perf && lane.body_profile) {
                 lane.body_profile->device = cm.subgraph_device[s]->name();
                 lane.body_profile->subgraph = s;
