@@ -3295,7 +3295,10 @@ inline const char* opencl_error_name(cl_int e) {
 // node kernels of >>opencl kernels (Conv, Gemm, pools, Softmax); all the kernels of a
 // subgraph are one program, built once at compile time. Layout ops and the rest go to the
 // next device of a HETERO list.
-// Config: PLATFORM and DEVICE (auto or an index), PERF_COUNT, QUEUE_TIMEOUT_MS (1..3600000,
+// Config: PLATFORM and DEVICE (auto or an index), PERF_COUNT, TILED_KERNELS (YES: Conv and Gemm
+// by local-memory tiles where they fill them, NO: the direct kernels, auto: tiles on a device
+// of type GPU, whose local memory is on chip; a CPU device's (PoCL) is plain memory and its
+// barriers serialize the work-items), QUEUE_TIMEOUT_MS (1..3600000,
 // default 30000: how long a step may take before the queue counts as lost). A command the
 // driver refuses or fails is IoError naming the node and the OpenCL call, and later infers
 // run again; after a deadline passed, infers are IoError at once until the driver ends that
@@ -3307,11 +3310,22 @@ inline const char* opencl_error_name(cl_int e) {
 // A request's arena starts on a page: the memory plan's offsets keep a device's base address
 // alignment (buffer_alignment), and drivers map page-aligned host memory without a copy.
 constexpr size_t kArenaAlignment = 4096;
-const ConfigKey kGpuKeys[] = {{"PLATFORM", "auto"}, {"DEVICE", "auto"}, {"PERF_COUNT", "NO"}, {"QUEUE_TIMEOUT_MS", "30000"}};
+const ConfigKey kGpuKeys[] = {{"PLATFORM", "auto"}, {"DEVICE", "auto"}, {"PERF_COUNT", "NO"}, {"QUEUE_TIMEOUT_MS", "30000"}, {"TILED_KERNELS", "auto"}};
 constexpr uint32_t kGpuMaxTimeoutMs = 3600000;
 
 inline bool gpu_node_op(StringView op);   // >>opencl kernels
-inline Status gpu_node_kernel(const PreparedModel& model, NodeId id, const char* name, OpenClSource* out, uint64_t* work, uint64_t* grid);
+// An island fused into a Conv or Gemm kernel: its body printed as `function` (print_opencl_epilogue),
+// called with each output element instead of storing it. The kernel's arguments after the
+// node's inputs: the island's parameters but `fused` (p<i>), then its results (r<i>).
+struct GpuEpilogue {
+    const char* function = nullptr;
+    uint32_t parameters = 0, fused = 0, results = 0;
+};
+// `tiles`: the device runs 16 x 16 work-groups with their local memory (kGpuTile); *tiled
+// tells whether the kernel printed is the tiled one (launched with such groups).
+constexpr int kGpuTile = 16;
+inline Status gpu_node_kernel(const PreparedModel& model, NodeId id, const char* name, OpenClSource* out, uint64_t* work, uint64_t* grid,
+                              const GpuEpilogue* epilogue = nullptr, bool tiles = false, bool* tiled = nullptr);
 
 inline bool gpu_claims(const PreparedModel& model, NodeId id) {
     const Graph& g = model.model.graph;
@@ -3377,6 +3391,7 @@ public:
     cl_kernel* kernels = nullptr;          // per step
     uint64_t* work = nullptr;              // global work size per step
     uint64_t* grid = nullptr;              // 3 per step: a 3-D global size, or 0 for 1-D of work[step]
+    uint8_t* tiled = nullptr;              // per step: launched in kGpuTile x kGpuTile work-groups
     GpuQueueWaiter* waiter = nullptr;
     uint32_t timeout_ms = 30000;           // QUEUE_TIMEOUT_MS
     Arena arena;
@@ -3412,6 +3427,12 @@ public:
     uint8_t* flags = nullptr;              // per touched value: kHostMade | kHostNeeded
     cl_mem* weights = nullptr;             // per touched value: a constant's buffer, or nullptr
     uint32_t touched = 0;
+    // Per step of a Conv or Gemm with a fused island (its body and snippet in the step's unit,
+    // epilogue_body and epilogue): the island's parameter the node's result was, or
+    // kNoFusedParameter; the island's reads and the node count it had.
+    uint32_t* epilogue_fused = nullptr;
+    Span<const uint32_t>* epilogue_reads = nullptr;
+    uint32_t* epilogue_nodes = nullptr;
     mutable Mirror mirrors[kMirrors];
     mutable uint64_t mirror_clock = 0;
     static constexpr uint32_t kNotTouched = ~0u;
@@ -3601,6 +3622,7 @@ public:
                 for (int d = 0; d < 3; ++d) global[d] = (size_t)grid[3 * i + d];
                 global[0] = (global[0] + kGroupRow - 1) / kGroupRow * kGroupRow;
             }
+            if (tiled[i]) local_size[1] = kGpuTile;   // global sizes are whole tiles already
             e = api->clEnqueueNDRangeKernel(queue, kernels[i], dims, nullptr, global, dims == 3 ? local_size : nullptr, 0, nullptr, &kernel_end);
             enqueued = enqueued || e == CL_SUCCESS;
         }
@@ -3749,7 +3771,7 @@ class GpuDevice : public BuiltinDevice {
 public:
     // `library`: the OpenCL ICD loader to open; by default TESSEL_OPENCL_LIBRARY from the
     // environment when the device is made, else libOpenCL.so.1 (tests name a missing one).
-    explicit GpuDevice(const char* library = nullptr) : BuiltinDevice("GPU", "OpenCL device", kGpuKeys, 4) {
+    explicit GpuDevice(const char* library = nullptr) : BuiltinDevice("GPU", "OpenCL device", kGpuKeys, 5) {
         if (!library || !library[0]) library = std::getenv("TESSEL_OPENCL_LIBRARY");
         copy_text(library_, sizeof library_, library && library[0] ? library : "libOpenCL.so.1");
     }
@@ -3836,6 +3858,8 @@ protected:
         bool yes;
         uint32_t index;
         if (key == StringView("PERF_COUNT") && !parse_yes_no(value, &yes)) return fail(Status::InvalidArgument, "GPU: PERF_COUNT must be YES or NO");
+        if (key == StringView("TILED_KERNELS") && !(value == StringView("auto")) && !parse_yes_no(value, &yes))
+            return fail(Status::InvalidArgument, "GPU: TILED_KERNELS must be auto, YES or NO");
         if ((key == StringView("PLATFORM") || key == StringView("DEVICE")) && !(value == StringView("auto")) &&
             !parse_count(value, 0, 255, &index))
             return fail(Status::InvalidArgument, "GPU: %.*s must be auto or an index from 0 to 255", (int)key.size, key.data);
@@ -4052,6 +4076,75 @@ inline Status GpuDevice::build_check(StringView source, char* log, size_t log_si
     return Status::Ok;
 }
 
+// Fuses into a Conv or Gemm step the island that alone reads its result, when the island's
+// other inputs are ready before the node runs and its body prints as an epilogue of the
+// result's elements (bias, Relu, Clip, a residual Add...): the node's result never reaches
+// memory, and a launch goes. The island's step leaves the program.
+inline Status fuse_epilogues(GpuProgram* p, const PreparedModel& model, Span<const NodeId> nodes) {
+    ReferenceProgram& r = *p->islands;
+    const Graph& g = model.model.graph;
+    const uint32_t values = model.value_count();
+    p->epilogue_fused = p->arena.allocate_array<uint32_t>(r.count + 1);
+    p->epilogue_reads = p->arena.allocate_array<Span<const uint32_t>>(r.count + 1);
+    p->epilogue_nodes = p->arena.allocate_array<uint32_t>(r.count + 1);
+    uint32_t* producer = p->arena.allocate_array<uint32_t>(values + 1);   // step, or GpuProgram::kNotTouched
+    uint8_t* member = p->arena.allocate_array<uint8_t>(g.node_count() + 1);
+    if (!p->epilogue_fused || !p->epilogue_reads || !p->epilogue_nodes || !producer || !member) return Status::OutOfMemory;
+    for (uint32_t i = 0; i <= r.count; ++i) { p->epilogue_fused[i] = kNoFusedParameter; p->epilogue_reads[i] = Span<const uint32_t>(); p->epilogue_nodes[i] = 0; }
+    for (uint32_t n = 0; n < g.node_count(); ++n) member[n] = 0;
+    for (NodeId id : nodes) member[id] = !is_free_op(g.node(id).op);
+    OpenClSource trial;
+    for (uint32_t i = 0; i < r.count; ++i) {
+        const Node& node = g.node(r.steps_[i].node);
+        bool node_kernel = !r.units[i].body && !r.units[i].run && !r.units[i].snippet && r.steps_[i].writes.size == 1 &&
+                           (node.op == StringView("Conv") || node.op == StringView("Gemm"));
+        if (!node_kernel) continue;
+        const uint32_t v = r.steps_[i].writes[0];
+        // Read by nothing outside the program (another device, the user).
+        bool outside = false;
+        for (uint32_t n = 0; n < g.node_count() && !outside; ++n) {
+            if (member[n]) continue;
+            for (uint32_t k = 0; k < g.node(n).num_inputs; ++k)
+                if (model.value_id(g.node(n).inputs[k].producer, g.node(n).inputs[k].port) == v) outside = true;
+        }
+        if (outside) continue;
+        // The one step that reads it, once: an island.
+        uint32_t reader = GpuProgram::kNotTouched, reads_of_v = 0, fused = 0;
+        for (uint32_t j = 0; j < r.count; ++j)
+            for (uint32_t k = 0; k < r.steps_[j].reads.size; ++k)
+                if (r.steps_[j].reads[k] == v) { reader = j; fused = k; ++reads_of_v; }
+        if (reads_of_v != 1 || reader <= i || !r.units[reader].body) continue;
+        // Its other inputs are made before step i (or outside the program's steps).
+        for (uint32_t w = 0; w < values; ++w) producer[w] = GpuProgram::kNotTouched;
+        for (uint32_t j = 0; j < r.count; ++j) for (uint32_t w : r.steps_[j].writes) producer[w] = j;
+        bool ready = true;
+        for (uint32_t w : r.steps_[reader].reads) ready = ready && (w == v || producer[w] == GpuProgram::kNotTouched || producer[w] < i);
+        if (!ready || node.num_inputs + r.steps_[reader].reads.size + r.steps_[reader].writes.size > 2 * kSnippetMaxArgs) continue;
+        uint64_t elements = 0;
+        desc_elements(model.value_desc(v), &elements);
+        trial.clear();
+        if (print_opencl_epilogue(*r.units[reader].body, fused, "trial", &trial, &elements) != Status::Ok) continue;
+        // Merge: the node's step writes the island's results; the island's step goes.
+        const char* count = std::strrchr(r.steps_[reader].kernel, ':');
+        p->epilogue_nodes[i] = count ? (uint32_t)std::strtoul(count + 1, nullptr, 10) : 1;
+        p->epilogue_fused[i] = fused;
+        p->epilogue_reads[i] = r.steps_[reader].reads;
+        r.steps_[i].writes = r.steps_[reader].writes;
+        r.units[i].epilogue_body = r.units[reader].body;
+        r.units[i].epilogue = r.units[reader].snippet;
+        for (uint32_t j = reader; j + 1 < r.count; ++j) {
+            r.steps_[j] = r.steps_[j + 1];
+            r.units[j] = r.units[j + 1];
+            p->epilogue_fused[j] = p->epilogue_fused[j + 1];
+            p->epilogue_reads[j] = p->epilogue_reads[j + 1];
+            p->epilogue_nodes[j] = p->epilogue_nodes[j + 1];
+        }
+        --r.count;
+        r.units[r.count] = ReferenceProgram::Unit();
+    }
+    return trial.failed() ? Status::OutOfMemory : Status::Ok;
+}
+
 inline Status GpuDevice::compile_program(GpuProgram* p, const PreparedModel& model, Span<const NodeId> nodes) {
     const Graph& g = model.model.graph;
     IslandBuilder* builder = create<IslandBuilder>();
@@ -4062,11 +4155,27 @@ inline Status GpuDevice::compile_program(GpuProgram* p, const PreparedModel& mod
     destroy(builder);
     TESSEL_TRY(s);
     ReferenceProgram& r = *p->islands;
+    TESSEL_TRY(fuse_epilogues(p, model, nodes));
     p->kernels = p->arena.allocate_array<cl_kernel>(r.count + 1);
     p->work = p->arena.allocate_array<uint64_t>(r.count + 1);
     p->grid = p->arena.allocate_array<uint64_t>(3 * r.count + 3);
-    if (!p->kernels || !p->work || !p->grid) return fail(Status::OutOfMemory, "out of memory");
-    for (uint32_t i = 0; i <= r.count; ++i) { p->kernels[i] = nullptr; p->work[i] = 0; }
+    p->tiled = p->arena.allocate_array<uint8_t>(r.count + 1);
+    if (!p->kernels || !p->work || !p->grid || !p->tiled) return fail(Status::OutOfMemory, "out of memory");
+    for (uint32_t i = 0; i <= r.count; ++i) { p->kernels[i] = nullptr; p->work[i] = 0; p->tiled[i] = 0; }
+    // Tiled kernels where the device runs 16 x 16 work-groups with two 16 x 17 float tiles.
+    bool tiles = false;
+    if (config("TILED_KERNELS") == StringView("auto")) {
+        cl_device_type type = 0;
+        api_->clGetDeviceInfo(device_, CL_DEVICE_TYPE, sizeof type, &type, nullptr);
+        tiles = (type & CL_DEVICE_TYPE_GPU) != 0;
+    } else {
+        parse_yes_no(config("TILED_KERNELS"), &tiles);
+    }
+    size_t group_limit = 0;
+    cl_ulong local_bytes = 0;
+    api_->clGetDeviceInfo(device_, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof group_limit, &group_limit, nullptr);
+    api_->clGetDeviceInfo(device_, CL_DEVICE_LOCAL_MEM_SIZE, sizeof local_bytes, &local_bytes, nullptr);
+    tiles = tiles && group_limit >= (size_t)(kGpuTile * kGpuTile) && local_bytes >= 2 * kGpuTile * (kGpuTile + 1) * sizeof(float);
     for (uint32_t i = 0; i < 3 * r.count + 3; ++i) p->grid[i] = 0;
     print_opencl_prelude(&p->source);
     char name[64];
@@ -4086,18 +4195,38 @@ inline Status GpuDevice::compile_program(GpuProgram* p, const PreparedModel& mod
             if (r.units[i].run || r.units[i].snippet || r.steps_[i].writes.size != 1)
                 return fail(Status::Unsupported, "GPU: node '%.*s' (op %.*s) is neither an elementwise island nor a GPU kernel",
                             (int)node.name.size, node.name.data, (int)node.op.size, node.op.data);
-            s = gpu_node_kernel(model, r.steps_[i].node, name, &p->source, &p->work[i], &p->grid[3 * i]);
+            const uint32_t fused = p->epilogue_fused[i];
+            GpuEpilogue epilogue;
+            char function[64];
+            if (fused != kNoFusedParameter) {   // the island's body first: the kernel calls it
+                std::snprintf(function, sizeof function, "step%u_epilogue", i);
+                uint64_t elements = 0;
+                desc_elements(model.value_desc(p->epilogue_reads[i][fused]), &elements);
+                s = print_opencl_epilogue(*r.units[i].epilogue_body, fused, function, &p->source, &elements);
+                if (s != Status::Ok) return fail(s, "GPU: node '%.*s': cannot print its epilogue", (int)node.name.size, node.name.data);
+                epilogue.function = function;
+                epilogue.parameters = (uint32_t)p->epilogue_reads[i].size;
+                epilogue.fused = fused;
+                epilogue.results = (uint32_t)r.steps_[i].writes.size;
+            }
+            bool tiled = false;
+            s = gpu_node_kernel(model, r.steps_[i].node, name, &p->source, &p->work[i], &p->grid[3 * i], fused != kNoFusedParameter ? &epilogue : nullptr,
+                                tiles, &tiled);
+            p->tiled[i] = tiled;
             if (s != Status::Ok)
                 return fail(s, "GPU: node '%.*s' (op %.*s): no OpenCL kernel for it", (int)node.name.size, node.name.data, (int)node.op.size,
                             node.op.data);
-            // Optional inputs left out are not kernel arguments.
-            uint32_t* reads = r.arena.allocate_array<uint32_t>(r.steps_[i].reads.size + 1);
+            // Optional inputs left out are not kernel arguments; an epilogue's parameters follow.
+            uint32_t* reads = r.arena.allocate_array<uint32_t>(r.steps_[i].reads.size + p->epilogue_reads[i].size + 1);
             if (!reads) return fail(Status::OutOfMemory, "out of memory");
             uint32_t kept = 0;
             for (uint32_t k = 0; k < node.num_inputs && k < r.steps_[i].reads.size; ++k)
                 if (!(g.node(node.inputs[k].producer).op == StringView("Absent"))) reads[kept++] = r.steps_[i].reads[k];
+            for (uint32_t k = 0; k < p->epilogue_reads[i].size; ++k)
+                if (k != fused) reads[kept++] = p->epilogue_reads[i][k];
             r.steps_[i].reads = Span<const uint32_t>(reads, kept);
-            std::snprintf(name, sizeof name, "opencl:%.*s", (int)node.op.size, node.op.data);
+            int k = std::snprintf(name, sizeof name, "opencl:%s%.*s", tiled ? "tiled-" : "", (int)node.op.size, node.op.data);
+            if (fused != kNoFusedParameter && k > 0 && (size_t)k < sizeof name) std::snprintf(name + k, sizeof name - (size_t)k, "+%u", p->epilogue_nodes[i]);
             r.steps_[i].kernel = r.arena.copy_string(StringView(name)).data;
             r.steps_[i].scratch_bytes = 0;
             if (!r.steps_[i].kernel) return fail(Status::OutOfMemory, "out of memory");
@@ -9674,8 +9803,101 @@ inline bool gpu_node_op(StringView op) {
            op == StringView("LogSoftmax");
 }
 
-inline Status gpu_node_kernel(const PreparedModel& model, NodeId id, const char* name, OpenClSource* out, uint64_t* work, uint64_t* grid) {
+// The arguments an epilogue adds to a node kernel's parameter list, and its call for one
+// output element (index, value).
+inline void gpu_epilogue_parameters(const GpuEpilogue* e, OpenClSource* out) {
+    if (!e) { out->append(", __global float* y) {\n"); return; }
+    for (uint32_t i = 0; i < e->parameters; ++i)
+        if (i != e->fused) out->append(", __global const float* restrict p%u", i);
+    for (uint32_t i = 0; i < e->results; ++i) out->append(", __global float* r%u", i);
+    out->append(") {\n");
+}
+inline void gpu_store(const GpuEpilogue* e, const char* index, const char* value, OpenClSource* out) {
+    if (!e) { out->append("y[%s] = %s;", index, value); return; }
+    out->append("%s(%s, %s", e->function, index, value);
+    for (uint32_t i = 0; i < e->parameters; ++i)
+        if (i != e->fused) out->append(", p%u", i);
+    for (uint32_t i = 0; i < e->results; ++i) out->append(", r%u", i);
+    out->append(");");
+}
+
+// Conv as a GEMM of each group's weights [maps x channels*taps] by the input's patches
+// [channels*taps x positions], the patches gathered into local memory tile by tile (no im2col
+// buffer): a 16 x 16 work-group computes 16 maps at 16 positions, each work-item one output,
+// each weight and input load shared by 16 work-items. Sums run in the direct kernel's order.
+inline void gpu_tiled_conv(const ConvState& st, bool bias, const char* name, const GpuEpilogue* epilogue, OpenClSource* out, uint64_t* work,
+                           uint64_t* grid) {
+    const Window& w = st.w;
+    const int T = kGpuTile, K = (int)(st.group_channels * w.kernel_size()), O = (int)w.out_size(), M = (int)st.group_maps;
+    grid[0] = (uint64_t)((O + T - 1) / T * T);
+    grid[1] = (uint64_t)((M + T - 1) / T * T);
+    grid[2] = (uint64_t)(st.batch * st.groups);
+    *work = grid[0] * grid[1] * grid[2];
+    out->append("__kernel __attribute__((reqd_work_group_size(%d, %d, 1))) void %s(__global const float* x, __global const float* w%s", T, T, name,
+                bias ? ", __global const float* b" : "");
+    gpu_epilogue_parameters(epilogue, out);
+    out->append("    __local float wt[%d][%d], xt[%d][%d];\n", T, T + 1, T, T + 1);
+    out->append("    int lx = get_local_id(0), ly = get_local_id(1), o = get_global_id(0), gm = get_group_id(1) * %d;\n", T);
+    out->append("    int z = get_global_id(2), n = z / %d, group = z %% %d;\n", (int)st.groups, (int)st.groups);
+    out->append("    int o0 = o / %d, o1 = o / %d %% %d, o2 = o %% %d;\n", (int)(w.out[1] * w.out[2]), (int)w.out[2], (int)w.out[1], (int)w.out[2]);
+    out->append("    int i0 = o0 * %d - %d, i1 = o1 * %d - %d, i2 = o2 * %d - %d;\n", (int)w.stride[0], (int)w.pad_begin[0], (int)w.stride[1],
+                (int)w.pad_begin[1], (int)w.stride[2], (int)w.pad_begin[2]);
+    out->append("    __global const float* xp = x + (n * %d + group * %d) * %d;\n", (int)st.channels, (int)st.group_channels, (int)w.in_size());
+    out->append("    __global const float* wp = w + group * %d * %d;\n    float acc = 0.0f;\n", M, K);
+    out->append("    for (int k0 = 0; k0 < %d; k0 += %d) {\n", K, T);
+    out->append("        wt[ly][lx] = gm + ly < %d && k0 + lx < %d ? wp[(gm + ly) * %d + k0 + lx] : 0.0f;\n", M, K, K);
+    out->append("        int k = k0 + ly, c = k / %d, tap = k %% %d;\n", (int)w.kernel_size(), (int)w.kernel_size());
+    out->append("        int a0 = i0 + tap / %d * %d, a1 = i1 + tap / %d %% %d * %d, a2 = i2 + tap %% %d * %d;\n", (int)(w.kernel[1] * w.kernel[2]),
+                (int)w.dilation[0], (int)w.kernel[2], (int)w.kernel[1], (int)w.dilation[1], (int)w.kernel[2], (int)w.dilation[2]);
+    out->append("        bool inside = k < %d && o < %d && a0 >= 0 && a0 < %d && a1 >= 0 && a1 < %d && a2 >= 0 && a2 < %d;\n", K, O, (int)w.in[0],
+                (int)w.in[1], (int)w.in[2]);
+    out->append("        xt[ly][lx] = inside ? xp[c * %d + (a0 * %d + a1) * %d + a2] : 0.0f;\n", (int)w.in_size(), (int)w.in[1], (int)w.in[2]);
+    out->append("        barrier(CLK_LOCAL_MEM_FENCE);\n        for (int t = 0; t < %d; ++t) acc = fma(wt[ly][t], xt[t][lx], acc);\n", T);
+    out->append("        barrier(CLK_LOCAL_MEM_FENCE);\n    }\n");
+    out->append("    int map = group * %d + gm + ly;\n    if (gm + ly < %d && o < %d) { ", M, M, O);
+    char index[96];
+    std::snprintf(index, sizeof index, "(n * %d + map) * %d + o", (int)st.maps, O);
+    gpu_store(epilogue, index, bias ? "acc + b[map]" : "acc", out);
+    out->append(" }\n}\n");
+}
+
+// Gemm by 16 x 16 tiles of A and B in local memory: each work-item one element of Y.
+inline void gpu_tiled_gemm(const GemmState& st, const char* name, const GpuEpilogue* epilogue, OpenClSource* out, uint64_t* work, uint64_t* grid) {
+    const int T = kGpuTile;
+    auto ll = [](int64_t v) { return (long long)v; };
+    grid[0] = (uint64_t)((st.n + T - 1) / T * T);
+    grid[1] = (uint64_t)((st.m + T - 1) / T * T);
+    grid[2] = 1;
+    *work = grid[0] * grid[1];
+    out->append("__kernel __attribute__((reqd_work_group_size(%d, %d, 1))) void %s(__global const float* a, __global const float* b%s", T, T, name,
+                st.has_c ? ", __global const float* c" : "");
+    gpu_epilogue_parameters(epilogue, out);
+    out->append("    __local float at[%d][%d], bt[%d][%d];\n", T, T + 1, T, T + 1);
+    out->append("    int lx = get_local_id(0), ly = get_local_id(1);\n    long j = get_global_id(0), i = get_global_id(1);\n");
+    out->append("    long ib = get_group_id(1) * %dl + ly, jb = get_group_id(0) * %dl + lx;\n    float acc = 0.0f;\n", T, T);
+    out->append("    for (long k0 = 0; k0 < %lldl; k0 += %d) {\n", ll(st.k), T);
+    char a_at[64], b_at[64];
+    if (st.trans_a) std::snprintf(a_at, sizeof a_at, "(k0 + lx) * %lldl + ib", ll(st.m));
+    else std::snprintf(a_at, sizeof a_at, "ib * %lldl + k0 + lx", ll(st.k));
+    if (st.trans_b) std::snprintf(b_at, sizeof b_at, "jb * %lldl + k0 + ly", ll(st.k));
+    else std::snprintf(b_at, sizeof b_at, "(k0 + ly) * %lldl + jb", ll(st.n));
+    out->append("        at[ly][lx] = ib < %lldl && k0 + lx < %lldl ? a[%s] : 0.0f;\n", ll(st.m), ll(st.k), a_at);
+    out->append("        bt[ly][lx] = jb < %lldl && k0 + ly < %lldl ? b[%s] : 0.0f;\n", ll(st.n), ll(st.k), b_at);
+    out->append("        barrier(CLK_LOCAL_MEM_FENCE);\n        for (int t = 0; t < %d; ++t) acc = fma(at[ly][t], bt[t][lx], acc);\n", T);
+    out->append("        barrier(CLK_LOCAL_MEM_FENCE);\n    }\n");
+    out->append("    if (i < %lldl && j < %lldl) {\n        float v = (float)%.17g * acc;\n", ll(st.m), ll(st.n), (double)st.alpha);
+    if (st.has_c) out->append("        v += (float)%.17g * c[i * %lldl + j * %lldl];\n", (double)st.beta, ll(st.c_row), ll(st.c_col));
+    char index[64];
+    std::snprintf(index, sizeof index, "i * %lldl + j", ll(st.n));
+    out->append("        ");
+    gpu_store(epilogue, index, "v", out);
+    out->append("\n    }\n}\n");
+}
+
+inline Status gpu_node_kernel(const PreparedModel& model, NodeId id, const char* name, OpenClSource* out, uint64_t* work, uint64_t* grid,
+                              const GpuEpilogue* epilogue, bool tiles, bool* tiled) {
     grid[0] = grid[1] = grid[2] = 0;   // 0: one dimension of *work items
+    if (tiled) *tiled = false;
     const Node& node = model.model.graph.node(id);
     const void* state = model.kernel_state(id);
     if (!state || model.kernel(id) != find_builtin_kernel(node.op)) return Status::Unsupported;
@@ -9688,14 +9910,20 @@ inline Status gpu_node_kernel(const PreparedModel& model, NodeId id, const char*
         // Work-items: output position (dim 0, so neighbours share the maps and their weights),
         // a block of `rb` output maps of one group (each input tap loaded once for rb sums),
         // image. int offsets: a tensor has fewer than 2^31 elements (Limits).
+        // Tiles where a tile's 16 maps and 16 positions are mostly real work.
+        if (tiles && tiled && st.group_maps >= kGpuTile && w.out_size() >= kGpuTile && st.group_channels * w.kernel_size() >= kGpuTile) {
+            gpu_tiled_conv(st, bias, name, epilogue, out, work, grid);
+            *tiled = true;
+            return Status::Ok;
+        }
         int rb = st.group_maps % 4 == 0 ? 4 : st.group_maps % 2 == 0 ? 2 : 1;
         int map_weights = (int)(st.group_channels * w.kernel_size());
         grid[0] = (uint64_t)w.out_size();
         grid[1] = (uint64_t)(st.maps / rb);
         grid[2] = (uint64_t)st.batch;
         *work = grid[0] * grid[1] * grid[2];
-        out->append("__kernel void %s(__global const float* x, __global const float* w, %s__global float* y) {\n", name,
-                    bias ? "__global const float* b, " : "");
+        out->append("__kernel void %s(__global const float* x, __global const float* w%s", name, bias ? ", __global const float* b" : "");
+        gpu_epilogue_parameters(epilogue, out);
         out->append("    int o = get_global_id(0), m = get_global_id(1) * %d, n = get_global_id(2);\n    if (o >= %d) return;\n", rb,
                     (int)w.out_size());
         out->append("    int o0 = o / %d, o1 = o / %d %% %d, o2 = o %% %d;\n", (int)(w.out[1] * w.out[2]), (int)w.out[2], (int)w.out[1], (int)w.out[2]);
@@ -9724,17 +9952,25 @@ inline Status gpu_node_kernel(const PreparedModel& model, NodeId id, const char*
             out->append("                    for (int r = 0; r < %d; ++r) acc[r] = fma(v, wp[r * %d + tap], acc[r]);\n", rb, map_weights);
             out->append("                }\n            }\n        }\n    }\n");
         }
-        out->append("    for (int r = 0; r < %d; ++r) y[(n * %d + m + r) * %d + o] = acc[r]%s;\n}\n", rb, (int)st.maps, (int)w.out_size(),
-                    bias ? " + b[m + r]" : "");
+        char index[96];
+        std::snprintf(index, sizeof index, "(n * %d + m + r) * %d + o", (int)st.maps, (int)w.out_size());
+        out->append("    for (int r = 0; r < %d; ++r) { ", rb);
+        gpu_store(epilogue, index, bias ? "acc[r] + b[m + r]" : "acc[r]", out);
+        out->append(" }\n}\n");
         return Status::Ok;
     }
     if (node.op == StringView("Gemm")) {
         const GemmState& st = *static_cast<const GemmState*>(state);
+        if (tiles && tiled && st.m >= kGpuTile && st.n >= kGpuTile && st.k >= kGpuTile) {
+            gpu_tiled_gemm(st, name, epilogue, out, work, grid);
+            *tiled = true;
+            return Status::Ok;
+        }
         // A work-item sums `rb` neighbouring columns of one row: each a[i][k] loaded once.
         int rb = st.n % 4 == 0 ? 4 : st.n % 2 == 0 ? 2 : 1;
         *work = (uint64_t)(st.m * (st.n / rb));
-        out->append("__kernel void %s(__global const float* a, __global const float* b, %s__global float* y) {\n", name,
-                    st.has_c ? "__global const float* c, " : "");
+        out->append("__kernel void %s(__global const float* a, __global const float* b%s", name, st.has_c ? ", __global const float* c" : "");
+        gpu_epilogue_parameters(epilogue, out);
         out->append("    long g = get_global_id(0);\n    if (g >= %lldl) return;\n    long i = g / %lldl, j = g %% %lldl * %d;\n", ll((int64_t)*work),
                     ll(st.n / rb), ll(st.n / rb), rb);
         out->append("    float acc[%d];\n    for (int r = 0; r < %d; ++r) acc[r] = 0.0f;\n", rb, rb);
@@ -9747,7 +9983,11 @@ inline Status gpu_node_kernel(const PreparedModel& model, NodeId id, const char*
         out->append("        for (int r = 0; r < %d; ++r) acc[r] = fma(v, b[%s], acc[r]);\n    }\n", rb, b_at);
         out->append("    for (int r = 0; r < %d; ++r) {\n        float v = (float)%.17g * acc[r];\n", rb, (double)st.alpha);
         if (st.has_c) out->append("        v += (float)%.17g * c[i * %lldl + (j + r) * %lldl];\n", (double)st.beta, ll(st.c_row), ll(st.c_col));
-        out->append("        y[i * %lldl + j + r] = v;\n    }\n}\n", ll(st.n));
+        char index[64];
+        std::snprintf(index, sizeof index, "i * %lldl + j + r", ll(st.n));
+        out->append("        ");
+        gpu_store(epilogue, index, "v", out);
+        out->append("\n    }\n}\n");
         return Status::Ok;
     }
     if (node.op == StringView("MaxPool") || node.op == StringView("AveragePool")) {
