@@ -3462,16 +3462,19 @@ public:
     }
     Span<const ProgramStep> steps() const override { return islands->steps(); }
     size_t buffer_alignment() const override { return alignment; }
-    // "GPU2", the byte count of the driver's program binary, the binary: import builds from
-    // it (no OpenCL C compile) and falls back to the source when that driver refuses it.
+    // "GPU3", the hash of the program's OpenCL C, the byte count of the driver's binary, the
+    // binary: import builds from it (no OpenCL C compile) when the source it prints hashes the
+    // same (the binary's kernels are that source's), else from the source, as when the driver
+    // refuses it.
     Status export_payload(WriteFn write, void* user) const override {
         size_t size = 0;
         if (program && api->clGetProgramInfo(program, CL_PROGRAM_BINARY_SIZES, sizeof size, &size, nullptr) != CL_SUCCESS) size = 0;
         unsigned char* binary = size ? static_cast<unsigned char*>(TESSEL_MALLOC(size)) : nullptr;
         if (size && !binary) return Status::OutOfMemory;
         if (binary && api->clGetProgramInfo(program, CL_PROGRAM_BINARIES, sizeof binary, &binary, nullptr) != CL_SUCCESS) size = 0;
-        uint64_t count = size;
-        write(user, "GPU2", 4);
+        uint64_t count = size, source_hash = hash_bytes(source.text(), source.size());
+        write(user, "GPU3", 4);
+        write(user, reinterpret_cast<const char*>(&source_hash), sizeof source_hash);
         write(user, reinterpret_cast<const char*>(&count), sizeof count);
         if (size) write(user, reinterpret_cast<const char*>(binary), size);
         TESSEL_FREE(binary);
@@ -3869,18 +3872,24 @@ protected:
     }
     bool op_allowed(StringView) const override { return true; }
     const char* capabilities() const override { return "FP32 FUSED_ELEMENTWISE CONV GEMM POOLING SOFTMAX"; }
+    // GPU1: source only; GPU2 (an older blob): a binary without its source's hash, not used;
+    // GPU3: the hash, then the binary.
     Status check_payload(const void* payload, size_t size) override {
-        if (size == 4 && std::memcmp(payload, "GPU1", 4) == 0) return Status::Ok;   // source only
+        if (size == 4 && std::memcmp(payload, "GPU1", 4) == 0) return Status::Ok;
+        const char* p = static_cast<const char*>(payload);
         uint64_t count = 0;
-        if (size >= 12) std::memcpy(&count, static_cast<const char*>(payload) + 4, sizeof count);
-        if (size < 12 || std::memcmp(payload, "GPU2", 4) != 0 || count != size - 12) return fail(Status::ParseError, "GPU: bad payload");
+        bool v2 = size >= 12 && std::memcmp(p, "GPU2", 4) == 0, v3 = size >= 20 && std::memcmp(p, "GPU3", 4) == 0;
+        if (v2 || v3) std::memcpy(&count, p + (v3 ? 12 : 4), sizeof count);
+        if (!(v2 && count == size - 12) && !(v3 && count == size - 20)) return fail(Status::ParseError, "GPU: bad payload");
         return Status::Ok;
     }
     Status import_subgraph(const PreparedModel& model, Span<const NodeId> nodes, const void* payload, size_t size,
                            DeviceProgram** program) override {
         TESSEL_TRY(check_payload(payload, size));
-        binary_ = size > 12 ? static_cast<const unsigned char*>(payload) + 12 : nullptr;
-        binary_size_ = size > 12 ? size - 12 : 0;
+        const bool v3 = size > 20 && std::memcmp(payload, "GPU3", 4) == 0;
+        binary_ = v3 ? static_cast<const unsigned char*>(payload) + 20 : nullptr;
+        binary_size_ = v3 ? size - 20 : 0;
+        if (v3) std::memcpy(&binary_hash_, static_cast<const char*>(payload) + 4, sizeof binary_hash_);
         Status s = compile_subgraph(model, nodes, program);
         binary_ = nullptr;
         binary_size_ = 0;
@@ -3896,6 +3905,7 @@ private:
     char library_[256] = {};
     const unsigned char* binary_ = nullptr;   // import_subgraph: the exported program binary
     size_t binary_size_ = 0;
+    uint64_t binary_hash_ = 0;                // the hash of the source the binary was built from
     const char* last_build_ = "none";
     bool opened_ = false, available_ = false, unified_ = false;
     char reason_[256] = {};
@@ -4268,7 +4278,7 @@ inline Status GpuDevice::compile_program(GpuProgram* p, const PreparedModel& mod
     if (r.count == 0) return Status::Ok;
     char log[kErrorMessageBytes];
     last_build_ = "source";
-    if (binary_) {   // an import: the driver's binary of the same source, when it still takes it
+    if (binary_ && hash_bytes(p->source.text(), p->source.size()) == binary_hash_) {   // an import: the driver's binary of this source, when it still takes it
         cl_int loaded = CL_SUCCESS;
         cl_program program = api_->clCreateProgramWithBinary(context_, 1, &device_, &binary_size_, &binary_, &loaded, &e);
         if (program && e == CL_SUCCESS && loaded == CL_SUCCESS && api_->clBuildProgram(program, 1, &device_, "", nullptr, nullptr) == CL_SUCCESS) {
