@@ -540,6 +540,10 @@ struct StepContext {
     detail::BodyProfile* body_profile = nullptr;   // PERF_COUNT: where body steps record
     TensorDesc* actual = nullptr;          // per value id: run_kernel writes the produced descs of
                                            // a node with bounded outputs here (>>stages)
+    void* arena = nullptr;                 // the request's memory plan block (values inside it sit at
+    size_t arena_bytes = 0;                // the plan's offsets); nullptr outside a request's steps
+    uint64_t arena_id = 0;                 // unique per block made in the process: a device may key
+                                           // what it keeps for a request's memory on it
 };
 
 // A subgraph compiled for one device. Created by Device::compile_subgraph with
@@ -552,6 +556,9 @@ public:
     virtual Status run_step(uint32_t step, const StepContext& context) const = 0;
     // Bytes that let the device rebuild this program on import (after the prepared model).
     virtual Status export_payload(WriteFn write, void* user) const = 0;
+    // The memory plan places every value at a multiple of the largest alignment its programs
+    // ask (a device that views the plan through sub-buffers needs its base address alignment).
+    virtual size_t buffer_alignment() const { return 64; }
 };
 
 // A device (the plugin seed's Plugin). Availability is checked when it is created: a device
@@ -3268,7 +3275,8 @@ inline Status CpuDevice::build_cpu(ReferenceProgram* p, const PreparedModel& mod
     X(clGetProgramInfo) X(clReleaseProgram) X(clCreateKernel) X(clReleaseKernel) X(clSetKernelArg)           \
     X(clCreateBuffer) X(clReleaseMemObject) X(clRetainMemObject) X(clEnqueueNDRangeKernel) X(clEnqueueMapBuffer)                  \
     X(clEnqueueUnmapMemObject) X(clFinish) X(clGetEventProfilingInfo) X(clReleaseEvent) X(clWaitForEvents)             \
-    X(clFlush) X(clGetEventInfo) X(clSetEventCallback) X(clRetainEvent)
+    X(clFlush) X(clGetEventInfo) X(clSetEventCallback) X(clRetainEvent) X(clCreateSubBuffer) X(clEnqueueReadBuffer)             \
+    X(clEnqueueWriteBuffer)
 
 struct OpenClApi {
 #define TESSEL_OPENCL_POINTER(name) decltype(&::name) name = nullptr;
@@ -3346,7 +3354,10 @@ inline const char* opencl_error_name(cl_int e) {
 // node kernels of >>opencl kernels (Conv, Gemm, pools, Softmax); all the kernels of a
 // subgraph are one program, built once at compile time. Layout ops and the rest go to the
 // next device of a HETERO list.
-// Config: PLATFORM and DEVICE (auto or an index), PERF_COUNT, QUEUE_TIMEOUT_MS (1..3600000,
+// Config: PLATFORM and DEVICE (auto or an index), PERF_COUNT, TILED_KERNELS (YES: Conv and Gemm
+// by local-memory tiles where they fill them, NO: the direct kernels, auto: tiles on a device
+// of type GPU, whose local memory is on chip; a CPU device's (PoCL) is plain memory and its
+// barriers serialize the work-items), QUEUE_TIMEOUT_MS (1..3600000,
 // default 30000: how long a step may take before the queue counts as lost). A command the
 // driver refuses or fails is IoError naming the node and the OpenCL call, and later infers
 // run again; after a deadline passed, infers are IoError at once until the driver ends that
@@ -3355,11 +3366,25 @@ inline const char* opencl_error_name(cl_int e) {
 // COMPUTE_UNITS, GLOBAL_MEMORY (bytes), HOST_UNIFIED_MEMORY (YES/NO), COST_MODEL
 // (GFLOPS/GBPS/LAUNCH_US for HETERO_PLACEMENT=cost), LAST_PROGRAM_BUILD (source, or binary
 // when an imported blob's program binary was taken).
-const ConfigKey kGpuKeys[] = {{"PLATFORM", "auto"}, {"DEVICE", "auto"}, {"PERF_COUNT", "NO"}, {"QUEUE_TIMEOUT_MS", "30000"}};
+// A request's arena starts on a page: the memory plan's offsets keep a device's base address
+// alignment (buffer_alignment), and drivers map page-aligned host memory without a copy.
+constexpr size_t kArenaAlignment = 4096;
+const ConfigKey kGpuKeys[] = {{"PLATFORM", "auto"}, {"DEVICE", "auto"}, {"PERF_COUNT", "NO"}, {"QUEUE_TIMEOUT_MS", "30000"}, {"TILED_KERNELS", "auto"}};
 constexpr uint32_t kGpuMaxTimeoutMs = 3600000;
 
 inline bool gpu_node_op(StringView op);   // >>opencl kernels
-inline Status gpu_node_kernel(const PreparedModel& model, NodeId id, const char* name, OpenClSource* out, uint64_t* work, uint64_t* grid);
+// An island fused into a Conv or Gemm kernel: its body printed as `function` (print_opencl_epilogue),
+// called with each output element instead of storing it. The kernel's arguments after the
+// node's inputs: the island's parameters but `fused` (p<i>), then its results (r<i>).
+struct GpuEpilogue {
+    const char* function = nullptr;
+    uint32_t parameters = 0, fused = 0, results = 0;
+};
+// `tiles`: the device runs 16 x 16 work-groups with their local memory (kGpuTile); *tiled
+// tells whether the kernel printed is the tiled one (launched with such groups).
+constexpr int kGpuTile = 16;
+inline Status gpu_node_kernel(const PreparedModel& model, NodeId id, const char* name, OpenClSource* out, uint64_t* work, uint64_t* grid,
+                              const GpuEpilogue* epilogue = nullptr, bool tiles = false, bool* tiled = nullptr);
 
 inline bool gpu_claims(const PreparedModel& model, NodeId id) {
     const Graph& g = model.model.graph;
@@ -3425,6 +3450,7 @@ public:
     cl_kernel* kernels = nullptr;          // per step
     uint64_t* work = nullptr;              // global work size per step
     uint64_t* grid = nullptr;              // 3 per step: a 3-D global size, or 0 for 1-D of work[step]
+    uint8_t* tiled = nullptr;              // per step: launched in kGpuTile x kGpuTile work-groups
     GpuQueueWaiter* waiter = nullptr;
     uint32_t timeout_ms = 30000;           // QUEUE_TIMEOUT_MS
     Arena arena;
@@ -3434,6 +3460,41 @@ public:
     mutable char stuck_reason[160] = {};
     static constexpr size_t kGroupRow = 16;
     static constexpr uint64_t kHostStep = ~0ull;   // work[] of a step its reference kernel runs
+
+    // Device memory mirrors the request's memory plan: one buffer over the whole arena (the
+    // arena itself where the device shares memory with the CPU, CL_MEM_USE_HOST_PTR; device
+    // memory otherwise) and a sub-buffer per value at its plan offset, made at its first use.
+    // The host owns the arena between steps: a step hands the device the values the host
+    // made (map/unmap where shared, a write otherwise) and takes back the ones read outside
+    // the program's kernels (map/unmap, or a read). Values a kernel made and only kernels
+    // read stay on the device. Weights are buffers of the program, made at compile time.
+    static constexpr uint8_t kHostMade = 1;     // not written by a kernel step of this program
+    static constexpr uint8_t kHostNeeded = 2;   // read by a host step, another subgraph, or the user
+    static constexpr uint32_t kMirrors = 8;     // arenas remembered (least recently used goes)
+    struct Mirror {
+        uint64_t arena_id = 0;                  // StepContext::arena_id; 0: free
+        const void* arena = nullptr;
+        size_t bytes = 0;
+        cl_mem whole = nullptr;
+        cl_mem* sub = nullptr;                  // per touched value (local index)
+        size_t* origin = nullptr;
+        uint64_t used = 0;
+    };
+    bool unified = true;                   // CL_DEVICE_HOST_UNIFIED_MEMORY
+    size_t alignment = 64;                 // CL_DEVICE_MEM_BASE_ADDR_ALIGN in bytes, at least 64
+    uint32_t* local = nullptr;             // per value id: its index among the touched values, or kNotTouched
+    uint8_t* flags = nullptr;              // per touched value: kHostMade | kHostNeeded
+    cl_mem* weights = nullptr;             // per touched value: a constant's buffer, or nullptr
+    uint32_t touched = 0;
+    // Per step of a Conv or Gemm with a fused island (its body and snippet in the step's unit,
+    // epilogue_body and epilogue): the island's parameter the node's result was, or
+    // kNoFusedParameter; the island's reads and the node count it had.
+    uint32_t* epilogue_fused = nullptr;
+    Span<const uint32_t>* epilogue_reads = nullptr;
+    uint32_t* epilogue_nodes = nullptr;
+    mutable Mirror mirrors[kMirrors];
+    mutable uint64_t mirror_clock = 0;
+    static constexpr uint32_t kNotTouched = ~0u;
 
     ~GpuProgram() override {
         // A queue still stuck (or a callback still due) is left to the driver with its waiter:
@@ -3448,6 +3509,8 @@ public:
         }
         if (api) {
             if (stuck && !abandoned) api->clReleaseEvent(stuck);
+            for (Mirror& m : mirrors) release_mirror(&m);
+            for (uint32_t k = 0; weights && k < touched; ++k) if (weights[k]) api->clReleaseMemObject(weights[k]);
             for (uint32_t i = 0; kernels && islands && i < islands->count; ++i) if (kernels[i]) api->clReleaseKernel(kernels[i]);
             if (program) api->clReleaseProgram(program);
             if (queue && !abandoned) api->clReleaseCommandQueue(queue);
@@ -3457,19 +3520,83 @@ public:
         destroy(islands);
     }
     Span<const ProgramStep> steps() const override { return islands->steps(); }
-    // "GPU2", the byte count of the driver's program binary, the binary: import builds from
-    // it (no OpenCL C compile) and falls back to the source when that driver refuses it.
+    size_t buffer_alignment() const override { return alignment; }
+    // "GPU3", the hash of the program's OpenCL C, the byte count of the driver's binary, the
+    // binary: import builds from it (no OpenCL C compile) when the source it prints hashes the
+    // same (the binary's kernels are that source's), else from the source, as when the driver
+    // refuses it.
     Status export_payload(WriteFn write, void* user) const override {
         size_t size = 0;
         if (program && api->clGetProgramInfo(program, CL_PROGRAM_BINARY_SIZES, sizeof size, &size, nullptr) != CL_SUCCESS) size = 0;
         unsigned char* binary = size ? static_cast<unsigned char*>(TESSEL_MALLOC(size)) : nullptr;
         if (size && !binary) return Status::OutOfMemory;
         if (binary && api->clGetProgramInfo(program, CL_PROGRAM_BINARIES, sizeof binary, &binary, nullptr) != CL_SUCCESS) size = 0;
-        uint64_t count = size;
-        write(user, "GPU2", 4);
+        uint64_t count = size, source_hash = hash_bytes(source.text(), source.size());
+        write(user, "GPU3", 4);
+        write(user, reinterpret_cast<const char*>(&source_hash), sizeof source_hash);
         write(user, reinterpret_cast<const char*>(&count), sizeof count);
         if (size) write(user, reinterpret_cast<const char*>(binary), size);
         TESSEL_FREE(binary);
+        return Status::Ok;
+    }
+    // Per touched value: host-made or not, host-needed or not, from the program's steps and
+    // the graph; the weights' buffers (zero-copy over the prepared constants when shared).
+    Status plan_buffers(Span<const NodeId> nodes, char* error, size_t error_size) {
+        const PreparedModel& pm = *islands->model;
+        const Graph& g = pm.model.graph;
+        const uint32_t values = pm.value_count();
+        local = arena.allocate_array<uint32_t>(values + 1);
+        if (!local) return Status::OutOfMemory;
+        for (uint32_t v = 0; v < values; ++v) local[v] = kNotTouched;
+        const ReferenceProgram& r = *islands;
+        for (uint32_t i = 0; i < r.count; ++i) {
+            if (work[i] == kHostStep) continue;
+            for (uint32_t v : r.steps_[i].reads) if (local[v] == kNotTouched) local[v] = touched++;
+            for (uint32_t v : r.steps_[i].writes) if (local[v] == kNotTouched) local[v] = touched++;
+        }
+        flags = arena.allocate_array<uint8_t>(touched + 1);
+        weights = arena.allocate_array<cl_mem>(touched + 1);
+        for (Mirror& m : mirrors) {
+            m.sub = arena.allocate_array<cl_mem>(touched + 1);
+            m.origin = arena.allocate_array<size_t>(touched + 1);
+            if (!m.sub || !m.origin) return Status::OutOfMemory;
+            for (uint32_t k = 0; k < touched; ++k) m.sub[k] = nullptr;
+        }
+        if (!flags || !weights) return Status::OutOfMemory;
+        for (uint32_t k = 0; k < touched; ++k) { flags[k] = kHostMade; weights[k] = nullptr; }
+        for (uint32_t i = 0; i < r.count; ++i)
+            for (uint32_t v : r.steps_[i].writes)
+                if (work[i] != kHostStep && local[v] != kNotTouched) flags[local[v]] &= (uint8_t)~kHostMade;
+        // Host-needed: read by a host step, or by a node outside the program (a Result too).
+        uint8_t* member = arena.allocate_array<uint8_t>(g.node_count() + 1);
+        if (!member) return Status::OutOfMemory;
+        for (uint32_t n = 0; n < g.node_count(); ++n) member[n] = 0;
+        for (NodeId id : nodes) member[id] = !is_free_op(g.node(id).op);
+        for (uint32_t i = 0; i < r.count; ++i)
+            for (uint32_t v : r.steps_[i].reads)
+                if (work[i] == kHostStep && local[v] != kNotTouched) flags[local[v]] |= kHostNeeded;
+        for (uint32_t n = 0; n < g.node_count(); ++n) {
+            if (member[n]) continue;
+            const Node& node = g.node(n);
+            for (uint32_t k = 0; k < node.num_inputs; ++k) {
+                uint32_t v = pm.value_id(node.inputs[k].producer, node.inputs[k].port);
+                if (v < values && local[v] != kNotTouched) flags[local[v]] |= kHostNeeded;
+            }
+        }
+        for (uint32_t v = 0; v < values; ++v) {
+            const void* data = pm.constant(v);
+            if (local[v] == kNotTouched || !data) continue;
+            uint64_t elements = 0;
+            desc_elements(pm.value_desc(v), &elements);
+            cl_int e = CL_SUCCESS;
+            weights[local[v]] = api->clCreateBuffer(context, CL_MEM_READ_ONLY | (unified ? CL_MEM_USE_HOST_PTR : CL_MEM_COPY_HOST_PTR),
+                                                    (size_t)(elements ? elements : 1) * 4, const_cast<void*>(data), &e);
+            if (!weights[local[v]] || e != CL_SUCCESS) {
+                weights[local[v]] = nullptr;
+                std::snprintf(error, error_size, "clCreateBuffer for a weight: %s", opencl_error_name(e));
+                return Status::IoError;
+            }
+        }
         return Status::Ok;
     }
     Status run_step(uint32_t i, const StepContext& context_) const override {
@@ -3485,71 +3612,164 @@ public:
             stuck = nullptr;
         }
         cl_mem buffers[2 * kSnippetMaxArgs] = {};
+        bool owned[2 * kSnippetMaxArgs] = {};     // made for this step (outside the arena): released after it
+        bool viewed[2 * kSnippetMaxArgs] = {};    // a sub-buffer of the arena's mirror
         uint32_t count = 0;
         cl_int e = CL_SUCCESS;
         const char* what = "clCreateBuffer";
-        // Buffers over the request's own memory: zero-copy where the device shares memory
-        // with the CPU, copied by the driver at the map below otherwise.
-        for (uint32_t k = 0; k < step.reads.size + step.writes.size && e == CL_SUCCESS; ++k) {
+        Mirror* mirror = context_.arena && context_.arena_id ? find_mirror(context_, &e) : nullptr;
+        const uint32_t args = (uint32_t)(step.reads.size + step.writes.size);
+        for (uint32_t k = 0; k < args && e == CL_SUCCESS; ++k) {
             bool write = k >= step.reads.size;
             uint32_t value = write ? step.writes[k - step.reads.size] : step.reads[k];
-            uint64_t elements = 0;
-            desc_elements(islands->model->value_desc(value), &elements);
+            const size_t bytes = value_bytes(value);
             // An output in place of an input (Softmax) is the input's buffer: one object per memory.
             uint32_t same = k;
             for (uint32_t j = 0; j < step.reads.size && write; ++j)
                 if (context_.values[step.reads[j]] == context_.values[value]) same = j;
+            const char* at = static_cast<const char*>(context_.values[value]);
+            const char* base = static_cast<const char*>(context_.arena);
             if (same != k) {
                 buffers[k] = buffers[same];
-                api->clRetainMemObject(buffers[k]);
+                viewed[k] = viewed[same];
+            } else if (!write && weights[local[value]] && at == islands->model->constant(value)) {
+                buffers[k] = weights[local[value]];
+            } else if (mirror && at >= base && at + bytes <= base + context_.arena_bytes && (size_t)(at - base) % alignment == 0) {
+                what = "clCreateSubBuffer";
+                buffers[k] = view(mirror, local[value], (size_t)(at - base), bytes, &e);
+                viewed[k] = true;
             } else {
+                // Memory outside the arena (an input the user bound): a buffer over it for this step.
                 what = "clCreateBuffer";
                 bool read_write = write;
                 for (uint32_t j = 0; j < step.writes.size && !write; ++j)
                     if (context_.values[step.writes[j]] == context_.values[value]) read_write = true;
-                buffers[k] = api->clCreateBuffer(context, (read_write ? CL_MEM_READ_WRITE : CL_MEM_READ_ONLY) | CL_MEM_USE_HOST_PTR,
-                                                 (size_t)(elements ? elements : 1) * 4, context_.values[value], &e);
+                buffers[k] = api->clCreateBuffer(context, (read_write ? CL_MEM_READ_WRITE : CL_MEM_READ_ONLY) | CL_MEM_USE_HOST_PTR, bytes,
+                                                 context_.values[value], &e);
+                owned[k] = e == CL_SUCCESS;
             }
-            if (e == CL_SUCCESS) ++count;
+            if (e == CL_SUCCESS) count = k + 1;
             if (e == CL_SUCCESS) { what = "clSetKernelArg"; e = api->clSetKernelArg(kernels[i], k, sizeof(cl_mem), &buffers[k]); }
         }
+        // The values the host made go to the device: an unmap after a map that keeps no old
+        // bytes (nothing moves where memory is shared), or a write into device memory.
+        bool enqueued = false;
+        for (uint32_t k = 0; k < step.reads.size && k < count && e == CL_SUCCESS; ++k) {
+            if (!viewed[k] || !(flags[local[step.reads[k]]] & kHostMade)) continue;
+            bool repeated = false;
+            for (uint32_t j = 0; j < k; ++j) repeated = repeated || buffers[j] == buffers[k];
+            if (repeated) continue;
+            const size_t bytes = value_bytes(step.reads[k]);
+            if (unified) {
+                what = "clEnqueueMapBuffer";
+                void* mapped = api->clEnqueueMapBuffer(queue, buffers[k], CL_FALSE, CL_MAP_WRITE_INVALIDATE_REGION, 0, bytes, 0, nullptr, nullptr, &e);
+                if (e != CL_SUCCESS) break;
+                enqueued = true;
+                what = "clEnqueueUnmapMemObject";
+                e = api->clEnqueueUnmapMemObject(queue, buffers[k], mapped, 0, nullptr, nullptr);
+            } else {
+                what = "clEnqueueWriteBuffer";
+                e = api->clEnqueueWriteBuffer(queue, buffers[k], CL_FALSE, 0, bytes, context_.values[step.reads[k]], 0, nullptr, nullptr);
+                enqueued = enqueued || e == CL_SUCCESS;
+            }
+        }
         cl_event kernel_end = nullptr, step_end = nullptr;
-        if (e == CL_SUCCESS) {
+        if (e == CL_SUCCESS && count == args) {
             what = "clEnqueueNDRangeKernel";
             size_t global[3] = {(size_t)work[i], 1, 1};
             cl_uint dims = 1;
-            size_t local[3] = {kGroupRow, 1, 1};   // a row of positions per work-group (the kernel skips the excess)
+            size_t local_size[3] = {kGroupRow, 1, 1};   // a row of positions per work-group (the kernel skips the excess)
             if (grid[3 * i]) {
                 dims = 3;
                 for (int d = 0; d < 3; ++d) global[d] = (size_t)grid[3 * i + d];
                 global[0] = (global[0] + kGroupRow - 1) / kGroupRow * kGroupRow;
             }
-            e = api->clEnqueueNDRangeKernel(queue, kernels[i], dims, nullptr, global, dims == 3 ? local : nullptr, 0, nullptr, &kernel_end);
+            if (tiled[i]) local_size[1] = kGpuTile;   // global sizes are whole tiles already
+            e = api->clEnqueueNDRangeKernel(queue, kernels[i], dims, nullptr, global, dims == 3 ? local_size : nullptr, 0, nullptr, &kernel_end);
+            enqueued = enqueued || e == CL_SUCCESS;
         }
-        // Mapping each output brings its bytes to the host memory (a no-op when shared); the
-        // last unmap's event ends the step (the queue runs in order).
-        bool enqueued = e == CL_SUCCESS;
-        for (uint32_t k = (uint32_t)step.reads.size; k < count && e == CL_SUCCESS; ++k) {
+        // The outputs read outside the kernels come back to the host memory: a map and unmap
+        // (a no-op where shared), or a read. Last of them: the step's end.
+        uint32_t last_back = count;
+        for (uint32_t k = (uint32_t)step.reads.size; k < count; ++k)
+            if (!viewed[k] || (flags[local[step.writes[k - step.reads.size]]] & kHostNeeded)) last_back = k;
+        for (uint32_t k = (uint32_t)step.reads.size; k < count && e == CL_SUCCESS && kernel_end; ++k) {
+            if (viewed[k] && !(flags[local[step.writes[k - step.reads.size]]] & kHostNeeded)) continue;
+            const size_t bytes = value_bytes(step.writes[k - step.reads.size]);
+            if (viewed[k] && !unified) {
+                what = "clEnqueueReadBuffer";
+                e = api->clEnqueueReadBuffer(queue, buffers[k], CL_FALSE, 0, bytes, context_.values[step.writes[k - step.reads.size]], 0, nullptr,
+                                             k == last_back ? &step_end : nullptr);
+                continue;
+            }
             what = "clEnqueueMapBuffer";
-            uint64_t elements = 0;
-            desc_elements(islands->model->value_desc(step.writes[k - step.reads.size]), &elements);
-            void* mapped = api->clEnqueueMapBuffer(queue, buffers[k], CL_FALSE, CL_MAP_READ, 0, (size_t)(elements ? elements : 1) * 4,
-                                                   0, nullptr, nullptr, &e);
+            void* mapped = api->clEnqueueMapBuffer(queue, buffers[k], CL_FALSE, CL_MAP_READ, 0, bytes, 0, nullptr, nullptr, &e);
             if (e != CL_SUCCESS) break;
             what = "clEnqueueUnmapMemObject";
-            e = api->clEnqueueUnmapMemObject(queue, buffers[k], mapped, 0, nullptr, k + 1 == count ? &step_end : nullptr);
+            e = api->clEnqueueUnmapMemObject(queue, buffers[k], mapped, 0, nullptr, k == last_back ? &step_end : nullptr);
         }
         Status status = Status::Ok;
         if (e != CL_SUCCESS) status = step_error(i, context_, what, e);
         // Even after a failed enqueue, what was enqueued must end before the buffers go back.
-        if (enqueued) status = wait_step(i, context_, step_end ? step_end : kernel_end, kernel_end, status);
-        for (uint32_t k = 0; k < count; ++k) api->clReleaseMemObject(buffers[k]);
+        if (enqueued && (step_end || kernel_end)) status = wait_step(i, context_, step_end ? step_end : kernel_end, kernel_end, status);
+        else if (enqueued) {
+            cl_int w = api->clFinish(queue);
+            if (w != CL_SUCCESS && status == Status::Ok) status = step_error(i, context_, "clFinish", w);
+        }
+        for (uint32_t k = 0; k < count; ++k) if (owned[k]) api->clReleaseMemObject(buffers[k]);
         if (step_end) api->clReleaseEvent(step_end);
         if (kernel_end) api->clReleaseEvent(kernel_end);
         return status;
     }
-
 private:
+    size_t value_bytes(uint32_t value) const {
+        uint64_t elements = 0;
+        desc_elements(islands->model->value_desc(value), &elements);
+        return (size_t)(elements ? elements : 1) * 4;
+    }
+    void release_mirror(Mirror* m) const {
+        for (uint32_t k = 0; m->sub && k < touched; ++k)
+            if (m->sub[k]) { api->clReleaseMemObject(m->sub[k]); m->sub[k] = nullptr; }
+        if (m->whole) api->clReleaseMemObject(m->whole);
+        m->whole = nullptr;
+        m->arena_id = 0;
+    }
+    // The mirror of the request's arena: remembered, or made in place of the least recently
+    // used one (a request whose arena grew, or one gone, leaves its mirror behind until then).
+    Mirror* find_mirror(const StepContext& c, cl_int* e) const {
+        Mirror* oldest = &mirrors[0];
+        for (Mirror& m : mirrors) {
+            if (m.arena_id == c.arena_id && m.arena == c.arena && m.bytes == c.arena_bytes) { m.used = ++mirror_clock; return &m; }
+            if (m.used < oldest->used) oldest = &m;
+        }
+        release_mirror(oldest);
+        cl_mem whole = api->clCreateBuffer(context, CL_MEM_READ_WRITE | (unified ? CL_MEM_USE_HOST_PTR : 0), c.arena_bytes ? c.arena_bytes : 1,
+                                           unified ? c.arena : nullptr, e);
+        if (!whole || *e != CL_SUCCESS) {
+            if (*e == CL_SUCCESS) *e = CL_OUT_OF_RESOURCES;
+            return nullptr;
+        }
+        oldest->whole = whole;
+        oldest->arena_id = c.arena_id;
+        oldest->arena = c.arena;
+        oldest->bytes = c.arena_bytes;
+        oldest->used = ++mirror_clock;
+        return oldest;
+    }
+    // The sub-buffer of a touched value at `origin`: made at its first use, kept by the mirror.
+    cl_mem view(Mirror* m, uint32_t k, size_t origin, size_t bytes, cl_int* e) const {
+        if (m->sub[k] && m->origin[k] == origin) return m->sub[k];
+        if (m->sub[k]) api->clReleaseMemObject(m->sub[k]);
+        cl_buffer_region region = {origin, bytes};
+        m->sub[k] = api->clCreateSubBuffer(m->whole, CL_MEM_READ_WRITE, CL_BUFFER_CREATE_TYPE_REGION, &region, e);
+        if (!m->sub[k] || *e != CL_SUCCESS) {
+            m->sub[k] = nullptr;
+            if (*e == CL_SUCCESS) *e = CL_OUT_OF_RESOURCES;
+            return nullptr;
+        }
+        m->origin[k] = origin;
+        return m->sub[k];
+    }
     Status step_error(uint32_t i, const StepContext& context_, const char* what, cl_int e) const {
         const Node& node = islands->model->model.graph.node(islands->steps_[i].node);
         if (context_.error) {
@@ -3613,7 +3833,7 @@ class GpuDevice : public BuiltinDevice {
 public:
     // `library`: the OpenCL ICD loader to open; by default TESSEL_OPENCL_LIBRARY from the
     // environment when the device is made, else libOpenCL.so.1 (tests name a missing one).
-    explicit GpuDevice(const char* library = nullptr) : BuiltinDevice("GPU", "OpenCL device", kGpuKeys, 4) {
+    explicit GpuDevice(const char* library = nullptr) : BuiltinDevice("GPU", "OpenCL device", kGpuKeys, 5) {
         if (!library || !library[0]) library = std::getenv("TESSEL_OPENCL_LIBRARY");
         copy_text(library_, sizeof library_, library && library[0] ? library : "libOpenCL.so.1");
     }
@@ -3700,6 +3920,8 @@ protected:
         bool yes;
         uint32_t index;
         if (key == StringView("PERF_COUNT") && !parse_yes_no(value, &yes)) return fail(Status::InvalidArgument, "GPU: PERF_COUNT must be YES or NO");
+        if (key == StringView("TILED_KERNELS") && !(value == StringView("auto")) && !parse_yes_no(value, &yes))
+            return fail(Status::InvalidArgument, "GPU: TILED_KERNELS must be auto, YES or NO");
         if ((key == StringView("PLATFORM") || key == StringView("DEVICE")) && !(value == StringView("auto")) &&
             !parse_count(value, 0, 255, &index))
             return fail(Status::InvalidArgument, "GPU: %.*s must be auto or an index from 0 to 255", (int)key.size, key.data);
@@ -3709,18 +3931,24 @@ protected:
     }
     bool op_allowed(StringView) const override { return true; }
     const char* capabilities() const override { return "FP32 FUSED_ELEMENTWISE CONV GEMM POOLING SOFTMAX"; }
+    // GPU1: source only; GPU2 (an older blob): a binary without its source's hash, not used;
+    // GPU3: the hash, then the binary.
     Status check_payload(const void* payload, size_t size) override {
-        if (size == 4 && std::memcmp(payload, "GPU1", 4) == 0) return Status::Ok;   // source only
+        if (size == 4 && std::memcmp(payload, "GPU1", 4) == 0) return Status::Ok;
+        const char* p = static_cast<const char*>(payload);
         uint64_t count = 0;
-        if (size >= 12) std::memcpy(&count, static_cast<const char*>(payload) + 4, sizeof count);
-        if (size < 12 || std::memcmp(payload, "GPU2", 4) != 0 || count != size - 12) return fail(Status::ParseError, "GPU: bad payload");
+        bool v2 = size >= 12 && std::memcmp(p, "GPU2", 4) == 0, v3 = size >= 20 && std::memcmp(p, "GPU3", 4) == 0;
+        if (v2 || v3) std::memcpy(&count, p + (v3 ? 12 : 4), sizeof count);
+        if (!(v2 && count == size - 12) && !(v3 && count == size - 20)) return fail(Status::ParseError, "GPU: bad payload");
         return Status::Ok;
     }
     Status import_subgraph(const PreparedModel& model, Span<const NodeId> nodes, const void* payload, size_t size,
                            DeviceProgram** program) override {
         TESSEL_TRY(check_payload(payload, size));
-        binary_ = size > 12 ? static_cast<const unsigned char*>(payload) + 12 : nullptr;
-        binary_size_ = size > 12 ? size - 12 : 0;
+        const bool v3 = size > 20 && std::memcmp(payload, "GPU3", 4) == 0;
+        binary_ = v3 ? static_cast<const unsigned char*>(payload) + 20 : nullptr;
+        binary_size_ = v3 ? size - 20 : 0;
+        if (v3) std::memcpy(&binary_hash_, static_cast<const char*>(payload) + 4, sizeof binary_hash_);
         Status s = compile_subgraph(model, nodes, program);
         binary_ = nullptr;
         binary_size_ = 0;
@@ -3736,6 +3964,7 @@ private:
     char library_[256] = {};
     const unsigned char* binary_ = nullptr;   // import_subgraph: the exported program binary
     size_t binary_size_ = 0;
+    uint64_t binary_hash_ = 0;                // the hash of the source the binary was built from
     const char* last_build_ = "none";
     bool opened_ = false, available_ = false, unified_ = false;
     char reason_[256] = {};
@@ -3916,6 +4145,75 @@ inline Status GpuDevice::build_check(StringView source, char* log, size_t log_si
     return Status::Ok;
 }
 
+// Fuses into a Conv or Gemm step the island that alone reads its result, when the island's
+// other inputs are ready before the node runs and its body prints as an epilogue of the
+// result's elements (bias, Relu, Clip, a residual Add...): the node's result never reaches
+// memory, and a launch goes. The island's step leaves the program.
+inline Status fuse_epilogues(GpuProgram* p, const PreparedModel& model, Span<const NodeId> nodes) {
+    ReferenceProgram& r = *p->islands;
+    const Graph& g = model.model.graph;
+    const uint32_t values = model.value_count();
+    p->epilogue_fused = p->arena.allocate_array<uint32_t>(r.count + 1);
+    p->epilogue_reads = p->arena.allocate_array<Span<const uint32_t>>(r.count + 1);
+    p->epilogue_nodes = p->arena.allocate_array<uint32_t>(r.count + 1);
+    uint32_t* producer = p->arena.allocate_array<uint32_t>(values + 1);   // step, or GpuProgram::kNotTouched
+    uint8_t* member = p->arena.allocate_array<uint8_t>(g.node_count() + 1);
+    if (!p->epilogue_fused || !p->epilogue_reads || !p->epilogue_nodes || !producer || !member) return Status::OutOfMemory;
+    for (uint32_t i = 0; i <= r.count; ++i) { p->epilogue_fused[i] = kNoFusedParameter; p->epilogue_reads[i] = Span<const uint32_t>(); p->epilogue_nodes[i] = 0; }
+    for (uint32_t n = 0; n < g.node_count(); ++n) member[n] = 0;
+    for (NodeId id : nodes) member[id] = !is_free_op(g.node(id).op);
+    OpenClSource trial;
+    for (uint32_t i = 0; i < r.count; ++i) {
+        const Node& node = g.node(r.steps_[i].node);
+        bool node_kernel = !r.units[i].body && !r.units[i].run && !r.units[i].snippet && r.steps_[i].writes.size == 1 &&
+                           (node.op == StringView("Conv") || node.op == StringView("Gemm"));
+        if (!node_kernel) continue;
+        const uint32_t v = r.steps_[i].writes[0];
+        // Read by nothing outside the program (another device, the user).
+        bool outside = false;
+        for (uint32_t n = 0; n < g.node_count() && !outside; ++n) {
+            if (member[n]) continue;
+            for (uint32_t k = 0; k < g.node(n).num_inputs; ++k)
+                if (model.value_id(g.node(n).inputs[k].producer, g.node(n).inputs[k].port) == v) outside = true;
+        }
+        if (outside) continue;
+        // The one step that reads it, once: an island.
+        uint32_t reader = GpuProgram::kNotTouched, reads_of_v = 0, fused = 0;
+        for (uint32_t j = 0; j < r.count; ++j)
+            for (uint32_t k = 0; k < r.steps_[j].reads.size; ++k)
+                if (r.steps_[j].reads[k] == v) { reader = j; fused = k; ++reads_of_v; }
+        if (reads_of_v != 1 || reader <= i || !r.units[reader].body) continue;
+        // Its other inputs are made before step i (or outside the program's steps).
+        for (uint32_t w = 0; w < values; ++w) producer[w] = GpuProgram::kNotTouched;
+        for (uint32_t j = 0; j < r.count; ++j) for (uint32_t w : r.steps_[j].writes) producer[w] = j;
+        bool ready = true;
+        for (uint32_t w : r.steps_[reader].reads) ready = ready && (w == v || producer[w] == GpuProgram::kNotTouched || producer[w] < i);
+        if (!ready || node.num_inputs + r.steps_[reader].reads.size + r.steps_[reader].writes.size > 2 * kSnippetMaxArgs) continue;
+        uint64_t elements = 0;
+        desc_elements(model.value_desc(v), &elements);
+        trial.clear();
+        if (print_opencl_epilogue(*r.units[reader].body, fused, "trial", &trial, &elements) != Status::Ok) continue;
+        // Merge: the node's step writes the island's results; the island's step goes.
+        const char* count = std::strrchr(r.steps_[reader].kernel, ':');
+        p->epilogue_nodes[i] = count ? (uint32_t)std::strtoul(count + 1, nullptr, 10) : 1;
+        p->epilogue_fused[i] = fused;
+        p->epilogue_reads[i] = r.steps_[reader].reads;
+        r.steps_[i].writes = r.steps_[reader].writes;
+        r.units[i].epilogue_body = r.units[reader].body;
+        r.units[i].epilogue = r.units[reader].snippet;
+        for (uint32_t j = reader; j + 1 < r.count; ++j) {
+            r.steps_[j] = r.steps_[j + 1];
+            r.units[j] = r.units[j + 1];
+            p->epilogue_fused[j] = p->epilogue_fused[j + 1];
+            p->epilogue_reads[j] = p->epilogue_reads[j + 1];
+            p->epilogue_nodes[j] = p->epilogue_nodes[j + 1];
+        }
+        --r.count;
+        r.units[r.count] = ReferenceProgram::Unit();
+    }
+    return trial.failed() ? Status::OutOfMemory : Status::Ok;
+}
+
 inline Status GpuDevice::compile_program(GpuProgram* p, const PreparedModel& model, Span<const NodeId> nodes) {
     const Graph& g = model.model.graph;
     IslandBuilder* builder = create<IslandBuilder>();
@@ -3926,11 +4224,27 @@ inline Status GpuDevice::compile_program(GpuProgram* p, const PreparedModel& mod
     destroy(builder);
     TESSEL_TRY(s);
     ReferenceProgram& r = *p->islands;
+    TESSEL_TRY(fuse_epilogues(p, model, nodes));
     p->kernels = p->arena.allocate_array<cl_kernel>(r.count + 1);
     p->work = p->arena.allocate_array<uint64_t>(r.count + 1);
     p->grid = p->arena.allocate_array<uint64_t>(3 * r.count + 3);
-    if (!p->kernels || !p->work || !p->grid) return fail(Status::OutOfMemory, "out of memory");
-    for (uint32_t i = 0; i <= r.count; ++i) { p->kernels[i] = nullptr; p->work[i] = 0; }
+    p->tiled = p->arena.allocate_array<uint8_t>(r.count + 1);
+    if (!p->kernels || !p->work || !p->grid || !p->tiled) return fail(Status::OutOfMemory, "out of memory");
+    for (uint32_t i = 0; i <= r.count; ++i) { p->kernels[i] = nullptr; p->work[i] = 0; p->tiled[i] = 0; }
+    // Tiled kernels where the device runs 16 x 16 work-groups with two 16 x 17 float tiles.
+    bool tiles = false;
+    if (config("TILED_KERNELS") == StringView("auto")) {
+        cl_device_type type = 0;
+        api_->clGetDeviceInfo(device_, CL_DEVICE_TYPE, sizeof type, &type, nullptr);
+        tiles = (type & CL_DEVICE_TYPE_GPU) != 0;
+    } else {
+        parse_yes_no(config("TILED_KERNELS"), &tiles);
+    }
+    size_t group_limit = 0;
+    cl_ulong local_bytes = 0;
+    api_->clGetDeviceInfo(device_, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof group_limit, &group_limit, nullptr);
+    api_->clGetDeviceInfo(device_, CL_DEVICE_LOCAL_MEM_SIZE, sizeof local_bytes, &local_bytes, nullptr);
+    tiles = tiles && group_limit >= (size_t)(kGpuTile * kGpuTile) && local_bytes >= 2 * kGpuTile * (kGpuTile + 1) * sizeof(float);
     for (uint32_t i = 0; i < 3 * r.count + 3; ++i) p->grid[i] = 0;
     print_opencl_prelude(&p->source);
     char name[64];
@@ -3950,18 +4264,38 @@ inline Status GpuDevice::compile_program(GpuProgram* p, const PreparedModel& mod
             if (r.units[i].run || r.units[i].snippet || r.steps_[i].writes.size != 1)
                 return fail(Status::Unsupported, "GPU: node '%.*s' (op %.*s) is neither an elementwise island nor a GPU kernel",
                             (int)node.name.size, node.name.data, (int)node.op.size, node.op.data);
-            s = gpu_node_kernel(model, r.steps_[i].node, name, &p->source, &p->work[i], &p->grid[3 * i]);
+            const uint32_t fused = p->epilogue_fused[i];
+            GpuEpilogue epilogue;
+            char function[64];
+            if (fused != kNoFusedParameter) {   // the island's body first: the kernel calls it
+                std::snprintf(function, sizeof function, "step%u_epilogue", i);
+                uint64_t elements = 0;
+                desc_elements(model.value_desc(p->epilogue_reads[i][fused]), &elements);
+                s = print_opencl_epilogue(*r.units[i].epilogue_body, fused, function, &p->source, &elements);
+                if (s != Status::Ok) return fail(s, "GPU: node '%.*s': cannot print its epilogue", (int)node.name.size, node.name.data);
+                epilogue.function = function;
+                epilogue.parameters = (uint32_t)p->epilogue_reads[i].size;
+                epilogue.fused = fused;
+                epilogue.results = (uint32_t)r.steps_[i].writes.size;
+            }
+            bool tiled = false;
+            s = gpu_node_kernel(model, r.steps_[i].node, name, &p->source, &p->work[i], &p->grid[3 * i], fused != kNoFusedParameter ? &epilogue : nullptr,
+                                tiles, &tiled);
+            p->tiled[i] = tiled;
             if (s != Status::Ok)
                 return fail(s, "GPU: node '%.*s' (op %.*s): no OpenCL kernel for it", (int)node.name.size, node.name.data, (int)node.op.size,
                             node.op.data);
-            // Optional inputs left out are not kernel arguments.
-            uint32_t* reads = r.arena.allocate_array<uint32_t>(r.steps_[i].reads.size + 1);
+            // Optional inputs left out are not kernel arguments; an epilogue's parameters follow.
+            uint32_t* reads = r.arena.allocate_array<uint32_t>(r.steps_[i].reads.size + p->epilogue_reads[i].size + 1);
             if (!reads) return fail(Status::OutOfMemory, "out of memory");
             uint32_t kept = 0;
             for (uint32_t k = 0; k < node.num_inputs && k < r.steps_[i].reads.size; ++k)
                 if (!(g.node(node.inputs[k].producer).op == StringView("Absent"))) reads[kept++] = r.steps_[i].reads[k];
+            for (uint32_t k = 0; k < p->epilogue_reads[i].size; ++k)
+                if (k != fused) reads[kept++] = p->epilogue_reads[i][k];
             r.steps_[i].reads = Span<const uint32_t>(reads, kept);
-            std::snprintf(name, sizeof name, "opencl:%.*s", (int)node.op.size, node.op.data);
+            int k = std::snprintf(name, sizeof name, "opencl:%s%.*s", tiled ? "tiled-" : "", (int)node.op.size, node.op.data);
+            if (fused != kNoFusedParameter && k > 0 && (size_t)k < sizeof name) std::snprintf(name + k, sizeof name - (size_t)k, "+%u", p->epilogue_nodes[i]);
             r.steps_[i].kernel = r.arena.copy_string(StringView(name)).data;
             r.steps_[i].scratch_bytes = 0;
             if (!r.steps_[i].kernel) return fail(Status::OutOfMemory, "out of memory");
@@ -3981,6 +4315,17 @@ inline Status GpuDevice::compile_program(GpuProgram* p, const PreparedModel& mod
     p->device = device_;
     p->context = context_;
     api_->clRetainContext(context_);
+    p->unified = unified_;
+    cl_uint align_bits = 0;
+    api_->clGetDeviceInfo(device_, CL_DEVICE_MEM_BASE_ADDR_ALIGN, sizeof align_bits, &align_bits, nullptr);
+    // Sub-buffer origins must be multiples of it; a power of two up to kArenaAlignment.
+    while (p->alignment < align_bits / 8 && p->alignment < kArenaAlignment) p->alignment *= 2;
+    {
+        char why[kErrorMessageBytes] = {};
+        s = p->plan_buffers(nodes, why, sizeof why);
+        if (s == Status::OutOfMemory) return fail(s, "out of memory");
+        if (s != Status::Ok) return fail(s, "GPU: %s", why);
+    }
     bool profile = false;
     parse_yes_no(config("PERF_COUNT"), &profile);
     cl_int e = CL_SUCCESS;
@@ -3992,7 +4337,7 @@ inline Status GpuDevice::compile_program(GpuProgram* p, const PreparedModel& mod
     if (r.count == 0) return Status::Ok;
     char log[kErrorMessageBytes];
     last_build_ = "source";
-    if (binary_) {   // an import: the driver's binary of the same source, when it still takes it
+    if (binary_ && hash_bytes(p->source.text(), p->source.size()) == binary_hash_) {   // an import: the driver's binary of this source, when it still takes it
         cl_int loaded = CL_SUCCESS;
         cl_program program = api_->clCreateProgramWithBinary(context_, 1, &device_, &binary_size_, &binary_, &loaded, &e);
         if (program && e == CL_SUCCESS && loaded == CL_SUCCESS && api_->clBuildProgram(program, 1, &device_, "", nullptr, nullptr) == CL_SUCCESS) {
@@ -4444,7 +4789,10 @@ inline Status plan_memory(CompiledModel::Impl* m) {
     uint32_t* meeting = scratch.allocate_array<uint32_t>(count + 1);
     if (!placed || !block_head || !block_last || !next_placed || !meeting) return Status::OutOfMemory;
     for (uint32_t k = 0; k < blocks; ++k) { block_head[k] = kNever; block_last[k] = 0; }
-    auto extent = [&](uint32_t slot) { return (int64_t)align_up(m->slot_bytes[slot] ? m->slot_bytes[slot] : 1, 64); };
+    size_t alignment = 64;
+    for (uint32_t s = 0; s < m->subgraph_count; ++s)
+        if (m->programs[s]->buffer_alignment() > alignment) alignment = m->programs[s]->buffer_alignment();
+    auto extent = [&](uint32_t slot) { return (int64_t)align_up(m->slot_bytes[slot] ? m->slot_bytes[slot] : 1, alignment); };
     size_t total = 0;
     for (uint32_t i = 0; i < count; ++i) {
         const uint32_t b = order[i];
@@ -5783,6 +6131,7 @@ struct InferRequest::Impl {
     uint8_t* user_input = nullptr;   // per input: set_input bound user memory
     void* arena_raw = nullptr;
     unsigned char* arena = nullptr;
+    uint64_t arena_id = 0;           // StepContext::arena_id of `arena`
     void* scratch_raw = nullptr;
     void* scratch = nullptr;
     void** base = nullptr;           // per slot: where it lives
@@ -5925,10 +6274,14 @@ InferRequest::InferRequest() = default;
 InferRequest::~InferRequest() { destroy(impl_); }
 
 namespace detail {
-inline void* aligned_block(size_t bytes, void** raw) {
-    *raw = TESSEL_MALLOC(bytes + 64);
+inline void* aligned_block(size_t bytes, void** raw, size_t alignment = 64) {
+    *raw = TESSEL_MALLOC(bytes + alignment);
     if (!*raw) return nullptr;
-    return reinterpret_cast<void*>(((uintptr_t)*raw + 63) & ~(uintptr_t)63);
+    return reinterpret_cast<void*>(((uintptr_t)*raw + alignment - 1) & ~(uintptr_t)(alignment - 1));
+}
+inline uint64_t next_arena_id() {
+    static std::atomic<uint64_t> last{0};
+    return ++last;
 }
 template <class T>
 T* malloc_array(size_t n) {
@@ -5940,10 +6293,10 @@ T* malloc_array(size_t n) {
 namespace detail {
 // Grows a buffer of a request to `bytes` (never shrinks: a request that alternates between
 // plans allocates only until it has seen the largest).
-inline bool grow_block(void** raw, void** aligned, size_t* capacity, size_t bytes) {
+inline bool grow_block(void** raw, void** aligned, size_t* capacity, size_t bytes, size_t alignment = 64) {
     if (*aligned && bytes <= *capacity) return true;
     void* fresh_raw = nullptr;
-    void* fresh = aligned_block(bytes, &fresh_raw);
+    void* fresh = aligned_block(bytes, &fresh_raw, alignment);
     if (!fresh) return false;
     std::memset(fresh, 0, bytes);
     TESSEL_FREE(*raw);
@@ -6008,7 +6361,7 @@ bool InferRequest::Impl::ensure_ports(uint32_t want_inputs, uint32_t want_output
 
 Status InferRequest::Impl::attach(const CompiledModel::Impl* plan, char* message) {
     void* arena_void = arena;
-    bool ok = ensure_ports(plan->prepared.model.input_count(), plan->prepared.model.output_count()) && detail::grow_block(&arena_raw, &arena_void, &arena_capacity, plan->arena_bytes) &&
+    bool ok = ensure_ports(plan->prepared.model.input_count(), plan->prepared.model.output_count()) && detail::grow_block(&arena_raw, &arena_void, &arena_capacity, plan->arena_bytes, detail::kArenaAlignment) &&
               detail::grow_block(&scratch_raw, &scratch, &scratch_capacity,
                                  plan->concurrent ? detail::align_up(plan->scratch_bytes, 64) * plan->lane_count : plan->scratch_bytes) &&
               (!plan->concurrent ||
@@ -6020,6 +6373,7 @@ Status InferRequest::Impl::attach(const CompiledModel::Impl* plan, char* message
               detail::grow_array(&values, &value_capacity, plan->prepared.value_count()) &&
               detail::grow_array(&profile, &profile_capacity, plan->exec_count + detail::kMaxBodyProfileEntries) &&
               detail::grow_array(&actual, &actual_capacity, plan->prepared.value_count());
+    if (arena_void != arena) arena_id = detail::next_arena_id();
     arena = static_cast<unsigned char*>(arena_void);
     if (!ok) {
         detail::print(message, kErrorMessageBytes, "out of memory for a request's buffers (%zu bytes of activations)", plan->arena_bytes);
@@ -6220,6 +6574,9 @@ Status InferRequest::Impl::run_subgraph(uint32_t s, const Lane& lane) {
             c.pool = lane.pool;
             c.error = lane.error;
             c.actual = actual;
+            c.arena = arena;
+            c.arena_bytes = cm.arena_bytes;
+            c.arena_id = arena_id;
             if (cm.perf && lane.body_profile) {
                 lane.body_profile->device = cm.subgraph_device[s]->name();
                 lane.body_profile->subgraph = s;
@@ -9534,8 +9891,101 @@ inline bool gpu_node_op(StringView op) {
            op == StringView("LogSoftmax");
 }
 
-inline Status gpu_node_kernel(const PreparedModel& model, NodeId id, const char* name, OpenClSource* out, uint64_t* work, uint64_t* grid) {
+// The arguments an epilogue adds to a node kernel's parameter list, and its call for one
+// output element (index, value).
+inline void gpu_epilogue_parameters(const GpuEpilogue* e, OpenClSource* out) {
+    if (!e) { out->append(", __global float* y) {\n"); return; }
+    for (uint32_t i = 0; i < e->parameters; ++i)
+        if (i != e->fused) out->append(", __global const float* restrict p%u", i);
+    for (uint32_t i = 0; i < e->results; ++i) out->append(", __global float* r%u", i);
+    out->append(") {\n");
+}
+inline void gpu_store(const GpuEpilogue* e, const char* index, const char* value, OpenClSource* out) {
+    if (!e) { out->append("y[%s] = %s;", index, value); return; }
+    out->append("%s(%s, %s", e->function, index, value);
+    for (uint32_t i = 0; i < e->parameters; ++i)
+        if (i != e->fused) out->append(", p%u", i);
+    for (uint32_t i = 0; i < e->results; ++i) out->append(", r%u", i);
+    out->append(");");
+}
+
+// Conv as a GEMM of each group's weights [maps x channels*taps] by the input's patches
+// [channels*taps x positions], the patches gathered into local memory tile by tile (no im2col
+// buffer): a 16 x 16 work-group computes 16 maps at 16 positions, each work-item one output,
+// each weight and input load shared by 16 work-items. Sums run in the direct kernel's order.
+inline void gpu_tiled_conv(const ConvState& st, bool bias, const char* name, const GpuEpilogue* epilogue, OpenClSource* out, uint64_t* work,
+                           uint64_t* grid) {
+    const Window& w = st.w;
+    const int T = kGpuTile, K = (int)(st.group_channels * w.kernel_size()), O = (int)w.out_size(), M = (int)st.group_maps;
+    grid[0] = (uint64_t)((O + T - 1) / T * T);
+    grid[1] = (uint64_t)((M + T - 1) / T * T);
+    grid[2] = (uint64_t)(st.batch * st.groups);
+    *work = grid[0] * grid[1] * grid[2];
+    out->append("__kernel __attribute__((reqd_work_group_size(%d, %d, 1))) void %s(__global const float* x, __global const float* w%s", T, T, name,
+                bias ? ", __global const float* b" : "");
+    gpu_epilogue_parameters(epilogue, out);
+    out->append("    __local float wt[%d][%d], xt[%d][%d];\n", T, T + 1, T, T + 1);
+    out->append("    int lx = get_local_id(0), ly = get_local_id(1), o = get_global_id(0), gm = get_group_id(1) * %d;\n", T);
+    out->append("    int z = get_global_id(2), n = z / %d, group = z %% %d;\n", (int)st.groups, (int)st.groups);
+    out->append("    int o0 = o / %d, o1 = o / %d %% %d, o2 = o %% %d;\n", (int)(w.out[1] * w.out[2]), (int)w.out[2], (int)w.out[1], (int)w.out[2]);
+    out->append("    int i0 = o0 * %d - %d, i1 = o1 * %d - %d, i2 = o2 * %d - %d;\n", (int)w.stride[0], (int)w.pad_begin[0], (int)w.stride[1],
+                (int)w.pad_begin[1], (int)w.stride[2], (int)w.pad_begin[2]);
+    out->append("    __global const float* xp = x + (n * %d + group * %d) * %d;\n", (int)st.channels, (int)st.group_channels, (int)w.in_size());
+    out->append("    __global const float* wp = w + group * %d * %d;\n    float acc = 0.0f;\n", M, K);
+    out->append("    for (int k0 = 0; k0 < %d; k0 += %d) {\n", K, T);
+    out->append("        wt[ly][lx] = gm + ly < %d && k0 + lx < %d ? wp[(gm + ly) * %d + k0 + lx] : 0.0f;\n", M, K, K);
+    out->append("        int k = k0 + ly, c = k / %d, tap = k %% %d;\n", (int)w.kernel_size(), (int)w.kernel_size());
+    out->append("        int a0 = i0 + tap / %d * %d, a1 = i1 + tap / %d %% %d * %d, a2 = i2 + tap %% %d * %d;\n", (int)(w.kernel[1] * w.kernel[2]),
+                (int)w.dilation[0], (int)w.kernel[2], (int)w.kernel[1], (int)w.dilation[1], (int)w.kernel[2], (int)w.dilation[2]);
+    out->append("        bool inside = k < %d && o < %d && a0 >= 0 && a0 < %d && a1 >= 0 && a1 < %d && a2 >= 0 && a2 < %d;\n", K, O, (int)w.in[0],
+                (int)w.in[1], (int)w.in[2]);
+    out->append("        xt[ly][lx] = inside ? xp[c * %d + (a0 * %d + a1) * %d + a2] : 0.0f;\n", (int)w.in_size(), (int)w.in[1], (int)w.in[2]);
+    out->append("        barrier(CLK_LOCAL_MEM_FENCE);\n        for (int t = 0; t < %d; ++t) acc = fma(wt[ly][t], xt[t][lx], acc);\n", T);
+    out->append("        barrier(CLK_LOCAL_MEM_FENCE);\n    }\n");
+    out->append("    int map = group * %d + gm + ly;\n    if (gm + ly < %d && o < %d) { ", M, M, O);
+    char index[96];
+    std::snprintf(index, sizeof index, "(n * %d + map) * %d + o", (int)st.maps, O);
+    gpu_store(epilogue, index, bias ? "acc + b[map]" : "acc", out);
+    out->append(" }\n}\n");
+}
+
+// Gemm by 16 x 16 tiles of A and B in local memory: each work-item one element of Y.
+inline void gpu_tiled_gemm(const GemmState& st, const char* name, const GpuEpilogue* epilogue, OpenClSource* out, uint64_t* work, uint64_t* grid) {
+    const int T = kGpuTile;
+    auto ll = [](int64_t v) { return (long long)v; };
+    grid[0] = (uint64_t)((st.n + T - 1) / T * T);
+    grid[1] = (uint64_t)((st.m + T - 1) / T * T);
+    grid[2] = 1;
+    *work = grid[0] * grid[1];
+    out->append("__kernel __attribute__((reqd_work_group_size(%d, %d, 1))) void %s(__global const float* a, __global const float* b%s", T, T, name,
+                st.has_c ? ", __global const float* c" : "");
+    gpu_epilogue_parameters(epilogue, out);
+    out->append("    __local float at[%d][%d], bt[%d][%d];\n", T, T + 1, T, T + 1);
+    out->append("    int lx = get_local_id(0), ly = get_local_id(1);\n    long j = get_global_id(0), i = get_global_id(1);\n");
+    out->append("    long ib = get_group_id(1) * %dl + ly, jb = get_group_id(0) * %dl + lx;\n    float acc = 0.0f;\n", T, T);
+    out->append("    for (long k0 = 0; k0 < %lldl; k0 += %d) {\n", ll(st.k), T);
+    char a_at[64], b_at[64];
+    if (st.trans_a) std::snprintf(a_at, sizeof a_at, "(k0 + lx) * %lldl + ib", ll(st.m));
+    else std::snprintf(a_at, sizeof a_at, "ib * %lldl + k0 + lx", ll(st.k));
+    if (st.trans_b) std::snprintf(b_at, sizeof b_at, "jb * %lldl + k0 + ly", ll(st.k));
+    else std::snprintf(b_at, sizeof b_at, "(k0 + ly) * %lldl + jb", ll(st.n));
+    out->append("        at[ly][lx] = ib < %lldl && k0 + lx < %lldl ? a[%s] : 0.0f;\n", ll(st.m), ll(st.k), a_at);
+    out->append("        bt[ly][lx] = jb < %lldl && k0 + ly < %lldl ? b[%s] : 0.0f;\n", ll(st.n), ll(st.k), b_at);
+    out->append("        barrier(CLK_LOCAL_MEM_FENCE);\n        for (int t = 0; t < %d; ++t) acc = fma(at[ly][t], bt[t][lx], acc);\n", T);
+    out->append("        barrier(CLK_LOCAL_MEM_FENCE);\n    }\n");
+    out->append("    if (i < %lldl && j < %lldl) {\n        float v = (float)%.17g * acc;\n", ll(st.m), ll(st.n), (double)st.alpha);
+    if (st.has_c) out->append("        v += (float)%.17g * c[i * %lldl + j * %lldl];\n", (double)st.beta, ll(st.c_row), ll(st.c_col));
+    char index[64];
+    std::snprintf(index, sizeof index, "i * %lldl + j", ll(st.n));
+    out->append("        ");
+    gpu_store(epilogue, index, "v", out);
+    out->append("\n    }\n}\n");
+}
+
+inline Status gpu_node_kernel(const PreparedModel& model, NodeId id, const char* name, OpenClSource* out, uint64_t* work, uint64_t* grid,
+                              const GpuEpilogue* epilogue, bool tiles, bool* tiled) {
     grid[0] = grid[1] = grid[2] = 0;   // 0: one dimension of *work items
+    if (tiled) *tiled = false;
     const Node& node = model.model.graph.node(id);
     const void* state = model.kernel_state(id);
     if (!state || model.kernel(id) != find_builtin_kernel(node.op)) return Status::Unsupported;
@@ -9548,14 +9998,20 @@ inline Status gpu_node_kernel(const PreparedModel& model, NodeId id, const char*
         // Work-items: output position (dim 0, so neighbours share the maps and their weights),
         // a block of `rb` output maps of one group (each input tap loaded once for rb sums),
         // image. int offsets: a tensor has fewer than 2^31 elements (Limits).
+        // Tiles where a tile's 16 maps and 16 positions are mostly real work.
+        if (tiles && tiled && st.group_maps >= kGpuTile && w.out_size() >= kGpuTile && st.group_channels * w.kernel_size() >= kGpuTile) {
+            gpu_tiled_conv(st, bias, name, epilogue, out, work, grid);
+            *tiled = true;
+            return Status::Ok;
+        }
         int rb = st.group_maps % 4 == 0 ? 4 : st.group_maps % 2 == 0 ? 2 : 1;
         int map_weights = (int)(st.group_channels * w.kernel_size());
         grid[0] = (uint64_t)w.out_size();
         grid[1] = (uint64_t)(st.maps / rb);
         grid[2] = (uint64_t)st.batch;
         *work = grid[0] * grid[1] * grid[2];
-        out->append("__kernel void %s(__global const float* x, __global const float* w, %s__global float* y) {\n", name,
-                    bias ? "__global const float* b, " : "");
+        out->append("__kernel void %s(__global const float* x, __global const float* w%s", name, bias ? ", __global const float* b" : "");
+        gpu_epilogue_parameters(epilogue, out);
         out->append("    int o = get_global_id(0), m = get_global_id(1) * %d, n = get_global_id(2);\n    if (o >= %d) return;\n", rb,
                     (int)w.out_size());
         out->append("    int o0 = o / %d, o1 = o / %d %% %d, o2 = o %% %d;\n", (int)(w.out[1] * w.out[2]), (int)w.out[2], (int)w.out[1], (int)w.out[2]);
@@ -9584,17 +10040,25 @@ inline Status gpu_node_kernel(const PreparedModel& model, NodeId id, const char*
             out->append("                    for (int r = 0; r < %d; ++r) acc[r] = fma(v, wp[r * %d + tap], acc[r]);\n", rb, map_weights);
             out->append("                }\n            }\n        }\n    }\n");
         }
-        out->append("    for (int r = 0; r < %d; ++r) y[(n * %d + m + r) * %d + o] = acc[r]%s;\n}\n", rb, (int)st.maps, (int)w.out_size(),
-                    bias ? " + b[m + r]" : "");
+        char index[96];
+        std::snprintf(index, sizeof index, "(n * %d + m + r) * %d + o", (int)st.maps, (int)w.out_size());
+        out->append("    for (int r = 0; r < %d; ++r) { ", rb);
+        gpu_store(epilogue, index, bias ? "acc[r] + b[m + r]" : "acc[r]", out);
+        out->append(" }\n}\n");
         return Status::Ok;
     }
     if (node.op == StringView("Gemm")) {
         const GemmState& st = *static_cast<const GemmState*>(state);
+        if (tiles && tiled && st.m >= kGpuTile && st.n >= kGpuTile && st.k >= kGpuTile) {
+            gpu_tiled_gemm(st, name, epilogue, out, work, grid);
+            *tiled = true;
+            return Status::Ok;
+        }
         // A work-item sums `rb` neighbouring columns of one row: each a[i][k] loaded once.
         int rb = st.n % 4 == 0 ? 4 : st.n % 2 == 0 ? 2 : 1;
         *work = (uint64_t)(st.m * (st.n / rb));
-        out->append("__kernel void %s(__global const float* a, __global const float* b, %s__global float* y) {\n", name,
-                    st.has_c ? "__global const float* c, " : "");
+        out->append("__kernel void %s(__global const float* a, __global const float* b%s", name, st.has_c ? ", __global const float* c" : "");
+        gpu_epilogue_parameters(epilogue, out);
         out->append("    long g = get_global_id(0);\n    if (g >= %lldl) return;\n    long i = g / %lldl, j = g %% %lldl * %d;\n", ll((int64_t)*work),
                     ll(st.n / rb), ll(st.n / rb), rb);
         out->append("    float acc[%d];\n    for (int r = 0; r < %d; ++r) acc[r] = 0.0f;\n", rb, rb);
@@ -9607,7 +10071,11 @@ inline Status gpu_node_kernel(const PreparedModel& model, NodeId id, const char*
         out->append("        for (int r = 0; r < %d; ++r) acc[r] = fma(v, b[%s], acc[r]);\n    }\n", rb, b_at);
         out->append("    for (int r = 0; r < %d; ++r) {\n        float v = (float)%.17g * acc[r];\n", rb, (double)st.alpha);
         if (st.has_c) out->append("        v += (float)%.17g * c[i * %lldl + (j + r) * %lldl];\n", (double)st.beta, ll(st.c_row), ll(st.c_col));
-        out->append("        y[i * %lldl + j + r] = v;\n    }\n}\n", ll(st.n));
+        char index[64];
+        std::snprintf(index, sizeof index, "i * %lldl + j + r", ll(st.n));
+        out->append("        ");
+        gpu_store(epilogue, index, "v", out);
+        out->append("\n    }\n}\n");
         return Status::Ok;
     }
     if (node.op == StringView("MaxPool") || node.op == StringView("AveragePool")) {

@@ -793,6 +793,12 @@ void print_opencl_prelude(OpenClSource* out);
 // in *elements (the global work size). InvalidArgument for a body without results,
 // OutOfMemory when the text cannot grow.
 Status print_opencl_kernel(const SnippetBody& body, const char* kernel_name, OpenClSource* out, uint64_t* elements);
+// Appends `void function_name(ulong g, float acc, p..., r...)`: the same body for domain
+// element g, as the epilogue of a node kernel whose result `acc` is parameter `fused` (left
+// out of the parameters). Its domain must have *elements elements, each parameter `fused`'s
+// one. InvalidArgument otherwise, or for a body without results.
+Status print_opencl_epilogue(const SnippetBody& body, uint32_t fused, const char* function_name, OpenClSource* out, uint64_t* elements);
+constexpr uint32_t kNoFusedParameter = ~0u;
 
 }  // namespace tessel
 #endif  // TESSEL_SNIPPETS_H
@@ -6916,21 +6922,20 @@ void print_opencl_prelude(OpenClSource* out) {
     out->append("};\n");
 }
 
-Status print_opencl_kernel(const SnippetBody& body, const char* kernel_name, OpenClSource* out, uint64_t* elements) {
-    if (body.result_count() == 0) return Status::InvalidArgument;
-    SnippetShape domain;
+namespace detail {
+inline bool opencl_domain(const SnippetBody& body, SnippetShape* domain) {
     for (uint32_t v = 0; v < body.size(); ++v)
-        if (!detail::broadcast_shapes(domain, body.instruction(v).shape, &domain)) return Status::InvalidArgument;
-    *elements = detail::shape_elements(domain);
-    out->append("__kernel void %s(", kernel_name);
-    for (uint32_t i = 0; i < body.parameter_count(); ++i) out->append("__global const float* restrict p%u, ", i);
-    for (uint32_t i = 0; i < body.result_count(); ++i) out->append("__global float* r%u%s", i, i + 1 < body.result_count() ? ", " : "");
-    out->append(") {\n    ulong g = get_global_id(0);\n    if (g >= %lluul) return;\n", (unsigned long long)*elements);
+        if (!broadcast_shapes(*domain, body.instruction(v).shape, domain)) return false;
+    return true;
+}
+// The body for domain element g: coordinates c0.. from g, each parameter loaded from p<i>
+// (parameter `fused`: the value `acc`), each result stored to r<i>.
+inline Status print_opencl_statements(const SnippetBody& body, const SnippetShape& domain, uint32_t fused, OpenClSource* out) {
     for (int d = domain.rank - 1; d >= 0; --d) {
         out->append("    ulong c%d = g %% %lluul;\n", d, (unsigned long long)domain.dims[d]);
         if (d > 0) out->append("    g /= %lluul;\n", (unsigned long long)domain.dims[d]);
     }
-    detail::OpenClMath m{out};
+    OpenClMath m{out};
     // Value v of the body is variable vars[v] of the kernel.
     uint32_t var_storage[1024];
     uint32_t* vars = body.size() <= 1024 ? var_storage : static_cast<uint32_t*>(TESSEL_MALLOC(sizeof(uint32_t) * body.size()));
@@ -6938,17 +6943,21 @@ Status print_opencl_kernel(const SnippetBody& body, const char* kernel_name, Ope
     for (uint32_t v = 0; v < body.size(); ++v) {
         const SnippetInstruction& ins = body.instruction(v);
         if (ins.op == SnippetOp::Parameter) {
-            detail::OpenClValue x = m.fresh();
-            out->append("    float v%u = p%u[", x.id, ins.index);
-            detail::print_offset(out, ins.shape, domain);
-            out->append("];\n");
+            OpenClValue x = m.fresh();
+            if (ins.index == fused) {
+                out->append("    float v%u = acc;\n", x.id);
+            } else {
+                out->append("    float v%u = p%u[", x.id, ins.index);
+                print_offset(out, ins.shape, domain);
+                out->append("];\n");
+            }
             vars[v] = x.id;
         } else if (ins.op == SnippetOp::Scalar) {
             vars[v] = m.c(ins.alpha).id;
         } else {
-            detail::OpenClValue a[3];
+            OpenClValue a[3];
             for (uint32_t k = 0; k < ins.arity; ++k) a[k].id = vars[ins.args[k]];
-            vars[v] = detail::eval_op(m, ins.op, a, ins.alpha, ins.beta).id;
+            vars[v] = eval_op(m, ins.op, a, ins.alpha, ins.beta).id;
         }
     }
     for (uint32_t i = 0; i < body.result_count(); ++i) {
@@ -6961,12 +6970,41 @@ Status print_opencl_kernel(const SnippetBody& body, const char* kernel_name, Ope
             if (domain.dims[d] != 1 && (k < 0 || shape.dims[k] == 1)) out->append(" && c%d == 0", d);
         }
         out->append(") r%u[", i);
-        detail::print_offset(out, shape, domain);
+        print_offset(out, shape, domain);
         out->append("] = v%u;\n", vars[body.result_value(i)]);
     }
     out->append("}\n");
     if (vars != var_storage) TESSEL_FREE(vars);
     return out->failed() ? Status::OutOfMemory : Status::Ok;
+}
+}  // namespace detail
+
+Status print_opencl_kernel(const SnippetBody& body, const char* kernel_name, OpenClSource* out, uint64_t* elements) {
+    SnippetShape domain;
+    if (body.result_count() == 0 || !detail::opencl_domain(body, &domain)) return Status::InvalidArgument;
+    *elements = detail::shape_elements(domain);
+    out->append("__kernel void %s(", kernel_name);
+    for (uint32_t i = 0; i < body.parameter_count(); ++i) out->append("__global const float* restrict p%u, ", i);
+    for (uint32_t i = 0; i < body.result_count(); ++i) out->append("__global float* r%u%s", i, i + 1 < body.result_count() ? ", " : "");
+    out->append(") {\n    ulong g = get_global_id(0);\n    if (g >= %lluul) return;\n", (unsigned long long)*elements);
+    return detail::print_opencl_statements(body, domain, kNoFusedParameter, out);
+}
+
+Status print_opencl_epilogue(const SnippetBody& body, uint32_t fused, const char* function_name, OpenClSource* out, uint64_t* elements) {
+    SnippetShape domain;
+    if (body.result_count() == 0 || fused >= body.parameter_count() || !detail::opencl_domain(body, &domain) ||
+        detail::shape_elements(domain) != *elements)
+        return Status::InvalidArgument;
+    for (uint32_t v = 0; v < body.size(); ++v) {
+        const SnippetInstruction& ins = body.instruction(v);
+        if (ins.op == SnippetOp::Parameter && ins.index == fused && detail::shape_elements(ins.shape) != *elements) return Status::InvalidArgument;
+    }
+    out->append("void %s(ulong g, float acc", function_name);
+    for (uint32_t i = 0; i < body.parameter_count(); ++i)
+        if (i != fused) out->append(", __global const float* restrict p%u", i);
+    for (uint32_t i = 0; i < body.result_count(); ++i) out->append(", __global float* r%u", i);
+    out->append(") {\n");
+    return detail::print_opencl_statements(body, domain, fused, out);
 }
 
 }  // namespace tessel

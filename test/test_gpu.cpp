@@ -100,7 +100,7 @@ TEST_CASE("gpu: listed by every Core, with the driver's metrics or the reason it
     Core core;
     Device* gpu = core.device("GPU");
     REQUIRE(gpu != nullptr);
-    CHECK(metric(gpu, "SUPPORTED_CONFIG_KEYS") == "PLATFORM DEVICE PERF_COUNT QUEUE_TIMEOUT_MS");
+    CHECK(metric(gpu, "SUPPORTED_CONFIG_KEYS") == "PLATFORM DEVICE PERF_COUNT QUEUE_TIMEOUT_MS TILED_KERNELS");
     StringView v;
     CHECK(gpu->set_config("PLATFORM", "first") == Status::InvalidArgument);
     CHECK(std::string(gpu->last_error()) == "GPU: PLATFORM must be auto or an index from 0 to 255");

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "runtime.h"
+#include "gpu_shim.h"
 #include "test_helpers.h"
 
 using namespace tessel;
@@ -28,49 +29,10 @@ using test::kSanitizer;
 constexpr int CL_OUT_OF_RESOURCES = -5, CL_MEM_OBJECT_ALLOCATION_FAILURE = -4, CL_OUT_OF_HOST_MEMORY = -6,
               CL_INVALID_MEM_OBJECT = -38, CL_INVALID_COMMAND_QUEUE = -36;
 
-struct Shim {
-    std::string path;
-    int (*forward)(const char*) = nullptr;
-    int (*forwarding)() = nullptr;
-    void (*fail)(const char*, int, int) = nullptr;
-    void (*fail_kernel)(int) = nullptr;
-    void (*release)() = nullptr;
-    long (*live)() = nullptr;
-};
-
-// The shim, loaded once per process; it forwards to libOpenCL.so.1 when that has a device
-// (not under sanitizers: the driver's own allocations would count as leaks).
-const Shim& shim() {
-    static Shim s;
-    static bool loaded = false;
-    if (loaded) return s;
-    loaded = true;
-    char exe[4096];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    REQUIRE(n > 0);
-    exe[n] = 0;
-    std::string dir(exe);
-    dir = dir.substr(0, dir.rfind('/'));
-    s.path = dir + "/libtessel_opencl_shim.so";
-    void* h = dlopen(s.path.c_str(), RTLD_NOW | RTLD_LOCAL);
-    INFO(s.path << ": " << std::string(h ? "" : dlerror()));
-    REQUIRE(h != nullptr);
-    s.forward = reinterpret_cast<int (*)(const char*)>(dlsym(h, "tessel_opencl_shim_forward"));
-    s.forwarding = reinterpret_cast<int (*)()>(dlsym(h, "tessel_opencl_shim_forwarding"));
-    s.fail = reinterpret_cast<void (*)(const char*, int, int)>(dlsym(h, "tessel_opencl_shim_fail"));
-    s.fail_kernel = reinterpret_cast<void (*)(int)>(dlsym(h, "tessel_opencl_shim_fail_kernel"));
-    s.release = reinterpret_cast<void (*)()>(dlsym(h, "tessel_opencl_shim_release"));
-    s.live = reinterpret_cast<long (*)()>(dlsym(h, "tessel_opencl_shim_live"));
-    REQUIRE((s.forward && s.forwarding && s.fail && s.fail_kernel && s.release && s.live));
-    if (!kSanitizer) {
-        Core plain;
-        const char* library = std::getenv("TESSEL_OPENCL_LIBRARY");
-        if (plain.device("GPU")->check_available() == Status::Ok && s.forward(library && *library ? library : "libOpenCL.so.1") != 0)
-            MESSAGE("the OpenCL driver does not load through the shim");
-    }
-    MESSAGE(std::string(s.forwarding() ? "the OpenCL shim forwards to the driver" : "the OpenCL shim fakes a device"));
-    return s;
-}
+using test::Shim;
+using test::shim;
+using test::ShimCore;
+using test::shim_gpu_ready;
 
 // x[16x16] -> Relu -> Mul(2) -> (Transpose: on the CPU, between two GPU subgraphs) -> Neg -> y.
 void build_model(Model* m, bool transpose) {
@@ -127,45 +89,24 @@ struct Run {
     }
 };
 
-// A Core whose GPU loads the shim (the env var is read when the device is made).
-struct ShimCore {
-    Core* core = nullptr;
-    ShimCore() {
-        const char* before = std::getenv("TESSEL_OPENCL_LIBRARY");
-        std::string saved = before ? before : "";
-        setenv("TESSEL_OPENCL_LIBRARY", shim().path.c_str(), 1);
-        core = new Core;
-        if (before) setenv("TESSEL_OPENCL_LIBRARY", saved.c_str(), 1);
-        else unsetenv("TESSEL_OPENCL_LIBRARY");
-    }
-    ~ShimCore() { delete core; }
-};
-
-// Whether the shim's GPU runs here (not in a build without OpenCL).
-bool shim_gpu_ready(Core* core) {
-    Device* gpu = core->device("GPU");
-    REQUIRE(gpu != nullptr);
-    if (gpu->check_available() == Status::Ok) return true;
-    std::string why = gpu->last_error();
-    MESSAGE("GPU unavailable: " << why);
-    CHECK(why.find("this build has no OpenCL") != std::string::npos);
-    return false;
-}
-
 // One injected failure on `device`: the infer is IoError with `expected` in its message, the
-// next one runs, and every OpenCL object is released at the end.
-void check_failure(const char* device, const char* expected, void (*inject)(const Shim&)) {
+// next one runs, and every OpenCL object is released at the end. `fresh`: the failing infer
+// is a new request's first (what a request's memory needs is made then), `unified`: the
+// device shares memory with the CPU or not (the shim's answer).
+void check_failure(const char* device, const char* expected, void (*inject)(const Shim&), bool fresh = false, int unified = -1) {
     const Shim& s = shim();
     long live_before = s.live();
+    s.set_unified(unified);
     {
         ShimCore shim_core;
-        if (!shim_gpu_ready(shim_core.core)) return;
+        if (!shim_gpu_ready(shim_core.core)) { s.set_unified(-1); return; }
         Run run;
         run.core = shim_core.core;
         REQUIRE(run.compile(device, "200") == Status::Ok);
         std::string message;
         REQUIRE(run.infer(&message) == Status::Ok);
         inject(s);
+        if (fresh) REQUIRE(run.compiled.create_request(&run.request) == Status::Ok);
         Status status = run.infer(&message);
         INFO(message);
         CHECK(status == Status::IoError);
@@ -176,6 +117,7 @@ void check_failure(const char* device, const char* expected, void (*inject)(cons
         INFO(message);
         CHECK(status == Status::Ok);
     }
+    s.set_unified(-1);
     CHECK(s.live() == live_before);
 }
 
@@ -198,8 +140,18 @@ TEST_CASE("gpu queue: each failing OpenCL call is IoError naming the node and th
         CAPTURE(std::string(device));
         check_failure(device, "clEnqueueNDRangeKernel failed: CL_OUT_OF_RESOURCES (-5)",
                       [](const Shim& s) { s.fail("clEnqueueNDRangeKernel", CL_OUT_OF_RESOURCES, 0); });
-        check_failure(device, "clCreateBuffer failed: CL_MEM_OBJECT_ALLOCATION_FAILURE (-4)",
-                      [](const Shim& s) { s.fail("clCreateBuffer", CL_MEM_OBJECT_ALLOCATION_FAILURE, 1); });
+        check_failure(
+            device, "clCreateBuffer failed: CL_MEM_OBJECT_ALLOCATION_FAILURE (-4)",
+            [](const Shim& s) { s.fail("clCreateBuffer", CL_MEM_OBJECT_ALLOCATION_FAILURE, 0); }, true);
+        check_failure(
+            device, "clCreateSubBuffer failed: CL_OUT_OF_RESOURCES (-5)", [](const Shim& s) { s.fail("clCreateSubBuffer", CL_OUT_OF_RESOURCES, 1); },
+            true);
+        check_failure(
+            device, "clEnqueueWriteBuffer failed: CL_OUT_OF_RESOURCES (-5)",
+            [](const Shim& s) { s.fail("clEnqueueWriteBuffer", CL_OUT_OF_RESOURCES, 0); }, false, 0);
+        check_failure(
+            device, "clEnqueueReadBuffer failed: CL_OUT_OF_RESOURCES (-5)", [](const Shim& s) { s.fail("clEnqueueReadBuffer", CL_OUT_OF_RESOURCES, 0); },
+            false, 0);
         check_failure(device, "clSetKernelArg failed: CL_INVALID_MEM_OBJECT (-38)",
                       [](const Shim& s) { s.fail("clSetKernelArg", CL_INVALID_MEM_OBJECT, 0); });
         check_failure(device, "clEnqueueMapBuffer failed: CL_OUT_OF_HOST_MEMORY (-6)",

@@ -29,7 +29,7 @@ namespace {
     X(clReleaseMemObject) X(clRetainMemObject) X(clEnqueueNDRangeKernel) X(clEnqueueMapBuffer)                          \
     X(clEnqueueUnmapMemObject) X(clFinish) X(clGetEventProfilingInfo) X(clReleaseEvent) X(clWaitForEvents) X(clFlush)   \
     X(clGetEventInfo) X(clSetEventCallback) X(clRetainEvent) X(clCreateUserEvent) X(clSetUserEventStatus) \
-    X(clGetCommandQueueInfo)
+    X(clGetCommandQueueInfo) X(clCreateSubBuffer) X(clEnqueueReadBuffer) X(clEnqueueWriteBuffer)
 
 struct Real {
 #define SHIM_POINTER(name) decltype(&::name) name = nullptr;
@@ -75,10 +75,12 @@ bool take_fault(const char* function, cl_int* error) {
 // ---- the fake device ----
 struct FakeEvent;
 struct FakeObject {
-    virtual ~FakeObject() = default;
+    virtual ~FakeObject() { if (parent && --parent->refs == 0) delete parent; }
     std::atomic<int> refs{1};
     void* host = nullptr;          // a buffer's memory
     size_t size = 0;
+    std::vector<char> own;         // a buffer's memory when made without a host pointer
+    FakeObject* parent = nullptr;  // a sub-buffer's buffer (held)
 };
 struct FakeEvent : FakeObject {
     cl_int status = CL_COMPLETE;
@@ -127,6 +129,17 @@ void count_new(cl_int* error, bool made) {
     if (made && (!error || *error == CL_SUCCESS)) ++live;
 }
 
+// Calls per entry point for the tests (the ones that make or move memory).
+const char* const kCounted[] = {"clCreateBuffer", "clCreateSubBuffer", "clEnqueueReadBuffer", "clEnqueueWriteBuffer",
+                                "clEnqueueMapBuffer"};
+std::atomic<long> calls[sizeof kCounted / sizeof kCounted[0]];
+void count_call(const char* function) {
+    for (size_t i = 0; i < sizeof kCounted / sizeof kCounted[0]; ++i)
+        if (!std::strcmp(kCounted[i], function)) ++calls[i];
+}
+// -1: the driver's answer; 0 or 1: CL_DEVICE_HOST_UNIFIED_MEMORY as the test sets it.
+std::atomic<int> unified_override{-1};
+
 }  // namespace
 
 // ---- control, for the tests ----
@@ -158,6 +171,15 @@ SHIM_EXPORT void tessel_opencl_shim_fail_kernel(int status) {
     kernel_fault = status;
 }
 SHIM_EXPORT long tessel_opencl_shim_live() { return live.load(); }
+// Calls of `function` so far (one of kCounted; -1 for another).
+SHIM_EXPORT long tessel_opencl_shim_calls(const char* function) {
+    for (size_t i = 0; i < sizeof kCounted / sizeof kCounted[0]; ++i)
+        if (!std::strcmp(kCounted[i], function)) return calls[i].load();
+    return -1;
+}
+// Makes the device answer CL_DEVICE_HOST_UNIFIED_MEMORY with `unified` (0 or 1), or the
+// driver's answer again (-1): a device without shared memory on a machine that has one.
+SHIM_EXPORT void tessel_opencl_shim_set_unified(int unified) { unified_override = unified; }
 
 namespace {
 // Forward mode: the user event that holds a stopped queue's kernel.
@@ -221,6 +243,10 @@ SHIM_EXPORT cl_int clGetDeviceIDs(cl_platform_id p, cl_device_type type, cl_uint
 }
 
 SHIM_EXPORT cl_int clGetDeviceInfo(cl_device_id d, cl_device_info what, size_t size, void* value, size_t* size_ret) {
+    if (what == CL_DEVICE_HOST_UNIFIED_MEMORY && unified_override >= 0) {
+        cl_bool b = unified_override ? CL_TRUE : CL_FALSE;
+        return copy_info(&b, sizeof b, size, value, size_ret);
+    }
     if (real) return real->clGetDeviceInfo(d, what, size, value, size_ret);
     const char* text = nullptr;
     switch (what) {
@@ -340,6 +366,7 @@ SHIM_EXPORT cl_int clSetKernelArg(cl_kernel k, cl_uint index, size_t size, const
 
 SHIM_EXPORT cl_mem clCreateBuffer(cl_context c, cl_mem_flags flags, size_t size, void* host, cl_int* error) {
     cl_int injected;
+    count_call("clCreateBuffer");
     if (take_fault("clCreateBuffer", &injected)) {
         if (error) *error = injected;
         return nullptr;
@@ -350,11 +377,72 @@ SHIM_EXPORT cl_mem clCreateBuffer(cl_context c, cl_mem_flags flags, size_t size,
         return m;
     }
     FakeObject* m = new FakeObject;
+    if (!(flags & CL_MEM_USE_HOST_PTR)) {
+        m->own.assign(size, 0);
+        if (host && (flags & CL_MEM_COPY_HOST_PTR)) std::memcpy(m->own.data(), host, size);
+        host = m->own.data();
+    }
     m->host = host;
     m->size = size;
     if (error) *error = CL_SUCCESS;
     ++live;
     return handle<cl_mem>(m);
+}
+
+SHIM_EXPORT cl_mem clCreateSubBuffer(cl_mem parent, cl_mem_flags flags, cl_buffer_create_type type, const void* info, cl_int* error) {
+    cl_int injected;
+    count_call("clCreateSubBuffer");
+    if (take_fault("clCreateSubBuffer", &injected)) {
+        if (error) *error = injected;
+        return nullptr;
+    }
+    if (real) {
+        cl_mem m = real->clCreateSubBuffer(parent, flags, type, info, error);
+        count_new(error, m != nullptr);
+        return m;
+    }
+    const cl_buffer_region* region = static_cast<const cl_buffer_region*>(info);
+    FakeObject* whole = object(parent);
+    if (region->origin + region->size > whole->size) {
+        if (error) *error = CL_INVALID_VALUE;
+        return nullptr;
+    }
+    FakeObject* m = new FakeObject;
+    m->host = static_cast<char*>(whole->host) + region->origin;
+    m->size = region->size;
+    m->parent = whole;
+    whole->refs++;
+    if (error) *error = CL_SUCCESS;
+    ++live;
+    return handle<cl_mem>(m);
+}
+
+SHIM_EXPORT cl_int clEnqueueReadBuffer(cl_command_queue q, cl_mem m, cl_bool blocking, size_t offset, size_t size, void* host,
+                                       cl_uint wait_count, const cl_event* wait, cl_event* event) {
+    count_call("clEnqueueReadBuffer");
+    SHIM_FAULT(clEnqueueReadBuffer, shim_error_);
+    if (real) {
+        cl_int e = real->clEnqueueReadBuffer(q, m, blocking, offset, size, host, wait_count, wait, event);
+        if (e == CL_SUCCESS && event) ++live;
+        return e;
+    }
+    std::memmove(host, static_cast<char*>(object(m)->host) + offset, size);
+    fake_event(CL_COMPLETE, event);
+    return CL_SUCCESS;
+}
+
+SHIM_EXPORT cl_int clEnqueueWriteBuffer(cl_command_queue q, cl_mem m, cl_bool blocking, size_t offset, size_t size, const void* host,
+                                        cl_uint wait_count, const cl_event* wait, cl_event* event) {
+    count_call("clEnqueueWriteBuffer");
+    SHIM_FAULT(clEnqueueWriteBuffer, shim_error_);
+    if (real) {
+        cl_int e = real->clEnqueueWriteBuffer(q, m, blocking, offset, size, host, wait_count, wait, event);
+        if (e == CL_SUCCESS && event) ++live;
+        return e;
+    }
+    std::memmove(static_cast<char*>(object(m)->host) + offset, host, size);
+    fake_event(CL_COMPLETE, event);
+    return CL_SUCCESS;
 }
 
 SHIM_EXPORT cl_int clRetainMemObject(cl_mem m) {
@@ -413,6 +501,7 @@ SHIM_EXPORT cl_int clEnqueueNDRangeKernel(cl_command_queue q, cl_kernel k, cl_ui
 SHIM_EXPORT void* clEnqueueMapBuffer(cl_command_queue q, cl_mem m, cl_bool blocking, cl_map_flags flags, size_t offset, size_t size,
                                      cl_uint wait_count, const cl_event* wait, cl_event* event, cl_int* error) {
     cl_int injected;
+    count_call("clEnqueueMapBuffer");
     if (take_fault("clEnqueueMapBuffer", &injected)) {
         if (error) *error = injected;
         return nullptr;
