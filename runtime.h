@@ -120,7 +120,7 @@
    >>center crop pad, max unpool and upsample  CenterCropPad, MaxUnpool, Upsample
    >>lp pool and lrn                  LpPool, LRN (kSpatialKernels: the sections from grid sample)
    >>quantization ops                 QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, integer MatMul/Conv
-   >>int8 cpu                         QDQ Conv/MatMul/Gemm and QLinearConv/MatMul on Int8Gemm; uint8 pools, Concat, tables
+   >>int8 cpu                         QDQ Conv/MatMul/Gemm and QLinearConv/MatMul on Int8Gemm; uint8 pools, Concat, tables, Add/Mul
    >>compress                         Compress (a constant condition, or bounded outputs)
    >>data-dependent ops               NonZero, Unique, NonMaxSuppression: bounded outputs
    >>more math ops                    Celu, CumProd, Det, Einsum
@@ -18375,6 +18375,8 @@ inline Status run_qconv(const RunContext& c) {
 //   Concat of the uint8 inputs, each through its table to y's grid (none when the grids
 //   agree): the float path's values bit for bit.
 // - DequantizeLinear (uint8) -> one-input float ops -> QuantizeLinear (uint8): a table.
+// - DequantizeLinears (uint8) or a float constant -> one-input float ops -> Add, Sub or Mul ->
+//   QuantizeLinear (uint8), per tensor, broadcast: one step on the uint8 tensors (run_int8_binary).
 // - The remaining QuantizeLinear (float32 -> uint8/int8) and DequantizeLinear (uint8/int8 ->
 //   float32) with one constant scale and zero point run a vectorizable loop, bit for bit the
 //   reference's results (x / scale in float32, ties to even; (x - zero point) * scale with one
@@ -18777,6 +18779,20 @@ struct Int8PoolState {
     uint32_t slots = 1;
 };
 
+// y[j] = t[x[j]] for j in [0, n): 8 bytes per load and store.
+inline void int8_lookup(const uint8_t* t, const uint8_t* x, uint8_t* y, int64_t n) {
+    int64_t e = 0;
+    for (; e + 8 <= n; e += 8) {
+        uint64_t v;
+        std::memcpy(&v, x + e, 8);
+        const uint64_t r = (uint64_t)t[v & 255] | (uint64_t)t[(v >> 8) & 255] << 8 | (uint64_t)t[(v >> 16) & 255] << 16 |
+                           (uint64_t)t[(v >> 24) & 255] << 24 | (uint64_t)t[(v >> 32) & 255] << 32 |
+                           (uint64_t)t[(v >> 40) & 255] << 40 | (uint64_t)t[(v >> 48) & 255] << 48 | (uint64_t)t[v >> 56] << 56;
+        std::memcpy(y + e, &r, 8);
+    }
+    for (; e < n; ++e) y[e] = t[x[e]];
+}
+
 // y[j] = max over taps k of row[j * stride - pad + k * dilation] inside [0, width); 0 (the
 // quantized -inf) for a window wholly in the padding.
 inline void int8_pool_row(const uint8_t* row, int64_t width, int64_t count, int64_t kernel, int64_t stride, int64_t dilation,
@@ -18800,13 +18816,20 @@ inline void int8_pool_row(const uint8_t* row, int64_t width, int64_t count, int6
             for (int64_t k = 1; k < kernel; ++k) m = _mm_max_epu8(m, _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + j - pad + k)));
             _mm_storeu_si128(reinterpret_cast<__m128i*>(y + j), m);
         }
-    } else if (dilation == 1 && stride == 2) {   // the even bytes of 16 (row has 32 spare bytes past width)
+    } else if (dilation == 1 && stride == 2 && kernel <= 16) {   // the even bytes of 16 (row has 32 spare bytes past width)
         const __m128i even = _mm_set1_epi16(0xff);
-        for (; j + 8 <= last + 1; j += 8) {
+        auto eight = [&](int64_t o) {
             __m128i m = _mm_setzero_si128();
             for (int64_t k = 0; k < kernel; ++k)
-                m = _mm_max_epi16(m, _mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * j - pad + k)), even));
-            _mm_storel_epi64(reinterpret_cast<__m128i*>(y + j), _mm_packus_epi16(m, m));
+                m = _mm_max_epi16(m, _mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * o - pad + k)), even));
+            return _mm_packus_epi16(m, m);
+        };
+        for (; j + 8 <= last + 1; j += 8) _mm_storel_epi64(reinterpret_cast<__m128i*>(y + j), eight(j));
+        if (j <= last) {   // the interior's last few: 8 computed (the rest from the spare bytes), those kept
+            alignas(16) uint8_t tail[16];
+            _mm_store_si128(reinterpret_cast<__m128i*>(tail), eight(j));
+            std::memcpy(y + j, tail, (size_t)(last + 1 - j));
+            j = last + 1;
         }
     }
 #endif
@@ -18823,6 +18846,7 @@ inline Status run_int8_max_pool(const RunContext& c) {
         uint8_t* rowmax = static_cast<uint8_t*>(c.scratch) + slot * st.row_bytes;
         for (uint64_t plane = begin; plane < end; ++plane) {
             const uint8_t* xp = x + (int64_t)plane * in_plane;
+            const uint8_t* x_end = x + (int64_t)st.planes * in_plane;
             const uint8_t* table = st.table;
             if (st.inputs > 1) {   // the Concat's input holding this plane
                 const int64_t n = (int64_t)plane / st.channels_total;
@@ -18830,6 +18854,7 @@ inline Status run_int8_max_pool(const RunContext& c) {
                 uint32_t k = 0;
                 while (ch >= st.channels[k]) ch -= st.channels[k++];
                 xp = c.inputs[k].as<const uint8_t>() + (n * st.channels[k] + ch) * in_plane;
+                x_end = xp + (st.channels[k] - ch) * in_plane;   // this input's image: its last plane's end
                 table = st.tables[k];
             }
             uint8_t* yp = y + (int64_t)plane * out_plane;
@@ -18846,10 +18871,13 @@ inline Status run_int8_max_pool(const RunContext& c) {
                     }
                     int64_t q = 0;
 #if defined(__SSE2__)
-                    for (; q + 16 <= w.in[2]; q += 16) {
+                    // past the row's end: the next bytes of the input into rowmax's spare bytes, while inside x
+                    const int64_t vectors_end = r + w.in[2] + 16 <= x_end ? w.in[2] + 15 : w.in[2];
+                    for (; q + 16 <= vectors_end; q += 16) {
                         __m128i* d = reinterpret_cast<__m128i*>(rowmax + q);
                         _mm_storeu_si128(d, _mm_max_epu8(_mm_loadu_si128(d), _mm_loadu_si128(reinterpret_cast<const __m128i*>(r + q))));
                     }
+                    if (q > w.in[2]) q = w.in[2];
 #endif
                     for (; q < w.in[2]; ++q) rowmax[q] = r[q] > rowmax[q] ? r[q] : rowmax[q];
                 }
@@ -18858,8 +18886,7 @@ inline Status run_int8_max_pool(const RunContext& c) {
                     continue;
                 }
                 int8_pool_row(rowmax, w.in[2], w.out[2], w.kernel[2], w.stride[2], w.dilation[2], w.pad_begin[2], yr);
-                if (table)
-                    for (int64_t j = 0; j < w.out[2]; ++j) yr[j] = table[yr[j]];
+                if (table) int8_lookup(table, yr, yr, w.out[2]);
             }
         }
     }, st.slots);
@@ -20126,19 +20153,6 @@ inline const float* int8_binary_operand(const Int8BinaryState& st, const RunCont
     return buf;
 }
 
-// y[j] = t[x[j]] for j in [0, n): 8 bytes per load and store.
-inline void int8_lookup(const uint8_t* t, const uint8_t* x, uint8_t* y, int64_t n) {
-    int64_t e = 0;
-    for (; e + 8 <= n; e += 8) {
-        uint64_t v;
-        std::memcpy(&v, x + e, 8);
-        const uint64_t r = (uint64_t)t[v & 255] | (uint64_t)t[(v >> 8) & 255] << 8 | (uint64_t)t[(v >> 16) & 255] << 16 |
-                           (uint64_t)t[(v >> 24) & 255] << 24 | (uint64_t)t[(v >> 32) & 255] << 32 |
-                           (uint64_t)t[(v >> 40) & 255] << 40 | (uint64_t)t[(v >> 48) & 255] << 48 | (uint64_t)t[v >> 56] << 56;
-        std::memcpy(y + e, &r, 8);
-    }
-    for (; e < n; ++e) y[e] = t[x[e]];
-}
 
 // A run of n outputs from two uint8 operands through the pair table (a: the table's row byte).
 inline void int8_binary_pair_run(const uint8_t* t, const uint8_t* a, bool along_a, const uint8_t* b, bool along_b, uint8_t* y,

@@ -168,3 +168,41 @@ TEST_CASE("int8 islands: Div, two constants and a DequantizeLinear of int8 stay 
     CHECK(run.kernels.find("int8:ref:Add") == std::string::npos);
     CHECK(!run.bytes.empty());
 }
+
+// ---- DequantizeLinear -> MaxPool -> QuantizeLinear on uint8: the row tails ----
+TEST_CASE("int8 islands: uint8 MaxPool rows whose widths leave vector tails (strides 1 and 2, the tensor's last row), the float path's bits") {
+    struct Case { Shape x, kernel, strides, pads; float sx, sy; uint8_t zx, zy; };
+    const std::vector<Case> cases = {
+        {{1, 3, 111, 111}, {3, 3}, {2, 2}, {}, 0.02f, 0.03f, 10, 0},        // squeezenet's first pool: 55 outputs a row
+        {{2, 2, 9, 37}, {3, 3}, {2, 2}, {1, 1, 1, 1}, 0.05f, 0.05f, 3, 3},  // one grid: no table
+        {{1, 4, 7, 17}, {2, 3}, {1, 1}, {0, 1, 1, 0}, 0.02f, 0.011f, 128, 77},
+        {{1, 1, 5, 50}, {2, 2}, {2, 2}, {}, 0.1f, 0.05f, 0, 0},
+    };
+    for (const Case& pc : cases) {
+        CAPTURE(pc.x[3]);
+        auto build = [&](bool fusion, uint32_t threads) {
+            OpTest t;
+            t.opset = 13;
+            NodeId dq = t.op("DequantizeLinear", {t.input(pc.x, bytes_of(pc.x, 91, 5)), t.constant(Shape{}, std::vector<float>{pc.sx}),
+                                                  t.constant(Shape{}, std::vector<uint8_t>{pc.zx})});
+            t.op("MaxPool", {InputRef::by_id(dq)});
+            t.set_ints("kernel_shape", pc.kernel);
+            t.set_ints("strides", pc.strides);
+            if (!pc.pads.empty()) t.set_ints("pads", pc.pads);
+            NodeId pool = t.node;
+            t.op("QuantizeLinear", {InputRef::by_id(pool), t.constant(Shape{}, std::vector<float>{pc.sy}),
+                                    t.constant(Shape{}, std::vector<uint8_t>{pc.zy})});
+            test::CpuRun run = test::run_last_node_on_cpu(t, threads, fusion);
+            return Result{run.bytes, run.kernels};
+        };
+        Result reference = build(false, 1);
+        REQUIRE(!reference.y.empty());
+        for (uint32_t threads : {1u, 2u}) {
+            CAPTURE(threads);
+            Result fast = build(true, threads);
+            INFO(fast.kernels);
+            CHECK(fast.kernels.find("int8:ref:MaxPool") != std::string::npos);
+            CHECK(fast.y == reference.y);
+        }
+    }
+}
