@@ -18857,6 +18857,7 @@ inline Status run_int8_max_pool(const RunContext& c) {
                 x_end = xp + (st.channels[k] - ch) * in_plane;   // this input's image: its last plane's end
                 table = st.tables[k];
             }
+            (void)x_end;   // read by the SSE2 loop only
             uint8_t* yp = y + (int64_t)plane * out_plane;
             for (int64_t o = 0; o < w.out[1]; ++o) {
                 uint8_t* yr = yp + o * w.out[2];
