@@ -120,7 +120,7 @@
    >>center crop pad, max unpool and upsample  CenterCropPad, MaxUnpool, Upsample
    >>lp pool and lrn                  LpPool, LRN (kSpatialKernels: the sections from grid sample)
    >>quantization ops                 QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, integer MatMul/Conv
-   >>int8 cpu                         QDQ Conv/MatMul/Gemm and QLinearConv/MatMul on Int8Gemm; uint8 pools, Concat, tables
+   >>int8 cpu                         QDQ Conv/MatMul/Gemm and QLinearConv/MatMul on Int8Gemm; uint8 pools, Concat, tables, Add/Mul
    >>compress                         Compress (a constant condition, or bounded outputs)
    >>data-dependent ops               NonZero, Unique, NonMaxSuppression: bounded outputs
    >>more math ops                    Celu, CumProd, Det, Einsum
@@ -18973,6 +18973,8 @@ inline Status run_qconv(const RunContext& c) {
 //   Concat of the uint8 inputs, each through its table to y's grid (none when the grids
 //   agree): the float path's values bit for bit.
 // - DequantizeLinear (uint8) -> one-input float ops -> QuantizeLinear (uint8): a table.
+// - DequantizeLinears (uint8) or a float constant -> one-input float ops -> Add, Sub or Mul ->
+//   QuantizeLinear (uint8), per tensor, broadcast: one step on the uint8 tensors (run_int8_binary).
 // - The remaining QuantizeLinear (float32 -> uint8/int8) and DequantizeLinear (uint8/int8 ->
 //   float32) with one constant scale and zero point run a vectorizable loop, bit for bit the
 //   reference's results (x / scale in float32, ties to even; (x - zero point) * scale with one
@@ -19375,6 +19377,20 @@ struct Int8PoolState {
     uint32_t slots = 1;
 };
 
+// y[j] = t[x[j]] for j in [0, n): 8 bytes per load and store.
+inline void int8_lookup(const uint8_t* t, const uint8_t* x, uint8_t* y, int64_t n) {
+    int64_t e = 0;
+    for (; e + 8 <= n; e += 8) {
+        uint64_t v;
+        std::memcpy(&v, x + e, 8);
+        const uint64_t r = (uint64_t)t[v & 255] | (uint64_t)t[(v >> 8) & 255] << 8 | (uint64_t)t[(v >> 16) & 255] << 16 |
+                           (uint64_t)t[(v >> 24) & 255] << 24 | (uint64_t)t[(v >> 32) & 255] << 32 |
+                           (uint64_t)t[(v >> 40) & 255] << 40 | (uint64_t)t[(v >> 48) & 255] << 48 | (uint64_t)t[v >> 56] << 56;
+        std::memcpy(y + e, &r, 8);
+    }
+    for (; e < n; ++e) y[e] = t[x[e]];
+}
+
 // y[j] = max over taps k of row[j * stride - pad + k * dilation] inside [0, width); 0 (the
 // quantized -inf) for a window wholly in the padding.
 inline void int8_pool_row(const uint8_t* row, int64_t width, int64_t count, int64_t kernel, int64_t stride, int64_t dilation,
@@ -19398,13 +19414,20 @@ inline void int8_pool_row(const uint8_t* row, int64_t width, int64_t count, int6
             for (int64_t k = 1; k < kernel; ++k) m = _mm_max_epu8(m, _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + j - pad + k)));
             _mm_storeu_si128(reinterpret_cast<__m128i*>(y + j), m);
         }
-    } else if (dilation == 1 && stride == 2) {   // the even bytes of 16 (row has 32 spare bytes past width)
+    } else if (dilation == 1 && stride == 2 && kernel <= 16) {   // the even bytes of 16 (row has 32 spare bytes past width)
         const __m128i even = _mm_set1_epi16(0xff);
-        for (; j + 8 <= last + 1; j += 8) {
+        auto eight = [&](int64_t o) {
             __m128i m = _mm_setzero_si128();
             for (int64_t k = 0; k < kernel; ++k)
-                m = _mm_max_epi16(m, _mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * j - pad + k)), even));
-            _mm_storel_epi64(reinterpret_cast<__m128i*>(y + j), _mm_packus_epi16(m, m));
+                m = _mm_max_epi16(m, _mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * o - pad + k)), even));
+            return _mm_packus_epi16(m, m);
+        };
+        for (; j + 8 <= last + 1; j += 8) _mm_storel_epi64(reinterpret_cast<__m128i*>(y + j), eight(j));
+        if (j <= last) {   // the interior's last few: 8 computed (the rest from the spare bytes), those kept
+            alignas(16) uint8_t tail[16];
+            _mm_store_si128(reinterpret_cast<__m128i*>(tail), eight(j));
+            std::memcpy(y + j, tail, (size_t)(last + 1 - j));
+            j = last + 1;
         }
     }
 #endif
@@ -19421,6 +19444,7 @@ inline Status run_int8_max_pool(const RunContext& c) {
         uint8_t* rowmax = static_cast<uint8_t*>(c.scratch) + slot * st.row_bytes;
         for (uint64_t plane = begin; plane < end; ++plane) {
             const uint8_t* xp = x + (int64_t)plane * in_plane;
+            const uint8_t* x_end = x + (int64_t)st.planes * in_plane;
             const uint8_t* table = st.table;
             if (st.inputs > 1) {   // the Concat's input holding this plane
                 const int64_t n = (int64_t)plane / st.channels_total;
@@ -19428,8 +19452,10 @@ inline Status run_int8_max_pool(const RunContext& c) {
                 uint32_t k = 0;
                 while (ch >= st.channels[k]) ch -= st.channels[k++];
                 xp = c.inputs[k].as<const uint8_t>() + (n * st.channels[k] + ch) * in_plane;
+                x_end = xp + (st.channels[k] - ch) * in_plane;   // this input's image: its last plane's end
                 table = st.tables[k];
             }
+            (void)x_end;   // read by the SSE2 loop only
             uint8_t* yp = y + (int64_t)plane * out_plane;
             for (int64_t o = 0; o < w.out[1]; ++o) {
                 uint8_t* yr = yp + o * w.out[2];
@@ -19444,10 +19470,13 @@ inline Status run_int8_max_pool(const RunContext& c) {
                     }
                     int64_t q = 0;
 #if defined(__SSE2__)
-                    for (; q + 16 <= w.in[2]; q += 16) {
+                    // past the row's end: the next bytes of the input into rowmax's spare bytes, while inside x
+                    const int64_t vectors_end = r + w.in[2] + 16 <= x_end ? w.in[2] + 15 : w.in[2];
+                    for (; q + 16 <= vectors_end; q += 16) {
                         __m128i* d = reinterpret_cast<__m128i*>(rowmax + q);
                         _mm_storeu_si128(d, _mm_max_epu8(_mm_loadu_si128(d), _mm_loadu_si128(reinterpret_cast<const __m128i*>(r + q))));
                     }
+                    if (q > w.in[2]) q = w.in[2];
 #endif
                     for (; q < w.in[2]; ++q) rowmax[q] = r[q] > rowmax[q] ? r[q] : rowmax[q];
                 }
@@ -19456,8 +19485,7 @@ inline Status run_int8_max_pool(const RunContext& c) {
                     continue;
                 }
                 int8_pool_row(rowmax, w.in[2], w.out[2], w.kernel[2], w.stride[2], w.dilation[2], w.pad_begin[2], yr);
-                if (table)
-                    for (int64_t j = 0; j < w.out[2]; ++j) yr[j] = table[yr[j]];
+                if (table) int8_lookup(table, yr, yr, w.out[2]);
             }
         }
     }, st.slots);
@@ -20485,6 +20513,319 @@ inline bool int8_qlinear_step(ReferenceProgram* p, const PreparedModel& model, N
     return true;
 }
 
+// DequantizeLinear (uint8) -> one-input float ops -> Add, Sub or Mul <- one-input float ops <-
+// DequantizeLinear (uint8) or a float32 constant, broadcast as ONNX allows -> QuantizeLinear
+// (uint8), per tensor: no float tensor in memory. Each uint8 operand's 256 floats are a table
+// (DequantizeLinear's one rounding, then the reference's float32 ops as the tables above); the
+// op is one IEEE operation and the quantization int8_quantize_range's: the float path's bits.
+// Two uint8 operands: y is a function of the byte pair, a 256 x 256 table (a row per first
+// operand's byte); a broadcast operand picks one row or column per run. A constant operand:
+// the floats of a run of 256 through buffers.
+constexpr uint32_t kInt8BinaryRank = 6;   // dims after merging; more: the float path stays
+
+struct Int8BinaryOperand {
+    NodeId dequantize = kNoNode;        // kNoNode: a constant
+    NodeId ops[kInt8TableOps] = {};     // from the DequantizeLinear's reader on
+    uint32_t count = 0;
+    uint32_t value = 0;                 // the binary node's input value
+};
+
+struct Int8BinaryGroup {
+    NodeId quantize = kNoNode, binary = kNoNode;
+    Int8BinaryOperand in[2];
+};
+
+struct Int8BinaryState {
+    SnippetOp op = SnippetOp::Add;
+    uint32_t rank = 0;                      // merged dims, the last one the inner loop
+    int64_t dims[kInt8BinaryRank] = {};
+    int64_t strides[2][kInt8BinaryRank] = {};   // elements, 0 where an operand is broadcast
+    const float* table[2] = {};             // a uint8 operand's floats per value
+    bool ops[2] = {};                       // the table holds one-input ops after the dequantization
+    const uint8_t* pair = nullptr;          // two uint8 operands: y at [a * 256 + b], or [b * 256 + a] when swapped
+    bool swapped = false;                   // b broadcast along the inner dim, a not: a row per b
+    const float* constant[2] = {};          // a constant operand's floats
+    uint32_t input[2] = {};                 // RunContext input of a uint8 operand
+    float x_scale[2] = {};
+    int32_t x_zero_point[2] = {};
+    float y_scale = 1.0f;
+    int32_t y_zero_point = 0;
+    uint64_t count = 0, rows = 0;           // elements; rows of the inner dim
+};
+
+// The operand chain reaching node `reader`'s input i: one-input elementwise ops (each read only
+// by the next) from a DequantizeLinear of uint8 per tensor, or a float32 constant. False otherwise.
+inline bool int8_find_operand(const PreparedModel& model, NodeId reader, uint32_t i, Int8BinaryOperand* operand) {
+    const Graph& g = model.model.graph;
+    const Node& rn = g.node(reader);
+    operand->value = model.value_id(rn.inputs[i].producer, rn.inputs[i].port);
+    const TensorDesc& vd = model.value_desc(operand->value);
+    if (vd.type != ElementType::Float32) return false;
+    if (model.constant(operand->value)) {
+        operand->dequantize = kNoNode;
+        operand->count = 0;
+        return true;
+    }
+    NodeId chain[kInt8TableOps];
+    uint32_t count = 0;
+    NodeId n = rn.inputs[i].producer, next = reader;
+    const OpKernel* elementwise = find_builtin_kernel("Relu");
+    while (!(g.node(n).op == StringView("DequantizeLinear"))) {
+        const Node& node = g.node(n);
+        const ElementwiseState* es = static_cast<const ElementwiseState*>(model.kernel_state(n));
+        if (count == kInt8TableOps || !elementwise || !model.kernel(n) || model.kernel(n)->prepare != elementwise->prepare ||
+            model.kernel(n) != find_builtin_kernel(node.op) || !es || es->clip_inputs || node.num_inputs != 1 ||
+            node.num_outputs != 1 || snippet_op_arity(es->op) != 1 || !int8_single_reader(g, n, next))
+            return false;
+        chain[count++] = n;
+        next = n;
+        n = node.inputs[0].producer;
+    }
+    const Node& dn = g.node(n);
+    float s;
+    int32_t z;
+    if (model.kernel(n) != find_builtin_kernel(dn.op) || dn.num_outputs != 1) return false;
+    if (model.value_desc(model.value_id(dn.inputs[0].producer, dn.inputs[0].port)).type != ElementType::UInt8) return false;
+    if (model.value_desc(model.value_id(n, 0)).type != ElementType::Float32) return false;
+    if (!int8_tensor_params(model, n, ElementType::UInt8, &s, &z)) return false;
+    operand->dequantize = n;
+    operand->count = count;
+    for (uint32_t k = 0; k < count; ++k) operand->ops[k] = chain[count - 1 - k];
+    return true;
+}
+
+// The ElementwiseState of a float32 Add, Sub or Mul node on the builtin kernels (prepare_typed
+// hands float32 to the elementwise kernel), or nullptr.
+inline const ElementwiseState* int8_binary_elementwise(const PreparedModel& model, NodeId id) {
+    const OpKernel* kernel = model.kernel(id);
+    if (!kernel || kernel != find_builtin_kernel(model.model.graph.node(id).op) || !model.kernel_state(id)) return nullptr;
+    const ElementwiseState* es = nullptr;
+    if (kernel->prepare == prepare_elementwise) {
+        es = static_cast<const ElementwiseState*>(model.kernel_state(id));
+    } else if (kernel->prepare == prepare_typed) {
+        const TypedState* ts = static_cast<const TypedState*>(model.kernel_state(id));
+        if (ts->type == ElementType::Float32 && ts->elementwise == run_elementwise) es = static_cast<const ElementwiseState*>(ts->inner_state);
+    }
+    return es && !es->clip_inputs && (es->op == SnippetOp::Add || es->op == SnippetOp::Sub || es->op == SnippetOp::Mul) ? es : nullptr;
+}
+
+// The binary island ending at QuantizeLinear node q, or false.
+inline bool int8_find_binary(const PreparedModel& model, NodeId q, Int8BinaryGroup* group) {
+    const Graph& g = model.model.graph;
+    const Node& qn = g.node(q);
+    if (!(qn.op == StringView("QuantizeLinear")) || qn.num_inputs < 2 || model.kernel(q) != find_builtin_kernel(qn.op)) return false;
+    if (model.value_desc(model.value_id(q, 0)).type != ElementType::UInt8) return false;
+    const QuantizeState* qs = static_cast<const QuantizeState*>(model.kernel_state(q));
+    float s;
+    int32_t z;
+    if (!qs || qs->division != QuantDivision::Float || !int8_tensor_params(model, q, ElementType::UInt8, &s, &z)) return false;
+    const NodeId b = qn.inputs[0].producer;
+    const Node& bn = g.node(b);
+    const ElementwiseState* es = int8_binary_elementwise(model, b);
+    if (!es || bn.num_inputs != 2 || bn.num_outputs != 1 || !int8_single_reader(g, b, q)) return false;
+    if (model.value_desc(model.value_id(b, 0)).type != ElementType::Float32) return false;
+    group->quantize = q;
+    group->binary = b;
+    if (!int8_find_operand(model, b, 0, &group->in[0]) || !int8_find_operand(model, b, 1, &group->in[1])) return false;
+    return group->in[0].dequantize != kNoNode || group->in[1].dequantize != kNoNode;
+}
+
+// The state of a binary island in the program's arena; nullptr when out of memory or when the
+// shapes do not broadcast into kInt8BinaryRank merged dims (*unsupported set).
+inline Int8BinaryState* int8_binary_state(ReferenceProgram* p, const PreparedModel& model, const Int8BinaryGroup& group,
+                                          bool* unsupported) {
+    *unsupported = true;
+    const TensorDesc& yd = model.value_desc(model.value_id(group.binary, 0));
+    uint64_t count = 0;
+    if (!desc_elements(yd, &count) || count == 0) return nullptr;
+    // Per output dim (ranks aligned at the end): whether each operand runs along it (1) or is broadcast (0).
+    int64_t dims[kMaxRank];
+    int64_t strides[2][kMaxRank];
+    uint32_t rank = 0;
+    for (uint32_t d = 0; d < yd.rank; ++d) {
+        if (yd.dims[d] == 1) continue;
+        bool along[2];
+        for (uint32_t k = 0; k < 2; ++k) {
+            const TensorDesc& xd = model.value_desc(group.in[k].value);
+            const int64_t pos = (int64_t)d - (int64_t)(yd.rank - xd.rank);
+            const int64_t xdim = pos < 0 ? 1 : xd.dims[pos];
+            if (xdim != 1 && xdim != yd.dims[d]) return nullptr;
+            along[k] = xdim != 1;
+        }
+        // merged with the previous dim when both operands do the same along the two
+        if (rank > 0 && (strides[0][rank - 1] != 0) == along[0] && (strides[1][rank - 1] != 0) == along[1]) {
+            dims[rank - 1] *= yd.dims[d];
+        } else {
+            dims[rank] = yd.dims[d];
+            strides[0][rank] = along[0];
+            strides[1][rank] = along[1];
+            ++rank;
+        }
+    }
+    if (rank == 0) {   // one element
+        dims[0] = 1, strides[0][0] = 1, strides[1][0] = 1, rank = 1;
+    }
+    if (rank > kInt8BinaryRank) return nullptr;
+    *unsupported = false;
+    Int8BinaryState* st = p->arena.allocate_array<Int8BinaryState>(1);
+    if (!st) return nullptr;
+    new (st) Int8BinaryState();
+    st->op = int8_binary_elementwise(model, group.binary)->op;
+    st->rank = rank;
+    st->count = count;
+    st->rows = count / (uint64_t)dims[rank - 1];
+    for (uint32_t k = 0; k < 2; ++k) {   // element strides of each operand's merged dims
+        int64_t step = 1;
+        for (uint32_t d = rank; d-- > 0;) {
+            st->dims[d] = dims[d];
+            st->strides[k][d] = strides[k][d] ? step : 0;
+            if (strides[k][d]) step *= dims[d];
+        }
+    }
+    int8_tensor_params(model, group.quantize, ElementType::UInt8, &st->y_scale, &st->y_zero_point);
+    uint32_t inputs = 0;
+    for (uint32_t k = 0; k < 2; ++k) {
+        const Int8BinaryOperand& o = group.in[k];
+        if (o.dequantize == kNoNode) {
+            uint64_t n = 0;
+            desc_elements(model.value_desc(o.value), &n);
+            float* c = p->arena.allocate_array<float>(n + 1);
+            if (!c) return nullptr;
+            std::memcpy(c, model.constant(o.value), n * sizeof(float));
+            st->constant[k] = c;
+            continue;
+        }
+        st->input[k] = inputs++;
+        int8_tensor_params(model, o.dequantize, ElementType::UInt8, &st->x_scale[k], &st->x_zero_point[k]);
+        st->ops[k] = o.count > 0;
+        float* table = p->arena.allocate_array<float>(256);
+        if (!table) return nullptr;
+        for (int32_t v = 0; v < 256; ++v) {
+            float f = (float)(v - st->x_zero_point[k]) * st->x_scale[k];   // DequantizeLinear: one rounding
+            for (uint32_t j = 0; j < o.count; ++j) {
+                const ElementwiseState& es = *static_cast<const ElementwiseState*>(model.kernel_state(o.ops[j]));
+                float args[3] = {f, 0.0f, 0.0f};
+                f = snippet_evaluate(es.op, args, es.alpha, es.beta, es.fused);
+            }
+            table[v] = f;
+        }
+        st->table[k] = table;
+    }
+    // The pair table where a run reads one row of it (a broadcast operand), where an operand
+    // runs through ops (float lookups per element) or where the tensors outweigh the table's
+    // 64 KiB (it is the faster loop once in the cache); else vectors of dequantized floats.
+    const bool along[2] = {st->strides[0][rank - 1] != 0, st->strides[1][rank - 1] != 0};
+    if (!st->constant[0] && !st->constant[1] && (!along[0] || !along[1] || st->ops[0] || st->ops[1] || count >= 32768)) {
+        uint8_t* pair = static_cast<uint8_t*>(p->arena.allocate(256 * 256, 64));
+        if (!pair) return nullptr;
+        st->swapped = st->strides[0][rank - 1] != 0 && st->strides[1][rank - 1] == 0;
+        float r[256];
+        for (int32_t u = 0; u < 256; ++u)
+            for (int32_t v = 0; v < 256; ++v) {   // the table's row u, column v
+                const float x0 = st->table[0][st->swapped ? v : u], x1 = st->table[1][st->swapped ? u : v];
+                r[v] = st->op == SnippetOp::Add ? x0 + x1 : st->op == SnippetOp::Sub ? x0 - x1 : x0 * x1;
+                if (v == 255) int8_quantize_range(r, pair + u * 256, 0, 256, st->y_scale, st->y_zero_point, 0, 255);
+            }
+        st->pair = pair;
+    }
+    return st;
+}
+
+// Operand k's floats at [0, n) of a run: dequantized, through its table, or the constant's
+// (stride 1), into buf; a broadcast operand (stride 0) gives its one value in *one.
+inline const float* int8_binary_operand(const Int8BinaryState& st, const RunContext& c, uint32_t k, int64_t offset, int64_t n,
+                                        float* buf, float* one) {
+    const bool along = st.strides[k][st.rank - 1] != 0;
+    if (st.constant[k]) {
+        if (!along) *one = st.constant[k][offset];
+        return st.constant[k] + offset;
+    }
+    const uint8_t* x = c.inputs[st.input[k]].as<const uint8_t>() + offset;
+    if (!along) {
+        *one = st.table[k][x[0]];
+        return nullptr;
+    }
+    if (st.ops[k])
+        for (int64_t j = 0; j < n; ++j) buf[j] = st.table[k][x[j]];
+    else
+        int8_dequantize_range(x, buf, 0, (uint64_t)n, st.x_scale[k], st.x_zero_point[k]);
+    return buf;
+}
+
+
+// A run of n outputs from two uint8 operands through the pair table (a: the table's row byte).
+inline void int8_binary_pair_run(const uint8_t* t, const uint8_t* a, bool along_a, const uint8_t* b, bool along_b, uint8_t* y,
+                                 int64_t n) {
+    if (along_a && along_b) {
+        int64_t e = 0;
+        for (; e + 4 <= n; e += 4) {
+            y[e] = t[a[e] << 8 | b[e]];
+            y[e + 1] = t[a[e + 1] << 8 | b[e + 1]];
+            y[e + 2] = t[a[e + 2] << 8 | b[e + 2]];
+            y[e + 3] = t[a[e + 3] << 8 | b[e + 3]];
+        }
+        for (; e < n; ++e) y[e] = t[a[e] << 8 | b[e]];
+    } else if (along_a) {   // b's byte fixed: column b of the table, one byte per row
+        uint8_t column[256];
+        for (int32_t v = 0; v < 256; ++v) column[v] = t[v << 8 | b[0]];
+        int8_lookup(column, a, y, n);
+    } else if (along_b) {
+        int8_lookup(t + (a[0] << 8), b, y, n);
+    } else {
+        std::memset(y, t[a[0] << 8 | b[0]], (size_t)n);
+    }
+}
+
+inline Status run_int8_binary(const RunContext& c) {
+    const Int8BinaryState& st = *static_cast<const Int8BinaryState*>(c.state);
+    uint8_t* y = c.outputs[0].as<uint8_t>();
+    const int64_t dim = st.dims[st.rank - 1];
+    // work units of about 16384 outputs: whole rows, or pieces of one long row
+    constexpr uint64_t kUnit = 16384;
+    const uint64_t pieces = ((uint64_t)dim + kUnit - 1) / kUnit, piece = ((uint64_t)dim + pieces - 1) / pieces;
+    const uint64_t rows_per_unit = pieces > 1 ? 1 : std::max<uint64_t>(1, kUnit / (uint64_t)dim);
+    const uint64_t units = (st.rows + rows_per_unit - 1) / rows_per_unit * pieces;
+    nn_parallel(c, units, [&](uint64_t, uint64_t begin, uint64_t end) {
+        constexpr int64_t kChunk = 256;   // floats per pass: the three buffers stay in L1
+        alignas(16) float a[kChunk], b[kChunk], r[kChunk];
+        for (uint64_t unit = begin; unit < end; ++unit) {
+            const uint64_t row0 = unit / pieces * rows_per_unit, row_end = std::min<uint64_t>(row0 + rows_per_unit, st.rows);
+            const int64_t first = (int64_t)(unit % pieces * piece), stop = std::min<int64_t>(dim, first + (int64_t)piece);
+            for (uint64_t row = row0; row < row_end; ++row) {
+                int64_t off[2] = {0, 0};
+                for (uint64_t rest = row, d = st.rank - 1; d-- > 0;) {   // the outer dims' odometer from the row index
+                    const int64_t i = (int64_t)(rest % (uint64_t)st.dims[d]);
+                    rest /= (uint64_t)st.dims[d];
+                    off[0] += i * st.strides[0][d];
+                    off[1] += i * st.strides[1][d];
+                }
+                const bool along_a = st.strides[0][st.rank - 1] != 0, along_b = st.strides[1][st.rank - 1] != 0;
+                if (st.pair) {
+                    const uint8_t* xa = c.inputs[st.input[0]].as<const uint8_t>() + off[0] + (along_a ? first : 0);
+                    const uint8_t* xb = c.inputs[st.input[1]].as<const uint8_t>() + off[1] + (along_b ? first : 0);
+                    uint8_t* yr = y + row * (uint64_t)dim + first;
+                    if (st.swapped) int8_binary_pair_run(st.pair, xb, along_b, xa, along_a, yr, stop - first);
+                    else int8_binary_pair_run(st.pair, xa, along_a, xb, along_b, yr, stop - first);
+                    continue;
+                }
+                for (int64_t j0 = first; j0 < stop; j0 += kChunk) {
+                    const int64_t n = std::min(kChunk, stop - j0);
+                    float va = 0.0f, vb = 0.0f;
+                    const float* pa = int8_binary_operand(st, c, 0, off[0] + (along_a ? j0 : 0), n, a, &va);
+                    const float* pb = int8_binary_operand(st, c, 1, off[1] + (along_b ? j0 : 0), n, b, &vb);
+                    if (!along_a) { std::fill(a, a + n, va); pa = a; }
+                    if (!along_b) { std::fill(b, b + n, vb); pb = b; }
+                    if (st.op == SnippetOp::Add) for (int64_t j = 0; j < n; ++j) r[j] = pa[j] + pb[j];
+                    else if (st.op == SnippetOp::Sub) for (int64_t j = 0; j < n; ++j) r[j] = pa[j] - pb[j];
+                    else for (int64_t j = 0; j < n; ++j) r[j] = pa[j] * pb[j];
+                    int8_quantize_range(r, y + row * (uint64_t)dim + j0, 0, (uint64_t)n, st.y_scale, st.y_zero_point, 0, 255);
+                }
+            }
+        }
+    });
+    return Status::Ok;
+}
+
 inline Status cpu_int8_steps(ReferenceProgram* p, const PreparedModel& model, Isa isa) {
     const Graph& g = model.model.graph;
     Arena scratch;
@@ -20533,6 +20874,29 @@ inline Status cpu_int8_steps(ReferenceProgram* p, const PreparedModel& model, Is
         }
         return true;
     };
+    // The same for a binary island: the steps making its op's value and its operands' chains.
+    uint32_t binary_count = 0;
+    Int8BinaryGroup* binaries = scratch.allocate_array<Int8BinaryGroup>(p->count + 1);
+    uint32_t* binary_steps = scratch.allocate_array<uint32_t>(p->count + 1);
+    if (!binaries || !binary_steps) return Status::OutOfMemory;
+    auto binary_steps_only = [&](const Int8BinaryGroup& b) {
+        NodeId nodes[1 + 2 * kInt8TableOps];
+        uint32_t n = 0;
+        nodes[n++] = b.binary;
+        for (const Int8BinaryOperand& o : b.in)
+            for (uint32_t k = 0; k < o.count; ++k) nodes[n++] = o.ops[k];
+        if (writer[model.value_id(b.binary, 0)] == ~0u) return false;
+        for (uint32_t k = 0; k < n; ++k) {
+            uint32_t s = writer[model.value_id(nodes[k], 0)];
+            if (s == ~0u) continue;
+            for (uint32_t v : p->steps_[s].writes) {
+                bool mine = false;
+                for (uint32_t j = 0; j < n; ++j) mine = mine || v == model.value_id(nodes[j], 0);
+                if (!mine) return false;
+            }
+        }
+        return true;
+    };
     for (uint32_t i = 0; i < p->count; ++i) {
         concats[i] = kNoNode;
         if (p->units[i].snippet || p->units[i].run) continue;
@@ -20552,8 +20916,12 @@ inline Status cpu_int8_steps(ReferenceProgram* p, const PreparedModel& model, Is
             if (!int8_find_table(model, p->steps_[i].node, &table)) continue;
             if (!writer && !(writer = writers())) return Status::OutOfMemory;
             if (chain_steps_only(table)) {
+            Int8BinaryGroup binary;
                 table_steps[table_count] = i;
                 tables[table_count++] = table;
+            } else if (int8_find_binary(model, p->steps_[i].node, &binary) && binary_steps_only(binary)) {
+                binary_steps[binary_count] = i;
+                binaries[binary_count++] = binary;
             }
             continue;
         }
@@ -20643,10 +21011,40 @@ inline Status cpu_int8_steps(ReferenceProgram* p, const PreparedModel& model, Is
         for (uint32_t j = 0; j < t.count; ++j)
             if (writer[model.value_id(t.ops[j], 0)] != ~0u) drop[writer[model.value_id(t.ops[j], 0)]] = 1;
     }
-    // A DequantizeLinear read only by the groups' Convs, pools, Concats and tables is not needed any more.
+    for (uint32_t k = 0; k < binary_count; ++k) {
+        const Int8BinaryGroup& b = binaries[k];
+        bool unsupported = false;
+        Int8BinaryState* st = int8_binary_state(p, model, b, &unsupported);
+        if (!st && unsupported) {   // shapes past the merged rank: the float path stays
+            binaries[k] = binaries[--binary_count];
+            binary_steps[k] = binary_steps[binary_count];
+            --k;   // wraps at 0; the loop's ++k takes the moved one
+            continue;
+        }
+        if (!st) return Status::OutOfMemory;
+        uint32_t* reads = p->arena.allocate_array<uint32_t>(2);
+        if (!reads) return Status::OutOfMemory;
+        uint32_t count = 0;
+        for (const Int8BinaryOperand& o : b.in) {
+            if (o.dequantize == kNoNode) continue;
+            const Node& dn = g.node(o.dequantize);
+            reads[count++] = model.value_id(dn.inputs[0].producer, dn.inputs[0].port);
+        }
+        p->steps_[binary_steps[k]].reads = Span<const uint32_t>(reads, count);
+        const char* what = st->op == SnippetOp::Add ? "Add" : st->op == SnippetOp::Sub ? "Sub" : "Mul";
+        TESSEL_TRY(int8_use(p, binary_steps[k], run_int8_binary, st, what, Isa::Ref, 0));
+        drop[writer[model.value_id(b.binary, 0)]] = 1;
+        for (const Int8BinaryOperand& o : b.in)
+            for (uint32_t j = 0; j < o.count; ++j)
+                if (writer[model.value_id(o.ops[j], 0)] != ~0u) drop[writer[model.value_id(o.ops[j], 0)]] = 1;
+    }
+    // A DequantizeLinear read only by the groups' Convs, pools, Concats, tables and binary islands is not needed any more.
     auto grouped = [&](NodeId reader) {
         for (uint32_t j = 0; j < group_count; ++j) if (groups[j].conv == reader || groups[j].concat == reader) return true;
         for (uint32_t j = 0; j < table_count; ++j) if (tables[j].ops[0] == reader) return true;
+        for (uint32_t j = 0; j < binary_count; ++j)
+            for (const Int8BinaryOperand& o : binaries[j].in)
+                if (o.dequantize != kNoNode && (o.count ? o.ops[0] : binaries[j].binary) == reader) return true;
         for (uint32_t j = 0; j < p->count && concat_count; ++j) if (concats[j] == reader) return true;
         return false;
     };
@@ -20663,6 +21061,9 @@ inline Status cpu_int8_steps(ReferenceProgram* p, const PreparedModel& model, Is
             for (uint32_t j = 0; j < g.node(groups[k].concat).num_inputs; ++j) drop_dequantize(g.node(groups[k].concat).inputs[j].producer);
     }
     for (uint32_t k = 0; k < table_count; ++k) drop_dequantize(tables[k].dequantize);
+    for (uint32_t k = 0; k < binary_count; ++k)
+        for (const Int8BinaryOperand& o : binaries[k].in)
+            if (o.dequantize != kNoNode) drop_dequantize(o.dequantize);
     for (uint32_t i = 0; i < p->count && concat_count; ++i)
         if (concats[i] != kNoNode)
             for (uint32_t k = 0; k < g.node(concats[i]).num_inputs; ++k) drop_dequantize(g.node(concats[i]).inputs[k].producer);

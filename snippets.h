@@ -828,6 +828,8 @@ constexpr uint32_t kNoFusedParameter = ~0u;
 #endif
 #if defined(__SSE2__)
 #include <emmintrin.h>   // Int8Gemm's packing (x86-64's baseline)
+#elif defined(__ARM_NEON)
+#include <arm_neon.h>
 #endif
 
 namespace tessel {
@@ -6382,9 +6384,11 @@ inline void int8_portable_tile(const int8_t* a, const uint8_t* b, uint8_t* c, in
 // panel, rdx C, rcx ldc, r8 k groups, r9 TileParams. Stores go through the masks k1-k3
 // (vpmovusdb: the clamped values are already in [0, 255]).
 constexpr uint32_t kInt8VnniRows = 8, kInt8VnniVectors = 3;
-inline void emit_int8_tile_vnni(asmjit::x86::Assembler& a, uint32_t rows) {
+// A tile of fewer vectors (1 or 2: the last panel of a narrow B) reads the first vectors of
+// each group of the same 48-column panel.
+inline void emit_int8_tile_vnni(asmjit::x86::Assembler& a, uint32_t rows, uint32_t vectors) {
     namespace x86 = asmjit::x86;
-    const uint32_t mr = kInt8VnniRows, vectors = kInt8VnniVectors, nr = vectors * 16;
+    const uint32_t mr = kInt8VnniRows, nr = kInt8VnniVectors * 16;
     auto acc = [&](uint32_t i, uint32_t j) { return x86::zmm(i * vectors + j); };
     for (uint32_t i = 0; i < rows; ++i)
         for (uint32_t j = 0; j < vectors; ++j) a.vpxord(acc(i, j), acc(i, j), acc(i, j));
@@ -6442,12 +6446,13 @@ inline void emit_int8_tile_vnni(asmjit::x86::Assembler& a, uint32_t rows) {
 }
 
 struct Int8TileTable {
-    Int8Gemm::TileFn fn[kInt8VnniRows] = {};
+    Int8Gemm::TileFn fn[kInt8VnniRows * kInt8VnniVectors] = {};   // [vectors - 1][rows - 1]
     Status status = Status::Unsupported;
 };
 
-// One tile per row count 1..max_rows in one code buffer, `emit` writing each.
-inline Int8TileTable make_int8_tiles(uint32_t max_rows, void (*emit)(asmjit::x86::Assembler&, uint32_t)) {
+// One tile per row count 1..max_rows and vector count 1..max_vectors in one code buffer, `emit`
+// writing each.
+inline Int8TileTable make_int8_tiles(uint32_t max_rows, uint32_t max_vectors, void (*emit)(asmjit::x86::Assembler&, uint32_t, uint32_t)) {
     using namespace asmjit;
     Int8TileTable t;
     CodeHolder code;
@@ -6455,17 +6460,19 @@ inline Int8TileTable make_int8_tiles(uint32_t max_rows, void (*emit)(asmjit::x86
     code.init(jit_runtime().environment());
     code.setErrorHandler(&recorder);
     x86::Assembler a(&code);
-    Label labels[kInt8VnniRows];
-    for (uint32_t rows = 1; rows <= max_rows; ++rows) {
-        labels[rows - 1] = a.newLabel();
-        a.align(AlignMode::kCode, 32);
-        a.bind(labels[rows - 1]);
-        emit(a, rows);
-    }
+    Label labels[kInt8VnniRows * kInt8VnniVectors];
+    for (uint32_t vectors = 1; vectors <= max_vectors; ++vectors)
+        for (uint32_t rows = 1; rows <= max_rows; ++rows) {
+            Label& l = labels[(vectors - 1) * max_rows + rows - 1];
+            l = a.newLabel();
+            a.align(AlignMode::kCode, 32);
+            a.bind(l);
+            emit(a, rows, vectors);
+        }
     if (recorder.first != kErrorOk) return t;
     void* base = nullptr;
     if (jit_runtime().add(&base, &code) != kErrorOk) { t.status = Status::OutOfMemory; return t; }
-    for (uint32_t r = 0; r < max_rows; ++r)
+    for (uint32_t r = 0; r < max_rows * max_vectors; ++r)
         t.fn[r] = reinterpret_cast<Int8Gemm::TileFn>(static_cast<char*>(base) + code.labelOffsetFromBase(labels[r]));
     t.status = Status::Ok;
     return t;
@@ -6475,7 +6482,7 @@ inline Int8TileTable make_int8_tiles(uint32_t max_rows, void (*emit)(asmjit::x86
 // ymm14; vpmaddwd sums pairs exactly (|x w| < 2^15, two of them < 2^31). The partial sums
 // meet in vphaddd before the requantization; 8 bytes per row stored (whole panels only).
 constexpr uint32_t kInt8Avx2Rows = 6;
-inline void emit_int8_tile_avx2(asmjit::x86::Assembler& a, uint32_t rows) {
+inline void emit_int8_tile_avx2(asmjit::x86::Assembler& a, uint32_t rows, uint32_t) {
     namespace x86 = asmjit::x86;
     const uint32_t mr = kInt8Avx2Rows;
     auto acc = [&](uint32_t i, uint32_t h) { return x86::ymm(i * 2 + h); };
@@ -6644,14 +6651,15 @@ Status Int8Gemm::init(Isa isa) {
     signed_b_ = false;
 #if !defined(TESSEL_NO_JIT) && (defined(__x86_64__) || defined(_M_X64))
     if (isa == Isa::Avx512 && int8_vnni_available()) {
-        static const detail::Int8TileTable vnni = detail::make_int8_tiles(detail::kInt8VnniRows, detail::emit_int8_tile_vnni);
+        static const detail::Int8TileTable vnni = detail::make_int8_tiles(detail::kInt8VnniRows, detail::kInt8VnniVectors,
+                                                                                   detail::emit_int8_tile_vnni);
         if (vnni.status != Status::Ok) return vnni.status;
         tiles_ = vnni.fn;
         mr_ = detail::kInt8VnniRows;
         nr_ = detail::kInt8VnniVectors * 16;
         masked_ = true;
     } else if (isa == Isa::Avx2 || isa == Isa::Avx512) {   // AVX-512 without VNNI: the AVX2 tile
-        static const detail::Int8TileTable avx2 = detail::make_int8_tiles(detail::kInt8Avx2Rows, detail::emit_int8_tile_avx2);
+        static const detail::Int8TileTable avx2 = detail::make_int8_tiles(detail::kInt8Avx2Rows, 1, detail::emit_int8_tile_avx2);
         if (avx2.status != Status::Ok) return avx2.status;
         tiles_ = avx2.fn;
         mr_ = detail::kInt8Avx2Rows;
@@ -6702,16 +6710,29 @@ void Int8Gemm::pack_a(int64_t m, int64_t k, const int8_t* a, int64_t a_row, int8
 void Int8Gemm::pack_b_rows(int64_t k, int64_t n, const uint8_t* b, int64_t b_row, const int64_t* row_offset,
                            uint8_t* packed) const {
     const int64_t groups = k_groups(k);
+    const uint8_t flip = signed_b_ ? 0x80 : 0;
+    // A partial panel's rows and K's missing rows read from zero-padded copies (pad: B's
+    // padding, 0, flipped back by the xor), so every group takes the whole-panel loop.
+    constexpr int64_t kMaxNr = 64;
+    alignas(16) uint8_t pad[4][kMaxNr];
     for (int64_t j0 = 0; j0 < n; j0 += nr_) {
         const int64_t w = n - j0 < nr_ ? n - j0 : nr_;
         for (int64_t g = 0; g < groups; ++g, packed += 4 * nr_) {
             const uint8_t* rows[4];
-            for (int64_t q = 0, p = g * 4; q < 4; ++q, ++p)
-                rows[q] = p < k ? b + (row_offset ? row_offset[p] : p * b_row) + j0 : nullptr;
-            const uint8_t flip = signed_b_ ? 0x80 : 0;
+            for (int64_t q = 0, p = g * 4; q < 4; ++q, ++p) {
+                const uint8_t* row = p < k ? b + (row_offset ? row_offset[p] : p * b_row) + j0 : nullptr;
+                if (w == nr_ && row) {
+                    rows[q] = row;
+                    continue;
+                }
+                std::memset(pad[q], flip, (size_t)nr_);
+                if (row) std::memcpy(pad[q], row, (size_t)w);
+                rows[q] = pad[q];
+            }
+            int64_t j = 0;
 #if defined(__SSE2__)
-            if (w == nr_ && rows[3] && nr_ % 16 == 0 && !flip) {   // 16 columns of 4 rows: two rounds of unpacks
-                for (int64_t j = 0; j < nr_; j += 16) {
+            if (!flip)   // 16 columns of 4 rows: two rounds of unpacks
+                for (; j + 16 <= nr_; j += 16) {
                     auto load = [&](int q) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[q] + j)); };
                     const __m128i r0 = load(0), r1 = load(1), r2 = load(2), r3 = load(3);
                     const __m128i a0 = _mm_unpacklo_epi8(r0, r1), a1 = _mm_unpackhi_epi8(r0, r1);
@@ -6722,20 +6743,25 @@ void Int8Gemm::pack_b_rows(int64_t k, int64_t n, const uint8_t* b, int64_t b_row
                     _mm_storeu_si128(dst + 2, _mm_unpacklo_epi16(a1, b1));
                     _mm_storeu_si128(dst + 3, _mm_unpackhi_epi16(a1, b1));
                 }
-                continue;
+#elif defined(__ARM_NEON)
+            {   // vst4 interleaves four rows of 16 columns into 16 groups of 4 bytes
+                const uint8x16_t vflip = vdupq_n_u8(flip);
+                for (; j + 16 <= nr_; j += 16) {
+                    uint8x16x4_t v;
+                    v.val[0] = veorq_u8(vld1q_u8(rows[0] + j), vflip);
+                    v.val[1] = veorq_u8(vld1q_u8(rows[1] + j), vflip);
+                    v.val[2] = veorq_u8(vld1q_u8(rows[2] + j), vflip);
+                    v.val[3] = veorq_u8(vld1q_u8(rows[3] + j), vflip);
+                    vst4q_u8(packed + j * 4, v);
+                }
             }
 #endif
-            if (w == nr_ && rows[3]) {   // the common case: four whole rows interleaved
-                for (int64_t j = 0; j < nr_; ++j) {
-                    packed[j * 4 + 0] = rows[0][j] ^ flip;
-                    packed[j * 4 + 1] = rows[1][j] ^ flip;
-                    packed[j * 4 + 2] = rows[2][j] ^ flip;
-                    packed[j * 4 + 3] = rows[3][j] ^ flip;
-                }
-                continue;
+            for (; j < nr_; ++j) {
+                packed[j * 4 + 0] = rows[0][j] ^ flip;
+                packed[j * 4 + 1] = rows[1][j] ^ flip;
+                packed[j * 4 + 2] = rows[2][j] ^ flip;
+                packed[j * 4 + 3] = rows[3][j] ^ flip;
             }
-            for (int64_t j = 0; j < nr_; ++j)
-                for (int64_t q = 0; q < 4; ++q) packed[j * 4 + q] = rows[q] && j < w ? rows[q][j] ^ flip : 0;
         }
     }
 }
@@ -6770,6 +6796,8 @@ void Int8Gemm::run(int64_t m0, int64_t m1, int64_t n, int64_t k, const int8_t* p
             const int64_t lanes = cols - (int64_t)v * 16;
             params.mask[v] = lanes >= 16 ? 0xFFFFu : lanes <= 0 ? 0u : (1u << lanes) - 1u;
         }
+        // the VNNI tiles of ceil(cols / 16) vectors: a narrow panel skips the empty ones
+        const int64_t narrow = masked_ ? (cols + 15) / 16 * mr_ - mr_ : 0;
         const uint8_t* bp = packed_b + j0 * groups * 4;
         for (int64_t i0 = m0 / mr_ * mr_; i0 < m1; i0 += mr_) {
             // A panel i0 / mr; rows before m0 (a part starting inside a panel) are not stored.
@@ -6779,13 +6807,13 @@ void Int8Gemm::run(int64_t m0, int64_t m1, int64_t n, int64_t k, const int8_t* p
             const int8_t* ap = packed_a + (size_t)(i0 / mr_) * panel_a_bytes(k);
             uint8_t* ct = c + first * ldc + j0;
             if (first == i0 && tiles_ && (masked_ || cols == nr_)) {
-                tiles_[last - first - 1](ap, bp, ct, ldc, groups, &params);
+                tiles_[narrow + last - first - 1](ap, bp, ct, ldc, groups, &params);
             } else if (tiles_) {   // a part boundary inside a panel, or a partial one: the whole panel into a buffer
                 alignas(64) uint8_t buffer[16 * 64];
                 TileParams whole = params;
                 whole.bias = rq.bias + i0;
                 whole.scale = rq.scale + i0;
-                tiles_[last - i0 - 1](ap, bp, buffer, 64, groups, &whole);
+                tiles_[narrow + last - i0 - 1](ap, bp, buffer, 64, groups, &whole);
                 for (int64_t i = first; i < last; ++i) std::memcpy(c + i * ldc + j0, buffer + (i - i0) * 64, (size_t)cols);
             } else {
                 alignas(64) uint8_t buffer[16 * 64];

@@ -1,0 +1,208 @@
+// Quantized binary islands on the CPU device: DequantizeLinear (uint8) -> one-input ops -> Add,
+// Sub or Mul (broadcast as ONNX allows, one operand possibly a float32 constant) ->
+// QuantizeLinear (uint8) as one step on the uint8 tensors, bit for bit the float path's results
+// (FUSION=NO runs the reference kernels), at 1 and 2 threads, on both of its loops (the pair
+// table and the dequantized floats), and the forms it leaves to the float path.
+#include <doctest/doctest.h>
+#include <string>
+#include <vector>
+#include "op_test.h"
+#include "runtime.h"
+
+using namespace tessel;
+
+namespace {
+using test::OpTest;
+using Shape = std::vector<int64_t>;
+
+int64_t count_of(const Shape& s) {
+    int64_t n = 1;
+    for (int64_t d : s) n *= d;
+    return n;
+}
+
+// Every byte value, in an order that differs between the operands.
+std::vector<uint8_t> bytes_of(const Shape& shape, uint32_t mul, uint32_t add) {
+    std::vector<uint8_t> v((size_t)count_of(shape));
+    for (size_t i = 0; i < v.size(); ++i) v[i] = (uint8_t)((i * mul + add + i / 256) % 256);
+    return v;
+}
+
+struct Operand {
+    Shape shape;
+    float scale = 0.02f;
+    uint8_t zero_point = 0;
+    std::vector<const char*> ops;   // one-input ops after the DequantizeLinear
+    bool constant = false;          // a float32 constant instead
+    bool shared = false;            // the DequantizeLinear read by another output too
+};
+
+Operand u8(const Shape& shape, float scale, uint8_t zero_point, std::vector<const char*> ops = {}, bool shared = false) {
+    Operand o;
+    o.shape = shape, o.scale = scale, o.zero_point = zero_point, o.ops = ops, o.shared = shared;
+    return o;
+}
+
+Operand constant(const Shape& shape) {
+    Operand o;
+    o.shape = shape, o.constant = true;
+    return o;
+}
+
+struct IslandCase {
+    const char* op;
+    Operand a, b;
+    float sy = 0.05f;
+    uint8_t zy = 128;
+    bool taken = true;
+};
+
+struct Result {
+    std::vector<unsigned char> y;
+    std::string kernels;
+};
+
+Result run_island(const IslandCase& ic, bool fusion, uint32_t threads) {
+    OpTest t;
+    t.opset = 14;
+    InputRef in[2];
+    const Operand* operands[2] = {&ic.a, &ic.b};
+    std::vector<NodeId> shared;
+    for (int k = 0; k < 2; ++k) {
+        const Operand& o = *operands[k];
+        if (o.constant) {
+            std::vector<float> c((size_t)count_of(o.shape));
+            for (size_t i = 0; i < c.size(); ++i) c[i] = 0.37f * (float)((int)(i % 11) - 5);
+            in[k] = t.constant(o.shape, c);
+            continue;
+        }
+        NodeId dq = t.op("DequantizeLinear", {t.input(o.shape, bytes_of(o.shape, k ? 53 : 37, k ? 11 : 0)),
+                                              t.constant(Shape{}, std::vector<float>{o.scale}),
+                                              t.constant(Shape{}, std::vector<uint8_t>{o.zero_point})});
+        if (o.shared) shared.push_back(dq);
+        NodeId last = dq;
+        for (const char* op : o.ops) last = t.op(op, {InputRef::by_id(last)});
+        in[k] = InputRef::by_id(last);
+    }
+    NodeId binary = t.op(ic.op, {in[0], in[1]});
+    NodeId q = t.op("QuantizeLinear", {InputRef::by_id(binary), t.constant(Shape{}, std::vector<float>{ic.sy}),
+                                       t.constant(Shape{}, std::vector<uint8_t>{ic.zy})});
+    for (NodeId dq : shared) REQUIRE(t.model.add_output("dq", InputRef::by_id(dq, 0)) == Status::Ok);
+    t.node = q;
+    test::CpuRun run = test::run_last_node_on_cpu(t, threads, fusion);
+    return {run.bytes, run.kernels};
+}
+
+void check_island(const IslandCase& ic) {
+    Result reference = run_island(ic, false, 1);
+    CHECK(reference.kernels.find("int8:") == std::string::npos);
+    REQUIRE(!reference.y.empty());
+    for (uint32_t threads : {1u, 2u}) {
+        CAPTURE(threads);
+        Result fast = run_island(ic, true, threads);
+        INFO(fast.kernels);
+        const std::string kernel = std::string("int8:ref:") + ic.op;
+        CHECK((fast.kernels.find(kernel) != std::string::npos) == ic.taken);
+        if (ic.taken) {
+            const bool dq_left = ic.a.shared || ic.b.shared;
+            CHECK((fast.kernels.find("DequantizeLinear") != std::string::npos) == dq_left);
+        }
+        REQUIRE(fast.y.size() == reference.y.size());
+        size_t bad = 0;
+        for (size_t i = 0; i < fast.y.size(); ++i)
+            if (fast.y[i] != reference.y[i] && bad++ < 5) MESSAGE("y[" << i << "] = " << (int)fast.y[i] << ", want " << (int)reference.y[i]);
+        CHECK(bad == 0);
+    }
+}
+}  // namespace
+
+TEST_CASE("int8 islands: Add of two DequantizeLinears, same shape, small (dequantized floats) and large (pair table)") {
+    IslandCase small{"Add", u8({1, 16, 9, 11}, 0.02f, 100), u8({1, 16, 9, 11}, 0.031f, 7), 0.04f, 128};
+    check_island(small);
+    IslandCase large{"Add", u8({1, 16, 60, 41}, 0.02f, 100), u8({1, 16, 60, 41}, 0.031f, 7), 0.04f, 128};   // 39360 elements: 3 units
+    check_island(large);
+    IslandCase one_grid{"Add", u8({2, 3, 50, 70}, 0.05f, 0), u8({2, 3, 50, 70}, 0.05f, 0), 0.05f, 0};          // ReLU-like grids, ties
+    check_island(one_grid);
+}
+
+TEST_CASE("int8 islands: Mul with a broadcast operand through HardSigmoid (a squeeze-excite block), either side") {
+    IslandCase se{"Mul", u8({1, 24, 13, 17}, 0.02f, 0), u8({1, 24, 1, 1}, 0.1f, 128, {"HardSigmoid"}), 0.03f, 0};
+    check_island(se);
+    IslandCase swapped{"Mul", u8({1, 24, 1, 1}, 0.1f, 128, {"HardSigmoid"}), u8({1, 24, 13, 17}, 0.02f, 0, {"HardSwish"}), 0.03f, 3};
+    check_island(swapped);
+    IslandCase long_rows{"Mul", u8({1, 2, 190, 190}, 0.02f, 9), u8({1, 2, 1, 1}, 0.1f, 128), 0.03f, 0};       // rows cut in pieces
+    check_island(long_rows);
+}
+
+TEST_CASE("int8 islands: Sub and Add with broadcasts on both sides, ops on both, a constant operand") {
+    IslandCase both{"Sub", u8({2, 1, 5, 7}, 0.02f, 30, {"Relu"}), u8({3, 1, 7}, 0.015f, 200, {"Sigmoid", "Tanh"}), 0.01f, 100};
+    check_island(both);
+    IslandCase scalar{"Add", u8({1, 4, 33, 35}, 0.02f, 30), u8({}, 0.5f, 1), 0.05f, 60};
+    check_island(scalar);
+    IslandCase with_constant{"Mul", u8({1, 5, 9, 300}, 0.02f, 30, {"HardSwish"}), constant({5, 1, 1}), 0.05f, 128};
+    check_island(with_constant);
+    IslandCase constant_first{"Sub", constant({1, 1, 300}), u8({1, 7, 300}, 0.02f, 30), 0.05f, 128};
+    check_island(constant_first);
+    IslandCase shared{"Add", u8({1, 16, 9, 11}, 0.02f, 100, {}, true), u8({1, 16, 9, 11}, 0.031f, 7), 0.04f, 128};
+    check_island(shared);
+}
+
+TEST_CASE("int8 islands: Div, two constants and a DequantizeLinear of int8 stay on the float path") {
+    IslandCase div{"Div", u8({1, 4, 6, 6}, 0.02f, 100), u8({1, 4, 6, 6}, 0.031f, 7), 0.04f, 128, false};
+    check_island(div);
+    // int8 x: the DequantizeLinear of a signed tensor is not an operand
+    OpTest t;
+    t.opset = 14;
+    const Shape shape = {1, 3, 8, 8};
+    std::vector<int8_t> x((size_t)count_of(shape));
+    for (size_t i = 0; i < x.size(); ++i) x[i] = (int8_t)(i * 37 % 256 - 128);
+    NodeId a = t.op("DequantizeLinear", {t.input(shape, x), t.constant(Shape{}, std::vector<float>{0.02f}),
+                                         t.constant(Shape{}, std::vector<int8_t>{3})});
+    NodeId b = t.op("DequantizeLinear", {t.input(shape, bytes_of(shape, 53, 1)), t.constant(Shape{}, std::vector<float>{0.03f}),
+                                         t.constant(Shape{}, std::vector<uint8_t>{9})});
+    NodeId sum = t.op("Add", {InputRef::by_id(a), InputRef::by_id(b)});
+    t.op("QuantizeLinear", {InputRef::by_id(sum), t.constant(Shape{}, std::vector<float>{0.05f}),
+                            t.constant(Shape{}, std::vector<uint8_t>{128})});
+    test::CpuRun run = test::run_last_node_on_cpu(t, 1, true);
+    INFO(run.kernels);
+    CHECK(run.kernels.find("int8:ref:Add") == std::string::npos);
+    CHECK(!run.bytes.empty());
+}
+
+// ---- DequantizeLinear -> MaxPool -> QuantizeLinear on uint8: the row tails ----
+TEST_CASE("int8 islands: uint8 MaxPool rows whose widths leave vector tails (strides 1 and 2, the tensor's last row), the float path's bits") {
+    struct Case { Shape x, kernel, strides, pads; float sx, sy; uint8_t zx, zy; };
+    const std::vector<Case> cases = {
+        {{1, 3, 111, 111}, {3, 3}, {2, 2}, {}, 0.02f, 0.03f, 10, 0},        // squeezenet's first pool: 55 outputs a row
+        {{2, 2, 9, 37}, {3, 3}, {2, 2}, {1, 1, 1, 1}, 0.05f, 0.05f, 3, 3},  // one grid: no table
+        {{1, 4, 7, 17}, {2, 3}, {1, 1}, {0, 1, 1, 0}, 0.02f, 0.011f, 128, 77},
+        {{1, 1, 5, 50}, {2, 2}, {2, 2}, {}, 0.1f, 0.05f, 0, 0},
+    };
+    for (const Case& pc : cases) {
+        CAPTURE(pc.x[3]);
+        auto build = [&](bool fusion, uint32_t threads) {
+            OpTest t;
+            t.opset = 13;
+            NodeId dq = t.op("DequantizeLinear", {t.input(pc.x, bytes_of(pc.x, 91, 5)), t.constant(Shape{}, std::vector<float>{pc.sx}),
+                                                  t.constant(Shape{}, std::vector<uint8_t>{pc.zx})});
+            t.op("MaxPool", {InputRef::by_id(dq)});
+            t.set_ints("kernel_shape", pc.kernel);
+            t.set_ints("strides", pc.strides);
+            if (!pc.pads.empty()) t.set_ints("pads", pc.pads);
+            NodeId pool = t.node;
+            t.op("QuantizeLinear", {InputRef::by_id(pool), t.constant(Shape{}, std::vector<float>{pc.sy}),
+                                    t.constant(Shape{}, std::vector<uint8_t>{pc.zy})});
+            test::CpuRun run = test::run_last_node_on_cpu(t, threads, fusion);
+            return Result{run.bytes, run.kernels};
+        };
+        Result reference = build(false, 1);
+        REQUIRE(!reference.y.empty());
+        for (uint32_t threads : {1u, 2u}) {
+            CAPTURE(threads);
+            Result fast = build(true, threads);
+            INFO(fast.kernels);
+            CHECK(fast.kernels.find("int8:ref:MaxPool") != std::string::npos);
+            CHECK(fast.y == reference.y);
+        }
+    }
+}
