@@ -20913,15 +20913,21 @@ inline Status cpu_int8_steps(ReferenceProgram* p, const PreparedModel& model, Is
         Int8Group group;
         if (!int8_find_group(model, p->steps_[i].node, &group) && !int8_find_pool(model, p->steps_[i].node, &group)) {
             Int8TableGroup table;
-            if (!int8_find_table(model, p->steps_[i].node, &table)) continue;
-            if (!writer && !(writer = writers())) return Status::OutOfMemory;
-            if (chain_steps_only(table)) {
             Int8BinaryGroup binary;
-                table_steps[table_count] = i;
-                tables[table_count++] = table;
-            } else if (int8_find_binary(model, p->steps_[i].node, &binary) && binary_steps_only(binary)) {
-                binary_steps[binary_count] = i;
-                binaries[binary_count++] = binary;
+            if (int8_find_table(model, p->steps_[i].node, &table)) {
+                if (!writer && !(writer = writers())) return Status::OutOfMemory;
+                if (chain_steps_only(table)) {
+                    table_steps[table_count] = i;
+                    tables[table_count++] = table;
+                    continue;
+                }
+            }
+            if (int8_find_binary(model, p->steps_[i].node, &binary)) {
+                if (!writer && !(writer = writers())) return Status::OutOfMemory;
+                if (binary_steps_only(binary)) {
+                    binary_steps[binary_count] = i;
+                    binaries[binary_count++] = binary;
+                }
             }
             continue;
         }
