@@ -973,7 +973,7 @@ TEST_CASE("runtime: a BatchNormalization after a grouped ConvTranspose is folded
         REQUIRE(m->add_constant("var", float_desc({6}), p.data(), &var) == Status::Ok);
         std::vector<InputRef> cin = {InputRef::by_id(x), InputRef::by_id(w)};
         if (with_bias) cin.push_back(InputRef::by_id(b));
-        REQUIRE(m->add_node("ConvTranspose", "deconv", cin, 1, &conv) == Status::Ok);
+        REQUIRE(m->add_node("ConvTranspose", "deconv", Span<const InputRef>(cin.data(), cin.size()), 1, &conv) == Status::Ok);
         int64_t strides[] = {2, 2};
         REQUIRE(m->set_ints(conv, "strides", strides) == Status::Ok);
         REQUIRE(m->set_int(conv, "group", 2) == Status::Ok);
