@@ -81,7 +81,7 @@
    >>pooling                          MaxPool, AveragePool
    >>global pooling                   GlobalAveragePool, GlobalMaxPool
    >>softmax                          Softmax, LogSoftmax
-   >>opencl kernels                   the GPU's node kernels as OpenCL C: Conv, Gemm, pools, Softmax
+   >>opencl kernels                   the GPU's node kernels as OpenCL C: Conv, Gemm, MatMul, pools, Softmax
    >>reductions                       ReduceMean/Sum/Max/Min/Prod/L2
    >>argmax                           ArgMax, ArgMin
    >>resize                           Resize
@@ -176,7 +176,7 @@
    COMPUTE_UNITS, GLOBAL_MEMORY, HOST_UNIFIED_MEMORY. The Core always lists it; without a
    driver it is unavailable (compiling on "GPU" is Unsupported with the reason) and a HETERO
    list goes on without it. It runs the elementwise islands (printed from the body IR as
-   OpenCL C, bit for bit the interpreter's), Conv, Gemm, MaxPool, AveragePool, the global
+   OpenCL C, bit for bit the interpreter's), Conv, Gemm, MatMul, MaxPool, AveragePool, the global
    pools, Softmax and LogSoftmax; a HETERO list's next device takes the rest (each kernel
    runs on buffers over the request's memory, zero-copy where the device shares it).
    compile_model also takes SHAPE_CACHE_SIZE (1..1024, default 8): the plans of other input-shape signatures a model
@@ -3351,10 +3351,10 @@ inline const char* opencl_error_name(cl_int e) {
 // opened at the first question (metric, availability, compile), not when the Core is made.
 // What it claims: the elementwise snippet ops, fused into islands exactly as the CPU fuses
 // them, each island one OpenCL C kernel printed from its body (print_opencl_kernel), and the
-// node kernels of >>opencl kernels (Conv, Gemm, pools, Softmax); all the kernels of a
+// node kernels of >>opencl kernels (Conv, Gemm, MatMul, pools, Softmax); all the kernels of a
 // subgraph are one program, built once at compile time. Layout ops and the rest go to the
 // next device of a HETERO list.
-// Config: PLATFORM and DEVICE (auto or an index), PERF_COUNT, TILED_KERNELS (YES: Conv and Gemm
+// Config: PLATFORM and DEVICE (auto or an index), PERF_COUNT, TILED_KERNELS (YES: Conv, Gemm, MatMul
 // by local-memory tiles where they fill them, NO: the direct kernels, auto: tiles on a device
 // of type GPU, whose local memory is on chip; a CPU device's (PoCL) is plain memory and its
 // barriers serialize the work-items), QUEUE_TIMEOUT_MS (1..3600000,
@@ -3373,7 +3373,7 @@ const ConfigKey kGpuKeys[] = {{"PLATFORM", "auto"}, {"DEVICE", "auto"}, {"PERF_C
 constexpr uint32_t kGpuMaxTimeoutMs = 3600000;
 
 inline bool gpu_node_op(StringView op);   // >>opencl kernels
-// An island fused into a Conv or Gemm kernel: its body printed as `function` (print_opencl_epilogue),
+// An island fused into a Conv, Gemm or MatMul kernel: its body printed as `function` (print_opencl_epilogue),
 // called with each output element instead of storing it. The kernel's arguments after the
 // node's inputs: the island's parameters but `fused` (p<i>), then its results (r<i>).
 struct GpuEpilogue {
@@ -3486,7 +3486,7 @@ public:
     uint8_t* flags = nullptr;              // per touched value: kHostMade | kHostNeeded
     cl_mem* weights = nullptr;             // per touched value: a constant's buffer, or nullptr
     uint32_t touched = 0;
-    // Per step of a Conv or Gemm with a fused island (its body and snippet in the step's unit,
+    // Per step of a Conv, Gemm or MatMul with a fused island (its body and snippet in the step's unit,
     // epilogue_body and epilogue): the island's parameter the node's result was, or
     // kNoFusedParameter; the island's reads and the node count it had.
     uint32_t* epilogue_fused = nullptr;
@@ -4145,7 +4145,7 @@ inline Status GpuDevice::build_check(StringView source, char* log, size_t log_si
     return Status::Ok;
 }
 
-// Fuses into a Conv or Gemm step the island that alone reads its result, when the island's
+// Fuses into a Conv, Gemm or MatMul step the island that alone reads its result, when the island's
 // other inputs are ready before the node runs and its body prints as an epilogue of the
 // result's elements (bias, Relu, Clip, a residual Add...): the node's result never reaches
 // memory, and a launch goes. The island's step leaves the program.
@@ -4166,7 +4166,7 @@ inline Status fuse_epilogues(GpuProgram* p, const PreparedModel& model, Span<con
     for (uint32_t i = 0; i < r.count; ++i) {
         const Node& node = g.node(r.steps_[i].node);
         bool node_kernel = !r.units[i].body && !r.units[i].run && !r.units[i].snippet && r.steps_[i].writes.size == 1 &&
-                           (node.op == StringView("Conv") || node.op == StringView("Gemm"));
+                           (node.op == StringView("Conv") || node.op == StringView("Gemm") || node.op == StringView("MatMul"));
         if (!node_kernel) continue;
         const uint32_t v = r.steps_[i].writes[0];
         // Read by nothing outside the program (another device, the user).
@@ -9880,15 +9880,16 @@ namespace detail {
 
 // >>opencl kernels
 // The GPU's kernels for single nodes, printed as OpenCL C with the node's geometry (from its
-// prepared state) as constants: Conv (direct, any group, 1-3 spatial dims), Gemm, MaxPool and
+// prepared state) as constants: Conv (direct, any group, 1-3 spatial dims), Gemm and MatMul
+// (one generator: MatMul's broadcast batch matrices found from the batch index), MaxPool and
 // AveragePool, GlobalAveragePool and GlobalMaxPool, Softmax and LogSoftmax. One work-item per
-// output element (per line for Softmax; Conv and Gemm: a block of up to 4 output maps or
+// output element (per line for Softmax; Conv, Gemm, MatMul: a block of up to 4 output maps or
 // columns sharing each input load); sums in float with fma, so results differ from the CPU's
 // blocked GEMM by rounding only (the conformance tolerances).
 inline bool gpu_node_op(StringView op) {
-    return op == StringView("Conv") || op == StringView("Gemm") || op == StringView("MaxPool") || op == StringView("AveragePool") ||
-           op == StringView("GlobalAveragePool") || op == StringView("GlobalMaxPool") || op == StringView("Softmax") ||
-           op == StringView("LogSoftmax");
+    return op == StringView("Conv") || op == StringView("Gemm") || op == StringView("MatMul") || op == StringView("MaxPool") ||
+           op == StringView("AveragePool") || op == StringView("GlobalAveragePool") || op == StringView("GlobalMaxPool") ||
+           op == StringView("Softmax") || op == StringView("LogSoftmax");
 }
 
 // The arguments an epilogue adds to a node kernel's parameter list, and its call for one
@@ -9949,19 +9950,61 @@ inline void gpu_tiled_conv(const ConvState& st, bool bias, const char* name, con
     out->append(" }\n}\n");
 }
 
-// Gemm by 16 x 16 tiles of A and B in local memory: each work-item one element of Y.
-inline void gpu_tiled_gemm(const GemmState& st, const char* name, const GpuEpilogue* epilogue, OpenClSource* out, uint64_t* work, uint64_t* grid) {
+// The product a Gemm or MatMul kernel computes: Y[z] = alpha A[z]' B[z]' (+ beta C) for each
+// batch matrix z. Gemm has one; MatMul's broadcast batch dims give A's and B's offsets from z's
+// digits (stride 0 along a broadcast dim), Y's matrices follow each other.
+struct GpuProduct {
+    int64_t m = 0, n = 0, k = 0, c_row = 0, c_col = 0;
+    float alpha = 1.0f, beta = 0.0f;
+    bool trans_a = false, trans_b = false, has_c = false;
+    const MatMulState* batches = nullptr;
+};
+inline GpuProduct gpu_product(const GemmState& st) {
+    GpuProduct p;
+    p.m = st.m; p.n = st.n; p.k = st.k; p.c_row = st.c_row; p.c_col = st.c_col;
+    p.alpha = st.alpha; p.beta = st.beta;
+    p.trans_a = st.trans_a; p.trans_b = st.trans_b; p.has_c = st.has_c;
+    return p;
+}
+inline GpuProduct gpu_product(const MatMulState& st) {
+    GpuProduct p;
+    p.m = st.m; p.n = st.n; p.k = st.k;
+    p.batches = &st;
+    return p;
+}
+// Moves a and b to batch matrix z's (a long in the kernel) and prints Y's element index.
+inline void gpu_product_batch(const GpuProduct& p, const char* column, OpenClSource* out, char* index, size_t index_size) {
+    auto ll = [](int64_t v) { return (long long)v; };
+    if (!p.batches) { std::snprintf(index, index_size, "i * %lldl + %s", ll(p.n), column); return; }
+    const MatMulState& st = *p.batches;
+    out->append("    long rest = z;\n");
+    for (int d = st.batch_rank - 1; d >= 0; --d) {
+        out->append("    ");
+        if (st.a_stride[d]) out->append("a += rest %% %lldl * %lldl; ", ll(st.batch_dims[d]), ll(st.a_stride[d]));
+        if (st.b_stride[d]) out->append("b += rest %% %lldl * %lldl; ", ll(st.batch_dims[d]), ll(st.b_stride[d]));
+        out->append("rest /= %lldl;\n", ll(st.batch_dims[d]));
+    }
+    std::snprintf(index, index_size, "z * %lldl + i * %lldl + %s", ll(p.m * p.n), ll(p.n), column);
+}
+
+// Gemm and MatMul by 16 x 16 tiles of A and B in local memory: each work-item one element of
+// Y, the batch matrix along dim 2.
+inline void gpu_tiled_gemm(const GpuProduct& st, uint64_t batch, const char* name, const GpuEpilogue* epilogue, OpenClSource* out, uint64_t* work,
+                           uint64_t* grid) {
     const int T = kGpuTile;
     auto ll = [](int64_t v) { return (long long)v; };
     grid[0] = (uint64_t)((st.n + T - 1) / T * T);
     grid[1] = (uint64_t)((st.m + T - 1) / T * T);
-    grid[2] = 1;
-    *work = grid[0] * grid[1];
+    grid[2] = batch;
+    *work = grid[0] * grid[1] * grid[2];
     out->append("__kernel __attribute__((reqd_work_group_size(%d, %d, 1))) void %s(__global const float* a, __global const float* b%s", T, T, name,
                 st.has_c ? ", __global const float* c" : "");
     gpu_epilogue_parameters(epilogue, out);
     out->append("    __local float at[%d][%d], bt[%d][%d];\n", T, T + 1, T, T + 1);
     out->append("    int lx = get_local_id(0), ly = get_local_id(1);\n    long j = get_global_id(0), i = get_global_id(1);\n");
+    char index[96];
+    if (st.batches) out->append("    long z = get_global_id(2);\n");
+    gpu_product_batch(st, "j", out, index, sizeof index);
     out->append("    long ib = get_group_id(1) * %dl + ly, jb = get_group_id(0) * %dl + lx;\n    float acc = 0.0f;\n", T, T);
     out->append("    for (long k0 = 0; k0 < %lldl; k0 += %d) {\n", ll(st.k), T);
     char a_at[64], b_at[64];
@@ -9975,8 +10018,35 @@ inline void gpu_tiled_gemm(const GemmState& st, const char* name, const GpuEpilo
     out->append("        barrier(CLK_LOCAL_MEM_FENCE);\n    }\n");
     out->append("    if (i < %lldl && j < %lldl) {\n        float v = (float)%.17g * acc;\n", ll(st.m), ll(st.n), (double)st.alpha);
     if (st.has_c) out->append("        v += (float)%.17g * c[i * %lldl + j * %lldl];\n", (double)st.beta, ll(st.c_row), ll(st.c_col));
-    char index[64];
-    std::snprintf(index, sizeof index, "i * %lldl + j", ll(st.n));
+    out->append("        ");
+    gpu_store(epilogue, index, "v", out);
+    out->append("\n    }\n}\n");
+}
+
+// Gemm and MatMul directly: a work-item sums `rb` neighbouring columns of one row (each
+// a[i][k] loaded once), work-items in one dim over the batch matrices' rows.
+inline void gpu_direct_gemm(const GpuProduct& st, uint64_t batch, const char* name, const GpuEpilogue* epilogue, OpenClSource* out, uint64_t* work) {
+    auto ll = [](int64_t v) { return (long long)v; };
+    int rb = st.n % 4 == 0 ? 4 : st.n % 2 == 0 ? 2 : 1;
+    const int64_t per_matrix = st.m * (st.n / rb);
+    *work = (uint64_t)per_matrix * batch;
+    out->append("__kernel void %s(__global const float* a, __global const float* b%s", name, st.has_c ? ", __global const float* c" : "");
+    gpu_epilogue_parameters(epilogue, out);
+    out->append("    long g = get_global_id(0);\n    if (g >= %lldl) return;\n", ll((int64_t)*work));
+    if (st.batches) out->append("    long z = g / %lldl;\n    g %%= %lldl;\n", ll(per_matrix), ll(per_matrix));
+    out->append("    long i = g / %lldl, j = g %% %lldl * %d;\n", ll(st.n / rb), ll(st.n / rb), rb);
+    char index[96];
+    gpu_product_batch(st, "j + r", out, index, sizeof index);
+    out->append("    float acc[%d];\n    for (int r = 0; r < %d; ++r) acc[r] = 0.0f;\n", rb, rb);
+    char a_at[64], b_at[64];
+    if (st.trans_a) std::snprintf(a_at, sizeof a_at, "k * %lldl + i", ll(st.m));
+    else std::snprintf(a_at, sizeof a_at, "i * %lldl + k", ll(st.k));
+    if (st.trans_b) std::snprintf(b_at, sizeof b_at, "(j + r) * %lldl + k", ll(st.k));
+    else std::snprintf(b_at, sizeof b_at, "k * %lldl + j + r", ll(st.n));
+    out->append("    for (long k = 0; k < %lldl; ++k) {\n        float v = a[%s];\n", ll(st.k), a_at);
+    out->append("        for (int r = 0; r < %d; ++r) acc[r] = fma(v, b[%s], acc[r]);\n    }\n", rb, b_at);
+    out->append("    for (int r = 0; r < %d; ++r) {\n        float v = (float)%.17g * acc[r];\n", rb, (double)st.alpha);
+    if (st.has_c) out->append("        v += (float)%.17g * c[i * %lldl + (j + r) * %lldl];\n", (double)st.beta, ll(st.c_row), ll(st.c_col));
     out->append("        ");
     gpu_store(epilogue, index, "v", out);
     out->append("\n    }\n}\n");
@@ -10047,35 +10117,16 @@ inline Status gpu_node_kernel(const PreparedModel& model, NodeId id, const char*
         out->append(" }\n}\n");
         return Status::Ok;
     }
-    if (node.op == StringView("Gemm")) {
-        const GemmState& st = *static_cast<const GemmState*>(state);
+    if (node.op == StringView("Gemm") || node.op == StringView("MatMul")) {
+        const bool gemm = node.op == StringView("Gemm");
+        const GpuProduct st = gemm ? gpu_product(*static_cast<const GemmState*>(state)) : gpu_product(*static_cast<const MatMulState*>(state));
+        const uint64_t batch = gemm ? 1 : (uint64_t)static_cast<const MatMulState*>(state)->batch;
         if (tiles && tiled && st.m >= kGpuTile && st.n >= kGpuTile && st.k >= kGpuTile) {
-            gpu_tiled_gemm(st, name, epilogue, out, work, grid);
+            gpu_tiled_gemm(st, batch, name, epilogue, out, work, grid);
             *tiled = true;
             return Status::Ok;
         }
-        // A work-item sums `rb` neighbouring columns of one row: each a[i][k] loaded once.
-        int rb = st.n % 4 == 0 ? 4 : st.n % 2 == 0 ? 2 : 1;
-        *work = (uint64_t)(st.m * (st.n / rb));
-        out->append("__kernel void %s(__global const float* a, __global const float* b%s", name, st.has_c ? ", __global const float* c" : "");
-        gpu_epilogue_parameters(epilogue, out);
-        out->append("    long g = get_global_id(0);\n    if (g >= %lldl) return;\n    long i = g / %lldl, j = g %% %lldl * %d;\n", ll((int64_t)*work),
-                    ll(st.n / rb), ll(st.n / rb), rb);
-        out->append("    float acc[%d];\n    for (int r = 0; r < %d; ++r) acc[r] = 0.0f;\n", rb, rb);
-        char a_at[64], b_at[64];
-        if (st.trans_a) std::snprintf(a_at, sizeof a_at, "k * %lldl + i", ll(st.m));
-        else std::snprintf(a_at, sizeof a_at, "i * %lldl + k", ll(st.k));
-        if (st.trans_b) std::snprintf(b_at, sizeof b_at, "(j + r) * %lldl + k", ll(st.k));
-        else std::snprintf(b_at, sizeof b_at, "k * %lldl + j + r", ll(st.n));
-        out->append("    for (long k = 0; k < %lldl; ++k) {\n        float v = a[%s];\n", ll(st.k), a_at);
-        out->append("        for (int r = 0; r < %d; ++r) acc[r] = fma(v, b[%s], acc[r]);\n    }\n", rb, b_at);
-        out->append("    for (int r = 0; r < %d; ++r) {\n        float v = (float)%.17g * acc[r];\n", rb, (double)st.alpha);
-        if (st.has_c) out->append("        v += (float)%.17g * c[i * %lldl + (j + r) * %lldl];\n", (double)st.beta, ll(st.c_row), ll(st.c_col));
-        char index[64];
-        std::snprintf(index, sizeof index, "i * %lldl + j + r", ll(st.n));
-        out->append("        ");
-        gpu_store(epilogue, index, "v", out);
-        out->append("\n    }\n}\n");
+        gpu_direct_gemm(st, batch, name, epilogue, out, work);
         return Status::Ok;
     }
     if (node.op == StringView("MaxPool") || node.op == StringView("AveragePool")) {
