@@ -1,5 +1,5 @@
 // bench/hetero: HETERO:GPU,CPU on a model whose partition has independent GPU and CPU
-// subgraphs (a Conv chain the GPU takes, a MatMul chain only the CPU runs), with PoCL limited
+// subgraphs (a Conv chain the GPU takes, a MatMul chain given to the CPU), with PoCL limited
 // to one thread and the CPU to one thread. Prints each device's time (PERF_COUNT, the
 // sequential run), the run with the lanes one after another (HETERO_CONCURRENT=NO) and at once,
 // and the ratio of the concurrent run to the sum of the two devices' times. Medians of N runs.
@@ -37,7 +37,7 @@ bool ok(Status s, const char* what, const char* error) {
     return false;
 }
 
-// x[1,16,40,40] -> (Conv 3x3 16->16 pad 1, Relu) x convs; y[384,384] -> MatMul w x matmuls (an elementwise op between them would go to the GPU).
+// x[1,16,40,40] -> (Conv 3x3 16->16 pad 1, Relu) x convs; y[384,384] -> MatMul w x matmuls, on the CPU by affinity.
 bool build(Model* m, int convs, int matmuls, std::vector<std::vector<float>>* keep) {
     NodeId x, y;
     if (m->add_input("x", desc({1, 16, 40, 40}), &x) != Status::Ok || m->add_input("y", desc({384, 384}), &y) != Status::Ok) return false;
@@ -66,6 +66,7 @@ bool build(Model* m, int convs, int matmuls, std::vector<std::vector<float>>* ke
         if (m->add_constant(w.c_str(), desc({384, 384}), keep->back().data(), &wid) != Status::Ok) return false;
         InputRef in[] = {InputRef::by_id(at), InputRef::by_id(wid)};
         if (m->add_node("MatMul", mm.c_str(), in, 1, &matmul) != Status::Ok) return false;
+        if (m->graph.set_affinity(matmul, "CPU") != Status::Ok) return false;   // the GPU runs MatMul too
         at = matmul;
     }
     if (m->add_output("cpu_out", InputRef::by_id(at)) != Status::Ok) return false;
