@@ -20351,20 +20351,10 @@ inline Status run_int8_table(const RunContext& c) {
     uint8_t* y = c.outputs[0].as<uint8_t>();
     const uint64_t chunk = 16384, units = (st.count + chunk - 1) / chunk;
     nn_parallel(c, units, [&](uint64_t, uint64_t begin, uint64_t end) {
-        // a local copy (y's stores cannot alias it) and 8 bytes per load and store
-        uint8_t t[256];
+        uint8_t t[256];   // a local copy: y's stores cannot alias it
         std::memcpy(t, st.table, sizeof t);
-        const uint64_t stop = end * chunk < st.count ? end * chunk : st.count;
-        uint64_t e = begin * chunk;
-        for (; e + 8 <= stop; e += 8) {
-            uint64_t v;
-            std::memcpy(&v, x + e, 8);
-            const uint64_t r = (uint64_t)t[v & 255] | (uint64_t)t[(v >> 8) & 255] << 8 | (uint64_t)t[(v >> 16) & 255] << 16 |
-                               (uint64_t)t[(v >> 24) & 255] << 24 | (uint64_t)t[(v >> 32) & 255] << 32 |
-                               (uint64_t)t[(v >> 40) & 255] << 40 | (uint64_t)t[(v >> 48) & 255] << 48 | (uint64_t)t[v >> 56] << 56;
-            std::memcpy(y + e, &r, 8);
-        }
-        for (; e < stop; ++e) y[e] = t[x[e]];
+        const uint64_t from = begin * chunk, stop = end * chunk < st.count ? end * chunk : st.count;
+        int8_lookup(t, x + from, y + from, (int64_t)(stop - from));
     });
     return Status::Ok;
 }
