@@ -28,11 +28,7 @@ std::vector<float> random_floats(int64_t n, uint32_t seed) {
     return v;
 }
 
-int64_t count_of(const Shape& s) {
-    int64_t n = 1;
-    for (int64_t d : s) n *= d;
-    return n;
-}
+using test::count_of;
 
 // A Conv with one input channel per group: x N x C x [H x] W, `multiplier` maps per channel.
 struct DwCase {

@@ -31,11 +31,7 @@ std::vector<float> uniform_floats(int64_t n, uint32_t seed, float scale = 1.0f) 
     return v;
 }
 
-int64_t elements_of(const Shape& s) {
-    int64_t n = 1;
-    for (int64_t d : s) n *= d;
-    return n;
-}
+using test::count_of;
 
 struct ConvSpec {
     const char* what;
@@ -94,7 +90,7 @@ Run run_model(const std::function<NodeId(OpTest&)>& build, const char* isa, bool
 Run run_conv_tail(const ConvSpec& cs, const Tail& tail, const std::vector<float>& x, uint32_t seed, const char* isa,
                   bool fusion, uint32_t threads) {
     return run_model([&](OpTest& t) {
-        std::vector<float> w = uniform_floats(elements_of(cs.w), seed), bias = uniform_floats(conv_output_shape(cs)[1], seed + 1);
+        std::vector<float> w = uniform_floats(count_of(cs.w), seed), bias = uniform_floats(conv_output_shape(cs)[1], seed + 1);
         const Shape y_shape = conv_output_shape(cs);
         t.op(cs.transpose ? "ConvTranspose" : "Conv",
              {t.input(cs.x, x), t.constant(cs.w, w), t.constant(Shape{y_shape[1]}, bias)});
@@ -151,7 +147,7 @@ std::vector<Tail> every_tail() {
                      }});
     tails.push_back({"Gelu", unary("Gelu")});
     tails.push_back({"residual Add + Relu", [](OpTest& t, InputRef y, const Shape& ys) {
-                         InputRef skip = t.input(ys, uniform_floats(elements_of(ys), 77));
+                         InputRef skip = t.input(ys, uniform_floats(count_of(ys), 77));
                          NodeId add = t.op("Add", {y, skip});
                          return t.op("Relu", {InputRef::by_id(add, 0)});
                      }});
@@ -210,7 +206,7 @@ TEST_CASE("epilogue: every tail on every conv shape class equals the unfused ste
             const std::string conv = cs.what, epilogue = tail.what;
             CAPTURE(conv);
             CAPTURE(epilogue);
-            std::vector<float> x = uniform_floats(elements_of(cs.x), seed);
+            std::vector<float> x = uniform_floats(count_of(cs.x), seed);
             check_fused([&](const char* isa, bool fusion, uint32_t threads) {
                 return run_conv_tail(cs, tail, x, seed + 1, isa, fusion, threads);
             });
@@ -221,7 +217,7 @@ TEST_CASE("epilogue: every tail on every conv shape class equals the unfused ste
 TEST_CASE("epilogue: NaN and Inf reach the epilogue as they reach the unfused island") {
     const std::vector<Tail> tails = every_tail();
     const ConvSpec cs = {"3x3 padded", false, {1, 8, 9, 10}, {12, 8, 3, 3}, 1, {}, {}, {1, 1, 1, 1}};
-    std::vector<float> x = uniform_floats(elements_of(cs.x), 950);
+    std::vector<float> x = uniform_floats(count_of(cs.x), 950);
     x[3] = NAN;
     x[40] = INFINITY;
     x[41] = -INFINITY;
@@ -238,7 +234,7 @@ TEST_CASE("epilogue: NaN and Inf reach the epilogue as they reach the unfused is
 TEST_CASE("epilogue: the fused result against a double reference (conv bound 1e-5 sum |w||x|)") {
     // Conv 3x3 padded + Relu, in double: relu(bias + sum w x).
     const Shape xs = {1, 7, 11, 12}, ws = {10, 7, 3, 3};
-    std::vector<float> x = uniform_floats(elements_of(xs), 960), w = uniform_floats(elements_of(ws), 961);
+    std::vector<float> x = uniform_floats(count_of(xs), 960), w = uniform_floats(count_of(ws), 961);
     std::vector<float> bias = uniform_floats(10, 962);
     const ConvSpec cs = {"3x3", false, xs, ws, 1, {}, {}, {1, 1, 1, 1}};
     Tail relu = {"Relu", [](OpTest& t, InputRef y, const Shape&) { return t.op("Relu", {y}); }};
@@ -270,7 +266,7 @@ TEST_CASE("epilogue: the fused result against a double reference (conv bound 1e-
 
 TEST_CASE("epilogue: islands that cannot be an epilogue stay their own step") {
     const ConvSpec cs = {"3x3", false, {1, 4, 6, 6}, {8, 4, 3, 3}, 1, {}, {}, {1, 1, 1, 1}};
-    std::vector<float> x = uniform_floats(elements_of(cs.x), 970);
+    std::vector<float> x = uniform_floats(count_of(cs.x), 970);
     // The conv's output also read outside the island (by a second island): no epilogue.
     Tail two_readers = {"two readers", [](OpTest& t, InputRef y, const Shape&) {
                             NodeId a = t.op("Relu", {y});
@@ -281,7 +277,7 @@ TEST_CASE("epilogue: islands that cannot be an epilogue stay their own step") {
     Tail broadcast = {"broadcast beyond the output", [](OpTest& t, InputRef y, const Shape& ys) {
                           Shape big = ys;
                           big[0] = 2;
-                          return t.op("Add", {y, t.input(big, uniform_floats(elements_of(big), 971))});
+                          return t.op("Add", {y, t.input(big, uniform_floats(count_of(big), 971))});
                       }};
     for (const Tail* tail : {&two_readers, &broadcast})
         for (const auto& isa : machine_isas()) {
@@ -312,7 +308,7 @@ TEST_CASE("epilogue: MatMul and Gemm with their tails (bias, GELU, residual, Rel
             CAPTURE(product);
             CAPTURE(epilogue);
             const int64_t k = pr.a.back();
-            std::vector<float> a = uniform_floats(elements_of(pr.a), seed), b = uniform_floats(k * pr.n, seed + 1);
+            std::vector<float> a = uniform_floats(count_of(pr.a), seed), b = uniform_floats(k * pr.n, seed + 1);
             std::vector<float> bias = uniform_floats(pr.n, seed + 2);
             Shape y_shape = pr.a;
             y_shape.back() = pr.n;

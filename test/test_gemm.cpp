@@ -217,11 +217,7 @@ namespace {
 using test::OpTest;
 using Shape = std::vector<int64_t>;
 
-int64_t count_of(const Shape& s) {
-    int64_t n = 1;
-    for (int64_t d : s) n *= d;
-    return n;
-}
+using test::count_of;
 
 // Compiles the OpTest's node on CPU (NUM_THREADS `threads`), infers once (allocating
 // nothing) and returns output 0; `kernels` receives the steps' kernel names (PERF_COUNT).

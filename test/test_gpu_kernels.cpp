@@ -78,23 +78,7 @@ std::vector<std::vector<float>> run(const Model& model, const char* device, cons
     INFO(core.last_error());
     REQUIRE(s == Status::Ok);
     for (const PlacementSummary& p : compiled.placement()) *placement += test::to_string(p.device) + ":" + std::to_string(p.nodes) + " ";
-    InferRequest request;
-    REQUIRE(compiled.create_request(&request) == Status::Ok);
-    for (size_t i = 0; i < inputs.size(); ++i) {
-        REQUIRE(request.input((uint32_t)i).bytes() == inputs[i].size() * 4);
-        std::memcpy(request.input((uint32_t)i).data(), inputs[i].data(), inputs[i].size() * 4);
-    }
-    uint64_t before = tessel_test::allocation_count();
-    s = request.infer();
-    INFO(request.last_error());
-    REQUIRE(s == Status::Ok);
-    CHECK(tessel_test::allocation_count() == before);
-    std::vector<std::vector<float>> out;
-    for (uint32_t i = 0; i < compiled.output_count(); ++i) {
-        const float* p = request.output(i).data_as<float>();
-        out.emplace_back(p, p + request.output(i).bytes() / 4);
-    }
-    return out;
+    return test::infer_floats(compiled, inputs);
 }
 
 std::vector<float> absolute(std::vector<float> v) {

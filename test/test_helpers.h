@@ -8,6 +8,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,13 @@ inline tessel::TensorDesc make_desc(tessel::ElementType type, const std::vector<
 }
 
 inline std::string to_string(tessel::StringView s) { return std::string(s.data, s.size); }
+
+// The element count of a shape.
+inline int64_t count_of(const std::vector<int64_t>& shape) {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    return n;
+}
 
 // x (float, dims x_dims) -> NonZero -> Transpose -> GatherND(x, .) -> Mul(2) -> y, and the
 // indices as a second output: a later stage planned per count of non-zeros.
@@ -130,6 +138,33 @@ void compile_and_infer(tessel::Core& core, const tessel::Model& model, const cha
                        tessel::InferRequest* request, Fill fill) {
     REQUIRE(core.compile_model(model, device, {}, compiled) == tessel::Status::Ok);
     create_and_infer(*compiled, request, fill);
+}
+
+// One infer on a new request of `compiled`: inputs[i] fills input i (float32, exactly its
+// size), infer() allocates nothing, the float32 outputs come back by index. `gpu_kernels`
+// collects the kernel name of each step the GPU ran (compiled with PERF_COUNT=YES).
+inline std::vector<std::vector<float>> infer_floats(const tessel::CompiledModel& compiled, const std::vector<std::vector<float>>& inputs,
+                                                    std::vector<std::string>* gpu_kernels = nullptr) {
+    tessel::InferRequest request;
+    REQUIRE(compiled.create_request(&request) == tessel::Status::Ok);
+    for (size_t i = 0; i < inputs.size(); ++i) {
+        REQUIRE(request.input((uint32_t)i).bytes() == inputs[i].size() * 4);
+        std::memcpy(request.input((uint32_t)i).data(), inputs[i].data(), inputs[i].size() * 4);
+    }
+    uint64_t before = tessel_test::allocation_count();
+    tessel::Status s = request.infer();
+    INFO(request.last_error());
+    REQUIRE(s == tessel::Status::Ok);
+    CHECK(tessel_test::allocation_count() == before);
+    if (gpu_kernels)
+        for (const tessel::ProfileEntry& p : request.profiling_info())
+            if (p.device == tessel::StringView("GPU")) gpu_kernels->push_back(p.kernel);
+    std::vector<std::vector<float>> out;
+    for (uint32_t i = 0; i < compiled.output_count(); ++i) {
+        const float* p = request.output(i).data_as<float>();
+        out.emplace_back(p, p + request.output(i).bytes() / 4);
+    }
+    return out;
 }
 
 }  // namespace test

@@ -20,11 +20,7 @@ namespace {
 using test::OpTest;
 using Shape = std::vector<int64_t>;
 
-int64_t count_of(const Shape& s) {
-    int64_t n = 1;
-    for (int64_t d : s) n *= d;
-    return n;
-}
+using test::count_of;
 
 // C = requantize(A B) over rows [m0, m1), oracle and Int8Gemm, C with 5 spare columns that
 // must stay untouched.

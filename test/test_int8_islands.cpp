@@ -15,11 +15,7 @@ namespace {
 using test::OpTest;
 using Shape = std::vector<int64_t>;
 
-int64_t count_of(const Shape& s) {
-    int64_t n = 1;
-    for (int64_t d : s) n *= d;
-    return n;
-}
+using test::count_of;
 
 // Every byte value, in an order that differs between the operands.
 std::vector<uint8_t> bytes_of(const Shape& shape, uint32_t mul, uint32_t add) {

@@ -20,11 +20,7 @@ namespace {
 using test::OpTest;
 using Shape = std::vector<int64_t>;
 
-int64_t elements_of(const Shape& s) {
-    int64_t n = 1;
-    for (int64_t d : s) n *= d;
-    return n;
-}
+using test::count_of;
 
 struct Run {
     std::vector<uint8_t> y;
@@ -104,9 +100,9 @@ QConvData qconv_data(const QConv& cc, uint32_t seed) {
     std::mt19937 rng(seed);
     QConvData d;
     const int64_t maps = cc.w[0];
-    d.x.resize((size_t)elements_of(cc.x));
+    d.x.resize((size_t)count_of(cc.x));
     for (uint8_t& v : d.x) v = (uint8_t)(rng() % 256);
-    d.q.resize((size_t)elements_of(cc.w));
+    d.q.resize((size_t)count_of(cc.w));
     for (int8_t& v : d.q) v = (int8_t)((int)(rng() % 256) - 128);   // -128 too: QOperator weights need not be symmetric
     d.sw.resize((size_t)maps);
     d.bias.resize((size_t)maps);
@@ -228,8 +224,8 @@ TEST_CASE("int8 qoperator: QLinearMatMul on the int8 kernels: batches, tails of 
     for (const QMat& mc : cases) {
         CAPTURE(seed);
         std::mt19937 rng(seed++);
-        const int64_t k = mc.a.back(), n = mc.n, rows = elements_of(mc.a) / k;
-        std::vector<uint8_t> a((size_t)elements_of(mc.a));
+        const int64_t k = mc.a.back(), n = mc.n, rows = count_of(mc.a) / k;
+        std::vector<uint8_t> a((size_t)count_of(mc.a));
         for (uint8_t& v : a) v = (uint8_t)(rng() % 256);
         std::vector<int8_t> b((size_t)(k * n));
         for (int8_t& v : b) v = (int8_t)((int)(rng() % 256) - 128);
@@ -324,7 +320,7 @@ TEST_CASE("int8 qoperator: DequantizeLinear -> HardSwish, Sigmoid, HardSigmoid +
                                      {{"HardSigmoid", "Relu"}, 0.04f, 7, 0.004f, 3, false}, {{"Tanh"}, 0.02f, 200, 0.008f, 128, true},
                                      {{"HardSwish"}, 0.0137f, 0, 0.0111f, 250, false}};
     const Shape shape = {1, 3, 101, 67};   // several parts of 16384 at 2 threads
-    std::vector<uint8_t> x((size_t)elements_of(shape));
+    std::vector<uint8_t> x((size_t)count_of(shape));
     for (size_t i = 0; i < x.size(); ++i) x[i] = (uint8_t)((i * 37 + i / 256) % 256);   // every value
     for (const Case& tc : cases) {
         CAPTURE(tc.ops[0]);
@@ -369,7 +365,7 @@ TEST_CASE("int8 qoperator: a Concat of DequantizeLinears pooled on uint8, the fl
     for (const Case& pc : cases) {
         CAPTURE(seed);
         std::mt19937 rng(seed++);
-        std::vector<uint8_t> a((size_t)elements_of(pc.a)), b((size_t)elements_of(pc.b));
+        std::vector<uint8_t> a((size_t)count_of(pc.a)), b((size_t)count_of(pc.b));
         for (uint8_t& v : a) v = (uint8_t)(rng() % 256);
         for (uint8_t& v : b) v = (uint8_t)(rng() % 256);
         auto build = [&](bool fusion, uint32_t threads) {

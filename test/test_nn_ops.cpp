@@ -18,11 +18,7 @@ namespace {
 
 using Shape = std::vector<int64_t>;
 
-int64_t count_of(const Shape& s) {
-    int64_t n = 1;
-    for (int64_t d : s) n *= d;
-    return n;
-}
+using test::count_of;
 
 std::vector<float> random_floats(int64_t n, uint32_t seed) {
     std::mt19937 rng(seed);
