@@ -3508,6 +3508,9 @@ public:
                 abandoned = !waiter->signal.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return waiter->callbacks_pending == 0; });
         }
         if (api) {
+            // Commands behind a failed kernel may still be ending in the driver (PoCL signals
+            // them from its own thread): they must end before their buffers and queue go.
+            if (queue && !abandoned) api->clFinish(queue);
             if (stuck && !abandoned) api->clReleaseEvent(stuck);
             for (Mirror& m : mirrors) release_mirror(&m);
             for (uint32_t k = 0; weights && k < touched; ++k) if (weights[k]) api->clReleaseMemObject(weights[k]);
@@ -3711,8 +3714,12 @@ public:
         Status status = Status::Ok;
         if (e != CL_SUCCESS) status = step_error(i, context_, what, e);
         // Even after a failed enqueue, what was enqueued must end before the buffers go back.
-        if (enqueued && (step_end || kernel_end)) status = wait_step(i, context_, step_end ? step_end : kernel_end, kernel_end, status);
-        else if (enqueued) {
+        if (enqueued && (step_end || kernel_end)) {
+            status = wait_step(i, context_, step_end ? step_end : kernel_end, kernel_end, status);
+            // A failed command's event may still be in the driver's hands after its callback
+            // (PoCL ends the commands behind it from its own thread): all must end first.
+            if (status != Status::Ok && !stuck) api->clFinish(queue);
+        } else if (enqueued) {
             cl_int w = api->clFinish(queue);
             if (w != CL_SUCCESS && status == Status::Ok) status = step_error(i, context_, "clFinish", w);
         }
