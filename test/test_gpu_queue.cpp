@@ -171,6 +171,12 @@ TEST_CASE("gpu queue: each failing OpenCL call is IoError naming the node and th
 }
 
 TEST_CASE("gpu queue: a kernel that ends with an error status is IoError; the next infer runs") {
+    // Forwarded to PoCL 3.1, a kernel failed through a user event crashes PoCL's own thread
+    // about once in 1000 runs; the faked device (qemu, the sanitizers) runs this case.
+    if (shim().forwarding()) {
+        MESSAGE("skipped: the shim forwards to a driver");
+        return;
+    }
     for (const char* device : {"GPU", "HETERO:GPU,CPU"}) {
         CAPTURE(std::string(device));
         // The fake ends the kernel with this status; a real driver whose kernel waits on a

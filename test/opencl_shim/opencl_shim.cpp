@@ -184,6 +184,9 @@ SHIM_EXPORT void tessel_opencl_shim_set_unified(int unified) { unified_override 
 namespace {
 // Forward mode: the user event that holds a stopped queue's kernel.
 cl_event held = nullptr;
+// Forward mode: the user event that failed the last failed kernel, released at the next
+// failure: PoCL may still be signalling the kernel from it after clSetUserEventStatus returns.
+cl_event failed_gate = nullptr;
 }  // namespace
 
 // Ends what the stopped queue holds, in order; later commands run at once again.
@@ -493,7 +496,13 @@ SHIM_EXPORT cl_int clEnqueueNDRangeKernel(cl_command_queue q, cl_kernel k, cl_ui
         held = gate;
     } else {
         real->clSetUserEventStatus(gate, outcome);
-        real->clReleaseEvent(gate);
+        cl_event previous = nullptr;
+        {
+            std::lock_guard<std::mutex> lock(mutex);
+            previous = failed_gate;
+            failed_gate = gate;
+        }
+        if (previous) real->clReleaseEvent(previous);
     }
     return e;
 }
