@@ -25,7 +25,7 @@ std::vector<Isa> machine_isas() {
     return isas;
 }
 
-std::vector<float> random_floats(int64_t n, uint32_t seed) {
+std::vector<float> coarse_floats(int64_t n, uint32_t seed) {
     std::mt19937 rng(seed);
     std::uniform_int_distribution<int> coarse(-40, 40);   // repeats: ties between taps
     std::vector<float> v((size_t)n);
@@ -124,7 +124,7 @@ TEST_CASE("cpu ops: MaxPool and AveragePool equal the reference bit for bit acro
                             int64_t height = 1 + (width + stride) % 6;
                             Shape x = {1 + (width % 2), 2, height, width};
                             PoolCase pc{op, x, k, {stride, stride}, pads, ceil_mode, (int64_t)(seed % 2)};
-                            compared += check_pool(pc, random_floats(x[0] * x[1] * height * width, seed++));
+                            compared += check_pool(pc, coarse_floats(x[0] * x[1] * height * width, seed++));
                         }
                     }
     CHECK(compared > 500);
@@ -147,14 +147,14 @@ TEST_CASE("cpu ops: pools of the light models' shapes, asymmetric strides, 1-D")
     for (const PoolCase& pc : cases) {
         int64_t n = 1;
         for (int64_t d : pc.x) n *= d;
-        CHECK(check_pool(pc, random_floats(n, seed++)) == 1);
+        CHECK(check_pool(pc, coarse_floats(n, seed++)) == 1);
     }
 }
 
 TEST_CASE("cpu ops: MaxPool keeps the reference's NaN and signed-zero rule") {
     // NaN first in a window stays; NaN later is passed over; -0 before +0 stays -0.
     Shape x = {1, 1, 6, 19};
-    std::vector<float> v = random_floats(6 * 19, 7);
+    std::vector<float> v = coarse_floats(6 * 19, 7);
     for (size_t i = 0; i < v.size(); i += 5) v[i] = NAN;
     for (size_t i = 2; i < v.size(); i += 7) v[i] = -0.0f;
     for (size_t i = 3; i < v.size(); i += 7) v[i] = 0.0f;
@@ -167,7 +167,7 @@ TEST_CASE("cpu ops: MaxPool keeps the reference's NaN and signed-zero rule") {
 
 TEST_CASE("cpu ops: MaxPool with Indices and dilated pools stay on the reference") {
     OpTest t;
-    std::vector<float> x = random_floats(2 * 8 * 8, 3);
+    std::vector<float> x = coarse_floats(2 * 8 * 8, 3);
     t.op("MaxPool", {t.input({1, 2, 8, 8}, x)});
     t.set_ints("kernel_shape", {3, 3});
     t.set_ints("dilations", {2, 2});
@@ -216,13 +216,13 @@ TEST_CASE("cpu ops: GlobalAveragePool and GlobalMaxPool across plane sizes, NaN,
     for (const char* op : {"GlobalAveragePool", "GlobalMaxPool"})
         for (int64_t plane : {1, 3, 4, 15, 16, 17, 33, 49, 196}) {
             Shape x = {2, 3, 1, plane};
-            std::vector<float> v = random_floats(6 * plane, seed++);
+            std::vector<float> v = coarse_floats(6 * plane, seed++);
             check_global(op, x, v);
             v[(size_t)plane / 2] = NAN;                        // NaN: max passes over it, the mean is NaN
             for (int64_t k = 0; k < plane; ++k) v[(size_t)(plane + k)] = k % 3 ? -1.0f : (k % 2 ? 0.0f : -0.0f);
             check_global(op, x, v);
         }
-    check_global("GlobalAveragePool", {1, 4, 7, 7, 2}, random_floats(4 * 98, 9));
+    check_global("GlobalAveragePool", {1, 4, 7, 7, 2}, coarse_floats(4 * 98, 9));
 }
 
 namespace {
@@ -264,11 +264,11 @@ TEST_CASE("cpu ops: Softmax and LogSoftmax on rows of every tail, wide ranges, N
     uint32_t seed = 200;
     for (const char* op : {"Softmax", "LogSoftmax"}) {
         for (int64_t n : {1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 100, 1000}) {
-            std::vector<float> v = random_floats(3 * n, seed++);
+            std::vector<float> v = coarse_floats(3 * n, seed++);
             for (size_t i = 0; i < v.size(); i += 3) v[i] *= 20.0f;   // exponents far apart: tiny terms
             check_softmax(op, {3, n}, -1, 13, v);
         }
-        std::vector<float> v = random_floats(2 * 3 * 37, seed++);
+        std::vector<float> v = coarse_floats(2 * 3 * 37, seed++);
         check_softmax(op, {2, 3, 37}, 1, 11, v);    // opset 11: rows from axis 1 on, coerced to 2-D
         check_softmax(op, {2, 3, 37}, 1, 13, v);    // a middle axis: the reference
         v[5] = NAN;                                 // the first row is NaN throughout
@@ -317,11 +317,11 @@ void check_lrn(const Shape& x, int64_t size, float alpha, float beta, float bias
 TEST_CASE("cpu ops: LRN across channels, every tail of the inner dims, windows at the edges, NaN and inf") {
     uint32_t seed = 300;
     for (int64_t inner : {1, 3, 4, 5, 8, 13}) {
-        std::vector<float> v = random_floats(2 * 7 * inner, seed++);
+        std::vector<float> v = coarse_floats(2 * 7 * inner, seed++);
         check_lrn({2, 7, inner}, 5, 1e-4f, 0.75f, 1.0f, v, true);
         check_lrn({2, 7, inner}, 2, 0.5f, 0.6f, 2.0f, v, true);   // even size: one more channel after
     }
-    std::vector<float> v = random_floats(1 * 16 * 6 * 5, seed++);
+    std::vector<float> v = coarse_floats(1 * 16 * 6 * 5, seed++);
     for (float& f : v) f *= 40.0f;                                // squares far from 1: t up to 1e6
     check_lrn({1, 16, 6, 5}, 9, 0.9f, 2.5f, 1e-3f, v, true);
     check_lrn({1, 16, 6, 5}, 1, 1e-4f, 0.75f, 1.0f, v, true);
@@ -334,7 +334,7 @@ TEST_CASE("cpu ops: LRN across channels, every tail of the inner dims, windows a
 }
 
 TEST_CASE("cpu ops: Sum of two float inputs fuses into an island and adds as Add") {
-    std::vector<float> a = random_floats(2 * 3 * 5, 300), b = random_floats(5, 301);
+    std::vector<float> a = coarse_floats(2 * 3 * 5, 300), b = coarse_floats(5, 301);
     for (Isa isa : machine_isas()) {
         OpTest t;
         InputRef x = t.input({2, 3, 5}, a), y = t.input({5}, b);
@@ -369,7 +369,7 @@ struct ResizeCase {
 void check_resize(const ResizeCase& rc, uint32_t seed) {
     int64_t n = 1;
     for (int64_t d : rc.x) n *= d;
-    std::vector<float> v = random_floats(n, seed);
+    std::vector<float> v = coarse_floats(n, seed);
     auto build = [&](OpTest& t) {
         t.opset = 13;
         t.model.opset = 13;
@@ -433,7 +433,7 @@ TEST_CASE("cpu ops: Transpose merges the dims that stay adjacent (channel shuffl
     for (const Case& tc : cases) {
         int64_t n = 1;
         for (int64_t d : tc.x) n *= d;
-        std::vector<float> v = random_floats(n, seed++);
+        std::vector<float> v = coarse_floats(n, seed++);
         OpTest ref;
         ref.op("Transpose", {ref.input(tc.x, v)});
         ref.set_ints("perm", tc.perm);

@@ -20,13 +20,7 @@ namespace {
 using test::OpTest;
 using Shape = std::vector<int64_t>;
 
-std::vector<float> random_floats(int64_t n, uint32_t seed) {
-    std::mt19937 rng(seed);
-    std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
-    std::vector<float> v((size_t)n);
-    for (float& f : v) f = uniform(rng);
-    return v;
-}
+using test::random_floats;
 
 using test::count_of;
 

@@ -12,17 +12,12 @@
 #include <string>
 #include <vector>
 #include "snippets.h"
+#include "test_helpers.h"
 
 using namespace tessel;
 
 namespace {
-std::vector<float> random_floats(int64_t n, uint32_t seed) {
-    std::mt19937 rng(seed);
-    std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
-    std::vector<float> v((size_t)n);
-    for (float& f : v) f = uniform(rng);
-    return v;
-}
+using test::random_floats;
 
 std::vector<Isa> machine_isas() {
     std::vector<Isa> isas;

@@ -16,13 +16,7 @@ using namespace tessel;
 
 namespace {
 
-std::vector<float> random_floats(int64_t n, uint32_t seed, float scale = 1.0f) {
-    std::mt19937 rng(seed);
-    std::uniform_real_distribution<float> uniform(-scale, scale);
-    std::vector<float> v((size_t)n);
-    for (float& f : v) f = uniform(rng);
-    return v;
-}
+using test::random_floats;
 
 // want = alpha A B + beta C0 in double, with bound = 1e-5 (|alpha| sum |a||b| + |beta c0|) + tiny.
 struct Reference {

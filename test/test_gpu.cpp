@@ -43,7 +43,7 @@ const DriverChoice driver_choice;
 bool isa_level_runs_gpu() {
     const char* isa = std::getenv("TESSEL_ISA");
     if (!isa || !*isa || !std::strcmp(isa, "ref")) return true;
-    MESSAGE("skipped at TESSEL_ISA=" << isa << ": the GPU tests run at the ref level");
+    MESSAGE("skipped at TESSEL_ISA=" << std::string(isa) << ": the GPU tests run at the ref level");
     return false;
 }
 

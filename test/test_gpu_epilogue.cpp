@@ -44,29 +44,13 @@ struct Built {
 };
 
 // Outputs and the kernel name of each profiled GPU step.
-std::vector<std::vector<float>> run(const Model& model, const char* device, const std::vector<std::vector<float>>& inputs, std::vector<std::string>* kernels,
-                                    const char* tiles = "NO") {
-    Core core;
-    CompiledModel compiled;
-    ConfigEntry config[] = {{"PERF_COUNT", "YES"}, {"GPU:TILED_KERNELS", tiles}};
-    Status s = core.compile_model(model, device, Span<const ConfigEntry>(config, std::strncmp(device, "CPU", 3) ? 2 : 1), &compiled);
-    INFO(core.last_error());
-    REQUIRE(s == Status::Ok);
-    return test::infer_floats(compiled, inputs, kernels);
-}
-
-bool gpu_here() {
-    Core core;
-    if (core.device("GPU")->check_available() == Status::Ok) return true;
-    MESSAGE("GPU unavailable here: " << core.device("GPU")->last_error());
-    return false;
-}
+using test::gpu_here;
 
 void check_equal(const Model& model, const std::vector<std::vector<float>>& inputs, const std::vector<std::string>& want_kernels,
                  const char* tiles = "NO") {
-    std::vector<std::string> kernels, unused;
-    std::vector<std::vector<float>> gpu = run(model, "GPU", inputs, &kernels, tiles);
-    std::vector<std::vector<float>> cpu = run(model, "CPU", inputs, &unused);
+    std::vector<std::string> kernels;
+    std::vector<std::vector<float>> gpu = test::compile_and_infer(model, "GPU", inputs, &kernels, tiles);
+    std::vector<std::vector<float>> cpu = test::compile_and_infer(model, "CPU", inputs);
     std::string got, want;
     for (const std::string& k : kernels) got += k + " ";
     for (const std::string& k : want_kernels) want += k + " ";
@@ -135,9 +119,9 @@ TEST_CASE("gpu epilogue: a result read twice, or a model output, keeps its own s
     std::vector<float> xv(3 * 5 * 5);
     std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
     for (float& v : xv) v = dist(rng);
-    std::vector<std::string> kernels, unused;
-    std::vector<std::vector<float>> gpu = run(b.model, "GPU", {xv}, &kernels);
-    std::vector<std::vector<float>> cpu = run(b.model, "CPU", {xv}, &unused);
+    std::vector<std::string> kernels;
+    std::vector<std::vector<float>> gpu = test::compile_and_infer(b.model, "GPU", {xv}, &kernels);
+    std::vector<std::vector<float>> cpu = test::compile_and_infer(b.model, "CPU", {xv});
     size_t fused = 0;
     for (const std::string& k : kernels) fused += k.find('+') != std::string::npos;
     CHECK(fused == 0);

@@ -67,24 +67,10 @@ void build(Model* m) {
     REQUIRE(m->finalize() == Status::Ok);
 }
 
-std::vector<std::vector<float>> run(const Model& model, const char* device, const char* tiles, const std::vector<std::vector<float>>& inputs,
-                                    std::vector<std::string>* kernels) {
-    Core core;
-    CompiledModel compiled;
-    ConfigEntry config[] = {{"PERF_COUNT", "YES"}, {"GPU:TILED_KERNELS", tiles}};
-    Status s = core.compile_model(model, device, Span<const ConfigEntry>(config, std::strncmp(device, "CPU", 3) ? 2 : 1), &compiled);
-    INFO(core.last_error());
-    REQUIRE(s == Status::Ok);
-    return test::infer_floats(compiled, inputs, kernels);
-}
-
 bool gpu_tested_here() {
     const char* isa = std::getenv("TESSEL_ISA");
     if (kSanitizer || (isa && *isa && std::strcmp(isa, "ref"))) return false;   // the driver is not instrumented; its results do not depend on the ISA
-    Core core;
-    if (core.device("GPU")->check_available() == Status::Ok) return true;
-    MESSAGE("GPU unavailable here: " << core.device("GPU")->last_error());
-    return false;
+    return test::gpu_here();
 }
 
 }  // namespace
@@ -103,15 +89,14 @@ TEST_CASE("gpu matmul: 1-D promotions, tails around the tile, broadcast batches 
         }
     Model model;
     build(&model);
-    std::vector<std::string> unused;
-    std::vector<std::vector<float>> cpu = run(model, "CPU", "NO", inputs, &unused);
-    std::vector<std::vector<float>> magnitude = run(model, "CPU", "NO", magnitudes, &unused);
+    std::vector<std::vector<float>> cpu = test::compile_and_infer(model, "CPU", inputs);
+    std::vector<std::vector<float>> magnitude = test::compile_and_infer(model, "CPU", magnitudes);
     const size_t count = sizeof kProducts / sizeof kProducts[0];
     for (const char* device : {"GPU", "HETERO:GPU,CPU"})
         for (const char* tiles : {"YES", "NO"}) {
             INFO(device << " TILED_KERNELS=" << tiles);
             std::vector<std::string> kernels;
-            std::vector<std::vector<float>> gpu = run(model, device, tiles, inputs, &kernels);
+            std::vector<std::vector<float>> gpu = test::compile_and_infer(model, device, inputs, &kernels, tiles);
             // Every MatMul a GPU kernel; tiled where M, N and K fill a tile.
             size_t direct = 0, tiled = 0;
             for (const std::string& k : kernels) {
@@ -155,13 +140,12 @@ TEST_CASE("gpu matmul: MatMul + Add + Relu over broadcast batches is one kernel,
     REQUIRE(m.add_node("Relu", "relu", Span<const InputRef>(relu_in, 1), 1, &relu) == Status::Ok);
     REQUIRE(m.add_output("y", InputRef::by_id(relu)) == Status::Ok);
     REQUIRE(m.finalize() == Status::Ok);
-    std::vector<std::string> unused;
-    std::vector<std::vector<float>> cpu = run(m, "CPU", "NO", {xv}, &unused);
+    std::vector<std::vector<float>> cpu = test::compile_and_infer(m, "CPU", {xv});
     for (const char* device : {"GPU", "HETERO:GPU,CPU"})
         for (const char* tiles : {"YES", "NO"}) {
             INFO(device << " TILED_KERNELS=" << tiles);
             std::vector<std::string> kernels;
-            std::vector<std::vector<float>> gpu = run(m, device, tiles, {xv}, &kernels);
+            std::vector<std::vector<float>> gpu = test::compile_and_infer(m, device, {xv}, &kernels, tiles);
             REQUIRE(kernels.size() == 1);
             CHECK(kernels[0] == (std::strcmp(tiles, "YES") ? "opencl:MatMul+2" : "opencl:tiled-MatMul+2"));
             REQUIRE(gpu.size() == 1);

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -50,6 +51,23 @@ inline int64_t count_of(const std::vector<int64_t>& shape) {
     int64_t n = 1;
     for (int64_t d : shape) n *= d;
     return n;
+}
+
+// n floats drawn uniformly from [-scale, scale]; the same seed gives the same floats.
+inline std::vector<float> random_floats(int64_t n, uint32_t seed, float scale = 1.0f) {
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> uniform(-scale, scale);
+    std::vector<float> v((size_t)n);
+    for (float& f : v) f = uniform(rng);
+    return v;
+}
+
+// n floats from [low, high], drawn from the caller's stream (tests that make many arrays).
+inline std::vector<float> random_floats(std::mt19937& rng, size_t n, float low = -1.0f, float high = 1.0f) {
+    std::uniform_real_distribution<float> uniform(low, high);
+    std::vector<float> v(n);
+    for (float& f : v) f = uniform(rng);
+    return v;
 }
 
 // x (float, dims x_dims) -> NonZero -> Transpose -> GatherND(x, .) -> Mul(2) -> y, and the
@@ -165,6 +183,28 @@ inline std::vector<std::vector<float>> infer_floats(const tessel::CompiledModel&
         out.emplace_back(p, p + request.output(i).bytes() / 4);
     }
     return out;
+}
+
+// Compiles `model` for `device` with PERF_COUNT=YES (and, where a GPU takes part, its
+// TILED_KERNELS as given), then infers once through infer_floats.
+inline std::vector<std::vector<float>> compile_and_infer(const tessel::Model& model, const char* device,
+                                                         const std::vector<std::vector<float>>& inputs,
+                                                         std::vector<std::string>* gpu_kernels = nullptr, const char* tiles = "NO") {
+    tessel::Core core;
+    tessel::CompiledModel compiled;
+    tessel::ConfigEntry config[] = {{"PERF_COUNT", "YES"}, {"GPU:TILED_KERNELS", tiles}};
+    tessel::Status s = core.compile_model(model, device, tessel::Span<const tessel::ConfigEntry>(config, std::strstr(device, "GPU") ? 2 : 1), &compiled);
+    INFO(core.last_error());
+    REQUIRE(s == tessel::Status::Ok);
+    return infer_floats(compiled, inputs, gpu_kernels);
+}
+
+// Whether this machine's GPU device runs (says why not).
+inline bool gpu_here() {
+    tessel::Core core;
+    if (core.device("GPU")->check_available() == tessel::Status::Ok) return true;
+    MESSAGE("GPU unavailable here: " << core.device("GPU")->last_error());
+    return false;
 }
 
 }  // namespace test

@@ -20,13 +20,7 @@ using Shape = std::vector<int64_t>;
 
 using test::count_of;
 
-std::vector<float> random_floats(int64_t n, uint32_t seed) {
-    std::mt19937 rng(seed);
-    std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
-    std::vector<float> v((size_t)n);
-    for (float& f : v) f = uniform(rng);
-    return v;
-}
+using test::random_floats;
 
 using test::make_desc;
 

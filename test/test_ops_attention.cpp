@@ -27,12 +27,7 @@ using I64 = std::vector<int64_t>;
 using F32 = std::vector<float>;
 using U8 = std::vector<uint8_t>;
 
-std::vector<float> random_floats(std::mt19937& rng, size_t n, float low = -1, float high = 1) {
-    std::uniform_real_distribution<float> u(low, high);
-    std::vector<float> v(n);
-    for (float& x : v) x = u(rng);
-    return v;
-}
+using test::random_floats;
 
 std::vector<float> iota_float(int n, float from = 0, float step = 1) {
     std::vector<float> v(n);

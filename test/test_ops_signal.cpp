@@ -56,12 +56,7 @@ void set_names(Model& model, NodeId node, const char* attribute, const std::stri
     REQUIRE(model.set_strings(node, attribute, Span<const StringView>(views.data(), views.size())) == Status::Ok);
 }
 
-std::vector<float> random_floats(std::mt19937& rng, size_t n, float scale) {
-    std::uniform_real_distribution<float> u(-scale, scale);
-    std::vector<float> v(n);
-    for (float& x : v) x = u(rng);
-    return v;
-}
+using test::random_floats;
 
 const double kPi = 3.14159265358979323846;
 
@@ -110,13 +105,13 @@ struct Recurrent {
 
     void randomize(std::mt19937& rng) {
         int64_t gh = gates() * hidden;
-        x = random_floats(rng, (size_t)(seq * batch * input), 1.0f);
-        w = random_floats(rng, (size_t)(dirs() * gh * input), 0.6f);
-        r = random_floats(rng, (size_t)(dirs() * gh * hidden), 0.6f);
-        b = random_floats(rng, (size_t)(dirs() * 2 * gh), 0.3f);
-        h0 = random_floats(rng, (size_t)(dirs() * batch * hidden), 0.5f);
-        c0 = random_floats(rng, (size_t)(dirs() * batch * hidden), 0.5f);
-        p = random_floats(rng, (size_t)(dirs() * 3 * hidden), 0.4f);
+        x = random_floats(rng, (size_t)(seq * batch * input), -1.0f, 1.0f);
+        w = random_floats(rng, (size_t)(dirs() * gh * input), -0.6f, 0.6f);
+        r = random_floats(rng, (size_t)(dirs() * gh * hidden), -0.6f, 0.6f);
+        b = random_floats(rng, (size_t)(dirs() * 2 * gh), -0.3f, 0.3f);
+        h0 = random_floats(rng, (size_t)(dirs() * batch * hidden), -0.5f, 0.5f);
+        c0 = random_floats(rng, (size_t)(dirs() * batch * hidden), -0.5f, 0.5f);
+        p = random_floats(rng, (size_t)(dirs() * 3 * hidden), -0.4f, 0.4f);
         seq_lens.assign((size_t)batch, 0);
         for (int32_t& l : seq_lens) l = (int32_t)(rng() % (uint32_t)(seq + 1));
     }
@@ -723,7 +718,7 @@ TEST_CASE("DFT: random signals against the naive sum (axes, lengths, complex inp
         bool given = n != (real_inverse ? 2 * (length - 1) : length) || rng() % 2;
         size_t count = 1;
         for (int64_t d : shape) count *= (size_t)d;
-        F32 x = random_floats(rng, count, 1.0f);
+        F32 x = random_floats(rng, count, -1.0f, 1.0f);
         OpTest t;
         t.opset = rng() % 2 ? 20 : 17;
         int64_t axis_value = rng() % 2 ? axis : axis - 4;
@@ -777,7 +772,7 @@ TEST_CASE("DFT: random signals against the naive sum (axes, lengths, complex inp
 TEST_CASE("DFT: longer lines, radix-2 and direct, forward and back") {
     std::mt19937 rng(29);
     for (int64_t n : {64, 48, 1024, 250}) {
-        F32 x = random_floats(rng, (size_t)(2 * n), 1.0f);
+        F32 x = random_floats(rng, (size_t)(2 * n), -1.0f, 1.0f);
         OpTest t;
         t.opset = 20;
         t.op("DFT", {t.input<float>({1, n, 2}, x)});
@@ -821,8 +816,8 @@ TEST_CASE("STFT: frames worked out by hand, a window, complex signals against th
         int64_t batch = 1 + rng() % 2, length = 4 + rng() % 12, parts = 1 + rng() % 2;
         int64_t frame = 1 + rng() % length, step = 1 + rng() % 4;
         bool onesided = rng() % 2, window = rng() % 2;
-        F32 x = random_floats(rng, (size_t)(batch * length * parts), 1.0f);
-        F32 w = random_floats(rng, (size_t)frame, 1.0f);
+        F32 x = random_floats(rng, (size_t)(batch * length * parts), -1.0f, 1.0f);
+        F32 w = random_floats(rng, (size_t)frame, -1.0f, 1.0f);
         OpTest t;
         t.op("STFT", {t.input<float>({batch, length, parts}, x), t.constant<int64_t>({}, {step}),
                       window ? t.input<float>({frame}, w) : t.absent(), t.constant<int64_t>({}, {frame})});
@@ -1072,7 +1067,7 @@ TEST_CASE("LpPool: worked out by hand; pads, strides, dilations, auto_pad and ce
         I64 pads = {(int64_t)(rng() % 2), (int64_t)(rng() % 2), (int64_t)(rng() % 2), (int64_t)(rng() % 2)};
         int mode = (int)(rng() % 4);   // pads, SAME_UPPER, SAME_LOWER, ceil_mode with pads
         if ((k0 - 1) * d0 + 1 > h + pads[0] + pads[2] || (k1 - 1) * d1 + 1 > w + pads[1] + pads[3]) continue;
-        F32 x = random_floats(rng, (size_t)(2 * h * w), 2.0f);
+        F32 x = random_floats(rng, (size_t)(2 * h * w), -2.0f, 2.0f);
         OpTest t;
         t.opset = 18;
         t.op("LpPool", {t.input<float>({1, 2, h, w}, x)});

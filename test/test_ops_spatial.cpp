@@ -34,12 +34,7 @@ std::vector<float> iota_float(int n, float from = 0) {
     return v;
 }
 
-std::vector<float> random_floats(std::mt19937& rng, size_t n, float low, float high) {
-    std::uniform_real_distribution<float> u(low, high);
-    std::vector<float> v(n);
-    for (float& x : v) x = u(rng);
-    return v;
-}
+using test::random_floats;
 
 int64_t product(const Shape& s) {
     int64_t n = 1;
