@@ -15,7 +15,7 @@ using namespace tessel;
 
 namespace {
 
-TensorDesc float_desc(std::initializer_list<int64_t> dims) { return test::make_desc(ElementType::Float32, dims); }
+TensorDesc float_desc(const std::vector<int64_t>& dims) { return test::make_desc(ElementType::Float32, dims); }
 
 // x[2,3,8] -> Add(bias[8]) -> Relu -> Mul(x) -> Sigmoid -> y ; plus a second output Tanh(x).
 void build_small(Model* m) {
@@ -894,39 +894,57 @@ TEST_CASE("runtime: opsets below 7 run when their legacy attributes mean what Nu
     CHECK(core.compile_model(modern, "CPU", {}, &compiled) == Status::InvalidArgument);
 }
 
-TEST_CASE("runtime: a BatchNormalization after a Conv with constant parameters is folded into its weights") {
-    auto build = [](Model* m, bool conv_is_output) {
-        NodeId x, w, b, scale, bias, mean, var, conv, bn;
-        REQUIRE(m->add_input("x", float_desc({1, 3, 7, 7}), &x) == Status::Ok);
-        std::mt19937 rng(3);
-        std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-        std::vector<float> wv(4 * 3 * 3 * 3), p(4);
-        for (float& v : wv) v = u(rng);
-        REQUIRE(m->add_constant("w", float_desc({4, 3, 3, 3}), wv.data(), &w) == Status::Ok);
-        for (float& v : p) v = u(rng);
-        REQUIRE(m->add_constant("b", float_desc({4}), p.data(), &b) == Status::Ok);
-        for (float& v : p) v = 1 + 0.5f * u(rng);
-        REQUIRE(m->add_constant("scale", float_desc({4}), p.data(), &scale) == Status::Ok);
-        for (float& v : p) v = u(rng);
-        REQUIRE(m->add_constant("bias", float_desc({4}), p.data(), &bias) == Status::Ok);
-        for (float& v : p) v = 0.3f * u(rng);
-        REQUIRE(m->add_constant("mean", float_desc({4}), p.data(), &mean) == Status::Ok);
-        for (float& v : p) v = 1.5f + u(rng);
-        REQUIRE(m->add_constant("var", float_desc({4}), p.data(), &var) == Status::Ok);
-        InputRef cin[] = {InputRef::by_id(x), InputRef::by_id(w), InputRef::by_id(b)};
-        REQUIRE(m->add_node("Conv", "conv", cin, 1, &conv) == Status::Ok);
-        int64_t pads[] = {1, 1, 1, 1};
-        REQUIRE(m->set_ints(conv, "pads", pads) == Status::Ok);
-        InputRef bin[] = {InputRef::by_id(conv), InputRef::by_id(scale), InputRef::by_id(bias), InputRef::by_id(mean), InputRef::by_id(var)};
-        REQUIRE(m->add_node("BatchNormalization", "bn", bin, 1, &bn) == Status::Ok);
-        REQUIRE(m->set_float(bn, "epsilon", 1e-3f) == Status::Ok);
-        REQUIRE(m->add_output("y", InputRef::by_id(bn)) == Status::Ok);
-        if (conv_is_output) REQUIRE(m->add_output("c", InputRef::by_id(conv)) == Status::Ok);
-        REQUIRE(m->finalize() == Status::Ok);
-    };
+namespace {
+// A Conv or ConvTranspose with constant weights, then a BatchNormalization with constant
+// parameters over its `channels` outputs; with `conv_is_output` the conv's value is an output too.
+struct ConvBatchNorm {
+    const char* op;
+    std::vector<int64_t> x, w;
+    int64_t channels = 0, group = 1, stride = 1, pad = 0;
+    bool bias = true;
+    float epsilon = 1e-5f;
+    uint32_t seed = 0;
+};
+
+void build_conv_batchnorm(Model* m, const ConvBatchNorm& c, bool conv_is_output) {
+    NodeId x, w, b = kNoNode, scale, bias, mean, var, conv, bn;
+    REQUIRE(m->add_input("x", float_desc(c.x), &x) == Status::Ok);
+    std::mt19937 rng(c.seed);
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    std::vector<float> wv((size_t)test::count_of(c.w)), p((size_t)c.channels);
+    for (float& v : wv) v = u(rng);
+    REQUIRE(m->add_constant("w", float_desc(c.w), wv.data(), &w) == Status::Ok);
+    for (float& v : p) v = u(rng);
+    if (c.bias) REQUIRE(m->add_constant("b", float_desc({c.channels}), p.data(), &b) == Status::Ok);
+    for (float& v : p) v = 1 + 0.5f * u(rng);
+    REQUIRE(m->add_constant("scale", float_desc({c.channels}), p.data(), &scale) == Status::Ok);
+    for (float& v : p) v = u(rng);
+    REQUIRE(m->add_constant("bias", float_desc({c.channels}), p.data(), &bias) == Status::Ok);
+    for (float& v : p) v = 0.3f * u(rng);
+    REQUIRE(m->add_constant("mean", float_desc({c.channels}), p.data(), &mean) == Status::Ok);
+    for (float& v : p) v = 1.5f + u(rng);
+    REQUIRE(m->add_constant("var", float_desc({c.channels}), p.data(), &var) == Status::Ok);
+    std::vector<InputRef> cin = {InputRef::by_id(x), InputRef::by_id(w)};
+    if (c.bias) cin.push_back(InputRef::by_id(b));
+    REQUIRE(m->add_node(c.op, "conv", Span<const InputRef>(cin.data(), cin.size()), 1, &conv) == Status::Ok);
+    int64_t strides[] = {c.stride, c.stride}, pads[] = {c.pad, c.pad, c.pad, c.pad};
+    REQUIRE(m->set_ints(conv, "strides", strides) == Status::Ok);
+    REQUIRE(m->set_ints(conv, "pads", pads) == Status::Ok);
+    REQUIRE(m->set_int(conv, "group", c.group) == Status::Ok);
+    InputRef bin[] = {InputRef::by_id(conv), InputRef::by_id(scale), InputRef::by_id(bias), InputRef::by_id(mean), InputRef::by_id(var)};
+    REQUIRE(m->add_node("BatchNormalization", "bn", bin, 1, &bn) == Status::Ok);
+    REQUIRE(m->set_float(bn, "epsilon", c.epsilon) == Status::Ok);
+    REQUIRE(m->add_output("y", InputRef::by_id(bn)) == Status::Ok);
+    if (conv_is_output) REQUIRE(m->add_output("c", InputRef::by_id(conv)) == Status::Ok);
+    REQUIRE(m->finalize() == Status::Ok);
+}
+
+// The folded model drops the BatchNormalization and the original weights, and computes what
+// the model that keeps them (the conv's value is an output there) computes.
+void check_batchnorm_folds(const ConvBatchNorm& c, int64_t output_count) {
     Model folded_model, kept_model;
-    build(&folded_model, false);
-    build(&kept_model, true);   // the Conv's value is an output: nothing to fold
+    build_conv_batchnorm(&folded_model, c, false);
+    build_conv_batchnorm(&kept_model, c, true);
     Core core;
     CompiledModel folded, kept;
     REQUIRE(core.compile_model(folded_model, "CPU", {}, &folded) == Status::Ok);
@@ -934,7 +952,7 @@ TEST_CASE("runtime: a BatchNormalization after a Conv with constant parameters i
     const Graph& fg = folded.prepared()->model.graph;
     CHECK(fg.find("bn") == kNoNode);
     CHECK(fg.find("conv.folded_weight") != kNoNode);
-    CHECK(fg.find("w") == kNoNode);   // the original weights are no longer needed
+    CHECK(fg.find("w") == kNoNode);
     CHECK(folded.prepared()->folded_count() == 1);
     CHECK(kept.prepared()->model.graph.find("bn") != kNoNode);
     CHECK(folded.step_count() == 1);
@@ -942,6 +960,7 @@ TEST_CASE("runtime: a BatchNormalization after a Conv with constant parameters i
     auto a = run_compiled(folded, 8);
     auto b = run_compiled(kept, 8);
     REQUIRE(a[0].size() == b[0].size());
+    REQUIRE((int64_t)a[0].size() == output_count);
     for (size_t i = 0; i < a[0].size(); ++i) CHECK(std::fabs(a[0][i] - b[0][i]) <= 1e-5f * (1 + std::fabs(b[0][i])));
     // The blob holds the folded model and gives the same bits.
     CompiledModel imported;
@@ -949,59 +968,27 @@ TEST_CASE("runtime: a BatchNormalization after a Conv with constant parameters i
     REQUIRE(core.import_model(blob.data(), blob.size(), &imported) == Status::Ok);
     CHECK(bitwise_equal(run_compiled(imported, 8), a));
 }
+}  // namespace
+
+TEST_CASE("runtime: a BatchNormalization after a Conv with constant parameters is folded into its weights") {
+    ConvBatchNorm c{"Conv", {1, 3, 7, 7}, {4, 3, 3, 3}, 4};
+    c.pad = 1;
+    c.epsilon = 1e-3f;
+    c.seed = 3;
+    check_batchnorm_folds(c, 4 * 7 * 7);
+}
 
 TEST_CASE("runtime: a BatchNormalization after a grouped ConvTranspose is folded into its weights") {
     // Weights [C=4, M/group=3, 2, 2] with group 2: output channel o of input channel c is
     // (c / 2) * 3 + j, so each output channel's factor lands on a strided set of weights.
-    auto build = [](Model* m, bool conv_is_output, bool with_bias) {
-        NodeId x, w, b = kNoNode, scale, bias, mean, var, conv, bn;
-        REQUIRE(m->add_input("x", float_desc({1, 4, 5, 6}), &x) == Status::Ok);
-        std::mt19937 rng(11);
-        std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-        std::vector<float> wv(4 * 3 * 2 * 2), p(6);
-        for (float& v : wv) v = u(rng);
-        REQUIRE(m->add_constant("w", float_desc({4, 3, 2, 2}), wv.data(), &w) == Status::Ok);
-        for (float& v : p) v = u(rng);
-        if (with_bias) REQUIRE(m->add_constant("b", float_desc({6}), p.data(), &b) == Status::Ok);
-        for (float& v : p) v = 1 + 0.5f * u(rng);
-        REQUIRE(m->add_constant("scale", float_desc({6}), p.data(), &scale) == Status::Ok);
-        for (float& v : p) v = u(rng);
-        REQUIRE(m->add_constant("bias", float_desc({6}), p.data(), &bias) == Status::Ok);
-        for (float& v : p) v = 0.3f * u(rng);
-        REQUIRE(m->add_constant("mean", float_desc({6}), p.data(), &mean) == Status::Ok);
-        for (float& v : p) v = 1.5f + u(rng);
-        REQUIRE(m->add_constant("var", float_desc({6}), p.data(), &var) == Status::Ok);
-        std::vector<InputRef> cin = {InputRef::by_id(x), InputRef::by_id(w)};
-        if (with_bias) cin.push_back(InputRef::by_id(b));
-        REQUIRE(m->add_node("ConvTranspose", "deconv", Span<const InputRef>(cin.data(), cin.size()), 1, &conv) == Status::Ok);
-        int64_t strides[] = {2, 2};
-        REQUIRE(m->set_ints(conv, "strides", strides) == Status::Ok);
-        REQUIRE(m->set_int(conv, "group", 2) == Status::Ok);
-        InputRef bin[] = {InputRef::by_id(conv), InputRef::by_id(scale), InputRef::by_id(bias), InputRef::by_id(mean), InputRef::by_id(var)};
-        REQUIRE(m->add_node("BatchNormalization", "bn", bin, 1, &bn) == Status::Ok);
-        REQUIRE(m->add_output("y", InputRef::by_id(bn)) == Status::Ok);
-        if (conv_is_output) REQUIRE(m->add_output("c", InputRef::by_id(conv)) == Status::Ok);
-        REQUIRE(m->finalize() == Status::Ok);
-    };
     for (bool with_bias : {true, false}) {
         INFO("bias " << with_bias);
-        Model folded_model, kept_model;
-        build(&folded_model, false, with_bias);
-        build(&kept_model, true, with_bias);
-        Core core;
-        CompiledModel folded, kept;
-        REQUIRE(core.compile_model(folded_model, "CPU", {}, &folded) == Status::Ok);
-        REQUIRE(core.compile_model(kept_model, "CPU", {}, &kept) == Status::Ok);
-        const Graph& fg = folded.prepared()->model.graph;
-        CHECK(fg.find("bn") == kNoNode);
-        CHECK(fg.find("deconv.folded_weight") != kNoNode);
-        CHECK(folded.prepared()->folded_count() == 1);
-        CHECK(kept.prepared()->model.graph.find("bn") != kNoNode);
-        auto a = run_compiled(folded, 8);
-        auto b = run_compiled(kept, 8);
-        REQUIRE(a[0].size() == b[0].size());
-        REQUIRE(a[0].size() == 6 * 10 * 12);
-        for (size_t i = 0; i < a[0].size(); ++i) CHECK(std::fabs(a[0][i] - b[0][i]) <= 1e-5f * (1 + std::fabs(b[0][i])));
+        ConvBatchNorm c{"ConvTranspose", {1, 4, 5, 6}, {4, 3, 2, 2}, 6};
+        c.group = 2;
+        c.stride = 2;
+        c.bias = with_bias;
+        c.seed = 11;
+        check_batchnorm_folds(c, 6 * 10 * 12);
     }
 }
 
