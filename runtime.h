@@ -178,7 +178,10 @@
    driver it is unavailable (compiling on "GPU" is Unsupported with the reason) and a HETERO
    list goes on without it. It runs the elementwise islands (printed from the body IR as
    OpenCL C, bit for bit the interpreter's), Conv, Gemm, MatMul, MaxPool, AveragePool, the global
-   pools, Softmax and LogSoftmax; a HETERO list's next device takes the rest (each kernel
+   pools, Softmax, LogSoftmax, the layout ops (Reshape, Flatten, Squeeze, Unsqueeze, Identity,
+   Dropout, Transpose, Slice, Expand, DepthToSpace, SpaceToDepth, Concat), LRN,
+   BatchNormalization, InstanceNormalization, LayerNormalization, the Reduce ops and
+   ConstantOfShape, in float32; a HETERO list's next device takes the rest (each kernel
    runs on buffers over the request's memory, zero-copy where the device shares it).
    compile_model also takes SHAPE_CACHE_SIZE (1..1024, default 8): the plans of other input-shape signatures a model
    with free input dims keeps, the least recently used evicted. A config key given to compile_model lasts
@@ -3352,9 +3355,10 @@ inline const char* opencl_error_name(cl_int e) {
 // opened at the first question (metric, availability, compile), not when the Core is made.
 // What it claims: the elementwise snippet ops, fused into islands exactly as the CPU fuses
 // them, each island one OpenCL C kernel printed from its body (print_opencl_kernel), and the
-// node kernels of >>opencl kernels (Conv, Gemm, MatMul, pools, Softmax); all the kernels of a
-// subgraph are one program, built once at compile time. Layout ops and the rest go to the
-// next device of a HETERO list.
+// node kernels of >>opencl kernels (Conv, Gemm, MatMul, pools, Softmax) and of >>opencl layout
+// and normalization kernels (layout ops, LRN, normalizations, reductions, ConstantOfShape);
+// all the kernels of a subgraph are one program, built once at compile time. The rest (other
+// ops, other element types) goes to the next device of a HETERO list.
 // Config: PLATFORM and DEVICE (auto or an index), PERF_COUNT, TILED_KERNELS (YES: Conv, Gemm, MatMul
 // by local-memory tiles where they fill them, NO: the direct kernels, auto: tiles on a device
 // of type GPU, whose local memory is on chip; a CPU device's (PoCL) is plain memory and its
@@ -3374,9 +3378,9 @@ const ConfigKey kGpuKeys[] = {{"PLATFORM", "auto"}, {"DEVICE", "auto"}, {"PERF_C
 constexpr uint32_t kGpuMaxTimeoutMs = 3600000;
 
 inline bool gpu_node_op(StringView op);   // >>opencl kernels
-// >>opencl layout and normalization kernels: the ops without prepared state (the same bytes
-// under a new shape), the inputs a kernel reads (the rest are constants read at compile
-// time), and the per-op limits of those kernels.
+// The ops without prepared state (the same bytes under a new shape), the inputs a kernel
+// reads (the rest are constants read at compile time), the per-op limits of the kernels of
+// >>opencl layout and normalization kernels.
 inline bool gpu_alias_op(StringView op);
 inline uint32_t gpu_data_inputs(const Node& node);
 inline bool gpu_layout_fits(const PreparedModel& model, NodeId id);
@@ -3406,15 +3410,26 @@ inline bool gpu_claims(const PreparedModel& model, NodeId id) {
     // Output dims known only at run time come back through run_kernel, which GPU steps skip:
     // HETERO places such a node elsewhere (PreparedModel::bounded_outputs).
     if (model.bounded_outputs(id)) return false;
-    // Dropout's mask (all true in inference) is the one second output a GPU kernel writes.
-    const bool mask = node_kernel && node.op == StringView("Dropout") && node.num_outputs == 2 &&
-                      model.value_desc(model.value_id(id, 1)).type == ElementType::Bool;
-    if ((node.num_outputs != 1 && !mask) || model.value_desc(model.value_id(id, 0)).type != ElementType::Float32) return false;
+    // Dropout's mask (all true in inference), LayerNormalization's Mean and InvStdDev: the
+    // outputs after the first that GPU kernels write.
+    bool more_outputs = node_kernel && node.op == StringView("Dropout") && node.num_outputs == 2 &&
+                        model.value_desc(model.value_id(id, 1)).type == ElementType::Bool;
+    if (node_kernel && node.op == StringView("LayerNormalization")) {
+        more_outputs = true;
+        for (uint32_t k = 1; k < node.num_outputs; ++k)
+            more_outputs = more_outputs && model.value_desc(model.value_id(id, k)).type == ElementType::Float32;
+    }
+    if ((node.num_outputs != 1 && !more_outputs) || model.value_desc(model.value_id(id, 0)).type != ElementType::Float32) return false;
     const uint32_t data_inputs = node_kernel ? gpu_data_inputs(node) : node.num_inputs;
     for (uint32_t i = 0; i < node.num_inputs; ++i) {
         if (node_kernel && g.node(node.inputs[i].producer).op == StringView("Absent")) continue;
         const uint32_t v = model.value_id(node.inputs[i].producer, node.inputs[i].port);
-        if (i >= data_inputs ? !model.constant(v) : model.value_desc(v).type != ElementType::Float32) return false;
+        uint64_t elements = 0;
+        // Dropout's ratio matters only in training mode, where prepare needs it constant.
+        if (i >= data_inputs ? !model.constant(v) && !(desc_elements(model.value_desc(v), &elements) && elements == 0) &&
+                                   node.op != StringView("Dropout")
+                             : model.value_desc(v).type != ElementType::Float32)
+            return false;
     }
     return true;
 }
@@ -3451,6 +3466,19 @@ inline void CL_CALLBACK gpu_event_done(cl_event event, cl_int status, void* user
     }
     --w->callbacks_pending;
     w->signal.notify_all();
+}
+
+class GpuProgram;
+// The GPU programs alive in the process: a request's memory that goes (the request freed, or
+// its arena grown) takes its mirrors with it at once (gpu_forget_arena), in every program that
+// made one, whether or not the request's compiled model is still alive.
+struct GpuPrograms {
+    std::mutex mutex;
+    GpuProgram* first = nullptr;
+};
+inline GpuPrograms& gpu_programs() {
+    static GpuPrograms programs;
+    return programs;
 }
 
 class GpuProgram : public DeviceProgram {
@@ -3511,7 +3539,31 @@ public:
     mutable uint64_t mirror_clock = 0;
     static constexpr uint32_t kNotTouched = ~0u;
 
+    GpuProgram* next_live = nullptr;       // gpu_programs()' list, once compiled
+    GpuProgram* prev_live = nullptr;
+    bool listed = false;
+    void list() {
+        GpuPrograms& all = gpu_programs();
+        std::lock_guard<std::mutex> lock(all.mutex);
+        next_live = all.first;
+        if (all.first) all.first->prev_live = this;
+        all.first = this;
+        listed = true;
+    }
+    // Releases the mirror of a request's memory block that is gone.
+    void forget_arena(uint64_t arena_id) const {
+        std::lock_guard<std::mutex> lock(mutex);
+        for (Mirror& m : mirrors)
+            if (m.arena_id == arena_id) release_mirror(&m);
+    }
     ~GpuProgram() override {
+        if (listed) {
+            GpuPrograms& all = gpu_programs();
+            std::lock_guard<std::mutex> lock(all.mutex);
+            if (prev_live) prev_live->next_live = next_live;
+            else all.first = next_live;
+            if (next_live) next_live->prev_live = prev_live;
+        }
         // A queue still stuck (or a callback still due) is left to the driver with its waiter:
         // releasing it could block, and the callback would find freed memory.
         bool abandoned = false;
@@ -3752,6 +3804,7 @@ private:
         return (size_t)(elements ? elements : 1) * element_size(islands->model->value_desc(value).type);
     }
     void release_mirror(Mirror* m) const {
+        m->used = 0;
         for (uint32_t k = 0; m->sub && k < touched; ++k)
             if (m->sub[k]) { api->clReleaseMemObject(m->sub[k]); m->sub[k] = nullptr; }
         if (m->whole) api->clReleaseMemObject(m->whole);
@@ -3759,7 +3812,7 @@ private:
         m->arena_id = 0;
     }
     // The mirror of the request's arena: remembered, or made in place of the least recently
-    // used one (a request whose arena grew, or one gone, leaves its mirror behind until then).
+    // used one (a free one first: a request gone, or whose arena grew, releases its mirror).
     Mirror* find_mirror(const StepContext& c, cl_int* e) const {
         Mirror* oldest = &mirrors[0];
         for (Mirror& m : mirrors) {
@@ -3852,6 +3905,17 @@ private:
     }
 };
 #endif  // TESSEL_HAS_OPENCL
+
+// A request's memory block `arena_id` is gone: the GPU programs release their mirrors of it.
+inline void gpu_forget_arena(uint64_t arena_id) {
+#ifdef TESSEL_HAS_OPENCL
+    GpuPrograms& all = gpu_programs();
+    std::lock_guard<std::mutex> lock(all.mutex);
+    for (GpuProgram* p = all.first; p; p = p->next_live) p->forget_arena(arena_id);
+#else
+    (void)arena_id;
+#endif
+}
 
 class GpuDevice : public BuiltinDevice {
 public:
@@ -3954,7 +4018,7 @@ protected:
         return Status::Ok;
     }
     bool op_allowed(StringView) const override { return true; }
-    const char* capabilities() const override { return "FP32 FUSED_ELEMENTWISE CONV GEMM POOLING SOFTMAX"; }
+    const char* capabilities() const override { return "FP32 FUSED_ELEMENTWISE CONV GEMM POOLING SOFTMAX LAYOUT NORMALIZATION REDUCTION"; }
     // GPU1: source only; GPU2 (an older blob): a binary without its source's hash, not used;
     // GPU3: the hash, then the binary.
     Status check_payload(const void* payload, size_t size) override {
@@ -4104,6 +4168,7 @@ inline Status GpuDevice::compile_subgraph(const PreparedModel& model, Span<const
     if (!p) return fail(Status::OutOfMemory, "out of memory");
     Status s = compile_program(p, model, nodes);
     if (s != Status::Ok) { destroy(p); return s; }
+    p->list();
     *program = p;
     return Status::Ok;
 }
@@ -4286,7 +4351,8 @@ inline Status GpuDevice::compile_program(GpuProgram* p, const PreparedModel& mod
             continue;
         }
         if (!r.units[i].body) {   // a node kernel: the step must be the node alone, as the island builder left it
-            if (r.units[i].run || r.units[i].snippet || r.steps_[i].writes.size != (node.op == StringView("Dropout") ? node.num_outputs : 1u))
+            if (r.units[i].run || r.units[i].snippet || r.steps_[i].writes.size !=
+                                                                      (node.op == StringView("Dropout") || node.op == StringView("LayerNormalization") ? node.num_outputs : 1u))
                 return fail(Status::Unsupported, "GPU: node '%.*s' (op %.*s) is neither an elementwise island nor a GPU kernel",
                             (int)node.name.size, node.name.data, (int)node.op.size, node.op.data);
             const uint32_t fused = p->epilogue_fused[i];
@@ -6245,6 +6311,7 @@ struct InferRequest::Impl {
         TESSEL_FREE(inputs);
         TESSEL_FREE(outputs);
         TESSEL_FREE(bound_outputs);
+        if (arena_id) detail::gpu_forget_arena(arena_id);
         TESSEL_FREE(arena_raw);
         TESSEL_FREE(scratch_raw);
         TESSEL_FREE(base);
@@ -6399,7 +6466,10 @@ Status InferRequest::Impl::attach(const CompiledModel::Impl* plan, char* message
               detail::grow_array(&values, &value_capacity, plan->prepared.value_count()) &&
               detail::grow_array(&profile, &profile_capacity, plan->exec_count + detail::kMaxBodyProfileEntries) &&
               detail::grow_array(&actual, &actual_capacity, plan->prepared.value_count());
-    if (arena_void != arena) arena_id = detail::next_arena_id();
+    if (arena_void != arena) {
+        if (arena_id) detail::gpu_forget_arena(arena_id);   // the old block is gone
+        arena_id = detail::next_arena_id();
+    }
     arena = static_cast<unsigned char*>(arena_void);
     if (!ok) {
         detail::print(message, kErrorMessageBytes, "out of memory for a request's buffers (%zu bytes of activations)", plan->arena_bytes);
@@ -18506,8 +18576,9 @@ inline bool gpu_layout_op(StringView op) {
            op == StringView("ConstantOfShape");
 }
 
-// The inputs a node kernel reads; the ones after them (shapes, axes, starts, ratios) were
-// read at compile time and must be constants.
+// The inputs a node kernel reads; the ones after them (shapes, axes, starts) were read at
+// compile time and must be constants or empty (Dropout's ratio: prepare needs it in training
+// mode only).
 inline uint32_t gpu_data_inputs(const Node& node) {
     if (node.op == StringView("ConstantOfShape")) return 0;
     if (gpu_alias_op(node.op) || gpu_strided_op(node.op) || gpu_reduce_op(node.op)) return node.num_inputs ? 1 : 0;
@@ -18615,16 +18686,30 @@ struct GpuFloat {
     }
 };
 
-// Compensated (Kahan) float sums over the `n` floats at xp: the mean, then the mean square
-// of the deviations, close to the reference's double sums. Prints `mean` and `inv_std`.
+// The mean and 1 / sqrt(variance + eps) of the `n` floats at xp as `mean` and `inv_std`:
+// row_moments' double sums where the device has doubles (the CPU's results exactly), else
+// compensated (Kahan) float sums. Both two passes, as the reference.
 inline void gpu_moments(int64_t n, float epsilon, OpenClSource* out) {
     auto ll = [](int64_t v) { return (long long)v; };
+    const long long count = ll(n ? n : 1);
+    out->append("#ifdef cl_khr_fp64\n");
+    out->append("    double sum = 0.0, squares = 0.0;\n    for (long i = 0; i < %lldl; ++i) sum += xp[i];\n", ll(n));
+    out->append("    double m = sum / (double)%lld;\n", count);
+    out->append("    for (long i = 0; i < %lldl; ++i) squares += (xp[i] - m) * (xp[i] - m);\n", ll(n));
+    out->append("    float mean = (float)m, inv_std = (float)(1.0 / sqrt(squares / (double)%lld + (double)%s));\n", count, GpuFloat(epsilon).text);
+    out->append("#else\n");
     out->append("    float sum = 0.0f, carry = 0.0f;\n    for (long i = 0; i < %lldl; ++i) { ", ll(n));
     out->append("float t = xp[i] - carry, s = sum + t; carry = (s - sum) - t; sum = s;");
-    out->append(" }\n    float mean = sum / (float)%lld;\n", ll(n ? n : 1));
+    out->append(" }\n    float mean = sum / (float)%lld;\n", count);
     out->append("    sum = 0.0f; carry = 0.0f;\n    for (long i = 0; i < %lldl; ++i) { float d = xp[i] - mean; ", ll(n));
     out->append("float t = d * d - carry, s = sum + t; carry = (s - sum) - t; sum = s;");
-    out->append(" }\n    float inv_std = 1.0f / sqrt(sum / (float)%lld + %s);\n", ll(n ? n : 1), GpuFloat(epsilon).text);
+    out->append(" }\n    float inv_std = 1.0f / sqrt(sum / (float)%lld + %s);\n", count, GpuFloat(epsilon).text);
+    out->append("#endif\n");
+}
+
+// Doubles where the device has them (gpu_moments).
+inline void gpu_enable_doubles(OpenClSource* out) {
+    out->append("#ifdef cl_khr_fp64\n#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n#endif\n");
 }
 
 inline Status gpu_layout_kernel(const PreparedModel& model, NodeId id, const char* name, OpenClSource* out, uint64_t* work) {
@@ -18714,6 +18799,7 @@ inline Status gpu_layout_kernel(const PreparedModel& model, NodeId id, const cha
     if (node.op == StringView("InstanceNormalization")) {
         const NormState& st = *static_cast<const NormState*>(state);
         *work = (uint64_t)(st.outer * st.channels);
+        gpu_enable_doubles(out);
         out->append("__kernel void %s(__global const float* x, __global const float* scale, __global const float* shift, __global float* y) {\n",
                     name);
         out->append("    long plane = get_global_id(0);\n    if (plane >= %lldl) return;\n", ll(st.outer * st.channels));
@@ -18730,11 +18816,15 @@ inline Status gpu_layout_kernel(const PreparedModel& model, NodeId id, const cha
         const NormState& nm = st.norm;
         const bool shift = node.num_inputs > 2 && !(model.model.graph.node(node.inputs[2].producer).op == StringView("Absent"));
         *work = (uint64_t)nm.outer;
-        out->append("__kernel void %s(__global const float* x, __global const float* scale, %s__global float* y) {\n", name,
-                    shift ? "__global const float* shift, " : "");
+        gpu_enable_doubles(out);
+        out->append("__kernel void %s(__global const float* x, __global const float* scale, %s__global float* y%s%s) {\n", name,
+                    shift ? "__global const float* shift, " : "", node.num_outputs > 1 ? ", __global float* mean_out" : "",
+                    node.num_outputs > 2 ? ", __global float* inv_out" : "");
         out->append("    long r = get_global_id(0);\n    if (r >= %lldl) return;\n", ll(nm.outer));
         out->append("    __global const float* xp = x + r * %lldl;\n    __global float* yp = y + r * %lldl;\n", ll(nm.inner), ll(nm.inner));
         gpu_moments(nm.inner, nm.epsilon, out);
+        if (node.num_outputs > 1) out->append("    mean_out[r] = mean;\n");
+        if (node.num_outputs > 2) out->append("    inv_out[r] = inv_std;\n");
         out->append("    for (long j = 0; j < %lldl; ++j) {\n        long s_at = j, b_at = j;\n", ll(nm.inner));
         for (uint32_t k = 1; k < (shift ? 3u : 2u); ++k) {
             const TensorDesc& d = gpu_input_desc(model, node, k);
