@@ -6579,17 +6579,17 @@ inline void emit_max_pool_a64(asmjit::a64::Assembler& a, const MaxPoolRowShape& 
             return;
         }
         if (s.stride_w == 1) {
-            a.ldur(a64::q(t), mem(row, (it.j + k) * 4));
+            a.ldur(a64::v(t).q(), mem(row, (it.j + k) * 4));
             return;
         }
         if (k == 0) {
-            a.ldur(a64::q(t), mem(row, 2 * it.j * 4));
-            a.ldur(a64::q(b), mem(row, (2 * it.j + 3) * 4));
+            a.ldur(a64::v(t).q(), mem(row, 2 * it.j * 4));
+            a.ldur(a64::v(b).q(), mem(row, (2 * it.j + 3) * 4));
             a.ext(a64::v(b).b16(), a64::v(b).b16(), a64::v(b).b16(), 4);
             a.uzp1(a64::v(t).s4(), a64::v(t).s4(), a64::v(b).s4());
         } else {
-            a.ldur(a64::q(t), mem(row, (2 * it.j + k - 1) * 4));
-            a.ldur(a64::q(b), mem(row, (2 * it.j + k + 3) * 4));
+            a.ldur(a64::v(t).q(), mem(row, (2 * it.j + k - 1) * 4));
+            a.ldur(a64::v(b).q(), mem(row, (2 * it.j + k + 3) * 4));
             a.uzp2(a64::v(t).s4(), a64::v(t).s4(), a64::v(b).s4());
         }
     };
@@ -6624,7 +6624,7 @@ inline void emit_max_pool_a64(asmjit::a64::Assembler& a, const MaxPoolRowShape& 
         a.bind(rows_done);
         for (uint32_t i = 0; i < n; ++i) {
             if (items[i].width == 1) a.stur(a64::s(i), mem(a64::x1, items[i].j * 4));
-            else a.stur(a64::q(i), mem(a64::x1, items[i].j * 4));
+            else a.stur(a64::v(i).q(), mem(a64::x1, items[i].j * 4));
         }
     };
     a.mov(a64::x12, (uint64_t)(s.row_floats * 4));
