@@ -11369,9 +11369,9 @@ inline void cpu_pool_row(const float* row, int64_t rows, int64_t width, int64_t 
     for (int64_t l = 0; j + l < count; ++l) y[j + l] = lanes[l];
 }
 
-// jit: MaxPool's interior rows on snippets.h's kernel (its count is the plane's interior width).
+// jit: the interior rows on snippets.h's PoolRows (its count is the plane's interior width).
 template <bool kMax, int kStride>
-inline void cpu_pool_plane(const PoolState& st, const MaxPoolRows* jit, const float* xp, float* yp) {
+inline void cpu_pool_plane(const PoolState& st, const PoolRows* jit, const float* xp, float* yp) {
     const Window& w = st.w;
     const int64_t height = w.in[1], width = w.in[2], out_h = w.out[1], out_w = w.out[2];
     const int64_t kh = w.kernel[1], kw = w.kernel[2], sh = w.stride[1], sw = w.stride[2];
@@ -11389,7 +11389,7 @@ inline void cpu_pool_plane(const PoolState& st, const MaxPoolRows* jit, const fl
             int64_t padded = std::max<int64_t>(0, std::min(kh, height + w.pad_end[1] - ih));
             float divisor = (float)((st.count_include_pad ? padded : last - first) * kw);
             if (jit)
-                jit->run(xp + (ih + first) * width + inner_begin * sw - left, last - first, y + inner_begin);
+                jit->run(xp + (ih + first) * width + inner_begin * sw - left, last - first, y + inner_begin, divisor);
             else
                 cpu_pool_row<kMax, kStride>(xp + (ih + first) * width, last - first, width, kw, sw, inner_begin * sw - left,
                                             inner_end - inner_begin, y + inner_begin, divisor);
@@ -11400,9 +11400,9 @@ inline void cpu_pool_plane(const PoolState& st, const MaxPoolRows* jit, const fl
     }
 }
 
-using CpuPoolPlaneFn = void (*)(const PoolState&, const MaxPoolRows*, const float*, float*);
+using CpuPoolPlaneFn = void (*)(const PoolState&, const PoolRows*, const float*, float*);
 
-inline Status run_cpu_pool_planes(const RunContext& c, const PoolState& st, const MaxPoolRows* jit, CpuPoolPlaneFn plane_fn) {
+inline Status run_cpu_pool_planes(const RunContext& c, const PoolState& st, const PoolRows* jit, CpuPoolPlaneFn plane_fn) {
     const float* x = c.inputs[0].as<float>();
     float* y = c.outputs[0].as<float>();
     const int64_t in_plane = st.w.in_size(), out_plane = st.w.out_size();
@@ -11420,15 +11420,18 @@ inline Status run_cpu_pool(const RunContext& c) {
     return run_cpu_pool_planes(c, st, nullptr, stride == 1 ? cpu_pool_plane<false, 1> : stride == 2 ? cpu_pool_plane<false, 2> : cpu_pool_plane<false, 0>);
 }
 
-// MaxPool whose interior windows run on snippets.h's MaxPoolRows (column strides 1 and 2).
-struct CpuMaxPoolState {
+// MaxPool and AveragePool with their interior windows on snippets.h's PoolRows (column
+// strides 1 and 2).
+struct CpuPoolRowsState {
     const PoolState* pool = nullptr;
-    MaxPoolRows rows;
+    PoolRows rows;
 };
 
-inline Status run_cpu_max_pool_jit(const RunContext& c) {
-    const CpuMaxPoolState& ms = *static_cast<const CpuMaxPoolState*>(c.state);
-    return run_cpu_pool_planes(c, *ms.pool, &ms.rows, ms.pool->w.stride[2] == 1 ? cpu_pool_plane<true, 1> : cpu_pool_plane<true, 2>);
+inline Status run_cpu_pool_rows(const RunContext& c) {
+    const CpuPoolRowsState& ps = *static_cast<const CpuPoolRowsState*>(c.state);
+    const bool max = ps.pool->max, one = ps.pool->w.stride[2] == 1;
+    return run_cpu_pool_planes(c, *ps.pool, &ps.rows,
+                               max ? (one ? cpu_pool_plane<true, 1> : cpu_pool_plane<true, 2>) : (one ? cpu_pool_plane<false, 1> : cpu_pool_plane<false, 2>));
 }
 
 // GlobalMaxPool: the reference's rule (NaN never taken, -inf for a plane of NaN); lanes may
@@ -11845,26 +11848,27 @@ inline Status cpu_gemm_dot_step(ReferenceProgram* p, const PreparedModel& model,
     return Status::Ok;
 }
 
-// MaxPool's JIT step when the plane has interior columns and the kernel can be made for `isa`.
-inline Status cpu_max_pool_step(ReferenceProgram* p, const PoolState& st, StringView op, Isa isa, bool* used) {
+// The pool's JIT step when the plane has interior columns and the kernel can be made for `isa`.
+inline Status cpu_pool_rows_step(ReferenceProgram* p, const PoolState& st, StringView op, Isa isa, bool* used) {
     *used = false;
     const Window& w = st.w;
     const int64_t width = w.in[2], kw = w.kernel[2], sw = w.stride[2], left = w.pad_begin[2];
     const int64_t inner_begin = std::min((left + sw - 1) / sw, w.out[2]);
     const int64_t inner_end = width >= kw ? std::min((width - kw + left) / sw + 1, w.out[2]) : 0;
     if (inner_end <= inner_begin || (sw != 1 && sw != 2)) return Status::Ok;
-    CpuMaxPoolState* ms = p->arena.allocate_array<CpuMaxPoolState>(1);
-    if (!ms) return Status::OutOfMemory;
-    new (ms) CpuMaxPoolState();
-    ms->pool = &st;
-    MaxPoolRowShape shape;
+    CpuPoolRowsState* ps = p->arena.allocate_array<CpuPoolRowsState>(1);
+    if (!ps) return Status::OutOfMemory;
+    new (ps) CpuPoolRowsState();
+    ps->pool = &st;
+    PoolRowShape shape;
     shape.count = inner_end - inner_begin;
     shape.kernel_w = kw;
     shape.stride_w = sw;
     shape.row_floats = width;
-    if (ms->rows.init(shape, isa) != Status::Ok || !ms->rows.jit()) return Status::Ok;
+    shape.average = st.max ? 0 : 1;
+    if (ps->rows.init(shape, isa) != Status::Ok || !ps->rows.jit()) return Status::Ok;
     *used = true;
-    return cpu_ops_use(p, run_cpu_max_pool_jit, ms, op, isa_name(isa));
+    return cpu_ops_use(p, run_cpu_pool_rows, ps, op, isa_name(isa));
 }
 
 inline Status cpu_ops_step(ReferenceProgram* p, const PreparedModel& model, NodeId id, Isa isa) {
@@ -11878,11 +11882,9 @@ inline Status cpu_ops_step(ReferenceProgram* p, const PreparedModel& model, Node
         const Window& w = st.w;
         // 1-D and 2-D, no dilation, no Indices output
         if (node.num_outputs != 1 || w.spatial > 2 || w.dilation[1] != 1 || w.dilation[2] != 1) return Status::Ok;
-        if (st.max) {
-            bool used = false;
-            TESSEL_TRY(cpu_max_pool_step(p, st, op, isa, &used));
-            if (used) return Status::Ok;
-        }
+        bool used = false;
+        TESSEL_TRY(cpu_pool_rows_step(p, st, op, isa, &used));
+        if (used) return Status::Ok;
         return cpu_ops_use(p, run_cpu_pool, state, op);
     }
     if (op == StringView("Gemm")) return cpu_gemm_dot_step(p, model, id);

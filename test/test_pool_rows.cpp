@@ -1,10 +1,10 @@
-// MaxPool's JIT rows (snippets.h >>max pool, MaxPoolRows; runtime.h's MaxPool step) against
-// the reference bit for bit, NaN and signed zeros included, at every ISA the machine has (ref
-// runs the reference kernel, strides past 2 the 4-float rows): the row kernel alone for every
-// output count to past two vectors of the widest width and the tile loop's rests, column
-// strides 1 and 2, kernels 1, 3 and 6, 1 and 3 kernel rows, between PROT_NONE guard pages;
-// then whole MaxPool nodes with pads, ceil mode, asymmetric kernels and strides, 1-D, 1 and 2
-// threads.
+// Max and AveragePool's JIT rows (snippets.h >>pool rows, PoolRows; runtime.h's pool step)
+// against the reference bit for bit, NaN and signed zeros included, at every ISA the machine
+// has (ref runs the reference kernel, strides past 2 the 4-float rows): the row kernel alone
+// for every output count to past two vectors of the widest width and the tile loop's rests,
+// column strides 1 and 2, kernels 1, 3 and 6 (average: 1 and 3), 1 and 3 kernel rows, between
+// PROT_NONE guard pages; then whole pool nodes with pads, count_include_pad, ceil mode,
+// asymmetric kernels and strides, 1-D, 1 and 2 threads.
 #include <doctest/doctest.h>
 #include <cmath>
 #include <cstring>
@@ -25,10 +25,13 @@ using Shape = std::vector<int64_t>;
 struct Pool {
     Shape x, kernel, strides, pads;
     int64_t ceil_mode;
+    const char* op = "MaxPool";
+    int64_t count_include_pad = 0;
 };
 
 void build(OpTest& t, const Pool& p, const std::vector<float>& x) {
-    t.op("MaxPool", {t.input(p.x, x)});
+    t.op(p.op, {t.input(p.x, x)});
+    if (p.count_include_pad) t.set_int("count_include_pad", 1);
     t.set_ints("kernel_shape", p.kernel);
     t.set_ints("strides", p.strides);
     if (!p.pads.empty()) t.set_ints("pads", p.pads);
@@ -99,8 +102,8 @@ int64_t check(const Pool& p, uint32_t seed) {
             CAPTURE(target);
             CAPTURE(threads);
             INFO(run.kernels);
-            const std::string jit = std::string("cpu:") + isa_name(isa) + ":MaxPool";
-            CHECK(run.kernels.rfind(isa == Isa::Ref ? "ref:MaxPool" : p.strides.back() <= 2 ? jit.c_str() : "cpu:", 0) == 0);
+            const std::string jit = std::string("cpu:") + isa_name(isa) + ":" + p.op, ref = std::string("ref:") + p.op;
+            CHECK(run.kernels.rfind(isa == Isa::Ref ? ref.c_str() : p.strides.back() <= 2 ? jit.c_str() : "cpu:", 0) == 0);
             const Tensor& out = run.request.output(0);
             REQUIRE(out.elements() == count);
             const float* got = out.data_as<float>();
@@ -113,7 +116,7 @@ int64_t check(const Pool& p, uint32_t seed) {
 }
 }  // namespace
 
-TEST_CASE("max pool jit: MaxPool nodes, every interior count to past two vectors, strides 1 and 2, kernels 1-5") {
+TEST_CASE("pool rows: MaxPool nodes (kernels 1-5) and AveragePool nodes (kernel 3), every interior count to past two vectors, strides 1 and 2") {
     uint32_t seed = 3000;
     for (int64_t stride : {1, 2})
         for (int64_t k : {1, 2, 3, 5})
@@ -123,10 +126,11 @@ TEST_CASE("max pool jit: MaxPool nodes, every interior count to past two vectors
                 CAPTURE(k);
                 CAPTURE(width);
                 CHECK(check({{1, 2, k + 2, width}, {k, k}, {stride, stride}, {}, 0}, seed++) == 0);
+                if (k == 3) CHECK(check({{1, 2, k + 2, width}, {k, k}, {stride, stride}, {}, 0, "AveragePool"}, seed++) == 0);
             }
 }
 
-TEST_CASE("max pool jit: MaxPool nodes with pads, ceil mode, asymmetric kernels and strides, 1-D, the light models' pools") {
+TEST_CASE("pool rows: pool nodes with pads, ceil mode, asymmetric kernels and strides, 1-D, the light models' pools") {
     const Pool pools[] = {
         {{1, 3, 109, 109}, {3, 3}, {2, 2}, {}, 0},               // squeezenet's first pool
         {{1, 2, 54, 54}, {3, 3}, {2, 2}, {}, 1},                 // ceil mode
@@ -138,55 +142,68 @@ TEST_CASE("max pool jit: MaxPool nodes with pads, ceil mode, asymmetric kernels 
         {{1, 2, 9, 50}, {3, 3}, {3, 3}, {}, 0},                  // stride 3: the 4-float rows
     };
     uint32_t seed = 4000;
-    for (const Pool& p : pools) CHECK(check(p, seed++) == 0);
+    for (const Pool& p : pools) {
+        CHECK(check(p, seed++) == 0);
+        for (int64_t include : {0, 1}) {
+            Pool average = p;
+            average.op = "AveragePool";
+            average.count_include_pad = include;
+            CHECK(check(average, seed++) == 0);
+        }
+    }
 }
 
-TEST_CASE("max pool jit: the row kernel, every tail, strides 1 and 2, kernels 1, 3, 6, between guard pages") {
+TEST_CASE("pool rows: the row kernel, every tail, strides 1 and 2, kernels 1, 3, 6, between guard pages") {
     uint32_t seed = 5000;
     int64_t cases = 0;
     for (Isa isa : {Isa::Sse41, Isa::Avx2, Isa::Avx512, Isa::Neon}) {
         if (!isa_available(isa)) continue;
         const std::string target = isa_name(isa);
         CAPTURE(target);
-        for (int64_t stride : {1, 2})
-            for (int64_t k : {1, 3, 6})
-                for (int64_t count = 1; count <= 130; count = count < 33 ? count + 1 : count < 64 ? 64 : count < 67 ? 67 : count < 79 ? 79 : 131)
-                    for (int64_t rows : {1, 3}) {
-                        CAPTURE(stride);
-                        CAPTURE(k);
-                        CAPTURE(count);
-                        CAPTURE(rows);
-                        MaxPoolRowShape shape;
-                        shape.count = count;
-                        shape.kernel_w = k;
-                        shape.stride_w = stride;
-                        shape.row_floats = (count - 1) * stride + k + 1;   // a float between rows
-                        const int64_t span = (rows - 1) * shape.row_floats + (count - 1) * stride + k;   // the taps' floats
-                        MaxPoolRows jit, ref;
-                        REQUIRE(jit.init(shape, isa) == Status::Ok);
-                        REQUIRE(ref.init(shape, Isa::Ref) == Status::Ok);
-                        REQUIRE(jit.jit());
-                        REQUIRE(!ref.jit());
-                        const std::vector<float> x = values(span, seed++);
-                        std::vector<float> want((size_t)count);
-                        ref.run(x.data(), rows, want.data());
-                        for (bool end : {true, false}) {
-                            GuardedBuffer in((size_t)span, end), out((size_t)count, end);
-                            std::memcpy(in.data, x.data(), x.size() * sizeof(float));
-                            jit.run(in.data, rows, out.data);
-                            int64_t bad = 0;
-                            for (int64_t j = 0; j < count; ++j) bad += !same_bits(out.data[j], want[(size_t)j]);
-                            CHECK(bad == 0);
-                            ++cases;
+        for (int64_t average : {0, 1})
+            for (int64_t stride : {1, 2})
+                for (int64_t k : {1, 3, 6})
+                    for (int64_t count = 1; count <= 130; count = count < 33 ? count + 1 : count < 64 ? 64 : count < 67 ? 67 : count < 79 ? 79 : 131)
+                        for (int64_t rows : {1, 3}) {
+                            if (average && k == 6) continue;
+                            CAPTURE(average);
+                            CAPTURE(stride);
+                            CAPTURE(k);
+                            CAPTURE(count);
+                            CAPTURE(rows);
+                            PoolRowShape shape;
+                            shape.count = count;
+                            shape.kernel_w = k;
+                            shape.stride_w = stride;
+                            shape.row_floats = (count - 1) * stride + k + 1;   // a float between rows
+                            shape.average = average;
+                            const float divisor = average ? (float)(rows * k + 4) : 1.0f;   // not a power of 2: rounds
+                            const int64_t span = (rows - 1) * shape.row_floats + (count - 1) * stride + k;   // the taps' floats
+                            PoolRows jit, ref;
+                            REQUIRE(jit.init(shape, isa) == Status::Ok);
+                            REQUIRE(ref.init(shape, Isa::Ref) == Status::Ok);
+                            REQUIRE(jit.jit());
+                            REQUIRE(!ref.jit());
+                            const std::vector<float> x = values(span, seed++);
+                            std::vector<float> want((size_t)count);
+                            ref.run(x.data(), rows, want.data(), divisor);
+                            for (bool end : {true, false}) {
+                                GuardedBuffer in((size_t)span, end), out((size_t)count, end);
+                                std::memcpy(in.data, x.data(), x.size() * sizeof(float));
+                                jit.run(in.data, rows, out.data, divisor);
+                                int64_t bad = 0;
+                                for (int64_t j = 0; j < count; ++j) bad += !same_bits(out.data[j], want[(size_t)j]);
+                                CHECK(bad == 0);
+                                ++cases;
+                            }
                         }
-                    }
     }
     MESSAGE(cases << " row kernels checked");
 }
 
-TEST_CASE("max pool jit: bad row shapes") {
-    MaxPoolRowShape shape;
-    MaxPoolRows rows;
+TEST_CASE("pool rows: bad row shapes") {
+    PoolRowShape shape;
+    PoolRows rows;
     shape.count = 0;
     CHECK(rows.init(shape, Isa::Ref) == Status::InvalidArgument);
     shape.count = 4;
@@ -195,6 +212,10 @@ TEST_CASE("max pool jit: bad row shapes") {
     shape.kernel_w = 3;
     shape.row_floats = 0;
     CHECK(rows.init(shape, Isa::Ref) == Status::InvalidArgument);
+    shape.row_floats = 16;
+    shape.average = 2;
+    CHECK(rows.init(shape, Isa::Ref) == Status::InvalidArgument);
+    shape.average = 1;
     shape.row_floats = 16;
     shape.stride_w = 3;   // a JIT target keeps the portable loop
     for (Isa isa : {Isa::Sse41, Isa::Avx2, Isa::Avx512, Isa::Neon}) {
