@@ -11461,41 +11461,9 @@ inline void cpu_pool_row(const float* row, int64_t rows, int64_t width, int64_t 
     for (int64_t l = 0; j + l < count; ++l) y[j + l] = lanes[l];
 }
 
-#if defined(__SSE2__) && defined(__x86_64__) && defined(__GNUC__)
-#define TESSEL_CPU_POOL_AVX512 1
-// 16 outputs' taps `kStride` apart from p, the lanes past `lanes` zero (masked loads: nothing
-// past the last tap is read).
-template <int kStride>
-__attribute__((target("avx512f"))) inline __m512 cpu_pool_taps16(const float* p, int64_t lanes) {
-    if (kStride == 1) return _mm512_maskz_loadu_ps((__mmask16)((1u << lanes) - 1u), p);
-    const int64_t span = 2 * lanes - 1, high = span > 16 ? span - 16 : 0;
-    const __m512 a = _mm512_maskz_loadu_ps((__mmask16)((1u << (span < 16 ? span : 16)) - 1u), p);
-    const __m512 b = _mm512_maskz_loadu_ps((__mmask16)((1u << high) - 1u), p + 16);
-    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-    return _mm512_permutex2var_ps(a, even, b);
-}
-
-// cpu_pool_row's max for AVX-512 targets, 16 outputs a vector: the same taps in the same order
-// and VMAXPS(v, acc), which is the reference's v > acc ? v : acc (NaN and signed zeros too).
-template <int kStride>
-__attribute__((target("avx512f"))) void cpu_max_pool_row16(const float* row, int64_t rows, int64_t width, int64_t kernel,
-                                                            int64_t col, int64_t count, float* y) {
-    for (int64_t j = 0; j < count; j += 16, col += 16 * kStride) {
-        const int64_t lanes = count - j < 16 ? count - j : 16;
-        __m512 acc = cpu_pool_taps16<kStride>(row + col, lanes);
-        for (int64_t r = 0; r < rows; ++r) {
-            const float* p = row + r * width + col;
-            for (int64_t k = 0; k < kernel; ++k)   // the masked form: GCC 12 flags the plain one's undefined source
-                acc = _mm512_mask_max_ps(acc, (__mmask16)0xFFFF, cpu_pool_taps16<kStride>(p + k, lanes), acc);
-        }
-        _mm512_mask_storeu_ps(y + j, (__mmask16)((1u << lanes) - 1u), acc);
-    }
-}
-#endif
-
-// kWide: the interior rows on cpu_max_pool_row16 (MaxPool, strides 1 and 2, AVX-512 targets).
-template <bool kMax, int kStride, bool kWide = false>
-inline void cpu_pool_plane(const PoolState& st, const float* xp, float* yp) {
+// jit: the interior rows on snippets.h's PoolRows (its count is the plane's interior width).
+template <bool kMax, int kStride>
+inline void cpu_pool_plane(const PoolState& st, const PoolRows* jit, const float* xp, float* yp) {
     const Window& w = st.w;
     const int64_t height = w.in[1], width = w.in[2], out_h = w.out[1], out_w = w.out[2];
     const int64_t kh = w.kernel[1], kw = w.kernel[2], sh = w.stride[1], sw = w.stride[2];
@@ -11512,14 +11480,11 @@ inline void cpu_pool_plane(const PoolState& st, const float* xp, float* yp) {
         if (first < last && inner_end > inner_begin) {
             int64_t padded = std::max<int64_t>(0, std::min(kh, height + w.pad_end[1] - ih));
             float divisor = (float)((st.count_include_pad ? padded : last - first) * kw);
-#ifdef TESSEL_CPU_POOL_AVX512
-            if (kWide)
-                cpu_max_pool_row16<kStride == 2 ? 2 : 1>(xp + (ih + first) * width, last - first, width, kw, inner_begin * sw - left,
-                                                         inner_end - inner_begin, y + inner_begin);
+            if (jit)
+                jit->run(xp + (ih + first) * width + inner_begin * sw - left, last - first, y + inner_begin, divisor);
             else
-#endif
-            cpu_pool_row<kMax, kStride>(xp + (ih + first) * width, last - first, width, kw, sw, inner_begin * sw - left,
-                                        inner_end - inner_begin, y + inner_begin, divisor);
+                cpu_pool_row<kMax, kStride>(xp + (ih + first) * width, last - first, width, kw, sw, inner_begin * sw - left,
+                                            inner_end - inner_begin, y + inner_begin, divisor);
             done = inner_end - inner_begin;
         }
         for (int64_t ow = 0; ow < inner_begin; ++ow) y[ow] = cpu_pool_window(st, xp, oh, ow);
@@ -11527,15 +11492,15 @@ inline void cpu_pool_plane(const PoolState& st, const float* xp, float* yp) {
     }
 }
 
-using CpuPoolPlaneFn = void (*)(const PoolState&, const float*, float*);
+using CpuPoolPlaneFn = void (*)(const PoolState&, const PoolRows*, const float*, float*);
 
-inline Status run_cpu_pool_planes(const RunContext& c, CpuPoolPlaneFn plane_fn) {
-    const PoolState& st = *static_cast<const PoolState*>(c.state);
+inline Status run_cpu_pool_planes(const RunContext& c, const PoolState& st, const PoolRows* jit, CpuPoolPlaneFn plane_fn) {
     const float* x = c.inputs[0].as<float>();
     float* y = c.outputs[0].as<float>();
     const int64_t in_plane = st.w.in_size(), out_plane = st.w.out_size();
     cpu_ops_parallel(c, (uint64_t)st.planes, (uint64_t)(out_plane * st.w.kernel_size()), [&](uint64_t begin, uint64_t end) {
-        for (uint64_t plane = begin; plane < end; ++plane) plane_fn(st, x + (int64_t)plane * in_plane, y + (int64_t)plane * out_plane);
+        for (uint64_t plane = begin; plane < end; ++plane)
+            plane_fn(st, jit, x + (int64_t)plane * in_plane, y + (int64_t)plane * out_plane);
     });
     return Status::Ok;
 }
@@ -11543,17 +11508,23 @@ inline Status run_cpu_pool_planes(const RunContext& c, CpuPoolPlaneFn plane_fn) 
 inline Status run_cpu_pool(const RunContext& c) {
     const PoolState& st = *static_cast<const PoolState*>(c.state);
     const int64_t stride = st.w.stride[2];
-    if (st.max) return run_cpu_pool_planes(c, stride == 1 ? cpu_pool_plane<true, 1> : stride == 2 ? cpu_pool_plane<true, 2> : cpu_pool_plane<true, 0>);
-    return run_cpu_pool_planes(c, stride == 1 ? cpu_pool_plane<false, 1> : stride == 2 ? cpu_pool_plane<false, 2> : cpu_pool_plane<false, 0>);
+    if (st.max) return run_cpu_pool_planes(c, st, nullptr, stride == 1 ? cpu_pool_plane<true, 1> : stride == 2 ? cpu_pool_plane<true, 2> : cpu_pool_plane<true, 0>);
+    return run_cpu_pool_planes(c, st, nullptr, stride == 1 ? cpu_pool_plane<false, 1> : stride == 2 ? cpu_pool_plane<false, 2> : cpu_pool_plane<false, 0>);
 }
 
-#ifdef TESSEL_CPU_POOL_AVX512
-// MaxPool with column stride 1 or 2 on AVX-512 targets.
-inline Status run_cpu_max_pool16(const RunContext& c) {
-    const PoolState& st = *static_cast<const PoolState*>(c.state);
-    return run_cpu_pool_planes(c, st.w.stride[2] == 1 ? cpu_pool_plane<true, 1, true> : cpu_pool_plane<true, 2, true>);
+// MaxPool and AveragePool with their interior windows on snippets.h's PoolRows (column
+// strides 1 and 2).
+struct CpuPoolRowsState {
+    const PoolState* pool = nullptr;
+    PoolRows rows;
+};
+
+inline Status run_cpu_pool_rows(const RunContext& c) {
+    const CpuPoolRowsState& ps = *static_cast<const CpuPoolRowsState*>(c.state);
+    const bool max = ps.pool->max, one = ps.pool->w.stride[2] == 1;
+    return run_cpu_pool_planes(c, *ps.pool, &ps.rows,
+                               max ? (one ? cpu_pool_plane<true, 1> : cpu_pool_plane<true, 2>) : (one ? cpu_pool_plane<false, 1> : cpu_pool_plane<false, 2>));
 }
-#endif
 
 // GlobalMaxPool: the reference's rule (NaN never taken, -inf for a plane of NaN); lanes may
 // meet equal zeros of both signs in another order, so a zero result is redone in order.
@@ -11969,6 +11940,29 @@ inline Status cpu_gemm_dot_step(ReferenceProgram* p, const PreparedModel& model,
     return Status::Ok;
 }
 
+// The pool's JIT step when the plane has interior columns and the kernel can be made for `isa`.
+inline Status cpu_pool_rows_step(ReferenceProgram* p, const PoolState& st, StringView op, Isa isa, bool* used) {
+    *used = false;
+    const Window& w = st.w;
+    const int64_t width = w.in[2], kw = w.kernel[2], sw = w.stride[2], left = w.pad_begin[2];
+    const int64_t inner_begin = std::min((left + sw - 1) / sw, w.out[2]);
+    const int64_t inner_end = width >= kw ? std::min((width - kw + left) / sw + 1, w.out[2]) : 0;
+    if (inner_end <= inner_begin || (sw != 1 && sw != 2)) return Status::Ok;
+    CpuPoolRowsState* ps = p->arena.allocate_array<CpuPoolRowsState>(1);
+    if (!ps) return Status::OutOfMemory;
+    new (ps) CpuPoolRowsState();
+    ps->pool = &st;
+    PoolRowShape shape;
+    shape.count = inner_end - inner_begin;
+    shape.kernel_w = kw;
+    shape.stride_w = sw;
+    shape.row_floats = width;
+    shape.average = st.max ? 0 : 1;
+    if (ps->rows.init(shape, isa) != Status::Ok || !ps->rows.jit()) return Status::Ok;
+    *used = true;
+    return cpu_ops_use(p, run_cpu_pool_rows, ps, op, isa_name(isa));
+}
+
 inline Status cpu_ops_step(ReferenceProgram* p, const PreparedModel& model, NodeId id, Isa isa) {
     if (isa == Isa::Ref) return Status::Ok;   // the ref ISA keeps the reference kernels
     const Node& node = model.model.graph.node(id);
@@ -11980,10 +11974,9 @@ inline Status cpu_ops_step(ReferenceProgram* p, const PreparedModel& model, Node
         const Window& w = st.w;
         // 1-D and 2-D, no dilation, no Indices output
         if (node.num_outputs != 1 || w.spatial > 2 || w.dilation[1] != 1 || w.dilation[2] != 1) return Status::Ok;
-#ifdef TESSEL_CPU_POOL_AVX512
-        if (isa == Isa::Avx512 && st.max && (w.stride[2] == 1 || w.stride[2] == 2))
-            return cpu_ops_use(p, run_cpu_max_pool16, state, op, "avx512");
-#endif
+        bool used = false;
+        TESSEL_TRY(cpu_pool_rows_step(p, st, op, isa, &used));
+        if (used) return Status::Ok;
         return cpu_ops_use(p, run_cpu_pool, state, op);
     }
     if (op == StringView("Gemm")) return cpu_gemm_dot_step(p, model, id);

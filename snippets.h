@@ -150,6 +150,7 @@
        >>tokenizer                    islands on a Graph, build_island_body()
        >>gemm                         Gemm: packed panels, cache blocks, JIT tiles; cpu_cache_sizes
        >>depthwise conv               DepthwiseConv: one plane, padded phase-split copy, JIT row tiles
+       >>max pool                     PoolRows: one output row's interior windows, JIT vector tiles
        >>int8 gemm                    Int8Gemm: u8 x s8 -> s32 panels, requantizing epilogue
        >>opencl printer               OpenClSource, print_opencl_kernel: a body as OpenCL C
      implementation:
@@ -185,6 +186,7 @@
        >>island bodies                build_island_body
        >>gemm implementation          cache sizes, the x86 and NEON tile emitters, packing, the driver
        >>depthwise conv implementation  padding, the x86 and NEON row tiles, the kernel table, the portable loop
+       >>pool rows implementation     the x86 and NEON tiles (strides 1 and 2), the kernel table
        >>int8 gemm implementation     the VNNI tile emitter, the portable tile, packing
        >>opencl printer implementation  OpenClMath: eval_op printed as OpenCL C statements
 */
@@ -687,6 +689,45 @@ private:
     int64_t full_begin_ = 0, full_end_ = 0;   // output rows that sum every kernel row
     void row_taps(int64_t row, int64_t* first, int64_t* last) const;
     KernelFn row_kernel(int64_t first, int64_t last) const;
+};
+
+// >>pool rows
+// MaxPool's and AveragePool's interior outputs of one output row, from the taps
+// x[r * row_floats + j * stride_w + k] (r < rows, k < kernel_w) of output j < count, in the
+// reference's order (row by row, left to right). Max: the first tap starts the max, then
+// acc = v > acc ? v : acc, so NaN and signed zeros come out as the reference's. Average:
+// ((0 + t0) + t1) + ... divided by the caller's divisor, the reference's rounding. The JIT
+// kernels (Sse41, Avx2, Avx512, Neon) take count, kernel_w, stride_w and row_floats as
+// immediates and rows at run time; a last partial vector is redone overlapping the one before
+// it (narrower vectors, then single lanes, when the row holds less than a vector), so no load
+// leaves the taps' span. They are generated once per process for each target and shape; other
+// targets run a portable loop.
+struct PoolRowShape {
+    int64_t count = 1;        // outputs of the row
+    int64_t kernel_w = 1;
+    int64_t stride_w = 1;     // 1 or 2 on the JIT
+    int64_t row_floats = 1;   // floats from one kernel row to the next
+    int64_t average = 0;      // 0: max, 1: average
+};
+
+class PoolRows {
+public:
+    // InvalidArgument for dims out of [1, 2^24] (row_floats [1, 2^40], average 0 or 1);
+    // Unsupported when the CPU lacks `isa`. A JIT target falls back to the portable loop when
+    // its kernel cannot be made (stride_w above 2, the table full, TESSEL_NO_JIT).
+    Status init(const PoolRowShape& shape, Isa isa = Isa::Auto);
+    Isa isa() const { return isa_; }
+    bool jit() const { return kernel_ != nullptr; }
+    const PoolRowShape& shape() const { return shape_; }
+    // rows >= 1 kernel rows from x (the first tap of output 0) to y[0 .. count); divisor:
+    // the average's.
+    void run(const float* x, int64_t rows, float* y, float divisor = 1.0f) const;
+    using KernelFn = void (*)(const float* x, float* y, int64_t rows, float divisor);
+
+private:
+    PoolRowShape shape_;
+    Isa isa_ = Isa::Ref;
+    KernelFn kernel_ = nullptr;
 };
 
 // >>int8 gemm
@@ -6337,6 +6378,391 @@ void DepthwiseConv::run_rows(const float* scratch, const float* weights, float b
     detail::depthwise_portable_rows(shape_, phase_, pitch_, scratch, weights, bias, y, row0, row1);
 }
 
+
+// >>pool rows implementation
+namespace detail {
+constexpr uint32_t kPoolRowsTile = 4;   // vectors a tile keeps in flight (each its own chain of maxima)
+
+// One vector of a tile: outputs [j, j + width) from the tile's base pointers.
+struct PoolRowsItem { int64_t j; uint32_t width; };
+
+// The vectors of a row: `tiles` loop iterations of kPoolRowsTile full vectors, then `rest` from
+// where the loop leaves the pointers: the full vectors left and, for a partial last one, a full
+// vector ending at count (overlapping). A row shorter than a vector takes the widest narrower
+// width that fits, the same way, down to single lanes.
+struct PoolRowsPlan {
+    int64_t tiles = 0;
+    uint32_t vector = 1;
+    PoolRowsItem rest[kPoolRowsTile] = {};
+    uint32_t rest_count = 0;
+};
+
+inline PoolRowsPlan pool_rows_plan(Isa isa, int64_t count) {
+    static const uint32_t avx512[] = {16, 8, 4, 1}, avx2[] = {8, 4, 1}, four[] = {4, 1};
+    const uint32_t* widths = isa == Isa::Avx512 ? avx512 : isa == Isa::Avx2 ? avx2 : four;
+    PoolRowsPlan p;
+    p.vector = widths[0];
+    const int64_t vf = widths[0];
+    if (count >= vf) {
+        const int64_t full = count / vf;
+        p.tiles = full / kPoolRowsTile;
+        const int64_t base = p.tiles * kPoolRowsTile * vf;
+        for (int64_t v = p.tiles * kPoolRowsTile; v < full; ++v) p.rest[p.rest_count++] = PoolRowsItem{v * vf - base, (uint32_t)vf};
+        if (count % vf) p.rest[p.rest_count++] = PoolRowsItem{count - vf - base, (uint32_t)vf};
+        return p;
+    }
+    int i = 1;
+    while (widths[i] > count) ++i;   // the widths end with 1
+    const uint32_t w = widths[i];
+    for (int64_t i = 0; i < count / w; ++i) p.rest[p.rest_count++] = PoolRowsItem{i * w, w};
+    if (count % w) p.rest[p.rest_count++] = PoolRowsItem{count - w, w};
+    return p;
+}
+
+#ifndef TESSEL_NO_JIT
+#if defined(__x86_64__) || defined(_M_X64)
+// Arguments (System V): rdi x, rsi y, rdx rows. Per tile: accumulators 0-3, taps into 4-7
+// (SSE4.1's second stride-2 load into 8-11), AVX-512's stride-2 lane order in zmm12. A
+// stride-2 tap is two loads deinterleaved by one shufps; tap 0's second load starts a float
+// early (its odd lanes are the even taps), so no load reads past the last tap. shufps leaves
+// the 128-bit lanes' halves interleaved across a ymm or zmm: one vpermpd per vector restores
+// the order before the store.
+inline void emit_pool_rows_x86(asmjit::x86::Assembler& a, Isa isa, const PoolRowShape& s) {
+    namespace x86 = asmjit::x86;
+    const bool vex = isa != Isa::Sse41;
+    const PoolRowsPlan plan = pool_rows_plan(isa, s.count);
+    auto reg = [](uint32_t id, uint32_t width) -> x86::Vec {
+        return width == 16 ? x86::Vec(x86::zmm(id)) : width == 8 ? x86::Vec(x86::ymm(id)) : x86::Vec(x86::xmm(id));
+    };
+    const bool lane_order = isa == Isa::Avx512 && s.stride_w == 2 && s.count >= 16;
+    asmjit::Label order_data = a.newLabel();
+    const bool average = s.average != 0;
+    const x86::Vec divisor = isa == Isa::Avx512 ? x86::Vec(x86::zmm(13)) : isa == Isa::Avx2 ? x86::Vec(x86::ymm(13)) : x86::Vec(x86::xmm(13));
+    if (average && vex) a.vbroadcastss(divisor, x86::xmm0);
+    if (average && !vex) {
+        a.movaps(x86::xmm13, x86::xmm0);
+        a.shufps(x86::xmm13, x86::xmm13, 0);
+    }
+    if (lane_order) a.vmovups(x86::zmm(12), x86::ptr(order_data));
+    auto xmm = [](const x86::Vec& v) { return x86::xmm(v.id()); };   // the SSE and scalar forms take Xmm
+    auto at = [](const x86::Gp& base, int64_t floats) { return x86::ptr(base, (int32_t)(floats * 4)); };
+    // tap k of item `it` into t (b: SSE4.1's second register)
+    auto load_tap = [&](const x86::Gp& row, const PoolRowsItem& it, int64_t k, const x86::Vec& t, const x86::Vec& b) {
+        if (it.width == 1) {
+            x86::Mem m = x86::dword_ptr(row, (int32_t)((it.j * s.stride_w + k) * 4));
+            if (vex) a.vmovss(xmm(t), m);
+            else a.movss(xmm(t), m);
+            return;
+        }
+        if (s.stride_w == 1) {
+            if (vex) a.vmovups(t, at(row, it.j + k));
+            else a.movups(xmm(t), at(row, it.j + k));
+            return;
+        }
+        const int64_t first = k == 0 ? 2 * it.j : 2 * it.j + k - 1;
+        const int64_t second = k == 0 ? 2 * it.j + it.width - 1 : first + it.width;
+        const uint32_t pick = k == 0 ? 0xD8u : 0xDDu;   // even lanes of the first then odd of the second, or odd of both
+        if (vex) {
+            a.vmovups(t, at(row, first));
+            a.vshufps(t, t, at(row, second), pick);
+        } else {
+            a.movups(xmm(t), at(row, first));
+            a.movups(xmm(b), at(row, second));
+            a.shufps(xmm(t), xmm(b), pick);
+        }
+    };
+    // max: acc = t > acc ? t : acc (MAXPS returns its second operand unless the first is
+    // greater); average: acc + t
+    auto max_into = [&](const x86::Vec& acc, const x86::Vec& t, uint32_t width) {
+        if (average) {
+            if (vex && width == 1) a.vaddss(xmm(acc), xmm(acc), xmm(t));
+            else if (vex) a.vaddps(acc, acc, t);
+            else if (width == 1) a.addss(xmm(acc), xmm(t));
+            else a.addps(xmm(acc), xmm(t));
+            return;
+        }
+        if (vex) {
+            if (width == 1) a.vmaxss(xmm(acc), xmm(t), xmm(acc));
+            else a.vmaxps(acc, t, acc);
+        } else {
+            if (width == 1) a.maxss(xmm(t), xmm(acc));
+            else a.maxps(xmm(t), xmm(acc));
+            a.movaps(xmm(acc), xmm(t));
+        }
+    };
+    auto emit_tile = [&](const PoolRowsItem* items, uint32_t n) {
+        a.mov(x86::rax, x86::rdi);
+        for (uint32_t i = 0; i < n && average; ++i) {   // 0 + t0: a -0 tap sums to +0 as in the reference
+            if (vex) a.vxorps(xmm(reg(i, 4)), xmm(reg(i, 4)), xmm(reg(i, 4)));
+            else a.xorps(xmm(reg(i, 4)), xmm(reg(i, 4)));
+        }
+        for (int64_t k = 0; k < s.kernel_w; ++k)
+            for (uint32_t i = 0; i < n; ++i) {
+                const uint32_t w = items[i].width;
+                if (k == 0 && !average) {
+                    load_tap(x86::rax, items[i], 0, reg(i, w), reg(8 + i, w));
+                } else {
+                    load_tap(x86::rax, items[i], k, reg(4 + i, w), reg(8 + i, w));
+                    max_into(reg(i, w), reg(4 + i, w), w);
+                }
+            }
+        asmjit::Label row_loop = a.newLabel(), rows_done = a.newLabel();
+        a.mov(x86::rcx, x86::rdx);
+        a.sub(x86::rcx, 1);
+        a.jz(rows_done);
+        a.bind(row_loop);
+        a.add(x86::rax, x86::r9);
+        for (int64_t k = 0; k < s.kernel_w; ++k)
+            for (uint32_t i = 0; i < n; ++i) {
+                const uint32_t w = items[i].width;
+                load_tap(x86::rax, items[i], k, reg(4 + i, w), reg(8 + i, w));
+                max_into(reg(i, w), reg(4 + i, w), w);
+            }
+        a.sub(x86::rcx, 1);
+        a.jnz(row_loop);
+        a.bind(rows_done);
+        for (uint32_t i = 0; i < n; ++i) {
+            const uint32_t w = items[i].width;
+            const x86::Vec acc = reg(i, w);
+            if (s.stride_w == 2 && w == 8) a.vpermpd(acc, acc, 0xD8);
+            if (s.stride_w == 2 && w == 16) a.vpermpd(acc, x86::zmm(12), acc);
+            if (average) {
+                if (vex && w == 1) a.vdivss(xmm(acc), xmm(acc), xmm(divisor));
+                else if (vex) a.vdivps(acc, acc, reg(13, w));
+                else if (w == 1) a.divss(xmm(acc), xmm(divisor));
+                else a.divps(xmm(acc), xmm(divisor));
+            }
+            if (w == 1) {
+                if (vex) a.vmovss(x86::dword_ptr(x86::rsi, (int32_t)(items[i].j * 4)), xmm(acc));
+                else a.movss(x86::dword_ptr(x86::rsi, (int32_t)(items[i].j * 4)), xmm(acc));
+            } else if (vex) {
+                a.vmovups(at(x86::rsi, items[i].j), acc);
+            } else {
+                a.movups(at(x86::rsi, items[i].j), xmm(acc));
+            }
+        }
+    };
+    a.mov(x86::r9, (uint64_t)(s.row_floats * 4));
+    if (plan.tiles > 0) {
+        PoolRowsItem items[kPoolRowsTile];
+        for (uint32_t i = 0; i < kPoolRowsTile; ++i) items[i] = PoolRowsItem{(int64_t)i * plan.vector, plan.vector};
+        asmjit::Label tile_loop = a.newLabel();
+        a.mov(x86::r8, (uint64_t)plan.tiles);
+        a.bind(tile_loop);
+        emit_tile(items, kPoolRowsTile);
+        a.add(x86::rdi, (int32_t)(kPoolRowsTile * plan.vector * s.stride_w * 4));
+        a.add(x86::rsi, (int32_t)(kPoolRowsTile * plan.vector * 4));
+        a.sub(x86::r8, 1);
+        a.jnz(tile_loop);
+    }
+    if (plan.rest_count) emit_tile(plan.rest, plan.rest_count);
+    if (vex) a.vzeroupper();
+    a.ret();
+    if (lane_order) {   // qword q of the result is qword order[q] of shufps' (pairs of outputs)
+        const uint64_t order[8] = {0, 2, 4, 6, 1, 3, 5, 7};
+        a.align(asmjit::AlignMode::kData, 64);
+        a.bind(order_data);
+        a.embed(order, sizeof order);
+    }
+}
+
+inline PoolRows::KernelFn make_pool_rows_kernel(Isa isa, const PoolRowShape& s) {
+    using namespace asmjit;
+    CodeHolder code;
+    ErrorRecorder recorder;
+    code.init(jit_runtime().environment());
+    code.setErrorHandler(&recorder);
+    x86::Assembler a(&code);
+    emit_pool_rows_x86(a, isa, s);
+    if (recorder.first != kErrorOk) return nullptr;
+    void* fn = nullptr;
+    if (jit_runtime().add(&fn, &code) != kErrorOk) return nullptr;
+    return reinterpret_cast<PoolRows::KernelFn>(fn);
+}
+#define TESSEL_POOL_ROWS_JIT 1
+#endif
+#if defined(__aarch64__)
+// Arguments (AAPCS64): x0 x, x1 y, x2 rows. Accumulators v0-v3, taps v4-v7, stride-2 second
+// loads v16-v19, compare masks v20-v23 (v8-v15 stay untouched: nothing to save). A stride-2
+// tap is two loads and uzp2 (odd lanes of both); tap 0 loads its second vector a float early
+// and rotates it by one lane (ext) for uzp1, so no load reads past the last tap. The maximum
+// is fcmgt + bit, the reference's rule (fmax would take a NaN).
+inline void emit_pool_rows_a64(asmjit::a64::Assembler& a, const PoolRowShape& s) {
+    namespace a64 = asmjit::a64;
+    const PoolRowsPlan plan = pool_rows_plan(Isa::Neon, s.count);
+    const bool average = s.average != 0;
+    if (average) a.dup(a64::v(24).s4(), a64::v(0).s(0));   // the divisor (s0), before v0 is an accumulator
+    // base + bytes as an ldur/stur operand (x11 holds addresses beyond its 9-bit offset)
+    auto mem = [&](const a64::Gp& base, int64_t bytes) -> a64::Mem {
+        if (bytes >= -256 && bytes <= 255) return a64::ptr(base, (int32_t)bytes);
+        if (bytes < 0) {
+            a.mov(a64::x11, (uint64_t)-bytes);
+            a.sub(a64::x11, base, a64::x11);
+        } else {
+            a.mov(a64::x11, (uint64_t)bytes);
+            a.add(a64::x11, base, a64::x11);
+        }
+        return a64::ptr(a64::x11);
+    };
+    auto load_tap = [&](const a64::Gp& row, const PoolRowsItem& it, int64_t k, uint32_t t, uint32_t b) {
+        if (it.width == 1) {
+            a.ldur(a64::s(t), mem(row, (it.j * s.stride_w + k) * 4));
+            return;
+        }
+        if (s.stride_w == 1) {
+            a.ldur(a64::v(t).q(), mem(row, (it.j + k) * 4));
+            return;
+        }
+        if (k == 0) {
+            a.ldur(a64::v(t).q(), mem(row, 2 * it.j * 4));
+            a.ldur(a64::v(b).q(), mem(row, (2 * it.j + 3) * 4));
+            a.ext(a64::v(b).b16(), a64::v(b).b16(), a64::v(b).b16(), 4);
+            a.uzp1(a64::v(t).s4(), a64::v(t).s4(), a64::v(b).s4());
+        } else {
+            a.ldur(a64::v(t).q(), mem(row, (2 * it.j + k - 1) * 4));
+            a.ldur(a64::v(b).q(), mem(row, (2 * it.j + k + 3) * 4));
+            a.uzp2(a64::v(t).s4(), a64::v(t).s4(), a64::v(b).s4());
+        }
+    };
+    auto max_into = [&](uint32_t acc, uint32_t t, uint32_t m, uint32_t width) {
+        if (average) {
+            if (width == 1) a.fadd(a64::s(acc), a64::s(acc), a64::s(t));
+            else a.fadd(a64::v(acc).s4(), a64::v(acc).s4(), a64::v(t).s4());
+            return;
+        }
+        if (width == 1) a.fcmgt(a64::s(m), a64::s(t), a64::s(acc));
+        else a.fcmgt(a64::v(m).s4(), a64::v(t).s4(), a64::v(acc).s4());
+        a.bit(a64::v(acc).b16(), a64::v(t).b16(), a64::v(m).b16());
+    };
+    auto emit_tile = [&](const PoolRowsItem* items, uint32_t n) {
+        a.mov(a64::x9, a64::x0);
+        for (uint32_t i = 0; i < n && average; ++i) a.movi(a64::v(i).s4(), 0);   // 0 + t0, as the reference
+        for (int64_t k = 0; k < s.kernel_w; ++k)
+            for (uint32_t i = 0; i < n; ++i) {
+                if (k == 0 && !average) {
+                    load_tap(a64::x9, items[i], 0, i, 16 + i);
+                } else {
+                    load_tap(a64::x9, items[i], k, 4 + i, 16 + i);
+                    max_into(i, 4 + i, 20 + i, items[i].width);
+                }
+            }
+        asmjit::Label row_loop = a.newLabel(), rows_done = a.newLabel();
+        a.subs(a64::x10, a64::x2, 1);
+        a.b_eq(rows_done);
+        a.bind(row_loop);
+        a.add(a64::x9, a64::x9, a64::x12);
+        for (int64_t k = 0; k < s.kernel_w; ++k)
+            for (uint32_t i = 0; i < n; ++i) {
+                load_tap(a64::x9, items[i], k, 4 + i, 16 + i);
+                max_into(i, 4 + i, 20 + i, items[i].width);
+            }
+        a.subs(a64::x10, a64::x10, 1);
+        a.b_ne(row_loop);
+        a.bind(rows_done);
+        for (uint32_t i = 0; i < n; ++i) {
+            if (average && items[i].width == 1) a.fdiv(a64::s(i), a64::s(i), a64::s(24));
+            if (average && items[i].width != 1) a.fdiv(a64::v(i).s4(), a64::v(i).s4(), a64::v(24).s4());
+            if (items[i].width == 1) a.stur(a64::s(i), mem(a64::x1, items[i].j * 4));
+            else a.stur(a64::v(i).q(), mem(a64::x1, items[i].j * 4));
+        }
+    };
+    a.mov(a64::x12, (uint64_t)(s.row_floats * 4));
+    if (plan.tiles > 0) {
+        PoolRowsItem items[kPoolRowsTile];
+        for (uint32_t i = 0; i < kPoolRowsTile; ++i) items[i] = PoolRowsItem{(int64_t)i * plan.vector, plan.vector};
+        asmjit::Label tile_loop = a.newLabel();
+        a.mov(a64::x13, (uint64_t)plan.tiles);
+        a.bind(tile_loop);
+        emit_tile(items, kPoolRowsTile);
+        a.add(a64::x0, a64::x0, (uint32_t)(kPoolRowsTile * plan.vector * s.stride_w * 4));
+        a.add(a64::x1, a64::x1, (uint32_t)(kPoolRowsTile * plan.vector * 4));
+        a.subs(a64::x13, a64::x13, 1);
+        a.b_ne(tile_loop);
+    }
+    if (plan.rest_count) emit_tile(plan.rest, plan.rest_count);
+    a.ret(a64::x30);
+}
+
+inline PoolRows::KernelFn make_pool_rows_kernel(Isa, const PoolRowShape& s) {
+    using namespace asmjit;
+    CodeHolder code;
+    ErrorRecorder recorder;
+    code.init(jit_runtime().environment());
+    code.setErrorHandler(&recorder);
+    a64::Assembler a(&code);
+    emit_pool_rows_a64(a, s);
+    if (recorder.first != kErrorOk) return nullptr;
+    void* fn = nullptr;
+    if (jit_runtime().add(&fn, &code) != kErrorOk) return nullptr;
+    return reinterpret_cast<PoolRows::KernelFn>(fn);
+}
+#define TESSEL_POOL_ROWS_JIT 1
+#endif
+#endif
+
+// Kernels made so far, by target and shape, for the life of the process like the depthwise
+// ones; past the capacity, new shapes run the portable loop.
+struct PoolRowsKernelTable {
+    struct Entry { Isa isa; PoolRowShape shape; PoolRows::KernelFn fn; };
+    static constexpr uint32_t kCapacity = 4096;
+    std::atomic_flag lock = ATOMIC_FLAG_INIT;
+    Entry entries[kCapacity];
+    uint32_t count = 0;
+};
+
+inline PoolRowsKernelTable& pool_rows_kernels() {
+    static PoolRowsKernelTable table;
+    return table;
+}
+}  // namespace detail
+
+Status PoolRows::init(const PoolRowShape& s, Isa isa) {
+    if (isa == Isa::Auto) isa = default_isa();
+    if (!isa_available(isa)) return Status::Unsupported;
+    const int64_t limit = (int64_t)1 << 24;
+    if (s.count < 1 || s.count > limit || s.kernel_w < 1 || s.kernel_w > limit || s.stride_w < 1 || s.stride_w > limit ||
+        s.row_floats < 1 || s.row_floats > ((int64_t)1 << 40) || (s.average != 0 && s.average != 1))
+        return Status::InvalidArgument;
+    shape_ = s;
+    isa_ = isa;
+    kernel_ = nullptr;
+#ifdef TESSEL_POOL_ROWS_JIT
+    // x86 takes the taps' byte offsets as 32-bit displacements; the kernel is unrolled over kernel_w
+    const bool jit_isa = isa == Isa::Sse41 || isa == Isa::Avx2 || isa == Isa::Avx512 || isa == Isa::Neon;
+    if (jit_isa && (s.stride_w == 1 || s.stride_w == 2) && s.kernel_w <= 64 && (s.count * s.stride_w + s.kernel_w) * 4 < ((int64_t)1 << 30)) {
+        detail::PoolRowsKernelTable& table = detail::pool_rows_kernels();
+        while (table.lock.test_and_set(std::memory_order_acquire)) std::this_thread::yield();
+        for (uint32_t i = 0; i < table.count && !kernel_; ++i) {
+            const detail::PoolRowsKernelTable::Entry& e = table.entries[i];
+            if (e.isa == isa && std::memcmp(&e.shape, &s, sizeof s) == 0) kernel_ = e.fn;
+        }
+        if (!kernel_ && table.count < detail::PoolRowsKernelTable::kCapacity) {
+            kernel_ = detail::make_pool_rows_kernel(isa, s);
+            if (kernel_) table.entries[table.count++] = detail::PoolRowsKernelTable::Entry{isa, s, kernel_};
+        }
+        table.lock.clear(std::memory_order_release);
+    }
+#endif
+    return Status::Ok;
+}
+
+void PoolRows::run(const float* x, int64_t rows, float* y, float divisor) const {
+    if (kernel_) {
+        kernel_(x, y, rows, divisor);
+        return;
+    }
+    const PoolRowShape& s = shape_;
+    for (int64_t j = 0; j < s.count; ++j) {
+        const float* p = x + j * s.stride_w;
+        float acc = s.average ? 0.0f : p[0];
+        for (int64_t r = 0; r < rows; ++r)
+            for (int64_t k = 0; k < s.kernel_w; ++k) {
+                const float v = p[r * s.row_floats + k];
+                acc = s.average ? acc + v : v > acc ? v : acc;
+            }
+        y[j] = s.average ? acc / divisor : acc;
+    }
+}
 
 // >>int8 gemm implementation
 uint8_t int8_requantize(int32_t acc, int32_t bias, float scale, float lo, float hi, int32_t zero_point) {
