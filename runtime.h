@@ -19389,9 +19389,10 @@ inline Status run_qconv(const RunContext& c) {
 //   DequantizeLinear is folded by prepare) -> optional Relu or Clip -> QuantizeLinear (uint8),
 //   scales and zero points per tensor, becomes one step from x's uint8 tensor to the
 //   QuantizeLinear's: Int8Gemm with int32 accumulators, the activation folded into the
-//   requantization's clamp (2-D depthwise Convs: the float DepthwiseConv kernels on x - zero
-//   point, exact in float32 (run_int8_depthwise_float); others int32 rows tap by tap; the same
-//   requantization).
+//   requantization's clamp (2-D depthwise Convs: Int8DepthwiseConv's row kernels where the
+//   target has one for the shape (run_int8_depthwise_rows), else the float DepthwiseConv kernels
+//   on x - zero point, exact in float32 (run_int8_depthwise_float); others int32 rows tap by
+//   tap; the same requantization).
 //   The steps of the group's float values are dropped (the
 //   DequantizeLinear's too when only such groups read it).
 //   The int8 weights are made again from the folded floats: per output map, symmetric, the
@@ -19642,6 +19643,13 @@ struct Int8DepthwiseState {
     const float* float_weights = nullptr;
     int64_t bands = 1, band_rows = 1;
     size_t pad_floats = 0, slot_floats = 0;
+    // The int8 row kernels (run_int8_depthwise_rows), where the target has one for the shape:
+    // the weights packed per map, the bias with the input offset's correction, bands as above,
+    // per slot the band's padded uint8 copy.
+    Int8DepthwiseConv int8_conv;
+    const int8_t* packed_weights = nullptr;
+    const int32_t* kernel_bias = nullptr;
+    size_t slot_bytes = 0;
 };
 
 inline Status run_int8_depthwise(const RunContext& c) {
@@ -19800,6 +19808,36 @@ inline Status run_int8_depthwise_float(const RunContext& c) {
             uint8_t* ym = y + (n * st.maps + m) * out_plane;
             int8_requantize_float_row(sums + row0 * s.out_w, (row1 - row0) * s.out_w, st.bias[m], st.scale[m], st.rq,
                                       ym + row0 * s.out_w);
+        }
+    }, st.slots);
+    return Status::Ok;
+}
+
+// A 2-D depthwise QDQ Conv on Int8DepthwiseConv: per (image, channel, band) the padded copy
+// once, then each of the channel's maps.
+inline Status run_int8_depthwise_rows(const RunContext& c) {
+    const Int8DepthwiseState& st = *static_cast<const Int8DepthwiseState*>(c.state);
+    const DepthwiseShape& s = st.int8_conv.shape();
+    const uint8_t* x = c.inputs[0].as<const uint8_t>();
+    uint8_t* y = c.outputs[0].as<uint8_t>();
+    const int64_t in_plane = s.in_h * s.in_w, out_plane = s.out_h * s.out_w;
+    const int64_t multiplier = st.group_maps, bands = st.bands;
+    const size_t weight_bytes = st.int8_conv.packed_weights_bytes();
+    const uint64_t units = (uint64_t)(st.batch * st.channels * bands * multiplier);
+    nn_parallel(c, units, [&](uint64_t slot, uint64_t begin, uint64_t end) {
+        uint8_t* scratch = static_cast<uint8_t*>(c.scratch) + slot * st.slot_bytes;
+        uint64_t padded = ~0ull;   // the (image, channel, band) whose copy is in scratch
+        for (uint64_t unit = begin; unit < end; ++unit) {
+            const uint64_t key = unit / (uint64_t)multiplier;
+            const int64_t band = (int64_t)key % bands, image_channel = (int64_t)key / bands;
+            const int64_t n = image_channel / st.channels, m = image_channel % st.channels * multiplier + (int64_t)(unit % multiplier);
+            const int64_t row0 = band * st.band_rows, row1 = row0 + st.band_rows < s.out_h ? row0 + st.band_rows : s.out_h;
+            if (key != padded) {
+                st.int8_conv.pad(x + image_channel * in_plane, (uint8_t)st.x_zero_point, row0, row1, scratch);
+                padded = key;
+            }
+            st.int8_conv.run_rows(scratch, st.packed_weights + m * weight_bytes, st.kernel_bias[m], st.scale[m], st.rq,
+                                  y + (n * st.maps + m) * out_plane, row0, row1);
         }
     }, st.slots);
     return Status::Ok;
@@ -20360,6 +20398,48 @@ inline Int8Source int8_group_source(const PreparedModel& model, const Int8Group&
     return src;
 }
 
+// Output rows per band: a padded copy of at most half of L2, and at least two units per thread.
+inline int64_t int8_depthwise_band_rows(const Int8DepthwiseState& st, int64_t rows, size_t (*bytes)(const Int8DepthwiseState&, int64_t)) {
+    const int64_t planes = st.batch * st.channels;
+    int64_t band_rows = rows;
+    while (band_rows > 1 && bytes(st, band_rows) > cpu_cache_sizes().l2 / 2) band_rows = (band_rows + 1) / 2;
+    const int64_t want = 2 * (int64_t)st.slots;
+    if (planes * ((rows + band_rows - 1) / band_rows) < want) {
+        const int64_t per_plane = (want + planes - 1) / planes;
+        const int64_t shorter = (rows + per_plane - 1) / per_plane;
+        if (shorter < band_rows) band_rows = shorter;
+    }
+    return band_rows;
+}
+
+// Sets up the int8 row kernels of a 2-D depthwise state when the target has one for its shape.
+inline bool int8_depthwise_rows_kernel(ReferenceProgram* p, Int8DepthwiseState* st, const int64_t* weight_sums, Isa isa) {
+    const Window& w = st->w;
+    if (w.in[0] != 1 || w.kernel[0] != 1 || w.out[0] != 1 || w.out_size() == 0) return true;
+    DepthwiseShape shape;
+    shape.in_h = w.in[1], shape.in_w = w.in[2], shape.out_h = w.out[1], shape.out_w = w.out[2];
+    shape.kernel_h = w.kernel[1], shape.kernel_w = w.kernel[2], shape.stride_h = w.stride[1], shape.stride_w = w.stride[2];
+    shape.dilation_h = w.dilation[1], shape.dilation_w = w.dilation[2];
+    shape.pad_top = w.pad_begin[1], shape.pad_left = w.pad_begin[2];
+    if (st->int8_conv.init(shape, isa) != Status::Ok || st->int8_conv.scratch_bytes(1) > ((size_t)64 << 20)) return true;
+    const size_t weight_bytes = st->int8_conv.packed_weights_bytes();
+    int8_t* packed = static_cast<int8_t*>(p->arena.allocate((size_t)st->maps * weight_bytes + 1, 64));
+    int32_t* bias = p->arena.allocate_array<int32_t>((size_t)st->maps + 1);
+    if (!packed || !bias) return false;
+    for (int64_t m = 0; m < st->maps; ++m) {
+        st->int8_conv.pack_weights(st->weights + m * w.kernel_size(), packed + m * weight_bytes);
+        bias[m] = st->int8_conv.kernel_bias(st->bias[m], st->x_zero_point, weight_sums[m]);
+    }
+    st->packed_weights = packed;
+    st->kernel_bias = bias;
+    st->band_rows = int8_depthwise_band_rows(*st, shape.out_h, [](const Int8DepthwiseState& s, int64_t rows) {
+        return s.int8_conv.scratch_bytes(rows);
+    });
+    st->bands = (shape.out_h + st->band_rows - 1) / st->band_rows;
+    st->slot_bytes = (st->int8_conv.scratch_bytes(st->band_rows) + 63) / 64 * 64;
+    return true;
+}
+
 // Sets up the float kernel of a 2-D depthwise state whose sums stay below 2^24 (taps * 255 * 128:
 // QLinearConv's weights may hold -128); other states keep the int32 rows.
 inline bool int8_depthwise_float_kernel(ReferenceProgram* p, Int8DepthwiseState* st, Isa isa) {
@@ -20377,16 +20457,10 @@ inline bool int8_depthwise_float_kernel(ReferenceProgram* p, Int8DepthwiseState*
     if (!weights) return false;
     for (int64_t i = 0; i < count; ++i) weights[i] = (float)st->weights[i];
     st->float_weights = weights;
-    // Bands: a padded copy of at most half of L2, and at least two units per thread.
-    const int64_t rows = shape.out_h, planes = st->batch * st->channels;
-    int64_t band_rows = rows;
-    while (band_rows > 1 && st->conv.scratch_floats(band_rows) * sizeof(float) > cpu_cache_sizes().l2 / 2) band_rows = (band_rows + 1) / 2;
-    const int64_t want = 2 * (int64_t)st->slots;
-    if (planes * ((rows + band_rows - 1) / band_rows) < want) {
-        const int64_t per_plane = (want + planes - 1) / planes;
-        const int64_t shorter = (rows + per_plane - 1) / per_plane;
-        if (shorter < band_rows) band_rows = shorter;
-    }
+    const int64_t rows = shape.out_h;
+    const int64_t band_rows = int8_depthwise_band_rows(*st, rows, [](const Int8DepthwiseState& s, int64_t r) {
+        return s.conv.scratch_floats(r) * sizeof(float);
+    });
     st->band_rows = band_rows;
     st->bands = (rows + band_rows - 1) / band_rows;
     st->pad_floats = round16(st->conv.scratch_floats(band_rows));
@@ -20410,7 +20484,8 @@ inline Int8DepthwiseState* int8_depthwise_state(ReferenceProgram* p, const ConvS
     st->scale = wq.scale;
     st->rq = wq.rq;
     st->slots = p->threads ? p->threads : 1;
-    if (!int8_depthwise_float_kernel(p, st, isa)) return nullptr;
+    if (!int8_depthwise_rows_kernel(p, st, wq.sums, isa)) return nullptr;
+    if (!st->packed_weights && !int8_depthwise_float_kernel(p, st, isa)) return nullptr;
     return st;
 }
 
@@ -20908,7 +20983,11 @@ inline bool int8_qlinear_step(ReferenceProgram* p, const PreparedModel& model, N
             if (!st) return false;
             *state = st;
             *what = "QLinearConv";
-            if (st->float_weights) {
+            if (st->packed_weights) {
+                *run = run_int8_depthwise_rows;
+                *used = st->int8_conv.isa();
+                *scratch = (size_t)st->slots * st->slot_bytes;
+            } else if (st->float_weights) {
                 *run = run_int8_depthwise_float;
                 *used = st->conv.jit() ? st->conv.isa() : Isa::Ref;
                 *scratch = (size_t)st->slots * st->slot_floats * sizeof(float);
@@ -21405,7 +21484,10 @@ inline Status cpu_int8_steps(ReferenceProgram* p, const PreparedModel& model, Is
         } else if (cst->depthwise) {
             Int8DepthwiseState* st = int8_depthwise_state(p, *cst, int8_group_source(model, group, cpu_constant_input(model, group.conv, 1)), isa);
             if (!st) return Status::OutOfMemory;
-            if (st->float_weights)
+            if (st->packed_weights)
+                TESSEL_TRY(int8_use(p, group.step, run_int8_depthwise_rows, st, "DepthwiseConv", st->int8_conv.isa(),
+                                    (size_t)st->slots * st->slot_bytes));
+            else if (st->float_weights)
                 TESSEL_TRY(int8_use(p, group.step, run_int8_depthwise_float, st, "DepthwiseConv",
                                     st->conv.jit() ? st->conv.isa() : Isa::Ref, (size_t)st->slots * st->slot_floats * sizeof(float)));
             else

@@ -152,6 +152,7 @@
        >>depthwise conv               DepthwiseConv: one plane, padded phase-split copy, JIT row tiles
        >>max pool                     PoolRows: one output row's interior windows, JIT vector tiles
        >>int8 gemm                    Int8Gemm: u8 x s8 -> s32 panels, requantizing epilogue
+       >>int8 depthwise               Int8DepthwiseConv: uint8 planes, 4 taps per dot product, requantized rows
        >>opencl printer               OpenClSource, print_opencl_kernel: a body as OpenCL C
      implementation:
        >>helpers                      float bits, clock, broadcasting of shapes
@@ -188,6 +189,7 @@
        >>depthwise conv implementation  padding, the x86 and NEON row tiles, the kernel table, the portable loop
        >>pool rows implementation     the x86 and NEON tiles (strides 1 and 2), the kernel table
        >>int8 gemm implementation     the VNNI tile emitter, the portable tile, packing
+       >>int8 depthwise implementation  the VNNI and sdot row kernels, their table, padding
        >>opencl printer implementation  OpenClMath: eval_op printed as OpenCL C statements
 */
 #ifndef TESSEL_SNIPPETS_H
@@ -802,6 +804,66 @@ private:
     const TileFn* tiles_ = nullptr;   // [rows - 1], may be null
 };
 
+
+// >>int8 depthwise
+// Depthwise 2-D convolution of one uint8 plane with int8 weights, requantized as Int8Gemm
+// requantizes (int8_requantize), exact in int32. pad() copies the band of input rows that
+// output rows read into a uint8 scratch, the padding holding x's zero point (a real zero), so
+// the kernel sums w * x over every tap and the bias carries -zero point * sum(w)
+// (kernel_bias()). Along a row, 4 consecutive bytes make one dot-product unit: lane i of a
+// vector loaded at column 4 i + r + 4 g holds the taps 4 g .. 4 g + 3 of output column 4 i + r
+// (stride 1, phases r = 0..3) or of 2 i + r (stride 2, loaded at 4 i + 2 r + 4 g, r = 0..1), so
+// one vpdpbusd (AVX-512 VNNI) or sdot (NEON with the dot product: the copy holds x - 128 as
+// int8 and the bias adds 128 * sum(w)) sums 4 taps of a vector of outputs; the phases' bytes
+// interleave back by shifts. JIT only: Unsupported for other targets and shapes (stride_w
+// above 2, dilation_w above 1, kernels of more than 16 groups of 4 taps), where callers keep
+// their float or int32 kernels.
+class Int8DepthwiseConv {
+public:
+    Status init(const DepthwiseShape& shape, Isa isa = Isa::Auto);
+    Isa isa() const { return isa_; }
+    const DepthwiseShape& shape() const { return shape_; }
+    // Bytes of scratch one band of output rows [row0, row1) needs: the padded copy, and (NEON,
+    // no masked stores) the band's output rows before they are copied into y.
+    size_t scratch_bytes(int64_t rows) const;
+    // The padded copy of the input rows that output rows [row0, row1) read.
+    void pad(const uint8_t* x, uint8_t zero_point, int64_t row0, int64_t row1, uint8_t* scratch) const;
+    // Weights kernel_h x kernel_w as the kernel reads them (groups of 4 taps, zero filled).
+    size_t packed_weights_bytes() const { return (size_t)(shape_.kernel_h * groups_ * 4); }
+    void pack_weights(const int8_t* w, int8_t* packed) const;
+    // The bias the kernel starts from: bias - zero_point * weight_sum (+ 128 * weight_sum on
+    // NEON), wrapping as the int32 accumulators do.
+    int32_t kernel_bias(int32_t bias, int32_t zero_point, int64_t weight_sum) const;
+    // Output rows [row0, row1) of plane y (out_h x out_w) from pad()'s copy of the same band.
+    void run_rows(uint8_t* scratch, const int8_t* packed_weights, int32_t kernel_bias, float scale, const Int8Requant& rq,
+                  uint8_t* y, int64_t row0, int64_t row1) const;
+
+    struct Params {
+        const uint8_t* x;        // the first row's first padded input row
+        int64_t x_row_step;      // bytes between output rows' first input rows (stride_h rows)
+        int64_t tap_row_step;    // bytes between a kernel's rows (dilation_h rows)
+        uint8_t* y;
+        int64_t y_row_step;
+        int64_t rows;
+        int64_t iterations;      // blocks of a row; the last stores through tail_masks
+        const int8_t* weights;
+        int32_t bias;
+        float scale, lo, hi;
+        int32_t zero_point;
+        uint64_t tail_masks[4];  // per vector of the last block: the bytes stored (x86)
+    };
+    using KernelFn = void (*)(const Params*);
+
+private:
+    DepthwiseShape shape_;
+    Isa isa_ = Isa::Ref;
+    KernelFn kernel_ = nullptr;
+    int64_t groups_ = 1;         // groups of 4 taps per kernel row
+    int64_t vector_bytes_ = 16, unroll_ = 1, phases_ = 4, block_outputs_ = 16, iterations_ = 1;
+    int64_t pitch_ = 0;          // bytes of a padded row
+    int64_t out_pitch_ = 0;      // bytes of an output row in scratch (0: stored straight into y)
+    bool signed_x_ = false;      // the copy holds x ^ 0x80 (sdot)
+};
 
 // >>opencl printer
 // A body printed as an OpenCL C kernel: the third target beside x64 and a64. The same
@@ -7253,6 +7315,371 @@ void Int8Gemm::run(int64_t m0, int64_t m1, int64_t n, int64_t k, const int8_t* p
     }
 }
 
+
+// >>int8 depthwise implementation
+namespace detail {
+constexpr int64_t kInt8DepthwiseWeightRegs = 16;   // kernel_h x groups of 4 taps, held in registers
+
+struct Int8DepthwiseKey {
+    Isa isa;
+    int64_t kernel_h, groups, stride, vector_bytes, unroll;
+};
+
+#ifndef TESSEL_NO_JIT
+#if defined(__x86_64__) || defined(_M_X64)
+// The VNNI row kernel: weights in vector registers 0.., accumulators (unroll x phases) from
+// 16 on (EVEX encodings), loads in 24-25, bias scale lo hi zero point in 26-30; a block of
+// `unroll` vectors of vector_bytes per iteration, stores through k1-k4 (full-block masks, the
+// tail's at the last block). Argument (System V): rdi Params.
+inline void emit_int8_depthwise_vnni(asmjit::x86::Assembler& a, const Int8DepthwiseKey& k) {
+    namespace x86 = asmjit::x86;
+    using P = Int8DepthwiseConv::Params;
+    const uint32_t phases = k.stride == 1 ? 4 : 2, vb = (uint32_t)k.vector_bytes, unroll = (uint32_t)k.unroll;
+    const uint32_t outputs = k.stride == 1 ? vb : vb / 2;   // per vector
+    auto vec = [&](uint32_t id) -> x86::Vec {
+        return vb == 64 ? x86::Vec(x86::zmm(id)) : vb == 32 ? x86::Vec(x86::ymm(id)) : x86::Vec(x86::xmm(id));
+    };
+    auto half = [&](uint32_t id) -> x86::Vec { return vb == 64 ? x86::Vec(x86::ymm(id)) : x86::Vec(x86::xmm(id)); };
+    auto acc = [&](uint32_t u, uint32_t r) { return vec(16 + u * phases + r); };
+    const x86::KReg masks[4] = {x86::k1, x86::k2, x86::k3, x86::k4};
+    auto load_masks = [&](int32_t offset) {
+        for (uint32_t u = 0; u < unroll; ++u) a.kmovq(masks[u], x86::qword_ptr(x86::rdi, offset + (int32_t)(u * 8)));
+    };
+    a.mov(x86::rcx, x86::qword_ptr(x86::rdi, offsetof(P, weights)));
+    for (uint32_t q = 0; q < (uint32_t)(k.kernel_h * k.groups); ++q) a.vpbroadcastd(vec(q), x86::dword_ptr(x86::rcx, (int32_t)(q * 4)));
+    a.vpbroadcastd(vec(26), x86::dword_ptr(x86::rdi, offsetof(P, bias)));
+    a.vbroadcastss(vec(27), x86::dword_ptr(x86::rdi, offsetof(P, scale)));
+    a.vbroadcastss(vec(28), x86::dword_ptr(x86::rdi, offsetof(P, lo)));
+    a.vbroadcastss(vec(29), x86::dword_ptr(x86::rdi, offsetof(P, hi)));
+    a.vpbroadcastd(vec(30), x86::dword_ptr(x86::rdi, offsetof(P, zero_point)));
+    a.mov(x86::r11, x86::qword_ptr(x86::rdi, offsetof(P, tap_row_step)));
+    a.mov(x86::rax, x86::qword_ptr(x86::rdi, offsetof(P, x)));
+    a.mov(x86::rdx, x86::qword_ptr(x86::rdi, offsetof(P, y)));
+    a.mov(x86::r10, x86::qword_ptr(x86::rdi, offsetof(P, rows)));
+    asmjit::Label row = a.newLabel(), block = a.newLabel(), full = a.newLabel();
+    a.bind(row);
+    // full blocks: every byte of the vectors' outputs
+    for (uint32_t u = 0; u < unroll; ++u) {
+        a.mov(x86::rcx, outputs == 64 ? ~0ull : (1ull << outputs) - 1);
+        a.kmovq(masks[u], x86::rcx);
+    }
+    a.mov(x86::rsi, x86::rax);
+    a.mov(x86::r9, x86::rdx);
+    a.mov(x86::rcx, x86::qword_ptr(x86::rdi, offsetof(P, iterations)));
+    a.bind(block);
+    a.cmp(x86::rcx, 1);
+    a.jne(full);
+    load_masks(offsetof(P, tail_masks));
+    a.bind(full);
+    for (uint32_t u = 0; u < unroll; ++u)
+        for (uint32_t r = 0; r < phases; ++r) a.vmovdqa32(acc(u, r), vec(26));
+    a.mov(x86::r8, x86::rsi);
+    uint32_t t = 0;
+    for (int64_t kh = 0; kh < k.kernel_h; ++kh) {
+        for (uint32_t g = 0; g < (uint32_t)k.groups; ++g)
+            for (uint32_t u = 0; u < unroll; ++u)
+                for (uint32_t r = 0; r < phases; ++r, t ^= 1) {
+                    a.vmovdqu8(vec(24 + t), x86::ptr(x86::r8, (int32_t)(u * vb + r * k.stride + 4 * g)));
+                    a.vpdpbusd(acc(u, r), vec(24 + t), vec((uint32_t)kh * (uint32_t)k.groups + g));
+                }
+        if (kh + 1 < k.kernel_h) a.add(x86::r8, x86::r11);
+    }
+    for (uint32_t u = 0; u < unroll; ++u) {
+        for (uint32_t r = 0; r < phases; ++r) {
+            x86::Vec v = acc(u, r);
+            a.vcvtdq2ps(v, v);
+            a.vmulps(v, v, vec(27));
+            a.vmaxps(v, v, vec(28));   // lo and hi are integers: clamping before rounding is the same as after
+            a.vminps(v, v, vec(29));
+            a.vcvtps2dq(v, v);         // MXCSR's default rounding: to nearest, ties to even
+            a.vpaddd(v, v, vec(30));   // in [0, 255]
+            if (r) a.vpslld(v, v, (uint32_t)(8 * r));
+        }
+        if (phases == 4) {   // output 4 i + r is byte r of lane i
+            a.vpternlogd(acc(u, 0), acc(u, 1), acc(u, 2), 0xFE);
+            a.vpord(acc(u, 0), acc(u, 0), acc(u, 3));
+            a.k(masks[u]).vmovdqu8(x86::ptr(x86::r9, (int32_t)(u * outputs)), acc(u, 0));
+        } else {             // output 2 i + r is byte r of lane i: the lanes' low halves
+            a.vpord(acc(u, 0), acc(u, 0), acc(u, 1));
+            a.vpmovdw(half(24), acc(u, 0));
+            a.k(masks[u]).vmovdqu8(x86::ptr(x86::r9, (int32_t)(u * outputs)), half(24));
+        }
+    }
+    a.add(x86::rsi, (int32_t)(unroll * vb));
+    a.add(x86::r9, (int32_t)(unroll * outputs));
+    a.sub(x86::rcx, 1);
+    a.jnz(block);
+    a.add(x86::rax, x86::qword_ptr(x86::rdi, offsetof(P, x_row_step)));
+    a.add(x86::rdx, x86::qword_ptr(x86::rdi, offsetof(P, y_row_step)));
+    a.sub(x86::r10, 1);
+    a.jnz(row);
+    a.vzeroupper();
+    a.ret();
+}
+
+inline Int8DepthwiseConv::KernelFn make_int8_depthwise_kernel(const Int8DepthwiseKey& k) {
+    using namespace asmjit;
+    CodeHolder code;
+    ErrorRecorder recorder;
+    code.init(jit_runtime().environment());
+    code.setErrorHandler(&recorder);
+    x86::Assembler a(&code);
+    emit_int8_depthwise_vnni(a, k);
+    if (recorder.first != kErrorOk) return nullptr;
+    void* fn = nullptr;
+    if (jit_runtime().add(&fn, &code) != kErrorOk) return nullptr;
+    return reinterpret_cast<Int8DepthwiseConv::KernelFn>(fn);
+}
+#define TESSEL_INT8_DEPTHWISE_JIT 1
+#elif defined(__aarch64__)
+// The sdot row kernel: weights in v0-v15 (d8-d15 saved), accumulators in v16-v23, loads in
+// v24-v25, bias scale lo hi zero point in v26-v30; 16-byte vectors, every store whole (the
+// rows go to scratch first). Argument (AAPCS64): x0 Params.
+inline void emit_int8_depthwise_sdot(asmjit::a64::Assembler& a, const Int8DepthwiseKey& k) {
+    namespace a64 = asmjit::a64;
+    using P = Int8DepthwiseConv::Params;
+    const uint32_t phases = k.stride == 1 ? 4 : 2, unroll = (uint32_t)k.unroll, outputs = k.stride == 1 ? 16 : 8;
+    auto acc = [&](uint32_t u, uint32_t r) { return a64::v(16 + u * phases + r); };
+    auto field = [&](const a64::Vec& v, size_t offset) {   // one 32-bit field of Params in every lane
+        a.add(a64::x10, a64::x0, (uint32_t)offset);
+        a.ld1r(v.s4(), a64::ptr(a64::x10));
+    };
+    a.stp(a64::d8, a64::d9, a64::ptr_pre(a64::sp, -64));
+    a.stp(a64::d10, a64::d11, a64::ptr(a64::sp, 16));
+    a.stp(a64::d12, a64::d13, a64::ptr(a64::sp, 32));
+    a.stp(a64::d14, a64::d15, a64::ptr(a64::sp, 48));
+    a.ldr(a64::x8, a64::ptr(a64::x0, offsetof(P, weights)));
+    for (uint32_t q = 0; q < (uint32_t)(k.kernel_h * k.groups); ++q) {
+        a.add(a64::x10, a64::x8, q * 4);
+        a.ld1r(a64::v(q).s4(), a64::ptr(a64::x10));
+    }
+    field(a64::v(26), offsetof(P, bias));
+    field(a64::v(27), offsetof(P, scale));
+    field(a64::v(28), offsetof(P, lo));
+    field(a64::v(29), offsetof(P, hi));
+    field(a64::v(30), offsetof(P, zero_point));
+    a.ldr(a64::x9, a64::ptr(a64::x0, offsetof(P, tap_row_step)));
+    a.ldr(a64::x11, a64::ptr(a64::x0, offsetof(P, x_row_step)));
+    a.ldr(a64::x12, a64::ptr(a64::x0, offsetof(P, y_row_step)));
+    a.ldr(a64::x1, a64::ptr(a64::x0, offsetof(P, x)));
+    a.ldr(a64::x2, a64::ptr(a64::x0, offsetof(P, y)));
+    a.ldr(a64::x3, a64::ptr(a64::x0, offsetof(P, rows)));
+    asmjit::Label row = a.newLabel(), block = a.newLabel();
+    a.bind(row);
+    a.mov(a64::x4, a64::x1);
+    a.mov(a64::x5, a64::x2);
+    a.ldr(a64::x6, a64::ptr(a64::x0, offsetof(P, iterations)));
+    a.bind(block);
+    for (uint32_t u = 0; u < unroll; ++u)
+        for (uint32_t r = 0; r < phases; ++r) a.mov(acc(u, r).b16(), a64::v(26).b16());
+    a.mov(a64::x7, a64::x4);
+    uint32_t t = 0;
+    for (int64_t kh = 0; kh < k.kernel_h; ++kh) {
+        for (uint32_t g = 0; g < (uint32_t)k.groups; ++g)
+            for (uint32_t u = 0; u < unroll; ++u)
+                for (uint32_t r = 0; r < phases; ++r, t ^= 1) {
+                    a.ldur(a64::v(24 + t), a64::ptr(a64::x7, (int32_t)(u * 16 + r * k.stride + 4 * g)));
+                    a.sdot(acc(u, r).s4(), a64::v(24 + t).b16(), a64::v((uint32_t)kh * (uint32_t)k.groups + g).b16());
+                }
+        if (kh + 1 < k.kernel_h) a.add(a64::x7, a64::x7, a64::x9);
+    }
+    for (uint32_t u = 0; u < unroll; ++u) {
+        for (uint32_t r = 0; r < phases; ++r) {
+            a64::Vec v = acc(u, r);
+            a.scvtf(v.s4(), v.s4());
+            a.fmul(v.s4(), v.s4(), a64::v(27).s4());
+            a.fmax(v.s4(), v.s4(), a64::v(28).s4());   // no NaN here: fmax is the clamp
+            a.fmin(v.s4(), v.s4(), a64::v(29).s4());
+            a.fcvtns(v.s4(), v.s4());                   // to nearest, ties to even
+            a.add(v.s4(), v.s4(), a64::v(30).s4());     // in [0, 255]
+            if (r) a.sli(acc(u, 0).s4(), v.s4(), 8 * r);
+        }
+        if (phases == 4) {
+            a.str(acc(u, 0), a64::ptr(a64::x5, (int32_t)(u * outputs)));
+        } else {
+            a.xtn(acc(u, 0).h4(), acc(u, 0).s4());
+            a.str(a64::d(16 + u * phases), a64::ptr(a64::x5, (int32_t)(u * outputs)));
+        }
+    }
+    a.add(a64::x4, a64::x4, unroll * 16);
+    a.add(a64::x5, a64::x5, unroll * outputs);
+    a.subs(a64::x6, a64::x6, 1);
+    a.b_ne(block);
+    a.add(a64::x1, a64::x1, a64::x11);
+    a.add(a64::x2, a64::x2, a64::x12);
+    a.subs(a64::x3, a64::x3, 1);
+    a.b_ne(row);
+    a.ldp(a64::d10, a64::d11, a64::ptr(a64::sp, 16));
+    a.ldp(a64::d12, a64::d13, a64::ptr(a64::sp, 32));
+    a.ldp(a64::d14, a64::d15, a64::ptr(a64::sp, 48));
+    a.ldp(a64::d8, a64::d9, a64::ptr_post(a64::sp, 64));
+    a.ret(a64::x30);
+}
+
+inline Int8DepthwiseConv::KernelFn make_int8_depthwise_kernel(const Int8DepthwiseKey& k) {
+    using namespace asmjit;
+    CodeHolder code;
+    ErrorRecorder recorder;
+    code.init(jit_runtime().environment());
+    code.setErrorHandler(&recorder);
+    a64::Assembler a(&code);
+    emit_int8_depthwise_sdot(a, k);
+    if (recorder.first != kErrorOk) return nullptr;
+    void* fn = nullptr;
+    if (jit_runtime().add(&fn, &code) != kErrorOk) return nullptr;
+    return reinterpret_cast<Int8DepthwiseConv::KernelFn>(fn);
+}
+#define TESSEL_INT8_DEPTHWISE_JIT 1
+#endif
+#endif
+
+// Kernels made so far, by key, for the life of the process (a handful of shape classes).
+struct Int8DepthwiseKernelTable {
+    struct Entry { Int8DepthwiseKey key; Int8DepthwiseConv::KernelFn fn; };
+    static constexpr uint32_t kCapacity = 256;
+    std::atomic_flag lock = ATOMIC_FLAG_INIT;
+    Entry entries[kCapacity];
+    uint32_t count = 0;
+};
+
+inline Int8DepthwiseKernelTable& int8_depthwise_kernels() {
+    static Int8DepthwiseKernelTable table;
+    return table;
+}
+}  // namespace detail
+
+Status Int8DepthwiseConv::init(const DepthwiseShape& s, Isa isa) {
+    if (isa == Isa::Auto) isa = default_isa();
+    if (!isa_available(isa)) return Status::Unsupported;
+    const int64_t limit = (int64_t)1 << 24;
+    const int64_t dims[] = {s.in_h, s.in_w, s.out_h, s.out_w, s.kernel_h, s.kernel_w, s.stride_h, s.stride_w,
+                            s.dilation_h, s.dilation_w};
+    for (int64_t d : dims)
+        if (d < 1 || d > limit) return Status::InvalidArgument;
+    if (s.pad_top < 0 || s.pad_left < 0 || s.pad_top > limit || s.pad_left > limit) return Status::InvalidArgument;
+    kernel_ = nullptr;
+    const int64_t groups = (s.kernel_w + 3) / 4;
+    if (s.stride_w > 2 || s.dilation_w != 1 || s.kernel_h * groups > detail::kInt8DepthwiseWeightRegs) return Status::Unsupported;
+#ifdef TESSEL_INT8_DEPTHWISE_JIT
+    const bool x86 = isa == Isa::Avx512 && int8_vnni_available();
+    if (!x86 && !(isa == Isa::Neon && arm_features().dot_product)) return Status::Unsupported;
+    // The vector width and vectors per block that compute the fewest columns past out_w; 16-byte
+    // vectors cost twice per byte (512- and 256-bit VNNI sum as much per cycle), each block a little.
+    const int64_t phases = s.stride_w == 1 ? 4 : 2;
+    int64_t best_cost = -1, best_v = 16, best_u = 1;
+    for (int64_t v : {64, 32, 16}) {
+        if (!x86 && v != 16) continue;
+        for (int64_t u : {4, 2, 1}) {
+            if (u * phases > 8 || u * phases < 4) continue;
+            const int64_t outputs = u * (s.stride_w == 1 ? v : v / 2);
+            const int64_t blocks = (s.out_w + outputs - 1) / outputs;
+            const int64_t cost = blocks * (u * (v < 32 ? 32 : v) + 16);
+            if (best_cost < 0 || cost < best_cost) best_cost = cost, best_v = v, best_u = u;
+        }
+    }
+    const int64_t block_outputs = best_u * (s.stride_w == 1 ? best_v : best_v / 2);
+    const int64_t iterations = (s.out_w + block_outputs - 1) / block_outputs;
+    int64_t pitch = iterations * best_u * best_v + 4 * groups + 4;
+    if (pitch < s.pad_left + s.in_w) pitch = s.pad_left + s.in_w;
+    pitch = (pitch + 63) / 64 * 64;
+    const double rows = (double)(s.out_h - 1) * (double)s.stride_h + (double)(s.kernel_h - 1) * (double)s.dilation_h + 1;
+    if (rows * (double)pitch > (double)((int64_t)1 << 40)) return Status::Unsupported;
+    const detail::Int8DepthwiseKey key{isa, s.kernel_h, groups, s.stride_w, best_v, best_u};
+    detail::Int8DepthwiseKernelTable& table = detail::int8_depthwise_kernels();
+    while (table.lock.test_and_set(std::memory_order_acquire)) std::this_thread::yield();
+    KernelFn fn = nullptr;
+    for (uint32_t i = 0; i < table.count && !fn; ++i)
+        if (std::memcmp(&table.entries[i].key, &key, sizeof key) == 0) fn = table.entries[i].fn;
+    if (!fn && table.count < detail::Int8DepthwiseKernelTable::kCapacity) {
+        fn = detail::make_int8_depthwise_kernel(key);
+        if (fn) table.entries[table.count++] = detail::Int8DepthwiseKernelTable::Entry{key, fn};
+    }
+    table.lock.clear(std::memory_order_release);
+    if (!fn) return Status::Unsupported;
+    shape_ = s;
+    isa_ = isa;
+    kernel_ = fn;
+    groups_ = groups;
+    vector_bytes_ = best_v;
+    unroll_ = best_u;
+    phases_ = phases;
+    block_outputs_ = block_outputs;
+    iterations_ = iterations;
+    pitch_ = pitch;
+    out_pitch_ = x86 ? 0 : (iterations * block_outputs + 15) / 16 * 16;
+    signed_x_ = !x86;
+    return Status::Ok;
+#else
+    (void)groups;
+    return Status::Unsupported;
+#endif
+}
+
+size_t Int8DepthwiseConv::scratch_bytes(int64_t rows) const {
+    return (size_t)(detail::depthwise_band_rows(shape_, 0, rows) * pitch_ + rows * out_pitch_ + 64);
+}
+
+void Int8DepthwiseConv::pad(const uint8_t* x, uint8_t zero_point, int64_t row0, int64_t row1, uint8_t* scratch) const {
+    const DepthwiseShape& s = shape_;
+    const uint8_t flip = signed_x_ ? 0x80 : 0, fill = zero_point ^ flip;
+    const int64_t first = row0 * s.stride_h - s.pad_top, rows = detail::depthwise_band_rows(s, row0, row1);
+    const int64_t right = pitch_ - s.pad_left - s.in_w;
+    for (int64_t r = 0; r < rows; ++r) {
+        uint8_t* dst = scratch + r * pitch_;
+        const int64_t in_row = first + r;
+        if (in_row < 0 || in_row >= s.in_h) {
+            std::memset(dst, fill, (size_t)pitch_);
+            continue;
+        }
+        std::memset(dst, fill, (size_t)s.pad_left);
+        const uint8_t* src = x + in_row * s.in_w;
+        if (flip)
+            for (int64_t i = 0; i < s.in_w; ++i) dst[s.pad_left + i] = src[i] ^ 0x80;
+        else
+            std::memcpy(dst + s.pad_left, src, (size_t)s.in_w);
+        std::memset(dst + s.pad_left + s.in_w, fill, (size_t)right);
+    }
+}
+
+void Int8DepthwiseConv::pack_weights(const int8_t* w, int8_t* packed) const {
+    for (int64_t kh = 0; kh < shape_.kernel_h; ++kh)
+        for (int64_t t = 0; t < groups_ * 4; ++t) *packed++ = t < shape_.kernel_w ? w[kh * shape_.kernel_w + t] : 0;
+}
+
+int32_t Int8DepthwiseConv::kernel_bias(int32_t bias, int32_t zero_point, int64_t weight_sum) const {
+    const int64_t offset = signed_x_ ? 128 - zero_point : -zero_point;
+    return (int32_t)((uint32_t)bias + (uint32_t)(offset * weight_sum));
+}
+
+void Int8DepthwiseConv::run_rows(uint8_t* scratch, const int8_t* packed_weights, int32_t kernel_bias, float scale,
+                                 const Int8Requant& rq, uint8_t* y, int64_t row0, int64_t row1) const {
+    if (row1 <= row0 || !kernel_) return;
+    const DepthwiseShape& s = shape_;
+    Params p;
+    p.x = scratch;
+    p.x_row_step = s.stride_h * pitch_;
+    p.tap_row_step = s.dilation_h * pitch_;
+    uint8_t* out = scratch + detail::depthwise_band_rows(s, row0, row1) * pitch_;
+    p.y = out_pitch_ ? out : y + row0 * s.out_w;
+    p.y_row_step = out_pitch_ ? out_pitch_ : s.out_w;
+    p.rows = row1 - row0;
+    p.iterations = iterations_;
+    p.weights = packed_weights;
+    p.bias = kernel_bias;
+    p.scale = scale;
+    p.lo = rq.lo;
+    p.hi = rq.hi;
+    p.zero_point = rq.zero_point;
+    const int64_t outputs = s.stride_w == 1 ? vector_bytes_ : vector_bytes_ / 2;   // per vector
+    for (int64_t u = 0; u < 4; ++u) {
+        int64_t lanes = s.out_w - (iterations_ - 1) * block_outputs_ - u * outputs;
+        if (lanes > outputs) lanes = outputs;
+        p.tail_masks[u] = lanes >= 64 ? ~0ull : lanes <= 0 ? 0ull : (1ull << lanes) - 1;
+    }
+    kernel_(&p);
+    if (out_pitch_)
+        for (int64_t r = row0; r < row1; ++r) std::memcpy(y + r * s.out_w, out + (r - row0) * out_pitch_, (size_t)s.out_w);
+}
 
 // >>opencl printer implementation
 OpenClSource::~OpenClSource() { TESSEL_FREE(text_); }
