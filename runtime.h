@@ -11238,7 +11238,9 @@ inline Status prepare_depth_space(PrepareContext& c) {
 // and Transpose, in 4-float vectors of the baseline ISA: SSE2 on x86-64, NEON on AArch64,
 // scalar elsewhere. Max pooling equals the reference bit for bit (same tap order, same max
 // rule); windowed averages too (same summation order, a division); global averages sum in
-// lanes, so they differ from the reference's sequential sum by rounding only.
+// lanes, so they differ from the reference's sequential sum by rounding only. Where the ISA
+// setting has a JIT target, the pools' interior rows run on snippets.h's PoolRows and Gemm's
+// dot products on its GemmDot.
 #if defined(__SSE2__)
 using F4 = __m128;
 constexpr const char* kCpuOpsIsa = "sse2";
