@@ -11330,7 +11330,9 @@ inline Status prepare_depth_space(PrepareContext& c) {
 // and Transpose, in 4-float vectors of the baseline ISA: SSE2 on x86-64, NEON on AArch64,
 // scalar elsewhere. Max pooling equals the reference bit for bit (same tap order, same max
 // rule); windowed averages too (same summation order, a division); global averages sum in
-// lanes, so they differ from the reference's sequential sum by rounding only.
+// lanes, so they differ from the reference's sequential sum by rounding only. Where the ISA
+// setting has a JIT target, the pools' interior rows run on snippets.h's PoolRows and Gemm's
+// dot products on its GemmDot.
 #if defined(__SSE2__)
 using F4 = __m128;
 constexpr const char* kCpuOpsIsa = "sse2";
@@ -11865,6 +11867,7 @@ inline Status run_cpu_lrn(const RunContext& c);
 struct CpuGemmDotState {
     const GemmState* op = nullptr;
     const GemmEpilogue* epilogue = nullptr;
+    GemmDot dot;   // snippets.h's JIT dot products, when it has them for the ISA
 };
 
 inline Status run_cpu_gemm_dot(const RunContext& c) {
@@ -11875,21 +11878,38 @@ inline Status run_cpu_gemm_dot(const RunContext& c) {
     const float* bias = st.has_c ? c.inputs[2].as<float>() : nullptr;
     float* y = c.outputs[0].as<float>();
     const int64_t k = st.k, body = k / 8 * 8;
+    auto store = [&](int64_t i, int64_t j, float sum) {
+        float v = st.alpha * sum;
+        if (bias) v += st.beta * bias[i * st.c_row + j * st.c_col];
+        y[i * st.n + j] = v;
+    };
     auto finish = [&](int64_t i, int64_t j, F4 low, F4 high, const float* x, const float* row) {
         float l[4], h[4];
         f4_lanes(low, l);
         f4_lanes(high, h);
         float sum = ((l[0] + l[1]) + (l[2] + l[3])) + ((h[0] + h[1]) + (h[2] + h[3]));
         for (int64_t p = body; p < k; ++p) sum += x[p] * row[p];
-        float v = st.alpha * sum;
-        if (bias) v += st.beta * bias[i * st.c_row + j * st.c_col];
-        y[i * st.n + j] = v;
+        store(i, j, sum);
     };
     constexpr int64_t kColumns = 64;   // a work unit: its rows of B stay in L2 for the rows of A
     cpu_ops_parallel(c, (uint64_t)((st.n + kColumns - 1) / kColumns), (uint64_t)(kColumns * k * st.m), [&](uint64_t begin, uint64_t end) {
         for (int64_t j0 = (int64_t)begin * kColumns; j0 < (int64_t)end * kColumns && j0 < st.n; j0 += kColumns) {
             const int64_t j1 = st.n - j0 < kColumns ? st.n : j0 + kColumns;
-            for (int64_t i = 0; i < st.m; ++i) {
+            for (int64_t i = 0; i < st.m && ds.dot.jit(); ++i) {
+                const float* x = a + i * k;
+                int64_t j = j0;
+                float sums[8];
+                const int block = ds.dot.block();
+                for (; j + block <= j1; j += block) {
+                    ds.dot.run_block(x, b + j * k, sums);
+                    for (int q = 0; q < block; ++q) store(i, j + q, sums[q]);
+                }
+                for (; j < j1; ++j) {
+                    ds.dot.run1(x, b + j * k, sums);
+                    store(i, j, sums[0]);
+                }
+            }
+            for (int64_t i = 0; i < st.m && !ds.dot.jit(); ++i) {
                 const float* x = a + i * k;
                 int64_t j = j0;
                 for (; j + 4 <= j1; j += 4) {
@@ -11927,7 +11947,7 @@ inline Status run_cpu_gemm_dot(const RunContext& c) {
     return Status::Ok;
 }
 
-inline Status cpu_gemm_dot_step(ReferenceProgram* p, const PreparedModel& model, NodeId id) {
+inline Status cpu_gemm_dot_step(ReferenceProgram* p, const PreparedModel& model, NodeId id, Isa isa) {
     const GemmState* st = static_cast<const GemmState*>(model.kernel_state(id));
     // beta 0 with a C: the reference's beta * C keeps C's NaNs
     if (!st || !st->dot || st->m == 0 || st->n == 0 || (st->has_c && st->beta == 0.0f)) return Status::Ok;
@@ -11935,7 +11955,8 @@ inline Status cpu_gemm_dot_step(ReferenceProgram* p, const PreparedModel& model,
     if (!ds) return Status::OutOfMemory;
     new (ds) CpuGemmDotState();
     ds->op = st;
-    TESSEL_TRY(cpu_ops_use(p, run_cpu_gemm_dot, ds, "Gemm"));
+    if (ds->dot.init(st->k, isa) != Status::Ok || !ds->dot.jit()) ds->dot = GemmDot();   // the F4 loop
+    TESSEL_TRY(cpu_ops_use(p, run_cpu_gemm_dot, ds, "Gemm", ds->dot.jit() ? isa_name(isa) : kCpuOpsIsa));
     p->units[p->count - 1].epilogue_slot = &ds->epilogue;
     return Status::Ok;
 }
@@ -11979,7 +12000,7 @@ inline Status cpu_ops_step(ReferenceProgram* p, const PreparedModel& model, Node
         if (used) return Status::Ok;
         return cpu_ops_use(p, run_cpu_pool, state, op);
     }
-    if (op == StringView("Gemm")) return cpu_gemm_dot_step(p, model, id);
+    if (op == StringView("Gemm")) return cpu_gemm_dot_step(p, model, id, isa);
     if (op == StringView("GlobalAveragePool")) return cpu_ops_use(p, run_cpu_global_average_pool, state, op);
     if (op == StringView("GlobalMaxPool")) return cpu_ops_use(p, run_cpu_global_max_pool, state, op);
     if (op == StringView("Transpose")) return cpu_transpose_step(p, *static_cast<const StridedCopy*>(state));

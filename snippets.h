@@ -188,6 +188,7 @@
        >>gemm implementation          cache sizes, the x86 and NEON tile emitters, packing, the driver
        >>depthwise conv implementation  padding, the x86 and NEON row tiles, the kernel table, the portable loop
        >>pool rows implementation     the x86 and NEON tiles (strides 1 and 2), the kernel table
+       >>gemm dot implementation      the x86 and NEON kernels, the kernel table, the portable loop
        >>int8 gemm implementation     the VNNI tile emitter, the portable tile, packing
        >>int8 depthwise implementation  the VNNI and sdot row kernels, their table, padding
        >>opencl printer implementation  OpenClMath: eval_op printed as OpenCL C statements
@@ -730,6 +731,34 @@ private:
     PoolRowShape shape_;
     Isa isa_ = Isa::Ref;
     KernelFn kernel_ = nullptr;
+};
+
+// >>gemm dot
+// Dot products of one row x (k floats) with a block of rows of B (block(): 8 on AVX-512, else
+// 4) or one, k floats apart: out[r] = sum_p x[p] b[r k + p], for Gemm with a few rows of A and B transposed (a fully
+// connected layer at a small batch), where B is read once where it lies. The JIT kernels
+// (Sse41, Avx2, Avx512, Neon) take k as an immediate and sum in vector lanes, two vectors a
+// step per row (FMA but on Sse41), the lanes added at the end; a last partial vector is a
+// masked load (AVX-512, AVX2) or single floats, so nothing past the k floats is read. The sum
+// order is not the reference's: bound the error relative to sum |x||b|. Other targets run a
+// portable loop in the same spirit (8 lanes).
+class GemmDot {
+public:
+    // InvalidArgument for k outside [1, 2^24]; Unsupported when the CPU lacks `isa`.
+    Status init(int64_t k, Isa isa = Isa::Auto);
+    Isa isa() const { return isa_; }
+    bool jit() const { return block_fn_ != nullptr && one_ != nullptr; }
+    int64_t k() const { return k_; }
+    int block() const { return block_; }   // rows run_block() does
+    void run_block(const float* x, const float* b, float* out) const;   // out[0 .. block())
+    void run1(const float* x, const float* b, float* out) const;        // out[0]
+    using KernelFn = void (*)(const float* x, const float* b, float* out);
+
+private:
+    int64_t k_ = 1;
+    Isa isa_ = Isa::Ref;
+    int block_ = 4;
+    KernelFn block_fn_ = nullptr, one_ = nullptr;
 };
 
 // >>int8 gemm
@@ -6824,6 +6853,281 @@ void PoolRows::run(const float* x, int64_t rows, float* y, float divisor) const 
             }
         y[j] = s.average ? acc / divisor : acc;
     }
+}
+
+// >>gemm dot implementation
+namespace detail {
+#ifndef TESSEL_NO_JIT
+#if defined(__x86_64__) || defined(_M_X64)
+// Arguments (System V): rdi x, rsi b, rdx out. Accumulators 2r + u (row r, vector u), x in 8
+// and 9 (AVX-512: 16 and 17), B's masked loads in the next, AVX2's lane mask in 15; rax and r8
+// walk x and B.
+inline void emit_gemm_dot_x86(asmjit::x86::Assembler& a, Isa isa, int64_t k, int rows) {
+    namespace x86 = asmjit::x86;
+    const bool wide = isa == Isa::Avx512, avx2 = isa == Isa::Avx2, vex = isa != Isa::Sse41;
+    const int64_t vf = wide ? 16 : avx2 ? 8 : 4;
+    auto v = [&](uint32_t id) -> x86::Vec {
+        return wide ? x86::Vec(x86::zmm(id)) : avx2 ? x86::Vec(x86::ymm(id)) : x86::Vec(x86::xmm(id));
+    };
+    const int64_t row_bytes = k * 4;
+    const uint32_t xr = wide ? 16 : 8, tr = xr + 2;   // x's registers, then B's masked loads
+    const uint32_t accs = (uint32_t)rows * 2;
+    asmjit::Label mask_table = a.newLabel();
+    for (uint32_t i = 0; i < accs; ++i) {
+        if (vex) a.vxorps(x86::xmm(i), x86::xmm(i), x86::xmm(i));
+        else a.xorps(x86::xmm(i), x86::xmm(i));
+    }
+    a.mov(x86::rax, x86::rdi);
+    a.mov(x86::r8, x86::rsi);
+    auto row = [&](int r, int64_t byte) { return x86::ptr(x86::r8, (int32_t)(r * row_bytes + byte)); };
+    // `vectors` vectors from rax and r8; masked: one vector of the lanes the mask keeps
+    auto step = [&](int vectors, bool masked) {
+        for (int u = 0; u < vectors; ++u) {
+            x86::Mem xm = x86::ptr(x86::rax, (int32_t)(u * vf * 4));
+            if (masked && wide) a.k(x86::k1).z().vmovups(v(xr + u), xm);
+            else if (masked) a.vmaskmovps(v(xr + u), v(15), xm);
+            else if (vex) a.vmovups(v(xr + u), xm);
+            else a.movups(x86::xmm(xr + u), xm);
+        }
+        for (int r = 0; r < rows; ++r)
+            for (int u = 0; u < vectors; ++u) {
+                const x86::Vec acc = v(2 * r + u), xv = v(xr + u);
+                x86::Mem bm = row(r, u * vf * 4);
+                if (masked && wide) {
+                    a.k(x86::k1).z().vmovups(v(tr), bm);
+                    a.vfmadd231ps(acc, xv, v(tr));
+                } else if (masked) {
+                    a.vmaskmovps(v(tr), v(15), bm);
+                    a.vfmadd231ps(acc, xv, v(tr));
+                } else if (vex) {
+                    a.vfmadd231ps(acc, xv, bm);
+                } else {
+                    a.movups(x86::xmm(tr), bm);
+                    a.mulps(x86::xmm(tr), x86::xmm(xr + u));
+                    a.addps(x86::xmm(2 * r + u), x86::xmm(tr));
+                }
+            }
+    };
+    const int64_t pairs = k / (2 * vf), tail = k % vf;
+    if (pairs > 0) {
+        asmjit::Label loop = a.newLabel();
+        a.mov(x86::rcx, (uint64_t)pairs);
+        a.bind(loop);
+        step(2, false);
+        a.add(x86::rax, (int32_t)(2 * vf * 4));
+        a.add(x86::r8, (int32_t)(2 * vf * 4));
+        a.sub(x86::rcx, 1);
+        a.jnz(loop);
+    }
+    if (k % (2 * vf) >= vf) {
+        step(1, false);
+        a.add(x86::rax, (int32_t)(vf * 4));
+        a.add(x86::r8, (int32_t)(vf * 4));
+    }
+    if (tail && wide) {
+        a.mov(x86::r9d, (uint32_t)((1u << tail) - 1u));
+        a.kmovw(x86::k1, x86::r9d);
+        step(1, true);
+    } else if (tail && avx2) {
+        a.vmovups(v(15), x86::ptr(mask_table, (int32_t)((8 - tail) * 4)));
+        step(1, true);
+    } else {
+        for (int64_t e = 0; e < tail; ++e)   // SSE4.1: single floats into lane 0
+            for (int r = 0; r < rows; ++r) {
+                a.movss(x86::xmm(tr), row(r, e * 4));
+                a.mulss(x86::xmm(tr), x86::dword_ptr(x86::rax, (int32_t)(e * 4)));
+                a.addss(x86::xmm(2 * r), x86::xmm(tr));
+            }
+    }
+    for (int r = 0; r < rows; ++r) {   // the lanes of row r into one float
+        const uint32_t acc = 2 * r, t = acc + 1;   // the second accumulator, once added, is the temporary
+        if (vex) {
+            a.vaddps(v(acc), v(acc), v(acc + 1));
+            if (wide) {
+                a.vextractf64x4(x86::ymm(t), x86::zmm(acc), 1);
+                a.vaddps(x86::ymm(acc), x86::ymm(acc), x86::ymm(t));
+            }
+            a.vextractf128(x86::xmm(t), x86::ymm(acc), 1);
+            a.vaddps(x86::xmm(acc), x86::xmm(acc), x86::xmm(t));
+            a.vmovhlps(x86::xmm(t), x86::xmm(acc), x86::xmm(acc));
+            a.vaddps(x86::xmm(acc), x86::xmm(acc), x86::xmm(t));
+            a.vmovshdup(x86::xmm(t), x86::xmm(acc));
+            a.vaddss(x86::xmm(acc), x86::xmm(acc), x86::xmm(t));
+            a.vmovss(x86::dword_ptr(x86::rdx, r * 4), x86::xmm(acc));
+        } else {
+            a.addps(x86::xmm(acc), x86::xmm(acc + 1));
+            a.movhlps(x86::xmm(t), x86::xmm(acc));
+            a.addps(x86::xmm(acc), x86::xmm(t));
+            a.movshdup(x86::xmm(t), x86::xmm(acc));
+            a.addss(x86::xmm(acc), x86::xmm(t));
+            a.movss(x86::dword_ptr(x86::rdx, r * 4), x86::xmm(acc));
+        }
+    }
+    if (vex) a.vzeroupper();
+    a.ret();
+    if (avx2) {
+        a.align(asmjit::AlignMode::kData, 64);
+        a.bind(mask_table);
+        int32_t mask_values[16];
+        for (int i = 0; i < 16; ++i) mask_values[i] = i < 8 ? -1 : 0;
+        a.embed(mask_values, sizeof mask_values);
+    }
+}
+
+inline GemmDot::KernelFn make_gemm_dot_kernel(Isa isa, int64_t k, int rows) {
+    using namespace asmjit;
+    CodeHolder code;
+    ErrorRecorder recorder;
+    code.init(jit_runtime().environment());
+    code.setErrorHandler(&recorder);
+    x86::Assembler a(&code);
+    emit_gemm_dot_x86(a, isa, k, rows);
+    if (recorder.first != kErrorOk) return nullptr;
+    void* fn = nullptr;
+    if (jit_runtime().add(&fn, &code) != kErrorOk) return nullptr;
+    return reinterpret_cast<GemmDot::KernelFn>(fn);
+}
+#define TESSEL_GEMM_DOT_JIT 1
+#endif
+#if defined(__aarch64__)
+// Arguments (AAPCS64): x0 x, x1 b, x2 out. Accumulators v(2r + u), x in v16-v17, B in
+// v18-v25; x8 walks x, x9-x12 the rows of B. The last k % 4 floats go one at a time after the
+// lanes are summed (a scalar write clears the rest of its vector register).
+inline void emit_gemm_dot_a64(asmjit::a64::Assembler& a, int64_t k, int rows) {
+    namespace a64 = asmjit::a64;
+    const uint32_t accs = (uint32_t)rows * 2;
+    for (uint32_t i = 0; i < accs; ++i) a.movi(a64::v(i).s4(), 0);
+    a.mov(a64::x8, a64::x0);
+    for (int r = 0; r < rows; ++r) {
+        if (r == 0) {
+            a.mov(a64::x9, a64::x1);
+        } else {
+            a.mov(a64::x13, (uint64_t)(k * 4));
+            a.add(a64::GpX(9 + r), a64::GpX(8 + r), a64::x13);
+        }
+    }
+    auto step = [&](int vectors) {
+        for (int u = 0; u < vectors; ++u) a.ldr(a64::v(16 + u).q(), a64::ptr(a64::x8, u * 16));
+        for (int r = 0; r < rows; ++r)
+            for (int u = 0; u < vectors; ++u) {
+                a.ldr(a64::v(18 + 2 * r + u).q(), a64::ptr(a64::GpX(9 + r), u * 16));
+                a.fmla(a64::v(2 * r + u).s4(), a64::v(16 + u).s4(), a64::v(18 + 2 * r + u).s4());
+            }
+        const uint32_t bytes = (uint32_t)vectors * 16;
+        a.add(a64::x8, a64::x8, bytes);
+        for (int r = 0; r < rows; ++r) a.add(a64::GpX(9 + r), a64::GpX(9 + r), bytes);
+    };
+    const int64_t pairs = k / 8, tail = k % 4;
+    if (pairs > 0) {
+        asmjit::Label loop = a.newLabel();
+        a.mov(a64::x14, (uint64_t)pairs);
+        a.bind(loop);
+        step(2);
+        a.subs(a64::x14, a64::x14, 1);
+        a.b_ne(loop);
+    }
+    if (k % 8 >= 4) step(1);
+    for (int r = 0; r < rows; ++r) {
+        const uint32_t acc = 2 * r;
+        a.fadd(a64::v(acc).s4(), a64::v(acc).s4(), a64::v(acc + 1).s4());
+        a.faddp(a64::v(acc).s4(), a64::v(acc).s4(), a64::v(acc).s4());
+        a.faddp(a64::s(acc), a64::v(acc).s2());
+        for (int64_t e = 0; e < tail; ++e) {
+            a.ldr(a64::s(16), a64::ptr(a64::x8, (int32_t)(e * 4)));
+            a.ldr(a64::s(18), a64::ptr(a64::GpX(9 + r), (int32_t)(e * 4)));
+            a.fmadd(a64::s(acc), a64::s(16), a64::s(18), a64::s(acc));
+        }
+        a.str(a64::s(acc), a64::ptr(a64::x2, r * 4));
+    }
+    a.ret(a64::x30);
+}
+
+inline GemmDot::KernelFn make_gemm_dot_kernel(Isa, int64_t k, int rows) {
+    using namespace asmjit;
+    CodeHolder code;
+    ErrorRecorder recorder;
+    code.init(jit_runtime().environment());
+    code.setErrorHandler(&recorder);
+    a64::Assembler a(&code);
+    emit_gemm_dot_a64(a, k, rows);
+    if (recorder.first != kErrorOk) return nullptr;
+    void* fn = nullptr;
+    if (jit_runtime().add(&fn, &code) != kErrorOk) return nullptr;
+    return reinterpret_cast<GemmDot::KernelFn>(fn);
+}
+#define TESSEL_GEMM_DOT_JIT 1
+#endif
+#endif
+
+// Kernels made so far, by target, k and rows, for the life of the process; past the
+// capacity, new sizes run the portable loop.
+struct GemmDotKernelTable {
+    struct Entry { Isa isa; int64_t k; int rows; GemmDot::KernelFn fn; };
+    static constexpr uint32_t kCapacity = 1024;
+    std::atomic_flag lock = ATOMIC_FLAG_INIT;
+    Entry entries[kCapacity];
+    uint32_t count = 0;
+};
+
+inline GemmDotKernelTable& gemm_dot_kernels() {
+    static GemmDotKernelTable table;
+    return table;
+}
+
+// The portable loop: 8 lane sums added pairwise, then the tail.
+inline float gemm_dot_portable(const float* x, const float* b, int64_t k) {
+    float lanes[8] = {};
+    int64_t p = 0;
+    for (; p + 8 <= k; p += 8)
+        for (int l = 0; l < 8; ++l) lanes[l] += x[p + l] * b[p + l];
+    float sum = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
+    for (; p < k; ++p) sum += x[p] * b[p];
+    return sum;
+}
+}  // namespace detail
+
+Status GemmDot::init(int64_t k, Isa isa) {
+    if (isa == Isa::Auto) isa = default_isa();
+    if (!isa_available(isa)) return Status::Unsupported;
+    if (k < 1 || k > ((int64_t)1 << 24)) return Status::InvalidArgument;
+    k_ = k;
+    isa_ = isa;
+    block_fn_ = one_ = nullptr;
+    block_ = isa == Isa::Avx512 ? 8 : 4;   // 16 accumulators where 32 registers hold them
+#ifdef TESSEL_GEMM_DOT_JIT
+    if (isa == Isa::Sse41 || isa == Isa::Avx2 || isa == Isa::Avx512 || isa == Isa::Neon) {
+        detail::GemmDotKernelTable& table = detail::gemm_dot_kernels();
+        while (table.lock.test_and_set(std::memory_order_acquire)) std::this_thread::yield();
+        auto find_or_make = [&](int rows) -> KernelFn {
+            for (uint32_t i = 0; i < table.count; ++i) {
+                const detail::GemmDotKernelTable::Entry& e = table.entries[i];
+                if (e.isa == isa && e.k == k && e.rows == rows) return e.fn;
+            }
+            if (table.count >= detail::GemmDotKernelTable::kCapacity) return nullptr;
+            KernelFn fn = detail::make_gemm_dot_kernel(isa, k, rows);
+            if (fn) table.entries[table.count++] = detail::GemmDotKernelTable::Entry{isa, k, rows, fn};
+            return fn;
+        };
+        block_fn_ = find_or_make(block_);
+        one_ = block_fn_ ? find_or_make(1) : nullptr;
+        if (!one_) block_fn_ = nullptr;
+        table.lock.clear(std::memory_order_release);
+    }
+#endif
+    return Status::Ok;
+}
+
+void GemmDot::run_block(const float* x, const float* b, float* out) const {
+    if (block_fn_) {
+        block_fn_(x, b, out);
+        return;
+    }
+    for (int r = 0; r < block_; ++r) out[r] = detail::gemm_dot_portable(x, b + r * k_, k_);
+}
+
+void GemmDot::run1(const float* x, const float* b, float* out) const {
+    if (one_) one_(x, b, out);
+    else out[0] = detail::gemm_dot_portable(x, b, k_);
 }
 
 // >>int8 gemm implementation
