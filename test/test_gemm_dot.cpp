@@ -8,31 +8,13 @@
 #include <random>
 #include <string>
 #include <vector>
-#include <sys/mman.h>
-#include <unistd.h>
 #include "runtime.h"
+#include "test_helpers.h"
 
 using namespace tessel;
 
 namespace {
-// `count` floats that end exactly at a PROT_NONE page.
-struct PageEndFloats {
-    void* map = nullptr;
-    size_t map_bytes = 0;
-    float* data = nullptr;
-    explicit PageEndFloats(size_t count) {
-        const size_t page = (size_t)sysconf(_SC_PAGESIZE);
-        const size_t bytes = (count * sizeof(float) + page - 1) / page * page;
-        map_bytes = bytes + page;
-        map = mmap(nullptr, map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        REQUIRE(map != MAP_FAILED);
-        REQUIRE(mprotect(static_cast<char*>(map) + bytes, page, PROT_NONE) == 0);
-        data = reinterpret_cast<float*>(static_cast<char*>(map) + bytes - count * sizeof(float));
-    }
-    ~PageEndFloats() { munmap(map, map_bytes); }
-    PageEndFloats(const PageEndFloats&) = delete;
-    PageEndFloats& operator=(const PageEndFloats&) = delete;
-};
+using test::GuardedBuffer;
 
 // Rows of `got` (4 or 1) outside the bound.
 int check_rows(const float* x, const float* b, int64_t k, const float* got, int rows) {
@@ -70,7 +52,7 @@ TEST_CASE("gemm dot: a block of rows and 1 row, every k to past two vectors a st
             CHECK(dot.jit() == (isa != Isa::Ref));
             const int block = dot.block();
             REQUIRE((block == 4 || block == 8));
-            PageEndFloats x((size_t)k), b((size_t)(block * k));
+            GuardedBuffer x((size_t)k, true), b((size_t)(block * k), true);
             for (int64_t p = 0; p < k; ++p) x.data[p] = dist(rng);
             for (int64_t p = 0; p < block * k; ++p) b.data[p] = dist(rng);
             float out[8] = {};

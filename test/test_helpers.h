@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <dirent.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -69,6 +70,32 @@ inline std::vector<float> random_floats(std::mt19937& rng, size_t n, float low =
     for (float& f : v) f = uniform(rng);
     return v;
 }
+
+// Equal bits, or both NaN (of any payload).
+inline bool same_bits(float a, float b) { return (a != a && b != b) || std::memcmp(&a, &b, sizeof a) == 0; }
+
+// A float buffer of `count` elements that ends exactly at a PROT_NONE page (end = true) or
+// starts exactly after one (end = false): a JIT kernel that touches past its tensor faults.
+struct GuardedBuffer {
+    void* map = nullptr;
+    size_t map_bytes = 0;
+    float* data = nullptr;
+    GuardedBuffer(size_t count, bool end) {
+        const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+        size_t bytes = (count * sizeof(float) + page - 1) / page * page;
+        if (!bytes) bytes = page;
+        map_bytes = bytes + 2 * page;
+        map = mmap(nullptr, map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        REQUIRE(map != MAP_FAILED);
+        char* base = static_cast<char*>(map);
+        REQUIRE(mprotect(base, page, PROT_NONE) == 0);
+        REQUIRE(mprotect(base + page + bytes, page, PROT_NONE) == 0);
+        data = end ? reinterpret_cast<float*>(base + page + bytes - count * sizeof(float)) : reinterpret_cast<float*>(base + page);
+    }
+    ~GuardedBuffer() { munmap(map, map_bytes); }
+    GuardedBuffer(const GuardedBuffer&) = delete;
+    GuardedBuffer& operator=(const GuardedBuffer&) = delete;
+};
 
 // x (float, dims x_dims) -> NonZero -> Transpose -> GatherND(x, .) -> Mul(2) -> y, and the
 // indices as a second output: a later stage planned per count of non-zeros.

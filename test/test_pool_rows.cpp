@@ -11,7 +11,6 @@
 #include <random>
 #include <string>
 #include <vector>
-#include <sys/mman.h>
 #include <unistd.h>
 #include "op_test.h"
 #include "runtime.h"
@@ -50,30 +49,9 @@ std::vector<float> values(int64_t n, uint32_t seed) {
     return v;
 }
 
-// A float buffer of `count` elements that ends exactly at a PROT_NONE page (end = true) or
-// starts exactly after one (end = false).
-struct GuardedBuffer {
-    void* map = nullptr;
-    size_t map_bytes = 0;
-    float* data = nullptr;
-    GuardedBuffer(size_t count, bool end) {
-        const size_t page = (size_t)sysconf(_SC_PAGESIZE);
-        size_t bytes = (count * sizeof(float) + page - 1) / page * page;
-        if (!bytes) bytes = page;
-        map_bytes = bytes + 2 * page;
-        map = mmap(nullptr, map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        REQUIRE(map != MAP_FAILED);
-        char* base = static_cast<char*>(map);
-        REQUIRE(mprotect(base, page, PROT_NONE) == 0);
-        REQUIRE(mprotect(base + page + bytes, page, PROT_NONE) == 0);
-        data = end ? reinterpret_cast<float*>(base + page + bytes - count * sizeof(float)) : reinterpret_cast<float*>(base + page);
-    }
-    ~GuardedBuffer() { munmap(map, map_bytes); }
-    GuardedBuffer(const GuardedBuffer&) = delete;
-    GuardedBuffer& operator=(const GuardedBuffer&) = delete;
-};
+using test::GuardedBuffer;
 
-bool same_bits(float a, float b) { return (std::isnan(a) && std::isnan(b)) || std::memcmp(&a, &b, sizeof a) == 0; }
+using test::same_bits;
 
 // Bit-for-bit differences from the reference at every ISA and 1 and 2 threads (0: all equal).
 int64_t check(const Pool& p, uint32_t seed) {

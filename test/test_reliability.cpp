@@ -6,7 +6,6 @@
 // correctly where it is legal.
 #include <doctest/doctest.h>
 
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -668,30 +667,9 @@ TEST_CASE("reliability: Limits at the limit and one past it") {
 
 namespace {
 
-// A float buffer of `count` elements that ends exactly at a PROT_NONE page (end = true) or
-// starts exactly after one (end = false).
-struct GuardedBuffer {
-    void* map = nullptr;
-    size_t map_bytes = 0;
-    float* data = nullptr;
-    GuardedBuffer(size_t count, bool end) {
-        size_t page = (size_t)sysconf(_SC_PAGESIZE);
-        size_t bytes = (count * sizeof(float) + page - 1) / page * page;
-        if (!bytes) bytes = page;
-        map_bytes = bytes + 2 * page;
-        map = mmap(nullptr, map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        REQUIRE(map != MAP_FAILED);
-        char* base = static_cast<char*>(map);
-        REQUIRE(mprotect(base, page, PROT_NONE) == 0);
-        REQUIRE(mprotect(base + page + bytes, page, PROT_NONE) == 0);
-        data = end ? reinterpret_cast<float*>(base + page + bytes - count * sizeof(float)) : reinterpret_cast<float*>(base + page);
-    }
-    ~GuardedBuffer() { munmap(map, map_bytes); }
-    GuardedBuffer(const GuardedBuffer&) = delete;
-    GuardedBuffer& operator=(const GuardedBuffer&) = delete;
-};
+using test::GuardedBuffer;
 
-bool same_bits(float a, float b) { return (a != a && b != b) || std::memcmp(&a, &b, 4) == 0; }
+using test::same_bits;
 
 }  // namespace
 
