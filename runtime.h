@@ -18733,6 +18733,11 @@ inline Status gpu_layout_kernel(const PreparedModel& model, NodeId id, const cha
     const TensorDesc& y = model.value_desc(model.value_id(id, 0));
     uint64_t elements = 0;
     desc_elements(y, &elements);
+    if (elements == 0) {   // never launched (an empty output); its geometry would divide by 0
+        *work = 0;
+        out->append("__kernel void %s(__global float* y) {}\n", name);
+        return Status::Ok;
+    }
     if (gpu_alias_op(node.op)) {
         *work = elements;
         const bool mask = node.num_outputs == 2;   // Dropout's, all true
