@@ -119,6 +119,7 @@
    >>roi align                        RoiAlign
    >>center crop pad, max unpool and upsample  CenterCropPad, MaxUnpool, Upsample
    >>lp pool and lrn                  LpPool, LRN (kSpatialKernels: the sections from grid sample)
+   >>opencl layout and normalization kernels  the GPU's Concat, Reshape..., Transpose, Slice, LRN, norms, Reduce*, ConstantOfShape
    >>quantization ops                 QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, integer MatMul/Conv
    >>int8 cpu                         QDQ Conv/MatMul/Gemm and QLinearConv/MatMul on Int8Gemm; uint8 pools, Concat, tables, Add/Mul
    >>compress                         Compress (a constant condition, or bounded outputs)
@@ -177,7 +178,10 @@
    driver it is unavailable (compiling on "GPU" is Unsupported with the reason) and a HETERO
    list goes on without it. It runs the elementwise islands (printed from the body IR as
    OpenCL C, bit for bit the interpreter's), Conv, Gemm, MatMul, MaxPool, AveragePool, the global
-   pools, Softmax and LogSoftmax; a HETERO list's next device takes the rest (each kernel
+   pools, Softmax, LogSoftmax, the layout ops (Reshape, Flatten, Squeeze, Unsqueeze, Identity,
+   Dropout, Transpose, Slice, Expand, DepthToSpace, SpaceToDepth, Concat), LRN,
+   BatchNormalization, InstanceNormalization, LayerNormalization, the Reduce ops and
+   ConstantOfShape, in float32; a HETERO list's next device takes the rest (each kernel
    runs on buffers over the request's memory, zero-copy where the device shares it).
    compile_model also takes SHAPE_CACHE_SIZE (1..1024, default 8): the plans of other input-shape signatures a model
    with free input dims keeps, the least recently used evicted. A config key given to compile_model lasts
@@ -3351,9 +3355,10 @@ inline const char* opencl_error_name(cl_int e) {
 // opened at the first question (metric, availability, compile), not when the Core is made.
 // What it claims: the elementwise snippet ops, fused into islands exactly as the CPU fuses
 // them, each island one OpenCL C kernel printed from its body (print_opencl_kernel), and the
-// node kernels of >>opencl kernels (Conv, Gemm, MatMul, pools, Softmax); all the kernels of a
-// subgraph are one program, built once at compile time. Layout ops and the rest go to the
-// next device of a HETERO list.
+// node kernels of >>opencl kernels (Conv, Gemm, MatMul, pools, Softmax) and of >>opencl layout
+// and normalization kernels (layout ops, LRN, normalizations, reductions, ConstantOfShape);
+// all the kernels of a subgraph are one program, built once at compile time. The rest (other
+// ops, other element types) goes to the next device of a HETERO list.
 // Config: PLATFORM and DEVICE (auto or an index), PERF_COUNT, TILED_KERNELS (YES: Conv, Gemm, MatMul
 // by local-memory tiles where they fill them, NO: the direct kernels, auto: tiles on a device
 // of type GPU, whose local memory is on chip; a CPU device's (PoCL) is plain memory and its
@@ -3373,6 +3378,12 @@ const ConfigKey kGpuKeys[] = {{"PLATFORM", "auto"}, {"DEVICE", "auto"}, {"PERF_C
 constexpr uint32_t kGpuMaxTimeoutMs = 3600000;
 
 inline bool gpu_node_op(StringView op);   // >>opencl kernels
+// The ops without prepared state (the same bytes under a new shape), the inputs a kernel
+// reads (the rest are constants read at compile time), the per-op limits of the kernels of
+// >>opencl layout and normalization kernels.
+inline bool gpu_alias_op(StringView op);
+inline uint32_t gpu_data_inputs(const Node& node);
+inline bool gpu_layout_fits(const PreparedModel& model, NodeId id);
 // An island fused into a Conv, Gemm or MatMul kernel: its body printed as `function` (print_opencl_epilogue),
 // called with each output element instead of storing it. The kernel's arguments after the
 // node's inputs: the island's parameters but `fused` (p<i>), then its results (r<i>).
@@ -3393,14 +3404,32 @@ inline bool gpu_claims(const PreparedModel& model, NodeId id) {
     bool node_kernel = gpu_node_op(node.op);
     if (!node_kernel && snippet_op_from_name(node.op, &op) != Status::Ok) return false;
     // The node kernels read the prepared state of the built-in kernel (not an extension's).
-    if (node_kernel && (model.kernel(id) != find_builtin_kernel(node.op) || !model.kernel_state(id))) return false;
+    if (node_kernel && (model.kernel(id) != find_builtin_kernel(node.op) || (!model.kernel_state(id) && !gpu_alias_op(node.op)) ||
+                        !gpu_layout_fits(model, id)))
+        return false;
     // Output dims known only at run time come back through run_kernel, which GPU steps skip:
     // HETERO places such a node elsewhere (PreparedModel::bounded_outputs).
     if (model.bounded_outputs(id)) return false;
-    if (node.num_outputs != 1 || model.value_desc(model.value_id(id, 0)).type != ElementType::Float32) return false;
+    // Dropout's mask (all true in inference), LayerNormalization's Mean and InvStdDev: the
+    // outputs after the first that GPU kernels write.
+    bool more_outputs = node_kernel && node.op == StringView("Dropout") && node.num_outputs == 2 &&
+                        model.value_desc(model.value_id(id, 1)).type == ElementType::Bool;
+    if (node_kernel && node.op == StringView("LayerNormalization")) {
+        more_outputs = true;
+        for (uint32_t k = 1; k < node.num_outputs; ++k)
+            more_outputs = more_outputs && model.value_desc(model.value_id(id, k)).type == ElementType::Float32;
+    }
+    if ((node.num_outputs != 1 && !more_outputs) || model.value_desc(model.value_id(id, 0)).type != ElementType::Float32) return false;
+    const uint32_t data_inputs = node_kernel ? gpu_data_inputs(node) : node.num_inputs;
     for (uint32_t i = 0; i < node.num_inputs; ++i) {
         if (node_kernel && g.node(node.inputs[i].producer).op == StringView("Absent")) continue;
-        if (model.value_desc(model.value_id(node.inputs[i].producer, node.inputs[i].port)).type != ElementType::Float32) return false;
+        const uint32_t v = model.value_id(node.inputs[i].producer, node.inputs[i].port);
+        uint64_t elements = 0;
+        // Dropout's ratio matters only in training mode, where prepare needs it constant.
+        if (i >= data_inputs ? !model.constant(v) && !(desc_elements(model.value_desc(v), &elements) && elements == 0) &&
+                                   node.op != StringView("Dropout")
+                             : model.value_desc(v).type != ElementType::Float32)
+            return false;
     }
     return true;
 }
@@ -3439,6 +3468,19 @@ inline void CL_CALLBACK gpu_event_done(cl_event event, cl_int status, void* user
     w->signal.notify_all();
 }
 
+class GpuProgram;
+// The GPU programs alive in the process: a request's memory that goes (the request freed, or
+// its arena grown) takes its mirrors with it at once (gpu_forget_arena), in every program that
+// made one, whether or not the request's compiled model is still alive.
+struct GpuPrograms {
+    std::mutex mutex;
+    GpuProgram* first = nullptr;
+};
+inline GpuPrograms& gpu_programs() {
+    static GpuPrograms programs;
+    return programs;
+}
+
 class GpuProgram : public DeviceProgram {
 public:
     const OpenClApi* api = nullptr;
@@ -3451,6 +3493,7 @@ public:
     uint64_t* work = nullptr;              // global work size per step
     uint64_t* grid = nullptr;              // 3 per step: a 3-D global size, or 0 for 1-D of work[step]
     uint8_t* tiled = nullptr;              // per step: launched in kGpuTile x kGpuTile work-groups
+    uint8_t* alias = nullptr;              // per step: a copy of the same bytes under a new shape, no launch when in place
     GpuQueueWaiter* waiter = nullptr;
     uint32_t timeout_ms = 30000;           // QUEUE_TIMEOUT_MS
     Arena arena;
@@ -3496,7 +3539,31 @@ public:
     mutable uint64_t mirror_clock = 0;
     static constexpr uint32_t kNotTouched = ~0u;
 
+    GpuProgram* next_live = nullptr;       // gpu_programs()' list, once compiled
+    GpuProgram* prev_live = nullptr;
+    bool listed = false;
+    void list() {
+        GpuPrograms& all = gpu_programs();
+        std::lock_guard<std::mutex> lock(all.mutex);
+        next_live = all.first;
+        if (all.first) all.first->prev_live = this;
+        all.first = this;
+        listed = true;
+    }
+    // Releases the mirror of a request's memory block that is gone.
+    void forget_arena(uint64_t arena_id) const {
+        std::lock_guard<std::mutex> lock(mutex);
+        for (Mirror& m : mirrors)
+            if (m.arena_id == arena_id) release_mirror(&m);
+    }
     ~GpuProgram() override {
+        if (listed) {
+            GpuPrograms& all = gpu_programs();
+            std::lock_guard<std::mutex> lock(all.mutex);
+            if (prev_live) prev_live->next_live = next_live;
+            else all.first = next_live;
+            if (next_live) next_live->prev_live = prev_live;
+        }
         // A queue still stuck (or a callback still due) is left to the driver with its waiter:
         // releasing it could block, and the callback would find freed memory.
         bool abandoned = false;
@@ -3677,7 +3744,9 @@ public:
             }
         }
         cl_event kernel_end = nullptr, step_end = nullptr;
-        if (e == CL_SUCCESS && count == args) {
+        // A copy onto its own bytes (the plan put the output over the input): only the transfers.
+        const bool in_place_copy = alias[i] && count == args && args == 2 && buffers[0] == buffers[1];
+        if (e == CL_SUCCESS && count == args && !in_place_copy) {
             what = "clEnqueueNDRangeKernel";
             size_t global[3] = {(size_t)work[i], 1, 1};
             cl_uint dims = 1;
@@ -3696,7 +3765,7 @@ public:
         uint32_t last_back = count;
         for (uint32_t k = (uint32_t)step.reads.size; k < count; ++k)
             if (!viewed[k] || (flags[local[step.writes[k - step.reads.size]]] & kHostNeeded)) last_back = k;
-        for (uint32_t k = (uint32_t)step.reads.size; k < count && e == CL_SUCCESS && kernel_end; ++k) {
+        for (uint32_t k = (uint32_t)step.reads.size; k < count && e == CL_SUCCESS && (kernel_end || in_place_copy); ++k) {
             if (viewed[k] && !(flags[local[step.writes[k - step.reads.size]]] & kHostNeeded)) continue;
             const size_t bytes = value_bytes(step.writes[k - step.reads.size]);
             if (viewed[k] && !unified) {
@@ -3715,7 +3784,7 @@ public:
         if (e != CL_SUCCESS) status = step_error(i, context_, what, e);
         // Even after a failed enqueue, what was enqueued must end before the buffers go back.
         if (enqueued && (step_end || kernel_end)) {
-            status = wait_step(i, context_, step_end ? step_end : kernel_end, kernel_end, status);
+            status = wait_step(i, context_, step_end ? step_end : kernel_end, kernel_end ? kernel_end : step_end, status);
             // A failed command's event may still be in the driver's hands after its callback
             // (PoCL ends the commands behind it from its own thread): all must end first.
             if (status != Status::Ok && !stuck) api->clFinish(queue);
@@ -3732,9 +3801,10 @@ private:
     size_t value_bytes(uint32_t value) const {
         uint64_t elements = 0;
         desc_elements(islands->model->value_desc(value), &elements);
-        return (size_t)(elements ? elements : 1) * 4;
+        return (size_t)(elements ? elements : 1) * element_size(islands->model->value_desc(value).type);
     }
     void release_mirror(Mirror* m) const {
+        m->used = 0;
         for (uint32_t k = 0; m->sub && k < touched; ++k)
             if (m->sub[k]) { api->clReleaseMemObject(m->sub[k]); m->sub[k] = nullptr; }
         if (m->whole) api->clReleaseMemObject(m->whole);
@@ -3742,7 +3812,7 @@ private:
         m->arena_id = 0;
     }
     // The mirror of the request's arena: remembered, or made in place of the least recently
-    // used one (a request whose arena grew, or one gone, leaves its mirror behind until then).
+    // used one (a free one first: a request gone, or whose arena grew, releases its mirror).
     Mirror* find_mirror(const StepContext& c, cl_int* e) const {
         Mirror* oldest = &mirrors[0];
         for (Mirror& m : mirrors) {
@@ -3835,6 +3905,17 @@ private:
     }
 };
 #endif  // TESSEL_HAS_OPENCL
+
+// A request's memory block `arena_id` is gone: the GPU programs release their mirrors of it.
+inline void gpu_forget_arena(uint64_t arena_id) {
+#ifdef TESSEL_HAS_OPENCL
+    GpuPrograms& all = gpu_programs();
+    std::lock_guard<std::mutex> lock(all.mutex);
+    for (GpuProgram* p = all.first; p; p = p->next_live) p->forget_arena(arena_id);
+#else
+    (void)arena_id;
+#endif
+}
 
 class GpuDevice : public BuiltinDevice {
 public:
@@ -3937,7 +4018,7 @@ protected:
         return Status::Ok;
     }
     bool op_allowed(StringView) const override { return true; }
-    const char* capabilities() const override { return "FP32 FUSED_ELEMENTWISE CONV GEMM POOLING SOFTMAX"; }
+    const char* capabilities() const override { return "FP32 FUSED_ELEMENTWISE CONV GEMM POOLING SOFTMAX LAYOUT NORMALIZATION REDUCTION"; }
     // GPU1: source only; GPU2 (an older blob): a binary without its source's hash, not used;
     // GPU3: the hash, then the binary.
     Status check_payload(const void* payload, size_t size) override {
@@ -4087,6 +4168,7 @@ inline Status GpuDevice::compile_subgraph(const PreparedModel& model, Span<const
     if (!p) return fail(Status::OutOfMemory, "out of memory");
     Status s = compile_program(p, model, nodes);
     if (s != Status::Ok) { destroy(p); return s; }
+    p->list();
     *program = p;
     return Status::Ok;
 }
@@ -4236,8 +4318,9 @@ inline Status GpuDevice::compile_program(GpuProgram* p, const PreparedModel& mod
     p->work = p->arena.allocate_array<uint64_t>(r.count + 1);
     p->grid = p->arena.allocate_array<uint64_t>(3 * r.count + 3);
     p->tiled = p->arena.allocate_array<uint8_t>(r.count + 1);
-    if (!p->kernels || !p->work || !p->grid || !p->tiled) return fail(Status::OutOfMemory, "out of memory");
-    for (uint32_t i = 0; i <= r.count; ++i) { p->kernels[i] = nullptr; p->work[i] = 0; p->tiled[i] = 0; }
+    p->alias = p->arena.allocate_array<uint8_t>(r.count + 1);
+    if (!p->kernels || !p->work || !p->grid || !p->tiled || !p->alias) return fail(Status::OutOfMemory, "out of memory");
+    for (uint32_t i = 0; i <= r.count; ++i) { p->kernels[i] = nullptr; p->work[i] = 0; p->tiled[i] = 0; p->alias[i] = 0; }
     // Tiled kernels where the device runs 16 x 16 work-groups with two 16 x 17 float tiles.
     bool tiles = false;
     if (config("TILED_KERNELS") == StringView("auto")) {
@@ -4268,7 +4351,8 @@ inline Status GpuDevice::compile_program(GpuProgram* p, const PreparedModel& mod
             continue;
         }
         if (!r.units[i].body) {   // a node kernel: the step must be the node alone, as the island builder left it
-            if (r.units[i].run || r.units[i].snippet || r.steps_[i].writes.size != 1)
+            if (r.units[i].run || r.units[i].snippet || r.steps_[i].writes.size !=
+                                                                      (node.op == StringView("Dropout") || node.op == StringView("LayerNormalization") ? node.num_outputs : 1u))
                 return fail(Status::Unsupported, "GPU: node '%.*s' (op %.*s) is neither an elementwise island nor a GPU kernel",
                             (int)node.name.size, node.name.data, (int)node.op.size, node.op.data);
             const uint32_t fused = p->epilogue_fused[i];
@@ -4289,6 +4373,7 @@ inline Status GpuDevice::compile_program(GpuProgram* p, const PreparedModel& mod
             s = gpu_node_kernel(model, r.steps_[i].node, name, &p->source, &p->work[i], &p->grid[3 * i], fused != kNoFusedParameter ? &epilogue : nullptr,
                                 tiles, &tiled);
             p->tiled[i] = tiled;
+            p->alias[i] = gpu_alias_op(node.op);
             if (s != Status::Ok)
                 return fail(s, "GPU: node '%.*s' (op %.*s): no OpenCL kernel for it", (int)node.name.size, node.name.data, (int)node.op.size,
                             node.op.data);
@@ -4296,7 +4381,7 @@ inline Status GpuDevice::compile_program(GpuProgram* p, const PreparedModel& mod
             uint32_t* reads = r.arena.allocate_array<uint32_t>(r.steps_[i].reads.size + p->epilogue_reads[i].size + 1);
             if (!reads) return fail(Status::OutOfMemory, "out of memory");
             uint32_t kept = 0;
-            for (uint32_t k = 0; k < node.num_inputs && k < r.steps_[i].reads.size; ++k)
+            for (uint32_t k = 0; k < gpu_data_inputs(node) && k < r.steps_[i].reads.size; ++k)
                 if (!(g.node(node.inputs[k].producer).op == StringView("Absent"))) reads[kept++] = r.steps_[i].reads[k];
             for (uint32_t k = 0; k < p->epilogue_reads[i].size; ++k)
                 if (k != fused) reads[kept++] = p->epilogue_reads[i][k];
@@ -6226,6 +6311,7 @@ struct InferRequest::Impl {
         TESSEL_FREE(inputs);
         TESSEL_FREE(outputs);
         TESSEL_FREE(bound_outputs);
+        if (arena_id) detail::gpu_forget_arena(arena_id);
         TESSEL_FREE(arena_raw);
         TESSEL_FREE(scratch_raw);
         TESSEL_FREE(base);
@@ -6380,7 +6466,10 @@ Status InferRequest::Impl::attach(const CompiledModel::Impl* plan, char* message
               detail::grow_array(&values, &value_capacity, plan->prepared.value_count()) &&
               detail::grow_array(&profile, &profile_capacity, plan->exec_count + detail::kMaxBodyProfileEntries) &&
               detail::grow_array(&actual, &actual_capacity, plan->prepared.value_count());
-    if (arena_void != arena) arena_id = detail::next_arena_id();
+    if (arena_void != arena) {
+        if (arena_id) detail::gpu_forget_arena(arena_id);   // the old block is gone
+        arena_id = detail::next_arena_id();
+    }
     arena = static_cast<unsigned char*>(arena_void);
     if (!ok) {
         detail::print(message, kErrorMessageBytes, "out of memory for a request's buffers (%zu bytes of activations)", plan->arena_bytes);
@@ -9893,10 +9982,12 @@ namespace detail {
 // output element (per line for Softmax; Conv, Gemm, MatMul: a block of up to 4 output maps or
 // columns sharing each input load); sums in float with fma, so results differ from the CPU's
 // blocked GEMM by rounding only (the conformance tolerances).
+inline bool gpu_layout_op(StringView op);   // >>opencl layout and normalization kernels
+inline Status gpu_layout_kernel(const PreparedModel& model, NodeId id, const char* name, OpenClSource* out, uint64_t* work);
 inline bool gpu_node_op(StringView op) {
     return op == StringView("Conv") || op == StringView("Gemm") || op == StringView("MatMul") || op == StringView("MaxPool") ||
            op == StringView("AveragePool") || op == StringView("GlobalAveragePool") || op == StringView("GlobalMaxPool") ||
-           op == StringView("Softmax") || op == StringView("LogSoftmax");
+           op == StringView("Softmax") || op == StringView("LogSoftmax") || gpu_layout_op(op);
 }
 
 // The arguments an epilogue adds to a node kernel's parameter list, and its call for one
@@ -10065,7 +10156,8 @@ inline Status gpu_node_kernel(const PreparedModel& model, NodeId id, const char*
     if (tiled) *tiled = false;
     const Node& node = model.model.graph.node(id);
     const void* state = model.kernel_state(id);
-    if (!state || model.kernel(id) != find_builtin_kernel(node.op)) return Status::Unsupported;
+    if ((!state && !gpu_alias_op(node.op)) || model.kernel(id) != find_builtin_kernel(node.op)) return Status::Unsupported;
+    if (gpu_layout_op(node.op)) return gpu_layout_kernel(model, id, name, out, work);
     auto ll = [](int64_t v) { return (long long)v; };
     if (node.op == StringView("Conv")) {
         const ConvState& st = *static_cast<const ConvState*>(state);
@@ -18451,6 +18543,311 @@ const OpKernel kSpatialKernels[] = {
     {"LRN", prepare_lrn, run_lrn},
     {nullptr, nullptr, nullptr},   // end marker
 };
+}  // namespace detail
+
+// >>opencl layout and normalization kernels
+// The GPU's kernels for the layout ops, LRN, the normalizations, the reductions and
+// ConstantOfShape, printed like >>opencl kernels' with the node's geometry as constants. The
+// same bytes under a new shape (Reshape, Flatten, Squeeze, Unsqueeze, Identity, Dropout) are a
+// copy, skipped at run time where the memory plan put the output over its input; the strided
+// copies (Transpose, Slice, Expand, DepthToSpace, SpaceToDepth) walk the CPU's StridedCopy.
+// Reductions and normalizations sum in the reference's order (one work-item per output, per
+// plane, per row), the normalizations' moments in float with compensated sums where the
+// reference sums in double.
+namespace detail {
+
+inline bool gpu_alias_op(StringView op) {
+    return op == StringView("Reshape") || op == StringView("Flatten") || op == StringView("Squeeze") || op == StringView("Unsqueeze") ||
+           op == StringView("Identity") || op == StringView("Dropout");
+}
+inline bool gpu_strided_op(StringView op) {
+    return op == StringView("Transpose") || op == StringView("Slice") || op == StringView("Expand") || op == StringView("DepthToSpace") ||
+           op == StringView("SpaceToDepth");
+}
+inline bool gpu_reduce_op(StringView op) {
+    static const char* const kOps[] = {"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL2",
+                                       "ReduceSumSquare", "ReduceL1", "ReduceLogSum", "ReduceLogSumExp"};
+    for (const char* o : kOps) if (op == StringView(o)) return true;
+    return false;
+}
+inline bool gpu_layout_op(StringView op) {
+    return gpu_alias_op(op) || gpu_strided_op(op) || gpu_reduce_op(op) || op == StringView("Concat") || op == StringView("LRN") ||
+           op == StringView("BatchNormalization") || op == StringView("InstanceNormalization") || op == StringView("LayerNormalization") ||
+           op == StringView("ConstantOfShape");
+}
+
+// The inputs a node kernel reads; the ones after them (shapes, axes, starts) were read at
+// compile time and must be constants or empty (Dropout's ratio: prepare needs it in training
+// mode only).
+inline uint32_t gpu_data_inputs(const Node& node) {
+    if (node.op == StringView("ConstantOfShape")) return 0;
+    if (gpu_alias_op(node.op) || gpu_strided_op(node.op) || gpu_reduce_op(node.op)) return node.num_inputs ? 1 : 0;
+    return node.num_inputs;
+}
+
+// What the kernels of this section leave to other devices: BatchNormalization in training
+// mode (batch statistics), a Concat with more inputs than a kernel's arguments.
+inline bool gpu_layout_fits(const PreparedModel& model, NodeId id) {
+    const Node& node = model.model.graph.node(id);
+    if (node.op == StringView("BatchNormalization")) return !static_cast<const NormState*>(model.kernel_state(id))->training;
+    if (node.op == StringView("Concat")) return node.num_inputs + 1 <= 2 * kSnippetMaxArgs;
+    return true;
+}
+
+// Prints `long at = base + ...` for element `g` of a row-major walk over dims with strides.
+inline void gpu_strided_offset(const int64_t* dims, const int64_t* strides, int rank, int64_t base, const char* g, OpenClSource* out) {
+    auto ll = [](int64_t v) { return (long long)v; };
+    out->append("    long rest = %s, at = %lldl;\n", g, ll(base));
+    for (int d = rank - 1; d >= 0; --d) {
+        if (dims[d] == 1) continue;
+        if (strides[d]) out->append("    at += rest %% %lldl * %lldl;\n", ll(dims[d]), ll(strides[d]));
+        out->append("    rest /= %lldl;\n", ll(dims[d]));
+    }
+}
+
+inline const TensorDesc& gpu_input_desc(const PreparedModel& model, const Node& node, uint32_t k) {
+    return model.value_desc(model.value_id(node.inputs[k].producer, node.inputs[k].port));
+}
+
+// Reductions: one work-item per output element walks its reduced elements with nested loops
+// over the reduced dims (the reference's row-major order), NaN-propagating Max and Min.
+inline void gpu_reduce_kernel(const ReduceState& st, const TensorDesc& x, const char* name, OpenClSource* out, uint64_t* work) {
+    auto ll = [](int64_t v) { return (long long)v; };
+    uint64_t outputs = 1;
+    for (int d = 0; d < st.kept.rank; ++d) outputs *= (uint64_t)st.kept.dims[d];
+    *work = outputs;
+    out->append("__kernel void %s(__global const float* x, __global float* y) {\n", name);
+    out->append("    long g = get_global_id(0);\n    if (g >= %lldl) return;\n", ll((int64_t)outputs));
+    if (st.copy) { out->append("    y[g] = x[g];\n}\n"); return; }
+    int64_t strides[kMaxRank];
+    dense_strides(x, strides);
+    gpu_strided_offset(st.kept.dims, strides, st.kept.rank, 0, "g", out);
+    // The reduced dims' loops, outermost first; `p` is the element's offset.
+    auto loops = [&](const char* body) {
+        int open = 0;
+        out->append("    {\n        long p0 = at;\n");
+        for (int d = 0; d < x.rank; ++d) {
+            if (st.kept.dims[d] == x.dims[d]) continue;   // a kept dim, or a reduced dim of size 1
+            out->append("        for (long i%d = 0; i%d < %lldl; ++i%d) { long p%d = p%d + i%d * %lldl;\n", open, open, ll(x.dims[d]), open, open + 1,
+                        open, open, ll(strides[d]));
+            ++open;
+        }
+        out->append("        float v = x[p%d];\n        %s\n", open, body);
+        for (int k = 0; k < open; ++k) out->append("        }\n");
+        out->append("    }\n");
+    };
+    switch (st.kind) {
+        case ReduceKind::Max:
+            out->append("    float acc = -INFINITY;\n");
+            loops("acc = v > acc || v != v ? v : acc;");
+            break;
+        case ReduceKind::Min:
+            out->append("    float acc = INFINITY;\n");
+            loops("acc = v < acc || v != v ? v : acc;");
+            break;
+        case ReduceKind::Prod:
+            out->append("    float acc = 1.0f;\n");
+            loops("acc *= v;");
+            break;
+        case ReduceKind::L2: case ReduceKind::SumSquare:
+            out->append("    float acc = 0.0f;\n");
+            loops("acc += v * v;");
+            break;
+        case ReduceKind::L1:
+            out->append("    float acc = 0.0f;\n");
+            loops("acc += fabs(v);");
+            break;
+        case ReduceKind::LogSumExp:
+            // The max first (a non-finite one is the result), then the shifted sum.
+            out->append("    float top = -INFINITY, acc = 0.0f;\n");
+            loops("top = v > top || v != v ? v : top;");
+            out->append("    if (isfinite(top)) {\n");
+            loops("acc += exp(v - top);");
+            out->append("    }\n    acc = isfinite(top) ? log(acc) + top : top;\n");
+            break;
+        default:
+            out->append("    float acc = 0.0f;\n");
+            loops("acc += v;");
+            break;
+    }
+    if (st.kind == ReduceKind::Mean) out->append("    acc /= (float)%lld;\n", ll(st.count));
+    if (st.kind == ReduceKind::L2) out->append("    acc = sqrt(acc);\n");
+    if (st.kind == ReduceKind::LogSum) out->append("    acc = log(acc);\n");
+    out->append("    y[g] = acc;\n}\n");
+}
+
+// A float constant of a kernel, bit for bit (any value: inf, NaN, denormals).
+struct GpuFloat {
+    char text[32];
+    explicit GpuFloat(float v) {
+        uint32_t bits = 0;
+        std::memcpy(&bits, &v, sizeof bits);
+        std::snprintf(text, sizeof text, "as_float(0x%08xu)", bits);
+    }
+};
+
+// The mean and 1 / sqrt(variance + eps) of the `n` floats at xp as `mean` and `inv_std`:
+// row_moments' double sums where the device has doubles (the CPU's results exactly), else
+// compensated (Kahan) float sums. Both two passes, as the reference.
+inline void gpu_moments(int64_t n, float epsilon, OpenClSource* out) {
+    auto ll = [](int64_t v) { return (long long)v; };
+    const long long count = ll(n ? n : 1);
+    out->append("#ifdef cl_khr_fp64\n");
+    out->append("    double sum = 0.0, squares = 0.0;\n    for (long i = 0; i < %lldl; ++i) sum += xp[i];\n", ll(n));
+    out->append("    double m = sum / (double)%lld;\n", count);
+    out->append("    for (long i = 0; i < %lldl; ++i) squares += (xp[i] - m) * (xp[i] - m);\n", ll(n));
+    out->append("    float mean = (float)m, inv_std = (float)(1.0 / sqrt(squares / (double)%lld + (double)%s));\n", count, GpuFloat(epsilon).text);
+    out->append("#else\n");
+    out->append("    float sum = 0.0f, carry = 0.0f;\n    for (long i = 0; i < %lldl; ++i) { ", ll(n));
+    out->append("float t = xp[i] - carry, s = sum + t; carry = (s - sum) - t; sum = s;");
+    out->append(" }\n    float mean = sum / (float)%lld;\n", count);
+    out->append("    sum = 0.0f; carry = 0.0f;\n    for (long i = 0; i < %lldl; ++i) { float d = xp[i] - mean; ", ll(n));
+    out->append("float t = d * d - carry, s = sum + t; carry = (s - sum) - t; sum = s;");
+    out->append(" }\n    float inv_std = 1.0f / sqrt(sum / (float)%lld + %s);\n", count, GpuFloat(epsilon).text);
+    out->append("#endif\n");
+}
+
+// Doubles where the device has them (gpu_moments).
+inline void gpu_enable_doubles(OpenClSource* out) {
+    out->append("#ifdef cl_khr_fp64\n#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n#endif\n");
+}
+
+inline Status gpu_layout_kernel(const PreparedModel& model, NodeId id, const char* name, OpenClSource* out, uint64_t* work) {
+    const Node& node = model.model.graph.node(id);
+    const void* state = model.kernel_state(id);
+    auto ll = [](int64_t v) { return (long long)v; };
+    const TensorDesc& y = model.value_desc(model.value_id(id, 0));
+    uint64_t elements = 0;
+    desc_elements(y, &elements);
+    if (elements == 0) {   // never launched (an empty output); its geometry would divide by 0
+        *work = 0;
+        out->append("__kernel void %s(__global float* y) {}\n", name);
+        return Status::Ok;
+    }
+    if (gpu_alias_op(node.op)) {
+        *work = elements;
+        const bool mask = node.num_outputs == 2;   // Dropout's, all true
+        out->append("__kernel void %s(__global const float* x, __global float* y%s) {\n", name, mask ? ", __global uchar* mask" : "");
+        out->append("    long g = get_global_id(0);\n    if (g < %lldl) { y[g] = x[g];%s }\n}\n", ll((int64_t)elements), mask ? " mask[g] = 1;" : "");
+        return Status::Ok;
+    }
+    if (!state) return Status::Unsupported;
+    if (gpu_strided_op(node.op)) {
+        const StridedCopy& s = *static_cast<const StridedCopy*>(state);
+        *work = elements;
+        out->append("__kernel void %s(__global const float* x, __global float* y) {\n", name);
+        out->append("    long g = get_global_id(0);\n    if (g >= %lldl) return;\n", ll((int64_t)elements));
+        gpu_strided_offset(s.dims, s.strides, (int)s.rank, s.base, "g", out);
+        out->append("    y[g] = x[at];\n}\n");
+        return Status::Ok;
+    }
+    if (gpu_reduce_op(node.op)) {
+        gpu_reduce_kernel(*static_cast<const ReduceState*>(state), gpu_input_desc(model, node, 0), name, out, work);
+        return Status::Ok;
+    }
+    if (node.op == StringView("ConstantOfShape")) {
+        uint32_t bits = 0;
+        std::memcpy(&bits, static_cast<const FillState*>(state)->value, sizeof bits);
+        *work = elements;
+        out->append("__kernel void %s(__global float* y) {\n    long g = get_global_id(0);\n", name);
+        out->append("    if (g < %lldl) y[g] = as_float(0x%08xu);\n}\n", ll((int64_t)elements), bits);
+        return Status::Ok;
+    }
+    if (node.op == StringView("Concat")) {
+        // Output rows of the inputs' runs side by side; each work-item finds its input.
+        const AxisState& st = *static_cast<const AxisState*>(state);
+        const int64_t row = (int64_t)dims_product(y, (int)st.axis, y.rank);
+        *work = elements;
+        out->append("__kernel void %s(", name);
+        for (uint32_t k = 0; k < node.num_inputs; ++k) out->append("__global const float* x%u, ", k);
+        out->append("__global float* y) {\n    long g = get_global_id(0);\n    if (g >= %lldl) return;\n", ll((int64_t)elements));
+        out->append("    long o = g / %lldl, j = g %% %lldl;\n    ", ll(row), ll(row));
+        int64_t begin = 0;
+        for (uint32_t k = 0; k < node.num_inputs; ++k) {
+            const TensorDesc& d = gpu_input_desc(model, node, k);
+            const int64_t run = (int64_t)dims_product(d, (int)st.axis, d.rank);
+            if (!run) continue;
+            out->append("if (j < %lldl) y[g] = x%u[o * %lldl + j - %lldl];\n    else ", ll(begin + run), k, ll(run), ll(begin));
+            begin += run;
+        }
+        out->append("{}\n}\n");
+        return Status::Ok;
+    }
+    if (node.op == StringView("LRN")) {
+        // The reference's window over channels, its sum of squares in float.
+        const LrnState& st = *static_cast<const LrnState*>(state);
+        const int64_t before = (st.size - 1) / 2, after = st.size / 2;
+        *work = elements;
+        out->append("__kernel void %s(__global const float* x, __global float* y) {\n", name);
+        out->append("    long g = get_global_id(0);\n    if (g >= %lldl) return;\n", ll((int64_t)elements));
+        out->append("    long i = g %% %lldl, ch = g / %lldl %% %lldl;\n", ll(st.inner), ll(st.inner), ll(st.channels));
+        out->append("    __global const float* xn = x + g / %lldl * %lldl + i;\n", ll(st.channels * st.inner), ll(st.channels * st.inner));
+        out->append("    long first = ch - %lldl > 0 ? ch - %lldl : 0, last = ch + %lldl < %lldl ? ch + %lldl : %lldl;\n", ll(before), ll(before),
+                    ll(after), ll(st.channels - 1), ll(after), ll(st.channels - 1));
+        out->append("    float sum = 0.0f;\n    for (long k = first; k <= last; ++k) sum += xn[k * %lldl] * xn[k * %lldl];\n", ll(st.inner),
+                    ll(st.inner));
+        out->append("    y[g] = xn[ch * %lldl] / pow(%s + %s * sum, %s);\n}\n", ll(st.inner), GpuFloat((float)st.bias).text,
+                    GpuFloat((float)(st.alpha / (double)st.size)).text, GpuFloat((float)st.beta).text);
+        return Status::Ok;
+    }
+    if (node.op == StringView("BatchNormalization")) {
+        const NormState& st = *static_cast<const NormState*>(state);
+        *work = elements;
+        out->append("__kernel void %s(__global const float* x, __global const float* scale, __global const float* shift, "
+                    "__global const float* mean, __global const float* var, __global float* y) {\n", name);
+        out->append("    long g = get_global_id(0);\n    if (g >= %lldl) return;\n    long ch = g / %lldl %% %lldl;\n", ll((int64_t)elements),
+                    ll(st.inner), ll(st.channels));
+        out->append("    float a = scale[ch] / sqrt(var[ch] + %s), b = shift[ch] - mean[ch] * a;\n    y[g] = x[g] * a + b;\n}\n",
+                    GpuFloat(st.epsilon).text);
+        return Status::Ok;
+    }
+    if (node.op == StringView("InstanceNormalization")) {
+        const NormState& st = *static_cast<const NormState*>(state);
+        *work = (uint64_t)(st.outer * st.channels);
+        gpu_enable_doubles(out);
+        out->append("__kernel void %s(__global const float* x, __global const float* scale, __global const float* shift, __global float* y) {\n",
+                    name);
+        out->append("    long plane = get_global_id(0);\n    if (plane >= %lldl) return;\n", ll(st.outer * st.channels));
+        out->append("    long ch = plane %% %lldl;\n    __global const float* xp = x + plane * %lldl;\n    __global float* yp = y + plane * %lldl;\n",
+                    ll(st.channels), ll(st.inner), ll(st.inner));
+        gpu_moments(st.inner, st.epsilon, out);
+        out->append("    float a = scale[ch] * inv_std, b = shift[ch] - mean * a;\n");
+        out->append("    for (long i = 0; i < %lldl; ++i) yp[i] = xp[i] * a + b;\n}\n", ll(st.inner));
+        return Status::Ok;
+    }
+    if (node.op == StringView("LayerNormalization")) {
+        // Scale and B broadcast to a row: their offsets from the row element's index.
+        const LayerNormState& st = *static_cast<const LayerNormState*>(state);
+        const NormState& nm = st.norm;
+        const bool shift = node.num_inputs > 2 && !(model.model.graph.node(node.inputs[2].producer).op == StringView("Absent"));
+        *work = (uint64_t)nm.outer;
+        gpu_enable_doubles(out);
+        out->append("__kernel void %s(__global const float* x, __global const float* scale, %s__global float* y%s%s) {\n", name,
+                    shift ? "__global const float* shift, " : "", node.num_outputs > 1 ? ", __global float* mean_out" : "",
+                    node.num_outputs > 2 ? ", __global float* inv_out" : "");
+        out->append("    long r = get_global_id(0);\n    if (r >= %lldl) return;\n", ll(nm.outer));
+        out->append("    __global const float* xp = x + r * %lldl;\n    __global float* yp = y + r * %lldl;\n", ll(nm.inner), ll(nm.inner));
+        gpu_moments(nm.inner, nm.epsilon, out);
+        if (node.num_outputs > 1) out->append("    mean_out[r] = mean;\n");
+        if (node.num_outputs > 2) out->append("    inv_out[r] = inv_std;\n");
+        out->append("    for (long j = 0; j < %lldl; ++j) {\n        long s_at = j, b_at = j;\n", ll(nm.inner));
+        for (uint32_t k = 1; k < (shift ? 3u : 2u); ++k) {
+            const TensorDesc& d = gpu_input_desc(model, node, k);
+            uint64_t count = 0;
+            desc_elements(d, &count);
+            if (count == (uint64_t)nm.inner) continue;   // the row's own shape: its index
+            int64_t strides[kMaxRank];
+            broadcast_strides(d, st.row, strides);
+            out->append("    {\n");
+            gpu_strided_offset(st.row.dims, strides, st.row.rank, 0, "j", out);
+            out->append("    %s = at;\n    }\n", k == 1 ? "s_at" : "b_at");
+        }
+        out->append("        yp[j] = (xp[j] - mean) * inv_std * scale[s_at] + %s;\n    }\n}\n", shift ? "shift[b_at]" : "0.0f");
+        return Status::Ok;
+    }
+    return Status::Unsupported;
+}
+
 }  // namespace detail
 
 // >>quantization ops

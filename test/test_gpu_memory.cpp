@@ -19,13 +19,13 @@ using namespace tessel;
 
 namespace {
 
-// x[16x15] -> Gemm(W[15x7], b[7]) -> Relu -> (Transpose: on the CPU) -> Neg -> Softmax -> y.
+// x[16x15] -> Gemm(W[15x7], b[7]) -> Relu -> (Cast to float: on the CPU) -> Neg -> Softmax -> y.
 // 15 columns: 960-byte values, whose 64-byte offsets a device with a 128-byte base alignment
 // could not view; Softmax runs in place of its input.
 struct Net {
     Model model;
     std::vector<float> w, b;
-    explicit Net(bool transpose) : w(15 * 7), b(7) {
+    explicit Net(bool cpu_node) : w(15 * 7), b(7) {
         for (size_t i = 0; i < w.size(); ++i) w[i] = (float)((int)(i * 7 % 11) - 5) * 0.125f;
         for (size_t i = 0; i < b.size(); ++i) b[i] = (float)i * 0.25f - 0.5f;
         NodeId x, wn, bn, gemm, relu, flip, neg, soft;
@@ -38,7 +38,10 @@ struct Net {
         REQUIRE(model.add_node("Relu", "relu", Span<const InputRef>(&in, 1), 1, &relu) == Status::Ok);
         flip = relu;
         in = InputRef::by_id(relu);
-        if (transpose) REQUIRE(model.add_node("Transpose", "flip", Span<const InputRef>(&in, 1), 1, &flip) == Status::Ok);
+        if (cpu_node) {   // a node the GPU leaves to the CPU
+            REQUIRE(model.add_node("Cast", "flip", Span<const InputRef>(&in, 1), 1, &flip) == Status::Ok);
+            REQUIRE(model.set_int(flip, "to", 1) == Status::Ok);
+        }
         in = InputRef::by_id(flip);
         REQUIRE(model.add_node("Neg", "negate", Span<const InputRef>(&in, 1), 1, &neg) == Status::Ok);
         in = InputRef::by_id(neg);
@@ -104,7 +107,7 @@ TEST_CASE("gpu memory: one buffer per request over its arena, sub-buffers made o
                 Status status = shim_core.core->compile_model(net.model, device, {}, &compiled);
                 INFO(shim_core.core->last_error());
                 REQUIRE(status == Status::Ok);
-                // HETERO: Gemm and Relu, then Neg and Softmax, on the GPU, the Transpose between on the CPU.
+                // HETERO: Gemm and Relu, then Neg and Softmax, on the GPU, the Cast between on the CPU.
                 const long gpu_programs = std::strncmp(device, "HETERO", 6) == 0 ? 2 : 1;
                 CHECK(compiled.placement()[0].device == StringView("GPU"));
                 // The weights: a buffer each, made by the compile.
