@@ -67,11 +67,7 @@ void build(Model* m) {
     REQUIRE(m->finalize() == Status::Ok);
 }
 
-bool gpu_tested_here() {
-    const char* isa = std::getenv("TESSEL_ISA");
-    if (kSanitizer || (isa && *isa && std::strcmp(isa, "ref"))) return false;   // the driver is not instrumented; its results do not depend on the ISA
-    return test::gpu_here();
-}
+using test::gpu_tested_here;
 
 }  // namespace
 

@@ -83,14 +83,7 @@ struct Net {
     }
 };
 
-bool gpu_here() {
-    const char* isa = std::getenv("TESSEL_ISA");
-    if (test::kSanitizer || (isa && *isa && std::strcmp(isa, "ref"))) return false;   // the driver is not instrumented; its results do not depend on the ISA
-    Core core;
-    if (core.device("GPU")->check_available() == Status::Ok) return true;
-    MESSAGE("GPU unavailable here: " << core.device("GPU")->last_error());
-    return false;
-}
+using test::gpu_tested_here;
 
 // max_folded_bytes: lowered, so a ConstantOfShape stays a node (as a large weight made at run time).
 std::vector<std::vector<float>> run(const Model& model, const char* device, const std::vector<std::vector<float>>& inputs,
@@ -144,7 +137,7 @@ Status compile_on(const Net& net, const char* device, std::string* error) {
 }  // namespace
 
 TEST_CASE("gpu ops: Reshape, Flatten, Squeeze, Unsqueeze, Identity, Dropout over their own bytes and into another buffer") {
-    if (!gpu_here()) return;
+    if (!gpu_tested_here()) return;
     Net net;
     InputRef x = net.input({2, 3, 4, 5});
     // In place: the Relu's result dies at the Reshape; its copy is skipped, the next Relu reads it.
@@ -164,7 +157,7 @@ TEST_CASE("gpu ops: Reshape, Flatten, Squeeze, Unsqueeze, Identity, Dropout over
 }
 
 TEST_CASE("gpu ops: Transpose, Slice, Expand, DepthToSpace, SpaceToDepth as strided copies") {
-    if (!gpu_here()) return;
+    if (!gpu_tested_here()) return;
     Net net;
     InputRef x = net.input({2, 8, 3, 4});
     NodeId t = net.node("Transpose", {x});
@@ -186,7 +179,7 @@ TEST_CASE("gpu ops: Transpose, Slice, Expand, DepthToSpace, SpaceToDepth as stri
 }
 
 TEST_CASE("gpu ops: Concat along the first, a middle and the last axis, with a constant and an empty input") {
-    if (!gpu_here()) return;
+    if (!gpu_tested_here()) return;
     Net net;
     InputRef a = net.input({2, 3, 4}), b = net.input({1, 3, 4}), c = net.input({2, 5, 4}), d = net.input({2, 3, 7});
     NodeId first = net.node("Concat", {a, b, a});
@@ -199,7 +192,7 @@ TEST_CASE("gpu ops: Concat along the first, a middle and the last axis, with a c
 }
 
 TEST_CASE("gpu ops: LRN with odd and even sizes, BatchNormalization not folded, InstanceNormalization, LayerNormalization") {
-    if (!gpu_here()) return;
+    if (!gpu_tested_here()) return;
     Net net;
     InputRef x = net.input({2, 7, 3, 5});
     NodeId odd = net.node("LRN", {x});
@@ -228,7 +221,7 @@ TEST_CASE("gpu ops: LRN with odd and even sizes, BatchNormalization not folded, 
 }
 
 TEST_CASE("gpu ops: the Reduce ops with axes as attribute, keepdims, all axes, NaN and infinities") {
-    if (!gpu_here()) return;
+    if (!gpu_tested_here()) return;
     Net net(13);   // axes as an attribute (ReduceSum's is an input from 13 on)
     InputRef x = net.input({3, 4, 5}, -3.0f, 3.0f);
     net.inputs.back()[7] = std::numeric_limits<float>::quiet_NaN();   // in row (0, 1) along the last axis
@@ -255,7 +248,7 @@ TEST_CASE("gpu ops: the Reduce ops with axes as attribute, keepdims, all axes, N
 }
 
 TEST_CASE("gpu ops: Reduce ops with axes as a constant input, noop_with_empty_axes, an empty reduced dim; ConstantOfShape") {
-    if (!gpu_here()) return;
+    if (!gpu_tested_here()) return;
     Net net(18);
     InputRef x = net.input({2, 3, 4});
     net.node("ReduceMax", {x, net.int64s({1})});
@@ -282,7 +275,7 @@ TEST_CASE("gpu ops: Reduce ops with axes as a constant input, noop_with_empty_ax
 }
 
 TEST_CASE("gpu ops: HETERO:GPU,CPU sends the GPU's rest to the CPU; the bad inputs") {
-    if (!gpu_here()) return;
+    if (!gpu_tested_here()) return;
     SUBCASE("BatchNormalization in training mode is not a GPU op: Unsupported on GPU, the CPU's on HETERO") {
         Net net(15);
         InputRef x = net.input({2, 3, 2, 2});

@@ -234,4 +234,12 @@ inline bool gpu_here() {
     return false;
 }
 
+// gpu_here, at one ISA level of the host suite (unset or ref) and not under the sanitizers:
+// the driver is not instrumented, and the GPU's results do not depend on TESSEL_ISA.
+inline bool gpu_tested_here() {
+    const char* isa = std::getenv("TESSEL_ISA");
+    if (kSanitizer || (isa && *isa && std::strcmp(isa, "ref"))) return false;
+    return gpu_here();
+}
+
 }  // namespace test
