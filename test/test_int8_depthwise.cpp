@@ -4,6 +4,7 @@
 // pads on every side, output widths around each vector and block size, bands of rows, the
 // extreme bytes and weights (-128, 127); the targets without a kernel say Unsupported.
 #include <doctest/doctest.h>
+#include <cmath>
 #include <cstring>
 #include <random>
 #include <vector>
