@@ -19853,14 +19853,16 @@ inline Status run_int8_depthwise_rows(const RunContext& c) {
     nn_parallel(c, units, [&](uint64_t slot, uint64_t begin, uint64_t end) {
         uint8_t* scratch = static_cast<uint8_t*>(c.scratch) + slot * st.slot_bytes;
         uint64_t padded = ~0ull;   // the (image, channel, band) whose copy is in scratch
+        int64_t borders = -1;      // the band whose padding is in scratch
         for (uint64_t unit = begin; unit < end; ++unit) {
             const uint64_t key = unit / (uint64_t)multiplier;
             const int64_t band = (int64_t)key % bands, image_channel = (int64_t)key / bands;
             const int64_t n = image_channel / st.channels, m = image_channel % st.channels * multiplier + (int64_t)(unit % multiplier);
             const int64_t row0 = band * st.band_rows, row1 = row0 + st.band_rows < s.out_h ? row0 + st.band_rows : s.out_h;
             if (key != padded) {
-                st.int8_conv.pad(x + image_channel * in_plane, (uint8_t)st.x_zero_point, row0, row1, scratch);
+                st.int8_conv.pad(x + image_channel * in_plane, (uint8_t)st.x_zero_point, row0, row1, scratch, band == borders);
                 padded = key;
+                borders = band;
             }
             st.int8_conv.run_rows(scratch, st.packed_weights + m * weight_bytes, st.kernel_bias[m], st.scale[m], st.rq,
                                   y + (n * st.maps + m) * out_plane, row0, row1);
