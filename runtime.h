@@ -3425,9 +3425,9 @@ inline bool gpu_claims(const PreparedModel& model, NodeId id) {
         if (node_kernel && g.node(node.inputs[i].producer).op == StringView("Absent")) continue;
         const uint32_t v = model.value_id(node.inputs[i].producer, node.inputs[i].port);
         uint64_t elements = 0;
-        // Dropout's ratio matters only in training mode, where prepare needs it constant.
+        // Dropout's ratio (input 1) matters only in training mode, which prepare needs constant.
         if (i >= data_inputs ? !model.constant(v) && !(desc_elements(model.value_desc(v), &elements) && elements == 0) &&
-                                   node.op != StringView("Dropout")
+                                   !(node.op == StringView("Dropout") && i == 1)
                              : model.value_desc(v).type != ElementType::Float32)
             return false;
     }
@@ -3537,6 +3537,12 @@ public:
     uint32_t* epilogue_nodes = nullptr;
     mutable Mirror mirrors[kMirrors];
     mutable uint64_t mirror_clock = 0;
+    // Arenas gone while a step held `mutex` (it may wait up to QUEUE_TIMEOUT_MS): their mirrors
+    // go at the program's next step. Arena ids are never reused, so one that does not fit here
+    // only waits for the least-recently-used replacement.
+    mutable std::mutex forgotten_mutex;
+    mutable uint64_t forgotten[kMirrors] = {};
+    mutable uint32_t forgotten_count = 0;
     static constexpr uint32_t kNotTouched = ~0u;
 
     GpuProgram* next_live = nullptr;       // gpu_programs()' list, once compiled
@@ -3550,11 +3556,16 @@ public:
         all.first = this;
         listed = true;
     }
-    // Releases the mirror of a request's memory block that is gone.
+    // Releases the mirror of a request's memory block that is gone, now or, while a step
+    // runs, at the next one: a request's destructor never waits for another's GPU step.
     void forget_arena(uint64_t arena_id) const {
-        std::lock_guard<std::mutex> lock(mutex);
-        for (Mirror& m : mirrors)
-            if (m.arena_id == arena_id) release_mirror(&m);
+        std::unique_lock<std::mutex> lock(mutex, std::try_to_lock);
+        if (lock.owns_lock()) {
+            release_arena(arena_id);
+            return;
+        }
+        std::lock_guard<std::mutex> pending(forgotten_mutex);
+        if (forgotten_count < kMirrors) forgotten[forgotten_count++] = arena_id;
     }
     ~GpuProgram() override {
         if (listed) {
@@ -3674,6 +3685,7 @@ public:
         if (work[i] == 0) return Status::Ok;   // an empty tensor: nothing to compute
         if (work[i] == kHostStep) return islands->run_step(i, context_);
         std::lock_guard<std::mutex> lock(mutex);
+        release_forgotten();
         // After a deadline passed, the queue runs again once the driver ends that step.
         if (stuck) {
             std::lock_guard<std::mutex> wait_lock(waiter->mutex);
@@ -3802,6 +3814,17 @@ private:
         uint64_t elements = 0;
         desc_elements(islands->model->value_desc(value), &elements);
         return (size_t)(elements ? elements : 1) * element_size(islands->model->value_desc(value).type);
+    }
+    // With `mutex` held.
+    void release_arena(uint64_t arena_id) const {
+        for (Mirror& m : mirrors)
+            if (m.arena_id == arena_id) release_mirror(&m);
+    }
+    // With `mutex` held: the mirrors of arenas forgotten while a step ran.
+    void release_forgotten() const {
+        std::lock_guard<std::mutex> pending(forgotten_mutex);
+        for (uint32_t k = 0; k < forgotten_count; ++k) release_arena(forgotten[k]);
+        forgotten_count = 0;
     }
     void release_mirror(Mirror* m) const {
         m->used = 0;
@@ -18566,8 +18589,8 @@ const OpKernel kSpatialKernels[] = {
 // copy, skipped at run time where the memory plan put the output over its input; the strided
 // copies (Transpose, Slice, Expand, DepthToSpace, SpaceToDepth) walk the CPU's StridedCopy.
 // Reductions and normalizations sum in the reference's order (one work-item per output, per
-// plane, per row), the normalizations' moments in float with compensated sums where the
-// reference sums in double.
+// plane, per row); the normalizations' moments in double where the device has doubles (the
+// reference's sums), in compensated float sums elsewhere.
 namespace detail {
 
 inline bool gpu_alias_op(StringView op) {
@@ -18760,11 +18783,11 @@ inline Status gpu_layout_kernel(const PreparedModel& model, NodeId id, const cha
         return Status::Ok;
     }
     if (node.op == StringView("ConstantOfShape")) {
-        uint32_t bits = 0;
-        std::memcpy(&bits, static_cast<const FillState*>(state)->value, sizeof bits);
+        float value = 0;
+        std::memcpy(&value, static_cast<const FillState*>(state)->value, sizeof value);
         *work = elements;
         out->append("__kernel void %s(__global float* y) {\n    long g = get_global_id(0);\n", name);
-        out->append("    if (g < %lldl) y[g] = as_float(0x%08xu);\n}\n", ll((int64_t)elements), bits);
+        out->append("    if (g < %lldl) y[g] = %s;\n}\n", ll((int64_t)elements), GpuFloat(value).text);
         return Status::Ok;
     }
     if (node.op == StringView("Concat")) {
@@ -18788,7 +18811,8 @@ inline Status gpu_layout_kernel(const PreparedModel& model, NodeId id, const cha
         return Status::Ok;
     }
     if (node.op == StringView("LRN")) {
-        // The reference's window over channels, its sum of squares in float.
+        // The CPU's vector path (run_cpu_lrn): the window's sum of squares in float, so the
+        // result differs from the double-sum reference by roundings.
         const LrnState& st = *static_cast<const LrnState*>(state);
         const int64_t before = (st.size - 1) / 2, after = st.size / 2;
         *work = elements;

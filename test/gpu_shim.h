@@ -27,6 +27,7 @@ struct Shim {
     long (*live)() = nullptr;
     long (*calls)(const char*) = nullptr;   // clCreateBuffer, clCreateSubBuffer, clEnqueueRead/WriteBuffer, clEnqueueMapBuffer
     void (*set_unified)(int) = nullptr;     // CL_DEVICE_HOST_UNIFIED_MEMORY as answered: 0, 1, or -1 (the driver's)
+    int (*holding)() = nullptr;             // a kernel held by fail_kernel(1) is enqueued
 };
 
 inline const Shim& shim() {
@@ -52,7 +53,8 @@ inline const Shim& shim() {
     s.live = reinterpret_cast<long (*)()>(dlsym(h, "tessel_opencl_shim_live"));
     s.calls = reinterpret_cast<long (*)(const char*)>(dlsym(h, "tessel_opencl_shim_calls"));
     s.set_unified = reinterpret_cast<void (*)(int)>(dlsym(h, "tessel_opencl_shim_set_unified"));
-    REQUIRE((s.forward && s.forwarding && s.fail && s.fail_kernel && s.release && s.live && s.calls && s.set_unified));
+    s.holding = reinterpret_cast<int (*)()>(dlsym(h, "tessel_opencl_shim_holding"));
+    REQUIRE((s.forward && s.forwarding && s.fail && s.fail_kernel && s.release && s.live && s.calls && s.set_unified && s.holding));
     if (!kSanitizer) {
         tessel::Core plain;
         const char* library = std::getenv("TESSEL_OPENCL_LIBRARY");

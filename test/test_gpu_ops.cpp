@@ -10,7 +10,9 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gpu_shim.h"
@@ -294,6 +296,26 @@ TEST_CASE("gpu ops: HETERO:GPU,CPU sends the GPU's rest to the CPU; the bad inpu
         CHECK(placement.find("CPU:1 ") != std::string::npos);
         check_gpu(net, {"Concat"}, "HETERO:GPU,CPU");
     }
+    SUBCASE("a Dropout whose training_mode comes at run time: Unsupported when training (random masks), a copy otherwise") {
+        Net net(13);
+        InputRef x = net.input({2, 3});
+        NodeId training;
+        REQUIRE(net.model.add_input("training", test::make_desc(ElementType::Bool, {}), &training) == Status::Ok);
+        net.node("Dropout", {x, net.constant({}, {0.5f}), InputRef::by_id(training)});
+        REQUIRE(net.model.finalize() == Status::Ok);
+        Core core;
+        CompiledModel compiled;
+        REQUIRE(core.compile_model(net.model, "GPU", {}, &compiled) == Status::Ok);
+        InferRequest request;
+        REQUIRE(compiled.create_request(&request) == Status::Ok);
+        std::memcpy(request.input(0).data(), net.inputs[0].data(), 6 * sizeof(float));
+        *request.input(1).data_as<uint8_t>() = 1;
+        CHECK(request.infer() == Status::Unsupported);
+        CHECK(std::string(request.last_error()).find("training mode with a ratio other than a constant 0") != std::string::npos);
+        *request.input(1).data_as<uint8_t>() = 0;
+        REQUIRE(request.infer() == Status::Ok);
+        CHECK(std::memcmp(request.output(0).data(), net.inputs[0].data(), 6 * sizeof(float)) == 0);
+    }
     SUBCASE("a Concat whose inputs differ outside the axis: InvalidArgument naming the node") {
         Net net;
         NodeId c = net.node("Concat", {net.input({2, 3}), net.input({2, 4})});
@@ -355,7 +377,7 @@ TEST_CASE("gpu ops: a request's device mirror goes with the request, not when ne
             REQUIRE(net.model.finalize() == Status::Ok);
             CompiledModel compiled;
             Status status = shim_core.core->compile_model(net.model, "GPU", {}, &compiled);
-            INFO(shim_core.core->last_error());
+            INFO(std::string(shim_core.core->last_error()));
             REQUIRE(status == Status::Ok);
             InferRequest first;
             REQUIRE(compiled.create_request(&first) == Status::Ok);
@@ -373,6 +395,49 @@ TEST_CASE("gpu ops: a request's device mirror goes with the request, not when ne
             }
             REQUIRE(first.infer() == Status::Ok);
             CHECK(s.calls("clCreateBuffer") == buffers + 10);   // the first request's mirror is still there
+            CHECK(s.live() == live);
+        }
+        s.set_unified(-1);
+    }
+}
+
+TEST_CASE("gpu ops: a request that goes while another request's step waits on the queue does not wait for it") {
+    const test::Shim& s = test::shim();
+    for (int unified : {1, 0}) {
+        CAPTURE(unified);
+        s.set_unified(unified);
+        {
+            test::ShimCore shim_core;
+            if (!test::shim_gpu_ready(shim_core.core)) { s.set_unified(-1); return; }
+            Net net;
+            NodeId relu = net.node("Relu", {net.input({4, 8})}, false);
+            net.node("Neg", {InputRef::by_id(relu)});
+            REQUIRE(net.model.finalize() == Status::Ok);
+            CompiledModel compiled;
+            // A deadline past any run of this test: an infer that waited for the queue fails it.
+            ConfigEntry config[] = {{"GPU:QUEUE_TIMEOUT_MS", "60000"}};
+            Status status = shim_core.core->compile_model(net.model, "GPU", Span<const ConfigEntry>(config, 1), &compiled);
+            INFO(std::string(shim_core.core->last_error()));
+            REQUIRE(status == Status::Ok);
+            InferRequest stuck;
+            REQUIRE(compiled.create_request(&stuck) == Status::Ok);
+            REQUIRE(stuck.infer() == Status::Ok);
+            const long live = s.live();
+            std::unique_ptr<InferRequest> going(new InferRequest);
+            REQUIRE(compiled.create_request(going.get()) == Status::Ok);
+            REQUIRE(going->infer() == Status::Ok);
+            const long with_going = s.live();
+            CHECK(with_going > live);
+            s.fail_kernel(1);   // the next kernel waits until released
+            Status stuck_status = Status::Unsupported;
+            std::thread runner([&] { stuck_status = stuck.infer(); });
+            while (!s.holding()) std::this_thread::yield();   // the stuck request's step holds the program
+            going.reset();   // its mirror cannot go now: it goes at the program's next step
+            s.release();
+            runner.join();
+            INFO(std::string(stuck.last_error()));
+            CHECK(stuck_status == Status::Ok);
+            REQUIRE(stuck.infer() == Status::Ok);
             CHECK(s.live() == live);
         }
         s.set_unified(-1);

@@ -190,6 +190,11 @@ cl_event failed_gate = nullptr;
 }  // namespace
 
 // Ends what the stopped queue holds, in order; later commands run at once again.
+// Whether a kernel is held now (tessel_opencl_shim_fail_kernel(1) and that kernel enqueued).
+SHIM_EXPORT int tessel_opencl_shim_holding() {
+    std::lock_guard<std::mutex> lock(mutex);
+    return real ? held != nullptr : stopped;
+}
 SHIM_EXPORT void tessel_opencl_shim_release() {
     if (real) {
         cl_event e = nullptr;
