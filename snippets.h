@@ -717,13 +717,14 @@ class PoolRows {
 public:
     // InvalidArgument for dims out of [1, 2^24] (row_floats [1, 2^40], average 0 or 1);
     // Unsupported when the CPU lacks `isa`. A JIT target falls back to the portable loop when
-    // its kernel cannot be made (stride_w above 2, the table full, TESSEL_NO_JIT).
+    // its kernel cannot be made (stride_w above 2, kernel_w above 64, a row's taps spanning
+    // 2^30 bytes or more, the table full, TESSEL_NO_JIT).
     Status init(const PoolRowShape& shape, Isa isa = Isa::Auto);
     Isa isa() const { return isa_; }
     bool jit() const { return kernel_ != nullptr; }
     const PoolRowShape& shape() const { return shape_; }
-    // rows >= 1 kernel rows from x (the first tap of output 0) to y[0 .. count); divisor:
-    // the average's.
+    // rows kernel rows from x (the first tap of output 0) to y[0 .. count); divisor: the
+    // average's. rows < 1 writes nothing.
     void run(const float* x, int64_t rows, float* y, float divisor = 1.0f) const;
     using KernelFn = void (*)(const float* x, float* y, int64_t rows, float divisor);
 
@@ -6840,6 +6841,7 @@ Status PoolRows::init(const PoolRowShape& s, Isa isa) {
 }
 
 void PoolRows::run(const float* x, int64_t rows, float* y, float divisor) const {
+    if (rows < 1) return;   // the JIT's row loop counts down to zero: 0 would wrap
     if (kernel_) {
         kernel_(x, y, rows, divisor);
         return;
