@@ -11486,17 +11486,26 @@ inline void cpu_pool_row(const float* row, int64_t rows, int64_t width, int64_t 
     for (int64_t l = 0; j + l < count; ++l) y[j + l] = lanes[l];
 }
 
-// jit: the interior rows on snippets.h's PoolRows (its count is the plane's interior width).
+// The interior columns [*begin, *end) of a 2-D pool window: those whose windows lie entirely
+// inside [0, width). *end == *begin when there are none.
+inline void pool_interior_columns(const Window& w, int64_t* begin, int64_t* end) {
+    const int64_t width = w.in[2], out_w = w.out[2], kw = w.kernel[2], sw = w.stride[2], left = w.pad_begin[2];
+    *begin = std::min((left + sw - 1) / sw, out_w);
+    *end = width >= kw ? std::min((width - kw + left) / sw + 1, out_w) : 0;
+    if (*end < *begin) *end = *begin;
+}
+
+// jit: the interior rows on snippets.h's PoolRows, whose shape's count (made from
+// pool_interior_columns) is the number of interior columns it writes.
 template <bool kMax, int kStride>
 inline void cpu_pool_plane(const PoolState& st, const PoolRows* jit, const float* xp, float* yp) {
     const Window& w = st.w;
     const int64_t height = w.in[1], width = w.in[2], out_h = w.out[1], out_w = w.out[2];
     const int64_t kh = w.kernel[1], kw = w.kernel[2], sh = w.stride[1], sw = w.stride[2];
     const int64_t top = w.pad_begin[1], left = w.pad_begin[2];
-    // interior columns: windows entirely inside [0, width)
-    int64_t inner_begin = std::min((left + sw - 1) / sw, out_w);
-    int64_t inner_end = width >= kw ? std::min((width - kw + left) / sw + 1, out_w) : 0;
-    if (inner_end < inner_begin) inner_end = inner_begin;
+    int64_t inner_begin = 0, inner_end = 0;
+    pool_interior_columns(w, &inner_begin, &inner_end);
+    if (jit) inner_end = inner_begin + jit->shape().count;
     for (int64_t oh = 0; oh < out_h; ++oh) {
         const int64_t ih = oh * sh - top;
         const int64_t first = ih < 0 ? -ih : 0, last = std::min(kh, height - ih);
@@ -11884,9 +11893,10 @@ inline bool cpu_lrn_fits(const void* state);   // >>lp pool and lrn
 inline Status run_cpu_lrn(const RunContext& c);
 
 // Gemm with fewer than 8 rows of A and B transposed (a fully connected layer at a small
-// batch): dot products over B's rows where B lies, four rows at a time, so a constant B is
-// neither packed nor copied (a weight as large as the model holds it once) and a run-time one
-// streams once. Each sum in gemm_dot's order (8 lane sums added pairwise, then the tail).
+// batch): dot products over B's rows where B lies, GemmDot::block() rows at a time (8 on
+// AVX-512, else 4), so a constant B is neither packed nor copied (a weight as large as the
+// model holds it once) and a run-time one streams once. The F4 fallback sums in gemm_dot's
+// order (8 lane sums added pairwise, then the tail); the JIT kernels in their own (snippets.h).
 struct CpuGemmDotState {
     const GemmState* op = nullptr;
     const GemmEpilogue* epilogue = nullptr;
@@ -11988,9 +11998,9 @@ inline Status cpu_gemm_dot_step(ReferenceProgram* p, const PreparedModel& model,
 inline Status cpu_pool_rows_step(ReferenceProgram* p, const PoolState& st, StringView op, Isa isa, bool* used) {
     *used = false;
     const Window& w = st.w;
-    const int64_t width = w.in[2], kw = w.kernel[2], sw = w.stride[2], left = w.pad_begin[2];
-    const int64_t inner_begin = std::min((left + sw - 1) / sw, w.out[2]);
-    const int64_t inner_end = width >= kw ? std::min((width - kw + left) / sw + 1, w.out[2]) : 0;
+    const int64_t width = w.in[2], kw = w.kernel[2], sw = w.stride[2];
+    int64_t inner_begin = 0, inner_end = 0;
+    pool_interior_columns(w, &inner_begin, &inner_end);
     if (inner_end <= inner_begin || (sw != 1 && sw != 2)) return Status::Ok;
     CpuPoolRowsState* ps = p->arena.allocate_array<CpuPoolRowsState>(1);
     if (!ps) return Status::OutOfMemory;

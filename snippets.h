@@ -186,6 +186,7 @@
        >>tokenizer implementation     fusible nodes, greedy islands
        >>island bodies                build_island_body
        >>gemm implementation          cache sizes, the x86 and NEON tile emitters, packing, the driver
+       >>jit kernel table             JitKernelTable (made kernels by key), assemble_jit_kernel
        >>depthwise conv implementation  padding, the x86 and NEON row tiles, the kernel table, the portable loop
        >>pool rows implementation     the x86 and NEON tiles (strides 1 and 2), the kernel table
        >>gemm dot implementation      the x86 and NEON kernels, the kernel table, the portable loop
@@ -717,13 +718,14 @@ class PoolRows {
 public:
     // InvalidArgument for dims out of [1, 2^24] (row_floats [1, 2^40], average 0 or 1);
     // Unsupported when the CPU lacks `isa`. A JIT target falls back to the portable loop when
-    // its kernel cannot be made (stride_w above 2, the table full, TESSEL_NO_JIT).
+    // its kernel cannot be made (stride_w above 2, kernel_w above 64, a row's taps spanning
+    // 2^30 bytes or more, the table full, TESSEL_NO_JIT).
     Status init(const PoolRowShape& shape, Isa isa = Isa::Auto);
     Isa isa() const { return isa_; }
     bool jit() const { return kernel_ != nullptr; }
     const PoolRowShape& shape() const { return shape_; }
-    // rows >= 1 kernel rows from x (the first tap of output 0) to y[0 .. count); divisor:
-    // the average's.
+    // rows kernel rows from x (the first tap of output 0) to y[0 .. count); divisor: the
+    // average's. rows < 1 writes nothing.
     void run(const float* x, int64_t rows, float* y, float divisor = 1.0f) const;
     using KernelFn = void (*)(const float* x, float* y, int64_t rows, float divisor);
 
@@ -5899,6 +5901,60 @@ void Gemm::run(int64_t m, int64_t n, int64_t k, float alpha, const GemmOperand& 
     }
 }
 
+// >>jit kernel table
+namespace detail {
+// The kernels made so far by key (a target and shape class), for the life of the process like
+// the GEMM tiles; past the capacity N, find_or_make returns nullptr and the caller runs its
+// portable loop. Key has operator==; a spinlock, as kernels are made once per shape at init.
+template <typename Key, typename Fn, uint32_t N>
+class JitKernelTable {
+public:
+    // make(): the new kernel or nullptr (not stored, so a later call tries again).
+    template <typename Make>
+    Fn find_or_make(const Key& key, Make&& make) {
+        while (lock_.test_and_set(std::memory_order_acquire)) std::this_thread::yield();
+        Fn fn = nullptr;
+        for (uint32_t i = 0; i < count_ && !fn; ++i)
+            if (entries_[i].key == key) fn = entries_[i].fn;
+        if (!fn && count_ < N) {
+            fn = make();
+            if (fn) entries_[count_++] = Entry{key, fn};
+        }
+        lock_.clear(std::memory_order_release);
+        return fn;
+    }
+
+private:
+    struct Entry { Key key; Fn fn; };
+    std::atomic_flag lock_ = ATOMIC_FLAG_INIT;
+    Entry entries_[N];
+    uint32_t count_ = 0;
+};
+
+#if !defined(TESSEL_NO_JIT) && (defined(__x86_64__) || defined(_M_X64) || defined(__aarch64__))
+#if defined(__aarch64__)
+using JitAssembler = asmjit::a64::Assembler;
+#else
+using JitAssembler = asmjit::x86::Assembler;
+#endif
+// emit(a) into a fresh function of type Fn on jit_runtime(); nullptr when an instruction
+// failed to encode or the runtime could not take the code.
+template <typename Fn, typename Emit>
+inline Fn assemble_jit_kernel(Emit&& emit) {
+    asmjit::CodeHolder code;
+    ErrorRecorder recorder;
+    code.init(jit_runtime().environment());
+    code.setErrorHandler(&recorder);
+    JitAssembler a(&code);
+    emit(a);
+    if (recorder.first != asmjit::kErrorOk) return nullptr;
+    void* fn = nullptr;
+    if (jit_runtime().add(&fn, &code) != asmjit::kErrorOk) return nullptr;
+    return reinterpret_cast<Fn>(fn);
+}
+#endif
+}  // namespace detail
+
 // >>depthwise conv implementation
 namespace detail {
 constexpr int64_t kDepthwiseBlock = 16;     // output columns a phase row holds past out_w rounded up to
@@ -6037,17 +6093,7 @@ inline void emit_depthwise_x86(asmjit::x86::Assembler& a, Isa isa, const Depthwi
 
 inline DepthwiseConv::KernelFn make_depthwise_kernel(Isa isa, const DepthwiseShape& s, int64_t phase, int64_t pitch,
                                                      int64_t first, int64_t last) {
-    using namespace asmjit;
-    CodeHolder code;
-    ErrorRecorder recorder;
-    code.init(jit_runtime().environment());
-    code.setErrorHandler(&recorder);
-    x86::Assembler a(&code);
-    emit_depthwise_x86(a, isa, s, phase, pitch, first, last);
-    if (recorder.first != kErrorOk) return nullptr;
-    void* fn = nullptr;
-    if (jit_runtime().add(&fn, &code) != kErrorOk) return nullptr;
-    return reinterpret_cast<DepthwiseConv::KernelFn>(fn);
+    return assemble_jit_kernel<DepthwiseConv::KernelFn>([&](JitAssembler& a) { emit_depthwise_x86(a, isa, s, phase, pitch, first, last); });
 }
 #define TESSEL_DEPTHWISE_JIT 1
 #endif
@@ -6174,17 +6220,7 @@ inline void emit_depthwise_a64(asmjit::a64::Assembler& a, const DepthwiseShape& 
 
 inline DepthwiseConv::KernelFn make_depthwise_kernel(Isa, const DepthwiseShape& s, int64_t phase, int64_t pitch,
                                                      int64_t first, int64_t last) {
-    using namespace asmjit;
-    CodeHolder code;
-    ErrorRecorder recorder;
-    code.init(jit_runtime().environment());
-    code.setErrorHandler(&recorder);
-    a64::Assembler a(&code);
-    emit_depthwise_a64(a, s, phase, pitch, first, last);
-    if (recorder.first != kErrorOk) return nullptr;
-    void* fn = nullptr;
-    if (jit_runtime().add(&fn, &code) != kErrorOk) return nullptr;
-    return reinterpret_cast<DepthwiseConv::KernelFn>(fn);
+    return assemble_jit_kernel<DepthwiseConv::KernelFn>([&](JitAssembler& a) { emit_depthwise_a64(a, s, phase, pitch, first, last); });
 }
 #define TESSEL_DEPTHWISE_JIT 1
 #endif
@@ -6193,13 +6229,15 @@ inline DepthwiseConv::KernelFn make_depthwise_kernel(Isa, const DepthwiseShape& 
 // Kernels made so far, by target, shape class (output width, kernel, strides, dilations) and
 // kernel rows summed, for the life of the process like the GEMM tiles; past the capacity, new
 // classes run the portable loop (border rows: the whole-kernel one).
-struct DepthwiseKernelTable {
-    struct Entry { Isa isa; DepthwiseShape shape; int64_t first, last; DepthwiseConv::KernelFn fn; };
-    static constexpr uint32_t kCapacity = 1024;
-    std::atomic_flag lock = ATOMIC_FLAG_INIT;
-    Entry entries[kCapacity];
-    uint32_t count = 0;
+struct DepthwiseKernelKey {
+    Isa isa;
+    DepthwiseShape shape;   // the input dims, pads and output rows zero: the kernel does not take them
+    int64_t first, last;
+    bool operator==(const DepthwiseKernelKey& o) const {
+        return isa == o.isa && first == o.first && last == o.last && std::memcmp(&shape, &o.shape, sizeof shape) == 0;
+    }
 };
+using DepthwiseKernelTable = JitKernelTable<DepthwiseKernelKey, DepthwiseConv::KernelFn, 1024>;
 
 inline DepthwiseKernelTable& depthwise_kernels() {
     static DepthwiseKernelTable table;
@@ -6285,18 +6323,11 @@ Status DepthwiseConv::init(const DepthwiseShape& s, Isa isa) {
         // what the kernel takes as immediates: the input dims, pads and rows stay out of the key
         DepthwiseShape key = s;
         key.in_h = key.in_w = key.out_h = key.pad_top = key.pad_left = 0;
-        detail::DepthwiseKernelTable& table = detail::depthwise_kernels();
         auto find_or_make = [&](int64_t first, int64_t last) -> KernelFn {
-            for (uint32_t i = 0; i < table.count; ++i) {
-                const detail::DepthwiseKernelTable::Entry& e = table.entries[i];
-                if (e.isa == isa && e.first == first && e.last == last && std::memcmp(&e.shape, &key, sizeof key) == 0) return e.fn;
-            }
-            if (table.count >= detail::DepthwiseKernelTable::kCapacity) return nullptr;
-            KernelFn fn = detail::make_depthwise_kernel(isa, s, phase_, pitch_, first, last);
-            if (fn) table.entries[table.count++] = detail::DepthwiseKernelTable::Entry{isa, key, first, last, fn};
-            return fn;
+            return detail::depthwise_kernels().find_or_make(detail::DepthwiseKernelKey{isa, key, first, last}, [&] {
+                return detail::make_depthwise_kernel(isa, s, phase_, pitch_, first, last);
+            });
         };
-        while (table.lock.test_and_set(std::memory_order_acquire)) std::this_thread::yield();
         kernel_ = find_or_make(0, s.kernel_h);
         // The border rows at either end (a few: the rows past them read padding only or the
         // whole kernel), each distinct range of kernel rows once. Rows of one vector keep the
@@ -6314,7 +6345,6 @@ Status DepthwiseConv::init(const DepthwiseShape& s, Isa isa) {
             if (known || row_kernel_count_ == kRowKernels) continue;
             if (KernelFn fn = find_or_make(first, last)) row_kernels_[row_kernel_count_++] = RowKernel{first, last, fn};
         }
-        table.lock.clear(std::memory_order_release);
     }
 #endif
     return Status::Ok;
@@ -6660,17 +6690,7 @@ inline void emit_pool_rows_x86(asmjit::x86::Assembler& a, Isa isa, const PoolRow
 }
 
 inline PoolRows::KernelFn make_pool_rows_kernel(Isa isa, const PoolRowShape& s) {
-    using namespace asmjit;
-    CodeHolder code;
-    ErrorRecorder recorder;
-    code.init(jit_runtime().environment());
-    code.setErrorHandler(&recorder);
-    x86::Assembler a(&code);
-    emit_pool_rows_x86(a, isa, s);
-    if (recorder.first != kErrorOk) return nullptr;
-    void* fn = nullptr;
-    if (jit_runtime().add(&fn, &code) != kErrorOk) return nullptr;
-    return reinterpret_cast<PoolRows::KernelFn>(fn);
+    return assemble_jit_kernel<PoolRows::KernelFn>([&](JitAssembler& a) { emit_pool_rows_x86(a, isa, s); });
 }
 #define TESSEL_POOL_ROWS_JIT 1
 #endif
@@ -6777,31 +6797,19 @@ inline void emit_pool_rows_a64(asmjit::a64::Assembler& a, const PoolRowShape& s)
 }
 
 inline PoolRows::KernelFn make_pool_rows_kernel(Isa, const PoolRowShape& s) {
-    using namespace asmjit;
-    CodeHolder code;
-    ErrorRecorder recorder;
-    code.init(jit_runtime().environment());
-    code.setErrorHandler(&recorder);
-    a64::Assembler a(&code);
-    emit_pool_rows_a64(a, s);
-    if (recorder.first != kErrorOk) return nullptr;
-    void* fn = nullptr;
-    if (jit_runtime().add(&fn, &code) != kErrorOk) return nullptr;
-    return reinterpret_cast<PoolRows::KernelFn>(fn);
+    return assemble_jit_kernel<PoolRows::KernelFn>([&](JitAssembler& a) { emit_pool_rows_a64(a, s); });
 }
 #define TESSEL_POOL_ROWS_JIT 1
 #endif
 #endif
 
-// Kernels made so far, by target and shape, for the life of the process like the depthwise
-// ones; past the capacity, new shapes run the portable loop.
-struct PoolRowsKernelTable {
-    struct Entry { Isa isa; PoolRowShape shape; PoolRows::KernelFn fn; };
-    static constexpr uint32_t kCapacity = 4096;
-    std::atomic_flag lock = ATOMIC_FLAG_INIT;
-    Entry entries[kCapacity];
-    uint32_t count = 0;
+// Kernels made so far, by target and shape; past the capacity, new shapes run the portable loop.
+struct PoolRowsKernelKey {
+    Isa isa;
+    PoolRowShape shape;
+    bool operator==(const PoolRowsKernelKey& o) const { return isa == o.isa && std::memcmp(&shape, &o.shape, sizeof shape) == 0; }
 };
+using PoolRowsKernelTable = JitKernelTable<PoolRowsKernelKey, PoolRows::KernelFn, 4096>;
 
 inline PoolRowsKernelTable& pool_rows_kernels() {
     static PoolRowsKernelTable table;
@@ -6823,23 +6831,15 @@ Status PoolRows::init(const PoolRowShape& s, Isa isa) {
     // x86 takes the taps' byte offsets as 32-bit displacements; the kernel is unrolled over kernel_w
     const bool jit_isa = isa == Isa::Sse41 || isa == Isa::Avx2 || isa == Isa::Avx512 || isa == Isa::Neon;
     if (jit_isa && (s.stride_w == 1 || s.stride_w == 2) && s.kernel_w <= 64 && (s.count * s.stride_w + s.kernel_w) * 4 < ((int64_t)1 << 30)) {
-        detail::PoolRowsKernelTable& table = detail::pool_rows_kernels();
-        while (table.lock.test_and_set(std::memory_order_acquire)) std::this_thread::yield();
-        for (uint32_t i = 0; i < table.count && !kernel_; ++i) {
-            const detail::PoolRowsKernelTable::Entry& e = table.entries[i];
-            if (e.isa == isa && std::memcmp(&e.shape, &s, sizeof s) == 0) kernel_ = e.fn;
-        }
-        if (!kernel_ && table.count < detail::PoolRowsKernelTable::kCapacity) {
-            kernel_ = detail::make_pool_rows_kernel(isa, s);
-            if (kernel_) table.entries[table.count++] = detail::PoolRowsKernelTable::Entry{isa, s, kernel_};
-        }
-        table.lock.clear(std::memory_order_release);
+        kernel_ = detail::pool_rows_kernels().find_or_make(detail::PoolRowsKernelKey{isa, s},
+                                                           [&] { return detail::make_pool_rows_kernel(isa, s); });
     }
 #endif
     return Status::Ok;
 }
 
 void PoolRows::run(const float* x, int64_t rows, float* y, float divisor) const {
+    if (rows < 1) return;   // the JIT's row loop counts down to zero: 0 would wrap
     if (kernel_) {
         kernel_(x, y, rows, divisor);
         return;
@@ -6977,17 +6977,7 @@ inline void emit_gemm_dot_x86(asmjit::x86::Assembler& a, Isa isa, int64_t k, int
 }
 
 inline GemmDot::KernelFn make_gemm_dot_kernel(Isa isa, int64_t k, int rows) {
-    using namespace asmjit;
-    CodeHolder code;
-    ErrorRecorder recorder;
-    code.init(jit_runtime().environment());
-    code.setErrorHandler(&recorder);
-    x86::Assembler a(&code);
-    emit_gemm_dot_x86(a, isa, k, rows);
-    if (recorder.first != kErrorOk) return nullptr;
-    void* fn = nullptr;
-    if (jit_runtime().add(&fn, &code) != kErrorOk) return nullptr;
-    return reinterpret_cast<GemmDot::KernelFn>(fn);
+    return assemble_jit_kernel<GemmDot::KernelFn>([&](JitAssembler& a) { emit_gemm_dot_x86(a, isa, k, rows); });
 }
 #define TESSEL_GEMM_DOT_JIT 1
 #endif
@@ -7045,17 +7035,7 @@ inline void emit_gemm_dot_a64(asmjit::a64::Assembler& a, int64_t k, int rows) {
 }
 
 inline GemmDot::KernelFn make_gemm_dot_kernel(Isa, int64_t k, int rows) {
-    using namespace asmjit;
-    CodeHolder code;
-    ErrorRecorder recorder;
-    code.init(jit_runtime().environment());
-    code.setErrorHandler(&recorder);
-    a64::Assembler a(&code);
-    emit_gemm_dot_a64(a, k, rows);
-    if (recorder.first != kErrorOk) return nullptr;
-    void* fn = nullptr;
-    if (jit_runtime().add(&fn, &code) != kErrorOk) return nullptr;
-    return reinterpret_cast<GemmDot::KernelFn>(fn);
+    return assemble_jit_kernel<GemmDot::KernelFn>([&](JitAssembler& a) { emit_gemm_dot_a64(a, k, rows); });
 }
 #define TESSEL_GEMM_DOT_JIT 1
 #endif
@@ -7063,13 +7043,13 @@ inline GemmDot::KernelFn make_gemm_dot_kernel(Isa, int64_t k, int rows) {
 
 // Kernels made so far, by target, k and rows, for the life of the process; past the
 // capacity, new sizes run the portable loop.
-struct GemmDotKernelTable {
-    struct Entry { Isa isa; int64_t k; int rows; GemmDot::KernelFn fn; };
-    static constexpr uint32_t kCapacity = 1024;
-    std::atomic_flag lock = ATOMIC_FLAG_INIT;
-    Entry entries[kCapacity];
-    uint32_t count = 0;
+struct GemmDotKernelKey {
+    Isa isa;
+    int64_t k;
+    int rows;
+    bool operator==(const GemmDotKernelKey& o) const { return isa == o.isa && k == o.k && rows == o.rows; }
 };
+using GemmDotKernelTable = JitKernelTable<GemmDotKernelKey, GemmDot::KernelFn, 1024>;
 
 inline GemmDotKernelTable& gemm_dot_kernels() {
     static GemmDotKernelTable table;
@@ -7098,22 +7078,13 @@ Status GemmDot::init(int64_t k, Isa isa) {
     block_ = isa == Isa::Avx512 ? 8 : 4;   // 16 accumulators where 32 registers hold them
 #ifdef TESSEL_GEMM_DOT_JIT
     if (isa == Isa::Sse41 || isa == Isa::Avx2 || isa == Isa::Avx512 || isa == Isa::Neon) {
-        detail::GemmDotKernelTable& table = detail::gemm_dot_kernels();
-        while (table.lock.test_and_set(std::memory_order_acquire)) std::this_thread::yield();
         auto find_or_make = [&](int rows) -> KernelFn {
-            for (uint32_t i = 0; i < table.count; ++i) {
-                const detail::GemmDotKernelTable::Entry& e = table.entries[i];
-                if (e.isa == isa && e.k == k && e.rows == rows) return e.fn;
-            }
-            if (table.count >= detail::GemmDotKernelTable::kCapacity) return nullptr;
-            KernelFn fn = detail::make_gemm_dot_kernel(isa, k, rows);
-            if (fn) table.entries[table.count++] = detail::GemmDotKernelTable::Entry{isa, k, rows, fn};
-            return fn;
+            return detail::gemm_dot_kernels().find_or_make(detail::GemmDotKernelKey{isa, k, rows},
+                                                           [&] { return detail::make_gemm_dot_kernel(isa, k, rows); });
         };
         block_fn_ = find_or_make(block_);
         one_ = block_fn_ ? find_or_make(1) : nullptr;
         if (!one_) block_fn_ = nullptr;
-        table.lock.clear(std::memory_order_release);
     }
 #endif
     return Status::Ok;
@@ -7629,6 +7600,10 @@ constexpr int64_t kInt8DepthwiseWeightRegs = 16;   // kernel_h x groups of 4 tap
 struct Int8DepthwiseKey {
     Isa isa;
     int64_t kernel_h, groups, stride, vector_bytes, unroll;
+    bool operator==(const Int8DepthwiseKey& o) const {
+        return isa == o.isa && kernel_h == o.kernel_h && groups == o.groups && stride == o.stride &&
+               vector_bytes == o.vector_bytes && unroll == o.unroll;
+    }
 };
 
 #ifndef TESSEL_NO_JIT
@@ -7724,17 +7699,7 @@ inline void emit_int8_depthwise_vnni(asmjit::x86::Assembler& a, const Int8Depthw
 }
 
 inline Int8DepthwiseConv::KernelFn make_int8_depthwise_kernel(const Int8DepthwiseKey& k) {
-    using namespace asmjit;
-    CodeHolder code;
-    ErrorRecorder recorder;
-    code.init(jit_runtime().environment());
-    code.setErrorHandler(&recorder);
-    x86::Assembler a(&code);
-    emit_int8_depthwise_vnni(a, k);
-    if (recorder.first != kErrorOk) return nullptr;
-    void* fn = nullptr;
-    if (jit_runtime().add(&fn, &code) != kErrorOk) return nullptr;
-    return reinterpret_cast<Int8DepthwiseConv::KernelFn>(fn);
+    return assemble_jit_kernel<Int8DepthwiseConv::KernelFn>([&](JitAssembler& a) { emit_int8_depthwise_vnni(a, k); });
 }
 #define TESSEL_INT8_DEPTHWISE_JIT 1
 #elif defined(__aarch64__)
@@ -7823,30 +7788,14 @@ inline void emit_int8_depthwise_sdot(asmjit::a64::Assembler& a, const Int8Depthw
 }
 
 inline Int8DepthwiseConv::KernelFn make_int8_depthwise_kernel(const Int8DepthwiseKey& k) {
-    using namespace asmjit;
-    CodeHolder code;
-    ErrorRecorder recorder;
-    code.init(jit_runtime().environment());
-    code.setErrorHandler(&recorder);
-    a64::Assembler a(&code);
-    emit_int8_depthwise_sdot(a, k);
-    if (recorder.first != kErrorOk) return nullptr;
-    void* fn = nullptr;
-    if (jit_runtime().add(&fn, &code) != kErrorOk) return nullptr;
-    return reinterpret_cast<Int8DepthwiseConv::KernelFn>(fn);
+    return assemble_jit_kernel<Int8DepthwiseConv::KernelFn>([&](JitAssembler& a) { emit_int8_depthwise_sdot(a, k); });
 }
 #define TESSEL_INT8_DEPTHWISE_JIT 1
 #endif
 #endif
 
 // Kernels made so far, by key, for the life of the process (a handful of shape classes).
-struct Int8DepthwiseKernelTable {
-    struct Entry { Int8DepthwiseKey key; Int8DepthwiseConv::KernelFn fn; };
-    static constexpr uint32_t kCapacity = 256;
-    std::atomic_flag lock = ATOMIC_FLAG_INIT;
-    Entry entries[kCapacity];
-    uint32_t count = 0;
-};
+using Int8DepthwiseKernelTable = JitKernelTable<Int8DepthwiseKey, Int8DepthwiseConv::KernelFn, 256>;
 
 inline Int8DepthwiseKernelTable& int8_depthwise_kernels() {
     static Int8DepthwiseKernelTable table;
@@ -7891,16 +7840,7 @@ Status Int8DepthwiseConv::init(const DepthwiseShape& s, Isa isa) {
     const double rows = (double)(s.out_h - 1) * (double)s.stride_h + (double)(s.kernel_h - 1) * (double)s.dilation_h + 1;
     if (rows * (double)pitch > (double)((int64_t)1 << 40)) return Status::Unsupported;
     const detail::Int8DepthwiseKey key{isa, s.kernel_h, groups, s.stride_w, best_v, best_u};
-    detail::Int8DepthwiseKernelTable& table = detail::int8_depthwise_kernels();
-    while (table.lock.test_and_set(std::memory_order_acquire)) std::this_thread::yield();
-    KernelFn fn = nullptr;
-    for (uint32_t i = 0; i < table.count && !fn; ++i)
-        if (std::memcmp(&table.entries[i].key, &key, sizeof key) == 0) fn = table.entries[i].fn;
-    if (!fn && table.count < detail::Int8DepthwiseKernelTable::kCapacity) {
-        fn = detail::make_int8_depthwise_kernel(key);
-        if (fn) table.entries[table.count++] = detail::Int8DepthwiseKernelTable::Entry{key, fn};
-    }
-    table.lock.clear(std::memory_order_release);
+    KernelFn fn = detail::int8_depthwise_kernels().find_or_make(key, [&] { return detail::make_int8_depthwise_kernel(key); });
     if (!fn) return Status::Unsupported;
     shape_ = s;
     isa_ = isa;

@@ -204,3 +204,30 @@ TEST_CASE("pool rows: bad row shapes") {
     for (Isa isa : {Isa::Sse41, Isa::Avx2, Isa::Avx512, Isa::Neon})
         if (!isa_available(isa)) CHECK(rows.init(shape, isa) == Status::Unsupported);
 }
+
+TEST_CASE("pool rows: no kernel rows (rows 0 and below) writes nothing and reads nothing") {
+    for (Isa isa : {Isa::Ref, Isa::Sse41, Isa::Avx2, Isa::Avx512, Isa::Neon}) {
+        if (!isa_available(isa)) continue;
+        const std::string target = isa_name(isa);
+        CAPTURE(target);
+        for (int64_t average : {0, 1}) {
+            CAPTURE(average);
+            PoolRowShape shape;
+            shape.count = 19;
+            shape.kernel_w = 3;
+            shape.row_floats = 22;
+            shape.average = average;
+            PoolRows rows;
+            REQUIRE(rows.init(shape, isa) == Status::Ok);
+            CHECK(rows.jit() == (isa != Isa::Ref));
+            for (int64_t n : {(int64_t)0, (int64_t)-1}) {
+                GuardedBuffer in(0, true), out((size_t)shape.count, true);   // in: no float readable
+                for (int64_t j = 0; j < shape.count; ++j) out.data[j] = -7.0f;
+                rows.run(in.data, n, out.data, 3.0f);
+                int64_t changed = 0;
+                for (int64_t j = 0; j < shape.count; ++j) changed += out.data[j] != -7.0f;
+                CHECK(changed == 0);
+            }
+        }
+    }
+}
