@@ -1561,9 +1561,11 @@ Status Core::fail(Status status, const char* format, ...) {
 
 // >>plan reuse: snippets
 // A fused island's snippet depends only on its body and the compile options, so the plans of
-// one model, and the islands repeated inside one plan, share one per distinct body. The store
-// keeps its own copy of each body (compared in full on a hash match) and owns both; the
-// snippets take their kernels from the same store's KernelCache, which outlives them.
+// one model, and the islands repeated inside one plan, share one per distinct body. A body is
+// kept from its second sighting on (the first only leaves its hash), so a stream of new shapes
+// neither copies nor keeps bodies it never meets again. The store keeps its own copy of each
+// body (compared in full on a hash match) and owns both; the snippets take their kernels from
+// the same store's KernelCache, which outlives them.
 namespace detail {
 // A hash of `bytes` bytes a word at a time (hash_bytes goes byte by byte): the plan stores
 // hash keys and bodies of hundreds of bytes per node.
@@ -1617,7 +1619,15 @@ inline bool same_snippet_body(const SnippetBody& a, const SnippetBody& b) {
     return true;
 }
 
-// Every field of SnippetOptions that compile() reads, but the cache.
+// Every field of SnippetOptions that compile() reads, but the cache, hashed and compared.
+inline uint64_t snippet_options_hash(const SnippetOptions& o) {
+    const SnippetTuning& t = o.tuning;
+    uint64_t words[2] = {(uint64_t)o.isa | (uint64_t)o.emit_only << 8 | (uint64_t)t.streaming_stores << 16 | (uint64_t)t.page_lanes << 24 |
+                             (uint64_t)t.lanes << 32 | (uint64_t)t.reference_fma << 40 | (uint64_t)t.fuse_broadcast_loads << 48 |
+                             (uint64_t)t.neon_table_registers << 56,
+                         t.max_registers};
+    return hash_words(words, sizeof words);
+}
 inline bool same_snippet_options(const SnippetOptions& a, const SnippetOptions& b) {
     const SnippetTuning &x = a.tuning, &y = b.tuning;
     return a.isa == b.isa && a.emit_only == b.emit_only && x.streaming_stores == y.streaming_stores && x.page_lanes == y.page_lanes &&
@@ -1627,7 +1637,8 @@ inline bool same_snippet_options(const SnippetOptions& a, const SnippetOptions& 
 
 class SharedSnippets {
 public:
-    static constexpr uint32_t kMaxEntries = 4096;   // then islands compile their own snippets
+    static constexpr uint32_t kMaxEntries = 1024;   // then islands compile their own snippets
+    static constexpr uint32_t kMaxSeen = 8192;      // hashes of bodies met once; then forgotten
     // `kernels`: the cache its snippets are compiled with, which must outlive the store.
     explicit SharedSnippets(KernelCache* kernels) : kernels_(kernels) {}
     SharedSnippets(const SharedSnippets&) = delete;
@@ -1635,14 +1646,16 @@ public:
     ~SharedSnippets() {
         for (size_t k = 0; k < capacity_; ++k) if (entries_[k].snippet) { destroy(entries_[k].snippet); destroy(entries_[k].body); }
         TESSEL_FREE(entries_);
+        TESSEL_FREE(seen_);
     }
     uint32_t size() const { return count_; }
     // The snippet of `body` compiled with `options`, and the store's copy of the body it
-    // reads; nullptr when it is not stored and cannot be added (options with another cache,
-    // full, out of memory, or a body compile() refuses: the caller compiles its own).
+    // reads; nullptr when it is not stored and is met for the first time, or cannot be added
+    // (options with another cache, full, out of memory, or a body compile() refuses): then
+    // the caller compiles its own.
     Snippet* find_or_add(const SnippetBody& body, const SnippetOptions& options, const SnippetBody** stored) {
         if (options.cache != kernels_ || !kernels_) return nullptr;
-        uint64_t h = snippet_body_hash(body) ^ ((uint64_t)options.isa * 0x9e3779b97f4a7c15ull);
+        uint64_t h = snippet_body_hash(body) ^ snippet_options_hash(options);
         for (size_t k = capacity_ ? h & (capacity_ - 1) : 0; capacity_ && entries_[k].snippet; k = (k + 1) & (capacity_ - 1)) {
             const Entry& e = entries_[k];
             if (e.hash == h && same_snippet_options(e.options, options) && same_snippet_body(*e.body, body)) {
@@ -1650,7 +1663,7 @@ public:
                 return e.snippet;
             }
         }
-        if (count_ >= kMaxEntries || ((count_ + 1) * 2 > capacity_ && !grow())) return nullptr;
+        if (count_ >= kMaxEntries || first_sighting(h) || ((count_ + 1) * 2 > capacity_ && !grow())) return nullptr;
         SnippetBody* copy = create<SnippetBody>(&arena_);
         Snippet* snippet = copy && copy_body(body, copy) && same_snippet_body(*copy, body) ? create<Snippet>() : nullptr;
         if (!snippet || snippet->compile(*copy, options) != Status::Ok) {
@@ -1668,6 +1681,37 @@ public:
 
 private:
     struct Entry { uint64_t hash; SnippetOptions options; SnippetBody* body; Snippet* snippet; };
+    // Whether hash h is met for the first time (then remembered). A full table starts over,
+    // and out of memory counts as a first sighting: either way a body is only kept later.
+    bool first_sighting(uint64_t h) {
+        if (h == 0) h = 1;   // 0 marks an empty slot
+        for (size_t k = seen_capacity_ ? h & (seen_capacity_ - 1) : 0; seen_capacity_ && seen_[k]; k = (k + 1) & (seen_capacity_ - 1))
+            if (seen_[k] == h) return false;
+        if (seen_count_ >= kMaxSeen) {
+            for (size_t k = 0; k < seen_capacity_; ++k) seen_[k] = 0;
+            seen_count_ = 0;
+        }
+        if ((seen_count_ + 1) * 2 > seen_capacity_) {
+            size_t fresh_capacity = seen_capacity_ ? seen_capacity_ * 2 : 256;
+            uint64_t* fresh = static_cast<uint64_t*>(TESSEL_MALLOC(fresh_capacity * sizeof(uint64_t)));
+            if (!fresh) return true;
+            for (size_t k = 0; k < fresh_capacity; ++k) fresh[k] = 0;
+            for (size_t k = 0; k < seen_capacity_; ++k) {
+                if (!seen_[k]) continue;
+                size_t at = seen_[k] & (fresh_capacity - 1);
+                while (fresh[at]) at = (at + 1) & (fresh_capacity - 1);
+                fresh[at] = seen_[k];
+            }
+            TESSEL_FREE(seen_);
+            seen_ = fresh;
+            seen_capacity_ = fresh_capacity;
+        }
+        size_t k = h & (seen_capacity_ - 1);
+        while (seen_[k]) k = (k + 1) & (seen_capacity_ - 1);
+        seen_[k] = h;
+        ++seen_count_;
+        return true;
+    }
     // The body rebuilt instruction by instruction in the store's arena.
     static bool copy_body(const SnippetBody& body, SnippetBody* copy) {
         for (uint32_t i = 0; i < body.size(); ++i) {
@@ -1702,6 +1746,9 @@ private:
     Entry* entries_ = nullptr;
     size_t capacity_ = 0;
     uint32_t count_ = 0;
+    uint64_t* seen_ = nullptr;
+    size_t seen_capacity_ = 0;
+    uint32_t seen_count_ = 0;
 };
 }  // namespace detail
 
