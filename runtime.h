@@ -41,6 +41,7 @@
    >>model implementation             Model building and interface checks
    >>op kernel contexts               attribute access, fail, parallel_for
    >>threads                          the request's thread pool
+   >>plan reuse: snippets             SharedSnippets: one compiled snippet per distinct island body
    >>plan reuse                       PlanReuse: shape-free data shared by a model's plans at other shapes
    >>prepare                          static shapes, constant folding, Conv(Transpose)+BatchNormalization
    >>builtin devices                  config parsing shared by CPU and TEMPLATE
@@ -815,6 +816,7 @@ public:
     // Compiled with symbolic input dims left free: planned again per input-shape signature.
     bool has_free_dims() const;
     uint32_t cached_shape_plans() const;   // plans of other signatures kept (at most SHAPE_CACHE_SIZE)
+    uint32_t shared_snippets() const;      // compiled island snippets its plans share (one per distinct body)
     // Some shapes wait for values computed at run time (NonZero, Unique, a Reshape's shape
     // computed from data, ...): the nodes after them are planned per signature of those values
     // at run time, cached as input-shape plans are (runtime.h >>stages).
@@ -1561,6 +1563,199 @@ Status Core::fail(Status status, const char* format, ...) {
     return status;
 }
 
+// >>plan reuse: snippets
+// A fused island's snippet depends only on its body and the compile options, so the plans of
+// one model, and the islands repeated inside one plan, share one per distinct body. A body is
+// kept from its second sighting on (the first only leaves its hash), so a stream of new shapes
+// neither copies nor keeps bodies it never meets again. The store keeps its own copy of each
+// body (compared in full on a hash match) and owns both; the snippets take their kernels from
+// the same store's KernelCache, which outlives them.
+namespace detail {
+// A hash of `bytes` bytes a word at a time (hash_bytes goes byte by byte): the plan stores
+// hash keys and bodies of hundreds of bytes per node.
+inline uint64_t hash_words(const void* data, size_t bytes, uint64_t h = kHashSeed) {
+    const unsigned char* p = static_cast<const unsigned char*>(data);
+    for (; bytes >= 8; p += 8, bytes -= 8) {
+        uint64_t w;
+        std::memcpy(&w, p, 8);
+        h = (h ^ w) * 0x9e3779b97f4a7c15ull;
+        h ^= h >> 29;
+    }
+    uint64_t tail = 0;
+    if (bytes) std::memcpy(&tail, p, bytes);
+    h = (h ^ tail ^ (uint64_t)bytes << 56) * 0x9e3779b97f4a7c15ull;
+    return h ^ (h >> 32);
+}
+
+// The fields of a body that compile() reads, hashed.
+inline uint64_t snippet_body_hash(const SnippetBody& body) {
+    uint64_t h = hash_words(nullptr, 0, (uint64_t)body.size() << 32 | body.result_count());
+    for (uint32_t i = 0; i < body.size(); ++i) {
+        const SnippetInstruction& in = body.instruction(i);
+        uint64_t words[4 + kSnippetMaxRank];
+        uint32_t alpha, beta;
+        std::memcpy(&alpha, &in.alpha, 4);
+        std::memcpy(&beta, &in.beta, 4);
+        words[0] = (uint64_t)in.op | (uint64_t)in.arity << 8 | (uint64_t)in.shape.rank << 16 | (uint64_t)in.index << 32;
+        words[1] = (uint64_t)in.args[0] | (uint64_t)in.args[1] << 32;
+        words[2] = (uint64_t)in.args[2] | (uint64_t)alpha << 32;
+        words[3] = beta;
+        uint32_t count = 4;
+        for (uint32_t j = 0; j < in.shape.rank && j < (uint32_t)kSnippetMaxRank; ++j) words[count++] = (uint64_t)in.shape.dims[j];
+        h = hash_words(words, count * sizeof(uint64_t), h);
+    }
+    for (uint32_t i = 0; i < body.result_count(); ++i) h = (h ^ body.result_value(i)) * 0x9e3779b97f4a7c15ull;
+    return h;
+}
+
+inline bool same_snippet_body(const SnippetBody& a, const SnippetBody& b) {
+    if (a.size() != b.size() || a.parameter_count() != b.parameter_count() || a.result_count() != b.result_count()) return false;
+    for (uint32_t i = 0; i < a.size(); ++i) {
+        const SnippetInstruction& x = a.instruction(i);
+        const SnippetInstruction& y = b.instruction(i);
+        if (x.op != y.op || x.arity != y.arity || x.index != y.index || x.shape.rank != y.shape.rank ||
+            std::memcmp(x.args, y.args, sizeof x.args) != 0 || std::memcmp(&x.alpha, &y.alpha, sizeof x.alpha) != 0 ||
+            std::memcmp(&x.beta, &y.beta, sizeof x.beta) != 0)
+            return false;
+        for (uint32_t j = 0; j < x.shape.rank && j < (uint32_t)kSnippetMaxRank; ++j) if (x.shape.dims[j] != y.shape.dims[j]) return false;
+    }
+    for (uint32_t i = 0; i < a.result_count(); ++i) if (a.result_value(i) != b.result_value(i)) return false;
+    return true;
+}
+
+// Every field of SnippetOptions that compile() reads, but the cache, hashed and compared.
+inline uint64_t snippet_options_hash(const SnippetOptions& o) {
+    const SnippetTuning& t = o.tuning;
+    uint64_t words[2] = {(uint64_t)o.isa | (uint64_t)o.emit_only << 8 | (uint64_t)t.streaming_stores << 16 | (uint64_t)t.page_lanes << 24 |
+                             (uint64_t)t.lanes << 32 | (uint64_t)t.reference_fma << 40 | (uint64_t)t.fuse_broadcast_loads << 48 |
+                             (uint64_t)t.neon_table_registers << 56,
+                         t.max_registers};
+    return hash_words(words, sizeof words);
+}
+inline bool same_snippet_options(const SnippetOptions& a, const SnippetOptions& b) {
+    const SnippetTuning &x = a.tuning, &y = b.tuning;
+    return a.isa == b.isa && a.emit_only == b.emit_only && x.streaming_stores == y.streaming_stores && x.page_lanes == y.page_lanes &&
+           x.lanes == y.lanes && x.max_registers == y.max_registers && x.reference_fma == y.reference_fma &&
+           x.fuse_broadcast_loads == y.fuse_broadcast_loads && x.neon_table_registers == y.neon_table_registers;
+}
+
+class SharedSnippets {
+public:
+    static constexpr uint32_t kMaxEntries = 1024;   // then islands compile their own snippets
+    static constexpr uint32_t kMaxSeen = 8192;      // hashes of bodies met once; then forgotten
+    // `kernels`: the cache its snippets are compiled with, which must outlive the store.
+    explicit SharedSnippets(KernelCache* kernels) : kernels_(kernels) {}
+    SharedSnippets(const SharedSnippets&) = delete;
+    SharedSnippets& operator=(const SharedSnippets&) = delete;
+    ~SharedSnippets() {
+        for (size_t k = 0; k < capacity_; ++k) if (entries_[k].snippet) { destroy(entries_[k].snippet); destroy(entries_[k].body); }
+        TESSEL_FREE(entries_);
+        TESSEL_FREE(seen_);
+    }
+    uint32_t size() const { return count_; }
+    // The snippet of `body` compiled with `options`, and the store's copy of the body it
+    // reads; nullptr when it is not stored and is met for the first time, or cannot be added
+    // (options with another cache, full, out of memory, or a body compile() refuses): then
+    // the caller compiles its own.
+    Snippet* find_or_add(const SnippetBody& body, const SnippetOptions& options, const SnippetBody** stored) {
+        if (options.cache != kernels_ || !kernels_) return nullptr;
+        uint64_t h = snippet_body_hash(body) ^ snippet_options_hash(options);
+        for (size_t k = capacity_ ? h & (capacity_ - 1) : 0; capacity_ && entries_[k].snippet; k = (k + 1) & (capacity_ - 1)) {
+            const Entry& e = entries_[k];
+            if (e.hash == h && same_snippet_options(e.options, options) && same_snippet_body(*e.body, body)) {
+                *stored = e.body;
+                return e.snippet;
+            }
+        }
+        if (count_ >= kMaxEntries || first_sighting(h) || ((count_ + 1) * 2 > capacity_ && !grow())) return nullptr;
+        SnippetBody* copy = create<SnippetBody>(&arena_);
+        Snippet* snippet = copy && copy_body(body, copy) && same_snippet_body(*copy, body) ? create<Snippet>() : nullptr;
+        if (!snippet || snippet->compile(*copy, options) != Status::Ok) {
+            destroy(snippet);
+            destroy(copy);
+            return nullptr;
+        }
+        size_t k = h & (capacity_ - 1);
+        while (entries_[k].snippet) k = (k + 1) & (capacity_ - 1);
+        entries_[k] = Entry{h, options, copy, snippet};
+        ++count_;
+        *stored = copy;
+        return snippet;
+    }
+
+private:
+    struct Entry { uint64_t hash; SnippetOptions options; SnippetBody* body; Snippet* snippet; };
+    // Whether hash h is met for the first time (then remembered). A full table starts over,
+    // and out of memory counts as a first sighting: either way a body is only kept later.
+    bool first_sighting(uint64_t h) {
+        if (h == 0) h = 1;   // 0 marks an empty slot
+        for (size_t k = seen_capacity_ ? h & (seen_capacity_ - 1) : 0; seen_capacity_ && seen_[k]; k = (k + 1) & (seen_capacity_ - 1))
+            if (seen_[k] == h) return false;
+        if (seen_count_ >= kMaxSeen) {
+            for (size_t k = 0; k < seen_capacity_; ++k) seen_[k] = 0;
+            seen_count_ = 0;
+        }
+        if ((seen_count_ + 1) * 2 > seen_capacity_) {
+            size_t fresh_capacity = seen_capacity_ ? seen_capacity_ * 2 : 256;
+            uint64_t* fresh = static_cast<uint64_t*>(TESSEL_MALLOC(fresh_capacity * sizeof(uint64_t)));
+            if (!fresh) return true;
+            for (size_t k = 0; k < fresh_capacity; ++k) fresh[k] = 0;
+            for (size_t k = 0; k < seen_capacity_; ++k) {
+                if (!seen_[k]) continue;
+                size_t at = seen_[k] & (fresh_capacity - 1);
+                while (fresh[at]) at = (at + 1) & (fresh_capacity - 1);
+                fresh[at] = seen_[k];
+            }
+            TESSEL_FREE(seen_);
+            seen_ = fresh;
+            seen_capacity_ = fresh_capacity;
+        }
+        size_t k = h & (seen_capacity_ - 1);
+        while (seen_[k]) k = (k + 1) & (seen_capacity_ - 1);
+        seen_[k] = h;
+        ++seen_count_;
+        return true;
+    }
+    // The body rebuilt instruction by instruction in the store's arena.
+    static bool copy_body(const SnippetBody& body, SnippetBody* copy) {
+        for (uint32_t i = 0; i < body.size(); ++i) {
+            const SnippetInstruction& in = body.instruction(i);
+            ValueId v = kNoValue;
+            Status s = in.op == SnippetOp::Parameter ? copy->parameter(Span<const int64_t>(in.shape.dims, in.shape.rank), &v)
+                       : in.op == SnippetOp::Scalar  ? copy->scalar(in.alpha, &v)
+                                                     : copy->add(in.op, Span<const ValueId>(in.args, in.arity), in.alpha, in.beta, &v);
+            if (s != Status::Ok || v != i) return false;
+        }
+        for (uint32_t i = 0; i < body.result_count(); ++i) if (copy->result(body.result_value(i)) != Status::Ok) return false;
+        return true;
+    }
+    bool grow() {
+        size_t fresh_capacity = capacity_ ? capacity_ * 2 : 64;
+        Entry* fresh = static_cast<Entry*>(TESSEL_MALLOC(fresh_capacity * sizeof(Entry)));
+        if (!fresh) return false;
+        for (size_t k = 0; k < fresh_capacity; ++k) fresh[k] = Entry{0, SnippetOptions(), nullptr, nullptr};
+        for (size_t k = 0; k < capacity_; ++k) {
+            if (!entries_[k].snippet) continue;
+            size_t at = entries_[k].hash & (fresh_capacity - 1);
+            while (fresh[at].snippet) at = (at + 1) & (fresh_capacity - 1);
+            fresh[at] = entries_[k];
+        }
+        TESSEL_FREE(entries_);
+        entries_ = fresh;
+        capacity_ = fresh_capacity;
+        return true;
+    }
+    KernelCache* kernels_;
+    Arena arena_;
+    Entry* entries_ = nullptr;
+    size_t capacity_ = 0;
+    uint32_t count_ = 0;
+    uint64_t* seen_ = nullptr;
+    size_t seen_capacity_ = 0;
+    uint32_t seen_count_ = 0;
+};
+}  // namespace detail
+
 // >>plan reuse
 // What the plans of one model at other shapes share (>>dynamic shapes, >>stages): data derived
 // from the model's constants alone, whatever the shapes (a Conv's BatchNormalization-folded
@@ -1572,7 +1767,7 @@ Status Core::fail(Status status, const char* format, ...) {
 namespace detail {
 class PlanReuse {
 public:
-    explicit PlanReuse(const Model* model) : model_(model) {}
+    explicit PlanReuse(const Model* model) : model_(model), snippets_(&kernels_) {}
     PlanReuse(const PlanReuse&) = delete;
     PlanReuse& operator=(const PlanReuse&) = delete;
     ~PlanReuse() { TESSEL_FREE(entries_); TESSEL_FREE(stable_); }
@@ -1594,7 +1789,7 @@ public:
     // The data stored under `key`, or nullptr.
     void* find(const void* key, size_t key_bytes) const {
         if (!entry_capacity_) return nullptr;
-        uint64_t h = hash_bytes(key, key_bytes);
+        uint64_t h = hash_words(key, key_bytes);
         for (size_t k = h & (entry_capacity_ - 1);; k = (k + 1) & (entry_capacity_ - 1)) {
             const Entry& e = entries_[k];
             if (!e.data) return nullptr;
@@ -1609,7 +1804,7 @@ public:
         void* data = arena_.allocate(bytes ? bytes : 1, 64);
         if (!copy || !data || !mark_stable(data)) return nullptr;
         std::memcpy(copy, key, key_bytes);
-        place(Entry{hash_bytes(key, key_bytes), copy, key_bytes, data});
+        place(Entry{hash_words(key, key_bytes), copy, key_bytes, data});
         ++entry_count_;
         return data;
     }
@@ -1617,6 +1812,8 @@ public:
     // JIT kernels of every plan of the model (islands whose lowered program and strides match
     // come out of it; it stops taking kernels when full).
     KernelCache* kernels() { return &kernels_; }
+    // Compiled island snippets of every plan (>>plan reuse: snippets), on kernels().
+    SharedSnippets* snippets() { return &snippets_; }
 
 private:
     struct Entry { uint64_t hash; const void* key; size_t key_bytes; void* data; };
@@ -1660,6 +1857,7 @@ private:
     const Model* model_;
     Arena arena_;
     KernelCache kernels_;
+    SharedSnippets snippets_;   // after kernels_: destroyed first, as its snippets hold kernels_'s code
     Entry* entries_ = nullptr;
     size_t entry_count_ = 0, entry_capacity_ = 0;
     const void** stable_ = nullptr;
@@ -1676,18 +1874,22 @@ private:
 namespace detail {
 inline Status tokenize_reusing(const Graph& graph, PlanReuse* reuse, Arena* scratch, Tokenization* tokens) {
     if (!reuse) return tokenize(graph, TokenizeOptions(), scratch, tokens);
-    constexpr uint32_t kDimSlots = 1024;   // distinct dim values; more and the islands are not shared
-    int64_t* dim_value = scratch->allocate_array<int64_t>(kDimSlots);
-    uint32_t* dim_class = scratch->allocate_array<uint32_t>(kDimSlots);
+    constexpr uint32_t kMaxDimSlots = 1024;   // distinct dim values; more and the islands are not shared
     uint32_t n = graph.node_count();
-    size_t words = 4;
+    size_t words = 4, dim_count = 0;
     for (NodeId v = 0; v < n; ++v) {
         const Node& node = graph.node(v);
         words += 4 + (node.op.size + 7) / 8 + node.num_inputs + (size_t)node.num_outputs * (2 + kMaxRank);
+        dim_count += (size_t)node.num_outputs * kMaxRank;
     }
+    // Twice the dims there are, so a small subgraph clears a small table.
+    uint32_t dim_slots = 16;
+    while (dim_slots < kMaxDimSlots && dim_slots < 2 * dim_count + 2) dim_slots *= 2;
+    int64_t* dim_value = scratch->allocate_array<int64_t>(dim_slots);
+    uint32_t* dim_class = scratch->allocate_array<uint32_t>(dim_slots);
     uint64_t* key = scratch->allocate_array<uint64_t>(words);
     if (!dim_value || !dim_class || !key) return Status::OutOfMemory;
-    for (uint32_t k = 0; k < kDimSlots; ++k) dim_class[k] = 0;
+    for (uint32_t k = 0; k < dim_slots; ++k) dim_class[k] = 0;
     uint32_t classes = 0;
     bool shareable = true;
     int64_t last_dim = -1;
@@ -1696,10 +1898,10 @@ inline Status tokenize_reusing(const Graph& graph, PlanReuse* reuse, Arena* scra
         if (dim == 0 || dim == 1) return (uint64_t)dim;
         if (dim < 0) return ~0ull;
         if (dim == last_dim) return last_class;
-        uint32_t k = (uint32_t)(((uint64_t)dim * 0x9e3779b97f4a7c15ull) >> 40) & (kDimSlots - 1);
-        while (dim_class[k] && dim_value[k] != dim) k = (k + 1) & (kDimSlots - 1);
+        uint32_t k = (uint32_t)(((uint64_t)dim * 0x9e3779b97f4a7c15ull) >> 40) & (dim_slots - 1);
+        while (dim_class[k] && dim_value[k] != dim) k = (k + 1) & (dim_slots - 1);
         if (!dim_class[k]) {
-            if (2 * (classes + 1) > kDimSlots) { shareable = false; return 0; }
+            if (2 * (classes + 1) > dim_slots) { shareable = false; return 0; }
             dim_value[k] = dim;
             dim_class[k] = 2 + classes++;
         }
@@ -2560,6 +2762,9 @@ public:
         // CPU: where a kernel that runs epilogues (>>gemm epilogue) keeps its own, in its state;
         // nullptr for kernels that do not.
         const GemmEpilogue** epilogue_slot = nullptr;
+        // CPU: snippet and body (epilogue and epilogue_body) belong to the model's PlanReuse
+        // (>>plan reuse: snippets), not to this program.
+        bool shared_snippet = false, shared_epilogue = false;
     };
     Arena arena;
     const PreparedModel* model = nullptr;
@@ -2575,10 +2780,8 @@ public:
 
     ~ReferenceProgram() override {
         for (uint32_t i = 0; i < count; ++i) {
-            destroy(units[i].snippet);
-            destroy(units[i].body);
-            destroy(units[i].epilogue);
-            destroy(units[i].epilogue_body);
+            if (!units[i].shared_snippet) { destroy(units[i].snippet); destroy(units[i].body); }
+            if (!units[i].shared_epilogue) { destroy(units[i].epilogue); destroy(units[i].epilogue_body); }
         }
         destroy(cache);   // after the snippets, which may hold its kernels
     }
@@ -2922,6 +3125,37 @@ inline Status cpu_int8_steps(ReferenceProgram* p, const PreparedModel& model, Is
 // each one-element float Constant a private Constant per reader, so it can join the reader's
 // island as a scalar, exactly as the TEMPLATE kernel treats it), tokenized into islands; the
 // islands and the remaining nodes run in a topological order of the condensed graph.
+// Compiles an island's *body with `options` into *snippet: the shared one from `store` when it
+// has or takes it (then *body becomes the store's copy and the caller's is destroyed; *shared
+// is set), else a snippet of the caller's own. On failure *snippet is nullptr, the caller
+// keeps *body, and `error` (if any) gets compile()'s message.
+inline Status compile_island_snippet(SharedSnippets* store, SnippetBody** body, const SnippetOptions& options, Snippet** snippet,
+                                     bool* shared, char* error) {
+    *snippet = nullptr;
+    *shared = false;
+    const SnippetBody* stored = nullptr;
+    if (Snippet* found = store ? store->find_or_add(**body, options, &stored) : nullptr) {
+        destroy(*body);
+        *body = const_cast<SnippetBody*>(stored);
+        *snippet = found;
+        *shared = true;
+        return Status::Ok;
+    }
+    Snippet* own = create<Snippet>();
+    if (!own) {
+        if (error) print(error, kErrorMessageBytes, "out of memory");
+        return Status::OutOfMemory;
+    }
+    Status s = own->compile(**body, options);
+    if (s != Status::Ok) {
+        if (error) print(error, kErrorMessageBytes, "%s", own->last_error());
+        destroy(own);
+        return s;
+    }
+    *snippet = own;
+    return Status::Ok;
+}
+
 inline Status CpuDevice::build_cpu(ReferenceProgram* p, const PreparedModel& model, Span<const NodeId> nodes) {
     const Graph& g = model.model.graph;
     p->model = &model;
@@ -3117,6 +3351,9 @@ inline Status CpuDevice::build_cpu(ReferenceProgram* p, const PreparedModel& mod
     options.isa = target;
     if (!model.reuse && !p->cache && !(p->cache = create<KernelCache>())) return fail(Status::OutOfMemory, "out of memory");
     options.cache = model.reuse ? model.reuse->kernels() : p->cache;   // the model's other plans emitted most kernels
+    // The CPU's own programs share compiled snippets with the model's other plans; the GPU's
+    // island builder (cpu_kernels_ off) moves bodies between its units and keeps its own.
+    SharedSnippets* shared_snippets = model.reuse && cpu_kernels_ ? model.reuse->snippets() : nullptr;
     // build_island_body takes a Tokenization: the usable islands only, their nodes listed once.
     Tokenization view;
     view.island_of = Span<const uint32_t>(island, ln);
@@ -3163,15 +3400,19 @@ inline Status CpuDevice::build_cpu(ReferenceProgram* p, const PreparedModel& mod
         fits = fits && source < in_count && gstep.reads.size + in_count - 1 <= kMaxNodePorts && out_count <= kMaxNodePorts;
         for (uint32_t k = 0; fits && k < out_count; ++k)
             fits = shape_elements(body->instruction(body->result_value(k)).shape) == elements;
-        Snippet* snippet = fits ? create<Snippet>() : nullptr;
         SnippetOptions eo = options;
         eo.tuning.streaming_stores = SnippetTuning::StreamingStores::Never;   // blocks in cache, not a stream
         eo.tuning.page_lanes = SnippetTuning::PageLanes::Never;
-        fits = snippet && snippet->compile(*body, eo) == Status::Ok && snippet->isa() != Isa::Ref &&
-               snippet->stats().elements == elements && snippet->runs_segments(segment);
+        Snippet* snippet = nullptr;
+        bool shared = false;
+        fits = fits && compile_island_snippet(shared_snippets, &body, eo, &snippet, &shared, nullptr) == Status::Ok;
+        fits = fits && snippet->isa() != Isa::Ref && snippet->stats().elements == elements && snippet->runs_segments(segment);
         uint32_t* reads = fits ? p->arena.allocate_array<uint32_t>(gstep.reads.size + in_count) : nullptr;
         uint32_t* writes = fits ? p->arena.allocate_array<uint32_t>(out_count + 1) : nullptr;
-        if (!reads || !writes) { destroy(snippet); destroy(body); return Status::Ok; }
+        if (!reads || !writes) {
+            if (!shared) { destroy(snippet); destroy(body); }
+            return Status::Ok;
+        }
         uint32_t r = 0;
         for (uint32_t k = 0; k < gstep.reads.size; ++k) reads[r++] = gstep.reads[k];
         for (uint32_t k = 0; k < in_count; ++k)
@@ -3181,8 +3422,7 @@ inline Status CpuDevice::build_cpu(ReferenceProgram* p, const PreparedModel& mod
         for (uint32_t w = first[u]; w != kNoNode; w = next[w]) if (local.node(w).op != StringView("Constant")) ++fused_nodes;
         if (!cpu_attach_epilogue(p, gunit.epilogue_slot, snippet, in_count, out_count, source, (uint32_t)gstep.reads.size,
                                  segment, fused_nodes)) {
-            destroy(snippet);
-            destroy(body);
+            if (!shared) { destroy(snippet); destroy(body); }
             return Status::OutOfMemory;
         }
         gstep.reads = Span<const uint32_t>(reads, r);
@@ -3192,6 +3432,7 @@ inline Status CpuDevice::build_cpu(ReferenceProgram* p, const PreparedModel& mod
         std::snprintf(fused_name, sizeof fused_name, "%s+epilogue:%u", gstep.kernel, fused_nodes);
         gunit.epilogue = snippet;
         gunit.epilogue_body = body;
+        gunit.shared_epilogue = shared;
         absorbed[u] = 1;
         gstep.kernel = p->arena.copy_string(StringView(fused_name)).data;
         return gstep.kernel ? Status::Ok : Status::OutOfMemory;
@@ -3225,18 +3466,20 @@ inline Status CpuDevice::build_cpu(ReferenceProgram* p, const PreparedModel& mod
             uint32_t in_ports[kSnippetMaxArgs], in_count = 0, out_count = 0;
             s = build_island_body(local, view, u, body, in_nodes, &in_count, out_nodes, &out_count, in_ports);
             if (s != Status::Ok) { destroy(body); return fail(s, "CPU: island %u: cannot build its body", u); }
-            Snippet* snippet = create<Snippet>();
-            if (!snippet) { destroy(body); return fail(Status::OutOfMemory, "out of memory"); }
-            s = snippet->compile(*body, options);
+            Snippet* snippet = nullptr;
+            bool shared = false;
+            char message[kErrorMessageBytes] = {};
+            s = compile_island_snippet(shared_snippets, &body, options, &snippet, &shared, message);
             if (s != Status::Ok) {
-                ignore_status(fail(s, "CPU: island %u: %s", u, snippet->last_error()));
-                destroy(snippet);
                 destroy(body);
-                return s;
+                return fail(s, "CPU: island %u: %s", u, message);
             }
             uint32_t* reads = p->arena.allocate_array<uint32_t>(in_count + 1);
             uint32_t* writes = p->arena.allocate_array<uint32_t>(out_count + 1);
-            if (!reads || !writes) { destroy(snippet); destroy(body); return fail(Status::OutOfMemory, "out of memory"); }
+            if (!reads || !writes) {
+                if (!shared) { destroy(snippet); destroy(body); }
+                return fail(Status::OutOfMemory, "out of memory");
+            }
             for (uint32_t k = 0; k < in_count; ++k) reads[k] = model.value_id(origin[in_nodes[k]], origin_port[in_nodes[k]] + in_ports[k]);
             for (uint32_t k = 0; k < out_count; ++k) writes[k] = model.value_id(origin[out_nodes[k]], 0);
             ProgramStep& step = p->steps_[p->count];
@@ -3251,6 +3494,7 @@ inline Status CpuDevice::build_cpu(ReferenceProgram* p, const PreparedModel& mod
             step.kernel = p->arena.copy_string(StringView(name)).data;
             unit.snippet = snippet;
             unit.body = body;
+            unit.shared_snippet = shared;
         }
         for (uint32_t v = first[u]; v != kNoNode; v = next[v])
             for (NodeId w : local.successors(v)) {
@@ -4710,6 +4954,11 @@ uint32_t CompiledModel::cached_shape_plans() const {
     if (!impl_ || !impl_->dynamic) return 0;
     std::lock_guard<std::mutex> lock(impl_->dynamic->mutex);
     return impl_->dynamic->count;
+}
+uint32_t CompiledModel::shared_snippets() const {
+    if (!impl_ || !impl_->dynamic || !impl_->reuse) return 0;
+    std::lock_guard<std::mutex> lock(impl_->dynamic->mutex);   // held while a plan compiles
+    return impl_->reuse->snippets()->size();
 }
 
 void CompiledModel::write_summary(WriteFn write, void* user) const {
@@ -21653,10 +21902,8 @@ inline Status cpu_int8_steps(ReferenceProgram* p, const PreparedModel& model, Is
     uint32_t kept = 0;
     for (uint32_t i = 0; i < p->count; ++i) {
         if (drop[i]) {
-            destroy(p->units[i].snippet);
-            destroy(p->units[i].body);
-            destroy(p->units[i].epilogue);
-            destroy(p->units[i].epilogue_body);
+            if (!p->units[i].shared_snippet) { destroy(p->units[i].snippet); destroy(p->units[i].body); }
+            if (!p->units[i].shared_epilogue) { destroy(p->units[i].epilogue); destroy(p->units[i].epilogue_body); }
             continue;
         }
         if (kept != i) {

@@ -158,41 +158,36 @@ bool build_loop(Model* m, int64_t n, int64_t iterations, bool nonzero) {
            m->finalize() == Status::Ok;
 }
 
-// What a new plan costs through a request whose model caches one plan (SHAPE_CACHE_SIZE 1):
-// infers alternating between inputs of two signatures plan each time; an infer repeating one
-// signature runs its cached plan. The median of 9 of the first minus the median of 9 of the
-// second. The request's buffers are grown by the first infers, before the timing.
-double new_plan_ms(InferRequest& request, const Tensor& a, const Tensor& b, double* cached_ms = nullptr) {
-    std::vector<double> planned, cached;
-    for (int k = 0; k < 2 * 9 + 2; ++k) {
-        if (request.set_input(0, k % 2 ? b : a) != Status::Ok) return -1;
-        auto start = std::chrono::steady_clock::now();
-        if (request.infer() != Status::Ok) { std::fprintf(stderr, "%s\n", request.last_error()); return -1; }
-        if (k >= 2) planned.push_back(since_ms(start));
-    }
-    for (int k = 0; k < 9; ++k) {
-        auto start = std::chrono::steady_clock::now();
-        if (request.infer() != Status::Ok) return -1;
-        cached.push_back(since_ms(start));
-    }
-    if (cached_ms) *cached_ms = median(cached);
-    return median(planned) - median(cached);
+// A new input shape's plan as a request's first infer at it compiles one (not cached here).
+double plan_ms(const CompiledModel& dynamic, StringView input, const int64_t* dims) {
+    InputShape shape[] = {{input, Span<const int64_t>(dims, 4)}};
+    CompiledModel::Impl* plan = nullptr;
+    char error[kErrorMessageBytes];
+    auto start = std::chrono::steady_clock::now();
+    if (detail::CompileJob::plan_at(dynamic, shape, &plan, error) != Status::Ok) { std::fprintf(stderr, "%s\n", error); return -1; }
+    double ms = since_ms(start);
+    destroy(plan);
+    return ms;
 }
 
-// A new input shape's plan as a request's first infer at it compiles one (not cached here):
-// the median of 9, alternating between two shapes.
-double plan_ms(const CompiledModel& dynamic, StringView input, const int64_t (*dims)[4]) {
-    std::vector<double> times;
-    for (int run = 0; run < 9; ++run) {
-        InputShape shape[] = {{input, Span<const int64_t>(dims[run % 2], 4)}};
-        CompiledModel::Impl* plan = nullptr;
-        char error[kErrorMessageBytes];
+// Full compiles and plans at two shapes taken in turn, a full compile and a plan at each step,
+// so a change in the machine's load weighs on both alike: medians of kRuns of each.
+constexpr int kRuns = 15;
+template <class FullCompile>
+bool full_and_plan_ms(const CompiledModel& dynamic, StringView input, const int64_t (*dims)[4], FullCompile full_compile,
+                      double* full, double* plan) {
+    std::vector<double> fulls, plans;
+    for (int run = 0; run < kRuns; ++run) {
         auto start = std::chrono::steady_clock::now();
-        if (detail::CompileJob::plan_at(dynamic, shape, &plan, error) != Status::Ok) { std::fprintf(stderr, "%s\n", error); return -1; }
-        times.push_back(since_ms(start));
-        destroy(plan);
+        if (!full_compile(dims[run % 2])) return false;
+        fulls.push_back(since_ms(start));
+        double p = plan_ms(dynamic, input, dims[run % 2]);
+        if (p < 0) return false;
+        plans.push_back(p);
     }
-    return median(times);
+    *full = median(fulls);
+    *plan = median(plans);
+    return true;
 }
 
 // An OCR model with its 4-d input's batch and width made free (and the detector's height: the
@@ -213,15 +208,15 @@ void bench_ocr(Core& core, const std::string& dir, const char* name) {
     if (core.compile_model(model, "CPU", config, &dynamic) != Status::Ok) { std::printf("%-10s skipped: %s\n", name, core.last_error()); return; }
     int64_t dims[2][4] = {{1, fixed.dims[1], fixed.dims[2], fixed.dims[3]},
                           {1, fixed.dims[1], fixed.dims[2] + (grow_height ? 32 : 0), fixed.dims[3] + 32}};
-    std::vector<double> full;
-    for (int run = 0; run < 9; ++run) {
-        InputShape shape[] = {{model.input(0).name, Span<const int64_t>(dims[run % 2], 4)}};
+    double f = 0, p = 0;
+    auto full_compile = [&](const int64_t* at) {
+        InputShape shape[] = {{model.input(0).name, Span<const int64_t>(at, 4)}};
         CompiledModel at_shape;
-        auto start = std::chrono::steady_clock::now();
-        if (core.compile_model(model, "CPU", config, &at_shape, shape) != Status::Ok) { std::printf("%-10s %s\n", name, core.last_error()); return; }
-        full.push_back(since_ms(start));
-    }
-    double f = median(full), p = plan_ms(dynamic, model.input(0).name, dims);
+        if (core.compile_model(model, "CPU", config, &at_shape, shape) == Status::Ok) return true;
+        std::printf("%-10s %s\n", name, core.last_error());
+        return false;
+    };
+    if (!full_and_plan_ms(dynamic, model.input(0).name, dims, full_compile, &f, &p)) return;
     std::printf("%-10s %14.2f %14.2f %8.2f\n", name, f, p, p / f);
 }
 }  // namespace
@@ -233,7 +228,7 @@ int main(int argc, char** argv) {
     Model model;
     if (!build_blocks(&model, blocks)) { std::fprintf(stderr, "%s\n", model.last_error()); return 1; }
     std::printf("%u blocks (%u nodes) on x[N,8,H,W], N,H,W free: a new input shape's plan (as a request's first infer at\n"
-                "it compiles it) against a full compile at it, medians of 9\n",
+                "it compiles it) against a full compile at it, taken in turn, medians of 15\n",
                 blocks, model.graph.node_count());
     std::printf("%-22s %14s %14s %8s\n", "device", "compile_ms", "new_shape_ms", "new/full");
     Core core;
@@ -244,22 +239,22 @@ int main(int argc, char** argv) {
         CompiledModel dynamic;
         if (core.compile_model(model, device, entries, &dynamic) != Status::Ok) { std::fprintf(stderr, "%s\n", core.last_error()); return 1; }
         int64_t dims[2][4] = {{1, 8, 8, 16}, {1, 8, 8, 18}};
-        std::vector<double> full;
-        for (int run = 0; run < 9; ++run) {
-            InputShape shape[] = {{"x", Span<const int64_t>(dims[run % 2], 4)}};
+        double f = 0, p = 0;
+        auto full_compile = [&](const int64_t* at) {
+            InputShape shape[] = {{"x", Span<const int64_t>(at, 4)}};
             CompiledModel fixed;
-            auto start = std::chrono::steady_clock::now();
-            if (core.compile_model(model, device, entries, &fixed, shape) != Status::Ok) { std::fprintf(stderr, "%s\n", core.last_error()); return 1; }
-            full.push_back(since_ms(start));
-        }
-        double f = median(full), p = plan_ms(dynamic, "x", dims);
+            if (core.compile_model(model, device, entries, &fixed, shape) == Status::Ok) return true;
+            std::fprintf(stderr, "%s\n", core.last_error());
+            return false;
+        };
+        if (!full_and_plan_ms(dynamic, "x", dims, full_compile, &f, &p)) return 1;
         std::printf("%-22s %14.2f %14.2f %8.2f\n", device, f, p, p / f);
     }
 
     // A data-dependent shape: the later stage's plan at a new count against a full compile of
     // the chain at that count, and a cached signature's infer against the fixed chain's.
     std::printf("\n%u blocks after NonZero (x[4096]): a new count's stage plan against a full compile of the chain at that\n"
-                "count, medians of 9 (the plan: an infer that plans minus one that does not, SHAPE_CACHE_SIZE 1)\n", blocks);
+                "count, taken in turn, medians of 15 (the plan: an infer that plans minus one that does not, SHAPE_CACHE_SIZE 1)\n", blocks);
     std::printf("%-22s %14s %14s %8s %16s %16s\n", "device", "compile_ms", "new_count_ms", "new/full", "cached_infer_us", "fixed_infer_us");
     for (const char* device : {"CPU", "HETERO:TEMPLATE,CPU"}) {
         ConfigEntry config[] = {{"SHAPE_CACHE_SIZE", "1"}, {"TEMPLATE:SUPPORTED_OPS", "NonZero,Cast,Relu"}};
@@ -278,7 +273,12 @@ int main(int argc, char** argv) {
             if (x[k].allocate(ElementType::Float32, Span<const int64_t>(&n, 1)) != Status::Ok) return 1;
             for (int64_t i = 0; i < counts[k]; ++i) x[k].data_as<float>()[i * 3] = 1.0f;
         }
-        for (int run = 0; run < 9; ++run) {
+        // A full compile of the chain, then an infer that plans the other count (a one-entry
+        // cache), in turn; the request's buffers grown by the first two infers.
+        std::vector<double> planned, cached;
+        for (int k = 0; k < 2; ++k)
+            if (request.set_input(0, x[k]) != Status::Ok || request.infer() != Status::Ok) { std::fprintf(stderr, "%s\n", request.last_error()); return 1; }
+        for (int run = 0; run < kRuns; ++run) {
             Model chain;
             if (!build_chain(&chain, blocks, false, counts[run % 2])) return 1;
             CompiledModel fixed;
@@ -290,9 +290,18 @@ int main(int argc, char** argv) {
             start = std::chrono::steady_clock::now();
             if (fixed_request.infer() != Status::Ok) return 1;
             fixed_times.push_back(since_ms(start) * 1e3);
+            if (request.set_input(0, x[run % 2]) != Status::Ok) return 1;
+            start = std::chrono::steady_clock::now();
+            if (request.infer() != Status::Ok) { std::fprintf(stderr, "%s\n", request.last_error()); return 1; }
+            planned.push_back(since_ms(start));
         }
-        double cached = 0, f = median(full), p = new_plan_ms(request, x[0], x[1], &cached);
-        std::printf("%-22s %14.2f %14.2f %8.2f %16.1f %16.1f\n", device, f, p, p / f, cached * 1e3, median(fixed_times));
+        for (int k = 0; k < 9; ++k) {
+            auto start = std::chrono::steady_clock::now();
+            if (request.infer() != Status::Ok) return 1;
+            cached.push_back(since_ms(start));
+        }
+        double f = median(full), p = median(planned) - median(cached);
+        std::printf("%-22s %14.2f %14.2f %8.2f %16.1f %16.1f\n", device, f, p, p / f, median(cached) * 1e3, median(fixed_times));
     }
 
     // The per-infer shape check: Relu on float[1,4], compiled with the batch free and fixed.
@@ -330,7 +339,7 @@ int main(int argc, char** argv) {
         }
     double c = median(with_check), u = median(without);
     std::printf("\nOCR models on CPU with the input's N, W free (and H for ocr_det): a new image size's plan against a full\n"
-                "compile at it, medians of 9\n");
+                "compile at it, taken in turn, medians of 15\n");
     std::printf("%-10s %14s %14s %8s\n", "model", "compile_ms", "new_shape_ms", "new/full");
     for (const char* name : {"ocr_cls", "ocr_det", "ocr_rec"}) bench_ocr(core, ocr_dir, name);
 
