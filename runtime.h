@@ -927,9 +927,6 @@ void destroy(T* object) {
 #include <cmath>
 #if defined(__SSE2__)
 #include <emmintrin.h>
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>   // MaxPool's AVX-512 rows (a target attribute: the build stays baseline)
-#endif
 #elif defined(__ARM_NEON)
 #include <arm_neon.h>
 #endif
