@@ -90,4 +90,20 @@ inline bool shim_gpu_ready(tessel::Core* core) {
     return false;
 }
 
+// Runs body(shim, core) with a Core whose GPU loads the shim, once answering that the device
+// shares memory with the CPU and once that it does not; returns early where no GPU runs.
+template <class Body> void on_shim_gpu_each_memory(Body body) {
+    const Shim& s = shim();
+    for (int unified : {1, 0}) {
+        CAPTURE(unified);
+        s.set_unified(unified);
+        {
+            ShimCore shim_core;
+            if (!shim_gpu_ready(shim_core.core)) { s.set_unified(-1); return; }
+            body(s, *shim_core.core);
+        }
+        s.set_unified(-1);
+    }
+}
+
 }  // namespace test

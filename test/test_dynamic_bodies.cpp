@@ -20,7 +20,7 @@ std::vector<float> floats_of(const Tensor& t) {
     const float* p = t.data_as<float>();
     return std::vector<float>(p, p + t.elements());
 }
-std::vector<int64_t> shape_of(const Tensor& t) { return std::vector<int64_t>(t.shape().data, t.shape().data + t.rank()); }
+using test::shape_of;
 
 // sum = ReduceSum(Cast<float>(NonZero(x)), keepdims 0): the sum of x's non-zero indices.
 NodeId add_index_sum(Model* body, NodeId x, const char* prefix, NodeId* nonzero = nullptr) {

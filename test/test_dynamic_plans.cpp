@@ -15,13 +15,8 @@ using namespace tessel;
 
 namespace {
 
-std::vector<float> values_of(const Tensor& t) {
-    std::vector<float> v(t.elements());
-    if (!v.empty()) std::memcpy(v.data(), t.data(), t.bytes());
-    return v;
-}
-
-std::vector<int64_t> shape_of(const Tensor& t) { return std::vector<int64_t>(t.shape().data, t.shape().data + t.rank()); }
+using test::shape_of;
+using test::values_of;
 
 std::vector<float> ramp(size_t n, float scale, float offset) {
     std::vector<float> v(n);
@@ -118,24 +113,8 @@ TEST_CASE("dynamic plans: plans at other shapes share packed weights and equal a
         REQUIRE(dynamic.create_request(&request) == Status::Ok);
         // Twice through the shapes: the second pass runs the cached plans.
         for (int pass = 0; pass < 2; ++pass)
-            for (std::vector<int64_t> dims : {std::vector<int64_t>{1, 4, 5, 7}, std::vector<int64_t>{2, 4, 6, 3}, std::vector<int64_t>{3, 4, 9, 11}}) {
-                Tensor x = image(dims);
-                REQUIRE(request.set_input(0, x) == Status::Ok);
-                s = request.infer();
-                INFO(std::string(request.last_error()));
-                REQUIRE(s == Status::Ok);
-                InputShape shape[] = {{"x", Span<const int64_t>(dims.data(), dims.size())}};
-                CompiledModel fixed;
-                REQUIRE(core.compile_model(m, device, entries, &fixed, shape) == Status::Ok);
-                InferRequest fixed_request;
-                REQUIRE(fixed.create_request(&fixed_request) == Status::Ok);
-                REQUIRE(fixed_request.set_input(0, x) == Status::Ok);
-                REQUIRE(fixed_request.infer() == Status::Ok);
-                for (uint32_t o = 0; o < 2; ++o) {
-                    CHECK(shape_of(request.output(o)) == shape_of(fixed_request.output(o)));
-                    CHECK(values_of(request.output(o)) == values_of(fixed_request.output(o)));   // the same kernels: bit for bit
-                }
-            }
+            for (std::vector<int64_t> dims : {std::vector<int64_t>{1, 4, 5, 7}, std::vector<int64_t>{2, 4, 6, 3}, std::vector<int64_t>{3, 4, 9, 11}})
+                test::check_plan_equals_fixed_compile(core, m, device, entries, request, image(dims));
         CHECK(dynamic.cached_shape_plans() == 3);
     }
 }

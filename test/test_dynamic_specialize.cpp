@@ -16,11 +16,7 @@ using namespace tessel;
 
 namespace {
 
-std::vector<float> values_of(const Tensor& t) {
-    std::vector<float> v(t.elements());
-    if (!v.empty()) std::memcpy(v.data(), t.data(), t.bytes());
-    return v;
-}
+using test::values_of;
 
 std::vector<float> ramp(size_t n, float scale, float offset) {
     std::vector<float> v(n);
@@ -91,21 +87,8 @@ TEST_CASE("dynamic specialize: a plan split into many programs equals a compile 
         REQUIRE(dynamic.create_request(&request) == Status::Ok);
         // A one-entry cache: every change of shape plans again.
         for (int pass = 0; pass < 2; ++pass)
-            for (std::vector<int64_t> dims : {std::vector<int64_t>{1, 4, 5, 7}, std::vector<int64_t>{2, 4, 3, 9}, std::vector<int64_t>{1, 4, 8, 8}}) {
-                Tensor x = image(dims);
-                REQUIRE(request.set_input(0, x) == Status::Ok);
-                s = request.infer();
-                INFO(std::string(request.last_error()));
-                REQUIRE(s == Status::Ok);
-                InputShape shape[] = {{"x", Span<const int64_t>(dims.data(), dims.size())}};
-                CompiledModel fixed;
-                REQUIRE(core.compile_model(m, device, entries, &fixed, shape) == Status::Ok);
-                InferRequest fixed_request;
-                REQUIRE(fixed.create_request(&fixed_request) == Status::Ok);
-                REQUIRE(fixed_request.set_input(0, x) == Status::Ok);
-                REQUIRE(fixed_request.infer() == Status::Ok);
-                CHECK(values_of(request.output(0)) == values_of(fixed_request.output(0)));
-            }
+            for (std::vector<int64_t> dims : {std::vector<int64_t>{1, 4, 5, 7}, std::vector<int64_t>{2, 4, 3, 9}, std::vector<int64_t>{1, 4, 8, 8}})
+                test::check_plan_equals_fixed_compile(core, m, device, entries, request, image(dims));
         CHECK(dynamic.cached_shape_plans() == 1);
     }
 }

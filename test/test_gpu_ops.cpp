@@ -362,84 +362,69 @@ TEST_CASE("gpu ops: HETERO:GPU,CPU sends the GPU's rest to the CPU; the bad inpu
     }
 }
 
+namespace {
+// A Relu -> (Transpose ->) Neg net compiled for the shim's GPU with `config`.
+void compile_relu_neg(Core& core, bool transpose, Span<const ConfigEntry> config, CompiledModel* compiled) {
+    Net net;
+    NodeId relu = net.node("Relu", {net.input({4, 8})}, false);
+    NodeId t = transpose ? net.node("Transpose", {InputRef::by_id(relu)}, false) : relu;
+    net.node("Neg", {InputRef::by_id(t)});
+    REQUIRE(net.model.finalize() == Status::Ok);
+    Status status = core.compile_model(net.model, "GPU", config, compiled);
+    INFO(std::string(core.last_error()));
+    REQUIRE(status == Status::Ok);
+}
+}  // namespace
+
 TEST_CASE("gpu ops: a request's device mirror goes with the request, not when newer requests push it out") {
-    const test::Shim& s = test::shim();
-    for (int unified : {1, 0}) {
-        CAPTURE(unified);
-        s.set_unified(unified);
-        {
-            test::ShimCore shim_core;
-            if (!test::shim_gpu_ready(shim_core.core)) { s.set_unified(-1); return; }
-            Net net;
-            NodeId relu = net.node("Relu", {net.input({4, 8})}, false);
-            NodeId t = net.node("Transpose", {InputRef::by_id(relu)}, false);
-            net.node("Neg", {InputRef::by_id(t)});
-            REQUIRE(net.model.finalize() == Status::Ok);
-            CompiledModel compiled;
-            Status status = shim_core.core->compile_model(net.model, "GPU", {}, &compiled);
-            INFO(std::string(shim_core.core->last_error()));
-            REQUIRE(status == Status::Ok);
-            InferRequest first;
-            REQUIRE(compiled.create_request(&first) == Status::Ok);
-            REQUIRE(first.infer() == Status::Ok);
-            const long live = s.live(), buffers = s.calls("clCreateBuffer");
-            for (long k = 1; k <= 10; ++k) {   // more requests than the mirrors a program keeps
-                {
-                    InferRequest other;
-                    REQUIRE(compiled.create_request(&other) == Status::Ok);
-                    REQUIRE(other.infer() == Status::Ok);
-                    CHECK(s.calls("clCreateBuffer") == buffers + k);
-                    CHECK(s.live() > live);
-                }
-                CHECK(s.live() == live);   // its buffer and sub-buffers went with it
+    test::on_shim_gpu_each_memory([](const test::Shim& s, Core& core) {
+        CompiledModel compiled;
+        compile_relu_neg(core, true, {}, &compiled);
+        InferRequest first;
+        REQUIRE(compiled.create_request(&first) == Status::Ok);
+        REQUIRE(first.infer() == Status::Ok);
+        const long live = s.live(), buffers = s.calls("clCreateBuffer");
+        for (long k = 1; k <= 10; ++k) {   // more requests than the mirrors a program keeps
+            {
+                InferRequest other;
+                REQUIRE(compiled.create_request(&other) == Status::Ok);
+                REQUIRE(other.infer() == Status::Ok);
+                CHECK(s.calls("clCreateBuffer") == buffers + k);
+                CHECK(s.live() > live);
             }
-            REQUIRE(first.infer() == Status::Ok);
-            CHECK(s.calls("clCreateBuffer") == buffers + 10);   // the first request's mirror is still there
-            CHECK(s.live() == live);
+            CHECK(s.live() == live);   // its buffer and sub-buffers went with it
         }
-        s.set_unified(-1);
-    }
+        REQUIRE(first.infer() == Status::Ok);
+        CHECK(s.calls("clCreateBuffer") == buffers + 10);   // the first request's mirror is still there
+        CHECK(s.live() == live);
+    });
 }
 
 TEST_CASE("gpu ops: a request that goes while another request's step waits on the queue does not wait for it") {
-    const test::Shim& s = test::shim();
-    for (int unified : {1, 0}) {
-        CAPTURE(unified);
-        s.set_unified(unified);
-        {
-            test::ShimCore shim_core;
-            if (!test::shim_gpu_ready(shim_core.core)) { s.set_unified(-1); return; }
-            Net net;
-            NodeId relu = net.node("Relu", {net.input({4, 8})}, false);
-            net.node("Neg", {InputRef::by_id(relu)});
-            REQUIRE(net.model.finalize() == Status::Ok);
-            CompiledModel compiled;
-            // A deadline past any run of this test: an infer that waited for the queue fails it.
-            ConfigEntry config[] = {{"GPU:QUEUE_TIMEOUT_MS", "60000"}};
-            Status status = shim_core.core->compile_model(net.model, "GPU", Span<const ConfigEntry>(config, 1), &compiled);
-            INFO(std::string(shim_core.core->last_error()));
-            REQUIRE(status == Status::Ok);
-            InferRequest stuck;
-            REQUIRE(compiled.create_request(&stuck) == Status::Ok);
-            REQUIRE(stuck.infer() == Status::Ok);
-            const long live = s.live();
-            std::unique_ptr<InferRequest> going(new InferRequest);
-            REQUIRE(compiled.create_request(going.get()) == Status::Ok);
-            REQUIRE(going->infer() == Status::Ok);
-            const long with_going = s.live();
-            CHECK(with_going > live);
-            s.fail_kernel(1);   // the next kernel waits until released
-            Status stuck_status = Status::Unsupported;
-            std::thread runner([&] { stuck_status = stuck.infer(); });
-            while (!s.holding()) std::this_thread::yield();   // the stuck request's step holds the program
-            going.reset();   // its mirror cannot go now: it goes at the program's next step
-            s.release();
-            runner.join();
-            INFO(std::string(stuck.last_error()));
-            CHECK(stuck_status == Status::Ok);
-            REQUIRE(stuck.infer() == Status::Ok);
-            CHECK(s.live() == live);
-        }
-        s.set_unified(-1);
-    }
+    test::on_shim_gpu_each_memory([](const test::Shim& s, Core& core) {
+        CompiledModel compiled;
+        // A deadline past any run of this test: an infer that waited for the queue fails it.
+        ConfigEntry config[] = {{"GPU:QUEUE_TIMEOUT_MS", "60000"}};
+        compile_relu_neg(core, false, Span<const ConfigEntry>(config, 1), &compiled);
+        InferRequest stuck;
+        REQUIRE(compiled.create_request(&stuck) == Status::Ok);
+        REQUIRE(stuck.infer() == Status::Ok);
+        const long live = s.live();
+        std::unique_ptr<InferRequest> going(new InferRequest);
+        REQUIRE(compiled.create_request(going.get()) == Status::Ok);
+        REQUIRE(going->infer() == Status::Ok);
+        const long with_going = s.live();
+        CHECK(with_going > live);
+        s.fail_kernel(1);   // the next kernel waits until released
+        Status stuck_status = Status::Unsupported;
+        std::thread runner([&] { stuck_status = stuck.infer(); });
+        while (!s.holding()) std::this_thread::yield();   // the stuck request's step holds the program
+        going.reset();   // its mirror cannot go now: it goes at the program's next step
+        s.release();
+        runner.join();
+        INFO(std::string(stuck.last_error()));
+        CHECK(stuck_status == Status::Ok);
+        REQUIRE(stuck.infer() == Status::Ok);
+        CHECK(s.live() == live);
+    });
 }

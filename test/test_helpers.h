@@ -212,6 +212,36 @@ inline std::vector<std::vector<float>> infer_floats(const tessel::CompiledModel&
     return out;
 }
 
+// A float32 tensor's values, and any tensor's dims.
+inline std::vector<float> values_of(const tessel::Tensor& t) {
+    std::vector<float> v(t.elements());
+    if (!v.empty()) std::memcpy(v.data(), t.data(), t.bytes());
+    return v;
+}
+inline std::vector<int64_t> shape_of(const tessel::Tensor& t) { return std::vector<int64_t>(t.shape().data, t.shape().data + t.rank()); }
+
+// `request`, of `model` compiled with free dims, infers at `x` (its one input); a compile of
+// `model` fixed at x's shape infers at x too: every output has the same dims and bits.
+inline void check_plan_equals_fixed_compile(tessel::Core& core, const tessel::Model& model, const char* device,
+                                            tessel::Span<const tessel::ConfigEntry> entries, tessel::InferRequest& request,
+                                            const tessel::Tensor& x) {
+    REQUIRE(request.set_input(0, x) == tessel::Status::Ok);
+    tessel::Status s = request.infer();
+    INFO(std::string(request.last_error()));
+    REQUIRE(s == tessel::Status::Ok);
+    tessel::InputShape shape[] = {{model.input(0).name, x.shape()}};
+    tessel::CompiledModel fixed;
+    REQUIRE(core.compile_model(model, device, entries, &fixed, shape) == tessel::Status::Ok);
+    tessel::InferRequest fixed_request;
+    REQUIRE(fixed.create_request(&fixed_request) == tessel::Status::Ok);
+    REQUIRE(fixed_request.set_input(0, x) == tessel::Status::Ok);
+    REQUIRE(fixed_request.infer() == tessel::Status::Ok);
+    for (uint32_t o = 0; o < fixed.output_count(); ++o) {
+        CHECK(shape_of(request.output(o)) == shape_of(fixed_request.output(o)));
+        CHECK(values_of(request.output(o)) == values_of(fixed_request.output(o)));   // the same kernels: bit for bit
+    }
+}
+
 // Compiles `model` for `device` with PERF_COUNT=YES (and, where a GPU takes part, its
 // TILED_KERNELS as given), then infers once through infer_floats.
 inline std::vector<std::vector<float>> compile_and_infer(const tessel::Model& model, const char* device,
