@@ -19731,6 +19731,11 @@ inline Status run_qconv(const RunContext& c) {
 //   rounding).
 namespace detail {
 
+// Below this many multiply-adds an int8 step runs on one thread: a few microseconds of VNNI
+// work, less than waking the pool costs. Depthwise taps count 4 each (no reuse across maps).
+constexpr uint64_t kInt8ParallelMacs = 1u << 18;
+inline uint64_t int8_slots(uint64_t macs, uint32_t slots) { return macs < kInt8ParallelMacs ? 1 : slots; }
+
 struct Int8ConvState {
     Int8Gemm gemm;
     Window w;
@@ -19806,6 +19811,7 @@ inline Status run_int8_conv(const RunContext& c) {
     if (positions == 0 || st.batch == 0) return Status::Ok;
     const int64_t blocks = (positions + st.block - 1) / st.block;
     const uint32_t parts = st.parts;
+    const uint64_t macs = (uint64_t)(st.batch * st.maps * positions * st.depth);
     nn_parallel(c, (uint64_t)(st.batch * st.groups * blocks) * parts, [&](uint64_t slot, uint64_t begin, uint64_t end) {
         uint8_t* rows = static_cast<uint8_t*>(c.scratch) + slot * st.slot_bytes;
         uint8_t* panel = rows + st.rows_bytes;
@@ -19831,7 +19837,7 @@ inline Status run_int8_conv(const RunContext& c) {
             st.gemm.run(m0, m1, count, st.depth, st.packed + (size_t)g * st.packed_bytes, panel, rq,
                         y + (n * st.maps + g * st.group_maps) * positions + p0, positions);
         }
-    }, st.slots);
+    }, int8_slots(macs, st.slots));
     return Status::Ok;
 }
 
@@ -19845,6 +19851,7 @@ inline Status run_int8_conv_implicit(const RunContext& c) {
     if (positions == 0 || st.batch == 0) return Status::Ok;
     const int64_t blocks = (st.virtual_positions + st.block - 1) / st.block;
     const uint32_t parts = st.parts;
+    const uint64_t macs = (uint64_t)(st.batch * st.maps * st.virtual_positions * st.depth);
     nn_parallel(c, (uint64_t)(st.batch * st.groups * blocks) * parts, [&](uint64_t slot, uint64_t begin, uint64_t end) {
         uint8_t* copy = static_cast<uint8_t*>(c.scratch) + slot * st.slot_bytes;
         uint8_t* panel = copy + st.copy_bytes;
@@ -19889,7 +19896,7 @@ inline Status run_int8_conv_implicit(const RunContext& c) {
                 p = stop;
             }
         }
-    }, st.slots);
+    }, int8_slots(macs, st.slots));
     return Status::Ok;
 }
 
@@ -19964,6 +19971,7 @@ inline Status run_int8_depthwise(const RunContext& c) {
     const uint8_t* x = c.inputs[0].as<const uint8_t>();
     uint8_t* y = c.outputs[0].as<uint8_t>();
     const int64_t in_plane = w.in_size(), out_plane = w.out_size(), taps = w.kernel_size();
+    const uint64_t macs = (uint64_t)(st.batch * st.maps * out_plane * taps) * 4;
     nn_parallel(c, (uint64_t)(st.batch * st.maps), [&](uint64_t slot, uint64_t begin, uint64_t end) {
         int32_t* acc = static_cast<int32_t*>(c.scratch) + slot * (uint64_t)((w.out[2] + 15) & ~15);
         for (uint64_t unit = begin; unit < end; ++unit) {
@@ -19996,7 +20004,7 @@ inline Status run_int8_depthwise(const RunContext& c) {
                     int8_requantize_row(acc, w.out[2], st.scale[m], st.rq, ym + (o0 * w.out[1] + o1) * w.out[2]);
                 }
         }
-    }, st.slots);
+    }, int8_slots(macs, st.slots));
     return Status::Ok;
 }
 
@@ -20095,6 +20103,7 @@ inline Status run_int8_depthwise_float(const RunContext& c) {
     const int64_t in_plane = s.in_h * s.in_w, out_plane = s.out_h * s.out_w, taps = s.kernel_h * s.kernel_w;
     const int64_t multiplier = st.group_maps, bands = st.bands;
     const uint64_t units = (uint64_t)(st.batch * st.channels * bands * multiplier);
+    const uint64_t macs = (uint64_t)(st.batch * st.channels * multiplier * out_plane * taps) * 4;
     nn_parallel(c, units, [&](uint64_t slot, uint64_t begin, uint64_t end) {
         float* sums = static_cast<float*>(c.scratch) + slot * st.slot_floats;
         float* padded_band = sums + round16((size_t)out_plane);
@@ -20115,7 +20124,7 @@ inline Status run_int8_depthwise_float(const RunContext& c) {
             int8_requantize_float_row(sums + row0 * s.out_w, (row1 - row0) * s.out_w, st.bias[m], st.scale[m], st.rq,
                                       ym + row0 * s.out_w);
         }
-    }, st.slots);
+    }, int8_slots(macs, st.slots));
     return Status::Ok;
 }
 
@@ -20130,6 +20139,7 @@ inline Status run_int8_depthwise_rows(const RunContext& c) {
     const int64_t multiplier = st.group_maps, bands = st.bands;
     const size_t weight_bytes = st.int8_conv.packed_weights_bytes();
     const uint64_t units = (uint64_t)(st.batch * st.channels * bands * multiplier);
+    const uint64_t macs = (uint64_t)(st.batch * st.channels * multiplier * out_plane * s.kernel_h * s.kernel_w) * 4;
     nn_parallel(c, units, [&](uint64_t slot, uint64_t begin, uint64_t end) {
         uint8_t* scratch = static_cast<uint8_t*>(c.scratch) + slot * st.slot_bytes;
         uint64_t padded = ~0ull;   // the (image, channel, band) whose copy is in scratch
@@ -20147,7 +20157,7 @@ inline Status run_int8_depthwise_rows(const RunContext& c) {
             st.int8_conv.run_rows(scratch, st.packed_weights + m * weight_bytes, st.kernel_bias[m], st.scale[m], st.rq,
                                   y + (n * st.maps + m) * out_plane, row0, row1);
         }
-    }, st.slots);
+    }, int8_slots(macs, st.slots));
     return Status::Ok;
 }
 
@@ -20164,21 +20174,11 @@ struct Int8PoolState {
     const uint8_t* const* tables = nullptr;   // per input (inputs > 1)
     size_t row_bytes = 0;             // a slot's row of column maxima (in[2] and 32 spare bytes)
     uint32_t slots = 1;
+    Int8Lookup lookup;
 };
 
-// y[j] = t[x[j]] for j in [0, n): 8 bytes per load and store.
-inline void int8_lookup(const uint8_t* t, const uint8_t* x, uint8_t* y, int64_t n) {
-    int64_t e = 0;
-    for (; e + 8 <= n; e += 8) {
-        uint64_t v;
-        std::memcpy(&v, x + e, 8);
-        const uint64_t r = (uint64_t)t[v & 255] | (uint64_t)t[(v >> 8) & 255] << 8 | (uint64_t)t[(v >> 16) & 255] << 16 |
-                           (uint64_t)t[(v >> 24) & 255] << 24 | (uint64_t)t[(v >> 32) & 255] << 32 |
-                           (uint64_t)t[(v >> 40) & 255] << 40 | (uint64_t)t[(v >> 48) & 255] << 48 | (uint64_t)t[v >> 56] << 56;
-        std::memcpy(y + e, &r, 8);
-    }
-    for (; e < n; ++e) y[e] = t[x[e]];
-}
+// y[j] = t[x[j]] for j in [0, n) on the portable loop (the pair tables' rows and columns).
+inline void int8_lookup(const uint8_t* t, const uint8_t* x, uint8_t* y, int64_t n) { Int8Lookup::run_portable(t, x, y, n); }
 
 // y[j] = max over taps k of row[j * stride - pad + k * dilation] inside [0, width); 0 (the
 // quantized -inf) for a window wholly in the padding.
@@ -20211,12 +20211,45 @@ inline void int8_pool_row(const uint8_t* row, int64_t width, int64_t count, int6
                 m = _mm_max_epi16(m, _mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * o - pad + k)), even));
             return _mm_packus_epi16(m, m);
         };
+        // 16 outputs: tap 2 s from the even bytes at 2 s on, tap 2 s + 1 from the odd ones (both
+        // loads read at most to byte width, inside the spare bytes)
+        auto sixteen = [&](int64_t o) {
+            const uint8_t* b = row + 2 * o - pad;
+            __m128i m = _mm_setzero_si128();
+            for (int64_t s2 = 0; s2 < kernel; s2 += 2) {
+                const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + s2));
+                const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + s2 + 16));
+                m = _mm_max_epu8(m, _mm_packus_epi16(_mm_and_si128(lo, even), _mm_and_si128(hi, even)));
+                if (s2 + 1 < kernel) m = _mm_max_epu8(m, _mm_packus_epi16(_mm_srli_epi16(lo, 8), _mm_srli_epi16(hi, 8)));
+            }
+            return m;
+        };
+        for (; j + 16 <= last + 1; j += 16) _mm_storeu_si128(reinterpret_cast<__m128i*>(y + j), sixteen(j));
         for (; j + 8 <= last + 1; j += 8) _mm_storel_epi64(reinterpret_cast<__m128i*>(y + j), eight(j));
         if (j <= last) {   // the interior's last few: 8 computed (the rest from the spare bytes), those kept
             alignas(16) uint8_t tail[16];
             _mm_store_si128(reinterpret_cast<__m128i*>(tail), eight(j));
             std::memcpy(y + j, tail, (size_t)(last + 1 - j));
             j = last + 1;
+        }
+    }
+#elif defined(__ARM_NEON)
+    if (dilation == 1 && stride == 1) {
+        for (; j + 16 <= last + 1; j += 16) {
+            uint8x16_t m = vld1q_u8(row + j - pad);
+            for (int64_t k = 1; k < kernel; ++k) m = vmaxq_u8(m, vld1q_u8(row + j - pad + k));
+            vst1q_u8(y + j, m);
+        }
+    } else if (dilation == 1 && stride == 2) {   // ld2 splits the even and odd bytes (read at most to byte width)
+        for (; j + 16 <= last + 1; j += 16) {
+            const uint8_t* b = row + 2 * j - pad;
+            uint8x16_t m = vdupq_n_u8(0);
+            for (int64_t s2 = 0; s2 < kernel; s2 += 2) {
+                const uint8x16x2_t v = vld2q_u8(b + s2);
+                m = vmaxq_u8(m, v.val[0]);
+                if (s2 + 1 < kernel) m = vmaxq_u8(m, v.val[1]);
+            }
+            vst1q_u8(y + j, m);
         }
     }
 #endif
@@ -20246,6 +20279,7 @@ inline Status run_int8_max_pool(const RunContext& c) {
             }
             (void)x_end;   // read by the SSE2 loop only
             uint8_t* yp = y + (int64_t)plane * out_plane;
+            bool empty_rows = false;   // a row of windows wholly in the padding seen: rows take the table one by one
             for (int64_t o = 0; o < w.out[1]; ++o) {
                 uint8_t* yr = yp + o * w.out[2];
                 bool any = false;   // the column maxima of the window's rows
@@ -20266,18 +20300,24 @@ inline Status run_int8_max_pool(const RunContext& c) {
                         _mm_storeu_si128(d, _mm_max_epu8(_mm_loadu_si128(d), _mm_loadu_si128(reinterpret_cast<const __m128i*>(r + q))));
                     }
                     if (q > w.in[2]) q = w.in[2];
+#elif defined(__ARM_NEON)
+                    for (; q + 16 <= w.in[2]; q += 16) vst1q_u8(rowmax + q, vmaxq_u8(vld1q_u8(rowmax + q), vld1q_u8(r + q)));
 #endif
                     for (; q < w.in[2]; ++q) rowmax[q] = r[q] > rowmax[q] ? r[q] : rowmax[q];
                 }
-                if (!any) {
+                if (!any) {   // the quantized -inf, past the table (the rows before it take theirs now)
+                    if (table && !empty_rows) st.lookup.run(table, yp, yp, o * w.out[2]);
                     std::memset(yr, 0, (size_t)w.out[2]);
+                    empty_rows = true;
                     continue;
                 }
                 int8_pool_row(rowmax, w.in[2], w.out[2], w.kernel[2], w.stride[2], w.dilation[2], w.pad_begin[2], yr);
-                if (table) int8_lookup(table, yr, yr, w.out[2]);
+                if (table && empty_rows) st.lookup.run(table, yr, yr, w.out[2]);
             }
+            // else the plane at once: small planes' rows are short
+            if (table && !empty_rows) st.lookup.run(table, yp, yp, out_plane);
         }
-    }, st.slots);
+    }, (uint64_t)(st.planes * in_plane) < kCpuOpsParallelWork ? 1 : st.slots);
     return Status::Ok;
 }
 
@@ -20484,24 +20524,24 @@ struct Int8ConcatState {
     uint64_t outer = 0, total = 0;   // blocks before the axis; bytes of one block of y
     const uint64_t* chunk = nullptr;           // per input: bytes of one block
     const uint8_t* const* table = nullptr;     // per input
+    const uint64_t* offset = nullptr;          // per input: where its bytes start in a block of y
+    Int8Lookup lookup;
 };
 
 inline Status run_int8_concat(const RunContext& c) {
     const Int8ConcatState& st = *static_cast<const Int8ConcatState*>(c.state);
     uint8_t* y = c.outputs[0].as<uint8_t>();
-    uint64_t offset = 0;
-    for (uint32_t k = 0; k < st.inputs; ++k) {
-        const uint8_t* x = c.inputs[k].as<const uint8_t>();
-        const uint64_t chunk = st.chunk[k];
-        const uint8_t* table = st.table[k];
-        for (uint64_t o = 0; o < st.outer; ++o) {
-            uint8_t* d = y + o * st.total + offset;
-            const uint8_t* s = x + o * chunk;
-            if (!table) std::memcpy(d, s, (size_t)chunk);
-            else for (uint64_t e = 0; e < chunk; ++e) d[e] = table[s[e]];
+    // units: (block, input) pairs; one thread below kCpuOpsParallelWork bytes in all
+    const uint64_t units = st.outer * st.inputs;
+    cpu_ops_parallel(c, units, st.outer ? st.total * st.outer / units : 0, [&](uint64_t begin, uint64_t end) {
+        for (uint64_t unit = begin; unit < end; ++unit) {
+            const uint64_t o = unit / st.inputs, k = unit % st.inputs, chunk = st.chunk[k];
+            uint8_t* d = y + o * st.total + st.offset[k];
+            const uint8_t* s = c.inputs[(uint32_t)k].as<const uint8_t>() + o * chunk;
+            if (!st.table[k]) std::memcpy(d, s, (size_t)chunk);
+            else st.lookup.run(st.table[k], s, d, (int64_t)chunk);
         }
-        offset += chunk;
-    }
+    });
     return Status::Ok;
 }
 
@@ -20538,7 +20578,8 @@ inline Int8ConcatState* int8_concat_state(ReferenceProgram* p, const PreparedMod
     Int8ConcatState* st = p->arena.allocate_array<Int8ConcatState>(1);
     uint64_t* chunk = p->arena.allocate_array<uint64_t>(cn.num_inputs);
     const uint8_t** table = p->arena.allocate_array<const uint8_t*>(cn.num_inputs);
-    if (!st || !chunk || !table) return nullptr;
+    uint64_t* offset = p->arena.allocate_array<uint64_t>(cn.num_inputs);
+    if (!st || !chunk || !table || !offset) return nullptr;
     new (st) Int8ConcatState();
     st->inputs = cn.num_inputs;
     st->outer = dims_product(yd, 0, (int)as.axis);
@@ -20547,11 +20588,13 @@ inline Int8ConcatState* int8_concat_state(ReferenceProgram* p, const PreparedMod
     for (uint32_t k = 0; k < cn.num_inputs; ++k) {
         const TensorDesc& d = model.value_desc(model.value_id(cn.inputs[k].producer, cn.inputs[k].port));
         chunk[k] = dims_product(d, (int)as.axis, d.rank);
+        offset[k] = k ? offset[k - 1] + chunk[k - 1] : 0;
         table[k] = int8_grid_table(p, model, cn.inputs[k].producer, q, &failed);
     }
     if (failed) return nullptr;
     st->chunk = chunk;
     st->table = table;
+    st->offset = offset;
     return st;
 }
 
@@ -20601,6 +20644,7 @@ inline Status run_int8_matmul(const RunContext& c) {
     const uint8_t* x = c.inputs[0].as<const uint8_t>();
     uint8_t* y = c.outputs[0].as<uint8_t>();
     const int64_t blocks = (st.rows + st.block - 1) / st.block;
+    const uint64_t macs = (uint64_t)(st.rows * st.n * st.k);
     nn_parallel(c, (uint64_t)blocks, [&](uint64_t slot, uint64_t begin, uint64_t end) {
         uint8_t* panel = static_cast<uint8_t*>(c.scratch) + slot * st.slot_bytes;
         uint8_t* result = panel + st.panel_bytes;
@@ -20616,7 +20660,7 @@ inline Status run_int8_matmul(const RunContext& c) {
                 for (int64_t j = 0; j < st.n; ++j) yr[j] = result[j * count + r];
             }
         }
-    }, st.slots);
+    }, int8_slots(macs, st.slots));
     return Status::Ok;
 }
 
@@ -21099,6 +21143,13 @@ inline Int8QuantizeState* int8_quantize_state(ReferenceProgram* p, const Prepare
     return st;
 }
 
+// A step's table lookups on `isa`, the portable loop when that target cannot be had. Returns
+// the target the step is named after (Ref for the portable loop).
+inline Isa int8_lookup_init(Int8Lookup* lookup, Isa isa) {
+    if (lookup->init(isa) != Status::Ok && lookup->init(Isa::Ref) != Status::Ok) return Isa::Ref;   // Ref never fails
+    return lookup->jit() ? lookup->isa() : Isa::Ref;
+}
+
 inline Status int8_use(ReferenceProgram* p, uint32_t i, RunFn run, const void* state, const char* what, Isa isa, size_t scratch) {
     char name[96];
     std::snprintf(name, sizeof name, "int8:%s:%s", isa_name(isa), what);
@@ -21118,18 +21169,20 @@ inline Status int8_use(ReferenceProgram* p, uint32_t i, RunFn run, const void* s
 struct Int8TableState {
     const uint8_t* table = nullptr;
     uint64_t count = 0;
+    Int8Lookup lookup;
 };
 
 inline Status run_int8_table(const RunContext& c) {
     const Int8TableState& st = *static_cast<const Int8TableState*>(c.state);
     const uint8_t* x = c.inputs[0].as<const uint8_t>();
     uint8_t* y = c.outputs[0].as<uint8_t>();
-    const uint64_t chunk = 16384, units = (st.count + chunk - 1) / chunk;
+    // bytes per unit: a few microseconds of lookups (the JIT kernels do tens of bytes a nanosecond)
+    const uint64_t chunk = st.lookup.jit() ? 65536 : 16384, units = (st.count + chunk - 1) / chunk;
     nn_parallel(c, units, [&](uint64_t, uint64_t begin, uint64_t end) {
         uint8_t t[256];   // a local copy: y's stores cannot alias it
         std::memcpy(t, st.table, sizeof t);
         const uint64_t from = begin * chunk, stop = end * chunk < st.count ? end * chunk : st.count;
-        int8_lookup(t, x + from, y + from, (int64_t)(stop - from));
+        st.lookup.run(t, x + from, y + from, (int64_t)(stop - from));
     });
     return Status::Ok;
 }
@@ -21782,7 +21835,8 @@ inline Status cpu_int8_steps(ReferenceProgram* p, const PreparedModel& model, Is
         if (g.node(group.conv).op == StringView("MaxPool")) {
             Int8PoolState* st = int8_pool_state(p, model, group);
             if (!st) return Status::OutOfMemory;
-            TESSEL_TRY(int8_use(p, group.step, run_int8_max_pool, st, "MaxPool", Isa::Ref, (size_t)st->slots * st->row_bytes));
+            const Isa lookup_isa = int8_lookup_init(&st->lookup, isa);
+            TESSEL_TRY(int8_use(p, group.step, run_int8_max_pool, st, "MaxPool", lookup_isa, (size_t)st->slots * st->row_bytes));
         } else if (!cst) {
             Int8MatMulState* st = int8_group_matmul_state(p, model, group, isa);
             if (!st) return Status::OutOfMemory;
@@ -21824,7 +21878,7 @@ inline Status cpu_int8_steps(ReferenceProgram* p, const PreparedModel& model, Is
         p->steps_[i].reads = Span<const uint32_t>(reads, cn.num_inputs);
         Int8ConcatState* st = int8_concat_state(p, model, concats[i], p->steps_[i].node);
         if (!st) return Status::OutOfMemory;
-        TESSEL_TRY(int8_use(p, i, run_int8_concat, st, "Concat", Isa::Ref, 0));
+        TESSEL_TRY(int8_use(p, i, run_int8_concat, st, "Concat", int8_lookup_init(&st->lookup, isa), 0));
         drop[writer[model.value_id(concats[i], 0)]] = 1;
     }
     for (uint32_t k = 0; k < table_count; ++k) {
@@ -21836,7 +21890,7 @@ inline Status cpu_int8_steps(ReferenceProgram* p, const PreparedModel& model, Is
         p->steps_[table_steps[k]].reads = Span<const uint32_t>(reads, 1);
         Int8TableState* st = int8_table_state(p, model, t);
         if (!st) return Status::OutOfMemory;
-        TESSEL_TRY(int8_use(p, table_steps[k], run_int8_table, st, "Table", Isa::Ref, 0));
+        TESSEL_TRY(int8_use(p, table_steps[k], run_int8_table, st, "Table", int8_lookup_init(&st->lookup, isa), 0));
         for (uint32_t j = 0; j < t.count; ++j)
             if (writer[model.value_id(t.ops[j], 0)] != ~0u) drop[writer[model.value_id(t.ops[j], 0)]] = 1;
     }

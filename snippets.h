@@ -153,6 +153,7 @@
        >>max pool                     PoolRows: one output row's interior windows, JIT vector tiles
        >>int8 gemm                    Int8Gemm: u8 x s8 -> s32 panels, requantizing epilogue
        >>int8 depthwise               Int8DepthwiseConv: uint8 planes, 4 taps per dot product, requantized rows
+       >>int8 lookup                  Int8Lookup: y = table[x] on bytes, JIT on AVX-512 VBMI and NEON
        >>opencl printer               OpenClSource, print_opencl_kernel: a body as OpenCL C
      implementation:
        >>helpers                      float bits, clock, broadcasting of shapes
@@ -192,6 +193,7 @@
        >>gemm dot implementation      the x86 and NEON kernels, the kernel table, the portable loop
        >>int8 gemm implementation     the VNNI tile emitter, the portable tile, packing
        >>int8 depthwise implementation  the VNNI and sdot row kernels, their table, padding
+       >>int8 lookup implementation   the VBMI and tbl/tbx kernels, the portable loop
        >>opencl printer implementation  OpenClMath: eval_op printed as OpenCL C statements
 */
 #ifndef TESSEL_SNIPPETS_H
@@ -897,6 +899,30 @@ private:
     int64_t out_pitch_ = 0;      // bytes of an output row in scratch (0: stored straight into y)
     bool signed_x_ = false;      // the copy holds x ^ 0x80 (sdot)
 };
+
+// >>int8 lookup
+// y[j] = table[x[j]] over n bytes: the 256-entry tables of the int8 steps (a one-input op or a
+// change of grid on uint8 values). JIT: AVX-512 VBMI (the table in four zmm registers: one
+// vpermi2b per half of the table, the index's high bit picks the half; the tail through a byte
+// mask) and NEON (tbl/tbx over four 64-byte quarters, 16 bytes a step, the tail in C++). Other
+// targets run the portable loop. Any target gives the table's bytes, so results never differ.
+class Int8Lookup {
+public:
+    // Unsupported when the CPU lacks `isa`; targets without a kernel keep the portable loop.
+    Status init(Isa isa = Isa::Auto);
+    Isa isa() const { return isa_; }
+    bool jit() const { return kernel_ != nullptr; }
+    // x and y may be the same array (not otherwise overlapping). n < 1 writes nothing.
+    void run(const uint8_t* table, const uint8_t* x, uint8_t* y, int64_t n) const;
+    static void run_portable(const uint8_t* table, const uint8_t* x, uint8_t* y, int64_t n);   // any target
+    using KernelFn = void (*)(const uint8_t* table, const uint8_t* x, uint8_t* y, int64_t n);
+
+private:
+    Isa isa_ = Isa::Ref;
+    KernelFn kernel_ = nullptr;
+    int64_t block_ = 1;   // bytes the kernel takes a step (it does whole blocks only when above 1)
+};
+
 
 // >>opencl printer
 // A body printed as an OpenCL C kernel: the third target beside x64 and a64. The same
@@ -7934,6 +7960,141 @@ void Int8DepthwiseConv::run_rows(uint8_t* scratch, const int8_t* packed_weights,
     if (out_pitch_)
         for (int64_t r = row0; r < row1; ++r) std::memcpy(y + r * s.out_w, out + (r - row0) * out_pitch_, (size_t)s.out_w);
 }
+
+// >>int8 lookup implementation
+namespace detail {
+inline void int8_lookup_portable(const uint8_t* t, const uint8_t* x, uint8_t* y, int64_t n) {
+    int64_t e = 0;
+    for (; e + 8 <= n; e += 8) {   // 8 bytes per load and store
+        uint64_t v;
+        std::memcpy(&v, x + e, 8);
+        const uint64_t r = (uint64_t)t[v & 255] | (uint64_t)t[(v >> 8) & 255] << 8 | (uint64_t)t[(v >> 16) & 255] << 16 |
+                           (uint64_t)t[(v >> 24) & 255] << 24 | (uint64_t)t[(v >> 32) & 255] << 32 |
+                           (uint64_t)t[(v >> 40) & 255] << 40 | (uint64_t)t[(v >> 48) & 255] << 48 | (uint64_t)t[v >> 56] << 56;
+        std::memcpy(y + e, &r, 8);
+    }
+    for (; e < n; ++e) y[e] = t[x[e]];
+}
+
+#ifndef TESSEL_NO_JIT
+#if defined(__x86_64__) || defined(_M_X64)
+inline bool int8_vbmi_available() {
+    __builtin_cpu_init();
+    return isa_available(Isa::Avx512) && __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512bw");
+}
+
+// rdi table, rsi x, rdx y, rcx n (System V). zmm0-3 the table; 64 bytes a step, the last
+// partial step through k2.
+inline void emit_int8_lookup_vbmi(asmjit::x86::Assembler& a) {
+    namespace x86 = asmjit::x86;
+    for (uint32_t i = 0; i < 4; ++i) a.vmovdqu8(x86::zmm(i), x86::ptr(x86::rdi, (int32_t)(64 * i)));
+    asmjit::Label loop = a.newLabel(), tail = a.newLabel(), done = a.newLabel();
+    auto lookup = [&]() {   // zmm4: indices -> zmm5: table bytes
+        a.vmovdqa64(x86::zmm5, x86::zmm4);
+        a.vpermi2b(x86::zmm5, x86::zmm0, x86::zmm1);   // bytes 0..127 by the index's low 7 bits
+        a.vpmovb2m(x86::k1, x86::zmm4);
+        a.vpermi2b(x86::zmm4, x86::zmm2, x86::zmm3);   // bytes 128..255
+        a.k(x86::k1).vmovdqu8(x86::zmm5, x86::zmm4);
+    };
+    a.cmp(x86::rcx, 64);
+    a.jb(tail);
+    a.bind(loop);
+    a.vmovdqu8(x86::zmm4, x86::ptr(x86::rsi));
+    lookup();
+    a.vmovdqu8(x86::ptr(x86::rdx), x86::zmm5);
+    a.add(x86::rsi, 64);
+    a.add(x86::rdx, 64);
+    a.sub(x86::rcx, 64);
+    a.cmp(x86::rcx, 64);
+    a.jae(loop);
+    a.bind(tail);
+    a.test(x86::rcx, x86::rcx);
+    a.jz(done);
+    a.mov(x86::eax, 1);
+    a.shl(x86::rax, x86::cl);   // rcx < 64
+    a.sub(x86::rax, 1);
+    a.kmovq(x86::k2, x86::rax);
+    a.k(x86::k2).z().vmovdqu8(x86::zmm4, x86::ptr(x86::rsi));
+    lookup();
+    a.k(x86::k2).vmovdqu8(x86::ptr(x86::rdx), x86::zmm5);
+    a.bind(done);
+    a.vzeroupper();
+    a.ret();
+}
+#define TESSEL_INT8_LOOKUP_JIT 1
+#elif defined(__aarch64__)
+// x0 table, x1 x, x2 y, x3 n (a positive multiple of 16; AAPCS64). The table in v16-v31 (no
+// callee-saved registers): tbl looks up the first quarter, then tbx each next one on the index
+// minus 64 (out-of-range lanes keep their byte).
+inline void emit_int8_lookup_tbl(asmjit::a64::Assembler& a) {
+    namespace a64 = asmjit::a64;
+    for (uint32_t i = 0; i < 16; ++i) a.ldr(a64::v(16 + i), a64::ptr(a64::x0, (int32_t)(16 * i)));
+    a.movi(a64::v(4).b16(), 64);
+    asmjit::Label loop = a.newLabel();
+    a.bind(loop);
+    a.ldr(a64::v(0), a64::ptr(a64::x1));
+    a.tbl(a64::v(1).b16(), a64::v(16).b16(), a64::v(17).b16(), a64::v(18).b16(), a64::v(19).b16(), a64::v(0).b16());
+    for (uint32_t quarter = 1; quarter < 4; ++quarter) {
+        const uint32_t r = 16 + 4 * quarter;
+        a.sub(a64::v(0).b16(), a64::v(0).b16(), a64::v(4).b16());
+        a.tbx(a64::v(1).b16(), a64::v(r).b16(), a64::v(r + 1).b16(), a64::v(r + 2).b16(), a64::v(r + 3).b16(), a64::v(0).b16());
+    }
+    a.str(a64::v(1), a64::ptr(a64::x2));
+    a.add(a64::x1, a64::x1, 16);
+    a.add(a64::x2, a64::x2, 16);
+    a.subs(a64::x3, a64::x3, 16);
+    a.b_ne(loop);
+    a.ret(a64::x30);
+}
+#define TESSEL_INT8_LOOKUP_JIT 1
+#endif
+#endif
+
+#ifdef TESSEL_INT8_LOOKUP_JIT
+// The one kernel per target, made on first use (nullptr if it could not be).
+inline Int8Lookup::KernelFn int8_lookup_kernel() {
+    static const Int8Lookup::KernelFn fn = assemble_jit_kernel<Int8Lookup::KernelFn>([](JitAssembler& a) {
+#if defined(__aarch64__)
+        emit_int8_lookup_tbl(a);
+#else
+        emit_int8_lookup_vbmi(a);
+#endif
+    });
+    return fn;
+}
+#endif
+}  // namespace detail
+
+Status Int8Lookup::init(Isa isa) {
+    if (isa == Isa::Auto) isa = default_isa();
+    if (!isa_available(isa)) return Status::Unsupported;
+    isa_ = isa;
+    kernel_ = nullptr;
+    block_ = 1;
+#ifdef TESSEL_INT8_LOOKUP_JIT
+#if defined(__aarch64__)
+    if (isa == Isa::Neon) kernel_ = detail::int8_lookup_kernel(), block_ = 16;
+#else
+    if (isa == Isa::Avx512 && detail::int8_vbmi_available()) kernel_ = detail::int8_lookup_kernel();
+#endif
+#endif
+    return Status::Ok;
+}
+
+void Int8Lookup::run(const uint8_t* table, const uint8_t* x, uint8_t* y, int64_t n) const {
+    if (n < 1) return;
+    int64_t done = 0;
+    if (kernel_) {
+        done = block_ > 1 ? n / block_ * block_ : n;
+        if (done > 0) kernel_(table, x, y, done);
+    }
+    if (done < n) detail::int8_lookup_portable(table, x + done, y + done, n - done);
+}
+
+void Int8Lookup::run_portable(const uint8_t* table, const uint8_t* x, uint8_t* y, int64_t n) {
+    if (n > 0) detail::int8_lookup_portable(table, x, y, n);
+}
+
 
 // >>opencl printer implementation
 OpenClSource::~OpenClSource() { TESSEL_FREE(text_); }

@@ -272,4 +272,12 @@ inline bool gpu_tested_here() {
     return gpu_here();
 }
 
+// Whether `kernels` names the int8 step `what` on any target (the table lookups' steps are
+// named after the target whose kernel they run: ref, avx512 with VBMI, neon).
+inline bool has_int8_step(const std::string& kernels, const char* what) {
+    for (const char* isa : {"ref", "avx512", "neon"})
+        if (kernels.find(std::string("int8:") + isa + ":" + what) != std::string::npos) return true;
+    return false;
+}
+
 }  // namespace test

@@ -244,6 +244,10 @@ TEST_CASE("int8: QDQ Conv groups on the CPU device: 1x1, 3x3, strided, dilated, 
         {{1, 16, 23, 45}, {16, 1, 5, 5}, 16, {}, {}, {2, 2, 2, 2}, "Relu", true},          // 5x5, wide rows
         {{1, 12, 20, 33}, {12, 1, 3, 3}, 12, {2, 2}, {}, {0, 1, 1, 0}, nullptr, true},     // stride 2, asymmetric pads
         {{1, 2, 9, 9}, {2, 1, 7, 7}, 2, {}, {}, {3, 3, 3, 3}, nullptr, true},              // 49 taps
+        // past the one-thread bound (kInt8ParallelMacs): split over 2 threads
+        {{1, 16, 40, 40}, {32, 16, 3, 3}, 1, {2, 2}, {}, {1, 1, 1, 1}, "Relu", true},     // strided 3x3 (im2col)
+        {{1, 32, 40, 40}, {32, 1, 3, 3}, 32, {}, {}, {1, 1, 1, 1}, "Relu", true},          // depthwise, stride 1
+        {{1, 32, 40, 41}, {32, 1, 3, 3}, 32, {2, 2}, {}, {1, 1, 1, 1}, nullptr, true},     // depthwise, stride 2
     };
     uint32_t seed = 500;
     for (const QdqConv& cc : cases) {
@@ -451,7 +455,7 @@ TEST_CASE("int8: QDQ MaxPool on uint8, bit for bit the float path's (same grid, 
         for (uint32_t threads : {1u, 2u}) {
             Quantized fast = run_qdq_pool(pc, x, sx, zx, true, threads);
             INFO(fast.kernels);
-            CHECK(fast.kernels.find("int8:ref:MaxPool") != std::string::npos);
+            CHECK(test::has_int8_step(fast.kernels, "MaxPool"));
             CHECK(fast.kernels.find("DequantizeLinear") == std::string::npos);
             CHECK(fast.y == reference.y);
         }
@@ -466,6 +470,7 @@ TEST_CASE("int8: QDQ Concat on uint8 with a table per input, bit for bit the flo
         {{{{1, 3, 5, 7}, 0.05f, 100}, {{1, 4, 5, 7}, 0.05f, 100}}, 1, 0.05f, 100},                 // the same grids: copies
         {{{{2, 3, 4, 9}, 0.05f, 100}, {{2, 1, 4, 9}, 0.02f, 7}, {{2, 2, 4, 9}, 0.11f, 255}}, 1, 0.06f, 90},  // tables
         {{{{2, 3, 17}, 0.04f, 0}, {{2, 3, 5}, 0.04f, 0}}, -1, 0.03f, 10},                         // the last axis
+        {{{{2, 16, 30, 31}, 0.05f, 100}, {{2, 9, 30, 31}, 0.02f, 7}}, 1, 0.03f, 10},              // split over 2 threads
     };
     uint32_t seed = 1200;
     for (const Case& cc : cases) {
@@ -499,7 +504,7 @@ TEST_CASE("int8: QDQ Concat on uint8 with a table per input, bit for bit the flo
         for (uint32_t threads : {1u, 2u}) {
             Quantized fast = run(true, threads);
             INFO(fast.kernels);
-            CHECK(fast.kernels.find("int8:ref:Concat") != std::string::npos);
+            CHECK(test::has_int8_step(fast.kernels, "Concat"));
             CHECK(fast.kernels.find("DequantizeLinear") == std::string::npos);
             CHECK(fast.y == reference.y);
         }
