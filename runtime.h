@@ -91,6 +91,7 @@
    >>shape ops                        Reshape, Flatten, Squeeze, Unsqueeze
    >>data movement                    Transpose, Slice, Expand, DepthToSpace, SpaceToDepth
    >>cpu ops                          CPU: pooling, global pooling, softmax, Resize, Transpose, LRN kernels (cpu_ops_step)
+   >>small pool planes                CPU: unit-stride pools of small planes as one padded row (PoolRows)
    >>concat and split                 Concat, Split
    >>gather                           Gather
    >>cast                             Cast, BitCast, half/bfloat16 and scalar conversions
@@ -11664,30 +11665,6 @@ void cpu_ops_parallel(const RunContext& c, uint64_t units, uint64_t work_per_uni
     nn_parallel(c, units, [&](uint64_t, uint64_t begin, uint64_t end) { f(begin, end); });
 }
 
-// One output of a 2-D pool by the reference's rule, for the border windows.
-inline float cpu_pool_window(const PoolState& st, const float* xp, int64_t oh, int64_t ow) {
-    const Window& w = st.w;
-    int64_t o[2] = {oh, ow}, start[2], first[2], last[2], padded = 1;
-    for (int d = 0; d < 2; ++d) {
-        start[d] = o[d] * w.stride[d + 1] - w.pad_begin[d + 1];
-        first[d] = start[d] < 0 ? -start[d] : 0;
-        last[d] = std::min(w.kernel[d + 1], w.in[d + 1] - start[d]);
-        padded *= std::max<int64_t>(0, std::min(w.kernel[d + 1], w.in[d + 1] + w.pad_end[d + 1] - start[d]));
-    }
-    float best = -INFINITY, sum = 0.0f;
-    int64_t count = 0;
-    for (int64_t kh = first[0]; kh < last[0]; ++kh)
-        for (int64_t kw = first[1]; kw < last[1]; ++kw) {
-            float v = xp[(start[0] + kh) * w.in[2] + start[1] + kw];
-            if (v > best || count == 0) best = v;
-            sum += v;
-            ++count;
-        }
-    if (st.max) return best;
-    int64_t divisor = st.count_include_pad ? padded : count;
-    return divisor ? sum / (float)divisor : 0.0f;
-}
-
 template <int kStride>
 inline F4 cpu_pool_taps(const float* p, int64_t stride) {
     return kStride == 1 ? f4_load(p) : kStride == 2 ? f4_even(p) : f4_strided(p, stride);
@@ -11741,6 +11718,31 @@ inline void pool_interior_columns(const Window& w, int64_t* begin, int64_t* end)
     if (*end < *begin) *end = *begin;
 }
 
+// One border output (column ow) of an output row of a 2-D pool by the reference's rule (tap
+// order, max rule, divisor), the row's input rows [ih + first, ih + last) and padded row count
+// found once per row: on small planes the border columns are a large share of the outputs.
+inline float cpu_pool_edge(const PoolState& st, const float* xp, int64_t ih, int64_t first, int64_t last,
+                           int64_t padded_rows, int64_t ow) {
+    const Window& w = st.w;
+    const int64_t width = w.in[2], kw = w.kernel[2], start = ow * w.stride[2] - w.pad_begin[2];
+    const int64_t col0 = start < 0 ? -start : 0, col1 = std::min(kw, width - start);
+    float best = -INFINITY, sum = 0.0f;
+    int64_t count = 0;
+    for (int64_t kh = first; kh < last; ++kh) {
+        const float* row = xp + (ih + kh) * width + start;
+        for (int64_t k = col0; k < col1; ++k) {
+            float v = row[k];
+            if (v > best || count == 0) best = v;
+            sum += v;
+            ++count;
+        }
+    }
+    if (st.max) return best;
+    const int64_t padded = padded_rows * std::max<int64_t>(0, std::min(kw, width + w.pad_end[2] - start));
+    int64_t divisor = st.count_include_pad ? padded : count;
+    return divisor ? sum / (float)divisor : 0.0f;
+}
+
 // jit: the interior rows on snippets.h's PoolRows, whose shape's count (made from
 // pool_interior_columns) is the number of interior columns it writes.
 template <bool kMax, int kStride>
@@ -11757,8 +11759,8 @@ inline void cpu_pool_plane(const PoolState& st, const PoolRows* jit, const float
         const int64_t first = ih < 0 ? -ih : 0, last = std::min(kh, height - ih);
         float* y = yp + oh * out_w;
         int64_t done = 0;
+        const int64_t padded = std::max<int64_t>(0, std::min(kh, height + w.pad_end[1] - ih));
         if (first < last && inner_end > inner_begin) {
-            int64_t padded = std::max<int64_t>(0, std::min(kh, height + w.pad_end[1] - ih));
             float divisor = (float)((st.count_include_pad ? padded : last - first) * kw);
             if (jit)
                 jit->run(xp + (ih + first) * width + inner_begin * sw - left, last - first, y + inner_begin, divisor);
@@ -11767,8 +11769,8 @@ inline void cpu_pool_plane(const PoolState& st, const PoolRows* jit, const float
                                             inner_end - inner_begin, y + inner_begin, divisor);
             done = inner_end - inner_begin;
         }
-        for (int64_t ow = 0; ow < inner_begin; ++ow) y[ow] = cpu_pool_window(st, xp, oh, ow);
-        for (int64_t ow = inner_begin + done; ow < out_w; ++ow) y[ow] = cpu_pool_window(st, xp, oh, ow);
+        for (int64_t ow = 0; ow < inner_begin; ++ow) y[ow] = cpu_pool_edge(st, xp, ih, first, last, padded, ow);
+        for (int64_t ow = inner_begin + done; ow < out_w; ++ow) y[ow] = cpu_pool_edge(st, xp, ih, first, last, padded, ow);
     }
 }
 
@@ -12263,6 +12265,164 @@ inline Status cpu_pool_rows_step(ReferenceProgram* p, const PoolState& st, Strin
     return cpu_ops_use(p, run_cpu_pool_rows, ps, op, isa_name(isa));
 }
 
+// >>small pool planes
+// MaxPool and AveragePool with unit strides on planes whose padded copy fits in L1 (the
+// inception nets' 3x3 pools over 7x7 to 28x28 maps, where border windows and a call per row
+// cost more than the taps): the plane is copied into scratch inside a border of padding (0 for
+// an average, -inf for a max) and one PoolRows call runs the copy as a single row of
+// (out_h - 1) * padded_w + out_w outputs (without pads, on the input itself); the
+// padded_w - out_w outputs that straddle two rows are dropped. Equal to the reference bit for
+// bit: a sum starts at +0 and is never -0, so the added zeros change nothing; a max whose
+// window starts in padding starts at -inf, which its first real tap replaces unless that tap
+// is NaN, so those windows take a NaN first tap afterwards.
+struct CpuPoolSmallState {
+    const PoolState* pool = nullptr;
+    PoolRows rows;
+    int64_t padded_h = 0, padded_w = 0;
+    bool padded = true;                   // false: no pads, the row runs on the input itself
+    float divisor = 1.0f;                 // average: every output's divisor when they are all equal
+    const float* divisors = nullptr;      // average: each output's divisor, when they differ
+    const int64_t* first_taps = nullptr;  // max: (output, its first real tap) where padding comes first
+    int64_t first_tap_count = 0;
+    size_t slot_floats = 0;   // the padded copy and the row's outputs (a multiple of 16)
+    uint32_t slots = 1;
+};
+
+constexpr int64_t kCpuPoolSmallFloats = 4096;   // padded copy of one plane: 16 KiB
+
+// n floats (a row of a small plane: a memcpy call costs more than the copy)
+inline void cpu_copy_floats(float* d, const float* src, int64_t n) {
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) f4_store(d + i, f4_load(src + i));
+    for (; i < n; ++i) d[i] = src[i];
+}
+
+inline Status run_cpu_pool_small(const RunContext& c) {
+    const CpuPoolSmallState& ps = *static_cast<const CpuPoolSmallState*>(c.state);
+    const PoolState& st = *ps.pool;
+    const Window& w = st.w;
+    const int64_t height = w.in[1], width = w.in[2], out_h = w.out[1], out_w = w.out[2], pw = ps.padded_w;
+    const int64_t top = w.pad_begin[1], left = w.pad_begin[2], in_plane = w.in_size(), out_plane = w.out_size();
+    const float* x = c.inputs[0].as<float>();
+    float* y = c.outputs[0].as<float>();
+    const uint64_t work = (uint64_t)(st.planes * out_plane * w.kernel_size());
+    nn_parallel(c, (uint64_t)st.planes, [&](uint64_t slot, uint64_t begin, uint64_t end) {
+        float* padded = static_cast<float*>(c.scratch) + slot * ps.slot_floats;
+        float* row = ps.padded ? padded + ps.padded_h * pw : padded;   // the row's outputs
+        // the border once: each plane overwrites only the inside
+        if (ps.padded) std::fill(padded, padded + ps.padded_h * pw, st.max ? -INFINITY : 0.0f);
+        for (uint64_t plane = begin; plane < end; ++plane) {
+            const float* xp = x + (int64_t)plane * in_plane;
+            float* yp = y + (int64_t)plane * out_plane;
+            if (ps.padded)
+                for (int64_t r = 0; r < height; ++r) cpu_copy_floats(padded + (top + r) * pw + left, xp + r * width, width);
+            // one output row: the row is the plane's output
+            float* out = out_h == 1 && !ps.divisors ? yp : row;
+            ps.rows.run(ps.padded ? padded : xp, w.kernel[1], out, ps.divisor);
+            if (ps.divisors) {   // the sums (divided by 1) by each output's divisor
+                for (int64_t r = 0; r < out_h; ++r) {
+                    const float* sum = row + r * pw;
+                    const float* divisor = ps.divisors + r * out_w;
+                    float* o = yp + r * out_w;
+                    int64_t j = 0;
+                    for (; j + 4 <= out_w; j += 4) f4_store(o + j, f4_div(f4_load(sum + j), f4_load(divisor + j)));
+                    for (; j < out_w; ++j) o[j] = sum[j] / divisor[j];
+                }
+            } else if (out != yp) {
+                for (int64_t r = 0; r < out_h; ++r) cpu_copy_floats(yp + r * out_w, row + r * pw, out_w);
+            }
+            for (int64_t i = 0; i < ps.first_tap_count; ++i) {
+                const float v = xp[ps.first_taps[2 * i + 1]];
+                if (v != v) yp[ps.first_taps[2 * i]] = v;
+            }
+        }
+    }, work < kCpuOpsParallelWork ? 1 : ps.slots);
+    return Status::Ok;
+}
+
+// The small-plane step when the pool has unit strides, its padded plane fits and the row
+// kernel can be made for `isa`.
+inline Status cpu_pool_small_step(ReferenceProgram* p, const PoolState& st, StringView op, Isa isa, bool* used) {
+    *used = false;
+    const Window& w = st.w;
+    const int64_t height = w.in[1], width = w.in[2], out_h = w.out[1], out_w = w.out[2];
+    const int64_t kh = w.kernel[1], kw = w.kernel[2], top = w.pad_begin[1], left = w.pad_begin[2];
+    if (w.stride[1] != 1 || w.stride[2] != 1 || out_h < 1 || out_w < 1 || st.planes < 1) return Status::Ok;
+    const int64_t padded_h = out_h + kh - 1, padded_w = out_w + kw - 1;
+    if (padded_h * padded_w > kCpuPoolSmallFloats || top + height > padded_h || left + width > padded_w) return Status::Ok;
+    CpuPoolSmallState* ps = p->arena.allocate_array<CpuPoolSmallState>(1);
+    if (!ps) return Status::OutOfMemory;
+    new (ps) CpuPoolSmallState();
+    ps->pool = &st;
+    ps->padded_h = padded_h;
+    ps->padded_w = padded_w;
+    ps->padded = !(padded_h == height && padded_w == width);
+    PoolRowShape shape;
+    shape.count = (out_h - 1) * padded_w + out_w;
+    shape.kernel_w = kw;
+    shape.stride_w = 1;
+    shape.row_floats = padded_w;
+    shape.average = st.max ? 0 : 1;
+    if (ps->rows.init(shape, isa) != Status::Ok || !ps->rows.jit()) return Status::Ok;
+    // Per output: the window's real rows [first, last) of kh, padded rows (inside the pads).
+    auto taps = [](int64_t start, int64_t kernel, int64_t in, int64_t pad_end, int64_t* first, int64_t* last, int64_t* padded) {
+        *first = start < 0 ? -start : 0;
+        *last = std::min(kernel, in - start);
+        *padded = std::max<int64_t>(0, std::min(kernel, in + pad_end - start));
+    };
+    if (st.max) {
+        int64_t count = 0, *first_taps = nullptr;
+        for (int pass = 0; pass < 2; ++pass) {   // count, then fill
+            int64_t n = 0;
+            for (int64_t oh = 0; oh < out_h; ++oh)
+                for (int64_t ow = 0; ow < out_w; ++ow) {
+                    int64_t f0, l0, p0, f1, l1, p1;
+                    taps(oh - top, kh, height, w.pad_end[1], &f0, &l0, &p0);
+                    taps(ow - left, kw, width, w.pad_end[2], &f1, &l1, &p1);
+                    if (f0 >= l0 || f1 >= l1) return Status::Ok;   // a window in padding only (prepare refuses them)
+                    if (f0 == 0 && f1 == 0) continue;
+                    if (pass == 1) {
+                        first_taps[2 * n] = oh * out_w + ow;
+                        first_taps[2 * n + 1] = (oh - top + f0) * width + ow - left + f1;
+                    }
+                    ++n;
+                }
+            if (pass == 0) {
+                count = n;
+                first_taps = count ? p->arena.allocate_array<int64_t>((size_t)(2 * count)) : nullptr;
+                if (count && !first_taps) return Status::OutOfMemory;
+            }
+        }
+        ps->first_taps = first_taps;
+        ps->first_tap_count = count;
+    } else {
+        float* divisors = p->arena.allocate_array<float>((size_t)(out_h * out_w));
+        if (!divisors) return Status::OutOfMemory;
+        for (int64_t oh = 0; oh < out_h; ++oh)
+            for (int64_t ow = 0; ow < out_w; ++ow) {
+                int64_t f0, l0, p0, f1, l1, p1;
+                taps(oh - top, kh, height, w.pad_end[1], &f0, &l0, &p0);
+                taps(ow - left, kw, width, w.pad_end[2], &f1, &l1, &p1);
+                const int64_t divisor = st.count_include_pad ? p0 * p1 : std::max<int64_t>(0, l0 - f0) * std::max<int64_t>(0, l1 - f1);
+                if (divisor <= 0) return Status::Ok;   // as above
+                divisors[oh * out_w + ow] = (float)divisor;
+            }
+        bool equal = true;
+        for (int64_t i = 1; i < out_h * out_w; ++i) equal = equal && divisors[i] == divisors[0];
+        if (equal) ps->divisor = divisors[0];   // the row kernel divides
+        else ps->divisors = divisors;
+    }
+    ps->slots = p->threads ? p->threads : 1;
+    ps->slot_floats = round16((size_t)((ps->padded ? padded_h * padded_w : 0) + out_h * padded_w));
+    ProgramStep& step = p->steps_[p->count - 1];
+    const size_t scratch = (size_t)ps->slots * ps->slot_floats * sizeof(float);
+    if (scratch > step.scratch_bytes) step.scratch_bytes = scratch;
+    *used = true;
+    char name[48];
+    std::snprintf(name, sizeof name, "%.*s:plane", (int)op.size, op.data);
+    return cpu_ops_use(p, run_cpu_pool_small, ps, StringView(name), isa_name(isa));
+}
+
 inline Status cpu_ops_step(ReferenceProgram* p, const PreparedModel& model, NodeId id, Isa isa) {
     if (isa == Isa::Ref) return Status::Ok;   // the ref ISA keeps the reference kernels
     const Node& node = model.model.graph.node(id);
@@ -12275,6 +12435,8 @@ inline Status cpu_ops_step(ReferenceProgram* p, const PreparedModel& model, Node
         // 1-D and 2-D, no dilation, no Indices output
         if (node.num_outputs != 1 || w.spatial > 2 || w.dilation[1] != 1 || w.dilation[2] != 1) return Status::Ok;
         bool used = false;
+        TESSEL_TRY(cpu_pool_small_step(p, st, op, isa, &used));
+        if (used) return Status::Ok;
         TESSEL_TRY(cpu_pool_rows_step(p, st, op, isa, &used));
         if (used) return Status::Ok;
         return cpu_ops_use(p, run_cpu_pool, state, op);
