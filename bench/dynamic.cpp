@@ -22,6 +22,9 @@
 #include <cstring>
 #include <string>
 #include <vector>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 using namespace tessel;
 using bench::median;
@@ -222,6 +225,14 @@ void bench_ocr(Core& core, const std::string& dir, const char* name) {
 }  // namespace
 
 int main(int argc, char** argv) {
+#if defined(__GLIBC__)
+    // glibc moves its trim and mmap thresholds by what the process freed before (a freed 200 KB
+    // block raises them), and a compile packing megabytes of weights takes 2 ms or 10 ms by
+    // whether its pages come back from the system. Fixed at glibc's defaults, every row meets
+    // the heap of a fresh process, whatever ran before it.
+    mallopt(M_TRIM_THRESHOLD, 128 * 1024);
+    mallopt(M_MMAP_THRESHOLD, 128 * 1024);
+#endif
     uint32_t blocks = argc > 1 ? (uint32_t)std::atoi(argv[1]) : 200;
     std::string ocr_dir = argc > 2 ? argv[2] : "build/ocr-models";
     if (blocks < 1 || blocks > 20000) { std::fprintf(stderr, "usage: dynamic [BLOCKS]\n"); return 2; }
