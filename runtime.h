@@ -2380,7 +2380,9 @@ struct detail_prepare {
             }
         }
         // Kernels prepared again on the prepared graph itself: its nodes may differ from the
-        // source's (folded inputs, a Conv that absorbed its BatchNormalization).
+        // source's (folded inputs, a Conv that absorbed its BatchNormalization). The outputs'
+        // descs are cleared per node, not all kMaxNodePorts of them (4.6 KB a node).
+        TensorDesc check[detail::kMaxNodePorts];
         for (NodeId i : pg.topological_order()) {
             const Node& node = pg.node(i);
             if (detail::is_free_op(node.op)) continue;
@@ -2391,7 +2393,7 @@ struct detail_prepare {
                 if (pg.node(node.inputs[k].producer).op == StringView("Absent")) { in_desc[k] = TensorDesc(); in_value[k] = nullptr; }
             }
             const OpKernel* k = lookup(lookup_user, node.op);
-            TensorDesc check[detail::kMaxNodePorts];
+            for (uint32_t p = 0; p < node.num_outputs && p < detail::kMaxNodePorts; ++p) check[p] = TensorDesc();
             PrepareContext c;
             c.graph = &pg;
             c.node = i;

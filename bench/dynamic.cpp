@@ -226,12 +226,12 @@ void bench_ocr(Core& core, const std::string& dir, const char* name) {
 
 int main(int argc, char** argv) {
 #if defined(__GLIBC__)
-    // glibc moves its trim and mmap thresholds by what the process freed before (a freed 200 KB
-    // block raises them), and a compile packing megabytes of weights takes 2 ms or 10 ms by
-    // whether its pages come back from the system. Fixed at glibc's defaults, every row meets
-    // the heap of a fresh process, whatever ran before it.
-    mallopt(M_TRIM_THRESHOLD, 128 * 1024);
-    mallopt(M_MMAP_THRESHOLD, 128 * 1024);
+    // A compile packing megabytes of weights takes 2 ms or 10 ms by whether its pages come from
+    // the heap or, page-faulted, from the system, which depends on what earlier rows left
+    // where in the heap (glibc trims only its top). Memory is never given back here, so every
+    // row times the compile's own work on a warm heap.
+    mallopt(M_MMAP_THRESHOLD, 32 << 20);
+    mallopt(M_TRIM_THRESHOLD, 1 << 30);
 #endif
     uint32_t blocks = argc > 1 ? (uint32_t)std::atoi(argv[1]) : 200;
     std::string ocr_dir = argc > 2 ? argv[2] : "build/ocr-models";
