@@ -448,8 +448,9 @@ struct PrepareContext {
     // RunContext::actual_outputs (NonZero, Unique, NonMaxSuppression, ...).
     uint64_t needs_values = 0;
     bool bounded_outputs = false;
-    char error[kErrorMessageBytes] = {};
+    char error[kErrorMessageBytes];   // only its first byte set: a compile makes a context per node, twice
 
+    PrepareContext() { error[0] = 0; }
     Status fail(Status status, const char* format, ...)
         TESSEL_PRINTF_FORMAT(3, 4);
     // Unsupported "data-dependent shape: ...", recording that input i's value is needed.
@@ -2202,9 +2203,11 @@ struct detail_prepare {
             }
             if (c.bounded_outputs && !folded[id]) bounded[id] = 1;
         }
-        if (probe) {   // what the stages need; with something deferred, nothing more to do here
+        if (probe) {
             probe->node_count = n;
             probe->deferred_count = deferred_count;
+        }
+        if (probe && deferred_count) {   // what the stages need; nothing more to do here
             probe->deferred = probe->arena.allocate_array<uint8_t>(n + 1);
             probe->bounded = probe->arena.allocate_array<uint8_t>(n + 1);
             probe->needs_values = probe->arena.allocate_array<uint64_t>(n + 1);
@@ -2218,8 +2221,8 @@ struct detail_prepare {
             std::memcpy(probe->needs_values, needs, n * sizeof(uint64_t));
             std::memcpy(probe->base, base, (n + 1) * sizeof(uint32_t));
             for (uint32_t v = 0; v < values; ++v) { probe->descs[v] = desc[v]; probe->known[v] = data[v]; }
-            if (deferred_count) return Status::Ok;
-        } else if (!bounds_as_shapes) {
+            return Status::Ok;
+        } else if (!probe && !bounds_as_shapes) {
             for (uint32_t i = 0; i < n; ++i)   // a bounded output read only by a graph output
                 if (bounded[i]) {
                     const Node& node = g.node(i);
@@ -2378,7 +2381,9 @@ struct detail_prepare {
             }
         }
         // Kernels prepared again on the prepared graph itself: its nodes may differ from the
-        // source's (folded inputs, a Conv that absorbed its BatchNormalization).
+        // source's (folded inputs, a Conv that absorbed its BatchNormalization). The outputs'
+        // descs are cleared per node, not all kMaxNodePorts of them (4.6 KB a node).
+        TensorDesc check[detail::kMaxNodePorts];
         for (NodeId i : pg.topological_order()) {
             const Node& node = pg.node(i);
             if (detail::is_free_op(node.op)) continue;
@@ -2389,7 +2394,7 @@ struct detail_prepare {
                 if (pg.node(node.inputs[k].producer).op == StringView("Absent")) { in_desc[k] = TensorDesc(); in_value[k] = nullptr; }
             }
             const OpKernel* k = lookup(lookup_user, node.op);
-            TensorDesc check[detail::kMaxNodePorts];
+            for (uint32_t p = 0; p < node.num_outputs && p < detail::kMaxNodePorts; ++p) check[p] = TensorDesc();
             PrepareContext c;
             c.graph = &pg;
             c.node = i;
@@ -2764,6 +2769,11 @@ public:
         // (>>plan reuse: snippets), not to this program.
         bool shared_snippet = false, shared_epilogue = false;
     };
+    ReferenceProgram() = default;
+    explicit ReferenceProgram(size_t nodes) : arena(block_bytes(nodes)) {}
+    // Arena blocks sized to a program of `nodes` nodes: a HETERO partition makes a program per
+    // subgraph of a few nodes, and 64 KB blocks each would grow and shrink the heap by megabytes.
+    static size_t block_bytes(size_t nodes) { return nodes < 60 ? 2048 + nodes * 1024 : 64 * 1024; }
     Arena arena;
     const PreparedModel* model = nullptr;
     ProgramStep* steps_ = nullptr;
@@ -2977,7 +2987,7 @@ public:
 
     Status compile_subgraph(const PreparedModel& model, Span<const NodeId> nodes, DeviceProgram** program) override {
         *program = nullptr;
-        ReferenceProgram* p = create<ReferenceProgram>();
+        ReferenceProgram* p = create<ReferenceProgram>(nodes.size);
         if (!p) return fail(Status::OutOfMemory, "out of memory");
         Status s = build(p, model, nodes);
         if (s != Status::Ok) { destroy(p); return s; }
@@ -3061,7 +3071,7 @@ public:
 
     Status compile_subgraph(const PreparedModel& model, Span<const NodeId> nodes, DeviceProgram** program) override {
         *program = nullptr;
-        ReferenceProgram* p = create<ReferenceProgram>();
+        ReferenceProgram* p = create<ReferenceProgram>(nodes.size);
         if (!p) return fail(Status::OutOfMemory, "out of memory");
         Status s = build_cpu(p, model, nodes);
         if (s != Status::Ok) { destroy(p); return s; }
@@ -3154,6 +3164,17 @@ inline Status compile_island_snippet(SharedSnippets* store, SnippetBody** body, 
     return Status::Ok;
 }
 
+// "<prefix><number>" into name (at least 12 bytes): build_cpu names every node of its private
+// graph, and snprintf was a visible part of a plan's time.
+inline void local_node_name(char* name, char prefix, uint32_t number) {
+    char digits[10];
+    uint32_t count = 0;
+    do { digits[count++] = (char)('0' + number % 10); number /= 10; } while (number);
+    name[0] = prefix;
+    for (uint32_t i = 0; i < count; ++i) name[1 + i] = digits[count - 1 - i];
+    name[1 + count] = 0;
+}
+
 inline Status CpuDevice::build_cpu(ReferenceProgram* p, const PreparedModel& model, Span<const NodeId> nodes) {
     const Graph& g = model.model.graph;
     p->model = &model;
@@ -3172,7 +3193,9 @@ inline Status CpuDevice::build_cpu(ReferenceProgram* p, const PreparedModel& mod
     if (!p->steps_ || !p->units) return fail(Status::OutOfMemory, "out of memory");
     for (size_t i = 0; i <= nodes.size; ++i) { new (&p->steps_[i]) ProgramStep(); new (&p->units[i]) ReferenceProgram::Unit(); }
 
-    Arena scratch;
+    // Blocks sized to the subgraph: the small programs of a HETERO partition would otherwise
+    // take and give back 64 KB of heap top each.
+    Arena scratch(nodes.size < 256 ? 1024 + nodes.size * 192 : 64 * 1024);
     Graph local(&p->arena);           // node i of `local` stands for origin[i]
     uint32_t capacity = (uint32_t)nodes.size * 8 + 16;
     NodeId* origin = scratch.allocate_array<NodeId>(capacity);
@@ -3236,7 +3259,7 @@ inline Status CpuDevice::build_cpu(ReferenceProgram* p, const PreparedModel& mod
             uint32_t home = scalar ? 0 : external_home(producer, port);
             if (!scalar && external_slot[home]) lid = externals[external_slot[home] - 1].local;
             if (lid == kNoNode) {
-                std::snprintf(name, sizeof name, "x%u", local.node_count());
+                local_node_name(name, 'x', local.node_count());
                 NodeSpec spec;
                 spec.name = StringView(name);
                 spec.op = scalar ? StringView("Constant") : StringView("Parameter");
@@ -3254,7 +3277,7 @@ inline Status CpuDevice::build_cpu(ReferenceProgram* p, const PreparedModel& mod
             refs[i] = InputRef::by_id(lid, 0);
         }
         NodeSpec spec;
-        std::snprintf(name, sizeof name, "n%u", local.node_count());
+        local_node_name(name, 'n', local.node_count());
         spec.name = StringView(name);
         spec.op = node.op;
         spec.inputs = Span<const InputRef>(refs, node.num_inputs);
@@ -3279,7 +3302,7 @@ inline Status CpuDevice::build_cpu(ReferenceProgram* p, const PreparedModel& mod
         if (local.node_count() + 1 >= capacity) return fail(Status::LimitExceeded, "CPU: subgraph too large");
         InputRef in = InputRef::by_id(local_of(id), 0);
         NodeSpec spec;
-        std::snprintf(name, sizeof name, "s%u", local.node_count());
+        local_node_name(name, 's', local.node_count());
         spec.name = StringView(name);
         spec.op = "Result";
         spec.inputs = Span<const InputRef>(&in, 1);
@@ -21863,7 +21886,7 @@ inline Status run_int8_binary(const RunContext& c) {
 
 inline Status cpu_int8_steps(ReferenceProgram* p, const PreparedModel& model, Isa isa) {
     const Graph& g = model.model.graph;
-    Arena scratch;
+    Arena scratch(p->count < 256 ? 1024 + p->count * 64 : 64 * 1024);   // small programs: no 64 KB of heap top each
     Int8Group* groups = scratch.allocate_array<Int8Group>(p->count + 1);
     uint8_t* drop = scratch.allocate_array<uint8_t>(p->count + 1);
     if (!groups || !drop) return Status::OutOfMemory;

@@ -5318,7 +5318,9 @@ Status build_island_body(const Graph& graph, const Tokenization& t, uint32_t isl
                          uint32_t* input_ports) {
     if (!graph.finalized()) return Status::NotFinalized;
     if (!body || island >= t.island_count || t.island_of.size != graph.node_count()) return Status::InvalidArgument;
-    Arena scratch;
+    // Small blocks: a 64 KB block per island is taken from and given back to the system at
+    // each call when it sits at the top of the heap.
+    Arena scratch(2048);
     // The island's nodes in topological order: from the lists, or by walking the graph.
     Span<const NodeId> members;
     if (t.island_start.size == (size_t)t.island_count + 1) {

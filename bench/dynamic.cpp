@@ -22,6 +22,9 @@
 #include <cstring>
 #include <string>
 #include <vector>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 using namespace tessel;
 using bench::median;
@@ -222,6 +225,14 @@ void bench_ocr(Core& core, const std::string& dir, const char* name) {
 }  // namespace
 
 int main(int argc, char** argv) {
+#if defined(__GLIBC__)
+    // A compile packing megabytes of weights takes 2 ms or 10 ms by whether its pages come from
+    // the heap or, page-faulted, from the system, which depends on what earlier rows left
+    // where in the heap (glibc trims only its top). Memory is never given back here, so every
+    // row times the compile's own work on a warm heap.
+    mallopt(M_MMAP_THRESHOLD, 32 << 20);
+    mallopt(M_TRIM_THRESHOLD, 1 << 30);
+#endif
     uint32_t blocks = argc > 1 ? (uint32_t)std::atoi(argv[1]) : 200;
     std::string ocr_dir = argc > 2 ? argv[2] : "build/ocr-models";
     if (blocks < 1 || blocks > 20000) { std::fprintf(stderr, "usage: dynamic [BLOCKS]\n"); return 2; }
