@@ -11752,9 +11752,9 @@ inline float cpu_pool_edge(const PoolState& st, const float* xp, int64_t ih, int
     float best = -INFINITY, sum = 0.0f;
     int64_t count = 0;
     for (int64_t kh = first; kh < last; ++kh) {
-        const float* row = xp + (ih + kh) * width + start;
+        const float* row = xp + (ih + kh) * width;
         for (int64_t k = col0; k < col1; ++k) {
-            float v = row[k];
+            float v = row[start + k];
             if (v > best || count == 0) best = v;
             sum += v;
             ++count;
@@ -12311,7 +12311,9 @@ struct CpuPoolSmallState {
     uint32_t slots = 1;
 };
 
-constexpr int64_t kCpuPoolSmallFloats = 4096;   // padded copy of one plane: 16 KiB
+// The padded copy of one plane: 16 KiB; a slot's scratch also holds the row's outputs, up to
+// about as much again.
+constexpr int64_t kCpuPoolSmallFloats = 4096;
 
 // n floats (a row of a small plane: a memcpy call costs more than the copy)
 inline void cpu_copy_floats(float* d, const float* src, int64_t n) {
@@ -12373,26 +12375,48 @@ inline Status cpu_pool_small_step(ReferenceProgram* p, const PoolState& st, Stri
     if (w.stride[1] != 1 || w.stride[2] != 1 || out_h < 1 || out_w < 1 || st.planes < 1) return Status::Ok;
     const int64_t padded_h = out_h + kh - 1, padded_w = out_w + kw - 1;
     if (padded_h * padded_w > kCpuPoolSmallFloats || top + height > padded_h || left + width > padded_w) return Status::Ok;
-    CpuPoolSmallState* ps = p->arena.allocate_array<CpuPoolSmallState>(1);
-    if (!ps) return Status::OutOfMemory;
-    new (ps) CpuPoolSmallState();
-    ps->pool = &st;
-    ps->padded_h = padded_h;
-    ps->padded_w = padded_w;
-    ps->padded = !(padded_h == height && padded_w == width);
     PoolRowShape shape;
     shape.count = (out_h - 1) * padded_w + out_w;
     shape.kernel_w = kw;
     shape.stride_w = 1;
     shape.row_floats = padded_w;
     shape.average = st.max ? 0 : 1;
-    if (ps->rows.init(shape, isa) != Status::Ok || !ps->rows.jit()) return Status::Ok;
+    PoolRows rows;
+    if (rows.init(shape, isa) != Status::Ok || !rows.jit()) return Status::Ok;
     // Per output: the window's real rows [first, last) of kh, padded rows (inside the pads).
     auto taps = [](int64_t start, int64_t kernel, int64_t in, int64_t pad_end, int64_t* first, int64_t* last, int64_t* padded) {
         *first = start < 0 ? -start : 0;
         *last = std::min(kernel, in - start);
         *padded = std::max<int64_t>(0, std::min(kernel, in + pad_end - start));
     };
+    auto divisor_at = [&](int64_t oh, int64_t ow) {
+        int64_t f0, l0, p0, f1, l1, p1;
+        taps(oh - top, kh, height, w.pad_end[1], &f0, &l0, &p0);
+        taps(ow - left, kw, width, w.pad_end[2], &f1, &l1, &p1);
+        return st.count_include_pad ? p0 * p1 : std::max<int64_t>(0, l0 - f0) * std::max<int64_t>(0, l1 - f1);
+    };
+    // Decline before taking arena memory: a window in padding only (prepare refuses them).
+    bool equal_divisors = true;
+    for (int64_t oh = 0; oh < out_h; ++oh)
+        for (int64_t ow = 0; ow < out_w; ++ow) {
+            int64_t f0, l0, p0, f1, l1, p1;
+            taps(oh - top, kh, height, w.pad_end[1], &f0, &l0, &p0);
+            taps(ow - left, kw, width, w.pad_end[2], &f1, &l1, &p1);
+            if (f0 >= l0 || f1 >= l1) return Status::Ok;
+            if (!st.max) {
+                const int64_t divisor = divisor_at(oh, ow);
+                if (divisor <= 0) return Status::Ok;
+                equal_divisors = equal_divisors && divisor == divisor_at(0, 0);
+            }
+        }
+    CpuPoolSmallState* ps = p->arena.allocate_array<CpuPoolSmallState>(1);
+    if (!ps) return Status::OutOfMemory;
+    new (ps) CpuPoolSmallState();
+    ps->pool = &st;
+    ps->rows = rows;
+    ps->padded_h = padded_h;
+    ps->padded_w = padded_w;
+    ps->padded = !(padded_h == height && padded_w == width);
     if (st.max) {
         int64_t count = 0, *first_taps = nullptr;
         for (int pass = 0; pass < 2; ++pass) {   // count, then fill
@@ -12402,7 +12426,6 @@ inline Status cpu_pool_small_step(ReferenceProgram* p, const PoolState& st, Stri
                     int64_t f0, l0, p0, f1, l1, p1;
                     taps(oh - top, kh, height, w.pad_end[1], &f0, &l0, &p0);
                     taps(ow - left, kw, width, w.pad_end[2], &f1, &l1, &p1);
-                    if (f0 >= l0 || f1 >= l1) return Status::Ok;   // a window in padding only (prepare refuses them)
                     if (f0 == 0 && f1 == 0) continue;
                     if (pass == 1) {
                         first_taps[2 * n] = oh * out_w + ow;
@@ -12418,22 +12441,14 @@ inline Status cpu_pool_small_step(ReferenceProgram* p, const PoolState& st, Stri
         }
         ps->first_taps = first_taps;
         ps->first_tap_count = count;
+    } else if (equal_divisors) {
+        ps->divisor = (float)divisor_at(0, 0);   // the row kernel divides
     } else {
         float* divisors = p->arena.allocate_array<float>((size_t)(out_h * out_w));
         if (!divisors) return Status::OutOfMemory;
         for (int64_t oh = 0; oh < out_h; ++oh)
-            for (int64_t ow = 0; ow < out_w; ++ow) {
-                int64_t f0, l0, p0, f1, l1, p1;
-                taps(oh - top, kh, height, w.pad_end[1], &f0, &l0, &p0);
-                taps(ow - left, kw, width, w.pad_end[2], &f1, &l1, &p1);
-                const int64_t divisor = st.count_include_pad ? p0 * p1 : std::max<int64_t>(0, l0 - f0) * std::max<int64_t>(0, l1 - f1);
-                if (divisor <= 0) return Status::Ok;   // as above
-                divisors[oh * out_w + ow] = (float)divisor;
-            }
-        bool equal = true;
-        for (int64_t i = 1; i < out_h * out_w; ++i) equal = equal && divisors[i] == divisors[0];
-        if (equal) ps->divisor = divisors[0];   // the row kernel divides
-        else ps->divisors = divisors;
+            for (int64_t ow = 0; ow < out_w; ++ow) divisors[oh * out_w + ow] = (float)divisor_at(oh, ow);
+        ps->divisors = divisors;
     }
     ps->slots = p->threads ? p->threads : 1;
     ps->slot_floats = round16((size_t)((ps->padded ? padded_h * padded_w : 0) + out_h * padded_w));
@@ -20362,9 +20377,6 @@ struct Int8PoolState {
     Int8Lookup lookup;
 };
 
-// y[j] = t[x[j]] for j in [0, n) on the portable loop (the pair tables' rows and columns).
-inline void int8_lookup(const uint8_t* t, const uint8_t* x, uint8_t* y, int64_t n) { Int8Lookup::run_portable(t, x, y, n); }
-
 // y[j] = max over taps k of row[j * stride - pad + k * dilation] inside [0, width); 0 (the
 // quantized -inf) for a window wholly in the padding.
 inline void int8_pool_row(const uint8_t* row, int64_t width, int64_t count, int64_t kernel, int64_t stride, int64_t dilation,
@@ -21826,9 +21838,9 @@ inline void int8_binary_pair_run(const uint8_t* t, const uint8_t* a, bool along_
     } else if (along_a) {   // b's byte fixed: column b of the table, one byte per row
         uint8_t column[256];
         for (int32_t v = 0; v < 256; ++v) column[v] = t[v << 8 | b[0]];
-        int8_lookup(column, a, y, n);
+        Int8Lookup::run_portable(column, a, y, n);
     } else if (along_b) {
-        int8_lookup(t + (a[0] << 8), b, y, n);
+        Int8Lookup::run_portable(t + (a[0] << 8), b, y, n);
     } else {
         std::memset(y, t[a[0] << 8 | b[0]], (size_t)n);
     }
@@ -22020,7 +22032,9 @@ inline Status cpu_int8_steps(ReferenceProgram* p, const PreparedModel& model, Is
         if (g.node(group.conv).op == StringView("MaxPool")) {
             Int8PoolState* st = int8_pool_state(p, model, group);
             if (!st) return Status::OutOfMemory;
-            const Isa lookup_isa = int8_lookup_init(&st->lookup, isa);
+            // named after the lookup's target only when there is a table to look up
+            const bool looks_up = st->table || st->tables;
+            const Isa lookup_isa = looks_up ? int8_lookup_init(&st->lookup, isa) : Isa::Ref;
             TESSEL_TRY(int8_use(p, group.step, run_int8_max_pool, st, "MaxPool", lookup_isa, (size_t)st->slots * st->row_bytes));
         } else if (!cst) {
             Int8MatMulState* st = int8_group_matmul_state(p, model, group, isa);
@@ -22063,7 +22077,9 @@ inline Status cpu_int8_steps(ReferenceProgram* p, const PreparedModel& model, Is
         p->steps_[i].reads = Span<const uint32_t>(reads, cn.num_inputs);
         Int8ConcatState* st = int8_concat_state(p, model, concats[i], p->steps_[i].node);
         if (!st) return Status::OutOfMemory;
-        TESSEL_TRY(int8_use(p, i, run_int8_concat, st, "Concat", int8_lookup_init(&st->lookup, isa), 0));
+        bool looks_up = false;
+        for (uint32_t k = 0; k < st->inputs; ++k) looks_up = looks_up || st->table[k];
+        TESSEL_TRY(int8_use(p, i, run_int8_concat, st, "Concat", looks_up ? int8_lookup_init(&st->lookup, isa) : Isa::Ref, 0));
         drop[writer[model.value_id(concats[i], 0)]] = 1;
     }
     for (uint32_t k = 0; k < table_count; ++k) {

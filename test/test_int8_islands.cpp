@@ -200,7 +200,7 @@ TEST_CASE("int8 islands: uint8 MaxPool rows whose widths leave vector tails (str
             CAPTURE(threads);
             Result fast = build(true, threads);
             INFO(fast.kernels);
-            CHECK(test::has_int8_step(fast.kernels, "MaxPool"));
+            CHECK(test::has_int8_step(fast.kernels, "MaxPool", pc.sx != pc.sy || pc.zx != pc.zy));
             CHECK(fast.y == reference.y);
         }
     }

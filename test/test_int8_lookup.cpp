@@ -25,6 +25,9 @@ TEST_CASE("int8 lookup: table[x] on every ISA of the machine, lengths around the
         REQUIRE(lookup.init(isa) == Status::Ok);
         CHECK(lookup.isa() == isa);
         if (isa == Isa::Neon) CHECK(lookup.jit());
+#if defined(__x86_64__)
+        if (isa == Isa::Avx512) CHECK(lookup.jit() == (__builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512bw")));
+#endif
         if (isa == Isa::Ref || isa == Isa::Sse41 || isa == Isa::Avx2) CHECK(!lookup.jit());
         for (int64_t n : lengths)
             for (int64_t start : {0, 1, 7}) {
