@@ -606,9 +606,12 @@ public:
     size_t scratch_floats(int64_t m, int64_t n, int64_t k, bool a_packed, bool b_packed) const;
     // Part `part` of `parts` (whole panels of N, or of M when N has too few or only A is
     // packed at run time); parts write disjoint tiles of C, so threads may run them at once,
-    // each with its own scratch. Never allocates.
+    // each with its own scratch. Never allocates. row_bias (m floats, or null): C = alpha A B
+    // + row_bias[i] instead (beta and C's old values unused), added as the first K block's
+    // tiles store, so a Conv's bias costs no pass over C of its own.
     void run(int64_t m, int64_t n, int64_t k, float alpha, const GemmOperand& a, const GemmOperand& b, float beta,
-             float* c, int64_t ldc, float* scratch, uint32_t part = 0, uint32_t parts = 1) const;
+             float* c, int64_t ldc, float* scratch, uint32_t part = 0, uint32_t parts = 1,
+             const float* row_bias = nullptr) const;
     // The rows [m0, m1) and columns [n0, n1) of C that part `part` of run() writes (empty: m0 == m1).
     void part_range(int64_t m, int64_t n, bool a_packed, bool b_packed, uint32_t part, uint32_t parts, int64_t* m0,
                     int64_t* m1, int64_t* n0, int64_t* n1) const;
@@ -616,9 +619,10 @@ public:
     // What a tile kernel reads besides its operands.
     struct TileParams {
         float alpha, beta;
-        int32_t read_c;      // 0: beta is 0 and C is not read
+        int32_t read_c;      // 0: beta is 0 and C is not read; 2: C = alpha acc + row_bias[row]
         uint32_t kmask;      // AVX-512: lanes of the last vector
         int32_t mask[8];     // AVX2: lanes of the last vector (-1 on)
+        const float* row_bias;   // read_c 2: the tile's first row's bias
     };
     // void tile(a panel, b panel, c, ldc in bytes, k, params)
     using TileFn = void (*)(const float*, const float*, float*, int64_t, int64_t, const TileParams*);
@@ -971,6 +975,7 @@ constexpr uint32_t kNoFusedParameter = ~0u;
 #if defined(TESSEL_IMPLEMENTATION) && !defined(TESSEL_SNIPPETS_IMPLEMENTED)
 #define TESSEL_SNIPPETS_IMPLEMENTED
 
+#include <cstddef>   // offsetof: the JIT tiles read TileParams fields
 #include <cmath>
 #include <cstdarg>
 #include <cstdio>
@@ -5463,7 +5468,9 @@ inline void gemm_portable_tile(const float* a, const float* b, float* c, int64_t
             for (int j = 0; j < kGemmPortableCols; ++j) acc[i][j] += a[i] * b[j];
     for (int64_t i = 0; i < rows; ++i, c += ldc)
         for (int64_t j = 0; j < cols; ++j)
-            c[j] = params.read_c ? params.alpha * acc[i][j] + params.beta * c[j] : params.alpha * acc[i][j];
+            c[j] = params.read_c == 2 ? params.alpha * acc[i][j] + params.row_bias[i]
+                   : params.read_c   ? params.alpha * acc[i][j] + params.beta * c[j]
+                                     : params.alpha * acc[i][j];
 }
 
 #ifndef TESSEL_NO_JIT
@@ -5531,17 +5538,22 @@ inline void emit_gemm_tile_x86(asmjit::x86::Assembler& a, Isa isa, uint32_t mr, 
         else if (wide) a.k(x86::k1).vmovups(m, src);
         else a.vmaskmovps(m, mask, src);
     };
-    asmjit::Label overwrite = a.newLabel(), done = a.newLabel();
-    for (int pass = 0; pass < 2; ++pass) {   // pass 0: C read (beta); pass 1: C overwritten
+    asmjit::Label overwrite = a.newLabel(), biased = a.newLabel(), done = a.newLabel();
+    for (int pass = 0; pass < 3; ++pass) {   // pass 0: C read (beta); 1: C overwritten; 2: row bias added
         if (pass == 0) {
             a.cmp(x86::dword_ptr(x86::r9, 8), 0);
             a.je(overwrite);
-            a.push(x86::rdx);
-        } else {
+            a.cmp(x86::dword_ptr(x86::r9, 8), 2);
+            a.je(biased);
+        } else if (pass == 1) {
             a.bind(overwrite);
-            a.push(x86::rdx);
+        } else {
+            a.bind(biased);
+            a.mov(x86::rax, x86::qword_ptr(x86::r9, (int32_t)offsetof(Gemm::TileParams, row_bias)));
         }
+        a.push(x86::rdx);
         for (uint32_t i = 0; i < rows; ++i) {
+            if (pass == 2) a.vbroadcastss(tmp, x86::dword_ptr(x86::rax, (int32_t)(i * 4)));
             for (uint32_t j = 0; j < vectors; ++j) {
                 const bool partial = masked && j + 1 == vectors;
                 x86::Mem cm = x86::ptr(x86::rdx, (int32_t)(j * vb));
@@ -5549,13 +5561,15 @@ inline void emit_gemm_tile_x86(asmjit::x86::Assembler& a, Isa isa, uint32_t mr, 
                 if (pass == 0) {
                     load_c(tmp, cm, partial);
                     a.vfmadd231ps(acc(i, j), tmp, beta);
+                } else if (pass == 2) {
+                    a.vaddps(acc(i, j), acc(i, j), tmp);
                 }
                 store_c(cm, acc(i, j), partial);
             }
             if (i + 1 < rows) a.add(x86::rdx, x86::rcx);
         }
         a.pop(x86::rdx);
-        if (pass == 0) a.jmp(done);
+        if (pass < 2) a.jmp(done);
     }
     a.bind(done);
     a.vzeroupper();
@@ -5610,7 +5624,7 @@ inline void emit_gemm_tile_a64(asmjit::a64::Assembler& a, uint32_t mr, uint32_t 
     a.stp(a64::d14, a64::d15, a64::ptr(a64::sp, 48));
     for (uint32_t i = 0; i < rows; ++i)
         for (uint32_t j = 0; j < vectors; ++j) a.eor(acc(i, j).b16(), acc(i, j).b16(), acc(i, j).b16());
-    asmjit::Label loop = a.newLabel(), store = a.newLabel(), overwrite = a.newLabel(), done = a.newLabel();
+    asmjit::Label loop = a.newLabel(), store = a.newLabel(), overwrite = a.newLabel(), biased = a.newLabel(), done = a.newLabel();
     a.cbz(a64::x4, store);
     a.bind(loop);
     a.ldp(a64::q0, a64::q1, a64::ptr_post(a64::x0, (int32_t)(mr * 4)));
@@ -5627,21 +5641,33 @@ inline void emit_gemm_tile_a64(asmjit::a64::Assembler& a, uint32_t mr, uint32_t 
     a.ld1r(a64::v(6).s4(), a64::ptr(a64::x6));
     a.ldr(a64::w7, a64::ptr(a64::x5, 8));
     a.cbz(a64::w7, overwrite);
-    for (int pass = 0; pass < 2; ++pass) {   // pass 0: C read (beta); pass 1: C overwritten
+    a.cmp(a64::w7, 2);
+    a.b_eq(biased);
+    for (int pass = 0; pass < 3; ++pass) {   // pass 0: C read (beta); 1: C overwritten; 2: row bias added
         if (pass == 1) a.bind(overwrite);
+        if (pass == 2) {
+            a.bind(biased);
+            a.ldr(a64::x9, a64::ptr(a64::x5, (int32_t)offsetof(Gemm::TileParams, row_bias)));
+        }
         a.mov(a64::x8, a64::x2);
         for (uint32_t i = 0; i < rows; ++i) {
+            if (pass == 2) {
+                a.ld1r(a64::v(7).s4(), a64::ptr(a64::x9));
+                a.add(a64::x9, a64::x9, 4);
+            }
             for (uint32_t j = 0; j < vectors; ++j) {
                 a.fmul(acc(i, j).s4(), acc(i, j).s4(), a64::v(5).s4());
                 if (pass == 0) {
                     a.ldr(a64::q7, a64::ptr(a64::x8, (int32_t)(j * 16)));
                     a.fmla(acc(i, j).s4(), a64::v(7).s4(), a64::v(6).s4());
+                } else if (pass == 2) {
+                    a.fadd(acc(i, j).s4(), acc(i, j).s4(), a64::v(7).s4());
                 }
                 a.str(a64::v(8 + i * vectors + j), a64::ptr(a64::x8, (int32_t)(j * 16)));
             }
             if (i + 1 < rows) a.add(a64::x8, a64::x8, a64::x3);
         }
-        if (pass == 0) a.b(done);
+        if (pass < 2) a.b(done);
     }
     a.bind(done);
     a.ldp(a64::d10, a64::d11, a64::ptr(a64::sp, 16));
@@ -5859,16 +5885,17 @@ void Gemm::part_range(int64_t m, int64_t n, bool a_packed, bool b_packed, uint32
 }
 
 void Gemm::run(int64_t m, int64_t n, int64_t k, float alpha, const GemmOperand& a, const GemmOperand& b, float beta,
-               float* c, int64_t ldc, float* scratch, uint32_t part, uint32_t parts) const {
+               float* c, int64_t ldc, float* scratch, uint32_t part, uint32_t parts, const float* row_bias) const {
     if (m <= 0 || n <= 0) return;
     const int64_t mr = blocking_.mr, nr = blocking_.nr;
     const int64_t mpanels = (m + mr - 1) / mr, npanels = (n + nr - 1) / nr;
     int64_t m0, m1, n0, n1;
     part_range(m, n, a.packed, b.packed, part, parts, &m0, &m1, &n0, &n1);
     if (m0 >= m1 || n0 >= n1) return;
-    if (k <= 0) {   // C = beta C, and 0 when beta is 0 (C not read)
+    if (k <= 0) {   // C = beta C (the row bias), and 0 when beta is 0 (C not read)
         for (int64_t i = m0; i < m1; ++i)
-            for (int64_t j = n0; j < n1; ++j) c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
+            for (int64_t j = n0; j < n1; ++j)
+                c[i * ldc + j] = row_bias ? row_bias[i] : beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
         return;
     }
     const int64_t mp = mpanels * mr, np = npanels * nr;
@@ -5878,13 +5905,14 @@ void Gemm::run(int64_t m, int64_t n, int64_t k, float alpha, const GemmOperand& 
     const uint32_t vf = vector_floats_;
     TileParams params;
     params.alpha = alpha;
+    params.row_bias = nullptr;
     for (int64_t jc = n0; jc < n1; jc += blocking_.nc) {
         const int64_t nc = n1 - jc < blocking_.nc ? n1 - jc : blocking_.nc;
         for (int64_t pc = 0; pc < k; pc += blocking_.kc) {
             const int64_t kc = k - pc < blocking_.kc ? k - pc : blocking_.kc;
             // Later K blocks add to what the first wrote.
-            params.beta = pc == 0 ? beta : 1.0f;
-            params.read_c = params.beta != 0.0f;
+            params.beta = pc == 0 ? (row_bias ? 0.0f : beta) : 1.0f;
+            params.read_c = pc == 0 && row_bias ? 2 : params.beta != 0.0f;
             const float* bp = bbuf;
             if (b.packed) bp = b.data + pc * np + jc * kc;
             else pack_b_block(kc, nc, b.data + pc * b.row + jc * b.col, b.row, b.col, bbuf);
@@ -5906,6 +5934,7 @@ void Gemm::run(int64_t m, int64_t n, int64_t k, float alpha, const GemmOperand& 
                     for (int64_t ir = 0; ir < mc; ir += mr) {
                         const int64_t rows = mc - ir < mr ? mc - ir : mr;
                         float* ct = c + (ic + ir) * ldc + jc + jr;
+                        if (params.read_c == 2) params.row_bias = row_bias + ic + ir;
                         TileFn tile = tiles_ ? tiles_[(rows - 1) * 2 * (nr / vf) + index_cols] : nullptr;
                         if (tile) {
                             tile(ap + ir * kc, bp + jr * kc, ct, ldc * 4, kc, &params);
@@ -5917,8 +5946,9 @@ void Gemm::run(int64_t m, int64_t n, int64_t k, float alpha, const GemmOperand& 
                             tiles_[(rows - 1) * 2 * (nr / vf) + (index_cols & ~1u)](ap + ir * kc, bp + jr * kc, buffer, nr * 4, kc, &plain);
                             for (int64_t i = 0; i < rows; ++i)
                                 for (int64_t j = 0; j < cols; ++j)
-                                    ct[i * ldc + j] = params.read_c ? params.alpha * buffer[i * nr + j] + params.beta * ct[i * ldc + j]
-                                                                    : params.alpha * buffer[i * nr + j];
+                                    ct[i * ldc + j] = params.read_c == 2 ? params.alpha * buffer[i * nr + j] + params.row_bias[i]
+                                                      : params.read_c   ? params.alpha * buffer[i * nr + j] + params.beta * ct[i * ldc + j]
+                                                                        : params.alpha * buffer[i * nr + j];
                         } else {
                             detail::gemm_portable_tile(ap + ir * kc, bp + jr * kc, ct, ldc, kc, rows, cols, params);
                         }

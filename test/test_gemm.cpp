@@ -348,6 +348,8 @@ TEST_CASE("gemm: Conv on the CPU device: 1x1, 3x3, strided, dilated, grouped, pa
         {{1, 32, 4, 4}, {48, 32, 1, 1}, true, 1, {}, {}, {}},                         // the same, 1x1
         {{1, 16, 100, 100}, {24, 16, 1, 1}, true, 1, {}, {}, {}},                     // 1x1 in several blocks
         {{2, 1100, 5, 5}, {20, 1100, 1, 1}, false, 1, {}, {}, {}},                    // 1x1, K beyond kc (at most 1024)
+        {{1, 1100, 6, 5}, {17, 1100, 1, 1}, true, 1, {}, {}, {}},                     // the same with a bias (the tiles add it)
+        {{1, 128, 9, 9}, {32, 128, 3, 3}, true, 1, {}, {}, {1, 1, 1, 1}},            // 32 maps, K beyond kc (two K blocks)
         {{1, 6, 9, 9}, {6, 1, 3, 3}, true, 6, {2, 2}, {2, 2}, {2, 2, 2, 2}},          // depthwise (stays reference)
     };
     for (const ConvCase& cc : cases) {
