@@ -27,7 +27,7 @@ def read(path, kind):
             if parts[0] in ('snippet',): op = 'Elementwise'
         else:
             if op in ('Add', 'Mul', 'Relu', 'Sigmoid', 'HardSigmoid', 'Sub', 'Div', 'Clip'): op = 'Elementwise'
-            if op in ('FusedConv',): op = 'Conv'
+            if op in ('FusedConv', 'QLinearConv'): op = 'Conv'
         rows.append((name, op, float(us)))
     return rows
 t, o = read(sys.argv[1], 'tessel'), read(sys.argv[2], 'ort')

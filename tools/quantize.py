@@ -48,6 +48,14 @@ def opset_of(model):
     return 1
 
 
+def add_initializer(model, value, name):
+    tensor = numpy_helper.from_array(value, name)
+    model.graph.initializer.append(tensor)
+    if model.ir_version < 4:   # IR 3 lists every initializer among the graph inputs
+        model.graph.input.append(helper.make_tensor_value_info(name, tensor.data_type, list(tensor.dims)))
+    return tensor
+
+
 def fold_constants(model):
     """Constant and ConstantOfShape (of a constant shape) nodes become initializers, so the
     weights they hold can be quantized."""
@@ -70,11 +78,8 @@ def fold_constants(model):
         if value is None:
             keep.append(node)
             continue
-        tensor = numpy_helper.from_array(np.ascontiguousarray(value), node.output[0])
-        graph.initializer.append(tensor)
+        tensor = add_initializer(model, np.ascontiguousarray(value), node.output[0])
         inits[tensor.name] = tensor
-        if model.ir_version < 4:   # IR 3 lists every initializer among the graph inputs
-            graph.input.append(helper.make_tensor_value_info(tensor.name, tensor.data_type, list(tensor.dims)))
     del graph.node[:]
     graph.node.extend(keep)
 
@@ -107,8 +112,8 @@ def fold_batch_norms(model):
         weight = weight * factor.reshape([-1] + [1] * (weight.ndim - 1))
         bias = (bias - mean) * factor + beta
         base = (conv.name or conv.output[0]).replace("/", "_")
-        graph.initializer.append(numpy_helper.from_array(weight.astype(np.float32), base + "_folded_weight"))
-        graph.initializer.append(numpy_helper.from_array(bias.astype(np.float32), base + "_folded_bias"))
+        add_initializer(model, weight.astype(np.float32), base + "_folded_weight")
+        add_initializer(model, bias.astype(np.float32), base + "_folded_bias")
         x = conv.input[0]
         del conv.input[:]
         conv.input.extend([x, base + "_folded_weight", base + "_folded_bias"])
@@ -361,10 +366,10 @@ def main():
     if opset_of(model) < 13:
         try:
             model = onnx.version_converter.convert_version(model, 13)
-        except Exception:
+        except Exception as e:   # the converter raises several kinds
             per_channel = False
             if opset_of(model) < 10:
-                fail("the model's opset %d is below 10 (QuantizeLinear) and does not convert" % opset_of(model))
+                fail("the model's opset %d is below 10 (QuantizeLinear) and does not convert to 13: %s" % (opset_of(model), e))
     model.ir_version = max(model.ir_version, 7 if opset_of(model) >= 13 else 5)   # initializers need not be inputs
     nodes, activations = plan(model)
     if not nodes:

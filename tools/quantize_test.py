@@ -111,6 +111,34 @@ def test_model(tessel, float_model, folder):
     check(spread <= 0.1 * span, "int8 outputs within a tenth of the output range (%.4f of %.4f)" % (spread, span))
 
 
+def test_old_opset(tessel, folder):
+    """An IR 3, opset 9 model (initializers listed among the inputs, as the light CNNs are) with
+    Conv -> BatchNormalization converts to opset 13 and gets per-channel weights."""
+    rng = np.random.default_rng(3)
+    inits = [numpy_helper.from_array(rng.normal(size=(4, 3, 3, 3)).astype(np.float32), "w")]
+    for name, value in (("gamma", rng.random(4) + 0.5), ("beta", rng.normal(size=4)), ("mean", rng.normal(size=4)),
+                        ("var", rng.random(4) + 0.5)):
+        inits.append(numpy_helper.from_array(value.astype(np.float32), name))
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("BatchNormalization", ["c", "gamma", "beta", "mean", "var"], ["b"]),
+             helper.make_node("Relu", ["b"], ["y"])]
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 8, 8])
+    inputs = [x] + [helper.make_tensor_value_info(t.name, TensorProto.FLOAT, list(t.dims)) for t in inits]
+    model = helper.make_model(helper.make_graph(nodes, "g", inputs, [y], inits), opset_imports=[helper.make_opsetid("", 9)])
+    model.ir_version = 3
+    path = os.path.join(folder, "opset9.onnx")
+    onnx.save(model, path)
+    r = run([sys.executable, os.path.join(os.path.dirname(__file__), "quantize.py"), path, "-o", path + ".q", "--tessel", tessel])
+    check(r.returncode == 0 and "per-channel" in r.stdout, "an opset-9 model with a batch normalization quantizes: " + r.stderr)
+    if r.returncode != 0:
+        return
+    q = onnx.load(path + ".q")
+    check(quantize.opset_of(q) == 13, "the opset-9 model is written at opset 13")
+    check(not any(n.op_type == "BatchNormalization" for n in q.graph.node), "the opset-9 model's batch normalization is folded")
+    check(sum(n.op_type == "DequantizeLinear" for n in q.graph.node) >= 3, "the opset-9 model's conv is quantized")
+
+
 def test_refusals(tessel, folder):
     r = run([sys.executable, os.path.join(os.path.dirname(__file__), "quantize.py"), os.path.join(folder, "missing.onnx"),
              "-o", os.path.join(folder, "x.onnx"), "--tessel", tessel])
@@ -136,8 +164,9 @@ def main():
     with tempfile.TemporaryDirectory(prefix="tessel-quantize-test-") as folder:
         test_rounding()
         test_model(tessel, float_model, folder)
+        test_old_opset(tessel, folder)
         test_refusals(tessel, folder)
-    checks = "rounding, model structure, int8 against float32, refusals"
+    checks = "rounding, model structure, int8 against float32, opset 9, refusals"
     print("quantize.py: %s: %s" % (checks, "%d failed" % failures if failures else "all passed"))
     return 1 if failures else 0
 
