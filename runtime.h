@@ -22035,7 +22035,8 @@ inline Status cpu_int8_steps(ReferenceProgram* p, const PreparedModel& model, Is
             Int8PoolState* st = int8_pool_state(p, model, group);
             if (!st) return Status::OutOfMemory;
             // named after the lookup's target only when there is a table to look up
-            const bool looks_up = st->table || st->tables;
+            bool looks_up = st->table != nullptr;
+            for (uint32_t k = 0; st->tables && k < st->inputs; ++k) looks_up = looks_up || st->tables[k];
             const Isa lookup_isa = looks_up ? int8_lookup_init(&st->lookup, isa) : Isa::Ref;
             TESSEL_TRY(int8_use(p, group.step, run_int8_max_pool, st, "MaxPool", lookup_isa, (size_t)st->slots * st->row_bytes));
         } else if (!cst) {
