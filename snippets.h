@@ -927,7 +927,6 @@ private:
     int64_t block_ = 1;   // bytes the kernel takes a step (it does whole blocks only when above 1)
 };
 
-
 // >>opencl printer
 // A body printed as an OpenCL C kernel: the third target beside x64 and a64. The same
 // eval_op templates run over a vector model that prints one statement per primitive, so the
@@ -8126,7 +8125,6 @@ void Int8Lookup::run(const uint8_t* table, const uint8_t* x, uint8_t* y, int64_t
 void Int8Lookup::run_portable(const uint8_t* table, const uint8_t* x, uint8_t* y, int64_t n) {
     if (n > 0) detail::int8_lookup_portable(table, x, y, n);
 }
-
 
 // >>opencl printer implementation
 OpenClSource::~OpenClSource() { TESSEL_FREE(text_); }
