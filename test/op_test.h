@@ -311,6 +311,45 @@ inline void compile_and_infer(OpTest& t, const char* device, Span<const ConfigEn
     }
 }
 
+// Outputs of the one-node model build(t) makes that differ from the reference's bits (NaNs of
+// any payload equal), compiled on the CPU device at every ISA of the machine and at 1 and 2
+// threads with PERF_COUNT=YES; on_run(isa, run) checks each run's kernels first.
+template <class Build, class OnRun>
+int64_t cpu_bits_differ_each_isa(Build build, OnRun on_run) {
+    OpTest ref;
+    build(ref);
+    REQUIRE(ref.prepare() == Status::Ok);
+    REQUIRE(ref.run() == Status::Ok);
+    const float* want = ref.outputs[0].data_as<float>();
+    const size_t count = ref.outputs[0].elements();
+    int64_t bad = 0;
+    for (Isa isa : {Isa::Ref, Isa::Sse41, Isa::Avx2, Isa::Avx512, Isa::Neon}) {
+        if (!isa_available(isa)) continue;
+        for (uint32_t threads : {1u, 2u}) {
+            OpTest t;
+            build(t);
+            REQUIRE(t.model.add_output("y", InputRef::by_id(t.node, 0)) == Status::Ok);
+            REQUIRE(t.model.finalize() == Status::Ok);
+            const std::string threads_text = std::to_string(threads);
+            ConfigEntry config[] = {{"NUM_THREADS", StringView(threads_text.c_str())}, {"PERF_COUNT", "YES"}, {"ISA", isa_name(isa)}};
+            CompiledRun run;
+            compile_and_infer(t, "CPU", Span<const ConfigEntry>(config, 3), &run);
+            const std::string target = isa_name(isa);
+            CAPTURE(target);
+            CAPTURE(threads);
+            INFO(run.kernels);
+            on_run(isa, run);
+            const Tensor& out = run.request.output(0);
+            REQUIRE(out.elements() == count);
+            const float* got = out.data_as<float>();
+            for (size_t i = 0; i < count; ++i)
+                if (std::memcmp(&got[i], &want[i], sizeof(float)) != 0 && !(got[i] != got[i] && want[i] != want[i]))
+                    if (bad++ < 3) MESSAGE("y[" << i << "] = " << got[i] << ", want " << want[i]);
+        }
+    }
+    return bad;
+}
+
 // t's last node's output 0 as the model's output "y", compiled on CPU (NUM_THREADS,
 // PERF_COUNT=YES, FUSION as given) and inferred once, allocating nothing: y's bytes and the
 // steps' kernels.

@@ -58,39 +58,10 @@ int64_t check(const Pool& p, uint32_t seed) {
     int64_t n = 1;
     for (int64_t d : p.x) n *= d;
     const std::vector<float> x = values(n, seed);
-    OpTest ref;
-    build(ref, p, x);
-    REQUIRE(ref.prepare() == Status::Ok);
-    REQUIRE(ref.run() == Status::Ok);
-    const float* want = ref.outputs[0].data_as<float>();
-    const size_t count = ref.outputs[0].elements();
-    int64_t bad = 0;
-    for (Isa isa : {Isa::Ref, Isa::Sse41, Isa::Avx2, Isa::Avx512, Isa::Neon}) {
-        if (!isa_available(isa)) continue;
-        for (uint32_t threads : {1u, 2u}) {
-            OpTest t;
-            build(t, p, x);
-            REQUIRE(t.model.add_output("y", InputRef::by_id(t.node, 0)) == Status::Ok);
-            REQUIRE(t.model.finalize() == Status::Ok);
-            const std::string threads_text = std::to_string(threads);
-            ConfigEntry config[] = {{"NUM_THREADS", StringView(threads_text.c_str())}, {"PERF_COUNT", "YES"}, {"ISA", isa_name(isa)}};
-            test::CompiledRun run;
-            test::compile_and_infer(t, "CPU", Span<const ConfigEntry>(config, 3), &run);
-            const std::string target = isa_name(isa);
-            CAPTURE(target);
-            CAPTURE(threads);
-            INFO(run.kernels);
-            const std::string jit = std::string("cpu:") + isa_name(isa) + ":" + p.op, ref = std::string("ref:") + p.op;
-            CHECK(run.kernels.rfind(isa == Isa::Ref ? ref.c_str() : p.strides.back() <= 2 ? jit.c_str() : "cpu:", 0) == 0);
-            const Tensor& out = run.request.output(0);
-            REQUIRE(out.elements() == count);
-            const float* got = out.data_as<float>();
-            for (size_t i = 0; i < count; ++i)
-                if (std::memcmp(&got[i], &want[i], sizeof(float)) != 0 && !(std::isnan(got[i]) && std::isnan(want[i])))
-                    if (bad++ < 3) MESSAGE("y[" << i << "] = " << got[i] << ", want " << want[i]);
-        }
-    }
-    return bad;
+    return test::cpu_bits_differ_each_isa([&](OpTest& t) { build(t, p, x); }, [&](Isa isa, const test::CompiledRun& run) {
+        const std::string jit = std::string("cpu:") + isa_name(isa) + ":" + p.op, ref = std::string("ref:") + p.op;
+        CHECK(run.kernels.rfind(isa == Isa::Ref ? ref.c_str() : p.strides.back() <= 2 ? jit.c_str() : "cpu:", 0) == 0);
+    });
 }
 }  // namespace
 

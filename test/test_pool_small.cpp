@@ -48,40 +48,11 @@ std::vector<float> values(int64_t n, uint32_t seed) {
 // Outputs that differ from the reference's bits at every ISA, 1 and 2 threads; *planes counts
 // the runs on the small-plane kernel.
 int64_t check(const SmallPool& p, const std::vector<float>& x, int64_t* planes) {
-    OpTest ref;
-    build(ref, p, x);
-    REQUIRE(ref.prepare() == Status::Ok);
-    REQUIRE(ref.run() == Status::Ok);
-    const float* want = ref.outputs[0].data_as<float>();
-    const size_t count = ref.outputs[0].elements();
-    int64_t bad = 0;
-    for (Isa isa : {Isa::Ref, Isa::Sse41, Isa::Avx2, Isa::Avx512, Isa::Neon}) {
-        if (!isa_available(isa)) continue;
-        for (uint32_t threads : {1u, 2u}) {
-            OpTest t;
-            build(t, p, x);
-            REQUIRE(t.model.add_output("y", InputRef::by_id(t.node, 0)) == Status::Ok);
-            REQUIRE(t.model.finalize() == Status::Ok);
-            const std::string threads_text = std::to_string(threads);
-            ConfigEntry config[] = {{"NUM_THREADS", StringView(threads_text.c_str())}, {"PERF_COUNT", "YES"}, {"ISA", isa_name(isa)}};
-            test::CompiledRun run;
-            test::compile_and_infer(t, "CPU", Span<const ConfigEntry>(config, 3), &run);
-            const std::string target = isa_name(isa);
-            CAPTURE(target);
-            CAPTURE(threads);
-            INFO(run.kernels);
-            const std::string plane = std::string("cpu:") + target + ":" + p.op + ":plane";
-            if (isa == Isa::Ref) CHECK(run.kernels.rfind(std::string("ref:") + p.op, 0) == 0);
-            *planes += run.kernels.rfind(plane, 0) == 0;
-            const Tensor& out = run.request.output(0);
-            REQUIRE(out.elements() == count);
-            const float* got = out.data_as<float>();
-            for (size_t i = 0; i < count; ++i)
-                if (!test::same_bits(got[i], want[i]))
-                    if (bad++ < 3) MESSAGE("y[" << i << "] = " << got[i] << ", want " << want[i]);
-        }
-    }
-    return bad;
+    return test::cpu_bits_differ_each_isa([&](OpTest& t) { build(t, p, x); }, [&](Isa isa, const test::CompiledRun& run) {
+        const std::string plane = std::string("cpu:") + isa_name(isa) + ":" + p.op + ":plane";
+        if (isa == Isa::Ref) CHECK(run.kernels.rfind(std::string("ref:") + p.op, 0) == 0);
+        *planes += run.kernels.rfind(plane, 0) == 0;
+    });
 }
 
 int64_t jit_isas() {
