@@ -5162,11 +5162,14 @@ inline Status plan_memory(CompiledModel::Impl* m) {
         return m->slot_bytes[a] != m->slot_bytes[b] ? m->slot_bytes[a] > m->slot_bytes[b] : a < b;
     });
     // Each buffer goes to the lowest offset where it overlaps no placed buffer whose lifetime
-    // meets its own. Placed buffers are kept by the time block of their first step, with the
-    // latest last step of each block, so a buffer reads only the blocks that can hold a
-    // lifetime meeting its own; the meeting ones, by offset, leave the lowest gap.
-    constexpr uint32_t kTimeBlock = 64;
-    const uint32_t blocks = end / kTimeBlock + 1;
+    // meets its own. Placed buffers that live at most kTimeBlock steps are kept by the time
+    // block of their first step, with the latest last step of each block, so a buffer reads
+    // only the blocks from the one before its first step on; the longer-lived ones are in a
+    // list every buffer reads (a whole-run input would otherwise make every buffer read its
+    // block). The meeting ones, by offset, leave the lowest gap.
+    constexpr uint32_t kTimeBlock = 16;
+    const uint32_t blocks = end / kTimeBlock + 2;
+    uint32_t long_head = kNever;
     int64_t* placed = scratch.allocate_array<int64_t>(count + 1);
     uint32_t* block_head = scratch.allocate_array<uint32_t>(blocks);   // placed index, kNever ends
     uint32_t* block_last = scratch.allocate_array<uint32_t>(blocks);   // latest last step in it
@@ -5183,12 +5186,17 @@ inline Status plan_memory(CompiledModel::Impl* m) {
         const uint32_t b = order[i];
         const int64_t bytes = extent(b);
         uint32_t met = 0;
-        for (uint32_t k = 0; k <= last[b] / kTimeBlock && k < blocks; ++k) {
-            if (block_head[k] == kNever || block_last[k] < first[b]) continue;
-            for (uint32_t j = block_head[k]; j != kNever; j = next_placed[j]) {
+        auto meet = [&](uint32_t head) {
+            for (uint32_t j = head; j != kNever; j = next_placed[j]) {
                 const uint32_t o = order[j];
                 if (!(last[o] < first[b] || last[b] < first[o])) meeting[met++] = j;
             }
+        };
+        meet(long_head);
+        // A short buffer of block k ends before block k + 2 starts.
+        for (uint32_t k = first[b] / kTimeBlock ? first[b] / kTimeBlock - 1 : 0; k <= last[b] / kTimeBlock && k < blocks; ++k) {
+            if (block_head[k] == kNever || block_last[k] < first[b]) continue;
+            meet(block_head[k]);
         }
         std::sort(meeting, meeting + met, [&](uint32_t x, uint32_t y) { return placed[x] < placed[y]; });
         int64_t at = 0;
@@ -5200,6 +5208,11 @@ inline Status plan_memory(CompiledModel::Impl* m) {
         placed[i] = at;
         m->offset[b] = at;
         if ((size_t)at + (size_t)bytes > total) total = (size_t)at + (size_t)bytes;
+        if (last[b] < first[b] || last[b] - first[b] > kTimeBlock) {
+            next_placed[i] = long_head;
+            long_head = i;
+            continue;
+        }
         const uint32_t k = first[b] / kTimeBlock;
         next_placed[i] = block_head[k];
         block_head[k] = i;
@@ -5363,21 +5376,44 @@ inline Status concurrent_windows(CompiledModel::Impl* m, Arena* scratch, uint32_
             for (uint32_t w = 0; w < words; ++w) row[w] |= next[w];
         }
     }
-    auto reaches = [&](uint32_t a, uint32_t b) { return (reach[(size_t)a * words + b / 64] >> (b % 64)) & 1; };
+    // reached_by[s]: the subgraphs that reach s (itself included), filled in topological order;
+    // lane_bits[l]: the subgraphs of lane l. The pairs on different lanes that reach neither
+    // way are then read a word at a time.
+    uint64_t* reached_by = scratch->allocate_array<uint64_t>((size_t)sc * words + 1);
+    uint64_t* lane_bits = scratch->allocate_array<uint64_t>((size_t)m->lane_count * words + 1);
+    if (!reached_by || !lane_bits) return Status::OutOfMemory;
+    std::memset(reached_by, 0, sizeof(uint64_t) * ((size_t)sc * words + 1));
+    std::memset(lane_bits, 0, sizeof(uint64_t) * ((size_t)m->lane_count * words + 1));
+    for (uint32_t k = 0; k < sc; ++k) {
+        uint32_t s = m->subgraph_order[k];
+        const uint64_t* row = reached_by + (size_t)s * words;
+        reached_by[(size_t)s * words + s / 64] |= 1ull << (s % 64);
+        for (uint32_t e = m->successor_first[s]; e < m->successor_first[s + 1]; ++e) {
+            uint64_t* next = reached_by + (size_t)m->successors[e] * words;
+            for (uint32_t w = 0; w < words; ++w) next[w] |= row[w];
+        }
+        lane_bits[(size_t)m->lane_of[s] * words + s / 64] |= 1ull << (s % 64);
+    }
     for (uint32_t s = 0; s < sc; ++s) {
         begin[s] = m->exec_first[s];
         end[s] = m->exec_first[s] + m->exec_size[s];
     }
     for (uint32_t a = 0; a < sc; ++a)
-        for (uint32_t b = a + 1; b < sc; ++b) {
-            if (m->lane_of[a] == m->lane_of[b] || reaches(a, b) || reaches(b, a)) continue;
-            m->concurrent = true;
-            uint32_t lo = m->exec_first[a] < m->exec_first[b] ? m->exec_first[a] : m->exec_first[b];
-            uint32_t hi_a = m->exec_first[a] + m->exec_size[a], hi_b = m->exec_first[b] + m->exec_size[b];
-            uint32_t hi = hi_a > hi_b ? hi_a : hi_b;
-            for (uint32_t s : {a, b}) {
-                if (lo < begin[s]) begin[s] = lo;
-                if (hi > end[s]) end[s] = hi;
+        for (uint32_t w = (a + 1) / 64; w < words; ++w) {
+            const size_t at = (size_t)a * words + w;
+            uint64_t apart = ~(reach[at] | reached_by[at] | lane_bits[(size_t)m->lane_of[a] * words + w]);
+            if (w == (a + 1) / 64) apart &= ~0ull << ((a + 1) % 64);   // b > a only
+            if (w + 1 == words && sc % 64) apart &= (1ull << (sc % 64)) - 1;
+            for (; apart; apart &= apart - 1) {
+                const uint32_t b = w * 64 + (uint32_t)__builtin_ctzll(apart);
+                m->concurrent = true;
+                uint32_t lo = m->exec_first[a] < m->exec_first[b] ? m->exec_first[a] : m->exec_first[b];
+                uint32_t hi_a = m->exec_first[a] + m->exec_size[a], hi_b = m->exec_first[b] + m->exec_size[b];
+                uint32_t hi = hi_a > hi_b ? hi_a : hi_b;
+                for (uint32_t s : {a, b}) {
+                    if (lo < begin[s]) begin[s] = lo;
+                    if (hi > end[s]) end[s] = hi;
+                }
             }
         }
     *window_begin = begin;
