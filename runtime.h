@@ -19961,8 +19961,9 @@ inline Status run_qconv(const RunContext& c) {
 //   Concat of the uint8 inputs, each through its table to y's grid (none when the grids
 //   agree): the float path's values bit for bit.
 // - DequantizeLinear (uint8) -> one-input float ops -> QuantizeLinear (uint8): a table.
-// - DequantizeLinears (uint8) or a float constant -> one-input float ops -> Add, Sub or Mul ->
-//   QuantizeLinear (uint8), per tensor, broadcast: one step on the uint8 tensors (run_int8_binary).
+// - DequantizeLinears (uint8) or a float constant -> one-input float ops -> Add, Sub or Mul (or
+//   a two-input Sum) -> optional Relu -> QuantizeLinear (uint8), per tensor, broadcast: one step
+//   on the uint8 tensors (run_int8_binary), the Relu a clamp at y's zero point.
 // - The remaining QuantizeLinear (float32 -> uint8/int8) and DequantizeLinear (uint8/int8 ->
 //   float32) with one constant scale and zero point run a vectorizable loop, bit for bit the
 //   reference's results (x / scale in float32, ties to even; (x - zero point) * scale with one
@@ -20004,6 +20005,8 @@ struct Int8ConvState {
 inline void int8_im2col(const Window& w, int64_t channels, const uint8_t* x, int64_t p0, int64_t count, uint8_t pad,
                         uint8_t* col) {
     const int64_t plane = w.in_size();
+    const uint8_t* end = x + channels * plane;
+    (void)end;   // read by the vector loops only
     uint8_t* dst = col;
     for (int64_t ci = 0; ci < channels; ++ci)
         for (int64_t k0 = 0; k0 < w.kernel[0]; ++k0)
@@ -20032,7 +20035,22 @@ inline void int8_im2col(const Window& w, int64_t channels, const uint8_t* x, int
                                 std::memcpy(d + lo, row + i2 + lo, (size_t)(hi - lo));
                             } else {
                                 const uint8_t* src = row + i2 + lo * s;
-                                for (int64_t t = lo; t < hi; ++t, src += s) d[t] = *src;
+                                int64_t t = lo;
+#if defined(__SSE2__)
+                                if (s == 2) {   // the even bytes of 32 (16): the loads stay inside the group's planes
+                                    const __m128i even = _mm_set1_epi16(0x00FF);
+                                    for (; t + 16 <= hi && src + 32 <= end; t += 16, src += 32) {
+                                        const __m128i v0 = _mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src)), even);
+                                        const __m128i v1 = _mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 16)), even);
+                                        _mm_storeu_si128(reinterpret_cast<__m128i*>(d + t), _mm_packus_epi16(v0, v1));
+                                    }
+                                    for (; t + 8 <= hi && src + 16 <= end; t += 8, src += 16) {
+                                        const __m128i v = _mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src)), even);
+                                        _mm_storel_epi64(reinterpret_cast<__m128i*>(d + t), _mm_packus_epi16(v, v));
+                                    }
+                                }
+#endif
+                                for (; t < hi; ++t, src += s) d[t] = *src;
                             }
                             if (hi < run) std::memset(d + hi, pad, (size_t)(run - hi));
                         }
@@ -21640,6 +21658,7 @@ struct Int8BinaryOperand {
 
 struct Int8BinaryGroup {
     NodeId quantize = kNoNode, binary = kNoNode;
+    NodeId relu = kNoNode;   // a Relu between the binary op and the QuantizeLinear
     Int8BinaryOperand in[2];
 };
 
@@ -21658,6 +21677,7 @@ struct Int8BinaryState {
     int32_t x_zero_point[2] = {};
     float y_scale = 1.0f;
     int32_t y_zero_point = 0;
+    int32_t y_lo = 0;                       // the least output: y's zero point after a Relu
     uint64_t count = 0, rows = 0;           // elements; rows of the inner dim
 };
 
@@ -21727,13 +21747,26 @@ inline bool int8_find_binary(const PreparedModel& model, NodeId q, Int8BinaryGro
     float s;
     int32_t z;
     if (!qs || qs->division != QuantDivision::Float || !int8_tensor_params(model, q, ElementType::UInt8, &s, &z)) return false;
-    const NodeId b = qn.inputs[0].producer;
+    NodeId b = qn.inputs[0].producer, relu = kNoNode;
+    // Quantizing Relu(v) is clamping the quantized v below at y's zero point: v / scale keeps
+    // v's sign and rounds to a value <= 0 exactly when v <= 0 (a residual block's Add + Relu).
+    if (g.node(b).op == StringView("Relu")) {
+        const OpKernel* kernel = model.kernel(b);
+        const ElementwiseState* rs = static_cast<const ElementwiseState*>(model.kernel_state(b));
+        if (!kernel || kernel != find_builtin_kernel(g.node(b).op) || kernel->prepare != prepare_elementwise || !rs ||
+            rs->op != SnippetOp::Relu || rs->clip_inputs || g.node(b).num_inputs != 1 || g.node(b).num_outputs != 1 ||
+            !int8_single_reader(g, b, q) || model.value_desc(model.value_id(b, 0)).type != ElementType::Float32)
+            return false;
+        relu = b;
+        b = g.node(relu).inputs[0].producer;
+    }
     const Node& bn = g.node(b);
     const ElementwiseState* es = int8_binary_elementwise(model, b);
-    if (!es || bn.num_inputs != 2 || bn.num_outputs != 1 || !int8_single_reader(g, b, q)) return false;
+    if (!es || bn.num_inputs != 2 || bn.num_outputs != 1 || !int8_single_reader(g, b, relu != kNoNode ? relu : q)) return false;
     if (model.value_desc(model.value_id(b, 0)).type != ElementType::Float32) return false;
     group->quantize = q;
     group->binary = b;
+    group->relu = relu;
     if (!int8_find_operand(model, b, 0, &group->in[0]) || !int8_find_operand(model, b, 1, &group->in[1])) return false;
     return group->in[0].dequantize != kNoNode || group->in[1].dequantize != kNoNode;
 }
@@ -21791,6 +21824,7 @@ inline Int8BinaryState* int8_binary_state(ReferenceProgram* p, const PreparedMod
         }
     }
     int8_tensor_params(model, group.quantize, ElementType::UInt8, &st->y_scale, &st->y_zero_point);
+    st->y_lo = group.relu != kNoNode ? st->y_zero_point : 0;
     uint32_t inputs = 0;
     for (uint32_t k = 0; k < 2; ++k) {
         const Int8BinaryOperand& o = group.in[k];
@@ -21832,7 +21866,7 @@ inline Int8BinaryState* int8_binary_state(ReferenceProgram* p, const PreparedMod
             for (int32_t v = 0; v < 256; ++v) {   // the table's row u, column v
                 const float x0 = st->table[0][st->swapped ? v : u], x1 = st->table[1][st->swapped ? u : v];
                 r[v] = st->op == SnippetOp::Add ? x0 + x1 : st->op == SnippetOp::Sub ? x0 - x1 : x0 * x1;
-                if (v == 255) int8_quantize_range(r, pair + u * 256, 0, 256, st->y_scale, st->y_zero_point, 0, 255);
+                if (v == 255) int8_quantize_range(r, pair + u * 256, 0, 256, st->y_scale, st->y_zero_point, st->y_lo, 255);
             }
         st->pair = pair;
     }
@@ -21926,7 +21960,7 @@ inline Status run_int8_binary(const RunContext& c) {
                     if (st.op == SnippetOp::Add) for (int64_t j = 0; j < n; ++j) r[j] = pa[j] + pb[j];
                     else if (st.op == SnippetOp::Sub) for (int64_t j = 0; j < n; ++j) r[j] = pa[j] - pb[j];
                     else for (int64_t j = 0; j < n; ++j) r[j] = pa[j] * pb[j];
-                    int8_quantize_range(r, y + row * (uint64_t)dim + j0, 0, (uint64_t)n, st.y_scale, st.y_zero_point, 0, 255);
+                    int8_quantize_range(r, y + row * (uint64_t)dim + j0, 0, (uint64_t)n, st.y_scale, st.y_zero_point, st.y_lo, 255);
                 }
             }
         }
@@ -21988,12 +22022,14 @@ inline Status cpu_int8_steps(ReferenceProgram* p, const PreparedModel& model, Is
     uint32_t* binary_steps = scratch.allocate_array<uint32_t>(p->count + 1);
     if (!binaries || !binary_steps) return Status::OutOfMemory;
     auto binary_steps_only = [&](const Int8BinaryGroup& b) {
-        NodeId nodes[1 + 2 * kInt8TableOps];
+        NodeId nodes[2 + 2 * kInt8TableOps];
         uint32_t n = 0;
         nodes[n++] = b.binary;
+        if (b.relu != kNoNode) nodes[n++] = b.relu;
         for (const Int8BinaryOperand& o : b.in)
             for (uint32_t k = 0; k < o.count; ++k) nodes[n++] = o.ops[k];
-        if (writer[model.value_id(b.binary, 0)] == ~0u) return false;
+        // the island's last value has a step (the binary op's may live inside a fused Add + Relu)
+        if (writer[model.value_id(b.relu != kNoNode ? b.relu : b.binary, 0)] == ~0u) return false;
         for (uint32_t k = 0; k < n; ++k) {
             uint32_t s = writer[model.value_id(nodes[k], 0)];
             if (s == ~0u) continue;
@@ -22156,7 +22192,8 @@ inline Status cpu_int8_steps(ReferenceProgram* p, const PreparedModel& model, Is
         p->steps_[binary_steps[k]].reads = Span<const uint32_t>(reads, count);
         const char* what = st->op == SnippetOp::Add ? "Add" : st->op == SnippetOp::Sub ? "Sub" : "Mul";
         TESSEL_TRY(int8_use(p, binary_steps[k], run_int8_binary, st, what, Isa::Ref, 0));
-        drop[writer[model.value_id(b.binary, 0)]] = 1;
+        for (NodeId last : {b.binary, b.relu})
+            if (last != kNoNode && writer[model.value_id(last, 0)] != ~0u) drop[writer[model.value_id(last, 0)]] = 1;
         for (const Int8BinaryOperand& o : b.in)
             for (uint32_t j = 0; j < o.count; ++j)
                 if (writer[model.value_id(o.ops[j], 0)] != ~0u) drop[writer[model.value_id(o.ops[j], 0)]] = 1;

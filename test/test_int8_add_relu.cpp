@@ -1,0 +1,216 @@
+// A Relu between a quantized binary island's op and its QuantizeLinear (a residual block's
+// Add or Sum + Relu): folded into the island as a clamp at y's zero point, bit for bit the
+// float path's results (FUSION=NO runs the reference kernels) at every ISA of the machine and
+// at 1 and 2 threads, on both of the island's loops (dequantized floats and the pair table),
+// and the forms that keep the Relu on the float path. Also the strided int8 Conv's im2col rows
+// against the integer oracle.
+#include <doctest/doctest.h>
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+#include "op_test.h"
+#include "runtime.h"
+
+using namespace tessel;
+
+namespace {
+using test::OpTest;
+using Shape = std::vector<int64_t>;
+using test::count_of;
+
+struct AddReluCase {
+    const char* op = "Add";        // Add, Sum or Sub
+    Shape a, b;                    // b may broadcast
+    float sa = 0.02f, sb = 0.031f, sy = 0.04f;
+    uint8_t za = 100, zb = 7, zy = 128;
+    bool relu_shared = false;      // the Relu's output is a model output too: the float path stays
+};
+
+std::vector<uint8_t> bytes_of(const Shape& shape, uint32_t mul, uint32_t add) {
+    std::vector<uint8_t> v((size_t)count_of(shape));
+    for (size_t i = 0; i < v.size(); ++i) v[i] = (uint8_t)((i * mul + add + i / 256) % 256);
+    return v;
+}
+
+void build(OpTest& t, const AddReluCase& c) {
+    t.opset = 14;
+    auto dq = [&](const Shape& shape, float s, uint8_t z, uint32_t mul, uint32_t add) {
+        return t.op("DequantizeLinear", {t.input(shape, bytes_of(shape, mul, add)), t.constant(Shape{}, std::vector<float>{s}),
+                                         t.constant(Shape{}, std::vector<uint8_t>{z})});
+    };
+    NodeId a = dq(c.a, c.sa, c.za, 37, 0), b = dq(c.b, c.sb, c.zb, 53, 11);
+    NodeId binary = t.op(c.op, {InputRef::by_id(a), InputRef::by_id(b)});
+    NodeId relu = t.op("Relu", {InputRef::by_id(binary)});
+    t.node = t.op("QuantizeLinear", {InputRef::by_id(relu), t.constant(Shape{}, std::vector<float>{c.sy}),
+                                     t.constant(Shape{}, std::vector<uint8_t>{c.zy})});
+    if (c.relu_shared) REQUIRE(t.model.add_output("relu", InputRef::by_id(relu, 0)) == Status::Ok);
+}
+
+std::vector<unsigned char> run(const AddReluCase& c, const char* isa, uint32_t threads, bool fusion, std::string* kernels) {
+    OpTest t;
+    build(t, c);
+    REQUIRE(t.model.add_output("y", InputRef::by_id(t.node, 0)) == Status::Ok);
+    REQUIRE(t.model.finalize() == Status::Ok);
+    const std::string count = std::to_string(threads);
+    ConfigEntry config[] = {{"NUM_THREADS", StringView(count.c_str())}, {"PERF_COUNT", "YES"}, {"FUSION", fusion ? "YES" : "NO"},
+                            {"ISA", isa ? isa : "ref"}};
+    test::CompiledRun r;
+    test::compile_and_infer(t, "CPU", Span<const ConfigEntry>(config, isa ? 4 : 3), &r);
+    *kernels = r.kernels;
+    if (!r.compiled.output_count()) return {};
+    const Tensor& out = r.request.output(c.relu_shared ? 1 : 0);
+    const unsigned char* p = static_cast<const unsigned char*>(out.data());
+    return std::vector<unsigned char>(p, p + out.bytes());
+}
+
+void check(const AddReluCase& c) {
+    std::string kernels;
+    const std::vector<unsigned char> want = run(c, nullptr, 1, false, &kernels);
+    CHECK(kernels.find("int8:") == std::string::npos);
+    REQUIRE(!want.empty());
+    size_t clamped = 0;
+    for (unsigned char v : want) clamped += v == c.zy;
+    CHECK(clamped > 0);   // the Relu cuts something
+    const std::string what = std::string("int8:ref:") + (std::string(c.op) == "Sum" ? "Add" : c.op);
+    for (Isa isa : {Isa::Ref, Isa::Sse41, Isa::Avx2, Isa::Avx512, Isa::Neon}) {
+        if (!isa_available(isa)) continue;
+        for (uint32_t threads : {1u, 2u}) {
+            CAPTURE(isa_name(isa));
+            CAPTURE(threads);
+            const std::vector<unsigned char> got = run(c, isa_name(isa), threads, true, &kernels);
+            INFO(kernels);
+            CHECK((kernels.find(what) != std::string::npos) == !c.relu_shared);
+            CHECK((kernels.find("Relu") == std::string::npos && kernels.find("QuantizeLinear") == std::string::npos) ==
+                  !c.relu_shared);
+            REQUIRE(got.size() == want.size());
+            size_t bad = 0;
+            for (size_t i = 0; i < got.size(); ++i)
+                if (got[i] != want[i] && bad++ < 5) MESSAGE("y[" << i << "] = " << (int)got[i] << ", want " << (int)want[i]);
+            CHECK(bad == 0);
+        }
+    }
+}
+}  // namespace
+
+TEST_CASE("int8 add relu: Add and Sum + Relu of two uint8 tensors, small (dequantized floats) and large (pair table)") {
+    AddReluCase small;
+    small.a = small.b = Shape{1, 16, 9, 11};
+    check(small);
+    AddReluCase large;
+    large.a = large.b = Shape{1, 16, 60, 41};   // 39360 elements: the pair table
+    check(large);
+    AddReluCase sum = large;
+    sum.op = "Sum";
+    sum.zy = 3;   // y's zero point near 0: most of the range above it
+    check(sum);
+    AddReluCase ties;   // one grid everywhere: halves at every step
+    ties.a = ties.b = Shape{2, 3, 50, 70};
+    ties.sa = ties.sb = ties.sy = 0.05f;
+    ties.za = 90, ties.zb = 200, ties.zy = 17;
+    check(ties);
+}
+
+TEST_CASE("int8 add relu: Sub + Relu with a broadcast operand; a Relu read elsewhere stays on the float path") {
+    AddReluCase sub;
+    sub.op = "Sub";
+    sub.a = Shape{1, 8, 13, 17};
+    sub.b = Shape{1, 8, 1, 1};
+    check(sub);
+    AddReluCase shared;
+    shared.a = shared.b = Shape{1, 4, 9, 11};
+    shared.relu_shared = true;
+    check(shared);
+}
+
+// ---- strided int8 Conv: the im2col's stride-2 rows (vector loads of 32 and 16 bytes, tails,
+// the group's last row where a load would pass the planes' end) against the integer oracle ----
+namespace {
+struct StridedConv {
+    Shape x, w;          // NCHW, MCkk (group 1)
+    int64_t pad = 1;     // on every side
+};
+
+void check_strided(const StridedConv& cc, uint32_t seed) {
+    std::mt19937 rng(seed);
+    const int64_t n_img = cc.x[0], channels = cc.x[1], h = cc.x[2], wd = cc.x[3], maps = cc.w[0], kh = cc.w[2], kw = cc.w[3];
+    const int64_t oh = (h + 2 * cc.pad - kh) / 2 + 1, ow = (wd + 2 * cc.pad - kw) / 2 + 1, per_map = channels * kh * kw;
+    std::vector<uint8_t> x((size_t)count_of(cc.x));
+    for (uint8_t& v : x) v = (uint8_t)(rng() % 256);
+    const float sx = 0.02f, sy = 0.05f;
+    const uint8_t zx = 37, zy = 101;
+    std::vector<int8_t> q((size_t)count_of(cc.w));
+    std::vector<float> w(q.size()), sw((size_t)maps);
+    for (int64_t m = 0; m < maps; ++m) {
+        sw[(size_t)m] = std::ldexp(1.0f + (float)(rng() % 100) / 100.0f, -9);
+        for (int64_t k = 0; k < per_map; ++k) q[(size_t)(m * per_map + k)] = (int8_t)((int)(rng() % 255) - 127);
+        q[(size_t)(m * per_map)] = 127;   // the quantizer's grid: 127 reached
+        for (int64_t k = 0; k < per_map; ++k) w[(size_t)(m * per_map + k)] = (float)q[(size_t)(m * per_map + k)] * sw[(size_t)m];
+    }
+    std::vector<uint8_t> want((size_t)(n_img * maps * oh * ow));
+    for (int64_t n = 0; n < n_img; ++n)
+        for (int64_t m = 0; m < maps; ++m)
+            for (int64_t o1 = 0; o1 < oh; ++o1)
+                for (int64_t o2 = 0; o2 < ow; ++o2) {
+                    int32_t acc = 0;
+                    for (int64_t c = 0; c < channels; ++c)
+                        for (int64_t k1 = 0; k1 < kh; ++k1)
+                            for (int64_t k2 = 0; k2 < kw; ++k2) {
+                                const int64_t i1 = o1 * 2 - cc.pad + k1, i2 = o2 * 2 - cc.pad + k2;
+                                if (i1 < 0 || i1 >= h || i2 < 0 || i2 >= wd) continue;
+                                acc += ((int32_t)x[(size_t)(((n * channels + c) * h + i1) * wd + i2)] - zx) *
+                                       q[(size_t)(((m * channels + c) * kh + k1) * kw + k2)];
+                            }
+                    want[(size_t)(((n * maps + m) * oh + o1) * ow + o2)] =
+                        int8_requantize(acc, 0, sx * sw[(size_t)m] / sy, -(float)zy, 255.0f - zy, zy);
+                }
+    for (Isa isa : {Isa::Ref, Isa::Sse41, Isa::Avx2, Isa::Avx512, Isa::Neon}) {
+        if (!isa_available(isa)) continue;
+        for (uint32_t threads : {1u, 2u}) {
+            CAPTURE(isa_name(isa));
+            CAPTURE(threads);
+            OpTest t;
+            t.opset = 13;
+            NodeId dq = t.op("DequantizeLinear", {t.input(cc.x, x), t.constant(Shape{}, std::vector<float>{sx}),
+                                                  t.constant(Shape{}, std::vector<uint8_t>{zx})});
+            t.op("Conv", {InputRef::by_id(dq), t.constant(cc.w, w)});
+            t.set_ints("strides", {2, 2});
+            t.set_ints("pads", {cc.pad, cc.pad, cc.pad, cc.pad});
+            NodeId conv = t.node;
+            t.node = t.op("QuantizeLinear", {InputRef::by_id(conv), t.constant(Shape{}, std::vector<float>{sy}),
+                                             t.constant(Shape{}, std::vector<uint8_t>{zy})});
+            REQUIRE(t.model.add_output("y", InputRef::by_id(t.node, 0)) == Status::Ok);
+            REQUIRE(t.model.finalize() == Status::Ok);
+            const std::string count = std::to_string(threads);
+            ConfigEntry config[] = {{"NUM_THREADS", StringView(count.c_str())}, {"PERF_COUNT", "YES"}, {"ISA", isa_name(isa)}};
+            test::CompiledRun r;
+            test::compile_and_infer(t, "CPU", Span<const ConfigEntry>(config, 3), &r);
+            INFO(r.kernels);
+            CHECK(r.kernels.find(":Conv") != std::string::npos);
+            CHECK(r.kernels.find("int8:") != std::string::npos);
+            const Tensor& out = r.request.output(0);
+            REQUIRE(out.bytes() == want.size());
+            const uint8_t* got = static_cast<const uint8_t*>(out.data());
+            size_t bad = 0;
+            for (size_t i = 0; i < want.size(); ++i)
+                if (got[i] != want[i] && bad++ < 5) MESSAGE("y[" << i << "] = " << (int)got[i] << ", want " << (int)want[i]);
+            CHECK(bad == 0);
+        }
+    }
+}
+}  // namespace
+
+TEST_CASE("int8 add relu: stride-2 QDQ Convs through the im2col's vector rows, every ISA, the integer oracle's bits") {
+    const std::vector<StridedConv> cases = {
+        {{1, 4, 65, 67}, {8, 4, 3, 3}, 1},     // rows of 34 outputs: 16 + 16 + 2
+        {{1, 3, 23, 56}, {5, 3, 3, 3}, 1},     // 28: 16 + 8 + 4, a ResNet stage's width
+        {{2, 5, 17, 33}, {6, 5, 2, 2}, 0},     // 16 exactly, no padding; the last image's last rows
+        {{1, 3, 41, 31}, {4, 3, 7, 7}, 3},     // a stem's 7x7: taps from both ends of the row
+    };
+    uint32_t seed = 900;
+    for (const StridedConv& cc : cases) {
+        CAPTURE(seed);
+        check_strided(cc, seed);
+        seed += 11;
+    }
+}
