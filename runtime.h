@@ -22016,17 +22016,19 @@ inline Status run_int8_move(const RunContext& c) {
     const int last = (int)s.rank - 1;
     const int64_t n = s.dims[last], stride = s.strides[last];
     if (st.rows == 0 || n <= 0) return Status::Ok;
+    // cpu_ops_parallel counts float elements walked: a byte moves in a quarter of that time
+    const uint64_t row_work = ((uint64_t)n + 3) / 4;
     if (st.rows == 1 && stride == 1) {   // a plain copy (no Transpose): split into runs of bytes
         constexpr uint64_t kChunk = 16384;
         const uint64_t total = (uint64_t)n, units = (total + kChunk - 1) / kChunk;
-        cpu_ops_parallel(c, units, kChunk, [&](uint64_t begin, uint64_t end) {
+        cpu_ops_parallel(c, units, kChunk / 4, [&](uint64_t begin, uint64_t end) {
             const uint64_t from = begin * kChunk, stop = end * kChunk < total ? end * kChunk : total;
             if (st.table) st.lookup.run(st.table, x + s.base + from, y + from, (int64_t)(stop - from));
             else std::memcpy(y + from, x + s.base + from, (size_t)(stop - from));
         });
         return Status::Ok;
     }
-    cpu_ops_parallel(c, st.rows, (uint64_t)n, [&](uint64_t begin, uint64_t end) {
+    cpu_ops_parallel(c, st.rows, row_work, [&](uint64_t begin, uint64_t end) {
         int64_t index[kMaxRank] = {};
         int64_t offset = s.base;
         uint64_t r = begin;

@@ -109,7 +109,7 @@ std::vector<Move> shuffle(int64_t groups, int64_t channels, int64_t h, int64_t w
 
 TEST_CASE("int8 threads: a channel shuffle between grids that agree is a uint8 copy of planes, small and split over threads") {
     check_moves(MoveCase{{1, 12, 7, 7}, shuffle(3, 12, 7, 7)});                 // 588 bytes: one thread
-    check_moves(MoveCase{{1, 240, 28, 28}, shuffle(3, 240, 28, 28)});           // 188160 bytes: both threads
+    check_moves(MoveCase{{1, 240, 28, 28}, shuffle(3, 240, 28, 28)});           // 188160 bytes: split over both threads
     check_moves(MoveCase{{1, 60, 13, 9}, shuffle(4, 60, 13, 9), 0.05f, 0.05f, 0, 0});
 }
 
@@ -127,7 +127,9 @@ TEST_CASE("int8 threads: transposes whose innermost walk is strided (NCHW to NHW
 TEST_CASE("int8 threads: reshapes only (Squeeze, Unsqueeze, Flatten) are a copy or one lookup, split into runs of bytes") {
     check_moves(MoveCase{{1, 3, 1, 5}, {{"Squeeze", {0, 2}}, {"Unsqueeze", {1}}}, 0.02f, 0.02f, 128, 128, "Reshape"});
     check_moves(MoveCase{{1, 50, 33, 31}, {{"Flatten", {1}}, {"Reshape", {50, 1023}}}, 0.02f, 0.02f, 128, 128, "Reshape"});
-    check_moves(MoveCase{{1, 50, 33, 31}, {{"Unsqueeze", {0}}, {"Squeeze", {0}}}, 0.02f, 0.07f, 128, 90, "Reshape"});
+    // 135300 bytes: runs split over both threads, the last one short
+    check_moves(MoveCase{{1, 50, 66, 41}, {{"Flatten", {1}}, {"Reshape", {50, 2706}}}, 0.02f, 0.02f, 128, 128, "Reshape"});
+    check_moves(MoveCase{{1, 50, 66, 41}, {{"Unsqueeze", {0}}, {"Squeeze", {0}}}, 0.02f, 0.07f, 128, 90, "Reshape"});
 }
 
 TEST_CASE("int8 threads: a DequantizeLinear read elsewhere too stays; two Transposes or a shared middle value stay on the float path") {
