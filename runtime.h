@@ -22054,6 +22054,7 @@ inline Status run_int8_move(const RunContext& c) {
     return Status::Ok;
 }
 
+// (>>int8 cpu, continued) The steps made from the groups of >>int8 cpu and >>int8 data movement.
 inline Status cpu_int8_steps(ReferenceProgram* p, const PreparedModel& model, Isa isa) {
     const Graph& g = model.model.graph;
     Arena scratch(p->count < 256 ? 1024 + p->count * 64 : 64 * 1024);   // small programs: no 64 KB of heap top each
