@@ -124,6 +124,7 @@
    >>opencl layout and normalization kernels  the GPU's Concat, Reshape..., Transpose, Slice, LRN, norms, Reduce*, ConstantOfShape
    >>quantization ops                 QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, integer MatMul/Conv
    >>int8 cpu                         QDQ Conv/MatMul/Gemm and QLinearConv/MatMul on Int8Gemm; uint8 pools, Concat, tables, Add/Mul
+   >>int8 data movement               QDQ channel shuffles (Reshape, Transpose) as a uint8 strided copy
    >>compress                         Compress (a constant condition, or bounded outputs)
    >>data-dependent ops               NonZero, Unique, NonMaxSuppression: bounded outputs
    >>more math ops                    Celu, CumProd, Det, Einsum
@@ -12171,10 +12172,9 @@ inline Status cpu_ops_use(ReferenceProgram* p, RunFn run, const void* state, Str
     return Status::Ok;
 }
 
-// Transpose as the reference's strided copy with its dims merged: output dims that stay
-// adjacent in the input walk as one (a channel shuffle copies whole planes, not image rows),
-// dims of size 1 dropped.
-inline Status cpu_transpose_step(ReferenceProgram* p, const StridedCopy& s) {
+// s with its dims merged: output dims that stay adjacent in the input walk as one (a channel
+// shuffle copies whole planes, not image rows), dims of size 1 dropped (rank 0 stays 0).
+inline StridedCopy strided_copy_merged(const StridedCopy& s) {
     StridedCopy merged;
     merged.base = s.base;
     merged.element_bytes = s.element_bytes;
@@ -12190,6 +12190,12 @@ inline Status cpu_transpose_step(ReferenceProgram* p, const StridedCopy& s) {
         merged.strides[last] = s.strides[i];
         ++merged.rank;
     }
+    return merged;
+}
+
+// Transpose as the reference's strided copy with its dims merged (strided_copy_merged).
+inline Status cpu_transpose_step(ReferenceProgram* p, const StridedCopy& s) {
+    StridedCopy merged = strided_copy_merged(s);
     if (merged.rank == s.rank) return Status::Ok;   // nothing merges: the reference step as it is
     if (merged.rank == 0) { merged.rank = 1; merged.dims[0] = 1; merged.strides[0] = 1; }
     StridedCopy* state = p->arena.allocate_array<StridedCopy>(1);
@@ -21968,6 +21974,157 @@ inline Status run_int8_binary(const RunContext& c) {
     return Status::Ok;
 }
 
+// >>int8 data movement
+// DequantizeLinear (uint8) -> Reshape, Flatten, Squeeze, Unsqueeze, Identity and at most one
+// Transpose (each read only by the next) -> QuantizeLinear (uint8), per tensor: a channel
+// shuffle between quantized convs. Moving elements commutes with the elementwise Dequantize and
+// Quantize, so the step moves x's bytes (the Transpose's strided copy at one byte an element)
+// and puts them through x's grid to y's (int8_grid_table; none when the grids agree): the float
+// path's bits at a quarter of its traffic, with no float tensor in between.
+constexpr uint32_t kInt8MoveOps = 8;   // the longest chain of data movement ops one step takes
+
+struct Int8MoveGroup {
+    NodeId quantize = kNoNode, dequantize = kNoNode, transpose = kNoNode;
+    NodeId ops[kInt8MoveOps] = {};   // from the DequantizeLinear's reader to the QuantizeLinear's input
+    uint32_t count = 0;
+};
+
+struct Int8MoveState {
+    StridedCopy copy;                  // over bytes, dims merged; a rank-1 copy when nothing transposes
+    uint64_t rows = 0;                 // rows of copy.dims[rank - 1] bytes
+    const uint8_t* table = nullptr;    // nullptr: the identity
+    Int8Lookup lookup;
+};
+
+inline bool int8_movement_op(StringView op) {
+    return op == StringView("Reshape") || op == StringView("Flatten") || op == StringView("Squeeze") ||
+           op == StringView("Unsqueeze") || op == StringView("Identity") || op == StringView("Transpose");
+}
+
+// The movement chain ending at QuantizeLinear node q, or false. The ops' inputs past the data
+// (Reshape's shape, Squeeze's axes) are constants: the chain's shapes are the plan's.
+inline bool int8_find_move(const PreparedModel& model, NodeId q, Int8MoveGroup* group) {
+    const Graph& g = model.model.graph;
+    const Node& qn = g.node(q);
+    if (!(qn.op == StringView("QuantizeLinear")) || qn.num_inputs < 2 || model.kernel(q) != find_builtin_kernel(qn.op)) return false;
+    if (model.value_desc(model.value_id(q, 0)).type != ElementType::UInt8) return false;
+    const QuantizeState* qs = static_cast<const QuantizeState*>(model.kernel_state(q));
+    float s;
+    int32_t z;
+    if (!qs || qs->division != QuantDivision::Float || !int8_tensor_params(model, q, ElementType::UInt8, &s, &z)) return false;
+    NodeId reader = q, n = qn.inputs[0].producer, transpose = kNoNode;
+    NodeId chain[kInt8MoveOps];
+    uint32_t count = 0;
+    while (!(g.node(n).op == StringView("DequantizeLinear"))) {
+        const Node& node = g.node(n);
+        if (count == kInt8MoveOps || !int8_movement_op(node.op) || !model.kernel(n) || model.kernel(n) != find_builtin_kernel(node.op) ||
+            node.num_inputs < 1 || node.num_outputs != 1 || !int8_single_reader(g, n, reader) ||
+            model.value_desc(model.value_id(n, 0)).type != ElementType::Float32)
+            return false;
+        for (uint32_t k = 1; k < node.num_inputs; ++k) {
+            uint64_t elements = 0;
+            const uint32_t v = model.value_id(node.inputs[k].producer, node.inputs[k].port);
+            if (!model.constant(v) && !(desc_elements(model.value_desc(v), &elements) && elements == 0)) return false;
+        }
+        if (node.op == StringView("Transpose")) {
+            if (transpose != kNoNode || !model.kernel_state(n)) return false;   // two Transposes do not make one strided copy
+            transpose = n;
+        }
+        chain[count++] = n;
+        reader = n;
+        n = node.inputs[0].producer;
+    }
+    if (count == 0) return false;
+    const Node& dn = g.node(n);
+    if (model.kernel(n) != find_builtin_kernel(dn.op) || dn.num_inputs < 2) return false;
+    if (model.value_desc(model.value_id(dn.inputs[0].producer, dn.inputs[0].port)).type != ElementType::UInt8) return false;
+    if (model.value_desc(model.value_id(n, 0)).type != ElementType::Float32) return false;
+    if (!int8_tensor_params(model, n, ElementType::UInt8, &s, &z)) return false;
+    uint64_t in_count = 0, out_count = 0;
+    if (!desc_elements(model.value_desc(model.value_id(n, 0)), &in_count) ||
+        !desc_elements(model.value_desc(model.value_id(q, 0)), &out_count) || in_count != out_count)
+        return false;
+    group->quantize = q;
+    group->dequantize = n;
+    group->transpose = transpose;
+    group->count = count;
+    for (uint32_t k = 0; k < count; ++k) group->ops[k] = chain[count - 1 - k];
+    return true;
+}
+
+// The state of a movement chain in the program's arena; nullptr when out of memory.
+inline Int8MoveState* int8_move_state(ReferenceProgram* p, const PreparedModel& model, const Int8MoveGroup& group) {
+    Int8MoveState* st = p->arena.allocate_array<Int8MoveState>(1);
+    if (!st) return nullptr;
+    new (st) Int8MoveState();
+    bool failed = false;
+    st->table = int8_grid_table(p, model, group.dequantize, group.quantize, &failed);
+    if (failed) return nullptr;
+    uint64_t count = 0;
+    desc_elements(model.value_desc(model.value_id(group.quantize, 0)), &count);
+    if (group.transpose != kNoNode) {
+        StridedCopy bytes = *static_cast<const StridedCopy*>(model.kernel_state(group.transpose));
+        bytes.element_bytes = 1;   // dims, strides and base count elements
+        st->copy = strided_copy_merged(bytes);
+        if (st->copy.rank == 0) { st->copy.rank = 1; st->copy.dims[0] = 1; st->copy.strides[0] = 1; }
+    } else {
+        st->copy.rank = 1;
+        st->copy.dims[0] = (int64_t)count;
+        st->copy.strides[0] = 1;
+        st->copy.element_bytes = 1;
+    }
+    const int64_t row = st->copy.dims[st->copy.rank - 1];
+    st->rows = row > 0 ? count / (uint64_t)row : 0;
+    return st;
+}
+
+inline Status run_int8_move(const RunContext& c) {
+    const Int8MoveState& st = *static_cast<const Int8MoveState*>(c.state);
+    const StridedCopy& s = st.copy;
+    const uint8_t* x = c.inputs[0].as<const uint8_t>();
+    uint8_t* y = c.outputs[0].as<uint8_t>();
+    const int last = (int)s.rank - 1;
+    const int64_t n = s.dims[last], stride = s.strides[last];
+    if (st.rows == 0 || n <= 0) return Status::Ok;
+    // cpu_ops_parallel counts float elements walked: a byte moves in a quarter of that time
+    const uint64_t row_work = ((uint64_t)n + 3) / 4;
+    if (st.rows == 1 && stride == 1) {   // a plain copy (no Transpose): split into runs of bytes
+        constexpr uint64_t kChunk = 16384;
+        const uint64_t total = (uint64_t)n, units = (total + kChunk - 1) / kChunk;
+        cpu_ops_parallel(c, units, kChunk / 4, [&](uint64_t begin, uint64_t end) {
+            const uint64_t from = begin * kChunk, stop = end * kChunk < total ? end * kChunk : total;
+            if (st.table) st.lookup.run(st.table, x + s.base + from, y + from, (int64_t)(stop - from));
+            else std::memcpy(y + from, x + s.base + from, (size_t)(stop - from));
+        });
+        return Status::Ok;
+    }
+    cpu_ops_parallel(c, st.rows, row_work, [&](uint64_t begin, uint64_t end) {
+        int64_t index[kMaxRank] = {};
+        int64_t offset = s.base;
+        uint64_t r = begin;
+        for (int i = last - 1; i >= 0; --i) {   // row `begin`'s index and input offset
+            index[i] = (int64_t)(r % (uint64_t)s.dims[i]);
+            r /= (uint64_t)s.dims[i];
+            offset += index[i] * s.strides[i];
+        }
+        uint8_t* d = y + begin * (uint64_t)n;
+        for (uint64_t row = begin; row < end; ++row, d += n) {
+            copy_elements(d, x + offset, n, stride, 1);
+            for (int i = last - 1; i >= 0; --i) {
+                ++index[i];
+                offset += s.strides[i];
+                if (index[i] < s.dims[i]) break;
+                offset -= s.strides[i] * s.dims[i];
+                index[i] = 0;
+            }
+        }
+        // the rows just written are still in cache
+        if (st.table) st.lookup.run(st.table, y + begin * (uint64_t)n, y + begin * (uint64_t)n, (int64_t)((end - begin) * (uint64_t)n));
+    });
+    return Status::Ok;
+}
+
+// (>>int8 cpu, continued) The steps made from the groups of >>int8 cpu and >>int8 data movement.
 inline Status cpu_int8_steps(ReferenceProgram* p, const PreparedModel& model, Isa isa) {
     const Graph& g = model.model.graph;
     Arena scratch(p->count < 256 ? 1024 + p->count * 64 : 64 * 1024);   // small programs: no 64 KB of heap top each
@@ -22041,9 +22198,35 @@ inline Status cpu_int8_steps(ReferenceProgram* p, const PreparedModel& model, Is
         }
         return true;
     };
+    // The same for a movement chain (>>int8 data movement).
+    uint32_t move_count = 0;
+    Int8MoveGroup* moves = scratch.allocate_array<Int8MoveGroup>(p->count + 1);
+    uint32_t* move_steps = scratch.allocate_array<uint32_t>(p->count + 1);
+    if (!moves || !move_steps) return Status::OutOfMemory;
+    auto move_steps_only = [&](const Int8MoveGroup& m) {
+        for (uint32_t k = 0; k < m.count; ++k) {
+            uint32_t s = writer[model.value_id(m.ops[k], 0)];
+            if (s == ~0u) continue;
+            for (uint32_t v : p->steps_[s].writes) {
+                bool mine = false;
+                for (uint32_t j = 0; j < m.count; ++j) mine = mine || v == model.value_id(m.ops[j], 0);
+                if (!mine) return false;
+            }
+        }
+        return true;
+    };
     for (uint32_t i = 0; i < p->count; ++i) {
         concats[i] = kNoNode;
         if (p->units[i].snippet || p->units[i].run) continue;
+        Int8MoveGroup move;
+        if (int8_find_move(model, p->steps_[i].node, &move)) {
+            if (!writer && !(writer = writers())) return Status::OutOfMemory;
+            if (move_steps_only(move)) {
+                move_steps[move_count] = i;
+                moves[move_count++] = move;
+            }
+            continue;
+        }
         NodeId concat = int8_find_concat(model, p->steps_[i].node);
         if (concat != kNoNode) {
             if (!writer && !(writer = writers())) return Status::OutOfMemory;
@@ -22170,6 +22353,20 @@ inline Status cpu_int8_steps(ReferenceProgram* p, const PreparedModel& model, Is
         for (uint32_t j = 0; j < t.count; ++j)
             if (writer[model.value_id(t.ops[j], 0)] != ~0u) drop[writer[model.value_id(t.ops[j], 0)]] = 1;
     }
+    for (uint32_t k = 0; k < move_count; ++k) {
+        const Int8MoveGroup& m = moves[k];
+        uint32_t* reads = p->arena.allocate_array<uint32_t>(1);
+        if (!reads) return Status::OutOfMemory;
+        const Node& dn = g.node(m.dequantize);
+        reads[0] = model.value_id(dn.inputs[0].producer, dn.inputs[0].port);
+        p->steps_[move_steps[k]].reads = Span<const uint32_t>(reads, 1);
+        Int8MoveState* st = int8_move_state(p, model, m);
+        if (!st) return Status::OutOfMemory;
+        TESSEL_TRY(int8_use(p, move_steps[k], run_int8_move, st, m.transpose != kNoNode ? "Transpose" : "Reshape",
+                            st->table ? int8_lookup_init(&st->lookup, isa) : Isa::Ref, 0));
+        for (uint32_t j = 0; j < m.count; ++j)
+            if (writer[model.value_id(m.ops[j], 0)] != ~0u) drop[writer[model.value_id(m.ops[j], 0)]] = 1;
+    }
     for (uint32_t k = 0; k < binary_count; ++k) {
         const Int8BinaryGroup& b = binaries[k];
         bool unsupported = false;
@@ -22202,6 +22399,7 @@ inline Status cpu_int8_steps(ReferenceProgram* p, const PreparedModel& model, Is
     auto grouped = [&](NodeId reader) {
         for (uint32_t j = 0; j < group_count; ++j) if (groups[j].conv == reader || groups[j].concat == reader) return true;
         for (uint32_t j = 0; j < table_count; ++j) if (tables[j].ops[0] == reader) return true;
+        for (uint32_t j = 0; j < move_count; ++j) if (moves[j].ops[0] == reader) return true;
         for (uint32_t j = 0; j < binary_count; ++j)
             for (const Int8BinaryOperand& o : binaries[j].in)
                 if (o.dequantize != kNoNode && (o.count ? o.ops[0] : binaries[j].binary) == reader) return true;
@@ -22221,6 +22419,7 @@ inline Status cpu_int8_steps(ReferenceProgram* p, const PreparedModel& model, Is
             for (uint32_t j = 0; j < g.node(groups[k].concat).num_inputs; ++j) drop_dequantize(g.node(groups[k].concat).inputs[j].producer);
     }
     for (uint32_t k = 0; k < table_count; ++k) drop_dequantize(tables[k].dequantize);
+    for (uint32_t k = 0; k < move_count; ++k) drop_dequantize(moves[k].dequantize);
     for (uint32_t k = 0; k < binary_count; ++k)
         for (const Int8BinaryOperand& o : binaries[k].in)
             if (o.dequantize != kNoNode) drop_dequantize(o.dequantize);
