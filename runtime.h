@@ -2799,9 +2799,9 @@ public:
         write(user, payload, payload_size);
         return Status::Ok;
     }
-    // A fused island runs in parts of at least this many bytes walked: below that, waking the
-    // pool costs more than a second thread saves. bench/runtime.cpp's fused-island table tunes it.
-    static constexpr uint64_t kPartBytes = 4u << 20;
+    // A fused island runs in parts of at least this many bytes walked: below that, handing a
+    // part to the pool (its workers spin between a model's steps) costs more than it saves.
+    static constexpr uint64_t kPartBytes = 256u << 10;
     struct SnippetRun {
         const Snippet* snippet;
         Span<const float* const> in;
@@ -8949,23 +8949,42 @@ inline void im2col_packed(const Window& w, int64_t channels, const float* x, int
 }
 
 // Positions per Conv work unit and GEMM parts per unit, for `slots` threads: at most `cap`
-// positions (the L2 budget, a multiple of nr), in units the threads share evenly (their
-// contiguous ranges within 15% of an even share); when positions are too few for that (7 x 7
-// maps), one unit per image whose GEMM runs in parts (Gemm::part_range balances them).
-inline void conv_work_split(int64_t positions, int64_t images, int64_t cap, int64_t nr, uint32_t slots, int64_t* block,
-                            uint32_t* parts) {
-    int64_t blocks = (positions + cap - 1) / cap;
-    if (slots > 1) blocks = ((images * blocks + slots - 1) / slots * slots + images - 1) / images;
-    int64_t b = ((positions + blocks - 1) / blocks + nr - 1) / nr * nr;
-    if (b > positions) b = positions;
-    const int64_t units = images * ((positions + b - 1) / b);
-    const double busiest = (double)((units + slots - 1) / slots * b), even = (double)(images * positions) / slots;
+// positions (the L2 budget, a multiple of nr). One thread: equal blocks of whole panels. More:
+// the block (a multiple of the vector width vf) that gives the busiest thread the least work,
+// nn_parallel's contiguous ranges counted as they fall: vectors of columns (a masked last one
+// costs a whole one) plus a quarter vector per unit (A is read again per unit). When that is
+// not within 15% of an even share (7 x 7 maps), one unit per image run in GEMM parts.
+inline void conv_work_split(int64_t positions, int64_t images, int64_t cap, int64_t nr, int64_t vf, uint32_t slots,
+                            int64_t* block, uint32_t* parts) {
     *parts = 1;
-    if (slots > 1 && (units < (int64_t)slots || busiest > 1.15 * even)) {
-        b = positions < cap ? positions : cap;
-        if (images * ((positions + b - 1) / b) < (int64_t)slots) *parts = slots;
+    if (slots <= 1) {
+        const int64_t blocks = (positions + cap - 1) / cap, b = ((positions + blocks - 1) / blocks + nr - 1) / nr * nr;
+        *block = b < positions ? b : positions;
+        return;
     }
-    *block = b;
+    auto quarters = [vf](int64_t count) { return 4 * ((count + vf - 1) / vf) + 1; };
+    auto busiest = [&](int64_t b) {   // in quarter vectors
+        const int64_t per_image = (positions + b - 1) / b, units = images * per_image, last = positions - (per_image - 1) * b;
+        int64_t most = 0;
+        for (uint32_t s = 0; s < slots; ++s) {
+            int64_t sum = 0;
+            for (int64_t u = (int64_t)s * units / slots; u < (int64_t)(s + 1) * units / slots; ++u)
+                sum += quarters(u % per_image == per_image - 1 ? last : b);
+            if (sum > most) most = sum;
+        }
+        return most;
+    };
+    int64_t best = positions < cap ? positions : cap, best_cost = busiest(best);
+    for (int64_t b = best / vf * vf; b >= nr && b >= vf; b -= vf) {   // ties keep the larger block
+        const int64_t cost = busiest(b);
+        if (cost < best_cost) best = b, best_cost = cost;
+    }
+    const double even = 4.0 * (double)(images * ((positions + vf - 1) / vf)) / slots;
+    if ((double)best_cost > 1.15 * even) {
+        best = positions < cap ? positions : cap;
+        if (images * ((positions + best - 1) / best) < (int64_t)slots) *parts = slots;
+    }
+    *block = best;
 }
 
 // >>conv implicit gemm
@@ -9137,7 +9156,7 @@ inline Status cpu_conv_wide_plan(ReferenceProgram* p, const ConvState& st, CpuGe
     const int64_t nr = gemm.blocking().nr, wide = cs->wide_positions;
     int64_t cap = (int64_t)(cpu_cache_sizes().l2 / 2 / (uint64_t)(st.depth * 4)) / nr * nr, block = 0;
     if (cap < 4 * nr) cap = 4 * nr;
-    conv_work_split(wide, st.batch * st.groups, cap, nr, cs->slots, &block, &cs->parts);
+    conv_work_split(wide, st.batch * st.groups, cap, nr, gemm.vector_floats(), cs->slots, &block, &cs->parts);
     cs->block = block;
     cs->slot_floats = round16(gemm.packed_b_floats(st.depth, block)) + round16((size_t)(st.group_maps * block)) +
                       round16(gemm.scratch_floats(st.group_maps, block, st.depth, cs->packed != nullptr, true));
@@ -9228,7 +9247,7 @@ inline Status cpu_conv_step(ReferenceProgram* p, const PreparedModel& model, Nod
     const int64_t rows = (st->direct && st->depth > gemm.blocking().kc ? gemm.blocking().kc : st->depth) + st->group_maps;
     int64_t cap = (int64_t)(cpu_cache_sizes().l2 / 2 / (uint64_t)(rows * 4)) / nr * nr, block = 0;
     if (cap < 4 * nr) cap = 4 * nr;
-    conv_work_split(positions, st->batch * st->groups, cap, nr, cs->slots, &block, &cs->parts);
+    conv_work_split(positions, st->batch * st->groups, cap, nr, gemm.vector_floats(), cs->slots, &block, &cs->parts);
     cs->block = block;
     cs->slot_floats = (st->direct ? 0 : round16(gemm.packed_b_floats(st->depth, block))) +
                       round16(gemm.scratch_floats(st->group_maps, block, st->depth, cs->packed != nullptr, !st->direct));
@@ -12597,20 +12616,38 @@ inline Status prepare_concat(PrepareContext& c) {
     return set_axis_output(c, y, axis);
 }
 
+// Concat copies at least this many bytes per thread: below that one thread copies it all.
+constexpr uint64_t kConcatPartBytes = 64u << 10;
+
+// Y is `outer` rows, each the inputs' runs in turn; a thread copies an even share of Y's bytes
+// (whichever runs it crosses), so a Concat of a few large inputs splits as well as of many.
 inline Status run_concat(const RunContext& c) {
     const AxisState& st = *static_cast<const AxisState*>(c.state);
     const TensorDesc& y = c.outputs[0].desc;
-    size_t bytes = element_size(y.type);
-    uint64_t outer = dims_product(y, 0, (int)st.axis);
+    const size_t bytes = element_size(y.type);
+    const uint64_t outer = dims_product(y, 0, (int)st.axis);
     unsigned char* dst = c.outputs[0].as<unsigned char>();
-    for (uint64_t o = 0; o < outer; ++o) {
-        for (uint32_t k = 0; k < c.num_inputs; ++k) {
+    uint64_t row = 0;
+    for (uint32_t k = 0; k < c.num_inputs; ++k) row += dims_product(c.inputs[k].desc, (int)st.axis, c.inputs[k].desc.rank) * bytes;
+    const uint64_t total = outer * row;
+    if (total == 0) return Status::Ok;
+    auto copy = [&](uint64_t begin, uint64_t end) {   // Y's bytes [begin, end)
+        uint64_t o = begin / row, at = o * row;
+        for (uint32_t k = 0; at < end; k = k + 1 == c.num_inputs ? 0 : k + 1) {
             const TensorDesc& d = c.inputs[k].desc;
-            size_t run = (size_t)dims_product(d, (int)st.axis, d.rank) * bytes;
-            if (run) std::memcpy(dst, c.inputs[k].as<const unsigned char>() + o * run, run);
-            dst += run;
+            const uint64_t run = dims_product(d, (int)st.axis, d.rank) * bytes;
+            const uint64_t from = begin > at ? begin : at, to = end < at + run ? end : at + run;
+            if (from < to) std::memcpy(dst + from, c.inputs[k].as<const unsigned char>() + o * run + (from - at), (size_t)(to - from));
+            at += run;
+            if (k + 1 == c.num_inputs) ++o;
         }
-    }
+    };
+    uint64_t parts = total / kConcatPartBytes;
+    if (parts > c.threads) parts = c.threads;
+    if (parts <= 1) { copy(0, total); return Status::Ok; }
+    parallel_for(c, parts, [&](uint64_t first, uint64_t last) {
+        for (uint64_t p = first; p < last; ++p) copy(total * p / parts, total * (p + 1) / parts);
+    });
     return Status::Ok;
 }
 

@@ -597,6 +597,7 @@ public:
     Isa isa() const { return isa_; }
     bool jit() const { return tiles_ != nullptr; }   // false: the portable C++ tile
     const GemmBlocking& blocking() const { return blocking_; }
+    uint32_t vector_floats() const { return vector_floats_; }   // columns per vector of the tiles (1: portable)
     // A whole matrix packed once (constant weights): kc blocks of panels, zero padded.
     size_t packed_a_floats(int64_t m, int64_t k) const;
     size_t packed_b_floats(int64_t k, int64_t n) const;

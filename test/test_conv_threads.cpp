@@ -1,0 +1,272 @@
+// Conv on the CPU device split over threads (runtime.h conv_work_split: blocks of positions a
+// multiple of the vector width, or GEMM parts): at every ISA the machine has, the output at 2
+// and 3 threads equals the 1-thread output bit for bit (each element's sum runs in the same
+// order whichever thread and tile computes it), and the 1-thread output is within the GEMM
+// bound of a double-precision reference: |got - want| <= 1e-5 sum |w||x| + 1e-30. Shapes
+// from the real CNNs' stages (14 x 14, 28 x 28, 7 x 7 maps; 1x1, 3x3, strided, grouped,
+// dilated, batch 2), also with a fused epilogue (Relu; residual Add and Relu).
+#include <doctest/doctest.h>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+#include "op_test.h"
+#include "runtime.h"
+
+using namespace tessel;
+
+namespace {
+using test::OpTest;
+using Shape = std::vector<int64_t>;
+
+struct ThreadsConvCase {
+    Shape x, w;
+    int64_t group;
+    Shape strides, dilations, pads;
+};
+
+Shape conv_output_shape(const ThreadsConvCase& cc) {
+    Shape out = {cc.x[0], cc.w[0]};
+    for (size_t i = 0; i + 2 < cc.x.size(); ++i) {
+        const int64_t s = cc.strides.empty() ? 1 : cc.strides[i], d = cc.dilations.empty() ? 1 : cc.dilations[i];
+        const int64_t pads = cc.pads.empty() ? 0 : cc.pads[i] + cc.pads[cc.x.size() - 2 + i];
+        out.push_back((cc.x[2 + i] + pads - ((cc.w[2 + i] - 1) * d + 1)) / s + 1);
+    }
+    return out;
+}
+
+// The naive 2-D convolution in double and each element's bound (1e-5 sum |w||x| + |bias|).
+void reference_conv2d(const ThreadsConvCase& cc, const std::vector<float>& x, const std::vector<float>& w,
+                      const std::vector<float>& bias, std::vector<double>* want, std::vector<double>* bound) {
+    const Shape out = conv_output_shape(cc);
+    const int64_t maps = cc.w[0], cg = cc.w[1], mg = maps / cc.group, h = cc.x[2], wd = cc.x[3];
+    const int64_t sy = cc.strides.empty() ? 1 : cc.strides[0], sx = cc.strides.empty() ? 1 : cc.strides[1];
+    const int64_t dy = cc.dilations.empty() ? 1 : cc.dilations[0], dx = cc.dilations.empty() ? 1 : cc.dilations[1];
+    const int64_t top = cc.pads.empty() ? 0 : cc.pads[0], left = cc.pads.empty() ? 0 : cc.pads[1];
+    want->clear();
+    bound->clear();
+    for (int64_t n = 0; n < out[0]; ++n)
+        for (int64_t m = 0; m < maps; ++m)
+            for (int64_t oy = 0; oy < out[2]; ++oy)
+                for (int64_t ox = 0; ox < out[3]; ++ox) {
+                    double sum = bias[(size_t)m], mag = std::fabs(sum);
+                    const int64_t g = m / mg;
+                    for (int64_t c = 0; c < cg; ++c)
+                        for (int64_t ky = 0; ky < cc.w[2]; ++ky)
+                            for (int64_t kx = 0; kx < cc.w[3]; ++kx) {
+                                const int64_t iy = oy * sy - top + ky * dy, ix = ox * sx - left + kx * dx;
+                                if (iy < 0 || iy >= h || ix < 0 || ix >= wd) continue;
+                                const double term = (double)x[(size_t)(((n * cc.x[1] + g * cg + c) * h + iy) * wd + ix)] *
+                                                    (double)w[(size_t)(((m * cg + c) * cc.w[2] + ky) * cc.w[3] + kx)];
+                                sum += term;
+                                mag += std::fabs(term);
+                            }
+                    want->push_back(sum);
+                    bound->push_back(1e-5 * mag + 1e-30);
+                }
+}
+
+enum class Tail { None, Relu, AddRelu };
+
+// Conv (constant weights and bias) and its tail on the CPU device at `isa` and `threads`.
+std::vector<float> conv_on_cpu(const ThreadsConvCase& cc, Tail tail, const std::vector<float>& x, const std::vector<float>& w,
+                               const std::vector<float>& bias, const std::vector<float>& residual, Isa isa, uint32_t threads,
+                               std::string* kernels) {
+    OpTest t;
+    const NodeId conv = t.op("Conv", {t.input(cc.x, x), t.constant(cc.w, w), t.constant(Shape{cc.w[0]}, bias)});
+    if (cc.group != 1) t.set_int("group", cc.group);
+    if (!cc.strides.empty()) t.set_ints("strides", cc.strides);
+    if (!cc.dilations.empty()) t.set_ints("dilations", cc.dilations);
+    if (!cc.pads.empty()) t.set_ints("pads", cc.pads);
+    if (tail == Tail::AddRelu) t.op("Add", {InputRef::by_id(conv), t.input(conv_output_shape(cc), residual)});
+    if (tail != Tail::None) t.op("Relu", {InputRef::by_id(t.node)});
+    REQUIRE(t.model.add_output("y", InputRef::by_id(t.node, 0)) == Status::Ok);
+    REQUIRE(t.model.finalize() == Status::Ok);
+    const std::string count = std::to_string(threads);
+    ConfigEntry config[] = {{"NUM_THREADS", StringView(count.c_str())}, {"PERF_COUNT", "YES"}, {"ISA", isa_name(isa)}};
+    test::CompiledRun run;
+    test::compile_and_infer(t, "CPU", Span<const ConfigEntry>(config, 3), &run);
+    if (!run.compiled.output_count()) return {};
+    *kernels = run.kernels;
+    const Tensor& out = run.request.output(0);
+    const float* p = out.data_as<float>();
+    return std::vector<float>(p, p + out.elements());
+}
+
+void check_conv_threads(const ThreadsConvCase& cc, Tail tail, uint32_t seed) {
+    const std::vector<float> x = test::random_floats(test::count_of(cc.x), seed), w = test::random_floats(test::count_of(cc.w), seed + 1);
+    const std::vector<float> bias = test::random_floats(cc.w[0], seed + 2);
+    const std::vector<float> residual = test::random_floats(test::count_of(conv_output_shape(cc)), seed + 3);
+    std::vector<double> want, bound;
+    if (tail == Tail::None) reference_conv2d(cc, x, w, bias, &want, &bound);
+    for (Isa isa : {Isa::Ref, Isa::Sse41, Isa::Avx2, Isa::Avx512, Isa::Neon}) {
+        if (!isa_available(isa)) continue;
+        const std::string target = isa_name(isa);
+        CAPTURE(target);
+        std::string kernels;
+        const std::vector<float> one = conv_on_cpu(cc, tail, x, w, bias, residual, isa, 1, &kernels);
+        const bool jit = isa == Isa::Avx2 || isa == Isa::Avx512 || isa == Isa::Neon;
+        INFO(kernels);
+        CHECK((kernels.find("gemm:" + target + ":Conv") != std::string::npos) == jit);
+        if (tail == Tail::None) {
+            REQUIRE(one.size() == want.size());
+            int64_t bad = 0;
+            for (size_t i = 0; i < one.size(); ++i)
+                if (!(std::fabs((double)one[i] - want[i]) <= bound[i]) && bad++ < 3) MESSAGE("y[" << i << "] = " << one[i] << ", want " << want[i]);
+            CHECK(bad == 0);
+        }
+        for (uint32_t threads : {2u, 3u}) {
+            CAPTURE(threads);
+            const std::vector<float> y = conv_on_cpu(cc, tail, x, w, bias, residual, isa, threads, &kernels);
+            REQUIRE(y.size() == one.size());
+            CHECK(std::memcmp(y.data(), one.data(), y.size() * sizeof(float)) == 0);
+        }
+    }
+}
+
+const ThreadsConvCase kStageCases[] = {
+    {{1, 64, 14, 14}, {96, 64, 1, 1}, 1, {}, {}, {}},                  // 1x1 on 14 x 14: 196 positions
+    {{1, 32, 14, 14}, {48, 32, 3, 3}, 1, {}, {}, {1, 1, 1, 1}},        // 3x3 padded on 14 x 14 (wide rows)
+    {{1, 16, 28, 28}, {40, 16, 3, 3}, 1, {}, {}, {1, 1, 1, 1}},        // 3x3 on 28 x 28
+    {{1, 24, 28, 28}, {64, 24, 1, 1}, 1, {2, 2}, {}, {}},              // strided 1x1 (im2col) to 14 x 14
+    {{1, 64, 7, 7}, {72, 64, 3, 3}, 1, {}, {}, {1, 1, 1, 1}},          // 7 x 7 maps
+    {{2, 32, 15, 13}, {32, 16, 3, 3}, 2, {}, {}, {1, 1, 1, 1}},        // batch 2, 2 groups
+    {{1, 16, 29, 31}, {24, 16, 3, 3}, 1, {2, 2}, {}, {1, 1, 1, 1}},    // strided 3x3 (phase planes)
+    {{1, 8, 56, 56}, {24, 8, 1, 1}, 1, {}, {}, {}},                    // 1x1 on 56 x 56: many blocks
+    {{1, 8, 20, 22}, {16, 8, 5, 5}, 1, {}, {2, 2}, {4, 4, 4, 4}},      // 5x5 dilated
+};
+}  // namespace
+
+TEST_CASE("conv threads: 2 and 3 threads equal 1 thread bit for bit at every ISA; 1 thread within the GEMM bound") {
+    uint32_t seed = 3200;
+    for (const ThreadsConvCase& cc : kStageCases) {
+        CAPTURE(seed);
+        check_conv_threads(cc, Tail::None, seed);
+        seed += 5;
+    }
+}
+
+TEST_CASE("conv threads: a fused epilogue (Relu; residual Add, Relu) splits with the Conv, bit for bit") {
+    uint32_t seed = 3300;
+    for (const ThreadsConvCase& cc : {kStageCases[0], kStageCases[1], kStageCases[4], kStageCases[5]}) {
+        for (Tail tail : {Tail::Relu, Tail::AddRelu}) {
+            CAPTURE(seed);
+            CAPTURE((int)tail);
+            check_conv_threads(cc, tail, seed);
+        }
+        seed += 5;
+    }
+}
+
+namespace {
+// The bytes of output "y" of t's finalized model on the CPU device at `isa` and `threads`.
+std::vector<unsigned char> output_bytes_on_cpu(OpTest& t, Isa isa, uint32_t threads, std::string* kernels) {
+    const std::string count = std::to_string(threads);
+    ConfigEntry config[] = {{"NUM_THREADS", StringView(count.c_str())}, {"PERF_COUNT", "YES"}, {"ISA", isa_name(isa)}};
+    test::CompiledRun run;
+    test::compile_and_infer(t, "CPU", Span<const ConfigEntry>(config, 3), &run);
+    if (!run.compiled.output_count()) return {};
+    *kernels = run.kernels;
+    const Tensor& out = run.request.output(0);
+    const unsigned char* p = static_cast<const unsigned char*>(out.data());
+    return std::vector<unsigned char>(p, p + out.bytes());
+}
+
+// Concat of run-time inputs of `type` (shapes `xs`) along `axis`.
+void build_concat(OpTest& t, const std::vector<Shape>& xs, int64_t axis, ElementType type, uint32_t seed) {
+    std::vector<InputRef> in;
+    for (size_t i = 0; i < xs.size(); ++i) {
+        const size_t size = element_size(type);
+        std::vector<unsigned char> bytes((size_t)test::count_of(xs[i]) * size);
+        uint32_t state = seed * 2654435761u + (uint32_t)i;
+        for (unsigned char& b : bytes) { state = state * 1664525u + 1013904223u; b = (unsigned char)(state >> 24); }
+        if (type == ElementType::Float32)
+            for (size_t k = 0; k < bytes.size(); k += 4) bytes[k + 3] &= 0x3f;   // finite floats
+        in.push_back(t.input(xs[i], bytes, type));
+    }
+    t.op("Concat", in);
+    t.set_int("axis", axis);
+    REQUIRE(t.model.add_output("y", InputRef::by_id(t.node, 0)) == Status::Ok);
+    REQUIRE(t.model.finalize() == Status::Ok);
+}
+}  // namespace
+
+TEST_CASE("conv threads: Concat split over 2 and 3 threads copies every byte as 1 thread does") {
+    struct Case { std::vector<Shape> xs; int64_t axis; ElementType type; };
+    const std::vector<Case> cases = {
+        {{{1, 64, 28, 28}, {1, 32, 28, 28}}, 1, ElementType::Float32},                      // DenseNet's channel Concat
+        {{{1, 24, 14, 14}, {1, 200, 14, 14}, {1, 8, 14, 14}, {1, 1, 14, 14}}, 1, ElementType::Float32},
+        {{{2, 40, 30, 30}, {2, 0, 30, 30}, {2, 33, 30, 30}}, 1, ElementType::Float32},      // batch 2, an empty input
+        {{{300, 120}, {300, 7}}, 1, ElementType::Float32},                                   // many short runs
+        {{{70000}, {61111}}, 0, ElementType::Float32},                                        // one row
+        {{{3, 50, 1001}, {3, 50, 999}}, 2, ElementType::UInt8},                               // bytes, odd runs
+        {{{5, 9000}, {5, 9001}}, 1, ElementType::Int64},
+        {{{1, 4, 8}, {1, 4, 8}}, 1, ElementType::Float32},                                    // small: one thread
+    };
+    uint32_t seed = 3400;
+    for (const Case& cc : cases) {
+        CAPTURE(seed);
+        OpTest ref;
+        build_concat(ref, cc.xs, cc.axis, cc.type, seed);
+        for (Isa isa : {Isa::Ref, Isa::Sse41, Isa::Avx2, Isa::Avx512, Isa::Neon}) {
+            if (!isa_available(isa)) continue;
+            const std::string target = isa_name(isa);
+            CAPTURE(target);
+            std::vector<unsigned char> one;
+            for (uint32_t threads : {1u, 2u, 3u}) {
+                CAPTURE(threads);
+                OpTest t;
+                build_concat(t, cc.xs, cc.axis, cc.type, seed);
+                std::string kernels;
+                const std::vector<unsigned char> y = output_bytes_on_cpu(t, isa, threads, &kernels);
+                if (threads == 1) {   // against the inputs laid out by hand
+                    one = y;
+                    std::vector<unsigned char> want;
+                    const size_t size = element_size(cc.type);
+                    int64_t outer = 1;
+                    for (int64_t d = 0; d < cc.axis; ++d) outer *= cc.xs[0][(size_t)d];
+                    for (int64_t o = 0; o < outer; ++o)
+                        for (size_t i = 0; i < cc.xs.size(); ++i) {
+                            const std::vector<unsigned char>& bytes = t.data[t.runtime_inputs[i]];
+                            const size_t run = bytes.size() / (size_t)outer;
+                            want.insert(want.end(), bytes.begin() + (std::ptrdiff_t)(o * (int64_t)run),
+                                        bytes.begin() + (std::ptrdiff_t)((o + 1) * (int64_t)run));
+                        }
+                    (void)size;
+                    CHECK(y == want);
+                } else {
+                    CHECK(y == one);
+                }
+            }
+        }
+        seed += 7;
+    }
+}
+
+TEST_CASE("conv threads: a fused island of a CNN's size runs in parts with the bits of one thread") {
+    // Relu(x * s + b) on x[1, 96, 28, 28]: 1.2 MB walked, several parts at 2 and 3 threads.
+    const Shape xs = {1, 96, 28, 28}, cs = {1, 96, 1, 1};
+    const std::vector<float> x = test::random_floats(test::count_of(xs), 3500), s = test::random_floats(96, 3501),
+                             b = test::random_floats(96, 3502);
+    for (Isa isa : {Isa::Ref, Isa::Sse41, Isa::Avx2, Isa::Avx512, Isa::Neon}) {
+        if (!isa_available(isa)) continue;
+        const std::string target = isa_name(isa);
+        CAPTURE(target);
+        std::vector<unsigned char> one;
+        for (uint32_t threads : {1u, 2u, 3u}) {
+            CAPTURE(threads);
+            OpTest t;
+            const NodeId mul = t.op("Mul", {t.input(xs, x), t.input(cs, s)});
+            const NodeId add = t.op("Add", {InputRef::by_id(mul), t.input(cs, b)});
+            t.op("Relu", {InputRef::by_id(add)});
+            REQUIRE(t.model.add_output("y", InputRef::by_id(t.node, 0)) == Status::Ok);
+            REQUIRE(t.model.finalize() == Status::Ok);
+            std::string kernels;
+            const std::vector<unsigned char> y = output_bytes_on_cpu(t, isa, threads, &kernels);
+            INFO(kernels);
+            CHECK(kernels.find("snippet:") != std::string::npos);
+            if (threads == 1) one = y;
+            else CHECK(y == one);
+        }
+    }
+}
