@@ -20107,8 +20107,8 @@ inline void int8_phase_row(uint8_t* dst, const uint8_t* row, int64_t in_w, int64
                            int64_t width, uint8_t pad, const uint8_t* end) {
     // j in [lo, hi) reads input column stride * j + phase - left, inside the row
     const int64_t first = left - phase, last = in_w - 1 + left - phase;
-    int64_t lo = first <= 0 ? 0 : (first + stride - 1) / stride;
-    int64_t hi = last < 0 ? 0 : last / stride + 1;
+    int64_t lo = first <= 0 ? 0 : stride == 1 ? first : (first + stride - 1) / stride;
+    int64_t hi = last < 0 ? 0 : stride == 1 ? last + 1 : last / stride + 1;
     if (hi > width) hi = width;
     if (lo > hi) lo = hi;
     if (lo > 0) std::memset(dst, pad, (size_t)lo);
@@ -20185,6 +20185,12 @@ inline Status run_int8_conv_implicit(const RunContext& c) {
                             const int64_t in_row = r * sh + a - top;
                             if (in_row < 0 || in_row >= w.in[1]) {
                                 std::memset(dst, st.x_zero_point, (size_t)wq);
+                                continue;
+                            }
+                            if (sw == 1) {   // the row between its pads
+                                std::memset(dst, st.x_zero_point, (size_t)left);
+                                std::memcpy(dst + left, xg + ci * in_plane + in_row * w.in[2], (size_t)w.in[2]);
+                                std::memset(dst + left + w.in[2], st.x_zero_point, (size_t)(wq - left - w.in[2]));
                                 continue;
                             }
                             int8_phase_row(dst, xg + ci * in_plane + in_row * w.in[2], w.in[2], left, sw, b, wq,
