@@ -21229,7 +21229,8 @@ inline Int8MatMulState* int8_group_matmul_state(ReferenceProgram* p, const Prepa
 
 // Switches a 2-D (or 1-D) conv with a kernel wider than one tap to run_int8_conv_implicit
 // (strided: along a dimension of stride s > 1, undilated with at least s taps, so every phase
-// plane is read); false when out of memory.
+// plane is read, and K of 64 or more: below it the im2col matrix is smaller than the result
+// rows the implicit path copies out); false when out of memory.
 inline bool int8_conv_implicit(ReferenceProgram* p, Int8ConvState* st) {
     const Window& w = st->w;
     if (st->direct || w.in[0] != 1 || w.kernel[0] != 1 || w.out[0] != 1) return true;
@@ -21237,6 +21238,7 @@ inline bool int8_conv_implicit(ReferenceProgram* p, Int8ConvState* st) {
     for (int d = 1; d < 3; ++d)
         if (w.stride[d] < 1 || w.stride[d] > 4 || (w.stride[d] > 1 && (w.dilation[d] != 1 || w.kernel[d] < w.stride[d]))) return true;
     const int64_t sh = w.stride[1], sw = w.stride[2];
+    if ((sh > 1 || sw > 1) && st->depth < 64) return true;
     const int64_t hp = w.in[1] + w.pad_begin[1] + w.pad_end[1], wp = w.in[2] + w.pad_begin[2] + w.pad_end[2];
     const int64_t reach_h = (w.kernel[1] - 1) * w.dilation[1], reach_w = (w.kernel[2] - 1) * w.dilation[2];
     if (hp <= reach_h || wp <= reach_w) return true;

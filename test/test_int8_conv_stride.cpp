@@ -3,7 +3,8 @@
 // the integer oracle, bit for bit, at every ISA of the machine and at 1 and 2 threads:
 // stride 2 and 3, unequal strides and pads, widths whose phase rows take the 32-byte loads
 // and tails, channel counts off the K group of 4, map counts off the tile's rows, groups,
-// and the forms that stay on im2col (dilated strided taps, a kernel narrower than its stride).
+// and the forms that stay on im2col (dilated strided taps, a kernel narrower than its stride,
+// a small K).
 #include <doctest/doctest.h>
 #include <cmath>
 #include <random>
@@ -109,20 +110,21 @@ TEST_CASE("int8 conv stride: strided QDQ Convs through phase planes, every ISA, 
         cases.push_back(c);
         return &cases.back();
     };
-    add({1, 4, 65, 67}, {8, 4, 3, 3});                      // phase rows of 34: 32-byte loads and tails
-    add({1, 3, 23, 56}, {5, 3, 3, 3});                      // 28 wide, maps off the tile's rows
+    add({1, 8, 65, 67}, {8, 8, 3, 3});                      // phase rows of 34: 32-byte loads and tails
+    add({1, 9, 23, 56}, {5, 9, 3, 3});                      // 28 wide, maps off the tile's rows, K off 4
     add({1, 64, 14, 14}, {20, 64, 3, 3});                   // a ResNet stage's last stride-2 3x3: out 7 x 7
-    add({2, 5, 17, 33}, {6, 5, 2, 2})->pads = {0, 0, 0, 0};   // no padding, the last image's last rows
+    add({2, 17, 17, 33}, {6, 17, 2, 2})->pads = {0, 0, 0, 0};   // no padding, the last image's last rows
     add({1, 3, 41, 31}, {4, 3, 7, 7})->pads = {3, 3, 3, 3};   // a stem's 7x7
-    add({1, 6, 20, 19}, {7, 6, 3, 3})->pads = {0, 1, 1, 0};   // unequal pads
-    QConv* c = add({1, 5, 19, 40}, {9, 5, 3, 3});          // stride 1 down, 2 across
+    add({1, 8, 20, 19}, {7, 8, 3, 3})->pads = {0, 1, 1, 0};   // unequal pads
+    QConv* c = add({1, 8, 19, 40}, {9, 8, 3, 3});          // stride 1 down, 2 across
     c->sh = 1;
-    c = add({1, 5, 40, 19}, {9, 5, 3, 3});                 // 2 down, 1 across
+    c = add({1, 8, 40, 19}, {9, 8, 3, 3});                 // 2 down, 1 across
     c->sw = 1;
     c = add({1, 7, 25, 26}, {6, 7, 5, 3});                 // stride 3
     c->sh = c->sw = 3;
     c->pads = {2, 1, 2, 1};
-    add({1, 8, 15, 17}, {12, 4, 3, 3})->group = 2;          // groups
+    add({1, 16, 15, 17}, {12, 8, 3, 3})->group = 2;         // groups
+    add({1, 3, 23, 28}, {6, 3, 3, 3});                      // K of 27: stays on im2col
     c = add({1, 4, 12, 13}, {5, 4, 3, 3});                 // stride 1, dilated: the unstrided copy
     c->sh = c->sw = 1;
     c->dh = c->dw = 2;
