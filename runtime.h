@@ -20032,13 +20032,16 @@ struct Int8ConvState {
     int64_t block = 0;                 // output positions per work unit (a multiple of nr)
     size_t rows_bytes = 0, panel_bytes = 0, slot_bytes = 0;
     uint32_t slots = 1, parts = 1;
-    // Stride-1 2-D convs (run_int8_conv_implicit): no im2col. The slot holds the zero-point
-    // padded copy of the group's planes (padded_h x padded_w each); output row o's positions
-    // o * padded_w + [0, padded_w) make one run of "virtual" positions, so row p of B (channel,
-    // tap) is the copy read from offset[p] on, contiguous. The columns past out_w of each
-    // virtual row are computed and dropped.
+    // 2-D convs with a kernel of several taps (run_int8_conv_implicit): no im2col. The slot
+    // holds the zero-point padded copy of the group's planes split into stride_h x stride_w
+    // phase planes of plane_h x plane_w (padded row s_h i + a, column s_w j + b in phase (a, b);
+    // one phase of plane_h = padded_h at stride 1). Output row o's positions o * plane_w +
+    // [0, plane_w) make one run of "virtual" positions, so row p of B (channel, tap) is the copy
+    // read from offset[p] on, contiguous. The columns past out_w of each virtual row are
+    // computed and dropped.
     bool implicit = false;
-    int64_t padded_h = 0, padded_w = 0, virtual_positions = 0;
+    int64_t padded_h = 0, padded_w = 0, plane_h = 0, plane_w = 0, virtual_positions = 0;
+    int64_t reach_rows = 0;            // phase rows a virtual row reads past its own: (kh - 1) dh / sh
     const int64_t* offset = nullptr;   // depth entries
     size_t copy_bytes = 0, result_bytes = 0;
 };
@@ -20140,13 +20143,66 @@ inline Status run_int8_conv(const RunContext& c) {
     return Status::Ok;
 }
 
+// Columns [0, width) of one phase row: padded column stride * j + phase of an input row of
+// in_w bytes with `left` columns of padding before it; the padding reads as pad. Loads stay
+// before `end` (the group's planes' end).
+inline void int8_phase_row(uint8_t* dst, const uint8_t* row, int64_t in_w, int64_t left, int64_t stride, int64_t phase,
+                           int64_t width, uint8_t pad, const uint8_t* end) {
+    // j in [lo, hi) reads input column stride * j + phase - left, inside the row
+    const int64_t first = left - phase, last = in_w - 1 + left - phase;
+    int64_t lo = first <= 0 ? 0 : stride == 1 ? first : (first + stride - 1) / stride;
+    int64_t hi = last < 0 ? 0 : stride == 1 ? last + 1 : last / stride + 1;
+    if (hi > width) hi = width;
+    if (lo > hi) lo = hi;
+    if (lo > 0) std::memset(dst, pad, (size_t)lo);
+    if (lo == hi) {
+        std::memset(dst + lo, pad, (size_t)(width - lo));
+        return;
+    }
+    const uint8_t* src = row + stride * lo + phase - left;
+    int64_t j = lo;
+    if (stride == 1) {
+        std::memcpy(dst + lo, src, (size_t)(hi - lo));
+        j = hi;
+    }
+#if defined(__SSE2__)
+    if (stride == 2 && hi - lo >= 8) {   // the even bytes of 32 (16); the tail's last 16 (8) again, overlapping
+        const __m128i even = _mm_set1_epi16(0x00FF);
+        auto sixteen = [&](int64_t at) {
+            const uint8_t* from = src + 2 * (at - j);
+            const __m128i v0 = _mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(from)), even);
+            const __m128i v1 = _mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(from + 16)), even);
+            _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + at), _mm_packus_epi16(v0, v1));
+        };
+        auto eight = [&](int64_t at) {
+            const __m128i v = _mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2 * (at - j))), even);
+            _mm_storel_epi64(reinterpret_cast<__m128i*>(dst + at), _mm_packus_epi16(v, v));
+        };
+        // the loads read up to 2 * (hi - j) bytes from src: whole when they stay before end
+        if (src + 2 * (hi - j) <= end) {
+            const int64_t width16 = hi - lo >= 16 ? 16 : 8;
+            for (; j + width16 <= hi; j += width16, src += 2 * width16) width16 == 16 ? sixteen(j) : eight(j);
+            if (j < hi) {
+                width16 == 16 ? sixteen(hi - 16) : eight(hi - 8);
+                src += 2 * (hi - j);
+                j = hi;
+            }
+        }
+    }
+#endif
+    (void)end;
+    for (; j < hi; ++j, src += stride) dst[j] = *src;
+    if (hi < width) std::memset(dst + hi, pad, (size_t)(width - hi));
+}
+
 inline Status run_int8_conv_implicit(const RunContext& c) {
     const Int8ConvState& st = *static_cast<const Int8ConvState*>(c.state);
     const Window& w = st.w;
     const uint8_t* x = c.inputs[0].as<const uint8_t>();
     uint8_t* y = c.outputs[0].as<uint8_t>();
     const int64_t in_plane = w.in_size(), positions = w.out_size(), out_w = w.out[2];
-    const int64_t wp = st.padded_w, copy_plane = st.padded_h * wp, left = w.pad_begin[2], top = w.pad_begin[1];
+    const int64_t sh = w.stride[1], sw = w.stride[2], wq = st.plane_w, phase_plane = st.plane_h * wq;
+    const int64_t channel_bytes = sh * sw * phase_plane, left = w.pad_begin[2], top = w.pad_begin[1];
     if (positions == 0 || st.batch == 0) return Status::Ok;
     const int64_t blocks = (st.virtual_positions + st.block - 1) / st.block;
     const uint32_t parts = st.parts;
@@ -20161,20 +20217,28 @@ inline Status run_int8_conv_implicit(const RunContext& c) {
             int64_t n = (int64_t)unit / blocks / st.groups;
             int64_t p0 = blk * st.block, count = st.virtual_positions - p0 < st.block ? st.virtual_positions - p0 : st.block;
             const uint8_t* xg = x + (n * st.channels + g * st.group_channels) * in_plane;
-            // the padded rows this block reads
-            const int64_t r0 = p0 / wp, r1 = (p0 + count - 1) / wp + (w.kernel[1] - 1) * w.dilation[1] + 1;
+            const uint8_t* xg_end = xg + st.group_channels * in_plane;
+            // the phase rows this block reads
+            const int64_t r0 = p0 / wq, r1 = std::min(st.plane_h, (p0 + count - 1) / wq + st.reach_rows + 1);
             for (int64_t ci = 0; ci < st.group_channels; ++ci)
-                for (int64_t r = r0; r < r1 && r < st.padded_h; ++r) {
-                    uint8_t* dst = copy + ci * copy_plane + r * wp;
-                    const int64_t in_row = r - top;
-                    if (in_row < 0 || in_row >= w.in[1]) {
-                        std::memset(dst, st.x_zero_point, (size_t)wp);
-                        continue;
-                    }
-                    std::memset(dst, st.x_zero_point, (size_t)left);
-                    std::memcpy(dst + left, xg + ci * in_plane + in_row * w.in[2], (size_t)w.in[2]);
-                    std::memset(dst + left + w.in[2], st.x_zero_point, (size_t)(wp - left - w.in[2]));
-                }
+                for (int64_t a = 0; a < sh; ++a)
+                    for (int64_t b = 0; b < sw; ++b)
+                        for (int64_t r = r0; r < r1; ++r) {
+                            uint8_t* dst = copy + ci * channel_bytes + (a * sw + b) * phase_plane + r * wq;
+                            const int64_t in_row = r * sh + a - top;
+                            if (in_row < 0 || in_row >= w.in[1]) {
+                                std::memset(dst, st.x_zero_point, (size_t)wq);
+                                continue;
+                            }
+                            if (sw == 1) {   // the row between its pads
+                                std::memset(dst, st.x_zero_point, (size_t)left);
+                                std::memcpy(dst + left, xg + ci * in_plane + in_row * w.in[2], (size_t)w.in[2]);
+                                std::memset(dst + left + w.in[2], st.x_zero_point, (size_t)(wq - left - w.in[2]));
+                                continue;
+                            }
+                            int8_phase_row(dst, xg + ci * in_plane + in_row * w.in[2], w.in[2], left, sw, b, wq,
+                                           st.x_zero_point, xg_end);
+                        }
             st.gemm.pack_b_rows(st.depth, count, copy + p0, 0, st.offset, panel);
             const int64_t tiles = (st.group_maps + st.gemm.mr() - 1) / st.gemm.mr();
             const int64_t m0 = std::min<int64_t>(st.group_maps, (int64_t)part * tiles / parts * st.gemm.mr());
@@ -20186,9 +20250,9 @@ inline Status run_int8_conv_implicit(const RunContext& c) {
             // the virtual rows' first out_w columns into y (row m of the result at m * count)
             uint8_t* yg = y + (n * st.maps + g * st.group_maps) * positions;
             for (int64_t p = p0; p < p0 + count;) {
-                const int64_t o1 = p / wp, o2 = p % wp, stop = std::min(p0 + count, (o1 + 1) * wp);
+                const int64_t o1 = p / wq, o2 = p % wq, stop = std::min(p0 + count, (o1 + 1) * wq);
                 if (o2 < out_w) {
-                    const int64_t run = std::min(stop, o1 * wp + out_w) - p;
+                    const int64_t run = std::min(stop, o1 * wq + out_w) - p;
                     for (int64_t m = m0; m < m1; ++m)
                         std::memcpy(yg + m * positions + o1 * out_w + o2, result + m * count + (p - p0), (size_t)run);
                 }
@@ -21206,26 +21270,42 @@ inline Int8MatMulState* int8_group_matmul_state(ReferenceProgram* p, const Prepa
     return int8_matmul_state(p, rows, n, k, src, isa);
 }
 
-// Switches a stride-1 2-D (or 1-D) conv with a kernel wider than one tap to
-// run_int8_conv_implicit; false when out of memory.
+// Switches a 2-D (or 1-D) conv with a kernel wider than one tap to run_int8_conv_implicit
+// (strided: along a dimension of stride s > 1, undilated with at least s taps, so every phase
+// plane is read, and K of 64 or more: below it the im2col matrix is smaller than the result
+// rows the implicit path copies out); false when out of memory.
 inline bool int8_conv_implicit(ReferenceProgram* p, Int8ConvState* st) {
     const Window& w = st->w;
-    if (st->direct || w.in[0] != 1 || w.kernel[0] != 1 || w.out[0] != 1 || w.stride[1] != 1 || w.stride[2] != 1) return true;
+    if (st->direct || w.in[0] != 1 || w.kernel[0] != 1 || w.out[0] != 1) return true;
     if (w.kernel_size() < 2 || w.out_size() == 0) return true;
+    for (int d = 1; d < 3; ++d)
+        if (w.stride[d] < 1 || w.stride[d] > 4 || (w.stride[d] > 1 && (w.dilation[d] != 1 || w.kernel[d] < w.stride[d]))) return true;
+    const int64_t sh = w.stride[1], sw = w.stride[2];
+    if ((sh > 1 || sw > 1) && st->depth < 64) return true;
     const int64_t hp = w.in[1] + w.pad_begin[1] + w.pad_end[1], wp = w.in[2] + w.pad_begin[2] + w.pad_end[2];
-    if (w.out[1] != hp - (w.kernel[1] - 1) * w.dilation[1] || w.out[2] != wp - (w.kernel[2] - 1) * w.dilation[2]) return true;
-    const int64_t copy = st->group_channels * hp * wp + (w.kernel[2] - 1) * w.dilation[2] + 64;
+    const int64_t reach_h = (w.kernel[1] - 1) * w.dilation[1], reach_w = (w.kernel[2] - 1) * w.dilation[2];
+    if (hp <= reach_h || wp <= reach_w) return true;
+    if (w.out[1] != (hp - reach_h - 1) / sh + 1 || w.out[2] != (wp - reach_w - 1) / sw + 1) return true;
+    const int64_t hq = (hp + sh - 1) / sh, wq = (wp + sw - 1) / sw;
+    // a virtual row's last column reads reach_w / sw bytes past its phase plane
+    const int64_t copy = st->group_channels * sh * sw * hq * wq + reach_w / sw + 64;
     if (copy > ((int64_t)64 << 20)) return true;
     int64_t* offset = p->arena.allocate_array<int64_t>((size_t)st->depth + 1);
     if (!offset) return false;
     for (int64_t ci = 0, i = 0; ci < st->group_channels; ++ci)
         for (int64_t k1 = 0; k1 < w.kernel[1]; ++k1)
-            for (int64_t k2 = 0; k2 < w.kernel[2]; ++k2) offset[i++] = ci * hp * wp + k1 * w.dilation[1] * wp + k2 * w.dilation[2];
+            for (int64_t k2 = 0; k2 < w.kernel[2]; ++k2) {
+                const int64_t t1 = k1 * w.dilation[1], t2 = k2 * w.dilation[2];
+                offset[i++] = (ci * sh * sw + (t1 % sh) * sw + t2 % sw) * hq * wq + t1 / sh * wq + t2 / sw;
+            }
     st->implicit = true;
     st->offset = offset;
     st->padded_h = hp;
     st->padded_w = wp;
-    st->virtual_positions = w.out[1] * wp;
+    st->plane_h = hq;
+    st->plane_w = wq;
+    st->reach_rows = reach_h / sh;
+    st->virtual_positions = w.out[1] * wq;
     // Virtual positions per unit: the packed panel in half of L2, at least 4 tiles wide; fewer
     // when the units would not give every thread one, then parts of the maps.
     const int64_t positions = st->virtual_positions, nr = st->gemm.nr();

@@ -1,0 +1,143 @@
+// Int8 QDQ Convs on the implicit path (no im2col: the padded copy of the planes, split into
+// stride x stride phase planes when strided, read row by row into the packed panels) against
+// the integer oracle, bit for bit, at every ISA of the machine and at 1 and 2 threads:
+// stride 2 and 3, unequal strides and pads, widths whose phase rows take the 32-byte loads
+// and tails, channel counts off the K group of 4, map counts off the tile's rows, groups,
+// and the forms that stay on im2col (dilated strided taps, a kernel narrower than its stride,
+// a small K).
+#include <doctest/doctest.h>
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+#include "op_test.h"
+#include "runtime.h"
+
+using namespace tessel;
+
+namespace {
+using test::OpTest;
+using Shape = std::vector<int64_t>;
+using test::count_of;
+
+struct QConv {
+    Shape x, w;                                  // NCHW, M x C/group x kh x kw
+    int64_t sh = 2, sw = 2;                      // strides
+    std::vector<int64_t> pads = {1, 1, 1, 1};    // top, left, bottom, right
+    int64_t dh = 1, dw = 1;                      // dilations
+    int64_t group = 1;
+};
+
+void check(const QConv& cc, uint32_t seed) {
+    std::mt19937 rng(seed);
+    const int64_t n_img = cc.x[0], channels = cc.x[1], h = cc.x[2], wd = cc.x[3], maps = cc.w[0], gc = cc.w[1];
+    const int64_t kh = cc.w[2], kw = cc.w[3], gm = maps / cc.group;
+    const int64_t oh = (h + cc.pads[0] + cc.pads[2] - (kh - 1) * cc.dh - 1) / cc.sh + 1;
+    const int64_t ow = (wd + cc.pads[1] + cc.pads[3] - (kw - 1) * cc.dw - 1) / cc.sw + 1, per_map = gc * kh * kw;
+    std::vector<uint8_t> x((size_t)count_of(cc.x));
+    for (uint8_t& v : x) v = (uint8_t)(rng() % 256);
+    const float sx = 0.02f, sy = 0.05f;
+    const uint8_t zx = 37, zy = 101;
+    std::vector<int8_t> q((size_t)count_of(cc.w));
+    std::vector<float> w(q.size()), sw((size_t)maps);
+    for (int64_t m = 0; m < maps; ++m) {
+        sw[(size_t)m] = std::ldexp(1.0f + (float)(rng() % 100) / 100.0f, -9);
+        for (int64_t k = 0; k < per_map; ++k) q[(size_t)(m * per_map + k)] = (int8_t)((int)(rng() % 255) - 127);
+        q[(size_t)(m * per_map)] = 127;   // the quantizer's grid: 127 reached
+        for (int64_t k = 0; k < per_map; ++k) w[(size_t)(m * per_map + k)] = (float)q[(size_t)(m * per_map + k)] * sw[(size_t)m];
+    }
+    std::vector<uint8_t> want((size_t)(n_img * maps * oh * ow));
+    for (int64_t n = 0; n < n_img; ++n)
+        for (int64_t m = 0; m < maps; ++m)
+            for (int64_t o1 = 0; o1 < oh; ++o1)
+                for (int64_t o2 = 0; o2 < ow; ++o2) {
+                    int32_t acc = 0;
+                    for (int64_t c = 0; c < gc; ++c)
+                        for (int64_t k1 = 0; k1 < kh; ++k1)
+                            for (int64_t k2 = 0; k2 < kw; ++k2) {
+                                const int64_t i1 = o1 * cc.sh - cc.pads[0] + k1 * cc.dh, i2 = o2 * cc.sw - cc.pads[1] + k2 * cc.dw;
+                                if (i1 < 0 || i1 >= h || i2 < 0 || i2 >= wd) continue;
+                                const int64_t ci = m / gm * gc + c;
+                                acc += ((int32_t)x[(size_t)(((n * channels + ci) * h + i1) * wd + i2)] - zx) *
+                                       q[(size_t)(((m * gc + c) * kh + k1) * kw + k2)];
+                            }
+                    want[(size_t)(((n * maps + m) * oh + o1) * ow + o2)] =
+                        int8_requantize(acc, 0, sx * sw[(size_t)m] / sy, -(float)zy, 255.0f - zy, zy);
+                }
+    for (Isa isa : {Isa::Ref, Isa::Sse41, Isa::Avx2, Isa::Avx512, Isa::Neon}) {
+        if (!isa_available(isa)) continue;
+        for (uint32_t threads : {1u, 2u}) {
+            CAPTURE(isa_name(isa));
+            CAPTURE(threads);
+            OpTest t;
+            t.opset = 13;
+            NodeId dq = t.op("DequantizeLinear", {t.input(cc.x, x), t.constant(Shape{}, std::vector<float>{sx}),
+                                                  t.constant(Shape{}, std::vector<uint8_t>{zx})});
+            t.op("Conv", {InputRef::by_id(dq), t.constant(cc.w, w)});
+            t.set_ints("strides", {cc.sh, cc.sw});
+            t.set_ints("pads", {cc.pads[0], cc.pads[1], cc.pads[2], cc.pads[3]});
+            t.set_ints("dilations", {cc.dh, cc.dw});
+            if (cc.group != 1) t.set_int("group", cc.group);
+            NodeId conv = t.node;
+            t.node = t.op("QuantizeLinear", {InputRef::by_id(conv), t.constant(Shape{}, std::vector<float>{sy}),
+                                             t.constant(Shape{}, std::vector<uint8_t>{zy})});
+            REQUIRE(t.model.add_output("y", InputRef::by_id(t.node, 0)) == Status::Ok);
+            REQUIRE(t.model.finalize() == Status::Ok);
+            const std::string count = std::to_string(threads);
+            ConfigEntry config[] = {{"NUM_THREADS", StringView(count.c_str())}, {"PERF_COUNT", "YES"}, {"ISA", isa_name(isa)}};
+            test::CompiledRun r;
+            test::compile_and_infer(t, "CPU", Span<const ConfigEntry>(config, 3), &r);
+            INFO(r.kernels);
+            CHECK(r.kernels.find("int8:") != std::string::npos);
+            const Tensor& out = r.request.output(0);
+            REQUIRE(out.bytes() == want.size());
+            const uint8_t* got = static_cast<const uint8_t*>(out.data());
+            size_t bad = 0;
+            for (size_t i = 0; i < want.size(); ++i)
+                if (got[i] != want[i] && bad++ < 5) MESSAGE("y[" << i << "] = " << (int)got[i] << ", want " << (int)want[i]);
+            CHECK(bad == 0);
+        }
+    }
+}
+}  // namespace
+
+TEST_CASE("int8 conv stride: strided QDQ Convs through phase planes, every ISA, the integer oracle's bits") {
+    std::vector<QConv> cases;
+    auto add = [&](Shape x, Shape w) {
+        QConv c;
+        c.x = x;
+        c.w = w;
+        cases.push_back(c);
+        return &cases.back();
+    };
+    add({1, 8, 65, 67}, {8, 8, 3, 3});                      // phase rows of 34: 32-byte loads and tails
+    add({1, 9, 23, 56}, {5, 9, 3, 3});                      // 28 wide, maps off the tile's rows, K off 4
+    add({1, 64, 14, 14}, {20, 64, 3, 3});                   // a ResNet stage's last stride-2 3x3: out 7 x 7
+    add({2, 17, 17, 33}, {6, 17, 2, 2})->pads = {0, 0, 0, 0};   // no padding, the last image's last rows
+    add({1, 3, 41, 31}, {4, 3, 7, 7})->pads = {3, 3, 3, 3};   // a stem's 7x7
+    add({1, 8, 20, 19}, {7, 8, 3, 3})->pads = {0, 1, 1, 0};   // unequal pads
+    QConv* c = add({1, 8, 19, 40}, {9, 8, 3, 3});          // stride 1 down, 2 across
+    c->sh = 1;
+    c = add({1, 8, 40, 19}, {9, 8, 3, 3});                 // 2 down, 1 across
+    c->sw = 1;
+    c = add({1, 7, 25, 26}, {6, 7, 5, 3});                 // stride 3
+    c->sh = c->sw = 3;
+    c->pads = {2, 1, 2, 1};
+    add({1, 16, 15, 17}, {12, 8, 3, 3})->group = 2;         // groups
+    add({1, 3, 23, 28}, {6, 3, 3, 3});                      // K of 27: stays on im2col
+    c = add({1, 4, 12, 13}, {5, 4, 3, 3});                 // stride 1, dilated: the unstrided copy
+    c->sh = c->sw = 1;
+    c->dh = c->dw = 2;
+    c->pads = {2, 2, 2, 2};
+    c = add({1, 4, 17, 18}, {5, 4, 3, 3});                 // stride 2, dilated: stays on im2col
+    c->dh = c->dw = 2;
+    c->pads = {2, 2, 2, 2};
+    c = add({1, 4, 17, 18}, {5, 4, 3, 1});                 // kernel 1 across stride 2: im2col
+    c->pads = {1, 0, 1, 0};
+    uint32_t seed = 3400;
+    for (size_t i = 0; i < cases.size(); ++i) {
+        CAPTURE(i);
+        check(cases[i], seed);
+        seed += 13;
+    }
+}
