@@ -20035,12 +20035,12 @@ struct Int8ConvState {
     // 2-D convs with a kernel of several taps (run_int8_conv_implicit): no im2col. The slot
     // holds the zero-point padded copy of the group's planes split into stride_h x stride_w
     // phase planes of plane_h x plane_w (padded row s_h i + a, column s_w j + b in phase (a, b);
-    // one phase of plane_h = padded_h at stride 1). Output row o's positions o * plane_w +
+    // one phase of the padded planes at stride 1). Output row o's positions o * plane_w +
     // [0, plane_w) make one run of "virtual" positions, so row p of B (channel, tap) is the copy
     // read from offset[p] on, contiguous. The columns past out_w of each virtual row are
     // computed and dropped.
     bool implicit = false;
-    int64_t padded_h = 0, padded_w = 0, plane_h = 0, plane_w = 0, virtual_positions = 0;
+    int64_t plane_h = 0, plane_w = 0, virtual_positions = 0;
     int64_t reach_rows = 0;            // phase rows a virtual row reads past its own: (kh - 1) dh / sh
     const int64_t* offset = nullptr;   // depth entries
     size_t copy_bytes = 0, result_bytes = 0;
@@ -21300,8 +21300,6 @@ inline bool int8_conv_implicit(ReferenceProgram* p, Int8ConvState* st) {
             }
     st->implicit = true;
     st->offset = offset;
-    st->padded_h = hp;
-    st->padded_w = wp;
     st->plane_h = hq;
     st->plane_w = wq;
     st->reach_rows = reach_h / sh;

@@ -222,7 +222,6 @@ TEST_CASE("conv threads: Concat split over 2 and 3 threads copies every byte as 
                 if (threads == 1) {   // against the inputs laid out by hand
                     one = y;
                     std::vector<unsigned char> want;
-                    const size_t size = element_size(cc.type);
                     int64_t outer = 1;
                     for (int64_t d = 0; d < cc.axis; ++d) outer *= cc.xs[0][(size_t)d];
                     for (int64_t o = 0; o < outer; ++o)
@@ -232,7 +231,6 @@ TEST_CASE("conv threads: Concat split over 2 and 3 threads copies every byte as 
                             want.insert(want.end(), bytes.begin() + (std::ptrdiff_t)(o * (int64_t)run),
                                         bytes.begin() + (std::ptrdiff_t)((o + 1) * (int64_t)run));
                         }
-                    (void)size;
                     CHECK(y == want);
                 } else {
                     CHECK(y == one);

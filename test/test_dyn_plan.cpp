@@ -4,7 +4,6 @@
 #include <doctest/doctest.h>
 
 #include <cstring>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -45,21 +44,6 @@ void build_lanes(Model* m, uint32_t blocks) {
     REQUIRE(m->finalize() == Status::Ok);
 }
 
-Tensor random_input(std::initializer_list<int64_t> dims, uint32_t seed) {
-    Tensor t;
-    std::vector<int64_t> shape(dims);
-    REQUIRE(t.allocate(ElementType::Float32, Span<const int64_t>(shape.data(), shape.size())) == Status::Ok);
-    std::mt19937 rng(seed);
-    std::uniform_real_distribution<float> u(-2.0f, 2.0f);
-    for (uint64_t i = 0; i < t.elements(); ++i) t.data_as<float>()[i] = u(rng);
-    return t;
-}
-
-std::vector<float> output_of(const InferRequest& request) {
-    const Tensor& t = request.output(0);
-    return std::vector<float>(t.data_as<float>(), t.data_as<float>() + t.elements());
-}
-
 // The output of a compile at the tensor's own shape.
 std::vector<float> fixed_shape_output(const Model& m, const char* device, const Tensor& x, std::vector<ConfigEntry> config) {
     Core core;
@@ -72,7 +56,7 @@ std::vector<float> fixed_shape_output(const Model& m, const char* device, const 
     REQUIRE(compiled.create_request(&request) == Status::Ok);
     REQUIRE(request.set_input(0, x) == Status::Ok);
     REQUIRE(request.infer() == Status::Ok);
-    return output_of(request);
+    return test::values_of(request.output(0));
 }
 
 }  // namespace
@@ -101,12 +85,12 @@ TEST_CASE("dyn plan: a long chain and HETERO lanes at a second and third shape g
         REQUIRE(compiled.create_request(&request) == Status::Ok);
         uint32_t seed = 7;
         for (const auto& shape : shapes) {
-            Tensor x = random_input({shape[0], shape[1], shape[2], shape[3]}, seed++);
+            Tensor x = test::random_tensor({shape[0], shape[1], shape[2], shape[3]}, seed++);
             REQUIRE(request.set_input(0, x) == Status::Ok);
             Status r = request.infer();
             INFO(std::string(request.last_error()));
             REQUIRE(r == Status::Ok);
-            std::vector<float> got = output_of(request);
+            std::vector<float> got = test::values_of(request.output(0));
             CHECK(got == fixed_shape_output(m, run.device, x, run.config));
             if (pass == 1) sequential.push_back(got);
             else CHECK(got == sequential[(size_t)(&shape - shapes)]);
@@ -120,10 +104,10 @@ TEST_CASE("dyn plan: a long chain and HETERO lanes at a second and third shape g
     REQUIRE(compiled.create_request(&request) == Status::Ok);
     uint32_t seed = 11;
     for (const auto& shape : shapes) {
-        Tensor x = random_input({shape[0], shape[1], shape[2], shape[3]}, seed++);
+        Tensor x = test::random_tensor({shape[0], shape[1], shape[2], shape[3]}, seed++);
         REQUIRE(request.set_input(0, x) == Status::Ok);
         REQUIRE(request.infer() == Status::Ok);
-        CHECK(output_of(request) == fixed_shape_output(m, "CPU", x, {}));
+        CHECK(test::values_of(request.output(0)) == fixed_shape_output(m, "CPU", x, {}));
     }
     CHECK(compiled.cached_shape_plans() == 3);
 }

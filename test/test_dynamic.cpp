@@ -2,7 +2,6 @@
 #include <doctest/doctest.h>
 
 #include <cstring>
-#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -43,16 +42,6 @@ void build_vision(Model* m) {
     REQUIRE(m->add_output("y", InputRef::by_id(sig)) == Status::Ok);
     REQUIRE(m->add_output("z", InputRef::by_id(flat)) == Status::Ok);
     REQUIRE(m->finalize() == Status::Ok);
-}
-
-Tensor random_input(std::initializer_list<int64_t> dims, uint32_t seed) {
-    Tensor t;
-    std::vector<int64_t> shape(dims);
-    REQUIRE(t.allocate(ElementType::Float32, Span<const int64_t>(shape.data(), shape.size())) == Status::Ok);
-    std::mt19937 rng(seed);
-    std::uniform_real_distribution<float> u(-2.0f, 2.0f);
-    for (uint64_t i = 0; i < t.elements(); ++i) t.data_as<float>()[i] = u(rng);
-    return t;
 }
 
 std::vector<std::vector<float>> outputs_of(const InferRequest& request, uint32_t count) {
@@ -108,7 +97,7 @@ TEST_CASE("dynamic: compiled once with a symbolic batch and image size, runs eve
         REQUIRE(compiled.create_request(&request) == Status::Ok);
         uint32_t seed = 1;
         for (const Shape4& shape : kShapes) {
-            Tensor x = random_input({shape.n, shape.c, shape.h, shape.w}, seed++);
+            Tensor x = test::random_tensor({shape.n, shape.c, shape.h, shape.w}, seed++);
             REQUIRE(request.set_input(0, x) == Status::Ok);
             Status r = request.infer();
             INFO(std::string(request.last_error()));
@@ -136,7 +125,7 @@ TEST_CASE("dynamic: a request alternating between two shapes allocates nothing a
         REQUIRE(core.compile_model(m, device, Span<const ConfigEntry>(config, hetero ? 1 : 0), &compiled) == Status::Ok);
         InferRequest request;
         REQUIRE(compiled.create_request(&request) == Status::Ok);
-        Tensor a = random_input({2, 3, 48, 192}, 1), b = random_input({1, 3, 48, 320}, 2);
+        Tensor a = test::random_tensor({2, 3, 48, 192}, 1), b = test::random_tensor({1, 3, 48, 320}, 2);
         REQUIRE(request.set_input(0, a) == Status::Ok);
         REQUIRE(request.infer() == Status::Ok);
         REQUIRE(request.set_input(0, b) == Status::Ok);
@@ -170,8 +159,8 @@ TEST_CASE("dynamic: the plan cache keeps SHAPE_CACHE_SIZE plans, the least recen
     REQUIRE(core.compile_model(m, "CPU", two, &compiled) == Status::Ok);
     InferRequest request;
     REQUIRE(compiled.create_request(&request) == Status::Ok);
-    Tensor s1 = random_input({1, 3, 8, 8}, 1), s2 = random_input({2, 3, 8, 8}, 2), s3 = random_input({3, 3, 8, 8}, 3);
-    Tensor one = random_input({1, 3, 1, 1}, 4);   // the compile's own plan: never counted, never evicted
+    Tensor s1 = test::random_tensor({1, 3, 8, 8}, 1), s2 = test::random_tensor({2, 3, 8, 8}, 2), s3 = test::random_tensor({3, 3, 8, 8}, 3);
+    Tensor one = test::random_tensor({1, 3, 1, 1}, 4);   // the compile's own plan: never counted, never evicted
     for (const Tensor* x : {&s1, &s2, &s3, &one, &s1, &s2}) {
         REQUIRE(request.set_input(0, *x) == Status::Ok);
         REQUIRE(request.infer() == Status::Ok);
@@ -215,18 +204,18 @@ TEST_CASE("dynamic: shapes the model cannot take are refused with the exact stat
     REQUIRE(core.compile_model(m, "CPU", {}, &compiled) == Status::Ok);
     InferRequest request;
     REQUIRE(compiled.create_request(&request) == Status::Ok);
-    Tensor rank3 = random_input({2, 8, 1}, 1);
+    Tensor rank3 = test::random_tensor({2, 8, 1}, 1);
     CHECK(request.set_input(0, rank3) == Status::InvalidArgument);
     CHECK(std::string(request.last_error()) == "input 'x' is f32[-1,-1] (-1: any size); the tensor given is f32[2,8,1]");
     Tensor ints;
     int64_t two_by_eight[] = {2, 8};
     REQUIRE(ints.allocate(ElementType::Int32, two_by_eight) == Status::Ok);
     CHECK(request.set_input(0, ints) == Status::InvalidArgument);
-    Tensor nine = random_input({2, 9}, 2);
+    Tensor nine = test::random_tensor({2, 9}, 2);
     REQUIRE(request.set_input(0, nine) == Status::Ok);   // the shape is checked by planning it
     CHECK(request.infer() == Status::InvalidArgument);
     CHECK(std::string(request.last_error()) == "the model cannot take the input shapes x=f32[2,9]: Add 'add': input shapes do not broadcast");
-    Tensor good = random_input({5, 8}, 3);
+    Tensor good = test::random_tensor({5, 8}, 3);
     REQUIRE(request.set_input(0, good) == Status::Ok);
     REQUIRE(request.infer() == Status::Ok);
     CHECK(request.output(0).dim(0) == 5);
@@ -238,7 +227,7 @@ TEST_CASE("dynamic: shapes the model cannot take are refused with the exact stat
     REQUIRE(request.set_output(0, y5) == Status::Ok);
     REQUIRE(request.infer() == Status::Ok);
     CHECK(y5.data_as<float>()[7] == good.data_as<float>()[7] + 8);
-    Tensor six = random_input({6, 8}, 6);
+    Tensor six = test::random_tensor({6, 8}, 6);
     REQUIRE(request.set_input(0, six) == Status::Ok);
     CHECK(request.infer() == Status::InvalidArgument);
     CHECK(std::string(request.last_error()) == "output 'y' is f32[6,8] at these input shapes; the tensor bound with set_output is f32[5,8]");
@@ -252,14 +241,14 @@ TEST_CASE("dynamic: shapes the model cannot take are refused with the exact stat
     REQUIRE(request.set_output(0, y5) == Status::Ok);
     // Past Limits: LimitExceeded, and the request still runs the shapes it ran.
     core.limits().max_arena_bytes = 64 * 1024;
-    Tensor big = random_input({4096, 8}, 4);
+    Tensor big = test::random_tensor({4096, 8}, 4);
     REQUIRE(request.set_input(0, big) == Status::Ok);
     CHECK(request.infer() == Status::LimitExceeded);
     REQUIRE(request.set_input(0, good) == Status::Ok);
     REQUIRE(request.infer() == Status::Ok);
     CHECK(request.output(0).data_as<float>()[9] == good.data_as<float>()[9] + 2);
     core.limits().max_tensor_elements = 1000;
-    Tensor wide = random_input({200, 8}, 5);
+    Tensor wide = test::random_tensor({200, 8}, 5);
     REQUIRE(request.set_input(0, wide) == Status::Ok);
     CHECK(request.infer() == Status::LimitExceeded);
 }
@@ -289,7 +278,7 @@ TEST_CASE("dynamic: export and import keep the free dims; the imported model pla
         InferRequest request;
         REQUIRE(imported.create_request(&request) == Status::Ok);
         for (const Shape4& shape : {kShapes[0], kShapes[1]}) {
-            Tensor x = random_input({shape.n, shape.c, shape.h, shape.w}, 7);
+            Tensor x = test::random_tensor({shape.n, shape.c, shape.h, shape.w}, 7);
             REQUIRE(request.set_input(0, x) == Status::Ok);
             Status r = request.infer();
             INFO(std::string(request.last_error()));
@@ -297,7 +286,7 @@ TEST_CASE("dynamic: export and import keep the free dims; the imported model pla
             CHECK(outputs_of(request, 2) == fixed_shape_outputs(m, device, x, config));
         }
         // A fixed compile still writes a version 1 blob.
-        Tensor x = random_input({1, 3, 8, 8}, 1);
+        Tensor x = test::random_tensor({1, 3, 8, 8}, 1);
         InputShape shape[] = {{"x", x.shape()}};
         CompiledModel fixed;
         REQUIRE(core.compile_model(m, device, Span<const ConfigEntry>(config.data(), config.size()), &fixed, shape) == Status::Ok);
@@ -321,9 +310,9 @@ TEST_CASE("dynamic: InputShape fixes some free dims and leaves the others free")
     CHECK(compiled.input_desc(0).dims[2] == -1);
     InferRequest request;
     REQUIRE(compiled.create_request(&request) == Status::Ok);
-    Tensor batch3 = random_input({3, 3, 8, 8}, 1);
+    Tensor batch3 = test::random_tensor({3, 3, 8, 8}, 1);
     CHECK(request.set_input(0, batch3) == Status::InvalidArgument);
-    Tensor x = random_input({2, 3, 16, 24}, 2);
+    Tensor x = test::random_tensor({2, 3, 16, 24}, 2);
     REQUIRE(request.set_input(0, x) == Status::Ok);
     REQUIRE(request.infer() == Status::Ok);
     CHECK(outputs_of(request, 2) == fixed_shape_outputs(m, "CPU", x));
@@ -341,7 +330,7 @@ TEST_CASE("dynamic: requests on four threads, each cycling through shapes, give 
     // One more shape than the cache holds: plans are evicted while others run. Three other
     // requests hold at most three plans, so a fourth always has room.
     for (int k = 0; k < 5; ++k) {
-        inputs.push_back(random_input({1 + k % 3, 3, 8, 8 + 4 * k}, 10 + k));
+        inputs.push_back(test::random_tensor({1 + k % 3, 3, 8, 8 + 4 * k}, 10 + k));
         expected.push_back(fixed_shape_outputs(m, "CPU", inputs.back()));
     }
     std::vector<int> mismatches(4, 0), failures(4, 0);

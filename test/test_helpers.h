@@ -71,6 +71,17 @@ inline std::vector<float> random_floats(std::mt19937& rng, size_t n, float low =
     return v;
 }
 
+// A float32 tensor of the dims, its values drawn uniformly from [-2, 2]; the same seed gives
+// the same values.
+inline tessel::Tensor random_tensor(std::initializer_list<int64_t> dims, uint32_t seed) {
+    tessel::Tensor t;
+    std::vector<int64_t> shape(dims);
+    REQUIRE(t.allocate(tessel::ElementType::Float32, tessel::Span<const int64_t>(shape.data(), shape.size())) == tessel::Status::Ok);
+    std::vector<float> v = random_floats((int64_t)t.elements(), seed, 2.0f);
+    if (!v.empty()) std::memcpy(t.data(), v.data(), t.bytes());
+    return t;
+}
+
 // Equal bits, or both NaN (of any payload).
 inline bool same_bits(float a, float b) { return (a != a && b != b) || std::memcmp(&a, &b, sizeof a) == 0; }
 

@@ -2,11 +2,8 @@
 // Add or Sum + Relu): folded into the island as a clamp at y's zero point, bit for bit the
 // float path's results (FUSION=NO runs the reference kernels) at every ISA of the machine and
 // at 1 and 2 threads, on both of the island's loops (dequantized floats and the pair table),
-// and the forms that keep the Relu on the float path. Also the strided int8 Conv's im2col rows
-// against the integer oracle.
+// and the forms that keep the Relu on the float path.
 #include <doctest/doctest.h>
-#include <cmath>
-#include <random>
 #include <string>
 #include <vector>
 #include "op_test.h"
@@ -121,96 +118,4 @@ TEST_CASE("int8 add relu: Sub + Relu with a broadcast operand; a Relu read elsew
     shared.a = shared.b = Shape{1, 4, 9, 11};
     shared.relu_shared = true;
     check(shared);
-}
-
-// ---- strided int8 Conv: the im2col's stride-2 rows (vector loads of 32 and 16 bytes, tails,
-// the group's last row where a load would pass the planes' end) against the integer oracle ----
-namespace {
-struct StridedConv {
-    Shape x, w;          // NCHW, MCkk (group 1)
-    int64_t pad = 1;     // on every side
-};
-
-void check_strided(const StridedConv& cc, uint32_t seed) {
-    std::mt19937 rng(seed);
-    const int64_t n_img = cc.x[0], channels = cc.x[1], h = cc.x[2], wd = cc.x[3], maps = cc.w[0], kh = cc.w[2], kw = cc.w[3];
-    const int64_t oh = (h + 2 * cc.pad - kh) / 2 + 1, ow = (wd + 2 * cc.pad - kw) / 2 + 1, per_map = channels * kh * kw;
-    std::vector<uint8_t> x((size_t)count_of(cc.x));
-    for (uint8_t& v : x) v = (uint8_t)(rng() % 256);
-    const float sx = 0.02f, sy = 0.05f;
-    const uint8_t zx = 37, zy = 101;
-    std::vector<int8_t> q((size_t)count_of(cc.w));
-    std::vector<float> w(q.size()), sw((size_t)maps);
-    for (int64_t m = 0; m < maps; ++m) {
-        sw[(size_t)m] = std::ldexp(1.0f + (float)(rng() % 100) / 100.0f, -9);
-        for (int64_t k = 0; k < per_map; ++k) q[(size_t)(m * per_map + k)] = (int8_t)((int)(rng() % 255) - 127);
-        q[(size_t)(m * per_map)] = 127;   // the quantizer's grid: 127 reached
-        for (int64_t k = 0; k < per_map; ++k) w[(size_t)(m * per_map + k)] = (float)q[(size_t)(m * per_map + k)] * sw[(size_t)m];
-    }
-    std::vector<uint8_t> want((size_t)(n_img * maps * oh * ow));
-    for (int64_t n = 0; n < n_img; ++n)
-        for (int64_t m = 0; m < maps; ++m)
-            for (int64_t o1 = 0; o1 < oh; ++o1)
-                for (int64_t o2 = 0; o2 < ow; ++o2) {
-                    int32_t acc = 0;
-                    for (int64_t c = 0; c < channels; ++c)
-                        for (int64_t k1 = 0; k1 < kh; ++k1)
-                            for (int64_t k2 = 0; k2 < kw; ++k2) {
-                                const int64_t i1 = o1 * 2 - cc.pad + k1, i2 = o2 * 2 - cc.pad + k2;
-                                if (i1 < 0 || i1 >= h || i2 < 0 || i2 >= wd) continue;
-                                acc += ((int32_t)x[(size_t)(((n * channels + c) * h + i1) * wd + i2)] - zx) *
-                                       q[(size_t)(((m * channels + c) * kh + k1) * kw + k2)];
-                            }
-                    want[(size_t)(((n * maps + m) * oh + o1) * ow + o2)] =
-                        int8_requantize(acc, 0, sx * sw[(size_t)m] / sy, -(float)zy, 255.0f - zy, zy);
-                }
-    for (Isa isa : {Isa::Ref, Isa::Sse41, Isa::Avx2, Isa::Avx512, Isa::Neon}) {
-        if (!isa_available(isa)) continue;
-        for (uint32_t threads : {1u, 2u}) {
-            CAPTURE(isa_name(isa));
-            CAPTURE(threads);
-            OpTest t;
-            t.opset = 13;
-            NodeId dq = t.op("DequantizeLinear", {t.input(cc.x, x), t.constant(Shape{}, std::vector<float>{sx}),
-                                                  t.constant(Shape{}, std::vector<uint8_t>{zx})});
-            t.op("Conv", {InputRef::by_id(dq), t.constant(cc.w, w)});
-            t.set_ints("strides", {2, 2});
-            t.set_ints("pads", {cc.pad, cc.pad, cc.pad, cc.pad});
-            NodeId conv = t.node;
-            t.node = t.op("QuantizeLinear", {InputRef::by_id(conv), t.constant(Shape{}, std::vector<float>{sy}),
-                                             t.constant(Shape{}, std::vector<uint8_t>{zy})});
-            REQUIRE(t.model.add_output("y", InputRef::by_id(t.node, 0)) == Status::Ok);
-            REQUIRE(t.model.finalize() == Status::Ok);
-            const std::string count = std::to_string(threads);
-            ConfigEntry config[] = {{"NUM_THREADS", StringView(count.c_str())}, {"PERF_COUNT", "YES"}, {"ISA", isa_name(isa)}};
-            test::CompiledRun r;
-            test::compile_and_infer(t, "CPU", Span<const ConfigEntry>(config, 3), &r);
-            INFO(r.kernels);
-            CHECK(r.kernels.find(":Conv") != std::string::npos);
-            CHECK(r.kernels.find("int8:") != std::string::npos);
-            const Tensor& out = r.request.output(0);
-            REQUIRE(out.bytes() == want.size());
-            const uint8_t* got = static_cast<const uint8_t*>(out.data());
-            size_t bad = 0;
-            for (size_t i = 0; i < want.size(); ++i)
-                if (got[i] != want[i] && bad++ < 5) MESSAGE("y[" << i << "] = " << (int)got[i] << ", want " << (int)want[i]);
-            CHECK(bad == 0);
-        }
-    }
-}
-}  // namespace
-
-TEST_CASE("int8 add relu: stride-2 QDQ Convs through the im2col's vector rows, every ISA, the integer oracle's bits") {
-    const std::vector<StridedConv> cases = {
-        {{1, 4, 65, 67}, {8, 4, 3, 3}, 1},     // rows of 34 outputs: 16 + 16 + 2
-        {{1, 3, 23, 56}, {5, 3, 3, 3}, 1},     // 28: 16 + 8 + 4, a ResNet stage's width
-        {{2, 5, 17, 33}, {6, 5, 2, 2}, 0},     // 16 exactly, no padding; the last image's last rows
-        {{1, 3, 41, 31}, {4, 3, 7, 7}, 3},     // a stem's 7x7: taps from both ends of the row
-    };
-    uint32_t seed = 900;
-    for (const StridedConv& cc : cases) {
-        CAPTURE(seed);
-        check_strided(cc, seed);
-        seed += 11;
-    }
 }

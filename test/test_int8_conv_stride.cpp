@@ -4,7 +4,8 @@
 // stride 2 and 3, unequal strides and pads, widths whose phase rows take the 32-byte loads
 // and tails, channel counts off the K group of 4, map counts off the tile's rows, groups,
 // and the forms that stay on im2col (dilated strided taps, a kernel narrower than its stride,
-// a small K).
+// a K under 64), whose stride-2 rows take vector loads of 32 and 16 bytes, tails, and the
+// scalar loop where a load would pass the group's planes.
 #include <doctest/doctest.h>
 #include <cmath>
 #include <random>
@@ -125,6 +126,10 @@ TEST_CASE("int8 conv stride: strided QDQ Convs through phase planes, every ISA, 
     c->pads = {2, 1, 2, 1};
     add({1, 16, 15, 17}, {12, 8, 3, 3})->group = 2;         // groups
     add({1, 3, 23, 28}, {6, 3, 3, 3});                      // K of 27: stays on im2col
+    add({1, 4, 65, 67}, {8, 4, 3, 3});                      // im2col rows of 34: 16 + 16 + 2
+    add({1, 3, 23, 56}, {5, 3, 3, 3});                      // im2col rows of 28: 16 + 8 + 4
+    add({2, 5, 17, 33}, {6, 5, 2, 2})->pads = {0, 0, 0, 0};   // im2col rows of 16; the last image's last rows
+    add({1, 1, 41, 31}, {4, 1, 7, 7})->pads = {3, 3, 3, 3};   // a one-channel 7x7 stem (K 49) on im2col
     c = add({1, 4, 12, 13}, {5, 4, 3, 3});                 // stride 1, dilated: the unstrided copy
     c->sh = c->sw = 1;
     c->dh = c->dw = 2;
