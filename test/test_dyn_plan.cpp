@@ -44,21 +44,6 @@ void build_lanes(Model* m, uint32_t blocks) {
     REQUIRE(m->finalize() == Status::Ok);
 }
 
-// The output of a compile at the tensor's own shape.
-std::vector<float> fixed_shape_output(const Model& m, const char* device, const Tensor& x, std::vector<ConfigEntry> config) {
-    Core core;
-    CompiledModel compiled;
-    InputShape shape[] = {{"x", x.shape()}};
-    Status s = core.compile_model(m, device, Span<const ConfigEntry>(config.data(), config.size()), &compiled, shape);
-    INFO(std::string(core.last_error()));
-    REQUIRE(s == Status::Ok);
-    InferRequest request;
-    REQUIRE(compiled.create_request(&request) == Status::Ok);
-    REQUIRE(request.set_input(0, x) == Status::Ok);
-    REQUIRE(request.infer() == Status::Ok);
-    return test::values_of(request.output(0));
-}
-
 }  // namespace
 
 TEST_CASE("dyn plan: a long chain and HETERO lanes at a second and third shape give a fixed compile's bits") {
@@ -91,7 +76,7 @@ TEST_CASE("dyn plan: a long chain and HETERO lanes at a second and third shape g
             INFO(std::string(request.last_error()));
             REQUIRE(r == Status::Ok);
             std::vector<float> got = test::values_of(request.output(0));
-            CHECK(got == fixed_shape_output(m, run.device, x, run.config));
+            CHECK(got == test::fixed_shape_outputs(m, run.device, x, run.config)[0]);
             if (pass == 1) sequential.push_back(got);
             else CHECK(got == sequential[(size_t)(&shape - shapes)]);
         }
@@ -107,7 +92,7 @@ TEST_CASE("dyn plan: a long chain and HETERO lanes at a second and third shape g
         Tensor x = test::random_tensor({shape[0], shape[1], shape[2], shape[3]}, seed++);
         REQUIRE(request.set_input(0, x) == Status::Ok);
         REQUIRE(request.infer() == Status::Ok);
-        CHECK(test::values_of(request.output(0)) == fixed_shape_output(m, "CPU", x, {}));
+        CHECK(test::values_of(request.output(0)) == test::fixed_shape_outputs(m, "CPU", x)[0]);
     }
     CHECK(compiled.cached_shape_plans() == 3);
 }

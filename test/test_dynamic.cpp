@@ -44,32 +44,6 @@ void build_vision(Model* m) {
     REQUIRE(m->finalize() == Status::Ok);
 }
 
-std::vector<std::vector<float>> outputs_of(const InferRequest& request, uint32_t count) {
-    std::vector<std::vector<float>> out;
-    for (uint32_t i = 0; i < count; ++i) {
-        const Tensor& t = request.output(i);
-        out.emplace_back(t.data_as<float>(), t.data_as<float>() + t.elements());
-    }
-    return out;
-}
-
-// The outputs of a compile at the tensor's own shape.
-std::vector<std::vector<float>> fixed_shape_outputs(const Model& m, const char* device, const Tensor& x,
-                                                    std::vector<ConfigEntry> config = {}) {
-    Core core;
-    CompiledModel compiled;
-    InputShape shape[] = {{"x", x.shape()}};
-    Status s = core.compile_model(m, device, Span<const ConfigEntry>(config.data(), config.size()), &compiled, shape);
-    INFO(std::string(core.last_error()));
-    REQUIRE(s == Status::Ok);
-    REQUIRE(!compiled.has_free_dims());
-    InferRequest request;
-    REQUIRE(compiled.create_request(&request) == Status::Ok);
-    REQUIRE(request.set_input(0, x) == Status::Ok);
-    REQUIRE(request.infer() == Status::Ok);
-    return outputs_of(request, compiled.output_count());
-}
-
 struct Shape4 { int64_t n, c, h, w; };
 const Shape4 kShapes[] = {{1, 3, 48, 192}, {3, 3, 48, 320}, {8, 3, 48, 192}, {1, 3, 48, 320}, {3, 3, 48, 192}, {8, 3, 48, 320}};
 
@@ -107,7 +81,7 @@ TEST_CASE("dynamic: compiled once with a symbolic batch and image size, runs eve
             CHECK(request.output(0).dim(3) == shape.w);
             CHECK(request.output(1).dim(0) == shape.n);
             CHECK(request.output(1).dim(1) == 4);
-            CHECK(outputs_of(request, 2) == fixed_shape_outputs(m, device, x, config));
+            CHECK(test::outputs_of(request, 2) == test::fixed_shape_outputs(m, device, x, config));
         }
         CHECK(compiled.cached_shape_plans() == 6);
     }
@@ -130,14 +104,14 @@ TEST_CASE("dynamic: a request alternating between two shapes allocates nothing a
         REQUIRE(request.infer() == Status::Ok);
         REQUIRE(request.set_input(0, b) == Status::Ok);
         REQUIRE(request.infer() == Status::Ok);
-        std::vector<std::vector<float>> out_b = outputs_of(request, 2);
+        std::vector<std::vector<float>> out_b = test::outputs_of(request, 2);
         uint64_t before = tessel_test::allocation_count();
         for (int i = 0; i < 6; ++i) {
             REQUIRE(request.set_input(0, i % 2 ? b : a) == Status::Ok);
             REQUIRE(request.infer() == Status::Ok);
         }
         CHECK(tessel_test::allocation_count() == before);
-        CHECK(outputs_of(request, 2) == out_b);
+        CHECK(test::outputs_of(request, 2) == out_b);
         // A second request on the same plans allocates only its own buffers.
         InferRequest other;
         REQUIRE(compiled.create_request(&other) == Status::Ok);
@@ -165,7 +139,7 @@ TEST_CASE("dynamic: the plan cache keeps SHAPE_CACHE_SIZE plans, the least recen
         REQUIRE(request.set_input(0, *x) == Status::Ok);
         REQUIRE(request.infer() == Status::Ok);
         CHECK(compiled.cached_shape_plans() <= 2);
-        CHECK(outputs_of(request, 2) == fixed_shape_outputs(m, "CPU", *x));
+        CHECK(test::outputs_of(request, 2) == test::fixed_shape_outputs(m, "CPU", *x));
     }
     // Two requests hold both cached plans: a third signature has no room while they do.
     InferRequest first, second, third;
@@ -184,8 +158,8 @@ TEST_CASE("dynamic: the plan cache keeps SHAPE_CACHE_SIZE plans, the least recen
     REQUIRE(second.set_input(0, one) == Status::Ok);
     REQUIRE(second.infer() == Status::Ok);
     REQUIRE(third.infer() == Status::Ok);
-    CHECK(outputs_of(third, 2) == fixed_shape_outputs(m, "CPU", s3));
-    CHECK(outputs_of(first, 2) == fixed_shape_outputs(m, "CPU", s1));
+    CHECK(test::outputs_of(third, 2) == test::fixed_shape_outputs(m, "CPU", s3));
+    CHECK(test::outputs_of(first, 2) == test::fixed_shape_outputs(m, "CPU", s1));
 }
 
 TEST_CASE("dynamic: shapes the model cannot take are refused with the exact status") {
@@ -283,7 +257,7 @@ TEST_CASE("dynamic: export and import keep the free dims; the imported model pla
             Status r = request.infer();
             INFO(std::string(request.last_error()));
             REQUIRE(r == Status::Ok);
-            CHECK(outputs_of(request, 2) == fixed_shape_outputs(m, device, x, config));
+            CHECK(test::outputs_of(request, 2) == test::fixed_shape_outputs(m, device, x, config));
         }
         // A fixed compile still writes a version 1 blob.
         Tensor x = test::random_tensor({1, 3, 8, 8}, 1);
@@ -315,7 +289,7 @@ TEST_CASE("dynamic: InputShape fixes some free dims and leaves the others free")
     Tensor x = test::random_tensor({2, 3, 16, 24}, 2);
     REQUIRE(request.set_input(0, x) == Status::Ok);
     REQUIRE(request.infer() == Status::Ok);
-    CHECK(outputs_of(request, 2) == fixed_shape_outputs(m, "CPU", x));
+    CHECK(test::outputs_of(request, 2) == test::fixed_shape_outputs(m, "CPU", x));
 }
 
 TEST_CASE("dynamic: requests on four threads, each cycling through shapes, give the per-shape outputs") {
@@ -331,7 +305,7 @@ TEST_CASE("dynamic: requests on four threads, each cycling through shapes, give 
     // requests hold at most three plans, so a fourth always has room.
     for (int k = 0; k < 5; ++k) {
         inputs.push_back(test::random_tensor({1 + k % 3, 3, 8, 8 + 4 * k}, 10 + k));
-        expected.push_back(fixed_shape_outputs(m, "CPU", inputs.back()));
+        expected.push_back(test::fixed_shape_outputs(m, "CPU", inputs.back()));
     }
     std::vector<int> mismatches(4, 0), failures(4, 0);
     std::vector<std::thread> threads;
@@ -344,7 +318,7 @@ TEST_CASE("dynamic: requests on four threads, each cycling through shapes, give 
                 Status s = request.set_input(0, inputs[k]);
                 if (s == Status::Ok) s = i % 2 ? request.infer() : (request.start_async() == Status::Ok ? request.wait() : Status::InvalidArgument);
                 if (s != Status::Ok) { ++failures[t]; continue; }
-                if (outputs_of(request, 2) != expected[k]) ++mismatches[t];
+                if (test::outputs_of(request, 2) != expected[k]) ++mismatches[t];
             }
         });
     for (std::thread& thread : threads) thread.join();

@@ -231,6 +231,30 @@ inline std::vector<float> values_of(const tessel::Tensor& t) {
 }
 inline std::vector<int64_t> shape_of(const tessel::Tensor& t) { return std::vector<int64_t>(t.shape().data, t.shape().data + t.rank()); }
 
+// The first `count` outputs of a request that has run, as floats.
+inline std::vector<std::vector<float>> outputs_of(const tessel::InferRequest& request, uint32_t count) {
+    std::vector<std::vector<float>> out;
+    for (uint32_t i = 0; i < count; ++i) out.push_back(values_of(request.output(i)));
+    return out;
+}
+
+// The outputs of `m` compiled on `device` at the shape of x (its input "x"), run on x.
+inline std::vector<std::vector<float>> fixed_shape_outputs(const tessel::Model& m, const char* device, const tessel::Tensor& x,
+                                                           std::vector<tessel::ConfigEntry> config = {}) {
+    tessel::Core core;
+    tessel::CompiledModel compiled;
+    tessel::InputShape shape[] = {{"x", x.shape()}};
+    tessel::Status s = core.compile_model(m, device, tessel::Span<const tessel::ConfigEntry>(config.data(), config.size()), &compiled, shape);
+    INFO(std::string(core.last_error()));
+    REQUIRE(s == tessel::Status::Ok);
+    REQUIRE(!compiled.has_free_dims());
+    tessel::InferRequest request;
+    REQUIRE(compiled.create_request(&request) == tessel::Status::Ok);
+    REQUIRE(request.set_input(0, x) == tessel::Status::Ok);
+    REQUIRE(request.infer() == tessel::Status::Ok);
+    return outputs_of(request, compiled.output_count());
+}
+
 // `request`, of `model` compiled with free dims, infers at `x` (its one input); a compile of
 // `model` fixed at x's shape infers at x too: every output has the same dims and bits.
 inline void check_plan_equals_fixed_compile(tessel::Core& core, const tessel::Model& model, const char* device,
