@@ -115,6 +115,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #ifndef TESSEL_ASSERT
 #define TESSEL_ASSERT(x) ((x) ? (void)0 : ::tessel::detail::assert_failed(#x, __FILE__, __LINE__))
@@ -129,6 +130,7 @@
 #endif
 
 namespace tessel {
+namespace detail { void assert_failed(const char* expression, const char* file, int line); }   // TESSEL_ASSERT
 
 // >>status
 // One status type for the whole library. New values are only ever appended.
@@ -178,13 +180,17 @@ struct StringView {
     size_t size = 0;
     constexpr StringView() = default;
     constexpr StringView(const char* d, size_t n) : data(d), size(n) {}
-    StringView(const char* zero_terminated);  // NOLINT: implicit on purpose
+    // Inline, so a literal's length folds at compile time: op names are compared per node.
+    StringView(const char* zero_terminated)  // NOLINT: implicit on purpose
+        : data(zero_terminated), size(zero_terminated ? std::strlen(zero_terminated) : 0) {}
     bool empty() const { return size == 0; }
     char operator[](size_t i) const { return data[i]; }
     const char* begin() const { return data; }
     const char* end() const { return data + size; }
 };
-bool operator==(StringView a, StringView b);
+inline bool operator==(StringView a, StringView b) {
+    return a.size == b.size && (a.size == 0 || a.data == b.data || std::memcmp(a.data, b.data, a.size) == 0);
+}
 inline bool operator!=(StringView a, StringView b) { return !(a == b); }
 // a == StringView(name) without measuring name first: lookups walk tables of op names.
 inline bool equals_name(StringView a, const char* name) {
@@ -221,7 +227,19 @@ public:
     Arena& operator=(const Arena&) = delete;
 
     // nullptr when exhausted (or when bytes overflows); align must be a power of two.
-    void* allocate(size_t bytes, size_t align = alignof(std::max_align_t));
+    // Inline while the current block has room: graphs and plans allocate per node and edge.
+    void* allocate(size_t bytes, size_t align = alignof(std::max_align_t)) {
+        if (base_ && bytes && align && (align & (align - 1)) == 0) {
+            uintptr_t base = reinterpret_cast<uintptr_t>(base_);
+            size_t begin = ((base + offset_ + (align - 1)) & ~(uintptr_t)(align - 1)) - base;
+            if (begin <= capacity_ && bytes <= capacity_ - begin) {
+                used_ += begin + bytes - offset_;
+                offset_ = begin + bytes;
+                return base_ + begin;
+            }
+        }
+        return allocate_block(bytes, align);
+    }
     template <class T>
     T* allocate_array(size_t count) {
         if (count > SIZE_MAX / sizeof(T)) return nullptr;
@@ -236,7 +254,10 @@ public:
 
 private:
     struct Block;
+    void* allocate_block(size_t bytes, size_t align);   // the rest of allocate(): checks, new blocks
     Block* head_ = nullptr;        // current block (heap mode); blocks are chained
+    unsigned char* base_ = nullptr;   // the current block's data or the fixed buffer
+    size_t capacity_ = 0;             // its usable bytes
     unsigned char* fixed_ = nullptr;
     size_t fixed_size_ = 0;
     size_t offset_ = 0;            // in the current block or the fixed buffer
@@ -354,7 +375,10 @@ public:
     bool finalized() const { return finalized_; }
 
     uint32_t node_count() const { return node_count_; }
-    const Node& node(NodeId id) const;
+    const Node& node(NodeId id) const {
+        TESSEL_ASSERT(id < node_count_);
+        return blocks_[id >> kBlockShift][id & ((1u << kBlockShift) - 1)];
+    }
     NodeId find(StringView name) const;                    // kNoNode if absent (after finalize)
     const Attribute* find_attribute(NodeId node, StringView name) const;
 
@@ -611,13 +635,6 @@ const char* status_name(Status status) {
     return "UnknownStatus";
 }
 
-StringView::StringView(const char* zero_terminated)
-    : data(zero_terminated), size(zero_terminated ? std::strlen(zero_terminated) : 0) {}
-
-bool operator==(StringView a, StringView b) {
-    return a.size == b.size && (a.size == 0 || std::memcmp(a.data, b.data, a.size) == 0);
-}
-
 const char* element_type_name(ElementType type) {
     switch (type) {
         case ElementType::Undefined: return "undefined";
@@ -659,11 +676,12 @@ struct Arena::Block {
 Arena::Arena() {}
 Arena::Arena(size_t block_bytes) : block_bytes_(block_bytes < 256 ? 256 : block_bytes) {}
 Arena::Arena(void* buffer, size_t bytes)
-    : fixed_(static_cast<unsigned char*>(buffer)), fixed_size_(buffer ? bytes : 0), reserved_(fixed_size_) {}
+    : base_(static_cast<unsigned char*>(buffer)), capacity_(buffer ? bytes : 0), fixed_(static_cast<unsigned char*>(buffer)),
+      fixed_size_(buffer ? bytes : 0), reserved_(fixed_size_) {}
 
 Arena::~Arena() { reset(); }
 
-void* Arena::allocate(size_t bytes, size_t align) {
+void* Arena::allocate_block(size_t bytes, size_t align) {
     if (align == 0 || (align & (align - 1)) != 0) return nullptr;
     if (bytes == 0) bytes = 1;  // distinct, valid pointers for empty arrays
     if (fixed_) {
@@ -697,9 +715,11 @@ void* Arena::allocate(size_t bytes, size_t align) {
     block->previous = head_;
     block->size = size + header - sizeof(Block);
     head_ = block;
+    base_ = block->data();
+    capacity_ = block->size;
     reserved_ += header + size;
     offset_ = 0;
-    return allocate(bytes, align);
+    return allocate_block(bytes, align);
 }
 
 StringView Arena::copy_string(StringView s) {
@@ -719,6 +739,8 @@ void Arena::reset() {
         TESSEL_FREE(head_);
         head_ = previous;
     }
+    base_ = fixed_;
+    capacity_ = fixed_size_;
     offset_ = 0;
     used_ = 0;
     reserved_ = fixed_size_;
@@ -735,10 +757,6 @@ Status Graph::fail(Status status, const char* format, ...) const {
     return status;
 }
 
-const Node& Graph::node(NodeId id) const {
-    TESSEL_ASSERT(id < node_count_);
-    return blocks_[id >> kBlockShift][id & ((1u << kBlockShift) - 1)];
-}
 
 Node* Graph::node_mutable(NodeId id) {
     TESSEL_ASSERT(id < node_count_);

@@ -939,6 +939,7 @@ void destroy(T* object) {
 #include <type_traits>
 #include <cstdarg>
 #include <cstdio>
+#include <initializer_list>
 #include <cstring>
 #include <mutex>
 #include <thread>
@@ -2664,6 +2665,30 @@ const int64_t detail_prepare::kEmpty = 0;
 
 // >>builtin devices
 namespace detail {
+// `number` in decimal into `digits` (at least 10 bytes).
+inline StringView decimal(uint32_t number, char* digits) {
+    char reversed[10];
+    uint32_t count = 0;
+    do { reversed[count++] = (char)('0' + number % 10); number /= 10; } while (number);
+    for (uint32_t i = 0; i < count; ++i) digits[i] = reversed[count - 1 - i];
+    return StringView(digits, count);
+}
+
+// The parts joined in `arena`, zero-terminated; nullptr when out of memory. Every program step
+// is named so, and snprintf was a visible part of a plan's time.
+inline const char* join_name(Arena* arena, std::initializer_list<StringView> parts) {
+    size_t bytes = 1;
+    for (StringView part : parts) bytes += part.size;
+    char* name = static_cast<char*>(arena->allocate(bytes, 1));
+    if (!name) return nullptr;
+    size_t at = 0;
+    for (StringView part : parts) {
+        if (part.size) std::memcpy(name + at, part.data, part.size);
+        at += part.size;
+    }
+    name[at] = 0;
+    return name;
+}
 
 struct ConfigKey {
     const char* key;
@@ -2957,9 +2982,7 @@ protected:
         step.writes = Span<const uint32_t>(writes, node.num_outputs);
         step.in_place = model.kernel_in_place(id);
         step.scratch_bytes = model.kernel_scratch(id);
-        char name[96];
-        std::snprintf(name, sizeof name, "ref:%.*s", (int)node.op.size, node.op.data);
-        step.kernel = p->arena.copy_string(StringView(name)).data;
+        step.kernel = join_name(&p->arena, {"ref:", node.op});
         if (!step.kernel) return fail(Status::OutOfMemory, "out of memory");
         unit.kernel = k;
         return Status::Ok;
@@ -3168,12 +3191,8 @@ inline Status compile_island_snippet(SharedSnippets* store, SnippetBody** body, 
 // "<prefix><number>" into name (at least 12 bytes): build_cpu names every node of its private
 // graph, and snprintf was a visible part of a plan's time.
 inline void local_node_name(char* name, char prefix, uint32_t number) {
-    char digits[10];
-    uint32_t count = 0;
-    do { digits[count++] = (char)('0' + number % 10); number /= 10; } while (number);
     name[0] = prefix;
-    for (uint32_t i = 0; i < count; ++i) name[1 + i] = digits[count - 1 - i];
-    name[1 + count] = 0;
+    name[1 + decimal(number, name + 1).size] = 0;
 }
 
 inline Status CpuDevice::build_cpu(ReferenceProgram* p, const PreparedModel& model, Span<const NodeId> nodes) {
@@ -3450,13 +3469,12 @@ inline Status CpuDevice::build_cpu(ReferenceProgram* p, const PreparedModel& mod
         gstep.reads = Span<const uint32_t>(reads, r);
         gstep.writes = Span<const uint32_t>(writes, out_count);
         gstep.scratch_bytes = gstep.scratch_bytes > snippet->scratch_bytes() ? gstep.scratch_bytes : snippet->scratch_bytes();
-        char fused_name[128];
-        std::snprintf(fused_name, sizeof fused_name, "%s+epilogue:%u", gstep.kernel, fused_nodes);
+        char digits[10];
         gunit.epilogue = snippet;
         gunit.epilogue_body = body;
         gunit.shared_epilogue = shared;
         absorbed[u] = 1;
-        gstep.kernel = p->arena.copy_string(StringView(fused_name)).data;
+        gstep.kernel = join_name(&p->arena, {gstep.kernel, "+epilogue:", decimal(fused_nodes, digits)});
         return gstep.kernel ? Status::Ok : Status::OutOfMemory;
     };
     while (head < ready_count) {
@@ -3512,8 +3530,7 @@ inline Status CpuDevice::build_cpu(ReferenceProgram* p, const PreparedModel& mod
             step.scratch_bytes = snippet->scratch_bytes();
             uint32_t fused = 0;
             for (uint32_t v = first[u]; v != kNoNode; v = next[v]) if (local.node(v).op != StringView("Constant")) ++fused;
-            std::snprintf(name, sizeof name, "snippet:%s:%u", isa_name(snippet->isa()), fused);
-            step.kernel = p->arena.copy_string(StringView(name)).data;
+            step.kernel = join_name(&p->arena, {"snippet:", isa_name(snippet->isa()), ":", decimal(fused, name)});
             unit.snippet = snippet;
             unit.body = body;
             unit.shared_snippet = shared;
@@ -8634,9 +8651,7 @@ const float* cpu_packed_constant(ReferenceProgram* p, const PreparedModel& model
 inline Status cpu_gemm_use(ReferenceProgram* p, RunFn run, CpuGemmState* cs, StringView op) {
     ProgramStep& step = p->steps_[p->count - 1];
     ReferenceProgram::Unit& unit = p->units[p->count - 1];
-    char name[96];
-    std::snprintf(name, sizeof name, "gemm:%s:%.*s", isa_name(cs->gemm.isa()), (int)op.size, op.data);
-    step.kernel = p->arena.copy_string(StringView(name)).data;
+    step.kernel = join_name(&p->arena, {"gemm:", isa_name(cs->gemm.isa()), ":", op});
     if (!step.kernel) return Status::OutOfMemory;
     step.scratch_bytes = (size_t)cs->slots * cs->slot_floats * sizeof(float);
     unit.run = run;
@@ -12182,9 +12197,7 @@ inline Status run_cpu_resize_linear(const RunContext& c) {
 inline Status cpu_ops_use(ReferenceProgram* p, RunFn run, const void* state, StringView op, const char* what = kCpuOpsIsa) {
     ProgramStep& step = p->steps_[p->count - 1];
     ReferenceProgram::Unit& unit = p->units[p->count - 1];
-    char name[96];
-    std::snprintf(name, sizeof name, "cpu:%s:%.*s", what, (int)op.size, op.data);
-    step.kernel = p->arena.copy_string(StringView(name)).data;
+    step.kernel = join_name(&p->arena, {"cpu:", what, ":", op});
     if (!step.kernel) return Status::OutOfMemory;
     unit.run = run;
     unit.state = state;

@@ -208,7 +208,7 @@ const char* isa_name(Isa isa);
 Status parse_isa(StringView name, Isa* isa);   // "ref", "sse41", "avx2", "avx512", "neon"
 bool isa_available(Isa isa);    // CPU and build support it (Ref always); Neon on every AArch64
 Isa best_isa();                 // the best available target by CPUID (Neon on AArch64)
-Isa default_isa();              // TESSEL_ISA when set and available, else best_isa()
+Isa default_isa();              // TESSEL_ISA when set and available, else best_isa(); read once
 uint32_t isa_vector_floats(Isa isa);  // floats per vector register (1 for Ref)
 bool isa_uses_fma(Isa isa);     // whether the FMA steps of the approximations are fused
 
@@ -1841,10 +1841,14 @@ Isa best_isa() {
 }
 
 Isa default_isa() {
-    const char* env = std::getenv("TESSEL_ISA");
-    Isa isa;
-    if (env && parse_isa(StringView(env), &isa) == Status::Ok && isa_available(isa)) return isa;
-    return best_isa();
+    // Read once per process: kernels ask per node, and getenv walks the environment.
+    static const Isa chosen = [] {
+        const char* env = std::getenv("TESSEL_ISA");
+        Isa isa;
+        if (env && parse_isa(StringView(env), &isa) == Status::Ok && isa_available(isa)) return isa;
+        return best_isa();
+    }();
+    return chosen;
 }
 
 uint32_t isa_vector_floats(Isa isa) {
