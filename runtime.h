@@ -8557,7 +8557,7 @@ struct CpuGemmState {
     // Conv over a padded copy of the input (stride 1, k x k: cpu_conv_wide): its row width and
     // plane, the offset of each row (channel, tap) of B in it, and its floats (shared scratch).
     const int64_t* wide_offsets = nullptr;
-    int64_t wide_width = 0, wide_plane = 0, wide_positions = 0;
+    int64_t wide_width = 0, wide_plane = 0;
     size_t wide_floats = 0;
 };
 
@@ -8989,31 +8989,48 @@ inline void conv_work_split(int64_t positions, int64_t images, int64_t cap, int6
 
 // >>conv implicit gemm
 // A k x k Conv without im2col: the input planes are copied once into zero-padded planes of
-// width PW, and output position (oy, ox) is computed at "wide" position oy PW + ox, where tap
-// (ky, kx) of channel c reads the padded plane at c PP + ky d PW + kx d + (oy PW + ox) (stride
-// 1; strided convs read phase planes, cpu_conv_wide_plan).
-// Row (c, tap) of B is then a contiguous run of the padded input, so packing B's panels is a
-// copy of nr floats per row and panel; the PW - OW columns of each wide row past OW are
-// computed and dropped when the GEMM's block is copied to Y (with the bias).
+// width PW, and output position (oy, ox) reads "wide" position oy PW + ox, where tap (ky, kx)
+// of channel c reads the padded plane at c PP + ky d PW + kx d + (oy PW + ox) (stride 1;
+// strided convs read phase planes, cpu_conv_wide_plan).
+// Row (c, tap) of B is then a contiguous run of the padded input per output row, so packing a
+// panel of B is a copy of nr floats per row, or of a few runs where the panel crosses the end
+// of an output row. B's columns are Y's positions: the tiles store to Y (adding the bias).
+constexpr int64_t kWidePanelRuns = 64;   // runs of one panel at most (nr columns of 1-wide rows)
+
 template <int64_t NR>
-inline void pack_wide_panels(const float* base, const int64_t* offsets, int64_t depth, int64_t count, int64_t kc_max,
-                             int64_t nr_runtime, float* packed) {
+inline void pack_wide_panels(const float* base, const int64_t* offsets, int64_t depth, int64_t p0, int64_t count, int64_t ow,
+                             int64_t pw, int64_t kc_max, int64_t nr_runtime, float* packed) {
     const int64_t nr = NR ? NR : nr_runtime, np = (count + nr - 1) / nr * nr;
-    for (int64_t pc = 0; pc < depth; pc += kc_max) {
-        const int64_t kc = depth - pc < kc_max ? depth - pc : kc_max;
-        float* dst = packed + pc * np;
-        for (int64_t j0 = 0; j0 < count; j0 += nr) {
-            const int64_t w = count - j0 < nr ? count - j0 : nr;
-            if (w == nr) {
-                for (int64_t r = 0; r < kc; ++r, dst += nr) std::memcpy(dst, base + offsets[pc + r] + j0, (size_t)nr * sizeof(float));
-            } else {
-                for (int64_t r = 0; r < kc; ++r, dst += nr) {
-                    std::memcpy(dst, base + offsets[pc + r] + j0, (size_t)w * sizeof(float));
-                    std::memset(dst + w, 0, (size_t)(nr - w) * sizeof(float));
-                }
+    for (int64_t j0 = 0; j0 < count; j0 += nr) {
+        const int64_t w = count - j0 < nr ? count - j0 : nr;
+        // The panel's runs: columns [column[k], column[k] + length[k]) from wide position from[k].
+        int64_t column[kWidePanelRuns], from[kWidePanelRuns], length[kWidePanelRuns], runs = 0;
+        for (int64_t j = 0; j < w;) {
+            const int64_t p = p0 + j0 + j, ox = p % ow, len = ow - ox < w - j ? ow - ox : w - j;
+            column[runs] = j;
+            from[runs] = p / ow * pw + ox;
+            length[runs++] = len;
+            j += len;
+        }
+        for (int64_t pc = 0; pc < depth; pc += kc_max) {
+            const int64_t kc = depth - pc < kc_max ? depth - pc : kc_max;
+            float* dst = packed + pc * np + j0 * kc;
+            if (runs == 1 && w == nr) {
+                for (int64_t r = 0; r < kc; ++r, dst += nr) std::memcpy(dst, base + offsets[pc + r] + from[0], (size_t)nr * sizeof(float));
+                continue;
+            }
+            for (int64_t r = 0; r < kc; ++r, dst += nr) {
+                const float* row = base + offsets[pc + r];
+                for (int64_t k = 0; k < runs; ++k) std::memcpy(dst + column[k], row + from[k], (size_t)length[k] * sizeof(float));
+                if (w < nr) std::memset(dst + w, 0, (size_t)(nr - w) * sizeof(float));
             }
         }
     }
+}
+
+// dst[t] = src[2 t] for t < n: a constant stride (and no aliasing) the compiler vectorizes.
+inline void gather_stride2(const float* __restrict src, int64_t n, float* __restrict dst) {
+    for (int64_t t = 0; t < n; ++t) dst[t] = src[2 * t];
 }
 
 inline bool conv_takes_wide(const ConvState& st) {
@@ -9031,7 +9048,7 @@ inline Status run_cpu_conv_wide(const RunContext& c) {
     float* y = c.outputs[0].as<float>();
     const int64_t in_plane = w.in_size(), positions = w.out_size();
     if (positions == 0) return Status::Ok;
-    const int64_t pw = cs.wide_width, pp = cs.wide_plane, wide = cs.wide_positions, ow = w.out[2];
+    const int64_t pw = cs.wide_width, pp = cs.wide_plane, ow = w.out[2];
     float* padded = static_cast<float*>(c.scratch);
     const int64_t planes = st.batch * st.channels, sy = w.stride[1], sx = w.stride[2], phases = sy * sx;
     nn_parallel(c, (uint64_t)planes, [&](uint64_t, uint64_t begin, uint64_t end) {
@@ -9048,7 +9065,8 @@ inline Status run_cpu_conv_wide(const RunContext& c) {
                         const int64_t j0 = ((px - left) % sx + sx) % sx;
                         float* out = phase_row + px * pp + (left + j0) / sx;
                         const float* in = src + i * w.in[2];
-                        for (int64_t j = j0; j < w.in[2]; j += sx) *out++ = in[j];
+                        if (sx == 2) gather_stride2(in + j0, (w.in[2] - j0 + 1) / 2, out);
+                        else for (int64_t j = j0; j < w.in[2]; j += sx) *out++ = in[j];
                     }
                 }
                 continue;
@@ -9064,23 +9082,21 @@ inline Status run_cpu_conv_wide(const RunContext& c) {
             std::memset(dst + (top + w.in[1]) * pw, 0, (size_t)below * sizeof(float));
         }
     });
-    const int64_t blocks = (wide + cs.block - 1) / cs.block;
+    const int64_t blocks = (positions + cs.block - 1) / cs.block;
     const GemmBlocking& blocking = cs.gemm.blocking();
     const size_t col_floats = round16(cs.gemm.packed_b_floats(st.depth, cs.block));
-    const size_t out_floats = round16((size_t)(st.group_maps * cs.block));
     const uint32_t parts = cs.parts;
     float* slots = padded + cs.wide_floats;
     nn_parallel(c, (uint64_t)(st.batch * st.groups * blocks) * parts, [&](uint64_t slot, uint64_t begin, uint64_t end) {
         float* col = slots + slot * cs.slot_floats;
-        float* out = col + col_floats;
-        float* scratch = out + out_floats;
+        float* scratch = col + col_floats;
         for (uint64_t work = begin; work < end; ++work) {
             const uint64_t unit = work / parts;
             const uint32_t part = (uint32_t)(work % parts);
             int64_t blk = (int64_t)unit % blocks, g = (int64_t)unit / blocks % st.groups;
             int64_t n = (int64_t)unit / blocks / st.groups;
-            int64_t p0 = blk * cs.block, count = wide - p0 < cs.block ? wide - p0 : cs.block;
-            const float* base = padded + (n * st.channels + g * st.group_channels) * phases * pp + p0;
+            int64_t p0 = blk * cs.block, count = positions - p0 < cs.block ? positions - p0 : cs.block;
+            const float* base = padded + (n * st.channels + g * st.group_channels) * phases * pp;
             GemmOperand a, b;
             if (cs.packed) {
                 a.data = cs.packed + (size_t)g * cs.packed_floats;
@@ -9094,33 +9110,19 @@ inline Status run_cpu_conv_wide(const RunContext& c) {
             if (m0 >= m1) continue;
             // Every part packs the whole block (a part may take any columns of it).
             switch (blocking.nr) {
-                case 32: pack_wide_panels<32>(base, cs.wide_offsets, st.depth, count, blocking.kc, 32, col); break;
-                case 16: pack_wide_panels<16>(base, cs.wide_offsets, st.depth, count, blocking.kc, 16, col); break;
-                case 12: pack_wide_panels<12>(base, cs.wide_offsets, st.depth, count, blocking.kc, 12, col); break;
-                default: pack_wide_panels<0>(base, cs.wide_offsets, st.depth, count, blocking.kc, blocking.nr, col);
+                case 32: pack_wide_panels<32>(base, cs.wide_offsets, st.depth, p0, count, ow, pw, blocking.kc, 32, col); break;
+                case 16: pack_wide_panels<16>(base, cs.wide_offsets, st.depth, p0, count, ow, pw, blocking.kc, 16, col); break;
+                case 12: pack_wide_panels<12>(base, cs.wide_offsets, st.depth, p0, count, ow, pw, blocking.kc, 12, col); break;
+                default: pack_wide_panels<0>(base, cs.wide_offsets, st.depth, p0, count, ow, pw, blocking.kc, blocking.nr, col);
             }
             b.data = col;
             b.packed = true;
-            cs.gemm.run(st.group_maps, count, st.depth, 1.0f, a, b, 0.0f, out, count, scratch, part, parts);
-            // This part's rows and wide columns [n0, n1) to Y: the columns ox < OW of each wide row.
-            float* yg = y + (n * st.maps + g * st.group_maps) * positions;
-            for (int64_t m = m0; m < m1; ++m) {
-                const float bm = bias ? bias[g * st.group_maps + m] : 0.0f;
-                const float* src = out + m * count;
-                float* ym = yg + m * positions;
-                for (int64_t j = p0 + n0; j < p0 + n1;) {
-                    const int64_t oy = j / pw, ox = j % pw, run = pw - ox < p0 + n1 - j ? pw - ox : p0 + n1 - j;
-                    const int64_t valid = ox < ow ? (ow - ox < run ? ow - ox : run) : 0;
-                    const float* from = src + (j - p0);
-                    float* to = ym + oy * ow + ox;
-                    for (int64_t t = 0; t < valid; ++t) to[t] = from[t] + bm;
-                    j += run;
-                }
-            }
-            if (cs.epilogue) {   // wide columns [p0 + n0, p0 + n1) are Y's positions [first, last)
-                auto to_y = [&](int64_t j) { return j / pw * ow + (j % pw < ow ? j % pw : ow); };
+            float* yg = y + (n * st.maps + g * st.group_maps) * positions + p0;
+            cs.gemm.run(st.group_maps, count, st.depth, 1.0f, a, b, 0.0f, yg, positions, scratch, part, parts,
+                        bias ? bias + g * st.group_maps : nullptr);
+            if (cs.epilogue) {
                 const int64_t r0 = n * st.maps + g * st.group_maps;
-                gemm_epilogue_run(c, *cs.epilogue, r0 + m0, r0 + m1, to_y(p0 + n0), to_y(p0 + n1));
+                gemm_epilogue_run(c, *cs.epilogue, r0 + m0, r0 + m1, p0 + n0, p0 + n1);
             }
         }
     }, cs.slots);
@@ -9128,7 +9130,7 @@ inline Status run_cpu_conv_wide(const RunContext& c) {
 }
 
 // The wide plan of a Conv that conv_takes_wide: padded planes, B's row offsets, blocks of
-// wide positions (whole panels, a packed block of B of half of L2, at least one per thread).
+// output positions (whole panels; a block of B and of Y in half of L2, at least one per thread).
 inline Status cpu_conv_wide_plan(ReferenceProgram* p, const ConvState& st, CpuGemmState* cs) {
     const Window& w = st.w;
     const Gemm& gemm = cs->gemm;
@@ -9140,8 +9142,6 @@ inline Status cpu_conv_wide_plan(ReferenceProgram* p, const ConvState& st, CpuGe
     const int64_t pw = (padded_w + sx - 1) / sx, ph = (padded_h + sy - 1) / sy;
     cs->wide_width = pw;
     cs->wide_plane = ph * pw;
-    // The last wide position's last read is its phase plane's last float at most.
-    cs->wide_positions = (w.out[1] - 1) * pw + w.out[2];
     cs->wide_floats = round16((size_t)(st.batch * st.channels * phases * ph * pw));
     int64_t* offsets = p->arena.allocate_array<int64_t>((size_t)st.depth);
     if (!offsets) return Status::OutOfMemory;
@@ -9153,12 +9153,14 @@ inline Status cpu_conv_wide_plan(ReferenceProgram* p, const ConvState& st, CpuGe
                 offsets[r++] = (ci * phases + ty % sy * sx + tx % sx) * cs->wide_plane + ty / sy * pw + tx / sx;
             }
     cs->wide_offsets = offsets;
-    const int64_t nr = gemm.blocking().nr, wide = cs->wide_positions;
-    int64_t cap = (int64_t)(cpu_cache_sizes().l2 / 2 / (uint64_t)(st.depth * 4)) / nr * nr, block = 0;
+    // A unit's packed block of B and its block of Y (which the tiles and the epilogue pass
+    // over) in half of L2, as for im2col (cpu_conv_step).
+    const int64_t nr = gemm.blocking().nr, positions = w.out_size(), rows = st.depth + st.group_maps;
+    int64_t cap = (int64_t)(cpu_cache_sizes().l2 / 2 / (uint64_t)(rows * 4)) / nr * nr, block = 0;
     if (cap < 4 * nr) cap = 4 * nr;
-    conv_work_split(wide, st.batch * st.groups, cap, nr, gemm.vector_floats(), cs->slots, &block, &cs->parts);
+    conv_work_split(positions, st.batch * st.groups, cap, nr, gemm.vector_floats(), cs->slots, &block, &cs->parts);
     cs->block = block;
-    cs->slot_floats = round16(gemm.packed_b_floats(st.depth, block)) + round16((size_t)(st.group_maps * block)) +
+    cs->slot_floats = round16(gemm.packed_b_floats(st.depth, block)) +
                       round16(gemm.scratch_floats(st.group_maps, block, st.depth, cs->packed != nullptr, true));
     return Status::Ok;
 }
@@ -9233,7 +9235,7 @@ inline Status cpu_conv_step(ReferenceProgram* p, const PreparedModel& model, Nod
         });
         if (!cs->packed) return Status::OutOfMemory;
     }
-    if (conv_takes_wide(*st)) {
+    if (conv_takes_wide(*st) && gemm.blocking().nr <= kWidePanelRuns) {
         TESSEL_TRY(cpu_conv_wide_plan(p, *st, cs));
         TESSEL_TRY(cpu_gemm_use(p, run_cpu_conv_wide, cs, "Conv"));
         p->steps_[p->count - 1].scratch_bytes += cs->wide_floats * sizeof(float);

@@ -3,7 +3,8 @@
 // where the device fuses it), at 1 and 2 threads, in microseconds, GFLOP/s and share of the
 // FMA peak measured in the same run (best of many runs: other processes share the cores).
 // Only the public API: it builds against older headers too, for before/after figures.
-//   build/bench/conv [ISA]        (ISA: avx2, avx512, neon; default as TESSEL_ISA)
+//   build/bench/conv [ISA [NAME]]  (ISA: avx2, avx512, neon; default as TESSEL_ISA; NAME: only the
+//                                  shapes whose name contains it)
 #define TESSEL_IMPLEMENTATION
 #include "runtime.h"
 #include "bench_util.h"
@@ -11,6 +12,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -84,6 +86,7 @@ int main(int argc, char** argv) {
         {"r50 256->512 1x1/2 28^2", 256, 512, 56, 56, 1, 2, 0}, {"r50 512->2048 1x1 7^2", 512, 2048, 7, 7, 1, 1, 0},
     };
     for (const Shape& s : shapes) {
+        if (argc > 2 && !std::strstr(s.name, argv[2])) continue;
         const int64_t oh = (s.h + 2 * s.pad - s.k) / s.stride + 1, ow = (s.w + 2 * s.pad - s.k) / s.stride + 1;
         const double flops = 2.0 * (double)s.cout * (double)(s.cin * s.k * s.k) * (double)(oh * ow);
         const double t1 = conv_seconds(s, false, 1, isa_name(isa)), tr = conv_seconds(s, true, 1, isa_name(isa));
