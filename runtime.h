@@ -5043,6 +5043,111 @@ inline uint32_t reader_slot(const CompiledModel::Impl* m, uint32_t s, uint32_t v
 // when that input dies there. Buffers are placed largest first at the lowest offset that no
 // buffer live at the same time overlaps.
 inline Status concurrent_windows(CompiledModel::Impl* m, Arena* scratch, uint32_t** window_begin, uint32_t** window_end);   // >>hetero lanes
+inline Status run_concat(const RunContext& c);   // >>concat and split
+inline int64_t concat_axis(const void* state);
+
+// Concat in place: an input of a channel Concat at batch 1 (one run per input in the output)
+// that the CPU device's subgraph alone computes and reads gets the output's buffer at its
+// run's offset, so its producer writes its slice of the output and run_concat skips the copy
+// (it copies only a source that is not already where it goes). Buffers here are in-place
+// groups (buffer[] roots, lifetimes first/last of the root cover the group); an absorbed group
+// gets parent = the Concat output's group, delta = its offset in bytes. Nested Concats
+// (DenseNet's chain) nest. An input is left to the copy when its slice could be overwritten
+// while it is live: a group member written after the Concat (an in-place step reusing the
+// input), or the output's group reused in place before the input's last read; also graph
+// inputs and outputs, other devices' values, bounded outputs, unaligned runs. The absorbed
+// groups' lifetimes widen their outermost buffer's.
+inline Status plan_concat_in_place(CompiledModel::Impl* m, Arena* scratch, uint32_t* first, uint32_t* last, const uint32_t* buffer,
+                                   const uint8_t* pinned, uint32_t** parent_out, int64_t** delta_out) {
+    const PreparedModel& pm = m->prepared;
+    const uint32_t slots = m->slot_count, kNever = 0xffffffffu, kMixed = 0xfffffffeu;
+    bool any = false;   // no Concat on the CPU device: nothing to do
+    for (uint32_t e = 0; e < m->exec_count && !any; ++e) {
+        const ExecStep& x = m->exec[e];
+        if (x.transfer || !(m->subgraph_device[x.subgraph]->name() == StringView("CPU"))) continue;
+        const ProgramStep& step = m->programs[x.subgraph]->steps()[x.index];
+        any = std::strcmp(step.kernel, "ref:Concat") == 0 && pm.kernel(step.node) && pm.kernel(step.node)->run == run_concat;
+    }
+    if (!any) return Status::Ok;
+    uint32_t* parent = scratch->allocate_array<uint32_t>(slots + 1);
+    int64_t* delta = scratch->allocate_array<int64_t>(slots + 1);
+    uint32_t* sub_first = scratch->allocate_array<uint32_t>(slots + 1);   // a group and what it holds
+    uint32_t* sub_last = scratch->allocate_array<uint32_t>(slots + 1);
+    uint32_t* touched_by = scratch->allocate_array<uint32_t>(slots + 1);  // subgraph; kMixed: several or a transfer
+    if (!parent || !delta || !sub_first || !sub_last || !touched_by) return Status::OutOfMemory;
+    for (uint32_t s = 0; s < slots; ++s) {
+        parent[s] = s; delta[s] = 0; sub_first[s] = first[s]; sub_last[s] = last[s]; touched_by[s] = kNever;
+    }
+    auto touch = [&](uint32_t slot, uint32_t subgraph) {
+        touched_by[slot] = touched_by[slot] == kNever || touched_by[slot] == subgraph ? subgraph : kMixed;
+    };
+    for (uint32_t e = 0; e < m->exec_count; ++e) {
+        const ExecStep& x = m->exec[e];
+        if (x.transfer) {
+            touch(m->transfers[x.index].value, kMixed);
+            touch(m->transfers[x.index].slot, kMixed);
+            continue;
+        }
+        const ProgramStep& step = m->programs[x.subgraph]->steps()[x.index];
+        const bool bounded = pm.bounded_outputs(step.node);
+        for (uint32_t r : step.reads) touch(reader_slot(m, x.subgraph, r), x.subgraph);
+        for (uint32_t w : step.writes) touch(w, bounded ? kMixed : x.subgraph);
+    }
+    // Per group root: the latest first write of a member.
+    uint32_t* last_birth = scratch->allocate_array<uint32_t>(slots + 1);
+    if (!last_birth) return Status::OutOfMemory;
+    for (uint32_t s = 0; s < slots; ++s) last_birth[s] = 0;
+    for (uint32_t s = 0; s < slots; ++s)
+        if (first[s] != kNever && last_birth[buffer[s]] < first[s]) last_birth[buffer[s]] = first[s];
+    const size_t alignment = 64;
+    for (uint32_t e = 0; e < m->exec_count; ++e) {
+        const ExecStep& x = m->exec[e];
+        if (x.transfer || !(m->subgraph_device[x.subgraph]->name() == StringView("CPU"))) continue;
+        const ProgramStep& step = m->programs[x.subgraph]->steps()[x.index];
+        if (std::strcmp(step.kernel, "ref:Concat") != 0 || !pm.kernel(step.node) || pm.kernel(step.node)->run != run_concat ||
+            step.writes.size != 1)
+            continue;
+        const uint32_t out = step.writes[0], root = buffer[out], t = e + 1;
+        if (!pm.kernel_state(step.node) || first[out] == kNever || touched_by[root] != x.subgraph) continue;
+        const TensorDesc& yd = pm.value_desc(out);
+        bool one_run = true;   // one run per input: the dims before the axis are all 1
+        for (int64_t i = 0; i < concat_axis(pm.kernel_state(step.node)) && i < yd.rank; ++i) one_run = one_run && yd.dims[i] == 1;
+        if (!one_run) continue;
+        // The output group's members written after the Concat (in-place steps reusing it): the
+        // earliest of them must come after every absorbed input's last read.
+        uint32_t reuse = kNever;
+        for (uint32_t s = 0; s < slots; ++s)
+            if (first[s] != kNever && buffer[s] == root && first[s] > t && first[s] < reuse) reuse = first[s];
+        int64_t at = 0;
+        for (uint32_t k = 0; k < step.reads.size; at += (int64_t)m->slot_bytes[reader_slot(m, x.subgraph, step.reads[k])], ++k) {
+            const uint32_t in = reader_slot(m, x.subgraph, step.reads[k]), g = buffer[in];
+            if (in >= pm.value_count() || first[in] == kNever || m->slot_bytes[in] == 0) continue;
+            if (g == root || parent[g] != g || pinned[g] || touched_by[g] != x.subgraph) continue;
+            if ((size_t)at % alignment != 0 || m->slot_bytes[in] % alignment != 0) continue;
+            if (last_birth[g] > t || (reuse != kNever && reuse <= sub_last[g])) continue;
+            bool shared = false;   // every member of the group: this subgraph's alone, not pinned
+            for (uint32_t s = 0; s < slots && !shared; ++s)
+                if (first[s] != kNever && buffer[s] == g) shared = pinned[s] || touched_by[s] != x.subgraph;
+            if (shared) continue;
+            parent[g] = root;
+            delta[g] = at;
+            if (sub_first[root] > sub_first[g]) sub_first[root] = sub_first[g];
+            if (sub_last[root] < sub_last[g]) sub_last[root] = sub_last[g];
+        }
+    }
+    // The outermost buffer lives as long as everything inside it.
+    for (uint32_t s = 0; s < slots; ++s) {
+        if (parent[s] == s) continue;
+        uint32_t top = s;
+        while (parent[top] != top) top = parent[top];
+        if (first[top] > first[s]) first[top] = first[s];
+        if (last[top] < last[s]) last[top] = last[s];
+    }
+    *parent_out = parent;
+    *delta_out = delta;
+    return Status::Ok;
+}
+
 inline Status plan_memory(CompiledModel::Impl* m) {
     const PreparedModel& pm = m->prepared;
     const Graph& g = pm.model.graph;
@@ -5127,6 +5232,9 @@ inline Status plan_memory(CompiledModel::Impl* m) {
         if (last[b] < last[out]) last[b] = last[out];
         if (pinned[out]) pinned[b] = 1;
     }
+    uint32_t* parent = nullptr;   // Concat in place: a buffer inside another one, delta bytes in
+    int64_t* delta = nullptr;
+    if (!window_begin) TESSEL_TRY(plan_concat_in_place(m, &scratch, first, last, buffer, pinned, &parent, &delta));
     if (window_begin) {   // concurrent lanes: every touch covers the window of its subgraph
         auto widen = [&](uint32_t slot, uint32_t subgraph) {
             uint32_t b = buffer[slot];
@@ -5157,7 +5265,7 @@ inline Status plan_memory(CompiledModel::Impl* m) {
     for (uint32_t s = 0; s < slots; ++s) {
         if (first[s] == kNever) continue;
         m->unplanned_bytes += align_up(m->slot_bytes[s], 64);
-        if (buffer[s] == s) order[count++] = s;
+        if (buffer[s] == s && (!parent || parent[s] == s)) order[count++] = s;
     }
     std::sort(order, order + count, [&](uint32_t a, uint32_t b) {
         return m->slot_bytes[a] != m->slot_bytes[b] ? m->slot_bytes[a] > m->slot_bytes[b] : a < b;
@@ -5219,6 +5327,14 @@ inline Status plan_memory(CompiledModel::Impl* m) {
         block_head[k] = i;
         if (last[b] > block_last[k]) block_last[k] = last[b];
     }
+    if (parent)   // buffers inside Concat outputs: the outermost one's offset plus each delta on the way
+        for (uint32_t s = 0; s < slots; ++s) {
+            if (first[s] == kNever || buffer[s] != s || parent[s] == s) continue;
+            int64_t at = 0;
+            uint32_t k = s;
+            for (; parent[k] != k; k = parent[k]) at += delta[k];
+            m->offset[s] = m->offset[k] + at;
+        }
     for (uint32_t s = 0; s < slots; ++s)
         if (first[s] != kNever && buffer[s] != s) m->offset[s] = m->offset[buffer[s]];
     m->arena_bytes = total;
@@ -12618,6 +12734,8 @@ inline Status prepare_concat(PrepareContext& c) {
     return set_axis_output(c, y, axis);
 }
 
+inline int64_t concat_axis(const void* state) { return static_cast<const AxisState*>(state)->axis; }
+
 // Concat copies at least this many bytes per thread: below that one thread copies it all.
 constexpr uint64_t kConcatPartBytes = 64u << 10;
 
@@ -12639,7 +12757,8 @@ inline Status run_concat(const RunContext& c) {
             const TensorDesc& d = c.inputs[k].desc;
             const uint64_t run = dims_product(d, (int)st.axis, d.rank) * bytes;
             const uint64_t from = begin > at ? begin : at, to = end < at + run ? end : at + run;
-            if (from < to) std::memcpy(dst + from, c.inputs[k].as<const unsigned char>() + o * run + (from - at), (size_t)(to - from));
+            const unsigned char* src = c.inputs[k].as<const unsigned char>() + o * run + (from - at);
+            if (from < to && src != dst + from) std::memcpy(dst + from, src, (size_t)(to - from));   // in place: already there
             at += run;
             if (k + 1 == c.num_inputs) ++o;
         }
