@@ -5060,6 +5060,111 @@ inline uint32_t reader_slot(const CompiledModel::Impl* m, uint32_t s, uint32_t v
 // when that input dies there. Buffers are placed largest first at the lowest offset that no
 // buffer live at the same time overlaps.
 inline Status concurrent_windows(CompiledModel::Impl* m, Arena* scratch, uint32_t** window_begin, uint32_t** window_end);   // >>hetero lanes
+inline Status run_concat(const RunContext& c);   // >>concat and split
+inline int64_t concat_axis(const void* state);
+
+// Concat in place: an input of a channel Concat at batch 1 (one run per input in the output)
+// that the CPU device's subgraph alone computes and reads gets the output's buffer at its
+// run's offset, so its producer writes its slice of the output and run_concat skips the copy
+// (it copies only a source that is not already where it goes). Buffers here are in-place
+// groups (buffer[] roots, lifetimes first/last of the root cover the group); an absorbed group
+// gets parent = the Concat output's group, delta = its offset in bytes. Nested Concats
+// (DenseNet's chain) nest. An input is left to the copy when its slice could be overwritten
+// while it is live: a group member written after the Concat (an in-place step reusing the
+// input), or the output's group reused in place before the input's last read; also graph
+// inputs and outputs, other devices' values, bounded outputs, unaligned runs. The absorbed
+// groups' lifetimes widen their outermost buffer's.
+inline Status plan_concat_in_place(CompiledModel::Impl* m, Arena* scratch, uint32_t* first, uint32_t* last, const uint32_t* buffer,
+                                   const uint8_t* pinned, uint32_t** parent_out, int64_t** delta_out) {
+    const PreparedModel& pm = m->prepared;
+    const uint32_t slots = m->slot_count, kNever = 0xffffffffu, kMixed = 0xfffffffeu;
+    bool any = false;   // no Concat on the CPU device: nothing to do
+    for (uint32_t e = 0; e < m->exec_count && !any; ++e) {
+        const ExecStep& x = m->exec[e];
+        if (x.transfer || !(m->subgraph_device[x.subgraph]->name() == StringView("CPU"))) continue;
+        const ProgramStep& step = m->programs[x.subgraph]->steps()[x.index];
+        any = std::strcmp(step.kernel, "ref:Concat") == 0 && pm.kernel(step.node) && pm.kernel(step.node)->run == run_concat;
+    }
+    if (!any) return Status::Ok;
+    uint32_t* parent = scratch->allocate_array<uint32_t>(slots + 1);
+    int64_t* delta = scratch->allocate_array<int64_t>(slots + 1);
+    uint32_t* sub_first = scratch->allocate_array<uint32_t>(slots + 1);   // a group and what it holds
+    uint32_t* sub_last = scratch->allocate_array<uint32_t>(slots + 1);
+    uint32_t* touched_by = scratch->allocate_array<uint32_t>(slots + 1);  // subgraph; kMixed: several or a transfer
+    if (!parent || !delta || !sub_first || !sub_last || !touched_by) return Status::OutOfMemory;
+    for (uint32_t s = 0; s < slots; ++s) {
+        parent[s] = s; delta[s] = 0; sub_first[s] = first[s]; sub_last[s] = last[s]; touched_by[s] = kNever;
+    }
+    auto touch = [&](uint32_t slot, uint32_t subgraph) {
+        touched_by[slot] = touched_by[slot] == kNever || touched_by[slot] == subgraph ? subgraph : kMixed;
+    };
+    for (uint32_t e = 0; e < m->exec_count; ++e) {
+        const ExecStep& x = m->exec[e];
+        if (x.transfer) {
+            touch(m->transfers[x.index].value, kMixed);
+            touch(m->transfers[x.index].slot, kMixed);
+            continue;
+        }
+        const ProgramStep& step = m->programs[x.subgraph]->steps()[x.index];
+        const bool bounded = pm.bounded_outputs(step.node);
+        for (uint32_t r : step.reads) touch(reader_slot(m, x.subgraph, r), x.subgraph);
+        for (uint32_t w : step.writes) touch(w, bounded ? kMixed : x.subgraph);
+    }
+    // Per group root: the latest first write of a member.
+    uint32_t* last_birth = scratch->allocate_array<uint32_t>(slots + 1);
+    if (!last_birth) return Status::OutOfMemory;
+    for (uint32_t s = 0; s < slots; ++s) last_birth[s] = 0;
+    for (uint32_t s = 0; s < slots; ++s)
+        if (first[s] != kNever && last_birth[buffer[s]] < first[s]) last_birth[buffer[s]] = first[s];
+    const size_t alignment = 64;
+    for (uint32_t e = 0; e < m->exec_count; ++e) {
+        const ExecStep& x = m->exec[e];
+        if (x.transfer || !(m->subgraph_device[x.subgraph]->name() == StringView("CPU"))) continue;
+        const ProgramStep& step = m->programs[x.subgraph]->steps()[x.index];
+        if (std::strcmp(step.kernel, "ref:Concat") != 0 || !pm.kernel(step.node) || pm.kernel(step.node)->run != run_concat ||
+            step.writes.size != 1)
+            continue;
+        const uint32_t out = step.writes[0], root = buffer[out], t = e + 1;
+        if (!pm.kernel_state(step.node) || first[out] == kNever || touched_by[root] != x.subgraph) continue;
+        const TensorDesc& yd = pm.value_desc(out);
+        bool one_run = true;   // one run per input: the dims before the axis are all 1
+        for (int64_t i = 0; i < concat_axis(pm.kernel_state(step.node)) && i < yd.rank; ++i) one_run = one_run && yd.dims[i] == 1;
+        if (!one_run) continue;
+        // The output group's members written after the Concat (in-place steps reusing it): the
+        // earliest of them must come after every absorbed input's last read.
+        uint32_t reuse = kNever;
+        for (uint32_t s = 0; s < slots; ++s)
+            if (first[s] != kNever && buffer[s] == root && first[s] > t && first[s] < reuse) reuse = first[s];
+        int64_t at = 0;
+        for (uint32_t k = 0; k < step.reads.size; at += (int64_t)m->slot_bytes[reader_slot(m, x.subgraph, step.reads[k])], ++k) {
+            const uint32_t in = reader_slot(m, x.subgraph, step.reads[k]), g = buffer[in];
+            if (in >= pm.value_count() || first[in] == kNever || m->slot_bytes[in] == 0) continue;
+            if (g == root || parent[g] != g || pinned[g] || touched_by[g] != x.subgraph) continue;
+            if ((size_t)at % alignment != 0 || m->slot_bytes[in] % alignment != 0) continue;
+            if (last_birth[g] > t || (reuse != kNever && reuse <= sub_last[g])) continue;
+            bool shared = false;   // every member of the group: this subgraph's alone, not pinned
+            for (uint32_t s = 0; s < slots && !shared; ++s)
+                if (first[s] != kNever && buffer[s] == g) shared = pinned[s] || touched_by[s] != x.subgraph;
+            if (shared) continue;
+            parent[g] = root;
+            delta[g] = at;
+            if (sub_first[root] > sub_first[g]) sub_first[root] = sub_first[g];
+            if (sub_last[root] < sub_last[g]) sub_last[root] = sub_last[g];
+        }
+    }
+    // The outermost buffer lives as long as everything inside it.
+    for (uint32_t s = 0; s < slots; ++s) {
+        if (parent[s] == s) continue;
+        uint32_t top = s;
+        while (parent[top] != top) top = parent[top];
+        if (first[top] > first[s]) first[top] = first[s];
+        if (last[top] < last[s]) last[top] = last[s];
+    }
+    *parent_out = parent;
+    *delta_out = delta;
+    return Status::Ok;
+}
+
 inline Status plan_memory(CompiledModel::Impl* m) {
     const PreparedModel& pm = m->prepared;
     const Graph& g = pm.model.graph;
@@ -5144,6 +5249,9 @@ inline Status plan_memory(CompiledModel::Impl* m) {
         if (last[b] < last[out]) last[b] = last[out];
         if (pinned[out]) pinned[b] = 1;
     }
+    uint32_t* parent = nullptr;   // Concat in place: a buffer inside another one, delta bytes in
+    int64_t* delta = nullptr;
+    if (!window_begin) TESSEL_TRY(plan_concat_in_place(m, &scratch, first, last, buffer, pinned, &parent, &delta));
     if (window_begin) {   // concurrent lanes: every touch covers the window of its subgraph
         auto widen = [&](uint32_t slot, uint32_t subgraph) {
             uint32_t b = buffer[slot];
@@ -5174,7 +5282,7 @@ inline Status plan_memory(CompiledModel::Impl* m) {
     for (uint32_t s = 0; s < slots; ++s) {
         if (first[s] == kNever) continue;
         m->unplanned_bytes += align_up(m->slot_bytes[s], 64);
-        if (buffer[s] == s) order[count++] = s;
+        if (buffer[s] == s && (!parent || parent[s] == s)) order[count++] = s;
     }
     std::sort(order, order + count, [&](uint32_t a, uint32_t b) {
         return m->slot_bytes[a] != m->slot_bytes[b] ? m->slot_bytes[a] > m->slot_bytes[b] : a < b;
@@ -5236,6 +5344,14 @@ inline Status plan_memory(CompiledModel::Impl* m) {
         block_head[k] = i;
         if (last[b] > block_last[k]) block_last[k] = last[b];
     }
+    if (parent)   // buffers inside Concat outputs: the outermost one's offset plus each delta on the way
+        for (uint32_t s = 0; s < slots; ++s) {
+            if (first[s] == kNever || buffer[s] != s || parent[s] == s) continue;
+            int64_t at = 0;
+            uint32_t k = s;
+            for (; parent[k] != k; k = parent[k]) at += delta[k];
+            m->offset[s] = m->offset[k] + at;
+        }
     for (uint32_t s = 0; s < slots; ++s)
         if (first[s] != kNever && buffer[s] != s) m->offset[s] = m->offset[buffer[s]];
     m->arena_bytes = total;
@@ -8574,7 +8690,7 @@ struct CpuGemmState {
     // Conv over a padded copy of the input (stride 1, k x k: cpu_conv_wide): its row width and
     // plane, the offset of each row (channel, tap) of B in it, and its floats (shared scratch).
     const int64_t* wide_offsets = nullptr;
-    int64_t wide_width = 0, wide_plane = 0, wide_positions = 0;
+    int64_t wide_width = 0, wide_plane = 0;
     size_t wide_floats = 0;
 };
 
@@ -9004,31 +9120,48 @@ inline void conv_work_split(int64_t positions, int64_t images, int64_t cap, int6
 
 // >>conv implicit gemm
 // A k x k Conv without im2col: the input planes are copied once into zero-padded planes of
-// width PW, and output position (oy, ox) is computed at "wide" position oy PW + ox, where tap
-// (ky, kx) of channel c reads the padded plane at c PP + ky d PW + kx d + (oy PW + ox) (stride
-// 1; strided convs read phase planes, cpu_conv_wide_plan).
-// Row (c, tap) of B is then a contiguous run of the padded input, so packing B's panels is a
-// copy of nr floats per row and panel; the PW - OW columns of each wide row past OW are
-// computed and dropped when the GEMM's block is copied to Y (with the bias).
+// width PW, and output position (oy, ox) reads "wide" position oy PW + ox, where tap (ky, kx)
+// of channel c reads the padded plane at c PP + ky d PW + kx d + (oy PW + ox) (stride 1;
+// strided convs read phase planes, cpu_conv_wide_plan).
+// Row (c, tap) of B is then a contiguous run of the padded input per output row, so packing a
+// panel of B is a copy of nr floats per row, or of a few runs where the panel crosses the end
+// of an output row. B's columns are Y's positions: the tiles store to Y (adding the bias).
+constexpr int64_t kWidePanelRuns = 64;   // runs of one panel at most (nr columns of 1-wide rows)
+
 template <int64_t NR>
-inline void pack_wide_panels(const float* base, const int64_t* offsets, int64_t depth, int64_t count, int64_t kc_max,
-                             int64_t nr_runtime, float* packed) {
+inline void pack_wide_panels(const float* base, const int64_t* offsets, int64_t depth, int64_t p0, int64_t count, int64_t ow,
+                             int64_t pw, int64_t kc_max, int64_t nr_runtime, float* packed) {
     const int64_t nr = NR ? NR : nr_runtime, np = (count + nr - 1) / nr * nr;
-    for (int64_t pc = 0; pc < depth; pc += kc_max) {
-        const int64_t kc = depth - pc < kc_max ? depth - pc : kc_max;
-        float* dst = packed + pc * np;
-        for (int64_t j0 = 0; j0 < count; j0 += nr) {
-            const int64_t w = count - j0 < nr ? count - j0 : nr;
-            if (w == nr) {
-                for (int64_t r = 0; r < kc; ++r, dst += nr) std::memcpy(dst, base + offsets[pc + r] + j0, (size_t)nr * sizeof(float));
-            } else {
-                for (int64_t r = 0; r < kc; ++r, dst += nr) {
-                    std::memcpy(dst, base + offsets[pc + r] + j0, (size_t)w * sizeof(float));
-                    std::memset(dst + w, 0, (size_t)(nr - w) * sizeof(float));
-                }
+    for (int64_t j0 = 0; j0 < count; j0 += nr) {
+        const int64_t w = count - j0 < nr ? count - j0 : nr;
+        // The panel's runs: columns [column[k], column[k] + length[k]) from wide position from[k].
+        int64_t column[kWidePanelRuns], from[kWidePanelRuns], length[kWidePanelRuns], runs = 0;
+        for (int64_t j = 0; j < w;) {
+            const int64_t p = p0 + j0 + j, ox = p % ow, len = ow - ox < w - j ? ow - ox : w - j;
+            column[runs] = j;
+            from[runs] = p / ow * pw + ox;
+            length[runs++] = len;
+            j += len;
+        }
+        for (int64_t pc = 0; pc < depth; pc += kc_max) {
+            const int64_t kc = depth - pc < kc_max ? depth - pc : kc_max;
+            float* dst = packed + pc * np + j0 * kc;
+            if (runs == 1 && w == nr) {
+                for (int64_t r = 0; r < kc; ++r, dst += nr) std::memcpy(dst, base + offsets[pc + r] + from[0], (size_t)nr * sizeof(float));
+                continue;
+            }
+            for (int64_t r = 0; r < kc; ++r, dst += nr) {
+                const float* row = base + offsets[pc + r];
+                for (int64_t k = 0; k < runs; ++k) std::memcpy(dst + column[k], row + from[k], (size_t)length[k] * sizeof(float));
+                if (w < nr) std::memset(dst + w, 0, (size_t)(nr - w) * sizeof(float));
             }
         }
     }
+}
+
+// dst[t] = src[2 t] for t < n: a constant stride (and no aliasing) the compiler vectorizes.
+inline void gather_stride2(const float* __restrict src, int64_t n, float* __restrict dst) {
+    for (int64_t t = 0; t < n; ++t) dst[t] = src[2 * t];
 }
 
 inline bool conv_takes_wide(const ConvState& st) {
@@ -9046,7 +9179,7 @@ inline Status run_cpu_conv_wide(const RunContext& c) {
     float* y = c.outputs[0].as<float>();
     const int64_t in_plane = w.in_size(), positions = w.out_size();
     if (positions == 0) return Status::Ok;
-    const int64_t pw = cs.wide_width, pp = cs.wide_plane, wide = cs.wide_positions, ow = w.out[2];
+    const int64_t pw = cs.wide_width, pp = cs.wide_plane, ow = w.out[2];
     float* padded = static_cast<float*>(c.scratch);
     const int64_t planes = st.batch * st.channels, sy = w.stride[1], sx = w.stride[2], phases = sy * sx;
     nn_parallel(c, (uint64_t)planes, [&](uint64_t, uint64_t begin, uint64_t end) {
@@ -9063,7 +9196,8 @@ inline Status run_cpu_conv_wide(const RunContext& c) {
                         const int64_t j0 = ((px - left) % sx + sx) % sx;
                         float* out = phase_row + px * pp + (left + j0) / sx;
                         const float* in = src + i * w.in[2];
-                        for (int64_t j = j0; j < w.in[2]; j += sx) *out++ = in[j];
+                        if (sx == 2) gather_stride2(in + j0, (w.in[2] - j0 + 1) / 2, out);
+                        else for (int64_t j = j0; j < w.in[2]; j += sx) *out++ = in[j];
                     }
                 }
                 continue;
@@ -9079,23 +9213,21 @@ inline Status run_cpu_conv_wide(const RunContext& c) {
             std::memset(dst + (top + w.in[1]) * pw, 0, (size_t)below * sizeof(float));
         }
     });
-    const int64_t blocks = (wide + cs.block - 1) / cs.block;
+    const int64_t blocks = (positions + cs.block - 1) / cs.block;
     const GemmBlocking& blocking = cs.gemm.blocking();
     const size_t col_floats = round16(cs.gemm.packed_b_floats(st.depth, cs.block));
-    const size_t out_floats = round16((size_t)(st.group_maps * cs.block));
     const uint32_t parts = cs.parts;
     float* slots = padded + cs.wide_floats;
     nn_parallel(c, (uint64_t)(st.batch * st.groups * blocks) * parts, [&](uint64_t slot, uint64_t begin, uint64_t end) {
         float* col = slots + slot * cs.slot_floats;
-        float* out = col + col_floats;
-        float* scratch = out + out_floats;
+        float* scratch = col + col_floats;
         for (uint64_t work = begin; work < end; ++work) {
             const uint64_t unit = work / parts;
             const uint32_t part = (uint32_t)(work % parts);
             int64_t blk = (int64_t)unit % blocks, g = (int64_t)unit / blocks % st.groups;
             int64_t n = (int64_t)unit / blocks / st.groups;
-            int64_t p0 = blk * cs.block, count = wide - p0 < cs.block ? wide - p0 : cs.block;
-            const float* base = padded + (n * st.channels + g * st.group_channels) * phases * pp + p0;
+            int64_t p0 = blk * cs.block, count = positions - p0 < cs.block ? positions - p0 : cs.block;
+            const float* base = padded + (n * st.channels + g * st.group_channels) * phases * pp;
             GemmOperand a, b;
             if (cs.packed) {
                 a.data = cs.packed + (size_t)g * cs.packed_floats;
@@ -9109,33 +9241,19 @@ inline Status run_cpu_conv_wide(const RunContext& c) {
             if (m0 >= m1) continue;
             // Every part packs the whole block (a part may take any columns of it).
             switch (blocking.nr) {
-                case 32: pack_wide_panels<32>(base, cs.wide_offsets, st.depth, count, blocking.kc, 32, col); break;
-                case 16: pack_wide_panels<16>(base, cs.wide_offsets, st.depth, count, blocking.kc, 16, col); break;
-                case 12: pack_wide_panels<12>(base, cs.wide_offsets, st.depth, count, blocking.kc, 12, col); break;
-                default: pack_wide_panels<0>(base, cs.wide_offsets, st.depth, count, blocking.kc, blocking.nr, col);
+                case 32: pack_wide_panels<32>(base, cs.wide_offsets, st.depth, p0, count, ow, pw, blocking.kc, 32, col); break;
+                case 16: pack_wide_panels<16>(base, cs.wide_offsets, st.depth, p0, count, ow, pw, blocking.kc, 16, col); break;
+                case 12: pack_wide_panels<12>(base, cs.wide_offsets, st.depth, p0, count, ow, pw, blocking.kc, 12, col); break;
+                default: pack_wide_panels<0>(base, cs.wide_offsets, st.depth, p0, count, ow, pw, blocking.kc, blocking.nr, col);
             }
             b.data = col;
             b.packed = true;
-            cs.gemm.run(st.group_maps, count, st.depth, 1.0f, a, b, 0.0f, out, count, scratch, part, parts);
-            // This part's rows and wide columns [n0, n1) to Y: the columns ox < OW of each wide row.
-            float* yg = y + (n * st.maps + g * st.group_maps) * positions;
-            for (int64_t m = m0; m < m1; ++m) {
-                const float bm = bias ? bias[g * st.group_maps + m] : 0.0f;
-                const float* src = out + m * count;
-                float* ym = yg + m * positions;
-                for (int64_t j = p0 + n0; j < p0 + n1;) {
-                    const int64_t oy = j / pw, ox = j % pw, run = pw - ox < p0 + n1 - j ? pw - ox : p0 + n1 - j;
-                    const int64_t valid = ox < ow ? (ow - ox < run ? ow - ox : run) : 0;
-                    const float* from = src + (j - p0);
-                    float* to = ym + oy * ow + ox;
-                    for (int64_t t = 0; t < valid; ++t) to[t] = from[t] + bm;
-                    j += run;
-                }
-            }
-            if (cs.epilogue) {   // wide columns [p0 + n0, p0 + n1) are Y's positions [first, last)
-                auto to_y = [&](int64_t j) { return j / pw * ow + (j % pw < ow ? j % pw : ow); };
+            float* yg = y + (n * st.maps + g * st.group_maps) * positions + p0;
+            cs.gemm.run(st.group_maps, count, st.depth, 1.0f, a, b, 0.0f, yg, positions, scratch, part, parts,
+                        bias ? bias + g * st.group_maps : nullptr);
+            if (cs.epilogue) {
                 const int64_t r0 = n * st.maps + g * st.group_maps;
-                gemm_epilogue_run(c, *cs.epilogue, r0 + m0, r0 + m1, to_y(p0 + n0), to_y(p0 + n1));
+                gemm_epilogue_run(c, *cs.epilogue, r0 + m0, r0 + m1, p0 + n0, p0 + n1);
             }
         }
     }, cs.slots);
@@ -9143,7 +9261,7 @@ inline Status run_cpu_conv_wide(const RunContext& c) {
 }
 
 // The wide plan of a Conv that conv_takes_wide: padded planes, B's row offsets, blocks of
-// wide positions (whole panels, a packed block of B of half of L2, at least one per thread).
+// output positions (whole panels; a block of B and of Y in half of L2, at least one per thread).
 inline Status cpu_conv_wide_plan(ReferenceProgram* p, const ConvState& st, CpuGemmState* cs) {
     const Window& w = st.w;
     const Gemm& gemm = cs->gemm;
@@ -9155,8 +9273,6 @@ inline Status cpu_conv_wide_plan(ReferenceProgram* p, const ConvState& st, CpuGe
     const int64_t pw = (padded_w + sx - 1) / sx, ph = (padded_h + sy - 1) / sy;
     cs->wide_width = pw;
     cs->wide_plane = ph * pw;
-    // The last wide position's last read is its phase plane's last float at most.
-    cs->wide_positions = (w.out[1] - 1) * pw + w.out[2];
     cs->wide_floats = round16((size_t)(st.batch * st.channels * phases * ph * pw));
     int64_t* offsets = p->arena.allocate_array<int64_t>((size_t)st.depth);
     if (!offsets) return Status::OutOfMemory;
@@ -9168,12 +9284,14 @@ inline Status cpu_conv_wide_plan(ReferenceProgram* p, const ConvState& st, CpuGe
                 offsets[r++] = (ci * phases + ty % sy * sx + tx % sx) * cs->wide_plane + ty / sy * pw + tx / sx;
             }
     cs->wide_offsets = offsets;
-    const int64_t nr = gemm.blocking().nr, wide = cs->wide_positions;
-    int64_t cap = (int64_t)(cpu_cache_sizes().l2 / 2 / (uint64_t)(st.depth * 4)) / nr * nr, block = 0;
+    // A unit's packed block of B and its block of Y (which the tiles and the epilogue pass
+    // over) in half of L2, as for im2col (cpu_conv_step).
+    const int64_t nr = gemm.blocking().nr, positions = w.out_size(), rows = st.depth + st.group_maps;
+    int64_t cap = (int64_t)(cpu_cache_sizes().l2 / 2 / (uint64_t)(rows * 4)) / nr * nr, block = 0;
     if (cap < 4 * nr) cap = 4 * nr;
-    conv_work_split(wide, st.batch * st.groups, cap, nr, gemm.vector_floats(), cs->slots, &block, &cs->parts);
+    conv_work_split(positions, st.batch * st.groups, cap, nr, gemm.vector_floats(), cs->slots, &block, &cs->parts);
     cs->block = block;
-    cs->slot_floats = round16(gemm.packed_b_floats(st.depth, block)) + round16((size_t)(st.group_maps * block)) +
+    cs->slot_floats = round16(gemm.packed_b_floats(st.depth, block)) +
                       round16(gemm.scratch_floats(st.group_maps, block, st.depth, cs->packed != nullptr, true));
     return Status::Ok;
 }
@@ -9248,7 +9366,7 @@ inline Status cpu_conv_step(ReferenceProgram* p, const PreparedModel& model, Nod
         });
         if (!cs->packed) return Status::OutOfMemory;
     }
-    if (conv_takes_wide(*st)) {
+    if (conv_takes_wide(*st) && gemm.blocking().nr <= kWidePanelRuns) {
         TESSEL_TRY(cpu_conv_wide_plan(p, *st, cs));
         TESSEL_TRY(cpu_gemm_use(p, run_cpu_conv_wide, cs, "Conv"));
         p->steps_[p->count - 1].scratch_bytes += cs->wide_floats * sizeof(float);
@@ -12629,6 +12747,8 @@ inline Status prepare_concat(PrepareContext& c) {
     return set_axis_output(c, y, axis);
 }
 
+inline int64_t concat_axis(const void* state) { return static_cast<const AxisState*>(state)->axis; }
+
 // Concat copies at least this many bytes per thread: below that one thread copies it all.
 constexpr uint64_t kConcatPartBytes = 64u << 10;
 
@@ -12650,7 +12770,8 @@ inline Status run_concat(const RunContext& c) {
             const TensorDesc& d = c.inputs[k].desc;
             const uint64_t run = dims_product(d, (int)st.axis, d.rank) * bytes;
             const uint64_t from = begin > at ? begin : at, to = end < at + run ? end : at + run;
-            if (from < to) std::memcpy(dst + from, c.inputs[k].as<const unsigned char>() + o * run + (from - at), (size_t)(to - from));
+            const unsigned char* src = c.inputs[k].as<const unsigned char>() + o * run + (from - at);
+            if (from < to && src != dst + from) std::memcpy(dst + from, src, (size_t)(to - from));   // in place: already there
             at += run;
             if (k + 1 == c.num_inputs) ++o;
         }

@@ -3,7 +3,8 @@
 // where the device fuses it), at 1 and 2 threads, in microseconds, GFLOP/s and share of the
 // FMA peak measured in the same run (best of many runs: other processes share the cores).
 // Only the public API: it builds against older headers too, for before/after figures.
-//   build/bench/conv [ISA]        (ISA: avx2, avx512, neon; default as TESSEL_ISA)
+//   build/bench/conv [ISA [NAME]]  (ISA: avx2, avx512, neon; default as TESSEL_ISA; NAME: only the
+//                                  shapes whose name contains it)
 #define TESSEL_IMPLEMENTATION
 #include "runtime.h"
 #include "bench_util.h"
@@ -11,6 +12,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -79,11 +81,13 @@ int main(int argc, char** argv) {
     const Shape shapes[] = {
         {"det 96->24 3x3 40^2", 96, 24, 40, 40, 3, 1, 1},     {"det 3->16 3x3/2 160^2", 3, 16, 160, 160, 3, 2, 1},
         {"det 16->64 1x1 80^2", 16, 64, 80, 80, 1, 1, 0},     {"rec 32->64 1x1 24x160", 32, 64, 24, 160, 1, 1, 0},
-        {"squeeze 3->64 3x3/2", 3, 64, 224, 224, 3, 2, 0},    {"r50 64->64 3x3 56^2", 64, 64, 56, 56, 3, 1, 1},
+        {"squeeze 3->64 3x3/2", 3, 64, 224, 224, 3, 2, 0},    {"r50 3->64 7x7/2 224^2", 3, 64, 224, 224, 7, 2, 3},
+        {"r50 64->64 3x3 56^2", 64, 64, 56, 56, 3, 1, 1},
         {"r50 256->64 1x1 56^2", 256, 64, 56, 56, 1, 1, 0},   {"r50 64->256 1x1 56^2", 64, 256, 56, 56, 1, 1, 0},   {"r50 128->128 3x3 28^2", 128, 128, 28, 28, 3, 1, 1},
         {"r50 256->512 1x1/2 28^2", 256, 512, 56, 56, 1, 2, 0}, {"r50 512->2048 1x1 7^2", 512, 2048, 7, 7, 1, 1, 0},
     };
     for (const Shape& s : shapes) {
+        if (argc > 2 && !std::strstr(s.name, argv[2])) continue;
         const int64_t oh = (s.h + 2 * s.pad - s.k) / s.stride + 1, ow = (s.w + 2 * s.pad - s.k) / s.stride + 1;
         const double flops = 2.0 * (double)s.cout * (double)(s.cin * s.k * s.k) * (double)(oh * ow);
         const double t1 = conv_seconds(s, false, 1, isa_name(isa)), tr = conv_seconds(s, true, 1, isa_name(isa));

@@ -4,7 +4,7 @@
 // order whichever thread and tile computes it), and the 1-thread output is within the GEMM
 // bound of a double-precision reference: |got - want| <= 1e-5 sum |w||x| + 1e-30. Shapes
 // from the real CNNs' stages (14 x 14, 28 x 28, 7 x 7 maps; 1x1, 3x3, strided, grouped,
-// dilated, batch 2), also with a fused epilogue (Relu; residual Add and Relu).
+// dilated, batch 2; 3-channel stems), also with a fused epilogue (Relu; residual Add and Relu).
 #include <doctest/doctest.h>
 #include <cmath>
 #include <cstring>
@@ -134,6 +134,9 @@ const ThreadsConvCase kStageCases[] = {
     {{1, 16, 29, 31}, {24, 16, 3, 3}, 1, {2, 2}, {}, {1, 1, 1, 1}},    // strided 3x3 (phase planes)
     {{1, 8, 56, 56}, {24, 8, 1, 1}, 1, {}, {}, {}},                    // 1x1 on 56 x 56: many blocks
     {{1, 8, 20, 22}, {16, 8, 5, 5}, 1, {}, {2, 2}, {4, 4, 4, 4}},      // 5x5 dilated
+    {{1, 3, 123, 119}, {64, 3, 3, 3}, 1, {2, 2}, {}, {1, 0, 0, 1}},    // 3-channel stem, stride 2: many blocks
+    {{1, 3, 64, 61}, {16, 3, 3, 3}, 1, {2, 2}, {}, {1, 1, 1, 1}},      // the detector's stem
+    {{1, 5, 33, 37}, {20, 5, 3, 3}, 1, {3, 3}, {}, {1, 2, 0, 1}},      // stride 3, asymmetric pads
 };
 }  // namespace
 
@@ -148,7 +151,7 @@ TEST_CASE("conv threads: 2 and 3 threads equal 1 thread bit for bit at every ISA
 
 TEST_CASE("conv threads: a fused epilogue (Relu; residual Add, Relu) splits with the Conv, bit for bit") {
     uint32_t seed = 3300;
-    for (const ThreadsConvCase& cc : {kStageCases[0], kStageCases[1], kStageCases[4], kStageCases[5]}) {
+    for (const ThreadsConvCase& cc : {kStageCases[0], kStageCases[1], kStageCases[4], kStageCases[5], kStageCases[9]}) {
         for (Tail tail : {Tail::Relu, Tail::AddRelu}) {
             CAPTURE(seed);
             CAPTURE((int)tail);
