@@ -20986,9 +20986,13 @@ inline bool g_is_conv(const PreparedModel& model, NodeId id) { return model.mode
 
 // A QDQ MatMul x [rows, k] times w [k, n]: Int8Gemm on the transposed product (A = w^T, the
 // weights' maps as rows; B = x^T packed from x's rows), a block of x's rows at a time, the
-// block's [n x rows] result transposed into y.
+// block's [n x rows] result transposed into y. Up to Int8Gemv::kRows rows (a batch-1 fully
+// connected layer) on a target with the gemv kernel: Int8Gemv straight into y, the threads
+// taking panels of 64 columns (the weights, read once, are what costs).
 struct Int8MatMulState {
     Int8Gemm gemm;
+    Int8Gemv gemv;
+    bool use_gemv = false;             // packed, bias and scale are then Int8Gemv's (whole panels)
     int64_t rows = 0, n = 0, k = 0;
     const int8_t* packed = nullptr;
     const int32_t* bias = nullptr;
@@ -21005,6 +21009,23 @@ inline Status run_int8_matmul(const RunContext& c) {
     uint8_t* y = c.outputs[0].as<uint8_t>();
     const int64_t blocks = (st.rows + st.block - 1) / st.block;
     const uint64_t macs = (uint64_t)(st.rows * st.n * st.k);
+    if (st.use_gemv) {
+        const int64_t row_bytes = Int8Gemm::k_groups(st.k) * 4;
+        Int8Requant rq = st.rq;
+        rq.bias = st.bias;
+        rq.scale = st.scale;
+        nn_parallel(c, (uint64_t)((st.n + Int8Gemv::kColumns - 1) / Int8Gemv::kColumns), [&](uint64_t slot, uint64_t begin, uint64_t end) {
+            const uint8_t* xs = x;
+            if (row_bytes != st.k) {   // K's tail: the rows row_bytes apart
+                uint8_t* copy = static_cast<uint8_t*>(c.scratch) + slot * st.slot_bytes;
+                std::memset(copy, 0, (size_t)(st.rows * row_bytes));
+                for (int64_t r = 0; r < st.rows; ++r) std::memcpy(copy + r * row_bytes, x + r * st.k, (size_t)st.k);
+                xs = copy;
+            }
+            st.gemv.run((int64_t)begin, (int64_t)end, st.rows, st.n, st.k, st.packed, xs, rq, y, st.n);
+        }, int8_slots(macs, st.slots));
+        return Status::Ok;
+    }
     nn_parallel(c, (uint64_t)blocks, [&](uint64_t slot, uint64_t begin, uint64_t end) {
         uint8_t* panel = static_cast<uint8_t*>(c.scratch) + slot * st.slot_bytes;
         uint8_t* result = panel + st.panel_bytes;
@@ -21219,12 +21240,31 @@ inline Int8MatMulState* int8_matmul_state(ReferenceProgram* p, int64_t rows, int
     st->bias = wq.bias;
     st->scale = wq.scale;
     st->rq = wq.rq;
+    st->slots = p->threads ? p->threads : 1;
+    if (rows <= Int8Gemv::kRows && st->gemv.init(isa) == Status::Ok) {
+        const int64_t columns = (n + Int8Gemv::kColumns - 1) / Int8Gemv::kColumns * Int8Gemv::kColumns;
+        int32_t* bias = p->arena.allocate_array<int32_t>((size_t)columns);
+        float* scale = p->arena.allocate_array<float>((size_t)columns);
+        int8_t* packed = static_cast<int8_t*>(p->arena.allocate(Int8Gemv::packed_bytes(n, k) + 64, 64));
+        if (!bias || !scale || !packed) return nullptr;
+        for (int64_t j = 0; j < columns; ++j) {
+            bias[j] = j < n ? wq.bias[j] : 0;
+            scale[j] = j < n ? wq.scale[j] : 0.0f;
+        }
+        Int8Gemv::pack(n, k, wq.q, k, packed);
+        st->bias = bias;
+        st->scale = scale;
+        st->packed = packed;
+        st->use_gemv = true;
+        const int64_t row_bytes = Int8Gemm::k_groups(k) * 4;
+        st->slot_bytes = row_bytes == k ? 0 : ((size_t)(rows * row_bytes) + 63) & ~(size_t)63;
+        return st;
+    }
     int8_t* packed = static_cast<int8_t*>(p->arena.allocate(st->gemm.packed_a_bytes(st->n, st->k) + 64, 64));
     if (!packed) return nullptr;
     st->gemm.pack_a(st->n, st->k, wq.q, st->k, packed);
     st->packed = packed;
     // Rows per block: the packed panel in half of L2, at least 4 tiles; every thread a block.
-    st->slots = p->threads ? p->threads : 1;
     const int64_t nr = st->gemm.nr();
     int64_t block = (int64_t)(cpu_cache_sizes().l2 / 2 / (uint64_t)(Int8Gemm::k_groups(st->k) * 4)) / nr * nr;
     if (block < 4 * nr) block = 4 * nr;
