@@ -21120,9 +21120,13 @@ inline bool g_is_conv(const PreparedModel& model, NodeId id) { return model.mode
 
 // A QDQ MatMul x [rows, k] times w [k, n]: Int8Gemm on the transposed product (A = w^T, the
 // weights' maps as rows; B = x^T packed from x's rows), a block of x's rows at a time, the
-// block's [n x rows] result transposed into y.
+// block's [n x rows] result transposed into y. Up to Int8Gemv::kRows rows (a batch-1 fully
+// connected layer) on a target with the gemv kernel: Int8Gemv straight into y, the threads
+// taking panels of 64 columns (the weights, read once, are what costs).
 struct Int8MatMulState {
     Int8Gemm gemm;
+    Int8Gemv gemv;
+    bool use_gemv = false;             // packed, bias and scale are then Int8Gemv's (whole panels)
     int64_t rows = 0, n = 0, k = 0;
     const int8_t* packed = nullptr;
     const int32_t* bias = nullptr;
@@ -21139,6 +21143,23 @@ inline Status run_int8_matmul(const RunContext& c) {
     uint8_t* y = c.outputs[0].as<uint8_t>();
     const int64_t blocks = (st.rows + st.block - 1) / st.block;
     const uint64_t macs = (uint64_t)(st.rows * st.n * st.k);
+    if (st.use_gemv) {
+        const int64_t row_bytes = Int8Gemm::k_groups(st.k) * 4;
+        Int8Requant rq = st.rq;
+        rq.bias = st.bias;
+        rq.scale = st.scale;
+        nn_parallel(c, (uint64_t)((st.n + Int8Gemv::kColumns - 1) / Int8Gemv::kColumns), [&](uint64_t slot, uint64_t begin, uint64_t end) {
+            const uint8_t* xs = x;
+            if (row_bytes != st.k) {   // K's tail: the rows row_bytes apart
+                uint8_t* copy = static_cast<uint8_t*>(c.scratch) + slot * st.slot_bytes;
+                std::memset(copy, 0, (size_t)(st.rows * row_bytes));
+                for (int64_t r = 0; r < st.rows; ++r) std::memcpy(copy + r * row_bytes, x + r * st.k, (size_t)st.k);
+                xs = copy;
+            }
+            st.gemv.run((int64_t)begin, (int64_t)end, st.rows, st.n, st.k, st.packed, xs, rq, y, st.n);
+        }, int8_slots(macs, st.slots));
+        return Status::Ok;
+    }
     nn_parallel(c, (uint64_t)blocks, [&](uint64_t slot, uint64_t begin, uint64_t end) {
         uint8_t* panel = static_cast<uint8_t*>(c.scratch) + slot * st.slot_bytes;
         uint8_t* result = panel + st.panel_bytes;
@@ -21353,12 +21374,31 @@ inline Int8MatMulState* int8_matmul_state(ReferenceProgram* p, int64_t rows, int
     st->bias = wq.bias;
     st->scale = wq.scale;
     st->rq = wq.rq;
+    st->slots = p->threads ? p->threads : 1;
+    if (rows <= Int8Gemv::kRows && st->gemv.init(isa) == Status::Ok) {
+        const int64_t columns = (n + Int8Gemv::kColumns - 1) / Int8Gemv::kColumns * Int8Gemv::kColumns;
+        int32_t* bias = p->arena.allocate_array<int32_t>((size_t)columns);
+        float* scale = p->arena.allocate_array<float>((size_t)columns);
+        int8_t* packed = static_cast<int8_t*>(p->arena.allocate(Int8Gemv::packed_bytes(n, k) + 64, 64));
+        if (!bias || !scale || !packed) return nullptr;
+        for (int64_t j = 0; j < columns; ++j) {
+            bias[j] = j < n ? wq.bias[j] : 0;
+            scale[j] = j < n ? wq.scale[j] : 0.0f;
+        }
+        Int8Gemv::pack(n, k, wq.q, k, packed);
+        st->bias = bias;
+        st->scale = scale;
+        st->packed = packed;
+        st->use_gemv = true;
+        const int64_t row_bytes = Int8Gemm::k_groups(k) * 4;
+        st->slot_bytes = row_bytes == k ? 0 : ((size_t)(rows * row_bytes) + 63) & ~(size_t)63;
+        return st;
+    }
     int8_t* packed = static_cast<int8_t*>(p->arena.allocate(st->gemm.packed_a_bytes(st->n, st->k) + 64, 64));
     if (!packed) return nullptr;
     st->gemm.pack_a(st->n, st->k, wq.q, st->k, packed);
     st->packed = packed;
     // Rows per block: the packed panel in half of L2, at least 4 tiles; every thread a block.
-    st->slots = p->threads ? p->threads : 1;
     const int64_t nr = st->gemm.nr();
     int64_t block = (int64_t)(cpu_cache_sizes().l2 / 2 / (uint64_t)(Int8Gemm::k_groups(st->k) * 4)) / nr * nr;
     if (block < 4 * nr) block = 4 * nr;
@@ -21404,6 +21444,55 @@ inline Int8MatMulState* int8_group_matmul_state(ReferenceProgram* p, const Prepa
     return int8_matmul_state(p, rows, n, k, src, isa);
 }
 
+// Positions per work unit (st->block) and parts of the maps (st->parts) for st->slots threads,
+// B's packed panel taking row_bytes per position: the panel in half of L2, at least 4 tiles
+// wide; fewer positions when the units would not give every thread one, then parts of the maps.
+// When the units' whole tiles load the threads unevenly (a 224 x 224 stem's 2 blocks of 780 and
+// 275 tiles; the 14 x 14 maps of VGG's last stage, 5 tiles in blocks of 4 and 1): blocks a
+// multiple of the threads in number, if that evens them out (the stem); else, if one block of
+// all positions fits in L2 and every part keeps a few tiles of maps, that block and the maps in
+// parts, each thread packing the block (the deep 14 x 14 convs, where packing is cheap).
+inline void int8_conv_units(Int8ConvState* st, int64_t positions, size_t row_bytes) {
+    const int64_t nr = st->gemm.nr(), slots = st->slots, images = st->batch * st->groups;
+    const uint64_t l2 = cpu_cache_sizes().l2;
+    int64_t block = (int64_t)(l2 / 2 / (uint64_t)row_bytes) / nr * nr;
+    if (block < 4 * nr) block = 4 * nr;
+    if (images * ((positions + block - 1) / block) < slots) {
+        int64_t want = (slots + images - 1) / images;
+        block = ((positions + want - 1) / want + nr - 1) / nr * nr;
+    }
+    if (block > positions) block = positions;
+    if (block < 1) block = 1;
+    st->block = block;
+    st->parts = images * ((positions + block - 1) / block) < slots ? (uint32_t)slots : 1;
+    if (st->parts != 1 || slots < 2 || (uint64_t)(st->batch * st->maps * positions * st->depth) < kInt8ParallelMacs) return;
+    // the busiest thread's tiles as nn_parallel splits the units of `b` positions
+    const int64_t total = images * ((positions + nr - 1) / nr);
+    auto busiest = [&](int64_t b) {
+        const int64_t blocks = (positions + b - 1) / b, units = images * blocks;
+        int64_t most = 0;
+        for (int64_t s = 0; s < slots; ++s) {
+            int64_t load = 0;
+            for (int64_t u = s * units / slots; u < (s + 1) * units / slots; ++u)
+                load += (std::min(b, positions - u % blocks * b) + nr - 1) / nr;
+            most = std::max(most, load);
+        }
+        return most;
+    };
+    // over its share by more than a quarter (a tenth for the evened blocks)
+    if (busiest(block) * slots * 4 <= total * 5) return;
+    const int64_t blocks = ((positions + block - 1) / block + slots - 1) / slots * slots;
+    const int64_t even = ((positions + nr - 1) / nr + blocks - 1) / blocks * nr;
+    if (even < positions && busiest(even) * slots * 10 <= total * 11) {
+        st->block = even;
+        return;
+    }
+    if ((uint64_t)positions * row_bytes <= l2 && st->group_maps >= slots * 2 * (int64_t)st->gemm.mr()) {
+        st->block = positions;
+        st->parts = (uint32_t)slots;
+    }
+}
+
 // Switches a 2-D (or 1-D) conv with a kernel wider than one tap to run_int8_conv_implicit
 // (strided: along a dimension of stride s > 1, undilated with at least s taps, so every phase
 // plane is read, and K of 64 or more: below it the im2col matrix is smaller than the result
@@ -21438,19 +21527,8 @@ inline bool int8_conv_implicit(ReferenceProgram* p, Int8ConvState* st) {
     st->plane_w = wq;
     st->reach_rows = reach_h / sh;
     st->virtual_positions = w.out[1] * wq;
-    // Virtual positions per unit: the packed panel in half of L2, at least 4 tiles wide; fewer
-    // when the units would not give every thread one, then parts of the maps.
-    const int64_t positions = st->virtual_positions, nr = st->gemm.nr();
-    int64_t block = (int64_t)(cpu_cache_sizes().l2 / 2 / (uint64_t)(Int8Gemm::k_groups(st->depth) * 4)) / nr * nr;
-    if (block < 4 * nr) block = 4 * nr;
-    const int64_t images = st->batch * st->groups;
-    if (images * ((positions + block - 1) / block) < (int64_t)st->slots) {
-        int64_t want = ((int64_t)st->slots + images - 1) / images;
-        block = ((positions + want - 1) / want + nr - 1) / nr * nr;
-    }
-    if (block > positions) block = positions;
-    st->block = block;
-    st->parts = images * ((positions + block - 1) / block) < (int64_t)st->slots ? st->slots : 1;
+    int8_conv_units(st, st->virtual_positions, (size_t)(Int8Gemm::k_groups(st->depth) * 4));
+    const int64_t block = st->block;
     st->rows_bytes = 0;
     st->copy_bytes = ((size_t)copy + 63) & ~(size_t)63;
     st->panel_bytes = (st->gemm.packed_b_bytes(st->depth, block) + 63) & ~(size_t)63;
@@ -21492,22 +21570,9 @@ inline Int8ConvState* int8_conv_state(ReferenceProgram* p, const ConvState& cst,
     for (int64_t g = 0; g < st->groups; ++g)
         st->gemm.pack_a(st->group_maps, depth, wq.q + g * st->group_maps * depth, depth, packed + (size_t)g * st->packed_bytes);
     st->packed = packed;
-    // Positions per unit: the packed panel of B in half of L2, at least 4 tiles wide; fewer
-    // when the units would not give every thread one, then parts of the maps.
     st->slots = p->threads ? p->threads : 1;
-    const int64_t positions = st->w.out_size(), nr = st->gemm.nr();
-    const int64_t row_bytes = Int8Gemm::k_groups(depth) * 4 * (st->direct ? 1 : 2);
-    int64_t block = (int64_t)(cpu_cache_sizes().l2 / 2 / (uint64_t)row_bytes) / nr * nr;
-    if (block < 4 * nr) block = 4 * nr;
-    const int64_t images = st->batch * st->groups;
-    if (images * ((positions + block - 1) / block) < (int64_t)st->slots) {
-        int64_t want = ((int64_t)st->slots + images - 1) / images;
-        block = ((positions + want - 1) / want + nr - 1) / nr * nr;
-    }
-    if (block > positions) block = positions;
-    if (block < 1) block = 1;
-    st->block = block;
-    if (images * ((positions + block - 1) / block) < (int64_t)st->slots) st->parts = st->slots;
+    int8_conv_units(st, st->w.out_size(), (size_t)(Int8Gemm::k_groups(depth) * 4 * (st->direct ? 1 : 2)));
+    const int64_t block = st->block;
     st->rows_bytes = st->direct ? 0 : ((size_t)(depth * block) + 63) & ~(size_t)63;
     st->panel_bytes = (st->gemm.packed_b_bytes(depth, block) + 63) & ~(size_t)63;
     st->slot_bytes = st->rows_bytes + st->panel_bytes;

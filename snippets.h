@@ -152,6 +152,7 @@
        >>depthwise conv               DepthwiseConv: one plane, padded phase-split copy, JIT row tiles
        >>max pool                     PoolRows: one output row's interior windows, JIT vector tiles
        >>int8 gemm                    Int8Gemm: u8 x s8 -> s32 panels, requantizing epilogue
+       >>int8 gemv                    Int8Gemv: a few rows of X times packed weights (VNNI)
        >>int8 depthwise               Int8DepthwiseConv: uint8 planes, 4 taps per dot product, requantized rows
        >>int8 lookup                  Int8Lookup: y = table[x] on bytes, JIT on AVX-512 VBMI and NEON
        >>opencl printer               OpenClSource, print_opencl_kernel: a body as OpenCL C
@@ -191,7 +192,7 @@
        >>depthwise conv implementation  padding, the x86 and NEON row tiles, the kernel table, the portable loop
        >>pool rows implementation     the x86 and NEON tiles (strides 1 and 2), the kernel table
        >>gemm dot implementation      the x86 and NEON kernels, the kernel table, the portable loop
-       >>int8 gemm implementation     the VNNI tile emitter, the portable tile, packing
+       >>int8 gemm implementation     the VNNI tile emitter, the portable tile, packing; the VNNI gemv kernel
        >>int8 depthwise implementation  the VNNI and sdot row kernels, their table, padding
        >>int8 lookup implementation   the VBMI and tbl/tbx kernels, the portable loop
        >>opencl printer implementation  OpenClMath: eval_op printed as OpenCL C statements
@@ -827,7 +828,7 @@ public:
         const float* scale;
         float lo, hi;
         int32_t zero_point;
-        uint32_t mask[3];    // per vector of 16 columns: the lanes stored
+        uint32_t mask[4];    // per vector of 16 columns: the lanes stored (Int8Gemv: 4 vectors)
     };
     // void tile(A panel, B panel, C, ldc, k groups, params)
     using TileFn = void (*)(const int8_t*, const uint8_t*, uint8_t*, int64_t, int64_t, const TileParams*);
@@ -840,6 +841,35 @@ private:
     bool signed_b_ = false;           // B packed as x - 128, A panels end with 128 x row sums (sdot)
     bool masked_ = false;             // the tiles store partial panels themselves (VNNI)
     const TileFn* tiles_ = nullptr;   // [rows - 1], may be null
+};
+
+// >>int8 gemv
+// Y[rows x n] (uint8) = requantize(X[rows x k] (uint8) W^T) for a few rows of X (batch-1
+// fully connected layers), Int8Gemm's requantization and bits: W [n x k] (int8, a row per
+// output column) packed once into panels of 64 columns, per group of 4 K bytes 64 x 4 bytes,
+// one vector per 16 columns; each group broadcasts a row's 4 bytes of X and sums 4 vectors of
+// W into it with vpdpbusd. Int8Gemm's tile would read a 48-column panel of B for one column
+// of X and spend 16 lanes of every instruction on it; here each weight byte is loaded once and
+// used by every row. AVX-512 VNNI only: init is Unsupported elsewhere (callers keep Int8Gemm).
+class Int8Gemv {
+public:
+    static constexpr int64_t kColumns = 64;   // per panel
+    static constexpr int64_t kRows = 4;       // of X per call of the kernel
+    Status init(Isa isa = Isa::Auto);
+    static size_t packed_bytes(int64_t n, int64_t k) {
+        return (size_t)((n + kColumns - 1) / kColumns * kColumns * Int8Gemm::k_groups(k) * 4);
+    }
+    // W[j][p] at w[j * w_row + p]; panels padded with zero weights.
+    static void pack(int64_t n, int64_t k, const int8_t* w, int64_t w_row, int8_t* packed);
+    // Columns [panel0 * 64, min(n, panel1 * 64)) of rows [0, rows) of Y (row r at y + r * ldy).
+    // x: the rows of X, k_groups(k) * 4 bytes apart (K padded with any bytes: their weights
+    // are 0). rq's arrays are indexed by the column of Y and hold whole panels (padded to a
+    // multiple of 64). Never allocates.
+    void run(int64_t panel0, int64_t panel1, int64_t rows, int64_t n, int64_t k, const int8_t* packed, const uint8_t* x,
+             const Int8Requant& rq, uint8_t* y, int64_t ldy) const;
+
+private:
+    const Int8Gemm::TileFn* kernels_ = nullptr;   // [rows - 1]
 };
 
 
@@ -7363,6 +7393,81 @@ inline void emit_int8_tile_avx2(asmjit::x86::Assembler& a, uint32_t rows, uint32
 
 static_assert(kInt8Avx2Rows <= kInt8VnniRows, "Int8TileTable holds the VNNI tile's rows");
 
+// The gemv kernel (Int8Gemv): rows x 4 accumulators (zmm0..15), a row's 4 bytes of X
+// broadcast in zmm16-19, the panel's 4 vectors of W per group as vpdpbusd's memory operand.
+// Arguments as the tile's: rdi W panel, rsi X (rows r8 * 4 bytes apart), rdx Y, rcx its row
+// stride, r8 k groups, r9 TileParams (bias and scale of the panel's 64 columns, masks k1-k4).
+// The requantization is the tile's, instruction for instruction.
+inline void emit_int8_gemv_vnni(asmjit::x86::Assembler& a, uint32_t rows, uint32_t) {
+    namespace x86 = asmjit::x86;
+    constexpr uint32_t vectors = 4, panel = 64 * 4;   // bytes of W per group
+    auto acc = [&](uint32_t r, uint32_t j) { return x86::zmm(r * vectors + j); };
+    for (uint32_t r = 0; r < rows; ++r)
+        for (uint32_t j = 0; j < vectors; ++j) a.vpxord(acc(r, j), acc(r, j), acc(r, j));
+    // row r of X at rsi + r * r10 (row 3: rax + 2 r10, rax = rsi + r10)
+    a.mov(x86::r10, x86::r8);
+    a.shl(x86::r10, 2);
+    a.lea(x86::rax, x86::ptr(x86::rsi, x86::r10));
+    auto row = [&](uint32_t r, int32_t offset) {
+        return r == 0 ? x86::dword_ptr(x86::rsi, offset)
+             : r == 3 ? x86::dword_ptr(x86::rax, x86::r10, 1, offset)
+                      : x86::dword_ptr(x86::rsi, x86::r10, r - 1, offset);
+    };
+    asmjit::Label pair = a.newLabel(), single = a.newLabel(), store = a.newLabel();
+    auto step = [&](int32_t u) {
+        for (uint32_t r = 0; r < rows; ++r) a.vpbroadcastd(x86::zmm(16 + r), row(r, u * 4));
+        for (uint32_t j = 0; j < vectors; ++j)
+            for (uint32_t r = 0; r < rows; ++r)
+                a.vpdpbusd(acc(r, j), x86::zmm(16 + r), x86::zmmword_ptr(x86::rdi, (int32_t)(u * panel + j * 64)));
+    };
+    a.cmp(x86::r8, 2);
+    a.jb(single);
+    a.bind(pair);
+    step(0);
+    step(1);
+    a.add(x86::rdi, (int32_t)(2 * panel));
+    a.add(x86::rsi, 8);
+    a.add(x86::rax, 8);
+    a.sub(x86::r8, 2);
+    a.cmp(x86::r8, 2);
+    a.jae(pair);
+    a.bind(single);
+    a.test(x86::r8, x86::r8);
+    a.jz(store);
+    step(0);
+    a.bind(store);
+    // bias and scale of the columns in zmm20-23 and zmm24-27, lo hi zero point in zmm29-31
+    a.mov(x86::rax, x86::qword_ptr(x86::r9, 0));
+    a.mov(x86::r10, x86::qword_ptr(x86::r9, 8));
+    for (uint32_t j = 0; j < vectors; ++j) {
+        a.vmovdqu32(x86::zmm(20 + j), x86::zmmword_ptr(x86::rax, (int32_t)(j * 64)));
+        a.vmovups(x86::zmm(24 + j), x86::zmmword_ptr(x86::r10, (int32_t)(j * 64)));
+    }
+    a.vbroadcastss(x86::zmm29, x86::dword_ptr(x86::r9, 16));
+    a.vbroadcastss(x86::zmm30, x86::dword_ptr(x86::r9, 20));
+    a.vpbroadcastd(x86::zmm31, x86::dword_ptr(x86::r9, 24));
+    const x86::KReg masks[vectors] = {x86::k1, x86::k2, x86::k3, x86::k4};
+    for (uint32_t j = 0; j < vectors; ++j) a.kmovw(masks[j], x86::word_ptr(x86::r9, (int32_t)(28 + 4 * j)));
+    for (uint32_t r = 0; r < rows; ++r) {
+        for (uint32_t j = 0; j < vectors; ++j) {
+            x86::Zmm v = acc(r, j);
+            a.vpaddd(v, v, x86::zmm(20 + j));
+            a.vcvtdq2ps(v, v);
+            a.vmulps(v, v, x86::zmm(24 + j));
+            a.vmaxps(v, v, x86::zmm29);
+            a.vminps(v, v, x86::zmm30);
+            a.vcvtps2dq(v, v);   // MXCSR's default rounding: to nearest, ties to even
+            a.vpaddd(v, v, x86::zmm31);
+            a.k(masks[j]).vpmovusdb(x86::xmmword_ptr(x86::rdx, (int32_t)(j * 16)), v);
+        }
+        if (r + 1 < rows) a.add(x86::rdx, x86::rcx);
+    }
+    a.vzeroupper();
+    a.ret();
+}
+
+static_assert(Int8Gemv::kRows <= kInt8VnniRows, "Int8TileTable holds the gemv kernel's rows");
+
 #endif
 #if !defined(TESSEL_NO_JIT) && defined(__aarch64__)
 // The sdot tile: rows x 3 accumulators in v8..v31 (d8-d15 saved), A's 8 rows of 4 bytes in
@@ -7650,6 +7755,55 @@ void Int8Gemm::run(int64_t m0, int64_t m1, int64_t n, int64_t k, const int8_t* p
                 detail::int8_portable_tile(ap, bp, buffer, 64, groups, last - i0, cols, whole);
                 for (int64_t i = first; i < last; ++i) std::memcpy(c + i * ldc + j0, buffer + (i - i0) * 64, (size_t)cols);
             }
+        }
+    }
+}
+
+Status Int8Gemv::init(Isa isa) {
+    if (isa == Isa::Auto) isa = default_isa();
+    kernels_ = nullptr;
+#if !defined(TESSEL_NO_JIT) && (defined(__x86_64__) || defined(_M_X64))
+    if (isa == Isa::Avx512 && int8_vnni_available()) {
+        static const detail::Int8TileTable gemv = detail::make_int8_tiles((uint32_t)kRows, 1, detail::emit_int8_gemv_vnni);
+        if (gemv.status != Status::Ok) return gemv.status;
+        kernels_ = gemv.fn;
+        return Status::Ok;
+    }
+#endif
+    (void)isa;
+    return Status::Unsupported;
+}
+
+void Int8Gemv::pack(int64_t n, int64_t k, const int8_t* w, int64_t w_row, int8_t* packed) {
+    const int64_t groups = Int8Gemm::k_groups(k), whole = k / 4, panel = kColumns * groups * 4;
+    std::memset(packed, 0, packed_bytes(n, k));
+    for (int64_t j = 0; j < n; ++j) {   // column j: 4 bytes per group, 64 x 4 bytes apart
+        int8_t* dst = packed + j / kColumns * panel + j % kColumns * 4;
+        const int8_t* src = w + j * w_row;
+        for (int64_t g = 0; g < whole; ++g) std::memcpy(dst + g * kColumns * 4, src + g * 4, 4);
+        if (whole < groups) std::memcpy(dst + whole * kColumns * 4, src + whole * 4, (size_t)(k - whole * 4));
+    }
+}
+
+void Int8Gemv::run(int64_t panel0, int64_t panel1, int64_t rows, int64_t n, int64_t k, const int8_t* packed, const uint8_t* x,
+                   const Int8Requant& rq, uint8_t* y, int64_t ldy) const {
+    const int64_t groups = Int8Gemm::k_groups(k);
+    Int8Gemm::TileParams params;
+    params.lo = rq.lo;
+    params.hi = rq.hi;
+    params.zero_point = rq.zero_point;
+    for (int64_t panel = panel0; panel < panel1 && panel * kColumns < n; ++panel) {
+        const int64_t j0 = panel * kColumns, cols = n - j0 < kColumns ? n - j0 : kColumns;
+        for (uint32_t v = 0; v < 4; ++v) {
+            const int64_t lanes = cols - (int64_t)v * 16;
+            params.mask[v] = lanes >= 16 ? 0xFFFFu : lanes <= 0 ? 0u : (1u << lanes) - 1u;
+        }
+        params.bias = rq.bias + j0;
+        params.scale = rq.scale + j0;
+        const int8_t* wp = packed + (size_t)(panel * kColumns * groups * 4);
+        for (int64_t r0 = 0; r0 < rows; r0 += kRows) {
+            const int64_t r = rows - r0 < kRows ? rows - r0 : kRows;
+            kernels_[r - 1](wp, x + r0 * groups * 4, y + r0 * ldy + j0, ldy, groups, &params);
         }
     }
 }

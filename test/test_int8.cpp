@@ -94,6 +94,68 @@ TEST_CASE("int8 gemm: every tail of M, N and K, parts of the rows, target and po
     }
 }
 
+// Y = requantize(X W^T) for 1 to 9 rows over panels [panel0, panel1), oracle and Int8Gemv
+// (AVX-512 VNNI only), Y with 5 spare columns that must stay untouched, as must the columns of
+// other panels.
+namespace {
+void check_int8_gemv(const Int8Gemv& gemv, int64_t rows, int64_t n, int64_t k, int64_t panel0, int64_t panel1, uint32_t seed) {
+    CAPTURE(rows); CAPTURE(n); CAPTURE(k); CAPTURE(panel0); CAPTURE(panel1);
+    std::mt19937 rng(seed);
+    const int64_t row_bytes = Int8Gemm::k_groups(k) * 4, columns = (n + 63) / 64 * 64;
+    std::vector<int8_t> w((size_t)(n * k));
+    std::vector<uint8_t> x((size_t)(rows * row_bytes));
+    for (int8_t& v : w) v = (int8_t)((int)(rng() % 256) - 128);
+    for (uint8_t& v : x) v = (uint8_t)(rng() % 256);   // K's padding too: its weights are 0
+    if (k > 2) { w[0] = -128; w[1] = -128; x[0] = 255; x[1] = 255; }
+    std::vector<int32_t> bias((size_t)columns, 0);
+    std::vector<float> scale((size_t)columns, 0.0f);
+    for (int64_t j = 0; j < n; ++j) {
+        bias[(size_t)j] = (int32_t)(rng() % 20001) - 10000;
+        scale[(size_t)j] = std::ldexp(1.0f + (float)(rng() % 1000) / 1000.0f, -12 - (int)(rng() % 4));
+    }
+    Int8Requant rq;
+    rq.bias = bias.data();
+    rq.scale = scale.data();
+    rq.zero_point = (int32_t)(rng() % 200);
+    rq.lo = (float)(-rq.zero_point + (int32_t)(rng() % 3) * 20);
+    rq.hi = (float)(255 - rq.zero_point - (int32_t)(rng() % 2) * 30);
+    const int64_t ldy = n + 5;
+    std::vector<uint8_t> y((size_t)(rows * ldy), 0xA5);
+    std::vector<int8_t> packed(Int8Gemv::packed_bytes(n, k) + 1);
+    Int8Gemv::pack(n, k, w.data(), k, packed.data());
+    gemv.run(panel0, panel1, rows, n, k, packed.data(), x.data(), rq, y.data(), ldy);
+    int64_t bad = 0, touched = 0;
+    for (int64_t r = 0; r < rows; ++r)
+        for (int64_t j = 0; j < ldy; ++j) {
+            const uint8_t got = y[(size_t)(r * ldy + j)];
+            if (j >= n || j < panel0 * 64 || j >= panel1 * 64) { touched += got != 0xA5; continue; }
+            int32_t acc = 0;
+            for (int64_t p = 0; p < k; ++p) acc += (int32_t)w[(size_t)(j * k + p)] * (int32_t)x[(size_t)(r * row_bytes + p)];
+            const uint8_t want = int8_requantize(acc, bias[(size_t)j], scale[(size_t)j], rq.lo, rq.hi, rq.zero_point);
+            if (got != want && bad++ < 5) MESSAGE("Y[" << r << "][" << j << "] = " << (int)got << ", want " << (int)want);
+        }
+    CHECK(bad == 0);
+    CHECK(touched == 0);
+}
+}  // namespace
+
+TEST_CASE("int8 gemv: every tail of N and K, 1 to 9 rows, parts of the panels (AVX-512 VNNI)") {
+    Int8Gemv gemv;
+    const Status status = gemv.init();
+    if (default_isa() != Isa::Avx512 || !int8_vnni_available()) {
+        CHECK(status == Status::Unsupported);
+        return;
+    }
+    REQUIRE(status == Status::Ok);
+    uint32_t seed = 7000;
+    for (int64_t rows = 1; rows <= 9; ++rows)
+        for (int64_t n : {1, 15, 16, 17, 33, 63, 64, 65, 130})
+            for (int64_t k : {1, 3, 4, 5, 8, 13, 64, 301}) check_int8_gemv(gemv, rows, n, k, 0, (n + 63) / 64, seed++);
+    check_int8_gemv(gemv, 2, 200, 27, 1, 3, seed++);    // a middle part of the panels
+    check_int8_gemv(gemv, 3, 200, 27, 3, 4, seed++);    // the last, partial panel alone
+    check_int8_gemv(gemv, 1, 70, 5000, 0, 2, seed++);   // K beyond any cache block
+}
+
 // ---- QDQ Conv groups on the CPU device ----
 namespace {
 struct QdqConv {
@@ -348,7 +410,9 @@ TEST_CASE("int8: what the int8 path does not take keeps its reference results an
 
 TEST_CASE("int8: QDQ MatMul groups on the CPU device: batches, tails of K and N, Relu, 1 and 2 threads") {
     struct Case { Shape x; int64_t n; bool relu; };
-    const std::vector<Case> cases = {{{2, 5, 37}, 19, false}, {{1, 70, 64}, 48, true}, {{3, 19}, 7, false}, {{1, 200, 130}, 100, true}};
+    // few rows (batch-1 layers: Int8Gemv on AVX-512 VNNI) with N across panels and K's tails, and many
+    const std::vector<Case> cases = {{{2, 5, 37}, 19, false}, {{1, 70, 64}, 48, true}, {{3, 19}, 7, false}, {{1, 200, 130}, 100, true},
+                                     {{1, 301}, 130, true}, {{2, 1, 62}, 65, false}, {{4, 64}, 64, false}};
     uint32_t seed = 900;
     for (const Case& cc : cases) {
         CAPTURE(seed);

@@ -5,7 +5,8 @@
 // and tails, channel counts off the K group of 4, map counts off the tile's rows, groups,
 // and the forms that stay on im2col (dilated strided taps, a kernel narrower than its stride,
 // a K under 64), whose stride-2 rows take vector loads of 32 and 16 bytes, tails, and the
-// scalar loop where a load would pass the group's planes.
+// scalar loop where a load would pass the group's planes; and the splits for 2 threads when
+// whole blocks load them unevenly: blocks evened out, or one block and the maps in parts.
 #include <doctest/doctest.h>
 #include <cmath>
 #include <random>
@@ -139,6 +140,19 @@ TEST_CASE("int8 conv stride: strided QDQ Convs through phase planes, every ISA, 
     c->pads = {2, 2, 2, 2};
     c = add({1, 4, 17, 18}, {5, 4, 3, 1});                 // kernel 1 across stride 2: im2col
     c->pads = {1, 0, 1, 0};
+    // K of 4608: B's panel in half of a 2 MB L2 takes 4 tiles of the 5 (implicit) a thread
+    // would share unevenly, so at 2 threads one block and the maps in two parts; as many columns
+    // on the direct 1x1 path; two images, whole images a thread
+    c = add({1, 512, 14, 14}, {32, 512, 3, 3});
+    c->sh = c->sw = 1;
+    c = add({1, 4608, 15, 16}, {32, 4608, 1, 1});
+    c->sh = c->sw = 1;
+    c->pads = {0, 0, 0, 0};
+    c = add({2, 512, 14, 14}, {32, 512, 3, 3});
+    c->sh = c->sw = 1;
+    // a 224 x 224 stem (K of 27): blocks of 780 and 275 tiles, evened out into two of 528 and 527
+    c = add({1, 3, 224, 224}, {8, 3, 3, 3});
+    c->sh = c->sw = 1;
     uint32_t seed = 3400;
     for (size_t i = 0; i < cases.size(); ++i) {
         CAPTURE(i);

@@ -219,7 +219,7 @@ Run run_qlinear_matmul(const QMat& mc, const std::vector<uint8_t>& a, const std:
 
 TEST_CASE("int8 qoperator: QLinearMatMul on the int8 kernels: batches, tails of K and N, scales per tensor and per column") {
     const std::vector<QMat> cases = {{{2, 5, 37}, 19, true}, {{1, 70, 64}, 48, false}, {{3, 19}, 7, true}, {{1, 200, 130}, 100, true},
-                                     {{2, 3, 4, 1}, 33, false}};
+                                     {{2, 3, 4, 1}, 33, false}, {{1, 1, 203}, 129, true}};
     uint32_t seed = 3500;
     for (const QMat& mc : cases) {
         CAPTURE(seed);
@@ -252,7 +252,8 @@ TEST_CASE("int8 qoperator: QLinearMatMul on the int8 kernels: batches, tails of 
 TEST_CASE("int8 qoperator: QDQ Gemm groups: transB, C per column or one value or none, Relu, tails") {
     struct Case { int64_t m, k, n; bool trans_b; int c; bool relu; };   // c: 0 none, 1 per column [n], 2 one value
     const std::vector<Case> cases = {{1, 37, 19, true, 1, false}, {5, 64, 48, false, 1, true}, {3, 19, 7, true, 2, false},
-                                     {70, 130, 100, false, 0, true}, {2, 8, 1, true, 1, false}};
+                                     {70, 130, 100, false, 0, true}, {2, 8, 1, true, 1, false}, {1, 301, 130, false, 1, true},
+                                     {4, 64, 65, true, 2, false}};
     uint32_t seed = 3600;
     for (const Case& gc : cases) {
         CAPTURE(seed);
