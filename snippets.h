@@ -7241,6 +7241,22 @@ inline void int8_portable_tile(const int8_t* a, const uint8_t* b, uint8_t* c, in
 // panel, rdx C, rcx ldc, r8 k groups, r9 TileParams. Stores go through the masks k1-k3
 // (vpmovusdb: the clamped values are already in [0, 255]).
 constexpr uint32_t kInt8VnniRows = 8, kInt8VnniVectors = 3;
+// Requantizes accumulator v into uint8 at dst through mask: + bias, to float, * scale, clamped
+// to [zmm29, zmm30], rounded by MXCSR's default (to nearest, ties to even), + zero point zmm31.
+// The tile and the gemv kernel both end with it, so their bytes match.
+inline void emit_vnni_requantize(asmjit::x86::Assembler& a, const asmjit::x86::Zmm& v, const asmjit::x86::Zmm& bias,
+                                 const asmjit::x86::Zmm& scale, const asmjit::x86::KReg& mask, const asmjit::x86::Mem& dst) {
+    namespace x86 = asmjit::x86;
+    a.vpaddd(v, v, bias);
+    a.vcvtdq2ps(v, v);
+    a.vmulps(v, v, scale);
+    a.vmaxps(v, v, x86::zmm29);
+    a.vminps(v, v, x86::zmm30);
+    a.vcvtps2dq(v, v);
+    a.vpaddd(v, v, x86::zmm31);
+    a.k(mask).vpmovusdb(dst, v);
+}
+
 // A tile of fewer vectors (1 or 2: the last panel of a narrow B) reads the first vectors of
 // each group of the same 48-column panel.
 inline void emit_int8_tile_vnni(asmjit::x86::Assembler& a, uint32_t rows, uint32_t vectors) {
@@ -7285,17 +7301,8 @@ inline void emit_int8_tile_vnni(asmjit::x86::Assembler& a, uint32_t rows, uint32
     for (uint32_t i = 0; i < rows; ++i) {
         a.vpbroadcastd(x86::zmm27, x86::dword_ptr(x86::rax, (int32_t)(i * 4)));
         a.vbroadcastss(x86::zmm28, x86::dword_ptr(x86::r10, (int32_t)(i * 4)));
-        for (uint32_t j = 0; j < vectors; ++j) {
-            x86::Zmm v = acc(i, j);
-            a.vpaddd(v, v, x86::zmm27);
-            a.vcvtdq2ps(v, v);
-            a.vmulps(v, v, x86::zmm28);
-            a.vmaxps(v, v, x86::zmm29);
-            a.vminps(v, v, x86::zmm30);
-            a.vcvtps2dq(v, v);   // MXCSR's default rounding: to nearest, ties to even
-            a.vpaddd(v, v, x86::zmm31);
-            a.k(masks[j]).vpmovusdb(x86::xmmword_ptr(x86::rdx, (int32_t)(j * 16)), v);
-        }
+        for (uint32_t j = 0; j < vectors; ++j)
+            emit_vnni_requantize(a, acc(i, j), x86::zmm27, x86::zmm28, masks[j], x86::xmmword_ptr(x86::rdx, (int32_t)(j * 16)));
         if (i + 1 < rows) a.add(x86::rdx, x86::rcx);
     }
     a.vzeroupper();
@@ -7397,7 +7404,7 @@ static_assert(kInt8Avx2Rows <= kInt8VnniRows, "Int8TileTable holds the VNNI tile
 // broadcast in zmm16-19, the panel's 4 vectors of W per group as vpdpbusd's memory operand.
 // Arguments as the tile's: rdi W panel, rsi X (rows r8 * 4 bytes apart), rdx Y, rcx its row
 // stride, r8 k groups, r9 TileParams (bias and scale of the panel's 64 columns, masks k1-k4).
-// The requantization is the tile's, instruction for instruction.
+// The requantization is the tile's (emit_vnni_requantize).
 inline void emit_int8_gemv_vnni(asmjit::x86::Assembler& a, uint32_t rows, uint32_t) {
     namespace x86 = asmjit::x86;
     constexpr uint32_t vectors = 4, panel = 64 * 4;   // bytes of W per group
@@ -7449,17 +7456,8 @@ inline void emit_int8_gemv_vnni(asmjit::x86::Assembler& a, uint32_t rows, uint32
     const x86::KReg masks[vectors] = {x86::k1, x86::k2, x86::k3, x86::k4};
     for (uint32_t j = 0; j < vectors; ++j) a.kmovw(masks[j], x86::word_ptr(x86::r9, (int32_t)(28 + 4 * j)));
     for (uint32_t r = 0; r < rows; ++r) {
-        for (uint32_t j = 0; j < vectors; ++j) {
-            x86::Zmm v = acc(r, j);
-            a.vpaddd(v, v, x86::zmm(20 + j));
-            a.vcvtdq2ps(v, v);
-            a.vmulps(v, v, x86::zmm(24 + j));
-            a.vmaxps(v, v, x86::zmm29);
-            a.vminps(v, v, x86::zmm30);
-            a.vcvtps2dq(v, v);   // MXCSR's default rounding: to nearest, ties to even
-            a.vpaddd(v, v, x86::zmm31);
-            a.k(masks[j]).vpmovusdb(x86::xmmword_ptr(x86::rdx, (int32_t)(j * 16)), v);
-        }
+        for (uint32_t j = 0; j < vectors; ++j)
+            emit_vnni_requantize(a, acc(r, j), x86::zmm(20 + j), x86::zmm(24 + j), masks[j], x86::xmmword_ptr(x86::rdx, (int32_t)(j * 16)));
         if (r + 1 < rows) a.add(x86::rdx, x86::rcx);
     }
     a.vzeroupper();
