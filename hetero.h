@@ -757,7 +757,6 @@ Status Graph::fail(Status status, const char* format, ...) const {
     return status;
 }
 
-
 Node* Graph::node_mutable(NodeId id) {
     TESSEL_ASSERT(id < node_count_);
     return &blocks_[id >> kBlockShift][id & ((1u << kBlockShift) - 1)];
