@@ -21141,7 +21141,6 @@ inline Status run_int8_matmul(const RunContext& c) {
     const Int8MatMulState& st = *static_cast<const Int8MatMulState*>(c.state);
     const uint8_t* x = c.inputs[0].as<const uint8_t>();
     uint8_t* y = c.outputs[0].as<uint8_t>();
-    const int64_t blocks = (st.rows + st.block - 1) / st.block;
     const uint64_t macs = (uint64_t)(st.rows * st.n * st.k);
     if (st.use_gemv) {
         const int64_t row_bytes = Int8Gemm::k_groups(st.k) * 4;
@@ -21160,6 +21159,7 @@ inline Status run_int8_matmul(const RunContext& c) {
         }, int8_slots(macs, st.slots));
         return Status::Ok;
     }
+    const int64_t blocks = (st.rows + st.block - 1) / st.block;   // the gemv state has no blocks
     nn_parallel(c, (uint64_t)blocks, [&](uint64_t slot, uint64_t begin, uint64_t end) {
         uint8_t* panel = static_cast<uint8_t*>(c.scratch) + slot * st.slot_bytes;
         uint8_t* result = panel + st.panel_bytes;
