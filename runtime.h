@@ -8692,6 +8692,7 @@ struct CpuGemmState {
     const int64_t* wide_offsets = nullptr;
     int64_t wide_width = 0, wide_plane = 0;
     size_t wide_floats = 0;
+    bool wide_in_place = false;   // B read in the padded planes (else packed panels)
 };
 
 inline size_t round16(size_t floats) { return (floats + 15) & ~(size_t)15; }
@@ -9123,9 +9124,24 @@ inline void conv_work_split(int64_t positions, int64_t images, int64_t cap, int6
 // width PW, and output position (oy, ox) reads "wide" position oy PW + ox, where tap (ky, kx)
 // of channel c reads the padded plane at c PP + ky d PW + kx d + (oy PW + ox) (stride 1;
 // strided convs read phase planes, cpu_conv_wide_plan).
-// Row (c, tap) of B is then a contiguous run of the padded input per output row, so packing a
-// panel of B is a copy of nr floats per row, or of a few runs where the panel crosses the end
-// of an output row. B's columns are Y's positions: the tiles store to Y (adding the bias).
+// Row (c, tap) of B is then a contiguous run of the padded input per output row. Two ways:
+// - in place (K at least 4 M: cs.wide_in_place): Gemm reads B there (GemmOperand::rows; the
+//   JIT tiles load from it, other targets pack its panels); the GEMM's columns are a block's
+//   wide positions, the pw - ow past each row end included, stored (with the bias) into a
+//   slot's buffer whose valid columns are then copied to Y: an M x N copy instead of K x N.
+// - packed: each panel is a copy of nr floats per row, or of a few runs where it crosses the
+//   end of an output row; its columns are Y's positions, so the tiles store to Y directly.
+
+// Output position p's wide position; wide_to_position(q) is the first output position at or
+// after wide position q (the number of output positions before it).
+inline int64_t position_to_wide(int64_t p, int64_t ow, int64_t pw) { return p / ow * pw + p % ow; }
+inline int64_t wide_to_position(int64_t q, int64_t ow, int64_t pw) {
+    const int64_t x = q % pw;
+    return q / pw * ow + (x < ow ? x : ow);
+}
+// Wide columns a block of `count` output positions spans at most.
+inline int64_t wide_span(int64_t count, int64_t ow, int64_t pw) { return count + ((count - 1) / ow + 1) * (pw - ow); }
+
 constexpr int64_t kWidePanelRuns = 64;   // runs of one panel at most (nr columns of 1-wide rows)
 
 template <int64_t NR>
@@ -9214,13 +9230,14 @@ inline Status run_cpu_conv_wide(const RunContext& c) {
         }
     });
     const int64_t blocks = (positions + cs.block - 1) / cs.block;
+    const size_t buffer_floats = cs.wide_in_place ? round16((size_t)(st.group_maps * wide_span(cs.block, ow, pw)))
+                                                  : round16(cs.gemm.packed_b_floats(st.depth, cs.block));
     const GemmBlocking& blocking = cs.gemm.blocking();
-    const size_t col_floats = round16(cs.gemm.packed_b_floats(st.depth, cs.block));
     const uint32_t parts = cs.parts;
     float* slots = padded + cs.wide_floats;
     nn_parallel(c, (uint64_t)(st.batch * st.groups * blocks) * parts, [&](uint64_t slot, uint64_t begin, uint64_t end) {
-        float* col = slots + slot * cs.slot_floats;
-        float* scratch = col + col_floats;
+        float* buffer = slots + slot * cs.slot_floats;   // the packed block of B, or the wide block of Y
+        float* scratch = buffer + buffer_floats;
         for (uint64_t work = begin; work < end; ++work) {
             const uint64_t unit = work / parts;
             const uint32_t part = (uint32_t)(work % parts);
@@ -9236,25 +9253,42 @@ inline Status run_cpu_conv_wide(const RunContext& c) {
                 a.data = weights + g * st.group_maps * st.depth;
                 a.row = st.depth;
             }
+            const int64_t r0 = n * st.maps + g * st.group_maps;
+            float* yg = y + r0 * positions;
             int64_t m0, m1, n0, n1;
-            cs.gemm.part_range(st.group_maps, count, a.packed, true, part, parts, &m0, &m1, &n0, &n1);
-            if (m0 >= m1) continue;
-            // Every part packs the whole block (a part may take any columns of it).
-            switch (blocking.nr) {
-                case 32: pack_wide_panels<32>(base, cs.wide_offsets, st.depth, p0, count, ow, pw, blocking.kc, 32, col); break;
-                case 16: pack_wide_panels<16>(base, cs.wide_offsets, st.depth, p0, count, ow, pw, blocking.kc, 16, col); break;
-                case 12: pack_wide_panels<12>(base, cs.wide_offsets, st.depth, p0, count, ow, pw, blocking.kc, 12, col); break;
-                default: pack_wide_panels<0>(base, cs.wide_offsets, st.depth, p0, count, ow, pw, blocking.kc, blocking.nr, col);
+            if (!cs.wide_in_place) {
+                cs.gemm.part_range(st.group_maps, count, a.packed, true, part, parts, &m0, &m1, &n0, &n1);
+                if (m0 >= m1) continue;
+                // Every part packs the whole block (a part may take any columns of it).
+                switch (blocking.nr) {
+                    case 32: pack_wide_panels<32>(base, cs.wide_offsets, st.depth, p0, count, ow, pw, blocking.kc, 32, buffer); break;
+                    case 16: pack_wide_panels<16>(base, cs.wide_offsets, st.depth, p0, count, ow, pw, blocking.kc, 16, buffer); break;
+                    case 12: pack_wide_panels<12>(base, cs.wide_offsets, st.depth, p0, count, ow, pw, blocking.kc, 12, buffer); break;
+                    default: pack_wide_panels<0>(base, cs.wide_offsets, st.depth, p0, count, ow, pw, blocking.kc, blocking.nr, buffer);
+                }
+                b.data = buffer;
+                b.packed = true;
+                cs.gemm.run(st.group_maps, count, st.depth, 1.0f, a, b, 0.0f, yg + p0, positions, scratch, part, parts,
+                            bias ? bias + g * st.group_maps : nullptr);
+                if (cs.epilogue) gemm_epilogue_run(c, *cs.epilogue, r0 + m0, r0 + m1, p0 + n0, p0 + n1);
+                continue;
             }
-            b.data = col;
-            b.packed = true;
-            float* yg = y + (n * st.maps + g * st.group_maps) * positions + p0;
-            cs.gemm.run(st.group_maps, count, st.depth, 1.0f, a, b, 0.0f, yg, positions, scratch, part, parts,
+            const int64_t q0 = position_to_wide(p0, ow, pw), q1 = position_to_wide(p0 + count - 1, ow, pw) + 1, span = q1 - q0;
+            b.data = base + q0;
+            b.rows = cs.wide_offsets;
+            cs.gemm.run(st.group_maps, span, st.depth, 1.0f, a, b, 0.0f, buffer, span, scratch, part, parts,
                         bias ? bias + g * st.group_maps : nullptr);
-            if (cs.epilogue) {
-                const int64_t r0 = n * st.maps + g * st.group_maps;
-                gemm_epilogue_run(c, *cs.epilogue, r0 + m0, r0 + m1, p0 + n0, p0 + n1);
+            cs.gemm.part_range(st.group_maps, span, a.packed, true, part, parts, &m0, &m1, &n0, &n1);
+            if (m0 >= m1) continue;
+            for (int64_t i = m0; i < m1; ++i) {   // the part's valid columns, row by row of the image
+                const float* src = buffer + i * span - q0;
+                for (int64_t q = q0 + n0; q < q0 + n1; q = (q / pw + 1) * pw) {
+                    const int64_t ox = q % pw, len = ow - ox < q0 + n1 - q ? ow - ox : q0 + n1 - q;
+                    if (ox < ow) std::memcpy(yg + i * positions + q / pw * ow + ox, src + q, (size_t)len * sizeof(float));
+                }
             }
+            if (cs.epilogue)
+                gemm_epilogue_run(c, *cs.epilogue, r0 + m0, r0 + m1, wide_to_position(q0 + n0, ow, pw), wide_to_position(q0 + n1, ow, pw));
         }
     }, cs.slots);
     return Status::Ok;
@@ -9291,8 +9325,15 @@ inline Status cpu_conv_wide_plan(ReferenceProgram* p, const ConvState& st, CpuGe
     if (cap < 4 * nr) cap = 4 * nr;
     conv_work_split(positions, st.batch * st.groups, cap, nr, gemm.vector_floats(), cs->slots, &block, &cs->parts);
     cs->block = block;
-    cs->slot_floats = round16(gemm.packed_b_floats(st.depth, block)) +
-                      round16(gemm.scratch_floats(st.group_maps, block, st.depth, cs->packed != nullptr, true));
+    cs->wide_in_place = st.depth >= 4 * st.group_maps;
+    if (cs->wide_in_place) {
+        const int64_t span = wide_span(block, w.out[2], pw);
+        cs->slot_floats = round16((size_t)(st.group_maps * span)) +
+                          round16(gemm.scratch_floats(st.group_maps, span, st.depth, cs->packed != nullptr, gemm.reads_b_rows()));
+    } else {
+        cs->slot_floats = round16(gemm.packed_b_floats(st.depth, block)) +
+                          round16(gemm.scratch_floats(st.group_maps, block, st.depth, cs->packed != nullptr, true));
+    }
     return Status::Ok;
 }
 

@@ -584,10 +584,13 @@ CacheSizes cpu_cache_sizes();
 // An operand of Gemm::run: a matrix read through (row, column) strides in elements, so a
 // transposed operand costs nothing; or a whole matrix packed by Gemm::pack_a / pack_b with
 // the same Gemm (then the strides are unused).
+// B only: `rows` (k offsets, in floats) reads row p of B at data + rows[p], its columns
+// contiguous, so a k x k Conv's zero-padded input is B in place (no im2col copy).
 struct GemmOperand {
     const float* data = nullptr;
     int64_t row = 0, col = 1;
     bool packed = false;
+    const int64_t* rows = nullptr;
 };
 
 class Gemm {
@@ -599,6 +602,9 @@ public:
     bool jit() const { return tiles_ != nullptr; }   // false: the portable C++ tile
     const GemmBlocking& blocking() const { return blocking_; }
     uint32_t vector_floats() const { return vector_floats_; }   // columns per vector of the tiles (1: portable)
+    // True when the tiles read a B given by `rows` in place; else run() packs its panels first
+    // (scratch_floats then needs b_packed false).
+    bool reads_b_rows() const { return row_tiles_ != nullptr; }
     // A whole matrix packed once (constant weights): kc blocks of panels, zero padded.
     size_t packed_a_floats(int64_t m, int64_t k) const;
     size_t packed_b_floats(int64_t k, int64_t n) const;
@@ -625,6 +631,7 @@ public:
         uint32_t kmask;      // AVX-512: lanes of the last vector
         int32_t mask[8];     // AVX2: lanes of the last vector (-1 on)
         const float* row_bias;   // read_c 2: the tile's first row's bias
+        const int64_t* b_rows;   // row tiles: B's row offsets (floats) for this K block
     };
     // void tile(a panel, b panel, c, ldc in bytes, k, params)
     using TileFn = void (*)(const float*, const float*, float*, int64_t, int64_t, const TileParams*);
@@ -632,10 +639,12 @@ public:
 private:
     void pack_a_block(int64_t rows, int64_t depth, const float* a, int64_t a_row, int64_t a_col, float* packed) const;
     void pack_b_block(int64_t depth, int64_t cols, const float* b, int64_t b_row, int64_t b_col, float* packed) const;
+    void pack_b_rows_block(int64_t depth, int64_t cols, const float* b, const int64_t* rows, float* packed) const;
     Isa isa_ = Isa::Ref;
     GemmBlocking blocking_;
     uint32_t vector_floats_ = 1;
     const TileFn* tiles_ = nullptr;   // [(rows - 1) * 2 * vectors + (vectors - 1) * 2 + masked], may be null
+    const TileFn* row_tiles_ = nullptr;   // the same tiles with B read through GemmOperand::rows (x86), may be null
 };
 
 // >>depthwise conv
@@ -5513,8 +5522,10 @@ inline void gemm_portable_tile(const float* a, const float* b, float* c, int64_t
 // them, A broadcast (AVX2: a register; AVX-512: an embedded {1to16} operand). Arguments
 // (System V): rdi A panel (mr floats per k), rsi B panel (nr floats per k), rdx C, rcx ldc
 // bytes, r8 k, r9 TileParams. The K loop runs 4 steps per iteration, then single steps.
+// by_rows: rsi is B's first column and row p is at rsi + 4 b_rows[p] (r10 walks b_rows); the
+// last vector of a masked tile is a masked load, so no column past the tile's is read.
 inline void emit_gemm_tile_x86(asmjit::x86::Assembler& a, Isa isa, uint32_t mr, uint32_t nr, uint32_t rows,
-                               uint32_t vectors, bool masked) {
+                               uint32_t vectors, bool masked, bool by_rows) {
     namespace x86 = asmjit::x86;
     const bool wide = isa == Isa::Avx512;
     const uint32_t vb = wide ? 64 : 32, top = wide ? 28 : 12;   // registers at and above `top`: B, broadcast, store temporaries
@@ -5522,8 +5533,25 @@ inline void emit_gemm_tile_x86(asmjit::x86::Assembler& a, Isa isa, uint32_t mr, 
     auto acc = [&](uint32_t i, uint32_t j) { return v(i * vectors + j); };
     for (uint32_t i = 0; i < rows; ++i)
         for (uint32_t j = 0; j < vectors; ++j) a.vxorps(acc(i, j), acc(i, j), acc(i, j));
+    if (by_rows) {
+        a.mov(x86::r10, x86::qword_ptr(x86::r9, (int32_t)offsetof(Gemm::TileParams, b_rows)));
+        if (masked) {
+            if (wide) a.kmovw(x86::k1, x86::word_ptr(x86::r9, 12));
+            else a.vmovdqu(v(top + 3), x86::ptr(x86::r9, 16));
+        }
+    }
     auto step = [&](int32_t u) {
-        for (uint32_t j = 0; j < vectors; ++j) a.vmovups(v(top + j), x86::ptr(x86::rsi, (int32_t)(u * nr * 4 + j * vb)));
+        if (by_rows) {
+            a.mov(x86::rax, x86::qword_ptr(x86::r10, u * 8));
+            for (uint32_t j = 0; j < vectors; ++j) {
+                x86::Mem bj = x86::ptr(x86::rsi, x86::rax, 2, (int32_t)(j * vb));
+                if (!masked || j + 1 < vectors) a.vmovups(v(top + j), bj);
+                else if (wide) a.k(x86::k1).z().vmovups(v(top + j), bj);
+                else a.vmaskmovps(v(top + j), v(top + 3), bj);
+            }
+        } else {
+            for (uint32_t j = 0; j < vectors; ++j) a.vmovups(v(top + j), x86::ptr(x86::rsi, (int32_t)(u * nr * 4 + j * vb)));
+        }
         for (uint32_t i = 0; i < rows; ++i) {
             x86::Mem ai = x86::ptr(x86::rdi, (int32_t)((u * mr + i) * 4));
             if (wide) {
@@ -5540,7 +5568,8 @@ inline void emit_gemm_tile_x86(asmjit::x86::Assembler& a, Isa isa, uint32_t mr, 
     a.bind(quad);
     for (int32_t u = 0; u < 4; ++u) step(u);
     a.add(x86::rdi, (int32_t)(4 * mr * 4));
-    a.add(x86::rsi, (int32_t)(4 * nr * 4));
+    if (by_rows) a.add(x86::r10, 32);
+    else a.add(x86::rsi, (int32_t)(4 * nr * 4));
     a.sub(x86::r8, 4);
     a.cmp(x86::r8, 4);
     a.jae(quad);
@@ -5550,7 +5579,8 @@ inline void emit_gemm_tile_x86(asmjit::x86::Assembler& a, Isa isa, uint32_t mr, 
     a.bind(single_loop);
     step(0);
     a.add(x86::rdi, (int32_t)(mr * 4));
-    a.add(x86::rsi, (int32_t)(nr * 4));
+    if (by_rows) a.add(x86::r10, 8);
+    else a.add(x86::rsi, (int32_t)(nr * 4));
     a.sub(x86::r8, 1);
     a.jnz(single_loop);
     a.bind(store);
@@ -5610,9 +5640,10 @@ inline void emit_gemm_tile_x86(asmjit::x86::Assembler& a, Isa isa, uint32_t mr, 
     a.ret();
 }
 
-// Every tile of a target in one code buffer, generated once per process (thread-safe static).
+// Every tile of a target in one code buffer, generated once per process (thread-safe static):
+// the tiles over packed B panels, then the same reading B by rows (from fn + mr 2 vectors).
 struct GemmTileTable {
-    Gemm::TileFn fn[16 * 2 * 2] = {};
+    Gemm::TileFn fn[2 * 16 * 2 * 2] = {};
     Status status = Status::Unsupported;
 };
 
@@ -5625,20 +5656,21 @@ inline GemmTileTable make_gemm_tiles(Isa isa, uint32_t mr, uint32_t nr) {
     code.init(jit_runtime().environment());
     code.setErrorHandler(&recorder);
     x86::Assembler a(&code);
-    Label labels[16 * 2 * 2];
-    for (uint32_t rows = 1; rows <= mr; ++rows)
-        for (uint32_t vec = 1; vec <= vectors; ++vec)
-            for (int masked = 0; masked < 2; ++masked) {
-                const uint32_t index = (rows - 1) * 2 * vectors + (vec - 1) * 2 + (uint32_t)masked;
-                labels[index] = a.newLabel();
-                a.align(AlignMode::kCode, 32);
-                a.bind(labels[index]);
-                emit_gemm_tile_x86(a, isa, mr, nr, rows, vec, masked != 0);
-            }
+    Label labels[2 * 16 * 2 * 2];
+    for (int by_rows = 0; by_rows < 2; ++by_rows)
+        for (uint32_t rows = 1; rows <= mr; ++rows)
+            for (uint32_t vec = 1; vec <= vectors; ++vec)
+                for (int masked = 0; masked < 2; ++masked) {
+                    const uint32_t index = (uint32_t)by_rows * mr * 2 * vectors + (rows - 1) * 2 * vectors + (vec - 1) * 2 + (uint32_t)masked;
+                    labels[index] = a.newLabel();
+                    a.align(AlignMode::kCode, 32);
+                    a.bind(labels[index]);
+                    emit_gemm_tile_x86(a, isa, mr, nr, rows, vec, masked != 0, by_rows != 0);
+                }
     if (recorder.first != kErrorOk) { t.status = Status::Unsupported; return t; }
     void* base = nullptr;
     if (jit_runtime().add(&base, &code) != kErrorOk) { t.status = Status::OutOfMemory; return t; }
-    for (uint32_t i = 0; i < mr * 2 * vectors; ++i)
+    for (uint32_t i = 0; i < 2 * mr * 2 * vectors; ++i)
         t.fn[i] = reinterpret_cast<Gemm::TileFn>(static_cast<char*>(base) + code.labelOffsetFromBase(labels[i]));
     t.status = Status::Ok;
     return t;
@@ -5754,6 +5786,7 @@ Status Gemm::init(Isa isa) {
     if (!isa_available(isa)) return Status::Unsupported;
     isa_ = isa;
     tiles_ = nullptr;
+    row_tiles_ = nullptr;
     vector_floats_ = 1;
     blocking_.mr = detail::kGemmPortableRows;
     blocking_.nr = detail::kGemmPortableCols;
@@ -5772,6 +5805,7 @@ Status Gemm::init(Isa isa) {
         }
         if (table->status != Status::Ok) return table->status;
         tiles_ = table->fn;
+        row_tiles_ = table->fn + blocking_.mr * 2 * (blocking_.nr / isa_vector_floats(isa));
         vector_floats_ = isa_vector_floats(isa);
     }
 #elif !defined(TESSEL_NO_JIT) && defined(__aarch64__)
@@ -5875,6 +5909,18 @@ void Gemm::pack_b_block(int64_t depth, int64_t cols, const float* b, int64_t b_r
     }
 }
 
+// The same panels from a B given by row offsets (GemmOperand::rows).
+void Gemm::pack_b_rows_block(int64_t depth, int64_t cols, const float* b, const int64_t* rows, float* packed) const {
+    const int64_t nr = blocking_.nr;
+    for (int64_t j0 = 0; j0 < cols; j0 += nr) {
+        const int64_t w = cols - j0 < nr ? cols - j0 : nr;
+        for (int64_t p = 0; p < depth; ++p, packed += nr) {
+            std::memcpy(packed, b + rows[p] + j0, (size_t)w * sizeof(float));
+            if (w < nr) std::memset(packed + w, 0, (size_t)(nr - w) * sizeof(float));
+        }
+    }
+}
+
 // Block pc (kc deep) of a packed matrix starts at pc * padded rows (columns); its panels follow.
 void Gemm::pack_a(int64_t m, int64_t k, const float* a, int64_t a_row, int64_t a_col, float* packed) const {
     const int64_t mp = (m + blocking_.mr - 1) / blocking_.mr * blocking_.mr;
@@ -5923,8 +5969,11 @@ void Gemm::run(int64_t m, int64_t n, int64_t k, float alpha, const GemmOperand& 
     if (m <= 0 || n <= 0) return;
     const int64_t mr = blocking_.mr, nr = blocking_.nr;
     const int64_t mpanels = (m + mr - 1) / mr, npanels = (n + nr - 1) / nr;
+    const bool rows_in_place = b.rows && row_tiles_;   // the row tiles read B where it lies
+    const TileFn* tiles = rows_in_place ? row_tiles_ : tiles_;
+    const bool b_ready = b.packed || rows_in_place;
     int64_t m0, m1, n0, n1;
-    part_range(m, n, a.packed, b.packed, part, parts, &m0, &m1, &n0, &n1);
+    part_range(m, n, a.packed, b.packed || b.rows, part, parts, &m0, &m1, &n0, &n1);
     if (m0 >= m1 || n0 >= n1) return;
     if (k <= 0) {   // C = beta C (the row bias), and 0 when beta is 0 (C not read)
         for (int64_t i = m0; i < m1; ++i)
@@ -5935,11 +5984,12 @@ void Gemm::run(int64_t m, int64_t n, int64_t k, float alpha, const GemmOperand& 
     const int64_t mp = mpanels * mr, np = npanels * nr;
     const int64_t range_np = (n1 - n0 + nr - 1) / nr * nr;
     float* bbuf = scratch;
-    float* abuf = scratch + (b.packed ? 0 : (k < blocking_.kc ? k : blocking_.kc) * (range_np < blocking_.nc ? range_np : blocking_.nc));
+    float* abuf = scratch + (b_ready ? 0 : (k < blocking_.kc ? k : blocking_.kc) * (range_np < blocking_.nc ? range_np : blocking_.nc));
     const uint32_t vf = vector_floats_;
     TileParams params;
     params.alpha = alpha;
     params.row_bias = nullptr;
+    params.b_rows = nullptr;
     for (int64_t jc = n0; jc < n1; jc += blocking_.nc) {
         const int64_t nc = n1 - jc < blocking_.nc ? n1 - jc : blocking_.nc;
         for (int64_t pc = 0; pc < k; pc += blocking_.kc) {
@@ -5948,7 +5998,10 @@ void Gemm::run(int64_t m, int64_t n, int64_t k, float alpha, const GemmOperand& 
             params.beta = pc == 0 ? (row_bias ? 0.0f : beta) : 1.0f;
             params.read_c = pc == 0 && row_bias ? 2 : params.beta != 0.0f;
             const float* bp = bbuf;
+            int64_t panel_step = kc;   // floats from one B panel to the next
             if (b.packed) bp = b.data + pc * np + jc * kc;
+            else if (rows_in_place) bp = b.data + jc, params.b_rows = b.rows + pc, panel_step = 1;
+            else if (b.rows) pack_b_rows_block(kc, nc, b.data + jc, b.rows + pc, bbuf);
             else pack_b_block(kc, nc, b.data + pc * b.row + jc * b.col, b.row, b.col, bbuf);
             for (int64_t ic = m0; ic < m1; ic += blocking_.mc) {
                 const int64_t mc = m1 - ic < blocking_.mc ? m1 - ic : blocking_.mc;
@@ -5969,9 +6022,9 @@ void Gemm::run(int64_t m, int64_t n, int64_t k, float alpha, const GemmOperand& 
                         const int64_t rows = mc - ir < mr ? mc - ir : mr;
                         float* ct = c + (ic + ir) * ldc + jc + jr;
                         if (params.read_c == 2) params.row_bias = row_bias + ic + ir;
-                        TileFn tile = tiles_ ? tiles_[(rows - 1) * 2 * (nr / vf) + index_cols] : nullptr;
+                        TileFn tile = tiles ? tiles[(rows - 1) * 2 * (nr / vf) + index_cols] : nullptr;
                         if (tile) {
-                            tile(ap + ir * kc, bp + jr * kc, ct, ldc * 4, kc, &params);
+                            tile(ap + ir * kc, bp + jr * panel_step, ct, ldc * 4, kc, &params);
                         } else if (tiles_) {   // no masked tile (NEON): the full tile in a buffer, then the columns
                             float buffer[16 * 32];
                             TileParams plain = params;

@@ -61,13 +61,14 @@ struct GemmCase {
     float alpha = 1.0f, beta = 0.0f;
     bool trans_a = false, trans_b = false, pack_a = false, pack_b = false;
     uint32_t parts = 1;
+    bool b_by_rows = false;   // B through GemmOperand::rows: its rows shuffled in a NaN-filled buffer
 };
 
 // One Gemm::run (in `parts` parts) against the reference; C has 3 extra columns that must
 // stay untouched.
 void check_gemm(const Gemm& gemm, const GemmCase& g, uint32_t seed) {
     CAPTURE(g.m); CAPTURE(g.n); CAPTURE(g.k); CAPTURE(g.alpha); CAPTURE(g.beta); CAPTURE(g.trans_a); CAPTURE(g.trans_b);
-    CAPTURE(g.pack_a); CAPTURE(g.pack_b); CAPTURE(g.parts);
+    CAPTURE(g.pack_a); CAPTURE(g.pack_b); CAPTURE(g.parts); CAPTURE(g.b_by_rows);
     std::vector<float> a = random_floats(g.m * g.k, seed), b = random_floats(g.k * g.n, seed + 1);
     const int64_t ldc = g.n + 3;
     std::vector<float> c = random_floats(g.m * ldc, seed + 2);
@@ -91,7 +92,19 @@ void check_gemm(const Gemm& gemm, const GemmCase& g, uint32_t seed) {
         ob.data = packed_b.data();
         ob.packed = true;
     }
-    const size_t slice = gemm.scratch_floats(g.m, g.n, g.k, g.pack_a, g.pack_b);
+    std::vector<float> b_rows_buffer;
+    std::vector<int64_t> b_rows;
+    if (g.b_by_rows) {   // row p at slot k - 1 - p of n + 3 floats, one float in: gaps and an odd start
+        const int64_t pitch = g.n + 3;
+        b_rows_buffer.assign((size_t)(g.k * pitch), NAN);
+        for (int64_t p = 0; p < g.k; ++p) {
+            b_rows.push_back((g.k - 1 - p) * pitch + 1);
+            for (int64_t j = 0; j < g.n; ++j) b_rows_buffer[(size_t)(b_rows.back() + j)] = b[(size_t)(p * b_row + j * b_col)];
+        }
+        ob.data = b_rows_buffer.data();
+        ob.rows = b_rows.data();
+    }
+    const size_t slice = gemm.scratch_floats(g.m, g.n, g.k, g.pack_a, g.pack_b || (g.b_by_rows && gemm.reads_b_rows()));
     std::vector<float> scratch(slice * g.parts + 1, NAN);
     for (uint32_t part = 0; part < g.parts; ++part)
         gemm.run(g.m, g.n, g.k, g.alpha, oa, ob, g.beta, c.data(), ldc, scratch.data() + part * slice, part, g.parts);
@@ -189,6 +202,30 @@ TEST_CASE("gemm: transposed operands and parts") {
         for (uint32_t parts : {2u, 3u}) {
             GemmCase small_n{300, 49, 64, 1.0f, 0.0f, false, false, true, pb, parts};
             check_gemm(gemm, small_n, seed++);
+        }
+}
+
+TEST_CASE("gemm: B by row offsets (a conv's padded input in place): every remainder, K blocks, parts") {
+    Gemm gemm = target_gemm();
+    CHECK(gemm.reads_b_rows() == (gemm.isa() == Isa::Avx2 || gemm.isa() == Isa::Avx512));
+    const GemmBlocking& bl = gemm.blocking();
+    const int64_t mr = bl.mr, nr = bl.nr;
+    uint32_t seed = 400;
+    for (int64_t m : {(int64_t)1, mr - 1, mr, mr + 3})
+        for (int64_t n : {(int64_t)1, (int64_t)5, nr / 2 + 1, nr - 1, nr, nr + 1, 2 * nr + 7})
+            for (int64_t k : {(int64_t)1, (int64_t)6, (int64_t)9}) {   // K steps in fours and singles
+                GemmCase g{m, n, k};
+                g.b_by_rows = true;
+                check_gemm(gemm, g, seed++);
+            }
+    for (bool pa : {false, true})
+        for (uint32_t parts : {1u, 2u, 3u}) {
+            GemmCase g{bl.mc + 5, 3 * nr + 2, 2 * bl.kc + 13, 1.0f, 0.0f, false, false, pa, false, parts};
+            g.b_by_rows = true;
+            check_gemm(gemm, g, seed++);
+            g.beta = 0.5f;
+            g.n = nr + 3;
+            check_gemm(gemm, g, seed++);
         }
 }
 
@@ -351,6 +388,11 @@ TEST_CASE("gemm: Conv on the CPU device: 1x1, 3x3, strided, dilated, grouped, pa
         {{1, 1100, 6, 5}, {17, 1100, 1, 1}, true, 1, {}, {}, {}},                     // the same with a bias (the tiles add it)
         {{1, 128, 9, 9}, {32, 128, 3, 3}, true, 1, {}, {}, {1, 1, 1, 1}},            // 32 maps, K beyond kc (two K blocks)
         {{1, 6, 9, 9}, {6, 1, 3, 3}, true, 6, {2, 2}, {2, 2}, {2, 2, 2, 2}},          // depthwise (stays reference)
+        // k x k on padded planes: K >= 4 M reads them in place (Y through a wide buffer), else packed panels
+        {{1, 24, 11, 40}, {6, 24, 3, 3}, true, 1, {}, {}, {1, 1, 1, 1}},             // in place, rows of 40 in 42
+        {{2, 9, 13, 7}, {5, 9, 3, 3}, false, 1, {}, {2, 1}, {2, 1, 0, 2}},           // in place, dilated, asymmetric pads
+        {{1, 3, 20, 21}, {24, 3, 3, 3}, true, 1, {2, 2}, {}, {1, 1, 1, 1}},           // packed, strided (phase planes)
+        {{1, 16, 12, 40}, {64, 16, 3, 3}, true, 1, {}, {}, {1, 1, 1, 1}},             // packed, 64 maps
     };
     for (const ConvCase& cc : cases) {
         CAPTURE(seed);
