@@ -789,7 +789,8 @@ private:
 // (int32, wrapping), converted to float32 (round to nearest even), times scale[row] (one
 // float32 rounding, no FMA), clamped to [lo, hi] (integers: the output range minus the zero
 // point, a Relu or Clip folded in), rounded half to even, plus zero_point. JIT tiles: AVX-512
-// VNNI (8 x 48, vpdpbusd: u8 x s8 products summed in int32, no saturation) and AVX2 (6 x 8:
+// VNNI (8 x 48, vpdpbusd: u8 x s8 products summed in int32, no saturation), AVX-VNNI (6 x 16,
+// the same vpdpbusd on ymm, for AVX2 CPUs that have it) and AVX2 (6 x 8:
 // vpmovzxbw and vpmaddwd on 16-bit operands, A packed as int16, since vpmaddubsw saturates
 // the sum of two u8 x s8 products, 2 x 255 x 127 > 32767) and NEON with the dot product
 // extension (8 x 12, sdot by element: s8 x s8, so B is packed as x - 128 and each A panel
@@ -803,13 +804,17 @@ struct Int8Requant {
 };
 // The scalar requantization every tile computes (the tests' oracle).
 uint8_t int8_requantize(int32_t acc, int32_t bias, float scale, float lo, float hi, int32_t zero_point);
-bool int8_vnni_available();   // AVX-512 VNNI on this CPU and build
+bool int8_vnni_available();       // AVX-512 VNNI on this CPU and build
+bool int8_avx_vnni_available();   // AVX-VNNI (the VEX vpdpbusd on ymm) with AVX2
 
 class Int8Gemm {
 public:
-    // Isa::Avx512 takes the VNNI tile when the CPU has AVX-512 VNNI; other targets (and
-    // Avx512 without VNNI) the portable tile. Unsupported if the CPU lacks `isa`.
-    Status init(Isa isa = Isa::Auto);
+    // Isa::Avx512 takes the VNNI tile when the CPU has AVX-512 VNNI; Avx2 (and Avx512
+    // without it) the AVX-VNNI tile where the CPU has AVX-VNNI, else the AVX2 tile; Neon the
+    // sdot tile where the CPU has the dot product; other targets the portable tile.
+    // dot_products false skips the dot-product tiles (VNNI, AVX-VNNI, sdot) for the ones under
+    // them (AVX2, portable), so tests reach those on any CPU. Unsupported if the CPU lacks `isa`.
+    Status init(Isa isa = Isa::Auto, bool dot_products = true);
     bool jit() const { return tiles_ != nullptr; }
     Isa isa() const { return isa_; }
     uint32_t mr() const { return mr_; }
@@ -7270,6 +7275,19 @@ bool int8_vnni_available() {
 #endif
 }
 
+bool int8_avx_vnni_available() {
+#if !defined(TESSEL_NO_JIT) && (defined(__x86_64__) || defined(_M_X64)) && defined(__GNUC__)
+    // CPUID leaf 7 subleaf 1, EAX bit 4 (g++ 12's __builtin_cpu_supports does not know it)
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    __asm__ volatile("cpuid" : "=a"(eax), "=b"(ebx), "=c"(ecx), "=d"(edx) : "a"(0u), "c"(0u));
+    if (eax < 7) return false;
+    __asm__ volatile("cpuid" : "=a"(eax), "=b"(ebx), "=c"(ecx), "=d"(edx) : "a"(7u), "c"(1u));
+    return isa_available(Isa::Avx2) && (eax >> 4 & 1u);
+#else
+    return false;
+#endif
+}
+
 namespace detail {
 constexpr uint32_t kInt8PortableRows = 8, kInt8PortableCols = 16;
 
@@ -7453,6 +7471,64 @@ inline void emit_int8_tile_avx2(asmjit::x86::Assembler& a, uint32_t rows, uint32
 
 static_assert(kInt8Avx2Rows <= kInt8VnniRows, "Int8TileTable holds the VNNI tile's rows");
 
+// The AVX-VNNI tile: rows x 2 accumulators (ymm0..11) of 8 columns, B's two vectors in
+// ymm12-13, a row's 4 bytes of A broadcast in ymm14 (the VEX form has no {1to8} operand).
+// Requantized as the AVX2 tile does; 16 bytes per row stored (whole panels only).
+constexpr uint32_t kInt8AvxVnniRows = 6;
+inline void emit_int8_tile_avx_vnni(asmjit::x86::Assembler& a, uint32_t rows, uint32_t) {
+    namespace x86 = asmjit::x86;
+    const uint32_t mr = kInt8AvxVnniRows, nr = 16;
+    auto acc = [&](uint32_t i, uint32_t h) { return x86::ymm(i * 2 + h); };
+    for (uint32_t i = 0; i < rows; ++i)
+        for (uint32_t h = 0; h < 2; ++h) a.vpxor(acc(i, h), acc(i, h), acc(i, h));
+    asmjit::Label loop = a.newLabel(), store = a.newLabel();
+    a.test(x86::r8, x86::r8);
+    a.jz(store);
+    a.bind(loop);
+    a.vmovdqu(x86::ymm12, x86::ymmword_ptr(x86::rsi, 0));
+    a.vmovdqu(x86::ymm13, x86::ymmword_ptr(x86::rsi, 32));
+    for (uint32_t i = 0; i < rows; ++i) {
+        a.vpbroadcastd(x86::ymm14, x86::dword_ptr(x86::rdi, (int32_t)(i * 4)));
+        a.vex().vpdpbusd(acc(i, 0), x86::ymm12, x86::ymm14);
+        a.vex().vpdpbusd(acc(i, 1), x86::ymm13, x86::ymm14);
+    }
+    a.add(x86::rdi, (int32_t)(mr * 4));
+    a.add(x86::rsi, (int32_t)(nr * 4));
+    a.sub(x86::r8, 1);
+    a.jnz(loop);
+    a.bind(store);
+    a.mov(x86::rax, x86::qword_ptr(x86::r9, 0));
+    a.mov(x86::r10, x86::qword_ptr(x86::r9, 8));
+    a.vbroadcastss(x86::ymm13, x86::dword_ptr(x86::r9, 16));
+    a.vbroadcastss(x86::ymm14, x86::dword_ptr(x86::r9, 20));
+    a.vpbroadcastd(x86::ymm15, x86::dword_ptr(x86::r9, 24));
+    for (uint32_t i = 0; i < rows; ++i) {
+        const x86::Ymm v0 = acc(i, 0), v1 = acc(i, 1);
+        a.vpbroadcastd(x86::ymm12, x86::dword_ptr(x86::rax, (int32_t)(i * 4)));
+        a.vpaddd(v0, v0, x86::ymm12);
+        a.vpaddd(v1, v1, x86::ymm12);
+        a.vcvtdq2ps(v0, v0);
+        a.vcvtdq2ps(v1, v1);
+        a.vbroadcastss(x86::ymm12, x86::dword_ptr(x86::r10, (int32_t)(i * 4)));
+        for (const x86::Ymm& v : {v0, v1}) {
+            a.vmulps(v, v, x86::ymm12);
+            a.vmaxps(v, v, x86::ymm13);
+            a.vminps(v, v, x86::ymm14);
+            a.vcvtps2dq(v, v);   // MXCSR's default rounding: to nearest, ties to even
+            a.vpaddd(v, v, x86::ymm15);
+        }
+        a.vpackssdw(v0, v0, v1);     // columns 0-3 8-11 | 4-7 12-15 as int16
+        a.vpermq(v0, v0, 0xD8);      // columns 0 .. 15
+        a.vextracti128(x86::xmm12, v0, 1);
+        a.vpackuswb(v0.xmm(), v0.xmm(), x86::xmm12);
+        a.vmovdqu(x86::xmmword_ptr(x86::rdx), v0.xmm());
+        if (i + 1 < rows) a.add(x86::rdx, x86::rcx);
+    }
+    a.vzeroupper();
+    a.ret();
+}
+static_assert(kInt8AvxVnniRows <= kInt8VnniRows, "Int8TileTable holds the VNNI tile's rows");
+
 // The gemv kernel (Int8Gemv): rows x 4 accumulators (zmm0..15), a row's 4 bytes of X
 // broadcast in zmm16-19, the panel's 4 vectors of W per group as vpdpbusd's memory operand.
 // Arguments as the tile's: rdi W panel, rsi X (rows r8 * 4 bytes apart), rdx Y, rcx its row
@@ -7622,7 +7698,7 @@ inline Int8TileTable make_int8_tiles_sdot() {
 #endif
 }  // namespace detail
 
-Status Int8Gemm::init(Isa isa) {
+Status Int8Gemm::init(Isa isa, bool dot_products) {
     if (isa == Isa::Auto) isa = default_isa();
     if (!isa_available(isa)) return Status::Unsupported;
     isa_ = isa;
@@ -7633,7 +7709,7 @@ Status Int8Gemm::init(Isa isa) {
     masked_ = false;
     signed_b_ = false;
 #if !defined(TESSEL_NO_JIT) && (defined(__x86_64__) || defined(_M_X64))
-    if (isa == Isa::Avx512 && int8_vnni_available()) {
+    if (isa == Isa::Avx512 && dot_products && int8_vnni_available()) {
         static const detail::Int8TileTable vnni = detail::make_int8_tiles(detail::kInt8VnniRows, detail::kInt8VnniVectors,
                                                                                    detail::emit_int8_tile_vnni);
         if (vnni.status != Status::Ok) return vnni.status;
@@ -7641,6 +7717,13 @@ Status Int8Gemm::init(Isa isa) {
         mr_ = detail::kInt8VnniRows;
         nr_ = detail::kInt8VnniVectors * 16;
         masked_ = true;
+    } else if ((isa == Isa::Avx2 || isa == Isa::Avx512) && dot_products && int8_avx_vnni_available()) {
+        static const detail::Int8TileTable avx_vnni = detail::make_int8_tiles(detail::kInt8AvxVnniRows, 1,
+                                                                              detail::emit_int8_tile_avx_vnni);
+        if (avx_vnni.status != Status::Ok) return avx_vnni.status;
+        tiles_ = avx_vnni.fn;
+        mr_ = detail::kInt8AvxVnniRows;
+        nr_ = 16;
     } else if (isa == Isa::Avx2 || isa == Isa::Avx512) {   // AVX-512 without VNNI: the AVX2 tile
         static const detail::Int8TileTable avx2 = detail::make_int8_tiles(detail::kInt8Avx2Rows, 1, detail::emit_int8_tile_avx2);
         if (avx2.status != Status::Ok) return avx2.status;
@@ -7650,7 +7733,7 @@ Status Int8Gemm::init(Isa isa) {
         a_bytes_ = 2;
     }
 #elif !defined(TESSEL_NO_JIT) && defined(__aarch64__)
-    if (isa == Isa::Neon && arm_features().dot_product) {
+    if (isa == Isa::Neon && dot_products && arm_features().dot_product) {
         static const detail::Int8TileTable sdot = detail::make_int8_tiles_sdot();
         if (sdot.status != Status::Ok) return sdot.status;
         tiles_ = sdot.fn;

@@ -76,14 +76,23 @@ TEST_CASE("int8: requantization rounds half to even and clamps before the zero p
 }
 
 TEST_CASE("int8 gemm: every tail of M, N and K, parts of the rows, target and portable tiles") {
-    Int8Gemm target, portable;
+    Int8Gemm target, no_dot, portable;   // no_dot: the tile under the dot-product one (AVX2, portable)
     REQUIRE(target.init() == Status::Ok);
+    REQUIRE(no_dot.init(Isa::Auto, false) == Status::Ok);
     REQUIRE(portable.init(Isa::Ref) == Status::Ok);
     CHECK(!portable.jit());
-    if (default_isa() == Isa::Avx2 || default_isa() == Isa::Avx512) CHECK(target.jit());
+    const bool x86 = default_isa() == Isa::Avx2 || default_isa() == Isa::Avx512;
+    if (x86) {
+        CHECK(target.jit());
+        CHECK(no_dot.jit());
+        CHECK(no_dot.nr() == 8);   // the AVX2 tile
+        const bool vnni = default_isa() == Isa::Avx512 && int8_vnni_available();
+        CHECK(target.nr() == (vnni ? 48u : int8_avx_vnni_available() ? 16u : 8u));
+        MESSAGE("int8 tile: " << std::string(vnni ? "AVX-512 VNNI" : int8_avx_vnni_available() ? "AVX-VNNI" : "AVX2"));
+    }
     if (default_isa() == Isa::Neon) CHECK(target.jit() == arm_features().dot_product);
     uint32_t seed = 1;
-    for (const Int8Gemm* gemm : {&target, &portable}) {
+    for (const Int8Gemm* gemm : {&target, &no_dot, &portable}) {
         const int64_t mr = gemm->mr(), nr = gemm->nr();
         for (int64_t m : {(int64_t)1, mr - 1, mr, mr + 3, 2 * mr + 1})
             for (int64_t n : {(int64_t)1, (int64_t)15, (int64_t)17, nr - 1, nr, nr + 1, 2 * nr + 33})
