@@ -160,7 +160,7 @@ test-host-tools: build/tessel build/nojit-check build/conformance build/fit_tabl
 test-arm: test-arm-auto test-arm-neon test-arm-ref test-arm-tools
 
 test-arm-auto: build-arm/tests
-	@scripts/run-check.sh arm $(QEMU) build-arm/tests --test-case='snippets: ISA names, TESSEL_ISA and availability'
+	@scripts/run-check.sh arm $(QEMU) build-arm/tests --test-case='snippets: ISA names*'
 
 test-arm-neon: build-arm/tests
 	@scripts/run-check.sh arm-neon env TESSEL_ISA=neon $(QEMU) build-arm/tests
