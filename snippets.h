@@ -7412,12 +7412,15 @@ inline Int8TileTable make_int8_tiles(uint32_t max_rows, uint32_t max_vectors, vo
     t.status = Status::Ok;
     return t;
 }
-// The AVX2 tile: rows x 2 accumulators (ymm0..11) of 4 columns x 2 partial sums each,
-// B's 4 + 4 columns zero-extended to int16 in ymm12-13, A's 4 int16 of a row broadcast in
-// ymm14; vpmaddwd sums pairs exactly (|x w| < 2^15, two of them < 2^31). The partial sums
-// meet in vphaddd before the requantization; 8 bytes per row stored (whole panels only).
+// The AVX2 tiles: rows x 2 accumulators (ymm0..11), B's two vectors in ymm12-13, a row of A
+// broadcast in ymm14, requantized alike; whole panels only.
+// - AVX2 (vnni false): each accumulator holds 4 columns x 2 partial sums; B's 4 + 4 columns
+//   zero-extended to int16, A's 4 int16 of a row; vpmaddwd sums pairs exactly (|x w| < 2^15,
+//   two of them < 2^31). The partial sums meet in vphaddd; 8 bytes per row stored.
+// - AVX-VNNI (vnni true): 8 columns per accumulator, A's 4 bytes of a row (the VEX vpdpbusd
+//   has no {1to8} operand); 16 bytes per row stored.
 constexpr uint32_t kInt8Avx2Rows = 6;
-inline void emit_int8_tile_avx2(asmjit::x86::Assembler& a, uint32_t rows, uint32_t) {
+inline void emit_int8_tile_ymm(asmjit::x86::Assembler& a, uint32_t rows, bool vnni) {
     namespace x86 = asmjit::x86;
     const uint32_t mr = kInt8Avx2Rows;
     auto acc = [&](uint32_t i, uint32_t h) { return x86::ymm(i * 2 + h); };
@@ -7427,73 +7430,28 @@ inline void emit_int8_tile_avx2(asmjit::x86::Assembler& a, uint32_t rows, uint32
     a.test(x86::r8, x86::r8);
     a.jz(store);
     a.bind(loop);
-    a.vpmovzxbw(x86::ymm12, x86::xmmword_ptr(x86::rsi, 0));
-    a.vpmovzxbw(x86::ymm13, x86::xmmword_ptr(x86::rsi, 16));
+    if (vnni) {
+        a.vmovdqu(x86::ymm12, x86::ymmword_ptr(x86::rsi, 0));
+        a.vmovdqu(x86::ymm13, x86::ymmword_ptr(x86::rsi, 32));
+    } else {
+        a.vpmovzxbw(x86::ymm12, x86::xmmword_ptr(x86::rsi, 0));
+        a.vpmovzxbw(x86::ymm13, x86::xmmword_ptr(x86::rsi, 16));
+    }
     for (uint32_t i = 0; i < rows; ++i) {
+        if (vnni) {
+            a.vpbroadcastd(x86::ymm14, x86::dword_ptr(x86::rdi, (int32_t)(i * 4)));
+            a.vex().vpdpbusd(acc(i, 0), x86::ymm12, x86::ymm14);
+            a.vex().vpdpbusd(acc(i, 1), x86::ymm13, x86::ymm14);
+            continue;
+        }
         a.vpbroadcastq(x86::ymm14, x86::qword_ptr(x86::rdi, (int32_t)(i * 8)));
         a.vpmaddwd(x86::ymm15, x86::ymm12, x86::ymm14);
         a.vpaddd(acc(i, 0), acc(i, 0), x86::ymm15);
         a.vpmaddwd(x86::ymm15, x86::ymm13, x86::ymm14);
         a.vpaddd(acc(i, 1), acc(i, 1), x86::ymm15);
     }
-    a.add(x86::rdi, (int32_t)(mr * 8));
-    a.add(x86::rsi, 32);
-    a.sub(x86::r8, 1);
-    a.jnz(loop);
-    a.bind(store);
-    a.mov(x86::rax, x86::qword_ptr(x86::r9, 0));
-    a.mov(x86::r10, x86::qword_ptr(x86::r9, 8));
-    a.vbroadcastss(x86::ymm13, x86::dword_ptr(x86::r9, 16));
-    a.vbroadcastss(x86::ymm14, x86::dword_ptr(x86::r9, 20));
-    a.vpbroadcastd(x86::ymm15, x86::dword_ptr(x86::r9, 24));
-    for (uint32_t i = 0; i < rows; ++i) {
-        x86::Ymm v = acc(i, 0);
-        a.vphaddd(v, v, acc(i, 1));      // columns 0 1 4 5 | 2 3 6 7
-        a.vpermq(v, v, 0xD8);            // columns 0 .. 7
-        a.vpbroadcastd(x86::ymm12, x86::dword_ptr(x86::rax, (int32_t)(i * 4)));
-        a.vpaddd(v, v, x86::ymm12);
-        a.vcvtdq2ps(v, v);
-        a.vbroadcastss(x86::ymm12, x86::dword_ptr(x86::r10, (int32_t)(i * 4)));
-        a.vmulps(v, v, x86::ymm12);
-        a.vmaxps(v, v, x86::ymm13);
-        a.vminps(v, v, x86::ymm14);
-        a.vcvtps2dq(v, v);   // MXCSR's default rounding: to nearest, ties to even
-        a.vpaddd(v, v, x86::ymm15);
-        a.vextracti128(x86::xmm12, v, 1);
-        a.vpackssdw(v.xmm(), v.xmm(), x86::xmm12);
-        a.vpackuswb(v.xmm(), v.xmm(), v.xmm());
-        a.vmovq(x86::qword_ptr(x86::rdx), v.xmm());
-        if (i + 1 < rows) a.add(x86::rdx, x86::rcx);
-    }
-    a.vzeroupper();
-    a.ret();
-}
-
-static_assert(kInt8Avx2Rows <= kInt8VnniRows, "Int8TileTable holds the VNNI tile's rows");
-
-// The AVX-VNNI tile: rows x 2 accumulators (ymm0..11) of 8 columns, B's two vectors in
-// ymm12-13, a row's 4 bytes of A broadcast in ymm14 (the VEX form has no {1to8} operand).
-// Requantized as the AVX2 tile does; 16 bytes per row stored (whole panels only).
-constexpr uint32_t kInt8AvxVnniRows = 6;
-inline void emit_int8_tile_avx_vnni(asmjit::x86::Assembler& a, uint32_t rows, uint32_t) {
-    namespace x86 = asmjit::x86;
-    const uint32_t mr = kInt8AvxVnniRows, nr = 16;
-    auto acc = [&](uint32_t i, uint32_t h) { return x86::ymm(i * 2 + h); };
-    for (uint32_t i = 0; i < rows; ++i)
-        for (uint32_t h = 0; h < 2; ++h) a.vpxor(acc(i, h), acc(i, h), acc(i, h));
-    asmjit::Label loop = a.newLabel(), store = a.newLabel();
-    a.test(x86::r8, x86::r8);
-    a.jz(store);
-    a.bind(loop);
-    a.vmovdqu(x86::ymm12, x86::ymmword_ptr(x86::rsi, 0));
-    a.vmovdqu(x86::ymm13, x86::ymmword_ptr(x86::rsi, 32));
-    for (uint32_t i = 0; i < rows; ++i) {
-        a.vpbroadcastd(x86::ymm14, x86::dword_ptr(x86::rdi, (int32_t)(i * 4)));
-        a.vex().vpdpbusd(acc(i, 0), x86::ymm12, x86::ymm14);
-        a.vex().vpdpbusd(acc(i, 1), x86::ymm13, x86::ymm14);
-    }
-    a.add(x86::rdi, (int32_t)(mr * 4));
-    a.add(x86::rsi, (int32_t)(nr * 4));
+    a.add(x86::rdi, (int32_t)(mr * (vnni ? 4 : 8)));
+    a.add(x86::rsi, vnni ? 64 : 32);
     a.sub(x86::r8, 1);
     a.jnz(loop);
     a.bind(store);
@@ -7504,30 +7462,46 @@ inline void emit_int8_tile_avx_vnni(asmjit::x86::Assembler& a, uint32_t rows, ui
     a.vpbroadcastd(x86::ymm15, x86::dword_ptr(x86::r9, 24));
     for (uint32_t i = 0; i < rows; ++i) {
         const x86::Ymm v0 = acc(i, 0), v1 = acc(i, 1);
+        const uint32_t vectors = vnni ? 2 : 1;
+        if (!vnni) {
+            a.vphaddd(v0, v0, v1);      // columns 0 1 4 5 | 2 3 6 7
+            a.vpermq(v0, v0, 0xD8);     // columns 0 .. 7
+        }
         a.vpbroadcastd(x86::ymm12, x86::dword_ptr(x86::rax, (int32_t)(i * 4)));
-        a.vpaddd(v0, v0, x86::ymm12);
-        a.vpaddd(v1, v1, x86::ymm12);
-        a.vcvtdq2ps(v0, v0);
-        a.vcvtdq2ps(v1, v1);
+        for (uint32_t h = 0; h < vectors; ++h) {
+            a.vpaddd(acc(i, h), acc(i, h), x86::ymm12);
+            a.vcvtdq2ps(acc(i, h), acc(i, h));
+        }
         a.vbroadcastss(x86::ymm12, x86::dword_ptr(x86::r10, (int32_t)(i * 4)));
-        for (const x86::Ymm& v : {v0, v1}) {
+        for (uint32_t h = 0; h < vectors; ++h) {
+            const x86::Ymm v = acc(i, h);
             a.vmulps(v, v, x86::ymm12);
             a.vmaxps(v, v, x86::ymm13);
             a.vminps(v, v, x86::ymm14);
             a.vcvtps2dq(v, v);   // MXCSR's default rounding: to nearest, ties to even
             a.vpaddd(v, v, x86::ymm15);
         }
-        a.vpackssdw(v0, v0, v1);     // columns 0-3 8-11 | 4-7 12-15 as int16
-        a.vpermq(v0, v0, 0xD8);      // columns 0 .. 15
-        a.vextracti128(x86::xmm12, v0, 1);
-        a.vpackuswb(v0.xmm(), v0.xmm(), x86::xmm12);
-        a.vmovdqu(x86::xmmword_ptr(x86::rdx), v0.xmm());
+        if (vnni) {
+            a.vpackssdw(v0, v0, v1);    // columns 0-3 8-11 | 4-7 12-15 as int16
+            a.vpermq(v0, v0, 0xD8);     // columns 0 .. 15
+            a.vextracti128(x86::xmm12, v0, 1);
+            a.vpackuswb(v0.xmm(), v0.xmm(), x86::xmm12);
+            a.vmovdqu(x86::xmmword_ptr(x86::rdx), v0.xmm());
+        } else {
+            a.vextracti128(x86::xmm12, v0, 1);
+            a.vpackssdw(v0.xmm(), v0.xmm(), x86::xmm12);
+            a.vpackuswb(v0.xmm(), v0.xmm(), v0.xmm());
+            a.vmovq(x86::qword_ptr(x86::rdx), v0.xmm());
+        }
         if (i + 1 < rows) a.add(x86::rdx, x86::rcx);
     }
     a.vzeroupper();
     a.ret();
 }
-static_assert(kInt8AvxVnniRows <= kInt8VnniRows, "Int8TileTable holds the VNNI tile's rows");
+inline void emit_int8_tile_avx2(asmjit::x86::Assembler& a, uint32_t rows, uint32_t) { emit_int8_tile_ymm(a, rows, false); }
+inline void emit_int8_tile_avx_vnni(asmjit::x86::Assembler& a, uint32_t rows, uint32_t) { emit_int8_tile_ymm(a, rows, true); }
+
+static_assert(kInt8Avx2Rows <= kInt8VnniRows, "Int8TileTable holds the VNNI tile's rows");
 
 // The gemv kernel (Int8Gemv): rows x 4 accumulators (zmm0..15), a row's 4 bytes of X
 // broadcast in zmm16-19, the panel's 4 vectors of W per group as vpdpbusd's memory operand.
@@ -7718,11 +7692,11 @@ Status Int8Gemm::init(Isa isa, bool dot_products) {
         nr_ = detail::kInt8VnniVectors * 16;
         masked_ = true;
     } else if ((isa == Isa::Avx2 || isa == Isa::Avx512) && dot_products && int8_avx_vnni_available()) {
-        static const detail::Int8TileTable avx_vnni = detail::make_int8_tiles(detail::kInt8AvxVnniRows, 1,
+        static const detail::Int8TileTable avx_vnni = detail::make_int8_tiles(detail::kInt8Avx2Rows, 1,
                                                                               detail::emit_int8_tile_avx_vnni);
         if (avx_vnni.status != Status::Ok) return avx_vnni.status;
         tiles_ = avx_vnni.fn;
-        mr_ = detail::kInt8AvxVnniRows;
+        mr_ = detail::kInt8Avx2Rows;
         nr_ = 16;
     } else if (isa == Isa::Avx2 || isa == Isa::Avx512) {   // AVX-512 without VNNI: the AVX2 tile
         static const detail::Int8TileTable avx2 = detail::make_int8_tiles(detail::kInt8Avx2Rows, 1, detail::emit_int8_tile_avx2);
