@@ -7673,6 +7673,7 @@ inline Int8TileTable make_int8_tiles_sdot() {
 }  // namespace detail
 
 Status Int8Gemm::init(Isa isa, bool dot_products) {
+    (void)dot_products;   // builds without JIT have no dot-product tiles
     if (isa == Isa::Auto) isa = default_isa();
     if (!isa_available(isa)) return Status::Unsupported;
     isa_ = isa;
