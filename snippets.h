@@ -5646,7 +5646,8 @@ inline void emit_gemm_tile_x86(asmjit::x86::Assembler& a, Isa isa, uint32_t mr, 
 }
 
 // Every tile of a target in one code buffer, generated once per process (thread-safe static):
-// the tiles over packed B panels, then the same reading B by rows (from fn + mr 2 vectors).
+// the tiles over packed B panels, then the same tiles reading B by rows (from fn + mr 2 vectors
+// on: Gemm::row_tiles_).
 struct GemmTileTable {
     Gemm::TileFn fn[2 * 16 * 2 * 2] = {};
     Status status = Status::Unsupported;
