@@ -9125,12 +9125,13 @@ inline void conv_work_split(int64_t positions, int64_t images, int64_t cap, int6
 // of channel c reads the padded plane at c PP + ky d PW + kx d + (oy PW + ox) (stride 1;
 // strided convs read phase planes, cpu_conv_wide_plan).
 // Row (c, tap) of B is then a contiguous run of the padded input per output row. Two ways:
-// - in place (M at most 48 and K at least 4 M: cs.wide_in_place): Gemm reads B there
-//   (GemmOperand::rows; the JIT tiles load from it, other targets pack its panels); the GEMM's
-//   columns are a block's wide positions, the pw - ow past each row end included, stored (with
-//   the bias) into a slot's buffer whose valid columns are then copied to Y: an M x N copy
-//   instead of K x N. Packing costs most where few rows of A share each panel; from 64 maps
-//   on, the tiles' unaligned loads of B in place cost about what packing saves.
+// - in place (x86 JIT tiles, M at most 48 and K at least 4 M: cs.wide_in_place): the tiles
+//   load B there (GemmOperand::rows); the GEMM's columns are a block's wide positions, the
+//   pw - ow past each row end included, stored (with the bias) into a slot's buffer whose
+//   valid columns are then copied to Y: an M x N copy instead of K x N. Packing costs most
+//   where few rows of A share each panel; from 64 maps on, the tiles' unaligned loads of B in
+//   place cost about what packing saves. Where Gemm would pack those rows itself (NEON), the
+//   packed panels below cost less: they need no copy of Y.
 // - packed: each panel is a copy of nr floats per row, or of a few runs where it crosses the
 //   end of an output row; its columns are Y's positions, so the tiles store to Y directly.
 
@@ -9327,7 +9328,7 @@ inline Status cpu_conv_wide_plan(ReferenceProgram* p, const ConvState& st, CpuGe
     if (cap < 4 * nr) cap = 4 * nr;
     conv_work_split(positions, st.batch * st.groups, cap, nr, gemm.vector_floats(), cs->slots, &block, &cs->parts);
     cs->block = block;
-    cs->wide_in_place = st.group_maps <= 48 && st.depth >= 4 * st.group_maps;
+    cs->wide_in_place = gemm.reads_b_rows() && st.group_maps <= 48 && st.depth >= 4 * st.group_maps;
     if (cs->wide_in_place) {
         const int64_t span = wide_span(block, w.out[2], pw);
         cs->slot_floats = round16((size_t)(st.group_maps * span)) +

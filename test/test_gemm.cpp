@@ -388,7 +388,7 @@ TEST_CASE("gemm: Conv on the CPU device: 1x1, 3x3, strided, dilated, grouped, pa
         {{1, 1100, 6, 5}, {17, 1100, 1, 1}, true, 1, {}, {}, {}},                     // the same with a bias (the tiles add it)
         {{1, 128, 9, 9}, {32, 128, 3, 3}, true, 1, {}, {}, {1, 1, 1, 1}},            // 32 maps, K beyond kc (two K blocks)
         {{1, 6, 9, 9}, {6, 1, 3, 3}, true, 6, {2, 2}, {2, 2}, {2, 2, 2, 2}},          // depthwise (stays reference)
-        // k x k on padded planes: M <= 48 and K >= 4 M read them in place (Y through a wide buffer), else packed panels
+        // k x k on padded planes: M <= 48 and K >= 4 M read them in place on x86 (Y through a wide buffer), else packed panels
         {{1, 24, 11, 40}, {6, 24, 3, 3}, true, 1, {}, {}, {1, 1, 1, 1}},             // in place, rows of 40 in 42
         {{2, 9, 13, 7}, {5, 9, 3, 3}, false, 1, {}, {2, 1}, {2, 1, 0, 2}},           // in place, dilated, asymmetric pads
         {{1, 3, 20, 21}, {24, 3, 3, 3}, true, 1, {2, 2}, {}, {1, 1, 1, 1}},           // packed, strided (phase planes)
