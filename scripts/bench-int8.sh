@@ -34,8 +34,8 @@ for pair in "$@"; do
   for threads in ${THREADS:-1 2}; do
     tf="" ti="" oi="" of=""
     for round in $(seq "$rounds"); do
-      tf=$(best "$tf" "$($tessel run "$float" --inputs "$data" --bench "$runs" --threads "$threads" 2>&1 | sed -nE 's/^latency_ms .*min=([0-9.]+).*/\1/p')")
-      ti=$(best "$ti" "$($tessel run "$int8" --inputs "$data" --bench "$runs" --threads "$threads" 2>&1 | sed -nE 's/^latency_ms .*min=([0-9.]+).*/\1/p')")
+      tf=$(best "$tf" "$($tessel run "$float" --inputs "$data" --bench "$runs" --no-reference --threads "$threads" 2>&1 | sed -nE 's/^latency_ms .*min=([0-9.]+).*/\1/p')")
+      ti=$(best "$ti" "$($tessel run "$int8" --inputs "$data" --bench "$runs" --no-reference --threads "$threads" 2>&1 | sed -nE 's/^latency_ms .*min=([0-9.]+).*/\1/p')")
       oi=$(best "$oi" "$(node scripts/ort-bench.js time "$int8" "$data" "$runs" "$threads" 2>&1 | sed -nE 's/^ort_ms .*min=([0-9.]+).*/\1/p')")
       of=$(best "$of" "$(node scripts/ort-bench.js time "$float" "$data" "$runs" "$threads" 2>&1 | sed -nE 's/^ort_ms .*min=([0-9.]+).*/\1/p')")
     done

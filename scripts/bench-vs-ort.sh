@@ -54,7 +54,7 @@ for model in $MODELS; do
   for threads in 1 2; do
     tessel_best="" ort_best="" isa=""
     for ((r = 0; r < rounds; ++r)); do
-      out=$(build/tessel run "$model" --inputs "$data" --bench "$runs" --threads "$threads" 2>&1 || true)
+      out=$(build/tessel run "$model" --inputs "$data" --bench "$runs" --no-reference --threads "$threads" 2>&1 || true)
       t=$(median latency_ms <<< "$out")
       isa=$(sed -nE 's/^latency_ms .*isa=([a-z0-9]+).*/\1/p' <<< "$out")
       o=$(ort_bench time "$model" "$data" "$runs" "$threads" 2>&1 | median ort_ms || true)

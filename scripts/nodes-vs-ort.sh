@@ -12,7 +12,7 @@ data=build/bench-vs-ort/data_$(basename "$model" .onnx)
 [ -d "$data" ] || node scripts/ort-bench.js inputs "$model" "$data" 2>/dev/null
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-"$tessel" run "$model" --inputs "$data" --bench "$runs" --threads "$threads" --perf-counts 2>&1 |
+"$tessel" run "$model" --inputs "$data" --bench "$runs" --no-reference --threads "$threads" --perf-counts 2>&1 |
   awk '/^node +device/ { on = 1; next } /^time CPU/ { on = 0 } on && NF >= 4 { print $1, $3, $NF }' >"$tmp/tessel"
 node scripts/ort-bench.js profile "$model" "$data" "$runs" "$threads" 2>/dev/null >"$tmp/ort"
 python3 - "$tmp/tessel" "$tmp/ort" <<'PY'

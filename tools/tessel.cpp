@@ -2,7 +2,7 @@
 //   tessel partition GRAPH.txt [--devices A,B,...] [--algo rollback|levels|waves] [--trace]
 //                    [--dot FILE] [--min-size N] [--reasons] [--threads N]
 //   tessel run MODEL.onnx|COMPILED [--device D] [--inputs DIR] [--shape NAME=D1,D2,..]
-//                    [--output-dir DIR] [--compare DIR [--rtol R] [--atol A]] [--bench N]
+//                    [--output-dir DIR] [--compare DIR [--rtol R] [--atol A]] [--bench N [--no-reference]]
 //                    [--threads N] [--isa NAME] [--config [DEVICE:]KEY=VALUE]...
 //                    [--perf-counts] [--profile FILE.html] [--dump-partition FILE.dot]
 //   tessel compile MODEL.onnx [--device D] [--config ...] [--shape ...] -o FILE
@@ -34,7 +34,7 @@ int usage() {
                  "usage: tessel partition GRAPH.txt [--devices A,B,...] [--algo rollback|levels|waves]\n"
                  "                        [--trace] [--dot FILE] [--min-size N] [--reasons] [--threads N]\n"
                  "       tessel run MODEL.onnx|COMPILED [--device D] [--inputs DIR] [--shape NAME=D1,D2,..]\n"
-                 "                  [--output-dir DIR] [--compare DIR [--rtol R] [--atol A]] [--bench N]\n"
+                 "                  [--output-dir DIR] [--compare DIR [--rtol R] [--atol A]] [--bench N [--no-reference]]\n"
                  "                  [--threads N] [--isa NAME] [--config [DEVICE:]KEY=VALUE]...\n"
                  "                  [--perf-counts] [--profile FILE.html] [--dump-partition FILE.dot]\n"
                  "       tessel compile MODEL.onnx [--device D] [--config ...] [--shape ...] -o FILE\n"
@@ -199,6 +199,9 @@ struct ModelOptions {
     const char* dump_partition = nullptr;
     double rtol = 1e-3, atol = 1e-5;
     uint32_t bench = 0;
+    // --no-reference: time the model back to back, as other runtimes' benches do; the reference
+    // runs interleaved with it evict its weights and activations from the caches.
+    bool bench_reference = true;
     bool perf_counts = false;
     // --config, --threads, --isa: "DEVICE:KEY" or "KEY" and value, kept in static storage
     ConfigEntry config[64];
@@ -257,6 +260,7 @@ int parse_model_options(int argc, char** argv, ModelOptions* o, bool allow_outpu
         else if (!std::strcmp(arg, "--dump-partition") && v) o->dump_partition = argv[++i];
         else if (!std::strcmp(arg, "-o") && v && allow_output) o->output_file = argv[++i];
         else if (!std::strcmp(arg, "--perf-counts")) o->perf_counts = true;
+        else if (!std::strcmp(arg, "--no-reference")) o->bench_reference = false;
         else if ((!std::strcmp(arg, "--rtol") || !std::strcmp(arg, "--atol")) && v) {
             double x;
             if (!parse_number(argv[++i], &x)) { std::fprintf(stderr, "tessel: bad %s '%s'\n", arg, argv[i]); return 2; }
@@ -586,7 +590,7 @@ int command_run(int argc, char** argv) {
         InferRequest rr;
         Tensor reference_inputs[64];
         bool with_reference = false;
-        if (!from_blob) {
+        if (!from_blob && o.bench_reference) {
             ModelOptions r = o;
             InputShape shapes[64];
             uint32_t count = input_shapes(o, model, shapes);
