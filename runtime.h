@@ -760,8 +760,12 @@ public:
     Status reshape(const Model& model, Span<const InputShape> shapes, CompiledModel* compiled);
     // Reads a blob written by CompiledModel::export_model. ParseError on a truncated,
     // corrupted (checksum) or foreign blob, Unsupported on a newer format version, NotFound
-    // when a device it names is not registered.
-    Status import_model(const void* blob, size_t size, CompiledModel* out);
+    // when a device it names is not registered. `config` ("[DEVICE:]KEY" as compile_model
+    // takes it) overrides the blob's, as its devices compile again at import: NUM_THREADS,
+    // PERF_COUNT, ISA, ... The keys that choose the partition (HETERO_ALGORITHM,
+    // HETERO_MIN_SUBGRAPH, HETERO_PLACEMENT, HETERO_COST_MODEL) are InvalidArgument: the blob
+    // fixes it. A device key that takes away a node the blob placed there fails its compile.
+    Status import_model(const void* blob, size_t size, CompiledModel* out, Span<const ConfigEntry> config = Span<const ConfigEntry>());
     // Which device takes each node of `model` for a HETERO device string (after preparing):
     // devices[n] receives the device index in `device`'s list, kNoDevice for folded nodes.
     Status query_model(const Model& model, StringView device, uint16_t* devices);
@@ -3127,10 +3131,13 @@ protected:
     bool op_allowed(StringView) const override { return true; }
     const char* capabilities() const override { return "FP32 INT64 BOOL FUSED_ELEMENTWISE"; }
     Status check_payload(const void* payload, size_t size) override {
-        if (size != 6 || std::memcmp(payload, "CPU1", 4) != 0) return fail(Status::ParseError, "CPU: bad payload");
+        if (size != 6 || std::memcmp(payload, "CPU1", 4) != 0) return fail(Status::ParseError, "bad payload");
         Isa isa = (Isa)static_cast<const uint8_t*>(payload)[4];
-        if ((uint8_t)isa >= (uint8_t)Isa::Auto) return fail(Status::ParseError, "CPU: bad payload");
-        if (!isa_available(isa)) return fail(Status::Unsupported, "CPU: the blob was compiled for %s, which this CPU lacks", isa_name(isa));
+        if ((uint8_t)isa >= (uint8_t)Isa::Auto) return fail(Status::ParseError, "bad payload");
+        // An ISA set at import (checked available by check_config) is what the import compiles for.
+        if (!isa_available(isa) && config("ISA") == StringView("auto"))
+            return fail(Status::Unsupported, "the blob was compiled for %s, which this CPU lacks (set ISA to compile it for this one)",
+                        isa_name(isa));
         return Status::Ok;
     }
 
@@ -4333,7 +4340,7 @@ protected:
         uint64_t count = 0;
         bool v2 = size >= 12 && std::memcmp(p, "GPU2", 4) == 0, v3 = size >= 20 && std::memcmp(p, "GPU3", 4) == 0;
         if (v2 || v3) std::memcpy(&count, p + (v3 ? 12 : 4), sizeof count);
-        if (!(v2 && count == size - 12) && !(v3 && count == size - 20)) return fail(Status::ParseError, "GPU: bad payload");
+        if (!(v2 && count == size - 12) && !(v3 && count == size - 20)) return fail(Status::ParseError, "bad payload");
         return Status::Ok;
     }
     Status import_subgraph(const PreparedModel& model, Span<const NodeId> nodes, const void* payload, size_t size,
@@ -5641,6 +5648,7 @@ struct CompileJob {   // what compile_model and import_model share
     bool dynamic_blob = false;              // import: the blob carries the symbolic model
     bool staged_blob = false;               // import: the blob carries a later stage (version 3)
     PlanReuse* reuse = nullptr;             // shape-free data shared with the model's other plans
+    Span<const ConfigEntry> import_config;  // import_model's overrides of the blob's config
     // Compiles the plan of a symbolic model at one input-shape signature.
     static Status specialize(DynamicShapes& dynamic, const CompiledModel::Impl& first, Span<const InputShape> shapes,
                              CompiledModel::Impl** out, char* error);
@@ -8031,7 +8039,7 @@ Status CompiledModel::export_model(WriteFn write, void* user) const {
 }
 
 // >>blob import
-Status Core::import_model(const void* blob, size_t size, CompiledModel* out) {
+Status Core::import_model(const void* blob, size_t size, CompiledModel* out, Span<const ConfigEntry> config) {
     if (!impl_) return fail(Status::OutOfMemory, "out of memory");
     if (!out || (!blob && size)) return fail(Status::InvalidArgument, "import_model: null argument");
     destroy(out->impl_);
@@ -8068,6 +8076,7 @@ Status Core::import_model(const void* blob, size_t size, CompiledModel* out) {
     job.core = this;
     job.dynamic_blob = version == detail::kBlobVersionSymbolic;
     job.staged_blob = version == detail::kBlobVersionStaged;
+    job.import_config = config;
     Arena scratch;
     Status s = import_job(&job, copy, (size_t)payload, m, &scratch);
     detail::restore(&job);
@@ -8093,6 +8102,15 @@ Status Core::import_job(void* job_pointer, const void* payload, size_t size, voi
         TESSEL_TRY(detail::save_and_set(&job, scratch, d, key, value));
     }
     if (!r.ok) return fail(Status::ParseError, "blob: malformed config");
+    bool cache_size_given = false;
+    for (const ConfigEntry& e : job.import_config) {
+        for (const char* fixed : {"HETERO_ALGORITHM", "HETERO_MIN_SUBGRAPH", "HETERO_PLACEMENT", "HETERO_COST_MODEL"})
+            if (e.key == StringView(fixed)) return fail(Status::InvalidArgument, "import_model: %s chooses the partition, which the blob fixes", fixed);
+        cache_size_given = cache_size_given || e.key == StringView("SHAPE_CACHE_SIZE");
+    }
+    PartitionAlgorithm unused_algorithm = PartitionAlgorithm::Rollback;
+    uint32_t unused_min_subgraph = 0;
+    TESSEL_TRY(detail::apply_config(&job, scratch, job.import_config, &unused_algorithm, &unused_min_subgraph));
     m->source = create<Model>();
     if (!m->source) return fail(Status::OutOfMemory, "out of memory");
     char error[kErrorMessageBytes] = {};
@@ -8180,6 +8198,7 @@ Status Core::import_job(void* job_pointer, const void* payload, size_t size, voi
         if (!r.ok || algorithm > (uint8_t)PartitionAlgorithm::Waves || dynamic->capacity == 0 || dynamic->capacity > detail::kMaxShapeCache)
             return fail(Status::ParseError, "blob: malformed symbolic inputs");
         dynamic->algorithm = (PartitionAlgorithm)algorithm;
+        if (cache_size_given) dynamic->capacity = job.shape_cache;
     }
     if (job.staged_blob) {   // the later stage, planned at run time as after a compile
         m->stages = create<detail::Stages>();

@@ -55,6 +55,9 @@ check "hetero with a device key" 0 "" -- run "$data/test_add_bcast/model.onnx" -
 grep -q "^device TEMPLATE: 1 nodes" "$dir/out" && passed=$((passed + 1)) || { failed=$((failed + 1)); echo "FAILED: placement summary"; cat "$dir/out"; }
 check "compile to a blob" 0 "" -- compile "$relu/model.onnx" --device CPU -o "$dir/relu.tcm"
 check "run a compiled blob" 0 "" -- run "$dir/relu.tcm" --inputs "$relu/test_data_set_0" --compare "$relu/test_data_set_0"
+check "a blob's config overridden at run" 0 "" -- run "$dir/relu.tcm" --threads 2 --perf-counts
+grep -q "^Relu_0 .*CPU" "$dir/out" && passed=$((passed + 1)) || { failed=$((failed + 1)); echo "FAILED: perf counts of a blob"; cat "$dir/out"; }
+check "a blob with a bad ISA" 2 "" -- run "$dir/relu.tcm" --isa nonsense
 head -c 100 "$dir/relu.tcm" > "$dir/cut.tcm"
 check "truncated blob" 2 "" -- run "$dir/cut.tcm"
 grep -q "blob: truncated" "$dir/err" && passed=$((passed + 1)) || { failed=$((failed + 1)); echo "FAILED: truncated blob message"; cat "$dir/err"; }

@@ -375,6 +375,67 @@ TEST_CASE("runtime: export, import, same outputs; every corruption is rejected")
     CHECK(std::string(core.last_error()) == "unknown device 'NPU' in 'HETERO:NPU,CPU'");
 }
 
+// import_model's config overrides the blob's, as the devices compile again at import; keys
+// that choose the partition are refused, as are unknown devices, keys and values.
+TEST_CASE("runtime: import_model takes config that overrides the blob's") {
+    Model m;
+    build_small(&m);
+    Core core;
+    CompiledModel compiled;
+    REQUIRE(core.compile_model(m, "CPU", {}, &compiled) == Status::Ok);
+    std::vector<char> blob = export_blob(compiled);
+    auto profiled_steps = [](const CompiledModel& c) {
+        InferRequest request;
+        REQUIRE(c.create_request(&request) == Status::Ok);
+        for (uint32_t i = 0; i < c.input_count(); ++i) fill(request.input(i), 3);
+        REQUIRE(request.infer() == Status::Ok);
+        return request.profiling_info().size;
+    };
+    CompiledModel plain, profiled, threaded;
+    REQUIRE(core.import_model(blob.data(), blob.size(), &plain) == Status::Ok);
+    CHECK(profiled_steps(plain) == 0);
+    ConfigEntry perf[] = {{"CPU:PERF_COUNT", "YES"}};
+    REQUIRE(core.import_model(blob.data(), blob.size(), &profiled, perf) == Status::Ok);
+    CHECK(profiled_steps(profiled) > 0);
+    ConfigEntry two[] = {{"NUM_THREADS", "2"}, {"HETERO_CONCURRENT", "NO"}, {"SHAPE_CACHE_SIZE", "4"}};
+    REQUIRE(core.import_model(blob.data(), blob.size(), &threaded, two) == Status::Ok);
+    CHECK(bitwise_equal(run_compiled(compiled, 5), run_compiled(threaded, 5)));
+    CHECK(profiled_steps(threaded) == 0);   // the override held for that import only
+    struct Bad { ConfigEntry entry; Status status; const char* message; };
+    const Bad bad[] = {
+        {{"HETERO_ALGORITHM", "levels"}, Status::InvalidArgument, "import_model: HETERO_ALGORITHM chooses the partition, which the blob fixes"},
+        {{"HETERO_MIN_SUBGRAPH", "2"}, Status::InvalidArgument, "import_model: HETERO_MIN_SUBGRAPH chooses the partition, which the blob fixes"},
+        {{"NPU:NUM_THREADS", "2"}, Status::NotFound, "config: unknown device 'NPU'"},
+        {{"CPU:NO_SUCH_KEY", "1"}, Status::NotFound, "device CPU has no config key 'NO_SUCH_KEY'"},
+        {{"CPU:ISA", "nonsense"}, Status::InvalidArgument, "CPU: ISA must be auto, ref, sse41, avx2, avx512 or neon"},
+    };
+    for (const Bad& b : bad) {
+        CompiledModel c;
+        Status s = core.import_model(blob.data(), blob.size(), &c, Span<const ConfigEntry>(&b.entry, 1));
+        INFO(std::string(b.entry.key.data, b.entry.key.size));
+        CHECK(s == b.status);
+        CHECK(std::string(core.last_error()) == b.message);
+        CHECK(!c.compiled());
+    }
+    // A blob compiled for an ISA this CPU lacks: refused, unless ISA is set at import.
+    std::vector<char> foreign = blob;
+    size_t at = 0;
+    while (at + 5 <= foreign.size() && std::memcmp(foreign.data() + at, "CPU1", 4) != 0) ++at;
+    REQUIRE(at + 5 <= foreign.size());
+    Isa lacking = isa_available(Isa::Neon) ? Isa::Avx2 : Isa::Neon;
+    foreign[at + 4] = (char)lacking;
+    uint64_t checksum = 1469598103934665603ull;   // the header's FNV-1a of the payload after its 32 bytes
+    for (size_t i = 32; i < foreign.size(); ++i) checksum = (checksum ^ (unsigned char)foreign[i]) * 1099511628211ull;
+    std::memcpy(foreign.data() + 24, &checksum, 8);
+    CompiledModel c;
+    CHECK(core.import_model(foreign.data(), foreign.size(), &c) == Status::Unsupported);
+    CHECK(std::string(core.last_error()) == std::string("CPU: the blob was compiled for ") + isa_name(lacking) +
+                                                ", which this CPU lacks (set ISA to compile it for this one)");
+    ConfigEntry ref[] = {{"CPU:ISA", "ref"}};
+    REQUIRE(core.import_model(foreign.data(), foreign.size(), &c, ref) == Status::Ok);
+    CHECK(bitwise_equal(run_model(m, "CPU", {{"ISA", "ref"}}, 5), run_compiled(c, 5)));
+}
+
 namespace {
 // A chain x -> op_1 -> ... -> op_k -> y of unary elementwise ops, node i on `affinity[i]`
 // ("" for none).

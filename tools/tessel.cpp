@@ -332,7 +332,7 @@ int load_and_compile(Core* core, const ModelOptions& o, Model* model, CompiledMo
     *from_blob = size >= 8 && std::memcmp(bytes, "TESSELCM", 8) == 0;
     Status s;
     if (*from_blob) {
-        s = core->import_model(bytes, size, compiled);
+        s = core->import_model(bytes, size, compiled, Span<const ConfigEntry>(o.config, o.config_count));
         TESSEL_FREE(bytes);
         if (s != Status::Ok) { std::fprintf(stderr, "tessel: %s: %s\n", o.path, core->last_error()); return 2; }
         return 0;
