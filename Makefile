@@ -259,9 +259,15 @@ test-sanitize: | deps
 	 dir=$$(mktemp -d); cp build/results/sanitize-*.log $$dir/ 2>/dev/null; \
 	 scripts/summary.sh $$dir $$status; rm -rf $$dir; exit $$status
 
-test-sanitize-asan: build-asan/tests
+test-sanitize-asan: build-asan/tests build-asan/nojit-check
 	@scripts/run-check.sh sanitize-asan-ubsan env ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 \
 	   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 build-asan/tests
+	@scripts/run-check.sh sanitize-asan-no-jit build-asan/nojit-check
+
+# The TESSEL_NO_JIT build under clang's warnings too (some, like unused private fields, are clang's alone).
+build-asan/nojit-check: test/nojit/check.cpp $(HEADERS) | deps
+	@mkdir -p $(@D)
+	$(SAN_CXX) $(SAN_FLAGS) $(ASAN_FLAGS) $< -o $@ -lpthread
 
 test-sanitize-tsan: build-tsan/tests
 	@scripts/run-check.sh sanitize-tsan env TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \

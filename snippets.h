@@ -943,7 +943,7 @@ private:
     Isa isa_ = Isa::Ref;
     KernelFn kernel_ = nullptr;
     int64_t groups_ = 1;         // groups of 4 taps per kernel row
-    int64_t vector_bytes_ = 16, unroll_ = 1, phases_ = 4, block_outputs_ = 16, iterations_ = 1;
+    int64_t vector_bytes_ = 16, block_outputs_ = 16, iterations_ = 1;
     int64_t pitch_ = 0;          // bytes of a padded row
     int64_t out_pitch_ = 0;      // bytes of an output row in scratch (0: stored straight into y)
     bool signed_x_ = false;      // the copy holds x ^ 0x80 (sdot)
@@ -8173,8 +8173,6 @@ Status Int8DepthwiseConv::init(const DepthwiseShape& s, Isa isa) {
     kernel_ = fn;
     groups_ = groups;
     vector_bytes_ = best_v;
-    unroll_ = best_u;
-    phases_ = phases;
     block_outputs_ = block_outputs;
     iterations_ = iterations;
     pitch_ = pitch;
