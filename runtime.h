@@ -8093,13 +8093,24 @@ Status Core::import_job(void* job_pointer, const void* payload, size_t size, voi
     if (!r.ok) return fail(Status::ParseError, "blob: malformed device list");
     TESSEL_TRY(detail::parse_device_string(device_string, &job));
     detail::print(m->device_string, sizeof m->device_string, "%.*s", (int)device_string.size, device_string.data);
+    // A blob entry that import_model's config replaces is not set at all: a blob compiled at
+    // ISA=avx512 must import at ISA=avx2 on a CPU without AVX-512.
+    auto overridden = [&](StringView device, StringView key) {
+        for (const ConfigEntry& e : job.import_config) {
+            if (e.key == key) return true;
+            if (e.key.size == device.size + 1 + key.size && std::memcmp(e.key.data, device.data, device.size) == 0 &&
+                e.key[device.size] == ':' && std::memcmp(e.key.data + device.size + 1, key.data, key.size) == 0)
+                return true;
+        }
+        return false;
+    };
     uint32_t config_count = r.u32();
     for (uint32_t i = 0; i < config_count && r.ok; ++i) {
         StringView device = r.str(), key = r.str(), value = r.str();
         if (!r.ok) break;
         Device* d = this->device(device);
         if (!d) return fail(Status::NotFound, "blob: device %.*s is not registered", (int)device.size, device.data);
-        TESSEL_TRY(detail::save_and_set(&job, scratch, d, key, value));
+        if (!overridden(device, key)) TESSEL_TRY(detail::save_and_set(&job, scratch, d, key, value));
     }
     if (!r.ok) return fail(Status::ParseError, "blob: malformed config");
     bool cache_size_given = false;

@@ -434,6 +434,30 @@ TEST_CASE("runtime: import_model takes config that overrides the blob's") {
     ConfigEntry ref[] = {{"CPU:ISA", "ref"}};
     REQUIRE(core.import_model(foreign.data(), foreign.size(), &c, ref) == Status::Ok);
     CHECK(bitwise_equal(run_model(m, "CPU", {{"ISA", "ref"}}, 5), run_compiled(c, 5)));
+    // The same with the ISA named in the blob's config (compiled at one ISA, its name then
+    // patched to one this CPU lacks): the entry an import sets replaces the blob's.
+    const Isa here = lacking == Isa::Neon ? Isa::Avx2 : Isa::Neon;   // names of 4 letters both
+    if (!isa_available(here)) return;
+    CompiledModel at_here;
+    ConfigEntry isa_here[] = {{"CPU:ISA", isa_name(here)}};
+    REQUIRE(core.compile_model(m, "CPU", isa_here, &at_here) == Status::Ok);
+    std::vector<char> named = export_blob(at_here);
+    const std::string want = isa_name(here), patch = isa_name(lacking);
+    size_t found = 0, count = 0;
+    for (size_t i = 0; i + 4 <= named.size(); ++i)
+        if (std::memcmp(named.data() + i, want.data(), 4) == 0) { found = i; ++count; }
+    REQUIRE(count == 1);
+    std::memcpy(named.data() + found, patch.data(), 4);
+    for (size_t i = 0; i + 5 <= named.size(); ++i)
+        if (std::memcmp(named.data() + i, "CPU1", 4) == 0) named[i + 4] = (char)lacking;
+    checksum = 1469598103934665603ull;
+    for (size_t i = 32; i < named.size(); ++i) checksum = (checksum ^ (unsigned char)named[i]) * 1099511628211ull;
+    std::memcpy(named.data() + 24, &checksum, 8);
+    CompiledModel named_import;
+    CHECK(core.import_model(named.data(), named.size(), &named_import) == Status::Unsupported);
+    CHECK(std::string(core.last_error()) == "CPU: ISA " + patch + " is not available here");
+    REQUIRE(core.import_model(named.data(), named.size(), &named_import, ref) == Status::Ok);
+    CHECK(bitwise_equal(run_model(m, "CPU", {{"ISA", "ref"}}, 5), run_compiled(named_import, 5)));
 }
 
 namespace {
