@@ -397,8 +397,8 @@ TEST_CASE("runtime: import_model takes config that overrides the blob's") {
     ConfigEntry perf[] = {{"CPU:PERF_COUNT", "YES"}};
     REQUIRE(core.import_model(blob.data(), blob.size(), &profiled, perf) == Status::Ok);
     CHECK(profiled_steps(profiled) > 0);
-    ConfigEntry two[] = {{"NUM_THREADS", "2"}, {"HETERO_CONCURRENT", "NO"}, {"SHAPE_CACHE_SIZE", "4"}};
-    REQUIRE(core.import_model(blob.data(), blob.size(), &threaded, two) == Status::Ok);
+    ConfigEntry overrides[] = {{"NUM_THREADS", "2"}, {"HETERO_CONCURRENT", "NO"}, {"SHAPE_CACHE_SIZE", "4"}};
+    REQUIRE(core.import_model(blob.data(), blob.size(), &threaded, overrides) == Status::Ok);
     CHECK(bitwise_equal(run_compiled(compiled, 5), run_compiled(threaded, 5)));
     CHECK(profiled_steps(threaded) == 0);   // the override held for that import only
     struct Bad { ConfigEntry entry; Status status; const char* message; };
@@ -418,15 +418,18 @@ TEST_CASE("runtime: import_model takes config that overrides the blob's") {
         CHECK(!c.compiled());
     }
     // A blob compiled for an ISA this CPU lacks: refused, unless ISA is set at import.
+    const Isa lacking = isa_available(Isa::Neon) ? Isa::Avx2 : Isa::Neon;
+    auto compiled_for_lacking = [&](std::vector<char>* b) {   // the CPU payload's ISA, then the checksum again
+        size_t payloads = 0;
+        for (size_t i = 0; i + 5 <= b->size(); ++i)
+            if (std::memcmp(b->data() + i, "CPU1", 4) == 0) { (*b)[i + 4] = (char)lacking; ++payloads; }
+        REQUIRE(payloads == 1);
+        uint64_t checksum = 1469598103934665603ull;   // the header's FNV-1a of the payload after its 32 bytes
+        for (size_t i = 32; i < b->size(); ++i) checksum = (checksum ^ (unsigned char)(*b)[i]) * 1099511628211ull;
+        std::memcpy(b->data() + 24, &checksum, 8);
+    };
     std::vector<char> foreign = blob;
-    size_t at = 0;
-    while (at + 5 <= foreign.size() && std::memcmp(foreign.data() + at, "CPU1", 4) != 0) ++at;
-    REQUIRE(at + 5 <= foreign.size());
-    Isa lacking = isa_available(Isa::Neon) ? Isa::Avx2 : Isa::Neon;
-    foreign[at + 4] = (char)lacking;
-    uint64_t checksum = 1469598103934665603ull;   // the header's FNV-1a of the payload after its 32 bytes
-    for (size_t i = 32; i < foreign.size(); ++i) checksum = (checksum ^ (unsigned char)foreign[i]) * 1099511628211ull;
-    std::memcpy(foreign.data() + 24, &checksum, 8);
+    compiled_for_lacking(&foreign);
     CompiledModel c;
     CHECK(core.import_model(foreign.data(), foreign.size(), &c) == Status::Unsupported);
     CHECK(std::string(core.last_error()) == std::string("CPU: the blob was compiled for ") + isa_name(lacking) +
@@ -448,11 +451,7 @@ TEST_CASE("runtime: import_model takes config that overrides the blob's") {
         if (std::memcmp(named.data() + i, want.data(), 4) == 0) { found = i; ++count; }
     REQUIRE(count == 1);
     std::memcpy(named.data() + found, patch.data(), 4);
-    for (size_t i = 0; i + 5 <= named.size(); ++i)
-        if (std::memcmp(named.data() + i, "CPU1", 4) == 0) named[i + 4] = (char)lacking;
-    checksum = 1469598103934665603ull;
-    for (size_t i = 32; i < named.size(); ++i) checksum = (checksum ^ (unsigned char)named[i]) * 1099511628211ull;
-    std::memcpy(named.data() + 24, &checksum, 8);
+    compiled_for_lacking(&named);
     CompiledModel named_import;
     CHECK(core.import_model(named.data(), named.size(), &named_import) == Status::Unsupported);
     CHECK(std::string(core.last_error()) == "CPU: ISA " + patch + " is not available here");
