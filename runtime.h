@@ -5888,16 +5888,22 @@ inline void restore(CompileJob* job) {
     job->saved_count = 0;
 }
 
+// A config entry's key "DEVICE:KEY" as its device and key; "KEY" leaves *device null (no data).
+inline void split_config_key(StringView entry, StringView* device, StringView* key) {
+    size_t colon = 0;
+    while (colon < entry.size && entry[colon] != ':') ++colon;
+    *device = colon < entry.size ? StringView(entry.data, colon) : StringView();
+    *key = colon < entry.size ? StringView(entry.data + colon + 1, entry.size - colon - 1) : entry;
+}
+
 // Applies compile-time config: "DEVICE:KEY" to one device, "KEY" to every listed device (HETERO
 // keys to the compile itself). NotFound for an unknown device or key.
 inline Status apply_config(CompileJob* job, Arena* arena, Span<const ConfigEntry> config, PartitionAlgorithm* algorithm,
                            uint32_t* min_subgraph) {
     for (const ConfigEntry& e : config) {
-        StringView key = e.key;
-        size_t colon = 0;
-        while (colon < key.size && key[colon] != ':') ++colon;
-        if (colon < key.size) {
-            StringView dev(key.data, colon), k(key.data + colon + 1, key.size - colon - 1);
+        StringView key = e.key, dev, k;
+        split_config_key(key, &dev, &k);
+        if (dev.data) {
             Device* d = job->core->device(dev);
             if (!d) return job->fail(Status::NotFound, "config: unknown device '%.*s'", (int)dev.size, dev.data);
             TESSEL_TRY(save_and_set(job, arena, d, k, e.value));
@@ -8097,10 +8103,9 @@ Status Core::import_job(void* job_pointer, const void* payload, size_t size, voi
     // ISA=avx512 must import at ISA=avx2 on a CPU without AVX-512.
     auto overridden = [&](StringView device, StringView key) {
         for (const ConfigEntry& e : job.import_config) {
-            if (e.key == key) return true;
-            if (e.key.size == device.size + 1 + key.size && std::memcmp(e.key.data, device.data, device.size) == 0 &&
-                e.key[device.size] == ':' && std::memcmp(e.key.data + device.size + 1, key.data, key.size) == 0)
-                return true;
+            StringView d, k;
+            detail::split_config_key(e.key, &d, &k);
+            if (k == key && (!d.data || d == device)) return true;
         }
         return false;
     };
