@@ -21435,12 +21435,16 @@ inline Int8DepthwiseState* int8_depthwise_state(ReferenceProgram* p, const ConvS
     return st;
 }
 
+// AMX tiles (Int8Gemm::amx) for a K of 64 bytes or more: K is padded to a multiple of 64, and
+// below one whole tile row the VNNI tile is as fast (bench/int8).
+inline bool int8_matrix_tiles(int64_t k) { return k >= 64; }
+
 // The state of x [rows, k] times weights [n, k] (src's maps: a row per output column).
 inline Int8MatMulState* int8_matmul_state(ReferenceProgram* p, int64_t rows, int64_t n, int64_t k, const Int8Source& src, Isa isa) {
     Int8MatMulState* st = p->arena.allocate_array<Int8MatMulState>(1);
     if (!st) return nullptr;
     new (st) Int8MatMulState();
-    if (st->gemm.init(isa) != Status::Ok && st->gemm.init(Isa::Ref) != Status::Ok) return nullptr;
+    if (st->gemm.init(isa, true, int8_matrix_tiles(k)) != Status::Ok && st->gemm.init(Isa::Ref) != Status::Ok) return nullptr;
     st->rows = rows;
     st->n = n;
     st->k = k;
@@ -21621,7 +21625,7 @@ inline Int8ConvState* int8_conv_state(ReferenceProgram* p, const ConvState& cst,
     Int8ConvState* st = p->arena.allocate_array<Int8ConvState>(1);
     if (!st) return nullptr;
     new (st) Int8ConvState();
-    if (st->gemm.init(isa) != Status::Ok && st->gemm.init(Isa::Ref) != Status::Ok) return nullptr;
+    if (st->gemm.init(isa, true, int8_matrix_tiles(cst.depth)) != Status::Ok && st->gemm.init(Isa::Ref) != Status::Ok) return nullptr;
     st->w = cst.w;
     st->batch = cst.batch;
     st->channels = cst.channels;
@@ -22690,7 +22694,9 @@ inline Status cpu_int8_steps(ReferenceProgram* p, const PreparedModel& model, Is
         } else if (!cst) {
             Int8MatMulState* st = int8_group_matmul_state(p, model, group, isa);
             if (!st) return Status::OutOfMemory;
-            const char* what = g.node(group.conv).op == StringView("Gemm") ? "Gemm" : "MatMul";
+            const bool gemm = g.node(group.conv).op == StringView("Gemm");
+            const bool amx = st->gemm.amx() && !st->use_gemv;
+            const char* what = amx ? (gemm ? "Gemm+amx" : "MatMul+amx") : gemm ? "Gemm" : "MatMul";
             TESSEL_TRY(int8_use(p, group.step, run_int8_matmul, st, what, st->gemm.jit() ? st->gemm.isa() : Isa::Ref,
                                 (size_t)st->slots * st->slot_bytes));
         } else if (cst->depthwise) {
@@ -22708,7 +22714,7 @@ inline Status cpu_int8_steps(ReferenceProgram* p, const PreparedModel& model, Is
         } else {
             Int8ConvState* st = int8_conv_state(p, *cst, int8_group_source(model, group, cpu_constant_input(model, group.conv, 1)), isa);
             if (!st) return Status::OutOfMemory;
-            TESSEL_TRY(int8_use(p, group.step, st->implicit ? run_int8_conv_implicit : run_int8_conv, st, "Conv",
+            TESSEL_TRY(int8_use(p, group.step, st->implicit ? run_int8_conv_implicit : run_int8_conv, st, st->gemm.amx() ? "Conv+amx" : "Conv",
                                 st->gemm.jit() ? st->gemm.isa() : Isa::Ref,
                                 (size_t)st->slots * st->slot_bytes));
         }

@@ -789,7 +789,9 @@ private:
 // (int32, wrapping), converted to float32 (round to nearest even), times scale[row] (one
 // float32 rounding, no FMA), clamped to [lo, hi] (integers: the output range minus the zero
 // point, a Relu or Clip folded in), rounded half to even, plus zero_point. JIT tiles: AVX-512
-// VNNI (8 x 48, vpdpbusd: u8 x s8 products summed in int32, no saturation), AVX-VNNI (6 x 16,
+// VNNI (8 x 48, vpdpbusd: u8 x s8 products summed in int32, no saturation), AMX where the CPU and
+// the OS have it (32 x 32: four 16 x 16 int32 tiles of tdpbsud, A s8 x B u8; K padded to 64
+// bytes, a tile row; the tiles are stored and requantized as VNNI's), AVX-VNNI (6 x 16,
 // the same vpdpbusd on ymm, for AVX2 CPUs that have it) and AVX2 (6 x 8:
 // vpmovzxbw and vpmaddwd on 16-bit operands, A packed as int16, since vpmaddubsw saturates
 // the sum of two u8 x s8 products, 2 x 255 x 127 > 32767) and NEON with the dot product
@@ -806,6 +808,8 @@ struct Int8Requant {
 uint8_t int8_requantize(int32_t acc, int32_t bias, float scale, float lo, float hi, int32_t zero_point);
 bool int8_vnni_available();       // AVX-512 VNNI on this CPU and build
 bool int8_avx_vnni_available();   // AVX-VNNI (the VEX vpdpbusd on ymm) with AVX2
+// AMX-INT8 with AVX-512 VNNI, and Linux granted this process the tile data state (asked once).
+bool int8_amx_available();
 
 class Int8Gemm {
 public:
@@ -813,15 +817,17 @@ public:
     // without it) the AVX-VNNI tile where the CPU has AVX-VNNI, else the AVX2 tile; Neon the
     // sdot tile where the CPU has the dot product; other targets the portable tile.
     // dot_products false skips the dot-product tiles (VNNI, AVX-VNNI, sdot) for the ones under
-    // them (AVX2, portable), so tests reach those on any CPU. Unsupported if the CPU lacks `isa`.
-    Status init(Isa isa = Isa::Auto, bool dot_products = true);
+    // them (AVX2, portable), so tests reach those on any CPU; matrix_tiles false skips AMX for
+    // the VNNI tile. Unsupported if the CPU lacks `isa`.
+    Status init(Isa isa = Isa::Auto, bool dot_products = true, bool matrix_tiles = true);
     bool jit() const { return tiles_ != nullptr; }
+    bool amx() const { return amx_; }
     Isa isa() const { return isa_; }
     uint32_t mr() const { return mr_; }
     uint32_t nr() const { return nr_; }
     static int64_t k_groups(int64_t k) { return (k + 3) / 4; }
     size_t packed_a_bytes(int64_t m, int64_t k) const { return (size_t)((m + mr_ - 1) / mr_) * panel_a_bytes(k); }
-    size_t packed_b_bytes(int64_t k, int64_t n) const { return (size_t)((n + nr_ - 1) / nr_ * nr_ * k_groups(k) * 4); }
+    size_t packed_b_bytes(int64_t k, int64_t n) const { return (size_t)((n + nr_ - 1) / nr_ * nr_ * groups(k) * 4); }
     // A[i][p] at a[i * a_row + p]; B[p][j] at b[p * b_row + j] (rows of B contiguous).
     void pack_a(int64_t m, int64_t k, const int8_t* a, int64_t a_row, int8_t* packed) const;
     void pack_b(int64_t k, int64_t n, const uint8_t* b, int64_t b_row, uint8_t* packed) const {
@@ -843,6 +849,7 @@ public:
         float lo, hi;
         int32_t zero_point;
         uint32_t mask[4];    // per vector of 16 columns: the lanes stored (Int8Gemv: 4 vectors)
+        uint32_t rows;       // rows of C stored (the AMX tile; the others have a tile per count)
     };
     // void tile(A panel, B panel, C, ldc, k groups, params)
     using TileFn = void (*)(const int8_t*, const uint8_t*, uint8_t*, int64_t, int64_t, const TileParams*);
@@ -850,8 +857,14 @@ public:
 private:
     Isa isa_ = Isa::Ref;
     uint32_t mr_ = 8, nr_ = 16;
-    size_t panel_a_bytes(int64_t k) const { return (size_t)(mr_ * k_groups(k) * 4 * a_bytes_ + (signed_b_ ? mr_ * 4 : 0)); }
+    // K's groups in the panels: AMX pads them to whole tile rows of 16 groups.
+    int64_t groups(int64_t k) const { return (k_groups(k) + group_block_ - 1) / group_block_ * group_block_; }
+    size_t panel_a_bytes(int64_t k) const { return (size_t)(mr_ * groups(k) * 4 * a_bytes_ + (signed_b_ ? mr_ * 4 : 0)); }
     uint32_t a_bytes_ = 1;            // bytes per element of packed A (AVX2: int16)
+    int64_t group_block_ = 1;         // AMX: 16
+    bool amx_ = false;                // A panels hold 64-byte rows per 16 groups (a tile's rows)
+    void (*amx_begin_)() = nullptr;   // AMX: run() configures the tiles for its calls, then releases them
+    void (*amx_end_)() = nullptr;
     bool signed_b_ = false;           // B packed as x - 128, A panels end with 128 x row sums (sdot)
     bool masked_ = false;             // the tiles store partial panels themselves (VNNI)
     const TileFn* tiles_ = nullptr;   // [rows - 1], may be null
@@ -1036,6 +1049,7 @@ constexpr uint32_t kNoFusedParameter = ~0u;
 #endif
 #if defined(__linux__)
 #include <unistd.h>   // sysconf: cache sizes where there is no CPUID
+#include <sys/syscall.h>   // arch_prctl: the AMX tile state
 #endif
 #if defined(__SSE2__)
 #include <emmintrin.h>   // Int8Gemm's packing (x86-64's baseline)
@@ -7289,8 +7303,26 @@ bool int8_avx_vnni_available() {
 #endif
 }
 
+bool int8_amx_available() {
+#if !defined(TESSEL_NO_JIT) && defined(__x86_64__) && defined(__linux__) && defined(__GNUC__)
+    static const bool available = [] {
+        if (!int8_vnni_available()) return false;
+        unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+        __asm__ volatile("cpuid" : "=a"(eax), "=b"(ebx), "=c"(ecx), "=d"(edx) : "a"(7u), "c"(0u));
+        if (!(edx >> 24 & 1u) || !(edx >> 25 & 1u)) return false;   // AMX-TILE, AMX-INT8
+        // Linux enables the 8 KB tile data state per process on request (ARCH_REQ_XCOMP_PERM,
+        // XFEATURE_XTILEDATA); without it the first tile instruction faults.
+        return syscall(SYS_arch_prctl, 0x1023, 18) == 0;
+    }();
+    return available;
+#else
+    return false;
+#endif
+}
+
 namespace detail {
 constexpr uint32_t kInt8PortableRows = 8, kInt8PortableCols = 16;
+constexpr uint32_t kInt8AmxRows = 32, kInt8AmxCols = 32, kInt8AmxGroups = 16;   // the AMX tile's C and K block
 
 inline void int8_portable_tile(const int8_t* a, const uint8_t* b, uint8_t* c, int64_t ldc, int64_t groups, int64_t rows,
                                int64_t cols, const Int8Gemm::TileParams& params) {
@@ -7383,8 +7415,108 @@ inline void emit_int8_tile_vnni(asmjit::x86::Assembler& a, uint32_t rows, uint32
 
 struct Int8TileTable {
     Int8Gemm::TileFn fn[kInt8VnniRows * kInt8VnniVectors] = {};   // [vectors - 1][rows - 1]
+    void (*begin)() = nullptr;   // AMX: configures the tiles (ldtilecfg) for fn[0]
+    void (*end)() = nullptr;     // AMX: releases them
     Status status = Status::Unsupported;
 };
+
+// The AMX tile: C rows 0-15 x columns 0-15, 0-15 x 16-31, 16-31 x 0-15, 16-31 x 16-31 in
+// tmm0-3, A's two 16-row tiles in tmm4-5, B's two 16-column tiles in tmm6-7, per 16 groups of
+// K (A: 32 rows of 64 bytes; B: 16 groups of 32 columns x 4 bytes, 128 bytes a row). The C
+// tiles go to a 32 x 32 int32 block on the stack, and `rows` of it are requantized as the VNNI
+// tile does (emit_vnni_requantize), through masks k1-k2. Arguments as the VNNI tile's; r8 (k
+// groups) is a multiple of 16. The caller configures the tiles before (begin, ldtilecfg: a
+// microcoded instruction worth several tiles of a short K) and releases them after (end).
+inline Int8TileTable make_int8_tile_amx() {
+    using namespace asmjit;
+    Int8TileTable t;
+    CodeHolder code;
+    ErrorRecorder recorder;
+    code.init(jit_runtime().environment());
+    code.setErrorHandler(&recorder);
+    x86::Assembler a(&code);
+    Label config = a.newLabel(), loop = a.newLabel(), done = a.newLabel(), row = a.newLabel();
+    Label begin = a.newLabel(), end = a.newLabel();
+    a.bind(begin);
+    a.ldtilecfg(x86::ptr(config));
+    a.ret();
+    a.align(AlignMode::kCode, 16);
+    a.bind(end);
+    a.tilerelease();
+    a.ret();
+    a.align(AlignMode::kCode, 32);
+    Label tile = a.newLabel();
+    a.bind(tile);
+    for (uint32_t c = 0; c < 4; ++c) a.tilezero(x86::tmm(c));
+    a.mov(x86::r10, 64);    // A's row stride
+    a.mov(x86::r11, 128);   // B's and the C block's row stride
+    a.test(x86::r8, x86::r8);
+    a.jz(done);
+    a.bind(loop);
+    a.tileloadd(x86::tmm4, x86::ptr(x86::rdi, x86::r10));
+    a.tileloadd(x86::tmm6, x86::ptr(x86::rsi, x86::r11));
+    a.tileloadd(x86::tmm5, x86::ptr(x86::rdi, x86::r10, 0, 1024));
+    a.tdpbsud(x86::tmm0, x86::tmm4, x86::tmm6);
+    a.tileloadd(x86::tmm7, x86::ptr(x86::rsi, x86::r11, 0, 64));
+    a.tdpbsud(x86::tmm2, x86::tmm5, x86::tmm6);
+    a.tdpbsud(x86::tmm1, x86::tmm4, x86::tmm7);
+    a.tdpbsud(x86::tmm3, x86::tmm5, x86::tmm7);
+    a.add(x86::rdi, (int32_t)(kInt8AmxRows * 64));
+    a.add(x86::rsi, (int32_t)(kInt8AmxGroups * kInt8AmxCols * 4));
+    a.sub(x86::r8, (int32_t)kInt8AmxGroups);
+    a.jnz(loop);
+    a.bind(done);
+    a.mov(x86::r8, x86::rsp);   // restored before ret
+    a.sub(x86::rsp, (int32_t)(kInt8AmxRows * kInt8AmxCols * 4));
+    a.and_(x86::rsp, -64);
+    a.tilestored(x86::ptr(x86::rsp, x86::r11), x86::tmm0);
+    a.tilestored(x86::ptr(x86::rsp, x86::r11, 0, 64), x86::tmm1);
+    a.tilestored(x86::ptr(x86::rsp, x86::r11, 0, 16 * 128), x86::tmm2);
+    a.tilestored(x86::ptr(x86::rsp, x86::r11, 0, 16 * 128 + 64), x86::tmm3);
+    a.mov(x86::rax, x86::qword_ptr(x86::r9, (int32_t)offsetof(Int8Gemm::TileParams, bias)));
+    a.mov(x86::r10, x86::qword_ptr(x86::r9, (int32_t)offsetof(Int8Gemm::TileParams, scale)));
+    a.vbroadcastss(x86::zmm29, x86::dword_ptr(x86::r9, (int32_t)offsetof(Int8Gemm::TileParams, lo)));
+    a.vbroadcastss(x86::zmm30, x86::dword_ptr(x86::r9, (int32_t)offsetof(Int8Gemm::TileParams, hi)));
+    a.vpbroadcastd(x86::zmm31, x86::dword_ptr(x86::r9, (int32_t)offsetof(Int8Gemm::TileParams, zero_point)));
+    a.kmovw(x86::k1, x86::word_ptr(x86::r9, (int32_t)offsetof(Int8Gemm::TileParams, mask)));
+    a.kmovw(x86::k2, x86::word_ptr(x86::r9, (int32_t)offsetof(Int8Gemm::TileParams, mask) + 4));
+    a.mov(x86::r11d, x86::dword_ptr(x86::r9, (int32_t)offsetof(Int8Gemm::TileParams, rows)));
+    a.mov(x86::rdi, x86::rsp);
+    a.bind(row);
+    a.vmovdqa32(x86::zmm0, x86::zmmword_ptr(x86::rdi, 0));
+    a.vmovdqa32(x86::zmm1, x86::zmmword_ptr(x86::rdi, 64));
+    a.vpbroadcastd(x86::zmm27, x86::dword_ptr(x86::rax));
+    a.vbroadcastss(x86::zmm28, x86::dword_ptr(x86::r10));
+    emit_vnni_requantize(a, x86::zmm0, x86::zmm27, x86::zmm28, x86::k1, x86::xmmword_ptr(x86::rdx, 0));
+    emit_vnni_requantize(a, x86::zmm1, x86::zmm27, x86::zmm28, x86::k2, x86::xmmword_ptr(x86::rdx, 16));
+    a.add(x86::rdi, 128);
+    a.add(x86::rax, 4);
+    a.add(x86::r10, 4);
+    a.add(x86::rdx, x86::rcx);
+    a.sub(x86::r11d, 1);
+    a.jnz(row);
+    a.mov(x86::rsp, x86::r8);
+    a.vzeroupper();
+    a.ret();
+    // palette 1; tiles 0-7 all 16 rows of 64 bytes
+    uint8_t tile_config[64] = {};
+    tile_config[0] = 1;
+    for (uint32_t c = 0; c < 8; ++c) {
+        tile_config[16 + 2 * c] = 64;
+        tile_config[48 + c] = 16;
+    }
+    a.align(AlignMode::kData, 64);
+    a.bind(config);
+    a.embed(tile_config, sizeof tile_config);
+    if (recorder.first != kErrorOk) return t;
+    void* base = nullptr;
+    if (jit_runtime().add(&base, &code) != kErrorOk) { t.status = Status::OutOfMemory; return t; }
+    t.fn[0] = reinterpret_cast<Int8Gemm::TileFn>(static_cast<char*>(base) + code.labelOffsetFromBase(tile));
+    t.begin = reinterpret_cast<void (*)()>(static_cast<char*>(base) + code.labelOffsetFromBase(begin));
+    t.end = reinterpret_cast<void (*)()>(static_cast<char*>(base) + code.labelOffsetFromBase(end));
+    t.status = Status::Ok;
+    return t;
+}
 
 // One tile per row count 1..max_rows and vector count 1..max_vectors in one code buffer, `emit`
 // writing each.
@@ -7673,8 +7805,9 @@ inline Int8TileTable make_int8_tiles_sdot() {
 #endif
 }  // namespace detail
 
-Status Int8Gemm::init(Isa isa, bool dot_products) {
+Status Int8Gemm::init(Isa isa, bool dot_products, bool matrix_tiles) {
     (void)dot_products;   // builds without JIT have no dot-product tiles
+    (void)matrix_tiles;
     if (isa == Isa::Auto) isa = default_isa();
     if (!isa_available(isa)) return Status::Unsupported;
     isa_ = isa;
@@ -7684,8 +7817,21 @@ Status Int8Gemm::init(Isa isa, bool dot_products) {
     a_bytes_ = 1;
     masked_ = false;
     signed_b_ = false;
+    amx_ = false;
+    group_block_ = 1;
 #if !defined(TESSEL_NO_JIT) && (defined(__x86_64__) || defined(_M_X64))
-    if (isa == Isa::Avx512 && dot_products && int8_vnni_available()) {
+    if (isa == Isa::Avx512 && dot_products && matrix_tiles && int8_amx_available()) {
+        static const detail::Int8TileTable amx = detail::make_int8_tile_amx();
+        if (amx.status != Status::Ok) return amx.status;
+        tiles_ = amx.fn;
+        amx_begin_ = amx.begin;
+        amx_end_ = amx.end;
+        mr_ = detail::kInt8AmxRows;
+        nr_ = detail::kInt8AmxCols;
+        group_block_ = detail::kInt8AmxGroups;
+        masked_ = true;
+        amx_ = true;
+    } else if (isa == Isa::Avx512 && dot_products && int8_vnni_available()) {
         static const detail::Int8TileTable vnni = detail::make_int8_tiles(detail::kInt8VnniRows, detail::kInt8VnniVectors,
                                                                                    detail::emit_int8_tile_vnni);
         if (vnni.status != Status::Ok) return vnni.status;
@@ -7722,7 +7868,16 @@ Status Int8Gemm::init(Isa isa, bool dot_products) {
 }
 
 void Int8Gemm::pack_a(int64_t m, int64_t k, const int8_t* a, int64_t a_row, int8_t* packed) const {
-    const int64_t groups = k_groups(k);
+    const int64_t groups = this->groups(k);
+    if (amx_) {   // per 16 groups, mr rows of 64 bytes
+        const int64_t row_bytes = group_block_ * 4;
+        for (int64_t r0 = 0; r0 < m; r0 += mr_)
+            for (int64_t p0 = 0; p0 < groups * 4; p0 += row_bytes)
+                for (int64_t r = 0; r < mr_; ++r, packed += row_bytes)
+                    for (int64_t q = 0; q < row_bytes; ++q)
+                        packed[q] = r0 + r < m && p0 + q < k ? a[(r0 + r) * a_row + p0 + q] : 0;
+        return;
+    }
     for (int64_t r0 = 0; r0 < m; r0 += mr_) {
         if (signed_b_) {   // after the panel: 128 sum_p A[r][p], what x - 128 took away
             int8_t* sums = packed + mr_ * groups * 4;
@@ -7751,7 +7906,7 @@ void Int8Gemm::pack_a(int64_t m, int64_t k, const int8_t* a, int64_t a_row, int8
 
 void Int8Gemm::pack_b_rows(int64_t k, int64_t n, const uint8_t* b, int64_t b_row, const int64_t* row_offset,
                            uint8_t* packed) const {
-    const int64_t groups = k_groups(k);
+    const int64_t groups = this->groups(k);
     const uint8_t flip = signed_b_ ? 0x80 : 0;
     // A partial panel's rows and K's missing rows read from zero-padded copies (pad: B's
     // padding, 0, flipped back by the xor), so every group takes the whole-panel loop.
@@ -7809,7 +7964,7 @@ void Int8Gemm::pack_b_rows(int64_t k, int64_t n, const uint8_t* b, int64_t b_row
 }
 
 void Int8Gemm::pack_b_columns(int64_t k, int64_t n, const uint8_t* b, int64_t b_col, uint8_t* packed) const {
-    const int64_t groups = k_groups(k), whole = k / 4;
+    const int64_t groups = this->groups(k), whole = k / 4, used = k_groups(k);
     const uint32_t flip = signed_b_ ? 0x80808080u : 0u;
     for (int64_t j0 = 0; j0 < n; j0 += nr_) {
         const int64_t w = n - j0 < nr_ ? n - j0 : nr_;
@@ -7817,8 +7972,8 @@ void Int8Gemm::pack_b_columns(int64_t k, int64_t n, const uint8_t* b, int64_t b_
             for (int64_t j = 0; j < nr_; ++j) {
                 uint32_t v = 0;   // four consecutive bytes of a column: one word
                 if (j < w && g < whole) std::memcpy(&v, b + (j0 + j) * b_col + g * 4, 4);
-                else if (j < w) std::memcpy(&v, b + (j0 + j) * b_col + g * 4, (size_t)(k - g * 4));
-                v = j < w ? v ^ (g < whole ? flip : flip >> (8 * (4 - (k - g * 4)))) : 0;
+                else if (j < w && g < used) std::memcpy(&v, b + (j0 + j) * b_col + g * 4, (size_t)(k - g * 4));
+                v = j < w && g < used ? v ^ (g < whole ? flip : flip >> (8 * (4 - (k - g * 4)))) : 0;
                 std::memcpy(packed + 4 * j, &v, 4);
             }
     }
@@ -7827,11 +7982,12 @@ void Int8Gemm::pack_b_columns(int64_t k, int64_t n, const uint8_t* b, int64_t b_
 void Int8Gemm::run(int64_t m0, int64_t m1, int64_t n, int64_t k, const int8_t* packed_a, const uint8_t* packed_b,
                    const Int8Requant& rq, uint8_t* c, int64_t ldc) const {
     if (m0 >= m1 || n <= 0) return;
-    const int64_t groups = k_groups(k);
+    const int64_t groups = this->groups(k);
     TileParams params;
     params.lo = rq.lo;
     params.hi = rq.hi;
     params.zero_point = rq.zero_point;
+    if (amx_) amx_begin_();
     for (int64_t j0 = 0; j0 < n; j0 += nr_) {
         const int64_t cols = n - j0 < nr_ ? n - j0 : nr_;
         for (uint32_t v = 0; v < 3; ++v) {
@@ -7848,14 +8004,18 @@ void Int8Gemm::run(int64_t m0, int64_t m1, int64_t n, int64_t k, const int8_t* p
             params.scale = rq.scale + first;
             const int8_t* ap = packed_a + (size_t)(i0 / mr_) * panel_a_bytes(k);
             uint8_t* ct = c + first * ldc + j0;
+            // the AMX tile stores params.rows rows; the others have a tile per row count
+            auto tile = [&](int64_t rows) { return tiles_[amx_ ? 0 : narrow + rows - 1]; };
             if (first == i0 && tiles_ && (masked_ || cols == nr_)) {
-                tiles_[narrow + last - first - 1](ap, bp, ct, ldc, groups, &params);
+                params.rows = (uint32_t)(last - first);
+                tile(last - first)(ap, bp, ct, ldc, groups, &params);
             } else if (tiles_) {   // a part boundary inside a panel, or a partial one: the whole panel into a buffer
-                alignas(64) uint8_t buffer[16 * 64];
+                alignas(64) uint8_t buffer[detail::kInt8AmxRows * 64];
                 TileParams whole = params;
                 whole.bias = rq.bias + i0;
                 whole.scale = rq.scale + i0;
-                tiles_[narrow + last - i0 - 1](ap, bp, buffer, 64, groups, &whole);
+                whole.rows = (uint32_t)(last - i0);
+                tile(last - i0)(ap, bp, buffer, 64, groups, &whole);
                 for (int64_t i = first; i < last; ++i) std::memcpy(c + i * ldc + j0, buffer + (i - i0) * 64, (size_t)cols);
             } else {
                 alignas(64) uint8_t buffer[16 * 64];
@@ -7867,6 +8027,7 @@ void Int8Gemm::run(int64_t m0, int64_t m1, int64_t n, int64_t k, const int8_t* p
             }
         }
     }
+    if (amx_) amx_end_();
 }
 
 Status Int8Gemv::init(Isa isa) {

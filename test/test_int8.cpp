@@ -77,23 +77,29 @@ TEST_CASE("int8: requantization rounds half to even and clamps before the zero p
 }
 
 TEST_CASE("int8 gemm: every tail of M, N and K, parts of the rows, target and portable tiles") {
-    Int8Gemm target, no_dot, portable;   // no_dot: the tile under the dot-product one (AVX2, portable)
+    // no_amx: the tile under AMX (VNNI); no_dot: the tile under the dot-product one (AVX2, portable)
+    Int8Gemm target, no_amx, no_dot, portable;
     REQUIRE(target.init() == Status::Ok);
+    REQUIRE(no_amx.init(Isa::Auto, true, false) == Status::Ok);
     REQUIRE(no_dot.init(Isa::Auto, false) == Status::Ok);
     REQUIRE(portable.init(Isa::Ref) == Status::Ok);
     CHECK(!portable.jit());
+    CHECK(!no_amx.amx());
     const bool x86 = default_isa() == Isa::Avx2 || default_isa() == Isa::Avx512;
     if (x86) {
         CHECK(target.jit());
         CHECK(no_dot.jit());
         CHECK(no_dot.nr() == 8);   // the AVX2 tile
         const bool vnni = default_isa() == Isa::Avx512 && int8_vnni_available();
-        CHECK(target.nr() == (vnni ? 48u : int8_avx_vnni_available() ? 16u : 8u));
-        MESSAGE("int8 tile: " << std::string(vnni ? "AVX-512 VNNI" : int8_avx_vnni_available() ? "AVX-VNNI" : "AVX2"));
+        const bool amx = vnni && int8_amx_available();
+        CHECK(target.amx() == amx);
+        CHECK(target.nr() == (amx ? 32u : vnni ? 48u : int8_avx_vnni_available() ? 16u : 8u));
+        CHECK(no_amx.nr() == (vnni ? 48u : int8_avx_vnni_available() ? 16u : 8u));
+        MESSAGE("int8 tile: " << std::string(amx ? "AMX" : vnni ? "AVX-512 VNNI" : int8_avx_vnni_available() ? "AVX-VNNI" : "AVX2"));
     }
     if (default_isa() == Isa::Neon) CHECK(target.jit() == arm_features().dot_product);
     uint32_t seed = 1;
-    for (const Int8Gemm* gemm : {&target, &no_dot, &portable}) {
+    for (const Int8Gemm* gemm : {&target, &no_amx, &no_dot, &portable}) {
         const int64_t mr = gemm->mr(), nr = gemm->nr();
         for (int64_t m : {(int64_t)1, mr - 1, mr, mr + 3, 2 * mr + 1})
             for (int64_t n : {(int64_t)1, (int64_t)15, (int64_t)17, nr - 1, nr, nr + 1, 2 * nr + 33})
@@ -275,6 +281,9 @@ void check_qdq_conv(const QdqConv& cc, uint32_t seed) {
         CHECK(fast.kernels.find("int8:") != std::string::npos);
         CHECK(fast.kernels.find("Conv") != std::string::npos);
         CHECK(fast.kernels.find("DequantizeLinear") == std::string::npos);   // the group reads x's uint8
+        const int64_t depth = count_of(cc.w) / cc.w[0];
+        const bool depthwise = cc.group == cc.x[1] && cc.w[1] == 1;
+        if (!depthwise) CHECK((fast.kernels.find("Conv+amx") != std::string::npos) == (int8_amx_available() && default_isa() == Isa::Avx512 && depth >= 64));
         REQUIRE(fast.y.size() == want.size());
         int64_t bad = 0;
         for (size_t i = 0; i < want.size(); ++i)
@@ -316,6 +325,9 @@ TEST_CASE("int8: QDQ Conv groups on the CPU device: 1x1, 3x3, strided, dilated, 
         {{1, 16, 23, 45}, {16, 1, 5, 5}, 16, {}, {}, {2, 2, 2, 2}, "Relu", true},          // 5x5, wide rows
         {{1, 12, 20, 33}, {12, 1, 3, 3}, 12, {2, 2}, {}, {0, 1, 1, 0}, nullptr, true},     // stride 2, asymmetric pads
         {{1, 2, 9, 9}, {2, 1, 7, 7}, 2, {}, {}, {3, 3, 3, 3}, nullptr, true},              // 49 taps
+        // K of 64 and more: the AMX tile where the CPU has it (32 x 32: M tails past a panel)
+        {{1, 96, 9, 13}, {70, 96, 1, 1}, 1, {}, {}, {}, "Relu", true},                    // 1x1 straight on NCHW, K 96
+        {{2, 72, 15, 17}, {33, 72, 3, 3}, 1, {2, 2}, {}, {1, 1, 1, 1}, "Clip", true},     // strided 3x3 from phase planes
         // past the one-thread bound (kInt8ParallelMacs): split over 2 threads
         {{1, 16, 40, 40}, {32, 16, 3, 3}, 1, {2, 2}, {}, {1, 1, 1, 1}, "Relu", true},     // strided 3x3 (im2col)
         {{1, 32, 40, 40}, {32, 1, 3, 3}, 32, {}, {}, {1, 1, 1, 1}, "Relu", true},          // depthwise, stride 1
@@ -472,6 +484,8 @@ TEST_CASE("int8: QDQ MatMul groups on the CPU device: batches, tails of K and N,
             for (const ProfileEntry& e : request.profiling_info()) kernels += std::string(e.kernel) + " ";
             INFO(kernels);
             CHECK(kernels.find(":MatMul") != std::string::npos);
+            const bool gemv = rows <= Int8Gemv::kRows && int8_vnni_available() && default_isa() == Isa::Avx512;
+            CHECK((kernels.find("MatMul+amx") != std::string::npos) == (int8_amx_available() && default_isa() == Isa::Avx512 && k >= 64 && !gemv));
             const uint8_t* y = request.output(0).data_as<uint8_t>();
             int64_t bad = 0;
             for (size_t i = 0; i < want.size(); ++i)
