@@ -21435,16 +21435,12 @@ inline Int8DepthwiseState* int8_depthwise_state(ReferenceProgram* p, const ConvS
     return st;
 }
 
-// AMX tiles (Int8Gemm::amx) for a K of 64 bytes or more: K is padded to a multiple of 64, and
-// below one whole tile row the VNNI tile is as fast (bench/int8).
-inline bool int8_matrix_tiles(int64_t k) { return k >= 64; }
-
 // The state of x [rows, k] times weights [n, k] (src's maps: a row per output column).
 inline Int8MatMulState* int8_matmul_state(ReferenceProgram* p, int64_t rows, int64_t n, int64_t k, const Int8Source& src, Isa isa) {
     Int8MatMulState* st = p->arena.allocate_array<Int8MatMulState>(1);
     if (!st) return nullptr;
     new (st) Int8MatMulState();
-    if (st->gemm.init(isa, true, int8_matrix_tiles(k)) != Status::Ok && st->gemm.init(Isa::Ref) != Status::Ok) return nullptr;
+    if (st->gemm.init(isa, true, Int8Gemm::amx_pays(n, k)) != Status::Ok && st->gemm.init(Isa::Ref) != Status::Ok) return nullptr;
     st->rows = rows;
     st->n = n;
     st->k = k;
@@ -21625,7 +21621,7 @@ inline Int8ConvState* int8_conv_state(ReferenceProgram* p, const ConvState& cst,
     Int8ConvState* st = p->arena.allocate_array<Int8ConvState>(1);
     if (!st) return nullptr;
     new (st) Int8ConvState();
-    if (st->gemm.init(isa, true, int8_matrix_tiles(cst.depth)) != Status::Ok && st->gemm.init(Isa::Ref) != Status::Ok) return nullptr;
+    if (st->gemm.init(isa, true, Int8Gemm::amx_pays(cst.group_maps, cst.depth)) != Status::Ok && st->gemm.init(Isa::Ref) != Status::Ok) return nullptr;
     st->w = cst.w;
     st->batch = cst.batch;
     st->channels = cst.channels;

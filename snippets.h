@@ -822,6 +822,10 @@ public:
     Status init(Isa isa = Isa::Auto, bool dot_products = true, bool matrix_tiles = true);
     bool jit() const { return tiles_ != nullptr; }
     bool amx() const { return amx_; }
+    // Whether AMX beats the VNNI tile on an M x K A (weights) with B packed per call: K is padded
+    // to 64-byte tile rows and M to 32, and B's packing, which costs both alike, outweighs the
+    // tile's speed below about 64 x 256 (build/bench/int8's "+pack" columns).
+    static bool amx_pays(int64_t m, int64_t k) { return m >= 64 && k >= 64 && m * k >= 16384; }
     Isa isa() const { return isa_; }
     uint32_t mr() const { return mr_; }
     uint32_t nr() const { return nr_; }

@@ -282,8 +282,8 @@ void check_qdq_conv(const QdqConv& cc, uint32_t seed) {
         CHECK(fast.kernels.find("Conv") != std::string::npos);
         CHECK(fast.kernels.find("DequantizeLinear") == std::string::npos);   // the group reads x's uint8
         const int64_t depth = count_of(cc.w) / cc.w[0];
-        const bool depthwise = cc.group == cc.x[1] && cc.w[1] == 1;
-        if (!depthwise) CHECK((fast.kernels.find("Conv+amx") != std::string::npos) == (int8_amx_available() && default_isa() == Isa::Avx512 && depth >= 64));
+        const bool amx = int8_amx_available() && default_isa() == Isa::Avx512 && Int8Gemm::amx_pays(cc.w[0] / cc.group, depth);
+        CHECK((fast.kernels.find("Conv+amx") != std::string::npos) == amx);
         REQUIRE(fast.y.size() == want.size());
         int64_t bad = 0;
         for (size_t i = 0; i < want.size(); ++i)
@@ -325,9 +325,11 @@ TEST_CASE("int8: QDQ Conv groups on the CPU device: 1x1, 3x3, strided, dilated, 
         {{1, 16, 23, 45}, {16, 1, 5, 5}, 16, {}, {}, {2, 2, 2, 2}, "Relu", true},          // 5x5, wide rows
         {{1, 12, 20, 33}, {12, 1, 3, 3}, 12, {2, 2}, {}, {0, 1, 1, 0}, nullptr, true},     // stride 2, asymmetric pads
         {{1, 2, 9, 9}, {2, 1, 7, 7}, 2, {}, {}, {3, 3, 3, 3}, nullptr, true},              // 49 taps
-        // K of 64 and more: the AMX tile where the CPU has it (32 x 32: M tails past a panel)
-        {{1, 96, 9, 13}, {70, 96, 1, 1}, 1, {}, {}, {}, "Relu", true},                    // 1x1 straight on NCHW, K 96
-        {{2, 72, 15, 17}, {33, 72, 3, 3}, 1, {2, 2}, {}, {1, 1, 1, 1}, "Clip", true},     // strided 3x3 from phase planes
+        // 64 maps and more, K x maps of 16384 and more: the AMX tile where the CPU has it (32 x 32:
+        // M tails past a panel, K padded to 64)
+        {{1, 200, 9, 13}, {70, 200, 1, 1}, 1, {}, {}, {}, "Relu", true},                  // 1x1 straight on NCHW
+        {{2, 30, 15, 17}, {66, 30, 3, 3}, 1, {2, 2}, {}, {1, 1, 1, 1}, "Clip", true},     // strided 3x3 from phase planes
+        {{1, 24, 19, 21}, {128, 24, 3, 3}, 1, {}, {}, {1, 1, 1, 1}, nullptr, true},        // 3x3 from the padded copy
         // past the one-thread bound (kInt8ParallelMacs): split over 2 threads
         {{1, 16, 40, 40}, {32, 16, 3, 3}, 1, {2, 2}, {}, {1, 1, 1, 1}, "Relu", true},     // strided 3x3 (im2col)
         {{1, 32, 40, 40}, {32, 1, 3, 3}, 32, {}, {}, {1, 1, 1, 1}, "Relu", true},          // depthwise, stride 1
@@ -434,7 +436,8 @@ TEST_CASE("int8: QDQ MatMul groups on the CPU device: batches, tails of K and N,
     struct Case { Shape x; int64_t n; bool relu; };
     // few rows (batch-1 layers: Int8Gemv on AVX-512 VNNI) with N across panels and K's tails, and many
     const std::vector<Case> cases = {{{2, 5, 37}, 19, false}, {{1, 70, 64}, 48, true}, {{3, 19}, 7, false}, {{1, 200, 130}, 100, true},
-                                     {{1, 301}, 130, true}, {{2, 1, 62}, 65, false}, {{4, 64}, 64, false}};
+                                     {{1, 301}, 130, true}, {{2, 1, 62}, 65, false}, {{4, 64}, 64, false},
+                                     {{1, 80, 256}, 96, true}};   // the last on AMX where the CPU has it
     uint32_t seed = 900;
     for (const Case& cc : cases) {
         CAPTURE(seed);
@@ -485,7 +488,7 @@ TEST_CASE("int8: QDQ MatMul groups on the CPU device: batches, tails of K and N,
             INFO(kernels);
             CHECK(kernels.find(":MatMul") != std::string::npos);
             const bool gemv = rows <= Int8Gemv::kRows && int8_vnni_available() && default_isa() == Isa::Avx512;
-            CHECK((kernels.find("MatMul+amx") != std::string::npos) == (int8_amx_available() && default_isa() == Isa::Avx512 && k >= 64 && !gemv));
+            CHECK((kernels.find("MatMul+amx") != std::string::npos) == (int8_amx_available() && default_isa() == Isa::Avx512 && Int8Gemm::amx_pays(n, k) && !gemv));
             const uint8_t* y = request.output(0).data_as<uint8_t>();
             int64_t bad = 0;
             for (size_t i = 0; i < want.size(); ++i)

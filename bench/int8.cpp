@@ -1,0 +1,96 @@
+// Int8 GEMM throughput: snippets.h's Int8Gemm tiles side by side on conv-shaped products
+// (M maps x K = channels x taps, N = 1024 positions): the AMX tile, the AVX-512 VNNI tile, the
+// AVX-VNNI or AVX2 tile, as the CPU has them. Per shape, the tile alone (B packed beforehand)
+// and with B packed per call (what a conv does per block of positions), in GMAC/s of the
+// thread's own CPU time, best of many runs, and each tile's time over the first tile's (the
+// best the CPU has). It says which tiles ran; the runtime takes AMX where Int8Gemm::amx_pays.
+//   build/bench/int8 [RUNS]
+#define TESSEL_IMPLEMENTATION
+#include "runtime.h"
+
+#include <time.h>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+using namespace tessel;
+
+namespace {
+double thread_cpu_seconds() {
+    timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+struct Tile {
+    std::string name;
+    Int8Gemm gemm;
+};
+}  // namespace
+
+int main(int argc, char** argv) {
+    const int runs = argc > 1 ? std::atoi(argv[1]) : 15;
+    std::vector<Tile> tiles;
+    auto add = [&](const char* name, Isa isa, bool dot, bool amx) {
+        Tile t;
+        t.name = name;
+        if (isa_available(isa) && t.gemm.init(isa, dot, amx) == Status::Ok && t.gemm.jit() && t.gemm.amx() == amx)
+            tiles.push_back(t);
+    };
+    add("amx", Isa::Avx512, true, true);
+    if (int8_vnni_available()) add("vnni", Isa::Avx512, true, false);
+    if (int8_avx_vnni_available()) add("avx-vnni", Isa::Avx2, true, false);
+    add("avx2", Isa::Avx2, false, false);
+    add("neon", Isa::Neon, true, false);
+    if (tiles.empty()) {
+        std::printf("no int8 JIT tile on this CPU\n");
+        return 0;
+    }
+    std::printf("int8 tiles:");
+    for (const Tile& t : tiles) std::printf(" %s (%u x %u)", t.name.c_str(), t.gemm.mr(), t.gemm.nr());
+    std::printf("; N = 1024, GMAC/s of thread CPU time, best of %d\n", runs);
+    std::printf("%5s %5s", "M", "K");
+    for (const Tile& t : tiles) std::printf(" %9s %9s", t.name.c_str(), "+pack");
+    for (size_t i = 1; i < tiles.size(); ++i) std::printf(" %9s", (tiles[i].name + "/" + tiles[0].name).c_str());
+    std::printf("\n");
+    const int64_t n = 1024;
+    const int64_t shapes[][2] = {{64, 27}, {64, 64}, {64, 576}, {128, 1152}, {256, 256}, {256, 2304}, {512, 4608}, {24, 144}};
+    for (const auto& shape : shapes) {
+        const int64_t m = shape[0], k = shape[1];
+        std::vector<int8_t> a((size_t)(m * k));
+        std::vector<uint8_t> b((size_t)(k * n)), c((size_t)(m * n));
+        for (size_t i = 0; i < a.size(); ++i) a[i] = (int8_t)((int)(i * 7 % 255) - 127);
+        for (size_t i = 0; i < b.size(); ++i) b[i] = (uint8_t)(i * 13 % 256);
+        std::vector<int32_t> bias((size_t)m, 3);
+        std::vector<float> scale((size_t)m, 1e-5f);
+        Int8Requant rq;
+        rq.bias = bias.data();
+        rq.scale = scale.data();
+        std::printf("%5lld %5lld", (long long)m, (long long)k);
+        std::vector<double> kernel_times;
+        for (const Tile& t : tiles) {
+            std::vector<int8_t> pa(t.gemm.packed_a_bytes(m, k));
+            std::vector<uint8_t> pb(t.gemm.packed_b_bytes(k, n));
+            t.gemm.pack_a(m, k, a.data(), k, pa.data());
+            t.gemm.pack_b(k, n, b.data(), n, pb.data());
+            double alone = 1e30, packed = 1e30;
+            for (int r = 0; r < runs; ++r) {
+                double s = thread_cpu_seconds();
+                t.gemm.run(0, m, n, k, pa.data(), pb.data(), rq, c.data(), n);
+                double mid = thread_cpu_seconds();
+                t.gemm.pack_b(k, n, b.data(), n, pb.data());
+                t.gemm.run(0, m, n, k, pa.data(), pb.data(), rq, c.data(), n);
+                double end = thread_cpu_seconds();
+                alone = std::min(alone, mid - s);
+                packed = std::min(packed, end - mid);
+            }
+            const double macs = (double)m * (double)n * (double)k;
+            std::printf(" %9.0f %9.0f", macs / alone * 1e-9, macs / packed * 1e-9);
+            kernel_times.push_back(alone);
+        }
+        for (size_t i = 1; i < tiles.size(); ++i) std::printf(" %8.2fx", kernel_times[i] / kernel_times[0]);
+        std::printf("\n");
+    }
+    return 0;
+}
