@@ -857,6 +857,10 @@ public:
     };
     // void tile(A panel, B panel, C, ldc, k groups, params)
     using TileFn = void (*)(const int8_t*, const uint8_t*, uint8_t*, int64_t, int64_t, const TileParams*);
+    // B's whole groups of a whole panel: rows 4g..4g+3 at base + offsets[4g + q] (PackRowsFn) or
+    // at base + (4g + q) * stride (PackStridedFn).
+    using PackRowsFn = void (*)(const uint8_t* base, const int64_t* offsets, int64_t groups, uint8_t* packed);
+    using PackStridedFn = void (*)(const uint8_t* base, int64_t stride, int64_t groups, uint8_t* packed);
 
 private:
     Isa isa_ = Isa::Ref;
@@ -869,6 +873,9 @@ private:
     bool amx_ = false;                // A panels hold 64-byte rows per 16 groups (a tile's rows)
     void (*amx_begin_)() = nullptr;   // AMX: run() configures the tiles for its calls, then releases them
     void (*amx_end_)() = nullptr;
+    // B's whole groups of a whole panel on AVX-512 VBMI (the VNNI and AMX tiles' panels).
+    PackRowsFn pack_rows_ = nullptr;
+    PackStridedFn pack_strided_ = nullptr;
     bool signed_b_ = false;           // B packed as x - 128, A panels end with 128 x row sums (sdot)
     bool masked_ = false;             // the tiles store partial panels themselves (VNNI)
     const TileFn* tiles_ = nullptr;   // [rows - 1], may be null
@@ -7809,6 +7816,76 @@ inline Int8TileTable make_int8_tiles_sdot() {
 #endif
 }  // namespace detail
 
+namespace detail {
+inline bool int8_vbmi_available();
+#if !defined(TESSEL_NO_JIT) && (defined(__x86_64__) || defined(_M_X64))
+// Int8Gemm's B packing on AVX-512 VBMI, for panels of nr columns (a multiple of 16): per group
+// and 16 columns, the four rows' 16 bytes in one zmm (a load and three inserts), then vpermb
+// puts column j's 4 bytes together (output byte 4 j + q from row q's byte j). Arguments: rdi
+// base, rsi offsets (strided: the row stride), rdx groups (at least 1), rcx packed.
+struct Int8PackKernels {
+    Int8Gemm::PackRowsFn rows = nullptr;
+    Int8Gemm::PackStridedFn strided = nullptr;
+};
+inline Int8PackKernels make_int8_pack_kernels(uint32_t nr) {
+    using namespace asmjit;
+    Int8PackKernels t;
+    CodeHolder code;
+    ErrorRecorder recorder;
+    code.init(jit_runtime().environment());
+    code.setErrorHandler(&recorder);
+    x86::Assembler a(&code);
+    Label index = a.newLabel(), entries[2] = {a.newLabel(), a.newLabel()};
+    const x86::Gp row[4] = {x86::r8, x86::r9, x86::r10, x86::r11};
+    for (int strided = 0; strided < 2; ++strided) {
+        Label loop = a.newLabel();
+        a.align(AlignMode::kCode, 32);
+        a.bind(entries[strided]);
+        a.vmovdqu64(x86::zmm31, x86::ptr(index));
+        if (strided) a.lea(x86::rax, x86::ptr(x86::rsi, x86::rsi, 1));   // 3 strides
+        a.bind(loop);
+        if (strided) {
+            a.mov(row[0], x86::rdi);
+            a.lea(row[1], x86::ptr(x86::rdi, x86::rsi));
+            a.lea(row[2], x86::ptr(x86::rdi, x86::rsi, 1));
+            a.lea(row[3], x86::ptr(x86::rdi, x86::rax));
+        } else {
+            for (uint32_t q = 0; q < 4; ++q) {
+                a.mov(row[q], x86::qword_ptr(x86::rsi, (int32_t)(8 * q)));
+                a.add(row[q], x86::rdi);
+            }
+        }
+        for (uint32_t c = 0; c < nr / 16; ++c) {
+            const x86::Zmm v = x86::zmm(c);
+            a.vmovdqu(v.xmm(), x86::xmmword_ptr(row[0], (int32_t)(16 * c)));
+            for (uint32_t q = 1; q < 4; ++q) a.vinserti32x4(v, v, x86::xmmword_ptr(row[q], (int32_t)(16 * c)), q);
+            a.vpermb(v, x86::zmm31, v);
+            a.vmovdqu64(x86::zmmword_ptr(x86::rcx, (int32_t)(64 * c)), v);
+        }
+        if (strided) a.lea(x86::rdi, x86::ptr(x86::rdi, x86::rsi, 2));   // 4 strides on
+        else a.add(x86::rsi, 32);
+        a.add(x86::rcx, (int32_t)(4 * nr));
+        a.sub(x86::rdx, 1);
+        a.jnz(loop);
+        a.vzeroupper();
+        a.ret();
+    }
+    uint8_t permute[64];
+    for (uint32_t j = 0; j < 16; ++j)
+        for (uint32_t q = 0; q < 4; ++q) permute[4 * j + q] = (uint8_t)(16 * q + j);
+    a.align(AlignMode::kData, 64);
+    a.bind(index);
+    a.embed(permute, sizeof permute);
+    if (recorder.first != kErrorOk) return t;
+    void* base = nullptr;
+    if (jit_runtime().add(&base, &code) != kErrorOk) return t;
+    t.rows = reinterpret_cast<Int8Gemm::PackRowsFn>(static_cast<char*>(base) + code.labelOffsetFromBase(entries[0]));
+    t.strided = reinterpret_cast<Int8Gemm::PackStridedFn>(static_cast<char*>(base) + code.labelOffsetFromBase(entries[1]));
+    return t;
+}
+#endif
+}  // namespace detail
+
 Status Int8Gemm::init(Isa isa, bool dot_products, bool matrix_tiles) {
     (void)dot_products;   // builds without JIT have no dot-product tiles
     (void)matrix_tiles;
@@ -7823,6 +7900,8 @@ Status Int8Gemm::init(Isa isa, bool dot_products, bool matrix_tiles) {
     signed_b_ = false;
     amx_ = false;
     group_block_ = 1;
+    pack_rows_ = nullptr;
+    pack_strided_ = nullptr;
 #if !defined(TESSEL_NO_JIT) && (defined(__x86_64__) || defined(_M_X64))
     if (isa == Isa::Avx512 && dot_products && matrix_tiles && int8_amx_available()) {
         static const detail::Int8TileTable amx = detail::make_int8_tile_amx();
@@ -7857,6 +7936,15 @@ Status Int8Gemm::init(Isa isa, bool dot_products, bool matrix_tiles) {
         mr_ = detail::kInt8Avx2Rows;
         nr_ = 8;
         a_bytes_ = 2;
+    }
+    if (tiles_ && isa == Isa::Avx512 && nr_ % 16 == 0 && detail::int8_vbmi_available()) {
+        static const detail::Int8PackKernels pack32 = detail::make_int8_pack_kernels(32);
+        static const detail::Int8PackKernels pack48 = detail::make_int8_pack_kernels(48);
+        const detail::Int8PackKernels& pack = nr_ == 32 ? pack32 : pack48;
+        if (nr_ == 32 || nr_ == 48) {
+            pack_rows_ = pack.rows;
+            pack_strided_ = pack.strided;
+        }
     }
 #elif !defined(TESSEL_NO_JIT) && defined(__aarch64__)
     if (isa == Isa::Neon && dot_products && arm_features().dot_product) {
@@ -7918,7 +8006,18 @@ void Int8Gemm::pack_b_rows(int64_t k, int64_t n, const uint8_t* b, int64_t b_row
     alignas(16) uint8_t pad[4][kMaxNr];
     for (int64_t j0 = 0; j0 < n; j0 += nr_) {
         const int64_t w = n - j0 < nr_ ? n - j0 : nr_;
-        for (int64_t g = 0; g < groups; ++g, packed += 4 * nr_) {
+        int64_t g = 0;
+        if (w == nr_ && k >= 4 && pack_rows_) {   // the whole groups of a whole panel
+            if (row_offset) pack_rows_(b + j0, row_offset, k / 4, packed);
+            else pack_strided_(b + j0, b_row, k / 4, packed);
+            g = k / 4;
+            packed += g * 4 * nr_;
+        }
+        for (; g < groups; ++g, packed += 4 * nr_) {
+            if (g * 4 >= k) {   // AMX's whole groups past K: zeros, as the padded rows below give
+                std::memset(packed, 0, (size_t)(4 * nr_));
+                continue;
+            }
             const uint8_t* rows[4];
             for (int64_t q = 0, p = g * 4; q < 4; ++q, ++p) {
                 const uint8_t* row = p < k ? b + (row_offset ? row_offset[p] : p * b_row) + j0 : nullptr;
