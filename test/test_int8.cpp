@@ -1,7 +1,8 @@
 // Quantized inference on the CPU device: snippets.h's Int8Gemm (every tail of M, N and K,
 // parts of the rows) bit for bit against a scalar oracle, on the target from TESSEL_ISA, on the
-// tile under its dot-product one (Int8Gemm::init(isa, false): AVX2's on x86) and on the portable
-// tile; QDQ Conv groups (1x1, 3x3, strided, dilated, padded, grouped, Relu, Clip)
+// tile under AMX (VNNI), on the tile under its dot-product one (Int8Gemm::init(isa, false):
+// AVX2's on x86) and on the portable tile; QDQ Conv groups (1x1, 3x3, strided, dilated, padded,
+// grouped, Relu, Clip, and on AMX where Int8Gemm::amx_pays)
 // bit for bit against the same arithmetic done here in integers, and within one step of the
 // float reference path (FUSION=NO); per-tensor QuantizeLinear/DequantizeLinear bit for bit
 // against the reference kernels.
