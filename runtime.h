@@ -22015,7 +22015,7 @@ inline bool int8_qlinear_step(ReferenceProgram* p, const PreparedModel& model, N
         if (!st) return false;
         *state = st;
         *run = st->implicit ? run_int8_conv_implicit : run_int8_conv;
-        *what = "QLinearConv";
+        *what = st->gemm.amx() ? "QLinearConv+amx" : "QLinearConv";
         *used = st->gemm.jit() ? st->gemm.isa() : Isa::Ref;
         *scratch = (size_t)st->slots * st->slot_bytes;
         return true;
@@ -22032,7 +22032,7 @@ inline bool int8_qlinear_step(ReferenceProgram* p, const PreparedModel& model, N
     if (!st) return false;
     *state = st;
     *run = run_int8_matmul;
-    *what = "QLinearMatMul";
+    *what = st->gemm.amx() && !st->use_gemv ? "QLinearMatMul+amx" : "QLinearMatMul";
     *used = st->gemm.jit() ? st->gemm.isa() : Isa::Ref;
     *scratch = (size_t)st->slots * st->slot_bytes;
     return true;

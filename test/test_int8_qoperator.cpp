@@ -34,10 +34,12 @@ Run run_model(OpTest& t, bool fusion, uint32_t threads) {
 }
 
 // got == want everywhere; the reference path within one step of want.
-void check_results(const Run& fast, const Run& reference, const std::vector<uint8_t>& want, const char* kernel) {
+// amx: whether the step should run the AMX tile (kernel "+amx").
+void check_results(const Run& fast, const Run& reference, const std::vector<uint8_t>& want, const char* kernel, bool amx) {
     INFO(fast.kernels);
     CHECK(fast.kernels.find(std::string("int8:")) != std::string::npos);
     CHECK(fast.kernels.find(std::string(":") + kernel) != std::string::npos);
+    CHECK((fast.kernels.find(std::string(":") + kernel + "+amx") != std::string::npos) == amx);
     CHECK(reference.kernels.find("int8:") == std::string::npos);
     REQUIRE(fast.y.size() == want.size());
     REQUIRE(reference.y.size() == want.size());
@@ -166,6 +168,7 @@ TEST_CASE("int8 qoperator: QLinearConv on the int8 kernels, bit for bit the inte
         {{1, 8, 12, 37}, {8, 1, 3, 3}, 8, {}, {}, {1, 1, 1, 1}, true, true, true},          // depthwise
         {{1, 6, 9, 9}, {6, 1, 3, 3}, 6, {2, 2}, {2, 2}, {2, 2, 2, 2}, false, true, true},   // depthwise, strided, dilated
         {{2, 4, 7, 20}, {8, 1, 5, 5}, 4, {1, 2}, {}, {2, 2, 1, 2}, true, false, true},      // depthwise, 2 maps per channel
+        {{1, 24, 19, 21}, {96, 24, 3, 3}, 1, {}, {}, {1, 1, 1, 1}, true, true, true},       // AMX where the CPU has it
     };
     uint32_t seed = 3400;
     for (const QConv& cc : cases) {
@@ -173,9 +176,12 @@ TEST_CASE("int8 qoperator: QLinearConv on the int8 kernels, bit for bit the inte
         QConvData d = qconv_data(cc, seed);
         std::vector<uint8_t> want = qconv_oracle(cc, d);
         Run reference = run_qlinear_conv(cc, d, false, 1);
+        const bool depthwise = cc.group == cc.x[1] && cc.w[1] == 1;
+        const bool amx = int8_amx_available() && default_isa() == Isa::Avx512 && !depthwise &&
+                         Int8Gemm::amx_pays(cc.w[0] / cc.group, count_of(cc.w) / cc.w[0]);
         for (uint32_t threads : {1u, 2u}) {
             CAPTURE(threads);
-            check_results(run_qlinear_conv(cc, d, true, threads), reference, want, "QLinearConv");
+            check_results(run_qlinear_conv(cc, d, true, threads), reference, want, "QLinearConv", amx);
         }
         seed += 11;
     }
@@ -219,7 +225,7 @@ Run run_qlinear_matmul(const QMat& mc, const std::vector<uint8_t>& a, const std:
 
 TEST_CASE("int8 qoperator: QLinearMatMul on the int8 kernels: batches, tails of K and N, scales per tensor and per column") {
     const std::vector<QMat> cases = {{{2, 5, 37}, 19, true}, {{1, 70, 64}, 48, false}, {{3, 19}, 7, true}, {{1, 200, 130}, 100, true},
-                                     {{2, 3, 4, 1}, 33, false}, {{1, 1, 203}, 129, true}};
+                                     {{2, 3, 4, 1}, 33, false}, {{1, 1, 203}, 129, true}, {{1, 80, 256}, 96, true}};   // the last on AMX
     uint32_t seed = 3500;
     for (const QMat& mc : cases) {
         CAPTURE(seed);
@@ -241,9 +247,11 @@ TEST_CASE("int8 qoperator: QLinearMatMul on the int8 kernels: batches, tails of 
                 want[(size_t)(r * n + j)] = int8_requantize(acc, 0, sa * sb[(size_t)j] / sy, -(float)zy, 255.0f - zy, zy);
             }
         Run reference = run_qlinear_matmul(mc, a, b, sb, sa, za, sy, zy, false, 1);
+        const bool gemv = rows <= Int8Gemv::kRows && int8_vnni_available();
+        const bool amx = int8_amx_available() && default_isa() == Isa::Avx512 && !gemv && Int8Gemm::amx_pays(n, k);
         for (uint32_t threads : {1u, 2u}) {
             CAPTURE(threads);
-            check_results(run_qlinear_matmul(mc, a, b, sb, sa, za, sy, zy, true, threads), reference, want, "QLinearMatMul");
+            check_results(run_qlinear_matmul(mc, a, b, sb, sa, za, sy, zy, true, threads), reference, want, "QLinearMatMul", amx);
         }
     }
 }
@@ -253,7 +261,7 @@ TEST_CASE("int8 qoperator: QDQ Gemm groups: transB, C per column or one value or
     struct Case { int64_t m, k, n; bool trans_b; int c; bool relu; };   // c: 0 none, 1 per column [n], 2 one value
     const std::vector<Case> cases = {{1, 37, 19, true, 1, false}, {5, 64, 48, false, 1, true}, {3, 19, 7, true, 2, false},
                                      {70, 130, 100, false, 0, true}, {2, 8, 1, true, 1, false}, {1, 301, 130, false, 1, true},
-                                     {4, 64, 65, true, 2, false}};
+                                     {4, 64, 65, true, 2, false}, {80, 256, 96, false, 1, true}};   // the last on AMX
     uint32_t seed = 3600;
     for (const Case& gc : cases) {
         CAPTURE(seed);
@@ -305,11 +313,13 @@ TEST_CASE("int8 qoperator: QDQ Gemm groups: transB, C per column or one value or
             return run_model(t, fusion, threads);
         };
         Run reference = build(false, 1);
+        const bool gemv = m <= Int8Gemv::kRows && int8_vnni_available();
+        const bool amx = int8_amx_available() && default_isa() == Isa::Avx512 && !gemv && Int8Gemm::amx_pays(n, k);
         for (uint32_t threads : {1u, 2u}) {
             CAPTURE(threads);
             Run fast = build(true, threads);
             CHECK(fast.kernels.find("DequantizeLinear") == std::string::npos);   // the group reads x's uint8
-            check_results(fast, reference, want, "Gemm");
+            check_results(fast, reference, want, "Gemm", amx);
         }
     }
 }
