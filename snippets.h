@@ -7937,14 +7937,12 @@ Status Int8Gemm::init(Isa isa, bool dot_products, bool matrix_tiles) {
         nr_ = 8;
         a_bytes_ = 2;
     }
-    if (tiles_ && isa == Isa::Avx512 && nr_ % 16 == 0 && detail::int8_vbmi_available()) {
+    if (tiles_ && isa == Isa::Avx512 && (nr_ == 32 || nr_ == 48) && detail::int8_vbmi_available()) {   // AMX's and VNNI's panels
         static const detail::Int8PackKernels pack32 = detail::make_int8_pack_kernels(32);
         static const detail::Int8PackKernels pack48 = detail::make_int8_pack_kernels(48);
         const detail::Int8PackKernels& pack = nr_ == 32 ? pack32 : pack48;
-        if (nr_ == 32 || nr_ == 48) {
-            pack_rows_ = pack.rows;
-            pack_strided_ = pack.strided;
-        }
+        pack_rows_ = pack.rows;
+        pack_strided_ = pack.strided;
     }
 #elif !defined(TESSEL_NO_JIT) && defined(__aarch64__)
     if (isa == Isa::Neon && dot_products && arm_features().dot_product) {
