@@ -21034,9 +21034,6 @@ inline bool int8_find_pool(const PreparedModel& model, NodeId q, Int8Group* grou
     return true;
 }
 
-template <class T>
-void int8_quantize_range(const float* x, T* y, uint64_t begin, uint64_t end, float scale, int32_t zero_point, int32_t lo, int32_t hi);
-
 // The table from DequantizeLinear dq's grid to QuantizeLinear q's (the reference's float32
 // operations) in the arena, or nullptr for the identity; *failed when out of memory.
 inline const uint8_t* int8_grid_table(ReferenceProgram* p, const PreparedModel& model, NodeId dq, NodeId q, bool* failed) {
@@ -21659,86 +21656,21 @@ inline Int8ConvState* int8_conv_state(ReferenceProgram* p, const ConvState& cst,
     return st;
 }
 
+// A step's conversions on `isa`, the portable loops when that target cannot be had. Returns
+// the target the step is named after (Ref for the portable loops).
+inline Isa int8_convert_init(Int8Convert* convert, Isa isa) {
+    if (convert->init(isa) != Status::Ok && convert->init(Isa::Ref) != Status::Ok) return Isa::Ref;   // Ref never fails
+    return convert->jit() ? convert->isa() : Isa::Ref;
+}
+
 struct Int8QuantizeState {
     float scale;
     int32_t zero_point, lo, hi;   // the quantized type's range
     bool to_float;                // DequantizeLinear
     bool is_signed;
     uint64_t count;
+    Int8Convert convert;
 };
-
-template <class T>
-void int8_quantize_range(const float* x, T* y, uint64_t begin, uint64_t end, float scale, int32_t zero_point, int32_t lo, int32_t hi) {
-    const float flo = (float)(lo - zero_point), fhi = (float)(hi - zero_point), magic = 12582912.0f;
-    uint64_t e = begin;
-#if defined(__SSE2__)
-    // 16 at a time, the scalar loop's operations in the same order (x86-64's baseline SSE2).
-    const __m128 vs = _mm_set1_ps(scale), vlo = _mm_set1_ps(flo), vhi = _mm_set1_ps(fhi), vm = _mm_set1_ps(magic);
-    const __m128i vz = _mm_set1_epi32(zero_point), bias = _mm_set1_epi8(std::is_signed<T>::value ? (char)0x80 : 0);
-    auto one = [&](uint64_t k) {
-        __m128 v = _mm_div_ps(_mm_loadu_ps(x + k), vs);
-        v = _mm_and_ps(v, _mm_cmpord_ps(v, v));   // NaN -> 0
-        v = _mm_min_ps(_mm_max_ps(v, vlo), vhi);
-        v = _mm_sub_ps(_mm_add_ps(v, vm), vm);
-        __m128i q = _mm_add_epi32(_mm_cvttps_epi32(v), vz);
-        // int8: shifted to uint8 for the unsigned pack, back by the xor below
-        return std::is_signed<T>::value ? _mm_add_epi32(q, _mm_set1_epi32(128)) : q;
-    };
-    for (; e + 16 <= end; e += 16) {
-        __m128i a = _mm_packs_epi32(one(e), one(e + 4)), b = _mm_packs_epi32(one(e + 8), one(e + 12));
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(y + e), _mm_xor_si128(_mm_packus_epi16(a, b), bias));
-    }
-#elif defined(__ARM_NEON)
-    const float32x4_t vs = vdupq_n_f32(scale), vlo = vdupq_n_f32(flo), vhi = vdupq_n_f32(fhi), vm = vdupq_n_f32(magic);
-    const int32x4_t vz = vdupq_n_s32(zero_point);
-    auto one = [&](uint64_t k) {
-        float32x4_t v = vdivq_f32(vld1q_f32(x + k), vs);
-        v = vreinterpretq_f32_u32(vandq_u32(vreinterpretq_u32_f32(v), vceqq_f32(v, v)));   // NaN -> 0
-        v = vminq_f32(vmaxq_f32(v, vlo), vhi);
-        v = vsubq_f32(vaddq_f32(v, vm), vm);
-        return vaddq_s32(vcvtq_s32_f32(v), vz);
-    };
-    for (; e + 8 <= end; e += 8) {
-        int16x8_t h = vcombine_s16(vmovn_s32(one(e)), vmovn_s32(one(e + 4)));   // in range: narrowing is exact
-        if (std::is_signed<T>::value) vst1_s8(reinterpret_cast<int8_t*>(y + e), vmovn_s16(h));
-        else vst1_u8(reinterpret_cast<uint8_t*>(y + e), vmovn_u16(vreinterpretq_u16_s16(h)));
-    }
-#endif
-    for (; e < end; ++e) {
-        float v = x[e] / scale;
-        v = v == v ? v : 0.0f;
-        v = v > flo ? v : flo;
-        v = v < fhi ? v : fhi;
-        // ties to even: after the clamp |v| <= 255, so v + 1.5 * 2^23 has unit steps
-        float r = (v + magic) - magic;
-        y[e] = (T)((int32_t)r + zero_point);
-    }
-}
-
-template <class T>
-void int8_dequantize_range(const T* x, float* y, uint64_t begin, uint64_t end, float scale, int32_t zero_point) {
-    uint64_t e = begin;
-#if defined(__SSE2__)
-    const __m128 vs = _mm_set1_ps(scale);
-    const __m128i vz = _mm_set1_epi32(zero_point), zero = _mm_setzero_si128();
-    for (; e + 16 <= end; e += 16) {
-        __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x + e));
-        __m128i lo16, hi16;
-        if (std::is_signed<T>::value) {   // sign extension: unpack with itself, shift right arithmetic
-            lo16 = _mm_srai_epi16(_mm_unpacklo_epi8(b, b), 8);
-            hi16 = _mm_srai_epi16(_mm_unpackhi_epi8(b, b), 8);
-        } else {
-            lo16 = _mm_unpacklo_epi8(b, zero);
-            hi16 = _mm_unpackhi_epi8(b, zero);
-        }
-        __m128i w[4] = {_mm_srai_epi32(_mm_unpacklo_epi16(lo16, lo16), 16), _mm_srai_epi32(_mm_unpackhi_epi16(lo16, lo16), 16),
-                        _mm_srai_epi32(_mm_unpacklo_epi16(hi16, hi16), 16), _mm_srai_epi32(_mm_unpackhi_epi16(hi16, hi16), 16)};
-        for (int k = 0; k < 4; ++k)
-            _mm_storeu_ps(y + e + 4 * k, _mm_mul_ps(_mm_cvtepi32_ps(_mm_sub_epi32(w[k], vz)), vs));
-    }
-#endif
-    for (; e < end; ++e) y[e] = (float)((int32_t)x[e] - zero_point) * scale;
-}
 
 inline Status run_int8_quantize(const RunContext& c) {
     const Int8QuantizeState& st = *static_cast<const Int8QuantizeState*>(c.state);
@@ -21749,14 +21681,15 @@ inline Status run_int8_quantize(const RunContext& c) {
         const Job& j = *static_cast<const Job*>(user);
         const Int8QuantizeState& s = *j.st;
         uint64_t e0 = begin * kChunk, e1 = std::min<uint64_t>(end * kChunk, s.count);
-        const void* in = j.c->inputs[0].data;
-        void* out = j.c->outputs[0].data;
+        const int64_t n = (int64_t)(e1 - e0);
         if (s.to_float) {
-            if (s.is_signed) int8_dequantize_range(static_cast<const int8_t*>(in), static_cast<float*>(out), e0, e1, s.scale, s.zero_point);
-            else int8_dequantize_range(static_cast<const uint8_t*>(in), static_cast<float*>(out), e0, e1, s.scale, s.zero_point);
+            float* y = j.c->outputs[0].as<float>() + e0;
+            if (s.is_signed) s.convert.dequantize(j.c->inputs[0].as<const int8_t>() + e0, y, n, s.scale, s.zero_point);
+            else s.convert.dequantize(j.c->inputs[0].as<const uint8_t>() + e0, y, n, s.scale, s.zero_point);
         } else {
-            if (s.is_signed) int8_quantize_range(static_cast<const float*>(in), static_cast<int8_t*>(out), e0, e1, s.scale, s.zero_point, s.lo, s.hi);
-            else int8_quantize_range(static_cast<const float*>(in), static_cast<uint8_t*>(out), e0, e1, s.scale, s.zero_point, s.lo, s.hi);
+            const float* x = j.c->inputs[0].as<const float>() + e0;
+            if (s.is_signed) s.convert.quantize(x, j.c->outputs[0].as<int8_t>() + e0, n, s.scale, s.zero_point, s.lo, s.hi);
+            else s.convert.quantize(x, j.c->outputs[0].as<uint8_t>() + e0, n, s.scale, s.zero_point, s.lo, s.hi);
         }
     };
     if (units > 1 && c.threads > 1) c.parallel_for(units, body, &job);
@@ -21785,6 +21718,7 @@ inline Int8QuantizeState* int8_quantize_state(ReferenceProgram* p, const Prepare
     if (!int8_tensor_params(model, id, quantized.type, &scale, &zero_point)) return nullptr;
     Int8QuantizeState* st = p->arena.allocate_array<Int8QuantizeState>(1);
     if (!st) return nullptr;
+    new (st) Int8QuantizeState();
     st->scale = scale;
     st->zero_point = zero_point;
     st->is_signed = quantized.type == ElementType::Int8;
@@ -22078,6 +22012,8 @@ struct Int8BinaryState {
     int32_t y_zero_point = 0;
     int32_t y_lo = 0;                       // the least output: y's zero point after a Relu
     uint64_t count = 0, rows = 0;           // elements; rows of the inner dim
+    Int8Convert convert;
+    Int8Lookup lookup;                      // a broadcast operand's row or column of the pair table
 };
 
 // The operand chain reaching node `reader`'s input i: one-input elementwise ops (each read only
@@ -22257,7 +22193,7 @@ inline Int8BinaryState* int8_binary_state(ReferenceProgram* p, const PreparedMod
     // 64 KiB (it is the faster loop once in the cache); else vectors of dequantized floats.
     const bool along[2] = {st->strides[0][rank - 1] != 0, st->strides[1][rank - 1] != 0};
     if (!st->constant[0] && !st->constant[1] && (!along[0] || !along[1] || st->ops[0] || st->ops[1] || count >= 32768)) {
-        uint8_t* pair = static_cast<uint8_t*>(p->arena.allocate(256 * 256, 64));
+        uint8_t* pair = static_cast<uint8_t*>(p->arena.allocate(256 * 256 + Int8Convert::kPairTablePadding, 64));
         if (!pair) return nullptr;
         st->swapped = st->strides[0][rank - 1] != 0 && st->strides[1][rank - 1] == 0;
         float r[256];
@@ -22289,29 +22225,23 @@ inline const float* int8_binary_operand(const Int8BinaryState& st, const RunCont
     if (st.ops[k])
         for (int64_t j = 0; j < n; ++j) buf[j] = st.table[k][x[j]];
     else
-        int8_dequantize_range(x, buf, 0, (uint64_t)n, st.x_scale[k], st.x_zero_point[k]);
+        st.convert.dequantize(x, buf, n, st.x_scale[k], st.x_zero_point[k]);
     return buf;
 }
 
 
 // A run of n outputs from two uint8 operands through the pair table (a: the table's row byte).
-inline void int8_binary_pair_run(const uint8_t* t, const uint8_t* a, bool along_a, const uint8_t* b, bool along_b, uint8_t* y,
-                                 int64_t n) {
+inline void int8_binary_pair_run(const Int8BinaryState& st, const uint8_t* a, bool along_a, const uint8_t* b, bool along_b,
+                                 uint8_t* y, int64_t n) {
+    const uint8_t* t = st.pair;
     if (along_a && along_b) {
-        int64_t e = 0;
-        for (; e + 4 <= n; e += 4) {
-            y[e] = t[a[e] << 8 | b[e]];
-            y[e + 1] = t[a[e + 1] << 8 | b[e + 1]];
-            y[e + 2] = t[a[e + 2] << 8 | b[e + 2]];
-            y[e + 3] = t[a[e + 3] << 8 | b[e + 3]];
-        }
-        for (; e < n; ++e) y[e] = t[a[e] << 8 | b[e]];
+        st.convert.pair(t, a, b, y, n);
     } else if (along_a) {   // b's byte fixed: column b of the table, one byte per row
-        uint8_t column[256];
+        alignas(64) uint8_t column[256];
         for (int32_t v = 0; v < 256; ++v) column[v] = t[v << 8 | b[0]];
-        Int8Lookup::run_portable(column, a, y, n);
+        st.lookup.run(column, a, y, n);
     } else if (along_b) {
-        Int8Lookup::run_portable(t + (a[0] << 8), b, y, n);
+        st.lookup.run(t + (a[0] << 8), b, y, n);
     } else {
         std::memset(y, t[a[0] << 8 | b[0]], (size_t)n);
     }
@@ -22345,8 +22275,8 @@ inline Status run_int8_binary(const RunContext& c) {
                     const uint8_t* xa = c.inputs[st.input[0]].as<const uint8_t>() + off[0] + (along_a ? first : 0);
                     const uint8_t* xb = c.inputs[st.input[1]].as<const uint8_t>() + off[1] + (along_b ? first : 0);
                     uint8_t* yr = y + row * (uint64_t)dim + first;
-                    if (st.swapped) int8_binary_pair_run(st.pair, xb, along_b, xa, along_a, yr, stop - first);
-                    else int8_binary_pair_run(st.pair, xa, along_a, xb, along_b, yr, stop - first);
+                    if (st.swapped) int8_binary_pair_run(st, xb, along_b, xa, along_a, yr, stop - first);
+                    else int8_binary_pair_run(st, xa, along_a, xb, along_b, yr, stop - first);
                     continue;
                 }
                 for (int64_t j0 = first; j0 < stop; j0 += kChunk) {
@@ -22359,7 +22289,7 @@ inline Status run_int8_binary(const RunContext& c) {
                     if (st.op == SnippetOp::Add) for (int64_t j = 0; j < n; ++j) r[j] = pa[j] + pb[j];
                     else if (st.op == SnippetOp::Sub) for (int64_t j = 0; j < n; ++j) r[j] = pa[j] - pb[j];
                     else for (int64_t j = 0; j < n; ++j) r[j] = pa[j] * pb[j];
-                    int8_quantize_range(r, y + row * (uint64_t)dim + j0, 0, (uint64_t)n, st.y_scale, st.y_zero_point, st.y_lo, 255);
+                    st.convert.quantize(r, y + row * (uint64_t)dim + j0, n, st.y_scale, st.y_zero_point, st.y_lo, 255);
                 }
             }
         }
@@ -22783,7 +22713,8 @@ inline Status cpu_int8_steps(ReferenceProgram* p, const PreparedModel& model, Is
         }
         p->steps_[binary_steps[k]].reads = Span<const uint32_t>(reads, count);
         const char* what = st->op == SnippetOp::Add ? "Add" : st->op == SnippetOp::Sub ? "Sub" : "Mul";
-        TESSEL_TRY(int8_use(p, binary_steps[k], run_int8_binary, st, what, Isa::Ref, 0));
+        int8_lookup_init(&st->lookup, isa);
+        TESSEL_TRY(int8_use(p, binary_steps[k], run_int8_binary, st, what, int8_convert_init(&st->convert, isa), 0));
         for (NodeId last : {b.binary, b.relu})
             if (last != kNoNode && writer[model.value_id(last, 0)] != ~0u) drop[writer[model.value_id(last, 0)]] = 1;
         for (const Int8BinaryOperand& o : b.in)
@@ -22853,7 +22784,9 @@ inline Status cpu_int8_steps(ReferenceProgram* p, const PreparedModel& model, Is
             continue;
         }
         Int8QuantizeState* st = int8_quantize_state(p, model, p->steps_[i].node);
-        if (st) TESSEL_TRY(int8_use(p, i, run_int8_quantize, st, st->to_float ? "DequantizeLinear" : "QuantizeLinear", Isa::Ref, 0));
+        if (st)
+            TESSEL_TRY(int8_use(p, i, run_int8_quantize, st, st->to_float ? "DequantizeLinear" : "QuantizeLinear",
+                                int8_convert_init(&st->convert, isa), 0));
     }
     return Status::Ok;
 }

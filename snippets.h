@@ -155,6 +155,7 @@
        >>int8 gemv                    Int8Gemv: a few rows of X times packed weights (VNNI)
        >>int8 depthwise               Int8DepthwiseConv: uint8 planes, 4 taps per dot product, requantized rows
        >>int8 lookup                  Int8Lookup: y = table[x] on bytes, JIT on AVX-512 VBMI and NEON
+       >>int8 convert                 Int8Convert: quantize, dequantize, pair tables; JIT on AVX-512 and AVX2
        >>opencl printer               OpenClSource, print_opencl_kernel: a body as OpenCL C
      implementation:
        >>helpers                      float bits, clock, broadcasting of shapes
@@ -195,6 +196,7 @@
        >>int8 gemm implementation     the VNNI tile emitter, the portable tile, packing; the VNNI gemv kernel
        >>int8 depthwise implementation  the VNNI and sdot row kernels, their table, padding
        >>int8 lookup implementation   the VBMI and tbl/tbx kernels, the portable loop
+       >>int8 convert implementation  the portable loops, the AVX-512 and AVX2 kernels
        >>opencl printer implementation  OpenClMath: eval_op printed as OpenCL C statements
 */
 #ifndef TESSEL_SNIPPETS_H
@@ -994,6 +996,43 @@ private:
     Isa isa_ = Isa::Ref;
     KernelFn kernel_ = nullptr;
     int64_t block_ = 1;   // bytes the kernel takes a step (it does whole blocks only when above 1)
+};
+
+// >>int8 convert
+// The int8 steps' conversions between bytes and floats, each the same float32 operations in
+// the same order on every target, so every target gives the portable loops' bits:
+// - quantize: y = clamp(round_half_even(x / scale), lo - zero_point, hi - zero_point) +
+//   zero_point, NaN as 0 (QuantizeLinear; the division, not a reciprocal, for its bits);
+// - dequantize: y = (float)(x - zero_point) * scale, one rounding (DequantizeLinear);
+// - pair: y[j] = table[a[j] << 8 | b[j]], a 256 x 256 table of a binary op's results.
+// JIT: AVX-512 (16 elements a vector, vpmovdb down-conversion, vpgatherdd for the pair table)
+// and AVX2 (8 a vector); whole vectors only, the tail and other targets in portable loops.
+class Int8Convert {
+public:
+    // Bytes readable past a pair table's 65536 (the gather reads 4 bytes an element).
+    static constexpr size_t kPairTablePadding = 4;
+    // Unsupported when the CPU lacks `isa`; targets without kernels keep the portable loops.
+    Status init(Isa isa = Isa::Auto);
+    Isa isa() const { return isa_; }
+    bool jit() const { return quantize_ != nullptr; }
+    // lo and hi: the quantized type's range (0 and 255, or -128 and 127), lo <= zero_point <= hi.
+    void quantize(const float* x, uint8_t* y, int64_t n, float scale, int32_t zero_point, int32_t lo, int32_t hi) const;
+    void quantize(const float* x, int8_t* y, int64_t n, float scale, int32_t zero_point, int32_t lo, int32_t hi) const;
+    void dequantize(const uint8_t* x, float* y, int64_t n, float scale, int32_t zero_point) const;
+    void dequantize(const int8_t* x, float* y, int64_t n, float scale, int32_t zero_point) const;
+    void pair(const uint8_t* table, const uint8_t* a, const uint8_t* b, uint8_t* y, int64_t n) const;
+
+    struct Params { float scale, lo, hi; int32_t zero_point; };   // lo, hi: the float clamp (quantize)
+    using QuantizeFn = void (*)(const float* x, void* y, int64_t n, const Params* params);
+    using DequantizeFn = void (*)(const void* x, float* y, int64_t n, const Params* params);
+    using PairFn = void (*)(const uint8_t* table, const uint8_t* a, const uint8_t* b, uint8_t* y, int64_t n);
+
+private:
+    Isa isa_ = Isa::Ref;
+    QuantizeFn quantize_ = nullptr, quantize_signed_ = nullptr;
+    DequantizeFn dequantize_ = nullptr, dequantize_signed_ = nullptr;
+    PairFn pair_ = nullptr;
+    int64_t block_ = 1;   // elements of one kernel step: the kernels take whole blocks
 };
 
 // >>opencl printer
@@ -8653,6 +8692,442 @@ void Int8Lookup::run(const uint8_t* table, const uint8_t* x, uint8_t* y, int64_t
 
 void Int8Lookup::run_portable(const uint8_t* table, const uint8_t* x, uint8_t* y, int64_t n) {
     if (n > 0) detail::int8_lookup_portable(table, x, y, n);
+}
+
+// >>int8 convert implementation
+namespace detail {
+// The portable loops (x86-64's baseline SSE2 and NEON where they pay), elements [begin, end).
+template <class T>
+void int8_quantize_range(const float* x, T* y, uint64_t begin, uint64_t end, float scale, int32_t zero_point, int32_t lo, int32_t hi) {
+    const float flo = (float)(lo - zero_point), fhi = (float)(hi - zero_point), magic = 12582912.0f;
+    uint64_t e = begin;
+#if defined(__SSE2__)
+    // 16 at a time, the scalar loop's operations in the same order (x86-64's baseline SSE2).
+    const __m128 vs = _mm_set1_ps(scale), vlo = _mm_set1_ps(flo), vhi = _mm_set1_ps(fhi), vm = _mm_set1_ps(magic);
+    const __m128i vz = _mm_set1_epi32(zero_point), bias = _mm_set1_epi8(std::is_signed<T>::value ? (char)0x80 : 0);
+    auto one = [&](uint64_t k) {
+        __m128 v = _mm_div_ps(_mm_loadu_ps(x + k), vs);
+        v = _mm_and_ps(v, _mm_cmpord_ps(v, v));   // NaN -> 0
+        v = _mm_min_ps(_mm_max_ps(v, vlo), vhi);
+        v = _mm_sub_ps(_mm_add_ps(v, vm), vm);
+        __m128i q = _mm_add_epi32(_mm_cvttps_epi32(v), vz);
+        // int8: shifted to uint8 for the unsigned pack, back by the xor below
+        return std::is_signed<T>::value ? _mm_add_epi32(q, _mm_set1_epi32(128)) : q;
+    };
+    for (; e + 16 <= end; e += 16) {
+        __m128i a = _mm_packs_epi32(one(e), one(e + 4)), b = _mm_packs_epi32(one(e + 8), one(e + 12));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(y + e), _mm_xor_si128(_mm_packus_epi16(a, b), bias));
+    }
+#elif defined(__ARM_NEON)
+    const float32x4_t vs = vdupq_n_f32(scale), vlo = vdupq_n_f32(flo), vhi = vdupq_n_f32(fhi), vm = vdupq_n_f32(magic);
+    const int32x4_t vz = vdupq_n_s32(zero_point);
+    auto one = [&](uint64_t k) {
+        float32x4_t v = vdivq_f32(vld1q_f32(x + k), vs);
+        v = vreinterpretq_f32_u32(vandq_u32(vreinterpretq_u32_f32(v), vceqq_f32(v, v)));   // NaN -> 0
+        v = vminq_f32(vmaxq_f32(v, vlo), vhi);
+        v = vsubq_f32(vaddq_f32(v, vm), vm);
+        return vaddq_s32(vcvtq_s32_f32(v), vz);
+    };
+    for (; e + 8 <= end; e += 8) {
+        int16x8_t h = vcombine_s16(vmovn_s32(one(e)), vmovn_s32(one(e + 4)));   // in range: narrowing is exact
+        if (std::is_signed<T>::value) vst1_s8(reinterpret_cast<int8_t*>(y + e), vmovn_s16(h));
+        else vst1_u8(reinterpret_cast<uint8_t*>(y + e), vmovn_u16(vreinterpretq_u16_s16(h)));
+    }
+#endif
+    for (; e < end; ++e) {
+        float v = x[e] / scale;
+        v = v == v ? v : 0.0f;
+        v = v > flo ? v : flo;
+        v = v < fhi ? v : fhi;
+        // ties to even: after the clamp |v| <= 255, so v + 1.5 * 2^23 has unit steps
+        float r = (v + magic) - magic;
+        y[e] = (T)((int32_t)r + zero_point);
+    }
+}
+
+template <class T>
+void int8_dequantize_range(const T* x, float* y, uint64_t begin, uint64_t end, float scale, int32_t zero_point) {
+    uint64_t e = begin;
+#if defined(__SSE2__)
+    const __m128 vs = _mm_set1_ps(scale);
+    const __m128i vz = _mm_set1_epi32(zero_point), zero = _mm_setzero_si128();
+    for (; e + 16 <= end; e += 16) {
+        __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x + e));
+        __m128i lo16, hi16;
+        if (std::is_signed<T>::value) {   // sign extension: unpack with itself, shift right arithmetic
+            lo16 = _mm_srai_epi16(_mm_unpacklo_epi8(b, b), 8);
+            hi16 = _mm_srai_epi16(_mm_unpackhi_epi8(b, b), 8);
+        } else {
+            lo16 = _mm_unpacklo_epi8(b, zero);
+            hi16 = _mm_unpackhi_epi8(b, zero);
+        }
+        __m128i w[4] = {_mm_srai_epi32(_mm_unpacklo_epi16(lo16, lo16), 16), _mm_srai_epi32(_mm_unpackhi_epi16(lo16, lo16), 16),
+                        _mm_srai_epi32(_mm_unpacklo_epi16(hi16, hi16), 16), _mm_srai_epi32(_mm_unpackhi_epi16(hi16, hi16), 16)};
+        for (int k = 0; k < 4; ++k)
+            _mm_storeu_ps(y + e + 4 * k, _mm_mul_ps(_mm_cvtepi32_ps(_mm_sub_epi32(w[k], vz)), vs));
+    }
+#endif
+    for (; e < end; ++e) y[e] = (float)((int32_t)x[e] - zero_point) * scale;
+}
+
+// y[j] = t[a[j] << 8 | b[j]]: a pair table's bytes.
+inline void int8_pair_portable(const uint8_t* t, const uint8_t* a, const uint8_t* b, uint8_t* y, int64_t n) {
+    int64_t e = 0;
+    for (; e + 4 <= n; e += 4) {
+        y[e] = t[a[e] << 8 | b[e]];
+        y[e + 1] = t[a[e + 1] << 8 | b[e + 1]];
+        y[e + 2] = t[a[e + 2] << 8 | b[e + 2]];
+        y[e + 3] = t[a[e + 3] << 8 | b[e + 3]];
+    }
+    for (; e < n; ++e) y[e] = t[a[e] << 8 | b[e]];
+}
+
+#if !defined(TESSEL_NO_JIT) && (defined(__x86_64__) || defined(_M_X64))
+#define TESSEL_INT8_CONVERT_JIT 1
+constexpr uint32_t kQuantizeMagic = 0x4B400000u;   // 1.5 * 2^23: v + magic - magic rounds ties to even
+
+// Quantize: rdi x, rsi y, rdx n (a multiple of 16), rcx Params (System V). Four vectors a step
+// while 64 are left, then one; each in the portable loop's order.
+inline void emit_int8_quantize_avx512(asmjit::x86::Assembler& a) {
+    namespace x86 = asmjit::x86;
+    a.vbroadcastss(x86::zmm16, x86::dword_ptr(x86::rcx, 0));
+    a.vbroadcastss(x86::zmm17, x86::dword_ptr(x86::rcx, 4));
+    a.vbroadcastss(x86::zmm18, x86::dword_ptr(x86::rcx, 8));
+    a.vpbroadcastd(x86::zmm19, x86::dword_ptr(x86::rcx, 12));
+    a.mov(x86::eax, kQuantizeMagic);
+    a.vpbroadcastd(x86::zmm20, x86::eax);
+    auto one = [&](uint32_t r) {
+        const x86::Zmm v = x86::zmm(r);
+        const x86::KReg k = x86::k(1 + r);
+        a.vmovups(v, x86::zmmword_ptr(x86::rdi, (int32_t)(64 * r)));
+        a.vdivps(v, v, x86::zmm16);
+        a.vcmpps(k, v, v, 7);   // ordered: NaN lanes -> 0
+        a.k(k).z().vmovaps(v, v);
+        a.vmaxps(v, v, x86::zmm17);
+        a.vminps(v, v, x86::zmm18);
+        a.vaddps(v, v, x86::zmm20);
+        a.vsubps(v, v, x86::zmm20);
+        a.vcvttps2dq(v, v);
+        a.vpaddd(v, v, x86::zmm19);
+        a.vpmovdb(x86::xmmword_ptr(x86::rsi, (int32_t)(16 * r)), v);   // in range: truncation is exact
+    };
+    asmjit::Label four = a.newLabel(), single = a.newLabel(), done = a.newLabel();
+    a.cmp(x86::rdx, 64);
+    a.jb(single);
+    a.bind(four);
+    for (uint32_t r = 0; r < 4; ++r) one(r);
+    a.add(x86::rdi, 256);
+    a.add(x86::rsi, 64);
+    a.sub(x86::rdx, 64);
+    a.cmp(x86::rdx, 64);
+    a.jae(four);
+    a.bind(single);
+    a.test(x86::rdx, x86::rdx);
+    a.jz(done);
+    one(0);
+    a.add(x86::rdi, 64);
+    a.add(x86::rsi, 16);
+    a.sub(x86::rdx, 16);
+    a.jmp(single);
+    a.bind(done);
+    a.vzeroupper();
+    a.ret();
+}
+
+// Dequantize: rdi x, rsi y, rdx n (a multiple of 16), rcx Params.
+inline void emit_int8_dequantize_avx512(asmjit::x86::Assembler& a, bool is_signed) {
+    namespace x86 = asmjit::x86;
+    a.vbroadcastss(x86::zmm16, x86::dword_ptr(x86::rcx, 0));
+    a.vpbroadcastd(x86::zmm19, x86::dword_ptr(x86::rcx, 12));
+    auto one = [&](uint32_t r) {
+        const x86::Zmm v = x86::zmm(r);
+        if (is_signed) a.vpmovsxbd(v, x86::xmmword_ptr(x86::rdi, (int32_t)(16 * r)));
+        else a.vpmovzxbd(v, x86::xmmword_ptr(x86::rdi, (int32_t)(16 * r)));
+        a.vpsubd(v, v, x86::zmm19);
+        a.vcvtdq2ps(v, v);
+        a.vmulps(v, v, x86::zmm16);
+        a.vmovups(x86::zmmword_ptr(x86::rsi, (int32_t)(64 * r)), v);
+    };
+    asmjit::Label four = a.newLabel(), single = a.newLabel(), done = a.newLabel();
+    a.cmp(x86::rdx, 64);
+    a.jb(single);
+    a.bind(four);
+    for (uint32_t r = 0; r < 4; ++r) one(r);
+    a.add(x86::rdi, 64);
+    a.add(x86::rsi, 256);
+    a.sub(x86::rdx, 64);
+    a.cmp(x86::rdx, 64);
+    a.jae(four);
+    a.bind(single);
+    a.test(x86::rdx, x86::rdx);
+    a.jz(done);
+    one(0);
+    a.add(x86::rdi, 16);
+    a.add(x86::rsi, 64);
+    a.sub(x86::rdx, 16);
+    a.jmp(single);
+    a.bind(done);
+    a.vzeroupper();
+    a.ret();
+}
+
+// Pair table: rdi table, rsi a, rdx b, rcx y, r8 n (a multiple of 16). The index a << 8 | b
+// in dwords, vpgatherdd of 4 bytes at it, the low byte kept.
+inline void emit_int8_pair_avx512(asmjit::x86::Assembler& a) {
+    namespace x86 = asmjit::x86;
+    auto one = [&](uint32_t r) {
+        const x86::Zmm index = x86::zmm(r), low = x86::zmm(4 + r), value = x86::zmm(8 + r);
+        const x86::KReg k = x86::k(1 + r);
+        a.vpmovzxbd(index, x86::xmmword_ptr(x86::rsi, (int32_t)(16 * r)));
+        a.vpmovzxbd(low, x86::xmmword_ptr(x86::rdx, (int32_t)(16 * r)));
+        a.vpslld(index, index, 8);
+        a.vpord(index, index, low);
+        a.kxnorw(k, k, k);
+        a.vpxord(value, value, value);
+        a.k(k).vpgatherdd(value, x86::ptr(x86::rdi, index));
+        a.vpmovdb(x86::xmmword_ptr(x86::rcx, (int32_t)(16 * r)), value);
+    };
+    asmjit::Label four = a.newLabel(), single = a.newLabel(), done = a.newLabel();
+    a.cmp(x86::r8, 64);
+    a.jb(single);
+    a.bind(four);
+    for (uint32_t r = 0; r < 4; ++r) one(r);
+    a.add(x86::rsi, 64);
+    a.add(x86::rdx, 64);
+    a.add(x86::rcx, 64);
+    a.sub(x86::r8, 64);
+    a.cmp(x86::r8, 64);
+    a.jae(four);
+    a.bind(single);
+    a.test(x86::r8, x86::r8);
+    a.jz(done);
+    one(0);
+    a.add(x86::rsi, 16);
+    a.add(x86::rdx, 16);
+    a.add(x86::rcx, 16);
+    a.sub(x86::r8, 16);
+    a.jmp(single);
+    a.bind(done);
+    a.vzeroupper();
+    a.ret();
+}
+
+// AVX2: 32 elements a step (n a multiple of 32). Four vectors of int32 become 32 bytes by two
+// in-lane packs and a vpermd that puts the dwords back in order (the packs interleave lanes).
+inline void emit_int8_pack_avx2(asmjit::x86::Assembler& a, const asmjit::Label& order, bool is_signed) {
+    namespace x86 = asmjit::x86;
+    a.vpackssdw(x86::ymm0, x86::ymm0, x86::ymm1);
+    a.vpackssdw(x86::ymm2, x86::ymm2, x86::ymm3);
+    if (is_signed) a.vpacksswb(x86::ymm0, x86::ymm0, x86::ymm2);
+    else a.vpackuswb(x86::ymm0, x86::ymm0, x86::ymm2);
+    a.vmovdqu(x86::ymm1, x86::ymmword_ptr(order));
+    a.vpermd(x86::ymm0, x86::ymm1, x86::ymm0);
+}
+
+inline void emit_int8_pack_order(asmjit::x86::Assembler& a, const asmjit::Label& order) {
+    a.align(asmjit::AlignMode::kData, 32);
+    a.bind(order);
+    for (uint32_t i : {0u, 4u, 1u, 5u, 2u, 6u, 3u, 7u}) a.embedUInt32(i);
+}
+
+inline void emit_int8_quantize_avx2(asmjit::x86::Assembler& a, bool is_signed) {
+    namespace x86 = asmjit::x86;
+    a.vbroadcastss(x86::ymm12, x86::dword_ptr(x86::rcx, 0));
+    a.vbroadcastss(x86::ymm13, x86::dword_ptr(x86::rcx, 4));
+    a.vbroadcastss(x86::ymm14, x86::dword_ptr(x86::rcx, 8));
+    a.vpbroadcastd(x86::ymm15, x86::dword_ptr(x86::rcx, 12));
+    a.mov(x86::eax, kQuantizeMagic);
+    a.vmovd(x86::xmm11, x86::eax);
+    a.vpbroadcastd(x86::ymm11, x86::xmm11);
+    asmjit::Label loop = a.newLabel(), done = a.newLabel(), order = a.newLabel();
+    a.test(x86::rdx, x86::rdx);
+    a.jz(done);
+    a.bind(loop);
+    for (uint32_t r = 0; r < 4; ++r) {
+        const x86::Ymm v = x86::ymm(r), ordered = x86::ymm(4 + r);
+        a.vmovups(v, x86::ymmword_ptr(x86::rdi, (int32_t)(32 * r)));
+        a.vdivps(v, v, x86::ymm12);
+        a.vcmpps(ordered, v, v, 7);   // NaN lanes -> 0
+        a.vandps(v, v, ordered);
+        a.vmaxps(v, v, x86::ymm13);
+        a.vminps(v, v, x86::ymm14);
+        a.vaddps(v, v, x86::ymm11);
+        a.vsubps(v, v, x86::ymm11);
+        a.vcvttps2dq(v, v);
+        a.vpaddd(v, v, x86::ymm15);
+    }
+    emit_int8_pack_avx2(a, order, is_signed);
+    a.vmovdqu(x86::ymmword_ptr(x86::rsi), x86::ymm0);
+    a.add(x86::rdi, 128);
+    a.add(x86::rsi, 32);
+    a.sub(x86::rdx, 32);
+    a.jnz(loop);
+    a.bind(done);
+    a.vzeroupper();
+    a.ret();
+    emit_int8_pack_order(a, order);
+}
+
+inline void emit_int8_dequantize_avx2(asmjit::x86::Assembler& a, bool is_signed) {
+    namespace x86 = asmjit::x86;
+    a.vbroadcastss(x86::ymm12, x86::dword_ptr(x86::rcx, 0));
+    a.vpbroadcastd(x86::ymm15, x86::dword_ptr(x86::rcx, 12));
+    asmjit::Label loop = a.newLabel(), done = a.newLabel();
+    a.test(x86::rdx, x86::rdx);
+    a.jz(done);
+    a.bind(loop);
+    for (uint32_t r = 0; r < 4; ++r) {
+        const x86::Ymm v = x86::ymm(r);
+        if (is_signed) a.vpmovsxbd(v, x86::qword_ptr(x86::rdi, (int32_t)(8 * r)));
+        else a.vpmovzxbd(v, x86::qword_ptr(x86::rdi, (int32_t)(8 * r)));
+        a.vpsubd(v, v, x86::ymm15);
+        a.vcvtdq2ps(v, v);
+        a.vmulps(v, v, x86::ymm12);
+        a.vmovups(x86::ymmword_ptr(x86::rsi, (int32_t)(32 * r)), v);
+    }
+    a.add(x86::rdi, 32);
+    a.add(x86::rsi, 128);
+    a.sub(x86::rdx, 32);
+    a.jnz(loop);
+    a.bind(done);
+    a.vzeroupper();
+    a.ret();
+}
+
+inline void emit_int8_pair_avx2(asmjit::x86::Assembler& a) {
+    namespace x86 = asmjit::x86;
+    asmjit::Label loop = a.newLabel(), done = a.newLabel(), order = a.newLabel();
+    a.mov(x86::eax, 255);
+    a.vmovd(x86::xmm15, x86::eax);
+    a.vpbroadcastd(x86::ymm15, x86::xmm15);
+    a.test(x86::r8, x86::r8);
+    a.jz(done);
+    a.bind(loop);
+    for (uint32_t r = 0; r < 4; ++r) {
+        const x86::Ymm value = x86::ymm(r), index = x86::ymm(4 + r), low = x86::ymm(8 + r), mask = x86::ymm(12 + (r & 1) * 2);
+        a.vpmovzxbd(index, x86::qword_ptr(x86::rsi, (int32_t)(8 * r)));
+        a.vpmovzxbd(low, x86::qword_ptr(x86::rdx, (int32_t)(8 * r)));
+        a.vpslld(index, index, 8);
+        a.vpor(index, index, low);
+        a.vpcmpeqd(mask, mask, mask);
+        a.vpxor(value, value, value);
+        a.vpgatherdd(value, x86::ptr(x86::rdi, index), mask);
+        a.vpand(value, value, x86::ymm15);   // the low byte of the 4 read
+    }
+    emit_int8_pack_avx2(a, order, false);
+    a.vmovdqu(x86::ymmword_ptr(x86::rcx), x86::ymm0);
+    a.add(x86::rsi, 32);
+    a.add(x86::rdx, 32);
+    a.add(x86::rcx, 32);
+    a.sub(x86::r8, 32);
+    a.jnz(loop);
+    a.bind(done);
+    a.vzeroupper();
+    a.ret();
+    emit_int8_pack_order(a, order);
+}
+#endif
+}  // namespace detail
+
+namespace detail {
+#ifdef TESSEL_INT8_CONVERT_JIT
+// The kernels of one target, made on first use (nullptr where one could not be).
+struct Int8ConvertKernels {
+    Int8Convert::QuantizeFn quantize = nullptr, quantize_signed = nullptr;
+    Int8Convert::DequantizeFn dequantize = nullptr, dequantize_signed = nullptr;
+    Int8Convert::PairFn pair = nullptr;
+};
+
+inline const Int8ConvertKernels* int8_convert_kernels(Isa isa) {
+    auto make = [](bool avx512) {
+        Int8ConvertKernels k;
+        using x86a = asmjit::x86::Assembler;
+        if (avx512) {
+            k.quantize = k.quantize_signed = assemble_jit_kernel<Int8Convert::QuantizeFn>([](x86a& a) { emit_int8_quantize_avx512(a); });
+            k.dequantize = assemble_jit_kernel<Int8Convert::DequantizeFn>([](x86a& a) { emit_int8_dequantize_avx512(a, false); });
+            k.dequantize_signed = assemble_jit_kernel<Int8Convert::DequantizeFn>([](x86a& a) { emit_int8_dequantize_avx512(a, true); });
+            k.pair = assemble_jit_kernel<Int8Convert::PairFn>([](x86a& a) { emit_int8_pair_avx512(a); });
+        } else {
+            k.quantize = assemble_jit_kernel<Int8Convert::QuantizeFn>([](x86a& a) { emit_int8_quantize_avx2(a, false); });
+            k.quantize_signed = assemble_jit_kernel<Int8Convert::QuantizeFn>([](x86a& a) { emit_int8_quantize_avx2(a, true); });
+            k.dequantize = assemble_jit_kernel<Int8Convert::DequantizeFn>([](x86a& a) { emit_int8_dequantize_avx2(a, false); });
+            k.dequantize_signed = assemble_jit_kernel<Int8Convert::DequantizeFn>([](x86a& a) { emit_int8_dequantize_avx2(a, true); });
+            k.pair = assemble_jit_kernel<Int8Convert::PairFn>([](x86a& a) { emit_int8_pair_avx2(a); });
+        }
+        if (!k.quantize || !k.quantize_signed || !k.dequantize || !k.dequantize_signed || !k.pair) k = Int8ConvertKernels();
+        return k;
+    };
+    static const Int8ConvertKernels avx512 = make(true), avx2 = make(false);
+    return isa == Isa::Avx512 ? &avx512 : isa == Isa::Avx2 ? &avx2 : nullptr;
+}
+#endif
+}  // namespace detail
+
+Status Int8Convert::init(Isa isa) {
+    if (isa == Isa::Auto) isa = default_isa();
+    if (!isa_available(isa)) return Status::Unsupported;
+    isa_ = isa;
+    quantize_ = quantize_signed_ = nullptr;
+    dequantize_ = dequantize_signed_ = nullptr;
+    pair_ = nullptr;
+    block_ = 1;
+#ifdef TESSEL_INT8_CONVERT_JIT
+    const detail::Int8ConvertKernels* k = detail::int8_convert_kernels(isa);
+    if (k && k->quantize) {
+        quantize_ = k->quantize, quantize_signed_ = k->quantize_signed;
+        dequantize_ = k->dequantize, dequantize_signed_ = k->dequantize_signed;
+        pair_ = k->pair;
+        block_ = isa == Isa::Avx512 ? 16 : 32;
+    }
+#endif
+    return Status::Ok;
+}
+
+void Int8Convert::quantize(const float* x, uint8_t* y, int64_t n, float scale, int32_t zero_point, int32_t lo, int32_t hi) const {
+    if (n < 1) return;
+    const int64_t done = quantize_ ? n / block_ * block_ : 0;
+    if (done > 0) {
+        const Params params{scale, (float)(lo - zero_point), (float)(hi - zero_point), zero_point};
+        quantize_(x, y, done, &params);
+    }
+    if (done < n) detail::int8_quantize_range(x, y, (uint64_t)done, (uint64_t)n, scale, zero_point, lo, hi);
+}
+
+void Int8Convert::quantize(const float* x, int8_t* y, int64_t n, float scale, int32_t zero_point, int32_t lo, int32_t hi) const {
+    if (n < 1) return;
+    const int64_t done = quantize_signed_ ? n / block_ * block_ : 0;
+    if (done > 0) {
+        const Params params{scale, (float)(lo - zero_point), (float)(hi - zero_point), zero_point};
+        quantize_signed_(x, y, done, &params);
+    }
+    if (done < n) detail::int8_quantize_range(x, y, (uint64_t)done, (uint64_t)n, scale, zero_point, lo, hi);
+}
+
+void Int8Convert::dequantize(const uint8_t* x, float* y, int64_t n, float scale, int32_t zero_point) const {
+    if (n < 1) return;
+    const int64_t done = dequantize_ ? n / block_ * block_ : 0;
+    if (done > 0) {
+        const Params params{scale, 0.0f, 0.0f, zero_point};
+        dequantize_(x, y, done, &params);
+    }
+    if (done < n) detail::int8_dequantize_range(x, y, (uint64_t)done, (uint64_t)n, scale, zero_point);
+}
+
+void Int8Convert::dequantize(const int8_t* x, float* y, int64_t n, float scale, int32_t zero_point) const {
+    if (n < 1) return;
+    const int64_t done = dequantize_signed_ ? n / block_ * block_ : 0;
+    if (done > 0) {
+        const Params params{scale, 0.0f, 0.0f, zero_point};
+        dequantize_signed_(x, y, done, &params);
+    }
+    if (done < n) detail::int8_dequantize_range(x, y, (uint64_t)done, (uint64_t)n, scale, zero_point);
+}
+
+void Int8Convert::pair(const uint8_t* table, const uint8_t* a, const uint8_t* b, uint8_t* y, int64_t n) const {
+    if (n < 1) return;
+    const int64_t done = pair_ ? n / block_ * block_ : 0;
+    if (done > 0) pair_(table, a, b, y, done);
+    if (done < n) detail::int8_pair_portable(table, a + done, b + done, y + done, n - done);
 }
 
 // >>opencl printer implementation

@@ -350,6 +350,13 @@ int64_t cpu_bits_differ_each_isa(Build build, OnRun on_run) {
     return bad;
 }
 
+// The target an int8 step on Int8Convert (QuantizeLinear, DequantizeLinear, the binary
+// islands) is named after at `isa`: its kernels' target, or ref for the portable loops.
+inline std::string int8_convert_target(Isa isa = Isa::Auto) {
+    Int8Convert convert;
+    return convert.init(isa) == Status::Ok && convert.jit() ? isa_name(convert.isa()) : "ref";
+}
+
 // t's last node's output 0 as the model's output "y", compiled on CPU (NUM_THREADS,
 // PERF_COUNT=YES, FUSION as given) and inferred once, allocating nothing: y's bytes and the
 // steps' kernels.

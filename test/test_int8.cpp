@@ -7,10 +7,12 @@
 // float reference path (FUSION=NO); per-tensor QuantizeLinear/DequantizeLinear bit for bit
 // against the reference kernels.
 #include <doctest/doctest.h>
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 #include "alloc_counter.h"
 #include "op_test.h"
@@ -155,6 +157,91 @@ void check_int8_gemv(const Int8Gemv& gemv, int64_t rows, int64_t n, int64_t k, i
     CHECK(touched == 0);
 }
 }  // namespace
+
+// ---- Int8Convert: the kernels against a scalar oracle of their definitions ----
+namespace {
+template <class T>
+T quantize_oracle(float x, float scale, int32_t zero_point, int32_t lo, int32_t hi) {
+    float v = x / scale;   // one float32 division
+    if (v != v) v = 0.0f;
+    const double q = std::nearbyint((double)v) + zero_point;   // ties to even; clamping after rounding is the same
+    return (T)(int32_t)std::min<double>(std::max<double>(q, lo), hi);
+}
+
+template <class T>
+void check_convert(const Int8Convert& convert, uint32_t seed) {
+    const bool is_signed = std::is_signed<T>::value;
+    std::mt19937 rng(seed);
+    constexpr int64_t kMax = 300, kGuard = 64;
+    const int64_t lengths[] = {0, 1, 7, 15, 16, 17, 31, 32, 33, 63, 64, 65, 95, 127, 128, 129, 200, 255, 256, 300};
+    struct Grid { float scale; int32_t zero_point, lo; };
+    const Grid grids[] = {{0.0235f, is_signed ? -3 : 128, is_signed ? -128 : 0}, {3.0f, is_signed ? 127 : 0, is_signed ? -128 : 0},
+                          {0.0117f, is_signed ? 5 : 9, is_signed ? 5 : 9}};   // the last: a Relu's clamp at the zero point
+    const int32_t hi = is_signed ? 127 : 255;
+    for (const Grid& g : grids) {
+        CAPTURE(g.scale); CAPTURE(g.zero_point); CAPTURE(g.lo);
+        std::vector<float> x(kMax + 3);
+        for (float& v : x) v = (float)((int)(rng() % 4001) - 2000) * g.scale / 8.0f;   // many exact ties
+        x[1] = NAN; x[18] = INFINITY; x[40] = -INFINITY; x[70] = 1e30f; x[100] = -1e30f; x[130] = -0.0f; x[150] = 1e-42f;
+        std::vector<uint8_t> bytes(kMax + 3);
+        for (uint8_t& b : bytes) b = (uint8_t)rng();
+        for (int64_t n : lengths)
+            for (int64_t offset : {0, 3}) {
+                CAPTURE(n); CAPTURE(offset);
+                std::vector<T> y((size_t)(n + kGuard), (T)0x5a);
+                convert.quantize(x.data() + offset, y.data(), n, g.scale, g.zero_point, g.lo, hi);
+                int64_t bad = 0;
+                for (int64_t i = 0; i < n; ++i)
+                    if (y[i] != quantize_oracle<T>(x[offset + i], g.scale, g.zero_point, g.lo, hi) && bad++ < 3)
+                        MESSAGE("quantize y[" << i << "] = " << (int)y[i] << " from " << x[offset + i]);
+                for (int64_t i = n; i < n + kGuard; ++i) bad += y[i] != (T)0x5a;
+                CHECK(bad == 0);
+                std::vector<float> f((size_t)(n + kGuard), 7.0f);
+                const T* q = reinterpret_cast<const T*>(bytes.data() + offset);
+                convert.dequantize(q, f.data(), n, g.scale, g.zero_point);
+                bad = 0;
+                for (int64_t i = 0; i < n; ++i) {
+                    const float want = (float)((int32_t)q[i] - g.zero_point) * g.scale;
+                    if (std::memcmp(&f[i], &want, 4) != 0 && bad++ < 3) MESSAGE("dequantize y[" << i << "] = " << f[i] << ", want " << want);
+                }
+                for (int64_t i = n; i < n + kGuard; ++i) bad += f[i] != 7.0f;
+                CHECK(bad == 0);
+            }
+    }
+}
+}  // namespace
+
+TEST_CASE("int8 convert: quantize, dequantize and pair tables on every target, every tail, the oracle's bits") {
+    std::mt19937 rng(5);
+    std::vector<uint8_t> table(65536 + Int8Convert::kPairTablePadding);
+    for (uint8_t& t : table) t = (uint8_t)rng();
+    std::vector<uint8_t> a(400), b(400);
+    for (size_t i = 0; i < a.size(); ++i) a[i] = (uint8_t)rng(), b[i] = (uint8_t)rng();
+    a[0] = b[0] = 255;   // the table's last entry: the gather reads into the padding
+    std::string jit;
+    for (Isa isa : {Isa::Ref, Isa::Sse41, Isa::Avx2, Isa::Avx512, Isa::Neon}) {
+        if (!isa_available(isa)) continue;
+        CAPTURE(isa_name(isa));
+        Int8Convert convert;
+        REQUIRE(convert.init(isa) == Status::Ok);
+        if (convert.jit()) jit += std::string(" ") + isa_name(isa);
+        check_convert<uint8_t>(convert, 1);
+        check_convert<int8_t>(convert, 2);
+        for (int64_t n : {0, 1, 15, 16, 17, 31, 32, 33, 64, 65, 97, 128, 129, 300, 399})
+            for (int64_t offset : {0, 1}) {
+                CAPTURE(n); CAPTURE(offset);
+                std::vector<uint8_t> y((size_t)(n + 64), 0x5a);
+                convert.pair(table.data(), a.data() + offset, b.data() + offset, y.data(), n);
+                int64_t bad = 0;
+                for (int64_t i = 0; i < n; ++i) bad += y[i] != table[a[offset + i] << 8 | b[offset + i]];
+                for (int64_t i = n; i < n + 64; ++i) bad += y[i] != 0x5a;
+                CHECK(bad == 0);
+            }
+    }
+    Int8Convert convert;
+    CHECK(convert.init(Isa::Neon) == (isa_available(Isa::Neon) ? Status::Ok : Status::Unsupported));
+    MESSAGE("int8 convert kernels:" << (jit.empty() ? std::string(" none (portable loops)") : jit));
+}
 
 TEST_CASE("int8 gemv: every tail of N and K, 1 to 9 rows, parts of the panels (AVX-512 VNNI)") {
     Int8Gemv gemv;
@@ -348,7 +435,7 @@ TEST_CASE("int8: QDQ Conv groups on the CPU device: 1x1, 3x3, strided, dilated, 
 namespace {
 template <class Q>
 std::vector<unsigned char> run_quant(const char* op, const std::vector<unsigned char>& x, ElementType in_type, Shape shape,
-                                     float scale, Q zero_point, bool fusion, std::string* kernels) {
+                                     float scale, Q zero_point, bool fusion, std::string* kernels, Isa isa = Isa::Auto) {
     OpTest t;
     t.opset = 13;
     NodeId id = kNoNode;
@@ -358,8 +445,8 @@ std::vector<unsigned char> run_quant(const char* op, const std::vector<unsigned 
     REQUIRE(t.model.finalize() == Status::Ok);
     Core core;
     CompiledModel compiled;
-    ConfigEntry config[] = {{"PERF_COUNT", "YES"}, {"FUSION", fusion ? "YES" : "NO"}, {"NUM_THREADS", "2"}};
-    REQUIRE(core.compile_model(t.model, "CPU", Span<const ConfigEntry>(config, 3), &compiled) == Status::Ok);
+    ConfigEntry config[] = {{"PERF_COUNT", "YES"}, {"FUSION", fusion ? "YES" : "NO"}, {"NUM_THREADS", "2"}, {"ISA", isa_name(isa)}};
+    REQUIRE(core.compile_model(t.model, "CPU", Span<const ConfigEntry>(config, isa == Isa::Auto ? 3 : 4), &compiled) == Status::Ok);
     InferRequest request;
     REQUIRE(compiled.create_request(&request) == Status::Ok);
     REQUIRE(request.input(0).bytes() == x.size());
@@ -386,15 +473,20 @@ void check_quant_pair(float scale, Q zero_point, uint32_t seed) {
     std::memcpy(xb.data(), x.data(), xb.size());
     std::string fast_kernels, ref_kernels;
     ElementType q_type = test::type_of<Q>();
-    auto fast = run_quant("QuantizeLinear", xb, ElementType::Float32, Shape{n}, scale, zero_point, true, &fast_kernels);
     auto ref = run_quant("QuantizeLinear", xb, ElementType::Float32, Shape{n}, scale, zero_point, false, &ref_kernels);
-    CHECK(fast_kernels.find("int8:ref:QuantizeLinear") != std::string::npos);
     CHECK(ref_kernels.find("int8:") == std::string::npos);
-    CHECK(fast == ref);
-    auto back = run_quant("DequantizeLinear", fast, q_type, Shape{n}, scale, zero_point, true, &fast_kernels);
-    auto back_ref = run_quant("DequantizeLinear", fast, q_type, Shape{n}, scale, zero_point, false, &ref_kernels);
-    CHECK(fast_kernels.find("int8:ref:DequantizeLinear") != std::string::npos);
-    CHECK(back == back_ref);
+    auto back_ref = run_quant("DequantizeLinear", ref, q_type, Shape{n}, scale, zero_point, false, &ref_kernels);
+    for (Isa isa : {Isa::Ref, Isa::Sse41, Isa::Avx2, Isa::Avx512, Isa::Neon}) {
+        if (!isa_available(isa)) continue;
+        CAPTURE(isa_name(isa));
+        const std::string target = "int8:" + test::int8_convert_target(isa);
+        auto fast = run_quant("QuantizeLinear", xb, ElementType::Float32, Shape{n}, scale, zero_point, true, &fast_kernels, isa);
+        CHECK(fast_kernels.find(target + ":QuantizeLinear") != std::string::npos);
+        CHECK(fast == ref);
+        auto back = run_quant("DequantizeLinear", ref, q_type, Shape{n}, scale, zero_point, true, &fast_kernels, isa);
+        CHECK(fast_kernels.find(target + ":DequantizeLinear") != std::string::npos);
+        CHECK(back == back_ref);
+    }
 }
 }  // namespace
 

@@ -69,9 +69,9 @@ void check(const AddReluCase& c) {
     size_t clamped = 0;
     for (unsigned char v : want) clamped += v == c.zy;
     CHECK(clamped > 0);   // the Relu cuts something
-    const std::string what = std::string("int8:ref:") + (std::string(c.op) == "Sum" ? "Add" : c.op);
     for (Isa isa : {Isa::Ref, Isa::Sse41, Isa::Avx2, Isa::Avx512, Isa::Neon}) {
         if (!isa_available(isa)) continue;
+        const std::string what = "int8:" + test::int8_convert_target(isa) + ":" + (std::string(c.op) == "Sum" ? "Add" : c.op);
         for (uint32_t threads : {1u, 2u}) {
             CAPTURE(isa_name(isa));
             CAPTURE(threads);

@@ -97,7 +97,7 @@ void check_island(const IslandCase& ic) {
         CAPTURE(threads);
         Result fast = run_island(ic, true, threads);
         INFO(fast.kernels);
-        const std::string kernel = std::string("int8:ref:") + ic.op;
+        const std::string kernel = "int8:" + test::int8_convert_target() + ":" + ic.op;
         CHECK((fast.kernels.find(kernel) != std::string::npos) == ic.taken);
         if (ic.taken) {
             const bool dq_left = ic.a.shared || ic.b.shared;
@@ -161,7 +161,7 @@ TEST_CASE("int8 islands: Div, two constants and a DequantizeLinear of int8 stay 
                             t.constant(Shape{}, std::vector<uint8_t>{128})});
     test::CpuRun run = test::run_last_node_on_cpu(t, 1, true);
     INFO(run.kernels);
-    CHECK(run.kernels.find("int8:ref:Add") == std::string::npos);
+    CHECK(run.kernels.find("int8:" + test::int8_convert_target() + ":Add") == std::string::npos);
     CHECK(!run.bytes.empty());
 }
 
