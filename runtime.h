@@ -21843,6 +21843,83 @@ inline Int8TableState* int8_table_state(ReferenceProgram* p, const PreparedModel
     return st;
 }
 
+// DequantizeLinear (uint8, per tensor) -> one-input float ops (each read only by the next) whose
+// last float value is read by other ops (a squeeze-and-excite block's HardSwish read by its pool
+// and its Mul): y = table[x], 256 floats made as int8_table_state makes its bytes, the float
+// path's bits in one pass over x's bytes. The DequantizeLinear's step becomes it.
+struct Int8FloatTableState {
+    const float* table = nullptr;
+    uint64_t count = 0;
+    Int8Convert convert;
+};
+
+inline Status run_int8_float_table(const RunContext& c) {
+    const Int8FloatTableState& st = *static_cast<const Int8FloatTableState*>(c.state);
+    const uint8_t* x = c.inputs[0].as<const uint8_t>();
+    float* y = c.outputs[0].as<float>();
+    constexpr uint64_t kChunk = 1u << 16;   // as run_int8_quantize: below that a second thread costs more than it saves
+    const uint64_t units = (st.count + kChunk - 1) / kChunk;
+    nn_parallel(c, units, [&](uint64_t, uint64_t begin, uint64_t end) {
+        const uint64_t from = begin * kChunk, stop = end * kChunk < st.count ? end * kChunk : st.count;
+        st.convert.lookup(st.table, x + from, y + from, (int64_t)(stop - from));
+    });
+    return Status::Ok;
+}
+
+// The float chain from DequantizeLinear node dq (group->quantize stays kNoNode), or false.
+inline bool int8_find_float_chain(const PreparedModel& model, NodeId dq, Int8TableGroup* group) {
+    const Graph& g = model.model.graph;
+    const Node& dn = g.node(dq);
+    float s;
+    int32_t z;
+    if (!(dn.op == StringView("DequantizeLinear")) || model.kernel(dq) != find_builtin_kernel(dn.op) || dn.num_outputs != 1) return false;
+    if (model.value_desc(model.value_id(dn.inputs[0].producer, dn.inputs[0].port)).type != ElementType::UInt8) return false;
+    if (model.value_desc(model.value_id(dq, 0)).type != ElementType::Float32) return false;
+    if (!int8_tensor_params(model, dq, ElementType::UInt8, &s, &z)) return false;
+    const OpKernel* elementwise = find_builtin_kernel("Relu");
+    uint32_t count = 0;
+    for (NodeId n = dq; count < kInt8TableOps;) {
+        Span<const NodeId> readers = g.successors(n);
+        if (readers.size != 1) break;
+        const NodeId r = readers[0];
+        const Node& node = g.node(r);
+        const ElementwiseState* es = static_cast<const ElementwiseState*>(model.kernel_state(r));
+        if (!elementwise || !model.kernel(r) || model.kernel(r)->prepare != elementwise->prepare || model.kernel(r) != find_builtin_kernel(node.op) ||
+            !es || es->clip_inputs || node.num_inputs != 1 || node.num_outputs != 1 || snippet_op_arity(es->op) != 1 ||
+            !int8_single_reader(g, n, r) || model.value_desc(model.value_id(r, 0)).type != ElementType::Float32)
+            break;
+        group->ops[count++] = r;
+        n = r;
+    }
+    if (count == 0) return false;
+    group->quantize = kNoNode;
+    group->dequantize = dq;
+    group->count = count;
+    return true;
+}
+
+inline Int8FloatTableState* int8_float_table_state(ReferenceProgram* p, const PreparedModel& model, const Int8TableGroup& group) {
+    float sx = 1.0f;
+    int32_t zx = 0;
+    int8_tensor_params(model, group.dequantize, ElementType::UInt8, &sx, &zx);
+    Int8FloatTableState* st = p->arena.allocate_array<Int8FloatTableState>(1);
+    float* table = p->arena.allocate_array<float>(256);
+    if (!st || !table) return nullptr;
+    new (st) Int8FloatTableState();
+    for (int32_t v = 0; v < 256; ++v) {
+        float f = (float)(v - zx) * sx;   // DequantizeLinear: one rounding
+        for (uint32_t k = 0; k < group.count; ++k) {
+            const ElementwiseState& es = *static_cast<const ElementwiseState*>(model.kernel_state(group.ops[k]));
+            float args[3] = {f, 0.0f, 0.0f};
+            f = snippet_evaluate(es.op, args, es.alpha, es.beta, es.fused);
+        }
+        table[v] = f;
+    }
+    st->table = table;
+    desc_elements(model.value_desc(model.value_id(group.ops[group.count - 1], 0)), &st->count);
+    return st;
+}
+
 // Constant input i of node id of the given type and element count (count 0: any), or nullptr.
 inline const void* int8_constant(const PreparedModel& model, NodeId id, uint32_t i, ElementType type, uint64_t count) {
     const Node& node = model.model.graph.node(id);
@@ -21987,6 +22064,7 @@ struct Int8BinaryOperand {
     NodeId ops[kInt8TableOps] = {};     // from the DequantizeLinear's reader on
     uint32_t count = 0;
     uint32_t value = 0;                 // the binary node's input value
+    bool shared = false;                // the last op's value has other readers: the chain's steps stay
 };
 
 struct Int8BinaryGroup {
@@ -22033,13 +22111,22 @@ inline bool int8_find_operand(const PreparedModel& model, NodeId reader, uint32_
     uint32_t count = 0;
     NodeId n = rn.inputs[i].producer, next = reader;
     const OpKernel* elementwise = find_builtin_kernel("Relu");
+    operand->shared = false;
     while (!(g.node(n).op == StringView("DequantizeLinear"))) {
         const Node& node = g.node(n);
         const ElementwiseState* es = static_cast<const ElementwiseState*>(model.kernel_state(n));
         if (count == kInt8TableOps || !elementwise || !model.kernel(n) || model.kernel(n)->prepare != elementwise->prepare ||
             model.kernel(n) != find_builtin_kernel(node.op) || !es || es->clip_inputs || node.num_inputs != 1 ||
-            node.num_outputs != 1 || snippet_op_arity(es->op) != 1 || !int8_single_reader(g, n, next))
+            node.num_outputs != 1 || snippet_op_arity(es->op) != 1)
             return false;
+        if (!int8_single_reader(g, n, next)) {
+            // the op feeding the binary node may be read elsewhere too (once here): the binary
+            // step reads its table, the chain's steps stay for the other readers
+            uint32_t edges = 0;
+            for (uint32_t k = 0; k < rn.num_inputs; ++k) edges += rn.inputs[k].producer == n;
+            if (count > 0 || edges != 1) return false;
+            operand->shared = true;
+        }
         chain[count++] = n;
         next = n;
         n = node.inputs[0].producer;
@@ -22507,7 +22594,7 @@ inline Status cpu_int8_steps(ReferenceProgram* p, const PreparedModel& model, Is
         nodes[n++] = b.binary;
         if (b.relu != kNoNode) nodes[n++] = b.relu;
         for (const Int8BinaryOperand& o : b.in)
-            for (uint32_t k = 0; k < o.count; ++k) nodes[n++] = o.ops[k];
+            for (uint32_t k = 0; k < o.count && !o.shared; ++k) nodes[n++] = o.ops[k];
         // the island's last value has a step (the binary op's may live inside a fused Add + Relu)
         if (writer[model.value_id(b.relu != kNoNode ? b.relu : b.binary, 0)] == ~0u) return false;
         for (uint32_t k = 0; k < n; ++k) {
@@ -22718,8 +22805,32 @@ inline Status cpu_int8_steps(ReferenceProgram* p, const PreparedModel& model, Is
         for (NodeId last : {b.binary, b.relu})
             if (last != kNoNode && writer[model.value_id(last, 0)] != ~0u) drop[writer[model.value_id(last, 0)]] = 1;
         for (const Int8BinaryOperand& o : b.in)
-            for (uint32_t j = 0; j < o.count; ++j)
+            for (uint32_t j = 0; j < o.count && !o.shared; ++j)
                 if (writer[model.value_id(o.ops[j], 0)] != ~0u) drop[writer[model.value_id(o.ops[j], 0)]] = 1;
+    }
+    // A DequantizeLinear step whose float chain no group took becomes the chain's float table:
+    // it writes the chain's last value, the chain's steps go.
+    for (uint32_t i = 0; i < p->count; ++i) {
+        if (drop[i] || p->units[i].snippet || p->units[i].run || p->steps_[i].writes.size != 1) continue;
+        Int8TableGroup chain;
+        if (!int8_find_float_chain(model, p->steps_[i].node, &chain)) continue;
+        if (!writer && !(writer = writers())) return Status::OutOfMemory;
+        if (!chain_steps_only(chain)) continue;
+        bool taken = false;
+        for (uint32_t k = 0; k < chain.count; ++k) {
+            const uint32_t s = writer[model.value_id(chain.ops[k], 0)];
+            taken = taken || (s != ~0u && drop[s]);
+        }
+        if (taken) continue;
+        Int8FloatTableState* st = int8_float_table_state(p, model, chain);
+        uint32_t* writes = p->arena.allocate_array<uint32_t>(1);
+        if (!st || !writes) return Status::OutOfMemory;
+        for (uint32_t k = 0; k < chain.count; ++k)
+            if (writer[model.value_id(chain.ops[k], 0)] != ~0u) drop[writer[model.value_id(chain.ops[k], 0)]] = 1;
+        writes[0] = model.value_id(chain.ops[chain.count - 1], 0);
+        p->steps_[i].writes = Span<const uint32_t>(writes, 1);
+        p->steps_[i].node = chain.ops[chain.count - 1];
+        TESSEL_TRY(int8_use(p, i, run_int8_float_table, st, "DequantizeLinear+Table", int8_convert_init(&st->convert, isa), 0));
     }
     // A DequantizeLinear read only by the groups' Convs, pools, Concats, tables and binary islands is not needed any more.
     auto grouped = [&](NodeId reader) {
@@ -22728,13 +22839,13 @@ inline Status cpu_int8_steps(ReferenceProgram* p, const PreparedModel& model, Is
         for (uint32_t j = 0; j < move_count; ++j) if (moves[j].ops[0] == reader) return true;
         for (uint32_t j = 0; j < binary_count; ++j)
             for (const Int8BinaryOperand& o : binaries[j].in)
-                if (o.dequantize != kNoNode && (o.count ? o.ops[0] : binaries[j].binary) == reader) return true;
+                if (o.dequantize != kNoNode && !o.shared && (o.count ? o.ops[0] : binaries[j].binary) == reader) return true;
         for (uint32_t j = 0; j < p->count && concat_count; ++j) if (concats[j] == reader) return true;
         return false;
     };
     auto drop_dequantize = [&](NodeId dq) {
         uint32_t s = writer[model.value_id(dq, 0)];
-        if (s == ~0u || drop[s] || p->steps_[s].writes.size != 1) return;
+        if (s == ~0u || drop[s] || p->units[s].run || p->steps_[s].writes.size != 1) return;   // run: a float table now
         bool only_groups = true;
         for (NodeId reader : g.successors(dq)) only_groups = only_groups && grouped(reader);
         if (only_groups) drop[s] = 1;

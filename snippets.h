@@ -1004,9 +1004,10 @@ private:
 // - quantize: y = clamp(round_half_even(x / scale), lo - zero_point, hi - zero_point) +
 //   zero_point, NaN as 0 (QuantizeLinear; the division, not a reciprocal, for its bits);
 // - dequantize: y = (float)(x - zero_point) * scale, one rounding (DequantizeLinear);
-// - pair: y[j] = table[a[j] << 8 | b[j]], a 256 x 256 table of a binary op's results.
-// JIT: AVX-512 (16 elements a vector, vpmovdb down-conversion, vpgatherdd for the pair table)
-// and AVX2 (8 a vector); whole vectors only, the tail and other targets in portable loops.
+// - pair: y[j] = table[a[j] << 8 | b[j]], a 256 x 256 table of a binary op's results;
+// - lookup: y[j] = table[x[j]], 256 floats (a DequantizeLinear and the float ops after it).
+// JIT: AVX-512 (16 elements a vector, vpmovdb down-conversion, gathers for the tables) and
+// AVX2 (8 a vector); whole vectors only, the tail and other targets in portable loops.
 class Int8Convert {
 public:
     // Bytes readable past a pair table's 65536 (the gather reads 4 bytes an element).
@@ -1021,17 +1022,20 @@ public:
     void dequantize(const uint8_t* x, float* y, int64_t n, float scale, int32_t zero_point) const;
     void dequantize(const int8_t* x, float* y, int64_t n, float scale, int32_t zero_point) const;
     void pair(const uint8_t* table, const uint8_t* a, const uint8_t* b, uint8_t* y, int64_t n) const;
+    void lookup(const float* table, const uint8_t* x, float* y, int64_t n) const;
 
     struct Params { float scale, lo, hi; int32_t zero_point; };   // lo, hi: the float clamp (quantize)
     using QuantizeFn = void (*)(const float* x, void* y, int64_t n, const Params* params);
     using DequantizeFn = void (*)(const void* x, float* y, int64_t n, const Params* params);
     using PairFn = void (*)(const uint8_t* table, const uint8_t* a, const uint8_t* b, uint8_t* y, int64_t n);
+    using LookupFn = void (*)(const float* table, const uint8_t* x, float* y, int64_t n);
 
 private:
     Isa isa_ = Isa::Ref;
     QuantizeFn quantize_ = nullptr, quantize_signed_ = nullptr;
     DequantizeFn dequantize_ = nullptr, dequantize_signed_ = nullptr;
     PairFn pair_ = nullptr;
+    LookupFn lookup_ = nullptr;
     int64_t block_ = 1;   // elements of one kernel step: the kernels take whole blocks
 };
 
@@ -8782,6 +8786,10 @@ inline void int8_pair_portable(const uint8_t* t, const uint8_t* a, const uint8_t
     for (; e < n; ++e) y[e] = t[a[e] << 8 | b[e]];
 }
 
+inline void int8_float_lookup_portable(const float* t, const uint8_t* x, float* y, int64_t n) {
+    for (int64_t e = 0; e < n; ++e) y[e] = t[x[e]];
+}
+
 #if !defined(TESSEL_NO_JIT) && (defined(__x86_64__) || defined(_M_X64))
 #define TESSEL_INT8_CONVERT_JIT 1
 constexpr uint32_t kQuantizeMagic = 0x4B400000u;   // 1.5 * 2^23: v + magic - magic rounds ties to even
@@ -8912,6 +8920,41 @@ inline void emit_int8_pair_avx512(asmjit::x86::Assembler& a) {
     a.ret();
 }
 
+// Float table: rdi table, rsi x, rdx y, rcx n (a multiple of 16); vgatherdps at 4 x the byte.
+inline void emit_int8_lookup_avx512(asmjit::x86::Assembler& a) {
+    namespace x86 = asmjit::x86;
+    auto one = [&](uint32_t r) {
+        const x86::Zmm index = x86::zmm(r), value = x86::zmm(8 + r);
+        const x86::KReg k = x86::k(1 + r);
+        a.vpmovzxbd(index, x86::xmmword_ptr(x86::rsi, (int32_t)(16 * r)));
+        a.kxnorw(k, k, k);
+        a.vpxord(value, value, value);
+        a.k(k).vgatherdps(value, x86::ptr(x86::rdi, index, 2));
+        a.vmovups(x86::zmmword_ptr(x86::rdx, (int32_t)(64 * r)), value);
+    };
+    asmjit::Label four = a.newLabel(), single = a.newLabel(), done = a.newLabel();
+    a.cmp(x86::rcx, 64);
+    a.jb(single);
+    a.bind(four);
+    for (uint32_t r = 0; r < 4; ++r) one(r);
+    a.add(x86::rsi, 64);
+    a.add(x86::rdx, 256);
+    a.sub(x86::rcx, 64);
+    a.cmp(x86::rcx, 64);
+    a.jae(four);
+    a.bind(single);
+    a.test(x86::rcx, x86::rcx);
+    a.jz(done);
+    one(0);
+    a.add(x86::rsi, 16);
+    a.add(x86::rdx, 64);
+    a.sub(x86::rcx, 16);
+    a.jmp(single);
+    a.bind(done);
+    a.vzeroupper();
+    a.ret();
+}
+
 // AVX2: 32 elements a step (n a multiple of 32). Four vectors of int32 become 32 bytes by two
 // in-lane packs and a vpermd that puts the dwords back in order (the packs interleave lanes).
 inline void emit_int8_pack_avx2(asmjit::x86::Assembler& a, const asmjit::Label& order, bool is_signed) {
@@ -8994,6 +9037,29 @@ inline void emit_int8_dequantize_avx2(asmjit::x86::Assembler& a, bool is_signed)
     a.ret();
 }
 
+inline void emit_int8_lookup_avx2(asmjit::x86::Assembler& a) {
+    namespace x86 = asmjit::x86;
+    asmjit::Label loop = a.newLabel(), done = a.newLabel();
+    a.test(x86::rcx, x86::rcx);
+    a.jz(done);
+    a.bind(loop);
+    for (uint32_t r = 0; r < 4; ++r) {
+        const x86::Ymm index = x86::ymm(r), value = x86::ymm(4 + r), mask = x86::ymm(8 + r);
+        a.vpmovzxbd(index, x86::qword_ptr(x86::rsi, (int32_t)(8 * r)));
+        a.vpcmpeqd(mask, mask, mask);
+        a.vxorps(value, value, value);
+        a.vgatherdps(value, x86::ptr(x86::rdi, index, 2), mask);
+        a.vmovups(x86::ymmword_ptr(x86::rdx, (int32_t)(32 * r)), value);
+    }
+    a.add(x86::rsi, 32);
+    a.add(x86::rdx, 128);
+    a.sub(x86::rcx, 32);
+    a.jnz(loop);
+    a.bind(done);
+    a.vzeroupper();
+    a.ret();
+}
+
 inline void emit_int8_pair_avx2(asmjit::x86::Assembler& a) {
     namespace x86 = asmjit::x86;
     asmjit::Label loop = a.newLabel(), done = a.newLabel(), order = a.newLabel();
@@ -9036,6 +9102,7 @@ struct Int8ConvertKernels {
     Int8Convert::QuantizeFn quantize = nullptr, quantize_signed = nullptr;
     Int8Convert::DequantizeFn dequantize = nullptr, dequantize_signed = nullptr;
     Int8Convert::PairFn pair = nullptr;
+    Int8Convert::LookupFn lookup = nullptr;
 };
 
 inline const Int8ConvertKernels* int8_convert_kernels(Isa isa) {
@@ -9047,14 +9114,16 @@ inline const Int8ConvertKernels* int8_convert_kernels(Isa isa) {
             k.dequantize = assemble_jit_kernel<Int8Convert::DequantizeFn>([](x86a& a) { emit_int8_dequantize_avx512(a, false); });
             k.dequantize_signed = assemble_jit_kernel<Int8Convert::DequantizeFn>([](x86a& a) { emit_int8_dequantize_avx512(a, true); });
             k.pair = assemble_jit_kernel<Int8Convert::PairFn>([](x86a& a) { emit_int8_pair_avx512(a); });
+            k.lookup = assemble_jit_kernel<Int8Convert::LookupFn>([](x86a& a) { emit_int8_lookup_avx512(a); });
         } else {
             k.quantize = assemble_jit_kernel<Int8Convert::QuantizeFn>([](x86a& a) { emit_int8_quantize_avx2(a, false); });
             k.quantize_signed = assemble_jit_kernel<Int8Convert::QuantizeFn>([](x86a& a) { emit_int8_quantize_avx2(a, true); });
             k.dequantize = assemble_jit_kernel<Int8Convert::DequantizeFn>([](x86a& a) { emit_int8_dequantize_avx2(a, false); });
             k.dequantize_signed = assemble_jit_kernel<Int8Convert::DequantizeFn>([](x86a& a) { emit_int8_dequantize_avx2(a, true); });
             k.pair = assemble_jit_kernel<Int8Convert::PairFn>([](x86a& a) { emit_int8_pair_avx2(a); });
+            k.lookup = assemble_jit_kernel<Int8Convert::LookupFn>([](x86a& a) { emit_int8_lookup_avx2(a); });
         }
-        if (!k.quantize || !k.quantize_signed || !k.dequantize || !k.dequantize_signed || !k.pair) k = Int8ConvertKernels();
+        if (!k.quantize || !k.quantize_signed || !k.dequantize || !k.dequantize_signed || !k.pair || !k.lookup) k = Int8ConvertKernels();
         return k;
     };
     static const Int8ConvertKernels avx512 = make(true), avx2 = make(false);
@@ -9070,6 +9139,7 @@ Status Int8Convert::init(Isa isa) {
     quantize_ = quantize_signed_ = nullptr;
     dequantize_ = dequantize_signed_ = nullptr;
     pair_ = nullptr;
+    lookup_ = nullptr;
     block_ = 1;
 #ifdef TESSEL_INT8_CONVERT_JIT
     const detail::Int8ConvertKernels* k = detail::int8_convert_kernels(isa);
@@ -9077,6 +9147,7 @@ Status Int8Convert::init(Isa isa) {
         quantize_ = k->quantize, quantize_signed_ = k->quantize_signed;
         dequantize_ = k->dequantize, dequantize_signed_ = k->dequantize_signed;
         pair_ = k->pair;
+        lookup_ = k->lookup;
         block_ = isa == Isa::Avx512 ? 16 : 32;
     }
 #endif
@@ -9128,6 +9199,13 @@ void Int8Convert::pair(const uint8_t* table, const uint8_t* a, const uint8_t* b,
     const int64_t done = pair_ ? n / block_ * block_ : 0;
     if (done > 0) pair_(table, a, b, y, done);
     if (done < n) detail::int8_pair_portable(table, a + done, b + done, y + done, n - done);
+}
+
+void Int8Convert::lookup(const float* table, const uint8_t* x, float* y, int64_t n) const {
+    if (n < 1) return;
+    const int64_t done = lookup_ ? n / block_ * block_ : 0;
+    if (done > 0) lookup_(table, x, y, done);
+    if (done < n) detail::int8_float_lookup_portable(table, x + done, y + done, n - done);
 }
 
 // >>opencl printer implementation

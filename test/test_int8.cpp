@@ -211,13 +211,16 @@ void check_convert(const Int8Convert& convert, uint32_t seed) {
 }
 }  // namespace
 
-TEST_CASE("int8 convert: quantize, dequantize and pair tables on every target, every tail, the oracle's bits") {
+TEST_CASE("int8 convert: quantize, dequantize, pair and float tables on every target, every tail, the oracle's bits") {
     std::mt19937 rng(5);
     std::vector<uint8_t> table(65536 + Int8Convert::kPairTablePadding);
     for (uint8_t& t : table) t = (uint8_t)rng();
     std::vector<uint8_t> a(400), b(400);
     for (size_t i = 0; i < a.size(); ++i) a[i] = (uint8_t)rng(), b[i] = (uint8_t)rng();
     a[0] = b[0] = 255;   // the table's last entry: the gather reads into the padding
+    std::vector<float> floats(256);
+    for (float& v : floats) v = (float)(int32_t)rng() * 1e-6f;
+    floats[7] = NAN, floats[8] = -0.0f, floats[9] = INFINITY;
     std::string jit;
     for (Isa isa : {Isa::Ref, Isa::Sse41, Isa::Avx2, Isa::Avx512, Isa::Neon}) {
         if (!isa_available(isa)) continue;
@@ -235,6 +238,12 @@ TEST_CASE("int8 convert: quantize, dequantize and pair tables on every target, e
                 int64_t bad = 0;
                 for (int64_t i = 0; i < n; ++i) bad += y[i] != table[a[offset + i] << 8 | b[offset + i]];
                 for (int64_t i = n; i < n + 64; ++i) bad += y[i] != 0x5a;
+                CHECK(bad == 0);
+                std::vector<float> f((size_t)(n + 64), 7.0f);
+                convert.lookup(floats.data(), a.data() + offset, f.data(), n);
+                bad = 0;
+                for (int64_t i = 0; i < n; ++i) bad += std::memcmp(&f[i], &floats[a[offset + i]], 4) != 0;
+                for (int64_t i = n; i < n + 64; ++i) bad += f[i] != 7.0f;
                 CHECK(bad == 0);
             }
     }

@@ -2,7 +2,8 @@
 // Sub or Mul (broadcast as ONNX allows, one operand possibly a float32 constant) ->
 // QuantizeLinear (uint8) as one step on the uint8 tensors, bit for bit the float path's results
 // (FUSION=NO runs the reference kernels), at 1 and 2 threads, on both of its loops (the pair
-// table and the dequantized floats), and the forms it leaves to the float path.
+// table and the dequantized floats), and the forms it leaves to the float path; the float
+// tables of DequantizeLinear -> one-input ops chains read as floats.
 #include <doctest/doctest.h>
 #include <string>
 #include <vector>
@@ -163,6 +164,81 @@ TEST_CASE("int8 islands: Div, two constants and a DequantizeLinear of int8 stay 
     INFO(run.kernels);
     CHECK(run.kernels.find("int8:" + test::int8_convert_target() + ":Add") == std::string::npos);
     CHECK(!run.bytes.empty());
+}
+
+// ---- DequantizeLinear (uint8) -> one-input float ops whose float value other ops read: one float table ----
+namespace {
+struct FloatChainCase {
+    Shape shape;
+    std::vector<const char*> ops;
+    bool pool_and_mul = false;   // the last value read by a GlobalAveragePool and a Mul (squeeze-and-excite)
+    bool dq_shared = false;      // the DequantizeLinear read by another output too
+    bool quantized = false;      // a QuantizeLinear reads the last value (the uint8 table's chain)
+    bool taken = true;
+    bool gate = false;           // the Mul's gate quantized (pool -> Q -> DQ -> HardSigmoid) and the Mul's output
+                                 // quantized: a binary island whose operand is the chain, read by the pool too
+};
+
+Result run_chain(const FloatChainCase& c, bool fusion, uint32_t threads) {
+    OpTest t;
+    t.opset = 14;
+    NodeId dq = t.op("DequantizeLinear", {t.input(c.shape, bytes_of(c.shape, 37, 5)), t.constant(Shape{}, std::vector<float>{0.021f}),
+                                          t.constant(Shape{}, std::vector<uint8_t>{131})});
+    NodeId last = dq;
+    for (const char* op : c.ops) last = t.op(op, {InputRef::by_id(last)});
+    if (c.dq_shared) REQUIRE(t.model.add_output("dq", InputRef::by_id(dq, 0)) == Status::Ok);
+    if (c.pool_and_mul) {
+        NodeId pool = t.op("GlobalAveragePool", {InputRef::by_id(last)});
+        NodeId gate = kNoNode;
+        if (c.gate) {
+            NodeId q = t.op("QuantizeLinear", {InputRef::by_id(pool), t.constant(Shape{}, std::vector<float>{0.01f}),
+                                               t.constant(Shape{}, std::vector<uint8_t>{3})});
+            NodeId dq2 = t.op("DequantizeLinear", {InputRef::by_id(q), t.constant(Shape{}, std::vector<float>{0.01f}),
+                                                   t.constant(Shape{}, std::vector<uint8_t>{3})});
+            gate = t.op("HardSigmoid", {InputRef::by_id(dq2)});
+        } else {
+            gate = t.op("Sigmoid", {InputRef::by_id(pool)});
+        }
+        last = t.op("Mul", {InputRef::by_id(last), InputRef::by_id(gate)});
+    }
+    if (c.quantized)
+        last = t.op("QuantizeLinear", {InputRef::by_id(last), t.constant(Shape{}, std::vector<float>{0.05f}),
+                                       t.constant(Shape{}, std::vector<uint8_t>{128})});
+    t.node = last;
+    test::CpuRun run = test::run_last_node_on_cpu(t, threads, fusion);
+    return {run.bytes, run.kernels};
+}
+}  // namespace
+
+TEST_CASE("int8 islands: DequantizeLinear -> HardSwish and other one-input ops read as floats become one float table, the float path's bits") {
+    const FloatChainCase cases[] = {
+        {{1, 8, 13, 17}, {"HardSwish"}, true},                     // a squeeze-and-excite block's input, vector tails
+        {{1, 64, 40, 40}, {"HardSwish"}, true},                    // several 64K-element units
+        {{2, 3, 5, 7}, {"Sigmoid", "HardSwish", "Relu"}},          // a chain of three, the model's output
+        {{1, 4, 9, 9}, {"HardSwish"}, true, true, false, false},   // the DequantizeLinear read by an output too
+        {{1, 4, 9, 9}, {"HardSwish"}, false, false, true, false},  // a QuantizeLinear after: the uint8 table's
+        {{1, 4, 9, 9}, {}, true, false, false, false},             // no op in between
+        {{1, 16, 7, 24}, {"HardSwish"}, true, false, true, true, true},   // the chain read by the pool and a Mul island
+    };
+    for (const FloatChainCase& c : cases) {
+        CAPTURE(c.shape[1]); CAPTURE(c.ops.size()); CAPTURE(c.dq_shared); CAPTURE(c.quantized);
+        Result reference = run_chain(c, false, 1);
+        CHECK(reference.kernels.find("int8:") == std::string::npos);
+        REQUIRE(!reference.y.empty());
+        for (uint32_t threads : {1u, 2u}) {
+            CAPTURE(threads);
+            Result fast = run_chain(c, true, threads);
+            INFO(fast.kernels);
+            const std::string table = "int8:" + test::int8_convert_target() + ":DequantizeLinear+Table";
+            CHECK((fast.kernels.find(table) != std::string::npos) == c.taken);
+            if (c.quantized) CHECK(fast.kernels.find("int8:" + test::int8_convert_target() + (c.gate ? ":Mul" : ":Table")) != std::string::npos);
+            if (c.gate) CHECK(fast.kernels.find("snippet") == std::string::npos);   // no float Mul left
+            REQUIRE(fast.y.size() == reference.y.size());
+            size_t bad = 0;
+            for (size_t i = 0; i < fast.y.size(); ++i) bad += fast.y[i] != reference.y[i];
+            CHECK(bad == 0);
+        }
+    }
 }
 
 // ---- DequantizeLinear -> MaxPool -> QuantizeLinear on uint8: the row tails ----
