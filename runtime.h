@@ -20219,9 +20219,13 @@ inline Status run_qconv(const RunContext& c) {
 // - DequantizeLinear (uint8) -> one-input float ops -> QuantizeLinear (uint8): a table.
 // - DequantizeLinears (uint8) or a float constant -> one-input float ops -> Add, Sub or Mul (or
 //   a two-input Sum) -> optional Relu -> QuantizeLinear (uint8), per tensor, broadcast: one step
-//   on the uint8 tensors (run_int8_binary), the Relu a clamp at y's zero point.
+//   on the uint8 tensors (run_int8_binary), the Relu a clamp at y's zero point. An operand's
+//   last op may have other readers (a squeeze-and-excite block's HardSwish, read by its pool
+//   too): its steps then stay for them.
+// - DequantizeLinear (uint8) -> one-input float ops whose float value other ops read: a table
+//   of 256 floats (run_int8_float_table), in the DequantizeLinear's step.
 // - The remaining QuantizeLinear (float32 -> uint8/int8) and DequantizeLinear (uint8/int8 ->
-//   float32) with one constant scale and zero point run a vectorizable loop, bit for bit the
+//   float32) with one constant scale and zero point run Int8Convert, bit for bit the
 //   reference's results (x / scale in float32, ties to even; (x - zero point) * scale with one
 //   rounding).
 namespace detail {
@@ -21675,7 +21679,7 @@ struct Int8QuantizeState {
 inline Status run_int8_quantize(const RunContext& c) {
     const Int8QuantizeState& st = *static_cast<const Int8QuantizeState*>(c.state);
     struct Job { const RunContext* c; const Int8QuantizeState* st; uint64_t parts; } job{&c, &st, 0};
-    constexpr uint64_t kChunk = 1u << 16;   // elements per unit: below that a second thread costs more than it saves
+    constexpr uint64_t kChunk = 1u << 14;   // elements per unit: a few microseconds; below that a second thread costs more than it saves
     uint64_t units = (st.count + kChunk - 1) / kChunk;
     auto body = [](void* user, uint64_t begin, uint64_t end) {
         const Job& j = *static_cast<const Job*>(user);
@@ -21857,7 +21861,7 @@ inline Status run_int8_float_table(const RunContext& c) {
     const Int8FloatTableState& st = *static_cast<const Int8FloatTableState*>(c.state);
     const uint8_t* x = c.inputs[0].as<const uint8_t>();
     float* y = c.outputs[0].as<float>();
-    constexpr uint64_t kChunk = 1u << 16;   // as run_int8_quantize: below that a second thread costs more than it saves
+    constexpr uint64_t kChunk = 1u << 14;   // as run_int8_quantize
     const uint64_t units = (st.count + kChunk - 1) / kChunk;
     nn_parallel(c, units, [&](uint64_t, uint64_t begin, uint64_t end) {
         const uint64_t from = begin * kChunk, stop = end * kChunk < st.count ? end * kChunk : st.count;
