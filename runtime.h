@@ -20259,8 +20259,15 @@ struct Int8ConvState {
     bool implicit = false;
     int64_t plane_h = 0, plane_w = 0, virtual_positions = 0;
     int64_t reach_rows = 0;            // phase rows a virtual row reads past its own: (kh - 1) dh / sh
-    const int64_t* offset = nullptr;   // depth entries
+    const int64_t* offset = nullptr;   // depth entries (interleaved: one per group of 4)
     size_t copy_bytes = 0, result_bytes = 0;
+    // Channels a multiple of 4 and no JIT row packing (Int8Gemm::packs_rows_by_kernel): the copy
+    // holds 4 channels a pixel (channel ci at byte ci % 4 of group ci / 4's planes) and K runs
+    // (channel group, kernel row, kernel column, ci % 4), so every group of 4 rows of B is one
+    // run of the copy (Int8Gemm::pack_b_groups: a copy, no interleaving per block and tap). The
+    // slot then also holds 4 phase rows being interleaved.
+    bool interleaved = false;
+    size_t rows4_bytes = 0;
 };
 
 // Columns [p0, p0 + count) of the uint8 im2col matrix of one group's planes; padding reads as
@@ -20412,6 +20419,33 @@ inline void int8_phase_row(uint8_t* dst, const uint8_t* row, int64_t in_w, int64
     if (hi < width) std::memset(dst + hi, pad, (size_t)(width - hi));
 }
 
+// Rows q = 0..3 of n bytes (at rows + q n) as n units of 4 bytes (dst[4 j + q] = row q's byte j).
+inline void int8_interleave4(const uint8_t* rows, int64_t n, uint8_t* dst) {
+    const uint8_t* r[4] = {rows, rows + n, rows + 2 * n, rows + 3 * n};
+    int64_t j = 0;
+#if defined(__SSE2__)
+    for (; j + 16 <= n; j += 16) {
+        auto load = [&](int q) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(r[q] + j)); };
+        const __m128i r0 = load(0), r1 = load(1), r2 = load(2), r3 = load(3);
+        const __m128i a0 = _mm_unpacklo_epi8(r0, r1), a1 = _mm_unpackhi_epi8(r0, r1);
+        const __m128i b0 = _mm_unpacklo_epi8(r2, r3), b1 = _mm_unpackhi_epi8(r2, r3);
+        __m128i* out = reinterpret_cast<__m128i*>(dst + 4 * j);
+        _mm_storeu_si128(out + 0, _mm_unpacklo_epi16(a0, b0));
+        _mm_storeu_si128(out + 1, _mm_unpackhi_epi16(a0, b0));
+        _mm_storeu_si128(out + 2, _mm_unpacklo_epi16(a1, b1));
+        _mm_storeu_si128(out + 3, _mm_unpackhi_epi16(a1, b1));
+    }
+#elif defined(__ARM_NEON)
+    for (; j + 16 <= n; j += 16) {
+        uint8x16x4_t v;
+        for (int q = 0; q < 4; ++q) v.val[q] = vld1q_u8(r[q] + j);
+        vst4q_u8(dst + 4 * j, v);
+    }
+#endif
+    for (; j < n; ++j)
+        for (int q = 0; q < 4; ++q) dst[4 * j + q] = r[q][j];
+}
+
 inline Status run_int8_conv_implicit(const RunContext& c) {
     const Int8ConvState& st = *static_cast<const Int8ConvState*>(c.state);
     const Window& w = st.w;
@@ -20437,26 +20471,36 @@ inline Status run_int8_conv_implicit(const RunContext& c) {
             const uint8_t* xg_end = xg + st.group_channels * in_plane;
             // the phase rows this block reads
             const int64_t r0 = p0 / wq, r1 = std::min(st.plane_h, (p0 + count - 1) / wq + st.reach_rows + 1);
-            for (int64_t ci = 0; ci < st.group_channels; ++ci)
-                for (int64_t a = 0; a < sh; ++a)
-                    for (int64_t b = 0; b < sw; ++b)
-                        for (int64_t r = r0; r < r1; ++r) {
-                            uint8_t* dst = copy + ci * channel_bytes + (a * sw + b) * phase_plane + r * wq;
-                            const int64_t in_row = r * sh + a - top;
-                            if (in_row < 0 || in_row >= w.in[1]) {
-                                std::memset(dst, st.x_zero_point, (size_t)wq);
-                                continue;
+            // phase row r (a, b) of channel ci, zero-point padded, into dst
+            auto phase_row = [&](uint8_t* dst, int64_t ci, int64_t a, int64_t b, int64_t r) {
+                const int64_t in_row = r * sh + a - top;
+                if (in_row < 0 || in_row >= w.in[1]) {
+                    std::memset(dst, st.x_zero_point, (size_t)wq);
+                } else if (sw == 1) {   // the row between its pads
+                    std::memset(dst, st.x_zero_point, (size_t)left);
+                    std::memcpy(dst + left, xg + ci * in_plane + in_row * w.in[2], (size_t)w.in[2]);
+                    std::memset(dst + left + w.in[2], st.x_zero_point, (size_t)(wq - left - w.in[2]));
+                } else {
+                    int8_phase_row(dst, xg + ci * in_plane + in_row * w.in[2], w.in[2], left, sw, b, wq, st.x_zero_point, xg_end);
+                }
+            };
+            if (st.interleaved) {
+                uint8_t* rows4 = result + st.result_bytes;
+                for (int64_t c4 = 0; c4 < st.group_channels / 4; ++c4)
+                    for (int64_t a = 0; a < sh; ++a)
+                        for (int64_t b = 0; b < sw; ++b)
+                            for (int64_t r = r0; r < r1; ++r) {
+                                for (int64_t q = 0; q < 4; ++q) phase_row(rows4 + q * wq, 4 * c4 + q, a, b, r);
+                                int8_interleave4(rows4, wq, copy + ((c4 * sh * sw + a * sw + b) * phase_plane + r * wq) * 4);
                             }
-                            if (sw == 1) {   // the row between its pads
-                                std::memset(dst, st.x_zero_point, (size_t)left);
-                                std::memcpy(dst + left, xg + ci * in_plane + in_row * w.in[2], (size_t)w.in[2]);
-                                std::memset(dst + left + w.in[2], st.x_zero_point, (size_t)(wq - left - w.in[2]));
-                                continue;
-                            }
-                            int8_phase_row(dst, xg + ci * in_plane + in_row * w.in[2], w.in[2], left, sw, b, wq,
-                                           st.x_zero_point, xg_end);
-                        }
-            st.gemm.pack_b_rows(st.depth, count, copy + p0, 0, st.offset, panel);
+                st.gemm.pack_b_groups(st.depth, count, copy + 4 * p0, st.offset, panel);
+            } else {
+                for (int64_t ci = 0; ci < st.group_channels; ++ci)
+                    for (int64_t a = 0; a < sh; ++a)
+                        for (int64_t b = 0; b < sw; ++b)
+                            for (int64_t r = r0; r < r1; ++r) phase_row(copy + ci * channel_bytes + (a * sw + b) * phase_plane + r * wq, ci, a, b, r);
+                st.gemm.pack_b_rows(st.depth, count, copy + p0, 0, st.offset, panel);
+            }
             const int64_t tiles = (st.group_maps + st.gemm.mr() - 1) / st.gemm.mr();
             const int64_t m0 = std::min<int64_t>(st.group_maps, (int64_t)part * tiles / parts * st.gemm.mr());
             const int64_t m1 = std::min<int64_t>(st.group_maps, (int64_t)(part + 1) * tiles / parts * st.gemm.mr());
@@ -21577,7 +21621,7 @@ inline void int8_conv_units(Int8ConvState* st, int64_t positions, size_t row_byt
 // (strided: along a dimension of stride s > 1, undilated with at least s taps, so every phase
 // plane is read, and K of 64 or more: below it the im2col matrix is smaller than the result
 // rows the implicit path copies out); false when out of memory.
-inline bool int8_conv_implicit(ReferenceProgram* p, Int8ConvState* st) {
+inline bool int8_conv_implicit(ReferenceProgram* p, Int8ConvState* st, const int8_t* weights, int8_t* packed) {
     const Window& w = st->w;
     if (st->direct || w.in[0] != 1 || w.kernel[0] != 1 || w.out[0] != 1) return true;
     if (w.kernel_size() < 2 || w.out_size() == 0) return true;
@@ -21590,17 +21634,33 @@ inline bool int8_conv_implicit(ReferenceProgram* p, Int8ConvState* st) {
     if (hp <= reach_h || wp <= reach_w) return true;
     if (w.out[1] != (hp - reach_h - 1) / sh + 1 || w.out[2] != (wp - reach_w - 1) / sw + 1) return true;
     const int64_t hq = (hp + sh - 1) / sh, wq = (wp + sw - 1) / sw;
-    // a virtual row's last column reads reach_w / sw bytes past its phase plane
-    const int64_t copy = st->group_channels * sh * sw * hq * wq + reach_w / sw + 64;
+    const bool interleaved = st->group_channels % 4 == 0 && !st->gemm.packs_rows_by_kernel();
+    const int64_t unit = interleaved ? 4 : 1;   // bytes a pixel of one channel's plane takes in the copy
+    // a virtual row's last column reads reach_w / sw pixels past its phase plane
+    const int64_t copy = (st->group_channels * sh * sw * hq * wq + reach_w / sw) * unit + 64;
     if (copy > ((int64_t)64 << 20)) return true;
     int64_t* offset = p->arena.allocate_array<int64_t>((size_t)st->depth + 1);
     if (!offset) return false;
-    for (int64_t ci = 0, i = 0; ci < st->group_channels; ++ci)
+    const int64_t taps = w.kernel[1] * w.kernel[2];
+    for (int64_t ci = 0, i = 0; ci < st->group_channels; ci += interleaved ? 4 : 1)
         for (int64_t k1 = 0; k1 < w.kernel[1]; ++k1)
             for (int64_t k2 = 0; k2 < w.kernel[2]; ++k2) {
                 const int64_t t1 = k1 * w.dilation[1], t2 = k2 * w.dilation[2];
-                offset[i++] = (ci * sh * sw + (t1 % sh) * sw + t2 % sw) * hq * wq + t1 / sh * wq + t2 / sw;
+                offset[i++] = ((ci / unit * sh * sw + (t1 % sh) * sw + t2 % sw) * hq * wq + t1 / sh * wq + t2 / sw) * unit;
             }
+    if (interleaved) {   // A again with K as the copy gives it: (channel group, tap, channel % 4)
+        int8_t* order = p->arena.allocate_array<int8_t>((size_t)(st->group_maps * st->depth) + 1);
+        if (!order) return false;
+        for (int64_t g = 0; g < st->groups; ++g) {
+            const int8_t* wg = weights + g * st->group_maps * st->depth;
+            for (int64_t m = 0; m < st->group_maps; ++m)
+                for (int64_t ci = 0; ci < st->group_channels; ++ci)
+                    for (int64_t t = 0; t < taps; ++t)
+                        order[m * st->depth + ((ci / 4) * taps + t) * 4 + ci % 4] = wg[m * st->depth + ci * taps + t];
+            st->gemm.pack_a(st->group_maps, st->depth, order, st->depth, packed + (size_t)g * st->packed_bytes);
+        }
+    }
+    st->interleaved = interleaved;
     st->implicit = true;
     st->offset = offset;
     st->plane_h = hq;
@@ -21613,7 +21673,8 @@ inline bool int8_conv_implicit(ReferenceProgram* p, Int8ConvState* st) {
     st->copy_bytes = ((size_t)copy + 63) & ~(size_t)63;
     st->panel_bytes = (st->gemm.packed_b_bytes(st->depth, block) + 63) & ~(size_t)63;
     st->result_bytes = ((size_t)(st->group_maps * block) + 63) & ~(size_t)63;
-    st->slot_bytes = st->copy_bytes + st->panel_bytes + st->result_bytes;
+    st->rows4_bytes = interleaved ? ((size_t)(4 * wq) + 63) & ~(size_t)63 : 0;
+    st->slot_bytes = st->copy_bytes + st->panel_bytes + st->result_bytes + st->rows4_bytes;
     return true;
 }
 
@@ -21656,7 +21717,7 @@ inline Int8ConvState* int8_conv_state(ReferenceProgram* p, const ConvState& cst,
     st->rows_bytes = st->direct ? 0 : ((size_t)(depth * block) + 63) & ~(size_t)63;
     st->panel_bytes = (st->gemm.packed_b_bytes(depth, block) + 63) & ~(size_t)63;
     st->slot_bytes = st->rows_bytes + st->panel_bytes;
-    if (!int8_conv_implicit(p, st)) return nullptr;
+    if (!int8_conv_implicit(p, st, wq.q, packed)) return nullptr;
     return st;
 }
 

@@ -844,6 +844,13 @@ public:
     void pack_b_rows(int64_t k, int64_t n, const uint8_t* b, int64_t b_row, const int64_t* row_offset, uint8_t* packed) const;
     // B given by columns: B[p][j] at b[j * b_col + p] (a row-major activation matrix, transposed).
     void pack_b_columns(int64_t k, int64_t n, const uint8_t* b, int64_t b_col, uint8_t* packed) const;
+    // B given by whole groups, as the panels hold them: rows 4g..4g+3 of column j are the 4 bytes
+    // at b + group_offset[g] + 4 j (an activation copy with 4 channels a pixel). k a multiple of 4.
+    // Each group of a panel is one copy.
+    void pack_b_groups(int64_t k, int64_t n, const uint8_t* b, const int64_t* group_offset, uint8_t* packed) const;
+    // Whether pack_b_rows packs whole panels on a JIT kernel (AVX-512 VBMI): as fast from rows
+    // as pack_b_groups from a copy of 4 channels a pixel, whose interleaving then costs extra.
+    bool packs_rows_by_kernel() const { return pack_rows_ != nullptr; }
     // Rows [m0, m1) of C from packed A and B (panels of B for columns [0, n)); row i of C at
     // c + i * ldc. Requant's arrays are indexed by the row of C. Never allocates.
     void run(int64_t m0, int64_t m1, int64_t n, int64_t k, const int8_t* packed_a, const uint8_t* packed_b,
@@ -8034,6 +8041,27 @@ void Int8Gemm::pack_a(int64_t m, int64_t k, const int8_t* a, int64_t a_row, int8
                     }
                 }
         if (signed_b_) packed += mr_ * 4;
+    }
+}
+
+void Int8Gemm::pack_b_groups(int64_t k, int64_t n, const uint8_t* b, const int64_t* group_offset, uint8_t* packed) const {
+    const int64_t groups = this->groups(k), given = k / 4;
+    for (int64_t j0 = 0; j0 < n; j0 += nr_) {
+        const int64_t w = n - j0 < nr_ ? n - j0 : nr_;
+        for (int64_t g = 0; g < groups; ++g, packed += 4 * nr_) {
+            if (g >= given) {   // AMX's whole groups past K
+                std::memset(packed, 0, (size_t)(4 * nr_));
+                continue;
+            }
+            const uint8_t* src = b + group_offset[g] + 4 * j0;
+            if (signed_b_)
+                for (int64_t j = 0; j < 4 * w; ++j) packed[j] = (uint8_t)(src[j] ^ 0x80);
+            else if (w == nr_)   // a whole panel's group (a multiple of 16 bytes): inlined 16-byte copies
+                for (int64_t j = 0; j < 4 * nr_; j += 16) std::memcpy(packed + j, src + j, 16);
+            else
+                std::memcpy(packed, src, (size_t)(4 * w));
+            if (w < nr_) std::memset(packed + 4 * w, 0, (size_t)(4 * (nr_ - w)));   // the padding columns, 0 as packed
+        }
     }
 }
 

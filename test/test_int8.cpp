@@ -427,6 +427,10 @@ TEST_CASE("int8: QDQ Conv groups on the CPU device: 1x1, 3x3, strided, dilated, 
         {{1, 200, 9, 13}, {70, 200, 1, 1}, 1, {}, {}, {}, "Relu", true},                  // 1x1 straight on NCHW
         {{2, 30, 15, 17}, {66, 30, 3, 3}, 1, {2, 2}, {}, {1, 1, 1, 1}, "Clip", true},     // strided 3x3 from phase planes
         {{1, 24, 19, 21}, {128, 24, 3, 3}, 1, {}, {}, {1, 1, 1, 1}, nullptr, true},        // 3x3 from the padded copy
+        // channels (of a group) a multiple of 4, no VBMI row packing (TESSEL_ISA below avx512, other CPUs): the padded copy holds 4 channels a pixel
+        {{2, 8, 9, 12}, {12, 4, 3, 2}, 2, {}, {2, 3}, {2, 0, 1, 3}, "Relu", true},         // 2 groups, dilated, asymmetric pads, batch 2
+        {{1, 12, 14, 15}, {10, 12, 3, 3}, 1, {2, 2}, {}, {1, 1, 1, 1}, nullptr, true},     // strided: phase planes of 4 channels
+        {{2, 32, 11, 10}, {70, 32, 3, 3}, 1, {2, 1}, {}, {1, 0, 1, 2}, "Clip", true},      // AMX where the CPU has it, stride 2 x 1
         // past the one-thread bound (kInt8ParallelMacs): split over 2 threads
         {{1, 16, 40, 40}, {32, 16, 3, 3}, 1, {2, 2}, {}, {1, 1, 1, 1}, "Relu", true},     // strided 3x3 (im2col)
         {{1, 32, 40, 40}, {32, 1, 3, 3}, 32, {}, {}, {1, 1, 1, 1}, "Relu", true},          // depthwise, stride 1
