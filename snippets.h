@@ -1094,6 +1094,7 @@ constexpr uint32_t kNoFusedParameter = ~0u;
 #define TESSEL_SNIPPETS_IMPLEMENTED
 
 #include <cstddef>   // offsetof: the JIT tiles read TileParams fields
+#include <initializer_list>
 #include <cmath>
 #include <cstdarg>
 #include <cstdio>
@@ -8822,6 +8823,36 @@ inline void int8_float_lookup_portable(const float* t, const uint8_t* x, float* 
 #define TESSEL_INT8_CONVERT_JIT 1
 constexpr uint32_t kQuantizeMagic = 0x4B400000u;   // 1.5 * 2^23: v + magic - magic rounds ties to even
 
+// The AVX-512 kernels' loop over n elements (in `count`, a multiple of 16): one(r) does vector
+// r of a step, four a step while 64 are left, then one at a time; pointer s advances bytes[s]
+// an element.
+template <class One>
+inline void emit_int8_convert_loop_avx512(asmjit::x86::Assembler& a, const asmjit::x86::Gp& count, std::initializer_list<asmjit::x86::Gp> pointers,
+                                   std::initializer_list<int32_t> bytes, One&& one) {
+    asmjit::Label four = a.newLabel(), single = a.newLabel(), done = a.newLabel();
+    auto advance = [&](int32_t elements) {
+        const int32_t* b = bytes.begin();
+        for (const asmjit::x86::Gp& p : pointers) a.add(p, elements * *b++);
+        a.sub(count, elements);
+    };
+    a.cmp(count, 64);
+    a.jb(single);
+    a.bind(four);
+    for (uint32_t r = 0; r < 4; ++r) one(r);
+    advance(64);
+    a.cmp(count, 64);
+    a.jae(four);
+    a.bind(single);
+    a.test(count, count);
+    a.jz(done);
+    one(0);
+    advance(16);
+    a.jmp(single);
+    a.bind(done);
+    a.vzeroupper();
+    a.ret();
+}
+
 // Quantize: rdi x, rsi y, rdx n (a multiple of 16), rcx Params (System V). Four vectors a step
 // while 64 are left, then one; each in the portable loop's order.
 inline void emit_int8_quantize_avx512(asmjit::x86::Assembler& a) {
@@ -8847,27 +8878,7 @@ inline void emit_int8_quantize_avx512(asmjit::x86::Assembler& a) {
         a.vpaddd(v, v, x86::zmm19);
         a.vpmovdb(x86::xmmword_ptr(x86::rsi, (int32_t)(16 * r)), v);   // in range: truncation is exact
     };
-    asmjit::Label four = a.newLabel(), single = a.newLabel(), done = a.newLabel();
-    a.cmp(x86::rdx, 64);
-    a.jb(single);
-    a.bind(four);
-    for (uint32_t r = 0; r < 4; ++r) one(r);
-    a.add(x86::rdi, 256);
-    a.add(x86::rsi, 64);
-    a.sub(x86::rdx, 64);
-    a.cmp(x86::rdx, 64);
-    a.jae(four);
-    a.bind(single);
-    a.test(x86::rdx, x86::rdx);
-    a.jz(done);
-    one(0);
-    a.add(x86::rdi, 64);
-    a.add(x86::rsi, 16);
-    a.sub(x86::rdx, 16);
-    a.jmp(single);
-    a.bind(done);
-    a.vzeroupper();
-    a.ret();
+    emit_int8_convert_loop_avx512(a, x86::rdx, {x86::rdi, x86::rsi}, {4, 1}, one);
 }
 
 // Dequantize: rdi x, rsi y, rdx n (a multiple of 16), rcx Params.
@@ -8884,27 +8895,7 @@ inline void emit_int8_dequantize_avx512(asmjit::x86::Assembler& a, bool is_signe
         a.vmulps(v, v, x86::zmm16);
         a.vmovups(x86::zmmword_ptr(x86::rsi, (int32_t)(64 * r)), v);
     };
-    asmjit::Label four = a.newLabel(), single = a.newLabel(), done = a.newLabel();
-    a.cmp(x86::rdx, 64);
-    a.jb(single);
-    a.bind(four);
-    for (uint32_t r = 0; r < 4; ++r) one(r);
-    a.add(x86::rdi, 64);
-    a.add(x86::rsi, 256);
-    a.sub(x86::rdx, 64);
-    a.cmp(x86::rdx, 64);
-    a.jae(four);
-    a.bind(single);
-    a.test(x86::rdx, x86::rdx);
-    a.jz(done);
-    one(0);
-    a.add(x86::rdi, 16);
-    a.add(x86::rsi, 64);
-    a.sub(x86::rdx, 16);
-    a.jmp(single);
-    a.bind(done);
-    a.vzeroupper();
-    a.ret();
+    emit_int8_convert_loop_avx512(a, x86::rdx, {x86::rdi, x86::rsi}, {1, 4}, one);
 }
 
 // Pair table: rdi table, rsi a, rdx b, rcx y, r8 n (a multiple of 16). The index a << 8 | b
@@ -8923,29 +8914,7 @@ inline void emit_int8_pair_avx512(asmjit::x86::Assembler& a) {
         a.k(k).vpgatherdd(value, x86::ptr(x86::rdi, index));
         a.vpmovdb(x86::xmmword_ptr(x86::rcx, (int32_t)(16 * r)), value);
     };
-    asmjit::Label four = a.newLabel(), single = a.newLabel(), done = a.newLabel();
-    a.cmp(x86::r8, 64);
-    a.jb(single);
-    a.bind(four);
-    for (uint32_t r = 0; r < 4; ++r) one(r);
-    a.add(x86::rsi, 64);
-    a.add(x86::rdx, 64);
-    a.add(x86::rcx, 64);
-    a.sub(x86::r8, 64);
-    a.cmp(x86::r8, 64);
-    a.jae(four);
-    a.bind(single);
-    a.test(x86::r8, x86::r8);
-    a.jz(done);
-    one(0);
-    a.add(x86::rsi, 16);
-    a.add(x86::rdx, 16);
-    a.add(x86::rcx, 16);
-    a.sub(x86::r8, 16);
-    a.jmp(single);
-    a.bind(done);
-    a.vzeroupper();
-    a.ret();
+    emit_int8_convert_loop_avx512(a, x86::r8, {x86::rsi, x86::rdx, x86::rcx}, {1, 1, 1}, one);
 }
 
 // Float table: rdi table, rsi x, rdx y, rcx n (a multiple of 16); vgatherdps at 4 x the byte.
@@ -8960,27 +8929,7 @@ inline void emit_int8_lookup_avx512(asmjit::x86::Assembler& a) {
         a.k(k).vgatherdps(value, x86::ptr(x86::rdi, index, 2));
         a.vmovups(x86::zmmword_ptr(x86::rdx, (int32_t)(64 * r)), value);
     };
-    asmjit::Label four = a.newLabel(), single = a.newLabel(), done = a.newLabel();
-    a.cmp(x86::rcx, 64);
-    a.jb(single);
-    a.bind(four);
-    for (uint32_t r = 0; r < 4; ++r) one(r);
-    a.add(x86::rsi, 64);
-    a.add(x86::rdx, 256);
-    a.sub(x86::rcx, 64);
-    a.cmp(x86::rcx, 64);
-    a.jae(four);
-    a.bind(single);
-    a.test(x86::rcx, x86::rcx);
-    a.jz(done);
-    one(0);
-    a.add(x86::rsi, 16);
-    a.add(x86::rdx, 64);
-    a.sub(x86::rcx, 16);
-    a.jmp(single);
-    a.bind(done);
-    a.vzeroupper();
-    a.ret();
+    emit_int8_convert_loop_avx512(a, x86::rcx, {x86::rsi, x86::rdx}, {1, 4}, one);
 }
 
 // AVX2: 32 elements a step (n a multiple of 32). Four vectors of int32 become 32 bytes by two
@@ -9001,6 +8950,25 @@ inline void emit_int8_pack_order(asmjit::x86::Assembler& a, const asmjit::Label&
     for (uint32_t i : {0u, 4u, 1u, 5u, 2u, 6u, 3u, 7u}) a.embedUInt32(i);
 }
 
+// The AVX2 kernels' loop over n elements (in `count`, a multiple of 32): step() does 32,
+// pointer s advances bytes[s] an element.
+template <class Step>
+inline void emit_int8_convert_loop_avx2(asmjit::x86::Assembler& a, const asmjit::x86::Gp& count,
+                                        std::initializer_list<asmjit::x86::Gp> pointers, std::initializer_list<int32_t> bytes, Step&& step) {
+    asmjit::Label loop = a.newLabel(), done = a.newLabel();
+    a.test(count, count);
+    a.jz(done);
+    a.bind(loop);
+    step();
+    const int32_t* b = bytes.begin();
+    for (const asmjit::x86::Gp& p : pointers) a.add(p, 32 * *b++);
+    a.sub(count, 32);
+    a.jnz(loop);
+    a.bind(done);
+    a.vzeroupper();
+    a.ret();
+}
+
 inline void emit_int8_quantize_avx2(asmjit::x86::Assembler& a, bool is_signed) {
     namespace x86 = asmjit::x86;
     a.vbroadcastss(x86::ymm12, x86::dword_ptr(x86::rcx, 0));
@@ -9010,32 +8978,24 @@ inline void emit_int8_quantize_avx2(asmjit::x86::Assembler& a, bool is_signed) {
     a.mov(x86::eax, kQuantizeMagic);
     a.vmovd(x86::xmm11, x86::eax);
     a.vpbroadcastd(x86::ymm11, x86::xmm11);
-    asmjit::Label loop = a.newLabel(), done = a.newLabel(), order = a.newLabel();
-    a.test(x86::rdx, x86::rdx);
-    a.jz(done);
-    a.bind(loop);
-    for (uint32_t r = 0; r < 4; ++r) {
-        const x86::Ymm v = x86::ymm(r), ordered = x86::ymm(4 + r);
-        a.vmovups(v, x86::ymmword_ptr(x86::rdi, (int32_t)(32 * r)));
-        a.vdivps(v, v, x86::ymm12);
-        a.vcmpps(ordered, v, v, 7);   // NaN lanes -> 0
-        a.vandps(v, v, ordered);
-        a.vmaxps(v, v, x86::ymm13);
-        a.vminps(v, v, x86::ymm14);
-        a.vaddps(v, v, x86::ymm11);
-        a.vsubps(v, v, x86::ymm11);
-        a.vcvttps2dq(v, v);
-        a.vpaddd(v, v, x86::ymm15);
-    }
-    emit_int8_pack_avx2(a, order, is_signed);
-    a.vmovdqu(x86::ymmword_ptr(x86::rsi), x86::ymm0);
-    a.add(x86::rdi, 128);
-    a.add(x86::rsi, 32);
-    a.sub(x86::rdx, 32);
-    a.jnz(loop);
-    a.bind(done);
-    a.vzeroupper();
-    a.ret();
+    asmjit::Label order = a.newLabel();
+    emit_int8_convert_loop_avx2(a, x86::rdx, {x86::rdi, x86::rsi}, {4, 1}, [&]() {
+        for (uint32_t r = 0; r < 4; ++r) {
+            const x86::Ymm v = x86::ymm(r), ordered = x86::ymm(4 + r);
+            a.vmovups(v, x86::ymmword_ptr(x86::rdi, (int32_t)(32 * r)));
+            a.vdivps(v, v, x86::ymm12);
+            a.vcmpps(ordered, v, v, 7);   // NaN lanes -> 0
+            a.vandps(v, v, ordered);
+            a.vmaxps(v, v, x86::ymm13);
+            a.vminps(v, v, x86::ymm14);
+            a.vaddps(v, v, x86::ymm11);
+            a.vsubps(v, v, x86::ymm11);
+            a.vcvttps2dq(v, v);
+            a.vpaddd(v, v, x86::ymm15);
+        }
+        emit_int8_pack_avx2(a, order, is_signed);
+        a.vmovdqu(x86::ymmword_ptr(x86::rsi), x86::ymm0);
+    });
     emit_int8_pack_order(a, order);
 }
 
@@ -9043,81 +9003,54 @@ inline void emit_int8_dequantize_avx2(asmjit::x86::Assembler& a, bool is_signed)
     namespace x86 = asmjit::x86;
     a.vbroadcastss(x86::ymm12, x86::dword_ptr(x86::rcx, 0));
     a.vpbroadcastd(x86::ymm15, x86::dword_ptr(x86::rcx, 12));
-    asmjit::Label loop = a.newLabel(), done = a.newLabel();
-    a.test(x86::rdx, x86::rdx);
-    a.jz(done);
-    a.bind(loop);
-    for (uint32_t r = 0; r < 4; ++r) {
-        const x86::Ymm v = x86::ymm(r);
-        if (is_signed) a.vpmovsxbd(v, x86::qword_ptr(x86::rdi, (int32_t)(8 * r)));
-        else a.vpmovzxbd(v, x86::qword_ptr(x86::rdi, (int32_t)(8 * r)));
-        a.vpsubd(v, v, x86::ymm15);
-        a.vcvtdq2ps(v, v);
-        a.vmulps(v, v, x86::ymm12);
-        a.vmovups(x86::ymmword_ptr(x86::rsi, (int32_t)(32 * r)), v);
-    }
-    a.add(x86::rdi, 32);
-    a.add(x86::rsi, 128);
-    a.sub(x86::rdx, 32);
-    a.jnz(loop);
-    a.bind(done);
-    a.vzeroupper();
-    a.ret();
+    emit_int8_convert_loop_avx2(a, x86::rdx, {x86::rdi, x86::rsi}, {1, 4}, [&]() {
+        for (uint32_t r = 0; r < 4; ++r) {
+            const x86::Ymm v = x86::ymm(r);
+            if (is_signed) a.vpmovsxbd(v, x86::qword_ptr(x86::rdi, (int32_t)(8 * r)));
+            else a.vpmovzxbd(v, x86::qword_ptr(x86::rdi, (int32_t)(8 * r)));
+            a.vpsubd(v, v, x86::ymm15);
+            a.vcvtdq2ps(v, v);
+            a.vmulps(v, v, x86::ymm12);
+            a.vmovups(x86::ymmword_ptr(x86::rsi, (int32_t)(32 * r)), v);
+        }
+    });
 }
 
 inline void emit_int8_lookup_avx2(asmjit::x86::Assembler& a) {
     namespace x86 = asmjit::x86;
-    asmjit::Label loop = a.newLabel(), done = a.newLabel();
-    a.test(x86::rcx, x86::rcx);
-    a.jz(done);
-    a.bind(loop);
-    for (uint32_t r = 0; r < 4; ++r) {
-        const x86::Ymm index = x86::ymm(r), value = x86::ymm(4 + r), mask = x86::ymm(8 + r);
-        a.vpmovzxbd(index, x86::qword_ptr(x86::rsi, (int32_t)(8 * r)));
-        a.vpcmpeqd(mask, mask, mask);
-        a.vxorps(value, value, value);
-        a.vgatherdps(value, x86::ptr(x86::rdi, index, 2), mask);
-        a.vmovups(x86::ymmword_ptr(x86::rdx, (int32_t)(32 * r)), value);
-    }
-    a.add(x86::rsi, 32);
-    a.add(x86::rdx, 128);
-    a.sub(x86::rcx, 32);
-    a.jnz(loop);
-    a.bind(done);
-    a.vzeroupper();
-    a.ret();
+    emit_int8_convert_loop_avx2(a, x86::rcx, {x86::rsi, x86::rdx}, {1, 4}, [&]() {
+        for (uint32_t r = 0; r < 4; ++r) {
+            const x86::Ymm index = x86::ymm(r), value = x86::ymm(4 + r), mask = x86::ymm(8 + r);
+            a.vpmovzxbd(index, x86::qword_ptr(x86::rsi, (int32_t)(8 * r)));
+            a.vpcmpeqd(mask, mask, mask);
+            a.vxorps(value, value, value);
+            a.vgatherdps(value, x86::ptr(x86::rdi, index, 2), mask);
+            a.vmovups(x86::ymmword_ptr(x86::rdx, (int32_t)(32 * r)), value);
+        }
+    });
 }
 
 inline void emit_int8_pair_avx2(asmjit::x86::Assembler& a) {
     namespace x86 = asmjit::x86;
-    asmjit::Label loop = a.newLabel(), done = a.newLabel(), order = a.newLabel();
+    asmjit::Label order = a.newLabel();
     a.mov(x86::eax, 255);
     a.vmovd(x86::xmm15, x86::eax);
     a.vpbroadcastd(x86::ymm15, x86::xmm15);
-    a.test(x86::r8, x86::r8);
-    a.jz(done);
-    a.bind(loop);
-    for (uint32_t r = 0; r < 4; ++r) {
-        const x86::Ymm value = x86::ymm(r), index = x86::ymm(4 + r), low = x86::ymm(8 + r), mask = x86::ymm(12 + (r & 1) * 2);
-        a.vpmovzxbd(index, x86::qword_ptr(x86::rsi, (int32_t)(8 * r)));
-        a.vpmovzxbd(low, x86::qword_ptr(x86::rdx, (int32_t)(8 * r)));
-        a.vpslld(index, index, 8);
-        a.vpor(index, index, low);
-        a.vpcmpeqd(mask, mask, mask);
-        a.vpxor(value, value, value);
-        a.vpgatherdd(value, x86::ptr(x86::rdi, index), mask);
-        a.vpand(value, value, x86::ymm15);   // the low byte of the 4 read
-    }
-    emit_int8_pack_avx2(a, order, false);
-    a.vmovdqu(x86::ymmword_ptr(x86::rcx), x86::ymm0);
-    a.add(x86::rsi, 32);
-    a.add(x86::rdx, 32);
-    a.add(x86::rcx, 32);
-    a.sub(x86::r8, 32);
-    a.jnz(loop);
-    a.bind(done);
-    a.vzeroupper();
-    a.ret();
+    emit_int8_convert_loop_avx2(a, x86::r8, {x86::rsi, x86::rdx, x86::rcx}, {1, 1, 1}, [&]() {
+        for (uint32_t r = 0; r < 4; ++r) {
+            const x86::Ymm value = x86::ymm(r), index = x86::ymm(4 + r), low = x86::ymm(8 + r), mask = x86::ymm(12 + (r & 1) * 2);
+            a.vpmovzxbd(index, x86::qword_ptr(x86::rsi, (int32_t)(8 * r)));
+            a.vpmovzxbd(low, x86::qword_ptr(x86::rdx, (int32_t)(8 * r)));
+            a.vpslld(index, index, 8);
+            a.vpor(index, index, low);
+            a.vpcmpeqd(mask, mask, mask);
+            a.vpxor(value, value, value);
+            a.vpgatherdd(value, x86::ptr(x86::rdi, index), mask);
+            a.vpand(value, value, x86::ymm15);   // the low byte of the 4 read
+        }
+        emit_int8_pack_avx2(a, order, false);
+        a.vmovdqu(x86::ymmword_ptr(x86::rcx), x86::ymm0);
+    });
     emit_int8_pack_order(a, order);
 }
 #endif
@@ -9182,44 +9115,47 @@ Status Int8Convert::init(Isa isa) {
     return Status::Ok;
 }
 
-void Int8Convert::quantize(const float* x, uint8_t* y, int64_t n, float scale, int32_t zero_point, int32_t lo, int32_t hi) const {
+namespace detail {
+// The kernel over the whole blocks of [0, n), the portable loop over the rest.
+template <class T>
+void int8_convert_quantize(Int8Convert::QuantizeFn kernel, int64_t block, const float* x, T* y, int64_t n, float scale,
+                           int32_t zero_point, int32_t lo, int32_t hi) {
     if (n < 1) return;
-    const int64_t done = quantize_ ? n / block_ * block_ : 0;
+    const int64_t done = kernel ? n / block * block : 0;
     if (done > 0) {
-        const Params params{scale, (float)(lo - zero_point), (float)(hi - zero_point), zero_point};
-        quantize_(x, y, done, &params);
+        const Int8Convert::Params params{scale, (float)(lo - zero_point), (float)(hi - zero_point), zero_point};
+        kernel(x, y, done, &params);
     }
-    if (done < n) detail::int8_quantize_range(x, y, (uint64_t)done, (uint64_t)n, scale, zero_point, lo, hi);
+    if (done < n) int8_quantize_range(x, y, (uint64_t)done, (uint64_t)n, scale, zero_point, lo, hi);
+}
+
+template <class T>
+void int8_convert_dequantize(Int8Convert::DequantizeFn kernel, int64_t block, const T* x, float* y, int64_t n, float scale,
+                             int32_t zero_point) {
+    if (n < 1) return;
+    const int64_t done = kernel ? n / block * block : 0;
+    if (done > 0) {
+        const Int8Convert::Params params{scale, 0.0f, 0.0f, zero_point};
+        kernel(x, y, done, &params);
+    }
+    if (done < n) int8_dequantize_range(x, y, (uint64_t)done, (uint64_t)n, scale, zero_point);
+}
+}  // namespace detail
+
+void Int8Convert::quantize(const float* x, uint8_t* y, int64_t n, float scale, int32_t zero_point, int32_t lo, int32_t hi) const {
+    detail::int8_convert_quantize(quantize_, block_, x, y, n, scale, zero_point, lo, hi);
 }
 
 void Int8Convert::quantize(const float* x, int8_t* y, int64_t n, float scale, int32_t zero_point, int32_t lo, int32_t hi) const {
-    if (n < 1) return;
-    const int64_t done = quantize_signed_ ? n / block_ * block_ : 0;
-    if (done > 0) {
-        const Params params{scale, (float)(lo - zero_point), (float)(hi - zero_point), zero_point};
-        quantize_signed_(x, y, done, &params);
-    }
-    if (done < n) detail::int8_quantize_range(x, y, (uint64_t)done, (uint64_t)n, scale, zero_point, lo, hi);
+    detail::int8_convert_quantize(quantize_signed_, block_, x, y, n, scale, zero_point, lo, hi);
 }
 
 void Int8Convert::dequantize(const uint8_t* x, float* y, int64_t n, float scale, int32_t zero_point) const {
-    if (n < 1) return;
-    const int64_t done = dequantize_ ? n / block_ * block_ : 0;
-    if (done > 0) {
-        const Params params{scale, 0.0f, 0.0f, zero_point};
-        dequantize_(x, y, done, &params);
-    }
-    if (done < n) detail::int8_dequantize_range(x, y, (uint64_t)done, (uint64_t)n, scale, zero_point);
+    detail::int8_convert_dequantize(dequantize_, block_, x, y, n, scale, zero_point);
 }
 
 void Int8Convert::dequantize(const int8_t* x, float* y, int64_t n, float scale, int32_t zero_point) const {
-    if (n < 1) return;
-    const int64_t done = dequantize_signed_ ? n / block_ * block_ : 0;
-    if (done > 0) {
-        const Params params{scale, 0.0f, 0.0f, zero_point};
-        dequantize_signed_(x, y, done, &params);
-    }
-    if (done < n) detail::int8_dequantize_range(x, y, (uint64_t)done, (uint64_t)n, scale, zero_point);
+    detail::int8_convert_dequantize(dequantize_signed_, block_, x, y, n, scale, zero_point);
 }
 
 void Int8Convert::pair(const uint8_t* table, const uint8_t* a, const uint8_t* b, uint8_t* y, int64_t n) const {
