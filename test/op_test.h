@@ -356,6 +356,12 @@ inline std::string int8_convert_target(Isa isa = Isa::Auto) {
     Int8Convert convert;
     return convert.init(isa) == Status::Ok && convert.jit() ? isa_name(convert.isa()) : "ref";
 }
+// The same for a step on Int8Lookup (the uint8 tables: Table, and the pools, Concats and
+// channel shuffles that change grids).
+inline std::string int8_lookup_target(Isa isa = Isa::Auto) {
+    Int8Lookup lookup;
+    return lookup.init(isa) == Status::Ok && lookup.jit() ? isa_name(lookup.isa()) : "ref";
+}
 
 // t's last node's output 0 as the model's output "y", compiled on CPU (NUM_THREADS,
 // PERF_COUNT=YES, FUSION as given) and inferred once, allocating nothing: y's bytes and the
