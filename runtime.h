@@ -20419,33 +20419,6 @@ inline void int8_phase_row(uint8_t* dst, const uint8_t* row, int64_t in_w, int64
     if (hi < width) std::memset(dst + hi, pad, (size_t)(width - hi));
 }
 
-// Rows q = 0..3 of n bytes (at rows + q n) as n units of 4 bytes (dst[4 j + q] = row q's byte j).
-inline void int8_interleave4(const uint8_t* rows, int64_t n, uint8_t* dst) {
-    const uint8_t* r[4] = {rows, rows + n, rows + 2 * n, rows + 3 * n};
-    int64_t j = 0;
-#if defined(__SSE2__)
-    for (; j + 16 <= n; j += 16) {
-        auto load = [&](int q) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(r[q] + j)); };
-        const __m128i r0 = load(0), r1 = load(1), r2 = load(2), r3 = load(3);
-        const __m128i a0 = _mm_unpacklo_epi8(r0, r1), a1 = _mm_unpackhi_epi8(r0, r1);
-        const __m128i b0 = _mm_unpacklo_epi8(r2, r3), b1 = _mm_unpackhi_epi8(r2, r3);
-        __m128i* out = reinterpret_cast<__m128i*>(dst + 4 * j);
-        _mm_storeu_si128(out + 0, _mm_unpacklo_epi16(a0, b0));
-        _mm_storeu_si128(out + 1, _mm_unpackhi_epi16(a0, b0));
-        _mm_storeu_si128(out + 2, _mm_unpacklo_epi16(a1, b1));
-        _mm_storeu_si128(out + 3, _mm_unpackhi_epi16(a1, b1));
-    }
-#elif defined(__ARM_NEON)
-    for (; j + 16 <= n; j += 16) {
-        uint8x16x4_t v;
-        for (int q = 0; q < 4; ++q) v.val[q] = vld1q_u8(r[q] + j);
-        vst4q_u8(dst + 4 * j, v);
-    }
-#endif
-    for (; j < n; ++j)
-        for (int q = 0; q < 4; ++q) dst[4 * j + q] = r[q][j];
-}
-
 inline Status run_int8_conv_implicit(const RunContext& c) {
     const Int8ConvState& st = *static_cast<const Int8ConvState*>(c.state);
     const Window& w = st.w;
@@ -20490,8 +20463,9 @@ inline Status run_int8_conv_implicit(const RunContext& c) {
                     for (int64_t a = 0; a < sh; ++a)
                         for (int64_t b = 0; b < sw; ++b)
                             for (int64_t r = r0; r < r1; ++r) {
+                                const uint8_t* rows[4] = {rows4, rows4 + wq, rows4 + 2 * wq, rows4 + 3 * wq};
                                 for (int64_t q = 0; q < 4; ++q) phase_row(rows4 + q * wq, 4 * c4 + q, a, b, r);
-                                int8_interleave4(rows4, wq, copy + ((c4 * sh * sw + a * sw + b) * phase_plane + r * wq) * 4);
+                                int8_interleave4(rows, wq, 0, copy + ((c4 * sh * sw + a * sw + b) * phase_plane + r * wq) * 4);
                             }
                 st.gemm.pack_b_groups(st.depth, count, copy + 4 * p0, st.offset, panel);
             } else {

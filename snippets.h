@@ -8045,6 +8045,36 @@ void Int8Gemm::pack_a(int64_t m, int64_t k, const int8_t* a, int64_t a_row, int8
     }
 }
 
+namespace detail {
+// dst[4 j + q] = rows[q][j] ^ flip for j < n: four rows of bytes as n units of 4 (B's groups).
+inline void int8_interleave4(const uint8_t* const* rows, int64_t n, uint8_t flip, uint8_t* dst) {
+    int64_t j = 0;
+#if defined(__SSE2__)
+    const __m128i vflip = _mm_set1_epi8((char)flip);
+    for (; j + 16 <= n; j += 16) {   // 16 columns of 4 rows: two rounds of unpacks
+        auto load = [&](int q) { return _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[q] + j)), vflip); };
+        const __m128i r0 = load(0), r1 = load(1), r2 = load(2), r3 = load(3);
+        const __m128i a0 = _mm_unpacklo_epi8(r0, r1), a1 = _mm_unpackhi_epi8(r0, r1);
+        const __m128i b0 = _mm_unpacklo_epi8(r2, r3), b1 = _mm_unpackhi_epi8(r2, r3);
+        __m128i* out = reinterpret_cast<__m128i*>(dst + j * 4);
+        _mm_storeu_si128(out + 0, _mm_unpacklo_epi16(a0, b0));
+        _mm_storeu_si128(out + 1, _mm_unpackhi_epi16(a0, b0));
+        _mm_storeu_si128(out + 2, _mm_unpacklo_epi16(a1, b1));
+        _mm_storeu_si128(out + 3, _mm_unpackhi_epi16(a1, b1));
+    }
+#elif defined(__ARM_NEON)
+    const uint8x16_t vflip = vdupq_n_u8(flip);
+    for (; j + 16 <= n; j += 16) {   // vst4 interleaves four rows of 16 columns into 16 groups of 4 bytes
+        uint8x16x4_t v;
+        for (int q = 0; q < 4; ++q) v.val[q] = veorq_u8(vld1q_u8(rows[q] + j), vflip);
+        vst4q_u8(dst + j * 4, v);
+    }
+#endif
+    for (; j < n; ++j)
+        for (int q = 0; q < 4; ++q) dst[j * 4 + q] = (uint8_t)(rows[q][j] ^ flip);
+}
+}  // namespace detail
+
 void Int8Gemm::pack_b_groups(int64_t k, int64_t n, const uint8_t* b, const int64_t* group_offset, uint8_t* packed) const {
     const int64_t groups = this->groups(k), given = k / 4;
     for (int64_t j0 = 0; j0 < n; j0 += nr_) {
@@ -8099,39 +8129,7 @@ void Int8Gemm::pack_b_rows(int64_t k, int64_t n, const uint8_t* b, int64_t b_row
                 if (row) std::memcpy(pad[q], row, (size_t)w);
                 rows[q] = pad[q];
             }
-            int64_t j = 0;
-#if defined(__SSE2__)
-            if (!flip)   // 16 columns of 4 rows: two rounds of unpacks
-                for (; j + 16 <= nr_; j += 16) {
-                    auto load = [&](int q) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[q] + j)); };
-                    const __m128i r0 = load(0), r1 = load(1), r2 = load(2), r3 = load(3);
-                    const __m128i a0 = _mm_unpacklo_epi8(r0, r1), a1 = _mm_unpackhi_epi8(r0, r1);
-                    const __m128i b0 = _mm_unpacklo_epi8(r2, r3), b1 = _mm_unpackhi_epi8(r2, r3);
-                    __m128i* dst = reinterpret_cast<__m128i*>(packed + j * 4);
-                    _mm_storeu_si128(dst + 0, _mm_unpacklo_epi16(a0, b0));
-                    _mm_storeu_si128(dst + 1, _mm_unpackhi_epi16(a0, b0));
-                    _mm_storeu_si128(dst + 2, _mm_unpacklo_epi16(a1, b1));
-                    _mm_storeu_si128(dst + 3, _mm_unpackhi_epi16(a1, b1));
-                }
-#elif defined(__ARM_NEON)
-            {   // vst4 interleaves four rows of 16 columns into 16 groups of 4 bytes
-                const uint8x16_t vflip = vdupq_n_u8(flip);
-                for (; j + 16 <= nr_; j += 16) {
-                    uint8x16x4_t v;
-                    v.val[0] = veorq_u8(vld1q_u8(rows[0] + j), vflip);
-                    v.val[1] = veorq_u8(vld1q_u8(rows[1] + j), vflip);
-                    v.val[2] = veorq_u8(vld1q_u8(rows[2] + j), vflip);
-                    v.val[3] = veorq_u8(vld1q_u8(rows[3] + j), vflip);
-                    vst4q_u8(packed + j * 4, v);
-                }
-            }
-#endif
-            for (; j < nr_; ++j) {
-                packed[j * 4 + 0] = rows[0][j] ^ flip;
-                packed[j * 4 + 1] = rows[1][j] ^ flip;
-                packed[j * 4 + 2] = rows[2][j] ^ flip;
-                packed[j * 4 + 3] = rows[3][j] ^ flip;
-            }
+            detail::int8_interleave4(rows, nr_, flip, packed);
         }
     }
 }
