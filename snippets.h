@@ -2619,6 +2619,27 @@ inline asmjit::JitRuntime& jit_runtime() {
     return runtime;
 }
 
+// emit(a, labels) into fresh code on jit_runtime(), `count` labels made for it to bind; then
+// entries[i] is the address of labels[i]. Unsupported when an instruction failed to encode,
+// OutOfMemory when the runtime could not take the code. The kernel tables' one assembly.
+template <typename Assembler, typename Emit>
+inline Status assemble_jit_entries(uint32_t count, void** entries, Emit&& emit) {
+    asmjit::CodeHolder code;
+    ErrorRecorder recorder;
+    code.init(jit_runtime().environment());
+    code.setErrorHandler(&recorder);
+    Assembler a(&code);
+    asmjit::Label labels[256];
+    if (count > 256) return Status::LimitExceeded;
+    for (uint32_t i = 0; i < count; ++i) labels[i] = a.newLabel();
+    emit(a, labels);
+    if (recorder.first != asmjit::kErrorOk) return Status::Unsupported;
+    void* base = nullptr;
+    if (jit_runtime().add(&base, &code) != asmjit::kErrorOk) return Status::OutOfMemory;
+    for (uint32_t i = 0; i < count; ++i) entries[i] = static_cast<char*>(base) + code.labelOffsetFromBase(labels[i]);
+    return Status::Ok;
+}
+
 // A value during emission: a vector register or a data-section constant. Registers taken from
 // the scratch pool are reference counted and return to it when the last handle dies. One
 // template for every target's vector model (Math has refs[]).
@@ -5733,28 +5754,20 @@ inline GemmTileTable make_gemm_tiles(Isa isa, uint32_t mr, uint32_t nr) {
     using namespace asmjit;
     GemmTileTable t;
     const uint32_t vectors = nr / isa_vector_floats(isa);
-    CodeHolder code;
-    ErrorRecorder recorder;
-    code.init(jit_runtime().environment());
-    code.setErrorHandler(&recorder);
-    x86::Assembler a(&code);
-    Label labels[2 * 16 * 2 * 2];
-    for (int by_rows = 0; by_rows < 2; ++by_rows)
-        for (uint32_t rows = 1; rows <= mr; ++rows)
-            for (uint32_t vec = 1; vec <= vectors; ++vec)
-                for (int masked = 0; masked < 2; ++masked) {
-                    const uint32_t index = (uint32_t)by_rows * mr * 2 * vectors + (rows - 1) * 2 * vectors + (vec - 1) * 2 + (uint32_t)masked;
-                    labels[index] = a.newLabel();
-                    a.align(AlignMode::kCode, 32);
-                    a.bind(labels[index]);
-                    emit_gemm_tile_x86(a, isa, mr, nr, rows, vec, masked != 0, by_rows != 0);
-                }
-    if (recorder.first != kErrorOk) { t.status = Status::Unsupported; return t; }
-    void* base = nullptr;
-    if (jit_runtime().add(&base, &code) != kErrorOk) { t.status = Status::OutOfMemory; return t; }
-    for (uint32_t i = 0; i < 2 * mr * 2 * vectors; ++i)
-        t.fn[i] = reinterpret_cast<Gemm::TileFn>(static_cast<char*>(base) + code.labelOffsetFromBase(labels[i]));
-    t.status = Status::Ok;
+    void* entries[2 * 16 * 2 * 2];
+    t.status = assemble_jit_entries<x86::Assembler>(2 * mr * 2 * vectors, entries, [&](x86::Assembler& a, const Label* labels) {
+        for (int by_rows = 0; by_rows < 2; ++by_rows)
+            for (uint32_t rows = 1; rows <= mr; ++rows)
+                for (uint32_t vec = 1; vec <= vectors; ++vec)
+                    for (int masked = 0; masked < 2; ++masked) {
+                        const uint32_t index = (uint32_t)by_rows * mr * 2 * vectors + (rows - 1) * 2 * vectors + (vec - 1) * 2 + (uint32_t)masked;
+                        a.align(AlignMode::kCode, 32);
+                        a.bind(labels[index]);
+                        emit_gemm_tile_x86(a, isa, mr, nr, rows, vec, masked != 0, by_rows != 0);
+                    }
+    });
+    if (t.status != Status::Ok) return t;
+    for (uint32_t i = 0; i < 2 * mr * 2 * vectors; ++i) t.fn[i] = reinterpret_cast<Gemm::TileFn>(entries[i]);
     return t;
 }
 #endif
@@ -5834,29 +5847,19 @@ inline GemmTileTable make_gemm_tiles_a64(uint32_t mr, uint32_t nr) {
     using namespace asmjit;
     GemmTileTable t;
     const uint32_t vectors = nr / 4;
-    CodeHolder code;
-    ErrorRecorder recorder;
-    code.init(jit_runtime().environment());
-    code.setErrorHandler(&recorder);
-    a64::Assembler a(&code);
-    Label labels[16 * 2 * 3];
+    void* entries[16 * 3];   // per rows and vectors
+    t.status = assemble_jit_entries<a64::Assembler>(mr * vectors, entries, [&](a64::Assembler& a, const Label* labels) {
+        for (uint32_t rows = 1; rows <= mr; ++rows)
+            for (uint32_t vec = 1; vec <= vectors; ++vec) {
+                a.align(AlignMode::kCode, 16);
+                a.bind(labels[(rows - 1) * vectors + vec - 1]);
+                emit_gemm_tile_a64(a, mr, nr, rows, vec);
+            }
+    });
+    if (t.status != Status::Ok) return t;
     for (uint32_t rows = 1; rows <= mr; ++rows)
-        for (uint32_t vec = 1; vec <= vectors; ++vec) {
-            const uint32_t index = (rows - 1) * 2 * vectors + (vec - 1) * 2;   // the masked slot stays empty
-            labels[index] = a.newLabel();
-            a.align(AlignMode::kCode, 16);
-            a.bind(labels[index]);
-            emit_gemm_tile_a64(a, mr, nr, rows, vec);
-        }
-    if (recorder.first != kErrorOk) return t;
-    void* base = nullptr;
-    if (jit_runtime().add(&base, &code) != kErrorOk) { t.status = Status::OutOfMemory; return t; }
-    for (uint32_t rows = 1; rows <= mr; ++rows)
-        for (uint32_t vec = 1; vec <= vectors; ++vec) {
-            const uint32_t index = (rows - 1) * 2 * vectors + (vec - 1) * 2;
-            t.fn[index] = reinterpret_cast<Gemm::TileFn>(static_cast<char*>(base) + code.labelOffsetFromBase(labels[index]));
-        }
-    t.status = Status::Ok;
+        for (uint32_t vec = 1; vec <= vectors; ++vec)   // the masked slot (index + 1) stays empty
+            t.fn[(rows - 1) * 2 * vectors + (vec - 1) * 2] = reinterpret_cast<Gemm::TileFn>(entries[(rows - 1) * vectors + vec - 1]);
     return t;
 }
 #endif
@@ -6168,16 +6171,12 @@ using JitAssembler = asmjit::x86::Assembler;
 // failed to encode or the runtime could not take the code.
 template <typename Fn, typename Emit>
 inline Fn assemble_jit_kernel(Emit&& emit) {
-    asmjit::CodeHolder code;
-    ErrorRecorder recorder;
-    code.init(jit_runtime().environment());
-    code.setErrorHandler(&recorder);
-    JitAssembler a(&code);
-    emit(a);
-    if (recorder.first != asmjit::kErrorOk) return nullptr;
     void* fn = nullptr;
-    if (jit_runtime().add(&fn, &code) != asmjit::kErrorOk) return nullptr;
-    return reinterpret_cast<Fn>(fn);
+    const Status s = assemble_jit_entries<JitAssembler>(1, &fn, [&](JitAssembler& a, const asmjit::Label* labels) {
+        a.bind(labels[0]);
+        emit(a);
+    });
+    return s == Status::Ok ? reinterpret_cast<Fn>(fn) : nullptr;
 }
 #endif
 }  // namespace detail
@@ -7492,91 +7491,85 @@ struct Int8TileTable {
 inline Int8TileTable make_int8_tile_amx() {
     using namespace asmjit;
     Int8TileTable t;
-    CodeHolder code;
-    ErrorRecorder recorder;
-    code.init(jit_runtime().environment());
-    code.setErrorHandler(&recorder);
-    x86::Assembler a(&code);
-    Label config = a.newLabel(), loop = a.newLabel(), done = a.newLabel(), row = a.newLabel();
-    Label begin = a.newLabel(), end = a.newLabel();
-    a.bind(begin);
-    a.ldtilecfg(x86::ptr(config));
-    a.ret();
-    a.align(AlignMode::kCode, 16);
-    a.bind(end);
-    a.tilerelease();
-    a.ret();
-    a.align(AlignMode::kCode, 32);
-    Label tile = a.newLabel();
-    a.bind(tile);
-    for (uint32_t c = 0; c < 4; ++c) a.tilezero(x86::tmm(c));
-    a.mov(x86::r10, 64);    // A's row stride
-    a.mov(x86::r11, 128);   // B's and the C block's row stride
-    a.test(x86::r8, x86::r8);
-    a.jz(done);
-    a.bind(loop);
-    a.tileloadd(x86::tmm4, x86::ptr(x86::rdi, x86::r10));
-    a.tileloadd(x86::tmm6, x86::ptr(x86::rsi, x86::r11));
-    a.tileloadd(x86::tmm5, x86::ptr(x86::rdi, x86::r10, 0, 1024));
-    a.tdpbsud(x86::tmm0, x86::tmm4, x86::tmm6);
-    a.tileloadd(x86::tmm7, x86::ptr(x86::rsi, x86::r11, 0, 64));
-    a.tdpbsud(x86::tmm2, x86::tmm5, x86::tmm6);
-    a.tdpbsud(x86::tmm1, x86::tmm4, x86::tmm7);
-    a.tdpbsud(x86::tmm3, x86::tmm5, x86::tmm7);
-    a.add(x86::rdi, (int32_t)(kInt8AmxRows * 64));
-    a.add(x86::rsi, (int32_t)(kInt8AmxGroups * kInt8AmxCols * 4));
-    a.sub(x86::r8, (int32_t)kInt8AmxGroups);
-    a.jnz(loop);
-    a.bind(done);
-    a.mov(x86::r8, x86::rsp);   // restored before ret
-    a.sub(x86::rsp, (int32_t)(kInt8AmxRows * kInt8AmxCols * 4));
-    a.and_(x86::rsp, -64);
-    a.tilestored(x86::ptr(x86::rsp, x86::r11), x86::tmm0);
-    a.tilestored(x86::ptr(x86::rsp, x86::r11, 0, 64), x86::tmm1);
-    a.tilestored(x86::ptr(x86::rsp, x86::r11, 0, 16 * 128), x86::tmm2);
-    a.tilestored(x86::ptr(x86::rsp, x86::r11, 0, 16 * 128 + 64), x86::tmm3);
-    a.mov(x86::rax, x86::qword_ptr(x86::r9, (int32_t)offsetof(Int8Gemm::TileParams, bias)));
-    a.mov(x86::r10, x86::qword_ptr(x86::r9, (int32_t)offsetof(Int8Gemm::TileParams, scale)));
-    a.vbroadcastss(x86::zmm29, x86::dword_ptr(x86::r9, (int32_t)offsetof(Int8Gemm::TileParams, lo)));
-    a.vbroadcastss(x86::zmm30, x86::dword_ptr(x86::r9, (int32_t)offsetof(Int8Gemm::TileParams, hi)));
-    a.vpbroadcastd(x86::zmm31, x86::dword_ptr(x86::r9, (int32_t)offsetof(Int8Gemm::TileParams, zero_point)));
-    a.kmovw(x86::k1, x86::word_ptr(x86::r9, (int32_t)offsetof(Int8Gemm::TileParams, mask)));
-    a.kmovw(x86::k2, x86::word_ptr(x86::r9, (int32_t)offsetof(Int8Gemm::TileParams, mask) + 4));
-    a.mov(x86::r11d, x86::dword_ptr(x86::r9, (int32_t)offsetof(Int8Gemm::TileParams, rows)));
-    a.mov(x86::rdi, x86::rsp);
-    a.bind(row);
-    a.vmovdqa32(x86::zmm0, x86::zmmword_ptr(x86::rdi, 0));
-    a.vmovdqa32(x86::zmm1, x86::zmmword_ptr(x86::rdi, 64));
-    a.vpbroadcastd(x86::zmm27, x86::dword_ptr(x86::rax));
-    a.vbroadcastss(x86::zmm28, x86::dword_ptr(x86::r10));
-    emit_vnni_requantize(a, x86::zmm0, x86::zmm27, x86::zmm28, x86::k1, x86::xmmword_ptr(x86::rdx, 0));
-    emit_vnni_requantize(a, x86::zmm1, x86::zmm27, x86::zmm28, x86::k2, x86::xmmword_ptr(x86::rdx, 16));
-    a.add(x86::rdi, 128);
-    a.add(x86::rax, 4);
-    a.add(x86::r10, 4);
-    a.add(x86::rdx, x86::rcx);
-    a.sub(x86::r11d, 1);
-    a.jnz(row);
-    a.mov(x86::rsp, x86::r8);
-    a.vzeroupper();
-    a.ret();
-    // palette 1; tiles 0-7 all 16 rows of 64 bytes
-    uint8_t tile_config[64] = {};
-    tile_config[0] = 1;
-    for (uint32_t c = 0; c < 8; ++c) {
-        tile_config[16 + 2 * c] = 64;
-        tile_config[48 + c] = 16;
-    }
-    a.align(AlignMode::kData, 64);
-    a.bind(config);
-    a.embed(tile_config, sizeof tile_config);
-    if (recorder.first != kErrorOk) return t;
-    void* base = nullptr;
-    if (jit_runtime().add(&base, &code) != kErrorOk) { t.status = Status::OutOfMemory; return t; }
-    t.fn[0] = reinterpret_cast<Int8Gemm::TileFn>(static_cast<char*>(base) + code.labelOffsetFromBase(tile));
-    t.begin = reinterpret_cast<void (*)()>(static_cast<char*>(base) + code.labelOffsetFromBase(begin));
-    t.end = reinterpret_cast<void (*)()>(static_cast<char*>(base) + code.labelOffsetFromBase(end));
-    t.status = Status::Ok;
+    void* entries[3];   // begin, end, the tile
+    t.status = assemble_jit_entries<x86::Assembler>(3, entries, [&](x86::Assembler& a, const Label* labels) {
+        const Label begin = labels[0], end = labels[1], tile = labels[2];
+        Label config = a.newLabel(), loop = a.newLabel(), done = a.newLabel(), row = a.newLabel();
+        a.bind(begin);
+        a.ldtilecfg(x86::ptr(config));
+        a.ret();
+        a.align(AlignMode::kCode, 16);
+        a.bind(end);
+        a.tilerelease();
+        a.ret();
+        a.align(AlignMode::kCode, 32);
+        a.bind(tile);
+        for (uint32_t c = 0; c < 4; ++c) a.tilezero(x86::tmm(c));
+        a.mov(x86::r10, 64);    // A's row stride
+        a.mov(x86::r11, 128);   // B's and the C block's row stride
+        a.test(x86::r8, x86::r8);
+        a.jz(done);
+        a.bind(loop);
+        a.tileloadd(x86::tmm4, x86::ptr(x86::rdi, x86::r10));
+        a.tileloadd(x86::tmm6, x86::ptr(x86::rsi, x86::r11));
+        a.tileloadd(x86::tmm5, x86::ptr(x86::rdi, x86::r10, 0, 1024));
+        a.tdpbsud(x86::tmm0, x86::tmm4, x86::tmm6);
+        a.tileloadd(x86::tmm7, x86::ptr(x86::rsi, x86::r11, 0, 64));
+        a.tdpbsud(x86::tmm2, x86::tmm5, x86::tmm6);
+        a.tdpbsud(x86::tmm1, x86::tmm4, x86::tmm7);
+        a.tdpbsud(x86::tmm3, x86::tmm5, x86::tmm7);
+        a.add(x86::rdi, (int32_t)(kInt8AmxRows * 64));
+        a.add(x86::rsi, (int32_t)(kInt8AmxGroups * kInt8AmxCols * 4));
+        a.sub(x86::r8, (int32_t)kInt8AmxGroups);
+        a.jnz(loop);
+        a.bind(done);
+        a.mov(x86::r8, x86::rsp);   // restored before ret
+        a.sub(x86::rsp, (int32_t)(kInt8AmxRows * kInt8AmxCols * 4));
+        a.and_(x86::rsp, -64);
+        a.tilestored(x86::ptr(x86::rsp, x86::r11), x86::tmm0);
+        a.tilestored(x86::ptr(x86::rsp, x86::r11, 0, 64), x86::tmm1);
+        a.tilestored(x86::ptr(x86::rsp, x86::r11, 0, 16 * 128), x86::tmm2);
+        a.tilestored(x86::ptr(x86::rsp, x86::r11, 0, 16 * 128 + 64), x86::tmm3);
+        a.mov(x86::rax, x86::qword_ptr(x86::r9, (int32_t)offsetof(Int8Gemm::TileParams, bias)));
+        a.mov(x86::r10, x86::qword_ptr(x86::r9, (int32_t)offsetof(Int8Gemm::TileParams, scale)));
+        a.vbroadcastss(x86::zmm29, x86::dword_ptr(x86::r9, (int32_t)offsetof(Int8Gemm::TileParams, lo)));
+        a.vbroadcastss(x86::zmm30, x86::dword_ptr(x86::r9, (int32_t)offsetof(Int8Gemm::TileParams, hi)));
+        a.vpbroadcastd(x86::zmm31, x86::dword_ptr(x86::r9, (int32_t)offsetof(Int8Gemm::TileParams, zero_point)));
+        a.kmovw(x86::k1, x86::word_ptr(x86::r9, (int32_t)offsetof(Int8Gemm::TileParams, mask)));
+        a.kmovw(x86::k2, x86::word_ptr(x86::r9, (int32_t)offsetof(Int8Gemm::TileParams, mask) + 4));
+        a.mov(x86::r11d, x86::dword_ptr(x86::r9, (int32_t)offsetof(Int8Gemm::TileParams, rows)));
+        a.mov(x86::rdi, x86::rsp);
+        a.bind(row);
+        a.vmovdqa32(x86::zmm0, x86::zmmword_ptr(x86::rdi, 0));
+        a.vmovdqa32(x86::zmm1, x86::zmmword_ptr(x86::rdi, 64));
+        a.vpbroadcastd(x86::zmm27, x86::dword_ptr(x86::rax));
+        a.vbroadcastss(x86::zmm28, x86::dword_ptr(x86::r10));
+        emit_vnni_requantize(a, x86::zmm0, x86::zmm27, x86::zmm28, x86::k1, x86::xmmword_ptr(x86::rdx, 0));
+        emit_vnni_requantize(a, x86::zmm1, x86::zmm27, x86::zmm28, x86::k2, x86::xmmword_ptr(x86::rdx, 16));
+        a.add(x86::rdi, 128);
+        a.add(x86::rax, 4);
+        a.add(x86::r10, 4);
+        a.add(x86::rdx, x86::rcx);
+        a.sub(x86::r11d, 1);
+        a.jnz(row);
+        a.mov(x86::rsp, x86::r8);
+        a.vzeroupper();
+        a.ret();
+        // palette 1; tiles 0-7 all 16 rows of 64 bytes
+        uint8_t tile_config[64] = {};
+        tile_config[0] = 1;
+        for (uint32_t c = 0; c < 8; ++c) {
+            tile_config[16 + 2 * c] = 64;
+            tile_config[48 + c] = 16;
+        }
+        a.align(AlignMode::kData, 64);
+        a.bind(config);
+        a.embed(tile_config, sizeof tile_config);
+    });
+    if (t.status != Status::Ok) return t;
+    t.begin = reinterpret_cast<void (*)()>(entries[0]);
+    t.end = reinterpret_cast<void (*)()>(entries[1]);
+    t.fn[0] = reinterpret_cast<Int8Gemm::TileFn>(entries[2]);
     return t;
 }
 
@@ -7585,26 +7578,17 @@ inline Int8TileTable make_int8_tile_amx() {
 inline Int8TileTable make_int8_tiles(uint32_t max_rows, uint32_t max_vectors, void (*emit)(asmjit::x86::Assembler&, uint32_t, uint32_t)) {
     using namespace asmjit;
     Int8TileTable t;
-    CodeHolder code;
-    ErrorRecorder recorder;
-    code.init(jit_runtime().environment());
-    code.setErrorHandler(&recorder);
-    x86::Assembler a(&code);
-    Label labels[kInt8VnniRows * kInt8VnniVectors];
-    for (uint32_t vectors = 1; vectors <= max_vectors; ++vectors)
-        for (uint32_t rows = 1; rows <= max_rows; ++rows) {
-            Label& l = labels[(vectors - 1) * max_rows + rows - 1];
-            l = a.newLabel();
-            a.align(AlignMode::kCode, 32);
-            a.bind(l);
-            emit(a, rows, vectors);
-        }
-    if (recorder.first != kErrorOk) return t;
-    void* base = nullptr;
-    if (jit_runtime().add(&base, &code) != kErrorOk) { t.status = Status::OutOfMemory; return t; }
-    for (uint32_t r = 0; r < max_rows * max_vectors; ++r)
-        t.fn[r] = reinterpret_cast<Int8Gemm::TileFn>(static_cast<char*>(base) + code.labelOffsetFromBase(labels[r]));
-    t.status = Status::Ok;
+    void* entries[kInt8VnniRows * kInt8VnniVectors];
+    t.status = assemble_jit_entries<x86::Assembler>(max_rows * max_vectors, entries, [&](x86::Assembler& a, const Label* labels) {
+        for (uint32_t vectors = 1; vectors <= max_vectors; ++vectors)
+            for (uint32_t rows = 1; rows <= max_rows; ++rows) {
+                a.align(AlignMode::kCode, 32);
+                a.bind(labels[(vectors - 1) * max_rows + rows - 1]);
+                emit(a, rows, vectors);
+            }
+    });
+    if (t.status != Status::Ok) return t;
+    for (uint32_t r = 0; r < max_rows * max_vectors; ++r) t.fn[r] = reinterpret_cast<Int8Gemm::TileFn>(entries[r]);
     return t;
 }
 // The AVX2 tiles: rows x 2 accumulators (ymm0..11), B's two vectors in ymm12-13, a row of A
@@ -7844,24 +7828,16 @@ struct Int8TileTable {
 inline Int8TileTable make_int8_tiles_sdot() {
     using namespace asmjit;
     Int8TileTable t;
-    CodeHolder code;
-    ErrorRecorder recorder;
-    code.init(jit_runtime().environment());
-    code.setErrorHandler(&recorder);
-    a64::Assembler a(&code);
-    Label labels[8];
-    for (uint32_t rows = 1; rows <= 8; ++rows) {
-        labels[rows - 1] = a.newLabel();
-        a.align(AlignMode::kCode, 16);
-        a.bind(labels[rows - 1]);
-        emit_int8_tile_sdot(a, rows);
-    }
-    if (recorder.first != kErrorOk) return t;
-    void* base = nullptr;
-    if (jit_runtime().add(&base, &code) != kErrorOk) { t.status = Status::OutOfMemory; return t; }
-    for (uint32_t r = 0; r < 8; ++r)
-        t.fn[r] = reinterpret_cast<Int8Gemm::TileFn>(static_cast<char*>(base) + code.labelOffsetFromBase(labels[r]));
-    t.status = Status::Ok;
+    void* entries[8];
+    t.status = assemble_jit_entries<a64::Assembler>(8, entries, [&](a64::Assembler& a, const Label* labels) {
+        for (uint32_t rows = 1; rows <= 8; ++rows) {
+            a.align(AlignMode::kCode, 16);
+            a.bind(labels[rows - 1]);
+            emit_int8_tile_sdot(a, rows);
+        }
+    });
+    if (t.status != Status::Ok) return t;
+    for (uint32_t r = 0; r < 8; ++r) t.fn[r] = reinterpret_cast<Int8Gemm::TileFn>(entries[r]);
     return t;
 }
 #endif
@@ -7881,57 +7857,53 @@ struct Int8PackKernels {
 inline Int8PackKernels make_int8_pack_kernels(uint32_t nr) {
     using namespace asmjit;
     Int8PackKernels t;
-    CodeHolder code;
-    ErrorRecorder recorder;
-    code.init(jit_runtime().environment());
-    code.setErrorHandler(&recorder);
-    x86::Assembler a(&code);
-    Label index = a.newLabel(), entries[2] = {a.newLabel(), a.newLabel()};
-    const x86::Gp row[4] = {x86::r8, x86::r9, x86::r10, x86::r11};
-    for (int strided = 0; strided < 2; ++strided) {
-        Label loop = a.newLabel();
-        a.align(AlignMode::kCode, 32);
-        a.bind(entries[strided]);
-        a.vmovdqu64(x86::zmm31, x86::ptr(index));
-        if (strided) a.lea(x86::rax, x86::ptr(x86::rsi, x86::rsi, 1));   // 3 strides
-        a.bind(loop);
-        if (strided) {
-            a.mov(row[0], x86::rdi);
-            a.lea(row[1], x86::ptr(x86::rdi, x86::rsi));
-            a.lea(row[2], x86::ptr(x86::rdi, x86::rsi, 1));
-            a.lea(row[3], x86::ptr(x86::rdi, x86::rax));
-        } else {
-            for (uint32_t q = 0; q < 4; ++q) {
-                a.mov(row[q], x86::qword_ptr(x86::rsi, (int32_t)(8 * q)));
-                a.add(row[q], x86::rdi);
+    void* entries[2];   // rows, strided
+    const Status s = assemble_jit_entries<x86::Assembler>(2, entries, [&](x86::Assembler& a, const Label* labels) {
+        Label index = a.newLabel();
+        const x86::Gp row[4] = {x86::r8, x86::r9, x86::r10, x86::r11};
+        for (int strided = 0; strided < 2; ++strided) {
+            Label loop = a.newLabel();
+            a.align(AlignMode::kCode, 32);
+            a.bind(labels[strided]);
+            a.vmovdqu64(x86::zmm31, x86::ptr(index));
+            if (strided) a.lea(x86::rax, x86::ptr(x86::rsi, x86::rsi, 1));   // 3 strides
+            a.bind(loop);
+            if (strided) {
+                a.mov(row[0], x86::rdi);
+                a.lea(row[1], x86::ptr(x86::rdi, x86::rsi));
+                a.lea(row[2], x86::ptr(x86::rdi, x86::rsi, 1));
+                a.lea(row[3], x86::ptr(x86::rdi, x86::rax));
+            } else {
+                for (uint32_t q = 0; q < 4; ++q) {
+                    a.mov(row[q], x86::qword_ptr(x86::rsi, (int32_t)(8 * q)));
+                    a.add(row[q], x86::rdi);
+                }
             }
+            for (uint32_t c = 0; c < nr / 16; ++c) {
+                const x86::Zmm v = x86::zmm(c);
+                a.vmovdqu(v.xmm(), x86::xmmword_ptr(row[0], (int32_t)(16 * c)));
+                for (uint32_t q = 1; q < 4; ++q) a.vinserti32x4(v, v, x86::xmmword_ptr(row[q], (int32_t)(16 * c)), q);
+                a.vpermb(v, x86::zmm31, v);
+                a.vmovdqu64(x86::zmmword_ptr(x86::rcx, (int32_t)(64 * c)), v);
+            }
+            if (strided) a.lea(x86::rdi, x86::ptr(x86::rdi, x86::rsi, 2));   // 4 strides on
+            else a.add(x86::rsi, 32);
+            a.add(x86::rcx, (int32_t)(4 * nr));
+            a.sub(x86::rdx, 1);
+            a.jnz(loop);
+            a.vzeroupper();
+            a.ret();
         }
-        for (uint32_t c = 0; c < nr / 16; ++c) {
-            const x86::Zmm v = x86::zmm(c);
-            a.vmovdqu(v.xmm(), x86::xmmword_ptr(row[0], (int32_t)(16 * c)));
-            for (uint32_t q = 1; q < 4; ++q) a.vinserti32x4(v, v, x86::xmmword_ptr(row[q], (int32_t)(16 * c)), q);
-            a.vpermb(v, x86::zmm31, v);
-            a.vmovdqu64(x86::zmmword_ptr(x86::rcx, (int32_t)(64 * c)), v);
-        }
-        if (strided) a.lea(x86::rdi, x86::ptr(x86::rdi, x86::rsi, 2));   // 4 strides on
-        else a.add(x86::rsi, 32);
-        a.add(x86::rcx, (int32_t)(4 * nr));
-        a.sub(x86::rdx, 1);
-        a.jnz(loop);
-        a.vzeroupper();
-        a.ret();
-    }
-    uint8_t permute[64];
-    for (uint32_t j = 0; j < 16; ++j)
-        for (uint32_t q = 0; q < 4; ++q) permute[4 * j + q] = (uint8_t)(16 * q + j);
-    a.align(AlignMode::kData, 64);
-    a.bind(index);
-    a.embed(permute, sizeof permute);
-    if (recorder.first != kErrorOk) return t;
-    void* base = nullptr;
-    if (jit_runtime().add(&base, &code) != kErrorOk) return t;
-    t.rows = reinterpret_cast<Int8Gemm::PackRowsFn>(static_cast<char*>(base) + code.labelOffsetFromBase(entries[0]));
-    t.strided = reinterpret_cast<Int8Gemm::PackStridedFn>(static_cast<char*>(base) + code.labelOffsetFromBase(entries[1]));
+        uint8_t permute[64];
+        for (uint32_t j = 0; j < 16; ++j)
+            for (uint32_t q = 0; q < 4; ++q) permute[4 * j + q] = (uint8_t)(16 * q + j);
+        a.align(AlignMode::kData, 64);
+        a.bind(index);
+        a.embed(permute, sizeof permute);
+    });
+    if (s != Status::Ok) return t;
+    t.rows = reinterpret_cast<Int8Gemm::PackRowsFn>(entries[0]);
+    t.strided = reinterpret_cast<Int8Gemm::PackStridedFn>(entries[1]);
     return t;
 }
 #endif
