@@ -932,14 +932,17 @@ private:
 // int8 and the bias adds 128 * sum(w)) sums 4 taps of a vector of outputs; the phases' bytes
 // interleave back by shifts. JIT only: Unsupported for other targets and shapes (stride_w
 // above 2, dilation_w above 1, kernels of more than 16 groups of 4 taps), where callers keep
-// their float or int32 kernels.
+// their float or int32 kernels. Narrow planes with strides 1 run flat: the copy's rows are
+// out_w + kernel_w - 1 bytes apart and the kernel sweeps the band as one long row (the columns
+// past out_w compute values nobody reads), then the rows are copied into y.
 class Int8DepthwiseConv {
 public:
     Status init(const DepthwiseShape& shape, Isa isa = Isa::Auto);
     Isa isa() const { return isa_; }
     const DepthwiseShape& shape() const { return shape_; }
-    // Bytes of scratch one band of output rows [row0, row1) needs: the padded copy, and (NEON,
-    // no masked stores) the band's output rows before they are copied into y.
+    bool flat() const { return flat_; }
+    // Bytes of scratch one band of output rows [row0, row1) needs: the padded copy, and (flat, or
+    // NEON: no masked stores) the band's output rows before they are copied into y.
     size_t scratch_bytes(int64_t rows) const;
     // The padded copy of the input rows that output rows [row0, row1) read. borders_ready:
     // scratch holds the copy of the same band with the same zero point already (of any plane):
@@ -980,6 +983,8 @@ private:
     int64_t pitch_ = 0;          // bytes of a padded row
     int64_t out_pitch_ = 0;      // bytes of an output row in scratch (0: stored straight into y)
     bool signed_x_ = false;      // the copy holds x ^ 0x80 (sdot)
+    bool flat_ = false;          // the band as one row of pitch_ * rows bytes (output rows pitch_ apart)
+    int64_t copy_bytes(int64_t rows) const;   // the padded copy of a band and the bytes its last block reads past it
 };
 
 // >>int8 lookup
@@ -8433,6 +8438,51 @@ inline Int8DepthwiseKernelTable& int8_depthwise_kernels() {
 }
 }  // namespace detail
 
+namespace detail {
+// dst[i] = src[i] ^ flip for n bytes (no overlap). Rows of up to 64 bytes (or any with a flip)
+// 16 at a time, the last 16 overlapping, shorter ones as two overlapping words: no library call
+// or byte loop per narrow row.
+inline void copy_narrow(uint8_t* dst, const uint8_t* src, int64_t n, uint8_t flip) {
+    if (!flip && n > 64) {
+        std::memcpy(dst, src, (size_t)n);
+    } else if (n >= 16) {
+#if defined(__SSE2__)
+        const __m128i flips = _mm_set1_epi8((char)flip);
+        for (int64_t i = 0;; i += 16) {
+            if (i > n - 16) i = n - 16;
+            _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i),
+                             _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i)), flips));
+            if (i == n - 16) break;
+        }
+#elif defined(__ARM_NEON)
+        const uint8x16_t flips = vdupq_n_u8(flip);
+        for (int64_t i = 0;; i += 16) {
+            if (i > n - 16) i = n - 16;
+            vst1q_u8(dst + i, veorq_u8(vld1q_u8(src + i), flips));
+            if (i == n - 16) break;
+        }
+#else
+        for (int64_t i = 0; i < n; ++i) dst[i] = src[i] ^ flip;
+#endif
+    } else if (n >= 4) {
+        auto words = [&](auto word, int64_t size) {
+            using Word = decltype(word);
+            const Word flips = (Word)(flip * (Word)0x0101010101010101ull);
+            Word a, b;
+            std::memcpy(&a, src, (size_t)size);
+            std::memcpy(&b, src + n - size, (size_t)size);
+            a ^= flips, b ^= flips;
+            std::memcpy(dst, &a, (size_t)size);
+            std::memcpy(dst + n - size, &b, (size_t)size);
+        };
+        if (n >= 8) words(uint64_t(), 8);
+        else words(uint32_t(), 4);
+    } else {
+        for (int64_t i = 0; i < n; ++i) dst[i] = src[i] ^ flip;
+    }
+}
+}  // namespace detail
+
 Status Int8DepthwiseConv::init(const DepthwiseShape& s, Isa isa) {
     if (isa == Isa::Auto) isa = default_isa();
     if (!isa_available(isa)) return Status::Unsupported;
@@ -8450,23 +8500,34 @@ Status Int8DepthwiseConv::init(const DepthwiseShape& s, Isa isa) {
     if (!x86 && !(isa == Isa::Neon && arm_features().dot_product)) return Status::Unsupported;
     // The vector width and vectors per block that compute the fewest columns past out_w; 16-byte
     // vectors cost twice per byte (512- and 256-bit VNNI sum as much per cycle), each block a little.
+    // Flat (strides 1): the whole plane's out_h rows of flat_pitch columns as one row, then a
+    // copy of each output row (priced at 16-byte steps).
     const int64_t phases = s.stride_w == 1 ? 4 : 2;
+    const bool can_flat = s.stride_w == 1 && s.stride_h == 1;
+    const int64_t flat_pitch = std::max(s.out_w + s.kernel_w - 1, s.pad_left + s.in_w);
     int64_t best_cost = -1, best_v = 16, best_u = 1;
-    for (int64_t v : {64, 32, 16}) {
-        if (!x86 && v != 16) continue;
-        for (int64_t u : {4, 2, 1}) {
-            if (u * phases > 8 || u * phases < 4) continue;
-            const int64_t outputs = u * (s.stride_w == 1 ? v : v / 2);
-            const int64_t blocks = (s.out_w + outputs - 1) / outputs;
-            const int64_t cost = blocks * (u * (v < 32 ? 32 : v) + 16);
-            if (best_cost < 0 || cost < best_cost) best_cost = cost, best_v = v, best_u = u;
+    bool flat = false;
+    for (bool f : {false, true}) {
+        if (f && (!can_flat || (double)s.out_h * (double)flat_pitch > (double)limit)) continue;
+        const int64_t length = f ? s.out_h * flat_pitch : s.out_w, lines = f ? 1 : s.out_h;
+        for (int64_t v : {64, 32, 16}) {
+            if (!x86 && v != 16) continue;
+            for (int64_t u : {4, 2, 1}) {
+                if (u * phases > 8 || u * phases < 4) continue;
+                const int64_t outputs = u * (s.stride_w == 1 ? v : v / 2);
+                const int64_t blocks = (length + outputs - 1) / outputs;
+                const int64_t cost = lines * blocks * (u * (v < 32 ? 32 : v) + 16) + (f ? s.out_h * (8 + s.out_w / 8) : 0);
+                if (best_cost < 0 || cost < best_cost) best_cost = cost, best_v = v, best_u = u, flat = f;
+            }
         }
     }
     const int64_t block_outputs = best_u * (s.stride_w == 1 ? best_v : best_v / 2);
-    const int64_t iterations = (s.out_w + block_outputs - 1) / block_outputs;
-    int64_t pitch = iterations * best_u * best_v + 4 * groups + 4;
-    if (pitch < s.pad_left + s.in_w) pitch = s.pad_left + s.in_w;
-    pitch = (pitch + 63) / 64 * 64;
+    const int64_t iterations = flat ? 0 : (s.out_w + block_outputs - 1) / block_outputs;   // flat: per band
+    int64_t pitch = flat_pitch;
+    if (!flat) {
+        pitch = std::max(iterations * best_u * best_v + 4 * groups + 4, s.pad_left + s.in_w);
+        pitch = (pitch + 63) / 64 * 64;
+    }
     const double rows = (double)(s.out_h - 1) * (double)s.stride_h + (double)(s.kernel_h - 1) * (double)s.dilation_h + 1;
     if (rows * (double)pitch > (double)((int64_t)1 << 40)) return Status::Unsupported;
     const detail::Int8DepthwiseKey key{isa, s.kernel_h, groups, s.stride_w, best_v, best_u};
@@ -8480,8 +8541,9 @@ Status Int8DepthwiseConv::init(const DepthwiseShape& s, Isa isa) {
     block_outputs_ = block_outputs;
     iterations_ = iterations;
     pitch_ = pitch;
-    out_pitch_ = x86 ? 0 : (iterations * block_outputs + 15) / 16 * 16;
+    out_pitch_ = flat ? pitch : x86 ? 0 : (iterations * block_outputs + 15) / 16 * 16;
     signed_x_ = !x86;
+    flat_ = flat;
     return Status::Ok;
 #else
     (void)groups;
@@ -8489,37 +8551,28 @@ Status Int8DepthwiseConv::init(const DepthwiseShape& s, Isa isa) {
 #endif
 }
 
+int64_t Int8DepthwiseConv::copy_bytes(int64_t rows) const {
+    // flat: the last block's loads run up to a block and 4 * groups + 3 bytes past the band's
+    // rows; the output rows after it start on a cache line
+    const int64_t bytes = detail::depthwise_band_rows(shape_, 0, rows) * pitch_;
+    return flat_ ? (bytes + block_outputs_ + 4 * groups_ + 4 + 63) / 64 * 64 : bytes;
+}
+
 size_t Int8DepthwiseConv::scratch_bytes(int64_t rows) const {
-    return (size_t)(detail::depthwise_band_rows(shape_, 0, rows) * pitch_ + rows * out_pitch_ + 64);
+    const int64_t out = flat_ ? (rows * pitch_ + block_outputs_ - 1) / block_outputs_ * block_outputs_ : rows * out_pitch_;
+    return (size_t)(copy_bytes(rows) + out + 64);
 }
 
 void Int8DepthwiseConv::pad(const uint8_t* x, uint8_t zero_point, int64_t row0, int64_t row1, uint8_t* scratch,
                             bool borders_ready) const {
     const DepthwiseShape& s = shape_;
     const uint8_t flip = signed_x_ ? 0x80 : 0, fill = zero_point ^ flip;
-    const uint64_t flips = signed_x_ ? 0x8080808080808080ull : 0;
     const int64_t first = row0 * s.stride_h - s.pad_top, rows = detail::depthwise_band_rows(s, row0, row1);
-    if (!borders_ready) std::memset(scratch, fill, (size_t)(rows * pitch_));
+    if (!borders_ready) std::memset(scratch, fill, (size_t)copy_bytes(row1 - row0));
     for (int64_t r = 0; r < rows; ++r) {
         const int64_t in_row = first + r;
         if (in_row < 0 || in_row >= s.in_h) continue;
-        uint8_t* dst = scratch + r * pitch_ + s.pad_left;
-        const uint8_t* src = x + in_row * s.in_w;
-        // 8 bytes at a time, the last 8 overlapping (narrow planes: no library call per row)
-        if (!flip && s.in_w > 64) {
-            std::memcpy(dst, src, (size_t)s.in_w);
-        } else if (s.in_w >= 8) {
-            for (int64_t i = 0;; i += 8) {
-                if (i > s.in_w - 8) i = s.in_w - 8;
-                uint64_t v;
-                std::memcpy(&v, src + i, 8);
-                v ^= flips;
-                std::memcpy(dst + i, &v, 8);
-                if (i == s.in_w - 8) break;
-            }
-        } else {
-            for (int64_t i = 0; i < s.in_w; ++i) dst[i] = src[i] ^ flip;
-        }
+        detail::copy_narrow(scratch + r * pitch_ + s.pad_left, x + in_row * s.in_w, s.in_w, flip);
     }
 }
 
@@ -8541,11 +8594,11 @@ void Int8DepthwiseConv::run_rows(uint8_t* scratch, const int8_t* packed_weights,
     p.x = scratch;
     p.x_row_step = s.stride_h * pitch_;
     p.tap_row_step = s.dilation_h * pitch_;
-    uint8_t* out = scratch + detail::depthwise_band_rows(s, row0, row1) * pitch_;
+    uint8_t* out = scratch + copy_bytes(row1 - row0);
     p.y = out_pitch_ ? out : y + row0 * s.out_w;
     p.y_row_step = out_pitch_ ? out_pitch_ : s.out_w;
-    p.rows = row1 - row0;
-    p.iterations = iterations_;
+    p.rows = flat_ ? 1 : row1 - row0;
+    p.iterations = flat_ ? ((row1 - row0) * pitch_ + block_outputs_ - 1) / block_outputs_ : iterations_;
     p.weights = packed_weights;
     p.bias = kernel_bias;
     p.scale = scale;
@@ -8553,14 +8606,14 @@ void Int8DepthwiseConv::run_rows(uint8_t* scratch, const int8_t* packed_weights,
     p.hi = rq.hi;
     p.zero_point = rq.zero_point;
     const int64_t outputs = s.stride_w == 1 ? vector_bytes_ : vector_bytes_ / 2;   // per vector
-    for (int64_t u = 0; u < 4; ++u) {
-        int64_t lanes = s.out_w - (iterations_ - 1) * block_outputs_ - u * outputs;
+    for (int64_t u = 0; u < 4; ++u) {   // flat: every block whole (scratch_bytes holds them)
+        int64_t lanes = flat_ ? outputs : s.out_w - (iterations_ - 1) * block_outputs_ - u * outputs;
         if (lanes > outputs) lanes = outputs;
         p.tail_masks[u] = lanes >= 64 ? ~0ull : lanes <= 0 ? 0ull : (1ull << lanes) - 1;
     }
     kernel_(&p);
     if (out_pitch_)
-        for (int64_t r = row0; r < row1; ++r) std::memcpy(y + r * s.out_w, out + (r - row0) * out_pitch_, (size_t)s.out_w);
+        for (int64_t r = row0; r < row1; ++r) detail::copy_narrow(y + r * s.out_w, out + (r - row0) * out_pitch_, s.out_w, 0);
 }
 
 // >>int8 lookup implementation

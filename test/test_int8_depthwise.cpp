@@ -1,8 +1,9 @@
 // snippets.h's Int8DepthwiseConv (the VNNI and sdot row kernels) bit for bit against a scalar
 // oracle (int32 sums of w * (x - zero point), int8_requantize) on every ISA of the machine:
 // kernel widths 1..7 and 9 (one to three groups of 4 taps), strides 1 and 2, dilated rows,
-// pads on every side, output widths around each vector and block size, bands of rows, the
-// extreme bytes and weights (-128, 127); the targets without a kernel say Unsupported.
+// pads on every side, output widths around each vector and block size, bands of rows, planes
+// swept row by row and flat, the extreme bytes and weights (-128, 127); the targets without a
+// kernel say Unsupported.
 #include <doctest/doctest.h>
 #include <cmath>
 #include <cstring>
@@ -119,7 +120,7 @@ TEST_CASE("int8 depthwise: row kernels bit for bit against the oracle on every I
     uint32_t seed = 1;
     for (Isa isa : machine_isas()) {
         CAPTURE(isa_name(isa));
-        uint32_t taken = 0;
+        uint32_t taken = 0, flat = 0;
         for (const DwShapeCase& c : cases) {
             Int8DepthwiseConv conv;
             const Status status = conv.init(make_shape(c), isa);
@@ -129,10 +130,14 @@ TEST_CASE("int8 depthwise: row kernels bit for bit against the oracle on every I
             }
             REQUIRE(status == Status::Ok);
             ++taken;
+            flat += conv.flat();
             const int64_t out_h = conv.shape().out_h;
             for (int64_t band : {out_h, (int64_t)1, (int64_t)2}) check_plane(conv, seed++, band);
         }
-        if (has_kernel(isa)) CHECK(taken == cases.size());
+        if (!has_kernel(isa)) continue;
+        CHECK(taken == cases.size());
+        CHECK(flat > 10);                   // both ways of sweeping a plane ran
+        CHECK(taken - flat > 10);
     }
 }
 
