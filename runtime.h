@@ -2790,7 +2790,7 @@ public:
         SnippetBody* body = nullptr;        // the snippet's body (arena lists, object on the heap)
         RunFn run = nullptr;                // CPU: its own kernel for the node (JIT GEMM), with
         const void* state = nullptr;        // this state, instead of the prepared one
-        Snippet* epilogue = nullptr;        // CPU: the fused epilogue of a GEMM step (GemmEpilogue)
+        Snippet* epilogue = nullptr;        // CPU: the fused epilogue of a GEMM step (GemmEpilogue), a Softmax's exp
         SnippetBody* epilogue_body = nullptr;
         // CPU: where a kernel that runs epilogues (>>gemm epilogue) keeps its own, in its state;
         // nullptr for kernels that do not.
@@ -12162,8 +12162,8 @@ inline Status run_cpu_global_average_pool(const RunContext& c) { return run_cpu_
 inline Status run_cpu_global_max_pool(const RunContext& c) { return run_cpu_global_pool(c, true); }
 
 // Softmax and LogSoftmax along contiguous rows (the last axis, or the coerced 2-D of opset
-// < 13): the row's maximum, exp(x - max) through snippets.h's math_exp on F4 lanes (its
-// accuracy, 0.8 ulp), the sum in double as the reference, then one scaling pass.
+// < 13): the row's maximum, exp(x - max) through snippets.h's math_exp (its accuracy, 0.8 ulp)
+// on a JIT snippet or F4 lanes, the sum in double as the reference, then one scaling pass.
 #if defined(__SSE2__)
 struct F4Math {   // the vector model of snippets.h (>>vector model) on SSE2, without FMA
     using V = F4;
@@ -12254,54 +12254,114 @@ inline float cpu_exp(float x) {
     return lanes[0];
 }
 
-inline void cpu_softmax_row(const float* x, float* y, int64_t n, bool log) {
-    // the maximum by the reference's rule (NaN passed over; it reaches the sum through exp)
+// The row's maximum by the reference's rule (NaN passed over; it reaches the sum through exp),
+// in 4 vectors of lanes so the maxima overlap.
+inline float cpu_row_max(const float* x, int64_t n) {
     float top = -INFINITY;
     int64_t i = 0;
     if (n >= 4) {
-        F4 m = f4_set(-INFINITY);
-        for (; i + 4 <= n; i += 4) m = f4_max(f4_load(x + i), m);
-        float lanes[4];
-        f4_lanes(m, lanes);
-        for (float v : lanes) top = v > top ? v : top;
+        F4 m[4] = {f4_set(-INFINITY), f4_set(-INFINITY), f4_set(-INFINITY), f4_set(-INFINITY)};
+        for (; i + 16 <= n; i += 16)
+            for (int k = 0; k < 4; ++k) m[k] = f4_max(f4_load(x + i + 4 * k), m[k]);
+        for (; i + 4 <= n; i += 4) m[0] = f4_max(f4_load(x + i), m[0]);
+        for (const F4& v : m) {
+            float lanes[4];
+            f4_lanes(v, lanes);
+            for (float l : lanes) top = l > top ? l : top;
+        }
     }
     for (; i < n; ++i) top = x[i] > top ? x[i] : top;
-    const F4 t = f4_set(top);
-    double sums[4] = {0, 0, 0, 0};
-    for (i = 0; i + 4 <= n; i += 4) {
-        F4 d = f4_sub(f4_load(x + i), t);
-        F4 e = f4_exp(d);
-        float lanes[4];
-        f4_lanes(e, lanes);
-        for (int k = 0; k < 4; ++k) sums[k] += lanes[k];
-        f4_store(y + i, log ? d : e);
+    return top;
+}
+
+// The sum of a row in double, as the reference sums: 8 partial sums, so the additions overlap.
+inline double cpu_row_sum_double(const float* y, int64_t n) {
+    int64_t i = 0;
+    double sum = 0;
+#if defined(__SSE2__)
+    __m128d s[4] = {_mm_setzero_pd(), _mm_setzero_pd(), _mm_setzero_pd(), _mm_setzero_pd()};
+    for (; i + 8 <= n; i += 8) {
+        const __m128 a = _mm_loadu_ps(y + i), b = _mm_loadu_ps(y + i + 4);
+        s[0] = _mm_add_pd(s[0], _mm_cvtps_pd(a));
+        s[1] = _mm_add_pd(s[1], _mm_cvtps_pd(_mm_movehl_ps(a, a)));
+        s[2] = _mm_add_pd(s[2], _mm_cvtps_pd(b));
+        s[3] = _mm_add_pd(s[3], _mm_cvtps_pd(_mm_movehl_ps(b, b)));
     }
-    for (; i < n; ++i) {
-        float d = x[i] - top, e = cpu_exp(d);
-        sums[0] += e;
-        y[i] = log ? d : e;
+    double lanes[2];
+    _mm_storeu_pd(lanes, _mm_add_pd(_mm_add_pd(s[0], s[1]), _mm_add_pd(s[2], s[3])));
+    sum = lanes[0] + lanes[1];
+#elif defined(__ARM_NEON)
+    float64x2_t s[4] = {vdupq_n_f64(0), vdupq_n_f64(0), vdupq_n_f64(0), vdupq_n_f64(0)};
+    for (; i + 8 <= n; i += 8) {
+        const float32x4_t a = vld1q_f32(y + i), b = vld1q_f32(y + i + 4);
+        s[0] = vaddq_f64(s[0], vcvt_f64_f32(vget_low_f32(a)));
+        s[1] = vaddq_f64(s[1], vcvt_high_f64_f32(a));
+        s[2] = vaddq_f64(s[2], vcvt_f64_f32(vget_low_f32(b)));
+        s[3] = vaddq_f64(s[3], vcvt_high_f64_f32(b));
     }
-    double sum = (sums[0] + sums[1]) + (sums[2] + sums[3]);
+    sum = vaddvq_f64(vaddq_f64(vaddq_f64(s[0], s[1]), vaddq_f64(s[2], s[3])));
+#endif
+    for (; i < n; ++i) sum += y[i];
+    return sum;
+}
+
+// y = e / sum for the row's exponentials e in y (Softmax), or (x - top) - log(sum) (LogSoftmax).
+inline void cpu_softmax_finish(const float* x, float top, double sum, float* y, int64_t n, bool log) {
+    int64_t i = 0;
     if (log) {
         const float shift = (float)std::log(sum);
-        const F4 s = f4_set(shift);
-        for (i = 0; i + 4 <= n; i += 4) f4_store(y + i, f4_sub(f4_load(y + i), s));
-        for (; i < n; ++i) y[i] -= shift;
+        const F4 t = f4_set(top), s = f4_set(shift);
+        for (; i + 4 <= n; i += 4) f4_store(y + i, f4_sub(f4_sub(f4_load(x + i), t), s));
+        for (; i < n; ++i) y[i] = (x[i] - top) - shift;
     } else {
         const float scale = (float)(1.0 / sum);
         const F4 s = f4_set(scale);
-        for (i = 0; i + 4 <= n; i += 4) f4_store(y + i, f4_mul(f4_load(y + i), s));
+        for (; i + 4 <= n; i += 4) f4_store(y + i, f4_mul(f4_load(y + i), s));
         for (; i < n; ++i) y[i] *= scale;
     }
 }
 
+inline void cpu_softmax_row(const float* x, float* y, int64_t n, bool log) {
+    const float top = cpu_row_max(x, n);
+    const F4 t = f4_set(top);
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) f4_store(y + i, f4_exp(f4_sub(f4_load(x + i), t)));
+    for (; i < n; ++i) y[i] = cpu_exp(x[i] - top);
+    cpu_softmax_finish(x, top, cpu_row_sum_double(y, n), y, n, log);
+}
+
+// Softmax and LogSoftmax with the exponentials on a JIT snippet (exp = x - m, then Exp, for x
+// [outer, count] and the rows' maxima m [outer, 1]): per chunk of rows that stays in L1 the
+// maxima, one snippet call, then each row's sum and scaling. The snippet and its body are
+// the step's Unit::epilogue and epilogue_body (the program destroys them).
+struct CpuSoftmaxState {
+    SoftmaxState rows;
+    const Snippet* exp = nullptr;   // nullptr: F4 math (cpu_softmax_row)
+    int64_t chunk = 1;              // rows per snippet call, at most kCpuSoftmaxChunk
+};
+constexpr int64_t kCpuSoftmaxChunk = 64;
+
 inline Status run_cpu_softmax(const RunContext& c) {
-    const SoftmaxState& st = *static_cast<const SoftmaxState*>(c.state);
+    const CpuSoftmaxState& st = *static_cast<const CpuSoftmaxState*>(c.state);
+    const SoftmaxState& rows = st.rows;
     const float* x = c.inputs[0].as<float>();
     float* y = c.outputs[0].as<float>();
-    cpu_ops_parallel(c, (uint64_t)st.outer, (uint64_t)st.count * 8, [&](uint64_t begin, uint64_t end) {
-        for (uint64_t row = begin; row < end; ++row)
-            cpu_softmax_row(x + (int64_t)row * st.count, y + (int64_t)row * st.count, st.count, st.log);
+    const int64_t n = rows.count;
+    cpu_ops_parallel(c, (uint64_t)rows.outer, (uint64_t)n * 8, [&](uint64_t begin, uint64_t end) {
+        if (!st.exp) {
+            for (uint64_t row = begin; row < end; ++row) cpu_softmax_row(x + (int64_t)row * n, y + (int64_t)row * n, n, rows.log);
+            return;
+        }
+        float tops[kCpuSoftmaxChunk];
+        for (int64_t r0 = (int64_t)begin; r0 < (int64_t)end; r0 += st.chunk) {
+            const int64_t r1 = std::min(r0 + st.chunk, (int64_t)end);
+            for (int64_t r = r0; r < r1; ++r) tops[r - r0] = cpu_row_max(x + r * n, n);
+            const float* inputs[2] = {x + r0 * n, tops};
+            float* outputs[1] = {y + r0 * n};
+            (void)st.exp->run_segments(Span<const float* const>(inputs, 2), Span<float* const>(outputs, 1), nullptr, n, 0, r1 - r0, 0, n);
+            for (int64_t r = r0; r < r1; ++r)
+                cpu_softmax_finish(x + r * n, tops[r - r0], cpu_row_sum_double(y + r * n, n), y + r * n, n, rows.log);
+        }
     });
     return Status::Ok;
 }
@@ -12734,6 +12794,43 @@ inline Status cpu_pool_small_step(ReferenceProgram* p, const PoolState& st, Stri
     return cpu_ops_use(p, run_cpu_pool_small, ps, StringView(name), isa_name(isa));
 }
 
+// The CPU step of a Softmax or LogSoftmax over contiguous rows: the exp snippet where the
+// target has a JIT, else F4 math.
+inline Status cpu_softmax_step(ReferenceProgram* p, const PreparedModel& model, const SoftmaxState& rows, StringView op, Isa isa) {
+    CpuSoftmaxState* st = p->arena.allocate_array<CpuSoftmaxState>(1);
+    if (!st) return Status::OutOfMemory;
+    new (st) CpuSoftmaxState();
+    st->rows = rows;
+    const char* what = kCpuOpsIsa;
+    if (isa != Isa::Ref && rows.outer > 0 && rows.count > 0) {
+        ReferenceProgram::Unit& unit = p->units[p->count - 1];
+        SnippetBody* body = create<SnippetBody>(&p->arena);
+        if (!body) return Status::OutOfMemory;
+        const int64_t x_shape[2] = {rows.outer, rows.count}, m_shape[2] = {rows.outer, 1};
+        ValueId xv, mv, dv, ev;
+        Status s = body->parameter(Span<const int64_t>(x_shape, 2), &xv);
+        if (s == Status::Ok) s = body->parameter(Span<const int64_t>(m_shape, 2), &mv);
+        if (s == Status::Ok) s = body->binary(SnippetOp::Sub, xv, mv, &dv);
+        if (s == Status::Ok) s = body->unary(SnippetOp::Exp, dv, &ev);
+        if (s == Status::Ok) s = body->result(ev);
+        Snippet* exp = s == Status::Ok ? create<Snippet>() : nullptr;
+        SnippetOptions options;
+        options.isa = isa;
+        options.cache = model.reuse ? model.reuse->kernels() : p->cache;
+        if (exp && exp->compile(*body, options) == Status::Ok && exp->isa() != Isa::Ref && exp->runs_segments(rows.count)) {
+            unit.epilogue = exp;
+            unit.epilogue_body = body;
+            st->exp = exp;
+            st->chunk = std::max<int64_t>(1, std::min<int64_t>(kCpuSoftmaxChunk, 4096 / rows.count));   // 16 KB of rows
+            what = isa_name(exp->isa());
+        } else {
+            destroy(exp);
+            destroy(body);
+        }
+    }
+    return cpu_ops_use(p, run_cpu_softmax, st, op, what);
+}
+
 inline Status cpu_ops_step(ReferenceProgram* p, const PreparedModel& model, NodeId id, Isa isa) {
     if (isa == Isa::Ref) return Status::Ok;   // the ref ISA keeps the reference kernels
     const Node& node = model.model.graph.node(id);
@@ -12773,8 +12870,9 @@ inline Status cpu_ops_step(ReferenceProgram* p, const PreparedModel& model, Node
         return cpu_ops_use(p, run_cpu_resize_nearest, state, op);
     }
     if (op == StringView("Softmax") || op == StringView("LogSoftmax")) {
-        if (static_cast<const SoftmaxState*>(state)->inner != 1) return Status::Ok;   // rows must be contiguous
-        return cpu_ops_use(p, run_cpu_softmax, state, op);
+        const SoftmaxState& rows = *static_cast<const SoftmaxState*>(state);
+        if (rows.inner != 1) return Status::Ok;   // rows must be contiguous
+        return cpu_softmax_step(p, model, rows, op, isa);
     }
     if (op == StringView("LRN") && cpu_lrn_fits(state)) return cpu_ops_use(p, run_cpu_lrn, state, op);
     return Status::Ok;

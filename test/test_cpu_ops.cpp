@@ -248,6 +248,10 @@ void check_softmax(const char* op, const Shape& x, int64_t axis, uint32_t opset,
             INFO(std::string(op) << " x " << dims_text(x) << " axis " << axis << " isa " << std::string(isa_name(isa)) << " kernels " << got.kernels);
             bool last = axis == -1 || axis == (int64_t)x.size() - 1 || opset < 13;
             CHECK(got.kernels.rfind(isa != Isa::Ref && last ? "cpu:" : "ref:", 0) == 0);
+#ifndef TESSEL_NO_JIT
+            // the exponentials on the target's JIT snippet
+            if (isa != Isa::Ref && last) CHECK(got.kernels.rfind("cpu:" + std::string(isa_name(isa)) + ":" + op + " ", 0) == 0);
+#endif
             REQUIRE(got.y.size() == ref.outputs[0].elements());
             size_t bad = 0;
             for (size_t i = 0; i < got.y.size(); ++i) {
@@ -268,6 +272,8 @@ TEST_CASE("cpu ops: Softmax and LogSoftmax on rows of every tail, wide ranges, N
             for (size_t i = 0; i < v.size(); i += 3) v[i] *= 20.0f;   // exponents far apart: tiny terms
             check_softmax(op, {3, n}, -1, 13, v);
         }
+        check_softmax(op, {150, 33}, -1, 13, coarse_floats(150 * 33, seed++));   // chunks of 64 rows, split by threads
+        check_softmax(op, {2, 6625}, -1, 13, coarse_floats(2 * 6625, seed++));   // a chunk a row
         std::vector<float> v = coarse_floats(2 * 3 * 37, seed++);
         check_softmax(op, {2, 3, 37}, 1, 11, v);    // opset 11: rows from axis 1 on, coerced to 2-D
         check_softmax(op, {2, 3, 37}, 1, 13, v);    // a middle axis: the reference
