@@ -932,9 +932,9 @@ private:
 // int8 and the bias adds 128 * sum(w)) sums 4 taps of a vector of outputs; the phases' bytes
 // interleave back by shifts. JIT only: Unsupported for other targets and shapes (stride_w
 // above 2, dilation_w above 1, kernels of more than 16 groups of 4 taps), where callers keep
-// their float or int32 kernels. Narrow planes with strides 1 run flat: the copy's rows are
-// out_w + kernel_w - 1 bytes apart and the kernel sweeps the band as one long row (the columns
-// past out_w compute values nobody reads), then the rows are copied into y.
+// their float or int32 kernels. Narrow planes with equal strides run flat: the copy's rows are
+// about stride * out_w + kernel_w bytes apart and the kernel sweeps the band as one long row
+// (the columns past out_w compute values nobody reads), then the rows are copied into y.
 class Int8DepthwiseConv {
 public:
     Status init(const DepthwiseShape& shape, Isa isa = Isa::Auto);
@@ -8500,11 +8500,12 @@ Status Int8DepthwiseConv::init(const DepthwiseShape& s, Isa isa) {
     if (!x86 && !(isa == Isa::Neon && arm_features().dot_product)) return Status::Unsupported;
     // The vector width and vectors per block that compute the fewest columns past out_w; 16-byte
     // vectors cost twice per byte (512- and 256-bit VNNI sum as much per cycle), each block a little.
-    // Flat (strides 1): the whole plane's out_h rows of flat_pitch columns as one row, then a
-    // copy of each output row (priced at 16-byte steps).
+    // Flat (equal strides): the plane's out_h rows of flat_pitch columns as one row, output q
+    // reading the copy from stride * q on (so output rows are flat_pitch apart too, the columns
+    // past out_w unread), then a copy of each output row (priced at 16-byte steps).
     const int64_t phases = s.stride_w == 1 ? 4 : 2;
-    const bool can_flat = s.stride_w == 1 && s.stride_h == 1;
-    const int64_t flat_pitch = std::max(s.out_w + s.kernel_w - 1, s.pad_left + s.in_w);
+    const bool can_flat = s.stride_h == s.stride_w;
+    const int64_t flat_pitch = std::max(s.stride_w * (s.out_w - 1) + s.kernel_w, s.pad_left + s.in_w);
     int64_t best_cost = -1, best_v = 16, best_u = 1;
     bool flat = false;
     for (bool f : {false, true}) {
@@ -8552,10 +8553,11 @@ Status Int8DepthwiseConv::init(const DepthwiseShape& s, Isa isa) {
 }
 
 int64_t Int8DepthwiseConv::copy_bytes(int64_t rows) const {
-    // flat: the last block's loads run up to a block and 4 * groups + 3 bytes past the band's
+    // flat: the last block's loads run up to stride blocks, a row less one (stride 2: the copy
+    // ends at the last output row's first input row) and 4 * groups + 3 bytes past the band's
     // rows; the output rows after it start on a cache line
-    const int64_t bytes = detail::depthwise_band_rows(shape_, 0, rows) * pitch_;
-    return flat_ ? (bytes + block_outputs_ + 4 * groups_ + 4 + 63) / 64 * 64 : bytes;
+    const int64_t bytes = detail::depthwise_band_rows(shape_, 0, rows) * pitch_, stride = shape_.stride_w;
+    return flat_ ? (bytes + stride * block_outputs_ + (stride - 1) * pitch_ + 4 * groups_ + 4 + 63) / 64 * 64 : bytes;
 }
 
 size_t Int8DepthwiseConv::scratch_bytes(int64_t rows) const {
