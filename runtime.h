@@ -9473,7 +9473,18 @@ struct ConvTransposeState {
     Window w;   // in: X's spatial dims, out: Y's
     int64_t batch, channels, maps, groups, group_channels, group_maps, rows, block;
     uint32_t slots;
+    bool tiles;   // conv_transpose_tiles(w)
 };
+
+// Whether every output position takes exactly one tap of one input position: kernel == stride,
+// no dilation, no leading pad and output == input * stride in every dim (the upsampling of
+// detection heads). Its col2im stores bias + the tap (col2im_store_tiles): no fill, no adds.
+inline bool conv_transpose_tiles(const Window& w) {
+    for (int i = 0; i < 3; ++i)
+        if (w.kernel[i] != w.stride[i] || w.dilation[i] != 1 || w.pad_begin[i] != 0 || w.out[i] != w.in[i] * w.stride[i])
+            return false;
+    return true;
+}
 
 inline Status prepare_conv_transpose(PrepareContext& c) {
     int64_t groups = 1;
@@ -9528,6 +9539,7 @@ inline Status prepare_conv_transpose(PrepareContext& c) {
     st->group_channels = x.dims[1] / groups;
     st->group_maps = wd.dims[1];
     st->rows = st->group_maps * w.kernel_size();
+    st->tiles = conv_transpose_tiles(w);
     int64_t positions = w.in_size();
     st->block = positions <= 256 ? positions : 256;
     TensorDesc& y = c.outputs[0];
@@ -9568,6 +9580,64 @@ inline void col2im_add(const ConvTransposeState& st, int64_t map_begin, int64_t 
                 if (s == 1) for (int64_t t = lo; t < hi; ++t) row[t] += in[t];
                 else for (int64_t t = lo; t < hi; ++t) row[t * s] += in[t];
             }
+            q += run;
+            i2 = 0;
+            if (++i1 == w.in[1]) { i1 = 0; ++i0; }
+        }
+    }
+}
+
+// y[i s + k] = b + in[k * taps + i] for i < n, k < s: the s taps of n input positions
+// interleaved into an output row (taps: floats from one tap's values to the next's).
+inline void store_taps(float* y, const float* in, int64_t taps, int64_t s, int64_t n, float b) {
+    int64_t i = 0;
+    if (s == 1) {
+        for (; i < n; ++i) y[i] = b + in[i];
+        return;
+    }
+    if (s == 2) {
+        const float* in1 = in + taps;
+#if defined(__SSE2__)
+        const __m128 vb = _mm_set1_ps(b);
+        for (; i + 4 <= n; i += 4) {
+            const __m128 e = _mm_add_ps(vb, _mm_loadu_ps(in + i)), o = _mm_add_ps(vb, _mm_loadu_ps(in1 + i));
+            _mm_storeu_ps(y + 2 * i, _mm_unpacklo_ps(e, o));
+            _mm_storeu_ps(y + 2 * i + 4, _mm_unpackhi_ps(e, o));
+        }
+#elif defined(__ARM_NEON)
+        const float32x4_t vb = vdupq_n_f32(b);
+        for (; i + 4 <= n; i += 4) {
+            float32x4x2_t pair = {{vaddq_f32(vb, vld1q_f32(in + i)), vaddq_f32(vb, vld1q_f32(in1 + i))}};
+            vst2q_f32(y + 2 * i, pair);
+        }
+#endif
+        for (; i < n; ++i) {
+            y[2 * i] = b + in[i];
+            y[2 * i + 1] = b + in1[i];
+        }
+        return;
+    }
+    for (int64_t k = 0; k < s; ++k)
+        for (i = 0; i < n; ++i) y[i * s + k] = b + in[k * taps + i];
+}
+
+// col2im_add for a window of tiles (conv_transpose_tiles): each output stored once, bias
+// (per map, nullptr: 0) included, the last dim's taps interleaved by store_taps.
+inline void col2im_store_tiles(const ConvTransposeState& st, int64_t map_begin, int64_t map_end, int64_t p0, int64_t count,
+                               const float* col, const float* bias, float* yg) {
+    const Window& w = st.w;
+    const int64_t out_plane = w.out_size(), kernel = w.kernel_size(), s = w.stride[2];
+    const int64_t first2 = p0 % w.in[2], first1 = p0 / w.in[2] % w.in[1], first0 = p0 / w.in[2] / w.in[1];
+    for (int64_t r = map_begin * kernel; r < map_end * kernel; r += s) {   // rows (map, k0, k1), k2 = 0 .. s - 1
+        const int64_t k1 = r / w.kernel[2] % w.kernel[1], k0 = r / w.kernel[2] / w.kernel[1] % w.kernel[0], m = r / kernel;
+        const float b = bias ? bias[m] : 0.0f;
+        float* ym = yg + m * out_plane;
+        const float* src = col + (r - map_begin * kernel) * count;
+        int64_t i2 = first2, i1 = first1, i0 = first0;
+        for (int64_t q = 0; q < count;) {
+            const int64_t run = w.in[2] - i2 < count - q ? w.in[2] - i2 : count - q;
+            const int64_t o0 = i0 * w.stride[0] + k0, o1 = i1 * w.stride[1] + k1;
+            store_taps(ym + (o0 * w.out[1] + o1) * w.out[2] + i2 * s, src + q, count, s, run, b);
             q += run;
             i2 = 0;
             if (++i1 == w.in[1]) { i1 = 0; ++i0; }
@@ -9628,8 +9698,9 @@ inline Status run_cpu_conv_transpose(const RunContext& c) {
             const int64_t rows = (map1 - map0) * kernel;
             const float* xg = x + (n * st.channels + g * st.group_channels) * in_plane;
             float* yg = y + (n * st.maps + g * st.group_maps) * out_plane;
-            for (int64_t m = map0; m < map1; ++m)
-                std::fill(yg + m * out_plane, yg + (m + 1) * out_plane, bias ? bias[g * st.group_maps + m] : 0.0f);
+            const float* bias_g = bias ? bias + g * st.group_maps : nullptr;
+            if (!st.tiles)
+                for (int64_t m = map0; m < map1; ++m) std::fill(yg + m * out_plane, yg + (m + 1) * out_plane, bias_g ? bias_g[m] : 0.0f);
             GemmOperand a, b;
             if (cs.packed) {
                 a.data = cs.packed + (size_t)(g * parts + part) * cs.packed_floats;
@@ -9644,7 +9715,8 @@ inline Status run_cpu_conv_transpose(const RunContext& c) {
                 int64_t count = in_plane - p0 < st.block ? in_plane - p0 : st.block;
                 b.data = xg + p0;
                 cs.gemm.run(rows, count, st.group_channels, 1.0f, a, b, 0.0f, col, count, scratch);
-                col2im_add(st, map0, map1, p0, count, col, yg);
+                if (st.tiles) col2im_store_tiles(st, map0, map1, p0, count, col, bias_g, yg);
+                else col2im_add(st, map0, map1, p0, count, col, yg);
             }
             if (cs.epilogue)   // the maps are complete only after the last block's col2im
                 gemm_epilogue_run(c, *cs.epilogue, n * st.maps + g * st.group_maps + map0, n * st.maps + g * st.group_maps + map1,

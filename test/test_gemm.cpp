@@ -531,6 +531,10 @@ TEST_CASE("gemm: ConvTranspose on the CPU device: strides, pads, dilations, grou
         {{1, 8, 7, 9}, {8, 5, 3, 3}, 1, {2, 2}, {1, 1, 1, 1}, {1, 1}, true},
         {{2, 6, 5, 4}, {6, 3, 4, 4}, 2, {2, 1}, {1, 0, 2, 1}, {1, 2}, false},
         {{1, 32, 20, 20}, {32, 16, 2, 2}, 1, {2, 2}, {0, 0, 0, 0}, {1, 1}, true},   // a DB-head upsampling, several blocks
+        // kernel == stride, no pads: each output stored once (col2im_store_tiles)
+        {{1, 3, 20, 37}, {3, 5, 2, 2}, 1, {2, 2}, {0, 0, 0, 0}, {1, 1}, true},     // blocks end inside rows, row tails
+        {{1, 5, 3, 7}, {5, 4, 3, 3}, 1, {3, 3}, {0, 0, 0, 0}, {1, 1}, false},      // 3 taps a row
+        {{2, 4, 6, 5}, {4, 6, 2, 1}, 2, {2, 1}, {0, 0, 0, 0}, {1, 1}, true},       // 1 tap a row, groups, batch
     };
     uint32_t seed = 600;
     for (const Case& cc : cases)
