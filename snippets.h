@@ -985,6 +985,8 @@ private:
     bool signed_x_ = false;      // the copy holds x ^ 0x80 (sdot)
     bool flat_ = false;          // the band as one row of pitch_ * rows bytes (output rows pitch_ apart)
     int64_t copy_bytes(int64_t rows) const;   // the padded copy of a band and the bytes its last block reads past it
+    // flat: outputs a band of rows sweeps, up to its last output (not the last row's spare columns)
+    int64_t flat_length(int64_t rows) const { return (rows - 1) * pitch_ + shape_.out_w; }
 };
 
 // >>int8 lookup
@@ -8510,7 +8512,7 @@ Status Int8DepthwiseConv::init(const DepthwiseShape& s, Isa isa) {
     bool flat = false;
     for (bool f : {false, true}) {
         if (f && (!can_flat || (double)s.out_h * (double)flat_pitch > (double)limit)) continue;
-        const int64_t length = f ? s.out_h * flat_pitch : s.out_w, lines = f ? 1 : s.out_h;
+        const int64_t length = f ? (s.out_h - 1) * flat_pitch + s.out_w : s.out_w, lines = f ? 1 : s.out_h;
         for (int64_t v : {64, 32, 16}) {
             if (!x86 && v != 16) continue;
             for (int64_t u : {4, 2, 1}) {
@@ -8561,7 +8563,7 @@ int64_t Int8DepthwiseConv::copy_bytes(int64_t rows) const {
 }
 
 size_t Int8DepthwiseConv::scratch_bytes(int64_t rows) const {
-    const int64_t out = flat_ ? (rows * pitch_ + block_outputs_ - 1) / block_outputs_ * block_outputs_ : rows * out_pitch_;
+    const int64_t out = flat_ ? (flat_length(rows) + block_outputs_ - 1) / block_outputs_ * block_outputs_ : rows * out_pitch_;
     return (size_t)(copy_bytes(rows) + out + 64);
 }
 
@@ -8600,7 +8602,7 @@ void Int8DepthwiseConv::run_rows(uint8_t* scratch, const int8_t* packed_weights,
     p.y = out_pitch_ ? out : y + row0 * s.out_w;
     p.y_row_step = out_pitch_ ? out_pitch_ : s.out_w;
     p.rows = flat_ ? 1 : row1 - row0;
-    p.iterations = flat_ ? ((row1 - row0) * pitch_ + block_outputs_ - 1) / block_outputs_ : iterations_;
+    p.iterations = flat_ ? (flat_length(row1 - row0) + block_outputs_ - 1) / block_outputs_ : iterations_;
     p.weights = packed_weights;
     p.bias = kernel_bias;
     p.scale = scale;
