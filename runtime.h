@@ -12235,7 +12235,7 @@ inline Status run_cpu_global_max_pool(const RunContext& c) { return run_cpu_glob
 
 // Softmax and LogSoftmax along contiguous rows (the last axis, or the coerced 2-D of opset
 // < 13): the row's maximum, exp(x - max) through snippets.h's math_exp (its accuracy, 0.8 ulp)
-// on a JIT snippet or F4 lanes, the sum in double as the reference, then one scaling pass.
+// on a JIT snippet (Softmax) or F4 lanes, the sum in double as the reference, then one pass.
 #if defined(__SSE2__)
 struct F4Math {   // the vector model of snippets.h (>>vector model) on SSE2, without FMA
     using V = F4;
@@ -12377,35 +12377,50 @@ inline double cpu_row_sum_double(const float* y, int64_t n) {
     return sum;
 }
 
-// y = e / sum for the row's exponentials e in y (Softmax), or (x - top) - log(sum) (LogSoftmax).
-inline void cpu_softmax_finish(const float* x, float top, double sum, float* y, int64_t n, bool log) {
+// y = e / sum for the row's exponentials e in y.
+inline void cpu_softmax_scale(float* y, int64_t n, double sum) {
+    const float scale = (float)(1.0 / sum);
+    const F4 s = f4_set(scale);
     int64_t i = 0;
-    if (log) {
-        const float shift = (float)std::log(sum);
-        const F4 t = f4_set(top), s = f4_set(shift);
-        for (; i + 4 <= n; i += 4) f4_store(y + i, f4_sub(f4_sub(f4_load(x + i), t), s));
-        for (; i < n; ++i) y[i] = (x[i] - top) - shift;
-    } else {
-        const float scale = (float)(1.0 / sum);
-        const F4 s = f4_set(scale);
-        for (; i + 4 <= n; i += 4) f4_store(y + i, f4_mul(f4_load(y + i), s));
-        for (; i < n; ++i) y[i] *= scale;
-    }
+    for (; i + 4 <= n; i += 4) f4_store(y + i, f4_mul(f4_load(y + i), s));
+    for (; i < n; ++i) y[i] *= scale;
 }
 
+// One row; y may be x (the output in place of the input): LogSoftmax stores x - top as it goes
+// and sums the exponentials in lanes, Softmax stores them and sums them after.
 inline void cpu_softmax_row(const float* x, float* y, int64_t n, bool log) {
     const float top = cpu_row_max(x, n);
     const F4 t = f4_set(top);
     int64_t i = 0;
-    for (; i + 4 <= n; i += 4) f4_store(y + i, f4_exp(f4_sub(f4_load(x + i), t)));
-    for (; i < n; ++i) y[i] = cpu_exp(x[i] - top);
-    cpu_softmax_finish(x, top, cpu_row_sum_double(y, n), y, n, log);
+    if (!log) {
+        for (; i + 4 <= n; i += 4) f4_store(y + i, f4_exp(f4_sub(f4_load(x + i), t)));
+        for (; i < n; ++i) y[i] = cpu_exp(x[i] - top);
+        cpu_softmax_scale(y, n, cpu_row_sum_double(y, n));
+        return;
+    }
+    double sums[4] = {0, 0, 0, 0};
+    for (; i + 4 <= n; i += 4) {
+        const F4 d = f4_sub(f4_load(x + i), t);
+        float lanes[4];
+        f4_lanes(f4_exp(d), lanes);
+        for (int k = 0; k < 4; ++k) sums[k] += lanes[k];
+        f4_store(y + i, d);
+    }
+    for (; i < n; ++i) {
+        const float d = x[i] - top;
+        sums[0] += cpu_exp(d);
+        y[i] = d;
+    }
+    const float shift = (float)std::log((sums[0] + sums[1]) + (sums[2] + sums[3]));
+    const F4 s = f4_set(shift);
+    for (i = 0; i + 4 <= n; i += 4) f4_store(y + i, f4_sub(f4_load(y + i), s));
+    for (; i < n; ++i) y[i] -= shift;
 }
 
-// Softmax and LogSoftmax with the exponentials on a JIT snippet (exp = x - m, then Exp, for x
-// [outer, count] and the rows' maxima m [outer, 1]): per chunk of rows that stays in L1 the
-// maxima, one snippet call, then each row's sum and scaling. The snippet and its body are
-// the step's Unit::epilogue and epilogue_body (the program destroys them).
+// Softmax with the exponentials on a JIT snippet (exp = x - m, then Exp, for x [outer, count]
+// and the rows' maxima m [outer, 1]): per chunk of rows that stays in L1 the maxima, one
+// snippet call, then each row's sum and scaling. The snippet and its body are the step's
+// Unit::epilogue and epilogue_body (the program destroys them). LogSoftmax keeps F4 math.
 struct CpuSoftmaxState {
     SoftmaxState rows;
     const Snippet* exp = nullptr;   // nullptr: F4 math (cpu_softmax_row)
@@ -12431,8 +12446,7 @@ inline Status run_cpu_softmax(const RunContext& c) {
             const float* inputs[2] = {x + r0 * n, tops};
             float* outputs[1] = {y + r0 * n};
             (void)st.exp->run_segments(Span<const float* const>(inputs, 2), Span<float* const>(outputs, 1), nullptr, n, 0, r1 - r0, 0, n);
-            for (int64_t r = r0; r < r1; ++r)
-                cpu_softmax_finish(x + r * n, tops[r - r0], cpu_row_sum_double(y + r * n, n), y + r * n, n, rows.log);
+            for (int64_t r = r0; r < r1; ++r) cpu_softmax_scale(y + r * n, n, cpu_row_sum_double(y + r * n, n));
         }
     });
     return Status::Ok;
@@ -12866,7 +12880,7 @@ inline Status cpu_pool_small_step(ReferenceProgram* p, const PoolState& st, Stri
     return cpu_ops_use(p, run_cpu_pool_small, ps, StringView(name), isa_name(isa));
 }
 
-// The CPU step of a Softmax or LogSoftmax over contiguous rows: the exp snippet where the
+// The CPU step of a Softmax or LogSoftmax over contiguous rows: Softmax's exp snippet where the
 // target has a JIT, else F4 math.
 inline Status cpu_softmax_step(ReferenceProgram* p, const PreparedModel& model, const SoftmaxState& rows, StringView op, Isa isa) {
     CpuSoftmaxState* st = p->arena.allocate_array<CpuSoftmaxState>(1);
@@ -12874,7 +12888,7 @@ inline Status cpu_softmax_step(ReferenceProgram* p, const PreparedModel& model, 
     new (st) CpuSoftmaxState();
     st->rows = rows;
     const char* what = kCpuOpsIsa;
-    if (isa != Isa::Ref && rows.outer > 0 && rows.count > 0) {
+    if (isa != Isa::Ref && !rows.log && rows.outer > 0 && rows.count > 0) {
         ReferenceProgram::Unit& unit = p->units[p->count - 1];
         SnippetBody* body = create<SnippetBody>(&p->arena);
         if (!body) return Status::OutOfMemory;
