@@ -8438,9 +8438,7 @@ inline Int8DepthwiseKernelTable& int8_depthwise_kernels() {
     static Int8DepthwiseKernelTable table;
     return table;
 }
-}  // namespace detail
 
-namespace detail {
 // dst[i] = src[i] ^ flip for n bytes (no overlap). Rows of up to 64 bytes (or any with a flip)
 // 16 at a time, the last 16 overlapping, shorter ones as two overlapping words: no library call
 // or byte loop per narrow row.
