@@ -4,6 +4,9 @@
 // and with B packed per call (what a conv does per block of positions), in GMAC/s of the
 // thread's own CPU time, best of many runs, and each tile's time over the first tile's (the
 // best the CPU has). It says which tiles ran; the runtime takes AMX where Int8Gemm::amx_pays.
+// Then Int8DepthwiseConv on the planes of shufflenet's and the OCR detector's depthwise convs:
+// per shape the sweep it took (rows or flat), nanoseconds per plane (padded copy and kernel)
+// and GMAC/s of taps, over as many planes as those layers have.
 //   build/bench/int8 [RUNS]
 #define TESSEL_IMPLEMENTATION
 #include "runtime.h"
@@ -27,6 +30,58 @@ struct Tile {
     std::string name;
     Int8Gemm gemm;
 };
+
+void depthwise(int runs) {
+    struct Plane { int64_t size, kernel, stride, planes; };
+    const Plane planes[] = {{56, 3, 2, 112}, {28, 3, 1, 136}, {28, 3, 2, 136}, {14, 3, 1, 272}, {14, 3, 2, 272}, {7, 3, 1, 544},
+                            {80, 3, 1, 16},  {40, 3, 1, 72},  {40, 5, 2, 72},  {20, 5, 1, 120}, {10, 3, 1, 480}, {10, 5, 2, 672},
+                            {5, 5, 1, 960}};
+    Int8DepthwiseConv probe;
+    DepthwiseShape first;
+    first.in_h = first.in_w = first.out_h = first.out_w = 8;
+    first.kernel_h = first.kernel_w = 3;
+    first.pad_top = first.pad_left = 1;
+    if (probe.init(first) != Status::Ok) {
+        std::printf("\nno int8 depthwise kernel on this CPU\n");
+        return;
+    }
+    std::printf("\nint8 depthwise (%s), best of %d\n%-16s %6s %6s %10s %8s\n", isa_name(probe.isa()), runs, "plane", "planes",
+                "sweep", "ns/plane", "GMAC/s");
+    for (const Plane& pl : planes) {
+        DepthwiseShape s;
+        s.in_h = s.in_w = pl.size;
+        s.kernel_h = s.kernel_w = pl.kernel;
+        s.stride_h = s.stride_w = pl.stride;
+        s.pad_top = s.pad_left = pl.kernel / 2;
+        s.out_h = s.out_w = (pl.size + 2 * (pl.kernel / 2) - pl.kernel) / pl.stride + 1;
+        Int8DepthwiseConv conv;
+        if (conv.init(s) != Status::Ok) continue;
+        std::vector<uint8_t> x((size_t)(pl.planes * pl.size * pl.size)), y((size_t)(pl.planes * s.out_h * s.out_w));
+        for (size_t i = 0; i < x.size(); ++i) x[i] = (uint8_t)(i * 7);
+        std::vector<int8_t> w((size_t)(pl.kernel * pl.kernel), 3), packed(conv.packed_weights_bytes());
+        conv.pack_weights(w.data(), packed.data());
+        std::vector<uint8_t> scratch(conv.scratch_bytes(s.out_h));
+        Int8Requant rq;
+        rq.lo = -128;
+        rq.hi = 127;
+        rq.zero_point = 128;
+        double best = 1e30;
+        for (int r = 0; r < runs; ++r) {
+            const double start = thread_cpu_seconds();
+            for (int64_t p = 0; p < pl.planes; ++p) {
+                conv.pad(x.data() + p * pl.size * pl.size, 3, 0, s.out_h, scratch.data(), p > 0);
+                conv.run_rows(scratch.data(), packed.data(), 0, 1e-2f, rq, y.data() + p * s.out_h * s.out_w, 0, s.out_h);
+            }
+            best = std::min(best, thread_cpu_seconds() - start);
+        }
+        char name[32];
+        std::snprintf(name, sizeof name, "%lldx%lld %lldx%lld/%lld", (long long)pl.size, (long long)pl.size, (long long)pl.kernel,
+                      (long long)pl.kernel, (long long)pl.stride);
+        const double macs = (double)pl.planes * (double)(s.out_h * s.out_w * pl.kernel * pl.kernel);
+        std::printf("%-16s %6lld %6s %10.1f %8.1f\n", name, (long long)pl.planes, conv.flat() ? "flat" : "rows",
+                    best * 1e9 / (double)pl.planes, macs / best * 1e-9);
+    }
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -92,5 +147,6 @@ int main(int argc, char** argv) {
         for (size_t i = 1; i < tiles.size(); ++i) std::printf(" %8.2fx", kernel_times[i] / kernel_times[0]);
         std::printf("\n");
     }
+    depthwise(runs);
     return 0;
 }
