@@ -12903,6 +12903,9 @@ inline Status cpu_softmax_step(ReferenceProgram* p, const PreparedModel& model, 
         SnippetOptions options;
         options.isa = isa;
         options.cache = model.reuse ? model.reuse->kernels() : p->cache;
+        // a chunk's exponentials are read again right after: cached stores, one row at a time
+        options.tuning.streaming_stores = SnippetTuning::StreamingStores::Never;
+        options.tuning.page_lanes = SnippetTuning::PageLanes::Never;
         if (exp && exp->compile(*body, options) == Status::Ok && exp->isa() != Isa::Ref && exp->runs_segments(rows.count)) {
             unit.epilogue = exp;
             unit.epilogue_body = body;
