@@ -241,7 +241,7 @@ void check_softmax(const char* op, const Shape& x, int64_t axis, uint32_t opset,
         t.op(op, {in});
         t.set_int("axis", axis);
     };
-    OpTest ref;   // one node: the reference of the op on -x
+    OpTest ref;   // one node: the reference of the op on x (after_neg: on -x)
     ref.opset = opset;
     ref.model.opset = opset;
     ref.op(op, {ref.input(x, after_neg ? negated : v)});
@@ -259,8 +259,8 @@ void check_softmax(const char* op, const Shape& x, int64_t axis, uint32_t opset,
             if (!after_neg) CHECK(got.kernels.rfind(isa != Isa::Ref && last ? "cpu:" : "ref:", 0) == 0);
 #ifndef TESSEL_NO_JIT
             // Softmax's exponentials on the target's JIT snippet (LogSoftmax keeps F4 math)
-            const std::string own = "cpu:" + std::string(isa != Isa::Ref && !log ? isa_name(isa) : "") + (log ? "" : ":") + op + " ";
-            if (isa != Isa::Ref && last && !log) CHECK(got.kernels.find(own) != std::string::npos);
+            if (isa != Isa::Ref && last && !log)
+                CHECK(got.kernels.find("cpu:" + std::string(isa_name(isa)) + ":" + op + " ") != std::string::npos);
 #endif
             REQUIRE(got.y.size() == ref.outputs[0].elements());
             size_t bad = 0;
