@@ -8906,19 +8906,27 @@ inline void emit_int8_quantize_avx512(asmjit::x86::Assembler& a) {
     emit_int8_convert_loop_avx512(a, x86::rdx, {x86::rdi, x86::rsi}, {4, 1}, one);
 }
 
+// One vector of (x - zero point) * scale: v's lanes from the bytes at src, stored at dst (the
+// AVX-512 and AVX2 dequantize kernels).
+inline void emit_int8_dequantize_vector(asmjit::x86::Assembler& a, const asmjit::x86::Vec& v, const asmjit::x86::Mem& src,
+                                        const asmjit::x86::Mem& dst, const asmjit::x86::Vec& zero_point,
+                                        const asmjit::x86::Vec& scale, bool is_signed) {
+    if (is_signed) a.vpmovsxbd(v, src);
+    else a.vpmovzxbd(v, src);
+    a.vpsubd(v, v, zero_point);
+    a.vcvtdq2ps(v, v);
+    a.vmulps(v, v, scale);
+    a.vmovups(dst, v);
+}
+
 // Dequantize: rdi x, rsi y, rdx n (a multiple of 16), rcx Params.
 inline void emit_int8_dequantize_avx512(asmjit::x86::Assembler& a, bool is_signed) {
     namespace x86 = asmjit::x86;
     a.vbroadcastss(x86::zmm16, x86::dword_ptr(x86::rcx, 0));
     a.vpbroadcastd(x86::zmm19, x86::dword_ptr(x86::rcx, 12));
     auto one = [&](uint32_t r) {
-        const x86::Zmm v = x86::zmm(r);
-        if (is_signed) a.vpmovsxbd(v, x86::xmmword_ptr(x86::rdi, (int32_t)(16 * r)));
-        else a.vpmovzxbd(v, x86::xmmword_ptr(x86::rdi, (int32_t)(16 * r)));
-        a.vpsubd(v, v, x86::zmm19);
-        a.vcvtdq2ps(v, v);
-        a.vmulps(v, v, x86::zmm16);
-        a.vmovups(x86::zmmword_ptr(x86::rsi, (int32_t)(64 * r)), v);
+        emit_int8_dequantize_vector(a, x86::zmm(r), x86::xmmword_ptr(x86::rdi, (int32_t)(16 * r)),
+                                    x86::zmmword_ptr(x86::rsi, (int32_t)(64 * r)), x86::zmm19, x86::zmm16, is_signed);
     };
     emit_int8_convert_loop_avx512(a, x86::rdx, {x86::rdi, x86::rsi}, {1, 4}, one);
 }
@@ -9029,15 +9037,9 @@ inline void emit_int8_dequantize_avx2(asmjit::x86::Assembler& a, bool is_signed)
     a.vbroadcastss(x86::ymm12, x86::dword_ptr(x86::rcx, 0));
     a.vpbroadcastd(x86::ymm15, x86::dword_ptr(x86::rcx, 12));
     emit_int8_convert_loop_avx2(a, x86::rdx, {x86::rdi, x86::rsi}, {1, 4}, [&]() {
-        for (uint32_t r = 0; r < 4; ++r) {
-            const x86::Ymm v = x86::ymm(r);
-            if (is_signed) a.vpmovsxbd(v, x86::qword_ptr(x86::rdi, (int32_t)(8 * r)));
-            else a.vpmovzxbd(v, x86::qword_ptr(x86::rdi, (int32_t)(8 * r)));
-            a.vpsubd(v, v, x86::ymm15);
-            a.vcvtdq2ps(v, v);
-            a.vmulps(v, v, x86::ymm12);
-            a.vmovups(x86::ymmword_ptr(x86::rsi, (int32_t)(32 * r)), v);
-        }
+        for (uint32_t r = 0; r < 4; ++r)
+            emit_int8_dequantize_vector(a, x86::ymm(r), x86::qword_ptr(x86::rdi, (int32_t)(8 * r)),
+                                        x86::ymmword_ptr(x86::rsi, (int32_t)(32 * r)), x86::ymm15, x86::ymm12, is_signed);
     });
 }
 
