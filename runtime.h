@@ -8728,6 +8728,7 @@ struct CpuGemmState {
     int64_t wide_width = 0, wide_plane = 0;
     size_t wide_floats = 0;
     bool wide_in_place = false;   // B read in the padded planes (else packed panels)
+    const int64_t* plane_rows = nullptr;   // 1x1 Conv, x86: B by rows (row k at k planes), no packing pass
 };
 
 inline size_t round16(size_t floats) { return (floats + 15) & ~(size_t)15; }
@@ -9160,13 +9161,13 @@ inline void conv_work_split(int64_t positions, int64_t images, int64_t cap, int6
 // of channel c reads the padded plane at c PP + ky d PW + kx d + (oy PW + ox) (stride 1;
 // strided convs read phase planes, cpu_conv_wide_plan).
 // Row (c, tap) of B is then a contiguous run of the padded input per output row. Two ways:
-// - in place (x86 JIT tiles, M at most 48 and K at least 4 M: cs.wide_in_place): the tiles
-//   load B there (GemmOperand::rows); the GEMM's columns are a block's wide positions, the
-//   pw - ow past each row end included, stored (with the bias) into a slot's buffer whose
-//   valid columns are then copied to Y: an M x N copy instead of K x N. Packing costs most
-//   where few rows of A share each panel; from 64 maps on, the tiles' unaligned loads of B in
-//   place cost about what packing saves. Where Gemm would pack those rows itself (NEON), the
-//   packed panels below cost less: they need no copy of Y.
+// - in place (x86 JIT tiles, M at most 64 and K at least 4 M: cs.wide_in_place): the tiles
+//   load B there (GemmOperand::rows; from three row tiles on, the first packs what it reads);
+//   the GEMM's columns are a block's wide positions, the pw - ow past each row end included,
+//   stored (with the bias) into a slot's buffer whose valid columns are then copied to Y: an
+//   M x N copy instead of K x N. Packing costs most where few rows of A share each panel; at
+//   128 maps the copy of Y costs about what packing saves. Where Gemm would pack those rows
+//   itself (NEON), the packed panels below cost less: they need no copy of Y.
 // - packed: each panel is a copy of nr floats per row, or of a few runs where it crosses the
 //   end of an output row; its columns are Y's positions, so the tiles store to Y directly.
 
@@ -9206,7 +9207,9 @@ inline void pack_wide_panels(const float* base, const int64_t* offsets, int64_t 
             }
             for (int64_t r = 0; r < kc; ++r, dst += nr) {
                 const float* row = base + offsets[pc + r];
-                for (int64_t k = 0; k < runs; ++k) std::memcpy(dst + column[k], row + from[k], (size_t)length[k] * sizeof(float));
+                for (int64_t k = 0; k < runs; ++k)   // runs of under nr floats: inline moves, not a library call each
+                    copy_narrow(reinterpret_cast<uint8_t*>(dst + column[k]), reinterpret_cast<const uint8_t*>(row + from[k]),
+                                length[k] * (int64_t)sizeof(float), 0);
                 if (w < nr) std::memset(dst + w, 0, (size_t)(nr - w) * sizeof(float));
             }
         }
@@ -9363,11 +9366,11 @@ inline Status cpu_conv_wide_plan(ReferenceProgram* p, const ConvState& st, CpuGe
     if (cap < 4 * nr) cap = 4 * nr;
     conv_work_split(positions, st.batch * st.groups, cap, nr, gemm.vector_floats(), cs->slots, &block, &cs->parts);
     cs->block = block;
-    cs->wide_in_place = gemm.reads_b_rows() && st.group_maps <= 48 && st.depth >= 4 * st.group_maps;
+    cs->wide_in_place = gemm.reads_b_rows() && st.group_maps <= 64 && st.depth >= 4 * st.group_maps;
     if (cs->wide_in_place) {
         const int64_t span = wide_span(block, w.out[2], pw);
         cs->slot_floats = round16((size_t)(st.group_maps * span)) +
-                          round16(gemm.scratch_floats(st.group_maps, span, st.depth, cs->packed != nullptr, gemm.reads_b_rows()));
+                          round16(gemm.scratch_floats(st.group_maps, span, st.depth, cs->packed != nullptr, false));
     } else {
         cs->slot_floats = round16(gemm.packed_b_floats(st.depth, block)) +
                           round16(gemm.scratch_floats(st.group_maps, block, st.depth, cs->packed != nullptr, true));
@@ -9376,8 +9379,9 @@ inline Status cpu_conv_wide_plan(ReferenceProgram* p, const ConvState& st, CpuGe
 }
 
 // Conv on the CPU device's JIT GEMM: per (image, group, block of positions) the weights
-// (packed at compile time when constant) times the input plane (1x1, stride 1, unpadded) or
-// an im2col block sized to stay in L2 (made packed); the tiles add the bias as they store.
+// (packed at compile time when constant) times the input plane (1x1, stride 1, unpadded; by
+// rows where the tiles read them) or an im2col block sized to stay in L2 (made packed); the
+// tiles add the bias as they store.
 inline Status run_cpu_conv(const RunContext& c) {
     const CpuGemmState& cs = *static_cast<const CpuGemmState*>(c.state);
     const ConvState& st = *static_cast<const ConvState*>(cs.op);
@@ -9411,6 +9415,7 @@ inline Status run_cpu_conv(const RunContext& c) {
             if (st.direct) {
                 b.data = xg + p0;
                 b.row = in_plane;
+                b.rows = cs.plane_rows;
             } else {
                 im2col_packed(st.w, st.group_channels, xg, p0, count, blocking, col);
                 b.data = col;
@@ -9461,6 +9466,12 @@ inline Status cpu_conv_step(ReferenceProgram* p, const PreparedModel& model, Nod
     if (cap < 4 * nr) cap = 4 * nr;
     conv_work_split(positions, st->batch * st->groups, cap, nr, gemm.vector_floats(), cs->slots, &block, &cs->parts);
     cs->block = block;
+    if (st->direct && gemm.reads_b_rows()) {   // the tiles read B's rows in the input planes: no packing pass
+        int64_t* rows = p->arena.allocate_array<int64_t>((size_t)st->depth);
+        if (!rows) return Status::OutOfMemory;
+        for (int64_t k = 0; k < st->depth; ++k) rows[k] = k * st->w.in_size();
+        cs->plane_rows = rows;
+    }
     cs->slot_floats = (st->direct ? 0 : round16(gemm.packed_b_floats(st->depth, block))) +
                       round16(gemm.scratch_floats(st->group_maps, block, st->depth, cs->packed != nullptr, !st->direct));
     return cpu_gemm_use(p, run_cpu_conv, cs, "Conv");

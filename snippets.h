@@ -604,8 +604,9 @@ public:
     bool jit() const { return tiles_ != nullptr; }   // false: the portable C++ tile
     const GemmBlocking& blocking() const { return blocking_; }
     uint32_t vector_floats() const { return vector_floats_; }   // columns per vector of the tiles (1: portable)
-    // True when the tiles read a B given by `rows` in place; else run() packs its panels first
-    // (scratch_floats then needs b_packed false).
+    // True when the tiles read a B given by `rows` in place; else run() packs its panels first.
+    // Either way scratch_floats needs b_packed false: where a part has more than one row tile,
+    // each panel's first tile reads B's rows and copies them into a packed panel for the others.
     bool reads_b_rows() const { return row_tiles_ != nullptr; }
     // A whole matrix packed once (constant weights): kc blocks of panels, zero padded.
     size_t packed_a_floats(int64_t m, int64_t k) const;
@@ -634,6 +635,7 @@ public:
         int32_t mask[8];     // AVX2: lanes of the last vector (-1 on)
         const float* row_bias;   // read_c 2: the tile's first row's bias
         const int64_t* b_rows;   // row tiles: B's row offsets (floats) for this K block
+        float* pack_to;          // packing row tiles: the panel where the rows read are copied
     };
     // void tile(a panel, b panel, c, ldc in bytes, k, params)
     using TileFn = void (*)(const float*, const float*, float*, int64_t, int64_t, const TileParams*);
@@ -647,6 +649,7 @@ private:
     uint32_t vector_floats_ = 1;
     const TileFn* tiles_ = nullptr;   // [(rows - 1) * 2 * vectors + (vectors - 1) * 2 + masked], may be null
     const TileFn* row_tiles_ = nullptr;   // the same tiles with B read through GemmOperand::rows (x86), may be null
+    const TileFn* packing_row_tiles_ = nullptr;   // row tiles that also store what they read as a packed panel
 };
 
 // >>depthwise conv
@@ -5634,7 +5637,7 @@ inline void gemm_portable_tile(const float* a, const float* b, float* c, int64_t
 // by_rows: rsi is B's first column and row p is at rsi + 4 b_rows[p] (r10 walks b_rows); the
 // last vector of a masked tile is a masked load, so no column past the tile's is read.
 inline void emit_gemm_tile_x86(asmjit::x86::Assembler& a, Isa isa, uint32_t mr, uint32_t nr, uint32_t rows,
-                               uint32_t vectors, bool masked, bool by_rows) {
+                               uint32_t vectors, bool masked, bool by_rows, bool packing) {
     namespace x86 = asmjit::x86;
     const bool wide = isa == Isa::Avx512;
     const uint32_t vb = wide ? 64 : 32, top = wide ? 28 : 12;   // registers at and above `top`: B, broadcast, store temporaries
@@ -5644,6 +5647,7 @@ inline void emit_gemm_tile_x86(asmjit::x86::Assembler& a, Isa isa, uint32_t mr, 
         for (uint32_t j = 0; j < vectors; ++j) a.vxorps(acc(i, j), acc(i, j), acc(i, j));
     if (by_rows) {
         a.mov(x86::r10, x86::qword_ptr(x86::r9, (int32_t)offsetof(Gemm::TileParams, b_rows)));
+        if (packing) a.mov(x86::r11, x86::qword_ptr(x86::r9, (int32_t)offsetof(Gemm::TileParams, pack_to)));
         if (masked) {
             if (wide) a.kmovw(x86::k1, x86::word_ptr(x86::r9, 12));
             else a.vmovdqu(v(top + 3), x86::ptr(x86::r9, 16));
@@ -5657,6 +5661,8 @@ inline void emit_gemm_tile_x86(asmjit::x86::Assembler& a, Isa isa, uint32_t mr, 
                 if (!masked || j + 1 < vectors) a.vmovups(v(top + j), bj);
                 else if (wide) a.k(x86::k1).z().vmovups(v(top + j), bj);
                 else a.vmaskmovps(v(top + j), v(top + 3), bj);
+                // The packed panel's row u: masked lanes were loaded as zeros, as packing pads.
+                if (packing) a.vmovups(x86::ptr(x86::r11, (int32_t)(u * nr * 4 + j * vb)), v(top + j));
             }
         } else {
             for (uint32_t j = 0; j < vectors; ++j) a.vmovups(v(top + j), x86::ptr(x86::rsi, (int32_t)(u * nr * 4 + j * vb)));
@@ -5679,6 +5685,7 @@ inline void emit_gemm_tile_x86(asmjit::x86::Assembler& a, Isa isa, uint32_t mr, 
     a.add(x86::rdi, (int32_t)(4 * mr * 4));
     if (by_rows) a.add(x86::r10, 32);
     else a.add(x86::rsi, (int32_t)(4 * nr * 4));
+    if (packing) a.add(x86::r11, (int32_t)(4 * nr * 4));
     a.sub(x86::r8, 4);
     a.cmp(x86::r8, 4);
     a.jae(quad);
@@ -5690,6 +5697,7 @@ inline void emit_gemm_tile_x86(asmjit::x86::Assembler& a, Isa isa, uint32_t mr, 
     a.add(x86::rdi, (int32_t)(mr * 4));
     if (by_rows) a.add(x86::r10, 8);
     else a.add(x86::rsi, (int32_t)(nr * 4));
+    if (packing) a.add(x86::r11, (int32_t)(nr * 4));
     a.sub(x86::r8, 1);
     a.jnz(single_loop);
     a.bind(store);
@@ -5751,9 +5759,9 @@ inline void emit_gemm_tile_x86(asmjit::x86::Assembler& a, Isa isa, uint32_t mr, 
 
 // Every tile of a target in one code buffer, generated once per process (thread-safe static):
 // the tiles over packed B panels, then the same tiles reading B by rows (from fn + mr 2 vectors
-// on: Gemm::row_tiles_).
+// on: Gemm::row_tiles_), then row tiles that also pack (Gemm::packing_row_tiles_).
 struct GemmTileTable {
-    Gemm::TileFn fn[2 * 16 * 2 * 2] = {};
+    Gemm::TileFn fn[3 * 16 * 2 * 2] = {};
     Status status = Status::Unsupported;
 };
 
@@ -5761,20 +5769,20 @@ inline GemmTileTable make_gemm_tiles(Isa isa, uint32_t mr, uint32_t nr) {
     using namespace asmjit;
     GemmTileTable t;
     const uint32_t vectors = nr / isa_vector_floats(isa);
-    void* entries[2 * 16 * 2 * 2];
-    t.status = assemble_jit_entries<x86::Assembler>(2 * mr * 2 * vectors, entries, [&](x86::Assembler& a, const Label* labels) {
-        for (int by_rows = 0; by_rows < 2; ++by_rows)
+    void* entries[3 * 16 * 2 * 2];
+    t.status = assemble_jit_entries<x86::Assembler>(3 * mr * 2 * vectors, entries, [&](x86::Assembler& a, const Label* labels) {
+        for (int kind = 0; kind < 3; ++kind)   // packed B, B by rows, B by rows and packing
             for (uint32_t rows = 1; rows <= mr; ++rows)
                 for (uint32_t vec = 1; vec <= vectors; ++vec)
                     for (int masked = 0; masked < 2; ++masked) {
-                        const uint32_t index = (uint32_t)by_rows * mr * 2 * vectors + (rows - 1) * 2 * vectors + (vec - 1) * 2 + (uint32_t)masked;
+                        const uint32_t index = (uint32_t)kind * mr * 2 * vectors + (rows - 1) * 2 * vectors + (vec - 1) * 2 + (uint32_t)masked;
                         a.align(AlignMode::kCode, 32);
                         a.bind(labels[index]);
-                        emit_gemm_tile_x86(a, isa, mr, nr, rows, vec, masked != 0, by_rows != 0);
+                        emit_gemm_tile_x86(a, isa, mr, nr, rows, vec, masked != 0, kind > 0, kind == 2);
                     }
     });
     if (t.status != Status::Ok) return t;
-    for (uint32_t i = 0; i < 2 * mr * 2 * vectors; ++i) t.fn[i] = reinterpret_cast<Gemm::TileFn>(entries[i]);
+    for (uint32_t i = 0; i < 3 * mr * 2 * vectors; ++i) t.fn[i] = reinterpret_cast<Gemm::TileFn>(entries[i]);
     return t;
 }
 #endif
@@ -5879,6 +5887,7 @@ Status Gemm::init(Isa isa) {
     isa_ = isa;
     tiles_ = nullptr;
     row_tiles_ = nullptr;
+    packing_row_tiles_ = nullptr;
     vector_floats_ = 1;
     blocking_.mr = detail::kGemmPortableRows;
     blocking_.nr = detail::kGemmPortableCols;
@@ -5898,6 +5907,7 @@ Status Gemm::init(Isa isa) {
         if (table->status != Status::Ok) return table->status;
         tiles_ = table->fn;
         row_tiles_ = table->fn + blocking_.mr * 2 * (blocking_.nr / isa_vector_floats(isa));
+        packing_row_tiles_ = row_tiles_ + blocking_.mr * 2 * (blocking_.nr / isa_vector_floats(isa));
         vector_floats_ = isa_vector_floats(isa);
     }
 #elif !defined(TESSEL_NO_JIT) && defined(__aarch64__)
@@ -5976,12 +5986,26 @@ void Gemm::pack_a_block(int64_t rows, int64_t depth, const float* a, int64_t a_r
     }
 }
 
+namespace detail {
+// depth rows of NR floats, b_row apart, into one panel: a copy of a size known here is a few
+// inline vector moves, where a run-time nr made each row a library call.
+template <int64_t NR>
+inline void pack_panel_rows(const float* b, int64_t b_row, int64_t depth, float* packed) {
+    for (int64_t p = 0; p < depth; ++p, packed += NR) std::memcpy(packed, b + p * b_row, NR * sizeof(float));
+}
+}  // namespace detail
+
 // Panels of nr columns: for each k, nr consecutive floats (columns past `cols` are zero).
 void Gemm::pack_b_block(int64_t depth, int64_t cols, const float* b, int64_t b_row, int64_t b_col, float* packed) const {
     const int64_t nr = blocking_.nr;
     for (int64_t j0 = 0; j0 < cols; j0 += nr) {
         const int64_t w = cols - j0 < nr ? cols - j0 : nr;
-        if (b_col == 1) {
+        if (b_col == 1 && w == nr && (nr == 32 || nr == 16 || nr == 12)) {
+            if (nr == 32) detail::pack_panel_rows<32>(b + j0, b_row, depth, packed);
+            else if (nr == 16) detail::pack_panel_rows<16>(b + j0, b_row, depth, packed);
+            else detail::pack_panel_rows<12>(b + j0, b_row, depth, packed);
+            packed += depth * nr;
+        } else if (b_col == 1) {
             for (int64_t p = 0; p < depth; ++p, packed += nr) {
                 const float* src = b + p * b_row + j0;
                 if (w == nr) std::memcpy(packed, src, (size_t)nr * sizeof(float));
@@ -6061,12 +6085,16 @@ void Gemm::run(int64_t m, int64_t n, int64_t k, float alpha, const GemmOperand& 
     if (m <= 0 || n <= 0) return;
     const int64_t mr = blocking_.mr, nr = blocking_.nr;
     const int64_t mpanels = (m + mr - 1) / mr, npanels = (n + nr - 1) / nr;
-    const bool rows_in_place = b.rows && row_tiles_;   // the row tiles read B where it lies
-    const TileFn* tiles = rows_in_place ? row_tiles_ : tiles_;
-    const bool b_ready = b.packed || rows_in_place;
     int64_t m0, m1, n0, n1;
     part_range(m, n, a.packed, b.packed || b.rows, part, parts, &m0, &m1, &n0, &n1);
     if (m0 >= m1 || n0 >= n1) return;
+    // B by rows: the row tiles read it where it lies; with three or more row tiles per panel
+    // the first packs what it reads for the others (one pass over B's scattered rows, and no
+    // packing pass of its own; for two, its stores cost more than a second read).
+    const bool rows_in_place = b.rows && row_tiles_ && m1 - m0 <= 2 * mr;
+    const bool pack_as_read = b.rows && packing_row_tiles_ && !rows_in_place;
+    const TileFn* tiles = rows_in_place ? row_tiles_ : tiles_;
+    const bool b_ready = b.packed || rows_in_place;
     if (k <= 0) {   // C = beta C (the row bias), and 0 when beta is 0 (C not read)
         for (int64_t i = m0; i < m1; ++i)
             for (int64_t j = n0; j < n1; ++j)
@@ -6082,6 +6110,7 @@ void Gemm::run(int64_t m, int64_t n, int64_t k, float alpha, const GemmOperand& 
     params.alpha = alpha;
     params.row_bias = nullptr;
     params.b_rows = nullptr;
+    params.pack_to = nullptr;
     for (int64_t jc = n0; jc < n1; jc += blocking_.nc) {
         const int64_t nc = n1 - jc < blocking_.nc ? n1 - jc : blocking_.nc;
         for (int64_t pc = 0; pc < k; pc += blocking_.kc) {
@@ -6093,6 +6122,7 @@ void Gemm::run(int64_t m, int64_t n, int64_t k, float alpha, const GemmOperand& 
             int64_t panel_step = kc;   // floats from one B panel to the next
             if (b.packed) bp = b.data + pc * np + jc * kc;
             else if (rows_in_place) bp = b.data + jc, params.b_rows = b.rows + pc, panel_step = 1;
+            else if (pack_as_read) params.b_rows = b.rows + pc;
             else if (b.rows) pack_b_rows_block(kc, nc, b.data + jc, b.rows + pc, bbuf);
             else pack_b_block(kc, nc, b.data + pc * b.row + jc * b.col, b.row, b.col, bbuf);
             for (int64_t ic = m0; ic < m1; ic += blocking_.mc) {
@@ -6115,7 +6145,10 @@ void Gemm::run(int64_t m, int64_t n, int64_t k, float alpha, const GemmOperand& 
                         float* ct = c + (ic + ir) * ldc + jc + jr;
                         if (params.read_c == 2) params.row_bias = row_bias + ic + ir;
                         TileFn tile = tiles ? tiles[(rows - 1) * 2 * (nr / vf) + index_cols] : nullptr;
-                        if (tile) {
+                        if (pack_as_read && ic == m0 && ir == 0) {   // reads panel jr's rows and packs them
+                            params.pack_to = bbuf + jr * kc;
+                            packing_row_tiles_[(rows - 1) * 2 * (nr / vf) + index_cols](ap, b.data + jc + jr, ct, ldc * 4, kc, &params);
+                        } else if (tile) {
                             tile(ap + ir * kc, bp + jr * panel_step, ct, ldc * 4, kc, &params);
                         } else if (tiles_) {   // no masked tile (NEON): the full tile in a buffer, then the columns
                             float buffer[16 * 32];
@@ -8439,11 +8472,11 @@ inline Int8DepthwiseKernelTable& int8_depthwise_kernels() {
     return table;
 }
 
-// dst[i] = src[i] ^ flip for n bytes (no overlap). Rows of up to 64 bytes (or any with a flip)
+// dst[i] = src[i] ^ flip for n bytes (no overlap). Rows of up to 128 bytes (or any with a flip)
 // 16 at a time, the last 16 overlapping, shorter ones as two overlapping words: no library call
 // or byte loop per narrow row.
 inline void copy_narrow(uint8_t* dst, const uint8_t* src, int64_t n, uint8_t flip) {
-    if (!flip && n > 64) {
+    if (!flip && n > 128) {
         std::memcpy(dst, src, (size_t)n);
     } else if (n >= 16) {
 #if defined(__SSE2__)

@@ -104,7 +104,7 @@ void check_gemm(const Gemm& gemm, const GemmCase& g, uint32_t seed) {
         ob.data = b_rows_buffer.data();
         ob.rows = b_rows.data();
     }
-    const size_t slice = gemm.scratch_floats(g.m, g.n, g.k, g.pack_a, g.pack_b || (g.b_by_rows && gemm.reads_b_rows()));
+    const size_t slice = gemm.scratch_floats(g.m, g.n, g.k, g.pack_a, g.pack_b);
     std::vector<float> scratch(slice * g.parts + 1, NAN);
     for (uint32_t part = 0; part < g.parts; ++part)
         gemm.run(g.m, g.n, g.k, g.alpha, oa, ob, g.beta, c.data(), ldc, scratch.data() + part * slice, part, g.parts);
@@ -205,13 +205,13 @@ TEST_CASE("gemm: transposed operands and parts") {
         }
 }
 
-TEST_CASE("gemm: B by row offsets (a conv's padded input in place): every remainder, K blocks, parts") {
+TEST_CASE("gemm: B by row offsets (in place, or packed by each panel's first tile): every remainder, K blocks, parts") {
     Gemm gemm = target_gemm();
     CHECK(gemm.reads_b_rows() == (gemm.isa() == Isa::Avx2 || gemm.isa() == Isa::Avx512));
     const GemmBlocking& bl = gemm.blocking();
     const int64_t mr = bl.mr, nr = bl.nr;
     uint32_t seed = 400;
-    for (int64_t m : {(int64_t)1, mr - 1, mr, mr + 3})
+    for (int64_t m : {(int64_t)1, mr - 1, mr, mr + 3, 2 * mr + 1, 3 * mr - 2})   // from 2 mr + 1 rows the first tile packs
         for (int64_t n : {(int64_t)1, (int64_t)5, nr / 2 + 1, nr - 1, nr, nr + 1, 2 * nr + 7})
             for (int64_t k : {(int64_t)1, (int64_t)6, (int64_t)9}) {   // K steps in fours and singles
                 GemmCase g{m, n, k};
@@ -386,9 +386,11 @@ TEST_CASE("gemm: Conv on the CPU device: 1x1, 3x3, strided, dilated, grouped, pa
         {{1, 16, 100, 100}, {24, 16, 1, 1}, true, 1, {}, {}, {}},                     // 1x1 in several blocks
         {{2, 1100, 5, 5}, {20, 1100, 1, 1}, false, 1, {}, {}, {}},                    // 1x1, K beyond kc (at most 1024)
         {{1, 1100, 6, 5}, {17, 1100, 1, 1}, true, 1, {}, {}, {}},                     // the same with a bias (the tiles add it)
+        {{1, 1100, 6, 7}, {45, 1100, 1, 1}, true, 1, {}, {}, {}},                     // x86: the first row tile packs, two K blocks
         {{1, 128, 9, 9}, {32, 128, 3, 3}, true, 1, {}, {}, {1, 1, 1, 1}},            // 32 maps, K beyond kc (two K blocks)
         {{1, 6, 9, 9}, {6, 1, 3, 3}, true, 6, {2, 2}, {2, 2}, {2, 2, 2, 2}},          // depthwise (stays reference)
-        // k x k on padded planes: M <= 48 and K >= 4 M read them in place on x86 (Y through a wide buffer), else packed panels
+        // k x k on padded planes: M <= 64 and K >= 4 M read them in place on x86 (Y through a wide buffer), else packed panels
+        {{1, 32, 10, 37}, {64, 32, 3, 3}, true, 1, {}, {}, {1, 1, 1, 1}},            // in place, 64 maps (the first row tile packs)
         {{1, 24, 11, 40}, {6, 24, 3, 3}, true, 1, {}, {}, {1, 1, 1, 1}},             // in place, rows of 40 in 42
         {{2, 9, 13, 7}, {5, 9, 3, 3}, false, 1, {}, {2, 1}, {2, 1, 0, 2}},           // in place, dilated, asymmetric pads
         {{1, 3, 20, 21}, {24, 3, 3, 3}, true, 1, {2, 2}, {}, {1, 1, 1, 1}},           // packed, strided (phase planes)
