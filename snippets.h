@@ -5664,6 +5664,10 @@ inline void emit_gemm_tile_x86(asmjit::x86::Assembler& a, Isa isa, uint32_t mr, 
                 // The packed panel's row u: masked lanes were loaded as zeros, as packing pads.
                 if (packing) a.vmovups(x86::ptr(x86::r11, (int32_t)(u * nr * 4 + j * vb)), v(top + j));
             }
+            // The next panel's part of this row, into L2 for its first tile: B's rows are too
+            // many streams for the hardware prefetchers.
+            if (packing)
+                for (uint32_t j = 0; j < vectors; ++j) a.prefetcht1(x86::ptr(x86::rsi, x86::rax, 2, (int32_t)(nr * 4 + j * vb)));
         } else {
             for (uint32_t j = 0; j < vectors; ++j) a.vmovups(v(top + j), x86::ptr(x86::rsi, (int32_t)(u * nr * 4 + j * vb)));
         }
