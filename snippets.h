@@ -636,6 +636,7 @@ public:
         const float* row_bias;   // read_c 2: the tile's first row's bias
         const int64_t* b_rows;   // row tiles: B's row offsets (floats) for this K block
         float* pack_to;          // packing row tiles: the panel where the rows read are copied
+        int32_t stream_a;        // nonzero: A's panels come from memory (prefetched ahead)
     };
     // void tile(a panel, b panel, c, ldc in bytes, k, params)
     using TileFn = void (*)(const float*, const float*, float*, int64_t, int64_t, const TileParams*);
@@ -5686,6 +5687,14 @@ inline void emit_gemm_tile_x86(asmjit::x86::Assembler& a, Isa isa, uint32_t mr, 
     a.jb(single);
     a.bind(quad);
     for (int32_t u = 0; u < 4; ++u) step(u);
+    {   // A packed before run() (a conv's weights, megabytes read once per inference) streams from
+        // memory: ask for it 4 KB ahead, four steps' lines per four steps. A packed by run() is in L2.
+        asmjit::Label near = a.newLabel();
+        a.cmp(x86::dword_ptr(x86::r9, (int32_t)offsetof(Gemm::TileParams, stream_a)), 0);
+        a.je(near);
+        for (uint32_t line = 0; line < 4 * mr * 4; line += 64) a.prefetcht1(x86::ptr(x86::rdi, (int32_t)(4096 + line)));
+        a.bind(near);
+    }
     a.add(x86::rdi, (int32_t)(4 * mr * 4));
     if (by_rows) a.add(x86::r10, 32);
     else a.add(x86::rsi, (int32_t)(4 * nr * 4));
@@ -6115,6 +6124,7 @@ void Gemm::run(int64_t m, int64_t n, int64_t k, float alpha, const GemmOperand& 
     params.row_bias = nullptr;
     params.b_rows = nullptr;
     params.pack_to = nullptr;
+    params.stream_a = a.packed;
     for (int64_t jc = n0; jc < n1; jc += blocking_.nc) {
         const int64_t nc = n1 - jc < blocking_.nc ? n1 - jc : blocking_.nc;
         for (int64_t pc = 0; pc < k; pc += blocking_.kc) {
