@@ -605,7 +605,7 @@ public:
     const GemmBlocking& blocking() const { return blocking_; }
     uint32_t vector_floats() const { return vector_floats_; }   // columns per vector of the tiles (1: portable)
     // True when the tiles read a B given by `rows` in place; else run() packs its panels first.
-    // Either way scratch_floats needs b_packed false: where a part has more than one row tile,
+    // Either way scratch_floats needs b_packed false: where a part has three or more row tiles,
     // each panel's first tile reads B's rows and copies them into a packed panel for the others.
     bool reads_b_rows() const { return row_tiles_ != nullptr; }
     // A whole matrix packed once (constant weights): kc blocks of panels, zero padded.
