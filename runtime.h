@@ -12474,25 +12474,61 @@ inline int64_t cpu_resize_planes(const ResizeState& st) {
     return planes;
 }
 
-inline Status run_cpu_resize_nearest(const RunContext& c) {
-    const ResizeState& st = *static_cast<const ResizeState*>(c.state);
+// The nearest states the plane kernel takes: the leading dims keep their size and order.
+inline bool cpu_resize_nearest_planes_take(const ResizeState& st) {
+    if (st.linear || st.filter || st.rank < 2) return false;
+    for (int d = 0; d < st.rank; ++d) if (st.outside[d]) return false;
+    for (int d = 0; d + 2 < st.rank; ++d) {
+        if (st.out[d] != st.in[d]) return false;
+        for (int64_t o = 0; o < st.out[d]; ++o) if (st.index[d][o] != o) return false;
+    }
+    return true;
+}
+
+// Planes [begin, end) of a nearest Resize, of floats or of bytes (a quantized tensor's). Rows
+// of bytes that double every column (2x upsampling) interleave 16 bytes with themselves.
+template <class T>
+void cpu_resize_nearest_planes(const ResizeState& st, const T* x, T* y, uint64_t begin, uint64_t end) {
     const int h = st.rank - 2, w = st.rank - 1;
     const int64_t in_w = st.in[w], out_h = st.out[h], out_w = st.out[w];
     const int64_t in_plane = st.in[h] * in_w, out_plane = out_h * out_w;
     const int64_t *rows = st.index[h], *cols = st.index[w];
+    bool doubled = false;
+#if defined(__SSE2__)
+    doubled = sizeof(T) == 1 && out_w == 2 * in_w && in_w >= 16;
+    for (int64_t j = 0; doubled && j < out_w; ++j) doubled = cols[j] == j / 2;
+#endif
+    for (uint64_t p = begin; p < end; ++p) {
+        const T* xp = x + (int64_t)p * in_plane;
+        T* yp = y + (int64_t)p * out_plane;
+        for (int64_t i = 0; i < out_h; ++i) {
+            T* yr = yp + i * out_w;
+            if (i > 0 && rows[i] == rows[i - 1]) { std::memcpy(yr, yr - out_w, (size_t)out_w * sizeof(T)); continue; }
+            const T* xr = xp + rows[i] * in_w;
+#if defined(__SSE2__)
+            if (doubled) {   // the last 16 input bytes again, overlapping, for a tail
+                for (int64_t j = 0;; j += 16) {
+                    if (j > in_w - 16) j = in_w - 16;
+                    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(xr + j));
+                    _mm_storeu_si128(reinterpret_cast<__m128i*>(yr + 2 * j), _mm_unpacklo_epi8(v, v));
+                    _mm_storeu_si128(reinterpret_cast<__m128i*>(yr + 2 * j + 16), _mm_unpackhi_epi8(v, v));
+                    if (j == in_w - 16) break;
+                }
+                continue;
+            }
+#endif
+            for (int64_t j = 0; j < out_w; ++j) yr[j] = xr[cols[j]];
+        }
+    }
+}
+
+inline Status run_cpu_resize_nearest(const RunContext& c) {
+    const ResizeState& st = *static_cast<const ResizeState*>(c.state);
     const float* x = c.inputs[0].as<float>();
     float* y = c.outputs[0].as<float>();
-    cpu_ops_parallel(c, (uint64_t)cpu_resize_planes(st), (uint64_t)out_plane, [&](uint64_t begin, uint64_t end) {
-        for (uint64_t p = begin; p < end; ++p) {
-            const float* xp = x + (int64_t)p * in_plane;
-            float* yp = y + (int64_t)p * out_plane;
-            for (int64_t i = 0; i < out_h; ++i) {
-                float* yr = yp + i * out_w;
-                if (i > 0 && rows[i] == rows[i - 1]) { std::memcpy(yr, yr - out_w, (size_t)out_w * sizeof(float)); continue; }
-                const float* xr = xp + rows[i] * in_w;
-                for (int64_t j = 0; j < out_w; ++j) yr[j] = xr[cols[j]];
-            }
-        }
+    const uint64_t out_plane = (uint64_t)(st.out[st.rank - 2] * st.out[st.rank - 1]);
+    cpu_ops_parallel(c, (uint64_t)cpu_resize_planes(st), out_plane, [&](uint64_t begin, uint64_t end) {
+        cpu_resize_nearest_planes(st, x, y, begin, end);
     });
     return Status::Ok;
 }
@@ -12963,11 +12999,7 @@ inline Status cpu_ops_step(ReferenceProgram* p, const PreparedModel& model, Node
             p->steps_[p->count - 1].scratch_bytes = (size_t)(p->threads ? p->threads : 1) * 2 * round16((size_t)st.out[st.rank - 1]) * sizeof(float);
             return Status::Ok;
         }
-        for (int d = 0; d + 2 < st.rank; ++d) {   // nearest: the leading dims must keep their size and order
-            if (st.out[d] != st.in[d]) return Status::Ok;
-            for (int64_t o = 0; o < st.out[d]; ++o) if (st.index[d][o] != o) return Status::Ok;
-        }
-        return cpu_ops_use(p, run_cpu_resize_nearest, state, op);
+        return cpu_resize_nearest_planes_take(st) ? cpu_ops_use(p, run_cpu_resize_nearest, state, op) : Status::Ok;
     }
     if (op == StringView("Softmax") || op == StringView("LogSoftmax")) {
         const SoftmaxState& rows = *static_cast<const SoftmaxState*>(state);
@@ -22623,21 +22655,24 @@ inline Status run_int8_binary(const RunContext& c) {
 
 // >>int8 data movement
 // DequantizeLinear (uint8) -> Reshape, Flatten, Squeeze, Unsqueeze, Identity and at most one
-// Transpose (each read only by the next) -> QuantizeLinear (uint8), per tensor: a channel
-// shuffle between quantized convs. Moving elements commutes with the elementwise Dequantize and
-// Quantize, so the step moves x's bytes (the Transpose's strided copy at one byte an element)
-// and puts them through x's grid to y's (int8_grid_table; none when the grids agree): the float
-// path's bits at a quarter of its traffic, with no float tensor in between.
+// Transpose or nearest Resize (each read only by the next) -> QuantizeLinear (uint8), per
+// tensor: a channel shuffle between quantized convs, or the upsampling of a detection head's
+// pyramid (onnxruntime's quantizer wraps Resize in its input's grid). Moving elements commutes
+// with the elementwise Dequantize and Quantize, so the step moves x's bytes (the Transpose's
+// strided copy, the Resize's gathers, at one byte an element) and puts them through x's grid
+// to y's (int8_grid_table; none when the grids agree): the float path's bits at a quarter of
+// its traffic, with no float tensor in between.
 constexpr uint32_t kInt8MoveOps = 8;   // the longest chain of data movement ops one step takes
 
 struct Int8MoveGroup {
-    NodeId quantize = kNoNode, dequantize = kNoNode, transpose = kNoNode;
+    NodeId quantize = kNoNode, dequantize = kNoNode, transpose = kNoNode, resize = kNoNode;
     NodeId ops[kInt8MoveOps] = {};   // from the DequantizeLinear's reader to the QuantizeLinear's input
     uint32_t count = 0;
 };
 
 struct Int8MoveState {
     StridedCopy copy;                  // over bytes, dims merged; a rank-1 copy when nothing transposes
+    const ResizeState* resize = nullptr;   // a nearest Resize's planes instead of the copy
     uint64_t rows = 0;                 // rows of copy.dims[rank - 1] bytes
     const uint8_t* table = nullptr;    // nullptr: the identity
     Int8Lookup lookup;
@@ -22645,7 +22680,8 @@ struct Int8MoveState {
 
 inline bool int8_movement_op(StringView op) {
     return op == StringView("Reshape") || op == StringView("Flatten") || op == StringView("Squeeze") ||
-           op == StringView("Unsqueeze") || op == StringView("Identity") || op == StringView("Transpose");
+           op == StringView("Unsqueeze") || op == StringView("Identity") || op == StringView("Transpose") ||
+           op == StringView("Resize");
 }
 
 // The movement chain ending at QuantizeLinear node q, or false. The ops' inputs past the data
@@ -22659,7 +22695,7 @@ inline bool int8_find_move(const PreparedModel& model, NodeId q, Int8MoveGroup* 
     float s;
     int32_t z;
     if (!qs || qs->division != QuantDivision::Float || !int8_tensor_params(model, q, ElementType::UInt8, &s, &z)) return false;
-    NodeId reader = q, n = qn.inputs[0].producer, transpose = kNoNode;
+    NodeId reader = q, n = qn.inputs[0].producer, transpose = kNoNode, resize = kNoNode;
     NodeId chain[kInt8MoveOps];
     uint32_t count = 0;
     while (!(g.node(n).op == StringView("DequantizeLinear"))) {
@@ -22670,12 +22706,19 @@ inline bool int8_find_move(const PreparedModel& model, NodeId q, Int8MoveGroup* 
             return false;
         for (uint32_t k = 1; k < node.num_inputs; ++k) {
             uint64_t elements = 0;
+            if (g.node(node.inputs[k].producer).op == StringView("Absent")) continue;   // Resize's roi or scales
             const uint32_t v = model.value_id(node.inputs[k].producer, node.inputs[k].port);
             if (!model.constant(v) && !(desc_elements(model.value_desc(v), &elements) && elements == 0)) return false;
         }
         if (node.op == StringView("Transpose")) {
-            if (transpose != kNoNode || !model.kernel_state(n)) return false;   // two Transposes do not make one strided copy
+            // two Transposes (or one and a Resize) do not make one strided copy
+            if (transpose != kNoNode || resize != kNoNode || !model.kernel_state(n)) return false;
             transpose = n;
+        }
+        if (node.op == StringView("Resize")) {
+            const ResizeState* rs = static_cast<const ResizeState*>(model.kernel_state(n));
+            if (transpose != kNoNode || resize != kNoNode || !rs || !cpu_resize_nearest_planes_take(*rs)) return false;
+            resize = n;
         }
         chain[count++] = n;
         reader = n;
@@ -22687,13 +22730,23 @@ inline bool int8_find_move(const PreparedModel& model, NodeId q, Int8MoveGroup* 
     if (model.value_desc(model.value_id(dn.inputs[0].producer, dn.inputs[0].port)).type != ElementType::UInt8) return false;
     if (model.value_desc(model.value_id(n, 0)).type != ElementType::Float32) return false;
     if (!int8_tensor_params(model, n, ElementType::UInt8, &s, &z)) return false;
-    uint64_t in_count = 0, out_count = 0;
+    // the reshapes keep the count; a Resize maps its input's count to its output's
+    uint64_t in_count = 0, out_count = 0, resize_in = 0, resize_out = 0;
     if (!desc_elements(model.value_desc(model.value_id(n, 0)), &in_count) ||
-        !desc_elements(model.value_desc(model.value_id(q, 0)), &out_count) || in_count != out_count)
+        !desc_elements(model.value_desc(model.value_id(q, 0)), &out_count))
         return false;
+    if (resize != kNoNode) {
+        const Node& rn = g.node(resize);
+        if (!desc_elements(model.value_desc(model.value_id(rn.inputs[0].producer, rn.inputs[0].port)), &resize_in) ||
+            !desc_elements(model.value_desc(model.value_id(resize, 0)), &resize_out) || resize_in != in_count || resize_out != out_count)
+            return false;
+    } else if (in_count != out_count) {
+        return false;
+    }
     group->quantize = q;
     group->dequantize = n;
     group->transpose = transpose;
+    group->resize = resize;
     group->count = count;
     for (uint32_t k = 0; k < count; ++k) group->ops[k] = chain[count - 1 - k];
     return true;
@@ -22709,6 +22762,10 @@ inline Int8MoveState* int8_move_state(ReferenceProgram* p, const PreparedModel& 
     if (failed) return nullptr;
     uint64_t count = 0;
     desc_elements(model.value_desc(model.value_id(group.quantize, 0)), &count);
+    if (group.resize != kNoNode) {
+        st->resize = static_cast<const ResizeState*>(model.kernel_state(group.resize));
+        return st;
+    }
     if (group.transpose != kNoNode) {
         StridedCopy bytes = *static_cast<const StridedCopy*>(model.kernel_state(group.transpose));
         bytes.element_bytes = 1;   // dims, strides and base count elements
@@ -22730,6 +22787,15 @@ inline Status run_int8_move(const RunContext& c) {
     const StridedCopy& s = st.copy;
     const uint8_t* x = c.inputs[0].as<const uint8_t>();
     uint8_t* y = c.outputs[0].as<uint8_t>();
+    if (st.resize) {   // planes: gathered, then through the table while in cache
+        const ResizeState& rs = *st.resize;
+        const uint64_t out_plane = (uint64_t)(rs.out[rs.rank - 2] * rs.out[rs.rank - 1]);
+        cpu_ops_parallel(c, (uint64_t)cpu_resize_planes(rs), (out_plane + 3) / 4, [&](uint64_t begin, uint64_t end) {
+            cpu_resize_nearest_planes(rs, x, y, begin, end);
+            if (st.table) st.lookup.run(st.table, y + begin * out_plane, y + begin * out_plane, (int64_t)((end - begin) * out_plane));
+        });
+        return Status::Ok;
+    }
     const int last = (int)s.rank - 1;
     const int64_t n = s.dims[last], stride = s.strides[last];
     if (st.rows == 0 || n <= 0) return Status::Ok;
@@ -23011,7 +23077,7 @@ inline Status cpu_int8_steps(ReferenceProgram* p, const PreparedModel& model, Is
         p->steps_[move_steps[k]].reads = Span<const uint32_t>(reads, 1);
         Int8MoveState* st = int8_move_state(p, model, m);
         if (!st) return Status::OutOfMemory;
-        TESSEL_TRY(int8_use(p, move_steps[k], run_int8_move, st, m.transpose != kNoNode ? "Transpose" : "Reshape",
+        TESSEL_TRY(int8_use(p, move_steps[k], run_int8_move, st, m.transpose != kNoNode ? "Transpose" : m.resize != kNoNode ? "Resize" : "Reshape",
                             st->table ? int8_lookup_init(&st->lookup, isa) : Isa::Ref, 0));
         for (uint32_t j = 0; j < m.count; ++j)
             if (writer[model.value_id(m.ops[j], 0)] != ~0u) drop[writer[model.value_id(m.ops[j], 0)]] = 1;

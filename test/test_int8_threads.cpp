@@ -1,6 +1,6 @@
 // Quantized data movement on the CPU device: DequantizeLinear (uint8) -> Reshape, Flatten,
-// Squeeze, Unsqueeze, Identity and at most one Transpose -> QuantizeLinear (uint8) as one uint8
-// step (a channel shuffle), bit for bit the float path's results (FUSION=NO runs the reference
+// Squeeze, Unsqueeze, Identity and at most one Transpose or nearest Resize -> QuantizeLinear
+// (uint8) as one uint8 step (a channel shuffle, a pyramid's upsampling), bit for bit the float path's results (FUSION=NO runs the reference
 // kernels) at every ISA of the machine and at 1 and 2 threads, split over rows and runs of
 // bytes; and the forms it leaves to the float path.
 #include <doctest/doctest.h>
@@ -18,6 +18,9 @@ using Shape = std::vector<int64_t>;
 struct Move {
     const char* op;
     Shape arg;   // Reshape: the shape; Transpose: perm; Flatten: {axis}; Squeeze, Unsqueeze: axes
+    std::vector<float> scales = {};   // Resize
+    const char* mode = "nearest";     // Resize
+    const char* transform = "half_pixel";
 };
 
 struct MoveCase {
@@ -47,10 +50,16 @@ Result run_moves(const MoveCase& mc, bool fusion, Isa isa, uint32_t threads) {
         const std::string op = m.op;
         if (op == "Reshape" || op == "Squeeze" || op == "Unsqueeze")
             last = t.op(m.op, {InputRef::by_id(last), t.constant(Shape{(int64_t)m.arg.size()}, m.arg)});
+        else if (op == "Resize")
+            last = t.op(m.op, {InputRef::by_id(last), t.absent(), t.constant(Shape{(int64_t)m.scales.size()}, m.scales)});
         else
             last = t.op(m.op, {InputRef::by_id(last)});
         if (op == "Transpose") t.set_ints("perm", m.arg);
         if (op == "Flatten") t.set_int("axis", m.arg[0]);
+        if (op == "Resize") {
+            t.set_string("mode", m.mode);
+            t.set_string("coordinate_transformation_mode", m.transform);
+        }
         if (first == kNoNode) first = last;
     }
     NodeId q = t.op("QuantizeLinear", {InputRef::by_id(last), t.constant(Shape{}, std::vector<float>{mc.sy}),
@@ -101,6 +110,10 @@ void check_moves(const MoveCase& mc) {
     }
 }
 
+Move resize(std::vector<float> scales, const char* mode = "nearest", const char* transform = "half_pixel") {
+    return Move{"Resize", {}, scales, mode, transform};
+}
+
 // ShuffleNet's channel shuffle of `channels` planes of h x w in `groups`.
 std::vector<Move> shuffle(int64_t groups, int64_t channels, int64_t h, int64_t w) {
     return {{"Reshape", {1, groups, channels / groups, h, w}}, {"Transpose", {0, 2, 1, 3, 4}}, {"Reshape", {1, channels, h, w}}};
@@ -141,4 +154,22 @@ TEST_CASE("int8 threads: a DequantizeLinear read elsewhere too stays; two Transp
     middle.kernel = nullptr;
     middle.shared_middle = true;
     check_moves(middle);
+}
+
+TEST_CASE("int8 threads: a nearest Resize between quantized tensors gathers bytes (a detection head's 2x upsampling, other scales)") {
+    check_moves(MoveCase{{1, 24, 5, 5}, {resize({1, 1, 2, 2})}, 0.02f, 0.02f, 128, 128, "Resize"});           // one thread
+    check_moves(MoveCase{{1, 96, 20, 20}, {resize({1, 1, 2, 2})}, 0.02f, 0.02f, 128, 128, "Resize"});         // planes over both threads
+    check_moves(MoveCase{{1, 96, 20, 20}, {resize({1, 1, 2, 2})}, 0.031f, 0.01f, 3, 250, "Resize"});           // to another grid
+    check_moves(MoveCase{{2, 5, 9, 13}, {resize({1, 1, 1.7f, 0.6f}, "nearest", "asymmetric")}, 0.02f, 0.03f, 10, 20, "Resize"});
+    check_moves(MoveCase{{1, 8, 6, 7}, {{"Reshape", {2, 4, 6, 7}}, resize({1, 1, 3, 2}), {"Flatten", {1}}}, 0.02f, 0.02f, 128, 128, "Resize"});
+    check_moves(MoveCase{{1, 3, 4, 4}, {resize({1, 1, 0.5f, 0.5f})}, 0.02f, 0.05f, 128, 60, "Resize"});      // downscaling
+    // 2x rows of 16 and 33 bytes: whole and overlapping 16-byte interleaves
+    check_moves(MoveCase{{1, 3, 7, 16}, {resize({1, 1, 2, 2})}, 0.02f, 0.02f, 128, 128, "Resize"});
+    check_moves(MoveCase{{1, 2, 3, 33}, {resize({1, 1, 1, 2}, "nearest", "asymmetric")}, 0.02f, 0.04f, 128, 90, "Resize"});
+}
+
+TEST_CASE("int8 threads: a linear Resize, one over the channels, or a Resize with a Transpose stay on the float path") {
+    check_moves(MoveCase{{1, 4, 6, 6}, {resize({1, 1, 2, 2}, "linear")}, 0.02f, 0.02f, 128, 128, nullptr});
+    check_moves(MoveCase{{1, 4, 6, 6}, {resize({1, 2, 1, 1})}, 0.02f, 0.02f, 128, 128, nullptr});
+    check_moves(MoveCase{{1, 4, 6, 6}, {{"Transpose", {0, 1, 3, 2}}, resize({1, 1, 2, 2})}, 0.02f, 0.02f, 128, 128, nullptr});
 }

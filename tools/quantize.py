@@ -11,6 +11,9 @@ What it writes is the QDQ form the usual quantizers write (onnxruntime's quantiz
 - Their activation inputs and their outputs (after a Relu or Clip that is the output's only
   reader) go through QuantizeLinear -> DequantizeLinear, uint8, asymmetric, per tensor, with
   the range [min(0, lo), max(0, hi)] seen over the calibration inputs.
+- A nearest Resize of a quantized activation gets its output quantized on its input's grid (as
+  onnxruntime's QDQ Resize does): it only picks input values, so nothing is rounded twice, and
+  a runtime can resize the uint8 values.
 Calibration runs the model with every tensor it needs as an extra graph output through
 `tessel run --output-dir`. Inputs: folders of input_K.pb files (--calibration, repeatable), or
 N sets of random values in [0, 1) (--random, the default with N = 4; free dims become 1).
@@ -174,6 +177,21 @@ def plan(model):
         if out not in activations:
             activations.append(out)
     return nodes, activations
+
+
+def shared_resizes(model, activations):
+    """(output, input) of each nearest Resize whose data input is quantized (in graph order, so a
+    Resize of a Resize follows): the output is quantized with the input's scale and zero point."""
+    graph_outputs = {o.name for o in model.graph.output}
+    quantized, pairs = set(activations), []
+    for node in model.graph.node:
+        if node.op_type != "Resize" or not node.input or node.input[0] not in quantized or node.output[0] in graph_outputs:
+            continue
+        mode = next((a.s.decode() for a in node.attribute if a.name == "mode"), "nearest")
+        if mode == "nearest":
+            pairs.append((node.output[0], node.input[0]))
+            quantized.add(node.output[0])
+    return pairs
 
 
 def random_inputs(model, count, seed, folder):
@@ -382,6 +400,9 @@ def main():
         if not sets:
             fail("no calibration inputs (--calibration DIR or --random N with N > 0)")
         ranges = calibrate(model, activations, sets, args.tessel, folder)
+        for out, source in shared_resizes(model, activations):
+            if source in ranges:
+                ranges[out] = ranges[source]
         rewrite(model, nodes, ranges, per_channel)
         onnx.checker.check_model(model)
         onnx.save(model, args.output)
@@ -390,7 +411,7 @@ def main():
             print("quantize.py: temporary files in " + folder)
         else:
             shutil.rmtree(folder, ignore_errors=True)
-    print("quantize.py: %d nodes quantized (%s weights), %d activations calibrated on %d input sets -> %s"
+    print("quantize.py: %d nodes quantized (%s weights), %d activations quantized, calibrated on %d input sets -> %s"
           % (len(nodes), "per-channel" if per_channel else "per-tensor", len(ranges), len(sets), args.output))
 
 

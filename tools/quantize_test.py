@@ -74,6 +74,21 @@ def test_model(tessel, float_model, folder):
               "%s reads a uint8 activation through DequantizeLinear" % node.name)
         quantized += 1
     check(quantized > 10, "the model's convolutions are quantized (%d)" % quantized)
+    # a nearest Resize of a quantized activation reads it dequantized and is quantized on the same grid
+    readers = quantize.readers_of(model.graph)
+    resizes = 0
+    for node in model.graph.node:
+        if node.op_type != "Resize":
+            continue
+        x = producer.get(node.input[0])
+        after = readers.get(node.output[0], [])
+        def grid(n):
+            return [numpy_helper.to_array(inits[name]).tolist() for name in n.input[1:3]]
+        same_grid = len(after) == 1 and after[0].op_type == "QuantizeLinear" and x is not None and \
+            x.op_type == "DequantizeLinear" and grid(after[0]) == grid(x)
+        check(same_grid, "%s is wrapped in its input's grid" % node.name)
+        resizes += 1
+    check(resizes > 0 or "ocr_det" not in float_model, "the detector's upsampling Resizes are quantized (%d)" % resizes)
     check(not any(n.op_type == "BatchNormalization" and producer.get(n.input[0]) is not None and
                   producer[n.input[0]].op_type == "Conv" for n in model.graph.node), "batch normalizations folded into convs")
     # same random input through both models
@@ -166,7 +181,7 @@ def main():
         test_model(tessel, float_model, folder)
         test_old_opset(tessel, folder)
         test_refusals(tessel, folder)
-    checks = "rounding, model structure, int8 against float32, opset 9, refusals"
+    checks = "rounding, model structure (Resize on its input's grid), int8 against float32, opset 9, refusals"
     print("quantize.py: %s: %s" % (checks, "%d failed" % failures if failures else "all passed"))
     return 1 if failures else 0
 
