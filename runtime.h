@@ -20476,6 +20476,10 @@ struct Int8ConvState {
     int32_t* bias = nullptr;           // per map
     float* scale = nullptr;            // per map
     Int8Requant rq;
+    // Where map m of group g of image n starts in y: n maps positions + g group_offset + m
+    // map_stride. Plain: group_maps positions and positions; a channel shuffle taken into the
+    // conv (int8_take_shuffle): positions and groups positions.
+    int64_t group_offset = 0, map_stride = 0;
     int64_t block = 0;                 // output positions per work unit (a multiple of nr)
     size_t rows_bytes = 0, panel_bytes = 0, slot_bytes = 0;
     uint32_t slots = 1, parts = 1;
@@ -20591,7 +20595,7 @@ inline Status run_int8_conv(const RunContext& c) {
             rq.bias = st.bias + g * st.group_maps;
             rq.scale = st.scale + g * st.group_maps;
             st.gemm.run(m0, m1, count, st.depth, st.packed + (size_t)g * st.packed_bytes, panel, rq,
-                        y + (n * st.maps + g * st.group_maps) * positions + p0, positions);
+                        y + n * st.maps * positions + g * st.group_offset + p0, st.map_stride);
         }
     }, int8_slots(macs, st.slots));
     return Status::Ok;
@@ -20713,13 +20717,13 @@ inline Status run_int8_conv_implicit(const RunContext& c) {
             rq.scale = st.scale + g * st.group_maps;
             st.gemm.run(m0, m1, count, st.depth, st.packed + (size_t)g * st.packed_bytes, panel, rq, result, count);
             // the virtual rows' first out_w columns into y (row m of the result at m * count)
-            uint8_t* yg = y + (n * st.maps + g * st.group_maps) * positions;
+            uint8_t* yg = y + n * st.maps * positions + g * st.group_offset;
             for (int64_t p = p0; p < p0 + count;) {
                 const int64_t o1 = p / wq, o2 = p % wq, stop = std::min(p0 + count, (o1 + 1) * wq);
                 if (o2 < out_w) {
                     const int64_t run = std::min(stop, o1 * wq + out_w) - p;
                     for (int64_t m = m0; m < m1; ++m)
-                        std::memcpy(yg + m * positions + o1 * out_w + o2, result + m * count + (p - p0), (size_t)run);
+                        std::memcpy(yg + m * st.map_stride + o1 * out_w + o2, result + m * count + (p - p0), (size_t)run);
                 }
                 p = stop;
             }
@@ -21915,6 +21919,8 @@ inline Int8ConvState* int8_conv_state(ReferenceProgram* p, const ConvState& cst,
     for (int64_t g = 0; g < st->groups; ++g)
         st->gemm.pack_a(st->group_maps, depth, wq.q + g * st->group_maps * depth, depth, packed + (size_t)g * st->packed_bytes);
     st->packed = packed;
+    st->group_offset = st->group_maps * st->w.out_size();
+    st->map_stride = st->w.out_size();
     st->slots = p->threads ? p->threads : 1;
     int8_conv_units(st, st->w.out_size(), (size_t)(Int8Gemm::k_groups(depth) * 4 * (st->direct ? 1 : 2)));
     const int64_t block = st->block;
@@ -22837,6 +22843,37 @@ inline Status run_int8_move(const RunContext& c) {
     return Status::Ok;
 }
 
+// A channel shuffle between grids that agree (no table) of a Conv group's output that nothing
+// else reads: its copy regroups each image's G groups of C / G planes into C / G groups of G,
+// G the Conv's groups. The Conv then writes map m of group g as plane m G + g
+// (Int8ConvState::group_offset, map_stride) and the shuffle's step goes: ShuffleNet's units.
+// True when taken (the Conv's step writes the shuffle's value).
+inline bool int8_take_shuffle(ReferenceProgram* p, const PreparedModel& model, const Int8MoveGroup& m, const Int8MoveState& move,
+                              uint32_t conv_step) {
+    const Graph& g = model.model.graph;
+    if (move.table || move.resize || conv_step >= p->count) return false;
+    const ReferenceProgram::Unit& unit = p->units[conv_step];
+    if (unit.run != run_int8_conv && unit.run != run_int8_conv_implicit) return false;
+    Int8ConvState& conv = *static_cast<Int8ConvState*>(const_cast<void*>(unit.state));
+    const NodeId q = p->steps_[conv_step].node, dq = m.dequantize;
+    if (p->steps_[conv_step].writes.size != 1 || !int8_single_reader(g, q, dq) || !int8_single_reader(g, dq, m.ops[0])) return false;
+    const StridedCopy& c = move.copy;
+    const int64_t planes = conv.group_maps, groups = conv.groups, positions = conv.w.out_size();
+    if (groups < 2 || planes < 2 || c.base != 0 || (c.rank != 3 && !(c.rank == 4 && c.dims[0] == conv.batch))) return false;
+    const int r = (int)c.rank - 3;
+    if (c.rank == 4 && c.strides[0] != conv.maps * positions) return false;
+    if (c.dims[r] != planes || c.strides[r] != positions || c.dims[r + 1] != groups || c.strides[r + 1] != planes * positions ||
+        c.dims[r + 2] != positions || c.strides[r + 2] != 1)
+        return false;
+    uint32_t* writes = p->arena.allocate_array<uint32_t>(1);
+    if (!writes) return false;
+    writes[0] = model.value_id(m.quantize, 0);
+    p->steps_[conv_step].writes = Span<const uint32_t>(writes, 1);
+    conv.group_offset = positions;
+    conv.map_stride = groups * positions;
+    return true;
+}
+
 // (>>int8 cpu, continued) The steps made from the groups of >>int8 cpu and >>int8 data movement.
 inline Status cpu_int8_steps(ReferenceProgram* p, const PreparedModel& model, Isa isa) {
     const Graph& g = model.model.graph;
@@ -23077,6 +23114,12 @@ inline Status cpu_int8_steps(ReferenceProgram* p, const PreparedModel& model, Is
         p->steps_[move_steps[k]].reads = Span<const uint32_t>(reads, 1);
         Int8MoveState* st = int8_move_state(p, model, m);
         if (!st) return Status::OutOfMemory;
+        if (int8_take_shuffle(p, model, m, *st, writer[reads[0]])) {
+            drop[move_steps[k]] = 1;
+            for (uint32_t j = 0; j < m.count; ++j)
+                if (writer[model.value_id(m.ops[j], 0)] != ~0u) drop[writer[model.value_id(m.ops[j], 0)]] = 1;
+            continue;
+        }
         TESSEL_TRY(int8_use(p, move_steps[k], run_int8_move, st, m.transpose != kNoNode ? "Transpose" : m.resize != kNoNode ? "Resize" : "Reshape",
                             st->table ? int8_lookup_init(&st->lookup, isa) : Isa::Ref, 0));
         for (uint32_t j = 0; j < m.count; ++j)

@@ -2,7 +2,8 @@
 // parts of the rows) bit for bit against a scalar oracle, on the target from TESSEL_ISA, on the
 // tile under AMX (VNNI), on the tile under its dot-product one (Int8Gemm::init(isa, false):
 // AVX2's on x86) and on the portable tile; QDQ Conv groups (1x1, 3x3, strided, dilated, padded,
-// grouped, Relu, Clip, and on AMX where Int8Gemm::amx_pays)
+// grouped, Relu, Clip, and on AMX where Int8Gemm::amx_pays; a channel shuffle after them, taken
+// into the conv's stores when its groups are the conv's)
 // bit for bit against the same arithmetic done here in integers, and within one step of the
 // float reference path (FUSION=NO); per-tensor QuantizeLinear/DequantizeLinear bit for bit
 // against the reference kernels.
@@ -277,6 +278,7 @@ struct QdqConv {
     Shape strides, dilations, pads;
     const char* act = nullptr;   // "Relu" or "Clip"
     bool bias = true;
+    int64_t shuffle = 0;         // a channel shuffle of y in this many groups after the Q (y's grid again)
 };
 
 struct Quantized {
@@ -311,7 +313,16 @@ Quantized run_qdq_conv(const QdqConv& cc, const std::vector<uint8_t>& x, const s
     if (cc.act && std::string(cc.act) == "Relu") last = t.op("Relu", {InputRef::by_id(conv)});
     if (cc.act && std::string(cc.act) == "Clip")
         last = t.op("Clip", {InputRef::by_id(conv), t.constant(Shape{}, std::vector<float>{-0.25f}), t.constant(Shape{}, std::vector<float>{0.75f})});
-    t.op("QuantizeLinear", {InputRef::by_id(last), t.constant(Shape{}, std::vector<float>{sy}), t.constant(Shape{}, std::vector<uint8_t>{zy})});
+    NodeId q = t.op("QuantizeLinear", {InputRef::by_id(last), t.constant(Shape{}, std::vector<float>{sy}), t.constant(Shape{}, std::vector<uint8_t>{zy})});
+    if (cc.shuffle) {   // ShuffleNet's DQ -> Reshape [N, G, C / G, H W] -> Transpose -> Reshape [N, C, H W] -> Q
+        const int64_t n = cc.x[0], maps = cc.w[0];
+        NodeId d = t.op("DequantizeLinear", {InputRef::by_id(q), t.constant(Shape{}, std::vector<float>{sy}), t.constant(Shape{}, std::vector<uint8_t>{zy})});
+        NodeId r = t.op("Reshape", {InputRef::by_id(d), t.constant(Shape{4}, Shape{n, cc.shuffle, maps / cc.shuffle, -1})});
+        NodeId tr = t.op("Transpose", {InputRef::by_id(r)});
+        t.set_ints("perm", {0, 2, 1, 3});
+        NodeId back = t.op("Reshape", {InputRef::by_id(tr), t.constant(Shape{3}, Shape{n, maps, -1})});
+        t.op("QuantizeLinear", {InputRef::by_id(back), t.constant(Shape{}, std::vector<float>{sy}), t.constant(Shape{}, std::vector<uint8_t>{zy})});
+    }
     return run_quantized(t, fusion, threads);
 }
 
@@ -371,6 +382,17 @@ void check_qdq_conv(const QdqConv& cc, uint32_t seed) {
                 want[(size_t)((n * maps + m) * positions + o)] = int8_requantize(acc, qb[(size_t)m], scale, lo, hi, zy);
             }
         }
+    if (cc.shuffle) {   // map m of shuffle group g (of C / G maps) becomes map m G + g
+        std::vector<uint8_t> shuffled(want.size());
+        const int64_t per = maps / cc.shuffle;
+        for (int64_t n = 0; n < batch; ++n)
+            for (int64_t m = 0; m < maps; ++m)
+                std::memcpy(&shuffled[(size_t)((n * maps + m % per * cc.shuffle + m / per) * positions)],
+                            &want[(size_t)((n * maps + m) * positions)], (size_t)positions);
+        want.swap(shuffled);
+    }
+    // the shuffle is taken into the conv when its groups are the conv's and a group has 2 maps or more
+    const bool taken = cc.shuffle > 1 && cc.shuffle == cc.group && maps / cc.group > 1;
     for (uint32_t threads : {1u, 2u}) {
         CAPTURE(threads);
         Quantized fast = run_qdq_conv(cc, x, w, b, sx, zx, sy, zy, true, threads);
@@ -378,6 +400,7 @@ void check_qdq_conv(const QdqConv& cc, uint32_t seed) {
         CHECK(fast.kernels.find("int8:") != std::string::npos);
         CHECK(fast.kernels.find("Conv") != std::string::npos);
         CHECK(fast.kernels.find("DequantizeLinear") == std::string::npos);   // the group reads x's uint8
+        if (cc.shuffle) CHECK((fast.kernels.find(":Transpose") == std::string::npos) == taken);
         const int64_t depth = count_of(cc.w) / cc.w[0];
         const bool amx = int8_amx_available() && default_isa() == Isa::Avx512 && Int8Gemm::amx_pays(cc.w[0] / cc.group, depth);
         CHECK((fast.kernels.find("Conv+amx") != std::string::npos) == amx);
@@ -435,6 +458,13 @@ TEST_CASE("int8: QDQ Conv groups on the CPU device: 1x1, 3x3, strided, dilated, 
         {{1, 16, 40, 40}, {32, 16, 3, 3}, 1, {2, 2}, {}, {1, 1, 1, 1}, "Relu", true},     // strided 3x3 (im2col)
         {{1, 32, 40, 40}, {32, 1, 3, 3}, 32, {}, {}, {1, 1, 1, 1}, "Relu", true},          // depthwise, stride 1
         {{1, 32, 40, 41}, {32, 1, 3, 3}, 32, {2, 2}, {}, {1, 1, 1, 1}, nullptr, true},     // depthwise, stride 2
+        // a channel shuffle after the Q: taken into the conv when its groups are the conv's
+        {{1, 24, 9, 7}, {24, 8, 1, 1}, 3, {}, {}, {}, "Relu", true, 3},                   // ShuffleNet's 1x1 group conv
+        {{2, 24, 6, 5}, {36, 6, 3, 3}, 4, {}, {}, {1, 1, 1, 1}, nullptr, true, 4},         // 3x3 from the padded copy, batch 2
+        {{1, 240, 28, 28}, {60, 80, 1, 1}, 3, {}, {}, {}, "Relu", true, 3},               // over 2 threads
+        {{1, 96, 14, 14}, {192, 32, 1, 1}, 3, {}, {}, {}, nullptr, true, 3},              // AMX where the CPU has it
+        {{1, 24, 9, 7}, {24, 8, 1, 1}, 3, {}, {}, {}, nullptr, true, 2},                  // other groups: the shuffle's own step
+        {{1, 12, 6, 6}, {12, 12, 1, 1}, 1, {}, {}, {}, nullptr, true, 3},                 // a plain conv: the shuffle's own step
     };
     uint32_t seed = 500;
     for (const QdqConv& cc : cases) {
