@@ -20443,6 +20443,9 @@ inline Status run_qconv(const RunContext& c) {
 //   and the result is the float path's bit for bit.
 //   The MaxPool's input may be a Concat of such DequantizeLinears along the channels: one step
 //   pools each input's planes and puts them through that input's table.
+// - DequantizeLinear(x: uint8) -> AveragePool -> QuantizeLinear (uint8), per tensor: runs of
+//   planes dequantized, pooled by the CPU's float kernel and quantized, without float tensors
+//   (run_int8_average_pool): the float path's bits.
 // - DequantizeLinears (uint8) -> Concat -> QuantizeLinear (uint8), per tensor, becomes a
 //   Concat of the uint8 inputs, each through its table to y's grid (none when the grids
 //   agree): the float path's values bit for bit.
@@ -21259,10 +21262,12 @@ inline bool int8_find_pool(const PreparedModel& model, NodeId q, Int8Group* grou
     if (!qs || qs->division != QuantDivision::Float || !int8_tensor_params(model, q, ElementType::UInt8, &s, &z)) return false;
     NodeId pool = qn.inputs[0].producer;
     const Node& pn = g.node(pool);
-    if (!(pn.op == StringView("MaxPool")) || pn.num_outputs != 1 || model.kernel(pool) != find_builtin_kernel(pn.op)) return false;
+    const bool average = pn.op == StringView("AveragePool");
+    if (!(pn.op == StringView("MaxPool") || average) || pn.num_outputs != 1 || model.kernel(pool) != find_builtin_kernel(pn.op)) return false;
     if (!int8_single_reader(g, pool, q)) return false;
     const PoolState* ps = static_cast<const PoolState*>(model.kernel_state(pool));
-    if (!ps || !ps->max || ps->w.in[0] != 1 || ps->w.kernel[0] != 1 || ps->w.out[0] != 1) return false;
+    if (!ps || ps->max == average || ps->w.in[0] != 1 || ps->w.kernel[0] != 1 || ps->w.out[0] != 1) return false;
+    if (average && (ps->w.dilation[1] != 1 || ps->w.dilation[2] != 1)) return false;   // the CPU's float plane kernel
     auto uint8_dequantize = [&](NodeId dq) {
         const Node& dn = g.node(dq);
         if (!(dn.op == StringView("DequantizeLinear")) || model.kernel(dq) != find_builtin_kernel(dn.op)) return false;
@@ -21276,6 +21281,7 @@ inline bool int8_find_pool(const PreparedModel& model, NodeId q, Int8Group* grou
     group->dequantize = pn.inputs[0].producer;
     group->concat = kNoNode;
     if (uint8_dequantize(group->dequantize)) return true;
+    if (average) return false;
     // a Concat of DequantizeLinears along the channels, read only by the MaxPool
     NodeId concat = pn.inputs[0].producer;
     const Node& cn = g.node(concat);
@@ -21342,6 +21348,71 @@ inline Int8PoolState* int8_pool_state(ReferenceProgram* p, const PreparedModel& 
     st->channels = channels;
     st->tables = tables;
     return failed || st->channels_total <= 0 ? nullptr : st;
+}
+
+// DequantizeLinear (uint8) -> AveragePool (1-D or 2-D, undilated) -> QuantizeLinear (uint8), per
+// tensor: a run of planes at a time, x's bytes dequantized into a slot's floats, each plane
+// pooled by the CPU's float plane kernel (cpu_pool_plane: the reference's tap order and
+// divisors; its JIT rows where the target has them) and the run quantized into y. The float
+// path's bits with no float tensor in memory; runs of planes keep the calls few on 7x7 maps.
+struct Int8AveragePoolState {
+    const PoolState* pool = nullptr;
+    PoolRows rows;                 // the interior rows' kernel, when jit
+    bool jit = false;
+    float x_scale = 1.0f, y_scale = 1.0f;
+    int32_t x_zero_point = 0, y_zero_point = 0;
+    int64_t run = 1;               // planes per unit: their floats stay in L1
+    size_t slot_floats = 0;        // a run's planes of x, then of y
+    uint32_t slots = 1;
+    Int8Convert convert;
+};
+
+inline Status run_int8_average_pool(const RunContext& c) {
+    const Int8AveragePoolState& st = *static_cast<const Int8AveragePoolState*>(c.state);
+    const PoolState& ps = *st.pool;
+    const uint8_t* x = c.inputs[0].as<const uint8_t>();
+    uint8_t* y = c.outputs[0].as<uint8_t>();
+    const int64_t in_plane = ps.w.in_size(), out_plane = ps.w.out_size();
+    const CpuPoolPlaneFn plane = ps.w.stride[2] == 1 ? cpu_pool_plane<false, 1> : ps.w.stride[2] == 2 ? cpu_pool_plane<false, 2> : cpu_pool_plane<false, 0>;
+    const uint64_t taps = (uint64_t)(ps.planes * out_plane * ps.w.kernel_size());
+    const uint64_t units = (uint64_t)((ps.planes + st.run - 1) / st.run);
+    nn_parallel(c, units, [&](uint64_t slot, uint64_t begin, uint64_t end) {
+        float* xf = static_cast<float*>(c.scratch) + slot * st.slot_floats;
+        float* yf = xf + round16((size_t)(st.run * in_plane));
+        for (uint64_t u = begin; u < end; ++u) {
+            const int64_t p0 = (int64_t)u * st.run, count = std::min(st.run, ps.planes - p0);
+            st.convert.dequantize(x + p0 * in_plane, xf, count * in_plane, st.x_scale, st.x_zero_point);
+            for (int64_t k = 0; k < count; ++k) plane(ps, st.jit ? &st.rows : nullptr, xf + k * in_plane, yf + k * out_plane);
+            st.convert.quantize(yf, y + p0 * out_plane, count * out_plane, st.y_scale, st.y_zero_point, 0, 255);
+        }
+    }, int8_slots(taps, st.slots));
+    return Status::Ok;
+}
+
+inline Int8AveragePoolState* int8_average_pool_state(ReferenceProgram* p, const PreparedModel& model, const Int8Group& group, Isa isa) {
+    const PoolState& ps = *static_cast<const PoolState*>(model.kernel_state(group.conv));
+    Int8AveragePoolState* st = p->arena.allocate_array<Int8AveragePoolState>(1);
+    if (!st) return nullptr;
+    new (st) Int8AveragePoolState();
+    st->pool = &ps;
+    int8_tensor_params(model, group.dequantize, ElementType::UInt8, &st->x_scale, &st->x_zero_point);
+    int8_tensor_params(model, group.quantize, ElementType::UInt8, &st->y_scale, &st->y_zero_point);
+    st->slots = p->threads ? p->threads : 1;
+    const int64_t floats = ps.w.in_size() + ps.w.out_size();
+    st->run = std::max<int64_t>(1, std::min<int64_t>(ps.planes, 8192 / std::max<int64_t>(1, floats)));
+    st->slot_floats = round16((size_t)(st->run * ps.w.in_size())) + round16((size_t)(st->run * ps.w.out_size()));
+    int64_t inner_begin = 0, inner_end = 0;
+    pool_interior_columns(ps.w, &inner_begin, &inner_end);
+    if (inner_end > inner_begin && (ps.w.stride[2] == 1 || ps.w.stride[2] == 2)) {   // as cpu_pool_rows_step
+        PoolRowShape shape;
+        shape.count = inner_end - inner_begin;
+        shape.kernel_w = ps.w.kernel[2];
+        shape.stride_w = ps.w.stride[2];
+        shape.row_floats = ps.w.in[2];
+        shape.average = 1;
+        st->jit = st->rows.init(shape, isa) == Status::Ok && st->rows.jit();
+    }
+    return st;
 }
 
 // A Concat of uint8 tensors, each input through its table (nullptr: the identity).
@@ -23036,7 +23107,12 @@ inline Status cpu_int8_steps(ReferenceProgram* p, const PreparedModel& model, Is
         }
         step.reads = Span<const uint32_t>(reads, count);
         const ConvState* cst = g_is_conv(model, group.conv) ? static_cast<const ConvState*>(model.kernel_state(group.conv)) : nullptr;
-        if (g.node(group.conv).op == StringView("MaxPool")) {
+        if (g.node(group.conv).op == StringView("AveragePool")) {
+            Int8AveragePoolState* st = int8_average_pool_state(p, model, group, isa);
+            if (!st) return Status::OutOfMemory;
+            TESSEL_TRY(int8_use(p, group.step, run_int8_average_pool, st, "AveragePool", int8_convert_init(&st->convert, isa),
+                                (size_t)st->slots * st->slot_floats * sizeof(float)));
+        } else if (g.node(group.conv).op == StringView("MaxPool")) {
             Int8PoolState* st = int8_pool_state(p, model, group);
             if (!st) return Status::OutOfMemory;
             // named after the lookup's target only when there is a table to look up

@@ -641,6 +641,8 @@ struct QdqPool {
     int64_t ceil = 0;
     float sy;
     uint8_t zy;
+    bool average = false;
+    int64_t count_include_pad = 0;
 };
 
 Quantized run_qdq_pool(const QdqPool& pc, const std::vector<uint8_t>& x, float sx, uint8_t zx, bool fusion, uint32_t threads) {
@@ -648,8 +650,9 @@ Quantized run_qdq_pool(const QdqPool& pc, const std::vector<uint8_t>& x, float s
     t.opset = 13;
     InputRef xin = t.input(pc.x, x);
     NodeId dq = t.op("DequantizeLinear", {xin, t.constant(Shape{}, std::vector<float>{sx}), t.constant(Shape{}, std::vector<uint8_t>{zx})});
-    NodeId pool = t.op("MaxPool", {InputRef::by_id(dq)});
+    NodeId pool = t.op(pc.average ? "AveragePool" : "MaxPool", {InputRef::by_id(dq)});
     t.set_ints("kernel_shape", pc.kernel);
+    if (pc.count_include_pad) t.set_int("count_include_pad", 1);
     if (!pc.strides.empty()) t.set_ints("strides", pc.strides);
     if (!pc.pads.empty()) t.set_ints("pads", pc.pads);
     if (!pc.dilations.empty()) t.set_ints("dilations", pc.dilations);
@@ -689,6 +692,45 @@ TEST_CASE("int8: QDQ MaxPool on uint8, bit for bit the float path's (same grid, 
             CHECK(fast.y == reference.y);
         }
     }
+}
+
+TEST_CASE("int8: QDQ AveragePool: a run of planes dequantized, pooled by the float kernel, quantized: the float path's bits") {
+    const float sx = 0.05f;
+    const uint8_t zx = 100;
+    const std::vector<QdqPool> cases = {
+        {{1, 24, 56, 56}, {3, 3}, {2, 2}, {1, 1, 1, 1}, {}, 0, 0.04f, 90, true},      // ShuffleNet's shortcut, over 2 threads
+        {{1, 9, 14, 14}, {3, 3}, {2, 2}, {1, 1, 1, 1}, {}, 0, sx, zx, true},           // 7x7 maps, the same grid
+        {{2, 3, 13, 50}, {3, 3}, {2, 2}, {1, 1, 1, 1}, {}, 1, 0.07f, 80, true, 1},     // ceil mode, pads counted
+        {{1, 2, 9, 40}, {2, 3}, {1, 1}, {0, 1, 1, 0}, {}, 0, 0.03f, 128, true},        // stride 1, asymmetric pads
+        {{1, 2, 9, 20}, {3, 2}, {1, 3}, {}, {}, 0, sx, zx, true},                      // stride 3: no JIT rows
+        {{1, 3, 45}, {4}, {2}, {1, 2}, {}, 0, 0.1f, 0, true},                          // 1-D
+        {{1, 300, 7, 7}, {7, 7}, {1, 1}, {}, {}, 0, 0.01f, 0, true},                   // a whole 7x7 plane
+    };
+    uint32_t seed = 950;
+    for (const QdqPool& pc : cases) {
+        CAPTURE(seed);
+        std::mt19937 rng(seed++);
+        std::vector<uint8_t> x((size_t)count_of(pc.x));
+        for (uint8_t& v : x) v = (uint8_t)(rng() % 256);
+        Quantized reference = run_qdq_pool(pc, x, sx, zx, false, 1);
+        CHECK(reference.kernels.find("int8:") == std::string::npos);
+        for (uint32_t threads : {1u, 2u}) {
+            Quantized fast = run_qdq_pool(pc, x, sx, zx, true, threads);
+            INFO(fast.kernels);
+            CHECK(fast.kernels.find("int8:") == 0);
+            CHECK(fast.kernels.find(":AveragePool ") != std::string::npos);
+            CHECK(fast.kernels.find("DequantizeLinear") == std::string::npos);
+            CHECK(fast.kernels.find("QuantizeLinear") == std::string::npos);
+            CHECK(fast.y == reference.y);
+        }
+    }
+    // dilated: the float path's own steps
+    QdqPool dilated{{1, 2, 9, 20}, {3, 2}, {1, 1}, {}, {2, 2}, 0, sx, zx, true};
+    std::vector<uint8_t> x((size_t)count_of(dilated.x), 7);
+    Quantized fast = run_qdq_pool(dilated, x, sx, zx, true, 1);
+    INFO(fast.kernels);
+    CHECK(fast.kernels.find(":DequantizeLinear ") != std::string::npos);
+    CHECK(fast.kernels.find(":QuantizeLinear ") != std::string::npos);
 }
 
 // ---- DequantizeLinears -> Concat -> QuantizeLinear on uint8 ----

@@ -14,6 +14,9 @@ What it writes is the QDQ form the usual quantizers write (onnxruntime's quantiz
 - A nearest Resize of a quantized activation gets its output quantized on its input's grid (as
   onnxruntime's QDQ Resize does): it only picks input values, so nothing is rounded twice, and
   a runtime can resize the uint8 values.
+- An AveragePool of a quantized activation, and a Concat of quantized activations, get their
+  outputs quantized with calibrated ranges (as onnxruntime's QDQ quantizer does), so the pool
+  and the join run between uint8 tensors.
 Calibration runs the model with every tensor it needs as an extra graph output through
 `tessel run --output-dir`. Inputs: folders of input_K.pb files (--calibration, repeatable), or
 N sets of random values in [0, 1) (--random, the default with N = 4; free dims become 1).
@@ -179,19 +182,25 @@ def plan(model):
     return nodes, activations
 
 
-def shared_resizes(model, activations):
-    """(output, input) of each nearest Resize whose data input is quantized (in graph order, so a
-    Resize of a Resize follows): the output is quantized with the input's scale and zero point."""
+def more_quantized(model, activations):
+    """The outputs quantized because their inputs are, in graph order (so chains follow): a
+    nearest Resize's on its input's grid, as (output, input) pairs, and an AveragePool's or an
+    all-quantized Concat's, to calibrate."""
     graph_outputs = {o.name for o in model.graph.output}
-    quantized, pairs = set(activations), []
+    quantized, pairs, calibrated = set(activations), [], []
     for node in model.graph.node:
-        if node.op_type != "Resize" or not node.input or node.input[0] not in quantized or node.output[0] in graph_outputs:
+        if not node.input or not node.output or node.output[0] in graph_outputs or node.output[0] in quantized:
             continue
-        mode = next((a.s.decode() for a in node.attribute if a.name == "mode"), "nearest")
-        if mode == "nearest":
-            pairs.append((node.output[0], node.input[0]))
-            quantized.add(node.output[0])
-    return pairs
+        out = node.output[0]
+        if node.op_type == "Resize" and node.input[0] in quantized:
+            if next((a.s.decode() for a in node.attribute if a.name == "mode"), "nearest") == "nearest":
+                pairs.append((out, node.input[0]))
+                quantized.add(out)
+        elif (node.op_type == "AveragePool" and node.input[0] in quantized) or \
+                (node.op_type == "Concat" and all(name in quantized for name in node.input)):
+            calibrated.append(out)
+            quantized.add(out)
+    return pairs, calibrated
 
 
 def random_inputs(model, count, seed, folder):
@@ -399,8 +408,9 @@ def main():
         sets += random_inputs(model, count, args.seed, folder)
         if not sets:
             fail("no calibration inputs (--calibration DIR or --random N with N > 0)")
-        ranges = calibrate(model, activations, sets, args.tessel, folder)
-        for out, source in shared_resizes(model, activations):
+        shared, calibrated = more_quantized(model, activations)
+        ranges = calibrate(model, activations + calibrated, sets, args.tessel, folder)
+        for out, source in shared:
             if source in ranges:
                 ranges[out] = ranges[source]
         rewrite(model, nodes, ranges, per_channel)

@@ -154,6 +154,36 @@ def test_old_opset(tessel, folder):
     check(sum(n.op_type == "DequantizeLinear" for n in q.graph.node) >= 3, "the opset-9 model's conv is quantized")
 
 
+def test_pool_and_join(tessel, folder):
+    """ShuffleNet's downsampling unit: Conv -> AveragePool and Conv, Concat, Relu -> Conv. The pool's
+    and the Concat's outputs are quantized too (their inputs are), so they run between uint8
+    tensors; the run's output follows the float model's."""
+    rng = np.random.default_rng(4)
+    inits = [numpy_helper.from_array(rng.normal(size=(8, 3, 3, 3)).astype(np.float32), "w0"),
+             numpy_helper.from_array(rng.normal(size=(8, 8, 3, 3)).astype(np.float32), "w1"),
+             numpy_helper.from_array(rng.normal(size=(4, 16, 1, 1)).astype(np.float32), "w2")]
+    nodes = [helper.make_node("Conv", ["x", "w0"], ["a"], pads=[1, 1, 1, 1]),
+             helper.make_node("AveragePool", ["a"], ["p"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
+             helper.make_node("Conv", ["a", "w1"], ["b"], pads=[1, 1, 1, 1], strides=[2, 2]),
+             helper.make_node("Concat", ["p", "b"], ["c"], axis=1),
+             helper.make_node("Relu", ["c"], ["r"]),
+             helper.make_node("Conv", ["r", "w2"], ["y"])]
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 16, 16])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 8, 8])
+    model = helper.make_model(helper.make_graph(nodes, "g", [x], [y], inits), opset_imports=[helper.make_opsetid("", 13)])
+    path = os.path.join(folder, "unit.onnx")
+    onnx.save(model, path)
+    r = run([sys.executable, os.path.join(os.path.dirname(__file__), "quantize.py"), path, "-o", path + ".q", "--tessel", tessel])
+    check(r.returncode == 0, "the downsampling unit quantizes: " + r.stderr)
+    if r.returncode != 0:
+        return
+    q = onnx.load(path + ".q")
+    readers = quantize.readers_of(q.graph)
+    for name in ("p", "c"):
+        after = readers.get(name, [])
+        check(len(after) == 1 and after[0].op_type == "QuantizeLinear", "the %s output is quantized" % name)
+
+
 def test_refusals(tessel, folder):
     r = run([sys.executable, os.path.join(os.path.dirname(__file__), "quantize.py"), os.path.join(folder, "missing.onnx"),
              "-o", os.path.join(folder, "x.onnx"), "--tessel", tessel])
@@ -180,8 +210,9 @@ def main():
         test_rounding()
         test_model(tessel, float_model, folder)
         test_old_opset(tessel, folder)
+        test_pool_and_join(tessel, folder)
         test_refusals(tessel, folder)
-    checks = "rounding, model structure (Resize on its input's grid), int8 against float32, opset 9, refusals"
+    checks = "rounding, model structure (Resize on its input's grid), int8 against float32, opset 9, pool and join, refusals"
     print("quantize.py: %s: %s" % (checks, "%d failed" % failures if failures else "all passed"))
     return 1 if failures else 0
 
