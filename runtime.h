@@ -12493,9 +12493,8 @@ void cpu_resize_nearest_planes(const ResizeState& st, const T* x, T* y, uint64_t
     const int64_t in_w = st.in[w], out_h = st.out[h], out_w = st.out[w];
     const int64_t in_plane = st.in[h] * in_w, out_plane = out_h * out_w;
     const int64_t *rows = st.index[h], *cols = st.index[w];
-    bool doubled = false;
 #if defined(__SSE2__)
-    doubled = sizeof(T) == 1 && out_w == 2 * in_w && in_w >= 16;
+    bool doubled = sizeof(T) == 1 && out_w == 2 * in_w && in_w >= 16;
     for (int64_t j = 0; doubled && j < out_w; ++j) doubled = cols[j] == j / 2;
 #endif
     for (uint64_t p = begin; p < end; ++p) {
@@ -20979,10 +20978,13 @@ inline Status run_int8_depthwise_rows(const RunContext& c) {
         uint8_t* scratch = static_cast<uint8_t*>(c.scratch) + slot * st.slot_bytes;
         uint64_t padded = ~0ull;   // the (image, channel, band) whose copy is in scratch
         int64_t borders = -1;      // the band whose padding is in scratch
+        // unit = ((image channel) bands + band) multiplier + sub, counted up from begin (no divisions per unit)
+        const uint64_t first = begin / (uint64_t)multiplier;
+        int64_t sub = (int64_t)(begin % (uint64_t)multiplier), band = (int64_t)(first % (uint64_t)bands);
+        int64_t image_channel = (int64_t)(first / (uint64_t)bands), n = image_channel / st.channels, channel = image_channel % st.channels;
         for (uint64_t unit = begin; unit < end; ++unit) {
-            const uint64_t key = unit / (uint64_t)multiplier;
-            const int64_t band = (int64_t)key % bands, image_channel = (int64_t)key / bands;
-            const int64_t n = image_channel / st.channels, m = image_channel % st.channels * multiplier + (int64_t)(unit % multiplier);
+            const uint64_t key = (uint64_t)(image_channel * bands + band);
+            const int64_t m = channel * multiplier + sub;
             const int64_t row0 = band * st.band_rows, row1 = row0 + st.band_rows < s.out_h ? row0 + st.band_rows : s.out_h;
             if (key != padded) {
                 st.int8_conv.pad(x + image_channel * in_plane, (uint8_t)st.x_zero_point, row0, row1, scratch, band == borders);
@@ -20991,6 +20993,12 @@ inline Status run_int8_depthwise_rows(const RunContext& c) {
             }
             st.int8_conv.run_rows(scratch, st.packed_weights + m * weight_bytes, st.kernel_bias[m], st.scale[m], st.rq,
                                   y + (n * st.maps + m) * out_plane, row0, row1);
+            if (++sub < multiplier) continue;
+            sub = 0;
+            if (++band < bands) continue;
+            band = 0;
+            ++image_channel;
+            if (++channel == st.channels) channel = 0, ++n;
         }
     }, int8_slots(macs, st.slots));
     return Status::Ok;

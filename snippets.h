@@ -8528,6 +8528,38 @@ inline void copy_narrow(uint8_t* dst, const uint8_t* src, int64_t n, uint8_t fli
         for (int64_t i = 0; i < n; ++i) dst[i] = src[i] ^ flip;
     }
 }
+
+// copy_narrow over `rows` rows (src_pitch and dst_pitch bytes apart), the size class picked
+// once: a small plane's rows cost a loop step each, not a call.
+inline void copy_narrow_rows(uint8_t* dst, int64_t dst_pitch, const uint8_t* src, int64_t src_pitch, int64_t rows, int64_t n,
+                             uint8_t flip) {
+#if defined(__SSE2__)
+    if (n >= 16 && n <= 128) {   // 16-byte moves, the last ending at the row's end
+        const __m128i flips = _mm_set1_epi8((char)flip);
+        for (int64_t r = 0; r < rows; ++r, dst += dst_pitch, src += src_pitch)
+            for (int64_t i = 0;; i += 16) {
+                if (i > n - 16) i = n - 16;
+                _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i),
+                                 _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i)), flips));
+                if (i == n - 16) break;
+            }
+        return;
+    }
+#endif
+    if (n >= 8 && n < 16) {   // two 8-byte words a row
+        const uint64_t flips = flip * 0x0101010101010101ull;
+        for (int64_t r = 0; r < rows; ++r, dst += dst_pitch, src += src_pitch) {
+            uint64_t a, b;
+            std::memcpy(&a, src, 8);
+            std::memcpy(&b, src + n - 8, 8);
+            a ^= flips, b ^= flips;
+            std::memcpy(dst, &a, 8);
+            std::memcpy(dst + n - 8, &b, 8);
+        }
+        return;
+    }
+    for (int64_t r = 0; r < rows; ++r, dst += dst_pitch, src += src_pitch) copy_narrow(dst, src, n, flip);
+}
 }  // namespace detail
 
 Status Int8DepthwiseConv::init(const DepthwiseShape& s, Isa isa) {
@@ -8618,11 +8650,10 @@ void Int8DepthwiseConv::pad(const uint8_t* x, uint8_t zero_point, int64_t row0, 
     const uint8_t flip = signed_x_ ? 0x80 : 0, fill = zero_point ^ flip;
     const int64_t first = row0 * s.stride_h - s.pad_top, rows = detail::depthwise_band_rows(s, row0, row1);
     if (!borders_ready) std::memset(scratch, fill, (size_t)copy_bytes(row1 - row0));
-    for (int64_t r = 0; r < rows; ++r) {
-        const int64_t in_row = first + r;
-        if (in_row < 0 || in_row >= s.in_h) continue;
-        detail::copy_narrow(scratch + r * pitch_ + s.pad_left, x + in_row * s.in_w, s.in_w, flip);
-    }
+    // the band's rows inside the input: [r0, r1)
+    const int64_t r0 = first < 0 ? -first : 0, r1 = std::min(rows, s.in_h - first);
+    if (r1 > r0)
+        detail::copy_narrow_rows(scratch + r0 * pitch_ + s.pad_left, pitch_, x + (first + r0) * s.in_w, s.in_w, r1 - r0, s.in_w, flip);
 }
 
 void Int8DepthwiseConv::pack_weights(const int8_t* w, int8_t* packed) const {
@@ -8662,7 +8693,7 @@ void Int8DepthwiseConv::run_rows(uint8_t* scratch, const int8_t* packed_weights,
     }
     kernel_(&p);
     if (out_pitch_)
-        for (int64_t r = row0; r < row1; ++r) detail::copy_narrow(y + r * s.out_w, out + (r - row0) * out_pitch_, s.out_w, 0);
+        detail::copy_narrow_rows(y + row0 * s.out_w, s.out_w, out, out_pitch_, row1 - row0, s.out_w, 0);
 }
 
 // >>int8 lookup implementation

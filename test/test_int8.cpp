@@ -458,6 +458,8 @@ TEST_CASE("int8: QDQ Conv groups on the CPU device: 1x1, 3x3, strided, dilated, 
         {{1, 16, 40, 40}, {32, 16, 3, 3}, 1, {2, 2}, {}, {1, 1, 1, 1}, "Relu", true},     // strided 3x3 (im2col)
         {{1, 32, 40, 40}, {32, 1, 3, 3}, 32, {}, {}, {1, 1, 1, 1}, "Relu", true},          // depthwise, stride 1
         {{1, 32, 40, 41}, {32, 1, 3, 3}, 32, {2, 2}, {}, {1, 1, 1, 1}, nullptr, true},     // depthwise, stride 2
+        {{1, 2, 40, 60}, {4, 1, 3, 3}, 2, {}, {}, {1, 1, 1, 1}, "Relu", true},           // depthwise, 2 maps a channel, bands
+        {{3, 2, 20, 40}, {4, 1, 3, 3}, 2, {}, {}, {1, 1, 1, 1}, nullptr, true},            // depthwise, a thread's units from image 1
         // a channel shuffle after the Q: taken into the conv when its groups are the conv's
         {{1, 24, 9, 7}, {24, 8, 1, 1}, 3, {}, {}, {}, "Relu", true, 3},                   // ShuffleNet's 1x1 group conv
         {{2, 24, 6, 5}, {36, 6, 3, 3}, 4, {}, {}, {1, 1, 1, 1}, nullptr, true, 4},         // 3x3 from the padded copy, batch 2
