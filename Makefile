@@ -30,7 +30,7 @@ BENCHES       = $(BENCH_SRC:bench/%.cpp=build/bench/%)
 # The ISA levels the host suite runs at (TESSEL_ISA override); filled by snippets.h's issue.
 HOST_ISAS  ?= ref sse41 avx2 avx512
 
-.PHONY: all arm demo conformance-doc test test-host test-host-tools test-arm test-arm-auto test-arm-neon test-arm-ref \
+.PHONY: all arm demo conformance-doc test test-host test-host-tools test-arm test-arm-auto test-arm-neon test-arm-ref test-arm-no-dot \
         test-arm-tools test-examples test-docs test-docs-readme test-docs-plugin-guide bench examples \
         clean deps
 .DEFAULT_GOAL := all
@@ -156,8 +156,9 @@ test-host-tools: build/tessel build/nojit-check build/conformance build/fit_tabl
 
 # The AArch64 suites under qemu: NEON forced, the reference path, and the ISA detection alone
 # (on AArch64 it can only pick NEON, which that test case checks: the whole suite again at the
-# detected ISA would repeat the NEON run).
-test-arm: test-arm-auto test-arm-neon test-arm-ref test-arm-tools
+# detected ISA would repeat the NEON run); the int8 cases again on a core without the dot
+# product (Cortex-A72: the smull tile).
+test-arm: test-arm-auto test-arm-neon test-arm-ref test-arm-no-dot test-arm-tools
 
 test-arm-auto: build-arm/tests
 	@scripts/run-check.sh arm $(QEMU) build-arm/tests --test-case='snippets: ISA names*'
@@ -167,6 +168,9 @@ test-arm-neon: build-arm/tests
 
 test-arm-ref: build-arm/tests
 	@scripts/run-check.sh arm-ref env TESSEL_ISA=ref $(QEMU) build-arm/tests
+
+test-arm-no-dot: build-arm/tests
+	@scripts/run-check.sh arm-no-dot env TESSEL_ISA=neon $(QEMU) -cpu cortex-a72 build-arm/tests --test-case='int8*'
 
 test-arm-tools: build-arm/tessel build-arm/conformance
 	@scripts/run-check.sh tessel-cli-arm scripts/test-cli.sh "$(QEMU) build-arm/tessel"

@@ -802,8 +802,9 @@ private:
 // vpmovzxbw and vpmaddwd on 16-bit operands, A packed as int16, since vpmaddubsw saturates
 // the sum of two u8 x s8 products, 2 x 255 x 127 > 32767) and NEON with the dot product
 // extension (8 x 12, sdot by element: s8 x s8, so B is packed as x - 128 and each A panel
-// carries 128 x its rows' sums to add back); other targets (NEON without sdot included) run a
-// portable C++ tile over the same panels (8 x 16). All give the same bits.
+// carries 128 x its rows' sums to add back), NEON without it (4 x 12 on the same panels:
+// smull and sadalp); other targets run a portable C++ tile over the same panels (8 x 16). All
+// give the same bits.
 struct Int8Requant {
     const int32_t* bias = nullptr;   // per row of C (the zero points' corrections folded in)
     const float* scale = nullptr;    // per row
@@ -821,9 +822,9 @@ class Int8Gemm {
 public:
     // Isa::Avx512 takes the VNNI tile when the CPU has AVX-512 VNNI; Avx2 (and Avx512
     // without it) the AVX-VNNI tile where the CPU has AVX-VNNI, else the AVX2 tile; Neon the
-    // sdot tile where the CPU has the dot product; other targets the portable tile.
-    // dot_products false skips the dot-product tiles (VNNI, AVX-VNNI, sdot) for the ones under
-    // them (AVX2, portable), so tests reach those on any CPU; matrix_tiles false skips AMX for
+    // sdot tile where the CPU has the dot product, else the smull tile; other targets the
+    // portable tile. dot_products false skips the dot-product tiles (VNNI, AVX-VNNI, sdot) for
+    // the ones under them (AVX2, smull), so tests reach those on any CPU; matrix_tiles false skips AMX for
     // the VNNI tile. Unsupported if the CPU lacks `isa`.
     Status init(Isa isa = Isa::Auto, bool dot_products = true, bool matrix_tiles = true);
     bool jit() const { return tiles_ != nullptr; }
@@ -7804,32 +7805,12 @@ static_assert(Int8Gemv::kRows <= kInt8VnniRows, "Int8TileTable holds the gemv ke
 
 #endif
 #if !defined(TESSEL_NO_JIT) && defined(__aarch64__)
-// The sdot tile: rows x 3 accumulators in v8..v31 (d8-d15 saved), A's 8 rows of 4 bytes in
-// v0-v1 taken by element, B's three vectors of 4 columns in v2-v4. Arguments (AAPCS64): x0 A
-// panel, x1 B panel, x2 C, x3 ldc, x4 k groups, x5 TileParams. After the K loop x0 points at
-// the panel's 128 x row sums. 12 bytes per row stored (whole panels only).
-inline void emit_int8_tile_sdot(asmjit::a64::Assembler& a, uint32_t rows) {
+// The NEON tiles' end: rows x 3 int32 sums of 4 columns in v8 + 3 i + j, x0 at the panel's
+// 128 x row sums (B was packed as x - 128), requantized and stored (12 bytes a row), d8-d15
+// restored. Arguments as the tiles': x2 C, x3 ldc, x5 TileParams.
+inline void emit_int8_tile_store_neon(asmjit::a64::Assembler& a, uint32_t rows) {
     namespace a64 = asmjit::a64;
     auto acc = [&](uint32_t i, uint32_t j) { return a64::v(8 + i * 3 + j); };
-    a.stp(a64::d8, a64::d9, a64::ptr_pre(a64::sp, -64));
-    a.stp(a64::d10, a64::d11, a64::ptr(a64::sp, 16));
-    a.stp(a64::d12, a64::d13, a64::ptr(a64::sp, 32));
-    a.stp(a64::d14, a64::d15, a64::ptr(a64::sp, 48));
-    for (uint32_t i = 0; i < rows; ++i)
-        for (uint32_t j = 0; j < 3; ++j) a.eor(acc(i, j).b16(), acc(i, j).b16(), acc(i, j).b16());
-    asmjit::Label loop = a.newLabel(), store = a.newLabel();
-    a.cbz(a64::x4, store);
-    a.bind(loop);
-    a.ldp(a64::q0, a64::q1, a64::ptr_post(a64::x0, 32));
-    a.ldr(a64::q2, a64::ptr(a64::x1, 0));
-    a.ldr(a64::q3, a64::ptr(a64::x1, 16));
-    a.ldr(a64::q4, a64::ptr(a64::x1, 32));
-    a.add(a64::x1, a64::x1, 48);
-    for (uint32_t i = 0; i < rows; ++i)
-        for (uint32_t j = 0; j < 3; ++j) a.sdot(acc(i, j).s4(), a64::v(2 + j).b16(), a64::v(i < 4 ? 0 : 1).b4(i & 3));
-    a.subs(a64::x4, a64::x4, 1);
-    a.b_ne(loop);
-    a.bind(store);
     a.ldr(a64::x6, a64::ptr(a64::x5, 0));     // bias
     a.ldr(a64::x7, a64::ptr(a64::x5, 8));     // scale
     a.add(a64::x9, a64::x5, 16);
@@ -7874,24 +7855,98 @@ inline void emit_int8_tile_sdot(asmjit::a64::Assembler& a, uint32_t rows) {
     a.ret(a64::x30);
 }
 
+inline void emit_int8_tile_save_neon(asmjit::a64::Assembler& a) {
+    namespace a64 = asmjit::a64;
+    a.stp(a64::d8, a64::d9, a64::ptr_pre(a64::sp, -64));
+    a.stp(a64::d10, a64::d11, a64::ptr(a64::sp, 16));
+    a.stp(a64::d12, a64::d13, a64::ptr(a64::sp, 32));
+    a.stp(a64::d14, a64::d15, a64::ptr(a64::sp, 48));
+}
+
+// The sdot tile: rows x 3 accumulators in v8..v31 (d8-d15 saved), A's 8 rows of 4 bytes in
+// v0-v1 taken by element, B's three vectors of 4 columns in v2-v4. Arguments (AAPCS64): x0 A
+// panel, x1 B panel, x2 C, x3 ldc, x4 k groups, x5 TileParams. After the K loop x0 points at
+// the panel's 128 x row sums. 12 bytes per row stored (whole panels only).
+inline void emit_int8_tile_sdot(asmjit::a64::Assembler& a, uint32_t rows) {
+    namespace a64 = asmjit::a64;
+    auto acc = [&](uint32_t i, uint32_t j) { return a64::v(8 + i * 3 + j); };
+    emit_int8_tile_save_neon(a);
+    for (uint32_t i = 0; i < rows; ++i)
+        for (uint32_t j = 0; j < 3; ++j) a.eor(acc(i, j).b16(), acc(i, j).b16(), acc(i, j).b16());
+    asmjit::Label loop = a.newLabel(), store = a.newLabel();
+    a.cbz(a64::x4, store);
+    a.bind(loop);
+    a.ldp(a64::q0, a64::q1, a64::ptr_post(a64::x0, 32));
+    a.ldr(a64::q2, a64::ptr(a64::x1, 0));
+    a.ldr(a64::q3, a64::ptr(a64::x1, 16));
+    a.ldr(a64::q4, a64::ptr(a64::x1, 32));
+    a.add(a64::x1, a64::x1, 48);
+    for (uint32_t i = 0; i < rows; ++i)
+        for (uint32_t j = 0; j < 3; ++j) a.sdot(acc(i, j).s4(), a64::v(2 + j).b16(), a64::v(i < 4 ? 0 : 1).b4(i & 3));
+    a.subs(a64::x4, a64::x4, 1);
+    a.b_ne(loop);
+    a.bind(store);
+    emit_int8_tile_store_neon(a, rows);
+}
+
+// NEON without the dot product: the same panels (B as x - 128) at 4 rows. Per group, row i's 4
+// bytes replicated (dup) times each B vector of 4 columns x 4 bytes: smull / smull2 give the
+// 16-bit products of 2 columns each (|a b| <= 128 x 128: exact), sadalp adds their pairs into
+// int32, two accumulators per 4 columns in v8..v31 (column c's two half sums side by side);
+// addp folds them into the store's v8 + 3 i + j (in increasing order no sum is overwritten
+// before it is read).
+constexpr uint32_t kInt8NeonMullRows = 4;
+inline void emit_int8_tile_neon_mull(asmjit::a64::Assembler& a, uint32_t rows) {
+    namespace a64 = asmjit::a64;
+    auto half = [&](uint32_t i, uint32_t j, uint32_t h) { return a64::v(8 + 2 * (i * 3 + j) + h); };
+    emit_int8_tile_save_neon(a);
+    for (uint32_t i = 0; i < rows; ++i)
+        for (uint32_t j = 0; j < 3; ++j)
+            for (uint32_t h = 0; h < 2; ++h) a.eor(half(i, j, h).b16(), half(i, j, h).b16(), half(i, j, h).b16());
+    asmjit::Label loop = a.newLabel(), store = a.newLabel();
+    a.cbz(a64::x4, store);
+    a.bind(loop);
+    a.ldr(a64::q0, a64::ptr_post(a64::x0, (int32_t)(4 * kInt8NeonMullRows)));
+    a.ldr(a64::q2, a64::ptr(a64::x1, 0));
+    a.ldr(a64::q3, a64::ptr(a64::x1, 16));
+    a.ldr(a64::q4, a64::ptr(a64::x1, 32));
+    a.add(a64::x1, a64::x1, 48);
+    for (uint32_t i = 0; i < rows; ++i) {
+        a.dup(a64::v(1).s4(), a64::v(0).s(i));
+        for (uint32_t j = 0; j < 3; ++j) {
+            a.smull(a64::v(5).h8(), a64::v(2 + j).b8(), a64::v(1).b8());
+            a.smull2(a64::v(6).h8(), a64::v(2 + j).b16(), a64::v(1).b16());
+            a.sadalp(half(i, j, 0).s4(), a64::v(5).h8());
+            a.sadalp(half(i, j, 1).s4(), a64::v(6).h8());
+        }
+    }
+    a.subs(a64::x4, a64::x4, 1);
+    a.b_ne(loop);
+    a.bind(store);
+    for (uint32_t i = 0; i < rows; ++i)
+        for (uint32_t j = 0; j < 3; ++j) a.addp(a64::v(8 + i * 3 + j).s4(), half(i, j, 0).s4(), half(i, j, 1).s4());
+    emit_int8_tile_store_neon(a, rows);
+}
+
 struct Int8TileTable {
     Int8Gemm::TileFn fn[8] = {};
     Status status = Status::Unsupported;
 };
 
-inline Int8TileTable make_int8_tiles_sdot() {
+// The NEON tiles of 1 to `rows` rows.
+inline Int8TileTable make_int8_tiles_neon(uint32_t rows, void (*emit)(asmjit::a64::Assembler&, uint32_t)) {
     using namespace asmjit;
     Int8TileTable t;
     void* entries[8];
-    t.status = assemble_jit_entries<a64::Assembler>(8, entries, [&](a64::Assembler& a, const Label* labels) {
-        for (uint32_t rows = 1; rows <= 8; ++rows) {
+    t.status = assemble_jit_entries<a64::Assembler>(rows, entries, [&](a64::Assembler& a, const Label* labels) {
+        for (uint32_t r = 1; r <= rows; ++r) {
             a.align(AlignMode::kCode, 16);
-            a.bind(labels[rows - 1]);
-            emit_int8_tile_sdot(a, rows);
+            a.bind(labels[r - 1]);
+            emit(a, r);
         }
     });
     if (t.status != Status::Ok) return t;
-    for (uint32_t r = 0; r < 8; ++r) t.fn[r] = reinterpret_cast<Int8Gemm::TileFn>(entries[r]);
+    for (uint32_t r = 0; r < rows; ++r) t.fn[r] = reinterpret_cast<Int8Gemm::TileFn>(entries[r]);
     return t;
 }
 #endif
@@ -8023,10 +8078,17 @@ Status Int8Gemm::init(Isa isa, bool dot_products, bool matrix_tiles) {
     }
 #elif !defined(TESSEL_NO_JIT) && defined(__aarch64__)
     if (isa == Isa::Neon && dot_products && arm_features().dot_product) {
-        static const detail::Int8TileTable sdot = detail::make_int8_tiles_sdot();
+        static const detail::Int8TileTable sdot = detail::make_int8_tiles_neon(8, detail::emit_int8_tile_sdot);
         if (sdot.status != Status::Ok) return sdot.status;
         tiles_ = sdot.fn;
         mr_ = 8;
+        nr_ = 12;
+        signed_b_ = true;
+    } else if (isa == Isa::Neon) {   // Cortex-A53/A72 class cores: no sdot
+        static const detail::Int8TileTable mull = detail::make_int8_tiles_neon(detail::kInt8NeonMullRows, detail::emit_int8_tile_neon_mull);
+        if (mull.status != Status::Ok) return mull.status;
+        tiles_ = mull.fn;
+        mr_ = detail::kInt8NeonMullRows;
         nr_ = 12;
         signed_b_ = true;
     }

@@ -81,7 +81,7 @@ TEST_CASE("int8: requantization rounds half to even and clamps before the zero p
 }
 
 TEST_CASE("int8 gemm: every tail of M, N and K, parts of the rows, target and portable tiles") {
-    // no_amx: the tile under AMX (VNNI); no_dot: the tile under the dot-product one (AVX2, portable)
+    // no_amx: the tile under AMX (VNNI); no_dot: the tile under the dot-product one (AVX2, NEON's smull)
     Int8Gemm target, no_amx, no_dot, portable;
     REQUIRE(target.init() == Status::Ok);
     REQUIRE(no_amx.init(Isa::Auto, true, false) == Status::Ok);
@@ -101,7 +101,13 @@ TEST_CASE("int8 gemm: every tail of M, N and K, parts of the rows, target and po
         CHECK(no_amx.nr() == (vnni ? 48u : int8_avx_vnni_available() ? 16u : 8u));
         MESSAGE("int8 tile: " << std::string(amx ? "AMX" : vnni ? "AVX-512 VNNI" : int8_avx_vnni_available() ? "AVX-VNNI" : "AVX2"));
     }
-    if (default_isa() == Isa::Neon) CHECK(target.jit() == arm_features().dot_product);
+    if (default_isa() == Isa::Neon) {
+        CHECK(target.jit());
+        CHECK(target.mr() == (arm_features().dot_product ? 8u : 4u));   // sdot, else smull
+        CHECK(no_dot.jit());
+        CHECK(no_dot.mr() == 4);
+        MESSAGE("int8 tile: " << std::string(arm_features().dot_product ? "sdot" : "smull"));
+    }
     uint32_t seed = 1;
     for (const Int8Gemm* gemm : {&target, &no_amx, &no_dot, &portable}) {
         const int64_t mr = gemm->mr(), nr = gemm->nr();
