@@ -668,6 +668,31 @@ Quantized run_qdq_pool(const QdqPool& pc, const std::vector<uint8_t>& x, float s
     t.op("QuantizeLinear", {InputRef::by_id(pool), t.constant(Shape{}, std::vector<float>{pc.sy}), t.constant(Shape{}, std::vector<uint8_t>{pc.zy})});
     return run_quantized(t, fusion, threads);
 }
+
+// Each case's int8 step at 1 and 2 threads against the float reference path, bit for bit.
+void check_qdq_pools(const std::vector<QdqPool>& cases, float sx, uint8_t zx, uint32_t seed) {
+    for (const QdqPool& pc : cases) {
+        CAPTURE(seed);
+        std::mt19937 rng(seed++);
+        std::vector<uint8_t> x((size_t)count_of(pc.x));
+        for (uint8_t& v : x) v = (uint8_t)(rng() % 256);
+        Quantized reference = run_qdq_pool(pc, x, sx, zx, false, 1);
+        CHECK(reference.kernels.find("int8:") == std::string::npos);
+        for (uint32_t threads : {1u, 2u}) {
+            Quantized fast = run_qdq_pool(pc, x, sx, zx, true, threads);
+            INFO(fast.kernels);
+            if (pc.average) {
+                CHECK(fast.kernels.find("int8:") == 0);
+                CHECK(fast.kernels.find(":AveragePool ") != std::string::npos);
+                CHECK(fast.kernels.find("QuantizeLinear") == std::string::npos);
+            } else {
+                CHECK(test::has_int8_step(fast.kernels, "MaxPool", pc.sy != sx || pc.zy != zx));
+            }
+            CHECK(fast.kernels.find("DequantizeLinear") == std::string::npos);
+            CHECK(fast.y == reference.y);
+        }
+    }
+}
 }  // namespace
 
 TEST_CASE("int8: QDQ MaxPool on uint8, bit for bit the float path's (same grid, another grid, strides, pads, ceil, 1-D)") {
@@ -682,24 +707,7 @@ TEST_CASE("int8: QDQ MaxPool on uint8, bit for bit the float path's (same grid, 
         {{1, 2, 2, 9}, {2, 2}, {1, 1}, {2, 0, 2, 0}, {3, 1}, 0, 0.07f, 80},   // output rows real, padding only, real
         {{1, 2, 5, 40}, {2, 3}, {1, 1}, {2, 1, 2, 1}, {3, 1}, 0, 0.07f, 80},  // as above, wider
     };
-    uint32_t seed = 900;
-    for (const QdqPool& pc : cases) {
-        CAPTURE(seed);
-        std::mt19937 rng(seed++);
-        int64_t n = 1;
-        for (int64_t d : pc.x) n *= d;
-        std::vector<uint8_t> x((size_t)n);
-        for (uint8_t& v : x) v = (uint8_t)(rng() % 256);
-        Quantized reference = run_qdq_pool(pc, x, sx, zx, false, 1);
-        CHECK(reference.kernels.find("int8:") == std::string::npos);
-        for (uint32_t threads : {1u, 2u}) {
-            Quantized fast = run_qdq_pool(pc, x, sx, zx, true, threads);
-            INFO(fast.kernels);
-            CHECK(test::has_int8_step(fast.kernels, "MaxPool", pc.sy != sx || pc.zy != zx));
-            CHECK(fast.kernels.find("DequantizeLinear") == std::string::npos);
-            CHECK(fast.y == reference.y);
-        }
-    }
+    check_qdq_pools(cases, sx, zx, 900);
 }
 
 TEST_CASE("int8: QDQ AveragePool: a run of planes dequantized, pooled by the float kernel, quantized: the float path's bits") {
@@ -714,24 +722,7 @@ TEST_CASE("int8: QDQ AveragePool: a run of planes dequantized, pooled by the flo
         {{1, 3, 45}, {4}, {2}, {1, 2}, {}, 0, 0.1f, 0, true},                          // 1-D
         {{1, 300, 7, 7}, {7, 7}, {1, 1}, {}, {}, 0, 0.01f, 0, true},                   // a whole 7x7 plane
     };
-    uint32_t seed = 950;
-    for (const QdqPool& pc : cases) {
-        CAPTURE(seed);
-        std::mt19937 rng(seed++);
-        std::vector<uint8_t> x((size_t)count_of(pc.x));
-        for (uint8_t& v : x) v = (uint8_t)(rng() % 256);
-        Quantized reference = run_qdq_pool(pc, x, sx, zx, false, 1);
-        CHECK(reference.kernels.find("int8:") == std::string::npos);
-        for (uint32_t threads : {1u, 2u}) {
-            Quantized fast = run_qdq_pool(pc, x, sx, zx, true, threads);
-            INFO(fast.kernels);
-            CHECK(fast.kernels.find("int8:") == 0);
-            CHECK(fast.kernels.find(":AveragePool ") != std::string::npos);
-            CHECK(fast.kernels.find("DequantizeLinear") == std::string::npos);
-            CHECK(fast.kernels.find("QuantizeLinear") == std::string::npos);
-            CHECK(fast.y == reference.y);
-        }
-    }
+    check_qdq_pools(cases, sx, zx, 950);
     // dilated: the float path's own steps
     QdqPool dilated{{1, 2, 9, 20}, {3, 2}, {1, 1}, {}, {2, 2}, 0, sx, zx, true};
     std::vector<uint8_t> x((size_t)count_of(dilated.x), 7);
