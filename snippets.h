@@ -824,8 +824,8 @@ public:
     // without it) the AVX-VNNI tile where the CPU has AVX-VNNI, else the AVX2 tile; Neon the
     // sdot tile where the CPU has the dot product, else the smull tile; other targets the
     // portable tile. dot_products false skips the dot-product tiles (VNNI, AVX-VNNI, sdot) for
-    // the ones under them (AVX2, smull), so tests reach those on any CPU; matrix_tiles false skips AMX for
-    // the VNNI tile. Unsupported if the CPU lacks `isa`.
+    // the ones under them (AVX2, smull), so tests reach those on any CPU; matrix_tiles false
+    // skips AMX for the VNNI tile. Unsupported if the CPU lacks `isa`.
     Status init(Isa isa = Isa::Auto, bool dot_products = true, bool matrix_tiles = true);
     bool jit() const { return tiles_ != nullptr; }
     bool amx() const { return amx_; }

@@ -189,15 +189,15 @@ def more_quantized(model, activations):
     graph_outputs = {o.name for o in model.graph.output}
     quantized, pairs, calibrated = set(activations), [], []
     for node in model.graph.node:
-        if not node.input or not node.output or node.output[0] in graph_outputs or node.output[0] in quantized:
+        if not node.input or not node.output or node.output[0] in graph_outputs:
             continue
         out = node.output[0]
         if node.op_type == "Resize" and node.input[0] in quantized:
             if next((a.s.decode() for a in node.attribute if a.name == "mode"), "nearest") == "nearest":
-                pairs.append((out, node.input[0]))
+                pairs.append((out, node.input[0]))   # also when a Conv reads it: the input's grid
                 quantized.add(out)
-        elif (node.op_type == "AveragePool" and node.input[0] in quantized) or \
-                (node.op_type == "Concat" and all(name in quantized for name in node.input)):
+        elif out not in quantized and ((node.op_type == "AveragePool" and node.input[0] in quantized) or
+                                       (node.op_type == "Concat" and all(name in quantized for name in node.input))):
             calibrated.append(out)
             quantized.add(out)
     return pairs, calibrated
