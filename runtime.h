@@ -12730,24 +12730,30 @@ inline Status cpu_gemm_dot_step(ReferenceProgram* p, const PreparedModel& model,
     return Status::Ok;
 }
 
+// The PoolRows shape of a 2-D pool's interior columns; false when there are none or the column
+// stride is not 1 or 2.
+inline bool pool_rows_shape(const PoolState& st, PoolRowShape* shape) {
+    const Window& w = st.w;
+    int64_t inner_begin = 0, inner_end = 0;
+    pool_interior_columns(w, &inner_begin, &inner_end);
+    if (inner_end <= inner_begin || (w.stride[2] != 1 && w.stride[2] != 2)) return false;
+    shape->count = inner_end - inner_begin;
+    shape->kernel_w = w.kernel[2];
+    shape->stride_w = w.stride[2];
+    shape->row_floats = w.in[2];
+    shape->average = st.max ? 0 : 1;
+    return true;
+}
+
 // The pool's JIT step when the plane has interior columns and the kernel can be made for `isa`.
 inline Status cpu_pool_rows_step(ReferenceProgram* p, const PoolState& st, StringView op, Isa isa, bool* used) {
     *used = false;
-    const Window& w = st.w;
-    const int64_t width = w.in[2], kw = w.kernel[2], sw = w.stride[2];
-    int64_t inner_begin = 0, inner_end = 0;
-    pool_interior_columns(w, &inner_begin, &inner_end);
-    if (inner_end <= inner_begin || (sw != 1 && sw != 2)) return Status::Ok;
+    PoolRowShape shape;
+    if (!pool_rows_shape(st, &shape)) return Status::Ok;
     CpuPoolRowsState* ps = p->arena.allocate_array<CpuPoolRowsState>(1);
     if (!ps) return Status::OutOfMemory;
     new (ps) CpuPoolRowsState();
     ps->pool = &st;
-    PoolRowShape shape;
-    shape.count = inner_end - inner_begin;
-    shape.kernel_w = kw;
-    shape.stride_w = sw;
-    shape.row_floats = width;
-    shape.average = st.max ? 0 : 1;
     if (ps->rows.init(shape, isa) != Status::Ok || !ps->rows.jit()) return Status::Ok;
     *used = true;
     return cpu_ops_use(p, run_cpu_pool_rows, ps, op, isa_name(isa));
@@ -21409,17 +21415,8 @@ inline Int8AveragePoolState* int8_average_pool_state(ReferenceProgram* p, const 
     const int64_t floats = ps.w.in_size() + ps.w.out_size();
     st->run = std::max<int64_t>(1, std::min<int64_t>(ps.planes, 8192 / std::max<int64_t>(1, floats)));
     st->slot_floats = round16((size_t)(st->run * ps.w.in_size())) + round16((size_t)(st->run * ps.w.out_size()));
-    int64_t inner_begin = 0, inner_end = 0;
-    pool_interior_columns(ps.w, &inner_begin, &inner_end);
-    if (inner_end > inner_begin && (ps.w.stride[2] == 1 || ps.w.stride[2] == 2)) {   // as cpu_pool_rows_step
-        PoolRowShape shape;
-        shape.count = inner_end - inner_begin;
-        shape.kernel_w = ps.w.kernel[2];
-        shape.stride_w = ps.w.stride[2];
-        shape.row_floats = ps.w.in[2];
-        shape.average = 1;
-        st->jit = st->rows.init(shape, isa) == Status::Ok && st->rows.jit();
-    }
+    PoolRowShape shape;
+    st->jit = pool_rows_shape(ps, &shape) && st->rows.init(shape, isa) == Status::Ok && st->rows.jit();
     return st;
 }
 
