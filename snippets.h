@@ -619,10 +619,12 @@ public:
     // packed at run time); parts write disjoint tiles of C, so threads may run them at once,
     // each with its own scratch. Never allocates. row_bias (m floats, or null): C = alpha A B
     // + row_bias[i] instead (beta and C's old values unused), added as the first K block's
-    // tiles store, so a Conv's bias costs no pass over C of its own.
+    // tiles store, so a Conv's bias costs no pass over C of its own. clamp ({lo, hi}, or
+    // null): each final C value v becomes Min(hi, Max(lo, v)) as the last K block's tiles
+    // store it (the snippets' Max and Min: NaN stays NaN), so a fused Relu or Clip is no pass.
     void run(int64_t m, int64_t n, int64_t k, float alpha, const GemmOperand& a, const GemmOperand& b, float beta,
              float* c, int64_t ldc, float* scratch, uint32_t part = 0, uint32_t parts = 1,
-             const float* row_bias = nullptr) const;
+             const float* row_bias = nullptr, const float* clamp = nullptr) const;
     // The rows [m0, m1) and columns [n0, n1) of C that part `part` of run() writes (empty: m0 == m1).
     void part_range(int64_t m, int64_t n, bool a_packed, bool b_packed, uint32_t part, uint32_t parts, int64_t* m0,
                     int64_t* m1, int64_t* n0, int64_t* n1) const;
@@ -637,6 +639,8 @@ public:
         const int64_t* b_rows;   // row tiles: B's row offsets (floats) for this K block
         float* pack_to;          // packing row tiles: the panel where the rows read are copied
         int32_t stream_a;        // nonzero: A's panels come from memory (prefetched ahead)
+        int32_t clamp;           // nonzero: C = Min(hi, Max(lo, C)) as stored
+        float lo, hi;
     };
     // void tile(a panel, b panel, c, ldc in bytes, k, params)
     using TileFn = void (*)(const float*, const float*, float*, int64_t, int64_t, const TileParams*);
@@ -5616,6 +5620,21 @@ CacheSizes cpu_cache_sizes() {
 namespace detail {
 constexpr int kGemmPortableRows = 4, kGemmPortableCols = 16;
 
+// Gemm::run's clamp, the snippets' Max(lo, v) then Min(hi, v).
+inline float gemm_clamp(const Gemm::TileParams& params, float v) {
+    if (!params.clamp) return v;
+    v = params.lo > v ? params.lo : v;
+    return params.hi < v ? params.hi : v;
+}
+
+// What a tile stores for accumulator `acc` at C element `c` (row i of the tile): alpha acc,
+// plus the row bias or beta C, clamped.
+inline float gemm_tile_value(const Gemm::TileParams& params, float acc, const float* c, int64_t i) {
+    return gemm_clamp(params, params.read_c == 2 ? params.alpha * acc + params.row_bias[i]
+                              : params.read_c   ? params.alpha * acc + params.beta * *c
+                                                : params.alpha * acc);
+}
+
 // The portable tile: what the JIT tiles compute, for targets without them.
 inline void gemm_portable_tile(const float* a, const float* b, float* c, int64_t ldc, int64_t k, int64_t rows,
                                int64_t cols, const Gemm::TileParams& params) {
@@ -5624,10 +5643,7 @@ inline void gemm_portable_tile(const float* a, const float* b, float* c, int64_t
         for (int i = 0; i < kGemmPortableRows; ++i)
             for (int j = 0; j < kGemmPortableCols; ++j) acc[i][j] += a[i] * b[j];
     for (int64_t i = 0; i < rows; ++i, c += ldc)
-        for (int64_t j = 0; j < cols; ++j)
-            c[j] = params.read_c == 2 ? params.alpha * acc[i][j] + params.row_bias[i]
-                   : params.read_c   ? params.alpha * acc[i][j] + params.beta * c[j]
-                                     : params.alpha * acc[i][j];
+        for (int64_t j = 0; j < cols; ++j) c[j] = gemm_tile_value(params, acc[i][j], c + j, i);
 }
 
 #ifndef TESSEL_NO_JIT
@@ -5733,40 +5749,54 @@ inline void emit_gemm_tile_x86(asmjit::x86::Assembler& a, Isa isa, uint32_t mr, 
         else if (wide) a.k(x86::k1).vmovups(m, src);
         else a.vmaskmovps(m, mask, src);
     };
-    asmjit::Label overwrite = a.newLabel(), biased = a.newLabel(), done = a.newLabel();
-    for (int pass = 0; pass < 3; ++pass) {   // pass 0: C read (beta); 1: C overwritten; 2: row bias added
-        if (pass == 0) {
-            a.cmp(x86::dword_ptr(x86::r9, 8), 0);
-            a.je(overwrite);
-            a.cmp(x86::dword_ptr(x86::r9, 8), 2);
-            a.je(biased);
-        } else if (pass == 1) {
-            a.bind(overwrite);
-        } else {
+    // The values in the accumulators (pass 0: C read, beta; 1: C overwritten; 2: row bias
+    // added), then the clamp, then one store per accumulator.
+    asmjit::Label overwrite = a.newLabel(), biased = a.newLabel(), clamp = a.newLabel(), stores = a.newLabel();
+    a.cmp(x86::dword_ptr(x86::r9, 8), 0);
+    a.je(overwrite);
+    a.cmp(x86::dword_ptr(x86::r9, 8), 2);
+    a.je(biased);
+    for (int pass = 0; pass < 3; ++pass) {
+        if (pass == 1) a.bind(overwrite);
+        if (pass == 2) {
             a.bind(biased);
             a.mov(x86::rax, x86::qword_ptr(x86::r9, (int32_t)offsetof(Gemm::TileParams, row_bias)));
         }
-        a.push(x86::rdx);
+        if (pass == 0) a.push(x86::rdx);
         for (uint32_t i = 0; i < rows; ++i) {
             if (pass == 2) a.vbroadcastss(tmp, x86::dword_ptr(x86::rax, (int32_t)(i * 4)));
             for (uint32_t j = 0; j < vectors; ++j) {
-                const bool partial = masked && j + 1 == vectors;
-                x86::Mem cm = x86::ptr(x86::rdx, (int32_t)(j * vb));
                 a.vmulps(acc(i, j), acc(i, j), alpha);
                 if (pass == 0) {
-                    load_c(tmp, cm, partial);
+                    load_c(tmp, x86::ptr(x86::rdx, (int32_t)(j * vb)), masked && j + 1 == vectors);
                     a.vfmadd231ps(acc(i, j), tmp, beta);
                 } else if (pass == 2) {
                     a.vaddps(acc(i, j), acc(i, j), tmp);
                 }
-                store_c(cm, acc(i, j), partial);
             }
-            if (i + 1 < rows) a.add(x86::rdx, x86::rcx);
+            if (pass == 0 && i + 1 < rows) a.add(x86::rdx, x86::rcx);
         }
-        a.pop(x86::rdx);
-        if (pass < 2) a.jmp(done);
+        if (pass == 0) a.pop(x86::rdx);
+        if (pass < 2) a.jmp(clamp);
     }
-    a.bind(done);
+    a.bind(clamp);
+    a.cmp(x86::dword_ptr(x86::r9, (int32_t)offsetof(Gemm::TileParams, clamp)), 0);
+    a.je(stores);
+    {   // MAXPS and MINPS return their second operand unless the first wins: Max(lo, v), Min(hi, v)
+        const x86::Vec lo = alpha, hi = beta;
+        a.vbroadcastss(lo, x86::dword_ptr(x86::r9, (int32_t)offsetof(Gemm::TileParams, lo)));
+        a.vbroadcastss(hi, x86::dword_ptr(x86::r9, (int32_t)offsetof(Gemm::TileParams, hi)));
+        for (uint32_t i = 0; i < rows; ++i)
+            for (uint32_t j = 0; j < vectors; ++j) {
+                a.vmaxps(acc(i, j), lo, acc(i, j));
+                a.vminps(acc(i, j), hi, acc(i, j));
+            }
+    }
+    a.bind(stores);
+    for (uint32_t i = 0; i < rows; ++i) {
+        for (uint32_t j = 0; j < vectors; ++j) store_c(x86::ptr(x86::rdx, (int32_t)(j * vb)), acc(i, j), masked && j + 1 == vectors);
+        if (i + 1 < rows) a.add(x86::rdx, x86::rcx);
+    }
     a.vzeroupper();
     a.ret();
 }
@@ -5814,7 +5844,8 @@ inline void emit_gemm_tile_a64(asmjit::a64::Assembler& a, uint32_t mr, uint32_t 
     a.stp(a64::d14, a64::d15, a64::ptr(a64::sp, 48));
     for (uint32_t i = 0; i < rows; ++i)
         for (uint32_t j = 0; j < vectors; ++j) a.eor(acc(i, j).b16(), acc(i, j).b16(), acc(i, j).b16());
-    asmjit::Label loop = a.newLabel(), store = a.newLabel(), overwrite = a.newLabel(), biased = a.newLabel(), done = a.newLabel();
+    asmjit::Label loop = a.newLabel(), store = a.newLabel(), overwrite = a.newLabel(), biased = a.newLabel();
+    asmjit::Label clamp = a.newLabel(), stores = a.newLabel();
     a.cbz(a64::x4, store);
     a.bind(loop);
     a.ldp(a64::q0, a64::q1, a64::ptr_post(a64::x0, (int32_t)(mr * 4)));
@@ -5826,6 +5857,8 @@ inline void emit_gemm_tile_a64(asmjit::a64::Assembler& a, uint32_t mr, uint32_t 
     a.subs(a64::x4, a64::x4, 1);
     a.b_ne(loop);
     a.bind(store);
+    // The values in the accumulators (pass 0: C read, beta; 1: C overwritten; 2: row bias
+    // added), then the clamp, then one store per accumulator.
     a.ld1r(a64::v(5).s4(), a64::ptr(a64::x5));
     a.add(a64::x6, a64::x5, 4);
     a.ld1r(a64::v(6).s4(), a64::ptr(a64::x6));
@@ -5833,7 +5866,7 @@ inline void emit_gemm_tile_a64(asmjit::a64::Assembler& a, uint32_t mr, uint32_t 
     a.cbz(a64::w7, overwrite);
     a.cmp(a64::w7, 2);
     a.b_eq(biased);
-    for (int pass = 0; pass < 3; ++pass) {   // pass 0: C read (beta); 1: C overwritten; 2: row bias added
+    for (int pass = 0; pass < 3; ++pass) {
         if (pass == 1) a.bind(overwrite);
         if (pass == 2) {
             a.bind(biased);
@@ -5853,13 +5886,31 @@ inline void emit_gemm_tile_a64(asmjit::a64::Assembler& a, uint32_t mr, uint32_t 
                 } else if (pass == 2) {
                     a.fadd(acc(i, j).s4(), acc(i, j).s4(), a64::v(7).s4());
                 }
-                a.str(a64::v(8 + i * vectors + j), a64::ptr(a64::x8, (int32_t)(j * 16)));
             }
             if (i + 1 < rows) a.add(a64::x8, a64::x8, a64::x3);
         }
-        if (pass < 2) a.b(done);
+        if (pass < 2) a.b(clamp);
     }
-    a.bind(done);
+    a.bind(clamp);
+    a.ldr(a64::w7, a64::ptr(a64::x5, (int32_t)offsetof(Gemm::TileParams, clamp)));
+    a.cbz(a64::w7, stores);
+    a.add(a64::x6, a64::x5, (uint32_t)offsetof(Gemm::TileParams, lo));
+    a.ld1r(a64::v(0).s4(), a64::ptr(a64::x6));
+    a.add(a64::x6, a64::x5, (uint32_t)offsetof(Gemm::TileParams, hi));
+    a.ld1r(a64::v(1).s4(), a64::ptr(a64::x6));
+    for (uint32_t i = 0; i < rows; ++i)
+        for (uint32_t j = 0; j < vectors; ++j) {   // compare and select: fmax/fmin order signed zeros
+            a.fcmgt(a64::v(7).s4(), a64::v(0).s4(), acc(i, j).s4());   // lo > v: lo
+            a.bit(acc(i, j).b16(), a64::v(0).b16(), a64::v(7).b16());
+            a.fcmgt(a64::v(7).s4(), acc(i, j).s4(), a64::v(1).s4());   // hi < v: hi
+            a.bit(acc(i, j).b16(), a64::v(1).b16(), a64::v(7).b16());
+        }
+    a.bind(stores);
+    a.mov(a64::x8, a64::x2);
+    for (uint32_t i = 0; i < rows; ++i) {
+        for (uint32_t j = 0; j < vectors; ++j) a.str(a64::v(8 + i * vectors + j), a64::ptr(a64::x8, (int32_t)(j * 16)));
+        if (i + 1 < rows) a.add(a64::x8, a64::x8, a64::x3);
+    }
     a.ldp(a64::d10, a64::d11, a64::ptr(a64::sp, 16));
     a.ldp(a64::d12, a64::d13, a64::ptr(a64::sp, 32));
     a.ldp(a64::d14, a64::d15, a64::ptr(a64::sp, 48));
@@ -6095,7 +6146,8 @@ void Gemm::part_range(int64_t m, int64_t n, bool a_packed, bool b_packed, uint32
 }
 
 void Gemm::run(int64_t m, int64_t n, int64_t k, float alpha, const GemmOperand& a, const GemmOperand& b, float beta,
-               float* c, int64_t ldc, float* scratch, uint32_t part, uint32_t parts, const float* row_bias) const {
+               float* c, int64_t ldc, float* scratch, uint32_t part, uint32_t parts, const float* row_bias,
+               const float* clamp) const {
     if (m <= 0 || n <= 0) return;
     const int64_t mr = blocking_.mr, nr = blocking_.nr;
     const int64_t mpanels = (m + mr - 1) / mr, npanels = (n + nr - 1) / nr;
@@ -6109,10 +6161,20 @@ void Gemm::run(int64_t m, int64_t n, int64_t k, float alpha, const GemmOperand& 
     const bool pack_as_read = b.rows && packing_row_tiles_ && !rows_in_place;
     const TileFn* tiles = rows_in_place ? row_tiles_ : tiles_;
     const bool b_ready = b.packed || rows_in_place;
+    TileParams params;
+    params.alpha = alpha;
+    params.row_bias = nullptr;
+    params.b_rows = nullptr;
+    params.pack_to = nullptr;
+    params.stream_a = a.packed;
+    params.clamp = 0;
+    params.lo = clamp ? clamp[0] : 0.0f;
+    params.hi = clamp ? clamp[1] : 0.0f;
     if (k <= 0) {   // C = beta C (the row bias), and 0 when beta is 0 (C not read)
+        params.clamp = clamp != nullptr;
         for (int64_t i = m0; i < m1; ++i)
             for (int64_t j = n0; j < n1; ++j)
-                c[i * ldc + j] = row_bias ? row_bias[i] : beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
+                c[i * ldc + j] = detail::gemm_clamp(params, row_bias ? row_bias[i] : beta == 0.0f ? 0.0f : beta * c[i * ldc + j]);
         return;
     }
     const int64_t mp = mpanels * mr, np = npanels * nr;
@@ -6120,12 +6182,6 @@ void Gemm::run(int64_t m, int64_t n, int64_t k, float alpha, const GemmOperand& 
     float* bbuf = scratch;
     float* abuf = scratch + (b_ready ? 0 : (k < blocking_.kc ? k : blocking_.kc) * (range_np < blocking_.nc ? range_np : blocking_.nc));
     const uint32_t vf = vector_floats_;
-    TileParams params;
-    params.alpha = alpha;
-    params.row_bias = nullptr;
-    params.b_rows = nullptr;
-    params.pack_to = nullptr;
-    params.stream_a = a.packed;
     for (int64_t jc = n0; jc < n1; jc += blocking_.nc) {
         const int64_t nc = n1 - jc < blocking_.nc ? n1 - jc : blocking_.nc;
         for (int64_t pc = 0; pc < k; pc += blocking_.kc) {
@@ -6133,6 +6189,7 @@ void Gemm::run(int64_t m, int64_t n, int64_t k, float alpha, const GemmOperand& 
             // Later K blocks add to what the first wrote.
             params.beta = pc == 0 ? (row_bias ? 0.0f : beta) : 1.0f;
             params.read_c = pc == 0 && row_bias ? 2 : params.beta != 0.0f;
+            params.clamp = clamp && pc + kc >= k;
             const float* bp = bbuf;
             int64_t panel_step = kc;   // floats from one B panel to the next
             if (b.packed) bp = b.data + pc * np + jc * kc;
@@ -6170,12 +6227,11 @@ void Gemm::run(int64_t m, int64_t n, int64_t k, float alpha, const GemmOperand& 
                             TileParams plain = params;
                             plain.alpha = 1.0f;
                             plain.read_c = 0;
+                            plain.clamp = 0;
                             tiles_[(rows - 1) * 2 * (nr / vf) + (index_cols & ~1u)](ap + ir * kc, bp + jr * kc, buffer, nr * 4, kc, &plain);
                             for (int64_t i = 0; i < rows; ++i)
                                 for (int64_t j = 0; j < cols; ++j)
-                                    ct[i * ldc + j] = params.read_c == 2 ? params.alpha * buffer[i * nr + j] + params.row_bias[i]
-                                                      : params.read_c   ? params.alpha * buffer[i * nr + j] + params.beta * ct[i * ldc + j]
-                                                                        : params.alpha * buffer[i * nr + j];
+                                    ct[i * ldc + j] = detail::gemm_tile_value(params, buffer[i * nr + j], ct + i * ldc + j, i);
                         } else {
                             detail::gemm_portable_tile(ap + ir * kc, bp + jr * kc, ct, ldc, kc, rows, cols, params);
                         }
