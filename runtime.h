@@ -3152,11 +3152,10 @@ protected:
 inline Status cpu_gemm_step(ReferenceProgram* p, const PreparedModel& model, NodeId id, Isa isa);
 // Makes an epilogue (>>gemm epilogue) in the program's arena and stores it in `slot`, a
 // step's Unit::epilogue_slot; false when out of memory.
-// clamp_bounds: the island's epilogue_clamp bounds, or nullptr.
+// body: the island's (for epilogue_store_form), whose results have `elements` floats.
 inline bool cpu_attach_epilogue(ReferenceProgram* p, const GemmEpilogue** slot, const Snippet* snippet, uint32_t parameters,
                                 uint32_t results, uint32_t source, uint32_t op_inputs, int64_t segment, uint32_t fused_nodes,
-                                const float* clamp_bounds);
-inline bool epilogue_clamp(const SnippetBody& body, float bounds[2]);
+                                const SnippetBody& body, uint64_t elements);
 // Pooling, global pooling, softmax and Resize on the CPU's own kernels (>>cpu ops), the same way.
 inline Status cpu_ops_step(ReferenceProgram* p, const PreparedModel& model, NodeId id, Isa isa);
 // QDQ Conv groups as int8 steps and fast per-tensor Quantize/DequantizeLinear (>>int8 cpu):
@@ -3471,9 +3470,8 @@ inline Status CpuDevice::build_cpu(ReferenceProgram* p, const PreparedModel& mod
         for (uint32_t k = 0; k < out_count; ++k) writes[k] = model.value_id(origin[out_nodes[k]], 0);
         uint32_t fused_nodes = 0;
         for (uint32_t w = first[u]; w != kNoNode; w = next[w]) if (local.node(w).op != StringView("Constant")) ++fused_nodes;
-        float bounds[2];
         if (!cpu_attach_epilogue(p, gunit.epilogue_slot, snippet, in_count, out_count, source, (uint32_t)gstep.reads.size,
-                                 segment, fused_nodes, epilogue_clamp(*body, bounds) ? bounds : nullptr)) {
+                                 segment, fused_nodes, *body, elements)) {
             if (!shared) { destroy(snippet); destroy(body); }
             return Status::OutOfMemory;
         }
@@ -8700,48 +8698,88 @@ struct GemmEpilogue {
     uint32_t op_inputs = 0;    // c.inputs[op_inputs ...]: the other parameters, in body order
     int64_t segment = 0;       // floats per row of the op's output
     uint32_t fused_nodes = 0;  // island members (for the step's name)
-    // The island only clamps (epilogue_clamp): GEMM steps pass bounds to Gemm::run, whose
-    // tiles clamp as they store, and skip the snippet; other steps run the snippet.
-    bool clamp = false;
-    float bounds[2] = {0.0f, 0.0f};
+    // Gemm::run's tiles can do the island's work as they store (epilogue_store_form): GEMM
+    // steps that write their output in place pass `store` (its residual taken from input
+    // op_inputs + residual at run time) and skip the snippet; other steps run the snippet.
+    bool tile_ops = false;
+    GemmStoreOps store;
+    uint32_t residual = kNoResidual;
+    static constexpr uint32_t kNoResidual = 0xffffffffu;
 };
 
-// The bounds {lo, hi} of an island that only clamps its one parameter: Relu, Clip, or the
-// Max(lo, x) then Min(hi, x) of Clip's constant inputs; Gemm::run's clamp is those Max and Min.
-inline bool epilogue_clamp(const SnippetBody& body, float bounds[2]) {
-    if (body.parameter_count() != 1 || body.result_count() != 1) return false;
-    float lo = -INFINITY, hi = INFINITY;
+// Whether Gemm::run's store operations are the island `body` (its parameter `source` the op's
+// output of `elements` floats): an optional Add of another parameter of as many elements (the
+// residual, in either operand order), then an optional Relu, Clip, or Clip's Max(lo, x) then
+// Min(hi, x) by constants. Fills e's tile_ops, store and residual.
+inline bool epilogue_store_form(const SnippetBody& body, uint32_t source, uint64_t elements, GemmEpilogue* e) {
+    if (body.result_count() != 1 || body.parameter_count() > 2) return false;
     auto scalar = [&](ValueId id, float* out) {
         if (body.instruction(id).op != SnippetOp::Scalar) return false;
         *out = body.instruction(id).alpha;
         return true;
     };
-    const SnippetInstruction* in = &body.instruction(body.result_value(0));
-    if (in->op == SnippetOp::Clip) {
-        lo = in->alpha;
-        hi = in->beta;
-        in = &body.instruction(in->args[0]);
+    auto parameter = [&](ValueId id) -> uint32_t {
+        const SnippetInstruction& in = body.instruction(id);
+        return in.op == SnippetOp::Parameter ? in.index : kSnippetMaxArgs;
+    };
+    GemmStoreOps ops;
+    float lo = -INFINITY, hi = INFINITY;
+    ValueId v = body.result_value(0);   // walked from the result down to the op's output
+    const SnippetOp top = body.instruction(v).op;
+    if (top == SnippetOp::Clip) {
+        lo = body.instruction(v).alpha;
+        hi = body.instruction(v).beta;
+        ops.clamp = true;
+        v = body.instruction(v).args[0];
     } else {
-        if (in->op == SnippetOp::Min) {
-            if (!scalar(in->args[0], &hi)) return false;
-            in = &body.instruction(in->args[1]);
+        if (top == SnippetOp::Min) {
+            if (!scalar(body.instruction(v).args[0], &hi)) return false;
+            ops.clamp = true;
+            v = body.instruction(v).args[1];
         }
-        if (in->op == SnippetOp::Max) {
-            if (!scalar(in->args[0], &lo)) return false;
-            in = &body.instruction(in->args[1]);
-        } else if (in->op == SnippetOp::Relu) {
+        if (body.instruction(v).op == SnippetOp::Max) {
+            if (!scalar(body.instruction(v).args[0], &lo)) return false;
+            ops.clamp = true;
+            v = body.instruction(v).args[1];
+        } else if (body.instruction(v).op == SnippetOp::Relu) {
             lo = 0.0f;
-            in = &body.instruction(in->args[0]);
+            ops.clamp = true;
+            v = body.instruction(v).args[0];
         }
     }
-    if (in->op != SnippetOp::Parameter || (lo == -INFINITY && hi == INFINITY)) return false;
-    bounds[0] = lo;
-    bounds[1] = hi;
+    uint32_t residual = GemmEpilogue::kNoResidual;
+    if (body.instruction(v).op == SnippetOp::Add) {
+        const ValueId a0 = body.instruction(v).args[0], a1 = body.instruction(v).args[1];
+        const uint32_t p0 = parameter(a0), p1 = parameter(a1);
+        if ((p0 == source) == (p1 == source)) return false;   // exactly one operand is the op's output
+        residual = p0 == source ? p1 : p0;
+        if (residual >= body.parameter_count() || shape_elements(body.instruction(p0 == source ? a1 : a0).shape) != elements)
+            return false;
+        ops.residual_first = p1 == source;
+        v = p0 == source ? a0 : a1;
+    }
+    if (parameter(v) != source) return false;
+    if (body.parameter_count() != (residual == GemmEpilogue::kNoResidual ? 1u : 2u)) return false;
+    if (!ops.clamp && residual == GemmEpilogue::kNoResidual) return false;
+    ops.lo = lo;
+    ops.hi = hi;
+    e->tile_ops = true;
+    e->store = ops;
+    e->residual = residual == GemmEpilogue::kNoResidual ? residual : residual < source ? residual : residual - 1;
     return true;
 }
 
-// Gemm::run's clamp for a step's epilogue, or nullptr when the snippet runs.
-inline const float* gemm_epilogue_clamp(const GemmEpilogue* e) { return e && e->clamp ? e->bounds : nullptr; }
+// Gemm::run's store operations for a step with epilogue e whose C block starts at `at` in
+// its output (the residual's block at the same offset), or nullptr: the snippet runs.
+// with_residual false: C is not the output (a buffer copied out): only a clamp may fuse.
+inline const GemmStoreOps* epilogue_store_ops(const RunContext& c, const GemmEpilogue* e, const float* at, GemmStoreOps* ops,
+                                              bool with_residual = true) {
+    if (!e || !e->tile_ops || (!with_residual && e->residual != GemmEpilogue::kNoResidual)) return nullptr;
+    *ops = e->store;
+    if (e->residual != GemmEpilogue::kNoResidual)
+        ops->residual = c.inputs[e->op_inputs + e->residual].as<float>() + (at - c.outputs[0].as<float>());
+    return ops;
+}
 
 inline void gemm_epilogue_run(const RunContext& c, const GemmEpilogue& e, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
     const float* in[kSnippetMaxArgs];
@@ -8780,7 +8818,7 @@ inline size_t round16(size_t floats) { return (floats + 15) & ~(size_t)15; }
 
 inline bool cpu_attach_epilogue(ReferenceProgram* p, const GemmEpilogue** slot, const Snippet* snippet, uint32_t parameters,
                                 uint32_t results, uint32_t source, uint32_t op_inputs, int64_t segment, uint32_t fused_nodes,
-                                const float* clamp_bounds) {
+                                const SnippetBody& body, uint64_t elements) {
     GemmEpilogue* e = p->arena.allocate_array<GemmEpilogue>(1);
     if (!e) return false;
     new (e) GemmEpilogue();
@@ -8791,8 +8829,7 @@ inline bool cpu_attach_epilogue(ReferenceProgram* p, const GemmEpilogue** slot, 
     e->op_inputs = op_inputs;
     e->segment = segment;
     e->fused_nodes = fused_nodes;
-    e->clamp = clamp_bounds != nullptr;
-    if (clamp_bounds) e->bounds[0] = clamp_bounds[0], e->bounds[1] = clamp_bounds[1];
+    epilogue_store_form(body, source, elements, e);
     *slot = e;
     return true;
 }
@@ -9323,7 +9360,6 @@ inline Status run_cpu_conv_wide(const RunContext& c) {
                                                   : round16(cs.gemm.packed_b_floats(st.depth, cs.block));
     const GemmBlocking& blocking = cs.gemm.blocking();
     const uint32_t parts = cs.parts;
-    const float* clamp = gemm_epilogue_clamp(cs.epilogue);
     float* slots = padded + cs.wide_floats;
     nn_parallel(c, (uint64_t)(st.batch * st.groups * blocks) * parts, [&](uint64_t slot, uint64_t begin, uint64_t end) {
         float* buffer = slots + slot * cs.slot_floats;   // the packed block of B, or the wide block of Y
@@ -9358,16 +9394,20 @@ inline Status run_cpu_conv_wide(const RunContext& c) {
                 }
                 b.data = buffer;
                 b.packed = true;
+                GemmStoreOps ops;
+                const GemmStoreOps* store = epilogue_store_ops(c, cs.epilogue, yg + p0, &ops);
                 cs.gemm.run(st.group_maps, count, st.depth, 1.0f, a, b, 0.0f, yg + p0, positions, scratch, part, parts,
-                            bias ? bias + g * st.group_maps : nullptr, clamp);
-                if (cs.epilogue && !clamp) gemm_epilogue_run(c, *cs.epilogue, r0 + m0, r0 + m1, p0 + n0, p0 + n1);
+                            bias ? bias + g * st.group_maps : nullptr, store);
+                if (cs.epilogue && !store) gemm_epilogue_run(c, *cs.epilogue, r0 + m0, r0 + m1, p0 + n0, p0 + n1);
                 continue;
             }
             const int64_t q0 = position_to_wide(p0, ow, pw), q1 = position_to_wide(p0 + count - 1, ow, pw) + 1, span = q1 - q0;
             b.data = base + q0;
             b.rows = cs.wide_offsets;
+            GemmStoreOps ops;   // Y's rows are copied out of the wide buffer: a residual is added after
+            const GemmStoreOps* store = epilogue_store_ops(c, cs.epilogue, buffer, &ops, false);
             cs.gemm.run(st.group_maps, span, st.depth, 1.0f, a, b, 0.0f, buffer, span, scratch, part, parts,
-                        bias ? bias + g * st.group_maps : nullptr, clamp);
+                        bias ? bias + g * st.group_maps : nullptr, store);
             cs.gemm.part_range(st.group_maps, span, a.packed, true, part, parts, &m0, &m1, &n0, &n1);
             if (m0 >= m1) continue;
             for (int64_t i = m0; i < m1; ++i) {   // the part's valid columns, row by row of the image
@@ -9377,7 +9417,7 @@ inline Status run_cpu_conv_wide(const RunContext& c) {
                     if (ox < ow) std::memcpy(yg + i * positions + q / pw * ow + ox, src + q, (size_t)len * sizeof(float));
                 }
             }
-            if (cs.epilogue && !clamp)
+            if (cs.epilogue && !store)
                 gemm_epilogue_run(c, *cs.epilogue, r0 + m0, r0 + m1, wide_to_position(q0 + n0, ow, pw), wide_to_position(q0 + n1, ow, pw));
         }
     }, cs.slots);
@@ -9444,7 +9484,6 @@ inline Status run_cpu_conv(const RunContext& c) {
     const GemmBlocking& blocking = cs.gemm.blocking();
     const size_t col_floats = st.direct ? 0 : round16(cs.gemm.packed_b_floats(st.depth, cs.block));
     const uint32_t parts = cs.parts;
-    const float* clamp = gemm_epilogue_clamp(cs.epilogue);
     nn_parallel(c, (uint64_t)(st.batch * st.groups * blocks) * parts, [&](uint64_t slot, uint64_t begin, uint64_t end) {
         float* col = static_cast<float*>(c.scratch) + slot * cs.slot_floats;
         float* scratch = col + col_floats;
@@ -9472,9 +9511,11 @@ inline Status run_cpu_conv(const RunContext& c) {
                 b.packed = true;
             }
             float* yg = y + (n * st.maps + g * st.group_maps) * positions + p0;
+            GemmStoreOps ops;
+            const GemmStoreOps* store = epilogue_store_ops(c, cs.epilogue, yg, &ops);
             cs.gemm.run(st.group_maps, count, st.depth, 1.0f, a, b, 0.0f, yg, positions, scratch, (uint32_t)(work % parts), parts,
-                        bias ? bias + g * st.group_maps : nullptr, clamp);
-            if (cs.epilogue && !clamp) {
+                        bias ? bias + g * st.group_maps : nullptr, store);
+            if (cs.epilogue && !store) {
                 int64_t m0, m1, n0, n1;
                 cs.gemm.part_range(st.group_maps, count, a.packed, b.packed, (uint32_t)(work % parts), parts, &m0, &m1, &n0, &n1);
                 const int64_t r0 = n * st.maps + g * st.group_maps;
@@ -10046,9 +10087,11 @@ inline Status run_cpu_matmul(const RunContext& c) {
                 ob.data = b + b_offset;
                 ob.row = st.n;
             }
+            GemmStoreOps ops;
+            const GemmStoreOps* store = epilogue_store_ops(c, cs.epilogue, y + batch * st.m * st.n, &ops);
             cs.gemm.run(st.m, st.n, st.k, 1.0f, oa, ob, 0.0f, y + batch * st.m * st.n, st.n, scratch, (uint32_t)(unit % parts),
-                        parts, nullptr, gemm_epilogue_clamp(cs.epilogue));
-            if (cs.epilogue && !cs.epilogue->clamp) {
+                        parts, nullptr, store);
+            if (cs.epilogue && !store) {
                 int64_t m0, m1, n0, n1;
                 cs.gemm.part_range(st.m, st.n, false, ob.packed, (uint32_t)(unit % parts), parts, &m0, &m1, &n0, &n1);
                 if (m0 < m1) gemm_epilogue_run(c, *cs.epilogue, batch * st.m + m0, batch * st.m + m1, n0, n1);
@@ -10209,9 +10252,10 @@ inline Status run_cpu_gemm(const RunContext& c) {
     nn_parallel(c, cs.parts, [&](uint64_t slot, uint64_t begin, uint64_t end) {
         float* scratch = static_cast<float*>(c.scratch) + slot * cs.slot_floats;
         for (uint64_t part = begin; part < end; ++part) {
-            cs.gemm.run(st.m, st.n, st.k, st.alpha, oa, ob, beta, y, st.n, scratch, (uint32_t)part, cs.parts, nullptr,
-                        gemm_epilogue_clamp(cs.epilogue));
-            if (cs.epilogue && !cs.epilogue->clamp) {
+            GemmStoreOps ops;
+            const GemmStoreOps* store = epilogue_store_ops(c, cs.epilogue, y, &ops);
+            cs.gemm.run(st.m, st.n, st.k, st.alpha, oa, ob, beta, y, st.n, scratch, (uint32_t)part, cs.parts, nullptr, store);
+            if (cs.epilogue && !store) {
                 int64_t m0, m1, n0, n1;
                 cs.gemm.part_range(st.m, st.n, false, ob.packed, (uint32_t)part, cs.parts, &m0, &m1, &n0, &n1);
                 if (m0 < m1) gemm_epilogue_run(c, *cs.epilogue, m0, m1, n0, n1);

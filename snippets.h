@@ -595,6 +595,17 @@ struct GemmOperand {
     const int64_t* rows = nullptr;
 };
 
+// What Gemm::run's last K block does to each final value v of C as its tiles store it: add
+// the residual's element (C's layout: residual[i * ldc + j]; R + v when residual_first, else
+// v + R: the island's operand order), then, with clamp, v = Min(hi, Max(lo, v)) (the
+// snippets' Max and Min: NaN stays NaN). A fused residual Add and Relu or Clip cost no pass.
+struct GemmStoreOps {
+    const float* residual = nullptr;
+    bool residual_first = false;
+    bool clamp = false;
+    float lo = 0.0f, hi = 0.0f;
+};
+
 class Gemm {
 public:
     // The micro-kernels of `isa` (Auto: default_isa()), generated once per process and target.
@@ -619,12 +630,11 @@ public:
     // packed at run time); parts write disjoint tiles of C, so threads may run them at once,
     // each with its own scratch. Never allocates. row_bias (m floats, or null): C = alpha A B
     // + row_bias[i] instead (beta and C's old values unused), added as the first K block's
-    // tiles store, so a Conv's bias costs no pass over C of its own. clamp ({lo, hi}, or
-    // null): each final C value v becomes Min(hi, Max(lo, v)) as the last K block's tiles
-    // store it (the snippets' Max and Min: NaN stays NaN), so a fused Relu or Clip is no pass.
+    // tiles store, so a Conv's bias costs no pass over C of its own. store (or null): what the
+    // last K block's tiles do to each final value before storing it (GemmStoreOps).
     void run(int64_t m, int64_t n, int64_t k, float alpha, const GemmOperand& a, const GemmOperand& b, float beta,
              float* c, int64_t ldc, float* scratch, uint32_t part = 0, uint32_t parts = 1,
-             const float* row_bias = nullptr, const float* clamp = nullptr) const;
+             const float* row_bias = nullptr, const GemmStoreOps* store = nullptr) const;
     // The rows [m0, m1) and columns [n0, n1) of C that part `part` of run() writes (empty: m0 == m1).
     void part_range(int64_t m, int64_t n, bool a_packed, bool b_packed, uint32_t part, uint32_t parts, int64_t* m0,
                     int64_t* m1, int64_t* n0, int64_t* n1) const;
@@ -641,6 +651,8 @@ public:
         int32_t stream_a;        // nonzero: A's panels come from memory (prefetched ahead)
         int32_t clamp;           // nonzero: C = Min(hi, Max(lo, C)) as stored
         float lo, hi;
+        int32_t residual;        // 1: v + R, 2: R + v (before the clamp); R at C + residual_bytes
+        int64_t residual_bytes;
     };
     // void tile(a panel, b panel, c, ldc in bytes, k, params)
     using TileFn = void (*)(const float*, const float*, float*, int64_t, int64_t, const TileParams*);
@@ -5620,19 +5632,24 @@ CacheSizes cpu_cache_sizes() {
 namespace detail {
 constexpr int kGemmPortableRows = 4, kGemmPortableCols = 16;
 
-// Gemm::run's clamp, the snippets' Max(lo, v) then Min(hi, v).
-inline float gemm_clamp(const Gemm::TileParams& params, float v) {
+// Gemm::run's store operations on value v of C element c: the residual, then the snippets'
+// Max(lo, v) and Min(hi, v).
+inline float gemm_store_ops(const Gemm::TileParams& params, float v, const float* c) {
+    if (params.residual) {
+        const float r = *reinterpret_cast<const float*>(reinterpret_cast<const char*>(c) + params.residual_bytes);
+        v = params.residual == 2 ? r + v : v + r;
+    }
     if (!params.clamp) return v;
     v = params.lo > v ? params.lo : v;
     return params.hi < v ? params.hi : v;
 }
 
 // What a tile stores for accumulator `acc` at C element `c` (row i of the tile): alpha acc,
-// plus the row bias or beta C, clamped.
+// plus the row bias or beta C, then the store operations.
 inline float gemm_tile_value(const Gemm::TileParams& params, float acc, const float* c, int64_t i) {
-    return gemm_clamp(params, params.read_c == 2 ? params.alpha * acc + params.row_bias[i]
-                              : params.read_c   ? params.alpha * acc + params.beta * *c
-                                                : params.alpha * acc);
+    return gemm_store_ops(params, params.read_c == 2 ? params.alpha * acc + params.row_bias[i]
+                                  : params.read_c   ? params.alpha * acc + params.beta * *c
+                                                    : params.alpha * acc, c);
 }
 
 // The portable tile: what the JIT tiles compute, for targets without them.
@@ -5750,8 +5767,9 @@ inline void emit_gemm_tile_x86(asmjit::x86::Assembler& a, Isa isa, uint32_t mr, 
         else a.vmaskmovps(m, mask, src);
     };
     // The values in the accumulators (pass 0: C read, beta; 1: C overwritten; 2: row bias
-    // added), then the clamp, then one store per accumulator.
-    asmjit::Label overwrite = a.newLabel(), biased = a.newLabel(), clamp = a.newLabel(), stores = a.newLabel();
+    // added), then the residual, the clamp and one store per accumulator.
+    asmjit::Label overwrite = a.newLabel(), biased = a.newLabel(), residual = a.newLabel(), clamp = a.newLabel();
+    asmjit::Label stores = a.newLabel();
     a.cmp(x86::dword_ptr(x86::r9, 8), 0);
     a.je(overwrite);
     a.cmp(x86::dword_ptr(x86::r9, 8), 2);
@@ -5777,7 +5795,30 @@ inline void emit_gemm_tile_x86(asmjit::x86::Assembler& a, Isa isa, uint32_t mr, 
             if (pass == 0 && i + 1 < rows) a.add(x86::rdx, x86::rcx);
         }
         if (pass == 0) a.pop(x86::rdx);
-        if (pass < 2) a.jmp(clamp);
+        if (pass < 2) a.jmp(residual);
+    }
+    a.bind(residual);
+    {   // R + v or v + R, the island's order (the NaN an addition of two NaNs returns)
+        asmjit::Label second = a.newLabel();
+        a.cmp(x86::dword_ptr(x86::r9, (int32_t)offsetof(Gemm::TileParams, residual)), 0);
+        a.je(clamp);
+        a.mov(x86::rax, x86::qword_ptr(x86::r9, (int32_t)offsetof(Gemm::TileParams, residual_bytes)));
+        a.cmp(x86::dword_ptr(x86::r9, (int32_t)offsetof(Gemm::TileParams, residual)), 2);
+        for (int first = 1; first >= 0; --first) {
+            if (first) a.jne(second);
+            else a.bind(second);
+            a.push(x86::rdx);
+            for (uint32_t i = 0; i < rows; ++i) {
+                for (uint32_t j = 0; j < vectors; ++j) {
+                    load_c(tmp, x86::ptr(x86::rdx, x86::rax, 0, (int32_t)(j * vb)), masked && j + 1 == vectors);
+                    if (first) a.vaddps(acc(i, j), tmp, acc(i, j));
+                    else a.vaddps(acc(i, j), acc(i, j), tmp);
+                }
+                if (i + 1 < rows) a.add(x86::rdx, x86::rcx);
+            }
+            a.pop(x86::rdx);
+            if (first) a.jmp(clamp);
+        }
     }
     a.bind(clamp);
     a.cmp(x86::dword_ptr(x86::r9, (int32_t)offsetof(Gemm::TileParams, clamp)), 0);
@@ -5845,7 +5886,7 @@ inline void emit_gemm_tile_a64(asmjit::a64::Assembler& a, uint32_t mr, uint32_t 
     for (uint32_t i = 0; i < rows; ++i)
         for (uint32_t j = 0; j < vectors; ++j) a.eor(acc(i, j).b16(), acc(i, j).b16(), acc(i, j).b16());
     asmjit::Label loop = a.newLabel(), store = a.newLabel(), overwrite = a.newLabel(), biased = a.newLabel();
-    asmjit::Label clamp = a.newLabel(), stores = a.newLabel();
+    asmjit::Label residual = a.newLabel(), clamp = a.newLabel(), stores = a.newLabel();
     a.cbz(a64::x4, store);
     a.bind(loop);
     a.ldp(a64::q0, a64::q1, a64::ptr_post(a64::x0, (int32_t)(mr * 4)));
@@ -5889,7 +5930,32 @@ inline void emit_gemm_tile_a64(asmjit::a64::Assembler& a, uint32_t mr, uint32_t 
             }
             if (i + 1 < rows) a.add(a64::x8, a64::x8, a64::x3);
         }
-        if (pass < 2) a.b(clamp);
+        if (pass < 2) a.b(residual);
+    }
+    a.bind(residual);
+    a.ldr(a64::w7, a64::ptr(a64::x5, (int32_t)offsetof(Gemm::TileParams, residual)));
+    a.cbz(a64::w7, clamp);
+    a.ldr(a64::x9, a64::ptr(a64::x5, (int32_t)offsetof(Gemm::TileParams, residual_bytes)));
+    a.add(a64::x8, a64::x2, a64::x9);   // R's rows
+    {   // R + v or v + R, the island's order (the NaN an addition of two NaNs returns)
+        asmjit::Label second = a.newLabel();
+        a.cmp(a64::w7, 2);
+        a.b_ne(second);
+        for (int first = 1; first >= 0; --first) {
+            if (!first) {
+                a.bind(second);
+                a.add(a64::x8, a64::x2, a64::x9);
+            }
+            for (uint32_t i = 0; i < rows; ++i) {
+                for (uint32_t j = 0; j < vectors; ++j) {
+                    a.ldr(a64::q7, a64::ptr(a64::x8, (int32_t)(j * 16)));
+                    if (first) a.fadd(acc(i, j).s4(), a64::v(7).s4(), acc(i, j).s4());
+                    else a.fadd(acc(i, j).s4(), acc(i, j).s4(), a64::v(7).s4());
+                }
+                if (i + 1 < rows) a.add(a64::x8, a64::x8, a64::x3);
+            }
+            if (first) a.b(clamp);
+        }
     }
     a.bind(clamp);
     a.ldr(a64::w7, a64::ptr(a64::x5, (int32_t)offsetof(Gemm::TileParams, clamp)));
@@ -6147,7 +6213,7 @@ void Gemm::part_range(int64_t m, int64_t n, bool a_packed, bool b_packed, uint32
 
 void Gemm::run(int64_t m, int64_t n, int64_t k, float alpha, const GemmOperand& a, const GemmOperand& b, float beta,
                float* c, int64_t ldc, float* scratch, uint32_t part, uint32_t parts, const float* row_bias,
-               const float* clamp) const {
+               const GemmStoreOps* store) const {
     if (m <= 0 || n <= 0) return;
     const int64_t mr = blocking_.mr, nr = blocking_.nr;
     const int64_t mpanels = (m + mr - 1) / mr, npanels = (n + nr - 1) / nr;
@@ -6167,14 +6233,26 @@ void Gemm::run(int64_t m, int64_t n, int64_t k, float alpha, const GemmOperand& 
     params.b_rows = nullptr;
     params.pack_to = nullptr;
     params.stream_a = a.packed;
-    params.clamp = 0;
-    params.lo = clamp ? clamp[0] : 0.0f;
-    params.hi = clamp ? clamp[1] : 0.0f;
+    // The store operations, on the last K block's tiles only.
+    int32_t clamp = 0, residual = 0;
+    params.lo = params.hi = 0.0f;
+    params.residual_bytes = 0;
+    if (store) {
+        clamp = store->clamp;
+        params.lo = store->lo;
+        params.hi = store->hi;
+        if (store->residual) {
+            residual = store->residual_first ? 2 : 1;
+            params.residual_bytes = (int64_t)((intptr_t)store->residual - (intptr_t)c);
+        }
+    }
     if (k <= 0) {   // C = beta C (the row bias), and 0 when beta is 0 (C not read)
-        params.clamp = clamp != nullptr;
+        params.clamp = clamp;
+        params.residual = residual;
         for (int64_t i = m0; i < m1; ++i)
             for (int64_t j = n0; j < n1; ++j)
-                c[i * ldc + j] = detail::gemm_clamp(params, row_bias ? row_bias[i] : beta == 0.0f ? 0.0f : beta * c[i * ldc + j]);
+                c[i * ldc + j] = detail::gemm_store_ops(params, row_bias ? row_bias[i] : beta == 0.0f ? 0.0f : beta * c[i * ldc + j],
+                                                        c + i * ldc + j);
         return;
     }
     const int64_t mp = mpanels * mr, np = npanels * nr;
@@ -6189,7 +6267,8 @@ void Gemm::run(int64_t m, int64_t n, int64_t k, float alpha, const GemmOperand& 
             // Later K blocks add to what the first wrote.
             params.beta = pc == 0 ? (row_bias ? 0.0f : beta) : 1.0f;
             params.read_c = pc == 0 && row_bias ? 2 : params.beta != 0.0f;
-            params.clamp = clamp && pc + kc >= k;
+            params.clamp = pc + kc >= k ? clamp : 0;
+            params.residual = pc + kc >= k ? residual : 0;
             const float* bp = bbuf;
             int64_t panel_step = kc;   // floats from one B panel to the next
             if (b.packed) bp = b.data + pc * np + jc * kc;
@@ -6228,6 +6307,7 @@ void Gemm::run(int64_t m, int64_t n, int64_t k, float alpha, const GemmOperand& 
                             plain.alpha = 1.0f;
                             plain.read_c = 0;
                             plain.clamp = 0;
+                            plain.residual = 0;
                             tiles_[(rows - 1) * 2 * (nr / vf) + (index_cols & ~1u)](ap + ir * kc, bp + jr * kc, buffer, nr * 4, kc, &plain);
                             for (int64_t i = 0; i < rows; ++i)
                                 for (int64_t j = 0; j < cols; ++j)
