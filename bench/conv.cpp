@@ -48,7 +48,7 @@ double conv_seconds(const Shape& s, int tail, uint32_t threads, const char* isa)
     if (tail == 2) {
         if (model.add_input("r", float_desc({1, s.cout, oh, ow}), &r) != Status::Ok) return 0;
         InputRef add[] = {InputRef::by_id(y), InputRef::by_id(r)};
-        if (model.add_node("Add", "add", add, 2, &y) != Status::Ok) return 0;
+        if (model.add_node("Add", "add", add, 1, &y) != Status::Ok) return 0;
     }
     if (tail > 0) {
         InputRef yin[] = {InputRef::by_id(y)};
