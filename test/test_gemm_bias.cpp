@@ -119,16 +119,22 @@ Gemm target_gemm() {
     return gemm;
 }
 
+// fn(m, n, k) for every remainder of M and N (up to 2 mr + 1 rows, around nr's multiples) and
+// K of 0, 1 and 7.
+template <class Fn>
+void for_each_remainder(const Gemm& gemm, Fn fn) {
+    const int64_t mr = gemm.blocking().mr, nr = gemm.blocking().nr;
+    for (int64_t m = 1; m <= 2 * mr + 1; ++m)
+        for (int64_t n : {(int64_t)1, (int64_t)3, nr / 2 + 1, nr - 1, nr, nr + 1, 2 * nr + 5})
+            for (int64_t k : {(int64_t)0, (int64_t)1, (int64_t)7}) fn(m, n, k);
+}
+
 }  // namespace
 
 TEST_CASE("gemm bias: every remainder of M and N, K of 1, 7 and none") {
     Gemm gemm = target_gemm();
-    const int64_t mr = gemm.blocking().mr, nr = gemm.blocking().nr;
     uint32_t seed = 11;
-    for (int64_t m = 1; m <= 2 * mr + 1; ++m)
-        for (int64_t n : {(int64_t)1, (int64_t)3, nr / 2 + 1, nr - 1, nr, nr + 1, 2 * nr + 5})
-            for (int64_t k : {(int64_t)0, (int64_t)1, (int64_t)7})
-                check_bias(gemm, BiasCase{m, n, k}, seed++);
+    for_each_remainder(gemm, [&](int64_t m, int64_t n, int64_t k) { check_bias(gemm, BiasCase{m, n, k}, seed++); });
 }
 
 TEST_CASE("gemm bias: K over several cache blocks, packed operands, alpha, parts") {
@@ -222,19 +228,16 @@ void check_store(const Gemm& gemm, const StoreCase& g, uint32_t seed) {
 
 TEST_CASE("gemm store: every remainder of M and N, K of 0, 1 and 7, bias, beta, residual, clamp, -0 and NaN") {
     Gemm gemm = target_gemm();
-    const int64_t mr = gemm.blocking().mr, nr = gemm.blocking().nr;
     uint32_t seed = 700;
-    for (int64_t m = 1; m <= 2 * mr + 1; ++m)
-        for (int64_t n : {(int64_t)1, (int64_t)3, nr / 2 + 1, nr - 1, nr, nr + 1, 2 * nr + 5})
-            for (int64_t k : {(int64_t)0, (int64_t)1, (int64_t)7}) {
-                StoreCase g{m, n, k};
-                g.bias = seed % 3 == 0;
-                g.beta = seed % 3 == 1 ? 0.5f : 0.0f;
-                g.alpha = seed % 2 ? -1.0f : 1.0f;
-                g.residual = (int)(seed % 3);
-                g.clamp = g.residual == 0 || seed % 5 != 0;
-                check_store(gemm, g, seed++);
-            }
+    for_each_remainder(gemm, [&](int64_t m, int64_t n, int64_t k) {
+        StoreCase g{m, n, k};
+        g.bias = seed % 3 == 0;
+        g.beta = seed % 3 == 1 ? 0.5f : 0.0f;
+        g.alpha = seed % 2 ? -1.0f : 1.0f;
+        g.residual = (int)(seed % 3);
+        g.clamp = g.residual == 0 || seed % 5 != 0;
+        check_store(gemm, g, seed++);
+    });
 }
 
 TEST_CASE("gemm store: only the last K block's tiles; Relu, Relu6, [-0.5, 0.5], -0 bounds, residuals; packed, by rows, parts") {
