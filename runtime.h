@@ -8769,14 +8769,14 @@ inline bool epilogue_store_form(const SnippetBody& body, uint32_t source, uint64
     return true;
 }
 
-// Gemm::run's store operations for a step with epilogue e whose C block starts at `at` in
-// its output (the residual's block at the same offset), or nullptr: the snippet runs.
-// with_residual false (C is a buffer copied out, or K is short: residual_in_store): only a
-// clamp may fuse.
 // Below a K of 64 a tile's loop is too short to hide its residual lines coming from memory
 // (a 3-channel conv's fused Add ran 30% slower in bench/conv); the snippet's pass streams them.
 inline bool residual_in_store(int64_t k) { return k >= 64; }
 
+// Gemm::run's store operations for a step with epilogue e whose C block starts at `at` in
+// its output (the residual's block at the same offset), or nullptr: the snippet runs.
+// with_residual false (C is a buffer copied out, or K is short: residual_in_store): only a
+// clamp may fuse.
 inline const GemmStoreOps* epilogue_store_ops(const RunContext& c, const GemmEpilogue* e, const float* at, GemmStoreOps* ops,
                                               bool with_residual) {
     if (!e || !e->tile_ops || (!with_residual && e->residual != GemmEpilogue::kNoResidual)) return nullptr;

@@ -5899,7 +5899,7 @@ inline void emit_gemm_tile_a64(asmjit::a64::Assembler& a, uint32_t mr, uint32_t 
     a.b_ne(loop);
     a.bind(store);
     // The values in the accumulators (pass 0: C read, beta; 1: C overwritten; 2: row bias
-    // added), then the clamp, then one store per accumulator.
+    // added), then the residual, the clamp and one store per accumulator.
     a.ld1r(a64::v(5).s4(), a64::ptr(a64::x5));
     a.add(a64::x6, a64::x5, 4);
     a.ld1r(a64::v(6).s4(), a64::ptr(a64::x6));
