@@ -1,7 +1,8 @@
 // Conv through the CPU device, per shape class of the real models (OCR detector and recognizer,
 // ResNet-50, SqueezeNet): Conv + bias alone, Conv + bias + Relu and Conv + bias + a residual
-// Add + Relu (fused epilogues where the device fuses them), at 1 and 2 threads, in microseconds, GFLOP/s and share of the
-// FMA peak measured in the same run (best of many runs: other processes share the cores).
+// Add + Relu (fused epilogues where the device fuses them), at 1 and 2 threads, in
+// microseconds, GFLOP/s and share of the FMA peak measured in the same run (best of many runs:
+// other processes share the cores).
 // Only the public API: it builds against older headers too, for before/after figures.
 //   build/bench/conv [ISA [NAME]]  (ISA: avx2, avx512, neon; default as TESSEL_ISA; NAME: only the
 //                                  shapes whose name contains it)
