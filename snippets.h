@@ -7593,7 +7593,9 @@ inline void int8_portable_tile(const int8_t* a, const uint8_t* b, uint8_t* c, in
 
 #if !defined(TESSEL_NO_JIT) && (defined(__x86_64__) || defined(_M_X64))
 // The VNNI tile: rows x 3 accumulators (zmm0..23), B's three vectors in zmm24-26, A's 4 bytes
-// of a row broadcast by vpdpbusd's {1to16} operand. Arguments (System V): rdi A panel, rsi B
+// of a row broadcast once into zmm27-30 for its three vpdpbusd (a {1to16} operand would load
+// them three times: 27 loads a group, the bound on CPUs that run two vpdpbusd a cycle, as
+// Zen 5 does). Arguments (System V): rdi A panel, rsi B
 // panel, rdx C, rcx ldc, r8 k groups, r9 TileParams. Stores go through the masks k1-k3
 // (vpmovusdb: the clamped values are already in [0, 255]).
 constexpr uint32_t kInt8VnniRows = 8, kInt8VnniVectors = 3;
@@ -7624,9 +7626,11 @@ inline void emit_int8_tile_vnni(asmjit::x86::Assembler& a, uint32_t rows, uint32
     asmjit::Label loop = a.newLabel(), pair = a.newLabel(), single = a.newLabel(), store = a.newLabel();
     auto step = [&](int32_t u) {
         for (uint32_t j = 0; j < vectors; ++j) a.vmovdqu32(x86::zmm(24 + j), x86::ptr(x86::rsi, (int32_t)((u * nr + j * 16) * 4)));
-        for (uint32_t i = 0; i < rows; ++i)
-            for (uint32_t j = 0; j < vectors; ++j)
-                a.vpdpbusd(acc(i, j), x86::zmm(24 + j), x86::dword_ptr(x86::rdi, (int32_t)((u * mr + i) * 4))._1to16());
+        for (uint32_t i = 0; i < rows; ++i) {
+            const x86::Zmm row = x86::zmm(27 + i % 4);
+            a.vpbroadcastd(row, x86::dword_ptr(x86::rdi, (int32_t)((u * mr + i) * 4)));
+            for (uint32_t j = 0; j < vectors; ++j) a.vpdpbusd(acc(i, j), x86::zmm(24 + j), row);
+        }
     };
     a.cmp(x86::r8, 2);
     a.jb(single);
