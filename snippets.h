@@ -5666,7 +5666,9 @@ inline void gemm_portable_tile(const float* a, const float* b, float* c, int64_t
 #ifndef TESSEL_NO_JIT
 #if defined(__x86_64__) || defined(_M_X64)
 // One x86 tile: rows x vectors accumulators (ymm/zmm 0..), B's vectors in the registers above
-// them, A broadcast (AVX2: a register; AVX-512: an embedded {1to16} operand). Arguments
+// them, A's element of a row broadcast once into a register for the row's FMAs (an embedded
+// {1to16} operand loads it per FMA: the bound on CPUs with two FMA and two vector load ports,
+// as Zen 5). Arguments
 // (System V): rdi A panel (mr floats per k), rsi B panel (nr floats per k), rdx C, rcx ldc
 // bytes, r8 k, r9 TileParams. The K loop runs 4 steps per iteration, then single steps.
 // by_rows: rsi is B's first column and row p is at rsi + 4 b_rows[p] (r10 walks b_rows); the
@@ -5709,7 +5711,9 @@ inline void emit_gemm_tile_x86(asmjit::x86::Assembler& a, Isa isa, uint32_t mr, 
         for (uint32_t i = 0; i < rows; ++i) {
             x86::Mem ai = x86::ptr(x86::rdi, (int32_t)((u * mr + i) * 4));
             if (wide) {
-                for (uint32_t j = 0; j < vectors; ++j) a.vfmadd231ps(acc(i, j), v(top + j), ai._1to16());
+                const x86::Vec row = v(top + 2 + i % 2);
+                a.vbroadcastss(row, ai);
+                for (uint32_t j = 0; j < vectors; ++j) a.vfmadd231ps(acc(i, j), v(top + j), row);
             } else {
                 a.vbroadcastss(v(top + 2), ai);
                 for (uint32_t j = 0; j < vectors; ++j) a.vfmadd231ps(acc(i, j), v(top + j), v(top + 2));
