@@ -5615,6 +5615,15 @@ CacheSizes cpu_cache_sizes() {
                 else if (level == 3) s.l3 = bytes;
             }
         }
+        // AMD's older leaves, where a hypervisor leaves 0x8000001D empty: L1d and L2 in KB,
+        // L3 in 512 KB units.
+        if (!s.l1d && max_extended >= 0x80000006u) {
+            __asm__ volatile("cpuid" : "=a"(eax), "=b"(ebx), "=c"(ecx), "=d"(edx) : "a"(0x80000005u), "c"(0u));
+            s.l1d = (uint64_t)(ecx >> 24) << 10;
+            __asm__ volatile("cpuid" : "=a"(eax), "=b"(ebx), "=c"(ecx), "=d"(edx) : "a"(0x80000006u), "c"(0u));
+            s.l2 = (uint64_t)(ecx >> 16) << 10;
+            s.l3 = (uint64_t)(edx >> 18) << 19;
+        }
 #elif defined(_SC_LEVEL1_DCACHE_SIZE)
         long l1 = sysconf(_SC_LEVEL1_DCACHE_SIZE), l2 = sysconf(_SC_LEVEL2_CACHE_SIZE), l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
         s.l1d = l1 > 0 ? (uint64_t)l1 : 0;
