@@ -22506,8 +22506,9 @@ inline bool int8_qlinear_step(ReferenceProgram* p, const PreparedModel& model, N
 // (DequantizeLinear's one rounding, then the reference's float32 ops as the tables above); the
 // op is one IEEE operation and the quantization int8_quantize_range's: the float path's bits.
 // Two uint8 operands: y is a function of the byte pair, a 256 x 256 table (a row per first
-// operand's byte); a broadcast operand picks one row or column per run. A constant operand:
-// the floats of a run of 256 through buffers.
+// operand's byte); a broadcast operand picks one row or column per run. Two uint8 operands
+// along the whole run with no ops: Int8Convert::binary's kernel (the same operations) where
+// the target has one. A constant operand: the floats of a run of 256 through buffers.
 constexpr uint32_t kInt8BinaryRank = 6;   // dims after merging; more: the float path stays
 
 struct Int8BinaryOperand {
@@ -22532,6 +22533,7 @@ struct Int8BinaryState {
     const float* table[2] = {};             // a uint8 operand's floats per value
     bool ops[2] = {};                       // the table holds one-input ops after the dequantization
     const uint8_t* pair = nullptr;          // two uint8 operands: y at [a * 256 + b], or [b * 256 + a] when swapped
+    bool fused = false;                     // Int8Convert::binary over each run
     bool swapped = false;                   // b broadcast along the inner dim, a not: a row per b
     const float* constant[2] = {};          // a constant operand's floats
     uint32_t input[2] = {};                 // RunContext input of a uint8 operand
@@ -22542,6 +22544,7 @@ struct Int8BinaryState {
     int32_t y_lo = 0;                       // the least output: y's zero point after a Relu
     uint64_t count = 0, rows = 0;           // elements; rows of the inner dim
     Int8Convert convert;
+    Isa convert_isa = Isa::Ref;             // the target the step is named after (int8_convert_init)
     Int8Lookup lookup;                      // a broadcast operand's row or column of the pair table
 };
 
@@ -22647,7 +22650,7 @@ inline bool int8_find_binary(const PreparedModel& model, NodeId q, Int8BinaryGro
 // The state of a binary island in the program's arena; nullptr when out of memory or when the
 // shapes do not broadcast into kInt8BinaryRank merged dims (*unsupported set).
 inline Int8BinaryState* int8_binary_state(ReferenceProgram* p, const PreparedModel& model, const Int8BinaryGroup& group,
-                                          bool* unsupported) {
+                                          Isa isa, bool* unsupported) {
     *unsupported = true;
     const TensorDesc& yd = model.value_desc(model.value_id(group.binary, 0));
     uint64_t count = 0;
@@ -22685,6 +22688,7 @@ inline Int8BinaryState* int8_binary_state(ReferenceProgram* p, const PreparedMod
     if (!st) return nullptr;
     new (st) Int8BinaryState();
     st->op = int8_binary_elementwise(model, group.binary)->op;
+    st->convert_isa = int8_convert_init(&st->convert, isa);
     st->rank = rank;
     st->count = count;
     st->rows = count / (uint64_t)dims[rank - 1];
@@ -22730,7 +22734,9 @@ inline Int8BinaryState* int8_binary_state(ReferenceProgram* p, const PreparedMod
     // runs through ops (float lookups per element) or where the tensors outweigh the table's
     // 64 KiB (it is the faster loop once in the cache); else vectors of dequantized floats.
     const bool along[2] = {st->strides[0][rank - 1] != 0, st->strides[1][rank - 1] != 0};
-    if (!st->constant[0] && !st->constant[1] && (!along[0] || !along[1] || st->ops[0] || st->ops[1] || count >= 32768)) {
+    const bool uint8_pair = !st->constant[0] && !st->constant[1];
+    st->fused = uint8_pair && along[0] && along[1] && !st->ops[0] && !st->ops[1] && st->convert.jit();
+    if (uint8_pair && !st->fused && (!along[0] || !along[1] || st->ops[0] || st->ops[1] || count >= 32768)) {
         uint8_t* pair = static_cast<uint8_t*>(p->arena.allocate(256 * 256 + Int8Convert::kPairTablePadding, 64));
         if (!pair) return nullptr;
         st->swapped = st->strides[0][rank - 1] != 0 && st->strides[1][rank - 1] == 0;
@@ -22809,6 +22815,16 @@ inline Status run_int8_binary(const RunContext& c) {
                     off[1] += i * st.strides[1][d];
                 }
                 const bool along_a = st.strides[0][st.rank - 1] != 0, along_b = st.strides[1][st.rank - 1] != 0;
+                if (st.fused) {
+                    Int8Convert::Binary op;
+                    op.op = st.op;
+                    op.a_scale = st.x_scale[0], op.a_zero_point = st.x_zero_point[0];
+                    op.b_scale = st.x_scale[1], op.b_zero_point = st.x_zero_point[1];
+                    op.y_scale = st.y_scale, op.y_zero_point = st.y_zero_point, op.lo = st.y_lo, op.hi = 255;
+                    st.convert.binary(op, c.inputs[st.input[0]].as<const uint8_t>() + off[0] + first,
+                                      c.inputs[st.input[1]].as<const uint8_t>() + off[1] + first, y + row * (uint64_t)dim + first, stop - first);
+                    continue;
+                }
                 if (st.pair) {
                     const uint8_t* xa = c.inputs[st.input[0]].as<const uint8_t>() + off[0] + (along_a ? first : 0);
                     const uint8_t* xb = c.inputs[st.input[1]].as<const uint8_t>() + off[1] + (along_b ? first : 0);
@@ -23309,7 +23325,7 @@ inline Status cpu_int8_steps(ReferenceProgram* p, const PreparedModel& model, Is
     for (uint32_t k = 0; k < binary_count; ++k) {
         const Int8BinaryGroup& b = binaries[k];
         bool unsupported = false;
-        Int8BinaryState* st = int8_binary_state(p, model, b, &unsupported);
+        Int8BinaryState* st = int8_binary_state(p, model, b, isa, &unsupported);
         if (!st && unsupported) {   // shapes past the merged rank: the float path stays
             binaries[k] = binaries[--binary_count];
             binary_steps[k] = binary_steps[binary_count];
@@ -23328,7 +23344,7 @@ inline Status cpu_int8_steps(ReferenceProgram* p, const PreparedModel& model, Is
         p->steps_[binary_steps[k]].reads = Span<const uint32_t>(reads, count);
         const char* what = st->op == SnippetOp::Add ? "Add" : st->op == SnippetOp::Sub ? "Sub" : "Mul";
         int8_lookup_init(&st->lookup, isa);
-        TESSEL_TRY(int8_use(p, binary_steps[k], run_int8_binary, st, what, int8_convert_init(&st->convert, isa), 0));
+        TESSEL_TRY(int8_use(p, binary_steps[k], run_int8_binary, st, what, st->convert_isa, 0));
         for (NodeId last : {b.binary, b.relu})
             if (last != kNoNode && writer[model.value_id(last, 0)] != ~0u) drop[writer[model.value_id(last, 0)]] = 1;
         for (const Int8BinaryOperand& o : b.in)

@@ -1040,6 +1040,8 @@ private:
 //   zero_point, NaN as 0 (QuantizeLinear; the division, not a reciprocal, for its bits);
 // - dequantize: y = (float)(x - zero_point) * scale, one rounding (DequantizeLinear);
 // - pair: y[j] = table[a[j] << 8 | b[j]], a 256 x 256 table of a binary op's results;
+// - binary: y = quantize(dequantize(a) op dequantize(b)), uint8, op Add, Sub or Mul: the two
+//   above with the op between, fused (no gathers: they are slow on some CPUs, AMD's among them);
 // - lookup: y[j] = table[x[j]], 256 floats (a DequantizeLinear and the float ops after it).
 // JIT: AVX-512 (16 elements a vector, vpmovdb down-conversion, gathers for the tables) and
 // AVX2 (8 a vector); whole vectors only, the tail and other targets in portable loops.
@@ -1058,12 +1060,22 @@ public:
     void dequantize(const int8_t* x, float* y, int64_t n, float scale, int32_t zero_point) const;
     void pair(const uint8_t* table, const uint8_t* a, const uint8_t* b, uint8_t* y, int64_t n) const;
     void lookup(const float* table, const uint8_t* x, float* y, int64_t n) const;
+    // lo and hi: y's range, as quantize's (a Relu: lo at y's zero point).
+    struct Binary {
+        SnippetOp op = SnippetOp::Add;   // Add, Sub or Mul
+        float a_scale = 1.0f, b_scale = 1.0f, y_scale = 1.0f;
+        int32_t a_zero_point = 0, b_zero_point = 0, y_zero_point = 0, lo = 0, hi = 255;
+    };
+    void binary(const Binary& op, const uint8_t* a, const uint8_t* b, uint8_t* y, int64_t n) const;
 
     struct Params { float scale, lo, hi; int32_t zero_point; };   // lo, hi: the float clamp (quantize)
+    // The binary kernels' arguments: lo, hi the float clamp, as Params'.
+    struct BinaryParams { float a_scale; int32_t a_zero_point; float b_scale; int32_t b_zero_point; float y_scale, lo, hi; int32_t y_zero_point; };
     using QuantizeFn = void (*)(const float* x, void* y, int64_t n, const Params* params);
     using DequantizeFn = void (*)(const void* x, float* y, int64_t n, const Params* params);
     using PairFn = void (*)(const uint8_t* table, const uint8_t* a, const uint8_t* b, uint8_t* y, int64_t n);
     using LookupFn = void (*)(const float* table, const uint8_t* x, float* y, int64_t n);
+    using BinaryFn = void (*)(const uint8_t* a, const uint8_t* b, uint8_t* y, int64_t n, const BinaryParams* params);
 
 private:
     Isa isa_ = Isa::Ref;
@@ -1071,6 +1083,7 @@ private:
     DequantizeFn dequantize_ = nullptr, dequantize_signed_ = nullptr;
     PairFn pair_ = nullptr;
     LookupFn lookup_ = nullptr;
+    BinaryFn binary_[3] = {};   // Add, Sub, Mul
     int64_t block_ = 1;   // elements of one kernel step: the kernels take whole blocks
 };
 
@@ -9137,6 +9150,19 @@ inline void int8_float_lookup_portable(const float* t, const uint8_t* x, float* 
     for (int64_t e = 0; e < n; ++e) y[e] = t[x[e]];
 }
 
+inline void int8_binary_portable(const Int8Convert::Binary& op, const uint8_t* a, const uint8_t* b, uint8_t* y, int64_t n) {
+    constexpr int64_t kChunk = 64;
+    float fa[kChunk], fb[kChunk];
+    for (int64_t e = 0; e < n; e += kChunk) {
+        const int64_t m = n - e < kChunk ? n - e : kChunk;
+        int8_dequantize_range(a + e, fa, 0, (uint64_t)m, op.a_scale, op.a_zero_point);
+        int8_dequantize_range(b + e, fb, 0, (uint64_t)m, op.b_scale, op.b_zero_point);
+        for (int64_t j = 0; j < m; ++j)
+            fa[j] = op.op == SnippetOp::Add ? fa[j] + fb[j] : op.op == SnippetOp::Sub ? fa[j] - fb[j] : fa[j] * fb[j];
+        int8_quantize_range(fa, y + e, 0, (uint64_t)m, op.y_scale, op.y_zero_point, op.lo, op.hi);
+    }
+}
+
 #if !defined(TESSEL_NO_JIT) && (defined(__x86_64__) || defined(_M_X64))
 #define TESSEL_INT8_CONVERT_JIT 1
 constexpr uint32_t kQuantizeMagic = 0x4B400000u;   // 1.5 * 2^23: v + magic - magic rounds ties to even
@@ -9171,6 +9197,22 @@ inline void emit_int8_convert_loop_avx512(asmjit::x86::Assembler& a, const asmji
     a.ret();
 }
 
+// v's floats quantized into int32 lanes in the portable loop's order: / scale (zmm16), NaN
+// lanes 0 (through mask k), clamped to [zmm17, zmm18], rounded by the magic number (zmm20),
+// truncated, + zero point (zmm19).
+inline void emit_int8_quantize_value_avx512(asmjit::x86::Assembler& a, const asmjit::x86::Zmm& v, const asmjit::x86::KReg& k) {
+    namespace x86 = asmjit::x86;
+    a.vdivps(v, v, x86::zmm16);
+    a.vcmpps(k, v, v, 7);   // ordered: NaN lanes -> 0
+    a.k(k).z().vmovaps(v, v);
+    a.vmaxps(v, v, x86::zmm17);
+    a.vminps(v, v, x86::zmm18);
+    a.vaddps(v, v, x86::zmm20);
+    a.vsubps(v, v, x86::zmm20);
+    a.vcvttps2dq(v, v);
+    a.vpaddd(v, v, x86::zmm19);
+}
+
 // Quantize: rdi x, rsi y, rdx n (a multiple of 16), rcx Params (System V). Four vectors a step
 // while 64 are left, then one; each in the portable loop's order.
 inline void emit_int8_quantize_avx512(asmjit::x86::Assembler& a) {
@@ -9183,17 +9225,8 @@ inline void emit_int8_quantize_avx512(asmjit::x86::Assembler& a) {
     a.vpbroadcastd(x86::zmm20, x86::eax);
     auto one = [&](uint32_t r) {
         const x86::Zmm v = x86::zmm(r);
-        const x86::KReg k = x86::k(1 + r);
         a.vmovups(v, x86::zmmword_ptr(x86::rdi, (int32_t)(64 * r)));
-        a.vdivps(v, v, x86::zmm16);
-        a.vcmpps(k, v, v, 7);   // ordered: NaN lanes -> 0
-        a.k(k).z().vmovaps(v, v);
-        a.vmaxps(v, v, x86::zmm17);
-        a.vminps(v, v, x86::zmm18);
-        a.vaddps(v, v, x86::zmm20);
-        a.vsubps(v, v, x86::zmm20);
-        a.vcvttps2dq(v, v);
-        a.vpaddd(v, v, x86::zmm19);
+        emit_int8_quantize_value_avx512(a, v, x86::k(1 + r));
         a.vpmovdb(x86::xmmword_ptr(x86::rsi, (int32_t)(16 * r)), v);   // in range: truncation is exact
     };
     emit_int8_convert_loop_avx512(a, x86::rdx, {x86::rdi, x86::rsi}, {4, 1}, one);
@@ -9201,15 +9234,51 @@ inline void emit_int8_quantize_avx512(asmjit::x86::Assembler& a) {
 
 // One vector of (x - zero point) * scale: v's lanes from the bytes at src, stored at dst (the
 // AVX-512 and AVX2 dequantize kernels).
-inline void emit_int8_dequantize_vector(asmjit::x86::Assembler& a, const asmjit::x86::Vec& v, const asmjit::x86::Mem& src,
-                                        const asmjit::x86::Mem& dst, const asmjit::x86::Vec& zero_point,
-                                        const asmjit::x86::Vec& scale, bool is_signed) {
+inline void emit_int8_dequantize_value(asmjit::x86::Assembler& a, const asmjit::x86::Vec& v, const asmjit::x86::Mem& src,
+                                       const asmjit::x86::Vec& zero_point, const asmjit::x86::Vec& scale, bool is_signed) {
     if (is_signed) a.vpmovsxbd(v, src);
     else a.vpmovzxbd(v, src);
     a.vpsubd(v, v, zero_point);
     a.vcvtdq2ps(v, v);
     a.vmulps(v, v, scale);
+}
+inline void emit_int8_dequantize_vector(asmjit::x86::Assembler& a, const asmjit::x86::Vec& v, const asmjit::x86::Mem& src,
+                                        const asmjit::x86::Mem& dst, const asmjit::x86::Vec& zero_point,
+                                        const asmjit::x86::Vec& scale, bool is_signed) {
+    emit_int8_dequantize_value(a, v, src, zero_point, scale, is_signed);
     a.vmovups(dst, v);
+}
+
+// The op between two dequantized vectors: v = v op w.
+inline void emit_int8_binary_op(asmjit::x86::Assembler& a, SnippetOp op, const asmjit::x86::Vec& v, const asmjit::x86::Vec& w) {
+    if (op == SnippetOp::Add) a.vaddps(v, v, w);
+    else if (op == SnippetOp::Sub) a.vsubps(v, v, w);
+    else a.vmulps(v, v, w);
+}
+
+// Binary: rdi a, rsi b, rdx y, rcx n (a multiple of 16), r8 BinaryParams. y's constants where
+// the quantize kernel keeps them (emit_int8_quantize_value_avx512), a's and b's in zmm21-24.
+inline void emit_int8_binary_avx512(asmjit::x86::Assembler& a, SnippetOp op) {
+    namespace x86 = asmjit::x86;
+    a.vbroadcastss(x86::zmm21, x86::dword_ptr(x86::r8, 0));
+    a.vpbroadcastd(x86::zmm22, x86::dword_ptr(x86::r8, 4));
+    a.vbroadcastss(x86::zmm23, x86::dword_ptr(x86::r8, 8));
+    a.vpbroadcastd(x86::zmm24, x86::dword_ptr(x86::r8, 12));
+    a.vbroadcastss(x86::zmm16, x86::dword_ptr(x86::r8, 16));
+    a.vbroadcastss(x86::zmm17, x86::dword_ptr(x86::r8, 20));
+    a.vbroadcastss(x86::zmm18, x86::dword_ptr(x86::r8, 24));
+    a.vpbroadcastd(x86::zmm19, x86::dword_ptr(x86::r8, 28));
+    a.mov(x86::eax, kQuantizeMagic);
+    a.vpbroadcastd(x86::zmm20, x86::eax);
+    auto one = [&](uint32_t r) {
+        const x86::Zmm v = x86::zmm(r), w = x86::zmm(4 + r);
+        emit_int8_dequantize_value(a, v, x86::xmmword_ptr(x86::rdi, (int32_t)(16 * r)), x86::zmm22, x86::zmm21, false);
+        emit_int8_dequantize_value(a, w, x86::xmmword_ptr(x86::rsi, (int32_t)(16 * r)), x86::zmm24, x86::zmm23, false);
+        emit_int8_binary_op(a, op, v, w);
+        emit_int8_quantize_value_avx512(a, v, x86::k(1 + r));
+        a.vpmovdb(x86::xmmword_ptr(x86::rdx, (int32_t)(16 * r)), v);
+    };
+    emit_int8_convert_loop_avx512(a, x86::rcx, {x86::rdi, x86::rsi, x86::rdx}, {1, 1, 1}, one);
 }
 
 // Dequantize: rdi x, rsi y, rdx n (a multiple of 16), rcx Params.
@@ -9295,6 +9364,21 @@ inline void emit_int8_convert_loop_avx2(asmjit::x86::Assembler& a, const asmjit:
     a.ret();
 }
 
+// The AVX2 kernels' emit_int8_quantize_value_avx512: scale ymm12, clamp [ymm13, ymm14], magic
+// ymm11, zero point ymm15; `ordered` a temporary.
+inline void emit_int8_quantize_value_avx2(asmjit::x86::Assembler& a, const asmjit::x86::Ymm& v, const asmjit::x86::Ymm& ordered) {
+    namespace x86 = asmjit::x86;
+    a.vdivps(v, v, x86::ymm12);
+    a.vcmpps(ordered, v, v, 7);   // NaN lanes -> 0
+    a.vandps(v, v, ordered);
+    a.vmaxps(v, v, x86::ymm13);
+    a.vminps(v, v, x86::ymm14);
+    a.vaddps(v, v, x86::ymm11);
+    a.vsubps(v, v, x86::ymm11);
+    a.vcvttps2dq(v, v);
+    a.vpaddd(v, v, x86::ymm15);
+}
+
 inline void emit_int8_quantize_avx2(asmjit::x86::Assembler& a, bool is_signed) {
     namespace x86 = asmjit::x86;
     a.vbroadcastss(x86::ymm12, x86::dword_ptr(x86::rcx, 0));
@@ -9307,17 +9391,8 @@ inline void emit_int8_quantize_avx2(asmjit::x86::Assembler& a, bool is_signed) {
     asmjit::Label order = a.newLabel();
     emit_int8_convert_loop_avx2(a, x86::rdx, {x86::rdi, x86::rsi}, {4, 1}, [&]() {
         for (uint32_t r = 0; r < 4; ++r) {
-            const x86::Ymm v = x86::ymm(r), ordered = x86::ymm(4 + r);
-            a.vmovups(v, x86::ymmword_ptr(x86::rdi, (int32_t)(32 * r)));
-            a.vdivps(v, v, x86::ymm12);
-            a.vcmpps(ordered, v, v, 7);   // NaN lanes -> 0
-            a.vandps(v, v, ordered);
-            a.vmaxps(v, v, x86::ymm13);
-            a.vminps(v, v, x86::ymm14);
-            a.vaddps(v, v, x86::ymm11);
-            a.vsubps(v, v, x86::ymm11);
-            a.vcvttps2dq(v, v);
-            a.vpaddd(v, v, x86::ymm15);
+            a.vmovups(x86::ymm(r), x86::ymmword_ptr(x86::rdi, (int32_t)(32 * r)));
+            emit_int8_quantize_value_avx2(a, x86::ymm(r), x86::ymm(4 + r));
         }
         emit_int8_pack_avx2(a, order, is_signed);
         a.vmovdqu(x86::ymmword_ptr(x86::rsi), x86::ymm0);
@@ -9373,10 +9448,41 @@ inline void emit_int8_pair_avx2(asmjit::x86::Assembler& a) {
     });
     emit_int8_pack_order(a, order);
 }
+
+// Binary: as the AVX-512 kernel, 32 elements a step; a's and b's constants in ymm6-9, y's where
+// emit_int8_quantize_value_avx2 reads them.
+inline void emit_int8_binary_avx2(asmjit::x86::Assembler& a, SnippetOp op) {
+    namespace x86 = asmjit::x86;
+    a.vbroadcastss(x86::ymm6, x86::dword_ptr(x86::r8, 0));
+    a.vpbroadcastd(x86::ymm7, x86::dword_ptr(x86::r8, 4));
+    a.vbroadcastss(x86::ymm8, x86::dword_ptr(x86::r8, 8));
+    a.vpbroadcastd(x86::ymm9, x86::dword_ptr(x86::r8, 12));
+    a.vbroadcastss(x86::ymm12, x86::dword_ptr(x86::r8, 16));
+    a.vbroadcastss(x86::ymm13, x86::dword_ptr(x86::r8, 20));
+    a.vbroadcastss(x86::ymm14, x86::dword_ptr(x86::r8, 24));
+    a.vpbroadcastd(x86::ymm15, x86::dword_ptr(x86::r8, 28));
+    a.mov(x86::eax, kQuantizeMagic);
+    a.vmovd(x86::xmm11, x86::eax);
+    a.vpbroadcastd(x86::ymm11, x86::xmm11);
+    asmjit::Label order = a.newLabel();
+    emit_int8_convert_loop_avx2(a, x86::rcx, {x86::rdi, x86::rsi, x86::rdx}, {1, 1, 1}, [&]() {
+        for (uint32_t r = 0; r < 4; ++r) {
+            const x86::Ymm v = x86::ymm(r);
+            emit_int8_dequantize_value(a, v, x86::qword_ptr(x86::rdi, (int32_t)(8 * r)), x86::ymm7, x86::ymm6, false);
+            emit_int8_dequantize_value(a, x86::ymm4, x86::qword_ptr(x86::rsi, (int32_t)(8 * r)), x86::ymm9, x86::ymm8, false);
+            emit_int8_binary_op(a, op, v, x86::ymm4);
+            emit_int8_quantize_value_avx2(a, v, x86::ymm5);
+        }
+        emit_int8_pack_avx2(a, order, false);
+        a.vmovdqu(x86::ymmword_ptr(x86::rdx), x86::ymm0);
+    });
+    emit_int8_pack_order(a, order);
+}
 #endif
 }  // namespace detail
 
 namespace detail {
+inline int int8_binary_index(SnippetOp op) { return op == SnippetOp::Add ? 0 : op == SnippetOp::Sub ? 1 : 2; }
 #ifdef TESSEL_INT8_CONVERT_JIT
 // The kernels of one target, made on first use (nullptr where one could not be).
 struct Int8ConvertKernels {
@@ -9384,6 +9490,7 @@ struct Int8ConvertKernels {
     Int8Convert::DequantizeFn dequantize = nullptr, dequantize_signed = nullptr;
     Int8Convert::PairFn pair = nullptr;
     Int8Convert::LookupFn lookup = nullptr;
+    Int8Convert::BinaryFn binary[3] = {};   // Add, Sub, Mul
 };
 
 inline const Int8ConvertKernels* int8_convert_kernels(Isa isa) {
@@ -9396,6 +9503,8 @@ inline const Int8ConvertKernels* int8_convert_kernels(Isa isa) {
             k.dequantize_signed = assemble_jit_kernel<Int8Convert::DequantizeFn>([](x86a& a) { emit_int8_dequantize_avx512(a, true); });
             k.pair = assemble_jit_kernel<Int8Convert::PairFn>([](x86a& a) { emit_int8_pair_avx512(a); });
             k.lookup = assemble_jit_kernel<Int8Convert::LookupFn>([](x86a& a) { emit_int8_lookup_avx512(a); });
+            for (SnippetOp op : {SnippetOp::Add, SnippetOp::Sub, SnippetOp::Mul})
+                k.binary[int8_binary_index(op)] = assemble_jit_kernel<Int8Convert::BinaryFn>([op](x86a& a) { emit_int8_binary_avx512(a, op); });
         } else {
             k.quantize = assemble_jit_kernel<Int8Convert::QuantizeFn>([](x86a& a) { emit_int8_quantize_avx2(a, false); });
             k.quantize_signed = assemble_jit_kernel<Int8Convert::QuantizeFn>([](x86a& a) { emit_int8_quantize_avx2(a, true); });
@@ -9403,8 +9512,12 @@ inline const Int8ConvertKernels* int8_convert_kernels(Isa isa) {
             k.dequantize_signed = assemble_jit_kernel<Int8Convert::DequantizeFn>([](x86a& a) { emit_int8_dequantize_avx2(a, true); });
             k.pair = assemble_jit_kernel<Int8Convert::PairFn>([](x86a& a) { emit_int8_pair_avx2(a); });
             k.lookup = assemble_jit_kernel<Int8Convert::LookupFn>([](x86a& a) { emit_int8_lookup_avx2(a); });
+            for (SnippetOp op : {SnippetOp::Add, SnippetOp::Sub, SnippetOp::Mul})
+                k.binary[int8_binary_index(op)] = assemble_jit_kernel<Int8Convert::BinaryFn>([op](x86a& a) { emit_int8_binary_avx2(a, op); });
         }
-        if (!k.quantize || !k.quantize_signed || !k.dequantize || !k.dequantize_signed || !k.pair || !k.lookup) k = Int8ConvertKernels();
+        if (!k.quantize || !k.quantize_signed || !k.dequantize || !k.dequantize_signed || !k.pair || !k.lookup || !k.binary[0] ||
+            !k.binary[1] || !k.binary[2])
+            k = Int8ConvertKernels();
         return k;
     };
     static const Int8ConvertKernels avx512 = make(true), avx2 = make(false);
@@ -9421,6 +9534,7 @@ Status Int8Convert::init(Isa isa) {
     dequantize_ = dequantize_signed_ = nullptr;
     pair_ = nullptr;
     lookup_ = nullptr;
+    for (BinaryFn& f : binary_) f = nullptr;
     block_ = 1;
 #ifdef TESSEL_INT8_CONVERT_JIT
     const detail::Int8ConvertKernels* k = detail::int8_convert_kernels(isa);
@@ -9429,6 +9543,7 @@ Status Int8Convert::init(Isa isa) {
         dequantize_ = k->dequantize, dequantize_signed_ = k->dequantize_signed;
         pair_ = k->pair;
         lookup_ = k->lookup;
+        for (int i = 0; i < 3; ++i) binary_[i] = k->binary[i];
         block_ = isa == Isa::Avx512 ? 16 : 32;
     }
 #endif
@@ -9490,6 +9605,18 @@ void Int8Convert::lookup(const float* table, const uint8_t* x, float* y, int64_t
     const int64_t done = lookup_ ? n / block_ * block_ : 0;
     if (done > 0) lookup_(table, x, y, done);
     if (done < n) detail::int8_float_lookup_portable(table, x + done, y + done, n - done);
+}
+
+void Int8Convert::binary(const Binary& op, const uint8_t* a, const uint8_t* b, uint8_t* y, int64_t n) const {
+    if (n < 1) return;
+    const BinaryFn kernel = binary_[detail::int8_binary_index(op.op)];
+    const int64_t done = kernel ? n / block_ * block_ : 0;
+    if (done > 0) {
+        const BinaryParams params{op.a_scale, op.a_zero_point, op.b_scale, op.b_zero_point, op.y_scale,
+                                  (float)(op.lo - op.y_zero_point), (float)(op.hi - op.y_zero_point), op.y_zero_point};
+        kernel(a, b, y, done, &params);
+    }
+    if (done < n) detail::int8_binary_portable(op, a + done, b + done, y + done, n - done);
 }
 
 // >>opencl printer implementation

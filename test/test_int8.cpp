@@ -216,9 +216,48 @@ void check_convert(const Int8Convert& convert, uint32_t seed) {
             }
     }
 }
+
+// Int8Convert::binary against dequantize, the op and quantize_oracle: each op, three grids (a
+// Relu's clamp at y's zero point in the last; a product past y's range in the second), every
+// tail of the kernels' blocks, unaligned, nothing written past n.
+void check_convert_binary(const Int8Convert& convert, uint32_t seed) {
+    std::mt19937 rng(seed);
+    constexpr int64_t kGuard = 64;
+    std::vector<uint8_t> a(400), b(400);
+    for (size_t i = 0; i < a.size(); ++i) a[i] = (uint8_t)rng(), b[i] = (uint8_t)rng();
+    a[1] = 0, b[1] = 255, a[2] = 255, b[2] = 0;
+    Int8Convert::Binary grids[3];
+    grids[0].a_scale = 0.0235f, grids[0].a_zero_point = 128, grids[0].b_scale = 0.0117f, grids[0].b_zero_point = 3;
+    grids[0].y_scale = 0.031f, grids[0].y_zero_point = 131;
+    grids[1].a_scale = 0.5f, grids[1].a_zero_point = 0, grids[1].b_scale = 3.0f, grids[1].b_zero_point = 255;
+    grids[1].y_scale = 0.75f, grids[1].y_zero_point = 7;
+    grids[2] = grids[0];
+    grids[2].lo = grids[2].y_zero_point;
+    for (SnippetOp op : {SnippetOp::Add, SnippetOp::Sub, SnippetOp::Mul})
+        for (Int8Convert::Binary g : grids) {
+            g.op = op;
+            CAPTURE((int)op); CAPTURE(g.lo); CAPTURE(g.y_scale);
+            for (int64_t n : {0, 1, 15, 16, 17, 31, 32, 33, 63, 64, 65, 97, 128, 129, 300, 399})
+                for (int64_t offset : {0, 1}) {
+                    CAPTURE(n); CAPTURE(offset);
+                    std::vector<uint8_t> y((size_t)(n + kGuard), 0x5a);
+                    convert.binary(g, a.data() + offset, b.data() + offset, y.data(), n);
+                    int64_t bad = 0;
+                    for (int64_t i = 0; i < n; ++i) {
+                        const float x0 = (float)((int32_t)a[offset + i] - g.a_zero_point) * g.a_scale;
+                        const float x1 = (float)((int32_t)b[offset + i] - g.b_zero_point) * g.b_scale;
+                        const float r = op == SnippetOp::Add ? x0 + x1 : op == SnippetOp::Sub ? x0 - x1 : x0 * x1;
+                        const uint8_t want = quantize_oracle<uint8_t>(r, g.y_scale, g.y_zero_point, g.lo, g.hi);
+                        if (y[i] != want && bad++ < 3) MESSAGE("binary y[" << i << "] = " << (int)y[i] << ", want " << (int)want);
+                    }
+                    for (int64_t i = n; i < n + kGuard; ++i) bad += y[i] != 0x5a;
+                    CHECK(bad == 0);
+                }
+        }
+}
 }  // namespace
 
-TEST_CASE("int8 convert: quantize, dequantize, pair and float tables on every target, every tail, the oracle's bits") {
+TEST_CASE("int8 convert: quantize, dequantize, pair and float tables, binary ops on every target, every tail, the oracle's bits") {
     std::mt19937 rng(5);
     std::vector<uint8_t> table(65536 + Int8Convert::kPairTablePadding);
     for (uint8_t& t : table) t = (uint8_t)rng();
@@ -237,6 +276,7 @@ TEST_CASE("int8 convert: quantize, dequantize, pair and float tables on every ta
         if (convert.jit()) jit += std::string(" ") + isa_name(isa);
         check_convert<uint8_t>(convert, 1);
         check_convert<int8_t>(convert, 2);
+        check_convert_binary(convert, 3);
         for (int64_t n : {0, 1, 15, 16, 17, 31, 32, 33, 64, 65, 97, 128, 129, 300, 399})
             for (int64_t offset : {0, 1}) {
                 CAPTURE(n); CAPTURE(offset);

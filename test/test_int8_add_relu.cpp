@@ -90,12 +90,12 @@ void check(const AddReluCase& c) {
 }
 }  // namespace
 
-TEST_CASE("int8 add relu: Add and Sum + Relu of two uint8 tensors, small (dequantized floats) and large (pair table)") {
+TEST_CASE("int8 add relu: Add and Sum + Relu of two uint8 tensors, small and large (the pair table or the binary kernel)") {
     AddReluCase small;
     small.a = small.b = Shape{1, 16, 9, 11};
     check(small);
     AddReluCase large;
-    large.a = large.b = Shape{1, 16, 60, 41};   // 39360 elements: the pair table
+    large.a = large.b = Shape{1, 16, 60, 41};   // 39360 elements: the pair table (AVX2, AVX-512: Int8Convert::binary)
     check(large);
     AddReluCase sum = large;
     sum.op = "Sum";
