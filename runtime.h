@@ -20603,12 +20603,16 @@ struct Int8ConvState {
     int64_t reach_rows = 0;            // phase rows a virtual row reads past its own: (kh - 1) dh / sh
     const int64_t* offset = nullptr;   // depth entries (interleaved: one per group of 4)
     size_t copy_bytes = 0, result_bytes = 0;
-    // Channels a multiple of 4 and no JIT row packing (Int8Gemm::packs_rows_by_kernel): the copy
+    // Channels a multiple of 4, and tiles that read B's groups in place or no JIT row packing
+    // (Int8Gemm::reads_b_groups, packs_rows_by_kernel): the copy
     // holds 4 channels a pixel (channel ci at byte ci % 4 of group ci / 4's planes) and K runs
     // (channel group, kernel row, kernel column, ci % 4), so every group of 4 rows of B is one
     // run of the copy (Int8Gemm::pack_b_groups: a copy, no interleaving per block and tap). The
     // slot then also holds 4 phase rows being interleaved.
     bool interleaved = false;
+    // Interleaved, and the tiles read B's groups from the copy (Int8Gemm::run_groups): no panel
+    // is packed. The copy then ends with 4 nr bytes the last panel reads past its columns.
+    bool groups_in_place = false;
     size_t rows4_bytes = 0;
 };
 
@@ -20809,7 +20813,7 @@ inline Status run_int8_conv_implicit(const RunContext& c) {
                                 for (int64_t q = 0; q < 4; ++q) phase_row(rows4 + q * wq, 4 * c4 + q, a, b, r);
                                 int8_interleave4(rows, wq, 0, copy + ((c4 * sh * sw + a * sw + b) * phase_plane + r * wq) * 4);
                             }
-                st.gemm.pack_b_groups(st.depth, count, copy + 4 * p0, st.offset, panel);
+                if (!st.groups_in_place) st.gemm.pack_b_groups(st.depth, count, copy + 4 * p0, st.offset, panel);
             } else {
                 for (int64_t ci = 0; ci < st.group_channels; ++ci)
                     for (int64_t a = 0; a < sh; ++a)
@@ -20823,7 +20827,9 @@ inline Status run_int8_conv_implicit(const RunContext& c) {
             Int8Requant rq = st.rq;
             rq.bias = st.bias + g * st.group_maps;
             rq.scale = st.scale + g * st.group_maps;
-            st.gemm.run(m0, m1, count, st.depth, st.packed + (size_t)g * st.packed_bytes, panel, rq, result, count);
+            const int8_t* packed = st.packed + (size_t)g * st.packed_bytes;
+            if (st.groups_in_place) st.gemm.run_groups(m0, m1, count, st.depth, packed, copy + 4 * p0, st.offset, rq, result, count);
+            else st.gemm.run(m0, m1, count, st.depth, packed, panel, rq, result, count);
             // the virtual rows' first out_w columns into y (row m of the result at m * count)
             uint8_t* yg = y + n * st.maps * positions + g * st.group_offset;
             for (int64_t p = p0; p < p0 + count;) {
@@ -22018,10 +22024,11 @@ inline bool int8_conv_implicit(ReferenceProgram* p, Int8ConvState* st, const int
     if (hp <= reach_h || wp <= reach_w) return true;
     if (w.out[1] != (hp - reach_h - 1) / sh + 1 || w.out[2] != (wp - reach_w - 1) / sw + 1) return true;
     const int64_t hq = (hp + sh - 1) / sh, wq = (wp + sw - 1) / sw;
-    const bool interleaved = st->group_channels % 4 == 0 && !st->gemm.packs_rows_by_kernel();
+    const bool in_place = st->group_channels % 4 == 0 && st->gemm.reads_b_groups();
+    const bool interleaved = st->group_channels % 4 == 0 && (!st->gemm.packs_rows_by_kernel() || in_place);
     const int64_t unit = interleaved ? 4 : 1;   // bytes a pixel of one channel's plane takes in the copy
     // a virtual row's last column reads reach_w / sw pixels past its phase plane
-    const int64_t copy = (st->group_channels * sh * sw * hq * wq + reach_w / sw) * unit + 64;
+    const int64_t copy = (st->group_channels * sh * sw * hq * wq + reach_w / sw) * unit + 64 + (in_place ? 4 * st->gemm.nr() : 0);
     if (copy > ((int64_t)64 << 20)) return true;
     int64_t* offset = p->arena.allocate_array<int64_t>((size_t)st->depth + 1);
     if (!offset) return false;
@@ -22045,6 +22052,7 @@ inline bool int8_conv_implicit(ReferenceProgram* p, Int8ConvState* st, const int
         }
     }
     st->interleaved = interleaved;
+    st->groups_in_place = in_place;
     st->implicit = true;
     st->offset = offset;
     st->plane_h = hq;
@@ -22055,7 +22063,7 @@ inline bool int8_conv_implicit(ReferenceProgram* p, Int8ConvState* st, const int
     const int64_t block = st->block;
     st->rows_bytes = 0;
     st->copy_bytes = ((size_t)copy + 63) & ~(size_t)63;
-    st->panel_bytes = (st->gemm.packed_b_bytes(st->depth, block) + 63) & ~(size_t)63;
+    st->panel_bytes = in_place ? 0 : (st->gemm.packed_b_bytes(st->depth, block) + 63) & ~(size_t)63;
     st->result_bytes = ((size_t)(st->group_maps * block) + 63) & ~(size_t)63;
     st->rows4_bytes = interleaved ? ((size_t)(4 * wq) + 63) & ~(size_t)63 : 0;
     st->slot_bytes = st->copy_bytes + st->panel_bytes + st->result_bytes + st->rows4_bytes;

@@ -876,6 +876,13 @@ public:
     // c + i * ldc. Requant's arrays are indexed by the row of C. Never allocates.
     void run(int64_t m0, int64_t m1, int64_t n, int64_t k, const int8_t* packed_a, const uint8_t* packed_b,
              const Int8Requant& rq, uint8_t* c, int64_t ldc) const;
+    // Whether run_groups can be called: the tiles read B's groups in place (the VNNI tile).
+    bool reads_b_groups() const { return group_tiles_ != nullptr; }
+    // run() with B given as pack_b_groups takes it, unpacked: the tiles load each group of 4 rows
+    // of a panel from b + group_offset[g] + 4 j0, so no pass packs B. k a multiple of 4. Each
+    // group is read up to 4 (nr - 1) bytes past its column n - 1 (those columns are not stored).
+    void run_groups(int64_t m0, int64_t m1, int64_t n, int64_t k, const int8_t* packed_a, const uint8_t* b,
+                    const int64_t* group_offset, const Int8Requant& rq, uint8_t* c, int64_t ldc) const;
 
     struct TileParams {
         const int32_t* bias;
@@ -884,6 +891,7 @@ public:
         int32_t zero_point;
         uint32_t mask[4];    // per vector of 16 columns: the lanes stored (Int8Gemv: 4 vectors)
         uint32_t rows;       // rows of C stored (the AMX tile; the others have a tile per count)
+        const int64_t* b_groups;   // run_groups: group g of the B panel at the tile's B + b_groups[g]
     };
     // void tile(A panel, B panel, C, ldc, k groups, params)
     using TileFn = void (*)(const int8_t*, const uint8_t*, uint8_t*, int64_t, int64_t, const TileParams*);
@@ -909,6 +917,9 @@ private:
     bool signed_b_ = false;           // B packed as x - 128, A panels end with 128 x row sums (sdot)
     bool masked_ = false;             // the tiles store partial panels themselves (VNNI)
     const TileFn* tiles_ = nullptr;   // [rows - 1], may be null
+    const TileFn* group_tiles_ = nullptr;   // tiles_ reading B's groups in place (run_groups), may be null
+    void run_panels(int64_t m0, int64_t m1, int64_t n, int64_t k, const int8_t* packed_a, const uint8_t* b,
+                    const int64_t* group_offset, const Int8Requant& rq, uint8_t* c, int64_t ldc) const;
 };
 
 // >>int8 gemv
@@ -7642,16 +7653,21 @@ inline void emit_vnni_requantize(asmjit::x86::Assembler& a, const asmjit::x86::Z
 }
 
 // A tile of fewer vectors (1 or 2: the last panel of a narrow B) reads the first vectors of
-// each group of the same 48-column panel.
-inline void emit_int8_tile_vnni(asmjit::x86::Assembler& a, uint32_t rows, uint32_t vectors) {
+// each group of the same 48-column panel. by_groups (Int8Gemm::run_groups): group u of the
+// panel is at rsi + b_groups[u] (r10 walks b_groups), not packed.
+inline void emit_int8_tile_vnni_any(asmjit::x86::Assembler& a, uint32_t rows, uint32_t vectors, bool by_groups) {
     namespace x86 = asmjit::x86;
     const uint32_t mr = kInt8VnniRows, nr = kInt8VnniVectors * 16;
     auto acc = [&](uint32_t i, uint32_t j) { return x86::zmm(i * vectors + j); };
     for (uint32_t i = 0; i < rows; ++i)
         for (uint32_t j = 0; j < vectors; ++j) a.vpxord(acc(i, j), acc(i, j), acc(i, j));
     asmjit::Label loop = a.newLabel(), pair = a.newLabel(), single = a.newLabel(), store = a.newLabel();
+    if (by_groups) a.mov(x86::r10, x86::qword_ptr(x86::r9, (int32_t)offsetof(Int8Gemm::TileParams, b_groups)));
     auto step = [&](int32_t u) {
-        for (uint32_t j = 0; j < vectors; ++j) a.vmovdqu32(x86::zmm(24 + j), x86::ptr(x86::rsi, (int32_t)((u * nr + j * 16) * 4)));
+        if (by_groups) a.mov(x86::rax, x86::qword_ptr(x86::r10, u * 8));
+        for (uint32_t j = 0; j < vectors; ++j)
+            a.vmovdqu32(x86::zmm(24 + j), by_groups ? x86::ptr(x86::rsi, x86::rax, 0, (int32_t)(j * 64))
+                                                    : x86::ptr(x86::rsi, (int32_t)((u * nr + j * 16) * 4)));
         for (uint32_t i = 0; i < rows; ++i) {
             const x86::Zmm row = x86::zmm(27 + i % 4);
             a.vpbroadcastd(row, x86::dword_ptr(x86::rdi, (int32_t)((u * mr + i) * 4)));
@@ -7664,7 +7680,8 @@ inline void emit_int8_tile_vnni(asmjit::x86::Assembler& a, uint32_t rows, uint32
     step(0);
     step(1);
     a.add(x86::rdi, (int32_t)(2 * mr * 4));
-    a.add(x86::rsi, (int32_t)(2 * nr * 4));
+    if (by_groups) a.add(x86::r10, 16);
+    else a.add(x86::rsi, (int32_t)(2 * nr * 4));
     a.sub(x86::r8, 2);
     a.cmp(x86::r8, 2);
     a.jae(pair);
@@ -7693,6 +7710,10 @@ inline void emit_int8_tile_vnni(asmjit::x86::Assembler& a, uint32_t rows, uint32
     }
     a.vzeroupper();
     a.ret();
+}
+inline void emit_int8_tile_vnni(asmjit::x86::Assembler& a, uint32_t rows, uint32_t vectors) { emit_int8_tile_vnni_any(a, rows, vectors, false); }
+inline void emit_int8_tile_vnni_groups(asmjit::x86::Assembler& a, uint32_t rows, uint32_t vectors) {
+    emit_int8_tile_vnni_any(a, rows, vectors, true);
 }
 
 struct Int8TileTable {
@@ -8191,6 +8212,7 @@ Status Int8Gemm::init(Isa isa, bool dot_products, bool matrix_tiles) {
     if (!isa_available(isa)) return Status::Unsupported;
     isa_ = isa;
     tiles_ = nullptr;
+    group_tiles_ = nullptr;
     mr_ = detail::kInt8PortableRows;
     nr_ = detail::kInt8PortableCols;
     a_bytes_ = 1;
@@ -8216,7 +8238,11 @@ Status Int8Gemm::init(Isa isa, bool dot_products, bool matrix_tiles) {
         static const detail::Int8TileTable vnni = detail::make_int8_tiles(detail::kInt8VnniRows, detail::kInt8VnniVectors,
                                                                                    detail::emit_int8_tile_vnni);
         if (vnni.status != Status::Ok) return vnni.status;
+        static const detail::Int8TileTable vnni_groups = detail::make_int8_tiles(detail::kInt8VnniRows, detail::kInt8VnniVectors,
+                                                                                 detail::emit_int8_tile_vnni_groups);
+        if (vnni_groups.status != Status::Ok) return vnni_groups.status;
         tiles_ = vnni.fn;
+        group_tiles_ = vnni_groups.fn;
         mr_ = detail::kInt8VnniRows;
         nr_ = detail::kInt8VnniVectors * 16;
         masked_ = true;
@@ -8406,9 +8432,22 @@ void Int8Gemm::pack_b_columns(int64_t k, int64_t n, const uint8_t* b, int64_t b_
 
 void Int8Gemm::run(int64_t m0, int64_t m1, int64_t n, int64_t k, const int8_t* packed_a, const uint8_t* packed_b,
                    const Int8Requant& rq, uint8_t* c, int64_t ldc) const {
+    run_panels(m0, m1, n, k, packed_a, packed_b, nullptr, rq, c, ldc);
+}
+
+void Int8Gemm::run_groups(int64_t m0, int64_t m1, int64_t n, int64_t k, const int8_t* packed_a, const uint8_t* b,
+                          const int64_t* group_offset, const Int8Requant& rq, uint8_t* c, int64_t ldc) const {
+    run_panels(m0, m1, n, k, packed_a, b, group_offset, rq, c, ldc);
+}
+
+// group_offset null: b holds packed panels; else B's groups in place (group_tiles_).
+void Int8Gemm::run_panels(int64_t m0, int64_t m1, int64_t n, int64_t k, const int8_t* packed_a, const uint8_t* b,
+                          const int64_t* group_offset, const Int8Requant& rq, uint8_t* c, int64_t ldc) const {
     if (m0 >= m1 || n <= 0) return;
     const int64_t groups = this->groups(k);
+    const TileFn* tiles = group_offset ? group_tiles_ : tiles_;
     TileParams params;
+    params.b_groups = group_offset;
     params.lo = rq.lo;
     params.hi = rq.hi;
     params.zero_point = rq.zero_point;
@@ -8421,7 +8460,7 @@ void Int8Gemm::run(int64_t m0, int64_t m1, int64_t n, int64_t k, const int8_t* p
         }
         // the VNNI tiles of ceil(cols / 16) vectors: a narrow panel skips the empty ones
         const int64_t narrow = masked_ ? (cols + 15) / 16 * mr_ - mr_ : 0;
-        const uint8_t* bp = packed_b + j0 * groups * 4;
+        const uint8_t* bp = group_offset ? b + j0 * 4 : b + j0 * groups * 4;
         for (int64_t i0 = m0 / mr_ * mr_; i0 < m1; i0 += mr_) {
             // A panel i0 / mr; rows before m0 (a part starting inside a panel) are not stored.
             const int64_t first = i0 < m0 ? m0 : i0, last = i0 + mr_ < m1 ? i0 + mr_ : m1;
@@ -8430,11 +8469,11 @@ void Int8Gemm::run(int64_t m0, int64_t m1, int64_t n, int64_t k, const int8_t* p
             const int8_t* ap = packed_a + (size_t)(i0 / mr_) * panel_a_bytes(k);
             uint8_t* ct = c + first * ldc + j0;
             // the AMX tile stores params.rows rows; the others have a tile per row count
-            auto tile = [&](int64_t rows) { return tiles_[amx_ ? 0 : narrow + rows - 1]; };
-            if (first == i0 && tiles_ && (masked_ || cols == nr_)) {
+            auto tile = [&](int64_t rows) { return tiles[amx_ ? 0 : narrow + rows - 1]; };
+            if (first == i0 && tiles && (masked_ || cols == nr_)) {
                 params.rows = (uint32_t)(last - first);
                 tile(last - first)(ap, bp, ct, ldc, groups, &params);
-            } else if (tiles_) {   // a part boundary inside a panel, or a partial one: the whole panel into a buffer
+            } else if (tiles) {   // a part boundary inside a panel, or a partial one: the whole panel into a buffer
                 alignas(64) uint8_t buffer[detail::kInt8AmxRows * 64];
                 TileParams whole = params;
                 whole.bias = rq.bias + i0;

@@ -28,7 +28,7 @@ using Shape = std::vector<int64_t>;
 using test::count_of;
 
 // C = requantize(A B) over rows [m0, m1), oracle and Int8Gemm, C with 5 spare columns that
-// must stay untouched.
+// must stay untouched; with B's groups in place too where the tiles read them (run_groups).
 void check_int8_gemm(const Int8Gemm& gemm, int64_t m, int64_t n, int64_t k, int64_t m0, int64_t m1, uint32_t seed) {
     CAPTURE(m); CAPTURE(n); CAPTURE(k); CAPTURE(m0); CAPTURE(m1);
     std::mt19937 rng(seed);
@@ -68,6 +68,20 @@ void check_int8_gemm(const Int8Gemm& gemm, int64_t m, int64_t n, int64_t k, int6
         }
     CHECK(bad == 0);
     CHECK(touched == 0);
+    if (!gemm.reads_b_groups() || k % 4 != 0) return;
+    // run_groups: B's groups of 4 rows as 4 bytes a column, in reverse order with gaps between
+    // them, and the 4 nr bytes the last panel may read past them; C must equal run()'s.
+    const int64_t groups = k / 4, stride = 4 * n + 36;
+    std::vector<uint8_t> grouped((size_t)(groups * stride + 4 * gemm.nr()), 0x3C);
+    std::vector<int64_t> offset((size_t)groups);
+    for (int64_t g = 0; g < groups; ++g) {
+        offset[(size_t)g] = (groups - 1 - g) * stride + 4;
+        for (int64_t j = 0; j < n; ++j)
+            for (int64_t q = 0; q < 4; ++q) grouped[(size_t)(offset[(size_t)g] + 4 * j + q)] = b[(size_t)((4 * g + q) * n + j)];
+    }
+    std::vector<uint8_t> c2((size_t)(m * ldc), 0xA5);
+    gemm.run_groups(m0, m1, n, k, pa.data(), grouped.data(), offset.data(), rq, c2.data(), ldc);
+    CHECK(c2 == c);
 }
 }  // namespace
 
