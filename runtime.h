@@ -21993,8 +21993,8 @@ inline void int8_conv_units(Int8ConvState* st, int64_t positions, size_t row_byt
         }
         return most;
     };
-    // over its share by more than a quarter (a tenth for the evened blocks)
-    if (busiest(block) * slots * 4 <= total * 5) return;
+    // over its share by more than a tenth: evened blocks, else a split of the maps
+    if (busiest(block) * slots * 10 <= total * 11) return;
     const int64_t blocks = ((positions + block - 1) / block + slots - 1) / slots * slots;
     const int64_t even = ((positions + nr - 1) / nr + blocks - 1) / blocks * nr;
     if (even < positions && busiest(even) * slots * 10 <= total * 11) {
