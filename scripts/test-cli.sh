@@ -75,6 +75,8 @@ check "bench" 0 "" -- run "$relu/model.onnx" --bench 3
 grep -q "^latency_ms median=" "$dir/out" && grep -q "^reference_ms median=.*speedup=" "$dir/out" && passed=$((passed + 1)) || { failed=$((failed + 1)); echo "FAILED: bench lines"; cat "$dir/out"; }
 check "bench without the reference" 0 "" -- run "$relu/model.onnx" --bench 3 --no-reference
 grep -q "^latency_ms median=" "$dir/out" && ! grep -q "^reference_ms" "$dir/out" && passed=$((passed + 1)) || { failed=$((failed + 1)); echo "FAILED: bench --no-reference lines"; cat "$dir/out"; }
+check "bench with perf counts" 0 "" -- run "$relu/model.onnx" --bench 3 --no-reference --perf-counts
+[ "$(grep -c '^node  *device' "$dir/out")" = 1 ] && grep -q "^time CPU " "$dir/out" && grep -q "^latency_ms median=" "$dir/out" && passed=$((passed + 1)) || { failed=$((failed + 1)); echo "FAILED: bench perf counts once, the bench's medians"; cat "$dir/out"; }
 check "perf counts and partition dump" 0 "" -- run "$data/test_add_bcast/model.onnx" --device HETERO:TEMPLATE,CPU --config TEMPLATE:SUPPORTED_OPS=Add --perf-counts --dump-partition "$dir/p.dot"
 grep -q "ref:Add" "$dir/out" && grep -q "digraph" "$dir/p.dot" && passed=$((passed + 1)) || { failed=$((failed + 1)); echo "FAILED: perf counts or dot"; cat "$dir/out"; }
 check "info" 0 "" -- info "$relu/model.onnx" --device HETERO:TEMPLATE,CPU

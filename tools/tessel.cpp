@@ -446,21 +446,29 @@ double percentile(double* values, uint32_t n, double p) {
 }
 
 // Times `runs` inferences of `a` (and of `b`, interleaved one for one so both see the same
-// machine load) after 3 warm-up ones each; medians, minima and 90th percentiles in ms.
+// machine load) after 3 warm-up ones each; medians, minima and 90th percentiles in ms. With
+// node_us (a's profile_count entries), also each step's median time over the runs in us.
 struct BenchResult {
     double median = 0, minimum = 0, p90 = 0;
 };
-int bench_requests(InferRequest& a, InferRequest* b, uint32_t runs, BenchResult* ra, BenchResult* rb) {
+int bench_requests(InferRequest& a, InferRequest* b, uint32_t runs, BenchResult* ra, BenchResult* rb, double* node_us,
+                   size_t profile_count) {
     for (int i = 0; i < 3; ++i)
         if (a.infer() != Status::Ok || (b && b->infer() != Status::Ok)) return 2;
-    double* times = static_cast<double*>(TESSEL_MALLOC(sizeof(double) * runs * 2));
+    const size_t steps = node_us ? profile_count : 0;
+    double* times = static_cast<double*>(TESSEL_MALLOC(sizeof(double) * runs * (2 + steps)));
     if (!times) return 2;
+    double* step_times = times + 2 * runs;   // [step][run]
     for (uint32_t i = 0; i < runs; ++i)
         for (int k = 0; k < (b ? 2 : 1); ++k) {
             InferRequest& r = k ? *b : a;
             auto start = std::chrono::steady_clock::now();
             if (r.infer() != Status::Ok) { TESSEL_FREE(times); return 2; }
             times[k * runs + i] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+            if (k == 0 && steps) {
+                Span<const ProfileEntry> profile = a.profiling_info();
+                for (size_t e = 0; e < steps; ++e) step_times[e * runs + i] = e < profile.size ? (double)profile[e].ns / 1000.0 : 0.0;
+            }
         }
     for (int k = 0; k < (b ? 2 : 1); ++k) {
         BenchResult* r = k ? rb : ra;
@@ -468,8 +476,27 @@ int bench_requests(InferRequest& a, InferRequest* b, uint32_t runs, BenchResult*
         r->median = percentile(times + k * runs, runs, 0.5);
         r->p90 = percentile(times + k * runs, runs, 0.9);
     }
+    for (size_t e = 0; e < steps; ++e) node_us[e] = percentile(step_times + e * runs, runs, 0.5);
     TESSEL_FREE(times);
     return 0;
+}
+
+// The request's per-step times: us[e] for entry e where given (the bench's medians), else the
+// last inference's; then each device's total.
+void print_perf_counts(const InferRequest& request, const CompiledModel& compiled, const double* us) {
+    std::printf("%-40s %-10s %-24s %10s\n", "node", "device", "kernel", "time_us");
+    Span<const ProfileEntry> profile = request.profiling_info();
+    for (size_t k = 0; k < profile.size; ++k) {
+        const ProfileEntry& e = profile[k];
+        std::printf("%-40.*s %-10.*s %-24s %10.1f\n", (int)e.node.size, e.node.data, (int)e.device.size, e.device.data, e.kernel,
+                    us ? us[k] : (double)e.ns / 1000.0);
+    }
+    for (const PlacementSummary& p : compiled.placement()) {   // per device totals
+        double total = 0;
+        for (size_t k = 0; k < profile.size; ++k)
+            if (profile[k].device == p.device) total += us ? us[k] : (double)profile[k].ns / 1000.0;
+        std::printf("time %.*s %.1f us\n", (int)p.device.size, p.device.data, total);
+    }
 }
 
 int command_run(int argc, char** argv) {
@@ -519,17 +546,7 @@ int command_run(int argc, char** argv) {
         const ModelPort& p = compiled.output(i);
         std::printf("output %u '%.*s' %s\n", i, (int)p.name.size, p.name.data, d);
     }
-    if (o.perf_counts) {
-        std::printf("%-40s %-10s %-24s %10s\n", "node", "device", "kernel", "time_us");
-        for (const ProfileEntry& e : request.profiling_info())
-            std::printf("%-40.*s %-10.*s %-24s %10.1f\n", (int)e.node.size, e.node.data, (int)e.device.size, e.device.data, e.kernel,
-                        (double)e.ns / 1000.0);
-        for (const PlacementSummary& p : compiled.placement()) {   // per device totals
-            uint64_t ns = 0;
-            for (const ProfileEntry& e : request.profiling_info()) if (e.device == p.device) ns += e.ns;
-            std::printf("time %.*s %.1f us\n", (int)p.device.size, p.device.data, (double)ns / 1000.0);
-        }
-    }
+    if (o.perf_counts && !o.bench) print_perf_counts(request, compiled, nullptr);   // with --bench: the bench's medians, after it
     if (o.dump_partition) {
         std::FILE* file = std::fopen(o.dump_partition, "wb");
         if (!file) { std::fprintf(stderr, "tessel: cannot write '%s'\n", o.dump_partition); return 2; }
@@ -600,10 +617,15 @@ int command_run(int argc, char** argv) {
                              reference.create_request(&rr) == Status::Ok && set_inputs(rr, reference, o, reference_inputs, &model, true) == 0;
         }
         BenchResult fused, plain;
-        if (bench_requests(request, with_reference ? &rr : nullptr, o.bench, &fused, &plain)) {
+        const size_t steps = o.perf_counts ? request.profiling_info().size : 0;
+        double* node_us = steps ? static_cast<double*>(TESSEL_MALLOC(sizeof(double) * steps)) : nullptr;
+        if ((steps && !node_us) || bench_requests(request, with_reference ? &rr : nullptr, o.bench, &fused, &plain, node_us, steps)) {
+            TESSEL_FREE(node_us);
             std::fprintf(stderr, "tessel: inference failed\n");
             return 2;
         }
+        if (o.perf_counts) print_perf_counts(request, compiled, node_us);
+        TESSEL_FREE(node_us);
         // The CPU's kernels target: the last ISA setting given, else the best the CPU has.
         StringView isa(isa_name(default_isa()));
         for (uint32_t k = 0; k < o.config_count; ++k)
