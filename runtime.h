@@ -22541,7 +22541,8 @@ struct Int8BinaryState {
     const float* table[2] = {};             // a uint8 operand's floats per value
     bool ops[2] = {};                       // the table holds one-input ops after the dequantization
     const uint8_t* pair = nullptr;          // two uint8 operands: y at [a * 256 + b], or [b * 256 + a] when swapped
-    bool fused = false;                     // Int8Convert::binary over each run
+    bool fused = false;                     // Int8Convert::binary (of `binary`) over each run
+    Int8Convert::Binary binary;
     bool swapped = false;                   // b broadcast along the inner dim, a not: a row per b
     const float* constant[2] = {};          // a constant operand's floats
     uint32_t input[2] = {};                 // RunContext input of a uint8 operand
@@ -22738,12 +22739,20 @@ inline Int8BinaryState* int8_binary_state(ReferenceProgram* p, const PreparedMod
         }
         st->table[k] = table;
     }
-    // The pair table where a run reads one row of it (a broadcast operand), where an operand
-    // runs through ops (float lookups per element) or where the tensors outweigh the table's
-    // 64 KiB (it is the faster loop once in the cache); else vectors of dequantized floats.
+    // Int8Convert's binary kernel where the target has it and both operands run along without
+    // ops. Else the pair table where a run reads one row of it (a broadcast operand), where an
+    // operand runs through ops (float lookups per element) or where the tensors outweigh the
+    // table's 64 KiB (it is the faster loop once in the cache); else vectors of dequantized floats.
     const bool along[2] = {st->strides[0][rank - 1] != 0, st->strides[1][rank - 1] != 0};
     const bool uint8_pair = !st->constant[0] && !st->constant[1];
     st->fused = uint8_pair && along[0] && along[1] && !st->ops[0] && !st->ops[1] && st->convert.jit();
+    if (st->fused) {
+        Int8Convert::Binary& b = st->binary;
+        b.op = st->op;
+        b.a_scale = st->x_scale[0], b.a_zero_point = st->x_zero_point[0];
+        b.b_scale = st->x_scale[1], b.b_zero_point = st->x_zero_point[1];
+        b.y_scale = st->y_scale, b.y_zero_point = st->y_zero_point, b.lo = st->y_lo, b.hi = 255;
+    }
     if (uint8_pair && !st->fused && (!along[0] || !along[1] || st->ops[0] || st->ops[1] || count >= 32768)) {
         uint8_t* pair = static_cast<uint8_t*>(p->arena.allocate(256 * 256 + Int8Convert::kPairTablePadding, 64));
         if (!pair) return nullptr;
@@ -22824,12 +22833,7 @@ inline Status run_int8_binary(const RunContext& c) {
                 }
                 const bool along_a = st.strides[0][st.rank - 1] != 0, along_b = st.strides[1][st.rank - 1] != 0;
                 if (st.fused) {
-                    Int8Convert::Binary op;
-                    op.op = st.op;
-                    op.a_scale = st.x_scale[0], op.a_zero_point = st.x_zero_point[0];
-                    op.b_scale = st.x_scale[1], op.b_zero_point = st.x_zero_point[1];
-                    op.y_scale = st.y_scale, op.y_zero_point = st.y_zero_point, op.lo = st.y_lo, op.hi = 255;
-                    st.convert.binary(op, c.inputs[st.input[0]].as<const uint8_t>() + off[0] + first,
+                    st.convert.binary(st.binary, c.inputs[st.input[0]].as<const uint8_t>() + off[0] + first,
                                       c.inputs[st.input[1]].as<const uint8_t>() + off[1] + first, y + row * (uint64_t)dim + first, stop - first);
                     continue;
                 }
