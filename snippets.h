@@ -9252,16 +9252,26 @@ inline void emit_int8_quantize_value_avx512(asmjit::x86::Assembler& a, const asm
     a.vpaddd(v, v, x86::zmm19);
 }
 
+// emit_int8_quantize_value_avx512's constants: scale, lo, hi and zero point at params + at
+// (Params' layout; BinaryParams has it at y_scale), and the magic number.
+static_assert(offsetof(Int8Convert::Params, zero_point) == 12 &&
+                  offsetof(Int8Convert::BinaryParams, y_zero_point) == offsetof(Int8Convert::BinaryParams, y_scale) + 12,
+              "the quantize constants' layout");
+inline void emit_int8_quantize_constants_avx512(asmjit::x86::Assembler& a, const asmjit::x86::Gp& params, int32_t at) {
+    namespace x86 = asmjit::x86;
+    a.vbroadcastss(x86::zmm16, x86::dword_ptr(params, at));
+    a.vbroadcastss(x86::zmm17, x86::dword_ptr(params, at + 4));
+    a.vbroadcastss(x86::zmm18, x86::dword_ptr(params, at + 8));
+    a.vpbroadcastd(x86::zmm19, x86::dword_ptr(params, at + 12));
+    a.mov(x86::eax, kQuantizeMagic);
+    a.vpbroadcastd(x86::zmm20, x86::eax);
+}
+
 // Quantize: rdi x, rsi y, rdx n (a multiple of 16), rcx Params (System V). Four vectors a step
 // while 64 are left, then one; each in the portable loop's order.
 inline void emit_int8_quantize_avx512(asmjit::x86::Assembler& a) {
     namespace x86 = asmjit::x86;
-    a.vbroadcastss(x86::zmm16, x86::dword_ptr(x86::rcx, 0));
-    a.vbroadcastss(x86::zmm17, x86::dword_ptr(x86::rcx, 4));
-    a.vbroadcastss(x86::zmm18, x86::dword_ptr(x86::rcx, 8));
-    a.vpbroadcastd(x86::zmm19, x86::dword_ptr(x86::rcx, 12));
-    a.mov(x86::eax, kQuantizeMagic);
-    a.vpbroadcastd(x86::zmm20, x86::eax);
+    emit_int8_quantize_constants_avx512(a, x86::rcx, 0);
     auto one = [&](uint32_t r) {
         const x86::Zmm v = x86::zmm(r);
         a.vmovups(v, x86::zmmword_ptr(x86::rdi, (int32_t)(64 * r)));
@@ -9303,12 +9313,7 @@ inline void emit_int8_binary_avx512(asmjit::x86::Assembler& a, SnippetOp op) {
     a.vpbroadcastd(x86::zmm22, x86::dword_ptr(x86::r8, 4));
     a.vbroadcastss(x86::zmm23, x86::dword_ptr(x86::r8, 8));
     a.vpbroadcastd(x86::zmm24, x86::dword_ptr(x86::r8, 12));
-    a.vbroadcastss(x86::zmm16, x86::dword_ptr(x86::r8, 16));
-    a.vbroadcastss(x86::zmm17, x86::dword_ptr(x86::r8, 20));
-    a.vbroadcastss(x86::zmm18, x86::dword_ptr(x86::r8, 24));
-    a.vpbroadcastd(x86::zmm19, x86::dword_ptr(x86::r8, 28));
-    a.mov(x86::eax, kQuantizeMagic);
-    a.vpbroadcastd(x86::zmm20, x86::eax);
+    emit_int8_quantize_constants_avx512(a, x86::r8, (int32_t)offsetof(Int8Convert::BinaryParams, y_scale));
     auto one = [&](uint32_t r) {
         const x86::Zmm v = x86::zmm(r), w = x86::zmm(4 + r);
         emit_int8_dequantize_value(a, v, x86::xmmword_ptr(x86::rdi, (int32_t)(16 * r)), x86::zmm22, x86::zmm21, false);
@@ -9418,15 +9423,21 @@ inline void emit_int8_quantize_value_avx2(asmjit::x86::Assembler& a, const asmji
     a.vpaddd(v, v, x86::ymm15);
 }
 
-inline void emit_int8_quantize_avx2(asmjit::x86::Assembler& a, bool is_signed) {
+// emit_int8_quantize_value_avx2's constants, as emit_int8_quantize_constants_avx512's.
+inline void emit_int8_quantize_constants_avx2(asmjit::x86::Assembler& a, const asmjit::x86::Gp& params, int32_t at) {
     namespace x86 = asmjit::x86;
-    a.vbroadcastss(x86::ymm12, x86::dword_ptr(x86::rcx, 0));
-    a.vbroadcastss(x86::ymm13, x86::dword_ptr(x86::rcx, 4));
-    a.vbroadcastss(x86::ymm14, x86::dword_ptr(x86::rcx, 8));
-    a.vpbroadcastd(x86::ymm15, x86::dword_ptr(x86::rcx, 12));
+    a.vbroadcastss(x86::ymm12, x86::dword_ptr(params, at));
+    a.vbroadcastss(x86::ymm13, x86::dword_ptr(params, at + 4));
+    a.vbroadcastss(x86::ymm14, x86::dword_ptr(params, at + 8));
+    a.vpbroadcastd(x86::ymm15, x86::dword_ptr(params, at + 12));
     a.mov(x86::eax, kQuantizeMagic);
     a.vmovd(x86::xmm11, x86::eax);
     a.vpbroadcastd(x86::ymm11, x86::xmm11);
+}
+
+inline void emit_int8_quantize_avx2(asmjit::x86::Assembler& a, bool is_signed) {
+    namespace x86 = asmjit::x86;
+    emit_int8_quantize_constants_avx2(a, x86::rcx, 0);
     asmjit::Label order = a.newLabel();
     emit_int8_convert_loop_avx2(a, x86::rdx, {x86::rdi, x86::rsi}, {4, 1}, [&]() {
         for (uint32_t r = 0; r < 4; ++r) {
@@ -9496,13 +9507,7 @@ inline void emit_int8_binary_avx2(asmjit::x86::Assembler& a, SnippetOp op) {
     a.vpbroadcastd(x86::ymm7, x86::dword_ptr(x86::r8, 4));
     a.vbroadcastss(x86::ymm8, x86::dword_ptr(x86::r8, 8));
     a.vpbroadcastd(x86::ymm9, x86::dword_ptr(x86::r8, 12));
-    a.vbroadcastss(x86::ymm12, x86::dword_ptr(x86::r8, 16));
-    a.vbroadcastss(x86::ymm13, x86::dword_ptr(x86::r8, 20));
-    a.vbroadcastss(x86::ymm14, x86::dword_ptr(x86::r8, 24));
-    a.vpbroadcastd(x86::ymm15, x86::dword_ptr(x86::r8, 28));
-    a.mov(x86::eax, kQuantizeMagic);
-    a.vmovd(x86::xmm11, x86::eax);
-    a.vpbroadcastd(x86::ymm11, x86::xmm11);
+    emit_int8_quantize_constants_avx2(a, x86::r8, (int32_t)offsetof(Int8Convert::BinaryParams, y_scale));
     asmjit::Label order = a.newLabel();
     emit_int8_convert_loop_avx2(a, x86::rcx, {x86::rdi, x86::rsi, x86::rdx}, {1, 1, 1}, [&]() {
         for (uint32_t r = 0; r < 4; ++r) {
