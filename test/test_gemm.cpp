@@ -9,6 +9,7 @@
 #include <random>
 #include <string>
 #include <vector>
+#include <unistd.h>
 #include "op_test.h"
 #include "runtime.h"
 
@@ -136,6 +137,13 @@ TEST_CASE("gemm: the target's tiles and blocking") {
     CacheSizes caches = cpu_cache_sizes();
     CHECK(caches.l1d >= 4096);
     CHECK(caches.l2 >= caches.l1d);
+#if (defined(__x86_64__) || defined(__i386__)) && defined(_SC_LEVEL2_CACHE_SIZE)
+    // CPUID's sizes are glibc's (which also reads AMD's older leaves where a hypervisor leaves
+    // the newer one empty)
+    const long l1 = sysconf(_SC_LEVEL1_DCACHE_SIZE), l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    if (l1 > 0) CHECK(caches.l1d == (uint64_t)l1);
+    if (l2 > 0) CHECK(caches.l2 == (uint64_t)l2);
+#endif
 }
 
 TEST_CASE("gemm: every remainder of M and N, K of 1 and primes, packed or strided operands") {
