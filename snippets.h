@@ -9281,8 +9281,8 @@ inline void emit_int8_quantize_avx512(asmjit::x86::Assembler& a) {
     emit_int8_convert_loop_avx512(a, x86::rdx, {x86::rdi, x86::rsi}, {4, 1}, one);
 }
 
-// One vector of (x - zero point) * scale: v's lanes from the bytes at src, stored at dst (the
-// AVX-512 and AVX2 dequantize kernels).
+// One vector of (x - zero point) * scale into v from the bytes at src (the AVX-512 and AVX2
+// dequantize and binary kernels); emit_int8_dequantize_vector also stores it at dst.
 inline void emit_int8_dequantize_value(asmjit::x86::Assembler& a, const asmjit::x86::Vec& v, const asmjit::x86::Mem& src,
                                        const asmjit::x86::Vec& zero_point, const asmjit::x86::Vec& scale, bool is_signed) {
     if (is_signed) a.vpmovsxbd(v, src);
