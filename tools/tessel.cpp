@@ -481,20 +481,20 @@ int bench_requests(InferRequest& a, InferRequest* b, uint32_t runs, BenchResult*
     return 0;
 }
 
-// The request's per-step times: us[e] for entry e where given (the bench's medians), else the
+// The request's per-step times: us[e] for entry e < us_count (the bench's medians), else the
 // last inference's; then each device's total.
-void print_perf_counts(const InferRequest& request, const CompiledModel& compiled, const double* us) {
+void print_perf_counts(const InferRequest& request, const CompiledModel& compiled, const double* us, size_t us_count) {
     std::printf("%-40s %-10s %-24s %10s\n", "node", "device", "kernel", "time_us");
     Span<const ProfileEntry> profile = request.profiling_info();
     for (size_t k = 0; k < profile.size; ++k) {
         const ProfileEntry& e = profile[k];
         std::printf("%-40.*s %-10.*s %-24s %10.1f\n", (int)e.node.size, e.node.data, (int)e.device.size, e.device.data, e.kernel,
-                    us ? us[k] : (double)e.ns / 1000.0);
+                    k < us_count ? us[k] : (double)e.ns / 1000.0);
     }
     for (const PlacementSummary& p : compiled.placement()) {   // per device totals
         double total = 0;
         for (size_t k = 0; k < profile.size; ++k)
-            if (profile[k].device == p.device) total += us ? us[k] : (double)profile[k].ns / 1000.0;
+            if (profile[k].device == p.device) total += k < us_count ? us[k] : (double)profile[k].ns / 1000.0;
         std::printf("time %.*s %.1f us\n", (int)p.device.size, p.device.data, total);
     }
 }
@@ -546,7 +546,7 @@ int command_run(int argc, char** argv) {
         const ModelPort& p = compiled.output(i);
         std::printf("output %u '%.*s' %s\n", i, (int)p.name.size, p.name.data, d);
     }
-    if (o.perf_counts && !o.bench) print_perf_counts(request, compiled, nullptr);   // with --bench: the bench's medians, after it
+    if (o.perf_counts && !o.bench) print_perf_counts(request, compiled, nullptr, 0);   // with --bench: the bench's medians, after it
     if (o.dump_partition) {
         std::FILE* file = std::fopen(o.dump_partition, "wb");
         if (!file) { std::fprintf(stderr, "tessel: cannot write '%s'\n", o.dump_partition); return 2; }
@@ -624,7 +624,7 @@ int command_run(int argc, char** argv) {
             std::fprintf(stderr, "tessel: inference failed\n");
             return 2;
         }
-        if (o.perf_counts) print_perf_counts(request, compiled, node_us);
+        if (o.perf_counts) print_perf_counts(request, compiled, node_us, steps);
         TESSEL_FREE(node_us);
         // The CPU's kernels target: the last ISA setting given, else the best the CPU has.
         StringView isa(isa_name(default_isa()));
