@@ -20781,6 +20781,9 @@ inline Status run_int8_conv_implicit(const RunContext& c) {
         uint8_t* copy = static_cast<uint8_t*>(c.scratch) + slot * st.slot_bytes;
         uint8_t* panel = copy + st.copy_bytes;
         uint8_t* result = panel + st.panel_bytes;
+        // The copy keeps image `held` of this slot's previous unit up to phase row held_rows:
+        // its blocks run in order, so a block copies only the rows past the previous one's.
+        int64_t held = -1, held_rows = 0;
         for (uint64_t work = begin; work < end; ++work) {
             const uint64_t unit = work / parts, part = work % parts;
             int64_t blk = (int64_t)unit % blocks, g = (int64_t)unit / blocks % st.groups;
@@ -20788,8 +20791,12 @@ inline Status run_int8_conv_implicit(const RunContext& c) {
             int64_t p0 = blk * st.block, count = st.virtual_positions - p0 < st.block ? st.virtual_positions - p0 : st.block;
             const uint8_t* xg = x + (n * st.channels + g * st.group_channels) * in_plane;
             const uint8_t* xg_end = xg + st.group_channels * in_plane;
-            // the phase rows this block reads
-            const int64_t r0 = p0 / wq, r1 = std::min(st.plane_h, (p0 + count - 1) / wq + st.reach_rows + 1);
+            // the phase rows this block reads, past those the copy holds
+            const int64_t image = (int64_t)unit / blocks;
+            const int64_t r1 = std::min(st.plane_h, (p0 + count - 1) / wq + st.reach_rows + 1);
+            const int64_t r0 = std::max(p0 / wq, image == held ? held_rows : 0);
+            if (image != held || r1 > held_rows) held_rows = r1;
+            held = image;
             // phase row r (a, b) of channel ci, zero-point padded, into dst
             auto phase_row = [&](uint8_t* dst, int64_t ci, int64_t a, int64_t b, int64_t r) {
                 const int64_t in_row = r * sh + a - top;
@@ -20809,9 +20816,19 @@ inline Status run_int8_conv_implicit(const RunContext& c) {
                     for (int64_t a = 0; a < sh; ++a)
                         for (int64_t b = 0; b < sw; ++b)
                             for (int64_t r = r0; r < r1; ++r) {
+                                uint8_t* dst = copy + ((c4 * sh * sw + a * sw + b) * phase_plane + r * wq) * 4;
+                                const int64_t in_row = r * sh + a - top;
+                                if (sw == 1 && in_row >= 0 && in_row < w.in[1]) {   // the 4 rows straight from x
+                                    const uint8_t* x0 = xg + 4 * c4 * in_plane + in_row * w.in[2];
+                                    const uint8_t* rows[4] = {x0, x0 + in_plane, x0 + 2 * in_plane, x0 + 3 * in_plane};
+                                    std::memset(dst, st.x_zero_point, (size_t)(4 * left));
+                                    int8_interleave4(rows, w.in[2], 0, dst + 4 * left);
+                                    std::memset(dst + 4 * (left + w.in[2]), st.x_zero_point, (size_t)(4 * (wq - left - w.in[2])));
+                                    continue;
+                                }
                                 const uint8_t* rows[4] = {rows4, rows4 + wq, rows4 + 2 * wq, rows4 + 3 * wq};
                                 for (int64_t q = 0; q < 4; ++q) phase_row(rows4 + q * wq, 4 * c4 + q, a, b, r);
-                                int8_interleave4(rows, wq, 0, copy + ((c4 * sh * sw + a * sw + b) * phase_plane + r * wq) * 4);
+                                int8_interleave4(rows, wq, 0, dst);
                             }
                 if (!st.groups_in_place) st.gemm.pack_b_groups(st.depth, count, copy + 4 * p0, st.offset, panel);
             } else {

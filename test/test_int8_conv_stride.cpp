@@ -6,7 +6,8 @@
 // and the forms that stay on im2col (dilated strided taps, a kernel narrower than its stride,
 // a K under 64), whose stride-2 rows take vector loads of 32 and 16 bytes, tails, and the
 // scalar loop where a load would pass the group's planes; and the splits for 2 threads when
-// whole blocks load them unevenly: blocks evened out, or one block and the maps in parts.
+// whole blocks load them unevenly: blocks evened out, or one block and the maps in parts;
+// images and groups of several blocks, whose copies grow by the rows each block adds.
 #include <doctest/doctest.h>
 #include <cmath>
 #include <random>
@@ -150,6 +151,11 @@ TEST_CASE("int8 conv stride: strided QDQ Convs through phase planes, every ISA, 
     c->pads = {0, 0, 0, 0};
     c = add({2, 512, 14, 14}, {32, 512, 3, 3});
     c->sh = c->sw = 1;
+    // K of 2304 a group: blocks of at most 192 positions, 3 an image and group, each copying only
+    // the rows past its predecessor's in the same image and group
+    c = add({2, 512, 20, 21}, {16, 256, 3, 3});
+    c->sh = c->sw = 1;
+    c->group = 2;
     // a 224 x 224 stem (K of 27): blocks of 780 and 275 tiles, evened out into two of 528 and 527
     c = add({1, 3, 224, 224}, {8, 3, 3, 3});
     c->sh = c->sw = 1;
