@@ -20597,9 +20597,10 @@ struct Int8ConvState {
     // one phase of the padded planes at stride 1). Output row o's positions o * plane_w +
     // [0, plane_w) make one run of "virtual" positions, so row p of B (channel, tap) is the copy
     // read from offset[p] on, contiguous. The columns past out_w of each virtual row are
-    // computed and dropped.
+    // computed and dropped. At stride 1 across, a row's last shared_columns right pads are the
+    // next row's first left pads (plane_w is the padded width less them: fewer columns dropped).
     bool implicit = false;
-    int64_t plane_h = 0, plane_w = 0, virtual_positions = 0;
+    int64_t plane_h = 0, plane_w = 0, virtual_positions = 0, shared_columns = 0;
     int64_t reach_rows = 0;            // phase rows a virtual row reads past its own: (kh - 1) dh / sh
     const int64_t* offset = nullptr;   // depth entries (interleaved: one per group of 4)
     size_t copy_bytes = 0, result_bytes = 0;
@@ -20797,6 +20798,12 @@ inline Status run_int8_conv_implicit(const RunContext& c) {
             const int64_t r0 = std::max(p0 / wq, image == held ? held_rows : 0);
             if (image != held || r1 > held_rows) held_rows = r1;
             held = image;
+            // the last row's reads past its end: the left pads of the row after (copied later) or of
+            // the next plane's first row (or the copy's slack past the last plane)
+            if (st.shared_columns)
+                for (int64_t plane = 0; plane < (st.interleaved ? st.group_channels / 4 : st.group_channels) * sh * sw; ++plane)
+                    std::memset(copy + (plane * phase_plane + r1 * wq) * (st.interleaved ? 4 : 1), st.x_zero_point,
+                                (size_t)(st.shared_columns * (st.interleaved ? 4 : 1)));
             // phase row r (a, b) of channel ci, zero-point padded, into dst
             auto phase_row = [&](uint8_t* dst, int64_t ci, int64_t a, int64_t b, int64_t r) {
                 const int64_t in_row = r * sh + a - top;
@@ -22040,7 +22047,8 @@ inline bool int8_conv_implicit(ReferenceProgram* p, Int8ConvState* st, const int
     const int64_t reach_h = (w.kernel[1] - 1) * w.dilation[1], reach_w = (w.kernel[2] - 1) * w.dilation[2];
     if (hp <= reach_h || wp <= reach_w) return true;
     if (w.out[1] != (hp - reach_h - 1) / sh + 1 || w.out[2] != (wp - reach_w - 1) / sw + 1) return true;
-    const int64_t hq = (hp + sh - 1) / sh, wq = (wp + sw - 1) / sw;
+    const int64_t shared = sw == 1 ? std::min(std::min(w.pad_begin[2], w.pad_end[2]), reach_w) : 0;
+    const int64_t hq = (hp + sh - 1) / sh, wq = (wp + sw - 1) / sw - shared;
     const bool in_place = st->group_channels % 4 == 0 && st->gemm.reads_b_groups();
     const bool interleaved = st->group_channels % 4 == 0 && (!st->gemm.packs_rows_by_kernel() || in_place);
     const int64_t unit = interleaved ? 4 : 1;   // bytes a pixel of one channel's plane takes in the copy
@@ -22074,6 +22082,7 @@ inline bool int8_conv_implicit(ReferenceProgram* p, Int8ConvState* st, const int
     st->offset = offset;
     st->plane_h = hq;
     st->plane_w = wq;
+    st->shared_columns = shared;
     st->reach_rows = reach_h / sh;
     st->virtual_positions = w.out[1] * wq;
     int8_conv_units(st, st->virtual_positions, (size_t)(Int8Gemm::k_groups(st->depth) * 4));
