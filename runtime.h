@@ -20766,6 +20766,25 @@ inline void int8_phase_row(uint8_t* dst, const uint8_t* row, int64_t in_w, int64
     if (hi < width) std::memset(dst + hi, pad, (size_t)(width - hi));
 }
 
+// memcpy for the short runs of a conv's rows (tens of bytes, thousands a block): whole moves,
+// the last one overlapping the one before, no call.
+inline void copy_run(uint8_t* dst, const uint8_t* src, int64_t n) {
+    auto move = [&](int64_t at, auto chunk) { std::memcpy(&chunk, src + at, sizeof chunk); std::memcpy(dst + at, &chunk, sizeof chunk); };
+    struct Bytes32 { uint64_t q[4]; };
+    if (n >= 32) {
+        for (int64_t i = 0; i + 32 <= n; i += 32) move(i, Bytes32());
+        if (n % 32) move(n - 32, Bytes32());
+    } else if (n >= 16) {
+        move(0, uint64_t()), move(8, uint64_t()), move(n - 16, uint64_t()), move(n - 8, uint64_t());
+    } else if (n >= 8) {
+        move(0, uint64_t()), move(n - 8, uint64_t());
+    } else if (n >= 4) {
+        move(0, uint32_t()), move(n - 4, uint32_t());
+    } else {
+        for (int64_t i = 0; i < n; ++i) dst[i] = src[i];
+    }
+}
+
 inline Status run_int8_conv_implicit(const RunContext& c) {
     const Int8ConvState& st = *static_cast<const Int8ConvState*>(c.state);
     const Window& w = st.w;
@@ -20860,8 +20879,7 @@ inline Status run_int8_conv_implicit(const RunContext& c) {
                 const int64_t o1 = p / wq, o2 = p % wq, stop = std::min(p0 + count, (o1 + 1) * wq);
                 if (o2 < out_w) {
                     const int64_t run = std::min(stop, o1 * wq + out_w) - p;
-                    for (int64_t m = m0; m < m1; ++m)
-                        std::memcpy(yg + m * st.map_stride + o1 * out_w + o2, result + m * count + (p - p0), (size_t)run);
+                    for (int64_t m = m0; m < m1; ++m) copy_run(yg + m * st.map_stride + o1 * out_w + o2, result + m * count + (p - p0), run);
                 }
                 p = stop;
             }
@@ -21983,17 +22001,18 @@ inline Int8MatMulState* int8_group_matmul_state(ReferenceProgram* p, const Prepa
 }
 
 // Positions per work unit (st->block) and parts of the maps (st->parts) for st->slots threads,
-// B's packed panel taking row_bytes per position: the panel in half of L2, at least 4 tiles
-// wide; fewer positions when the units would not give every thread one, then parts of the maps.
-// When the units' whole tiles load the threads unevenly (a 224 x 224 stem's 2 blocks of 780 and
-// 275 tiles; the 14 x 14 maps of VGG's last stage, 5 tiles in blocks of 4 and 1): blocks a
-// multiple of the threads in number, if that evens them out (the stem); else, if one block of
-// all positions fits in L2 and every part keeps a few tiles of maps, that block and the maps in
-// parts, each thread packing the block (the deep 14 x 14 convs, where packing is cheap).
+// B's packed panel taking row_bytes per position: the panel and the block's uint8 results (a
+// byte a map) in half of L2, at least 4 tiles wide; fewer positions when the units would not
+// give every thread one, then parts of the maps. When the units' whole tiles load the threads
+// unevenly (an 8-map 224 x 224 stem's blocks of 606 and 444 tiles on a 2 MB L2; the 14 x 14
+// maps of VGG's last stage, 5 tiles in blocks of 4 and 1): blocks a multiple of the threads in
+// number, if that evens them out (the stem); else, if one block of all positions fits in L2
+// and every part keeps a few tiles of maps, that block and the maps in parts, each thread
+// packing the block (the deep 14 x 14 convs, where packing is cheap).
 inline void int8_conv_units(Int8ConvState* st, int64_t positions, size_t row_bytes) {
     const int64_t nr = st->gemm.nr(), slots = st->slots, images = st->batch * st->groups;
     const uint64_t l2 = cpu_cache_sizes().l2;
-    int64_t block = (int64_t)(l2 / 2 / (uint64_t)row_bytes) / nr * nr;
+    int64_t block = (int64_t)(l2 / 2 / (uint64_t)(row_bytes + (size_t)st->group_maps)) / nr * nr;
     if (block < 4 * nr) block = 4 * nr;
     if (images * ((positions + block - 1) / block) < slots) {
         int64_t want = (slots + images - 1) / images;

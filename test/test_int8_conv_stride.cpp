@@ -156,7 +156,7 @@ TEST_CASE("int8 conv stride: strided QDQ Convs through phase planes, every ISA, 
     c = add({2, 512, 20, 21}, {16, 256, 3, 3});
     c->sh = c->sw = 1;
     c->group = 2;
-    // a 224 x 224 stem (K of 27): blocks of 780 and 275 tiles, evened out into two of 528 and 527
+    // a 224 x 224 stem (K of 27): on a 2 MB L2, blocks of 606 and 444 tiles, evened out into two of 525
     c = add({1, 3, 224, 224}, {8, 3, 3, 3});
     c->sh = c->sw = 1;
     uint32_t seed = 3400;
