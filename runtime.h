@@ -9311,6 +9311,9 @@ inline void gather_stride2(const float* __restrict src, int64_t n, float* __rest
     for (int64_t t = 0; t < n; ++t) dst[t] = src[2 * t];
 }
 
+// Rows of B the packed wide path packs at once: one K block of the GEMM.
+inline int64_t wide_packed_depth(const ConvState& st, const Gemm& gemm) { return std::min(st.depth, gemm.blocking().kc); }
+
 inline bool conv_takes_wide(const ConvState& st) {
     const Window& w = st.w;
     return !st.direct && w.kernel_size() > 1 && w.kernel[0] == 1 && w.in[0] == 1;
@@ -9362,7 +9365,7 @@ inline Status run_cpu_conv_wide(const RunContext& c) {
     });
     const int64_t blocks = (positions + cs.block - 1) / cs.block;
     const size_t buffer_floats = cs.wide_in_place ? round16((size_t)(st.group_maps * wide_span(cs.block, ow, pw)))
-                                                  : round16(cs.gemm.packed_b_floats(st.depth, cs.block));
+                                                  : round16(cs.gemm.packed_b_floats(wide_packed_depth(st, cs.gemm), cs.block));
     const GemmBlocking& blocking = cs.gemm.blocking();
     const uint32_t parts = cs.parts;
     float* slots = padded + cs.wide_floats;
@@ -9390,19 +9393,27 @@ inline Status run_cpu_conv_wide(const RunContext& c) {
             if (!cs.wide_in_place) {
                 cs.gemm.part_range(st.group_maps, count, a.packed, true, part, parts, &m0, &m1, &n0, &n1);
                 if (m0 >= m1) continue;
-                // Every part packs the whole block (a part may take any columns of it).
-                switch (blocking.nr) {
-                    case 32: pack_wide_panels<32>(base, cs.wide_offsets, st.depth, p0, count, ow, pw, blocking.kc, 32, buffer); break;
-                    case 16: pack_wide_panels<16>(base, cs.wide_offsets, st.depth, p0, count, ow, pw, blocking.kc, 16, buffer); break;
-                    case 12: pack_wide_panels<12>(base, cs.wide_offsets, st.depth, p0, count, ow, pw, blocking.kc, 12, buffer); break;
-                    default: pack_wide_panels<0>(base, cs.wide_offsets, st.depth, p0, count, ow, pw, blocking.kc, blocking.nr, buffer);
-                }
-                b.data = buffer;
-                b.packed = true;
                 GemmStoreOps ops;
                 const GemmStoreOps* store = epilogue_store_ops(c, cs.epilogue, yg + p0, &ops, residual_in_store(st.depth));
-                cs.gemm.run(st.group_maps, count, st.depth, 1.0f, a, b, 0.0f, yg + p0, positions, scratch, part, parts,
-                            bias ? bias + g * st.group_maps : nullptr, store);
+                // Per K block of the GEMM's own blocking: B's rows packed (every part packs the whole
+                // block: a part may take any columns of it) into L2, then run, adding to C after the
+                // first; the sums' order is run()'s over the whole of K.
+                for (int64_t pc = 0; pc < st.depth; pc += blocking.kc) {
+                    const int64_t kc = st.depth - pc < blocking.kc ? st.depth - pc : blocking.kc;
+                    const int64_t* rows = cs.wide_offsets + pc;
+                    switch (blocking.nr) {
+                        case 32: pack_wide_panels<32>(base, rows, kc, p0, count, ow, pw, kc, 32, buffer); break;
+                        case 16: pack_wide_panels<16>(base, rows, kc, p0, count, ow, pw, kc, 16, buffer); break;
+                        case 12: pack_wide_panels<12>(base, rows, kc, p0, count, ow, pw, kc, 12, buffer); break;
+                        default: pack_wide_panels<0>(base, rows, kc, p0, count, ow, pw, kc, blocking.nr, buffer);
+                    }
+                    GemmOperand ak = a;
+                    ak.data = a.packed ? a.data + pc * ((st.group_maps + blocking.mr - 1) / blocking.mr * blocking.mr) : a.data + pc;
+                    b.data = buffer;
+                    b.packed = true;
+                    cs.gemm.run(st.group_maps, count, kc, 1.0f, ak, b, pc == 0 ? 0.0f : 1.0f, yg + p0, positions, scratch, part, parts,
+                                bias && pc == 0 ? bias + g * st.group_maps : nullptr, pc + kc >= st.depth ? store : nullptr);
+                }
                 if (cs.epilogue && !store) gemm_epilogue_run(c, *cs.epilogue, r0 + m0, r0 + m1, p0 + n0, p0 + n1);
                 continue;
             }
@@ -9466,7 +9477,7 @@ inline Status cpu_conv_wide_plan(ReferenceProgram* p, const ConvState& st, CpuGe
         cs->slot_floats = round16((size_t)(st.group_maps * span)) +
                           round16(gemm.scratch_floats(st.group_maps, span, st.depth, cs->packed != nullptr, false));
     } else {
-        cs->slot_floats = round16(gemm.packed_b_floats(st.depth, block)) +
+        cs->slot_floats = round16(gemm.packed_b_floats(wide_packed_depth(st, gemm), block)) +
                           round16(gemm.scratch_floats(st.group_maps, block, st.depth, cs->packed != nullptr, true));
     }
     return Status::Ok;
@@ -20766,25 +20777,6 @@ inline void int8_phase_row(uint8_t* dst, const uint8_t* row, int64_t in_w, int64
     if (hi < width) std::memset(dst + hi, pad, (size_t)(width - hi));
 }
 
-// memcpy for the short runs of a conv's rows (tens of bytes, thousands a block): whole moves,
-// the last one overlapping the one before, no call.
-inline void copy_run(uint8_t* dst, const uint8_t* src, int64_t n) {
-    auto move = [&](int64_t at, auto chunk) { std::memcpy(&chunk, src + at, sizeof chunk); std::memcpy(dst + at, &chunk, sizeof chunk); };
-    struct Bytes32 { uint64_t q[4]; };
-    if (n >= 32) {
-        for (int64_t i = 0; i + 32 <= n; i += 32) move(i, Bytes32());
-        if (n % 32) move(n - 32, Bytes32());
-    } else if (n >= 16) {
-        move(0, uint64_t()), move(8, uint64_t()), move(n - 16, uint64_t()), move(n - 8, uint64_t());
-    } else if (n >= 8) {
-        move(0, uint64_t()), move(n - 8, uint64_t());
-    } else if (n >= 4) {
-        move(0, uint32_t()), move(n - 4, uint32_t());
-    } else {
-        for (int64_t i = 0; i < n; ++i) dst[i] = src[i];
-    }
-}
-
 inline Status run_int8_conv_implicit(const RunContext& c) {
     const Int8ConvState& st = *static_cast<const Int8ConvState*>(c.state);
     const Window& w = st.w;
@@ -20879,7 +20871,8 @@ inline Status run_int8_conv_implicit(const RunContext& c) {
                 const int64_t o1 = p / wq, o2 = p % wq, stop = std::min(p0 + count, (o1 + 1) * wq);
                 if (o2 < out_w) {
                     const int64_t run = std::min(stop, o1 * wq + out_w) - p;
-                    for (int64_t m = m0; m < m1; ++m) copy_run(yg + m * st.map_stride + o1 * out_w + o2, result + m * count + (p - p0), run);
+                    for (int64_t m = m0; m < m1; ++m)
+                        std::memcpy(yg + m * st.map_stride + o1 * out_w + o2, result + m * count + (p - p0), (size_t)run);
                 }
                 p = stop;
             }

@@ -137,6 +137,7 @@ const ThreadsConvCase kStageCases[] = {
     {{1, 3, 123, 119}, {64, 3, 3, 3}, 1, {2, 2}, {}, {1, 0, 0, 1}},    // 3-channel stem, stride 2: many blocks
     {{1, 3, 64, 61}, {16, 3, 3, 3}, 1, {2, 2}, {}, {1, 1, 1, 1}},      // the detector's stem
     {{1, 5, 33, 37}, {20, 5, 3, 3}, 1, {3, 3}, {}, {1, 2, 0, 1}},      // stride 3, asymmetric pads
+    {{1, 160, 7, 9}, {72, 160, 3, 3}, 1, {}, {}, {1, 1, 1, 1}},        // K of 1440: B packed a K block at a time
 };
 }  // namespace
 
@@ -151,7 +152,7 @@ TEST_CASE("conv threads: 2 and 3 threads equal 1 thread bit for bit at every ISA
 
 TEST_CASE("conv threads: a fused epilogue (Relu; residual Add, Relu) splits with the Conv, bit for bit") {
     uint32_t seed = 3300;
-    for (const ThreadsConvCase& cc : {kStageCases[0], kStageCases[1], kStageCases[4], kStageCases[5], kStageCases[9]}) {
+    for (const ThreadsConvCase& cc : {kStageCases[0], kStageCases[1], kStageCases[4], kStageCases[5], kStageCases[9], kStageCases[12]}) {
         for (Tail tail : {Tail::Relu, Tail::AddRelu}) {
             CAPTURE(seed);
             CAPTURE((int)tail);

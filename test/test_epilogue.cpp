@@ -174,6 +174,8 @@ std::vector<ConvSpec> every_conv() {
         {"one small unit (GEMM parts)", false, {1, 64, 5, 5}, {40, 64, 3, 3}, 1, {}, {}, {1, 1, 1, 1}},
         {"1x1, K of 72 (a residual in the tiles' store)", false, {1, 72, 7, 9}, {19, 72, 1, 1}, 1, {}, {}, {}},
         {"3x3, K of 72 under 4 maps (packed panels, residual in the store)", false, {1, 8, 9, 10}, {20, 8, 3, 3}, 1, {}, {}, {1, 1, 1, 1}},
+        {"3x3, K of 1440 over 64 maps (B packed a K block at a time, the store's operations on the last)", false, {1, 160, 7, 9},
+         {72, 160, 3, 3}, 1, {}, {}, {1, 1, 1, 1}},
         {"1-D", false, {2, 3, 17}, {5, 3, 4}, 1, {}, {2}, {2, 1}},
         {"ConvTranspose 2x2/2", true, {1, 8, 7, 9}, {8, 6, 2, 2}, 1, {2, 2}, {}, {}},
         {"ConvTranspose 3x3/2 padded, grouped", true, {1, 6, 5, 4}, {6, 3, 3, 3}, 2, {2, 2}, {}, {1, 1, 1, 1}},
