@@ -151,8 +151,8 @@ TEST_CASE("int8 conv stride: strided QDQ Convs through phase planes, every ISA, 
     c->pads = {0, 0, 0, 0};
     c = add({2, 512, 14, 14}, {32, 512, 3, 3});
     c->sh = c->sw = 1;
-    // K of 2304 a group: blocks of at most 192 positions, 3 an image and group, each copying only
-    // the rows past its predecessor's in the same image and group
+    // K of 2304 a group: blocks of 192 positions on a 1 MB L2 (3 an image and group), 432 on a
+    // 2 MB one (2), each copying only the rows past its predecessor's in the same image and group
     c = add({2, 512, 20, 21}, {16, 256, 3, 3});
     c->sh = c->sw = 1;
     c->group = 2;
