@@ -9408,7 +9408,7 @@ inline Status run_cpu_conv_wide(const RunContext& c) {
                         default: pack_wide_panels<0>(base, rows, kc, p0, count, ow, pw, kc, blocking.nr, buffer);
                     }
                     GemmOperand ak = a;
-                    ak.data = a.packed ? a.data + pc * ((st.group_maps + blocking.mr - 1) / blocking.mr * blocking.mr) : a.data + pc;
+                    ak.data = a.packed ? a.data + cs.gemm.packed_a_floats(st.group_maps, pc) : a.data + pc;   // A's first pc columns packed
                     b.data = buffer;
                     b.packed = true;
                     cs.gemm.run(st.group_maps, count, kc, 1.0f, ak, b, pc == 0 ? 0.0f : 1.0f, yg + p0, positions, scratch, part, parts,
@@ -20807,14 +20807,15 @@ inline Status run_int8_conv_implicit(const RunContext& c) {
             const int64_t image = (int64_t)unit / blocks;
             const int64_t r1 = std::min(st.plane_h, (p0 + count - 1) / wq + st.reach_rows + 1);
             const int64_t r0 = std::max(p0 / wq, image == held ? held_rows : 0);
-            if (image != held || r1 > held_rows) held_rows = r1;
-            held = image;
+            held = image, held_rows = r1;
             // the last row's reads past its end: the left pads of the row after (copied later) or of
             // the next plane's first row (or the copy's slack past the last plane)
-            if (st.shared_columns)
-                for (int64_t plane = 0; plane < (st.interleaved ? st.group_channels / 4 : st.group_channels) * sh * sw; ++plane)
-                    std::memset(copy + (plane * phase_plane + r1 * wq) * (st.interleaved ? 4 : 1), st.x_zero_point,
-                                (size_t)(st.shared_columns * (st.interleaved ? 4 : 1)));
+            if (st.shared_columns) {
+                const int64_t pixel_bytes = st.interleaved ? 4 : 1;
+                for (int64_t plane = 0; plane < st.group_channels / pixel_bytes * sh * sw; ++plane)
+                    std::memset(copy + (plane * phase_plane + r1 * wq) * pixel_bytes, st.x_zero_point,
+                                (size_t)(st.shared_columns * pixel_bytes));
+            }
             // phase row r (a, b) of channel ci, zero-point padded, into dst
             auto phase_row = [&](uint8_t* dst, int64_t ci, int64_t a, int64_t b, int64_t r) {
                 const int64_t in_row = r * sh + a - top;
