@@ -9319,18 +9319,10 @@ inline bool conv_takes_wide(const ConvState& st) {
     return !st.direct && w.kernel_size() > 1 && w.kernel[0] == 1 && w.in[0] == 1;
 }
 
-inline Status run_cpu_conv_wide(const RunContext& c) {
-    const CpuGemmState& cs = *static_cast<const CpuGemmState*>(c.state);
-    const ConvState& st = *static_cast<const ConvState*>(cs.op);
+// The wide path's padded planes of x (cs's geometry: cpu_conv_wide_planes) at `padded`.
+inline void pad_wide_planes(const RunContext& c, const ConvState& st, const CpuGemmState& cs, const float* x, float* padded) {
     const Window& w = st.w;
-    const float* x = c.inputs[0].as<float>();
-    const float* weights = c.inputs[1].as<float>();
-    const float* bias = cs.op_inputs > 2 ? c.inputs[2].as<float>() : nullptr;
-    float* y = c.outputs[0].as<float>();
-    const int64_t in_plane = w.in_size(), positions = w.out_size();
-    if (positions == 0) return Status::Ok;
-    const int64_t pw = cs.wide_width, pp = cs.wide_plane, ow = w.out[2];
-    float* padded = static_cast<float*>(c.scratch);
+    const int64_t in_plane = w.in_size(), pw = cs.wide_width, pp = cs.wide_plane;
     const int64_t planes = st.batch * st.channels, sy = w.stride[1], sx = w.stride[2], phases = sy * sx;
     nn_parallel(c, (uint64_t)planes, [&](uint64_t, uint64_t begin, uint64_t end) {
         for (uint64_t plane = begin; plane < end; ++plane) {
@@ -9363,6 +9355,21 @@ inline Status run_cpu_conv_wide(const RunContext& c) {
             std::memset(dst + (top + w.in[1]) * pw, 0, (size_t)below * sizeof(float));
         }
     });
+}
+
+inline Status run_cpu_conv_wide(const RunContext& c) {
+    const CpuGemmState& cs = *static_cast<const CpuGemmState*>(c.state);
+    const ConvState& st = *static_cast<const ConvState*>(cs.op);
+    const Window& w = st.w;
+    const float* x = c.inputs[0].as<float>();
+    const float* weights = c.inputs[1].as<float>();
+    const float* bias = cs.op_inputs > 2 ? c.inputs[2].as<float>() : nullptr;
+    float* y = c.outputs[0].as<float>();
+    const int64_t positions = w.out_size();
+    if (positions == 0) return Status::Ok;
+    const int64_t pw = cs.wide_width, pp = cs.wide_plane, ow = w.out[2], phases = w.stride[1] * w.stride[2];
+    float* padded = static_cast<float*>(c.scratch);
+    pad_wide_planes(c, st, cs, x, padded);
     const int64_t blocks = (positions + cs.block - 1) / cs.block;
     const size_t buffer_floats = cs.wide_in_place ? round16((size_t)(st.group_maps * wide_span(cs.block, ow, pw)))
                                                   : round16(cs.gemm.packed_b_floats(wide_packed_depth(st, cs.gemm), cs.block));
@@ -9440,11 +9447,10 @@ inline Status run_cpu_conv_wide(const RunContext& c) {
     return Status::Ok;
 }
 
-// The wide plan of a Conv that conv_takes_wide: padded planes, B's row offsets, blocks of
-// output positions (whole panels; a block of B and of Y in half of L2, at least one per thread).
-inline Status cpu_conv_wide_plan(ReferenceProgram* p, const ConvState& st, CpuGemmState* cs) {
+// The padded planes of a Conv that conv_takes_wide, and the offset in them of each row
+// (channel, tap) of its im2col matrix.
+inline Status cpu_conv_wide_planes(ReferenceProgram* p, const ConvState& st, CpuGemmState* cs) {
     const Window& w = st.w;
-    const Gemm& gemm = cs->gemm;
     // Strides sy x sx: each padded plane is split into sy sx phase planes (rows r with r % sy
     // equal, columns likewise), and tap (ky, kx) reads phase (ky d % sy, kx d % sx) shifted by
     // (ky d / sy, kx d / sx): the same contiguous runs as for stride 1, on planes of width PW.
@@ -9464,6 +9470,16 @@ inline Status cpu_conv_wide_plan(ReferenceProgram* p, const ConvState& st, CpuGe
                 offsets[r++] = (ci * phases + ty % sy * sx + tx % sx) * cs->wide_plane + ty / sy * pw + tx / sx;
             }
     cs->wide_offsets = offsets;
+    return Status::Ok;
+}
+
+// The wide plan of a Conv that conv_takes_wide: padded planes, B's row offsets, blocks of
+// output positions (whole panels; a block of B and of Y in half of L2, at least one per thread).
+inline Status cpu_conv_wide_plan(ReferenceProgram* p, const ConvState& st, CpuGemmState* cs) {
+    TESSEL_TRY(cpu_conv_wide_planes(p, st, cs));
+    const Window& w = st.w;
+    const Gemm& gemm = cs->gemm;
+    const int64_t pw = cs->wide_width;
     // A unit's packed block of B and its block of Y (which the tiles and the epilogue pass
     // over) in half of L2, as for im2col (cpu_conv_step).
     const int64_t nr = gemm.blocking().nr, positions = w.out_size(), rows = st.depth + st.group_maps;
@@ -9480,6 +9496,149 @@ inline Status cpu_conv_wide_plan(ReferenceProgram* p, const ConvState& st, CpuGe
         cs->slot_floats = round16(gemm.packed_b_floats(wide_packed_depth(st, gemm), block)) +
                           round16(gemm.scratch_floats(st.group_maps, block, st.depth, cs->packed != nullptr, true));
     }
+    return Status::Ok;
+}
+
+// >>conv pixel tiles
+// A k x k Conv the other way round: the GEMM's rows are output pixels and its columns maps, so
+// a tile is up to mr pixels of one output row times nr maps. A (the pixels' inputs) is read in
+// place in the wide path's padded planes through one offset per (channel, tap) (no packing
+// pass), B is the weights packed once in panels of nr maps, and no tile computes a pixel past a
+// row's end: a 7 x 7 map is 49 rows (tiles of 7), where the wide path computes 64 columns, and
+// the maps, a multiple of the vector width, fill every column. The tiles write a unit's pixels x
+// maps block into the slot's scratch; it is then transposed into Y's maps with the bias and the
+// store operations (a residual, a clamp) on the way. x86 JIT only (Gemm::reads_a_columns).
+
+// Whether a Conv takes the pixel tiles (else the wide path): its maps fill the tiles' vectors
+// and K is 64 or more (below, transposing the block costs more than the tiles save: a
+// 3-channel stem ran 1.5x slower). AVX-512 only: AVX2's tiles of 6 pixels split a 7-wide row
+// into tiles of 4 and 3 whose 8 and 6 accumulators do not hide the FMA latency (7 x 7 maps ran
+// 9% slower there, larger maps at most 7% faster).
+inline bool conv_takes_pixel_tiles(const ConvState& st, const Gemm& gemm) {
+    return conv_takes_wide(st) && gemm.reads_a_columns() && gemm.isa() == Isa::Avx512 && st.depth >= 64 &&
+           st.group_maps % gemm.vector_floats() == 0;
+}
+
+// Maps [m0, m1) of a unit's block (count pixels x group_maps) into Y's rows from y0 (one map
+// per row of `positions`), the bias added, then ops (residual at ops->residual + the element's
+// offset in Y, clamp) as Gemm::run's store does them. 4 x 4 transposes in SSE where m1 - m0 is
+// a multiple of 4 (the pixel path's maps are whole vectors).
+inline void conv_pixels_transpose(const float* block, int64_t ld, int64_t count, int64_t m0, int64_t m1, const float* bias,
+                                  const GemmStoreOps* ops, float* y0, int64_t positions, int64_t y0_offset) {
+    auto finish = [&](float v, float r) {
+        if (ops && ops->residual) v = ops->residual_first ? r + v : v + r;
+        if (ops && ops->clamp) {
+            v = ops->lo > v ? ops->lo : v;
+            v = ops->hi < v ? ops->hi : v;
+        }
+        return v;
+    };
+    const float* residual = ops && ops->residual ? ops->residual + y0_offset : nullptr;
+    int64_t m = m0;
+#if defined(__SSE2__)
+    const bool clamp = ops && ops->clamp;
+    const __m128 lo = _mm_set1_ps(clamp ? ops->lo : 0.0f), hi = _mm_set1_ps(clamp ? ops->hi : 0.0f);
+    for (; m + 4 <= m1; m += 4) {
+        __m128 b[4];
+        for (int j = 0; j < 4; ++j) b[j] = _mm_set1_ps(bias ? bias[m + j] : 0.0f);
+        int64_t q = 0;
+        for (; q + 4 <= count; q += 4) {
+            __m128 r0 = _mm_loadu_ps(block + q * ld + m), r1 = _mm_loadu_ps(block + (q + 1) * ld + m);
+            __m128 r2 = _mm_loadu_ps(block + (q + 2) * ld + m), r3 = _mm_loadu_ps(block + (q + 3) * ld + m);
+            _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
+            __m128 v[4] = {r0, r1, r2, r3};
+            for (int j = 0; j < 4; ++j) {
+                float* out = y0 + (m + j) * positions + q;
+                __m128 t = _mm_add_ps(v[j], b[j]);
+                if (residual) {
+                    const __m128 r = _mm_loadu_ps(residual + (m + j) * positions + q);
+                    t = ops->residual_first ? _mm_add_ps(r, t) : _mm_add_ps(t, r);
+                }
+                if (clamp) t = _mm_min_ps(hi, _mm_max_ps(lo, t));   // MAXPS, MINPS: a NaN t stays
+                _mm_storeu_ps(out, t);
+            }
+        }
+        for (; q < count; ++q)
+            for (int64_t j = m; j < m + 4; ++j)
+                y0[j * positions + q] = finish(block[q * ld + j] + (bias ? bias[j] : 0.0f), residual ? residual[j * positions + q] : 0.0f);
+    }
+#endif
+    for (; m < m1; ++m)
+        for (int64_t q = 0; q < count; ++q)
+            y0[m * positions + q] = finish(block[q * ld + m] + (bias ? bias[m] : 0.0f), residual ? residual[m * positions + q] : 0.0f);
+}
+
+inline Status run_cpu_conv_pixels(const RunContext& c) {
+    const CpuGemmState& cs = *static_cast<const CpuGemmState*>(c.state);
+    const ConvState& st = *static_cast<const ConvState*>(cs.op);
+    const Window& w = st.w;
+    const float* bias = cs.op_inputs > 2 ? c.inputs[2].as<float>() : nullptr;
+    float* y = c.outputs[0].as<float>();
+    const int64_t positions = w.out_size();
+    if (positions == 0) return Status::Ok;
+    const int64_t pw = cs.wide_width, pp = cs.wide_plane, ow = w.out[2], oh = w.out[1], phases = w.stride[1] * w.stride[2];
+    float* padded = static_cast<float*>(c.scratch);
+    pad_wide_planes(c, st, cs, c.inputs[0].as<float>(), padded);
+    const GemmBlocking& blocking = cs.gemm.blocking();
+    const int64_t mr = blocking.mr, nr = blocking.nr, panels = (st.group_maps + nr - 1) / nr, np = panels * nr;
+    const int64_t bands = (oh + cs.block - 1) / cs.block, row_tiles = (ow + mr - 1) / mr;
+    const uint32_t parts = cs.parts;
+    float* slots = padded + cs.wide_floats;
+    GemmStoreOps ops;   // the residual's pointer at Y's start: the transpose offsets it per map
+    const GemmStoreOps* store = epilogue_store_ops(c, cs.epilogue, y, &ops, true);
+    nn_parallel(c, (uint64_t)(st.batch * st.groups * bands) * parts, [&](uint64_t slot, uint64_t begin, uint64_t end) {
+        float* block = slots + slot * cs.slot_floats;   // the unit's pixels x maps
+        for (uint64_t work = begin; work < end; ++work) {
+            const uint64_t unit = work / parts;
+            const int64_t part = (int64_t)(work % parts), band = (int64_t)unit % bands, g = (int64_t)unit / bands % st.groups;
+            const int64_t n = (int64_t)unit / bands / st.groups;
+            const int64_t j0 = part * panels / parts, j1 = (part + 1) * panels / parts;   // the part's panels of maps
+            if (j0 >= j1) continue;
+            const int64_t oy0 = band * cs.block, oy1 = oh - oy0 < cs.block ? oh : oy0 + cs.block;
+            const float* base = padded + (n * st.channels + g * st.group_channels) * phases * pp;
+            const float* weights = cs.packed + (size_t)g * cs.packed_floats;
+            for (int64_t pc = 0; pc < st.depth; pc += blocking.kc) {
+                const int64_t kc = st.depth - pc < blocking.kc ? st.depth - pc : blocking.kc;
+                for (int64_t j = j0; j < j1; ++j) {
+                    const float* panel = weights + pc * np + j * nr * kc;
+                    const int64_t maps = st.group_maps - j * nr < nr ? st.group_maps - j * nr : nr;
+                    for (int64_t oy = oy0; oy < oy1; ++oy)
+                        for (int64_t t = 0; t < row_tiles; ++t) {   // the row in tiles of even size
+                            const int64_t x0 = ow * t / row_tiles, x1 = ow * (t + 1) / row_tiles;
+                            cs.gemm.column_tile(base + oy * pw + x0, cs.wide_offsets + pc, panel, x1 - x0, maps, kc, pc > 0,
+                                                block + ((oy - oy0) * ow + x0) * st.group_maps + j * nr, st.group_maps);
+                        }
+                }
+            }
+            const int64_t m0 = j0 * nr, m1 = j1 * nr < st.group_maps ? j1 * nr : st.group_maps, r0 = n * st.maps + g * st.group_maps;
+            conv_pixels_transpose(block, st.group_maps, (oy1 - oy0) * ow, m0, m1, bias ? bias + g * st.group_maps : nullptr, store,
+                                  y + r0 * positions + oy0 * ow, positions, r0 * positions + oy0 * ow);
+            if (cs.epilogue && !store) gemm_epilogue_run(c, *cs.epilogue, r0 + m0, r0 + m1, oy0 * ow, oy1 * ow);
+        }
+    }, cs.slots);
+    return Status::Ok;
+}
+
+// The pixel-tile plan: the wide path's padded planes and offsets, units of output rows whose
+// pixels x maps block takes a quarter of L2 (evened out; a multiple of the threads where there
+// are few), split by panels of maps when there are fewer units than threads.
+inline Status cpu_conv_pixels_plan(ReferenceProgram* p, const ConvState& st, CpuGemmState* cs) {
+    TESSEL_TRY(cpu_conv_wide_planes(p, st, cs));
+    const Window& w = st.w;
+    const int64_t oh = w.out[1], ow = w.out[2], nr = cs->gemm.blocking().nr;
+    int64_t rows = (int64_t)(cpu_cache_sizes().l2 / 4 / (uint64_t)(ow * st.group_maps * 4));
+    rows = rows < 1 ? 1 : rows > oh ? oh : rows;
+    int64_t bands = (oh + rows - 1) / rows;
+    const int64_t images = st.batch * st.groups, slots = cs->slots;
+    if (slots > 1 && images * bands < 4 * slots && (images * bands) % slots != 0) {   // even shares for few units
+        const int64_t per_image = ((images * bands + slots - 1) / slots * slots + images - 1) / images;
+        if (per_image <= oh) bands = per_image;
+    }
+    cs->block = (oh + bands - 1) / bands;
+    bands = (oh + cs->block - 1) / cs->block;
+    const int64_t panels = (st.group_maps + nr - 1) / nr;
+    cs->parts = images * bands < slots ? (uint32_t)(slots < panels ? slots : panels) : 1;
+    cs->slot_floats = round16((size_t)(cs->block * ow * st.group_maps));
     return Status::Ok;
 }
 
@@ -9548,7 +9707,21 @@ inline Status cpu_conv_step(ReferenceProgram* p, const PreparedModel& model, Nod
     CpuGemmState* cs = cpu_gemm_state(p, model, id, isa);
     if (!cs) return Status::Ok;
     const Gemm& gemm = cs->gemm;
-    if (const float* w = cpu_constant_input(model, id, 1)) {
+    const float* constant_w = cpu_constant_input(model, id, 1);
+    if (constant_w && conv_takes_pixel_tiles(*st, gemm)) {   // the weights packed as B: K x maps
+        const size_t each = cs->packed_floats = round16(gemm.packed_b_floats(st->depth, st->group_maps));
+        cs->packed = cpu_packed_constant(p, model, gemm, constant_w, {5, st->groups, st->group_maps, st->depth}, (size_t)st->groups * each,
+                                         [&](float* packed) {
+            for (int64_t g = 0; g < st->groups; ++g)
+                gemm.pack_b(st->depth, st->group_maps, constant_w + g * st->group_maps * st->depth, 1, st->depth, packed + (size_t)g * each);
+        });
+        if (!cs->packed) return Status::OutOfMemory;
+        TESSEL_TRY(cpu_conv_pixels_plan(p, *st, cs));
+        TESSEL_TRY(cpu_gemm_use(p, run_cpu_conv_pixels, cs, "Conv"));
+        p->steps_[p->count - 1].scratch_bytes += cs->wide_floats * sizeof(float);
+        return Status::Ok;
+    }
+    if (const float* w = constant_w) {
         const size_t each = cs->packed_floats = round16(gemm.packed_a_floats(st->group_maps, st->depth));
         cs->packed = cpu_packed_constant(p, model, gemm, w, {1, st->groups, st->group_maps, st->depth}, (size_t)st->groups * each,
                                          [&](float* packed) {

@@ -619,6 +619,14 @@ public:
     // Either way scratch_floats needs b_packed false: where a part has three or more row tiles,
     // each panel's first tile reads B's rows and copies them into a packed panel for the others.
     bool reads_b_rows() const { return row_tiles_ != nullptr; }
+    // True when column_tile() runs (x86 JIT): a tile whose A is read in place by columns.
+    bool reads_a_columns() const { return column_tiles_ != nullptr; }
+    // One tile of C, rows x cols (rows <= mr, cols <= nr), ldc floats apart: the sum over
+    // p < k of A(i, p) B(p, j), A(i, p) at a[a_cols[p] + i] (a column's rows consecutive: a
+    // conv's output pixels of one row, read where the input lies), B one packed panel (nr
+    // floats per p). C is overwritten (add false) or added to. Only when reads_a_columns().
+    void column_tile(const float* a, const int64_t* a_cols, const float* b_panel, int64_t rows, int64_t cols, int64_t k,
+                     bool add, float* c, int64_t ldc) const;
     // A whole matrix packed once (constant weights): kc blocks of panels, zero padded.
     size_t packed_a_floats(int64_t m, int64_t k) const;
     size_t packed_b_floats(int64_t k, int64_t n) const;
@@ -647,6 +655,7 @@ public:
         int32_t mask[8];     // AVX2: lanes of the last vector (-1 on)
         const float* row_bias;   // read_c 2: the tile's first row's bias
         const int64_t* b_rows;   // row tiles: B's row offsets (floats) for this K block
+        const int64_t* a_cols;   // column tiles: A's column offsets (floats) for this K block
         float* pack_to;          // packing row tiles: the panel where the rows read are copied
         int32_t stream_a;        // nonzero: A's panels come from memory (prefetched ahead)
         int32_t clamp;           // nonzero: C = Min(hi, Max(lo, C)) as stored
@@ -667,6 +676,7 @@ private:
     const TileFn* tiles_ = nullptr;   // [(rows - 1) * 2 * vectors + (vectors - 1) * 2 + masked], may be null
     const TileFn* row_tiles_ = nullptr;   // the same tiles with B read through GemmOperand::rows (x86), may be null
     const TileFn* packing_row_tiles_ = nullptr;   // row tiles that also store what they read as a packed panel
+    const TileFn* column_tiles_ = nullptr;   // tiles with A read through TileParams::a_cols (x86), may be null
 };
 
 // >>depthwise conv
@@ -5706,8 +5716,9 @@ inline void gemm_portable_tile(const float* a, const float* b, float* c, int64_t
 // bytes, r8 k, r9 TileParams. The K loop runs 4 steps per iteration, then single steps.
 // by_rows: rsi is B's first column and row p is at rsi + 4 b_rows[p] (r10 walks b_rows); the
 // last vector of a masked tile is a masked load, so no column past the tile's is read.
+// by_cols: rdi is A's first row and column p is at rdi + 4 a_cols[p] (r10 walks a_cols).
 inline void emit_gemm_tile_x86(asmjit::x86::Assembler& a, Isa isa, uint32_t mr, uint32_t nr, uint32_t rows,
-                               uint32_t vectors, bool masked, bool by_rows, bool packing) {
+                               uint32_t vectors, bool masked, bool by_rows, bool packing, bool by_cols) {
     namespace x86 = asmjit::x86;
     const bool wide = isa == Isa::Avx512;
     const uint32_t vb = wide ? 64 : 32, top = wide ? 28 : 12;   // registers at and above `top`: B, broadcast, store temporaries
@@ -5723,6 +5734,7 @@ inline void emit_gemm_tile_x86(asmjit::x86::Assembler& a, Isa isa, uint32_t mr, 
             else a.vmovdqu(v(top + 3), x86::ptr(x86::r9, 16));
         }
     }
+    if (by_cols) a.mov(x86::r10, x86::qword_ptr(x86::r9, (int32_t)offsetof(Gemm::TileParams, a_cols)));
     auto step = [&](int32_t u) {
         if (by_rows) {
             a.mov(x86::rax, x86::qword_ptr(x86::r10, u * 8));
@@ -5741,8 +5753,9 @@ inline void emit_gemm_tile_x86(asmjit::x86::Assembler& a, Isa isa, uint32_t mr, 
         } else {
             for (uint32_t j = 0; j < vectors; ++j) a.vmovups(v(top + j), x86::ptr(x86::rsi, (int32_t)(u * nr * 4 + j * vb)));
         }
+        if (by_cols) a.mov(x86::rax, x86::qword_ptr(x86::r10, u * 8));
         for (uint32_t i = 0; i < rows; ++i) {
-            x86::Mem ai = x86::ptr(x86::rdi, (int32_t)((u * mr + i) * 4));
+            x86::Mem ai = by_cols ? x86::ptr(x86::rdi, x86::rax, 2, (int32_t)(i * 4)) : x86::ptr(x86::rdi, (int32_t)((u * mr + i) * 4));
             if (wide) {
                 const x86::Vec row = v(top + 2 + i % 2);
                 a.vbroadcastss(row, ai);
@@ -5758,7 +5771,7 @@ inline void emit_gemm_tile_x86(asmjit::x86::Assembler& a, Isa isa, uint32_t mr, 
     a.jb(single);
     a.bind(quad);
     for (int32_t u = 0; u < 4; ++u) step(u);
-    {   // A packed before run() (a conv's weights, megabytes read once per inference) streams from
+    if (!by_cols) {   // A packed before run() (a conv's weights, megabytes read once per inference) streams from
         // memory: ask for it 4 KB ahead, four steps' lines per four steps. A packed by run() is in L2.
         asmjit::Label near = a.newLabel();
         a.cmp(x86::dword_ptr(x86::r9, (int32_t)offsetof(Gemm::TileParams, stream_a)), 0);
@@ -5766,7 +5779,8 @@ inline void emit_gemm_tile_x86(asmjit::x86::Assembler& a, Isa isa, uint32_t mr, 
         for (uint32_t line = 0; line < 4 * mr * 4; line += 64) a.prefetcht1(x86::ptr(x86::rdi, (int32_t)(4096 + line)));
         a.bind(near);
     }
-    a.add(x86::rdi, (int32_t)(4 * mr * 4));
+    if (by_cols) a.add(x86::r10, 32);
+    else a.add(x86::rdi, (int32_t)(4 * mr * 4));
     if (by_rows) a.add(x86::r10, 32);
     else a.add(x86::rsi, (int32_t)(4 * nr * 4));
     if (packing) a.add(x86::r11, (int32_t)(4 * nr * 4));
@@ -5778,7 +5792,8 @@ inline void emit_gemm_tile_x86(asmjit::x86::Assembler& a, Isa isa, uint32_t mr, 
     a.jz(store);
     a.bind(single_loop);
     step(0);
-    a.add(x86::rdi, (int32_t)(mr * 4));
+    if (by_cols) a.add(x86::r10, 8);
+    else a.add(x86::rdi, (int32_t)(mr * 4));
     if (by_rows) a.add(x86::r10, 8);
     else a.add(x86::rsi, (int32_t)(nr * 4));
     if (packing) a.add(x86::r11, (int32_t)(nr * 4));
@@ -5881,9 +5896,11 @@ inline void emit_gemm_tile_x86(asmjit::x86::Assembler& a, Isa isa, uint32_t mr, 
 
 // Every tile of a target in one code buffer, generated once per process (thread-safe static):
 // the tiles over packed B panels, then the same tiles reading B by rows (from fn + mr 2 vectors
-// on: Gemm::row_tiles_), then row tiles that also pack (Gemm::packing_row_tiles_).
+// on: Gemm::row_tiles_), then row tiles that also pack (Gemm::packing_row_tiles_), then tiles
+// reading A by columns (Gemm::column_tiles_).
+constexpr int kGemmTileKinds = 4;
 struct GemmTileTable {
-    Gemm::TileFn fn[3 * 16 * 2 * 2] = {};
+    Gemm::TileFn fn[kGemmTileKinds * 16 * 2 * 2] = {};
     Status status = Status::Unsupported;
 };
 
@@ -5891,20 +5908,20 @@ inline GemmTileTable make_gemm_tiles(Isa isa, uint32_t mr, uint32_t nr) {
     using namespace asmjit;
     GemmTileTable t;
     const uint32_t vectors = nr / isa_vector_floats(isa);
-    void* entries[3 * 16 * 2 * 2];
-    t.status = assemble_jit_entries<x86::Assembler>(3 * mr * 2 * vectors, entries, [&](x86::Assembler& a, const Label* labels) {
-        for (int kind = 0; kind < 3; ++kind)   // packed B, B by rows, B by rows and packing
+    void* entries[kGemmTileKinds * 16 * 2 * 2];
+    t.status = assemble_jit_entries<x86::Assembler>(kGemmTileKinds * mr * 2 * vectors, entries, [&](x86::Assembler& a, const Label* labels) {
+        for (int kind = 0; kind < kGemmTileKinds; ++kind)   // packed B, B by rows, B by rows and packing, A by columns
             for (uint32_t rows = 1; rows <= mr; ++rows)
                 for (uint32_t vec = 1; vec <= vectors; ++vec)
                     for (int masked = 0; masked < 2; ++masked) {
                         const uint32_t index = (uint32_t)kind * mr * 2 * vectors + (rows - 1) * 2 * vectors + (vec - 1) * 2 + (uint32_t)masked;
                         a.align(AlignMode::kCode, 32);
                         a.bind(labels[index]);
-                        emit_gemm_tile_x86(a, isa, mr, nr, rows, vec, masked != 0, kind > 0, kind == 2);
+                        emit_gemm_tile_x86(a, isa, mr, nr, rows, vec, masked != 0, kind == 1 || kind == 2, kind == 2, kind == 3);
                     }
     });
     if (t.status != Status::Ok) return t;
-    for (uint32_t i = 0; i < 3 * mr * 2 * vectors; ++i) t.fn[i] = reinterpret_cast<Gemm::TileFn>(entries[i]);
+    for (uint32_t i = 0; i < kGemmTileKinds * mr * 2 * vectors; ++i) t.fn[i] = reinterpret_cast<Gemm::TileFn>(entries[i]);
     return t;
 }
 #endif
@@ -6056,6 +6073,7 @@ Status Gemm::init(Isa isa) {
     tiles_ = nullptr;
     row_tiles_ = nullptr;
     packing_row_tiles_ = nullptr;
+    column_tiles_ = nullptr;
     vector_floats_ = 1;
     blocking_.mr = detail::kGemmPortableRows;
     blocking_.nr = detail::kGemmPortableCols;
@@ -6076,6 +6094,7 @@ Status Gemm::init(Isa isa) {
         tiles_ = table->fn;
         row_tiles_ = table->fn + blocking_.mr * 2 * (blocking_.nr / isa_vector_floats(isa));
         packing_row_tiles_ = row_tiles_ + blocking_.mr * 2 * (blocking_.nr / isa_vector_floats(isa));
+        column_tiles_ = packing_row_tiles_ + blocking_.mr * 2 * (blocking_.nr / isa_vector_floats(isa));
         vector_floats_ = isa_vector_floats(isa);
     }
 #elif !defined(TESSEL_NO_JIT) && defined(__aarch64__)
@@ -6357,6 +6376,28 @@ void Gemm::run(int64_t m, int64_t n, int64_t k, float alpha, const GemmOperand& 
             }
         }
     }
+}
+
+void Gemm::column_tile(const float* a, const int64_t* a_cols, const float* b_panel, int64_t rows, int64_t cols, int64_t k,
+                       bool add, float* c, int64_t ldc) const {
+    TileParams params;
+    params.alpha = 1.0f;
+    params.beta = add ? 1.0f : 0.0f;
+    params.read_c = add ? 1 : 0;
+    params.row_bias = nullptr;
+    params.b_rows = nullptr;
+    params.a_cols = a_cols;
+    params.pack_to = nullptr;
+    params.stream_a = 0;
+    params.clamp = 0;
+    params.lo = params.hi = 0.0f;
+    params.residual = 0;
+    params.residual_bytes = 0;
+    const uint32_t vf = vector_floats_, vectors = (uint32_t)((cols + vf - 1) / vf), rest = (uint32_t)(cols - (vectors - 1) * vf);
+    params.kmask = (1u << rest) - 1u;
+    for (uint32_t l = 0; l < 8; ++l) params.mask[l] = l < rest ? -1 : 0;
+    const uint32_t index = (uint32_t)(rows - 1) * 2 * (blocking_.nr / vf) + (vectors - 1) * 2 + (rest != vf ? 1 : 0);
+    column_tiles_[index](a, b_panel, c, ldc * 4, k, &params);
 }
 
 // >>jit kernel table

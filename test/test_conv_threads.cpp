@@ -138,6 +138,10 @@ const ThreadsConvCase kStageCases[] = {
     {{1, 3, 64, 61}, {16, 3, 3, 3}, 1, {2, 2}, {}, {1, 1, 1, 1}},      // the detector's stem
     {{1, 5, 33, 37}, {20, 5, 3, 3}, 1, {3, 3}, {}, {1, 2, 0, 1}},      // stride 3, asymmetric pads
     {{1, 160, 7, 9}, {72, 160, 3, 3}, 1, {}, {}, {1, 1, 1, 1}},        // K of 1440: B packed a K block at a time
+    {{1, 64, 7, 7}, {64, 64, 3, 3}, 1, {}, {}, {1, 1, 1, 1}},          // AVX-512 pixel tiles, one unit: parts by panels of maps
+    {{1, 96, 14, 14}, {96, 96, 3, 3}, 1, {}, {}, {1, 1, 1, 1}},        // pixel tiles in bands of rows, 3 panels
+    {{2, 32, 13, 15}, {32, 16, 3, 3}, 2, {2, 2}, {}, {1, 1, 1, 1}},    // pixel tiles, strided, 2 images and 2 groups
+    {{1, 64, 2, 9}, {64, 64, 3, 3}, 1, {}, {}, {1, 1, 1, 1}},          // pixel tiles, 2 rows for 3 threads: parts by panels
 };
 }  // namespace
 
@@ -152,7 +156,8 @@ TEST_CASE("conv threads: 2 and 3 threads equal 1 thread bit for bit at every ISA
 
 TEST_CASE("conv threads: a fused epilogue (Relu; residual Add, Relu) splits with the Conv, bit for bit") {
     uint32_t seed = 3300;
-    for (const ThreadsConvCase& cc : {kStageCases[0], kStageCases[1], kStageCases[4], kStageCases[5], kStageCases[9], kStageCases[12]}) {
+    for (const ThreadsConvCase& cc : {kStageCases[0], kStageCases[1], kStageCases[4], kStageCases[5], kStageCases[9], kStageCases[12],
+                                      kStageCases[13], kStageCases[14]}) {
         for (Tail tail : {Tail::Relu, Tail::AddRelu}) {
             CAPTURE(seed);
             CAPTURE((int)tail);

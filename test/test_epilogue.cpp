@@ -176,6 +176,9 @@ std::vector<ConvSpec> every_conv() {
         {"3x3, K of 72 under 4 maps (packed panels, residual in the store)", false, {1, 8, 9, 10}, {20, 8, 3, 3}, 1, {}, {}, {1, 1, 1, 1}},
         {"3x3, K of 1440 over 64 maps (B packed a K block at a time, the store's operations on the last)", false, {1, 160, 7, 9},
          {72, 160, 3, 3}, 1, {}, {}, {1, 1, 1, 1}},
+        {"3x3, 32 maps over 7 x 7 (AVX-512: pixel tiles, transposed into Y with the store's operations)", false, {1, 16, 7, 7},
+         {32, 16, 3, 3}, 1, {}, {}, {1, 1, 1, 1}},
+        {"3x3 strided, 2 groups of 16 maps, rows of 19 (pixel tiles)", false, {2, 32, 9, 38}, {32, 16, 3, 3}, 2, {2, 2}, {}, {1, 1, 1, 1}},
         {"1-D", false, {2, 3, 17}, {5, 3, 4}, 1, {}, {2}, {2, 1}},
         {"ConvTranspose 2x2/2", true, {1, 8, 7, 9}, {8, 6, 2, 2}, 1, {2, 2}, {}, {}},
         {"ConvTranspose 3x3/2 padded, grouped", true, {1, 6, 5, 4}, {6, 3, 3, 3}, 2, {2, 2}, {}, {1, 1, 1, 1}},
@@ -220,18 +223,22 @@ TEST_CASE("epilogue: every tail on every conv shape class equals the unfused ste
 
 TEST_CASE("epilogue: NaN and Inf reach the epilogue as they reach the unfused island") {
     const std::vector<Tail> tails = every_tail();
-    const ConvSpec cs = {"3x3 padded", false, {1, 8, 9, 10}, {12, 8, 3, 3}, 1, {}, {}, {1, 1, 1, 1}};
-    std::vector<float> x = uniform_floats(count_of(cs.x), 950);
-    x[3] = NAN;
-    x[40] = INFINITY;
-    x[41] = -INFINITY;
-    x[200] = 1e30f;
-    for (const Tail& tail : tails) {
-        const std::string epilogue = tail.what;
-        CAPTURE(epilogue);
-        check_fused([&](const char* isa, bool fusion, uint32_t threads) {
-            return run_conv_tail(cs, tail, x, 951, isa, fusion, threads);
-        });
+    for (const ConvSpec& cs : {ConvSpec{"3x3 padded", false, {1, 8, 9, 10}, {12, 8, 3, 3}, 1, {}, {}, {1, 1, 1, 1}},
+                               ConvSpec{"3x3 padded, 16 maps (pixel tiles)", false, {1, 8, 9, 10}, {16, 8, 3, 3}, 1, {}, {}, {1, 1, 1, 1}}}) {
+        const std::string conv = cs.what;
+        CAPTURE(conv);
+        std::vector<float> x = uniform_floats(count_of(cs.x), 950);
+        x[3] = NAN;
+        x[40] = INFINITY;
+        x[41] = -INFINITY;
+        x[200] = 1e30f;
+        for (const Tail& tail : tails) {
+            const std::string epilogue = tail.what;
+            CAPTURE(epilogue);
+            check_fused([&](const char* isa, bool fusion, uint32_t threads) {
+                return run_conv_tail(cs, tail, x, 951, isa, fusion, threads);
+            });
+        }
     }
 }
 

@@ -237,6 +237,43 @@ TEST_CASE("gemm: B by row offsets (in place, or packed by each panel's first til
         }
 }
 
+TEST_CASE("gemm: column tiles (A read by column offsets): every rows and columns, K steps, overwrite and add") {
+    Gemm gemm = target_gemm();
+    CHECK(gemm.reads_a_columns() == (gemm.isa() == Isa::Avx2 || gemm.isa() == Isa::Avx512));
+    if (!gemm.reads_a_columns()) return;
+    const int64_t mr = gemm.blocking().mr, nr = gemm.blocking().nr;
+    uint32_t seed = 450;
+    for (int64_t rows = 1; rows <= mr; ++rows)
+        for (int64_t cols : {(int64_t)1, (int64_t)3, nr / 2, nr / 2 + 1, nr - 1, nr})
+            for (int64_t k : {(int64_t)1, (int64_t)6, (int64_t)9})   // K steps in fours and singles
+                for (bool add : {false, true}) {
+                    CAPTURE(rows); CAPTURE(cols); CAPTURE(k); CAPTURE(add);
+                    // Column p of A at slot k - 1 - p of rows + 5 floats, 2 in, in a NaN-filled buffer: no
+                    // row past `rows` may be read (NaN would reach C).
+                    const int64_t pitch = rows + 5, ldc = cols + 3;
+                    std::vector<float> a = random_floats(rows * k, seed), b = random_floats(k * cols, seed + 1);
+                    std::vector<float> c = random_floats(rows * ldc, seed + 2), buffer((size_t)(k * pitch), NAN);
+                    const std::vector<float> c0 = c;
+                    std::vector<int64_t> offsets;
+                    for (int64_t p = 0; p < k; ++p) {
+                        offsets.push_back((k - 1 - p) * pitch + 2);
+                        for (int64_t i = 0; i < rows; ++i) buffer[(size_t)(offsets.back() + i)] = a[(size_t)(i * k + p)];
+                    }
+                    std::vector<float> panel(gemm.packed_b_floats(k, cols), NAN);
+                    gemm.pack_b(k, cols, b.data(), cols, 1, panel.data());
+                    gemm.column_tile(buffer.data(), offsets.data(), panel.data(), rows, cols, k, add, c.data(), ldc);
+                    Reference r = reference_gemm(rows, cols, k, 1.0f, a.data(), k, 1, b.data(), cols, 1, add ? 1.0f : 0.0f,
+                                                 c0.data(), ldc);
+                    CHECK(check_close(r, rows, cols, c.data(), ldc) == 0);
+                    int64_t touched = 0;
+                    for (int64_t i = 0; i < rows; ++i)
+                        for (int64_t j = cols; j < ldc; ++j)
+                            touched += std::memcmp(&c[(size_t)(i * ldc + j)], &c0[(size_t)(i * ldc + j)], 4) != 0;
+                    CHECK(touched == 0);
+                    seed += 3;
+                }
+}
+
 TEST_CASE("gemm: beta 0 never reads C (NaN there is overwritten)") {
     Gemm gemm = target_gemm();
     const int64_t m = 7, n = 19, k = 5;
@@ -403,6 +440,13 @@ TEST_CASE("gemm: Conv on the CPU device: 1x1, 3x3, strided, dilated, grouped, pa
         {{2, 9, 13, 7}, {5, 9, 3, 3}, false, 1, {}, {2, 1}, {2, 1, 0, 2}},           // in place, dilated, asymmetric pads
         {{1, 3, 20, 21}, {24, 3, 3, 3}, true, 1, {2, 2}, {}, {1, 1, 1, 1}},           // packed, strided (phase planes)
         {{1, 16, 12, 40}, {64, 16, 3, 3}, true, 1, {}, {}, {1, 1, 1, 1}},             // packed, 64 maps
+        // AVX-512, maps a multiple of 16 and K >= 64: pixel tiles (A in place by columns, B the packed weights)
+        {{1, 16, 7, 7}, {32, 16, 3, 3}, true, 1, {}, {}, {1, 1, 1, 1}},               // 7 x 7: rows of 7 pixels
+        {{2, 24, 6, 30}, {48, 24, 3, 3}, false, 1, {}, {}, {1, 1, 1, 1}},             // rows of 30 in tiles of 10, 32 + 16 maps
+        {{1, 32, 15, 17}, {16, 32, 3, 3}, true, 1, {2, 2}, {}, {1, 0, 1, 1}},         // strided (phase planes), asymmetric pads
+        {{1, 16, 12, 11}, {16, 16, 3, 3}, true, 1, {}, {2, 2}, {2, 2, 2, 2}},         // dilated
+        {{1, 64, 8, 9}, {64, 32, 3, 3}, true, 2, {}, {}, {1, 1, 1, 1}},               // 2 groups of 32 maps
+        {{1, 144, 5, 6}, {32, 144, 3, 3}, true, 1, {}, {}, {1, 1, 1, 1}},             // K of 1296: two K blocks
     };
     for (const ConvCase& cc : cases) {
         CAPTURE(seed);
