@@ -8806,8 +8806,8 @@ struct CpuGemmState {
     const float* packed = nullptr;
     size_t packed_floats = 0;
     size_t slot_floats = 0;     // scratch of one thread slot (a multiple of 16: 64-byte aligned)
-    uint32_t slots = 1, parts = 1;
-    int64_t block = 0;          // Conv: output positions per work unit
+    uint32_t slots = 1, parts = 1;   // pixel tiles: parts are the chunks of maps
+    int64_t block = 0;          // Conv: output positions per work unit (pixel tiles: output rows)
     uint32_t op_inputs = 0;     // the node's own inputs (a fused step reads the epilogue's after them)
     const GemmEpilogue* epilogue = nullptr;
     // Conv over a padded copy of the input (stride 1, k x k: cpu_conv_wide): its row width and
@@ -9505,25 +9505,29 @@ inline Status cpu_conv_wide_plan(ReferenceProgram* p, const ConvState& st, CpuGe
 // place in the wide path's padded planes through one offset per (channel, tap) (no packing
 // pass), B is the weights packed once in panels of nr maps, and no tile computes a pixel past a
 // row's end: a 7 x 7 map is 49 rows (tiles of 7), where the wide path computes 64 columns, and
-// the maps, a multiple of the vector width, fill every column. The tiles write a unit's pixels x
-// maps block into the slot's scratch; it is then transposed into Y's maps with the bias and the
-// store operations (a residual, a clamp) on the way. x86 JIT only (Gemm::reads_a_columns).
+// the maps, a multiple of the vector width, fill every column. A 1x1 conv reads its input
+// planes directly, its tiles running across rows. The tiles write a unit's pixels x maps block
+// into the slot's scratch; it is then transposed into Y's maps with the bias and the store
+// operations (a residual, a clamp) on the way. x86 JIT only (Gemm::reads_a_columns).
 
-// Whether a Conv takes the pixel tiles (else the wide path): its maps fill the tiles' vectors
-// and K is 64 or more (below, transposing the block costs more than the tiles save: a
-// 3-channel stem ran 1.5x slower). AVX-512 only: AVX2's tiles of 6 pixels split a 7-wide row
-// into tiles of 4 and 3 whose 8 and 6 accumulators do not hide the FMA latency (7 x 7 maps ran
-// 9% slower there, larger maps at most 7% faster).
+// Whether a Conv takes the pixel tiles: its maps fill the tiles' vectors and K is 64 or more
+// (below, transposing the block costs more than the tiles save: a 3-channel stem ran 1.5x
+// slower). A k x k conv (else the wide path), or a 1x1 one whose pixels would leave over 1/16
+// of the direct path's panels of nr empty (7 x 7, 14 x 14 maps). AVX-512 only: AVX2's tiles
+// of 6 pixels split a 7-wide row into tiles of 4 and 3 whose 8 and 6 accumulators do not hide
+// the FMA latency (7 x 7 maps ran 9% slower there, larger maps at most 7% faster).
 inline bool conv_takes_pixel_tiles(const ConvState& st, const Gemm& gemm) {
-    return conv_takes_wide(st) && gemm.reads_a_columns() && gemm.isa() == Isa::Avx512 && st.depth >= 64 &&
-           st.group_maps % gemm.vector_floats() == 0;
+    if (!gemm.reads_a_columns() || gemm.isa() != Isa::Avx512 || st.depth < 64 || st.group_maps % gemm.vector_floats() != 0)
+        return false;
+    const int64_t positions = st.w.out_size(), nr = gemm.blocking().nr;
+    return conv_takes_wide(st) || (st.direct && (positions + nr - 1) / nr * nr - positions > positions / 16);
 }
 
-// Maps [m0, m1) of a unit's block (count pixels x group_maps) into Y's rows from y0 (one map
-// per row of `positions`), the bias added, then ops (residual at ops->residual + the element's
-// offset in Y, clamp) as Gemm::run's store does them. 4 x 4 transposes in SSE where m1 - m0 is
-// a multiple of 4 (the pixel path's maps are whole vectors).
-inline void conv_pixels_transpose(const float* block, int64_t ld, int64_t count, int64_t m0, int64_t m1, const float* bias,
+// A unit's block (count pixels x `maps`, ld floats apart) into Y's rows from y0 (one map per
+// row of `positions`), the bias (`maps` floats, or null) added, then ops (a residual at
+// ops->residual + the element's offset in Y, y0 being at y0_offset; a clamp) as Gemm::run's
+// store does them. 4 x 4 transposes in SSE (the pixel path's maps are whole vectors).
+inline void conv_pixels_transpose(const float* block, int64_t ld, int64_t count, int64_t maps, const float* bias,
                                   const GemmStoreOps* ops, float* y0, int64_t positions, int64_t y0_offset) {
     auto finish = [&](float v, float r) {
         if (ops && ops->residual) v = ops->residual_first ? r + v : v + r;
@@ -9534,11 +9538,11 @@ inline void conv_pixels_transpose(const float* block, int64_t ld, int64_t count,
         return v;
     };
     const float* residual = ops && ops->residual ? ops->residual + y0_offset : nullptr;
-    int64_t m = m0;
+    int64_t m = 0;
 #if defined(__SSE2__)
     const bool clamp = ops && ops->clamp;
     const __m128 lo = _mm_set1_ps(clamp ? ops->lo : 0.0f), hi = _mm_set1_ps(clamp ? ops->hi : 0.0f);
-    for (; m + 4 <= m1; m += 4) {
+    for (; m + 4 <= maps; m += 4) {
         __m128 b[4];
         for (int j = 0; j < 4; ++j) b[j] = _mm_set1_ps(bias ? bias[m + j] : 0.0f);
         int64_t q = 0;
@@ -9563,7 +9567,7 @@ inline void conv_pixels_transpose(const float* block, int64_t ld, int64_t count,
                 y0[j * positions + q] = finish(block[q * ld + j] + (bias ? bias[j] : 0.0f), residual ? residual[j * positions + q] : 0.0f);
     }
 #endif
-    for (; m < m1; ++m)
+    for (; m < maps; ++m)
         for (int64_t q = 0; q < count; ++q)
             y0[m * positions + q] = finish(block[q * ld + m] + (bias ? bias[m] : 0.0f), residual ? residual[m * positions + q] : 0.0f);
 }
@@ -9576,43 +9580,47 @@ inline Status run_cpu_conv_pixels(const RunContext& c) {
     float* y = c.outputs[0].as<float>();
     const int64_t positions = w.out_size();
     if (positions == 0) return Status::Ok;
-    const int64_t pw = cs.wide_width, pp = cs.wide_plane, ow = w.out[2], oh = w.out[1], phases = w.stride[1] * w.stride[2];
+    const int64_t pw = cs.wide_width, pp = cs.wide_plane, ow = w.out[2], oh = w.out[0] * w.out[1];
+    const int64_t phases = w.stride[1] * w.stride[2];
     float* padded = static_cast<float*>(c.scratch);
-    pad_wide_planes(c, st, cs, c.inputs[0].as<float>(), padded);
+    if (!st.direct) pad_wide_planes(c, st, cs, c.inputs[0].as<float>(), padded);
+    const float* planes = st.direct ? c.inputs[0].as<float>() : padded;
     const GemmBlocking& blocking = cs.gemm.blocking();
     const int64_t mr = blocking.mr, nr = blocking.nr, panels = (st.group_maps + nr - 1) / nr, np = panels * nr;
-    const int64_t bands = (oh + cs.block - 1) / cs.block, row_tiles = (ow + mr - 1) / mr;
-    const uint32_t parts = cs.parts;
+    const int64_t bands = (oh + cs.block - 1) / cs.block, chunks = cs.parts;
     float* slots = padded + cs.wide_floats;
     GemmStoreOps ops;   // the residual's pointer at Y's start: the transpose offsets it per map
     const GemmStoreOps* store = epilogue_store_ops(c, cs.epilogue, y, &ops, true);
-    nn_parallel(c, (uint64_t)(st.batch * st.groups * bands) * parts, [&](uint64_t slot, uint64_t begin, uint64_t end) {
+    // Units (image, group, band of rows, chunk of maps), the chunks of a band in a row (its
+    // inputs stay in L2 between them).
+    nn_parallel(c, (uint64_t)(st.batch * st.groups * bands * chunks), [&](uint64_t slot, uint64_t begin, uint64_t end) {
         float* block = slots + slot * cs.slot_floats;   // the unit's pixels x maps
-        for (uint64_t work = begin; work < end; ++work) {
-            const uint64_t unit = work / parts;
-            const int64_t part = (int64_t)(work % parts), band = (int64_t)unit % bands, g = (int64_t)unit / bands % st.groups;
-            const int64_t n = (int64_t)unit / bands / st.groups;
-            const int64_t j0 = part * panels / parts, j1 = (part + 1) * panels / parts;   // the part's panels of maps
-            if (j0 >= j1) continue;
+        for (uint64_t unit = begin; unit < end; ++unit) {
+            const int64_t chunk = (int64_t)(unit % (uint64_t)chunks), rows_unit = (int64_t)(unit / (uint64_t)chunks);
+            const int64_t band = rows_unit % bands, g = rows_unit / bands % st.groups, n = rows_unit / bands / st.groups;
+            const int64_t j0 = chunk * panels / chunks, j1 = (chunk + 1) * panels / chunks;   // the chunk's panels of maps
+            const int64_t m0 = j0 * nr, m1 = j1 * nr < st.group_maps ? j1 * nr : st.group_maps, ld = m1 - m0;
             const int64_t oy0 = band * cs.block, oy1 = oh - oy0 < cs.block ? oh : oy0 + cs.block;
-            const float* base = padded + (n * st.channels + g * st.group_channels) * phases * pp;
+            const float* base = planes + (n * st.channels + g * st.group_channels) * phases * pp;
             const float* weights = cs.packed + (size_t)g * cs.packed_floats;
+            // Runs of pixels whose inputs are consecutive: an output row (a 1x1 conv's: the band).
+            const int64_t run = st.direct ? (oy1 - oy0) * ow : ow, runs = (oy1 - oy0) * ow / run, run_tiles = (run + mr - 1) / mr;
             for (int64_t pc = 0; pc < st.depth; pc += blocking.kc) {
                 const int64_t kc = st.depth - pc < blocking.kc ? st.depth - pc : blocking.kc;
                 for (int64_t j = j0; j < j1; ++j) {
                     const float* panel = weights + pc * np + j * nr * kc;
                     const int64_t maps = st.group_maps - j * nr < nr ? st.group_maps - j * nr : nr;
-                    for (int64_t oy = oy0; oy < oy1; ++oy)
-                        for (int64_t t = 0; t < row_tiles; ++t) {   // the row in tiles of even size
-                            const int64_t x0 = ow * t / row_tiles, x1 = ow * (t + 1) / row_tiles;
-                            cs.gemm.column_tile(base + oy * pw + x0, cs.wide_offsets + pc, panel, x1 - x0, maps, kc, pc > 0,
-                                                block + ((oy - oy0) * ow + x0) * st.group_maps + j * nr, st.group_maps);
+                    for (int64_t r = 0; r < runs; ++r)
+                        for (int64_t t = 0; t < run_tiles; ++t) {   // the run in tiles of even size
+                            const int64_t x0 = run * t / run_tiles, x1 = run * (t + 1) / run_tiles;
+                            cs.gemm.column_tile(base + (oy0 + r) * pw + x0, cs.wide_offsets + pc, panel, x1 - x0, maps, kc, pc > 0,
+                                                block + (r * run + x0) * ld + (j - j0) * nr, ld);
                         }
                 }
             }
-            const int64_t m0 = j0 * nr, m1 = j1 * nr < st.group_maps ? j1 * nr : st.group_maps, r0 = n * st.maps + g * st.group_maps;
-            conv_pixels_transpose(block, st.group_maps, (oy1 - oy0) * ow, m0, m1, bias ? bias + g * st.group_maps : nullptr, store,
-                                  y + r0 * positions + oy0 * ow, positions, r0 * positions + oy0 * ow);
+            const int64_t r0 = n * st.maps + g * st.group_maps, at = (r0 + m0) * positions + oy0 * ow;
+            conv_pixels_transpose(block, ld, (oy1 - oy0) * ow, ld, bias ? bias + g * st.group_maps + m0 : nullptr, store, y + at, positions,
+                                  at);
             if (cs.epilogue && !store) gemm_epilogue_run(c, *cs.epilogue, r0 + m0, r0 + m1, oy0 * ow, oy1 * ow);
         }
     }, cs.slots);
@@ -9623,22 +9631,37 @@ inline Status run_cpu_conv_pixels(const RunContext& c) {
 // pixels x maps block takes a quarter of L2 (evened out; a multiple of the threads where there
 // are few), split by panels of maps when there are fewer units than threads.
 inline Status cpu_conv_pixels_plan(ReferenceProgram* p, const ConvState& st, CpuGemmState* cs) {
-    TESSEL_TRY(cpu_conv_wide_planes(p, st, cs));
     const Window& w = st.w;
-    const int64_t oh = w.out[1], ow = w.out[2], nr = cs->gemm.blocking().nr;
-    int64_t rows = (int64_t)(cpu_cache_sizes().l2 / 4 / (uint64_t)(ow * st.group_maps * 4));
-    rows = rows < 1 ? 1 : rows > oh ? oh : rows;
+    if (st.direct) {   // a 1x1 conv reads its input planes: channel k at k planes
+        int64_t* offsets = p->arena.allocate_array<int64_t>((size_t)st.depth);
+        if (!offsets) return Status::OutOfMemory;
+        for (int64_t k = 0; k < st.depth; ++k) offsets[k] = k * w.in_size();
+        cs->wide_offsets = offsets;
+        cs->wide_width = w.out[2];
+        cs->wide_plane = w.in_size();
+        cs->wide_floats = 0;
+    } else {
+        TESSEL_TRY(cpu_conv_wide_planes(p, st, cs));
+    }
+    // A unit's block of pixels x maps in a quarter of L2: all its maps over bands of rows, or,
+    // where the weights outweigh the image's pixels (maps > pixels), all its rows over chunks
+    // of the maps, so the weights stream from memory once per image.
+    const int64_t oh = w.out[0] * w.out[1], ow = w.out[2], nr = cs->gemm.blocking().nr, pixels = oh * ow;
+    const int64_t panels = (st.group_maps + nr - 1) / nr, budget = (int64_t)(cpu_cache_sizes().l2 / 4 / 4);
+    int64_t rows = oh, chunks = 1;
+    if (st.group_maps > pixels && pixels * nr <= budget) chunks = (panels + budget / (pixels * nr) - 1) / (budget / (pixels * nr));
+    else rows = budget / (ow * st.group_maps) < 1 ? 1 : budget / (ow * st.group_maps) > oh ? oh : budget / (ow * st.group_maps);
     int64_t bands = (oh + rows - 1) / rows;
     const int64_t images = st.batch * st.groups, slots = cs->slots;
-    if (slots > 1 && images * bands < 4 * slots && (images * bands) % slots != 0) {   // even shares for few units
+    if (slots > 1 && chunks == 1 && images * bands < 4 * slots && (images * bands) % slots != 0) {   // even shares for few units
         const int64_t per_image = ((images * bands + slots - 1) / slots * slots + images - 1) / images;
         if (per_image <= oh) bands = per_image;
     }
     cs->block = (oh + bands - 1) / bands;
     bands = (oh + cs->block - 1) / cs->block;
-    const int64_t panels = (st.group_maps + nr - 1) / nr;
-    cs->parts = images * bands < slots ? (uint32_t)(slots < panels ? slots : panels) : 1;
-    cs->slot_floats = round16((size_t)(cs->block * ow * st.group_maps));
+    if (images * bands * chunks < slots) chunks = std::min(panels, (slots + images * bands - 1) / (images * bands));
+    cs->parts = (uint32_t)chunks;
+    cs->slot_floats = round16((size_t)(cs->block * ow * ((panels + chunks - 1) / chunks) * nr));
     return Status::Ok;
 }
 

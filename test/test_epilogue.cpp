@@ -179,6 +179,7 @@ std::vector<ConvSpec> every_conv() {
         {"3x3, 32 maps over 7 x 7 (AVX-512: pixel tiles, transposed into Y with the store's operations)", false, {1, 16, 7, 7},
          {32, 16, 3, 3}, 1, {}, {}, {1, 1, 1, 1}},
         {"3x3 strided, 2 groups of 16 maps, rows of 19 (pixel tiles)", false, {2, 32, 9, 38}, {32, 16, 3, 3}, 2, {2, 2}, {}, {1, 1, 1, 1}},
+        {"1x1 on 7 x 7, 32 maps (pixel tiles across rows)", false, {1, 64, 7, 7}, {32, 64, 1, 1}, 1, {}, {}, {}},
         {"1-D", false, {2, 3, 17}, {5, 3, 4}, 1, {}, {2}, {2, 1}},
         {"ConvTranspose 2x2/2", true, {1, 8, 7, 9}, {8, 6, 2, 2}, 1, {2, 2}, {}, {}},
         {"ConvTranspose 3x3/2 padded, grouped", true, {1, 6, 5, 4}, {6, 3, 3, 3}, 2, {2, 2}, {}, {1, 1, 1, 1}},

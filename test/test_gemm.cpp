@@ -447,6 +447,15 @@ TEST_CASE("gemm: Conv on the CPU device: 1x1, 3x3, strided, dilated, grouped, pa
         {{1, 16, 12, 11}, {16, 16, 3, 3}, true, 1, {}, {2, 2}, {2, 2, 2, 2}},         // dilated
         {{1, 64, 8, 9}, {64, 32, 3, 3}, true, 2, {}, {}, {1, 1, 1, 1}},               // 2 groups of 32 maps
         {{1, 144, 5, 6}, {32, 144, 3, 3}, true, 1, {}, {}, {1, 1, 1, 1}},             // K of 1296: two K blocks
+        {{1, 64, 7, 7}, {32, 64, 1, 1}, true, 1, {}, {}, {}},                         // 1x1 on 7 x 7 (49 pixels, not 64 columns)
+        {{2, 96, 5, 9}, {48, 96, 1, 1}, false, 1, {}, {}, {}},                        // 1x1, 2 images, tiles across rows
+        {{1, 128, 6, 6}, {64, 64, 1, 1}, true, 2, {}, {}, {}},                        // 1x1, 2 groups
+        {{1, 80, 20}, {16, 80, 1}, true, 1, {}, {}, {}},                              // 1x1 1-D
+        {{1, 64, 2, 3, 5}, {16, 64, 1, 1, 1}, true, 1, {}, {}, {}},                   // 1x1 3-D
+        {{1, 1100, 5, 5}, {32, 1100, 1, 1}, true, 1, {}, {}, {}},                     // 1x1, K of 1100: two K blocks
+        // more maps than pixels, pixels x maps past a quarter of L2: all rows, the maps in chunks
+        {{1, 64, 9, 9}, {4096, 64, 1, 1}, true, 1, {}, {}, {}},
+        {{1, 16, 6, 6}, {4096, 16, 3, 3}, true, 1, {}, {}, {1, 1, 1, 1}},
     };
     for (const ConvCase& cc : cases) {
         CAPTURE(seed);
