@@ -9614,7 +9614,7 @@ inline Status run_cpu_conv_pixels(const RunContext& c) {
                         for (int64_t t = 0; t < run_tiles; ++t) {   // the run in tiles of even size
                             const int64_t x0 = run * t / run_tiles, x1 = run * (t + 1) / run_tiles;
                             cs.gemm.column_tile(base + (oy0 + r) * pw + x0, cs.wide_offsets + pc, panel, x1 - x0, maps, kc, pc > 0,
-                                                block + (r * run + x0) * ld + (j - j0) * nr, ld);
+                                                block + (r * run + x0) * ld + (j - j0) * nr, ld, r == 0 && t == 0);
                         }
                 }
             }

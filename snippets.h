@@ -624,9 +624,10 @@ public:
     // One tile of C, rows x cols (rows <= mr, cols <= nr), ldc floats apart: the sum over
     // p < k of A(i, p) B(p, j), A(i, p) at a[a_cols[p] + i] (a column's rows consecutive: a
     // conv's output pixels of one row, read where the input lies), B one packed panel (nr
-    // floats per p). C is overwritten (add false) or added to. Only when reads_a_columns().
+    // floats per p; stream: it comes from memory, prefetched ahead). C is overwritten (add
+    // false) or added to. Only when reads_a_columns().
     void column_tile(const float* a, const int64_t* a_cols, const float* b_panel, int64_t rows, int64_t cols, int64_t k,
-                     bool add, float* c, int64_t ldc) const;
+                     bool add, float* c, int64_t ldc, bool stream = false) const;
     // A whole matrix packed once (constant weights): kc blocks of panels, zero padded.
     size_t packed_a_floats(int64_t m, int64_t k) const;
     size_t packed_b_floats(int64_t k, int64_t n) const;
@@ -657,7 +658,7 @@ public:
         const int64_t* b_rows;   // row tiles: B's row offsets (floats) for this K block
         const int64_t* a_cols;   // column tiles: A's column offsets (floats) for this K block
         float* pack_to;          // packing row tiles: the panel where the rows read are copied
-        int32_t stream_a;        // nonzero: A's panels come from memory (prefetched ahead)
+        int32_t stream;          // nonzero: the packed panels come from memory (A's; column tiles: B's), prefetched ahead
         int32_t clamp;           // nonzero: C = Min(hi, Max(lo, C)) as stored
         float lo, hi;
         int32_t residual;        // 1: v + R, 2: R + v (before the clamp); R at C + residual_bytes
@@ -5771,12 +5772,14 @@ inline void emit_gemm_tile_x86(asmjit::x86::Assembler& a, Isa isa, uint32_t mr, 
     a.jb(single);
     a.bind(quad);
     for (int32_t u = 0; u < 4; ++u) step(u);
-    if (!by_cols) {   // A packed before run() (a conv's weights, megabytes read once per inference) streams from
-        // memory: ask for it 4 KB ahead, four steps' lines per four steps. A packed by run() is in L2.
+    {   // A packed before run() (a conv's weights, megabytes read once per inference; a column tile's B)
+        // streams from memory: ask for it 4 KB ahead, four steps' lines per four steps. A packed
+        // by run() is in L2.
         asmjit::Label near = a.newLabel();
-        a.cmp(x86::dword_ptr(x86::r9, (int32_t)offsetof(Gemm::TileParams, stream_a)), 0);
+        a.cmp(x86::dword_ptr(x86::r9, (int32_t)offsetof(Gemm::TileParams, stream)), 0);
         a.je(near);
-        for (uint32_t line = 0; line < 4 * mr * 4; line += 64) a.prefetcht1(x86::ptr(x86::rdi, (int32_t)(4096 + line)));
+        if (by_cols) for (uint32_t line = 0; line < 4 * nr * 4; line += 64) a.prefetcht1(x86::ptr(x86::rsi, (int32_t)(4096 + line)));
+        else for (uint32_t line = 0; line < 4 * mr * 4; line += 64) a.prefetcht1(x86::ptr(x86::rdi, (int32_t)(4096 + line)));
         a.bind(near);
     }
     if (by_cols) a.add(x86::r10, 32);
@@ -6288,7 +6291,7 @@ void Gemm::run(int64_t m, int64_t n, int64_t k, float alpha, const GemmOperand& 
     params.row_bias = nullptr;
     params.b_rows = nullptr;
     params.pack_to = nullptr;
-    params.stream_a = a.packed;
+    params.stream = a.packed;
     // The store operations, on the last K block's tiles only.
     int32_t clamp = 0, residual = 0;
     params.lo = params.hi = 0.0f;
@@ -6379,7 +6382,7 @@ void Gemm::run(int64_t m, int64_t n, int64_t k, float alpha, const GemmOperand& 
 }
 
 void Gemm::column_tile(const float* a, const int64_t* a_cols, const float* b_panel, int64_t rows, int64_t cols, int64_t k,
-                       bool add, float* c, int64_t ldc) const {
+                       bool add, float* c, int64_t ldc, bool stream) const {
     TileParams params;
     params.alpha = 1.0f;
     params.beta = add ? 1.0f : 0.0f;
@@ -6388,7 +6391,7 @@ void Gemm::column_tile(const float* a, const int64_t* a_cols, const float* b_pan
     params.b_rows = nullptr;
     params.a_cols = a_cols;
     params.pack_to = nullptr;
-    params.stream_a = 0;
+    params.stream = stream;
     params.clamp = 0;
     params.lo = params.hi = 0.0f;
     params.residual = 0;

@@ -261,7 +261,7 @@ TEST_CASE("gemm: column tiles (A read by column offsets): every rows and columns
                     }
                     std::vector<float> panel(gemm.packed_b_floats(k, cols), NAN);
                     gemm.pack_b(k, cols, b.data(), cols, 1, panel.data());
-                    gemm.column_tile(buffer.data(), offsets.data(), panel.data(), rows, cols, k, add, c.data(), ldc);
+                    gemm.column_tile(buffer.data(), offsets.data(), panel.data(), rows, cols, k, add, c.data(), ldc, add);   // streamed when adding
                     Reference r = reference_gemm(rows, cols, k, 1.0f, a.data(), k, 1, b.data(), cols, 1, add ? 1.0f : 0.0f,
                                                  c0.data(), ldc);
                     CHECK(check_close(r, rows, cols, c.data(), ldc) == 0);
