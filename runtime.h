@@ -9538,38 +9538,43 @@ inline void conv_pixels_transpose(const float* block, int64_t ld, int64_t count,
         return v;
     };
     const float* residual = ops && ops->residual ? ops->residual + y0_offset : nullptr;
-    int64_t m = 0;
+    auto scalar = [&](int64_t q, int64_t m) {
+        y0[m * positions + q] = finish(bias ? block[q * ld + m] + bias[m] : block[q * ld + m], residual ? residual[m * positions + q] : 0.0f);
+    };
+    int64_t q = 0;
 #if defined(__SSE2__)
+    // Pixels outer, maps inner: the block is read in order, and the Y lines being filled (one
+    // per map) stay in L1. The bias is added before the transpose (by maps).
     const bool clamp = ops && ops->clamp;
     const __m128 lo = _mm_set1_ps(clamp ? ops->lo : 0.0f), hi = _mm_set1_ps(clamp ? ops->hi : 0.0f);
-    for (; m + 4 <= maps; m += 4) {
-        __m128 b[4];
-        for (int j = 0; j < 4; ++j) b[j] = _mm_set1_ps(bias ? bias[m + j] : 0.0f);
-        int64_t q = 0;
-        for (; q + 4 <= count; q += 4) {
-            __m128 r0 = _mm_loadu_ps(block + q * ld + m), r1 = _mm_loadu_ps(block + (q + 1) * ld + m);
-            __m128 r2 = _mm_loadu_ps(block + (q + 2) * ld + m), r3 = _mm_loadu_ps(block + (q + 3) * ld + m);
+    for (; q + 4 <= count; q += 4) {
+        const float* src = block + q * ld;
+        int64_t m = 0;
+        for (; m + 4 <= maps; m += 4) {
+            __m128 r0 = _mm_loadu_ps(src + m), r1 = _mm_loadu_ps(src + ld + m);
+            __m128 r2 = _mm_loadu_ps(src + 2 * ld + m), r3 = _mm_loadu_ps(src + 3 * ld + m);
+            if (bias) {
+                const __m128 b = _mm_loadu_ps(bias + m);
+                r0 = _mm_add_ps(r0, b), r1 = _mm_add_ps(r1, b), r2 = _mm_add_ps(r2, b), r3 = _mm_add_ps(r3, b);
+            }
             _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
             __m128 v[4] = {r0, r1, r2, r3};
             for (int j = 0; j < 4; ++j) {
-                float* out = y0 + (m + j) * positions + q;
-                __m128 t = _mm_add_ps(v[j], b[j]);
+                __m128 t = v[j];
                 if (residual) {
                     const __m128 r = _mm_loadu_ps(residual + (m + j) * positions + q);
                     t = ops->residual_first ? _mm_add_ps(r, t) : _mm_add_ps(t, r);
                 }
                 if (clamp) t = _mm_min_ps(hi, _mm_max_ps(lo, t));   // MAXPS, MINPS: a NaN t stays
-                _mm_storeu_ps(out, t);
+                _mm_storeu_ps(y0 + (m + j) * positions + q, t);
             }
         }
-        for (; q < count; ++q)
-            for (int64_t j = m; j < m + 4; ++j)
-                y0[j * positions + q] = finish(block[q * ld + j] + (bias ? bias[j] : 0.0f), residual ? residual[j * positions + q] : 0.0f);
+        for (; m < maps; ++m)
+            for (int64_t i = q; i < q + 4; ++i) scalar(i, m);
     }
 #endif
-    for (; m < maps; ++m)
-        for (int64_t q = 0; q < count; ++q)
-            y0[m * positions + q] = finish(block[q * ld + m] + (bias ? bias[m] : 0.0f), residual ? residual[m * positions + q] : 0.0f);
+    for (; q < count; ++q)
+        for (int64_t m = 0; m < maps; ++m) scalar(q, m);
 }
 
 inline Status run_cpu_conv_pixels(const RunContext& c) {
