@@ -9543,34 +9543,36 @@ inline void conv_pixels_transpose(const float* block, int64_t ld, int64_t count,
     };
     int64_t q = 0;
 #if defined(__SSE2__)
-    // Pixels outer, maps inner: the block is read in order, and the Y lines being filled (one
-    // per map) stay in L1. The bias is added before the transpose (by maps).
+    // 16 pixels at a time (a line of each Y row), maps inner: the block's 16 rows stay in L1,
+    // and each Y line is written whole before the next map's (Y's rows are a plane apart, so
+    // lines of many maps at once would share a few cache sets).
     const bool clamp = ops && ops->clamp;
     const __m128 lo = _mm_set1_ps(clamp ? ops->lo : 0.0f), hi = _mm_set1_ps(clamp ? ops->hi : 0.0f);
-    for (; q + 4 <= count; q += 4) {
-        const float* src = block + q * ld;
+    for (int64_t q0 = 0; q0 + 4 <= count; q0 += 16) {
+        const int64_t q1 = std::min(q0 + 16, count / 4 * 4);
         int64_t m = 0;
         for (; m + 4 <= maps; m += 4) {
-            __m128 r0 = _mm_loadu_ps(src + m), r1 = _mm_loadu_ps(src + ld + m);
-            __m128 r2 = _mm_loadu_ps(src + 2 * ld + m), r3 = _mm_loadu_ps(src + 3 * ld + m);
-            if (bias) {
-                const __m128 b = _mm_loadu_ps(bias + m);
-                r0 = _mm_add_ps(r0, b), r1 = _mm_add_ps(r1, b), r2 = _mm_add_ps(r2, b), r3 = _mm_add_ps(r3, b);
-            }
-            _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
-            __m128 v[4] = {r0, r1, r2, r3};
-            for (int j = 0; j < 4; ++j) {
-                __m128 t = v[j];
-                if (residual) {
-                    const __m128 r = _mm_loadu_ps(residual + (m + j) * positions + q);
-                    t = ops->residual_first ? _mm_add_ps(r, t) : _mm_add_ps(t, r);
+            const __m128 b = bias ? _mm_loadu_ps(bias + m) : _mm_setzero_ps();
+            for (int64_t i = q0; i < q1; i += 4) {
+                const float* src = block + i * ld + m;
+                __m128 r0 = _mm_loadu_ps(src), r1 = _mm_loadu_ps(src + ld), r2 = _mm_loadu_ps(src + 2 * ld), r3 = _mm_loadu_ps(src + 3 * ld);
+                if (bias) r0 = _mm_add_ps(r0, b), r1 = _mm_add_ps(r1, b), r2 = _mm_add_ps(r2, b), r3 = _mm_add_ps(r3, b);
+                _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
+                __m128 v[4] = {r0, r1, r2, r3};
+                for (int j = 0; j < 4; ++j) {
+                    __m128 t = v[j];
+                    if (residual) {
+                        const __m128 r = _mm_loadu_ps(residual + (m + j) * positions + i);
+                        t = ops->residual_first ? _mm_add_ps(r, t) : _mm_add_ps(t, r);
+                    }
+                    if (clamp) t = _mm_min_ps(hi, _mm_max_ps(lo, t));   // MAXPS, MINPS: a NaN t stays
+                    _mm_storeu_ps(y0 + (m + j) * positions + i, t);
                 }
-                if (clamp) t = _mm_min_ps(hi, _mm_max_ps(lo, t));   // MAXPS, MINPS: a NaN t stays
-                _mm_storeu_ps(y0 + (m + j) * positions + q, t);
             }
         }
         for (; m < maps; ++m)
-            for (int64_t i = q; i < q + 4; ++i) scalar(i, m);
+            for (int64_t i = q0; i < q1; ++i) scalar(i, m);
+        q = q1;
     }
 #endif
     for (; q < count; ++q)
