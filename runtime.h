@@ -9306,9 +9306,21 @@ inline void pack_wide_panels(const float* base, const int64_t* offsets, int64_t 
     }
 }
 
-// dst[t] = src[2 t] for t < n: a constant stride (and no aliasing) the compiler vectorizes.
-inline void gather_stride2(const float* __restrict src, int64_t n, float* __restrict dst) {
-    for (int64_t t = 0; t < n; ++t) dst[t] = src[2 * t];
+// even[t] = src[2 t], odd[t] = src[2 t + 1] for 2 t (+ 1) < n: a row split into its two
+// column phases in one pass.
+inline void deinterleave2(const float* src, int64_t n, float* even, float* odd) {
+    int64_t t = 0;
+#if defined(__SSE2__)
+    for (; 2 * t + 8 <= n; t += 4) {
+        const __m128 a = _mm_loadu_ps(src + 2 * t), b = _mm_loadu_ps(src + 2 * t + 4);
+        _mm_storeu_ps(even + t, _mm_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0)));
+        _mm_storeu_ps(odd + t, _mm_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1)));
+    }
+#endif
+    for (; 2 * t < n; ++t) {
+        even[t] = src[2 * t];
+        if (2 * t + 1 < n) odd[t] = src[2 * t + 1];
+    }
 }
 
 // Rows of B the packed wide path packs at once: one K block of the GEMM.
@@ -9330,16 +9342,33 @@ inline void pad_wide_planes(const RunContext& c, const ConvState& st, const CpuG
             float* dst = padded + (int64_t)plane * phases * pp;
             const int64_t top = w.pad_begin[1], left = w.pad_begin[2];
             if (phases > 1) {   // padded (row, column) goes to phase (row % sy, column % sx) at (row / sy, column / sx)
-                std::memset(dst, 0, (size_t)(phases * pp) * sizeof(float));
+                // Zeros where no input lands: outside each phase's rows [r0, r1) and columns [c0, c1) of input.
+                const int64_t ph = pp / pw;
+                auto first_at = [](int64_t a, int64_t s) { return a <= 0 ? 0 : (a + s - 1) / s; };
+                for (int64_t py = 0; py < sy; ++py)
+                    for (int64_t px = 0; px < sx; ++px) {
+                        float* phase = dst + (py * sx + px) * pp;
+                        const int64_t r0 = std::min(ph, first_at(top - py, sy)), r1 = std::max(r0, std::min(ph, first_at(top + w.in[1] - py, sy)));
+                        const int64_t c0 = std::min(pw, first_at(left - px, sx)), c1 = std::max(c0, std::min(pw, first_at(left + w.in[2] - px, sx)));
+                        std::memset(phase, 0, (size_t)(r0 * pw) * sizeof(float));
+                        for (int64_t rr = r0; rr < r1; ++rr) {
+                            std::memset(phase + rr * pw, 0, (size_t)c0 * sizeof(float));
+                            std::memset(phase + rr * pw + c1, 0, (size_t)(pw - c1) * sizeof(float));
+                        }
+                        std::memset(phase + r1 * pw, 0, (size_t)((ph - r1) * pw) * sizeof(float));
+                    }
                 for (int64_t i = 0; i < w.in[1]; ++i) {
                     const int64_t r = top + i;
                     float* phase_row = dst + (r % sy) * sx * pp + r / sy * pw;
+                    const float* in = src + i * w.in[2];
+                    if (sx == 2) {   // input columns j even and odd: padded columns left + j
+                        deinterleave2(in, w.in[2], phase_row + left % 2 * pp + left / 2, phase_row + (left + 1) % 2 * pp + (left + 1) / 2);
+                        continue;
+                    }
                     for (int64_t px = 0; px < sx; ++px) {   // padded columns left + j with (left + j) % sx == px
                         const int64_t j0 = ((px - left) % sx + sx) % sx;
                         float* out = phase_row + px * pp + (left + j0) / sx;
-                        const float* in = src + i * w.in[2];
-                        if (sx == 2) gather_stride2(in + j0, (w.in[2] - j0 + 1) / 2, out);
-                        else for (int64_t j = j0; j < w.in[2]; j += sx) *out++ = in[j];
+                        for (int64_t j = j0; j < w.in[2]; j += sx) *out++ = in[j];
                     }
                 }
                 continue;

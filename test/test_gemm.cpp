@@ -464,6 +464,34 @@ TEST_CASE("gemm: Conv on the CPU device: 1x1, 3x3, strided, dilated, grouped, pa
     }
 }
 
+TEST_CASE("gemm: a strided Conv after another finds zeros in its phase planes' borders, not the first one's scratch") {
+    // A: a 3x3 identity (the centre tap of each channel 1, no bias: y = x exactly), whose padded
+    // planes fill the scratch; B: strided, asymmetric pads, planes split in phases whose borders
+    // it must zero itself. B's output against the reference on x.
+    const ConvCase b_case{{1, 16, 15, 16}, {32, 16, 3, 3}, true, 1, {2, 2}, {}, {1, 2, 2, 1}};   // every pad read
+    for (const std::vector<int64_t>& strides : {std::vector<int64_t>{2, 2}, std::vector<int64_t>{3, 2}}) {
+        ConvCase cc = b_case;
+        cc.strides = strides;
+        CAPTURE(strides[0]);
+        std::vector<float> x = random_floats(count_of(cc.x), 470), w = random_floats(count_of(cc.w), 471);
+        std::vector<float> bias = random_floats(cc.w[0], 472), identity((size_t)(16 * 16 * 9), 0.0f);
+        for (int64_t c = 0; c < 16; ++c) identity[(size_t)((c * 16 + c) * 9 + 4)] = 1.0f;
+        Shape out_shape;
+        Reference r = reference_conv(cc, x, w, bias, &out_shape);
+        for (uint32_t threads : {1u, 2u}) {
+            CAPTURE(threads);
+            OpTest t;
+            NodeId a = t.op("Conv", {t.input(cc.x, x), t.constant(Shape{16, 16, 3, 3}, identity)});
+            t.set_ints("pads", {1, 1, 1, 1});
+            t.op("Conv", {InputRef::by_id(a, 0), t.constant(cc.w, w), t.constant(Shape{cc.w[0]}, bias)});
+            t.set_ints("strides", cc.strides);
+            t.set_ints("pads", cc.pads);
+            std::string kernels;
+            CHECK(count_bad(infer_cpu(t, threads, &kernels), r) == 0);
+        }
+    }
+}
+
 TEST_CASE("gemm: MatMul on the CPU device: constant and run-time B, batches, 1 and 2 threads") {
     uint32_t seed = 400;
     struct Case { Shape a, b; };
