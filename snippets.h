@@ -619,13 +619,13 @@ public:
     // Either way scratch_floats needs b_packed false: where a part has three or more row tiles,
     // each panel's first tile reads B's rows and copies them into a packed panel for the others.
     bool reads_b_rows() const { return row_tiles_ != nullptr; }
-    // True when column_tile() runs (x86 JIT): a tile whose A is read in place by columns.
+    // True when column_tile() runs on JIT tiles (x86); else it runs a portable loop.
     bool reads_a_columns() const { return column_tiles_ != nullptr; }
     // One tile of C, rows x cols (rows <= mr, cols <= nr), ldc floats apart: the sum over
     // p < k of A(i, p) B(p, j), A(i, p) at a[a_cols[p] + i] (a column's rows consecutive: a
     // conv's output pixels of one row, read where the input lies), B one packed panel (nr
     // floats per p; stream: it comes from memory, prefetched ahead). C is overwritten (add
-    // false) or added to. Only when reads_a_columns().
+    // false) or added to.
     void column_tile(const float* a, const int64_t* a_cols, const float* b_panel, int64_t rows, int64_t cols, int64_t k,
                      bool add, float* c, int64_t ldc, bool stream = false) const;
     // A whole matrix packed once (constant weights): kc blocks of panels, zero padded.
@@ -6383,6 +6383,15 @@ void Gemm::run(int64_t m, int64_t n, int64_t k, float alpha, const GemmOperand& 
 
 void Gemm::column_tile(const float* a, const int64_t* a_cols, const float* b_panel, int64_t rows, int64_t cols, int64_t k,
                        bool add, float* c, int64_t ldc, bool stream) const {
+    if (!column_tiles_) {
+        for (int64_t i = 0; i < rows; ++i)
+            for (int64_t j = 0; j < cols; ++j) {
+                float sum = 0.0f;
+                for (int64_t p = 0; p < k; ++p) sum += a[a_cols[p] + i] * b_panel[p * blocking_.nr + j];
+                c[i * ldc + j] = add ? c[i * ldc + j] + sum : sum;
+            }
+        return;
+    }
     TileParams params;
     params.alpha = 1.0f;
     params.beta = add ? 1.0f : 0.0f;

@@ -237,10 +237,9 @@ TEST_CASE("gemm: B by row offsets (in place, or packed by each panel's first til
         }
 }
 
-TEST_CASE("gemm: column tiles (A read by column offsets): every rows and columns, K steps, overwrite and add") {
+TEST_CASE("gemm: column tiles (A read by column offsets), JIT or portable: every rows and columns, K steps, overwrite and add") {
     Gemm gemm = target_gemm();
-    CHECK(gemm.reads_a_columns() == (gemm.isa() == Isa::Avx2 || gemm.isa() == Isa::Avx512));
-    if (!gemm.reads_a_columns()) return;
+    CHECK(gemm.reads_a_columns() == (gemm.isa() == Isa::Avx2 || gemm.isa() == Isa::Avx512));   // else a portable loop
     const int64_t mr = gemm.blocking().mr, nr = gemm.blocking().nr;
     uint32_t seed = 450;
     for (int64_t rows = 1; rows <= mr; ++rows)
