@@ -9685,8 +9685,12 @@ inline Status cpu_conv_pixels_plan(ReferenceProgram* p, const ConvState& st, Cpu
     const int64_t oh = w.out[0] * w.out[1], ow = w.out[2], nr = cs->gemm.blocking().nr, pixels = oh * ow;
     const int64_t panels = (st.group_maps + nr - 1) / nr, budget = (int64_t)(cpu_cache_sizes().l2 / 4 / 4);
     int64_t rows = oh, chunks = 1;
-    if (st.group_maps > pixels && pixels * nr <= budget) chunks = (panels + budget / (pixels * nr) - 1) / (budget / (pixels * nr));
-    else rows = budget / (ow * st.group_maps) < 1 ? 1 : budget / (ow * st.group_maps) > oh ? oh : budget / (ow * st.group_maps);
+    if (st.group_maps > pixels && pixels * nr <= budget) {
+        const int64_t chunk_panels = budget / (pixels * nr);
+        chunks = (panels + chunk_panels - 1) / chunk_panels;
+    } else {
+        rows = std::clamp<int64_t>(budget / (ow * st.group_maps), 1, oh);
+    }
     int64_t bands = (oh + rows - 1) / rows;
     const int64_t images = st.batch * st.groups, slots = cs->slots;
     if (slots > 1 && chunks == 1 && images * bands < 4 * slots && (images * bands) % slots != 0) {   // even shares for few units

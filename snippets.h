@@ -671,6 +671,9 @@ private:
     void pack_a_block(int64_t rows, int64_t depth, const float* a, int64_t a_row, int64_t a_col, float* packed) const;
     void pack_b_block(int64_t depth, int64_t cols, const float* b, int64_t b_row, int64_t b_col, float* packed) const;
     void pack_b_rows_block(int64_t depth, int64_t cols, const float* b, const int64_t* rows, float* packed) const;
+    // A tile's `cols` columns (JIT tiles): the last vector's lanes into params' masks; returns the
+    // column part of the tile's index, (vectors - 1) * 2 + masked.
+    uint32_t tile_columns(int64_t cols, TileParams* params) const;
     Isa isa_ = Isa::Ref;
     GemmBlocking blocking_;
     uint32_t vector_floats_ = 1;
@@ -6342,14 +6345,7 @@ void Gemm::run(int64_t m, int64_t n, int64_t k, float alpha, const GemmOperand& 
                 else pack_a_block(mc, kc, a.data + ic * a.row + pc * a.col, a.row, a.col, abuf);
                 for (int64_t jr = 0; jr < nc; jr += nr) {
                     const int64_t cols = nc - jr < nr ? nc - jr : nr;
-                    uint32_t index_cols = 0;
-                    if (tiles_) {
-                        const uint32_t vectors = (uint32_t)((cols + vf - 1) / vf), rest = (uint32_t)(cols - (vectors - 1) * vf);
-                        const bool masked = rest != vf;
-                        params.kmask = (1u << rest) - 1u;
-                        for (uint32_t l = 0; l < 8; ++l) params.mask[l] = l < rest ? -1 : 0;
-                        index_cols = (vectors - 1) * 2 + (masked ? 1 : 0);
-                    }
+                    const uint32_t index_cols = tiles_ ? tile_columns(cols, &params) : 0;
                     for (int64_t ir = 0; ir < mc; ir += mr) {
                         const int64_t rows = mc - ir < mr ? mc - ir : mr;
                         float* ct = c + (ic + ir) * ldc + jc + jr;
@@ -6381,6 +6377,13 @@ void Gemm::run(int64_t m, int64_t n, int64_t k, float alpha, const GemmOperand& 
     }
 }
 
+uint32_t Gemm::tile_columns(int64_t cols, TileParams* params) const {
+    const uint32_t vf = vector_floats_, vectors = (uint32_t)((cols + vf - 1) / vf), rest = (uint32_t)(cols - (vectors - 1) * vf);
+    params->kmask = (1u << rest) - 1u;
+    for (uint32_t l = 0; l < 8; ++l) params->mask[l] = l < rest ? -1 : 0;
+    return (vectors - 1) * 2 + (rest != vf ? 1 : 0);
+}
+
 void Gemm::column_tile(const float* a, const int64_t* a_cols, const float* b_panel, int64_t rows, int64_t cols, int64_t k,
                        bool add, float* c, int64_t ldc, bool stream) const {
     if (!column_tiles_) {
@@ -6405,10 +6408,7 @@ void Gemm::column_tile(const float* a, const int64_t* a_cols, const float* b_pan
     params.lo = params.hi = 0.0f;
     params.residual = 0;
     params.residual_bytes = 0;
-    const uint32_t vf = vector_floats_, vectors = (uint32_t)((cols + vf - 1) / vf), rest = (uint32_t)(cols - (vectors - 1) * vf);
-    params.kmask = (1u << rest) - 1u;
-    for (uint32_t l = 0; l < 8; ++l) params.mask[l] = l < rest ? -1 : 0;
-    const uint32_t index = (uint32_t)(rows - 1) * 2 * (blocking_.nr / vf) + (vectors - 1) * 2 + (rest != vf ? 1 : 0);
+    const uint32_t index = (uint32_t)(rows - 1) * 2 * (blocking_.nr / vector_floats_) + tile_columns(cols, &params);
     column_tiles_[index](a, b_panel, c, ldc * 4, k, &params);
 }
 
