@@ -9536,8 +9536,9 @@ inline Status cpu_conv_wide_plan(ReferenceProgram* p, const ConvState& st, CpuGe
 // row's end: a 7 x 7 map is 49 rows (tiles of 7), where the wide path computes 64 columns, and
 // the maps, a multiple of the vector width, fill every column. A 1x1 conv reads its input
 // planes directly, its tiles running across rows. The tiles write a unit's pixels x maps block
-// into the slot's scratch; it is then transposed into Y's maps with the bias and the store
-// operations (a residual, a clamp) on the way. x86 JIT only (Gemm::reads_a_columns).
+// into the slot's scratch (K blocks add to it); after the last K block each run of a panel is
+// transposed into Y's maps (Gemm::store_transposed) with the bias and the store operations (a
+// residual, a clamp) on the way. x86 JIT only (Gemm::reads_a_columns).
 
 // Whether a Conv takes the pixel tiles: its maps fill the tiles' vectors and K is 64 or more
 // (below, transposing the block costs more than the tiles save: a 3-channel stem ran 1.5x
@@ -9552,61 +9553,8 @@ inline bool conv_takes_pixel_tiles(const ConvState& st, const Gemm& gemm) {
     return conv_takes_wide(st) || (st.direct && (positions + nr - 1) / nr * nr - positions > positions / 16);
 }
 
-// A unit's block (count pixels x `maps`, ld floats apart) into Y's rows from y0 (one map per
-// row of `positions`), the bias (`maps` floats, or null) added, then ops (a residual at
-// ops->residual + the element's offset in Y, y0 being at y0_offset; a clamp) as Gemm::run's
-// store does them. 4 x 4 transposes in SSE (the pixel path's maps are whole vectors).
-inline void conv_pixels_transpose(const float* block, int64_t ld, int64_t count, int64_t maps, const float* bias,
-                                  const GemmStoreOps* ops, float* y0, int64_t positions, int64_t y0_offset) {
-    auto finish = [&](float v, float r) {
-        if (ops && ops->residual) v = ops->residual_first ? r + v : v + r;
-        if (ops && ops->clamp) {
-            v = ops->lo > v ? ops->lo : v;
-            v = ops->hi < v ? ops->hi : v;
-        }
-        return v;
-    };
-    const float* residual = ops && ops->residual ? ops->residual + y0_offset : nullptr;
-    auto scalar = [&](int64_t q, int64_t m) {
-        y0[m * positions + q] = finish(bias ? block[q * ld + m] + bias[m] : block[q * ld + m], residual ? residual[m * positions + q] : 0.0f);
-    };
-    int64_t q = 0;
-#if defined(__SSE2__)
-    // 16 pixels at a time (a line of each Y row), maps inner: the block's 16 rows stay in L1,
-    // and each Y line is written whole before the next map's (Y's rows are a plane apart, so
-    // lines of many maps at once would share a few cache sets).
-    const bool clamp = ops && ops->clamp;
-    const __m128 lo = _mm_set1_ps(clamp ? ops->lo : 0.0f), hi = _mm_set1_ps(clamp ? ops->hi : 0.0f);
-    for (int64_t q0 = 0; q0 + 4 <= count; q0 += 16) {
-        const int64_t q1 = std::min(q0 + 16, count / 4 * 4);
-        int64_t m = 0;
-        for (; m + 4 <= maps; m += 4) {
-            const __m128 b = bias ? _mm_loadu_ps(bias + m) : _mm_setzero_ps();
-            for (int64_t i = q0; i < q1; i += 4) {
-                const float* src = block + i * ld + m;
-                __m128 r0 = _mm_loadu_ps(src), r1 = _mm_loadu_ps(src + ld), r2 = _mm_loadu_ps(src + 2 * ld), r3 = _mm_loadu_ps(src + 3 * ld);
-                if (bias) r0 = _mm_add_ps(r0, b), r1 = _mm_add_ps(r1, b), r2 = _mm_add_ps(r2, b), r3 = _mm_add_ps(r3, b);
-                _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
-                __m128 v[4] = {r0, r1, r2, r3};
-                for (int j = 0; j < 4; ++j) {
-                    __m128 t = v[j];
-                    if (residual) {
-                        const __m128 r = _mm_loadu_ps(residual + (m + j) * positions + i);
-                        t = ops->residual_first ? _mm_add_ps(r, t) : _mm_add_ps(t, r);
-                    }
-                    if (clamp) t = _mm_min_ps(hi, _mm_max_ps(lo, t));   // MAXPS, MINPS: a NaN t stays
-                    _mm_storeu_ps(y0 + (m + j) * positions + i, t);
-                }
-            }
-        }
-        for (; m < maps; ++m)
-            for (int64_t i = q0; i < q1; ++i) scalar(i, m);
-        q = q1;
-    }
-#endif
-    for (; q < count; ++q)
-        for (int64_t m = 0; m < maps; ++m) scalar(q, m);
-}
+// Pixels of a panel stored into Y at a time: whole vectors of 16 for most of them.
+constexpr int64_t kConvPixelsStore = 64;
 
 inline Status run_cpu_conv_pixels(const RunContext& c) {
     const CpuGemmState& cs = *static_cast<const CpuGemmState*>(c.state);
@@ -9646,17 +9594,30 @@ inline Status run_cpu_conv_pixels(const RunContext& c) {
                 for (int64_t j = j0; j < j1; ++j) {
                     const float* panel = weights + pc * np + j * nr * kc;
                     const int64_t maps = st.group_maps - j * nr < nr ? st.group_maps - j * nr : nr;
-                    for (int64_t r = 0; r < runs; ++r)
+                    for (int64_t r = 0, stored = 0; r < runs; ++r) {
                         for (int64_t t = 0; t < run_tiles; ++t) {   // the run in tiles of even size
                             const int64_t x0 = run * t / run_tiles, x1 = run * (t + 1) / run_tiles;
                             cs.gemm.column_tile(base + (oy0 + r) * pw + x0, cs.wide_offsets + pc, panel, x1 - x0, maps, kc, pc > 0,
                                                 block + (r * run + x0) * ld + (j - j0) * nr, ld, r == 0 && t == 0);
                         }
+                        // After the last K block, the runs since the last store into Y's maps once
+                        // they hold kConvPixelsStore pixels (their lines of Y are consecutive), so
+                        // Y's stores spread over the tiles' time and read the block from L1.
+                        if (pc + kc < st.depth || ((r + 1 - stored) * run < kConvPixelsStore && r + 1 < runs)) continue;
+                        const int64_t at = (n * st.maps + g * st.group_maps + j * nr) * positions + (oy0 + stored) * ow;
+                        GemmStoreOps run_store;
+                        if (store) {
+                            run_store = *store;
+                            if (run_store.residual) run_store.residual += at;
+                        }
+                        cs.gemm.store_transposed(block + stored * run * ld + (j - j0) * nr, ld, (r + 1 - stored) * run, maps,
+                                                 bias ? bias + g * st.group_maps + j * nr : nullptr, y + at, positions,
+                                                 store ? &run_store : nullptr);
+                        stored = r + 1;
+                    }
                 }
             }
-            const int64_t r0 = n * st.maps + g * st.group_maps, at = (r0 + m0) * positions + oy0 * ow;
-            conv_pixels_transpose(block, ld, (oy1 - oy0) * ow, ld, bias ? bias + g * st.group_maps + m0 : nullptr, store, y + at, positions,
-                                  at);
+            const int64_t r0 = n * st.maps + g * st.group_maps;
             if (cs.epilogue && !store) gemm_epilogue_run(c, *cs.epilogue, r0 + m0, r0 + m1, oy0 * ow, oy1 * ow);
         }
     }, cs.slots);

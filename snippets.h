@@ -190,6 +190,7 @@
        >>island bodies                build_island_body
        >>gemm implementation          cache sizes, the x86 and NEON tile emitters, packing, the driver
        >>jit kernel table             JitKernelTable (made kernels by key), assemble_jit_kernel
+       >>gemm transposed store        Gemm::store_transposed: the AVX-512 16 x 16 kernel, the portable loop
        >>depthwise conv implementation  padding, the x86 and NEON row tiles, the kernel table, the portable loop
        >>pool rows implementation     the x86 and NEON tiles (strides 1 and 2), the kernel table
        >>gemm dot implementation      the x86 and NEON kernels, the kernel table, the portable loop
@@ -628,6 +629,12 @@ public:
     // false) or added to.
     void column_tile(const float* a, const int64_t* a_cols, const float* b_panel, int64_t rows, int64_t cols, int64_t k,
                      bool add, float* c, int64_t ldc, bool stream = false) const;
+    // Column tiles' C (count rows of maps columns, ldc floats apart) transposed into y: y[m *
+    // y_stride + i] = C(i, m) + bias[m] (bias: maps floats, or null), then store's residual
+    // (store->residual at y's first element, in y's layout) and clamp as run()'s last K block
+    // does them. JIT on AVX-512 (16 x 16 transposes), a portable loop elsewhere.
+    void store_transposed(const float* c, int64_t ldc, int64_t count, int64_t maps, const float* bias, float* y,
+                          int64_t y_stride, const GemmStoreOps* store = nullptr) const;
     // A whole matrix packed once (constant weights): kc blocks of panels, zero padded.
     size_t packed_a_floats(int64_t m, int64_t k) const;
     size_t packed_b_floats(int64_t k, int64_t n) const;
@@ -666,6 +673,15 @@ public:
     };
     // void tile(a panel, b panel, c, ldc in bytes, k, params)
     using TileFn = void (*)(const float*, const float*, float*, int64_t, int64_t, const TileParams*);
+    // What a store_transposed kernel reads besides its operands.
+    struct TransposeParams {
+        const float* bias;        // 16 maps, or null
+        int64_t residual_bytes;   // R of y's element at y + residual_bytes
+        float lo, hi;
+        uint32_t tail_mask;       // the lanes of the last count % 16 rows
+    };
+    // void kernel(C (16 columns), ldc bytes, count rows, y, y_stride bytes, params)
+    using TransposeFn = void (*)(const float*, int64_t, int64_t, float*, int64_t, const TransposeParams*);
 
 private:
     void pack_a_block(int64_t rows, int64_t depth, const float* a, int64_t a_row, int64_t a_col, float* packed) const;
@@ -6461,6 +6477,175 @@ inline Fn assemble_jit_kernel(Emit&& emit) {
 }
 #endif
 }  // namespace detail
+
+// >>gemm transposed store
+namespace detail {
+// What a transpose kernel does besides the transpose, fixed at generation: the bias, the
+// residual (0 none, 1 v + R, 2 R + v: the island's operand order) and the clamp.
+struct GemmTransposeKey {
+    bool bias;
+    int residual;
+    bool clamp;
+    bool operator==(const GemmTransposeKey& o) const { return bias == o.bias && residual == o.residual && clamp == o.clamp; }
+};
+using GemmTransposeTable = JitKernelTable<GemmTransposeKey, Gemm::TransposeFn, 16>;
+
+inline GemmTransposeTable& gemm_transpose_kernels() {
+    static GemmTransposeTable table;
+    return table;
+}
+
+#if !defined(TESSEL_NO_JIT) && (defined(__x86_64__) || defined(_M_X64))
+// 16 columns of C (16 maps) into y's 16 rows, 16 rows of C (pixels) at a time: rows into zmm0-15
+// (the bias added, lanes being maps), four stages of pairwise shuffles (unpck ps, unpck pd, two
+// of vshuff32x4), after which register m holds map m's 16 pixels; then the residual, the clamp
+// and one store per map, masked (k1) for the last count % 16 rows. The stages rename registers
+// instead of moving them: a pair's low half goes to a free register, the high half overwrites
+// its second input, and its first input becomes the free one. Arguments (System V): rdi C, rsi
+// ldc bytes, rdx count, rcx y, r8 y_stride bytes, r9 TransposeParams.
+inline void emit_gemm_transpose_x86(asmjit::x86::Assembler& a, const GemmTransposeKey& key) {
+    namespace x86 = asmjit::x86;
+    const x86::Vec bias = x86::zmm(16), lo = x86::zmm(17), hi = x86::zmm(18), r = x86::zmm(19);
+    if (key.bias) {
+        a.mov(x86::rax, x86::qword_ptr(x86::r9, (int32_t)offsetof(Gemm::TransposeParams, bias)));
+        a.vmovups(bias, x86::ptr(x86::rax));
+    }
+    if (key.residual) a.mov(x86::r10, x86::qword_ptr(x86::r9, (int32_t)offsetof(Gemm::TransposeParams, residual_bytes)));
+    if (key.clamp) {
+        a.vbroadcastss(lo, x86::dword_ptr(x86::r9, (int32_t)offsetof(Gemm::TransposeParams, lo)));
+        a.vbroadcastss(hi, x86::dword_ptr(x86::r9, (int32_t)offsetof(Gemm::TransposeParams, hi)));
+    }
+    auto body = [&](bool full) {
+        asmjit::Label loaded = a.newLabel();
+        a.mov(x86::rax, x86::rdi);
+        if (!full)   // rows past count stay zero (their lanes are not stored)
+            for (uint32_t i = 1; i < 16; ++i) a.vxorps(x86::zmm(i), x86::zmm(i), x86::zmm(i));
+        for (uint32_t i = 0; i < 16; ++i) {
+            if (!full && i > 0) {
+                a.cmp(x86::rdx, (int32_t)i);
+                a.jbe(loaded);
+            }
+            a.vmovups(x86::zmm(i), x86::ptr(x86::rax));
+            if (i + 1 < 16) a.add(x86::rax, x86::rsi);
+        }
+        a.bind(loaded);
+        if (key.bias)   // C + bias: C's NaN first, as the portable loop
+            for (uint32_t i = 0; i < 16; ++i) a.vaddps(x86::zmm(i), x86::zmm(i), bias);
+        uint32_t cur[16], free_reg = 20;
+        for (uint32_t i = 0; i < 16; ++i) cur[i] = i;
+        // One stage: pairs (cur[sa], cur[sb]) -> (next[dlo], next[dhi]).
+        struct Pair { uint32_t sa, sb, dlo, dhi; };
+        auto stage = [&](const Pair* pairs, auto&& emit_lo, auto&& emit_hi) {
+            uint32_t next[16];
+            for (uint32_t p = 0; p < 8; ++p) {
+                const Pair& q = pairs[p];
+                const uint32_t ra = cur[q.sa], rb = cur[q.sb];
+                emit_lo(x86::zmm(free_reg), x86::zmm(ra), x86::zmm(rb));
+                emit_hi(x86::zmm(rb), x86::zmm(ra), x86::zmm(rb));
+                next[q.dlo] = free_reg;
+                next[q.dhi] = rb;
+                free_reg = ra;
+            }
+            for (uint32_t i = 0; i < 16; ++i) cur[i] = next[i];
+        };
+        Pair pairs[8];
+        for (uint32_t p = 0; p < 8; ++p) pairs[p] = Pair{2 * p, 2 * p + 1, 2 * p, 2 * p + 1};
+        stage(pairs, [&](x86::Vec d, x86::Vec x, x86::Vec y) { a.vunpcklps(d, x, y); },
+              [&](x86::Vec d, x86::Vec x, x86::Vec y) { a.vunpckhps(d, x, y); });
+        for (uint32_t q = 0; q < 4; ++q) {
+            pairs[2 * q] = Pair{4 * q, 4 * q + 2, 4 * q, 4 * q + 1};
+            pairs[2 * q + 1] = Pair{4 * q + 1, 4 * q + 3, 4 * q + 2, 4 * q + 3};
+        }
+        stage(pairs, [&](x86::Vec d, x86::Vec x, x86::Vec y) { a.vunpcklpd(d, x, y); },
+              [&](x86::Vec d, x86::Vec x, x86::Vec y) { a.vunpckhpd(d, x, y); });
+        for (uint32_t g = 0; g < 2; ++g)
+            for (uint32_t i = 0; i < 4; ++i) pairs[4 * g + i] = Pair{8 * g + i, 8 * g + i + 4, 8 * g + i, 8 * g + i + 4};
+        stage(pairs, [&](x86::Vec d, x86::Vec x, x86::Vec y) { a.vshuff32x4(d, x, y, 0x88); },
+              [&](x86::Vec d, x86::Vec x, x86::Vec y) { a.vshuff32x4(d, x, y, 0xDD); });
+        for (uint32_t i = 0; i < 8; ++i) pairs[i] = Pair{i, i + 8, i, i + 8};
+        stage(pairs, [&](x86::Vec d, x86::Vec x, x86::Vec y) { a.vshuff32x4(d, x, y, 0x88); },
+              [&](x86::Vec d, x86::Vec x, x86::Vec y) { a.vshuff32x4(d, x, y, 0xDD); });
+        a.mov(x86::r11, x86::rcx);
+        for (uint32_t m = 0; m < 16; ++m) {
+            const x86::Vec v = x86::zmm(cur[m]);
+            if (key.residual) {
+                if (full) a.vmovups(r, x86::ptr(x86::r11, x86::r10));
+                else a.k(x86::k1).z().vmovups(r, x86::ptr(x86::r11, x86::r10));
+                if (key.residual == 2) a.vaddps(v, r, v);
+                else a.vaddps(v, v, r);
+            }
+            if (key.clamp) {   // MAXPS and MINPS return their second operand unless the first wins: NaN stays
+                a.vmaxps(v, lo, v);
+                a.vminps(v, hi, v);
+            }
+            if (full) a.vmovups(x86::ptr(x86::r11), v);
+            else a.k(x86::k1).vmovups(x86::ptr(x86::r11), v);
+            if (m + 1 < 16) a.add(x86::r11, x86::r8);
+        }
+    };
+    asmjit::Label full_loop = a.newLabel(), tail = a.newLabel(), done = a.newLabel();
+    a.bind(full_loop);
+    a.cmp(x86::rdx, 16);
+    a.jb(tail);
+    body(true);
+    a.mov(x86::rax, x86::rsi);
+    a.shl(x86::rax, 4);
+    a.add(x86::rdi, x86::rax);
+    a.add(x86::rcx, 64);
+    a.sub(x86::rdx, 16);
+    a.jmp(full_loop);
+    a.bind(tail);
+    a.test(x86::rdx, x86::rdx);
+    a.jz(done);
+    a.kmovw(x86::k1, x86::word_ptr(x86::r9, (int32_t)offsetof(Gemm::TransposeParams, tail_mask)));
+    body(false);
+    a.bind(done);
+    a.vzeroupper();
+    a.ret();
+}
+#define TESSEL_GEMM_TRANSPOSE_JIT 1
+#endif
+}  // namespace detail
+
+void Gemm::store_transposed(const float* c, int64_t ldc, int64_t count, int64_t maps, const float* bias, float* y,
+                            int64_t y_stride, const GemmStoreOps* store) const {
+    const float* residual = store ? store->residual : nullptr;
+    const bool clamp = store && store->clamp;
+    int64_t m0 = 0;
+#ifdef TESSEL_GEMM_TRANSPOSE_JIT
+    if (isa_ == Isa::Avx512 && maps >= 16 && count > 0) {
+        const detail::GemmTransposeKey key{bias != nullptr, residual ? (store->residual_first ? 2 : 1) : 0, clamp};
+        const TransposeFn fn = detail::gemm_transpose_kernels().find_or_make(key, [&] {
+            return detail::assemble_jit_kernel<TransposeFn>([&](detail::JitAssembler& a) { detail::emit_gemm_transpose_x86(a, key); });
+        });
+        if (fn) {
+            TransposeParams params;
+            params.residual_bytes = residual ? (int64_t)((const char*)residual - (const char*)y) : 0;
+            params.lo = clamp ? store->lo : 0.0f;
+            params.hi = clamp ? store->hi : 0.0f;
+            params.tail_mask = (1u << (count % 16)) - 1u;
+            for (; m0 + 16 <= maps; m0 += 16) {
+                params.bias = bias ? bias + m0 : nullptr;
+                fn(c + m0, ldc * 4, count, y + m0 * y_stride, y_stride * 4, &params);
+            }
+        }
+    }
+#endif
+    for (int64_t m = m0; m < maps; ++m)   // the portable loop: the kernel's arithmetic, in its order
+        for (int64_t i = 0; i < count; ++i) {
+            float v = c[i * ldc + m];
+            if (bias) v = v + bias[m];
+            if (residual) {
+                const float r = residual[m * y_stride + i];
+                v = store->residual_first ? r + v : v + r;
+            }
+            if (clamp) {
+                v = store->lo > v ? store->lo : v;
+                v = store->hi < v ? store->hi : v;
+            }
+            y[m * y_stride + i] = v;
+        }
+}
 
 // >>depthwise conv implementation
 namespace detail {

@@ -273,6 +273,51 @@ TEST_CASE("gemm: column tiles (A read by column offsets), JIT or portable: every
                 }
 }
 
+TEST_CASE("gemm: column tiles' C stored transposed: every count and maps tail, bias, residual in both orders, clamp") {
+    Gemm gemm = target_gemm();
+    uint32_t seed = 470;
+    for (int64_t count : {1, 5, 15, 16, 17, 31, 40})
+        for (int64_t maps : {1, 15, 16, 17, 48})
+            for (int variant = 0; variant < 8; ++variant) {
+                const bool with_bias = variant & 1, clamp = variant & 2;
+                const int residual = variant >> 2 ? (int)(seed % 2) + 1 : 0;   // 1: v + R, 2: R + v
+                CAPTURE(count); CAPTURE(maps); CAPTURE(with_bias); CAPTURE(residual); CAPTURE(clamp);
+                const int64_t ldc = maps + 3, stride = count + 7;
+                std::vector<float> c = random_floats(count * ldc, seed), bias = random_floats(maps, seed + 1);
+                std::vector<float> r = random_floats(maps * stride, seed + 2), y = random_floats(maps * stride, seed + 3);
+                c[(size_t)(seed % (uint32_t)(count * ldc))] = NAN;   // a NaN through every step, and -0 + +0
+                c[(size_t)((seed / 3) % (uint32_t)(count * ldc))] = -0.0f;
+                r[(size_t)(seed % (uint32_t)(maps * stride))] = NAN;
+                const std::vector<float> y0 = y;
+                GemmStoreOps ops;
+                ops.residual = residual ? r.data() : nullptr;
+                ops.residual_first = residual == 2;
+                ops.clamp = clamp;
+                ops.lo = -0.5f;
+                ops.hi = 0.75f;
+                gemm.store_transposed(c.data(), ldc, count, maps, with_bias ? bias.data() : nullptr, y.data(), stride, &ops);
+                int64_t wrong = 0;
+                for (int64_t m = 0; m < maps; ++m)
+                    for (int64_t i = 0; i < stride; ++i) {
+                        float want = y0[(size_t)(m * stride + i)];
+                        if (i < count) {
+                            want = c[(size_t)(i * ldc + m)];
+                            if (with_bias) want = want + bias[(size_t)m];
+                            const float rv = r[(size_t)(m * stride + i)];
+                            if (residual) want = residual == 2 ? rv + want : want + rv;
+                            if (clamp) {   // Max(lo, v), Min(hi, v): NaN stays
+                                want = -0.5f > want ? -0.5f : want;
+                                want = 0.75f < want ? 0.75f : want;
+                            }
+                        }
+                        const float got = y[(size_t)(m * stride + i)];
+                        wrong += !(std::isnan(got) && std::isnan(want)) && std::memcmp(&got, &want, 4) != 0;
+                    }
+                CHECK(wrong == 0);
+                seed += 5;
+            }
+}
+
 TEST_CASE("gemm: beta 0 never reads C (NaN there is overwritten)") {
     Gemm gemm = target_gemm();
     const int64_t m = 7, n = 19, k = 5;
