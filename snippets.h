@@ -150,7 +150,8 @@
        >>tokenizer                    islands on a Graph, build_island_body()
        >>gemm                         Gemm: packed panels, cache blocks, JIT tiles; cpu_cache_sizes
        >>depthwise conv               DepthwiseConv: one plane, padded phase-split copy, JIT row tiles
-       >>max pool                     PoolRows: one output row's interior windows, JIT vector tiles
+       >>max pool                     PoolRows: one output row's interior windows, JIT vector tiles;
+                                      PoolPlanes: whole planes, borders by lane masks
        >>int8 gemm                    Int8Gemm: u8 x s8 -> s32 panels, requantizing epilogue
        >>int8 gemv                    Int8Gemv: a few rows of X times packed weights (VNNI)
        >>int8 depthwise               Int8DepthwiseConv: uint8 planes, 4 taps per dot product, requantized rows
@@ -193,6 +194,7 @@
        >>gemm transposed store        Gemm::store_transposed: the AVX-512 16 x 16 kernel, the portable loop
        >>depthwise conv implementation  padding, the x86 and NEON row tiles, the kernel table, the portable loop
        >>pool rows implementation     the x86 and NEON tiles (strides 1 and 2), the kernel table
+       >>pool planes implementation   the AVX-512 plane kernel, its table, the portable loop
        >>gemm dot implementation      the x86 and NEON kernels, the kernel table, the portable loop
        >>int8 gemm implementation     the VNNI tile emitter, the portable tile, packing; the VNNI gemv kernel
        >>int8 depthwise implementation  the VNNI and sdot row kernels, their table, padding
@@ -800,6 +802,42 @@ public:
 
 private:
     PoolRowShape shape_;
+    Isa isa_ = Isa::Ref;
+    KernelFn kernel_ = nullptr;
+};
+
+// MaxPool's and AveragePool's whole planes (2-D windows, no dilation) by the reference's rule:
+// taps row by row, left to right, padding taps skipped; max: the first real tap starts it, then
+// acc = v > acc ? v : acc; average: ((0 + t0) + t1) + ... divided by the window's real taps, or
+// its taps inside the pads with count_include_pad. The JIT kernel (Avx512) is unrolled over the
+// output rows with every border known at generation: a vector of 16 outputs of a row per tap
+// (stride 2: two loads and one vpermt2ps), masked where a lane's tap is padding, so a plane
+// needs no padded copy and no border pass, and one call runs many planes (the small maps of the
+// inception nets, where per-plane and per-row overheads outweighed the taps). Other targets,
+// and shapes past kPoolPlanesMaxTaps taps a plane, run a portable loop.
+struct PoolPlaneShape {
+    int64_t height = 1, width = 1, out_h = 1, out_w = 1;
+    int64_t kernel_h = 1, kernel_w = 1, stride_h = 1, stride_w = 1;
+    int64_t pad_top = 0, pad_left = 0, pad_bottom = 0, pad_right = 0;
+    int64_t average = 0;             // 0: max, 1: average
+    int64_t count_include_pad = 0;   // average: the divisor counts the taps inside the pads
+};
+
+class PoolPlanes {
+public:
+    // InvalidArgument for dims out of [1, 2^12] (pads [0, 2^12]), flags not 0 or 1, or a window
+    // with no tap inside the plane; Unsupported when the CPU lacks `isa`. jit() false: the shape
+    // or target has no kernel (the portable loop runs).
+    Status init(const PoolPlaneShape& shape, Isa isa = Isa::Auto);
+    Isa isa() const { return isa_; }
+    bool jit() const { return kernel_ != nullptr; }
+    const PoolPlaneShape& shape() const { return shape_; }
+    // planes planes of height x width at x (consecutive) into out_h x out_w planes at y.
+    void run(const float* x, float* y, int64_t planes) const;
+    using KernelFn = void (*)(const float* x, float* y, int64_t planes);
+
+private:
+    PoolPlaneShape shape_;
     Isa isa_ = Isa::Ref;
     KernelFn kernel_ = nullptr;
 };
@@ -7546,6 +7584,247 @@ void PoolRows::run(const float* x, int64_t rows, float* y, float divisor) const 
                 acc = s.average ? acc + v : v > acc ? v : acc;
             }
         y[j] = s.average ? acc / divisor : acc;
+    }
+}
+
+// >>pool planes implementation
+namespace detail {
+// Output vectors x taps a kernel unrolls: past about 2K, its code outgrows the op cache and a
+// plane runs slower than on PoolRows (bench: a 2x2 MaxPool of 224 x 224 planes).
+constexpr int64_t kPoolPlanesMaxTaps = 2048;
+
+// The real taps of a window starting at `start` (kernel taps along a dim of `in`, pad_end
+// after it): [first, last), and the taps inside the pads (count_include_pad's count).
+inline void pool_window_taps(int64_t start, int64_t kernel, int64_t in, int64_t pad_end, int64_t* first, int64_t* last,
+                             int64_t* padded) {
+    *first = start < 0 ? -start : 0;
+    *last = std::min(kernel, in - start);
+    *padded = std::max<int64_t>(0, std::min(kernel, in + pad_end - start));
+}
+
+// The output rows [*begin, *end) whose windows lie inside the plane's rows (none: begin == end),
+// when there are at least 3 of them (a JIT kernel loops over them).
+inline void pool_planes_middle_rows(const PoolPlaneShape& s, int64_t* begin, int64_t* end) {
+    *begin = std::min(s.out_h, (s.pad_top + s.stride_h - 1) / s.stride_h);
+    *end = s.height >= s.kernel_h ? std::min(s.out_h, (s.height - s.kernel_h + s.pad_top) / s.stride_h + 1) : 0;
+    if (*end - *begin < 3) *end = *begin;
+}
+
+inline int64_t pool_plane_divisor(const PoolPlaneShape& s, int64_t oh, int64_t ow) {
+    int64_t f0, l0, p0, f1, l1, p1;
+    pool_window_taps(oh * s.stride_h - s.pad_top, s.kernel_h, s.height, s.pad_bottom, &f0, &l0, &p0);
+    pool_window_taps(ow * s.stride_w - s.pad_left, s.kernel_w, s.width, s.pad_right, &f1, &l1, &p1);
+    return s.count_include_pad ? p0 * p1 : (l0 - f0) * (l1 - f1);
+}
+
+#if !defined(TESSEL_NO_JIT) && (defined(__x86_64__) || defined(_M_X64))
+// Arguments (System V): rdi x, rsi y, rdx planes. Per output row and vector of 16 outputs: the
+// accumulator zmm0 (renamed per vector by the CPU: each starts with a write of the whole
+// register), taps in zmm1 (stride 2: zmm1 and zmm2, permuted by zmm31's even indices). A tap's
+// lanes that are padding are masked out of its load and its operation; a max's first real tap
+// per lane is a masked move. Lane masks live in k1-k7, reloaded only when another is needed.
+inline void emit_pool_planes_x86(asmjit::x86::Assembler& a, const PoolPlaneShape& s) {
+    namespace x86 = asmjit::x86;
+    const bool average = s.average != 0;
+    const int64_t vectors = (s.out_w + 15) / 16;
+    asmjit::Label loop = a.newLabel(), done = a.newLabel(), data = a.newLabel();
+    uint32_t held[8] = {};         // k1-k7: the mask each holds (0: none)
+    uint32_t next_k = 1;
+    auto kreg = [&](uint32_t mask) -> x86::KReg {
+        for (uint32_t k = 1; k < 8; ++k)
+            if (held[k] == mask) return x86::k(k);
+        const uint32_t k = next_k;
+        next_k = next_k == 7 ? 1 : next_k + 1;
+        held[k] = mask;
+        a.mov(x86::eax, mask);
+        a.kmovw(x86::k(k), x86::eax);
+        return x86::k(k);
+    };
+    const x86::Vec acc = x86::zmm(0), tap = x86::zmm(1), second = x86::zmm(2), even = x86::zmm(31);
+    if (s.stride_w == 2) a.vmovups(even, x86::ptr(data));
+    a.test(x86::rdx, x86::rdx);
+    a.jz(done);
+    a.bind(loop);
+    // Output row oh's vectors, taps read from xb (input row x_row at xb), stored at yb (output
+    // row y_row at yb), divided by row divisor_row's divisors.
+    auto emit_row = [&](int64_t oh, const x86::Gp& xb, int64_t x_row, const x86::Gp& yb, int64_t y_row, int64_t divisor_row) {
+        for (int64_t v = 0; v < vectors; ++v) {
+            const int64_t c0 = v * 16, lanes = std::min<int64_t>(16, s.out_w - c0);
+            const uint32_t all = lanes == 16 ? 0xFFFFu : (1u << lanes) - 1u;
+            uint32_t seen = 0;
+            bool started = false;
+            if (average) a.vxorps(acc, acc, acc);
+            for (int64_t kh = 0; kh < s.kernel_h; ++kh) {
+                const int64_t row = oh * s.stride_h + kh - s.pad_top;
+                if (row < 0 || row >= s.height) continue;
+                for (int64_t kw = 0; kw < s.kernel_w; ++kw) {
+                    // lane l reads column (c0 + l) * stride_w + kw - pad_left
+                    const int64_t col0 = c0 * s.stride_w + kw - s.pad_left;
+                    uint32_t real = 0;
+                    for (int64_t l = 0; l < lanes; ++l) {
+                        const int64_t col = col0 + l * s.stride_w;
+                        if (col >= 0 && col < s.width) real |= 1u << l;
+                    }
+                    if (!real) continue;
+                    const int32_t at = (int32_t)(((row - x_row) * s.width + col0) * 4);
+                    auto load = [&](const x86::Vec& to, uint32_t mask, int32_t bytes) {   // masked where not whole
+                        if (mask == 0xFFFFu) a.vmovups(to, x86::ptr(xb, bytes));
+                        else a.k(kreg(mask)).z().vmovups(to, x86::ptr(xb, bytes));
+                    };
+                    if (s.stride_w == 1) {
+                        load(tap, real, at);
+                    } else {   // the 32 columns from col0: even lanes are the taps
+                        uint32_t first_half = 0, second_half = 0;
+                        for (int64_t j = 0; j < 32; ++j) {
+                            const int64_t col = col0 + j;
+                            if (col >= 0 && col < s.width && j / 2 < lanes) (j < 16 ? first_half : second_half) |= 1u << (j % 16);
+                        }
+                        if (first_half) load(tap, first_half, at);
+                        else a.vxorps(tap, tap, tap);
+                        if (second_half) load(second, second_half, at + 64);
+                        else a.vxorps(second, second, second);
+                        a.vpermt2ps(tap, even, second);
+                    }
+                    if (average) {   // acc + t on the real lanes: 0 + t0 first, as the reference
+                        if (real == all) a.vaddps(acc, acc, tap);
+                        else a.k(kreg(real)).vaddps(acc, acc, tap);
+                    } else if (!started) {
+                        a.vmovaps(acc, tap);
+                    } else {
+                        const uint32_t first = real & ~seen, later = real & seen;
+                        if (first) a.k(kreg(first)).vmovaps(acc, tap);
+                        if (later == all) a.vmaxps(acc, tap, acc);
+                        else if (later) a.k(kreg(later)).vmaxps(acc, tap, acc);
+                    }
+                    started = true;
+                    seen |= real;
+                }
+            }
+            if (average) a.vdivps(acc, acc, x86::ptr(data, (int32_t)(64 + (divisor_row * vectors + v) * 64)));
+            const x86::Mem out = x86::ptr(yb, (int32_t)(((oh - y_row) * s.out_w + c0) * 4));
+            if (all == 0xFFFFu) a.vmovups(out, acc);
+            else a.k(kreg(all)).vmovups(out, acc);
+        }
+    };
+    // The rows whose windows lie inside the plane's rows run one body in a loop (r8 their input
+    // row, r9 their output row, r10 the count): the same taps, masks and divisors each.
+    int64_t middle0 = 0, middle1 = 0;
+    pool_planes_middle_rows(s, &middle0, &middle1);
+    for (int64_t oh = 0; oh < s.out_h; ++oh) {
+        if (oh == middle0 && middle1 > middle0) {
+            asmjit::Label rows = a.newLabel();
+            const int64_t x_row = middle0 * s.stride_h - s.pad_top;
+            a.lea(x86::r8, x86::ptr(x86::rdi, (int32_t)(x_row * s.width * 4)));
+            a.lea(x86::r9, x86::ptr(x86::rsi, (int32_t)(middle0 * s.out_w * 4)));
+            a.mov(x86::r10, (uint64_t)(middle1 - middle0));
+            a.bind(rows);
+            for (uint32_t k = 1; k < 8; ++k) held[k] = 0;   // entered from before the loop and from its end
+            emit_row(middle0, x86::r8, x_row, x86::r9, middle0, middle0);
+            a.add(x86::r8, (int32_t)(s.stride_h * s.width * 4));
+            a.add(x86::r9, (int32_t)(s.out_w * 4));
+            a.sub(x86::r10, 1);
+            a.jnz(rows);
+            oh = middle1 - 1;
+            continue;
+        }
+        emit_row(oh, x86::rdi, 0, x86::rsi, 0, oh);
+    }
+    a.add(x86::rdi, (int32_t)(s.height * s.width * 4));
+    a.add(x86::rsi, (int32_t)(s.out_h * s.out_w * 4));
+    a.sub(x86::rdx, 1);
+    a.jnz(loop);
+    a.bind(done);
+    a.vzeroupper();
+    a.ret();
+    a.align(asmjit::AlignMode::kData, 64);
+    a.bind(data);
+    int32_t even_lanes[16];
+    for (int32_t l = 0; l < 16; ++l) even_lanes[l] = 2 * l;
+    a.embed(even_lanes, sizeof even_lanes);
+    for (int64_t oh = 0; oh < s.out_h && average; ++oh)   // the divisors of (row, vector), 1 past the row's end
+        for (int64_t v = 0; v < vectors; ++v) {
+            float lanes[16];
+            for (int64_t l = 0; l < 16; ++l) lanes[l] = v * 16 + l < s.out_w ? (float)pool_plane_divisor(s, oh, v * 16 + l) : 1.0f;
+            a.embed(lanes, sizeof lanes);
+        }
+}
+
+inline PoolPlanes::KernelFn make_pool_planes_kernel(const PoolPlaneShape& s) {
+    return assemble_jit_kernel<PoolPlanes::KernelFn>([&](JitAssembler& a) { emit_pool_planes_x86(a, s); });
+}
+#define TESSEL_POOL_PLANES_JIT 1
+#endif
+
+struct PoolPlanesKernelKey {
+    PoolPlaneShape shape;
+    bool operator==(const PoolPlanesKernelKey& o) const { return std::memcmp(&shape, &o.shape, sizeof shape) == 0; }
+};
+using PoolPlanesKernelTable = JitKernelTable<PoolPlanesKernelKey, PoolPlanes::KernelFn, 256>;
+
+inline PoolPlanesKernelTable& pool_planes_kernels() {
+    static PoolPlanesKernelTable table;
+    return table;
+}
+}  // namespace detail
+
+Status PoolPlanes::init(const PoolPlaneShape& s, Isa isa) {
+    if (isa == Isa::Auto) isa = default_isa();
+    if (!isa_available(isa)) return Status::Unsupported;
+    const int64_t limit = (int64_t)1 << 12;
+    for (int64_t d : {s.height, s.width, s.out_h, s.out_w, s.kernel_h, s.kernel_w, s.stride_h, s.stride_w})
+        if (d < 1 || d > limit) return Status::InvalidArgument;
+    for (int64_t d : {s.pad_top, s.pad_left, s.pad_bottom, s.pad_right})
+        if (d < 0 || d > limit) return Status::InvalidArgument;
+    if ((s.average != 0 && s.average != 1) || (s.count_include_pad != 0 && s.count_include_pad != 1)) return Status::InvalidArgument;
+    for (int64_t oh = 0; oh < s.out_h; ++oh)
+        for (int64_t ow = 0; ow < s.out_w; ++ow) {   // every window has a real tap
+            int64_t f0, l0, p0, f1, l1, p1;
+            detail::pool_window_taps(oh * s.stride_h - s.pad_top, s.kernel_h, s.height, s.pad_bottom, &f0, &l0, &p0);
+            detail::pool_window_taps(ow * s.stride_w - s.pad_left, s.kernel_w, s.width, s.pad_right, &f1, &l1, &p1);
+            if (f0 >= l0 || f1 >= l1) return Status::InvalidArgument;
+        }
+    shape_ = s;
+    isa_ = isa;
+    kernel_ = nullptr;
+#ifdef TESSEL_POOL_PLANES_JIT
+    int64_t middle0 = 0, middle1 = 0;   // the rows of one loop count once
+    detail::pool_planes_middle_rows(s, &middle0, &middle1);
+    const int64_t taps = (s.out_h - (middle1 - middle0) + 1) * ((s.out_w + 15) / 16) * s.kernel_h * s.kernel_w;
+    // 32-bit displacements: a plane and the 32 floats a stride-2 tap loads past its start
+    if (isa == Isa::Avx512 && (s.stride_w == 1 || s.stride_w == 2) && taps <= detail::kPoolPlanesMaxTaps &&
+        (s.height * s.width + s.out_w * s.stride_w + 64) * 4 < ((int64_t)1 << 30))
+        kernel_ = detail::pool_planes_kernels().find_or_make(detail::PoolPlanesKernelKey{s}, [&] { return detail::make_pool_planes_kernel(s); });
+#endif
+    return Status::Ok;
+}
+
+void PoolPlanes::run(const float* x, float* y, int64_t planes) const {
+    if (planes < 1) return;
+    if (kernel_) {
+        kernel_(x, y, planes);
+        return;
+    }
+    const PoolPlaneShape& s = shape_;
+    for (int64_t plane = 0; plane < planes; ++plane) {
+        const float* xp = x + plane * s.height * s.width;
+        float* yp = y + plane * s.out_h * s.out_w;
+        for (int64_t oh = 0; oh < s.out_h; ++oh)
+            for (int64_t ow = 0; ow < s.out_w; ++ow) {
+                float acc = 0.0f;
+                bool started = false;
+                for (int64_t kh = 0; kh < s.kernel_h; ++kh) {
+                    const int64_t row = oh * s.stride_h + kh - s.pad_top;
+                    if (row < 0 || row >= s.height) continue;
+                    for (int64_t kw = 0; kw < s.kernel_w; ++kw) {
+                        const int64_t col = ow * s.stride_w + kw - s.pad_left;
+                        if (col < 0 || col >= s.width) continue;
+                        const float v = xp[row * s.width + col];
+                        acc = s.average ? acc + v : !started || v > acc ? v : acc;
+                        started = true;
+                    }
+                }
+                yp[oh * s.out_w + ow] = s.average ? acc / (float)detail::pool_plane_divisor(s, oh, ow) : acc;
+            }
     }
 }
 
