@@ -7759,7 +7759,8 @@ struct PoolPlanesKernelKey {
     PoolPlaneShape shape;
     bool operator==(const PoolPlanesKernelKey& o) const { return std::memcmp(&shape, &o.shape, sizeof shape) == 0; }
 };
-using PoolPlanesKernelTable = JitKernelTable<PoolPlanesKernelKey, PoolPlanes::KernelFn, 256>;
+// A model has a few pool shapes; the test suites make hundreds.
+using PoolPlanesKernelTable = JitKernelTable<PoolPlanesKernelKey, PoolPlanes::KernelFn, 1024>;
 
 inline PoolPlanesKernelTable& pool_planes_kernels() {
     static PoolPlanesKernelTable table;

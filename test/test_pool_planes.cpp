@@ -64,6 +64,7 @@ TEST_CASE("pool planes: Max and AveragePool, kernels 1-7, strides 1 and 2, pads,
         {6, 33, 2, 3, 2, 1, 1, 0, 0, 2},  {3, 3, 3, 3, 1, 1, 2, 2, 2, 2},   {16, 35, 4, 2, 1, 2, 3, 1, 1, 0},
     };
     uint32_t seed = 9100;
+    int64_t on_jit = 0;
     for (Isa isa : {Isa::Ref, Isa::Sse41, Isa::Avx2, Isa::Avx512, Isa::Neon}) {
         if (!isa_available(isa)) continue;
         const std::string target = isa_name(isa);
@@ -80,7 +81,9 @@ TEST_CASE("pool planes: Max and AveragePool, kernels 1-7, strides 1 and 2, pads,
                 CAPTURE(k.h); CAPTURE(k.w); CAPTURE(k.kh); CAPTURE(k.kw); CAPTURE(k.sh); CAPTURE(k.sw); CAPTURE(kind);
                 PoolPlanes planes;
                 REQUIRE(planes.init(s, isa) == Status::Ok);
-                CHECK(planes.jit() == (isa == Isa::Avx512));
+                // JIT on AVX-512 only, while the process's kernel table has room (other suites fill it)
+                CHECK((!planes.jit() || isa == Isa::Avx512));
+                on_jit += planes.jit();
                 const int64_t count = 3, in = k.h * k.w, out = s.out_h * s.out_w;
                 for (bool at_end : {true, false}) {   // the planes against either guard page
                     test::GuardedBuffer x((size_t)(count * in), at_end), y((size_t)(count * out), at_end);
@@ -97,6 +100,7 @@ TEST_CASE("pool planes: Max and AveragePool, kernels 1-7, strides 1 and 2, pads,
                 }
             }
     }
+    if (isa_available(Isa::Avx512)) CHECK(on_jit > 0);
 }
 
 TEST_CASE("pool planes: a NaN at every tap position of max windows at the borders and inside") {
