@@ -13219,11 +13219,7 @@ inline Status cpu_pool_small_step(ReferenceProgram* p, const PoolState& st, Stri
     PoolRows rows;
     if (rows.init(shape, isa) != Status::Ok || !rows.jit()) return Status::Ok;
     // Per output: the window's real rows [first, last) of kh, padded rows (inside the pads).
-    auto taps = [](int64_t start, int64_t kernel, int64_t in, int64_t pad_end, int64_t* first, int64_t* last, int64_t* padded) {
-        *first = start < 0 ? -start : 0;
-        *last = std::min(kernel, in - start);
-        *padded = std::max<int64_t>(0, std::min(kernel, in + pad_end - start));
-    };
+    auto taps = pool_window_taps;
     auto divisor_at = [&](int64_t oh, int64_t ow) {
         int64_t f0, l0, p0, f1, l1, p1;
         taps(oh - top, kh, height, w.pad_end[1], &f0, &l0, &p0);

@@ -809,9 +809,10 @@ private:
 // MaxPool's and AveragePool's whole planes (2-D windows, no dilation) by the reference's rule:
 // taps row by row, left to right, padding taps skipped; max: the first real tap starts it, then
 // acc = v > acc ? v : acc; average: ((0 + t0) + t1) + ... divided by the window's real taps, or
-// its taps inside the pads with count_include_pad. The JIT kernel (Avx512) is unrolled over the
-// output rows with every border known at generation: a vector of 16 outputs of a row per tap
-// (stride 2: two loads and one vpermt2ps), masked where a lane's tap is padding, so a plane
+// its taps inside the pads with count_include_pad. The JIT kernel (Avx512) knows every border
+// at generation (the border rows unrolled, those inside the plane one loop body): a vector of 16
+// outputs of a row per tap (stride 2: two loads and one vpermt2ps), masked where a lane's tap is
+// padding, so a plane
 // needs no padded copy and no border pass, and one call runs many planes (the small maps of the
 // inception nets, where per-plane and per-row overheads outweighed the taps). Other targets,
 // and shapes past kPoolPlanesMaxTaps taps a plane, run a portable loop.
