@@ -13070,8 +13070,8 @@ inline Status cpu_pool_rows_step(ReferenceProgram* p, const PoolState& st, Strin
 // >>whole pool planes
 // MaxPool and AveragePool on snippets.h's PoolPlanes where it has a kernel (AVX-512, planes of
 // up to kPoolPlanesMaxTaps vector taps): each thread's planes in one call, borders by lane masks.
-// Planes past kCpuPoolPlanesFloats keep the row kernel: a 2x2 MaxPool of 224 x 224 planes ran
-// 1.4x slower on the plane kernel, those of 112 x 112 planes 0.6-0.7x the row kernel's time.
+// Planes past kCpuPoolPlanesFloats keep the row kernel: the plane kernel's overlapping vector
+// taps pay off while a plane stays in L1/L2, and lost on 224 x 224 planes (memory-bound).
 constexpr int64_t kCpuPoolPlanesFloats = 128 * 128;
 
 struct CpuPoolPlanesState {

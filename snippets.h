@@ -7590,8 +7590,8 @@ void PoolRows::run(const float* x, int64_t rows, float* y, float divisor) const 
 
 // >>pool planes implementation
 namespace detail {
-// Output vectors x taps a kernel unrolls: past about 2K, its code outgrows the op cache and a
-// plane runs slower than on PoolRows (bench: a 2x2 MaxPool of 224 x 224 planes).
+// Output vectors x taps a kernel emits (its border rows and one loop body): a bound on its
+// code, which runs once per plane and must stay in the op cache.
 constexpr int64_t kPoolPlanesMaxTaps = 2048;
 
 // The real taps of a window starting at `start` (kernel taps along a dim of `in`, pad_end
