@@ -8816,6 +8816,10 @@ struct CpuGemmState {
     int64_t wide_width = 0, wide_plane = 0;
     size_t wide_floats = 0;
     bool wide_in_place = false;   // B read in the padded planes (else packed panels)
+    // Pixel tiles: floats of a slot's padded band (at the slot's start) and the tiles' step
+    // between pixels (a column phase's padded width is wide_width, its band plane wide_plane).
+    size_t band_floats = 0;
+    int64_t pixel_step = 1;
     const int64_t* plane_rows = nullptr;   // 1x1 Conv, x86: B by rows (row k at k planes), no packing pass
 };
 
@@ -9531,8 +9535,8 @@ inline Status cpu_conv_wide_plan(ReferenceProgram* p, const ConvState& st, CpuGe
 // >>conv pixel tiles
 // A k x k Conv the other way round: the GEMM's rows are output pixels and its columns maps, so
 // a tile is up to mr pixels of one output row times nr maps. A (the pixels' inputs) is read in
-// place in the wide path's padded planes through one offset per (channel, tap) (no packing
-// pass), B is the weights packed once in panels of nr maps, and no tile computes a pixel past a
+// place in a padded copy of the rows a unit's band reads, through one offset per (channel, tap)
+// (no packing pass), B is the weights packed once in panels of nr maps, and no tile computes a pixel past a
 // row's end: a 7 x 7 map is 49 rows (tiles of 7), where the wide path computes 64 columns, and
 // the maps, a multiple of the vector width, fill every column. A 1x1 conv reads its input
 // planes directly, its tiles running across rows. The tiles write a unit's pixels x maps block
@@ -9556,6 +9560,56 @@ inline bool conv_takes_pixel_tiles(const ConvState& st, const Gemm& gemm) {
 // Pixels of a panel stored into Y at a time: whole vectors of 16 for most of them.
 constexpr int64_t kConvPixelsStore = 64;
 
+// A band's padded copy: per channel, `phases` column phases (padded column q in phase q %
+// phases at q / phases: a tile's pixels are then floats pixel_step apart) of the band's padded
+// rows, `plane` floats each, rows of pw. Each slot copies the bands it runs into its own
+// scratch: a shared copy written by both threads crossed between their cores on every run.
+inline Status cpu_conv_band_layout(ReferenceProgram* p, const ConvState& st, CpuGemmState* cs) {
+    const Window& w = st.w;
+    const int64_t sy = w.stride[1], step = cs->pixel_step, phases = w.stride[2] / step;
+    const int64_t pw = (w.in[2] + w.pad_begin[2] + w.pad_end[2] + phases - 1) / phases;
+    const int64_t rows = (cs->block - 1) * sy + (w.kernel[1] - 1) * w.dilation[1] + 1;
+    cs->wide_width = pw;
+    cs->wide_plane = rows * pw;
+    cs->band_floats = round16((size_t)(st.group_channels * phases * rows * pw));
+    int64_t* offsets = p->arena.allocate_array<int64_t>((size_t)st.depth);
+    if (!offsets) return Status::OutOfMemory;
+    int64_t r = 0;
+    for (int64_t ci = 0; ci < st.group_channels; ++ci)
+        for (int64_t ky = 0; ky < w.kernel[1]; ++ky)
+            for (int64_t kx = 0; kx < w.kernel[2]; ++kx) {
+                const int64_t ty = ky * w.dilation[1], tx = kx * w.dilation[2];
+                offsets[r++] = (ci * phases + tx % phases) * cs->wide_plane + ty * pw + tx / phases;
+            }
+    cs->wide_offsets = offsets;
+    return Status::Ok;
+}
+
+// Padded rows [row0, row0 + rows) of `channels` input planes (x: the first) in the band
+// layout at dst (cpu_conv_band_layout): zeros, then each input row into its column phases.
+inline void pad_conv_band(const Window& w, const float* x, int64_t channels, int64_t row0, int64_t rows, int64_t pw, int64_t plane,
+                          int64_t phases, float* dst) {
+    std::memset(dst, 0, (size_t)(channels * phases * plane) * sizeof(float));
+    const int64_t top = w.pad_begin[1], left = w.pad_begin[2], in_w = w.in[2];
+    const int64_t i0 = std::max<int64_t>(row0 - top, 0), i1 = std::min(row0 + rows - top, w.in[1]);
+    for (int64_t ci = 0; ci < channels; ++ci)
+        for (int64_t i = i0; i < i1; ++i) {
+            const float* src = x + ci * w.in_size() + i * in_w;
+            float* row = dst + ci * phases * plane + (top + i - row0) * pw;
+            if (phases == 1) {
+                std::memcpy(row + left, src, (size_t)in_w * sizeof(float));
+            } else if (phases == 2) {   // input column j at padded column left + j
+                deinterleave2(src, in_w, row + left % 2 * plane + left / 2, row + (left + 1) % 2 * plane + (left + 1) / 2);
+            } else {
+                for (int64_t q = 0; q < phases; ++q) {   // padded columns left + j with (left + j) % phases == q
+                    const int64_t j0 = ((q - left) % phases + phases) % phases;
+                    float* out = row + q * plane + (left + j0) / phases;
+                    for (int64_t j = j0; j < in_w; j += phases) *out++ = src[j];
+                }
+            }
+        }
+}
+
 inline Status run_cpu_conv_pixels(const RunContext& c) {
     const CpuGemmState& cs = *static_cast<const CpuGemmState*>(c.state);
     const ConvState& st = *static_cast<const ConvState*>(cs.op);
@@ -9564,28 +9618,38 @@ inline Status run_cpu_conv_pixels(const RunContext& c) {
     float* y = c.outputs[0].as<float>();
     const int64_t positions = w.out_size();
     if (positions == 0) return Status::Ok;
-    const int64_t pw = cs.wide_width, pp = cs.wide_plane, ow = w.out[2], oh = w.out[0] * w.out[1];
-    const int64_t phases = w.stride[1] * w.stride[2];
-    float* padded = static_cast<float*>(c.scratch);
-    if (!st.direct) pad_wide_planes(c, st, cs, c.inputs[0].as<float>(), padded);
-    const float* planes = st.direct ? c.inputs[0].as<float>() : padded;
+    const int64_t pw = cs.wide_width, pp = cs.wide_plane, ow = w.out[2], oh = w.out[0] * w.out[1], step = cs.pixel_step;
+    const float* x = c.inputs[0].as<float>();
     const GemmBlocking& blocking = cs.gemm.blocking();
     const int64_t mr = blocking.mr, nr = blocking.nr, panels = (st.group_maps + nr - 1) / nr, np = panels * nr;
     const int64_t bands = (oh + cs.block - 1) / cs.block, chunks = cs.parts;
-    float* slots = padded + cs.wide_floats;
+    float* slots = static_cast<float*>(c.scratch);
     GemmStoreOps ops;   // the residual's pointer at Y's start: the transpose offsets it per map
     const GemmStoreOps* store = epilogue_store_ops(c, cs.epilogue, y, &ops, true);
     // Units (image, group, band of rows, chunk of maps), the chunks of a band in a row (its
     // inputs stay in L2 between them).
     nn_parallel(c, (uint64_t)(st.batch * st.groups * bands * chunks), [&](uint64_t slot, uint64_t begin, uint64_t end) {
-        float* block = slots + slot * cs.slot_floats;   // the unit's pixels x maps
+        float* band_copy = slots + slot * cs.slot_floats;   // the padded rows the unit's band reads
+        float* block = band_copy + cs.band_floats;          // the unit's pixels x maps
+        int64_t copied = -1;                                // the rows unit band_copy holds
         for (uint64_t unit = begin; unit < end; ++unit) {
             const int64_t chunk = (int64_t)(unit % (uint64_t)chunks), rows_unit = (int64_t)(unit / (uint64_t)chunks);
             const int64_t band = rows_unit % bands, g = rows_unit / bands % st.groups, n = rows_unit / bands / st.groups;
             const int64_t j0 = chunk * panels / chunks, j1 = (chunk + 1) * panels / chunks;   // the chunk's panels of maps
             const int64_t m0 = j0 * nr, m1 = j1 * nr < st.group_maps ? j1 * nr : st.group_maps, ld = m1 - m0;
             const int64_t oy0 = band * cs.block, oy1 = oh - oy0 < cs.block ? oh : oy0 + cs.block;
-            const float* base = planes + (n * st.channels + g * st.group_channels) * phases * pp;
+            // Output row oy0 + r's first pixel, and the step between rows.
+            const float* base = x + (n * st.channels + g * st.group_channels) * pp + oy0 * pw;
+            int64_t row_step = pw;
+            if (!st.direct) {   // the slot copies the band's rows itself: they stay in its core's caches
+                if (copied != rows_unit)
+                    pad_conv_band(w, x + (n * st.channels + g * st.group_channels) * w.in_size(), st.group_channels, oy0 * w.stride[1],
+                                  (oy1 - oy0 - 1) * w.stride[1] + (w.kernel[1] - 1) * w.dilation[1] + 1, pw, pp, w.stride[2] / step,
+                                  band_copy);
+                copied = rows_unit;
+                base = band_copy;
+                row_step = w.stride[1] * pw;
+            }
             const float* weights = cs.packed + (size_t)g * cs.packed_floats;
             // Runs of pixels whose inputs are consecutive: an output row (a 1x1 conv's: the band).
             const int64_t run = st.direct ? (oy1 - oy0) * ow : ow, runs = (oy1 - oy0) * ow / run, run_tiles = (run + mr - 1) / mr;
@@ -9597,7 +9661,7 @@ inline Status run_cpu_conv_pixels(const RunContext& c) {
                     for (int64_t r = 0, stored = 0; r < runs; ++r) {
                         for (int64_t t = 0; t < run_tiles; ++t) {   // the run in tiles of even size
                             const int64_t x0 = run * t / run_tiles, x1 = run * (t + 1) / run_tiles;
-                            cs.gemm.column_tile(base + (oy0 + r) * pw + x0, cs.wide_offsets + pc, panel, x1 - x0, maps, kc, pc > 0,
+                            cs.gemm.column_tile(base + r * row_step + x0 * step, cs.wide_offsets + pc, panel, x1 - x0, maps, kc, pc > 0,
                                                 block + (r * run + x0) * ld + (j - j0) * nr, ld, r == 0 && t == 0);
                         }
                         // After the last K block, the runs since the last store into Y's maps once
@@ -9624,22 +9688,12 @@ inline Status run_cpu_conv_pixels(const RunContext& c) {
     return Status::Ok;
 }
 
-// The pixel-tile plan: the wide path's padded planes and offsets, units of output rows whose
-// pixels x maps block takes a quarter of L2 (evened out; a multiple of the threads where there
-// are few), split by panels of maps when there are fewer units than threads.
+// The pixel-tile plan: units of output rows whose pixels x maps block takes a quarter of L2
+// (evened out; a multiple of the threads where there are few), split by panels of maps when
+// there are fewer units than threads; A's offsets in the input planes (1x1) or in a slot's
+// padded copy of a band's rows (cpu_conv_band_layout).
 inline Status cpu_conv_pixels_plan(ReferenceProgram* p, const ConvState& st, CpuGemmState* cs) {
     const Window& w = st.w;
-    if (st.direct) {   // a 1x1 conv reads its input planes: channel k at k planes
-        int64_t* offsets = p->arena.allocate_array<int64_t>((size_t)st.depth);
-        if (!offsets) return Status::OutOfMemory;
-        for (int64_t k = 0; k < st.depth; ++k) offsets[k] = k * w.in_size();
-        cs->wide_offsets = offsets;
-        cs->wide_width = w.out[2];
-        cs->wide_plane = w.in_size();
-        cs->wide_floats = 0;
-    } else {
-        TESSEL_TRY(cpu_conv_wide_planes(p, st, cs));
-    }
     // A unit's block of pixels x maps in a quarter of L2: all its maps over bands of rows, or,
     // where the weights outweigh the image's pixels (maps > pixels), all its rows over chunks
     // of the maps, so the weights stream from memory once per image.
@@ -9662,7 +9716,17 @@ inline Status cpu_conv_pixels_plan(ReferenceProgram* p, const ConvState& st, Cpu
     bands = (oh + cs->block - 1) / cs->block;
     if (images * bands * chunks < slots) chunks = std::min(panels, (slots + images * bands - 1) / (images * bands));
     cs->parts = (uint32_t)chunks;
-    cs->slot_floats = round16((size_t)(cs->block * ow * ((panels + chunks - 1) / chunks) * nr));
+    if (st.direct) {   // a 1x1 conv reads its input planes: channel k at k planes
+        int64_t* offsets = p->arena.allocate_array<int64_t>((size_t)st.depth);
+        if (!offsets) return Status::OutOfMemory;
+        for (int64_t k = 0; k < st.depth; ++k) offsets[k] = k * w.in_size();
+        cs->wide_offsets = offsets;
+        cs->wide_width = w.out[2];
+        cs->wide_plane = w.in_size();
+    } else {
+        TESSEL_TRY(cpu_conv_band_layout(p, st, cs));
+    }
+    cs->slot_floats = cs->band_floats + round16((size_t)(cs->block * ow * ((panels + chunks - 1) / chunks) * nr));
     return Status::Ok;
 }
 
