@@ -8807,7 +8807,8 @@ struct CpuGemmState {
     size_t packed_floats = 0;
     size_t slot_floats = 0;     // scratch of one thread slot (a multiple of 16: 64-byte aligned)
     uint32_t slots = 1, parts = 1;   // pixel tiles: parts are the chunks of maps
-    int64_t block = 0;          // Conv: output positions per work unit (pixel tiles: output rows)
+    int64_t block = 0;          // Conv: output positions per work unit (pixel tiles: rows of the largest band)
+    int64_t bands = 0;          // pixel tiles: bands of output rows per image and group
     uint32_t op_inputs = 0;     // the node's own inputs (a fused step reads the epilogue's after them)
     const GemmEpilogue* epilogue = nullptr;
     // Conv over a padded copy of the input (stride 1, k x k: cpu_conv_wide): its row width and
@@ -9622,7 +9623,7 @@ inline Status run_cpu_conv_pixels(const RunContext& c) {
     const float* x = c.inputs[0].as<float>();
     const GemmBlocking& blocking = cs.gemm.blocking();
     const int64_t mr = blocking.mr, nr = blocking.nr, panels = (st.group_maps + nr - 1) / nr, np = panels * nr;
-    const int64_t bands = (oh + cs.block - 1) / cs.block, chunks = cs.parts;
+    const int64_t bands = cs.bands, chunks = cs.parts;
     float* slots = static_cast<float*>(c.scratch);
     GemmStoreOps ops;   // the residual's pointer at Y's start: the transpose offsets it per map
     const GemmStoreOps* store = epilogue_store_ops(c, cs.epilogue, y, &ops, true);
@@ -9637,7 +9638,7 @@ inline Status run_cpu_conv_pixels(const RunContext& c) {
             const int64_t band = rows_unit % bands, g = rows_unit / bands % st.groups, n = rows_unit / bands / st.groups;
             const int64_t j0 = chunk * panels / chunks, j1 = (chunk + 1) * panels / chunks;   // the chunk's panels of maps
             const int64_t m0 = j0 * nr, m1 = j1 * nr < st.group_maps ? j1 * nr : st.group_maps, ld = m1 - m0;
-            const int64_t oy0 = band * cs.block, oy1 = oh - oy0 < cs.block ? oh : oy0 + cs.block;
+            const int64_t oy0 = band * oh / bands, oy1 = (band + 1) * oh / bands;
             // Output row oy0 + r's first pixel, and the step between rows.
             const float* base = x + (n * st.channels + g * st.group_channels) * pp + oy0 * pw;
             int64_t row_step = pw;
@@ -9689,7 +9690,7 @@ inline Status run_cpu_conv_pixels(const RunContext& c) {
 }
 
 // The pixel-tile plan: units of output rows whose pixels x maps block takes a quarter of L2
-// (evened out; a multiple of the threads where there are few), split by panels of maps when
+// (as many per thread: bands of oh / bands rows, give or take one), split by panels of maps when
 // there are fewer units than threads; A's offsets in the input planes (1x1) or in a slot's
 // padded copy of a band's rows (cpu_conv_band_layout).
 inline Status cpu_conv_pixels_plan(ReferenceProgram* p, const ConvState& st, CpuGemmState* cs) {
@@ -9708,12 +9709,12 @@ inline Status cpu_conv_pixels_plan(ReferenceProgram* p, const ConvState& st, Cpu
     }
     int64_t bands = (oh + rows - 1) / rows;
     const int64_t images = st.batch * st.groups, slots = cs->slots;
-    if (slots > 1 && chunks == 1 && images * bands < 4 * slots && (images * bands) % slots != 0) {   // even shares for few units
+    if (slots > 1 && chunks == 1 && (images * bands) % slots != 0) {   // as many units per slot (bands differ by a row at most)
         const int64_t per_image = ((images * bands + slots - 1) / slots * slots + images - 1) / images;
-        if (per_image <= oh) bands = per_image;
+        bands = std::min(per_image, oh);
     }
-    cs->block = (oh + bands - 1) / bands;
-    bands = (oh + cs->block - 1) / cs->block;
+    cs->bands = bands;
+    cs->block = (oh + bands - 1) / bands;   // the largest band's rows
     if (images * bands * chunks < slots) chunks = std::min(panels, (slots + images * bands - 1) / (images * bands));
     cs->parts = (uint32_t)chunks;
     if (st.direct) {   // a 1x1 conv reads its input planes: channel k at k planes
