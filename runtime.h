@@ -8811,16 +8811,15 @@ struct CpuGemmState {
     int64_t bands = 0;          // pixel tiles: bands of output rows per image and group
     uint32_t op_inputs = 0;     // the node's own inputs (a fused step reads the epilogue's after them)
     const GemmEpilogue* epilogue = nullptr;
-    // Conv over a padded copy of the input (stride 1, k x k: cpu_conv_wide): its row width and
-    // plane, the offset of each row (channel, tap) of B in it, and its floats (shared scratch).
+    // k x k Conv over each slot's padded copy of a unit's rows (cpu_conv_band_layout; a 1x1
+    // pixel-tile conv: the input planes): a phase plane's row width and floats, the offset of
+    // each row (channel, tap) of the im2col matrix in it, the copy's floats at the slot's start,
+    // and the pixel tiles' step between pixels.
     const int64_t* wide_offsets = nullptr;
     int64_t wide_width = 0, wide_plane = 0;
-    size_t wide_floats = 0;
-    bool wide_in_place = false;   // B read in the padded planes (else packed panels)
-    // Pixel tiles: floats of a slot's padded band (at the slot's start) and the tiles' step
-    // between pixels (a column phase's padded width is wide_width, its band plane wide_plane).
     size_t band_floats = 0;
     int64_t pixel_step = 1;
+    bool wide_in_place = false;   // B read in the padded copy (else packed panels)
     const int64_t* plane_rows = nullptr;   // 1x1 Conv, x86: B by rows (row k at k planes), no packing pass
 };
 
@@ -9333,62 +9332,65 @@ inline int64_t wide_packed_depth(const ConvState& st, const Gemm& gemm) { return
 
 inline bool conv_takes_wide(const ConvState& st) {
     const Window& w = st.w;
-    return !st.direct && w.kernel_size() > 1 && w.kernel[0] == 1 && w.in[0] == 1;
+    return !st.direct && w.kernel_size() > 1 && w.kernel[0] == 1 && w.in[0] == 1 && w.out[0] == 1;
 }
 
-// The wide path's padded planes of x (cs's geometry: cpu_conv_wide_planes) at `padded`.
-inline void pad_wide_planes(const RunContext& c, const ConvState& st, const CpuGemmState& cs, const float* x, float* padded) {
+// A band's padded copy: the padded rows a unit of output rows reads, per channel in row_phases
+// x col_phases phase planes (padded row r in phase r % row_phases at r / row_phases, counted
+// from the band's first row; columns likewise), each `plane` floats in rows of pw. Each thread
+// slot copies the bands it runs into its own scratch: a copy shared by the threads crossed
+// between their cores on every run (written by one, read by the other).
+// Row phases make an output row's taps one contiguous run per (channel, tap) at stride sy (the
+// wide path); column phases do so along a row (col_phases = sx / the tiles' pixel step).
+inline Status cpu_conv_band_layout(ReferenceProgram* p, const ConvState& st, int64_t output_rows, int64_t row_phases, int64_t col_phases,
+                                   CpuGemmState* cs) {
     const Window& w = st.w;
-    const int64_t in_plane = w.in_size(), pw = cs.wide_width, pp = cs.wide_plane;
-    const int64_t planes = st.batch * st.channels, sy = w.stride[1], sx = w.stride[2], phases = sy * sx;
-    nn_parallel(c, (uint64_t)planes, [&](uint64_t, uint64_t begin, uint64_t end) {
-        for (uint64_t plane = begin; plane < end; ++plane) {
-            const float* src = x + (int64_t)plane * in_plane;
-            float* dst = padded + (int64_t)plane * phases * pp;
-            const int64_t top = w.pad_begin[1], left = w.pad_begin[2];
-            if (phases > 1) {   // padded (row, column) goes to phase (row % sy, column % sx) at (row / sy, column / sx)
-                // Zeros where no input lands: outside each phase's rows [r0, r1) and columns [c0, c1) of input.
-                const int64_t ph = pp / pw;
-                auto first_at = [](int64_t a, int64_t s) { return a <= 0 ? 0 : (a + s - 1) / s; };
-                for (int64_t py = 0; py < sy; ++py)
-                    for (int64_t px = 0; px < sx; ++px) {
-                        float* phase = dst + (py * sx + px) * pp;
-                        const int64_t r0 = std::min(ph, first_at(top - py, sy)), r1 = std::max(r0, std::min(ph, first_at(top + w.in[1] - py, sy)));
-                        const int64_t c0 = std::min(pw, first_at(left - px, sx)), c1 = std::max(c0, std::min(pw, first_at(left + w.in[2] - px, sx)));
-                        std::memset(phase, 0, (size_t)(r0 * pw) * sizeof(float));
-                        for (int64_t rr = r0; rr < r1; ++rr) {
-                            std::memset(phase + rr * pw, 0, (size_t)c0 * sizeof(float));
-                            std::memset(phase + rr * pw + c1, 0, (size_t)(pw - c1) * sizeof(float));
-                        }
-                        std::memset(phase + r1 * pw, 0, (size_t)((ph - r1) * pw) * sizeof(float));
-                    }
-                for (int64_t i = 0; i < w.in[1]; ++i) {
-                    const int64_t r = top + i;
-                    float* phase_row = dst + (r % sy) * sx * pp + r / sy * pw;
-                    const float* in = src + i * w.in[2];
-                    if (sx == 2) {   // input columns j even and odd: padded columns left + j
-                        deinterleave2(in, w.in[2], phase_row + left % 2 * pp + left / 2, phase_row + (left + 1) % 2 * pp + (left + 1) / 2);
-                        continue;
-                    }
-                    for (int64_t px = 0; px < sx; ++px) {   // padded columns left + j with (left + j) % sx == px
-                        const int64_t j0 = ((px - left) % sx + sx) % sx;
-                        float* out = phase_row + px * pp + (left + j0) / sx;
-                        for (int64_t j = j0; j < w.in[2]; j += sx) *out++ = in[j];
-                    }
+    const int64_t padded_rows = (output_rows - 1) * w.stride[1] + (w.kernel[1] - 1) * w.dilation[1] + 1;
+    const int64_t pw = (w.in[2] + w.pad_begin[2] + w.pad_end[2] + col_phases - 1) / col_phases;
+    const int64_t phases = row_phases * col_phases;
+    cs->wide_width = pw;
+    cs->wide_plane = (padded_rows + row_phases - 1) / row_phases * pw;
+    cs->band_floats = round16((size_t)(st.group_channels * phases * cs->wide_plane));
+    int64_t* offsets = p->arena.allocate_array<int64_t>((size_t)st.depth);
+    if (!offsets) return Status::OutOfMemory;
+    int64_t r = 0;
+    for (int64_t ci = 0; ci < st.group_channels; ++ci)
+        for (int64_t ky = 0; ky < w.kernel[1]; ++ky)
+            for (int64_t kx = 0; kx < w.kernel[2]; ++kx) {
+                const int64_t ty = ky * w.dilation[1], tx = kx * w.dilation[2];
+                offsets[r++] = (ci * phases + ty % row_phases * col_phases + tx % col_phases) * cs->wide_plane + ty / row_phases * pw +
+                               tx / col_phases;
+            }
+    cs->wide_offsets = offsets;
+    return Status::Ok;
+}
+
+// Padded rows [row0, row0 + rows) of `channels` input planes (x: the first; row0 a multiple
+// of row_phases) in the band layout at dst (cpu_conv_band_layout): zeros, then each input row
+// into its phases.
+inline void pad_conv_band(const Window& w, const float* x, int64_t channels, int64_t row0, int64_t rows, int64_t pw, int64_t plane,
+                          int64_t row_phases, int64_t col_phases, float* dst) {
+    const int64_t phases = row_phases * col_phases;
+    std::memset(dst, 0, (size_t)(channels * phases * plane) * sizeof(float));
+    const int64_t top = w.pad_begin[1], left = w.pad_begin[2], in_w = w.in[2];
+    const int64_t i0 = std::max<int64_t>(row0 - top, 0), i1 = std::min(row0 + rows - top, w.in[1]);
+    for (int64_t ci = 0; ci < channels; ++ci)
+        for (int64_t i = i0; i < i1; ++i) {
+            const int64_t r = top + i - row0;
+            const float* src = x + ci * w.in_size() + i * in_w;
+            float* row = dst + (ci * phases + r % row_phases * col_phases) * plane + r / row_phases * pw;
+            if (col_phases == 1) {
+                std::memcpy(row + left, src, (size_t)in_w * sizeof(float));
+            } else if (col_phases == 2) {   // input column j at padded column left + j
+                deinterleave2(src, in_w, row + left % 2 * plane + left / 2, row + (left + 1) % 2 * plane + (left + 1) / 2);
+            } else {
+                for (int64_t q = 0; q < col_phases; ++q) {   // padded columns left + j with (left + j) % col_phases == q
+                    const int64_t j0 = ((q - left) % col_phases + col_phases) % col_phases;
+                    float* out = row + q * plane + (left + j0) / col_phases;
+                    for (int64_t j = j0; j < in_w; j += col_phases) *out++ = src[j];
                 }
-                continue;
             }
-            std::memset(dst, 0, (size_t)(top * pw) * sizeof(float));
-            for (int64_t i = 0; i < w.in[1]; ++i) {
-                float* row = dst + (top + i) * pw;
-                std::memset(row, 0, (size_t)left * sizeof(float));
-                std::memcpy(row + left, src + i * w.in[2], (size_t)w.in[2] * sizeof(float));
-                std::memset(row + left + w.in[2], 0, (size_t)(pw - left - w.in[2]) * sizeof(float));
-            }
-            const int64_t below = pp - (top + w.in[1]) * pw;
-            std::memset(dst + (top + w.in[1]) * pw, 0, (size_t)below * sizeof(float));
         }
-    });
 }
 
 inline Status run_cpu_conv_wide(const RunContext& c) {
@@ -9401,25 +9403,31 @@ inline Status run_cpu_conv_wide(const RunContext& c) {
     float* y = c.outputs[0].as<float>();
     const int64_t positions = w.out_size();
     if (positions == 0) return Status::Ok;
-    const int64_t pw = cs.wide_width, pp = cs.wide_plane, ow = w.out[2], phases = w.stride[1] * w.stride[2];
-    float* padded = static_cast<float*>(c.scratch);
-    pad_wide_planes(c, st, cs, x, padded);
+    const int64_t pw = cs.wide_width, pp = cs.wide_plane, ow = w.out[2], sy = w.stride[1];
     const int64_t blocks = (positions + cs.block - 1) / cs.block;
     const size_t buffer_floats = cs.wide_in_place ? round16((size_t)(st.group_maps * wide_span(cs.block, ow, pw)))
                                                   : round16(cs.gemm.packed_b_floats(wide_packed_depth(st, cs.gemm), cs.block));
     const GemmBlocking& blocking = cs.gemm.blocking();
     const uint32_t parts = cs.parts;
-    float* slots = padded + cs.wide_floats;
+    float* slots = static_cast<float*>(c.scratch);
     nn_parallel(c, (uint64_t)(st.batch * st.groups * blocks) * parts, [&](uint64_t slot, uint64_t begin, uint64_t end) {
-        float* buffer = slots + slot * cs.slot_floats;   // the packed block of B, or the wide block of Y
+        float* band_copy = slots + slot * cs.slot_floats;    // the padded rows of the unit's output rows
+        float* buffer = band_copy + cs.band_floats;          // the packed block of B, or the wide block of Y
         float* scratch = buffer + buffer_floats;
+        uint64_t copied = ~0ull;                             // the unit band_copy holds
         for (uint64_t work = begin; work < end; ++work) {
             const uint64_t unit = work / parts;
             const uint32_t part = (uint32_t)(work % parts);
             int64_t blk = (int64_t)unit % blocks, g = (int64_t)unit / blocks % st.groups;
             int64_t n = (int64_t)unit / blocks / st.groups;
             int64_t p0 = blk * cs.block, count = positions - p0 < cs.block ? positions - p0 : cs.block;
-            const float* base = padded + (n * st.channels + g * st.group_channels) * phases * pp;
+            // The block's output rows [oy0, oy1) in the slot's band copy, positions from oy0's first.
+            const int64_t oy0 = p0 / ow, oy1 = (p0 + count - 1) / ow + 1, band_p0 = p0 - oy0 * ow;
+            if (copied != unit)
+                pad_conv_band(w, x + (n * st.channels + g * st.group_channels) * w.in_size(), st.group_channels, oy0 * sy,
+                              (oy1 - oy0 - 1) * sy + (w.kernel[1] - 1) * w.dilation[1] + 1, pw, pp, sy, w.stride[2], band_copy);
+            copied = unit;
+            const float* base = band_copy;
             GemmOperand a, b;
             if (cs.packed) {
                 a.data = cs.packed + (size_t)g * cs.packed_floats;
@@ -9443,10 +9451,10 @@ inline Status run_cpu_conv_wide(const RunContext& c) {
                     const int64_t kc = st.depth - pc < blocking.kc ? st.depth - pc : blocking.kc;
                     const int64_t* rows = cs.wide_offsets + pc;
                     switch (blocking.nr) {
-                        case 32: pack_wide_panels<32>(base, rows, kc, p0, count, ow, pw, kc, 32, buffer); break;
-                        case 16: pack_wide_panels<16>(base, rows, kc, p0, count, ow, pw, kc, 16, buffer); break;
-                        case 12: pack_wide_panels<12>(base, rows, kc, p0, count, ow, pw, kc, 12, buffer); break;
-                        default: pack_wide_panels<0>(base, rows, kc, p0, count, ow, pw, kc, blocking.nr, buffer);
+                        case 32: pack_wide_panels<32>(base, rows, kc, band_p0, count, ow, pw, kc, 32, buffer); break;
+                        case 16: pack_wide_panels<16>(base, rows, kc, band_p0, count, ow, pw, kc, 16, buffer); break;
+                        case 12: pack_wide_panels<12>(base, rows, kc, band_p0, count, ow, pw, kc, 12, buffer); break;
+                        default: pack_wide_panels<0>(base, rows, kc, band_p0, count, ow, pw, kc, blocking.nr, buffer);
                     }
                     GemmOperand ak = a;
                     ak.data = a.packed ? a.data + cs.gemm.packed_a_floats(st.group_maps, pc) : a.data + pc;   // A's first pc columns packed
@@ -9458,7 +9466,7 @@ inline Status run_cpu_conv_wide(const RunContext& c) {
                 if (cs.epilogue && !store) gemm_epilogue_run(c, *cs.epilogue, r0 + m0, r0 + m1, p0 + n0, p0 + n1);
                 continue;
             }
-            const int64_t q0 = position_to_wide(p0, ow, pw), q1 = position_to_wide(p0 + count - 1, ow, pw) + 1, span = q1 - q0;
+            const int64_t q0 = position_to_wide(band_p0, ow, pw), q1 = position_to_wide(band_p0 + count - 1, ow, pw) + 1, span = q1 - q0;
             b.data = base + q0;
             b.rows = cs.wide_offsets;
             GemmStoreOps ops;   // Y's rows are copied out of the wide buffer: a residual is added after
@@ -9471,49 +9479,23 @@ inline Status run_cpu_conv_wide(const RunContext& c) {
                 const float* src = buffer + i * span - q0;
                 for (int64_t q = q0 + n0; q < q0 + n1; q = (q / pw + 1) * pw) {
                     const int64_t ox = q % pw, len = ow - ox < q0 + n1 - q ? ow - ox : q0 + n1 - q;
-                    if (ox < ow) std::memcpy(yg + i * positions + q / pw * ow + ox, src + q, (size_t)len * sizeof(float));
+                    if (ox < ow) std::memcpy(yg + i * positions + (oy0 + q / pw) * ow + ox, src + q, (size_t)len * sizeof(float));
                 }
             }
             if (cs.epilogue && !store)
-                gemm_epilogue_run(c, *cs.epilogue, r0 + m0, r0 + m1, wide_to_position(q0 + n0, ow, pw), wide_to_position(q0 + n1, ow, pw));
+                gemm_epilogue_run(c, *cs.epilogue, r0 + m0, r0 + m1, oy0 * ow + wide_to_position(q0 + n0, ow, pw),
+                                  oy0 * ow + wide_to_position(q0 + n1, ow, pw));
         }
     }, cs.slots);
     return Status::Ok;
 }
 
-// The padded planes of a Conv that conv_takes_wide, and the offset in them of each row
-// (channel, tap) of its im2col matrix.
-inline Status cpu_conv_wide_planes(ReferenceProgram* p, const ConvState& st, CpuGemmState* cs) {
-    const Window& w = st.w;
-    // Strides sy x sx: each padded plane is split into sy sx phase planes (rows r with r % sy
-    // equal, columns likewise), and tap (ky, kx) reads phase (ky d % sy, kx d % sx) shifted by
-    // (ky d / sy, kx d / sx): the same contiguous runs as for stride 1, on planes of width PW.
-    const int64_t sy = w.stride[1], sx = w.stride[2], phases = sy * sx;
-    const int64_t padded_w = w.in[2] + w.pad_begin[2] + w.pad_end[2], padded_h = w.in[1] + w.pad_begin[1] + w.pad_end[1];
-    const int64_t pw = (padded_w + sx - 1) / sx, ph = (padded_h + sy - 1) / sy;
-    cs->wide_width = pw;
-    cs->wide_plane = ph * pw;
-    cs->wide_floats = round16((size_t)(st.batch * st.channels * phases * ph * pw));
-    int64_t* offsets = p->arena.allocate_array<int64_t>((size_t)st.depth);
-    if (!offsets) return Status::OutOfMemory;
-    int64_t r = 0;
-    for (int64_t ci = 0; ci < st.group_channels; ++ci)
-        for (int64_t ky = 0; ky < w.kernel[1]; ++ky)
-            for (int64_t kx = 0; kx < w.kernel[2]; ++kx) {
-                const int64_t ty = ky * w.dilation[1], tx = kx * w.dilation[2];
-                offsets[r++] = (ci * phases + ty % sy * sx + tx % sx) * cs->wide_plane + ty / sy * pw + tx / sx;
-            }
-    cs->wide_offsets = offsets;
-    return Status::Ok;
-}
-
-// The wide plan of a Conv that conv_takes_wide: padded planes, B's row offsets, blocks of
-// output positions (whole panels; a block of B and of Y in half of L2, at least one per thread).
+// The wide plan of a Conv that conv_takes_wide: blocks of output positions (whole panels; a
+// block of B and of Y in half of L2, at least one per thread), B's row offsets in the padded
+// copy of a block's rows (in sy x sx phases: cpu_conv_band_layout).
 inline Status cpu_conv_wide_plan(ReferenceProgram* p, const ConvState& st, CpuGemmState* cs) {
-    TESSEL_TRY(cpu_conv_wide_planes(p, st, cs));
     const Window& w = st.w;
     const Gemm& gemm = cs->gemm;
-    const int64_t pw = cs->wide_width;
     // A unit's packed block of B and its block of Y (which the tiles and the epilogue pass
     // over) in half of L2, as for im2col (cpu_conv_step).
     const int64_t nr = gemm.blocking().nr, positions = w.out_size(), rows = st.depth + st.group_maps;
@@ -9521,13 +9503,16 @@ inline Status cpu_conv_wide_plan(ReferenceProgram* p, const ConvState& st, CpuGe
     if (cap < 4 * nr) cap = 4 * nr;
     conv_work_split(positions, st.batch * st.groups, cap, nr, gemm.vector_floats(), cs->slots, &block, &cs->parts);
     cs->block = block;
+    // A block's output rows: (block - 1) / ow + 1, one more where it starts inside a row.
+    TESSEL_TRY(cpu_conv_band_layout(p, st, std::min(w.out[1], (block - 1) / w.out[2] + 2), w.stride[1], w.stride[2], cs));
+    const int64_t pw = cs->wide_width;
     cs->wide_in_place = gemm.reads_b_rows() && st.group_maps <= 64 && st.depth >= 4 * st.group_maps;
     if (cs->wide_in_place) {
         const int64_t span = wide_span(block, w.out[2], pw);
-        cs->slot_floats = round16((size_t)(st.group_maps * span)) +
+        cs->slot_floats = cs->band_floats + round16((size_t)(st.group_maps * span)) +
                           round16(gemm.scratch_floats(st.group_maps, span, st.depth, cs->packed != nullptr, false));
     } else {
-        cs->slot_floats = round16(gemm.packed_b_floats(wide_packed_depth(st, gemm), block)) +
+        cs->slot_floats = cs->band_floats + round16(gemm.packed_b_floats(wide_packed_depth(st, gemm), block)) +
                           round16(gemm.scratch_floats(st.group_maps, block, st.depth, cs->packed != nullptr, true));
     }
     return Status::Ok;
@@ -9560,56 +9545,6 @@ inline bool conv_takes_pixel_tiles(const ConvState& st, const Gemm& gemm) {
 
 // Pixels of a panel stored into Y at a time: whole vectors of 16 for most of them.
 constexpr int64_t kConvPixelsStore = 64;
-
-// A band's padded copy: per channel, `phases` column phases (padded column q in phase q %
-// phases at q / phases: a tile's pixels are then floats pixel_step apart) of the band's padded
-// rows, `plane` floats each, rows of pw. Each slot copies the bands it runs into its own
-// scratch: a shared copy written by both threads crossed between their cores on every run.
-inline Status cpu_conv_band_layout(ReferenceProgram* p, const ConvState& st, CpuGemmState* cs) {
-    const Window& w = st.w;
-    const int64_t sy = w.stride[1], step = cs->pixel_step, phases = w.stride[2] / step;
-    const int64_t pw = (w.in[2] + w.pad_begin[2] + w.pad_end[2] + phases - 1) / phases;
-    const int64_t rows = (cs->block - 1) * sy + (w.kernel[1] - 1) * w.dilation[1] + 1;
-    cs->wide_width = pw;
-    cs->wide_plane = rows * pw;
-    cs->band_floats = round16((size_t)(st.group_channels * phases * rows * pw));
-    int64_t* offsets = p->arena.allocate_array<int64_t>((size_t)st.depth);
-    if (!offsets) return Status::OutOfMemory;
-    int64_t r = 0;
-    for (int64_t ci = 0; ci < st.group_channels; ++ci)
-        for (int64_t ky = 0; ky < w.kernel[1]; ++ky)
-            for (int64_t kx = 0; kx < w.kernel[2]; ++kx) {
-                const int64_t ty = ky * w.dilation[1], tx = kx * w.dilation[2];
-                offsets[r++] = (ci * phases + tx % phases) * cs->wide_plane + ty * pw + tx / phases;
-            }
-    cs->wide_offsets = offsets;
-    return Status::Ok;
-}
-
-// Padded rows [row0, row0 + rows) of `channels` input planes (x: the first) in the band
-// layout at dst (cpu_conv_band_layout): zeros, then each input row into its column phases.
-inline void pad_conv_band(const Window& w, const float* x, int64_t channels, int64_t row0, int64_t rows, int64_t pw, int64_t plane,
-                          int64_t phases, float* dst) {
-    std::memset(dst, 0, (size_t)(channels * phases * plane) * sizeof(float));
-    const int64_t top = w.pad_begin[1], left = w.pad_begin[2], in_w = w.in[2];
-    const int64_t i0 = std::max<int64_t>(row0 - top, 0), i1 = std::min(row0 + rows - top, w.in[1]);
-    for (int64_t ci = 0; ci < channels; ++ci)
-        for (int64_t i = i0; i < i1; ++i) {
-            const float* src = x + ci * w.in_size() + i * in_w;
-            float* row = dst + ci * phases * plane + (top + i - row0) * pw;
-            if (phases == 1) {
-                std::memcpy(row + left, src, (size_t)in_w * sizeof(float));
-            } else if (phases == 2) {   // input column j at padded column left + j
-                deinterleave2(src, in_w, row + left % 2 * plane + left / 2, row + (left + 1) % 2 * plane + (left + 1) / 2);
-            } else {
-                for (int64_t q = 0; q < phases; ++q) {   // padded columns left + j with (left + j) % phases == q
-                    const int64_t j0 = ((q - left) % phases + phases) % phases;
-                    float* out = row + q * plane + (left + j0) / phases;
-                    for (int64_t j = j0; j < in_w; j += phases) *out++ = src[j];
-                }
-            }
-        }
-}
 
 inline Status run_cpu_conv_pixels(const RunContext& c) {
     const CpuGemmState& cs = *static_cast<const CpuGemmState*>(c.state);
@@ -9645,7 +9580,7 @@ inline Status run_cpu_conv_pixels(const RunContext& c) {
             if (!st.direct) {   // the slot copies the band's rows itself: they stay in its core's caches
                 if (copied != rows_unit)
                     pad_conv_band(w, x + (n * st.channels + g * st.group_channels) * w.in_size(), st.group_channels, oy0 * w.stride[1],
-                                  (oy1 - oy0 - 1) * w.stride[1] + (w.kernel[1] - 1) * w.dilation[1] + 1, pw, pp, w.stride[2] / step,
+                                  (oy1 - oy0 - 1) * w.stride[1] + (w.kernel[1] - 1) * w.dilation[1] + 1, pw, pp, 1, w.stride[2] / step,
                                   band_copy);
                 copied = rows_unit;
                 base = band_copy;
@@ -9725,7 +9660,7 @@ inline Status cpu_conv_pixels_plan(ReferenceProgram* p, const ConvState& st, Cpu
         cs->wide_width = w.out[2];
         cs->wide_plane = w.in_size();
     } else {
-        TESSEL_TRY(cpu_conv_band_layout(p, st, cs));
+        TESSEL_TRY(cpu_conv_band_layout(p, st, cs->block, 1, w.stride[2] / cs->pixel_step, cs));
     }
     cs->slot_floats = cs->band_floats + round16((size_t)(cs->block * ow * ((panels + chunks - 1) / chunks) * nr));
     return Status::Ok;
@@ -9807,7 +9742,6 @@ inline Status cpu_conv_step(ReferenceProgram* p, const PreparedModel& model, Nod
         if (!cs->packed) return Status::OutOfMemory;
         TESSEL_TRY(cpu_conv_pixels_plan(p, *st, cs));
         TESSEL_TRY(cpu_gemm_use(p, run_cpu_conv_pixels, cs, "Conv"));
-        p->steps_[p->count - 1].scratch_bytes += cs->wide_floats * sizeof(float);
         return Status::Ok;
     }
     if (const float* w = constant_w) {
@@ -9822,7 +9756,6 @@ inline Status cpu_conv_step(ReferenceProgram* p, const PreparedModel& model, Nod
     if (conv_takes_wide(*st) && gemm.blocking().nr <= kWidePanelRuns) {
         TESSEL_TRY(cpu_conv_wide_plan(p, *st, cs));
         TESSEL_TRY(cpu_gemm_use(p, run_cpu_conv_wide, cs, "Conv"));
-        p->steps_[p->count - 1].scratch_bytes += cs->wide_floats * sizeof(float);
         return Status::Ok;
     }
     // Positions per unit: a packed block of B (im2col: all of K; 1x1: one kc block) and the
