@@ -43,7 +43,7 @@
    >>threads                          the request's thread pool
    >>plan reuse: snippets             SharedSnippets: one compiled snippet per distinct island body
    >>plan reuse                       PlanReuse: shape-free data shared by a model's plans at other shapes
-   >>prepare                          static shapes, constant folding, Conv(Transpose)+BatchNormalization
+   >>prepare                          static shapes, constant folding, Conv(Transpose)+BatchNormalization, common subexpressions
    >>builtin devices                  config parsing shared by CPU and TEMPLATE
    >>reference program                a program of reference kernel steps
    >>template device                  TEMPLATE: reference kernels, SUPPORTED_OPS
@@ -71,7 +71,7 @@
    >>gemm epilogue                    GemmEpilogue: an elementwise island run by a GEMM step on its blocks
    >>windows                          kernel, stride, dilation, pads for Conv and pools
    >>conv                             Conv (im2col + GEMM); run_cpu_conv on the JIT GEMM
-   >>conv implicit gemm               k x k Conv over padded (phase) planes, no im2col
+   >>conv implicit gemm               k x k Conv over each thread's padded copy of its rows, no im2col
    >>conv transpose                   ConvTranspose (GEMM + col2im); run_cpu_conv_transpose
    >>depthwise conv                   depthwise Conv on the CPU device (DepthwiseConv); run_cpu_depthwise
    >>matmul                           MatMul; run_cpu_matmul on the JIT GEMM
@@ -2271,6 +2271,15 @@ struct detail_prepare {
         InputRef refs[detail::kMaxNodePorts];
         char name[300];
         uint32_t removed = 0;
+        // Common subexpressions: a node with the op, attributes, affinity and inputs of one
+        // added before (constant inputs compared by content) is that node. Candidates are the
+        // earlier nodes with the same first input, chained per producer in m.
+        const uint32_t m_bound = values + 2 * n + 8;
+        NodeId* same_first = scratch.allocate_array<NodeId>(m_bound);   // per producer in m: the last node reading it first
+        NodeId* same_next = scratch.allocate_array<NodeId>(m_bound);    // per node in m: the one before it in that chain
+        NodeId* m_source = scratch.allocate_array<NodeId>(m_bound);     // per node in m: its node in g
+        if (!same_first || !same_next || !m_source) return fail(error, Status::OutOfMemory, "out of memory preparing the model");
+        for (uint32_t i = 0; i < m_bound; ++i) same_first[i] = same_next[i] = m_source[i] = kNoNode;
         for (NodeId id : order) {
             const Node& node = g.node(id);
             if ((node.op == StringView("Parameter") && !folded[id]) || node.op == StringView("Result") || absorbed[id]) continue;
@@ -2302,29 +2311,55 @@ struct detail_prepare {
             }
             uint32_t input_count = node.num_inputs;
             NodeId batchnorm = batchnorm_of[id];
-            if (batchnorm != kNoNode) {   // new weights and bias, as Constants
+            ConstTensor folded_inputs[3];   // a Conv's weights and bias with its BatchNormalization in them
+            if (batchnorm != kNoNode) {
                 float *w = nullptr, *b = nullptr;
                 Status st = fold_batchnorm(g, id, batchnorm, base, desc, data, &arena, reuse, &w, &b);
                 if (st != Status::Ok) return fail(error, st, "out of memory folding a BatchNormalization");
                 uint32_t wv = base[node.inputs[1].producer] + node.inputs[1].port;
-                TensorDesc bias_desc;
-                bias_desc.type = ElementType::Float32;
-                bias_desc.rank = 1;
-                bias_desc.dims[0] = conv_output_channels(g, id, desc[wv]);
+                folded_inputs[1].desc = desc[wv];
+                folded_inputs[1].data = w;
+                folded_inputs[2].desc.type = ElementType::Float32;
+                folded_inputs[2].desc.rank = 1;
+                folded_inputs[2].desc.dims[0] = conv_output_channels(g, id, desc[wv]);
+                folded_inputs[2].data = b;
+                for (int k = 1; k < 3; ++k) {
+                    uint64_t count = 0;
+                    desc_elements(folded_inputs[k].desc, &count);
+                    folded_inputs[k].bytes = (size_t)count * sizeof(float);
+                }
+                input_count = 3;
+            }
+            NodeId same = kNoNode;
+            if (input_count > 0 && !is_random(node.op) && node.op != StringView("Dropout") && refs[0].producer < m_bound)
+                for (same = same_first[refs[0].producer]; same != kNoNode; same = same_next[same])
+                    if (same_node(g, m.graph, m_source[same], same, id, refs, input_count, batchnorm != kNoNode ? folded_inputs : nullptr))
+                        break;
+            if (same != kNoNode) {
+                for (uint32_t p = 0; p < node.num_outputs; ++p) new_id[base[id] + p] = same;
+                if (batchnorm != kNoNode) new_id[base[batchnorm]] = same;
+                removed += batchnorm != kNoNode ? 2 : 1;   // and its BatchNormalization
+                continue;
+            }
+            if (batchnorm != kNoNode) {   // new weights and bias, as Constants
                 NodeId wn, bn_id;
                 std::snprintf(name, sizeof name, "%.*s.folded_weight", (int)node.name.size, node.name.data);
-                st = m.add_constant(StringView(name), desc[wv], w, &wn, false);
+                Status st = m.add_constant(StringView(name), folded_inputs[1].desc, folded_inputs[1].data, &wn, false);
                 std::snprintf(name, sizeof name, "%.*s.folded_bias", (int)node.name.size, node.name.data);
-                if (st == Status::Ok) st = m.add_constant(StringView(name), bias_desc, b, &bn_id, false);
+                if (st == Status::Ok) st = m.add_constant(StringView(name), folded_inputs[2].desc, folded_inputs[2].data, &bn_id, false);
                 if (st != Status::Ok) return copy_error(m, st, error);
                 refs[1] = InputRef::by_id(wn);
                 refs[2] = InputRef::by_id(bn_id);
-                input_count = 3;
                 ++removed;
             }
             NodeId nid = kNoNode;
             Status s = m.add_node(node.op, node.name, Span<const InputRef>(refs, input_count), node.num_outputs, &nid);
             if (s != Status::Ok) return copy_error(m, s, error);
+            if (nid < m_bound && input_count > 0 && refs[0].producer < m_bound) {
+                m_source[nid] = id;
+                same_next[nid] = same_first[refs[0].producer];
+                same_first[refs[0].producer] = nid;
+            }
             for (const Attribute* a = node.attributes; a; a = a->next) {
                 s = m.graph.add_attribute(nid, *a);
                 if (s != Status::Ok) return copy_error(m, s, error);
@@ -2429,6 +2464,65 @@ struct detail_prepare {
         }
         out->folded_ = removed;
         return Status::Ok;
+    }
+
+    // Common subexpressions (prepare's build loop): whether g's node `id`, its inputs `refs`
+    // in m (count of them; folded: its BatchNormalization-folded weights and bias, inputs 1
+    // and 2, not in m yet), computes what node `earlier` of m (g's `earlier_source`) does.
+    static bool same_node(const Graph& g, const Graph& mg, NodeId earlier_source, NodeId earlier, NodeId id, const InputRef* refs,
+                          uint32_t count, const ConstTensor* folded) {
+        const Node& a = g.node(earlier_source);
+        const Node& b = g.node(id);
+        const Node& ma = mg.node(earlier);
+        if (a.op != b.op || a.num_outputs != b.num_outputs || ma.num_inputs != count || a.affinity != b.affinity ||
+            !same_attributes(a.attributes, b.attributes))
+            return false;
+        for (uint32_t i = 0; i < count; ++i) {
+            const Edge& e = ma.inputs[i];
+            if (!folded || (i != 1 && i != 2)) {
+                if (e.producer == refs[i].producer && e.port == refs[i].port && (e.keep_apart != 0) == refs[i].keep_apart) continue;
+                if (e.port != 0 || refs[i].port != 0 || !same_tensor(constant_tensor(mg, e.producer), constant_tensor(mg, refs[i].producer)))
+                    return false;
+            } else if (!same_tensor(constant_tensor(mg, e.producer), &folded[i])) {
+                return false;
+            }
+        }
+        return true;
+    }
+    static const ConstTensor* constant_tensor(const Graph& mg, NodeId id) {
+        if (mg.node(id).op != StringView("Constant") || mg.node(id).num_inputs != 0) return nullptr;
+        const Attribute* a = mg.find_attribute(id, "value");
+        return a ? a->tensor : nullptr;
+    }
+    static bool same_tensor(const ConstTensor* a, const ConstTensor* b) {
+        if (!a || !b || a->desc.type != b->desc.type || a->desc.rank != b->desc.rank || a->bytes != b->bytes) return false;
+        for (int d = 0; d < a->desc.rank; ++d)
+            if (a->desc.dims[d] != b->desc.dims[d]) return false;
+        return a->bytes == 0 || (a->data && b->data && std::memcmp(a->data, b->data, a->bytes) == 0);
+    }
+    static bool same_attributes(const Attribute* a, const Attribute* b) {
+        for (; a && b; a = a->next, b = b->next) {
+            if (a->name != b->name || a->kind != b->kind) return false;
+            switch (a->kind) {
+                case AttributeKind::Int: if (a->i != b->i) return false; break;
+                case AttributeKind::Float: if (std::memcmp(&a->f, &b->f, sizeof a->f) != 0) return false; break;
+                case AttributeKind::String: if (a->s != b->s) return false; break;
+                case AttributeKind::Strings:
+                    if (a->i != b->i || a->s.size != b->s.size || (a->s.size && std::memcmp(a->s.data, b->s.data, a->s.size) != 0)) return false;
+                    break;
+                case AttributeKind::Ints:
+                    if (a->ints.size != b->ints.size || (a->ints.size && std::memcmp(a->ints.data, b->ints.data, a->ints.size * sizeof(int64_t)) != 0))
+                        return false;
+                    break;
+                case AttributeKind::Floats:
+                    if (a->floats.size != b->floats.size || (a->floats.size && std::memcmp(a->floats.data, b->floats.data, a->floats.size * sizeof(float)) != 0))
+                        return false;
+                    break;
+                case AttributeKind::Tensor: if (!same_tensor(a->tensor, b->tensor)) return false; break;
+                case AttributeKind::Graph: return false;   // a body: not compared
+            }
+        }
+        return !a && !b;
     }
 
     // Conv or ConvTranspose followed by an inference BatchNormalization whose parameters are
@@ -9250,10 +9344,10 @@ inline void conv_work_split(int64_t positions, int64_t images, int64_t cap, int6
 }
 
 // >>conv implicit gemm
-// A k x k Conv without im2col: the input planes are copied once into zero-padded planes of
-// width PW, and output position (oy, ox) reads "wide" position oy PW + ox, where tap (ky, kx)
-// of channel c reads the padded plane at c PP + ky d PW + kx d + (oy PW + ox) (stride 1;
-// strided convs read phase planes, cpu_conv_wide_plan).
+// A k x k Conv without im2col: the rows a unit of output rows reads are copied (by the thread
+// that runs it: cpu_conv_band_layout) into zero-padded planes of width PW, and output position
+// (oy, ox) reads "wide" position oy PW + ox, where tap (ky, kx) of channel c reads the padded
+// plane at c PP + ky d PW + kx d + (oy PW + ox) (stride 1; strided convs read phase planes).
 // Row (c, tap) of B is then a contiguous run of the padded input per output row. Two ways:
 // - in place (x86 JIT tiles, M at most 64 and K at least 4 M: cs.wide_in_place): the tiles
 //   load B there (GemmOperand::rows; from three row tiles on, the first packs what it reads);

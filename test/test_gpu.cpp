@@ -209,11 +209,12 @@ TEST_CASE("gpu: every elementwise op in islands printed as OpenCL C equals the r
     add("Clip", {InputRef::by_id(xi), InputRef::by_id(clip_lo), InputRef::by_id(clip_hi)});
     add("Gelu", {InputRef::by_id(xi)});
     add("Gelu", {InputRef::by_id(xi)}, "approximate", "tanh");
-    // A chain, so one island holds several ops: tanh(x * y + x) - sigmoid(x).
-    NodeId mul = add("Mul", {InputRef::by_id(xi), InputRef::by_id(yi)});
+    // A chain, so one island holds several ops: tanh(y * x + x) - sigmoid(y * x) (not x * y or
+    // sigmoid(x): those are nodes above, and prepare would take them for these).
+    NodeId mul = add("Mul", {InputRef::by_id(yi), InputRef::by_id(xi)});
     NodeId sum = add("Add", {InputRef::by_id(mul), InputRef::by_id(xi)});
     NodeId th = add("Tanh", {InputRef::by_id(sum)});
-    NodeId sg = add("Sigmoid", {InputRef::by_id(xi)});
+    NodeId sg = add("Sigmoid", {InputRef::by_id(mul)});
     add("Sub", {InputRef::by_id(th), InputRef::by_id(sg)});
     REQUIRE(model.finalize() == Status::Ok);
     std::string placement;
