@@ -8907,12 +8907,10 @@ struct CpuGemmState {
     const GemmEpilogue* epilogue = nullptr;
     // k x k Conv over each slot's padded copy of a unit's rows (cpu_conv_band_layout; a 1x1
     // pixel-tile conv: the input planes): a phase plane's row width and floats, the offset of
-    // each row (channel, tap) of the im2col matrix in it, the copy's floats at the slot's start,
-    // and the pixel tiles' step between pixels.
+    // each row (channel, tap) of the im2col matrix in it, and the copy's floats at the slot's start.
     const int64_t* wide_offsets = nullptr;
     int64_t wide_width = 0, wide_plane = 0;
     size_t band_floats = 0;
-    int64_t pixel_step = 1;
     bool wide_in_place = false;   // B read in the padded copy (else packed panels)
     const int64_t* plane_rows = nullptr;   // 1x1 Conv, x86: B by rows (row k at k planes), no packing pass
 };
@@ -9432,10 +9430,10 @@ inline bool conv_takes_wide(const ConvState& st) {
 // A band's padded copy: the padded rows a unit of output rows reads, per channel in row_phases
 // x col_phases phase planes (padded row r in phase r % row_phases at r / row_phases, counted
 // from the band's first row; columns likewise), each `plane` floats in rows of pw. Each thread
-// slot copies the bands it runs into its own scratch: a copy shared by the threads crossed
+// slot copies the bands it runs into its own scratch: a copy shared by the threads would cross
 // between their cores on every run (written by one, read by the other).
 // Row phases make an output row's taps one contiguous run per (channel, tap) at stride sy (the
-// wide path); column phases do so along a row (col_phases = sx / the tiles' pixel step).
+// wide path); column phases (sx) do so along a row.
 inline Status cpu_conv_band_layout(ReferenceProgram* p, const ConvState& st, int64_t output_rows, int64_t row_phases, int64_t col_phases,
                                    CpuGemmState* cs) {
     const Window& w = st.w;
@@ -9508,7 +9506,7 @@ inline Status run_cpu_conv_wide(const RunContext& c) {
         float* band_copy = slots + slot * cs.slot_floats;    // the padded rows of the unit's output rows
         float* buffer = band_copy + cs.band_floats;          // the packed block of B, or the wide block of Y
         float* scratch = buffer + buffer_floats;
-        uint64_t copied = ~0ull;                             // the unit band_copy holds
+        uint64_t copied = ~0ull;   // the unit band_copy holds (every slot running a part of a unit copies it)
         for (uint64_t work = begin; work < end; ++work) {
             const uint64_t unit = work / parts;
             const uint32_t part = (uint32_t)(work % parts);
@@ -9648,7 +9646,7 @@ inline Status run_cpu_conv_pixels(const RunContext& c) {
     float* y = c.outputs[0].as<float>();
     const int64_t positions = w.out_size();
     if (positions == 0) return Status::Ok;
-    const int64_t pw = cs.wide_width, pp = cs.wide_plane, ow = w.out[2], oh = w.out[0] * w.out[1], step = cs.pixel_step;
+    const int64_t pw = cs.wide_width, pp = cs.wide_plane, ow = w.out[2], oh = w.out[0] * w.out[1];
     const float* x = c.inputs[0].as<float>();
     const GemmBlocking& blocking = cs.gemm.blocking();
     const int64_t mr = blocking.mr, nr = blocking.nr, panels = (st.group_maps + nr - 1) / nr, np = panels * nr;
@@ -9674,7 +9672,7 @@ inline Status run_cpu_conv_pixels(const RunContext& c) {
             if (!st.direct) {   // the slot copies the band's rows itself: they stay in its core's caches
                 if (copied != rows_unit)
                     pad_conv_band(w, x + (n * st.channels + g * st.group_channels) * w.in_size(), st.group_channels, oy0 * w.stride[1],
-                                  (oy1 - oy0 - 1) * w.stride[1] + (w.kernel[1] - 1) * w.dilation[1] + 1, pw, pp, 1, w.stride[2] / step,
+                                  (oy1 - oy0 - 1) * w.stride[1] + (w.kernel[1] - 1) * w.dilation[1] + 1, pw, pp, 1, w.stride[2],
                                   band_copy);
                 copied = rows_unit;
                 base = band_copy;
@@ -9691,7 +9689,7 @@ inline Status run_cpu_conv_pixels(const RunContext& c) {
                     for (int64_t r = 0, stored = 0; r < runs; ++r) {
                         for (int64_t t = 0; t < run_tiles; ++t) {   // the run in tiles of even size
                             const int64_t x0 = run * t / run_tiles, x1 = run * (t + 1) / run_tiles;
-                            cs.gemm.column_tile(base + r * row_step + x0 * step, cs.wide_offsets + pc, panel, x1 - x0, maps, kc, pc > 0,
+                            cs.gemm.column_tile(base + r * row_step + x0, cs.wide_offsets + pc, panel, x1 - x0, maps, kc, pc > 0,
                                                 block + (r * run + x0) * ld + (j - j0) * nr, ld, r == 0 && t == 0);
                         }
                         // After the last K block, the runs since the last store into Y's maps once
@@ -9754,7 +9752,7 @@ inline Status cpu_conv_pixels_plan(ReferenceProgram* p, const ConvState& st, Cpu
         cs->wide_width = w.out[2];
         cs->wide_plane = w.in_size();
     } else {
-        TESSEL_TRY(cpu_conv_band_layout(p, st, cs->block, 1, w.stride[2] / cs->pixel_step, cs));
+        TESSEL_TRY(cpu_conv_band_layout(p, st, cs->block, 1, w.stride[2], cs));
     }
     cs->slot_floats = cs->band_floats + round16((size_t)(cs->block * ow * ((panels + chunks - 1) / chunks) * nr));
     return Status::Ok;
