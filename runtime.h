@@ -2330,11 +2330,16 @@ struct detail_prepare {
                 }
                 input_count = 3;
             }
-            NodeId same = kNoNode;
-            if (input_count > 0 && !is_random(node.op) && node.op != StringView("Dropout") && refs[0].producer < m_bound)
-                for (same = same_first[refs[0].producer]; same != kNoNode; same = same_next[same])
-                    if (same_node(g, m.graph, m_source[same], same, id, refs, input_count, batchnorm != kNoNode ? folded_inputs : nullptr))
+            NodeId same = kNoNode;   // the 64 latest readers of the same first input at most: a wide fan-out stays linear
+            if (input_count > 0 && !is_random(node.op) && node.op != StringView("Dropout") && refs[0].producer < m_bound) {
+                NodeId candidate = same_first[refs[0].producer];
+                for (int tries = 0; candidate != kNoNode && tries < 64; ++tries, candidate = same_next[candidate])
+                    if (same_node(g, m.graph, m_source[candidate], candidate, id, refs, input_count,
+                                  batchnorm != kNoNode ? folded_inputs : nullptr)) {
+                        same = candidate;
                         break;
+                    }
+            }
             if (same != kNoNode) {
                 for (uint32_t p = 0; p < node.num_outputs; ++p) new_id[base[id] + p] = same;
                 if (batchnorm != kNoNode) new_id[base[batchnorm]] = same;
