@@ -9439,10 +9439,15 @@ inline bool conv_takes_wide(const ConvState& st) {
 // between their cores on every run (written by one, read by the other).
 // Row phases make an output row's taps one contiguous run per (channel, tap) at stride sy (the
 // wide path); column phases (sx) do so along a row.
+// The padded rows that `output_rows` consecutive output rows read.
+inline int64_t conv_band_rows(const Window& w, int64_t output_rows) {
+    return (output_rows - 1) * w.stride[1] + (w.kernel[1] - 1) * w.dilation[1] + 1;
+}
+
 inline Status cpu_conv_band_layout(ReferenceProgram* p, const ConvState& st, int64_t output_rows, int64_t row_phases, int64_t col_phases,
                                    CpuGemmState* cs) {
     const Window& w = st.w;
-    const int64_t padded_rows = (output_rows - 1) * w.stride[1] + (w.kernel[1] - 1) * w.dilation[1] + 1;
+    const int64_t padded_rows = conv_band_rows(w, output_rows);
     const int64_t pw = (w.in[2] + w.pad_begin[2] + w.pad_end[2] + col_phases - 1) / col_phases;
     const int64_t phases = row_phases * col_phases;
     cs->wide_width = pw;
@@ -9522,7 +9527,7 @@ inline Status run_cpu_conv_wide(const RunContext& c) {
             const int64_t oy0 = p0 / ow, oy1 = (p0 + count - 1) / ow + 1, band_p0 = p0 - oy0 * ow;
             if (copied != unit)
                 pad_conv_band(w, x + (n * st.channels + g * st.group_channels) * w.in_size(), st.group_channels, oy0 * sy,
-                              (oy1 - oy0 - 1) * sy + (w.kernel[1] - 1) * w.dilation[1] + 1, pw, pp, sy, w.stride[2], band_copy);
+                              conv_band_rows(w, oy1 - oy0), pw, pp, sy, w.stride[2], band_copy);
             copied = unit;
             const float* base = band_copy;
             GemmOperand a, b;
@@ -9672,12 +9677,12 @@ inline Status run_cpu_conv_pixels(const RunContext& c) {
             const int64_t m0 = j0 * nr, m1 = j1 * nr < st.group_maps ? j1 * nr : st.group_maps, ld = m1 - m0;
             const int64_t oy0 = band * oh / bands, oy1 = (band + 1) * oh / bands;
             // Output row oy0 + r's first pixel, and the step between rows.
-            const float* base = x + (n * st.channels + g * st.group_channels) * pp + oy0 * pw;
+            const float* xg = x + (n * st.channels + g * st.group_channels) * w.in_size();
+            const float* base = xg + oy0 * pw;
             int64_t row_step = pw;
             if (!st.direct) {   // the slot copies the band's rows itself: they stay in its core's caches
                 if (copied != rows_unit)
-                    pad_conv_band(w, x + (n * st.channels + g * st.group_channels) * w.in_size(), st.group_channels, oy0 * w.stride[1],
-                                  (oy1 - oy0 - 1) * w.stride[1] + (w.kernel[1] - 1) * w.dilation[1] + 1, pw, pp, 1, w.stride[2],
+                    pad_conv_band(w, xg, st.group_channels, oy0 * w.stride[1], conv_band_rows(w, oy1 - oy0), pw, pp, 1, w.stride[2],
                                   band_copy);
                 copied = rows_unit;
                 base = band_copy;
@@ -13315,12 +13320,11 @@ inline Status cpu_pool_small_step(ReferenceProgram* p, const PoolState& st, Stri
     if (rows.init(shape, isa) != Status::Ok || !rows.jit()) return Status::Ok;
     // Per output: the window's real rows [first, last) of kh, padded rows (inside the pads).
     auto taps = pool_window_taps;
-    auto divisor_at = [&](int64_t oh, int64_t ow) {
-        int64_t f0, l0, p0, f1, l1, p1;
-        taps(oh - top, kh, height, w.pad_end[1], &f0, &l0, &p0);
-        taps(ow - left, kw, width, w.pad_end[2], &f1, &l1, &p1);
-        return st.count_include_pad ? p0 * p1 : std::max<int64_t>(0, l0 - f0) * std::max<int64_t>(0, l1 - f1);
-    };
+    PoolPlaneShape plane;   // the divisors' geometry (stride 1)
+    plane.height = height, plane.width = width, plane.out_h = out_h, plane.out_w = out_w;
+    plane.kernel_h = kh, plane.kernel_w = kw, plane.pad_top = top, plane.pad_left = left;
+    plane.pad_bottom = w.pad_end[1], plane.pad_right = w.pad_end[2], plane.count_include_pad = st.count_include_pad ? 1 : 0;
+    auto divisor_at = [&](int64_t oh, int64_t ow) { return pool_plane_divisor(plane, oh, ow); };
     // Decline before taking arena memory: a window in padding only (prepare refuses them).
     bool equal_divisors = true;
     for (int64_t oh = 0; oh < out_h; ++oh)
