@@ -20570,7 +20570,15 @@ void dequantize_typed(const RunContext& c, const QuantLayout& q) {
     bool half = c.outputs[0].desc.type == ElementType::Float16;
     uint64_t e = 0;
     for (int64_t o = 0; o < q.outer; ++o)
-        for (int64_t d = 0; d < q.count; ++d)
+        for (int64_t d = 0; d < q.count; ++d) {
+            if (q.inner_stride == 0 && !half) {   // one scale and zero point for the inner run (folding weights)
+                const uint64_t p = (uint64_t)(o * q.outer_stride + d / q.block * q.axis_stride);
+                const double z = zero ? (double)zero[p] : 0.0, s = (double)load_real(scale.desc.type, scale.data, p);
+                float* y = c.outputs[0].as<float>() + e;
+                for (int64_t i = 0; i < q.inner; ++i) y[i] = (float)(((double)(float)x[e + i] - z) * s);
+                e += (uint64_t)q.inner;
+                continue;
+            }
             for (int64_t i = 0; i < q.inner; ++i, ++e) {
                 uint64_t p = (uint64_t)(o * q.outer_stride + d / q.block * q.axis_stride + i * q.inner_stride);
                 double dx = (double)(float)x[e] - (zero ? (double)zero[p] : 0.0);
@@ -20578,6 +20586,7 @@ void dequantize_typed(const RunContext& c, const QuantLayout& q) {
                 if (half) c.outputs[0].as<uint16_t>()[e] = float_to_half(v);
                 else c.outputs[0].as<float>()[e] = v;
             }
+        }
 }
 
 inline Status run_dequantize_linear(const RunContext& c) {
@@ -20975,6 +20984,9 @@ struct Int8ConvState {
     // Interleaved, and the tiles read B's groups from the copy (Int8Gemm::run_groups): no panel
     // is packed. The copy then ends with 4 nr bytes the last panel reads past its columns.
     bool groups_in_place = false;
+    // Groups in place, and maps a multiple of 16 on a CPU with the pixel tiles
+    // (Int8Gemm::run_pixels): each output row's run of positions straight into y.
+    bool pixels = false;
     size_t rows4_bytes = 0;
 };
 
@@ -21207,17 +21219,27 @@ inline Status run_int8_conv_implicit(const RunContext& c) {
                             for (int64_t r = r0; r < r1; ++r) phase_row(copy + ci * channel_bytes + (a * sw + b) * phase_plane + r * wq, ci, a, b, r);
                 st.gemm.pack_b_rows(st.depth, count, copy + p0, 0, st.offset, panel);
             }
-            const int64_t tiles = (st.group_maps + st.gemm.mr() - 1) / st.gemm.mr();
-            const int64_t m0 = std::min<int64_t>(st.group_maps, (int64_t)part * tiles / parts * st.gemm.mr());
-            const int64_t m1 = std::min<int64_t>(st.group_maps, (int64_t)(part + 1) * tiles / parts * st.gemm.mr());
+            const int64_t tile_maps = st.pixels ? 16 : st.gemm.mr();
+            const int64_t tiles = (st.group_maps + tile_maps - 1) / tile_maps;
+            const int64_t m0 = std::min<int64_t>(st.group_maps, (int64_t)part * tiles / parts * tile_maps);
+            const int64_t m1 = std::min<int64_t>(st.group_maps, (int64_t)(part + 1) * tiles / parts * tile_maps);
             Int8Requant rq = st.rq;
             rq.bias = st.bias + g * st.group_maps;
             rq.scale = st.scale + g * st.group_maps;
             const int8_t* packed = st.packed + (size_t)g * st.packed_bytes;
+            uint8_t* yg = y + n * st.maps * positions + g * st.group_offset;
+            if (st.pixels) {   // the block's virtual positions less the dropped columns
+                const int64_t first = p0 % wq < out_w ? p0 : (p0 / wq + 1) * wq, last = p0 + count;
+                const int64_t before = first / wq * out_w + first % wq;
+                const int64_t after = last / wq * out_w + std::min(last % wq, out_w);
+                if (after <= before) continue;
+                Int8Gemm::PixelRun pixel_run = {copy + 4 * (first / wq * wq), st.offset, wq, out_w, out_w, first % wq, after - before};
+                st.gemm.run_pixels(st.group_maps, m0, m1, st.depth, packed, pixel_run, rq, yg + first / wq * out_w, st.map_stride);
+                continue;
+            }
             if (st.groups_in_place) st.gemm.run_groups(m0, m1, count, st.depth, packed, copy + 4 * p0, st.offset, rq, result, count);
             else st.gemm.run(m0, m1, count, st.depth, packed, panel, rq, result, count);
             // the virtual rows' first out_w columns into y (row m of the result at m * count)
-            uint8_t* yg = y + n * st.maps * positions + g * st.group_offset;
             for (int64_t p = p0; p < p0 + count;) {
                 const int64_t o1 = p / wq, o2 = p % wq, stop = std::min(p0 + count, (o1 + 1) * wq);
                 if (o2 < out_w) {
@@ -22106,10 +22128,11 @@ struct Int8Weights {
     int32_t x_zero_point = 0;
 };
 
-inline bool int8_weights(ReferenceProgram* p, const Int8Source& src, int64_t maps, int64_t depth, Int8Weights* out) {
+// The int8 weights q come from q_arena: a caller that packs them passes an arena it frees.
+inline bool int8_weights(ReferenceProgram* p, const Int8Source& src, int64_t maps, int64_t depth, Int8Weights* out, Arena* q_arena) {
     const float sx = src.sx, sy = src.sy;
     out->x_zero_point = src.zx;
-    out->q = static_cast<int8_t*>(p->arena.allocate((size_t)(maps * depth) + 1, 64));
+    out->q = static_cast<int8_t*>(q_arena->allocate((size_t)(maps * depth) + 1, 64));
     out->bias = p->arena.allocate_array<int32_t>((size_t)maps + 1);
     out->scale = p->arena.allocate_array<float>((size_t)maps + 1);
     out->sums = p->arena.allocate_array<int64_t>((size_t)maps + 1);
@@ -22238,7 +22261,7 @@ inline bool int8_depthwise_float_kernel(ReferenceProgram* p, Int8DepthwiseState*
 inline Int8DepthwiseState* int8_depthwise_state(ReferenceProgram* p, const ConvState& cst, const Int8Source& src, Isa isa) {
     Int8DepthwiseState* st = p->arena.allocate_array<Int8DepthwiseState>(1);
     Int8Weights wq;
-    if (!st || !int8_weights(p, src, cst.maps, cst.depth, &wq)) return nullptr;
+    if (!st || !int8_weights(p, src, cst.maps, cst.depth, &wq, &p->arena)) return nullptr;   // the kernels read q
     new (st) Int8DepthwiseState();
     st->w = cst.w;
     st->batch = cst.batch;
@@ -22266,7 +22289,8 @@ inline Int8MatMulState* int8_matmul_state(ReferenceProgram* p, int64_t rows, int
     st->n = n;
     st->k = k;
     Int8Weights wq;
-    if (!int8_weights(p, src, st->n, st->k, &wq)) return nullptr;
+    Arena q_arena;   // q until packed
+    if (!int8_weights(p, src, st->n, st->k, &wq, &q_arena)) return nullptr;
     for (int64_t m = 0; m < st->n; ++m) {
         double bias = (double)wq.bias[m] - (double)wq.x_zero_point * (double)wq.sums[m];
         wq.bias[m] = (int32_t)(bias < -2147483648.0 ? -2147483648.0 : bias > 2147483647.0 ? 2147483647.0 : bias);
@@ -22329,14 +22353,12 @@ inline Int8MatMulState* int8_group_matmul_state(ReferenceProgram* p, const Prepa
         rows = mst.batch * mst.m, n = mst.n, k = mst.k;
     }
     Arena scratch;
-    float* wt = scratch.allocate_array<float>((size_t)(n * k) + 1);   // a row per output column
+    float* wt = trans_b ? nullptr : scratch.allocate_array<float>((size_t)(n * k) + 1);   // a row per output column
     float* bias = scratch.allocate_array<float>((size_t)n + 1);
-    if (!wt || !bias) return nullptr;
-    if (trans_b) std::memcpy(wt, w, (size_t)(n * k) * sizeof(float));
-    else
-        for (int64_t p0 = 0; p0 < k; ++p0)
-            for (int64_t j = 0; j < n; ++j) wt[j * k + p0] = w[p0 * n + j];
-    Int8Source src = int8_group_source(model, group, wt);
+    if ((!trans_b && !wt) || !bias) return nullptr;
+    for (int64_t p0 = 0; !trans_b && p0 < k; ++p0)
+        for (int64_t j = 0; j < n; ++j) wt[j * k + p0] = w[p0 * n + j];
+    Int8Source src = int8_group_source(model, group, trans_b ? w : wt);
     if (c) {
         for (int64_t j = 0; j < n; ++j) bias[j] = c[j * c_col];
         src.bias = bias;
@@ -22398,7 +22420,7 @@ inline void int8_conv_units(Int8ConvState* st, int64_t positions, size_t row_byt
 // (strided: along a dimension of stride s > 1, undilated with at least s taps, so every phase
 // plane is read, and K of 64 or more: below it the im2col matrix is smaller than the result
 // rows the implicit path copies out); false when out of memory.
-inline bool int8_conv_implicit(ReferenceProgram* p, Int8ConvState* st, const int8_t* weights, int8_t* packed) {
+inline bool int8_conv_implicit(ReferenceProgram* p, Int8ConvState* st, const int8_t* weights, int8_t* packed, Arena* scratch) {
     const Window& w = st->w;
     if (st->direct || w.in[0] != 1 || w.kernel[0] != 1 || w.out[0] != 1) return true;
     if (w.kernel_size() < 2 || w.out_size() == 0) return true;
@@ -22414,6 +22436,12 @@ inline bool int8_conv_implicit(ReferenceProgram* p, Int8ConvState* st, const int
     const int64_t hq = (hp + sh - 1) / sh, wq = (wp + sw - 1) / sw - shared;
     const bool in_place = st->group_channels % 4 == 0 && st->gemm.reads_b_groups();
     const bool interleaved = st->group_channels % 4 == 0 && (!st->gemm.packs_rows_by_kernel() || in_place);
+    // The pixel tiles where the group tiles lose: rows under 16 (each row's dropped column and
+    // the positions short of a panel of 48) or weights past half of L2 (blocks of few positions,
+    // each streaming them). Elsewhere the two tie, and few maps fill 8-map tiles better.
+    const bool pixels = in_place && st->gemm.runs_pixels() && st->group_maps % 16 == 0 &&
+                        Int8Gemm::packed_pixels_bytes(st->group_maps, st->depth) <= st->packed_bytes &&
+                        (w.out[2] < 16 || (uint64_t)(st->group_maps * st->depth) > cpu_cache_sizes().l2 / 2);
     const int64_t unit = interleaved ? 4 : 1;   // bytes a pixel of one channel's plane takes in the copy
     // a virtual row's last column reads reach_w / sw pixels past its phase plane
     const int64_t copy = (st->group_channels * sh * sw * hq * wq + reach_w / sw) * unit + 64 + (in_place ? 4 * st->gemm.nr() : 0);
@@ -22428,7 +22456,7 @@ inline bool int8_conv_implicit(ReferenceProgram* p, Int8ConvState* st, const int
                 offset[i++] = ((ci / unit * sh * sw + (t1 % sh) * sw + t2 % sw) * hq * wq + t1 / sh * wq + t2 / sw) * unit;
             }
     if (interleaved) {   // A again with K as the copy gives it: (channel group, tap, channel % 4)
-        int8_t* order = p->arena.allocate_array<int8_t>((size_t)(st->group_maps * st->depth) + 1);
+        int8_t* order = scratch->allocate_array<int8_t>((size_t)(st->group_maps * st->depth) + 1);
         if (!order) return false;
         for (int64_t g = 0; g < st->groups; ++g) {
             const int8_t* wg = weights + g * st->group_maps * st->depth;
@@ -22436,9 +22464,11 @@ inline bool int8_conv_implicit(ReferenceProgram* p, Int8ConvState* st, const int
                 for (int64_t ci = 0; ci < st->group_channels; ++ci)
                     for (int64_t t = 0; t < taps; ++t)
                         order[m * st->depth + ((ci / 4) * taps + t) * 4 + ci % 4] = wg[m * st->depth + ci * taps + t];
-            st->gemm.pack_a(st->group_maps, st->depth, order, st->depth, packed + (size_t)g * st->packed_bytes);
+            if (pixels) Int8Gemm::pack_pixels(st->group_maps, st->depth, order, st->depth, packed + (size_t)g * st->packed_bytes);
+            else st->gemm.pack_a(st->group_maps, st->depth, order, st->depth, packed + (size_t)g * st->packed_bytes);
         }
     }
+    st->pixels = pixels;
     st->interleaved = interleaved;
     st->groups_in_place = in_place;
     st->implicit = true;
@@ -22453,7 +22483,7 @@ inline bool int8_conv_implicit(ReferenceProgram* p, Int8ConvState* st, const int
     st->rows_bytes = 0;
     st->copy_bytes = ((size_t)copy + 63) & ~(size_t)63;
     st->panel_bytes = in_place ? 0 : (st->gemm.packed_b_bytes(st->depth, block) + 63) & ~(size_t)63;
-    st->result_bytes = ((size_t)(st->group_maps * block) + 63) & ~(size_t)63;
+    st->result_bytes = pixels ? 0 : ((size_t)(st->group_maps * block) + 63) & ~(size_t)63;
     st->rows4_bytes = interleaved ? ((size_t)(4 * wq) + 63) & ~(size_t)63 : 0;
     st->slot_bytes = st->copy_bytes + st->panel_bytes + st->result_bytes + st->rows4_bytes;
     return true;
@@ -22476,7 +22506,8 @@ inline Int8ConvState* int8_conv_state(ReferenceProgram* p, const ConvState& cst,
     st->direct = cst.direct;
     const int64_t maps = st->maps, depth = st->depth;
     Int8Weights wq;
-    if (!int8_weights(p, src, maps, depth, &wq)) return nullptr;
+    Arena q_arena;   // q (and its interleaved order) until packed
+    if (!int8_weights(p, src, maps, depth, &wq, &q_arena)) return nullptr;
     st->x_zero_point = (uint8_t)wq.x_zero_point;
     st->bias = wq.bias;
     st->scale = wq.scale;
@@ -22500,7 +22531,7 @@ inline Int8ConvState* int8_conv_state(ReferenceProgram* p, const ConvState& cst,
     st->rows_bytes = st->direct ? 0 : ((size_t)(depth * block) + 63) & ~(size_t)63;
     st->panel_bytes = (st->gemm.packed_b_bytes(depth, block) + 63) & ~(size_t)63;
     st->slot_bytes = st->rows_bytes + st->panel_bytes;
-    if (!int8_conv_implicit(p, st, wq.q, packed)) return nullptr;
+    if (!int8_conv_implicit(p, st, wq.q, packed, &q_arena)) return nullptr;
     return st;
 }
 
@@ -23665,7 +23696,8 @@ inline Status cpu_int8_steps(ReferenceProgram* p, const PreparedModel& model, Is
         } else {
             Int8ConvState* st = int8_conv_state(p, *cst, int8_group_source(model, group, cpu_constant_input(model, group.conv, 1)), isa);
             if (!st) return Status::OutOfMemory;
-            TESSEL_TRY(int8_use(p, group.step, st->implicit ? run_int8_conv_implicit : run_int8_conv, st, st->gemm.amx() ? "Conv+amx" : "Conv",
+            TESSEL_TRY(int8_use(p, group.step, st->implicit ? run_int8_conv_implicit : run_int8_conv, st,
+                                st->gemm.amx() ? "Conv+amx" : st->pixels ? "Conv+pixels" : "Conv",
                                 st->gemm.jit() ? st->gemm.isa() : Isa::Ref,
                                 (size_t)st->slots * st->slot_bytes));
         }

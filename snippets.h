@@ -953,6 +953,30 @@ public:
     void run_groups(int64_t m0, int64_t m1, int64_t n, int64_t k, const int8_t* packed_a, const uint8_t* b,
                     const int64_t* group_offset, const Int8Requant& rq, uint8_t* c, int64_t ldc) const;
 
+    // The conv's other orientation (AVX-512 VNNI with VBMI): a tile of up to 8 output positions
+    // x 48 maps, each position's 4 bytes of a group broadcast against 3 vectors of 16 maps of W,
+    // so a run of positions needs no padding to the tile's width and no packed B. W [maps x k]
+    // packs into panels of 48 maps (the last one narrower), per group 4 bytes a map; maps a
+    // multiple of 16, k of 4.
+    static constexpr int64_t kPixelRows = 8, kPixelMaps = 48;
+    bool runs_pixels() const { return pixel_tiles_ != nullptr; }
+    static size_t packed_pixels_bytes(int64_t maps, int64_t k) { return (size_t)((maps + 15) / 16 * 16 * k_groups(k) * 4); }
+    static void pack_pixels(int64_t maps, int64_t k, const int8_t* a, int64_t a_row, int8_t* packed);
+    // `count` positions of rows `width` wide from column `column` of row 0 on: position (r, c)'s
+    // group g at b + group_offset[g] + 4 (r b_pitch + c), its Y at r y_pitch + c of each map.
+    struct PixelRun {
+        const uint8_t* b;
+        const int64_t* group_offset;
+        int64_t b_pitch, y_pitch, width, column, count;
+    };
+    // Y for maps [m0, m1) (multiples of 16) of the `maps` packed, map m's at y + m * ldy. rq's
+    // arrays are indexed by the map. Never allocates.
+    void run_pixels(int64_t maps, int64_t m0, int64_t m1, int64_t k, const int8_t* packed, const PixelRun& run,
+                    const Int8Requant& rq, uint8_t* y, int64_t ldy) const;
+    // The W panel holding map m: its first map and width. Panels of 48, but the last 64 maps of
+    // a remainder of 16 as 32 + 32 (a one-vector tile loads as much as it multiplies).
+    static void pixel_panel(int64_t maps, int64_t m, int64_t* first, int64_t* width);
+
     struct TileParams {
         const int32_t* bias;
         const float* scale;
@@ -961,6 +985,7 @@ public:
         uint32_t mask[4];    // per vector of 16 columns: the lanes stored (Int8Gemv: 4 vectors)
         uint32_t rows;       // rows of C stored (the AMX tile; the others have a tile per count)
         const int64_t* b_groups;   // run_groups: group g of the B panel at the tile's B + b_groups[g]
+        int64_t w_group_bytes;     // run_pixels: bytes of a group of the W panel
     };
     // void tile(A panel, B panel, C, ldc, k groups, params)
     using TileFn = void (*)(const int8_t*, const uint8_t*, uint8_t*, int64_t, int64_t, const TileParams*);
@@ -987,6 +1012,7 @@ private:
     bool masked_ = false;             // the tiles store partial panels themselves (VNNI)
     const TileFn* tiles_ = nullptr;   // [rows - 1], may be null
     const TileFn* group_tiles_ = nullptr;   // tiles_ reading B's groups in place (run_groups), may be null
+    const TileFn* pixel_tiles_ = nullptr;   // [vectors - 1][rows - 1]: run_pixels, may be null
     void run_panels(int64_t m0, int64_t m1, int64_t n, int64_t k, const int8_t* packed_a, const uint8_t* b,
                     const int64_t* group_offset, const Int8Requant& rq, uint8_t* c, int64_t ldc) const;
 };
@@ -8158,8 +8184,8 @@ constexpr uint32_t kInt8VnniRows = 8, kInt8VnniVectors = 3;
 // Requantizes accumulator v into uint8 at dst through mask: + bias, to float, * scale, clamped
 // to [zmm29, zmm30], rounded by MXCSR's default (to nearest, ties to even), + zero point zmm31.
 // The tile and the gemv kernel both end with it, so their bytes match.
-inline void emit_vnni_requantize(asmjit::x86::Assembler& a, const asmjit::x86::Zmm& v, const asmjit::x86::Zmm& bias,
-                                 const asmjit::x86::Zmm& scale, const asmjit::x86::KReg& mask, const asmjit::x86::Mem& dst) {
+inline void emit_vnni_requantize_dwords(asmjit::x86::Assembler& a, const asmjit::x86::Zmm& v, const asmjit::x86::Zmm& bias,
+                                        const asmjit::x86::Zmm& scale) {
     namespace x86 = asmjit::x86;
     a.vpaddd(v, v, bias);
     a.vcvtdq2ps(v, v);
@@ -8168,6 +8194,10 @@ inline void emit_vnni_requantize(asmjit::x86::Assembler& a, const asmjit::x86::Z
     a.vminps(v, v, x86::zmm30);
     a.vcvtps2dq(v, v);
     a.vpaddd(v, v, x86::zmm31);
+}
+inline void emit_vnni_requantize(asmjit::x86::Assembler& a, const asmjit::x86::Zmm& v, const asmjit::x86::Zmm& bias,
+                                 const asmjit::x86::Zmm& scale, const asmjit::x86::KReg& mask, const asmjit::x86::Mem& dst) {
+    emit_vnni_requantize_dwords(a, v, bias, scale);
     a.k(mask).vpmovusdb(dst, v);
 }
 
@@ -8233,6 +8263,106 @@ inline void emit_int8_tile_vnni_any(asmjit::x86::Assembler& a, uint32_t rows, ui
 inline void emit_int8_tile_vnni(asmjit::x86::Assembler& a, uint32_t rows, uint32_t vectors) { emit_int8_tile_vnni_any(a, rows, vectors, false); }
 inline void emit_int8_tile_vnni_groups(asmjit::x86::Assembler& a, uint32_t rows, uint32_t vectors) {
     emit_int8_tile_vnni_any(a, rows, vectors, true);
+}
+
+// The pixel tile (Int8Gemm::run_pixels): rows x vectors accumulators (zmm0..23) as the VNNI
+// tile's, a row being an output position and a vector 16 maps: per group, W's vectors in
+// zmm24-26 and position i's 4 bytes broadcast from rsi + b_groups[u] + 4 i (zmm27-30). Arguments:
+// rdi W panel, rsi position 0's pixel, rdx Y at (first map, position 0), rcx Y's map stride, r8
+// k groups, r9 TileParams (bias and scale per map, mask[0]: the rows stored, w_group_bytes).
+// Stores: each row's vectors narrowed to bytes (vpmovusdb), 4 rows a zmm, and vpermt2b puts 8
+// maps' 8 positions in a zmm's qwords, each stored through a mask of the rows (k1-k4).
+inline void emit_int8_tile_pixels(asmjit::x86::Assembler& a, uint32_t rows, uint32_t vectors) {
+    namespace x86 = asmjit::x86;
+    auto acc = [&](uint32_t i, uint32_t j) { return x86::zmm(i * vectors + j); };
+    for (uint32_t i = 0; i < rows; ++i)
+        for (uint32_t j = 0; j < vectors; ++j) a.vpxord(acc(i, j), acc(i, j), acc(i, j));
+    asmjit::Label pair = a.newLabel(), single = a.newLabel(), store = a.newLabel(), index = a.newLabel();
+    a.mov(x86::r10, x86::qword_ptr(x86::r9, (int32_t)offsetof(Int8Gemm::TileParams, b_groups)));
+    a.mov(x86::r11, x86::qword_ptr(x86::r9, (int32_t)offsetof(Int8Gemm::TileParams, w_group_bytes)));
+    auto step = [&](int32_t u) {   // group u of the pair: W at rdi + u r11
+        a.mov(x86::rax, x86::qword_ptr(x86::r10, u * 8));
+        for (uint32_t j = 0; j < vectors; ++j)
+            a.vmovdqu32(x86::zmm(24 + j), u ? x86::ptr(x86::rdi, x86::r11, 0, (int32_t)(j * 64)) : x86::ptr(x86::rdi, (int32_t)(j * 64)));
+        for (uint32_t i = 0; i < rows; ++i) {
+            const x86::Zmm pixel = x86::zmm(27 + i % 4);
+            a.vpbroadcastd(pixel, x86::dword_ptr(x86::rsi, x86::rax, 0, (int32_t)(i * 4)));
+            for (uint32_t j = 0; j < vectors; ++j) a.vpdpbusd(acc(i, j), pixel, x86::zmm(24 + j));
+        }
+    };
+    a.cmp(x86::r8, 2);
+    a.jb(single);
+    a.bind(pair);
+    step(0);
+    step(1);
+    a.lea(x86::rdi, x86::ptr(x86::rdi, x86::r11, 1));
+    a.add(x86::r10, 16);
+    a.sub(x86::r8, 2);
+    a.cmp(x86::r8, 2);
+    a.jae(pair);
+    a.bind(single);
+    a.test(x86::r8, x86::r8);
+    a.jz(store);
+    step(0);
+    a.bind(store);
+    a.mov(x86::rax, x86::qword_ptr(x86::r9, 0));
+    a.mov(x86::r10, x86::qword_ptr(x86::r9, 8));
+    a.vbroadcastss(x86::zmm29, x86::dword_ptr(x86::r9, 16));
+    a.vbroadcastss(x86::zmm30, x86::dword_ptr(x86::r9, 20));
+    a.vpbroadcastd(x86::zmm31, x86::dword_ptr(x86::r9, 24));
+    a.mov(x86::r11d, x86::dword_ptr(x86::r9, (int32_t)offsetof(Int8Gemm::TileParams, mask)));
+    const x86::KReg masks[4] = {x86::k1, x86::k2, x86::k3, x86::k4};   // qword q's bytes of the rows
+    for (uint32_t q = 0; q < 4; ++q) {
+        a.kmovq(masks[q], x86::r11);
+        if (q < 3) a.shl(x86::r11, 8);
+    }
+    a.vmovdqu8(x86::zmm24, x86::ptr(index));
+    a.vmovdqu8(x86::zmm25, x86::ptr(index, 64));
+    a.mov(x86::r11, x86::rdx);   // map m's row of Y
+    for (uint32_t j = 0; j < vectors; ++j) {
+        a.vmovdqu32(x86::zmm27, x86::zmmword_ptr(x86::rax, (int32_t)(j * 64)));
+        a.vmovups(x86::zmm28, x86::zmmword_ptr(x86::r10, (int32_t)(j * 64)));
+        for (uint32_t i = 0; i < rows; ++i) {
+            emit_vnni_requantize_dwords(a, acc(i, j), x86::zmm27, x86::zmm28);
+            a.vpmovusdb(acc(i, j).xmm(), acc(i, j));
+        }
+        // rows 0-3 in the lanes of row 0's register, 4-7 in row 4's (rows past `rows`: not stored)
+        const x86::Zmm low = acc(0, j), high = rows > 4 ? acc(4, j) : acc(0, j);
+        for (uint32_t i = 1; i < rows; ++i)
+            if (i != 4) a.vinserti32x4(i < 4 ? low : high, i < 4 ? low : high, acc(i, j).xmm(), i % 4);
+        a.vmovdqa64(x86::zmm26, low);
+        a.vpermt2b(x86::zmm26, x86::zmm24, high);   // maps 0-7 of the vector
+        a.vpermt2b(low, x86::zmm25, high);          // maps 8-15
+        for (const x86::Zmm& v : {x86::zmm26, low}) {
+            if (rows == kInt8VnniRows) {   // whole qwords: plain stores (masked ones cost more)
+                for (uint32_t lane = 0; lane < 4; ++lane) {
+                    if (lane) a.vextracti32x4(x86::xmm27, v, lane);
+                    const x86::Xmm src = lane ? x86::xmm27 : v.xmm();
+                    a.vmovq(x86::qword_ptr(x86::r11), src);
+                    a.add(x86::r11, x86::rcx);
+                    a.vmovhps(x86::qword_ptr(x86::r11), src);
+                    a.add(x86::r11, x86::rcx);
+                }
+                continue;
+            }
+            for (uint32_t half = 0; half < 2; ++half) {
+                for (uint32_t q = 0; q < 4; ++q) {
+                    a.k(masks[q]).vmovdqu8(x86::ptr(x86::r11, -(int32_t)(8 * q)), v);
+                    a.add(x86::r11, x86::rcx);
+                }
+                if (half == 0) a.valignq(v, v, v, 4);
+            }
+        }
+    }
+    a.vzeroupper();
+    a.ret();
+    uint8_t order[128];   // byte 8 q + i: map q (q + 8) of row i
+    for (uint32_t half = 0; half < 2; ++half)
+        for (uint32_t q = 0; q < 8; ++q)
+            for (uint32_t i = 0; i < 8; ++i) order[64 * half + 8 * q + i] = (uint8_t)((i < 4 ? 16 * i : 64 + 16 * (i - 4)) + q + 8 * half);
+    a.align(asmjit::AlignMode::kData, 64);
+    a.bind(index);
+    a.embed(order, sizeof order);
 }
 
 struct Int8TileTable {
@@ -8732,6 +8862,7 @@ Status Int8Gemm::init(Isa isa, bool dot_products, bool matrix_tiles) {
     isa_ = isa;
     tiles_ = nullptr;
     group_tiles_ = nullptr;
+    pixel_tiles_ = nullptr;
     mr_ = detail::kInt8PortableRows;
     nr_ = detail::kInt8PortableCols;
     a_bytes_ = 1;
@@ -8762,6 +8893,12 @@ Status Int8Gemm::init(Isa isa, bool dot_products, bool matrix_tiles) {
         if (vnni_groups.status != Status::Ok) return vnni_groups.status;
         tiles_ = vnni.fn;
         group_tiles_ = vnni_groups.fn;
+        if (detail::int8_vbmi_available()) {
+            static const detail::Int8TileTable pixels = detail::make_int8_tiles(detail::kInt8VnniRows, detail::kInt8VnniVectors,
+                                                                                detail::emit_int8_tile_pixels);
+            if (pixels.status != Status::Ok) return pixels.status;
+            pixel_tiles_ = pixels.fn;
+        }
         mr_ = detail::kInt8VnniRows;
         nr_ = detail::kInt8VnniVectors * 16;
         masked_ = true;
@@ -9011,6 +9148,59 @@ void Int8Gemm::run_panels(int64_t m0, int64_t m1, int64_t n, int64_t k, const in
         }
     }
     if (amx_) amx_end_();
+}
+
+void Int8Gemm::pixel_panel(int64_t maps, int64_t m, int64_t* first, int64_t* width) {
+    const int64_t padded = (maps + 15) / 16 * 16, split = padded % kPixelMaps == 16 && padded > kPixelMaps ? padded - 64 : padded;
+    *first = m < split ? m / kPixelMaps * kPixelMaps : split + (m - split) / 32 * 32;
+    *width = m < split ? std::min<int64_t>(kPixelMaps, split - *first) : 32;
+}
+
+void Int8Gemm::pack_pixels(int64_t maps, int64_t k, const int8_t* a, int64_t a_row, int8_t* packed) {
+    const int64_t groups = k_groups(k);
+    std::memset(packed, 0, packed_pixels_bytes(maps, k));
+    for (int64_t m = 0; m < maps; ++m) {   // per group of its panel, the panel's width x 4 bytes
+        int64_t p0 = 0, width = 0;
+        pixel_panel(maps, m, &p0, &width);
+        int8_t* dst = packed + p0 * groups * 4 + (m - p0) * 4;
+        for (int64_t p = 0; p < k; ++p) dst[p / 4 * width * 4 + p % 4] = a[m * a_row + p];
+    }
+}
+
+void Int8Gemm::run_pixels(int64_t maps, int64_t m0, int64_t m1, int64_t k, const int8_t* packed, const PixelRun& run,
+                          const Int8Requant& rq, uint8_t* y, int64_t ldy) const {
+    const int64_t groups = k_groups(k);
+    TileParams params;
+    params.b_groups = run.group_offset;
+    params.lo = rq.lo;
+    params.hi = rq.hi;
+    params.zero_point = rq.zero_point;
+    // Runs of panels whose W fits in a quarter of L2, each over the tiles of positions: a tile's
+    // positions stay in L1 over the run's maps, and W comes from L2.
+    const int64_t run_maps = std::max<int64_t>(kPixelMaps, (int64_t)(cpu_cache_sizes().l2 / 4) / (groups * 4) / kPixelMaps * kPixelMaps);
+    for (int64_t r0 = m0; r0 < m1;) {
+        const int64_t r1 = std::min(m1, r0 / kPixelMaps * kPixelMaps + run_maps);
+        for (int64_t j = 0, row = 0, column = run.column; j < run.count;) {   // tiles within a row
+            const int64_t rows = std::min(std::min<int64_t>(kPixelRows, run.count - j), run.width - column);
+            params.mask[0] = (1u << rows) - 1u;
+            for (int64_t m = r0; m < r1;) {
+                int64_t p0 = 0, width = 0;
+                pixel_panel(maps, m, &p0, &width);
+                const int64_t vectors = std::min<int64_t>((p0 + width - m) / 16, (r1 - m + 15) / 16);
+                params.bias = rq.bias + m;
+                params.scale = rq.scale + m;
+                params.w_group_bytes = width * 4;
+                pixel_tiles_[(vectors - 1) * kPixelRows + rows - 1](packed + p0 * groups * 4 + (m - p0) * 4,
+                                                                    run.b + 4 * (row * run.b_pitch + column),
+                                                                    y + m * ldy + row * run.y_pitch + column, ldy, groups, &params);
+                m += vectors * 16;
+            }
+            j += rows;
+            column += rows;
+            if (column == run.width) column = 0, ++row;
+        }
+        r0 = r1;
+    }
 }
 
 Status Int8Gemv::init(Isa isa) {

@@ -29,6 +29,7 @@ struct QConv {
     std::vector<int64_t> pads = {1, 1, 1, 1};    // top, left, bottom, right
     int64_t dh = 1, dw = 1;                      // dilations
     int64_t group = 1;
+    bool pixels = false;                         // takes Int8Gemm::run_pixels where the CPU has it
 };
 
 void check(const QConv& cc, uint32_t seed) {
@@ -92,6 +93,9 @@ void check(const QConv& cc, uint32_t seed) {
             test::compile_and_infer(t, "CPU", Span<const ConfigEntry>(config, 3), &r);
             INFO(r.kernels);
             CHECK(r.kernels.find("int8:") != std::string::npos);
+            Int8Gemm gemm;
+            if (cc.pixels && isa == Isa::Avx512 && gemm.init(isa) == Status::Ok && gemm.runs_pixels())
+                CHECK(r.kernels.find("int8:avx512:Conv+pixels") != std::string::npos);
             const Tensor& out = r.request.output(0);
             REQUIRE(out.bytes() == want.size());
             const uint8_t* got = static_cast<const uint8_t*>(out.data());
@@ -164,5 +168,39 @@ TEST_CASE("int8 conv stride: strided QDQ Convs through phase planes, every ISA, 
         CAPTURE(i);
         check(cases[i], seed);
         seed += 13;
+    }
+}
+
+// The pixel tiles (AVX-512 VNNI with VBMI; the other ISAs run the same cases on their tiles),
+// taken for rows under 16 or weights past half of L2: rows cut into tiles of 8 and a tail, maps in panels of 48 and the 32 + 32
+// or 16 left, a part of the maps starting inside a panel (2 threads, one block), strides, groups,
+// images, and odd and even counts of K groups.
+TEST_CASE("int8 conv stride: the pixel tiles, every row tail and panel of maps, the integer oracle's bits") {
+    std::vector<QConv> cases;
+    auto add = [&](Shape x, Shape w, int64_t stride) {
+        QConv c;
+        c.x = x;
+        c.w = w;
+        c.sh = c.sw = stride;
+        c.pixels = true;
+        cases.push_back(c);
+        return &cases.back();
+    };
+    add({1, 8, 9, 13}, {16, 8, 3, 3}, 1);                    // rows of 13: 8 + 5; one vector of maps
+    add({1, 8, 7, 7}, {64, 8, 3, 3}, 1);                     // 64 maps as 32 + 32; tiles of 7
+    add({2, 12, 11, 13}, {112, 12, 3, 3}, 1);                // 48 + 32 + 32; K of 27 groups; two images
+    add({1, 16, 13, 30}, {80, 16, 3, 3}, 2);                 // stride 2: 48 + 32 maps, rows of 15
+    add({1, 32, 10, 10}, {96, 16, 3, 3}, 1)->group = 2;      // two groups of 48 maps
+    add({1, 8, 5, 3}, {32, 8, 3, 3}, 1);                     // rows of 3: a tile a row
+    add({1, 8, 9, 12}, {32, 8, 3, 3}, 1)->pads = {0, 0, 0, 0};   // no pads: two dropped columns a row
+    add({1, 8, 20, 14}, {48, 8, 3, 3}, 1)->pads = {0, 1, 1, 0};  // unequal pads
+    add({1, 64, 6, 6}, {64, 64, 3, 3}, 1);                   // one block: at 2 threads the maps in parts of 32
+    add({1, 16, 4, 4}, {48, 16, 3, 3}, 1);                   // parts of 16 and 32 maps: the second from inside a panel
+    add({1, 512, 3, 18}, {512, 512, 3, 3}, 1);               // rows of 18 (8 + 8 + 2), taken for weights past half of L2
+    uint32_t seed = 5100;
+    for (size_t i = 0; i < cases.size(); ++i) {
+        CAPTURE(i);
+        check(cases[i], seed);
+        seed += 17;
     }
 }
