@@ -20575,7 +20575,13 @@ void dequantize_typed(const RunContext& c, const QuantLayout& q) {
                 const uint64_t p = (uint64_t)(o * q.outer_stride + d / q.block * q.axis_stride);
                 const double z = zero ? (double)zero[p] : 0.0, s = (double)load_real(scale.desc.type, scale.data, p);
                 float* y = c.outputs[0].as<float>() + e;
-                for (int64_t i = 0; i < q.inner; ++i) y[i] = (float)(((double)(float)x[e + i] - z) * s);
+                if (sizeof(T) <= 2 && (float)s == s) {   // x - z exact in float32, whose product is the double one rounded
+                    const int32_t zi = (int32_t)z;
+                    const float sf = (float)s;
+                    for (int64_t i = 0; i < q.inner; ++i) y[i] = (float)((int32_t)x[e + i] - zi) * sf;
+                } else {
+                    for (int64_t i = 0; i < q.inner; ++i) y[i] = (float)(((double)(float)x[e + i] - z) * s);
+                }
                 e += (uint64_t)q.inner;
                 continue;
             }
@@ -22147,7 +22153,10 @@ inline bool int8_weights(ReferenceProgram* p, const Int8Source& src, int64_t map
             // amax / 127 rounded to float32: for weights q * s with max |q| 127 this is s again
             sw = amax > 0.0 && std::isfinite(amax) ? (float)(amax / 127.0) : 1.0f;
             for (int64_t k = 0; k < depth; ++k) {
-                double v = wm[k] == wm[k] ? round_half_even((double)wm[k] / sw) : 0.0;
+                // |w / s| <= 127 plus rounding (or infinite): 2^52 + 2^51 added and taken away rounds it
+                // half to even, as round_half_even does
+                const double ratio = (double)wm[k] / sw;
+                double v = wm[k] == wm[k] ? (std::fabs(ratio) < 1e15 ? (ratio + 6755399441055744.0) - 6755399441055744.0 : ratio) : 0.0;
                 int8_t qv = (int8_t)(v < -127.0 ? -127.0 : v > 127.0 ? 127.0 : v);
                 out->q[m * depth + k] = qv;
                 sum += qv;
