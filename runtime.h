@@ -22488,6 +22488,16 @@ inline bool int8_conv_implicit(ReferenceProgram* p, Int8ConvState* st, const int
     st->reach_rows = reach_h / sh;
     st->virtual_positions = w.out[1] * wq;
     int8_conv_units(st, st->virtual_positions, (size_t)(Int8Gemm::k_groups(st->depth) * 4));
+    if (pixels) {   // no B panel to fit in L2: whole rows, an image's split evenly between the threads
+        const int64_t images = st->batch * st->groups, slots = st->slots, per_image = images >= slots ? 1 : (slots + images - 1) / images;
+        if (per_image > 1 && w.out[1] % per_image != 0 && st->group_maps >= 32 * per_image) {   // the maps in parts
+            st->block = st->virtual_positions;
+            st->parts = (uint32_t)per_image;
+        } else {
+            st->block = (w.out[1] + per_image - 1) / per_image * wq;
+            st->parts = 1;
+        }
+    }
     const int64_t block = st->block;
     st->rows_bytes = 0;
     st->copy_bytes = ((size_t)copy + 63) & ~(size_t)63;

@@ -194,8 +194,9 @@ TEST_CASE("int8 conv stride: the pixel tiles, every row tail and panel of maps, 
     add({1, 8, 5, 3}, {32, 8, 3, 3}, 1);                     // rows of 3: a tile a row
     add({1, 8, 9, 12}, {32, 8, 3, 3}, 1)->pads = {0, 0, 0, 0};   // no pads: two dropped columns a row
     add({1, 8, 20, 14}, {48, 8, 3, 3}, 1)->pads = {0, 1, 1, 0};  // unequal pads
-    add({1, 64, 6, 6}, {64, 64, 3, 3}, 1);                   // one block: at 2 threads the maps in parts of 32
-    add({1, 16, 4, 4}, {48, 16, 3, 3}, 1);                   // parts of 16 and 32 maps: the second from inside a panel
+    add({1, 64, 6, 6}, {64, 64, 3, 3}, 1);                   // at 2 threads 3 rows each
+    add({1, 8, 7, 7}, {64, 8, 3, 3}, 1);                     // 7 rows: at 2 threads the maps in parts of 32
+    add({1, 64, 5, 5}, {80, 64, 3, 3}, 1);                   // parts of 32 and 48 maps: the second from inside a panel
     add({1, 512, 3, 18}, {512, 512, 3, 3}, 1);               // rows of 18 (8 + 8 + 2), taken for weights past half of L2
     uint32_t seed = 5100;
     for (size_t i = 0; i < cases.size(); ++i) {
