@@ -22445,12 +22445,10 @@ inline bool int8_conv_implicit(ReferenceProgram* p, Int8ConvState* st, const int
     const int64_t hq = (hp + sh - 1) / sh, wq = (wp + sw - 1) / sw - shared;
     const bool in_place = st->group_channels % 4 == 0 && st->gemm.reads_b_groups();
     const bool interleaved = st->group_channels % 4 == 0 && (!st->gemm.packs_rows_by_kernel() || in_place);
-    // The pixel tiles where the group tiles lose: rows under 16 (each row's dropped column and
-    // the positions short of a panel of 48) or weights past half of L2 (blocks of few positions,
-    // each streaming them). Elsewhere the two tie, and few maps fill 8-map tiles better.
+    // The pixel tiles compute no dropped columns and no positions short of a panel, and need no
+    // B panel in L2 (whole rows a thread): faster than the group tiles on every conv measured.
     const bool pixels = in_place && st->gemm.runs_pixels() && st->group_maps % 16 == 0 &&
-                        Int8Gemm::packed_pixels_bytes(st->group_maps, st->depth) <= st->packed_bytes &&
-                        (w.out[2] < 16 || (uint64_t)(st->group_maps * st->depth) > cpu_cache_sizes().l2 / 2);
+                        Int8Gemm::packed_pixels_bytes(st->group_maps, st->depth) <= st->packed_bytes;
     const int64_t unit = interleaved ? 4 : 1;   // bytes a pixel of one channel's plane takes in the copy
     // a virtual row's last column reads reach_w / sw pixels past its phase plane
     const int64_t copy = (st->group_channels * sh * sw * hq * wq + reach_w / sw) * unit + 64 + (in_place ? 4 * st->gemm.nr() : 0);

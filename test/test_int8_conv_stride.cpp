@@ -171,8 +171,8 @@ TEST_CASE("int8 conv stride: strided QDQ Convs through phase planes, every ISA, 
     }
 }
 
-// The pixel tiles (AVX-512 VNNI with VBMI; the other ISAs run the same cases on their tiles),
-// taken for rows under 16 or weights past half of L2: rows cut into tiles of 8 and a tail, maps in panels of 48 and the 32 + 32
+// The pixel tiles (AVX-512 VNNI with VBMI; the other ISAs run the same cases on their tiles):
+// rows cut into tiles of 8 and a tail, maps in panels of 48 and the 32 + 32
 // or 16 left, a part of the maps starting inside a panel (2 threads, one block), strides, groups,
 // images, and odd and even counts of K groups.
 TEST_CASE("int8 conv stride: the pixel tiles, every row tail and panel of maps, the integer oracle's bits") {
@@ -197,7 +197,7 @@ TEST_CASE("int8 conv stride: the pixel tiles, every row tail and panel of maps, 
     add({1, 64, 6, 6}, {64, 64, 3, 3}, 1);                   // at 2 threads 3 rows each
     add({1, 8, 7, 7}, {64, 8, 3, 3}, 1);                     // 7 rows: at 2 threads the maps in parts of 32
     add({1, 64, 5, 5}, {80, 64, 3, 3}, 1);                   // parts of 32 and 48 maps: the second from inside a panel
-    add({1, 512, 3, 18}, {512, 512, 3, 3}, 1);               // rows of 18 (8 + 8 + 2), taken for weights past half of L2
+    add({1, 512, 3, 18}, {512, 512, 3, 3}, 1);               // rows of 18 (8 + 8 + 2); K of 4608: runs of 48 maps
     uint32_t seed = 5100;
     for (size_t i = 0; i < cases.size(); ++i) {
         CAPTURE(i);
