@@ -8200,6 +8200,37 @@ inline void emit_vnni_requantize(asmjit::x86::Assembler& a, const asmjit::x86::Z
     emit_vnni_requantize_dwords(a, v, bias, scale);
     a.k(mask).vpmovusdb(dst, v);
 }
+// The K loop of the VNNI kernels over r8 groups: step(0) step(1) and `advance` a pair at a time,
+// then step(0) for an odd last group. Leaves r8 at 0 or 1.
+template <class Step, class Advance>
+void emit_vnni_group_loop(asmjit::x86::Assembler& a, const Step& step, const Advance& advance) {
+    namespace x86 = asmjit::x86;
+    asmjit::Label pair = a.newLabel(), single = a.newLabel(), done = a.newLabel();
+    a.cmp(x86::r8, 2);
+    a.jb(single);
+    a.bind(pair);
+    step(0);
+    step(1);
+    advance();
+    a.sub(x86::r8, 2);
+    a.cmp(x86::r8, 2);
+    a.jae(pair);
+    a.bind(single);
+    a.test(x86::r8, x86::r8);
+    a.jz(done);
+    step(0);
+    a.bind(done);
+}
+// The requantization's bias and scale pointers (rax, r10) and lo, hi, zero point (zmm29-31) from
+// the TileParams at r9.
+inline void emit_vnni_requant_params(asmjit::x86::Assembler& a) {
+    namespace x86 = asmjit::x86;
+    a.mov(x86::rax, x86::qword_ptr(x86::r9, 0));
+    a.mov(x86::r10, x86::qword_ptr(x86::r9, 8));
+    a.vbroadcastss(x86::zmm29, x86::dword_ptr(x86::r9, 16));
+    a.vbroadcastss(x86::zmm30, x86::dword_ptr(x86::r9, 20));
+    a.vpbroadcastd(x86::zmm31, x86::dword_ptr(x86::r9, 24));
+}
 
 // A tile of fewer vectors (1 or 2: the last panel of a narrow B) reads the first vectors of
 // each group of the same 48-column panel. by_groups (Int8Gemm::run_groups): group u of the
@@ -8210,7 +8241,6 @@ inline void emit_int8_tile_vnni_any(asmjit::x86::Assembler& a, uint32_t rows, ui
     auto acc = [&](uint32_t i, uint32_t j) { return x86::zmm(i * vectors + j); };
     for (uint32_t i = 0; i < rows; ++i)
         for (uint32_t j = 0; j < vectors; ++j) a.vpxord(acc(i, j), acc(i, j), acc(i, j));
-    asmjit::Label loop = a.newLabel(), pair = a.newLabel(), single = a.newLabel(), store = a.newLabel();
     if (by_groups) a.mov(x86::r10, x86::qword_ptr(x86::r9, (int32_t)offsetof(Int8Gemm::TileParams, b_groups)));
     auto step = [&](int32_t u) {
         if (by_groups) a.mov(x86::rax, x86::qword_ptr(x86::r10, u * 8));
@@ -8223,29 +8253,13 @@ inline void emit_int8_tile_vnni_any(asmjit::x86::Assembler& a, uint32_t rows, ui
             for (uint32_t j = 0; j < vectors; ++j) a.vpdpbusd(acc(i, j), x86::zmm(24 + j), row);
         }
     };
-    a.cmp(x86::r8, 2);
-    a.jb(single);
-    a.bind(pair);
-    step(0);
-    step(1);
-    a.add(x86::rdi, (int32_t)(2 * mr * 4));
-    if (by_groups) a.add(x86::r10, 16);
-    else a.add(x86::rsi, (int32_t)(2 * nr * 4));
-    a.sub(x86::r8, 2);
-    a.cmp(x86::r8, 2);
-    a.jae(pair);
-    a.bind(single);
-    a.test(x86::r8, x86::r8);
-    a.jz(store);
-    a.bind(loop);
-    step(0);
-    a.bind(store);
+    emit_vnni_group_loop(a, step, [&] {
+        a.add(x86::rdi, (int32_t)(2 * mr * 4));
+        if (by_groups) a.add(x86::r10, 16);
+        else a.add(x86::rsi, (int32_t)(2 * nr * 4));
+    });
     // Requantize: bias and scale of the row in zmm27-28, lo hi zero point in zmm29-31.
-    a.mov(x86::rax, x86::qword_ptr(x86::r9, 0));
-    a.mov(x86::r10, x86::qword_ptr(x86::r9, 8));
-    a.vbroadcastss(x86::zmm29, x86::dword_ptr(x86::r9, 16));
-    a.vbroadcastss(x86::zmm30, x86::dword_ptr(x86::r9, 20));
-    a.vpbroadcastd(x86::zmm31, x86::dword_ptr(x86::r9, 24));
+    emit_vnni_requant_params(a);
     a.kmovw(x86::k1, x86::word_ptr(x86::r9, 28));
     a.kmovw(x86::k2, x86::word_ptr(x86::r9, 32));
     a.kmovw(x86::k3, x86::word_ptr(x86::r9, 36));
@@ -8277,7 +8291,7 @@ inline void emit_int8_tile_pixels(asmjit::x86::Assembler& a, uint32_t rows, uint
     auto acc = [&](uint32_t i, uint32_t j) { return x86::zmm(i * vectors + j); };
     for (uint32_t i = 0; i < rows; ++i)
         for (uint32_t j = 0; j < vectors; ++j) a.vpxord(acc(i, j), acc(i, j), acc(i, j));
-    asmjit::Label pair = a.newLabel(), single = a.newLabel(), store = a.newLabel(), index = a.newLabel();
+    asmjit::Label index = a.newLabel();
     a.mov(x86::r10, x86::qword_ptr(x86::r9, (int32_t)offsetof(Int8Gemm::TileParams, b_groups)));
     a.mov(x86::r11, x86::qword_ptr(x86::r9, (int32_t)offsetof(Int8Gemm::TileParams, w_group_bytes)));
     auto step = [&](int32_t u) {   // group u of the pair: W at rdi + u r11
@@ -8290,26 +8304,11 @@ inline void emit_int8_tile_pixels(asmjit::x86::Assembler& a, uint32_t rows, uint
             for (uint32_t j = 0; j < vectors; ++j) a.vpdpbusd(acc(i, j), pixel, x86::zmm(24 + j));
         }
     };
-    a.cmp(x86::r8, 2);
-    a.jb(single);
-    a.bind(pair);
-    step(0);
-    step(1);
-    a.lea(x86::rdi, x86::ptr(x86::rdi, x86::r11, 1));
-    a.add(x86::r10, 16);
-    a.sub(x86::r8, 2);
-    a.cmp(x86::r8, 2);
-    a.jae(pair);
-    a.bind(single);
-    a.test(x86::r8, x86::r8);
-    a.jz(store);
-    step(0);
-    a.bind(store);
-    a.mov(x86::rax, x86::qword_ptr(x86::r9, 0));
-    a.mov(x86::r10, x86::qword_ptr(x86::r9, 8));
-    a.vbroadcastss(x86::zmm29, x86::dword_ptr(x86::r9, 16));
-    a.vbroadcastss(x86::zmm30, x86::dword_ptr(x86::r9, 20));
-    a.vpbroadcastd(x86::zmm31, x86::dword_ptr(x86::r9, 24));
+    emit_vnni_group_loop(a, step, [&] {
+        a.lea(x86::rdi, x86::ptr(x86::rdi, x86::r11, 1));
+        a.add(x86::r10, 16);
+    });
+    emit_vnni_requant_params(a);
     a.mov(x86::r11d, x86::dword_ptr(x86::r9, (int32_t)offsetof(Int8Gemm::TileParams, mask)));
     const x86::KReg masks[4] = {x86::k1, x86::k2, x86::k3, x86::k4};   // qword q's bytes of the rows
     for (uint32_t q = 0; q < 4; ++q) {
@@ -8593,39 +8592,23 @@ inline void emit_int8_gemv_vnni(asmjit::x86::Assembler& a, uint32_t rows, uint32
              : r == 3 ? x86::dword_ptr(x86::rax, x86::r10, 1, offset)
                       : x86::dword_ptr(x86::rsi, x86::r10, r - 1, offset);
     };
-    asmjit::Label pair = a.newLabel(), single = a.newLabel(), store = a.newLabel();
     auto step = [&](int32_t u) {
         for (uint32_t r = 0; r < rows; ++r) a.vpbroadcastd(x86::zmm(16 + r), row(r, u * 4));
         for (uint32_t j = 0; j < vectors; ++j)
             for (uint32_t r = 0; r < rows; ++r)
                 a.vpdpbusd(acc(r, j), x86::zmm(16 + r), x86::zmmword_ptr(x86::rdi, (int32_t)(u * panel + j * 64)));
     };
-    a.cmp(x86::r8, 2);
-    a.jb(single);
-    a.bind(pair);
-    step(0);
-    step(1);
-    a.add(x86::rdi, (int32_t)(2 * panel));
-    a.add(x86::rsi, 8);
-    a.add(x86::rax, 8);
-    a.sub(x86::r8, 2);
-    a.cmp(x86::r8, 2);
-    a.jae(pair);
-    a.bind(single);
-    a.test(x86::r8, x86::r8);
-    a.jz(store);
-    step(0);
-    a.bind(store);
+    emit_vnni_group_loop(a, step, [&] {
+        a.add(x86::rdi, (int32_t)(2 * panel));
+        a.add(x86::rsi, 8);
+        a.add(x86::rax, 8);
+    });
     // bias and scale of the columns in zmm20-23 and zmm24-27, lo hi zero point in zmm29-31
-    a.mov(x86::rax, x86::qword_ptr(x86::r9, 0));
-    a.mov(x86::r10, x86::qword_ptr(x86::r9, 8));
+    emit_vnni_requant_params(a);
     for (uint32_t j = 0; j < vectors; ++j) {
         a.vmovdqu32(x86::zmm(20 + j), x86::zmmword_ptr(x86::rax, (int32_t)(j * 64)));
         a.vmovups(x86::zmm(24 + j), x86::zmmword_ptr(x86::r10, (int32_t)(j * 64)));
     }
-    a.vbroadcastss(x86::zmm29, x86::dword_ptr(x86::r9, 16));
-    a.vbroadcastss(x86::zmm30, x86::dword_ptr(x86::r9, 20));
-    a.vpbroadcastd(x86::zmm31, x86::dword_ptr(x86::r9, 24));
     const x86::KReg masks[vectors] = {x86::k1, x86::k2, x86::k3, x86::k4};
     for (uint32_t j = 0; j < vectors; ++j) a.kmovw(masks[j], x86::word_ptr(x86::r9, (int32_t)(28 + 4 * j)));
     for (uint32_t r = 0; r < rows; ++r) {
