@@ -20575,7 +20575,7 @@ void dequantize_typed(const RunContext& c, const QuantLayout& q) {
                 const uint64_t p = (uint64_t)(o * q.outer_stride + d / q.block * q.axis_stride);
                 const double z = zero ? (double)zero[p] : 0.0, s = (double)load_real(scale.desc.type, scale.data, p);
                 float* y = c.outputs[0].as<float>() + e;
-                if (sizeof(T) <= 2 && (float)s == s) {   // x - z exact in float32, whose product is the double one rounded
+                if (sizeof(T) <= 2) {   // x - z exact in float32, whose product with the (float) scale is the double one rounded
                     const int32_t zi = (int32_t)z;
                     const float sf = (float)s;
                     for (int64_t i = 0; i < q.inner; ++i) y[i] = (float)((int32_t)x[e + i] - zi) * sf;
@@ -22485,8 +22485,9 @@ inline bool int8_conv_implicit(ReferenceProgram* p, Int8ConvState* st, const int
     st->shared_columns = shared;
     st->reach_rows = reach_h / sh;
     st->virtual_positions = w.out[1] * wq;
-    int8_conv_units(st, st->virtual_positions, (size_t)(Int8Gemm::k_groups(st->depth) * 4));
-    if (pixels) {   // no B panel to fit in L2: whole rows, an image's split evenly between the threads
+    if (!pixels) {
+        int8_conv_units(st, st->virtual_positions, (size_t)(Int8Gemm::k_groups(st->depth) * 4));
+    } else {   // no B panel to fit in L2: whole rows, an image's split evenly between the threads
         const int64_t images = st->batch * st->groups, slots = st->slots, per_image = images >= slots ? 1 : (slots + images - 1) / images;
         if (per_image > 1 && w.out[1] % per_image != 0 && st->group_maps >= 32 * per_image) {   // the maps in parts
             st->block = st->virtual_positions;

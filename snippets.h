@@ -8333,7 +8333,7 @@ inline void emit_int8_tile_pixels(asmjit::x86::Assembler& a, uint32_t rows, uint
         a.vpermt2b(x86::zmm26, x86::zmm24, high);   // maps 0-7 of the vector
         a.vpermt2b(low, x86::zmm25, high);          // maps 8-15
         for (const x86::Zmm& v : {x86::zmm26, low}) {
-            if (rows == kInt8VnniRows) {   // whole qwords: plain stores (masked ones cost more)
+            if (rows == Int8Gemm::kPixelRows) {   // whole qwords: plain stores (masked ones cost more)
                 for (uint32_t lane = 0; lane < 4; ++lane) {
                     if (lane) a.vextracti32x4(x86::xmm27, v, lane);
                     const x86::Xmm src = lane ? x86::xmm27 : v.xmm();
@@ -8363,6 +8363,10 @@ inline void emit_int8_tile_pixels(asmjit::x86::Assembler& a, uint32_t rows, uint
     a.bind(index);
     a.embed(order, sizeof order);
 }
+
+// run_pixels indexes the pixel tiles as a table of the VNNI tile's shape (make_int8_tiles).
+static_assert(Int8Gemm::kPixelRows == kInt8VnniRows && Int8Gemm::kPixelMaps == kInt8VnniVectors * 16,
+              "the pixel tiles are 8 positions x 3 vectors");
 
 struct Int8TileTable {
     Int8Gemm::TileFn fn[kInt8VnniRows * kInt8VnniVectors] = {};   // [vectors - 1][rows - 1]
