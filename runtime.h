@@ -1984,6 +1984,60 @@ struct StageProbe {
 }  // namespace detail
 namespace detail { inline Status prepare_node_kernel(const OpKernel** kernel, PrepareContext& c); }   // >>float32 compute
 
+namespace detail {
+// A Constant prepare folded from DequantizeLinear of int8 weights (zero point 0; one scale, or
+// one per index of `axis`) keeps the integers as attributes int8_values, int8_scale and
+// int8_axis: the int8 kernels take the model's own weights (>>int8 cpu) and a blob stores them
+// in place of the floats (>>blob format).
+struct Int8Origin {
+    const int8_t* values = nullptr;   // the Constant's dims
+    TensorDesc desc;
+    const float* scale = nullptr;
+    int64_t scales = 1;               // 1, or desc.dims[axis]
+    uint32_t axis = 0;
+};
+
+// The origin the attributes of Constant `id` give, checked against its value's desc (the
+// values' elements, the scale count); false when it has none or they disagree.
+inline bool int8_origin(const Graph& g, NodeId id, Int8Origin* out) {
+    const Attribute* value = g.find_attribute(id, "value");
+    const Attribute* values = g.find_attribute(id, "int8_values");
+    const Attribute* scale = g.find_attribute(id, "int8_scale");
+    const Attribute* axis = g.find_attribute(id, "int8_axis");
+    if (!value || !values || !scale || !axis || value->kind != AttributeKind::Tensor || values->kind != AttributeKind::Tensor ||
+        scale->kind != AttributeKind::Tensor || axis->kind != AttributeKind::Int || !value->tensor || !values->tensor || !scale->tensor)
+        return false;
+    const TensorDesc &d = value->tensor->desc, &q = values->tensor->desc, &s = scale->tensor->desc;
+    uint64_t count = 0, scales = 0;
+    if (d.type != ElementType::Float32 || q.type != ElementType::Int8 || s.type != ElementType::Float32 || q.rank != d.rank ||
+        !desc_elements(q, &count) || values->tensor->bytes != count || (count && !values->tensor->data) ||
+        !desc_elements(s, &scales) || scale->tensor->bytes != scales * sizeof(float) || !scale->tensor->data)
+        return false;
+    for (uint32_t k = 0; k < d.rank; ++k) if (q.dims[k] != d.dims[k]) return false;
+    if (axis->i < 0 || axis->i >= (int64_t)(d.rank ? d.rank : 1)) return false;
+    if (scales != 1 && !(s.rank == 1 && d.rank > 0 && (int64_t)scales == d.dims[axis->i])) return false;
+    out->values = static_cast<const int8_t*>(values->tensor->data);
+    out->desc = q;
+    out->scale = static_cast<const float*>(scale->tensor->data);
+    out->scales = (int64_t)scales;
+    out->axis = (uint32_t)axis->i;
+    return true;
+}
+
+// The floats of an origin: q * scale in float32, as DequantizeLinear computes them.
+inline void int8_origin_dequantize(const Int8Origin& o, float* y) {
+    uint64_t count = 0;
+    desc_elements(o.desc, &count);
+    int64_t inner = 1;   // elements per index of the axis
+    for (uint32_t k = o.axis + 1; k < o.desc.rank; ++k) inner *= o.desc.dims[k];
+    const int64_t runs = inner ? (int64_t)count / inner : 0;
+    for (int64_t r = 0; r < runs; ++r) {
+        const float s = o.scale[o.scales == 1 ? 0 : r % o.scales];
+        for (int64_t i = 0; i < inner; ++i) y[r * inner + i] = (float)o.values[r * inner + i] * s;
+    }
+}
+}  // namespace detail
+
 // The common transformations: static shapes from the inputs (or InputShape overrides), every
 // node whose inputs are all known at compile time evaluated once (Shape needs only the desc),
 // nodes that only fed folded ones dropped. Produces a new Model with the same node names.
@@ -2299,6 +2353,7 @@ struct detail_prepare {
                     const void* d = data[base[id] + p];
                     Status s = m.add_constant(p == 0 ? node.name : StringView(name), desc[base[id] + p], d == &kEmpty ? nullptr : d,
                                               &new_id[base[id] + p], false);
+                    if (s == Status::Ok && p == 0) s = keep_int8_origin(g, id, source.opset, base, desc, data, m, new_id[base[id]]);
                     if (s != Status::Ok) return copy_error(m, s, error);
                 }
                 continue;
@@ -2760,6 +2815,75 @@ struct detail_prepare {
             if (c.bounded_outputs) out[p] = actual[p];   // the data written densely at these dims
         }
         return Status::Ok;
+    }
+
+    // Folded node `id`, Constant `constant` of m now: a DequantizeLinear of int8 weights with
+    // zero point 0 (per tensor or per axis), or a Constant that has their origin (a blob's),
+    // gives it the attributes of detail::Int8Origin.
+    static Status keep_int8_origin(const Graph& g, NodeId id, uint32_t opset, const uint32_t* base, const TensorDesc* desc,
+                                   const void* const* data, Model& m, NodeId constant) {
+        const Node& node = g.node(id);
+        detail::Int8Origin o;
+        if (node.op == StringView("Constant")) {
+            if (!detail::int8_origin(g, id, &o)) return Status::Ok;
+        } else {
+            if (!(node.op == StringView("DequantizeLinear")) || node.num_inputs < 2 || node.num_outputs != 1 ||
+                desc[base[id]].type != ElementType::Float32)
+                return Status::Ok;
+            auto value = [&](uint32_t i) { return base[node.inputs[i].producer] + node.inputs[i].port; };
+            const TensorDesc &x = desc[value(0)], &s = desc[value(1)];
+            uint64_t count = 0, scales = 0;
+            if (x.type != ElementType::Int8 || s.type != ElementType::Float32 || !data[value(0)] || !data[value(1)] ||
+                !desc_elements(x, &count) || count == 0 || !desc_elements(s, &scales))
+                return Status::Ok;
+            if (node.num_inputs > 2 && g.node(node.inputs[2].producer).op != StringView("Absent")) {   // zero points, all 0
+                const int8_t* z = static_cast<const int8_t*>(data[value(2)]);
+                uint64_t zeros = 0;
+                if (!z || desc[value(2)].type != ElementType::Int8 || !desc_elements(desc[value(2)], &zeros) || zeros != scales) return Status::Ok;
+                for (uint64_t k = 0; k < zeros; ++k) if (z[k] != 0) return Status::Ok;
+            }
+            const Attribute* block = g.find_attribute(id, "block_size");
+            if (opset >= 21 && block && block->kind == AttributeKind::Int && block->i != 0) return Status::Ok;
+            int64_t axis = 0;
+            if (scales != 1) {
+                const Attribute* a = g.find_attribute(id, "axis");
+                axis = a && a->kind == AttributeKind::Int ? a->i : 1;
+                if (axis < 0) axis += x.rank;
+                if (axis < 0 || axis >= x.rank || s.rank != 1 || (int64_t)scales != x.dims[axis]) return Status::Ok;
+            }
+            o.values = static_cast<const int8_t*>(data[value(0)]);
+            o.desc = x;
+            o.scale = static_cast<const float*>(data[value(1)]);
+            o.scales = (int64_t)scales;
+            o.axis = (uint32_t)axis;
+        }
+        ConstTensor* tensors = m.arena.allocate_array<ConstTensor>(2);
+        if (!tensors) return Status::OutOfMemory;
+        tensors[0].desc = o.desc;
+        tensors[0].data = o.values;
+        uint64_t count = 0;
+        desc_elements(o.desc, &count);
+        tensors[0].bytes = (size_t)count;
+        tensors[1].desc = TensorDesc();
+        tensors[1].desc.type = ElementType::Float32;
+        tensors[1].desc.rank = o.scales == 1 ? 0 : 1;
+        tensors[1].desc.dims[0] = o.scales;
+        tensors[1].data = o.scale;
+        tensors[1].bytes = (size_t)o.scales * sizeof(float);
+        Attribute a;
+        a.kind = AttributeKind::Tensor;
+        a.name = "int8_values";
+        a.tensor = &tensors[0];
+        Status s = m.graph.add_attribute(constant, a);
+        a.name = "int8_scale";
+        a.tensor = &tensors[1];
+        if (s == Status::Ok) s = m.graph.add_attribute(constant, a);
+        a = Attribute();
+        a.name = "int8_axis";
+        a.kind = AttributeKind::Int;
+        a.i = o.axis;
+        if (s == Status::Ok) s = m.graph.add_attribute(constant, a);
+        return s;
     }
 
     static const int64_t kEmpty;
@@ -7748,6 +7872,7 @@ Span<const ProfileEntry> InferRequest::profiling_info() const {
 // it is read by value, the model outputs' descs, the deferred node count, the partition
 // algorithm, HETERO_MIN_SUBGRAPH, SHAPE_CACHE_SIZE and the stage depth.
 namespace detail {
+constexpr uint8_t kBlobInt8Floats = 0x80;   // an attribute kind: a Constant's value made from its Int8Origin
 constexpr uint32_t kBlobVersion = 1;
 constexpr uint32_t kBlobVersionSymbolic = 2;
 constexpr uint32_t kBlobVersionStaged = 3;
@@ -7836,8 +7961,15 @@ inline void write_model(BlobWriter& w, const Model& m) {
         uint32_t count = 0;
         for (const Attribute* a = n.attributes; a; a = a->next) ++count;
         w.u32(count);
+        Int8Origin origin;
+        const bool derived = n.op == StringView("Constant") && n.num_inputs == 0 && int8_origin(g, v, &origin);
         for (const Attribute* a = n.attributes; a; a = a->next) {
             w.str(a->name);
+            if (derived && a->name == StringView("value")) {   // the floats are int8_values times int8_scale
+                w.u8(kBlobInt8Floats);
+                w.desc(a->tensor->desc);
+                continue;
+            }
             w.u8((uint8_t)a->kind);
             switch (a->kind) {
                 case AttributeKind::Int: w.u64((uint64_t)a->i); break;
@@ -7898,10 +8030,21 @@ inline Status read_model(BlobReader& r, Model* m, char* error) {
         else s = m->add_node(op, name, Span<const InputRef>(refs, inputs), outputs, &id);
         if (s != Status::Ok) { print(error, kErrorMessageBytes, "blob: node %u: %s", v, m->last_error()); return s == Status::OutOfMemory ? s : Status::ParseError; }
         uint32_t attributes = r.u32();
+        // A Constant whose value is made from its int8 weights: its attributes wait for the node.
+        TensorDesc int8_floats;
+        bool derived = false;
+        Attribute pending[4];
+        uint32_t pending_count = 0;
         for (uint32_t k = 0; k < attributes && r.ok; ++k) {
             Attribute a;
             a.name = r.str();
-            a.kind = (AttributeKind)r.u8();
+            const uint8_t kind = r.u8();
+            if (kind == kBlobInt8Floats) {
+                if (!is_constant || derived || !(a.name == StringView("value")) || !r.desc(&int8_floats)) r.ok = false;
+                derived = true;
+                continue;
+            }
+            a.kind = (AttributeKind)kind;
             switch (a.kind) {
                 case AttributeKind::Int: a.i = (int64_t)r.u64(); break;
                 case AttributeKind::Float: { uint32_t b = r.u32(); std::memcpy(&a.f, &b, 4); break; }
@@ -7956,8 +8099,31 @@ inline Status read_model(BlobReader& r, Model* m, char* error) {
                 if (s != Status::Ok) { print(error, kErrorMessageBytes, "blob: node %u: %s", v, m->last_error()); return Status::ParseError; }
                 continue;
             }
+            if (derived && id == kNoNode && pending_count < 4) {
+                pending[pending_count++] = a;
+                continue;
+            }
             if (id == kNoNode || id != v) { r.ok = false; break; }
             TESSEL_TRY(m->graph.add_attribute(id, a));
+        }
+        if (r.ok && derived) {   // the floats from the int8 weights the blob holds (as many elements)
+            const Attribute* values = nullptr;
+            for (uint32_t k = 0; k < pending_count; ++k) if (pending[k].name == StringView("int8_values")) values = &pending[k];
+            uint64_t count = 0;
+            float* floats = nullptr;
+            if (!values || values->kind != AttributeKind::Tensor || !desc_elements(int8_floats, &count) || count != values->tensor->bytes ||
+                int8_floats.type != ElementType::Float32) {
+                r.ok = false;
+            } else if (!(floats = static_cast<float*>(m->arena.allocate(count ? (size_t)count * sizeof(float) : 1, 64)))) {
+                return Status::OutOfMemory;
+            } else {
+                s = m->add_constant(name, int8_floats, count ? floats : nullptr, &id, false);
+                if (s != Status::Ok) { print(error, kErrorMessageBytes, "blob: node %u: %s", v, m->last_error()); return Status::ParseError; }
+                for (uint32_t k = 0; k < pending_count; ++k) TESSEL_TRY(m->graph.add_attribute(id, pending[k]));
+                Int8Origin origin;
+                if (id != v || !int8_origin(m->graph, id, &origin)) r.ok = false;
+                else int8_origin_dequantize(origin, floats);
+            }
         }
         if (!r.ok || id != v) { r.ok = false; break; }
         for (uint32_t p = 0; p < outputs; ++p) {
@@ -22186,6 +22352,26 @@ inline bool int8_weights(ReferenceProgram* p, const Int8Source& src, int64_t map
     return true;
 }
 
+// The int8 weights prepare kept for input i of node id (Int8Origin), or false.
+inline bool int8_weight_origin(const PreparedModel& model, NodeId id, uint32_t i, Int8Origin* origin) {
+    const Graph& g = model.model.graph;
+    const Node& node = g.node(id);
+    if (i >= node.num_inputs || node.inputs[i].port != 0 || !(g.node(node.inputs[i].producer).op == StringView("Constant"))) return false;
+    return int8_origin(g, node.inputs[i].producer, origin);
+}
+
+// A conv group's weights [maps, ...] as the model's int8 values and scales when prepare kept
+// them, one scale or one per map: exact, where floats made int8 again take a scale per map
+// from each map's largest weight (a per-tensor scale's maps rarely reach 127).
+inline void int8_conv_exact_weights(const PreparedModel& model, NodeId conv, int64_t maps, Int8Source* src) {
+    Int8Origin o;
+    if (!int8_weight_origin(model, conv, 1, &o) || o.desc.rank == 0 || o.desc.dims[0] != maps || (o.scales != 1 && o.axis != 0)) return;
+    src->w = nullptr;
+    src->wq = o.values;
+    src->w_scale = o.scale;
+    src->w_scale_per_map = o.scales != 1;
+}
+
 // The source of a QDQ group with its weights w (maps x depth floats).
 inline Int8Source int8_group_source(const PreparedModel& model, const Int8Group& group, const float* w) {
     Int8Source src;
@@ -22361,13 +22547,26 @@ inline Int8MatMulState* int8_group_matmul_state(ReferenceProgram* p, const Prepa
         const MatMulState& mst = *static_cast<const MatMulState*>(model.kernel_state(group.conv));
         rows = mst.batch * mst.m, n = mst.n, k = mst.k;
     }
+    // the model's int8 weights when prepare kept them ([K, N], or [N, K] with transB), one scale or one per column
+    Int8Origin o;
+    const bool exact = int8_weight_origin(model, group.conv, 1, &o) && o.desc.rank == 2 && o.desc.dims[0] == (trans_b ? n : k) &&
+                       o.desc.dims[1] == (trans_b ? k : n) && (o.scales == 1 || o.axis == (trans_b ? 0u : 1u));
     Arena scratch;
-    float* wt = trans_b ? nullptr : scratch.allocate_array<float>((size_t)(n * k) + 1);   // a row per output column
+    float* wt = trans_b || exact ? nullptr : scratch.allocate_array<float>((size_t)(n * k) + 1);   // a row per output column
+    int8_t* qt = trans_b || !exact ? nullptr : static_cast<int8_t*>(scratch.allocate((size_t)(n * k) + 1));
     float* bias = scratch.allocate_array<float>((size_t)n + 1);
-    if ((!trans_b && !wt) || !bias) return nullptr;
-    for (int64_t p0 = 0; !trans_b && p0 < k; ++p0)
+    if ((!trans_b && !wt && !qt) || !bias) return nullptr;
+    for (int64_t p0 = 0; wt && p0 < k; ++p0)
         for (int64_t j = 0; j < n; ++j) wt[j * k + p0] = w[p0 * n + j];
+    for (int64_t p0 = 0; qt && p0 < k; ++p0)
+        for (int64_t j = 0; j < n; ++j) qt[j * k + p0] = o.values[p0 * n + j];
     Int8Source src = int8_group_source(model, group, trans_b ? w : wt);
+    if (exact) {
+        src.w = nullptr;
+        src.wq = trans_b ? o.values : qt;
+        src.w_scale = o.scale;
+        src.w_scale_per_map = o.scales != 1;
+    }
     if (c) {
         for (int64_t j = 0; j < n; ++j) bias[j] = c[j * c_col];
         src.bias = bias;
@@ -23700,7 +23899,9 @@ inline Status cpu_int8_steps(ReferenceProgram* p, const PreparedModel& model, Is
             TESSEL_TRY(int8_use(p, group.step, run_int8_matmul, st, what, st->gemm.jit() ? st->gemm.isa() : Isa::Ref,
                                 (size_t)st->slots * st->slot_bytes));
         } else if (cst->depthwise) {
-            Int8DepthwiseState* st = int8_depthwise_state(p, *cst, int8_group_source(model, group, cpu_constant_input(model, group.conv, 1)), isa);
+            Int8Source src = int8_group_source(model, group, cpu_constant_input(model, group.conv, 1));
+            int8_conv_exact_weights(model, group.conv, cst->maps, &src);
+            Int8DepthwiseState* st = int8_depthwise_state(p, *cst, src, isa);
             if (!st) return Status::OutOfMemory;
             if (st->packed_weights)
                 TESSEL_TRY(int8_use(p, group.step, run_int8_depthwise_rows, st, "DepthwiseConv", st->int8_conv.isa(),
@@ -23712,7 +23913,9 @@ inline Status cpu_int8_steps(ReferenceProgram* p, const PreparedModel& model, Is
                 TESSEL_TRY(int8_use(p, group.step, run_int8_depthwise, st, "DepthwiseConv", Isa::Ref,
                                     (size_t)st->slots * (size_t)((cst->w.out[2] + 15) & ~15) * sizeof(int32_t)));
         } else {
-            Int8ConvState* st = int8_conv_state(p, *cst, int8_group_source(model, group, cpu_constant_input(model, group.conv, 1)), isa);
+            Int8Source src = int8_group_source(model, group, cpu_constant_input(model, group.conv, 1));
+            int8_conv_exact_weights(model, group.conv, cst->maps, &src);
+            Int8ConvState* st = int8_conv_state(p, *cst, src, isa);
             if (!st) return Status::OutOfMemory;
             TESSEL_TRY(int8_use(p, group.step, st->implicit ? run_int8_conv_implicit : run_int8_conv, st,
                                 st->gemm.amx() ? "Conv+amx" : st->pixels ? "Conv+pixels" : "Conv",

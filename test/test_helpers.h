@@ -36,6 +36,14 @@ inline void append_to_string(void* user, const char* data, size_t size) {
     static_cast<std::string*>(user)->append(data, size);
 }
 
+// Rewrites a blob header's checksum (FNV-1a of the payload past the 32-byte header) so a blob
+// edited on purpose reaches the payload's parser.
+inline void reseal_blob(std::string* blob) {
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 32; i < blob->size(); ++i) h = (h ^ (uint8_t)(*blob)[i]) * 0x100000001b3ull;
+    for (int i = 0; i < 8; ++i) (*blob)[24 + i] = (char)(h >> (8 * i));
+}
+
 // A dense desc of `type` with these dims.
 inline tessel::TensorDesc make_desc(tessel::ElementType type, const std::vector<int64_t>& dims) {
     tessel::TensorDesc d;

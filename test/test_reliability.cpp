@@ -939,16 +939,6 @@ TEST_CASE("reliability: a request destroyed after its compiled model (or after a
 }
 
 namespace {
-uint64_t fnv1a(const std::string& bytes, size_t from) {
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = from; i < bytes.size(); ++i) h = (h ^ (uint8_t)bytes[i]) * 0x100000001b3ull;
-    return h;
-}
-// Rewrites the header's checksum so a blob edited on purpose reaches the payload's parser.
-void reseal(std::string* blob) {
-    uint64_t h = fnv1a(*blob, 32);
-    for (int i = 0; i < 8; ++i) (*blob)[24 + i] = (char)(h >> (8 * i));
-}
 // small_model() compiled for CPU and exported.
 std::string small_model_blob(Core* core) {
     const std::string bytes = small_model();
@@ -974,7 +964,7 @@ TEST_CASE("reliability: a blob with a huge subgraph count is ParseError at once"
     for (uint32_t count : {0xffffffffu, 0x80000000u, 0u}) {
         std::string bad = blob;
         for (int i = 0; i < 4; ++i) bad[at + i] = (char)(count >> (8 * i));
-        reseal(&bad);
+        test::reseal_blob(&bad);
         CompiledModel imported;
         CHECK(core.import_model(bad.data(), bad.size(), &imported) == Status::ParseError);
         CHECK(std::string(core.last_error()) == "blob: bad subgraph count");
@@ -996,7 +986,7 @@ TEST_CASE("reliability: a blob whose constant has rank above 8 or a bad type is 
         for (uint8_t value : {(uint8_t)9, (uint8_t)200, (uint8_t)255}) {
             std::string bad = blob;
             bad[at + field] = (char)value;
-            reseal(&bad);
+            test::reseal_blob(&bad);
             CompiledModel imported;
             INFO("byte " << field << " = " << (int)value);
             CHECK(core.import_model(bad.data(), bad.size(), &imported) == Status::ParseError);

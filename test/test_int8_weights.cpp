@@ -1,0 +1,233 @@
+// Int8 weights as quantizers write them: int8 constants through DequantizeLinear, one scale per
+// tensor or one per output channel, whose maps mostly stay well under |q| = 127. The int8 kernels
+// take those integers and scales (prepare keeps them with the folded floats, detail::Int8Origin)
+// and the results are bit for bit the integer oracle's; a blob stores the int8 weights, not the
+// floats, and its import gives the same bits on the int8 path and on the float path.
+#include <doctest/doctest.h>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+#include "alloc_counter.h"
+#include "op_test.h"
+#include "runtime.h"
+#include "test_helpers.h"
+
+using namespace tessel;
+
+namespace {
+using test::OpTest;
+using Shape = std::vector<int64_t>;
+using test::count_of;
+
+struct Int8WeightsCase {
+    const char* op;       // "Conv", "MatMul" or "Gemm" (transB)
+    Shape x, w;           // w: the weights' shape as the op reads them
+    int64_t group = 1;
+    bool per_tensor = false;
+    bool zero_point = false;   // an explicit int8 zero point input (of zeros)
+};
+
+struct Outputs {
+    std::vector<uint8_t> y;
+    std::string kernels;
+};
+
+// The weights' maps: a Conv's first dim, MatMul's last, Gemm transB's first.
+int64_t maps_of(const Int8WeightsCase& cc) { return std::string(cc.op) == "MatMul" ? cc.w[1] : cc.w[0]; }
+
+// DQ(x) -> op(DQ(q), bias) -> Q(y) on the CPU device.
+void build(const Int8WeightsCase& cc, const std::vector<uint8_t>& x, const std::vector<int8_t>& q, const std::vector<float>& sw,
+           const std::vector<float>& bias, OpTest& t) {
+    const float sx = 0.02f, sy = 0.05f;
+    const uint8_t zx = 37, zy = 101;
+    const int64_t maps = maps_of(cc);
+    t.opset = 13;
+    InputRef xin = t.input(cc.x, x);
+    NodeId dx = t.op("DequantizeLinear", {xin, t.constant(Shape{}, std::vector<float>{sx}), t.constant(Shape{}, std::vector<uint8_t>{zx})});
+    std::vector<InputRef> wq = {t.constant(cc.w, q), cc.per_tensor ? t.constant(Shape{}, sw) : t.constant(Shape{maps}, sw)};
+    if (cc.zero_point) wq.push_back(cc.per_tensor ? t.constant(Shape{}, std::vector<int8_t>{0}) : t.constant(Shape{maps}, std::vector<int8_t>((size_t)maps, 0)));
+    NodeId dw = t.op("DequantizeLinear", wq);
+    if (!cc.per_tensor) t.set_int("axis", std::string(cc.op) == "MatMul" ? 1 : 0);
+    const bool matmul = std::string(cc.op) == "MatMul";   // no bias input
+    NodeId op = matmul ? t.op(cc.op, {InputRef::by_id(dx), InputRef::by_id(dw)})
+                       : t.op(cc.op, {InputRef::by_id(dx), InputRef::by_id(dw), t.constant(Shape{maps}, bias)});
+    if (std::string(cc.op) == "Conv") {
+        t.set_ints("pads", {1, 1, 1, 1});
+        if (cc.group != 1) t.set_int("group", cc.group);
+    }
+    if (std::string(cc.op) == "Gemm") t.set_int("transB", 1);
+    t.op("QuantizeLinear", {InputRef::by_id(op), t.constant(Shape{}, std::vector<float>{sy}), t.constant(Shape{}, std::vector<uint8_t>{zy})});
+    REQUIRE(t.model.add_output("y", InputRef::by_id(t.node, 0)) == Status::Ok);
+    REQUIRE(t.model.finalize() == Status::Ok);
+}
+
+Outputs infer(const CompiledModel& compiled, const std::vector<uint8_t>& x) {
+    InferRequest request;
+    REQUIRE(compiled.create_request(&request) == Status::Ok);
+    std::memcpy(request.input(0).data(), x.data(), x.size());
+    uint64_t before = tessel_test::allocation_count();
+    REQUIRE(request.infer() == Status::Ok);
+    CHECK(tessel_test::allocation_count() == before);
+    Outputs out;
+    const uint8_t* y = request.output(0).data_as<uint8_t>();
+    out.y.assign(y, y + request.output(0).bytes());
+    for (const ProfileEntry& e : request.profiling_info()) out.kernels += std::string(e.kernel) + " ";
+    return out;
+}
+
+// y as the documented arithmetic gives it in integers: sum (x - zx) q + q_b requantized at
+// s_x s_w[map] / s_y (float32, onnxruntime's order). Convs: 2-D, pads of 1, stride 1.
+std::vector<uint8_t> oracle(const Int8WeightsCase& cc, const std::vector<uint8_t>& x, const std::vector<int8_t>& q,
+                            const std::vector<float>& sw, const std::vector<int32_t>& qb) {
+    const float sx = 0.02f, sy = 0.05f;
+    const int32_t zx = 37, zy = 101;
+    const int64_t maps = maps_of(cc);
+    auto scale = [&](int64_t m) { return sx * sw[cc.per_tensor ? 0 : (size_t)m] / sy; };
+    std::vector<uint8_t> want;
+    if (std::string(cc.op) == "Conv") {
+        const int64_t n = cc.x[0], c = cc.x[1], h = cc.x[2], w = cc.x[3], cg = cc.w[1], kh = cc.w[2], kw = cc.w[3];
+        const int64_t oh = h + 2 - kh + 1, ow = w + 2 - kw + 1, mg = maps / cc.group;
+        want.resize((size_t)(n * maps * oh * ow));
+        for (int64_t b = 0; b < n; ++b)
+            for (int64_t m = 0; m < maps; ++m)
+                for (int64_t i = 0; i < oh; ++i)
+                    for (int64_t j = 0; j < ow; ++j) {
+                        int32_t acc = 0;
+                        for (int64_t ci = 0; ci < cg; ++ci)
+                            for (int64_t a = 0; a < kh; ++a)
+                                for (int64_t e = 0; e < kw; ++e) {
+                                    const int64_t r = i - 1 + a, s = j - 1 + e, ch = m / mg * cg + ci;
+                                    if (r < 0 || r >= h || s < 0 || s >= w) continue;
+                                    acc += ((int32_t)x[(size_t)(((b * c + ch) * h + r) * w + s)] - zx) * q[(size_t)(((m * cg + ci) * kh + a) * kw + e)];
+                                }
+                        want[(size_t)(((b * maps + m) * oh + i) * ow + j)] = int8_requantize(acc, qb[(size_t)m], scale(m), -(float)zy, 255.0f - zy, zy);
+                    }
+        return want;
+    }
+    const int64_t k = cc.x.back(), rows = count_of(cc.x) / k;
+    const bool trans_b = std::string(cc.op) == "Gemm";
+    want.resize((size_t)(rows * maps));
+    for (int64_t r = 0; r < rows; ++r)
+        for (int64_t m = 0; m < maps; ++m) {
+            int32_t acc = 0;
+            for (int64_t p = 0; p < k; ++p)
+                acc += ((int32_t)x[(size_t)(r * k + p)] - zx) * q[(size_t)(trans_b ? m * k + p : p * maps + m)];
+            want[(size_t)(r * maps + m)] = int8_requantize(acc, qb[(size_t)m], scale(m), -(float)zy, 255.0f - zy, zy);
+        }
+    return want;
+}
+
+int64_t differing(const std::vector<uint8_t>& got, const std::vector<uint8_t>& want) {
+    REQUIRE(got.size() == want.size());
+    int64_t bad = 0;
+    for (size_t i = 0; i < want.size(); ++i)
+        if (got[i] != want[i] && bad++ < 5) MESSAGE("y[" << i << "] = " << (int)got[i] << ", want " << (int)want[i]);
+    return bad;
+}
+}  // namespace
+
+TEST_CASE("int8 weights: DequantizeLinear of int8 constants, per tensor and per channel, bit for bit the integer oracle; blobs keep the integers") {
+    const std::vector<Int8WeightsCase> cases = {
+        {"Conv", {1, 16, 9, 13}, {32, 16, 3, 3}, 1, true, true},      // 3x3, one scale (the pixel tiles where the CPU has them)
+        {"Conv", {2, 16, 7, 10}, {48, 16, 3, 3}, 1, false, false},    // 3x3, a scale per map
+        {"Conv", {1, 24, 6, 11}, {20, 24, 1, 1}, 1, true, false},     // 1x1 (no pads: 1 + 2 - 1 wide)
+        {"Conv", {1, 8, 12, 12}, {16, 4, 3, 3}, 2, false, true},      // 2 groups
+        {"Conv", {1, 16, 10, 14}, {16, 1, 3, 3}, 16, true, false},    // depthwise, one scale
+        {"Conv", {1, 12, 8, 9}, {12, 1, 3, 3}, 12, false, false},     // depthwise, a scale per channel
+        {"MatMul", {3, 40}, {40, 24}, 1, false, true},                // a scale per column (axis 1)
+        {"MatMul", {2, 5, 33}, {33, 70}, 1, true, false},             // one scale, rows of a batch
+        {"Gemm", {2, 40}, {24, 40}, 1, false, false},                 // transB: a scale per row of B (axis 0)
+        {"Gemm", {3, 64}, {17, 64}, 1, true, true},
+    };
+    uint32_t seed = 4100;
+    for (const Int8WeightsCase& cc : cases) {
+        const std::string op = cc.op;
+        CAPTURE(op); CAPTURE(seed); CAPTURE(cc.per_tensor);
+        std::mt19937 rng(seed++);
+        const int64_t maps = maps_of(cc);
+        std::vector<uint8_t> x((size_t)count_of(cc.x));
+        for (uint8_t& v : x) v = (uint8_t)(rng() % 256);
+        // |q| up to 40 but 127 in the first map only: a scale per map taken from each map's
+        // largest weight (floats made int8 again) would differ from the model's
+        std::vector<int8_t> q((size_t)count_of(cc.w));
+        for (int8_t& v : q) v = (int8_t)((int)(rng() % 81) - 40);
+        q[0] = -127;
+        std::vector<float> sw(cc.per_tensor ? 1 : (size_t)maps), bias((size_t)maps);
+        for (float& s : sw) s = std::ldexp(1.0f + (float)(rng() % 100) / 100.0f, -8);
+        std::vector<int32_t> qb((size_t)maps);
+        for (int64_t m = 0; m < maps; ++m) {
+            qb[(size_t)m] = (int32_t)(rng() % 2001) - 1000;
+            bias[(size_t)m] = (float)((double)qb[(size_t)m] * 0.02 * (double)sw[cc.per_tensor ? 0 : (size_t)m]);
+        }
+        if (std::string(cc.op) == "MatMul") std::fill(qb.begin(), qb.end(), 0);   // no bias
+        const std::vector<uint8_t> want = oracle(cc, x, q, sw, qb);
+        OpTest t;
+        build(cc, x, q, sw, bias, t);
+        Core core;
+        for (uint32_t threads : {1u, 2u}) {
+            CAPTURE(threads);
+            std::string count = std::to_string(threads);
+            ConfigEntry config[] = {{"NUM_THREADS", StringView(count.c_str())}, {"PERF_COUNT", "YES"}};
+            CompiledModel compiled;
+            REQUIRE(core.compile_model(t.model, "CPU", Span<const ConfigEntry>(config, 2), &compiled) == Status::Ok);
+            Outputs fast = infer(compiled, x);
+            INFO(fast.kernels);
+            CHECK(fast.kernels.find(std::string(":") + (std::string(cc.op) == "Conv" && cc.group == cc.x[1] ? "DepthwiseConv" : cc.op)) != std::string::npos);
+            CHECK(fast.kernels.find("DequantizeLinear") == std::string::npos);
+            CHECK(differing(fast.y, want) == 0);
+            if (threads == 2) continue;
+            // The blob: the int8 weights and scales in place of the floats, the same bits after import.
+            std::string blob;
+            REQUIRE(compiled.export_model(test::append_to_string, &blob) == Status::Ok);
+            CHECK(blob.size() < q.size() * sizeof(float) + 3000);
+            CompiledModel imported;
+            REQUIRE(core.import_model(blob.data(), blob.size(), &imported) == Status::Ok);
+            Outputs again = infer(imported, x);
+            CHECK(again.kernels == fast.kernels);
+            CHECK(differing(again.y, want) == 0);
+            // The float path (FUSION=NO) reads the floats the import made from the integers: the
+            // bits of the same path compiled from the model.
+            ConfigEntry no_fusion[] = {{"FUSION", "NO"}};
+            CompiledModel floats, floats_imported;
+            REQUIRE(core.compile_model(t.model, "CPU", Span<const ConfigEntry>(no_fusion, 1), &floats) == Status::Ok);
+            REQUIRE(core.import_model(blob.data(), blob.size(), &floats_imported, Span<const ConfigEntry>(no_fusion, 1)) == Status::Ok);
+            Outputs slow = infer(floats, x), slow_imported = infer(floats_imported, x);
+            CHECK(slow.kernels.find("int8:") == std::string::npos);
+            CHECK(differing(slow_imported.y, slow.y) == 0);
+            int64_t far = 0;   // the float path within one step of the integers
+            for (size_t i = 0; i < want.size(); ++i) far += std::abs((int)slow.y[i] - (int)want[i]) > 1;
+            CHECK(far == 0);
+        }
+    }
+}
+
+TEST_CASE("int8 weights: a blob whose int8-made floats disagree with the int8 weights is ParseError") {
+    const Int8WeightsCase cc = {"Conv", {1, 16, 6, 6}, {16, 16, 3, 3}, 1, true, false};
+    std::vector<uint8_t> x((size_t)count_of(cc.x), 7);
+    std::vector<int8_t> q((size_t)count_of(cc.w), 3);
+    OpTest t;
+    build(cc, x, q, {0.01f}, std::vector<float>(16, 0.0f), t);
+    Core core;
+    CompiledModel compiled;
+    REQUIRE(core.compile_model(t.model, "CPU", {}, &compiled) == Status::Ok);
+    std::string blob;
+    REQUIRE(compiled.export_model(test::append_to_string, &blob) == Status::Ok);
+    // "value" (u32 length 5), kind 0x80, then the floats' desc: Float32 (1), rank 4, dims 16, 16, 3, 3
+    const std::string marker("\x05\0\0\0value\x80\x01\x04\x10\0\0\0\0\0\0\0", 19);
+    const size_t at = blob.find(marker);
+    REQUIRE(at != std::string::npos);
+    struct Edit { size_t offset; char value; const char* what; };
+    for (const Edit& e : {Edit{11, 2, "the floats' type"}, Edit{13, 17, "the first dim"}}) {
+        CAPTURE(e.what);
+        std::string bad = blob;
+        bad[at + e.offset] = e.value;
+        test::reseal_blob(&bad);
+        CompiledModel imported;
+        CHECK(core.import_model(bad.data(), bad.size(), &imported) == Status::ParseError);
+        CHECK(std::string(core.last_error()) == "blob: the model section is malformed");
+    }
+    CompiledModel imported;
+    CHECK(core.import_model(blob.data(), blob.size(), &imported) == Status::Ok);
+}
