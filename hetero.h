@@ -127,6 +127,7 @@
 #include <cstdlib>
 #define TESSEL_MALLOC(n) std::malloc(n)
 #define TESSEL_FREE(p) std::free(p)
+#define TESSEL_MALLOC_IS_MALLOC 1   // the runtime may hand freed pages back to the system (malloc_trim)
 #endif
 
 namespace tessel {

@@ -337,6 +337,26 @@ struct ModelPort {
     NodeId node = kNoNode;
 };
 
+namespace detail {
+struct OwnedConstant {   // a constant's own heap block (Model::owned_constants)
+    OwnedConstant* next;
+    void* block;
+    const void* data;   // 64-byte aligned inside block
+};
+
+// A heap block of `bytes`, 64-byte aligned, put on list `owned` (its entry in `arena`);
+// nullptr when out of memory.
+inline void* owned_block(OwnedConstant** owned, Arena* arena, size_t bytes) {
+    OwnedConstant* o = arena->allocate_array<OwnedConstant>(1);
+    void* block = o ? TESSEL_MALLOC(bytes + 64) : nullptr;
+    if (!block) return nullptr;
+    void* data = reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(block) + 63) & ~(uintptr_t)63);
+    *o = OwnedConstant{*owned, block, data};
+    *owned = o;
+    return data;
+}
+}
+
 class Model {
 public:
     Model();                                   // heap arena
@@ -347,6 +367,9 @@ public:
     Arena arena;    // first: the graph lives in it
     Graph graph;
     uint32_t opset = 17;  // the default domain's opset version (ONNX opset_import)
+    // Constants in heap blocks of their own, which may be freed before the model (the floats of
+    // int8 weights: PreparedModel::release_constant); the rest are freed with it.
+    detail::OwnedConstant* owned_constants = nullptr;
 
     Status add_input(StringView name, const TensorDesc& desc, NodeId* id = nullptr);
     // Copies the data into the model's arena unless copy is false (then it must outlive the model).
@@ -628,7 +651,9 @@ public:
     uint32_t value_id(NodeId node, uint32_t port) const { return value_base_[node] + port; }
     uint32_t value_count() const { return value_count_; }
     const TensorDesc& value_desc(uint32_t value) const { return descs_[value]; }
-    const void* constant(uint32_t value) const { return constants_[value]; }   // nullptr unless Constant
+    // nullptr unless Constant; after compile also for the floats of int8 weights that no step
+    // reads (the int8 kernels took the Constant's int8_values: detail::Int8Origin)
+    const void* constant(uint32_t value) const { return constants_[value]; }
     const void* kernel_state(NodeId node) const { return states_[node]; }
     size_t kernel_scratch(NodeId node) const { return scratch_[node]; }
     bool kernel_in_place(NodeId node) const { return in_place_[node] != 0; }
@@ -648,6 +673,11 @@ public:
     // Set before prepare when other plans of the same model share shape-free data with this one
     // (>>plan reuse); nullptr otherwise. Not owned.
     detail::PlanReuse* reuse = nullptr;
+
+    // Frees the heap block of Constant `value` (the floats of int8 weights: a folded
+    // DequantizeLinear, or a blob's) held by this model's Model or by `source`, and leaves the
+    // Constant without data; false when it is in no such block. No step may read it after.
+    bool release_constant(uint32_t value, Model* source = nullptr);
 
 private:
     friend struct detail_prepare;
@@ -947,6 +977,9 @@ void destroy(T* object) {
 #include <cstring>
 #include <mutex>
 #include <thread>
+#if defined(TESSEL_MALLOC_IS_MALLOC) && defined(__GLIBC__)
+#include <malloc.h>   // malloc_trim
+#endif
 // The GPU device (>>opencl loader): compiled in when the Khronos headers are there.
 #if !defined(TESSEL_NO_OPENCL) && defined(__has_include)
 #if __has_include(<CL/cl.h>) && __has_include(<dlfcn.h>)
@@ -1123,6 +1156,7 @@ bool Tensor::dense() const {
 Model::Model() : graph(&arena) {}
 Model::Model(void* buffer, size_t bytes) : arena(buffer, bytes), graph(&arena) {}
 Model::~Model() {
+    for (detail::OwnedConstant* o = owned_constants; o; o = o->next) TESSEL_FREE(o->block);
     for (uint32_t i = 0; i < body_count_; ++i) destroy(bodies_[i]);
     if (file_) TESSEL_FREE(file_);
 }
@@ -2257,7 +2291,11 @@ struct detail_prepare {
                 TESSEL_TRY(check_desc(desc[base[id] + p], limits, node, error));
             }
             if (all_known && !is_random(node.op)) {
-                s = fold(g, id, k, c, in_desc, in_value, &desc[base[id]], &data[base[id]], limits, &arena, error);
+                // int8 weights made float: a block of their own, freed after compile when only int8 kernels
+                // read them (not in a body, which may be prepared at run time, allocating nothing)
+                const bool own = !input_descs && lookup_user && node.op == StringView("DequantizeLinear") && node.num_outputs == 1 &&
+                                 in_desc[0].type == ElementType::Int8 && desc[base[id]].type == ElementType::Float32;
+                s = fold(g, id, k, c, in_desc, in_value, &desc[base[id]], &data[base[id]], limits, &arena, error, own ? &out->model.owned_constants : nullptr);
                 if (s == Status::Ok) folded[id] = 1;
                 else if (s != Status::LimitExceeded) return s;  // too large to fold: runs each inference
             }
@@ -2763,9 +2801,10 @@ struct detail_prepare {
     }
 
     // Evaluates a node once at compile time into the arena. LimitExceeded: too large to fold.
+    // owned: the outputs in heap blocks on that list (PreparedModel::release_constant), not in arena.
     static Status fold(const Graph& g, NodeId id, const OpKernel* k, const PrepareContext& c, const TensorDesc* in,
                        const void* const* in_value, TensorDesc* out, const void** value, const Limits& limits, Arena* arena,
-                       char* error) {
+                       char* error, detail::OwnedConstant** owned = nullptr) {
         const Node& node = g.node(id);
         TensorView inputs[detail::kMaxNodePorts], outputs[detail::kMaxNodePorts];
         uint64_t total = 0;
@@ -2781,7 +2820,7 @@ struct detail_prepare {
             uint64_t count = 0;
             desc_elements(out[p], &count);
             size_t bytes = (size_t)(count * element_size(out[p].type));
-            outs[p] = arena->allocate(bytes ? bytes : 1, 64);
+            outs[p] = owned ? detail::owned_block(owned, arena, bytes ? bytes : 1) : arena->allocate(bytes ? bytes : 1, 64);
             if (!outs[p]) return fail(error, Status::OutOfMemory, "out of memory folding '%.*s'", (int)node.name.size, node.name.data);
             outputs[p].desc = out[p];
             outputs[p].data = outs[p];
@@ -2957,6 +2996,24 @@ inline bool list_contains(StringView list, StringView op) {
 }
 
 }  // namespace detail
+
+bool PreparedModel::release_constant(uint32_t value, Model* source) {
+    const void* data = constants_[value];
+    auto find = [&](detail::OwnedConstant* o) { while (o && o->data != data) o = o->next; return o; };
+    detail::OwnedConstant* o = data ? find(model.owned_constants) : nullptr;
+    if (!o && data && source) o = find(source->owned_constants);
+    if (!o) return false;
+    TESSEL_FREE(o->block);
+    o->block = nullptr;
+    o->data = nullptr;
+    constants_[value] = nullptr;
+    // the Constant's value attribute: its node is the last whose first value is at most `value`
+    const uint32_t n = model.graph.node_count();
+    const NodeId node = (NodeId)(std::upper_bound(value_base_, value_base_ + n, value) - value_base_) - 1;
+    const Attribute* a = model.graph.find_attribute(node, "value");
+    if (a && a->tensor && a->tensor->data == data) const_cast<ConstTensor*>(a->tensor)->data = nullptr;
+    return true;
+}
 
 Status PreparedModel::run_kernel(const ProgramStep& step, const StepContext& context, uint32_t max_threads, RunFn run,
                                  const void* state) const {
@@ -3384,6 +3441,15 @@ inline Status cpu_ops_step(ReferenceProgram* p, const PreparedModel& model, Node
 // QDQ Conv groups as int8 steps and fast per-tensor Quantize/DequantizeLinear (>>int8 cpu):
 // rewrites the finished program's steps.
 inline Status cpu_int8_steps(ReferenceProgram* p, const PreparedModel& model, Isa isa);
+// A QDQ group: DequantizeLinear (uint8) -> Conv, MatMul, Gemm or a pool -> Relu or Clip ->
+// QuantizeLinear (>>int8 cpu).
+struct Int8Group {
+    NodeId quantize, act, conv, dequantize;
+    NodeId concat = kNoNode;   // a MaxPool's input: a Concat of DequantizeLinears (dequantize is then kNoNode)
+    uint32_t step;   // the QuantizeLinear's step
+};
+// The QDQ group whose Conv, MatMul or Gemm is node id, or false.
+inline bool int8_group_of(const PreparedModel& model, NodeId id, Int8Group* group);
 
 // The CPU program: a private graph of the subgraph (external inputs become Parameters, and
 // each one-element float Constant a private Constant per reader, so it can join the reader's
@@ -3724,7 +3790,12 @@ inline Status CpuDevice::build_cpu(ReferenceProgram* p, const PreparedModel& mod
                 if (!reads || !writes) return fail(Status::OutOfMemory, "out of memory");
                 TESSEL_TRY(add_reference_step(p, model, id, reads, writes));
                 if (cpu_kernels_ && model.kernel(id) == find_builtin_kernel(node.op)) {
-                    s = cpu_gemm_step(p, model, id, target);
+                    // a QDQ group's Conv, MatMul or Gemm, whole in this subgraph: the int8 steps take it, its
+                    // floats are never packed
+                    Int8Group group;
+                    const bool int8 = fusion && int8_group_of(model, id, &group) && local_of(group.quantize) != kNoNode &&
+                                      local_of(group.dequantize) != kNoNode && (group.act == kNoNode || local_of(group.act) != kNoNode);
+                    s = int8 ? Status::Ok : cpu_gemm_step(p, model, id, target);
                     if (s == Status::Ok) s = cpu_ops_step(p, model, id, target);
                     if (s != Status::Ok)
                         return fail(s, "CPU: node '%.*s': out of memory for its packed weights", (int)node.name.size, node.name.data);
@@ -6208,6 +6279,38 @@ inline uint32_t prepare_threads(CompileJob* job) {
     return threads;
 }
 
+// The floats of int8 weights (Constants with an Int8Origin, in blocks of their own) that no
+// step reads once the CPU's int8 kernels took the integers: freed, so an int8 model keeps its
+// weights once, as int8. Only where every reader is on the CPU device, whose steps name what
+// they read (another device's program may keep a weight's address).
+inline Status release_int8_floats(CompiledModel::Impl* m) {
+    PreparedModel& pm = m->prepared;
+    const Graph& g = pm.model.graph;
+    Arena scratch;
+    uint8_t* read = scratch.allocate_array<uint8_t>(pm.value_count() + 1);
+    if (!read) return Status::OutOfMemory;
+    for (uint32_t v = 0; v < pm.value_count(); ++v) read[v] = 0;
+    for (uint32_t s = 0; s < m->subgraph_count; ++s)
+        for (const ProgramStep& step : m->programs[s]->steps())
+            for (uint32_t v : step.reads) if (v < pm.value_count()) read[v] = 1;
+    Int8Origin origin;
+    bool released = false;
+    for (NodeId c = 0; c < g.node_count(); ++c) {
+        if (!(g.node(c).op == StringView("Constant")) || !pm.constant(pm.value_id(c, 0)) || read[pm.value_id(c, 0)] ||
+            !int8_origin(g, c, &origin))
+            continue;
+        bool cpu_only = true;
+        for (NodeId reader : g.successors(c))
+            cpu_only = cpu_only && m->subgraph_of[reader] < m->subgraph_count &&
+                       m->subgraph_device[m->subgraph_of[reader]]->name() == StringView("CPU");
+        released = (cpu_only && pm.release_constant(pm.value_id(c, 0), m->source)) || released;
+    }
+#if defined(TESSEL_MALLOC_IS_MALLOC) && defined(__GLIBC__)
+    if (released) malloc_trim(0);   // glibc keeps freed blocks below its mmap threshold in the heap
+#endif
+    return Status::Ok;
+}
+
 // Compiles every subgraph on its device, then the schedule and the memory plan.
 inline Status finish_compile(CompileJob* job, CompiledModel::Impl* m, const void* const* payloads,
                              const size_t* payload_sizes, Span<const NodeId>* members) {
@@ -6228,6 +6331,10 @@ inline Status finish_compile(CompileJob* job, CompiledModel::Impl* m, const void
     if (st != Status::Ok) return job->fail(st, "%s", error[0] ? error : "out of memory scheduling the subgraphs");
     st = plan_memory(m);
     if (st != Status::Ok) return job->fail(st, "out of memory planning the activations");
+    if (!m->stages && !job->staged_blob) {   // a later stage may read this plan's constants
+        st = release_int8_floats(m);
+        if (st != Status::Ok) return job->fail(st, "out of memory");
+    }
     if (m->arena_bytes + m->scratch_bytes > job->core->limits().max_arena_bytes)   // what a request allocates
         return job->fail(Status::LimitExceeded, "a request needs %zu bytes of activations and scratch (limit %llu)",
                           m->arena_bytes + m->scratch_bytes, (unsigned long long)job->core->limits().max_arena_bytes);
@@ -7860,7 +7967,8 @@ Span<const ProfileEntry> InferRequest::profiling_info() const {
 // >>blob format
 // Blob: "TESSELCM", u32 format version, u32 zero, u64 payload bytes, u64 FNV-1a of the
 // payload; then the payload: device string, every config key of the listed devices, the
-// prepared model (nodes, attributes, constants 64-byte aligned), the partition (device and
+// prepared model (nodes, attributes, constants 64-byte aligned; a Constant with an Int8Origin
+// holds its int8 weights, its value only a desc: kind kBlobInt8Floats), the partition (device and
 // node ids per subgraph) and each subgraph's device payload. Little-endian. An element type is
 // its ElementType number; types are only appended, so version 1 still reads every older blob
 // and an older reader refuses a blob holding a newer type (a bad desc). A model compiled with
@@ -8114,7 +8222,7 @@ inline Status read_model(BlobReader& r, Model* m, char* error) {
             if (!values || values->kind != AttributeKind::Tensor || !desc_elements(int8_floats, &count) || count != values->tensor->bytes ||
                 int8_floats.type != ElementType::Float32) {
                 r.ok = false;
-            } else if (!(floats = static_cast<float*>(m->arena.allocate(count ? (size_t)count * sizeof(float) : 1, 64)))) {
+            } else if (!(floats = static_cast<float*>(owned_block(&m->owned_constants, &m->arena, count ? (size_t)count * sizeof(float) : 1)))) {
                 return Status::OutOfMemory;
             } else {
                 s = m->add_constant(name, int8_floats, count ? floats : nullptr, &id, false);
@@ -21891,12 +21999,6 @@ inline bool int8_single_reader(const Graph& g, NodeId id, NodeId reader) {
     return edges == 1;
 }
 
-struct Int8Group {
-    NodeId quantize, act, conv, dequantize;
-    NodeId concat = kNoNode;   // a MaxPool's input: a Concat of DequantizeLinears (dequantize is then kNoNode)
-    uint32_t step;   // the QuantizeLinear's step
-};
-
 // The QDQ Conv group ending at QuantizeLinear node q, or false.
 inline bool int8_find_group(const PreparedModel& model, NodeId q, Int8Group* group) {
     const Graph& g = model.model.graph;
@@ -21948,6 +22050,19 @@ inline bool int8_find_group(const PreparedModel& model, NodeId q, Int8Group* gro
     group->conv = producer;
     group->dequantize = dq;
     return true;
+}
+
+inline bool int8_group_of(const PreparedModel& model, NodeId id, Int8Group* group) {
+    const Graph& g = model.model.graph;
+    Span<const NodeId> readers = g.successors(id);
+    if (readers.size != 1) return false;
+    NodeId q = readers[0];
+    if (g.node(q).op == StringView("Relu") || g.node(q).op == StringView("Clip")) {
+        readers = g.successors(q);
+        if (readers.size != 1) return false;
+        q = readers[0];
+    }
+    return int8_find_group(model, q, group) && group->conv == id;
 }
 
 // The QDQ MaxPool group ending at QuantizeLinear node q (conv: the MaxPool, act: none), or false.

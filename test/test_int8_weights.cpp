@@ -119,6 +119,22 @@ std::vector<uint8_t> oracle(const Int8WeightsCase& cc, const std::vector<uint8_t
     return want;
 }
 
+// Whether the compiled model still holds the floats of its int8 weights (the Constant that
+// has int8_values), which compile frees when only int8 kernels read them.
+bool keeps_int8_floats(const CompiledModel& compiled) {
+    const PreparedModel& pm = *compiled.prepared();
+    const Graph& g = pm.model.graph;
+    int found = 0;
+    bool kept = false;
+    for (NodeId c = 0; c < g.node_count(); ++c) {
+        if (!g.find_attribute(c, "int8_values")) continue;
+        ++found;
+        kept = pm.constant(pm.value_id(c, 0)) != nullptr;
+    }
+    CHECK(found == 1);
+    return kept;
+}
+
 int64_t differing(const std::vector<uint8_t>& got, const std::vector<uint8_t>& want) {
     REQUIRE(got.size() == want.size());
     int64_t bad = 0;
@@ -177,6 +193,7 @@ TEST_CASE("int8 weights: DequantizeLinear of int8 constants, per tensor and per 
             CHECK(fast.kernels.find(std::string(":") + (std::string(cc.op) == "Conv" && cc.group == cc.x[1] ? "DepthwiseConv" : cc.op)) != std::string::npos);
             CHECK(fast.kernels.find("DequantizeLinear") == std::string::npos);
             CHECK(differing(fast.y, want) == 0);
+            CHECK(!keeps_int8_floats(compiled));
             if (threads == 2) continue;
             // The blob: the int8 weights and scales in place of the floats, the same bits after import.
             std::string blob;
@@ -187,6 +204,7 @@ TEST_CASE("int8 weights: DequantizeLinear of int8 constants, per tensor and per 
             Outputs again = infer(imported, x);
             CHECK(again.kernels == fast.kernels);
             CHECK(differing(again.y, want) == 0);
+            CHECK(!keeps_int8_floats(imported));
             // The float path (FUSION=NO) reads the floats the import made from the integers: the
             // bits of the same path compiled from the model.
             ConfigEntry no_fusion[] = {{"FUSION", "NO"}};
@@ -196,6 +214,15 @@ TEST_CASE("int8 weights: DequantizeLinear of int8 constants, per tensor and per 
             Outputs slow = infer(floats, x), slow_imported = infer(floats_imported, x);
             CHECK(slow.kernels.find("int8:") == std::string::npos);
             CHECK(differing(slow_imported.y, slow.y) == 0);
+            CHECK(keeps_int8_floats(floats));   // the float kernels read them
+            CHECK(keeps_int8_floats(floats_imported));
+            // The op on another device (TEMPLATE, the reference kernels): its floats stay, its bits are the float path's.
+            std::string supported = std::string(cc.op) + ",DequantizeLinear,QuantizeLinear";
+            ConfigEntry on_template[] = {{"TEMPLATE:SUPPORTED_OPS", StringView(supported.c_str())}};
+            CompiledModel hetero;
+            REQUIRE(core.compile_model(t.model, "HETERO:TEMPLATE,CPU", Span<const ConfigEntry>(on_template, 1), &hetero) == Status::Ok);
+            CHECK(keeps_int8_floats(hetero));
+            CHECK(differing(infer(hetero, x).y, slow.y) == 0);
             int64_t far = 0;   // the float path within one step of the integers
             for (size_t i = 0; i < want.size(); ++i) far += std::abs((int)slow.y[i] - (int)want[i]) > 1;
             CHECK(far == 0);
