@@ -21473,6 +21473,7 @@ inline Status run_int8_conv_implicit(const RunContext& c) {
             };
             if (st.interleaved) {
                 uint8_t* rows4 = result + st.result_bytes;
+                const uint32_t pad_pixel = 0x01010101u * st.x_zero_point;
                 for (int64_t c4 = 0; c4 < st.group_channels / 4; ++c4)
                     for (int64_t a = 0; a < sh; ++a)
                         for (int64_t b = 0; b < sw; ++b)
@@ -21482,9 +21483,10 @@ inline Status run_int8_conv_implicit(const RunContext& c) {
                                 if (sw == 1 && in_row >= 0 && in_row < w.in[1]) {   // the 4 rows straight from x
                                     const uint8_t* x0 = xg + 4 * c4 * in_plane + in_row * w.in[2];
                                     const uint8_t* rows[4] = {x0, x0 + in_plane, x0 + 2 * in_plane, x0 + 3 * in_plane};
-                                    std::memset(dst, st.x_zero_point, (size_t)(4 * left));
+                                    // the pads: a pixel or two each side, stored as words (a memset call costs more)
+                                    for (int64_t k = 0; k < left; ++k) std::memcpy(dst + 4 * k, &pad_pixel, 4);
                                     int8_interleave4(rows, w.in[2], 0, dst + 4 * left);
-                                    std::memset(dst + 4 * (left + w.in[2]), st.x_zero_point, (size_t)(4 * (wq - left - w.in[2])));
+                                    for (int64_t k = left + w.in[2]; k < wq; ++k) std::memcpy(dst + 4 * k, &pad_pixel, 4);
                                     continue;
                                 }
                                 const uint8_t* rows[4] = {rows4, rows4 + wq, rows4 + 2 * wq, rows4 + 3 * wq};

@@ -8974,16 +8974,33 @@ inline void int8_interleave4(const uint8_t* const* rows, int64_t n, uint8_t flip
     int64_t j = 0;
 #if defined(__SSE2__)
     const __m128i vflip = _mm_set1_epi8((char)flip);
-    for (; j + 16 <= n; j += 16) {   // 16 columns of 4 rows: two rounds of unpacks
-        auto load = [&](int q) { return _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[q] + j)), vflip); };
+    auto sixteen = [&](int64_t at) {   // 16 columns of 4 rows: two rounds of unpacks
+        auto load = [&](int q) { return _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[q] + at)), vflip); };
         const __m128i r0 = load(0), r1 = load(1), r2 = load(2), r3 = load(3);
         const __m128i a0 = _mm_unpacklo_epi8(r0, r1), a1 = _mm_unpackhi_epi8(r0, r1);
         const __m128i b0 = _mm_unpacklo_epi8(r2, r3), b1 = _mm_unpackhi_epi8(r2, r3);
-        __m128i* out = reinterpret_cast<__m128i*>(dst + j * 4);
+        __m128i* out = reinterpret_cast<__m128i*>(dst + at * 4);
         _mm_storeu_si128(out + 0, _mm_unpacklo_epi16(a0, b0));
         _mm_storeu_si128(out + 1, _mm_unpackhi_epi16(a0, b0));
         _mm_storeu_si128(out + 2, _mm_unpacklo_epi16(a1, b1));
         _mm_storeu_si128(out + 3, _mm_unpackhi_epi16(a1, b1));
+    };
+    auto eight = [&](int64_t at) {   // 8 columns: 8-byte loads, one round of unpacks
+        auto load = [&](int q) { return _mm_xor_si128(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(rows[q] + at)), vflip); };
+        const __m128i a = _mm_unpacklo_epi8(load(0), load(1)), b = _mm_unpacklo_epi8(load(2), load(3));
+        __m128i* out = reinterpret_cast<__m128i*>(dst + at * 4);
+        _mm_storeu_si128(out + 0, _mm_unpacklo_epi16(a, b));
+        _mm_storeu_si128(out + 1, _mm_unpackhi_epi16(a, b));
+    };
+    for (; j + 16 <= n; j += 16) sixteen(j);
+    if (j < n && n >= 16) {   // the tail: the last 16 columns again (the same bytes where they overlap)
+        sixteen(n - 16);
+        j = n;
+    }
+    if (j < n && n >= 8) {
+        eight(0);
+        eight(n - 8);
+        j = n;
     }
 #elif defined(__ARM_NEON)
     const uint8x16_t vflip = vdupq_n_u8(flip);
