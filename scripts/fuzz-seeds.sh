@@ -31,4 +31,22 @@ for t in $tests; do
   if "$tessel" compile "$model" --device HETERO:TEMPLATE,CPU --config TEMPLATE:SUPPORTED_OPS=Add,Relu,Gather,Concat \
        -o "$blob_dir/$t.hetero.blob" >/dev/null 2>&1; then blobs=$((blobs + 1)); else rm -f "$blob_dir/$t.hetero.blob"; fi
 done
+# A QDQ Conv with int8 weights (python3-onnx): its blob holds int8 weights and a value made from them.
+if /usr/bin/python3 - "$onnx_dir/qdq_conv.onnx" <<'PY' 2>/dev/null; then
+import sys
+import numpy as np
+from onnx import TensorProto, helper, numpy_helper, save
+inits = [numpy_helper.from_array(np.arange(-8, 8, dtype=np.int8).reshape(4, 1, 2, 2), "w"),
+         numpy_helper.from_array(np.array([0.1, 0.2, 0.3, 0.4], np.float32), "ws"),
+         numpy_helper.from_array(np.array(0.05, np.float32), "s"), numpy_helper.from_array(np.array(3, np.uint8), "z")]
+nodes = [helper.make_node("DequantizeLinear", ["x", "s", "z"], ["xf"]),
+         helper.make_node("DequantizeLinear", ["w", "ws"], ["wf"], axis=0),
+         helper.make_node("Conv", ["xf", "wf"], ["c"]), helper.make_node("QuantizeLinear", ["c", "s", "z"], ["y"])]
+graph = helper.make_graph(nodes, "qdq", [helper.make_tensor_value_info("x", TensorProto.UINT8, [1, 1, 4, 4])],
+                          [helper.make_tensor_value_info("y", TensorProto.UINT8, [1, 4, 3, 3])], inits)
+save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), sys.argv[1])
+PY
+  copied=$((copied + 1))
+  if "$tessel" compile "$onnx_dir/qdq_conv.onnx" -o "$blob_dir/qdq_conv.cpu.blob" >/dev/null 2>&1; then blobs=$((blobs + 1)); fi
+fi
 echo "fuzz seeds: $copied models in $onnx_dir, $blobs blobs in $blob_dir"
