@@ -258,3 +258,44 @@ TEST_CASE("int8 weights: a blob whose int8-made floats disagree with the int8 we
     CompiledModel imported;
     CHECK(core.import_model(blob.data(), blob.size(), &imported) == Status::Ok);
 }
+
+TEST_CASE("int8 weights: a model with a free batch runs each batch's plan on the model's int8 weights") {
+    const Int8WeightsCase cc = {"Conv", {1, 16, 6, 7}, {32, 16, 3, 3}, 1, true, false};
+    std::mt19937 rng(4200);
+    std::vector<int8_t> q((size_t)count_of(cc.w));
+    for (int8_t& v : q) v = (int8_t)((int)(rng() % 81) - 40);
+    const std::vector<float> sw = {0.004f};
+    std::vector<float> bias(32, 0.0f);
+    const std::vector<int32_t> qb(32, 0);
+    Int8WeightsCase free_batch = cc;
+    free_batch.x[0] = -1;
+    OpTest t;
+    build(free_batch, {}, q, sw, bias, t);
+    Core core;
+    CompiledModel compiled;
+    ConfigEntry config[] = {{"PERF_COUNT", "YES"}};
+    REQUIRE(core.compile_model(t.model, "CPU", Span<const ConfigEntry>(config, 1), &compiled) == Status::Ok);
+    REQUIRE(compiled.has_free_dims());
+    CHECK(!keeps_int8_floats(compiled));
+    InferRequest request;
+    REQUIRE(compiled.create_request(&request) == Status::Ok);
+    for (int64_t batch : {3, 1, 2, 3}) {
+        CAPTURE(batch);
+        Int8WeightsCase at = cc;
+        at.x[0] = batch;
+        std::vector<uint8_t> x((size_t)count_of(at.x));
+        for (uint8_t& v : x) v = (uint8_t)(rng() % 256);
+        Tensor input;
+        REQUIRE(input.allocate(ElementType::UInt8, Span<const int64_t>(at.x.data(), at.x.size())) == Status::Ok);
+        std::memcpy(input.data(), x.data(), x.size());
+        REQUIRE(request.set_input(0, input) == Status::Ok);
+        REQUIRE(request.infer() == Status::Ok);
+        std::string kernels;
+        for (const ProfileEntry& e : request.profiling_info()) kernels += std::string(e.kernel) + " ";
+        INFO(kernels);
+        CHECK(kernels.find("DequantizeLinear") == std::string::npos);
+        const uint8_t* y = request.output(0).data_as<uint8_t>();
+        CHECK(differing(std::vector<uint8_t>(y, y + request.output(0).bytes()), oracle(at, x, q, sw, qb)) == 0);
+    }
+    CHECK(compiled.cached_shape_plans() == 2);   // batches 3 and 2 (batch 1 is the compiled model's own plan)
+}
