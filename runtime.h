@@ -6294,19 +6294,30 @@ inline Status release_int8_floats(CompiledModel::Impl* m) {
         for (const ProgramStep& step : m->programs[s]->steps())
             for (uint32_t v : step.reads) if (v < pm.value_count()) read[v] = 1;
     Int8Origin origin;
-    bool released = false;
+    const void** freed = scratch.allocate_array<const void*>(g.node_count() + 1);
+    if (!freed) return Status::OutOfMemory;
+    uint32_t freed_count = 0;
     for (NodeId c = 0; c < g.node_count(); ++c) {
-        if (!(g.node(c).op == StringView("Constant")) || !pm.constant(pm.value_id(c, 0)) || read[pm.value_id(c, 0)] ||
-            !int8_origin(g, c, &origin))
-            continue;
+        if (!(g.node(c).op == StringView("Constant"))) continue;
+        const void* data = pm.constant(pm.value_id(c, 0));
+        if (!data || read[pm.value_id(c, 0)] || !int8_origin(g, c, &origin)) continue;
         bool cpu_only = true;
         for (NodeId reader : g.successors(c))
             cpu_only = cpu_only && m->subgraph_of[reader] < m->subgraph_count &&
                        m->subgraph_device[m->subgraph_of[reader]]->name() == StringView("CPU");
-        released = (cpu_only && pm.release_constant(pm.value_id(c, 0), m->source)) || released;
+        if (cpu_only && pm.release_constant(pm.value_id(c, 0), m->source)) freed[freed_count++] = data;
+    }
+    if (m->source && freed_count) {   // an import's blob model: its Constants that held those blocks hold nothing now
+        std::sort(freed, freed + freed_count);
+        const Graph& sg = m->source->graph;
+        for (NodeId c = 0; c < sg.node_count(); ++c) {
+            const Attribute* a = sg.node(c).op == StringView("Constant") ? sg.find_attribute(c, "value") : nullptr;
+            if (a && a->tensor && a->tensor->data && std::binary_search(freed, freed + freed_count, a->tensor->data))
+                const_cast<ConstTensor*>(a->tensor)->data = nullptr;
+        }
     }
 #if defined(TESSEL_MALLOC_IS_MALLOC) && defined(__GLIBC__)
-    if (released) malloc_trim(0);   // glibc keeps freed blocks below its mmap threshold in the heap
+    if (freed_count) malloc_trim(0);   // glibc keeps freed blocks below its mmap threshold in the heap
 #endif
     return Status::Ok;
 }
