@@ -199,6 +199,8 @@ TEST_CASE("int8 weights: DequantizeLinear of int8 constants, per tensor and per 
             std::string blob;
             REQUIRE(compiled.export_model(test::append_to_string, &blob) == Status::Ok);
             CHECK(blob.size() < q.size() * sizeof(float) + 3000);
+            // the weights' value as a desc made from the int8 weights ("value", kind 0x80), not as floats
+            CHECK(blob.find(std::string("\x05\0\0\0value\x80", 10)) != std::string::npos);
             CompiledModel imported;
             REQUIRE(core.import_model(blob.data(), blob.size(), &imported) == Status::Ok);
             Outputs again = infer(imported, x);
