@@ -558,7 +558,8 @@ struct ProgramStep {
     const char* kernel = "";               // printable kernel name ("ref:Conv", "jit:avx512", ...)
     Span<const uint32_t> reads;
     Span<const uint32_t> writes;
-    bool in_place = false;                 // writes[0] may share reads[0]'s buffer
+    bool in_place = false;                 // writes[0] may share reads[in_place_read]'s buffer
+    uint32_t in_place_read = 0;
     size_t scratch_bytes = 0;
 };
 
@@ -3436,6 +3437,11 @@ inline Status cpu_gemm_step(ReferenceProgram* p, const PreparedModel& model, Nod
 inline bool cpu_attach_epilogue(ReferenceProgram* p, const GemmEpilogue** slot, const Snippet* snippet, uint32_t parameters,
                                 uint32_t results, uint32_t source, uint32_t op_inputs, int64_t segment, uint32_t fused_nodes,
                                 const SnippetBody& body, uint64_t elements);
+// Whether the GEMM step `unit`, its epilogue adding a residual as the tiles store, writes each
+// element of its output once, after reading the residual's element there: the output may then
+// take the residual's buffer (a ResNet block's Add writes no second tensor). *read: the
+// residual's index in the step's reads.
+inline bool cpu_residual_in_place(const ReferenceProgram::Unit& unit, uint32_t* read);
 // Pooling, global pooling, softmax and Resize on the CPU's own kernels (>>cpu ops), the same way.
 inline Status cpu_ops_step(ReferenceProgram* p, const PreparedModel& model, NodeId id, Isa isa);
 // QDQ Conv groups as int8 steps and fast per-tensor Quantize/DequantizeLinear (>>int8 cpu):
@@ -3766,6 +3772,7 @@ inline Status CpuDevice::build_cpu(ReferenceProgram* p, const PreparedModel& mod
         }
         gstep.reads = Span<const uint32_t>(reads, r);
         gstep.writes = Span<const uint32_t>(writes, out_count);
+        gstep.in_place = cpu_residual_in_place(gunit, &gstep.in_place_read);
         gstep.scratch_bytes = gstep.scratch_bytes > snippet->scratch_bytes() ? gstep.scratch_bytes : snippet->scratch_bytes();
         char digits[10];
         gunit.epilogue = snippet;
@@ -5540,13 +5547,15 @@ inline Status plan_memory(CompiledModel::Impl* m) {
         if (x.transfer) continue;
         const ProgramStep& step = m->programs[x.subgraph]->steps()[x.index];
         if (!step.in_place || step.reads.size == 0 || step.writes.size == 0) continue;
-        uint32_t in = reader_slot(m, x.subgraph, step.reads[0]), out = step.writes[0];
+        if (step.in_place_read >= step.reads.size) continue;
+        uint32_t in = reader_slot(m, x.subgraph, step.reads[step.in_place_read]), out = step.writes[0];
         uint32_t b = buffer[in];
         if (first[in] == kNever || pinned[in] || last[in] != e + 1 || m->slot_bytes[in] != m->slot_bytes[out]) continue;
         if (window_begin && reader_subgraph[in] != x.subgraph) continue;   // a reader on another lane may come later
         if (window_begin && buffer[in] != in) continue;                    // a chain of in-place steps: keep it simple
         bool read_twice = false;   // the kernel reads its input elsewhere too
-        for (size_t k = 1; k < step.reads.size; ++k) if (step.reads[k] == step.reads[0]) read_twice = true;
+        for (size_t k = 0; k < step.reads.size; ++k)
+            if (k != step.in_place_read && step.reads[k] == step.reads[step.in_place_read]) read_twice = true;
         if (read_twice) continue;
         buffer[out] = b;
         if (last[b] < last[out]) last[b] = last[out];
@@ -10110,6 +10119,20 @@ inline Status run_cpu_conv(const RunContext& c) {
         }
     }, cs.slots);
     return Status::Ok;
+}
+
+// The pixel tiles store Y once, from scratch, after the last K block; the others store it at
+// their last K block, so only where K is one block, and with the residual in the store.
+inline bool cpu_residual_in_place(const ReferenceProgram::Unit& unit, uint32_t* read) {
+    const GemmEpilogue* e = unit.epilogue_slot ? *unit.epilogue_slot : nullptr;
+    if (!e || !e->tile_ops || e->residual == GemmEpilogue::kNoResidual) return false;
+    *read = e->op_inputs + e->residual;
+    if (unit.run == run_cpu_conv_pixels) return true;
+    if (unit.run != run_cpu_conv && unit.run != run_cpu_conv_wide) return false;
+    const CpuGemmState& cs = *static_cast<const CpuGemmState*>(unit.state);
+    if (cs.wide_in_place) return false;   // its Y rows are copied out of a buffer, the snippet after
+    const ConvState& st = *static_cast<const ConvState*>(cs.op);
+    return residual_in_store(st.depth) && st.depth <= cs.gemm.blocking().kc;
 }
 
 inline Status cpu_conv_step(ReferenceProgram* p, const PreparedModel& model, NodeId id, Isa isa) {
@@ -22967,6 +22990,7 @@ inline Status int8_use(ReferenceProgram* p, uint32_t i, RunFn run, const void* s
     if (!p->steps_[i].kernel) return Status::OutOfMemory;
     p->steps_[i].scratch_bytes = scratch;
     p->steps_[i].in_place = false;
+    p->steps_[i].in_place_read = 0;
     p->units[i].run = run;
     p->units[i].state = state;
     return Status::Ok;

@@ -64,6 +64,7 @@ struct Run {
     std::vector<float> y;
     std::string kernels;
     size_t steps = 0;
+    size_t arena_bytes = 0;   // activations of a request
 };
 
 // The model `build` makes (it returns the output node) on CPU with `isa`, FUSION on or off.
@@ -81,24 +82,29 @@ Run run_model(const std::function<NodeId(OpTest&)>& build, const char* isa, bool
     Run r;
     r.kernels = run.kernels;
     r.steps = run.steps;
-    const Tensor& out = run.request.output(0);
+    r.arena_bytes = run.compiled.arena_bytes();
+    const Tensor& out = run.request.output(run.compiled.output_count() - 1);   // `last`'s
     r.y.assign(out.data_as<float>(), out.data_as<float>() + out.elements());
     return r;
 }
 
-// Conv (constant weights and bias) + tail.
+// The conv of cs on input x (constant weights and bias).
+NodeId add_conv(OpTest& t, const ConvSpec& cs, const std::vector<float>& x, uint32_t seed) {
+    std::vector<float> w = uniform_floats(count_of(cs.w), seed), bias = uniform_floats(conv_output_shape(cs)[1], seed + 1);
+    NodeId conv = t.op(cs.transpose ? "ConvTranspose" : "Conv",
+                       {t.input(cs.x, x), t.constant(cs.w, w), t.constant(Shape{conv_output_shape(cs)[1]}, bias)});
+    if (cs.group != 1) t.set_int("group", cs.group);
+    if (!cs.strides.empty()) t.set_ints("strides", cs.strides);
+    if (!cs.dilations.empty()) t.set_ints("dilations", cs.dilations);
+    if (!cs.pads.empty()) t.set_ints("pads", cs.pads);
+    return conv;
+}
+
+// Conv + tail.
 Run run_conv_tail(const ConvSpec& cs, const Tail& tail, const std::vector<float>& x, uint32_t seed, const char* isa,
                   bool fusion, uint32_t threads) {
     return run_model([&](OpTest& t) {
-        std::vector<float> w = uniform_floats(count_of(cs.w), seed), bias = uniform_floats(conv_output_shape(cs)[1], seed + 1);
-        const Shape y_shape = conv_output_shape(cs);
-        t.op(cs.transpose ? "ConvTranspose" : "Conv",
-             {t.input(cs.x, x), t.constant(cs.w, w), t.constant(Shape{y_shape[1]}, bias)});
-        if (cs.group != 1) t.set_int("group", cs.group);
-        if (!cs.strides.empty()) t.set_ints("strides", cs.strides);
-        if (!cs.dilations.empty()) t.set_ints("dilations", cs.dilations);
-        if (!cs.pads.empty()) t.set_ints("pads", cs.pads);
-        return tail.build(t, InputRef::by_id(t.node, 0), y_shape);
+        return tail.build(t, InputRef::by_id(add_conv(t, cs, x, seed), 0), conv_output_shape(cs));
     }, isa, fusion, threads);
 }
 
@@ -273,6 +279,50 @@ TEST_CASE("epilogue: the fused result against a double reference (conv bound 1e-
                     if (!(std::fabs(got - want) <= 1e-5 * mag + 1e-30) && bad++ < 5) MESSAGE("got " << got << ", want " << want);
                 }
         CHECK(bad == 0);
+    }
+}
+
+TEST_CASE("epilogue: a residual made in the model gives its buffer to the output where the tiles store each element once") {
+    // The residual a Softmax's output that dies at the Add: where the tiles add it as they store
+    // each final value (K in one block), the fused output takes its buffer; where they store K
+    // blocks' partial sums first, or the island runs after them, it must not (the sums would
+    // overwrite the residual), and the results still equal the unfused steps'. Against the same
+    // model with the residual also a graph output (kept: never shared).
+    auto run = [](const ConvSpec& cs, const std::vector<float>& x, uint32_t seed, const char* isa, bool fusion, uint32_t threads,
+                  bool kept) {
+        return run_model([&](OpTest& t) {   // the Softmax first: ready when the conv's step runs
+            const Shape ys = conv_output_shape(cs);
+            NodeId soft = t.op("Softmax", {t.input(ys, uniform_floats(count_of(ys), 975))});
+            t.set_int("axis", 1);
+            if (kept) REQUIRE(t.model.add_output("skip", InputRef::by_id(soft, 0)) == Status::Ok);
+            NodeId add = t.op("Add", {InputRef::by_id(add_conv(t, cs, x, seed), 0), InputRef::by_id(soft, 0)});
+            return t.op("Relu", {InputRef::by_id(add, 0)});
+        }, isa, fusion, threads);
+    };
+    uint32_t seed = 976;
+    for (const ConvSpec& cs : every_conv()) {
+        if (cs.transpose) continue;
+        const std::string conv = cs.what;
+        CAPTURE(conv);
+        std::vector<float> x = uniform_floats(count_of(cs.x), seed);
+        for (const auto& isa : machine_isas())
+            for (uint32_t threads : {1u, 2u}) {
+                const std::string isa_name = isa.first;
+                CAPTURE(isa_name);
+                CAPTURE(threads);
+                Run fused = run(cs, x, seed + 1, isa.first, true, threads, false);
+                Run plain = run(cs, x, seed + 1, isa.first, false, threads, false);
+                Run kept = run(cs, x, seed + 1, isa.first, true, threads, true);
+                INFO(fused.kernels);
+                CHECK(count_different(fused.y, plain.y) == 0);
+                CHECK(count_different(fused.y, kept.y) == 0);
+                // K of 72 in one block, the residual in the store; K of 1440 in two blocks or more.
+                const bool shared = fused.arena_bytes < kept.arena_bytes;
+                if (conv.find("1x1, K of 72") != std::string::npos) CHECK(shared == isa.second);
+                if (conv.find("K of 1440") != std::string::npos || !isa.second) CHECK(!shared);
+                CHECK(fused.arena_bytes <= kept.arena_bytes);
+            }
+        seed += 2;
     }
 }
 
