@@ -10121,20 +10121,6 @@ inline Status run_cpu_conv(const RunContext& c) {
     return Status::Ok;
 }
 
-// The pixel tiles store Y once, from scratch, after the last K block; the others store it at
-// their last K block, so only where K is one block, and with the residual in the store.
-inline bool cpu_residual_in_place(const ReferenceProgram::Unit& unit, uint32_t* read) {
-    const GemmEpilogue* e = unit.epilogue_slot ? *unit.epilogue_slot : nullptr;
-    if (!e || !e->tile_ops || e->residual == GemmEpilogue::kNoResidual) return false;
-    *read = e->op_inputs + e->residual;
-    if (unit.run == run_cpu_conv_pixels) return true;
-    if (unit.run != run_cpu_conv && unit.run != run_cpu_conv_wide) return false;
-    const CpuGemmState& cs = *static_cast<const CpuGemmState*>(unit.state);
-    if (cs.wide_in_place) return false;   // its Y rows are copied out of a buffer, the snippet after
-    const ConvState& st = *static_cast<const ConvState*>(cs.op);
-    return residual_in_store(st.depth) && st.depth <= cs.gemm.blocking().kc;
-}
-
 inline Status cpu_conv_step(ReferenceProgram* p, const PreparedModel& model, NodeId id, Isa isa) {
     const ConvState* st = static_cast<const ConvState*>(model.kernel_state(id));
     if (!st || st->depthwise || st->w.out_size() == 0 || st->depth == 0 || st->group_maps == 0) return Status::Ok;
@@ -10754,6 +10740,25 @@ inline Status cpu_matmul_step(ReferenceProgram* p, const PreparedModel& model, N
     if ((int64_t)cs->slots > st->batch * cs->parts) cs->slots = (uint32_t)(st->batch * cs->parts);   // scratch for the slots that run
     cs->slot_floats = round16(gemm.scratch_floats(st->m, st->n, st->k, false, cs->packed != nullptr));
     return cpu_gemm_use(p, run_cpu_matmul, cs, "MatMul");
+}
+
+// The conv pixel tiles store Y once, from scratch, after the last K block; the other conv paths
+// and MatMul store it at their last K block, so only where K is one block, and with the
+// residual in the store. (Gemm writes its C into Y first.)
+inline bool cpu_residual_in_place(const ReferenceProgram::Unit& unit, uint32_t* read) {
+    const GemmEpilogue* e = unit.epilogue_slot ? *unit.epilogue_slot : nullptr;
+    if (!e || !e->tile_ops || e->residual == GemmEpilogue::kNoResidual) return false;
+    *read = e->op_inputs + e->residual;
+    if (unit.run == run_cpu_conv_pixels) return true;
+    const CpuGemmState& cs = *static_cast<const CpuGemmState*>(unit.state);
+    if (unit.run == run_cpu_matmul) {
+        const int64_t k = static_cast<const MatMulState*>(cs.op)->k;
+        return residual_in_store(k) && k <= cs.gemm.blocking().kc;
+    }
+    if (unit.run != run_cpu_conv && unit.run != run_cpu_conv_wide) return false;
+    if (cs.wide_in_place) return false;   // its Y rows are copied out of a buffer, the snippet after
+    const ConvState& st = *static_cast<const ConvState*>(cs.op);
+    return residual_in_store(st.depth) && st.depth <= cs.gemm.blocking().kc;
 }
 
 // >>gemm

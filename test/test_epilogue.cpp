@@ -326,6 +326,46 @@ TEST_CASE("epilogue: a residual made in the model gives its buffer to the output
     }
 }
 
+TEST_CASE("epilogue: a residual made in the model gives its buffer to a MatMul's output where K is one block") {
+    struct Product { const char* what; Shape a; int64_t n; bool shares; };
+    const Product products[] = {
+        {"37x72 by 72x45", {37, 72}, 45, true},
+        {"batch 2 x 29x72 by 72x70", {2, 29, 72}, 70, true},
+        {"20x1440 by 1440x40 (K blocks: partial sums stored first)", {20, 1440}, 40, false},
+    };
+    uint32_t seed = 990;
+    for (const Product& pr : products) {
+        const std::string product = pr.what;
+        CAPTURE(product);
+        const int64_t k = pr.a.back();
+        std::vector<float> a = uniform_floats(count_of(pr.a), seed), b = uniform_floats(k * pr.n, seed + 1);
+        Shape ys = pr.a;
+        ys.back() = pr.n;
+        auto run = [&](const char* isa, bool fusion, uint32_t threads, bool kept) {
+            return run_model([&](OpTest& t) {   // MatMul + Softmax(r) (made first), then Relu
+                NodeId soft = t.op("Softmax", {t.input(ys, uniform_floats(count_of(ys), seed + 2))});
+                if (kept) REQUIRE(t.model.add_output("skip", InputRef::by_id(soft, 0)) == Status::Ok);
+                NodeId mm = t.op("MatMul", {t.input(pr.a, a), t.constant(Shape{k, pr.n}, b)});
+                NodeId add = t.op("Add", {InputRef::by_id(soft, 0), InputRef::by_id(mm, 0)});
+                return t.op("Relu", {InputRef::by_id(add, 0)});
+            }, isa, fusion, threads);
+        };
+        for (const auto& isa : machine_isas())
+            for (uint32_t threads : {1u, 2u}) {
+                const std::string isa_name = isa.first;
+                CAPTURE(isa_name);
+                CAPTURE(threads);
+                Run fused = run(isa.first, true, threads, false), plain = run(isa.first, false, threads, false);
+                Run kept = run(isa.first, true, threads, true);
+                INFO(fused.kernels);
+                CHECK(count_different(fused.y, plain.y) == 0);
+                CHECK(count_different(fused.y, kept.y) == 0);
+                CHECK((fused.arena_bytes < kept.arena_bytes) == (pr.shares && isa.second));
+            }
+        seed += 3;
+    }
+}
+
 TEST_CASE("epilogue: islands that cannot be an epilogue stay their own step") {
     const ConvSpec cs = {"3x3", false, {1, 4, 6, 6}, {8, 4, 3, 3}, 1, {}, {}, {1, 1, 1, 1}};
     std::vector<float> x = uniform_floats(count_of(cs.x), 970);
