@@ -558,8 +558,8 @@ struct ProgramStep {
     const char* kernel = "";               // printable kernel name ("ref:Conv", "jit:avx512", ...)
     Span<const uint32_t> reads;
     Span<const uint32_t> writes;
-    bool in_place = false;                 // writes[0] may share reads[in_place_read]'s buffer
-    uint32_t in_place_read = 0;
+    bool in_place = false;                 // writes[0] may share reads[0]'s buffer
+    uint64_t in_place_reads = 0;           // bit k: writes[0] may share reads[k]'s (in_place: bit 0)
     size_t scratch_bytes = 0;
 };
 
@@ -3772,7 +3772,8 @@ inline Status CpuDevice::build_cpu(ReferenceProgram* p, const PreparedModel& mod
         }
         gstep.reads = Span<const uint32_t>(reads, r);
         gstep.writes = Span<const uint32_t>(writes, out_count);
-        gstep.in_place = cpu_residual_in_place(gunit, &gstep.in_place_read);
+        uint32_t residual = 0;
+        gstep.in_place_reads = cpu_residual_in_place(gunit, &residual) ? 1ull << residual : 0;
         gstep.scratch_bytes = gstep.scratch_bytes > snippet->scratch_bytes() ? gstep.scratch_bytes : snippet->scratch_bytes();
         char digits[10];
         gunit.epilogue = snippet;
@@ -3838,6 +3839,13 @@ inline Status CpuDevice::build_cpu(ReferenceProgram* p, const PreparedModel& mod
             step.reads = Span<const uint32_t>(reads, in_count);
             step.writes = Span<const uint32_t>(writes, out_count);
             step.scratch_bytes = snippet->scratch_bytes();
+            // A snippet's output may alias an input of its own shape (snippets.h): not one it broadcasts.
+            const TensorDesc& result = model.value_desc(writes[0]);
+            for (uint32_t k = 0; k < in_count && cpu_kernels_; ++k) {
+                const TensorDesc& in = model.value_desc(reads[k]);
+                if (in.type == result.type && in.rank == result.rank && std::equal(in.dims, in.dims + in.rank, result.dims))
+                    step.in_place_reads |= 1ull << k;
+            }
             uint32_t fused = 0;
             for (uint32_t v = first[u]; v != kNoNode; v = next[v]) if (local.node(v).op != StringView("Constant")) ++fused;
             step.kernel = join_name(&p->arena, {"snippet:", isa_name(snippet->isa()), ":", decimal(fused, name)});
@@ -5546,20 +5554,24 @@ inline Status plan_memory(CompiledModel::Impl* m) {
         const ExecStep& x = m->exec[e];
         if (x.transfer) continue;
         const ProgramStep& step = m->programs[x.subgraph]->steps()[x.index];
-        if (!step.in_place || step.reads.size == 0 || step.writes.size == 0) continue;
-        if (step.in_place_read >= step.reads.size) continue;
-        uint32_t in = reader_slot(m, x.subgraph, step.reads[step.in_place_read]), out = step.writes[0];
-        uint32_t b = buffer[in];
-        if (first[in] == kNever || pinned[in] || last[in] != e + 1 || m->slot_bytes[in] != m->slot_bytes[out]) continue;
-        if (window_begin && reader_subgraph[in] != x.subgraph) continue;   // a reader on another lane may come later
-        if (window_begin && buffer[in] != in) continue;                    // a chain of in-place steps: keep it simple
-        bool read_twice = false;   // the kernel reads its input elsewhere too
-        for (size_t k = 0; k < step.reads.size; ++k)
-            if (k != step.in_place_read && step.reads[k] == step.reads[step.in_place_read]) read_twice = true;
-        if (read_twice) continue;
-        buffer[out] = b;
-        if (last[b] < last[out]) last[b] = last[out];
-        if (pinned[out]) pinned[b] = 1;
+        const uint64_t may = step.in_place_reads | (step.in_place ? 1 : 0);
+        if (!may || step.writes.size == 0) continue;
+        const uint32_t out = step.writes[0];
+        for (uint32_t k = 0; k < step.reads.size && k < 64; ++k) {   // the first input that may and does die here
+            if (!(may >> k & 1)) continue;
+            uint32_t in = reader_slot(m, x.subgraph, step.reads[k]);
+            uint32_t b = buffer[in];
+            if (first[in] == kNever || pinned[in] || last[in] != e + 1 || m->slot_bytes[in] != m->slot_bytes[out]) continue;
+            if (window_begin && reader_subgraph[in] != x.subgraph) continue;   // a reader on another lane may come later
+            if (window_begin && buffer[in] != in) continue;                    // a chain of in-place steps: keep it simple
+            bool read_twice = false;   // the kernel reads its input elsewhere too
+            for (size_t j = 0; j < step.reads.size; ++j) if (j != k && step.reads[j] == step.reads[k]) read_twice = true;
+            if (read_twice) continue;
+            buffer[out] = b;
+            if (last[b] < last[out]) last[b] = last[out];
+            if (pinned[out]) pinned[b] = 1;
+            break;
+        }
     }
     uint32_t* parent = nullptr;   // Concat in place: a buffer inside another one, delta bytes in
     int64_t* delta = nullptr;
@@ -22995,7 +23007,7 @@ inline Status int8_use(ReferenceProgram* p, uint32_t i, RunFn run, const void* s
     if (!p->steps_[i].kernel) return Status::OutOfMemory;
     p->steps_[i].scratch_bytes = scratch;
     p->steps_[i].in_place = false;
-    p->steps_[i].in_place_read = 0;
+    p->steps_[i].in_place_reads = 0;
     p->units[i].run = run;
     p->units[i].state = state;
     return Status::Ok;
