@@ -10760,17 +10760,17 @@ inline Status cpu_matmul_step(ReferenceProgram* p, const PreparedModel& model, N
 inline bool cpu_residual_in_place(const ReferenceProgram::Unit& unit, uint32_t* read) {
     const GemmEpilogue* e = unit.epilogue_slot ? *unit.epilogue_slot : nullptr;
     if (!e || !e->tile_ops || e->residual == GemmEpilogue::kNoResidual) return false;
-    *read = e->op_inputs + e->residual;
-    if (unit.run == run_cpu_conv_pixels) return true;
-    const CpuGemmState& cs = *static_cast<const CpuGemmState*>(unit.state);
+    bool once = unit.run == run_cpu_conv_pixels;
+    const CpuGemmState* cs = static_cast<const CpuGemmState*>(unit.state);
     if (unit.run == run_cpu_matmul) {
-        const int64_t k = static_cast<const MatMulState*>(cs.op)->k;
-        return residual_in_store(k) && k <= cs.gemm.blocking().kc;
+        const int64_t k = static_cast<const MatMulState*>(cs->op)->k;
+        once = residual_in_store(k) && k <= cs->gemm.blocking().kc;
+    } else if ((unit.run == run_cpu_conv || unit.run == run_cpu_conv_wide) && !cs->wide_in_place) {   // wide in place: Y copied out, the snippet after
+        const int64_t k = static_cast<const ConvState*>(cs->op)->depth;
+        once = residual_in_store(k) && k <= cs->gemm.blocking().kc;
     }
-    if (unit.run != run_cpu_conv && unit.run != run_cpu_conv_wide) return false;
-    if (cs.wide_in_place) return false;   // its Y rows are copied out of a buffer, the snippet after
-    const ConvState& st = *static_cast<const ConvState*>(cs.op);
-    return residual_in_store(st.depth) && st.depth <= cs.gemm.blocking().kc;
+    if (once) *read = e->op_inputs + e->residual;
+    return once;
 }
 
 // >>gemm
@@ -24168,6 +24168,14 @@ inline Status cpu_int8_steps(ReferenceProgram* p, const PreparedModel& model, Is
         const char* what = st->op == SnippetOp::Add ? "Add" : st->op == SnippetOp::Sub ? "Sub" : "Mul";
         int8_lookup_init(&st->lookup, isa);
         TESSEL_TRY(int8_use(p, binary_steps[k], run_int8_binary, st, what, st->convert_isa, 0));
+        // Every loop of run_int8_binary reads an element before it writes y's there (whole
+        // blocks, then a portable tail): y may take an operand of its own shape (a residual).
+        ProgramStep& step = p->steps_[binary_steps[k]];
+        const TensorDesc& yd = model.value_desc(step.writes[0]);
+        for (uint32_t i = 0; i < count; ++i) {
+            const TensorDesc& d = model.value_desc(reads[i]);
+            if (d.type == yd.type && d.rank == yd.rank && std::equal(d.dims, d.dims + d.rank, yd.dims)) step.in_place_reads |= 1ull << i;
+        }
         for (NodeId last : {b.binary, b.relu})
             if (last != kNoNode && writer[model.value_id(last, 0)] != ~0u) drop[writer[model.value_id(last, 0)]] = 1;
         for (const Int8BinaryOperand& o : b.in)

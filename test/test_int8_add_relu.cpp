@@ -108,6 +108,54 @@ TEST_CASE("int8 add relu: Add and Sum + Relu of two uint8 tensors, small and lar
     check(ties);
 }
 
+TEST_CASE("int8 add relu: the Add's output takes a uint8 operand's buffer where it dies there") {
+    // b made in the model (a uint8 Sigmoid table step), read by the Add alone: y takes its
+    // buffer; against the same net with b also a model output (never shared), bit for bit.
+    const Shape shape = {1, 16, 60, 41};   // the binary kernel (or the pair table) over whole blocks and a tail
+    auto run_net = [&](const char* isa, uint32_t threads, bool kept, size_t* arena, std::string* kernels) {
+        OpTest t;
+        t.opset = 14;
+        auto scalar = [&](float v) { return t.constant(Shape{}, std::vector<float>{v}); };
+        auto zero = [&](uint8_t z) { return t.constant(Shape{}, std::vector<uint8_t>{z}); };
+        NodeId a = t.op("DequantizeLinear", {t.input(shape, bytes_of(shape, 37, 0)), scalar(0.02f), zero(100)});
+        NodeId x = t.op("DequantizeLinear", {t.input(shape, bytes_of(shape, 53, 11)), scalar(0.05f), zero(128)});
+        NodeId sig = t.op("Sigmoid", {InputRef::by_id(x)});
+        NodeId bq = t.op("QuantizeLinear", {InputRef::by_id(sig), scalar(1.0f / 255), zero(0)});
+        NodeId b = t.op("DequantizeLinear", {InputRef::by_id(bq), scalar(1.0f / 255), zero(0)});
+        NodeId add = t.op("Add", {InputRef::by_id(a), InputRef::by_id(b)});
+        NodeId relu = t.op("Relu", {InputRef::by_id(add)});
+        NodeId y = t.op("QuantizeLinear", {InputRef::by_id(relu), scalar(0.03f), zero(20)});
+        REQUIRE(t.model.add_output("y", InputRef::by_id(y, 0)) == Status::Ok);
+        if (kept) REQUIRE(t.model.add_output("b", InputRef::by_id(bq, 0)) == Status::Ok);
+        REQUIRE(t.model.finalize() == Status::Ok);
+        const std::string count = std::to_string(threads);
+        ConfigEntry config[] = {{"NUM_THREADS", StringView(count.c_str())}, {"PERF_COUNT", "YES"}, {"ISA", isa}};
+        test::CompiledRun r;
+        test::compile_and_infer(t, "CPU", Span<const ConfigEntry>(config, 3), &r);
+        *arena = r.compiled.arena_bytes();
+        *kernels = r.kernels;
+        const Tensor& out = r.request.output(0);
+        const unsigned char* p = static_cast<const unsigned char*>(out.data());
+        return std::vector<unsigned char>(p, p + out.bytes());
+    };
+    for (Isa isa : {Isa::Ref, Isa::Sse41, Isa::Avx2, Isa::Avx512, Isa::Neon}) {
+        if (!isa_available(isa)) continue;
+        for (uint32_t threads : {1u, 2u}) {
+            CAPTURE(isa_name(isa));
+            CAPTURE(threads);
+            size_t shared_arena = 0, kept_arena = 0;
+            std::string kernels, kept_kernels;
+            const std::vector<unsigned char> shared = run_net(isa_name(isa), threads, false, &shared_arena, &kernels);
+            const std::vector<unsigned char> kept = run_net(isa_name(isa), threads, true, &kept_arena, &kept_kernels);
+            INFO(kernels);
+            CHECK(kernels.find(":Add") != std::string::npos);
+            CHECK(kernels.find(":Table") != std::string::npos);
+            CHECK(shared == kept);
+            CHECK(shared_arena + (size_t)count_of(shape) <= kept_arena + 64);
+        }
+    }
+}
+
 TEST_CASE("int8 add relu: Sub + Relu with a broadcast operand; a Relu read elsewhere stays on the float path") {
     AddReluCase sub;
     sub.op = "Sub";
