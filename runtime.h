@@ -1054,6 +1054,12 @@ inline bool desc_elements_equal(const TensorDesc& a, const TensorDesc& b) {
     return desc_elements(a, &x) && desc_elements(b, &y) && x == y;
 }
 
+inline bool same_desc(const TensorDesc& a, const TensorDesc& b) {
+    if (a.type != b.type || a.rank != b.rank) return false;
+    for (uint32_t i = 0; i < a.rank; ++i) if (a.dims[i] != b.dims[i]) return false;
+    return true;
+}
+
 inline Status make_desc(ElementType type, Span<const int64_t> shape, TensorDesc* desc, uint64_t* bytes) {
     if (!element_type_valid(type)) return Status::InvalidArgument;
     if (shape.size > (size_t)kMaxRank) return Status::LimitExceeded;
@@ -3841,11 +3847,8 @@ inline Status CpuDevice::build_cpu(ReferenceProgram* p, const PreparedModel& mod
             step.scratch_bytes = snippet->scratch_bytes();
             // A snippet's output may alias an input of its own shape (snippets.h): not one it broadcasts.
             const TensorDesc& result = model.value_desc(writes[0]);
-            for (uint32_t k = 0; k < in_count && cpu_kernels_; ++k) {
-                const TensorDesc& in = model.value_desc(reads[k]);
-                if (in.type == result.type && in.rank == result.rank && std::equal(in.dims, in.dims + in.rank, result.dims))
-                    step.in_place_reads |= 1ull << k;
-            }
+            for (uint32_t k = 0; k < in_count && cpu_kernels_; ++k)
+                if (same_desc(model.value_desc(reads[k]), result)) step.in_place_reads |= 1ull << k;
             uint32_t fused = 0;
             for (uint32_t v = first[u]; v != kNoNode; v = next[v]) if (local.node(v).op != StringView("Constant")) ++fused;
             step.kernel = join_name(&p->arena, {"snippet:", isa_name(snippet->isa()), ":", decimal(fused, name)});
@@ -7395,11 +7398,6 @@ uint32_t InferRequest::find_output(StringView name) const {
 }
 
 namespace detail {
-inline bool same_desc(const TensorDesc& a, const TensorDesc& b) {
-    if (a.type != b.type || a.rank != b.rank) return false;
-    for (uint32_t i = 0; i < a.rank; ++i) if (a.dims[i] != b.dims[i]) return false;
-    return true;
-}
 // A symbolic input takes any size in its free (negative) dims, the rest as compiled.
 inline bool fits_desc(const TensorDesc& want, const TensorDesc& given) {
     if (want.type != given.type || want.rank != given.rank) return false;
@@ -24172,10 +24170,8 @@ inline Status cpu_int8_steps(ReferenceProgram* p, const PreparedModel& model, Is
         // blocks, then a portable tail): y may take an operand of its own shape (a residual).
         ProgramStep& step = p->steps_[binary_steps[k]];
         const TensorDesc& yd = model.value_desc(step.writes[0]);
-        for (uint32_t i = 0; i < count; ++i) {
-            const TensorDesc& d = model.value_desc(reads[i]);
-            if (d.type == yd.type && d.rank == yd.rank && std::equal(d.dims, d.dims + d.rank, yd.dims)) step.in_place_reads |= 1ull << i;
-        }
+        for (uint32_t i = 0; i < count; ++i)
+            if (same_desc(model.value_desc(reads[i]), yd)) step.in_place_reads |= 1ull << i;
         for (NodeId last : {b.binary, b.relu})
             if (last != kNoNode && writer[model.value_id(last, 0)] != ~0u) drop[writer[model.value_id(last, 0)]] = 1;
         for (const Int8BinaryOperand& o : b.in)
