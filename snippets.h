@@ -151,7 +151,7 @@
        >>gemm                         Gemm: packed panels, cache blocks, JIT tiles; cpu_cache_sizes
        >>depthwise conv               DepthwiseConv: one plane, padded phase-split copy, JIT row tiles
        >>max pool                     PoolRows: one output row's interior windows, JIT vector tiles;
-                                      PoolPlanes: whole planes, borders by lane masks
+                                      PoolPlanes: whole planes, borders by lane masks, rows' taps kept
        >>int8 gemm                    Int8Gemm: u8 x s8 -> s32 panels, requantizing epilogue
        >>int8 gemv                    Int8Gemv: a few rows of X times packed weights (VNNI)
        >>int8 depthwise               Int8DepthwiseConv: uint8 planes, 4 taps per dot product, requantized rows
@@ -811,11 +811,12 @@ private:
 // acc = v > acc ? v : acc; average: ((0 + t0) + t1) + ... divided by the window's real taps, or
 // its taps inside the pads with count_include_pad. The JIT kernel (Avx512) knows every border
 // at generation (the border rows unrolled, those inside the plane one loop body): a vector of 16
-// outputs of a row per tap (stride 2: two loads and one vpermt2ps), masked where a lane's tap is
-// padding, so a plane
-// needs no padded copy and no border pass, and one call runs many planes (the small maps of the
-// inception nets, where per-plane and per-row overheads outweighed the taps). Other targets,
-// and shapes past kPoolPlanesMaxTaps taps a plane, run a portable loop.
+// outputs of a row per tap, masked where a lane's tap is padding, so a plane needs no padded
+// copy and no border pass, and one call runs many planes (the small maps of the inception nets,
+// where per-plane and per-row overheads outweighed the taps). Small windows keep each input
+// row's taps in registers down a strip of 16 output columns (rows_in_registers()); others load
+// every tap (stride 2: two loads and one vpermt2ps). Other targets, and shapes past
+// kPoolPlanesMaxTaps taps a plane, run a portable loop.
 struct PoolPlaneShape {
     int64_t height = 1, width = 1, out_h = 1, out_w = 1;
     int64_t kernel_h = 1, kernel_w = 1, stride_h = 1, stride_w = 1;
@@ -832,6 +833,9 @@ public:
     Status init(const PoolPlaneShape& shape, Isa isa = Isa::Auto);
     Isa isa() const { return isa_; }
     bool jit() const { return kernel_ != nullptr; }
+    // The JIT kernel keeps each input row's taps in registers while it runs down the rows
+    // inside the plane (stride 1 up to 16 columns, stride 2 up to 3; at most 18 taps).
+    bool rows_in_registers() const { return rows_in_registers_; }
     const PoolPlaneShape& shape() const { return shape_; }
     // planes planes of height x width at x (consecutive) into out_h x out_w planes at y.
     void run(const float* x, float* y, int64_t planes) const;
@@ -841,6 +845,7 @@ private:
     PoolPlaneShape shape_;
     Isa isa_ = Isa::Ref;
     KernelFn kernel_ = nullptr;
+    bool rows_in_registers_ = false;
 };
 
 // >>gemm dot
@@ -7644,15 +7649,27 @@ inline int64_t pool_plane_divisor(const PoolPlaneShape& s, int64_t oh, int64_t o
     return s.count_include_pad ? p0 * p1 : (l0 - f0) * (l1 - f1);
 }
 
+// Whether a kernel keeps each input row's taps in registers (pool_planes_cached_rows): the
+// rows inside the plane loop down one strip of 16 output columns at a time, each input row
+// loaded once per strip (stride 1: two loads, the taps by valignd; stride 2: the even and odd
+// columns by vpermi2ps, a third tap by valignd) and reused by the next output rows' windows,
+// instead of loading every tap of every window (2 to 4 loads per tap, most across cache lines).
+inline bool pool_planes_cached_rows(const PoolPlaneShape& s) {
+    int64_t middle0 = 0, middle1 = 0;
+    pool_planes_middle_rows(s, &middle0, &middle1);
+    return middle1 > middle0 && s.kernel_h * s.kernel_w <= 18 && (s.stride_w == 1 ? s.kernel_w <= 16 : s.kernel_w <= 3);
+}
+
 #if !defined(TESSEL_NO_JIT) && (defined(__x86_64__) || defined(_M_X64))
 // Arguments (System V): rdi x, rsi y, rdx planes. Per output row and vector of 16 outputs: the
 // accumulator zmm0 (renamed per vector by the CPU: each starts with a write of the whole
-// register), taps in zmm1 (stride 2: zmm1 and zmm2, permuted by zmm31's even indices). A tap's
-// lanes that are padding are masked out of its load and its operation; a max's first real tap
-// per lane is a masked move. Lane masks live in k1-k7, reloaded only when another is needed.
+// register), taps in zmm1 (stride 2: zmm1 and zmm2, permuted by zmm31's even indices), or, in
+// the rows of a cached strip, tap (kh, kw) of its input rows in zmm(4 + kh * kernel_w + kw). A
+// tap's lanes that are padding are masked out of its load and its operation; a max's first real
+// tap per lane is a masked move. Lane masks live in k1-k7, reloaded only when another is needed.
 inline void emit_pool_planes_x86(asmjit::x86::Assembler& a, const PoolPlaneShape& s) {
     namespace x86 = asmjit::x86;
-    const bool average = s.average != 0;
+    const bool average = s.average != 0, cached = pool_planes_cached_rows(s);
     const int64_t vectors = (s.out_w + 15) / 16;
     asmjit::Label loop = a.newLabel(), done = a.newLabel(), data = a.newLabel();
     uint32_t held[8] = {};         // k1-k7: the mask each holds (0: none)
@@ -7667,94 +7684,176 @@ inline void emit_pool_planes_x86(asmjit::x86::Assembler& a, const PoolPlaneShape
         a.kmovw(x86::k(k), x86::eax);
         return x86::k(k);
     };
-    const x86::Vec acc = x86::zmm(0), tap = x86::zmm(1), second = x86::zmm(2), even = x86::zmm(31);
-    if (s.stride_w == 2) a.vmovups(even, x86::ptr(data));
+    auto forget_masks = [&] { for (uint32_t k = 1; k < 8; ++k) held[k] = 0; };
+    const x86::Vec acc = x86::zmm(0), tap = x86::zmm(1), second = x86::zmm(2), third = x86::zmm(3);
+    const x86::Vec even = x86::zmm(31), odd = x86::zmm(30);
+    auto slot = [&](int64_t kh, int64_t kw) { return x86::zmm((uint32_t)(4 + kh * s.kernel_w + kw)); };
+    if (s.stride_w == 2) {
+        a.vmovups(even, x86::ptr(data));
+        a.vmovups(odd, x86::ptr(data, 64));
+    }
     a.test(x86::rdx, x86::rdx);
     a.jz(done);
     a.bind(loop);
-    // Output row oh's vectors, taps read from xb (input row x_row at xb), stored at yb (output
-    // row y_row at yb), divided by row divisor_row's divisors.
-    auto emit_row = [&](int64_t oh, const x86::Gp& xb, int64_t x_row, const x86::Gp& yb, int64_t y_row, int64_t divisor_row) {
-        for (int64_t v = 0; v < vectors; ++v) {
-            const int64_t c0 = v * 16, lanes = std::min<int64_t>(16, s.out_w - c0);
-            const uint32_t all = lanes == 16 ? 0xFFFFu : (1u << lanes) - 1u;
-            uint32_t seen = 0;
-            bool started = false;
-            if (average) a.vxorps(acc, acc, acc);
-            for (int64_t kh = 0; kh < s.kernel_h; ++kh) {
-                const int64_t row = oh * s.stride_h + kh - s.pad_top;
-                if (row < 0 || row >= s.height) continue;
-                for (int64_t kw = 0; kw < s.kernel_w; ++kw) {
-                    // lane l reads column (c0 + l) * stride_w + kw - pad_left
-                    const int64_t col0 = c0 * s.stride_w + kw - s.pad_left;
-                    uint32_t real = 0;
-                    for (int64_t l = 0; l < lanes; ++l) {
-                        const int64_t col = col0 + l * s.stride_w;
-                        if (col >= 0 && col < s.width) real |= 1u << l;
-                    }
-                    if (!real) continue;
-                    const int32_t at = (int32_t)(((row - x_row) * s.width + col0) * 4);
-                    auto load = [&](const x86::Vec& to, uint32_t mask, int32_t bytes) {   // masked where not whole
-                        if (mask == 0xFFFFu) a.vmovups(to, x86::ptr(xb, bytes));
-                        else a.k(kreg(mask)).z().vmovups(to, x86::ptr(xb, bytes));
-                    };
-                    if (s.stride_w == 1) {
-                        load(tap, real, at);
-                    } else {   // the 32 columns from col0: even lanes are the taps
-                        uint32_t first_half = 0, second_half = 0;
-                        for (int64_t j = 0; j < 32; ++j) {
-                            const int64_t col = col0 + j;
-                            if (col >= 0 && col < s.width && j / 2 < lanes) (j < 16 ? first_half : second_half) |= 1u << (j % 16);
-                        }
-                        if (first_half) load(tap, first_half, at);
-                        else a.vxorps(tap, tap, tap);
-                        if (second_half) load(second, second_half, at + 64);
-                        else a.vxorps(second, second, second);
-                        a.vpermt2ps(tap, even, second);
-                    }
-                    if (average) {   // acc + t on the real lanes: 0 + t0 first, as the reference
-                        if (real == all) a.vaddps(acc, acc, tap);
-                        else a.k(kreg(real)).vaddps(acc, acc, tap);
-                    } else if (!started) {
-                        a.vmovaps(acc, tap);
-                    } else {
-                        const uint32_t first = real & ~seen, later = real & seen;
-                        if (first) a.k(kreg(first)).vmovaps(acc, tap);
-                        if (later == all) a.vmaxps(acc, tap, acc);
-                        else if (later) a.k(kreg(later)).vmaxps(acc, tap, acc);
-                    }
-                    started = true;
-                    seen |= real;
+    // 16 floats of input row x_row + rel_row (at xb) from column col into `to`: the lanes of
+    // `wanted` inside the row, zero elsewhere.
+    auto load_columns = [&](const x86::Vec& to, const x86::Gp& xb, int64_t rel_row, int64_t col, uint32_t wanted) {
+        uint32_t mask = 0;
+        for (int64_t j = 0; j < 16; ++j)
+            if (col + j >= 0 && col + j < s.width && (wanted >> j & 1)) mask |= 1u << j;
+        const x86::Mem at = x86::ptr(xb, (int32_t)((rel_row * s.width + col) * 4));
+        if (!mask) a.vxorps(to, to, to);
+        else if (mask == 0xFFFFu) a.vmovups(to, at);
+        else a.k(kreg(mask)).z().vmovups(to, at);
+    };
+    // The lanes of vector v whose tap kw of a row inside the plane is a real column.
+    auto real_lanes = [&](int64_t v, int64_t kw) {
+        const int64_t c0 = v * 16, lanes = std::min<int64_t>(16, s.out_w - c0);
+        uint32_t real = 0;
+        for (int64_t l = 0; l < lanes; ++l) {
+            const int64_t col = (c0 + l) * s.stride_w + kw - s.pad_left;
+            if (col >= 0 && col < s.width) real |= 1u << l;
+        }
+        return real;
+    };
+    // One tap into the accumulator, in the reference's order.
+    auto apply = [&](const x86::Vec& t, uint32_t real, uint32_t all, uint32_t* seen, bool* started) {
+        if (average) {   // acc + t on the real lanes: 0 + t0 first, as the reference
+            if (real == all) a.vaddps(acc, acc, t);
+            else a.k(kreg(real)).vaddps(acc, acc, t);
+        } else if (!*started) {
+            a.vmovaps(acc, t);
+        } else {
+            const uint32_t first = real & ~*seen, later = real & *seen;
+            if (first) a.k(kreg(first)).vmovaps(acc, t);
+            if (later == all) a.vmaxps(acc, t, acc);
+            else if (later) a.k(kreg(later)).vmaxps(acc, t, acc);
+        }
+        *started = true;
+        *seen |= real;
+    };
+    // Divided (average) and stored: output row oh's vector v at yb (output row y_row at yb).
+    auto finish = [&](int64_t oh, int64_t v, const x86::Gp& yb, int64_t y_row, int64_t divisor_row) {
+        const int64_t c0 = v * 16, lanes = std::min<int64_t>(16, s.out_w - c0);
+        const uint32_t all = lanes == 16 ? 0xFFFFu : (1u << lanes) - 1u;
+        if (average) a.vdivps(acc, acc, x86::ptr(data, (int32_t)(128 + (divisor_row * vectors + v) * 64)));
+        const x86::Mem out = x86::ptr(yb, (int32_t)(((oh - y_row) * s.out_w + c0) * 4));
+        if (all == 0xFFFFu) a.vmovups(out, acc);
+        else a.k(kreg(all)).vmovups(out, acc);
+    };
+    // Output row oh's vector v, every tap loaded, from xb (input row x_row at xb).
+    auto emit_vector = [&](int64_t oh, int64_t v, const x86::Gp& xb, int64_t x_row, const x86::Gp& yb, int64_t y_row,
+                           int64_t divisor_row) {
+        const int64_t c0 = v * 16, lanes = std::min<int64_t>(16, s.out_w - c0);
+        const uint32_t all = lanes == 16 ? 0xFFFFu : (1u << lanes) - 1u;
+        uint32_t seen = 0;
+        bool started = false;
+        if (average) a.vxorps(acc, acc, acc);
+        for (int64_t kh = 0; kh < s.kernel_h; ++kh) {
+            const int64_t row = oh * s.stride_h + kh - s.pad_top;
+            if (row < 0 || row >= s.height) continue;
+            for (int64_t kw = 0; kw < s.kernel_w; ++kw) {
+                const uint32_t real = real_lanes(v, kw);
+                if (!real) continue;
+                const int64_t col0 = c0 * s.stride_w + kw - s.pad_left;   // lane l reads column col0 + l * stride_w
+                if (s.stride_w == 1) {
+                    load_columns(tap, xb, row - x_row, col0, real);
+                } else {   // the 32 columns from col0: even lanes are the taps
+                    uint32_t pairs = 0;
+                    for (int64_t l = 0; l < lanes; ++l) pairs |= 3u << (2 * l);
+                    load_columns(tap, xb, row - x_row, col0, pairs & 0xFFFFu);
+                    load_columns(second, xb, row - x_row, col0 + 16, pairs >> 16);
+                    a.vpermt2ps(tap, even, second);
                 }
+                apply(tap, real, all, &seen, &started);
             }
-            if (average) a.vdivps(acc, acc, x86::ptr(data, (int32_t)(64 + (divisor_row * vectors + v) * 64)));
-            const x86::Mem out = x86::ptr(yb, (int32_t)(((oh - y_row) * s.out_w + c0) * 4));
-            if (all == 0xFFFFu) a.vmovups(out, acc);
-            else a.k(kreg(all)).vmovups(out, acc);
+        }
+        finish(oh, v, yb, y_row, divisor_row);
+    };
+    // Input row rel_row (at xb + rel_row rows) as kernel row kh's taps of strip v in its slots.
+    auto load_row_taps = [&](int64_t v, int64_t kh, const x86::Gp& xb, int64_t rel_row) {
+        const int64_t start = v * 16 * s.stride_w - s.pad_left;   // lane 0's column at kw 0
+        if (s.stride_w == 1) {
+            load_columns(slot(kh, 0), xb, rel_row, start, 0xFFFFu);
+            if (s.kernel_w == 1) return;
+            load_columns(second, xb, rel_row, start + 16, 0xFFFFu);
+            for (int64_t kw = 1; kw < s.kernel_w; ++kw) a.valignd(slot(kh, kw), second, slot(kh, 0), kw);
+            return;
+        }
+        load_columns(tap, xb, rel_row, start, 0xFFFFu);
+        load_columns(second, xb, rel_row, start + 16, 0xFFFFu);
+        a.vmovaps(slot(kh, 0), even);
+        a.vpermi2ps(slot(kh, 0), tap, second);
+        if (s.kernel_w > 1) {
+            a.vmovaps(slot(kh, 1), odd);
+            a.vpermi2ps(slot(kh, 1), tap, second);
+        }
+        if (s.kernel_w > 2) {   // columns start + 2, + 4, ..., + 32: the even ones moved down a lane
+            load_columns(third, xb, rel_row, start + 32, 1u);
+            a.valignd(slot(kh, 2), third, slot(kh, 0), 1);
         }
     };
     // The rows whose windows lie inside the plane's rows run one body in a loop (r8 their input
     // row, r9 their output row, r10 the count): the same taps, masks and divisors each.
     int64_t middle0 = 0, middle1 = 0;
     pool_planes_middle_rows(s, &middle0, &middle1);
-    for (int64_t oh = 0; oh < s.out_h; ++oh) {
-        if (oh == middle0 && middle1 > middle0) {
-            asmjit::Label rows = a.newLabel();
-            const int64_t x_row = middle0 * s.stride_h - s.pad_top;
-            a.lea(x86::r8, x86::ptr(x86::rdi, (int32_t)(x_row * s.width * 4)));
-            a.lea(x86::r9, x86::ptr(x86::rsi, (int32_t)(middle0 * s.out_w * 4)));
-            a.mov(x86::r10, (uint64_t)(middle1 - middle0));
-            a.bind(rows);
-            for (uint32_t k = 1; k < 8; ++k) held[k] = 0;   // entered from before the loop and from its end
-            emit_row(middle0, x86::r8, x_row, x86::r9, middle0, middle0);
-            a.add(x86::r8, (int32_t)(s.stride_h * s.width * 4));
-            a.add(x86::r9, (int32_t)(s.out_w * 4));
-            a.sub(x86::r10, 1);
-            a.jnz(rows);
-            oh = middle1 - 1;
-            continue;
+    auto emit_middle_loop = [&](auto&& body, auto&& before) {
+        asmjit::Label rows = a.newLabel();
+        const int64_t x_row = middle0 * s.stride_h - s.pad_top;
+        a.lea(x86::r8, x86::ptr(x86::rdi, (int32_t)(x_row * s.width * 4)));
+        a.lea(x86::r9, x86::ptr(x86::rsi, (int32_t)(middle0 * s.out_w * 4)));
+        a.mov(x86::r10, (uint64_t)(middle1 - middle0));
+        before();
+        a.bind(rows);
+        forget_masks();   // entered from before the loop and from its end
+        body();
+        a.add(x86::r8, (int32_t)(s.stride_h * s.width * 4));
+        a.add(x86::r9, (int32_t)(s.out_w * 4));
+        a.sub(x86::r10, 1);
+        a.jnz(rows);
+    };
+    if (cached) {   // strip by strip; each strip's middle rows keep their input rows' taps
+        const int64_t fresh = std::min(s.stride_h, s.kernel_h);   // input rows new to each output row
+        for (int64_t v = 0; v < vectors; ++v)
+            for (int64_t oh = 0; oh < s.out_h; ++oh) {
+                if (oh != middle0) {
+                    emit_vector(oh, v, x86::rdi, 0, x86::rsi, 0, oh);
+                    continue;
+                }
+                const int64_t c0 = v * 16, lanes = std::min<int64_t>(16, s.out_w - c0);
+                const uint32_t all = lanes == 16 ? 0xFFFFu : (1u << lanes) - 1u;
+                emit_middle_loop(
+                    [&] {
+                        for (int64_t kh = s.kernel_h - fresh; kh < s.kernel_h; ++kh) load_row_taps(v, kh, x86::r8, kh);
+                        uint32_t seen = 0;
+                        bool started = false;
+                        if (average) a.vxorps(acc, acc, acc);
+                        for (int64_t kh = 0; kh < s.kernel_h; ++kh)
+                            for (int64_t kw = 0; kw < s.kernel_w; ++kw)
+                                if (const uint32_t real = real_lanes(v, kw)) apply(slot(kh, kw), real, all, &seen, &started);
+                        finish(middle0, v, x86::r9, middle0, middle0);
+                        for (int64_t kh = 0; kh + s.stride_h < s.kernel_h; ++kh)   // the next row's first kernel rows
+                            for (int64_t kw = 0; kw < s.kernel_w; ++kw) a.vmovaps(slot(kh, kw), slot(kh + s.stride_h, kw));
+                    },
+                    [&] {
+                        for (int64_t kh = 0; kh < s.kernel_h - fresh; ++kh) load_row_taps(v, kh, x86::r8, kh);
+                    });
+                oh = middle1 - 1;
+            }
+    } else {
+        for (int64_t oh = 0; oh < s.out_h; ++oh) {
+            if (oh == middle0 && middle1 > middle0) {
+                emit_middle_loop(
+                    [&] {
+                        const int64_t x_row = middle0 * s.stride_h - s.pad_top;
+                        for (int64_t v = 0; v < vectors; ++v) emit_vector(middle0, v, x86::r8, x_row, x86::r9, middle0, middle0);
+                    },
+                    [] {});
+                oh = middle1 - 1;
+                continue;
+            }
+            for (int64_t v = 0; v < vectors; ++v) emit_vector(oh, v, x86::rdi, 0, x86::rsi, 0, oh);
         }
-        emit_row(oh, x86::rdi, 0, x86::rsi, 0, oh);
     }
     a.add(x86::rdi, (int32_t)(s.height * s.width * 4));
     a.add(x86::rsi, (int32_t)(s.out_h * s.out_w * 4));
@@ -7765,9 +7864,13 @@ inline void emit_pool_planes_x86(asmjit::x86::Assembler& a, const PoolPlaneShape
     a.ret();
     a.align(asmjit::AlignMode::kData, 64);
     a.bind(data);
-    int32_t even_lanes[16];
-    for (int32_t l = 0; l < 16; ++l) even_lanes[l] = 2 * l;
-    a.embed(even_lanes, sizeof even_lanes);
+    int32_t lanes_even[16], lanes_odd[16];
+    for (int32_t l = 0; l < 16; ++l) {
+        lanes_even[l] = 2 * l;
+        lanes_odd[l] = 2 * l + 1;
+    }
+    a.embed(lanes_even, sizeof lanes_even);
+    a.embed(lanes_odd, sizeof lanes_odd);
     for (int64_t oh = 0; oh < s.out_h && average; ++oh)   // the divisors of (row, vector), 1 past the row's end
         for (int64_t v = 0; v < vectors; ++v) {
             float lanes[16];
@@ -7814,6 +7917,7 @@ Status PoolPlanes::init(const PoolPlaneShape& s, Isa isa) {
     shape_ = s;
     isa_ = isa;
     kernel_ = nullptr;
+    rows_in_registers_ = false;
 #ifdef TESSEL_POOL_PLANES_JIT
     int64_t middle0 = 0, middle1 = 0;   // the rows of one loop count once
     detail::pool_planes_middle_rows(s, &middle0, &middle1);
@@ -7822,6 +7926,7 @@ Status PoolPlanes::init(const PoolPlaneShape& s, Isa isa) {
     if (isa == Isa::Avx512 && (s.stride_w == 1 || s.stride_w == 2) && taps <= detail::kPoolPlanesMaxTaps &&
         (s.height * s.width + s.out_w * s.stride_w + 64) * 4 < ((int64_t)1 << 30))
         kernel_ = detail::pool_planes_kernels().find_or_make(detail::PoolPlanesKernelKey{s}, [&] { return detail::make_pool_planes_kernel(s); });
+    rows_in_registers_ = kernel_ && detail::pool_planes_cached_rows(s);
 #endif
     return Status::Ok;
 }

@@ -1,7 +1,8 @@
 // snippets.h's PoolPlanes (whole pool planes, borders by lane masks) against a scalar
 // reference written from the ONNX rule, on every ISA the CPU has (the JIT kernel on AVX-512, the
 // portable loop elsewhere): ties of both zeros and NaNs in every tap position, strides 1 and 2,
-// pads and windows past the last pad (ceil mode), both divisors, planes between guard pages.
+// pads and windows past the last pad (ceil mode), both divisors, planes between guard pages;
+// kernels that keep input rows' taps in registers and kernels that load every tap.
 #include <doctest/doctest.h>
 #include <cmath>
 #include <cstring>
@@ -62,9 +63,12 @@ TEST_CASE("pool planes: Max and AveragePool, kernels 1-7, strides 1 and 2, pads,
         {13, 13, 3, 3, 2, 2, 0, 0, 0, 0}, {7, 7, 7, 7, 1, 1, 0, 0, 0, 0},   {9, 40, 3, 3, 1, 1, 1, 1, 1, 1},
         {9, 45, 3, 3, 2, 2, 1, 1, 1, 1},  {1, 5, 1, 2, 1, 1, 0, 1, 0, 0},   {5, 19, 5, 5, 1, 2, 2, 4, 2, 0},
         {6, 33, 2, 3, 2, 1, 1, 0, 0, 2},  {3, 3, 3, 3, 1, 1, 2, 2, 2, 2},   {16, 35, 4, 2, 1, 2, 3, 1, 1, 0},
+        // the rows kept in registers: several strips, a stride past the kernel, 1 and 16 columns, 18 taps
+        {20, 56, 3, 3, 2, 2, 1, 1, 1, 1}, {10, 20, 2, 2, 3, 1, 0, 0, 0, 0}, {12, 41, 3, 1, 1, 2, 1, 0, 1, 0},
+        {5, 50, 1, 16, 1, 1, 0, 3, 0, 5}, {8, 30, 3, 6, 1, 1, 1, 2, 1, 3},  {8, 30, 3, 7, 1, 1, 1, 2, 1, 3},
     };
     uint32_t seed = 9100;
-    int64_t on_jit = 0;
+    int64_t on_jit = 0, rows_kept = 0;
     for (Isa isa : {Isa::Ref, Isa::Sse41, Isa::Avx2, Isa::Avx512, Isa::Neon}) {
         if (!isa_available(isa)) continue;
         const std::string target = isa_name(isa);
@@ -84,6 +88,7 @@ TEST_CASE("pool planes: Max and AveragePool, kernels 1-7, strides 1 and 2, pads,
                 // JIT on AVX-512 only, while the process's kernel table has room (other suites fill it)
                 CHECK((!planes.jit() || isa == Isa::Avx512));
                 on_jit += planes.jit();
+                rows_kept += planes.rows_in_registers();
                 const int64_t count = 3, in = k.h * k.w, out = s.out_h * s.out_w;
                 for (bool at_end : {true, false}) {   // the planes against either guard page
                     test::GuardedBuffer x((size_t)(count * in), at_end), y((size_t)(count * out), at_end);
@@ -100,7 +105,11 @@ TEST_CASE("pool planes: Max and AveragePool, kernels 1-7, strides 1 and 2, pads,
                 }
             }
     }
-    if (isa_available(Isa::Avx512)) CHECK(on_jit > 0);
+    if (isa_available(Isa::Avx512)) {   // both kinds of kernel ran
+        CHECK(on_jit > 0);
+        CHECK(rows_kept > 0);
+        CHECK(rows_kept < on_jit);
+    }
 }
 
 TEST_CASE("pool planes: a NaN at every tap position of max windows at the borders and inside") {
