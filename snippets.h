@@ -7649,11 +7649,11 @@ inline int64_t pool_plane_divisor(const PoolPlaneShape& s, int64_t oh, int64_t o
     return s.count_include_pad ? p0 * p1 : (l0 - f0) * (l1 - f1);
 }
 
-// Whether a kernel keeps each input row's taps in registers (pool_planes_cached_rows): the
-// rows inside the plane loop down one strip of 16 output columns at a time, each input row
+// Whether a kernel keeps each input row's taps in registers (PoolPlanes::rows_in_registers):
+// the rows inside the plane loop down one strip of 16 output columns at a time, each input row
 // loaded once per strip (stride 1: two loads, the taps by valignd; stride 2: the even and odd
 // columns by vpermi2ps, a third tap by valignd) and reused by the next output rows' windows,
-// instead of loading every tap of every window (2 to 4 loads per tap, most across cache lines).
+// instead of loading every tap of every window (one or two loads a tap, most across lines).
 inline bool pool_planes_cached_rows(const PoolPlaneShape& s) {
     int64_t middle0 = 0, middle1 = 0;
     pool_planes_middle_rows(s, &middle0, &middle1);
