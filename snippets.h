@@ -7706,9 +7706,12 @@ inline void emit_pool_planes_x86(asmjit::x86::Assembler& a, const PoolPlaneShape
         else if (mask == 0xFFFFu) a.vmovups(to, at);
         else a.k(kreg(mask)).z().vmovups(to, at);
     };
+    // Vector v's outputs: their count (16 but in a row's last vector) and their lanes.
+    auto vector_lanes = [&](int64_t v) { return std::min<int64_t>(16, s.out_w - v * 16); };
+    auto all_lanes = [&](int64_t v) { return vector_lanes(v) == 16 ? 0xFFFFu : (1u << vector_lanes(v)) - 1u; };
     // The lanes of vector v whose tap kw of a row inside the plane is a real column.
     auto real_lanes = [&](int64_t v, int64_t kw) {
-        const int64_t c0 = v * 16, lanes = std::min<int64_t>(16, s.out_w - c0);
+        const int64_t c0 = v * 16, lanes = vector_lanes(v);
         uint32_t real = 0;
         for (int64_t l = 0; l < lanes; ++l) {
             const int64_t col = (c0 + l) * s.stride_w + kw - s.pad_left;
@@ -7716,8 +7719,9 @@ inline void emit_pool_planes_x86(asmjit::x86::Assembler& a, const PoolPlaneShape
         }
         return real;
     };
-    // One tap into the accumulator, in the reference's order.
-    auto apply = [&](const x86::Vec& t, uint32_t real, uint32_t all, uint32_t* seen, bool* started) {
+    // One tap of vector v into the accumulator, in the reference's order.
+    auto apply = [&](const x86::Vec& t, int64_t v, uint32_t real, uint32_t* seen, bool* started) {
+        const uint32_t all = all_lanes(v);
         if (average) {   // acc + t on the real lanes: 0 + t0 first, as the reference
             if (real == all) a.vaddps(acc, acc, t);
             else a.k(kreg(real)).vaddps(acc, acc, t);
@@ -7734,8 +7738,8 @@ inline void emit_pool_planes_x86(asmjit::x86::Assembler& a, const PoolPlaneShape
     };
     // Divided (average) and stored: output row oh's vector v at yb (output row y_row at yb).
     auto finish = [&](int64_t oh, int64_t v, const x86::Gp& yb, int64_t y_row, int64_t divisor_row) {
-        const int64_t c0 = v * 16, lanes = std::min<int64_t>(16, s.out_w - c0);
-        const uint32_t all = lanes == 16 ? 0xFFFFu : (1u << lanes) - 1u;
+        const int64_t c0 = v * 16;
+        const uint32_t all = all_lanes(v);
         if (average) a.vdivps(acc, acc, x86::ptr(data, (int32_t)(128 + (divisor_row * vectors + v) * 64)));
         const x86::Mem out = x86::ptr(yb, (int32_t)(((oh - y_row) * s.out_w + c0) * 4));
         if (all == 0xFFFFu) a.vmovups(out, acc);
@@ -7744,8 +7748,7 @@ inline void emit_pool_planes_x86(asmjit::x86::Assembler& a, const PoolPlaneShape
     // Output row oh's vector v, every tap loaded, from xb (input row x_row at xb).
     auto emit_vector = [&](int64_t oh, int64_t v, const x86::Gp& xb, int64_t x_row, const x86::Gp& yb, int64_t y_row,
                            int64_t divisor_row) {
-        const int64_t c0 = v * 16, lanes = std::min<int64_t>(16, s.out_w - c0);
-        const uint32_t all = lanes == 16 ? 0xFFFFu : (1u << lanes) - 1u;
+        const int64_t c0 = v * 16, lanes = vector_lanes(v);
         uint32_t seen = 0;
         bool started = false;
         if (average) a.vxorps(acc, acc, acc);
@@ -7765,7 +7768,7 @@ inline void emit_pool_planes_x86(asmjit::x86::Assembler& a, const PoolPlaneShape
                     load_columns(second, xb, row - x_row, col0 + 16, pairs >> 16);
                     a.vpermt2ps(tap, even, second);
                 }
-                apply(tap, real, all, &seen, &started);
+                apply(tap, v, real, &seen, &started);
             }
         }
         finish(oh, v, yb, y_row, divisor_row);
@@ -7797,10 +7800,10 @@ inline void emit_pool_planes_x86(asmjit::x86::Assembler& a, const PoolPlaneShape
     // row, r9 their output row, r10 the count): the same taps, masks and divisors each.
     int64_t middle0 = 0, middle1 = 0;
     pool_planes_middle_rows(s, &middle0, &middle1);
-    auto emit_middle_loop = [&](auto&& body, auto&& before) {
+    const int64_t middle_x_row = middle0 * s.stride_h - s.pad_top;   // the first middle row's first input row
+    auto emit_middle_loop = [&](auto&& before, auto&& body) {
         asmjit::Label rows = a.newLabel();
-        const int64_t x_row = middle0 * s.stride_h - s.pad_top;
-        a.lea(x86::r8, x86::ptr(x86::rdi, (int32_t)(x_row * s.width * 4)));
+        a.lea(x86::r8, x86::ptr(x86::rdi, (int32_t)(middle_x_row * s.width * 4)));
         a.lea(x86::r9, x86::ptr(x86::rsi, (int32_t)(middle0 * s.out_w * 4)));
         a.mov(x86::r10, (uint64_t)(middle1 - middle0));
         before();
@@ -7820,9 +7823,10 @@ inline void emit_pool_planes_x86(asmjit::x86::Assembler& a, const PoolPlaneShape
                     emit_vector(oh, v, x86::rdi, 0, x86::rsi, 0, oh);
                     continue;
                 }
-                const int64_t c0 = v * 16, lanes = std::min<int64_t>(16, s.out_w - c0);
-                const uint32_t all = lanes == 16 ? 0xFFFFu : (1u << lanes) - 1u;
                 emit_middle_loop(
+                    [&] {
+                        for (int64_t kh = 0; kh < s.kernel_h - fresh; ++kh) load_row_taps(v, kh, x86::r8, kh);
+                    },
                     [&] {
                         for (int64_t kh = s.kernel_h - fresh; kh < s.kernel_h; ++kh) load_row_taps(v, kh, x86::r8, kh);
                         uint32_t seen = 0;
@@ -7830,25 +7834,19 @@ inline void emit_pool_planes_x86(asmjit::x86::Assembler& a, const PoolPlaneShape
                         if (average) a.vxorps(acc, acc, acc);
                         for (int64_t kh = 0; kh < s.kernel_h; ++kh)
                             for (int64_t kw = 0; kw < s.kernel_w; ++kw)
-                                if (const uint32_t real = real_lanes(v, kw)) apply(slot(kh, kw), real, all, &seen, &started);
+                                if (const uint32_t real = real_lanes(v, kw)) apply(slot(kh, kw), v, real, &seen, &started);
                         finish(middle0, v, x86::r9, middle0, middle0);
                         for (int64_t kh = 0; kh + s.stride_h < s.kernel_h; ++kh)   // the next row's first kernel rows
                             for (int64_t kw = 0; kw < s.kernel_w; ++kw) a.vmovaps(slot(kh, kw), slot(kh + s.stride_h, kw));
-                    },
-                    [&] {
-                        for (int64_t kh = 0; kh < s.kernel_h - fresh; ++kh) load_row_taps(v, kh, x86::r8, kh);
                     });
                 oh = middle1 - 1;
             }
     } else {
         for (int64_t oh = 0; oh < s.out_h; ++oh) {
             if (oh == middle0 && middle1 > middle0) {
-                emit_middle_loop(
-                    [&] {
-                        const int64_t x_row = middle0 * s.stride_h - s.pad_top;
-                        for (int64_t v = 0; v < vectors; ++v) emit_vector(middle0, v, x86::r8, x_row, x86::r9, middle0, middle0);
-                    },
-                    [] {});
+                emit_middle_loop([] {}, [&] {
+                    for (int64_t v = 0; v < vectors; ++v) emit_vector(middle0, v, x86::r8, middle_x_row, x86::r9, middle0, middle0);
+                });
                 oh = middle1 - 1;
                 continue;
             }
