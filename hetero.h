@@ -367,6 +367,9 @@ public:
 
     Status add_node(const NodeSpec& spec, NodeId* id = nullptr);
     Status add_attribute(NodeId node, const Attribute& attribute);  // copies name, lists, strings
+    // Appends the attributes of `list` without copying what they hold: their names, strings,
+    // lists and tensors are read in place, so they must outlive this graph and not change.
+    Status share_attributes(NodeId node, const Attribute* list);
     Status set_output_desc(NodeId node, uint32_t port, const TensorDesc& desc);
     Status set_affinity(NodeId node, StringView device);            // empty clears it
 
@@ -885,6 +888,25 @@ Status Graph::add_attribute(NodeId id, const Attribute& attribute) {
     const Attribute** tail = &node->attributes;
     while (*tail) tail = const_cast<const Attribute**>(&(*tail)->next);
     *tail = copy;
+    return Status::Ok;
+}
+
+Status Graph::share_attributes(NodeId id, const Attribute* list) {
+    if (id >= node_count_) return fail(Status::InvalidArgument, "share_attributes: no node #%u", id);
+    uint32_t count = 0;
+    for (const Attribute* a = list; a; a = a->next) ++count;
+    if (!count) return Status::Ok;
+    Attribute* copies = arena_->allocate_array<Attribute>(count);
+    if (!copies) return fail(Status::OutOfMemory, "out of memory adding attributes");
+    uint32_t k = 0;
+    for (const Attribute* a = list; a; a = a->next, ++k) {
+        copies[k] = *a;
+        copies[k].next = k + 1 < count ? &copies[k + 1] : nullptr;
+    }
+    Node* node = node_mutable(id);
+    const Attribute** tail = &node->attributes;
+    while (*tail) tail = const_cast<const Attribute**>(&(*tail)->next);
+    *tail = copies;
     return Status::Ok;
 }
 

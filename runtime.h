@@ -692,6 +692,7 @@ private:
     uint8_t* bounded_ = nullptr;
     const OpKernel** kernels_ = nullptr;
     uint32_t folded_ = 0;
+    bool shape_free_ = false;   // the same graph at any input shapes (detail_prepare::can_rebind)
 };
 
 // >>core
@@ -854,6 +855,10 @@ public:
     // Compiled with symbolic input dims left free: planned again per input-shape signature.
     bool has_free_dims() const;
     uint32_t cached_shape_plans() const;   // plans of other signatures kept (at most SHAPE_CACHE_SIZE)
+    // Of the plans made so far at other signatures, those that copied this plan's prepared
+    // graph with new shapes instead of preparing the model again (done when no folded value
+    // depends on the input shapes: the model reads no Shape or Size of them, and no int8 weights).
+    uint32_t copied_shape_plans() const;
     uint32_t shared_snippets() const;      // compiled island snippets its plans share (one per distinct body)
     // Some shapes wait for values computed at run time (NonZero, Unique, a Reshape's shape
     // computed from data, ...): the nodes after them are planned per signature of those values
@@ -2095,6 +2100,38 @@ struct detail_prepare {
         return status;
     }
 
+    // A model input's desc at `shapes` (its --shape, or input_descs for a body), checked
+    // against the model's: rank and fixed dims kept, every dim given, within the limits.
+    static Status input_desc(const Model& source, const Node& node, Span<const InputShape> shapes, const TensorDesc* input_descs,
+                             const Limits& limits, TensorDesc* out, char* error) {
+        TensorDesc d = node.outputs ? node.outputs[0] : TensorDesc();
+        uint32_t k = source.find_input(node.name);
+        if (input_descs && k != kNotFound) d = input_descs[k];
+        for (const InputShape& s : shapes) {
+            if (!(s.name == node.name)) continue;
+            if (s.dims.size > kMaxRank) return fail(error, Status::LimitExceeded, "--shape of '%.*s' has rank %zu", (int)node.name.size, node.name.data, s.dims.size);
+            if (d.rank && d.rank != s.dims.size)
+                return fail(error, Status::InvalidArgument, "input '%.*s' has rank %u, --shape gives %zu dims",
+                            (int)node.name.size, node.name.data, d.rank, s.dims.size);
+            d.rank = (uint8_t)s.dims.size;
+            for (size_t j = 0; j < s.dims.size; ++j) {
+                if (d.dims[j] >= 0 && node.outputs && node.outputs[0].rank && d.dims[j] != s.dims[j])
+                    return fail(error, Status::InvalidArgument, "input '%.*s' dim %zu is %lld, --shape gives %lld",
+                                (int)node.name.size, node.name.data, j, (long long)d.dims[j], (long long)s.dims[j]);
+                d.dims[j] = s.dims[j];
+            }
+        }
+        if (d.type == ElementType::Undefined)
+            return fail(error, Status::Unsupported, "input '%.*s' has no element type", (int)node.name.size, node.name.data);
+        for (uint32_t j = 0; j < d.rank; ++j)
+            if (d.dims[j] < 0)
+                return fail(error, Status::InvalidArgument, "input '%.*s' has a symbolic dim %u: give its shape (--shape %.*s=...)",
+                            (int)node.name.size, node.name.data, j, (int)node.name.size, node.name.data);
+        TESSEL_TRY(check_desc(d, limits, node, error));
+        *out = d;
+        return Status::Ok;
+    }
+
     static Status run(const Model& source, Span<const InputShape> shapes, const Limits& limits, KernelLookup lookup,
                       void* lookup_user, uint32_t threads, PreparedModel* out, char* error,
                       Span<const InputValue> frozen = Span<const InputValue>(), bool fold_batchnorms = true,
@@ -2143,6 +2180,7 @@ struct detail_prepare {
         for (uint32_t i = 0; follows_data && i < n; ++i) follows_data[i] = 0;
         TensorDesc in_desc[detail::kMaxNodePorts];
         const void* in_value[detail::kMaxNodePorts];
+        bool shape_folded = false;   // a Shape or Size of a run-time value folded: the graph holds at these shapes only
         for (NodeId id : g.topological_order()) {
             const Node& node = g.node(id);
             folded[id] = 0;
@@ -2160,32 +2198,7 @@ struct detail_prepare {
                 continue;
             }
             if (node.op == StringView("Parameter")) {
-                TensorDesc d = node.outputs ? node.outputs[0] : TensorDesc();
-                uint32_t k = source.find_input(node.name);
-                if (input_descs && k != kNotFound) d = input_descs[k];
-                for (const InputShape& s : shapes) {
-                    if (!(s.name == node.name)) continue;
-                    if (s.dims.size > kMaxRank) return fail(error, Status::LimitExceeded, "--shape of '%.*s' has rank %zu", (int)node.name.size, node.name.data, s.dims.size);
-                    if (d.rank && d.rank != s.dims.size)
-                        return fail(error, Status::InvalidArgument, "input '%.*s' has rank %u, --shape gives %zu dims",
-                                    (int)node.name.size, node.name.data, d.rank, s.dims.size);
-                    d.rank = (uint8_t)s.dims.size;
-                    for (size_t j = 0; j < s.dims.size; ++j) {
-                        if (d.dims[j] >= 0 && node.outputs && node.outputs[0].rank && d.dims[j] != s.dims[j])
-                            return fail(error, Status::InvalidArgument, "input '%.*s' dim %zu is %lld, --shape gives %lld",
-                                        (int)node.name.size, node.name.data, j, (long long)d.dims[j], (long long)s.dims[j]);
-                        d.dims[j] = s.dims[j];
-                    }
-                }
-                (void)k;
-                if (d.type == ElementType::Undefined)
-                    return fail(error, Status::Unsupported, "input '%.*s' has no element type", (int)node.name.size, node.name.data);
-                for (uint32_t j = 0; j < d.rank; ++j)
-                    if (d.dims[j] < 0)
-                        return fail(error, Status::InvalidArgument, "input '%.*s' has a symbolic dim %u: give its shape (--shape %.*s=...)",
-                                    (int)node.name.size, node.name.data, j, (int)node.name.size, node.name.data);
-                TESSEL_TRY(check_desc(d, limits, node, error));
-                desc[base[id]] = d;
+                TESSEL_TRY(input_desc(source, node, shapes, input_descs, limits, &desc[base[id]], error));
                 continue;
             }
             if (follows_data && node.op == StringView("Result") && node.num_inputs == 1 && bounded[node.inputs[0].producer]) {
@@ -2243,6 +2256,7 @@ struct detail_prepare {
             if (node.op == StringView("Shape") || node.op == StringView("Size")) {  // needs only the desc
                 TESSEL_TRY(fold_shape(g, id, in_desc, node.num_inputs, &arena, &desc[base[id]], &data[base[id]], error));
                 folded[id] = 1;
+                if (!all_known) shape_folded = true;
                 continue;
             }
             if (source.opset < 7) {   // the legacy broadcast of opsets 1-6: only the NumPy-compatible form
@@ -2493,7 +2507,96 @@ struct detail_prepare {
         }
         Status s = m.finalize();
         if (s != Status::Ok) return copy_error(m, s, error);
-        // Per node of m: kernel data, and the value table.
+        out->folded_ = removed;
+        bool any_bounded = false;
+        for (uint32_t i = 0; i < n; ++i) any_bounded = any_bounded || bounded[i];
+        out->shape_free_ = !shape_folded && !any_bounded && !input_descs && !bounds_as_shapes && source.opset >= 7 &&
+                           !m.owned_constants && !holds_int8_weights(m);
+        return prepare_kernels(out, source.opset, limits, lookup, lookup_user, threads, false, error);
+    }
+
+    // Whether int8 weights' Constants (Int8Origin attributes) are in m: compile may free their floats.
+    static bool holds_int8_weights(const Model& m) {
+        for (NodeId c = 0; c < m.graph.node_count(); ++c)
+            if (m.graph.node(c).op == StringView("Constant") && m.graph.find_attribute(c, "int8_values")) return true;
+        return false;
+    }
+
+    // Whether `like` (a plan of a model with free input dims) holds at any input shapes, so
+    // rebind may copy it: its first pass folded no Shape or Size of a run-time value, left no
+    // output bounded, and it keeps no int8 weights (whose floats compile may free).
+    static bool can_rebind(const PreparedModel& like) { return like.shape_free_; }
+
+    // The prepared model of `source` at `shapes` as a copy of `like`, which can_rebind: the
+    // same nodes (ids, names, attributes, constants' data, the source's affinities), each
+    // node's descs and kernel state from its kernel's prepare at the new input descs. The
+    // errors of run for shapes the model cannot take (the input checks, then the kernels').
+    static Status rebind(const Model& source, const PreparedModel& like, Span<const InputShape> shapes, const Limits& limits,
+                         KernelLookup lookup, void* lookup_user, uint32_t threads, PreparedModel* out, char* error) {
+        for (const InputShape& s : shapes)
+            if (source.find_input(s.name) == kNotFound)
+                return fail(error, Status::NotFound, "--shape names '%.*s', which is not a model input", (int)s.name.size, s.name.data);
+        const Model& lm = like.model;
+        const Graph& lg = lm.graph;
+        const Graph& sg = source.graph;
+        Model& m = out->model;
+        m.opset = lm.opset;
+        uint32_t next_input = 0, next_output = 0;
+        InputRef refs[detail::kMaxNodePorts];
+        for (NodeId i = 0; i < lg.node_count(); ++i) {
+            const Node& node = lg.node(i);
+            NodeId nid = kNoNode;
+            Status s = Status::Ok;
+            if (node.op == StringView("Parameter")) {
+                const uint32_t k = source.find_input(node.name);
+                if (next_input >= lm.input_count() || lm.input(next_input).node != i || k == kNotFound)
+                    return fail(error, Status::InvalidArgument, "input '%.*s' is not the model's", (int)node.name.size, node.name.data);
+                TensorDesc d;
+                TESSEL_TRY(input_desc(source, sg.node(source.input(k).node), shapes, nullptr, limits, &d, error));
+                s = m.add_input(lm.input(next_input++).name, d, &nid);
+            } else if (node.op == StringView("Absent")) {
+                nid = m.absent().producer;
+            } else if (node.op == StringView("Result")) {
+                if (next_output >= lm.output_count() || lm.output(next_output).node != i || node.num_inputs != 1)
+                    return fail(error, Status::InvalidArgument, "output '%.*s' is not the model's", (int)node.name.size, node.name.data);
+                s = m.add_output(lm.output(next_output).name, InputRef::by_id(node.inputs[0].producer, node.inputs[0].port));
+                if (s == Status::Ok) nid = m.output(next_output++).node;
+            } else if (node.op == StringView("Constant") && node.num_inputs == 0) {
+                const Attribute* a = lg.find_attribute(i, "value");
+                if (!a || a->kind != AttributeKind::Tensor || !a->tensor)
+                    return fail(error, Status::InvalidArgument, "constant '%.*s' holds no tensor", (int)node.name.size, node.name.data);
+                s = m.add_constant(node.name, a->tensor->desc, a->tensor->data, &nid, false);
+                for (const Attribute* x = node.attributes; x && s == Status::Ok; x = x->next)
+                    if (x != a) s = m.graph.add_attribute(nid, *x);
+            } else {
+                for (uint32_t k = 0; k < node.num_inputs; ++k)
+                    refs[k] = InputRef::by_id(node.inputs[k].producer, node.inputs[k].port, node.inputs[k].keep_apart != 0);
+                s = m.add_node(node.op, node.name, Span<const InputRef>(refs, node.num_inputs), node.num_outputs, &nid);
+                if (s == Status::Ok) s = m.graph.share_attributes(nid, node.attributes);   // like outlives this plan
+                // the user's affinity (like's nodes carry its partition's devices)
+                const NodeId from = sg.find(node.name);
+                if (s == Status::Ok && from != kNoNode && sg.node(from).affinity != kNoDevice)
+                    s = m.graph.set_affinity(nid, sg.device_name(sg.node(from).affinity));
+            }
+            if (s != Status::Ok) return copy_error(m, s, error);
+            if (nid != i) return fail(error, Status::InvalidArgument, "node '%.*s' moved", (int)node.name.size, node.name.data);
+        }
+        Status s = m.finalize();
+        if (s != Status::Ok) return copy_error(m, s, error);
+        out->folded_ = like.folded_;
+        out->shape_free_ = true;
+        return prepare_kernels(out, m.opset, limits, lookup, lookup_user, threads, true, error);
+    }
+
+    // Per node of out's finalized model: its kernel, state and scratch, and the value table.
+    // new_descs: the kernels' output descs become the nodes' (a rebind: the graph's are the
+    // other plan's); else they must agree with the graph's, which prepare's first pass made.
+    static Status prepare_kernels(PreparedModel* out, uint32_t opset, const Limits& limits, KernelLookup lookup, void* lookup_user,
+                                  uint32_t threads, bool new_descs, char* error) {
+        Arena& arena = out->model.arena;
+        Model& m = out->model;
+        TensorDesc in_desc[detail::kMaxNodePorts];
+        const void* in_value[detail::kMaxNodePorts];
         const Graph& pg = m.graph;
         uint32_t pn = pg.node_count();
         out->value_base_ = arena.allocate_array<uint32_t>(pn + 1);
@@ -2544,7 +2647,7 @@ struct detail_prepare {
             PrepareContext c;
             c.graph = &pg;
             c.node = i;
-            c.opset = source.opset;
+            c.opset = opset;
             c.num_inputs = node.num_inputs;
             c.inputs = in_desc;
             c.values = in_value;
@@ -2559,15 +2662,23 @@ struct detail_prepare {
                 std::snprintf(error, kErrorMessageBytes, "%s", c.error[0] ? c.error : "prepare failed");
                 return st;
             }
-            for (uint32_t p = 0; p < node.num_outputs; ++p)   // the same shapes as the first pass
-                TESSEL_ASSERT(check[p].rank == out->descs_[out->value_base_[i] + p].rank);
+            for (uint32_t p = 0; p < node.num_outputs; ++p) {
+                TensorDesc& d = out->descs_[out->value_base_[i] + p];
+                if (!new_descs) {   // the same shapes as the first pass
+                    TESSEL_ASSERT(check[p].rank == d.rank);
+                    continue;
+                }
+                TESSEL_TRY(check_desc(check[p], limits, node, error));
+                d = check[p];
+                Status sd = m.graph.set_output_desc(i, p, d);
+                if (sd != Status::Ok) return copy_error(m, sd, error);
+            }
             out->kernels_[i] = k;
             out->states_[i] = c.state;
             out->scratch_[i] = c.scratch_bytes;
             out->in_place_[i] = c.in_place ? 1 : 0;
             out->bounded_[i] = c.bounded_outputs ? 1 : 0;
         }
-        out->folded_ = removed;
         return Status::Ok;
     }
 
@@ -3614,7 +3725,7 @@ inline Status CpuDevice::build_cpu(ReferenceProgram* p, const PreparedModel& mod
         spec.num_outputs = node.num_outputs;
         NodeId lid = kNoNode;
         s = local.add_node(spec, &lid);
-        for (const Attribute* a = node.attributes; a && s == Status::Ok; a = a->next) s = local.add_attribute(lid, *a);
+        if (s == Status::Ok) s = local.share_attributes(lid, node.attributes);   // the prepared model outlives the program
         for (uint32_t q = 0; q < node.num_outputs && s == Status::Ok; ++q) s = local.set_output_desc(lid, q, model.value_desc(model.value_id(id, q)));
         if (s != Status::Ok) return fail(s, "CPU: %s", local.last_error());
         origin[lid] = id;
@@ -5195,6 +5306,7 @@ struct DynamicShapes {
     Specialization* cache = nullptr;
     uint32_t capacity = kDefaultShapeCache, count = 0;
     uint64_t tick = 0;
+    std::atomic<uint32_t> copied{0};     // specializations made by detail_prepare::rebind
     std::mutex mutex;                    // the cache; held while a specialization compiles
 
     ~DynamicShapes() {
@@ -5315,6 +5427,9 @@ uint32_t CompiledModel::cached_shape_plans() const {
     std::lock_guard<std::mutex> lock(impl_->dynamic->mutex);
     return impl_->dynamic->count;
 }
+
+uint32_t CompiledModel::copied_shape_plans() const { return impl_ && impl_->dynamic ? impl_->dynamic->copied.load() : 0; }
+
 uint32_t CompiledModel::shared_snippets() const {
     if (!impl_ || !impl_->dynamic || !impl_->reuse) return 0;
     std::lock_guard<std::mutex> lock(impl_->dynamic->mutex);   // held while a plan compiles
@@ -5968,6 +6083,9 @@ struct CompileJob {   // what compile_model and import_model share
     bool dynamic_blob = false;              // import: the blob carries the symbolic model
     bool staged_blob = false;               // import: the blob carries a later stage (version 3)
     PlanReuse* reuse = nullptr;             // shape-free data shared with the model's other plans
+    // A plan of the same model whose prepared graph holds at any input shapes: copied with new
+    // descs instead of preparing the model again (detail_prepare::rebind).
+    const PreparedModel* rebind_like = nullptr;
     Span<const ConfigEntry> import_config;  // import_model's overrides of the blob's config
     // Compiles the plan of a symbolic model at one input-shape signature.
     static Status specialize(DynamicShapes& dynamic, const CompiledModel::Impl& first, Span<const InputShape> shapes,
@@ -6606,8 +6724,10 @@ Status Core::compile_job(void* job_pointer, const Model& model, Span<const Input
     char error[kErrorMessageBytes] = {};
     detail::StageProbe probe;
     m->prepared.reuse = job.reuse;
-    Status s = detail_prepare::run(model, shapes, limits_, detail::lookup_kernel, &job, detail::prepare_threads(&job),
-                                   &m->prepared, error, values, true, nullptr, &probe);
+    Status s = job.rebind_like ? detail_prepare::rebind(model, *job.rebind_like, shapes, limits_, detail::lookup_kernel, &job,
+                                                        detail::prepare_threads(&job), &m->prepared, error)
+                               : detail_prepare::run(model, shapes, limits_, detail::lookup_kernel, &job, detail::prepare_threads(&job),
+                                                     &m->prepared, error, values, true, nullptr, &probe);
     if (s != Status::Ok) return fail(s, "%s", error);
     if (probe.deferred_count)   // shapes that wait for run-time values: stages
         return detail::CompileJob::compile_staged(job, model, probe, shapes, values, algorithm, min_subgraph, m);
@@ -6814,6 +6934,7 @@ Status CompileJob::specialize(DynamicShapes& d, const CompiledModel::Impl& first
     job.core = core;
     job.partition_like = &first;
     job.reuse = d.reuse;
+    if (detail_prepare::can_rebind(first.prepared)) job.rebind_like = &first.prepared;
     Arena scratch;
     PartitionAlgorithm algorithm = d.algorithm;
     uint32_t min_subgraph = d.min_subgraph;
@@ -6822,6 +6943,7 @@ Status CompileJob::specialize(DynamicShapes& d, const CompiledModel::Impl& first
     if (s == Status::Ok) s = apply_config(&job, &scratch, Span<const ConfigEntry>(d.config, d.config_count), &algorithm, &min_subgraph);
     if (s == Status::Ok)
         s = core->compile_job(&job, *d.source, shapes, Span<const InputValue>(d.values, d.value_count), algorithm, min_subgraph, m);
+    if (s == Status::Ok && job.rebind_like) ++d.copied;
     restore(&job);
     if (s != Status::Ok) {
         print(error, kErrorMessageBytes, "%s", core->error_);

@@ -16,6 +16,7 @@ using namespace tessel;
 
 namespace {
 
+using test::shape_of;
 using test::values_of;
 
 std::vector<float> ramp(size_t n, float scale, float offset) {
@@ -140,4 +141,80 @@ TEST_CASE("dynamic specialize: the typed kernels' float32 path (Add, Sum, Pow, C
             }
         }
     }
+}
+
+TEST_CASE("dynamic specialize: a graph that holds at any shape is copied with its kernels' descs; one with a folded Shape is prepared again") {
+    Model blocks;
+    build_blocks(&blocks, 3);
+    for (const char* device : {"CPU", "HETERO:TEMPLATE,CPU"}) {
+        INFO(std::string(device));
+        Core core;
+        ConfigEntry config[] = {{"TEMPLATE:SUPPORTED_OPS", "Conv"}};
+        Span<const ConfigEntry> entries(config, device[0] == 'H' ? 1 : 0);
+        CompiledModel dynamic;
+        REQUIRE(core.compile_model(blocks, device, entries, &dynamic) == Status::Ok);
+        InferRequest request;
+        REQUIRE(dynamic.create_request(&request) == Status::Ok);
+        test::check_plan_equals_fixed_compile(core, blocks, device, entries, request, image({2, 4, 5, 6}));
+        test::check_plan_equals_fixed_compile(core, blocks, device, entries, request, image({1, 4, 9, 3}));
+        CHECK(dynamic.copied_shape_plans() == 2);
+    }
+    // y = Reshape(x, Concat(Shape(x)[0:1], [-1])) + 1: the first plan folds x's shape at N = W = 1.
+    Model flatten;
+    NodeId x;
+    REQUIRE(flatten.add_input("x", test::make_desc(ElementType::Float32, {-1, 4, -1}), &x) == Status::Ok);
+    NodeId shape = node(&flatten, "Shape", "shape", {x});
+    REQUIRE(flatten.set_int(shape, "end", 1) == Status::Ok);
+    NodeId rest;
+    int64_t minus_one = -1;
+    REQUIRE(flatten.add_constant("rest", test::make_desc(ElementType::Int64, {1}), &minus_one, &rest) == Status::Ok);
+    NodeId target = node(&flatten, "Concat", "target", {shape, rest});
+    REQUIRE(flatten.set_int(target, "axis", 0) == Status::Ok);
+    NodeId y = node(&flatten, "Add", "add", {node(&flatten, "Reshape", "reshape", {x, target}), constant(&flatten, "one", {1}, {1.0f})});
+    REQUIRE(flatten.add_output("y", InputRef::by_id(y)) == Status::Ok);
+    flatten.opset = 17;
+    REQUIRE(flatten.finalize() == Status::Ok);
+    Core core;
+    CompiledModel dynamic;
+    REQUIRE(core.compile_model(flatten, "CPU", {}, &dynamic) == Status::Ok);
+    InferRequest request;
+    REQUIRE(dynamic.create_request(&request) == Status::Ok);
+    for (std::vector<int64_t> dims : {std::vector<int64_t>{3, 4, 5}, std::vector<int64_t>{2, 4, 7}}) {
+        test::check_plan_equals_fixed_compile(core, flatten, "CPU", {}, request, image(dims));
+        CHECK(shape_of(request.output(0)) == std::vector<int64_t>{dims[0], 4 * dims[2]});
+    }
+    CHECK(dynamic.cached_shape_plans() == 2);
+    CHECK(dynamic.copied_shape_plans() == 0);
+}
+
+TEST_CASE("dynamic specialize: a shape the copied graph cannot take fails as a compile at that shape does") {
+    // x[N, W] + c[3]: W must be 1 or 3.
+    Model m;
+    NodeId x;
+    REQUIRE(m.add_input("x", test::make_desc(ElementType::Float32, {-1, -1}), &x) == Status::Ok);
+    NodeId sum = node(&m, "Add", "add", {x, constant(&m, "c", {3}, {1.0f, 2.0f, 3.0f})});
+    REQUIRE(m.add_output("y", InputRef::by_id(node(&m, "Relu", "relu", {sum}))) == Status::Ok);
+    m.opset = 17;
+    REQUIRE(m.finalize() == Status::Ok);
+    Core core;
+    CompiledModel dynamic;
+    REQUIRE(core.compile_model(m, "CPU", {}, &dynamic) == Status::Ok);
+    InferRequest request;
+    REQUIRE(dynamic.create_request(&request) == Status::Ok);
+    test::check_plan_equals_fixed_compile(core, m, "CPU", {}, request, image({2, 3}));
+    CHECK(dynamic.copied_shape_plans() == 1);
+    std::vector<int64_t> dims = {2, 4};
+    InputShape shape[] = {{"x", Span<const int64_t>(dims.data(), 2)}};
+    CompiledModel fixed;
+    const Status fixed_status = core.compile_model(m, "CPU", {}, &fixed, shape);
+    CHECK(fixed_status == Status::InvalidArgument);
+    const std::string fixed_error = core.last_error();
+    Tensor wide = image(dims);
+    REQUIRE(request.set_input(0, wide) == Status::Ok);
+    CHECK(request.infer() == fixed_status);
+    INFO(std::string(request.last_error() + std::string(" / ") + fixed_error));
+    CHECK(std::string(request.last_error()).find(fixed_error) != std::string::npos);
+    // the request still runs at a shape the model takes
+    test::check_plan_equals_fixed_compile(core, m, "CPU", {}, request, image({5, 1}));
+    CHECK(dynamic.copied_shape_plans() == 2);
 }

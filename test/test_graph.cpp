@@ -89,6 +89,46 @@ TEST_CASE("graph: build, finalize, successors, predecessors and topological orde
     CHECK(test::to_string(graph.node(b).op) == "Add");
 }
 
+TEST_CASE("graph: share_attributes reads the payload in place; adding to the node leaves the shared list alone") {
+    Arena arena;
+    Graph source(&arena), copy(&arena);
+    NodeSpec spec;
+    spec.name = "conv";
+    spec.op = "Conv";
+    NodeId a = kNoNode, b = kNoNode;
+    REQUIRE(source.add_node(spec, &a) == Status::Ok);
+    REQUIRE(copy.add_node(spec, &b) == Status::Ok);
+    int64_t pads[] = {1, 1, 1, 1};
+    Attribute ints;
+    ints.name = "pads";
+    ints.kind = AttributeKind::Ints;
+    ints.ints = Span<const int64_t>(pads, 4);
+    Attribute group;
+    group.name = "group";
+    group.kind = AttributeKind::Int;
+    group.i = 2;
+    REQUIRE(source.add_attribute(a, ints) == Status::Ok);
+    REQUIRE(source.add_attribute(a, group) == Status::Ok);
+    REQUIRE(copy.share_attributes(b, source.node(a).attributes) == Status::Ok);
+    const Attribute* shared = copy.find_attribute(b, "pads");
+    REQUIRE(shared != nullptr);
+    CHECK(shared != source.find_attribute(a, "pads"));                          // its own list entry
+    CHECK(shared->ints.data == source.find_attribute(a, "pads")->ints.data);    // the same payload
+    CHECK(shared->name.data == source.find_attribute(a, "pads")->name.data);
+    REQUIRE(copy.find_attribute(b, "group") != nullptr);
+    CHECK(copy.find_attribute(b, "group")->i == 2);
+    Attribute alpha;
+    alpha.name = "alpha";
+    alpha.kind = AttributeKind::Float;
+    alpha.f = 0.5f;
+    REQUIRE(copy.add_attribute(b, alpha) == Status::Ok);
+    CHECK(copy.find_attribute(b, "alpha") != nullptr);
+    CHECK(source.find_attribute(a, "alpha") == nullptr);
+    CHECK(source.find_attribute(a, "group")->next == nullptr);
+    CHECK(copy.share_attributes(b, nullptr) == Status::Ok);   // an empty list adds nothing
+    CHECK(copy.share_attributes(7, source.node(a).attributes) == Status::InvalidArgument);
+}
+
 TEST_CASE("graph: the topological order is the id order when ids are sorted, else Kahn's FIFO order") {
     // s0 -> n1 -> n3 <- s2: ids sorted, so the order is 0,1,2,3 (Kahn's FIFO would give 0,2,1,3).
     Arena arena;
