@@ -10693,7 +10693,7 @@ inline Status cpu_depthwise_step(ReferenceProgram* p, const PreparedModel& model
     int64_t band_rows = rows;
     while (band_rows > 1 && ds->conv.scratch_floats(band_rows) * sizeof(float) > cpu_cache_sizes().l2 / 2) band_rows = (band_rows + 1) / 2;
     const int64_t want = 2 * (int64_t)ds->slots;
-    if (planes * ((rows + band_rows - 1) / band_rows) < want) {
+    if (planes > 0 && planes * ((rows + band_rows - 1) / band_rows) < want) {   // no planes (a 0 dim): nothing to split
         const int64_t per_plane = (want + planes - 1) / planes;
         const int64_t shorter = (rows + per_plane - 1) / per_plane;
         if (shorter < band_rows) band_rows = shorter;
@@ -22677,7 +22677,7 @@ inline int64_t int8_depthwise_band_rows(const Int8DepthwiseState& st, int64_t ro
     int64_t band_rows = rows;
     while (band_rows > 1 && bytes(st, band_rows) > cpu_cache_sizes().l2 / 2) band_rows = (band_rows + 1) / 2;
     const int64_t want = 2 * (int64_t)st.slots;
-    if (planes * ((rows + band_rows - 1) / band_rows) < want) {
+    if (planes > 0 && planes * ((rows + band_rows - 1) / band_rows) < want) {   // no planes (a 0 dim): nothing to split
         const int64_t per_plane = (want + planes - 1) / planes;
         const int64_t shorter = (rows + per_plane - 1) / per_plane;
         if (shorter < band_rows) band_rows = shorter;

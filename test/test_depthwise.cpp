@@ -357,3 +357,31 @@ TEST_CASE("depthwise: the activation after it runs as its epilogue, equal to the
                 }
         }
 }
+
+TEST_CASE("depthwise: an empty batch compiles and runs to an empty output") {
+    // x[0, 2, 5, 6] through a 3x3 depthwise conv: no planes to split into bands (once a division by zero)
+    Model m;
+    NodeId x, w, y;
+    REQUIRE(m.add_input("x", test::make_desc(ElementType::Float32, {0, 2, 5, 6}), &x) == Status::Ok);
+    std::vector<float> weights(2 * 9, 0.5f);
+    REQUIRE(m.add_constant("w", test::make_desc(ElementType::Float32, {2, 1, 3, 3}), weights.data(), &w) == Status::Ok);
+    InputRef in[] = {InputRef::by_id(x), InputRef::by_id(w)};
+    REQUIRE(m.add_node("Conv", "conv", in, 1, &y) == Status::Ok);
+    REQUIRE(m.set_int(y, "group", 2) == Status::Ok);
+    REQUIRE(m.add_output("y", InputRef::by_id(y)) == Status::Ok);
+    REQUIRE(m.finalize() == Status::Ok);
+    Core core;
+    CompiledModel compiled;
+    Status s = core.compile_model(m, "CPU", {}, &compiled);
+    INFO(std::string(core.last_error()));
+    REQUIRE(s == Status::Ok);
+    InferRequest request;
+    REQUIRE(compiled.create_request(&request) == Status::Ok);
+    Tensor input;
+    std::vector<int64_t> dims = {0, 2, 5, 6};
+    REQUIRE(input.allocate(ElementType::Float32, Span<const int64_t>(dims.data(), 4)) == Status::Ok);
+    REQUIRE(request.set_input(0, input) == Status::Ok);
+    REQUIRE(request.infer() == Status::Ok);
+    CHECK(request.output(0).elements() == 0);
+    CHECK(request.output(0).rank() == 4);
+}
