@@ -409,6 +409,7 @@ public:
 
 private:
     Node* node_mutable(NodeId id);
+    void append_attributes(NodeId id, const Attribute* list);   // after the node's last attribute
     Status grow_blocks();
 
     static constexpr uint32_t kBlockShift = 6;  // blocks of 64 nodes: small graphs fit small buffers
@@ -884,10 +885,7 @@ Status Graph::add_attribute(NodeId id, const Attribute& attribute) {
     for (size_t i = 0; i < attribute.floats.size; ++i) floats[i] = attribute.floats[i];
     copy->ints = Span<const int64_t>(ints, attribute.ints.size);
     copy->floats = Span<const float>(floats, attribute.floats.size);
-    Node* node = node_mutable(id);
-    const Attribute** tail = &node->attributes;
-    while (*tail) tail = const_cast<const Attribute**>(&(*tail)->next);
-    *tail = copy;
+    append_attributes(id, copy);
     return Status::Ok;
 }
 
@@ -903,11 +901,14 @@ Status Graph::share_attributes(NodeId id, const Attribute* list) {
         copies[k] = *a;
         copies[k].next = k + 1 < count ? &copies[k + 1] : nullptr;
     }
-    Node* node = node_mutable(id);
-    const Attribute** tail = &node->attributes;
-    while (*tail) tail = const_cast<const Attribute**>(&(*tail)->next);
-    *tail = copies;
+    append_attributes(id, copies);
     return Status::Ok;
+}
+
+void Graph::append_attributes(NodeId id, const Attribute* list) {
+    const Attribute** tail = &node_mutable(id)->attributes;
+    while (*tail) tail = const_cast<const Attribute**>(&(*tail)->next);
+    *tail = list;
 }
 
 const Attribute* Graph::find_attribute(NodeId id, StringView name) const {

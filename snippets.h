@@ -154,8 +154,8 @@
                                       PoolPlanes: whole planes, borders by lane masks, rows' taps kept
        >>int8 gemm                    Int8Gemm: u8 x s8 -> s32 panels, requantizing epilogue
        >>int8 gemv                    Int8Gemv: a few rows of X times packed weights (VNNI)
-       >>int8 depthwise               Int8DepthwiseConv: uint8 planes, 4 taps per dot product, requantized rows
-       >>int8 lookup                  Int8Lookup: y = table[x] on bytes, JIT on AVX-512 VBMI and NEON
+       >>int8 depthwise               Int8DepthwiseConv: uint8 planes, 4 taps per dot product (AVX2: 2 per vpmaddwd), requantized rows
+       >>int8 lookup                  Int8Lookup: y = table[x] on bytes, JIT on AVX-512 VBMI, AVX2 and NEON
        >>int8 convert                 Int8Convert: quantize, dequantize, pair tables; JIT on AVX-512 and AVX2
        >>opencl printer               OpenClSource, print_opencl_kernel: a body as OpenCL C
      implementation:
@@ -1064,12 +1064,18 @@ private:
 // int8 and the bias adds 128 * sum(w)) sums 4 taps of a vector of outputs; the phases' bytes
 // interleave back by shifts. JIT only: Unsupported for other targets and shapes (stride_w
 // above 2, dilation_w above 1, kernels of more than 16 groups of 4 taps), where callers keep
-// their float or int32 kernels. Narrow planes with equal strides run flat: the copy's rows are
+// their float or int32 kernels. AVX2 (and AVX-512 without VNNI) runs 32-byte vectors of
+// AVX-VNNI's vpdpbusd where the CPU has it; without a byte dot product (vpmaddubsw saturates:
+// 2 x 255 x 128 > 32767) its kernel sums pairs of taps exactly with vpmaddwd on the copy's bytes
+// zero-extended to int16 (two phases at stride 1, one at 2). Both store whole vectors, the rows
+// going to scratch first as on NEON. Narrow planes with equal strides run flat: the copy's rows are
 // about stride * out_w + kernel_w bytes apart and the kernel sweeps the band as one long row
 // (the columns past out_w compute values nobody reads), then the rows are copied into y.
 class Int8DepthwiseConv {
 public:
-    Status init(const DepthwiseShape& shape, Isa isa = Isa::Auto);
+    // dot_products false skips the dot-product kernels (VNNI, AVX-VNNI, sdot): x86 then takes
+    // the 16-bit AVX2 one, NEON none.
+    Status init(const DepthwiseShape& shape, Isa isa = Isa::Auto, bool dot_products = true);
     Isa isa() const { return isa_; }
     const DepthwiseShape& shape() const { return shape_; }
     bool flat() const { return flat_; }
@@ -1080,8 +1086,8 @@ public:
     // scratch holds the copy of the same band with the same zero point already (of any plane):
     // only the input's bytes are copied.
     void pad(const uint8_t* x, uint8_t zero_point, int64_t row0, int64_t row1, uint8_t* scratch, bool borders_ready = false) const;
-    // Weights kernel_h x kernel_w as the kernel reads them (groups of 4 taps, zero filled).
-    size_t packed_weights_bytes() const { return (size_t)(shape_.kernel_h * groups_ * 4); }
+    // Weights kernel_h x kernel_w as the kernel reads them (groups of 4 taps, or AVX2's pairs, zero filled).
+    size_t packed_weights_bytes() const { return (size_t)(shape_.kernel_h * (wide_units_ ? wide_units_ * 32 : groups_ * 4)); }
     void pack_weights(const int8_t* w, int8_t* packed) const;
     // The bias the kernel starts from: bias - zero_point * weight_sum (+ 128 * weight_sum on
     // NEON), wrapping as the int32 accumulators do.
@@ -1111,6 +1117,9 @@ private:
     Isa isa_ = Isa::Ref;
     KernelFn kernel_ = nullptr;
     int64_t groups_ = 1;         // groups of 4 taps per kernel row
+    // AVX2: per kernel row, the groups of 4 taps (AVX-VNNI) or pairs of taps (int16) its packed
+    // weights hold, each as 8 copies of its 4 bytes; 0 elsewhere
+    int64_t wide_units_ = 0;
     int64_t vector_bytes_ = 16, block_outputs_ = 16, iterations_ = 1;
     int64_t pitch_ = 0;          // bytes of a padded row
     int64_t out_pitch_ = 0;      // bytes of an output row in scratch (0: stored straight into y)
@@ -1125,8 +1134,9 @@ private:
 // y[j] = table[x[j]] over n bytes: the 256-entry tables of the int8 steps (a one-input op or a
 // change of grid on uint8 values). JIT: AVX-512 VBMI (the table in four zmm registers: one
 // vpermi2b per half of the table, the index's high bit picks the half; the tail through a byte
-// mask) and NEON (tbl/tbx over four 64-byte quarters, 16 bytes a step, the tail in C++). Other
-// targets run the portable loop. Any target gives the table's bytes, so results never differ.
+// mask), AVX2 (16 vpshufb of 16-byte rows, 32 bytes a step, the tail in C++; also AVX-512
+// without VBMI) and NEON (tbl/tbx over four 64-byte quarters, 16 bytes a step, the tail in C++).
+// Other targets run the portable loop. Any target gives the table's bytes, so results never differ.
 class Int8Lookup {
 public:
     // Unsupported when the CPU lacks `isa`; targets without a kernel keep the portable loop.
@@ -9465,8 +9475,105 @@ inline void emit_int8_depthwise_vnni(asmjit::x86::Assembler& a, const Int8Depthw
     a.ret();
 }
 
+// The AVX2 row kernels, on 256-bit vectors of 32 bytes (AVX-VNNI: vpdpbusd, the VNNI kernel's
+// lanes and phases) or of 16 bytes zero-extended to int16 (k.groups: pairs of taps): lane i of
+// the one loaded from column u 16 + r + 2 g (stride 1; stride 2: u 16 + 2 g) holds taps 2 g,
+// 2 g + 1 of output u 16 + 2 i + r (u 8 + i), which vpmaddwd multiplies by the pair's weights
+// and sums in int32. The weights as 8 copies of each group's or pair's 4 bytes; accumulators
+// (unroll x phases) in ymm0-7, loads in ymm8-9, bias scale lo hi zero point in ymm10-14; every
+// store whole. Argument (System V): rdi Params; rbx counts a row's blocks.
+inline void emit_int8_depthwise_avx2(asmjit::x86::Assembler& a, const Int8DepthwiseKey& k) {
+    namespace x86 = asmjit::x86;
+    using P = Int8DepthwiseConv::Params;
+    const bool dot = k.vector_bytes == 32;
+    const uint32_t vb = (uint32_t)k.vector_bytes, unroll = (uint32_t)k.unroll, units = (uint32_t)k.groups;
+    const uint32_t phases = dot ? (k.stride == 1 ? 4 : 2) : (k.stride == 1 ? 2 : 1);
+    const uint32_t outputs = k.stride == 1 ? vb : vb / 2;   // per vector
+    auto acc = [&](uint32_t u, uint32_t r) { return x86::ymm(u * phases + r); };
+    a.push(x86::rbx);
+    a.mov(x86::rcx, x86::qword_ptr(x86::rdi, offsetof(P, weights)));
+    a.vpbroadcastd(x86::ymm10, x86::dword_ptr(x86::rdi, offsetof(P, bias)));
+    a.vbroadcastss(x86::ymm11, x86::dword_ptr(x86::rdi, offsetof(P, scale)));
+    a.vbroadcastss(x86::ymm12, x86::dword_ptr(x86::rdi, offsetof(P, lo)));
+    a.vbroadcastss(x86::ymm13, x86::dword_ptr(x86::rdi, offsetof(P, hi)));
+    a.vpbroadcastd(x86::ymm14, x86::dword_ptr(x86::rdi, offsetof(P, zero_point)));
+    a.mov(x86::r11, x86::qword_ptr(x86::rdi, offsetof(P, tap_row_step)));
+    a.mov(x86::rax, x86::qword_ptr(x86::rdi, offsetof(P, x)));
+    a.mov(x86::rdx, x86::qword_ptr(x86::rdi, offsetof(P, y)));
+    a.mov(x86::r10, x86::qword_ptr(x86::rdi, offsetof(P, rows)));
+    asmjit::Label row = a.newLabel(), block = a.newLabel();
+    a.bind(row);
+    a.mov(x86::rsi, x86::rax);
+    a.mov(x86::r9, x86::rdx);
+    a.mov(x86::rbx, x86::qword_ptr(x86::rdi, offsetof(P, iterations)));
+    a.bind(block);
+    for (uint32_t u = 0; u < unroll; ++u)
+        for (uint32_t r = 0; r < phases; ++r) a.vmovdqa(acc(u, r), x86::ymm10);
+    a.mov(x86::r8, x86::rsi);
+    uint32_t t = 0;
+    for (int64_t kh = 0; kh < k.kernel_h; ++kh) {
+        for (uint32_t g = 0; g < units; ++g)
+            for (uint32_t u = 0; u < unroll; ++u)
+                for (uint32_t r = 0; r < phases; ++r, t ^= 1) {
+                    const x86::Ymm v = x86::ymm(8 + t);
+                    const x86::Mem w = x86::ymmword_ptr(x86::rcx, (int32_t)(((uint32_t)kh * units + g) * 32));
+                    if (dot) {
+                        a.vmovdqu(v, x86::ymmword_ptr(x86::r8, (int32_t)(u * vb + r * (uint32_t)k.stride + 4 * g)));
+                        a.vex().vpdpbusd(acc(u, r), v, w);
+                        continue;
+                    }
+                    a.vpmovzxbw(v, x86::xmmword_ptr(x86::r8, (int32_t)(u * vb + r + 2 * g)));
+                    a.vpmaddwd(v, v, w);
+                    a.vpaddd(acc(u, r), acc(u, r), v);
+                }
+        if (kh + 1 < k.kernel_h) a.add(x86::r8, x86::r11);
+    }
+    for (uint32_t u = 0; u < unroll; ++u) {
+        for (uint32_t r = 0; r < phases; ++r) {
+            const x86::Ymm v = acc(u, r);
+            a.vcvtdq2ps(v, v);
+            a.vmulps(v, v, x86::ymm11);
+            a.vmaxps(v, v, x86::ymm12);   // lo and hi are integers: clamping before rounding is the same as after
+            a.vminps(v, v, x86::ymm13);
+            a.vcvtps2dq(v, v);            // MXCSR's default rounding: to nearest, ties to even
+            a.vpaddd(v, v, x86::ymm14);   // in [0, 255]
+        }
+        const x86::Ymm v = acc(u, 0);
+        for (uint32_t r = 1; r < phases; ++r) {   // output phases i + r is byte r of lane i
+            a.vpslld(acc(u, r), acc(u, r), 8 * r);
+            a.vpor(v, v, acc(u, r));
+        }
+        if (phases == 4) {
+            a.vmovdqu(x86::ymmword_ptr(x86::r9, (int32_t)(u * outputs)), v);
+            continue;
+        }
+        a.vpackusdw(v, v, v);   // the lanes' low halves, per 128-bit lane
+        a.vpermq(v, v, 0x08);   // lanes 0-3 then 4-7
+        if (phases == 2) {
+            a.vmovdqu(x86::xmmword_ptr(x86::r9, (int32_t)(u * outputs)), v.xmm());
+        } else {
+            a.vpackuswb(v.xmm(), v.xmm(), v.xmm());
+            a.vmovq(x86::qword_ptr(x86::r9, (int32_t)(u * outputs)), v.xmm());
+        }
+    }
+    a.add(x86::rsi, (int32_t)(unroll * vb));
+    a.add(x86::r9, (int32_t)(unroll * outputs));
+    a.sub(x86::rbx, 1);
+    a.jnz(block);
+    a.add(x86::rax, x86::qword_ptr(x86::rdi, offsetof(P, x_row_step)));
+    a.add(x86::rdx, x86::qword_ptr(x86::rdi, offsetof(P, y_row_step)));
+    a.sub(x86::r10, 1);
+    a.jnz(row);
+    a.pop(x86::rbx);
+    a.vzeroupper();
+    a.ret();
+}
+
 inline Int8DepthwiseConv::KernelFn make_int8_depthwise_kernel(const Int8DepthwiseKey& k) {
-    return assemble_jit_kernel<Int8DepthwiseConv::KernelFn>([&](JitAssembler& a) { emit_int8_depthwise_vnni(a, k); });
+    return assemble_jit_kernel<Int8DepthwiseConv::KernelFn>([&](JitAssembler& a) {
+        if (k.isa == Isa::Avx2) emit_int8_depthwise_avx2(a, k);
+        else emit_int8_depthwise_vnni(a, k);
+    });
 }
 #define TESSEL_INT8_DEPTHWISE_JIT 1
 #elif defined(__aarch64__)
@@ -9645,7 +9752,7 @@ inline void copy_narrow_rows(uint8_t* dst, int64_t dst_pitch, const uint8_t* src
 }
 }  // namespace detail
 
-Status Int8DepthwiseConv::init(const DepthwiseShape& s, Isa isa) {
+Status Int8DepthwiseConv::init(const DepthwiseShape& s, Isa isa, bool dot_products) {
     if (isa == Isa::Auto) isa = default_isa();
     if (!isa_available(isa)) return Status::Unsupported;
     const int64_t limit = (int64_t)1 << 24;
@@ -9658,14 +9765,17 @@ Status Int8DepthwiseConv::init(const DepthwiseShape& s, Isa isa) {
     const int64_t groups = (s.kernel_w + 3) / 4;
     if (s.stride_w > 2 || s.dilation_w != 1 || s.kernel_h * groups > detail::kInt8DepthwiseWeightRegs) return Status::Unsupported;
 #ifdef TESSEL_INT8_DEPTHWISE_JIT
-    const bool x86 = isa == Isa::Avx512 && int8_vnni_available();
-    if (!x86 && !(isa == Isa::Neon && arm_features().dot_product)) return Status::Unsupported;
+    const bool x86 = isa == Isa::Avx512 && dot_products && int8_vnni_available();
+    const bool avx2 = !x86 && (isa == Isa::Avx2 || isa == Isa::Avx512);   // AVX-512 without VNNI: the AVX2 kernel
+    const bool avx_vnni = avx2 && dot_products && int8_avx_vnni_available();
+    if (!x86 && !avx2 && !(isa == Isa::Neon && dot_products && arm_features().dot_product)) return Status::Unsupported;
+    if (avx2) isa = Isa::Avx2;
     // The vector width and vectors per block that compute the fewest columns past out_w; 16-byte
     // vectors cost twice per byte (512- and 256-bit VNNI sum as much per cycle), each block a little.
     // Flat (equal strides): the plane's out_h rows of flat_pitch columns as one row, output q
     // reading the copy from stride * q on (so output rows are flat_pitch apart too, the columns
     // past out_w unread), then a copy of each output row (priced at 16-byte steps).
-    const int64_t phases = s.stride_w == 1 ? 4 : 2;
+    const int64_t phases = avx2 && !avx_vnni ? (s.stride_w == 1 ? 2 : 1) : s.stride_w == 1 ? 4 : 2;
     const bool can_flat = s.stride_h == s.stride_w;
     const int64_t flat_pitch = std::max(s.stride_w * (s.out_w - 1) + s.kernel_w, s.pad_left + s.in_w);
     int64_t best_cost = -1, best_v = 16, best_u = 1;
@@ -9674,7 +9784,7 @@ Status Int8DepthwiseConv::init(const DepthwiseShape& s, Isa isa) {
         if (f && (!can_flat || (double)s.out_h * (double)flat_pitch > (double)limit)) continue;
         const int64_t length = f ? (s.out_h - 1) * flat_pitch + s.out_w : s.out_w, lines = f ? 1 : s.out_h;
         for (int64_t v : {64, 32, 16}) {
-            if (!x86 && v != 16) continue;
+            if (avx2 ? v != (avx_vnni ? 32 : 16) : !x86 && v != 16) continue;
             for (int64_t u : {4, 2, 1}) {
                 if (u * phases > 8 || u * phases < 4) continue;
                 const int64_t outputs = u * (s.stride_w == 1 ? v : v / 2);
@@ -9693,23 +9803,26 @@ Status Int8DepthwiseConv::init(const DepthwiseShape& s, Isa isa) {
     }
     const double rows = (double)(s.out_h - 1) * (double)s.stride_h + (double)(s.kernel_h - 1) * (double)s.dilation_h + 1;
     if (rows * (double)pitch > (double)((int64_t)1 << 40)) return Status::Unsupported;
-    const detail::Int8DepthwiseKey key{isa, s.kernel_h, groups, s.stride_w, best_v, best_u};
+    const int64_t wide_units = !avx2 ? 0 : avx_vnni ? groups : (s.kernel_w + 1) / 2;
+    const detail::Int8DepthwiseKey key{isa, s.kernel_h, avx2 ? wide_units : groups, s.stride_w, best_v, best_u};
     KernelFn fn = detail::int8_depthwise_kernels().find_or_make(key, [&] { return detail::make_int8_depthwise_kernel(key); });
     if (!fn) return Status::Unsupported;
     shape_ = s;
     isa_ = isa;
     kernel_ = fn;
     groups_ = groups;
+    wide_units_ = wide_units;
     vector_bytes_ = best_v;
     block_outputs_ = block_outputs;
     iterations_ = iterations;
     pitch_ = pitch;
     out_pitch_ = flat ? pitch : x86 ? 0 : (iterations * block_outputs + 15) / 16 * 16;
-    signed_x_ = !x86;
+    signed_x_ = !x86 && !avx2;
     flat_ = flat;
     return Status::Ok;
 #else
     (void)groups;
+    (void)dot_products;
     return Status::Unsupported;
 #endif
 }
@@ -9740,6 +9853,23 @@ void Int8DepthwiseConv::pad(const uint8_t* x, uint8_t zero_point, int64_t row0, 
 }
 
 void Int8DepthwiseConv::pack_weights(const int8_t* w, int8_t* packed) const {
+    if (wide_units_) {   // per group of 4 taps (vector_bytes_ 32) or pair of taps as int16, 8 copies
+        const int64_t taps = vector_bytes_ == 32 ? 4 : 2;
+        for (int64_t kh = 0; kh < shape_.kernel_h; ++kh)
+            for (int64_t g = 0; g < wide_units_; ++g)
+                for (int lane = 0; lane < 8; ++lane)
+                    for (int64_t t = taps * g; t < taps * (g + 1); ++t) {
+                        const int8_t v = t < shape_.kernel_w ? w[kh * shape_.kernel_w + t] : 0;
+                        if (taps == 4) {
+                            *packed++ = v;
+                        } else {
+                            const int16_t wide = v;
+                            std::memcpy(packed, &wide, 2);
+                            packed += 2;
+                        }
+                    }
+        return;
+    }
     for (int64_t kh = 0; kh < shape_.kernel_h; ++kh)
         for (int64_t t = 0; t < groups_ * 4; ++t) *packed++ = t < shape_.kernel_w ? w[kh * shape_.kernel_w + t] : 0;
 }
@@ -9839,6 +9969,55 @@ inline void emit_int8_lookup_vbmi(asmjit::x86::Assembler& a) {
     a.vzeroupper();
     a.ret();
 }
+
+// rdi table, rsi x, rdx y, rcx n (a positive multiple of 32; System V). AVX2's vpshufb looks up
+// 16 bytes by an index's low 4 bits, or gives 0 when its bit 7 is set. Each half of the table
+// is 8 rows of 16: the index (its half's bytes as int8, the other half's negative) minus 16 i
+// with signed saturation is non-negative only for rows i <= its row, so the XOR of row i ^ row
+// i - 1 looked up over i = 0..7 leaves its row's byte. The rows so XORed wait on the stack.
+inline void emit_int8_byte_lookup_avx2(asmjit::x86::Assembler& a) {
+    namespace x86 = asmjit::x86;
+    a.mov(x86::r8, x86::rsp);
+    a.sub(x86::rsp, 512);
+    a.and_(x86::rsp, -32);
+    for (int32_t i = 0; i < 16; ++i) {
+        a.vbroadcasti128(x86::ymm0, x86::xmmword_ptr(x86::rdi, 16 * i));
+        if (i % 8) {
+            a.vbroadcasti128(x86::ymm1, x86::xmmword_ptr(x86::rdi, 16 * (i - 1)));
+            a.vpxor(x86::ymm0, x86::ymm0, x86::ymm1);
+        }
+        a.vmovdqa(x86::ymmword_ptr(x86::rsp, 32 * i), x86::ymm0);
+    }
+    a.mov(x86::eax, 0x10101010);
+    a.vmovd(x86::xmm14, x86::eax);
+    a.vpbroadcastd(x86::ymm14, x86::xmm14);
+    a.mov(x86::eax, 0x80808080);
+    a.vmovd(x86::xmm15, x86::eax);
+    a.vpbroadcastd(x86::ymm15, x86::xmm15);
+    asmjit::Label loop = a.newLabel();
+    a.bind(loop);
+    a.vmovdqu(x86::ymm0, x86::ymmword_ptr(x86::rsi));   // the low half's index
+    a.vpxor(x86::ymm1, x86::ymm0, x86::ymm15);          // the high half's
+    for (int32_t i = 0; i < 16; ++i) {
+        const x86::Ymm index = i < 8 ? x86::ymm0 : x86::ymm1;
+        if (i % 8) a.vpsubsb(index, index, x86::ymm14);
+        a.vmovdqa(x86::ymm3, x86::ymmword_ptr(x86::rsp, 32 * i));
+        if (i == 0) {
+            a.vpshufb(x86::ymm2, x86::ymm3, index);
+        } else {
+            a.vpshufb(x86::ymm3, x86::ymm3, index);
+            a.vpxor(x86::ymm2, x86::ymm2, x86::ymm3);
+        }
+    }
+    a.vmovdqu(x86::ymmword_ptr(x86::rdx), x86::ymm2);
+    a.add(x86::rsi, 32);
+    a.add(x86::rdx, 32);
+    a.sub(x86::rcx, 32);
+    a.jnz(loop);
+    a.mov(x86::rsp, x86::r8);
+    a.vzeroupper();
+    a.ret();
+}
 #define TESSEL_INT8_LOOKUP_JIT 1
 #elif defined(__aarch64__)
 // x0 table, x1 x, x2 y, x3 n (a positive multiple of 16; AAPCS64). The table in v16-v31 (no
@@ -9880,6 +10059,13 @@ inline Int8Lookup::KernelFn int8_lookup_kernel() {
     });
     return fn;
 }
+#if !defined(__aarch64__)
+inline Int8Lookup::KernelFn int8_lookup_avx2_kernel() {
+    static const Int8Lookup::KernelFn fn =
+        assemble_jit_kernel<Int8Lookup::KernelFn>([](JitAssembler& a) { emit_int8_byte_lookup_avx2(a); });
+    return fn;
+}
+#endif
 #endif
 }  // namespace detail
 
@@ -9894,6 +10080,7 @@ Status Int8Lookup::init(Isa isa) {
     if (isa == Isa::Neon) kernel_ = detail::int8_lookup_kernel(), block_ = 16;
 #else
     if (isa == Isa::Avx512 && detail::int8_vbmi_available()) kernel_ = detail::int8_lookup_kernel();
+    else if (isa == Isa::Avx2 || isa == Isa::Avx512) kernel_ = detail::int8_lookup_avx2_kernel(), block_ = 32;
 #endif
 #endif
     return Status::Ok;

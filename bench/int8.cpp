@@ -7,7 +7,8 @@
 // Last, where the CPU has them, the pixel tiles (8 positions x 48 maps) on a 3 x 3 conv's copy of
 // 4 channels a pixel over 32 x 32 positions (K a multiple of 36), nothing packed per call, as
 // the int8 k x k convs run them.
-// Then Int8DepthwiseConv on the planes of shufflenet's and the OCR detector's depthwise convs:
+// Then Int8DepthwiseConv on the planes of shufflenet's and the OCR detector's depthwise convs,
+// with each of its kernels the CPU has (AVX-512 VNNI, AVX-VNNI, AVX2's 16-bit one; NEON's sdot):
 // per shape the sweep it took (rows or flat), nanoseconds per plane (padded copy and kernel)
 // and GMAC/s of taps, over as many planes as those layers have.
 //   build/bench/int8 [RUNS]
@@ -17,7 +18,9 @@
 #include <time.h>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 using namespace tessel;
@@ -34,21 +37,25 @@ struct Tile {
     Int8Gemm gemm;
 };
 
-void depthwise(int runs) {
-    struct Plane { int64_t size, kernel, stride, planes; };
-    const Plane planes[] = {{56, 3, 2, 112}, {28, 3, 1, 136}, {28, 3, 2, 136}, {14, 3, 1, 272}, {14, 3, 2, 272}, {7, 3, 1, 544},
-                            {80, 3, 1, 16},  {40, 3, 1, 72},  {40, 5, 2, 72},  {20, 5, 1, 120}, {10, 3, 1, 480}, {10, 5, 2, 672},
-                            {5, 5, 1, 960}};
+// The kernel Int8DepthwiseConv takes at (isa, dot_products), or nullptr when it has none.
+const char* depthwise_kernel(Isa isa, bool dot) {
     Int8DepthwiseConv probe;
     DepthwiseShape first;
     first.in_h = first.in_w = first.out_h = first.out_w = 8;
     first.kernel_h = first.kernel_w = 3;
     first.pad_top = first.pad_left = 1;
-    if (probe.init(first) != Status::Ok) {
-        std::printf("\nno int8 depthwise kernel on this CPU\n");
-        return;
-    }
-    std::printf("\nint8 depthwise (%s), best of %d\n%-16s %6s %6s %10s %8s\n", isa_name(probe.isa()), runs, "plane", "planes",
+    if (probe.init(first, isa, dot) != Status::Ok) return nullptr;
+    if (probe.isa() == Isa::Avx512) return "AVX-512 VNNI";
+    if (probe.isa() == Isa::Avx2) return dot && int8_avx_vnni_available() ? "AVX-VNNI" : "AVX2 16-bit";
+    return isa_name(probe.isa());
+}
+
+void depthwise(int runs, Isa isa, bool dot) {
+    struct Plane { int64_t size, kernel, stride, planes; };
+    const Plane planes[] = {{56, 3, 2, 112}, {28, 3, 1, 136}, {28, 3, 2, 136}, {14, 3, 1, 272}, {14, 3, 2, 272}, {7, 3, 1, 544},
+                            {80, 3, 1, 16},  {40, 3, 1, 72},  {40, 5, 2, 72},  {20, 5, 1, 120}, {10, 3, 1, 480}, {10, 5, 2, 672},
+                            {5, 5, 1, 960}};
+    std::printf("\nint8 depthwise (%s), best of %d\n%-16s %6s %6s %10s %8s\n", depthwise_kernel(isa, dot), runs, "plane", "planes",
                 "sweep", "ns/plane", "GMAC/s");
     for (const Plane& pl : planes) {
         DepthwiseShape s;
@@ -58,7 +65,7 @@ void depthwise(int runs) {
         s.pad_top = s.pad_left = pl.kernel / 2;
         s.out_h = s.out_w = (pl.size + 2 * (pl.kernel / 2) - pl.kernel) / pl.stride + 1;
         Int8DepthwiseConv conv;
-        if (conv.init(s) != Status::Ok) continue;
+        if (conv.init(s, isa, dot) != Status::Ok) continue;
         std::vector<uint8_t> x((size_t)(pl.planes * pl.size * pl.size)), y((size_t)(pl.planes * s.out_h * s.out_w));
         for (size_t i = 0; i < x.size(); ++i) x[i] = (uint8_t)(i * 7);
         std::vector<int8_t> w((size_t)(pl.kernel * pl.kernel), 3), packed(conv.packed_weights_bytes());
@@ -175,6 +182,16 @@ int main(int argc, char** argv) {
         }
         std::printf("\n");
     }
-    depthwise(runs);
+    const char* shown[3] = {};   // each kernel once: (auto), AVX2 with, then without the dot product
+    const std::pair<Isa, bool> kernels[] = {{default_isa(), true}, {Isa::Avx2, true}, {Isa::Avx2, false}};
+    for (uint32_t k = 0; k < 3; ++k) {
+        const auto [isa, dot] = kernels[k];
+        const char* kind = isa_available(isa) ? depthwise_kernel(isa, dot) : nullptr;
+        bool seen = !kind;
+        for (uint32_t j = 0; j < k && !seen; ++j) seen = shown[j] && std::strcmp(shown[j], kind) == 0;
+        shown[k] = kind;
+        if (!seen) depthwise(runs, isa, dot);
+    }
+    if (!shown[0] && !shown[1] && !shown[2]) std::printf("\nno int8 depthwise kernel on this CPU\n");
     return 0;
 }

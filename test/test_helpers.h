@@ -316,13 +316,12 @@ inline bool gpu_tested_here() {
 }
 
 // Whether `kernels` names the int8 step `what` on the target its table lookups run on at this
-// ISA level (avx512 with VBMI, neon, else ref); a step without a table is named ref.
+// ISA level (avx512 or avx2 on x86, neon, else ref); a step without a table is named ref.
 inline bool has_int8_step(const std::string& kernels, const char* what, bool looks_up = true) {
     const tessel::Isa isa = tessel::default_isa();
     const char* target = "ref";
 #if defined(__x86_64__)
-    if (looks_up && isa == tessel::Isa::Avx512 && __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512bw"))
-        target = "avx512";
+    if (looks_up && (isa == tessel::Isa::Avx512 || isa == tessel::Isa::Avx2)) target = tessel::isa_name(isa);   // VBMI's kernel or AVX2's
 #endif
     if (looks_up && isa == tessel::Isa::Neon) target = "neon";
     return kernels.find(std::string("int8:") + target + ":" + what) != std::string::npos;

@@ -1,4 +1,4 @@
-// snippets.h's Int8DepthwiseConv (the VNNI and sdot row kernels) bit for bit against a scalar
+// snippets.h's Int8DepthwiseConv (the VNNI, AVX-VNNI, 16-bit AVX2 and sdot row kernels) bit for bit against a scalar
 // oracle (int32 sums of w * (x - zero point), int8_requantize) on every ISA of the machine:
 // kernel widths 1..7 and 9 (one to three groups of 4 taps), strides 1 and 2, dilated rows,
 // pads on every side, output widths around each vector and block size, bands of rows, planes
@@ -99,8 +99,11 @@ std::vector<Isa> machine_isas() {
     return isas;
 }
 
-bool has_kernel(Isa isa) {
-    return (isa == Isa::Avx512 && int8_vnni_available()) || (isa == Isa::Neon && arm_features().dot_product);
+bool has_kernel(Isa isa, bool dot_products = true) {
+#if defined(__x86_64__) || defined(_M_X64)
+    if (isa == Isa::Avx2 || isa == Isa::Avx512) return true;   // VNNI's, AVX-VNNI's, else the 16-bit one
+#endif
+    return isa == Isa::Neon && dot_products && arm_features().dot_product;
 }
 
 }  // namespace
@@ -119,13 +122,17 @@ TEST_CASE("int8 depthwise: row kernels bit for bit against the oracle on every I
     for (int64_t width = 2; width <= 140; width += 5) cases.push_back({5, width, 3, 3, 2, 1, 1, 1, 1, 1});
     for (int64_t width = 3; width <= 30; width += 3) cases.push_back({width, width, 5, 5, 2, 1, 2, 2, 2, 2});   // small planes
     uint32_t seed = 1;
-    for (Isa isa : machine_isas()) {
+    std::vector<std::pair<Isa, bool>> kernels;   // (ISA, dot products): false takes x86's 16-bit kernel
+    for (Isa isa : machine_isas())
+        for (bool dot : {true, false}) kernels.push_back({isa, dot});
+    for (const auto& [isa, dot] : kernels) {
         CAPTURE(isa_name(isa));
+        CAPTURE(dot);
         uint32_t taken = 0, flat = 0, flat_strided = 0;
         for (const DwShapeCase& c : cases) {
             Int8DepthwiseConv conv;
-            const Status status = conv.init(make_shape(c), isa);
-            if (!has_kernel(isa)) {
+            const Status status = conv.init(make_shape(c), isa, dot);
+            if (!has_kernel(isa, dot)) {
                 CHECK(status == Status::Unsupported);
                 continue;
             }
@@ -136,7 +143,7 @@ TEST_CASE("int8 depthwise: row kernels bit for bit against the oracle on every I
             const int64_t out_h = conv.shape().out_h;
             for (int64_t band : {out_h, (int64_t)1, (int64_t)2}) check_plane(conv, seed++, band);
         }
-        if (!has_kernel(isa)) continue;
+        if (!has_kernel(isa, dot)) continue;
         CHECK(taken == cases.size());
         CHECK(flat - flat_strided > 10);    // both ways of sweeping a plane ran, flat at strides 1 and 2
         CHECK(flat_strided >= 4);           // NEON's 16-byte vectors take fewer
