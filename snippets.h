@@ -154,7 +154,7 @@
                                       PoolPlanes: whole planes, borders by lane masks, rows' taps kept
        >>int8 gemm                    Int8Gemm: u8 x s8 -> s32 panels, requantizing epilogue
        >>int8 gemv                    Int8Gemv: a few rows of X times packed weights (VNNI)
-       >>int8 depthwise               Int8DepthwiseConv: uint8 planes, 4 taps per dot product (AVX2: 2 per vpmaddwd), requantized rows
+       >>int8 depthwise               Int8DepthwiseConv: uint8 planes, 4 taps per dot product (else 2 per vpmaddwd), requantized rows
        >>int8 lookup                  Int8Lookup: y = table[x] on bytes, JIT on AVX-512 VBMI, AVX2 and NEON
        >>int8 convert                 Int8Convert: quantize, dequantize, pair tables; JIT on AVX-512 and AVX2
        >>opencl printer               OpenClSource, print_opencl_kernel: a body as OpenCL C
@@ -1086,7 +1086,8 @@ public:
     // scratch holds the copy of the same band with the same zero point already (of any plane):
     // only the input's bytes are copied.
     void pad(const uint8_t* x, uint8_t zero_point, int64_t row0, int64_t row1, uint8_t* scratch, bool borders_ready = false) const;
-    // Weights kernel_h x kernel_w as the kernel reads them (groups of 4 taps, or AVX2's pairs, zero filled).
+    // Weights kernel_h x kernel_w as the kernel reads them (groups of 4 taps, zero filled; AVX2:
+    // each group, or pair of taps as int16, 8 times).
     size_t packed_weights_bytes() const { return (size_t)(shape_.kernel_h * (wide_units_ ? wide_units_ * 32 : groups_ * 4)); }
     void pack_weights(const int8_t* w, int8_t* packed) const;
     // The bias the kernel starts from: bias - zero_point * weight_sum (+ 128 * weight_sum on
