@@ -185,7 +185,8 @@ int main(int argc, char** argv) {
     const char* shown[3] = {};   // each kernel once: (auto), AVX2 with, then without the dot product
     const std::pair<Isa, bool> kernels[] = {{default_isa(), true}, {Isa::Avx2, true}, {Isa::Avx2, false}};
     for (uint32_t k = 0; k < 3; ++k) {
-        const auto [isa, dot] = kernels[k];
+        const Isa isa = kernels[k].first;
+        const bool dot = kernels[k].second;
         const char* kind = isa_available(isa) ? depthwise_kernel(isa, dot) : nullptr;
         bool seen = !kind;
         for (uint32_t j = 0; j < k && !seen; ++j) seen = shown[j] && std::strcmp(shown[j], kind) == 0;

@@ -125,7 +125,9 @@ TEST_CASE("int8 depthwise: row kernels bit for bit against the oracle on every I
     std::vector<std::pair<Isa, bool>> kernels;   // (ISA, dot products): false takes x86's 16-bit kernel
     for (Isa isa : machine_isas())
         for (bool dot : {true, false}) kernels.push_back({isa, dot});
-    for (const auto& [isa, dot] : kernels) {
+    for (const auto& kernel : kernels) {
+        const Isa isa = kernel.first;   // not a structured binding: clang's C++17 lambdas (CAPTURE) cannot capture one
+        const bool dot = kernel.second;
         CAPTURE(isa_name(isa));
         CAPTURE(dot);
         uint32_t taken = 0, flat = 0, flat_strided = 0;
