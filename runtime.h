@@ -10667,6 +10667,21 @@ inline Status run_cpu_depthwise(const RunContext& c) {
     return Status::Ok;
 }
 
+// Output rows per band of a depthwise conv's planes: a padded copy (bytes(rows)) of at most half
+// of L2, and at least two units (plane, band) per thread; the float and int8 steps both.
+template <class Bytes>
+inline int64_t depthwise_output_band_rows(int64_t rows, int64_t planes, uint32_t slots, Bytes bytes) {
+    int64_t band_rows = rows;
+    while (band_rows > 1 && bytes(band_rows) > cpu_cache_sizes().l2 / 2) band_rows = (band_rows + 1) / 2;
+    const int64_t want = 2 * (int64_t)slots;
+    if (planes > 0 && planes * ((rows + band_rows - 1) / band_rows) < want) {   // no planes (a 0 dim): nothing to split
+        const int64_t per_plane = (want + planes - 1) / planes;
+        const int64_t shorter = (rows + per_plane - 1) / per_plane;
+        if (shorter < band_rows) band_rows = shorter;
+    }
+    return band_rows;
+}
+
 // Takes Conv `id` (*taken) when it is depthwise over at most 2 spatial dims; a plain conv of a
 // one-channel input into 4 or more maps stays on the GEMM.
 inline Status cpu_depthwise_step(ReferenceProgram* p, const PreparedModel& model, NodeId id, Isa isa, bool* taken) {
@@ -10688,16 +10703,9 @@ inline Status cpu_depthwise_step(ReferenceProgram* p, const PreparedModel& model
     ds->op = st;
     ds->op_inputs = model.model.graph.node(id).num_inputs;
     ds->slots = p->threads ? p->threads : 1;
-    // Bands: a padded copy of at most half of L2, and at least two units per thread.
-    const int64_t rows = shape.out_h, planes = st->batch * st->channels;
-    int64_t band_rows = rows;
-    while (band_rows > 1 && ds->conv.scratch_floats(band_rows) * sizeof(float) > cpu_cache_sizes().l2 / 2) band_rows = (band_rows + 1) / 2;
-    const int64_t want = 2 * (int64_t)ds->slots;
-    if (planes > 0 && planes * ((rows + band_rows - 1) / band_rows) < want) {   // no planes (a 0 dim): nothing to split
-        const int64_t per_plane = (want + planes - 1) / planes;
-        const int64_t shorter = (rows + per_plane - 1) / per_plane;
-        if (shorter < band_rows) band_rows = shorter;
-    }
+    const int64_t rows = shape.out_h;
+    const int64_t band_rows = depthwise_output_band_rows(rows, st->batch * st->channels, ds->slots,
+                                                         [&](int64_t r) { return ds->conv.scratch_floats(r) * sizeof(float); });
     ds->band_rows = band_rows;
     ds->bands = (rows + band_rows - 1) / band_rows;
     ds->slot_floats = round16(ds->conv.scratch_floats(band_rows));
@@ -22671,20 +22679,6 @@ inline Int8Source int8_group_source(const PreparedModel& model, const Int8Group&
     return src;
 }
 
-// Output rows per band: a padded copy of at most half of L2, and at least two units per thread.
-inline int64_t int8_depthwise_band_rows(const Int8DepthwiseState& st, int64_t rows, size_t (*bytes)(const Int8DepthwiseState&, int64_t)) {
-    const int64_t planes = st.batch * st.channels;
-    int64_t band_rows = rows;
-    while (band_rows > 1 && bytes(st, band_rows) > cpu_cache_sizes().l2 / 2) band_rows = (band_rows + 1) / 2;
-    const int64_t want = 2 * (int64_t)st.slots;
-    if (planes > 0 && planes * ((rows + band_rows - 1) / band_rows) < want) {   // no planes (a 0 dim): nothing to split
-        const int64_t per_plane = (want + planes - 1) / planes;
-        const int64_t shorter = (rows + per_plane - 1) / per_plane;
-        if (shorter < band_rows) band_rows = shorter;
-    }
-    return band_rows;
-}
-
 // Sets up the int8 row kernels of a 2-D depthwise state when the target has one for its shape.
 inline bool int8_depthwise_rows_kernel(ReferenceProgram* p, Int8DepthwiseState* st, const int64_t* weight_sums, Isa isa) {
     const Window& w = st->w;
@@ -22705,9 +22699,8 @@ inline bool int8_depthwise_rows_kernel(ReferenceProgram* p, Int8DepthwiseState* 
     }
     st->packed_weights = packed;
     st->kernel_bias = bias;
-    st->band_rows = int8_depthwise_band_rows(*st, shape.out_h, [](const Int8DepthwiseState& s, int64_t rows) {
-        return s.int8_conv.scratch_bytes(rows);
-    });
+    st->band_rows = depthwise_output_band_rows(shape.out_h, st->batch * st->channels, st->slots,
+                                               [&](int64_t rows) { return st->int8_conv.scratch_bytes(rows); });
     st->bands = (shape.out_h + st->band_rows - 1) / st->band_rows;
     st->slot_bytes = (st->int8_conv.scratch_bytes(st->band_rows) + 63) / 64 * 64;
     return true;
@@ -22731,9 +22724,8 @@ inline bool int8_depthwise_float_kernel(ReferenceProgram* p, Int8DepthwiseState*
     for (int64_t i = 0; i < count; ++i) weights[i] = (float)st->weights[i];
     st->float_weights = weights;
     const int64_t rows = shape.out_h;
-    const int64_t band_rows = int8_depthwise_band_rows(*st, rows, [](const Int8DepthwiseState& s, int64_t r) {
-        return s.conv.scratch_floats(r) * sizeof(float);
-    });
+    const int64_t band_rows = depthwise_output_band_rows(rows, st->batch * st->channels, st->slots,
+                                                         [&](int64_t r) { return st->conv.scratch_floats(r) * sizeof(float); });
     st->band_rows = band_rows;
     st->bands = (rows + band_rows - 1) / band_rows;
     st->pad_floats = round16(st->conv.scratch_floats(band_rows));
