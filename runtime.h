@@ -9344,6 +9344,7 @@ struct CpuGemmState {
     size_t band_floats = 0;
     bool wide_in_place = false;   // B read in the padded copy (else packed panels)
     const int64_t* plane_rows = nullptr;   // 1x1 Conv, x86: B by rows (row k at k planes), no packing pass
+    WinogradF43 winograd;   // Winograd Conv: its transforms (block: tile rows per band)
 };
 
 inline size_t round16(size_t floats) { return (floats + 15) & ~(size_t)15; }
@@ -10194,6 +10195,163 @@ inline Status cpu_conv_pixels_plan(ReferenceProgram* p, const ConvState& st, Cpu
     return Status::Ok;
 }
 
+// >>conv winograd
+// A 3x3 conv of stride 1 by Winograd F(4x4, 3x3) (snippets.h's WinogradF43), AVX-512: units of
+// (image, band of tile rows). A slot copies the band's padded rows in column phases, transforms
+// them into V (36 points x channels x the band's tiles, in half of L2), then per panel of maps
+// runs the 36 GEMMs on the column tiles (A: V's tiles by channels, B: U's packed panel) into M,
+// transforms M's tiles into 4 output rows of pixels x maps and transposes each into Y with the
+// bias and the store operations (Gemm::store_transposed), as the pixel tiles do.
+
+// Whether a Conv takes Winograd: 3x3, stride 1, undilated, one group, 2-D, maps a multiple of
+// 16, at least 16 channels and 36 tiles per image (U is read once per band: fewer tiles leave
+// too few multiplies per weight), U at most 8 MiB (it stays in L3 between the bands).
+inline bool conv_takes_winograd(const ConvState& st, const Gemm& gemm) {
+    const Window& w = st.w;
+    if (!gemm.reads_a_columns() || gemm.isa() != Isa::Avx512 || st.groups != 1 || st.direct || st.depthwise) return false;
+    if (w.in[0] != 1 || w.kernel[0] != 1 || w.kernel[1] != 3 || w.kernel[2] != 3 || w.stride[1] != 1 || w.stride[2] != 1 ||
+        w.dilation[1] != 1 || w.dilation[2] != 1)
+        return false;
+    const int64_t tiles = (w.out[1] + 3) / 4 * ((w.out[2] + 3) / 4);
+    return st.maps % 16 == 0 && st.channels >= 16 && tiles >= 36 &&
+           WinogradF43::weights_floats(st.maps, st.channels, gemm.blocking().nr) * sizeof(float) <= ((size_t)8 << 20);
+}
+
+// dst[r q + i] = src[4 i + r] for r < 4, i < q: a padded row split into its 4 column phases.
+inline void deinterleave4(const float* src, int64_t q, float* dst) {
+    int64_t i = 0;
+#if defined(__SSE2__)
+    for (; i + 4 <= q; i += 4) {
+        __m128 a = _mm_loadu_ps(src + 4 * i), b = _mm_loadu_ps(src + 4 * i + 4), c = _mm_loadu_ps(src + 4 * i + 8),
+               d = _mm_loadu_ps(src + 4 * i + 12);
+        _MM_TRANSPOSE4_PS(a, b, c, d);
+        _mm_storeu_ps(dst + i, a);
+        _mm_storeu_ps(dst + q + i, b);
+        _mm_storeu_ps(dst + 2 * q + i, c);
+        _mm_storeu_ps(dst + 3 * q + i, d);
+    }
+#endif
+    for (; i < q; ++i)
+        for (int64_t r = 0; r < 4; ++r) dst[r * q + i] = src[4 * i + r];
+}
+
+// Padded rows [row0, row0 + rows) of `channels` input planes in WinogradF43::transform_input's
+// layout: each row's 4 column phases of q floats (zeros past the input), rows 4 q floats apart,
+// channels channel_floats apart. row_buf: 4 q floats for the padded row being split.
+inline void pad_winograd_band(const Window& w, const float* x, int64_t channels, int64_t row0, int64_t rows, int64_t q,
+                              int64_t channel_floats, float* row_buf, float* dst) {
+    const int64_t top = w.pad_begin[1], left = w.pad_begin[2], in_w = std::min(w.in[2], 4 * q - w.pad_begin[2]);
+    std::memset(row_buf, 0, (size_t)(4 * q) * sizeof(float));   // the input's columns overwrite the same floats each row
+    for (int64_t ci = 0; ci < channels; ++ci)
+        for (int64_t r = 0; r < rows; ++r) {
+            float* out = dst + ci * channel_floats + r * 4 * q;
+            const int64_t i = row0 + r - top;
+            if (i < 0 || i >= w.in[1]) {
+                std::memset(out, 0, (size_t)(4 * q) * sizeof(float));
+                continue;
+            }
+            std::memcpy(row_buf + left, x + ci * w.in_size() + i * w.in[2], (size_t)in_w * sizeof(float));
+            deinterleave4(row_buf, q, out);
+        }
+}
+
+// A slot's scratch: the band's padded copy, V, M (one panel of maps), the output rows of one
+// tile row and the padded row being split (floats, each a multiple of 16).
+struct WinogradSlot {
+    size_t copy, v, m, o, row;
+    size_t total() const { return copy + v + m + o + row; }
+};
+inline WinogradSlot winograd_slot(const ConvState& st, int64_t band_rows, int64_t nr) {
+    const int64_t tw = (st.w.out[2] + 3) / 4, q = tw + 1, tiles = band_rows * tw;
+    return WinogradSlot{round16((size_t)(st.channels * (4 * band_rows + 2) * 4 * q)),
+                        round16((size_t)(WinogradF43::kPoints * st.channels * tiles)), round16((size_t)(WinogradF43::kPoints * tiles * nr)),
+                        round16((size_t)(4 * 4 * tw * nr)), round16((size_t)(4 * q))};
+}
+
+inline Status run_cpu_conv_winograd(const RunContext& c) {
+    const CpuGemmState& cs = *static_cast<const CpuGemmState*>(c.state);
+    const ConvState& st = *static_cast<const ConvState*>(cs.op);
+    const Window& w = st.w;
+    const float* x = c.inputs[0].as<float>();
+    const float* bias = cs.op_inputs > 2 ? c.inputs[2].as<float>() : nullptr;
+    float* y = c.outputs[0].as<float>();
+    const int64_t oh = w.out[1], ow = w.out[2], positions = w.out_size();
+    if (positions == 0) return Status::Ok;
+    const int64_t tw = (ow + 3) / 4, th = (oh + 3) / 4, q = tw + 1, channels = st.channels, maps = st.maps;
+    const int64_t band_rows = cs.block, bands = cs.bands, t_pitch = band_rows * tw, channel_floats = (4 * band_rows + 2) * 4 * q;
+    const int64_t nr = cs.gemm.blocking().nr, mr = cs.gemm.blocking().mr, panels = (maps + nr - 1) / nr;
+    const WinogradSlot layout = winograd_slot(st, band_rows, nr);
+    const int64_t points = WinogradF43::kPoints, u_point = panels * channels * nr;
+    float* slots = static_cast<float*>(c.scratch);
+    GemmStoreOps ops;   // the residual's pointer at Y's start: the transpose offsets it per map
+    const GemmStoreOps* store = epilogue_store_ops(c, cs.epilogue, y, &ops, true);
+    nn_parallel(c, (uint64_t)(st.batch * bands), [&](uint64_t slot, uint64_t begin, uint64_t end) {
+        float* copy = slots + slot * cs.slot_floats;
+        float* v = copy + layout.copy;
+        float* msum = v + layout.v;
+        float* o = msum + layout.m;
+        float* row_buf = o + layout.o;
+        for (uint64_t unit = begin; unit < end; ++unit) {
+            const int64_t n = (int64_t)unit / bands, ty0 = (int64_t)unit % bands * band_rows, ty1 = std::min(th, ty0 + band_rows);
+            if (ty0 >= ty1) continue;
+            const int64_t rows = ty1 - ty0, tiles = rows * tw, row_tiles = (tiles + mr - 1) / mr;
+            pad_winograd_band(w, x + n * channels * w.in_size(), channels, 4 * ty0, 4 * rows + 2, q, channel_floats, row_buf, copy);
+            for (int64_t r = 0; r < rows; ++r)
+                cs.winograd.transform_input(copy + r * 16 * q, channels, channel_floats, 4 * q, q, tw, v + r * tw, channels * t_pitch, t_pitch);
+            for (int64_t j = 0; j < panels; ++j) {
+                const int64_t cols = std::min(nr, maps - j * nr);
+                for (int64_t pt = 0; pt < points; ++pt)
+                    for (int64_t k = 0; k < row_tiles; ++k) {   // the band's tiles in row tiles of even size
+                        const int64_t t0 = tiles * k / row_tiles, t1 = tiles * (k + 1) / row_tiles;
+                        cs.gemm.column_tile(v + pt * channels * t_pitch + t0, cs.wide_offsets, cs.packed + pt * u_point + j * channels * nr,
+                                            t1 - t0, cols, channels, false, msum + (pt * t_pitch + t0) * nr, nr, k == 0);
+                    }
+                for (int64_t r = 0; r < rows; ++r) {
+                    cs.winograd.transform_output(msum + r * tw * nr, t_pitch * nr, nr, tw, cols, o, 4 * tw * nr);
+                    for (int64_t i = 0; i < 4 && 4 * (ty0 + r) + i < oh; ++i) {
+                        const int64_t at = (n * maps + j * nr) * positions + (4 * (ty0 + r) + i) * ow;
+                        GemmStoreOps run_store;
+                        if (store) {
+                            run_store = *store;
+                            if (run_store.residual) run_store.residual += at;
+                        }
+                        cs.gemm.store_transposed(o + i * 4 * tw * nr, nr, ow, cols, bias ? bias + j * nr : nullptr, y + at, positions,
+                                                 store ? &run_store : nullptr);
+                    }
+                }
+            }
+            if (cs.epilogue && !store)
+                gemm_epilogue_run(c, *cs.epilogue, n * maps, (n + 1) * maps, 4 * ty0 * ow, std::min(oh, 4 * ty1) * ow);
+        }
+    }, cs.slots);
+    return Status::Ok;
+}
+
+// The Winograd plan: bands of tile rows whose V takes half of L2 (at least one row), as many
+// per thread where the rows allow; A's column offsets (channel c's V at c tiles-per-band).
+inline Status cpu_conv_winograd_plan(ReferenceProgram* p, const ConvState& st, CpuGemmState* cs) {
+    TESSEL_TRY(cs->winograd.init(cs->gemm.isa()));
+    if (!cs->winograd.jit()) return Status::Unsupported;
+    const int64_t tw = (st.w.out[2] + 3) / 4, th = (st.w.out[1] + 3) / 4, nr = cs->gemm.blocking().nr;
+    const int64_t budget = (int64_t)(cpu_cache_sizes().l2 / 2 / sizeof(float));
+    int64_t band_rows = std::clamp<int64_t>(budget / (WinogradF43::kPoints * st.channels * tw), 1, th);
+    int64_t bands = (th + band_rows - 1) / band_rows;
+    const int64_t slots = cs->slots;
+    if (slots > 1 && (st.batch * bands) % slots != 0) {   // as many units per slot where the rows allow
+        const int64_t per_image = ((st.batch * bands + slots - 1) / slots * slots + st.batch - 1) / st.batch;
+        band_rows = (th + std::min(per_image, th) - 1) / std::min(per_image, th);
+        bands = (th + band_rows - 1) / band_rows;
+    }
+    cs->block = band_rows;
+    cs->bands = bands;
+    int64_t* offsets = p->arena.allocate_array<int64_t>((size_t)st.channels);
+    if (!offsets) return Status::OutOfMemory;
+    for (int64_t ci = 0; ci < st.channels; ++ci) offsets[ci] = ci * band_rows * tw;
+    cs->wide_offsets = offsets;
+    cs->slot_floats = winograd_slot(st, band_rows, nr).total();
+    return Status::Ok;
+}
+
 // Conv on the CPU device's JIT GEMM: per (image, group, block of positions) the weights
 // (packed at compile time when constant) times the input plane (1x1, stride 1, unpadded; by
 // rows where the tiles read them) or an im2col block sized to stay in L2 (made packed); the
@@ -10260,6 +10418,16 @@ inline Status cpu_conv_step(ReferenceProgram* p, const PreparedModel& model, Nod
     if (!cs) return Status::Ok;
     const Gemm& gemm = cs->gemm;
     const float* constant_w = cpu_constant_input(model, id, 1);
+    if (constant_w && conv_takes_winograd(*st, gemm)) {   // U packed as the column tiles' B panels
+        const int64_t nr = gemm.blocking().nr;
+        const size_t floats = cs->packed_floats = round16(WinogradF43::weights_floats(st->maps, st->channels, nr));
+        cs->packed = cpu_packed_constant(p, model, gemm, constant_w, {6, st->maps, st->channels}, floats, [&](float* packed) {
+            WinogradF43::transform_weights(st->maps, st->channels, constant_w, nr, packed);
+        });
+        if (!cs->packed) return Status::OutOfMemory;
+        TESSEL_TRY(cpu_conv_winograd_plan(p, *st, cs));
+        return cpu_gemm_use(p, run_cpu_conv_winograd, cs, "winograd:Conv");
+    }
     if (constant_w && conv_takes_pixel_tiles(*st, gemm)) {   // the weights packed as B: K x maps
         const size_t each = cs->packed_floats = round16(gemm.packed_b_floats(st->depth, st->group_maps));
         cs->packed = cpu_packed_constant(p, model, gemm, constant_w, {5, st->groups, st->group_maps, st->depth}, (size_t)st->groups * each,

@@ -701,6 +701,55 @@ private:
     const TileFn* column_tiles_ = nullptr;   // tiles with A read through TileParams::a_cols (x86), may be null
 };
 
+// >>winograd
+// Winograd F(4x4, 3x3) (Lavin and Gray) for 3x3 convs of stride 1: a tile of 4x4 output pixels
+// is A^T [sum over channels of U . V] A (. elementwise), U = G g G^T the 6x6 transform of a
+// channel's 3x3 weights g and V = B^T d B that of the tile's 6x6 input d. The sum's 36 points
+// are 36 GEMMs of tiles x channels by channels x maps (Gemm::column_tile): 2.25 multiplies per
+// output where the direct conv does 9. The transforms' constants (up to 8) cost precision: on
+// uniform inputs the error reaches a few 1e-6 of sum |w||x| (the direct conv's: about 1e-7).
+class WinogradF43 {
+public:
+    static constexpr int64_t kPoints = 36;
+    // The transform kernels of `isa`: JIT on Avx512 (then jit()), the portable loops elsewhere.
+    Status init(Isa isa = Isa::Auto);
+    bool jit() const { return input_ != nullptr; }
+    // U of maps x channels 3x3 weights (w[m][c][3][3]) as the column tiles' packed B panels:
+    // point p's panel j (maps [j panel, (j + 1) panel), zero past the last map) at u + (p panels
+    // + j) channels panel, channel c's `panel` floats consecutive.
+    static size_t weights_floats(int64_t maps, int64_t channels, int64_t panel);
+    static void transform_weights(int64_t maps, int64_t channels, const float* w, int64_t panel, float* u);
+    // V of one row of `tiles` tiles for each of `channels` channels. The input is the padded
+    // rows the tiles read (6 of them, row_floats apart, channel_floats between channels), each
+    // split into its 4 column phases phase_floats apart: padded column 4 q + r at r phase_floats
+    // + q (tile t reads phase columns t and t + 1). V of point p, channel c, tile t at
+    // v[p v_point + c v_channel + t].
+    void transform_input(const float* rows, int64_t channels, int64_t channel_floats, int64_t row_floats, int64_t phase_floats,
+                         int64_t tiles, float* v, int64_t v_point, int64_t v_channel) const;
+    // The 4x4 outputs of `tiles` tiles from their sums M: point p, tile t, map j at m[p m_point +
+    // t ld + j], maps a multiple of 16; output row r of the tiles, pixel x (4 per tile), map j
+    // at o[r o_row + x ld + j].
+    void transform_output(const float* m, int64_t m_point, int64_t ld, int64_t tiles, int64_t maps, float* o,
+                          int64_t o_row) const;
+
+    // What the JIT kernels read besides their operands.
+    struct InputParams {
+        int64_t channels, channel_bytes, row_bytes, phase_bytes, v_point_bytes, v_channel_bytes;
+        uint32_t mask;   // the lanes of the vector's tiles
+    };
+    struct OutputParams {
+        int64_t tiles, tile_bytes, m_point_bytes, o_row_bytes, o_pixel_bytes;
+    };
+    // input(rows at the vector's first tile, V at its first tile, params); output(M at the
+    // first tile and 16 maps, O likewise, params)
+    using InputFn = void (*)(const float*, float*, const InputParams*);
+    using OutputFn = void (*)(const float*, float*, const OutputParams*);
+
+private:
+    InputFn input_ = nullptr;
+    OutputFn output_ = nullptr;
+};
+
 // >>depthwise conv
 // Depthwise 2-D convolution of one plane (NCHW: one input channel to one output map): y = bias
 // + the kernel_h x kernel_w taps of w times x, zero padded. pad() copies the input rows a band
@@ -6725,6 +6774,267 @@ void Gemm::store_transposed(const float* c, int64_t ldc, int64_t count, int64_t 
                 v = store->hi < v ? store->hi : v;
             }
             y[m * y_stride + i] = v;
+        }
+}
+
+// >>winograd implementation
+namespace detail {
+// Lavin and Gray's F(4x4, 3x3): the input's B^T, the weights' G, the output's A^T.
+constexpr float kWinogradBT[6][6] = {{4, 0, -5, 0, 1, 0},  {0, -4, -4, 1, 1, 0}, {0, 4, -4, -1, 1, 0},
+                                     {0, -2, -1, 2, 1, 0}, {0, 2, -1, -2, 1, 0}, {0, 4, 0, -5, 0, 1}};
+constexpr double kWinogradG[6][3] = {{1.0 / 4, 0, 0},           {-1.0 / 6, -1.0 / 6, -1.0 / 6}, {-1.0 / 6, 1.0 / 6, -1.0 / 6},
+                                     {1.0 / 24, 1.0 / 12, 1.0 / 6}, {1.0 / 24, -1.0 / 12, 1.0 / 6}, {0, 0, 1}};
+constexpr float kWinogradAT[4][6] = {{1, 1, 1, 1, 1, 0}, {0, 1, -1, 2, -2, 0}, {0, 1, 1, 4, 4, 0}, {0, 1, -1, 8, -8, 1}};
+
+// out = sum_j row[j] in[j], in the JIT kernels' order: the first +1 term, then the others by
+// j (every row of B^T and A^T has a +1 term).
+inline float winograd_combine(const float* row, const float* in) {
+    int first = 0;
+    while (row[first] != 1.0f) ++first;
+    float out = in[first];
+    for (int j = 0; j < 6; ++j)
+        if (j != first && row[j] != 0.0f) out = row[j] == 1.0f ? out + in[j] : row[j] == -1.0f ? out - in[j] : std::fma(in[j], row[j], out);
+    return out;
+}
+
+#if !defined(TESSEL_NO_JIT) && (defined(__x86_64__) || defined(_M_X64))
+// out = sum_j row[j] in[j] on zmm registers, as winograd_combine: +-1 by adds and subtracts,
+// other constants by FMAs against consts[|c|] (2, 4, 5 and 8 in registers).
+inline void emit_winograd_combine(asmjit::x86::Assembler& a, const float* row, const asmjit::x86::Vec* in, const asmjit::x86::Vec& out,
+                                  const asmjit::x86::Vec* consts) {
+    int first = 0;
+    while (row[first] != 1.0f) ++first;
+    a.vmovaps(out, in[first]);
+    for (int j = 0; j < 6; ++j) {
+        if (j == first || row[j] == 0.0f) continue;
+        const float c = row[j];
+        if (c == 1.0f) a.vaddps(out, out, in[j]);
+        else if (c == -1.0f) a.vsubps(out, out, in[j]);
+        else if (c > 0) a.vfmadd231ps(out, in[j], consts[(int)c]);
+        else a.vfnmadd231ps(out, in[j], consts[(int)-c]);
+    }
+}
+
+// Frame: rbp, rbx saved, rsp aligned to 64 below 36 vectors of temporaries; zmm28-31 hold 2, 4,
+// 5 and 8 (consts[c] for c of 2, 4, 5, 8).
+inline void emit_winograd_prologue(asmjit::x86::Assembler& a, asmjit::x86::Vec* consts) {
+    namespace x86 = asmjit::x86;
+    a.push(x86::rbp);
+    a.push(x86::rbx);
+    a.mov(x86::rbp, x86::rsp);
+    a.sub(x86::rsp, 36 * 64);
+    a.and_(x86::rsp, -64);
+    const float values[4] = {2, 4, 5, 8};
+    for (int i = 0; i < 4; ++i) {
+        uint32_t bits;
+        std::memcpy(&bits, &values[i], 4);
+        a.mov(x86::eax, bits);
+        a.vpbroadcastd(x86::zmm(28 + i), x86::eax);
+        consts[(int)values[i]] = x86::zmm(28 + i);
+    }
+}
+
+inline void emit_winograd_epilogue(asmjit::x86::Assembler& a) {
+    namespace x86 = asmjit::x86;
+    a.mov(x86::rsp, x86::rbp);
+    a.pop(x86::rbx);
+    a.pop(x86::rbp);
+    a.vzeroupper();
+    a.ret();
+}
+
+// V of 16 tiles (lanes; k1 the tiles there are) for each channel: pass 1 per column phase l
+// loads the 6 rows' phase l (l of 4 and 5: phases 0 and 1 one tile on) and stores B^T d's
+// column l to the temporaries, pass 2 per row i transforms them into points 6 i .. 6 i + 5 of
+// V. Arguments (System V): rdi rows, rsi V, rdx InputParams.
+inline void emit_winograd_input(asmjit::x86::Assembler& a) {
+    namespace x86 = asmjit::x86;
+    using P = WinogradF43::InputParams;
+    x86::Vec consts[9];
+    emit_winograd_prologue(a, consts);
+    a.kmovw(x86::k1, x86::word_ptr(x86::rdx, (int32_t)offsetof(P, mask)));
+    a.mov(x86::r8, x86::qword_ptr(x86::rdx, (int32_t)offsetof(P, channels)));
+    a.mov(x86::r9, x86::qword_ptr(x86::rdx, (int32_t)offsetof(P, row_bytes)));
+    a.mov(x86::r10, x86::qword_ptr(x86::rdx, (int32_t)offsetof(P, phase_bytes)));
+    a.mov(x86::r11, x86::qword_ptr(x86::rdx, (int32_t)offsetof(P, v_point_bytes)));
+    x86::Vec in[6], out[6];
+    for (int i = 0; i < 6; ++i) {
+        in[i] = x86::zmm(i);
+        out[i] = x86::zmm(6 + i);
+    }
+    asmjit::Label channel = a.newLabel();
+    a.bind(channel);
+    for (int l = 0; l < 6; ++l) {
+        // rcx: row 0 at phase l % 4, l / 4 tiles on; rax: row 3
+        if (l % 4 == 0) a.lea(x86::rcx, x86::ptr(x86::rdi, l / 4 * 4));
+        else if (l % 4 == 1) a.lea(x86::rcx, x86::ptr(x86::rdi, x86::r10, 0, l / 4 * 4));
+        else if (l % 4 == 2) a.lea(x86::rcx, x86::ptr(x86::rdi, x86::r10, 1));
+        else {
+            a.lea(x86::rcx, x86::ptr(x86::r10, x86::r10, 1));
+            a.add(x86::rcx, x86::rdi);
+        }
+        a.lea(x86::rax, x86::ptr(x86::r9, x86::r9, 1));
+        a.add(x86::rax, x86::rcx);
+        const x86::Mem rows[6] = {x86::ptr(x86::rcx), x86::ptr(x86::rcx, x86::r9), x86::ptr(x86::rcx, x86::r9, 1),
+                                  x86::ptr(x86::rax), x86::ptr(x86::rax, x86::r9), x86::ptr(x86::rax, x86::r9, 1)};
+        for (int j = 0; j < 6; ++j) a.k(x86::k1).z().vmovups(in[j], rows[j]);
+        for (int i = 0; i < 6; ++i) {
+            emit_winograd_combine(a, kWinogradBT[i], in, out[i], consts);
+            a.vmovaps(x86::ptr(x86::rsp, (i * 6 + l) * 64), out[i]);
+        }
+    }
+    a.mov(x86::rax, x86::rsi);
+    for (int i = 0; i < 6; ++i) {
+        for (int l = 0; l < 6; ++l) a.vmovaps(in[l], x86::ptr(x86::rsp, (i * 6 + l) * 64));
+        for (int k = 0; k < 6; ++k) {
+            emit_winograd_combine(a, kWinogradBT[k], in, out[k], consts);
+            a.k(x86::k1).vmovups(x86::ptr(x86::rax), out[k]);
+            if (i * 6 + k + 1 < 36) a.add(x86::rax, x86::r11);
+        }
+    }
+    a.add(x86::rdi, x86::qword_ptr(x86::rdx, (int32_t)offsetof(P, channel_bytes)));
+    a.add(x86::rsi, x86::qword_ptr(x86::rdx, (int32_t)offsetof(P, v_channel_bytes)));
+    a.dec(x86::r8);
+    a.jnz(channel);
+    emit_winograd_epilogue(a);
+}
+
+// The 4x4 outputs of each tile for 16 maps: pass 1 per column k loads M's points 6 i + k and
+// stores A^T M's column k to the temporaries, pass 2 per row r transforms them into output row
+// r's 4 pixels. Arguments (System V): rdi M, rsi O, rdx OutputParams.
+inline void emit_winograd_output(asmjit::x86::Assembler& a) {
+    namespace x86 = asmjit::x86;
+    using P = WinogradF43::OutputParams;
+    x86::Vec consts[9];
+    emit_winograd_prologue(a, consts);
+    a.mov(x86::rbx, x86::qword_ptr(x86::rdx, (int32_t)offsetof(P, tiles)));
+    a.mov(x86::r8, x86::qword_ptr(x86::rdx, (int32_t)offsetof(P, m_point_bytes)));
+    a.lea(x86::r9, x86::ptr(x86::r8, x86::r8, 1));
+    a.add(x86::r9, x86::r9);   // 6 points: M's rows of points
+    a.mov(x86::r10, x86::qword_ptr(x86::rdx, (int32_t)offsetof(P, o_pixel_bytes)));
+    a.lea(x86::r11, x86::ptr(x86::r10, x86::r10, 1));
+    x86::Vec in[6], out[4];
+    for (int i = 0; i < 6; ++i) in[i] = x86::zmm(i);
+    for (int i = 0; i < 4; ++i) out[i] = x86::zmm(6 + i);
+    asmjit::Label tile = a.newLabel();
+    a.bind(tile);
+    a.mov(x86::rax, x86::rdi);
+    for (int k = 0; k < 6; ++k) {
+        a.lea(x86::rcx, x86::ptr(x86::r9, x86::r9, 1));
+        a.add(x86::rcx, x86::rax);
+        const x86::Mem points[6] = {x86::ptr(x86::rax), x86::ptr(x86::rax, x86::r9), x86::ptr(x86::rax, x86::r9, 1),
+                                    x86::ptr(x86::rcx), x86::ptr(x86::rcx, x86::r9), x86::ptr(x86::rcx, x86::r9, 1)};
+        for (int i = 0; i < 6; ++i) a.vmovups(in[i], points[i]);
+        for (int r = 0; r < 4; ++r) {
+            emit_winograd_combine(a, kWinogradAT[r], in, out[r], consts);
+            a.vmovaps(x86::ptr(x86::rsp, (r * 6 + k) * 64), out[r]);
+        }
+        if (k < 5) a.add(x86::rax, x86::r8);
+    }
+    a.mov(x86::rcx, x86::rsi);
+    for (int r = 0; r < 4; ++r) {
+        for (int k = 0; k < 6; ++k) a.vmovaps(in[k], x86::ptr(x86::rsp, (r * 6 + k) * 64));
+        for (int x = 0; x < 4; ++x) emit_winograd_combine(a, kWinogradAT[x], in, out[x], consts);
+        a.vmovups(x86::ptr(x86::rcx), out[0]);
+        a.vmovups(x86::ptr(x86::rcx, x86::r10), out[1]);
+        a.vmovups(x86::ptr(x86::rcx, x86::r10, 1), out[2]);
+        a.vmovups(x86::ptr(x86::rcx, x86::r11), out[3]);
+        if (r < 3) a.add(x86::rcx, x86::qword_ptr(x86::rdx, (int32_t)offsetof(P, o_row_bytes)));
+    }
+    a.add(x86::rdi, x86::qword_ptr(x86::rdx, (int32_t)offsetof(P, tile_bytes)));
+    a.lea(x86::rsi, x86::ptr(x86::rsi, x86::r10, 2));
+    a.dec(x86::rbx);
+    a.jnz(tile);
+    emit_winograd_epilogue(a);
+}
+#define TESSEL_WINOGRAD_JIT 1
+#endif
+}  // namespace detail
+
+Status WinogradF43::init(Isa isa) {
+    if (isa == Isa::Auto) isa = default_isa();
+    if (!isa_available(isa)) return Status::Unsupported;
+    input_ = nullptr;
+    output_ = nullptr;
+#ifdef TESSEL_WINOGRAD_JIT
+    if (isa == Isa::Avx512) {
+        static const InputFn input = detail::assemble_jit_kernel<InputFn>([](detail::JitAssembler& a) { detail::emit_winograd_input(a); });
+        static const OutputFn output =
+            detail::assemble_jit_kernel<OutputFn>([](detail::JitAssembler& a) { detail::emit_winograd_output(a); });
+        if (!input || !output) return Status::Unsupported;
+        input_ = input;
+        output_ = output;
+    }
+#endif
+    return Status::Ok;
+}
+
+size_t WinogradF43::weights_floats(int64_t maps, int64_t channels, int64_t panel) {
+    return (size_t)(kPoints * (maps + panel - 1) / panel * channels * panel);
+}
+
+void WinogradF43::transform_weights(int64_t maps, int64_t channels, const float* w, int64_t panel, float* u) {
+    const int64_t panels = (maps + panel - 1) / panel;
+    std::memset(u, 0, weights_floats(maps, channels, panel) * sizeof(float));
+    for (int64_t m = 0; m < maps; ++m)
+        for (int64_t c = 0; c < channels; ++c) {
+            const float* g = w + (m * channels + c) * 9;
+            double gt[6][3];   // G g, then (G g) G^T point by point
+            for (int i = 0; i < 6; ++i)
+                for (int j = 0; j < 3; ++j)
+                    gt[i][j] = detail::kWinogradG[i][0] * g[j] + detail::kWinogradG[i][1] * g[3 + j] + detail::kWinogradG[i][2] * g[6 + j];
+            for (int i = 0; i < 6; ++i)
+                for (int k = 0; k < 6; ++k) {
+                    const double v = gt[i][0] * detail::kWinogradG[k][0] + gt[i][1] * detail::kWinogradG[k][1] +
+                                     gt[i][2] * detail::kWinogradG[k][2];
+                    u[((i * 6 + k) * panels + m / panel) * channels * panel + c * panel + m % panel] = (float)v;
+                }
+        }
+}
+
+void WinogradF43::transform_input(const float* rows, int64_t channels, int64_t channel_floats, int64_t row_floats, int64_t phase_floats,
+                                  int64_t tiles, float* v, int64_t v_point, int64_t v_channel) const {
+    if (channels <= 0 || tiles <= 0) return;
+    if (input_) {
+        InputParams params{channels, channel_floats * 4, row_floats * 4, phase_floats * 4, v_point * 4, v_channel * 4, 0xFFFFu};
+        for (int64_t t = 0; t < tiles; t += 16) {
+            params.mask = tiles - t >= 16 ? 0xFFFFu : (1u << (tiles - t)) - 1u;
+            input_(rows + t, v + t, &params);
+        }
+        return;
+    }
+    for (int64_t c = 0; c < channels; ++c)
+        for (int64_t t = 0; t < tiles; ++t) {
+            float d[6][6], bd[6][6];   // d[j][l]: padded row j, column 4 t + l
+            for (int j = 0; j < 6; ++j)
+                for (int l = 0; l < 6; ++l) d[j][l] = rows[c * channel_floats + j * row_floats + l % 4 * phase_floats + t + l / 4];
+            for (int l = 0; l < 6; ++l) {
+                const float column[6] = {d[0][l], d[1][l], d[2][l], d[3][l], d[4][l], d[5][l]};
+                for (int i = 0; i < 6; ++i) bd[i][l] = detail::winograd_combine(detail::kWinogradBT[i], column);
+            }
+            for (int i = 0; i < 6; ++i)
+                for (int k = 0; k < 6; ++k) v[(i * 6 + k) * v_point + c * v_channel + t] = detail::winograd_combine(detail::kWinogradBT[k], bd[i]);
+        }
+}
+
+void WinogradF43::transform_output(const float* m, int64_t m_point, int64_t ld, int64_t tiles, int64_t maps, float* o,
+                                   int64_t o_row) const {
+    if (tiles <= 0) return;
+    if (output_) {
+        const OutputParams params{tiles, ld * 4, m_point * 4, o_row * 4, ld * 4};
+        for (int64_t j = 0; j < maps; j += 16) output_(m + j, o + j, &params);
+        return;
+    }
+    for (int64_t t = 0; t < tiles; ++t)
+        for (int64_t j = 0; j < maps; ++j) {
+            float am[4][6];   // A^T M: row r, column k
+            for (int k = 0; k < 6; ++k) {
+                float column[6];
+                for (int i = 0; i < 6; ++i) column[i] = m[(i * 6 + k) * m_point + t * ld + j];
+                for (int r = 0; r < 4; ++r) am[r][k] = detail::winograd_combine(detail::kWinogradAT[r], column);
+            }
+            for (int r = 0; r < 4; ++r)
+                for (int x = 0; x < 4; ++x) o[r * o_row + (4 * t + x) * ld + j] = detail::winograd_combine(detail::kWinogradAT[x], am[r]);
         }
 }
 

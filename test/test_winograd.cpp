@@ -1,0 +1,176 @@
+// Winograd F(4x4, 3x3) convs (snippets.h WinogradF43, runtime.h >>conv winograd; AVX-512): the
+// transform kernels equal their portable loops bit for bit (the same operations in the same
+// order) on every tail of tiles; whole Convs against a double-precision reference within the
+// direct conv's bound, |got - want| <= 1e-5 sum |w||x| + 1e-30 (on these uniform inputs the
+// error stays above 2e-6 of it: the transforms' constants, up to 8, cost precision); 2 and 3
+// threads equal 1 bit for bit; fused epilogues; the kernel named gemm:avx512:winograd:Conv.
+#include <doctest/doctest.h>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+#include "op_test.h"
+#include "runtime.h"
+#include "snippets.h"
+
+using namespace tessel;
+
+namespace {
+using test::OpTest;
+using Shape = std::vector<int64_t>;
+
+TEST_CASE("winograd: the input and output transforms' JIT kernels equal their portable loops bit for bit") {
+    if (!isa_available(Isa::Avx512)) {
+        MESSAGE("no AVX-512: the Winograd kernels are not generated on this CPU");
+        return;
+    }
+    WinogradF43 jit, portable;
+    REQUIRE(jit.init(Isa::Avx512) == Status::Ok);
+    REQUIRE(jit.jit());
+    REQUIRE(portable.init(Isa::Ref) == Status::Ok);
+    REQUIRE(!portable.jit());
+    for (int64_t tiles : {1, 5, 15, 16, 17, 31, 32, 37}) {
+        for (int64_t channels : {1, 3}) {
+            CAPTURE(tiles);
+            CAPTURE(channels);
+            // Input: 6 rows of 4 phases of q = tiles + 1 floats per channel, one spare row; V
+            // pitches with a guard past each channel's tiles (it must stay untouched).
+            const int64_t q = tiles + 1, row = 4 * q + 3, channel = 7 * row, v_channel = tiles + 5, v_point = channels * v_channel + 2;
+            const std::vector<float> rows = test::random_floats(channels * channel, (uint32_t)(tiles * 10 + channels), 2.0f);
+            std::vector<float> a((size_t)(36 * v_point), 7.0f), b = a;
+            jit.transform_input(rows.data(), channels, channel, row, q, tiles, a.data(), v_point, v_channel);
+            portable.transform_input(rows.data(), channels, channel, row, q, tiles, b.data(), v_point, v_channel);
+            CHECK(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
+            int64_t untouched = 0;
+            for (int64_t p = 0; p < 36; ++p)
+                for (int64_t c = 0; c < channels; ++c)
+                    for (int64_t t = tiles; t < v_channel; ++t) untouched += a[(size_t)(p * v_point + c * v_channel + t)] == 7.0f;
+            CHECK(untouched == 36 * channels * (v_channel - tiles));
+        }
+        for (int64_t maps : {16, 32}) {
+            CAPTURE(maps);
+            const int64_t ld = 32, m_point = tiles * ld + 16, o_row = 4 * tiles * ld + 8;
+            const std::vector<float> m = test::random_floats(36 * m_point, (uint32_t)(tiles * 20 + maps), 3.0f);
+            std::vector<float> a((size_t)(4 * o_row), 5.0f), b = a;
+            jit.transform_output(m.data(), m_point, ld, tiles, maps, a.data(), o_row);
+            portable.transform_output(m.data(), m_point, ld, tiles, maps, b.data(), o_row);
+            CHECK(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
+            int64_t written = 0;   // maps past `maps` and floats past the tiles' pixels keep their value
+            for (float v : a) written += v != 5.0f;
+            CHECK(written <= 16 * tiles * maps);
+        }
+    }
+}
+
+struct WinogradCase {
+    Shape x, w;
+    Shape pads;
+    const char* what;
+};
+
+Shape output_shape(const WinogradCase& cc) {
+    const int64_t pads_h = cc.pads.empty() ? 0 : cc.pads[0] + cc.pads[2], pads_w = cc.pads.empty() ? 0 : cc.pads[1] + cc.pads[3];
+    return {cc.x[0], cc.w[0], cc.x[2] + pads_h - 2, cc.x[3] + pads_w - 2};
+}
+
+// The naive convolution in double and each element's Winograd bound.
+void reference(const WinogradCase& cc, const std::vector<float>& x, const std::vector<float>& w, const std::vector<float>& bias,
+               std::vector<double>* want, std::vector<double>* bound) {
+    const Shape out = output_shape(cc);
+    const int64_t channels = cc.x[1], h = cc.x[2], wd = cc.x[3];
+    const int64_t top = cc.pads.empty() ? 0 : cc.pads[0], left = cc.pads.empty() ? 0 : cc.pads[1];
+    for (int64_t n = 0; n < out[0]; ++n)
+        for (int64_t m = 0; m < out[1]; ++m)
+            for (int64_t oy = 0; oy < out[2]; ++oy)
+                for (int64_t ox = 0; ox < out[3]; ++ox) {
+                    double sum = bias[(size_t)m], mag = std::fabs(sum);
+                    for (int64_t c = 0; c < channels; ++c)
+                        for (int64_t ky = 0; ky < 3; ++ky)
+                            for (int64_t kx = 0; kx < 3; ++kx) {
+                                const int64_t iy = oy - top + ky, ix = ox - left + kx;
+                                if (iy < 0 || iy >= h || ix < 0 || ix >= wd) continue;
+                                const double term = (double)x[(size_t)(((n * channels + c) * h + iy) * wd + ix)] *
+                                                    (double)w[(size_t)(((m * channels + c) * 3 + ky) * 3 + kx)];
+                                sum += term;
+                                mag += std::fabs(term);
+                            }
+                    want->push_back(sum);
+                    bound->push_back(1e-5 * mag + 1e-30);
+                }
+}
+
+enum class Tail { None, Relu, AddRelu };
+
+std::vector<float> conv_on_cpu(const WinogradCase& cc, Tail tail, const std::vector<float>& x, const std::vector<float>& w,
+                               const std::vector<float>& bias, const std::vector<float>& residual, uint32_t threads,
+                               std::string* kernels) {
+    OpTest t;
+    const NodeId conv = t.op("Conv", {t.input(cc.x, x), t.constant(cc.w, w), t.constant(Shape{cc.w[0]}, bias)});
+    if (!cc.pads.empty()) t.set_ints("pads", cc.pads);
+    if (tail == Tail::AddRelu) t.op("Add", {InputRef::by_id(conv), t.input(output_shape(cc), residual)});
+    if (tail != Tail::None) t.op("Relu", {InputRef::by_id(t.node)});
+    REQUIRE(t.model.add_output("y", InputRef::by_id(t.node, 0)) == Status::Ok);
+    REQUIRE(t.model.finalize() == Status::Ok);
+    const std::string count = std::to_string(threads);
+    ConfigEntry config[] = {{"NUM_THREADS", StringView(count.c_str())}, {"PERF_COUNT", "YES"}, {"ISA", "avx512"}};
+    test::CompiledRun run;
+    test::compile_and_infer(t, "CPU", Span<const ConfigEntry>(config, 3), &run);
+    if (!run.compiled.output_count()) return {};
+    *kernels = run.kernels;
+    const Tensor& out = run.request.output(0);
+    const float* p = out.data_as<float>();
+    return std::vector<float>(p, p + out.elements());
+}
+
+const WinogradCase kCases[] = {
+    {{1, 16, 24, 24}, {32, 16, 3, 3}, {1, 1, 1, 1}, "24 x 24 padded: 6 x 6 tiles, one panel"},
+    {{1, 32, 23, 29}, {48, 32, 3, 3}, {1, 1, 1, 1}, "23 x 29: the last tile row and column partly outside, panels of 32 and 16"},
+    {{1, 16, 27, 26}, {16, 16, 3, 3}, {}, "no pads: 25 x 24"},
+    {{1, 24, 25, 30}, {32, 24, 3, 3}, {0, 2, 1, 0}, "asymmetric pads, 24 channels"},
+    {{2, 16, 24, 21}, {32, 16, 3, 3}, {1, 1, 1, 1}, "2 images"},
+    {{1, 300, 24, 24}, {16, 300, 3, 3}, {1, 1, 1, 1}, "300 channels: K of the column tiles past a vector multiple"},
+    {{1, 256, 28, 28}, {32, 256, 3, 3}, {1, 1, 1, 1}, "bands of tile rows (V past half of L2 for one band)"},
+    {{1, 64, 56, 56}, {64, 64, 3, 3}, {1, 1, 1, 1}, "ResNet-50's 56 x 56 stage"},
+};
+}  // namespace
+
+TEST_CASE("winograd: 3x3 convs against the reference, 2 and 3 threads bit for bit, fused Relu and residual Add") {
+    if (!isa_available(Isa::Avx512)) {
+        MESSAGE("no AVX-512: Winograd convs run only there");
+        return;
+    }
+    uint32_t seed = 9100;
+    for (const WinogradCase& cc : kCases) {
+        const std::string what = cc.what;
+        CAPTURE(what);
+        const std::vector<float> x = test::random_floats(test::count_of(cc.x), seed), w = test::random_floats(test::count_of(cc.w), seed + 1);
+        const std::vector<float> bias = test::random_floats(cc.w[0], seed + 2);
+        const std::vector<float> residual = test::random_floats(test::count_of(output_shape(cc)), seed + 3);
+        seed += 5;
+        std::vector<double> want, bound;
+        reference(cc, x, w, bias, &want, &bound);
+        for (Tail tail : {Tail::None, Tail::Relu, Tail::AddRelu}) {
+            CAPTURE((int)tail);
+            std::string kernels;
+            const std::vector<float> one = conv_on_cpu(cc, tail, x, w, bias, residual, 1, &kernels);
+            INFO(kernels);
+            CHECK(kernels.find("gemm:avx512:winograd:Conv") != std::string::npos);
+            REQUIRE(one.size() == want.size());
+            int64_t bad = 0;
+            for (size_t i = 0; i < one.size(); ++i) {
+                double v = want[i];
+                if (tail == Tail::AddRelu) v += residual[i];
+                if (tail != Tail::None) v = v > 0 ? v : 0;
+                if (!(std::fabs((double)one[i] - v) <= bound[i] + (tail == Tail::AddRelu ? 1e-7 : 0.0)) && bad++ < 3)
+                    MESSAGE("y[" << i << "] = " << one[i] << ", want " << v);
+            }
+            CHECK(bad == 0);
+            for (uint32_t threads : {2u, 3u}) {
+                CAPTURE(threads);
+                const std::vector<float> y = conv_on_cpu(cc, tail, x, w, bias, residual, threads, &kernels);
+                REQUIRE(y.size() == one.size());
+                CHECK(std::memcmp(y.data(), one.data(), y.size() * sizeof(float)) == 0);
+            }
+        }
+    }
+}
