@@ -10292,8 +10292,7 @@ inline Status run_cpu_conv_winograd(const RunContext& c) {
         float* o = msum + layout.m;
         float* row_buf = o + layout.o;
         for (uint64_t unit = begin; unit < end; ++unit) {
-            const int64_t n = (int64_t)unit / bands, ty0 = (int64_t)unit % bands * band_rows, ty1 = std::min(th, ty0 + band_rows);
-            if (ty0 >= ty1) continue;
+            const int64_t n = (int64_t)unit / bands, band = (int64_t)unit % bands, ty0 = band * th / bands, ty1 = (band + 1) * th / bands;
             const int64_t rows = ty1 - ty0, tiles = rows * tw, row_tiles = (tiles + mr - 1) / mr;
             pad_winograd_band(w, x + n * channels * w.in_size(), channels, 4 * ty0, 4 * rows + 2, q, channel_floats, row_buf, copy);
             for (int64_t r = 0; r < rows; ++r)
@@ -10328,20 +10327,21 @@ inline Status run_cpu_conv_winograd(const RunContext& c) {
 }
 
 // The Winograd plan: bands of tile rows whose V takes half of L2 (at least one row), as many
-// per thread where the rows allow; A's column offsets (channel c's V at c tiles-per-band).
+// per thread where the rows allow, their rows even give or take one (14 rows in 4 bands: 3, 4,
+// 3, 4, so each of 2 threads runs 7); A's column offsets (channel c's V at c tiles-per-band).
 inline Status cpu_conv_winograd_plan(ReferenceProgram* p, const ConvState& st, CpuGemmState* cs) {
     TESSEL_TRY(cs->winograd.init(cs->gemm.isa()));
     if (!cs->winograd.jit()) return Status::Unsupported;
     const int64_t tw = (st.w.out[2] + 3) / 4, th = (st.w.out[1] + 3) / 4, nr = cs->gemm.blocking().nr;
     const int64_t budget = (int64_t)(cpu_cache_sizes().l2 / 2 / sizeof(float));
-    int64_t band_rows = std::clamp<int64_t>(budget / (WinogradF43::kPoints * st.channels * tw), 1, th);
-    int64_t bands = (th + band_rows - 1) / band_rows;
+    const int64_t most_rows = std::clamp<int64_t>(budget / (WinogradF43::kPoints * st.channels * tw), 1, th);
+    int64_t bands = (th + most_rows - 1) / most_rows;
     const int64_t slots = cs->slots;
     if (slots > 1 && (st.batch * bands) % slots != 0) {   // as many units per slot where the rows allow
         const int64_t per_image = ((st.batch * bands + slots - 1) / slots * slots + st.batch - 1) / st.batch;
-        band_rows = (th + std::min(per_image, th) - 1) / std::min(per_image, th);
-        bands = (th + band_rows - 1) / band_rows;
+        bands = std::min(per_image, th);
     }
+    const int64_t band_rows = (th + bands - 1) / bands;   // band b: tile rows [b th / bands, (b + 1) th / bands)
     cs->block = band_rows;
     cs->bands = bands;
     int64_t* offsets = p->arena.allocate_array<int64_t>((size_t)st.channels);
