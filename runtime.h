@@ -72,6 +72,9 @@
    >>windows                          kernel, stride, dilation, pads for Conv and pools
    >>conv                             Conv (im2col + GEMM); run_cpu_conv on the JIT GEMM
    >>conv implicit gemm               k x k Conv over each thread's padded copy of its rows, no im2col
+   >>conv pixel tiles                 the GEMM's rows output pixels, its columns maps (AVX-512)
+   >>conv winograd                    3x3 Conv of stride 1 by Winograd F(4x4, 3x3) (AVX-512)
+   >>conv step                        run_cpu_conv (im2col, 1x1 in place); cpu_conv_step picks a Conv's path
    >>conv transpose                   ConvTranspose (GEMM + col2im); run_cpu_conv_transpose
    >>depthwise conv                   depthwise Conv on the CPU device (DepthwiseConv); run_cpu_depthwise
    >>matmul                           MatMul; run_cpu_matmul on the JIT GEMM
@@ -10198,7 +10201,7 @@ inline Status cpu_conv_pixels_plan(ReferenceProgram* p, const ConvState& st, Cpu
 // >>conv winograd
 // A 3x3 conv of stride 1 by Winograd F(4x4, 3x3) (snippets.h's WinogradF43), AVX-512: units of
 // (image, band of tile rows). A slot copies the band's padded rows in column phases, transforms
-// them into V (36 points x channels x the band's tiles, in half of L2), then per panel of maps
+// them into V (36 points x channels x the band's tiles, in a quarter of L2), then per panel of maps
 // runs the 36 GEMMs on the column tiles (A: V's tiles by channels, B: U's packed panel) into M,
 // transforms M's tiles into 4 output rows of pixels x maps and transposes each into Y with the
 // bias and the store operations (Gemm::store_transposed), as the pixel tiles do.
@@ -10326,14 +10329,15 @@ inline Status run_cpu_conv_winograd(const RunContext& c) {
     return Status::Ok;
 }
 
-// The Winograd plan: bands of tile rows whose V takes half of L2 (at least one row), as many
+// The Winograd plan: bands of tile rows whose V takes a quarter of L2 (at least one row), so
+// that with the band's copy and M it stays in L2, as many
 // per thread where the rows allow, their rows even give or take one (14 rows in 4 bands: 3, 4,
 // 3, 4, so each of 2 threads runs 7); A's column offsets (channel c's V at c tiles-per-band).
 inline Status cpu_conv_winograd_plan(ReferenceProgram* p, const ConvState& st, CpuGemmState* cs) {
     TESSEL_TRY(cs->winograd.init(cs->gemm.isa()));
     if (!cs->winograd.jit()) return Status::Unsupported;
     const int64_t tw = (st.w.out[2] + 3) / 4, th = (st.w.out[1] + 3) / 4, nr = cs->gemm.blocking().nr;
-    const int64_t budget = (int64_t)(cpu_cache_sizes().l2 / 2 / sizeof(float));
+    const int64_t budget = (int64_t)(cpu_cache_sizes().l2 / 4 / sizeof(float));
     const int64_t most_rows = std::clamp<int64_t>(budget / (WinogradF43::kPoints * st.channels * tw), 1, th);
     int64_t bands = (th + most_rows - 1) / most_rows;
     const int64_t slots = cs->slots;
@@ -10352,6 +10356,7 @@ inline Status cpu_conv_winograd_plan(ReferenceProgram* p, const ConvState& st, C
     return Status::Ok;
 }
 
+// >>conv step
 // Conv on the CPU device's JIT GEMM: per (image, group, block of positions) the weights
 // (packed at compile time when constant) times the input plane (1x1, stride 1, unpadded; by
 // rows where the tiles read them) or an im2col block sized to stay in L2 (made packed); the

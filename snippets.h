@@ -149,6 +149,7 @@
        >>snippet                      SnippetTuning, SnippetOptions, SnippetStats, Snippet
        >>tokenizer                    islands on a Graph, build_island_body()
        >>gemm                         Gemm: packed panels, cache blocks, JIT tiles; cpu_cache_sizes
+       >>winograd                     WinogradF43: 3x3 convs' weight, input and output transforms
        >>depthwise conv               DepthwiseConv: one plane, padded phase-split copy, JIT row tiles
        >>max pool                     PoolRows: one output row's interior windows, JIT vector tiles;
                                       PoolPlanes: whole planes, borders by lane masks, rows' taps kept
@@ -192,6 +193,7 @@
        >>gemm implementation          cache sizes, the x86 and NEON tile emitters, packing, the driver
        >>jit kernel table             JitKernelTable (made kernels by key), assemble_jit_kernel
        >>gemm transposed store        Gemm::store_transposed: the AVX-512 16 x 16 kernel, the portable loop
+       >>winograd implementation      the matrices, the AVX-512 transform kernels, the portable loops
        >>depthwise conv implementation  padding, the x86 and NEON row tiles, the kernel table, the portable loop
        >>pool rows implementation     the x86 and NEON tiles (strides 1 and 2), the kernel table
        >>pool planes implementation   the AVX-512 plane kernel, its table, the portable loop
