@@ -10330,12 +10330,10 @@ inline Status run_cpu_conv_winograd(const RunContext& c) {
 }
 
 // The Winograd plan: bands of tile rows whose V takes a quarter of L2 (at least one row), so
-// that with the band's copy and M it stays in L2, as many
-// per thread where the rows allow, their rows even give or take one (14 rows in 4 bands: 3, 4,
-// 3, 4, so each of 2 threads runs 7); A's column offsets (channel c's V at c tiles-per-band).
+// that with the band's copy and M it stays in L2, as many per thread where the rows allow,
+// their rows even give or take one (14 rows in 4 bands: 3, 4, 3, 4, so each of 2 threads runs
+// 7); A's column offsets (channel c's V at c tiles-per-band).
 inline Status cpu_conv_winograd_plan(ReferenceProgram* p, const ConvState& st, CpuGemmState* cs) {
-    TESSEL_TRY(cs->winograd.init(cs->gemm.isa()));
-    if (!cs->winograd.jit()) return Status::Unsupported;
     const int64_t tw = (st.w.out[2] + 3) / 4, th = (st.w.out[1] + 3) / 4, nr = cs->gemm.blocking().nr;
     const int64_t budget = (int64_t)(cpu_cache_sizes().l2 / 4 / sizeof(float));
     const int64_t most_rows = std::clamp<int64_t>(budget / (WinogradF43::kPoints * st.channels * tw), 1, th);
@@ -10423,7 +10421,8 @@ inline Status cpu_conv_step(ReferenceProgram* p, const PreparedModel& model, Nod
     if (!cs) return Status::Ok;
     const Gemm& gemm = cs->gemm;
     const float* constant_w = cpu_constant_input(model, id, 1);
-    if (constant_w && conv_takes_winograd(*st, gemm)) {   // U packed as the column tiles' B panels
+    // Winograd where its transform kernels exist (else the paths below): U packed as the column tiles' B panels
+    if (constant_w && conv_takes_winograd(*st, gemm) && cs->winograd.init(gemm.isa()) == Status::Ok && cs->winograd.jit()) {
         const int64_t nr = gemm.blocking().nr;
         const size_t floats = cs->packed_floats = round16(WinogradF43::weights_floats(st->maps, st->channels, nr));
         cs->packed = cpu_packed_constant(p, model, gemm, constant_w, {6, st->maps, st->channels}, floats, [&](float* packed) {

@@ -19,57 +19,10 @@ namespace {
 using test::OpTest;
 using Shape = std::vector<int64_t>;
 
-struct ThreadsConvCase {
-    Shape x, w;
-    int64_t group;
-    Shape strides, dilations, pads;
-};
-
-Shape conv_output_shape(const ThreadsConvCase& cc) {
-    Shape out = {cc.x[0], cc.w[0]};
-    for (size_t i = 0; i + 2 < cc.x.size(); ++i) {
-        const int64_t s = cc.strides.empty() ? 1 : cc.strides[i], d = cc.dilations.empty() ? 1 : cc.dilations[i];
-        const int64_t pads = cc.pads.empty() ? 0 : cc.pads[i] + cc.pads[cc.x.size() - 2 + i];
-        out.push_back((cc.x[2 + i] + pads - ((cc.w[2 + i] - 1) * d + 1)) / s + 1);
-    }
-    return out;
-}
-
-// The naive 2-D convolution in double and each element's bound (1e-5 sum |w||x| + |bias|).
-void reference_conv2d(const ThreadsConvCase& cc, const std::vector<float>& x, const std::vector<float>& w,
-                      const std::vector<float>& bias, std::vector<double>* want, std::vector<double>* bound) {
-    const Shape out = conv_output_shape(cc);
-    const int64_t maps = cc.w[0], cg = cc.w[1], mg = maps / cc.group, h = cc.x[2], wd = cc.x[3];
-    const int64_t sy = cc.strides.empty() ? 1 : cc.strides[0], sx = cc.strides.empty() ? 1 : cc.strides[1];
-    const int64_t dy = cc.dilations.empty() ? 1 : cc.dilations[0], dx = cc.dilations.empty() ? 1 : cc.dilations[1];
-    const int64_t top = cc.pads.empty() ? 0 : cc.pads[0], left = cc.pads.empty() ? 0 : cc.pads[1];
-    want->clear();
-    bound->clear();
-    for (int64_t n = 0; n < out[0]; ++n)
-        for (int64_t m = 0; m < maps; ++m)
-            for (int64_t oy = 0; oy < out[2]; ++oy)
-                for (int64_t ox = 0; ox < out[3]; ++ox) {
-                    double sum = bias[(size_t)m], mag = std::fabs(sum);
-                    const int64_t g = m / mg;
-                    for (int64_t c = 0; c < cg; ++c)
-                        for (int64_t ky = 0; ky < cc.w[2]; ++ky)
-                            for (int64_t kx = 0; kx < cc.w[3]; ++kx) {
-                                const int64_t iy = oy * sy - top + ky * dy, ix = ox * sx - left + kx * dx;
-                                if (iy < 0 || iy >= h || ix < 0 || ix >= wd) continue;
-                                const double term = (double)x[(size_t)(((n * cc.x[1] + g * cg + c) * h + iy) * wd + ix)] *
-                                                    (double)w[(size_t)(((m * cg + c) * cc.w[2] + ky) * cc.w[3] + kx)];
-                                sum += term;
-                                mag += std::fabs(term);
-                            }
-                    want->push_back(sum);
-                    bound->push_back(1e-5 * mag + 1e-30);
-                }
-}
-
 enum class Tail { None, Relu, AddRelu };
 
 // Conv (constant weights and bias) and its tail on the CPU device at `isa` and `threads`.
-std::vector<float> conv_on_cpu(const ThreadsConvCase& cc, Tail tail, const std::vector<float>& x, const std::vector<float>& w,
+std::vector<float> conv_on_cpu(const test::Conv2dCase& cc, Tail tail, const std::vector<float>& x, const std::vector<float>& w,
                                const std::vector<float>& bias, const std::vector<float>& residual, Isa isa, uint32_t threads,
                                std::string* kernels) {
     OpTest t;
@@ -78,7 +31,7 @@ std::vector<float> conv_on_cpu(const ThreadsConvCase& cc, Tail tail, const std::
     if (!cc.strides.empty()) t.set_ints("strides", cc.strides);
     if (!cc.dilations.empty()) t.set_ints("dilations", cc.dilations);
     if (!cc.pads.empty()) t.set_ints("pads", cc.pads);
-    if (tail == Tail::AddRelu) t.op("Add", {InputRef::by_id(conv), t.input(conv_output_shape(cc), residual)});
+    if (tail == Tail::AddRelu) t.op("Add", {InputRef::by_id(conv), t.input(test::conv2d_output_shape(cc), residual)});
     if (tail != Tail::None) t.op("Relu", {InputRef::by_id(t.node)});
     REQUIRE(t.model.add_output("y", InputRef::by_id(t.node, 0)) == Status::Ok);
     REQUIRE(t.model.finalize() == Status::Ok);
@@ -93,12 +46,12 @@ std::vector<float> conv_on_cpu(const ThreadsConvCase& cc, Tail tail, const std::
     return std::vector<float>(p, p + out.elements());
 }
 
-void check_conv_threads(const ThreadsConvCase& cc, Tail tail, uint32_t seed) {
+void check_conv_threads(const test::Conv2dCase& cc, Tail tail, uint32_t seed) {
     const std::vector<float> x = test::random_floats(test::count_of(cc.x), seed), w = test::random_floats(test::count_of(cc.w), seed + 1);
     const std::vector<float> bias = test::random_floats(cc.w[0], seed + 2);
-    const std::vector<float> residual = test::random_floats(test::count_of(conv_output_shape(cc)), seed + 3);
+    const std::vector<float> residual = test::random_floats(test::count_of(test::conv2d_output_shape(cc)), seed + 3);
     std::vector<double> want, bound;
-    if (tail == Tail::None) reference_conv2d(cc, x, w, bias, &want, &bound);
+    if (tail == Tail::None) test::reference_conv2d(cc, x, w, bias, &want, &bound);
     for (Isa isa : {Isa::Ref, Isa::Sse41, Isa::Avx2, Isa::Avx512, Isa::Neon}) {
         if (!isa_available(isa)) continue;
         const std::string target = isa_name(isa);
@@ -124,7 +77,7 @@ void check_conv_threads(const ThreadsConvCase& cc, Tail tail, uint32_t seed) {
     }
 }
 
-const ThreadsConvCase kStageCases[] = {
+const test::Conv2dCase kStageCases[] = {
     {{1, 64, 14, 14}, {96, 64, 1, 1}, 1, {}, {}, {}},                  // 1x1 on 14 x 14: 196 positions
     {{1, 32, 14, 14}, {48, 32, 3, 3}, 1, {}, {}, {1, 1, 1, 1}},        // 3x3 padded on 14 x 14 (wide rows)
     {{1, 16, 28, 28}, {40, 16, 3, 3}, 1, {}, {}, {1, 1, 1, 1}},        // 3x3 on 28 x 28
@@ -147,7 +100,7 @@ const ThreadsConvCase kStageCases[] = {
 
 TEST_CASE("conv threads: 2 and 3 threads equal 1 thread bit for bit at every ISA; 1 thread within the GEMM bound") {
     uint32_t seed = 3200;
-    for (const ThreadsConvCase& cc : kStageCases) {
+    for (const test::Conv2dCase& cc : kStageCases) {
         CAPTURE(seed);
         check_conv_threads(cc, Tail::None, seed);
         seed += 5;
@@ -156,7 +109,7 @@ TEST_CASE("conv threads: 2 and 3 threads equal 1 thread bit for bit at every ISA
 
 TEST_CASE("conv threads: a fused epilogue (Relu; residual Add, Relu) splits with the Conv, bit for bit") {
     uint32_t seed = 3300;
-    for (const ThreadsConvCase& cc : {kStageCases[0], kStageCases[1], kStageCases[4], kStageCases[5], kStageCases[9], kStageCases[12],
+    for (const test::Conv2dCase& cc : {kStageCases[0], kStageCases[1], kStageCases[4], kStageCases[5], kStageCases[9], kStageCases[12],
                                       kStageCases[13], kStageCases[14]}) {
         for (Tail tail : {Tail::Relu, Tail::AddRelu}) {
             CAPTURE(seed);

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -325,6 +326,55 @@ inline bool has_int8_step(const std::string& kernels, const char* what, bool loo
 #endif
     if (looks_up && isa == tessel::Isa::Neon) target = "neon";
     return kernels.find(std::string("int8:") + target + ":" + what) != std::string::npos;
+}
+
+// A 2-D Conv of x by w (its kernel w[2] x w[3]), group, strides, dilations and pads (empty: the
+// defaults), for the Conv tests' double-precision reference.
+struct Conv2dCase {
+    std::vector<int64_t> x, w;
+    int64_t group;
+    std::vector<int64_t> strides, dilations, pads;
+};
+
+inline std::vector<int64_t> conv2d_output_shape(const Conv2dCase& cc) {
+    std::vector<int64_t> out = {cc.x[0], cc.w[0]};
+    for (size_t i = 0; i + 2 < cc.x.size(); ++i) {
+        const int64_t s = cc.strides.empty() ? 1 : cc.strides[i], d = cc.dilations.empty() ? 1 : cc.dilations[i];
+        const int64_t pads = cc.pads.empty() ? 0 : cc.pads[i] + cc.pads[cc.x.size() - 2 + i];
+        out.push_back((cc.x[2 + i] + pads - ((cc.w[2 + i] - 1) * d + 1)) / s + 1);
+    }
+    return out;
+}
+
+// The naive 2-D convolution in double and each element's bound (1e-5 sum |w||x| + |bias|).
+inline void reference_conv2d(const Conv2dCase& cc, const std::vector<float>& x, const std::vector<float>& w,
+                             const std::vector<float>& bias, std::vector<double>* want, std::vector<double>* bound) {
+    const std::vector<int64_t> out = conv2d_output_shape(cc);
+    const int64_t maps = cc.w[0], cg = cc.w[1], mg = maps / cc.group, h = cc.x[2], wd = cc.x[3];
+    const int64_t sy = cc.strides.empty() ? 1 : cc.strides[0], sx = cc.strides.empty() ? 1 : cc.strides[1];
+    const int64_t dy = cc.dilations.empty() ? 1 : cc.dilations[0], dx = cc.dilations.empty() ? 1 : cc.dilations[1];
+    const int64_t top = cc.pads.empty() ? 0 : cc.pads[0], left = cc.pads.empty() ? 0 : cc.pads[1];
+    want->clear();
+    bound->clear();
+    for (int64_t n = 0; n < out[0]; ++n)
+        for (int64_t m = 0; m < maps; ++m)
+            for (int64_t oy = 0; oy < out[2]; ++oy)
+                for (int64_t ox = 0; ox < out[3]; ++ox) {
+                    double sum = bias[(size_t)m], mag = std::fabs(sum);
+                    const int64_t g = m / mg;
+                    for (int64_t c = 0; c < cg; ++c)
+                        for (int64_t ky = 0; ky < cc.w[2]; ++ky)
+                            for (int64_t kx = 0; kx < cc.w[3]; ++kx) {
+                                const int64_t iy = oy * sy - top + ky * dy, ix = ox * sx - left + kx * dx;
+                                if (iy < 0 || iy >= h || ix < 0 || ix >= wd) continue;
+                                const double term = (double)x[(size_t)(((n * cc.x[1] + g * cg + c) * h + iy) * wd + ix)] *
+                                                    (double)w[(size_t)(((m * cg + c) * cc.w[2] + ky) * cc.w[3] + kx)];
+                                sum += term;
+                                mag += std::fabs(term);
+                            }
+                    want->push_back(sum);
+                    bound->push_back(1e-5 * mag + 1e-30);
+                }
 }
 
 }  // namespace test

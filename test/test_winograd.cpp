@@ -63,41 +63,9 @@ TEST_CASE("winograd: the input and output transforms' JIT kernels equal their po
 }
 
 struct WinogradCase {
-    Shape x, w;
-    Shape pads;
+    test::Conv2dCase conv;   // one group, stride 1, undilated
     const char* what;
 };
-
-Shape output_shape(const WinogradCase& cc) {
-    const int64_t pads_h = cc.pads.empty() ? 0 : cc.pads[0] + cc.pads[2], pads_w = cc.pads.empty() ? 0 : cc.pads[1] + cc.pads[3];
-    return {cc.x[0], cc.w[0], cc.x[2] + pads_h - 2, cc.x[3] + pads_w - 2};
-}
-
-// The naive convolution in double and each element's Winograd bound.
-void reference(const WinogradCase& cc, const std::vector<float>& x, const std::vector<float>& w, const std::vector<float>& bias,
-               std::vector<double>* want, std::vector<double>* bound) {
-    const Shape out = output_shape(cc);
-    const int64_t channels = cc.x[1], h = cc.x[2], wd = cc.x[3];
-    const int64_t top = cc.pads.empty() ? 0 : cc.pads[0], left = cc.pads.empty() ? 0 : cc.pads[1];
-    for (int64_t n = 0; n < out[0]; ++n)
-        for (int64_t m = 0; m < out[1]; ++m)
-            for (int64_t oy = 0; oy < out[2]; ++oy)
-                for (int64_t ox = 0; ox < out[3]; ++ox) {
-                    double sum = bias[(size_t)m], mag = std::fabs(sum);
-                    for (int64_t c = 0; c < channels; ++c)
-                        for (int64_t ky = 0; ky < 3; ++ky)
-                            for (int64_t kx = 0; kx < 3; ++kx) {
-                                const int64_t iy = oy - top + ky, ix = ox - left + kx;
-                                if (iy < 0 || iy >= h || ix < 0 || ix >= wd) continue;
-                                const double term = (double)x[(size_t)(((n * channels + c) * h + iy) * wd + ix)] *
-                                                    (double)w[(size_t)(((m * channels + c) * 3 + ky) * 3 + kx)];
-                                sum += term;
-                                mag += std::fabs(term);
-                            }
-                    want->push_back(sum);
-                    bound->push_back(1e-5 * mag + 1e-30);
-                }
-}
 
 enum class Tail { None, Relu, AddRelu };
 
@@ -105,9 +73,9 @@ std::vector<float> conv_on_cpu(const WinogradCase& cc, Tail tail, const std::vec
                                const std::vector<float>& bias, const std::vector<float>& residual, uint32_t threads,
                                std::string* kernels) {
     OpTest t;
-    const NodeId conv = t.op("Conv", {t.input(cc.x, x), t.constant(cc.w, w), t.constant(Shape{cc.w[0]}, bias)});
-    if (!cc.pads.empty()) t.set_ints("pads", cc.pads);
-    if (tail == Tail::AddRelu) t.op("Add", {InputRef::by_id(conv), t.input(output_shape(cc), residual)});
+    const NodeId conv = t.op("Conv", {t.input(cc.conv.x, x), t.constant(cc.conv.w, w), t.constant(Shape{cc.conv.w[0]}, bias)});
+    if (!cc.conv.pads.empty()) t.set_ints("pads", cc.conv.pads);
+    if (tail == Tail::AddRelu) t.op("Add", {InputRef::by_id(conv), t.input(test::conv2d_output_shape(cc.conv), residual)});
     if (tail != Tail::None) t.op("Relu", {InputRef::by_id(t.node)});
     REQUIRE(t.model.add_output("y", InputRef::by_id(t.node, 0)) == Status::Ok);
     REQUIRE(t.model.finalize() == Status::Ok);
@@ -123,14 +91,14 @@ std::vector<float> conv_on_cpu(const WinogradCase& cc, Tail tail, const std::vec
 }
 
 const WinogradCase kCases[] = {
-    {{1, 16, 24, 24}, {32, 16, 3, 3}, {1, 1, 1, 1}, "24 x 24 padded: 6 x 6 tiles, one panel"},
-    {{1, 32, 23, 29}, {48, 32, 3, 3}, {1, 1, 1, 1}, "23 x 29: the last tile row and column partly outside, panels of 32 and 16"},
-    {{1, 16, 27, 26}, {16, 16, 3, 3}, {}, "no pads: 25 x 24"},
-    {{1, 24, 25, 30}, {32, 24, 3, 3}, {0, 2, 1, 0}, "asymmetric pads, 24 channels"},
-    {{2, 16, 24, 21}, {32, 16, 3, 3}, {1, 1, 1, 1}, "2 images"},
-    {{1, 300, 24, 24}, {16, 300, 3, 3}, {1, 1, 1, 1}, "300 channels: K of the column tiles past a vector multiple"},
-    {{1, 256, 28, 28}, {32, 256, 3, 3}, {1, 1, 1, 1}, "bands of tile rows (V past half of L2 for one band)"},
-    {{1, 64, 56, 56}, {64, 64, 3, 3}, {1, 1, 1, 1}, "ResNet-50's 56 x 56 stage"},
+    {{{1, 16, 24, 24}, {32, 16, 3, 3}, 1, {}, {}, {1, 1, 1, 1}}, "24 x 24 padded: 6 x 6 tiles, one panel"},
+    {{{1, 32, 23, 29}, {48, 32, 3, 3}, 1, {}, {}, {1, 1, 1, 1}}, "23 x 29: the last tile row and column partly outside, panels of 32 and 16"},
+    {{{1, 16, 27, 26}, {16, 16, 3, 3}, 1, {}, {}, {}}, "no pads: 25 x 24"},
+    {{{1, 24, 25, 30}, {32, 24, 3, 3}, 1, {}, {}, {0, 2, 1, 0}}, "asymmetric pads, 24 channels"},
+    {{{2, 16, 24, 21}, {32, 16, 3, 3}, 1, {}, {}, {1, 1, 1, 1}}, "2 images"},
+    {{{1, 300, 24, 24}, {16, 300, 3, 3}, 1, {}, {}, {1, 1, 1, 1}}, "300 channels: K of the column tiles past a vector multiple"},
+    {{{1, 256, 28, 28}, {32, 256, 3, 3}, 1, {}, {}, {1, 1, 1, 1}}, "256 channels: bands of one tile row (a quarter of a 1 MiB L2 holds one row's V)"},
+    {{{1, 64, 56, 56}, {64, 64, 3, 3}, 1, {}, {}, {1, 1, 1, 1}}, "ResNet-50's 56 x 56 stage"},
 };
 }  // namespace
 
@@ -143,12 +111,13 @@ TEST_CASE("winograd: 3x3 convs against the reference, 2 and 3 threads bit for bi
     for (const WinogradCase& cc : kCases) {
         const std::string what = cc.what;
         CAPTURE(what);
-        const std::vector<float> x = test::random_floats(test::count_of(cc.x), seed), w = test::random_floats(test::count_of(cc.w), seed + 1);
-        const std::vector<float> bias = test::random_floats(cc.w[0], seed + 2);
-        const std::vector<float> residual = test::random_floats(test::count_of(output_shape(cc)), seed + 3);
+        const std::vector<float> x = test::random_floats(test::count_of(cc.conv.x), seed);
+        const std::vector<float> w = test::random_floats(test::count_of(cc.conv.w), seed + 1);
+        const std::vector<float> bias = test::random_floats(cc.conv.w[0], seed + 2);
+        const std::vector<float> residual = test::random_floats(test::count_of(test::conv2d_output_shape(cc.conv)), seed + 3);
         seed += 5;
         std::vector<double> want, bound;
-        reference(cc, x, w, bias, &want, &bound);
+        test::reference_conv2d(cc.conv, x, w, bias, &want, &bound);
         for (Tail tail : {Tail::None, Tail::Relu, Tail::AddRelu}) {
             CAPTURE((int)tail);
             std::string kernels;
