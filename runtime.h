@@ -73,7 +73,7 @@
    >>conv                             Conv (im2col + GEMM); run_cpu_conv on the JIT GEMM
    >>conv implicit gemm               k x k Conv over each thread's padded copy of its rows, no im2col
    >>conv pixel tiles                 the GEMM's rows output pixels, its columns maps (AVX-512)
-   >>conv winograd                    3x3 Conv of stride 1 by Winograd F(4x4, 3x3) (AVX-512)
+   >>conv winograd                    3x3 Conv of stride 1 by Winograd F(4x4, 3x3) (AVX-512, AVX2)
    >>conv step                        run_cpu_conv (im2col, 1x1 in place); cpu_conv_step picks a Conv's path
    >>conv transpose                   ConvTranspose (GEMM + col2im); run_cpu_conv_transpose
    >>depthwise conv                   depthwise Conv on the CPU device (DepthwiseConv); run_cpu_depthwise
@@ -10199,7 +10199,7 @@ inline Status cpu_conv_pixels_plan(ReferenceProgram* p, const ConvState& st, Cpu
 }
 
 // >>conv winograd
-// A 3x3 conv of stride 1 by Winograd F(4x4, 3x3) (snippets.h's WinogradF43), AVX-512: units of
+// A 3x3 conv of stride 1 by Winograd F(4x4, 3x3) (snippets.h's WinogradF43), AVX-512 and AVX2: units of
 // (image, band of tile rows). A slot copies the band's padded rows in column phases, transforms
 // them into V (36 points x channels x the band's tiles, in a quarter of L2), then per panel of maps
 // runs the 36 GEMMs on the column tiles (A: V's tiles by channels, B: U's packed panel) into M,
@@ -10207,17 +10207,20 @@ inline Status cpu_conv_pixels_plan(ReferenceProgram* p, const ConvState& st, Cpu
 // bias and the store operations (Gemm::store_transposed), as the pixel tiles do.
 
 // Whether a Conv takes Winograd: 3x3, stride 1, undilated, one group, 2-D, maps a multiple of
-// 16, at least 16 channels and 36 tiles per image (U is read once per band: fewer tiles leave
-// too few multiplies per weight), U at most 8 MiB (it stays in L3 between the bands).
+// 16, at least 16 channels, and tiles enough per image that U, read once per band, pays: 36 on
+// AVX-512 (16 tiles, a 14 x 14 map, ran slower than the direct path), 16 on AVX2 (half the
+// FMA rate, so the direct path is slower). U at most 64 MiB, 4 times the weights' memory.
 inline bool conv_takes_winograd(const ConvState& st, const Gemm& gemm) {
     const Window& w = st.w;
-    if (!gemm.reads_a_columns() || gemm.isa() != Isa::Avx512 || st.groups != 1 || st.direct || st.depthwise) return false;
+    if (!gemm.reads_a_columns() || (gemm.isa() != Isa::Avx512 && gemm.isa() != Isa::Avx2) || st.groups != 1 || st.direct ||
+        st.depthwise)
+        return false;
     if (w.in[0] != 1 || w.kernel[0] != 1 || w.kernel[1] != 3 || w.kernel[2] != 3 || w.stride[1] != 1 || w.stride[2] != 1 ||
         w.dilation[1] != 1 || w.dilation[2] != 1)
         return false;
     const int64_t tiles = (w.out[1] + 3) / 4 * ((w.out[2] + 3) / 4);
-    return st.maps % 16 == 0 && st.channels >= 16 && tiles >= 36 &&
-           WinogradF43::weights_floats(st.maps, st.channels, gemm.blocking().nr) * sizeof(float) <= ((size_t)8 << 20);
+    return st.maps % 16 == 0 && st.channels >= 16 && tiles >= (gemm.isa() == Isa::Avx512 ? 36 : 16) &&
+           WinogradF43::weights_floats(st.maps, st.channels, gemm.blocking().nr) * sizeof(float) <= ((size_t)64 << 20);
 }
 
 // dst[r q + i] = src[4 i + r] for r < 4, i < q: a padded row split into its 4 column phases.

@@ -636,7 +636,7 @@ public:
     // Column tiles' C (count rows of maps columns, ldc floats apart) transposed into y: y[m *
     // y_stride + i] = C(i, m) + bias[m] (bias: maps floats, or null), then store's residual
     // (store->residual at y's first element, in y's layout) and clamp as run()'s last K block
-    // does them. JIT on AVX-512 (16 x 16 transposes), a portable loop elsewhere.
+    // does them. JIT on AVX-512 and AVX2 (16 x 16 and 8 x 8 transposes), a portable loop elsewhere.
     void store_transposed(const float* c, int64_t ldc, int64_t count, int64_t maps, const float* bias, float* y,
                           int64_t y_stride, const GemmStoreOps* store = nullptr) const;
     // A whole matrix packed once (constant weights): kc blocks of panels, zero padded.
@@ -682,7 +682,8 @@ public:
         const float* bias;        // 16 maps, or null
         int64_t residual_bytes;   // R of y's element at y + residual_bytes
         float lo, hi;
-        uint32_t tail_mask;       // the lanes of the last count % 16 rows
+        uint32_t tail_mask;       // AVX-512: the lanes of the last count % 16 rows
+        int32_t tail_lanes[8];    // AVX2: those of the last count % 8 rows, -1 on
     };
     // void kernel(C (16 columns), ldc bytes, count rows, y, y_stride bytes, params)
     using TransposeFn = void (*)(const float*, int64_t, int64_t, float*, int64_t, const TransposeParams*);
@@ -714,7 +715,8 @@ private:
 class WinogradF43 {
 public:
     static constexpr int64_t kPoints = 36;
-    // The transform kernels of `isa`: JIT on Avx512 (then jit()), the portable loops elsewhere.
+    // The transform kernels of `isa`: JIT on Avx512 and Avx2 (then jit()), the portable loops
+    // elsewhere.
     Status init(Isa isa = Isa::Auto);
     bool jit() const { return input_ != nullptr; }
     // U of maps x channels 3x3 weights (w[m][c][3][3]) as the column tiles' packed B panels:
@@ -730,7 +732,7 @@ public:
     void transform_input(const float* rows, int64_t channels, int64_t channel_floats, int64_t row_floats, int64_t phase_floats,
                          int64_t tiles, float* v, int64_t v_point, int64_t v_channel) const;
     // The 4x4 outputs of `tiles` tiles from their sums M: point p, tile t, map j at m[p m_point +
-    // t ld + j], maps a multiple of 16; output row r of the tiles, pixel x (4 per tile), map j
+    // t ld + j], maps a multiple of 16 (of 8 on AVX2); output row r of the tiles, pixel x (4 per tile), map j
     // at o[r o_row + x ld + j].
     void transform_output(const float* m, int64_t m_point, int64_t ld, int64_t tiles, int64_t maps, float* o,
                           int64_t o_row) const;
@@ -738,19 +740,22 @@ public:
     // What the JIT kernels read besides their operands.
     struct InputParams {
         int64_t channels, channel_bytes, row_bytes, phase_bytes, v_point_bytes, v_channel_bytes;
-        uint32_t mask;   // the lanes of the vector's tiles
+        uint32_t mask;       // AVX-512: the lanes of the vector's tiles
+        int32_t lanes[8];    // AVX2: the same lanes, -1 on
     };
     struct OutputParams {
         int64_t tiles, tile_bytes, m_point_bytes, o_row_bytes, o_pixel_bytes;
     };
     // input(rows at the vector's first tile, V at its first tile, params); output(M at the
-    // first tile and 16 maps, O likewise, params)
+    // first tile and a vector of maps, O likewise, params)
     using InputFn = void (*)(const float*, float*, const InputParams*);
     using OutputFn = void (*)(const float*, float*, const OutputParams*);
 
 private:
     InputFn input_ = nullptr;
+    InputFn input_tail_ = nullptr;   // a vector of fewer tiles (AVX-512: input_ itself)
     OutputFn output_ = nullptr;
+    int64_t lanes_ = 0;              // floats per vector of the kernels
 };
 
 // >>depthwise conv
@@ -6613,13 +6618,17 @@ inline Fn assemble_jit_kernel(Emit&& emit) {
 
 // >>gemm transposed store
 namespace detail {
-// What a transpose kernel does besides the transpose, fixed at generation: the bias, the
-// residual (0 none, 1 v + R, 2 R + v: the island's operand order) and the clamp.
+// What a transpose kernel does besides the transpose, fixed at generation: its vectors (wide:
+// AVX-512's, else AVX2's), the bias, the residual (0 none, 1 v + R, 2 R + v: the island's
+// operand order) and the clamp.
 struct GemmTransposeKey {
+    bool wide;
     bool bias;
     int residual;
     bool clamp;
-    bool operator==(const GemmTransposeKey& o) const { return bias == o.bias && residual == o.residual && clamp == o.clamp; }
+    bool operator==(const GemmTransposeKey& o) const {
+        return wide == o.wide && bias == o.bias && residual == o.residual && clamp == o.clamp;
+    }
 };
 using GemmTransposeTable = JitKernelTable<GemmTransposeKey, Gemm::TransposeFn, 16>;
 
@@ -6629,16 +6638,20 @@ inline GemmTransposeTable& gemm_transpose_kernels() {
 }
 
 #if !defined(TESSEL_NO_JIT) && (defined(__x86_64__) || defined(_M_X64))
-// 16 columns of C (16 maps) into y's 16 rows, 16 rows of C (pixels) at a time: rows into zmm0-15
-// (the bias added, lanes being maps), four stages of pairwise shuffles (unpck ps, unpck pd, two
-// of vshuff32x4), after which register m holds map m's 16 pixels; then the residual, the clamp
-// and one store per map, masked (k1) for the last count % 16 rows. The stages rename registers
+// L columns of C (L maps: 16 on AVX-512, 8 on AVX2) into y's L rows, L rows of C (pixels) at a
+// time: rows into vectors 0..L-1 (the bias added, lanes being maps), stages of pairwise shuffles
+// (unpck ps, unpck pd, then two of vshuff32x4 on AVX-512, one of vperm2f128 on AVX2), after
+// which register m holds map m's L pixels; then the residual, the clamp and one store per map,
+// masked (AVX-512 k1, AVX2 vmaskmovps) for the last count % L rows. The stages rename registers
 // instead of moving them: a pair's low half goes to a free register, the high half overwrites
 // its second input, and its first input becomes the free one. Arguments (System V): rdi C, rsi
 // ldc bytes, rdx count, rcx y, r8 y_stride bytes, r9 TransposeParams.
 inline void emit_gemm_transpose_x86(asmjit::x86::Assembler& a, const GemmTransposeKey& key) {
     namespace x86 = asmjit::x86;
-    const x86::Vec bias = x86::zmm(16), lo = x86::zmm(17), hi = x86::zmm(18), r = x86::zmm(19);
+    const bool wide = key.wide;
+    const uint32_t lanes = wide ? 16 : 8, shift = wide ? 4 : 3;
+    auto v = [&](uint32_t id) -> x86::Vec { return wide ? x86::Vec(x86::zmm(id)) : x86::Vec(x86::ymm(id)); };
+    const x86::Vec bias = v(lanes), lo = v(lanes + 1), hi = v(lanes + 2), r = v(lanes + 3), mask = v(lanes + 5);
     if (key.bias) {
         a.mov(x86::rax, x86::qword_ptr(x86::r9, (int32_t)offsetof(Gemm::TransposeParams, bias)));
         a.vmovups(bias, x86::ptr(x86::rax));
@@ -6652,85 +6665,94 @@ inline void emit_gemm_transpose_x86(asmjit::x86::Assembler& a, const GemmTranspo
         asmjit::Label loaded = a.newLabel();
         a.mov(x86::rax, x86::rdi);
         if (!full)   // rows past count stay zero (their lanes are not stored)
-            for (uint32_t i = 1; i < 16; ++i) a.vxorps(x86::zmm(i), x86::zmm(i), x86::zmm(i));
-        for (uint32_t i = 0; i < 16; ++i) {
+            for (uint32_t i = 1; i < lanes; ++i) a.vxorps(v(i), v(i), v(i));
+        for (uint32_t i = 0; i < lanes; ++i) {
             if (!full && i > 0) {
                 a.cmp(x86::rdx, (int32_t)i);
                 a.jbe(loaded);
             }
-            a.vmovups(x86::zmm(i), x86::ptr(x86::rax));
-            if (i + 1 < 16) a.add(x86::rax, x86::rsi);
+            a.vmovups(v(i), x86::ptr(x86::rax));
+            if (i + 1 < lanes) a.add(x86::rax, x86::rsi);
         }
         a.bind(loaded);
         if (key.bias)   // C + bias: C's NaN first, as the portable loop
-            for (uint32_t i = 0; i < 16; ++i) a.vaddps(x86::zmm(i), x86::zmm(i), bias);
-        uint32_t cur[16], free_reg = 20;
-        for (uint32_t i = 0; i < 16; ++i) cur[i] = i;
+            for (uint32_t i = 0; i < lanes; ++i) a.vaddps(v(i), v(i), bias);
+        uint32_t cur[16], free_reg = lanes + 4;
+        for (uint32_t i = 0; i < lanes; ++i) cur[i] = i;
         // One stage: pairs (cur[sa], cur[sb]) -> (next[dlo], next[dhi]).
         struct Pair { uint32_t sa, sb, dlo, dhi; };
         auto stage = [&](const Pair* pairs, auto&& emit_lo, auto&& emit_hi) {
             uint32_t next[16];
-            for (uint32_t p = 0; p < 8; ++p) {
+            for (uint32_t p = 0; p < lanes / 2; ++p) {
                 const Pair& q = pairs[p];
                 const uint32_t ra = cur[q.sa], rb = cur[q.sb];
-                emit_lo(x86::zmm(free_reg), x86::zmm(ra), x86::zmm(rb));
-                emit_hi(x86::zmm(rb), x86::zmm(ra), x86::zmm(rb));
+                emit_lo(v(free_reg), v(ra), v(rb));
+                emit_hi(v(rb), v(ra), v(rb));
                 next[q.dlo] = free_reg;
                 next[q.dhi] = rb;
                 free_reg = ra;
             }
-            for (uint32_t i = 0; i < 16; ++i) cur[i] = next[i];
+            for (uint32_t i = 0; i < lanes; ++i) cur[i] = next[i];
         };
         Pair pairs[8];
-        for (uint32_t p = 0; p < 8; ++p) pairs[p] = Pair{2 * p, 2 * p + 1, 2 * p, 2 * p + 1};
+        for (uint32_t p = 0; p < lanes / 2; ++p) pairs[p] = Pair{2 * p, 2 * p + 1, 2 * p, 2 * p + 1};
         stage(pairs, [&](x86::Vec d, x86::Vec x, x86::Vec y) { a.vunpcklps(d, x, y); },
               [&](x86::Vec d, x86::Vec x, x86::Vec y) { a.vunpckhps(d, x, y); });
-        for (uint32_t q = 0; q < 4; ++q) {
+        for (uint32_t q = 0; q < lanes / 4; ++q) {
             pairs[2 * q] = Pair{4 * q, 4 * q + 2, 4 * q, 4 * q + 1};
             pairs[2 * q + 1] = Pair{4 * q + 1, 4 * q + 3, 4 * q + 2, 4 * q + 3};
         }
         stage(pairs, [&](x86::Vec d, x86::Vec x, x86::Vec y) { a.vunpcklpd(d, x, y); },
               [&](x86::Vec d, x86::Vec x, x86::Vec y) { a.vunpckhpd(d, x, y); });
-        for (uint32_t g = 0; g < 2; ++g)
-            for (uint32_t i = 0; i < 4; ++i) pairs[4 * g + i] = Pair{8 * g + i, 8 * g + i + 4, 8 * g + i, 8 * g + i + 4};
-        stage(pairs, [&](x86::Vec d, x86::Vec x, x86::Vec y) { a.vshuff32x4(d, x, y, 0x88); },
-              [&](x86::Vec d, x86::Vec x, x86::Vec y) { a.vshuff32x4(d, x, y, 0xDD); });
-        for (uint32_t i = 0; i < 8; ++i) pairs[i] = Pair{i, i + 8, i, i + 8};
-        stage(pairs, [&](x86::Vec d, x86::Vec x, x86::Vec y) { a.vshuff32x4(d, x, y, 0x88); },
-              [&](x86::Vec d, x86::Vec x, x86::Vec y) { a.vshuff32x4(d, x, y, 0xDD); });
+        if (wide) {
+            for (uint32_t g = 0; g < 2; ++g)
+                for (uint32_t i = 0; i < 4; ++i) pairs[4 * g + i] = Pair{8 * g + i, 8 * g + i + 4, 8 * g + i, 8 * g + i + 4};
+            stage(pairs, [&](x86::Vec d, x86::Vec x, x86::Vec y) { a.vshuff32x4(d, x, y, 0x88); },
+                  [&](x86::Vec d, x86::Vec x, x86::Vec y) { a.vshuff32x4(d, x, y, 0xDD); });
+            for (uint32_t i = 0; i < 8; ++i) pairs[i] = Pair{i, i + 8, i, i + 8};
+            stage(pairs, [&](x86::Vec d, x86::Vec x, x86::Vec y) { a.vshuff32x4(d, x, y, 0x88); },
+                  [&](x86::Vec d, x86::Vec x, x86::Vec y) { a.vshuff32x4(d, x, y, 0xDD); });
+        } else {   // the 128-bit halves: pixels 0-3 of map i with pixels 4-7, and of map i + 4
+            for (uint32_t i = 0; i < 4; ++i) pairs[i] = Pair{i, i + 4, i, i + 4};
+            stage(pairs, [&](x86::Vec d, x86::Vec x, x86::Vec y) { a.vperm2f128(d, x, y, 0x20); },
+                  [&](x86::Vec d, x86::Vec x, x86::Vec y) { a.vperm2f128(d, x, y, 0x31); });
+        }
         a.mov(x86::r11, x86::rcx);
-        for (uint32_t m = 0; m < 16; ++m) {
-            const x86::Vec v = x86::zmm(cur[m]);
+        for (uint32_t m = 0; m < lanes; ++m) {
+            const x86::Vec value = v(cur[m]);
             if (key.residual) {
                 if (full) a.vmovups(r, x86::ptr(x86::r11, x86::r10));
-                else a.k(x86::k1).z().vmovups(r, x86::ptr(x86::r11, x86::r10));
-                if (key.residual == 2) a.vaddps(v, r, v);
-                else a.vaddps(v, v, r);
+                else if (wide) a.k(x86::k1).z().vmovups(r, x86::ptr(x86::r11, x86::r10));
+                else a.vmaskmovps(r, mask, x86::ptr(x86::r11, x86::r10));
+                if (key.residual == 2) a.vaddps(value, r, value);
+                else a.vaddps(value, value, r);
             }
             if (key.clamp) {   // MAXPS and MINPS return their second operand unless the first wins: NaN stays
-                a.vmaxps(v, lo, v);
-                a.vminps(v, hi, v);
+                a.vmaxps(value, lo, value);
+                a.vminps(value, hi, value);
             }
-            if (full) a.vmovups(x86::ptr(x86::r11), v);
-            else a.k(x86::k1).vmovups(x86::ptr(x86::r11), v);
-            if (m + 1 < 16) a.add(x86::r11, x86::r8);
+            if (full) a.vmovups(x86::ptr(x86::r11), value);
+            else if (wide) a.k(x86::k1).vmovups(x86::ptr(x86::r11), value);
+            else a.vmaskmovps(x86::ptr(x86::r11), mask, value);
+            if (m + 1 < lanes) a.add(x86::r11, x86::r8);
         }
     };
     asmjit::Label full_loop = a.newLabel(), tail = a.newLabel(), done = a.newLabel();
     a.bind(full_loop);
-    a.cmp(x86::rdx, 16);
+    a.cmp(x86::rdx, (int32_t)lanes);
     a.jb(tail);
     body(true);
     a.mov(x86::rax, x86::rsi);
-    a.shl(x86::rax, 4);
+    a.shl(x86::rax, shift);
     a.add(x86::rdi, x86::rax);
-    a.add(x86::rcx, 64);
-    a.sub(x86::rdx, 16);
+    a.add(x86::rcx, (int32_t)(lanes * 4));
+    a.sub(x86::rdx, (int32_t)lanes);
     a.jmp(full_loop);
     a.bind(tail);
     a.test(x86::rdx, x86::rdx);
     a.jz(done);
-    a.kmovw(x86::k1, x86::word_ptr(x86::r9, (int32_t)offsetof(Gemm::TransposeParams, tail_mask)));
+    if (wide) a.kmovw(x86::k1, x86::word_ptr(x86::r9, (int32_t)offsetof(Gemm::TransposeParams, tail_mask)));
+    else a.vmovdqu(mask, x86::ptr(x86::r9, (int32_t)offsetof(Gemm::TransposeParams, tail_lanes)));
     body(false);
     a.bind(done);
     a.vzeroupper();
@@ -6746,8 +6768,9 @@ void Gemm::store_transposed(const float* c, int64_t ldc, int64_t count, int64_t 
     const bool clamp = store && store->clamp;
     int64_t m0 = 0;
 #ifdef TESSEL_GEMM_TRANSPOSE_JIT
-    if (isa_ == Isa::Avx512 && maps >= 16 && count > 0) {
-        const detail::GemmTransposeKey key{bias != nullptr, residual ? (store->residual_first ? 2 : 1) : 0, clamp};
+    const int64_t lanes = isa_ == Isa::Avx512 ? 16 : isa_ == Isa::Avx2 ? 8 : 0;
+    if (lanes && maps >= lanes && count > 0) {
+        const detail::GemmTransposeKey key{lanes == 16, bias != nullptr, residual ? (store->residual_first ? 2 : 1) : 0, clamp};
         const TransposeFn fn = detail::gemm_transpose_kernels().find_or_make(key, [&] {
             return detail::assemble_jit_kernel<TransposeFn>([&](detail::JitAssembler& a) { detail::emit_gemm_transpose_x86(a, key); });
         });
@@ -6756,8 +6779,9 @@ void Gemm::store_transposed(const float* c, int64_t ldc, int64_t count, int64_t 
             params.residual_bytes = residual ? (int64_t)((const char*)residual - (const char*)y) : 0;
             params.lo = clamp ? store->lo : 0.0f;
             params.hi = clamp ? store->hi : 0.0f;
-            params.tail_mask = (1u << (count % 16)) - 1u;
-            for (; m0 + 16 <= maps; m0 += 16) {
+            params.tail_mask = (1u << (count % lanes)) - 1u;
+            for (int64_t l = 0; l < 8; ++l) params.tail_lanes[l] = l < count % lanes ? -1 : 0;
+            for (; m0 + lanes <= maps; m0 += lanes) {
                 params.bias = bias ? bias + m0 : nullptr;
                 fn(c + m0, ldc * 4, count, y + m0 * y_stride, y_stride * 4, &params);
             }
@@ -6801,8 +6825,8 @@ inline float winograd_combine(const float* row, const float* in) {
 }
 
 #if !defined(TESSEL_NO_JIT) && (defined(__x86_64__) || defined(_M_X64))
-// out = sum_j row[j] in[j] on zmm registers, as winograd_combine: +-1 by adds and subtracts,
-// other constants by FMAs against consts[|c|] (2, 4, 5 and 8 in registers).
+// out = sum_j row[j] in[j] on vector registers, as winograd_combine: +-1 by adds and
+// subtracts, other constants by FMAs against consts[|c|] (2, 4, 5 or 8 in registers).
 inline void emit_winograd_combine(asmjit::x86::Assembler& a, const float* row, const asmjit::x86::Vec* in, const asmjit::x86::Vec& out,
                                   const asmjit::x86::Vec* consts) {
     int first = 0;
@@ -6818,22 +6842,34 @@ inline void emit_winograd_combine(asmjit::x86::Assembler& a, const float* row, c
     }
 }
 
-// Frame: rbp, rbx saved, rsp aligned to 64 below 36 vectors of temporaries; zmm28-31 hold 2, 4,
-// 5 and 8 (consts[c] for c of 2, 4, 5, 8).
-inline void emit_winograd_prologue(asmjit::x86::Assembler& a, asmjit::x86::Vec* consts) {
+// A transform kernel's vectors: zmm on AVX-512, ymm on AVX2 (16 registers: the 6 inputs, 6
+// outputs, a lane mask and 3 constants).
+struct WinogradVectors {
+    bool wide;
+    asmjit::x86::Vec operator()(uint32_t id) const {
+        return wide ? asmjit::x86::Vec(asmjit::x86::zmm(id)) : asmjit::x86::Vec(asmjit::x86::ymm(id));
+    }
+    int32_t bytes() const { return wide ? 64 : 32; }
+};
+
+// Frame: rbp, rbx saved, rsp aligned to 64 below 36 vectors of temporaries; the 3 constants
+// `values` (the transform's: 2, 4 and 5 or 8) in the top registers, consts[c] for each c.
+inline void emit_winograd_prologue(asmjit::x86::Assembler& a, const WinogradVectors& v, const float (&values)[3], asmjit::x86::Vec* consts) {
     namespace x86 = asmjit::x86;
     a.push(x86::rbp);
     a.push(x86::rbx);
     a.mov(x86::rbp, x86::rsp);
-    a.sub(x86::rsp, 36 * 64);
+    a.sub(x86::rsp, 36 * v.bytes());
     a.and_(x86::rsp, -64);
-    const float values[4] = {2, 4, 5, 8};
-    for (int i = 0; i < 4; ++i) {
+    const uint32_t top = v.wide ? 31 : 15;
+    for (int i = 0; i < 3; ++i) {
         uint32_t bits;
         std::memcpy(&bits, &values[i], 4);
+        const uint32_t id = top - (uint32_t)i;
         a.mov(x86::eax, bits);
-        a.vpbroadcastd(x86::zmm(28 + i), x86::eax);
-        consts[(int)values[i]] = x86::zmm(28 + i);
+        a.vmovd(x86::xmm(id), x86::eax);
+        a.vbroadcastss(v(id), x86::xmm(id));
+        consts[(int)values[i]] = v(id);
     }
 }
 
@@ -6846,24 +6882,38 @@ inline void emit_winograd_epilogue(asmjit::x86::Assembler& a) {
     a.ret();
 }
 
-// V of 16 tiles (lanes; k1 the tiles there are) for each channel: pass 1 per column phase l
-// loads the 6 rows' phase l (l of 4 and 5: phases 0 and 1 one tile on) and stores B^T d's
-// column l to the temporaries, pass 2 per row i transforms them into points 6 i .. 6 i + 5 of
-// V. Arguments (System V): rdi rows, rsi V, rdx InputParams.
-inline void emit_winograd_input(asmjit::x86::Assembler& a) {
+// V of a vector of tiles (lanes; on AVX-512 k1 the tiles there are, on AVX2 with `masked`
+// ymm12 from InputParams::lanes, else all 8) for each channel: pass 1 per column phase l loads
+// the 6 rows' phase l (l of 4 and 5: phases 0 and 1 one tile on) and stores B^T d's column l to
+// the temporaries, pass 2 per row i transforms them into points 6 i .. 6 i + 5 of V.
+// Arguments (System V): rdi rows, rsi V, rdx InputParams.
+inline void emit_winograd_input(asmjit::x86::Assembler& a, Isa isa, bool masked) {
     namespace x86 = asmjit::x86;
     using P = WinogradF43::InputParams;
+    const WinogradVectors v{isa == Isa::Avx512};
     x86::Vec consts[9];
-    emit_winograd_prologue(a, consts);
-    a.kmovw(x86::k1, x86::word_ptr(x86::rdx, (int32_t)offsetof(P, mask)));
+    emit_winograd_prologue(a, v, {2, 4, 5}, consts);
+    const x86::Vec mask = v(12);
+    if (v.wide) a.kmovw(x86::k1, x86::word_ptr(x86::rdx, (int32_t)offsetof(P, mask)));
+    else if (masked) a.vmovdqu(mask, x86::ptr(x86::rdx, (int32_t)offsetof(P, lanes)));
+    auto load = [&](const x86::Vec& dst, const x86::Mem& src) {
+        if (v.wide) a.k(x86::k1).z().vmovups(dst, src);
+        else if (masked) a.vmaskmovps(dst, mask, src);
+        else a.vmovups(dst, src);
+    };
+    auto store = [&](const x86::Mem& dst, const x86::Vec& src) {
+        if (v.wide) a.k(x86::k1).vmovups(dst, src);
+        else if (masked) a.vmaskmovps(dst, mask, src);
+        else a.vmovups(dst, src);
+    };
     a.mov(x86::r8, x86::qword_ptr(x86::rdx, (int32_t)offsetof(P, channels)));
     a.mov(x86::r9, x86::qword_ptr(x86::rdx, (int32_t)offsetof(P, row_bytes)));
     a.mov(x86::r10, x86::qword_ptr(x86::rdx, (int32_t)offsetof(P, phase_bytes)));
     a.mov(x86::r11, x86::qword_ptr(x86::rdx, (int32_t)offsetof(P, v_point_bytes)));
     x86::Vec in[6], out[6];
-    for (int i = 0; i < 6; ++i) {
-        in[i] = x86::zmm(i);
-        out[i] = x86::zmm(6 + i);
+    for (uint32_t i = 0; i < 6; ++i) {
+        in[i] = v(i);
+        out[i] = v(6 + i);
     }
     asmjit::Label channel = a.newLabel();
     a.bind(channel);
@@ -6880,18 +6930,18 @@ inline void emit_winograd_input(asmjit::x86::Assembler& a) {
         a.add(x86::rax, x86::rcx);
         const x86::Mem rows[6] = {x86::ptr(x86::rcx), x86::ptr(x86::rcx, x86::r9), x86::ptr(x86::rcx, x86::r9, 1),
                                   x86::ptr(x86::rax), x86::ptr(x86::rax, x86::r9), x86::ptr(x86::rax, x86::r9, 1)};
-        for (int j = 0; j < 6; ++j) a.k(x86::k1).z().vmovups(in[j], rows[j]);
+        for (int j = 0; j < 6; ++j) load(in[j], rows[j]);
         for (int i = 0; i < 6; ++i) {
             emit_winograd_combine(a, kWinogradBT[i], in, out[i], consts);
-            a.vmovaps(x86::ptr(x86::rsp, (i * 6 + l) * 64), out[i]);
+            a.vmovaps(x86::ptr(x86::rsp, (i * 6 + l) * v.bytes()), out[i]);
         }
     }
     a.mov(x86::rax, x86::rsi);
     for (int i = 0; i < 6; ++i) {
-        for (int l = 0; l < 6; ++l) a.vmovaps(in[l], x86::ptr(x86::rsp, (i * 6 + l) * 64));
+        for (int l = 0; l < 6; ++l) a.vmovaps(in[l], x86::ptr(x86::rsp, (i * 6 + l) * v.bytes()));
         for (int k = 0; k < 6; ++k) {
             emit_winograd_combine(a, kWinogradBT[k], in, out[k], consts);
-            a.k(x86::k1).vmovups(x86::ptr(x86::rax), out[k]);
+            store(x86::ptr(x86::rax), out[k]);
             if (i * 6 + k + 1 < 36) a.add(x86::rax, x86::r11);
         }
     }
@@ -6902,14 +6952,16 @@ inline void emit_winograd_input(asmjit::x86::Assembler& a) {
     emit_winograd_epilogue(a);
 }
 
-// The 4x4 outputs of each tile for 16 maps: pass 1 per column k loads M's points 6 i + k and
-// stores A^T M's column k to the temporaries, pass 2 per row r transforms them into output row
-// r's 4 pixels. Arguments (System V): rdi M, rsi O, rdx OutputParams.
-inline void emit_winograd_output(asmjit::x86::Assembler& a) {
+// The 4x4 outputs of each tile for a vector of maps (16 on AVX-512, 8 on AVX2): pass 1 per
+// column k loads M's points 6 i + k and stores A^T M's column k to the temporaries, pass 2 per
+// row r transforms them into output row r's 4 pixels. Arguments (System V): rdi M, rsi O, rdx
+// OutputParams.
+inline void emit_winograd_output(asmjit::x86::Assembler& a, Isa isa) {
     namespace x86 = asmjit::x86;
     using P = WinogradF43::OutputParams;
+    const WinogradVectors v{isa == Isa::Avx512};
     x86::Vec consts[9];
-    emit_winograd_prologue(a, consts);
+    emit_winograd_prologue(a, v, {2, 4, 8}, consts);
     a.mov(x86::rbx, x86::qword_ptr(x86::rdx, (int32_t)offsetof(P, tiles)));
     a.mov(x86::r8, x86::qword_ptr(x86::rdx, (int32_t)offsetof(P, m_point_bytes)));
     a.lea(x86::r9, x86::ptr(x86::r8, x86::r8, 1));
@@ -6917,8 +6969,8 @@ inline void emit_winograd_output(asmjit::x86::Assembler& a) {
     a.mov(x86::r10, x86::qword_ptr(x86::rdx, (int32_t)offsetof(P, o_pixel_bytes)));
     a.lea(x86::r11, x86::ptr(x86::r10, x86::r10, 1));
     x86::Vec in[6], out[4];
-    for (int i = 0; i < 6; ++i) in[i] = x86::zmm(i);
-    for (int i = 0; i < 4; ++i) out[i] = x86::zmm(6 + i);
+    for (uint32_t i = 0; i < 6; ++i) in[i] = v(i);
+    for (uint32_t i = 0; i < 4; ++i) out[i] = v(6 + i);
     asmjit::Label tile = a.newLabel();
     a.bind(tile);
     a.mov(x86::rax, x86::rdi);
@@ -6930,13 +6982,13 @@ inline void emit_winograd_output(asmjit::x86::Assembler& a) {
         for (int i = 0; i < 6; ++i) a.vmovups(in[i], points[i]);
         for (int r = 0; r < 4; ++r) {
             emit_winograd_combine(a, kWinogradAT[r], in, out[r], consts);
-            a.vmovaps(x86::ptr(x86::rsp, (r * 6 + k) * 64), out[r]);
+            a.vmovaps(x86::ptr(x86::rsp, (r * 6 + k) * v.bytes()), out[r]);
         }
         if (k < 5) a.add(x86::rax, x86::r8);
     }
     a.mov(x86::rcx, x86::rsi);
     for (int r = 0; r < 4; ++r) {
-        for (int k = 0; k < 6; ++k) a.vmovaps(in[k], x86::ptr(x86::rsp, (r * 6 + k) * 64));
+        for (int k = 0; k < 6; ++k) a.vmovaps(in[k], x86::ptr(x86::rsp, (r * 6 + k) * v.bytes()));
         for (int x = 0; x < 4; ++x) emit_winograd_combine(a, kWinogradAT[x], in, out[x], consts);
         a.vmovups(x86::ptr(x86::rcx), out[0]);
         a.vmovups(x86::ptr(x86::rcx, x86::r10), out[1]);
@@ -6958,15 +7010,34 @@ Status WinogradF43::init(Isa isa) {
     if (isa == Isa::Auto) isa = default_isa();
     if (!isa_available(isa)) return Status::Unsupported;
     input_ = nullptr;
+    input_tail_ = nullptr;
     output_ = nullptr;
+    lanes_ = 0;
 #ifdef TESSEL_WINOGRAD_JIT
+    struct Kernels { InputFn input, input_tail; OutputFn output; };
+    auto make = [](Isa target) {
+        Kernels k;
+        k.input = detail::assemble_jit_kernel<InputFn>([&](detail::JitAssembler& a) { detail::emit_winograd_input(a, target, false); });
+        k.input_tail = target == Isa::Avx512 ? k.input : detail::assemble_jit_kernel<InputFn>([&](detail::JitAssembler& a) {
+            detail::emit_winograd_input(a, target, true);
+        });
+        k.output = detail::assemble_jit_kernel<OutputFn>([&](detail::JitAssembler& a) { detail::emit_winograd_output(a, target); });
+        return k;
+    };
+    const Kernels* kernels = nullptr;
     if (isa == Isa::Avx512) {
-        static const InputFn input = detail::assemble_jit_kernel<InputFn>([](detail::JitAssembler& a) { detail::emit_winograd_input(a); });
-        static const OutputFn output =
-            detail::assemble_jit_kernel<OutputFn>([](detail::JitAssembler& a) { detail::emit_winograd_output(a); });
-        if (!input || !output) return Status::Unsupported;
-        input_ = input;
-        output_ = output;
+        static const Kernels avx512 = make(Isa::Avx512);
+        kernels = &avx512;
+    } else if (isa == Isa::Avx2) {
+        static const Kernels avx2 = make(Isa::Avx2);
+        kernels = &avx2;
+    }
+    if (kernels) {
+        if (!kernels->input || !kernels->input_tail || !kernels->output) return Status::Unsupported;
+        input_ = kernels->input;
+        input_tail_ = kernels->input_tail;
+        output_ = kernels->output;
+        lanes_ = isa_vector_floats(isa);
     }
 #endif
     return Status::Ok;
@@ -6999,10 +7070,16 @@ void WinogradF43::transform_input(const float* rows, int64_t channels, int64_t c
                                   int64_t tiles, float* v, int64_t v_point, int64_t v_channel) const {
     if (channels <= 0 || tiles <= 0) return;
     if (input_) {
-        InputParams params{channels, channel_floats * 4, row_floats * 4, phase_floats * 4, v_point * 4, v_channel * 4, 0xFFFFu};
-        for (int64_t t = 0; t < tiles; t += 16) {
-            params.mask = tiles - t >= 16 ? 0xFFFFu : (1u << (tiles - t)) - 1u;
-            input_(rows + t, v + t, &params);
+        InputParams params{channels, channel_floats * 4, row_floats * 4, phase_floats * 4, v_point * 4, v_channel * 4, 0xFFFFu, {}};
+        for (int64_t t = 0; t < tiles; t += lanes_) {
+            if (tiles - t >= lanes_) {
+                params.mask = 0xFFFFu;
+                input_(rows + t, v + t, &params);
+                continue;
+            }
+            params.mask = (1u << (tiles - t)) - 1u;
+            for (int64_t l = 0; l < 8; ++l) params.lanes[l] = l < tiles - t ? -1 : 0;
+            input_tail_(rows + t, v + t, &params);
         }
         return;
     }
@@ -7025,7 +7102,7 @@ void WinogradF43::transform_output(const float* m, int64_t m_point, int64_t ld, 
     if (tiles <= 0) return;
     if (output_) {
         const OutputParams params{tiles, ld * 4, m_point * 4, o_row * 4, ld * 4};
-        for (int64_t j = 0; j < maps; j += 16) output_(m + j, o + j, &params);
+        for (int64_t j = 0; j < maps; j += lanes_) output_(m + j, o + j, &params);
         return;
     }
     for (int64_t t = 0; t < tiles; ++t)

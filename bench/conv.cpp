@@ -1,5 +1,5 @@
 // Conv through the CPU device, per shape class of the real models (OCR detector and recognizer,
-// ResNet-50, SqueezeNet): Conv + bias alone, Conv + bias + Relu and Conv + bias + a residual
+// ResNet-50, SqueezeNet, VGG): Conv + bias alone, Conv + bias + Relu and Conv + bias + a residual
 // Add + Relu (fused epilogues where the device fuses them), at 1 and 2 threads, in
 // microseconds, GFLOP/s and share of the FMA peak measured in the same run (best of many runs:
 // other processes share the cores).
@@ -99,6 +99,7 @@ int main(int argc, char** argv) {
         {"r50 64->256 1x1 56^2", 64, 256, 56, 56, 1, 1, 0},   {"r50 128->128 3x3 28^2", 128, 128, 28, 28, 3, 1, 1},
         {"r50 256->256 3x3 14^2", 256, 256, 14, 14, 3, 1, 1}, {"r50 512->512 3x3 7^2", 512, 512, 7, 7, 3, 1, 1},
         {"r50 256->512 1x1/2 28^2", 256, 512, 56, 56, 1, 2, 0}, {"r50 512->2048 1x1 7^2", 512, 2048, 7, 7, 1, 1, 0},
+        {"vgg 512->512 3x3 28^2", 512, 512, 28, 28, 3, 1, 1},
     };
     for (const Shape& s : shapes) {
         if (argc > 2 && !std::strstr(s.name, argv[2])) continue;

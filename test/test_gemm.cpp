@@ -276,8 +276,8 @@ TEST_CASE("gemm: column tiles (A read by column offsets), JIT or portable: every
 TEST_CASE("gemm: column tiles' C stored transposed: every count and maps tail, bias, residual in both orders, clamp") {
     Gemm gemm = target_gemm();
     uint32_t seed = 470;
-    for (int64_t count : {1, 5, 15, 16, 17, 31, 40})
-        for (int64_t maps : {1, 15, 16, 17, 48})
+    for (int64_t count : {1, 5, 7, 8, 9, 15, 16, 17, 31, 40})
+        for (int64_t maps : {1, 8, 9, 15, 16, 17, 48})
             for (int variant = 0; variant < 8; ++variant) {
                 const bool with_bias = variant & 1, clamp = variant & 2;
                 const int residual = variant >> 2 ? (int)(seed % 2) + 1 : 0;   // 1: v + R, 2: R + v
@@ -478,15 +478,16 @@ TEST_CASE("gemm: Conv on the CPU device: 1x1, 3x3, strided, dilated, grouped, pa
         {{1, 1100, 6, 7}, {45, 1100, 1, 1}, true, 1, {}, {}, {}},                     // x86: the first row tile packs, two K blocks
         {{1, 128, 9, 9}, {32, 128, 3, 3}, true, 1, {}, {}, {1, 1, 1, 1}},            // 32 maps, K beyond kc (two K blocks)
         {{1, 6, 9, 9}, {6, 1, 3, 3}, true, 6, {2, 2}, {2, 2}, {2, 2, 2, 2}},          // depthwise (stays reference)
-        // k x k on padded planes: M <= 64 and K >= 4 M read them in place on x86 (Y through a wide buffer), else packed panels
-        {{1, 32, 10, 37}, {64, 32, 3, 3}, true, 1, {}, {}, {1, 1, 1, 1}},            // in place, 64 maps (the first row tile packs)
+        // k x k on padded planes: M <= 64 and K >= 4 M read them in place on x86 (Y through a wide buffer), else packed
+        // panels; fewer than 16 tiles of 4 x 4 pixels or channels, else AVX2 runs them by Winograd (test_winograd.cpp)
+        {{1, 32, 4, 37}, {64, 32, 3, 3}, true, 1, {}, {}, {1, 1, 1, 1}},             // in place, 64 maps (the first row tile packs)
         {{1, 24, 11, 40}, {6, 24, 3, 3}, true, 1, {}, {}, {1, 1, 1, 1}},             // in place, rows of 40 in 42
         {{2, 9, 13, 7}, {5, 9, 3, 3}, false, 1, {}, {2, 1}, {2, 1, 0, 2}},           // in place, dilated, asymmetric pads
         {{1, 3, 20, 21}, {24, 3, 3, 3}, true, 1, {2, 2}, {}, {1, 1, 1, 1}},           // packed, strided (phase planes)
-        {{1, 16, 12, 40}, {64, 16, 3, 3}, true, 1, {}, {}, {1, 1, 1, 1}},             // packed, 64 maps
+        {{1, 15, 12, 40}, {64, 15, 3, 3}, true, 1, {}, {}, {1, 1, 1, 1}},             // packed, 64 maps
         // AVX-512, maps a multiple of 16 and K >= 64: pixel tiles (A in place by columns, B the packed weights)
         {{1, 16, 7, 7}, {32, 16, 3, 3}, true, 1, {}, {}, {1, 1, 1, 1}},               // 7 x 7: rows of 7 pixels
-        {{2, 24, 6, 30}, {48, 24, 3, 3}, false, 1, {}, {}, {1, 1, 1, 1}},             // rows of 30 in tiles of 10, 32 + 16 maps
+        {{2, 24, 3, 30}, {48, 24, 3, 3}, false, 1, {}, {}, {1, 1, 1, 1}},             // rows of 30 in tiles of 10, 32 + 16 maps
         {{1, 32, 15, 17}, {16, 32, 3, 3}, true, 1, {2, 2}, {}, {1, 0, 1, 1}},         // strided (phase planes), asymmetric pads
         {{1, 16, 12, 11}, {16, 16, 3, 3}, true, 1, {}, {2, 2}, {2, 2, 2, 2}},         // dilated
         {{1, 64, 8, 9}, {64, 32, 3, 3}, true, 2, {}, {}, {1, 1, 1, 1}},               // 2 groups of 32 maps

@@ -1,9 +1,10 @@
-// Winograd F(4x4, 3x3) convs (snippets.h WinogradF43, runtime.h >>conv winograd; AVX-512): the
-// transform kernels equal their portable loops bit for bit (the same operations in the same
-// order) on every tail of tiles; whole Convs against a double-precision reference within the
-// direct conv's bound, |got - want| <= 1e-5 sum |w||x| + 1e-30 (on these uniform inputs the
-// error stays above 2e-6 of it: the transforms' constants, up to 8, cost precision); 2 and 3
-// threads equal 1 bit for bit; fused epilogues; the kernel named gemm:avx512:winograd:Conv.
+// Winograd F(4x4, 3x3) convs (snippets.h WinogradF43, runtime.h >>conv winograd), on AVX-512 and
+// AVX2 where the CPU has them: the transform kernels equal their portable loops bit for bit
+// (the same operations in the same order) on every tail of tiles; whole Convs against a
+// double-precision reference within the direct conv's bound, |got - want| <= 1e-5 sum |w||x| +
+// 1e-30 (on these uniform inputs the error stays above 2e-6 of it: the transforms' constants,
+// up to 8, cost precision); 2 and 3 threads equal 1 bit for bit; fused epilogues; the kernel
+// named gemm:<isa>:winograd:Conv.
 #include <doctest/doctest.h>
 #include <cmath>
 #include <cstring>
@@ -19,17 +20,15 @@ namespace {
 using test::OpTest;
 using Shape = std::vector<int64_t>;
 
-TEST_CASE("winograd: the input and output transforms' JIT kernels equal their portable loops bit for bit") {
-    if (!isa_available(Isa::Avx512)) {
-        MESSAGE("no AVX-512: the Winograd kernels are not generated on this CPU");
-        return;
-    }
+const Isa kWinogradIsas[] = {Isa::Avx512, Isa::Avx2};
+
+void check_transforms(Isa isa) {
     WinogradF43 jit, portable;
-    REQUIRE(jit.init(Isa::Avx512) == Status::Ok);
+    REQUIRE(jit.init(isa) == Status::Ok);
     REQUIRE(jit.jit());
     REQUIRE(portable.init(Isa::Ref) == Status::Ok);
     REQUIRE(!portable.jit());
-    for (int64_t tiles : {1, 5, 15, 16, 17, 31, 32, 37}) {
+    for (int64_t tiles : {1, 5, 7, 8, 9, 15, 16, 17, 31, 32, 37}) {
         for (int64_t channels : {1, 3}) {
             CAPTURE(tiles);
             CAPTURE(channels);
@@ -47,7 +46,8 @@ TEST_CASE("winograd: the input and output transforms' JIT kernels equal their po
                     for (int64_t t = tiles; t < v_channel; ++t) untouched += a[(size_t)(p * v_point + c * v_channel + t)] == 7.0f;
             CHECK(untouched == 36 * channels * (v_channel - tiles));
         }
-        for (int64_t maps : {16, 32}) {
+        for (int64_t maps : {8, 16, 32}) {
+            if (maps % isa_vector_floats(isa) != 0) continue;
             CAPTURE(maps);
             const int64_t ld = 32, m_point = tiles * ld + 16, o_row = 4 * tiles * ld + 8;
             const std::vector<float> m = test::random_floats(36 * m_point, (uint32_t)(tiles * 20 + maps), 3.0f);
@@ -71,7 +71,7 @@ enum class Tail { None, Relu, AddRelu };
 
 std::vector<float> conv_on_cpu(const WinogradCase& cc, Tail tail, const std::vector<float>& x, const std::vector<float>& w,
                                const std::vector<float>& bias, const std::vector<float>& residual, uint32_t threads,
-                               std::string* kernels) {
+                               Isa isa, std::string* kernels) {
     OpTest t;
     const NodeId conv = t.op("Conv", {t.input(cc.conv.x, x), t.constant(cc.conv.w, w), t.constant(Shape{cc.conv.w[0]}, bias)});
     if (!cc.conv.pads.empty()) t.set_ints("pads", cc.conv.pads);
@@ -80,7 +80,7 @@ std::vector<float> conv_on_cpu(const WinogradCase& cc, Tail tail, const std::vec
     REQUIRE(t.model.add_output("y", InputRef::by_id(t.node, 0)) == Status::Ok);
     REQUIRE(t.model.finalize() == Status::Ok);
     const std::string count = std::to_string(threads);
-    ConfigEntry config[] = {{"NUM_THREADS", StringView(count.c_str())}, {"PERF_COUNT", "YES"}, {"ISA", "avx512"}};
+    ConfigEntry config[] = {{"NUM_THREADS", StringView(count.c_str())}, {"PERF_COUNT", "YES"}, {"ISA", isa_name(isa)}};
     test::CompiledRun run;
     test::compile_and_infer(t, "CPU", Span<const ConfigEntry>(config, 3), &run);
     if (!run.compiled.output_count()) return {};
@@ -99,18 +99,28 @@ const WinogradCase kCases[] = {
     {{{1, 300, 24, 24}, {16, 300, 3, 3}, 1, {}, {}, {1, 1, 1, 1}}, "300 channels: K of the column tiles past a vector multiple"},
     {{{1, 256, 28, 28}, {32, 256, 3, 3}, 1, {}, {}, {1, 1, 1, 1}}, "256 channels: bands of one tile row (a quarter of a 1 MiB L2 holds one row's V)"},
     {{{1, 64, 56, 56}, {64, 64, 3, 3}, 1, {}, {}, {1, 1, 1, 1}}, "ResNet-50's 56 x 56 stage"},
+    {{{1, 32, 14, 14}, {32, 32, 3, 3}, 1, {}, {}, {1, 1, 1, 1}}, "14 x 14: 16 tiles, Winograd on AVX2, the direct path on AVX-512"},
 };
 }  // namespace
 
-TEST_CASE("winograd: 3x3 convs against the reference, 2 and 3 threads bit for bit, fused Relu and residual Add") {
-    if (!isa_available(Isa::Avx512)) {
-        MESSAGE("no AVX-512: Winograd convs run only there");
-        return;
+TEST_CASE("winograd: the input and output transforms' JIT kernels equal their portable loops bit for bit") {
+    for (Isa isa : kWinogradIsas) {
+        CAPTURE(isa_name(isa));
+        if (isa_available(isa)) check_transforms(isa);
+        else MESSAGE("no " << isa_name(isa) << ": its Winograd kernels are not generated on this CPU");
     }
+}
+
+namespace {
+void check_convs(Isa isa) {
+    const std::string winograd = std::string("gemm:") + isa_name(isa) + ":winograd:Conv";
     uint32_t seed = 9100;
     for (const WinogradCase& cc : kCases) {
         const std::string what = cc.what;
         CAPTURE(what);
+        const Shape out = test::conv2d_output_shape(cc.conv);
+        const int64_t tiles = (out[2] + 3) / 4 * ((out[3] + 3) / 4);
+        const bool takes = tiles >= (isa == Isa::Avx512 ? 36 : 16);
         const std::vector<float> x = test::random_floats(test::count_of(cc.conv.x), seed);
         const std::vector<float> w = test::random_floats(test::count_of(cc.conv.w), seed + 1);
         const std::vector<float> bias = test::random_floats(cc.conv.w[0], seed + 2);
@@ -121,9 +131,9 @@ TEST_CASE("winograd: 3x3 convs against the reference, 2 and 3 threads bit for bi
         for (Tail tail : {Tail::None, Tail::Relu, Tail::AddRelu}) {
             CAPTURE((int)tail);
             std::string kernels;
-            const std::vector<float> one = conv_on_cpu(cc, tail, x, w, bias, residual, 1, &kernels);
+            const std::vector<float> one = conv_on_cpu(cc, tail, x, w, bias, residual, 1, isa, &kernels);
             INFO(kernels);
-            CHECK(kernels.find("gemm:avx512:winograd:Conv") != std::string::npos);
+            CHECK((kernels.find(winograd) != std::string::npos) == takes);
             REQUIRE(one.size() == want.size());
             int64_t bad = 0;
             for (size_t i = 0; i < one.size(); ++i) {
@@ -136,10 +146,19 @@ TEST_CASE("winograd: 3x3 convs against the reference, 2 and 3 threads bit for bi
             CHECK(bad == 0);
             for (uint32_t threads : {2u, 3u}) {
                 CAPTURE(threads);
-                const std::vector<float> y = conv_on_cpu(cc, tail, x, w, bias, residual, threads, &kernels);
+                const std::vector<float> y = conv_on_cpu(cc, tail, x, w, bias, residual, threads, isa, &kernels);
                 REQUIRE(y.size() == one.size());
                 CHECK(std::memcmp(y.data(), one.data(), y.size() * sizeof(float)) == 0);
             }
         }
+    }
+}
+}  // namespace
+
+TEST_CASE("winograd: 3x3 convs against the reference, 2 and 3 threads bit for bit, fused Relu and residual Add") {
+    for (Isa isa : kWinogradIsas) {
+        CAPTURE(isa_name(isa));
+        if (isa_available(isa)) check_convs(isa);
+        else MESSAGE("no " << isa_name(isa) << ": its Winograd convs do not run on this CPU");
     }
 }
