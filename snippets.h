@@ -679,13 +679,13 @@ public:
     using TileFn = void (*)(const float*, const float*, float*, int64_t, int64_t, const TileParams*);
     // What a store_transposed kernel reads besides its operands.
     struct TransposeParams {
-        const float* bias;        // 16 maps, or null
+        const float* bias;        // a vector's maps, or null
         int64_t residual_bytes;   // R of y's element at y + residual_bytes
         float lo, hi;
         uint32_t tail_mask;       // AVX-512: the lanes of the last count % 16 rows
         int32_t tail_lanes[8];    // AVX2: those of the last count % 8 rows, -1 on
     };
-    // void kernel(C (16 columns), ldc bytes, count rows, y, y_stride bytes, params)
+    // void kernel(C (a vector's columns), ldc bytes, count rows, y, y_stride bytes, params)
     using TransposeFn = void (*)(const float*, int64_t, int64_t, float*, int64_t, const TransposeParams*);
 
 private:
@@ -732,8 +732,8 @@ public:
     void transform_input(const float* rows, int64_t channels, int64_t channel_floats, int64_t row_floats, int64_t phase_floats,
                          int64_t tiles, float* v, int64_t v_point, int64_t v_channel) const;
     // The 4x4 outputs of `tiles` tiles from their sums M: point p, tile t, map j at m[p m_point +
-    // t ld + j], maps a multiple of 16 (of 8 on AVX2); output row r of the tiles, pixel x (4 per tile), map j
-    // at o[r o_row + x ld + j].
+    // t ld + j], maps a multiple of 16 (of 8 on AVX2); output row r of the tiles, pixel x (4 per
+    // tile), map j at o[r o_row + x ld + j].
     void transform_output(const float* m, int64_t m_point, int64_t ld, int64_t tiles, int64_t maps, float* o,
                           int64_t o_row) const;
 
