@@ -479,7 +479,7 @@ TEST_CASE("gemm: Conv on the CPU device: 1x1, 3x3, strided, dilated, grouped, pa
         {{1, 128, 9, 9}, {32, 128, 3, 3}, true, 1, {}, {}, {1, 1, 1, 1}},            // 32 maps, K beyond kc (two K blocks)
         {{1, 6, 9, 9}, {6, 1, 3, 3}, true, 6, {2, 2}, {2, 2}, {2, 2, 2, 2}},          // depthwise (stays reference)
         // k x k on padded planes: M <= 64 and K >= 4 M read them in place on x86 (Y through a wide buffer), else packed
-        // panels; fewer than 16 tiles of 4 x 4 pixels or channels, else AVX2 runs them by Winograd (test_winograd.cpp)
+        // panels; under 16 tiles of 4 x 4 output pixels or under 16 channels, else AVX2 takes Winograd (test_winograd.cpp)
         {{1, 32, 4, 37}, {64, 32, 3, 3}, true, 1, {}, {}, {1, 1, 1, 1}},             // in place, 64 maps (the first row tile packs)
         {{1, 24, 11, 40}, {6, 24, 3, 3}, true, 1, {}, {}, {1, 1, 1, 1}},             // in place, rows of 40 in 42
         {{2, 9, 13, 7}, {5, 9, 3, 3}, false, 1, {}, {2, 1}, {2, 1, 0, 2}},           // in place, dilated, asymmetric pads
