@@ -3211,6 +3211,7 @@ public:
     Unit* units = nullptr;
     uint32_t count = 0;
     uint32_t threads = 1;
+    bool winograd = true;   // CPU's WINOGRAD: 3x3 convs may run Winograd (cpu_conv_step)
     char payload[64] = {};
     size_t payload_size = 0;
     // The program's own JIT kernels, made on first use: a plan of a symbolic model uses its
@@ -3474,13 +3475,13 @@ protected:
 // MatMul, Gemm, Conv and ConvTranspose on snippets.h's JIT GEMM where the target has its tiles
 // (AVX2, AVX-512, NEON; cpu_gemm_step), constant weights packed at compile time; depthwise Conv
 // on snippets.h's DepthwiseConv (every target).
-const ConfigKey kCpuKeys[] = {{"NUM_THREADS", "1"}, {"PERF_COUNT", "NO"}, {"FUSION", "YES"}, {"ISA", "auto"}};
+const ConfigKey kCpuKeys[] = {{"NUM_THREADS", "1"}, {"PERF_COUNT", "NO"}, {"FUSION", "YES"}, {"ISA", "auto"}, {"WINOGRAD", "YES"}};
 
 inline const char* cpu_cost_model();   // see hetero placement
 
 class CpuDevice : public BuiltinDevice {
 public:
-    CpuDevice() : BuiltinDevice("CPU", cpu_name(), kCpuKeys, 4) {}
+    CpuDevice() : BuiltinDevice("CPU", cpu_name(), kCpuKeys, 5) {}
     // COST_MODEL: "GFLOPS/GBPS/LAUNCH_US" for HETERO_PLACEMENT=cost, measured once per process.
     Status get_metric(StringView key, StringView* value) override {
         if (key == StringView("SUPPORTED_METRICS"))
@@ -3520,7 +3521,8 @@ protected:
         Isa isa;
         if (key == StringView("NUM_THREADS") && !parse_count(value, 1, kMaxThreads, &n))
             return fail(Status::InvalidArgument, "CPU: NUM_THREADS must be 1..64");
-        if ((key == StringView("PERF_COUNT") || key == StringView("FUSION")) && !parse_yes_no(value, &yes))
+        const bool yes_no = key == StringView("PERF_COUNT") || key == StringView("FUSION") || key == StringView("WINOGRAD");
+        if (yes_no && !parse_yes_no(value, &yes))
             return fail(Status::InvalidArgument, "CPU: %.*s must be YES or NO", (int)key.size, key.data);
         if (key == StringView("ISA") && !(value == StringView("auto"))) {
             if (parse_isa(value, &isa) != Status::Ok)
@@ -3625,6 +3627,7 @@ inline Status CpuDevice::build_cpu(ReferenceProgram* p, const PreparedModel& mod
     p->threads = threads();
     bool fusion = true;
     parse_yes_no(config("FUSION"), &fusion);
+    parse_yes_no(config("WINOGRAD"), &p->winograd);
     Isa isa = Isa::Auto;
     if (!(config("ISA") == StringView("auto"))) ignore_status(parse_isa(config("ISA"), &isa));
     Isa target = isa == Isa::Auto ? default_isa() : isa;
@@ -10425,7 +10428,8 @@ inline Status cpu_conv_step(ReferenceProgram* p, const PreparedModel& model, Nod
     const Gemm& gemm = cs->gemm;
     const float* constant_w = cpu_constant_input(model, id, 1);
     // Winograd where its transform kernels exist (else the paths below): U packed as the column tiles' B panels
-    if (constant_w && conv_takes_winograd(*st, gemm) && cs->winograd.init(gemm.isa()) == Status::Ok && cs->winograd.jit()) {
+    if (p->winograd && constant_w && conv_takes_winograd(*st, gemm) && cs->winograd.init(gemm.isa()) == Status::Ok &&
+        cs->winograd.jit()) {
         const int64_t nr = gemm.blocking().nr;
         const size_t floats = cs->packed_floats = round16(WinogradF43::weights_floats(st->maps, st->channels, nr));
         cs->packed = cpu_packed_constant(p, model, gemm, constant_w, {6, st->maps, st->channels}, floats, [&](float* packed) {

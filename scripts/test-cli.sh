@@ -82,7 +82,7 @@ grep -q "ref:Add" "$dir/out" && grep -q "digraph" "$dir/p.dot" && passed=$((pass
 check "info" 0 "" -- info "$relu/model.onnx" --device HETERO:TEMPLATE,CPU
 grep -q "^node 'Relu_0' Relu -> TEMPLATE" "$dir/out" && passed=$((passed + 1)) || { failed=$((failed + 1)); echo "FAILED: info placement"; cat "$dir/out"; }
 check "devices" 0 "" -- devices
-grep -q "^TEMPLATE" "$dir/out" && grep -q "SUPPORTED_CONFIG_KEYS: NUM_THREADS PERF_COUNT FUSION ISA" "$dir/out" && passed=$((passed + 1)) || { failed=$((failed + 1)); echo "FAILED: devices"; cat "$dir/out"; }
+grep -q "^TEMPLATE" "$dir/out" && grep -q "SUPPORTED_CONFIG_KEYS: NUM_THREADS PERF_COUNT FUSION ISA WINOGRAD" "$dir/out" && passed=$((passed + 1)) || { failed=$((failed + 1)); echo "FAILED: devices"; cat "$dir/out"; }
 # The GPU is listed with its driver's name or as unavailable; with no OpenCL driver (an empty
 # vendor folder) it is unavailable and HETERO:GPU,CPU runs everything on CPU.
 grep -q "^GPU" "$dir/out" && grep -Eq "^  AVAILABLE: (YES|NO: .+)$" "$dir/out" && passed=$((passed + 1)) || { failed=$((failed + 1)); echo "FAILED: GPU listed"; cat "$dir/out"; }

@@ -122,7 +122,7 @@ TEST_CASE("runtime: device registry, metrics and config errors") {
     CHECK(cpu->get_metric("FULL_DEVICE_NAME", &v) == Status::Ok);
     CHECK(test::to_string(v).find("Tessel CPU") == 0);
     CHECK(cpu->get_metric("SUPPORTED_CONFIG_KEYS", &v) == Status::Ok);
-    CHECK(test::to_string(v) == "NUM_THREADS PERF_COUNT FUSION ISA");
+    CHECK(test::to_string(v) == "NUM_THREADS PERF_COUNT FUSION ISA WINOGRAD");
     CHECK(cpu->get_metric("SUPPORTED_METRICS", &v) == Status::Ok);
     CHECK(test::to_string(v).find("OPTIMIZATION_CAPABILITIES") != std::string::npos);
     CHECK(cpu->get_metric("AVAILABLE_DEVICES", &v) == Status::Ok);
@@ -134,6 +134,8 @@ TEST_CASE("runtime: device registry, metrics and config errors") {
     CHECK(cpu->set_config("NUM_THREADS", "0") == Status::InvalidArgument);
     CHECK(cpu->set_config("NUM_THREADS", "x") == Status::InvalidArgument);
     CHECK(cpu->set_config("PERF_COUNT", "maybe") == Status::InvalidArgument);
+    CHECK(cpu->set_config("WINOGRAD", "maybe") == Status::InvalidArgument);
+    CHECK(std::string(cpu->last_error()) == "CPU: WINOGRAD must be YES or NO");
     REQUIRE(cpu->set_config("NUM_THREADS", "2") == Status::Ok);
     CHECK(cpu->get_config("NUM_THREADS", &v) == Status::Ok);
     CHECK(test::to_string(v) == "2");

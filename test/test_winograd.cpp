@@ -71,7 +71,7 @@ enum class Tail { None, Relu, AddRelu };
 
 std::vector<float> conv_on_cpu(const WinogradCase& cc, Tail tail, const std::vector<float>& x, const std::vector<float>& w,
                                const std::vector<float>& bias, const std::vector<float>& residual, uint32_t threads,
-                               Isa isa, std::string* kernels) {
+                               Isa isa, std::string* kernels, const char* winograd = "YES") {
     OpTest t;
     const NodeId conv = t.op("Conv", {t.input(cc.conv.x, x), t.constant(cc.conv.w, w), t.constant(Shape{cc.conv.w[0]}, bias)});
     if (!cc.conv.pads.empty()) t.set_ints("pads", cc.conv.pads);
@@ -80,9 +80,10 @@ std::vector<float> conv_on_cpu(const WinogradCase& cc, Tail tail, const std::vec
     REQUIRE(t.model.add_output("y", InputRef::by_id(t.node, 0)) == Status::Ok);
     REQUIRE(t.model.finalize() == Status::Ok);
     const std::string count = std::to_string(threads);
-    ConfigEntry config[] = {{"NUM_THREADS", StringView(count.c_str())}, {"PERF_COUNT", "YES"}, {"ISA", isa_name(isa)}};
+    ConfigEntry config[] = {{"NUM_THREADS", StringView(count.c_str())}, {"PERF_COUNT", "YES"}, {"ISA", isa_name(isa)},
+                            {"WINOGRAD", winograd}};
     test::CompiledRun run;
-    test::compile_and_infer(t, "CPU", Span<const ConfigEntry>(config, 3), &run);
+    test::compile_and_infer(t, "CPU", Span<const ConfigEntry>(config, 4), &run);
     if (!run.compiled.output_count()) return {};
     *kernels = run.kernels;
     const Tensor& out = run.request.output(0);
@@ -160,5 +161,27 @@ TEST_CASE("winograd: 3x3 convs against the reference, 2 and 3 threads bit for bi
         CAPTURE(isa_name(isa));
         if (isa_available(isa)) check_convs(isa);
         else MESSAGE("no " << isa_name(isa) << ": its Winograd convs do not run on this CPU");
+    }
+}
+
+TEST_CASE("winograd: WINOGRAD=NO runs a Conv that would take it on the other paths, within the same bound") {
+    const WinogradCase& cc = kCases[0];
+    const std::vector<float> x = test::random_floats(test::count_of(cc.conv.x), 9300);
+    const std::vector<float> w = test::random_floats(test::count_of(cc.conv.w), 9301);
+    const std::vector<float> bias = test::random_floats(cc.conv.w[0], 9302);
+    std::vector<double> want, bound;
+    test::reference_conv2d(cc.conv, x, w, bias, &want, &bound);
+    for (Isa isa : kWinogradIsas) {
+        CAPTURE(isa_name(isa));
+        if (!isa_available(isa)) continue;
+        std::string kernels;
+        const std::vector<float> y = conv_on_cpu(cc, Tail::None, x, w, bias, {}, 1, isa, &kernels, "NO");
+        INFO(kernels);
+        CHECK(kernels.find(std::string("gemm:") + isa_name(isa) + ":Conv") != std::string::npos);
+        CHECK(kernels.find("winograd") == std::string::npos);
+        REQUIRE(y.size() == want.size());
+        int64_t bad = 0;
+        for (size_t i = 0; i < y.size(); ++i) bad += !(std::fabs((double)y[i] - want[i]) <= bound[i]);
+        CHECK(bad == 0);
     }
 }
