@@ -9350,7 +9350,8 @@ struct CpuGemmState {
     size_t band_floats = 0;
     bool wide_in_place = false;   // B read in the padded copy (else packed panels)
     const int64_t* plane_rows = nullptr;   // 1x1 Conv, x86: B by rows (row k at k planes), no packing pass
-    WinogradF43 winograd;   // Winograd Conv: its transforms (block: tile rows per band)
+    WinogradF43 winograd;   // Winograd Conv: its transforms (block: tile rows per band, parts: groups of panels)
+    bool winograd_points_outer = false;   // M of every panel of a unit at once, point by point
 };
 
 inline size_t round16(size_t floats) { return (floats + 15) & ~(size_t)15; }
@@ -10264,16 +10265,17 @@ inline void pad_winograd_band(const Window& w, const float* x, int64_t channels,
         }
 }
 
-// A slot's scratch: the band's padded copy, V, M (one panel of maps), the output rows of one
-// tile row and the padded row being split (floats, each a multiple of 16).
+// A slot's scratch: the band's padded copy, V, M (of m_panels panels of maps), the output rows of
+// one tile row and the padded row being split (floats, each a multiple of 16).
 struct WinogradSlot {
     size_t copy, v, m, o, row;
     size_t total() const { return copy + v + m + o + row; }
 };
-inline WinogradSlot winograd_slot(const ConvState& st, int64_t band_rows, int64_t nr) {
+inline WinogradSlot winograd_slot(const ConvState& st, int64_t band_rows, int64_t nr, int64_t m_panels) {
     const int64_t tw = (st.w.out[2] + 3) / 4, q = tw + 1, tiles = band_rows * tw;
     return WinogradSlot{round16((size_t)(st.channels * (4 * band_rows + 2) * 4 * q)),
-                        round16((size_t)(WinogradF43::kPoints * st.channels * tiles)), round16((size_t)(WinogradF43::kPoints * tiles * nr)),
+                        round16((size_t)(WinogradF43::kPoints * st.channels * tiles)),
+                        round16((size_t)(WinogradF43::kPoints * tiles * nr * m_panels)),
                         round16((size_t)(4 * 4 * tw * nr)), round16((size_t)(4 * q))};
 }
 
@@ -10289,33 +10291,43 @@ inline Status run_cpu_conv_winograd(const RunContext& c) {
     const int64_t tw = (ow + 3) / 4, th = (oh + 3) / 4, q = tw + 1, channels = st.channels, maps = st.maps;
     const int64_t band_rows = cs.block, bands = cs.bands, t_pitch = band_rows * tw, channel_floats = (4 * band_rows + 2) * 4 * q;
     const int64_t nr = cs.gemm.blocking().nr, mr = cs.gemm.blocking().mr, panels = (maps + nr - 1) / nr;
-    const WinogradSlot layout = winograd_slot(st, band_rows, nr);
-    const int64_t points = WinogradF43::kPoints, u_point = panels * channels * nr;
+    const int64_t groups = cs.parts, points = WinogradF43::kPoints, u_point = panels * channels * nr;
+    const WinogradSlot layout = winograd_slot(st, band_rows, nr, cs.winograd_points_outer ? (panels + groups - 1) / groups : 1);
     float* slots = static_cast<float*>(c.scratch);
     GemmStoreOps ops;   // the residual's pointer at Y's start: the transpose offsets it per map
     const GemmStoreOps* store = epilogue_store_ops(c, cs.epilogue, y, &ops, true);
-    nn_parallel(c, (uint64_t)(st.batch * bands), [&](uint64_t slot, uint64_t begin, uint64_t end) {
+    nn_parallel(c, (uint64_t)(st.batch * bands * groups), [&](uint64_t slot, uint64_t begin, uint64_t end) {
         float* copy = slots + slot * cs.slot_floats;
         float* v = copy + layout.copy;
         float* msum = v + layout.v;
         float* o = msum + layout.m;
         float* row_buf = o + layout.o;
+        int64_t v_unit = -1;   // the unit (image, band) whose V the slot holds
         for (uint64_t unit = begin; unit < end; ++unit) {
-            const int64_t n = (int64_t)unit / bands, band = (int64_t)unit % bands, ty0 = band * th / bands, ty1 = (band + 1) * th / bands;
+            const int64_t image_band = (int64_t)unit / groups, group = (int64_t)unit % groups;
+            const int64_t n = image_band / bands, band = image_band % bands, ty0 = band * th / bands, ty1 = (band + 1) * th / bands;
             const int64_t rows = ty1 - ty0, tiles = rows * tw, row_tiles = (tiles + mr - 1) / mr;
-            pad_winograd_band(w, x + n * channels * w.in_size(), channels, 4 * ty0, 4 * rows + 2, q, channel_floats, row_buf, copy);
-            for (int64_t r = 0; r < rows; ++r)
-                cs.winograd.transform_input(copy + r * 16 * q, channels, channel_floats, 4 * q, q, tw, v + r * tw, channels * t_pitch, t_pitch);
-            for (int64_t j = 0; j < panels; ++j) {
+            const int64_t j0 = group * panels / groups, j1 = (group + 1) * panels / groups;
+            if (v_unit != image_band) {
+                pad_winograd_band(w, x + n * channels * w.in_size(), channels, 4 * ty0, 4 * rows + 2, q, channel_floats, row_buf, copy);
+                for (int64_t r = 0; r < rows; ++r)
+                    cs.winograd.transform_input(copy + r * 16 * q, channels, channel_floats, 4 * q, q, tw, v + r * tw, channels * t_pitch, t_pitch);
+                v_unit = image_band;
+            }
+            // M's tiles of point pt for panel j: the band's V rows times U's panel
+            auto multiply = [&](int64_t j, int64_t pt, float* m) {
                 const int64_t cols = std::min(nr, maps - j * nr);
-                for (int64_t pt = 0; pt < points; ++pt)
-                    for (int64_t k = 0; k < row_tiles; ++k) {   // the band's tiles in row tiles of even size
-                        const int64_t t0 = tiles * k / row_tiles, t1 = tiles * (k + 1) / row_tiles;
-                        cs.gemm.column_tile(v + pt * channels * t_pitch + t0, cs.wide_offsets, cs.packed + pt * u_point + j * channels * nr,
-                                            t1 - t0, cols, channels, false, msum + (pt * t_pitch + t0) * nr, nr, k == 0);
-                    }
+                for (int64_t k = 0; k < row_tiles; ++k) {   // the band's tiles in row tiles of even size
+                    const int64_t t0 = tiles * k / row_tiles, t1 = tiles * (k + 1) / row_tiles;
+                    cs.gemm.column_tile(v + pt * channels * t_pitch + t0, cs.wide_offsets, cs.packed + pt * u_point + j * channels * nr,
+                                        t1 - t0, cols, channels, false, m + (pt * t_pitch + t0) * nr, nr, k == 0);
+                }
+            };
+            // Panel j's M into its output rows, with the bias and the store operations
+            auto transform = [&](int64_t j, const float* m) {
+                const int64_t cols = std::min(nr, maps - j * nr);
                 for (int64_t r = 0; r < rows; ++r) {
-                    cs.winograd.transform_output(msum + r * tw * nr, t_pitch * nr, nr, tw, cols, o, 4 * tw * nr);
+                    cs.winograd.transform_output(m + r * tw * nr, t_pitch * nr, nr, tw, cols, o, 4 * tw * nr);
                     for (int64_t i = 0; i < 4 && 4 * (ty0 + r) + i < oh; ++i) {
                         const int64_t at = (n * maps + j * nr) * positions + (4 * (ty0 + r) + i) * ow;
                         GemmStoreOps run_store;
@@ -10327,28 +10339,56 @@ inline Status run_cpu_conv_winograd(const RunContext& c) {
                                                  store ? &run_store : nullptr);
                     }
                 }
+            };
+            const int64_t m_panel = points * t_pitch * nr;
+            if (cs.winograd_points_outer) {
+                for (int64_t pt = 0; pt < points; ++pt)
+                    for (int64_t j = j0; j < j1; ++j) multiply(j, pt, msum + (j - j0) * m_panel);
+                for (int64_t j = j0; j < j1; ++j) transform(j, msum + (j - j0) * m_panel);
+            } else {
+                for (int64_t j = j0; j < j1; ++j) {
+                    for (int64_t pt = 0; pt < points; ++pt) multiply(j, pt, msum);
+                    transform(j, msum);
+                }
             }
             if (cs.epilogue && !store)
-                gemm_epilogue_run(c, *cs.epilogue, n * maps, (n + 1) * maps, 4 * ty0 * ow, std::min(oh, 4 * ty1) * ow);
+                gemm_epilogue_run(c, *cs.epilogue, n * maps + j0 * nr, n * maps + std::min(maps, j1 * nr), 4 * ty0 * ow,
+                                  std::min(oh, 4 * ty1) * ow);
         }
     }, cs.slots);
     return Status::Ok;
 }
 
-// The Winograd plan: bands of tile rows whose V takes a quarter of L2 (at least one row), so
-// that with the band's copy and M it stays in L2, as many per thread where the rows allow,
-// their rows even give or take one (14 rows in 4 bands: 3, 4, 3, 4, so each of 2 threads runs
-// 7); A's column offsets (channel c's V at c tiles-per-band).
+// The Winograd plan: bands of tile rows, and groups of the maps' panels, per unit of work. U is
+// read once per band. Where it fits 4 x L2 (L3 holds it between bands), a band's V takes a
+// quarter of L2 (at least one row), so V, the band's copy and M stay in L2 across the panels,
+// and threads take whole bands, as many per thread where the rows allow, their rows even give
+// or take one (14 rows in 4 bands: 3, 4, 3, 4, so each of 2 threads runs 7). A larger U streams
+// from memory for each band, so a band holds kWinogradStreamTiles tiles or as many as V and M
+// of every panel fit in kWinogradStreamFloats, and runs point by point, V's point staying in L2
+// across the panels; threads split a band's panels where whole bands would leave one idle (each its half of U, transforming
+// the band's V itself). A's column offsets: channel c's V at c tiles-per-band.
+constexpr int64_t kWinogradStreamTiles = 256;
+constexpr int64_t kWinogradStreamFloats = (int64_t)2 << 20;   // 8 MiB
 inline Status cpu_conv_winograd_plan(ReferenceProgram* p, const ConvState& st, CpuGemmState* cs) {
     const int64_t tw = (st.w.out[2] + 3) / 4, th = (st.w.out[1] + 3) / 4, nr = cs->gemm.blocking().nr;
-    const int64_t budget = (int64_t)(cpu_cache_sizes().l2 / 4 / sizeof(float));
-    const int64_t most_rows = std::clamp<int64_t>(budget / (WinogradF43::kPoints * st.channels * tw), 1, th);
-    int64_t bands = (th + most_rows - 1) / most_rows;
+    const int64_t panels = (st.maps + nr - 1) / nr, row_floats = WinogradF43::kPoints * st.channels * tw;
+    const int64_t m_row_floats = WinogradF43::kPoints * tw * panels * nr;
+    const bool u_streams = cs->packed_floats * sizeof(float) > 4 * cpu_cache_sizes().l2;
+    int64_t most_rows = std::clamp<int64_t>((int64_t)(cpu_cache_sizes().l2 / 4 / sizeof(float)) / row_floats, 1, th);
+    if (u_streams)
+        most_rows = std::clamp<int64_t>(std::min<int64_t>((kWinogradStreamTiles + tw - 1) / tw, kWinogradStreamFloats / (row_floats + m_row_floats)),
+                                        1, th);
+    int64_t bands = (th + most_rows - 1) / most_rows, groups = 1;
     const int64_t slots = cs->slots;
-    if (slots > 1 && (st.batch * bands) % slots != 0) {   // as many units per slot where the rows allow
-        const int64_t per_image = ((st.batch * bands + slots - 1) / slots * slots + st.batch - 1) / st.batch;
-        bands = std::min(per_image, th);
+    if (slots > 1 && (st.batch * bands) % slots != 0) {
+        if (u_streams && panels >= slots) groups = slots;
+        else {   // as many units per slot where the rows allow
+            const int64_t per_image = ((st.batch * bands + slots - 1) / slots * slots + st.batch - 1) / st.batch;
+            bands = std::min(per_image, th);
+        }
     }
+    cs->parts = (uint32_t)groups;
     const int64_t band_rows = (th + bands - 1) / bands;   // band b: tile rows [b th / bands, (b + 1) th / bands)
     cs->block = band_rows;
     cs->bands = bands;
@@ -10356,7 +10396,8 @@ inline Status cpu_conv_winograd_plan(ReferenceProgram* p, const ConvState& st, C
     if (!offsets) return Status::OutOfMemory;
     for (int64_t ci = 0; ci < st.channels; ++ci) offsets[ci] = ci * band_rows * tw;
     cs->wide_offsets = offsets;
-    cs->slot_floats = winograd_slot(st, band_rows, nr).total();
+    cs->winograd_points_outer = u_streams;
+    cs->slot_floats = winograd_slot(st, band_rows, nr, u_streams ? (panels + groups - 1) / groups : 1).total();
     return Status::Ok;
 }
 

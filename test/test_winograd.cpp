@@ -4,7 +4,8 @@
 // double-precision reference within the direct conv's bound, |got - want| <= 1e-5 sum |w||x| +
 // 1e-30 (on these uniform inputs the error stays above 2e-6 of it: the transforms' constants,
 // up to 8, cost precision); 2 and 3 threads equal 1 bit for bit; fused epilogues; the kernel
-// named gemm:<isa>:winograd:Conv exactly where the image has the ISA's tiles (36, 16 on AVX2).
+// named gemm:<isa>:winograd:Conv exactly where the image has the ISA's tiles (36, 16 on AVX2);
+// U of 10 MiB streamed per band of a whole image, the threads splitting its panels.
 #include <doctest/doctest.h>
 #include <cmath>
 #include <cstring>
@@ -67,7 +68,7 @@ struct WinogradCase {
     const char* what;
 };
 
-enum class Tail { None, Relu, AddRelu };
+enum class Tail { None, Relu, AddRelu, Neg };   // Neg: an epilogue the tiles' stores cannot do
 
 std::vector<float> conv_on_cpu(const WinogradCase& cc, Tail tail, const std::vector<float>& x, const std::vector<float>& w,
                                const std::vector<float>& bias, const std::vector<float>& residual, uint32_t threads,
@@ -76,7 +77,8 @@ std::vector<float> conv_on_cpu(const WinogradCase& cc, Tail tail, const std::vec
     const NodeId conv = t.op("Conv", {t.input(cc.conv.x, x), t.constant(cc.conv.w, w), t.constant(Shape{cc.conv.w[0]}, bias)});
     if (!cc.conv.pads.empty()) t.set_ints("pads", cc.conv.pads);
     if (tail == Tail::AddRelu) t.op("Add", {InputRef::by_id(conv), t.input(test::conv2d_output_shape(cc.conv), residual)});
-    if (tail != Tail::None) t.op("Relu", {InputRef::by_id(t.node)});
+    if (tail == Tail::Neg) t.op("Neg", {InputRef::by_id(t.node)});
+    else if (tail != Tail::None) t.op("Relu", {InputRef::by_id(t.node)});
     REQUIRE(t.model.add_output("y", InputRef::by_id(t.node, 0)) == Status::Ok);
     REQUIRE(t.model.finalize() == Status::Ok);
     const std::string count = std::to_string(threads);
@@ -101,6 +103,10 @@ const WinogradCase kCases[] = {
     {{{1, 256, 28, 28}, {32, 256, 3, 3}, 1, {}, {}, {1, 1, 1, 1}}, "256 channels: bands of one tile row (a quarter of a 1 MiB L2 holds one row's V)"},
     {{{1, 64, 56, 56}, {64, 64, 3, 3}, 1, {}, {}, {1, 1, 1, 1}}, "ResNet-50's 56 x 56 stage"},
     {{{1, 32, 14, 14}, {32, 32, 3, 3}, 1, {}, {}, {1, 1, 1, 1}}, "14 x 14: 16 tiles, Winograd on AVX2, the direct path on AVX-512"},
+    // U of 10 MiB, more than 4 x L2 on CPUs with up to 2 MiB of L2: bands of every tile row run
+    // point by point, threads splitting the panels where the images alone would leave one idle
+    {{{1, 256, 22, 26}, {272, 256, 3, 3}, 1, {}, {}, {1, 1, 1, 1}}, "U streamed: one image, panels split between threads, the last panel partial"},
+    {{{3, 256, 23, 26}, {272, 256, 3, 3}, 1, {}, {}, {0, 1, 1, 0}}, "U streamed: 3 images, 6 x 7 tiles, no pad right or below"},
 };
 }  // namespace
 
@@ -129,7 +135,7 @@ void check_convs(Isa isa) {
         seed += 5;
         std::vector<double> want, bound;
         test::reference_conv2d(cc.conv, x, w, bias, &want, &bound);
-        for (Tail tail : {Tail::None, Tail::Relu, Tail::AddRelu}) {
+        for (Tail tail : {Tail::None, Tail::Relu, Tail::AddRelu, Tail::Neg}) {
             CAPTURE((int)tail);
             std::string kernels;
             const std::vector<float> one = conv_on_cpu(cc, tail, x, w, bias, residual, 1, isa, &kernels);
@@ -140,7 +146,8 @@ void check_convs(Isa isa) {
             for (size_t i = 0; i < one.size(); ++i) {
                 double v = want[i];
                 if (tail == Tail::AddRelu) v += residual[i];
-                if (tail != Tail::None) v = v > 0 ? v : 0;
+                if (tail == Tail::Neg) v = -v;
+                else if (tail != Tail::None) v = v > 0 ? v : 0;
                 if (!(std::fabs((double)one[i] - v) <= bound[i] + (tail == Tail::AddRelu ? 1e-7 : 0.0)) && bad++ < 3)
                     MESSAGE("y[" << i << "] = " << one[i] << ", want " << v);
             }
@@ -156,7 +163,7 @@ void check_convs(Isa isa) {
 }
 }  // namespace
 
-TEST_CASE("winograd: 3x3 convs against the reference, 2 and 3 threads bit for bit, fused Relu and residual Add") {
+TEST_CASE("winograd: 3x3 convs against the reference, 2 and 3 threads bit for bit, fused Relu, residual Add and Neg") {
     for (Isa isa : kWinogradIsas) {
         CAPTURE(isa_name(isa));
         if (isa_available(isa)) check_convs(isa);
