@@ -10366,8 +10366,9 @@ inline Status run_cpu_conv_winograd(const RunContext& c) {
 // or take one (14 rows in 4 bands: 3, 4, 3, 4, so each of 2 threads runs 7). A larger U streams
 // from memory for each band, so a band holds kWinogradStreamTiles tiles or as many as V and M
 // of every panel fit in kWinogradStreamFloats, and runs point by point, V's point staying in L2
-// across the panels; threads split a band's panels where whole bands would leave one idle (each its half of U, transforming
-// the band's V itself). A's column offsets: channel c's V at c tiles-per-band.
+// across the panels; threads split a band's panels where whole bands would leave one idle
+// (each reads its part of U and transforms the band's V itself). A's column offsets: channel
+// c's V at c tiles-per-band.
 constexpr int64_t kWinogradStreamTiles = 256;
 constexpr int64_t kWinogradStreamFloats = (int64_t)2 << 20;   // 8 MiB
 inline Status cpu_conv_winograd_plan(ReferenceProgram* p, const ConvState& st, CpuGemmState* cs) {
@@ -10377,8 +10378,8 @@ inline Status cpu_conv_winograd_plan(ReferenceProgram* p, const ConvState& st, C
     const bool u_streams = cs->packed_floats * sizeof(float) > 4 * cpu_cache_sizes().l2;
     int64_t most_rows = std::clamp<int64_t>((int64_t)(cpu_cache_sizes().l2 / 4 / sizeof(float)) / row_floats, 1, th);
     if (u_streams)
-        most_rows = std::clamp<int64_t>(std::min<int64_t>((kWinogradStreamTiles + tw - 1) / tw, kWinogradStreamFloats / (row_floats + m_row_floats)),
-                                        1, th);
+        most_rows = std::clamp<int64_t>(
+            std::min<int64_t>((kWinogradStreamTiles + tw - 1) / tw, kWinogradStreamFloats / (row_floats + m_row_floats)), 1, th);
     int64_t bands = (th + most_rows - 1) / most_rows, groups = 1;
     const int64_t slots = cs->slots;
     if (slots > 1 && (st.batch * bands) % slots != 0) {
