@@ -372,6 +372,12 @@ public:
     Status share_attributes(NodeId node, const Attribute* list);
     Status set_output_desc(NodeId node, uint32_t port, const TensorDesc& desc);
     Status set_affinity(NodeId node, StringView device);            // empty clears it
+    // Makes this empty graph a finalized copy of finalized `other` that reads other's names,
+    // edges, attribute contents and successor, predecessor, order and name tables in place
+    // (other must outlive it unchanged): only the nodes, their output descs (copied) and
+    // their attribute links are its own, and it has no affinities. A plan at new shapes
+    // copies its model this way. InvalidArgument: this graph has nodes or other is not finalized.
+    Status copy_shared(const Graph& other);
 
     // Resolves names, checks ports, builds successor/predecessor arrays and a topological
     // order. Errors: DuplicateName, DanglingInput, PortOutOfRange, Cycle, OutOfMemory.
@@ -902,6 +908,58 @@ Status Graph::share_attributes(NodeId id, const Attribute* list) {
         copies[k].next = k + 1 < count ? &copies[k + 1] : nullptr;
     }
     append_attributes(id, copies);
+    return Status::Ok;
+}
+
+Status Graph::copy_shared(const Graph& other) {
+    if (node_count_ || !other.finalized_) return fail(Status::InvalidArgument, "copy_shared: needs an empty graph and a finalized one");
+    const uint32_t n = other.node_count_, blocks = (n + (1u << kBlockShift) - 1) >> kBlockShift;
+    size_t descs = 0, attributes = 0;
+    for (NodeId id = 0; id < n; ++id) {
+        const Node& node = other.node(id);
+        if (node.outputs) descs += node.num_outputs;
+        for (const Attribute* a = node.attributes; a; a = a->next) ++attributes;
+    }
+    Node** table = arena_->allocate_array<Node*>(blocks + 1);
+    Node* nodes = arena_->allocate_array<Node>(((size_t)blocks << kBlockShift) + 1);   // whole blocks: add_node may append
+    TensorDesc* desc = arena_->allocate_array<TensorDesc>(descs + 1);
+    Attribute* links = arena_->allocate_array<Attribute>(attributes + 1);
+    if (!table || !nodes || !desc || !links) return fail(Status::OutOfMemory, "out of memory copying a graph");
+    for (uint32_t b = 0; b < blocks; ++b) table[b] = nodes + ((size_t)b << kBlockShift);
+    for (NodeId id = 0; id < n; ++id) {   // the one array's blocks of 64 are node()'s blocks
+        const Node& from = other.node(id);
+        Node& to = nodes[id];
+        to = from;
+        to.affinity = kNoDevice;
+        to.input_names = nullptr;
+        if (from.outputs) {
+            for (uint32_t p = 0; p < from.num_outputs; ++p) desc[p] = from.outputs[p];
+            to.outputs = desc;
+            desc += from.num_outputs;
+        }
+        Attribute* first = links;
+        for (const Attribute* a = from.attributes; a; a = a->next, ++links) {
+            *links = *a;
+            links->next = a->next ? links + 1 : nullptr;
+        }
+        to.attributes = from.attributes ? first : nullptr;
+    }
+    blocks_ = table;
+    block_capacity_ = blocks;
+    node_count_ = n;
+    edge_count_ = other.edge_count_;
+    keep_apart_count_ = other.keep_apart_count_;
+    has_named_inputs_ = false;
+    succ_offsets_ = other.succ_offsets_;
+    succ_ = other.succ_;
+    pred_offsets_ = other.pred_offsets_;
+    pred_ = other.pred_;
+    topo_ = other.topo_;
+    name_table_ = other.name_table_;
+    name_table_mask_ = other.name_table_mask_;
+    for (uint32_t k = 0; k < kOpTableSize; ++k) ops_[k] = other.ops_[k];
+    device_count_ = 0;
+    finalized_ = true;
     return Status::Ok;
 }
 

@@ -390,6 +390,9 @@ public:
     Status set_string(NodeId node, StringView name, StringView value);
     Status set_strings(NodeId node, StringView name, Span<const StringView> values);   // none may hold a '\0'
     Status finalize();                          // graph.finalize() plus interface checks
+    // Makes this empty model a copy of finalized `other` by Graph::copy_shared (other must
+    // outlive it unchanged): the graph, the interface and the opset; no bodies of its own.
+    Status copy_shared(const Model& other);
 
     // Subgraph bodies (If, Loop, Scan attributes): a body is a Model of its own that this
     // model owns (same opset). Its last `outer_inputs` inputs are values of the enclosing
@@ -1361,6 +1364,23 @@ Status Model::finalize() {
         if (n.op == StringView("Result") && n.num_inputs != 1)
             return graph.fail(Status::InvalidArgument, "output '%.*s' must read exactly one value", (int)n.name.size, n.name.data);
     }
+    return Status::Ok;
+}
+
+Status Model::copy_shared(const Model& other) {
+    if (input_count_ || output_count_) return graph.fail(Status::InvalidArgument, "copy_shared: the model is not empty");
+    TESSEL_TRY(graph.copy_shared(other.graph));
+    ModelPort* inputs = arena.allocate_array<ModelPort>(other.input_count_ + 1);
+    ModelPort* outputs = arena.allocate_array<ModelPort>(other.output_count_ + 1);
+    if (!inputs || !outputs) return graph.fail(Status::OutOfMemory, "out of memory copying a model");
+    for (uint32_t i = 0; i < other.input_count_; ++i) inputs[i] = other.inputs_[i];
+    for (uint32_t i = 0; i < other.output_count_; ++i) outputs[i] = other.outputs_[i];
+    inputs_ = inputs;
+    outputs_ = outputs;
+    input_count_ = input_capacity_ = other.input_count_;
+    output_count_ = output_capacity_ = other.output_count_;
+    absent_ = other.absent_;
+    opset = other.opset;
     return Status::Ok;
 }
 
@@ -2540,52 +2560,30 @@ struct detail_prepare {
             if (source.find_input(s.name) == kNotFound)
                 return fail(error, Status::NotFound, "--shape names '%.*s', which is not a model input", (int)s.name.size, s.name.data);
         const Model& lm = like.model;
-        const Graph& lg = lm.graph;
         const Graph& sg = source.graph;
         Model& m = out->model;
-        m.opset = lm.opset;
-        uint32_t next_input = 0, next_output = 0;
-        InputRef refs[detail::kMaxNodePorts];
-        for (NodeId i = 0; i < lg.node_count(); ++i) {
-            const Node& node = lg.node(i);
-            NodeId nid = kNoNode;
-            Status s = Status::Ok;
-            if (node.op == StringView("Parameter")) {
-                const uint32_t k = source.find_input(node.name);
-                if (next_input >= lm.input_count() || lm.input(next_input).node != i || k == kNotFound)
-                    return fail(error, Status::InvalidArgument, "input '%.*s' is not the model's", (int)node.name.size, node.name.data);
-                TensorDesc d;
-                TESSEL_TRY(input_desc(source, sg.node(source.input(k).node), shapes, nullptr, limits, &d, error));
-                s = m.add_input(lm.input(next_input++).name, d, &nid);
-            } else if (node.op == StringView("Absent")) {
-                nid = m.absent().producer;
-            } else if (node.op == StringView("Result")) {
-                if (next_output >= lm.output_count() || lm.output(next_output).node != i || node.num_inputs != 1)
-                    return fail(error, Status::InvalidArgument, "output '%.*s' is not the model's", (int)node.name.size, node.name.data);
-                s = m.add_output(lm.output(next_output).name, InputRef::by_id(node.inputs[0].producer, node.inputs[0].port));
-                if (s == Status::Ok) nid = m.output(next_output++).node;
-            } else if (node.op == StringView("Constant") && node.num_inputs == 0) {
-                const Attribute* a = lg.find_attribute(i, "value");
-                if (!a || a->kind != AttributeKind::Tensor || !a->tensor)
-                    return fail(error, Status::InvalidArgument, "constant '%.*s' holds no tensor", (int)node.name.size, node.name.data);
-                s = m.add_constant(node.name, a->tensor->desc, a->tensor->data, &nid, false);
-                for (const Attribute* x = node.attributes; x && s == Status::Ok; x = x->next)
-                    if (x != a) s = m.graph.add_attribute(nid, *x);
-            } else {
-                for (uint32_t k = 0; k < node.num_inputs; ++k)
-                    refs[k] = InputRef::by_id(node.inputs[k].producer, node.inputs[k].port, node.inputs[k].keep_apart != 0);
-                s = m.add_node(node.op, node.name, Span<const InputRef>(refs, node.num_inputs), node.num_outputs, &nid);
-                if (s == Status::Ok) s = m.graph.share_attributes(nid, node.attributes);   // like outlives this plan
-                // the user's affinity (like's nodes carry its partition's devices)
-                const NodeId from = sg.find(node.name);
-                if (s == Status::Ok && from != kNoNode && sg.node(from).affinity != kNoDevice)
-                    s = m.graph.set_affinity(nid, sg.device_name(sg.node(from).affinity));
-            }
-            if (s != Status::Ok) return copy_error(m, s, error);
-            if (nid != i) return fail(error, Status::InvalidArgument, "node '%.*s' moved", (int)node.name.size, node.name.data);
-        }
-        Status s = m.finalize();
+        Status s = m.copy_shared(lm);   // like outlives this plan
         if (s != Status::Ok) return copy_error(m, s, error);
+        for (uint32_t k = 0; k < lm.input_count(); ++k) {
+            const NodeId node = lm.input(k).node;
+            const uint32_t from = source.find_input(lm.input(k).name);
+            if (from == kNotFound)
+                return fail(error, Status::InvalidArgument, "input '%.*s' is not the model's", (int)lm.input(k).name.size, lm.input(k).name.data);
+            TensorDesc d;
+            TESSEL_TRY(input_desc(source, sg.node(source.input(from).node), shapes, nullptr, limits, &d, error));
+            s = m.graph.set_output_desc(node, 0, d);
+            if (s != Status::Ok) return copy_error(m, s, error);
+        }
+        // the user's affinities on compute nodes (like's nodes carry its partition's devices)
+        for (NodeId i = 0; i < m.graph.node_count() && sg.device_count() != 0; ++i) {
+            const Node& node = m.graph.node(i);
+            if (node.op == StringView("Parameter") || node.op == StringView("Absent") || node.op == StringView("Result") ||
+                (node.op == StringView("Constant") && node.num_inputs == 0))
+                continue;
+            const NodeId from = sg.find(node.name);
+            if (from != kNoNode && sg.node(from).affinity != kNoDevice) s = m.graph.set_affinity(i, sg.device_name(sg.node(from).affinity));
+            if (s != Status::Ok) return copy_error(m, s, error);
+        }
         out->folded_ = like.folded_;
         out->shape_free_ = true;
         return prepare_kernels(out, m.opset, limits, lookup, lookup_user, threads, true, error);

@@ -106,3 +106,34 @@ TEST_CASE("dynamic islands: a plan sharing islands equals a compile at its shape
     CHECK(fused_together >= 3);   // (3,3), (7,7), (1,6), (3,3): one kernel
     CHECK(fused_apart >= 2);      // (3,4), (5,3), (4,3): p and q apart
 }
+
+TEST_CASE("dynamic islands: a plan at a new shape keeps the user's affinities") {
+    Model m;
+    build_model(&m);
+    // q on TEMPLATE by the user's affinity, where HETERO:CPU,TEMPLATE would give it to CPU.
+    REQUIRE(m.graph.set_affinity(m.graph.find("q"), "TEMPLATE") == Status::Ok);
+    ConfigEntry config[] = {{"PERF_COUNT", "YES"}, {"SHAPE_CACHE_SIZE", "2"}};
+    Core core;
+    CompiledModel dynamic;
+    REQUIRE(core.compile_model(m, "HETERO:CPU,TEMPLATE", config, &dynamic) == Status::Ok);
+    InferRequest request;
+    REQUIRE(dynamic.create_request(&request) == Status::Ok);
+    Tensor d = filled({2, 1}, 1.5f);
+    for (int64_t size : {3, 5, 7}) {
+        CAPTURE(size);
+        Tensor a = filled({size}, 0.0f), b = filled({size + 1}, 3.0f);
+        Result got = run(request, 2, a, b, d);
+        std::string q_device, p_device;
+        for (const ProfileEntry& e : request.profiling_info()) {
+            if (test::to_string(e.node) == "q") q_device = test::to_string(e.device);
+            if (test::to_string(e.node) == "p") p_device = test::to_string(e.device);
+        }
+        CHECK(q_device == "TEMPLATE");
+        CHECK(p_device == "CPU");
+        REQUIRE(got.outputs.size() == 2);
+        REQUIRE(got.outputs[1].size() == (size_t)(2 * (size + 1)));
+        // q[i, j] = b[j] + relu(d[i])
+        CHECK(got.outputs[1][(size_t)(size + 1)] == b.data_as<float>()[0] + d.data_as<float>()[1]);
+    }
+    CHECK(dynamic.cached_shape_plans() == 2);
+}

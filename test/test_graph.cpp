@@ -129,6 +129,86 @@ TEST_CASE("graph: share_attributes reads the payload in place; adding to the nod
     CHECK(copy.share_attributes(7, source.node(a).attributes) == Status::InvalidArgument);
 }
 
+TEST_CASE("graph: copy_shared reads the other graph's tables in place; descs, attributes and affinities are its own") {
+    Arena arena;
+    Graph source(&arena), copy(&arena);
+    // 70 nodes: more than one block of 64. x -> n1 -> ... -> n69, n2 also reads x.
+    NodeId x = kNoNode;
+    NodeSpec input;
+    input.name = "x";
+    input.op = "Parameter";
+    input.affinity = "CPU";
+    REQUIRE(source.add_node(input, &x) == Status::Ok);
+    std::vector<std::string> names;
+    for (int i = 1; i < 70; ++i) names.push_back("n" + std::to_string(i));
+    for (int i = 1; i < 70; ++i) {
+        InputRef refs[] = {InputRef::by_id((NodeId)(i - 1)), InputRef::by_id(x)};
+        NodeSpec spec;
+        spec.name = StringView(names[i - 1].c_str());
+        spec.op = i % 2 ? "Relu" : "Add";
+        spec.affinity = "GPU";
+        spec.inputs = Span<const InputRef>(refs, i % 2 ? 1 : 2);
+        REQUIRE(source.add_node(spec) == Status::Ok);
+    }
+    TensorDesc d;
+    d.type = ElementType::Float32;
+    d.rank = 2;
+    d.dims[0] = 3;
+    d.dims[1] = 5;
+    REQUIRE(source.set_output_desc(x, 0, d) == Status::Ok);
+    Attribute alpha;
+    alpha.name = "alpha";
+    alpha.kind = AttributeKind::Float;
+    alpha.f = 0.5f;
+    REQUIRE(source.add_attribute(65, alpha) == Status::Ok);
+    CHECK(copy.copy_shared(source) == Status::InvalidArgument);   // not finalized yet
+    REQUIRE(source.finalize() == Status::Ok);
+    REQUIRE(copy.copy_shared(source) == Status::Ok);
+    CHECK(copy.finalized());
+    REQUIRE(copy.node_count() == 70);
+    CHECK(copy.edge_count() == source.edge_count());
+    for (NodeId id = 0; id < 70; ++id) {
+        CHECK(copy.node(id).name.data == source.node(id).name.data);
+        CHECK(copy.node(id).inputs == source.node(id).inputs);
+        CHECK(copy.node(id).affinity == kNoDevice);
+        CHECK(copy.successors(id).data == source.successors(id).data);
+        CHECK(copy.find(copy.node(id).name) == id);
+    }
+    CHECK(copy.device_count() == 0);
+    CHECK(copy.topological_order().data == source.topological_order().data);
+    // Its own descs, attribute links and affinities.
+    TensorDesc e = d;
+    e.dims[0] = 8;
+    REQUIRE(copy.set_output_desc(x, 0, e) == Status::Ok);
+    CHECK(copy.node(x).outputs[0].dims[0] == 8);
+    CHECK(source.node(x).outputs[0].dims[0] == 3);
+    const Attribute* shared = copy.find_attribute(65, "alpha");
+    REQUIRE(shared != nullptr);
+    CHECK(shared != source.find_attribute(65, "alpha"));
+    CHECK(shared->name.data == source.find_attribute(65, "alpha")->name.data);
+    Attribute beta = alpha;
+    beta.name = "beta";
+    REQUIRE(copy.add_attribute(65, beta) == Status::Ok);
+    CHECK(copy.find_attribute(65, "beta") != nullptr);
+    CHECK(source.find_attribute(65, "beta") == nullptr);
+    REQUIRE(copy.set_affinity(3, "NPU") == Status::Ok);
+    CHECK(copy.device_name(copy.node(3).affinity) == StringView("NPU"));
+    CHECK(source.device_name(source.node(3).affinity) == StringView("GPU"));
+    CHECK(copy.copy_shared(source) == Status::InvalidArgument);   // not empty any more
+    // A node added after the copy lands in the copy's own block and the copy finalizes again.
+    InputRef last[] = {InputRef::by_id(69)};
+    NodeSpec more;
+    more.name = "tail";
+    more.op = "Relu";
+    more.inputs = Span<const InputRef>(last, 1);
+    REQUIRE(copy.add_node(more) == Status::Ok);
+    REQUIRE(copy.finalize() == Status::Ok);
+    CHECK(copy.node_count() == 71);
+    CHECK(source.node_count() == 70);
+    CHECK(copy.successors(69).size == 1);
+    CHECK(source.successors(69).size == 0);
+}
+
 TEST_CASE("graph: the topological order is the id order when ids are sorted, else Kahn's FIFO order") {
     // s0 -> n1 -> n3 <- s2: ids sorted, so the order is 0,1,2,3 (Kahn's FIFO would give 0,2,1,3).
     Arena arena;
