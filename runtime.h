@@ -871,6 +871,9 @@ public:
     // at run time, cached as input-shape plans are (runtime.h >>stages).
     bool data_dependent() const;
     uint32_t cached_stage_plans() const;   // plans of the first cut's later stage kept
+    // Of those plans made so far, the ones that copied the first shape-free plan's prepared
+    // graph with new shapes (as copied_shape_plans) instead of preparing the later stage again.
+    uint32_t copied_stage_plans() const;
     // The later stage as a model (its inputs are the values the first stage hands over, every
     // dim free); nullptr unless data_dependent().
     const Model* later_stage() const;
@@ -5372,9 +5375,17 @@ struct Stages {
     uint64_t tick = 0;
     std::mutex mutex;                      // the cache; held while a suffix plan compiles
     PlanReuse* reuse = nullptr;            // owned: the suffix's shape-free data, shared by its plans
+    // The first plan that compiled without values and can_rebind: later plans copy its prepared
+    // graph and read it in place, so eviction leaves it here (one plan past the cache's size).
+    CompiledModel::Impl* copy_source = nullptr;
+    uint32_t copied = 0;                   // plans made by detail_prepare::rebind
 
     ~Stages() {
-        for (uint32_t i = 0; i < count; ++i) { destroy(cache[i].plan); TESSEL_FREE(cache[i].key); }
+        for (uint32_t i = 0; i < count; ++i) {
+            if (cache[i].plan != copy_source) destroy(cache[i].plan);
+            TESSEL_FREE(cache[i].key);
+        }
+        destroy(copy_source);   // after the plans that read its graph
         destroy(reuse);
     }
 };
@@ -5424,6 +5435,11 @@ uint32_t CompiledModel::cached_stage_plans() const {
     if (!impl_ || !impl_->stages) return 0;
     std::lock_guard<std::mutex> lock(impl_->stages->mutex);
     return impl_->stages->count;
+}
+uint32_t CompiledModel::copied_stage_plans() const {
+    if (!impl_ || !impl_->stages) return 0;
+    std::lock_guard<std::mutex> lock(impl_->stages->mutex);
+    return impl_->stages->copied;
 }
 const Model* CompiledModel::later_stage() const { return impl_ && impl_->stages ? &impl_->stages->suffix : nullptr; }
 uint32_t CompiledModel::cached_shape_plans() const {
@@ -7165,6 +7181,9 @@ Status CompileJob::compile_stage(Stages& st, Span<const InputShape> shapes, Span
     job.reuse = st.reuse;
     // Suffix plans at other signatures usually have the same prepared graph: their partition.
     for (uint32_t k = 0; k < st.count && !job.partition_like; ++k) job.partition_like = st.cache[k].plan;
+    // Shapes alone (no value read as a shape): a copy of the shape-free plan's graph.
+    const bool copyable = values.size == 0;
+    if (copyable && st.copy_source) job.rebind_like = &st.copy_source->prepared;
     Arena scratch;
     PartitionAlgorithm algorithm = st.algorithm;
     uint32_t min_subgraph = st.min_subgraph;
@@ -7178,6 +7197,8 @@ Status CompileJob::compile_stage(Stages& st, Span<const InputShape> shapes, Span
         destroy(m);
         return s;
     }
+    if (job.rebind_like) ++st.copied;
+    else if (copyable && !m->stages && detail_prepare::can_rebind(m->prepared)) st.copy_source = m;
     *out = m;
     return Status::Ok;
 }
@@ -8007,7 +8028,7 @@ Status InferRequest::Impl::run_next_stage() {
         if (room == &st.cache[st.count]) ++st.count;
         else {
             if (room == held_stage) release_stage_locked();
-            destroy(room->plan);
+            if (room->plan != st.copy_source) destroy(room->plan);   // else ~Stages: later plans read its graph
             TESSEL_FREE(room->key);
         }
         *room = detail::StagePlan{fresh, kept, bytes, 0, 0};
@@ -24217,6 +24238,10 @@ inline bool int8_take_shuffle(ReferenceProgram* p, const PreparedModel& model, c
 
 // (>>int8 cpu, continued) The steps made from the groups of >>int8 cpu and >>int8 data movement.
 inline Status cpu_int8_steps(ReferenceProgram* p, const PreparedModel& model, Isa isa) {
+    // Every pass below looks only at steps that are neither a snippet nor a kernel's run.
+    bool plain = false;
+    for (uint32_t i = 0; i < p->count && !plain; ++i) plain = !p->units[i].snippet && !p->units[i].run;
+    if (!plain) return Status::Ok;
     const Graph& g = model.model.graph;
     Arena scratch(p->count < 256 ? 1024 + p->count * 64 : 64 * 1024);   // small programs: no 64 KB of heap top each
     Int8Group* groups = scratch.allocate_array<Int8Group>(p->count + 1);

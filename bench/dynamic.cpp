@@ -266,7 +266,8 @@ int main(int argc, char** argv) {
     // the chain at that count, and a cached signature's infer against the fixed chain's.
     std::printf("\n%u blocks after NonZero (x[4096]): a new count's stage plan against a full compile of the chain at that\n"
                 "count, taken in turn, medians of 15 (the plan: an infer that plans minus one that does not, SHAPE_CACHE_SIZE 1)\n", blocks);
-    std::printf("%-22s %14s %14s %8s %16s %16s\n", "device", "compile_ms", "new_count_ms", "new/full", "cached_infer_us", "fixed_infer_us");
+    std::printf("%-22s %14s %14s %8s %16s %16s %8s\n", "device", "compile_ms", "new_count_ms", "new/full", "cached_infer_us", "fixed_infer_us",
+                "copied");
     for (const char* device : {"CPU", "HETERO:TEMPLATE,CPU"}) {
         ConfigEntry config[] = {{"SHAPE_CACHE_SIZE", "1"}, {"TEMPLATE:SUPPORTED_OPS", "NonZero,Cast,Relu"}};
         Span<const ConfigEntry> entries(config, device[0] == 'H' ? 2 : 1);
@@ -312,7 +313,9 @@ int main(int argc, char** argv) {
             cached.push_back(since_ms(start));
         }
         double f = median(full), p = median(planned) - median(cached);
-        std::printf("%-22s %14.2f %14.2f %8.2f %16.1f %16.1f\n", device, f, p, p / f, median(cached) * 1e3, median(fixed_times));
+        // copied: of the stage plans made, those that copied the first one's prepared graph
+        std::printf("%-22s %14.2f %14.2f %8.2f %16.1f %16.1f %5u/%u\n", device, f, p, p / f, median(cached) * 1e3, median(fixed_times),
+                    staged.copied_stage_plans(), (unsigned)kRuns + 2);
     }
 
     // The per-infer shape check: Relu on float[1,4], compiled with the batch free and fixed.
