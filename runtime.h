@@ -2385,13 +2385,18 @@ struct detail_prepare {
             NodeId bn = foldable_batchnorm(g, id, base, desc, data, folded);
             if (bn != kNoNode && !absorbed[bn]) { batchnorm_of[id] = bn; absorbed[bn] = 1; }
         }
+        // The other BatchNormalizations that become a Mul and an Add (they read only X then).
+        uint8_t* affine = scratch.allocate_array<uint8_t>(n + 1);
+        if (!affine) return fail(error, Status::OutOfMemory, "out of memory preparing the model");
+        for (NodeId id = 0; id < n; ++id)
+            affine[id] = fold_batchnorms && !absorbed[id] && !folded[id] && channel_affine_batchnorm(g, id, base, desc, data);
         // Which nodes the outputs need; folded nodes become Constants, the rest is dropped.
         for (size_t k = order.size; k-- > 0;) {
             NodeId id = order[k];
             const Node& node = g.node(id);
             if (node.op == StringView("Result")) needed[id] = 1;
             if (!needed[id] || folded[id]) continue;
-            uint32_t reads = absorbed[id] || batchnorm_of[id] != kNoNode ? 1 : node.num_inputs;
+            uint32_t reads = absorbed[id] || batchnorm_of[id] != kNoNode || affine[id] ? 1 : node.num_inputs;
             for (uint32_t i = 0; i < reads; ++i) needed[node.inputs[i].producer] = 1;
         }
         // Build the prepared model: Parameters in interface order, then the rest in
@@ -2448,6 +2453,43 @@ struct detail_prepare {
                 bool single = folded[e.producer] || g.node(e.producer).op == StringView("Absent");
                 refs[i] = InputRef::by_id(new_id[base[e.producer] + (single ? e.port : 0)], single ? 0 : e.port,
                                           e.keep_apart != 0);
+            }
+            if (affine[id]) {
+                // x * a + b per channel as a Mul and an Add of [C, 1, ...] constants: the elementwise
+                // island around it fuses them (DenseNet's BatchNorm -> Mul -> Add -> Relu is one pass).
+                const TensorDesc& xd = desc[base[node.inputs[0].producer] + node.inputs[0].port];
+                const int64_t channels = xd.dims[1];
+                auto param = [&](uint32_t i) { return static_cast<const float*>(data[base[node.inputs[i].producer] + node.inputs[i].port]); };
+                const float *scale = param(1), *shift = param(2), *mean = param(3), *var = param(4);
+                const Attribute* eps = g.find_attribute(id, "epsilon");
+                const float epsilon = eps && eps->kind == AttributeKind::Float ? eps->f : 1e-5f;
+                float* ab = static_cast<float*>(arena.allocate((size_t)channels * 2 * sizeof(float), 64));
+                if (!ab) return fail(error, Status::OutOfMemory, "out of memory preparing a BatchNormalization");
+                for (int64_t c = 0; c < channels; ++c) {   // run_batch_norm's a and b
+                    ab[c] = scale[c] / std::sqrt(var[c] + epsilon);
+                    ab[channels + c] = shift[c] - mean[c] * ab[c];
+                }
+                TensorDesc per_channel;
+                per_channel.type = ElementType::Float32;
+                per_channel.rank = xd.rank - 1;
+                for (uint32_t k = 0; k < per_channel.rank; ++k) per_channel.dims[k] = k == 0 ? channels : 1;
+                NodeId a_id = kNoNode, b_id = kNoNode, mul = kNoNode, add = kNoNode;
+                std::snprintf(name, sizeof name, "%.*s.bn_scale", (int)node.name.size, node.name.data);
+                Status st = m.add_constant(StringView(name), per_channel, ab, &a_id, false);
+                std::snprintf(name, sizeof name, "%.*s.bn_shift", (int)node.name.size, node.name.data);
+                if (st == Status::Ok) st = m.add_constant(StringView(name), per_channel, ab + channels, &b_id, false);
+                std::snprintf(name, sizeof name, "%.*s.bn_mul", (int)node.name.size, node.name.data);
+                InputRef mul_in[2] = {refs[0], InputRef::by_id(a_id)};
+                if (st == Status::Ok) st = m.add_node("Mul", StringView(name), Span<const InputRef>(mul_in, 2), 1, &mul);
+                InputRef add_in[2] = {InputRef::by_id(mul), InputRef::by_id(b_id)};
+                if (st == Status::Ok) st = m.add_node("Add", node.name, Span<const InputRef>(add_in, 2), 1, &add);
+                if (st == Status::Ok) st = m.graph.set_output_desc(mul, 0, desc[base[id]]);
+                if (st == Status::Ok) st = m.graph.set_output_desc(add, 0, desc[base[id]]);
+                if (st == Status::Ok && node.affinity != kNoDevice) st = m.graph.set_affinity(mul, g.device_name(node.affinity));
+                if (st == Status::Ok && node.affinity != kNoDevice) st = m.graph.set_affinity(add, g.device_name(node.affinity));
+                if (st != Status::Ok) return copy_error(m, st, error);
+                new_id[base[id]] = add;
+                continue;
             }
             uint32_t input_count = node.num_inputs;
             NodeId batchnorm = batchnorm_of[id];
@@ -2780,6 +2822,31 @@ struct detail_prepare {
             if (!data[v] || desc[v].type != ElementType::Float32 || desc[v].rank != 1 || desc[v].dims[0] != channels) return kNoNode;
         }
         return bn;
+    }
+
+    // An inference BatchNormalization no Conv absorbed, of float X [N, C, ...] and constant
+    // float parameters of C each, whose generated names are free: prepare writes it as a Mul and
+    // an Add (run).
+    static bool channel_affine_batchnorm(const Graph& g, NodeId bn, const uint32_t* base, const TensorDesc* desc,
+                                         const void* const* data) {
+        const Node& b = g.node(bn);
+        if (!(b.op == StringView("BatchNormalization")) || b.num_inputs != 5 || b.num_outputs != 1) return false;
+        const Attribute* training = g.find_attribute(bn, "training_mode");
+        if (training && (training->kind != AttributeKind::Int || training->i)) return false;
+        const Attribute* spatial = g.find_attribute(bn, "spatial");
+        if (spatial && (spatial->kind != AttributeKind::Int || spatial->i != 1)) return false;
+        const TensorDesc& x = desc[base[b.inputs[0].producer] + b.inputs[0].port];
+        if (x.type != ElementType::Float32 || x.rank < 2 || x.dims[1] <= 0) return false;
+        for (uint32_t i = 1; i < 5; ++i) {
+            uint32_t v = base[b.inputs[i].producer] + b.inputs[i].port;
+            if (!data[v] || desc[v].type != ElementType::Float32 || desc[v].rank != 1 || desc[v].dims[0] != x.dims[1]) return false;
+        }
+        char name[300];
+        for (const char* suffix : {".bn_scale", ".bn_shift", ".bn_mul"}) {
+            std::snprintf(name, sizeof name, "%.*s%s", (int)b.name.size, b.name.data, suffix);
+            if (g.find(StringView(name)) != kNoNode) return false;
+        }
+        return true;
     }
 
     // A Conv's weights are [M, C/group, k...]; a ConvTranspose's are [C, M/group, k...], so its

@@ -204,7 +204,10 @@ TEST_CASE("gpu ops: LRN with odd and even sizes, BatchNormalization not folded, 
     REQUIRE(net.model.set_float(even, "alpha", 0.01f) == Status::Ok);
     REQUIRE(net.model.set_float(even, "beta", 0.5f) == Status::Ok);
     REQUIRE(net.model.set_float(even, "bias", 2.0f) == Status::Ok);
-    net.node("BatchNormalization", {x, net.positive({7}), net.positive({7}), net.positive({7}), net.positive({7})});
+    // Parameters given as inputs: the GPU's BatchNormalization kernel (constant ones become a
+    // Mul and an Add at prepare, as the flat one's).
+    net.node("BatchNormalization", {x, net.input({7}, 0.5f, 2.0f), net.input({7}, 0.5f, 2.0f), net.input({7}, 0.5f, 2.0f),
+                                    net.input({7}, 0.5f, 2.0f)});
     InputRef flat = net.input({6, 4});
     net.node("BatchNormalization", {flat, net.positive({4}), net.positive({4}), net.positive({4}), net.positive({4})});
     net.node("InstanceNormalization", {x, net.positive({7}), net.positive({7})});

@@ -1186,3 +1186,71 @@ TEST_CASE("nn ops: Resize refuses bad inputs and data-dependent shapes") {
                          string_attr("mode", "linear")) == Status::Unsupported);
     CHECK(prepare_status("Resize", {x, scales}, nullptr, 1, 9) == Status::Unsupported);   // no Resize before opset 10
 }
+
+TEST_CASE("nn ops: a BatchNormalization with constant parameters is a Mul and an Add, fused with the Relu after it") {
+    // x -> BatchNormalization(constant scale, B, mean, var) -> Relu, at rank 4 (a tail of 7 x 9
+    // planes) and rank 2; with `collide`, a node already named "bn.bn_mul" keeps the BN whole.
+    for (int rank : {4, 2})
+        for (bool collide : {false, true}) {
+            CAPTURE(rank);
+            CAPTURE(collide);
+            const std::vector<int64_t> dims = rank == 4 ? std::vector<int64_t>{2, 5, 7, 9} : std::vector<int64_t>{6, 5};
+            const size_t inner = rank == 4 ? 63 : 1;
+            std::mt19937 rng(7);
+            std::uniform_real_distribution<float> dist(-2.0f, 2.0f), positive(0.25f, 2.0f);
+            std::vector<float> params[4];
+            for (int k = 0; k < 4; ++k) {
+                params[k].resize(5);
+                for (float& v : params[k]) v = k == 3 ? positive(rng) : dist(rng);
+            }
+            Model m;
+            NodeId x, bn, relu;
+            REQUIRE(m.add_input("x", test::make_desc(ElementType::Float32, dims), &x) == Status::Ok);
+            NodeId p[4];
+            const char* names[4] = {"scale", "b", "mean", "var"};
+            for (int k = 0; k < 4; ++k)
+                REQUIRE(m.add_constant(names[k], test::make_desc(ElementType::Float32, {5}), params[k].data(), &p[k]) == Status::Ok);
+            InputRef in[5] = {InputRef::by_id(x), InputRef::by_id(p[0]), InputRef::by_id(p[1]), InputRef::by_id(p[2]), InputRef::by_id(p[3])};
+            REQUIRE(m.add_node("BatchNormalization", "bn", in, 1, &bn) == Status::Ok);
+            REQUIRE(m.set_float(bn, "epsilon", 1e-3f) == Status::Ok);
+            InputRef rin[1] = {InputRef::by_id(bn)};
+            REQUIRE(m.add_node("Relu", "relu", rin, 1, &relu) == Status::Ok);
+            REQUIRE(m.add_output("y", InputRef::by_id(relu)) == Status::Ok);
+            if (collide) {
+                NodeId same;
+                InputRef xin[1] = {InputRef::by_id(x)};
+                REQUIRE(m.add_node("Identity", "bn.bn_mul", xin, 1, &same) == Status::Ok);
+                REQUIRE(m.add_output("z", InputRef::by_id(same)) == Status::Ok);
+            }
+            REQUIRE(m.finalize() == Status::Ok);
+            std::vector<float> xs((size_t)(dims[0] * 5) * inner);
+            for (float& v : xs) v = dist(rng);
+            Core core;
+            CompiledModel compiled;
+            ConfigEntry config[] = {{"PERF_COUNT", "YES"}};
+            REQUIRE(core.compile_model(m, "CPU", config, &compiled) == Status::Ok);
+            const Graph& pg = compiled.prepared()->model.graph;
+            const NodeId prepared_bn = pg.find("bn");
+            REQUIRE(prepared_bn != kNoNode);
+            CHECK(test::to_string(pg.node(prepared_bn).op) == (collide ? "BatchNormalization" : "Add"));
+            if (!collide) CHECK(test::to_string(pg.node(pg.find("bn.bn_mul")).op) == "Mul");
+            CHECK((pg.find("scale") == kNoNode) == !collide);   // read by the BatchNormalization only
+            InferRequest request;
+            REQUIRE(compiled.create_request(&request) == Status::Ok);
+            std::memcpy(request.input(0).data(), xs.data(), xs.size() * sizeof(float));
+            REQUIRE(request.infer() == Status::Ok);
+            const float* y = request.output(0).data_as<float>();
+            for (size_t e = 0; e < xs.size(); ++e) {
+                const size_t c = e / inner % 5;
+                const double want = std::max(0.0, (xs[e] - (double)params[2][c]) / std::sqrt((double)params[3][c] + (double)1e-3f) * params[0][c] +
+                                                      params[1][c]);
+                CHECK(std::fabs(y[e] - want) <= 1e-5 * (1.0 + std::fabs(want)));
+            }
+            std::string kernels;
+            for (const ProfileEntry& e : request.profiling_info()) kernels += test::to_string(e.kernel) + " ";
+            INFO(kernels);
+            if (collide) CHECK(kernels.find("BatchNormalization") != std::string::npos);
+            else CHECK(kernels.find("BatchNormalization") == std::string::npos);
+            if (!collide) CHECK(kernels.find(":3 ") != std::string::npos);   // Mul, Add and Relu in one snippet
+        }
+}
