@@ -2108,6 +2108,14 @@ inline void int8_origin_dequantize(const Int8Origin& o, float* y) {
         for (int64_t i = 0; i < inner; ++i) y[r * inner + i] = (float)o.values[r * inner + i] * s;
     }
 }
+
+// An inference BatchNormalization of channel c as y = x a + b: its kernel and prepare's Mul and
+// Add (detail_prepare::run) take a and b from here, so both give the same bits.
+inline void batch_norm_affine(const float* scale, const float* shift, const float* mean, const float* var, float epsilon,
+                              int64_t c, float* a, float* b) {
+    *a = scale[c] / std::sqrt(var[c] + epsilon);
+    *b = shift[c] - mean[c] * *a;
+}
 }  // namespace detail
 
 // The common transformations: static shapes from the inputs (or InputShape overrides), every
@@ -2465,10 +2473,8 @@ struct detail_prepare {
                 const float epsilon = eps && eps->kind == AttributeKind::Float ? eps->f : 1e-5f;
                 float* ab = static_cast<float*>(arena.allocate((size_t)channels * 2 * sizeof(float), 64));
                 if (!ab) return fail(error, Status::OutOfMemory, "out of memory preparing a BatchNormalization");
-                for (int64_t c = 0; c < channels; ++c) {   // run_batch_norm's a and b
-                    ab[c] = scale[c] / std::sqrt(var[c] + epsilon);
-                    ab[channels + c] = shift[c] - mean[c] * ab[c];
-                }
+                for (int64_t c = 0; c < channels; ++c)
+                    detail::batch_norm_affine(scale, shift, mean, var, epsilon, c, &ab[c], &ab[channels + c]);
                 TensorDesc per_channel;
                 per_channel.type = ElementType::Float32;
                 per_channel.rank = xd.rank - 1;
@@ -2620,7 +2626,7 @@ struct detail_prepare {
             if (s != Status::Ok) return copy_error(m, s, error);
         }
         // the user's affinities on compute nodes (like's nodes carry its partition's devices)
-        for (NodeId i = 0; i < m.graph.node_count() && sg.device_count() != 0; ++i) {
+        for (NodeId i = 0; sg.device_count() != 0 && i < m.graph.node_count(); ++i) {
             const Node& node = m.graph.node(i);
             if (node.op == StringView("Parameter") || node.op == StringView("Absent") || node.op == StringView("Result") ||
                 (node.op == StringView("Constant") && node.num_inputs == 0))
@@ -11474,8 +11480,8 @@ inline Status run_batch_norm(const RunContext& c) {
     float* y = c.outputs[0].as<float>();
     nn_parallel(c, (uint64_t)(st.outer * st.channels), [&](uint64_t, uint64_t begin, uint64_t end) {
         for (uint64_t plane = begin; plane < end; ++plane) {
-            int64_t ch = (int64_t)plane % st.channels;
-            float a = scale[ch] / std::sqrt(var[ch] + st.epsilon), b = shift[ch] - mean[ch] * a;
+            float a, b;
+            batch_norm_affine(scale, shift, mean, var, st.epsilon, (int64_t)plane % st.channels, &a, &b);
             const float* xp = x + (int64_t)plane * st.inner;
             float* yp = y + (int64_t)plane * st.inner;
             int64_t i = 0;
