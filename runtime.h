@@ -676,6 +676,10 @@ public:
     Status run_kernel(const ProgramStep& step, const StepContext& context, uint32_t max_threads = 1, RunFn run = nullptr,
                       const void* state = nullptr) const;
     uint32_t folded_count() const { return folded_; }   // nodes folded or removed
+    // Nonzero when the graph is the same at any input shapes (detail_prepare::can_rebind): the
+    // plans that share it (rebind's copies of one first pass) share the number, and no other
+    // prepared model has it.
+    uint64_t copy_family() const { return family_; }
     const char* last_error() const { return model.last_error(); }
     // Set before prepare when other plans of the same model share shape-free data with this one
     // (>>plan reuse); nullptr otherwise. Not owned.
@@ -699,6 +703,7 @@ private:
     const OpKernel** kernels_ = nullptr;
     uint32_t folded_ = 0;
     bool shape_free_ = false;   // the same graph at any input shapes (detail_prepare::can_rebind)
+    uint64_t family_ = 0;
 };
 
 // >>core
@@ -866,6 +871,11 @@ public:
     // depends on the input shapes: the model reads no Shape or Size of them, and no int8 weights).
     uint32_t copied_shape_plans() const;
     uint32_t shared_snippets() const;      // compiled island snippets its plans share (one per distinct body)
+    // CPU program recipes its plans share: per CPU subgraph, one per pattern of equal, 0 and 1
+    // dims met twice; and the CPU programs plans emitted from one (not deriving the subgraph's
+    // islands and order again).
+    uint32_t cpu_recipes() const;
+    uint32_t cpu_recipe_programs() const;
     // Some shapes wait for values computed at run time (NonZero, Unique, a Reshape's shape
     // computed from data, ...): the nodes after them are planned per signature of those values
     // at run time, cached as input-shape plans are (runtime.h >>stages).
@@ -1716,54 +1726,17 @@ inline bool same_snippet_options(const SnippetOptions& a, const SnippetOptions& 
            x.fuse_broadcast_loads == y.fuse_broadcast_loads && x.neon_table_registers == y.neon_table_registers;
 }
 
-class SharedSnippets {
+// Hashes met once: a store keeps a thing from its second sighting on, so a stream of things
+// met once (a new shape per plan) neither copies nor keeps them.
+class SeenHashes {
 public:
-    static constexpr uint32_t kMaxEntries = 1024;   // then islands compile their own snippets
-    static constexpr uint32_t kMaxSeen = 8192;      // hashes of bodies met once; then forgotten
-    // `kernels`: the cache its snippets are compiled with, which must outlive the store.
-    explicit SharedSnippets(KernelCache* kernels) : kernels_(kernels) {}
-    SharedSnippets(const SharedSnippets&) = delete;
-    SharedSnippets& operator=(const SharedSnippets&) = delete;
-    ~SharedSnippets() {
-        for (size_t k = 0; k < capacity_; ++k) if (entries_[k].snippet) { destroy(entries_[k].snippet); destroy(entries_[k].body); }
-        TESSEL_FREE(entries_);
-        TESSEL_FREE(seen_);
-    }
-    uint32_t size() const { return count_; }
-    // The snippet of `body` compiled with `options`, and the store's copy of the body it
-    // reads; nullptr when it is not stored and is met for the first time, or cannot be added
-    // (options with another cache, full, out of memory, or a body compile() refuses): then
-    // the caller compiles its own.
-    Snippet* find_or_add(const SnippetBody& body, const SnippetOptions& options, const SnippetBody** stored) {
-        if (options.cache != kernels_ || !kernels_) return nullptr;
-        uint64_t h = snippet_body_hash(body) ^ snippet_options_hash(options);
-        for (size_t k = capacity_ ? h & (capacity_ - 1) : 0; capacity_ && entries_[k].snippet; k = (k + 1) & (capacity_ - 1)) {
-            const Entry& e = entries_[k];
-            if (e.hash == h && same_snippet_options(e.options, options) && same_snippet_body(*e.body, body)) {
-                *stored = e.body;
-                return e.snippet;
-            }
-        }
-        if (count_ >= kMaxEntries || first_sighting(h) || ((count_ + 1) * 2 > capacity_ && !grow())) return nullptr;
-        SnippetBody* copy = create<SnippetBody>(&arena_);
-        Snippet* snippet = copy && copy_body(body, copy) && same_snippet_body(*copy, body) ? create<Snippet>() : nullptr;
-        if (!snippet || snippet->compile(*copy, options) != Status::Ok) {
-            destroy(snippet);
-            destroy(copy);
-            return nullptr;
-        }
-        size_t k = h & (capacity_ - 1);
-        while (entries_[k].snippet) k = (k + 1) & (capacity_ - 1);
-        entries_[k] = Entry{h, options, copy, snippet};
-        ++count_;
-        *stored = copy;
-        return snippet;
-    }
-
-private:
-    struct Entry { uint64_t hash; SnippetOptions options; SnippetBody* body; Snippet* snippet; };
+    static constexpr uint32_t kMaxSeen = 8192;   // then forgotten all at once
+    SeenHashes() = default;
+    SeenHashes(const SeenHashes&) = delete;
+    SeenHashes& operator=(const SeenHashes&) = delete;
+    ~SeenHashes() { TESSEL_FREE(seen_); }
     // Whether hash h is met for the first time (then remembered). A full table starts over,
-    // and out of memory counts as a first sighting: either way a body is only kept later.
+    // and out of memory counts as a first sighting: either way the thing is only kept later.
     bool first_sighting(uint64_t h) {
         if (h == 0) h = 1;   // 0 marks an empty slot
         for (size_t k = seen_capacity_ ? h & (seen_capacity_ - 1) : 0; seen_capacity_ && seen_[k]; k = (k + 1) & (seen_capacity_ - 1))
@@ -1793,6 +1766,57 @@ private:
         ++seen_count_;
         return true;
     }
+
+private:
+    uint64_t* seen_ = nullptr;
+    size_t seen_capacity_ = 0;
+    uint32_t seen_count_ = 0;
+};
+
+class SharedSnippets {
+public:
+    static constexpr uint32_t kMaxEntries = 1024;   // then islands compile their own snippets
+    // `kernels`: the cache its snippets are compiled with, which must outlive the store.
+    explicit SharedSnippets(KernelCache* kernels) : kernels_(kernels) {}
+    SharedSnippets(const SharedSnippets&) = delete;
+    SharedSnippets& operator=(const SharedSnippets&) = delete;
+    ~SharedSnippets() {
+        for (size_t k = 0; k < capacity_; ++k) if (entries_[k].snippet) { destroy(entries_[k].snippet); destroy(entries_[k].body); }
+        TESSEL_FREE(entries_);
+    }
+    uint32_t size() const { return count_; }
+    // The snippet of `body` compiled with `options`, and the store's copy of the body it
+    // reads; nullptr when it is not stored and is met for the first time, or cannot be added
+    // (options with another cache, full, out of memory, or a body compile() refuses): then
+    // the caller compiles its own.
+    Snippet* find_or_add(const SnippetBody& body, const SnippetOptions& options, const SnippetBody** stored) {
+        if (options.cache != kernels_ || !kernels_) return nullptr;
+        uint64_t h = snippet_body_hash(body) ^ snippet_options_hash(options);
+        for (size_t k = capacity_ ? h & (capacity_ - 1) : 0; capacity_ && entries_[k].snippet; k = (k + 1) & (capacity_ - 1)) {
+            const Entry& e = entries_[k];
+            if (e.hash == h && same_snippet_options(e.options, options) && same_snippet_body(*e.body, body)) {
+                *stored = e.body;
+                return e.snippet;
+            }
+        }
+        if (count_ >= kMaxEntries || seen_.first_sighting(h) || ((count_ + 1) * 2 > capacity_ && !grow())) return nullptr;
+        SnippetBody* copy = create<SnippetBody>(&arena_);
+        Snippet* snippet = copy && copy_body(body, copy) && same_snippet_body(*copy, body) ? create<Snippet>() : nullptr;
+        if (!snippet || snippet->compile(*copy, options) != Status::Ok) {
+            destroy(snippet);
+            destroy(copy);
+            return nullptr;
+        }
+        size_t k = h & (capacity_ - 1);
+        while (entries_[k].snippet) k = (k + 1) & (capacity_ - 1);
+        entries_[k] = Entry{h, options, copy, snippet};
+        ++count_;
+        *stored = copy;
+        return snippet;
+    }
+
+private:
+    struct Entry { uint64_t hash; SnippetOptions options; SnippetBody* body; Snippet* snippet; };
     // The body rebuilt instruction by instruction in the store's arena.
     static bool copy_body(const SnippetBody& body, SnippetBody* copy) {
         for (uint32_t i = 0; i < body.size(); ++i) {
@@ -1827,9 +1851,7 @@ private:
     Entry* entries_ = nullptr;
     size_t capacity_ = 0;
     uint32_t count_ = 0;
-    uint64_t* seen_ = nullptr;
-    size_t seen_capacity_ = 0;
-    uint32_t seen_count_ = 0;
+    SeenHashes seen_;
 };
 }  // namespace detail
 
@@ -1891,6 +1913,19 @@ public:
     KernelCache* kernels() { return &kernels_; }
     // Compiled island snippets of every plan (>>plan reuse: snippets), on kernels().
     SharedSnippets* snippets() { return &snippets_; }
+    // insert() for a CPU program recipe (>>cpu program recipe), from its key's second sighting
+    // on: nullptr the first time, and once kMaxRecipes are kept (then each program makes its own).
+    static constexpr uint32_t kMaxRecipes = 4096;
+    void* insert_recipe(const void* key, size_t key_bytes, size_t bytes) {
+        if (recipes_ >= kMaxRecipes || recipe_keys_.first_sighting(hash_words(key, key_bytes))) return nullptr;
+        void* data = insert(key, key_bytes, bytes);
+        recipes_ += data != nullptr;
+        return data;
+    }
+    uint32_t recipes() const { return recipes_; }
+    // A recipe found by find(): counted for CompiledModel::cpu_recipe_programs.
+    void recipe_used() { ++recipe_uses_; }
+    uint32_t recipe_uses() const { return recipe_uses_; }
 
 private:
     struct Entry { uint64_t hash; const void* key; size_t key_bytes; void* data; };
@@ -1939,6 +1974,8 @@ private:
     size_t entry_count_ = 0, entry_capacity_ = 0;
     const void** stable_ = nullptr;
     size_t stable_count_ = 0, stable_capacity_ = 0;
+    uint32_t recipes_ = 0, recipe_uses_ = 0;
+    SeenHashes recipe_keys_;
 };
 }  // namespace detail
 
@@ -1949,9 +1986,48 @@ private:
 // that: per node its op, edges and output descs with every dim renamed by first appearance (0
 // and 1 kept), and whether a Constant holds one float.
 namespace detail {
+// Dims renamed by first appearance, 0 and 1 kept and negative ones all alike: lists of descs
+// whose renamed dims are equal have the same dims wherever the tokenizer looks.
+class DimNames {
+public:
+    static constexpr uint32_t kMaxSlots = 1024;   // distinct dims; more and full()
+    // Room for `dims` dims, in a table twice that so a small subgraph clears a small one.
+    bool init(Arena* scratch, size_t dims) {
+        slots_ = 16;
+        while (slots_ < kMaxSlots && slots_ < 2 * dims + 2) slots_ *= 2;
+        value_ = scratch->allocate_array<int64_t>(slots_);
+        name_ = scratch->allocate_array<uint32_t>(slots_);
+        if (!value_ || !name_) return false;
+        for (uint32_t k = 0; k < slots_; ++k) name_[k] = 0;
+        return true;
+    }
+    bool full() const { return full_; }   // a dim went unnamed: the names are no signature
+    uint32_t name(int64_t dim) {
+        if (dim == 0 || dim == 1) return (uint32_t)dim;
+        if (dim < 0) return ~0u;
+        if (dim == last_dim_) return last_name_;
+        uint32_t k = (uint32_t)(((uint64_t)dim * 0x9e3779b97f4a7c15ull) >> 40) & (slots_ - 1);
+        while (name_[k] && value_[k] != dim) k = (k + 1) & (slots_ - 1);
+        if (!name_[k]) {
+            if (2 * (count_ + 1) > slots_) { full_ = true; return 0; }
+            value_[k] = dim;
+            name_[k] = 2 + count_++;
+        }
+        last_dim_ = dim;
+        last_name_ = name_[k];
+        return last_name_;
+    }
+
+private:
+    int64_t* value_ = nullptr;
+    uint32_t* name_ = nullptr;
+    uint32_t slots_ = 0, count_ = 0, last_name_ = 0;
+    int64_t last_dim_ = -1;
+    bool full_ = false;
+};
+
 inline Status tokenize_reusing(const Graph& graph, PlanReuse* reuse, Arena* scratch, Tokenization* tokens) {
     if (!reuse) return tokenize(graph, TokenizeOptions(), scratch, tokens);
-    constexpr uint32_t kMaxDimSlots = 1024;   // distinct dim values; more and the islands are not shared
     uint32_t n = graph.node_count();
     size_t words = 4, dim_count = 0;
     for (NodeId v = 0; v < n; ++v) {
@@ -1959,36 +2035,12 @@ inline Status tokenize_reusing(const Graph& graph, PlanReuse* reuse, Arena* scra
         words += 4 + (node.op.size + 7) / 8 + node.num_inputs + (size_t)node.num_outputs * (2 + kMaxRank);
         dim_count += (size_t)node.num_outputs * kMaxRank;
     }
-    // Twice the dims there are, so a small subgraph clears a small table.
-    uint32_t dim_slots = 16;
-    while (dim_slots < kMaxDimSlots && dim_slots < 2 * dim_count + 2) dim_slots *= 2;
-    int64_t* dim_value = scratch->allocate_array<int64_t>(dim_slots);
-    uint32_t* dim_class = scratch->allocate_array<uint32_t>(dim_slots);
+    DimNames names;
     uint64_t* key = scratch->allocate_array<uint64_t>(words);
-    if (!dim_value || !dim_class || !key) return Status::OutOfMemory;
-    for (uint32_t k = 0; k < dim_slots; ++k) dim_class[k] = 0;
-    uint32_t classes = 0;
-    bool shareable = true;
-    int64_t last_dim = -1;
-    uint64_t last_class = 0;
-    auto class_of = [&](int64_t dim) -> uint64_t {
-        if (dim == 0 || dim == 1) return (uint64_t)dim;
-        if (dim < 0) return ~0ull;
-        if (dim == last_dim) return last_class;
-        uint32_t k = (uint32_t)(((uint64_t)dim * 0x9e3779b97f4a7c15ull) >> 40) & (dim_slots - 1);
-        while (dim_class[k] && dim_value[k] != dim) k = (k + 1) & (dim_slots - 1);
-        if (!dim_class[k]) {
-            if (2 * (classes + 1) > dim_slots) { shareable = false; return 0; }
-            dim_value[k] = dim;
-            dim_class[k] = 2 + classes++;
-        }
-        last_dim = dim;
-        last_class = dim_class[k];
-        return last_class;
-    };
+    if (!key || !names.init(scratch, dim_count)) return Status::OutOfMemory;
     size_t at = 0;
     key[at++] = n;
-    for (NodeId v = 0; v < n && shareable; ++v) {
+    for (NodeId v = 0; v < n && !names.full(); ++v) {
         const Node& node = graph.node(v);
         float value;
         key[at++] = node.op.size;
@@ -2004,10 +2056,10 @@ inline Status tokenize_reusing(const Graph& graph, PlanReuse* reuse, Arena* scra
         for (uint32_t q = 0; q < node.num_outputs; ++q) {
             const TensorDesc d = node.outputs ? node.outputs[q] : TensorDesc();
             key[at++] = (uint64_t)d.type << 8 | d.rank;
-            for (uint32_t j = 0; j < d.rank && j < kMaxRank; ++j) key[at++] = class_of(d.dims[j]);
+            for (uint32_t j = 0; j < d.rank && j < kMaxRank; ++j) key[at++] = names.name(d.dims[j]);
         }
     }
-    if (!shareable) return tokenize(graph, TokenizeOptions(), scratch, tokens);
+    if (names.full()) return tokenize(graph, TokenizeOptions(), scratch, tokens);
     // The store's key is the signature's word hash; the signature itself is kept with the
     // islands and compared in full, so a hash collision only costs a tokenize().
     uint64_t h = kHashSeed;
@@ -2054,7 +2106,10 @@ struct StageProbe {
     const void** known = nullptr;      // per source value: its data when known at compile time
 };
 }  // namespace detail
-namespace detail { inline Status prepare_node_kernel(const OpKernel** kernel, PrepareContext& c); }   // >>float32 compute
+namespace detail {   // >>float32 compute
+inline Status prepare_node_kernel(const OpKernel** kernel, PrepareContext& c);
+extern const OpKernel kFloat32Compute;   // what prepare_node_kernel turns a builtin kernel into for other float types
+}
 
 namespace detail {
 // A Constant prepare folded from DequantizeLinear of int8 weights (zero point 0; one scale, or
@@ -2586,7 +2641,9 @@ struct detail_prepare {
         for (uint32_t i = 0; i < n; ++i) any_bounded = any_bounded || bounded[i];
         out->shape_free_ = !shape_folded && !any_bounded && !input_descs && !bounds_as_shapes && source.opset >= 7 &&
                            !m.owned_constants && !holds_int8_weights(m);
-        return prepare_kernels(out, source.opset, limits, lookup, lookup_user, threads, false, error);
+        static std::atomic<uint64_t> families{0};
+        out->family_ = out->shape_free_ ? ++families : 0;
+        return prepare_kernels(out, source.opset, limits, lookup, lookup_user, threads, nullptr, error);
     }
 
     // Whether int8 weights' Constants (Int8Origin attributes) are in m: compile may free their floats.
@@ -2637,14 +2694,17 @@ struct detail_prepare {
         }
         out->folded_ = like.folded_;
         out->shape_free_ = true;
-        return prepare_kernels(out, m.opset, limits, lookup, lookup_user, threads, true, error);
+        out->family_ = like.family_;
+        return prepare_kernels(out, m.opset, limits, lookup, lookup_user, threads, &like, error);
     }
 
     // Per node of out's finalized model: its kernel, state and scratch, and the value table.
-    // new_descs: the kernels' output descs become the nodes' (a rebind: the graph's are the
-    // other plan's); else they must agree with the graph's, which prepare's first pass made.
+    // like: the plan out is a rebind copy of: the kernels' output descs become the nodes' (the
+    // graph's are like's), and each node takes the kernel lookup gave like's. Else the descs
+    // must agree with the graph's, which prepare's first pass made.
     static Status prepare_kernels(PreparedModel* out, uint32_t opset, const Limits& limits, KernelLookup lookup, void* lookup_user,
-                                  uint32_t threads, bool new_descs, char* error) {
+                                  uint32_t threads, const PreparedModel* like, char* error) {
+        const bool new_descs = like != nullptr;
         Arena& arena = out->model.arena;
         Model& m = out->model;
         TensorDesc in_desc[detail::kMaxNodePorts];
@@ -2694,7 +2754,8 @@ struct detail_prepare {
                 in_value[k] = out->constants_[value];
                 if (pg.node(node.inputs[k].producer).op == StringView("Absent")) { in_desc[k] = TensorDesc(); in_value[k] = nullptr; }
             }
-            const OpKernel* k = lookup(lookup_user, node.op);
+            const OpKernel* k = !like ? lookup(lookup_user, node.op)
+                                : like->kernels_[i] == &detail::kFloat32Compute ? find_builtin_kernel(node.op) : like->kernels_[i];
             for (uint32_t p = 0; p < node.num_outputs && p < detail::kMaxNodePorts; ++p) check[p] = TensorDesc();
             PrepareContext c;
             c.graph = &pg;
@@ -3552,6 +3613,7 @@ protected:
 const ConfigKey kCpuKeys[] = {{"NUM_THREADS", "1"}, {"PERF_COUNT", "NO"}, {"FUSION", "YES"}, {"ISA", "auto"}, {"WINOGRAD", "YES"}};
 
 inline const char* cpu_cost_model();   // see hetero placement
+struct CpuRecipe;                      // see >>cpu program recipe
 
 class CpuDevice : public BuiltinDevice {
 public:
@@ -3619,6 +3681,8 @@ protected:
     }
 
     Status build_cpu(ReferenceProgram* p, const PreparedModel& model, Span<const NodeId> nodes);
+    Status make_cpu_recipe(const PreparedModel& model, Span<const NodeId> nodes, bool fusion, Arena* scratch, CpuRecipe* recipe);
+    Status emit_cpu(ReferenceProgram* p, const PreparedModel& model, const CpuRecipe& recipe, bool fusion, Isa target, Arena* scratch);
     // The CPU's own kernels (GEMM, depthwise, pools, int8, fused epilogues) replace reference
     // steps; off for the GPU's island builder, which needs every node step as prepared.
     bool cpu_kernels_ = true;
@@ -3653,10 +3717,6 @@ struct Int8Group {
 // The QDQ group whose Conv, MatMul or Gemm is node id, or false.
 inline bool int8_group_of(const PreparedModel& model, NodeId id, Int8Group* group);
 
-// The CPU program: a private graph of the subgraph (external inputs become Parameters, and
-// each one-element float Constant a private Constant per reader, so it can join the reader's
-// island as a scalar, exactly as the TEMPLATE kernel treats it), tokenized into islands; the
-// islands and the remaining nodes run in a topological order of the condensed graph.
 // Compiles an island's *body with `options` into *snippet: the shared one from `store` when it
 // has or takes it (then *body becomes the store's copy and the caller's is destroyed; *shared
 // is set), else a snippet of the caller's own. On failure *snippet is nullptr, the caller
@@ -3695,8 +3755,136 @@ inline void local_node_name(char* name, char prefix, uint32_t number) {
     name[1 + decimal(number, name + 1).size] = 0;
 }
 
-inline Status CpuDevice::build_cpu(ReferenceProgram* p, const PreparedModel& model, Span<const NodeId> nodes) {
+// >>cpu program recipe
+// What build_cpu derives from a subgraph's nodes and edges: the private graph's islands, the
+// order its units run in, each island's body with its parameters' dims left to the plan, and
+// the island each GEMM node may take as its epilogue. Shapes weigh on it only through which
+// dims are 0, 1 or equal (as on the islands, >>plan reuse: islands), so the plans of one
+// prepared graph and of its rebind copies (PreparedModel::copy_family) keep it in their
+// PlanReuse under the nodes and that signature, and a new shape's program is emitted from it.
+struct CpuRecipeIsland {
+    Status status = Status::Ok;    // build_island_body's: the island's turn fails with it
+    uint32_t first_instruction = 0, instructions = 0;   // its body in CpuRecipe::instructions
+    uint32_t first_result = 0, results = 0;             // the body's results in CpuRecipe::results
+    uint32_t first_value = 0, parameters = 0;           // CpuRecipe::values: the parameters' model values, then the results'
+    uint32_t source = kNoIsland;   // an epilogue candidate's: the parameter its GEMM node writes
+    uint32_t fused = 0;            // members but Constants
+    uint32_t same_body = 0;        // the first island with the same instructions (maybe this one)
+    NodeId step_node = kNoNode;
+};
+struct CpuRecipeUnit {
+    NodeId node = kNoNode;         // a node's step; kNoNode: the island `island`'s
+    uint32_t island = kNoIsland;   // a node: the island it may take as its epilogue
+    bool int8 = false;             // a node: a QDQ group's Conv, MatMul or Gemm, its group in the subgraph
+};
+struct CpuRecipe {
+    const CpuRecipeUnit* units = nullptr;
+    uint32_t unit_count = 0;
+    const CpuRecipeIsland* islands = nullptr;
+    uint32_t island_count = 0;
+    const SnippetInstruction* instructions = nullptr;   // Parameters' shapes are the first plan's
+    uint32_t instruction_count = 0;
+    const ValueId* results = nullptr;
+    uint32_t result_count = 0;
+    const uint32_t* values = nullptr;
+    uint32_t value_count = 0;
+};
+
+// One block holding a recipe and its arrays (PlanReuse keeps it so), and the copy into one.
+inline size_t cpu_recipe_bytes(const CpuRecipe& r) {
+    auto whole = [](size_t bytes) { return (bytes + 63) & ~(size_t)63; };
+    return whole(sizeof(CpuRecipe)) + whole(r.unit_count * sizeof(CpuRecipeUnit)) + whole(r.island_count * sizeof(CpuRecipeIsland)) +
+           whole(r.instruction_count * sizeof(SnippetInstruction)) + whole(r.result_count * sizeof(ValueId)) +
+           whole(r.value_count * sizeof(uint32_t));
+}
+inline const CpuRecipe* copy_cpu_recipe(const CpuRecipe& r, void* block) {
+    unsigned char* at = static_cast<unsigned char*>(block);
+    auto place = [&at](const void* from, size_t bytes) {
+        unsigned char* to = at;
+        if (bytes) std::memcpy(to, from, bytes);
+        at += (bytes + 63) & ~(size_t)63;
+        return to;
+    };
+    CpuRecipe* copy = reinterpret_cast<CpuRecipe*>(place(&r, sizeof r));
+    copy->units = reinterpret_cast<const CpuRecipeUnit*>(place(r.units, r.unit_count * sizeof(CpuRecipeUnit)));
+    copy->islands = reinterpret_cast<const CpuRecipeIsland*>(place(r.islands, r.island_count * sizeof(CpuRecipeIsland)));
+    copy->instructions = reinterpret_cast<const SnippetInstruction*>(place(r.instructions, r.instruction_count * sizeof(SnippetInstruction)));
+    copy->results = reinterpret_cast<const ValueId*>(place(r.results, r.result_count * sizeof(ValueId)));
+    copy->values = reinterpret_cast<const uint32_t*>(place(r.values, r.value_count * sizeof(uint32_t)));
+    return copy;
+}
+
+// The key a recipe is kept under: its plan family, the build's switches, the nodes, and each
+// value the nodes write or read from outside as its type, rank and renamed dims (DimNames).
+// False when the dims are too many to rename (the recipe is then not kept) or out of memory.
+inline bool cpu_recipe_key(const PreparedModel& model, Span<const NodeId> nodes, uint32_t switches, Arena* scratch,
+                           Span<const uint32_t>* key) {
     const Graph& g = model.model.graph;
+    const uint32_t n = g.node_count();
+    uint64_t* member = scratch->allocate_array<uint64_t>(n / 64 + 1);
+    if (!member) return false;
+    for (uint32_t k = 0; k <= n / 64; ++k) member[k] = 0;
+    size_t words = 5 + nodes.size, dims = 0;
+    for (NodeId id : nodes) {
+        const Node& node = g.node(id);
+        if (is_free_op(node.op)) continue;
+        member[id / 64] |= 1ull << (id % 64);
+        words += (size_t)(node.num_inputs + node.num_outputs) * (1 + kMaxRank);
+    }
+    dims = words;
+    uint32_t* k = scratch->allocate_array<uint32_t>(words);
+    DimNames names;
+    if (!k || !names.init(scratch, dims)) return false;
+    const uint64_t family = model.copy_family();
+    size_t at = 0;
+    k[at++] = 0x52555043u;   // "CPUR": apart from the store's other keys
+    k[at++] = (uint32_t)family;
+    k[at++] = (uint32_t)(family >> 32);
+    k[at++] = switches;
+    k[at++] = (uint32_t)nodes.size;
+    for (NodeId id : nodes) k[at++] = id;
+    auto name_desc = [&](const TensorDesc& d) {
+        k[at++] = (uint32_t)d.type << 8 | d.rank;
+        for (uint32_t j = 0; j < d.rank && j < kMaxRank; ++j) k[at++] = (uint32_t)names.name(d.dims[j]);
+    };
+    for (NodeId id : nodes) {
+        if (!(member[id / 64] >> (id % 64) & 1)) continue;
+        const Node& node = g.node(id);
+        for (uint32_t i = 0; i < node.num_inputs; ++i) {
+            const NodeId producer = node.inputs[i].producer;
+            if (!(member[producer / 64] >> (producer % 64) & 1)) name_desc(model.value_desc(model.value_id(producer, node.inputs[i].port)));
+        }
+        for (uint32_t q = 0; q < node.num_outputs; ++q) name_desc(model.value_desc(model.value_id(id, q)));
+    }
+    if (names.full()) return false;
+    *key = Span<const uint32_t>(k, at);
+    return true;
+}
+
+// An island's body from its recipe, each Parameter shaped as the plan's value it reads.
+inline Status cpu_recipe_body(const CpuRecipe& r, const CpuRecipeIsland& island, const PreparedModel& model, SnippetBody* body) {
+    const SnippetInstruction* ins = r.instructions + island.first_instruction;
+    for (uint32_t i = 0; i < island.instructions; ++i) {
+        const SnippetInstruction& in = ins[i];
+        ValueId v = kNoValue;
+        if (in.op == SnippetOp::Parameter) {
+            if (in.index >= island.parameters) return Status::InvalidArgument;
+            const TensorDesc& d = model.value_desc(r.values[island.first_value + in.index]);
+            TESSEL_TRY(body->parameter(Span<const int64_t>(d.dims, d.rank), &v));
+        } else if (in.op == SnippetOp::Scalar) {
+            TESSEL_TRY(body->scalar(in.alpha, &v));
+        } else {
+            TESSEL_TRY(body->add(in.op, Span<const ValueId>(in.args, in.arity), in.alpha, in.beta, &v));
+        }
+        if (v != i) return Status::InvalidArgument;
+    }
+    for (uint32_t i = 0; i < island.results; ++i) TESSEL_TRY(body->result(r.results[island.first_result + i]));
+    return Status::Ok;
+}
+
+// The CPU program: a recipe (make_cpu_recipe), kept by the model's other plans or made for this
+// build, emitted at the plan's shapes (emit_cpu).
+inline Status CpuDevice::build_cpu(ReferenceProgram* p, const PreparedModel& model, Span<const NodeId> nodes) {
     p->model = &model;
     p->threads = threads();
     bool fusion = true;
@@ -3717,7 +3905,30 @@ inline Status CpuDevice::build_cpu(ReferenceProgram* p, const PreparedModel& mod
     // Blocks sized to the subgraph: the small programs of a HETERO partition would otherwise
     // take and give back 64 KB of heap top each.
     Arena scratch(nodes.size < 256 ? 1024 + nodes.size * 192 : 64 * 1024);
-    Graph local(&p->arena);           // node i of `local` stands for origin[i]
+    PlanReuse* reuse = model.copy_family() ? model.reuse : nullptr;
+    Span<const uint32_t> key;
+    if (reuse && !cpu_recipe_key(model, nodes, (fusion ? 1u : 0u) | (cpu_kernels_ ? 2u : 0u), &scratch, &key)) reuse = nullptr;
+    const CpuRecipe* kept = reuse ? static_cast<const CpuRecipe*>(reuse->find(key.data, key.size * sizeof(uint32_t))) : nullptr;
+    if (kept) reuse->recipe_used();
+    CpuRecipe made;
+    if (!kept) {
+        TESSEL_TRY(make_cpu_recipe(model, nodes, fusion, &scratch, &made));
+        // out of memory, or the store full: the recipe serves this build only
+        void* block = reuse ? reuse->insert_recipe(key.data, key.size * sizeof(uint32_t), cpu_recipe_bytes(made)) : nullptr;
+        if (block) kept = copy_cpu_recipe(made, block);
+    }
+    return emit_cpu(p, model, kept ? *kept : made, fusion, target, &scratch);
+}
+
+// The recipe: a private graph of the subgraph (external inputs become Parameters, and each
+// one-element float Constant a private Constant per reader, so it can join the reader's
+// island as a scalar, exactly as the TEMPLATE kernel treats it), tokenized into islands; the
+// islands and the remaining nodes in a topological order of the condensed graph.
+inline Status CpuDevice::make_cpu_recipe(const PreparedModel& model, Span<const NodeId> nodes, bool fusion, Arena* scratch_arena,
+                                         CpuRecipe* recipe) {
+    Arena& scratch = *scratch_arena;
+    const Graph& g = model.model.graph;
+    Graph local(&scratch);            // node i of `local` stands for origin[i]
     uint32_t capacity = (uint32_t)nodes.size * 8 + 16;
     NodeId* origin = scratch.allocate_array<NodeId>(capacity);
     uint32_t* origin_port = scratch.allocate_array<uint32_t>(capacity);
@@ -3741,7 +3952,6 @@ inline Status CpuDevice::build_cpu(ReferenceProgram* p, const PreparedModel& mod
     };
     for (uint32_t i = 0; i < member_count; ++i) member_table[member_home(member_nodes[i])] = Member{member_nodes[i], 0};
     auto local_of = [&](NodeId id) { const Member& m = member_table[member_home(id)]; return m.node == id ? m.local : kNoNode; };
-    uint32_t members = 0;
     struct External { NodeId producer; uint32_t port; NodeId local; };
     External* externals = scratch.allocate_array<External>(capacity);
     uint32_t external_count = 0;
@@ -3811,7 +4021,6 @@ inline Status CpuDevice::build_cpu(ReferenceProgram* p, const PreparedModel& mod
         origin[lid] = id;
         origin_port[lid] = 0;
         member_table[member_home(id)].local = lid;
-        ++members;
     }
     // A member read outside the subgraph (another subgraph, or a model output) gets a local
     // sink, so an island always writes it out.
@@ -3889,163 +4098,137 @@ inline Status CpuDevice::build_cpu(ReferenceProgram* p, const PreparedModel& mod
     uint32_t ready_count = 0;
     for (uint32_t u = 0; u < unit_count; ++u) if (indegree[u] == 0 && first[u] != kNoNode) ready[ready_count++] = u;
     uint32_t head = 0;
-    SnippetOptions options;
-    options.isa = target;
-    if (!model.reuse && !p->cache && !(p->cache = create<KernelCache>())) return fail(Status::OutOfMemory, "out of memory");
-    options.cache = model.reuse ? model.reuse->kernels() : p->cache;   // the model's other plans emitted most kernels
-    // The CPU's own programs share compiled snippets with the model's other plans; the GPU's
-    // island builder (cpu_kernels_ off) moves bodies between its units and keeps its own.
-    SharedSnippets* shared_snippets = model.reuse && cpu_kernels_ ? model.reuse->snippets() : nullptr;
-    // build_island_body takes a Tokenization: the usable islands only, their nodes listed once.
+    // Every usable island's body, built once: its own step and a GEMM's epilogue both read it.
     Tokenization view;
     view.island_of = Span<const uint32_t>(island, ln);
     view.island_count = island_count;
     s = list_island_nodes(local, &scratch, &view);
     if (s != Status::Ok) return fail(s, "CPU: cannot list the islands' nodes");
-    // Islands a GEMM step runs as its epilogue (cpu_attach_epilogue): skipped when their turn comes.
-    uint8_t* absorbed = scratch.allocate_array<uint8_t>(island_count + 1);
-    if (!absorbed) return fail(Status::OutOfMemory, "out of memory");
-    for (uint32_t k = 0; k < island_count; ++k) absorbed[k] = 0;
-    // After the GEMM step of local node v (node id): its output's island becomes the step's
-    // epilogue when the island is its only reader, every other input of the island is ready
-    // already, and the island's body covers exactly the GEMM's output (no broadcast beyond it).
-    // Anything else leaves the island as its own step. Only running out of memory fails.
-    auto attach_epilogue = [&](NodeId v, NodeId id) -> Status {
-        ReferenceProgram::Unit& gunit = p->units[p->count - 1];
-        ProgramStep& gstep = p->steps_[p->count - 1];
-        const Node& node = g.node(id);
-        const bool product = node.op == StringView("MatMul") || node.op == StringView("Gemm");
-        if (!gunit.run || !gunit.epilogue_slot || node.num_outputs != 1) return Status::Ok;
+    CpuRecipeIsland* islands = scratch.allocate_array<CpuRecipeIsland>(island_count + 1);
+    SnippetBody* bodies = static_cast<SnippetBody*>(scratch.allocate(sizeof(SnippetBody) * (island_count + 1), alignof(SnippetBody)));
+    NodeId* island_inputs = scratch.allocate_array<NodeId>((size_t)island_count * kSnippetMaxArgs + 1);
+    uint32_t* island_input_ports = scratch.allocate_array<uint32_t>((size_t)island_count * kSnippetMaxArgs + 1);
+    uint32_t* values = scratch.allocate_array<uint32_t>((size_t)island_count * kSnippetMaxArgs + 1);
+    if (!islands || !bodies || !island_inputs || !island_input_ports || !values) return fail(Status::OutOfMemory, "out of memory");
+    uint32_t instruction_count = 0, result_count = 0, value_count = 0;
+    // Islands of the same instructions (a block repeated through a network) share them in the
+    // recipe, and emit_cpu reuses the first one's snippet where the shapes agree too.
+    uint32_t body_slots = 16;
+    while (body_slots < 2 * island_count + 2) body_slots *= 2;
+    uint32_t* body_table = scratch.allocate_array<uint32_t>(body_slots);   // island + 1, 0 empty
+    uint64_t* body_hash = scratch.allocate_array<uint64_t>(island_count + 1);
+    if (!body_table || !body_hash) return fail(Status::OutOfMemory, "out of memory");
+    for (uint32_t k = 0; k < body_slots; ++k) body_table[k] = 0;
+    auto same_instructions = [&](const SnippetBody& a, const SnippetBody& b) {
+        if (a.size() != b.size() || a.result_count() != b.result_count()) return false;
+        for (uint32_t i = 0; i < a.size(); ++i) {
+            const SnippetInstruction &x = a.instruction(i), &y = b.instruction(i);
+            if (x.op != y.op || x.arity != y.arity || x.index != y.index || std::memcmp(x.args, y.args, sizeof x.args) != 0 ||
+                std::memcmp(&x.alpha, &y.alpha, sizeof x.alpha) != 0 || std::memcmp(&x.beta, &y.beta, sizeof x.beta) != 0)
+                return false;
+        }
+        for (uint32_t i = 0; i < a.result_count(); ++i) if (a.result_value(i) != b.result_value(i)) return false;
+        return true;
+    };
+    for (uint32_t u = 0; u < island_count; ++u) {
+        new (&islands[u]) CpuRecipeIsland();
+        new (&bodies[u]) SnippetBody(&scratch);
+        islands[u].same_body = u;
+        if (first[u] == kNoNode) continue;   // not usable: never runs
+        CpuRecipeIsland& is = islands[u];
+        NodeId* in_nodes = island_inputs + (size_t)u * kSnippetMaxArgs;
+        uint32_t* in_ports = island_input_ports + (size_t)u * kSnippetMaxArgs;
+        NodeId out_nodes[kSnippetMaxArgs];
+        uint32_t in_count = 0, out_count = 0;
+        is.status = build_island_body(local, view, u, &bodies[u], in_nodes, &in_count, out_nodes, &out_count, in_ports);
+        if (is.status != Status::Ok) continue;
+        const SnippetBody& body = bodies[u];
+        uint64_t h = hash_words(nullptr, 0, (uint64_t)body.size() << 32 | body.result_count());
+        for (uint32_t i = 0; i < body.size(); ++i) {
+            const SnippetInstruction& in = body.instruction(i);
+            uint32_t alpha;
+            std::memcpy(&alpha, &in.alpha, 4);
+            const uint64_t words[3] = {(uint64_t)in.op | (uint64_t)in.arity << 8 | (uint64_t)in.index << 32,
+                                       (uint64_t)in.args[0] | (uint64_t)in.args[1] << 32, (uint64_t)in.args[2] | (uint64_t)alpha << 32};
+            h = hash_words(words, sizeof words, h);
+        }
+        body_hash[u] = h;
+        uint32_t k = (uint32_t)(h >> 40) & (body_slots - 1);
+        while (body_table[k] && !(body_hash[body_table[k] - 1] == h && same_instructions(bodies[body_table[k] - 1], body)))
+            k = (k + 1) & (body_slots - 1);
+        is.first_value = value_count;
+        is.parameters = in_count;
+        is.instructions = body.size();
+        is.results = body.result_count();
+        if (body_table[k]) {
+            const CpuRecipeIsland& same = islands[body_table[k] - 1];
+            is.same_body = body_table[k] - 1;
+            is.first_instruction = same.first_instruction;
+            is.first_result = same.first_result;
+        } else {
+            body_table[k] = u + 1;
+            is.first_instruction = instruction_count;
+            is.first_result = result_count;
+            instruction_count += is.instructions;
+            result_count += is.results;
+        }
+        for (uint32_t k = 0; k < in_count; ++k) values[value_count++] = model.value_id(origin[in_nodes[k]], origin_port[in_nodes[k]] + in_ports[k]);
+        for (uint32_t k = 0; k < out_count; ++k) values[value_count++] = model.value_id(origin[out_nodes[k]], 0);
+        is.step_node = out_count ? origin[out_nodes[out_count - 1]] : kNoNode;
+        for (uint32_t v = first[u]; v != kNoNode; v = next[v]) if (local.node(v).op != StringView("Constant")) ++is.fused;
+    }
+    SnippetInstruction* instructions = scratch.allocate_array<SnippetInstruction>(instruction_count + 1);
+    ValueId* results = scratch.allocate_array<ValueId>(result_count + 1);
+    CpuRecipeUnit* units = scratch.allocate_array<CpuRecipeUnit>(unit_count + 1);
+    if (!instructions || !results || !units) return fail(Status::OutOfMemory, "out of memory");
+    for (uint32_t u = 0; u < island_count; ++u) {
+        const CpuRecipeIsland& is = islands[u];
+        if (is.same_body != u || is.status != Status::Ok) continue;
+        for (uint32_t i = 0; i < is.instructions; ++i) instructions[is.first_instruction + i] = bodies[u].instruction(i);
+        for (uint32_t i = 0; i < is.results; ++i) results[is.first_result + i] = bodies[u].result_value(i);
+    }
+    // The island a GEMM node v's step may run as its epilogue (emit_cpu decides at the plan's
+    // shapes): v's output is read by that island alone, whose other producers ran before, and
+    // it is one parameter of the island's body.
+    auto epilogue_candidate = [&](NodeId v) -> uint32_t {
+        if (g.node(origin[v]).num_outputs != 1) return kNoIsland;
         uint32_t u = kNoIsland;
         for (NodeId w : local.successors(v)) {
-            if (island[w] == kNoIsland || (u != kNoIsland && island[w] != u)) return Status::Ok;
+            if (island[w] == kNoIsland || (u != kNoIsland && island[w] != u)) return kNoIsland;
             u = island[w];
         }
-        if (u == kNoIsland || absorbed[u]) return Status::Ok;
+        if (u == kNoIsland || islands[u].status != Status::Ok) return kNoIsland;
         uint32_t edges = 0;
         for (uint32_t w = first[u]; w != kNoNode; w = next[w])
             for (uint32_t i = 0; i < local.node(w).num_inputs; ++i) if (local.node(w).inputs[i].producer == v) ++edges;
-        if (indegree[u] != edges) return Status::Ok;   // another producer of the island runs later
-        const TensorDesc& y = model.value_desc(model.value_id(id, 0));
-        uint64_t elements = 0;
-        if (y.type != ElementType::Float32 || y.rank < (product ? 2 : 3) || !desc_elements(y, &elements) || elements == 0)
-            return Status::Ok;
-        int64_t segment = 1;   // a product's rows are C's, a conv's its maps (N x M of them)
-        for (int i = product ? y.rank - 1 : 2; i < y.rank; ++i) segment *= y.dims[i];
-        SnippetBody* body = create<SnippetBody>(&p->arena);
-        if (!body) return Status::OutOfMemory;
-        NodeId in_nodes[kSnippetMaxArgs], out_nodes[kSnippetMaxArgs];
-        uint32_t in_ports[kSnippetMaxArgs], in_count = 0, out_count = 0, source = kSnippetMaxArgs;
-        bool fits = build_island_body(local, view, u, body, in_nodes, &in_count, out_nodes, &out_count, in_ports) == Status::Ok;
-        for (uint32_t k = 0; fits && k < in_count; ++k)
+        if (indegree[u] != edges) return kNoIsland;   // another producer of the island runs later
+        const NodeId* in_nodes = island_inputs + (size_t)u * kSnippetMaxArgs;
+        const uint32_t* in_ports = island_input_ports + (size_t)u * kSnippetMaxArgs;
+        uint32_t source = kSnippetMaxArgs;
+        for (uint32_t k = 0; k < islands[u].parameters; ++k)
             if (in_nodes[k] == v && in_ports[k] == 0) source = source == kSnippetMaxArgs ? k : kSnippetMaxArgs + 1;
-        fits = fits && source < in_count && gstep.reads.size + in_count - 1 <= kMaxNodePorts && out_count <= kMaxNodePorts;
-        for (uint32_t k = 0; fits && k < out_count; ++k)
-            fits = shape_elements(body->instruction(body->result_value(k)).shape) == elements;
-        SnippetOptions eo = options;
-        eo.tuning.streaming_stores = SnippetTuning::StreamingStores::Never;   // blocks in cache, not a stream
-        eo.tuning.page_lanes = SnippetTuning::PageLanes::Never;
-        Snippet* snippet = nullptr;
-        bool shared = false;
-        fits = fits && compile_island_snippet(shared_snippets, &body, eo, &snippet, &shared, nullptr) == Status::Ok;
-        fits = fits && snippet->isa() != Isa::Ref && snippet->stats().elements == elements && snippet->runs_segments(segment);
-        uint32_t* reads = fits ? p->arena.allocate_array<uint32_t>(gstep.reads.size + in_count) : nullptr;
-        uint32_t* writes = fits ? p->arena.allocate_array<uint32_t>(out_count + 1) : nullptr;
-        if (!reads || !writes) {
-            if (!shared) { destroy(snippet); destroy(body); }
-            return Status::Ok;
-        }
-        uint32_t r = 0;
-        for (uint32_t k = 0; k < gstep.reads.size; ++k) reads[r++] = gstep.reads[k];
-        for (uint32_t k = 0; k < in_count; ++k)
-            if (k != source) reads[r++] = model.value_id(origin[in_nodes[k]], origin_port[in_nodes[k]] + in_ports[k]);
-        for (uint32_t k = 0; k < out_count; ++k) writes[k] = model.value_id(origin[out_nodes[k]], 0);
-        uint32_t fused_nodes = 0;
-        for (uint32_t w = first[u]; w != kNoNode; w = next[w]) if (local.node(w).op != StringView("Constant")) ++fused_nodes;
-        if (!cpu_attach_epilogue(p, gunit.epilogue_slot, snippet, in_count, out_count, source, (uint32_t)gstep.reads.size,
-                                 segment, fused_nodes, *body, elements)) {
-            if (!shared) { destroy(snippet); destroy(body); }
-            return Status::OutOfMemory;
-        }
-        gstep.reads = Span<const uint32_t>(reads, r);
-        gstep.writes = Span<const uint32_t>(writes, out_count);
-        uint32_t residual = 0;
-        gstep.in_place_reads = cpu_residual_in_place(gunit, &residual) ? 1ull << residual : 0;
-        gstep.scratch_bytes = gstep.scratch_bytes > snippet->scratch_bytes() ? gstep.scratch_bytes : snippet->scratch_bytes();
-        char digits[10];
-        gunit.epilogue = snippet;
-        gunit.epilogue_body = body;
-        gunit.shared_epilogue = shared;
-        absorbed[u] = 1;
-        gstep.kernel = join_name(&p->arena, {gstep.kernel, "+epilogue:", decimal(fused_nodes, digits)});
-        return gstep.kernel ? Status::Ok : Status::OutOfMemory;
+        if (source >= islands[u].parameters) return kNoIsland;
+        islands[u].source = source;
+        return u;
     };
+    uint32_t unit_total = 0;
     while (head < ready_count) {
         uint32_t u = ready[head++];
-        if (u < island_count && absorbed[u]) {
-            // run by the GEMM step before it (attach_epilogue)
-        } else if (u >= island_count) {   // a single node
+        if (u < island_count) {
+            units[unit_total] = CpuRecipeUnit();
+            units[unit_total++].island = u;
+        } else {
             NodeId v = u - island_count;
             const Node& lnode = local.node(v);
             if (lnode.op != StringView("Parameter") && lnode.op != StringView("Constant") && lnode.op != StringView("Result")) {
-                NodeId id = origin[v];
-                const Node& node = g.node(id);
-                uint32_t* reads = p->arena.allocate_array<uint32_t>(node.num_inputs + 1);
-                uint32_t* writes = p->arena.allocate_array<uint32_t>(node.num_outputs + 1);
-                if (!reads || !writes) return fail(Status::OutOfMemory, "out of memory");
-                TESSEL_TRY(add_reference_step(p, model, id, reads, writes));
-                if (cpu_kernels_ && model.kernel(id) == find_builtin_kernel(node.op)) {
-                    // a QDQ group's Conv, MatMul or Gemm, whole in this subgraph: the int8 steps take it, its
-                    // floats are never packed
-                    Int8Group group;
-                    const bool int8 = fusion && int8_group_of(model, id, &group) && local_of(group.quantize) != kNoNode &&
-                                      local_of(group.dequantize) != kNoNode && (group.act == kNoNode || local_of(group.act) != kNoNode);
-                    s = int8 ? Status::Ok : cpu_gemm_step(p, model, id, target);
-                    if (s == Status::Ok) s = cpu_ops_step(p, model, id, target);
-                    if (s != Status::Ok)
-                        return fail(s, "CPU: node '%.*s': out of memory for its packed weights", (int)node.name.size, node.name.data);
-                    if (fusion && attach_epilogue(v, id) != Status::Ok) return fail(Status::OutOfMemory, "out of memory");
-                }
+                CpuRecipeUnit& unit = units[unit_total++];
+                unit = CpuRecipeUnit();
+                unit.node = origin[v];
+                Int8Group group;
+                unit.int8 = cpu_kernels_ && fusion && int8_group_of(model, unit.node, &group) && local_of(group.quantize) != kNoNode &&
+                            local_of(group.dequantize) != kNoNode && (group.act == kNoNode || local_of(group.act) != kNoNode);
+                if (fusion) unit.island = epilogue_candidate(v);
             }
-        } else {                   // a fused island
-            SnippetBody* body = create<SnippetBody>(&p->arena);
-            if (!body) return fail(Status::OutOfMemory, "out of memory");
-            NodeId in_nodes[kSnippetMaxArgs], out_nodes[kSnippetMaxArgs];
-            uint32_t in_ports[kSnippetMaxArgs], in_count = 0, out_count = 0;
-            s = build_island_body(local, view, u, body, in_nodes, &in_count, out_nodes, &out_count, in_ports);
-            if (s != Status::Ok) { destroy(body); return fail(s, "CPU: island %u: cannot build its body", u); }
-            Snippet* snippet = nullptr;
-            bool shared = false;
-            char message[kErrorMessageBytes] = {};
-            s = compile_island_snippet(shared_snippets, &body, options, &snippet, &shared, message);
-            if (s != Status::Ok) {
-                destroy(body);
-                return fail(s, "CPU: island %u: %s", u, message);
-            }
-            uint32_t* reads = p->arena.allocate_array<uint32_t>(in_count + 1);
-            uint32_t* writes = p->arena.allocate_array<uint32_t>(out_count + 1);
-            if (!reads || !writes) {
-                if (!shared) { destroy(snippet); destroy(body); }
-                return fail(Status::OutOfMemory, "out of memory");
-            }
-            for (uint32_t k = 0; k < in_count; ++k) reads[k] = model.value_id(origin[in_nodes[k]], origin_port[in_nodes[k]] + in_ports[k]);
-            for (uint32_t k = 0; k < out_count; ++k) writes[k] = model.value_id(origin[out_nodes[k]], 0);
-            ProgramStep& step = p->steps_[p->count];
-            ReferenceProgram::Unit& unit = p->units[p->count++];
-            step.node = origin[out_nodes[out_count - 1]];
-            step.reads = Span<const uint32_t>(reads, in_count);
-            step.writes = Span<const uint32_t>(writes, out_count);
-            step.scratch_bytes = snippet->scratch_bytes();
-            // A snippet's output may alias an input of its own shape (snippets.h): not one it broadcasts.
-            const TensorDesc& result = model.value_desc(writes[0]);
-            for (uint32_t k = 0; k < in_count && cpu_kernels_; ++k)
-                if (same_desc(model.value_desc(reads[k]), result)) step.in_place_reads |= 1ull << k;
-            uint32_t fused = 0;
-            for (uint32_t v = first[u]; v != kNoNode; v = next[v]) if (local.node(v).op != StringView("Constant")) ++fused;
-            step.kernel = join_name(&p->arena, {"snippet:", isa_name(snippet->isa()), ":", decimal(fused, name)});
-            unit.snippet = snippet;
-            unit.body = body;
-            unit.shared_snippet = shared;
         }
         for (uint32_t v = first[u]; v != kNoNode; v = next[v])
             for (NodeId w : local.successors(v)) {
@@ -4057,7 +4240,194 @@ inline Status CpuDevice::build_cpu(ReferenceProgram* p, const PreparedModel& mod
                 if (indegree[su] == 0) ready[ready_count++] = su;
             }
     }
-    (void)members;
+    recipe->units = units;
+    recipe->unit_count = unit_total;
+    recipe->islands = islands;
+    recipe->island_count = island_count;
+    recipe->instructions = instructions;
+    recipe->instruction_count = instruction_count;
+    recipe->results = results;
+    recipe->result_count = result_count;
+    recipe->values = values;
+    recipe->value_count = value_count;
+    return Status::Ok;
+}
+
+// The program of recipe r at the plan's shapes: a step per unit, the JIT GEMM and the CPU's
+// own kernels where they take the node, an island a GEMM step can run as its epilogue folded
+// into it, the other islands compiled as snippets (shared with the model's other plans).
+inline Status CpuDevice::emit_cpu(ReferenceProgram* p, const PreparedModel& model, const CpuRecipe& r, bool fusion, Isa target,
+                                  Arena* scratch) {
+    const Graph& g = model.model.graph;
+    char name[16];
+    SnippetOptions options;
+    options.isa = target;
+    if (!model.reuse && !p->cache && !(p->cache = create<KernelCache>())) return fail(Status::OutOfMemory, "out of memory");
+    options.cache = model.reuse ? model.reuse->kernels() : p->cache;   // the model's other plans emitted most kernels
+    // The CPU's own programs share compiled snippets with the model's other plans; the GPU's
+    // island builder (cpu_kernels_ off) moves bodies between its units and keeps its own.
+    SharedSnippets* shared_snippets = model.reuse && cpu_kernels_ ? model.reuse->snippets() : nullptr;
+    // Islands a GEMM step runs as its epilogue (cpu_attach_epilogue): skipped when their turn comes.
+    uint8_t* absorbed = scratch->allocate_array<uint8_t>(r.island_count + 1);
+    if (!absorbed) return fail(Status::OutOfMemory, "out of memory");
+    for (uint32_t k = 0; k < r.island_count; ++k) absorbed[k] = 0;
+    // Per island of the same instructions (same_body), the last shared snippet compiled for
+    // them, as an epilogue [0] and as a step [1], and the island it was compiled for: an island
+    // whose parameters have that island's shapes takes it without building its body.
+    struct Made { SnippetBody* body; Snippet* snippet; uint32_t island; };
+    Made* made = shared_snippets ? scratch->allocate_array<Made>(2 * (size_t)r.island_count + 1) : nullptr;
+    if (shared_snippets && !made) return fail(Status::OutOfMemory, "out of memory");
+    for (uint32_t k = 0; made && k < 2 * r.island_count; ++k) made[k] = Made{nullptr, nullptr, 0};
+    auto made_for = [&](uint32_t u, uint32_t kind) -> const Made* {
+        const CpuRecipeIsland& is = r.islands[u];
+        const Made* m = made ? &made[2 * is.same_body + kind] : nullptr;
+        if (!m || !m->snippet) return nullptr;
+        const CpuRecipeIsland& other = r.islands[m->island];
+        for (uint32_t k = 0; k < is.parameters; ++k)
+            if (!same_desc(model.value_desc(r.values[is.first_value + k]), model.value_desc(r.values[other.first_value + k]))) return nullptr;
+        return m;
+    };
+    // Island u's snippet with `options` (kind as for Made), from made_for or compiled.
+    auto island_snippet = [&](uint32_t u, uint32_t kind, const SnippetOptions& with, SnippetBody** body, Snippet** snippet, bool* shared,
+                              char* message) -> Status {
+        if (const Made* m = made_for(u, kind)) {
+            *body = m->body;
+            *snippet = m->snippet;
+            *shared = true;
+            return Status::Ok;
+        }
+        *body = create<SnippetBody>(&p->arena);
+        if (!*body) return Status::OutOfMemory;
+        const CpuRecipeIsland& is = r.islands[u];
+        Status s = is.status == Status::Ok ? cpu_recipe_body(r, is, model, *body) : is.status;
+        if (s != Status::Ok) {
+            destroy(*body);
+            *body = nullptr;
+            if (message) print(message, kErrorMessageBytes, "cannot build its body");
+            return s;
+        }
+        s = compile_island_snippet(shared_snippets, body, with, snippet, shared, message);
+        if (s != Status::Ok) {
+            destroy(*body);
+            *body = nullptr;
+            return s;
+        }
+        if (*shared && made) made[2 * is.same_body + kind] = Made{*body, *snippet, u};
+        return Status::Ok;
+    };
+    // After the GEMM step of node id: island u (its recipe's candidate) becomes the step's
+    // epilogue when the island's body covers exactly the GEMM's output (no broadcast beyond
+    // it) and its snippet runs the GEMM's segments. Anything else leaves the island as its own
+    // step. Only running out of memory fails.
+    auto attach_epilogue = [&](uint32_t u, NodeId id) -> Status {
+        ReferenceProgram::Unit& gunit = p->units[p->count - 1];
+        ProgramStep& gstep = p->steps_[p->count - 1];
+        const Node& node = g.node(id);
+        const bool product = node.op == StringView("MatMul") || node.op == StringView("Gemm");
+        if (!gunit.run || !gunit.epilogue_slot || node.num_outputs != 1 || u == kNoIsland || absorbed[u]) return Status::Ok;
+        const CpuRecipeIsland& is = r.islands[u];
+        const TensorDesc& y = model.value_desc(model.value_id(id, 0));
+        uint64_t elements = 0;
+        if (y.type != ElementType::Float32 || y.rank < (product ? 2 : 3) || !desc_elements(y, &elements) || elements == 0)
+            return Status::Ok;
+        int64_t segment = 1;   // a product's rows are C's, a conv's its maps (N x M of them)
+        for (int i = product ? y.rank - 1 : 2; i < y.rank; ++i) segment *= y.dims[i];
+        const uint32_t in_count = is.parameters, out_count = is.results;
+        if (is.status != Status::Ok || gstep.reads.size + in_count - 1 > kMaxNodePorts || out_count > kMaxNodePorts) return Status::Ok;
+        SnippetOptions eo = options;
+        eo.tuning.streaming_stores = SnippetTuning::StreamingStores::Never;   // blocks in cache, not a stream
+        eo.tuning.page_lanes = SnippetTuning::PageLanes::Never;
+        SnippetBody* body = nullptr;
+        Snippet* snippet = nullptr;
+        bool shared = false;
+        Status s = island_snippet(u, 0, eo, &body, &snippet, &shared, nullptr);
+        if (s == Status::OutOfMemory) return s;
+        bool fits = s == Status::Ok;
+        for (uint32_t k = 0; fits && k < out_count; ++k)
+            fits = shape_elements(body->instruction(body->result_value(k)).shape) == elements;
+        fits = fits && snippet->isa() != Isa::Ref && snippet->stats().elements == elements && snippet->runs_segments(segment);
+        uint32_t* reads = fits ? p->arena.allocate_array<uint32_t>(gstep.reads.size + in_count) : nullptr;
+        uint32_t* writes = fits ? p->arena.allocate_array<uint32_t>(out_count + 1) : nullptr;
+        if (!reads || !writes) {
+            if (!shared) { destroy(snippet); destroy(body); }
+            return Status::Ok;
+        }
+        const uint32_t* values = r.values + is.first_value;
+        uint32_t at = 0;
+        for (uint32_t k = 0; k < gstep.reads.size; ++k) reads[at++] = gstep.reads[k];
+        for (uint32_t k = 0; k < in_count; ++k) if (k != is.source) reads[at++] = values[k];
+        for (uint32_t k = 0; k < out_count; ++k) writes[k] = values[in_count + k];
+        if (!cpu_attach_epilogue(p, gunit.epilogue_slot, snippet, in_count, out_count, is.source, (uint32_t)gstep.reads.size,
+                                 segment, is.fused, *body, elements)) {
+            if (!shared) { destroy(snippet); destroy(body); }
+            return Status::OutOfMemory;
+        }
+        gstep.reads = Span<const uint32_t>(reads, at);
+        gstep.writes = Span<const uint32_t>(writes, out_count);
+        uint32_t residual = 0;
+        gstep.in_place_reads = cpu_residual_in_place(gunit, &residual) ? 1ull << residual : 0;
+        gstep.scratch_bytes = gstep.scratch_bytes > snippet->scratch_bytes() ? gstep.scratch_bytes : snippet->scratch_bytes();
+        char digits[10];
+        gunit.epilogue = snippet;
+        gunit.epilogue_body = body;
+        gunit.shared_epilogue = shared;
+        absorbed[u] = 1;
+        gstep.kernel = join_name(&p->arena, {gstep.kernel, "+epilogue:", decimal(is.fused, digits)});
+        return gstep.kernel ? Status::Ok : Status::OutOfMemory;
+    };
+    for (uint32_t i = 0; i < r.unit_count; ++i) {
+        const CpuRecipeUnit& unit = r.units[i];
+        if (unit.node != kNoNode) {   // a single node
+            NodeId id = unit.node;
+            const Node& node = g.node(id);
+            uint32_t* reads = p->arena.allocate_array<uint32_t>(node.num_inputs + 1);
+            uint32_t* writes = p->arena.allocate_array<uint32_t>(node.num_outputs + 1);
+            if (!reads || !writes) return fail(Status::OutOfMemory, "out of memory");
+            TESSEL_TRY(add_reference_step(p, model, id, reads, writes));
+            if (cpu_kernels_ && model.kernel(id) == find_builtin_kernel(node.op)) {
+                // a QDQ group's Conv, MatMul or Gemm, whole in this subgraph: the int8 steps take it, its
+                // floats are never packed
+                Status s = unit.int8 ? Status::Ok : cpu_gemm_step(p, model, id, target);
+                if (s == Status::Ok) s = cpu_ops_step(p, model, id, target);
+                if (s != Status::Ok)
+                    return fail(s, "CPU: node '%.*s': out of memory for its packed weights", (int)node.name.size, node.name.data);
+                if (fusion && attach_epilogue(unit.island, id) != Status::Ok) return fail(Status::OutOfMemory, "out of memory");
+            }
+            continue;
+        }
+        const uint32_t u = unit.island;   // a fused island
+        if (absorbed[u]) continue;        // run by the GEMM step before it (attach_epilogue)
+        const CpuRecipeIsland& is = r.islands[u];
+        SnippetBody* body = nullptr;
+        Snippet* snippet = nullptr;
+        bool shared = false;
+        char message[kErrorMessageBytes] = {};
+        Status s = island_snippet(u, 1, options, &body, &snippet, &shared, message);
+        if (s != Status::Ok) return fail(s, "CPU: island %u: %s", u, s == Status::OutOfMemory && !message[0] ? "out of memory" : message);
+        const uint32_t in_count = is.parameters, out_count = is.results;
+        uint32_t* reads = p->arena.allocate_array<uint32_t>(in_count + 1);
+        uint32_t* writes = p->arena.allocate_array<uint32_t>(out_count + 1);
+        if (!reads || !writes) {
+            if (!shared) { destroy(snippet); destroy(body); }
+            return fail(Status::OutOfMemory, "out of memory");
+        }
+        for (uint32_t k = 0; k < in_count; ++k) reads[k] = r.values[is.first_value + k];
+        for (uint32_t k = 0; k < out_count; ++k) writes[k] = r.values[is.first_value + in_count + k];
+        ProgramStep& step = p->steps_[p->count];
+        ReferenceProgram::Unit& punit = p->units[p->count++];
+        step.node = is.step_node;
+        step.reads = Span<const uint32_t>(reads, in_count);
+        step.writes = Span<const uint32_t>(writes, out_count);
+        step.scratch_bytes = snippet->scratch_bytes();
+        // A snippet's output may alias an input of its own shape (snippets.h): not one it broadcasts.
+        const TensorDesc& result = model.value_desc(writes[0]);
+        for (uint32_t k = 0; k < in_count && cpu_kernels_; ++k)
+            if (same_desc(model.value_desc(reads[k]), result)) step.in_place_reads |= 1ull << k;
+        step.kernel = join_name(&p->arena, {"snippet:", isa_name(snippet->isa()), ":", decimal(is.fused, name)});
+        punit.snippet = snippet;
+        punit.body = body;
+        punit.shared_snippet = shared;
+    }
     if (cpu_kernels_ && fusion && cpu_int8_steps(p, model, target) != Status::Ok) return fail(Status::OutOfMemory, "CPU: out of memory for int8 steps");
     return Status::Ok;
 }
@@ -5527,6 +5897,18 @@ uint32_t CompiledModel::shared_snippets() const {
     if (!impl_ || !impl_->dynamic || !impl_->reuse) return 0;
     std::lock_guard<std::mutex> lock(impl_->dynamic->mutex);   // held while a plan compiles
     return impl_->reuse->snippets()->size();
+}
+
+uint32_t CompiledModel::cpu_recipes() const {
+    if (!impl_ || !impl_->dynamic || !impl_->reuse) return 0;
+    std::lock_guard<std::mutex> lock(impl_->dynamic->mutex);
+    return impl_->reuse->recipes();
+}
+
+uint32_t CompiledModel::cpu_recipe_programs() const {
+    if (!impl_ || !impl_->dynamic || !impl_->reuse) return 0;
+    std::lock_guard<std::mutex> lock(impl_->dynamic->mutex);
+    return impl_->reuse->recipe_uses();
 }
 
 void CompiledModel::write_summary(WriteFn write, void* user) const {
@@ -9982,6 +10364,16 @@ inline Status cpu_conv_band_layout(ReferenceProgram* p, const ConvState& st, int
     int64_t* offsets = p->arena.allocate_array<int64_t>((size_t)st.depth);
     if (!offsets) return Status::OutOfMemory;
     int64_t r = 0;
+    if (phases == 1) {   // no divisions: a plan per new shape makes these for every conv
+        const int64_t kh = w.kernel[1], kw = w.kernel[2], row_step = w.dilation[1] * pw, column_step = w.dilation[2], plane = cs->wide_plane;
+        for (int64_t ci = 0; ci < st.group_channels; ++ci)
+            for (int64_t ky = 0; ky < kh; ++ky) {
+                const int64_t row = ci * plane + ky * row_step;
+                for (int64_t kx = 0; kx < kw; ++kx) offsets[r++] = row + kx * column_step;
+            }
+        cs->wide_offsets = offsets;
+        return Status::Ok;
+    }
     for (int64_t ci = 0; ci < st.group_channels; ++ci)
         for (int64_t ky = 0; ky < w.kernel[1]; ++ky)
             for (int64_t kx = 0; kx < w.kernel[2]; ++kx) {

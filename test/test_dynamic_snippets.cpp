@@ -1,6 +1,7 @@
 // runtime.h >>plan reuse: snippets: the plans of a model with free input dims share one compiled
 // snippet per distinct island body met twice (islands and GEMM epilogues), across plans and
-// across the repeated blocks of one plan. A plan must still equal a compile at its shape, step
+// across the repeated blocks of one plan, and (>>cpu program recipe) one CPU program recipe per
+// pattern of equal, 0 and 1 dims met twice. A plan must still equal a compile at its shape, step
 // for step and bit for bit, also at shapes that change the Conv path, what fuses and which
 // tiles apply; and a request alternating known signatures allocates nothing.
 #include <doctest/doctest.h>
@@ -87,6 +88,25 @@ Result run(InferRequest& request, const Tensor& x) {
     return r;
 }
 
+// A plan's result `got` on x against a compile of m at x's shape: the same steps and kernels,
+// output shapes and outputs, bit for bit.
+void check_equals_compile_at(Core& core, const Model& m, const char* device, Span<const ConfigEntry> config, const Tensor& x,
+                             const Result& got) {
+    InputShape fixed_shape[] = {{"x", x.shape()}};
+    CompiledModel fixed;
+    REQUIRE(core.compile_model(m, device, config, &fixed, fixed_shape) == Status::Ok);
+    REQUIRE(!fixed.has_free_dims());
+    InferRequest fixed_request;
+    REQUIRE(fixed.create_request(&fixed_request) == Status::Ok);
+    Result want = run(fixed_request, x);
+    CHECK(got.steps == want.steps);
+    CHECK(got.shapes == want.shapes);
+    for (size_t k = 0; k < 2; ++k) {
+        REQUIRE(got.outputs[k].size() == want.outputs[k].size());
+        CHECK(std::memcmp(got.outputs[k].data(), want.outputs[k].data(), got.outputs[k].size() * sizeof(float)) == 0);
+    }
+}
+
 // The snippets the model's plans share after an infer at `dims` (a plan, unless cached).
 uint32_t shared_snippets_after_infer(const CompiledModel& dynamic, InferRequest& request, const std::vector<int64_t>& dims) {
     Tensor x = image(dims);
@@ -124,22 +144,40 @@ TEST_CASE("dynamic snippets: plans sharing island snippets equal a compile at ea
                 CAPTURE(dims[2]);
                 CAPTURE(dims[3]);
                 Tensor x = image(dims);
-                Result got = run(request, x);
-                InputShape fixed_shape[] = {{"x", Span<const int64_t>(dims.data(), dims.size())}};
-                CompiledModel fixed;
-                REQUIRE(core.compile_model(m, device, entries, &fixed, fixed_shape) == Status::Ok);
-                REQUIRE(!fixed.has_free_dims());
-                InferRequest fixed_request;
-                REQUIRE(fixed.create_request(&fixed_request) == Status::Ok);
-                Result want = run(fixed_request, x);
-                CHECK(got.steps == want.steps);
-                CHECK(got.shapes == want.shapes);
-                for (size_t k = 0; k < 2; ++k) {
-                    REQUIRE(got.outputs[k].size() == want.outputs[k].size());
-                    CHECK(std::memcmp(got.outputs[k].data(), want.outputs[k].data(), got.outputs[k].size() * sizeof(float)) == 0);
-                }
+                check_equals_compile_at(core, m, device, entries, x, run(request, x));
             }
         }
+    }
+}
+
+TEST_CASE("dynamic snippets: plans at shapes of one pattern of equal, 0 and 1 dims emit their programs from one kept recipe") {
+    Model m;
+    build_blocks(&m, 3);
+    ConfigEntry config[] = {{"PERF_COUNT", "YES"}, {"SHAPE_CACHE_SIZE", "1"}};
+    Core core;
+    CompiledModel dynamic;
+    REQUIRE(core.compile_model(m, "CPU", config, &dynamic) == Status::Ok);
+    CHECK(dynamic.cpu_recipes() == 0);   // the plan at every free dim 1: a pattern met once
+    InferRequest request;
+    REQUIRE(dynamic.create_request(&request) == Status::Ok);
+    // N, H and W apart from each other, from the model's other dims (C = 8, the kernels' 3) and
+    // from 0 and 1 are one pattern; H equal to C is another, and so are a batch of 1 and a batch
+    // equal to the kernels' 3. A pattern's recipe is kept at its second plan and used from its
+    // third on. (dims, recipes kept, programs emitted from one)
+    struct Plan { std::vector<int64_t> dims; uint32_t kept, used; };
+    const Plan plans[] = {{{2, 8, 5, 9}, 0, 0},   {{4, 8, 6, 10}, 1, 0},  {{5, 8, 17, 11}, 1, 1}, {{7, 8, 6, 9}, 1, 2},
+                          {{2, 8, 8, 9}, 1, 2},   {{4, 8, 8, 10}, 2, 2},  {{1, 8, 5, 9}, 2, 2},   {{1, 8, 6, 10}, 3, 2},
+                          {{6, 8, 7, 12}, 3, 3},  {{5, 8, 8, 9}, 3, 4},   {{3, 8, 5, 9}, 3, 4},   {{1, 8, 7, 11}, 3, 5}};
+    for (const Plan& plan : plans) {
+        const std::vector<int64_t>& dims = plan.dims;
+        CAPTURE(dims[0]);
+        CAPTURE(dims[2]);
+        CAPTURE(dims[3]);
+        Tensor x = image(dims);
+        Result got = run(request, x);
+        CHECK(dynamic.cpu_recipes() == plan.kept);
+        CHECK(dynamic.cpu_recipe_programs() == plan.used);
+        check_equals_compile_at(core, m, "CPU", config, x, got);
     }
 }
 
