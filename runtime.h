@@ -3913,7 +3913,7 @@ inline Status CpuDevice::build_cpu(ReferenceProgram* p, const PreparedModel& mod
     CpuRecipe made;
     if (!kept) {
         TESSEL_TRY(make_cpu_recipe(model, nodes, fusion, &scratch, &made));
-        // out of memory, or the store full: the recipe serves this build only
+        // kept from its key's second sighting on; before that, or out of memory, it serves this build only
         void* block = reuse ? reuse->insert_recipe(key.data, key.size * sizeof(uint32_t), cpu_recipe_bytes(made)) : nullptr;
         if (block) kept = copy_cpu_recipe(made, block);
     }
