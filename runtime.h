@@ -1674,8 +1674,9 @@ inline uint64_t hash_words(const void* data, size_t bytes, uint64_t h = kHashSee
     return h ^ (h >> 32);
 }
 
-// The fields of a body that compile() reads, hashed.
-inline uint64_t snippet_body_hash(const SnippetBody& body) {
+// The fields of a body that compile() reads, hashed; without `shapes`, all but the values'
+// shapes (bodies alike up to their parameters' dims: >>cpu program recipe).
+inline uint64_t snippet_body_hash(const SnippetBody& body, bool shapes = true) {
     uint64_t h = hash_words(nullptr, 0, (uint64_t)body.size() << 32 | body.result_count());
     for (uint32_t i = 0; i < body.size(); ++i) {
         const SnippetInstruction& in = body.instruction(i);
@@ -1683,31 +1684,39 @@ inline uint64_t snippet_body_hash(const SnippetBody& body) {
         uint32_t alpha, beta;
         std::memcpy(&alpha, &in.alpha, 4);
         std::memcpy(&beta, &in.beta, 4);
-        words[0] = (uint64_t)in.op | (uint64_t)in.arity << 8 | (uint64_t)in.shape.rank << 16 | (uint64_t)in.index << 32;
+        words[0] = (uint64_t)in.op | (uint64_t)in.arity << 8 | (uint64_t)(shapes ? in.shape.rank : 0) << 16 | (uint64_t)in.index << 32;
         words[1] = (uint64_t)in.args[0] | (uint64_t)in.args[1] << 32;
         words[2] = (uint64_t)in.args[2] | (uint64_t)alpha << 32;
         words[3] = beta;
         uint32_t count = 4;
-        for (uint32_t j = 0; j < in.shape.rank && j < (uint32_t)kSnippetMaxRank; ++j) words[count++] = (uint64_t)in.shape.dims[j];
+        for (uint32_t j = 0; shapes && j < in.shape.rank && j < (uint32_t)kSnippetMaxRank; ++j) words[count++] = (uint64_t)in.shape.dims[j];
         h = hash_words(words, count * sizeof(uint64_t), h);
     }
     for (uint32_t i = 0; i < body.result_count(); ++i) h = (h ^ body.result_value(i)) * 0x9e3779b97f4a7c15ull;
     return h;
 }
 
-inline bool same_snippet_body(const SnippetBody& a, const SnippetBody& b) {
+inline bool same_snippet_body(const SnippetBody& a, const SnippetBody& b, bool shapes = true) {
     if (a.size() != b.size() || a.parameter_count() != b.parameter_count() || a.result_count() != b.result_count()) return false;
     for (uint32_t i = 0; i < a.size(); ++i) {
         const SnippetInstruction& x = a.instruction(i);
         const SnippetInstruction& y = b.instruction(i);
-        if (x.op != y.op || x.arity != y.arity || x.index != y.index || x.shape.rank != y.shape.rank ||
+        if (x.op != y.op || x.arity != y.arity || x.index != y.index || (shapes && x.shape.rank != y.shape.rank) ||
             std::memcmp(x.args, y.args, sizeof x.args) != 0 || std::memcmp(&x.alpha, &y.alpha, sizeof x.alpha) != 0 ||
             std::memcmp(&x.beta, &y.beta, sizeof x.beta) != 0)
             return false;
-        for (uint32_t j = 0; j < x.shape.rank && j < (uint32_t)kSnippetMaxRank; ++j) if (x.shape.dims[j] != y.shape.dims[j]) return false;
+        for (uint32_t j = 0; shapes && j < x.shape.rank && j < (uint32_t)kSnippetMaxRank; ++j) if (x.shape.dims[j] != y.shape.dims[j]) return false;
     }
     for (uint32_t i = 0; i < a.result_count(); ++i) if (a.result_value(i) != b.result_value(i)) return false;
     return true;
+}
+
+// Instruction `in` of another body appended to *out (in order, so values keep their numbers);
+// a Parameter takes `shape`: a stored copy keeps the original's, a recipe's body the plan's.
+inline Status append_snippet_instruction(SnippetBody* out, const SnippetInstruction& in, Span<const int64_t> shape, ValueId* v) {
+    return in.op == SnippetOp::Parameter ? out->parameter(shape, v)
+           : in.op == SnippetOp::Scalar  ? out->scalar(in.alpha, v)
+                                         : out->add(in.op, Span<const ValueId>(in.args, in.arity), in.alpha, in.beta, v);
 }
 
 // Every field of SnippetOptions that compile() reads, but the cache, hashed and compared.
@@ -1822,10 +1831,7 @@ private:
         for (uint32_t i = 0; i < body.size(); ++i) {
             const SnippetInstruction& in = body.instruction(i);
             ValueId v = kNoValue;
-            Status s = in.op == SnippetOp::Parameter ? copy->parameter(Span<const int64_t>(in.shape.dims, in.shape.rank), &v)
-                       : in.op == SnippetOp::Scalar  ? copy->scalar(in.alpha, &v)
-                                                     : copy->add(in.op, Span<const ValueId>(in.args, in.arity), in.alpha, in.beta, &v);
-            if (s != Status::Ok || v != i) return false;
+            if (append_snippet_instruction(copy, in, Span<const int64_t>(in.shape.dims, in.shape.rank), &v) != Status::Ok || v != i) return false;
         }
         for (uint32_t i = 0; i < body.result_count(); ++i) if (copy->result(body.result_value(i)) != Status::Ok) return false;
         return true;
@@ -3824,17 +3830,16 @@ inline bool cpu_recipe_key(const PreparedModel& model, Span<const NodeId> nodes,
     uint64_t* member = scratch->allocate_array<uint64_t>(n / 64 + 1);
     if (!member) return false;
     for (uint32_t k = 0; k <= n / 64; ++k) member[k] = 0;
-    size_t words = 5 + nodes.size, dims = 0;
+    size_t words = 5 + nodes.size;
     for (NodeId id : nodes) {
         const Node& node = g.node(id);
         if (is_free_op(node.op)) continue;
         member[id / 64] |= 1ull << (id % 64);
         words += (size_t)(node.num_inputs + node.num_outputs) * (1 + kMaxRank);
     }
-    dims = words;
     uint32_t* k = scratch->allocate_array<uint32_t>(words);
     DimNames names;
-    if (!k || !names.init(scratch, dims)) return false;
+    if (!k || !names.init(scratch, words)) return false;
     const uint64_t family = model.copy_family();
     size_t at = 0;
     k[at++] = 0x52555043u;   // "CPUR": apart from the store's other keys
@@ -3867,15 +3872,13 @@ inline Status cpu_recipe_body(const CpuRecipe& r, const CpuRecipeIsland& island,
     for (uint32_t i = 0; i < island.instructions; ++i) {
         const SnippetInstruction& in = ins[i];
         ValueId v = kNoValue;
+        Span<const int64_t> shape;
         if (in.op == SnippetOp::Parameter) {
             if (in.index >= island.parameters) return Status::InvalidArgument;
             const TensorDesc& d = model.value_desc(r.values[island.first_value + in.index]);
-            TESSEL_TRY(body->parameter(Span<const int64_t>(d.dims, d.rank), &v));
-        } else if (in.op == SnippetOp::Scalar) {
-            TESSEL_TRY(body->scalar(in.alpha, &v));
-        } else {
-            TESSEL_TRY(body->add(in.op, Span<const ValueId>(in.args, in.arity), in.alpha, in.beta, &v));
+            shape = Span<const int64_t>(d.dims, d.rank);
         }
+        TESSEL_TRY(append_snippet_instruction(body, in, shape, &v));
         if (v != i) return Status::InvalidArgument;
     }
     for (uint32_t i = 0; i < island.results; ++i) TESSEL_TRY(body->result(r.results[island.first_result + i]));
@@ -4119,17 +4122,6 @@ inline Status CpuDevice::make_cpu_recipe(const PreparedModel& model, Span<const 
     uint64_t* body_hash = scratch.allocate_array<uint64_t>(island_count + 1);
     if (!body_table || !body_hash) return fail(Status::OutOfMemory, "out of memory");
     for (uint32_t k = 0; k < body_slots; ++k) body_table[k] = 0;
-    auto same_instructions = [&](const SnippetBody& a, const SnippetBody& b) {
-        if (a.size() != b.size() || a.result_count() != b.result_count()) return false;
-        for (uint32_t i = 0; i < a.size(); ++i) {
-            const SnippetInstruction &x = a.instruction(i), &y = b.instruction(i);
-            if (x.op != y.op || x.arity != y.arity || x.index != y.index || std::memcmp(x.args, y.args, sizeof x.args) != 0 ||
-                std::memcmp(&x.alpha, &y.alpha, sizeof x.alpha) != 0 || std::memcmp(&x.beta, &y.beta, sizeof x.beta) != 0)
-                return false;
-        }
-        for (uint32_t i = 0; i < a.result_count(); ++i) if (a.result_value(i) != b.result_value(i)) return false;
-        return true;
-    };
     for (uint32_t u = 0; u < island_count; ++u) {
         new (&islands[u]) CpuRecipeIsland();
         new (&bodies[u]) SnippetBody(&scratch);
@@ -4143,18 +4135,9 @@ inline Status CpuDevice::make_cpu_recipe(const PreparedModel& model, Span<const 
         is.status = build_island_body(local, view, u, &bodies[u], in_nodes, &in_count, out_nodes, &out_count, in_ports);
         if (is.status != Status::Ok) continue;
         const SnippetBody& body = bodies[u];
-        uint64_t h = hash_words(nullptr, 0, (uint64_t)body.size() << 32 | body.result_count());
-        for (uint32_t i = 0; i < body.size(); ++i) {
-            const SnippetInstruction& in = body.instruction(i);
-            uint32_t alpha;
-            std::memcpy(&alpha, &in.alpha, 4);
-            const uint64_t words[3] = {(uint64_t)in.op | (uint64_t)in.arity << 8 | (uint64_t)in.index << 32,
-                                       (uint64_t)in.args[0] | (uint64_t)in.args[1] << 32, (uint64_t)in.args[2] | (uint64_t)alpha << 32};
-            h = hash_words(words, sizeof words, h);
-        }
-        body_hash[u] = h;
+        const uint64_t h = body_hash[u] = snippet_body_hash(body, false);
         uint32_t k = (uint32_t)(h >> 40) & (body_slots - 1);
-        while (body_table[k] && !(body_hash[body_table[k] - 1] == h && same_instructions(bodies[body_table[k] - 1], body)))
+        while (body_table[k] && !(body_hash[body_table[k] - 1] == h && same_snippet_body(bodies[body_table[k] - 1], body, false)))
             k = (k + 1) & (body_slots - 1);
         is.first_value = value_count;
         is.parameters = in_count;
