@@ -468,6 +468,10 @@ struct PrepareContext {
     uint32_t threads = 1;                   // threads run() may use through parallel_for
     uint64_t max_elements = detail::kDefaultMaxTensorElements;   // the compile's Limits::max_tensor_elements: bounds what prepare allocates
     uint64_t max_loop_iterations = 1ull << 24;   // the compile's Limits::max_loop_iterations (Loop's trip count)
+    // A plan at new input shapes of a model with free dims: the state this kernel made for the
+    // same node (same attributes, constants and input types) in the plan it copies, alive as
+    // long as this one; a kernel may reuse what in it holds no shapes. Else null.
+    const void* like_state = nullptr;
     // Set by prepare:
     const void* state = nullptr;            // handed to run()
     size_t scratch_bytes = 0;               // per-request scratch run() needs (all threads)
@@ -1036,7 +1040,7 @@ bool desc_elements(const TensorDesc& desc, uint64_t* elements) {
         int64_t d = desc.dims[i];
         if (d < 0) return false;
         if (d == 0) { zero = true; continue; }
-        if (n > UINT64_MAX / (uint64_t)d) return false;
+        if ((n | (uint64_t)d) >> 32 && n > UINT64_MAX / (uint64_t)d) return false;   // both under 2^32 cannot overflow: no division
         n *= (uint64_t)d;
     }
     *elements = zero ? 0 : n;
@@ -1624,8 +1628,12 @@ inline void print(char* out, size_t size, const char* format, ...) {
 }
 inline void copy_text(char* out, size_t size, const char* text) { std::snprintf(out, size, "%s", text); }
 inline bool is_free_op(StringView op) {   // interface nodes every device holds without running them
-    return op == StringView("Parameter") || op == StringView("Constant") || op == StringView("Result") ||
-           op == StringView("Absent");
+    switch (op.size) {   // by length first: asked of every node several times per compile
+        case 6: return op == StringView("Result") || op == StringView("Absent");
+        case 8: return op == StringView("Constant");
+        case 9: return op == StringView("Parameter");
+        default: return false;
+    }
 }
 }  // namespace detail
 
@@ -2738,9 +2746,17 @@ struct detail_prepare {
         if (!out->descs_ || !out->constants_) return fail(error, Status::OutOfMemory, "out of memory preparing the model");
         for (uint32_t i = 0; i < pn; ++i) {
             const Node& node = pg.node(i);
+            const uint32_t base = out->value_base_[i];
+            if (like) {   // the same nodes and values; a node with a kernel gets its descs from its prepare below
+                for (uint32_t p = 0; p < node.num_outputs; ++p) {
+                    if (!like->kernels_[i]) out->descs_[base + p] = node.outputs ? node.outputs[p] : TensorDesc();
+                    out->constants_[base + p] = like->constants_[base + p];
+                }
+                continue;
+            }
             for (uint32_t p = 0; p < node.num_outputs; ++p) {
-                out->descs_[out->value_base_[i] + p] = node.outputs ? node.outputs[p] : TensorDesc();
-                out->constants_[out->value_base_[i] + p] = nullptr;
+                out->descs_[base + p] = node.outputs ? node.outputs[p] : TensorDesc();
+                out->constants_[base + p] = nullptr;
             }
             if (node.op == StringView("Constant")) {
                 const Attribute* a = pg.find_attribute(i, "value");
@@ -2753,7 +2769,7 @@ struct detail_prepare {
         TensorDesc check[detail::kMaxNodePorts];
         for (NodeId i : pg.topological_order()) {
             const Node& node = pg.node(i);
-            if (detail::is_free_op(node.op)) continue;
+            if (like ? !like->kernels_[i] : detail::is_free_op(node.op)) continue;   // like has a kernel for every other node
             for (uint32_t k = 0; k < node.num_inputs; ++k) {
                 uint32_t value = out->value_base_[node.inputs[k].producer] + node.inputs[k].port;
                 in_desc[k] = out->descs_[value];
@@ -2776,6 +2792,7 @@ struct detail_prepare {
             c.threads = threads;
             c.max_elements = limits.max_tensor_elements;
             c.max_loop_iterations = limits.max_loop_iterations;
+            if (like && k == like->kernels_[i]) c.like_state = like->states_[i];
             Status st = k ? detail::prepare_node_kernel(&k, c) : Status::Unsupported;
             if (st != Status::Ok) {
                 std::snprintf(error, kErrorMessageBytes, "%s", c.error[0] ? c.error : "prepare failed");
@@ -3012,7 +3029,7 @@ struct detail_prepare {
             return fail(error, Status::LimitExceeded, "node '%.*s': a tensor of %llu elements (limit %llu)", (int)node.name.size,
                         node.name.data, (unsigned long long)count, (unsigned long long)limits.max_tensor_elements);
         uint64_t nonzero = 1;   // kernels compute strides from these: an empty tensor may not hide a huge dim
-        for (uint32_t i = 0; i < d.rank; ++i) {
+        for (uint32_t i = 0; count == 0 && i < d.rank; ++i) {
             if (d.dims[i] == 0) continue;
             if ((uint64_t)d.dims[i] > limits.max_tensor_elements / nonzero)
                 return fail(error, Status::LimitExceeded, "node '%.*s': an empty tensor whose other dims exceed the element limit (%llu)",
@@ -3358,6 +3375,10 @@ public:
     // The program's own JIT kernels, made on first use: a plan of a symbolic model uses its
     // PlanReuse's, and a HETERO partition of many small programs would pay for one each.
     KernelCache* cache = nullptr;
+    // The last Conv band layout's tap offsets and what they depend on (cpu_conv_band_layout):
+    // a conv of the same geometry after it shares them.
+    int64_t band_geometry[10] = {};
+    const int64_t* band_offsets = nullptr;
 
     ~ReferenceProgram() override {
         for (uint32_t i = 0; i < count; ++i) {
@@ -3480,9 +3501,16 @@ public:
 
     Status query_model(const PreparedModel& model, uint8_t* supported) override {
         const Graph& g = model.model.graph;
+        StringView seen[16];   // the graph keeps one copy of each op name: its answer found once
+        uint8_t answer[16] = {};
         for (uint32_t i = 0; i < g.node_count(); ++i) {
             StringView op = g.node(i).op;
-            supported[i] = is_free_op(op) || (kernel_for(op) && op_allowed(op)) ? 1 : 0;
+            const uint32_t slot = (uint32_t)((uintptr_t)op.data >> 3) & 15;
+            if (seen[slot].data != op.data || seen[slot].size != op.size) {
+                seen[slot] = op;
+                answer[slot] = is_free_op(op) || (kernel_for(op) && op_allowed(op)) ? 1 : 0;
+            }
+            supported[i] = answer[slot];
         }
         return Status::Ok;
     }
@@ -6885,6 +6913,7 @@ inline uint32_t prepare_threads(CompileJob* job) {
 // they read (another device's program may keep a weight's address).
 inline Status release_int8_floats(CompiledModel::Impl* m) {
     PreparedModel& pm = m->prepared;
+    if (pm.copy_family()) return Status::Ok;   // shape-free: it holds no int8 weights (detail_prepare::run)
     const Graph& g = pm.model.graph;
     Arena scratch;
     uint8_t* read = scratch.allocate_array<uint8_t>(pm.value_count() + 1);
@@ -7201,10 +7230,14 @@ Status Core::compile_job(void* job_pointer, const Model& model, Span<const Input
         if (s != Status::Ok) return fail(s, "%.*s: %s", (int)job.list[d]->name().size, job.list[d]->name().data, job.list[d]->last_error());
     }
     uint32_t fallback[64] = {};
+    enum : uint8_t { kCompute, kFree, kResult };   // asked below once per node, not per loop
+    uint8_t* kind = m->arena.allocate_array<uint8_t>(n + 1);
+    if (!kind) return fail(Status::OutOfMemory, "out of memory");
     for (NodeId v = 0; v < n; ++v) {
         const Node& node = g.node(v);
         chosen[v] = kNoDevice;
-        if (detail::is_free_op(node.op)) continue;
+        kind[v] = !detail::is_free_op(node.op) ? kCompute : node.op == StringView("Result") ? kResult : kFree;
+        if (kind[v] != kCompute) continue;
         if (node.affinity != kNoDevice) {   // user affinity
             StringView want = g.device_name(node.affinity);
             for (uint32_t d = 0; d < job.count; ++d) if (job.list[d]->name() == want) chosen[v] = (DeviceId)d;
@@ -7227,20 +7260,20 @@ Status Core::compile_job(void* job_pointer, const Model& model, Span<const Input
         detail::place_by_cost(job, m->prepared, supported, chosen);
         for (uint32_t d = 0; d < job.count; ++d) fallback[d] = 0;
         for (NodeId v = 0; v < n; ++v)
-            if (!detail::is_free_op(g.node(v).op) && chosen[v] != kNoDevice && chosen[v] > 0) ++fallback[chosen[v]];
+            if (kind[v] == kCompute && chosen[v] != kNoDevice && chosen[v] > 0) ++fallback[chosen[v]];
     }
     m->fallback = m->arena.allocate_array<NodeId>(n + 1);
     if (!m->fallback) return fail(Status::OutOfMemory, "out of memory");
     for (NodeId v = 0; v < n; ++v)
-        if (!detail::is_free_op(g.node(v).op) && chosen[v] != kNoDevice && chosen[v] > 0 && g.node(v).affinity == kNoDevice)
+        if (kind[v] == kCompute && chosen[v] != kNoDevice && chosen[v] > 0 && g.node(v).affinity == kNoDevice)
             m->fallback[m->fallback_count++] = v;
     Span<const NodeId> order = g.topological_order();
     for (size_t k = order.size; k-- > 0;) {   // consumers first, so Parameters see them
         NodeId v = order[k];
-        if (detail::is_free_op(g.node(v).op) && g.node(v).op != StringView("Result")) chosen[v] = detail::free_node_device(g, v, chosen);
+        if (kind[v] == kFree) chosen[v] = detail::free_node_device(g, v, chosen);
     }
     for (NodeId v : order)
-        if (g.node(v).op == StringView("Result")) chosen[v] = detail::free_node_device(g, v, chosen);
+        if (kind[v] == kResult) chosen[v] = detail::free_node_device(g, v, chosen);
     for (NodeId v = 0; v < n; ++v) if (chosen[v] == kNoDevice) chosen[v] = 0;
     m->device_count = job.count;
     for (uint32_t d = 0; d < job.count; ++d) m->devices[d] = job.list[d];
@@ -9263,8 +9296,16 @@ inline bool broadcasts_to(const TensorDesc& from, const TensorDesc& to) {
 // The broadcast of several descs (type Undefined). false if they do not broadcast.
 inline bool broadcast_descs(const TensorDesc* const* descs, uint32_t count, TensorDesc* out) {
     TensorDesc r;
-    for (uint32_t k = 0; k < count; ++k)
-        if (!broadcast_pair(r, *descs[k], &r)) return false;
+    if (count) {
+        r.rank = descs[0]->rank;
+        for (uint32_t i = 0; i < r.rank; ++i) r.dims[i] = descs[0]->dims[i];
+    }
+    for (uint32_t k = 1; k < count; ++k) {
+        const TensorDesc& d = *descs[k];
+        bool same = d.rank == r.rank;   // the common case: nothing to broadcast
+        for (uint32_t i = 0; same && i < d.rank; ++i) same = d.dims[i] == r.dims[i];
+        if (!same && !broadcast_pair(r, d, &r)) return false;
+    }
     *out = r;
     return true;
 }
@@ -9328,8 +9369,14 @@ struct ElementwiseState {
 inline Status prepare_elementwise(PrepareContext& c) {
     SnippetOp op;
     float alpha = 0, beta = 0;
-    if (snippet_node_operation(*c.graph, c.node, &op, &alpha, &beta) != Status::Ok)
+    const ElementwiseState* like = static_cast<const ElementwiseState*>(c.like_state);
+    if (like && like->op != SnippetOp::PowerStatic) {   // the node's op and attributes as read for the plan this one copies
+        op = like->op;
+        alpha = like->alpha;
+        beta = like->beta;
+    } else if (snippet_node_operation(*c.graph, c.node, &op, &alpha, &beta) != Status::Ok) {
         return c.fail(Status::Unsupported, "not an elementwise operation");
+    }
     uint32_t arity = snippet_op_arity(op);
     bool clip_inputs = op == SnippetOp::Clip && c.num_inputs > 1;
     if (op == SnippetOp::Clip ? (c.num_inputs < 1 || c.num_inputs > 3) : c.num_inputs != arity)
@@ -9359,12 +9406,19 @@ inline Status prepare_elementwise(PrepareContext& c) {
             std::memcpy(&alpha, c.values[1], sizeof(float));
         }
     }
-    ElementwiseState* state = c.arena->allocate_array<ElementwiseState>(1);
-    if (!state) return c.fail(Status::OutOfMemory, "out of memory");
-    *state = ElementwiseState{op, alpha, beta, clip_inputs, isa_uses_fma(default_isa())};
-    c.state = state;
-    c.in_place = c.inputs[0].rank == c.outputs[0].rank && desc_elements_equal(c.inputs[0], c.outputs[0]) &&
-                 c.inputs[0].type == ElementType::Float32;
+    const ElementwiseState made{op, alpha, beta, clip_inputs, isa_uses_fma(default_isa())};
+    if (like && like->op == made.op && like->alpha == made.alpha && like->beta == made.beta && like->clip_inputs == made.clip_inputs &&
+        like->fused == made.fused) {
+        c.state = like;   // it holds no shapes
+    } else {
+        ElementwiseState* state = c.arena->allocate_array<ElementwiseState>(1);
+        if (!state) return c.fail(Status::OutOfMemory, "out of memory");
+        *state = made;
+        c.state = state;
+    }
+    c.in_place = c.inputs[0].rank == c.outputs[0].rank && c.inputs[0].type == ElementType::Float32 &&
+                 (std::memcmp(c.inputs[0].dims, c.outputs[0].dims, c.inputs[0].rank * sizeof(int64_t)) == 0 ||
+                  desc_elements_equal(c.inputs[0], c.outputs[0]));
     return Status::Ok;
 }
 
@@ -10344,16 +10398,22 @@ inline Status cpu_conv_band_layout(ReferenceProgram* p, const ConvState& st, int
     cs->wide_width = pw;
     cs->wide_plane = (padded_rows + row_phases - 1) / row_phases * pw;
     cs->band_floats = round16((size_t)(st.group_channels * phases * cs->wide_plane));
+    const int64_t geometry[10] = {st.depth, st.group_channels, w.kernel[1], w.kernel[2], w.dilation[1], w.dilation[2], row_phases,
+                                  col_phases, pw, cs->wide_plane};
+    if (p->band_offsets && std::equal(geometry, geometry + 10, p->band_geometry)) {
+        cs->wide_offsets = p->band_offsets;
+        return Status::Ok;
+    }
     int64_t* offsets = p->arena.allocate_array<int64_t>((size_t)st.depth);
     if (!offsets) return Status::OutOfMemory;
+    std::copy(geometry, geometry + 10, p->band_geometry);
+    p->band_offsets = offsets;
     int64_t r = 0;
     if (phases == 1) {   // no divisions: a plan per new shape makes these for every conv
         const int64_t kh = w.kernel[1], kw = w.kernel[2], row_step = w.dilation[1] * pw, column_step = w.dilation[2], plane = cs->wide_plane;
         for (int64_t ci = 0; ci < st.group_channels; ++ci)
-            for (int64_t ky = 0; ky < kh; ++ky) {
-                const int64_t row = ci * plane + ky * row_step;
-                for (int64_t kx = 0; kx < kw; ++kx) offsets[r++] = row + kx * column_step;
-            }
+            for (int64_t ky = 0, row = ci * plane; ky < kh; ++ky, row += row_step)
+                for (int64_t kx = 0, at = row; kx < kw; ++kx, at += column_step) offsets[r++] = at;
         cs->wide_offsets = offsets;
         return Status::Ok;
     }
@@ -15475,7 +15535,7 @@ enum class TensorOp : uint8_t {
 };
 
 struct TypedState {
-    RunFn elementwise = nullptr;         // set: the float32 elementwise kernel runs with inner_state
+    const OpKernel* elementwise = nullptr;   // set: the float32 elementwise kernel runs with inner_state
     const void* inner_state = nullptr;
     TensorOp op = TensorOp::Add;
     ElementType type = ElementType::Undefined;   // of the inputs (Where: of the branches)
@@ -15503,11 +15563,18 @@ inline Status set_typed_state(PrepareContext& c, const TypedState& st) {
 // (found by name, so the float path is whatever that table runs for the op).
 inline const OpKernel* find_float_kernel(StringView op);   // >>op kernel table
 inline Status delegate_elementwise(PrepareContext& c, TensorOp op) {
-    const OpKernel* kernel = find_float_kernel(op == TensorOp::Sum ? StringView("Add") : c.node_ref().op);
+    const TypedState* like = static_cast<const TypedState*>(c.like_state);
+    const OpKernel* kernel = like && like->elementwise ? like->elementwise
+                                                       : find_float_kernel(op == TensorOp::Sum ? StringView("Add") : c.node_ref().op);
     if (!kernel) return c.fail(Status::Unsupported, "no float32 kernel");
+    c.like_state = like ? like->inner_state : nullptr;
     TESSEL_TRY(kernel->prepare(c));
+    if (like && like->elementwise == kernel && like->inner_state == c.state && like->op == op && like->type == ElementType::Float32) {
+        c.state = like;   // the inner state held no shapes either
+        return Status::Ok;
+    }
     TypedState st;
-    st.elementwise = kernel->run;
+    st.elementwise = kernel;
     st.inner_state = c.state;
     st.op = op;
     st.type = ElementType::Float32;
@@ -15515,6 +15582,10 @@ inline Status delegate_elementwise(PrepareContext& c, TensorOp op) {
 }
 
 inline Status prepare_typed(PrepareContext& c) {
+    const TypedState* like = static_cast<const TypedState*>(c.like_state);
+    // float32, as for the plan this one copies (the input types are the same): the elementwise
+    // kernel checks the inputs, which are prepared values
+    if (like && like->elementwise) return delegate_elementwise(c, like->op);
     TensorOp op;
     if (!tensor_op_from_name(c.node_ref().op, &op)) return c.fail(Status::Unsupported, "not a typed tensor operation");
     bool unary = op == TensorOp::Neg || op == TensorOp::Abs || op == TensorOp::Not;
@@ -15730,7 +15801,7 @@ inline Status run_typed(const RunContext& c) {
     if (st.elementwise) {
         RunContext inner = c;
         inner.state = st.inner_state;
-        return st.elementwise(inner);
+        return st.elementwise->run(inner);
     }
     switch (st.op) {
         case TensorOp::Where: return run_where(c);
@@ -15779,6 +15850,8 @@ inline Status prepare_pow_clip(PrepareContext& c) {
     if (base == ElementType::Float32 && (exponent == ElementType::Float32 || !pow)) {   // the float path as before
         const OpKernel* kernel = find_float_kernel(c.node_ref().op);
         if (!kernel) return c.fail(Status::Unsupported, "no float32 kernel");
+        const PowClipState* like = static_cast<const PowClipState*>(c.like_state);
+        c.like_state = like ? like->inner_state : nullptr;   // what the inner kernel made there
         TESSEL_TRY(kernel->prepare(c));
         PowClipState* st = new_state<PowClipState>(c);
         if (!st) return c.fail(Status::OutOfMemory, "out of memory");
@@ -16366,6 +16439,7 @@ inline Status prepare_node_kernel(const OpKernel** kernel, PrepareContext& c) {
     bool wanted = false;
     for (uint32_t i = 0; i < c.num_inputs; ++i) wanted = wanted || float32_computed(c.inputs[i].type, c.node_ref().op);
     if (!wanted) return s;
+    c.like_state = nullptr;   // the builtin kernel's, not the wrapper's
     c.state = nullptr;
     c.scratch_bytes = 0;
     c.in_place = false;
@@ -24223,7 +24297,7 @@ inline const ElementwiseState* int8_binary_elementwise(const PreparedModel& mode
         es = static_cast<const ElementwiseState*>(model.kernel_state(id));
     } else if (kernel->prepare == prepare_typed) {
         const TypedState* ts = static_cast<const TypedState*>(model.kernel_state(id));
-        if (ts->type == ElementType::Float32 && ts->elementwise == run_elementwise) es = static_cast<const ElementwiseState*>(ts->inner_state);
+        if (ts->type == ElementType::Float32 && ts->elementwise && ts->elementwise->run == run_elementwise) es = static_cast<const ElementwiseState*>(ts->inner_state);
     }
     return es && !es->clip_inputs && (es->op == SnippetOp::Add || es->op == SnippetOp::Sub || es->op == SnippetOp::Mul) ? es : nullptr;
 }

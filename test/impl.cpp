@@ -105,3 +105,61 @@ TEST_CASE("runtime: the op version table") {
         CHECK(v.version <= detail::kOnnxMaxOpset);
     }
 }
+
+// A plan at new shapes copies the first plan's prepared graph (detail_prepare::rebind), and
+// each kernel prepares again with that plan's state for the node in PrepareContext::like_state:
+// the elementwise and typed float32 kernels keep theirs (it holds no shapes); the descs are new.
+TEST_CASE("dynamic shapes: a copied plan keeps the elementwise and typed kernels' states, with new descs") {
+    using namespace tessel;
+    Model m;
+    TensorDesc xd;
+    xd.type = ElementType::Float32;
+    xd.rank = 2;
+    xd.dims[0] = -1;
+    xd.dims[1] = 6;
+    TensorDesc scalar;
+    scalar.type = ElementType::Float32;
+    const float two_value = 2.0f;
+    NodeId x, two, add, relu, pow;
+    REQUIRE(m.add_input("x", xd, &x) == Status::Ok);
+    REQUIRE(m.add_constant("two", scalar, &two_value, &two) == Status::Ok);
+    InputRef add_in[] = {InputRef::by_id(x), InputRef::by_id(x)};
+    REQUIRE(m.add_node("Add", "add", add_in, 1, &add) == Status::Ok);
+    InputRef relu_in[] = {InputRef::by_id(add)};
+    REQUIRE(m.add_node("Relu", "relu", relu_in, 1, &relu) == Status::Ok);
+    InputRef pow_in[] = {InputRef::by_id(relu), InputRef::by_id(two)};
+    REQUIRE(m.add_node("Pow", "pow", pow_in, 1, &pow) == Status::Ok);
+    REQUIRE(m.add_output("y", InputRef::by_id(pow)) == Status::Ok);
+    REQUIRE(m.finalize() == Status::Ok);
+    for (const char* device : {"TEMPLATE", "CPU"}) {
+        INFO(device);
+        Core core;
+        CompiledModel compiled;
+        REQUIRE(core.compile_model(m, device, {}, &compiled) == Status::Ok);
+        const PreparedModel& first = *compiled.prepared();
+        const int64_t dims[] = {3, 6};
+        InputShape shape[] = {{"x", Span<const int64_t>(dims, 2)}};
+        CompiledModel::Impl* plan = nullptr;
+        char error[kErrorMessageBytes] = {};
+        REQUIRE(detail::CompileJob::plan_at(compiled, shape, &plan, error) == Status::Ok);
+        const PreparedModel& p = plan->prepared;
+        REQUIRE(p.copy_family() == first.copy_family());
+        REQUIRE(p.copy_family() != 0);
+        const Graph& g = p.model.graph;
+        for (const char* name : {"add", "relu", "pow"}) {
+            INFO(name);
+            const NodeId id = g.find(name);
+            REQUIRE(id != kNoNode);
+            CHECK(p.kernel(id) == first.kernel(id));
+            CHECK(p.value_desc(p.value_id(id, 0)).dims[0] == 3);
+            CHECK(first.value_desc(first.value_id(id, 0)).dims[0] == 1);
+        }
+        CHECK(p.kernel_state(g.find("add")) == first.kernel_state(g.find("add")));    // typed, over the elementwise kernel
+        CHECK(p.kernel_state(g.find("relu")) == first.kernel_state(g.find("relu")));
+        // Pow's exponent is a one-element constant: its state is PowerStatic's, made again
+        const void* pow_state = p.kernel_state(g.find("pow"));
+        CHECK(pow_state != nullptr);
+        CHECK(pow_state != first.kernel_state(g.find("pow")));
+        destroy(plan);
+    }
+}

@@ -109,6 +109,60 @@ TEST_CASE("conv threads: 2 and 3 threads equal 1 thread bit for bit at every ISA
     }
 }
 
+TEST_CASE("conv threads: convs of one program share tap offsets only where their band geometry is the same") {
+    // cpu_conv_band_layout hands a conv the last one's tap offsets when the channels, kernel,
+    // dilations, phases, padded width and plane agree. Convs on one input, each differing from
+    // the one before in one of those (or in nothing), each within the bound at every ISA.
+    const Shape xs = {1, 8, 10, 12};
+    const test::Conv2dCase cases[] = {
+        {xs, {8, 8, 3, 3}, 1, {}, {}, {1, 1, 1, 1}},
+        {xs, {8, 8, 3, 3}, 1, {}, {}, {1, 1, 1, 1}},       // the same geometry, other weights
+        {xs, {8, 8, 3, 3}, 1, {}, {}, {0, 0, 0, 0}},       // narrower padded rows
+        {xs, {8, 8, 3, 3}, 1, {}, {2, 2}, {2, 2, 2, 2}},   // dilated
+        {xs, {8, 8, 3, 5}, 1, {}, {}, {1, 2, 1, 2}},       // a wider kernel
+        {xs, {8, 4, 3, 3}, 2, {}, {}, {1, 1, 1, 1}},       // 2 groups: fewer channels per group
+        {xs, {8, 8, 3, 3}, 1, {1, 2}, {}, {1, 1, 1, 1}},   // column phases
+        {xs, {8, 8, 3, 3}, 1, {}, {}, {1, 1, 1, 1}},       // the first geometry again
+    };
+    const std::vector<float> x = test::random_floats(test::count_of(xs), 4100);
+    for (Isa isa : {Isa::Ref, Isa::Sse41, Isa::Avx2, Isa::Avx512, Isa::Neon}) {
+        if (!isa_available(isa)) continue;
+        CAPTURE(isa_name(isa));
+        OpTest t;
+        const InputRef in = t.input(xs, x);
+        std::vector<std::vector<float>> ws, biases;
+        for (size_t k = 0; k < sizeof cases / sizeof cases[0]; ++k) {
+            const test::Conv2dCase& cc = cases[k];
+            ws.push_back(test::random_floats(test::count_of(cc.w), 4101 + (uint32_t)k));
+            biases.push_back(test::random_floats(cc.w[0], 4201 + (uint32_t)k));
+            const NodeId conv = t.op("Conv", {in, t.constant(cc.w, ws.back()), t.constant(Shape{cc.w[0]}, biases.back())});
+            if (cc.group != 1) t.set_int("group", cc.group);
+            if (!cc.strides.empty()) t.set_ints("strides", cc.strides);
+            if (!cc.dilations.empty()) t.set_ints("dilations", cc.dilations);
+            t.set_ints("pads", cc.pads);
+            const std::string name = "y" + std::to_string(k);
+            REQUIRE(t.model.add_output(StringView(name.c_str()), InputRef::by_id(conv)) == Status::Ok);
+        }
+        REQUIRE(t.model.finalize() == Status::Ok);
+        ConfigEntry config[] = {{"ISA", isa_name(isa)}};
+        test::CompiledRun run;
+        test::compile_and_infer(t, "CPU", config, &run);
+        REQUIRE(run.compiled.output_count() == sizeof cases / sizeof cases[0]);
+        for (size_t k = 0; k < sizeof cases / sizeof cases[0]; ++k) {
+            CAPTURE(k);
+            std::vector<double> want, bound;
+            test::reference_conv2d(cases[k], x, ws[k], biases[k], &want, &bound);
+            const Tensor& out = run.request.output((uint32_t)k);
+            REQUIRE(out.elements() == want.size());
+            int64_t bad = 0;
+            for (size_t i = 0; i < want.size(); ++i)
+                if (!(std::fabs((double)out.data_as<float>()[i] - want[i]) <= bound[i]) && bad++ < 3)
+                    MESSAGE("y[" << i << "] = " << out.data_as<float>()[i] << ", want " << want[i]);
+            CHECK(bad == 0);
+        }
+    }
+}
+
 TEST_CASE("conv threads: a fused epilogue (Relu; residual Add, Relu) splits with the Conv, bit for bit") {
     uint32_t seed = 3300;
     for (const test::Conv2dCase& cc : {kStageCases[0], kStageCases[1], kStageCases[4], kStageCases[5], kStageCases[9], kStageCases[12],
