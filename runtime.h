@@ -3501,14 +3501,17 @@ public:
 
     Status query_model(const PreparedModel& model, uint8_t* supported) override {
         const Graph& g = model.model.graph;
-        StringView seen[16];   // the graph keeps one copy of each op name: its answer found once
-        uint8_t answer[16] = {};
+        StringView seen[64];   // the graph keeps one copy of each op name: its answer found once
+        uint8_t answer[64] = {};
         for (uint32_t i = 0; i < g.node_count(); ++i) {
-            StringView op = g.node(i).op;
-            const uint32_t slot = (uint32_t)((uintptr_t)op.data >> 3) & 15;
+            const StringView op = g.node(i).op;
+            uint32_t slot = (uint32_t)(((uint64_t)(uintptr_t)op.data * 0x9e3779b97f4a7c15ull) >> 58), probes = 0;
+            while (seen[slot].data && (seen[slot].data != op.data || seen[slot].size != op.size) && ++probes < 64) slot = (slot + 1) & 63;
             if (seen[slot].data != op.data || seen[slot].size != op.size) {
-                seen[slot] = op;
-                answer[slot] = is_free_op(op) || (kernel_for(op) && op_allowed(op)) ? 1 : 0;
+                const uint8_t yes = is_free_op(op) || (kernel_for(op) && op_allowed(op)) ? 1 : 0;
+                if (!seen[slot].data) { seen[slot] = op; answer[slot] = yes; }   // else the table is full
+                supported[i] = yes;
+                continue;
             }
             supported[i] = answer[slot];
         }

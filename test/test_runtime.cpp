@@ -201,6 +201,61 @@ TEST_CASE("runtime: an empty model and a query on it") {
     CHECK(core.compile_model(unfinalized, "CPU", {}, &compiled) == Status::NotFinalized);
 }
 
+namespace {
+Status prepare_pass(PrepareContext& c) {
+    c.outputs[0] = c.inputs[0];
+    return Status::Ok;
+}
+Status run_pass(const RunContext& c) {
+    std::memcpy(c.outputs[0].data, c.inputs[0].data, (size_t)c.inputs[0].elements() * sizeof(float));
+    return Status::Ok;
+}
+}  // namespace
+
+TEST_CASE("runtime: a built-in device's query answers per op name, past 64 distinct names too") {
+    // query_model keeps each op name's answer in a table of 64: a model of more names gets the
+    // rest answered one by one. TEMPLATE runs 64 extension ops; CPU supports none of them.
+    Core core;
+    static char names[64][8];
+    for (int k = 0; k < 64; ++k) {
+        std::snprintf(names[k], sizeof names[k], "Pass%d", k);
+        OpKernel kernel;
+        kernel.op = names[k];
+        kernel.prepare = prepare_pass;
+        kernel.run = run_pass;
+        REQUIRE(core.device("TEMPLATE")->add_extension(kernel) == Status::Ok);
+    }
+    Model m;
+    NodeId at;
+    REQUIRE(m.add_input("x", test::make_desc(ElementType::Float32, {2, 3}), &at) == Status::Ok);
+    std::vector<std::string> ops = {"Relu"};
+    for (int k = 0; k < 64; ++k) ops.push_back(names[k]);
+    for (const char* op : {"Sigmoid", "Tanh", "Relu", "Pass0", "Pass63", "Tanh"}) ops.push_back(op);
+    for (size_t k = 0; k < ops.size(); ++k) {
+        InputRef in[] = {InputRef::by_id(at)};
+        REQUIRE(m.add_node(StringView(ops[k].c_str()), StringView(("n" + std::to_string(k)).c_str()), in, 1, &at) == Status::Ok);
+    }
+    REQUIRE(m.add_output("y", InputRef::by_id(at)) == Status::Ok);
+    REQUIRE(m.finalize() == Status::Ok);
+    CompiledModel compiled;
+    REQUIRE(core.compile_model(m, "TEMPLATE", {}, &compiled) == Status::Ok);
+    const PreparedModel& pm = *compiled.prepared();
+    const Graph& g = pm.model.graph;
+    std::vector<uint8_t> on_template(g.node_count()), on_cpu(g.node_count());
+    REQUIRE(core.device("TEMPLATE")->query_model(pm, on_template.data()) == Status::Ok);
+    REQUIRE(core.device("CPU")->query_model(pm, on_cpu.data()) == Status::Ok);
+    uint32_t passes = 0;
+    for (NodeId v = 0; v < g.node_count(); ++v) {
+        const std::string op(g.node(v).op.data, g.node(v).op.size);
+        INFO(op);
+        const bool pass = op.rfind("Pass", 0) == 0;
+        passes += pass ? 1 : 0;
+        CHECK(on_template[v] == 1);
+        CHECK(on_cpu[v] == (pass ? 0 : 1));
+    }
+    CHECK(passes == 66);
+}
+
 TEST_CASE("runtime: CPU fuses the elementwise island and matches TEMPLATE bit for bit") {
     Model m;
     build_small(&m);
