@@ -3028,7 +3028,9 @@ struct detail_prepare {
         if (count > limits.max_tensor_elements)
             return fail(error, Status::LimitExceeded, "node '%.*s': a tensor of %llu elements (limit %llu)", (int)node.name.size,
                         node.name.data, (unsigned long long)count, (unsigned long long)limits.max_tensor_elements);
-        uint64_t nonzero = 1;   // kernels compute strides from these: an empty tensor may not hide a huge dim
+        // Kernels compute strides from these: an empty tensor may not hide a huge dim (without a
+        // zero dim, count bounds every product of dims already).
+        uint64_t nonzero = 1;
         for (uint32_t i = 0; count == 0 && i < d.rank; ++i) {
             if (d.dims[i] == 0) continue;
             if ((uint64_t)d.dims[i] > limits.max_tensor_elements / nonzero)
