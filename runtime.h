@@ -9853,6 +9853,7 @@ struct CpuGemmState {
     const float* packed = nullptr;
     size_t packed_floats = 0;
     size_t slot_floats = 0;     // scratch of one thread slot (a multiple of 16: 64-byte aligned)
+    size_t shared_floats = 0;   // scratch the slots share, after theirs (a multiple of 16)
     uint32_t slots = 1, parts = 1;   // pixel tiles: parts are the chunks of maps
     int64_t block = 0;          // Conv: output positions per work unit (pixel tiles: rows of the largest band)
     int64_t bands = 0;          // pixel tiles: bands of output rows per image and group
@@ -9947,7 +9948,7 @@ inline Status cpu_gemm_use(ReferenceProgram* p, RunFn run, CpuGemmState* cs, Str
     ReferenceProgram::Unit& unit = p->units[p->count - 1];
     step.kernel = join_name(&p->arena, {"gemm:", isa_name(cs->gemm.isa()), ":", op});
     if (!step.kernel) return Status::OutOfMemory;
-    step.scratch_bytes = (size_t)cs->slots * cs->slot_floats * sizeof(float);
+    step.scratch_bytes = ((size_t)cs->slots * cs->slot_floats + cs->shared_floats) * sizeof(float);
     unit.run = run;
     unit.state = cs;
     unit.epilogue_slot = &cs->epilogue;
@@ -10797,18 +10798,21 @@ inline void pad_winograd_band(const Window& w, const float* x, int64_t channels,
         }
 }
 
-// A slot's scratch: the band's padded copy, V, M (of m_panels panels of maps), the output rows of
-// one tile row and the padded row being split (floats, each a multiple of 16).
+// A slot's scratch: the band's padded copy (of copy_channels channels), V (none where the slots
+// share it: shared, after the slots), M (of m_panels panels of maps), the output rows of one tile
+// row and the padded row being split (floats, each a multiple of 16).
 struct WinogradSlot {
-    size_t copy, v, m, o, row;
+    size_t copy, v, m, o, row, shared;
     size_t total() const { return copy + v + m + o + row; }
 };
-inline WinogradSlot winograd_slot(const ConvState& st, int64_t band_rows, int64_t nr, int64_t m_panels) {
+inline WinogradSlot winograd_slot(const ConvState& st, int64_t band_rows, int64_t nr, int64_t panels, int64_t groups,
+                                  bool points_outer) {
     const int64_t tw = (st.w.out[2] + 3) / 4, q = tw + 1, tiles = band_rows * tw;
-    return WinogradSlot{round16((size_t)(st.channels * (4 * band_rows + 2) * 4 * q)),
-                        round16((size_t)(WinogradF43::kPoints * st.channels * tiles)),
-                        round16((size_t)(WinogradF43::kPoints * tiles * nr * m_panels)),
-                        round16((size_t)(4 * 4 * tw * nr)), round16((size_t)(4 * q))};
+    const size_t v = round16((size_t)(WinogradF43::kPoints * st.channels * tiles));
+    return WinogradSlot{round16((size_t)((st.channels + groups - 1) / groups * (4 * band_rows + 2) * 4 * q)),
+                        groups > 1 ? 0 : v,
+                        round16((size_t)(WinogradF43::kPoints * tiles * nr * (points_outer ? (panels + groups - 1) / groups : 1))),
+                        round16((size_t)(4 * 4 * tw * nr)), round16((size_t)(4 * q)), groups > 1 ? v : 0};
 }
 
 inline Status run_cpu_conv_winograd(const RunContext& c) {
@@ -10824,70 +10828,104 @@ inline Status run_cpu_conv_winograd(const RunContext& c) {
     const int64_t band_rows = cs.block, bands = cs.bands, t_pitch = band_rows * tw, channel_floats = (4 * band_rows + 2) * 4 * q;
     const int64_t nr = cs.gemm.blocking().nr, mr = cs.gemm.blocking().mr, panels = (maps + nr - 1) / nr;
     const int64_t groups = cs.parts, points = WinogradF43::kPoints, u_point = panels * channels * nr;
-    const WinogradSlot layout = winograd_slot(st, band_rows, nr, cs.winograd_points_outer ? (panels + groups - 1) / groups : 1);
+    const WinogradSlot layout = winograd_slot(st, band_rows, nr, panels, groups, cs.winograd_points_outer);
     float* slots = static_cast<float*>(c.scratch);
     GemmStoreOps ops;   // the residual's pointer at Y's start: the transpose offsets it per map
     const GemmStoreOps* store = epilogue_store_ops(c, cs.epilogue, y, &ops, true);
-    nn_parallel(c, (uint64_t)(st.batch * bands * groups), [&](uint64_t slot, uint64_t begin, uint64_t end) {
+    struct Slot {
+        float *copy, *v, *msum, *o, *row_buf;
+    };
+    auto slot_scratch = [&](uint64_t slot) {
         float* copy = slots + slot * cs.slot_floats;
         float* v = copy + layout.copy;
-        float* msum = v + layout.v;
-        float* o = msum + layout.m;
-        float* row_buf = o + layout.o;
-        int64_t v_unit = -1;   // the unit (image, band) whose V the slot holds
-        for (uint64_t unit = begin; unit < end; ++unit) {
-            const int64_t image_band = (int64_t)unit / groups, group = (int64_t)unit % groups;
-            const int64_t n = image_band / bands, band = image_band % bands, ty0 = band * th / bands, ty1 = (band + 1) * th / bands;
-            const int64_t rows = ty1 - ty0, tiles = rows * tw, row_tiles = (tiles + mr - 1) / mr;
-            const int64_t j0 = group * panels / groups, j1 = (group + 1) * panels / groups;
-            if (v_unit != image_band) {
-                pad_winograd_band(w, x + n * channels * w.in_size(), channels, 4 * ty0, 4 * rows + 2, q, channel_floats, row_buf, copy);
-                for (int64_t r = 0; r < rows; ++r)
-                    cs.winograd.transform_input(copy + r * 16 * q, channels, channel_floats, 4 * q, q, tw, v + r * tw, channels * t_pitch, t_pitch);
-                v_unit = image_band;
+        return Slot{copy, v, v + layout.v, v + layout.v + layout.m, v + layout.v + layout.m + layout.o};
+    };
+    // V of channels [c0, c1) of image n's band of tile rows [ty0, ty0 + rows)
+    auto transform_in = [&](const Slot& s, int64_t n, int64_t ty0, int64_t rows, int64_t c0, int64_t c1, float* v) {
+        if (c0 == c1) return;
+        pad_winograd_band(w, x + (n * channels + c0) * w.in_size(), c1 - c0, 4 * ty0, 4 * rows + 2, q, channel_floats, s.row_buf,
+                          s.copy);
+        for (int64_t r = 0; r < rows; ++r)
+            cs.winograd.transform_input(s.copy + r * 16 * q, c1 - c0, channel_floats, 4 * q, q, tw, v + c0 * t_pitch + r * tw,
+                                        channels * t_pitch, t_pitch);
+    };
+    // Maps of panels [j0, j1) of the band from its V
+    auto transform_out = [&](const Slot& s, int64_t n, int64_t ty0, int64_t rows, int64_t j0, int64_t j1, const float* v) {
+        const int64_t tiles = rows * tw, row_tiles = (tiles + mr - 1) / mr;
+        // M's tiles of point pt for panel j: the band's V rows times U's panel
+        auto multiply = [&](int64_t j, int64_t pt, float* m) {
+            const int64_t cols = std::min(nr, maps - j * nr);
+            for (int64_t k = 0; k < row_tiles; ++k) {   // the band's tiles in row tiles of even size
+                const int64_t t0 = tiles * k / row_tiles, t1 = tiles * (k + 1) / row_tiles;
+                cs.gemm.column_tile(v + pt * channels * t_pitch + t0, cs.wide_offsets, cs.packed + pt * u_point + j * channels * nr,
+                                    t1 - t0, cols, channels, false, m + (pt * t_pitch + t0) * nr, nr, k == 0);
             }
-            // M's tiles of point pt for panel j: the band's V rows times U's panel
-            auto multiply = [&](int64_t j, int64_t pt, float* m) {
-                const int64_t cols = std::min(nr, maps - j * nr);
-                for (int64_t k = 0; k < row_tiles; ++k) {   // the band's tiles in row tiles of even size
-                    const int64_t t0 = tiles * k / row_tiles, t1 = tiles * (k + 1) / row_tiles;
-                    cs.gemm.column_tile(v + pt * channels * t_pitch + t0, cs.wide_offsets, cs.packed + pt * u_point + j * channels * nr,
-                                        t1 - t0, cols, channels, false, m + (pt * t_pitch + t0) * nr, nr, k == 0);
-                }
-            };
-            // Panel j's M into its output rows, with the bias and the store operations
-            auto transform = [&](int64_t j, const float* m) {
-                const int64_t cols = std::min(nr, maps - j * nr);
-                for (int64_t r = 0; r < rows; ++r) {
-                    cs.winograd.transform_output(m + r * tw * nr, t_pitch * nr, nr, tw, cols, o, 4 * tw * nr);
-                    for (int64_t i = 0; i < 4 && 4 * (ty0 + r) + i < oh; ++i) {
-                        const int64_t at = (n * maps + j * nr) * positions + (4 * (ty0 + r) + i) * ow;
-                        GemmStoreOps run_store;
-                        if (store) {
-                            run_store = *store;
-                            if (run_store.residual) run_store.residual += at;
-                        }
-                        cs.gemm.store_transposed(o + i * 4 * tw * nr, nr, ow, cols, bias ? bias + j * nr : nullptr, y + at, positions,
-                                                 store ? &run_store : nullptr);
+        };
+        // Panel j's M into its output rows, with the bias and the store operations
+        auto transform = [&](int64_t j, const float* m) {
+            const int64_t cols = std::min(nr, maps - j * nr);
+            for (int64_t r = 0; r < rows; ++r) {
+                cs.winograd.transform_output(m + r * tw * nr, t_pitch * nr, nr, tw, cols, s.o, 4 * tw * nr);
+                for (int64_t i = 0; i < 4 && 4 * (ty0 + r) + i < oh; ++i) {
+                    const int64_t at = (n * maps + j * nr) * positions + (4 * (ty0 + r) + i) * ow;
+                    GemmStoreOps run_store;
+                    if (store) {
+                        run_store = *store;
+                        if (run_store.residual) run_store.residual += at;
                     }
-                }
-            };
-            const int64_t m_panel = points * t_pitch * nr;
-            if (cs.winograd_points_outer) {
-                for (int64_t pt = 0; pt < points; ++pt)
-                    for (int64_t j = j0; j < j1; ++j) multiply(j, pt, msum + (j - j0) * m_panel);
-                for (int64_t j = j0; j < j1; ++j) transform(j, msum + (j - j0) * m_panel);
-            } else {
-                for (int64_t j = j0; j < j1; ++j) {
-                    for (int64_t pt = 0; pt < points; ++pt) multiply(j, pt, msum);
-                    transform(j, msum);
+                    cs.gemm.store_transposed(s.o + i * 4 * tw * nr, nr, ow, cols, bias ? bias + j * nr : nullptr, y + at, positions,
+                                             store ? &run_store : nullptr);
                 }
             }
-            if (cs.epilogue && !store)
-                gemm_epilogue_run(c, *cs.epilogue, n * maps + j0 * nr, n * maps + std::min(maps, j1 * nr), 4 * ty0 * ow,
-                                  std::min(oh, 4 * ty1) * ow);
+        };
+        const int64_t m_panel = points * t_pitch * nr;
+        if (cs.winograd_points_outer) {
+            for (int64_t pt = 0; pt < points; ++pt)
+                for (int64_t j = j0; j < j1; ++j) multiply(j, pt, s.msum + (j - j0) * m_panel);
+            for (int64_t j = j0; j < j1; ++j) transform(j, s.msum + (j - j0) * m_panel);
+        } else {
+            for (int64_t j = j0; j < j1; ++j) {
+                for (int64_t pt = 0; pt < points; ++pt) multiply(j, pt, s.msum);
+                transform(j, s.msum);
+            }
         }
-    }, cs.slots);
+        if (cs.epilogue && !store)
+            gemm_epilogue_run(c, *cs.epilogue, n * maps + j0 * nr, n * maps + std::min(maps, j1 * nr), 4 * ty0 * ow,
+                              std::min(oh, 4 * (ty0 + rows)) * ow);
+    };
+    auto band_of = [&](int64_t image_band, int64_t* n, int64_t* ty0, int64_t* rows) {
+        const int64_t band = image_band % bands;
+        *n = image_band / bands;
+        *ty0 = band * th / bands;
+        *rows = (band + 1) * th / bands - *ty0;
+    };
+    if (groups == 1) {   // a slot's units are whole bands, each with its own V
+        nn_parallel(c, (uint64_t)(st.batch * bands), [&](uint64_t slot, uint64_t begin, uint64_t end) {
+            const Slot s = slot_scratch(slot);
+            for (uint64_t unit = begin; unit < end; ++unit) {
+                int64_t n, ty0, rows;
+                band_of((int64_t)unit, &n, &ty0, &rows);
+                transform_in(s, n, ty0, rows, 0, channels, s.v);
+                transform_out(s, n, ty0, rows, 0, panels, s.v);
+            }
+        }, cs.slots);
+        return Status::Ok;
+    }
+    // Bands split between the slots: each transforms its part of the channels into the V they
+    // share, then multiplies its part of the panels by it.
+    float* v = slots + cs.slots * cs.slot_floats;
+    for (int64_t image_band = 0; image_band < st.batch * bands; ++image_band) {
+        int64_t n, ty0, rows;
+        band_of(image_band, &n, &ty0, &rows);
+        nn_parallel(c, (uint64_t)groups, [&](uint64_t slot, uint64_t begin, uint64_t end) {
+            for (uint64_t g = begin; g < end; ++g)
+                transform_in(slot_scratch(slot), n, ty0, rows, (int64_t)g * channels / groups, ((int64_t)g + 1) * channels / groups, v);
+        }, cs.slots);
+        nn_parallel(c, (uint64_t)groups, [&](uint64_t slot, uint64_t begin, uint64_t end) {
+            for (uint64_t g = begin; g < end; ++g)
+                transform_out(slot_scratch(slot), n, ty0, rows, (int64_t)g * panels / groups, ((int64_t)g + 1) * panels / groups, v);
+        }, cs.slots);
+    }
     return Status::Ok;
 }
 
@@ -10899,8 +10937,8 @@ inline Status run_cpu_conv_winograd(const RunContext& c) {
 // from memory for each band, so a band holds kWinogradStreamTiles tiles or as many as V and M
 // of every panel fit in kWinogradStreamFloats, and runs point by point, V's point staying in L2
 // across the panels; threads split a band's panels where whole bands would leave one idle
-// (each reads its part of U and transforms the band's V itself). A's column offsets: channel
-// c's V at c tiles-per-band.
+// (each transforms its part of the channels into the V they share, then reads its part of U).
+// A's column offsets: channel c's V at c tiles-per-band.
 constexpr int64_t kWinogradStreamTiles = 256;
 constexpr int64_t kWinogradStreamFloats = (int64_t)2 << 20;   // 8 MiB
 inline Status cpu_conv_winograd_plan(ReferenceProgram* p, const ConvState& st, CpuGemmState* cs) {
@@ -10930,7 +10968,9 @@ inline Status cpu_conv_winograd_plan(ReferenceProgram* p, const ConvState& st, C
     for (int64_t ci = 0; ci < st.channels; ++ci) offsets[ci] = ci * band_rows * tw;
     cs->wide_offsets = offsets;
     cs->winograd_points_outer = u_streams;
-    cs->slot_floats = winograd_slot(st, band_rows, nr, u_streams ? (panels + groups - 1) / groups : 1).total();
+    const WinogradSlot layout = winograd_slot(st, band_rows, nr, panels, groups, u_streams);
+    cs->slot_floats = layout.total();
+    cs->shared_floats = layout.shared;
     return Status::Ok;
 }
 
