@@ -10695,7 +10695,8 @@ inline Status run_cpu_conv_pixels(const RunContext& c) {
 
 // The pixel-tile plan: units of output rows whose pixels x maps block takes a quarter of L2
 // (as many per thread: bands of oh / bands rows, give or take one), split by panels of maps when
-// there are fewer units than threads; A's offsets in the input planes (1x1) or in a slot's
+// there are fewer units than threads or the maps outnumber the pixels (the threads then read
+// their own parts of the weights, where bands would have each read all of them); A's offsets in the input planes (1x1) or in a slot's
 // padded copy of a band's rows (cpu_conv_band_layout).
 inline Status cpu_conv_pixels_plan(ReferenceProgram* p, const ConvState& st, CpuGemmState* cs) {
     const Window& w = st.w;
@@ -10713,9 +10714,13 @@ inline Status cpu_conv_pixels_plan(ReferenceProgram* p, const ConvState& st, Cpu
     }
     int64_t bands = (oh + rows - 1) / rows;
     const int64_t images = st.batch * st.groups, slots = cs->slots;
-    if (slots > 1 && chunks == 1 && (images * bands) % slots != 0) {   // as many units per slot (bands differ by a row at most)
-        const int64_t per_image = ((images * bands + slots - 1) / slots * slots + images - 1) / images;
-        bands = std::min(per_image, oh);
+    if (slots > 1 && (images * bands * chunks) % slots != 0) {
+        if (st.group_maps > pixels && panels >= slots) {   // each slot streams its part of the weights, not all of them
+            chunks = std::min(panels, (chunks + slots - 1) / slots * slots);
+        } else if (chunks == 1) {   // as many units per slot (bands differ by a row at most)
+            const int64_t per_image = ((images * bands + slots - 1) / slots * slots + images - 1) / images;
+            bands = std::min(per_image, oh);
+        }
     }
     cs->bands = bands;
     cs->block = (oh + bands - 1) / bands;   // the largest band's rows
@@ -10798,9 +10803,10 @@ inline void pad_winograd_band(const Window& w, const float* x, int64_t channels,
         }
 }
 
-// A slot's scratch: the band's padded copy (of copy_channels channels), V (none where the slots
-// share it: shared, after the slots), M (of m_panels panels of maps), the output rows of one tile
-// row and the padded row being split (floats, each a multiple of 16).
+// A slot's scratch: the band's padded copy (of its part of the channels where the slots share
+// V), V (none where they share it: shared, after the slots), M (of its panels where the points are
+// outer, else of one), the output rows of one tile row and the padded row being split (floats,
+// each a multiple of 16).
 struct WinogradSlot {
     size_t copy, v, m, o, row, shared;
     size_t total() const { return copy + v + m + o + row; }

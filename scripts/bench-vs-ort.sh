@@ -6,12 +6,14 @@
 # column compares Tessel's outputs with onnxruntime's on those inputs (rtol 1e-3, atol 1e-4).
 # MODELS="a.onnx b.onnx" replaces the default list (MatMul 256-1024, the MobileNet-style block,
 # the OCR classifier, detector and recognizer of bench/ocr_models.cpp, the nine CNNs of
-# ../shared/onnx-tests/light).
+# ../shared/onnx-tests/light). TESSEL=BINARY times another build of `tessel` (an A/B of two
+# commits).
 set -eu
 runs=${1:-20}
 rounds=${2:-3}
 cd "$(dirname "$0")/.."
 ort=build/ort
+tessel=${TESSEL:-build/tessel}
 if [ ! -d "$ort/node_modules/onnxruntime-node" ]; then
   mkdir -p "$ort"
   # --ignore-scripts: the package's install script only fetches GPU providers, from outside npm
@@ -38,7 +40,7 @@ fi
 median() { sed -nE "s/^$1 median=([0-9.]+).*/\1/p"; }
 best() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || (b != "" && b + 0 < a + 0)) print b; else print a }'; }
 
-echo "Tessel $(build/tessel version 2>/dev/null | head -1); onnxruntime-node $(node -e 'console.log(require("onnxruntime-node/package.json").version)'); $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'); runs $runs, rounds $rounds"
+echo "Tessel $($tessel version 2>/dev/null | head -1); onnxruntime-node $(node -e 'console.log(require("onnxruntime-node/package.json").version)'); $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'); runs $runs, rounds $rounds"
 echo
 echo "| model | threads | Tessel ISA | Tessel ms | onnxruntime ms | Tessel / onnxruntime | check |"
 echo "|---|---:|---|---:|---:|---:|---|"
@@ -49,12 +51,12 @@ for model in $MODELS; do
     echo "| $name | | | | onnxruntime failed: $(head -c 120 "$work/err") | | |"
     continue
   fi
-  check=$(build/tessel run "$model" --inputs "$data" --compare "$data" --rtol 1e-3 --atol 1e-4 2>&1 | grep -c MISMATCH || true)
+  check=$($tessel run "$model" --inputs "$data" --compare "$data" --rtol 1e-3 --atol 1e-4 2>&1 | grep -c MISMATCH || true)
   [ "$check" = 0 ] && check=ok || check="MISMATCH"
   for threads in 1 2; do
     tessel_best="" ort_best="" isa=""
     for ((r = 0; r < rounds; ++r)); do
-      out=$(build/tessel run "$model" --inputs "$data" --bench "$runs" --no-reference --threads "$threads" 2>&1 || true)
+      out=$($tessel run "$model" --inputs "$data" --bench "$runs" --no-reference --threads "$threads" 2>&1 || true)
       t=$(median latency_ms <<< "$out")
       isa=$(sed -nE 's/^latency_ms .*isa=([a-z0-9]+).*/\1/p' <<< "$out")
       o=$(ort_bench time "$model" "$data" "$runs" "$threads" 2>&1 | median ort_ms || true)

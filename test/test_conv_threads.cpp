@@ -97,6 +97,9 @@ const test::Conv2dCase kStageCases[] = {
     {{1, 96, 14, 14}, {96, 96, 3, 3}, 1, {}, {}, {1, 1, 1, 1}},        // pixel tiles in bands of rows, 3 panels
     {{2, 32, 13, 15}, {32, 16, 3, 3}, 2, {2, 2}, {}, {1, 1, 1, 1}},    // pixel tiles, strided, 2 images and 2 groups
     {{1, 64, 2, 9}, {64, 64, 3, 3}, 1, {}, {}, {1, 1, 1, 1}},          // pixel tiles, 2 rows for 3 threads: parts by panels
+    // more maps than pixels: threads split the maps (each reads its part of the weights), not the rows
+    {{1, 64, 5, 6}, {96, 64, 3, 3}, 1, {}, {}, {1, 1, 1, 1}},          // 3 panels: 2 and 1 at 2 threads
+    {{3, 128, 7, 7}, {128, 128, 1, 1}, 1, {}, {}, {}},                 // 1x1, 3 images: 6 units at 2 threads
 };
 }  // namespace
 
