@@ -10696,8 +10696,8 @@ inline Status run_cpu_conv_pixels(const RunContext& c) {
 // The pixel-tile plan: units of output rows whose pixels x maps block takes a quarter of L2
 // (as many per thread: bands of oh / bands rows, give or take one), split by panels of maps when
 // there are fewer units than threads or the maps outnumber the pixels (the threads then read
-// their own parts of the weights, where bands would have each read all of them); A's offsets in the input planes (1x1) or in a slot's
-// padded copy of a band's rows (cpu_conv_band_layout).
+// their own parts of the weights, where bands would have each read all of them); A's offsets in
+// the input planes (1x1) or in a slot's padded copy of a band's rows (cpu_conv_band_layout).
 inline Status cpu_conv_pixels_plan(ReferenceProgram* p, const ConvState& st, CpuGemmState* cs) {
     const Window& w = st.w;
     // A unit's block of pixels x maps in a quarter of L2: all its maps over bands of rows, or,
