@@ -452,13 +452,17 @@ public:
     // The same, with the interpreter's scratch supplied by the caller (scratch_bytes() bytes,
     // float aligned; unused by JIT kernels), so several threads may run one Ref snippet.
     Status run(Span<const float* const> inputs, Span<float* const> outputs, float* scratch) const;
-    // Part `part` of `parts` of the domain: whole rows when there are at least `parts` of
-    // them, else a slice of every row's columns (cut at multiples of 16 floats). The parts
+    // Part `part` of `parts` of the domain: a slice of every row's columns (cut at multiples
+    // of 16 floats) where there are fewer rows than parts, or rows of a multiple of 16 floats
+    // with kSplitColumns per part; else whole rows. A conv's output planes are such rows: each
+    // thread then takes the pixels its conv thread wrote, and no cache line is split (64-byte
+    // lines). The parts
     // together do what run() does and write disjoint output elements, so they may run at once
     // on different threads (each with its own scratch on Ref). A body with a broadcast result
     // (an output element written from several rows) runs whole in part 0. Same errors as run(),
     // and InvalidArgument if part >= parts.
     Status run(Span<const float* const> inputs, Span<float* const> outputs, float* scratch, uint32_t part, uint32_t parts) const;
+    static constexpr int64_t kSplitColumns = 64;
     size_t scratch_bytes() const { return isa_ == Isa::Ref && body_ ? (size_t)body_->size() * 64 * sizeof(float) : 0; }
     // A fused epilogue's run (runtime.h >>gemm epilogue): the domain seen as rows of `segment`
     // elements (a conv's output maps: N x C rows of H x W; a MatMul's: rows of N), this runs
@@ -5261,7 +5265,7 @@ Status Snippet::run(Span<const float* const> inputs, Span<float* const> outputs,
             for (uint32_t d = 0; d < rank_; ++d) broadcast_result = broadcast_result || (strides_[t][d] == 0 && dims_[d] > 1);
         if (broadcast_result) {
             if (part) return Status::Ok;
-        } else if (total_rows >= parts) {
+        } else if (total_rows >= parts && (n % 16 != 0 || n < kSplitColumns * (int64_t)parts)) {
             row_begin = share(total_rows, part);
             row_end = share(total_rows, part + 1);
         } else {

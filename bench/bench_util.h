@@ -3,12 +3,17 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <thread>
 #include <vector>
 #if defined(__x86_64__)
 #include <immintrin.h>
+#endif
+#if defined(__linux__)
+#include <pthread.h>
+#include <sched.h>
 #endif
 
 namespace bench {
@@ -83,6 +88,63 @@ inline double fma_peak_together(tessel::Isa isa, uint32_t threads) {
         best = std::max(best, flops / seconds_since(start) * 1e-9);
     }
     return fma_loop(isa, 1) > 0 ? best : 0;
+}
+
+// What a cache line costs to write when another core has read it, against one the writer
+// owns: ns per 64-byte line, the best of 200 rounds over 128 KiB, threads on the first two CPUs
+// the process may use. Two threads' figures depend on it: a host that places the two vCPUs
+// far apart makes each such write wait for the other core (10x or more), and then a step
+// whose threads did not write the lines they later rewrite pays for every line.
+struct LineCosts { double own_ns = 0, shared_ns = 0; };
+inline LineCosts cross_core_line_costs() {
+    LineCosts costs;
+#if defined(__linux__)
+    cpu_set_t allowed;
+    if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) return costs;
+    int cpus[2], found = 0;
+    for (int c = 0; c < CPU_SETSIZE && found < 2; ++c)
+        if (CPU_ISSET(c, &allowed)) cpus[found++] = c;
+    if (found < 2) return costs;
+    auto pin = [](int cpu) {
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(cpu, &one);
+        pthread_setaffinity_np(pthread_self(), sizeof one, &one);
+    };
+    const size_t lines = 2048;
+    std::vector<uint64_t> buffer(lines * 8);
+    std::atomic<int> turn{0};   // odd: the reader's turn
+    std::atomic<uint64_t> sink{0};
+    const int rounds = 200;
+    std::thread reader([&] {
+        pin(cpus[1]);
+        for (int r = 0; r < rounds; ++r) {
+            while (turn.load() != 2 * r + 1) {}
+            uint64_t sum = 0;
+            for (size_t i = 0; i < lines; ++i) sum += buffer[i * 8];
+            sink += sum;
+            turn.store(2 * r + 2);
+        }
+    });
+    pin(cpus[0]);
+    auto write_all = [&](uint64_t value) {
+        auto start = std::chrono::steady_clock::now();
+        for (size_t i = 0; i < lines; ++i) buffer[i * 8] = value;
+        return seconds_since(start) * 1e9 / (double)lines;
+    };
+    double own = 1e30, shared = 1e30;
+    for (int r = 0; r < rounds; ++r) {
+        turn.store(2 * r + 1);
+        while (turn.load() != 2 * r + 2) {}
+        shared = std::min(shared, write_all((uint64_t)r));   // the reader holds every line
+        own = std::min(own, write_all((uint64_t)r + 1));     // now only this core does
+    }
+    reader.join();
+    pthread_setaffinity_np(pthread_self(), sizeof allowed, &allowed);
+    costs.own_ns = own;
+    costs.shared_ns = shared;
+#endif
+    return costs;
 }
 
 }  // namespace bench

@@ -7,7 +7,8 @@
 # MODELS="a.onnx b.onnx" replaces the default list (MatMul 256-1024, the MobileNet-style block,
 # the OCR classifier, detector and recognizer of bench/ocr_models.cpp, the nine CNNs of
 # ../shared/onnx-tests/light). TESSEL=BINARY times another build of `tessel` (an A/B of two
-# commits).
+# commits). build/bench/cores prints, before and after the table, what the host's two cores
+# cost each other (two-thread rows move with it).
 set -eu
 runs=${1:-20}
 rounds=${2:-3}
@@ -21,7 +22,7 @@ if [ ! -d "$ort/node_modules/onnxruntime-node" ]; then
 fi
 export NODE_PATH=$PWD/$ort/node_modules
 ort_bench() { node scripts/ort-bench.js "$@"; }
-make -s build/tessel build/examples/mobilenet_block build/bench/ocr_models >/dev/null
+make -s build/tessel build/examples/mobilenet_block build/bench/ocr_models build/bench/cores >/dev/null
 work=build/bench-vs-ort
 mkdir -p "$work"
 
@@ -41,6 +42,7 @@ median() { sed -nE "s/^$1 median=([0-9.]+).*/\1/p"; }
 best() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || (b != "" && b + 0 < a + 0)) print b; else print a }'; }
 
 echo "Tessel $($tessel version 2>/dev/null | head -1); onnxruntime-node $(node -e 'console.log(require("onnxruntime-node/package.json").version)'); $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'); runs $runs, rounds $rounds"
+build/bench/cores   # the two-thread rows depend on it: before the table and after it
 echo
 echo "| model | threads | Tessel ISA | Tessel ms | onnxruntime ms | Tessel / onnxruntime | check |"
 echo "|---|---:|---|---:|---:|---:|---|"
@@ -67,3 +69,5 @@ for model in $MODELS; do
     echo "| $name | $threads | ${isa:-} | ${tessel_best:-failed} | ${ort_best:-failed} | $ratio | $check |"
   done
 done
+echo
+build/bench/cores

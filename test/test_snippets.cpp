@@ -2184,9 +2184,12 @@ void check_parts(const SnippetBody& body, const std::vector<std::vector<float>>&
 TEST_CASE("snippets: a run in parts equals one run, every element written by one part") {
     Isa isa = target();
     // Whole rows (7 x 33, and outer dimensions 2 x 3 x 5 x 17), column slices of one long row
-    // (1000 floats: 16-float cuts, parts of no column when 64 > 1000/16), broadcasts.
+    // (1000 floats: 16-float cuts, parts of no column when 64 > 1000/16), column slices of
+    // many rows of a multiple of 16 floats (a conv's planes: 3 x 1024, 2 x 5 x 768 with a
+    // value per row), broadcasts.
     const std::vector<std::vector<std::vector<int64_t>>> shapes = {
         {{1000}}, {{7, 33}}, {{2, 3, 5, 17}}, {{3, 4100}, {3, 1}}, {{5, 40}, {40}}, {{1, 37}, {6, 1}},
+        {{3, 1024}}, {{2, 5, 768}, {5, 1}},
     };
     for (size_t k = 0; k < shapes.size(); ++k) {
         for (SnippetOp op : {SnippetOp::Tanh, SnippetOp::Add}) {
