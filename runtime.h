@@ -14287,8 +14287,7 @@ inline Status cpu_transpose_step(ReferenceProgram* p, const StridedCopy& s) {
     return cpu_ops_use(p, run_strided_copy, state, "Transpose", "copy");
 }
 
-inline bool cpu_lrn_fits(const void* state);   // >>lp pool and lrn
-inline Status run_cpu_lrn(const RunContext& c);
+inline Status cpu_lrn_step(ReferenceProgram* p, const PreparedModel& model, const void* state, StringView op, Isa isa);   // >>lp pool and lrn
 
 // Gemm with fewer than 8 rows of A and B transposed (a fully connected layer at a small
 // batch): dot products over B's rows where B lies, GemmDot::block() rows at a time (8 on
@@ -14726,7 +14725,7 @@ inline Status cpu_ops_step(ReferenceProgram* p, const PreparedModel& model, Node
         if (rows.inner != 1) return Status::Ok;   // rows must be contiguous
         return cpu_softmax_step(p, model, rows, op, isa);
     }
-    if (op == StringView("LRN") && cpu_lrn_fits(state)) return cpu_ops_use(p, run_cpu_lrn, state, op);
+    if (op == StringView("LRN")) return cpu_lrn_step(p, model, state, op, isa);
     return Status::Ok;
 }
 
@@ -21241,21 +21240,65 @@ inline Status run_lrn(const RunContext& c) {
     return Status::Ok;
 }
 
-// The CPU device's LRN (cpu_ops_step), on F4 lanes along the inner dims: the window's sum of
-// squares in float, then x * t^-beta with t = bias + alpha / size * sum as exp(-beta log t)
-// (snippets.h's math_log and math_exp). Only where t > 0 always (a normal positive bias, alpha
-// >= 0), beta > 0 and the window is short, so float sums stay within a few ulp of the reference.
-inline bool cpu_lrn_fits(const void* state) {
-    const LrnState& st = *static_cast<const LrnState*>(state);
+// The CPU device's LRN (cpu_ops_step): the window's sum of squares in float, then x * t^-beta
+// with t = bias + alpha / size * sum as exp(-beta log t). Only where t > 0 always (a normal
+// positive bias, alpha >= 0), beta > 0 and the window is short, so float sums stay within a few
+// ulp of the reference. Where the target has a JIT, one snippet of `size` parameters (the
+// channels of the window, each a whole plane, in order) runs every channel's plane as a row:
+// a channel's parameter k is plane c - before + k, or a plane of zeros past the first or last
+// channel (adding +0 leaves a sum of squares as it was). Elsewhere F4 lanes along the inner
+// dims (snippets.h's math_log and math_exp).
+constexpr int64_t kCpuLrnSnippetSize = 16;   // windows up to this many channels take the snippet
+struct CpuLrnState {
+    const LrnState* lrn = nullptr;
+    const Snippet* snippet = nullptr;   // nullptr: F4 lanes
+    const float* zeros = nullptr;       // a plane of zeros (inner floats) for the snippet's edge channels
+};
+
+inline bool cpu_lrn_fits(const LrnState& st) {
     return st.bias >= 1.17549435e-38 && st.alpha >= 0 && st.beta > 0 && st.size <= 64 && std::isfinite(st.alpha) &&
            std::isfinite(st.beta) && std::isfinite(st.bias);
 }
 
+// Channels [c0, c1) of image n through the snippet: each channel a row of `inner` floats.
+inline void cpu_lrn_snippet_rows(const CpuLrnState& cs, const float* xn, float* yn, int64_t c0, int64_t c1) {
+    const LrnState& st = *cs.lrn;
+    const int64_t before = (st.size - 1) / 2, inner = st.inner;
+    const float* in[kCpuLrnSnippetSize];
+    for (int64_t c = c0; c < c1; ++c) {
+        // channels whose window lies inside go as one call, their planes a row apart in every parameter
+        int64_t run = 1;
+        const bool inside = c - before >= 0 && c - before + st.size <= st.channels;
+        if (inside)
+            while (c + run < c1 && c + run - before + st.size <= st.channels) ++run;
+        for (int64_t k = 0; k < st.size; ++k) {
+            const int64_t plane = c - before + k;
+            in[k] = plane >= 0 && plane < st.channels ? xn + plane * inner : cs.zeros;
+        }
+        float* out = yn + c * inner;
+        ignore_status(cs.snippet->run_segments(Span<const float* const>(in, (size_t)st.size), Span<float* const>(&out, 1), nullptr,
+                                               inner, 0, run, 0, inner));
+        c += run - 1;
+    }
+}
+
 inline Status run_cpu_lrn(const RunContext& c) {
-    const LrnState& st = *static_cast<const LrnState*>(c.state);
+    const CpuLrnState& cs = *static_cast<const CpuLrnState*>(c.state);
+    const LrnState& st = *cs.lrn;
     const float* x = c.inputs[0].as<float>();
     float* y = c.outputs[0].as<float>();
     const int64_t before = (st.size - 1) / 2, after = st.size / 2, inner = st.inner;
+    if (cs.snippet) {
+        nn_parallel(c, (uint64_t)(st.batch * st.channels), [&](uint64_t, uint64_t begin, uint64_t end) {
+            for (uint64_t line = begin; line < end;) {   // a run of channels of one image at a time
+                const int64_t n = (int64_t)line / st.channels, c0 = (int64_t)line % st.channels;
+                const int64_t c1 = std::min<int64_t>(st.channels, c0 + (int64_t)(end - line));
+                cpu_lrn_snippet_rows(cs, x + n * st.channels * inner, y + n * st.channels * inner, c0, c1);
+                line += (uint64_t)(c1 - c0);
+            }
+        });
+        return Status::Ok;
+    }
     const F4 scale = f4_set((float)(st.alpha / (double)st.size)), bias = f4_set((float)st.bias), minus_beta = f4_set((float)-st.beta);
     auto factor = [&](F4 sum) { return f4_exp(f4_mul(minus_beta, f4_log(f4_add(bias, f4_mul(scale, sum))))); };
     nn_parallel(c, (uint64_t)(st.batch * st.channels), [&](uint64_t, uint64_t begin, uint64_t end) {
@@ -21282,6 +21325,74 @@ inline Status run_cpu_lrn(const RunContext& c) {
         }
     });
     return Status::Ok;
+}
+
+// The snippet's body: parameters x_0 .. x_{size-1} (the window's planes, x_before the channel's
+// own), y = x_before * exp(-beta * log(bias + alpha / size * (x_0^2 + ... ))), the squares
+// added in the reference's order from +0; beta 3/4 by square roots.
+inline Status cpu_lrn_body(const LrnState& st, int64_t rows, SnippetBody* body) {
+    const int64_t shape[2] = {rows, st.inner};
+    const int64_t before = (st.size - 1) / 2;
+    ValueId planes[kCpuLrnSnippetSize], sum = kNoValue, v;
+    for (int64_t k = 0; k < st.size; ++k) TESSEL_TRY(body->parameter(Span<const int64_t>(shape, 2), &planes[k]));
+    TESSEL_TRY(body->scalar(0.0f, &sum));
+    for (int64_t k = 0; k < st.size; ++k) {
+        TESSEL_TRY(body->binary(SnippetOp::Mul, planes[k], planes[k], &v));
+        TESSEL_TRY(body->binary(SnippetOp::Add, sum, v, &sum));
+    }
+    ValueId scale, bias, minus_beta;
+    TESSEL_TRY(body->scalar((float)(st.alpha / (double)st.size), &scale));
+    TESSEL_TRY(body->scalar((float)st.bias, &bias));
+    TESSEL_TRY(body->scalar((float)-st.beta, &minus_beta));
+    TESSEL_TRY(body->binary(SnippetOp::Mul, scale, sum, &v));
+    TESSEL_TRY(body->binary(SnippetOp::Add, bias, v, &v));
+    if (st.beta == 0.75) {   // AlexNet's and GoogLeNet's: t^-3/4 = r sqrt(r), r = 1 / sqrt(t), a third of exp and log's work
+        ValueId one, r, root;
+        TESSEL_TRY(body->scalar(1.0f, &one));
+        TESSEL_TRY(body->unary(SnippetOp::Sqrt, v, &root));
+        TESSEL_TRY(body->binary(SnippetOp::Div, one, root, &r));
+        TESSEL_TRY(body->unary(SnippetOp::Sqrt, r, &root));
+        TESSEL_TRY(body->binary(SnippetOp::Mul, r, root, &v));
+    } else {
+        TESSEL_TRY(body->unary(SnippetOp::Log, v, &v));
+        TESSEL_TRY(body->binary(SnippetOp::Mul, minus_beta, v, &v));
+        TESSEL_TRY(body->unary(SnippetOp::Exp, v, &v));
+    }
+    TESSEL_TRY(body->binary(SnippetOp::Mul, planes[before], v, &v));
+    return body->result(v);
+}
+
+inline Status cpu_lrn_step(ReferenceProgram* p, const PreparedModel& model, const void* state, StringView op, Isa isa) {
+    const LrnState& st = *static_cast<const LrnState*>(state);
+    if (!cpu_lrn_fits(st)) return Status::Ok;
+    CpuLrnState* cs = p->arena.allocate_array<CpuLrnState>(1);
+    if (!cs) return Status::OutOfMemory;
+    new (cs) CpuLrnState();
+    cs->lrn = &st;
+    const char* what = kCpuOpsIsa;
+    if (isa != Isa::Ref && st.size <= kCpuLrnSnippetSize && st.inner > 0 && st.channels > 0) {
+        ReferenceProgram::Unit& unit = p->units[p->count - 1];
+        float* zeros = p->arena.allocate_array<float>((size_t)st.inner);
+        SnippetBody* body = create<SnippetBody>(&p->arena);
+        if (!zeros || !body) return Status::OutOfMemory;
+        std::memset(zeros, 0, (size_t)st.inner * sizeof(float));
+        Snippet* snippet = cpu_lrn_body(st, st.channels, body) == Status::Ok ? create<Snippet>() : nullptr;
+        SnippetOptions options;
+        options.isa = isa;
+        options.cache = model.reuse ? model.reuse->kernels() : p->cache;
+        options.tuning.streaming_stores = SnippetTuning::StreamingStores::Never;   // the next layer reads Y
+        if (snippet && snippet->compile(*body, options) == Status::Ok && snippet->isa() != Isa::Ref && snippet->runs_segments(st.inner)) {
+            unit.epilogue = snippet;
+            unit.epilogue_body = body;
+            cs->snippet = snippet;
+            cs->zeros = zeros;
+            what = isa_name(snippet->isa());
+        } else {
+            destroy(snippet);
+            destroy(body);
+        }
+    }
+    return cpu_ops_use(p, run_cpu_lrn, cs, op, what);
 }
 
 }  // namespace detail
@@ -22818,8 +22929,9 @@ struct Int8PoolState {
     int64_t channels_total = 0;
     const int64_t* channels = nullptr;        // per input (inputs > 1)
     const uint8_t* const* tables = nullptr;   // per input (inputs > 1)
-    size_t row_bytes = 0;             // a slot's row of column maxima (in[2] and 32 spare bytes)
+    size_t row_bytes = 0;             // a slot's row of column maxima (in[2] and 32 spare bytes), or its plane buffer
     uint32_t slots = 1;
+    bool whole_planes = false;        // int8_pool_plane_fits: each plane through int8_pool_plane
     Int8Lookup lookup;
 };
 
@@ -22899,6 +23011,86 @@ inline void int8_pool_row(const uint8_t* row, int64_t width, int64_t count, int6
     for (; j < count; ++j) one(j);
 }
 
+// Strides 1 or 2, undilated, no window wholly in the padding, a padded plane of at most
+// kInt8PoolPlaneBytes (wide and high enough for every window, ceil_mode's last ones too): the
+// plane is copied inside a border of zeros (the quantized -inf, which a uint8 max passes over),
+// then the maxima of each window's rows are taken 16 bytes a step, at stride 1 along the copy
+// as one long row, and those of kernel_w neighbours likewise (the outputs that straddle two
+// rows computed and dropped), at stride 2 by int8_pool_row. The inception nets' 3 x 3 pools
+// over 7 x 7 to 28 x 28 maps: short rows that the row path walks mostly byte by byte.
+constexpr int64_t kInt8PoolPlaneBytes = 16 << 10;
+// The padded copy's extent along spatial dim d (1 or 2): the input, its pads, and every window.
+inline int64_t int8_pool_padded(const Window& w, int d) {
+    return std::max(w.in[d] + w.pad_begin[d] + w.pad_end[d], (w.out[d] - 1) * w.stride[d] + w.kernel[d]);
+}
+inline bool int8_pool_plane_fits(const Window& w) {
+    for (int d = 1; d < 3; ++d)   // each window's first tap before the input's end, its last after its start
+        if ((w.stride[d] != 1 && w.stride[d] != 2) || w.dilation[d] != 1 || w.out[d] < 1 || w.in[d] < 1 ||
+            w.pad_begin[d] >= w.kernel[d] || (w.out[d] - 1) * w.stride[d] - w.pad_begin[d] >= w.in[d] || w.in[d] > kInt8PoolPlaneBytes)
+            return false;
+    return int8_pool_padded(w, 1) * int8_pool_padded(w, 2) <= kInt8PoolPlaneBytes;
+}
+// The padded copy, then the column maxima (out_h rows of the padded width), each with 32 spare bytes.
+inline size_t int8_pool_plane_bytes(const Window& w) {
+    const size_t ph = (size_t)int8_pool_padded(w, 1), pw = (size_t)int8_pool_padded(w, 2);
+    return ((ph * pw + 32 + 63) & ~(size_t)63) + (((size_t)w.out[1] * pw + 32 + 63) & ~(size_t)63);
+}
+
+// dst[i] = max over taps k of src[i + k step] for i < count, 16 at a time: reads up to 15 bytes
+// past the last tap of count.
+inline void int8_max_taps(const uint8_t* src, int64_t count, int64_t taps, int64_t step, uint8_t* dst) {
+    int64_t i = 0;
+#if defined(__SSE2__)
+    for (; i < count; i += 16) {
+        __m128i m = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
+        for (int64_t k = 1; k < taps; ++k) m = _mm_max_epu8(m, _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i + k * step)));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), m);
+    }
+#elif defined(__ARM_NEON)
+    for (; i < count; i += 16) {
+        uint8x16_t m = vld1q_u8(src + i);
+        for (int64_t k = 1; k < taps; ++k) m = vmaxq_u8(m, vld1q_u8(src + i + k * step));
+        vst1q_u8(dst + i, m);
+    }
+#endif
+    for (; i < count; ++i) {
+        uint8_t m = src[i];
+        for (int64_t k = 1; k < taps; ++k) m = src[i + k * step] > m ? src[i + k * step] : m;
+        dst[i] = m;
+    }
+}
+
+// One plane (int8_pool_plane_fits) into yp: buf holds int8_pool_plane_bytes(w); border_ready:
+// it holds a padded copy of an earlier plane already, whose zeros stay.
+inline void int8_pool_plane(const Window& w, const uint8_t* xp, uint8_t* yp, uint8_t* buf, bool border_ready) {
+    const int64_t top = w.pad_begin[1], left = w.pad_begin[2], pw = int8_pool_padded(w, 2), ph = int8_pool_padded(w, 1);
+    const int64_t out_h = w.out[1], out_w = w.out[2];
+    uint8_t* padded = buf;
+    uint8_t* columns = buf + ((ph * pw + 32 + 63) & ~(int64_t)63);
+    if (!border_ready) std::memset(padded, 0, (size_t)(ph * pw + 32));
+    for (int64_t r = 0; r < w.in[1]; ++r) std::memcpy(padded + (top + r) * pw + left, xp + r * w.in[2], (size_t)w.in[2]);
+    // the column maxima read to ph pw + 15 at most: the spare bytes
+    if (w.stride[1] == 1) int8_max_taps(padded, out_h * pw, w.kernel[1], pw, columns);
+    else
+        for (int64_t o = 0; o < out_h; ++o) int8_max_taps(padded + o * w.stride[1] * pw, pw, w.kernel[1], pw, columns + o * pw);
+    if (w.stride[2] != 1) {   // a row of column maxima is a padded row: its 32 spare bytes are the next row's or the buffer's
+        for (int64_t o = 0; o < out_h; ++o) int8_pool_row(columns + o * pw, pw, out_w, w.kernel[2], w.stride[2], 1, 0, yp + o * out_w);
+        return;
+    }
+    // the long row's outputs land row by row in Y, 16 bytes a store: a store past a row's end is
+    // overwritten by the next rows, none passes the plane's end (those outputs go through tail)
+    alignas(16) uint8_t tail[16];
+    for (int64_t o = 0; o < out_h; ++o) {
+        const int64_t room = (out_h - o) * out_w;   // from the row's start to the plane's end
+        const int64_t whole = (out_w + 15) / 16 * 16 <= room ? out_w : std::min(out_w, room / 16 * 16);
+        if (whole > 0) int8_max_taps(columns + o * pw, whole, w.kernel[2], 1, yp + o * out_w);
+        if (whole < out_w) {
+            int8_max_taps(columns + o * pw + whole, out_w - whole, w.kernel[2], 1, tail);
+            std::memcpy(yp + o * out_w + whole, tail, (size_t)(out_w - whole));
+        }
+    }
+}
+
 inline Status run_int8_max_pool(const RunContext& c) {
     const Int8PoolState& st = *static_cast<const Int8PoolState*>(c.state);
     const Window& w = st.w;
@@ -22922,6 +23114,11 @@ inline Status run_int8_max_pool(const RunContext& c) {
             }
             (void)x_end;   // read by the SSE2 loop only
             uint8_t* yp = y + (int64_t)plane * out_plane;
+            if (st.whole_planes) {
+                int8_pool_plane(w, xp, yp, rowmax, plane != begin);
+                if (table) st.lookup.run(table, yp, yp, out_plane);
+                continue;
+            }
             bool empty_rows = false;   // a row of windows wholly in the padding seen: rows take the table one by one
             for (int64_t o = 0; o < w.out[1]; ++o) {
                 uint8_t* yr = yp + o * w.out[2];
@@ -23148,6 +23345,8 @@ inline Int8PoolState* int8_pool_state(ReferenceProgram* p, const PreparedModel& 
     st->planes = ps.planes;
     st->slots = p->threads ? p->threads : 1;
     st->row_bytes = ((size_t)ps.w.in[2] + 32 + 63) & ~(size_t)63;
+    st->whole_planes = int8_pool_plane_fits(ps.w);
+    if (st->whole_planes) st->row_bytes = int8_pool_plane_bytes(ps.w);
     bool failed = false;
     if (group.concat == kNoNode) {
         st->table = int8_grid_table(p, model, group.dequantize, group.quantize, &failed);

@@ -296,9 +296,10 @@ TEST_CASE("cpu ops: Softmax and LogSoftmax on rows of every tail, wide ranges, N
 }
 
 namespace {
-// LRN: the CPU kernel sums squares in float and raises by exp(-beta ln t), whose argument's
-// rounding grows with beta |ln t|: within 1e-5 relative of the reference's double pow up to
-// beta 2.5 and t 1e6. Forms outside its domain keep the reference.
+// LRN: the CPU kernel (a snippet of the window's planes, F4 lanes past 16 of them) sums squares
+// in float and raises by exp(-beta ln t), whose argument's rounding grows with beta |ln t|:
+// within 1e-5 relative of the reference's double pow up to beta 2.5 and t 1e6. Forms outside
+// its domain keep the reference.
 void check_lrn(const Shape& x, int64_t size, float alpha, float beta, float bias, const std::vector<float>& v, bool fast) {
     auto build = [&](OpTest& t) {
         t.op("LRN", {t.input(x, v)});
@@ -333,7 +334,7 @@ void check_lrn(const Shape& x, int64_t size, float alpha, float beta, float bias
 
 TEST_CASE("cpu ops: LRN across channels, every tail of the inner dims, windows at the edges, NaN and inf") {
     uint32_t seed = 300;
-    for (int64_t inner : {1, 3, 4, 5, 8, 13}) {
+    for (int64_t inner : {1, 3, 4, 5, 8, 13, 37, 64}) {
         std::vector<float> v = coarse_floats(2 * 7 * inner, seed++);
         check_lrn({2, 7, inner}, 5, 1e-4f, 0.75f, 1.0f, v, true);
         check_lrn({2, 7, inner}, 2, 0.5f, 0.6f, 2.0f, v, true);   // even size: one more channel after
@@ -348,6 +349,7 @@ TEST_CASE("cpu ops: LRN across channels, every tail of the inner dims, windows a
     check_lrn({1, 16, 6, 5}, 3, 1e-4f, 0.75f, 0.0f, v, false);   // bias 0: t may be 0
     check_lrn({1, 16, 6, 5}, 3, -1e-4f, 0.75f, 1.0f, v, false);  // negative alpha: t may be negative
     check_lrn({1, 16, 6, 5}, 65, 1e-4f, 0.75f, 1.0f, v, false);  // a long window stays in double
+    check_lrn({1, 16, 6, 5}, 20, 1e-4f, 0.75f, 1.0f, v, true);   // past the snippet's 16 planes: F4 lanes
 }
 
 TEST_CASE("cpu ops: Sum of two float inputs fuses into an island and adds as Add") {

@@ -749,7 +749,7 @@ void check_qdq_pools(const std::vector<QdqPool>& cases, float sx, uint8_t zx, ui
 }
 }  // namespace
 
-TEST_CASE("int8: QDQ MaxPool on uint8, bit for bit the float path's (same grid, another grid, strides, pads, ceil, 1-D)") {
+TEST_CASE("int8: QDQ MaxPool on uint8, bit for bit the float path's (same grid, another grid, strides, pads, ceil, 1-D, whole planes and rows)") {
     const float sx = 0.05f;
     const uint8_t zx = 100;
     const std::vector<QdqPool> cases = {
@@ -760,6 +760,10 @@ TEST_CASE("int8: QDQ MaxPool on uint8, bit for bit the float path's (same grid, 
         {{1, 3, 45}, {4}, {2}, {1, 2}, {}, 0, 0.1f, 0},                       // 1-D
         {{1, 2, 2, 9}, {2, 2}, {1, 1}, {2, 0, 2, 0}, {3, 1}, 0, 0.07f, 80},   // output rows real, padding only, real
         {{1, 2, 5, 40}, {2, 3}, {1, 1}, {2, 1, 2, 1}, {3, 1}, 0, 0.07f, 80},  // as above, wider
+        {{1, 5, 7, 7}, {3, 3}, {1, 1}, {1, 1, 1, 1}, {}, 0, 0.07f, 80},       // inception's 7x7: rows shorter than a vector
+        {{2, 6, 14, 14}, {3, 3}, {2, 2}, {}, {}, 1, sx, zx},                  // ceil mode's last window past the input
+        {{1, 2, 130, 131}, {3, 3}, {1, 1}, {1, 1, 1, 1}, {}, 0, 0.07f, 80},   // a plane past 16 KiB: the row path
+        {{1, 2, 131, 130}, {3, 3}, {2, 2}, {}, {}, 1, sx, zx},                // the same at stride 2
     };
     check_qdq_pools(cases, sx, zx, 900);
 }
