@@ -134,7 +134,7 @@ int main(int argc, char** argv) {
     }
     // A fused island on the request's threads: Gelu(x) * x + x (compute-bound) and x * x + x
     // (memory-bound) on float[N], one snippet each, CPU with NUM_THREADS=1 and 2; the runtime
-    // runs a kernel in parts of at least 4 MiB walked (from N = 1048576 here).
+    // runs a kernel in parts once it walks twice ReferenceProgram::kPartBytes.
     for (const char* first_op : {"Gelu", "Identity"}) {
         std::printf("\nfused island %s on float[N], CPU: NUM_THREADS=1 vs 2, medians of 21 runs\n%10s %12s %12s %8s\n",
                     first_op[0] == 'G' ? "Gelu(x) * x + x" : "x * x + x", "N", "us (1)", "us (2)", "speedup");

@@ -25,6 +25,9 @@ if [ $# -eq 0 ]; then
   done
 fi
 best() { printf "%s\n%s\n" "$1" "$2" | grep . | sort -g | head -1; }
+make -s build/bench/cores >/dev/null
+build/bench/cores   # two-thread rows depend on it (scripts/bench-vs-ort.sh): before the table and after it
+echo
 echo "| model | threads | Tessel float ms | Tessel int8 ms | int8 / float | onnxruntime int8 ms | Tessel int8 / onnxruntime int8 | onnxruntime float ms |"
 echo "|---|---:|---:|---:|---:|---:|---:|---:|"
 for pair in "$@"; do
@@ -43,3 +46,5 @@ for pair in "$@"; do
       'BEGIN { printf "| %s | %d | %.2f | %.2f | %.2fx | %.2f | %.2fx | %.2f |\n", n, t, tf, ti, ti / tf, oi, ti / oi, of }'
   done
 done
+echo
+build/bench/cores
