@@ -3396,8 +3396,9 @@ public:
     }
     // A fused island runs in parts of at least this many bytes walked: below that, handing a
     // part to the pool (its workers spin between a model's steps) costs more than it saves.
-    // Small as it is, one thread alone writing lines that other cores have read waits on each
-    // line's invalidation (about 8 ns a line across the EPYC's cores, 10x a write it owns).
+    // Small as that is: one thread alone writing lines that other cores have read waits on
+    // each line's invalidation (where a host puts the cores apart, 20x a write to a line it
+    // owns: build/bench/cores).
     static constexpr uint64_t kPartBytes = 64u << 10;
     struct SnippetRun {
         const Snippet* snippet;

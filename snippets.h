@@ -455,12 +455,11 @@ public:
     // Part `part` of `parts` of the domain: a slice of every row's columns (cut at multiples
     // of 16 floats) where there are fewer rows than parts, or rows of a multiple of 16 floats
     // with kSplitColumns per part; else whole rows. A conv's output planes are such rows: each
-    // thread then takes the pixels its conv thread wrote, and no cache line is split (64-byte
-    // lines). The parts
-    // together do what run() does and write disjoint output elements, so they may run at once
-    // on different threads (each with its own scratch on Ref). A body with a broadcast result
-    // (an output element written from several rows) runs whole in part 0. Same errors as run(),
-    // and InvalidArgument if part >= parts.
+    // thread then takes the pixels its conv thread wrote, and no 64-byte line is split. The
+    // parts together do what run() does and write disjoint output elements, so they may run at
+    // once on different threads (each with its own scratch on Ref). A body with a broadcast
+    // result (an output element written from several rows) runs whole in part 0. Same errors
+    // as run(), and InvalidArgument if part >= parts.
     Status run(Span<const float* const> inputs, Span<float* const> outputs, float* scratch, uint32_t part, uint32_t parts) const;
     static constexpr int64_t kSplitColumns = 64;
     size_t scratch_bytes() const { return isa_ == Isa::Ref && body_ ? (size_t)body_->size() * 64 * sizeof(float) : 0; }
