@@ -1,4 +1,4 @@
-// The machine's two-thread condition, printed before two-thread tables (scripts/bench-vs-ort.sh):
+// The machine's two-thread condition, printed around two-thread tables (bench-vs-ort.sh, bench-int8.sh):
 // whether two threads run the FMA loop side by side at full speed, and what a cache line costs
 // to write when the other core has read it (bench_util.h, cross_core_line_costs).
 //   build/bench/cores
