@@ -14645,6 +14645,27 @@ inline Status cpu_pool_small_step(ReferenceProgram* p, const PoolState& st, Stri
     return cpu_ops_use(p, run_cpu_pool_small, ps, StringView(name), isa_name(isa));
 }
 
+// A CPU op's own snippet of `body` (built: the status of making it) for the step just added, run
+// by segments of `segment` elements: the step's unit owns it as its epilogue. nullptr (body and
+// snippet freed) where the target gives no JIT kernel that takes such segments.
+inline const Snippet* cpu_op_snippet(ReferenceProgram* p, const PreparedModel& model, SnippetBody* body, Status built, Isa isa,
+                                     const SnippetTuning& tuning, int64_t segment) {
+    Snippet* snippet = built == Status::Ok ? create<Snippet>() : nullptr;
+    SnippetOptions options;
+    options.isa = isa;
+    options.cache = model.reuse ? model.reuse->kernels() : p->cache;
+    options.tuning = tuning;
+    if (snippet && snippet->compile(*body, options) == Status::Ok && snippet->isa() != Isa::Ref && snippet->runs_segments(segment)) {
+        ReferenceProgram::Unit& unit = p->units[p->count - 1];
+        unit.epilogue = snippet;
+        unit.epilogue_body = body;
+        return snippet;
+    }
+    destroy(snippet);
+    destroy(body);
+    return nullptr;
+}
+
 // The CPU step of a Softmax or LogSoftmax over contiguous rows: Softmax's exp snippet where the
 // target has a JIT, else F4 math.
 inline Status cpu_softmax_step(ReferenceProgram* p, const PreparedModel& model, const SoftmaxState& rows, StringView op, Isa isa) {
@@ -14654,7 +14675,6 @@ inline Status cpu_softmax_step(ReferenceProgram* p, const PreparedModel& model, 
     st->rows = rows;
     const char* what = kCpuOpsIsa;
     if (isa != Isa::Ref && !rows.log && rows.outer > 0 && rows.count > 0) {
-        ReferenceProgram::Unit& unit = p->units[p->count - 1];
         SnippetBody* body = create<SnippetBody>(&p->arena);
         if (!body) return Status::OutOfMemory;
         const int64_t x_shape[2] = {rows.outer, rows.count}, m_shape[2] = {rows.outer, 1};
@@ -14664,22 +14684,14 @@ inline Status cpu_softmax_step(ReferenceProgram* p, const PreparedModel& model, 
         if (s == Status::Ok) s = body->binary(SnippetOp::Sub, xv, mv, &dv);
         if (s == Status::Ok) s = body->unary(SnippetOp::Exp, dv, &ev);
         if (s == Status::Ok) s = body->result(ev);
-        Snippet* exp = s == Status::Ok ? create<Snippet>() : nullptr;
-        SnippetOptions options;
-        options.isa = isa;
-        options.cache = model.reuse ? model.reuse->kernels() : p->cache;
         // a chunk's exponentials are read again right after: cached stores, one row at a time
-        options.tuning.streaming_stores = SnippetTuning::StreamingStores::Never;
-        options.tuning.page_lanes = SnippetTuning::PageLanes::Never;
-        if (exp && exp->compile(*body, options) == Status::Ok && exp->isa() != Isa::Ref && exp->runs_segments(rows.count)) {
-            unit.epilogue = exp;
-            unit.epilogue_body = body;
+        SnippetTuning tuning;
+        tuning.streaming_stores = SnippetTuning::StreamingStores::Never;
+        tuning.page_lanes = SnippetTuning::PageLanes::Never;
+        if (const Snippet* exp = cpu_op_snippet(p, model, body, s, isa, tuning, rows.count)) {
             st->exp = exp;
             st->chunk = std::max<int64_t>(1, std::min<int64_t>(kCpuSoftmaxChunk, 4096 / rows.count));   // 16 KB of rows
             what = isa_name(exp->isa());
-        } else {
-            destroy(exp);
-            destroy(body);
         }
     }
     return cpu_ops_use(p, run_cpu_softmax, st, op, what);
@@ -21372,25 +21384,16 @@ inline Status cpu_lrn_step(ReferenceProgram* p, const PreparedModel& model, cons
     cs->lrn = &st;
     const char* what = kCpuOpsIsa;
     if (isa != Isa::Ref && st.size <= kCpuLrnSnippetSize && st.inner > 0 && st.channels > 0) {
-        ReferenceProgram::Unit& unit = p->units[p->count - 1];
         float* zeros = p->arena.allocate_array<float>((size_t)st.inner);
         SnippetBody* body = create<SnippetBody>(&p->arena);
         if (!zeros || !body) return Status::OutOfMemory;
         std::memset(zeros, 0, (size_t)st.inner * sizeof(float));
-        Snippet* snippet = cpu_lrn_body(st, st.channels, body) == Status::Ok ? create<Snippet>() : nullptr;
-        SnippetOptions options;
-        options.isa = isa;
-        options.cache = model.reuse ? model.reuse->kernels() : p->cache;
-        options.tuning.streaming_stores = SnippetTuning::StreamingStores::Never;   // the next layer reads Y
-        if (snippet && snippet->compile(*body, options) == Status::Ok && snippet->isa() != Isa::Ref && snippet->runs_segments(st.inner)) {
-            unit.epilogue = snippet;
-            unit.epilogue_body = body;
+        SnippetTuning tuning;
+        tuning.streaming_stores = SnippetTuning::StreamingStores::Never;   // the next layer reads Y
+        if (const Snippet* snippet = cpu_op_snippet(p, model, body, cpu_lrn_body(st, st.channels, body), isa, tuning, st.inner)) {
             cs->snippet = snippet;
             cs->zeros = zeros;
             what = isa_name(snippet->isa());
-        } else {
-            destroy(snippet);
-            destroy(body);
         }
     }
     return cpu_ops_use(p, run_cpu_lrn, cs, op, what);
@@ -22936,6 +22939,30 @@ struct Int8PoolState {
     Int8Lookup lookup;
 };
 
+// dst[i] = max over taps k of src[i + k step] for i < count, 16 at a time: reads up to 15 bytes
+// past the last tap of count.
+inline void int8_max_taps(const uint8_t* src, int64_t count, int64_t taps, int64_t step, uint8_t* dst) {
+    int64_t i = 0;
+#if defined(__SSE2__)
+    for (; i < count; i += 16) {
+        __m128i m = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
+        for (int64_t k = 1; k < taps; ++k) m = _mm_max_epu8(m, _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i + k * step)));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), m);
+    }
+#elif defined(__ARM_NEON)
+    for (; i < count; i += 16) {
+        uint8x16_t m = vld1q_u8(src + i);
+        for (int64_t k = 1; k < taps; ++k) m = vmaxq_u8(m, vld1q_u8(src + i + k * step));
+        vst1q_u8(dst + i, m);
+    }
+#endif
+    for (; i < count; ++i) {
+        uint8_t m = src[i];
+        for (int64_t k = 1; k < taps; ++k) m = src[i + k * step] > m ? src[i + k * step] : m;
+        dst[i] = m;
+    }
+}
+
 // y[j] = max over taps k of row[j * stride - pad + k * dilation] inside [0, width); 0 (the
 // quantized -inf) for a window wholly in the padding.
 inline void int8_pool_row(const uint8_t* row, int64_t width, int64_t count, int64_t kernel, int64_t stride, int64_t dilation,
@@ -22952,14 +22979,13 @@ inline void int8_pool_row(const uint8_t* row, int64_t width, int64_t count, int6
     int64_t last = width - 1 - span + pad < 0 ? -1 : (width - 1 - span + pad) / stride;
     if (last >= count) last = count - 1;
     for (; j < count && j < first; ++j) one(j);
+    if (dilation == 1 && stride == 1 && last + 1 - j >= 16) {   // whole vectors of the interior
+        const int64_t n = (last + 1 - j) / 16 * 16;
+        int8_max_taps(row + j - pad, n, kernel, 1, y + j);
+        j += n;
+    }
 #if defined(__SSE2__)
-    if (dilation == 1 && stride == 1) {
-        for (; j + 16 <= last + 1; j += 16) {
-            __m128i m = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + j - pad));
-            for (int64_t k = 1; k < kernel; ++k) m = _mm_max_epu8(m, _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + j - pad + k)));
-            _mm_storeu_si128(reinterpret_cast<__m128i*>(y + j), m);
-        }
-    } else if (dilation == 1 && stride == 2 && kernel <= 16) {   // the even bytes of 16 (row has 32 spare bytes past width)
+    if (dilation == 1 && stride == 2 && kernel <= 16) {   // the even bytes of 16 (row has 32 spare bytes past width)
         const __m128i even = _mm_set1_epi16(0xff);
         auto eight = [&](int64_t o) {
             __m128i m = _mm_setzero_si128();
@@ -22990,13 +23016,7 @@ inline void int8_pool_row(const uint8_t* row, int64_t width, int64_t count, int6
         }
     }
 #elif defined(__ARM_NEON)
-    if (dilation == 1 && stride == 1) {
-        for (; j + 16 <= last + 1; j += 16) {
-            uint8x16_t m = vld1q_u8(row + j - pad);
-            for (int64_t k = 1; k < kernel; ++k) m = vmaxq_u8(m, vld1q_u8(row + j - pad + k));
-            vst1q_u8(y + j, m);
-        }
-    } else if (dilation == 1 && stride == 2) {   // ld2 splits the even and odd bytes (read at most to byte width)
+    if (dilation == 1 && stride == 2) {   // ld2 splits the even and odd bytes (read at most to byte width)
         for (; j + 16 <= last + 1; j += 16) {
             const uint8_t* b = row + 2 * j - pad;
             uint8x16_t m = vdupq_n_u8(0);
@@ -23035,30 +23055,6 @@ inline bool int8_pool_plane_fits(const Window& w) {
 inline size_t int8_pool_plane_bytes(const Window& w) {
     const size_t ph = (size_t)int8_pool_padded(w, 1), pw = (size_t)int8_pool_padded(w, 2);
     return ((ph * pw + 32 + 63) & ~(size_t)63) + (((size_t)w.out[1] * pw + 32 + 63) & ~(size_t)63);
-}
-
-// dst[i] = max over taps k of src[i + k step] for i < count, 16 at a time: reads up to 15 bytes
-// past the last tap of count.
-inline void int8_max_taps(const uint8_t* src, int64_t count, int64_t taps, int64_t step, uint8_t* dst) {
-    int64_t i = 0;
-#if defined(__SSE2__)
-    for (; i < count; i += 16) {
-        __m128i m = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
-        for (int64_t k = 1; k < taps; ++k) m = _mm_max_epu8(m, _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i + k * step)));
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), m);
-    }
-#elif defined(__ARM_NEON)
-    for (; i < count; i += 16) {
-        uint8x16_t m = vld1q_u8(src + i);
-        for (int64_t k = 1; k < taps; ++k) m = vmaxq_u8(m, vld1q_u8(src + i + k * step));
-        vst1q_u8(dst + i, m);
-    }
-#endif
-    for (; i < count; ++i) {
-        uint8_t m = src[i];
-        for (int64_t k = 1; k < taps; ++k) m = src[i + k * step] > m ? src[i + k * step] : m;
-        dst[i] = m;
-    }
 }
 
 // One plane (int8_pool_plane_fits) into yp: buf holds int8_pool_plane_bytes(w); border_ready:
