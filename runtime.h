@@ -75,6 +75,7 @@
    >>conv pixel tiles                 the GEMM's rows output pixels, its columns maps (AVX-512)
    >>conv winograd                    3x3 Conv of stride 1 by Winograd F(4x4, 3x3) (AVX-512, AVX2)
    >>conv step                        run_cpu_conv (im2col, 1x1 in place); cpu_conv_step picks a Conv's path
+   >>conv prologue                    the island before a 1x1 Conv run on each unit's block of X
    >>conv transpose                   ConvTranspose (GEMM + col2im); run_cpu_conv_transpose
    >>depthwise conv                   depthwise Conv on the CPU device (DepthwiseConv); run_cpu_depthwise
    >>matmul                           MatMul; run_cpu_matmul on the JIT GEMM
@@ -3356,9 +3357,11 @@ public:
         // CPU: where a kernel that runs epilogues (>>gemm epilogue) keeps its own, in its state;
         // nullptr for kernels that do not.
         const GemmEpilogue** epilogue_slot = nullptr;
-        // CPU: snippet and body (epilogue and epilogue_body) belong to the model's PlanReuse
-        // (>>plan reuse: snippets), not to this program.
-        bool shared_snippet = false, shared_epilogue = false;
+        Snippet* prologue = nullptr;        // CPU: a Conv's prologue (ConvPrologue)
+        SnippetBody* prologue_body = nullptr;
+        // CPU: snippet and body (epilogue and epilogue_body, prologue and prologue_body) belong
+        // to the model's PlanReuse (>>plan reuse: snippets), not to this program.
+        bool shared_snippet = false, shared_epilogue = false, shared_prologue = false;
     };
     ReferenceProgram() = default;
     explicit ReferenceProgram(size_t nodes) : arena(block_bytes(nodes)) {}
@@ -3386,6 +3389,7 @@ public:
         for (uint32_t i = 0; i < count; ++i) {
             if (!units[i].shared_snippet) { destroy(units[i].snippet); destroy(units[i].body); }
             if (!units[i].shared_epilogue) { destroy(units[i].epilogue); destroy(units[i].epilogue_body); }
+            if (!units[i].shared_prologue) { destroy(units[i].prologue); destroy(units[i].prologue_body); }
         }
         destroy(cache);   // after the snippets, which may hold its kernels
     }
@@ -3744,6 +3748,20 @@ inline bool cpu_attach_epilogue(ReferenceProgram* p, const GemmEpilogue** slot, 
 // take the residual's buffer (a ResNet block's Add writes no second tensor). *read: the
 // residual's index in the step's reads.
 inline bool cpu_residual_in_place(const ReferenceProgram::Unit& unit, uint32_t* read);
+// A Conv's prologue (>>conv prologue): the island whose one result is the Conv's X, run by the
+// Conv's step on each block of X a thread reads, into that thread's scratch. Parameter `source`
+// is the step's input 0; the others are its inputs from first_input on, in body order.
+struct ConvPrologue {
+    const Snippet* snippet;
+    uint32_t parameters, source, first_input;
+    int64_t segment;   // floats per row of X (a channel's plane)
+};
+// Whether the CPU kernel `run` (its state `state`) can run a prologue; cpu_conv_use_prologue
+// then sets it up (its slots' scratch grows): Ok, or OutOfMemory.
+inline bool cpu_conv_takes_prologue(RunFn run, const void* state);
+inline Status cpu_conv_use_prologue(ReferenceProgram* p, RunFn run, const void* state, const ConvPrologue* prologue);
+// The scratch of a step run by a CPU GEMM kernel with this state.
+inline size_t cpu_step_scratch_bytes(const void* state);
 // Pooling, global pooling, softmax and Resize on the CPU's own kernels (>>cpu ops), the same way.
 inline Status cpu_ops_step(ReferenceProgram* p, const PreparedModel& model, NodeId id, Isa isa);
 // QDQ Conv groups as int8 steps and fast per-tensor Quantize/DequantizeLinear (>>int8 cpu):
@@ -3800,10 +3818,11 @@ inline void local_node_name(char* name, char prefix, uint32_t number) {
 // >>cpu program recipe
 // What build_cpu derives from a subgraph's nodes and edges: the private graph's islands, the
 // order its units run in, each island's body with its parameters' dims left to the plan, and
-// the island each GEMM node may take as its epilogue. Shapes weigh on it only through which
-// dims are 0, 1 or equal (as on the islands, >>plan reuse: islands), so the plans of one
-// prepared graph and of its rebind copies (PreparedModel::copy_family) keep it in their
-// PlanReuse under the nodes and that signature, and a new shape's program is emitted from it.
+// the island each GEMM node may take as its epilogue (a Conv: also as its prologue). Shapes
+// weigh on it only through which dims are 0, 1 or equal (as on the islands, >>plan reuse:
+// islands), so the plans of one prepared graph and of its rebind copies
+// (PreparedModel::copy_family) keep it in their PlanReuse under the nodes and that signature,
+// and a new shape's program is emitted from it.
 struct CpuRecipeIsland {
     Status status = Status::Ok;    // build_island_body's: the island's turn fails with it
     uint32_t first_instruction = 0, instructions = 0;   // its body in CpuRecipe::instructions
@@ -3817,6 +3836,7 @@ struct CpuRecipeIsland {
 struct CpuRecipeUnit {
     NodeId node = kNoNode;         // a node's step; kNoNode: the island `island`'s
     uint32_t island = kNoIsland;   // a node: the island it may take as its epilogue
+    uint32_t prologue = kNoIsland; // a Conv: the island it may run on its input's blocks (>>conv prologue)
     bool int8 = false;             // a node: a QDQ group's Conv, MatMul or Gemm, its group in the subgraph
 };
 struct CpuRecipe {
@@ -4230,6 +4250,18 @@ inline Status CpuDevice::make_cpu_recipe(const PreparedModel& model, Span<const 
         islands[u].source = source;
         return u;
     };
+    // The island a Conv node v may run as its prologue (emit_cpu decides at the plan's shapes):
+    // the island's one result is v's X, and v alone reads anything the island writes.
+    auto prologue_candidate = [&](NodeId v) -> uint32_t {
+        const Node& lnode = local.node(v);
+        if (!(lnode.op == StringView("Conv")) || lnode.num_inputs < 2) return kNoIsland;
+        const uint32_t u = island[lnode.inputs[0].producer];
+        if (u == kNoIsland || islands[u].status != Status::Ok || islands[u].results != 1) return kNoIsland;
+        for (uint32_t i = 1; i < lnode.num_inputs; ++i) if (island[lnode.inputs[i].producer] == u) return kNoIsland;
+        for (uint32_t w = first[u]; w != kNoNode; w = next[w])
+            for (NodeId succ : local.successors(w)) if (island[succ] != u && succ != v) return kNoIsland;
+        return u;
+    };
     uint32_t unit_total = 0;
     while (head < ready_count) {
         uint32_t u = ready[head++];
@@ -4247,6 +4279,7 @@ inline Status CpuDevice::make_cpu_recipe(const PreparedModel& model, Span<const 
                 unit.int8 = cpu_kernels_ && fusion && int8_group_of(model, unit.node, &group) && local_of(group.quantize) != kNoNode &&
                             local_of(group.dequantize) != kNoNode && (group.act == kNoNode || local_of(group.act) != kNoNode);
                 if (fusion) unit.island = epilogue_candidate(v);
+                if (fusion && !unit.int8) unit.prologue = prologue_candidate(v);
             }
         }
         for (uint32_t v = first[u]; v != kNoNode; v = next[v])
@@ -4273,8 +4306,9 @@ inline Status CpuDevice::make_cpu_recipe(const PreparedModel& model, Span<const 
 }
 
 // The program of recipe r at the plan's shapes: a step per unit, the JIT GEMM and the CPU's
-// own kernels where they take the node, an island a GEMM step can run as its epilogue folded
-// into it, the other islands compiled as snippets (shared with the model's other plans).
+// own kernels where they take the node, an island a GEMM step can run as its epilogue (or a
+// 1x1 Conv as its prologue) folded into it, the other islands compiled as snippets (shared
+// with the model's other plans).
 inline Status CpuDevice::emit_cpu(ReferenceProgram* p, const PreparedModel& model, const CpuRecipe& r, bool fusion, Isa target,
                                   Arena* scratch) {
     const Graph& g = model.model.graph;
@@ -4291,15 +4325,17 @@ inline Status CpuDevice::emit_cpu(ReferenceProgram* p, const PreparedModel& mode
     if (!absorbed) return fail(Status::OutOfMemory, "out of memory");
     for (uint32_t k = 0; k < r.island_count; ++k) absorbed[k] = 0;
     // Per island of the same instructions (same_body), the last shared snippet compiled for
-    // them, as an epilogue [0] and as a step [1], and the island it was compiled for: an island
-    // whose parameters have that island's shapes takes it without building its body.
+    // them, as an epilogue [0], as a step [1] and as a prologue [2], and the island it was
+    // compiled for: an island whose parameters have that island's shapes takes it without
+    // building its body.
     struct Made { SnippetBody* body; Snippet* snippet; uint32_t island; };
-    Made* made = shared_snippets ? scratch->allocate_array<Made>(2 * (size_t)r.island_count + 1) : nullptr;
+    constexpr uint32_t kMadeKinds = 3;
+    Made* made = shared_snippets ? scratch->allocate_array<Made>(kMadeKinds * (size_t)r.island_count + 1) : nullptr;
     if (shared_snippets && !made) return fail(Status::OutOfMemory, "out of memory");
-    for (uint32_t k = 0; made && k < 2 * r.island_count; ++k) made[k] = Made{nullptr, nullptr, 0};
+    for (uint32_t k = 0; made && k < kMadeKinds * r.island_count; ++k) made[k] = Made{nullptr, nullptr, 0};
     auto made_for = [&](uint32_t u, uint32_t kind) -> const Made* {
         const CpuRecipeIsland& is = r.islands[u];
-        const Made* m = made ? &made[2 * is.same_body + kind] : nullptr;
+        const Made* m = made ? &made[kMadeKinds * is.same_body + kind] : nullptr;
         if (!m || !m->snippet) return nullptr;
         const CpuRecipeIsland& other = r.islands[m->island];
         for (uint32_t k = 0; k < is.parameters; ++k)
@@ -4331,7 +4367,7 @@ inline Status CpuDevice::emit_cpu(ReferenceProgram* p, const PreparedModel& mode
             *body = nullptr;
             return s;
         }
-        if (*shared && made) made[2 * is.same_body + kind] = Made{*body, *snippet, u};
+        if (*shared && made) made[kMadeKinds * is.same_body + kind] = Made{*body, *snippet, u};
         return Status::Ok;
     };
     // After the GEMM step of node id: island u (its recipe's candidate) becomes the step's
@@ -4394,28 +4430,8 @@ inline Status CpuDevice::emit_cpu(ReferenceProgram* p, const PreparedModel& mode
         gstep.kernel = join_name(&p->arena, {gstep.kernel, "+epilogue:", decimal(is.fused, digits)});
         return gstep.kernel ? Status::Ok : Status::OutOfMemory;
     };
-    for (uint32_t i = 0; i < r.unit_count; ++i) {
-        const CpuRecipeUnit& unit = r.units[i];
-        if (unit.node != kNoNode) {   // a single node
-            NodeId id = unit.node;
-            const Node& node = g.node(id);
-            uint32_t* reads = p->arena.allocate_array<uint32_t>(node.num_inputs + 1);
-            uint32_t* writes = p->arena.allocate_array<uint32_t>(node.num_outputs + 1);
-            if (!reads || !writes) return fail(Status::OutOfMemory, "out of memory");
-            TESSEL_TRY(add_reference_step(p, model, id, reads, writes));
-            if (cpu_kernels_ && model.kernel(id) == find_builtin_kernel(node.op)) {
-                // a QDQ group's Conv, MatMul or Gemm, whole in this subgraph: the int8 steps take it, its
-                // floats are never packed
-                Status s = unit.int8 ? Status::Ok : cpu_gemm_step(p, model, id, target);
-                if (s == Status::Ok) s = cpu_ops_step(p, model, id, target);
-                if (s != Status::Ok)
-                    return fail(s, "CPU: node '%.*s': out of memory for its packed weights", (int)node.name.size, node.name.data);
-                if (fusion && attach_epilogue(unit.island, id) != Status::Ok) return fail(Status::OutOfMemory, "out of memory");
-            }
-            continue;
-        }
-        const uint32_t u = unit.island;   // a fused island
-        if (absorbed[u]) continue;        // run by the GEMM step before it (attach_epilogue)
+    // Island u as a step of its own at the end of the program.
+    auto island_step = [&](uint32_t u) -> Status {
         const CpuRecipeIsland& is = r.islands[u];
         SnippetBody* body = nullptr;
         Snippet* snippet = nullptr;
@@ -4446,6 +4462,98 @@ inline Status CpuDevice::emit_cpu(ReferenceProgram* p, const PreparedModel& mode
         punit.snippet = snippet;
         punit.body = body;
         punit.shared_snippet = shared;
+        return step.kernel ? Status::Ok : fail(Status::OutOfMemory, "out of memory");
+    };
+    // After a Conv's step: island u (its recipe's prologue candidate, held back when its turn
+    // came) becomes the step's prologue when the Conv's path takes one and the island's body
+    // covers exactly X; its parameter of X's shape is read as X, the others after the step's
+    // reads. Anything else runs the island as its own step, moved before the Conv's.
+    auto attach_prologue = [&](uint32_t u) -> Status {
+        ReferenceProgram::Unit& cunit = p->units[p->count - 1];
+        ProgramStep& cstep = p->steps_[p->count - 1];
+        const CpuRecipeIsland& is = r.islands[u];
+        const uint32_t* values = r.values + is.first_value;
+        const TensorDesc& x = model.value_desc(values[is.parameters]);
+        uint32_t source = is.parameters;
+        for (uint32_t k = 0; k < is.parameters && source == is.parameters; ++k)
+            if (same_desc(model.value_desc(values[k]), x)) source = k;
+        uint64_t elements = 0;
+        bool fits = cpu_conv_takes_prologue(cunit.run, cunit.state) && source < is.parameters && cstep.reads.size &&
+                    cstep.reads[0] == values[is.parameters] && cstep.reads.size + is.parameters - 1 <= kMaxNodePorts &&
+                    x.type == ElementType::Float32 && x.rank >= 3 && desc_elements(x, &elements) && elements > 0;
+        SnippetBody* body = nullptr;
+        Snippet* snippet = nullptr;
+        bool shared = false;
+        if (fits) {
+            SnippetOptions po = options;
+            po.tuning.streaming_stores = SnippetTuning::StreamingStores::Never;   // into a slot's scratch, not a stream
+            po.tuning.page_lanes = SnippetTuning::PageLanes::Never;
+            po.tuning.row_strides_at_run = true;   // its result rows are the scratch's, not X's
+            Status s = island_snippet(u, 2, po, &body, &snippet, &shared, nullptr);
+            if (s == Status::OutOfMemory) return fail(s, "out of memory");
+            int64_t segment = 1;
+            for (uint32_t i = 2; i < x.rank; ++i) segment *= x.dims[i];
+            fits = s == Status::Ok && snippet->isa() != Isa::Ref && snippet->stats().elements == elements && snippet->runs_segments(segment) &&
+                   shape_elements(body->instruction(body->result_value(0)).shape) == elements;
+            uint32_t* reads = fits ? p->arena.allocate_array<uint32_t>(cstep.reads.size + is.parameters) : nullptr;
+            ConvPrologue* prologue = fits ? p->arena.allocate_array<ConvPrologue>(1) : nullptr;
+            if (prologue && reads) {
+                uint32_t at = 0;
+                reads[at++] = values[source];
+                for (uint32_t k = 1; k < cstep.reads.size; ++k) reads[at++] = cstep.reads[k];
+                *prologue = ConvPrologue{snippet, is.parameters, source, (uint32_t)cstep.reads.size, segment};
+                for (uint32_t k = 0; k < is.parameters; ++k) if (k != source) reads[at++] = values[k];
+                if (cpu_conv_use_prologue(p, cunit.run, cunit.state, prologue) != Status::Ok) {
+                    if (!shared) { destroy(snippet); destroy(body); }
+                    return fail(Status::OutOfMemory, "out of memory");
+                }
+                cstep.reads = Span<const uint32_t>(reads, at);
+                cstep.scratch_bytes = cpu_step_scratch_bytes(cunit.state);
+                char digits[10];
+                cunit.prologue = snippet;
+                cunit.prologue_body = body;
+                cunit.shared_prologue = shared;
+                cstep.kernel = join_name(&p->arena, {cstep.kernel, "+prologue:", decimal(is.fused, digits)});
+                return cstep.kernel ? Status::Ok : fail(Status::OutOfMemory, "out of memory");
+            }
+            if (!shared && snippet) { destroy(snippet); destroy(body); }
+        }
+        TESSEL_TRY(island_step(u));   // after the Conv's step: swapped before it
+        std::swap(p->steps_[p->count - 1], p->steps_[p->count - 2]);
+        std::swap(p->units[p->count - 1], p->units[p->count - 2]);
+        return Status::Ok;
+    };
+    // Islands held back for the Conv that may take them as its prologue.
+    uint8_t* held = scratch->allocate_array<uint8_t>(r.island_count + 1);
+    if (!held) return fail(Status::OutOfMemory, "out of memory");
+    for (uint32_t k = 0; k < r.island_count; ++k) held[k] = 0;
+    for (uint32_t i = 0; i < r.unit_count; ++i)
+        if (cpu_kernels_ && r.units[i].node != kNoNode && r.units[i].prologue != kNoIsland) held[r.units[i].prologue] = 1;
+    for (uint32_t i = 0; i < r.unit_count; ++i) {
+        const CpuRecipeUnit& unit = r.units[i];
+        if (unit.node != kNoNode) {   // a single node
+            NodeId id = unit.node;
+            const Node& node = g.node(id);
+            uint32_t* reads = p->arena.allocate_array<uint32_t>(node.num_inputs + 1);
+            uint32_t* writes = p->arena.allocate_array<uint32_t>(node.num_outputs + 1);
+            if (!reads || !writes) return fail(Status::OutOfMemory, "out of memory");
+            TESSEL_TRY(add_reference_step(p, model, id, reads, writes));
+            if (cpu_kernels_ && model.kernel(id) == find_builtin_kernel(node.op)) {
+                // a QDQ group's Conv, MatMul or Gemm, whole in this subgraph: the int8 steps take it, its
+                // floats are never packed
+                Status s = unit.int8 ? Status::Ok : cpu_gemm_step(p, model, id, target);
+                if (s == Status::Ok) s = cpu_ops_step(p, model, id, target);
+                if (s != Status::Ok)
+                    return fail(s, "CPU: node '%.*s': out of memory for its packed weights", (int)node.name.size, node.name.data);
+                if (fusion && attach_epilogue(unit.island, id) != Status::Ok) return fail(Status::OutOfMemory, "out of memory");
+            }
+            if (unit.prologue != kNoIsland && held[unit.prologue] && !absorbed[unit.prologue])
+                TESSEL_TRY(attach_prologue(unit.prologue));
+            continue;
+        }
+        const uint32_t u = unit.island;   // a fused island
+        if (absorbed[u] || held[u]) continue;   // run by the GEMM step before it (attach_epilogue) or the Conv after it
+        TESSEL_TRY(island_step(u));
     }
     if (cpu_kernels_ && fusion && cpu_int8_steps(p, model, target) != Status::Ok) return fail(Status::OutOfMemory, "CPU: out of memory for int8 steps");
     return Status::Ok;
@@ -9847,6 +9955,17 @@ inline void gemm_epilogue_run(const RunContext& c, const GemmEpilogue& e, int64_
                                           nullptr, e.segment, r0, r1, c0, c1));
 }
 
+// Rows [row, row + rows) (image x channel) by columns [c0, c1) of a Conv's prologue's result
+// (>>conv prologue), into `to`, `ld` floats a row.
+inline void conv_prologue_run(const RunContext& c, const ConvPrologue& pro, int64_t row, int64_t rows, int64_t c0, int64_t c1,
+                              float* to, int64_t ld) {
+    const float* in[kSnippetMaxArgs];
+    for (uint32_t k = 0, j = pro.first_input; k < pro.parameters; ++k) in[k] = k == pro.source ? c.inputs[0].as<float>() : c.inputs[j++].as<float>();
+    // The range and the pointers were checked when the prologue was attached: this cannot fail.
+    ignore_status(pro.snippet->run_segments(Span<const float* const>(in, pro.parameters), Span<float* const>(&to, 1), nullptr, pro.segment,
+                                            row, row + rows, c0, c1, ld));
+}
+
 // The CPU device's GEMM steps (cpu_gemm_step): snippets.h's Gemm of the program's target, the
 // reference kernel's state for shapes and attributes, and the constant operand packed once
 // into the program's arena (one matrix per group or batch matrix, packed_floats apart).
@@ -9872,9 +9991,19 @@ struct CpuGemmState {
     const int64_t* plane_rows = nullptr;   // 1x1 Conv, x86: B by rows (row k at k planes), no packing pass
     WinogradF43 winograd;   // Winograd Conv: its transforms (block: tile rows per band, parts: groups of panels)
     bool winograd_points_outer = false;   // M of every panel of a unit at once, point by point
+    // A 1x1 Conv's prologue (>>conv prologue): a unit's channels x positions of X, transformed
+    // into its slot's scratch, prologue_row floats a channel (the pixel tiles: the band copy).
+    const ConvPrologue* prologue = nullptr;
+    int64_t prologue_row = 0;
+    const int64_t* prologue_rows = nullptr;   // run_cpu_conv's B by rows in that block (x86)
 };
 
 inline size_t round16(size_t floats) { return (floats + 15) & ~(size_t)15; }
+
+inline size_t cpu_step_scratch_bytes(const void* state) {
+    const CpuGemmState& cs = *static_cast<const CpuGemmState*>(state);
+    return ((size_t)cs.slots * cs.slot_floats + cs.shared_floats) * sizeof(float);
+}
 
 inline bool cpu_attach_epilogue(ReferenceProgram* p, const GemmEpilogue** slot, const Snippet* snippet, uint32_t parameters,
                                 uint32_t results, uint32_t source, uint32_t op_inputs, int64_t segment, uint32_t fused_nodes,
@@ -9951,7 +10080,7 @@ inline Status cpu_gemm_use(ReferenceProgram* p, RunFn run, CpuGemmState* cs, Str
     ReferenceProgram::Unit& unit = p->units[p->count - 1];
     step.kernel = join_name(&p->arena, {"gemm:", isa_name(cs->gemm.isa()), ":", op});
     if (!step.kernel) return Status::OutOfMemory;
-    step.scratch_bytes = ((size_t)cs->slots * cs->slot_floats + cs->shared_floats) * sizeof(float);
+    step.scratch_bytes = cpu_step_scratch_bytes(cs);
     unit.run = run;
     unit.state = cs;
     unit.epilogue_slot = &cs->epilogue;
@@ -10657,6 +10786,12 @@ inline Status run_cpu_conv_pixels(const RunContext& c) {
                 copied = rows_unit;
                 base = band_copy;
                 row_step = w.stride[1] * pw;
+            } else if (cs.prologue) {   // the band's pixels of every channel, transformed into the slot's copy
+                if (copied != rows_unit)
+                    conv_prologue_run(c, *cs.prologue, n * st.channels + g * st.group_channels, st.group_channels, oy0 * ow, oy1 * ow,
+                                      band_copy, cs.prologue_row);
+                copied = rows_unit;
+                base = band_copy;
             }
             const float* weights = cs.packed + (size_t)g * cs.packed_floats;
             // Runs of pixels whose inputs are consecutive: an output row (a 1x1 conv's: the band).
@@ -10984,6 +11119,25 @@ inline Status cpu_conv_winograd_plan(ReferenceProgram* p, const ConvState& st, C
 }
 
 // >>conv step
+// run_cpu_conv's positions per unit: a packed block of B (im2col: all of K; 1x1: one kc block;
+// with a prologue, >>conv prologue: all of K transformed) and the unit's block of Y (which the
+// bias, the tiles and the epilogue each pass over) in half of L2, at least 4 tiles wide (it
+// bounds each slot's scratch too), shared evenly by the threads (conv_work_split).
+inline void cpu_conv_units(CpuGemmState* cs, const ConvState& st) {
+    const Gemm& gemm = cs->gemm;
+    const int64_t positions = st.w.out_size(), nr = gemm.blocking().nr, kc = gemm.blocking().kc;
+    const int64_t rows = (st.direct && !cs->prologue && st.depth > kc ? kc : st.depth) + st.group_maps;
+    int64_t cap = (int64_t)(cpu_cache_sizes().l2 / 2 / (uint64_t)(rows * 4)) / nr * nr, block = 0;
+    if (cap < 4 * nr) cap = 4 * nr;
+    conv_work_split(positions, st.batch * st.groups, cap, nr, gemm.vector_floats(), cs->slots, &block, &cs->parts);
+    cs->block = block;
+    cs->prologue_row = cs->prologue ? (int64_t)round16((size_t)block) : 0;
+    const size_t b_floats = cs->prologue ? round16((size_t)(st.depth * cs->prologue_row))
+                            : st.direct  ? 0
+                                         : round16(gemm.packed_b_floats(st.depth, block));
+    cs->slot_floats = b_floats + round16(gemm.scratch_floats(st.group_maps, block, st.depth, cs->packed != nullptr, !st.direct));
+}
+
 // Conv on the CPU device's JIT GEMM: per (image, group, block of positions) the weights
 // (packed at compile time when constant) times the input plane (1x1, stride 1, unpadded; by
 // rows where the tiles read them) or an im2col block sized to stay in L2 (made packed); the
@@ -10999,11 +11153,13 @@ inline Status run_cpu_conv(const RunContext& c) {
     if (positions == 0) return Status::Ok;
     const int64_t blocks = (positions + cs.block - 1) / cs.block;
     const GemmBlocking& blocking = cs.gemm.blocking();
-    const size_t col_floats = st.direct ? 0 : round16(cs.gemm.packed_b_floats(st.depth, cs.block));
+    const size_t col_floats = cs.prologue ? round16((size_t)(st.depth * cs.prologue_row))   // as cpu_conv_units
+                              : st.direct ? 0 : round16(cs.gemm.packed_b_floats(st.depth, cs.block));
     const uint32_t parts = cs.parts;
     nn_parallel(c, (uint64_t)(st.batch * st.groups * blocks) * parts, [&](uint64_t slot, uint64_t begin, uint64_t end) {
         float* col = static_cast<float*>(c.scratch) + slot * cs.slot_floats;
         float* scratch = col + col_floats;
+        uint64_t transformed = ~(uint64_t)0;   // the unit whose block `col` holds (prologue)
         for (uint64_t work = begin; work < end; ++work) {
             const uint64_t unit = work / parts;
             int64_t blk = (int64_t)unit % blocks, g = (int64_t)unit / blocks % st.groups;
@@ -11018,7 +11174,15 @@ inline Status run_cpu_conv(const RunContext& c) {
                 a.data = weights + g * st.group_maps * st.depth;
                 a.row = st.depth;
             }
-            if (st.direct) {
+            if (cs.prologue) {
+                if (transformed != unit)
+                    conv_prologue_run(c, *cs.prologue, n * st.channels + g * st.group_channels, st.group_channels, p0, p0 + count, col,
+                                      cs.prologue_row);
+                transformed = unit;
+                b.data = col;
+                b.row = cs.prologue_row;
+                b.rows = cs.prologue_rows;
+            } else if (st.direct) {
                 b.data = xg + p0;
                 b.row = in_plane;
                 b.rows = cs.plane_rows;
@@ -11088,25 +11252,45 @@ inline Status cpu_conv_step(ReferenceProgram* p, const PreparedModel& model, Nod
         TESSEL_TRY(cpu_gemm_use(p, run_cpu_conv_wide, cs, "Conv"));
         return Status::Ok;
     }
-    // Positions per unit: a packed block of B (im2col: all of K; 1x1: one kc block) and the
-    // unit's block of Y (which the bias, the tiles and the epilogue each pass over) in half of
-    // L2, at least 4 tiles wide (it bounds each slot's scratch too), shared evenly by the
-    // threads (conv_work_split).
-    const int64_t positions = st->w.out_size(), nr = gemm.blocking().nr;
-    const int64_t rows = (st->direct && st->depth > gemm.blocking().kc ? gemm.blocking().kc : st->depth) + st->group_maps;
-    int64_t cap = (int64_t)(cpu_cache_sizes().l2 / 2 / (uint64_t)(rows * 4)) / nr * nr, block = 0;
-    if (cap < 4 * nr) cap = 4 * nr;
-    conv_work_split(positions, st->batch * st->groups, cap, nr, gemm.vector_floats(), cs->slots, &block, &cs->parts);
-    cs->block = block;
     if (st->direct && gemm.reads_b_rows()) {   // the tiles read B's rows in the input planes: no packing pass
         int64_t* rows = p->arena.allocate_array<int64_t>((size_t)st->depth);
         if (!rows) return Status::OutOfMemory;
         for (int64_t k = 0; k < st->depth; ++k) rows[k] = k * st->w.in_size();
         cs->plane_rows = rows;
     }
-    cs->slot_floats = (st->direct ? 0 : round16(gemm.packed_b_floats(st->depth, block))) +
-                      round16(gemm.scratch_floats(st->group_maps, block, st->depth, cs->packed != nullptr, !st->direct));
+    cpu_conv_units(cs, *st);
     return cpu_gemm_use(p, run_cpu_conv, cs, "Conv");
+}
+
+// >>conv prologue
+// The island before a 1x1 Conv (DenseNet's BatchNormalization and Relu over the concatenated
+// maps) run by the Conv's step: each unit transforms the channels x positions of X it reads
+// into its slot's scratch, where the tiles read them. The island's result never goes to memory,
+// and no step writes lines that the other threads' convs then read.
+inline bool cpu_conv_takes_prologue(RunFn run, const void* state) {
+    if (!state || (run != run_cpu_conv && run != run_cpu_conv_pixels)) return false;
+    const CpuGemmState& cs = *static_cast<const CpuGemmState*>(state);
+    return static_cast<const ConvState*>(cs.op)->direct && !cs.prologue;
+}
+
+inline Status cpu_conv_use_prologue(ReferenceProgram* p, RunFn run, const void* state, const ConvPrologue* prologue) {
+    CpuGemmState& cs = *const_cast<CpuGemmState*>(static_cast<const CpuGemmState*>(state));
+    const ConvState& st = *static_cast<const ConvState*>(cs.op);
+    const bool pixels = run == run_cpu_conv_pixels;   // A read through wide_offsets in the band copy
+    cs.prologue = prologue;
+    if (pixels) {
+        cs.prologue_row = (int64_t)round16((size_t)(cs.block * st.w.out[2]));
+        cs.band_floats = round16((size_t)(st.depth * cs.prologue_row));
+        cs.slot_floats += cs.band_floats;
+    } else {
+        cpu_conv_units(&cs, st);
+    }
+    if (!pixels && !cs.gemm.reads_b_rows()) return Status::Ok;
+    int64_t* rows = p->arena.allocate_array<int64_t>((size_t)st.depth);
+    if (!rows) return Status::OutOfMemory;
+    for (int64_t k = 0; k < st.depth; ++k) rows[k] = k * cs.prologue_row;
+    (pixels ? cs.wide_offsets : cs.prologue_rows) = rows;
+    return Status::Ok;
 }
 
 // >>conv transpose

@@ -390,6 +390,10 @@ struct SnippetTuning {
     // Neon: table lookups load a whole table into v12-v15 for one tbl when those are free;
     // false always takes the four-step tbl/tbx path used when they are not.
     bool neon_table_registers = true;
+    // x86: the kernel reads each argument's row stride from run()'s table (not compiled in as
+    // an immediate; no short rows, row groups or page lanes), so run_segments can write the
+    // results as a block of rows of its own (result_row). Other targets always read the table.
+    bool row_strides_at_run = false;
 };
 
 struct SnippetOptions {
@@ -470,9 +474,15 @@ public:
     // Needs runs_segments(segment): each such row lies within one kernel row (the normalized
     // last dimension is a multiple of `segment`). InvalidArgument for ranges outside the
     // domain or a segment it cannot take; scratch as in run() (Ref only).
+    // result_row > 0: the results go to a block of their own, element (r, c) of the range at
+    // outputs[k] + (r - row_begin) * result_row + (c - column_begin) (a conv's input
+    // transformed into its thread's scratch: runtime.h >>conv prologue); x86 needs
+    // SnippetTuning::row_strides_at_run. InvalidArgument without it or for result_row below
+    // the columns.
     bool runs_segments(int64_t segment) const;
     Status run_segments(Span<const float* const> inputs, Span<float* const> outputs, float* scratch, int64_t segment,
-                        int64_t row_begin, int64_t row_end, int64_t column_begin, int64_t column_end) const;
+                        int64_t row_begin, int64_t row_end, int64_t column_begin, int64_t column_end,
+                        int64_t result_row = 0) const;
     // Whether run() takes the in-place twin (SnippetStats::in_place_kernel) for these
     // pointers: there is one and an output is one of the inputs.
     bool takes_in_place_kernel(Span<const float* const> inputs, Span<float* const> outputs) const;
@@ -487,14 +497,17 @@ private:
     Status fail(Status status, const char* message) const;
     void release();
     // One kernel call over `count` rows from kernel row g (of all rows), columns
-    // [column_begin, column_end): the walk run() and run_segments() share.
+    // [column_begin, column_end): the walk run() and run_segments() share. results_at (or
+    // null): the results' first elements, elsewhere than in the domain's layout.
     void run_rows(Span<const float* const> inputs, Span<float* const> outputs, float* scratch, void* kernel, int64_t g, int64_t count,
-                  int64_t column_begin, int64_t column_end, const int64_t* row_strides, const bool* inner_broadcast) const;
+                  int64_t column_begin, int64_t column_end, const int64_t* row_strides, const bool* inner_broadcast,
+                  float* const* results_at = nullptr) const;
     const SnippetBody* body_ = nullptr;
     Isa isa_ = Isa::Ref;
     bool fused_ = true;
     bool compiled_ = false;
     bool kernel_owned_ = false;
+    bool row_strides_at_run_ = false;                // the kernel reads the row strides run() passes
     void* kernel_ = nullptr;
     void* kernel_in_place_ = nullptr;                // ordinary stores, for runs in place (owned with kernel_)
     float* columns_ = nullptr;                       // interpreter scratch
@@ -4962,6 +4975,7 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
     isa_ = isa;
     stats_.isa = isa;
     fused_ = isa == Isa::Ref ? tuning.reference_fma : isa_uses_fma(isa);
+    row_strides_at_run_ = tuning.row_strides_at_run || !detail::x86_isa(isa);
     if (isa == Isa::Ref) {
         columns_ = static_cast<float*>(TESSEL_MALLOC((size_t)body.size() * detail::kColumn * sizeof(float) + 1));
         if (!columns_) return fail(Status::OutOfMemory, "compile: no memory for the interpreter columns");
@@ -5052,7 +5066,9 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
     stats_.lanes = lanes;
     stats_.streaming_stores = streaming;
     const bool page_lanes =
-        isa == Isa::Avx512 && (tuning.page_lanes == PageLanes::Auto ? streaming : tuning.page_lanes == PageLanes::Always);
+        isa == Isa::Avx512 && !tuning.row_strides_at_run &&
+        (tuning.page_lanes == PageLanes::Auto ? streaming : tuning.page_lanes == PageLanes::Always);
+    const detail::RowShape* compiled_rows = tuning.row_strides_at_run ? nullptr : &row_shape;   // null: strides from the table
     // In place, ordinary stores beat non-temporal ones: the loads have brought the output's
     // lines into the cache (bench/snippets' in-place runs). Whether a run is in place is known
     // only then, so a streaming kernel whose output may be one of its inputs (a parameter of
@@ -5094,9 +5110,9 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
         // them as immediates, emit_next_row, and row groups take them as displacements), with
         // page lanes whether the rows would go in row groups for each lane count (which also
         // depends on n and the rows), and for short rows (emit_short_rows) the row length.
-        const bool short_rows = detail::short_rows_apply(&row_shape, isa, streaming, page_lanes);
+        const bool short_rows = detail::short_rows_apply(compiled_rows, isa, streaming, page_lanes);
         stats_.short_rows = short_rows;
-        const size_t strides_bytes = detail::x86_isa(isa) ? (params + results + short_rows) * sizeof(int64_t) : 0;   // (page lanes: AVX-512)
+        const size_t strides_bytes = detail::x86_isa(isa) && compiled_rows ? (params + results + short_rows) * sizeof(int64_t) : 0;   // (page lanes: AVX-512)
         size_t key_bytes = 16 + (size_t)program.count * sizeof(detail::Lir) + program.constant_count * 4 + strides_bytes;
         unsigned char* key = static_cast<unsigned char*>(scratch.allocate(key_bytes, 8));
         if (!key) return fail(Status::OutOfMemory, "compile: no memory for the cache key");
@@ -5105,7 +5121,8 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
         for (uint32_t l = 2; l <= 4 && page_lanes; ++l)
             grouped |= (uint32_t)detail::row_groups_apply(&program, &row_shape, isa, l, stats_.cold_arguments, params + results) << (l - 2);
         uint32_t header[4] = {(uint32_t)isa | lanes << 8 | (uint32_t)streaming << 16 | (uint32_t)tuning.neon_table_registers << 17 |
-                                  lane_cap << 18 | (uint32_t)page_lanes << 24 | (uint32_t)in_place_variant << 25 | grouped << 26,
+                                  lane_cap << 18 | (uint32_t)page_lanes << 24 | (uint32_t)in_place_variant << 25 | grouped << 26 |
+                                  (uint32_t)!compiled_rows << 29,
                               allocatable, params + results,
                               program.constant_count};
         std::memcpy(key, header, 16);
@@ -5162,7 +5179,7 @@ Status Snippet::compile(const SnippetBody& body, const SnippetOptions& options) 
                                                    &code_size, &scratch_peak, error_, sizeof error_, zone, zone ? kZoneBytes : 0,
                                                    true, lane_cap,
                                                    &emitted_lanes, &scratch, tuning.lanes == 0 && beyond_caches, &pinned,
-                                                   &shared, page_lanes, &row_shape, &row_groups,
+                                                   &shared, page_lanes, compiled_rows, &row_groups,
                                                    in_place_variant ? &kernel_in_place_ : nullptr);
         stats_.scratch_registers = scratch_peak;
         stats_.pinned_constants = pinned;
@@ -5281,7 +5298,8 @@ Status Snippet::run(Span<const float* const> inputs, Span<float* const> outputs,
 }
 
 void Snippet::run_rows(Span<const float* const> inputs, Span<float* const> outputs, float* scratch, void* kernel, int64_t g, int64_t count,
-                       int64_t column_begin, int64_t column_end, const int64_t* row_strides, const bool* inner_broadcast) const {
+                       int64_t column_begin, int64_t column_end, const int64_t* row_strides, const bool* inner_broadcast,
+                       float* const* results_at) const {
     const uint32_t args = parameters_ + results_;
     const uint32_t outer = rank_ >= 2 ? rank_ - 2 : 0;
     const int64_t rows = rank_ >= 2 ? dims_[rank_ - 2] : 1;
@@ -5294,7 +5312,9 @@ void Snippet::run_rows(Span<const float* const> inputs, Span<float* const> outpu
             offset += o % dims_[i] * strides_[t][i];
             o /= dims_[i];
         }
-        ptrs[t] = const_cast<float*>((t < parameters_ ? inputs[t] : outputs[t - parameters_]) + offset);
+        ptrs[t] = t < parameters_ ? const_cast<float*>(inputs[t] + offset)
+                  : results_at  ? results_at[t - parameters_]
+                                : outputs[t - parameters_] + offset;
     }
     if (isa_ == Isa::Ref) {
         for (int64_t r = 0; r < count; ++r) {
@@ -5315,7 +5335,8 @@ bool Snippet::runs_segments(int64_t segment) const {
 }
 
 Status Snippet::run_segments(Span<const float* const> inputs, Span<float* const> outputs, float* scratch, int64_t segment,
-                             int64_t row_begin, int64_t row_end, int64_t column_begin, int64_t column_end) const {
+                             int64_t row_begin, int64_t row_end, int64_t column_begin, int64_t column_end,
+                             int64_t result_row) const {
     if (!compiled_) return fail(Status::NotFinalized, "run_segments: not compiled");
     if (isa_ == Isa::Ref && !scratch) return fail(Status::InvalidArgument, "run_segments: no interpreter scratch");
     if (inputs.size != parameters_ || outputs.size != results_)
@@ -5323,6 +5344,8 @@ Status Snippet::run_segments(Span<const float* const> inputs, Span<float* const>
     if (!runs_segments(segment) || row_begin < 0 || column_begin < 0 || column_end > segment ||
         (uint64_t)row_end * (uint64_t)segment > stats_.elements)
         return fail(Status::InvalidArgument, "run_segments: segment or range outside the domain");
+    if (result_row < 0 || (result_row > 0 && (result_row < column_end - column_begin || !row_strides_at_run_)))
+        return fail(Status::InvalidArgument, "run_segments: result rows overlap, or the kernel has its row strides compiled in");
     if (row_begin >= row_end || column_begin >= column_end) return Status::Ok;
     const uint32_t args = parameters_ + results_;
     const int64_t n = dims_[rank_ - 1], per_row = n / segment;   // segments per kernel row
@@ -5331,15 +5354,19 @@ Status Snippet::run_segments(Span<const float* const> inputs, Span<float* const>
     bool inner_broadcast[kSnippetMaxArgs];
     for (uint32_t t = 0; t < args; ++t) {
         row_strides[t] = rank_ >= 2 ? strides_[t][rank_ - 2] * (int64_t)sizeof(float) : 0;
+        if (result_row && t >= parameters_) row_strides[t] = result_row * (int64_t)sizeof(float);
         inner_broadcast[t] = strides_[t][rank_ - 1] == 0 && n > 1;
     }
-    void* kernel = takes_in_place_kernel(inputs, outputs) ? kernel_in_place_ : kernel_;
+    void* kernel = !result_row && takes_in_place_kernel(inputs, outputs) ? kernel_in_place_ : kernel_;
+    float* results_at[kSnippetMaxArgs];
     for (int64_t r = row_begin; r < row_end;) {
         // Segment r is in kernel row g, from column `column` on; when a kernel row is one
         // segment, the segments up to the end of its block of `rows` go in one call.
         const int64_t g = r / per_row, column = r % per_row * segment + column_begin;
         const int64_t count = per_row == 1 ? std::min(rows - g % rows, row_end - r) : 1;
-        run_rows(inputs, outputs, scratch, kernel, g, count, column, column + (column_end - column_begin), row_strides, inner_broadcast);
+        for (uint32_t t = 0; t < results_ && result_row; ++t) results_at[t] = outputs[t] + (r - row_begin) * result_row;
+        run_rows(inputs, outputs, scratch, kernel, g, count, column, column + (column_end - column_begin), row_strides, inner_broadcast,
+                 result_row ? results_at : nullptr);
         r += count;
     }
     return Status::Ok;

@@ -2228,6 +2228,73 @@ TEST_CASE("snippets: a run in parts equals one run, every element written by one
     CHECK(std::string(s.last_error()) == "run: part out of range");
 }
 
+TEST_CASE("snippets: run_segments writes a block of rows of its own where the kernel reads the row strides at run time") {
+    Isa isa = target();
+    // (x * s + b) -> Relu over planes of 37 with a value per plane (kernel rows are the planes),
+    // and x + y over 4 x 24 (one kernel row of 96: four segments in each).
+    struct Case { std::vector<int64_t> x, per; int64_t segment, r0, r1, c0, c1; };
+    const std::vector<Case> cases = {{{2, 5, 37}, {5, 1}, 37, 3, 9, 4, 30}, {{2, 5, 37}, {5, 1}, 37, 0, 10, 0, 37},
+                                     {{4, 24}, {}, 24, 1, 4, 5, 21}};
+    for (const Case& k : cases) {
+        Built b;
+        ValueId x, y;
+        REQUIRE(b.body.parameter(Span<const int64_t>(k.x.data(), k.x.size()), &x) == Status::Ok);
+        if (!k.per.empty()) {
+            ValueId s, t, m, a;
+            REQUIRE(b.body.parameter(Span<const int64_t>(k.per.data(), k.per.size()), &s) == Status::Ok);
+            REQUIRE(b.body.parameter(Span<const int64_t>(k.per.data(), k.per.size()), &t) == Status::Ok);
+            const ValueId xs[] = {x, s};
+            REQUIRE(b.body.add(SnippetOp::Mul, Span<const ValueId>(xs, 2), 0, 0, &m) == Status::Ok);
+            const ValueId at[] = {m, t};
+            REQUIRE(b.body.add(SnippetOp::Add, Span<const ValueId>(at, 2), 0, 0, &a) == Status::Ok);
+            REQUIRE(b.body.add(SnippetOp::Relu, Span<const ValueId>(&a, 1), 0, 0, &y) == Status::Ok);
+        } else {
+            ValueId other;
+            REQUIRE(b.body.parameter(Span<const int64_t>(k.x.data(), k.x.size()), &other) == Status::Ok);
+            const ValueId xo[] = {x, other};
+            REQUIRE(b.body.add(SnippetOp::Add, Span<const ValueId>(xo, 2), 0, 0, &y) == Status::Ok);
+        }
+        REQUIRE(b.body.result(y) == Status::Ok);
+        const size_t parameters = b.body.parameter_count();
+        std::vector<std::vector<float>> inputs;
+        for (size_t i = 0; i < parameters; ++i)
+            inputs.push_back(random_values(i == 0 || k.per.empty() ? count(k.x) : count(k.per), (uint32_t)(40 + i)));
+        std::vector<const float*> in;
+        for (const auto& v : inputs) in.push_back(v.data());
+        SnippetOptions options;
+        options.isa = isa;
+        options.tuning.row_strides_at_run = true;
+        Snippet snippet;
+        REQUIRE(snippet.compile(b.body, options) == Status::Ok);
+        std::vector<float> whole(count(k.x)), scratch(snippet.scratch_bytes() / sizeof(float) + 1);
+        float* whole_out[] = {whole.data()};
+        REQUIRE(snippet.run(Span<const float* const>(in.data(), in.size()), whole_out, scratch.data()) == Status::Ok);
+        const int64_t ld = k.c1 - k.c0 + 3;   // rows of the block, 3 floats apart beyond the range
+        std::vector<float> block((size_t)((k.r1 - k.r0) * ld), -77.0f);
+        float* block_out[] = {block.data()};
+        INFO("segment " << k.segment << " rows " << k.r0 << ".." << k.r1 << " columns " << k.c0 << ".." << k.c1);
+        REQUIRE(snippet.run_segments(Span<const float* const>(in.data(), in.size()), block_out, scratch.data(), k.segment, k.r0, k.r1, k.c0,
+                                     k.c1, ld) == Status::Ok);
+        int64_t bad = 0;
+        for (int64_t r = k.r0; r < k.r1; ++r)
+            for (int64_t c = 0; c < ld; ++c) {
+                const float got = block[(size_t)((r - k.r0) * ld + c)];
+                const float want = c < k.c1 - k.c0 ? whole[(size_t)(r * k.segment + k.c0 + c)] : -77.0f;
+                if (std::memcmp(&got, &want, sizeof got) != 0 && !(std::isnan(got) && std::isnan(want))) ++bad;
+            }
+        CHECK(bad == 0);
+        // A block row shorter than the range is refused, and so is a kernel with its row strides compiled in (x86).
+        CHECK(snippet.run_segments(Span<const float* const>(in.data(), in.size()), block_out, scratch.data(), k.segment, k.r0, k.r1, k.c0,
+                                   k.c1, k.c1 - k.c0 - 1) == Status::InvalidArgument);
+        Snippet compiled_in;
+        options.tuning.row_strides_at_run = false;
+        REQUIRE(compiled_in.compile(b.body, options) == Status::Ok);
+        const bool x86 = isa == Isa::Sse41 || isa == Isa::Avx2 || isa == Isa::Avx512;
+        CHECK((compiled_in.run_segments(Span<const float* const>(in.data(), in.size()), block_out, scratch.data(), k.segment, k.r0, k.r1,
+                                        k.c0, k.c1, ld) == Status::InvalidArgument) == x86);
+    }
+}
+
 TEST_CASE("snippets: hundreds of values live at once spill into a large frame and stay exact") {
     // v_i = v_(i-1) + x for 300 values, all live until the alternating sum at the end: about
     // 280 spill slots, a frame above the 4 KiB a single AArch64 sub sp immediate reaches.
