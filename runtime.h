@@ -1733,7 +1733,7 @@ inline uint64_t snippet_options_hash(const SnippetOptions& o) {
     const SnippetTuning& t = o.tuning;
     uint64_t words[2] = {(uint64_t)o.isa | (uint64_t)o.emit_only << 8 | (uint64_t)t.streaming_stores << 16 | (uint64_t)t.page_lanes << 24 |
                              (uint64_t)t.lanes << 32 | (uint64_t)t.reference_fma << 40 | (uint64_t)t.fuse_broadcast_loads << 48 |
-                             (uint64_t)t.neon_table_registers << 56,
+                             (uint64_t)t.neon_table_registers << 56 | (uint64_t)t.row_strides_at_run << 57,
                          t.max_registers};
     return hash_words(words, sizeof words);
 }
@@ -1741,7 +1741,8 @@ inline bool same_snippet_options(const SnippetOptions& a, const SnippetOptions& 
     const SnippetTuning &x = a.tuning, &y = b.tuning;
     return a.isa == b.isa && a.emit_only == b.emit_only && x.streaming_stores == y.streaming_stores && x.page_lanes == y.page_lanes &&
            x.lanes == y.lanes && x.max_registers == y.max_registers && x.reference_fma == y.reference_fma &&
-           x.fuse_broadcast_loads == y.fuse_broadcast_loads && x.neon_table_registers == y.neon_table_registers;
+           x.fuse_broadcast_loads == y.fuse_broadcast_loads && x.neon_table_registers == y.neon_table_registers &&
+           x.row_strides_at_run == y.row_strides_at_run;
 }
 
 // Hashes met once: a store keeps a thing from its second sighting on, so a stream of things

@@ -188,3 +188,33 @@ TEST_CASE("prologue: islands a Conv cannot take stay their own step, before it")
         }
     }
 }
+
+TEST_CASE("prologue: the same island body as an epilogue and as a prologue, one snippet each") {
+    // Relu over 24 x 10 x 12 after Convs a and b (their epilogues, row strides compiled in) and
+    // before Conv d (its prologue, row strides read at run time): compiled apart
+    // (SnippetTuning::row_strides_at_run is part of a shared snippet's key), each runs right.
+    const Shape xs = {1, 24, 10, 12};
+    const ConvSpec square = {"", xs, {24, 24, 1, 1}, 1};
+    auto build = [&](OpTest& t) {
+        NodeId a = add_conv(t, t.input(xs, uniform_floats(count_of(xs), 500, 2.0f)), square, 501);
+        NodeId relu_a = t.op("Relu", {InputRef::by_id(a, 0)});
+        NodeId b = add_conv(t, InputRef::by_id(relu_a, 0), square, 502);
+        NodeId relu_b = t.op("Relu", {InputRef::by_id(b, 0)});
+        NodeId c = add_conv(t, InputRef::by_id(relu_b, 0), square, 505);
+        NodeId relu_x = t.op("Relu", {t.input(xs, uniform_floats(count_of(xs), 503, 2.0f))});
+        NodeId d = add_conv(t, InputRef::by_id(relu_x, 0), square, 504);
+        NodeId cat = t.op("Concat", {InputRef::by_id(c, 0), InputRef::by_id(d, 0)});
+        t.set_int("axis", 1);
+        return cat;
+    };
+    for (uint32_t threads : {1u, 2u}) {
+        CAPTURE(threads);
+        Run fused = run_model(build, true, threads);
+        Run plain = run_model(build, false, threads);
+        INFO(fused.kernels);
+        if (!has_tiles()) continue;
+        CHECK(fused.y == plain.y);
+        CHECK(fused.kernels.find("+epilogue:") != std::string::npos);
+        CHECK(fused.kernels.find("+prologue:") != std::string::npos);
+    }
+}
