@@ -8,10 +8,10 @@
 #include <doctest/doctest.h>
 #include <algorithm>
 #include <functional>
-#include <random>
 #include <string>
 #include <vector>
 #include "op_test.h"
+#include "test_helpers.h"
 #include "runtime.h"
 
 using namespace tessel;
@@ -19,15 +19,8 @@ using namespace tessel;
 namespace {
 using test::OpTest;
 using test::count_of;
+using test::random_floats;
 using Shape = std::vector<int64_t>;
-
-std::vector<float> uniform_floats(int64_t n, uint32_t seed, float scale = 1.0f) {
-    std::mt19937 rng(seed);
-    std::uniform_real_distribution<float> uniform(-scale, scale);
-    std::vector<float> v((size_t)n);
-    for (float& f : v) f = uniform(rng);
-    return v;
-}
 
 struct Run {
     std::vector<unsigned char> y;
@@ -59,20 +52,20 @@ std::vector<Island> every_island() {
     return {
         {"BatchNormalization + Relu", [](OpTest& t, InputRef x, const Shape& xs) {
              const int64_t c = xs[1];
-             std::vector<float> var = uniform_floats(c, 13, 0.5f);
+             std::vector<float> var = random_floats(c, 13, 0.5f);
              for (float& v : var) v += 1.0f;
-             NodeId bn = t.op("BatchNormalization", {x, t.constant(Shape{c}, uniform_floats(c, 10)), t.constant(Shape{c}, uniform_floats(c, 11)),
-                                                     t.constant(Shape{c}, uniform_floats(c, 12)), t.constant(Shape{c}, var)});
+             NodeId bn = t.op("BatchNormalization", {x, t.constant(Shape{c}, random_floats(c, 10)), t.constant(Shape{c}, random_floats(c, 11)),
+                                                     t.constant(Shape{c}, random_floats(c, 12)), t.constant(Shape{c}, var)});
              return t.op("Relu", {InputRef::by_id(bn, 0)});
          }},
         {"Relu", [](OpTest& t, InputRef x, const Shape&) { return t.op("Relu", {x}); }},
         {"per-channel scale first (Mul(s, x)), Clip 0..6", [](OpTest& t, InputRef x, const Shape& xs) {
-             NodeId mul = t.op("Mul", {t.constant(per_channel(xs), uniform_floats(xs[1], 14)), x});
+             NodeId mul = t.op("Mul", {t.constant(per_channel(xs), random_floats(xs[1], 14)), x});
              return t.op("Clip", {InputRef::by_id(mul, 0), t.constant(Shape{}, std::vector<float>{0.0f}),
                                   t.constant(Shape{}, std::vector<float>{6.0f})});
          }},
         {"a second input of X's shape (Add, then HardSwish)", [](OpTest& t, InputRef x, const Shape& xs) {
-             NodeId add = t.op("Add", {t.input(xs, uniform_floats(count_of(xs), 15)), x});
+             NodeId add = t.op("Add", {t.input(xs, random_floats(count_of(xs), 15)), x});
              return t.op("HardSwish", {InputRef::by_id(add, 0)});
          }},
     };
@@ -97,8 +90,8 @@ std::vector<ConvSpec> every_1x1() {
 }
 
 NodeId add_conv(OpTest& t, InputRef x, const ConvSpec& cs, uint32_t seed) {
-    NodeId conv = t.op("Conv", {x, t.constant(cs.w, uniform_floats(count_of(cs.w), seed, 0.3f)),
-                                t.constant(Shape{cs.w[0]}, uniform_floats(cs.w[0], seed + 1))});
+    NodeId conv = t.op("Conv", {x, t.constant(cs.w, random_floats(count_of(cs.w), seed, 0.3f)),
+                                t.constant(Shape{cs.w[0]}, random_floats(cs.w[0], seed + 1))});
     if (cs.group != 1) t.set_int("group", cs.group);
     return conv;
 }
@@ -117,7 +110,7 @@ TEST_CASE("prologue: an island before a 1x1 Conv runs in the Conv's step, equal 
             const std::string conv = cs.what, what = island.what;
             CAPTURE(conv);
             CAPTURE(what);
-            const std::vector<float> x = uniform_floats(count_of(cs.x), seed, 2.0f);
+            const std::vector<float> x = random_floats(count_of(cs.x), seed, 2.0f);
             auto build = [&](OpTest& t) {
                 NodeId last = island.build(t, t.input(cs.x, x), cs.x);
                 return add_conv(t, InputRef::by_id(last, 0), cs, seed + 1);
@@ -139,7 +132,7 @@ TEST_CASE("prologue: an island before a 1x1 Conv runs in the Conv's step, equal 
 
 TEST_CASE("prologue: islands a Conv cannot take stay their own step, before it") {
     const Shape xs = {1, 24, 10, 12};
-    const std::vector<float> x = uniform_floats(count_of(xs), 400, 2.0f);
+    const std::vector<float> x = random_floats(count_of(xs), 400, 2.0f);
     struct Case {
         const char* what;
         std::function<NodeId(OpTest&)> build;
@@ -150,7 +143,7 @@ TEST_CASE("prologue: islands a Conv cannot take stay their own step, before it")
     const std::vector<Case> cases = {
         {"a 3x3 Conv", [&](OpTest& t) {
              NodeId relu = t.op("Relu", {t.input(xs, x)});
-             NodeId conv = t.op("Conv", {InputRef::by_id(relu, 0), t.constant(Shape{16, 24, 3, 3}, uniform_floats(16 * 24 * 9, 401, 0.3f))});
+             NodeId conv = t.op("Conv", {InputRef::by_id(relu, 0), t.constant(Shape{16, 24, 3, 3}, random_floats(16 * 24 * 9, 401, 0.3f))});
              t.set_ints("pads", {1, 1, 1, 1});
              return conv;
          }, "snippet:", 2},
@@ -196,12 +189,12 @@ TEST_CASE("prologue: the same island body as an epilogue and as a prologue, one 
     const Shape xs = {1, 24, 10, 12};
     const ConvSpec square = {"", xs, {24, 24, 1, 1}, 1};
     auto build = [&](OpTest& t) {
-        NodeId a = add_conv(t, t.input(xs, uniform_floats(count_of(xs), 500, 2.0f)), square, 501);
+        NodeId a = add_conv(t, t.input(xs, random_floats(count_of(xs), 500, 2.0f)), square, 501);
         NodeId relu_a = t.op("Relu", {InputRef::by_id(a, 0)});
         NodeId b = add_conv(t, InputRef::by_id(relu_a, 0), square, 502);
         NodeId relu_b = t.op("Relu", {InputRef::by_id(b, 0)});
         NodeId c = add_conv(t, InputRef::by_id(relu_b, 0), square, 505);
-        NodeId relu_x = t.op("Relu", {t.input(xs, uniform_floats(count_of(xs), 503, 2.0f))});
+        NodeId relu_x = t.op("Relu", {t.input(xs, random_floats(count_of(xs), 503, 2.0f))});
         NodeId d = add_conv(t, InputRef::by_id(relu_x, 0), square, 504);
         NodeId cat = t.op("Concat", {InputRef::by_id(c, 0), InputRef::by_id(d, 0)});
         t.set_int("axis", 1);
