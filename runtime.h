@@ -23609,6 +23609,7 @@ inline Int8AveragePoolState* int8_average_pool_state(ReferenceProgram* p, const 
 struct Int8ConcatState {
     uint32_t inputs = 0;
     uint64_t outer = 0, total = 0;   // blocks before the axis; bytes of one block of y
+    uint64_t inner = 0;              // bytes after the axis (an image's positions when the axis is the channels)
     const uint64_t* chunk = nullptr;           // per input: bytes of one block
     const uint8_t* const* table = nullptr;     // per input
     const uint64_t* offset = nullptr;          // per input: where its bytes start in a block of y
@@ -23618,6 +23619,26 @@ struct Int8ConcatState {
 inline Status run_int8_concat(const RunContext& c) {
     const Int8ConcatState& st = *static_cast<const Int8ConcatState*>(c.state);
     uint8_t* y = c.outputs[0].as<uint8_t>();
+    // positions [p0, p1) of every row (inner bytes) of every input
+    auto copy_positions = [&](uint64_t p0, uint64_t p1) {
+        for (uint64_t o = 0; o < st.outer; ++o)
+            for (uint32_t k = 0; k < st.inputs; ++k)
+                for (uint64_t r = 0; r < st.chunk[k] / st.inner; ++r) {
+                    uint8_t* d = y + o * st.total + st.offset[k] + r * st.inner + p0;
+                    const uint8_t* s = c.inputs[k].as<const uint8_t>() + o * st.chunk[k] + r * st.inner + p0;
+                    if (!st.table[k]) std::memcpy(d, s, (size_t)(p1 - p0));
+                    else st.lookup.run(st.table[k], s, d, (int64_t)(p1 - p0));
+                }
+    };
+    // Large maps split by positions, as the table steps do (run_int8_table): each thread copies
+    // lines its own core wrote.
+    constexpr uint64_t kSlice = 512;
+    if (c.threads > 1 && st.inner >= 2 * kSlice && st.outer * st.total >= kCpuOpsParallelWork) {
+        nn_parallel(c, (st.inner + kSlice - 1) / kSlice, [&](uint64_t, uint64_t begin, uint64_t end) {
+            copy_positions(begin * kSlice, end * kSlice < st.inner ? end * kSlice : st.inner);
+        });
+        return Status::Ok;
+    }
     // units: (block, input) pairs; one thread below kCpuOpsParallelWork bytes in all
     const uint64_t units = st.outer * st.inputs;
     cpu_ops_parallel(c, units, st.outer ? st.total * st.outer / units : 0, [&](uint64_t begin, uint64_t end) {
@@ -23671,6 +23692,7 @@ inline Int8ConcatState* int8_concat_state(ReferenceProgram* p, const PreparedMod
     st->inputs = cn.num_inputs;
     st->outer = dims_product(yd, 0, (int)as.axis);
     st->total = dims_product(yd, (int)as.axis, yd.rank);
+    st->inner = dims_product(yd, (int)as.axis + 1, yd.rank);
     bool failed = false;
     for (uint32_t k = 0; k < cn.num_inputs; ++k) {
         const TensorDesc& d = model.value_desc(model.value_id(cn.inputs[k].producer, cn.inputs[k].port));
@@ -24328,13 +24350,16 @@ inline Status int8_use(ReferenceProgram* p, uint32_t i, RunFn run, const void* s
     return Status::Ok;
 }
 
-// DequantizeLinear (uint8) -> one-input float elementwise ops (HardSwish, Sigmoid, Relu, ...,
-// each read only by the next) -> QuantizeLinear (uint8), per tensor: y = table[x], the table made
-// by the reference's float32 operations on x's 256 values (snippet_evaluate, the FMA mode the
-// reference kernels use), so it gives the reference path's bits.
+// DequantizeLinear (uint8) -> float elementwise ops (HardSwish, Sigmoid, Relu, ..., each read
+// only by the next; a two-input op's other input a float constant of one value or one per
+// channel: DenseNet's BatchNormalization as Mul and Add) -> QuantizeLinear (uint8), per tensor:
+// y = table[x], or table[c][x] in channel c, the tables made by the reference's float32
+// operations on x's 256 values (snippet_evaluate, the FMA mode the reference kernels use), so
+// they give the reference path's bits. Three float passes become one pass over bytes.
 struct Int8TableState {
-    const uint8_t* table = nullptr;
+    const uint8_t* table = nullptr;   // channels x 256
     uint64_t count = 0;
+    int64_t channels = 1, inner = 1;   // inner: elements of a channel's run (dims after axis 1)
     Int8Lookup lookup;
 };
 
@@ -24343,7 +24368,36 @@ inline Status run_int8_table(const RunContext& c) {
     const uint8_t* x = c.inputs[0].as<const uint8_t>();
     uint8_t* y = c.outputs[0].as<uint8_t>();
     // bytes per unit: a few microseconds of lookups (the JIT kernels do tens of bytes a nanosecond)
-    const uint64_t chunk = st.lookup.jit() ? 65536 : 16384, units = (st.count + chunk - 1) / chunk;
+    const uint64_t chunk = st.lookup.jit() ? 65536 : 16384;
+    if (st.channels > 1) {
+        if (st.count == 0) return Status::Ok;
+        const uint64_t inner = (uint64_t)st.inner, runs = st.count / inner;
+        // runs [r0, r1) of channels, positions [p0, p1) of each
+        auto lookup = [&](uint64_t r0, uint64_t r1, uint64_t p0, uint64_t p1) {
+            for (uint64_t r = r0; r < r1; ++r) {
+                if (r + 2 < r1) {   // a short run's time is its table's misses: ask for the one after next
+                    const uint8_t* next = st.table + ((r + 2) % (uint64_t)st.channels) * 256;
+                    for (int line = 0; line < 256; line += 64) __builtin_prefetch(next + line);
+                }
+                st.lookup.run(st.table + (r % (uint64_t)st.channels) * 256, x + r * inner + p0, y + r * inner + p0, (int64_t)(p1 - p0));
+            }
+        };
+        // Large maps split by positions, as the convs that write and read them do: a thread then
+        // reads and writes lines its own core holds. Small ones by whole channels.
+        constexpr uint64_t kSlice = 512;
+        if (inner >= 2 * kSlice) {
+            nn_parallel(c, (inner + kSlice - 1) / kSlice, [&](uint64_t, uint64_t begin, uint64_t end) {
+                lookup(0, runs, begin * kSlice, end * kSlice < inner ? end * kSlice : inner);
+            });
+            return Status::Ok;
+        }
+        const uint64_t per_unit = chunk / inner;
+        nn_parallel(c, (runs + per_unit - 1) / per_unit, [&](uint64_t, uint64_t begin, uint64_t end) {
+            lookup(begin * per_unit, end * per_unit < runs ? end * per_unit : runs, 0, inner);
+        });
+        return Status::Ok;
+    }
+    const uint64_t units = (st.count + chunk - 1) / chunk;
     nn_parallel(c, units, [&](uint64_t, uint64_t begin, uint64_t end) {
         uint8_t t[256];   // a local copy: y's stores cannot alias it
         std::memcpy(t, st.table, sizeof t);
@@ -24358,8 +24412,47 @@ constexpr uint32_t kInt8TableOps = 8;   // the longest chain of ops one table ta
 struct Int8TableGroup {
     NodeId quantize = kNoNode, dequantize = kNoNode;
     NodeId ops[kInt8TableOps] = {};   // from the DequantizeLinear's reader to the QuantizeLinear's input
+    uint8_t chain_input[kInt8TableOps] = {};   // which input of a two-input op is the chain's value
     uint32_t count = 0;
+    int64_t channels = 1;   // x's dims[1] when an op's constant has one value per channel
 };
+
+// Of two-input node id whose input `other` is a float constant: where channel c's value is
+// (*values + c * *stride) when it has one value, or one per channel (axis 1) of x, its other
+// input, and the node's output is x's shape; false otherwise.
+inline bool int8_channel_constant(const PreparedModel& model, NodeId id, uint32_t other, const float** values, int64_t* stride) {
+    const Node& node = model.model.graph.node(id);
+    const uint32_t kv = model.value_id(node.inputs[other].producer, node.inputs[other].port);
+    const uint32_t xv = model.value_id(node.inputs[1 - other].producer, node.inputs[1 - other].port);
+    const TensorDesc& k = model.value_desc(kv);
+    const TensorDesc& x = model.value_desc(xv);
+    *values = static_cast<const float*>(model.constant(kv));
+    if (!*values || k.type != ElementType::Float32 || k.rank > x.rank || !same_desc(x, model.value_desc(model.value_id(id, 0))))
+        return false;
+    *stride = 0;
+    for (uint32_t d = 0; d < k.rank; ++d) {
+        const uint32_t axis = x.rank - k.rank + d;
+        if (k.dims[d] == 1) continue;
+        if (axis != 1 || k.dims[d] != x.dims[1] || x.dims[1] < 2) return false;
+        *stride = 1;
+    }
+    return true;
+}
+
+// The ElementwiseState of a float32 elementwise node on the builtin kernels (prepare_typed hands
+// float32 Add, Sub, Mul, Div, ... to the elementwise kernel), without Clip's tensor inputs, or nullptr.
+inline const ElementwiseState* int8_elementwise(const PreparedModel& model, NodeId id) {
+    const OpKernel* kernel = model.kernel(id);
+    if (!kernel || kernel != find_builtin_kernel(model.model.graph.node(id).op) || !model.kernel_state(id)) return nullptr;
+    const ElementwiseState* es = nullptr;
+    if (kernel->prepare == prepare_elementwise) {
+        es = static_cast<const ElementwiseState*>(model.kernel_state(id));
+    } else if (kernel->prepare == prepare_typed) {
+        const TypedState* ts = static_cast<const TypedState*>(model.kernel_state(id));
+        if (ts->type == ElementType::Float32 && ts->elementwise && ts->elementwise->run == run_elementwise) es = static_cast<const ElementwiseState*>(ts->inner_state);
+    }
+    return es && !es->clip_inputs ? es : nullptr;
+}
 
 // The table chain ending at QuantizeLinear node q, or false.
 inline bool int8_find_table(const PreparedModel& model, NodeId q, Int8TableGroup* group) {
@@ -24373,20 +24466,34 @@ inline bool int8_find_table(const PreparedModel& model, NodeId q, Int8TableGroup
     if (!qs || qs->division != QuantDivision::Float || !int8_tensor_params(model, q, ElementType::UInt8, &s, &z)) return false;
     NodeId reader = q, n = qn.inputs[0].producer;
     NodeId chain[kInt8TableOps];
+    uint8_t chain_input[kInt8TableOps];
     uint32_t count = 0;
-    const OpKernel* elementwise = find_builtin_kernel("Relu");
+    int64_t channels = 1;
     while (!(g.node(n).op == StringView("DequantizeLinear"))) {
         const Node& node = g.node(n);
-        const ElementwiseState* es = static_cast<const ElementwiseState*>(model.kernel_state(n));
-        if (count == kInt8TableOps || !elementwise || !model.kernel(n) || model.kernel(n)->prepare != elementwise->prepare ||
-            model.kernel(n) != find_builtin_kernel(node.op) || !es || es->clip_inputs || node.num_inputs != 1 ||
-            node.num_outputs != 1 || snippet_op_arity(es->op) != 1 || !int8_single_reader(g, n, reader))
+        const ElementwiseState* es = int8_elementwise(model, n);
+        if (count == kInt8TableOps || !es || node.num_outputs != 1 || snippet_op_arity(es->op) != node.num_inputs ||
+            node.num_inputs > 2 || !int8_single_reader(g, n, reader))
             return false;
+        uint32_t in = 0;
+        if (node.num_inputs == 2) {   // the other input a constant of one value or one per channel
+            in = model.constant(model.value_id(node.inputs[0].producer, node.inputs[0].port)) ? 1 : 0;
+            const float* values;
+            int64_t stride;
+            if (!int8_channel_constant(model, n, 1 - in, &values, &stride)) return false;
+            if (stride) channels = model.value_desc(model.value_id(n, 0)).dims[1];
+        }
+        chain_input[count] = (uint8_t)in;
         chain[count++] = n;
         reader = n;
-        n = node.inputs[0].producer;
+        n = node.inputs[in].producer;
     }
     if (count == 0) return false;
+    uint64_t elements = 0;
+    // Tables per channel only where each maps at least 64 bytes: at most 4x the tensor's bytes
+    // held (below that DenseNet's 7 x 7 maps would double its int8 weights for 1% of its time).
+    if (channels > 1 && (!desc_elements(model.value_desc(model.value_id(q, 0)), &elements) || elements / (uint64_t)channels < 64))
+        return false;
     const Node& dn = g.node(n);
     if (model.kernel(n) != find_builtin_kernel(dn.op)) return false;
     if (model.value_desc(model.value_id(dn.inputs[0].producer, dn.inputs[0].port)).type != ElementType::UInt8) return false;
@@ -24395,7 +24502,8 @@ inline bool int8_find_table(const PreparedModel& model, NodeId q, Int8TableGroup
     group->quantize = q;
     group->dequantize = n;
     group->count = count;
-    for (uint32_t k = 0; k < count; ++k) group->ops[k] = chain[count - 1 - k];
+    group->channels = channels;
+    for (uint32_t k = 0; k < count; ++k) group->ops[k] = chain[count - 1 - k], group->chain_input[k] = chain_input[count - 1 - k];
     return true;
 }
 
@@ -24406,20 +24514,39 @@ inline Int8TableState* int8_table_state(ReferenceProgram* p, const PreparedModel
     int8_tensor_params(model, group.dequantize, ElementType::UInt8, &sx, &zx);
     int8_tensor_params(model, group.quantize, ElementType::UInt8, &sy, &zy);
     Int8TableState* st = p->arena.allocate_array<Int8TableState>(1);
-    uint8_t* table = static_cast<uint8_t*>(p->arena.allocate(256, 64));
+    const TensorDesc& y = model.value_desc(model.value_id(group.quantize, 0));
+    uint8_t* table = static_cast<uint8_t*>(p->arena.allocate((size_t)group.channels * 256, 64));
     if (!st || !table) return nullptr;
     new (st) Int8TableState();
-    for (int32_t v = 0; v < 256; ++v) {
-        float f = (float)(v - zx) * sx;   // DequantizeLinear: one rounding
-        for (uint32_t k = 0; k < group.count; ++k) {
-            const ElementwiseState& es = *static_cast<const ElementwiseState*>(model.kernel_state(group.ops[k]));
-            float args[3] = {f, 0.0f, 0.0f};
-            f = snippet_evaluate(es.op, args, es.alpha, es.beta, es.fused);
+    const float* values[kInt8TableOps] = {};
+    int64_t strides[kInt8TableOps] = {};
+    for (uint32_t k = 0; k < group.count; ++k)
+        if (model.model.graph.node(group.ops[k]).num_inputs == 2)
+            int8_channel_constant(model, group.ops[k], 1u - group.chain_input[k], &values[k], &strides[k]);
+    float f[256], g[256];
+    for (int64_t c = 0; c < group.channels; ++c) {
+        for (int32_t v = 0; v < 256; ++v) f[v] = (float)(v - zx) * sx;   // DequantizeLinear: one rounding
+        for (uint32_t k = 0; k < group.count; ++k) {   // each op on the 256 values at once, its constant broadcast
+            const ElementwiseState& es = *int8_elementwise(model, group.ops[k]);
+            const float* args[3] = {f, f, f};   // snippet_evaluate_row's three (a chain's ops take at most two)
+            int64_t at[3] = {1, 1, 1};
+            if (values[k]) {
+                const uint32_t other = 1u - group.chain_input[k];
+                args[other] = values[k] + c * strides[k];
+                at[other] = 0;
+            }
+            snippet_evaluate_row(es.op, args, at, g, 256, es.alpha, es.beta, es.fused);
+            std::memcpy(f, g, sizeof f);
         }
-        int8_quantize_range(&f, &table[v], 0, 1, sy, zy, 0, 255);
+        int8_quantize_range(f, table + c * 256, 0, 256, sy, zy, 0, 255);
     }
     st->table = table;
-    desc_elements(model.value_desc(model.value_id(group.quantize, 0)), &st->count);
+    st->channels = group.channels;
+    desc_elements(y, &st->count);
+    if (group.channels > 1) {
+        st->inner = 1;
+        for (uint32_t d = 2; d < y.rank; ++d) st->inner *= y.dims[d];
+    }
     return st;
 }
 
@@ -24728,19 +24855,10 @@ inline bool int8_find_operand(const PreparedModel& model, NodeId reader, uint32_
     return true;
 }
 
-// The ElementwiseState of a float32 Add, Sub or Mul node on the builtin kernels (prepare_typed
-// hands float32 to the elementwise kernel), or nullptr.
+// The ElementwiseState of a float32 Add, Sub or Mul node on the builtin kernels, or nullptr.
 inline const ElementwiseState* int8_binary_elementwise(const PreparedModel& model, NodeId id) {
-    const OpKernel* kernel = model.kernel(id);
-    if (!kernel || kernel != find_builtin_kernel(model.model.graph.node(id).op) || !model.kernel_state(id)) return nullptr;
-    const ElementwiseState* es = nullptr;
-    if (kernel->prepare == prepare_elementwise) {
-        es = static_cast<const ElementwiseState*>(model.kernel_state(id));
-    } else if (kernel->prepare == prepare_typed) {
-        const TypedState* ts = static_cast<const TypedState*>(model.kernel_state(id));
-        if (ts->type == ElementType::Float32 && ts->elementwise && ts->elementwise->run == run_elementwise) es = static_cast<const ElementwiseState*>(ts->inner_state);
-    }
-    return es && !es->clip_inputs && (es->op == SnippetOp::Add || es->op == SnippetOp::Sub || es->op == SnippetOp::Mul) ? es : nullptr;
+    const ElementwiseState* es = int8_elementwise(model, id);
+    return es && (es->op == SnippetOp::Add || es->op == SnippetOp::Sub || es->op == SnippetOp::Mul) ? es : nullptr;
 }
 
 // The binary island ending at QuantizeLinear node q, or false.

@@ -5392,7 +5392,13 @@ void evaluate_row(const float* const* args, const int64_t* strides, float* out, 
     for (size_t i = 0; i < n; ++i) {
         float a[3] = {0, 0, 0};
         for (uint32_t k = 0; k < arity; ++k) a[k] = args[k][(int64_t)i * strides[k]];
-        out[i] = eval_op(m, Op, a, alpha, beta);   // Op is a constant: the switch folds away
+        // the one-instruction ops inline (eval_op's own lines; the int8 tables' rows are these)
+        if constexpr (Op == SnippetOp::Add) out[i] = m.add(a[0], a[1]);
+        else if constexpr (Op == SnippetOp::Sub) out[i] = m.sub(a[0], a[1]);
+        else if constexpr (Op == SnippetOp::Mul) out[i] = m.mul(a[0], a[1]);
+        else if constexpr (Op == SnippetOp::Div) out[i] = m.div(a[0], a[1]);
+        else if constexpr (Op == SnippetOp::Relu) out[i] = m.max(m.c(0.0f), a[0]);
+        else out[i] = eval_op(m, Op, a, alpha, beta);   // Op is a constant: the switch folds away
     }
 }
 }  // namespace detail
