@@ -23609,7 +23609,6 @@ inline Int8AveragePoolState* int8_average_pool_state(ReferenceProgram* p, const 
 struct Int8ConcatState {
     uint32_t inputs = 0;
     uint64_t outer = 0, total = 0;   // blocks before the axis; bytes of one block of y
-    uint64_t inner = 0;              // bytes after the axis (an image's positions when the axis is the channels)
     const uint64_t* chunk = nullptr;           // per input: bytes of one block
     const uint8_t* const* table = nullptr;     // per input
     const uint64_t* offset = nullptr;          // per input: where its bytes start in a block of y
@@ -23619,26 +23618,6 @@ struct Int8ConcatState {
 inline Status run_int8_concat(const RunContext& c) {
     const Int8ConcatState& st = *static_cast<const Int8ConcatState*>(c.state);
     uint8_t* y = c.outputs[0].as<uint8_t>();
-    // positions [p0, p1) of every row (inner bytes) of every input
-    auto copy_positions = [&](uint64_t p0, uint64_t p1) {
-        for (uint64_t o = 0; o < st.outer; ++o)
-            for (uint32_t k = 0; k < st.inputs; ++k)
-                for (uint64_t r = 0; r < st.chunk[k] / st.inner; ++r) {
-                    uint8_t* d = y + o * st.total + st.offset[k] + r * st.inner + p0;
-                    const uint8_t* s = c.inputs[k].as<const uint8_t>() + o * st.chunk[k] + r * st.inner + p0;
-                    if (!st.table[k]) std::memcpy(d, s, (size_t)(p1 - p0));
-                    else st.lookup.run(st.table[k], s, d, (int64_t)(p1 - p0));
-                }
-    };
-    // Large maps split by positions, as the table steps do (run_int8_table): each thread copies
-    // lines its own core wrote.
-    constexpr uint64_t kSlice = 512;
-    if (c.threads > 1 && st.inner >= 2 * kSlice && st.outer * st.total >= kCpuOpsParallelWork) {
-        nn_parallel(c, (st.inner + kSlice - 1) / kSlice, [&](uint64_t, uint64_t begin, uint64_t end) {
-            copy_positions(begin * kSlice, end * kSlice < st.inner ? end * kSlice : st.inner);
-        });
-        return Status::Ok;
-    }
     // units: (block, input) pairs; one thread below kCpuOpsParallelWork bytes in all
     const uint64_t units = st.outer * st.inputs;
     cpu_ops_parallel(c, units, st.outer ? st.total * st.outer / units : 0, [&](uint64_t begin, uint64_t end) {
@@ -23692,7 +23671,6 @@ inline Int8ConcatState* int8_concat_state(ReferenceProgram* p, const PreparedMod
     st->inputs = cn.num_inputs;
     st->outer = dims_product(yd, 0, (int)as.axis);
     st->total = dims_product(yd, (int)as.axis, yd.rank);
-    st->inner = dims_product(yd, (int)as.axis + 1, yd.rank);
     bool failed = false;
     for (uint32_t k = 0; k < cn.num_inputs; ++k) {
         const TensorDesc& d = model.value_desc(model.value_id(cn.inputs[k].producer, cn.inputs[k].port));
@@ -24369,31 +24347,19 @@ inline Status run_int8_table(const RunContext& c) {
     uint8_t* y = c.outputs[0].as<uint8_t>();
     // bytes per unit: a few microseconds of lookups (the JIT kernels do tens of bytes a nanosecond)
     const uint64_t chunk = st.lookup.jit() ? 65536 : 16384;
-    if (st.channels > 1) {
+    if (st.channels > 1) {   // whole channel runs a unit
         if (st.count == 0) return Status::Ok;
         const uint64_t inner = (uint64_t)st.inner, runs = st.count / inner;
-        // runs [r0, r1) of channels, positions [p0, p1) of each
-        auto lookup = [&](uint64_t r0, uint64_t r1, uint64_t p0, uint64_t p1) {
-            for (uint64_t r = r0; r < r1; ++r) {
-                if (r + 2 < r1) {   // a short run's time is its table's misses: ask for the one after next
+        const uint64_t per_unit = inner < chunk ? chunk / inner : 1;
+        nn_parallel(c, (runs + per_unit - 1) / per_unit, [&](uint64_t, uint64_t begin, uint64_t end) {
+            const uint64_t stop = end * per_unit < runs ? end * per_unit : runs;
+            for (uint64_t r = begin * per_unit; r < stop; ++r) {
+                if (r + 2 < stop) {   // a short run's time is its table's misses: ask for the one after next
                     const uint8_t* next = st.table + ((r + 2) % (uint64_t)st.channels) * 256;
                     for (int line = 0; line < 256; line += 64) __builtin_prefetch(next + line);
                 }
-                st.lookup.run(st.table + (r % (uint64_t)st.channels) * 256, x + r * inner + p0, y + r * inner + p0, (int64_t)(p1 - p0));
+                st.lookup.run(st.table + (r % (uint64_t)st.channels) * 256, x + r * inner, y + r * inner, (int64_t)inner);
             }
-        };
-        // Large maps split by positions, as the convs that write and read them do: a thread then
-        // reads and writes lines its own core holds. Small ones by whole channels.
-        constexpr uint64_t kSlice = 512;
-        if (inner >= 2 * kSlice) {
-            nn_parallel(c, (inner + kSlice - 1) / kSlice, [&](uint64_t, uint64_t begin, uint64_t end) {
-                lookup(0, runs, begin * kSlice, end * kSlice < inner ? end * kSlice : inner);
-            });
-            return Status::Ok;
-        }
-        const uint64_t per_unit = chunk / inner;
-        nn_parallel(c, (runs + per_unit - 1) / per_unit, [&](uint64_t, uint64_t begin, uint64_t end) {
-            lookup(begin * per_unit, end * per_unit < runs ? end * per_unit : runs, 0, inner);
         });
         return Status::Ok;
     }

@@ -122,8 +122,8 @@ TEST_CASE("int8 channel table: DenseNet's Mul, Add (one value per channel), Relu
     const Shape c24{24, 1, 1};
     check({{1, 24, 13, 17}, {{"Mul", c24}, {"Add", c24}, kRelu}});                  // runs of 221: vectors and a tail
     check({{2, 16, 7, 7}, {{"BatchNormalization", {}, false, true}, kRelu}});       // 2 images, runs of 49
-    check({{1, 64, 40, 40}, {{"Mul", {64, 1, 1}}, {"Add", {1, 64, 1, 1}}, kRelu}});  // split by positions at 2 threads
-    check({{2, 6, 33, 35}, {{"BatchNormalization", {}, false, true}, kRelu}});      // the same over 2 images, a short last slice
+    check({{1, 64, 40, 40}, {{"Mul", {64, 1, 1}}, {"Add", {1, 64, 1, 1}}, kRelu}});  // several units at 2 threads
+    check({{2, 6, 33, 35}, {{"BatchNormalization", {}, false, true}, kRelu}});      // 2 images, several units at 2 threads
     check({{4, 5, 4, 4}, {{"Add", {5, 1, 1}}, {"Sigmoid", {}}}});                    // runs of 16, a transcendental after
 }
 
