@@ -364,19 +364,20 @@ inline std::string int8_lookup_target(Isa isa = Isa::Auto) {
 }
 
 // t's last node's output 0 as the model's output "y", compiled on CPU (NUM_THREADS,
-// PERF_COUNT=YES, FUSION as given) and inferred once, allocating nothing: y's bytes and the
-// steps' kernels.
+// PERF_COUNT=YES, FUSION as given, ISA when not null) and inferred once, allocating nothing:
+// y's bytes and the steps' kernels.
 struct CpuRun {
     std::vector<unsigned char> bytes;
     std::string kernels;
 };
-inline CpuRun run_last_node_on_cpu(OpTest& t, uint32_t threads, bool fusion) {
+inline CpuRun run_last_node_on_cpu(OpTest& t, uint32_t threads, bool fusion, const char* isa = nullptr) {
     REQUIRE(t.model.add_output("y", InputRef::by_id(t.node, 0)) == Status::Ok);
     REQUIRE(t.model.finalize() == Status::Ok);
     std::string count = std::to_string(threads);
-    ConfigEntry config[] = {{"NUM_THREADS", StringView(count.c_str())}, {"PERF_COUNT", "YES"}, {"FUSION", fusion ? "YES" : "NO"}};
+    ConfigEntry config[] = {{"NUM_THREADS", StringView(count.c_str())}, {"PERF_COUNT", "YES"}, {"FUSION", fusion ? "YES" : "NO"},
+                            {"ISA", isa ? isa : ""}};
     CompiledRun run;
-    compile_and_infer(t, "CPU", Span<const ConfigEntry>(config, 3), &run);
+    compile_and_infer(t, "CPU", Span<const ConfigEntry>(config, isa ? 4 : 3), &run);
     CpuRun r;
     r.kernels = run.kernels;
     if (!run.compiled.output_count()) return r;

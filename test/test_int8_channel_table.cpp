@@ -8,7 +8,6 @@
 #include <string>
 #include <vector>
 #include "op_test.h"
-#include "test_helpers.h"
 #include "runtime.h"
 
 using namespace tessel;
@@ -73,20 +72,8 @@ Result run_chain(const ChannelCase& c, const char* isa, uint32_t threads, bool f
     }
     t.node = t.op("QuantizeLinear", {InputRef::by_id(last), t.constant(Shape{}, std::vector<float>{c.sy}),
                                      t.constant(Shape{}, std::vector<uint8_t>{c.zy})});
-    REQUIRE(t.model.add_output("y", InputRef::by_id(t.node, 0)) == Status::Ok);
-    REQUIRE(t.model.finalize() == Status::Ok);
-    const std::string count = std::to_string(threads);
-    ConfigEntry config[] = {{"NUM_THREADS", StringView(count.c_str())}, {"PERF_COUNT", "YES"}, {"FUSION", fusion ? "YES" : "NO"},
-                            {"ISA", isa}};
-    test::CompiledRun r;
-    test::compile_and_infer(t, "CPU", Span<const ConfigEntry>(config, 4), &r);
-    Result out;
-    out.kernels = r.kernels;
-    if (!r.compiled.output_count()) return out;
-    const Tensor& y = r.request.output(0);
-    const unsigned char* p = static_cast<const unsigned char*>(y.data());
-    out.y.assign(p, p + y.bytes());
-    return out;
+    test::CpuRun run = test::run_last_node_on_cpu(t, threads, fusion, isa);
+    return {run.bytes, run.kernels};
 }
 
 void check(const ChannelCase& c) {
