@@ -24348,7 +24348,6 @@ inline Status run_int8_table(const RunContext& c) {
     // bytes per unit: a few microseconds of lookups (the JIT kernels do tens of bytes a nanosecond)
     const uint64_t chunk = st.lookup.jit() ? 65536 : 16384;
     if (st.channels > 1) {   // whole channel runs a unit
-        if (st.count == 0) return Status::Ok;
         const uint64_t inner = (uint64_t)st.inner, runs = st.count / inner;
         const uint64_t per_unit = inner < chunk ? chunk / inner : 1;
         nn_parallel(c, (runs + per_unit - 1) / per_unit, [&](uint64_t, uint64_t begin, uint64_t end) {
@@ -24484,16 +24483,19 @@ inline Int8TableState* int8_table_state(ReferenceProgram* p, const PreparedModel
     uint8_t* table = static_cast<uint8_t*>(p->arena.allocate((size_t)group.channels * 256, 64));
     if (!st || !table) return nullptr;
     new (st) Int8TableState();
+    const ElementwiseState* ops[kInt8TableOps] = {};
     const float* values[kInt8TableOps] = {};
     int64_t strides[kInt8TableOps] = {};
-    for (uint32_t k = 0; k < group.count; ++k)
+    for (uint32_t k = 0; k < group.count; ++k) {
+        ops[k] = int8_elementwise(model, group.ops[k]);
         if (model.model.graph.node(group.ops[k]).num_inputs == 2)
             int8_channel_constant(model, group.ops[k], 1u - group.chain_input[k], &values[k], &strides[k]);
+    }
     float f[256], g[256];
     for (int64_t c = 0; c < group.channels; ++c) {
         for (int32_t v = 0; v < 256; ++v) f[v] = (float)(v - zx) * sx;   // DequantizeLinear: one rounding
         for (uint32_t k = 0; k < group.count; ++k) {   // each op on the 256 values at once, its constant broadcast
-            const ElementwiseState& es = *int8_elementwise(model, group.ops[k]);
+            const ElementwiseState& es = *ops[k];
             const float* args[3] = {f, f, f};   // snippet_evaluate_row's three (a chain's ops take at most two)
             int64_t at[3] = {1, 1, 1};
             if (values[k]) {
@@ -24549,17 +24551,15 @@ inline bool int8_find_float_chain(const PreparedModel& model, NodeId dq, Int8Tab
     if (model.value_desc(model.value_id(dn.inputs[0].producer, dn.inputs[0].port)).type != ElementType::UInt8) return false;
     if (model.value_desc(model.value_id(dq, 0)).type != ElementType::Float32) return false;
     if (!int8_tensor_params(model, dq, ElementType::UInt8, &s, &z)) return false;
-    const OpKernel* elementwise = find_builtin_kernel("Relu");
     uint32_t count = 0;
     for (NodeId n = dq; count < kInt8TableOps;) {
         Span<const NodeId> readers = g.successors(n);
         if (readers.size != 1) break;
         const NodeId r = readers[0];
         const Node& node = g.node(r);
-        const ElementwiseState* es = static_cast<const ElementwiseState*>(model.kernel_state(r));
-        if (!elementwise || !model.kernel(r) || model.kernel(r)->prepare != elementwise->prepare || model.kernel(r) != find_builtin_kernel(node.op) ||
-            !es || es->clip_inputs || node.num_inputs != 1 || node.num_outputs != 1 || snippet_op_arity(es->op) != 1 ||
-            !int8_single_reader(g, n, r) || model.value_desc(model.value_id(r, 0)).type != ElementType::Float32)
+        const ElementwiseState* es = int8_elementwise(model, r);
+        if (!es || node.num_inputs != 1 || node.num_outputs != 1 || snippet_op_arity(es->op) != 1 || !int8_single_reader(g, n, r) ||
+            model.value_desc(model.value_id(r, 0)).type != ElementType::Float32)
             break;
         group->ops[count++] = r;
         n = r;
@@ -24582,7 +24582,7 @@ inline Int8FloatTableState* int8_float_table_state(ReferenceProgram* p, const Pr
     for (int32_t v = 0; v < 256; ++v) {
         float f = (float)(v - zx) * sx;   // DequantizeLinear: one rounding
         for (uint32_t k = 0; k < group.count; ++k) {
-            const ElementwiseState& es = *static_cast<const ElementwiseState*>(model.kernel_state(group.ops[k]));
+            const ElementwiseState& es = *int8_elementwise(model, group.ops[k]);
             float args[3] = {f, 0.0f, 0.0f};
             f = snippet_evaluate(es.op, args, es.alpha, es.beta, es.fused);
         }

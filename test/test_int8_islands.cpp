@@ -216,6 +216,7 @@ TEST_CASE("int8 islands: DequantizeLinear -> HardSwish and other one-input ops r
         {{1, 8, 13, 17}, {"HardSwish"}, true},                     // a squeeze-and-excite block's input, vector tails
         {{1, 64, 40, 40}, {"HardSwish"}, true},                    // several 64K-element units
         {{2, 3, 5, 7}, {"Sigmoid", "HardSwish", "Relu"}},          // a chain of three, the model's output
+        {{1, 4, 9, 9}, {"Neg", "Abs", "HardSwish"}, true},         // float32 Neg and Abs: prepare_typed's elementwise kernel
         {{1, 4, 9, 9}, {"HardSwish"}, true, true, false, false},   // the DequantizeLinear read by an output too
         {{1, 4, 9, 9}, {"HardSwish"}, false, false, true, false},  // a QuantizeLinear after: the uint8 table's
         {{1, 4, 9, 9}, {}, true, false, false, false},             // no op in between
