@@ -14630,10 +14630,11 @@ inline Status run_cpu_pool_whole_planes(const RunContext& c) {
     return Status::Ok;
 }
 
-inline Status cpu_pool_whole_planes_step(ReferenceProgram* p, const PoolState& st, StringView op, Isa isa, bool* used) {
-    *used = false;
+// A JIT PoolPlanes kernel for pool st's planes into *planes: false for targets and shapes it
+// does not take (AVX-512 only, 2-D windows, planes of up to kCpuPoolPlanesFloats).
+inline bool pool_planes_kernel(const PoolState& st, Isa isa, PoolPlanes* planes) {
     const Window& w = st.w;
-    if (isa != Isa::Avx512 || w.in[0] != 1 || st.planes < 1 || w.in_size() > kCpuPoolPlanesFloats) return Status::Ok;
+    if (isa != Isa::Avx512 || w.in[0] != 1 || st.planes < 1 || w.in_size() > kCpuPoolPlanesFloats) return false;
     PoolPlaneShape shape;
     shape.height = w.in[1];
     shape.width = w.in[2];
@@ -14649,8 +14650,13 @@ inline Status cpu_pool_whole_planes_step(ReferenceProgram* p, const PoolState& s
     shape.pad_right = w.pad_end[2];
     shape.average = st.max ? 0 : 1;
     shape.count_include_pad = st.count_include_pad ? 1 : 0;
+    return planes->init(shape, isa) == Status::Ok && planes->jit();
+}
+
+inline Status cpu_pool_whole_planes_step(ReferenceProgram* p, const PoolState& st, StringView op, Isa isa, bool* used) {
+    *used = false;
     PoolPlanes planes;
-    if (planes.init(shape, isa) != Status::Ok || !planes.jit()) return Status::Ok;
+    if (!pool_planes_kernel(st, isa, &planes)) return Status::Ok;
     CpuPoolPlanesState* ps = p->arena.allocate_array<CpuPoolPlanesState>(1);
     if (!ps) return Status::OutOfMemory;
     new (ps) CpuPoolPlanesState();
@@ -23556,8 +23562,9 @@ inline Int8PoolState* int8_pool_state(ReferenceProgram* p, const PreparedModel& 
 // path's bits with no float tensor in memory; runs of planes keep the calls few on 7x7 maps.
 struct Int8AveragePoolState {
     const PoolState* pool = nullptr;
-    PoolRows rows;                 // the interior rows' kernel, when jit
-    bool jit = false;
+    PoolPlanes planes;             // a run's planes in one call, when whole_planes
+    PoolRows rows;                 // else the interior rows' kernel, when jit
+    bool whole_planes = false, jit = false;
     float x_scale = 1.0f, y_scale = 1.0f;
     int32_t x_zero_point = 0, y_zero_point = 0;
     int64_t run = 1;               // planes per unit: their floats stay in L1
@@ -23581,7 +23588,9 @@ inline Status run_int8_average_pool(const RunContext& c) {
         for (uint64_t u = begin; u < end; ++u) {
             const int64_t p0 = (int64_t)u * st.run, count = std::min(st.run, ps.planes - p0);
             st.convert.dequantize(x + p0 * in_plane, xf, count * in_plane, st.x_scale, st.x_zero_point);
-            for (int64_t k = 0; k < count; ++k) plane(ps, st.jit ? &st.rows : nullptr, xf + k * in_plane, yf + k * out_plane);
+            if (st.whole_planes) st.planes.run(xf, yf, count);
+            else
+                for (int64_t k = 0; k < count; ++k) plane(ps, st.jit ? &st.rows : nullptr, xf + k * in_plane, yf + k * out_plane);
             st.convert.quantize(yf, y + p0 * out_plane, count * out_plane, st.y_scale, st.y_zero_point, 0, 255);
         }
     }, int8_slots(taps, st.slots));
@@ -23600,8 +23609,9 @@ inline Int8AveragePoolState* int8_average_pool_state(ReferenceProgram* p, const 
     const int64_t floats = ps.w.in_size() + ps.w.out_size();
     st->run = std::max<int64_t>(1, std::min<int64_t>(ps.planes, 8192 / std::max<int64_t>(1, floats)));
     st->slot_floats = round16((size_t)(st->run * ps.w.in_size())) + round16((size_t)(st->run * ps.w.out_size()));
+    st->whole_planes = pool_planes_kernel(ps, isa, &st->planes);
     PoolRowShape shape;
-    st->jit = pool_rows_shape(ps, &shape) && st->rows.init(shape, isa) == Status::Ok && st->rows.jit();
+    st->jit = !st->whole_planes && pool_rows_shape(ps, &shape) && st->rows.init(shape, isa) == Status::Ok && st->rows.jit();
     return st;
 }
 
@@ -25452,7 +25462,8 @@ inline Status cpu_int8_steps(ReferenceProgram* p, const PreparedModel& model, Is
         if (g.node(group.conv).op == StringView("AveragePool")) {
             Int8AveragePoolState* st = int8_average_pool_state(p, model, group, isa);
             if (!st) return Status::OutOfMemory;
-            TESSEL_TRY(int8_use(p, group.step, run_int8_average_pool, st, "AveragePool", int8_convert_init(&st->convert, isa),
+            TESSEL_TRY(int8_use(p, group.step, run_int8_average_pool, st, st->whole_planes ? "AveragePool:planes" : "AveragePool",
+                                int8_convert_init(&st->convert, isa),
                                 (size_t)st->slots * st->slot_floats * sizeof(float)));
         } else if (g.node(group.conv).op == StringView("MaxPool")) {
             Int8PoolState* st = int8_pool_state(p, model, group);

@@ -705,6 +705,7 @@ struct QdqPool {
     uint8_t zy;
     bool average = false;
     int64_t count_include_pad = 0;
+    bool planes = true;   // an average AVX-512's PoolPlanes takes (a run of planes a call)
 };
 
 Quantized run_qdq_pool(const QdqPool& pc, const std::vector<uint8_t>& x, float sx, uint8_t zx, bool fusion, uint32_t threads) {
@@ -737,7 +738,8 @@ void check_qdq_pools(const std::vector<QdqPool>& cases, float sx, uint8_t zx, ui
             INFO(fast.kernels);
             if (pc.average) {
                 CHECK(fast.kernels.find("int8:") == 0);
-                CHECK(fast.kernels.find(":AveragePool ") != std::string::npos);
+                const bool planes = default_isa() == Isa::Avx512 && pc.planes;
+                CHECK(fast.kernels.find(planes ? ":AveragePool:planes " : ":AveragePool ") != std::string::npos);
                 CHECK(fast.kernels.find("QuantizeLinear") == std::string::npos);
             } else {
                 CHECK(test::has_int8_step(fast.kernels, "MaxPool", pc.sy != sx || pc.zy != zx));
@@ -776,8 +778,8 @@ TEST_CASE("int8: QDQ AveragePool: a run of planes dequantized, pooled by the flo
         {{1, 9, 14, 14}, {3, 3}, {2, 2}, {1, 1, 1, 1}, {}, 0, sx, zx, true},           // 7x7 maps, the same grid
         {{2, 3, 13, 50}, {3, 3}, {2, 2}, {1, 1, 1, 1}, {}, 1, 0.07f, 80, true, 1},     // ceil mode, pads counted
         {{1, 2, 9, 40}, {2, 3}, {1, 1}, {0, 1, 1, 0}, {}, 0, 0.03f, 128, true},        // stride 1, asymmetric pads
-        {{1, 2, 9, 20}, {3, 2}, {1, 3}, {}, {}, 0, sx, zx, true},                      // stride 3: no JIT rows
-        {{1, 3, 45}, {4}, {2}, {1, 2}, {}, 0, 0.1f, 0, true},                          // 1-D
+        {{1, 2, 9, 20}, {3, 2}, {1, 3}, {}, {}, 0, sx, zx, true, 0, false},            // stride 3: no JIT rows or planes
+        {{1, 3, 45}, {4}, {2}, {1, 2}, {}, 0, 0.1f, 0, true},                          // 1-D (planes of one row)
         {{1, 300, 7, 7}, {7, 7}, {1, 1}, {}, {}, 0, 0.01f, 0, true},                   // a whole 7x7 plane
     };
     check_qdq_pools(cases, sx, zx, 950);
