@@ -24999,7 +24999,7 @@ inline const float* int8_binary_operand(const Int8BinaryState& st, const RunCont
         return nullptr;
     }
     if (st.ops[k])
-        for (int64_t j = 0; j < n; ++j) buf[j] = st.table[k][x[j]];
+        st.convert.lookup(st.table[k], x, buf, n);
     else
         st.convert.dequantize(x, buf, n, st.x_scale[k], st.x_zero_point[k]);
     return buf;
