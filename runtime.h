@@ -23556,10 +23556,11 @@ inline Int8PoolState* int8_pool_state(ReferenceProgram* p, const PreparedModel& 
 }
 
 // DequantizeLinear (uint8) -> AveragePool (1-D or 2-D, undilated) -> QuantizeLinear (uint8), per
-// tensor: a run of planes at a time, x's bytes dequantized into a slot's floats, each plane
-// pooled by the CPU's float plane kernel (cpu_pool_plane: the reference's tap order and
-// divisors; its JIT rows where the target has them) and the run quantized into y. The float
-// path's bits with no float tensor in memory; runs of planes keep the calls few on 7x7 maps.
+// tensor: a run of planes at a time, x's bytes dequantized into a slot's floats, pooled by the
+// CPU's float kernels (the reference's tap order and divisors: PoolPlanes, the run in one call,
+// where pool_planes_kernel has one; else cpu_pool_plane a plane at a time, its JIT rows where the
+// target has them) and the run quantized into y. The float path's bits with no float tensor in
+// memory; runs of planes keep the calls few on 7x7 maps.
 struct Int8AveragePoolState {
     const PoolState* pool = nullptr;
     PoolPlanes planes;             // a run's planes in one call, when whole_planes
