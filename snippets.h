@@ -10801,8 +10801,8 @@ inline void emit_int8_pair_avx512(asmjit::x86::Assembler& a) {
 // Float table (AVX-512 VBMI): rdi table, rsi x, rdx y, rcx n (any). The 256 floats become four
 // planes of their bytes (zmm16-31, plane p's quarter q in zmm 16 + 4p + q), each looked up as
 // Int8Lookup looks up bytes, and two rounds of unpacks join the planes' bytes into floats. The
-// unpacks stay within 128-bit lanes, so x is first permuted to leave the floats in order. About
-// three times the gathers' rate; 64 elements a step, the last partial one through masks.
+// unpacks stay within 128-bit lanes, so x is first permuted to leave the floats in order.
+// Several times the gathers' rate; 64 elements a step, the last partial one through masks.
 inline void emit_int8_float_lookup_vbmi(asmjit::x86::Assembler& a) {
     namespace x86 = asmjit::x86;
     asmjit::Label plane_bytes = a.newLabel(), order = a.newLabel();
