@@ -9984,7 +9984,8 @@ struct CpuGemmState {
     const GemmEpilogue* epilogue = nullptr;
     // k x k Conv over each slot's padded copy of a unit's rows (cpu_conv_band_layout; a 1x1
     // pixel-tile conv: the input planes): a phase plane's row width and floats, the offset of
-    // each row (channel, tap) of the im2col matrix in it, and the copy's floats at the slot's start.
+    // each row (channel, tap) of the im2col matrix in it, and the copy's floats at the slot's start
+    // (run_cpu_conv: its packed or transformed block of B).
     const int64_t* wide_offsets = nullptr;
     int64_t wide_width = 0, wide_plane = 0;
     size_t band_floats = 0;
@@ -11133,10 +11134,10 @@ inline void cpu_conv_units(CpuGemmState* cs, const ConvState& st) {
     conv_work_split(positions, st.batch * st.groups, cap, nr, gemm.vector_floats(), cs->slots, &block, &cs->parts);
     cs->block = block;
     cs->prologue_row = cs->prologue ? (int64_t)round16((size_t)block) : 0;
-    const size_t b_floats = cs->prologue ? round16((size_t)(st.depth * cs->prologue_row))
-                            : st.direct  ? 0
-                                         : round16(gemm.packed_b_floats(st.depth, block));
-    cs->slot_floats = b_floats + round16(gemm.scratch_floats(st.group_maps, block, st.depth, cs->packed != nullptr, !st.direct));
+    cs->band_floats = cs->prologue ? round16((size_t)(st.depth * cs->prologue_row))
+                      : st.direct  ? 0
+                                   : round16(gemm.packed_b_floats(st.depth, block));
+    cs->slot_floats = cs->band_floats + round16(gemm.scratch_floats(st.group_maps, block, st.depth, cs->packed != nullptr, !st.direct));
 }
 
 // Conv on the CPU device's JIT GEMM: per (image, group, block of positions) the weights
@@ -11154,12 +11155,10 @@ inline Status run_cpu_conv(const RunContext& c) {
     if (positions == 0) return Status::Ok;
     const int64_t blocks = (positions + cs.block - 1) / cs.block;
     const GemmBlocking& blocking = cs.gemm.blocking();
-    const size_t col_floats = cs.prologue ? round16((size_t)(st.depth * cs.prologue_row))   // as cpu_conv_units
-                              : st.direct ? 0 : round16(cs.gemm.packed_b_floats(st.depth, cs.block));
     const uint32_t parts = cs.parts;
     nn_parallel(c, (uint64_t)(st.batch * st.groups * blocks) * parts, [&](uint64_t slot, uint64_t begin, uint64_t end) {
         float* col = static_cast<float*>(c.scratch) + slot * cs.slot_floats;
-        float* scratch = col + col_floats;
+        float* scratch = col + cs.band_floats;
         uint64_t transformed = ~(uint64_t)0;   // the unit whose block `col` holds (prologue)
         for (uint64_t work = begin; work < end; ++work) {
             const uint64_t unit = work / parts;
