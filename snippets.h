@@ -157,6 +157,7 @@
        >>int8 gemv                    Int8Gemv: a few rows of X times packed weights (VNNI)
        >>int8 depthwise               Int8DepthwiseConv: uint8 planes, 4 taps per dot product (else 2 per vpmaddwd), requantized rows
        >>int8 lookup                  Int8Lookup: y = table[x] on bytes, JIT on AVX-512 VBMI, AVX2 and NEON
+       >>int8 max taps                Int8MaxTaps: the uint8 MaxPool's column and row passes, JIT on AVX-512
        >>int8 convert                 Int8Convert: quantize, dequantize, pair tables; JIT on AVX-512 and AVX2
        >>opencl printer               OpenClSource, print_opencl_kernel: a body as OpenCL C
      implementation:
@@ -201,6 +202,7 @@
        >>int8 gemm implementation     the VNNI tile emitter, the portable tile, packing; the VNNI gemv kernel
        >>int8 depthwise implementation  the VNNI and sdot row kernels, their table, padding
        >>int8 lookup implementation   the VBMI and tbl/tbx kernels, the portable loop
+       >>int8 max taps implementation  the AVX-512 kernels (strides 1 and 2), the portable loop
        >>int8 convert implementation  the portable loops, the AVX-512 and AVX2 kernels
        >>opencl printer implementation  OpenClMath: eval_op printed as OpenCL C statements
 */
@@ -1226,6 +1228,35 @@ private:
     Isa isa_ = Isa::Ref;
     KernelFn kernel_ = nullptr;
     int64_t block_ = 1;   // bytes the kernel takes a step (it does whole blocks only when above 1)
+};
+
+// >>int8 max taps
+// The uint8 MaxPool's passes over a plane: for rows r < rows and outputs j < n,
+// y[r y_row + j] = max over k < taps of x[r x_row + j stride + k step], stride 1 or 2 (a
+// window's rows down its columns, then its taps along each row). JIT: AVX-512 BW (with BMI2),
+// 64 outputs a step, the last through byte masks, so nothing past the taps is read and nothing
+// past the outputs written; stride 2 picks the even bytes by VBMI's vpermt2b. Other targets and
+// strides run the portable loop; every target gives the same bytes.
+struct Int8MaxTapsArgs {
+    const uint8_t* x = nullptr;
+    uint8_t* y = nullptr;
+    int64_t n = 0, taps = 1, step = 0, stride = 1, rows = 1, x_row = 0, y_row = 0;
+};
+
+class Int8MaxTaps {
+public:
+    // Unsupported when the CPU lacks `isa`; targets without a kernel keep the portable loop.
+    Status init(Isa isa = Isa::Auto);
+    Isa isa() const { return isa_; }
+    bool jit(int64_t stride) const { return (stride == 1 ? stride1_ : stride == 2 ? stride2_ : nullptr) != nullptr; }
+    // Nothing for n, taps or rows below 1. x and y must not overlap.
+    void run(const Int8MaxTapsArgs& args) const;
+    static void run_portable(const Int8MaxTapsArgs& args);
+    using KernelFn = void (*)(const Int8MaxTapsArgs* args);
+
+private:
+    Isa isa_ = Isa::Ref;
+    KernelFn stride1_ = nullptr, stride2_ = nullptr;
 };
 
 // >>int8 convert
@@ -10537,6 +10568,131 @@ void Int8Lookup::run(const uint8_t* table, const uint8_t* x, uint8_t* y, int64_t
 
 void Int8Lookup::run_portable(const uint8_t* table, const uint8_t* x, uint8_t* y, int64_t n) {
     if (n > 0) detail::int8_lookup_portable(table, x, y, n);
+}
+
+// >>int8 max taps implementation
+namespace detail {
+#if !defined(TESSEL_NO_JIT) && (defined(__x86_64__) || defined(_M_X64))
+// rdi: the Int8MaxTapsArgs (System V). Per row (r8 x, r9 y, r10 rows left) and step of 64
+// outputs (rsi x, rdx y, rcx outputs left): k1 the outputs' lanes; each tap (rax, r11 taps
+// left) loaded through k1, or at stride 2 its 128 bytes through k2 and k3 and their even bytes
+// taken by vpermt2b (zmm31: 0, 2, ..., 126); the maximum from 0, uint8's least value.
+inline void emit_int8_max_taps(asmjit::x86::Assembler& a, int64_t stride) {
+    namespace x86 = asmjit::x86;
+    auto arg = [&](size_t offset) { return x86::qword_ptr(x86::rdi, (int32_t)offset); };
+    asmjit::Label rows = a.newLabel(), vectors = a.newLabel(), taps = a.newLabel(), full = a.newLabel(), even = a.newLabel(), masked = a.newLabel(), rest = a.newLabel();
+    if (stride == 2) a.vmovdqu8(x86::zmm31, x86::ptr(even));
+    a.mov(x86::r8, arg(offsetof(Int8MaxTapsArgs, x)));
+    a.mov(x86::r9, arg(offsetof(Int8MaxTapsArgs, y)));
+    a.mov(x86::r10, arg(offsetof(Int8MaxTapsArgs, rows)));
+    a.bind(rows);
+    a.mov(x86::rsi, x86::r8);
+    a.mov(x86::rdx, x86::r9);
+    a.mov(x86::rcx, arg(offsetof(Int8MaxTapsArgs, n)));
+    a.bind(vectors);
+    a.mov(x86::rax, -1);
+    a.cmp(x86::rcx, 64);
+    a.jae(full);
+    a.bzhi(x86::rax, x86::rax, x86::rcx);   // the last outputs' lanes
+    a.bind(full);
+    a.kmovq(x86::k1, x86::rax);
+    if (stride == 2) {   // the bytes 0 .. 2 m - 2 of m outputs: k2 the first 64, k3 the rest
+        a.mov(x86::r11, x86::rcx);
+        a.cmp(x86::r11, 64);
+        a.jb(masked);
+        a.mov(x86::r11, 64);
+        a.bind(masked);
+        a.lea(x86::r11, x86::ptr(x86::r11, x86::r11, 0, -1));
+        a.mov(x86::rax, -1);
+        a.bzhi(x86::rax, x86::rax, x86::r11);   // an index of 64 or more keeps every bit
+        a.kmovq(x86::k2, x86::rax);
+        a.sub(x86::r11, 64);
+        a.mov(x86::rax, -1);
+        a.bzhi(x86::rax, x86::rax, x86::r11);
+        a.test(x86::r11, x86::r11);
+        a.jns(rest);
+        a.xor_(x86::eax, x86::eax);             // none past the first 64
+        a.bind(rest);
+        a.kmovq(x86::k3, x86::rax);
+    }
+    a.vpxord(x86::zmm0, x86::zmm0, x86::zmm0);
+    a.mov(x86::rax, x86::rsi);
+    a.mov(x86::r11, arg(offsetof(Int8MaxTapsArgs, taps)));
+    a.bind(taps);
+    if (stride == 1) {
+        a.k(x86::k1).z().vmovdqu8(x86::zmm1, x86::ptr(x86::rax));
+    } else {
+        a.k(x86::k2).z().vmovdqu8(x86::zmm1, x86::ptr(x86::rax));
+        a.k(x86::k3).z().vmovdqu8(x86::zmm2, x86::ptr(x86::rax, 64));
+        a.vpermt2b(x86::zmm1, x86::zmm31, x86::zmm2);
+    }
+    a.vpmaxub(x86::zmm0, x86::zmm0, x86::zmm1);
+    a.add(x86::rax, arg(offsetof(Int8MaxTapsArgs, step)));
+    a.sub(x86::r11, 1);
+    a.jnz(taps);
+    a.k(x86::k1).vmovdqu8(x86::ptr(x86::rdx), x86::zmm0);
+    a.add(x86::rsi, 64 * stride);
+    a.add(x86::rdx, 64);
+    a.sub(x86::rcx, 64);
+    a.jg(vectors);
+    a.add(x86::r8, arg(offsetof(Int8MaxTapsArgs, x_row)));
+    a.add(x86::r9, arg(offsetof(Int8MaxTapsArgs, y_row)));
+    a.sub(x86::r10, 1);
+    a.jnz(rows);
+    a.vzeroupper();
+    a.ret();
+    if (stride == 2) {
+        a.align(asmjit::AlignMode::kData, 64);
+        a.bind(even);
+        uint8_t lanes[64];
+        for (int l = 0; l < 64; ++l) lanes[l] = (uint8_t)(2 * l);
+        a.embed(lanes, sizeof lanes);
+    }
+}
+
+inline bool int8_max_taps_available(int64_t stride) {
+    __builtin_cpu_init();
+    return isa_available(Isa::Avx512) && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("bmi2") &&
+           (stride == 1 || __builtin_cpu_supports("avx512vbmi"));
+}
+
+// The one kernel per stride, made on first use (nullptr if it could not be).
+inline Int8MaxTaps::KernelFn int8_max_taps_kernel(int64_t stride) {
+    static const Int8MaxTaps::KernelFn one = assemble_jit_kernel<Int8MaxTaps::KernelFn>([](JitAssembler& a) { emit_int8_max_taps(a, 1); });
+    static const Int8MaxTaps::KernelFn two = assemble_jit_kernel<Int8MaxTaps::KernelFn>([](JitAssembler& a) { emit_int8_max_taps(a, 2); });
+    return stride == 1 ? one : two;
+}
+#define TESSEL_INT8_MAX_TAPS_JIT 1
+#endif
+}  // namespace detail
+
+Status Int8MaxTaps::init(Isa isa) {
+    if (isa == Isa::Auto) isa = default_isa();
+    if (!isa_available(isa)) return Status::Unsupported;
+    isa_ = isa;
+    stride1_ = stride2_ = nullptr;
+#ifdef TESSEL_INT8_MAX_TAPS_JIT
+    if (isa == Isa::Avx512 && detail::int8_max_taps_available(1)) stride1_ = detail::int8_max_taps_kernel(1);
+    if (isa == Isa::Avx512 && detail::int8_max_taps_available(2)) stride2_ = detail::int8_max_taps_kernel(2);
+#endif
+    return Status::Ok;
+}
+
+void Int8MaxTaps::run(const Int8MaxTapsArgs& args) const {
+    if (args.n < 1 || args.taps < 1 || args.rows < 1) return;
+    const KernelFn kernel = args.stride == 1 ? stride1_ : args.stride == 2 ? stride2_ : nullptr;
+    if (kernel) kernel(&args);
+    else run_portable(args);
+}
+
+void Int8MaxTaps::run_portable(const Int8MaxTapsArgs& args) {
+    for (int64_t r = 0; r < args.rows; ++r)
+        for (int64_t j = 0; j < args.n; ++j) {
+            const uint8_t* x = args.x + r * args.x_row + j * args.stride;
+            uint8_t m = 0;
+            for (int64_t k = 0; k < args.taps; ++k) m = x[k * args.step] > m ? x[k * args.step] : m;
+            args.y[r * args.y_row + j] = m;
+        }
 }
 
 // >>int8 convert implementation

@@ -705,7 +705,7 @@ struct QdqPool {
     uint8_t zy;
     bool average = false;
     int64_t count_include_pad = 0;
-    bool planes = true;   // an average AVX-512's PoolPlanes takes (a run of planes a call)
+    bool planes = true;   // an average AVX-512's PoolPlanes takes (a run of planes a call); a max int8_pool_plane's
 };
 
 Quantized run_qdq_pool(const QdqPool& pc, const std::vector<uint8_t>& x, float sx, uint8_t zx, bool fusion, uint32_t threads) {
@@ -743,6 +743,10 @@ void check_qdq_pools(const std::vector<QdqPool>& cases, float sx, uint8_t zx, ui
                 CHECK(fast.kernels.find("QuantizeLinear") == std::string::npos);
             } else {
                 CHECK(test::has_int8_step(fast.kernels, "MaxPool", pc.sy != sx || pc.zy != zx));
+                Int8MaxTaps taps;   // whole planes on its kernels where it has the stride's
+                const int64_t stride_w = pc.strides.empty() ? 1 : pc.strides.back();
+                const bool planes = pc.planes && taps.init(default_isa()) == Status::Ok && taps.jit(1) && taps.jit(stride_w);
+                CHECK((fast.kernels.find(":MaxPool:planes ") != std::string::npos) == planes);
             }
             CHECK(fast.kernels.find("DequantizeLinear") == std::string::npos);
             CHECK(fast.y == reference.y);
@@ -758,14 +762,19 @@ TEST_CASE("int8: QDQ MaxPool on uint8, bit for bit the float path's (same grid, 
         {{1, 3, 11, 37}, {3, 3}, {2, 2}, {}, {}, 0, sx, zx},                 // squeezenet's: the same grid, no table
         {{2, 4, 13, 50}, {3, 3}, {2, 2}, {1, 1, 1, 1}, {}, 1, 0.07f, 80},    // padded, ceil mode, another grid
         {{1, 2, 9, 40}, {2, 3}, {1, 1}, {0, 1, 1, 0}, {}, 0, 0.03f, 128},     // stride 1, asymmetric pads
-        {{1, 2, 9, 20}, {3, 2}, {1, 3}, {}, {2, 2}, 0, sx, zx},               // dilated, stride 3
+        {{1, 2, 9, 20}, {3, 2}, {1, 3}, {}, {2, 2}, 0, sx, zx, false, 0, false},               // dilated, stride 3
         {{1, 3, 45}, {4}, {2}, {1, 2}, {}, 0, 0.1f, 0},                       // 1-D
-        {{1, 2, 2, 9}, {2, 2}, {1, 1}, {2, 0, 2, 0}, {3, 1}, 0, 0.07f, 80},   // output rows real, padding only, real
-        {{1, 2, 5, 40}, {2, 3}, {1, 1}, {2, 1, 2, 1}, {3, 1}, 0, 0.07f, 80},  // as above, wider
+        {{1, 2, 2, 9}, {2, 2}, {1, 1}, {2, 0, 2, 0}, {3, 1}, 0, 0.07f, 80, false, 0, false},   // output rows real, padding only, real
+        {{1, 2, 5, 40}, {2, 3}, {1, 1}, {2, 1, 2, 1}, {3, 1}, 0, 0.07f, 80, false, 0, false},  // as above, wider
         {{1, 5, 7, 7}, {3, 3}, {1, 1}, {1, 1, 1, 1}, {}, 0, 0.07f, 80},       // inception's 7x7: rows shorter than a vector
         {{2, 6, 14, 14}, {3, 3}, {2, 2}, {}, {}, 1, sx, zx},                  // ceil mode's last window past the input
-        {{1, 2, 130, 131}, {3, 3}, {1, 1}, {1, 1, 1, 1}, {}, 0, 0.07f, 80},   // a plane past 16 KiB: the row path
-        {{1, 2, 131, 130}, {3, 3}, {2, 2}, {}, {}, 1, sx, zx},                // the same at stride 2
+        {{1, 2, 130, 131}, {3, 3}, {1, 1}, {1, 1, 1, 1}, {}, 0, 0.07f, 80, false, 0, false},   // a plane past 16 KiB: the row path
+        {{1, 2, 131, 130}, {3, 3}, {2, 2}, {}, {}, 1, sx, zx, false, 0, false},                // the same at stride 2
+        {{1, 3, 111, 111}, {3, 3}, {2, 2}, {}, {}, 0, sx, zx},                                 // squeezenet's first: read where it lies
+        {{1, 2, 56, 56}, {3, 3}, {1, 1}, {1, 1, 1, 1}, {}, 0, 0.07f, 80},                      // inception's 56 x 56 at stride 1
+        {{1, 2, 20, 100}, {3, 3}, {1, 2}, {1, 1, 1, 1}, {}, 1, 0.07f, 80},                     // column rows past one 64-byte step
+        {{1, 2, 12, 150}, {3, 3}, {1, 1}, {1, 1, 1, 1}, {}, 0, 0.07f, 80},                     // three steps of outputs a row, stride 1
+        {{1, 2, 9, 300}, {3, 3}, {2, 2}, {0, 1, 0, 1}, {}, 1, sx, zx},                         // and at stride 2
     };
     check_qdq_pools(cases, sx, zx, 900);
 }

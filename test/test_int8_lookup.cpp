@@ -3,9 +3,11 @@
 // the kernels' blocks (16, 32, 64), unaligned starts, every byte value, in place; nothing written
 // past n.
 #include <doctest/doctest.h>
+#include <cstring>
 #include <random>
 #include <vector>
 #include "runtime.h"
+#include "test_helpers.h"
 
 using namespace tessel;
 
@@ -56,4 +58,93 @@ TEST_CASE("int8 lookup: table[x] on every ISA of the machine, lengths around the
         lookup.run(table, every.data(), out.data(), 256);
         for (int v = 0; v < 256; ++v) CHECK(out[(size_t)v] == table[v]);
     }
+}
+
+// snippets.h's Int8MaxTaps (the uint8 MaxPool's column and row passes: the AVX-512 kernels for
+// strides 1 and 2, the portable loop) against the portable loop on every ISA of the machine:
+// output counts around the 64-byte steps, 1 to 5 taps a step apart, 1 and 3 rows, x ending at
+// and starting after a PROT_NONE page (so a read past the taps faults), y's bytes past the
+// outputs unchanged.
+TEST_CASE("int8 max taps: uint8 maxima of strided taps on every ISA of the machine, exact reads, no write past the outputs") {
+    std::mt19937 rng(3401);
+    std::vector<int64_t> counts;
+    for (int64_t n = 1; n <= 140; ++n) counts.push_back(n);
+    for (int64_t n : {191, 192, 193, 255, 256, 257}) counts.push_back(n);
+    for (Isa isa : {Isa::Ref, Isa::Sse41, Isa::Avx2, Isa::Avx512, Isa::Neon}) {
+        CAPTURE(isa_name(isa));
+        Int8MaxTaps taps;
+        if (!isa_available(isa)) {
+            CHECK(taps.init(isa) == Status::Unsupported);
+            continue;
+        }
+        REQUIRE(taps.init(isa) == Status::Ok);
+        CHECK(taps.isa() == isa);
+#if defined(__x86_64__)
+        const bool bw = isa == Isa::Avx512 && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("bmi2");
+        CHECK(taps.jit(1) == bw);
+        CHECK(taps.jit(2) == (bw && __builtin_cpu_supports("avx512vbmi")));
+#else
+        CHECK(!taps.jit(1));
+#endif
+        CHECK(!taps.jit(3));
+        int64_t cases = 0, bad = 0;
+        for (int64_t stride : {1, 2, 3})
+            for (int64_t tap_count : {1, 2, 3, 5})
+                for (int64_t rows : {1, 3})
+                    for (int64_t n : counts)
+                        for (bool at_end : {true, false}) {
+                            const int64_t step = tap_count == 1 ? 0 : (int64_t)(rng() % 3 == 0 ? 1 : 1 + rng() % 150);
+                            const int64_t x_row = n * stride + (int64_t)(rng() % 9), y_row = n + (int64_t)(rng() % 5);
+                            const int64_t x_bytes = (rows - 1) * x_row + (n - 1) * stride + (tap_count - 1) * step + 1;
+                            const int64_t y_bytes = (rows - 1) * y_row + n;
+                            test::GuardedBuffer xb((size_t)(x_bytes + 3) / 4, at_end), yb((size_t)(y_bytes + 3) / 4, at_end);
+                            uint8_t* x = reinterpret_cast<uint8_t*>(xb.data) + (at_end ? ((x_bytes + 3) / 4 * 4 - x_bytes) : 0);
+                            uint8_t* y = reinterpret_cast<uint8_t*>(yb.data) + (at_end ? ((y_bytes + 3) / 4 * 4 - y_bytes) : 0);
+                            for (int64_t i = 0; i < x_bytes; ++i) x[i] = (uint8_t)(rng() % 7 == 0 ? (rng() % 2) * 255 : rng() % 256);
+                            std::vector<uint8_t> want((size_t)y_bytes, 0xA5);
+                            std::memset(y, 0xA5, (size_t)y_bytes);
+                            Int8MaxTapsArgs args;
+                            args.x = x;
+                            args.n = n;
+                            args.taps = tap_count;
+                            args.step = step;
+                            args.stride = stride;
+                            args.rows = rows;
+                            args.x_row = x_row;
+                            args.y_row = y_row;
+                            args.y = want.data();
+                            Int8MaxTaps::run_portable(args);
+                            args.y = y;
+                            taps.run(args);
+                            ++cases;
+                            if (std::memcmp(y, want.data(), (size_t)y_bytes) != 0) {
+                                if (++bad <= 3) {
+                                    CAPTURE(stride);
+                                    CAPTURE(tap_count);
+                                    CAPTURE(rows);
+                                    CAPTURE(n);
+                                    CAPTURE(step);
+                                    CHECK(false);
+                                }
+                            }
+                        }
+        CHECK(bad == 0);
+        CHECK(cases == 3 * 4 * 2 * (int64_t)counts.size() * 2);
+    }
+    // the portable loop itself, by hand: maxima of 2 taps 3 apart at stride 2 over 2 rows
+    const uint8_t x[] = {1, 9, 4, 0, 7, 2, 8, 5, 3, 6, 255, 0, 17, 16};
+    uint8_t y[6] = {};
+    Int8MaxTapsArgs args;
+    args.x = x;
+    args.y = y;
+    args.n = 2;
+    args.taps = 2;
+    args.step = 3;
+    args.stride = 2;
+    args.rows = 2;
+    args.x_row = 7;
+    args.y_row = 3;
+    Int8MaxTaps::run_portable(args);
+    const uint8_t want[6] = {1, 4, 0, 255, 17, 0};   // max(x0, x3), max(x2, x5); max(x7, x10), max(x9, x12)
+    CHECK(std::memcmp(y, want, sizeof y) == 0);
 }
