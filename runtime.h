@@ -23127,7 +23127,7 @@ struct Int8PoolState {
     uint32_t slots = 1;
     bool whole_planes = false;        // int8_pool_plane_fits: each plane through int8_pool_plane
     Int8Lookup lookup;
-    const Int8MaxTaps* max_taps = nullptr;   // whole planes: the passes' JIT kernels (else SSE2 or NEON loops)
+    const Int8MaxTaps* max_taps = nullptr;   // each plane on its kernels: int8_pool_plane_taps (row_bytes its buffer)
 };
 
 // dst[i] = max over taps k of src[i + k step] for i < count, 16 at a time: reads up to 15 bytes
@@ -23249,42 +23249,14 @@ inline size_t int8_pool_plane_bytes(const Window& w) {
 }
 
 // One plane (int8_pool_plane_fits) into yp: buf holds int8_pool_plane_bytes(w); border_ready:
-// it holds a padded copy of an earlier plane already, whose zeros stay. max_taps: both passes on
-// its kernels (each a call over the plane's rows).
-inline void int8_pool_plane(const Window& w, const uint8_t* xp, uint8_t* yp, uint8_t* buf, bool border_ready,
-                            const Int8MaxTaps* max_taps) {
+// it holds a padded copy of an earlier plane already, whose zeros stay.
+inline void int8_pool_plane(const Window& w, const uint8_t* xp, uint8_t* yp, uint8_t* buf, bool border_ready) {
     const int64_t top = w.pad_begin[1], left = w.pad_begin[2], pw = int8_pool_padded(w, 2), ph = int8_pool_padded(w, 1);
     const int64_t out_h = w.out[1], out_w = w.out[2];
     uint8_t* padded = buf;
     uint8_t* columns = buf + ((ph * pw + 32 + 63) & ~(int64_t)63);
-    // the kernels read no byte past their taps: a plane whose windows need no padding is read where it lies
-    const bool in_place = max_taps && ph == w.in[1] && pw == w.in[2];
-    if (!border_ready && !in_place) std::memset(padded, 0, (size_t)(ph * pw + 32));
-    for (int64_t r = 0; r < w.in[1] && !in_place; ++r) std::memcpy(padded + (top + r) * pw + left, xp + r * w.in[2], (size_t)w.in[2]);
-    if (max_taps) {
-        Int8MaxTapsArgs columns_pass;   // out_h rows of column maxima, pw each
-        columns_pass.x = in_place ? xp : padded;
-        columns_pass.y = columns;
-        columns_pass.n = pw;
-        columns_pass.taps = w.kernel[1];
-        columns_pass.step = pw;
-        columns_pass.rows = out_h;
-        columns_pass.x_row = w.stride[1] * pw;
-        columns_pass.y_row = pw;
-        max_taps->run(columns_pass);
-        Int8MaxTapsArgs rows_pass;   // each row's windows along it
-        rows_pass.x = columns;
-        rows_pass.y = yp;
-        rows_pass.n = out_w;
-        rows_pass.taps = w.kernel[2];
-        rows_pass.step = 1;
-        rows_pass.stride = w.stride[2];
-        rows_pass.rows = out_h;
-        rows_pass.x_row = pw;
-        rows_pass.y_row = out_w;
-        max_taps->run(rows_pass);
-        return;
-    }
+    if (!border_ready) std::memset(padded, 0, (size_t)(ph * pw + 32));
+    for (int64_t r = 0; r < w.in[1]; ++r) std::memcpy(padded + (top + r) * pw + left, xp + r * w.in[2], (size_t)w.in[2]);
     // the column maxima read to ph pw + 15 at most: the spare bytes
     if (w.stride[1] == 1) int8_max_taps(padded, out_h * pw, w.kernel[1], pw, columns);
     else
@@ -23305,6 +23277,58 @@ inline void int8_pool_plane(const Window& w, const uint8_t* xp, uint8_t* yp, uin
             std::memcpy(yp + o * out_w + whole, tail, (size_t)(out_w - whole));
         }
     }
+}
+
+// With Int8MaxTaps' kernels (Int8PoolState::max_taps), planes of any size: each output row's
+// column maxima over the rows of its window inside the plane, read where they lie (the rows
+// whose windows lie wholly inside in one call), into a row of the padded width whose pad bytes
+// stay 0; then the windows along those rows.
+inline bool int8_pool_taps_fit(const Window& w) {
+    for (int d = 1; d < 3; ++d)   // each window's first tap before the input's end, its last after its start
+        if (w.dilation[d] != 1 || w.out[d] < 1 || w.in[d] < 1 || w.pad_begin[d] >= w.kernel[d] ||
+            (w.out[d] - 1) * w.stride[d] - w.pad_begin[d] >= w.in[d])
+            return false;
+    return w.stride[2] == 1 || w.stride[2] == 2;
+}
+// The column maxima: out_h rows of the padded width.
+inline size_t int8_pool_taps_bytes(const Window& w) { return ((size_t)(w.out[1] * int8_pool_padded(w, 2)) + 63) & ~(size_t)63; }
+
+// One plane (int8_pool_taps_fit) into yp; columns: int8_pool_taps_bytes(w), its pad bytes 0 when
+// border_ready (an earlier plane's pass left them so).
+inline void int8_pool_plane_taps(const Window& w, const Int8MaxTaps& taps, const uint8_t* xp, uint8_t* yp, uint8_t* columns,
+                                 bool border_ready) {
+    const int64_t pw = int8_pool_padded(w, 2), out_h = w.out[1], in_h = w.in[1], in_w = w.in[2];
+    const int64_t sh = w.stride[1], kh = w.kernel[1];
+    if (!border_ready && pw != in_w) std::memset(columns, 0, (size_t)(out_h * pw));
+    Int8MaxTapsArgs down;
+    down.n = in_w;
+    down.step = in_w;
+    down.x_row = sh * in_w;
+    down.y_row = pw;
+    for (int64_t o = 0; o < out_h;) {
+        const int64_t first = o * sh - w.pad_begin[1];   // the window's first row, and its rows [k0, k1) inside the plane
+        const int64_t k0 = first < 0 ? -first : 0, k1 = std::min(kh, in_h - first);
+        int64_t rows = 1;
+        if (k0 == 0 && k1 == kh)
+            while (o + rows < out_h && (o + rows) * sh - w.pad_begin[1] + kh <= in_h) ++rows;
+        down.x = xp + (first + k0) * in_w;
+        down.y = columns + o * pw + w.pad_begin[2];
+        down.taps = k1 - k0;
+        down.rows = rows;
+        taps.run(down);
+        o += rows;
+    }
+    Int8MaxTapsArgs along;
+    along.x = columns;
+    along.y = yp;
+    along.n = w.out[2];
+    along.taps = w.kernel[2];
+    along.step = 1;
+    along.stride = w.stride[2];
+    along.rows = out_h;
+    along.x_row = pw;
+    along.y_row = w.out[2];
+    taps.run(along);
 }
 
 inline Status run_int8_max_pool(const RunContext& c) {
@@ -23330,8 +23354,13 @@ inline Status run_int8_max_pool(const RunContext& c) {
             }
             (void)x_end;   // read by the SSE2 loop only
             uint8_t* yp = y + (int64_t)plane * out_plane;
+            if (st.max_taps) {
+                int8_pool_plane_taps(w, *st.max_taps, xp, yp, rowmax, plane != begin);
+                if (table) st.lookup.run(table, yp, yp, out_plane);
+                continue;
+            }
             if (st.whole_planes) {
-                int8_pool_plane(w, xp, yp, rowmax, plane != begin, st.max_taps);
+                int8_pool_plane(w, xp, yp, rowmax, plane != begin);
                 if (table) st.lookup.run(table, yp, yp, out_plane);
                 continue;
             }
@@ -25501,12 +25530,14 @@ inline Status cpu_int8_steps(ReferenceProgram* p, const PreparedModel& model, Is
             bool looks_up = st->table != nullptr;
             for (uint32_t k = 0; st->tables && k < st->inputs; ++k) looks_up = looks_up || st->tables[k];
             const Isa lookup_isa = looks_up ? int8_lookup_init(&st->lookup, isa) : Isa::Ref;
-            // whole planes on Int8MaxTaps' kernels where it has both strides' (named ":planes")
+            // whole planes on Int8MaxTaps' kernels where it has the row pass's stride (named ":planes")
             Int8MaxTaps* max_taps = p->arena.allocate_array<Int8MaxTaps>(1);
             if (!max_taps) return Status::OutOfMemory;
             new (max_taps) Int8MaxTaps();
-            if (st->whole_planes && max_taps->init(isa) == Status::Ok && max_taps->jit(1) && max_taps->jit(st->w.stride[2]))
+            if (int8_pool_taps_fit(st->w) && max_taps->init(isa) == Status::Ok && max_taps->jit(1) && max_taps->jit(st->w.stride[2])) {
                 st->max_taps = max_taps;
+                st->row_bytes = int8_pool_taps_bytes(st->w);
+            }
             TESSEL_TRY(int8_use(p, group.step, run_int8_max_pool, st, st->max_taps ? "MaxPool:planes" : "MaxPool", lookup_isa,
                                 (size_t)st->slots * st->row_bytes));
         } else if (!cst) {

@@ -10574,14 +10574,42 @@ void Int8Lookup::run_portable(const uint8_t* table, const uint8_t* x, uint8_t* y
 namespace detail {
 #if !defined(TESSEL_NO_JIT) && (defined(__x86_64__) || defined(_M_X64))
 // rdi: the Int8MaxTapsArgs (System V). Per row (r8 x, r9 y, r10 rows left) and step of 64
-// outputs (rsi x, rdx y, rcx outputs left): k1 the outputs' lanes; each tap (rax, r11 taps
-// left) loaded through k1, or at stride 2 its 128 bytes through k2 and k3 and their even bytes
-// taken by vpermt2b (zmm31: 0, 2, ..., 126); the maximum from 0, uint8's least value.
+// outputs (rsi x, rdx y, rcx outputs left): each tap (rax, r11 taps left) loaded, or at stride 2
+// its 128 bytes and their even bytes taken by vpermt2b (zmm31: 0, 2, ..., 126); the maximum
+// from 0, uint8's least value. Whole steps load and store plainly (but a stride-2 tap's byte
+// 127, k4); the last partial step through masks: k1 its outputs, k2 and k3 its taps' bytes.
 inline void emit_int8_max_taps(asmjit::x86::Assembler& a, int64_t stride) {
     namespace x86 = asmjit::x86;
     auto arg = [&](size_t offset) { return x86::qword_ptr(x86::rdi, (int32_t)offset); };
-    asmjit::Label rows = a.newLabel(), vectors = a.newLabel(), taps = a.newLabel(), full = a.newLabel(), even = a.newLabel(), masked = a.newLabel(), rest = a.newLabel();
-    if (stride == 2) a.vmovdqu8(x86::zmm31, x86::ptr(even));
+    asmjit::Label rows = a.newLabel(), vectors = a.newLabel(), last = a.newLabel(), row_done = a.newLabel(), even = a.newLabel(),
+                  rest = a.newLabel();
+    if (stride == 2) {
+        a.vmovdqu8(x86::zmm31, x86::ptr(even));
+        a.mov(x86::rax, (uint64_t)0x7FFFFFFFFFFFFFFFull);
+        a.kmovq(x86::k4, x86::rax);
+    }
+    auto vector = [&](bool masked) {   // the taps of 64 outputs (masked: rcx of them) into zmm0, stored
+        asmjit::Label taps = a.newLabel();
+        a.vpxord(x86::zmm0, x86::zmm0, x86::zmm0);
+        a.mov(x86::rax, x86::rsi);
+        a.mov(x86::r11, arg(offsetof(Int8MaxTapsArgs, taps)));
+        a.bind(taps);
+        if (stride == 1) {
+            if (masked) a.k(x86::k1).z().vmovdqu8(x86::zmm1, x86::ptr(x86::rax));
+            else a.vmovdqu8(x86::zmm1, x86::ptr(x86::rax));
+        } else {
+            if (masked) a.k(x86::k2).z().vmovdqu8(x86::zmm1, x86::ptr(x86::rax));
+            else a.vmovdqu8(x86::zmm1, x86::ptr(x86::rax));
+            a.k(masked ? x86::k3 : x86::k4).z().vmovdqu8(x86::zmm2, x86::ptr(x86::rax, 64));
+            a.vpermt2b(x86::zmm1, x86::zmm31, x86::zmm2);
+        }
+        a.vpmaxub(x86::zmm0, x86::zmm0, x86::zmm1);
+        a.add(x86::rax, arg(offsetof(Int8MaxTapsArgs, step)));
+        a.sub(x86::r11, 1);
+        a.jnz(taps);
+        if (masked) a.k(x86::k1).vmovdqu8(x86::ptr(x86::rdx), x86::zmm0);
+        else a.vmovdqu8(x86::ptr(x86::rdx), x86::zmm0);
+    };
     a.mov(x86::r8, arg(offsetof(Int8MaxTapsArgs, x)));
     a.mov(x86::r9, arg(offsetof(Int8MaxTapsArgs, y)));
     a.mov(x86::r10, arg(offsetof(Int8MaxTapsArgs, rows)));
@@ -10590,19 +10618,21 @@ inline void emit_int8_max_taps(asmjit::x86::Assembler& a, int64_t stride) {
     a.mov(x86::rdx, x86::r9);
     a.mov(x86::rcx, arg(offsetof(Int8MaxTapsArgs, n)));
     a.bind(vectors);
-    a.mov(x86::rax, -1);
     a.cmp(x86::rcx, 64);
-    a.jae(full);
+    a.jb(last);
+    vector(false);
+    a.add(x86::rsi, 64 * stride);
+    a.add(x86::rdx, 64);
+    a.sub(x86::rcx, 64);
+    a.jmp(vectors);
+    a.bind(last);
+    a.test(x86::rcx, x86::rcx);
+    a.jz(row_done);
+    a.mov(x86::rax, -1);
     a.bzhi(x86::rax, x86::rax, x86::rcx);   // the last outputs' lanes
-    a.bind(full);
     a.kmovq(x86::k1, x86::rax);
-    if (stride == 2) {   // the bytes 0 .. 2 m - 2 of m outputs: k2 the first 64, k3 the rest
-        a.mov(x86::r11, x86::rcx);
-        a.cmp(x86::r11, 64);
-        a.jb(masked);
-        a.mov(x86::r11, 64);
-        a.bind(masked);
-        a.lea(x86::r11, x86::ptr(x86::r11, x86::r11, 0, -1));
+    if (stride == 2) {   // the bytes 0 .. 2 m - 2 of m < 64 outputs: k2 the first 64, k3 the rest
+        a.lea(x86::r11, x86::ptr(x86::rcx, x86::rcx, 0, -1));
         a.mov(x86::rax, -1);
         a.bzhi(x86::rax, x86::rax, x86::r11);   // an index of 64 or more keeps every bit
         a.kmovq(x86::k2, x86::rax);
@@ -10615,26 +10645,8 @@ inline void emit_int8_max_taps(asmjit::x86::Assembler& a, int64_t stride) {
         a.bind(rest);
         a.kmovq(x86::k3, x86::rax);
     }
-    a.vpxord(x86::zmm0, x86::zmm0, x86::zmm0);
-    a.mov(x86::rax, x86::rsi);
-    a.mov(x86::r11, arg(offsetof(Int8MaxTapsArgs, taps)));
-    a.bind(taps);
-    if (stride == 1) {
-        a.k(x86::k1).z().vmovdqu8(x86::zmm1, x86::ptr(x86::rax));
-    } else {
-        a.k(x86::k2).z().vmovdqu8(x86::zmm1, x86::ptr(x86::rax));
-        a.k(x86::k3).z().vmovdqu8(x86::zmm2, x86::ptr(x86::rax, 64));
-        a.vpermt2b(x86::zmm1, x86::zmm31, x86::zmm2);
-    }
-    a.vpmaxub(x86::zmm0, x86::zmm0, x86::zmm1);
-    a.add(x86::rax, arg(offsetof(Int8MaxTapsArgs, step)));
-    a.sub(x86::r11, 1);
-    a.jnz(taps);
-    a.k(x86::k1).vmovdqu8(x86::ptr(x86::rdx), x86::zmm0);
-    a.add(x86::rsi, 64 * stride);
-    a.add(x86::rdx, 64);
-    a.sub(x86::rcx, 64);
-    a.jg(vectors);
+    vector(true);
+    a.bind(row_done);
     a.add(x86::r8, arg(offsetof(Int8MaxTapsArgs, x_row)));
     a.add(x86::r9, arg(offsetof(Int8MaxTapsArgs, y_row)));
     a.sub(x86::r10, 1);

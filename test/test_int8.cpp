@@ -705,7 +705,7 @@ struct QdqPool {
     uint8_t zy;
     bool average = false;
     int64_t count_include_pad = 0;
-    bool planes = true;   // an average AVX-512's PoolPlanes takes (a run of planes a call); a max int8_pool_plane's
+    bool planes = true;   // an average AVX-512's PoolPlanes takes (a run of planes a call); a max Int8MaxTaps'
 };
 
 Quantized run_qdq_pool(const QdqPool& pc, const std::vector<uint8_t>& x, float sx, uint8_t zx, bool fusion, uint32_t threads) {
@@ -768,8 +768,9 @@ TEST_CASE("int8: QDQ MaxPool on uint8, bit for bit the float path's (same grid, 
         {{1, 2, 5, 40}, {2, 3}, {1, 1}, {2, 1, 2, 1}, {3, 1}, 0, 0.07f, 80, false, 0, false},  // as above, wider
         {{1, 5, 7, 7}, {3, 3}, {1, 1}, {1, 1, 1, 1}, {}, 0, 0.07f, 80},       // inception's 7x7: rows shorter than a vector
         {{2, 6, 14, 14}, {3, 3}, {2, 2}, {}, {}, 1, sx, zx},                  // ceil mode's last window past the input
-        {{1, 2, 130, 131}, {3, 3}, {1, 1}, {1, 1, 1, 1}, {}, 0, 0.07f, 80, false, 0, false},   // a plane past 16 KiB: the row path
-        {{1, 2, 131, 130}, {3, 3}, {2, 2}, {}, {}, 1, sx, zx, false, 0, false},                // the same at stride 2
+        {{1, 2, 130, 131}, {3, 3}, {1, 1}, {1, 1, 1, 1}, {}, 0, 0.07f, 80},                    // past 16 KiB: the row path but on JIT planes
+        {{1, 2, 131, 130}, {3, 3}, {2, 2}, {}, {}, 1, sx, zx},                                 // the same at stride 2
+        {{1, 2, 20, 30}, {5, 4}, {3, 2}, {2, 1, 0, 3}, {}, 1, 0.07f, 80},                      // stride 3 down, 2 along: JIT planes
         {{1, 3, 111, 111}, {3, 3}, {2, 2}, {}, {}, 0, sx, zx},                                 // squeezenet's first: read where it lies
         {{1, 2, 56, 56}, {3, 3}, {1, 1}, {1, 1, 1, 1}, {}, 0, 0.07f, 80},                      // inception's 56 x 56 at stride 1
         {{1, 2, 20, 100}, {3, 3}, {1, 2}, {1, 1, 1, 1}, {}, 1, 0.07f, 80},                     // column rows past one 64-byte step
