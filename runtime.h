@@ -23127,7 +23127,8 @@ struct Int8PoolState {
     uint32_t slots = 1;
     bool whole_planes = false;        // int8_pool_plane_fits: each plane through int8_pool_plane
     Int8Lookup lookup;
-    const Int8MaxTaps* max_taps = nullptr;   // each plane on its kernels: int8_pool_plane_taps (row_bytes its buffer)
+    Int8MaxTaps max_taps;
+    bool on_taps = false;   // each plane through int8_pool_plane_taps on max_taps' kernels (row_bytes its buffer)
 };
 
 // dst[i] = max over taps k of src[i + k step] for i < count, 16 at a time: reads up to 15 bytes
@@ -23354,8 +23355,8 @@ inline Status run_int8_max_pool(const RunContext& c) {
             }
             (void)x_end;   // read by the SSE2 loop only
             uint8_t* yp = y + (int64_t)plane * out_plane;
-            if (st.max_taps) {
-                int8_pool_plane_taps(w, *st.max_taps, xp, yp, rowmax, plane != begin);
+            if (st.on_taps) {
+                int8_pool_plane_taps(w, st.max_taps, xp, yp, rowmax, plane != begin);
                 if (table) st.lookup.run(table, yp, yp, out_plane);
                 continue;
             }
@@ -25531,14 +25532,11 @@ inline Status cpu_int8_steps(ReferenceProgram* p, const PreparedModel& model, Is
             for (uint32_t k = 0; st->tables && k < st->inputs; ++k) looks_up = looks_up || st->tables[k];
             const Isa lookup_isa = looks_up ? int8_lookup_init(&st->lookup, isa) : Isa::Ref;
             // whole planes on Int8MaxTaps' kernels where it has the row pass's stride (named ":planes")
-            Int8MaxTaps* max_taps = p->arena.allocate_array<Int8MaxTaps>(1);
-            if (!max_taps) return Status::OutOfMemory;
-            new (max_taps) Int8MaxTaps();
-            if (int8_pool_taps_fit(st->w) && max_taps->init(isa) == Status::Ok && max_taps->jit(1) && max_taps->jit(st->w.stride[2])) {
-                st->max_taps = max_taps;
+            if (int8_pool_taps_fit(st->w) && st->max_taps.init(isa) == Status::Ok && st->max_taps.jit(1) && st->max_taps.jit(st->w.stride[2])) {
+                st->on_taps = true;
                 st->row_bytes = int8_pool_taps_bytes(st->w);
             }
-            TESSEL_TRY(int8_use(p, group.step, run_int8_max_pool, st, st->max_taps ? "MaxPool:planes" : "MaxPool", lookup_isa,
+            TESSEL_TRY(int8_use(p, group.step, run_int8_max_pool, st, st->on_taps ? "MaxPool:planes" : "MaxPool", lookup_isa,
                                 (size_t)st->slots * st->row_bytes));
         } else if (!cst) {
             Int8MatMulState* st = int8_group_matmul_state(p, model, group, isa);
