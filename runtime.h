@@ -23128,7 +23128,8 @@ struct Int8PoolState {
     bool whole_planes = false;        // int8_pool_plane_fits: each plane through int8_pool_plane
     Int8Lookup lookup;
     Int8MaxTaps max_taps;
-    bool on_taps = false;   // each plane through int8_pool_plane_taps on max_taps' kernels (row_bytes its buffer)
+    bool on_taps = false;        // planes through int8_pool_planes_taps on max_taps' kernels (row_bytes their buffer)
+    int64_t taps_planes = 1;     // planes a call at most
 };
 
 // dst[i] = max over taps k of src[i + k step] for i < count, 16 at a time: reads up to 15 bytes
@@ -23291,21 +23292,30 @@ inline bool int8_pool_taps_fit(const Window& w) {
             return false;
     return w.stride[2] == 1 || w.stride[2] == 2;
 }
-// The column maxima: out_h rows of the padded width.
-inline size_t int8_pool_taps_bytes(const Window& w) { return ((size_t)(w.out[1] * int8_pool_padded(w, 2)) + 63) & ~(size_t)63; }
+// Planes a call: their column maxima (out_h rows of the padded width each) within 32 KiB, as
+// many calls as a plane has border rows plus two serve them all (small planes: hundreds).
+inline int64_t int8_pool_taps_planes(const Window& w) {
+    return std::max<int64_t>(1, (32 << 10) / (w.out[1] * int8_pool_padded(w, 2)));
+}
+inline size_t int8_pool_taps_bytes(const Window& w) {
+    return ((size_t)(int8_pool_taps_planes(w) * w.out[1] * int8_pool_padded(w, 2)) + 63) & ~(size_t)63;
+}
 
-// One plane (int8_pool_taps_fit) into yp; columns: int8_pool_taps_bytes(w), its pad bytes 0 when
-// border_ready (an earlier plane's pass left them so).
-inline void int8_pool_plane_taps(const Window& w, const Int8MaxTaps& taps, const uint8_t* xp, uint8_t* yp, uint8_t* columns,
-                                 bool border_ready) {
+// `planes` planes (int8_pool_taps_fit, at most int8_pool_taps_planes) from xp into yp, each
+// plane of x and y after the last; columns: int8_pool_taps_bytes(w), zeroed before the first
+// call (the passes never write its pad bytes).
+inline void int8_pool_planes_taps(const Window& w, const Int8MaxTaps& taps, const uint8_t* xp, uint8_t* yp, int64_t planes,
+                                  uint8_t* columns) {
     const int64_t pw = int8_pool_padded(w, 2), out_h = w.out[1], in_h = w.in[1], in_w = w.in[2];
     const int64_t sh = w.stride[1], kh = w.kernel[1];
-    if (!border_ready && pw != in_w) std::memset(columns, 0, (size_t)(out_h * pw));
     Int8MaxTapsArgs down;
     down.n = in_w;
     down.step = in_w;
     down.x_row = sh * in_w;
     down.y_row = pw;
+    down.planes = planes;
+    down.x_plane = in_h * in_w;
+    down.y_plane = out_h * pw;
     for (int64_t o = 0; o < out_h;) {
         const int64_t first = o * sh - w.pad_begin[1];   // the window's first row, and its rows [k0, k1) inside the plane
         const int64_t k0 = first < 0 ? -first : 0, k1 = std::min(kh, in_h - first);
@@ -23329,6 +23339,9 @@ inline void int8_pool_plane_taps(const Window& w, const Int8MaxTaps& taps, const
     along.rows = out_h;
     along.x_row = pw;
     along.y_row = w.out[2];
+    along.planes = planes;
+    along.x_plane = out_h * pw;
+    along.y_plane = out_h * w.out[2];
     taps.run(along);
 }
 
@@ -23353,11 +23366,14 @@ inline Status run_int8_max_pool(const RunContext& c) {
                 x_end = xp + (st.channels[k] - ch) * in_plane;   // this input's image: its last plane's end
                 table = st.tables[k];
             }
-            (void)x_end;   // read by the SSE2 loop only
+            (void)x_end;   // read by the taps' planes and the SSE2 loop only
             uint8_t* yp = y + (int64_t)plane * out_plane;
-            if (st.on_taps) {
-                int8_pool_plane_taps(w, st.max_taps, xp, yp, rowmax, plane != begin);
-                if (table) st.lookup.run(table, yp, yp, out_plane);
+            if (st.on_taps) {   // the planes that follow in this input's image, up to the buffer's
+                const int64_t count = std::min<int64_t>({(int64_t)(end - plane), (int64_t)(x_end - xp) / in_plane, st.taps_planes});
+                if (plane == begin) std::memset(rowmax, 0, st.row_bytes);
+                int8_pool_planes_taps(w, st.max_taps, xp, yp, count, rowmax);
+                if (table) st.lookup.run(table, yp, yp, count * out_plane);
+                plane += (uint64_t)(count - 1);
                 continue;
             }
             if (st.whole_planes) {
@@ -25534,6 +25550,7 @@ inline Status cpu_int8_steps(ReferenceProgram* p, const PreparedModel& model, Is
             // whole planes on Int8MaxTaps' kernels where it has the row pass's stride (named ":planes")
             if (int8_pool_taps_fit(st->w) && st->max_taps.init(isa) == Status::Ok && st->max_taps.jit(1) && st->max_taps.jit(st->w.stride[2])) {
                 st->on_taps = true;
+                st->taps_planes = int8_pool_taps_planes(st->w);
                 st->row_bytes = int8_pool_taps_bytes(st->w);
             }
             TESSEL_TRY(int8_use(p, group.step, run_int8_max_pool, st, st->on_taps ? "MaxPool:planes" : "MaxPool", lookup_isa,

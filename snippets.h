@@ -1231,9 +1231,9 @@ private:
 };
 
 // >>int8 max taps
-// The uint8 MaxPool's passes over a plane: for rows r < rows and outputs j < n,
-// y[r y_row + j] = max over k < taps of x[r x_row + j stride + k step], stride 1 or 2 (a
-// window's rows down its columns, then its taps along each row). JIT: AVX-512 BW (with BMI2),
+// The uint8 MaxPool's passes over planes: for planes p < planes, rows r < rows and outputs
+// j < n, y[p y_plane + r y_row + j] = max over k < taps of x[p x_plane + r x_row + j stride +
+// k step], stride 1 or 2 (a window's rows down its columns, then its taps along each row). JIT: AVX-512 BW (with BMI2),
 // 64 outputs a step, the last through byte masks, so nothing past the taps is read and nothing
 // past the outputs written; stride 2 picks the even bytes by VBMI's vpermt2b. Other targets and
 // strides run the portable loop; every target gives the same bytes.
@@ -1241,6 +1241,7 @@ struct Int8MaxTapsArgs {
     const uint8_t* x = nullptr;
     uint8_t* y = nullptr;
     int64_t n = 0, taps = 1, step = 0, stride = 1, rows = 1, x_row = 0, y_row = 0;
+    int64_t planes = 1, x_plane = 0, y_plane = 0;
 };
 
 class Int8MaxTaps {
@@ -1249,7 +1250,7 @@ public:
     Status init(Isa isa = Isa::Auto);
     Isa isa() const { return isa_; }
     bool jit(int64_t stride) const { return (stride == 1 ? stride1_ : stride == 2 ? stride2_ : nullptr) != nullptr; }
-    // Nothing for n, taps or rows below 1. x and y must not overlap.
+    // Nothing for n, taps, rows or planes below 1. x and y must not overlap.
     void run(const Int8MaxTapsArgs& args) const;
     static void run_portable(const Int8MaxTapsArgs& args);
     using KernelFn = void (*)(const Int8MaxTapsArgs* args);
@@ -10573,7 +10574,8 @@ void Int8Lookup::run_portable(const uint8_t* table, const uint8_t* x, uint8_t* y
 // >>int8 max taps implementation
 namespace detail {
 #if !defined(TESSEL_NO_JIT) && (defined(__x86_64__) || defined(_M_X64))
-// rdi: the Int8MaxTapsArgs (System V). Per row (r8 x, r9 y, r10 rows left) and step of 64
+// rdi: the Int8MaxTapsArgs (System V). Per plane (r12 x, r13 y, r14 planes left: saved and
+// restored), row (r8 x, r9 y, r10 rows left) and step of 64
 // outputs (rsi x, rdx y, rcx outputs left): each tap (rax, r11 taps left) loaded, or at stride 2
 // its 128 bytes and their even bytes taken by vpermt2b (zmm31: 0, 2, ..., 126); the maximum
 // from 0, uint8's least value. Whole steps load and store plainly (but a stride-2 tap's byte
@@ -10581,8 +10583,8 @@ namespace detail {
 inline void emit_int8_max_taps(asmjit::x86::Assembler& a, int64_t stride) {
     namespace x86 = asmjit::x86;
     auto arg = [&](size_t offset) { return x86::qword_ptr(x86::rdi, (int32_t)offset); };
-    asmjit::Label rows = a.newLabel(), vectors = a.newLabel(), last = a.newLabel(), row_done = a.newLabel(), even = a.newLabel(),
-                  rest = a.newLabel();
+    asmjit::Label planes = a.newLabel(), rows = a.newLabel(), vectors = a.newLabel(), last = a.newLabel(), row_done = a.newLabel(),
+                  even = a.newLabel(), rest = a.newLabel();
     if (stride == 2) {
         a.vmovdqu8(x86::zmm31, x86::ptr(even));
         a.mov(x86::rax, (uint64_t)0x7FFFFFFFFFFFFFFFull);
@@ -10610,8 +10612,15 @@ inline void emit_int8_max_taps(asmjit::x86::Assembler& a, int64_t stride) {
         if (masked) a.k(x86::k1).vmovdqu8(x86::ptr(x86::rdx), x86::zmm0);
         else a.vmovdqu8(x86::ptr(x86::rdx), x86::zmm0);
     };
-    a.mov(x86::r8, arg(offsetof(Int8MaxTapsArgs, x)));
-    a.mov(x86::r9, arg(offsetof(Int8MaxTapsArgs, y)));
+    a.push(x86::r12);
+    a.push(x86::r13);
+    a.push(x86::r14);
+    a.mov(x86::r12, arg(offsetof(Int8MaxTapsArgs, x)));
+    a.mov(x86::r13, arg(offsetof(Int8MaxTapsArgs, y)));
+    a.mov(x86::r14, arg(offsetof(Int8MaxTapsArgs, planes)));
+    a.bind(planes);
+    a.mov(x86::r8, x86::r12);
+    a.mov(x86::r9, x86::r13);
     a.mov(x86::r10, arg(offsetof(Int8MaxTapsArgs, rows)));
     a.bind(rows);
     a.mov(x86::rsi, x86::r8);
@@ -10651,6 +10660,13 @@ inline void emit_int8_max_taps(asmjit::x86::Assembler& a, int64_t stride) {
     a.add(x86::r9, arg(offsetof(Int8MaxTapsArgs, y_row)));
     a.sub(x86::r10, 1);
     a.jnz(rows);
+    a.add(x86::r12, arg(offsetof(Int8MaxTapsArgs, x_plane)));
+    a.add(x86::r13, arg(offsetof(Int8MaxTapsArgs, y_plane)));
+    a.sub(x86::r14, 1);
+    a.jnz(planes);
+    a.pop(x86::r14);
+    a.pop(x86::r13);
+    a.pop(x86::r12);
     a.vzeroupper();
     a.ret();
     if (stride == 2) {
@@ -10691,20 +10707,21 @@ Status Int8MaxTaps::init(Isa isa) {
 }
 
 void Int8MaxTaps::run(const Int8MaxTapsArgs& args) const {
-    if (args.n < 1 || args.taps < 1 || args.rows < 1) return;
+    if (args.n < 1 || args.taps < 1 || args.rows < 1 || args.planes < 1) return;
     const KernelFn kernel = args.stride == 1 ? stride1_ : args.stride == 2 ? stride2_ : nullptr;
     if (kernel) kernel(&args);
     else run_portable(args);
 }
 
 void Int8MaxTaps::run_portable(const Int8MaxTapsArgs& args) {
-    for (int64_t r = 0; r < args.rows; ++r)
-        for (int64_t j = 0; j < args.n; ++j) {
-            const uint8_t* x = args.x + r * args.x_row + j * args.stride;
-            uint8_t m = 0;
-            for (int64_t k = 0; k < args.taps; ++k) m = x[k * args.step] > m ? x[k * args.step] : m;
-            args.y[r * args.y_row + j] = m;
-        }
+    for (int64_t p = 0; p < args.planes; ++p)
+        for (int64_t r = 0; r < args.rows; ++r)
+            for (int64_t j = 0; j < args.n; ++j) {
+                const uint8_t* x = args.x + p * args.x_plane + r * args.x_row + j * args.stride;
+                uint8_t m = 0;
+                for (int64_t k = 0; k < args.taps; ++k) m = x[k * args.step] > m ? x[k * args.step] : m;
+                args.y[p * args.y_plane + r * args.y_row + j] = m;
+            }
 }
 
 // >>int8 convert implementation

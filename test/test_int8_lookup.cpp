@@ -62,7 +62,8 @@ TEST_CASE("int8 lookup: table[x] on every ISA of the machine, lengths around the
 
 // snippets.h's Int8MaxTaps (the uint8 MaxPool's column and row passes: the AVX-512 kernels for
 // strides 1 and 2, the portable loop) against the portable loop on every ISA of the machine:
-// output counts around the 64-byte steps, 1 to 5 taps a step apart, 1 and 3 rows, x ending at
+// output counts around the 64-byte steps, 1 to 5 taps a step apart, 1 and 3 rows of one plane
+// and 2 rows of 3 planes, x ending at
 // and starting after a PROT_NONE page (so a read past the taps faults), y's bytes past the
 // outputs unchanged.
 TEST_CASE("int8 max taps: uint8 maxima of strided taps on every ISA of the machine, exact reads, no write past the outputs") {
@@ -90,13 +91,16 @@ TEST_CASE("int8 max taps: uint8 maxima of strided taps on every ISA of the machi
         int64_t cases = 0, bad = 0;
         for (int64_t stride : {1, 2, 3})
             for (int64_t tap_count : {1, 2, 3, 5})
-                for (int64_t rows : {1, 3})
+                for (int64_t rows_planes : {1, 3, 23})   // rows, or rows and planes (tens and units)
                     for (int64_t n : counts)
                         for (bool at_end : {true, false}) {
                             const int64_t step = tap_count == 1 ? 0 : (int64_t)(rng() % 3 == 0 ? 1 : 1 + rng() % 150);
+                            const int64_t rows = rows_planes > 9 ? rows_planes / 10 : rows_planes, planes = rows_planes > 9 ? rows_planes % 10 : 1;
                             const int64_t x_row = n * stride + (int64_t)(rng() % 9), y_row = n + (int64_t)(rng() % 5);
-                            const int64_t x_bytes = (rows - 1) * x_row + (n - 1) * stride + (tap_count - 1) * step + 1;
-                            const int64_t y_bytes = (rows - 1) * y_row + n;
+                            const int64_t x_plane = (rows - 1) * x_row + (n - 1) * stride + (tap_count - 1) * step + 1 + (int64_t)(rng() % 7);
+                            const int64_t y_plane = (rows - 1) * y_row + n + (int64_t)(rng() % 3);
+                            const int64_t x_bytes = (planes - 1) * x_plane + (rows - 1) * x_row + (n - 1) * stride + (tap_count - 1) * step + 1;
+                            const int64_t y_bytes = (planes - 1) * y_plane + (rows - 1) * y_row + n;
                             test::GuardedBuffer xb((size_t)(x_bytes + 3) / 4, at_end), yb((size_t)(y_bytes + 3) / 4, at_end);
                             uint8_t* x = reinterpret_cast<uint8_t*>(xb.data) + (at_end ? ((x_bytes + 3) / 4 * 4 - x_bytes) : 0);
                             uint8_t* y = reinterpret_cast<uint8_t*>(yb.data) + (at_end ? ((y_bytes + 3) / 4 * 4 - y_bytes) : 0);
@@ -112,6 +116,9 @@ TEST_CASE("int8 max taps: uint8 maxima of strided taps on every ISA of the machi
                             args.rows = rows;
                             args.x_row = x_row;
                             args.y_row = y_row;
+                            args.planes = planes;
+                            args.x_plane = x_plane;
+                            args.y_plane = y_plane;
                             args.y = want.data();
                             Int8MaxTaps::run_portable(args);
                             args.y = y;
@@ -122,6 +129,7 @@ TEST_CASE("int8 max taps: uint8 maxima of strided taps on every ISA of the machi
                                     CAPTURE(stride);
                                     CAPTURE(tap_count);
                                     CAPTURE(rows);
+                                    CAPTURE(planes);
                                     CAPTURE(n);
                                     CAPTURE(step);
                                     CHECK(false);
@@ -129,11 +137,12 @@ TEST_CASE("int8 max taps: uint8 maxima of strided taps on every ISA of the machi
                             }
                         }
         CHECK(bad == 0);
-        CHECK(cases == 3 * 4 * 2 * (int64_t)counts.size() * 2);
+        CHECK(cases == 3 * 4 * 3 * (int64_t)counts.size() * 2);
     }
-    // the portable loop itself, by hand: maxima of 2 taps 3 apart at stride 2 over 2 rows
-    const uint8_t x[] = {1, 9, 4, 0, 7, 2, 8, 5, 3, 6, 255, 0, 17, 16};
-    uint8_t y[6] = {};
+    // the portable loop itself, by hand: maxima of 2 taps 3 apart at stride 2 over 2 rows, and
+    // the same over a second plane 14 bytes on (its outputs 7 on)
+    const uint8_t x[] = {1, 9, 4, 0, 7, 2, 8, 5, 3, 6, 255, 0, 17, 16, 3, 1, 2, 4, 0, 9, 5, 6, 7, 200, 8, 1, 100};
+    uint8_t y[12] = {};
     Int8MaxTapsArgs args;
     args.x = x;
     args.y = y;
@@ -144,7 +153,12 @@ TEST_CASE("int8 max taps: uint8 maxima of strided taps on every ISA of the machi
     args.rows = 2;
     args.x_row = 7;
     args.y_row = 3;
+    args.planes = 2;
+    args.x_plane = 14;
+    args.y_plane = 7;
     Int8MaxTaps::run_portable(args);
-    const uint8_t want[6] = {1, 4, 0, 255, 17, 0};   // max(x0, x3), max(x2, x5); max(x7, x10), max(x9, x12)
+    // max(x0, x3), max(x2, x5); max(x7, x10), max(x9, x12); then 14 on: max(x14, x17), max(x16,
+    // x19); max(x21, x24), max(x23, x26)
+    const uint8_t want[12] = {1, 4, 0, 255, 17, 0, 0, 4, 9, 0, 8, 200};
     CHECK(std::memcmp(y, want, sizeof y) == 0);
 }
