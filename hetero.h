@@ -65,6 +65,9 @@
                                    Bad input never reaches an assert: it returns a Status.
        TESSEL_MALLOC(n)/TESSEL_FREE(p)  all heap use (default malloc/free). A test may count or
                                    fail allocations through them.
+       TESSEL_MALLOC_IS_MALLOC     set by default; define it with your own TESSEL_MALLOC when that
+                                   calls malloc: freed pages go back to the system (malloc_trim)
+                                   and, on Linux, large weights ask for huge pages (Arena).
 
    Errors
    ------
@@ -131,7 +134,12 @@
 #endif
 
 namespace tessel {
-namespace detail { void assert_failed(const char* expression, const char* file, int line); }   // TESSEL_ASSERT
+namespace detail {
+void assert_failed(const char* expression, const char* file, int line);   // TESSEL_ASSERT
+// Advice only: the whole 2 MiB pages inside [memory, memory + bytes) as huge pages, on Linux
+// with malloc's memory; nothing elsewhere. For large data written once and read for long.
+void advise_huge_pages(void* memory, size_t bytes);
+}  // namespace detail
 
 // >>status
 // One status type for the whole library. New values are only ever appended.
@@ -220,8 +228,16 @@ using WriteFn = void (*)(void* user, const char* data, size_t size);
 // >>arena
 class Arena {
 public:
-    Arena();                                  // grows in blocks from TESSEL_MALLOC
+    // Grows in blocks from TESSEL_MALLOC; a request of 2 MiB or more gets a block of its own,
+    // whose whole 2 MiB pages are asked for as huge pages on Linux with malloc.
+    Arena();
     explicit Arena(size_t block_bytes);       // same, with a chosen minimum block size
+    // For large data written once and read for long (packed weights): on Linux with malloc,
+    // once it holds 1 MiB, blocks of 8 MiB whose whole 2 MiB pages are asked for as huge pages
+    // (a page fault each 2 MiB, not each 4 KiB; untouched pages cost nothing, so a small arena
+    // never takes a huge page); elsewhere the same as Arena().
+    struct HugePages {};
+    explicit Arena(HugePages);
     Arena(void* buffer, size_t bytes);        // fixed buffer: never mallocs
     ~Arena();
     Arena(const Arena&) = delete;
@@ -265,6 +281,7 @@ private:
     size_t used_ = 0;
     size_t reserved_ = 0;
     size_t block_bytes_ = 64 * 1024;
+    bool huge_pages_ = false;
 };
 
 // >>graph types
@@ -586,6 +603,9 @@ void write_dot(const Graph& graph, const Partition* partition, WriteFn write, vo
 #include <cstring>
 #include <new>
 #include <thread>
+#if defined(TESSEL_MALLOC_IS_MALLOC) && defined(__linux__)
+#include <sys/mman.h>   // madvise: huge pages for large arenas (Arena::HugePages)
+#endif
 
 // >>implementation helpers
 namespace tessel {
@@ -686,6 +706,24 @@ struct Arena::Block {
 
 Arena::Arena() {}
 Arena::Arena(size_t block_bytes) : block_bytes_(block_bytes < 256 ? 256 : block_bytes) {}
+#if defined(TESSEL_MALLOC_IS_MALLOC) && defined(__linux__) && defined(MADV_HUGEPAGE)
+Arena::Arena(HugePages) : huge_pages_(true) {}
+#else
+Arena::Arena(HugePages) {}
+#endif
+
+namespace detail {
+void advise_huge_pages(void* memory, size_t bytes) {
+#if defined(TESSEL_MALLOC_IS_MALLOC) && defined(__linux__) && defined(MADV_HUGEPAGE)
+    constexpr uintptr_t kHuge = uintptr_t(2) << 20;
+    const uintptr_t begin = align_up(reinterpret_cast<uintptr_t>(memory), kHuge);
+    const uintptr_t end = (reinterpret_cast<uintptr_t>(memory) + bytes) & ~(kHuge - 1);
+    if (end > begin) (void)madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
+#else
+    (void)memory, (void)bytes;
+#endif
+}
+}  // namespace detail
 Arena::Arena(void* buffer, size_t bytes)
     : base_(static_cast<unsigned char*>(buffer)), capacity_(buffer ? bytes : 0), fixed_(static_cast<unsigned char*>(buffer)),
       fixed_size_(buffer ? bytes : 0), reserved_(fixed_size_) {}
@@ -719,9 +757,13 @@ void* Arena::allocate_block(size_t bytes, size_t align) {
     size_t header = detail::align_up(sizeof(Block), alignof(std::max_align_t));
     if (bytes > SIZE_MAX - header - align) return nullptr;
     size_t need = bytes + align;
-    size_t size = need > block_bytes_ ? need : block_bytes_;
+    const bool pooled_huge = huge_pages_ && reserved_ >= (size_t(1) << 20);
+    const size_t block_bytes = pooled_huge ? size_t(8) << 20 : block_bytes_;
+    size_t size = need > block_bytes ? need : block_bytes;
     void* memory = TESSEL_MALLOC(header + size);
     if (!memory) return nullptr;
+    // A block of one request of 2 MiB or more (a folded weight) is filled by it: huge pages too.
+    if (pooled_huge || need >= (size_t(2) << 20)) detail::advise_huge_pages(memory, header + size);
     Block* block = static_cast<Block*>(memory);
     block->previous = head_;
     block->size = size + header - sizeof(Block);

@@ -354,6 +354,7 @@ inline void* owned_block(OwnedConstant** owned, Arena* arena, size_t bytes) {
     OwnedConstant* o = arena->allocate_array<OwnedConstant>(1);
     void* block = o ? TESSEL_MALLOC(bytes + 64) : nullptr;
     if (!block) return nullptr;
+    advise_huge_pages(block, bytes + 64);   // written once (folded weights), read for long
     void* data = reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(block) + 63) & ~(uintptr_t)63);
     *o = OwnedConstant{*owned, block, data};
     *owned = o;
@@ -1916,7 +1917,7 @@ public:
     void* insert(const void* key, size_t key_bytes, size_t bytes) {
         if ((entry_count_ + 1) * 2 > entry_capacity_ && !grow_entries()) return nullptr;
         void* copy = arena_.allocate(key_bytes ? key_bytes : 1, 8);
-        void* data = arena_.allocate(bytes ? bytes : 1, 64);
+        void* data = data_.allocate(bytes ? bytes : 1, 64);
         if (!copy || !data || !mark_stable(data)) return nullptr;
         std::memcpy(copy, key, key_bytes);
         place(Entry{hash_words(key, key_bytes), copy, key_bytes, data});
@@ -1984,6 +1985,7 @@ private:
     }
     const Model* model_;
     Arena arena_;
+    Arena data_{Arena::HugePages{}};   // insert()'s data: packed weights, recipes
     KernelCache kernels_;
     SharedSnippets snippets_;   // after kernels_: destroyed first, as its snippets hold kernels_'s code
     Entry* entries_ = nullptr;
@@ -3370,6 +3372,7 @@ public:
     // subgraph of a few nodes, and 64 KB blocks each would grow and shrink the heap by megabytes.
     static size_t block_bytes(size_t nodes) { return nodes < 60 ? 2048 + nodes * 1024 : 64 * 1024; }
     Arena arena;
+    Arena packed{Arena::HugePages{}};   // CPU: packed weights (float and int8)
     const PreparedModel* model = nullptr;
     ProgramStep* steps_ = nullptr;
     Unit* units = nullptr;
@@ -10050,7 +10053,7 @@ inline CpuGemmState* cpu_gemm_state(ReferenceProgram* p, const PreparedModel& mo
 
 // Floats of arena memory for packed matrices (64-byte aligned); nullptr when out of memory.
 inline float* cpu_packed_memory(ReferenceProgram* p, size_t floats) {
-    return static_cast<float*>(p->arena.allocate(floats * sizeof(float) + 64, 64));
+    return static_cast<float*>(p->packed.allocate(floats * sizeof(float) + 64, 64));
 }
 
 // Constant `w` packed by `pack(float* out)` into `floats` floats: packed once for every plan of
@@ -23978,7 +23981,7 @@ inline bool int8_depthwise_rows_kernel(ReferenceProgram* p, Int8DepthwiseState* 
     shape.pad_top = w.pad_begin[1], shape.pad_left = w.pad_begin[2];
     if (st->int8_conv.init(shape, isa) != Status::Ok || st->int8_conv.scratch_bytes(1) > ((size_t)64 << 20)) return true;
     const size_t weight_bytes = st->int8_conv.packed_weights_bytes();
-    int8_t* packed = static_cast<int8_t*>(p->arena.allocate((size_t)st->maps * weight_bytes + 1, 64));
+    int8_t* packed = static_cast<int8_t*>(p->packed.allocate((size_t)st->maps * weight_bytes + 1, 64));
     int32_t* bias = p->arena.allocate_array<int32_t>((size_t)st->maps + 1);
     if (!packed || !bias) return false;
     for (int64_t m = 0; m < st->maps; ++m) {
@@ -24066,7 +24069,7 @@ inline Int8MatMulState* int8_matmul_state(ReferenceProgram* p, int64_t rows, int
         const int64_t columns = (n + Int8Gemv::kColumns - 1) / Int8Gemv::kColumns * Int8Gemv::kColumns;
         int32_t* bias = p->arena.allocate_array<int32_t>((size_t)columns);
         float* scale = p->arena.allocate_array<float>((size_t)columns);
-        int8_t* packed = static_cast<int8_t*>(p->arena.allocate(Int8Gemv::packed_bytes(n, k) + 64, 64));
+        int8_t* packed = static_cast<int8_t*>(p->packed.allocate(Int8Gemv::packed_bytes(n, k) + 64, 64));
         if (!bias || !scale || !packed) return nullptr;
         for (int64_t j = 0; j < columns; ++j) {
             bias[j] = j < n ? wq.bias[j] : 0;
@@ -24081,7 +24084,7 @@ inline Int8MatMulState* int8_matmul_state(ReferenceProgram* p, int64_t rows, int
         st->slot_bytes = row_bytes == k ? 0 : ((size_t)(rows * row_bytes) + 63) & ~(size_t)63;
         return st;
     }
-    int8_t* packed = static_cast<int8_t*>(p->arena.allocate(st->gemm.packed_a_bytes(st->n, st->k) + 64, 64));
+    int8_t* packed = static_cast<int8_t*>(p->packed.allocate(st->gemm.packed_a_bytes(st->n, st->k) + 64, 64));
     if (!packed) return nullptr;
     st->gemm.pack_a(st->n, st->k, wq.q, st->k, packed);
     st->packed = packed;
@@ -24303,7 +24306,7 @@ inline Int8ConvState* int8_conv_state(ReferenceProgram* p, const ConvState& cst,
         st->bias[m] = (int32_t)(bias < -2147483648.0 ? -2147483648.0 : bias > 2147483647.0 ? 2147483647.0 : bias);
     }
     st->packed_bytes = (st->gemm.packed_a_bytes(st->group_maps, depth) + 63) & ~(size_t)63;
-    int8_t* packed = static_cast<int8_t*>(p->arena.allocate(st->packed_bytes * (size_t)st->groups + 64, 64));
+    int8_t* packed = static_cast<int8_t*>(p->packed.allocate(st->packed_bytes * (size_t)st->groups + 64, 64));
     if (!packed) return nullptr;
     for (int64_t g = 0; g < st->groups; ++g)
         st->gemm.pack_a(st->group_maps, depth, wq.q + g * st->group_maps * depth, depth, packed + (size_t)g * st->packed_bytes);
@@ -28624,6 +28627,7 @@ inline Status read_whole_file(OnnxReader& r, const char* path, void** data, size
         std::fclose(file);
         return r.fail(Status::OutOfMemory, "out of memory reading '%s' (%ld bytes)", path, length);
     }
+    advise_huge_pages(buffer, (size_t)length + 1);   // the model reads its weights in place
     size_t got = std::fread(buffer, 1, (size_t)length, file);
     std::fclose(file);
     if (got != (size_t)length) {

@@ -2892,12 +2892,14 @@ inline asmjit::JitRuntime& jit_runtime() {
 // emit(a, labels) into fresh code on jit_runtime(), `count` labels made for it to bind; then
 // entries[i] is the address of labels[i]. Unsupported when an instruction failed to encode,
 // OutOfMemory when the runtime could not take the code. The kernel tables' one assembly.
+// `expected_bytes` of code are reserved first (a growing buffer is copied at each doubling).
 template <typename Assembler, typename Emit>
-inline Status assemble_jit_entries(uint32_t count, void** entries, Emit&& emit) {
+inline Status assemble_jit_entries(uint32_t count, void** entries, Emit&& emit, size_t expected_bytes = 0) {
     asmjit::CodeHolder code;
     ErrorRecorder recorder;
     code.init(jit_runtime().environment());
     code.setErrorHandler(&recorder);
+    if (expected_bytes && code.reserveBuffer(&code.textSection()->buffer(), expected_bytes) != asmjit::kErrorOk) return Status::OutOfMemory;
     Assembler a(&code);
     asmjit::Label labels[256];
     if (count > 256) return Status::LimitExceeded;
@@ -5945,8 +5947,10 @@ inline void gemm_portable_tile(const float* a, const float* b, float* c, int64_t
 // by_rows: rsi is B's first column and row p is at rsi + 4 b_rows[p] (r10 walks b_rows); the
 // last vector of a masked tile is a masked load, so no column past the tile's is read.
 // by_cols: rdi is A's first row and column p is at rdi + 4 a_cols[p] (r10 walks a_cols).
+// The store part is the same for every kind of tile of one shape: emitted once, at the first
+// tile whose *shared_store is unbound (bound there), and jumped to by the others.
 inline void emit_gemm_tile_x86(asmjit::x86::Assembler& a, Isa isa, uint32_t mr, uint32_t nr, uint32_t rows,
-                               uint32_t vectors, bool masked, bool by_rows, bool packing, bool by_cols) {
+                               uint32_t vectors, bool masked, bool by_rows, bool packing, bool by_cols, asmjit::Label* shared_store) {
     namespace x86 = asmjit::x86;
     const bool wide = isa == Isa::Avx512;
     const uint32_t vb = wide ? 64 : 32, top = wide ? 28 : 12;   // registers at and above `top`: B, broadcast, store temporaries
@@ -6030,6 +6034,12 @@ inline void emit_gemm_tile_x86(asmjit::x86::Assembler& a, Isa isa, uint32_t mr, 
     a.sub(x86::r8, 1);
     a.jnz(single_loop);
     a.bind(store);
+    if (shared_store->isValid()) {
+        a.jmp(*shared_store);
+        return;
+    }
+    *shared_store = a.newLabel();
+    a.bind(*shared_store);
     // C = alpha acc (+ beta C): alpha and beta in the B registers, C's elements through a temporary.
     x86::Vec alpha = v(top), beta = v(top + 1), tmp = v(top + 2), mask = v(top + 3);
     a.vbroadcastss(alpha, x86::dword_ptr(x86::r9, 0));
@@ -6140,6 +6150,7 @@ inline GemmTileTable make_gemm_tiles(Isa isa, uint32_t mr, uint32_t nr) {
     const uint32_t vectors = nr / isa_vector_floats(isa);
     void* entries[kGemmTileKinds * 16 * 2 * 2];
     t.status = assemble_jit_entries<x86::Assembler>(kGemmTileKinds * mr * 2 * vectors, entries, [&](x86::Assembler& a, const Label* labels) {
+        Label stores[16 * 2 * 2];   // per rows, vectors and mask: the kinds' shared store part
         for (int kind = 0; kind < kGemmTileKinds; ++kind)   // packed B, B by rows, B by rows and packing, A by columns
             for (uint32_t rows = 1; rows <= mr; ++rows)
                 for (uint32_t vec = 1; vec <= vectors; ++vec)
@@ -6147,9 +6158,10 @@ inline GemmTileTable make_gemm_tiles(Isa isa, uint32_t mr, uint32_t nr) {
                         const uint32_t index = (uint32_t)kind * mr * 2 * vectors + (rows - 1) * 2 * vectors + (vec - 1) * 2 + (uint32_t)masked;
                         a.align(AlignMode::kCode, 32);
                         a.bind(labels[index]);
-                        emit_gemm_tile_x86(a, isa, mr, nr, rows, vec, masked != 0, kind == 1 || kind == 2, kind == 2, kind == 3);
+                        emit_gemm_tile_x86(a, isa, mr, nr, rows, vec, masked != 0, kind == 1 || kind == 2, kind == 2, kind == 3,
+                                           &stores[index - (uint32_t)kind * mr * 2 * vectors]);
                     }
-    });
+    }, (size_t)kGemmTileKinds * mr * 2 * vectors * mr * vectors * 48);   // about 48 bytes per tile and accumulator
     if (t.status != Status::Ok) return t;
     for (uint32_t i = 0; i < kGemmTileKinds * mr * 2 * vectors; ++i) t.fn[i] = reinterpret_cast<Gemm::TileFn>(entries[i]);
     return t;
@@ -6314,11 +6326,13 @@ Status Gemm::init(Isa isa) {
         const bool wide = isa == Isa::Avx512;
         blocking_.mr = wide ? 14 : 6;
         blocking_.nr = wide ? 32 : 16;
-        static const detail::GemmTileTable avx2 = detail::make_gemm_tiles(Isa::Avx2, 6, 16);
-        const detail::GemmTileTable* table = &avx2;
+        const detail::GemmTileTable* table;   // each target's tiles made on its first use only
         if (wide) {
             static const detail::GemmTileTable avx512 = detail::make_gemm_tiles(Isa::Avx512, 14, 32);
             table = &avx512;
+        } else {
+            static const detail::GemmTileTable avx2 = detail::make_gemm_tiles(Isa::Avx2, 6, 16);
+            table = &avx2;
         }
         if (table->status != Status::Ok) return table->status;
         tiles_ = table->fn;

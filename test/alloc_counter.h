@@ -15,3 +15,4 @@ void fail_allocations(uint64_t n);
 
 #define TESSEL_MALLOC(n) ::tessel_test::counted_malloc(n)
 #define TESSEL_FREE(p) ::tessel_test::counted_free(p)
+#define TESSEL_MALLOC_IS_MALLOC 1   // they call malloc and free: the library's malloc-only paths run

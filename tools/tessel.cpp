@@ -326,18 +326,21 @@ void describe_symbolic(const TensorDesc& d, const Model* model, uint32_t input, 
 
 // Reads MODEL.onnx, or imports a compiled blob (by its magic), and compiles. 0 or exit code.
 int load_and_compile(Core* core, const ModelOptions& o, Model* model, CompiledModel* compiled, bool* from_blob) {
-    size_t size = 0;
-    char* bytes = read_file(o.path, &size);
-    if (!bytes) return 2;
-    *from_blob = size >= 8 && std::memcmp(bytes, "TESSELCM", 8) == 0;
+    char magic[8] = {};
+    std::FILE* file = std::fopen(o.path, "rb");
+    if (!file) { std::fprintf(stderr, "tessel: cannot open '%s'\n", o.path); return 2; }
+    *from_blob = std::fread(magic, 1, sizeof magic, file) == sizeof magic && std::memcmp(magic, "TESSELCM", 8) == 0;
+    std::fclose(file);
     Status s;
     if (*from_blob) {
+        size_t size = 0;
+        char* bytes = read_file(o.path, &size);
+        if (!bytes) return 2;
         s = core->import_model(bytes, size, compiled, Span<const ConfigEntry>(o.config, o.config_count));
         TESSEL_FREE(bytes);
         if (s != Status::Ok) { std::fprintf(stderr, "tessel: %s: %s\n", o.path, core->last_error()); return 2; }
         return 0;
     }
-    TESSEL_FREE(bytes);
     s = model->read_onnx_file(o.path);
     if (s != Status::Ok) { std::fprintf(stderr, "tessel: %s: %s\n", o.path, model->last_error()); return 2; }
     InputShape shapes[64];
