@@ -23293,7 +23293,8 @@ inline bool int8_pool_taps_fit(const Window& w) {
         if (w.dilation[d] != 1 || w.out[d] < 1 || w.in[d] < 1 || w.pad_begin[d] >= w.kernel[d] ||
             (w.out[d] - 1) * w.stride[d] - w.pad_begin[d] >= w.in[d])
             return false;
-    return w.stride[2] == 1 || w.stride[2] == 2;
+    // one plane's column maxima are a thread's scratch: up to 2 MiB (larger planes take rows)
+    return (w.stride[2] == 1 || w.stride[2] == 2) && w.out[1] * int8_pool_padded(w, 2) <= (int64_t(2) << 20);
 }
 // Planes a call: their column maxima (out_h rows of the padded width each) within 32 KiB, as
 // many calls as a plane has border rows plus two serve them all (small planes: hundreds).

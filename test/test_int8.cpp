@@ -776,6 +776,7 @@ TEST_CASE("int8: QDQ MaxPool on uint8, bit for bit the float path's (same grid, 
         {{1, 2, 20, 100}, {3, 3}, {1, 2}, {1, 1, 1, 1}, {}, 1, 0.07f, 80},                     // column rows past one 64-byte step
         {{1, 2, 12, 150}, {3, 3}, {1, 1}, {1, 1, 1, 1}, {}, 0, 0.07f, 80},                     // three steps of outputs a row, stride 1
         {{1, 2, 9, 300}, {3, 3}, {2, 2}, {0, 1, 0, 1}, {}, 1, sx, zx},                         // and at stride 2
+        {{1, 1, 1100, 4000}, {3, 3}, {2, 2}, {}, {}, 0, sx, zx, false, 0, false},              // column maxima past 2 MiB: rows
     };
     check_qdq_pools(cases, sx, zx, 900);
 }
