@@ -139,6 +139,12 @@ void assert_failed(const char* expression, const char* file, int line);   // TES
 // Advice only: the whole 2 MiB pages inside [memory, memory + bytes) as huge pages, on Linux
 // with malloc's memory; nothing elsewhere. For large data written once and read for long.
 void advise_huge_pages(void* memory, size_t bytes);
+// The alignment at which a block is huge pages from its start: 2 MiB where the advice is given.
+#if defined(TESSEL_MALLOC_IS_MALLOC) && defined(__linux__)
+constexpr size_t kHugePageAlignment = size_t(2) << 20;
+#else
+constexpr size_t kHugePageAlignment = 64;
+#endif
 }  // namespace detail
 
 // >>status

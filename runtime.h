@@ -7971,8 +7971,11 @@ namespace detail {
 inline bool grow_block(void** raw, void** aligned, size_t* capacity, size_t bytes, size_t alignment = 64) {
     if (*aligned && bytes <= *capacity) return true;
     void* fresh_raw = nullptr;
+    // a request's activations and scratch, touched by every run: huge pages from the start
+    if (bytes >= kHugePageAlignment && alignment < kHugePageAlignment) alignment = kHugePageAlignment;
     void* fresh = aligned_block(bytes, &fresh_raw, alignment);
     if (!fresh) return false;
+    advise_huge_pages(fresh, bytes);
     std::memset(fresh, 0, bytes);
     TESSEL_FREE(*raw);
     *raw = fresh_raw;

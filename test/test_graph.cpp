@@ -5,9 +5,6 @@
 #include <string>
 #include <vector>
 #include "test_helpers.h"
-#if defined(__linux__)
-#include <sys/mman.h>
-#endif
 
 using namespace tessel;
 
@@ -59,31 +56,6 @@ TEST_CASE("arena: heap blocks grow, large requests get their own block, reset fr
     CHECK(arena.reserved() == 0);
 }
 
-// The VmFlags of the mapping holding `address` in /proc/self/smaps ("" when not found).
-static std::string vm_flags_at(const void* address) {
-    std::string flags;
-#if defined(__linux__)
-    std::FILE* f = std::fopen("/proc/self/smaps", "r");
-    if (!f) return flags;
-    char line[512];
-    bool inside = false;
-    const uintptr_t at = reinterpret_cast<uintptr_t>(address);
-    while (std::fgets(line, sizeof line, f)) {
-        unsigned long long begin = 0, end = 0;
-        if (std::sscanf(line, "%llx-%llx ", &begin, &end) == 2 && std::strchr(line, '-') < std::strchr(line, ' ')) {
-            inside = at >= begin && at < end;
-        } else if (inside && std::strncmp(line, "VmFlags:", 8) == 0) {
-            flags = line + 8;
-            break;
-        }
-    }
-    std::fclose(f);
-#else
-    (void)address;
-#endif
-    return flags;
-}
-
 TEST_CASE("arena: HugePages takes 8 MiB blocks once it holds 1 MiB, their 2 MiB pages advised as huge (Linux)") {
     Arena arena{Arena::HugePages{}};
     char* first = static_cast<char*>(arena.allocate(512 << 10, 64));   // a block of its own, as in Arena()
@@ -107,23 +79,13 @@ TEST_CASE("arena: HugePages takes 8 MiB blocks once it holds 1 MiB, their 2 MiB 
     char* big = static_cast<char*>(plain.allocate(4 << 20, 64));   // one request of 2 MiB or more: advised too
     REQUIRE(big != nullptr);
     big[0] = 1;
-#if defined(__linux__)
-    auto first_huge_page = [](const char* p) {
-        return reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(p) + (2u << 20) - 1) & ~(uintptr_t)((2u << 20) - 1));
-    };
-    // Where the kernel (or qemu's user mode) drops the advice, smaps cannot show the arena's:
-    // an advice given here directly calibrates that.
-    std::vector<char> probe(6u << 20);
-    char* probe_page = static_cast<char*>(first_huge_page(probe.data()));
-    const bool visible = madvise(probe_page, 2u << 20, MADV_HUGEPAGE) == 0 && vm_flags_at(probe_page).find(" hg") != std::string::npos;
-    if (visible) {
-        const std::string pooled_flags = vm_flags_at(first_huge_page(next)), big_flags = vm_flags_at(first_huge_page(big));
+    if (test::huge_advice_visible()) {
+        const std::string pooled_flags = test::vm_flags_at(test::first_huge_page(next)), big_flags = test::vm_flags_at(test::first_huge_page(big));
         CHECK_MESSAGE(pooled_flags.find(" hg") != std::string::npos, pooled_flags);
         CHECK_MESSAGE(big_flags.find(" hg") != std::string::npos, big_flags);
     } else {
         MESSAGE("huge page advice not visible here (no transparent huge pages, or qemu): not checked");
     }
-#endif
 }
 
 TEST_CASE("graph: build, finalize, successors, predecessors and topological order") {

@@ -316,6 +316,49 @@ inline bool gpu_tested_here() {
     return gpu_here();
 }
 
+// The VmFlags of the mapping holding `address` in /proc/self/smaps ("" when not found).
+inline std::string vm_flags_at(const void* address) {
+    std::string flags;
+#if defined(__linux__)
+    std::FILE* f = std::fopen("/proc/self/smaps", "r");
+    if (!f) return flags;
+    char line[512];
+    bool inside = false;
+    const uintptr_t at = reinterpret_cast<uintptr_t>(address);
+    while (std::fgets(line, sizeof line, f)) {
+        unsigned long long begin = 0, end = 0;
+        if (std::sscanf(line, "%llx-%llx ", &begin, &end) == 2 && std::strchr(line, '-') < std::strchr(line, ' ')) {
+            inside = at >= begin && at < end;
+        } else if (inside && std::strncmp(line, "VmFlags:", 8) == 0) {
+            flags = line + 8;
+            break;
+        }
+    }
+    std::fclose(f);
+#else
+    (void)address;
+#endif
+    return flags;
+}
+
+// The first 2 MiB boundary at or after p.
+inline void* first_huge_page(const void* p) {
+    return reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(p) + (2u << 20) - 1) & ~(uintptr_t)((2u << 20) - 1));
+}
+
+// Whether smaps shows huge page advice here: a kernel without transparent huge pages refuses it
+// and qemu's user mode drops it (its suites skip the look), so an advice given directly
+// calibrates the tests that look.
+inline bool huge_advice_visible() {
+#if defined(__linux__) && defined(MADV_HUGEPAGE) && defined(__x86_64__)   // AArch64 runs under qemu here
+    std::vector<char> probe(6u << 20);
+    void* page = first_huge_page(probe.data());
+    return madvise(page, 2u << 20, MADV_HUGEPAGE) == 0 && vm_flags_at(page).find(" hg") != std::string::npos;
+#else
+    return false;
+#endif
+}
+
 // Whether `kernels` names the int8 step `what` on the target its table lookups run on at this
 // ISA level (avx512 or avx2 on x86, neon, else ref); a step without a table is named ref.
 inline bool has_int8_step(const std::string& kernels, const char* what, bool looks_up = true) {

@@ -290,6 +290,36 @@ TEST_CASE("runtime: CPU fuses the elementwise island and matches TEMPLATE bit fo
     }
 }
 
+TEST_CASE("runtime: a request's activations of 2 MiB or more are huge pages from their start (Linux)") {
+    Model m;
+    NodeId x, relu;
+    REQUIRE(m.add_input("x", float_desc({1, 3, 512, 512}), &x) == Status::Ok);   // 3 MiB in the request's block
+    InputRef a[] = {InputRef::by_id(x)};
+    REQUIRE(m.add_node("Relu", "relu", a, 1, &relu) == Status::Ok);
+    REQUIRE(m.add_output("y", InputRef::by_id(relu)) == Status::Ok);
+    REQUIRE(m.finalize() == Status::Ok);
+    Core core;
+    CompiledModel c;
+    REQUIRE(core.compile_model(m, "CPU", {}, &c) == Status::Ok);
+    InferRequest r;
+    REQUIRE(c.create_request(&r) == Status::Ok);
+    fill(r.input(0), 3);
+    REQUIRE(r.infer() == Status::Ok);
+    const float* in = r.input(0).data_as<float>();
+    const float* out = r.output(0).data_as<float>();
+    for (int i = 0; i < 3 * 512 * 512; i += 4099) CHECK(out[i] == (in[i] > 0 ? in[i] : 0.0f));
+    // the block starts at a 2 MiB boundary, so its first 2 MiB hold the start of the input or output
+    const void* first = in < out ? (const void*)in : (const void*)out;
+    CHECK(reinterpret_cast<uintptr_t>(first) % 64 == 0);
+    if (test::huge_advice_visible()) {
+        const void* page = reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(first) & ~(uintptr_t)((2u << 20) - 1));
+        const std::string flags = test::vm_flags_at(page);
+        CHECK_MESSAGE(flags.find(" hg") != std::string::npos, flags);
+    } else {
+        MESSAGE("huge page advice not visible here (no transparent huge pages, or qemu): not checked");
+    }
+}
+
 TEST_CASE("runtime: an island of 24 inputs is one snippet (cold argument pointers) with TEMPLATE's bits") {
     // y = (((x0 + x1) * x2) - x3 ...) over 24 inputs of shapes [4,33], [4,1] and [33], then Tanh.
     Model m;
