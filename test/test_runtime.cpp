@@ -308,9 +308,9 @@ TEST_CASE("runtime: a request's activations of 2 MiB or more are huge pages from
     const float* in = r.input(0).data_as<float>();
     const float* out = r.output(0).data_as<float>();
     for (int i = 0; i < 3 * 512 * 512; i += 4099) CHECK(out[i] == (in[i] > 0 ? in[i] : 0.0f));
-    // the block starts at a 2 MiB boundary, so its first 2 MiB hold the start of the input or output
+    // the block starts at a 2 MiB boundary (where advice applies), and the input or the output starts the block
     const void* first = in < out ? (const void*)in : (const void*)out;
-    CHECK(reinterpret_cast<uintptr_t>(first) % 64 == 0);
+    CHECK(reinterpret_cast<uintptr_t>(first) % detail::kHugePageAlignment == 0);
     if (test::huge_advice_visible()) {
         const void* page = reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(first) & ~(uintptr_t)((2u << 20) - 1));
         const std::string flags = test::vm_flags_at(page);
