@@ -342,24 +342,7 @@ struct ModelPort {
 };
 
 namespace detail {
-struct OwnedConstant {   // a constant's own heap block (Model::owned_constants)
-    OwnedConstant* next;
-    void* block;
-    const void* data;   // 64-byte aligned inside block
-};
-
-// A heap block of `bytes`, 64-byte aligned, put on list `owned` (its entry in `arena`);
-// nullptr when out of memory.
-inline void* owned_block(OwnedConstant** owned, Arena* arena, size_t bytes) {
-    OwnedConstant* o = arena->allocate_array<OwnedConstant>(1);
-    void* block = o ? TESSEL_MALLOC(bytes + 64) : nullptr;
-    if (!block) return nullptr;
-    advise_huge_pages(block, bytes + 64);   // written once (folded weights), read for long
-    void* data = reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(block) + 63) & ~(uintptr_t)63);
-    *o = OwnedConstant{*owned, block, data};
-    *owned = o;
-    return data;
-}
+struct OwnedConstant;   // a constant's own heap block (Model::owned_constants)
 }
 
 class Model {
@@ -665,8 +648,12 @@ public:
     uint32_t value_count() const { return value_count_; }
     const TensorDesc& value_desc(uint32_t value) const { return descs_[value]; }
     // nullptr unless Constant; after compile also for the floats of int8 weights that no step
-    // reads (the int8 kernels took the Constant's int8_values: detail::Int8Origin)
-    const void* constant(uint32_t value) const { return constants_[value]; }
+    // reads (the int8 kernels took the Constant's int8_values: detail::Int8Origin). The floats
+    // of int8 weights are made at their first read through here.
+    const void* constant(uint32_t value) const;
+    // A Constant's address without making pending floats: for code that reads no data through
+    // it (it only checks that the value is known, or takes the int8 origin).
+    const void* constant_address(uint32_t value) const { return constants_[value]; }
     const void* kernel_state(NodeId node) const { return states_[node]; }
     size_t kernel_scratch(NodeId node) const { return scratch_[node]; }
     bool kernel_in_place(NodeId node) const { return in_place_[node] != 0; }
@@ -708,6 +695,7 @@ private:
     uint8_t* bounded_ = nullptr;
     const OpKernel** kernels_ = nullptr;
     uint32_t folded_ = 0;
+    const Model* owned_source_ = nullptr;   // the model prepared when it has owned constants (a blob's), which it may read
     bool shape_free_ = false;   // the same graph at any input shapes (detail_prepare::can_rebind)
     uint64_t family_ = 0;
 };
@@ -1027,6 +1015,79 @@ void destroy(T* object) {
 #endif
 
 namespace tessel {
+namespace detail {
+// A constant's own heap block (Model::owned_constants). The floats of int8 weights may be
+// pending: made from their integers at the first read that needs them (filled()), so those
+// only int8 kernels read are never made (the block stays untouched address space) and freed
+// after compile (PreparedModel::release_constant).
+struct OwnedConstant {
+    OwnedConstant* next = nullptr;
+    void* block = nullptr;
+    const void* data = nullptr;   // 64-byte aligned inside block
+    // pending floats: data[i] = q[i] * scale[(i / inner) % scales], as DequantizeLinear makes them
+    const int8_t* q = nullptr;
+    const float* scale = nullptr;
+    int64_t scales = 1, inner = 1;
+    uint64_t count = 0;
+    std::atomic<uint32_t> state{0};   // kMade, kPending or kMaking
+    static constexpr uint32_t kMade = 0, kPending = 1, kMaking = 2;
+};
+
+// A heap block of `bytes`, 64-byte aligned, put on list `owned` (its entry in `arena`);
+// nullptr when out of memory. *entry: its list entry, when given.
+inline void* owned_block(OwnedConstant** owned, Arena* arena, size_t bytes, OwnedConstant** entry = nullptr) {
+    OwnedConstant* o = arena->allocate_array<OwnedConstant>(1);
+    void* block = o ? TESSEL_MALLOC(bytes + 64) : nullptr;
+    if (!block) return nullptr;
+    advise_huge_pages(block, bytes + 64);   // written once (folded weights), read for long
+    void* data = reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(block) + 63) & ~(uintptr_t)63);
+    new (o) OwnedConstant();
+    o->next = *owned;
+    o->block = block;
+    o->data = data;
+    *owned = o;
+    if (entry) *entry = o;
+    return data;
+}
+
+// Makes a pending entry's floats; a reader that comes while another makes them waits for it.
+inline void fill_owned(OwnedConstant* o) {
+    uint32_t expected = OwnedConstant::kPending;
+    if (o->state.compare_exchange_strong(expected, OwnedConstant::kMaking)) {
+        float* y = static_cast<float*>(const_cast<void*>(o->data));
+        for (uint64_t i = 0; i < o->count; ++i) y[i] = (float)o->q[i] * o->scale[o->scales == 1 ? 0 : (int64_t)(i / (uint64_t)o->inner) % o->scales];
+        o->state.store(OwnedConstant::kMade, std::memory_order_release);
+        return;
+    }
+    while (o->state.load(std::memory_order_acquire) != OwnedConstant::kMade) std::this_thread::yield();
+}
+
+// The entry of lists `a` or `b` whose data is `data`, or nullptr.
+inline OwnedConstant* find_owned(const void* data, OwnedConstant* a, OwnedConstant* b = nullptr) {
+    if (!data) return nullptr;
+    for (OwnedConstant* o = a; o; o = o->next) if (o->data == data) return o;
+    for (OwnedConstant* o = b; o; o = o->next) if (o->data == data) return o;
+    return nullptr;
+}
+
+// Whether `data` is a pending constant of lists a or b (its floats not made yet).
+inline bool pending(const void* data, OwnedConstant* a, OwnedConstant* b = nullptr) {
+    const OwnedConstant* o = find_owned(data, a, b);
+    return o && o->state.load(std::memory_order_acquire) != OwnedConstant::kMade;
+}
+
+// `data`, its floats made first when it is a pending constant of lists a or b.
+inline const void* filled(const void* data, OwnedConstant* a, OwnedConstant* b = nullptr) {
+    if (OwnedConstant* o = find_owned(data, a, b)) fill_owned(o);
+    return data;
+}
+
+// Makes every pending entry of list `a`.
+inline void fill_all(OwnedConstant* a) {
+    for (OwnedConstant* o = a; o; o = o->next) fill_owned(o);
+}
+}  // namespace detail
+
 namespace detail {
 constexpr uint32_t kMaxDevices = 64;      // a Core's devices, and the devices of one device string
 constexpr uint32_t kMaxNodePorts = 64;    // inputs, and outputs, of one node
@@ -2169,17 +2230,19 @@ inline bool int8_origin(const Graph& g, NodeId id, Int8Origin* out) {
     return true;
 }
 
-// The floats of an origin: q * scale in float32, as DequantizeLinear computes them.
-inline void int8_origin_dequantize(const Int8Origin& o, float* y) {
+// Makes `entry` (a block of the origin's element count of floats) pending: its floats
+// q * scale in float32, as DequantizeLinear computes them, made at its first read (filled()).
+inline void set_pending(OwnedConstant* entry, const Int8Origin& o) {
     uint64_t count = 0;
     desc_elements(o.desc, &count);
     int64_t inner = 1;   // elements per index of the axis
-    for (uint32_t k = o.axis + 1; k < o.desc.rank; ++k) inner *= o.desc.dims[k];
-    const int64_t runs = inner ? (int64_t)count / inner : 0;
-    for (int64_t r = 0; r < runs; ++r) {
-        const float s = o.scale[o.scales == 1 ? 0 : r % o.scales];
-        for (int64_t i = 0; i < inner; ++i) y[r * inner + i] = (float)o.values[r * inner + i] * s;
-    }
+    for (uint32_t d = o.axis + 1; d < o.desc.rank; ++d) inner *= o.desc.dims[d];
+    entry->q = o.values;
+    entry->scale = o.scale;
+    entry->scales = o.scales;
+    entry->inner = inner ? inner : 1;
+    entry->count = count;
+    entry->state.store(OwnedConstant::kPending);
 }
 
 // An inference BatchNormalization of channel c as y = x a + b: its kernel and prepare's Mul and
@@ -2390,6 +2453,9 @@ struct detail_prepare {
             const OpKernel* k = lookup(lookup_user, node.op);
             if (!k) return fail(error, Status::Unsupported, "node '%.*s': op '%.*s' is not supported by any device",
                                 (int)node.name.size, node.name.data, (int)node.op.size, node.op.data);
+            for (uint32_t i = 0; i < node.num_inputs; ++i)
+                if (in_value[i] && (all_known || !reads_no_weights(node, i, k)))
+                    detail::filled(in_value[i], out->model.owned_constants, source.owned_constants);
             if (k == find_builtin_kernel(node.op)) TESSEL_TRY(detail::check_op_version(node, source.opset, error));   // not an extension
             PrepareContext c;
             c.graph = &g;
@@ -2423,7 +2489,14 @@ struct detail_prepare {
                 // read them (not in a body, which may be prepared at run time, allocating nothing)
                 const bool own = !input_descs && lookup_user && node.op == StringView("DequantizeLinear") && node.num_outputs == 1 &&
                                  in_desc[0].type == ElementType::Int8 && desc[base[id]].type == ElementType::Float32;
-                s = fold(g, id, k, c, in_desc, in_value, &desc[base[id]], &data[base[id]], limits, &arena, error, own ? &out->model.owned_constants : nullptr);
+                detail::Int8Origin origin;
+                if (own && dequantize_origin(g, id, source.opset, in_desc, in_value, desc[base[id]], &origin)) {
+                    s = pending_dequantize(origin, limits, &out->model, &data[base[id]]);   // its floats made where read
+                    if (s == Status::OutOfMemory) return fail(error, s, "out of memory folding '%.*s'", (int)node.name.size, node.name.data);
+                } else {
+                    s = fold(g, id, k, c, in_desc, in_value, &desc[base[id]], &data[base[id]], limits, &arena, error,
+                             own ? &out->model.owned_constants : nullptr);
+                }
                 if (s == Status::Ok) folded[id] = 1;
                 else if (s != Status::LimitExceeded) return s;  // too large to fold: runs each inference
             }
@@ -2575,6 +2648,7 @@ struct detail_prepare {
             ConstTensor folded_inputs[3];   // a Conv's weights and bias with its BatchNormalization in them
             if (batchnorm != kNoNode) {
                 float *w = nullptr, *b = nullptr;
+                detail::filled(data[base[node.inputs[1].producer] + node.inputs[1].port], out->model.owned_constants, source.owned_constants);
                 Status st = fold_batchnorm(g, id, batchnorm, base, desc, data, &arena, reuse, &w, &b);
                 if (st != Status::Ok) return fail(error, st, "out of memory folding a BatchNormalization");
                 uint32_t wv = base[node.inputs[1].producer] + node.inputs[1].port;
@@ -2596,7 +2670,7 @@ struct detail_prepare {
                 NodeId candidate = same_first[refs[0].producer];
                 for (int tries = 0; candidate != kNoNode && tries < 64; ++tries, candidate = same_next[candidate])
                     if (same_node(g, m.graph, m_source[candidate], candidate, id, refs, input_count,
-                                  batchnorm != kNoNode ? folded_inputs : nullptr)) {
+                                  batchnorm != kNoNode ? folded_inputs : nullptr, m.owned_constants, source.owned_constants)) {
                         same = candidate;
                         break;
                     }
@@ -2661,6 +2735,7 @@ struct detail_prepare {
                            !m.owned_constants && !holds_int8_weights(m);
         static std::atomic<uint64_t> families{0};
         out->family_ = out->shape_free_ ? ++families : 0;
+        out->owned_source_ = source.owned_constants ? &source : nullptr;   // a blob's model (a user's has none)
         return prepare_kernels(out, source.opset, limits, lookup, lookup_user, threads, nullptr, error);
     }
 
@@ -2713,6 +2788,7 @@ struct detail_prepare {
         out->folded_ = like.folded_;
         out->shape_free_ = true;
         out->family_ = like.family_;
+        out->owned_source_ = like.owned_source_;
         return prepare_kernels(out, m.opset, limits, lookup, lookup_user, threads, &like, error);
     }
 
@@ -2728,6 +2804,8 @@ struct detail_prepare {
         TensorDesc in_desc[detail::kMaxNodePorts];
         const void* in_value[detail::kMaxNodePorts];
         const Graph& pg = m.graph;
+        detail::OwnedConstant* pg_owned = m.owned_constants;
+        detail::OwnedConstant* source_owned = out->owned_source_ ? out->owned_source_->owned_constants : nullptr;
         uint32_t pn = pg.node_count();
         out->value_base_ = arena.allocate_array<uint32_t>(pn + 1);
         out->kernels_ = arena.allocate_array<const OpKernel*>(pn + 1);
@@ -2774,14 +2852,15 @@ struct detail_prepare {
         for (NodeId i : pg.topological_order()) {
             const Node& node = pg.node(i);
             if (like ? !like->kernels_[i] : detail::is_free_op(node.op)) continue;   // like has a kernel for every other node
-            for (uint32_t k = 0; k < node.num_inputs; ++k) {
-                uint32_t value = out->value_base_[node.inputs[k].producer] + node.inputs[k].port;
-                in_desc[k] = out->descs_[value];
-                in_value[k] = out->constants_[value];
-                if (pg.node(node.inputs[k].producer).op == StringView("Absent")) { in_desc[k] = TensorDesc(); in_value[k] = nullptr; }
-            }
             const OpKernel* k = !like ? lookup(lookup_user, node.op)
                                 : like->kernels_[i] == &detail::kFloat32Compute ? find_builtin_kernel(node.op) : like->kernels_[i];
+            for (uint32_t k2 = 0; k2 < node.num_inputs; ++k2) {
+                uint32_t value = out->value_base_[node.inputs[k2].producer] + node.inputs[k2].port;
+                in_desc[k2] = out->descs_[value];
+                in_value[k2] = out->constants_[value];
+                if (pg.node(node.inputs[k2].producer).op == StringView("Absent")) { in_desc[k2] = TensorDesc(); in_value[k2] = nullptr; }
+                if (in_value[k2] && !reads_no_weights(node, k2, k)) detail::filled(in_value[k2], pg_owned, source_owned);
+            }
             for (uint32_t p = 0; p < node.num_outputs && p < detail::kMaxNodePorts; ++p) check[p] = TensorDesc();
             PrepareContext c;
             c.graph = &pg;
@@ -2826,7 +2905,19 @@ struct detail_prepare {
     // in m (count of them; folded: its BatchNormalization-folded weights and bias, inputs 1
     // and 2, not in m yet), computes what node `earlier` of m (g's `earlier_source`) does.
     static bool same_node(const Graph& g, const Graph& mg, NodeId earlier_source, NodeId earlier, NodeId id, const InputRef* refs,
-                          uint32_t count, const ConstTensor* folded) {
+                          uint32_t count, const ConstTensor* folded, detail::OwnedConstant* owned, detail::OwnedConstant* source_owned) {
+        // pending int8 floats compare by their integers and scales where both have them (equal
+        // origins make equal floats), else made and compared
+        auto same_constant = [&](NodeId x, NodeId y) {
+            const ConstTensor *a = constant_tensor(mg, x), *b = constant_tensor(mg, y);
+            if (a && b && (detail::pending(a->data, owned, source_owned) || detail::pending(b->data, owned, source_owned))) {
+                detail::Int8Origin oa, ob;
+                if (detail::int8_origin(mg, x, &oa) && detail::int8_origin(mg, y, &ob)) return same_origin(oa, ob);
+                detail::filled(a->data, owned, source_owned);
+                detail::filled(b->data, owned, source_owned);
+            }
+            return same_tensor(a, b);
+        };
         const Node& a = g.node(earlier_source);
         const Node& b = g.node(id);
         const Node& ma = mg.node(earlier);
@@ -2837,13 +2928,42 @@ struct detail_prepare {
             const Edge& e = ma.inputs[i];
             if (!folded || (i != 1 && i != 2)) {
                 if (e.producer == refs[i].producer && e.port == refs[i].port && (e.keep_apart != 0) == refs[i].keep_apart) continue;
-                if (e.port != 0 || refs[i].port != 0 || !same_tensor(constant_tensor(mg, e.producer), constant_tensor(mg, refs[i].producer)))
+                if (e.port != 0 || refs[i].port != 0 || !same_constant(e.producer, refs[i].producer))
                     return false;
-            } else if (!same_tensor(constant_tensor(mg, e.producer), &folded[i])) {
-                return false;
+            } else {
+                const ConstTensor* t = constant_tensor(mg, e.producer);
+                if (t) detail::filled(t->data, owned, source_owned);
+                if (!same_tensor(t, &folded[i])) return false;
             }
         }
         return true;
+    }
+    static bool same_origin(const detail::Int8Origin& a, const detail::Int8Origin& b) {
+        uint64_t count = 0;
+        if (a.desc.rank != b.desc.rank || a.scales != b.scales || a.axis != b.axis || !desc_elements(a.desc, &count)) return false;
+        for (int d = 0; d < a.desc.rank; ++d)
+            if (a.desc.dims[d] != b.desc.dims[d]) return false;
+        return std::memcmp(a.values, b.values, (size_t)count) == 0 && std::memcmp(a.scale, b.scale, (size_t)a.scales * sizeof(float)) == 0;
+    }
+    // Whether a builtin kernel's prepare reads no value of input i: the weights of Conv,
+    // ConvTranspose, MatMul and Gemm (int8 kernels may take their integers instead of floats).
+    static bool reads_no_weights(const Node& node, uint32_t i, const OpKernel* k) {
+        return i == 1 && k && k == find_builtin_kernel(node.op) &&
+               (node.op == StringView("Conv") || node.op == StringView("ConvTranspose") || node.op == StringView("MatMul") ||
+                node.op == StringView("Gemm"));
+    }
+    // Folds a DequantizeLinear of int8 weights into *data: a block on model's owned list whose
+    // floats are made at their first read (detail::filled). LimitExceeded: too large to fold.
+    static Status pending_dequantize(const detail::Int8Origin& o, const Limits& limits, Model* model, const void** data) {
+        uint64_t count = 0;
+        desc_elements(o.desc, &count);
+        if (count * sizeof(float) > limits.max_folded_bytes) return Status::LimitExceeded;
+        detail::OwnedConstant* entry = nullptr;
+        void* block = detail::owned_block(&model->owned_constants, &model->arena, (size_t)count * sizeof(float), &entry);
+        if (!block) return Status::OutOfMemory;
+        detail::set_pending(entry, o);
+        *data = block;
+        return Status::Ok;
     }
     static const ConstTensor* constant_tensor(const Graph& mg, NodeId id) {
         if (mg.node(id).op != StringView("Constant") || mg.node(id).num_inputs != 0) return nullptr;
@@ -3141,6 +3261,42 @@ struct detail_prepare {
         return Status::Ok;
     }
 
+    // Whether DequantizeLinear `id` of inputs (descs, values known at compile time; an absent
+    // one has no type) and output y makes floats of int8 weights with zero point 0, per tensor
+    // or per axis: their origin then in *o.
+    static bool dequantize_origin(const Graph& g, NodeId id, uint32_t opset, const TensorDesc* in_desc, const void* const* in_value,
+                                  const TensorDesc& y, detail::Int8Origin* o) {
+        const Node& node = g.node(id);
+        if (!(node.op == StringView("DequantizeLinear")) || node.num_inputs < 2 || node.num_outputs != 1 || y.type != ElementType::Float32)
+            return false;
+        const TensorDesc &x = in_desc[0], &s = in_desc[1];
+        uint64_t count = 0, scales = 0;
+        if (x.type != ElementType::Int8 || s.type != ElementType::Float32 || !in_value[0] || !in_value[1] ||
+            !desc_elements(x, &count) || count == 0 || !desc_elements(s, &scales))
+            return false;
+        if (node.num_inputs > 2 && in_desc[2].type != ElementType::Undefined) {   // zero points, all 0
+            const int8_t* z = static_cast<const int8_t*>(in_value[2]);
+            uint64_t zeros = 0;
+            if (!z || in_desc[2].type != ElementType::Int8 || !desc_elements(in_desc[2], &zeros) || zeros != scales) return false;
+            for (uint64_t k = 0; k < zeros; ++k) if (z[k] != 0) return false;
+        }
+        const Attribute* block = g.find_attribute(id, "block_size");
+        if (opset >= 21 && block && block->kind == AttributeKind::Int && block->i != 0) return false;
+        int64_t axis = 0;
+        if (scales != 1) {
+            const Attribute* a = g.find_attribute(id, "axis");
+            axis = a && a->kind == AttributeKind::Int ? a->i : 1;
+            if (axis < 0) axis += x.rank;
+            if (axis < 0 || axis >= x.rank || s.rank != 1 || (int64_t)scales != x.dims[axis]) return false;
+        }
+        o->values = static_cast<const int8_t*>(in_value[0]);
+        o->desc = x;
+        o->scale = static_cast<const float*>(in_value[1]);
+        o->scales = (int64_t)scales;
+        o->axis = (uint32_t)axis;
+        return true;
+    }
+
     // Folded node `id`, Constant `constant` of m now: a DequantizeLinear of int8 weights with
     // zero point 0 (per tensor or per axis), or a Constant that has their origin (a blob's),
     // gives it the attributes of detail::Int8Origin.
@@ -3151,35 +3307,16 @@ struct detail_prepare {
         if (node.op == StringView("Constant")) {
             if (!detail::int8_origin(g, id, &o)) return Status::Ok;
         } else {
-            if (!(node.op == StringView("DequantizeLinear")) || node.num_inputs < 2 || node.num_outputs != 1 ||
-                desc[base[id]].type != ElementType::Float32)
-                return Status::Ok;
-            auto value = [&](uint32_t i) { return base[node.inputs[i].producer] + node.inputs[i].port; };
-            const TensorDesc &x = desc[value(0)], &s = desc[value(1)];
-            uint64_t count = 0, scales = 0;
-            if (x.type != ElementType::Int8 || s.type != ElementType::Float32 || !data[value(0)] || !data[value(1)] ||
-                !desc_elements(x, &count) || count == 0 || !desc_elements(s, &scales))
-                return Status::Ok;
-            if (node.num_inputs > 2 && g.node(node.inputs[2].producer).op != StringView("Absent")) {   // zero points, all 0
-                const int8_t* z = static_cast<const int8_t*>(data[value(2)]);
-                uint64_t zeros = 0;
-                if (!z || desc[value(2)].type != ElementType::Int8 || !desc_elements(desc[value(2)], &zeros) || zeros != scales) return Status::Ok;
-                for (uint64_t k = 0; k < zeros; ++k) if (z[k] != 0) return Status::Ok;
+            if (node.num_inputs > detail::kMaxNodePorts) return Status::Ok;
+            TensorDesc in_desc[detail::kMaxNodePorts];
+            const void* in_value[detail::kMaxNodePorts];
+            for (uint32_t i = 0; i < node.num_inputs; ++i) {
+                const uint32_t v = base[node.inputs[i].producer] + node.inputs[i].port;
+                const bool absent = g.node(node.inputs[i].producer).op == StringView("Absent");
+                in_desc[i] = absent ? TensorDesc() : desc[v];
+                in_value[i] = absent ? nullptr : data[v];
             }
-            const Attribute* block = g.find_attribute(id, "block_size");
-            if (opset >= 21 && block && block->kind == AttributeKind::Int && block->i != 0) return Status::Ok;
-            int64_t axis = 0;
-            if (scales != 1) {
-                const Attribute* a = g.find_attribute(id, "axis");
-                axis = a && a->kind == AttributeKind::Int ? a->i : 1;
-                if (axis < 0) axis += x.rank;
-                if (axis < 0 || axis >= x.rank || s.rank != 1 || (int64_t)scales != x.dims[axis]) return Status::Ok;
-            }
-            o.values = static_cast<const int8_t*>(data[value(0)]);
-            o.desc = x;
-            o.scale = static_cast<const float*>(data[value(1)]);
-            o.scales = (int64_t)scales;
-            o.axis = (uint32_t)axis;
+            if (!dequantize_origin(g, id, opset, in_desc, in_value, desc[base[id]], &o)) return Status::Ok;
         }
         ConstTensor* tensors = m.arena.allocate_array<ConstTensor>(2);
         if (!tensors) return Status::OutOfMemory;
@@ -3282,6 +3419,10 @@ inline bool list_contains(StringView list, StringView op) {
 
 }  // namespace detail
 
+const void* PreparedModel::constant(uint32_t value) const {
+    return detail::filled(constants_[value], model.owned_constants, owned_source_ ? owned_source_->owned_constants : nullptr);
+}
+
 bool PreparedModel::release_constant(uint32_t value, Model* source) {
     const void* data = constants_[value];
     auto find = [&](detail::OwnedConstant* o) { while (o && o->data != data) o = o->next; return o; };
@@ -3291,6 +3432,7 @@ bool PreparedModel::release_constant(uint32_t value, Model* source) {
     TESSEL_FREE(o->block);
     o->block = nullptr;
     o->data = nullptr;
+    o->state.store(detail::OwnedConstant::kMade);   // nothing left to make
     constants_[value] = nullptr;
     // the Constant's value attribute: its node is the last whose first value is at most `value`
     const uint32_t n = model.graph.node_count();
@@ -4722,7 +4864,7 @@ inline bool gpu_claims(const PreparedModel& model, NodeId id) {
         const uint32_t v = model.value_id(node.inputs[i].producer, node.inputs[i].port);
         uint64_t elements = 0;
         // Dropout's ratio (input 1) matters only in training mode, which prepare needs constant.
-        if (i >= data_inputs ? !model.constant(v) && !(desc_elements(model.value_desc(v), &elements) && elements == 0) &&
+        if (i >= data_inputs ? !model.constant_address(v) && !(desc_elements(model.value_desc(v), &elements) && elements == 0) &&
                                    !(node.op == StringView("Dropout") && i == 1)
                              : model.value_desc(v).type != ElementType::Float32)
             return false;
@@ -4961,8 +5103,9 @@ public:
             }
         }
         for (uint32_t v = 0; v < values; ++v) {
+            if (local[v] == kNotTouched) continue;
             const void* data = pm.constant(v);
-            if (local[v] == kNotTouched || !data) continue;
+            if (!data) continue;
             uint64_t elements = 0;
             desc_elements(pm.value_desc(v), &elements);
             cl_int e = CL_SUCCESS;
@@ -6272,7 +6415,7 @@ inline Status plan_memory(CompiledModel::Impl* m) {
     }
     // Constants and the Absent value never take arena space.
     for (uint32_t v = 0; v < pm.value_count(); ++v)
-        if (pm.constant(v) || pm.value_desc(v).type == ElementType::Undefined) first[v] = kNever;
+        if (pm.constant_address(v) || pm.value_desc(v).type == ElementType::Undefined) first[v] = kNever;
     // In place: the output takes the input's buffer when the input dies at this step.
     for (uint32_t e = 0; e < m->exec_count; ++e) {
         const ExecStep& x = m->exec[e];
@@ -7048,7 +7191,7 @@ inline Status release_int8_floats(CompiledModel::Impl* m) {
     uint32_t freed_count = 0;
     for (NodeId c = 0; c < g.node_count(); ++c) {
         if (!(g.node(c).op == StringView("Constant"))) continue;
-        const void* data = pm.constant(pm.value_id(c, 0));
+        const void* data = pm.constant_address(pm.value_id(c, 0));   // freed unmade if pending
         if (!data || read[pm.value_id(c, 0)] || !int8_origin(g, c, &origin)) continue;
         bool cpu_only = true;
         for (NodeId reader : g.successors(c))
@@ -7095,6 +7238,9 @@ inline Status finish_compile(CompileJob* job, CompiledModel::Impl* m, const void
         st = release_int8_floats(m);
         if (st != Status::Ok) return job->fail(st, "out of memory");
     }
+    // the pending floats of int8 weights that were kept: made now, before any request reads them
+    fill_all(m->prepared.model.owned_constants);
+    if (m->source) fill_all(m->source->owned_constants);
     if (m->arena_bytes + m->scratch_bytes > job->core->limits().max_arena_bytes)   // what a request allocates
         return job->fail(Status::LimitExceeded, "a request needs %zu bytes of activations and scratch (limit %llu)",
                           m->arena_bytes + m->scratch_bytes, (unsigned long long)job->core->limits().max_arena_bytes);
@@ -8990,18 +9136,22 @@ inline Status read_model(BlobReader& r, Model* m, char* error) {
             for (uint32_t k = 0; k < pending_count; ++k) if (pending[k].name == StringView("int8_values")) values = &pending[k];
             uint64_t count = 0;
             float* floats = nullptr;
+            OwnedConstant* entry = nullptr;
             if (!values || values->kind != AttributeKind::Tensor || !desc_elements(int8_floats, &count) || count != values->tensor->bytes ||
                 int8_floats.type != ElementType::Float32) {
                 r.ok = false;
-            } else if (!(floats = static_cast<float*>(owned_block(&m->owned_constants, &m->arena, count ? (size_t)count * sizeof(float) : 1)))) {
+            } else if (!(floats = static_cast<float*>(owned_block(&m->owned_constants, &m->arena, count ? (size_t)count * sizeof(float) : 1, &entry)))) {
                 return Status::OutOfMemory;
             } else {
                 s = m->add_constant(name, int8_floats, count ? floats : nullptr, &id, false);
                 if (s != Status::Ok) { print(error, kErrorMessageBytes, "blob: node %u: %s", v, m->last_error()); return Status::ParseError; }
                 for (uint32_t k = 0; k < pending_count; ++k) TESSEL_TRY(m->graph.add_attribute(id, pending[k]));
                 Int8Origin origin;
-                if (id != v || !int8_origin(m->graph, id, &origin)) r.ok = false;
-                else int8_origin_dequantize(origin, floats);
+                if (id != v || !int8_origin(m->graph, id, &origin)) {
+                    r.ok = false;
+                } else {
+                    set_pending(entry, origin);   // made at their first read, or never where only int8 kernels read them
+                }
             }
         }
         if (!r.ok || id != v) { r.ok = false; break; }
@@ -9237,6 +9387,16 @@ Status Core::import_model(const void* blob, size_t size, CompiledModel* out, Spa
     return Status::Ok;
 }
 
+namespace detail {
+// Whether node `id` of a blob's model src has no reader left in its prepared graph g (or none
+// at all): a node prepare dropped as unread.
+inline bool unread_in(const Graph& src, const Graph& g, NodeId id) {
+    for (NodeId reader : src.successors(id))
+        if (g.find(src.node(reader).name) != kNoNode) return false;
+    return true;
+}
+}  // namespace detail
+
 Status Core::import_job(void* job_pointer, const void* payload, size_t size, void* impl, Arena* scratch) {
     detail::CompileJob& job = *static_cast<detail::CompileJob*>(job_pointer);
     CompiledModel::Impl* m = static_cast<CompiledModel::Impl*>(impl);
@@ -9298,7 +9458,7 @@ Status Core::import_job(void* job_pointer, const void* payload, size_t size, voi
     for (uint32_t k = 0; k < m->subgraph_count; ++k) {
         StringView device = r.str();
         uint32_t count = r.u32();
-        if (!r.ok || count > n) return fail(Status::ParseError, "blob: malformed partition");
+        if (!r.ok || count > src.node_count()) return fail(Status::ParseError, "blob: malformed partition");
         m->subgraph_device[k] = nullptr;
         for (uint32_t d = 0; d < job.count; ++d) if (job.list[d]->name() == device) m->subgraph_device[k] = job.list[d];
         Device* missing = m->subgraph_device[k] ? nullptr : this->device(device);
@@ -9308,16 +9468,20 @@ Status Core::import_job(void* job_pointer, const void* payload, size_t size, voi
         if (!m->subgraph_device[k]) return fail(Status::ParseError, "blob: subgraph %u names device %.*s, not in the list", k, (int)device.size, device.data);
         NodeId* nodes = m->arena.allocate_array<NodeId>(count + 1);
         if (!nodes) return fail(Status::OutOfMemory, "out of memory");
+        uint32_t placed = 0;
         for (uint32_t i = 0; i < count; ++i) {
             uint32_t old = r.u32();
             if (!r.ok || old >= src.node_count()) return fail(Status::ParseError, "blob: malformed partition");
             NodeId v = g.find(src.node(old).name);
+            // The exporter's graph keeps the Constants of a node it found equal to an earlier one
+            // (common subexpressions), read by nothing; prepare drops them here, and nodes that only they fed.
+            if (v == kNoNode && detail::unread_in(src, g, old)) continue;
             if (v == kNoNode || m->subgraph_of[v] != detail::kUnplaced) return fail(Status::ParseError, "blob: the partition places node %u twice or not at all", old);
             m->subgraph_of[v] = k;
-            nodes[i] = v;
+            nodes[placed++] = v;
         }
-        std::sort(nodes, nodes + count);
-        members[k] = Span<const NodeId>(nodes, count);
+        std::sort(nodes, nodes + placed);
+        members[k] = Span<const NodeId>(nodes, placed);
     }
     for (NodeId v = 0; v < n; ++v)
         if (m->subgraph_of[v] == detail::kUnplaced) return fail(Status::ParseError, "blob: the partition leaves node '%.*s' out", (int)g.node(v).name.size, g.node(v).name.data);
@@ -10038,6 +10202,15 @@ inline const float* cpu_constant_input(const PreparedModel& model, NodeId id, ui
     uint32_t value = model.value_id(node.inputs[i].producer, node.inputs[i].port);
     if (model.value_desc(value).type != ElementType::Float32) return nullptr;
     return static_cast<const float*>(model.constant(value));
+}
+
+// Whether node `id`'s input `i` is a float Constant, its floats not made if pending (the int8
+// groups' weights, which their kernels take as the model's integers).
+inline bool cpu_constant_known(const PreparedModel& model, NodeId id, uint32_t i) {
+    const Node& node = model.model.graph.node(id);
+    if (i >= node.num_inputs) return false;
+    uint32_t value = model.value_id(node.inputs[i].producer, node.inputs[i].port);
+    return model.value_desc(value).type == ElementType::Float32 && model.constant_address(value) != nullptr;
 }
 
 // A CpuGemmState in the program's arena, its Gemm ready; nullptr when the target has no JIT tiles.
@@ -23504,9 +23677,9 @@ inline bool int8_find_group(const PreparedModel& model, NodeId q, Int8Group* gro
         const ConvState* cst = static_cast<const ConvState*>(model.kernel_state(producer));
         if (!cst || cst->depth == 0 || cst->group_maps == 0) return false;
     }
-    if (!cpu_constant_input(model, producer, 1)) return false;
+    if (!cpu_constant_known(model, producer, 1)) return false;
     if (conv.num_inputs > 2 && model.value_desc(model.value_id(conv.inputs[2].producer, conv.inputs[2].port)).type !=
-                                   ElementType::Undefined && !cpu_constant_input(model, producer, 2))
+                                   ElementType::Undefined && !cpu_constant_known(model, producer, 2))
         return false;
     NodeId dq = conv.inputs[0].producer;
     const Node& dn = g.node(dq);
@@ -23974,6 +24147,17 @@ inline Int8Source int8_group_source(const PreparedModel& model, const Int8Group&
     return src;
 }
 
+// The source of a QDQ conv group of `maps` maps: the model's int8 weights where prepare kept
+// them (int8_conv_exact_weights), else its floats, made only then if pending.
+inline Int8Source int8_conv_group_source(const PreparedModel& model, const Int8Group& group, int64_t maps) {
+    const Node& conv = model.model.graph.node(group.conv);
+    Int8Source src = int8_group_source(model, group, nullptr);
+    src.w = static_cast<const float*>(model.constant_address(model.value_id(conv.inputs[1].producer, conv.inputs[1].port)));
+    int8_conv_exact_weights(model, group.conv, maps, &src);
+    if (src.w) src.w = cpu_constant_input(model, group.conv, 1);
+    return src;
+}
+
 // Sets up the int8 row kernels of a 2-D depthwise state when the target has one for its shape.
 inline bool int8_depthwise_rows_kernel(ReferenceProgram* p, Int8DepthwiseState* st, const int64_t* weight_sums, Isa isa) {
     const Window& w = st->w;
@@ -24110,7 +24294,6 @@ inline Int8MatMulState* int8_matmul_state(ReferenceProgram* p, int64_t rows, int
 // (one value per column, or one for all) as the bias.
 inline Int8MatMulState* int8_group_matmul_state(ReferenceProgram* p, const PreparedModel& model, const Int8Group& group, Isa isa) {
     const Node& node = model.model.graph.node(group.conv);
-    const float* w = cpu_constant_input(model, group.conv, 1);
     const float* c = nullptr;
     int64_t rows = 0, n = 0, k = 0, c_col = 0;
     bool trans_b = false;
@@ -24126,6 +24309,7 @@ inline Int8MatMulState* int8_group_matmul_state(ReferenceProgram* p, const Prepa
     Int8Origin o;
     const bool exact = int8_weight_origin(model, group.conv, 1, &o) && o.desc.rank == 2 && o.desc.dims[0] == (trans_b ? n : k) &&
                        o.desc.dims[1] == (trans_b ? k : n) && (o.scales == 1 || o.axis == (trans_b ? 0u : 1u));
+    const float* w = exact ? nullptr : cpu_constant_input(model, group.conv, 1);   // exact: the integers, no floats read
     Arena scratch;
     float* wt = trans_b || exact ? nullptr : scratch.allocate_array<float>((size_t)(n * k) + 1);   // a row per output column
     int8_t* qt = trans_b || !exact ? nullptr : static_cast<int8_t*>(scratch.allocate((size_t)(n * k) + 1));
@@ -24534,7 +24718,7 @@ inline bool int8_find_table(const PreparedModel& model, NodeId q, Int8TableGroup
             return false;
         uint32_t in = 0;
         if (node.num_inputs == 2) {   // the other input a constant of one value or one per channel
-            in = model.constant(model.value_id(node.inputs[0].producer, node.inputs[0].port)) ? 1 : 0;
+            in = model.constant_address(model.value_id(node.inputs[0].producer, node.inputs[0].port)) ? 1 : 0;
             const float* values;
             int64_t stride;
             if (!int8_channel_constant(model, n, 1 - in, &values, &stride)) return false;
@@ -24871,7 +25055,7 @@ inline bool int8_find_operand(const PreparedModel& model, NodeId reader, uint32_
     operand->value = model.value_id(rn.inputs[i].producer, rn.inputs[i].port);
     const TensorDesc& vd = model.value_desc(operand->value);
     if (vd.type != ElementType::Float32) return false;
-    if (model.constant(operand->value)) {
+    if (model.constant_address(operand->value)) {
         operand->dequantize = kNoNode;
         operand->count = 0;
         return true;
@@ -25215,7 +25399,7 @@ inline bool int8_find_move(const PreparedModel& model, NodeId q, Int8MoveGroup* 
             uint64_t elements = 0;
             if (g.node(node.inputs[k].producer).op == StringView("Absent")) continue;   // Resize's roi or scales
             const uint32_t v = model.value_id(node.inputs[k].producer, node.inputs[k].port);
-            if (!model.constant(v) && !(desc_elements(model.value_desc(v), &elements) && elements == 0)) return false;
+            if (!model.constant_address(v) && !(desc_elements(model.value_desc(v), &elements) && elements == 0)) return false;
         }
         if (node.op == StringView("Transpose")) {
             // two Transposes (or one and a Resize) do not make one strided copy
@@ -25571,8 +25755,7 @@ inline Status cpu_int8_steps(ReferenceProgram* p, const PreparedModel& model, Is
             TESSEL_TRY(int8_use(p, group.step, run_int8_matmul, st, what, st->gemm.jit() ? st->gemm.isa() : Isa::Ref,
                                 (size_t)st->slots * st->slot_bytes));
         } else if (cst->depthwise) {
-            Int8Source src = int8_group_source(model, group, cpu_constant_input(model, group.conv, 1));
-            int8_conv_exact_weights(model, group.conv, cst->maps, &src);
+            Int8Source src = int8_conv_group_source(model, group, cst->maps);
             Int8DepthwiseState* st = int8_depthwise_state(p, *cst, src, isa);
             if (!st) return Status::OutOfMemory;
             if (st->packed_weights)
@@ -25585,8 +25768,7 @@ inline Status cpu_int8_steps(ReferenceProgram* p, const PreparedModel& model, Is
                 TESSEL_TRY(int8_use(p, group.step, run_int8_depthwise, st, "DepthwiseConv", Isa::Ref,
                                     (size_t)st->slots * (size_t)((cst->w.out[2] + 15) & ~15) * sizeof(int32_t)));
         } else {
-            Int8Source src = int8_group_source(model, group, cpu_constant_input(model, group.conv, 1));
-            int8_conv_exact_weights(model, group.conv, cst->maps, &src);
+            Int8Source src = int8_conv_group_source(model, group, cst->maps);
             Int8ConvState* st = int8_conv_state(p, *cst, src, isa);
             if (!st) return Status::OutOfMemory;
             TESSEL_TRY(int8_use(p, group.step, st->implicit ? run_int8_conv_implicit : run_int8_conv, st,

@@ -359,6 +359,32 @@ inline bool huge_advice_visible() {
 #endif
 }
 
+// Resets the process's peak resident size to its current size (Linux: a write of 5 to
+// /proc/self/clear_refs); false where it cannot.
+inline bool reset_peak_resident() {
+#if defined(__linux__)
+    std::FILE* f = std::fopen("/proc/self/clear_refs", "w");
+    if (!f) return false;
+    const bool ok = std::fputs("5", f) >= 0;
+    return std::fclose(f) == 0 && ok;
+#else
+    return false;
+#endif
+}
+// The process's peak resident bytes since the last reset (VmHWM); 0 where it cannot be read.
+inline uint64_t peak_resident() {
+    uint64_t kb = 0;
+#if defined(__linux__)
+    std::FILE* f = std::fopen("/proc/self/status", "r");
+    if (!f) return 0;
+    char line[256];
+    while (std::fgets(line, sizeof line, f))
+        if (std::strncmp(line, "VmHWM:", 6) == 0) kb = std::strtoull(line + 6, nullptr, 10);
+    std::fclose(f);
+#endif
+    return kb * 1024;
+}
+
 // Whether `kernels` names the int8 step `what` on the target its table lookups run on at this
 // ISA level (avx512 or avx2 on x86, neon, else ref); a step without a table is named ref.
 inline bool has_int8_step(const std::string& kernels, const char* what, bool looks_up = true) {
