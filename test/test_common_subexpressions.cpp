@@ -33,6 +33,19 @@ struct Branches {
     std::vector<float> scale2;   // the second BatchNormalization's scale (default: the first's)
 };
 
+// The two branches' outputs y1, y2 and their sum; finalizes m.
+void add_outputs(Model* m, const NodeId* out) {
+    NodeId sum;
+    InputRef add[] = {InputRef::by_id(out[0]), InputRef::by_id(out[1])};
+    REQUIRE(m->add_node("Add", "add", add, 1, &sum) == Status::Ok);
+    REQUIRE(m->add_output("y1", InputRef::by_id(out[0])) == Status::Ok);
+    REQUIRE(m->add_output("y2", InputRef::by_id(out[1])) == Status::Ok);
+    REQUIRE(m->add_output("sum", InputRef::by_id(sum)) == Status::Ok);
+    Status s = m->finalize();
+    INFO(std::string(m->graph.last_error()));
+    REQUIRE(s == Status::Ok);
+}
+
 void build_branches(Model* m, const Branches& b) {
     NodeId x;
     REQUIRE(m->add_input("x", float_desc({1, 3, 6, 6}), &x) == Status::Ok);
@@ -60,15 +73,7 @@ void build_branches(Model* m, const Branches& b) {
         REQUIRE(m->add_node("BatchNormalization", ("bn" + tag).c_str(), bin, 1, &bn) == Status::Ok);
         out[k] = bn;
     }
-    NodeId sum;
-    InputRef add[] = {InputRef::by_id(out[0]), InputRef::by_id(out[1])};
-    REQUIRE(m->add_node("Add", "add", add, 1, &sum) == Status::Ok);
-    REQUIRE(m->add_output("y1", InputRef::by_id(out[0])) == Status::Ok);
-    REQUIRE(m->add_output("y2", InputRef::by_id(out[1])) == Status::Ok);
-    REQUIRE(m->add_output("sum", InputRef::by_id(sum)) == Status::Ok);
-    Status s = m->finalize();
-    INFO(std::string(m->graph.last_error()));
-    REQUIRE(s == Status::Ok);
+    add_outputs(m, out);
 }
 
 struct Run {
@@ -244,13 +249,7 @@ void build_int8_branches(Model* m, const std::vector<int8_t>* q, const float* s)
         REQUIRE(m->set_ints(conv, "pads", pads) == Status::Ok);
         out[k] = conv;
     }
-    NodeId sum;
-    InputRef add[] = {InputRef::by_id(out[0]), InputRef::by_id(out[1])};
-    REQUIRE(m->add_node("Add", "add", add, 1, &sum) == Status::Ok);
-    REQUIRE(m->add_output("y1", InputRef::by_id(out[0])) == Status::Ok);
-    REQUIRE(m->add_output("y2", InputRef::by_id(out[1])) == Status::Ok);
-    REQUIRE(m->add_output("sum", InputRef::by_id(sum)) == Status::Ok);
-    REQUIRE(m->finalize() == Status::Ok);
+    add_outputs(m, out);
 }
 }  // namespace
 
