@@ -3307,9 +3307,9 @@ struct detail_prepare {
         if (node.op == StringView("Constant")) {
             if (!detail::int8_origin(g, id, &o)) return Status::Ok;
         } else {
-            if (node.num_inputs > detail::kMaxNodePorts) return Status::Ok;
-            TensorDesc in_desc[detail::kMaxNodePorts];
-            const void* in_value[detail::kMaxNodePorts];
+            if (node.num_inputs > 3) return Status::Ok;   // not a DequantizeLinear
+            TensorDesc in_desc[3];
+            const void* in_value[3];
             for (uint32_t i = 0; i < node.num_inputs; ++i) {
                 const uint32_t v = base[node.inputs[i].producer] + node.inputs[i].port;
                 const bool absent = g.node(node.inputs[i].producer).op == StringView("Absent");
@@ -9474,7 +9474,8 @@ Status Core::import_job(void* job_pointer, const void* payload, size_t size, voi
             if (!r.ok || old >= src.node_count()) return fail(Status::ParseError, "blob: malformed partition");
             NodeId v = g.find(src.node(old).name);
             // The exporter's graph keeps the Constants of a node it found equal to an earlier one
-            // (common subexpressions), read by nothing; prepare drops them here, and nodes that only they fed.
+            // (common subexpressions), read by nothing; prepare drops them here (and any node all
+            // of whose readers it dropped).
             if (v == kNoNode && detail::unread_in(src, g, old)) continue;
             if (v == kNoNode || m->subgraph_of[v] != detail::kUnplaced) return fail(Status::ParseError, "blob: the partition places node %u twice or not at all", old);
             m->subgraph_of[v] = k;
