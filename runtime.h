@@ -3425,9 +3425,7 @@ const void* PreparedModel::constant(uint32_t value) const {
 
 bool PreparedModel::release_constant(uint32_t value, Model* source) {
     const void* data = constants_[value];
-    auto find = [&](detail::OwnedConstant* o) { while (o && o->data != data) o = o->next; return o; };
-    detail::OwnedConstant* o = data ? find(model.owned_constants) : nullptr;
-    if (!o && data && source) o = find(source->owned_constants);
+    detail::OwnedConstant* o = detail::find_owned(data, model.owned_constants, source ? source->owned_constants : nullptr);
     if (!o) return false;
     TESSEL_FREE(o->block);
     o->block = nullptr;
