@@ -24055,7 +24055,7 @@ struct Int8Source {
 };
 
 struct Int8Weights {
-    int8_t* q = nullptr;
+    const int8_t* q = nullptr;
     int32_t* bias = nullptr;
     float* scale = nullptr;
     int64_t* sums = nullptr;   // per map: the sum of its int8 weights
@@ -24063,11 +24063,15 @@ struct Int8Weights {
     int32_t x_zero_point = 0;
 };
 
-// The int8 weights q come from q_arena: a caller that packs them passes an arena it frees.
+// The int8 weights q: in p->arena when q_arena is p->arena (kernels that read q as it is);
+// else the caller only packs them and frees q_arena, and q is src.wq itself when given (a
+// model's integers, 1/4 of a large MatMul's bytes, are then copied nowhere).
 inline bool int8_weights(ReferenceProgram* p, const Int8Source& src, int64_t maps, int64_t depth, Int8Weights* out, Arena* q_arena) {
     const float sx = src.sx, sy = src.sy;
+    const bool borrow = src.wq && q_arena != &p->arena;
     out->x_zero_point = src.zx;
-    out->q = static_cast<int8_t*>(q_arena->allocate((size_t)(maps * depth) + 1, 64));
+    int8_t* q = borrow ? nullptr : static_cast<int8_t*>(q_arena->allocate((size_t)(maps * depth) + 1, 64));
+    out->q = borrow ? src.wq : q;
     out->bias = p->arena.allocate_array<int32_t>((size_t)maps + 1);
     out->scale = p->arena.allocate_array<float>((size_t)maps + 1);
     out->sums = p->arena.allocate_array<int64_t>((size_t)maps + 1);
@@ -24087,12 +24091,12 @@ inline bool int8_weights(ReferenceProgram* p, const Int8Source& src, int64_t map
                 const double ratio = (double)wm[k] / sw;
                 double v = wm[k] == wm[k] ? (std::fabs(ratio) < 1e15 ? (ratio + 6755399441055744.0) - 6755399441055744.0 : ratio) : 0.0;
                 int8_t qv = (int8_t)(v < -127.0 ? -127.0 : v > 127.0 ? 127.0 : v);
-                out->q[m * depth + k] = qv;
+                q[m * depth + k] = qv;
                 sum += qv;
             }
         } else {
             sw = src.w_scale[src.w_scale_per_map ? m : 0];
-            std::memcpy(out->q + m * depth, src.wq + m * depth, (size_t)depth);
+            if (q) std::memcpy(q + m * depth, src.wq + m * depth, (size_t)depth);
             for (int64_t k = 0; k < depth; ++k) sum += src.wq[m * depth + k];
         }
         double bias = 0.0;
