@@ -242,7 +242,10 @@
    Memory
    ------
    A Model and a CompiledModel keep their graph and folded constants in arenas; weights read
-   from a file stay in the file's buffer (read_onnx_file keeps it). A compiled model reads the
+   from a file stay in the file's buffer (read_onnx_file keeps it). On Linux a compile gives
+   that buffer's pages of the int8 weights its int8 kernels packed back to the system: they
+   are read again from the file if needed (Model::release_file_pages), so rewrite no model
+   file in place while a Model read from it lives (rename a new file over it). A compiled model reads the
    Model it was compiled from (weights, attributes): keep the Model alive as long as the
    CompiledModel (an imported one owns its copy). create_request allocates the request's
    arena (CompiledModel::arena_bytes), scratch and worker threads; infer() allocates nothing,
@@ -408,6 +411,13 @@ public:
     Status read_onnx_file(const char* path, const Limits& limits);
     // The file's bytes when read by read_onnx_file (weights point into them).
     const void* file_data() const { return file_; }
+    // The pages of [begin, begin + bytes) within the file's bytes given back to the system, as
+    // a private mapping of the same bytes of the file, read again from it only if touched: what
+    // a compile does with int8 weights its kernels packed. Only after read_onnx_file on Linux
+    // (TESSEL_MALLOC left as malloc) and while the file is the one read (same inode, size and
+    // time); false, and nothing changed, otherwise. Replace a model's file by renaming a new one
+    // over it, never rewrite it in place, while a Model read from it lives.
+    bool release_file_pages(const void* begin, size_t bytes) const;
 
     ~Model();
 
@@ -417,7 +427,10 @@ private:
     ModelPort* outputs_ = nullptr;
     uint32_t input_count_ = 0, output_count_ = 0, input_capacity_ = 0, output_capacity_ = 0;
     NodeId absent_ = kNoNode;
-    void* file_ = nullptr;   // TESSEL_MALLOC'd file buffer (read_onnx_file)
+    void* file_ = nullptr;   // TESSEL_MALLOC'd file buffer, or a mapping of file_mapped_ bytes (read_onnx_file)
+    size_t file_mapped_ = 0;
+    const char* file_path_ = nullptr;   // with file_mapped_: the file, and its identity when read
+    uint64_t file_stamp_[4] = {};
     Model** bodies_ = nullptr;
     uint32_t body_count_ = 0, body_capacity_ = 0, depth_ = 0;
     StringView* dim_names_ = nullptr;   // kMaxRank per input, for the first dim_name_inputs_ inputs
@@ -999,6 +1012,14 @@ void destroy(T* object) {
 #if defined(TESSEL_MALLOC_IS_MALLOC) && defined(__GLIBC__)
 #include <malloc.h>   // malloc_trim
 #endif
+#if defined(TESSEL_MALLOC_IS_MALLOC) && defined(__linux__)
+#define TESSEL_MAPS_FILES 1   // read_onnx_file maps the file (>>onnx reader)
+#include <cerrno>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#endif
 // The GPU device (>>opencl loader): compiled in when the Khronos headers are there.
 #if !defined(TESSEL_NO_OPENCL) && defined(__has_include)
 #if __has_include(<CL/cl.h>) && __has_include(<dlfcn.h>)
@@ -1256,7 +1277,10 @@ Model::Model(void* buffer, size_t bytes) : arena(buffer, bytes), graph(&arena) {
 Model::~Model() {
     for (detail::OwnedConstant* o = owned_constants; o; o = o->next) TESSEL_FREE(o->block);
     for (uint32_t i = 0; i < body_count_; ++i) destroy(bodies_[i]);
-    if (file_) TESSEL_FREE(file_);
+#if defined(TESSEL_MAPS_FILES)
+    if (file_ && file_mapped_) munmap(file_, file_mapped_);
+#endif
+    if (file_ && !file_mapped_) TESSEL_FREE(file_);
 }
 
 Status Model::add_body(Model** body) {
@@ -7212,6 +7236,50 @@ inline Status release_int8_floats(CompiledModel::Impl* m) {
     return Status::Ok;
 }
 
+// The pages of source's file (read_onnx_file) that hold only int8 weights the CPU's int8
+// kernels packed: given back (Model::release_file_pages), so a QDQ model keeps its weights
+// once, packed; what reads them again (another compile of the Model, an export) has the file
+// page them in. Kept: any page a constant that a step or another device reads lies on.
+inline void release_file_weights(const CompiledModel::Impl& m, const Model& source) {
+    const uintptr_t base = reinterpret_cast<uintptr_t>(source.file_data());
+    const PreparedModel& pm = m.prepared;
+    if (!base || pm.copy_family()) return;
+    const Graph& g = pm.model.graph;
+    Arena scratch;
+    uint8_t* read = scratch.allocate_array<uint8_t>(pm.value_count() + 1);
+    struct Range { uintptr_t begin, end; };
+    Range* drop = scratch.allocate_array<Range>(g.node_count() + 1);
+    Range* keep = scratch.allocate_array<Range>(g.node_count() + 1);
+    if (!read || !drop || !keep) return;
+    for (uint32_t v = 0; v < pm.value_count(); ++v) read[v] = 0;
+    for (uint32_t s = 0; s < m.subgraph_count; ++s)
+        for (const ProgramStep& step : m.programs[s]->steps())
+            for (uint32_t v : step.reads) if (v < pm.value_count()) read[v] = 1;
+    uint32_t drops = 0, keeps = 0;
+    for (NodeId c = 0; c < g.node_count(); ++c) {
+        if (!(g.node(c).op == StringView("Constant"))) continue;
+        const uint32_t v = pm.value_id(c, 0);
+        bool cpu_only = true;
+        for (NodeId reader : g.successors(c))
+            cpu_only = cpu_only && m.subgraph_of[reader] < m.subgraph_count &&
+                       m.subgraph_device[m.subgraph_of[reader]]->name() == StringView("CPU");
+        const uintptr_t at = reinterpret_cast<uintptr_t>(pm.constant_address(v));
+        uint64_t count = 0;
+        if (at && (read[v] || !cpu_only)) {
+            if (!desc_elements(pm.value_desc(v), &count)) return;
+            keep[keeps++] = {at, at + count * element_size(pm.value_desc(v).type) + 1};
+        }
+        Int8Origin o;
+        if (!read[v] && cpu_only && int8_origin(g, c, &o) && desc_elements(o.desc, &count))
+            drop[drops++] = {reinterpret_cast<uintptr_t>(o.values), reinterpret_cast<uintptr_t>(o.values) + count};
+    }
+    for (uint32_t i = 0; i < drops; ++i) {
+        bool kept = false;   // the pages given back lie inside the weights' bytes
+        for (uint32_t k = 0; k < keeps && !kept; ++k) kept = keep[k].begin < drop[i].end && keep[k].end > drop[i].begin;
+        if (!kept) (void)source.release_file_pages(reinterpret_cast<const void*>(drop[i].begin), (size_t)(drop[i].end - drop[i].begin));
+    }
+}
+
 // Compiles every subgraph on its device, then the schedule and the memory plan.
 inline Status finish_compile(CompileJob* job, CompiledModel::Impl* m, const void* const* payloads,
                              const size_t* payload_sizes, Span<const NodeId>* members) {
@@ -7595,6 +7663,7 @@ Status Core::compile_job(void* job_pointer, const Model& model, Span<const Input
     if (s != Status::Ok) return fail(s, "out of memory");
     TESSEL_TRY(detail::finish_compile(&job, m, nullptr, nullptr, members));
     for (uint32_t d = 0; d < job.count; ++d) m->summary[d].fallback_nodes = fallback[d];
+    if (!m->stages) detail::release_file_weights(*m, model);
     return Status::Ok;
 }
 
@@ -28828,6 +28897,68 @@ inline Status read_whole_file(OnnxReader& r, const char* path, void** data, size
     return Status::Ok;
 }
 
+// (dev, inode, size, modification time) of an open file.
+inline bool file_stamp(int fd, uint64_t stamp[4]) {
+#if defined(TESSEL_MAPS_FILES)
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return false;
+    stamp[0] = (uint64_t)st.st_dev, stamp[1] = (uint64_t)st.st_ino, stamp[2] = (uint64_t)st.st_size;
+    stamp[3] = (uint64_t)st.st_mtim.tv_sec * 1000000000ull + (uint64_t)st.st_mtim.tv_nsec;
+    return true;
+#else
+    (void)fd, (void)stamp;
+    return false;
+#endif
+}
+
+// Reads a regular file of at least one byte into an anonymous mapping of its own (huge pages
+// advised), whose pages Model::release_file_pages can later swap for the file's. *data stays
+// nullptr where the platform or the file does not allow that (the caller then reads it into a
+// buffer, which reports the errors).
+inline Status read_file_mapping(OnnxReader& r, const char* path, void** data, size_t* size, size_t* mapped, uint64_t stamp[4]) {
+    *data = nullptr;
+    *size = *mapped = 0;
+#if defined(TESSEL_MAPS_FILES)
+    const int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return Status::Ok;
+    const long page = sysconf(_SC_PAGESIZE);
+    if (!file_stamp(fd, stamp) || stamp[2] == 0 || stamp[2] > (uint64_t)SIZE_MAX / 2 || page <= 0) {
+        close(fd);
+        return Status::Ok;
+    }
+    if (stamp[2] > r.limits.max_file_bytes) {
+        close(fd);
+        return r.fail(Status::LimitExceeded, "'%s' has %llu bytes (at most %llu)", path, (unsigned long long)stamp[2],
+                      (unsigned long long)r.limits.max_file_bytes);
+    }
+    const size_t bytes = (size_t)stamp[2], length = (bytes + (size_t)page - 1) / (size_t)page * (size_t)page;
+    void* memory = mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (memory == MAP_FAILED) {
+        close(fd);
+        return r.fail(Status::OutOfMemory, "out of memory reading '%s' (%zu bytes)", path, bytes);
+    }
+    advise_huge_pages(memory, length);   // the model reads its weights in place
+    size_t done = 0;
+    while (done < bytes) {
+        const ssize_t got = pread(fd, static_cast<char*>(memory) + done, bytes - done, (off_t)done);
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0) break;
+        done += (size_t)got;
+    }
+    close(fd);
+    if (done != bytes) {
+        munmap(memory, length);
+        return r.fail(Status::IoError, "cannot read '%s'", path);
+    }
+    *data = memory;
+    *size = bytes;
+    *mapped = length;
+#else
+    (void)r, (void)path, (void)stamp;
+#endif
+    return Status::Ok;
+}
+
 inline StringView folder_of(const char* path) {
     const char* slash = std::strrchr(path, '/');
     if (!slash) return StringView(".");
@@ -28924,6 +29055,33 @@ Status Model::read_onnx(const void* bytes, size_t size, StringView folder, const
     return s;
 }
 
+bool Model::release_file_pages(const void* begin, size_t bytes) const {
+#if defined(TESSEL_MAPS_FILES)
+    const long page_size = sysconf(_SC_PAGESIZE);
+    if (!file_mapped_ || !file_path_ || page_size <= 0) return false;
+    const uintptr_t page = (uintptr_t)page_size, base = reinterpret_cast<uintptr_t>(file_);
+    const uintptr_t from = (reinterpret_cast<uintptr_t>(begin) + page - 1) / page * page;
+    const uintptr_t to = (reinterpret_cast<uintptr_t>(begin) + bytes) / page * page;
+    if (from < base || to > base + (uintptr_t)file_stamp_[2] || to <= from) return false;
+    const int fd = open(file_path_, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return false;
+    uint64_t stamp[4];
+    const bool same = detail::file_stamp(fd, stamp) && std::memcmp(stamp, file_stamp_, sizeof stamp) == 0;
+    // mapped aside, then moved over the range in one step: a failure leaves the bytes as they were
+    void* fresh = same ? mmap(nullptr, to - from, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, (off_t)(from - base)) : MAP_FAILED;
+    close(fd);
+    if (fresh == MAP_FAILED) return false;
+    if (mremap(fresh, to - from, to - from, MREMAP_MAYMOVE | MREMAP_FIXED, reinterpret_cast<void*>(from)) == MAP_FAILED) {
+        munmap(fresh, to - from);
+        return false;
+    }
+    return true;
+#else
+    (void)begin, (void)bytes;
+    return false;
+#endif
+}
+
 Status Model::read_onnx_file(const char* path) { return read_onnx_file(path, Limits()); }
 
 Status Model::read_onnx_file(const char* path, const Limits& limits) {
@@ -28933,7 +29091,15 @@ Status Model::read_onnx_file(const char* path, const Limits& limits) {
     if (file_ || graph.node_count() != 0) return graph.fail(Status::InvalidArgument, "read_onnx_file needs an empty model");
     void* data = nullptr;
     size_t size = 0;
-    Status s = detail::read_whole_file(r, path, &data, &size);
+    Status s = detail::read_file_mapping(r, path, &data, &size, &file_mapped_, file_stamp_);
+#if defined(TESSEL_MAPS_FILES)
+    if (s == Status::Ok && data) {   // the absolute path, so a later chdir does not lose the file; nullptr: pages never released
+        char* real = realpath(path, nullptr);
+        if (real) file_path_ = arena.copy_string(StringView(real)).data;
+        std::free(real);
+    }
+#endif
+    if (s == Status::Ok && !file_mapped_) s = detail::read_whole_file(r, path, &data, &size);
     if (s != Status::Ok) return graph.fail(s, "%s", r.error);
     file_ = data;
     return read_onnx(data, size, detail::folder_of(path), limits);

@@ -58,6 +58,7 @@ void build_model(Model* m, bool cpu_node) {
 
 struct Run {
     Core* core = nullptr;
+    Model model;   // outlives compiled, as compile_model requires
     CompiledModel compiled;
     InferRequest request;
     const Shim& s = shim();
@@ -66,7 +67,6 @@ struct Run {
 
     Status compile(const char* device, const char* timeout_ms) {
         ConfigEntry config[] = {{"GPU:QUEUE_TIMEOUT_MS", timeout_ms}};
-        Model model;
         cpu_node = std::strncmp(device, "HETERO", 6) == 0;
         build_model(&model, cpu_node);
         Status status = core->compile_model(model, device, Span<const ConfigEntry>(config, 1), &compiled);

@@ -385,6 +385,32 @@ inline uint64_t peak_resident() {
     return kb * 1024;
 }
 
+// How many pages of [p, p + bytes) are in this process's memory (/proc/self/pagemap's present
+// bit); -1 where that cannot be read.
+inline int64_t resident_pages(const void* p, size_t bytes) {
+#if defined(__linux__)
+    const long page = sysconf(_SC_PAGESIZE);
+    std::FILE* f = std::fopen("/proc/self/pagemap", "rb");
+    if (!f || page <= 0) {
+        if (f) std::fclose(f);
+        return -1;
+    }
+    const uintptr_t first = reinterpret_cast<uintptr_t>(p) / (uintptr_t)page;
+    const uintptr_t last = (reinterpret_cast<uintptr_t>(p) + bytes + (uintptr_t)page - 1) / (uintptr_t)page;
+    int64_t present = 0;
+    std::vector<uint64_t> entries(last - first);
+    const bool read = std::fseek(f, (long)(first * 8), SEEK_SET) == 0 &&
+                      std::fread(entries.data(), 8, entries.size(), f) == entries.size();
+    std::fclose(f);
+    if (!read) return -1;
+    for (uint64_t e : entries) present += (int64_t)(e >> 63);
+    return present;
+#else
+    (void)p, (void)bytes;
+    return -1;
+#endif
+}
+
 // Whether `kernels` names the int8 step `what` on the target its table lookups run on at this
 // ISA level (avx512 or avx2 on x86, neon, else ref); a step without a table is named ref.
 inline bool has_int8_step(const std::string& kernels, const char* what, bool looks_up = true) {

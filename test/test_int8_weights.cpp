@@ -356,3 +356,72 @@ TEST_CASE("int8 weights: the floats of weights only int8 kernels read are never 
         CHECK(growth[1] < held + q.size() / 2);
     } else MESSAGE("peak resident memory not measurable here (or a sanitizer's shadow memory counts in it): not checked");
 }
+
+TEST_CASE("int8 weights: a model read from a file gives back the file's pages of the weights its int8 kernels packed") {
+    // MatMul by 8 MB of int8 weights, written as ONNX and read with read_onnx_file
+    const Int8WeightsCase cc = {"MatMul", {2, 2048}, {2048, 4096}, 1, false, false};
+    std::mt19937 rng(4400);
+    std::vector<int8_t> q((size_t)count_of(cc.w));
+    for (int8_t& v : q) v = (int8_t)((int)(rng() % 255) - 127);
+    std::vector<uint8_t> x((size_t)count_of(cc.x));
+    for (uint8_t& v : x) v = (uint8_t)(rng() % 256);
+    std::vector<float> sw(4096);
+    for (size_t m = 0; m < sw.size(); ++m) sw[m] = 0.0004f + 0.0001f * (float)(m % 7);
+    OpTest t;
+    build(cc, x, q, sw, {}, t);
+    std::string bytes;
+    REQUIRE(write_onnx(t.model, test::append_to_string, &bytes) == Status::Ok);
+    const std::string dir = test::make_temp_dir("tessel-weights-"), path = dir + "/model.onnx";
+    test::write_file(path, bytes);
+    Model model;
+    REQUIRE(model.read_onnx_file(path.c_str()) == Status::Ok);
+    const int64_t pages = test::resident_pages(model.file_data(), bytes.size());
+    Core core;
+    CompiledModel cpu;
+    REQUIRE(core.compile_model(model, "CPU", {}, &cpu) == Status::Ok);
+    const int64_t left = test::resident_pages(model.file_data(), bytes.size());
+    const Outputs y = infer(cpu, x);
+    CHECK(differing(y.y, oracle(cc, x, q, sw, std::vector<int32_t>(4096, 0))) == 0);
+    const int64_t weight_pages = (int64_t)(q.size() / 4096);
+    MESSAGE("file pages in memory: " << pages << " read, " << left << " compiled (the weights: " << weight_pages << ")");
+#if defined(__linux__) && defined(TESSEL_MALLOC_IS_MALLOC)
+    if (pages >= weight_pages) CHECK(left < pages - weight_pages * 9 / 10);
+    else MESSAGE("the pages in memory are not measurable here: not checked");
+#endif
+    // What reads the integers again has them from the file: TEMPLATE's floats, an export
+    CompiledModel from_file, from_memory;
+    REQUIRE(core.compile_model(model, "TEMPLATE", {}, &from_file) == Status::Ok);
+    REQUIRE(core.compile_model(t.model, "TEMPLATE", {}, &from_memory) == Status::Ok);
+    CHECK(infer(from_file, x).y == infer(from_memory, x).y);
+    std::string blob;
+    REQUIRE(cpu.export_model(test::append_to_string, &blob) == Status::Ok);
+    CompiledModel imported;
+    REQUIRE(core.import_model(blob.data(), blob.size(), &imported) == Status::Ok);
+    CHECK(infer(imported, x).y == y.y);
+    // A file replaced since it was read (a new one renamed over it) is not mapped: the pages stay
+    Model replaced;
+    REQUIRE(replaced.read_onnx_file(path.c_str()) == Status::Ok);
+    test::write_file(dir + "/new.onnx", bytes);
+    REQUIRE(std::rename((dir + "/new.onnx").c_str(), path.c_str()) == 0);
+    CHECK(!replaced.release_file_pages(replaced.file_data(), bytes.size()));
+    CompiledModel kept;
+    REQUIRE(core.compile_model(replaced, "CPU", {}, &kept) == Status::Ok);
+    const int64_t stayed = test::resident_pages(replaced.file_data(), bytes.size());
+    if (pages >= weight_pages) CHECK(stayed >= pages - 2);
+    CHECK(infer(kept, x).y == y.y);
+    // Only the file's own bytes, and only a model read from a file
+    Model current;
+    REQUIRE(current.read_onnx_file(path.c_str()) == Status::Ok);
+    CHECK(!current.release_file_pages(bytes.data(), bytes.size()));
+    CHECK(!current.release_file_pages(static_cast<const char*>(current.file_data()) + 4096, bytes.size()));
+#if defined(__linux__) && defined(TESSEL_MALLOC_IS_MALLOC)
+    CHECK(current.release_file_pages(current.file_data(), bytes.size()));   // all of it: the file pages it in as read
+    CompiledModel paged_in;
+    REQUIRE(core.compile_model(current, "CPU", {}, &paged_in) == Status::Ok);
+    CHECK(infer(paged_in, x).y == y.y);
+#endif
+    Model from_bytes;
+    REQUIRE(from_bytes.read_onnx(bytes.data(), bytes.size()) == Status::Ok);
+    CHECK(!from_bytes.release_file_pages(bytes.data(), bytes.size()));
+    CHECK(test::remove_tree(dir));
+}
