@@ -243,9 +243,9 @@
    ------
    A Model and a CompiledModel keep their graph and folded constants in arenas; weights read
    from a file stay in the file's buffer (read_onnx_file keeps it). On Linux a compile gives
-   that buffer's pages of the int8 weights its int8 kernels packed back to the system: they
-   are read again from the file if needed (Model::release_file_pages), so rewrite no model
-   file in place while a Model read from it lives (rename a new file over it). A compiled model reads the
+   back that buffer's pages no step reads (weights the CPU packed, weights folded or copied):
+   they are read again from the file if needed (Model::release_file_pages), so rewrite no
+   model file in place while a Model read from it lives (rename a new file over it). A compiled model reads the
    Model it was compiled from (weights, attributes): keep the Model alive as long as the
    CompiledModel (an imported one owns its copy). create_request allocates the request's
    arena (CompiledModel::arena_bytes), scratch and worker threads; infer() allocates nothing,
@@ -411,9 +411,10 @@ public:
     Status read_onnx_file(const char* path, const Limits& limits);
     // The file's bytes when read by read_onnx_file (weights point into them).
     const void* file_data() const { return file_; }
+    size_t file_bytes() const { return file_size_; }
     // The pages of [begin, begin + bytes) within the file's bytes given back to the system, as
     // a private mapping of the same bytes of the file, read again from it only if touched: what
-    // a compile does with int8 weights its kernels packed. Only after read_onnx_file on Linux
+    // a compile does with the pages no step reads. Only after read_onnx_file on Linux
     // (TESSEL_MALLOC left as malloc) and while the file is the one read (same inode, size and
     // time); false, and nothing changed, otherwise. Replace a model's file by renaming a new one
     // over it, never rewrite it in place, while a Model read from it lives.
@@ -428,7 +429,7 @@ private:
     uint32_t input_count_ = 0, output_count_ = 0, input_capacity_ = 0, output_capacity_ = 0;
     NodeId absent_ = kNoNode;
     void* file_ = nullptr;   // TESSEL_MALLOC'd file buffer, or a mapping of file_mapped_ bytes (read_onnx_file)
-    size_t file_mapped_ = 0;
+    size_t file_mapped_ = 0, file_size_ = 0;
     const char* file_path_ = nullptr;   // with file_mapped_: the file, and its identity when read
     uint64_t file_stamp_[4] = {};
     Model** bodies_ = nullptr;
@@ -568,6 +569,7 @@ struct ProgramStep {
     Span<const uint32_t> writes;
     bool in_place = false;                 // writes[0] may share reads[0]'s buffer
     uint64_t in_place_reads = 0;           // bit k: writes[0] may share reads[k]'s (in_place: bit 0)
+    uint64_t packed_reads = 0;             // bit k: reads[k] is a constant the kernel copied at compile and never reads
     size_t scratch_bytes = 0;
 };
 
@@ -7236,47 +7238,47 @@ inline Status release_int8_floats(CompiledModel::Impl* m) {
     return Status::Ok;
 }
 
-// The pages of source's file (read_onnx_file) that hold only int8 weights the CPU's int8
-// kernels packed: given back (Model::release_file_pages), so a QDQ model keeps its weights
-// once, packed; what reads them again (another compile of the Model, an export) has the file
-// page them in. Kept: any page a constant that a step or another device reads lies on.
+// The pages of source's file (read_onnx_file) that no step reads at run time: given back
+// (Model::release_file_pages), so a model keeps its weights once, as the CPU packed them (its
+// GEMMs' floats, its int8 kernels' integers; weights folded with a BatchNormalization). What
+// reads them again (another compile of the Model, an export, a body's constants) has the file
+// page them in. Kept: the pages of constants a step reads (ProgramStep::packed_reads aside) or
+// another device's program does.
 inline void release_file_weights(const CompiledModel::Impl& m, const Model& source) {
-    const uintptr_t base = reinterpret_cast<uintptr_t>(source.file_data());
+    const uintptr_t base = reinterpret_cast<uintptr_t>(source.file_data()), end = base + source.file_bytes();
     const PreparedModel& pm = m.prepared;
-    if (!base || pm.copy_family()) return;
+    if (!base || !source.file_bytes()) return;
     const Graph& g = pm.model.graph;
     Arena scratch;
     uint8_t* read = scratch.allocate_array<uint8_t>(pm.value_count() + 1);
     struct Range { uintptr_t begin, end; };
-    Range* drop = scratch.allocate_array<Range>(g.node_count() + 1);
-    Range* keep = scratch.allocate_array<Range>(g.node_count() + 1);
-    if (!read || !drop || !keep) return;
+    Range* keep = scratch.allocate_array<Range>(g.node_count() + 2);
+    if (!read || !keep) return;
     for (uint32_t v = 0; v < pm.value_count(); ++v) read[v] = 0;
     for (uint32_t s = 0; s < m.subgraph_count; ++s)
         for (const ProgramStep& step : m.programs[s]->steps())
-            for (uint32_t v : step.reads) if (v < pm.value_count()) read[v] = 1;
-    uint32_t drops = 0, keeps = 0;
+            for (uint32_t k = 0; k < step.reads.size; ++k)
+                if (step.reads[k] < pm.value_count() && !(k < 64 && (step.packed_reads >> k & 1))) read[step.reads[k]] = 1;
+    uint32_t keeps = 0;
     for (NodeId c = 0; c < g.node_count(); ++c) {
         if (!(g.node(c).op == StringView("Constant"))) continue;
         const uint32_t v = pm.value_id(c, 0);
+        const uintptr_t at = reinterpret_cast<uintptr_t>(pm.constant_address(v));
+        if (!at || at < base || at >= end) continue;
         bool cpu_only = true;
         for (NodeId reader : g.successors(c))
             cpu_only = cpu_only && m.subgraph_of[reader] < m.subgraph_count &&
                        m.subgraph_device[m.subgraph_of[reader]]->name() == StringView("CPU");
-        const uintptr_t at = reinterpret_cast<uintptr_t>(pm.constant_address(v));
         uint64_t count = 0;
-        if (at && (read[v] || !cpu_only)) {
-            if (!desc_elements(pm.value_desc(v), &count)) return;
-            keep[keeps++] = {at, at + count * element_size(pm.value_desc(v).type) + 1};
-        }
-        Int8Origin o;
-        if (!read[v] && cpu_only && int8_origin(g, c, &o) && desc_elements(o.desc, &count))
-            drop[drops++] = {reinterpret_cast<uintptr_t>(o.values), reinterpret_cast<uintptr_t>(o.values) + count};
+        if (!desc_elements(pm.value_desc(v), &count)) return;
+        if (read[v] || !cpu_only) keep[keeps++] = {at, at + count * element_size(pm.value_desc(v).type) + 1};
     }
-    for (uint32_t i = 0; i < drops; ++i) {
-        bool kept = false;   // the pages given back lie inside the weights' bytes
-        for (uint32_t k = 0; k < keeps && !kept; ++k) kept = keep[k].begin < drop[i].end && keep[k].end > drop[i].begin;
-        if (!kept) (void)source.release_file_pages(reinterpret_cast<const void*>(drop[i].begin), (size_t)(drop[i].end - drop[i].begin));
+    std::sort(keep, keep + keeps, [](const Range& x, const Range& y) { return x.begin < y.begin; });
+    keep[keeps++] = {end, end};
+    uintptr_t from = base;   // the gaps between kept constants
+    for (uint32_t k = 0; k < keeps; ++k) {
+        if (keep[k].begin > from) (void)source.release_file_pages(reinterpret_cast<const void*>(from), (size_t)(keep[k].begin - from));
+        if (keep[k].end > from) from = keep[k].end;
     }
 }
 
@@ -10333,6 +10335,7 @@ inline Status cpu_gemm_use(ReferenceProgram* p, RunFn run, CpuGemmState* cs, Str
     unit.run = run;
     unit.state = cs;
     unit.epilogue_slot = &cs->epilogue;
+    if (cs->packed) step.packed_reads = 1ull << 1;   // the weights (input 1): every run reads cs->packed instead
     return Status::Ok;
 }
 
@@ -29102,6 +29105,7 @@ Status Model::read_onnx_file(const char* path, const Limits& limits) {
     if (s == Status::Ok && !file_mapped_) s = detail::read_whole_file(r, path, &data, &size);
     if (s != Status::Ok) return graph.fail(s, "%s", r.error);
     file_ = data;
+    file_size_ = size;
     return read_onnx(data, size, detail::folder_of(path), limits);
 }
 
