@@ -411,7 +411,7 @@ public:
     Status read_onnx_file(const char* path, const Limits& limits);
     // The file's bytes when read by read_onnx_file (weights point into them).
     const void* file_data() const { return file_; }
-    size_t file_bytes() const { return file_size_; }
+    size_t file_bytes() const { return file_size_; }   // their length (0: not read from a file)
     // The pages of [begin, begin + bytes) within the file's bytes given back to the system, as
     // a private mapping of the same bytes of the file, read again from it only if touched: what
     // a compile does with the pages no step reads. Only after read_onnx_file on Linux
@@ -7194,6 +7194,15 @@ inline uint32_t prepare_threads(CompileJob* job) {
     return threads;
 }
 
+// Whether every reader of Constant c runs on the CPU device, whose steps name what they read
+// (another device's program may keep a constant's address).
+inline bool read_only_on_cpu(const CompiledModel::Impl& m, NodeId c) {
+    for (NodeId reader : m.prepared.model.graph.successors(c))
+        if (m.subgraph_of[reader] >= m.subgraph_count || !(m.subgraph_device[m.subgraph_of[reader]]->name() == StringView("CPU")))
+            return false;
+    return true;
+}
+
 // The floats of int8 weights (Constants with an Int8Origin, in blocks of their own) that no
 // step reads once the CPU's int8 kernels took the integers: freed, so an int8 model keeps its
 // weights once, as int8. Only where every reader is on the CPU device, whose steps name what
@@ -7217,11 +7226,7 @@ inline Status release_int8_floats(CompiledModel::Impl* m) {
         if (!(g.node(c).op == StringView("Constant"))) continue;
         const void* data = pm.constant_address(pm.value_id(c, 0));   // freed unmade if pending
         if (!data || read[pm.value_id(c, 0)] || !int8_origin(g, c, &origin)) continue;
-        bool cpu_only = true;
-        for (NodeId reader : g.successors(c))
-            cpu_only = cpu_only && m->subgraph_of[reader] < m->subgraph_count &&
-                       m->subgraph_device[m->subgraph_of[reader]]->name() == StringView("CPU");
-        if (cpu_only && pm.release_constant(pm.value_id(c, 0), m->source)) freed[freed_count++] = data;
+        if (read_only_on_cpu(*m, c) && pm.release_constant(pm.value_id(c, 0), m->source)) freed[freed_count++] = data;
     }
     if (m->source && freed_count) {   // an import's blob model: its Constants that held those blocks hold nothing now
         std::sort(freed, freed + freed_count);
@@ -7265,13 +7270,9 @@ inline void release_file_weights(const CompiledModel::Impl& m, const Model& sour
         const uint32_t v = pm.value_id(c, 0);
         const uintptr_t at = reinterpret_cast<uintptr_t>(pm.constant_address(v));
         if (!at || at < base || at >= end) continue;
-        bool cpu_only = true;
-        for (NodeId reader : g.successors(c))
-            cpu_only = cpu_only && m.subgraph_of[reader] < m.subgraph_count &&
-                       m.subgraph_device[m.subgraph_of[reader]]->name() == StringView("CPU");
         uint64_t count = 0;
         if (!desc_elements(pm.value_desc(v), &count)) return;
-        if (read[v] || !cpu_only) keep[keeps++] = {at, at + count * element_size(pm.value_desc(v).type) + 1};
+        if (read[v] || !read_only_on_cpu(m, c)) keep[keeps++] = {at, at + count * element_size(pm.value_desc(v).type) + 1};
     }
     std::sort(keep, keep + keeps, [](const Range& x, const Range& y) { return x.begin < y.begin; });
     keep[keeps++] = {end, end};
@@ -29065,7 +29066,7 @@ bool Model::release_file_pages(const void* begin, size_t bytes) const {
     const uintptr_t page = (uintptr_t)page_size, base = reinterpret_cast<uintptr_t>(file_);
     const uintptr_t from = (reinterpret_cast<uintptr_t>(begin) + page - 1) / page * page;
     const uintptr_t to = (reinterpret_cast<uintptr_t>(begin) + bytes) / page * page;
-    if (from < base || to > base + (uintptr_t)file_stamp_[2] || to <= from) return false;
+    if (from < base || to > base + file_size_ || to <= from) return false;
     const int fd = open(file_path_, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return false;
     uint64_t stamp[4];
