@@ -25068,7 +25068,7 @@ inline bool int8_qlinear_step(ReferenceProgram* p, const PreparedModel& model, N
     if (!st) return false;
     *state = st;
     *run = run_int8_matmul;
-    *what = st->gemm.amx() && !st->use_gemv ? "QLinearMatMul+amx" : "QLinearMatMul";
+    *what = st->use_gemv ? "QLinearMatMul+gemv" : st->gemm.amx() ? "QLinearMatMul+amx" : "QLinearMatMul";
     *used = st->gemm.jit() ? st->gemm.isa() : Isa::Ref;
     *scratch = (size_t)st->slots * st->slot_bytes;
     return true;
@@ -25827,7 +25827,8 @@ inline Status cpu_int8_steps(ReferenceProgram* p, const PreparedModel& model, Is
             if (!st) return Status::OutOfMemory;
             const bool gemm = g.node(group.conv).op == StringView("Gemm");
             const bool amx = st->gemm.amx() && !st->use_gemv;
-            const char* what = amx ? (gemm ? "Gemm+amx" : "MatMul+amx") : gemm ? "Gemm" : "MatMul";
+            const char* what = amx ? (gemm ? "Gemm+amx" : "MatMul+amx")
+                             : st->use_gemv ? (gemm ? "Gemm+gemv" : "MatMul+gemv") : gemm ? "Gemm" : "MatMul";
             TESSEL_TRY(int8_use(p, group.step, run_int8_matmul, st, what, st->gemm.jit() ? st->gemm.isa() : Isa::Ref,
                                 (size_t)st->slots * st->slot_bytes));
         } else if (cst->depthwise) {

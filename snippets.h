@@ -1104,12 +1104,18 @@ private:
 // one vector per 16 columns; each group broadcasts a row's 4 bytes of X and sums 4 vectors of
 // W into it with vpdpbusd. Int8Gemm's tile would read a 48-column panel of B for one column
 // of X and spend 16 lanes of every instruction on it; here each weight byte is loaded once and
-// used by every row. AVX-512 VNNI only: init is Unsupported elsewhere (callers keep Int8Gemm).
+// used by every row. AVX-512 VNNI: 64 columns a call; AVX-VNNI (ymm vpdpbusd) and AVX2 (exact
+// vpmaddwd on int16, weights sign-extended in registers) 64 for one row, fewer for more, from the
+// same panels.
+// init is Unsupported on other targets (callers keep Int8Gemm).
 class Int8Gemv {
 public:
     static constexpr int64_t kColumns = 64;   // per panel
-    static constexpr int64_t kRows = 4;       // of X per call of the kernel
-    Status init(Isa isa = Isa::Auto);
+    static constexpr int64_t kRows = 4;       // of X the callers hand it (batch-1 layers)
+    // dot_products false skips the dot-product kernels (VNNI, AVX-VNNI) for the AVX2 one.
+    Status init(Isa isa = Isa::Auto, bool dot_products = true);
+    int64_t columns_per_call(int64_t rows) const { return columns_per_call_[rows - 1]; }   // of `rows` rows
+    int64_t rows_per_call() const { return rows_per_call_; }   // 4, or 2 on AVX2
     static size_t packed_bytes(int64_t n, int64_t k) {
         return (size_t)((n + kColumns - 1) / kColumns * kColumns * Int8Gemm::k_groups(k) * 4);
     }
@@ -1124,6 +1130,8 @@ public:
 
 private:
     const Int8Gemm::TileFn* kernels_ = nullptr;   // [rows - 1]
+    int64_t columns_per_call_[kRows] = {kColumns, kColumns, kColumns, kColumns}, rows_per_call_ = kRows;
+    bool ymm_ = false;   // the ymm kernels store whole calls: a partial one goes through a buffer
 };
 
 
@@ -9164,6 +9172,21 @@ inline void emit_int8_tile_avx_vnni(asmjit::x86::Assembler& a, uint32_t rows, ui
 
 static_assert(kInt8Avx2Rows <= kInt8VnniRows, "Int8TileTable holds the VNNI tile's rows");
 
+// The gemv kernels' rows of X, r8 groups x 4 bytes apart: row r at rsi + r * r10, row 3 at
+// rax + 2 r10 (rax = rsi + r10), so that the K loop advances two pointers.
+inline void emit_int8_gemv_rows(asmjit::x86::Assembler& a) {
+    namespace x86 = asmjit::x86;
+    a.mov(x86::r10, x86::r8);
+    a.shl(x86::r10, 2);
+    a.lea(x86::rax, x86::ptr(x86::rsi, x86::r10));
+}
+inline asmjit::x86::Mem int8_gemv_row(uint32_t r, int32_t offset) {
+    namespace x86 = asmjit::x86;
+    return r == 0 ? x86::dword_ptr(x86::rsi, offset)
+         : r == 3 ? x86::dword_ptr(x86::rax, x86::r10, 1, offset)
+                  : x86::dword_ptr(x86::rsi, x86::r10, r - 1, offset);
+}
+
 // The gemv kernel (Int8Gemv): rows x 4 accumulators (zmm0..15), a row's 4 bytes of X
 // broadcast in zmm16-19, the panel's 4 vectors of W per group as vpdpbusd's memory operand.
 // Arguments as the tile's: rdi W panel, rsi X (rows r8 * 4 bytes apart), rdx Y, rcx its row
@@ -9175,17 +9198,9 @@ inline void emit_int8_gemv_vnni(asmjit::x86::Assembler& a, uint32_t rows, uint32
     auto acc = [&](uint32_t r, uint32_t j) { return x86::zmm(r * vectors + j); };
     for (uint32_t r = 0; r < rows; ++r)
         for (uint32_t j = 0; j < vectors; ++j) a.vpxord(acc(r, j), acc(r, j), acc(r, j));
-    // row r of X at rsi + r * r10 (row 3: rax + 2 r10, rax = rsi + r10)
-    a.mov(x86::r10, x86::r8);
-    a.shl(x86::r10, 2);
-    a.lea(x86::rax, x86::ptr(x86::rsi, x86::r10));
-    auto row = [&](uint32_t r, int32_t offset) {
-        return r == 0 ? x86::dword_ptr(x86::rsi, offset)
-             : r == 3 ? x86::dword_ptr(x86::rax, x86::r10, 1, offset)
-                      : x86::dword_ptr(x86::rsi, x86::r10, r - 1, offset);
-    };
+    emit_int8_gemv_rows(a);
     auto step = [&](int32_t u) {
-        for (uint32_t r = 0; r < rows; ++r) a.vpbroadcastd(x86::zmm(16 + r), row(r, u * 4));
+        for (uint32_t r = 0; r < rows; ++r) a.vpbroadcastd(x86::zmm(16 + r), int8_gemv_row(r, u * 4));
         for (uint32_t j = 0; j < vectors; ++j)
             for (uint32_t r = 0; r < rows; ++r)
                 a.vpdpbusd(acc(r, j), x86::zmm(16 + r), x86::zmmword_ptr(x86::rdi, (int32_t)(u * panel + j * 64)));
@@ -9213,6 +9228,96 @@ inline void emit_int8_gemv_vnni(asmjit::x86::Assembler& a, uint32_t rows, uint32
 }
 
 static_assert(Int8Gemv::kRows <= kInt8VnniRows, "Int8TileTable holds the gemv kernel's rows");
+
+// The ymm gemv kernels (Int8Gemv on AVX2 and AVX-VNNI): rows x vectors accumulators of 8
+// columns (int8_gemv_ymm_vectors: all 64 columns of a panel for one row, so each of its groups'
+// 4 cache lines is read in one pass; fewer for more rows), the call's bytes of each group at rdi
+// (groups a panel, 256 bytes, apart); arguments as emit_int8_gemv_vnni's, bias and scale of the
+// call's columns at r9.
+// - AVX-VNNI: a row's 4 bytes of X broadcast after the accumulators, W as vpdpbusd's operand.
+// - AVX2: X's even and odd bytes zero-extended to int16, W's sign-extended (ymm12-13), two
+//   vpmaddwd of 2 exact products each (|x w| < 2^15).
+constexpr uint32_t int8_gemv_ymm_vectors(uint32_t rows, bool vnni) {
+    return rows == 1 ? 8 : vnni ? (rows == 4 ? 2 : 4) : 4;   // registers: see the kernel
+}
+inline void emit_int8_gemv_ymm(asmjit::x86::Assembler& a, uint32_t rows, bool vnni) {
+    namespace x86 = asmjit::x86;
+    constexpr int32_t panel = 64 * 4;
+    const uint32_t vectors = int8_gemv_ymm_vectors(rows, vnni);
+    auto acc = [&](uint32_t r, uint32_t h) { return x86::ymm(r * vectors + h); };
+    const uint32_t xs = rows * vectors;   // X's registers: ymm(xs + r) (AVX-VNNI), ymm(xs + 2 r) and ymm(xs + 2 r + 1)
+    for (uint32_t r = 0; r < rows; ++r)
+        for (uint32_t h = 0; h < vectors; ++h) a.vpxor(acc(r, h), acc(r, h), acc(r, h));
+    if (!vnni) {   // ymm15: 0x00FF in every int16
+        a.mov(x86::r11d, 0x00FF00FF);
+        a.vmovd(x86::xmm15, x86::r11d);
+        a.vpbroadcastd(x86::ymm15, x86::xmm15);
+    }
+    emit_int8_gemv_rows(a);
+    auto step = [&](int32_t u) {
+        if (vnni) {
+            for (uint32_t r = 0; r < rows; ++r) a.vpbroadcastd(x86::ymm(xs + r), int8_gemv_row(r, u * 4));
+            for (uint32_t h = 0; h < vectors; ++h)
+                for (uint32_t r = 0; r < rows; ++r)
+                    a.vex().vpdpbusd(acc(r, h), x86::ymm(xs + r), x86::ymmword_ptr(x86::rdi, u * panel + (int32_t)h * 32));
+            return;
+        }
+        for (uint32_t r = 0; r < rows; ++r) {
+            const x86::Ymm even = x86::ymm(xs + 2 * r), odd = x86::ymm(xs + 2 * r + 1);
+            a.vpbroadcastd(even, int8_gemv_row(r, u * 4));
+            a.vpsrlw(odd, even, 8);
+            a.vpand(even, even, x86::ymm15);
+        }
+        for (uint32_t h = 0; h < vectors; ++h) {
+            a.vmovdqu(x86::ymm12, x86::ymmword_ptr(x86::rdi, u * panel + (int32_t)h * 32));
+            a.vpsraw(x86::ymm13, x86::ymm12, 8);
+            a.vpsllw(x86::ymm12, x86::ymm12, 8);
+            a.vpsraw(x86::ymm12, x86::ymm12, 8);
+            for (uint32_t r = 0; r < rows; ++r) {
+                a.vpmaddwd(x86::ymm14, x86::ymm12, x86::ymm(xs + 2 * r));
+                a.vpaddd(acc(r, h), acc(r, h), x86::ymm14);
+                a.vpmaddwd(x86::ymm14, x86::ymm13, x86::ymm(xs + 2 * r + 1));
+                a.vpaddd(acc(r, h), acc(r, h), x86::ymm14);
+            }
+        }
+    };
+    emit_vnni_group_loop(a, step, [&] {
+        a.add(x86::rdi, 2 * panel);
+        a.add(x86::rsi, 8);
+        a.add(x86::rax, 8);
+    });
+    // the tile's requantization (emit_int8_tile_ymm), bias and scale per column
+    a.mov(x86::rax, x86::qword_ptr(x86::r9, 0));
+    a.mov(x86::r10, x86::qword_ptr(x86::r9, 8));
+    a.vbroadcastss(x86::ymm13, x86::dword_ptr(x86::r9, 16));
+    a.vbroadcastss(x86::ymm14, x86::dword_ptr(x86::r9, 20));
+    a.vpbroadcastd(x86::ymm15, x86::dword_ptr(x86::r9, 24));
+    for (uint32_t r = 0; r < rows; ++r) {
+        for (uint32_t h = 0; h < vectors; ++h) {
+            const x86::Ymm v = acc(r, h);
+            a.vpaddd(v, v, x86::ymmword_ptr(x86::rax, (int32_t)h * 32));
+            a.vcvtdq2ps(v, v);
+            a.vmulps(v, v, x86::ymmword_ptr(x86::r10, (int32_t)h * 32));
+            a.vmaxps(v, v, x86::ymm13);
+            a.vminps(v, v, x86::ymm14);
+            a.vcvtps2dq(v, v);   // MXCSR's default rounding: to nearest, ties to even
+            a.vpaddd(v, v, x86::ymm15);
+        }
+        for (uint32_t h = 0; h < vectors; h += 2) {   // 16 columns a store
+            const x86::Ymm v0 = acc(r, h), v1 = acc(r, h + 1);
+            a.vpackssdw(v0, v0, v1);    // columns 0-3 8-11 | 4-7 12-15 as int16
+            a.vpermq(v0, v0, 0xD8);     // columns 0 .. 15
+            a.vextracti128(x86::xmm12, v0, 1);
+            a.vpackuswb(v0.xmm(), v0.xmm(), x86::xmm12);
+            a.vmovdqu(x86::xmmword_ptr(x86::rdx, (int32_t)h * 8), v0.xmm());
+        }
+        if (r + 1 < rows) a.add(x86::rdx, x86::rcx);
+    }
+    a.vzeroupper();
+    a.ret();
+}
+inline void emit_int8_gemv_avx2(asmjit::x86::Assembler& a, uint32_t rows, uint32_t) { emit_int8_gemv_ymm(a, rows, false); }
+inline void emit_int8_gemv_avx_vnni(asmjit::x86::Assembler& a, uint32_t rows, uint32_t) { emit_int8_gemv_ymm(a, rows, true); }
 
 #endif
 #if !defined(TESSEL_NO_JIT) && defined(__aarch64__)
@@ -9795,18 +9900,36 @@ void Int8Gemm::run_pixels(int64_t maps, int64_t m0, int64_t m1, int64_t k, const
     }
 }
 
-Status Int8Gemv::init(Isa isa) {
+Status Int8Gemv::init(Isa isa, bool dot_products) {
     if (isa == Isa::Auto) isa = default_isa();
     kernels_ = nullptr;
 #if !defined(TESSEL_NO_JIT) && (defined(__x86_64__) || defined(_M_X64))
-    if (isa == Isa::Avx512 && int8_vnni_available()) {
-        static const detail::Int8TileTable gemv = detail::make_int8_tiles((uint32_t)kRows, 1, detail::emit_int8_gemv_vnni);
-        if (gemv.status != Status::Ok) return gemv.status;
-        kernels_ = gemv.fn;
+    const detail::Int8TileTable* table = nullptr;
+    bool ymm = true, vnni = true;
+    if (isa == Isa::Avx512 && dot_products && int8_vnni_available()) {
+        static const detail::Int8TileTable zmm = detail::make_int8_tiles((uint32_t)kRows, 1, detail::emit_int8_gemv_vnni);
+        table = &zmm;
+        ymm = false;
+    } else if ((isa == Isa::Avx2 || isa == Isa::Avx512) && dot_products && int8_avx_vnni_available()) {
+        static const detail::Int8TileTable avx_vnni = detail::make_int8_tiles((uint32_t)kRows, 1, detail::emit_int8_gemv_avx_vnni);
+        table = &avx_vnni;
+    } else if (isa == Isa::Avx2 || isa == Isa::Avx512) {
+        static const detail::Int8TileTable avx2 = detail::make_int8_tiles(2, 1, detail::emit_int8_gemv_avx2);
+        table = &avx2;
+        vnni = false;
+    }
+    if (table) {
+        if (table->status != Status::Ok) return table->status;
+        kernels_ = table->fn;
+        ymm_ = ymm;
+        rows_per_call_ = vnni ? kRows : 2;
+        for (uint32_t r = 1; r <= (uint32_t)kRows; ++r)
+            columns_per_call_[r - 1] = ymm ? 8 * detail::int8_gemv_ymm_vectors(r, vnni) : kColumns;
         return Status::Ok;
     }
 #endif
     (void)isa;
+    (void)dot_products;
     return Status::Unsupported;
 }
 
@@ -9828,20 +9951,27 @@ void Int8Gemv::run(int64_t panel0, int64_t panel1, int64_t rows, int64_t n, int6
     params.lo = rq.lo;
     params.hi = rq.hi;
     params.zero_point = rq.zero_point;
-    for (int64_t panel = panel0; panel < panel1 && panel * kColumns < n; ++panel) {
-        const int64_t j0 = panel * kColumns, cols = n - j0 < kColumns ? n - j0 : kColumns;
-        for (uint32_t v = 0; v < 4; ++v) {
-            const int64_t lanes = cols - (int64_t)v * 16;
-            params.mask[v] = lanes >= 16 ? 0xFFFFu : lanes <= 0 ? 0u : (1u << lanes) - 1u;
+    uint8_t tail[kRows * kColumns];   // a ymm call's rows when fewer of its columns are Y's
+    for (int64_t panel = panel0; panel < panel1 && panel * kColumns < n; ++panel)
+        for (int64_t r0 = 0; r0 < rows; r0 += rows_per_call_) {
+            const int64_t r = rows - r0 < rows_per_call_ ? rows - r0 : rows_per_call_, width = columns_per_call_[r - 1];
+            for (int64_t j0 = panel * kColumns; j0 < (panel + 1) * kColumns && j0 < n; j0 += width) {
+                const int64_t cols = n - j0 < width ? n - j0 : width;
+                for (uint32_t v = 0; v < 4; ++v) {   // the zmm kernel's store masks
+                    const int64_t lanes = cols - (int64_t)v * 16;
+                    params.mask[v] = lanes >= 16 ? 0xFFFFu : lanes <= 0 ? 0u : (1u << lanes) - 1u;
+                }
+                params.bias = rq.bias + j0;
+                params.scale = rq.scale + j0;
+                const int8_t* wp = packed + (size_t)(panel * kColumns * groups * 4 + (j0 - panel * kColumns) * 4);
+                if (!ymm_ || cols == width) {
+                    kernels_[r - 1](wp, x + r0 * groups * 4, y + r0 * ldy + j0, ldy, groups, &params);
+                    continue;
+                }
+                kernels_[r - 1](wp, x + r0 * groups * 4, tail, kColumns, groups, &params);
+                for (int64_t i = 0; i < r; ++i) std::memcpy(y + (r0 + i) * ldy + j0, tail + i * kColumns, (size_t)cols);
+            }
         }
-        params.bias = rq.bias + j0;
-        params.scale = rq.scale + j0;
-        const int8_t* wp = packed + (size_t)(panel * kColumns * groups * 4);
-        for (int64_t r0 = 0; r0 < rows; r0 += kRows) {
-            const int64_t r = rows - r0 < kRows ? rows - r0 : kRows;
-            kernels_[r - 1](wp, x + r0 * groups * 4, y + r0 * ldy + j0, ldy, groups, &params);
-        }
-    }
 }
 
 

@@ -7,6 +7,8 @@
 // Last, where the CPU has them, the pixel tiles (8 positions x 48 maps) on a 3 x 3 conv's copy of
 // 4 channels a pixel over 32 x 32 positions (K a multiple of 36), nothing packed per call, as
 // the int8 k x k convs run them.
+// Then Int8Gemv (one row: batch-1 fully connected layers) with each of its kernels the CPU has,
+// in GB/s of packed weights against memcpy of the same bytes.
 // Then Int8DepthwiseConv on the planes of shufflenet's and the OCR detector's depthwise convs,
 // with each of its kernels the CPU has (AVX-512 VNNI, AVX-VNNI, AVX2's 16-bit one; NEON's sdot):
 // per shape the sweep it took (rows or flat), nanoseconds per plane (padded copy and kernel)
@@ -14,6 +16,7 @@
 //   build/bench/int8 [RUNS]
 #define TESSEL_IMPLEMENTATION
 #include "runtime.h"
+#include "bench_util.h"
 
 #include <time.h>
 #include <cstdio>
@@ -48,6 +51,58 @@ const char* depthwise_kernel(Isa isa, bool dot) {
     if (probe.isa() == Isa::Avx512) return "AVX-512 VNNI";
     if (probe.isa() == Isa::Avx2) return dot && int8_avx_vnni_available() ? "AVX-VNNI" : "AVX2 16-bit";
     return isa_name(probe.isa());
+}
+
+// Int8Gemv on batch-1 fully connected layers (one row of X): GB/s of packed weights read, each
+// kernel the CPU has, against memcpy of the same bytes timed alongside (read and written once).
+void gemv(int runs) {
+    struct Kernel { const char* name; Isa isa; bool dot; };
+    const Kernel kernels[] = {{"vnni", Isa::Avx512, true}, {"avx-vnni", Isa::Avx2, true}, {"avx2", Isa::Avx2, false}};
+    std::vector<std::pair<const char*, Int8Gemv>> ready;
+    for (const Kernel& k : kernels) {
+        if (!isa_available(k.isa) || (k.isa == Isa::Avx512 && !int8_vnni_available()) || (k.dot && k.isa == Isa::Avx2 && !int8_avx_vnni_available()))
+            continue;
+        Int8Gemv g;
+        if (g.init(k.isa, k.dot) == Status::Ok) ready.emplace_back(k.name, g);
+    }
+    if (ready.empty()) {
+        std::printf("\nno int8 gemv kernel on this CPU\n");
+        return;
+    }
+    std::printf("\nint8 gemv, one row (batch-1 fully connected), GB/s of packed weights (wall time), best of %d\n%6s %6s %8s %9s",
+                runs, "N", "K", "MB", "memcpy");
+    for (const auto& r : ready) std::printf(" %9s %9s", r.first, "/memcpy");
+    std::printf("\n");
+    const int64_t shapes[][2] = {{4096, 25088}, {4096, 9216}, {4096, 4096}, {1000, 4096}, {256, 1024}};
+    for (const auto& shape : shapes) {
+        const int64_t n = shape[0], k = shape[1], columns = (n + 63) / 64 * 64;
+        std::vector<int8_t> w((size_t)(n * k)), packed(Int8Gemv::packed_bytes(n, k)), copy(packed.size());
+        for (size_t i = 0; i < w.size(); ++i) w[i] = (int8_t)(i * 7 % 255 - 127);
+        Int8Gemv::pack(n, k, w.data(), k, packed.data());
+        std::vector<uint8_t> x((size_t)Int8Gemm::k_groups(k) * 4, 3), y((size_t)n);
+        std::vector<int32_t> bias((size_t)columns, 1);
+        std::vector<float> scale((size_t)columns, 1e-4f);
+        Int8Requant rq;
+        rq.bias = bias.data();
+        rq.scale = scale.data();
+        rq.lo = 0.0f;
+        rq.hi = 255.0f;
+        const double bytes = (double)packed.size();
+        std::vector<double> best(ready.size() + 1, 1e30);
+        for (int r = 0; r < runs; ++r) {   // alternating, so that each sees the machine as the others do
+            auto t0 = std::chrono::steady_clock::now();
+            std::memcpy(copy.data(), packed.data(), packed.size());
+            best[0] = std::min(best[0], bench::seconds_since(t0));
+            for (size_t i = 0; i < ready.size(); ++i) {
+                t0 = std::chrono::steady_clock::now();
+                ready[i].second.run(0, columns / 64, 1, n, k, packed.data(), x.data(), rq, y.data(), n);
+                best[i + 1] = std::min(best[i + 1], bench::seconds_since(t0));
+            }
+        }
+        std::printf("%6lld %6lld %8.1f %9.1f", (long long)n, (long long)k, bytes / 1048576.0, bytes / best[0] * 1e-9);
+        for (size_t i = 0; i < ready.size(); ++i) std::printf(" %9.1f %8.2fx", bytes / best[i + 1] * 1e-9, best[0] / best[i + 1]);
+        std::printf("\n");
+    }
 }
 
 void depthwise(int runs, Isa isa, bool dot) {
@@ -182,6 +237,7 @@ int main(int argc, char** argv) {
         }
         std::printf("\n");
     }
+    gemv(runs);
     const char* shown[3] = {};   // each kernel once: (auto), AVX2 with, then without the dot product
     const std::pair<Isa, bool> kernels[] = {{default_isa(), true}, {Isa::Avx2, true}, {Isa::Avx2, false}};
     for (uint32_t k = 0; k < 3; ++k) {

@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
 # bench-int8.sh FLOAT.onnx:INT8.onnx... : Tessel int8 (a QDQ model from tools/quantize.py)
 # against Tessel float32 on the float model, and both against onnxruntime (scripts/ort-bench.js,
-# build/ort as bench-vs-ort.sh installs it), at one and two threads (THREADS="1 2"), on the same
+# build/ort, installed on first use), at one and two threads (THREADS="1 2"), on the same
 # inputs. Each figure is the best of ROUNDS (default 3) interleaved rounds of RUNS runs (default
-# 20) of each side's fastest run ("min"), which a busy machine disturbs least.
+# 20) of each side's fastest run ("min"), which a busy machine disturbs least. ORT_ISA=avx2 runs
+# onnxruntime's kernels for CPUs without AVX-512 (scripts/ort-env.sh), to pair with TESSEL_ISA=avx2.
 # Without arguments: the nine light CNNs (../shared/onnx-tests/light), quantized into build/int8
 # by tools/quantize.py where build/int8/NAME_int8.onnx is missing; a model that does not
 # quantize is left out with quantize.py's message.
 # | model | threads | Tessel float ms | Tessel int8 ms | int8 / float | onnxruntime int8 ms | Tessel int8 / onnxruntime int8 | onnxruntime float ms |
 set -eu
 cd "$(dirname "$0")/.."
-export NODE_PATH=$PWD/build/ort/node_modules
+. scripts/ort-env.sh
 runs=${RUNS:-20}
 rounds=${ROUNDS:-3}
 tessel=${TESSEL:-build/tessel}

@@ -7,20 +7,15 @@
 # MODELS="a.onnx b.onnx" replaces the default list (MatMul 256-1024, the MobileNet-style block,
 # the OCR classifier, detector and recognizer of bench/ocr_models.cpp, the nine CNNs of
 # ../shared/onnx-tests/light). TESSEL=BINARY times another build of `tessel` (an A/B of two
-# commits). build/bench/cores prints, before and after the table, what the host's two cores
-# cost each other (two-thread rows move with it).
+# commits). ORT_ISA=avx2 runs onnxruntime's kernels for CPUs without AVX-512 (scripts/ort-env.sh),
+# to pair with TESSEL_ISA=avx2. build/bench/cores prints, before and after the table, what the
+# host's two cores cost each other (two-thread rows move with it).
 set -eu
 runs=${1:-20}
 rounds=${2:-3}
 cd "$(dirname "$0")/.."
-ort=build/ort
 tessel=${TESSEL:-build/tessel}
-if [ ! -d "$ort/node_modules/onnxruntime-node" ]; then
-  mkdir -p "$ort"
-  # --ignore-scripts: the package's install script only fetches GPU providers, from outside npm
-  npm install --prefix "$ort" --no-audit --no-fund --ignore-scripts onnxruntime-node >/dev/null
-fi
-export NODE_PATH=$PWD/$ort/node_modules
+. scripts/ort-env.sh
 ort_bench() { node scripts/ort-bench.js "$@"; }
 make -s build/tessel build/examples/mobilenet_block build/bench/ocr_models build/bench/cores >/dev/null
 work=build/bench-vs-ort
@@ -41,7 +36,7 @@ fi
 median() { sed -nE "s/^$1 median=([0-9.]+).*/\1/p"; }
 best() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || (b != "" && b + 0 < a + 0)) print b; else print a }'; }
 
-echo "Tessel $($tessel version 2>/dev/null | head -1); onnxruntime-node $(node -e 'console.log(require("onnxruntime-node/package.json").version)'); $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'); runs $runs, rounds $rounds"
+echo "Tessel $($tessel version 2>/dev/null | head -1); onnxruntime-node $(node -e 'console.log(require("onnxruntime-node/package.json").version)') (${ORT_ISA:-its own ISA choice}); $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'); runs $runs, rounds $rounds"
 build/bench/cores   # the two-thread rows depend on it: before the table and after it
 echo
 echo "| model | threads | Tessel ISA | Tessel ms | onnxruntime ms | Tessel / onnxruntime | check |"

@@ -2,12 +2,12 @@
 # nodes-vs-ort.sh MODEL [THREADS] [RUNS]: where the time goes, Tessel against onnxruntime, for one
 # model: per-op-class totals of each side's per-node medians (`tessel run --perf-counts`,
 # onnxruntime's session profiler), then the Conv-like nodes of both in execution order side by side
-# (onnxruntime renames fused nodes, so they pair by position, not name). Needs build/ort
-# (scripts/bench-vs-ort.sh installs it) and the model's inputs from `ort-bench.js inputs`.
+# (onnxruntime renames fused nodes, so they pair by position, not name). onnxruntime comes from
+# scripts/ort-env.sh (ORT_ISA=avx2: its kernels for CPUs without AVX-512).
 set -eu
 model=$1 threads=${2:-1} runs=${3:-20} tessel=${TESSEL:-build/tessel}   # TESSEL: another build, for A/B
 cd "$(dirname "$0")/.."
-export NODE_PATH=$PWD/build/ort/node_modules
+. scripts/ort-env.sh
 data=build/bench-vs-ort/data_$(basename "$model" .onnx)
 [ -d "$data" ] || node scripts/ort-bench.js inputs "$model" "$data" 2>/dev/null
 tmp=$(mktemp -d)

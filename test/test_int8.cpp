@@ -134,9 +134,8 @@ TEST_CASE("int8 gemm: every tail of M, N and K, parts of the rows, target and po
     }
 }
 
-// Y = requantize(X W^T) for 1 to 9 rows over panels [panel0, panel1), oracle and Int8Gemv
-// (AVX-512 VNNI only), Y with 5 spare columns that must stay untouched, as must the columns of
-// other panels.
+// Y = requantize(X W^T) for 1 to 9 rows over panels [panel0, panel1), oracle and Int8Gemv,
+// Y with 5 spare columns that must stay untouched, as must the columns of other panels.
 namespace {
 void check_int8_gemv(const Int8Gemv& gemv, int64_t rows, int64_t n, int64_t k, int64_t panel0, int64_t panel1, uint32_t seed) {
     CAPTURE(rows); CAPTURE(n); CAPTURE(k); CAPTURE(panel0); CAPTURE(panel1);
@@ -313,21 +312,35 @@ TEST_CASE("int8 convert: quantize, dequantize, pair and float tables, binary ops
     MESSAGE("int8 convert kernels:" << (jit.empty() ? std::string(" none (portable loops)") : jit));
 }
 
-TEST_CASE("int8 gemv: every tail of N and K, 1 to 9 rows, parts of the panels (AVX-512 VNNI)") {
-    Int8Gemv gemv;
-    const Status status = gemv.init();
-    if (default_isa() != Isa::Avx512 || !int8_vnni_available()) {
+TEST_CASE("int8 gemv: every tail of N and K, 1 to 9 rows, parts of the panels, every x86 kernel") {
+    // target: AVX-512 VNNI's zmm kernel, else AVX-VNNI's ymm one, else AVX2's; no_dot: AVX2's
+    Int8Gemv target, no_dot;
+    const Status status = target.init(), no_dot_status = no_dot.init(Isa::Auto, false);
+    const bool x86 = default_isa() == Isa::Avx2 || default_isa() == Isa::Avx512;
+    if (!x86) {
         CHECK(status == Status::Unsupported);
+        CHECK(no_dot_status == Status::Unsupported);
         return;
     }
     REQUIRE(status == Status::Ok);
+    REQUIRE(no_dot_status == Status::Ok);
+    const bool vnni = default_isa() == Isa::Avx512 && int8_vnni_available();
+    CHECK(target.rows_per_call() == (vnni || int8_avx_vnni_available() ? 4 : 2));
+    CHECK(target.columns_per_call(1) == 64);   // one row reads each panel once
+    CHECK(target.columns_per_call(2) == (vnni ? 64 : 32));
+    CHECK(no_dot.rows_per_call() == 2);
+    CHECK(no_dot.columns_per_call(1) == 64);
+    CHECK(no_dot.columns_per_call(2) == 32);
+    MESSAGE("int8 gemv: " << std::string(vnni ? "AVX-512 VNNI" : int8_avx_vnni_available() ? "AVX-VNNI" : "AVX2") << " and AVX2");
     uint32_t seed = 7000;
-    for (int64_t rows = 1; rows <= 9; ++rows)
-        for (int64_t n : {1, 15, 16, 17, 33, 63, 64, 65, 130})
-            for (int64_t k : {1, 3, 4, 5, 8, 13, 64, 301}) check_int8_gemv(gemv, rows, n, k, 0, (n + 63) / 64, seed++);
-    check_int8_gemv(gemv, 2, 200, 27, 1, 3, seed++);    // a middle part of the panels
-    check_int8_gemv(gemv, 3, 200, 27, 3, 4, seed++);    // the last, partial panel alone
-    check_int8_gemv(gemv, 1, 70, 5000, 0, 2, seed++);   // K beyond any cache block
+    for (const Int8Gemv* gemv : {&target, &no_dot}) {
+        for (int64_t rows = 1; rows <= 9; ++rows)
+            for (int64_t n : {1, 15, 16, 17, 33, 63, 64, 65, 130})
+                for (int64_t k : {1, 3, 4, 5, 8, 13, 64, 301}) check_int8_gemv(*gemv, rows, n, k, 0, (n + 63) / 64, seed++);
+        check_int8_gemv(*gemv, 2, 200, 27, 1, 3, seed++);    // a middle part of the panels
+        check_int8_gemv(*gemv, 3, 200, 27, 3, 4, seed++);    // the last, partial panel alone
+        check_int8_gemv(*gemv, 1, 70, 5000, 0, 2, seed++);   // K beyond any cache block
+    }
 }
 
 // ---- QDQ Conv groups on the CPU device ----
@@ -632,7 +645,7 @@ TEST_CASE("int8: what the int8 path does not take keeps its reference results an
 
 TEST_CASE("int8: QDQ MatMul groups on the CPU device: batches, tails of K and N, Relu, 1 and 2 threads") {
     struct Case { Shape x; int64_t n; bool relu; };
-    // few rows (batch-1 layers: Int8Gemv on AVX-512 VNNI) with N across panels and K's tails, and many
+    // few rows (batch-1 layers: Int8Gemv on x86) with N across panels and K's tails, and many
     const std::vector<Case> cases = {{{2, 5, 37}, 19, false}, {{1, 70, 64}, 48, true}, {{3, 19}, 7, false}, {{1, 200, 130}, 100, true},
                                      {{1, 301}, 130, true}, {{2, 1, 62}, 65, false}, {{4, 64}, 64, false},
                                      {{1, 80, 256}, 96, true}};   // the last on AMX where the CPU has it
@@ -685,7 +698,9 @@ TEST_CASE("int8: QDQ MatMul groups on the CPU device: batches, tails of K and N,
             for (const ProfileEntry& e : request.profiling_info()) kernels += std::string(e.kernel) + " ";
             INFO(kernels);
             CHECK(kernels.find(":MatMul") != std::string::npos);
-            const bool gemv = rows <= Int8Gemv::kRows && int8_vnni_available() && default_isa() == Isa::Avx512;
+            Int8Gemv probe;
+            const bool gemv = rows <= Int8Gemv::kRows && probe.init() == Status::Ok;
+            CHECK((kernels.find("MatMul+gemv") != std::string::npos) == gemv);
             CHECK((kernels.find("MatMul+amx") != std::string::npos) == (int8_amx_available() && default_isa() == Isa::Avx512 && Int8Gemm::amx_pays(n, k) && !gemv));
             const uint8_t* y = request.output(0).data_as<uint8_t>();
             int64_t bad = 0;

@@ -247,7 +247,8 @@ TEST_CASE("int8 qoperator: QLinearMatMul on the int8 kernels: batches, tails of 
                 want[(size_t)(r * n + j)] = int8_requantize(acc, 0, sa * sb[(size_t)j] / sy, -(float)zy, 255.0f - zy, zy);
             }
         Run reference = run_qlinear_matmul(mc, a, b, sb, sa, za, sy, zy, false, 1);
-        const bool gemv = rows <= Int8Gemv::kRows && int8_vnni_available();
+        Int8Gemv probe;
+        const bool gemv = rows <= Int8Gemv::kRows && probe.init() == Status::Ok;
         const bool amx = int8_amx_available() && default_isa() == Isa::Avx512 && !gemv && Int8Gemm::amx_pays(n, k);
         for (uint32_t threads : {1u, 2u}) {
             CAPTURE(threads);
@@ -313,7 +314,8 @@ TEST_CASE("int8 qoperator: QDQ Gemm groups: transB, C per column or one value or
             return run_model(t, fusion, threads);
         };
         Run reference = build(false, 1);
-        const bool gemv = m <= Int8Gemv::kRows && int8_vnni_available();
+        Int8Gemv probe;
+        const bool gemv = m <= Int8Gemv::kRows && probe.init() == Status::Ok;
         const bool amx = int8_amx_available() && default_isa() == Isa::Avx512 && !gemv && Int8Gemm::amx_pays(n, k);
         for (uint32_t threads : {1u, 2u}) {
             CAPTURE(threads);
