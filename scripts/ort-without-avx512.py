@@ -49,6 +49,8 @@ def main():
     if len(sys.argv) != 3:
         sys.exit(__doc__)
     src, dst = sys.argv[1], sys.argv[2]
+    if not shutil.which("objdump"):
+        sys.exit("ort-without-avx512.py: needs objdump (Debian's binutils) to find the xgetbv instructions")
     if os.path.exists(dst):
         shutil.rmtree(dst)
     shutil.copytree(src, dst, symlinks=True)
