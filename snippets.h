@@ -1025,7 +1025,7 @@ public:
     // c + i * ldc. Requant's arrays are indexed by the row of C. Never allocates.
     void run(int64_t m0, int64_t m1, int64_t n, int64_t k, const int8_t* packed_a, const uint8_t* packed_b,
              const Int8Requant& rq, uint8_t* c, int64_t ldc) const;
-    // Whether run_groups can be called: the tiles read B's groups in place (the VNNI tile).
+    // Whether run_groups can be called: the tiles read B's groups in place (VNNI, AVX-VNNI).
     bool reads_b_groups() const { return group_tiles_ != nullptr; }
     // run() with B given as pack_b_groups takes it, unpacked: the tiles load each group of 4 rows
     // of a panel from b + group_offset[g] + 4 j0, so no pass packs B. k a multiple of 4. Each
@@ -9087,19 +9087,25 @@ inline Int8TileTable make_int8_tiles(uint32_t max_rows, uint32_t max_vectors, vo
 //   zero-extended to int16, A's 4 int16 of a row; vpmaddwd sums pairs exactly (|x w| < 2^15,
 //   two of them < 2^31). The partial sums meet in vphaddd; 8 bytes per row stored.
 // - AVX-VNNI (vnni true): 8 columns per accumulator, A's 4 bytes of a row (the VEX vpdpbusd
-//   has no {1to8} operand); 16 bytes per row stored.
+//   has no {1to8} operand); 16 bytes per row stored. by_groups (Int8Gemm::run_groups): group u
+//   of the panel at rsi + b_groups[u] (r10 walks b_groups), not packed.
 constexpr uint32_t kInt8Avx2Rows = 6;
-inline void emit_int8_tile_ymm(asmjit::x86::Assembler& a, uint32_t rows, bool vnni) {
+inline void emit_int8_tile_ymm(asmjit::x86::Assembler& a, uint32_t rows, bool vnni, bool by_groups = false) {
     namespace x86 = asmjit::x86;
     const uint32_t mr = kInt8Avx2Rows;
     auto acc = [&](uint32_t i, uint32_t h) { return x86::ymm(i * 2 + h); };
     for (uint32_t i = 0; i < rows; ++i)
         for (uint32_t h = 0; h < 2; ++h) a.vpxor(acc(i, h), acc(i, h), acc(i, h));
+    if (by_groups) a.mov(x86::r10, x86::qword_ptr(x86::r9, (int32_t)offsetof(Int8Gemm::TileParams, b_groups)));
     asmjit::Label loop = a.newLabel(), store = a.newLabel();
     a.test(x86::r8, x86::r8);
     a.jz(store);
     a.bind(loop);
-    if (vnni) {
+    if (vnni && by_groups) {
+        a.mov(x86::rax, x86::qword_ptr(x86::r10));
+        a.vmovdqu(x86::ymm12, x86::ymmword_ptr(x86::rsi, x86::rax, 0, 0));
+        a.vmovdqu(x86::ymm13, x86::ymmword_ptr(x86::rsi, x86::rax, 0, 32));
+    } else if (vnni) {
         a.vmovdqu(x86::ymm12, x86::ymmword_ptr(x86::rsi, 0));
         a.vmovdqu(x86::ymm13, x86::ymmword_ptr(x86::rsi, 32));
     } else {
@@ -9120,7 +9126,8 @@ inline void emit_int8_tile_ymm(asmjit::x86::Assembler& a, uint32_t rows, bool vn
         a.vpaddd(acc(i, 1), acc(i, 1), x86::ymm15);
     }
     a.add(x86::rdi, (int32_t)(mr * (vnni ? 4 : 8)));
-    a.add(x86::rsi, vnni ? 64 : 32);
+    if (by_groups) a.add(x86::r10, 8);
+    else a.add(x86::rsi, vnni ? 64 : 32);
     a.sub(x86::r8, 1);
     a.jnz(loop);
     a.bind(store);
@@ -9169,6 +9176,7 @@ inline void emit_int8_tile_ymm(asmjit::x86::Assembler& a, uint32_t rows, bool vn
 }
 inline void emit_int8_tile_avx2(asmjit::x86::Assembler& a, uint32_t rows, uint32_t) { emit_int8_tile_ymm(a, rows, false); }
 inline void emit_int8_tile_avx_vnni(asmjit::x86::Assembler& a, uint32_t rows, uint32_t) { emit_int8_tile_ymm(a, rows, true); }
+inline void emit_int8_tile_avx_vnni_groups(asmjit::x86::Assembler& a, uint32_t rows, uint32_t) { emit_int8_tile_ymm(a, rows, true, true); }
 
 static_assert(kInt8Avx2Rows <= kInt8VnniRows, "Int8TileTable holds the VNNI tile's rows");
 
@@ -9586,7 +9594,11 @@ Status Int8Gemm::init(Isa isa, bool dot_products, bool matrix_tiles) {
         static const detail::Int8TileTable avx_vnni = detail::make_int8_tiles(detail::kInt8Avx2Rows, 1,
                                                                               detail::emit_int8_tile_avx_vnni);
         if (avx_vnni.status != Status::Ok) return avx_vnni.status;
+        static const detail::Int8TileTable avx_vnni_groups = detail::make_int8_tiles(detail::kInt8Avx2Rows, 1,
+                                                                                     detail::emit_int8_tile_avx_vnni_groups);
+        if (avx_vnni_groups.status != Status::Ok) return avx_vnni_groups.status;
         tiles_ = avx_vnni.fn;
+        group_tiles_ = avx_vnni_groups.fn;
         mr_ = detail::kInt8Avx2Rows;
         nr_ = 16;
     } else if (isa == Isa::Avx2 || isa == Isa::Avx512) {   // AVX-512 without VNNI: the AVX2 tile
