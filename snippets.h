@@ -1106,15 +1106,14 @@ private:
 // of X and spend 16 lanes of every instruction on it; here each weight byte is loaded once and
 // used by every row. AVX-512 VNNI: 64 columns a call; AVX-VNNI (ymm vpdpbusd) and AVX2 (exact
 // vpmaddwd on int16, weights sign-extended in registers) 64 for one row, fewer for more, from the
-// same panels.
-// init is Unsupported on other targets (callers keep Int8Gemm).
+// same panels. init is Unsupported on other targets (callers keep Int8Gemm).
 class Int8Gemv {
 public:
     static constexpr int64_t kColumns = 64;   // per panel
     static constexpr int64_t kRows = 4;       // of X the callers hand it (batch-1 layers)
     // dot_products false skips the dot-product kernels (VNNI, AVX-VNNI) for the AVX2 one.
     Status init(Isa isa = Isa::Auto, bool dot_products = true);
-    int64_t columns_per_call(int64_t rows) const { return columns_per_call_[rows - 1]; }   // of `rows` rows
+    int64_t columns_per_call(int64_t rows) const { return columns_per_call_[rows - 1]; }   // a call of `rows` rows takes
     int64_t rows_per_call() const { return rows_per_call_; }   // 4, or 2 on AVX2
     static size_t packed_bytes(int64_t n, int64_t k) {
         return (size_t)((n + kColumns - 1) / kColumns * kColumns * Int8Gemm::k_groups(k) * 4);
