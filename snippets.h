@@ -157,7 +157,7 @@
        >>int8 gemv                    Int8Gemv: a few rows of X times packed weights (VNNI)
        >>int8 depthwise               Int8DepthwiseConv: uint8 planes, 4 taps per dot product (else 2 per vpmaddwd), requantized rows
        >>int8 lookup                  Int8Lookup: y = table[x] on bytes, JIT on AVX-512 VBMI, AVX2 and NEON
-       >>int8 max taps                Int8MaxTaps: the uint8 MaxPool's column and row passes, JIT on AVX-512
+       >>int8 max taps                Int8MaxTaps: the uint8 MaxPool's column and row passes, JIT on AVX-512 and AVX2
        >>int8 convert                 Int8Convert: quantize, dequantize, pair tables; JIT on AVX-512 and AVX2
        >>opencl printer               OpenClSource, print_opencl_kernel: a body as OpenCL C
      implementation:
@@ -202,7 +202,7 @@
        >>int8 gemm implementation     the VNNI tile emitter, the portable tile, packing; the VNNI gemv kernel
        >>int8 depthwise implementation  the VNNI and sdot row kernels, their table, padding
        >>int8 lookup implementation   the VBMI and tbl/tbx kernels, the portable loop
-       >>int8 max taps implementation  the AVX-512 kernels (strides 1 and 2), the portable loop
+       >>int8 max taps implementation  the AVX-512 and AVX2 kernels (strides 1 and 2), the portable loop
        >>int8 convert implementation  the portable loops, the AVX-512 and AVX2 kernels
        >>opencl printer implementation  OpenClMath: eval_op printed as OpenCL C statements
 */
@@ -1242,8 +1242,9 @@ private:
 // j < n, y[p y_plane + r y_row + j] = max over k < taps of x[p x_plane + r x_row + j stride +
 // k step], stride 1 or 2 (a window's rows down its columns, then its taps along each row). JIT: AVX-512 BW (with BMI2),
 // 64 outputs a step, the last through byte masks, so nothing past the taps is read and nothing
-// past the outputs written; stride 2 picks the even bytes by VBMI's vpermt2b. Other targets and
-// strides run the portable loop; every target gives the same bytes.
+// past the outputs written; stride 2 picks the even bytes by VBMI's vpermt2b. AVX2 (and AVX-512
+// without those): 32 outputs a step, a row's last ones by a step again ending at its end. Other
+// targets and strides run the portable loop; every target gives the same bytes.
 struct Int8MaxTapsArgs {
     const uint8_t* x = nullptr;
     uint8_t* y = nullptr;
@@ -10833,17 +10834,146 @@ inline void emit_int8_max_taps(asmjit::x86::Assembler& a, int64_t stride) {
     }
 }
 
+// The AVX2 kernel: as the AVX-512 one, 32 outputs a step (16, 8 or 1 when a row has fewer), a
+// row's last partial step done again as a whole one ending at its last output (the same bytes
+// rewritten), so no load reads past the taps. At stride 2 a step's taps load from 2 j and
+// 2 j + 31 (2 j + 15, 2 j + 7): the first load's even bytes and the second's odd ones, placed by
+// vpshufb into alternate qwords (ymm14-15, xmm12-13) and joined by vpor, vpermq 0xD8 in order.
+inline void emit_int8_max_taps_ymm(asmjit::x86::Assembler& a, int64_t stride) {
+    namespace x86 = asmjit::x86;
+    auto arg = [&](size_t offset) { return x86::qword_ptr(x86::rdi, (int32_t)offset); };
+    asmjit::Label planes = a.newLabel(), rows = a.newLabel(), row_done = a.newLabel(), masks = a.newLabel();
+    asmjit::Label widths[4] = {a.newLabel(), a.newLabel(), a.newLabel(), a.newLabel()};   // 32, 16, 8, 1
+    if (stride == 2) {
+        a.vmovdqu(x86::ymm14, x86::ptr(masks));
+        a.vmovdqu(x86::ymm15, x86::ptr(masks, 32));
+        a.vmovdqu(x86::xmm12, x86::ptr(masks, 64));
+        a.vmovdqu(x86::xmm13, x86::ptr(masks, 80));
+    }
+    auto load = [&](const x86::Vec& v, int64_t width, int32_t offset) {
+        if (width == 32) a.vmovdqu(v.as<x86::Ymm>(), x86::ptr(x86::rax, offset));
+        else if (width == 16) a.vmovdqu(v.as<x86::Xmm>(), x86::ptr(x86::rax, offset));
+        else if (width == 8) a.vmovq(v.as<x86::Xmm>(), x86::ptr(x86::rax, offset));
+        else a.vpinsrb(v.as<x86::Xmm>(), v.as<x86::Xmm>(), x86::byte_ptr(x86::rax, offset), 0);
+    };
+    auto step = [&](int64_t width) {   // the taps of `width` outputs from rsi into rdx
+        const bool y = width == 32;
+        const x86::Vec m = y ? x86::Vec(x86::ymm0) : x86::Vec(x86::xmm0), v1 = y ? x86::Vec(x86::ymm1) : x86::Vec(x86::xmm1),
+                       v2 = y ? x86::Vec(x86::ymm2) : x86::Vec(x86::xmm2);
+        asmjit::Label taps = a.newLabel();
+        a.vpxor(m, m, m);
+        a.mov(x86::rax, x86::rsi);
+        a.mov(x86::r11, arg(offsetof(Int8MaxTapsArgs, taps)));
+        a.bind(taps);
+        load(v1, width, 0);
+        if (stride == 2 && width > 1) {
+            load(v2, width, (int32_t)(width - 1));
+            a.vpshufb(v1, v1, width == 32 ? x86::Vec(x86::ymm14) : width == 16 ? x86::Vec(x86::xmm14) : x86::Vec(x86::xmm12));
+            a.vpshufb(v2, v2, width == 32 ? x86::Vec(x86::ymm15) : width == 16 ? x86::Vec(x86::xmm15) : x86::Vec(x86::xmm13));
+            a.vpor(v1, v1, v2);
+        }
+        a.vpmaxub(m, m, v1);
+        a.add(x86::rax, arg(offsetof(Int8MaxTapsArgs, step)));
+        a.sub(x86::r11, 1);
+        a.jnz(taps);
+        if (width == 32) {
+            if (stride == 2) a.vpermq(x86::ymm0, x86::ymm0, 0xD8);
+            a.vmovdqu(x86::ptr(x86::rdx), x86::ymm0);
+        } else if (width == 16) {
+            a.vmovdqu(x86::ptr(x86::rdx), x86::xmm0);
+        } else if (width == 8) {
+            a.vmovq(x86::ptr(x86::rdx), x86::xmm0);
+        } else {
+            a.vpextrb(x86::byte_ptr(x86::rdx), x86::xmm0, 0);
+        }
+    };
+    a.push(x86::r12);
+    a.push(x86::r13);
+    a.push(x86::r14);
+    a.mov(x86::r12, arg(offsetof(Int8MaxTapsArgs, x)));
+    a.mov(x86::r13, arg(offsetof(Int8MaxTapsArgs, y)));
+    a.mov(x86::r14, arg(offsetof(Int8MaxTapsArgs, planes)));
+    a.bind(planes);
+    a.mov(x86::r8, x86::r12);
+    a.mov(x86::r9, x86::r13);
+    a.mov(x86::r10, arg(offsetof(Int8MaxTapsArgs, rows)));
+    a.bind(rows);
+    a.mov(x86::rsi, x86::r8);
+    a.mov(x86::rdx, x86::r9);
+    a.mov(x86::rcx, arg(offsetof(Int8MaxTapsArgs, n)));
+    a.cmp(x86::rcx, 32);
+    a.jae(widths[0]);
+    a.cmp(x86::rcx, 16);
+    a.jae(widths[1]);
+    a.cmp(x86::rcx, 8);
+    a.jae(widths[2]);
+    a.jmp(widths[3]);
+    for (int w = 0; w < 4; ++w) {
+        const int64_t width = w == 3 ? 1 : 32 >> w;
+        asmjit::Label loop = a.newLabel(), tail = a.newLabel();
+        a.bind(widths[w]);
+        a.bind(loop);
+        a.cmp(x86::rcx, width);
+        a.jb(tail);
+        step(width);
+        a.add(x86::rsi, width * stride);
+        a.add(x86::rdx, width);
+        a.sub(x86::rcx, width);
+        a.jmp(loop);
+        a.bind(tail);
+        if (width > 1) {   // rcx outputs left (fewer than width, at least width before them): the row's last width again
+            a.test(x86::rcx, x86::rcx);
+            a.jz(row_done);
+            a.mov(x86::rax, width);
+            a.sub(x86::rax, x86::rcx);
+            a.sub(x86::rdx, x86::rax);
+            if (stride == 2) a.add(x86::rax, x86::rax);
+            a.sub(x86::rsi, x86::rax);
+            step(width);
+        }
+        a.jmp(row_done);
+    }
+    a.bind(row_done);
+    a.add(x86::r8, arg(offsetof(Int8MaxTapsArgs, x_row)));
+    a.add(x86::r9, arg(offsetof(Int8MaxTapsArgs, y_row)));
+    a.sub(x86::r10, 1);
+    a.jnz(rows);
+    a.add(x86::r12, arg(offsetof(Int8MaxTapsArgs, x_plane)));
+    a.add(x86::r13, arg(offsetof(Int8MaxTapsArgs, y_plane)));
+    a.sub(x86::r14, 1);
+    a.jnz(planes);
+    a.pop(x86::r14);
+    a.pop(x86::r13);
+    a.pop(x86::r12);
+    a.vzeroupper();
+    a.ret();
+    if (stride == 2) {   // per 16 bytes: the even bytes to the low qword; the odd ones to the high; the same for 8 bytes
+        uint8_t table[96];
+        for (int l = 0; l < 16; ++l) {
+            table[l] = table[16 + l] = (uint8_t)(l < 8 ? 2 * l : 0x80);
+            table[32 + l] = table[48 + l] = (uint8_t)(l < 8 ? 0x80 : 2 * (l - 8) + 1);
+            table[64 + l] = (uint8_t)(l < 4 ? 2 * l : 0x80);
+            table[80 + l] = (uint8_t)(l >= 4 && l < 8 ? 2 * (l - 4) + 1 : 0x80);
+        }
+        a.align(asmjit::AlignMode::kData, 32);
+        a.bind(masks);
+        a.embed(table, sizeof table);
+    }
+}
+
 inline bool int8_max_taps_available(int64_t stride) {
     __builtin_cpu_init();
     return isa_available(Isa::Avx512) && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("bmi2") &&
            (stride == 1 || __builtin_cpu_supports("avx512vbmi"));
 }
 
-// The one kernel per stride, made on first use (nullptr if it could not be).
-inline Int8MaxTaps::KernelFn int8_max_taps_kernel(int64_t stride) {
+// The one kernel per stride and width (zmm: AVX-512, else AVX2), made on first use (nullptr if it could not be).
+inline Int8MaxTaps::KernelFn int8_max_taps_kernel(int64_t stride, bool zmm) {
     static const Int8MaxTaps::KernelFn one = assemble_jit_kernel<Int8MaxTaps::KernelFn>([](JitAssembler& a) { emit_int8_max_taps(a, 1); });
     static const Int8MaxTaps::KernelFn two = assemble_jit_kernel<Int8MaxTaps::KernelFn>([](JitAssembler& a) { emit_int8_max_taps(a, 2); });
-    return stride == 1 ? one : two;
+    static const Int8MaxTaps::KernelFn one_ymm = assemble_jit_kernel<Int8MaxTaps::KernelFn>([](JitAssembler& a) { emit_int8_max_taps_ymm(a, 1); });
+    static const Int8MaxTaps::KernelFn two_ymm = assemble_jit_kernel<Int8MaxTaps::KernelFn>([](JitAssembler& a) { emit_int8_max_taps_ymm(a, 2); });
+    return zmm ? (stride == 1 ? one : two) : (stride == 1 ? one_ymm : two_ymm);
 }
 #define TESSEL_INT8_MAX_TAPS_JIT 1
 #endif
@@ -10855,8 +10985,11 @@ Status Int8MaxTaps::init(Isa isa) {
     isa_ = isa;
     stride1_ = stride2_ = nullptr;
 #ifdef TESSEL_INT8_MAX_TAPS_JIT
-    if (isa == Isa::Avx512 && detail::int8_max_taps_available(1)) stride1_ = detail::int8_max_taps_kernel(1);
-    if (isa == Isa::Avx512 && detail::int8_max_taps_available(2)) stride2_ = detail::int8_max_taps_kernel(2);
+    for (int64_t stride : {1, 2}) {
+        KernelFn& kernel = stride == 1 ? stride1_ : stride2_;
+        if (isa == Isa::Avx512 && detail::int8_max_taps_available(stride)) kernel = detail::int8_max_taps_kernel(stride, true);
+        else if (isa == Isa::Avx2 || isa == Isa::Avx512) kernel = detail::int8_max_taps_kernel(stride, false);
+    }
 #endif
     return Status::Ok;
 }
