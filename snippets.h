@@ -9718,6 +9718,44 @@ inline void int8_interleave4(const uint8_t* const* rows, int64_t n, uint8_t flip
     for (; j < n; ++j)
         for (int q = 0; q < 4; ++q) dst[j * 4 + q] = (uint8_t)(rows[q][j] ^ flip);
 }
+
+// One group of `panels` whole panels of nr columns: int8_interleave4 of columns [p nr, (p + 1) nr)
+// into dst + p panel_bytes. One call a group and not a panel: at nr 8 (AVX2's tile) a call a
+// panel spent more on the call than on its 32 bytes.
+inline void int8_interleave4_panels(const uint8_t* const* rows, int64_t panels, int64_t nr, uint8_t flip, uint8_t* dst,
+                                    size_t panel_bytes) {
+#if defined(__SSE2__)
+    if (nr % 8 == 0) {   // 16 columns a step, each 4 columns' 16 bytes to its panel
+        const __m128i vflip = _mm_set1_epi8((char)flip);
+        const int64_t columns = panels * nr;
+        auto put = [&](int64_t column, __m128i v) {
+            _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + (size_t)(column / nr) * panel_bytes + (column % nr) * 4), v);
+        };
+        int64_t j = 0;
+        for (; j + 16 <= columns; j += 16) {
+            auto load = [&](int q) { return _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[q] + j)), vflip); };
+            const __m128i r0 = load(0), r1 = load(1), r2 = load(2), r3 = load(3);
+            const __m128i a0 = _mm_unpacklo_epi8(r0, r1), a1 = _mm_unpackhi_epi8(r0, r1);
+            const __m128i b0 = _mm_unpacklo_epi8(r2, r3), b1 = _mm_unpackhi_epi8(r2, r3);
+            put(j, _mm_unpacklo_epi16(a0, b0));
+            put(j + 4, _mm_unpackhi_epi16(a0, b0));
+            put(j + 8, _mm_unpacklo_epi16(a1, b1));
+            put(j + 12, _mm_unpackhi_epi16(a1, b1));
+        }
+        if (j < columns) {   // 8 columns left (columns a multiple of 8)
+            auto load = [&](int q) { return _mm_xor_si128(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(rows[q] + j)), vflip); };
+            const __m128i a = _mm_unpacklo_epi8(load(0), load(1)), b = _mm_unpacklo_epi8(load(2), load(3));
+            put(j, _mm_unpacklo_epi16(a, b));
+            put(j + 4, _mm_unpackhi_epi16(a, b));
+        }
+        return;
+    }
+#endif
+    for (int64_t p = 0; p < panels; ++p) {
+        const uint8_t* at[4] = {rows[0] + p * nr, rows[1] + p * nr, rows[2] + p * nr, rows[3] + p * nr};
+        int8_interleave4(at, nr, flip, dst + (size_t)p * panel_bytes);
+    }
+}
 }  // namespace detail
 
 void Int8Gemm::pack_b_groups(int64_t k, int64_t n, const uint8_t* b, const int64_t* group_offset, uint8_t* packed) const {
@@ -9749,10 +9787,21 @@ void Int8Gemm::pack_b_rows(int64_t k, int64_t n, const uint8_t* b, int64_t b_row
     // padding, 0, flipped back by the xor), so every group takes the whole-panel loop.
     constexpr int64_t kMaxNr = 64;
     alignas(16) uint8_t pad[4][kMaxNr];
+    // Without the pack kernels, the whole groups of the whole panels a group at a time.
+    const int64_t whole_panels = pack_rows_ || k < 4 ? 0 : n / nr_;
+    const size_t panel_bytes = (size_t)(groups * 4 * nr_);
+    for (int64_t g = 0; whole_panels && g < k / 4; ++g) {
+        const uint8_t* rows[4];
+        for (int64_t q = 0; q < 4; ++q) rows[q] = b + (row_offset ? row_offset[4 * g + q] : (4 * g + q) * b_row);
+        detail::int8_interleave4_panels(rows, whole_panels, nr_, flip, packed + g * 4 * nr_, panel_bytes);
+    }
     for (int64_t j0 = 0; j0 < n; j0 += nr_) {
         const int64_t w = n - j0 < nr_ ? n - j0 : nr_;
         int64_t g = 0;
-        if (w == nr_ && k >= 4 && pack_rows_) {   // the whole groups of a whole panel
+        if (j0 / nr_ < whole_panels) {   // its whole groups packed above
+            g = k / 4;
+            packed += g * 4 * nr_;
+        } else if (w == nr_ && k >= 4 && pack_rows_) {   // the whole groups of a whole panel
             if (row_offset) pack_rows_(b + j0, row_offset, k / 4, packed);
             else pack_strided_(b + j0, b_row, k / 4, packed);
             g = k / 4;
