@@ -9728,8 +9728,12 @@ inline void int8_interleave4_panels(const uint8_t* const* rows, int64_t panels, 
     if (nr % 8 == 0) {   // 16 columns a step, each 4 columns' 16 bytes to its panel
         const __m128i vflip = _mm_set1_epi8((char)flip);
         const int64_t columns = panels * nr;
-        auto put = [&](int64_t column, __m128i v) {
-            _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + (size_t)(column / nr) * panel_bytes + (column % nr) * 4), v);
+        uint8_t* panel = dst;
+        int64_t at = 0;   // bytes into the panel's group
+        auto put = [&](__m128i v) {   // the next 4 columns
+            _mm_storeu_si128(reinterpret_cast<__m128i*>(panel + at), v);
+            at += 16;
+            if (at == 4 * nr) at = 0, panel += panel_bytes;
         };
         int64_t j = 0;
         for (; j + 16 <= columns; j += 16) {
@@ -9737,16 +9741,16 @@ inline void int8_interleave4_panels(const uint8_t* const* rows, int64_t panels, 
             const __m128i r0 = load(0), r1 = load(1), r2 = load(2), r3 = load(3);
             const __m128i a0 = _mm_unpacklo_epi8(r0, r1), a1 = _mm_unpackhi_epi8(r0, r1);
             const __m128i b0 = _mm_unpacklo_epi8(r2, r3), b1 = _mm_unpackhi_epi8(r2, r3);
-            put(j, _mm_unpacklo_epi16(a0, b0));
-            put(j + 4, _mm_unpackhi_epi16(a0, b0));
-            put(j + 8, _mm_unpacklo_epi16(a1, b1));
-            put(j + 12, _mm_unpackhi_epi16(a1, b1));
+            put(_mm_unpacklo_epi16(a0, b0));
+            put(_mm_unpackhi_epi16(a0, b0));
+            put(_mm_unpacklo_epi16(a1, b1));
+            put(_mm_unpackhi_epi16(a1, b1));
         }
         if (j < columns) {   // 8 columns left (columns a multiple of 8)
             auto load = [&](int q) { return _mm_xor_si128(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(rows[q] + j)), vflip); };
             const __m128i a = _mm_unpacklo_epi8(load(0), load(1)), b = _mm_unpacklo_epi8(load(2), load(3));
-            put(j, _mm_unpacklo_epi16(a, b));
-            put(j + 4, _mm_unpackhi_epi16(a, b));
+            put(_mm_unpacklo_epi16(a, b));
+            put(_mm_unpackhi_epi16(a, b));
         }
         return;
     }
