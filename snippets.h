@@ -10789,11 +10789,48 @@ namespace detail {
 // its 128 bytes and their even bytes taken by vpermt2b (zmm31: 0, 2, ..., 126); the maximum
 // from 0, uint8's least value. Whole steps load and store plainly (but a stride-2 tap's byte
 // 127, k4); the last partial step through masks: k1 its outputs, k2 and k3 its taps' bytes.
+// The kernels' plane and row loops around row(row_done), which takes the row's outputs from
+// rsi into rdx (rcx of them) and ends at row_done; r12-r14 saved and restored.
+template <class Row>
+void emit_int8_max_taps_loops(asmjit::x86::Assembler& a, Row&& row) {
+    namespace x86 = asmjit::x86;
+    auto arg = [&](size_t offset) { return x86::qword_ptr(x86::rdi, (int32_t)offset); };
+    asmjit::Label planes = a.newLabel(), rows = a.newLabel(), row_done = a.newLabel();
+    a.push(x86::r12);
+    a.push(x86::r13);
+    a.push(x86::r14);
+    a.mov(x86::r12, arg(offsetof(Int8MaxTapsArgs, x)));
+    a.mov(x86::r13, arg(offsetof(Int8MaxTapsArgs, y)));
+    a.mov(x86::r14, arg(offsetof(Int8MaxTapsArgs, planes)));
+    a.bind(planes);
+    a.mov(x86::r8, x86::r12);
+    a.mov(x86::r9, x86::r13);
+    a.mov(x86::r10, arg(offsetof(Int8MaxTapsArgs, rows)));
+    a.bind(rows);
+    a.mov(x86::rsi, x86::r8);
+    a.mov(x86::rdx, x86::r9);
+    a.mov(x86::rcx, arg(offsetof(Int8MaxTapsArgs, n)));
+    row(row_done);
+    a.bind(row_done);
+    a.add(x86::r8, arg(offsetof(Int8MaxTapsArgs, x_row)));
+    a.add(x86::r9, arg(offsetof(Int8MaxTapsArgs, y_row)));
+    a.sub(x86::r10, 1);
+    a.jnz(rows);
+    a.add(x86::r12, arg(offsetof(Int8MaxTapsArgs, x_plane)));
+    a.add(x86::r13, arg(offsetof(Int8MaxTapsArgs, y_plane)));
+    a.sub(x86::r14, 1);
+    a.jnz(planes);
+    a.pop(x86::r14);
+    a.pop(x86::r13);
+    a.pop(x86::r12);
+    a.vzeroupper();
+    a.ret();
+}
+
 inline void emit_int8_max_taps(asmjit::x86::Assembler& a, int64_t stride) {
     namespace x86 = asmjit::x86;
     auto arg = [&](size_t offset) { return x86::qword_ptr(x86::rdi, (int32_t)offset); };
-    asmjit::Label planes = a.newLabel(), rows = a.newLabel(), vectors = a.newLabel(), last = a.newLabel(), row_done = a.newLabel(),
-                  even = a.newLabel(), rest = a.newLabel();
+    asmjit::Label vectors = a.newLabel(), last = a.newLabel(), even = a.newLabel(), rest = a.newLabel();
     if (stride == 2) {
         a.vmovdqu8(x86::zmm31, x86::ptr(even));
         a.mov(x86::rax, (uint64_t)0x7FFFFFFFFFFFFFFFull);
@@ -10821,63 +10858,37 @@ inline void emit_int8_max_taps(asmjit::x86::Assembler& a, int64_t stride) {
         if (masked) a.k(x86::k1).vmovdqu8(x86::ptr(x86::rdx), x86::zmm0);
         else a.vmovdqu8(x86::ptr(x86::rdx), x86::zmm0);
     };
-    a.push(x86::r12);
-    a.push(x86::r13);
-    a.push(x86::r14);
-    a.mov(x86::r12, arg(offsetof(Int8MaxTapsArgs, x)));
-    a.mov(x86::r13, arg(offsetof(Int8MaxTapsArgs, y)));
-    a.mov(x86::r14, arg(offsetof(Int8MaxTapsArgs, planes)));
-    a.bind(planes);
-    a.mov(x86::r8, x86::r12);
-    a.mov(x86::r9, x86::r13);
-    a.mov(x86::r10, arg(offsetof(Int8MaxTapsArgs, rows)));
-    a.bind(rows);
-    a.mov(x86::rsi, x86::r8);
-    a.mov(x86::rdx, x86::r9);
-    a.mov(x86::rcx, arg(offsetof(Int8MaxTapsArgs, n)));
-    a.bind(vectors);
-    a.cmp(x86::rcx, 64);
-    a.jb(last);
-    vector(false);
-    a.add(x86::rsi, 64 * stride);
-    a.add(x86::rdx, 64);
-    a.sub(x86::rcx, 64);
-    a.jmp(vectors);
-    a.bind(last);
-    a.test(x86::rcx, x86::rcx);
-    a.jz(row_done);
-    a.mov(x86::rax, -1);
-    a.bzhi(x86::rax, x86::rax, x86::rcx);   // the last outputs' lanes
-    a.kmovq(x86::k1, x86::rax);
-    if (stride == 2) {   // the bytes 0 .. 2 m - 2 of m < 64 outputs: k2 the first 64, k3 the rest
-        a.lea(x86::r11, x86::ptr(x86::rcx, x86::rcx, 0, -1));
+    emit_int8_max_taps_loops(a, [&](asmjit::Label row_done) {
+        a.bind(vectors);
+        a.cmp(x86::rcx, 64);
+        a.jb(last);
+        vector(false);
+        a.add(x86::rsi, 64 * stride);
+        a.add(x86::rdx, 64);
+        a.sub(x86::rcx, 64);
+        a.jmp(vectors);
+        a.bind(last);
+        a.test(x86::rcx, x86::rcx);
+        a.jz(row_done);
         a.mov(x86::rax, -1);
-        a.bzhi(x86::rax, x86::rax, x86::r11);   // an index of 64 or more keeps every bit
-        a.kmovq(x86::k2, x86::rax);
-        a.sub(x86::r11, 64);
-        a.mov(x86::rax, -1);
-        a.bzhi(x86::rax, x86::rax, x86::r11);
-        a.test(x86::r11, x86::r11);
-        a.jns(rest);
-        a.xor_(x86::eax, x86::eax);             // none past the first 64
-        a.bind(rest);
-        a.kmovq(x86::k3, x86::rax);
-    }
-    vector(true);
-    a.bind(row_done);
-    a.add(x86::r8, arg(offsetof(Int8MaxTapsArgs, x_row)));
-    a.add(x86::r9, arg(offsetof(Int8MaxTapsArgs, y_row)));
-    a.sub(x86::r10, 1);
-    a.jnz(rows);
-    a.add(x86::r12, arg(offsetof(Int8MaxTapsArgs, x_plane)));
-    a.add(x86::r13, arg(offsetof(Int8MaxTapsArgs, y_plane)));
-    a.sub(x86::r14, 1);
-    a.jnz(planes);
-    a.pop(x86::r14);
-    a.pop(x86::r13);
-    a.pop(x86::r12);
-    a.vzeroupper();
-    a.ret();
+        a.bzhi(x86::rax, x86::rax, x86::rcx);   // the last outputs' lanes
+        a.kmovq(x86::k1, x86::rax);
+        if (stride == 2) {   // the bytes 0 .. 2 m - 2 of m < 64 outputs: k2 the first 64, k3 the rest
+            a.lea(x86::r11, x86::ptr(x86::rcx, x86::rcx, 0, -1));
+            a.mov(x86::rax, -1);
+            a.bzhi(x86::rax, x86::rax, x86::r11);   // an index of 64 or more keeps every bit
+            a.kmovq(x86::k2, x86::rax);
+            a.sub(x86::r11, 64);
+            a.mov(x86::rax, -1);
+            a.bzhi(x86::rax, x86::rax, x86::r11);
+            a.test(x86::r11, x86::r11);
+            a.jns(rest);
+            a.xor_(x86::eax, x86::eax);             // none past the first 64
+            a.bind(rest);
+            a.kmovq(x86::k3, x86::rax);
+        }
+        vector(true);
+    });
     if (stride == 2) {
         a.align(asmjit::AlignMode::kData, 64);
         a.bind(even);
@@ -10895,7 +10906,7 @@ inline void emit_int8_max_taps(asmjit::x86::Assembler& a, int64_t stride) {
 inline void emit_int8_max_taps_ymm(asmjit::x86::Assembler& a, int64_t stride) {
     namespace x86 = asmjit::x86;
     auto arg = [&](size_t offset) { return x86::qword_ptr(x86::rdi, (int32_t)offset); };
-    asmjit::Label planes = a.newLabel(), rows = a.newLabel(), row_done = a.newLabel(), masks = a.newLabel();
+    asmjit::Label masks = a.newLabel();
     asmjit::Label widths[4] = {a.newLabel(), a.newLabel(), a.newLabel(), a.newLabel()};   // 32, 16, 8, 1
     if (stride == 2) {
         a.vmovdqu(x86::ymm14, x86::ptr(masks));
@@ -10940,66 +10951,40 @@ inline void emit_int8_max_taps_ymm(asmjit::x86::Assembler& a, int64_t stride) {
             a.vpextrb(x86::byte_ptr(x86::rdx), x86::xmm0, 0);
         }
     };
-    a.push(x86::r12);
-    a.push(x86::r13);
-    a.push(x86::r14);
-    a.mov(x86::r12, arg(offsetof(Int8MaxTapsArgs, x)));
-    a.mov(x86::r13, arg(offsetof(Int8MaxTapsArgs, y)));
-    a.mov(x86::r14, arg(offsetof(Int8MaxTapsArgs, planes)));
-    a.bind(planes);
-    a.mov(x86::r8, x86::r12);
-    a.mov(x86::r9, x86::r13);
-    a.mov(x86::r10, arg(offsetof(Int8MaxTapsArgs, rows)));
-    a.bind(rows);
-    a.mov(x86::rsi, x86::r8);
-    a.mov(x86::rdx, x86::r9);
-    a.mov(x86::rcx, arg(offsetof(Int8MaxTapsArgs, n)));
-    a.cmp(x86::rcx, 32);
-    a.jae(widths[0]);
-    a.cmp(x86::rcx, 16);
-    a.jae(widths[1]);
-    a.cmp(x86::rcx, 8);
-    a.jae(widths[2]);
-    a.jmp(widths[3]);
-    for (int w = 0; w < 4; ++w) {
-        const int64_t width = w == 3 ? 1 : 32 >> w;
-        asmjit::Label loop = a.newLabel(), tail = a.newLabel();
-        a.bind(widths[w]);
-        a.bind(loop);
-        a.cmp(x86::rcx, width);
-        a.jb(tail);
-        step(width);
-        a.add(x86::rsi, width * stride);
-        a.add(x86::rdx, width);
-        a.sub(x86::rcx, width);
-        a.jmp(loop);
-        a.bind(tail);
-        if (width > 1) {   // rcx outputs left (fewer than width, at least width before them): the row's last width again
-            a.test(x86::rcx, x86::rcx);
-            a.jz(row_done);
-            a.mov(x86::rax, width);
-            a.sub(x86::rax, x86::rcx);
-            a.sub(x86::rdx, x86::rax);
-            if (stride == 2) a.add(x86::rax, x86::rax);
-            a.sub(x86::rsi, x86::rax);
+    emit_int8_max_taps_loops(a, [&](asmjit::Label row_done) {
+        a.cmp(x86::rcx, 32);
+        a.jae(widths[0]);
+        a.cmp(x86::rcx, 16);
+        a.jae(widths[1]);
+        a.cmp(x86::rcx, 8);
+        a.jae(widths[2]);
+        a.jmp(widths[3]);
+        for (int w = 0; w < 4; ++w) {
+            const int64_t width = w == 3 ? 1 : 32 >> w;
+            asmjit::Label loop = a.newLabel(), tail = a.newLabel();
+            a.bind(widths[w]);
+            a.bind(loop);
+            a.cmp(x86::rcx, width);
+            a.jb(tail);
             step(width);
+            a.add(x86::rsi, width * stride);
+            a.add(x86::rdx, width);
+            a.sub(x86::rcx, width);
+            a.jmp(loop);
+            a.bind(tail);
+            if (width > 1) {   // rcx outputs left (fewer than width, at least width before them): the row's last width again
+                a.test(x86::rcx, x86::rcx);
+                a.jz(row_done);
+                a.mov(x86::rax, width);
+                a.sub(x86::rax, x86::rcx);
+                a.sub(x86::rdx, x86::rax);
+                if (stride == 2) a.add(x86::rax, x86::rax);
+                a.sub(x86::rsi, x86::rax);
+                step(width);
+            }
+            if (w < 3) a.jmp(row_done);   // the last width falls through to it
         }
-        a.jmp(row_done);
-    }
-    a.bind(row_done);
-    a.add(x86::r8, arg(offsetof(Int8MaxTapsArgs, x_row)));
-    a.add(x86::r9, arg(offsetof(Int8MaxTapsArgs, y_row)));
-    a.sub(x86::r10, 1);
-    a.jnz(rows);
-    a.add(x86::r12, arg(offsetof(Int8MaxTapsArgs, x_plane)));
-    a.add(x86::r13, arg(offsetof(Int8MaxTapsArgs, y_plane)));
-    a.sub(x86::r14, 1);
-    a.jnz(planes);
-    a.pop(x86::r14);
-    a.pop(x86::r13);
-    a.pop(x86::r12);
-    a.vzeroupper();
-    a.ret();
+    });
     if (stride == 2) {   // per 16 bytes: the even bytes to the low qword; the odd ones to the high; the same for 8 bytes
         uint8_t table[96];
         for (int l = 0; l < 16; ++l) {
