@@ -9674,28 +9674,39 @@ void Int8Gemm::pack_a(int64_t m, int64_t k, const int8_t* a, int64_t a_row, int8
 }
 
 namespace detail {
+#if defined(__SSE2__)
+// Columns [at, at + 16) (int8_interleave8: [at, at + 8)) of four rows, each byte ^ flip, as
+// 16-byte units of 4 columns (4 bytes a column): put(u, unit) for units u in order.
+template <class Put>
+void int8_interleave16(const uint8_t* const* rows, int64_t at, __m128i vflip, Put&& put) {
+    auto load = [&](int q) { return _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[q] + at)), vflip); };
+    const __m128i r0 = load(0), r1 = load(1), r2 = load(2), r3 = load(3);
+    const __m128i a0 = _mm_unpacklo_epi8(r0, r1), a1 = _mm_unpackhi_epi8(r0, r1);
+    const __m128i b0 = _mm_unpacklo_epi8(r2, r3), b1 = _mm_unpackhi_epi8(r2, r3);
+    put(0, _mm_unpacklo_epi16(a0, b0));
+    put(1, _mm_unpackhi_epi16(a0, b0));
+    put(2, _mm_unpacklo_epi16(a1, b1));
+    put(3, _mm_unpackhi_epi16(a1, b1));
+}
+template <class Put>
+void int8_interleave8(const uint8_t* const* rows, int64_t at, __m128i vflip, Put&& put) {
+    auto load = [&](int q) { return _mm_xor_si128(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(rows[q] + at)), vflip); };
+    const __m128i a = _mm_unpacklo_epi8(load(0), load(1)), b = _mm_unpacklo_epi8(load(2), load(3));
+    put(0, _mm_unpacklo_epi16(a, b));
+    put(1, _mm_unpackhi_epi16(a, b));
+}
+#endif
+
 // dst[4 j + q] = rows[q][j] ^ flip for j < n: four rows of bytes as n units of 4 (B's groups).
 inline void int8_interleave4(const uint8_t* const* rows, int64_t n, uint8_t flip, uint8_t* dst) {
     int64_t j = 0;
 #if defined(__SSE2__)
     const __m128i vflip = _mm_set1_epi8((char)flip);
     auto sixteen = [&](int64_t at) {   // 16 columns of 4 rows: two rounds of unpacks
-        auto load = [&](int q) { return _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[q] + at)), vflip); };
-        const __m128i r0 = load(0), r1 = load(1), r2 = load(2), r3 = load(3);
-        const __m128i a0 = _mm_unpacklo_epi8(r0, r1), a1 = _mm_unpackhi_epi8(r0, r1);
-        const __m128i b0 = _mm_unpacklo_epi8(r2, r3), b1 = _mm_unpackhi_epi8(r2, r3);
-        __m128i* out = reinterpret_cast<__m128i*>(dst + at * 4);
-        _mm_storeu_si128(out + 0, _mm_unpacklo_epi16(a0, b0));
-        _mm_storeu_si128(out + 1, _mm_unpackhi_epi16(a0, b0));
-        _mm_storeu_si128(out + 2, _mm_unpacklo_epi16(a1, b1));
-        _mm_storeu_si128(out + 3, _mm_unpackhi_epi16(a1, b1));
+        int8_interleave16(rows, at, vflip, [&](int u, __m128i v) { _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + at * 4) + u, v); });
     };
     auto eight = [&](int64_t at) {   // 8 columns: 8-byte loads, one round of unpacks
-        auto load = [&](int q) { return _mm_xor_si128(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(rows[q] + at)), vflip); };
-        const __m128i a = _mm_unpacklo_epi8(load(0), load(1)), b = _mm_unpacklo_epi8(load(2), load(3));
-        __m128i* out = reinterpret_cast<__m128i*>(dst + at * 4);
-        _mm_storeu_si128(out + 0, _mm_unpacklo_epi16(a, b));
-        _mm_storeu_si128(out + 1, _mm_unpackhi_epi16(a, b));
+        int8_interleave8(rows, at, vflip, [&](int u, __m128i v) { _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + at * 4) + u, v); });
     };
     for (; j + 16 <= n; j += 16) sixteen(j);
     if (j < n && n >= 16) {   // the tail: the last 16 columns again (the same bytes where they overlap)
@@ -9730,28 +9741,14 @@ inline void int8_interleave4_panels(const uint8_t* const* rows, int64_t panels, 
         const int64_t columns = panels * nr;
         uint8_t* panel = dst;
         int64_t at = 0;   // bytes into the panel's group
-        auto put = [&](__m128i v) {   // the next 4 columns
+        auto put = [&](int, __m128i v) {   // the next 4 columns
             _mm_storeu_si128(reinterpret_cast<__m128i*>(panel + at), v);
             at += 16;
             if (at == 4 * nr) at = 0, panel += panel_bytes;
         };
         int64_t j = 0;
-        for (; j + 16 <= columns; j += 16) {
-            auto load = [&](int q) { return _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[q] + j)), vflip); };
-            const __m128i r0 = load(0), r1 = load(1), r2 = load(2), r3 = load(3);
-            const __m128i a0 = _mm_unpacklo_epi8(r0, r1), a1 = _mm_unpackhi_epi8(r0, r1);
-            const __m128i b0 = _mm_unpacklo_epi8(r2, r3), b1 = _mm_unpackhi_epi8(r2, r3);
-            put(_mm_unpacklo_epi16(a0, b0));
-            put(_mm_unpackhi_epi16(a0, b0));
-            put(_mm_unpacklo_epi16(a1, b1));
-            put(_mm_unpackhi_epi16(a1, b1));
-        }
-        if (j < columns) {   // 8 columns left (columns a multiple of 8)
-            auto load = [&](int q) { return _mm_xor_si128(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(rows[q] + j)), vflip); };
-            const __m128i a = _mm_unpacklo_epi8(load(0), load(1)), b = _mm_unpacklo_epi8(load(2), load(3));
-            put(_mm_unpacklo_epi16(a, b));
-            put(_mm_unpackhi_epi16(a, b));
-        }
+        for (; j + 16 <= columns; j += 16) int8_interleave16(rows, j, vflip, put);
+        if (j < columns) int8_interleave8(rows, j, vflip, put);   // 8 columns left (columns a multiple of 8)
         return;
     }
 #endif
