@@ -14441,11 +14441,17 @@ inline float cpu_row_max(const float* x, int64_t n) {
     float top = -INFINITY;
     int64_t i = 0;
     if (n >= 4) {
-        F4 m[4] = {f4_set(-INFINITY), f4_set(-INFINITY), f4_set(-INFINITY), f4_set(-INFINITY)};
-        for (; i + 16 <= n; i += 16)
-            for (int k = 0; k < 4; ++k) m[k] = f4_max(f4_load(x + i + 4 * k), m[k]);
-        for (; i + 4 <= n; i += 4) m[0] = f4_max(f4_load(x + i), m[0]);
-        for (const F4& v : m) {
+        // four named chains, not an array: GCC kept an array's vectors in memory, a store and a
+        // load per maximum
+        F4 m0 = f4_set(-INFINITY), m1 = m0, m2 = m0, m3 = m0;
+        for (; i + 16 <= n; i += 16) {
+            m0 = f4_max(f4_load(x + i), m0);
+            m1 = f4_max(f4_load(x + i + 4), m1);
+            m2 = f4_max(f4_load(x + i + 8), m2);
+            m3 = f4_max(f4_load(x + i + 12), m3);
+        }
+        for (; i + 4 <= n; i += 4) m0 = f4_max(f4_load(x + i), m0);
+        for (const F4& v : {m0, m1, m2, m3}) {
             float lanes[4];
             f4_lanes(v, lanes);
             for (float l : lanes) top = l > top ? l : top;
