@@ -5977,7 +5977,7 @@ inline void emit_gemm_tile_x86(asmjit::x86::Assembler& a, Isa isa, uint32_t mr, 
     if (by_cols) a.mov(x86::r10, x86::qword_ptr(x86::r9, (int32_t)offsetof(Gemm::TileParams, a_cols)));
     {   // C's lines fetched for writing while the K loop runs: where C is a conv's fresh output (in no
         // cache), a short K loop (a 3-channel stem's 27) would otherwise wait for them at the stores.
-        // A masked row's lines past its last vector's start are left alone (another part's columns).
+        // A masked row leaves out the line of its last vector's end: past its columns lie another part's.
         const uint32_t bytes = vectors * vb;
         a.mov(x86::rax, x86::rdx);
         for (uint32_t i = 0; i < rows; ++i) {
