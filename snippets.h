@@ -6600,34 +6600,42 @@ void Gemm::run(int64_t m, int64_t n, int64_t k, float alpha, const GemmOperand& 
                 const float* ap = abuf;
                 if (a.packed) ap = a.data + pc * mp + ic * kc;
                 else pack_a_block(mc, kc, a.data + ic * a.row + pc * a.col, a.row, a.col, abuf);
-                for (int64_t jr = 0; jr < nc; jr += nr) {
-                    const int64_t cols = nc - jr < nr ? nc - jr : nr;
+                auto run_tile = [&](int64_t jr, int64_t ir) {
+                    const int64_t cols = nc - jr < nr ? nc - jr : nr, rows = mc - ir < mr ? mc - ir : mr;
                     const uint32_t index_cols = tiles_ ? tile_columns(cols, &params) : 0;
-                    for (int64_t ir = 0; ir < mc; ir += mr) {
-                        const int64_t rows = mc - ir < mr ? mc - ir : mr;
-                        float* ct = c + (ic + ir) * ldc + jc + jr;
-                        if (params.read_c == 2) params.row_bias = row_bias + ic + ir;
-                        TileFn tile = tiles ? tiles[(rows - 1) * 2 * (nr / vf) + index_cols] : nullptr;
-                        if (pack_as_read && ic == m0 && ir == 0) {   // reads panel jr's rows and packs them
-                            params.pack_to = bbuf + jr * kc;
-                            packing_row_tiles_[(rows - 1) * 2 * (nr / vf) + index_cols](ap, b.data + jc + jr, ct, ldc * 4, kc, &params);
-                        } else if (tile) {
-                            tile(ap + ir * kc, bp + jr * panel_step, ct, ldc * 4, kc, &params);
-                        } else if (tiles_) {   // no masked tile (NEON): the full tile in a buffer, then the columns
-                            float buffer[16 * 32];
-                            TileParams plain = params;
-                            plain.alpha = 1.0f;
-                            plain.read_c = 0;
-                            plain.clamp = 0;
-                            plain.residual = 0;
-                            tiles_[(rows - 1) * 2 * (nr / vf) + (index_cols & ~1u)](ap + ir * kc, bp + jr * kc, buffer, nr * 4, kc, &plain);
-                            for (int64_t i = 0; i < rows; ++i)
-                                for (int64_t j = 0; j < cols; ++j)
-                                    ct[i * ldc + j] = detail::gemm_tile_value(params, buffer[i * nr + j], ct + i * ldc + j, i);
-                        } else {
-                            detail::gemm_portable_tile(ap + ir * kc, bp + jr * kc, ct, ldc, kc, rows, cols, params);
-                        }
+                    float* ct = c + (ic + ir) * ldc + jc + jr;
+                    if (params.read_c == 2) params.row_bias = row_bias + ic + ir;
+                    TileFn tile = tiles ? tiles[(rows - 1) * 2 * (nr / vf) + index_cols] : nullptr;
+                    if (pack_as_read && ic == m0 && ir == 0) {   // reads panel jr's rows and packs them
+                        params.pack_to = bbuf + jr * kc;
+                        packing_row_tiles_[(rows - 1) * 2 * (nr / vf) + index_cols](ap, b.data + jc + jr, ct, ldc * 4, kc, &params);
+                    } else if (tile) {
+                        tile(ap + ir * kc, bp + jr * panel_step, ct, ldc * 4, kc, &params);
+                    } else if (tiles_) {   // no masked tile (NEON): the full tile in a buffer, then the columns
+                        float buffer[16 * 32];
+                        TileParams plain = params;
+                        plain.alpha = 1.0f;
+                        plain.read_c = 0;
+                        plain.clamp = 0;
+                        plain.residual = 0;
+                        tiles_[(rows - 1) * 2 * (nr / vf) + (index_cols & ~1u)](ap + ir * kc, bp + jr * kc, buffer, nr * 4, kc, &plain);
+                        for (int64_t i = 0; i < rows; ++i)
+                            for (int64_t j = 0; j < cols; ++j)
+                                ct[i * ldc + j] = detail::gemm_tile_value(params, buffer[i * nr + j], ct + i * ldc + j, i);
+                    } else {
+                        detail::gemm_portable_tile(ap + ir * kc, bp + jr * kc, ct, ldc, kc, rows, cols, params);
                     }
+                };
+                // Both packed (a conv's weights times its im2col block): row bands outer, so A's
+                // panel stays in L1 and each band writes its rows of C in order, a few streams
+                // that a short K (a 3-channel stem's 27) leaves bound by its stores. Else panels
+                // outer: one B panel in L1 for all row tiles, whose first may pack it as it reads.
+                if (a.packed && b.packed) {
+                    for (int64_t ir = 0; ir < mc; ir += mr)
+                        for (int64_t jr = 0; jr < nc; jr += nr) run_tile(jr, ir);
+                } else {
+                    for (int64_t jr = 0; jr < nc; jr += nr)
+                        for (int64_t ir = 0; ir < mc; ir += mr) run_tile(jr, ir);
                 }
             }
         }

@@ -172,6 +172,9 @@ TEST_CASE("gemm: K beyond one cache block, M and N beyond one block, alpha and b
     check_gemm(gemm, big, seed++);
     big.pack_a = true;
     check_gemm(gemm, big, seed++);
+    big.pack_b = true;   // both packed: row bands outer, over every K block
+    big.beta = 0.5f;
+    check_gemm(gemm, big, seed++);
     GemmCase wide{9, bl.nc + bl.nr + 3, bl.kc + 1};
     wide.pack_b = true;
     check_gemm(gemm, wide, seed++);
