@@ -5946,6 +5946,9 @@ inline void gemm_portable_tile(const float* a, const float* b, float* c, int64_t
 
 #ifndef TESSEL_NO_JIT
 #if defined(__x86_64__) || defined(_M_X64)
+// K steps ahead that by_rows tiles fetch B's rows: past an L2 hit's latency at a tile's pace.
+constexpr uint32_t kGemmRowsAhead = 8;
+
 // One x86 tile: rows x vectors accumulators (ymm/zmm 0..), B's vectors in the registers above
 // them, A's element of a row broadcast once into a register for the row's FMAs (an embedded
 // {1to16} operand loads it per FMA: the bound on CPUs with two FMA and two vector load ports,
@@ -6021,6 +6024,18 @@ inline void emit_gemm_tile_x86(asmjit::x86::Assembler& a, Isa isa, uint32_t mr, 
     a.cmp(x86::r8, 4);
     a.jb(single);
     a.bind(quad);
+    if (by_rows) {   // B's rows kGemmRowsAhead steps on into L1: rows a plane apart defeat the hardware prefetchers
+        asmjit::Label near_end = a.newLabel();
+        a.cmp(x86::r8, (int32_t)(kGemmRowsAhead + 4));   // b_rows holds k entries: none read past them
+        a.jb(near_end);
+        const uint32_t bytes = vectors * vb;
+        for (int32_t u = 0; u < 4; ++u) {
+            a.mov(x86::rax, x86::qword_ptr(x86::r10, (int32_t)((u + kGemmRowsAhead) * 8)));
+            for (uint32_t off = 0; off < bytes; off += 64) a.prefetcht0(x86::ptr(x86::rsi, x86::rax, 2, (int32_t)off));
+            a.prefetcht0(x86::ptr(x86::rsi, x86::rax, 2, (int32_t)(bytes - 4)));   // a row's last line when it is not aligned
+        }
+        a.bind(near_end);
+    }
     for (int32_t u = 0; u < 4; ++u) step(u);
     {   // A packed before run() (a conv's weights, megabytes read once per inference; a column tile's B)
         // streams from memory: ask for it 4 KB ahead, four steps' lines per four steps. A packed

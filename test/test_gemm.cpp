@@ -94,16 +94,18 @@ void check_gemm(const Gemm& gemm, const GemmCase& g, uint32_t seed) {
         ob.packed = true;
     }
     std::vector<float> b_rows_buffer;
-    std::vector<int64_t> b_rows;
+    // B's row offsets end at a PROT_NONE page: the tiles, which fetch rows ahead, read none past k
+    test::GuardedBuffer b_rows_guarded(g.b_by_rows ? (size_t)(2 * g.k) : 0, true);
     if (g.b_by_rows) {   // row p at slot k - 1 - p of n + 3 floats, one float in: gaps and an odd start
         const int64_t pitch = g.n + 3;
+        int64_t* b_rows = reinterpret_cast<int64_t*>(b_rows_guarded.data);
         b_rows_buffer.assign((size_t)(g.k * pitch), NAN);
         for (int64_t p = 0; p < g.k; ++p) {
-            b_rows.push_back((g.k - 1 - p) * pitch + 1);
-            for (int64_t j = 0; j < g.n; ++j) b_rows_buffer[(size_t)(b_rows.back() + j)] = b[(size_t)(p * b_row + j * b_col)];
+            b_rows[p] = (g.k - 1 - p) * pitch + 1;
+            for (int64_t j = 0; j < g.n; ++j) b_rows_buffer[(size_t)(b_rows[p] + j)] = b[(size_t)(p * b_row + j * b_col)];
         }
         ob.data = b_rows_buffer.data();
-        ob.rows = b_rows.data();
+        ob.rows = b_rows;
     }
     const size_t slice = gemm.scratch_floats(g.m, g.n, g.k, g.pack_a, g.pack_b);
     std::vector<float> scratch(slice * g.parts + 1, NAN);
@@ -224,7 +226,7 @@ TEST_CASE("gemm: B by row offsets (in place, or packed by each panel's first til
     uint32_t seed = 400;
     for (int64_t m : {(int64_t)1, mr - 1, mr, mr + 3, 2 * mr + 1, 3 * mr - 2})   // from 2 mr + 1 rows the first tile packs
         for (int64_t n : {(int64_t)1, (int64_t)5, nr / 2 + 1, nr - 1, nr, nr + 1, 2 * nr + 7})
-            for (int64_t k : {(int64_t)1, (int64_t)6, (int64_t)9}) {   // K steps in fours and singles
+            for (int64_t k : {(int64_t)1, (int64_t)6, (int64_t)9, (int64_t)12, (int64_t)13, (int64_t)23}) {   // K steps in fours and singles; rows fetched ahead from 12
                 GemmCase g{m, n, k};
                 g.b_by_rows = true;
                 check_gemm(gemm, g, seed++);
