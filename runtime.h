@@ -11013,6 +11013,9 @@ inline Status run_cpu_conv_pixels(const RunContext& c) {
     const GemmBlocking& blocking = cs.gemm.blocking();
     const int64_t mr = blocking.mr, nr = blocking.nr, panels = (st.group_maps + nr - 1) / nr, np = panels * nr;
     const int64_t bands = cs.bands, chunks = cs.parts;
+    // Threads that split the maps each read every input row, half of them just written by the
+    // other core: the tiles fetch those columns ahead (the hardware prefetchers come too late).
+    const bool fetch_a = st.direct && !cs.prologue && chunks > 1 && c.threads > 1;
     float* slots = static_cast<float*>(c.scratch);
     GemmStoreOps ops;   // the residual's pointer at Y's start: the transpose offsets it per map
     const GemmStoreOps* store = epilogue_store_ops(c, cs.epilogue, y, &ops, true);
@@ -11058,7 +11061,7 @@ inline Status run_cpu_conv_pixels(const RunContext& c) {
                         for (int64_t t = 0; t < run_tiles; ++t) {   // the run in tiles of even size
                             const int64_t x0 = run * t / run_tiles, x1 = run * (t + 1) / run_tiles;
                             cs.gemm.column_tile(base + r * row_step + x0, cs.wide_offsets + pc, panel, x1 - x0, maps, kc, pc > 0,
-                                                block + (r * run + x0) * ld + (j - j0) * nr, ld, r == 0 && t == 0);
+                                                block + (r * run + x0) * ld + (j - j0) * nr, ld, r == 0 && t == 0, fetch_a);
                         }
                         // After the last K block, the runs since the last store into Y's maps once
                         // they hold kConvPixelsStore pixels (their lines of Y are consecutive), so

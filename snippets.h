@@ -648,9 +648,10 @@ public:
     // p < k of A(i, p) B(p, j), A(i, p) at a[a_cols[p] + i] (a column's rows consecutive: a
     // conv's output pixels of one row, read where the input lies), B one packed panel (nr
     // floats per p; stream: it comes from memory, prefetched ahead). C is overwritten (add
-    // false) or added to.
+    // false) or added to. fetch_a: A's columns are fetched ahead in software, for an A that the
+    // hardware prefetchers bring too late (rows another core just wrote).
     void column_tile(const float* a, const int64_t* a_cols, const float* b_panel, int64_t rows, int64_t cols, int64_t k,
-                     bool add, float* c, int64_t ldc, bool stream = false) const;
+                     bool add, float* c, int64_t ldc, bool stream = false, bool fetch_a = false) const;
     // Column tiles' C (count rows of maps columns, ldc floats apart) transposed into y: y[m *
     // y_stride + i] = C(i, m) + bias[m] (bias: maps floats, or null), then store's residual
     // (store->residual at y's first element, in y's layout) and clamp as run()'s last K block
@@ -692,6 +693,7 @@ public:
         float lo, hi;
         int32_t residual;        // 1: v + R, 2: R + v (before the clamp); R at C + residual_bytes
         int64_t residual_bytes;
+        int32_t fetch_a;         // column tiles, nonzero: A's columns fetched kGemmColumnsAhead steps ahead
     };
     // void tile(a panel, b panel, c, ldc in bytes, k, params)
     using TileFn = void (*)(const float*, const float*, float*, int64_t, int64_t, const TileParams*);
@@ -5946,8 +5948,10 @@ inline void gemm_portable_tile(const float* a, const float* b, float* c, int64_t
 
 #ifndef TESSEL_NO_JIT
 #if defined(__x86_64__) || defined(_M_X64)
-// K steps ahead that by_rows tiles fetch B's rows: past an L2 hit's latency at a tile's pace.
-constexpr uint32_t kGemmRowsAhead = 8;
+// K steps ahead that by_rows tiles fetch B's rows: past an L2 hit's latency at a tile's pace;
+// and that column tiles fetch A's columns when asked (TileParams::fetch_a): past a line
+// another core holds.
+constexpr uint32_t kGemmRowsAhead = 8, kGemmColumnsAhead = 16;
 
 // One x86 tile: rows x vectors accumulators (ymm/zmm 0..), B's vectors in the registers above
 // them, A's element of a row broadcast once into a register for the row's FMAs (an embedded
@@ -6033,6 +6037,20 @@ inline void emit_gemm_tile_x86(asmjit::x86::Assembler& a, Isa isa, uint32_t mr, 
             a.mov(x86::rax, x86::qword_ptr(x86::r10, (int32_t)((u + kGemmRowsAhead) * 8)));
             for (uint32_t off = 0; off < bytes; off += 64) a.prefetcht0(x86::ptr(x86::rsi, x86::rax, 2, (int32_t)off));
             a.prefetcht0(x86::ptr(x86::rsi, x86::rax, 2, (int32_t)(bytes - 4)));   // a row's last line when it is not aligned
+        }
+        a.bind(near_end);
+    }
+    if (by_cols) {
+        asmjit::Label near_end = a.newLabel();
+        a.cmp(x86::dword_ptr(x86::r9, (int32_t)offsetof(Gemm::TileParams, fetch_a)), 0);
+        a.je(near_end);
+        a.cmp(x86::r8, (int32_t)(kGemmColumnsAhead + 4));   // a_cols holds k entries: none read past them
+        a.jb(near_end);
+        const uint32_t bytes = rows * 4;
+        for (int32_t u = 0; u < 4; ++u) {
+            a.mov(x86::rax, x86::qword_ptr(x86::r10, (int32_t)((u + kGemmColumnsAhead) * 8)));
+            for (uint32_t off = 0; off < bytes; off += 64) a.prefetcht0(x86::ptr(x86::rdi, x86::rax, 2, (int32_t)off));
+            a.prefetcht0(x86::ptr(x86::rdi, x86::rax, 2, (int32_t)(bytes - 4)));
         }
         a.bind(near_end);
     }
@@ -6567,6 +6585,7 @@ void Gemm::run(int64_t m, int64_t n, int64_t k, float alpha, const GemmOperand& 
     params.b_rows = nullptr;
     params.pack_to = nullptr;
     params.stream = a.packed;
+    params.fetch_a = 0;
     // The store operations, on the last K block's tiles only.
     int32_t clamp = 0, residual = 0;
     params.lo = params.hi = 0.0f;
@@ -6665,7 +6684,7 @@ uint32_t Gemm::tile_columns(int64_t cols, TileParams* params) const {
 }
 
 void Gemm::column_tile(const float* a, const int64_t* a_cols, const float* b_panel, int64_t rows, int64_t cols, int64_t k,
-                       bool add, float* c, int64_t ldc, bool stream) const {
+                       bool add, float* c, int64_t ldc, bool stream, bool fetch_a) const {
     if (!column_tiles_) {
         for (int64_t i = 0; i < rows; ++i)
             for (int64_t j = 0; j < cols; ++j) {
@@ -6684,6 +6703,7 @@ void Gemm::column_tile(const float* a, const int64_t* a_cols, const float* b_pan
     params.a_cols = a_cols;
     params.pack_to = nullptr;
     params.stream = stream;
+    params.fetch_a = fetch_a;
     params.clamp = 0;
     params.lo = params.hi = 0.0f;
     params.residual = 0;

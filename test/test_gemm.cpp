@@ -242,30 +242,33 @@ TEST_CASE("gemm: B by row offsets (in place, or packed by each panel's first til
         }
 }
 
-TEST_CASE("gemm: column tiles (A read by column offsets), JIT or portable: every rows and columns, K steps, overwrite and add") {
+TEST_CASE("gemm: column tiles (A read by column offsets), JIT or portable: every rows and columns, K steps, overwrite and add, A fetched ahead") {
     Gemm gemm = target_gemm();
     CHECK(gemm.reads_a_columns() == (gemm.isa() == Isa::Avx2 || gemm.isa() == Isa::Avx512));   // else a portable loop
     const int64_t mr = gemm.blocking().mr, nr = gemm.blocking().nr;
     uint32_t seed = 450;
     for (int64_t rows = 1; rows <= mr; ++rows)
         for (int64_t cols : {(int64_t)1, (int64_t)3, nr / 2, nr / 2 + 1, nr - 1, nr})
-            for (int64_t k : {(int64_t)1, (int64_t)6, (int64_t)9})   // K steps in fours and singles
-                for (bool add : {false, true}) {
-                    CAPTURE(rows); CAPTURE(cols); CAPTURE(k); CAPTURE(add);
+            for (int64_t k : {(int64_t)1, (int64_t)6, (int64_t)9, (int64_t)20, (int64_t)23})   // K steps in fours and singles; fetched ahead from 20
+                for (int mode = 0; mode < 3; ++mode) {   // overwrite, add (streamed), overwrite with A fetched ahead
+                    const bool add = mode == 1, fetch_a = mode == 2;
+                    CAPTURE(rows); CAPTURE(cols); CAPTURE(k); CAPTURE(add); CAPTURE(fetch_a);
                     // Column p of A at slot k - 1 - p of rows + 5 floats, 2 in, in a NaN-filled buffer: no
                     // row past `rows` may be read (NaN would reach C).
                     const int64_t pitch = rows + 5, ldc = cols + 3;
                     std::vector<float> a = random_floats(rows * k, seed), b = random_floats(k * cols, seed + 1);
                     std::vector<float> c = random_floats(rows * ldc, seed + 2), buffer((size_t)(k * pitch), NAN);
                     const std::vector<float> c0 = c;
-                    std::vector<int64_t> offsets;
+                    // the offsets end at a PROT_NONE page: tiles that fetch A ahead read none past k
+                    test::GuardedBuffer offsets_guarded((size_t)(2 * k), true);
+                    int64_t* offsets = reinterpret_cast<int64_t*>(offsets_guarded.data);
                     for (int64_t p = 0; p < k; ++p) {
-                        offsets.push_back((k - 1 - p) * pitch + 2);
-                        for (int64_t i = 0; i < rows; ++i) buffer[(size_t)(offsets.back() + i)] = a[(size_t)(i * k + p)];
+                        offsets[p] = (k - 1 - p) * pitch + 2;
+                        for (int64_t i = 0; i < rows; ++i) buffer[(size_t)(offsets[p] + i)] = a[(size_t)(i * k + p)];
                     }
                     std::vector<float> panel(gemm.packed_b_floats(k, cols), NAN);
                     gemm.pack_b(k, cols, b.data(), cols, 1, panel.data());
-                    gemm.column_tile(buffer.data(), offsets.data(), panel.data(), rows, cols, k, add, c.data(), ldc, add);   // streamed when adding
+                    gemm.column_tile(buffer.data(), offsets, panel.data(), rows, cols, k, add, c.data(), ldc, add, fetch_a);   // streamed when adding
                     Reference r = reference_gemm(rows, cols, k, 1.0f, a.data(), k, 1, b.data(), cols, 1, add ? 1.0f : 0.0f,
                                                  c0.data(), ldc);
                     CHECK(check_close(r, rows, cols, c.data(), ldc) == 0);
