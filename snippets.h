@@ -6028,31 +6028,24 @@ inline void emit_gemm_tile_x86(asmjit::x86::Assembler& a, Isa isa, uint32_t mr, 
     a.cmp(x86::r8, 4);
     a.jb(single);
     a.bind(quad);
-    if (by_rows) {   // B's rows kGemmRowsAhead steps on into L1: rows a plane apart defeat the hardware prefetchers
-        asmjit::Label near_end = a.newLabel();
-        a.cmp(x86::r8, (int32_t)(kGemmRowsAhead + 4));   // b_rows holds k entries: none read past them
-        a.jb(near_end);
-        const uint32_t bytes = vectors * vb;
+    // The lines of the operand read by offsets (r10 walks them; base: its first element) `ahead`
+    // K steps on into L1, `bytes` per step; none past the offsets' k entries are read.
+    auto fetch_ahead = [&](const x86::Gp& base, uint32_t ahead, uint32_t bytes, asmjit::Label skip) {
+        a.cmp(x86::r8, (int32_t)(ahead + 4));
+        a.jb(skip);
         for (int32_t u = 0; u < 4; ++u) {
-            a.mov(x86::rax, x86::qword_ptr(x86::r10, (int32_t)((u + kGemmRowsAhead) * 8)));
-            for (uint32_t off = 0; off < bytes; off += 64) a.prefetcht0(x86::ptr(x86::rsi, x86::rax, 2, (int32_t)off));
-            a.prefetcht0(x86::ptr(x86::rsi, x86::rax, 2, (int32_t)(bytes - 4)));   // a row's last line when it is not aligned
+            a.mov(x86::rax, x86::qword_ptr(x86::r10, (int32_t)((u + ahead) * 8)));
+            for (uint32_t off = 0; off < bytes; off += 64) a.prefetcht0(x86::ptr(base, x86::rax, 2, (int32_t)off));
+            a.prefetcht0(x86::ptr(base, x86::rax, 2, (int32_t)(bytes - 4)));   // the last line when not aligned
         }
-        a.bind(near_end);
-    }
-    if (by_cols) {
-        asmjit::Label near_end = a.newLabel();
+        a.bind(skip);
+    };
+    if (by_rows) fetch_ahead(x86::rsi, kGemmRowsAhead, vectors * vb, a.newLabel());   // rows a plane apart defeat the hardware prefetchers
+    if (by_cols) {   // when asked (TileParams::fetch_a)
+        asmjit::Label skip = a.newLabel();
         a.cmp(x86::dword_ptr(x86::r9, (int32_t)offsetof(Gemm::TileParams, fetch_a)), 0);
-        a.je(near_end);
-        a.cmp(x86::r8, (int32_t)(kGemmColumnsAhead + 4));   // a_cols holds k entries: none read past them
-        a.jb(near_end);
-        const uint32_t bytes = rows * 4;
-        for (int32_t u = 0; u < 4; ++u) {
-            a.mov(x86::rax, x86::qword_ptr(x86::r10, (int32_t)((u + kGemmColumnsAhead) * 8)));
-            for (uint32_t off = 0; off < bytes; off += 64) a.prefetcht0(x86::ptr(x86::rdi, x86::rax, 2, (int32_t)off));
-            a.prefetcht0(x86::ptr(x86::rdi, x86::rax, 2, (int32_t)(bytes - 4)));
-        }
-        a.bind(near_end);
+        a.je(skip);
+        fetch_ahead(x86::rdi, kGemmColumnsAhead, rows * 4, skip);
     }
     for (int32_t u = 0; u < 4; ++u) step(u);
     {   // A packed before run() (a conv's weights, megabytes read once per inference; a column tile's B)
