@@ -9913,8 +9913,16 @@ void Int8Gemm::run_panels(int64_t m0, int64_t m1, int64_t n, int64_t k, const in
     params.lo = rq.lo;
     params.hi = rq.hi;
     params.zero_point = rq.zero_point;
+    // Panels of B outer: each panel meets every A panel. Where A and B would spill L2 but B fits
+    // in half of it (a conv's block against 512 x 4608 weights), rows outer instead: A is read
+    // once, its panel from L1, and B again from L2 for each A panel.
+    const int64_t first_row = m0 / mr_ * mr_, row_tiles = (m1 - first_row + mr_ - 1) / mr_, panels = (n + nr_ - 1) / nr_;
+    const uint64_t a_bytes = (uint64_t)row_tiles * panel_a_bytes(k), b_bytes = (uint64_t)(n * groups * 4), l2 = cpu_cache_sizes().l2;
+    const bool rows_outer = a_bytes + b_bytes > l2 && b_bytes <= l2 / 2;
     if (amx_) amx_begin_();
-    for (int64_t j0 = 0; j0 < n; j0 += nr_) {
+    for (int64_t t = 0; t < row_tiles * panels; ++t) {
+        const int64_t j0 = (rows_outer ? t % panels : t / row_tiles) * nr_;
+        const int64_t i0 = first_row + (rows_outer ? t / panels : t % row_tiles) * mr_;
         const int64_t cols = n - j0 < nr_ ? n - j0 : nr_;
         for (uint32_t v = 0; v < 3; ++v) {
             const int64_t lanes = cols - (int64_t)v * 16;
@@ -9923,34 +9931,32 @@ void Int8Gemm::run_panels(int64_t m0, int64_t m1, int64_t n, int64_t k, const in
         // the VNNI tiles of ceil(cols / 16) vectors: a narrow panel skips the empty ones
         const int64_t narrow = masked_ ? (cols + 15) / 16 * mr_ - mr_ : 0;
         const uint8_t* bp = group_offset ? b + j0 * 4 : b + j0 * groups * 4;
-        for (int64_t i0 = m0 / mr_ * mr_; i0 < m1; i0 += mr_) {
-            // A panel i0 / mr; rows before m0 (a part starting inside a panel) are not stored.
-            const int64_t first = i0 < m0 ? m0 : i0, last = i0 + mr_ < m1 ? i0 + mr_ : m1;
-            params.bias = rq.bias + first;
-            params.scale = rq.scale + first;
-            const int8_t* ap = packed_a + (size_t)(i0 / mr_) * panel_a_bytes(k);
-            uint8_t* ct = c + first * ldc + j0;
-            // the AMX tile stores params.rows rows; the others have a tile per row count
-            auto tile = [&](int64_t rows) { return tiles[amx_ ? 0 : narrow + rows - 1]; };
-            if (first == i0 && tiles && (masked_ || cols == nr_)) {
-                params.rows = (uint32_t)(last - first);
-                tile(last - first)(ap, bp, ct, ldc, groups, &params);
-            } else if (tiles) {   // a part boundary inside a panel, or a partial one: the whole panel into a buffer
-                alignas(64) uint8_t buffer[detail::kInt8AmxRows * 64];
-                TileParams whole = params;
-                whole.bias = rq.bias + i0;
-                whole.scale = rq.scale + i0;
-                whole.rows = (uint32_t)(last - i0);
-                tile(last - i0)(ap, bp, buffer, 64, groups, &whole);
-                for (int64_t i = first; i < last; ++i) std::memcpy(c + i * ldc + j0, buffer + (i - i0) * 64, (size_t)cols);
-            } else {
-                alignas(64) uint8_t buffer[16 * 64];
-                TileParams whole = params;
-                whole.bias = rq.bias + i0;
-                whole.scale = rq.scale + i0;
-                detail::int8_portable_tile(ap, bp, buffer, 64, groups, last - i0, cols, whole);
-                for (int64_t i = first; i < last; ++i) std::memcpy(c + i * ldc + j0, buffer + (i - i0) * 64, (size_t)cols);
-            }
+        // A panel i0 / mr; rows before m0 (a part starting inside a panel) are not stored.
+        const int64_t first = i0 < m0 ? m0 : i0, last = i0 + mr_ < m1 ? i0 + mr_ : m1;
+        params.bias = rq.bias + first;
+        params.scale = rq.scale + first;
+        const int8_t* ap = packed_a + (size_t)(i0 / mr_) * panel_a_bytes(k);
+        uint8_t* ct = c + first * ldc + j0;
+        // the AMX tile stores params.rows rows; the others have a tile per row count
+        auto tile = [&](int64_t rows) { return tiles[amx_ ? 0 : narrow + rows - 1]; };
+        if (first == i0 && tiles && (masked_ || cols == nr_)) {
+            params.rows = (uint32_t)(last - first);
+            tile(last - first)(ap, bp, ct, ldc, groups, &params);
+        } else if (tiles) {   // a part boundary inside a panel, or a partial one: the whole panel into a buffer
+            alignas(64) uint8_t buffer[detail::kInt8AmxRows * 64];
+            TileParams whole = params;
+            whole.bias = rq.bias + i0;
+            whole.scale = rq.scale + i0;
+            whole.rows = (uint32_t)(last - i0);
+            tile(last - i0)(ap, bp, buffer, 64, groups, &whole);
+            for (int64_t i = first; i < last; ++i) std::memcpy(c + i * ldc + j0, buffer + (i - i0) * 64, (size_t)cols);
+        } else {
+            alignas(64) uint8_t buffer[16 * 64];
+            TileParams whole = params;
+            whole.bias = rq.bias + i0;
+            whole.scale = rq.scale + i0;
+            detail::int8_portable_tile(ap, bp, buffer, 64, groups, last - i0, cols, whole);
+            for (int64_t i = first; i < last; ++i) std::memcpy(c + i * ldc + j0, buffer + (i - i0) * 64, (size_t)cols);
         }
     }
     if (amx_) amx_end_();

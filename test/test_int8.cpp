@@ -131,6 +131,9 @@ TEST_CASE("int8 gemm: every tail of M, N and K, parts of the rows, target and po
         check_int8_gemm(*gemm, 3 * mr + 2, 70, 27, 3, 2 * mr + 1, seed++);   // a part starting and ending inside panels
         check_int8_gemm(*gemm, 3 * mr, 70, 27, mr, 2 * mr, seed++);
         check_int8_gemm(*gemm, 20, 50, 2000, 0, 20, seed++);                 // K beyond any cache block
+        // A past L2 and B in half of it: row tiles outer, panels inner (Int8Gemm::run_panels)
+        const int64_t k = 301, m = (int64_t)(cpu_cache_sizes().l2 / (uint64_t)(Int8Gemm::k_groups(k) * 4)) + mr + 3;
+        check_int8_gemm(*gemm, m, nr + 3, k, 3, m - 2, seed++);
     }
 }
 
