@@ -9916,22 +9916,25 @@ void Int8Gemm::run_panels(int64_t m0, int64_t m1, int64_t n, int64_t k, const in
     // Panels of B outer: each panel meets every A panel. Where A and B would spill L2 but B fits
     // in half of it (a conv's block against 512 x 4608 weights), rows outer instead: A is read
     // once, its panel from L1, and B again from L2 for each A panel.
-    const int64_t first_row = m0 / mr_ * mr_, row_tiles = (m1 - first_row + mr_ - 1) / mr_, panels = (n + nr_ - 1) / nr_;
+    const int64_t first_row = m0 / mr_ * mr_, row_tiles = (m1 - first_row + mr_ - 1) / mr_;
     const uint64_t a_bytes = (uint64_t)row_tiles * panel_a_bytes(k), b_bytes = (uint64_t)(n * groups * 4), l2 = cpu_cache_sizes().l2;
     const bool rows_outer = a_bytes + b_bytes > l2 && b_bytes <= l2 / 2;
-    if (amx_) amx_begin_();
-    for (int64_t t = 0; t < row_tiles * panels; ++t) {
-        const int64_t j0 = (rows_outer ? t % panels : t / row_tiles) * nr_;
-        const int64_t i0 = first_row + (rows_outer ? t / panels : t % row_tiles) * mr_;
-        const int64_t cols = n - j0 < nr_ ? n - j0 : nr_;
+    // Panel j0's masks of the stored columns, its B and its tiles' offset in the table (the VNNI
+    // tiles of ceil(cols / 16) vectors: a narrow panel skips the empty ones).
+    int64_t cols = 0, narrow = 0;
+    const uint8_t* bp = nullptr;
+    auto panel = [&](int64_t j0) {
+        cols = n - j0 < nr_ ? n - j0 : nr_;
         for (uint32_t v = 0; v < 3; ++v) {
             const int64_t lanes = cols - (int64_t)v * 16;
             params.mask[v] = lanes >= 16 ? 0xFFFFu : lanes <= 0 ? 0u : (1u << lanes) - 1u;
         }
-        // the VNNI tiles of ceil(cols / 16) vectors: a narrow panel skips the empty ones
-        const int64_t narrow = masked_ ? (cols + 15) / 16 * mr_ - mr_ : 0;
-        const uint8_t* bp = group_offset ? b + j0 * 4 : b + j0 * groups * 4;
-        // A panel i0 / mr; rows before m0 (a part starting inside a panel) are not stored.
+        narrow = masked_ ? (cols + 15) / 16 * mr_ - mr_ : 0;
+        bp = group_offset ? b + j0 * 4 : b + j0 * groups * 4;
+    };
+    // A panel i0 / mr against the current panel; rows before m0 (a part starting inside a
+    // panel) are not stored.
+    auto run_tile = [&](int64_t i0, int64_t j0) {
         const int64_t first = i0 < m0 ? m0 : i0, last = i0 + mr_ < m1 ? i0 + mr_ : m1;
         params.bias = rq.bias + first;
         params.scale = rq.scale + first;
@@ -9957,6 +9960,16 @@ void Int8Gemm::run_panels(int64_t m0, int64_t m1, int64_t n, int64_t k, const in
             whole.scale = rq.scale + i0;
             detail::int8_portable_tile(ap, bp, buffer, 64, groups, last - i0, cols, whole);
             for (int64_t i = first; i < last; ++i) std::memcpy(c + i * ldc + j0, buffer + (i - i0) * 64, (size_t)cols);
+        }
+    };
+    if (amx_) amx_begin_();
+    if (rows_outer) {
+        for (int64_t i0 = first_row; i0 < m1; i0 += mr_)
+            for (int64_t j0 = 0; j0 < n; j0 += nr_) panel(j0), run_tile(i0, j0);
+    } else {
+        for (int64_t j0 = 0; j0 < n; j0 += nr_) {
+            panel(j0);
+            for (int64_t i0 = first_row; i0 < m1; i0 += mr_) run_tile(i0, j0);
         }
     }
     if (amx_) amx_end_();
