@@ -218,19 +218,21 @@ TEST_CASE("gemm: transposed operands and parts") {
         }
 }
 
-TEST_CASE("gemm: B by row offsets (in place, or packed by each panel's first tile): every remainder, K blocks, parts") {
+TEST_CASE("gemm: B by row offsets (in place, or packed as the first row band reads them): every remainder, K blocks, parts") {
     Gemm gemm = target_gemm();
     CHECK(gemm.reads_b_rows() == (gemm.isa() == Isa::Avx2 || gemm.isa() == Isa::Avx512));
     const GemmBlocking& bl = gemm.blocking();
     const int64_t mr = bl.mr, nr = bl.nr;
     uint32_t seed = 400;
-    for (int64_t m : {(int64_t)1, mr - 1, mr, mr + 3, 2 * mr + 1, 3 * mr - 2})   // from 2 mr + 1 rows the first tile packs
+    for (int64_t m : {(int64_t)1, mr - 1, mr, mr + 3, 2 * mr + 1, 3 * mr - 2})   // from 2 mr + 1 rows the first band packs
         for (int64_t n : {(int64_t)1, (int64_t)5, nr / 2 + 1, nr - 1, nr, nr + 1, 2 * nr + 7})
-            for (int64_t k : {(int64_t)1, (int64_t)6, (int64_t)9, (int64_t)12, (int64_t)13, (int64_t)23}) {   // K steps in fours and singles; rows fetched ahead from 12
-                GemmCase g{m, n, k};
-                g.b_by_rows = true;
-                check_gemm(gemm, g, seed++);
-            }
+            for (int64_t k : {(int64_t)1, (int64_t)6, (int64_t)9, (int64_t)12, (int64_t)13, (int64_t)23})   // K steps in fours and singles; rows fetched ahead from 12
+                for (bool pa : {false, true}) {
+                    GemmCase g{m, n, k};
+                    g.pack_a = pa;
+                    g.b_by_rows = true;
+                    check_gemm(gemm, g, seed++);
+                }
     for (bool pa : {false, true})
         for (uint32_t parts : {1u, 2u, 3u}) {
             GemmCase g{bl.mc + 5, 3 * nr + 2, 2 * bl.kc + 13, 1.0f, 0.0f, false, false, pa, false, parts};
