@@ -1,4 +1,5 @@
-// GEMM throughput: snippets.h's Gemm on M = N = K = 256, 512, 1024 (both operands packed at
+// GEMM throughput: one tile's worth of snippets.h's Gemm repeated (the rate its blocking is
+// bounded by), then M = N = K = 256, 512, 1024 (both operands packed at
 // run time, and B packed once beforehand as for constant weights), then MatMul through the
 // CPU device (B a constant), at 1 and 2 threads, in GFLOP/s and as a share of the FMA peak
 // measured by an FMA-throughput loop in the same run. Each figure is the best of many runs;
@@ -73,6 +74,27 @@ double gemm_gflops(const Gemm& gemm, int64_t s, uint32_t threads, bool prepack, 
     return 2.0 * (double)s * s * s / wall * 1e-9;
 }
 
+// One tile's worth (M = mr, N = nr, K = kc, both operands packed) run over and over: the tile's
+// K loop on panels that stay in L1 and L2, what the blocked GEMM's rate is bounded by.
+double tile_gflops(const Gemm& gemm) {
+    const GemmBlocking& bl = gemm.blocking();
+    const int64_t m = bl.mr, n = bl.nr, k = bl.kc;
+    std::vector<float> a((size_t)(m * k), 0.5f), b((size_t)(k * n), 0.25f), c((size_t)(m * n));
+    std::vector<float> pa(gemm.packed_a_floats(m, k)), pb(gemm.packed_b_floats(k, n)), scratch(gemm.scratch_floats(m, n, k, true, true) + 16);
+    gemm.pack_a(m, k, a.data(), k, 1, pa.data());
+    gemm.pack_b(k, n, b.data(), n, 1, pb.data());
+    GemmOperand oa, ob;
+    oa.data = pa.data();
+    oa.packed = true;
+    ob.data = pb.data();
+    ob.packed = true;
+    const int reps = 200;
+    const double t = best_seconds(20, [&] {
+        for (int r = 0; r < reps; ++r) gemm.run(m, n, k, 1.0f, oa, ob, 0.0f, c.data(), n, scratch.data());
+    });
+    return 2.0 * (double)(m * n * k) * reps / t * 1e-9;
+}
+
 // MatMul [s x s] x constant [s x s] on the CPU device.
 double matmul_gflops(int64_t s, uint32_t threads, const char* isa) {
     Model model;
@@ -118,6 +140,9 @@ int main(int argc, char** argv) {
                 (unsigned long long)(caches.l1d >> 10), (unsigned long long)(caches.l2 >> 10), (unsigned long long)(caches.l3 >> 10));
     std::printf("FMA peak, one thread: %.1f GFLOP/s; two threads at once: %.1f GFLOP/s together\n", peak,
                 fma_peak_together(isa, 2));
+    const double tile = tile_gflops(gemm);
+    std::printf("one tile (M %u, N %u, K %lld, both packed) over and over: %.1f GFLOP/s, %.2f of the peak\n", b.mr, b.nr,
+                (long long)b.kc, tile, peak > 0 ? tile / peak : 0);
     std::printf("%6s %8s %14s %8s %14s %8s %14s %8s %16s %8s\n", "size", "threads", "Gemm GFLOP/s", "/peak", "B packed", "/peak",
                 "MatMul (CPU)", "/peak", "GFLOP/CPU-s", "/peak");
     for (int64_t s : {256, 512, 1024})
