@@ -6654,10 +6654,11 @@ void Gemm::run(int64_t m, int64_t n, int64_t k, float alpha, const GemmOperand& 
                     }
                 };
                 // Both packed (a conv's weights times its im2col block), or B packed as the first
-                // band reads its rows (a 1x1 conv's input block): row bands outer, so A's panel
-                // stays in L1 and each band writes its rows of C in order, a few store streams
-                // where panels outer keep one per row of C open (a 1x1 conv over 56^2 with 256
-                // maps: 256). Else panels outer: one B panel in L1 for all row tiles.
+                // band reads its rows (a 1x1 conv's input block): row bands outer, so a band's A
+                // panel serves every panel from the near caches and each band writes its rows of
+                // C in order, a few store streams where panels outer keep one per row of C open
+                // (a 1x1 conv over 56^2 to 256 maps: 256). Else panels outer: one B panel in L1
+                // for all row tiles.
                 if ((a.packed && b.packed) || pack_as_read) {
                     for (int64_t ir = 0; ir < mc; ir += mr)
                         for (int64_t jr = 0; jr < nc; jr += nr) run_tile(jr, ir);
