@@ -637,6 +637,9 @@ public:
     Isa isa() const { return isa_; }
     bool jit() const { return tiles_ != nullptr; }   // false: the portable C++ tile
     const GemmBlocking& blocking() const { return blocking_; }
+    // K blocks of at most `kc` (from 8; mc follows, as init sizes it): for a caller whose A panels
+    // should stay in L1. Packed operands depend on it: call it before packing.
+    void limit_kc(int64_t kc);
     uint32_t vector_floats() const { return vector_floats_; }   // columns per vector of the tiles (1: portable)
     // True when the tiles read a B given by `rows` in place; else run() packs its panels first.
     // Either way scratch_floats needs b_packed false: where a part has three or more row tiles,
@@ -715,6 +718,7 @@ private:
     // A tile's `cols` columns (JIT tiles): the last vector's lanes into params' masks; returns the
     // column part of the tile's index, (vectors - 1) * 2 + masked.
     uint32_t tile_columns(int64_t cols, TileParams* params) const;
+    void set_blocks(int64_t kc);   // kc, and mc and nc from it and the caches
     Isa isa_ = Isa::Ref;
     GemmBlocking blocking_;
     uint32_t vector_floats_ = 1;
@@ -6400,12 +6404,21 @@ Status Gemm::init(Isa isa) {
     // kc: a kc x nr panel of B an eighth of L2, up to 1024 deep. A deep K block matters more
     // than keeping that panel in L1 (L2 feeds a panel's two or three vectors per step easily):
     // every K block loads and stores all of C again, which at M = N = 1024 no longer fits L2
-    // and evicts A's block. mc: the mc x kc block of A half of L2; nc: the kc x nc block of B
-    // a quarter of L3, at most 4096 columns (it is every thread's scratch).
+    // and evicts A's block.
+    const int64_t kc = (int64_t)(cpu_cache_sizes().l2 / 8 / (uint64_t)(blocking_.nr * 4)) / 8 * 8;
+    set_blocks(kc < 64 ? 64 : kc > 1024 ? 1024 : kc);
+    return Status::Ok;
+}
+
+void Gemm::limit_kc(int64_t kc) {
+    if (kc < blocking_.kc) set_blocks(kc < 8 ? 8 : kc);
+}
+
+// mc: the mc x kc block of A half of L2; nc: the kc x nc block of B a quarter of L3, at most
+// 4096 columns (it is every thread's scratch).
+void Gemm::set_blocks(int64_t kc) {
     const CacheSizes caches = cpu_cache_sizes();
     const int64_t mr = blocking_.mr, nr = blocking_.nr;
-    int64_t kc = (int64_t)(caches.l2 / 8 / (uint64_t)(nr * 4)) / 8 * 8;
-    kc = kc < 64 ? 64 : kc > 1024 ? 1024 : kc;
     int64_t mc = (int64_t)(caches.l2 / 2 / (uint64_t)(kc * 4)) / mr * mr;
     mc = mc < mr ? mr : mc > 1024 / mr * mr ? 1024 / mr * mr : mc;
     int64_t nc = (int64_t)(caches.l3 / 4 / (uint64_t)(kc * 4)) / nr * nr;
@@ -6413,7 +6426,6 @@ Status Gemm::init(Isa isa) {
     blocking_.kc = kc;
     blocking_.mc = mc;
     blocking_.nc = nc;
-    return Status::Ok;
 }
 
 size_t Gemm::packed_a_floats(int64_t m, int64_t k) const {

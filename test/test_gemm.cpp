@@ -499,6 +499,7 @@ TEST_CASE("gemm: Conv on the CPU device: 1x1, 3x3, strided, dilated, grouped, pa
         {{1, 16, 7, 7}, {32, 16, 3, 3}, true, 1, {}, {}, {1, 1, 1, 1}},               // 7 x 7: rows of 7 pixels
         {{2, 24, 3, 30}, {48, 24, 3, 3}, false, 1, {}, {}, {1, 1, 1, 1}},             // rows of 30 in tiles of 10, 32 + 16 maps
         {{1, 32, 15, 17}, {16, 32, 3, 3}, true, 1, {2, 2}, {}, {1, 0, 1, 1}},         // strided (phase planes), asymmetric pads
+        {{1, 64, 15, 17}, {64, 64, 3, 3}, true, 1, {2, 2}, {}, {1, 1, 1, 1}},         // strided, K of 576: K blocks of a panel in L1
         {{1, 16, 12, 11}, {16, 16, 3, 3}, true, 1, {}, {2, 2}, {2, 2, 2, 2}},         // dilated
         {{1, 64, 8, 9}, {64, 32, 3, 3}, true, 2, {}, {}, {1, 1, 1, 1}},               // 2 groups of 32 maps
         {{1, 144, 5, 6}, {32, 144, 3, 3}, true, 1, {}, {}, {1, 1, 1, 1}},             // K of 1296: two K blocks
