@@ -11481,9 +11481,8 @@ inline Status cpu_conv_step(ReferenceProgram* p, const PreparedModel& model, Nod
         return cpu_gemm_use(p, run_cpu_conv_winograd, cs, "winograd:Conv");
     }
     if (constant_w && conv_takes_pixel_tiles(*st, gemm)) {   // the weights packed as B: K x maps
-        // Strided: K in even blocks whose panel of the weights (kc x nr floats) is about L1's size.
-        // ResNet-50's 3x3/2 over 28^2 took 1.68 ms at one thread on the Xeon against 1.91 with
-        // kc 1024 (two threads, half the band copy each: no change); stride-1 convs ran slower so.
+        // Strided (4 times the input per output pixel): K in even blocks whose panel of the weights
+        // (kc x nr floats) is about L1's size, faster at one thread; stride-1 convs ran slower so.
         if (st->w.stride[1] > 1 || st->w.stride[2] > 1) {
             const int64_t cap = std::max<int64_t>(8, (int64_t)(cpu_cache_sizes().l1d / (uint64_t)(gemm.blocking().nr * 4)));
             const int64_t blocks = (st->depth + cap - 1) / cap;

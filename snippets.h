@@ -637,8 +637,8 @@ public:
     Isa isa() const { return isa_; }
     bool jit() const { return tiles_ != nullptr; }   // false: the portable C++ tile
     const GemmBlocking& blocking() const { return blocking_; }
-    // K blocks of at most `kc` (from 8; mc follows, as init sizes it): for a caller whose A panels
-    // should stay in L1. Packed operands depend on it: call it before packing.
+    // K blocks of at most `kc` (from 8; mc and nc follow, as init sizes them): for a caller whose
+    // panels should stay near L1's size. Packed operands depend on it: call it before packing.
     void limit_kc(int64_t kc);
     uint32_t vector_floats() const { return vector_floats_; }   // columns per vector of the tiles (1: portable)
     // True when the tiles read a B given by `rows` in place; else run() packs its panels first.
