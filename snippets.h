@@ -1398,7 +1398,7 @@ constexpr uint32_t kNoFusedParameter = ~0u;
 #include <sys/syscall.h>   // arch_prctl: the AMX tile state
 #endif
 #if defined(__SSE2__)
-#include <emmintrin.h>   // Int8Gemm's packing (x86-64's baseline)
+#include <emmintrin.h>   // Int8Gemm's packing, Gemm's A panels (x86-64's baseline)
 #elif defined(__ARM_NEON)
 #include <arm_neon.h>
 #endif
@@ -6457,7 +6457,42 @@ void Gemm::pack_a_block(int64_t rows, int64_t depth, const float* a, int64_t a_r
                 for (int64_t r = 0; r < h; ++r) packed[r] = src[r];
                 for (int64_t r = h; r < mr; ++r) packed[r] = 0.0f;
             }
-        } else {
+        }
+#if defined(__SSE2__)
+        else if (a_col == 1 && h == mr) {
+            // Rows 4 at a time, 4 steps of k transposed in registers: the panel is written in
+            // whole vectors (element by element it cost 4 times the copy of B's panels).
+            int64_t p = 0;
+            for (; p + 4 <= depth; p += 4) {
+                float* dst = packed + p * mr;
+                const float* src = a + r0 * a_row + p;
+                int64_t r = 0;
+                for (; r + 4 <= mr; r += 4, src += 4 * a_row) {
+                    __m128 x0 = _mm_loadu_ps(src), x1 = _mm_loadu_ps(src + a_row), x2 = _mm_loadu_ps(src + 2 * a_row),
+                           x3 = _mm_loadu_ps(src + 3 * a_row);
+                    _MM_TRANSPOSE4_PS(x0, x1, x2, x3);
+                    _mm_storeu_ps(dst + r, x0);
+                    _mm_storeu_ps(dst + mr + r, x1);
+                    _mm_storeu_ps(dst + 2 * mr + r, x2);
+                    _mm_storeu_ps(dst + 3 * mr + r, x3);
+                }
+                for (; r + 2 <= mr; r += 2, src += 2 * a_row) {
+                    const __m128 x0 = _mm_loadu_ps(src), x1 = _mm_loadu_ps(src + a_row);
+                    const __m128 lo = _mm_unpacklo_ps(x0, x1), hi = _mm_unpackhi_ps(x0, x1);
+                    _mm_storel_pi(reinterpret_cast<__m64*>(dst + r), lo);
+                    _mm_storeh_pi(reinterpret_cast<__m64*>(dst + mr + r), lo);
+                    _mm_storel_pi(reinterpret_cast<__m64*>(dst + 2 * mr + r), hi);
+                    _mm_storeh_pi(reinterpret_cast<__m64*>(dst + 3 * mr + r), hi);
+                }
+                for (; r < mr; ++r, src += a_row)
+                    for (int64_t q = 0; q < 4; ++q) dst[q * mr + r] = src[q];
+            }
+            for (; p < depth; ++p)
+                for (int64_t r = 0; r < mr; ++r) packed[p * mr + r] = a[(r0 + r) * a_row + p];
+            packed += depth * mr;
+        }
+#endif
+        else {
             // 8 steps of k at a time: the panel is written in small pieces that stay in L1, not
             // revisited mr times over its whole depth (larger than L1 when kc is deep).
             for (int64_t p0 = 0; p0 < depth; p0 += 8) {

@@ -166,6 +166,35 @@ TEST_CASE("gemm: every remainder of M and N, K of 1 and primes, packed or stride
             }
 }
 
+TEST_CASE("gemm: pack_a's panels hold A's elements where its layout says, bit for bit") {
+    Gemm gemm = target_gemm();
+    const int64_t mr = gemm.blocking().mr, kc = gemm.blocking().kc;
+    uint32_t seed = 50;
+    // Row-major A with a row pitch past k (the vector path's 4 x 4 blocks), transposed A, every
+    // remainder of M, K tails of 1-3 and a K past one block.
+    for (bool trans : {false, true})
+        for (int64_t m = 1; m <= 2 * mr + 1; ++m)
+            for (int64_t k : {(int64_t)1, (int64_t)3, (int64_t)4, (int64_t)7, (int64_t)10, kc + 5}) {
+                CAPTURE(trans); CAPTURE(m); CAPTURE(k);
+                const int64_t pitch = trans ? m + 2 : k + 3, a_row = trans ? 1 : pitch, a_col = trans ? pitch : 1;
+                const std::vector<float> a = random_floats((trans ? k : m) * pitch, seed++);
+                std::vector<float> packed(gemm.packed_a_floats(m, k), NAN);
+                gemm.pack_a(m, k, a.data(), a_row, a_col, packed.data());
+                const int64_t mp = (m + mr - 1) / mr * mr;
+                int64_t wrong = 0;
+                for (int64_t pc = 0; pc < k; pc += kc) {   // block pc, then its panels: per k, mr floats
+                    const int64_t depth = k - pc < kc ? k - pc : kc;
+                    for (int64_t i = 0; i < mp; ++i)
+                        for (int64_t p = 0; p < depth; ++p) {
+                            const float want = i < m ? a[(size_t)(i * a_row + (pc + p) * a_col)] : 0.0f;
+                            const float got = packed[(size_t)(pc * mp + i / mr * mr * depth + p * mr + i % mr)];
+                            wrong += std::memcmp(&want, &got, 4) != 0;
+                        }
+                }
+                CHECK(wrong == 0);
+            }
+}
+
 TEST_CASE("gemm: K beyond one cache block, M and N beyond one block, alpha and beta") {
     Gemm gemm = target_gemm();
     const GemmBlocking& bl = gemm.blocking();
