@@ -9193,38 +9193,55 @@ inline void emit_int8_tile_ymm(asmjit::x86::Assembler& a, uint32_t rows, bool vn
     for (uint32_t i = 0; i < rows; ++i)
         for (uint32_t h = 0; h < 2; ++h) a.vpxor(acc(i, h), acc(i, h), acc(i, h));
     if (by_groups) a.mov(x86::r10, x86::qword_ptr(x86::r9, (int32_t)offsetof(Int8Gemm::TileParams, b_groups)));
-    asmjit::Label loop = a.newLabel(), store = a.newLabel();
+    asmjit::Label loop = a.newLabel(), store = a.newLabel(), quad = a.newLabel(), single = a.newLabel();
+    // One K group u steps on from the pointers.
+    auto group = [&](int32_t u) {
+        if (vnni && by_groups) {
+            a.mov(x86::rax, x86::qword_ptr(x86::r10, u * 8));
+            a.vmovdqu(x86::ymm12, x86::ymmword_ptr(x86::rsi, x86::rax, 0, 0));
+            a.vmovdqu(x86::ymm13, x86::ymmword_ptr(x86::rsi, x86::rax, 0, 32));
+        } else if (vnni) {
+            a.vmovdqu(x86::ymm12, x86::ymmword_ptr(x86::rsi, u * 64));
+            a.vmovdqu(x86::ymm13, x86::ymmword_ptr(x86::rsi, u * 64 + 32));
+        } else {
+            a.vpmovzxbw(x86::ymm12, x86::xmmword_ptr(x86::rsi, u * 32));
+            a.vpmovzxbw(x86::ymm13, x86::xmmword_ptr(x86::rsi, u * 32 + 16));
+        }
+        for (uint32_t i = 0; i < rows; ++i) {
+            if (vnni) {
+                a.vpbroadcastd(x86::ymm14, x86::dword_ptr(x86::rdi, (int32_t)(u * mr * 4 + i * 4)));
+                a.vex().vpdpbusd(acc(i, 0), x86::ymm12, x86::ymm14);
+                a.vex().vpdpbusd(acc(i, 1), x86::ymm13, x86::ymm14);
+                continue;
+            }
+            a.vpbroadcastq(x86::ymm14, x86::qword_ptr(x86::rdi, (int32_t)(u * mr * 8 + i * 8)));
+            a.vpmaddwd(x86::ymm15, x86::ymm12, x86::ymm14);
+            a.vpaddd(acc(i, 0), acc(i, 0), x86::ymm15);
+            a.vpmaddwd(x86::ymm15, x86::ymm13, x86::ymm14);
+            a.vpaddd(acc(i, 1), acc(i, 1), x86::ymm15);
+        }
+    };
+    auto advance = [&](int32_t groups) {
+        a.add(x86::rdi, (int32_t)(groups * mr * (vnni ? 4 : 8)));
+        if (by_groups) a.add(x86::r10, groups * 8);
+        else a.add(x86::rsi, groups * (vnni ? 64 : 32));
+        a.sub(x86::r8, groups);
+    };
+    // Four groups a step while four are left: the loop's pointer and count updates take the
+    // vector ports' slots from the multiply-adds once a group.
+    a.cmp(x86::r8, 4);
+    a.jb(single);
+    a.bind(quad);
+    for (int32_t u = 0; u < 4; ++u) group(u);
+    advance(4);
+    a.cmp(x86::r8, 4);
+    a.jae(quad);
+    a.bind(single);
     a.test(x86::r8, x86::r8);
     a.jz(store);
     a.bind(loop);
-    if (vnni && by_groups) {
-        a.mov(x86::rax, x86::qword_ptr(x86::r10));
-        a.vmovdqu(x86::ymm12, x86::ymmword_ptr(x86::rsi, x86::rax, 0, 0));
-        a.vmovdqu(x86::ymm13, x86::ymmword_ptr(x86::rsi, x86::rax, 0, 32));
-    } else if (vnni) {
-        a.vmovdqu(x86::ymm12, x86::ymmword_ptr(x86::rsi, 0));
-        a.vmovdqu(x86::ymm13, x86::ymmword_ptr(x86::rsi, 32));
-    } else {
-        a.vpmovzxbw(x86::ymm12, x86::xmmword_ptr(x86::rsi, 0));
-        a.vpmovzxbw(x86::ymm13, x86::xmmword_ptr(x86::rsi, 16));
-    }
-    for (uint32_t i = 0; i < rows; ++i) {
-        if (vnni) {
-            a.vpbroadcastd(x86::ymm14, x86::dword_ptr(x86::rdi, (int32_t)(i * 4)));
-            a.vex().vpdpbusd(acc(i, 0), x86::ymm12, x86::ymm14);
-            a.vex().vpdpbusd(acc(i, 1), x86::ymm13, x86::ymm14);
-            continue;
-        }
-        a.vpbroadcastq(x86::ymm14, x86::qword_ptr(x86::rdi, (int32_t)(i * 8)));
-        a.vpmaddwd(x86::ymm15, x86::ymm12, x86::ymm14);
-        a.vpaddd(acc(i, 0), acc(i, 0), x86::ymm15);
-        a.vpmaddwd(x86::ymm15, x86::ymm13, x86::ymm14);
-        a.vpaddd(acc(i, 1), acc(i, 1), x86::ymm15);
-    }
-    a.add(x86::rdi, (int32_t)(mr * (vnni ? 4 : 8)));
-    if (by_groups) a.add(x86::r10, 8);
-    else a.add(x86::rsi, vnni ? 64 : 32);
-    a.sub(x86::r8, 1);
+    group(0);
+    advance(1);
     a.jnz(loop);
     a.bind(store);
     a.mov(x86::rax, x86::qword_ptr(x86::r9, 0));

@@ -127,7 +127,8 @@ TEST_CASE("int8 gemm: every tail of M, N and K, parts of the rows, target and po
         const int64_t mr = gemm->mr(), nr = gemm->nr();
         for (int64_t m : {(int64_t)1, mr - 1, mr, mr + 3, 2 * mr + 1})
             for (int64_t n : {(int64_t)1, (int64_t)15, (int64_t)17, nr - 1, nr, nr + 1, 2 * nr + 33})
-                for (int64_t k : {1, 3, 4, 5, 8, 13, 64, 301}) check_int8_gemm(*gemm, m, n, k, 0, m, seed++);
+                for (int64_t k : {1, 3, 4, 5, 8, 13, 20, 23, 28, 44, 64, 301})   // 20-44: 5-11 groups, the 4-group steps and a tail
+                    check_int8_gemm(*gemm, m, n, k, 0, m, seed++);
         check_int8_gemm(*gemm, 3 * mr + 2, 70, 27, 3, 2 * mr + 1, seed++);   // a part starting and ending inside panels
         check_int8_gemm(*gemm, 3 * mr, 70, 27, mr, 2 * mr, seed++);
         check_int8_gemm(*gemm, 20, 50, 2000, 0, 20, seed++);                 // K beyond any cache block
