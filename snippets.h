@@ -8892,25 +8892,30 @@ inline void emit_vnni_requantize(asmjit::x86::Assembler& a, const asmjit::x86::Z
     emit_vnni_requantize_dwords(a, v, bias, scale);
     a.k(mask).vpmovusdb(dst, v);
 }
-// The K loop of the VNNI kernels over r8 groups: step(0) step(1) and `advance` a pair at a time,
-// then step(0) for an odd last group. Leaves r8 at 0 or 1.
+// The K loop of the int8 kernels over r8 groups: step(0) .. step(steps - 1) and `advance` (past
+// `steps` groups) while `steps` are left, then the last r8 groups (under `steps`) unrolled as
+// step(0) .. step(r8 - 1). Leaves r8 at those.
 template <class Step, class Advance>
-void emit_vnni_group_loop(asmjit::x86::Assembler& a, const Step& step, const Advance& advance) {
+void emit_int8_group_loop(asmjit::x86::Assembler& a, const Step& step, const Advance& advance, int32_t steps = 2) {
     namespace x86 = asmjit::x86;
-    asmjit::Label pair = a.newLabel(), single = a.newLabel(), done = a.newLabel();
-    a.cmp(x86::r8, 2);
-    a.jb(single);
-    a.bind(pair);
-    step(0);
-    step(1);
+    asmjit::Label loop = a.newLabel(), tail = a.newLabel(), done = a.newLabel();
+    a.cmp(x86::r8, steps);
+    a.jb(tail);
+    a.bind(loop);
+    for (int32_t u = 0; u < steps; ++u) step(u);
     advance();
-    a.sub(x86::r8, 2);
-    a.cmp(x86::r8, 2);
-    a.jae(pair);
-    a.bind(single);
-    a.test(x86::r8, x86::r8);
-    a.jz(done);
-    step(0);
+    a.sub(x86::r8, steps);
+    a.cmp(x86::r8, steps);
+    a.jae(loop);
+    a.bind(tail);
+    for (int32_t left = steps - 1; left > 0; --left) {
+        asmjit::Label other = a.newLabel();
+        a.cmp(x86::r8, left);
+        a.jne(other);
+        for (int32_t u = 0; u < left; ++u) step(u);
+        a.jmp(done);
+        a.bind(other);
+    }
     a.bind(done);
 }
 // The requantization's bias and scale pointers (rax, r10) and lo, hi, zero point (zmm29-31) from
@@ -8945,7 +8950,7 @@ inline void emit_int8_tile_vnni_any(asmjit::x86::Assembler& a, uint32_t rows, ui
             for (uint32_t j = 0; j < vectors; ++j) a.vpdpbusd(acc(i, j), x86::zmm(24 + j), row);
         }
     };
-    emit_vnni_group_loop(a, step, [&] {
+    emit_int8_group_loop(a, step, [&] {
         a.add(x86::rdi, (int32_t)(2 * mr * 4));
         if (by_groups) a.add(x86::r10, 16);
         else a.add(x86::rsi, (int32_t)(2 * nr * 4));
@@ -8996,7 +9001,7 @@ inline void emit_int8_tile_pixels(asmjit::x86::Assembler& a, uint32_t rows, uint
             for (uint32_t j = 0; j < vectors; ++j) a.vpdpbusd(acc(i, j), pixel, x86::zmm(24 + j));
         }
     };
-    emit_vnni_group_loop(a, step, [&] {
+    emit_int8_group_loop(a, step, [&] {
         a.lea(x86::rdi, x86::ptr(x86::rdi, x86::r11, 1));
         a.add(x86::r10, 16);
     });
@@ -9193,8 +9198,7 @@ inline void emit_int8_tile_ymm(asmjit::x86::Assembler& a, uint32_t rows, bool vn
     for (uint32_t i = 0; i < rows; ++i)
         for (uint32_t h = 0; h < 2; ++h) a.vpxor(acc(i, h), acc(i, h), acc(i, h));
     if (by_groups) a.mov(x86::r10, x86::qword_ptr(x86::r9, (int32_t)offsetof(Int8Gemm::TileParams, b_groups)));
-    asmjit::Label loop = a.newLabel(), store = a.newLabel(), quad = a.newLabel(), single = a.newLabel();
-    // One K group u steps on from the pointers.
+    // K group u of a step.
     auto group = [&](int32_t u) {
         if (vnni && by_groups) {
             a.mov(x86::rax, x86::qword_ptr(x86::r10, u * 8));
@@ -9221,29 +9225,13 @@ inline void emit_int8_tile_ymm(asmjit::x86::Assembler& a, uint32_t rows, bool vn
             a.vpaddd(acc(i, 1), acc(i, 1), x86::ymm15);
         }
     };
-    auto advance = [&](int32_t groups) {
-        a.add(x86::rdi, (int32_t)(groups * mr * (vnni ? 4 : 8)));
-        if (by_groups) a.add(x86::r10, groups * 8);
-        else a.add(x86::rsi, groups * (vnni ? 64 : 32));
-        a.sub(x86::r8, groups);
-    };
-    // Four groups a step while four are left: the loop's pointer and count updates take the
-    // vector ports' slots from the multiply-adds once a group.
-    a.cmp(x86::r8, 4);
-    a.jb(single);
-    a.bind(quad);
-    for (int32_t u = 0; u < 4; ++u) group(u);
-    advance(4);
-    a.cmp(x86::r8, 4);
-    a.jae(quad);
-    a.bind(single);
-    a.test(x86::r8, x86::r8);
-    a.jz(store);
-    a.bind(loop);
-    group(0);
-    advance(1);
-    a.jnz(loop);
-    a.bind(store);
+    // Four groups a step: the pointer and count updates, once a group, took the vector ports'
+    // slots from the multiply-adds.
+    emit_int8_group_loop(a, group, [&] {
+        a.add(x86::rdi, (int32_t)(4 * mr * (vnni ? 4 : 8)));
+        if (by_groups) a.add(x86::r10, 32);
+        else a.add(x86::rsi, 4 * (vnni ? 64 : 32));
+    }, 4);
     a.mov(x86::rax, x86::qword_ptr(x86::r9, 0));
     a.mov(x86::r10, x86::qword_ptr(x86::r9, 8));
     a.vbroadcastss(x86::ymm13, x86::dword_ptr(x86::r9, 16));
@@ -9326,7 +9314,7 @@ inline void emit_int8_gemv_vnni(asmjit::x86::Assembler& a, uint32_t rows, uint32
             for (uint32_t r = 0; r < rows; ++r)
                 a.vpdpbusd(acc(r, j), x86::zmm(16 + r), x86::zmmword_ptr(x86::rdi, (int32_t)(u * panel + j * 64)));
     };
-    emit_vnni_group_loop(a, step, [&] {
+    emit_int8_group_loop(a, step, [&] {
         a.add(x86::rdi, (int32_t)(2 * panel));
         a.add(x86::rsi, 8);
         a.add(x86::rax, 8);
@@ -9402,7 +9390,7 @@ inline void emit_int8_gemv_ymm(asmjit::x86::Assembler& a, uint32_t rows, bool vn
             }
         }
     };
-    emit_vnni_group_loop(a, step, [&] {
+    emit_int8_group_loop(a, step, [&] {
         a.add(x86::rdi, 2 * panel);
         a.add(x86::rsi, 8);
         a.add(x86::rax, 8);
