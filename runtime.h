@@ -24495,9 +24495,10 @@ inline bool int8_conv_implicit(ReferenceProgram* p, Int8ConvState* st, const int
     const int64_t hq = (hp + sh - 1) / sh, wq = (wp + sw - 1) / sw - shared;
     const bool in_place = st->group_channels % 4 == 0 && st->gemm.reads_b_groups();
     const bool interleaved = st->group_channels % 4 == 0 && (!st->gemm.packs_rows_by_kernel() || in_place);
-    // The pixel tiles compute no dropped columns and no positions short of a panel, and need no
-    // B panel in L2 (whole rows a thread): faster than the group tiles on every conv measured.
-    const bool pixels = in_place && st->gemm.runs_pixels() && st->group_maps % 16 == 0 &&
+    // The pixel tiles compute no dropped columns and no positions short of a panel, need no B
+    // panel in L2 (whole rows a thread) and split no load of B across cache lines: AVX-512's
+    // faster than the group tiles on every conv measured, AVX-VNNI's on rows wide enough.
+    const bool pixels = in_place && st->gemm.pixels_pay(w.out[2]) && st->group_maps % 16 == 0 &&
                         Int8Gemm::packed_pixels_bytes(st->group_maps, st->depth) <= st->packed_bytes;
     const int64_t unit = interleaved ? 4 : 1;   // bytes a pixel of one channel's plane takes in the copy
     // a virtual row's last column reads reach_w / sw pixels past its phase plane
@@ -24521,7 +24522,7 @@ inline bool int8_conv_implicit(ReferenceProgram* p, Int8ConvState* st, const int
                 for (int64_t ci = 0; ci < st->group_channels; ++ci)
                     for (int64_t t = 0; t < taps; ++t)
                         order[m * st->depth + ((ci / 4) * taps + t) * 4 + ci % 4] = wg[m * st->depth + ci * taps + t];
-            if (pixels) Int8Gemm::pack_pixels(st->group_maps, st->depth, order, st->depth, packed + (size_t)g * st->packed_bytes);
+            if (pixels) st->gemm.pack_pixels(st->group_maps, st->depth, order, st->depth, packed + (size_t)g * st->packed_bytes);
             else st->gemm.pack_a(st->group_maps, st->depth, order, st->depth, packed + (size_t)g * st->packed_bytes);
         }
     }

@@ -1039,15 +1039,20 @@ public:
     void run_groups(int64_t m0, int64_t m1, int64_t n, int64_t k, const int8_t* packed_a, const uint8_t* b,
                     const int64_t* group_offset, const Int8Requant& rq, uint8_t* c, int64_t ldc) const;
 
-    // The conv's other orientation (AVX-512 VNNI with VBMI): a tile of up to 8 output positions
-    // x 48 maps, each position's 4 bytes of a group broadcast against 3 vectors of 16 maps of W,
-    // so a run of positions needs no padding to the tile's width and no packed B. W [maps x k]
-    // packs into panels of 48 maps (the last one narrower), per group 4 bytes a map; maps a
+    // The conv's other orientation (AVX-512 VNNI with VBMI, and AVX-VNNI): a tile of up to 8
+    // output positions x 48 maps (AVX-VNNI: 6 x 16), each position's 4 bytes of a group
+    // broadcast against 3 vectors of 16 maps of W (AVX-VNNI: 2 of 8), so a run of positions needs
+    // no padding to the tile's width, no packed B, and no load of B splits a cache line. W [maps
+    // x k] packs into panels of 48 maps (the last one narrower), per group 4 bytes a map; maps a
     // multiple of 16, k of 4.
     static constexpr int64_t kPixelRows = 8, kPixelMaps = 48;
     bool runs_pixels() const { return pixel_tiles_ != nullptr; }
+    // Whether the pixel tiles beat the group tiles (run_groups) on rows of `width` positions:
+    // AVX-512's always; AVX-VNNI's where a row's even tiles hold 5 positions or more (fewer leave
+    // too few accumulators to cover vpdpbusd's latency: 7 x 7 maps ran 12-18% slower).
+    bool pixels_pay(int64_t width) const;
     static size_t packed_pixels_bytes(int64_t maps, int64_t k) { return (size_t)((maps + 15) / 16 * 16 * k_groups(k) * 4); }
-    static void pack_pixels(int64_t maps, int64_t k, const int8_t* a, int64_t a_row, int8_t* packed);
+    void pack_pixels(int64_t maps, int64_t k, const int8_t* a, int64_t a_row, int8_t* packed) const;
     // `count` positions of rows `width` wide from column `column` of row 0 on: position (r, c)'s
     // group g at b + group_offset[g] + 4 (r b_pitch + c), its Y at r y_pitch + c of each map.
     struct PixelRun {
@@ -1060,8 +1065,9 @@ public:
     void run_pixels(int64_t maps, int64_t m0, int64_t m1, int64_t k, const int8_t* packed, const PixelRun& run,
                     const Int8Requant& rq, uint8_t* y, int64_t ldy) const;
     // The W panel holding map m: its first map and width. Panels of 48, but the last 64 maps of
-    // a remainder of 16 as 32 + 32 (a one-vector tile loads as much as it multiplies).
-    static void pixel_panel(int64_t maps, int64_t m, int64_t* first, int64_t* width);
+    // a remainder of 16 as 32 + 32 (a one-vector tile loads as much as it multiplies); AVX-VNNI's
+    // of 16, its tile's width, so that a tile reads its W as one stream.
+    void pixel_panel(int64_t maps, int64_t m, int64_t* first, int64_t* width) const;
 
     struct TileParams {
         const int32_t* bias;
@@ -1098,6 +1104,7 @@ private:
     bool masked_ = false;             // the tiles store partial panels themselves (VNNI)
     const TileFn* tiles_ = nullptr;   // [rows - 1], may be null
     const TileFn* group_tiles_ = nullptr;   // tiles_ reading B's groups in place (run_groups), may be null
+    int64_t pixel_rows_ = kPixelRows, pixel_vectors_ = 3;   // the pixel tiles' positions, and vectors of 16 maps
     const TileFn* pixel_tiles_ = nullptr;   // [vectors - 1][rows - 1]: run_pixels, may be null
     void run_panels(int64_t m0, int64_t m1, int64_t n, int64_t k, const int8_t* packed_a, const uint8_t* b,
                     const int64_t* group_offset, const Int8Requant& rq, uint8_t* c, int64_t ldc) const;
@@ -9275,6 +9282,113 @@ inline void emit_int8_tile_ymm(asmjit::x86::Assembler& a, uint32_t rows, bool vn
     a.vzeroupper();
     a.ret();
 }
+// The AVX-VNNI pixel tile (Int8Gemm::run_pixels): the AVX-512 pixel tile's orientation on ymm,
+// rows (output positions, up to 6) x 2 vectors (16 maps) of accumulators in ymm0-11, W's
+// vectors in ymm12-13, position i's 4 bytes broadcast in ymm15. Its loads of B are those
+// broadcasts, so no tap's offset splits a cache line, as the group tiles' 32-byte loads of B at
+// a tap's offset do. Arguments as the AVX-512 pixel tile's, W's panels 16 maps wide (64 bytes a
+// group; w_group_bytes unread); four groups a step. Stores: a vector's positions x 8
+// maps narrowed to bytes (vpackssdw, vpackuswb) and transposed by vpshufb, per map a dword of
+// positions 0-3 and a word of 4-5, their first `rows` bytes stored at the map's row of Y.
+constexpr uint32_t kInt8PixelRowsYmm = 6;
+inline void emit_int8_tile_pixels_ymm(asmjit::x86::Assembler& a, uint32_t rows, uint32_t) {
+    namespace x86 = asmjit::x86;
+    const uint32_t vectors = 2;
+    auto acc = [&](uint32_t i, uint32_t j) { return x86::ymm(i * vectors + j); };
+    for (uint32_t i = 0; i < rows; ++i)
+        for (uint32_t j = 0; j < vectors; ++j) a.vpxor(acc(i, j), acc(i, j), acc(i, j));
+    asmjit::Label index = a.newLabel();
+    a.mov(x86::r10, x86::qword_ptr(x86::r9, (int32_t)offsetof(Int8Gemm::TileParams, b_groups)));
+    auto step = [&](int32_t u) {   // group u of the step
+        a.mov(x86::rax, x86::qword_ptr(x86::r10, u * 8));
+        for (uint32_t j = 0; j < vectors; ++j) a.vmovdqu(x86::ymm(12 + j), x86::ymmword_ptr(x86::rdi, (int32_t)(u * 64 + j * 32)));
+        for (uint32_t i = 0; i < rows; ++i) {
+            a.vpbroadcastd(x86::ymm15, x86::dword_ptr(x86::rsi, x86::rax, 0, (int32_t)(i * 4)));
+            for (uint32_t j = 0; j < vectors; ++j) a.vex().vpdpbusd(acc(i, j), x86::ymm15, x86::ymm(12 + j));
+        }
+    };
+    emit_int8_group_loop(a, step, [&] {
+        a.add(x86::rdi, 4 * 64);
+        a.add(x86::r10, 32);
+    }, 4);
+    // bias and scale per map as memory operands; lo, hi, zero point in ymm14, ymm15, ymm13
+    a.mov(x86::rax, x86::qword_ptr(x86::r9, 0));
+    a.mov(x86::r10, x86::qword_ptr(x86::r9, 8));
+    a.vbroadcastss(x86::ymm14, x86::dword_ptr(x86::r9, 16));
+    a.vbroadcastss(x86::ymm15, x86::dword_ptr(x86::r9, 20));
+    a.vpbroadcastd(x86::ymm13, x86::dword_ptr(x86::r9, 24));
+    a.mov(x86::r11, x86::rdx);   // map m's row of Y
+    const uint32_t first = rows < 4 ? rows : 4, second = rows - first;   // bytes of the dword and of the word
+    for (uint32_t j = 0; j < vectors; ++j) {
+        for (uint32_t i = 0; i < rows; ++i) {   // the tiles' requantization (emit_int8_tile_ymm)
+            const x86::Ymm v = acc(i, j);
+            a.vpaddd(v, v, x86::ymmword_ptr(x86::rax, (int32_t)(j * 32)));
+            a.vcvtdq2ps(v, v);
+            a.vmulps(v, v, x86::ymmword_ptr(x86::r10, (int32_t)(j * 32)));
+            a.vmaxps(v, v, x86::ymm14);
+            a.vminps(v, v, x86::ymm15);
+            a.vcvtps2dq(v, v);
+            a.vpaddd(v, v, x86::ymm13);
+        }
+        // Per 128-bit lane (maps 0-3, then 4-7) bytes 4 p + m of positions p = 0-3, transposed to
+        // 4 m + p; positions 4-5 likewise to 2 m + p - 4. A register past `rows` (acc(1, j) when
+        // rows is 1, acc(5, j) when 5) is free and takes the high lane.
+        auto narrow = [&](uint32_t r0, uint32_t count, int32_t order) {
+            auto row = [&](uint32_t i) { return acc(r0 + (i < count ? i : 0), j); };
+            if (count >= 3) a.vpackssdw(acc(r0 + 2, j), row(2), row(3));
+            a.vpackssdw(acc(r0, j), row(0), row(1));
+            a.vpackuswb(acc(r0, j), acc(r0, j), count >= 3 ? acc(r0 + 2, j) : acc(r0, j));
+            a.vpshufb(acc(r0, j), acc(r0, j), x86::ymmword_ptr(index, order));
+            a.vextracti128(acc(r0 + 1, j).xmm(), acc(r0, j), 1);
+        };
+        narrow(0, first, 0);
+        if (second) narrow(4, second, 32);
+        for (uint32_t m = 0; m < 8; ++m) {
+            const x86::Xmm low = m < 4 ? acc(0, j).xmm() : acc(1, j).xmm();
+            if (first == 4) {   // a qword holds two maps' dwords
+                if (m % 2 == 0) {
+                    if (m % 4 == 0) a.vmovq(x86::r8, low);
+                    else a.vpextrq(x86::r8, low, 1);
+                } else {
+                    a.shr(x86::r8, 32);
+                }
+                a.mov(x86::dword_ptr(x86::r11), x86::r8d);
+            } else {
+                if (m % 4 == 0) a.vmovd(x86::r8d, low);
+                else a.vpextrd(x86::r8d, low, m % 4);
+                if (first == 1) {
+                    a.mov(x86::byte_ptr(x86::r11), x86::r8b);
+                } else {
+                    a.mov(x86::word_ptr(x86::r11), x86::r8w);
+                    if (first == 3) {
+                        a.shr(x86::r8d, 16);
+                        a.mov(x86::byte_ptr(x86::r11, 2), x86::r8b);
+                    }
+                }
+            }
+            if (second) {   // a qword holds four maps' words
+                if (m % 4 == 0) a.vmovq(x86::rdi, m < 4 ? acc(4, j).xmm() : acc(5, j).xmm());
+                else a.shr(x86::rdi, 16);
+                if (second == 2) a.mov(x86::word_ptr(x86::r11, 4), x86::di);
+                else a.mov(x86::byte_ptr(x86::r11, 4), x86::dil);
+            }
+            a.add(x86::r11, x86::rcx);
+        }
+    }
+    a.vzeroupper();
+    a.ret();
+    // byte 4 m + p of a lane: position p's byte of map m, at 4 p + m; then byte 2 m + q: that
+    // of position 4 + q, at 4 q + m
+    uint8_t order[64] = {};
+    for (uint32_t half = 0; half < 2; ++half)
+        for (uint32_t m = 0; m < 4; ++m) {
+            for (uint32_t p = 0; p < 4; ++p) order[16 * half + 4 * m + p] = (uint8_t)(4 * p + m);
+            for (uint32_t q = 0; q < 2; ++q) order[32 + 16 * half + 2 * m + q] = (uint8_t)(4 * q + m);
+        }
+    a.align(asmjit::AlignMode::kData, 32);
+    a.bind(index);
+    a.embed(order, sizeof order);
+}
 inline void emit_int8_tile_avx2(asmjit::x86::Assembler& a, uint32_t rows, uint32_t) { emit_int8_tile_ymm(a, rows, false); }
 inline void emit_int8_tile_avx_vnni(asmjit::x86::Assembler& a, uint32_t rows, uint32_t) { emit_int8_tile_ymm(a, rows, true); }
 inline void emit_int8_tile_avx_vnni_groups(asmjit::x86::Assembler& a, uint32_t rows, uint32_t) { emit_int8_tile_ymm(a, rows, true, true); }
@@ -9652,6 +9766,8 @@ Status Int8Gemm::init(Isa isa, bool dot_products, bool matrix_tiles) {
     tiles_ = nullptr;
     group_tiles_ = nullptr;
     pixel_tiles_ = nullptr;
+    pixel_rows_ = kPixelRows;
+    pixel_vectors_ = 3;
     mr_ = detail::kInt8PortableRows;
     nr_ = detail::kInt8PortableCols;
     a_bytes_ = 1;
@@ -9698,8 +9814,14 @@ Status Int8Gemm::init(Isa isa, bool dot_products, bool matrix_tiles) {
         static const detail::Int8TileTable avx_vnni_groups = detail::make_int8_tiles(detail::kInt8Avx2Rows, 1,
                                                                                      detail::emit_int8_tile_avx_vnni_groups);
         if (avx_vnni_groups.status != Status::Ok) return avx_vnni_groups.status;
+        static const detail::Int8TileTable avx_vnni_pixels = detail::make_int8_tiles(detail::kInt8PixelRowsYmm, 1,
+                                                                                     detail::emit_int8_tile_pixels_ymm);
+        if (avx_vnni_pixels.status != Status::Ok) return avx_vnni_pixels.status;
         tiles_ = avx_vnni.fn;
         group_tiles_ = avx_vnni_groups.fn;
+        pixel_tiles_ = avx_vnni_pixels.fn;
+        pixel_rows_ = detail::kInt8PixelRowsYmm;
+        pixel_vectors_ = 1;   // of 16 maps, in two ymm
         mr_ = detail::kInt8Avx2Rows;
         nr_ = 16;
     } else if (isa == Isa::Avx2 || isa == Isa::Avx512) {   // AVX-512 without VNNI: the AVX2 tile
@@ -10029,13 +10151,25 @@ void Int8Gemm::run_panels(int64_t m0, int64_t m1, int64_t n, int64_t k, const in
     if (amx_) amx_end_();
 }
 
-void Int8Gemm::pixel_panel(int64_t maps, int64_t m, int64_t* first, int64_t* width) {
+void Int8Gemm::pixel_panel(int64_t maps, int64_t m, int64_t* first, int64_t* width) const {
+    if (pixel_vectors_ == 1) {
+        *first = m / 16 * 16;
+        *width = 16;
+        return;
+    }
     const int64_t padded = (maps + 15) / 16 * 16, split = padded % kPixelMaps == 16 && padded > kPixelMaps ? padded - 64 : padded;
     *first = m < split ? m / kPixelMaps * kPixelMaps : split + (m - split) / 32 * 32;
     *width = m < split ? std::min<int64_t>(kPixelMaps, split - *first) : 32;
 }
 
-void Int8Gemm::pack_pixels(int64_t maps, int64_t k, const int8_t* a, int64_t a_row, int8_t* packed) {
+bool Int8Gemm::pixels_pay(int64_t width) const {
+    if (!pixel_tiles_ || width < 1) return false;
+    if (pixel_rows_ == kPixelRows) return true;
+    const int64_t tiles = (width + pixel_rows_ - 1) / pixel_rows_;
+    return (width + tiles - 1) / tiles >= 5;
+}
+
+void Int8Gemm::pack_pixels(int64_t maps, int64_t k, const int8_t* a, int64_t a_row, int8_t* packed) const {
     const int64_t groups = k_groups(k);
     std::memset(packed, 0, packed_pixels_bytes(maps, k));
     for (int64_t m = 0; m < maps; ++m) {   // per group of its panel, the panel's width x 4 bytes
@@ -10060,18 +10194,23 @@ void Int8Gemm::run_pixels(int64_t maps, int64_t m0, int64_t m1, int64_t k, const
     for (int64_t r0 = m0; r0 < m1;) {
         const int64_t r1 = std::min(m1, r0 / kPixelMaps * kPixelMaps + run_maps);
         for (int64_t j = 0, row = 0, column = run.column; j < run.count;) {   // tiles within a row
-            const int64_t rows = std::min(std::min<int64_t>(kPixelRows, run.count - j), run.width - column);
+            // the row's positions left in even tiles (14 as 5 + 5 + 4, not 6 + 6 + 2: a tile of
+            // few positions has too few accumulators to cover vpdpbusd's latency)
+            const int64_t left = std::min(run.count - j, run.width - column), tiles = (left + pixel_rows_ - 1) / pixel_rows_;
+            const int64_t rows = (left + tiles - 1) / tiles;
             params.mask[0] = (1u << rows) - 1u;
             for (int64_t m = r0; m < r1;) {
                 int64_t p0 = 0, width = 0;
                 pixel_panel(maps, m, &p0, &width);
-                const int64_t vectors = std::min<int64_t>((p0 + width - m) / 16, (r1 - m + 15) / 16);
+                // maps to the panel's or the part's end, by up to the tile's vectors
+                const int64_t maps_left = std::min(p0 + width - m, r1 - m);
+                const int64_t vectors = std::min<int64_t>(maps_left / 16, pixel_vectors_);
                 params.bias = rq.bias + m;
                 params.scale = rq.scale + m;
                 params.w_group_bytes = width * 4;
-                pixel_tiles_[(vectors - 1) * kPixelRows + rows - 1](packed + p0 * groups * 4 + (m - p0) * 4,
-                                                                    run.b + 4 * (row * run.b_pitch + column),
-                                                                    y + m * ldy + row * run.y_pitch + column, ldy, groups, &params);
+                pixel_tiles_[(vectors - 1) * pixel_rows_ + rows - 1](packed + p0 * groups * 4 + (m - p0) * 4,
+                                                                     run.b + 4 * (row * run.b_pitch + column),
+                                                                     y + m * ldy + row * run.y_pitch + column, ldy, groups, &params);
                 m += vectors * 16;
             }
             j += rows;

@@ -4,9 +4,9 @@
 // and with B packed per call (what a conv does per block of positions), in GMAC/s of the
 // thread's own CPU time, best of many runs, and each tile's time over the first tile's (the
 // best the CPU has). It says which tiles ran; the runtime takes AMX where Int8Gemm::amx_pays.
-// Last, where the CPU has them, the pixel tiles (8 positions x 48 maps) on a 3 x 3 conv's copy of
-// 4 channels a pixel over 32 x 32 positions (K a multiple of 36), nothing packed per call, as
-// the int8 k x k convs run them.
+// Last, where the CPU has them, the pixel tiles (AVX-512 VNNI's 8 positions x 48 maps, AVX-VNNI's
+// 6 x 16) on a 3 x 3 conv's copy of 4 channels a pixel over 32 x 32 positions (K a multiple of
+// 36), nothing packed per call, as the int8 k x k convs run them.
 // Then Int8Gemv (one row: batch-1 fully connected layers) with each of its kernels the CPU has,
 // in GB/s of packed weights against memcpy of the same bytes.
 // Then Int8DepthwiseConv on the planes of shufflenet's and the OCR detector's depthwise convs,
@@ -173,10 +173,12 @@ int main(int argc, char** argv) {
     std::printf("%5s %5s", "M", "K");
     for (const Tile& t : tiles) std::printf(" %9s %9s", t.name.c_str(), "+pack");
     for (size_t i = 1; i < tiles.size(); ++i) std::printf(" %9s", (tiles[i].name + "/" + tiles[0].name).c_str());
-    const Tile* pixels = nullptr;   // the VNNI pixel tiles (Int8Gemm::run_pixels), as convs run them
+    std::vector<const Tile*> pixels;   // the pixel tiles (Int8Gemm::run_pixels: AVX-512 VNNI, AVX-VNNI), as convs run them
     for (const Tile& t : tiles)
-        if (t.gemm.runs_pixels()) pixels = &t;
-    if (pixels) std::printf(" %9s", "pixels");
+        if (t.gemm.runs_pixels()) {
+            pixels.push_back(&t);
+            std::printf(" %9s", (t.name + " px").c_str());
+        }
     std::printf("\n");
     const int64_t n = 1024;
     const int64_t shapes[][2] = {{64, 27}, {64, 64}, {64, 576}, {128, 1152}, {256, 256}, {256, 2304}, {512, 4608}, {24, 144}};
@@ -214,26 +216,28 @@ int main(int argc, char** argv) {
             kernel_times.push_back(alone);
         }
         for (size_t i = 1; i < tiles.size(); ++i) std::printf(" %8.2fx", kernel_times[i] / kernel_times[0]);
-        if (pixels && k % 36 == 0 && m % 16 == 0) {
+        for (const Tile* px : pixels) {
+            if (k % 36 != 0 || m % 16 != 0) {
+                std::printf(" %9s", "-");
+                continue;
+            }
             // B as a 3 x 3 conv's copy over 32 x 32 positions: 4 channels a pixel, padded planes of
             // 34 x 34, K's group (c4, k1, k2) at 4 ((c4 34 + k1) 34 + k2) for position (0, 0)
             const int64_t side = 32, padded = side + 2;
             std::vector<uint8_t> copy((size_t)(k / 36 * padded * padded * 4 + 64));
             for (size_t i = 0; i < copy.size(); ++i) copy[i] = (uint8_t)(i * 13 % 256);
             std::vector<int8_t> pw(Int8Gemm::packed_pixels_bytes(m, k));
-            Int8Gemm::pack_pixels(m, k, a.data(), k, pw.data());
+            px->gemm.pack_pixels(m, k, a.data(), k, pw.data());
             std::vector<int64_t> offsets((size_t)(k / 4));
             for (int64_t g = 0; g < k / 4; ++g) offsets[(size_t)g] = 4 * ((g / 9 * padded + g % 9 / 3) * padded + g % 3);
             const Int8Gemm::PixelRun run = {copy.data(), offsets.data(), padded, side, side, 0, side * side};
             double alone = 1e30;
             for (int r = 0; r < runs; ++r) {
                 const double s = thread_cpu_seconds();
-                pixels->gemm.run_pixels(m, 0, m, k, pw.data(), run, rq, c.data(), n);
+                px->gemm.run_pixels(m, 0, m, k, pw.data(), run, rq, c.data(), n);
                 alone = std::min(alone, thread_cpu_seconds() - s);
             }
             std::printf(" %9.0f", (double)m * (double)n * (double)k / alone * 1e-9);
-        } else if (pixels) {
-            std::printf(" %9s", "-");
         }
         std::printf("\n");
     }

@@ -274,6 +274,83 @@ void check_convert_binary(const Int8Convert& convert, uint32_t seed) {
 }
 }  // namespace
 
+namespace {
+// Int8Gemm::run_pixels (AVX-512 VNNI with VBMI, AVX-VNNI) against the oracle: runs of positions
+// starting inside a row and ending inside another, every row width up to 14 (so every tile of 1
+// to 8 positions), the maps in panels of 48, 32 and 16 and in parts, odd and even K groups; Y's
+// bytes outside the run and the part untouched.
+void check_int8_pixels(const Int8Gemm& gemm, int64_t maps, int64_t k, int64_t width, int64_t column, int64_t count, int64_t m0,
+                       int64_t m1, uint32_t seed) {
+    CAPTURE(maps); CAPTURE(k); CAPTURE(width); CAPTURE(column); CAPTURE(count); CAPTURE(m0); CAPTURE(m1);
+    std::mt19937 rng(seed);
+    const int64_t groups = k / 4, rows = (column + count + width - 1) / width, b_pitch = width + 3, y_pitch = width + 2;
+    std::vector<int8_t> w((size_t)(maps * k));
+    for (int8_t& v : w) v = (int8_t)((int)(rng() % 255) - 127);
+    w[0] = 127;
+    const int64_t stride = 4 * rows * b_pitch + 20;   // a group's positions; groups in reverse order with gaps
+    std::vector<uint8_t> b((size_t)(groups * stride + 64));
+    for (uint8_t& v : b) v = (uint8_t)(rng() % 256);
+    std::vector<int64_t> offset((size_t)groups);
+    for (int64_t g = 0; g < groups; ++g) offset[(size_t)g] = (groups - 1 - g) * stride + 4;
+    std::vector<int32_t> bias((size_t)maps);
+    std::vector<float> scale((size_t)maps);
+    for (int64_t m = 0; m < maps; ++m) {
+        bias[(size_t)m] = (int32_t)(rng() % 20001) - 10000;
+        scale[(size_t)m] = std::ldexp(1.0f + (float)(rng() % 1000) / 1000.0f, -12 - (int)(rng() % 3));
+    }
+    Int8Requant rq;
+    rq.bias = bias.data();
+    rq.scale = scale.data();
+    rq.zero_point = (int32_t)(rng() % 200);
+    rq.lo = (float)-rq.zero_point;
+    rq.hi = (float)(255 - rq.zero_point);
+    std::vector<int8_t> packed(Int8Gemm::packed_pixels_bytes(maps, k));
+    gemm.pack_pixels(maps, k, w.data(), k, packed.data());
+    const int64_t ldy = rows * y_pitch + 7;
+    std::vector<uint8_t> y((size_t)(maps * ldy), 0xA5);
+    const Int8Gemm::PixelRun run = {b.data(), offset.data(), b_pitch, y_pitch, width, column, count};
+    gemm.run_pixels(maps, m0, m1, k, packed.data(), run, rq, y.data(), ldy);
+    int64_t bad = 0, touched = 0;
+    for (int64_t m = 0; m < maps; ++m)
+        for (int64_t i = 0; i < ldy; ++i) {
+            const uint8_t got = y[(size_t)(m * ldy + i)];
+            const int64_t r = i / y_pitch, c = i % y_pitch, index = r * width + c - column;   // position index in the run
+            if (m < m0 || m >= m1 || c >= width || r >= rows || index < 0 || index >= count) {
+                touched += got != 0xA5;
+                continue;
+            }
+            int32_t acc = 0;
+            for (int64_t p = 0; p < k; ++p)
+                acc += (int32_t)w[(size_t)(m * k + p)] * (int32_t)b[(size_t)(offset[(size_t)(p / 4)] + 4 * (r * b_pitch + c) + p % 4)];
+            const uint8_t want = int8_requantize(acc, bias[(size_t)m], scale[(size_t)m], rq.lo, rq.hi, rq.zero_point);
+            if (got != want && bad++ < 5) MESSAGE("Y[" << m << "][" << i << "] = " << (int)got << ", want " << (int)want);
+        }
+    CHECK(bad == 0);
+    CHECK(touched == 0);
+}
+}  // namespace
+
+TEST_CASE("int8 gemm: the pixel tiles over runs of positions, every tile of positions, panels and parts of the maps") {
+    Int8Gemm target, no_amx;
+    REQUIRE(target.init() == Status::Ok);
+    REQUIRE(no_amx.init(Isa::Auto, true, false) == Status::Ok);
+    uint32_t seed = 700;
+    int ran = 0;
+    for (const Int8Gemm* gemm : {&target, &no_amx}) {
+        if (!gemm->runs_pixels() || (gemm == &no_amx && !target.amx())) continue;   // no_amx: another tile only under AMX
+        ++ran;
+        for (int64_t width = 1; width <= 14; ++width)
+            for (int64_t column : {(int64_t)0, width / 2, width - 1}) {
+                check_int8_pixels(*gemm, 16, 36, width, column, 2 * width + 1, 0, 16, seed++);
+                check_int8_pixels(*gemm, 64, 12, width, column, width, 0, 64, seed++);
+            }
+        check_int8_pixels(*gemm, 112, 40, 9, 4, 30, 0, 112, seed++);    // panels 48 + 32 + 32 (AVX-VNNI: 7 of 16), 10 K groups
+        check_int8_pixels(*gemm, 96, 8, 13, 0, 26, 32, 80, seed++);     // a part starting inside a panel
+        check_int8_pixels(*gemm, 80, 1156, 20, 3, 37, 16, 80, seed++);  // 289 K groups: the steps' tail
+    }
+    MESSAGE("pixel tiles: " << ran << " configuration(s)");
+}
+
 TEST_CASE("int8 convert: quantize, dequantize, pair and float tables, binary ops on every target, every tail, the oracle's bits") {
     std::mt19937 rng(5);
     std::vector<uint8_t> table(65536 + Int8Convert::kPairTablePadding);

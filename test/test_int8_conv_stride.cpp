@@ -94,8 +94,8 @@ void check(const QConv& cc, uint32_t seed) {
             INFO(r.kernels);
             CHECK(r.kernels.find("int8:") != std::string::npos);
             Int8Gemm gemm;
-            if (cc.pixels && isa == Isa::Avx512 && gemm.init(isa) == Status::Ok && gemm.runs_pixels())
-                CHECK(r.kernels.find("int8:avx512:Conv+pixels") != std::string::npos);
+            if (cc.pixels && gemm.init(isa) == Status::Ok && gemm.pixels_pay(ow))
+                CHECK(r.kernels.find(std::string("int8:") + isa_name(isa) + ":Conv+pixels") != std::string::npos);
             const Tensor& out = r.request.output(0);
             REQUIRE(out.bytes() == want.size());
             const uint8_t* got = static_cast<const uint8_t*>(out.data());
@@ -171,8 +171,8 @@ TEST_CASE("int8 conv stride: strided QDQ Convs through phase planes, every ISA, 
     }
 }
 
-// The pixel tiles (AVX-512 VNNI with VBMI; the other ISAs run the same cases on their tiles):
-// rows cut into tiles of 8 and a tail, maps in panels of 48 and the 32 + 32
+// The pixel tiles (AVX-512 VNNI with VBMI, AVX-VNNI; the other ISAs run the same cases on their
+// tiles): rows cut into tiles of 8 (AVX-VNNI: 4) and a tail, maps in panels of 48 and the 32 + 32
 // or 16 left, a part of the maps starting inside a panel (2 threads, one block), strides, groups,
 // images, and odd and even counts of K groups.
 TEST_CASE("int8 conv stride: the pixel tiles, every row tail and panel of maps, the integer oracle's bits") {
