@@ -171,10 +171,11 @@ TEST_CASE("int8 conv stride: strided QDQ Convs through phase planes, every ISA, 
     }
 }
 
-// The pixel tiles (AVX-512 VNNI with VBMI, AVX-VNNI; the other ISAs run the same cases on their
-// tiles): rows cut into tiles of 8 (AVX-VNNI: 4) and a tail, maps in panels of 48 and the 32 + 32
-// or 16 left, a part of the maps starting inside a panel (2 threads, one block), strides, groups,
-// images, and odd and even counts of K groups.
+// The pixel tiles (AVX-512 VNNI with VBMI, AVX-VNNI on rows whose tiles hold 5 positions or
+// more; the other ISAs run the same cases on their tiles): rows cut into even tiles of up to 8
+// (AVX-VNNI: 6), maps in panels of 48 and the 32 + 32 or 16 left (AVX-VNNI: of 16), a part of
+// the maps starting inside a panel (2 threads, one block), strides, groups, images, and odd and
+// even counts of K groups.
 TEST_CASE("int8 conv stride: the pixel tiles, every row tail and panel of maps, the integer oracle's bits") {
     std::vector<QConv> cases;
     auto add = [&](Shape x, Shape w, int64_t stride) {
@@ -186,10 +187,10 @@ TEST_CASE("int8 conv stride: the pixel tiles, every row tail and panel of maps, 
         cases.push_back(c);
         return &cases.back();
     };
-    add({1, 8, 9, 13}, {16, 8, 3, 3}, 1);                    // rows of 13: 8 + 5; one vector of maps
+    add({1, 8, 9, 13}, {16, 8, 3, 3}, 1);                    // rows of 13: 7 + 6 (AVX-VNNI 5 + 4 + 4); one vector of maps
     add({1, 8, 7, 7}, {64, 8, 3, 3}, 1);                     // 64 maps as 32 + 32; tiles of 7
     add({2, 12, 11, 13}, {112, 12, 3, 3}, 1);                // 48 + 32 + 32; K of 27 groups; two images
-    add({1, 16, 13, 30}, {80, 16, 3, 3}, 2);                 // stride 2: 48 + 32 maps, rows of 15
+    add({1, 16, 13, 30}, {80, 16, 3, 3}, 2);                 // stride 2: 48 + 32 maps, rows of 15 (8 + 7, 5 + 5 + 5)
     add({1, 32, 10, 10}, {96, 16, 3, 3}, 1)->group = 2;      // two groups of 48 maps
     add({1, 8, 5, 3}, {32, 8, 3, 3}, 1);                     // rows of 3: a tile a row
     add({1, 8, 9, 12}, {32, 8, 3, 3}, 1)->pads = {0, 0, 0, 0};   // no pads: two dropped columns a row
@@ -197,7 +198,7 @@ TEST_CASE("int8 conv stride: the pixel tiles, every row tail and panel of maps, 
     add({1, 64, 6, 6}, {64, 64, 3, 3}, 1);                   // at 2 threads 3 rows each
     add({1, 8, 7, 7}, {64, 8, 3, 3}, 1);                     // 7 rows: at 2 threads the maps in parts of 32
     add({1, 64, 5, 5}, {80, 64, 3, 3}, 1);                   // parts of 32 and 48 maps: the second from inside a panel
-    add({1, 512, 3, 18}, {512, 512, 3, 3}, 1);               // rows of 18 (8 + 8 + 2); K of 4608: runs of 48 maps
+    add({1, 512, 3, 18}, {512, 512, 3, 3}, 1);               // rows of 18 (6 + 6 + 6); K of 4608: runs of 48 maps
     uint32_t seed = 5100;
     for (size_t i = 0; i < cases.size(); ++i) {
         CAPTURE(i);
