@@ -666,7 +666,8 @@ public:
     size_t packed_b_floats(int64_t k, int64_t n) const;
     void pack_a(int64_t m, int64_t k, const float* a, int64_t a_row, int64_t a_col, float* packed) const;
     void pack_b(int64_t k, int64_t n, const float* b, int64_t b_row, int64_t b_col, float* packed) const;
-    // Scratch floats one part of run() needs for these dims and operands.
+    // Scratch floats one part of run() needs for these dims and operands (at any float alignment:
+    // run() starts its panels at a 64-byte boundary in it).
     size_t scratch_floats(int64_t m, int64_t n, int64_t k, bool a_packed, bool b_packed) const;
     // Part `part` of `parts` (whole panels of N, or of M when N has too few or only A is
     // packed at run time); parts write disjoint tiles of C, so threads may run them at once,
@@ -6657,8 +6658,10 @@ void Gemm::run(int64_t m, int64_t n, int64_t k, float alpha, const GemmOperand& 
     }
     const int64_t mp = mpanels * mr, np = npanels * nr;
     const int64_t range_np = (n1 - n0 + nr - 1) / nr * nr;
-    float* bbuf = scratch;
-    float* abuf = scratch + (b_ready ? 0 : (k < blocking_.kc ? k : blocking_.kc) * (range_np < blocking_.nc ? range_np : blocking_.nc));
+    // The panels at a 64-byte boundary (scratch_floats' 16 spare floats): a vector load of a panel
+    // then never splits a cache line, whatever the caller's scratch alignment.
+    float* bbuf = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(scratch) + 63) & ~(uintptr_t)63);
+    float* abuf = bbuf + (b_ready ? 0 : (k < blocking_.kc ? k : blocking_.kc) * (range_np < blocking_.nc ? range_np : blocking_.nc));
     const uint32_t vf = vector_floats_;
     for (int64_t jc = n0; jc < n1; jc += blocking_.nc) {
         const int64_t nc = n1 - jc < blocking_.nc ? n1 - jc : blocking_.nc;

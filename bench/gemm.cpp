@@ -48,14 +48,14 @@ double best_seconds(int runs, F&& f, double* cpu = nullptr) {
 }
 
 double gemm_gflops(const Gemm& gemm, int64_t s, uint32_t threads, bool prepack, double* cpu_gflops = nullptr) {
-    std::vector<float> a((size_t)(s * s), 0.5f), b((size_t)(s * s), 0.25f), c((size_t)(s * s)), packed;
+    std::vector<float> a((size_t)(s * s), 0.5f), b((size_t)(s * s), 0.25f), c((size_t)(s * s)), storage;
     GemmOperand oa, ob;
     oa.data = a.data(); oa.row = s; oa.col = 1;
     ob.data = b.data(); ob.row = s; ob.col = 1;
     if (prepack) {
-        packed.resize(gemm.packed_b_floats(s, s));
-        gemm.pack_b(s, s, b.data(), s, 1, packed.data());
-        ob.data = packed.data();
+        float* packed = bench::aligned_floats(storage, gemm.packed_b_floats(s, s));
+        gemm.pack_b(s, s, b.data(), s, 1, packed);
+        ob.data = packed;
         ob.packed = true;
     }
     size_t slice = gemm.scratch_floats(s, s, s, false, prepack);
@@ -80,13 +80,15 @@ double tile_gflops(const Gemm& gemm) {
     const GemmBlocking& bl = gemm.blocking();
     const int64_t m = bl.mr, n = bl.nr, k = bl.kc;
     std::vector<float> a((size_t)(m * k), 0.5f), b((size_t)(k * n), 0.25f), c((size_t)(m * n));
-    std::vector<float> pa(gemm.packed_a_floats(m, k)), pb(gemm.packed_b_floats(k, n)), scratch(gemm.scratch_floats(m, n, k, true, true) + 16);
-    gemm.pack_a(m, k, a.data(), k, 1, pa.data());
-    gemm.pack_b(k, n, b.data(), n, 1, pb.data());
+    std::vector<float> a_storage, b_storage, scratch(gemm.scratch_floats(m, n, k, true, true));
+    float* pa = bench::aligned_floats(a_storage, gemm.packed_a_floats(m, k));
+    float* pb = bench::aligned_floats(b_storage, gemm.packed_b_floats(k, n));
+    gemm.pack_a(m, k, a.data(), k, 1, pa);
+    gemm.pack_b(k, n, b.data(), n, 1, pb);
     GemmOperand oa, ob;
-    oa.data = pa.data();
+    oa.data = pa;
     oa.packed = true;
-    ob.data = pb.data();
+    ob.data = pb;
     ob.packed = true;
     const int reps = 200;
     const double t = best_seconds(20, [&] {

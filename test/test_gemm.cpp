@@ -107,10 +107,14 @@ void check_gemm(const Gemm& gemm, const GemmCase& g, uint32_t seed) {
         ob.data = b_rows_buffer.data();
         ob.rows = b_rows;
     }
+    // Each part's scratch exactly scratch_floats long, ending at a PROT_NONE page, so at the
+    // alignment that length leaves: run() starts its panels at a 64-byte boundary within it.
     const size_t slice = gemm.scratch_floats(g.m, g.n, g.k, g.pack_a, g.pack_b);
-    std::vector<float> scratch(slice * g.parts + 1, NAN);
-    for (uint32_t part = 0; part < g.parts; ++part)
-        gemm.run(g.m, g.n, g.k, g.alpha, oa, ob, g.beta, c.data(), ldc, scratch.data() + part * slice, part, g.parts);
+    for (uint32_t part = 0; part < g.parts; ++part) {
+        test::GuardedBuffer scratch(slice, true);
+        std::fill(scratch.data, scratch.data + slice, NAN);
+        gemm.run(g.m, g.n, g.k, g.alpha, oa, ob, g.beta, c.data(), ldc, scratch.data, part, g.parts);
+    }
     CHECK(check_close(r, g.m, g.n, c.data(), ldc) == 0);
     int64_t touched = 0;
     for (int64_t i = 0; i < g.m; ++i)
