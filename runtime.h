@@ -24714,8 +24714,7 @@ inline Status run_int8_table(const RunContext& c) {
     const Int8TableState& st = *static_cast<const Int8TableState*>(c.state);
     const uint8_t* x = c.inputs[0].as<const uint8_t>();
     uint8_t* y = c.outputs[0].as<uint8_t>();
-    // bytes per unit: a few microseconds of lookups (the JIT kernels do tens of bytes a nanosecond)
-    const uint64_t chunk = st.lookup.jit() ? 65536 : 16384;
+    const uint64_t chunk = st.lookup.unit_bytes();
     if (st.channels > 1) {   // whole channel runs a unit
         const uint64_t inner = (uint64_t)st.inner, runs = st.count / inner;
         const uint64_t per_unit = inner < chunk ? chunk / inner : 1;
