@@ -1079,6 +1079,10 @@ public:
         uint32_t rows;       // rows of C stored (the AMX tile; the others have a tile per count)
         const int64_t* b_groups;   // run_groups: group g of the B panel at the tile's B + b_groups[g]
         int64_t w_group_bytes;     // run_pixels: bytes of a group of the W panel
+        // AVX-VNNI's and AVX2's group tiles: this many whole panels, B's b_panel_bytes apart, C's
+        // nr columns apart (Int8Gemm::run_panels: a call per run of panels, not per panel).
+        int64_t panels = 1;
+        int64_t b_panel_bytes = 0;
     };
     // void tile(A panel, B panel, C, ldc, k groups, params)
     using TileFn = void (*)(const int8_t*, const uint8_t*, uint8_t*, int64_t, int64_t, const TileParams*);
@@ -1107,6 +1111,7 @@ private:
     const TileFn* group_tiles_ = nullptr;   // tiles_ reading B's groups in place (run_groups), may be null
     int64_t pixel_rows_ = kPixelRows, pixel_vectors_ = 3;   // the pixel tiles' positions, and vectors of 16 maps
     const TileFn* pixel_tiles_ = nullptr;   // [vectors - 1][rows - 1]: run_pixels, may be null
+    bool panel_loops_ = false;        // tiles_ and group_tiles_ take runs of panels (TileParams::panels)
     void run_panels(int64_t m0, int64_t m1, int64_t n, int64_t k, const int8_t* packed_a, const uint8_t* b,
                     const int64_t* group_offset, const Int8Requant& rq, uint8_t* c, int64_t ldc) const;
 };
@@ -9205,12 +9210,65 @@ inline Int8TileTable make_int8_tiles(uint32_t max_rows, uint32_t max_vectors, vo
 //   has no {1to8} operand); 16 bytes per row stored. by_groups (Int8Gemm::run_groups): group u
 //   of the panel at rsi + b_groups[u] (r10 walks b_groups), not packed.
 constexpr uint32_t kInt8Avx2Rows = 6;
+// The ymm tiles' requantization, int8_requantize's results with fewer operations: the float
+// clamp below is left to the saturating packs that follow (cvtps2dq turns a value under -2^31
+// into -2^31, still under), and y's zero point is added to int16 lanes (vpaddsw) after the
+// first pack, the least output by vpmaxub after the last. The clamp above stays: cvtps2dq
+// turns a value past 2^31 into -2^31 as well. v holds the bias-added accumulator.
+inline void emit_int8_requant_ymm(asmjit::x86::Assembler& a, const asmjit::x86::Ymm& v, const asmjit::Operand& scale,
+                                  const asmjit::x86::Ymm& hi) {
+    a.vcvtdq2ps(v, v);
+    if (scale.isMem()) a.vmulps(v, v, scale.as<asmjit::x86::Mem>());
+    else a.vmulps(v, v, scale.as<asmjit::x86::Ymm>());
+    a.vminps(v, v, hi);
+    a.vcvtps2dq(v, v);   // MXCSR's default rounding: to nearest, ties to even
+}
+// Its constants from the TileParams at r9: hi (float), the zero point in int16 lanes and the
+// least output byte (lo + zero point, or the GPR least_byte holding it) in byte lanes.
+inline void emit_int8_requant_ymm_params(asmjit::x86::Assembler& a, const asmjit::x86::Ymm& hi, const asmjit::x86::Ymm& zero_point,
+                                         const asmjit::x86::Ymm& least, const asmjit::x86::Gp& least_byte = asmjit::x86::Gp()) {
+    namespace x86 = asmjit::x86;
+    a.vbroadcastss(hi, x86::dword_ptr(x86::r9, (int32_t)offsetof(Int8Gemm::TileParams, hi)));
+    a.vpbroadcastw(zero_point, x86::word_ptr(x86::r9, (int32_t)offsetof(Int8Gemm::TileParams, zero_point)));
+    if (least_byte.isValid()) {
+        a.vmovd(least.xmm(), least_byte.r32());
+    } else {
+        a.vcvttss2si(x86::eax, x86::dword_ptr(x86::r9, (int32_t)offsetof(Int8Gemm::TileParams, lo)));
+        a.add(x86::eax, x86::dword_ptr(x86::r9, (int32_t)offsetof(Int8Gemm::TileParams, zero_point)));
+        a.vmovd(least.xmm(), x86::eax);
+    }
+    a.vpbroadcastb(least, least.xmm());
+}
 inline void emit_int8_tile_ymm(asmjit::x86::Assembler& a, uint32_t rows, bool vnni, bool by_groups = false) {
     namespace x86 = asmjit::x86;
     const uint32_t mr = kInt8Avx2Rows;
     auto acc = [&](uint32_t i, uint32_t h) { return x86::ymm(i * 2 + h); };
+    // TileParams::panels panels of B, b_panel_bytes apart, into C's next 16 (AVX2: 8) columns
+    // each: A's panel, k and the requantization's constants serve them all.
+    const x86::Gp panels = x86::r11, a_start = x86::r12, k_groups = x86::r13, b_panel = x86::r14, c_panel = x86::r15,
+                  least_byte = x86::rbx;
+    for (const x86::Gp& r : {x86::rbx, x86::r12, x86::r13, x86::r14, x86::r15}) a.push(r);
+    a.mov(a_start, x86::rdi);
+    a.mov(k_groups, x86::r8);
+    a.mov(b_panel, x86::rsi);
+    a.mov(c_panel, x86::rdx);
+    a.mov(panels, x86::qword_ptr(x86::r9, (int32_t)offsetof(Int8Gemm::TileParams, panels)));
+    a.vcvttss2si(least_byte.r32(), x86::dword_ptr(x86::r9, (int32_t)offsetof(Int8Gemm::TileParams, lo)));
+    a.add(least_byte.r32(), x86::dword_ptr(x86::r9, (int32_t)offsetof(Int8Gemm::TileParams, zero_point)));
+    asmjit::Label next_panel = a.newLabel();
+    a.bind(next_panel);
+    a.mov(x86::rdi, a_start);
+    a.mov(x86::r8, k_groups);
+    a.mov(x86::rsi, b_panel);
+    a.mov(x86::rdx, c_panel);
+    // AVX-VNNI's accumulators start at the row's bias (a load, not an add after the K loop);
+    // AVX2's pairs of partial sums meet in vphaddd, so its bias is added after that.
+    if (vnni) a.mov(x86::rax, x86::qword_ptr(x86::r9, 0));
     for (uint32_t i = 0; i < rows; ++i)
-        for (uint32_t h = 0; h < 2; ++h) a.vpxor(acc(i, h), acc(i, h), acc(i, h));
+        for (uint32_t h = 0; h < 2; ++h) {
+            if (vnni) a.vpbroadcastd(acc(i, h), x86::dword_ptr(x86::rax, (int32_t)(i * 4)));
+            else a.vpxor(acc(i, h), acc(i, h), acc(i, h));
+        }
     if (by_groups) a.mov(x86::r10, x86::qword_ptr(x86::r9, (int32_t)offsetof(Int8Gemm::TileParams, b_groups)));
     // K group u of a step.
     auto group = [&](int32_t u) {
@@ -9248,44 +9306,41 @@ inline void emit_int8_tile_ymm(asmjit::x86::Assembler& a, uint32_t rows, bool vn
     }, 4);
     a.mov(x86::rax, x86::qword_ptr(x86::r9, 0));
     a.mov(x86::r10, x86::qword_ptr(x86::r9, 8));
-    a.vbroadcastss(x86::ymm13, x86::dword_ptr(x86::r9, 16));
-    a.vbroadcastss(x86::ymm14, x86::dword_ptr(x86::r9, 20));
-    a.vpbroadcastd(x86::ymm15, x86::dword_ptr(x86::r9, 24));
+    emit_int8_requant_ymm_params(a, x86::ymm13, x86::ymm14, x86::ymm15, least_byte);
     for (uint32_t i = 0; i < rows; ++i) {
         const x86::Ymm v0 = acc(i, 0), v1 = acc(i, 1);
         const uint32_t vectors = vnni ? 2 : 1;
         if (!vnni) {
             a.vphaddd(v0, v0, v1);      // columns 0 1 4 5 | 2 3 6 7
             a.vpermq(v0, v0, 0xD8);     // columns 0 .. 7
-        }
-        a.vpbroadcastd(x86::ymm12, x86::dword_ptr(x86::rax, (int32_t)(i * 4)));
-        for (uint32_t h = 0; h < vectors; ++h) {
-            a.vpaddd(acc(i, h), acc(i, h), x86::ymm12);
-            a.vcvtdq2ps(acc(i, h), acc(i, h));
+            a.vpbroadcastd(x86::ymm12, x86::dword_ptr(x86::rax, (int32_t)(i * 4)));
+            a.vpaddd(v0, v0, x86::ymm12);
         }
         a.vbroadcastss(x86::ymm12, x86::dword_ptr(x86::r10, (int32_t)(i * 4)));
-        for (uint32_t h = 0; h < vectors; ++h) {
-            const x86::Ymm v = acc(i, h);
-            a.vmulps(v, v, x86::ymm12);
-            a.vmaxps(v, v, x86::ymm13);
-            a.vminps(v, v, x86::ymm14);
-            a.vcvtps2dq(v, v);   // MXCSR's default rounding: to nearest, ties to even
-            a.vpaddd(v, v, x86::ymm15);
-        }
+        for (uint32_t h = 0; h < vectors; ++h) emit_int8_requant_ymm(a, acc(i, h), x86::ymm12, x86::ymm13);
         if (vnni) {
             a.vpackssdw(v0, v0, v1);    // columns 0-3 8-11 | 4-7 12-15 as int16
+            a.vpaddsw(v0, v0, x86::ymm14);
             a.vpermq(v0, v0, 0xD8);     // columns 0 .. 15
-            a.vextracti128(x86::xmm12, v0, 1);
-            a.vpackuswb(v0.xmm(), v0.xmm(), x86::xmm12);
+            a.vextracti128(v1.xmm(), v0, 1);
+            a.vpackuswb(v0.xmm(), v0.xmm(), v1.xmm());
+            a.vpmaxub(v0.xmm(), v0.xmm(), x86::xmm15);
             a.vmovdqu(x86::xmmword_ptr(x86::rdx), v0.xmm());
         } else {
-            a.vextracti128(x86::xmm12, v0, 1);
-            a.vpackssdw(v0.xmm(), v0.xmm(), x86::xmm12);
+            a.vextracti128(v1.xmm(), v0, 1);
+            a.vpackssdw(v0.xmm(), v0.xmm(), v1.xmm());
+            a.vpaddsw(v0.xmm(), v0.xmm(), x86::xmm14);
             a.vpackuswb(v0.xmm(), v0.xmm(), v0.xmm());
+            a.vpmaxub(v0.xmm(), v0.xmm(), x86::xmm15);
             a.vmovq(x86::qword_ptr(x86::rdx), v0.xmm());
         }
         if (i + 1 < rows) a.add(x86::rdx, x86::rcx);
     }
+    a.add(b_panel, x86::qword_ptr(x86::r9, (int32_t)offsetof(Int8Gemm::TileParams, b_panel_bytes)));
+    a.add(c_panel, vnni ? 16 : 8);
+    a.sub(panels, 1);
+    a.jnz(next_panel);
+    for (const x86::Gp& r : {x86::r15, x86::r14, x86::r13, x86::r12, x86::rbx}) a.pop(r);
     a.vzeroupper();
     a.ret();
 }
@@ -9302,8 +9357,9 @@ inline void emit_int8_tile_pixels_ymm(asmjit::x86::Assembler& a, uint32_t rows, 
     namespace x86 = asmjit::x86;
     const uint32_t vectors = 2;
     auto acc = [&](uint32_t i, uint32_t j) { return x86::ymm(i * vectors + j); };
+    a.mov(x86::rax, x86::qword_ptr(x86::r9, 0));   // the accumulators start at the maps' bias
     for (uint32_t i = 0; i < rows; ++i)
-        for (uint32_t j = 0; j < vectors; ++j) a.vpxor(acc(i, j), acc(i, j), acc(i, j));
+        for (uint32_t j = 0; j < vectors; ++j) a.vmovdqu(acc(i, j), x86::ymmword_ptr(x86::rax, (int32_t)(j * 32)));
     asmjit::Label index = a.newLabel();
     a.mov(x86::r10, x86::qword_ptr(x86::r9, (int32_t)offsetof(Int8Gemm::TileParams, b_groups)));
     auto step = [&](int32_t u) {   // group u of the step
@@ -9318,33 +9374,27 @@ inline void emit_int8_tile_pixels_ymm(asmjit::x86::Assembler& a, uint32_t rows, 
         a.add(x86::rdi, 4 * 64);
         a.add(x86::r10, 32);
     }, 4);
-    // bias and scale per map as memory operands; lo, hi, zero point in ymm14, ymm15, ymm13
-    a.mov(x86::rax, x86::qword_ptr(x86::r9, 0));
+    // scale per map as a memory operand; hi, the zero point and the least byte in ymm15, ymm13, ymm14
     a.mov(x86::r10, x86::qword_ptr(x86::r9, 8));
-    a.vbroadcastss(x86::ymm14, x86::dword_ptr(x86::r9, 16));
-    a.vbroadcastss(x86::ymm15, x86::dword_ptr(x86::r9, 20));
-    a.vpbroadcastd(x86::ymm13, x86::dword_ptr(x86::r9, 24));
+    emit_int8_requant_ymm_params(a, x86::ymm15, x86::ymm13, x86::ymm14);
     a.mov(x86::r11, x86::rdx);   // map m's row of Y
     const uint32_t first = rows < 4 ? rows : 4, second = rows - first;   // bytes of the dword and of the word
     for (uint32_t j = 0; j < vectors; ++j) {
-        for (uint32_t i = 0; i < rows; ++i) {   // the tiles' requantization (emit_int8_tile_ymm)
-            const x86::Ymm v = acc(i, j);
-            a.vpaddd(v, v, x86::ymmword_ptr(x86::rax, (int32_t)(j * 32)));
-            a.vcvtdq2ps(v, v);
-            a.vmulps(v, v, x86::ymmword_ptr(x86::r10, (int32_t)(j * 32)));
-            a.vmaxps(v, v, x86::ymm14);
-            a.vminps(v, v, x86::ymm15);
-            a.vcvtps2dq(v, v);
-            a.vpaddd(v, v, x86::ymm13);
-        }
+        for (uint32_t i = 0; i < rows; ++i)
+            emit_int8_requant_ymm(a, acc(i, j), x86::ymmword_ptr(x86::r10, (int32_t)(j * 32)), x86::ymm15);
         // Per 128-bit lane (maps 0-3, then 4-7) bytes 4 p + m of positions p = 0-3, transposed to
         // 4 m + p; positions 4-5 likewise to 2 m + p - 4. A register past `rows` (acc(1, j) when
         // rows is 1, acc(5, j) when 5) is free and takes the high lane.
         auto narrow = [&](uint32_t r0, uint32_t count, int32_t order) {
             auto row = [&](uint32_t i) { return acc(r0 + (i < count ? i : 0), j); };
-            if (count >= 3) a.vpackssdw(acc(r0 + 2, j), row(2), row(3));
+            if (count >= 3) {
+                a.vpackssdw(acc(r0 + 2, j), row(2), row(3));
+                a.vpaddsw(acc(r0 + 2, j), acc(r0 + 2, j), x86::ymm13);
+            }
             a.vpackssdw(acc(r0, j), row(0), row(1));
+            a.vpaddsw(acc(r0, j), acc(r0, j), x86::ymm13);
             a.vpackuswb(acc(r0, j), acc(r0, j), count >= 3 ? acc(r0 + 2, j) : acc(r0, j));
+            a.vpmaxub(acc(r0, j), acc(r0, j), x86::ymm14);
             a.vpshufb(acc(r0, j), acc(r0, j), x86::ymmword_ptr(index, order));
             a.vextracti128(acc(r0 + 1, j).xmm(), acc(r0, j), 1);
         };
@@ -9783,6 +9833,7 @@ Status Int8Gemm::init(Isa isa, bool dot_products, bool matrix_tiles) {
     amx_ = false;
     group_block_ = 1;
     pack_rows_ = nullptr;
+    panel_loops_ = false;
     pack_strided_ = nullptr;
 #if !defined(TESSEL_NO_JIT) && (defined(__x86_64__) || defined(_M_X64))
     if (isa == Isa::Avx512 && dot_products && matrix_tiles && int8_amx_available()) {
@@ -9831,6 +9882,7 @@ Status Int8Gemm::init(Isa isa, bool dot_products, bool matrix_tiles) {
         pixel_vectors_ = 1;   // of 16 maps, in two ymm
         mr_ = detail::kInt8Avx2Rows;
         nr_ = 16;
+        panel_loops_ = true;
     } else if (isa == Isa::Avx2 || isa == Isa::Avx512) {   // AVX-512 without VNNI: the AVX2 tile
         static const detail::Int8TileTable avx2 = detail::make_int8_tiles(detail::kInt8Avx2Rows, 1, detail::emit_int8_tile_avx2);
         if (avx2.status != Status::Ok) return avx2.status;
@@ -9838,6 +9890,7 @@ Status Int8Gemm::init(Isa isa, bool dot_products, bool matrix_tiles) {
         mr_ = detail::kInt8Avx2Rows;
         nr_ = 8;
         a_bytes_ = 2;
+        panel_loops_ = true;
     }
     if (tiles_ && isa == Isa::Avx512 && (nr_ == 32 || nr_ == 48) && detail::int8_vbmi_available()) {   // AMX's and VNNI's panels
         static const detail::Int8PackKernels pack32 = detail::make_int8_pack_kernels(32);
@@ -10145,6 +10198,39 @@ void Int8Gemm::run_panels(int64_t m0, int64_t m1, int64_t n, int64_t k, const in
             for (int64_t i = first; i < last; ++i) std::memcpy(c + i * ldc + j0, buffer + (i - i0) * 64, (size_t)cols);
         }
     };
+    if (panel_loops_) {
+        // The ymm tiles take a run of whole panels a call (TileParams::panels), a run's B at most
+        // 16 KiB so that it stays in L1 for every A panel; the partial panel goes as above.
+        const int64_t whole = n / nr_, b_panel_bytes = group_offset ? nr_ * 4 : groups * 4 * nr_;
+        const int64_t run = std::max<int64_t>(1, 16384 / b_panel_bytes);
+        auto run_whole = [&](int64_t i0, int64_t p0) {
+            const int64_t count = std::min(run, whole - p0);
+            if (i0 < m0) {   // a part starting inside the A panel: its panels one at a time
+                for (int64_t p = p0; p < p0 + count; ++p) panel(p * nr_), run_tile(i0, p * nr_);
+                return;
+            }
+            panel(p0 * nr_);
+            TileParams many = params;
+            const int64_t last = i0 + mr_ < m1 ? i0 + mr_ : m1;
+            many.bias = rq.bias + i0;
+            many.scale = rq.scale + i0;
+            many.panels = count;
+            many.b_panel_bytes = b_panel_bytes;
+            tiles[last - i0 - 1](packed_a + (size_t)(i0 / mr_) * panel_a_bytes(k), bp, c + i0 * ldc + p0 * nr_, ldc, groups, &many);
+        };
+        if (rows_outer) {
+            for (int64_t i0 = first_row; i0 < m1; i0 += mr_)
+                for (int64_t p0 = 0; p0 < whole; p0 += run) run_whole(i0, p0);
+        } else {
+            for (int64_t p0 = 0; p0 < whole; p0 += run)
+                for (int64_t i0 = first_row; i0 < m1; i0 += mr_) run_whole(i0, p0);
+        }
+        if (whole * nr_ < n) {
+            panel(whole * nr_);
+            for (int64_t i0 = first_row; i0 < m1; i0 += mr_) run_tile(i0, whole * nr_);
+        }
+        return;
+    }
     if (amx_) amx_begin_();
     if (rows_outer) {
         for (int64_t i0 = first_row; i0 < m1; i0 += mr_)

@@ -48,7 +48,7 @@ void check_int8_gemm(const Int8Gemm& gemm, int64_t m, int64_t n, int64_t k, int6
     rq.scale = scale.data();
     rq.zero_point = (int32_t)(rng() % 200);
     rq.lo = (float)(-rq.zero_point + (int32_t)(rng() % 3) * 20);
-    rq.hi = (float)(255 - rq.zero_point);
+    rq.hi = (float)(255 - rq.zero_point - (int32_t)(rng() % 2) * 30);
     const int64_t ldc = n + 5;
     std::vector<uint8_t> c((size_t)(m * ldc), 0xA5);
     std::vector<int8_t> pa(gemm.packed_a_bytes(m, k) + 1);
@@ -132,6 +132,8 @@ TEST_CASE("int8 gemm: every tail of M, N and K, parts of the rows, target and po
         check_int8_gemm(*gemm, 3 * mr + 2, 70, 27, 3, 2 * mr + 1, seed++);   // a part starting and ending inside panels
         check_int8_gemm(*gemm, 3 * mr, 70, 27, mr, 2 * mr, seed++);
         check_int8_gemm(*gemm, 20, 50, 2000, 0, 20, seed++);                 // K beyond any cache block
+        check_int8_gemm(*gemm, 2 * mr + 1, 300 * nr + 7, 8, 0, 2 * mr + 1, seed++);   // runs of panels a call (the ymm tiles)
+        check_int8_gemm(*gemm, 2 * mr + 1, 300 * nr + 7, 8, 2, 2 * mr, seed++);
         // A past L2 and B in half of it: row tiles outer, panels inner (Int8Gemm::run_panels)
         const int64_t k = 301, m = (int64_t)(cpu_cache_sizes().l2 / (uint64_t)(Int8Gemm::k_groups(k) * 4)) + mr + 3;
         check_int8_gemm(*gemm, m, nr + 3, k, 3, m - 2, seed++);
