@@ -1299,7 +1299,8 @@ private:
 // - dequantize: y = (float)(x - zero_point) * scale, one rounding (DequantizeLinear);
 // - pair: y[j] = table[a[j] << 8 | b[j]], a 256 x 256 table of a binary op's results;
 // - binary: y = quantize(dequantize(a) op dequantize(b)), uint8, op Add, Sub or Mul: the two
-//   above with the op between, fused (no gathers: they are slow on some CPUs, AMD's among them);
+//   above with the op between, fused (no gathers: they are slow on some CPUs, AMD's among them;
+//   scales that could make a NaN take the portable loop);
 // - lookup: y[j] = table[x[j]], 256 floats (a DequantizeLinear and the float ops after it).
 // JIT: AVX-512 (16 elements a vector, vpmovdb down-conversion, a gather for the pair table, the
 // float table by byte planes with VBMI, else AVX2's loop) and AVX2 (8 a vector, the float
@@ -11607,22 +11608,36 @@ inline void emit_int8_binary_op(asmjit::x86::Assembler& a, SnippetOp op, const a
     else a.vmulps(v, v, w);
 }
 
-// Binary: rdi a, rsi b, rdx y, rcx n (a multiple of 16), r8 BinaryParams. y's constants where
-// the quantize kernel keeps them (emit_int8_quantize_value_avx512), a's and b's in zmm21-24.
+// Binary: rdi a, rsi b, rdx y, rcx n (a multiple of 16), r8 BinaryParams; a's and b's constants
+// in zmm21-24, y's scale, hi and zero point in zmm16, 18 and 19, the least byte (lo + zero
+// point) in zmm17. No NaN reaches the quantization (Int8Convert::binary), so it is the quantize
+// kernel's with fewer operations: no NaN test, cvtps2dq's rounding (to nearest even, as the
+// magic number's) and the clamp below in integers, where cvtps2dq's -2^31 for values past the
+// int32 range stays below it (the float clamp above keeps those values from the top).
 inline void emit_int8_binary_avx512(asmjit::x86::Assembler& a, SnippetOp op) {
     namespace x86 = asmjit::x86;
     a.vbroadcastss(x86::zmm21, x86::dword_ptr(x86::r8, 0));
     a.vpbroadcastd(x86::zmm22, x86::dword_ptr(x86::r8, 4));
     a.vbroadcastss(x86::zmm23, x86::dword_ptr(x86::r8, 8));
     a.vpbroadcastd(x86::zmm24, x86::dword_ptr(x86::r8, 12));
-    emit_int8_quantize_constants_avx512(a, x86::r8, (int32_t)offsetof(Int8Convert::BinaryParams, y_scale));
+    const int32_t y = (int32_t)offsetof(Int8Convert::BinaryParams, y_scale);
+    a.vbroadcastss(x86::zmm16, x86::dword_ptr(x86::r8, y));
+    a.vbroadcastss(x86::zmm18, x86::dword_ptr(x86::r8, y + 8));
+    a.vpbroadcastd(x86::zmm19, x86::dword_ptr(x86::r8, y + 12));
+    a.vcvttss2si(x86::eax, x86::dword_ptr(x86::r8, y + 4));
+    a.add(x86::eax, x86::dword_ptr(x86::r8, y + 12));
+    a.vpbroadcastd(x86::zmm17, x86::eax);
     auto one = [&](uint32_t r) {
         const x86::Zmm v = x86::zmm(r), w = x86::zmm(4 + r);
         emit_int8_dequantize_value(a, v, x86::xmmword_ptr(x86::rdi, (int32_t)(16 * r)), x86::zmm22, x86::zmm21, false);
         emit_int8_dequantize_value(a, w, x86::xmmword_ptr(x86::rsi, (int32_t)(16 * r)), x86::zmm24, x86::zmm23, false);
         emit_int8_binary_op(a, op, v, w);
-        emit_int8_quantize_value_avx512(a, v, x86::k(1 + r));
-        a.vpmovdb(x86::xmmword_ptr(x86::rdx, (int32_t)(16 * r)), v);
+        a.vdivps(v, v, x86::zmm16);
+        a.vminps(v, v, x86::zmm18);
+        a.vcvtps2dq(v, v);
+        a.vpaddd(v, v, x86::zmm19);
+        a.vpmaxsd(v, v, x86::zmm17);
+        a.vpmovdb(x86::xmmword_ptr(x86::rdx, (int32_t)(16 * r)), v);   // in [lo, hi] + zero point: exact
     };
     emit_int8_convert_loop_avx512(a, x86::rcx, {x86::rdi, x86::rsi, x86::rdx}, {1, 1, 1}, one);
 }
@@ -11847,25 +11862,42 @@ inline void emit_int8_pair_avx2(asmjit::x86::Assembler& a) {
     emit_int8_pack_order(a, order);
 }
 
-// Binary: as the AVX-512 kernel, 32 elements a step; a's and b's constants in ymm6-9, y's where
-// emit_int8_quantize_value_avx2 reads them.
+// Binary: as the AVX-512 kernel, 32 elements a step; a's and b's constants in ymm6-9, y's scale
+// and hi in ymm12 and ymm14, its zero point in int16 lanes in ymm15 (added after the first
+// pack, saturating), the least byte in ymm13, the packs' dword order in ymm11.
 inline void emit_int8_binary_avx2(asmjit::x86::Assembler& a, SnippetOp op) {
     namespace x86 = asmjit::x86;
     a.vbroadcastss(x86::ymm6, x86::dword_ptr(x86::r8, 0));
     a.vpbroadcastd(x86::ymm7, x86::dword_ptr(x86::r8, 4));
     a.vbroadcastss(x86::ymm8, x86::dword_ptr(x86::r8, 8));
     a.vpbroadcastd(x86::ymm9, x86::dword_ptr(x86::r8, 12));
-    emit_int8_quantize_constants_avx2(a, x86::r8, (int32_t)offsetof(Int8Convert::BinaryParams, y_scale));
+    const int32_t y = (int32_t)offsetof(Int8Convert::BinaryParams, y_scale);
+    a.vbroadcastss(x86::ymm12, x86::dword_ptr(x86::r8, y));
+    a.vbroadcastss(x86::ymm14, x86::dword_ptr(x86::r8, y + 8));
+    a.vpbroadcastw(x86::ymm15, x86::word_ptr(x86::r8, y + 12));
+    a.vcvttss2si(x86::eax, x86::dword_ptr(x86::r8, y + 4));
+    a.add(x86::eax, x86::dword_ptr(x86::r8, y + 12));
+    a.vmovd(x86::xmm13, x86::eax);
+    a.vpbroadcastb(x86::ymm13, x86::xmm13);
     asmjit::Label order = a.newLabel();
+    a.vmovdqu(x86::ymm11, x86::ymmword_ptr(order));
     emit_int8_convert_loop_avx2(a, x86::rcx, {x86::rdi, x86::rsi, x86::rdx}, {1, 1, 1}, [&]() {
         for (uint32_t r = 0; r < 4; ++r) {
             const x86::Ymm v = x86::ymm(r);
             emit_int8_dequantize_value(a, v, x86::qword_ptr(x86::rdi, (int32_t)(8 * r)), x86::ymm7, x86::ymm6, false);
             emit_int8_dequantize_value(a, x86::ymm4, x86::qword_ptr(x86::rsi, (int32_t)(8 * r)), x86::ymm9, x86::ymm8, false);
             emit_int8_binary_op(a, op, v, x86::ymm4);
-            emit_int8_quantize_value_avx2(a, v, x86::ymm5);
+            a.vdivps(v, v, x86::ymm12);
+            a.vminps(v, v, x86::ymm14);
+            a.vcvtps2dq(v, v);
         }
-        emit_int8_pack_avx2(a, order, false);
+        a.vpackssdw(x86::ymm0, x86::ymm0, x86::ymm1);
+        a.vpaddsw(x86::ymm0, x86::ymm0, x86::ymm15);
+        a.vpackssdw(x86::ymm2, x86::ymm2, x86::ymm3);
+        a.vpaddsw(x86::ymm2, x86::ymm2, x86::ymm15);
+        a.vpackuswb(x86::ymm0, x86::ymm0, x86::ymm2);
+        a.vpmaxub(x86::ymm0, x86::ymm0, x86::ymm13);
+        a.vpermd(x86::ymm0, x86::ymm11, x86::ymm0);
         a.vmovdqu(x86::ymmword_ptr(x86::rdx), x86::ymm0);
     });
     emit_int8_pack_order(a, order);
@@ -12010,7 +12042,11 @@ void Int8Convert::lookup(const float* table, const uint8_t* x, float* y, int64_t
 
 void Int8Convert::binary(const Binary& op, const uint8_t* a, const uint8_t* b, uint8_t* y, int64_t n) const {
     if (n < 1) return;
-    const BinaryFn kernel = binary_[detail::int8_binary_index(op.op)];
+    // The kernels assume no NaN: a's and b's floats finite (so no inf - inf or inf x 0) and
+    // y's scale neither 0 nor NaN. Other scales take the portable loop.
+    const bool no_nan = std::isfinite(255.0f * op.a_scale) && std::isfinite(255.0f * op.b_scale) && op.y_scale != 0.0f &&
+                        !std::isnan(op.y_scale);
+    const BinaryFn kernel = no_nan ? binary_[detail::int8_binary_index(op.op)] : nullptr;
     const int64_t done = kernel ? n / block_ * block_ : 0;
     if (done > 0) {
         const BinaryParams params{op.a_scale, op.a_zero_point, op.b_scale, op.b_zero_point, op.y_scale,

@@ -245,13 +245,21 @@ void check_convert_binary(const Int8Convert& convert, uint32_t seed) {
     std::vector<uint8_t> a(400), b(400);
     for (size_t i = 0; i < a.size(); ++i) a[i] = (uint8_t)rng(), b[i] = (uint8_t)rng();
     a[1] = 0, b[1] = 255, a[2] = 255, b[2] = 0;
-    Int8Convert::Binary grids[3];
+    // The last three: results on many exact ties (x.5 steps of y), and scales the kernels leave
+    // to the portable loop (a dequantized value past float's range, y's scale 0: NaN results).
+    Int8Convert::Binary grids[6];
     grids[0].a_scale = 0.0235f, grids[0].a_zero_point = 128, grids[0].b_scale = 0.0117f, grids[0].b_zero_point = 3;
     grids[0].y_scale = 0.031f, grids[0].y_zero_point = 131;
     grids[1].a_scale = 0.5f, grids[1].a_zero_point = 0, grids[1].b_scale = 3.0f, grids[1].b_zero_point = 255;
     grids[1].y_scale = 0.75f, grids[1].y_zero_point = 7;
     grids[2] = grids[0];
     grids[2].lo = grids[2].y_zero_point;
+    grids[3].a_scale = 0.5f, grids[3].a_zero_point = 100, grids[3].b_scale = 0.25f, grids[3].b_zero_point = 60;
+    grids[3].y_scale = 0.5f, grids[3].y_zero_point = 128, grids[3].hi = 200;
+    grids[4] = grids[0];
+    grids[4].a_scale = 3e37f;
+    grids[5] = grids[0];
+    grids[5].y_scale = 0.0f;
     for (SnippetOp op : {SnippetOp::Add, SnippetOp::Sub, SnippetOp::Mul})
         for (Int8Convert::Binary g : grids) {
             g.op = op;
@@ -273,6 +281,30 @@ void check_convert_binary(const Int8Convert& convert, uint32_t seed) {
                     CHECK(bad == 0);
                 }
         }
+    // Every byte pair, each op, on random grids (a Relu's clamp and a clamp below 255 on some).
+    std::vector<uint8_t> pa(65536), pb(65536), py(65536);
+    for (int32_t i = 0; i < 65536; ++i) pa[(size_t)i] = (uint8_t)(i >> 8), pb[(size_t)i] = (uint8_t)i;
+    for (int trial = 0; trial < 4; ++trial) {
+        Int8Convert::Binary g;
+        g.a_scale = std::ldexp(1.0f + (float)(rng() % 1000) / 1000.0f, -6 - (int)(rng() % 4));
+        g.b_scale = std::ldexp(1.0f + (float)(rng() % 1000) / 1000.0f, -6 - (int)(rng() % 4));
+        g.y_scale = std::ldexp(1.0f + (float)(rng() % 1000) / 1000.0f, -6 - (int)(rng() % 3));
+        g.a_zero_point = (int32_t)(rng() % 256), g.b_zero_point = (int32_t)(rng() % 256), g.y_zero_point = (int32_t)(rng() % 256);
+        if (trial % 2) g.lo = g.y_zero_point, g.hi = 255 - (int32_t)(rng() % 20);
+        for (SnippetOp op : {SnippetOp::Add, SnippetOp::Sub, SnippetOp::Mul}) {
+            g.op = op;
+            CAPTURE(trial); CAPTURE((int)op);
+            convert.binary(g, pa.data(), pb.data(), py.data(), 65536);
+            int64_t bad = 0;
+            for (int32_t i = 0; i < 65536; ++i) {
+                const float x0 = (float)((int32_t)pa[(size_t)i] - g.a_zero_point) * g.a_scale;
+                const float x1 = (float)((int32_t)pb[(size_t)i] - g.b_zero_point) * g.b_scale;
+                const float r = op == SnippetOp::Add ? x0 + x1 : op == SnippetOp::Sub ? x0 - x1 : x0 * x1;
+                bad += py[(size_t)i] != quantize_oracle<uint8_t>(r, g.y_scale, g.y_zero_point, g.lo, g.hi);
+            }
+            CHECK(bad == 0);
+        }
+    }
 }
 }  // namespace
 
