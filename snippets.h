@@ -1079,8 +1079,9 @@ public:
         uint32_t rows;       // rows of C stored (the AMX tile; the others have a tile per count)
         const int64_t* b_groups;   // run_groups: group g of the B panel at the tile's B + b_groups[g]
         int64_t w_group_bytes;     // run_pixels: bytes of a group of the W panel
-        // AVX-VNNI's and AVX2's group tiles: this many whole panels, B's b_panel_bytes apart, C's
-        // nr columns apart (Int8Gemm::run_panels: a call per run of panels, not per panel).
+        // The VNNI, AVX-VNNI and AVX2 tiles: this many panels, whole ones when more than one, B's
+        // b_panel_bytes apart, C's nr columns apart (Int8Gemm::run_panels: a call per run of
+        // panels, not per panel).
         int64_t panels = 1;
         int64_t b_panel_bytes = 0;
     };
@@ -1111,7 +1112,7 @@ private:
     const TileFn* group_tiles_ = nullptr;   // tiles_ reading B's groups in place (run_groups), may be null
     int64_t pixel_rows_ = kPixelRows, pixel_vectors_ = 3;   // the pixel tiles' positions, and vectors of 16 maps
     const TileFn* pixel_tiles_ = nullptr;   // [vectors - 1][rows - 1]: run_pixels, may be null
-    bool panel_loops_ = false;        // tiles_ and group_tiles_ take runs of panels (TileParams::panels)
+    bool panel_loops_ = false;        // tiles_ and group_tiles_ take runs of whole panels (TileParams::panels)
     void run_panels(int64_t m0, int64_t m1, int64_t n, int64_t k, const int8_t* packed_a, const uint8_t* b,
                     const int64_t* group_offset, const Int8Requant& rq, uint8_t* c, int64_t ldc) const;
 };
@@ -8956,6 +8957,20 @@ inline void emit_int8_tile_vnni_any(asmjit::x86::Assembler& a, uint32_t rows, ui
     namespace x86 = asmjit::x86;
     const uint32_t mr = kInt8VnniRows, nr = kInt8VnniVectors * 16;
     auto acc = [&](uint32_t i, uint32_t j) { return x86::zmm(i * vectors + j); };
+    // TileParams::panels panels (whole ones when more than one), as the ymm tiles take them.
+    const x86::Gp panels = x86::r11, a_start = x86::r12, k_groups = x86::r13, b_panel = x86::r14, c_panel = x86::r15;
+    for (const x86::Gp& r : {x86::r12, x86::r13, x86::r14, x86::r15}) a.push(r);
+    a.mov(a_start, x86::rdi);
+    a.mov(k_groups, x86::r8);
+    a.mov(b_panel, x86::rsi);
+    a.mov(c_panel, x86::rdx);
+    a.mov(panels, x86::qword_ptr(x86::r9, (int32_t)offsetof(Int8Gemm::TileParams, panels)));
+    asmjit::Label next_panel = a.newLabel();
+    a.bind(next_panel);
+    a.mov(x86::rdi, a_start);
+    a.mov(x86::r8, k_groups);
+    a.mov(x86::rsi, b_panel);
+    a.mov(x86::rdx, c_panel);
     for (uint32_t i = 0; i < rows; ++i)
         for (uint32_t j = 0; j < vectors; ++j) a.vpxord(acc(i, j), acc(i, j), acc(i, j));
     if (by_groups) a.mov(x86::r10, x86::qword_ptr(x86::r9, (int32_t)offsetof(Int8Gemm::TileParams, b_groups)));
@@ -8988,6 +9003,11 @@ inline void emit_int8_tile_vnni_any(asmjit::x86::Assembler& a, uint32_t rows, ui
             emit_vnni_requantize(a, acc(i, j), x86::zmm27, x86::zmm28, masks[j], x86::xmmword_ptr(x86::rdx, (int32_t)(j * 16)));
         if (i + 1 < rows) a.add(x86::rdx, x86::rcx);
     }
+    a.add(b_panel, x86::qword_ptr(x86::r9, (int32_t)offsetof(Int8Gemm::TileParams, b_panel_bytes)));
+    a.add(c_panel, (int32_t)nr);
+    a.sub(panels, 1);
+    a.jnz(next_panel);
+    for (const x86::Gp& r : {x86::r15, x86::r14, x86::r13, x86::r12}) a.pop(r);
     a.vzeroupper();
     a.ret();
 }
@@ -9866,6 +9886,7 @@ Status Int8Gemm::init(Isa isa, bool dot_products, bool matrix_tiles) {
         mr_ = detail::kInt8VnniRows;
         nr_ = detail::kInt8VnniVectors * 16;
         masked_ = true;
+        panel_loops_ = true;
     } else if ((isa == Isa::Avx2 || isa == Isa::Avx512) && dot_products && int8_avx_vnni_available()) {
         static const detail::Int8TileTable avx_vnni = detail::make_int8_tiles(detail::kInt8Avx2Rows, 1,
                                                                               detail::emit_int8_tile_avx_vnni);
@@ -10200,7 +10221,7 @@ void Int8Gemm::run_panels(int64_t m0, int64_t m1, int64_t n, int64_t k, const in
         }
     };
     if (panel_loops_) {
-        // The ymm tiles take a run of whole panels a call (TileParams::panels), a run's B at most
+        // The tiles take a run of whole panels a call (TileParams::panels), a run's B at most
         // 16 KiB so that it stays in L1 for every A panel; the partial panel goes as above.
         const int64_t whole = n / nr_, b_panel_bytes = group_offset ? nr_ * 4 : groups * 4 * nr_;
         const int64_t run = std::max<int64_t>(1, 16384 / b_panel_bytes);
@@ -10217,7 +10238,7 @@ void Int8Gemm::run_panels(int64_t m0, int64_t m1, int64_t n, int64_t k, const in
             many.scale = rq.scale + i0;
             many.panels = count;
             many.b_panel_bytes = b_panel_bytes;
-            tiles[last - i0 - 1](packed_a + (size_t)(i0 / mr_) * panel_a_bytes(k), bp, c + i0 * ldc + p0 * nr_, ldc, groups, &many);
+            tiles[narrow + last - i0 - 1](packed_a + (size_t)(i0 / mr_) * panel_a_bytes(k), bp, c + i0 * ldc + p0 * nr_, ldc, groups, &many);
         };
         if (rows_outer) {
             for (int64_t i0 = first_row; i0 < m1; i0 += mr_)
