@@ -8894,13 +8894,13 @@ inline void int8_portable_tile(const int8_t* a, const uint8_t* b, uint8_t* c, in
 // panel, rdx C, rcx ldc, r8 k groups, r9 TileParams. Stores go through the masks k1-k3
 // (vpmovusdb: the clamped values are already in [0, 255]).
 constexpr uint32_t kInt8VnniRows = 8, kInt8VnniVectors = 3;
-// Requantizes accumulator v into uint8 at dst through mask: + bias, to float, * scale, clamped
+// Requantizes accumulator v into uint8 at dst through mask: + bias (unless none), to float, * scale, clamped
 // to [zmm29, zmm30], rounded by MXCSR's default (to nearest, ties to even), + zero point zmm31.
 // The tile and the gemv kernel both end with it, so their bytes match.
 inline void emit_vnni_requantize_dwords(asmjit::x86::Assembler& a, const asmjit::x86::Zmm& v, const asmjit::x86::Zmm& bias,
                                         const asmjit::x86::Zmm& scale) {
     namespace x86 = asmjit::x86;
-    a.vpaddd(v, v, bias);
+    if (bias.isValid()) a.vpaddd(v, v, bias);   // none: the accumulator started at the bias
     a.vcvtdq2ps(v, v);
     a.vmulps(v, v, scale);
     a.vmaxps(v, v, x86::zmm29);
@@ -8971,8 +8971,9 @@ inline void emit_int8_tile_vnni_any(asmjit::x86::Assembler& a, uint32_t rows, ui
     a.mov(x86::r8, k_groups);
     a.mov(x86::rsi, b_panel);
     a.mov(x86::rdx, c_panel);
+    a.mov(x86::rax, x86::qword_ptr(x86::r9, 0));   // the accumulators start at the row's bias
     for (uint32_t i = 0; i < rows; ++i)
-        for (uint32_t j = 0; j < vectors; ++j) a.vpxord(acc(i, j), acc(i, j), acc(i, j));
+        for (uint32_t j = 0; j < vectors; ++j) a.vpbroadcastd(acc(i, j), x86::dword_ptr(x86::rax, (int32_t)(i * 4)));
     if (by_groups) a.mov(x86::r10, x86::qword_ptr(x86::r9, (int32_t)offsetof(Int8Gemm::TileParams, b_groups)));
     auto step = [&](int32_t u) {
         if (by_groups) a.mov(x86::rax, x86::qword_ptr(x86::r10, u * 8));
@@ -8997,10 +8998,9 @@ inline void emit_int8_tile_vnni_any(asmjit::x86::Assembler& a, uint32_t rows, ui
     a.kmovw(x86::k3, x86::word_ptr(x86::r9, 36));
     const x86::KReg masks[3] = {x86::k1, x86::k2, x86::k3};
     for (uint32_t i = 0; i < rows; ++i) {
-        a.vpbroadcastd(x86::zmm27, x86::dword_ptr(x86::rax, (int32_t)(i * 4)));
         a.vbroadcastss(x86::zmm28, x86::dword_ptr(x86::r10, (int32_t)(i * 4)));
         for (uint32_t j = 0; j < vectors; ++j)
-            emit_vnni_requantize(a, acc(i, j), x86::zmm27, x86::zmm28, masks[j], x86::xmmword_ptr(x86::rdx, (int32_t)(j * 16)));
+            emit_vnni_requantize(a, acc(i, j), x86::Zmm(), x86::zmm28, masks[j], x86::xmmword_ptr(x86::rdx, (int32_t)(j * 16)));
         if (i + 1 < rows) a.add(x86::rdx, x86::rcx);
     }
     a.add(b_panel, x86::qword_ptr(x86::r9, (int32_t)offsetof(Int8Gemm::TileParams, b_panel_bytes)));
