@@ -9231,6 +9231,13 @@ inline Int8TileTable make_int8_tiles(uint32_t max_rows, uint32_t max_vectors, vo
 //   has no {1to8} operand); 16 bytes per row stored. by_groups (Int8Gemm::run_groups): group u
 //   of the panel at rsi + b_groups[u] (r10 walks b_groups), not packed.
 constexpr uint32_t kInt8Avx2Rows = 6;
+// The least output byte, lo (a float integer at params + lo) + the zero point (an int32 at
+// params + zero_point), into the 32-bit register least.
+inline void emit_int8_least_byte(asmjit::x86::Assembler& a, const asmjit::x86::Gp& least, const asmjit::x86::Gp& params,
+                                 int32_t lo, int32_t zero_point) {
+    a.vcvttss2si(least.r32(), asmjit::x86::dword_ptr(params, lo));
+    a.add(least.r32(), asmjit::x86::dword_ptr(params, zero_point));
+}
 // The ymm tiles' requantization, int8_requantize's results with fewer operations: the float
 // clamp below is left to the saturating packs that follow (cvtps2dq turns a value under -2^31
 // into -2^31, still under), and y's zero point is added to int16 lanes (vpaddsw) after the
@@ -9254,8 +9261,8 @@ inline void emit_int8_requant_ymm_params(asmjit::x86::Assembler& a, const asmjit
     if (least_byte.isValid()) {
         a.vmovd(least.xmm(), least_byte.r32());
     } else {
-        a.vcvttss2si(x86::eax, x86::dword_ptr(x86::r9, (int32_t)offsetof(Int8Gemm::TileParams, lo)));
-        a.add(x86::eax, x86::dword_ptr(x86::r9, (int32_t)offsetof(Int8Gemm::TileParams, zero_point)));
+        emit_int8_least_byte(a, x86::eax, x86::r9, (int32_t)offsetof(Int8Gemm::TileParams, lo),
+                             (int32_t)offsetof(Int8Gemm::TileParams, zero_point));
         a.vmovd(least.xmm(), x86::eax);
     }
     a.vpbroadcastb(least, least.xmm());
@@ -9274,8 +9281,8 @@ inline void emit_int8_tile_ymm(asmjit::x86::Assembler& a, uint32_t rows, bool vn
     a.mov(b_panel, x86::rsi);
     a.mov(c_panel, x86::rdx);
     a.mov(panels, x86::qword_ptr(x86::r9, (int32_t)offsetof(Int8Gemm::TileParams, panels)));
-    a.vcvttss2si(least_byte.r32(), x86::dword_ptr(x86::r9, (int32_t)offsetof(Int8Gemm::TileParams, lo)));
-    a.add(least_byte.r32(), x86::dword_ptr(x86::r9, (int32_t)offsetof(Int8Gemm::TileParams, zero_point)));
+    emit_int8_least_byte(a, least_byte, x86::r9, (int32_t)offsetof(Int8Gemm::TileParams, lo),
+                         (int32_t)offsetof(Int8Gemm::TileParams, zero_point));
     asmjit::Label next_panel = a.newLabel();
     a.bind(next_panel);
     a.mov(x86::rdi, a_start);
@@ -11645,8 +11652,7 @@ inline void emit_int8_binary_avx512(asmjit::x86::Assembler& a, SnippetOp op) {
     a.vbroadcastss(x86::zmm16, x86::dword_ptr(x86::r8, y));
     a.vbroadcastss(x86::zmm18, x86::dword_ptr(x86::r8, y + 8));
     a.vpbroadcastd(x86::zmm19, x86::dword_ptr(x86::r8, y + 12));
-    a.vcvttss2si(x86::eax, x86::dword_ptr(x86::r8, y + 4));
-    a.add(x86::eax, x86::dword_ptr(x86::r8, y + 12));
+    emit_int8_least_byte(a, x86::eax, x86::r8, y + 4, y + 12);
     a.vpbroadcastd(x86::zmm17, x86::eax);
     auto one = [&](uint32_t r) {
         const x86::Zmm v = x86::zmm(r), w = x86::zmm(4 + r);
@@ -11896,8 +11902,7 @@ inline void emit_int8_binary_avx2(asmjit::x86::Assembler& a, SnippetOp op) {
     a.vbroadcastss(x86::ymm12, x86::dword_ptr(x86::r8, y));
     a.vbroadcastss(x86::ymm14, x86::dword_ptr(x86::r8, y + 8));
     a.vpbroadcastw(x86::ymm15, x86::word_ptr(x86::r8, y + 12));
-    a.vcvttss2si(x86::eax, x86::dword_ptr(x86::r8, y + 4));
-    a.add(x86::eax, x86::dword_ptr(x86::r8, y + 12));
+    emit_int8_least_byte(a, x86::eax, x86::r8, y + 4, y + 12);
     a.vmovd(x86::xmm13, x86::eax);
     a.vpbroadcastb(x86::ymm13, x86::xmm13);
     asmjit::Label order = a.newLabel();
