@@ -12069,9 +12069,10 @@ void Int8Convert::lookup(const float* table, const uint8_t* x, float* y, int64_t
 void Int8Convert::binary(const Binary& op, const uint8_t* a, const uint8_t* b, uint8_t* y, int64_t n) const {
     if (n < 1) return;
     // The kernels assume no NaN: a's and b's floats finite (so no inf - inf or inf x 0) and
-    // y's scale neither 0 nor NaN. Other scales take the portable loop.
+    // y's scale finite and not 0 (an overflowed inf / inf, 0 / 0). Other scales take the
+    // portable loop.
     const bool no_nan = std::isfinite(255.0f * op.a_scale) && std::isfinite(255.0f * op.b_scale) && op.y_scale != 0.0f &&
-                        !std::isnan(op.y_scale);
+                        std::isfinite(op.y_scale);
     const BinaryFn kernel = no_nan ? binary_[detail::int8_binary_index(op.op)] : nullptr;
     const int64_t done = kernel ? n / block_ * block_ : 0;
     if (done > 0) {

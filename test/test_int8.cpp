@@ -245,9 +245,10 @@ void check_convert_binary(const Int8Convert& convert, uint32_t seed) {
     std::vector<uint8_t> a(400), b(400);
     for (size_t i = 0; i < a.size(); ++i) a[i] = (uint8_t)rng(), b[i] = (uint8_t)rng();
     a[1] = 0, b[1] = 255, a[2] = 255, b[2] = 0;
-    // The last three: results on many exact ties (x.5 steps of y), and scales the kernels leave
-    // to the portable loop (a dequantized value past float's range, y's scale 0: NaN results).
-    Int8Convert::Binary grids[6];
+    // The last four: results on many exact ties (x.5 steps of y), and scales the kernels leave
+    // to the portable loop (a dequantized value past float's range; y's scale 0; y's scale inf
+    // over sums past float's range: NaN results).
+    Int8Convert::Binary grids[7];
     grids[0].a_scale = 0.0235f, grids[0].a_zero_point = 128, grids[0].b_scale = 0.0117f, grids[0].b_zero_point = 3;
     grids[0].y_scale = 0.031f, grids[0].y_zero_point = 131;
     grids[1].a_scale = 0.5f, grids[1].a_zero_point = 0, grids[1].b_scale = 3.0f, grids[1].b_zero_point = 255;
@@ -260,6 +261,9 @@ void check_convert_binary(const Int8Convert& convert, uint32_t seed) {
     grids[4].a_scale = 3e37f;
     grids[5] = grids[0];
     grids[5].y_scale = 0.0f;
+    grids[6] = grids[0];
+    grids[6].a_scale = grids[6].b_scale = 1e36f;
+    grids[6].y_scale = INFINITY;
     for (SnippetOp op : {SnippetOp::Add, SnippetOp::Sub, SnippetOp::Mul})
         for (Int8Convert::Binary g : grids) {
             g.op = op;
