@@ -10228,10 +10228,11 @@ void Int8Gemm::run_panels(int64_t m0, int64_t m1, int64_t n, int64_t k, const in
         }
     };
     if (panel_loops_) {
-        // The tiles take a run of whole panels a call (TileParams::panels), a run's B at most
-        // 16 KiB so that it stays in L1 for every A panel; the partial panel goes as above.
-        const int64_t whole = n / nr_, b_panel_bytes = group_offset ? nr_ * 4 : groups * 4 * nr_;
-        const int64_t run = std::max<int64_t>(1, 16384 / b_panel_bytes);
+        // The tiles take a run of whole panels a call (TileParams::panels), the B a run reads at
+        // most 16 KiB so that it stays in L1 for every A panel (B's groups in place are as many
+        // bytes, nr_ * 4 apart a panel); the partial panel goes as above.
+        const int64_t whole = n / nr_, read_bytes = groups * 4 * nr_, b_panel_bytes = group_offset ? nr_ * 4 : read_bytes;
+        const int64_t run = std::max<int64_t>(1, 16384 / read_bytes);
         auto run_whole = [&](int64_t i0, int64_t p0) {
             const int64_t count = std::min(run, whole - p0);
             if (i0 < m0) {   // a part starting inside the A panel: its panels one at a time
