@@ -10229,8 +10229,9 @@ void Int8Gemm::run_panels(int64_t m0, int64_t m1, int64_t n, int64_t k, const in
     };
     if (panel_loops_) {
         // The tiles take a run of whole panels a call (TileParams::panels), the B a run reads at
-        // most 16 KiB so that it stays in L1 for every A panel (B's groups in place are as many
-        // bytes, nr_ * 4 apart a panel); the partial panel goes as above.
+        // most 16 KiB so that it stays in L1 for every A panel (groups x 4 x nr bytes a panel,
+        // packed or in place; panels in place start nr x 4 bytes apart); the partial panel goes
+        // as above.
         const int64_t whole = n / nr_, read_bytes = groups * 4 * nr_, b_panel_bytes = group_offset ? nr_ * 4 : read_bytes;
         const int64_t run = std::max<int64_t>(1, 16384 / read_bytes);
         auto run_whole = [&](int64_t i0, int64_t p0) {

@@ -69,17 +69,17 @@ inline double fma_loop(tessel::Isa isa, long iterations) {
 
 // The peak of one thread: the best of 100 short runs (other processes share the cores). 0 where
 // the ISA has no FMA loop here (ref, sse41, NEON).
+inline double fma_peak(tessel::Isa isa) {
+    double best = 0;
+    for (int run = 0; run < 100; ++run) best = std::max(best, fma_loop(isa, 200000));
+    return best;
+}
+
 // n floats at a 64-byte boundary inside `storage`, as the runtime's arenas place packed operands
 // (a vector's own 16-byte alignment makes every other vector load of a panel split a cache line).
 inline float* aligned_floats(std::vector<float>& storage, size_t n) {
     storage.assign(n + 16, 0.0f);
     return reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(storage.data()) + 63) & ~(uintptr_t)63);
-}
-
-inline double fma_peak(tessel::Isa isa) {
-    double best = 0;
-    for (int run = 0; run < 100; ++run) best = std::max(best, fma_loop(isa, 200000));
-    return best;
 }
 
 // The loop on `threads` threads at once, timed from the start of all to the end of the last
