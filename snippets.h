@@ -8950,6 +8950,35 @@ inline void emit_vnni_requant_params(asmjit::x86::Assembler& a) {
     a.vpbroadcastd(x86::zmm31, x86::dword_ptr(x86::r9, 24));
 }
 
+// The int8 tiles' loop over TileParams::panels panels: the arguments A, k groups, B and C kept
+// in r12-r15 (callee-saved) and set again for each panel; the panel count in r11. The tile's
+// body follows emit_int8_panels_enter and precedes emit_int8_panels_leave, which steps B by
+// TileParams::b_panel_bytes and C by c_step bytes.
+inline asmjit::Label emit_int8_panels_enter(asmjit::x86::Assembler& a) {
+    namespace x86 = asmjit::x86;
+    for (const x86::Gp& r : {x86::r12, x86::r13, x86::r14, x86::r15}) a.push(r);
+    a.mov(x86::r12, x86::rdi);
+    a.mov(x86::r13, x86::r8);
+    a.mov(x86::r14, x86::rsi);
+    a.mov(x86::r15, x86::rdx);
+    a.mov(x86::r11, x86::qword_ptr(x86::r9, (int32_t)offsetof(Int8Gemm::TileParams, panels)));
+    asmjit::Label next_panel = a.newLabel();
+    a.bind(next_panel);
+    a.mov(x86::rdi, x86::r12);
+    a.mov(x86::r8, x86::r13);
+    a.mov(x86::rsi, x86::r14);
+    a.mov(x86::rdx, x86::r15);
+    return next_panel;
+}
+inline void emit_int8_panels_leave(asmjit::x86::Assembler& a, const asmjit::Label& next_panel, int32_t c_step) {
+    namespace x86 = asmjit::x86;
+    a.add(x86::r14, x86::qword_ptr(x86::r9, (int32_t)offsetof(Int8Gemm::TileParams, b_panel_bytes)));
+    a.add(x86::r15, c_step);
+    a.sub(x86::r11, 1);
+    a.jnz(next_panel);
+    for (const x86::Gp& r : {x86::r15, x86::r14, x86::r13, x86::r12}) a.pop(r);
+}
+
 // A tile of fewer vectors (1 or 2: the last panel of a narrow B) reads the first vectors of
 // each group of the same 48-column panel. by_groups (Int8Gemm::run_groups): group u of the
 // panel is at rsi + b_groups[u] (r10 walks b_groups), not packed.
@@ -8957,20 +8986,7 @@ inline void emit_int8_tile_vnni_any(asmjit::x86::Assembler& a, uint32_t rows, ui
     namespace x86 = asmjit::x86;
     const uint32_t mr = kInt8VnniRows, nr = kInt8VnniVectors * 16;
     auto acc = [&](uint32_t i, uint32_t j) { return x86::zmm(i * vectors + j); };
-    // TileParams::panels panels (whole ones when more than one), as the ymm tiles take them.
-    const x86::Gp panels = x86::r11, a_start = x86::r12, k_groups = x86::r13, b_panel = x86::r14, c_panel = x86::r15;
-    for (const x86::Gp& r : {x86::r12, x86::r13, x86::r14, x86::r15}) a.push(r);
-    a.mov(a_start, x86::rdi);
-    a.mov(k_groups, x86::r8);
-    a.mov(b_panel, x86::rsi);
-    a.mov(c_panel, x86::rdx);
-    a.mov(panels, x86::qword_ptr(x86::r9, (int32_t)offsetof(Int8Gemm::TileParams, panels)));
-    asmjit::Label next_panel = a.newLabel();
-    a.bind(next_panel);
-    a.mov(x86::rdi, a_start);
-    a.mov(x86::r8, k_groups);
-    a.mov(x86::rsi, b_panel);
-    a.mov(x86::rdx, c_panel);
+    const asmjit::Label next_panel = emit_int8_panels_enter(a);   // TileParams::panels panels
     a.mov(x86::rax, x86::qword_ptr(x86::r9, 0));   // the accumulators start at the row's bias
     for (uint32_t i = 0; i < rows; ++i)
         for (uint32_t j = 0; j < vectors; ++j) a.vpbroadcastd(acc(i, j), x86::dword_ptr(x86::rax, (int32_t)(i * 4)));
@@ -9003,11 +9019,7 @@ inline void emit_int8_tile_vnni_any(asmjit::x86::Assembler& a, uint32_t rows, ui
             emit_vnni_requantize(a, acc(i, j), x86::Zmm(), x86::zmm28, masks[j], x86::xmmword_ptr(x86::rdx, (int32_t)(j * 16)));
         if (i + 1 < rows) a.add(x86::rdx, x86::rcx);
     }
-    a.add(b_panel, x86::qword_ptr(x86::r9, (int32_t)offsetof(Int8Gemm::TileParams, b_panel_bytes)));
-    a.add(c_panel, (int32_t)nr);
-    a.sub(panels, 1);
-    a.jnz(next_panel);
-    for (const x86::Gp& r : {x86::r15, x86::r14, x86::r13, x86::r12}) a.pop(r);
+    emit_int8_panels_leave(a, next_panel, (int32_t)nr);
     a.vzeroupper();
     a.ret();
 }
@@ -9252,43 +9264,23 @@ inline void emit_int8_requant_ymm(asmjit::x86::Assembler& a, const asmjit::x86::
     a.vcvtps2dq(v, v);   // MXCSR's default rounding: to nearest, ties to even
 }
 // Its constants from the TileParams at r9: hi (float), the zero point in int16 lanes and the
-// least output byte (lo + zero point, or the GPR least_byte holding it) in byte lanes.
+// least output byte (lo + zero point) in byte lanes. Uses eax.
 inline void emit_int8_requant_ymm_params(asmjit::x86::Assembler& a, const asmjit::x86::Ymm& hi, const asmjit::x86::Ymm& zero_point,
-                                         const asmjit::x86::Ymm& least, const asmjit::x86::Gp& least_byte = asmjit::x86::Gp()) {
+                                         const asmjit::x86::Ymm& least) {
     namespace x86 = asmjit::x86;
     a.vbroadcastss(hi, x86::dword_ptr(x86::r9, (int32_t)offsetof(Int8Gemm::TileParams, hi)));
     a.vpbroadcastw(zero_point, x86::word_ptr(x86::r9, (int32_t)offsetof(Int8Gemm::TileParams, zero_point)));
-    if (least_byte.isValid()) {
-        a.vmovd(least.xmm(), least_byte.r32());
-    } else {
-        emit_int8_least_byte(a, x86::eax, x86::r9, (int32_t)offsetof(Int8Gemm::TileParams, lo),
-                             (int32_t)offsetof(Int8Gemm::TileParams, zero_point));
-        a.vmovd(least.xmm(), x86::eax);
-    }
+    emit_int8_least_byte(a, x86::eax, x86::r9, (int32_t)offsetof(Int8Gemm::TileParams, lo),
+                         (int32_t)offsetof(Int8Gemm::TileParams, zero_point));
+    a.vmovd(least.xmm(), x86::eax);
     a.vpbroadcastb(least, least.xmm());
 }
 inline void emit_int8_tile_ymm(asmjit::x86::Assembler& a, uint32_t rows, bool vnni, bool by_groups = false) {
     namespace x86 = asmjit::x86;
     const uint32_t mr = kInt8Avx2Rows;
     auto acc = [&](uint32_t i, uint32_t h) { return x86::ymm(i * 2 + h); };
-    // TileParams::panels panels of B, b_panel_bytes apart, into C's next 16 (AVX2: 8) columns
-    // each: A's panel, k and the requantization's constants serve them all.
-    const x86::Gp panels = x86::r11, a_start = x86::r12, k_groups = x86::r13, b_panel = x86::r14, c_panel = x86::r15,
-                  least_byte = x86::rbx;
-    for (const x86::Gp& r : {x86::rbx, x86::r12, x86::r13, x86::r14, x86::r15}) a.push(r);
-    a.mov(a_start, x86::rdi);
-    a.mov(k_groups, x86::r8);
-    a.mov(b_panel, x86::rsi);
-    a.mov(c_panel, x86::rdx);
-    a.mov(panels, x86::qword_ptr(x86::r9, (int32_t)offsetof(Int8Gemm::TileParams, panels)));
-    emit_int8_least_byte(a, least_byte, x86::r9, (int32_t)offsetof(Int8Gemm::TileParams, lo),
-                         (int32_t)offsetof(Int8Gemm::TileParams, zero_point));
-    asmjit::Label next_panel = a.newLabel();
-    a.bind(next_panel);
-    a.mov(x86::rdi, a_start);
-    a.mov(x86::r8, k_groups);
-    a.mov(x86::rsi, b_panel);
-    a.mov(x86::rdx, c_panel);
+    // TileParams::panels panels of B into C's next 16 (AVX2: 8) columns each.
+    const asmjit::Label next_panel = emit_int8_panels_enter(a);
     // AVX-VNNI's accumulators start at the row's bias (a load, not an add after the K loop);
     // AVX2's pairs of partial sums meet in vphaddd, so its bias is added after that.
     if (vnni) a.mov(x86::rax, x86::qword_ptr(x86::r9, 0));
@@ -9332,9 +9324,9 @@ inline void emit_int8_tile_ymm(asmjit::x86::Assembler& a, uint32_t rows, bool vn
         if (by_groups) a.add(x86::r10, 32);
         else a.add(x86::rsi, 4 * (vnni ? 64 : 32));
     }, 4);
+    emit_int8_requant_ymm_params(a, x86::ymm13, x86::ymm14, x86::ymm15);
     a.mov(x86::rax, x86::qword_ptr(x86::r9, 0));
     a.mov(x86::r10, x86::qword_ptr(x86::r9, 8));
-    emit_int8_requant_ymm_params(a, x86::ymm13, x86::ymm14, x86::ymm15, least_byte);
     for (uint32_t i = 0; i < rows; ++i) {
         const x86::Ymm v0 = acc(i, 0), v1 = acc(i, 1);
         const uint32_t vectors = vnni ? 2 : 1;
@@ -9364,11 +9356,7 @@ inline void emit_int8_tile_ymm(asmjit::x86::Assembler& a, uint32_t rows, bool vn
         }
         if (i + 1 < rows) a.add(x86::rdx, x86::rcx);
     }
-    a.add(b_panel, x86::qword_ptr(x86::r9, (int32_t)offsetof(Int8Gemm::TileParams, b_panel_bytes)));
-    a.add(c_panel, vnni ? 16 : 8);
-    a.sub(panels, 1);
-    a.jnz(next_panel);
-    for (const x86::Gp& r : {x86::r15, x86::r14, x86::r13, x86::r12, x86::rbx}) a.pop(r);
+    emit_int8_panels_leave(a, next_panel, vnni ? 16 : 8);
     a.vzeroupper();
     a.ret();
 }
