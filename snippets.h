@@ -2183,12 +2183,12 @@ V eval_op(M& m, SnippetOp op, const V* a, float alpha, float beta) {
         case SnippetOp::GeluTanh: return math_gelu_tanh(m, a[0]);
         case SnippetOp::HardSigmoid:
             return m.max(m.c(0.0f), m.min(m.c(1.0f), m.fma(a[0], m.c(alpha), m.c(beta))));
-        case SnippetOp::HardSwish: {  // x * clamp(x+3, 0, 6) / 6: no cancellation near -3
-            V t = m.add(a[0], m.c(3.0f));
+        case SnippetOp::HardSwish: {  // x * clamp(x+3, 0, 6) * (1/6): no cancellation near -3, and
+            V t = m.add(a[0], m.c(3.0f));   // no division (the divider bounded Conv epilogues)
             t = m.max(m.c(0.0f), t);
             t = m.min(m.c(6.0f), t);
             t = m.mul(a[0], t);
-            return m.div(t, m.c(6.0f));
+            return m.mul(t, m.c(1.0f / 6.0f));
         }
         case SnippetOp::LeakyRelu:
             return m.blend(m.cmp(a[0], m.c(0.0f), kCmpLt), m.mul(a[0], m.c(alpha)), a[0]);
@@ -2358,7 +2358,7 @@ inline const OpInfo& op_info(SnippetOp op) {
         {"Sqrt", 1, 0, 0}, {"Reciprocal", 1, 0, 0}, {"Abs", 1, 0, 0}, {"Neg", 1, 0, 0},
         {"Exp", 1, 1, 1}, {"Log", 1, 1, 1}, {"Tanh", 1, 3, 3}, {"Sigmoid", 1, 3, 3}, {"Relu", 1, 0, 0},
         {"Clip", 1, 0, 0}, {"Elu", 1, 3, 3}, {"Selu", 1, 4, 4}, {"Erf", 1, 2, 3},
-        {"GeluErf", 1, 4, 4}, {"GeluTanh", 1, 4, 4}, {"HardSigmoid", 1, 1, 16384}, {"HardSwish", 1, 2, 2},
+        {"GeluErf", 1, 4, 4}, {"GeluTanh", 1, 4, 4}, {"HardSigmoid", 1, 1, 16384}, {"HardSwish", 1, 3, 3},
         {"LeakyRelu", 1, 0, 0}, {"PRelu", 2, 0, 0}, {"Softplus", 1, 3, 3}, {"Softsign", 1, 2, 2},
         {"Swish", 1, 4, 4}, {"Mish", 1, 5, 5}, {"Floor", 1, 0, 0}, {"Ceil", 1, 0, 0}, {"Round", 1, 0, 0},
         {"Sign", 1, 0, 0}, {"Equal", 2, 0, 0}, {"Greater", 2, 0, 0}, {"Less", 2, 0, 0},
