@@ -11849,7 +11849,8 @@ inline Status cpu_conv_transpose_step(ReferenceProgram* p, const PreparedModel& 
 // spatial dims, on the CPU device: snippets.h's DepthwiseConv of the program's target (JIT on
 // AVX2, AVX-512 and NEON, its portable loop elsewhere), one plane per work unit; planes are cut into
 // bands of output rows when there are too few planes for the threads or a plane's padded copy
-// would not stay in L2. The elementwise island after it runs as its epilogue (>>gemm epilogue)
+// would not stay in L2. Small planes of one map per channel that DepthwiseConv takes whole
+// (AVX-512, unit stride_w) go a block of planes per unit, read where they lie. The elementwise island after it runs as its epilogue (>>gemm epilogue)
 // on each band of a map right after the band is written.
 struct CpuDepthwiseState {
     DepthwiseConv conv;
@@ -11859,6 +11860,7 @@ struct CpuDepthwiseState {
     size_t slot_floats = 0;   // the padded copy of one band (a multiple of 16: 64-byte aligned)
     uint32_t slots = 1;
     int64_t bands = 1, band_rows = 1;
+    int64_t planes_per_unit = 0;   // nonzero: DepthwiseConv::run_planes on this many planes a unit, no copy
 };
 
 // Floats of output the epilogue of consecutive small maps takes at once (in L1).
@@ -11875,6 +11877,19 @@ inline Status run_cpu_depthwise(const RunContext& c) {
     float* y = c.outputs[0].as<float>();
     const int64_t in_plane = st.w.in_size(), out_plane = st.w.out_size(), taps = st.w.kernel_size();
     const int64_t out_rows = ds.conv.shape().out_h, out_width = ds.conv.shape().out_w, multiplier = st.group_maps, bands = ds.bands;
+    if (ds.planes_per_unit) {   // units (image, block of channels): whole planes where they lie
+        const int64_t per = ds.planes_per_unit, blocks = (st.channels + per - 1) / per;
+        nn_parallel(c, (uint64_t)(st.batch * blocks), [&](uint64_t, uint64_t begin, uint64_t end) {
+            for (uint64_t unit = begin; unit < end; ++unit) {
+                const int64_t n = (int64_t)unit / blocks, c0 = (int64_t)unit % blocks * per;
+                const int64_t c1 = c0 + per < st.channels ? c0 + per : st.channels, map = n * st.maps + c0;
+                ds.conv.run_planes(x + (n * st.channels + c0) * in_plane, weights + c0 * taps, bias ? bias + c0 : nullptr,
+                                   y + map * out_plane, c1 - c0);
+                if (ds.epilogue) gemm_epilogue_run(c, *ds.epilogue, map, map + (c1 - c0), 0, out_plane);
+            }
+        }, ds.slots);
+        return Status::Ok;
+    }
     const uint64_t units = (uint64_t)(st.batch * st.channels * bands * multiplier);
     // Whole maps (one band) take the epilogue a few consecutive maps a call: on small planes a
     // call a map costs more than the map's activation.
@@ -11956,6 +11971,12 @@ inline Status cpu_depthwise_step(ReferenceProgram* p, const PreparedModel& model
     ds->band_rows = band_rows;
     ds->bands = (rows + band_rows - 1) / band_rows;
     ds->slot_floats = round16(ds->conv.scratch_floats(band_rows));
+    if (ds->conv.whole_planes() && st->group_maps == 1) {   // blocks of planes whose output stays in L1 for the epilogue
+        const int64_t per_block = std::max<int64_t>(1, kDepthwiseEpilogueFloats / w.out_size());
+        const int64_t per_thread = std::max<int64_t>(1, st->batch * st->channels / (2 * (int64_t)ds->slots));
+        ds->planes_per_unit = std::min(per_block, per_thread);
+        ds->slot_floats = 0;
+    }
     ProgramStep& step = p->steps_[p->count - 1];
     ReferenceProgram::Unit& unit = p->units[p->count - 1];
     char name[64];

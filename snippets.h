@@ -195,7 +195,7 @@
        >>jit kernel table             JitKernelTable (made kernels by key), assemble_jit_kernel
        >>gemm transposed store        Gemm::store_transposed: the AVX-512 16 x 16 kernel, the portable loop
        >>winograd implementation      the matrices, the AVX-512 transform kernels, the portable loops
-       >>depthwise conv implementation  padding, the x86 and NEON row tiles, the kernel table, the portable loop
+       >>depthwise conv implementation  padding, the x86 and NEON row tiles, the AVX-512 whole-planes kernel, the kernel tables, the portable loop
        >>pool rows implementation     the x86 and NEON tiles (strides 1 and 2), the kernel table
        >>pool planes implementation   the AVX-512 plane kernel, its table, the portable loop
        >>gemm dot implementation      the x86 and NEON kernels, the kernel table, the portable loop
@@ -823,8 +823,17 @@ public:
         pad(x, 0, shape_.out_h, scratch);
         run_rows(scratch, weights, bias, y, 0, shape_.out_h);
     }
+    // Small planes of unit stride_w on AVX-512 also have a kernel of whole planes, many a call:
+    // it reads each plane where it lies (no padded copy; border taps by lane masks), and the
+    // out-of-order core overlaps consecutive planes, whose few rows alone would leave the FMAs
+    // waiting on their latency. `planes` consecutive planes of x and y, weights planes x taps,
+    // bias planes floats or null. Only when whole_planes().
+    bool whole_planes() const { return planes_kernel_ != nullptr; }
+    void run_planes(const float* x, const float* weights, const float* bias, float* y, int64_t planes) const;
     // void kernel(padded band, weights, y band, &bias, AVX2 lane mask, rows)
     using KernelFn = void (*)(const float*, const float*, float*, const float*, const int32_t*, int64_t);
+    // void kernel(x, weights, y, bias, planes, bias step in bytes)
+    using PlanesFn = void (*)(const float*, const float*, float*, const float*, int64_t, int64_t);
     // The padded copy's layout (pad()): padded row r of a band at r * pitch(), phase p of it
     // p * phase() further on (the int8 depthwise writes the copy itself).
     int64_t pitch() const { return pitch_; }
@@ -844,6 +853,7 @@ private:
     RowKernel row_kernels_[kRowKernels] = {};
     int row_kernel_count_ = 0;
     int64_t full_begin_ = 0, full_end_ = 0;   // output rows that sum every kernel row
+    PlanesFn planes_kernel_ = nullptr;
     void row_taps(int64_t row, int64_t* first, int64_t* last) const;
     KernelFn row_kernel(int64_t first, int64_t last) const;
 };
@@ -7467,6 +7477,116 @@ inline DepthwiseConv::KernelFn make_depthwise_kernel(Isa isa, const DepthwiseSha
                                                      int64_t first, int64_t last) {
     return assemble_jit_kernel<DepthwiseConv::KernelFn>([&](JitAssembler& a) { emit_depthwise_x86(a, isa, s, phase, pitch, first, last); });
 }
+
+// The whole-planes kernel (stride_w 1): the lanes of output vector j that tap column kw reads
+// inside the input row (and that are output columns).
+inline uint32_t depthwise_plane_lanes(const DepthwiseShape& s, int64_t j, int64_t kw) {
+    uint32_t lanes = 0;
+    for (int64_t l = 0; l < 16; ++l) {
+        const int64_t column = j * 16 + l, at = column + kw * s.dilation_w - s.pad_left;
+        if (column < s.out_w && at >= 0 && at < s.in_w) lanes |= 1u << l;
+    }
+    return lanes;
+}
+
+// The partial lane masks the kernel needs (k1.. in this order), tap columns' and the last
+// output vector's; false when there are more than 7.
+inline bool depthwise_plane_masks(const DepthwiseShape& s, uint32_t* masks, uint32_t* count) {
+    const int64_t vectors = (s.out_w + 15) / 16;
+    *count = 0;
+    auto add = [&](uint32_t m) {
+        if (m == 0 || m == 0xFFFFu) return true;
+        for (uint32_t i = 0; i < *count; ++i)
+            if (masks[i] == m) return true;
+        if (*count == 7) return false;
+        masks[(*count)++] = m;
+        return true;
+    };
+    if (!add(s.out_w % 16 ? (1u << (s.out_w % 16)) - 1u : 0xFFFFu)) return false;
+    for (int64_t j = 0; j < vectors; ++j)
+        for (int64_t kw = 0; kw < s.kernel_w; ++kw)
+            if (!add(depthwise_plane_lanes(s, j, kw))) return false;
+    return true;
+}
+
+constexpr int64_t kDepthwisePlaneFmas = 1536;   // unrolled FMAs of a plane at most (code size)
+
+// Whole planes, AVX-512, stride_w 1: per plane the output rows in groups of up to 30
+// accumulators (vectors of a row x rows, groups as even as they go), each group starting at
+// the bias (zmm30) and summing its taps in kernel order, the weight broadcast into zmm31 once
+// per tap, x an FMA memory operand where it lies: taps whose input row is outside the plane are
+// skipped, border columns masked (merge masking: their lanes add nothing, read nothing).
+// Arguments (System V): rdi x, rsi weights, rdx y, rcx bias, r8 planes (1 or more), r9 bias
+// step in bytes.
+inline void emit_depthwise_planes_x86(asmjit::x86::Assembler& a, const DepthwiseShape& s) {
+    namespace x86 = asmjit::x86;
+    uint32_t masks[7], mask_count = 0;
+    depthwise_plane_masks(s, masks, &mask_count);
+    auto mask_reg = [&](uint32_t m) {
+        for (uint32_t i = 0; i < mask_count; ++i)
+            if (masks[i] == m) return x86::k(i + 1);
+        return x86::k(0);
+    };
+    for (uint32_t i = 0; i < mask_count; ++i) {
+        a.mov(x86::eax, masks[i]);
+        a.kmovw(x86::k(i + 1), x86::eax);
+    }
+    const int64_t vectors = (s.out_w + 15) / 16, in_plane = s.in_h * s.in_w, out_plane = s.out_h * s.out_w;
+    const int64_t group_rows = 30 / vectors, groups = (s.out_h + group_rows - 1) / group_rows;
+    const int64_t rows_each = (s.out_h + groups - 1) / groups;
+    const x86::Zmm bias = x86::zmm30, weight = x86::zmm31;
+    asmjit::Label plane_loop = a.newLabel();
+    a.bind(plane_loop);
+    a.vbroadcastss(bias, x86::dword_ptr(x86::rcx));
+    for (int64_t r0 = 0; r0 < s.out_h; r0 += rows_each) {
+        const int64_t r1 = r0 + rows_each < s.out_h ? r0 + rows_each : s.out_h;
+        const uint32_t count = (uint32_t)((r1 - r0) * vectors);
+        for (uint32_t i = 0; i < count; ++i) a.vmovaps(x86::zmm(i), bias);
+        for (int64_t kh = 0; kh < s.kernel_h; ++kh)
+            for (int64_t kw = 0; kw < s.kernel_w; ++kw) {
+                bool loaded = false;
+                for (int64_t r = r0; r < r1; ++r) {
+                    const int64_t in_row = r * s.stride_h + kh * s.dilation_h - s.pad_top;
+                    if (in_row < 0 || in_row >= s.in_h) continue;
+                    for (int64_t j = 0; j < vectors; ++j) {
+                        const uint32_t lanes = depthwise_plane_lanes(s, j, kw);
+                        if (!lanes) continue;
+                        if (!loaded) a.vbroadcastss(weight, x86::dword_ptr(x86::rsi, (int32_t)((kh * s.kernel_w + kw) * 4)));
+                        loaded = true;
+                        const x86::Zmm acc = x86::zmm((uint32_t)((r - r0) * vectors + j));
+                        const x86::Mem at = x86::ptr(x86::rdi, (int32_t)((in_row * s.in_w + j * 16 + kw * s.dilation_w - s.pad_left) * 4));
+                        if (lanes == 0xFFFFu) a.vfmadd231ps(acc, weight, at);
+                        else a.k(mask_reg(lanes)).vfmadd231ps(acc, weight, at);
+                    }
+                }
+            }
+        for (int64_t r = r0; r < r1; ++r)
+            for (int64_t j = 0; j < vectors; ++j) {
+                const x86::Mem out = x86::ptr(x86::rdx, (int32_t)((r * s.out_w + j * 16) * 4));
+                const x86::Zmm acc = x86::zmm((uint32_t)((r - r0) * vectors + j));
+                if (j * 16 + 16 <= s.out_w) a.vmovups(out, acc);
+                else a.k(mask_reg((1u << (s.out_w % 16)) - 1u)).vmovups(out, acc);
+            }
+    }
+    a.add(x86::rdi, (int32_t)(in_plane * 4));
+    a.add(x86::rdx, (int32_t)(out_plane * 4));
+    a.add(x86::rsi, (int32_t)(s.kernel_h * s.kernel_w * 4));
+    a.add(x86::rcx, x86::r9);
+    a.sub(x86::r8, 1);
+    a.jnz(plane_loop);
+    a.vzeroupper();
+    a.ret();
+}
+
+// Whether the whole-planes kernel takes the shape: stride_w 1, at most 7 partial masks and
+// kDepthwisePlaneFmas unrolled FMAs, offsets far inside 32 bits.
+inline bool depthwise_planes_fit(const DepthwiseShape& s) {
+    uint32_t masks[7], count = 0;
+    const int64_t vectors = (s.out_w + 15) / 16;
+    return s.stride_w == 1 && vectors <= 30 && s.in_h * s.in_w <= ((int64_t)1 << 24) &&
+           s.out_h * vectors * s.kernel_h * s.kernel_w <= kDepthwisePlaneFmas && depthwise_plane_masks(s, masks, &count);
+}
+#define TESSEL_DEPTHWISE_PLANES_JIT 1
 #define TESSEL_DEPTHWISE_JIT 1
 #endif
 #if defined(__aarch64__)
@@ -7616,6 +7736,18 @@ inline DepthwiseKernelTable& depthwise_kernels() {
     return table;
 }
 
+// The whole-planes kernels, by the whole shape (the kernel takes every dim as an immediate).
+struct DepthwisePlanesKey {
+    DepthwiseShape shape;
+    bool operator==(const DepthwisePlanesKey& o) const { return std::memcmp(&shape, &o.shape, sizeof shape) == 0; }
+};
+using DepthwisePlanesTable = JitKernelTable<DepthwisePlanesKey, DepthwiseConv::PlanesFn, 1024>;
+
+inline DepthwisePlanesTable& depthwise_planes_kernels() {
+    static DepthwisePlanesTable table;
+    return table;
+}
+
 // The portable loop: 16 columns at a time in four 4-float vectors (GCC vector extensions),
 // the taps in the reference's order; the last columns one at a time.
 inline void depthwise_portable_rows(const DepthwiseShape& s, int64_t phase, int64_t pitch, const float* scratch,
@@ -7674,6 +7806,7 @@ Status DepthwiseConv::init(const DepthwiseShape& s, Isa isa) {
     shape_ = s;
     isa_ = isa;
     kernel_ = nullptr;
+    planes_kernel_ = nullptr;
     row_kernel_count_ = 0;
     // rows whose window lies inside the input top to bottom
     full_begin_ = (s.pad_top + s.stride_h - 1) / s.stride_h;
@@ -7718,6 +7851,12 @@ Status DepthwiseConv::init(const DepthwiseShape& s, Isa isa) {
             if (KernelFn fn = find_or_make(first, last)) row_kernels_[row_kernel_count_++] = RowKernel{first, last, fn};
         }
     }
+#endif
+#ifdef TESSEL_DEPTHWISE_PLANES_JIT
+    if (isa == Isa::Avx512 && detail::depthwise_planes_fit(s))
+        planes_kernel_ = detail::depthwise_planes_kernels().find_or_make(detail::DepthwisePlanesKey{s}, [&] {
+            return detail::assemble_jit_kernel<PlanesFn>([&](detail::JitAssembler& a) { detail::emit_depthwise_planes_x86(a, s); });
+        });
 #endif
     return Status::Ok;
 }
@@ -7871,6 +8010,11 @@ void DepthwiseConv::run_rows(const float* scratch, const float* weights, float b
         return;
     }
     detail::depthwise_portable_rows(shape_, phase_, pitch_, scratch, weights, bias, y, row0, row1);
+}
+
+void DepthwiseConv::run_planes(const float* x, const float* weights, const float* bias, float* y, int64_t planes) const {
+    static const float zero = 0.0f;
+    if (planes > 0) planes_kernel_(x, weights, y, bias ? bias : &zero, planes, bias ? 4 : 0);
 }
 
 

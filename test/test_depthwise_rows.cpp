@@ -4,6 +4,8 @@
 // rows left over in one tile. On every ISA the machine has, against a naive
 // double-precision convolution, whole planes and one-row bands, across heights from 1, pads up
 // to and past the kernel (rows of padding only), strides, dilations and width tails.
+// The whole-planes kernel (AVX-512, unit stride_w: planes read where they lie, border taps by lane
+// masks) against the same sums and the row kernels' values, on planes a call, and where it declines.
 // Error bound as test_depthwise.cpp: |got - want| <= 1e-5 * (sum |w||x| + |bias|) + 1e-30.
 #include <doctest/doctest.h>
 #include <cmath>
@@ -130,4 +132,102 @@ TEST_CASE("depthwise rows: narrow planes, every count of rows left over after th
                 s.in_h = height, s.in_w = width, s.kernel_h = s.kernel_w = k, s.pad_top = s.pad_left = k / 2;
                 check_shape(s, k / 2, k / 2, seed++);
             }
+}
+
+namespace {
+// DepthwiseConv::run_planes (AVX-512, stride_w 1) on `planes` planes, each against the naive sum
+// and equal to the row kernels' plane (the taps in the same order; a tap in the padding adds
+// w x 0 there, nothing here). Returns whether the shape took the whole-planes kernel.
+bool check_planes(DepthwiseShape s, int64_t pad_bottom, int64_t pad_right, int64_t planes, bool with_bias, uint32_t seed) {
+    s.out_h = (s.in_h + s.pad_top + pad_bottom - (s.kernel_h - 1) * s.dilation_h - 1) / s.stride_h + 1;
+    s.out_w = (s.in_w + s.pad_left + pad_right - (s.kernel_w - 1) * s.dilation_w - 1) / s.stride_w + 1;
+    if (s.out_h < 1 || s.out_w < 1) return false;
+    DepthwiseConv conv;
+    REQUIRE(conv.init(s, Isa::Avx512) == Status::Ok);
+    if (!conv.whole_planes()) return false;
+    CAPTURE(s.in_h);
+    CAPTURE(s.in_w);
+    CAPTURE(s.kernel_h);
+    CAPTURE(s.kernel_w);
+    CAPTURE(s.stride_h);
+    CAPTURE(s.dilation_h);
+    CAPTURE(s.dilation_w);
+    CAPTURE(s.pad_top);
+    CAPTURE(s.pad_left);
+    CAPTURE(pad_bottom);
+    CAPTURE(pad_right);
+    const int64_t in_plane = s.in_h * s.in_w, out_plane = s.out_h * s.out_w, taps = s.kernel_h * s.kernel_w;
+    // one float of guard on either side of x and y: the masked taps and stores touch neither
+    std::vector<float> x = random_floats(planes * in_plane + 2, seed), w = random_floats(planes * taps, seed + 1);
+    std::vector<float> bias = random_floats(planes, seed + 2), y((size_t)(planes * out_plane + 2), -3.0f);
+    conv.run_planes(x.data() + 1, w.data(), with_bias ? bias.data() : nullptr, y.data() + 1, planes);
+    CHECK(y.front() == -3.0f);
+    CHECK(y.back() == -3.0f);
+    std::vector<float> scratch(conv.scratch_floats(s.out_h)), rows((size_t)out_plane);
+    for (int64_t p = 0; p < planes; ++p) {
+        CAPTURE(p);
+        const std::vector<float> xp(x.begin() + 1 + p * in_plane, x.begin() + 1 + (p + 1) * in_plane);
+        const std::vector<float> wp(w.begin() + p * taps, w.begin() + (p + 1) * taps);
+        const std::vector<float> yp(y.begin() + 1 + p * out_plane, y.begin() + 1 + (p + 1) * out_plane);
+        const float b = with_bias ? bias[(size_t)p] : 0.0f;
+        CHECK(count_bad(s, xp, wp, b, yp) == 0);
+        conv.run(xp.data(), wp.data(), b, rows.data(), scratch.data());
+        int64_t differ = 0;
+        for (int64_t i = 0; i < out_plane; ++i) differ += !(rows[(size_t)i] == yp[(size_t)i]);
+        CHECK(differ == 0);
+    }
+    return true;
+}
+}  // namespace
+
+TEST_CASE("depthwise rows: whole planes a call (AVX-512): border masks, row groups, pads past the kernel, limits") {
+    if (!isa_available(Isa::Avx512)) {
+        MESSAGE("no AVX-512 on this machine: the whole-planes kernel is not tested");
+        return;
+    }
+    uint32_t seed = 4000;
+    int64_t taken = 0;
+    for (int64_t k : {1, 3, 5, 7})
+        for (int64_t height : {1, 2, 3, 7})
+            for (int64_t width : {1, 5, 16, 17, 40})
+                for (int64_t pad = 0; pad <= k; pad += (k > 3 ? 2 : 1)) {
+                    DepthwiseShape s;
+                    s.in_h = height, s.in_w = width, s.kernel_h = s.kernel_w = k, s.pad_top = s.pad_left = pad;
+                    taken += check_planes(s, k - 1 - pad >= 0 ? k - 1 - pad : 0, pad, 3, (seed & 1) != 0, seed);   // sides differ
+                    ++seed;
+                }
+    struct Case { int64_t in_h, in_w, kh, kw, sh, dh, dw, top, left, bottom, right; bool whole; };
+    const Case cases[] = {
+        {3, 40, 5, 5, 1, 1, 1, 2, 2, 2, 2, true},      // the OCR recognizer's last blocks
+        {12, 80, 3, 3, 1, 1, 1, 1, 1, 1, 1, true},     // 5 vectors a row: two groups of 6 rows
+        {12, 80, 3, 3, 2, 1, 1, 1, 1, 1, 1, true},     // stride_h 2
+        {14, 14, 5, 5, 1, 1, 1, 2, 2, 2, 2, true},
+        {7, 7, 3, 3, 1, 1, 1, 1, 1, 1, 1, true},
+        {28, 28, 3, 3, 1, 1, 1, 1, 1, 1, 1, true},     // 14 rows a group
+        {9, 33, 3, 3, 1, 2, 2, 2, 2, 2, 2, true},      // dilations
+        {9, 33, 3, 3, 2, 3, 3, 4, 5, 4, 1, true},      // pads past the dilated kernel
+        {5, 70, 1, 7, 1, 1, 1, 0, 3, 0, 3, true},      // 1x7
+        {20, 9, 7, 1, 1, 1, 1, 3, 0, 3, 0, true},      // 7x1
+        {24, 160, 3, 3, 1, 1, 1, 1, 1, 1, 1, false},   // 2160 FMAs unrolled: the row kernels
+        {4, 24, 1, 15, 1, 1, 1, 0, 7, 0, 7, false},    // more than 7 lane masks
+    };
+    for (const Case& c : cases) {
+        DepthwiseShape s;
+        s.in_h = c.in_h, s.in_w = c.in_w, s.kernel_h = c.kh, s.kernel_w = c.kw, s.stride_h = c.sh, s.dilation_h = c.dh;
+        s.dilation_w = c.dw, s.pad_top = c.top, s.pad_left = c.left;
+        CHECK(check_planes(s, c.bottom, c.right, 17, true, seed) == c.whole);
+        CHECK(check_planes(s, c.bottom, c.right, 2, false, seed + 1) == c.whole);
+        seed += 2;
+    }
+    MESSAGE(taken << " of the swept shapes took the whole-planes kernel");
+    CHECK(taken > 150);
+    DepthwiseShape strided;   // stride_w 2: the row kernels
+    strided.in_h = strided.in_w = 8, strided.kernel_h = strided.kernel_w = 3, strided.stride_h = strided.stride_w = 2;
+    strided.out_h = strided.out_w = 3;
+    DepthwiseConv conv;
+    REQUIRE(conv.init(strided, Isa::Avx512) == Status::Ok);
+    CHECK(!conv.whole_planes());
+    strided.stride_w = 1, strided.out_w = 6;
+    REQUIRE(conv.init(strided, Isa::Avx2) == Status::Ok);
+    CHECK(!conv.whole_planes());
 }
