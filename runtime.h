@@ -11850,7 +11850,7 @@ inline Status cpu_conv_transpose_step(ReferenceProgram* p, const PreparedModel& 
 // AVX2, AVX-512 and NEON, its portable loop elsewhere), one plane per work unit; planes are cut into
 // bands of output rows when there are too few planes for the threads or a plane's padded copy
 // would not stay in L2. Small planes of one map per channel that DepthwiseConv takes whole
-// (AVX-512, unit stride_w) go a block of planes per unit, read where they lie. The elementwise island after it runs as its epilogue (>>gemm epilogue)
+// (AVX-512, stride_w 1 or 2) go a block of planes per unit, read where they lie. The elementwise island after it runs as its epilogue (>>gemm epilogue)
 // on each band of a map right after the band is written.
 struct CpuDepthwiseState {
     DepthwiseConv conv;

@@ -823,7 +823,7 @@ public:
         pad(x, 0, shape_.out_h, scratch);
         run_rows(scratch, weights, bias, y, 0, shape_.out_h);
     }
-    // Small planes of unit stride_w on AVX-512 also have a kernel of whole planes, many a call:
+    // Small planes of stride_w 1 or 2 on AVX-512 also have a kernel of whole planes, many a call:
     // it reads each plane where it lies (no padded copy; border taps by lane masks), and the
     // out-of-order core overlaps consecutive planes, whose few rows alone would leave the FMAs
     // waiting on their latency. `planes` consecutive planes of x and y, weights planes x taps,
@@ -7478,13 +7478,24 @@ inline DepthwiseConv::KernelFn make_depthwise_kernel(Isa isa, const DepthwiseSha
     return assemble_jit_kernel<DepthwiseConv::KernelFn>([&](JitAssembler& a) { emit_depthwise_x86(a, isa, s, phase, pitch, first, last); });
 }
 
-// The whole-planes kernel (stride_w 1): the lanes of output vector j that tap column kw reads
+// The whole-planes kernel, stride_w 1: the lanes of output vector j that tap column kw reads
 // inside the input row (and that are output columns).
 inline uint32_t depthwise_plane_lanes(const DepthwiseShape& s, int64_t j, int64_t kw) {
     uint32_t lanes = 0;
     for (int64_t l = 0; l < 16; ++l) {
         const int64_t column = j * 16 + l, at = column + kw * s.dilation_w - s.pad_left;
         if (column < s.out_w && at >= 0 && at < s.in_w) lanes |= 1u << l;
+    }
+    return lanes;
+}
+
+// Stride_w 2: output vector j's tap column kw reads the even lanes of 32 input columns; the
+// lanes of half h (16 columns) inside the input row.
+inline uint32_t depthwise_plane_half_lanes(const DepthwiseShape& s, int64_t j, int64_t kw, int64_t h) {
+    uint32_t lanes = 0;
+    for (int64_t l = 0; l < 16; ++l) {
+        const int64_t at = j * 32 + h * 16 + l + kw * s.dilation_w - s.pad_left;
+        if (at >= 0 && at < s.in_w) lanes |= 1u << l;
     }
     return lanes;
 }
@@ -7504,20 +7515,24 @@ inline bool depthwise_plane_masks(const DepthwiseShape& s, uint32_t* masks, uint
     };
     if (!add(s.out_w % 16 ? (1u << (s.out_w % 16)) - 1u : 0xFFFFu)) return false;
     for (int64_t j = 0; j < vectors; ++j)
-        for (int64_t kw = 0; kw < s.kernel_w; ++kw)
-            if (!add(depthwise_plane_lanes(s, j, kw))) return false;
+        for (int64_t kw = 0; kw < s.kernel_w; ++kw) {
+            if (s.stride_w == 1 && !add(depthwise_plane_lanes(s, j, kw))) return false;
+            if (s.stride_w == 2 && (!add(depthwise_plane_half_lanes(s, j, kw, 0)) || !add(depthwise_plane_half_lanes(s, j, kw, 1))))
+                return false;
+        }
     return true;
 }
 
 constexpr int64_t kDepthwisePlaneFmas = 1536;   // unrolled FMAs of a plane at most (code size)
 
-// Whole planes, AVX-512, stride_w 1: per plane the output rows in groups of up to 30
-// accumulators (vectors of a row x rows, groups as even as they go), each group starting at
-// the bias (zmm30) and summing its taps in kernel order, the weight broadcast into zmm31 once
-// per tap, x an FMA memory operand where it lies: taps whose input row is outside the plane are
-// skipped, border columns masked (merge masking: their lanes add nothing, read nothing).
-// Arguments (System V): rdi x, rsi weights, rdx y, rcx bias, r8 planes (1 or more), r9 bias
-// step in bytes.
+// Whole planes, AVX-512, stride_w 1 or 2: per plane the output rows in groups of up to 30
+// accumulators (27 at stride 2; vectors of a row x rows, groups as even as they go), each group
+// starting at the bias (zmm30) and summing its taps in kernel order, the weight broadcast into
+// zmm31 once per tap. Taps whose input row is outside the plane are skipped. Stride 1: x an FMA
+// memory operand where it lies, border columns masked (merge masking: their lanes add nothing,
+// read nothing). Stride 2: x's 32 columns loaded in halves (zero masked outside the row) and
+// their even lanes taken by vpermt2ps (indices in zmm29). Arguments (System V): rdi x, rsi
+// weights, rdx y, rcx bias, r8 planes (1 or more), r9 bias step in bytes.
 inline void emit_depthwise_planes_x86(asmjit::x86::Assembler& a, const DepthwiseShape& s) {
     namespace x86 = asmjit::x86;
     uint32_t masks[7], mask_count = 0;
@@ -7531,11 +7546,13 @@ inline void emit_depthwise_planes_x86(asmjit::x86::Assembler& a, const Depthwise
         a.mov(x86::eax, masks[i]);
         a.kmovw(x86::k(i + 1), x86::eax);
     }
+    const bool strided = s.stride_w == 2;
     const int64_t vectors = (s.out_w + 15) / 16, in_plane = s.in_h * s.in_w, out_plane = s.out_h * s.out_w;
-    const int64_t group_rows = 30 / vectors, groups = (s.out_h + group_rows - 1) / group_rows;
+    const int64_t group_rows = (strided ? 27 : 30) / vectors, groups = (s.out_h + group_rows - 1) / group_rows;
     const int64_t rows_each = (s.out_h + groups - 1) / groups;
-    const x86::Zmm bias = x86::zmm30, weight = x86::zmm31;
-    asmjit::Label plane_loop = a.newLabel();
+    const x86::Zmm bias = x86::zmm30, weight = x86::zmm31, evens = x86::zmm29, low = x86::zmm28, high = x86::zmm27;
+    asmjit::Label plane_loop = a.newLabel(), even_indices = a.newLabel();
+    if (strided) a.vmovups(evens, x86::ptr(even_indices));
     a.bind(plane_loop);
     a.vbroadcastss(bias, x86::dword_ptr(x86::rcx));
     for (int64_t r0 = 0; r0 < s.out_h; r0 += rows_each) {
@@ -7549,14 +7566,29 @@ inline void emit_depthwise_planes_x86(asmjit::x86::Assembler& a, const Depthwise
                     const int64_t in_row = r * s.stride_h + kh * s.dilation_h - s.pad_top;
                     if (in_row < 0 || in_row >= s.in_h) continue;
                     for (int64_t j = 0; j < vectors; ++j) {
-                        const uint32_t lanes = depthwise_plane_lanes(s, j, kw);
-                        if (!lanes) continue;
+                        const uint32_t lanes = strided ? 0 : depthwise_plane_lanes(s, j, kw);
+                        const uint32_t halves[2] = {strided ? depthwise_plane_half_lanes(s, j, kw, 0) : 0,
+                                                    strided ? depthwise_plane_half_lanes(s, j, kw, 1) : 0};
+                        if (!lanes && !halves[0] && !halves[1]) continue;
                         if (!loaded) a.vbroadcastss(weight, x86::dword_ptr(x86::rsi, (int32_t)((kh * s.kernel_w + kw) * 4)));
                         loaded = true;
                         const x86::Zmm acc = x86::zmm((uint32_t)((r - r0) * vectors + j));
-                        const x86::Mem at = x86::ptr(x86::rdi, (int32_t)((in_row * s.in_w + j * 16 + kw * s.dilation_w - s.pad_left) * 4));
-                        if (lanes == 0xFFFFu) a.vfmadd231ps(acc, weight, at);
-                        else a.k(mask_reg(lanes)).vfmadd231ps(acc, weight, at);
+                        const int64_t column = (strided ? j * 32 : j * 16) + kw * s.dilation_w - s.pad_left;
+                        const x86::Mem at = x86::ptr(x86::rdi, (int32_t)((in_row * s.in_w + column) * 4));
+                        if (!strided) {
+                            if (lanes == 0xFFFFu) a.vfmadd231ps(acc, weight, at);
+                            else a.k(mask_reg(lanes)).vfmadd231ps(acc, weight, at);
+                            continue;
+                        }
+                        const x86::Zmm half[2] = {low, high};
+                        for (int h = 0; h < 2; ++h) {
+                            const x86::Mem part = x86::ptr(x86::rdi, (int32_t)((in_row * s.in_w + column + 16 * h) * 4));
+                            if (halves[h] == 0xFFFFu) a.vmovups(half[h], part);
+                            else if (halves[h]) a.k(mask_reg(halves[h])).z().vmovups(half[h], part);
+                            else a.vpxord(half[h], half[h], half[h]);
+                        }
+                        a.vpermt2ps(low, evens, high);
+                        a.vfmadd231ps(acc, weight, low);
                     }
                 }
             }
@@ -7576,15 +7608,21 @@ inline void emit_depthwise_planes_x86(asmjit::x86::Assembler& a, const Depthwise
     a.jnz(plane_loop);
     a.vzeroupper();
     a.ret();
+    if (strided) {
+        a.align(asmjit::AlignMode::kData, 64);
+        a.bind(even_indices);
+        for (uint32_t l = 0; l < 16; ++l) a.embedUInt32(2 * l);
+    }
 }
 
-// Whether the whole-planes kernel takes the shape: stride_w 1, at most 7 partial masks and
-// kDepthwisePlaneFmas unrolled FMAs, offsets far inside 32 bits.
+// Whether the whole-planes kernel takes the shape: stride_w 1 or 2, at most 7 partial masks and
+// kDepthwisePlaneFmas unrolled FMAs (half as many at stride 2, four instructions each), offsets
+// far inside 32 bits.
 inline bool depthwise_planes_fit(const DepthwiseShape& s) {
     uint32_t masks[7], count = 0;
     const int64_t vectors = (s.out_w + 15) / 16;
-    return s.stride_w == 1 && vectors <= 30 && s.in_h * s.in_w <= ((int64_t)1 << 24) &&
-           s.out_h * vectors * s.kernel_h * s.kernel_w <= kDepthwisePlaneFmas && depthwise_plane_masks(s, masks, &count);
+    return (s.stride_w == 1 || s.stride_w == 2) && vectors <= 27 && s.in_h * s.in_w <= ((int64_t)1 << 24) &&
+           s.out_h * vectors * s.kernel_h * s.kernel_w * s.stride_w <= kDepthwisePlaneFmas && depthwise_plane_masks(s, masks, &count);
 }
 #define TESSEL_DEPTHWISE_PLANES_JIT 1
 #define TESSEL_DEPTHWISE_JIT 1
