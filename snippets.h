@@ -5438,15 +5438,18 @@ Status Snippet::run_segments(Span<const float* const> inputs, Span<float* const>
     }
     void* kernel = !result_row && takes_in_place_kernel(inputs, outputs) ? kernel_in_place_ : kernel_;
     float* results_at[kSnippetMaxArgs];
+    // Whole segments lie side by side in a kernel row: a run of them is one range of columns.
+    const bool whole = column_begin == 0 && column_end == segment && !result_row && per_row > 1;
     for (int64_t r = row_begin; r < row_end;) {
         // Segment r is in kernel row g, from column `column` on; when a kernel row is one
         // segment, the segments up to the end of its block of `rows` go in one call.
         const int64_t g = r / per_row, column = r % per_row * segment + column_begin;
         const int64_t count = per_row == 1 ? std::min(rows - g % rows, row_end - r) : 1;
+        const int64_t segments = whole ? std::min(per_row - r % per_row, row_end - r) : 1;
         for (uint32_t t = 0; t < results_ && result_row; ++t) results_at[t] = outputs[t] + (r - row_begin) * result_row;
-        run_rows(inputs, outputs, scratch, kernel, g, count, column, column + (column_end - column_begin), row_strides, inner_broadcast,
-                 result_row ? results_at : nullptr);
-        r += count;
+        run_rows(inputs, outputs, scratch, kernel, g, count, column, column + (column_end - column_begin) * segments, row_strides,
+                 inner_broadcast, result_row ? results_at : nullptr);
+        r += whole ? segments : count;
     }
     return Status::Ok;
 }

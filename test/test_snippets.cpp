@@ -2295,6 +2295,50 @@ TEST_CASE("snippets: run_segments writes a block of rows of its own where the ke
     }
 }
 
+TEST_CASE("snippets: run_segments over whole segments, several to a kernel row, in place of the whole run") {
+    Isa isa = target();
+    // (x * s + b) -> Relu over 5 kernel rows of 96 with a value per row, in segments of 24 (or
+    // 32): runs of whole segments go a call per kernel row, parts of segments one at a time.
+    struct Case { int64_t segment, r0, r1, c0, c1; };
+    const Case cases[] = {{24, 3, 13, 0, 24}, {24, 0, 20, 0, 24}, {32, 1, 14, 0, 32}, {24, 2, 11, 5, 24}, {24, 6, 7, 0, 24}};
+    const std::vector<int64_t> shape = {5, 96}, per = {5, 1};
+    Built b;
+    ValueId x, scale, shift, m, a, y;
+    REQUIRE(b.body.parameter(Span<const int64_t>(shape.data(), 2), &x) == Status::Ok);
+    REQUIRE(b.body.parameter(Span<const int64_t>(per.data(), 2), &scale) == Status::Ok);
+    REQUIRE(b.body.parameter(Span<const int64_t>(per.data(), 2), &shift) == Status::Ok);
+    const ValueId xs[] = {x, scale};
+    REQUIRE(b.body.add(SnippetOp::Mul, Span<const ValueId>(xs, 2), 0, 0, &m) == Status::Ok);
+    const ValueId at[] = {m, shift};
+    REQUIRE(b.body.add(SnippetOp::Add, Span<const ValueId>(at, 2), 0, 0, &a) == Status::Ok);
+    REQUIRE(b.body.add(SnippetOp::Relu, Span<const ValueId>(&a, 1), 0, 0, &y) == Status::Ok);
+    REQUIRE(b.body.result(y) == Status::Ok);
+    const std::vector<float> xv = random_values(480, 50), sv = random_values(5, 51), tv = random_values(5, 52);
+    const float* in[] = {xv.data(), sv.data(), tv.data()};
+    SnippetOptions options;
+    options.isa = isa;
+    Snippet snippet;
+    REQUIRE(snippet.compile(b.body, options) == Status::Ok);
+    std::vector<float> whole(480), scratch(snippet.scratch_bytes() / sizeof(float) + 1);
+    float* whole_out[] = {whole.data()};
+    REQUIRE(snippet.run(Span<const float* const>(in, 3), whole_out, scratch.data()) == Status::Ok);
+    for (const Case& k : cases) {
+        INFO("segment " << k.segment << " segments " << k.r0 << ".." << k.r1 << " columns " << k.c0 << ".." << k.c1);
+        std::vector<float> part(480, -77.0f);
+        float* part_out[] = {part.data()};
+        REQUIRE(snippet.run_segments(Span<const float* const>(in, 3), part_out, scratch.data(), k.segment, k.r0, k.r1, k.c0, k.c1) ==
+                Status::Ok);
+        int64_t bad = 0;
+        for (int64_t i = 0; i < 480; ++i) {
+            const int64_t r = i / k.segment, c = i % k.segment;
+            const bool inside = r >= k.r0 && r < k.r1 && c >= k.c0 && c < k.c1;
+            const float want = inside ? whole[(size_t)i] : -77.0f;
+            bad += std::memcmp(&part[(size_t)i], &want, sizeof want) != 0;
+        }
+        CHECK(bad == 0);
+    }
+}
+
 TEST_CASE("snippets: hundreds of values live at once spill into a large frame and stay exact") {
     // v_i = v_(i-1) + x for 300 values, all live until the alternating sum at the end: about
     // 280 spill slots, a frame above the 4 KiB a single AArch64 sub sp immediate reaches.
