@@ -11850,7 +11850,7 @@ inline Status cpu_conv_transpose_step(ReferenceProgram* p, const PreparedModel& 
 // AVX2, AVX-512 and NEON, its portable loop elsewhere), one plane per work unit; planes are cut into
 // bands of output rows when there are too few planes for the threads or a plane's padded copy
 // would not stay in L2. Small planes of one map per channel that DepthwiseConv takes whole
-// (AVX-512, stride_w 1 or 2) go a block of planes per unit, read where they lie. The elementwise island after it runs as its epilogue (>>gemm epilogue)
+// (AVX-512 and AVX2, stride_w 1 or 2) go a block of planes per unit, read where they lie. The elementwise island after it runs as its epilogue (>>gemm epilogue)
 // on each band of a map right after the band is written.
 struct CpuDepthwiseState {
     DepthwiseConv conv;
@@ -11961,7 +11961,7 @@ inline Status cpu_depthwise_step(ReferenceProgram* p, const PreparedModel& model
     if (!ds) return Status::OutOfMemory;
     new (ds) CpuDepthwiseState();
     // a copy of one output row's band beyond 64 MiB (extreme strides or dilations): not here
-    if (ds->conv.init(shape, isa) != Status::Ok || ds->conv.scratch_floats(1) > ((size_t)16 << 20)) return Status::Ok;
+    if (ds->conv.init(shape, isa, st->group_maps == 1) != Status::Ok || ds->conv.scratch_floats(1) > ((size_t)16 << 20)) return Status::Ok;
     ds->op = st;
     ds->op_inputs = model.model.graph.node(id).num_inputs;
     ds->slots = p->threads ? p->threads : 1;

@@ -195,7 +195,7 @@
        >>jit kernel table             JitKernelTable (made kernels by key), assemble_jit_kernel
        >>gemm transposed store        Gemm::store_transposed: the AVX-512 16 x 16 kernel, the portable loop
        >>winograd implementation      the matrices, the AVX-512 transform kernels, the portable loops
-       >>depthwise conv implementation  padding, the x86 and NEON row tiles, the AVX-512 whole-planes kernel, the kernel tables, the portable loop
+       >>depthwise conv implementation  padding, the x86 and NEON row tiles, the x86 whole-planes kernel, the kernel tables, the portable loop
        >>pool rows implementation     the x86 and NEON tiles (strides 1 and 2), the kernel table
        >>pool planes implementation   the AVX-512 plane kernel, its table, the portable loop
        >>gemm dot implementation      the x86 and NEON kernels, the kernel table, the portable loop
@@ -804,7 +804,8 @@ public:
     // InvalidArgument for dims or pads out of [1, 2^24] ([0, 2^24]); Unsupported when the CPU
     // lacks `isa`, for stride_w above 16 or a padded copy above 2^40 floats. A JIT target falls back to the portable loop when its kernel cannot be made.
     // Whatever the padded input does not cover (the bottom and right padding) reads as zero.
-    Status init(const DepthwiseShape& shape, Isa isa = Isa::Auto);
+    // whole_planes: also make the whole-planes kernel (run_planes) where the target has one.
+    Status init(const DepthwiseShape& shape, Isa isa = Isa::Auto, bool whole_planes = false);
     Isa isa() const { return isa_; }
     bool jit() const { return kernel_ != nullptr; }
     const DepthwiseShape& shape() const { return shape_; }
@@ -823,11 +824,11 @@ public:
         pad(x, 0, shape_.out_h, scratch);
         run_rows(scratch, weights, bias, y, 0, shape_.out_h);
     }
-    // Small planes of stride_w 1 or 2 on AVX-512 also have a kernel of whole planes, many a call:
-    // it reads each plane where it lies (no padded copy; border taps by lane masks), and the
+    // Small planes of stride_w 1 or 2 on AVX-512 and AVX2 also have a kernel of whole planes,
+    // many a call: it reads each plane where it lies (no padded copy; border taps masked), and the
     // out-of-order core overlaps consecutive planes, whose few rows alone would leave the FMAs
     // waiting on their latency. `planes` consecutive planes of x and y, weights planes x taps,
-    // bias planes floats or null. Only when whole_planes().
+    // bias planes floats or null. Only when whole_planes() (asked for at init).
     bool whole_planes() const { return planes_kernel_ != nullptr; }
     void run_planes(const float* x, const float* weights, const float* bias, float* y, int64_t planes) const;
     // void kernel(padded band, weights, y band, &bias, AVX2 lane mask, rows)
@@ -7481,87 +7482,103 @@ inline DepthwiseConv::KernelFn make_depthwise_kernel(Isa isa, const DepthwiseSha
     return assemble_jit_kernel<DepthwiseConv::KernelFn>([&](JitAssembler& a) { emit_depthwise_x86(a, isa, s, phase, pitch, first, last); });
 }
 
-// The whole-planes kernel, stride_w 1: the lanes of output vector j that tap column kw reads
-// inside the input row (and that are output columns).
-inline uint32_t depthwise_plane_lanes(const DepthwiseShape& s, int64_t j, int64_t kw) {
-    uint32_t lanes = 0;
-    for (int64_t l = 0; l < 16; ++l) {
-        const int64_t column = j * 16 + l, at = column + kw * s.dilation_w - s.pad_left;
-        if (column < s.out_w && at >= 0 && at < s.in_w) lanes |= 1u << l;
+// The whole-planes kernel, stride_w 1: the lanes of output vector j (of `lanes`) that tap column
+// kw reads inside the input row (and that are output columns).
+inline uint32_t depthwise_plane_lanes(const DepthwiseShape& s, int64_t lanes, int64_t j, int64_t kw) {
+    uint32_t on = 0;
+    for (int64_t l = 0; l < lanes; ++l) {
+        const int64_t column = j * lanes + l, at = column + kw * s.dilation_w - s.pad_left;
+        if (column < s.out_w && at >= 0 && at < s.in_w) on |= 1u << l;
     }
-    return lanes;
+    return on;
 }
 
-// Stride_w 2: output vector j's tap column kw reads the even lanes of 32 input columns; the
-// lanes of half h (16 columns) inside the input row.
-inline uint32_t depthwise_plane_half_lanes(const DepthwiseShape& s, int64_t j, int64_t kw, int64_t h) {
-    uint32_t lanes = 0;
-    for (int64_t l = 0; l < 16; ++l) {
-        const int64_t at = j * 32 + h * 16 + l + kw * s.dilation_w - s.pad_left;
-        if (at >= 0 && at < s.in_w) lanes |= 1u << l;
+// Stride_w 2: output vector j's tap column kw reads the even lanes of 2 x `lanes` input columns;
+// the lanes of half h inside the input row.
+inline uint32_t depthwise_plane_half_lanes(const DepthwiseShape& s, int64_t lanes, int64_t j, int64_t kw, int64_t h) {
+    uint32_t on = 0;
+    for (int64_t l = 0; l < lanes; ++l) {
+        const int64_t at = (2 * j + h) * lanes + l + kw * s.dilation_w - s.pad_left;
+        if (at >= 0 && at < s.in_w) on |= 1u << l;
     }
-    return lanes;
+    return on;
 }
 
-// The partial lane masks the kernel needs (k1.. in this order), tap columns' and the last
-// output vector's; false when there are more than 7.
-inline bool depthwise_plane_masks(const DepthwiseShape& s, uint32_t* masks, uint32_t* count) {
-    const int64_t vectors = (s.out_w + 15) / 16;
+// The partial lane masks the kernel needs, in this order: the last output vector's, then the tap
+// columns' (or their halves'); false when there are more than `most`.
+inline bool depthwise_plane_masks(const DepthwiseShape& s, int64_t lanes, uint32_t* masks, uint32_t most, uint32_t* count) {
+    const int64_t vectors = (s.out_w + lanes - 1) / lanes;
+    const uint32_t full = (1u << lanes) - 1u;
     *count = 0;
     auto add = [&](uint32_t m) {
-        if (m == 0 || m == 0xFFFFu) return true;
+        if (m == 0 || m == full) return true;
         for (uint32_t i = 0; i < *count; ++i)
             if (masks[i] == m) return true;
-        if (*count == 7) return false;
+        if (*count == most) return false;
         masks[(*count)++] = m;
         return true;
     };
-    if (!add(s.out_w % 16 ? (1u << (s.out_w % 16)) - 1u : 0xFFFFu)) return false;
+    if (!add(s.out_w % lanes ? (1u << (s.out_w % lanes)) - 1u : full)) return false;
     for (int64_t j = 0; j < vectors; ++j)
         for (int64_t kw = 0; kw < s.kernel_w; ++kw) {
-            if (s.stride_w == 1 && !add(depthwise_plane_lanes(s, j, kw))) return false;
-            if (s.stride_w == 2 && (!add(depthwise_plane_half_lanes(s, j, kw, 0)) || !add(depthwise_plane_half_lanes(s, j, kw, 1))))
+            if (s.stride_w == 1 && !add(depthwise_plane_lanes(s, lanes, j, kw))) return false;
+            if (s.stride_w == 2 && (!add(depthwise_plane_half_lanes(s, lanes, j, kw, 0)) || !add(depthwise_plane_half_lanes(s, lanes, j, kw, 1))))
                 return false;
         }
     return true;
 }
 
 constexpr int64_t kDepthwisePlaneFmas = 1536;   // unrolled FMAs of a plane at most (code size)
+constexpr uint32_t kDepthwisePlaneMasks = 32;   // AVX2's table of lane masks (AVX-512: k1-k7)
 
-// Whole planes, AVX-512, stride_w 1 or 2: per plane the output rows in groups of up to 30
-// accumulators (27 at stride 2; vectors of a row x rows, groups as even as they go), each group
-// starting at the bias (zmm30) and summing its taps in kernel order, the weight broadcast into
-// zmm31 once per tap. Taps whose input row is outside the plane are skipped. Stride 1: x an FMA
-// memory operand where it lies, border columns masked (merge masking: their lanes add nothing,
-// read nothing). Stride 2: x's 32 columns loaded in halves (zero masked outside the row) and
-// their even lanes taken by vpermt2ps (indices in zmm29). Arguments (System V): rdi x, rsi
-// weights, rdx y, rcx bias, r8 planes (1 or more), r9 bias step in bytes.
-inline void emit_depthwise_planes_x86(asmjit::x86::Assembler& a, const DepthwiseShape& s) {
+// Whole planes, AVX-512 or AVX2, stride_w 1 or 2: per plane the output rows in groups of up to
+// 30 accumulators (AVX-512; 27 at stride 2; AVX2 11: vectors of a row x rows, groups as even as
+// they go), each group starting at the bias and summing its taps in kernel order, the weight
+// broadcast once per tap. Taps whose input row is outside the plane are skipped. Stride 1: x
+// an FMA memory operand where it lies, border columns masked (AVX-512 merge masking: their
+// lanes add nothing, read nothing; AVX2 vmaskmovps: they read zeros). Stride 2: x's 2 x lanes
+// columns loaded in halves (zero masked outside the row), their even lanes taken by vpermt2ps
+// (AVX-512) or vshufps and vpermpd (AVX2). AVX2's masks are a table after the code, loaded as
+// needed. Arguments (System V): rdi x, rsi weights, rdx y, rcx bias, r8 planes (1 or more), r9
+// bias step in bytes.
+inline void emit_depthwise_planes_x86(asmjit::x86::Assembler& a, Isa isa, const DepthwiseShape& s) {
     namespace x86 = asmjit::x86;
-    uint32_t masks[7], mask_count = 0;
-    depthwise_plane_masks(s, masks, &mask_count);
-    auto mask_reg = [&](uint32_t m) {
-        for (uint32_t i = 0; i < mask_count; ++i)
-            if (masks[i] == m) return x86::k(i + 1);
-        return x86::k(0);
+    const bool wide = isa == Isa::Avx512, strided = s.stride_w == 2;
+    const int64_t lanes = wide ? 16 : 8;
+    const uint32_t full = (1u << lanes) - 1u;
+    uint32_t masks[kDepthwisePlaneMasks], mask_count = 0;
+    depthwise_plane_masks(s, lanes, masks, wide ? 7 : kDepthwisePlaneMasks, &mask_count);
+    auto mask_index = [&](uint32_t m) {
+        uint32_t i = 0;
+        while (i + 1 < mask_count && masks[i] != m) ++i;
+        return i;
     };
-    for (uint32_t i = 0; i < mask_count; ++i) {
-        a.mov(x86::eax, masks[i]);
-        a.kmovw(x86::k(i + 1), x86::eax);
-    }
-    const bool strided = s.stride_w == 2;
-    const int64_t vectors = (s.out_w + 15) / 16, in_plane = s.in_h * s.in_w, out_plane = s.out_h * s.out_w;
-    const int64_t group_rows = (strided ? 27 : 30) / vectors, groups = (s.out_h + group_rows - 1) / group_rows;
+    auto v = [&](uint32_t id) -> x86::Vec { return wide ? x86::Vec(x86::zmm(id)) : x86::Vec(x86::ymm(id)); };
+    const x86::Vec weight = v(wide ? 31 : 15), bias = v(wide ? 30 : 14), low = v(wide ? 28 : 13), high = v(wide ? 27 : 11);
+    const x86::Vec evens = v(29), mask = v(12);   // AVX-512's permutation, AVX2's mask
+    asmjit::Label plane_loop = a.newLabel(), table = a.newLabel();
+    if (wide)
+        for (uint32_t i = 0; i < mask_count; ++i) {
+            a.mov(x86::eax, masks[i]);
+            a.kmovw(x86::k(i + 1), x86::eax);
+        }
+    int64_t loaded_mask = -1;   // AVX2: the table row in `mask` (reloaded at each plane)
+    auto load_mask = [&](uint32_t m) {
+        const uint32_t i = mask_index(m);
+        if ((int64_t)i != loaded_mask) a.vmovdqa(mask, x86::ptr(table, (int32_t)(i * 32)));
+        loaded_mask = i;
+    };
+    const int64_t vectors = (s.out_w + lanes - 1) / lanes, in_plane = s.in_h * s.in_w, out_plane = s.out_h * s.out_w;
+    const int64_t group_rows = (wide ? (strided ? 27 : 30) : 11) / vectors, groups = (s.out_h + group_rows - 1) / group_rows;
     const int64_t rows_each = (s.out_h + groups - 1) / groups;
-    const x86::Zmm bias = x86::zmm30, weight = x86::zmm31, evens = x86::zmm29, low = x86::zmm28, high = x86::zmm27;
-    asmjit::Label plane_loop = a.newLabel(), even_indices = a.newLabel();
-    if (strided) a.vmovups(evens, x86::ptr(even_indices));
+    if (wide && strided) a.vmovups(evens, x86::ptr(table));
     a.bind(plane_loop);
+    loaded_mask = -1;
     a.vbroadcastss(bias, x86::dword_ptr(x86::rcx));
     for (int64_t r0 = 0; r0 < s.out_h; r0 += rows_each) {
         const int64_t r1 = r0 + rows_each < s.out_h ? r0 + rows_each : s.out_h;
         const uint32_t count = (uint32_t)((r1 - r0) * vectors);
-        for (uint32_t i = 0; i < count; ++i) a.vmovaps(x86::zmm(i), bias);
+        for (uint32_t i = 0; i < count; ++i) a.vmovaps(v(i), bias);
         for (int64_t kh = 0; kh < s.kernel_h; ++kh)
             for (int64_t kw = 0; kw < s.kernel_w; ++kw) {
                 bool loaded = false;
@@ -7569,38 +7586,63 @@ inline void emit_depthwise_planes_x86(asmjit::x86::Assembler& a, const Depthwise
                     const int64_t in_row = r * s.stride_h + kh * s.dilation_h - s.pad_top;
                     if (in_row < 0 || in_row >= s.in_h) continue;
                     for (int64_t j = 0; j < vectors; ++j) {
-                        const uint32_t lanes = strided ? 0 : depthwise_plane_lanes(s, j, kw);
-                        const uint32_t halves[2] = {strided ? depthwise_plane_half_lanes(s, j, kw, 0) : 0,
-                                                    strided ? depthwise_plane_half_lanes(s, j, kw, 1) : 0};
-                        if (!lanes && !halves[0] && !halves[1]) continue;
+                        const uint32_t on = strided ? 0 : depthwise_plane_lanes(s, lanes, j, kw);
+                        const uint32_t halves[2] = {strided ? depthwise_plane_half_lanes(s, lanes, j, kw, 0) : 0,
+                                                    strided ? depthwise_plane_half_lanes(s, lanes, j, kw, 1) : 0};
+                        if (!on && !halves[0] && !halves[1]) continue;
                         if (!loaded) a.vbroadcastss(weight, x86::dword_ptr(x86::rsi, (int32_t)((kh * s.kernel_w + kw) * 4)));
                         loaded = true;
-                        const x86::Zmm acc = x86::zmm((uint32_t)((r - r0) * vectors + j));
-                        const int64_t column = (strided ? j * 32 : j * 16) + kw * s.dilation_w - s.pad_left;
-                        const x86::Mem at = x86::ptr(x86::rdi, (int32_t)((in_row * s.in_w + column) * 4));
+                        const x86::Vec acc = v((uint32_t)((r - r0) * vectors + j));
+                        const int64_t column = j * s.stride_w * lanes + kw * s.dilation_w - s.pad_left;
                         if (!strided) {
-                            if (lanes == 0xFFFFu) a.vfmadd231ps(acc, weight, at);
-                            else a.k(mask_reg(lanes)).vfmadd231ps(acc, weight, at);
+                            const x86::Mem at = x86::ptr(x86::rdi, (int32_t)((in_row * s.in_w + column) * 4));
+                            if (on == full) {
+                                a.vfmadd231ps(acc, weight, at);
+                            } else if (wide) {
+                                a.k(x86::k(mask_index(on) + 1)).vfmadd231ps(acc, weight, at);
+                            } else {
+                                load_mask(on);
+                                a.vmaskmovps(low, mask, at);
+                                a.vfmadd231ps(acc, weight, low);
+                            }
                             continue;
                         }
-                        const x86::Zmm half[2] = {low, high};
+                        const x86::Vec half[2] = {low, high};
                         for (int h = 0; h < 2; ++h) {
-                            const x86::Mem part = x86::ptr(x86::rdi, (int32_t)((in_row * s.in_w + column + 16 * h) * 4));
-                            if (halves[h] == 0xFFFFu) a.vmovups(half[h], part);
-                            else if (halves[h]) a.k(mask_reg(halves[h])).z().vmovups(half[h], part);
-                            else a.vpxord(half[h], half[h], half[h]);
+                            const x86::Mem part = x86::ptr(x86::rdi, (int32_t)((in_row * s.in_w + column + lanes * h) * 4));
+                            if (halves[h] == full) {
+                                a.vmovups(half[h], part);
+                            } else if (!halves[h]) {
+                                a.vxorps(half[h], half[h], half[h]);
+                            } else if (wide) {
+                                a.k(x86::k(mask_index(halves[h]) + 1)).z().vmovups(half[h], part);
+                            } else {
+                                load_mask(halves[h]);
+                                a.vmaskmovps(half[h], mask, part);
+                            }
                         }
-                        a.vpermt2ps(low, evens, high);
+                        if (wide) {
+                            a.vpermt2ps(low, evens, high);
+                        } else {   // [l0 l2 h0 h2 | l4 l6 h4 h6], then the 64-bit pairs in order
+                            a.vshufps(low, low, high, 0x88);
+                            a.vpermpd(low, low, 0xD8);
+                        }
                         a.vfmadd231ps(acc, weight, low);
                     }
                 }
             }
         for (int64_t r = r0; r < r1; ++r)
             for (int64_t j = 0; j < vectors; ++j) {
-                const x86::Mem out = x86::ptr(x86::rdx, (int32_t)((r * s.out_w + j * 16) * 4));
-                const x86::Zmm acc = x86::zmm((uint32_t)((r - r0) * vectors + j));
-                if (j * 16 + 16 <= s.out_w) a.vmovups(out, acc);
-                else a.k(mask_reg((1u << (s.out_w % 16)) - 1u)).vmovups(out, acc);
+                const x86::Mem out = x86::ptr(x86::rdx, (int32_t)((r * s.out_w + j * lanes) * 4));
+                const x86::Vec acc = v((uint32_t)((r - r0) * vectors + j));
+                if (j * lanes + lanes <= s.out_w) {
+                    a.vmovups(out, acc);
+                } else if (wide) {
+                    a.k(x86::k(mask_index((1u << (s.out_w % lanes)) - 1u) + 1)).vmovups(out, acc);
+                } else {
+                    load_mask((1u << (s.out_w % lanes)) - 1u);
+                    a.vmaskmovps(out, mask, acc);
+                }
             }
     }
     a.add(x86::rdi, (int32_t)(in_plane * 4));
@@ -7611,21 +7653,26 @@ inline void emit_depthwise_planes_x86(asmjit::x86::Assembler& a, const Depthwise
     a.jnz(plane_loop);
     a.vzeroupper();
     a.ret();
-    if (strided) {
-        a.align(asmjit::AlignMode::kData, 64);
-        a.bind(even_indices);
+    a.align(asmjit::AlignMode::kData, 64);
+    a.bind(table);
+    if (wide) {
         for (uint32_t l = 0; l < 16; ++l) a.embedUInt32(2 * l);
+    } else {
+        for (uint32_t i = 0; i < mask_count; ++i)
+            for (int64_t l = 0; l < lanes; ++l) a.embedUInt32(masks[i] >> l & 1u ? 0xFFFFFFFFu : 0u);
     }
 }
 
-// Whether the whole-planes kernel takes the shape: stride_w 1 or 2, at most 7 partial masks and
-// kDepthwisePlaneFmas unrolled FMAs (half as many at stride 2, four instructions each), offsets
-// far inside 32 bits.
-inline bool depthwise_planes_fit(const DepthwiseShape& s) {
-    uint32_t masks[7], count = 0;
-    const int64_t vectors = (s.out_w + 15) / 16;
-    return (s.stride_w == 1 || s.stride_w == 2) && vectors <= 27 && s.in_h * s.in_w <= ((int64_t)1 << 24) &&
-           s.out_h * vectors * s.kernel_h * s.kernel_w * s.stride_w <= kDepthwisePlaneFmas && depthwise_plane_masks(s, masks, &count);
+// Whether the whole-planes kernel takes the shape on `isa` (AVX-512 or AVX2): stride_w 1 or 2,
+// the masks it needs at hand, at most kDepthwisePlaneFmas unrolled FMAs (half as many at stride
+// 2, four instructions each), offsets far inside 32 bits.
+inline bool depthwise_planes_fit(Isa isa, const DepthwiseShape& s) {
+    if (isa != Isa::Avx512 && isa != Isa::Avx2) return false;
+    const int64_t lanes = isa == Isa::Avx512 ? 16 : 8, vectors = (s.out_w + lanes - 1) / lanes;
+    uint32_t masks[kDepthwisePlaneMasks], count = 0;
+    return (s.stride_w == 1 || s.stride_w == 2) && vectors <= (isa == Isa::Avx512 ? 27 : 11) && s.in_h * s.in_w <= ((int64_t)1 << 24) &&
+           s.out_h * vectors * s.kernel_h * s.kernel_w * s.stride_w <= kDepthwisePlaneFmas &&
+           depthwise_plane_masks(s, lanes, masks, isa == Isa::Avx512 ? 7 : kDepthwisePlaneMasks, &count);
 }
 #define TESSEL_DEPTHWISE_PLANES_JIT 1
 #define TESSEL_DEPTHWISE_JIT 1
@@ -7779,8 +7826,9 @@ inline DepthwiseKernelTable& depthwise_kernels() {
 
 // The whole-planes kernels, by the whole shape (the kernel takes every dim as an immediate).
 struct DepthwisePlanesKey {
+    Isa isa;
     DepthwiseShape shape;
-    bool operator==(const DepthwisePlanesKey& o) const { return std::memcmp(&shape, &o.shape, sizeof shape) == 0; }
+    bool operator==(const DepthwisePlanesKey& o) const { return isa == o.isa && std::memcmp(&shape, &o.shape, sizeof shape) == 0; }
 };
 using DepthwisePlanesTable = JitKernelTable<DepthwisePlanesKey, DepthwiseConv::PlanesFn, 1024>;
 
@@ -7830,7 +7878,7 @@ inline void depthwise_portable_rows(const DepthwiseShape& s, int64_t phase, int6
 }
 }  // namespace detail
 
-Status DepthwiseConv::init(const DepthwiseShape& s, Isa isa) {
+Status DepthwiseConv::init(const DepthwiseShape& s, Isa isa, bool whole_planes) {
     if (isa == Isa::Auto) isa = default_isa();
     if (!isa_available(isa)) return Status::Unsupported;
     const int64_t limit = (int64_t)1 << 24;
@@ -7894,9 +7942,9 @@ Status DepthwiseConv::init(const DepthwiseShape& s, Isa isa) {
     }
 #endif
 #ifdef TESSEL_DEPTHWISE_PLANES_JIT
-    if (isa == Isa::Avx512 && detail::depthwise_planes_fit(s))
-        planes_kernel_ = detail::depthwise_planes_kernels().find_or_make(detail::DepthwisePlanesKey{s}, [&] {
-            return detail::assemble_jit_kernel<PlanesFn>([&](detail::JitAssembler& a) { detail::emit_depthwise_planes_x86(a, s); });
+    if (whole_planes && detail::depthwise_planes_fit(isa, s))
+        planes_kernel_ = detail::depthwise_planes_kernels().find_or_make(detail::DepthwisePlanesKey{isa, s}, [&] {
+            return detail::assemble_jit_kernel<PlanesFn>([&](detail::JitAssembler& a) { detail::emit_depthwise_planes_x86(a, isa, s); });
         });
 #endif
     return Status::Ok;
