@@ -7942,9 +7942,11 @@ Status DepthwiseConv::init(const DepthwiseShape& s, Isa isa, bool whole_planes) 
     }
 #endif
 #ifdef TESSEL_DEPTHWISE_PLANES_JIT
-    if (whole_planes && detail::depthwise_planes_fit(isa, s))
-        planes_kernel_ = detail::depthwise_planes_kernels().find_or_make(detail::DepthwisePlanesKey{isa, s}, [&] {
-            return detail::assemble_jit_kernel<PlanesFn>([&](detail::JitAssembler& a) { detail::emit_depthwise_planes_x86(a, isa, s); });
+    // Rows of 8 or fewer: AVX2's vectors on AVX-512 too (a zmm would leave half its lanes idle)
+    const Isa planes_isa = isa == Isa::Avx512 && s.out_w <= 8 ? Isa::Avx2 : isa;
+    if (whole_planes && detail::depthwise_planes_fit(planes_isa, s))
+        planes_kernel_ = detail::depthwise_planes_kernels().find_or_make(detail::DepthwisePlanesKey{planes_isa, s}, [&] {
+            return detail::assemble_jit_kernel<PlanesFn>([&](detail::JitAssembler& a) { detail::emit_depthwise_planes_x86(a, planes_isa, s); });
         });
 #endif
     return Status::Ok;

@@ -1,8 +1,8 @@
 // Conv through the CPU device, per shape class of the real models (OCR detector and recognizer,
-// ResNet-50, SqueezeNet, VGG): Conv + bias alone, Conv + bias + Relu and Conv + bias + a residual
-// Add + Relu (fused epilogues where the device fuses them), at 1 and 2 threads, in
-// microseconds, GFLOP/s and share of the FMA peak measured in the same run (best of many runs:
-// other processes share the cores).
+// ResNet-50, SqueezeNet, VGG; depthwise convs of the recognizer and of 7^2 maps): Conv + bias
+// alone, Conv + bias + Relu and Conv + bias + a residual Add + Relu (fused epilogues where the
+// device fuses them), at 1 and 2 threads, in microseconds, GFLOP/s and share of the FMA peak
+// measured in the same run (best of many runs: other processes share the cores).
 // Only the public API: it builds against older headers too, for before/after figures.
 //   build/bench/conv [ISA [NAME]]  (ISA: avx2, avx512, neon; default as TESSEL_ISA; NAME: only the
 //                                  shapes whose name contains it)
@@ -20,7 +20,7 @@
 using namespace tessel;
 
 namespace {
-struct Shape { const char* name; int64_t cin, cout, h, w, k, stride, pad; };
+struct Shape { const char* name; int64_t cin, cout, h, w, k, stride, pad, group = 1; };
 
 TensorDesc float_desc(std::initializer_list<int64_t> dims) {
     TensorDesc d;
@@ -35,16 +35,16 @@ double conv_seconds(const Shape& s, int tail, uint32_t threads, const char* isa)
     const int64_t oh = (s.h + 2 * s.pad - s.k) / s.stride + 1, ow = (s.w + 2 * s.pad - s.k) / s.stride + 1;
     Model model;
     NodeId x, w, b, y, r;
-    std::vector<float> weights((size_t)(s.cout * s.cin * s.k * s.k), 0.01f), bias((size_t)s.cout, 0.5f);
+    std::vector<float> weights((size_t)(s.cout * s.cin / s.group * s.k * s.k), 0.01f), bias((size_t)s.cout, 0.5f);
     if (model.add_input("x", float_desc({1, s.cin, s.h, s.w}), &x) != Status::Ok ||
-        model.add_constant("w", float_desc({s.cout, s.cin, s.k, s.k}), weights.data(), &w) != Status::Ok ||
+        model.add_constant("w", float_desc({s.cout, s.cin / s.group, s.k, s.k}), weights.data(), &w) != Status::Ok ||
         model.add_constant("b", float_desc({s.cout}), bias.data(), &b) != Status::Ok)
         return 0;
     InputRef in[] = {InputRef::by_id(x), InputRef::by_id(w), InputRef::by_id(b)};
     if (model.add_node("Conv", "conv", in, 1, &y) != Status::Ok) return 0;
     const int64_t strides[] = {s.stride, s.stride}, pads[] = {s.pad, s.pad, s.pad, s.pad};
     if (model.set_ints(y, "strides", Span<const int64_t>(strides, 2)) != Status::Ok ||
-        model.set_ints(y, "pads", Span<const int64_t>(pads, 4)) != Status::Ok)
+        model.set_ints(y, "pads", Span<const int64_t>(pads, 4)) != Status::Ok || model.set_int(y, "group", s.group) != Status::Ok)
         return 0;
     if (tail == 2) {
         if (model.add_input("r", float_desc({1, s.cout, oh, ow}), &r) != Status::Ok) return 0;
@@ -104,11 +104,13 @@ int main(int argc, char** argv) {
         {"r50 1024->256 1x1 14^2", 1024, 256, 14, 14, 1, 1, 0}, {"r50 512->2048 1x1 7^2", 512, 2048, 7, 7, 1, 1, 0},
         {"r50 2048->512 1x1 7^2", 2048, 512, 7, 7, 1, 1, 0},
         {"vgg 512->512 3x3 28^2", 512, 512, 28, 28, 3, 1, 1},
+        {"rec dw 128 3x3 12x80", 128, 128, 12, 80, 3, 1, 1, 128}, {"rec dw 256 3x3/2 6x80", 256, 256, 6, 80, 3, 2, 1, 256},
+        {"rec dw 512 5x5 3x40", 512, 512, 3, 40, 5, 1, 2, 512},    {"dw 464 3x3 7^2", 464, 464, 7, 7, 3, 1, 1, 464},
     };
     for (const Shape& s : shapes) {
         if (argc > 2 && !std::strstr(s.name, argv[2])) continue;
         const int64_t oh = (s.h + 2 * s.pad - s.k) / s.stride + 1, ow = (s.w + 2 * s.pad - s.k) / s.stride + 1;
-        const double flops = 2.0 * (double)s.cout * (double)(s.cin * s.k * s.k) * (double)(oh * ow);
+        const double flops = 2.0 * (double)s.cout * (double)(s.cin / s.group * s.k * s.k) * (double)(oh * ow);
         const double t1 = conv_seconds(s, 0, 1, isa_name(isa)), tr = conv_seconds(s, 1, 1, isa_name(isa));
         const double ta = conv_seconds(s, 2, 1, isa_name(isa)), t2 = conv_seconds(s, 0, 2, isa_name(isa));
         std::printf("%-24s %7.1f %8.1f %7.1f %6.2f %9.1f %13.1f %8.1f %7.2f\n", s.name, flops * 1e-6, t1 * 1e6,
