@@ -11971,9 +11971,12 @@ inline Status cpu_depthwise_step(ReferenceProgram* p, const PreparedModel& model
     ds->band_rows = band_rows;
     ds->bands = (rows + band_rows - 1) / band_rows;
     ds->slot_floats = round16(ds->conv.scratch_floats(band_rows));
-    if (ds->conv.whole_planes() && st->group_maps == 1) {   // blocks of planes whose output stays in L1 for the epilogue
+    // Blocks of planes whose output stays in L1 for the epilogue, where there are planes enough
+    // for the threads (else bands of rows, below).
+    const int64_t planes = st->batch * st->channels;
+    if (ds->conv.whole_planes() && st->group_maps == 1 && planes >= (ds->slots > 1 ? 2 * (int64_t)ds->slots : 1)) {
         const int64_t per_block = std::max<int64_t>(1, kDepthwiseEpilogueFloats / w.out_size());
-        const int64_t per_thread = std::max<int64_t>(1, st->batch * st->channels / (2 * (int64_t)ds->slots));
+        const int64_t per_thread = std::max<int64_t>(1, planes / (2 * (int64_t)ds->slots));
         ds->planes_per_unit = std::min(per_block, per_thread);
         ds->slot_floats = 0;
     }

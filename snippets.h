@@ -7528,8 +7528,40 @@ inline bool depthwise_plane_masks(const DepthwiseShape& s, int64_t lanes, uint32
     return true;
 }
 
-constexpr int64_t kDepthwisePlaneFmas = 1536;   // unrolled FMAs of a plane at most (code size)
+constexpr int64_t kDepthwisePlaneFmas = 1536;   // FMAs a kernel unrolls at most (code size)
 constexpr uint32_t kDepthwisePlaneMasks = 32;   // AVX2's table of lane masks (AVX-512: k1-k7)
+
+// How the whole-planes kernel walks a plane: groups of `rows` output rows (the last may be
+// shorter); groups [loop_begin, loop_end) read no padding row and run as one loop body, the
+// others are unrolled each.
+struct DepthwisePlanesPlan {
+    int64_t vectors, rows, groups, loop_begin, loop_end;
+    int64_t unrolled_fmas;   // of the unrolled groups and the loop body: what the code holds
+};
+
+inline DepthwisePlanesPlan depthwise_planes_plan(const DepthwiseShape& s, int64_t lanes, uint32_t accumulators) {
+    DepthwisePlanesPlan p;
+    p.vectors = (s.out_w + lanes - 1) / lanes;
+    const int64_t most = p.vectors <= (int64_t)accumulators ? (int64_t)accumulators / p.vectors : 1;
+    p.groups = (s.out_h + most - 1) / most;
+    p.rows = (s.out_h + p.groups - 1) / p.groups;
+    p.groups = (s.out_h + p.rows - 1) / p.rows;
+    auto inside = [&](int64_t g) {   // every row of group g reads only input rows, and the group is whole
+        const int64_t r0 = g * p.rows, r1 = r0 + p.rows;
+        return r1 <= s.out_h && r0 * s.stride_h - s.pad_top >= 0 &&
+               (r1 - 1) * s.stride_h + (s.kernel_h - 1) * s.dilation_h - s.pad_top < s.in_h;
+    };
+    p.loop_begin = p.loop_end = 0;
+    for (int64_t g = 0; g < p.groups; ++g)
+        if (inside(g)) {
+            if (p.loop_end != g) p.loop_begin = g;
+            p.loop_end = g + 1;
+        }
+    if (p.loop_end - p.loop_begin < 2) p.loop_begin = p.loop_end = 0;
+    const int64_t unrolled = p.groups - (p.loop_end - p.loop_begin) + (p.loop_end > p.loop_begin ? 1 : 0);
+    p.unrolled_fmas = unrolled * p.rows * p.vectors * s.kernel_h * s.kernel_w * s.stride_w;
+    return p;
+}
 
 // Whole planes, AVX-512 or AVX2, stride_w 1 or 2: per plane the output rows in groups of up to
 // 30 accumulators (AVX-512; 27 at stride 2; AVX2 11: vectors of a row x rows, groups as even as
@@ -7568,15 +7600,10 @@ inline void emit_depthwise_planes_x86(asmjit::x86::Assembler& a, Isa isa, const 
         if ((int64_t)i != loaded_mask) a.vmovdqa(mask, x86::ptr(table, (int32_t)(i * 32)));
         loaded_mask = i;
     };
-    const int64_t vectors = (s.out_w + lanes - 1) / lanes, in_plane = s.in_h * s.in_w, out_plane = s.out_h * s.out_w;
-    const int64_t group_rows = (wide ? (strided ? 27 : 30) : 11) / vectors, groups = (s.out_h + group_rows - 1) / group_rows;
-    const int64_t rows_each = (s.out_h + groups - 1) / groups;
-    if (wide && strided) a.vmovups(evens, x86::ptr(table));
-    a.bind(plane_loop);
-    loaded_mask = -1;
-    a.vbroadcastss(bias, x86::dword_ptr(x86::rcx));
-    for (int64_t r0 = 0; r0 < s.out_h; r0 += rows_each) {
-        const int64_t r1 = r0 + rows_each < s.out_h ? r0 + rows_each : s.out_h;
+    const DepthwisePlanesPlan plan = depthwise_planes_plan(s, lanes, wide ? (strided ? 27 : 30) : 11);
+    const int64_t vectors = plan.vectors, in_plane = s.in_h * s.in_w, out_plane = s.out_h * s.out_w;
+    // Output rows [r0, r1): x addressed from `x` (input row x_row there), y from `y` (output row y_row).
+    auto emit_group = [&](int64_t r0, int64_t r1, const x86::Gp& x, int64_t x_row, const x86::Gp& y, int64_t y_row) {
         const uint32_t count = (uint32_t)((r1 - r0) * vectors);
         for (uint32_t i = 0; i < count; ++i) a.vmovaps(v(i), bias);
         for (int64_t kh = 0; kh < s.kernel_h; ++kh)
@@ -7595,7 +7622,7 @@ inline void emit_depthwise_planes_x86(asmjit::x86::Assembler& a, Isa isa, const 
                         const x86::Vec acc = v((uint32_t)((r - r0) * vectors + j));
                         const int64_t column = j * s.stride_w * lanes + kw * s.dilation_w - s.pad_left;
                         if (!strided) {
-                            const x86::Mem at = x86::ptr(x86::rdi, (int32_t)((in_row * s.in_w + column) * 4));
+                            const x86::Mem at = x86::ptr(x, (int32_t)(((in_row - x_row) * s.in_w + column) * 4));
                             if (on == full) {
                                 a.vfmadd231ps(acc, weight, at);
                             } else if (wide) {
@@ -7609,7 +7636,7 @@ inline void emit_depthwise_planes_x86(asmjit::x86::Assembler& a, Isa isa, const 
                         }
                         const x86::Vec half[2] = {low, high};
                         for (int h = 0; h < 2; ++h) {
-                            const x86::Mem part = x86::ptr(x86::rdi, (int32_t)((in_row * s.in_w + column + lanes * h) * 4));
+                            const x86::Mem part = x86::ptr(x, (int32_t)(((in_row - x_row) * s.in_w + column + lanes * h) * 4));
                             if (halves[h] == full) {
                                 a.vmovups(half[h], part);
                             } else if (!halves[h]) {
@@ -7633,7 +7660,7 @@ inline void emit_depthwise_planes_x86(asmjit::x86::Assembler& a, Isa isa, const 
             }
         for (int64_t r = r0; r < r1; ++r)
             for (int64_t j = 0; j < vectors; ++j) {
-                const x86::Mem out = x86::ptr(x86::rdx, (int32_t)((r * s.out_w + j * lanes) * 4));
+                const x86::Mem out = x86::ptr(y, (int32_t)(((r - y_row) * s.out_w + j * lanes) * 4));
                 const x86::Vec acc = v((uint32_t)((r - r0) * vectors + j));
                 if (j * lanes + lanes <= s.out_w) {
                     a.vmovups(out, acc);
@@ -7644,6 +7671,33 @@ inline void emit_depthwise_planes_x86(asmjit::x86::Assembler& a, Isa isa, const 
                     a.vmaskmovps(out, mask, acc);
                 }
             }
+    };
+    if (wide && strided) a.vmovups(evens, x86::ptr(table));
+    a.bind(plane_loop);
+    loaded_mask = -1;
+    a.vbroadcastss(bias, x86::dword_ptr(x86::rcx));
+    for (int64_t g = 0; g < plan.groups;) {
+        const int64_t r0 = g * plan.rows, r1 = r0 + plan.rows < s.out_h ? r0 + plan.rows : s.out_h;
+        if (g != plan.loop_begin || plan.loop_end == plan.loop_begin) {
+            emit_group(r0, r1, x86::rdi, 0, x86::rdx, 0);
+            ++g;
+            continue;
+        }
+        // groups reading no padding row: one body, rax and r10 at the group's first input and output rows
+        const int64_t x_row = r0 * s.stride_h - s.pad_top;
+        asmjit::Label group_loop = a.newLabel();
+        a.lea(x86::rax, x86::ptr(x86::rdi, (int32_t)(x_row * s.in_w * 4)));
+        a.lea(x86::r10, x86::ptr(x86::rdx, (int32_t)(r0 * s.out_w * 4)));
+        a.mov(x86::r11, plan.loop_end - plan.loop_begin);
+        a.bind(group_loop);
+        loaded_mask = -1;
+        emit_group(r0, r1, x86::rax, x_row, x86::r10, r0);
+        a.add(x86::rax, (int32_t)(plan.rows * s.stride_h * s.in_w * 4));
+        a.add(x86::r10, (int32_t)(plan.rows * s.out_w * 4));
+        a.sub(x86::r11, 1);
+        a.jnz(group_loop);
+        loaded_mask = -1;
+        g = plan.loop_end;
     }
     a.add(x86::rdi, (int32_t)(in_plane * 4));
     a.add(x86::rdx, (int32_t)(out_plane * 4));
@@ -7664,15 +7718,16 @@ inline void emit_depthwise_planes_x86(asmjit::x86::Assembler& a, Isa isa, const 
 }
 
 // Whether the whole-planes kernel takes the shape on `isa` (AVX-512 or AVX2): stride_w 1 or 2,
-// the masks it needs at hand, at most kDepthwisePlaneFmas unrolled FMAs (half as many at stride
-// 2, four instructions each), offsets far inside 32 bits.
+// a row in the accumulators, the masks it needs at hand, at most kDepthwisePlaneFmas unrolled
+// FMAs (counted twice at stride 2, four instructions each), offsets far inside 32 bits.
 inline bool depthwise_planes_fit(Isa isa, const DepthwiseShape& s) {
     if (isa != Isa::Avx512 && isa != Isa::Avx2) return false;
-    const int64_t lanes = isa == Isa::Avx512 ? 16 : 8, vectors = (s.out_w + lanes - 1) / lanes;
+    const int64_t lanes = isa == Isa::Avx512 ? 16 : 8;
+    const uint32_t accumulators = isa == Isa::Avx512 ? (s.stride_w == 2 ? 27 : 30) : 11;
     uint32_t masks[kDepthwisePlaneMasks], count = 0;
-    return (s.stride_w == 1 || s.stride_w == 2) && vectors <= (isa == Isa::Avx512 ? 27 : 11) && s.in_h * s.in_w <= ((int64_t)1 << 24) &&
-           s.out_h * vectors * s.kernel_h * s.kernel_w * s.stride_w <= kDepthwisePlaneFmas &&
-           depthwise_plane_masks(s, lanes, masks, isa == Isa::Avx512 ? 7 : kDepthwisePlaneMasks, &count);
+    const DepthwisePlanesPlan plan = depthwise_planes_plan(s, lanes, accumulators);
+    return (s.stride_w == 1 || s.stride_w == 2) && plan.vectors <= (int64_t)accumulators && s.in_h * s.in_w <= ((int64_t)1 << 24) &&
+           plan.unrolled_fmas <= kDepthwisePlaneFmas && depthwise_plane_masks(s, lanes, masks, isa == Isa::Avx512 ? 7 : kDepthwisePlaneMasks, &count);
 }
 #define TESSEL_DEPTHWISE_PLANES_JIT 1
 #define TESSEL_DEPTHWISE_JIT 1

@@ -213,7 +213,7 @@ TEST_CASE("depthwise rows: whole planes a call (AVX-512, AVX2): border masks, ro
             {12, 80, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, true, true},     // 5 vectors a row: two groups of 6 rows (AVX2: 12 of one)
             {12, 80, 3, 3, 2, 1, 1, 1, 1, 1, 1, 1, true, true},     // stride_h 2
             {6, 80, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, true, true},      // stride 2: 80 columns in halves
-            {24, 160, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, true, false},   // 5 vectors a row at stride 2 (AVX2: 2160 FMAs)
+            {24, 160, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, true, true},    // 5 vectors a row at stride 2 (AVX2: 10, a row a group)
             {28, 28, 3, 3, 2, 2, 1, 1, 0, 0, 1, 1, true, true},     // stride 2, pads on the far sides only
             {13, 29, 5, 5, 2, 2, 1, 1, 2, 2, 2, 2, true, true},
             {9, 35, 3, 3, 1, 2, 2, 2, 2, 3, 2, 1, true, true},      // stride_w 2, dilations
@@ -224,7 +224,11 @@ TEST_CASE("depthwise rows: whole planes a call (AVX-512, AVX2): border masks, ro
             {9, 33, 3, 3, 2, 1, 3, 3, 4, 5, 4, 1, true, true},      // pads past the dilated kernel
             {5, 70, 1, 7, 1, 1, 1, 1, 0, 3, 0, 3, true, true},      // 1x7
             {20, 9, 7, 1, 1, 1, 1, 1, 3, 0, 3, 0, true, true},      // 7x1
-            {24, 160, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, false, false},  // 2160 FMAs unrolled: the row kernels
+            {24, 160, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, true, false},   // groups 1-6 of 8 in a loop (AVX2: 20 vectors a row)
+            {40, 20, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, true, true},     // tall: a loop over the inner groups
+            {90, 64, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, true, true},     // the loop at stride 2
+            {50, 24, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2, true, true},     // the loop with dilations
+            {7, 400, 7, 7, 1, 1, 1, 1, 3, 3, 3, 3, false, false},   // every group a border one, 8575 FMAs: the row kernels
             {4, 24, 1, 15, 1, 1, 1, 1, 0, 7, 0, 7, false, true},    // 14 lane masks: more than AVX-512's 7
             {9, 30, 3, 3, 1, 3, 1, 1, 1, 1, 1, 1, false, false},    // stride_w 3
         };
