@@ -7934,6 +7934,7 @@ inline void depthwise_portable_rows(const DepthwiseShape& s, int64_t phase, int6
 }  // namespace detail
 
 Status DepthwiseConv::init(const DepthwiseShape& s, Isa isa, bool whole_planes) {
+    (void)whole_planes;   // x86 only
     if (isa == Isa::Auto) isa = default_isa();
     if (!isa_available(isa)) return Status::Unsupported;
     const int64_t limit = (int64_t)1 << 24;

@@ -1,5 +1,5 @@
 // Conv through the CPU device, per shape class of the real models (OCR detector and recognizer,
-// ResNet-50, SqueezeNet, VGG; depthwise convs of the recognizer and of 7^2 maps): Conv + bias
+// ResNet-50, SqueezeNet, VGG; depthwise convs of the OCR nets and of 7^2 maps): Conv + bias
 // alone, Conv + bias + Relu and Conv + bias + a residual Add + Relu (fused epilogues where the
 // device fuses them), at 1 and 2 threads, in microseconds, GFLOP/s and share of the FMA peak
 // measured in the same run (best of many runs: other processes share the cores).
@@ -104,6 +104,7 @@ int main(int argc, char** argv) {
         {"r50 1024->256 1x1 14^2", 1024, 256, 14, 14, 1, 1, 0}, {"r50 512->2048 1x1 7^2", 512, 2048, 7, 7, 1, 1, 0},
         {"r50 2048->512 1x1 7^2", 2048, 512, 7, 7, 1, 1, 0},
         {"vgg 512->512 3x3 28^2", 512, 512, 28, 28, 3, 1, 1},
+        {"det dw 16 3x3 80^2", 16, 16, 80, 80, 3, 1, 1, 16},       {"det dw 64 3x3/2 80^2", 64, 64, 80, 80, 3, 2, 1, 64},
         {"rec dw 128 3x3 12x80", 128, 128, 12, 80, 3, 1, 1, 128}, {"rec dw 256 3x3/2 6x80", 256, 256, 6, 80, 3, 2, 1, 256},
         {"rec dw 512 5x5 3x40", 512, 512, 3, 40, 5, 1, 2, 512},    {"dw 464 3x3 7^2", 464, 464, 7, 7, 3, 1, 1, 464},
     };
