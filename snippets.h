@@ -7571,8 +7571,9 @@ inline DepthwisePlanesPlan depthwise_planes_plan(const DepthwiseShape& s, int64_
 // lanes add nothing, read nothing; AVX2 vmaskmovps: they read zeros). Stride 2: x's 2 x lanes
 // columns loaded in halves (zero masked outside the row), their even lanes taken by vpermt2ps
 // (AVX-512) or vshufps and vpermpd (AVX2). AVX2's masks are a table after the code, loaded as
-// needed. Arguments (System V): rdi x, rsi weights, rdx y, rcx bias, r8 planes (1 or more), r9
-// bias step in bytes.
+// needed. The groups that read no padding row (depthwise_planes_plan) are one loop body, rax and
+// r10 at their first input and output rows; the others are unrolled. Arguments (System V): rdi
+// x, rsi weights, rdx y, rcx bias, r8 planes (1 or more), r9 bias step in bytes.
 inline void emit_depthwise_planes_x86(asmjit::x86::Assembler& a, Isa isa, const DepthwiseShape& s) {
     namespace x86 = asmjit::x86;
     const bool wide = isa == Isa::Avx512, strided = s.stride_w == 2;
