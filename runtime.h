@@ -11849,9 +11849,10 @@ inline Status cpu_conv_transpose_step(ReferenceProgram* p, const PreparedModel& 
 // spatial dims, on the CPU device: snippets.h's DepthwiseConv of the program's target (JIT on
 // AVX2, AVX-512 and NEON, its portable loop elsewhere), one plane per work unit; planes are cut into
 // bands of output rows when there are too few planes for the threads or a plane's padded copy
-// would not stay in L2. Small planes of one map per channel that DepthwiseConv takes whole
-// (AVX-512 and AVX2, stride_w 1 or 2) go a block of planes per unit, read where they lie. The elementwise island after it runs as its epilogue (>>gemm epilogue)
-// on each band of a map right after the band is written.
+// would not stay in L2. Planes of one map per channel that DepthwiseConv takes whole (AVX-512
+// and AVX2, stride_w 1 or 2) go a block of planes per unit, read where they lie. The
+// elementwise island after it runs as its epilogue (>>gemm epilogue) on each band of a map (or
+// block of whole maps) right after it is written.
 struct CpuDepthwiseState {
     DepthwiseConv conv;
     const ConvState* op = nullptr;

@@ -824,11 +824,12 @@ public:
         pad(x, 0, shape_.out_h, scratch);
         run_rows(scratch, weights, bias, y, 0, shape_.out_h);
     }
-    // Small planes of stride_w 1 or 2 on AVX-512 and AVX2 also have a kernel of whole planes,
-    // many a call: it reads each plane where it lies (no padded copy; border taps masked), and the
-    // out-of-order core overlaps consecutive planes, whose few rows alone would leave the FMAs
-    // waiting on their latency. `planes` consecutive planes of x and y, weights planes x taps,
-    // bias planes floats or null. Only when whole_planes() (asked for at init).
+    // Stride_w 1 or 2 on AVX-512 and AVX2 also has a kernel of whole planes (a row's vectors
+    // within its accumulators: 30 zmm, 27 at stride 2, 11 ymm), many a call: it reads each plane
+    // where it lies (no padded copy; border taps masked), and the out-of-order core overlaps
+    // consecutive planes, whose few rows alone would leave the FMAs waiting on their latency.
+    // `planes` consecutive planes of x and y, weights planes x taps, bias planes floats or null.
+    // Only when whole_planes() (asked for at init).
     bool whole_planes() const { return planes_kernel_ != nullptr; }
     void run_planes(const float* x, const float* weights, const float* bias, float* y, int64_t planes) const;
     // void kernel(padded band, weights, y band, &bias, AVX2 lane mask, rows)
