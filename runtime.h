@@ -23197,6 +23197,7 @@ struct Int8DepthwiseState {
     const int8_t* packed_weights = nullptr;
     const int32_t* kernel_bias = nullptr;
     size_t slot_bytes = 0;
+    int64_t planes_per_unit = 0;   // nonzero: Int8DepthwiseConv::run_planes on this many planes a unit, no copy
 };
 
 inline Status run_int8_depthwise(const RunContext& c) {
@@ -23374,6 +23375,19 @@ inline Status run_int8_depthwise_rows(const RunContext& c) {
     const size_t weight_bytes = st.int8_conv.packed_weights_bytes();
     const uint64_t units = (uint64_t)(st.batch * st.channels * bands * multiplier);
     const uint64_t macs = (uint64_t)(st.batch * st.channels * multiplier * out_plane * s.kernel_h * s.kernel_w) * 4;
+    if (st.planes_per_unit) {   // units (image, block of channels): whole planes where they lie
+        const int64_t per = st.planes_per_unit, blocks = (st.channels + per - 1) / per;
+        nn_parallel(c, (uint64_t)(st.batch * blocks), [&](uint64_t, uint64_t begin, uint64_t end) {
+            for (uint64_t unit = begin; unit < end; ++unit) {
+                const int64_t n = (int64_t)unit / blocks, c0 = (int64_t)unit % blocks * per;
+                const int64_t c1 = c0 + per < st.channels ? c0 + per : st.channels;
+                st.int8_conv.run_planes(x + (n * st.channels + c0) * in_plane, (uint8_t)st.x_zero_point,
+                                        st.packed_weights + c0 * (int64_t)weight_bytes, st.kernel_bias + c0, st.scale + c0, st.rq,
+                                        y + (n * st.maps + c0) * out_plane, c1 - c0);
+            }
+        }, int8_slots(macs, st.slots));
+        return Status::Ok;
+    }
     nn_parallel(c, units, [&](uint64_t slot, uint64_t begin, uint64_t end) {
         uint8_t* scratch = static_cast<uint8_t*>(c.scratch) + slot * st.slot_bytes;
         uint64_t padded = ~0ull;   // the (image, channel, band) whose copy is in scratch
@@ -24284,7 +24298,8 @@ inline bool int8_depthwise_rows_kernel(ReferenceProgram* p, Int8DepthwiseState* 
     shape.kernel_h = w.kernel[1], shape.kernel_w = w.kernel[2], shape.stride_h = w.stride[1], shape.stride_w = w.stride[2];
     shape.dilation_h = w.dilation[1], shape.dilation_w = w.dilation[2];
     shape.pad_top = w.pad_begin[1], shape.pad_left = w.pad_begin[2];
-    if (st->int8_conv.init(shape, isa) != Status::Ok || st->int8_conv.scratch_bytes(1) > ((size_t)64 << 20)) return true;
+    if (st->int8_conv.init(shape, isa, true, st->group_maps == 1) != Status::Ok || st->int8_conv.scratch_bytes(1) > ((size_t)64 << 20))
+        return true;
     const size_t weight_bytes = st->int8_conv.packed_weights_bytes();
     int8_t* packed = static_cast<int8_t*>(p->packed.allocate((size_t)st->maps * weight_bytes + 1, 64));
     int32_t* bias = p->arena.allocate_array<int32_t>((size_t)st->maps + 1);
@@ -24299,6 +24314,12 @@ inline bool int8_depthwise_rows_kernel(ReferenceProgram* p, Int8DepthwiseState* 
                                                [&](int64_t rows) { return st->int8_conv.scratch_bytes(rows); });
     st->bands = (shape.out_h + st->band_rows - 1) / st->band_rows;
     st->slot_bytes = (st->int8_conv.scratch_bytes(st->band_rows) + 63) / 64 * 64;
+    // Blocks of whole planes where there are planes enough for the threads (else bands of rows).
+    const int64_t planes = st->batch * st->channels;
+    if (st->int8_conv.whole_planes() && st->int8_conv.planes_pay() && planes >= (st->slots > 1 ? 2 * (int64_t)st->slots : 1)) {
+        st->planes_per_unit = std::max<int64_t>(1, planes / (2 * (int64_t)st->slots));
+        st->slot_bytes = 0;
+    }
     return true;
 }
 

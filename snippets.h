@@ -1188,8 +1188,9 @@ private:
 class Int8DepthwiseConv {
 public:
     // dot_products false skips the dot-product kernels (VNNI, AVX-VNNI, sdot): x86 then takes
-    // the 16-bit AVX2 one, NEON none.
-    Status init(const DepthwiseShape& shape, Isa isa = Isa::Auto, bool dot_products = true);
+    // the 16-bit AVX2 one, NEON none. whole_planes: also make the whole-planes kernel
+    // (run_planes) where the target has one.
+    Status init(const DepthwiseShape& shape, Isa isa = Isa::Auto, bool dot_products = true, bool whole_planes = false);
     Isa isa() const { return isa_; }
     const DepthwiseShape& shape() const { return shape_; }
     bool flat() const { return flat_; }
@@ -1227,10 +1228,43 @@ public:
     };
     using KernelFn = void (*)(const Params*);
 
+    // AVX-512 VNNI also has a kernel of whole planes, many a call: it reads each plane where it
+    // lies (no padded copy, no copy of the output): a tap's load is masked to the input's bytes,
+    // the padding's lanes keeping x's zero point. A small plane of stride 1 whose rows are as
+    // wide as the input's runs flat (out_h x out_w outputs as one row, each vector's lanes masked
+    // where their taps wrap into the next row); others row by row, the rows that read no padding
+    // row one loop body. `planes` consecutive planes of x and y; weights (packed_weights_bytes()
+    // each), kernel_bias and scale per plane. The same bytes as run_rows.
+    bool whole_planes() const { return planes_kernel_ != nullptr; }
+    // How the whole-planes kernel sweeps a plane: "flat", "rows" (all unrolled) or "rows+loop".
+    const char* planes_sweep() const { return planes_sweep_; }
+    // Whether the whole-planes kernel is the faster of the two by a cost model (cycles: a
+    // vector's dot products and requantization, a call and the copies per plane of the row
+    // kernels): rows much narrower than a vector (5 outputs of 32 at stride 2) or wide ones
+    // whose last vector is mostly empty (80 of 128) sweep fewer vectors flat on the copy.
+    bool planes_pay() const { return planes_pay_; }
+    void run_planes(const uint8_t* x, uint8_t x_zero_point, const int8_t* packed_weights, const int32_t* kernel_bias,
+                    const float* scale, const Int8Requant& rq, uint8_t* y, int64_t planes) const;
+    struct PlanesParams {
+        const uint8_t* x;
+        uint8_t* y;
+        const int8_t* weights;
+        const int32_t* bias;
+        const float* scale;
+        int64_t planes, x_plane_step, y_plane_step, weight_step;
+        float lo, hi;
+        int32_t zero_point;
+        uint32_t x_fill;         // x's zero point in each byte
+    };
+    using PlanesFn = void (*)(const PlanesParams*);
+
 private:
     DepthwiseShape shape_;
     Isa isa_ = Isa::Ref;
     KernelFn kernel_ = nullptr;
+    PlanesFn planes_kernel_ = nullptr;
+    const char* planes_sweep_ = "";
+    bool planes_pay_ = false;
     int64_t groups_ = 1;         // groups of 4 taps per kernel row
     // AVX2: per kernel row, the groups of 4 taps (AVX-VNNI) or pairs of taps (int16) its packed
     // weights hold, each as 8 copies of its 4 bytes; 0 elsewhere
@@ -10714,8 +10748,105 @@ struct Int8DepthwiseKey {
     }
 };
 
+constexpr int64_t kInt8DepthwisePlaneDots = 768;   // dot products a whole-planes kernel holds at most (code size)
+constexpr int64_t kInt8DepthwiseFlatDots = 384;    // flat: the whole plane unrolled
+
+// How the whole-planes kernel walks a plane: flat (stride 1, rows as wide as the input's: the
+// plane's outputs as one row of blocks of 64) or row by row in blocks of `outputs` (64 at
+// stride 1, 32 at 2); rows [loop_begin, loop_end) read no padding row and run as one loop body
+// (when there are 2 or more), the others are unrolled.
+struct Int8DepthwisePlanesPlan {
+    bool flat = false;
+    int64_t outputs = 64, blocks = 1, loop_begin = 0, loop_end = 0;
+    int64_t dots = 0;   // dot products the code holds
+};
+
+inline Int8DepthwisePlanesPlan int8_depthwise_planes_plan(const DepthwiseShape& s) {
+    Int8DepthwisePlanesPlan p;
+    const int64_t phases = s.stride_w == 1 ? 4 : 2, taps = s.kernel_h * ((s.kernel_w + 3) / 4) * phases;
+    p.outputs = s.stride_w == 1 ? 64 : 32;
+    p.blocks = (s.out_w + p.outputs - 1) / p.outputs;
+    const int64_t first = (s.pad_top + s.stride_h - 1) / s.stride_h;   // the first row reading no top padding
+    const int64_t bottom = s.in_h - 1 + s.pad_top - (s.kernel_h - 1) * s.dilation_h;
+    const int64_t end = bottom < 0 ? 0 : std::min(s.out_h, bottom / s.stride_h + 1);
+    if (end - first >= 2) p.loop_begin = first, p.loop_end = end;
+    const int64_t lines = s.out_h - (p.loop_end - p.loop_begin) + (p.loop_end > p.loop_begin ? 1 : 0);
+    p.dots = lines * p.blocks * taps;
+    if (s.stride_h == 1 && s.stride_w == 1 && s.out_w == s.in_w) {
+        const int64_t flat_blocks = (s.out_h * s.out_w + 63) / 64;
+        if (flat_blocks * taps <= kInt8DepthwiseFlatDots && flat_blocks <= s.out_h * p.blocks) {
+            p.flat = true;
+            p.blocks = flat_blocks;
+            p.loop_begin = p.loop_end = 0;
+            p.dots = flat_blocks * taps;
+        }
+    }
+    return p;
+}
+
+// The byte mask of a whole-planes load of 64 bytes (byte j: lane j / 4's tap 4 g + j % 4). Row
+// by row, from column col0 of an input row: the bytes inside the row.
+inline uint64_t int8_planes_row_mask(const DepthwiseShape& s, int64_t col0) {
+    uint64_t m = 0;
+    for (int64_t j = 0; j < 64; ++j)
+        if (col0 + j >= 0 && col0 + j < s.in_w) m |= 1ull << j;
+    return m;
+}
+
+// Flat, block b's load for kernel row kh, group g of taps, phase r: a tap's byte where its input
+// lies inside the plane (its row and column), other bytes (taps past kernel_w, outputs past the
+// plane, whose values nobody reads) where they lie inside the plane's memory.
+inline uint64_t int8_planes_flat_mask(const DepthwiseShape& s, int64_t b, int64_t kh, int64_t g, int64_t r) {
+    const int64_t outputs = s.out_h * s.out_w, plane = s.in_h * s.in_w;
+    const int64_t shift = (kh * s.dilation_h - s.pad_top) * s.in_w + r + 4 * g - s.pad_left;
+    uint64_t m = 0;
+    for (int64_t j = 0; j < 64; ++j) {
+        const int64_t q = 64 * b + j / 4 * 4 + r, tap = 4 * g + j % 4, at = 64 * b + j + shift;
+        bool inside = at >= 0 && at < plane;
+        if (q < outputs && tap < s.kernel_w) {
+            const int64_t ih = q / s.out_w + kh * s.dilation_h - s.pad_top, iw = q % s.out_w + tap - s.pad_left;
+            inside = ih >= 0 && ih < s.in_h && iw >= 0 && iw < s.in_w;
+        }
+        if (inside) m |= 1ull << j;
+    }
+    return m;
+}
+
 #ifndef TESSEL_NO_JIT
 #if defined(__x86_64__) || defined(_M_X64)
+// Requantizes the `phases` accumulators acc(r) of one vector in place (scale, the clamp to lo
+// and hi, rounding to nearest even, the zero point: in the 4 registers from `scale` on) and
+// stores their bytes through `mask` (output phases i + r is byte r of lane i; stride 2 the
+// lanes' low halves, through `half`, a register of half the width).
+template <class Acc>
+inline void emit_int8_vnni_requantize_store(asmjit::x86::Assembler& a, Acc acc, uint32_t phases, const asmjit::x86::Vec& scale,
+                                            const asmjit::x86::Vec& half, const asmjit::x86::Mem& dst, const asmjit::x86::KReg& mask) {
+    namespace x86 = asmjit::x86;
+    x86::Vec l = scale, h = scale, z = scale;   // lo, hi, zero point
+    l.setId(scale.id() + 1);
+    h.setId(scale.id() + 2);
+    z.setId(scale.id() + 3);
+    for (uint32_t r = 0; r < phases; ++r) {
+        x86::Vec v = acc(r);
+        a.vcvtdq2ps(v, v);
+        a.vmulps(v, v, scale);
+        a.vmaxps(v, v, l);   // lo and hi are integers: clamping before rounding is the same as after
+        a.vminps(v, v, h);
+        a.vcvtps2dq(v, v);   // MXCSR's default rounding: to nearest, ties to even
+        a.vpaddd(v, v, z);   // in [0, 255]
+        if (r) a.vpslld(v, v, (uint32_t)(8 * r));
+    }
+    if (phases == 4) {   // output 4 i + r is byte r of lane i
+        a.vpternlogd(acc(0), acc(1), acc(2), 0xFE);
+        a.vpord(acc(0), acc(0), acc(3));
+        a.k(mask).vmovdqu8(dst, acc(0));
+    } else {             // output 2 i + r is byte r of lane i: the lanes' low halves
+        a.vpord(acc(0), acc(0), acc(1));
+        a.vpmovdw(half, acc(0));
+        a.k(mask).vmovdqu8(dst, half);
+    }
+}
+
 // The VNNI row kernel: weights in vector registers 0.., accumulators (unroll x phases) from
 // 16 on (EVEX encodings), loads in 24-25, bias scale lo hi zero point in 26-30; a block of
 // `unroll` vectors of vector_bytes per iteration, stores through k1-k4 (full-block masks, the
@@ -10773,27 +10904,9 @@ inline void emit_int8_depthwise_vnni(asmjit::x86::Assembler& a, const Int8Depthw
                 }
         if (kh + 1 < k.kernel_h) a.add(x86::r8, x86::r11);
     }
-    for (uint32_t u = 0; u < unroll; ++u) {
-        for (uint32_t r = 0; r < phases; ++r) {
-            x86::Vec v = acc(u, r);
-            a.vcvtdq2ps(v, v);
-            a.vmulps(v, v, vec(27));
-            a.vmaxps(v, v, vec(28));   // lo and hi are integers: clamping before rounding is the same as after
-            a.vminps(v, v, vec(29));
-            a.vcvtps2dq(v, v);         // MXCSR's default rounding: to nearest, ties to even
-            a.vpaddd(v, v, vec(30));   // in [0, 255]
-            if (r) a.vpslld(v, v, (uint32_t)(8 * r));
-        }
-        if (phases == 4) {   // output 4 i + r is byte r of lane i
-            a.vpternlogd(acc(u, 0), acc(u, 1), acc(u, 2), 0xFE);
-            a.vpord(acc(u, 0), acc(u, 0), acc(u, 3));
-            a.k(masks[u]).vmovdqu8(x86::ptr(x86::r9, (int32_t)(u * outputs)), acc(u, 0));
-        } else {             // output 2 i + r is byte r of lane i: the lanes' low halves
-            a.vpord(acc(u, 0), acc(u, 0), acc(u, 1));
-            a.vpmovdw(half(24), acc(u, 0));
-            a.k(masks[u]).vmovdqu8(x86::ptr(x86::r9, (int32_t)(u * outputs)), half(24));
-        }
-    }
+    for (uint32_t u = 0; u < unroll; ++u)
+        emit_int8_vnni_requantize_store(a, [&](uint32_t r) { return acc(u, r); }, phases, vec(27), half(24),
+                                        x86::ptr(x86::r9, (int32_t)(u * outputs)), masks[u]);
     a.add(x86::rsi, (int32_t)(unroll * vb));
     a.add(x86::r9, (int32_t)(unroll * outputs));
     a.sub(x86::rcx, 1);
@@ -10906,6 +11019,138 @@ inline Int8DepthwiseConv::KernelFn make_int8_depthwise_kernel(const Int8Depthwis
         else emit_int8_depthwise_vnni(a, k);
     });
 }
+
+// The whole-planes kernel (AVX-512 VNNI; int8_depthwise_planes_plan): per plane the weights in
+// zmm0.. (kernel_h x groups of 4 taps), bias and scale in zmm26-27; lo hi zero point in 28-30
+// and x's zero point bytes in zmm31 for every plane. A vector of outputs: accumulators zmm16-19
+// (the row kernel's phases) from the bias, then per kernel row, group and phase a load into
+// zmm24/25 that keeps x's zero point where its mask is off (merge masking; fault-suppressed),
+// or zmm31 itself for a tap wholly in the padding. Masks are immediates, k1-k6 holding the last
+// six loaded, k7 the store's. Arguments (System V): rdi PlanesParams; rsi and rdx the plane's
+// x and y, r8 r9 r11 its weights bias scale, rbx the planes left; the row loop: rax r10 its
+// first input and output rows, r12 the rows left.
+inline void emit_int8_depthwise_planes(asmjit::x86::Assembler& a, const DepthwiseShape& s) {
+    namespace x86 = asmjit::x86;
+    using P = Int8DepthwiseConv::PlanesParams;
+    const Int8DepthwisePlanesPlan plan = int8_depthwise_planes_plan(s);
+    const int64_t groups = (s.kernel_w + 3) / 4, phases = s.stride_w == 1 ? 4 : 2;
+    const x86::Zmm fill = x86::zmm31, bias = x86::zmm26;
+    uint64_t held[7] = {};
+    bool known[7] = {};
+    uint32_t victim = 0;
+    auto forget = [&]() {
+        for (bool& k : known) k = false;
+    };
+    auto mask_reg = [&](uint64_t m, bool store) {
+        uint32_t i = 6;
+        if (!store) {
+            for (i = 0; i < 6 && !(known[i] && held[i] == m); ++i) {}
+            if (i == 6) i = victim, victim = (victim + 1) % 6;
+        }
+        if (!known[i] || held[i] != m) {
+            a.mov(x86::rcx, m);
+            a.kmovq(x86::k(i + 1), x86::rcx);
+            held[i] = m;
+            known[i] = true;
+        }
+        return x86::k(i + 1);
+    };
+    uint32_t turn = 0;
+    // One vector of outputs: source(kh, g, r, &mem) gives a load's mask (0: the tap is padding).
+    auto vector = [&](auto&& source, const x86::Mem& out, int64_t count) {
+        for (int64_t r = 0; r < phases; ++r) a.vmovdqa32(x86::zmm(16 + (uint32_t)r), bias);
+        for (int64_t kh = 0; kh < s.kernel_h; ++kh)
+            for (int64_t g = 0; g < groups; ++g)
+                for (int64_t r = 0; r < phases; ++r) {
+                    const x86::Zmm acc = x86::zmm(16 + (uint32_t)r), w = x86::zmm((uint32_t)(kh * groups + g));
+                    x86::Mem mem;
+                    const uint64_t m = source(kh, g, r, &mem);
+                    if (m == 0) {
+                        a.vpdpbusd(acc, fill, w);
+                        continue;
+                    }
+                    const x86::Zmm v = x86::zmm(24 + turn);
+                    turn ^= 1;
+                    if (m == ~0ull) {
+                        a.vmovdqu8(v, mem);
+                    } else {
+                        a.vmovdqa64(v, fill);
+                        a.k(mask_reg(m, false)).vmovdqu8(v, mem);
+                    }
+                    a.vpdpbusd(acc, v, w);
+                }
+        emit_int8_vnni_requantize_store(a, [](uint32_t r) { return x86::zmm(16 + r); }, (uint32_t)phases, x86::zmm27,
+                                        x86::ymm24, out, mask_reg(count >= 64 ? ~0ull : (1ull << count) - 1, true));
+    };
+    auto disp = [](int64_t d) { return (int32_t)d; };   // init keeps planes below 2^30 bytes
+    // Output row oh (looped: any row of the loop, from rax and r10) of a row-by-row plan.
+    auto row = [&](int64_t oh, bool looped) {
+        for (int64_t b = 0; b < plan.blocks; ++b) {
+            const int64_t count = std::min(plan.outputs, s.out_w - b * plan.outputs);
+            const x86::Mem out = looped ? x86::ptr(x86::r10, disp(b * plan.outputs)) : x86::ptr(x86::rdx, disp(oh * s.out_w + b * plan.outputs));
+            vector([&](int64_t kh, int64_t g, int64_t r, x86::Mem* mem) -> uint64_t {
+                const int64_t ih = oh * s.stride_h - s.pad_top + kh * s.dilation_h;
+                if (!looped && (ih < 0 || ih >= s.in_h)) return 0;
+                const int64_t col0 = 64 * b + r * s.stride_w + 4 * g - s.pad_left;
+                *mem = looped ? x86::ptr(x86::rax, disp(kh * s.dilation_h * s.in_w + col0)) : x86::ptr(x86::rsi, disp(ih * s.in_w + col0));
+                return int8_planes_row_mask(s, col0);
+            }, out, count);
+        }
+    };
+    asmjit::Label plane = a.newLabel(), loop = a.newLabel();
+    a.push(x86::rbx);
+    a.push(x86::r12);
+    a.mov(x86::rsi, x86::qword_ptr(x86::rdi, offsetof(P, x)));
+    a.mov(x86::rdx, x86::qword_ptr(x86::rdi, offsetof(P, y)));
+    a.mov(x86::r8, x86::qword_ptr(x86::rdi, offsetof(P, weights)));
+    a.mov(x86::r9, x86::qword_ptr(x86::rdi, offsetof(P, bias)));
+    a.mov(x86::r11, x86::qword_ptr(x86::rdi, offsetof(P, scale)));
+    a.mov(x86::rbx, x86::qword_ptr(x86::rdi, offsetof(P, planes)));
+    a.vbroadcastss(x86::zmm28, x86::dword_ptr(x86::rdi, offsetof(P, lo)));
+    a.vbroadcastss(x86::zmm29, x86::dword_ptr(x86::rdi, offsetof(P, hi)));
+    a.vpbroadcastd(x86::zmm30, x86::dword_ptr(x86::rdi, offsetof(P, zero_point)));
+    a.vpbroadcastd(fill, x86::dword_ptr(x86::rdi, offsetof(P, x_fill)));
+    a.bind(plane);
+    forget();
+    for (int64_t q = 0; q < s.kernel_h * groups; ++q) a.vpbroadcastd(x86::zmm((uint32_t)q), x86::dword_ptr(x86::r8, (int32_t)(q * 4)));
+    a.vpbroadcastd(bias, x86::dword_ptr(x86::r9));
+    a.vbroadcastss(x86::zmm27, x86::dword_ptr(x86::r11));
+    if (plan.flat) {
+        const int64_t outputs = s.out_h * s.out_w;
+        for (int64_t b = 0; b < plan.blocks; ++b)
+            vector([&](int64_t kh, int64_t g, int64_t r, x86::Mem* mem) -> uint64_t {
+                *mem = x86::ptr(x86::rsi, disp(64 * b + (kh * s.dilation_h - s.pad_top) * s.in_w + r + 4 * g - s.pad_left));
+                return int8_planes_flat_mask(s, b, kh, g, r);
+            }, x86::ptr(x86::rdx, disp(64 * b)), std::min<int64_t>(64, outputs - 64 * b));
+    } else {
+        for (int64_t oh = 0; oh < plan.loop_begin; ++oh) row(oh, false);
+        if (plan.loop_end > plan.loop_begin) {
+            a.lea(x86::rax, x86::ptr(x86::rsi, disp((plan.loop_begin * s.stride_h - s.pad_top) * s.in_w)));
+            a.lea(x86::r10, x86::ptr(x86::rdx, disp(plan.loop_begin * s.out_w)));
+            a.mov(x86::r12, plan.loop_end - plan.loop_begin);
+            forget();
+            a.bind(loop);
+            row(0, true);
+            a.add(x86::rax, disp(s.stride_h * s.in_w));
+            a.add(x86::r10, disp(s.out_w));
+            a.sub(x86::r12, 1);
+            a.jnz(loop);
+        }
+        for (int64_t oh = plan.loop_end > plan.loop_begin ? plan.loop_end : plan.loop_begin; oh < s.out_h; ++oh) row(oh, false);
+    }
+    a.add(x86::rsi, x86::qword_ptr(x86::rdi, offsetof(P, x_plane_step)));
+    a.add(x86::rdx, x86::qword_ptr(x86::rdi, offsetof(P, y_plane_step)));
+    a.add(x86::r8, x86::qword_ptr(x86::rdi, offsetof(P, weight_step)));
+    a.add(x86::r9, 4);
+    a.add(x86::r11, 4);
+    a.sub(x86::rbx, 1);
+    a.jnz(plane);
+    a.vzeroupper();
+    a.pop(x86::r12);
+    a.pop(x86::rbx);
+    a.ret();
+}
+#define TESSEL_INT8_DEPTHWISE_PLANES_JIT 1
 #define TESSEL_INT8_DEPTHWISE_JIT 1
 #elif defined(__aarch64__)
 // The sdot row kernel: weights in v0-v15 (d8-d15 saved), accumulators in v16-v23, loads in
@@ -11007,6 +11252,17 @@ inline Int8DepthwiseKernelTable& int8_depthwise_kernels() {
     return table;
 }
 
+struct Int8DepthwisePlanesKey {
+    DepthwiseShape shape;
+    bool operator==(const Int8DepthwisePlanesKey& o) const { return std::memcmp(&shape, &o.shape, sizeof shape) == 0; }
+};
+using Int8DepthwisePlanesTable = JitKernelTable<Int8DepthwisePlanesKey, Int8DepthwiseConv::PlanesFn, 1024>;
+
+inline Int8DepthwisePlanesTable& int8_depthwise_planes_kernels() {
+    static Int8DepthwisePlanesTable table;
+    return table;
+}
+
 // dst[i] = src[i] ^ flip for n bytes (no overlap). Rows of up to 128 bytes (or any with a flip)
 // 16 at a time, the last 16 overlapping, shorter ones as two overlapping words: no library call
 // or byte loop per narrow row.
@@ -11083,9 +11339,12 @@ inline void copy_narrow_rows(uint8_t* dst, int64_t dst_pitch, const uint8_t* src
 }
 }  // namespace detail
 
-Status Int8DepthwiseConv::init(const DepthwiseShape& s, Isa isa, bool dot_products) {
+Status Int8DepthwiseConv::init(const DepthwiseShape& s, Isa isa, bool dot_products, bool whole_planes) {
     if (isa == Isa::Auto) isa = default_isa();
     if (!isa_available(isa)) return Status::Unsupported;
+    planes_kernel_ = nullptr;
+    planes_sweep_ = "";
+    planes_pay_ = false;
     const int64_t limit = (int64_t)1 << 24;
     const int64_t dims[] = {s.in_h, s.in_w, s.out_h, s.out_w, s.kernel_h, s.kernel_w, s.stride_h, s.stride_w,
                             s.dilation_h, s.dilation_w};
@@ -11150,12 +11409,54 @@ Status Int8DepthwiseConv::init(const DepthwiseShape& s, Isa isa, bool dot_produc
     out_pitch_ = flat ? pitch : x86 ? 0 : (iterations * block_outputs + 15) / 16 * 16;
     signed_x_ = !x86 && !avx2;
     flat_ = flat;
+#ifdef TESSEL_INT8_DEPTHWISE_PLANES_JIT
+    // every displacement of the kernel's loads and stores within 2^31
+    const int64_t span = (s.pad_top + (s.kernel_h - 1) * s.dilation_h + 1) * s.in_w;
+    const detail::Int8DepthwisePlanesPlan plan = detail::int8_depthwise_planes_plan(s);
+    if (whole_planes && x86 && plan.dots <= detail::kInt8DepthwisePlaneDots && s.in_h * s.in_w <= ((int64_t)1 << 30) &&
+        s.out_h * s.out_w <= ((int64_t)1 << 30) && span <= ((int64_t)1 << 30)) {
+        const detail::Int8DepthwisePlanesKey planes_key{s};
+        planes_kernel_ = detail::int8_depthwise_planes_kernels().find_or_make(planes_key, [&] {
+            return detail::assemble_jit_kernel<PlanesFn>([&](detail::JitAssembler& a) { detail::emit_int8_depthwise_planes(a, s); });
+        });
+        if (planes_kernel_) planes_sweep_ = plan.flat ? "flat" : plan.loop_end > plan.loop_begin ? "rows+loop" : "rows";
+        // the row kernels' vectors in 64-byte units (their phases and dot products the same)
+        const int64_t vector_cycles = s.kernel_h * groups * phases + 4 * phases;
+        const int64_t row_blocks = flat ? (flat_length(s.out_h) + block_outputs - 1) / block_outputs : s.out_h * iterations;
+        const int64_t row_cost = row_blocks * best_u * std::max<int64_t>(best_v, 32) / 64 * vector_cycles + 80 +
+                                 (copy_bytes(s.out_h) + s.out_h * s.out_w) / 32;
+        const int64_t planes_cost = (plan.flat ? plan.blocks : s.out_h * plan.blocks) * vector_cycles + 16;
+        planes_pay_ = planes_kernel_ && planes_cost <= row_cost;
+    }
+#endif
+    (void)whole_planes;
     return Status::Ok;
 #else
     (void)groups;
     (void)dot_products;
+    (void)whole_planes;
     return Status::Unsupported;
 #endif
+}
+
+void Int8DepthwiseConv::run_planes(const uint8_t* x, uint8_t x_zero_point, const int8_t* packed_weights, const int32_t* kernel_bias,
+                                   const float* scale, const Int8Requant& rq, uint8_t* y, int64_t planes) const {
+    if (planes <= 0 || !planes_kernel_) return;
+    PlanesParams p;
+    p.x = x;
+    p.y = y;
+    p.weights = packed_weights;
+    p.bias = kernel_bias;
+    p.scale = scale;
+    p.planes = planes;
+    p.x_plane_step = shape_.in_h * shape_.in_w;
+    p.y_plane_step = shape_.out_h * shape_.out_w;
+    p.weight_step = (int64_t)packed_weights_bytes();
+    p.lo = rq.lo;
+    p.hi = rq.hi;
+    p.zero_point = rq.zero_point;
+    p.x_fill = x_zero_point * 0x01010101u;
+    planes_kernel_(&p);
 }
 
 int64_t Int8DepthwiseConv::copy_bytes(int64_t rows) const {

@@ -12,7 +12,10 @@
 // Then Int8DepthwiseConv on the planes of shufflenet's and the OCR detector's depthwise convs,
 // with each of its kernels the CPU has (AVX-512 VNNI, AVX-VNNI, AVX2's 16-bit one; NEON's sdot):
 // per shape the sweep it took (rows or flat), nanoseconds per plane (padded copy and kernel)
-// and GMAC/s of taps, over as many planes as those layers have.
+// and GMAC/s of taps, over as many planes as those layers have; with AVX-512 VNNI also the
+// whole-planes kernel (all the planes in one call, read where they lie: what the CPU device
+// runs when there are planes enough for its threads, unless its cost model says the row
+// kernels are faster: "rows taken"), its sweep and its speed-up.
 //   build/bench/int8 [RUNS]
 #define TESSEL_IMPLEMENTATION
 #include "runtime.h"
@@ -110,8 +113,11 @@ void depthwise(int runs, Isa isa, bool dot) {
     const Plane planes[] = {{56, 3, 2, 112}, {28, 3, 1, 136}, {28, 3, 2, 136}, {14, 3, 1, 272}, {14, 3, 2, 272}, {7, 3, 1, 544},
                             {80, 3, 1, 16},  {40, 3, 1, 72},  {40, 5, 2, 72},  {20, 5, 1, 120}, {10, 3, 1, 480}, {10, 5, 2, 672},
                             {5, 5, 1, 960}};
-    std::printf("\nint8 depthwise (%s), best of %d\n%-16s %6s %6s %10s %8s\n", depthwise_kernel(isa, dot), runs, "plane", "planes",
+    const bool whole = isa == Isa::Avx512 && dot && int8_vnni_available();
+    std::printf("\nint8 depthwise (%s), best of %d\n%-16s %6s %6s %10s %8s", depthwise_kernel(isa, dot), runs, "plane", "planes",
                 "sweep", "ns/plane", "GMAC/s");
+    if (whole) std::printf(" %10s %10s %8s %9s", "planes", "ns/plane", "GMAC/s", "speed-up");
+    std::printf("\n");
     for (const Plane& pl : planes) {
         DepthwiseShape s;
         s.in_h = s.in_w = pl.size;
@@ -120,7 +126,7 @@ void depthwise(int runs, Isa isa, bool dot) {
         s.pad_top = s.pad_left = pl.kernel / 2;
         s.out_h = s.out_w = (pl.size + 2 * (pl.kernel / 2) - pl.kernel) / pl.stride + 1;
         Int8DepthwiseConv conv;
-        if (conv.init(s, isa, dot) != Status::Ok) continue;
+        if (conv.init(s, isa, dot, whole) != Status::Ok) continue;
         std::vector<uint8_t> x((size_t)(pl.planes * pl.size * pl.size)), y((size_t)(pl.planes * s.out_h * s.out_w));
         for (size_t i = 0; i < x.size(); ++i) x[i] = (uint8_t)(i * 7);
         std::vector<int8_t> w((size_t)(pl.kernel * pl.kernel), 3), packed(conv.packed_weights_bytes());
@@ -143,8 +149,23 @@ void depthwise(int runs, Isa isa, bool dot) {
         std::snprintf(name, sizeof name, "%lldx%lld %lldx%lld/%lld", (long long)pl.size, (long long)pl.size, (long long)pl.kernel,
                       (long long)pl.kernel, (long long)pl.stride);
         const double macs = (double)pl.planes * (double)(s.out_h * s.out_w * pl.kernel * pl.kernel);
-        std::printf("%-16s %6lld %6s %10.1f %8.1f\n", name, (long long)pl.planes, conv.flat() ? "flat" : "rows",
+        std::printf("%-16s %6lld %6s %10.1f %8.1f", name, (long long)pl.planes, conv.flat() ? "flat" : "rows",
                     best * 1e9 / (double)pl.planes, macs / best * 1e-9);
+        if (conv.whole_planes()) {
+            std::vector<int32_t> bias((size_t)pl.planes, 0);
+            std::vector<float> scale((size_t)pl.planes, 1e-2f);
+            std::vector<int8_t> all((size_t)pl.planes * packed.size());
+            for (int64_t p = 0; p < pl.planes; ++p) std::memcpy(all.data() + p * (int64_t)packed.size(), packed.data(), packed.size());
+            double planes_best = 1e30;
+            for (int r = 0; r < runs; ++r) {
+                const double start = thread_cpu_seconds();
+                conv.run_planes(x.data(), 3, all.data(), bias.data(), scale.data(), rq, y.data(), pl.planes);
+                planes_best = std::min(planes_best, thread_cpu_seconds() - start);
+            }
+            std::printf(" %10s %10.1f %8.1f %8.2fx%s", conv.planes_sweep(), planes_best * 1e9 / (double)pl.planes,
+                        macs / planes_best * 1e-9, best / planes_best, conv.planes_pay() ? "" : " (rows taken)");
+        }
+        std::printf("\n");
     }
 }
 }  // namespace
