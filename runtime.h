@@ -498,7 +498,14 @@ struct PrepareContext {
     bool has_input(uint32_t i) const { return i < num_inputs && inputs[i].type != ElementType::Undefined; }
 };
 
-namespace detail { class ThreadPool; struct BodyProfile; }
+namespace detail {
+class ThreadPool;
+struct BodyProfile;
+// Moves the calling thread off `cpu` (Linux: its allowed CPUs less that one for a moment, then
+// restored); false where it cannot (another OS, no other CPU allowed). The thread pool's workers
+// leave the caller's CPU with it.
+bool thread_leave_cpu(int cpu);
+}
 
 struct RunContext {
     const Graph* graph = nullptr;
@@ -1011,6 +1018,9 @@ void destroy(T* object) {
 #include <cstring>
 #include <mutex>
 #include <thread>
+#if defined(__linux__)
+#include <sched.h>    // sched_getcpu: the thread pool's workers see when they share the caller's CPU
+#endif
 #if defined(TESSEL_MALLOC_IS_MALLOC) && defined(__GLIBC__)
 #include <malloc.h>   // malloc_trim
 #endif
@@ -1573,6 +1583,20 @@ Status RunContext::fail(Status status, const char* format, ...) const {
 
 // >>threads
 namespace detail {
+bool thread_leave_cpu(int cpu) {
+#if defined(__linux__) && defined(CPU_SET)
+    cpu_set_t allowed, others;
+    if (cpu < 0 || cpu >= CPU_SETSIZE || sched_getaffinity(0, sizeof allowed, &allowed) != 0) return false;
+    others = allowed;
+    CPU_CLR(cpu, &others);
+    if (CPU_COUNT(&others) == 0 || sched_setaffinity(0, sizeof others, &others) != 0) return false;
+    return sched_setaffinity(0, sizeof allowed, &allowed) == 0;   // the new set migrated it; the old one keeps it there
+#else
+    (void)cpu;
+    return false;
+#endif
+}
+
 // A fixed pool: threads - 1 workers started once; run() hands each a contiguous range and
 // the caller takes the first one. No allocation per run(). A worker spins a while for the
 // next run before it sleeps, and the caller spins for the workers before it sleeps: a model's
@@ -1614,6 +1638,7 @@ public:
         fn_ = fn;
         user_ = user;
         count_ = count;
+        caller_cpu_.store(current_cpu(), std::memory_order_relaxed);
         pending_.store(threads_ - 1);
         generation_.fetch_add(1);   // publishes the job (sequentially consistent)
         wake_workers();
@@ -1663,6 +1688,18 @@ private:
         { std::lock_guard<std::mutex> lock(mutex_); }
         wake_.notify_all();
     }
+    static int current_cpu() {
+#if defined(__linux__)
+        return sched_getcpu();
+#else
+        return -1;
+#endif
+    }
+    // A worker that ran its part on the caller's CPU moves off it (thread_leave_cpu): the two
+    // spinning on one CPU run their parts in turn (two threads at one thread's speed), and
+    // neither the wake-ups (they place a thread where it last ran) nor the load balancer (it
+    // leaves recently run threads where they are) part them for tens of milliseconds, often a
+    // whole process's life. A new worker starts on the caller's CPU.
     void work(uint32_t index) {
         uint64_t seen = 0;
         for (;;) {
@@ -1680,6 +1717,8 @@ private:
             uint64_t chunk = count / threads_ + (count % threads_ ? 1 : 0);
             uint64_t begin = chunk * index, end = begin + chunk < count ? begin + chunk : count;
             if (begin < end) fn_(user_, begin, end);
+            const int cpu = current_cpu();
+            if (cpu >= 0 && cpu == caller_cpu_.load(std::memory_order_relaxed)) thread_leave_cpu(cpu);
             if (pending_.fetch_sub(1) == 1 && caller_sleeps_.load()) {
                 { std::lock_guard<std::mutex> lock(mutex_); }
                 done_.notify_one();
@@ -1694,6 +1733,7 @@ private:
     std::atomic<uint32_t> pending_{0}, sleepers_{0};
     std::atomic<bool> caller_sleeps_{false};
     std::atomic<bool> quit_{false};
+    std::atomic<int> caller_cpu_{-1};   // the CPU run() started the job on (-1: unknown)
     // the job: written by run() before generation_ is raised, read by workers after they see it
     void (*fn_)(void*, uint64_t, uint64_t) = nullptr;
     void* user_ = nullptr;

@@ -5,11 +5,15 @@
 // bound of a double-precision reference: |got - want| <= 1e-5 sum |w||x| + 1e-30. Shapes
 // from the real CNNs' stages (14 x 14, 28 x 28, 7 x 7 maps; 1x1, 3x3, strided, grouped,
 // dilated, batch 2; 3-channel stems), also with a fused epilogue (Relu; residual Add and Relu).
+// Last, how the thread pool's workers move off the caller's CPU (thread_leave_cpu).
 #include <doctest/doctest.h>
 #include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
+#if defined(__linux__)
+#include <sched.h>
+#endif
 #include "op_test.h"
 #include "runtime.h"
 
@@ -288,4 +292,34 @@ TEST_CASE("conv threads: a fused island of a CNN's size runs in parts with the b
             else CHECK(y == one);
         }
     }
+}
+
+TEST_CASE("threads: thread_leave_cpu moves the thread off a CPU and keeps its allowed CPUs; nowhere to go, it stays") {
+#if defined(__linux__) && defined(CPU_SET)
+    cpu_set_t before;
+    REQUIRE(sched_getaffinity(0, sizeof before, &before) == 0);
+    const int cpu = sched_getcpu();
+    REQUIRE(cpu >= 0);
+    CHECK(!detail::thread_leave_cpu(-1));
+    cpu_set_t one, now;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    REQUIRE(sched_setaffinity(0, sizeof one, &one) == 0);   // only this CPU allowed
+    CHECK(!detail::thread_leave_cpu(cpu));
+    CHECK(sched_getcpu() == cpu);
+    REQUIRE(sched_getaffinity(0, sizeof now, &now) == 0);
+    CHECK(CPU_EQUAL(&now, &one));
+    REQUIRE(sched_setaffinity(0, sizeof before, &before) == 0);
+    if (CPU_COUNT(&before) < 2) {
+        MESSAGE("one CPU allowed here: the move is not tested");
+        return;
+    }
+    const int at = sched_getcpu();
+    CHECK(detail::thread_leave_cpu(at));
+    CHECK(sched_getcpu() != at);
+    REQUIRE(sched_getaffinity(0, sizeof now, &now) == 0);
+    CHECK(CPU_EQUAL(&now, &before));
+#else
+    CHECK(!detail::thread_leave_cpu(0));
+#endif
 }
