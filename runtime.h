@@ -1597,6 +1597,16 @@ bool thread_leave_cpu(int cpu) {
 #endif
 }
 
+// CPUs this thread may run on (0: unknown).
+uint32_t allowed_cpu_count() {
+#if defined(__linux__) && defined(CPU_SET)
+    cpu_set_t allowed;
+    return sched_getaffinity(0, sizeof allowed, &allowed) == 0 ? (uint32_t)CPU_COUNT(&allowed) : 0;
+#else
+    return 0;
+#endif
+}
+
 // A fixed pool: threads - 1 workers started once; run() hands each a contiguous range and
 // the caller takes the first one. No allocation per run(). A worker spins a while for the
 // next run before it sleeps, and the caller spins for the workers before it sleeps: a model's
@@ -1615,6 +1625,7 @@ public:
         if (!workers_) return Status::OutOfMemory;
         quit_ = false;
         threads_ = threads;
+        spread_ = threads <= allowed_cpu_count();   // more threads than CPUs share them anyway
         for (uint32_t i = 0; i + 1 < threads; ++i) new (&workers_[i]) std::thread(&ThreadPool::work, this, i + 1);
         return Status::Ok;
     }
@@ -1699,7 +1710,8 @@ private:
     // spinning on one CPU run their parts in turn (two threads at one thread's speed), and
     // neither the wake-ups (they place a thread where it last ran) nor the load balancer (it
     // leaves recently run threads where they are) part them for tens of milliseconds, often a
-    // whole process's life. A new worker starts on the caller's CPU.
+    // whole process's life. A new worker starts on the caller's CPU. With more threads than
+    // CPUs some share one whatever they do: they stay.
     void work(uint32_t index) {
         uint64_t seen = 0;
         for (;;) {
@@ -1718,7 +1730,7 @@ private:
             uint64_t begin = chunk * index, end = begin + chunk < count ? begin + chunk : count;
             if (begin < end) fn_(user_, begin, end);
             const int cpu = current_cpu();
-            if (cpu >= 0 && cpu == caller_cpu_.load(std::memory_order_relaxed)) thread_leave_cpu(cpu);
+            if (spread_ && cpu >= 0 && cpu == caller_cpu_.load(std::memory_order_relaxed)) thread_leave_cpu(cpu);
             if (pending_.fetch_sub(1) == 1 && caller_sleeps_.load()) {
                 { std::lock_guard<std::mutex> lock(mutex_); }
                 done_.notify_one();
@@ -1734,6 +1746,7 @@ private:
     std::atomic<bool> caller_sleeps_{false};
     std::atomic<bool> quit_{false};
     std::atomic<int> caller_cpu_{-1};   // the CPU run() started the job on (-1: unknown)
+    bool spread_ = false;               // workers leave the caller's CPU (no more threads than CPUs)
     // the job: written by run() before generation_ is raised, read by workers after they see it
     void (*fn_)(void*, uint64_t, uint64_t) = nullptr;
     void* user_ = nullptr;
