@@ -172,7 +172,8 @@
    --------------------------------
    CPU: NUM_THREADS (1..64; kernels split their outer loop, and a fused island's kernel that
    walks at least 8 MiB runs in parts of at least 4 MiB; idle workers spin 0.2 ms before they
-   sleep, so steps microseconds apart pay no wake-up), PERF_COUNT (YES/NO), FUSION
+   sleep, so steps microseconds apart pay no wake-up; on Linux a worker that finds itself on
+   the calling thread's CPU moves to another allowed one), PERF_COUNT (YES/NO), FUSION
    (YES/NO), ISA (auto|ref|sse41|avx2|avx512|neon). TEMPLATE: SUPPORTED_OPS (comma list or
    *), PERF_COUNT. Metrics: AVAILABLE_DEVICES, FULL_DEVICE_NAME, SUPPORTED_METRICS,
    SUPPORTED_CONFIG_KEYS, OPTIMIZATION_CAPABILITIES.
