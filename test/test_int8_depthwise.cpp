@@ -10,11 +10,8 @@
 #include <cstring>
 #include <random>
 #include <vector>
-#if defined(__linux__)
-#include <sys/mman.h>
-#include <unistd.h>
-#endif
 #include "runtime.h"
+#include "test_helpers.h"
 
 using namespace tessel;
 
@@ -174,40 +171,11 @@ TEST_CASE("int8 depthwise: row kernels bit for bit against the oracle on every I
 
 namespace {
 
-// n bytes that end (or start) at an inaccessible page: a load or store past that end faults.
-class GuardedBytes {
-public:
-    GuardedBytes(size_t n, bool at_end) {
-#if defined(__linux__)
-        page_ = (size_t)sysconf(_SC_PAGESIZE);
-        span_ = (n + page_ - 1) / page_ * page_ + 2 * page_;
-        void* base = mmap(nullptr, span_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        REQUIRE(base != MAP_FAILED);
-        base_ = static_cast<uint8_t*>(base);
-        REQUIRE(mprotect(base_, page_, PROT_NONE) == 0);
-        REQUIRE(mprotect(base_ + span_ - page_, page_, PROT_NONE) == 0);
-        data_ = at_end ? base_ + span_ - page_ - n : base_ + page_;
-#else
-        (void)at_end;
-        fallback_.resize(n + 1);
-        data_ = fallback_.data();
-#endif
-    }
-    ~GuardedBytes() {
-#if defined(__linux__)
-        munmap(base_, span_);
-#endif
-    }
-    GuardedBytes(const GuardedBytes&) = delete;
-    GuardedBytes& operator=(const GuardedBytes&) = delete;
-    uint8_t* data() { return data_; }
-
-private:
-    uint8_t* base_ = nullptr;
-    uint8_t* data_ = nullptr;
-    size_t page_ = 0, span_ = 0;
-    std::vector<uint8_t> fallback_;
-};
+// n bytes of a guarded buffer (test_helpers.h) that end at its inaccessible page (at_end) or
+// start after one.
+uint8_t* guarded_bytes(test::GuardedBuffer& buffer, int64_t n, bool at_end) {
+    return reinterpret_cast<uint8_t*>(buffer.data) + (at_end ? (n + 3) / 4 * 4 - n : 0);
+}
 
 // `planes` planes through run_planes, each with its own weights, bias and scale, against the
 // oracle; x and y end at (at_end) or start after an inaccessible page.
@@ -217,10 +185,12 @@ void check_planes(const Int8DepthwiseConv& conv, uint32_t seed, int64_t planes, 
     CAPTURE(s.dilation_h); CAPTURE(s.pad_top); CAPTURE(s.pad_left); CAPTURE(s.out_h); CAPTURE(s.out_w); CAPTURE(at_end);
     std::mt19937 rng(seed);
     const int64_t in_plane = s.in_h * s.in_w, out_plane = s.out_h * s.out_w, taps = s.kernel_h * s.kernel_w;
-    GuardedBytes x((size_t)(planes * in_plane), at_end), y((size_t)(planes * out_plane), at_end);
-    for (int64_t i = 0; i < planes * in_plane; ++i) x.data()[i] = (uint8_t)(rng() % 256);
-    x.data()[0] = 255;
-    x.data()[planes * in_plane - 1] = 0;
+    test::GuardedBuffer x_buffer((size_t)(planes * in_plane + 3) / 4, at_end), y_buffer((size_t)(planes * out_plane + 3) / 4, at_end);
+    uint8_t* x = guarded_bytes(x_buffer, planes * in_plane, at_end);
+    uint8_t* y = guarded_bytes(y_buffer, planes * out_plane, at_end);
+    for (int64_t i = 0; i < planes * in_plane; ++i) x[i] = (uint8_t)(rng() % 256);
+    x[0] = 255;
+    x[planes * in_plane - 1] = 0;
     std::vector<int8_t> w((size_t)(planes * taps)), packed((size_t)planes * conv.packed_weights_bytes());
     for (int8_t& v : w) v = (int8_t)((int)(rng() % 256) - 128);
     w[0] = -128;
@@ -238,13 +208,13 @@ void check_planes(const Int8DepthwiseConv& conv, uint32_t seed, int64_t planes, 
         scale[(size_t)p] = std::ldexp(1.0f + (float)(rng() % 1000) / 1000.0f, -9 - (int)(rng() % 4));
     }
     const Int8Requant rq = random_requant(rng);
-    std::memset(y.data(), 0xA5, (size_t)(planes * out_plane));
-    conv.run_planes(x.data(), (uint8_t)x_zero, packed.data(), kernel_bias.data(), scale.data(), rq, y.data(), planes);
+    std::memset(y, 0xA5, (size_t)(planes * out_plane));
+    conv.run_planes(x, (uint8_t)x_zero, packed.data(), kernel_bias.data(), scale.data(), rq, y, planes);
     int64_t bad = 0;
     for (int64_t p = 0; p < planes; ++p) {
-        const std::vector<uint8_t> want = oracle(s, x.data() + p * in_plane, w.data() + p * taps, x_zero, bias[(size_t)p],
+        const std::vector<uint8_t> want = oracle(s, x + p * in_plane, w.data() + p * taps, x_zero, bias[(size_t)p],
                                                  scale[(size_t)p], rq);
-        for (int64_t i = 0; i < out_plane; ++i) bad += y.data()[p * out_plane + i] != want[(size_t)i];
+        for (int64_t i = 0; i < out_plane; ++i) bad += y[p * out_plane + i] != want[(size_t)i];
     }
     CHECK(bad == 0);
 }
