@@ -24294,6 +24294,7 @@ inline bool int8_weights(ReferenceProgram* p, const Int8Source& src, int64_t map
     double qlo = 0.0 - src.zy, qhi = 255.0 - src.zy;
     if (src.lo > -INFINITY) qlo = std::max(qlo, round_half_even(src.lo / sy));
     if (src.hi < INFINITY) qhi = std::min(qhi, round_half_even(src.hi / sy));
+    qlo = std::min(qlo, 255.0 - src.zy);   // a clamp above y's range saturates, as QuantizeLinear would
     if (qhi < qlo) qhi = qlo;
     out->rq.lo = (float)qlo;
     out->rq.hi = (float)qhi;

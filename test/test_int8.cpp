@@ -468,7 +468,7 @@ struct QdqConv {
     Shape x, w;
     int64_t group = 1;
     Shape strides, dilations, pads;
-    const char* act = nullptr;   // "Relu" or "Clip"
+    const char* act = nullptr;   // "Relu", "Clip", "ClipAbove" or "ClipBelow"
     bool bias = true;
     int64_t shuffle = 0;         // a channel shuffle of y in this many groups after the Q (y's grid again)
 };
@@ -505,6 +505,10 @@ Quantized run_qdq_conv(const QdqConv& cc, const std::vector<uint8_t>& x, const s
     if (cc.act && std::string(cc.act) == "Relu") last = t.op("Relu", {InputRef::by_id(conv)});
     if (cc.act && std::string(cc.act) == "Clip")
         last = t.op("Clip", {InputRef::by_id(conv), t.constant(Shape{}, std::vector<float>{-0.25f}), t.constant(Shape{}, std::vector<float>{0.75f})});
+    if (cc.act && std::string(cc.act) == "ClipAbove")   // every value above y's range: 255
+        last = t.op("Clip", {InputRef::by_id(conv), t.constant(Shape{}, std::vector<float>{20.0f}), t.constant(Shape{}, std::vector<float>{30.0f})});
+    if (cc.act && std::string(cc.act) == "ClipBelow")   // every value below it: 0
+        last = t.op("Clip", {InputRef::by_id(conv), t.constant(Shape{}, std::vector<float>{-30.0f}), t.constant(Shape{}, std::vector<float>{-20.0f})});
     NodeId q = t.op("QuantizeLinear", {InputRef::by_id(last), t.constant(Shape{}, std::vector<float>{sy}), t.constant(Shape{}, std::vector<uint8_t>{zy})});
     if (cc.shuffle) {   // ShuffleNet's DQ -> Reshape [N, G, C / G, H W] -> Transpose -> Reshape [N, C, H W] -> Q
         const int64_t n = cc.x[0], maps = cc.w[0];
@@ -554,6 +558,8 @@ void check_qdq_conv(const QdqConv& cc, uint32_t seed) {
     float lo = -(float)zy, hi = 255.0f - zy;
     if (cc.act && std::string(cc.act) == "Relu") lo = 0.0f;
     if (cc.act && std::string(cc.act) == "Clip") { lo = -5.0f; hi = 15.0f; }   // -0.25 / 0.05, 0.75 / 0.05
+    if (cc.act && std::string(cc.act) == "ClipAbove") lo = hi = 255.0f - zy;  // saturated, as QuantizeLinear of 20..30
+    if (cc.act && std::string(cc.act) == "ClipBelow") lo = hi = -(float)zy;
     const int64_t positions = out[0] * out[1] * out[2];
     std::vector<uint8_t> want((size_t)(batch * maps * positions));
     for (int64_t n = 0; n < batch; ++n)
@@ -659,6 +665,10 @@ TEST_CASE("int8: QDQ Conv groups on the CPU device: 1x1, 3x3, strided, dilated, 
         {{1, 96, 14, 14}, {192, 32, 1, 1}, 3, {}, {}, {}, nullptr, true, 3},              // AMX where the CPU has it
         {{1, 24, 9, 7}, {24, 8, 1, 1}, 3, {}, {}, {}, nullptr, true, 2},                  // other groups: the shuffle's own step
         {{1, 12, 6, 6}, {12, 12, 1, 1}, 1, {}, {}, {}, nullptr, true, 3},                 // a plain conv: the shuffle's own step
+        // a Clip wholly above or below y's range saturates (255, 0) on every kernel
+        {{1, 8, 9, 11}, {16, 8, 3, 3}, 1, {}, {}, {1, 1, 1, 1}, "ClipAbove", true},
+        {{1, 8, 9, 11}, {8, 1, 3, 3}, 8, {}, {}, {1, 1, 1, 1}, "ClipAbove", true},         // depthwise
+        {{1, 16, 5, 7}, {24, 16, 1, 1}, 1, {}, {}, {}, "ClipBelow", true},
     };
     uint32_t seed = 500;
     for (const QdqConv& cc : cases) {
