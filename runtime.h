@@ -11984,6 +11984,13 @@ inline Status run_cpu_depthwise(const RunContext& c) {
     return Status::Ok;
 }
 
+// Planes a unit of the whole-planes kernels (float and int8) take: two units a thread, or 0
+// (bands of rows instead) with fewer planes than that.
+inline int64_t depthwise_planes_per_unit(int64_t planes, uint32_t slots) {
+    if (planes < (slots > 1 ? 2 * (int64_t)slots : 1)) return 0;
+    return std::max<int64_t>(1, planes / (2 * (int64_t)slots));
+}
+
 // Output rows per band of a depthwise conv's planes: a padded copy (bytes(rows)) of at most half
 // of L2, and at least two units (plane, band) per thread; the float and int8 steps both.
 template <class Bytes>
@@ -12028,10 +12035,9 @@ inline Status cpu_depthwise_step(ReferenceProgram* p, const PreparedModel& model
     ds->slot_floats = round16(ds->conv.scratch_floats(band_rows));
     // Blocks of planes whose output stays in L1 for the epilogue, where there are planes enough
     // for the threads (else bands of rows, below).
-    const int64_t planes = st->batch * st->channels;
-    if (ds->conv.whole_planes() && st->group_maps == 1 && planes >= (ds->slots > 1 ? 2 * (int64_t)ds->slots : 1)) {
+    const int64_t per_thread = depthwise_planes_per_unit(st->batch * st->channels, ds->slots);
+    if (ds->conv.whole_planes() && st->group_maps == 1 && per_thread) {
         const int64_t per_block = std::max<int64_t>(1, kDepthwiseEpilogueFloats / w.out_size());
-        const int64_t per_thread = std::max<int64_t>(1, planes / (2 * (int64_t)ds->slots));
         ds->planes_per_unit = std::min(per_block, per_thread);
         ds->slot_floats = 0;
     }
@@ -24370,9 +24376,9 @@ inline bool int8_depthwise_rows_kernel(ReferenceProgram* p, Int8DepthwiseState* 
     st->bands = (shape.out_h + st->band_rows - 1) / st->band_rows;
     st->slot_bytes = (st->int8_conv.scratch_bytes(st->band_rows) + 63) / 64 * 64;
     // Blocks of whole planes where there are planes enough for the threads (else bands of rows).
-    const int64_t planes = st->batch * st->channels;
-    if (st->int8_conv.whole_planes() && st->int8_conv.planes_pay() && planes >= (st->slots > 1 ? 2 * (int64_t)st->slots : 1)) {
-        st->planes_per_unit = std::max<int64_t>(1, planes / (2 * (int64_t)st->slots));
+    const int64_t per_unit = depthwise_planes_per_unit(st->batch * st->channels, st->slots);
+    if (st->int8_conv.whole_planes() && st->int8_conv.planes_pay() && per_unit) {
+        st->planes_per_unit = per_unit;
         st->slot_bytes = 0;
     }
     return true;

@@ -11252,11 +11252,8 @@ inline Int8DepthwiseKernelTable& int8_depthwise_kernels() {
     return table;
 }
 
-struct Int8DepthwisePlanesKey {
-    DepthwiseShape shape;
-    bool operator==(const Int8DepthwisePlanesKey& o) const { return std::memcmp(&shape, &o.shape, sizeof shape) == 0; }
-};
-using Int8DepthwisePlanesTable = JitKernelTable<Int8DepthwisePlanesKey, Int8DepthwiseConv::PlanesFn, 1024>;
+// The whole-planes kernels, keyed as the float ones (DepthwisePlanesKey; AVX-512 only).
+using Int8DepthwisePlanesTable = JitKernelTable<DepthwisePlanesKey, Int8DepthwiseConv::PlanesFn, 1024>;
 
 inline Int8DepthwisePlanesTable& int8_depthwise_planes_kernels() {
     static Int8DepthwisePlanesTable table;
@@ -11415,8 +11412,7 @@ Status Int8DepthwiseConv::init(const DepthwiseShape& s, Isa isa, bool dot_produc
     const detail::Int8DepthwisePlanesPlan plan = detail::int8_depthwise_planes_plan(s);
     if (whole_planes && x86 && plan.dots <= detail::kInt8DepthwisePlaneDots && s.in_h * s.in_w <= ((int64_t)1 << 30) &&
         s.out_h * s.out_w <= ((int64_t)1 << 30) && span <= ((int64_t)1 << 30)) {
-        const detail::Int8DepthwisePlanesKey planes_key{s};
-        planes_kernel_ = detail::int8_depthwise_planes_kernels().find_or_make(planes_key, [&] {
+        planes_kernel_ = detail::int8_depthwise_planes_kernels().find_or_make(detail::DepthwisePlanesKey{Isa::Avx512, s}, [&] {
             return detail::assemble_jit_kernel<PlanesFn>([&](detail::JitAssembler& a) { detail::emit_int8_depthwise_planes(a, s); });
         });
         if (planes_kernel_) planes_sweep_ = plan.flat ? "flat" : plan.loop_end > plan.loop_begin ? "rows+loop" : "rows";
