@@ -24437,13 +24437,15 @@ inline Int8MatMulState* int8_matmul_state(ReferenceProgram* p, int64_t rows, int
     Int8MatMulState* st = p->arena.allocate_array<Int8MatMulState>(1);
     if (!st) return nullptr;
     new (st) Int8MatMulState();
-    if (st->gemm.init(isa, true, Int8Gemm::amx_pays(n, k)) != Status::Ok && st->gemm.init(Isa::Ref) != Status::Ok) return nullptr;
+    Int8Weights wq;
+    Arena q_arena;   // q until packed
+    if (!int8_weights(p, src, n, k, &wq, &q_arena)) return nullptr;
+    if (st->gemm.init(isa, true, Int8Gemm::amx_pays(n, k), Int8Gemm::narrow(wq.q, (size_t)(n * k))) != Status::Ok &&
+        st->gemm.init(Isa::Ref) != Status::Ok)
+        return nullptr;
     st->rows = rows;
     st->n = n;
     st->k = k;
-    Int8Weights wq;
-    Arena q_arena;   // q until packed
-    if (!int8_weights(p, src, st->n, st->k, &wq, &q_arena)) return nullptr;
     for (int64_t m = 0; m < st->n; ++m) {
         double bias = (double)wq.bias[m] - (double)wq.x_zero_point * (double)wq.sums[m];
         wq.bias[m] = (int32_t)(bias < -2147483648.0 ? -2147483648.0 : bias > 2147483647.0 ? 2147483647.0 : bias);
@@ -24670,7 +24672,12 @@ inline Int8ConvState* int8_conv_state(ReferenceProgram* p, const ConvState& cst,
     Int8ConvState* st = p->arena.allocate_array<Int8ConvState>(1);
     if (!st) return nullptr;
     new (st) Int8ConvState();
-    if (st->gemm.init(isa, true, Int8Gemm::amx_pays(cst.group_maps, cst.depth)) != Status::Ok && st->gemm.init(Isa::Ref) != Status::Ok) return nullptr;
+    Int8Weights wq;
+    Arena q_arena;   // q (and its interleaved order) until packed
+    if (!int8_weights(p, src, cst.maps, cst.depth, &wq, &q_arena)) return nullptr;
+    const bool narrow = Int8Gemm::narrow(wq.q, (size_t)(cst.maps * cst.depth));
+    if (st->gemm.init(isa, true, Int8Gemm::amx_pays(cst.group_maps, cst.depth), narrow) != Status::Ok && st->gemm.init(Isa::Ref) != Status::Ok)
+        return nullptr;
     st->w = cst.w;
     st->batch = cst.batch;
     st->channels = cst.channels;
@@ -24681,9 +24688,6 @@ inline Int8ConvState* int8_conv_state(ReferenceProgram* p, const ConvState& cst,
     st->depth = cst.depth;
     st->direct = cst.direct;
     const int64_t maps = st->maps, depth = st->depth;
-    Int8Weights wq;
-    Arena q_arena;   // q (and its interleaved order) until packed
-    if (!int8_weights(p, src, maps, depth, &wq, &q_arena)) return nullptr;
     st->x_zero_point = (uint8_t)wq.x_zero_point;
     st->bias = wq.bias;
     st->scale = wq.scale;

@@ -1009,9 +1009,19 @@ public:
     // sdot tile where the CPU has the dot product, else the smull tile; other targets the
     // portable tile. dot_products false skips the dot-product tiles (VNNI, AVX-VNNI, sdot) for
     // the ones under them (AVX2, smull), so tests reach those on any CPU; matrix_tiles false
-    // skips AMX for the VNNI tile. Unsupported if the CPU lacks `isa`.
-    Status init(Isa isa = Isa::Auto, bool dot_products = true, bool matrix_tiles = true);
+    // skips AMX for the VNNI tile. narrow_weights (every weight A will hold lies within [-64, 64],
+    // as 7-bit "reduce range" quantizers write): where the AVX2 tile would run, AVX-VNNI's
+    // tiles run with vpmaddubsw pairs in place of vpdpbusd (exact for such weights: no pair's
+    // sum saturates), also with dot_products false. Unsupported if the CPU lacks `isa`.
+    Status init(Isa isa = Isa::Auto, bool dot_products = true, bool matrix_tiles = true, bool narrow_weights = false);
+    // Whether every one of `count` weights lies within [-64, 64] (init's narrow_weights).
+    static bool narrow(const int8_t* w, size_t count) {
+        for (size_t i = 0; i < count; ++i)
+            if (w[i] < -64 || w[i] > 64) return false;
+        return true;
+    }
     bool jit() const { return tiles_ != nullptr; }
+    bool byte_pairs() const { return byte_pairs_; }   // the tiles by vpmaddubsw pairs (init's narrow_weights)
     bool amx() const { return amx_; }
     // Whether AMX beats the VNNI tile on an M x K A (weights) with B packed per call: K is padded
     // to 64-byte tile rows and M to 32, and B's packing, which costs both alike, outweighs the
@@ -1119,6 +1129,7 @@ private:
     PackRowsFn pack_rows_ = nullptr;
     PackStridedFn pack_strided_ = nullptr;
     bool signed_b_ = false;           // B packed as x - 128, A panels end with 128 x row sums (sdot)
+    bool byte_pairs_ = false;         // AVX-VNNI's panels on vpmaddubsw pairs
     bool masked_ = false;             // the tiles store partial panels themselves (VNNI)
     const TileFn* tiles_ = nullptr;   // [rows - 1], may be null
     const TileFn* group_tiles_ = nullptr;   // tiles_ reading B's groups in place (run_groups), may be null
@@ -9602,9 +9613,27 @@ inline void emit_int8_requant_ymm_params(asmjit::x86::Assembler& a, const asmjit
     a.vmovd(least.xmm(), x86::eax);
     a.vpbroadcastb(least, least.xmm());
 }
-inline void emit_int8_tile_ymm(asmjit::x86::Assembler& a, uint32_t rows, bool vnni, bool by_groups = false) {
+// vpdpbusd's sum without AVX-VNNI, for weights within [-64, 64]: vpmaddubsw sums each pair of
+// u8 x s8 products in int16 (exact there: 2 x 255 x 64 < 2^15), vpmaddwd against the int16 ones
+// at `ones` adds the pairs in int32. About 1.2x the rate of the exact int16 tile's vpmaddwd.
+inline void emit_int8_dot_by_pairs(asmjit::x86::Assembler& a, const asmjit::x86::Ymm& acc, const asmjit::x86::Ymm& u8,
+                                   const asmjit::x86::Ymm& s8, const asmjit::x86::Ymm& tmp, const asmjit::Label& ones) {
+    a.vpmaddubsw(tmp, u8, s8);
+    a.vpmaddwd(tmp, tmp, asmjit::x86::ptr(ones));
+    a.vpaddd(acc, acc, tmp);
+}
+// The 32 bytes of int16 ones emit_int8_dot_by_pairs reads, after a kernel's code.
+inline void emit_int8_pair_ones(asmjit::x86::Assembler& a, const asmjit::Label& ones) {
+    a.align(asmjit::AlignMode::kData, 32);
+    a.bind(ones);
+    for (int i = 0; i < 8; ++i) a.embedUInt32(0x00010001u);
+}
+// pairs: the AVX-VNNI tile's panels and code with each vpdpbusd by emit_int8_dot_by_pairs (AVX2
+// CPUs without AVX-VNNI, weights within [-64, 64]).
+inline void emit_int8_tile_ymm(asmjit::x86::Assembler& a, uint32_t rows, bool vnni, bool by_groups = false, bool pairs = false) {
     namespace x86 = asmjit::x86;
     const uint32_t mr = kInt8Avx2Rows;
+    const asmjit::Label ones = a.newLabel();
     auto acc = [&](uint32_t i, uint32_t h) { return x86::ymm(i * 2 + h); };
     // TileParams::panels panels of B into C's next 16 (AVX2: 8) columns each.
     const asmjit::Label next_panel = emit_int8_panels_enter(a);
@@ -9633,6 +9662,11 @@ inline void emit_int8_tile_ymm(asmjit::x86::Assembler& a, uint32_t rows, bool vn
         for (uint32_t i = 0; i < rows; ++i) {
             if (vnni) {
                 a.vpbroadcastd(x86::ymm14, x86::dword_ptr(x86::rdi, (int32_t)(u * mr * 4 + i * 4)));
+                if (pairs) {
+                    emit_int8_dot_by_pairs(a, acc(i, 0), x86::ymm12, x86::ymm14, x86::ymm15, ones);
+                    emit_int8_dot_by_pairs(a, acc(i, 1), x86::ymm13, x86::ymm14, x86::ymm15, ones);
+                    continue;
+                }
                 a.vex().vpdpbusd(acc(i, 0), x86::ymm12, x86::ymm14);
                 a.vex().vpdpbusd(acc(i, 1), x86::ymm13, x86::ymm14);
                 continue;
@@ -9686,6 +9720,7 @@ inline void emit_int8_tile_ymm(asmjit::x86::Assembler& a, uint32_t rows, bool vn
     emit_int8_panels_leave(a, next_panel, vnni ? 16 : 8);
     a.vzeroupper();
     a.ret();
+    if (pairs) emit_int8_pair_ones(a, ones);
 }
 // The AVX-VNNI pixel tile (Int8Gemm::run_pixels): the AVX-512 pixel tile's orientation on ymm,
 // rows (output positions, up to 6) x 2 vectors (16 maps) of accumulators in ymm0-11, W's
@@ -9696,9 +9731,10 @@ inline void emit_int8_tile_ymm(asmjit::x86::Assembler& a, uint32_t rows, bool vn
 // maps narrowed to bytes (vpackssdw, vpackuswb) and transposed by vpshufb, per map a dword of
 // positions 0-3 and a word of 4-5, their first `rows` bytes stored at the map's row of Y.
 constexpr uint32_t kInt8PixelRowsYmm = 6;
-inline void emit_int8_tile_pixels_ymm(asmjit::x86::Assembler& a, uint32_t rows, uint32_t) {
+inline void emit_int8_tile_pixels_ymm_body(asmjit::x86::Assembler& a, uint32_t rows, bool pairs) {
     namespace x86 = asmjit::x86;
     const uint32_t vectors = 2;
+    const asmjit::Label ones = a.newLabel();
     auto acc = [&](uint32_t i, uint32_t j) { return x86::ymm(i * vectors + j); };
     a.mov(x86::rax, x86::qword_ptr(x86::r9, 0));   // the accumulators start at the maps' bias
     for (uint32_t i = 0; i < rows; ++i)
@@ -9710,7 +9746,10 @@ inline void emit_int8_tile_pixels_ymm(asmjit::x86::Assembler& a, uint32_t rows, 
         for (uint32_t j = 0; j < vectors; ++j) a.vmovdqu(x86::ymm(12 + j), x86::ymmword_ptr(x86::rdi, (int32_t)(u * 64 + j * 32)));
         for (uint32_t i = 0; i < rows; ++i) {
             a.vpbroadcastd(x86::ymm15, x86::dword_ptr(x86::rsi, x86::rax, 0, (int32_t)(i * 4)));
-            for (uint32_t j = 0; j < vectors; ++j) a.vex().vpdpbusd(acc(i, j), x86::ymm15, x86::ymm(12 + j));
+            for (uint32_t j = 0; j < vectors; ++j) {
+                if (pairs) emit_int8_dot_by_pairs(a, acc(i, j), x86::ymm15, x86::ymm(12 + j), x86::ymm14, ones);
+                else a.vex().vpdpbusd(acc(i, j), x86::ymm15, x86::ymm(12 + j));
+            }
         }
     };
     emit_int8_group_loop(a, step, [&] {
@@ -9788,10 +9827,15 @@ inline void emit_int8_tile_pixels_ymm(asmjit::x86::Assembler& a, uint32_t rows, 
     a.align(asmjit::AlignMode::kData, 32);
     a.bind(index);
     a.embed(order, sizeof order);
+    if (pairs) emit_int8_pair_ones(a, ones);
 }
+inline void emit_int8_tile_pixels_ymm(asmjit::x86::Assembler& a, uint32_t rows, uint32_t) { emit_int8_tile_pixels_ymm_body(a, rows, false); }
+inline void emit_int8_tile_pixels_pairs(asmjit::x86::Assembler& a, uint32_t rows, uint32_t) { emit_int8_tile_pixels_ymm_body(a, rows, true); }
 inline void emit_int8_tile_avx2(asmjit::x86::Assembler& a, uint32_t rows, uint32_t) { emit_int8_tile_ymm(a, rows, false); }
 inline void emit_int8_tile_avx_vnni(asmjit::x86::Assembler& a, uint32_t rows, uint32_t) { emit_int8_tile_ymm(a, rows, true); }
 inline void emit_int8_tile_avx_vnni_groups(asmjit::x86::Assembler& a, uint32_t rows, uint32_t) { emit_int8_tile_ymm(a, rows, true, true); }
+inline void emit_int8_tile_pairs(asmjit::x86::Assembler& a, uint32_t rows, uint32_t) { emit_int8_tile_ymm(a, rows, true, false, true); }
+inline void emit_int8_tile_pairs_groups(asmjit::x86::Assembler& a, uint32_t rows, uint32_t) { emit_int8_tile_ymm(a, rows, true, true, true); }
 
 static_assert(kInt8Avx2Rows <= kInt8VnniRows, "Int8TileTable holds the VNNI tile's rows");
 
@@ -10157,9 +10201,10 @@ inline Int8PackKernels make_int8_pack_kernels(uint32_t nr) {
 #endif
 }  // namespace detail
 
-Status Int8Gemm::init(Isa isa, bool dot_products, bool matrix_tiles) {
+Status Int8Gemm::init(Isa isa, bool dot_products, bool matrix_tiles, bool narrow_weights) {
     (void)dot_products;   // builds without JIT have no dot-product tiles
     (void)matrix_tiles;
+    (void)narrow_weights;
     if (isa == Isa::Auto) isa = default_isa();
     if (!isa_available(isa)) return Status::Unsupported;
     isa_ = isa;
@@ -10178,6 +10223,7 @@ Status Int8Gemm::init(Isa isa, bool dot_products, bool matrix_tiles) {
     pack_rows_ = nullptr;
     panel_loops_ = false;
     pack_strided_ = nullptr;
+    byte_pairs_ = false;
 #if !defined(TESSEL_NO_JIT) && (defined(__x86_64__) || defined(_M_X64))
     if (isa == Isa::Avx512 && dot_products && matrix_tiles && int8_amx_available()) {
         static const detail::Int8TileTable amx = detail::make_int8_tile_amx();
@@ -10227,6 +10273,24 @@ Status Int8Gemm::init(Isa isa, bool dot_products, bool matrix_tiles) {
         mr_ = detail::kInt8Avx2Rows;
         nr_ = 16;
         panel_loops_ = true;
+    } else if ((isa == Isa::Avx2 || isa == Isa::Avx512) && narrow_weights) {   // AVX-VNNI's tiles by byte pairs
+        static const detail::Int8TileTable pairs = detail::make_int8_tiles(detail::kInt8Avx2Rows, 1, detail::emit_int8_tile_pairs);
+        if (pairs.status != Status::Ok) return pairs.status;
+        static const detail::Int8TileTable pairs_groups = detail::make_int8_tiles(detail::kInt8Avx2Rows, 1,
+                                                                                  detail::emit_int8_tile_pairs_groups);
+        if (pairs_groups.status != Status::Ok) return pairs_groups.status;
+        static const detail::Int8TileTable pairs_pixels = detail::make_int8_tiles(detail::kInt8PixelRowsYmm, 1,
+                                                                                  detail::emit_int8_tile_pixels_pairs);
+        if (pairs_pixels.status != Status::Ok) return pairs_pixels.status;
+        tiles_ = pairs.fn;
+        group_tiles_ = pairs_groups.fn;
+        pixel_tiles_ = pairs_pixels.fn;
+        pixel_rows_ = detail::kInt8PixelRowsYmm;
+        pixel_vectors_ = 1;
+        mr_ = detail::kInt8Avx2Rows;
+        nr_ = 16;
+        panel_loops_ = true;
+        byte_pairs_ = true;
     } else if (isa == Isa::Avx2 || isa == Isa::Avx512) {   // AVX-512 without VNNI: the AVX2 tile
         static const detail::Int8TileTable avx2 = detail::make_int8_tiles(detail::kInt8Avx2Rows, 1, detail::emit_int8_tile_avx2);
         if (avx2.status != Status::Ok) return avx2.status;

@@ -173,16 +173,17 @@ void depthwise(int runs, Isa isa, bool dot) {
 int main(int argc, char** argv) {
     const int runs = argc > 1 ? std::atoi(argv[1]) : 15;
     std::vector<Tile> tiles;
-    auto add = [&](const char* name, Isa isa, bool dot, bool amx) {
+    auto add = [&](const char* name, Isa isa, bool dot, bool amx, bool narrow = false) {
         Tile t;
         t.name = name;
-        if (isa_available(isa) && t.gemm.init(isa, dot, amx) == Status::Ok && t.gemm.jit() && t.gemm.amx() == amx)
+        if (isa_available(isa) && t.gemm.init(isa, dot, amx, narrow) == Status::Ok && t.gemm.jit() && t.gemm.amx() == amx)
             tiles.push_back(t);
     };
     add("amx", Isa::Avx512, true, true);
     if (int8_vnni_available()) add("vnni", Isa::Avx512, true, false);
     if (int8_avx_vnni_available()) add("avx-vnni", Isa::Avx2, true, false);
     add("avx2", Isa::Avx2, false, false);
+    add("pairs", Isa::Avx2, false, false, true);   // AVX2 without AVX-VNNI, weights within [-64, 64]
     add("neon", Isa::Neon, true, false);
     if (tiles.empty()) {
         std::printf("no int8 JIT tile on this CPU\n");
@@ -207,7 +208,7 @@ int main(int argc, char** argv) {
         const int64_t m = shape[0], k = shape[1];
         std::vector<int8_t> a((size_t)(m * k));
         std::vector<uint8_t> b((size_t)(k * n)), c((size_t)(m * n));
-        for (size_t i = 0; i < a.size(); ++i) a[i] = (int8_t)((int)(i * 7 % 255) - 127);
+        for (size_t i = 0; i < a.size(); ++i) a[i] = (int8_t)((int)(i * 7 % 129) - 64);   // within the pairs tile's range
         for (size_t i = 0; i < b.size(); ++i) b[i] = (uint8_t)(i * 13 % 256);
         std::vector<int32_t> bias((size_t)m, 3);
         std::vector<float> scale((size_t)m, 1e-5f);

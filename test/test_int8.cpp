@@ -29,14 +29,16 @@ using test::count_of;
 
 // C = requantize(A B) over rows [m0, m1), oracle and Int8Gemm, C with 5 spare columns that
 // must stay untouched; with B's groups in place too where the tiles read them (run_groups).
-void check_int8_gemm(const Int8Gemm& gemm, int64_t m, int64_t n, int64_t k, int64_t m0, int64_t m1, uint32_t seed) {
-    CAPTURE(m); CAPTURE(n); CAPTURE(k); CAPTURE(m0); CAPTURE(m1);
+// Weights within [-peak, peak].
+void check_int8_gemm(const Int8Gemm& gemm, int64_t m, int64_t n, int64_t k, int64_t m0, int64_t m1, uint32_t seed, int peak = 127) {
+    CAPTURE(m); CAPTURE(n); CAPTURE(k); CAPTURE(m0); CAPTURE(m1); CAPTURE(peak);
     std::mt19937 rng(seed);
     std::vector<int8_t> a((size_t)(m * k));
     std::vector<uint8_t> b((size_t)(k * n));
-    for (int8_t& v : a) v = (int8_t)((int)(rng() % 255) - 127);
+    for (int8_t& v : a) v = (int8_t)((int)(rng() % (2 * peak + 1)) - peak);
     for (uint8_t& v : b) v = (uint8_t)(rng() % 256);
-    if (k > 2) { a[0] = 127; b[0] = 255; b[(size_t)n] = 255; a[1] = 127; }   // the products vpmaddubsw would saturate
+    if (k > 2) { a[0] = (int8_t)peak; b[0] = 255; b[(size_t)n] = 255; a[1] = (int8_t)peak; }   // the products vpmaddubsw would saturate at 127
+    if (k > 4) { a[2] = (int8_t)-peak; b[2 * (size_t)n] = 255; b[3 * (size_t)n] = 255; a[3] = (int8_t)-peak; }
     std::vector<int32_t> bias((size_t)m);
     std::vector<float> scale((size_t)m);
     for (int64_t i = 0; i < m; ++i) {
@@ -318,13 +320,14 @@ namespace {
 // to 8 positions), the maps in panels of 48, 32 and 16 and in parts, odd and even K groups; Y's
 // bytes outside the run and the part untouched.
 void check_int8_pixels(const Int8Gemm& gemm, int64_t maps, int64_t k, int64_t width, int64_t column, int64_t count, int64_t m0,
-                       int64_t m1, uint32_t seed) {
-    CAPTURE(maps); CAPTURE(k); CAPTURE(width); CAPTURE(column); CAPTURE(count); CAPTURE(m0); CAPTURE(m1);
+                       int64_t m1, uint32_t seed, int peak = 127) {
+    CAPTURE(maps); CAPTURE(k); CAPTURE(width); CAPTURE(column); CAPTURE(count); CAPTURE(m0); CAPTURE(m1); CAPTURE(peak);
     std::mt19937 rng(seed);
     const int64_t groups = k / 4, rows = (column + count + width - 1) / width, b_pitch = width + 3, y_pitch = width + 2;
     std::vector<int8_t> w((size_t)(maps * k));
-    for (int8_t& v : w) v = (int8_t)((int)(rng() % 255) - 127);
-    w[0] = 127;
+    for (int8_t& v : w) v = (int8_t)((int)(rng() % (2 * peak + 1)) - peak);
+    w[0] = w[1] = (int8_t)peak;
+    w[2] = w[3] = (int8_t)-peak;
     const int64_t stride = 4 * rows * b_pitch + 20;   // a group's positions; groups in reverse order with gaps
     std::vector<uint8_t> b((size_t)(groups * stride + 64));
     for (uint8_t& v : b) v = (uint8_t)(rng() % 256);
@@ -387,6 +390,45 @@ TEST_CASE("int8 gemm: the pixel tiles over runs of positions, every tile of posi
         check_int8_pixels(*gemm, 80, 1156, 20, 3, 37, 16, 80, seed++);  // 289 K groups: the steps' tail
     }
     MESSAGE("pixel tiles: " << ran << " configuration(s)");
+}
+
+TEST_CASE("int8 gemm: weights within [-64, 64] on the byte-pair tiles (AVX2 without AVX-VNNI), exact at the extremes") {
+    std::vector<int8_t> w = {-64, 0, 64, 3};
+    CHECK(Int8Gemm::narrow(w.data(), w.size()));
+    w[1] = 65;
+    CHECK(!Int8Gemm::narrow(w.data(), w.size()));
+    w[1] = -65;
+    CHECK(!Int8Gemm::narrow(w.data(), w.size()));
+    CHECK(!Int8Gemm::narrow(w.data(), 2));
+    CHECK(Int8Gemm::narrow(w.data(), 1));
+    if (!isa_available(Isa::Avx2)) {
+        MESSAGE("no AVX2: no byte-pair tiles");
+        return;
+    }
+    Int8Gemm pairs, with_dot, wide;
+    REQUIRE(pairs.init(Isa::Avx2, false, true, true) == Status::Ok);   // no dot products: the pairs on any AVX2 CPU
+    REQUIRE(with_dot.init(Isa::Avx2, true, true, true) == Status::Ok);
+    REQUIRE(wide.init(Isa::Avx2, false, true, false) == Status::Ok);
+    CHECK(pairs.byte_pairs());
+    CHECK(with_dot.byte_pairs() == !int8_avx_vnni_available());   // AVX-VNNI's own vpdpbusd where the CPU has it
+    CHECK(!wide.byte_pairs());
+    CHECK(wide.nr() == 8);   // the 16-bit tile
+    CHECK(pairs.nr() == 16);
+    CHECK(pairs.runs_pixels());
+    CHECK(pairs.reads_b_groups());
+    uint32_t seed = 900;
+    const int64_t mr = pairs.mr(), nr = pairs.nr();
+    for (int64_t m : {(int64_t)1, mr - 1, mr, 2 * mr + 1})
+        for (int64_t n : {(int64_t)1, (int64_t)15, nr, nr + 1, 2 * nr + 33})
+            for (int64_t k : {1, 3, 4, 5, 8, 23, 28, 44, 64, 301})
+                check_int8_gemm(pairs, m, n, k, 0, m, seed++, 64);
+    check_int8_gemm(pairs, 3 * mr, 70, 27, mr, 2 * mr, seed++, 64);
+    check_int8_gemm(pairs, 20, 50, 2000, 0, 20, seed++, 64);
+    check_int8_gemm(pairs, 2 * mr + 1, 300 * nr + 7, 8, 2, 2 * mr, seed++, 64);
+    for (int64_t width = 1; width <= 14; ++width)
+        for (int64_t column : {(int64_t)0, width - 1}) check_int8_pixels(pairs, 16, 36, width, column, 2 * width + 1, 0, 16, seed++, 64);
+    check_int8_pixels(pairs, 112, 40, 9, 4, 30, 0, 112, seed++, 64);
+    check_int8_pixels(pairs, 80, 1156, 20, 3, 37, 16, 80, seed++, 64);
 }
 
 TEST_CASE("int8 convert: quantize, dequantize, pair and float tables, binary ops on every target, every tail, the oracle's bits") {
@@ -471,6 +513,7 @@ struct QdqConv {
     const char* act = nullptr;   // "Relu", "Clip", "ClipAbove" or "ClipBelow"
     bool bias = true;
     int64_t shuffle = 0;         // a channel shuffle of y in this many groups after the Q (y's grid again)
+    int peak = 127;              // weights within [-peak, peak] (64: the byte-pair tiles on AVX2 without AVX-VNNI)
 };
 
 struct Quantized {
@@ -489,12 +532,17 @@ Quantized run_quantized(OpTest& t, bool fusion, uint32_t threads) {
 // given), inferred once (allocating nothing).
 Quantized run_qdq_conv(const QdqConv& cc, const std::vector<uint8_t>& x, const std::vector<float>& w,
                        const std::vector<float>& b, float sx, uint8_t zx, float sy, uint8_t zy, bool fusion,
-                       uint32_t threads) {
+                       uint32_t threads, const std::vector<int8_t>& wq, const std::vector<float>& sw) {
     OpTest t;
     t.opset = 13;
     InputRef xin = t.input(cc.x, x);
     NodeId dq = t.op("DequantizeLinear", {xin, t.constant(Shape{}, std::vector<float>{sx}), t.constant(Shape{}, std::vector<uint8_t>{zx})});
     std::vector<InputRef> in = {InputRef::by_id(dq), t.constant(cc.w, w)};
+    if (cc.peak != 127) {   // int8 weights through a per-channel DequantizeLinear, as a quantizer writes them
+        in[1] = InputRef::by_id(t.op("DequantizeLinear", {t.constant(cc.w, wq), t.constant(Shape{cc.w[0]}, sw),
+                                                         t.constant(Shape{cc.w[0]}, std::vector<int8_t>((size_t)cc.w[0], 0))}));
+        t.set_int("axis", 0);
+    }
     if (cc.bias) in.push_back(t.constant(Shape{cc.w[0]}, b));
     NodeId conv = t.op("Conv", in);
     if (cc.group != 1) t.set_int("group", cc.group);
@@ -535,8 +583,8 @@ void check_qdq_conv(const QdqConv& cc, uint32_t seed) {
     std::vector<int32_t> qb((size_t)maps);
     for (int64_t m = 0; m < maps; ++m) {
         sw[(size_t)m] = std::ldexp(1.0f + (float)(rng() % 100) / 100.0f, -9);
-        for (int64_t k = 0; k < per_map; ++k) q[(size_t)(m * per_map + k)] = (int8_t)((int)(rng() % 255) - 127);
-        q[(size_t)(m * per_map + rng() % per_map)] = (rng() & 1) ? 127 : -127;
+        for (int64_t k = 0; k < per_map; ++k) q[(size_t)(m * per_map + k)] = (int8_t)((int)(rng() % (2 * cc.peak + 1)) - cc.peak);
+        q[(size_t)(m * per_map + rng() % per_map)] = (int8_t)((rng() & 1) ? cc.peak : -cc.peak);
         for (int64_t k = 0; k < per_map; ++k) w[(size_t)(m * per_map + k)] = (float)q[(size_t)(m * per_map + k)] * sw[(size_t)m];
         qb[(size_t)m] = cc.bias ? (int32_t)(rng() % 4001) - 2000 : 0;
         b[(size_t)m] = (float)((double)qb[(size_t)m] * (double)sx * (double)sw[(size_t)m]);
@@ -593,7 +641,7 @@ void check_qdq_conv(const QdqConv& cc, uint32_t seed) {
     const bool taken = cc.shuffle > 1 && cc.shuffle == cc.group && maps / cc.group > 1;
     for (uint32_t threads : {1u, 2u}) {
         CAPTURE(threads);
-        Quantized fast = run_qdq_conv(cc, x, w, b, sx, zx, sy, zy, true, threads);
+        Quantized fast = run_qdq_conv(cc, x, w, b, sx, zx, sy, zy, true, threads, q, sw);
         INFO(fast.kernels);
         CHECK(fast.kernels.find("int8:") != std::string::npos);
         CHECK(fast.kernels.find("Conv") != std::string::npos);
@@ -609,7 +657,7 @@ void check_qdq_conv(const QdqConv& cc, uint32_t seed) {
         CHECK(bad == 0);
     }
     // The float reference path (DequantizeLinear, Conv, Quantize in float32): within one step.
-    Quantized reference = run_qdq_conv(cc, x, w, b, sx, zx, sy, zy, false, 1);
+    Quantized reference = run_qdq_conv(cc, x, w, b, sx, zx, sy, zy, false, 1, q, sw);
     CHECK(reference.kernels.find("int8:") == std::string::npos);
     int64_t far = 0;
     for (size_t i = 0; i < want.size(); ++i) far += std::abs((int)reference.y[i] - (int)want[i]) > 1;
@@ -669,6 +717,13 @@ TEST_CASE("int8: QDQ Conv groups on the CPU device: 1x1, 3x3, strided, dilated, 
         {{1, 8, 9, 11}, {16, 8, 3, 3}, 1, {}, {}, {1, 1, 1, 1}, "ClipAbove", true},
         {{1, 8, 9, 11}, {8, 1, 3, 3}, 8, {}, {}, {1, 1, 1, 1}, "ClipAbove", true},         // depthwise
         {{1, 16, 5, 7}, {24, 16, 1, 1}, 1, {}, {}, {}, "ClipBelow", true},
+        // weights within [-64, 64]: AVX2 without AVX-VNNI runs AVX-VNNI's tiles by vpmaddubsw pairs
+        {{1, 16, 9, 11}, {24, 16, 1, 1}, 1, {}, {}, {}, nullptr, true, 0, 64},             // 1x1 straight on NCHW
+        {{1, 3, 6, 6}, {2, 3, 1, 1}, 1, {2, 2}, {}, {}, "Clip", true, 0, 64},             // strided 1x1 (im2col)
+        {{1, 32, 21, 23}, {19, 32, 3, 3}, 1, {}, {}, {1, 1, 1, 1}, "Relu", true, 0, 64},   // 3x3 from the padded copy
+        {{1, 12, 14, 15}, {10, 12, 3, 3}, 1, {2, 2}, {}, {1, 1, 1, 1}, nullptr, true, 0, 64},   // strided, phase planes
+        {{1, 64, 30, 41}, {20, 64, 3, 3}, 1, {}, {}, {1, 1, 1, 1}, "Relu", true, 0, 64},   // several blocks, rows cut
+        {{1, 8, 10, 10}, {16, 2, 3, 3}, 4, {}, {}, {1, 1, 1, 1}, nullptr, true, 0, 64},   // 4 groups
     };
     uint32_t seed = 500;
     for (const QdqConv& cc : cases) {
