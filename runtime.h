@@ -24359,7 +24359,8 @@ inline bool int8_depthwise_rows_kernel(ReferenceProgram* p, Int8DepthwiseState* 
     shape.kernel_h = w.kernel[1], shape.kernel_w = w.kernel[2], shape.stride_h = w.stride[1], shape.stride_w = w.stride[2];
     shape.dilation_h = w.dilation[1], shape.dilation_w = w.dilation[2];
     shape.pad_top = w.pad_begin[1], shape.pad_left = w.pad_begin[2];
-    if (st->int8_conv.init(shape, isa, true, st->group_maps == 1) != Status::Ok || st->int8_conv.scratch_bytes(1) > ((size_t)64 << 20))
+    const bool narrow = Int8Gemm::narrow(st->weights, (size_t)(st->maps * w.kernel_size()));
+    if (st->int8_conv.init(shape, isa, true, st->group_maps == 1, narrow) != Status::Ok || st->int8_conv.scratch_bytes(1) > ((size_t)64 << 20))
         return true;
     const size_t weight_bytes = st->int8_conv.packed_weights_bytes();
     int8_t* packed = static_cast<int8_t*>(p->packed.allocate((size_t)st->maps * weight_bytes + 1, 64));

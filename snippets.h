@@ -984,7 +984,8 @@ private:
 // bytes, a tile row; the tiles are stored and requantized as VNNI's), AVX-VNNI (6 x 16,
 // the same vpdpbusd on ymm, for AVX2 CPUs that have it) and AVX2 (6 x 8:
 // vpmovzxbw and vpmaddwd on 16-bit operands, A packed as int16, since vpmaddubsw saturates
-// the sum of two u8 x s8 products, 2 x 255 x 127 > 32767) and NEON with the dot product
+// the sum of two u8 x s8 products, 2 x 255 x 127 > 32767; for weights within [-64, 64] the
+// AVX-VNNI tiles with each vpdpbusd by vpmaddubsw pairs, exact there) and NEON with the dot product
 // extension (8 x 12, sdot by element: s8 x s8, so B is packed as x - 128 and each A panel
 // carries 128 x its rows' sums to add back), NEON without it (4 x 12 on the same panels:
 // smull and sadalp); other targets run a portable C++ tile over the same panels (8 x 16). All
@@ -1192,7 +1193,8 @@ private:
 // their float or int32 kernels. AVX2 (and AVX-512 without VNNI) runs 32-byte vectors of
 // AVX-VNNI's vpdpbusd where the CPU has it; without a byte dot product (vpmaddubsw saturates:
 // 2 x 255 x 128 > 32767) its kernel sums pairs of taps exactly with vpmaddwd on the copy's bytes
-// zero-extended to int16 (two phases at stride 1, one at 2). Both store whole vectors, the rows
+// zero-extended to int16 (two phases at stride 1, one at 2), or, for weights within [-64, 64],
+// runs AVX-VNNI's kernel with each vpdpbusd by vpmaddubsw pairs (exact there). Both store whole vectors, the rows
 // going to scratch first as on NEON. Narrow planes with equal strides run flat: the copy's rows are
 // about stride * out_w + kernel_w bytes apart and the kernel sweeps the band as one long row
 // (the columns past out_w compute values nobody reads), then the rows are copied into y.
@@ -1200,8 +1202,11 @@ class Int8DepthwiseConv {
 public:
     // dot_products false skips the dot-product kernels (VNNI, AVX-VNNI, sdot): x86 then takes
     // the 16-bit AVX2 one, NEON none. whole_planes: also make the whole-planes kernel
-    // (run_planes) where the target has one.
-    Status init(const DepthwiseShape& shape, Isa isa = Isa::Auto, bool dot_products = true, bool whole_planes = false);
+    // (run_planes) where the target has one. narrow_weights (every weight within [-64, 64]):
+    // where the 16-bit AVX2 kernel would run, the 32-byte one by vpmaddubsw pairs (byte_pairs()).
+    Status init(const DepthwiseShape& shape, Isa isa = Isa::Auto, bool dot_products = true, bool whole_planes = false,
+                bool narrow_weights = false);
+    bool byte_pairs() const { return byte_pairs_; }
     Isa isa() const { return isa_; }
     const DepthwiseShape& shape() const { return shape_; }
     bool flat() const { return flat_; }
@@ -1285,6 +1290,7 @@ private:
     int64_t out_pitch_ = 0;      // bytes of an output row in scratch (0: stored straight into y)
     bool signed_x_ = false;      // the copy holds x ^ 0x80 (sdot)
     bool flat_ = false;          // the band as one row of pitch_ * rows bytes (output rows pitch_ apart)
+    bool byte_pairs_ = false;    // the AVX2 kernel by vpmaddubsw pairs
     int64_t copy_bytes(int64_t rows) const;   // the padded copy of a band and the bytes its last block reads past it
     // flat: outputs a band of rows sweeps, up to its last output (not the last row's spare columns)
     int64_t flat_length(int64_t rows) const { return (rows - 1) * pitch_ + shape_.out_w; }
@@ -10806,9 +10812,10 @@ constexpr int64_t kInt8DepthwiseWeightRegs = 16;   // kernel_h x groups of 4 tap
 struct Int8DepthwiseKey {
     Isa isa;
     int64_t kernel_h, groups, stride, vector_bytes, unroll;
+    bool pairs = false;   // AVX2's 32-byte kernel by vpmaddubsw pairs (no AVX-VNNI; weights within [-64, 64])
     bool operator==(const Int8DepthwiseKey& o) const {
         return isa == o.isa && kernel_h == o.kernel_h && groups == o.groups && stride == o.stride &&
-               vector_bytes == o.vector_bytes && unroll == o.unroll;
+               vector_bytes == o.vector_bytes && unroll == o.unroll && pairs == o.pairs;
     }
 };
 
@@ -10989,7 +10996,8 @@ inline void emit_int8_depthwise_vnni(asmjit::x86::Assembler& a, const Int8Depthw
 // 2 g + 1 of output u 16 + 2 i + r (u 8 + i), which vpmaddwd multiplies by the pair's weights
 // and sums in int32. The weights as 8 copies of each group's or pair's 4 bytes; accumulators
 // (unroll x phases) in ymm0-7, loads in ymm8-9, bias scale lo hi zero point in ymm10-14; every
-// store whole. Argument (System V): rdi Params; rbx counts a row's blocks.
+// store whole. k.pairs: the 32-byte kernel with each vpdpbusd as emit_int8_dot_by_pairs's three
+// instructions, its int16 ones in ymm15. Argument (System V): rdi Params; rbx counts a row's blocks.
 inline void emit_int8_depthwise_avx2(asmjit::x86::Assembler& a, const Int8DepthwiseKey& k) {
     namespace x86 = asmjit::x86;
     using P = Int8DepthwiseConv::Params;
@@ -11005,6 +11013,10 @@ inline void emit_int8_depthwise_avx2(asmjit::x86::Assembler& a, const Int8Depthw
     a.vbroadcastss(x86::ymm12, x86::dword_ptr(x86::rdi, offsetof(P, lo)));
     a.vbroadcastss(x86::ymm13, x86::dword_ptr(x86::rdi, offsetof(P, hi)));
     a.vpbroadcastd(x86::ymm14, x86::dword_ptr(x86::rdi, offsetof(P, zero_point)));
+    if (k.pairs) {   // 1 in every int16
+        a.vpcmpeqw(x86::ymm15, x86::ymm15, x86::ymm15);
+        a.vpsrlw(x86::ymm15, x86::ymm15, 15);
+    }
     a.mov(x86::r11, x86::qword_ptr(x86::rdi, offsetof(P, tap_row_step)));
     a.mov(x86::rax, x86::qword_ptr(x86::rdi, offsetof(P, x)));
     a.mov(x86::rdx, x86::qword_ptr(x86::rdi, offsetof(P, y)));
@@ -11027,7 +11039,13 @@ inline void emit_int8_depthwise_avx2(asmjit::x86::Assembler& a, const Int8Depthw
                     const x86::Mem w = x86::ymmword_ptr(x86::rcx, (int32_t)(((uint32_t)kh * units + g) * 32));
                     if (dot) {
                         a.vmovdqu(v, x86::ymmword_ptr(x86::r8, (int32_t)(u * vb + r * (uint32_t)k.stride + 4 * g)));
-                        a.vex().vpdpbusd(acc(u, r), v, w);
+                        if (k.pairs) {
+                            a.vpmaddubsw(v, v, w);
+                            a.vpmaddwd(v, v, x86::ymm15);
+                            a.vpaddd(acc(u, r), acc(u, r), v);
+                        } else {
+                            a.vex().vpdpbusd(acc(u, r), v, w);
+                        }
                         continue;
                     }
                     a.vpmovzxbw(v, x86::xmmword_ptr(x86::r8, (int32_t)(u * vb + r + 2 * g)));
@@ -11400,9 +11418,10 @@ inline void copy_narrow_rows(uint8_t* dst, int64_t dst_pitch, const uint8_t* src
 }
 }  // namespace detail
 
-Status Int8DepthwiseConv::init(const DepthwiseShape& s, Isa isa, bool dot_products, bool whole_planes) {
+Status Int8DepthwiseConv::init(const DepthwiseShape& s, Isa isa, bool dot_products, bool whole_planes, bool narrow_weights) {
     if (isa == Isa::Auto) isa = default_isa();
     if (!isa_available(isa)) return Status::Unsupported;
+    byte_pairs_ = false;
     planes_kernel_ = nullptr;
     planes_sweep_ = "";
     planes_pay_ = false;
@@ -11418,7 +11437,10 @@ Status Int8DepthwiseConv::init(const DepthwiseShape& s, Isa isa, bool dot_produc
 #ifdef TESSEL_INT8_DEPTHWISE_JIT
     const bool x86 = isa == Isa::Avx512 && dot_products && int8_vnni_available();
     const bool avx2 = !x86 && (isa == Isa::Avx2 || isa == Isa::Avx512);   // AVX-512 without VNNI: the AVX2 kernel
-    const bool avx_vnni = avx2 && dot_products && int8_avx_vnni_available();
+    // 4 taps a 32-bit lane: AVX-VNNI's vpdpbusd, or without it its sum by vpmaddubsw pairs for
+    // weights within [-64, 64]; else the 16-bit kernel's 2 taps
+    const bool pairs = avx2 && !(dot_products && int8_avx_vnni_available()) && narrow_weights;
+    const bool avx_vnni = (avx2 && dot_products && int8_avx_vnni_available()) || pairs;
     if (!x86 && !avx2 && !(isa == Isa::Neon && dot_products && arm_features().dot_product)) return Status::Unsupported;
     if (avx2) isa = Isa::Avx2;
     // The vector width and vectors per block that compute the fewest columns past out_w; 16-byte
@@ -11455,7 +11477,7 @@ Status Int8DepthwiseConv::init(const DepthwiseShape& s, Isa isa, bool dot_produc
     const double rows = (double)(s.out_h - 1) * (double)s.stride_h + (double)(s.kernel_h - 1) * (double)s.dilation_h + 1;
     if (rows * (double)pitch > (double)((int64_t)1 << 40)) return Status::Unsupported;
     const int64_t wide_units = !avx2 ? 0 : avx_vnni ? groups : (s.kernel_w + 1) / 2;
-    const detail::Int8DepthwiseKey key{isa, s.kernel_h, avx2 ? wide_units : groups, s.stride_w, best_v, best_u};
+    const detail::Int8DepthwiseKey key{isa, s.kernel_h, avx2 ? wide_units : groups, s.stride_w, best_v, best_u, pairs};
     KernelFn fn = detail::int8_depthwise_kernels().find_or_make(key, [&] { return detail::make_int8_depthwise_kernel(key); });
     if (!fn) return Status::Unsupported;
     shape_ = s;
@@ -11470,6 +11492,7 @@ Status Int8DepthwiseConv::init(const DepthwiseShape& s, Isa isa, bool dot_produc
     out_pitch_ = flat ? pitch : x86 ? 0 : (iterations * block_outputs + 15) / 16 * 16;
     signed_x_ = !x86 && !avx2;
     flat_ = flat;
+    byte_pairs_ = pairs;
 #ifdef TESSEL_INT8_DEPTHWISE_PLANES_JIT
     // every displacement of the kernel's loads and stores within 2^31
     const int64_t span = (s.pad_top + (s.kernel_h - 1) * s.dilation_h + 1) * s.in_w;
@@ -11495,6 +11518,7 @@ Status Int8DepthwiseConv::init(const DepthwiseShape& s, Isa isa, bool dot_produc
     (void)groups;
     (void)dot_products;
     (void)whole_planes;
+    (void)narrow_weights;
     return Status::Unsupported;
 #endif
 }

@@ -43,15 +43,16 @@ struct Tile {
     Int8Gemm gemm;
 };
 
-// The kernel Int8DepthwiseConv takes at (isa, dot_products), or nullptr when it has none.
-const char* depthwise_kernel(Isa isa, bool dot) {
+// The kernel Int8DepthwiseConv takes at (isa, dot_products, narrow weights), or nullptr when it has none.
+const char* depthwise_kernel(Isa isa, bool dot, bool narrow) {
     Int8DepthwiseConv probe;
     DepthwiseShape first;
     first.in_h = first.in_w = first.out_h = first.out_w = 8;
     first.kernel_h = first.kernel_w = 3;
     first.pad_top = first.pad_left = 1;
-    if (probe.init(first, isa, dot) != Status::Ok) return nullptr;
+    if (probe.init(first, isa, dot, false, narrow) != Status::Ok) return nullptr;
     if (probe.isa() == Isa::Avx512) return "AVX-512 VNNI";
+    if (probe.byte_pairs()) return "AVX2 byte pairs, weights within [-64, 64]";
     if (probe.isa() == Isa::Avx2) return dot && int8_avx_vnni_available() ? "AVX-VNNI" : "AVX2 16-bit";
     return isa_name(probe.isa());
 }
@@ -108,13 +109,13 @@ void gemv(int runs) {
     }
 }
 
-void depthwise(int runs, Isa isa, bool dot) {
+void depthwise(int runs, Isa isa, bool dot, bool narrow) {
     struct Plane { int64_t size, kernel, stride, planes; };
     const Plane planes[] = {{56, 3, 2, 112}, {28, 3, 1, 136}, {28, 3, 2, 136}, {14, 3, 1, 272}, {14, 3, 2, 272}, {7, 3, 1, 544},
                             {80, 3, 1, 16},  {40, 3, 1, 72},  {40, 5, 2, 72},  {20, 5, 1, 120}, {10, 3, 1, 480}, {10, 5, 2, 672},
                             {5, 5, 1, 960}};
     const bool whole = isa == Isa::Avx512 && dot && int8_vnni_available();
-    std::printf("\nint8 depthwise (%s), best of %d\n%-16s %6s %6s %10s %8s", depthwise_kernel(isa, dot), runs, "plane", "planes",
+    std::printf("\nint8 depthwise (%s), best of %d\n%-16s %6s %6s %10s %8s", depthwise_kernel(isa, dot, narrow), runs, "plane", "planes",
                 "sweep", "ns/plane", "GMAC/s");
     if (whole) std::printf(" %10s %10s %8s %9s", "planes", "ns/plane", "GMAC/s", "speed-up");
     std::printf("\n");
@@ -126,7 +127,7 @@ void depthwise(int runs, Isa isa, bool dot) {
         s.pad_top = s.pad_left = pl.kernel / 2;
         s.out_h = s.out_w = (pl.size + 2 * (pl.kernel / 2) - pl.kernel) / pl.stride + 1;
         Int8DepthwiseConv conv;
-        if (conv.init(s, isa, dot, whole) != Status::Ok) continue;
+        if (conv.init(s, isa, dot, whole, narrow) != Status::Ok) continue;
         std::vector<uint8_t> x((size_t)(pl.planes * pl.size * pl.size)), y((size_t)(pl.planes * s.out_h * s.out_w));
         for (size_t i = 0; i < x.size(); ++i) x[i] = (uint8_t)(i * 7);
         std::vector<int8_t> w((size_t)(pl.kernel * pl.kernel), 3), packed(conv.packed_weights_bytes());
@@ -264,17 +265,20 @@ int main(int argc, char** argv) {
         std::printf("\n");
     }
     gemv(runs);
-    const char* shown[3] = {};   // each kernel once: (auto), AVX2 with, then without the dot product
-    const std::pair<Isa, bool> kernels[] = {{default_isa(), true}, {Isa::Avx2, true}, {Isa::Avx2, false}};
-    for (uint32_t k = 0; k < 3; ++k) {
-        const Isa isa = kernels[k].first;
-        const bool dot = kernels[k].second;
-        const char* kind = isa_available(isa) ? depthwise_kernel(isa, dot) : nullptr;
+    // each kernel once: (auto), AVX2 with, then without the dot product, then by byte pairs
+    struct DwKernel { Isa isa; bool dot, narrow; };
+    const DwKernel kernels[] = {{default_isa(), true, false}, {Isa::Avx2, true, false}, {Isa::Avx2, false, false}, {Isa::Avx2, false, true}};
+    const char* shown[4] = {};
+    bool any = false;
+    for (uint32_t k = 0; k < 4; ++k) {
+        const DwKernel& dk = kernels[k];
+        const char* kind = isa_available(dk.isa) ? depthwise_kernel(dk.isa, dk.dot, dk.narrow) : nullptr;
         bool seen = !kind;
         for (uint32_t j = 0; j < k && !seen; ++j) seen = shown[j] && std::strcmp(shown[j], kind) == 0;
         shown[k] = kind;
-        if (!seen) depthwise(runs, isa, dot);
+        any = any || kind;
+        if (!seen) depthwise(runs, dk.isa, dk.dot, dk.narrow);
     }
-    if (!shown[0] && !shown[1] && !shown[2]) std::printf("\nno int8 depthwise kernel on this CPU\n");
+    if (!any) std::printf("\nno int8 depthwise kernel on this CPU\n");
     return 0;
 }

@@ -724,6 +724,8 @@ TEST_CASE("int8: QDQ Conv groups on the CPU device: 1x1, 3x3, strided, dilated, 
         {{1, 12, 14, 15}, {10, 12, 3, 3}, 1, {2, 2}, {}, {1, 1, 1, 1}, nullptr, true, 0, 64},   // strided, phase planes
         {{1, 64, 30, 41}, {20, 64, 3, 3}, 1, {}, {}, {1, 1, 1, 1}, "Relu", true, 0, 64},   // several blocks, rows cut
         {{1, 8, 10, 10}, {16, 2, 3, 3}, 4, {}, {}, {1, 1, 1, 1}, nullptr, true, 0, 64},   // 4 groups
+        {{1, 8, 12, 37}, {8, 1, 3, 3}, 8, {}, {}, {1, 1, 1, 1}, "Relu", true, 0, 64},     // depthwise, stride 1
+        {{1, 12, 20, 33}, {12, 1, 3, 3}, 12, {2, 2}, {}, {0, 1, 1, 0}, nullptr, true, 0, 64},   // depthwise, stride 2
     };
     uint32_t seed = 500;
     for (const QdqConv& cc : cases) {

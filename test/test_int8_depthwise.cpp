@@ -68,7 +68,8 @@ Int8Requant random_requant(std::mt19937& rng) {
 
 // One plane through the kernel in bands of `band` rows against the oracle; y has 7 spare bytes
 // that must stay untouched.
-void check_plane(const Int8DepthwiseConv& conv, uint32_t seed, int64_t band) {
+// Weights within [-peak, peak], peak 128 their whole range (-128 to 127).
+void check_plane(const Int8DepthwiseConv& conv, uint32_t seed, int64_t band, int peak = 128) {
     const DepthwiseShape& s = conv.shape();
     CAPTURE(s.in_h); CAPTURE(s.in_w); CAPTURE(s.kernel_h); CAPTURE(s.kernel_w); CAPTURE(s.stride_w);
     CAPTURE(s.dilation_h); CAPTURE(s.pad_top); CAPTURE(s.pad_left); CAPTURE(band);
@@ -78,9 +79,11 @@ void check_plane(const Int8DepthwiseConv& conv, uint32_t seed, int64_t band) {
     x[0] = 255;
     if (x.size() > 1) x[1] = 0;
     std::vector<int8_t> w((size_t)(s.kernel_h * s.kernel_w));
-    for (int8_t& v : w) v = (int8_t)((int)(rng() % 256) - 128);
-    w[0] = -128;
-    w[w.size() - 1] = 127;
+    for (int8_t& v : w) v = (int8_t)std::min((int)(rng() % (2 * peak + 1)) - peak, 127);
+    const size_t taps = w.size();   // at least 1
+    if (taps > 3) w[1] = (int8_t)-peak;   // a pair of taps at the extreme
+    w[0] = (int8_t)-peak;
+    w[taps - 1] = (int8_t)std::min(peak, 127);
     const int32_t x_zero = (int32_t)(rng() % 256), bias = (int32_t)(rng() % 40001) - 20000;
     const float scale = std::ldexp(1.0f + (float)(rng() % 1000) / 1000.0f, -9 - (int)(rng() % 4));
     const Int8Requant rq = random_requant(rng);
@@ -122,9 +125,7 @@ bool has_kernel(Isa isa, bool dot_products = true) {
     return isa == Isa::Neon && dot_products && arm_features().dot_product;
 }
 
-}  // namespace
-
-TEST_CASE("int8 depthwise: row kernels bit for bit against the oracle on every ISA of the machine") {
+std::vector<DwShapeCase> row_kernel_cases() {
     std::vector<DwShapeCase> cases = {
         {9, 9, 3, 3, 1, 1, 1, 1, 1, 1},      {12, 37, 3, 3, 1, 1, 1, 1, 1, 1},  {5, 100, 3, 3, 1, 1, 1, 1, 1, 1},
         {6, 130, 3, 3, 1, 1, 0, 0, 0, 0},    {7, 64, 3, 3, 1, 1, 1, 1, 1, 1},   {9, 10, 3, 3, 2, 1, 1, 1, 1, 1},
@@ -137,6 +138,13 @@ TEST_CASE("int8 depthwise: row kernels bit for bit against the oracle on every I
     for (int64_t width = 1; width <= 70; width += 3) cases.push_back({4, width, 3, 3, 1, 1, 1, 1, 1, 1});
     for (int64_t width = 2; width <= 140; width += 5) cases.push_back({5, width, 3, 3, 2, 1, 1, 1, 1, 1});
     for (int64_t width = 3; width <= 30; width += 3) cases.push_back({width, width, 5, 5, 2, 1, 2, 2, 2, 2});   // small planes
+    return cases;
+}
+
+}  // namespace
+
+TEST_CASE("int8 depthwise: row kernels bit for bit against the oracle on every ISA of the machine") {
+    const std::vector<DwShapeCase> cases = row_kernel_cases();
     uint32_t seed = 1;
     std::vector<std::pair<Isa, bool>> kernels;   // (ISA, dot products): false takes x86's 16-bit kernel
     for (Isa isa : machine_isas())
@@ -166,6 +174,30 @@ TEST_CASE("int8 depthwise: row kernels bit for bit against the oracle on every I
         CHECK(flat - flat_strided > 10);    // both ways of sweeping a plane ran, flat at strides 1 and 2
         CHECK(flat_strided >= 4);           // NEON's 16-byte vectors take fewer
         CHECK(taken - flat > 10);
+    }
+}
+
+TEST_CASE("int8 depthwise: weights within [-64, 64] on AVX2's kernel by byte pairs (no AVX-VNNI), bit for bit against the oracle") {
+    if (!isa_available(Isa::Avx2)) {
+        MESSAGE("no AVX2: no byte-pair kernel");
+        return;
+    }
+    const std::vector<DwShapeCase> cases = row_kernel_cases();
+    uint32_t seed = 3000;
+    for (Isa isa : {Isa::Avx2, Isa::Avx512}) {
+        if (!isa_available(isa)) continue;
+        CAPTURE(isa_name(isa));
+        for (const DwShapeCase& c : cases) {
+            Int8DepthwiseConv pairs, with_dot, wide;
+            REQUIRE(pairs.init(make_shape(c), isa, false, false, true) == Status::Ok);
+            REQUIRE(with_dot.init(make_shape(c), isa, true, false, true) == Status::Ok);
+            REQUIRE(wide.init(make_shape(c), isa, false, false, false) == Status::Ok);
+            CHECK(pairs.byte_pairs());
+            CHECK(!wide.byte_pairs());
+            // the dot-product kernels where the CPU has them (VNNI at avx512, AVX-VNNI)
+            CHECK(with_dot.byte_pairs() == !((isa == Isa::Avx512 && int8_vnni_available()) || int8_avx_vnni_available()));
+            for (int64_t band : {pairs.shape().out_h, (int64_t)1}) check_plane(pairs, seed++, band, 64);
+        }
     }
 }
 
