@@ -9842,6 +9842,23 @@ inline void emit_int8_tile_avx_vnni(asmjit::x86::Assembler& a, uint32_t rows, ui
 inline void emit_int8_tile_avx_vnni_groups(asmjit::x86::Assembler& a, uint32_t rows, uint32_t) { emit_int8_tile_ymm(a, rows, true, true); }
 inline void emit_int8_tile_pairs(asmjit::x86::Assembler& a, uint32_t rows, uint32_t) { emit_int8_tile_ymm(a, rows, true, false, true); }
 inline void emit_int8_tile_pairs_groups(asmjit::x86::Assembler& a, uint32_t rows, uint32_t) { emit_int8_tile_ymm(a, rows, true, true, true); }
+// AVX-VNNI's tiles (Int8Gemm::run, run_groups, run_pixels), or their versions by vpmaddubsw
+// pairs; each set made on first use.
+struct Int8YmmTiles {
+    Int8TileTable panels, groups, pixels;
+};
+inline const Int8YmmTiles& int8_ymm_tiles(bool pairs) {
+    if (pairs) {
+        static const Int8YmmTiles by_pairs{make_int8_tiles(kInt8Avx2Rows, 1, emit_int8_tile_pairs),
+                                           make_int8_tiles(kInt8Avx2Rows, 1, emit_int8_tile_pairs_groups),
+                                           make_int8_tiles(kInt8PixelRowsYmm, 1, emit_int8_tile_pixels_pairs)};
+        return by_pairs;
+    }
+    static const Int8YmmTiles avx_vnni{make_int8_tiles(kInt8Avx2Rows, 1, emit_int8_tile_avx_vnni),
+                                       make_int8_tiles(kInt8Avx2Rows, 1, emit_int8_tile_avx_vnni_groups),
+                                       make_int8_tiles(kInt8PixelRowsYmm, 1, emit_int8_tile_pixels_ymm)};
+    return avx_vnni;
+}
 
 static_assert(kInt8Avx2Rows <= kInt8VnniRows, "Int8TileTable holds the VNNI tile's rows");
 
@@ -10261,42 +10278,21 @@ Status Int8Gemm::init(Isa isa, bool dot_products, bool matrix_tiles, bool narrow
         nr_ = detail::kInt8VnniVectors * 16;
         masked_ = true;
         panel_loops_ = true;
-    } else if ((isa == Isa::Avx2 || isa == Isa::Avx512) && dot_products && int8_avx_vnni_available()) {
-        static const detail::Int8TileTable avx_vnni = detail::make_int8_tiles(detail::kInt8Avx2Rows, 1,
-                                                                              detail::emit_int8_tile_avx_vnni);
-        if (avx_vnni.status != Status::Ok) return avx_vnni.status;
-        static const detail::Int8TileTable avx_vnni_groups = detail::make_int8_tiles(detail::kInt8Avx2Rows, 1,
-                                                                                     detail::emit_int8_tile_avx_vnni_groups);
-        if (avx_vnni_groups.status != Status::Ok) return avx_vnni_groups.status;
-        static const detail::Int8TileTable avx_vnni_pixels = detail::make_int8_tiles(detail::kInt8PixelRowsYmm, 1,
-                                                                                     detail::emit_int8_tile_pixels_ymm);
-        if (avx_vnni_pixels.status != Status::Ok) return avx_vnni_pixels.status;
-        tiles_ = avx_vnni.fn;
-        group_tiles_ = avx_vnni_groups.fn;
-        pixel_tiles_ = avx_vnni_pixels.fn;
+    } else if ((isa == Isa::Avx2 || isa == Isa::Avx512) && ((dot_products && int8_avx_vnni_available()) || narrow_weights)) {
+        // AVX-VNNI's tiles; without AVX-VNNI (narrow weights) by vpmaddubsw pairs
+        const bool pairs = !(dot_products && int8_avx_vnni_available());
+        const detail::Int8YmmTiles& ymm = detail::int8_ymm_tiles(pairs);
+        for (const detail::Int8TileTable* table : {&ymm.panels, &ymm.groups, &ymm.pixels})
+            if (table->status != Status::Ok) return table->status;
+        tiles_ = ymm.panels.fn;
+        group_tiles_ = ymm.groups.fn;
+        pixel_tiles_ = ymm.pixels.fn;
         pixel_rows_ = detail::kInt8PixelRowsYmm;
         pixel_vectors_ = 1;   // of 16 maps, in two ymm
         mr_ = detail::kInt8Avx2Rows;
         nr_ = 16;
         panel_loops_ = true;
-    } else if ((isa == Isa::Avx2 || isa == Isa::Avx512) && narrow_weights) {   // AVX-VNNI's tiles by byte pairs
-        static const detail::Int8TileTable pairs = detail::make_int8_tiles(detail::kInt8Avx2Rows, 1, detail::emit_int8_tile_pairs);
-        if (pairs.status != Status::Ok) return pairs.status;
-        static const detail::Int8TileTable pairs_groups = detail::make_int8_tiles(detail::kInt8Avx2Rows, 1,
-                                                                                  detail::emit_int8_tile_pairs_groups);
-        if (pairs_groups.status != Status::Ok) return pairs_groups.status;
-        static const detail::Int8TileTable pairs_pixels = detail::make_int8_tiles(detail::kInt8PixelRowsYmm, 1,
-                                                                                  detail::emit_int8_tile_pixels_pairs);
-        if (pairs_pixels.status != Status::Ok) return pairs_pixels.status;
-        tiles_ = pairs.fn;
-        group_tiles_ = pairs_groups.fn;
-        pixel_tiles_ = pairs_pixels.fn;
-        pixel_rows_ = detail::kInt8PixelRowsYmm;
-        pixel_vectors_ = 1;
-        mr_ = detail::kInt8Avx2Rows;
-        nr_ = 16;
-        panel_loops_ = true;
-        byte_pairs_ = true;
+        byte_pairs_ = pairs;
     } else if (isa == Isa::Avx2 || isa == Isa::Avx512) {   // AVX-512 without VNNI: the AVX2 tile
         static const detail::Int8TileTable avx2 = detail::make_int8_tiles(detail::kInt8Avx2Rows, 1, detail::emit_int8_tile_avx2);
         if (avx2.status != Status::Ok) return avx2.status;
