@@ -41,6 +41,10 @@ def test_rounding():
         s = scale.reshape(-1, 1, 1, 1) if per_channel else scale
         check(np.all(np.abs(q.astype(np.float32) * s - weight) <= s / 2 * (1 + 1e-6)), "weights within half a step")
         check(np.all(scale > 0), "every scale positive")
+    q, scale = quantize.weight_params(weight, 0, True, 64)   # --reduce-range
+    check(q.min() >= -64 and q.max() <= 64 and np.abs(q).max() == 64, "7-bit weights in [-64, 64], 64 reached")
+    check(np.all(np.abs(q.astype(np.float32) * scale.reshape(-1, 1, 1, 1) - weight) <= scale.reshape(-1, 1, 1, 1) / 2 * (1 + 1e-6)),
+          "7-bit weights within half a step")
     scale, zero = quantize.activation_params(-1.0, 3.0)
     check(abs(float(scale) - 4.0 / 255) < 1e-7 and int(zero) == 64, "activation range [-1, 3]: scale 4/255, zero 64")
     scale, zero = quantize.activation_params(0.5, 2.0)
@@ -126,6 +130,36 @@ def test_model(tessel, float_model, folder):
     check(spread <= 0.1 * span, "int8 outputs within a tenth of the output range (%.4f of %.4f)" % (spread, span))
 
 
+def test_reduce_range(tessel, float_model, folder):
+    """--reduce-range: every int8 weight within [-64, 64]; the model's outputs the same bits at
+    TESSEL_ISA=avx2 (on CPUs without AVX-VNNI the byte-pair kernels; a CPU without AVX2 runs its
+    own ISA twice) as at the CPU's own ISA."""
+    model_path = os.path.join(folder, "int8r.onnx")
+    r = run([sys.executable, os.path.join(os.path.dirname(__file__), "quantize.py"), float_model, "-o", model_path,
+             "--tessel", tessel, "--random", "2", "--reduce-range"])
+    check(r.returncode == 0 and "7-bit" in r.stdout, "quantize.py --reduce-range: %s%s" % (r.stdout, r.stderr))
+    if r.returncode != 0:
+        return
+    weights = [numpy_helper.to_array(t) for t in onnx.load(model_path).graph.initializer if t.data_type == TensorProto.INT8]
+    check(len(weights) > 10 and all(w.min() >= -64 and w.max() <= 64 for w in weights), "7-bit weights in [-64, 64]")
+    outputs = []
+    for isa in ("", "avx2"):
+        out = os.path.join(folder, "int8r-out-" + (isa or "auto"))
+        os.makedirs(out)
+        env = dict(os.environ)
+        env.pop("TESSEL_ISA", None)
+        if isa:
+            env["TESSEL_ISA"] = isa
+        r = subprocess.run([tessel, "run", model_path, "--output-dir", out], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True, env=env)
+        check(r.returncode == 0, "tessel run %s (TESSEL_ISA=%s): %s" % (model_path, isa, r.stderr))
+        if r.returncode != 0:
+            return
+        with open(os.path.join(out, "output_0.pb"), "rb") as f:
+            outputs.append(f.read())
+    check(outputs[0] == outputs[1], "7-bit model: the same output at TESSEL_ISA=avx2 as at the CPU's own ISA")
+
+
 def test_old_opset(tessel, folder):
     """An IR 3, opset 9 model (initializers listed among the inputs, as the light CNNs are) with
     Conv -> BatchNormalization converts to opset 13 and gets per-channel weights."""
@@ -209,10 +243,12 @@ def main():
     with tempfile.TemporaryDirectory(prefix="tessel-quantize-test-") as folder:
         test_rounding()
         test_model(tessel, float_model, folder)
+        test_reduce_range(tessel, float_model, folder)
         test_old_opset(tessel, folder)
         test_pool_and_join(tessel, folder)
         test_refusals(tessel, folder)
-    checks = "rounding, model structure (Resize on its input's grid), int8 against float32, opset 9, pool and join, refusals"
+    checks = ("rounding, model structure (Resize on its input's grid), int8 against float32, 7-bit weights, opset 9, "
+              "pool and join, refusals")
     print("quantize.py: %s: %s" % (checks, "%d failed" % failures if failures else "all passed"))
     return 1 if failures else 0
 
