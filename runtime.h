@@ -22926,6 +22926,14 @@ struct Int8ConvState {
     // (Int8Gemm::run_pixels): each output row's run of positions straight into y.
     bool pixels = false;
     size_t rows4_bytes = 0;
+    // A 3x3 conv of stride 1 where the tiles have no byte dot product (run_int8_conv_winograd):
+    // Int8WinogradF23, `packed` holding U. A unit is one of `bands` bands of panels of 8 tiles
+    // (2x2 outputs) of an image, in rows of tiles_x, and a part of the map panels; a slot holds
+    // the band's V, one map panel's sums and the input transform's rows.
+    bool winograd = false;
+    Int8WinogradF23 winograd_kernels;
+    int64_t tiles_x = 0, tiles_y = 0, bands = 0, band_tiles = 0;   // band_tiles: the most a band holds
+    size_t input_bytes = 0, sums_bytes = 0;
 };
 
 // Columns [p0, p0 + count) of the uint8 im2col matrix of one group's planes; padding reads as
@@ -23020,6 +23028,42 @@ inline Status run_int8_conv(const RunContext& c) {
             rq.scale = st.scale + g * st.group_maps;
             st.gemm.run(m0, m1, count, st.depth, st.packed + (size_t)g * st.packed_bytes, panel, rq,
                         y + n * st.maps * positions + g * st.group_offset + p0, st.map_stride);
+        }
+    }, int8_slots(macs, st.slots));
+    return Status::Ok;
+}
+
+inline Status run_int8_conv_winograd(const RunContext& c) {
+    const Int8ConvState& st = *static_cast<const Int8ConvState*>(c.state);
+    const Window& w = st.w;
+    const uint8_t* x = c.inputs[0].as<const uint8_t>();
+    uint8_t* y = c.outputs[0].as<uint8_t>();
+    const int64_t in_plane = w.in_size(), positions = w.out_size();
+    if (positions == 0 || st.batch == 0) return Status::Ok;
+    const int64_t bands = st.bands, parts = st.parts, tiles = st.tiles_x * st.tiles_y;
+    const int64_t map_panels = (st.maps + Int8WinogradF23::kMapRows - 1) / Int8WinogradF23::kMapRows;
+    const uint64_t macs = (uint64_t)(st.batch * st.maps * positions * st.depth);
+    nn_parallel(c, (uint64_t)(st.batch * bands * parts), [&](uint64_t slot, uint64_t begin, uint64_t end) {
+        uint8_t* base = static_cast<uint8_t*>(c.scratch) + slot * st.slot_bytes;
+        int16_t* v = reinterpret_cast<int16_t*>(base);
+        int32_t* sums = reinterpret_cast<int32_t*>(base + st.input_bytes);
+        uint8_t* rows = base + st.input_bytes + st.sums_bytes;
+        for (uint64_t work = begin; work < end; ++work) {
+            const int64_t unit = (int64_t)(work / (uint64_t)parts), part = (int64_t)(work % (uint64_t)parts);
+            // band b: chunks (panels of 8 tiles) [b chunks / bands, (b + 1) chunks / bands)
+            const int64_t band = unit % bands, n = unit / bands, panel = Int8WinogradF23::kTileColumns;
+            const int64_t chunks = (tiles + panel - 1) / panel;
+            const int64_t t0 = band * chunks / bands * panel, count = std::min(tiles, (band + 1) * chunks / bands * panel) - t0;
+            const Int8WinogradF23::Planes planes{x + n * st.channels * in_plane, st.channels, in_plane, w.in[1], w.in[2],
+                                                 w.pad_begin[1], w.pad_begin[2], st.tiles_x, st.x_zero_point};
+            // each part transforms the band itself: the parts of one band run on different threads
+            st.winograd_kernels.transform_input(planes, t0, count, v, rows);
+            for (int64_t panel = part * map_panels / parts; panel < (part + 1) * map_panels / parts; ++panel) {
+                const int64_t m0 = panel * Int8WinogradF23::kMapRows, maps = std::min(Int8WinogradF23::kMapRows, st.maps - m0);
+                st.winograd_kernels.multiply(st.maps, st.channels, m0, maps, count, reinterpret_cast<const int16_t*>(st.packed), v, sums);
+                st.winograd_kernels.transform_output(sums, m0, maps, t0, count, st.tiles_x, w.out[1], w.out[2], st.rq,
+                                                     y + n * st.maps * positions, st.map_stride);
+            }
         }
     }, int8_slots(macs, st.slots));
     return Status::Ok;
@@ -24668,6 +24712,59 @@ inline bool int8_conv_implicit(ReferenceProgram* p, Int8ConvState* st, const int
     return true;
 }
 
+// Switches a 3x3 conv of stride 1, one group, to run_int8_conv_winograd where the tiles have no
+// byte dot product (AVX2's 16-bit and byte-pair tiles: 2.25 multiplies of vpmaddwd an output
+// where they do 9 at most twice as fast) and the sums stay exact; the CPU's WINOGRAD=NO keeps
+// it direct. Bands of up to kInt8WinogradTiles tiles, fewer where their V (read once per panel
+// of 6 maps) would pass 3/4 of L2; a multiple of the threads when few; with fewer bands than
+// threads, the map panels in parts. False when out of memory.
+constexpr int64_t kInt8WinogradTiles = 128;   // 32 streams U too often; 64 to 256 measured alike
+inline bool int8_conv_winograd(ReferenceProgram* p, Int8ConvState* st, const int8_t* weights) {
+    const Window& w = st->w;
+    if (!p->winograd || st->groups != 1 || st->direct || !(st->gemm.widens_bytes() || st->gemm.byte_pairs())) return true;
+    if (w.in[0] != 1 || w.kernel[0] != 1 || w.out[0] != 1 || w.kernel[1] != 3 || w.kernel[2] != 3 || w.out_size() == 0) return true;
+    for (int d = 1; d < 3; ++d)
+        if (w.stride[d] != 1 || w.dilation[d] != 1) return true;
+    // The transforms cost per channel (input) and per map and pixel (output): below 32 channels
+    // they outweigh the multiplies saved on the 16-bit tile; the byte-pair tile, 1.3-1.5x as fast,
+    // loses to them below 64 channels and on maps under 28 x 28 (SqueezeNet's, ResNet's last).
+    const bool pairs = st->gemm.byte_pairs();
+    if (st->channels < (pairs ? 64 : 32) || (pairs && w.out_size() < 28 * 28)) return true;
+    if (!Int8WinogradF23::fits(st->channels) || st->winograd_kernels.init(st->gemm.isa()) != Status::Ok ||
+        !st->winograd_kernels.jit())
+        return true;
+    const size_t u_bytes = Int8WinogradF23::weights_bytes(st->maps, st->channels);
+    int16_t* u = static_cast<int16_t*>(p->packed.allocate(u_bytes + 64, 64));
+    if (!u) return false;
+    Int8WinogradF23::transform_weights(st->maps, st->channels, weights, u);
+    st->packed = reinterpret_cast<const int8_t*>(u);
+    st->packed_bytes = u_bytes;
+    st->tiles_x = (w.out[2] + 1) / 2;
+    st->tiles_y = (w.out[1] + 1) / 2;
+    // bands of whole chunks, panels of 8 tiles
+    const int64_t panel = Int8WinogradF23::kTileColumns, chunks = (st->tiles_x * st->tiles_y + panel - 1) / panel;
+    const int64_t chunk_bytes = (int64_t)Int8WinogradF23::input_bytes(st->channels, panel);
+    const int64_t most = std::max<int64_t>(1, std::min<int64_t>(kInt8WinogradTiles / panel, (int64_t)(cpu_cache_sizes().l2 * 3 / 4) / chunk_bytes));
+    int64_t bands = (chunks + most - 1) / most;
+    if (st->slots > 1 && st->batch * bands < 4 * (int64_t)st->slots)   // few units: as many for each thread
+        bands = std::min(chunks, (bands + st->slots - 1) / st->slots * st->slots);
+    st->bands = bands;
+    st->band_tiles = (chunks + bands - 1) / bands * panel;
+    const int64_t map_panels = (st->maps + Int8WinogradF23::kMapRows - 1) / Int8WinogradF23::kMapRows;
+    st->parts = st->slots > 1 && st->batch * bands < (int64_t)st->slots ? (uint32_t)std::min<int64_t>(st->slots, map_panels) : 1;
+    auto round64 = [](size_t bytes) { return (bytes + 63) & ~(size_t)63; };
+    st->input_bytes = round64(Int8WinogradF23::input_bytes(st->channels, st->band_tiles));
+    st->sums_bytes = round64(Int8WinogradF23::sums_bytes(st->band_tiles));
+    st->slot_bytes = st->input_bytes + st->sums_bytes + round64(Int8WinogradF23::input_scratch_bytes(st->tiles_x, st->band_tiles));
+    st->winograd = true;
+    return true;
+}
+
+// The step that runs an Int8ConvState.
+inline RunFn int8_conv_run(const Int8ConvState& st) {
+    return st.winograd ? run_int8_conv_winograd : st.implicit ? run_int8_conv_implicit : run_int8_conv;
+}
+
 // The Int8ConvState of a group in the program's arena; nullptr when out of memory.
 inline Int8ConvState* int8_conv_state(ReferenceProgram* p, const ConvState& cst, const Int8Source& src, Isa isa) {
     Int8ConvState* st = p->arena.allocate_array<Int8ConvState>(1);
@@ -24698,15 +24795,19 @@ inline Int8ConvState* int8_conv_state(ReferenceProgram* p, const ConvState& cst,
         double bias = (double)wq.bias[m] - (double)wq.x_zero_point * (double)wq.sums[m];
         st->bias[m] = (int32_t)(bias < -2147483648.0 ? -2147483648.0 : bias > 2147483647.0 ? 2147483647.0 : bias);
     }
+    st->group_offset = st->group_maps * st->w.out_size();
+    st->map_stride = st->w.out_size();
+    st->slots = p->threads ? p->threads : 1;
+    st->rq.bias = st->bias;   // the whole conv's (run_int8_conv_winograd; the others offset them per group)
+    st->rq.scale = st->scale;
+    if (!int8_conv_winograd(p, st, wq.q)) return nullptr;
+    if (st->winograd) return st;
     st->packed_bytes = (st->gemm.packed_a_bytes(st->group_maps, depth) + 63) & ~(size_t)63;
     int8_t* packed = static_cast<int8_t*>(p->packed.allocate(st->packed_bytes * (size_t)st->groups + 64, 64));
     if (!packed) return nullptr;
     for (int64_t g = 0; g < st->groups; ++g)
         st->gemm.pack_a(st->group_maps, depth, wq.q + g * st->group_maps * depth, depth, packed + (size_t)g * st->packed_bytes);
     st->packed = packed;
-    st->group_offset = st->group_maps * st->w.out_size();
-    st->map_stride = st->w.out_size();
-    st->slots = p->threads ? p->threads : 1;
     int8_conv_units(st, st->w.out_size(), (size_t)(Int8Gemm::k_groups(depth) * 4 * (st->direct ? 1 : 2)));
     const int64_t block = st->block;
     st->rows_bytes = st->direct ? 0 : ((size_t)(depth * block) + 63) & ~(size_t)63;
@@ -25178,8 +25279,8 @@ inline bool int8_qlinear_step(ReferenceProgram* p, const PreparedModel& model, N
         Int8ConvState* st = int8_conv_state(p, cs, src, isa);
         if (!st) return false;
         *state = st;
-        *run = st->implicit ? run_int8_conv_implicit : run_int8_conv;
-        *what = st->gemm.amx() ? "QLinearConv+amx" : "QLinearConv";
+        *run = int8_conv_run(*st);
+        *what = st->winograd ? "QLinearConv+winograd" : st->gemm.amx() ? "QLinearConv+amx" : "QLinearConv";
         *used = st->gemm.jit() ? st->gemm.isa() : Isa::Ref;
         *scratch = (size_t)st->slots * st->slot_bytes;
         return true;
@@ -25976,8 +26077,8 @@ inline Status cpu_int8_steps(ReferenceProgram* p, const PreparedModel& model, Is
             Int8Source src = int8_conv_group_source(model, group, cst->maps);
             Int8ConvState* st = int8_conv_state(p, *cst, src, isa);
             if (!st) return Status::OutOfMemory;
-            TESSEL_TRY(int8_use(p, group.step, st->implicit ? run_int8_conv_implicit : run_int8_conv, st,
-                                st->gemm.amx() ? "Conv+amx" : st->pixels ? "Conv+pixels" : "Conv",
+            TESSEL_TRY(int8_use(p, group.step, int8_conv_run(*st), st,
+                                st->winograd ? "Conv+winograd" : st->gemm.amx() ? "Conv+amx" : st->pixels ? "Conv+pixels" : "Conv",
                                 st->gemm.jit() ? st->gemm.isa() : Isa::Ref,
                                 (size_t)st->slots * st->slot_bytes));
         }

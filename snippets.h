@@ -155,6 +155,7 @@
                                       PoolPlanes: whole planes, borders by lane masks, rows' taps kept
        >>int8 gemm                    Int8Gemm: u8 x s8 -> s32 panels, requantizing epilogue
        >>int8 gemv                    Int8Gemv: a few rows of X times packed weights (VNNI)
+       >>int8 winograd                Int8WinogradF23: exact int8 3x3 convs by Winograd F(2x2, 3x3) on AVX2
        >>int8 depthwise               Int8DepthwiseConv: uint8 planes, 4 taps per dot product (else 2 per vpmaddwd), requantized rows
        >>int8 lookup                  Int8Lookup: y = table[x] on bytes, JIT on AVX-512 VBMI, AVX2 and NEON
        >>int8 max taps                Int8MaxTaps: the uint8 MaxPool's column and row passes, JIT on AVX-512 and AVX2
@@ -200,6 +201,7 @@
        >>pool planes implementation   the AVX-512 plane kernel, its table, the portable loop
        >>gemm dot implementation      the x86 and NEON kernels, the kernel table, the portable loop
        >>int8 gemm implementation     the VNNI tile emitter, the portable tile, packing; the VNNI gemv kernel
+       >>int8 winograd implementation  the SSE2 transforms, the portable loops
        >>int8 depthwise implementation  the VNNI and sdot row kernels, their table, padding
        >>int8 lookup implementation   the VBMI and tbl/tbx kernels, the portable loop
        >>int8 max taps implementation  the AVX-512 and AVX2 kernels (strides 1 and 2), the portable loop
@@ -1023,6 +1025,7 @@ public:
     }
     bool jit() const { return tiles_ != nullptr; }
     bool byte_pairs() const { return byte_pairs_; }   // the tiles by vpmaddubsw pairs (init's narrow_weights)
+    bool widens_bytes() const { return a_bytes_ == 2; }   // AVX2's 16-bit tile: B zero-extended, A as int16
     bool amx() const { return amx_; }
     // Whether AMX beats the VNNI tile on an M x K A (weights) with B packed per call: K is padded
     // to 64-byte tile rows and M to 32, and B's packing, which costs both alike, outweighs the
@@ -1177,6 +1180,66 @@ private:
     bool ymm_ = false;   // the ymm kernels store whole calls: a partial one goes through a buffer
 };
 
+
+// >>int8 winograd
+// Int8 3x3 convs of stride 1 by Winograd F(2x2, 3x3) (Lavin and Gray) in integers, bit-exact with
+// the direct conv: a tile of 2x2 output pixels from 4x4 padded inputs. The weights' transform
+// times 4 (G' = 2 G: integer entries) makes int16 U (|U| <= 9 x 128), the inputs' of uint8 int16
+// V (|V| <= 4 x 255), the 16 points' sums over channels run on AVX2's 16-bit tile (vpmaddwd:
+// two products < 2^31) and the output transform in wrapping int32 gives 4 y mod 2^32, y the
+// direct sum: exact while |4 y| < 2^31 (fits()). 2.25 multiplies where the direct conv does 9,
+// for AVX2 CPUs without a byte dot product, whose int8 tiles (16-bit, byte pairs) multiply at
+// most twice as fast as vpmaddwd here. Requantized as Int8Gemm does (int8_requantize's bits).
+class Int8WinogradF23 {
+public:
+    static constexpr int64_t kPoints = 16;
+    static constexpr int64_t kMapRows = 6;     // maps per panel of U (the 16-bit tile's rows)
+    static constexpr int64_t kTileColumns = 8;   // tiles per panel of V (its columns)
+    // AVX2's tile (also when asked for Avx512), then jit(); elsewhere portable loops (tests).
+    // Unsupported if the CPU lacks `isa`.
+    Status init(Isa isa = Isa::Auto);
+    bool jit() const { return tiles_ != nullptr; }
+    // Whether sums over `channels` stay exact: channels x 9 taps x 128 x 255, times 4, < 2^31.
+    static bool fits(int64_t channels) { return channels >= 1 && channels * 9 * 128 * 255 * 4 < ((int64_t)1 << 31); }
+    static int64_t groups(int64_t channels) { return (channels + 3) / 4; }
+    static int64_t padded_tiles(int64_t tiles) { return (tiles + kTileColumns - 1) / kTileColumns * kTileColumns; }
+    // U: point p's panel j (maps 6 j .. 6 j + 5) at u + (p panels + j) groups 24, per group of 4
+    // channels 6 maps x 4 int16; zero past the maps and channels.
+    static size_t weights_bytes(int64_t maps, int64_t channels) {
+        return (size_t)(kPoints * ((maps + kMapRows - 1) / kMapRows) * groups(channels) * kMapRows * 4 * 2);
+    }
+    static void transform_weights(int64_t maps, int64_t channels, const int8_t* w, int16_t* u);   // w[m][c][3][3]
+    // V of `tiles` tiles: point p's panel j (tiles 8 j .. 8 j + 7) at v + (p panels + j) groups
+    // 32, per group 8 tiles x 4 int16; zero past the tiles and channels.
+    static size_t input_bytes(int64_t channels, int64_t tiles) {
+        return (size_t)(kPoints * padded_tiles(tiles) * groups(channels) * 4 * 2);
+    }
+    // The input planes: channel c's h x w bytes at x + c plane; padded row r, column q reads x's
+    // row r - pad_top, column q - pad_left, or zero_point outside it. A row of tiles is tiles_x.
+    struct Planes {
+        const uint8_t* x;
+        int64_t channels, plane, h, w, pad_top, pad_left, tiles_x;
+        uint8_t zero_point;
+    };
+    // V of tiles [t0, t0 + tiles) of the plane's tiles in rows of tiles_x: tile t is (t / tiles_x,
+    // t % tiles_x) and reads padded rows 2 ty .. 2 ty + 3, columns 2 tx .. 2 tx + 3; it is tile
+    // t - t0 of V. Never allocates; scratch holds input_scratch_bytes.
+    static size_t input_scratch_bytes(int64_t tiles_x, int64_t tiles);
+    void transform_input(const Planes& in, int64_t t0, int64_t tiles, int16_t* v, uint8_t* scratch) const;
+    // M of maps [m0, m0 + rows) (m0 a multiple of 6, rows up to 6) for V's `tiles`: point p, map
+    // m0 + r, tile t at m[(6 p + r) sums_pitch(tiles) + t].
+    static int64_t sums_pitch(int64_t tiles) { return padded_tiles(tiles) + 8; }
+    static size_t sums_bytes(int64_t tiles) { return (size_t)(kPoints * kMapRows * sums_pitch(tiles) * 4); }
+    void multiply(int64_t maps, int64_t channels, int64_t m0, int64_t rows, int64_t tiles, const int16_t* u, const int16_t* v,
+                  int32_t* m) const;
+    // Those maps' outputs from M of tiles [t0, t0 + tiles) of an out_h x out_w plane, map m0 + r's
+    // at y + (m0 + r) map_stride, requantized with rq's entries m0 + r.
+    void transform_output(const int32_t* m, int64_t m0, int64_t rows, int64_t t0, int64_t tiles, int64_t tiles_x,
+                          int64_t out_h, int64_t out_w, const Int8Requant& rq, uint8_t* y, int64_t map_stride) const;
+
+private:
+    const Int8Gemm::TileFn* tiles_ = nullptr;   // [rows - 1]: AVX2's 16-bit tile on int16 B, int32 C
+};
 
 // >>int8 depthwise
 // Depthwise 2-D convolution of one uint8 plane with int8 weights, requantized as Int8Gemm
@@ -9636,8 +9699,11 @@ inline void emit_int8_pair_ones(asmjit::x86::Assembler& a, const asmjit::Label& 
     for (int i = 0; i < 8; ++i) a.embedUInt32(0x00010001u);
 }
 // pairs: the AVX-VNNI tile's panels and code with each vpdpbusd by emit_int8_dot_by_pairs (AVX2
-// CPUs without AVX-VNNI, weights within [-64, 64]).
-inline void emit_int8_tile_ymm(asmjit::x86::Assembler& a, uint32_t rows, bool vnni, bool by_groups = false, bool pairs = false) {
+// CPUs without AVX-VNNI, weights within [-64, 64]). words (AVX2's): B's panels hold int16 (8
+// columns x 4 a group, 64 bytes) and C the int32 sums, 8 a row, rcx bytes apart
+// (Int8WinogradF23's products; no requantization).
+inline void emit_int8_tile_ymm(asmjit::x86::Assembler& a, uint32_t rows, bool vnni, bool by_groups = false, bool pairs = false,
+                               bool words = false) {
     namespace x86 = asmjit::x86;
     const uint32_t mr = kInt8Avx2Rows;
     const asmjit::Label ones = a.newLabel();
@@ -9660,6 +9726,9 @@ inline void emit_int8_tile_ymm(asmjit::x86::Assembler& a, uint32_t rows, bool vn
             a.vmovdqu(x86::ymm12, x86::ymmword_ptr(x86::rsi, x86::rax, 0, 0));
             a.vmovdqu(x86::ymm13, x86::ymmword_ptr(x86::rsi, x86::rax, 0, 32));
         } else if (vnni) {
+            a.vmovdqu(x86::ymm12, x86::ymmword_ptr(x86::rsi, u * 64));
+            a.vmovdqu(x86::ymm13, x86::ymmword_ptr(x86::rsi, u * 64 + 32));
+        } else if (words) {
             a.vmovdqu(x86::ymm12, x86::ymmword_ptr(x86::rsi, u * 64));
             a.vmovdqu(x86::ymm13, x86::ymmword_ptr(x86::rsi, u * 64 + 32));
         } else {
@@ -9690,8 +9759,20 @@ inline void emit_int8_tile_ymm(asmjit::x86::Assembler& a, uint32_t rows, bool vn
     emit_int8_group_loop(a, group, [&] {
         a.add(x86::rdi, (int32_t)(4 * mr * (vnni ? 4 : 8)));
         if (by_groups) a.add(x86::r10, 32);
-        else a.add(x86::rsi, 4 * (vnni ? 64 : 32));
+        else a.add(x86::rsi, 4 * (vnni || words ? 64 : 32));
     }, 4);
+    if (words) {
+        for (uint32_t i = 0; i < rows; ++i) {
+            a.vphaddd(acc(i, 0), acc(i, 0), acc(i, 1));   // columns 0 1 4 5 | 2 3 6 7
+            a.vpermq(acc(i, 0), acc(i, 0), 0xD8);
+            a.vmovdqu(x86::ymmword_ptr(x86::rdx), acc(i, 0));
+            if (i + 1 < rows) a.add(x86::rdx, x86::rcx);
+        }
+        emit_int8_panels_leave(a, next_panel, 32);
+        a.vzeroupper();
+        a.ret();
+        return;
+    }
     emit_int8_requant_ymm_params(a, x86::ymm13, x86::ymm14, x86::ymm15);
     a.mov(x86::rax, x86::qword_ptr(x86::r9, 0));
     a.mov(x86::r10, x86::qword_ptr(x86::r9, 8));
@@ -9843,6 +9924,7 @@ inline void emit_int8_tile_avx_vnni(asmjit::x86::Assembler& a, uint32_t rows, ui
 inline void emit_int8_tile_avx_vnni_groups(asmjit::x86::Assembler& a, uint32_t rows, uint32_t) { emit_int8_tile_ymm(a, rows, true, true); }
 inline void emit_int8_tile_pairs(asmjit::x86::Assembler& a, uint32_t rows, uint32_t) { emit_int8_tile_ymm(a, rows, true, false, true); }
 inline void emit_int8_tile_pairs_groups(asmjit::x86::Assembler& a, uint32_t rows, uint32_t) { emit_int8_tile_ymm(a, rows, true, true, true); }
+inline void emit_int8_tile_words(asmjit::x86::Assembler& a, uint32_t rows, uint32_t) { emit_int8_tile_ymm(a, rows, false, false, false, true); }
 // AVX-VNNI's tiles (Int8Gemm::run, run_groups, run_pixels), or their versions by vpmaddubsw
 // pairs; each set made on first use.
 struct Int8YmmTiles {
@@ -10801,6 +10883,250 @@ void Int8Gemv::run(int64_t panel0, int64_t panel1, int64_t rows, int64_t n, int6
         }
 }
 
+
+// >>int8 winograd implementation
+namespace detail {
+// Bytes of a padded input row in Int8WinogradF23's scratch: 2 columns a tile, the 2 the last
+// tile reads past them, and the last chunk's 16-byte loads past its whole 8 tiles.
+inline int64_t int8_winograd_row_bytes(int64_t tiles_x) { return (2 * Int8WinogradF23::padded_tiles(tiles_x) + 16 + 15) / 16 * 16; }
+
+// The 16 points of one channel's 8 tiles from 4 padded rows, each at the tiles' first column
+// (tile t reads columns 2 t .. 2 t + 3): point 4 i + j (i from the rows, j from the columns) at
+// out + (4 i + j) pitch. By columns, each row's [d0 - d2, d1 + d2, d2 - d1, d1 - d3] from its
+// even and odd bytes; then by rows, the same of the four results.
+inline void int8_winograd_input_chunk(const uint8_t* const rows[4], int16_t* out, int64_t pitch) {
+#if defined(__SSE2__)
+    const __m128i low = _mm_set1_epi16(0x00FF);
+    __m128i h[4][4];
+    for (int k = 0; k < 4; ++k) {
+        const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[k]));
+        const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[k] + 2));
+        const __m128i e = _mm_and_si128(a, low), o = _mm_srli_epi16(a, 8), e1 = _mm_and_si128(b, low), o1 = _mm_srli_epi16(b, 8);
+        h[k][0] = _mm_sub_epi16(e, e1);
+        h[k][1] = _mm_add_epi16(o, e1);
+        h[k][2] = _mm_sub_epi16(e1, o);
+        h[k][3] = _mm_sub_epi16(o, o1);
+    }
+    for (int j = 0; j < 4; ++j) {
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(out + j * pitch), _mm_sub_epi16(h[0][j], h[2][j]));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(out + (4 + j) * pitch), _mm_add_epi16(h[1][j], h[2][j]));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(out + (8 + j) * pitch), _mm_sub_epi16(h[2][j], h[1][j]));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(out + (12 + j) * pitch), _mm_sub_epi16(h[1][j], h[3][j]));
+    }
+#else
+    for (int64_t t = 0; t < Int8WinogradF23::kTileColumns; ++t) {
+        int16_t h[4][4];
+        for (int k = 0; k < 4; ++k) {
+            const uint8_t* d = rows[k] + 2 * t;
+            h[k][0] = (int16_t)(d[0] - d[2]);
+            h[k][1] = (int16_t)(d[1] + d[2]);
+            h[k][2] = (int16_t)(d[2] - d[1]);
+            h[k][3] = (int16_t)(d[1] - d[3]);
+        }
+        for (int j = 0; j < 4; ++j) {
+            out[j * pitch + t] = (int16_t)(h[0][j] - h[2][j]);
+            out[(4 + j) * pitch + t] = (int16_t)(h[1][j] + h[2][j]);
+            out[(8 + j) * pitch + t] = (int16_t)(h[2][j] - h[1][j]);
+            out[(12 + j) * pitch + t] = (int16_t)(h[1][j] - h[3][j]);
+        }
+    }
+#endif
+}
+
+// 8 tiles of 4 channels (a, b, c, d: 8 int16 each) as the 16-bit tile's B group: per tile the
+// 4 channels' int16, 64 bytes at v.
+inline void int8_winograd_interleave(const int16_t* a, const int16_t* b, const int16_t* c, const int16_t* d, int16_t* v) {
+#if defined(__SSE2__)
+    auto load = [](const int16_t* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); };
+    const __m128i ab_lo = _mm_unpacklo_epi16(load(a), load(b)), ab_hi = _mm_unpackhi_epi16(load(a), load(b));
+    const __m128i cd_lo = _mm_unpacklo_epi16(load(c), load(d)), cd_hi = _mm_unpackhi_epi16(load(c), load(d));
+    __m128i* out = reinterpret_cast<__m128i*>(v);
+    _mm_storeu_si128(out, _mm_unpacklo_epi32(ab_lo, cd_lo));
+    _mm_storeu_si128(out + 1, _mm_unpackhi_epi32(ab_lo, cd_lo));
+    _mm_storeu_si128(out + 2, _mm_unpacklo_epi32(ab_hi, cd_hi));
+    _mm_storeu_si128(out + 3, _mm_unpackhi_epi32(ab_hi, cd_hi));
+#else
+    for (int t = 0; t < 8; ++t) {
+        v[4 * t] = a[t];
+        v[4 * t + 1] = b[t];
+        v[4 * t + 2] = c[t];
+        v[4 * t + 3] = d[t];
+    }
+#endif
+}
+
+// Y = A^T M A of 4 tiles (lanes) and its requantization: M's point p of the tiles at
+// m + 6 p pitch (int32), their 2x2 outputs as bytes: row 0's 8 (tile t's pixels at 2 t, 2 t + 1)
+// in row0, row 1's in row1. The sums are 4 y (G' = 2 G), shifted back before the bias.
+inline void int8_winograd_output4(const int32_t* m, int64_t pitch, int32_t bias, float scale, const Int8Requant& rq, uint8_t* row0,
+                                  uint8_t* row1) {
+#if defined(__SSE2__)
+    __m128i p[16];
+    for (int i = 0; i < 16; ++i) p[i] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(m + 6 * i * pitch));
+    __m128i s[2][4];
+    for (int j = 0; j < 4; ++j) {
+        s[0][j] = _mm_add_epi32(_mm_add_epi32(p[j], p[4 + j]), p[8 + j]);
+        s[1][j] = _mm_sub_epi32(_mm_sub_epi32(p[4 + j], p[8 + j]), p[12 + j]);
+    }
+    const __m128i bias_v = _mm_set1_epi32(bias), zero_point = _mm_set1_epi32(rq.zero_point);
+    const __m128 scale_v = _mm_set1_ps(scale), lo = _mm_set1_ps(rq.lo), hi = _mm_set1_ps(rq.hi);
+    auto requantize = [&](__m128i acc) {
+        acc = _mm_add_epi32(_mm_srai_epi32(acc, 2), bias_v);
+        __m128 f = _mm_mul_ps(_mm_cvtepi32_ps(acc), scale_v);
+        f = _mm_min_ps(_mm_max_ps(f, lo), hi);
+        return _mm_add_epi32(_mm_cvtps_epi32(f), zero_point);   // MXCSR's rounding: to nearest, ties to even
+    };
+    for (int a = 0; a < 2; ++a) {
+        const __m128i y0 = requantize(_mm_add_epi32(_mm_add_epi32(s[a][0], s[a][1]), s[a][2]));
+        const __m128i y1 = requantize(_mm_sub_epi32(_mm_sub_epi32(s[a][1], s[a][2]), s[a][3]));
+        const __m128i words = _mm_packs_epi32(_mm_unpacklo_epi32(y0, y1), _mm_unpackhi_epi32(y0, y1));
+        _mm_storel_epi64(reinterpret_cast<__m128i*>(a == 0 ? row0 : row1), _mm_packus_epi16(words, words));
+    }
+#else
+    for (int t = 0; t < 4; ++t) {
+        uint32_t p[16];
+        for (int i = 0; i < 16; ++i) p[i] = (uint32_t)m[6 * i * pitch + t];
+        for (int a = 0; a < 2; ++a) {
+            uint32_t s[4];
+            for (int j = 0; j < 4; ++j) s[j] = a == 0 ? p[j] + p[4 + j] + p[8 + j] : p[4 + j] - p[8 + j] - p[12 + j];
+            const uint32_t y[2] = {s[0] + s[1] + s[2], s[1] - s[2] - s[3]};
+            for (int b = 0; b < 2; ++b)
+                (a == 0 ? row0 : row1)[2 * t + b] = int8_requantize((int32_t)y[b] >> 2, bias, scale, rq.lo, rq.hi, rq.zero_point);
+        }
+    }
+#endif
+}
+}   // namespace detail
+
+Status Int8WinogradF23::init(Isa isa) {
+    if (isa == Isa::Auto) isa = default_isa();
+    if (!isa_available(isa)) return Status::Unsupported;
+    tiles_ = nullptr;
+#if !defined(TESSEL_NO_JIT) && (defined(__x86_64__) || defined(_M_X64))
+    if (isa == Isa::Avx2 || isa == Isa::Avx512) {
+        static const detail::Int8TileTable words = detail::make_int8_tiles(detail::kInt8Avx2Rows, 1, detail::emit_int8_tile_words);
+        if (words.status != Status::Ok) return words.status;
+        tiles_ = words.fn;
+    }
+#endif
+    return Status::Ok;
+}
+
+void Int8WinogradF23::transform_weights(int64_t maps, int64_t channels, const int8_t* w, int16_t* u) {
+    static const int kG[4][3] = {{2, 0, 0}, {1, 1, 1}, {1, -1, 1}, {0, 0, 2}};   // 2 G
+    const int64_t groups = Int8WinogradF23::groups(channels), panels = (maps + kMapRows - 1) / kMapRows;
+    std::memset(u, 0, weights_bytes(maps, channels));
+    for (int64_t m = 0; m < maps; ++m)
+        for (int64_t c = 0; c < channels; ++c) {
+            const int8_t* g = w + (m * channels + c) * 9;
+            int t[4][3];
+            for (int i = 0; i < 4; ++i)
+                for (int l = 0; l < 3; ++l) t[i][l] = kG[i][0] * g[l] + kG[i][1] * g[3 + l] + kG[i][2] * g[6 + l];
+            for (int i = 0; i < 4; ++i)
+                for (int j = 0; j < 4; ++j)
+                    u[(((i * 4 + j) * panels + m / kMapRows) * groups + c / 4) * kMapRows * 4 + m % kMapRows * 4 + c % 4] =
+                        (int16_t)(t[i][0] * kG[j][0] + t[i][1] * kG[j][1] + t[i][2] * kG[j][2]);
+        }
+}
+
+size_t Int8WinogradF23::input_scratch_bytes(int64_t tiles_x, int64_t tiles) {
+    return (size_t)(4 * detail::int8_winograd_row_bytes(tiles_x) + 4 * kPoints * sums_pitch(tiles) * 2);
+}
+
+void Int8WinogradF23::transform_input(const Planes& in, int64_t t0, int64_t tiles, int16_t* v, uint8_t* scratch) const {
+    const int64_t tx = in.tiles_x, row_bytes = detail::int8_winograd_row_bytes(tx);
+    const int64_t padded = padded_tiles(tiles), pitch = sums_pitch(tiles), panels = padded / kTileColumns;
+    const int64_t groups = Int8WinogradF23::groups(in.channels), t1 = t0 + tiles;
+    uint8_t* padded_rows = scratch;
+    // [4 channels][16 points][pitch]: a row's last chunk runs up to 7 tiles past it, into the
+    // next row's (written after) or the slack past the last
+    int16_t* points = reinterpret_cast<int16_t*>(scratch + 4 * row_bytes);
+    for (int64_t g = 0; g < groups; ++g) {
+        for (int64_t q = 0; q < 4; ++q) {
+            int16_t* out = points + q * kPoints * pitch;
+            const int64_t c = 4 * g + q;
+            if (c >= in.channels) {
+                std::memset(out, 0, (size_t)(kPoints * pitch * 2));
+                continue;
+            }
+            const uint8_t* plane = in.x + c * in.plane;
+            for (int64_t ty = t0 / tx; ty * tx < t1; ++ty) {   // the rows of tiles the range meets
+                const int64_t first = std::max(t0 - ty * tx, (int64_t)0), last = std::min(t1 - ty * tx, tx);
+                const uint8_t* row_at[4];
+                for (int64_t k = 0; k < 4; ++k) {
+                    uint8_t* d = padded_rows + k * row_bytes;
+                    const int64_t ir = 2 * ty + k - in.pad_top;
+                    row_at[k] = d;
+                    if (ir < 0 || ir >= in.h) {
+                        std::memset(d, in.zero_point, (size_t)row_bytes);
+                        continue;
+                    }
+                    std::memset(d, in.zero_point, (size_t)in.pad_left);
+                    std::memcpy(d + in.pad_left, plane + ir * in.w, (size_t)in.w);
+                    std::memset(d + in.pad_left + in.w, in.zero_point, (size_t)(row_bytes - in.pad_left - in.w));
+                }
+                for (int64_t x0 = first; x0 < last; x0 += kTileColumns) {
+                    const uint8_t* at[4] = {row_at[0] + 2 * x0, row_at[1] + 2 * x0, row_at[2] + 2 * x0, row_at[3] + 2 * x0};
+                    detail::int8_winograd_input_chunk(at, out + ty * tx + x0 - t0, pitch);
+                }
+            }
+            for (int64_t p = 0; p < kPoints; ++p) std::memset(out + p * pitch + tiles, 0, (size_t)((padded - tiles) * 2));
+        }
+        for (int64_t p = 0; p < kPoints; ++p)
+            for (int64_t j = 0; j < panels; ++j) {
+                const int64_t at = p * pitch + j * kTileColumns, step = kPoints * pitch;
+                detail::int8_winograd_interleave(points + at, points + step + at, points + 2 * step + at, points + 3 * step + at,
+                                                 v + ((p * panels + j) * groups + g) * kTileColumns * 4);
+            }
+    }
+}
+
+void Int8WinogradF23::multiply(int64_t maps, int64_t channels, int64_t m0, int64_t rows, int64_t tiles, const int16_t* u,
+                               const int16_t* v, int32_t* m) const {
+    if (tiles <= 0 || rows <= 0) return;   // the tiles' panel loop runs at least once
+    const int64_t groups = Int8WinogradF23::groups(channels), map_panels = (maps + kMapRows - 1) / kMapRows;
+    const int64_t panels = padded_tiles(tiles) / kTileColumns, pitch = sums_pitch(tiles);
+    Int8Gemm::TileParams params{};
+    params.panels = panels;
+    params.b_panel_bytes = groups * kTileColumns * 4 * 2;
+    for (int64_t p = 0; p < kPoints; ++p) {
+        const int16_t* a = u + (p * map_panels + m0 / kMapRows) * groups * kMapRows * 4;
+        const int16_t* b = v + p * panels * groups * kTileColumns * 4;
+        int32_t* c = m + kMapRows * p * pitch;
+        if (tiles_) {
+            tiles_[rows - 1](reinterpret_cast<const int8_t*>(a), reinterpret_cast<const uint8_t*>(b), reinterpret_cast<uint8_t*>(c),
+                             pitch * 4, groups, &params);
+            continue;
+        }
+        for (int64_t r = 0; r < rows; ++r)
+            for (int64_t t = 0; t < panels * kTileColumns; ++t) {
+                uint32_t sum = 0;   // wraps, as vpaddd
+                const int16_t* bt = b + (t / kTileColumns) * groups * kTileColumns * 4 + t % kTileColumns * 4;
+                for (int64_t g = 0; g < groups; ++g)
+                    for (int64_t q = 0; q < 4; ++q)
+                        sum += (uint32_t)((int32_t)a[g * kMapRows * 4 + r * 4 + q] * bt[g * kTileColumns * 4 + q]);
+                c[r * pitch + t] = (int32_t)sum;
+            }
+    }
+}
+
+void Int8WinogradF23::transform_output(const int32_t* m, int64_t m0, int64_t rows, int64_t t0, int64_t tiles, int64_t tiles_x,
+                                       int64_t out_h, int64_t out_w, const Int8Requant& rq, uint8_t* y, int64_t map_stride) const {
+    const int64_t pitch = sums_pitch(tiles);
+    for (int64_t r = 0; r < rows; ++r) {
+        const int64_t map = m0 + r;
+        uint8_t* plane = y + map * map_stride;
+        for (int64_t t = t0; t < t0 + tiles;) {   // up to 4 tiles of one row at a time
+            const int64_t ty = t / tiles_x, tx = t % tiles_x, count = std::min(std::min<int64_t>(4, tiles_x - tx), t0 + tiles - t);
+            uint8_t row0[8], row1[8];
+            detail::int8_winograd_output4(m + r * pitch + (t - t0), pitch, rq.bias[map], rq.scale[map], rq, row0, row1);
+            const size_t n = (size_t)std::min(2 * count, out_w - 2 * tx);
+            std::memcpy(plane + 2 * ty * out_w + 2 * tx, row0, n);
+            if (2 * ty + 1 < out_h) std::memcpy(plane + (2 * ty + 1) * out_w + 2 * tx, row1, n);
+            t += count;
+        }
+    }
+}
 
 // >>int8 depthwise implementation
 namespace detail {

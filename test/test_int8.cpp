@@ -570,6 +570,29 @@ Quantized run_qdq_conv(const QdqConv& cc, const std::vector<uint8_t>& x, const s
     return run_quantized(t, fusion, threads);
 }
 
+// Whether the CPU device runs cc by Int8WinogradF23 (run_int8_conv_winograd): a 2-D 3x3 conv of
+// stride 1, undilated, one group, where the int8 tiles have no byte dot product (AVX2 without
+// AVX-VNNI): 32 channels or more on the 16-bit tile; on the byte-pair tile (7-bit weights) 64 or
+// more and 28 x 28 outputs or more.
+bool takes_int8_winograd(const QdqConv& cc) {
+#if defined(TESSEL_NO_JIT) || !defined(__x86_64__)
+    (void)cc;
+    return false;
+#else
+    const Isa isa = default_isa();
+    const bool no_dot = (isa == Isa::Avx2 && !int8_avx_vnni_available()) ||
+                        (isa == Isa::Avx512 && !int8_vnni_available() && !int8_avx_vnni_available());
+    if (!no_dot || cc.group != 1 || cc.x.size() != 4 || cc.w[2] != 3 || cc.w[3] != 3) return false;
+    for (int64_t v : cc.strides)
+        if (v != 1) return false;
+    for (int64_t v : cc.dilations)
+        if (v != 1) return false;
+    const int64_t pad_h = cc.pads.empty() ? 0 : cc.pads[0] + cc.pads[2], pad_w = cc.pads.empty() ? 0 : cc.pads[1] + cc.pads[3];
+    const int64_t outputs = (cc.x[2] + pad_h - 2) * (cc.x[3] + pad_w - 2);
+    return cc.peak <= 64 ? cc.x[1] >= 64 && outputs >= 28 * 28 : cc.x[1] >= 32;
+#endif
+}
+
 void check_qdq_conv(const QdqConv& cc, uint32_t seed) {
     std::mt19937 rng(seed);
     const int64_t maps = cc.w[0], per_map = count_of(cc.w) / maps;
@@ -650,6 +673,7 @@ void check_qdq_conv(const QdqConv& cc, uint32_t seed) {
         const int64_t depth = count_of(cc.w) / cc.w[0];
         const bool amx = int8_amx_available() && default_isa() == Isa::Avx512 && Int8Gemm::amx_pays(cc.w[0] / cc.group, depth);
         CHECK((fast.kernels.find("Conv+amx") != std::string::npos) == amx);
+        CHECK((fast.kernels.find("Conv+winograd") != std::string::npos) == takes_int8_winograd(cc));
         REQUIRE(fast.y.size() == want.size());
         int64_t bad = 0;
         for (size_t i = 0; i < want.size(); ++i)
@@ -726,6 +750,13 @@ TEST_CASE("int8: QDQ Conv groups on the CPU device: 1x1, 3x3, strided, dilated, 
         {{1, 8, 10, 10}, {16, 2, 3, 3}, 4, {}, {}, {1, 1, 1, 1}, nullptr, true, 0, 64},   // 4 groups
         {{1, 8, 12, 37}, {8, 1, 3, 3}, 8, {}, {}, {1, 1, 1, 1}, "Relu", true, 0, 64},     // depthwise, stride 1
         {{1, 12, 20, 33}, {12, 1, 3, 3}, 12, {2, 2}, {}, {0, 1, 1, 0}, nullptr, true, 0, 64},   // depthwise, stride 2
+        // 3x3 of stride 1 by Winograd F(2x2, 3x3) on AVX2 without AVX-VNNI (takes_int8_winograd)
+        {{1, 32, 11, 9}, {20, 32, 3, 3}, 1, {}, {}, {0, 1, 2, 0}, "Clip", true},           // 32 channels, asymmetric pads
+        {{1, 31, 11, 9}, {20, 31, 3, 3}, 1, {}, {}, {0, 1, 2, 0}, "Clip", true},           // 31: direct
+        {{2, 40, 9, 12}, {13, 40, 3, 3}, 1, {}, {}, {}, nullptr, true},                     // no pads, batch 2
+        {{1, 64, 28, 30}, {10, 64, 3, 3}, 1, {}, {}, {1, 1, 1, 1}, nullptr, true, 0, 64},   // 7-bit weights: 840 outputs
+        {{1, 64, 27, 29}, {10, 64, 3, 3}, 1, {}, {}, {1, 1, 1, 1}, nullptr, true, 0, 64},   // 783: direct
+        {{1, 256, 20, 56}, {8, 256, 3, 3}, 1, {}, {}, {1, 1, 1, 1}, "Relu", true},          // several bands of tiles
     };
     uint32_t seed = 500;
     for (const QdqConv& cc : cases) {
