@@ -22832,7 +22832,8 @@ inline Status run_qconv(const RunContext& c) {
 //   DequantizeLinear is folded by prepare) -> optional Relu or Clip -> QuantizeLinear (uint8),
 //   scales and zero points per tensor, becomes one step from x's uint8 tensor to the
 //   QuantizeLinear's: Int8Gemm with int32 accumulators, the activation folded into the
-//   requantization's clamp (2-D depthwise Convs: Int8DepthwiseConv's row kernels where the
+//   requantization's clamp (3x3 Convs of stride 1 where the tiles lack a byte dot product:
+//   Int8WinogradF23, run_int8_conv_winograd, the same bits; 2-D depthwise Convs: Int8DepthwiseConv's row kernels where the
 //   target has one for the shape (run_int8_depthwise_rows), else the float DepthwiseConv kernels
 //   on x - zero point, exact in float32 (run_int8_depthwise_float); others int32 rows tap by
 //   tap; the same requantization).
@@ -24719,6 +24720,11 @@ inline bool int8_conv_implicit(ReferenceProgram* p, Int8ConvState* st, const int
 // of 6 maps) would pass 3/4 of L2; a multiple of the threads when few; with fewer bands than
 // threads, the map panels in parts. False when out of memory.
 constexpr int64_t kInt8WinogradTiles = 128;   // 32 streams U too often; 64 to 256 measured alike
+// The panels of 8 tiles a band holds at most.
+inline int64_t int8_winograd_band_panels(int64_t channels) {
+    const int64_t panel = Int8WinogradF23::kTileColumns, panel_bytes = (int64_t)Int8WinogradF23::input_bytes(channels, panel);
+    return std::max<int64_t>(1, std::min<int64_t>(kInt8WinogradTiles / panel, (int64_t)(cpu_cache_sizes().l2 * 3 / 4) / panel_bytes));
+}
 inline bool int8_conv_winograd(ReferenceProgram* p, Int8ConvState* st, const int8_t* weights) {
     const Window& w = st->w;
     if (!p->winograd || st->groups != 1 || st->direct || !(st->gemm.widens_bytes() || st->gemm.byte_pairs())) return true;
@@ -24743,8 +24749,7 @@ inline bool int8_conv_winograd(ReferenceProgram* p, Int8ConvState* st, const int
     st->tiles_y = (w.out[1] + 1) / 2;
     // bands of whole chunks, panels of 8 tiles
     const int64_t panel = Int8WinogradF23::kTileColumns, chunks = (st->tiles_x * st->tiles_y + panel - 1) / panel;
-    const int64_t chunk_bytes = (int64_t)Int8WinogradF23::input_bytes(st->channels, panel);
-    const int64_t most = std::max<int64_t>(1, std::min<int64_t>(kInt8WinogradTiles / panel, (int64_t)(cpu_cache_sizes().l2 * 3 / 4) / chunk_bytes));
+    const int64_t most = int8_winograd_band_panels(st->channels);
     int64_t bands = (chunks + most - 1) / most;
     if (st->slots > 1 && st->batch * bands < 4 * (int64_t)st->slots)   // few units: as many for each thread
         bands = std::min(chunks, (bands + st->slots - 1) / st->slots * st->slots);

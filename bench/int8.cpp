@@ -8,7 +8,8 @@
 // 6 x 16) on a 3 x 3 conv's copy of 4 channels a pixel over 32 x 32 positions (K a multiple of
 // 36), nothing packed per call, as the int8 k x k convs run them.
 // Then Int8Gemv (one row: batch-1 fully connected layers) with each of its kernels the CPU has,
-// in GB/s of packed weights against memcpy of the same bytes.
+// in GB/s of packed weights against memcpy of the same bytes. Then, with AVX2, Int8WinogradF23
+// on 3 x 3 convs against the 16-bit and byte-pair tiles' GEMM of the same product.
 // Then Int8DepthwiseConv on the planes of shufflenet's and the OCR detector's depthwise convs,
 // with each of its kernels the CPU has (AVX-512 VNNI, AVX-VNNI, AVX2's 16-bit one; NEON's sdot):
 // per shape the sweep it took (rows or flat), nanoseconds per plane (padded copy and kernel)
@@ -55,6 +56,74 @@ const char* depthwise_kernel(Isa isa, bool dot, bool narrow) {
     if (probe.byte_pairs()) return "AVX2 byte pairs, weights within [-64, 64]";
     if (probe.isa() == Isa::Avx2) return dot && int8_avx_vnni_available() ? "AVX-VNNI" : "AVX2 16-bit";
     return isa_name(probe.isa());
+}
+
+// Int8WinogradF23 on 3 x 3 convs of stride 1 (ResNet's, VGG's, SqueezeNet's), one image, one
+// thread, in the CPU device's bands: the whole conv (transforms and products) in ms and in
+// GMAC/s of the direct conv's multiply-adds, against the AVX2 16-bit and byte-pair tiles'
+// GEMM of the same product (B packed beforehand: no im2col, so an upper bound for direct).
+void winograd(int runs) {
+    Int8WinogradF23 k;
+    Int8Gemm sixteen, pairs;
+    if (!isa_available(Isa::Avx2) || k.init(Isa::Avx2) != Status::Ok || !k.jit() || sixteen.init(Isa::Avx2, false, false) != Status::Ok ||
+        pairs.init(Isa::Avx2, false, false, true) != Status::Ok)
+        return;
+    std::printf("\nint8 Winograd F(2x2, 3x3) (AVX2's 16-bit tile), 3x3 convs, pads 1, one thread, best of %d\n", runs);
+    std::printf("%5s %5s %5s %9s %9s %9s %9s %9s %9s\n", "C", "M", "HxW", "ms", "GMAC/s", "16-bit", "pairs", "x16-bit", "xpairs");
+    const int64_t shapes[][3] = {{64, 64, 56}, {128, 128, 28}, {256, 256, 14}, {512, 512, 7}, {256, 256, 56}, {512, 512, 28},
+                                 {512, 512, 14}, {32, 128, 27}, {64, 256, 13}};
+    for (const auto& shape : shapes) {
+        const int64_t C = shape[0], M = shape[1], side = shape[2], plane = side * side, tiles_x = (side + 1) / 2;
+        const int64_t tiles = tiles_x * tiles_x, band = detail::int8_winograd_band_panels(C) * Int8WinogradF23::kTileColumns;
+        std::vector<uint8_t> x((size_t)(C * plane)), y((size_t)(M * plane));
+        std::vector<int8_t> w((size_t)(M * C * 9));
+        for (size_t i = 0; i < x.size(); ++i) x[i] = (uint8_t)(i * 13 % 256);
+        for (size_t i = 0; i < w.size(); ++i) w[i] = (int8_t)((int)(i * 7 % 129) - 64);
+        std::vector<int16_t> u(Int8WinogradF23::weights_bytes(M, C) / 2), v(Int8WinogradF23::input_bytes(C, band) / 2);
+        std::vector<int32_t> sums(Int8WinogradF23::sums_bytes(band) / 4), bias((size_t)M, 3);
+        std::vector<uint8_t> scratch(Int8WinogradF23::input_scratch_bytes(tiles_x, band));
+        std::vector<float> scale((size_t)M, 1e-5f);
+        Int8Requant rq;
+        rq.bias = bias.data();
+        rq.scale = scale.data();
+        Int8WinogradF23::transform_weights(M, C, w.data(), u.data());
+        const Int8WinogradF23::Planes planes{x.data(), C, plane, side, side, 1, 1, tiles_x, 128};
+        double best = 1e30;
+        for (int r = 0; r < runs; ++r) {
+            const double s = thread_cpu_seconds();
+            for (int64_t t0 = 0; t0 < tiles; t0 += band) {
+                const int64_t count = std::min(band, tiles - t0);
+                k.transform_input(planes, t0, count, v.data(), scratch.data());
+                for (int64_t m0 = 0; m0 < M; m0 += Int8WinogradF23::kMapRows) {
+                    const int64_t rows = std::min(Int8WinogradF23::kMapRows, M - m0);
+                    k.multiply(M, C, m0, rows, count, u.data(), v.data(), sums.data());
+                    k.transform_output(sums.data(), m0, rows, t0, count, tiles_x, side, side, rq, y.data(), plane);
+                }
+            }
+            best = std::min(best, thread_cpu_seconds() - s);
+        }
+        // the direct conv's product: M x 9 C by 9 C x H W, B packed once
+        const int64_t depth = 9 * C;
+        double direct[2] = {1e30, 1e30};
+        const Int8Gemm* gemms[2] = {&sixteen, &pairs};
+        std::vector<uint8_t> b((size_t)(depth * plane));
+        for (size_t i = 0; i < b.size(); ++i) b[i] = (uint8_t)(i * 13 % 256);
+        for (int g = 0; g < 2; ++g) {
+            std::vector<int8_t> pa(gemms[g]->packed_a_bytes(M, depth));
+            std::vector<uint8_t> pb(gemms[g]->packed_b_bytes(depth, plane));
+            gemms[g]->pack_a(M, depth, w.data(), depth, pa.data());
+            gemms[g]->pack_b(depth, plane, b.data(), plane, pb.data());
+            for (int r = 0; r < runs; ++r) {
+                const double s = thread_cpu_seconds();
+                gemms[g]->run(0, M, plane, depth, pa.data(), pb.data(), rq, y.data(), plane);
+                direct[g] = std::min(direct[g], thread_cpu_seconds() - s);
+            }
+        }
+        const double macs = (double)M * (double)depth * (double)plane;
+        std::printf("%5lld %5lld %2lldx%-2lld %9.2f %9.0f %9.0f %9.0f %8.2fx %8.2fx\n", (long long)C, (long long)M, (long long)side,
+                    (long long)side, best * 1e3, macs / best * 1e-9, macs / direct[0] * 1e-9, macs / direct[1] * 1e-9, direct[0] / best,
+                    direct[1] / best);
+    }
 }
 
 // Int8Gemv on batch-1 fully connected layers (one row of X): GB/s of packed weights read, each
@@ -265,6 +334,7 @@ int main(int argc, char** argv) {
         std::printf("\n");
     }
     gemv(runs);
+    winograd(runs);
     // each kernel once: (auto), AVX2 with, then without the dot product, then by byte pairs
     struct DwKernel { Isa isa; bool dot, narrow; };
     const DwKernel kernels[] = {{default_isa(), true, false}, {Isa::Avx2, true, false}, {Isa::Avx2, false, false}, {Isa::Avx2, false, true}};
