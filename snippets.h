@@ -1188,8 +1188,8 @@ private:
 // V (|V| <= 4 x 255), the 16 points' sums over channels run on AVX2's 16-bit tile (vpmaddwd:
 // two products < 2^31) and the output transform in wrapping int32 gives 4 y mod 2^32, y the
 // direct sum: exact while |4 y| < 2^31 (fits()). 2.25 multiplies where the direct conv does 9,
-// for AVX2 CPUs without a byte dot product, whose int8 tiles (16-bit, byte pairs) multiply at
-// most twice as fast as vpmaddwd here. Requantized as Int8Gemm does (int8_requantize's bits).
+// for AVX2 CPUs without a byte dot product, whose direct int8 tiles run vpmaddwd too (16-bit)
+// or at most 1.5x its rate (byte pairs). Requantized as Int8Gemm does (int8_requantize's bits).
 class Int8WinogradF23 {
 public:
     static constexpr int64_t kPoints = 16;
@@ -9725,10 +9725,7 @@ inline void emit_int8_tile_ymm(asmjit::x86::Assembler& a, uint32_t rows, bool vn
             a.mov(x86::rax, x86::qword_ptr(x86::r10, u * 8));
             a.vmovdqu(x86::ymm12, x86::ymmword_ptr(x86::rsi, x86::rax, 0, 0));
             a.vmovdqu(x86::ymm13, x86::ymmword_ptr(x86::rsi, x86::rax, 0, 32));
-        } else if (vnni) {
-            a.vmovdqu(x86::ymm12, x86::ymmword_ptr(x86::rsi, u * 64));
-            a.vmovdqu(x86::ymm13, x86::ymmword_ptr(x86::rsi, u * 64 + 32));
-        } else if (words) {
+        } else if (vnni || words) {
             a.vmovdqu(x86::ymm12, x86::ymmword_ptr(x86::rsi, u * 64));
             a.vmovdqu(x86::ymm13, x86::ymmword_ptr(x86::rsi, u * 64 + 32));
         } else {
