@@ -22833,7 +22833,8 @@ inline Status run_qconv(const RunContext& c) {
 //   scales and zero points per tensor, becomes one step from x's uint8 tensor to the
 //   QuantizeLinear's: Int8Gemm with int32 accumulators, the activation folded into the
 //   requantization's clamp (3x3 Convs of stride 1 where the tiles lack a byte dot product:
-//   Int8WinogradF23, run_int8_conv_winograd, the same bits; 2-D depthwise Convs: Int8DepthwiseConv's row kernels where the
+//   Int8WinogradF23, run_int8_conv_winograd, the same bits; 2-D depthwise Convs:
+//   Int8DepthwiseConv's row kernels where the
 //   target has one for the shape (run_int8_depthwise_rows), else the float DepthwiseConv kernels
 //   on x - zero point, exact in float32 (run_int8_depthwise_float); others int32 rows tap by
 //   tap; the same requantization).
@@ -24714,8 +24715,8 @@ inline bool int8_conv_implicit(ReferenceProgram* p, Int8ConvState* st, const int
 }
 
 // Switches a 3x3 conv of stride 1, one group, to run_int8_conv_winograd where the tiles have no
-// byte dot product (AVX2's 16-bit and byte-pair tiles: 2.25 multiplies of vpmaddwd an output
-// where they do 9 at most twice as fast) and the sums stay exact; the CPU's WINOGRAD=NO keeps
+// byte dot product (AVX2's 16-bit and byte-pair tiles: 2.25 vpmaddwd multiplies an output where
+// they do 9 at vpmaddwd's rate or 1.5x it) and the sums stay exact; the CPU's WINOGRAD=NO keeps
 // it direct. Bands of up to kInt8WinogradTiles tiles, fewer where their V (read once per panel
 // of 6 maps) would pass 3/4 of L2; a multiple of the threads when few; with fewer bands than
 // threads, the map panels in parts. False when out of memory.
