@@ -23059,13 +23059,9 @@ inline Status run_int8_conv_winograd(const RunContext& c) {
             const Int8WinogradF23::Planes planes{x + n * st.channels * in_plane, st.channels, in_plane, w.in[1], w.in[2],
                                                  w.pad_begin[1], w.pad_begin[2], st.tiles_x, st.x_zero_point};
             // each part transforms the band itself: the parts of one band run on different threads
-            st.winograd_kernels.transform_input(planes, t0, count, v, rows);
-            for (int64_t panel = part * map_panels / parts; panel < (part + 1) * map_panels / parts; ++panel) {
-                const int64_t m0 = panel * Int8WinogradF23::kMapRows, maps = std::min(Int8WinogradF23::kMapRows, st.maps - m0);
-                st.winograd_kernels.multiply(st.maps, st.channels, m0, maps, count, reinterpret_cast<const int16_t*>(st.packed), v, sums);
-                st.winograd_kernels.transform_output(sums, m0, maps, t0, count, st.tiles_x, w.out[1], w.out[2], st.rq,
-                                                     y + n * st.maps * positions, st.map_stride);
-            }
+            st.winograd_kernels.convolve_band(planes, t0, count, st.maps, part * map_panels / parts, (part + 1) * map_panels / parts,
+                                              reinterpret_cast<const int16_t*>(st.packed), st.rq, w.out[1], w.out[2],
+                                              y + n * st.maps * positions, st.map_stride, v, sums, rows);
         }
     }, int8_slots(macs, st.slots));
     return Status::Ok;

@@ -1236,6 +1236,12 @@ public:
     // at y + (m0 + r) map_stride, requantized with rq's entries m0 + r.
     void transform_output(const int32_t* m, int64_t m0, int64_t rows, int64_t t0, int64_t tiles, int64_t tiles_x,
                           int64_t out_h, int64_t out_w, const Int8Requant& rq, uint8_t* y, int64_t map_stride) const;
+    // The three in order: tiles [t0, t0 + tiles) of the out_h x out_w outputs of `maps` maps, map
+    // panels [panel0, panel1) of them (6 maps each); v, sums and scratch hold input_bytes,
+    // sums_bytes and input_scratch_bytes of `tiles`.
+    void convolve_band(const Planes& in, int64_t t0, int64_t tiles, int64_t maps, int64_t panel0, int64_t panel1, const int16_t* u,
+                       const Int8Requant& rq, int64_t out_h, int64_t out_w, uint8_t* y, int64_t map_stride, int16_t* v, int32_t* sums,
+                       uint8_t* scratch) const;
 
 private:
     const Int8Gemm::TileFn* tiles_ = nullptr;   // [rows - 1]: AVX2's 16-bit tile on int16 B, int32 C
@@ -11122,6 +11128,17 @@ void Int8WinogradF23::transform_output(const int32_t* m, int64_t m0, int64_t row
             if (2 * ty + 1 < out_h) std::memcpy(plane + (2 * ty + 1) * out_w + 2 * tx, row1, n);
             t += count;
         }
+    }
+}
+
+void Int8WinogradF23::convolve_band(const Planes& in, int64_t t0, int64_t tiles, int64_t maps, int64_t panel0, int64_t panel1,
+                                    const int16_t* u, const Int8Requant& rq, int64_t out_h, int64_t out_w, uint8_t* y,
+                                    int64_t map_stride, int16_t* v, int32_t* sums, uint8_t* scratch) const {
+    transform_input(in, t0, tiles, v, scratch);
+    for (int64_t panel = panel0; panel < panel1; ++panel) {
+        const int64_t m0 = panel * kMapRows, rows = std::min(kMapRows, maps - m0);
+        multiply(maps, in.channels, m0, rows, tiles, u, v, sums);
+        transform_output(sums, m0, rows, t0, tiles, in.tiles_x, out_h, out_w, rq, y, map_stride);
     }
 }
 

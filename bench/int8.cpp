@@ -91,15 +91,9 @@ void winograd(int runs) {
         double best = 1e30;
         for (int r = 0; r < runs; ++r) {
             const double s = thread_cpu_seconds();
-            for (int64_t t0 = 0; t0 < tiles; t0 += band) {
-                const int64_t count = std::min(band, tiles - t0);
-                k.transform_input(planes, t0, count, v.data(), scratch.data());
-                for (int64_t m0 = 0; m0 < M; m0 += Int8WinogradF23::kMapRows) {
-                    const int64_t rows = std::min(Int8WinogradF23::kMapRows, M - m0);
-                    k.multiply(M, C, m0, rows, count, u.data(), v.data(), sums.data());
-                    k.transform_output(sums.data(), m0, rows, t0, count, tiles_x, side, side, rq, y.data(), plane);
-                }
-            }
+            for (int64_t t0 = 0; t0 < tiles; t0 += band)
+                k.convolve_band(planes, t0, std::min(band, tiles - t0), M, 0, (M + Int8WinogradF23::kMapRows - 1) / Int8WinogradF23::kMapRows,
+                                u.data(), rq, side, side, y.data(), plane, v.data(), sums.data(), scratch.data());
             best = std::min(best, thread_cpu_seconds() - s);
         }
         // the direct conv's product: M x 9 C by 9 C x H W, B packed once

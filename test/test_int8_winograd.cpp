@@ -76,14 +76,11 @@ void check_winograd(const Int8WinogradF23& k, const WinogradCase& cc, uint32_t s
     const int64_t guard = 9;   // bytes past the output that must stay untouched
     std::vector<uint8_t> y((size_t)(M * out_h * out_w + guard), 0xA5);
     const Int8WinogradF23::Planes planes{x.data(), C, plane, cc.h, cc.w, cc.pad_top, cc.pad_left, tiles_x, zx};
+    const int64_t map_panels = (M + Int8WinogradF23::kMapRows - 1) / Int8WinogradF23::kMapRows;
     for (int64_t t0 = 0; t0 < tiles_x * tiles_y; t0 += cc.band) {
         const int64_t count = std::min(cc.band, tiles_x * tiles_y - t0);
-        k.transform_input(planes, t0, count, v.data(), scratch.data());
-        for (int64_t m0 = 0; m0 < M; m0 += Int8WinogradF23::kMapRows) {
-            const int64_t panel_maps = std::min(Int8WinogradF23::kMapRows, M - m0);
-            k.multiply(M, C, m0, panel_maps, count, u.data(), v.data(), sums.data());
-            k.transform_output(sums.data(), m0, panel_maps, t0, count, tiles_x, out_h, out_w, rq, y.data(), out_h * out_w);
-        }
+        k.convolve_band(planes, t0, count, M, 0, map_panels, u.data(), rq, out_h, out_w, y.data(), out_h * out_w, v.data(),
+                        sums.data(), scratch.data());
     }
     int64_t bad = 0;
     for (size_t i = 0; i < want.size(); ++i)
