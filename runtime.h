@@ -24728,11 +24728,11 @@ inline bool int8_conv_winograd(ReferenceProgram* p, Int8ConvState* st, const int
     if (w.in[0] != 1 || w.kernel[0] != 1 || w.out[0] != 1 || w.kernel[1] != 3 || w.kernel[2] != 3 || w.out_size() == 0) return true;
     for (int d = 1; d < 3; ++d)
         if (w.stride[d] != 1 || w.dilation[d] != 1) return true;
-    // The transforms cost per channel (input) and per map and pixel (output): below 32 channels
-    // they outweigh the multiplies saved on the 16-bit tile; the byte-pair tile, 1.3-1.5x as fast,
-    // loses to them below 64 channels and on maps under 28 x 28 (SqueezeNet's, ResNet's last).
+    // The transforms cost per channel and tile (input) and per map and tile (output), so few
+    // channels or tiles leave too little saved: on the 16-bit tile from 16 channels and 12 x 12
+    // outputs; the byte-pair tile, 1.3-1.5x as fast, only gains on maps of 28 x 28 and more.
     const bool pairs = st->gemm.byte_pairs();
-    if (st->channels < (pairs ? 64 : 32) || (pairs && w.out_size() < 28 * 28)) return true;
+    if (st->channels < 16 || w.out_size() < (pairs ? 28 * 28 : 12 * 12)) return true;
     if (!Int8WinogradF23::fits(st->channels) || st->winograd_kernels.init(st->gemm.isa()) != Status::Ok ||
         !st->winograd_kernels.jit())
         return true;

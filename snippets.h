@@ -1243,8 +1243,13 @@ public:
                        const Int8Requant& rq, int64_t out_h, int64_t out_w, uint8_t* y, int64_t map_stride, int16_t* v, int32_t* sums,
                        uint8_t* scratch) const;
 
+    // The output transform of 8 tiles a vector (AVX2): detail::make_int8_winograd_output.
+    using OutputFn = void (*)(const int32_t* m, int64_t point_bytes, uint8_t* row0, uint8_t* row1, int64_t groups,
+                              const Int8Gemm::TileParams* params);
+
 private:
     const Int8Gemm::TileFn* tiles_ = nullptr;   // [rows - 1]: AVX2's 16-bit tile on int16 B, int32 C
+    OutputFn output_ = nullptr;
 };
 
 // >>int8 depthwise
@@ -10959,10 +10964,11 @@ inline void int8_winograd_interleave(const int16_t* a, const int16_t* b, const i
 }
 
 // Y = A^T M A of 4 tiles (lanes) and its requantization: M's point p of the tiles at
-// m + 6 p pitch (int32), their 2x2 outputs as bytes: row 0's 8 (tile t's pixels at 2 t, 2 t + 1)
-// in row0, row 1's in row1. The sums are 4 y (G' = 2 G), shifted back before the bias.
-inline void int8_winograd_output4(const int32_t* m, int64_t pitch, int32_t bias, float scale, const Int8Requant& rq, uint8_t* row0,
-                                  uint8_t* row1) {
+// m + 6 p pitch (int32), their 2x2 outputs as bytes: the first n (up to 8) of row 0's (tile t's
+// pixels at 2 t, 2 t + 1) at row0, of row 1's at row1 unless null. The sums are 4 y (G' = 2 G),
+// shifted back before the bias.
+inline void int8_winograd_output4(const int32_t* m, int64_t pitch, int32_t bias, float scale, const Int8Requant& rq, size_t n,
+                                  uint8_t* row0, uint8_t* row1) {
 #if defined(__SSE2__)
     __m128i p[16];
     for (int i = 0; i < 16; ++i) p[i] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(m + 6 * i * pitch));
@@ -10983,7 +10989,15 @@ inline void int8_winograd_output4(const int32_t* m, int64_t pitch, int32_t bias,
         const __m128i y0 = requantize(_mm_add_epi32(_mm_add_epi32(s[a][0], s[a][1]), s[a][2]));
         const __m128i y1 = requantize(_mm_sub_epi32(_mm_sub_epi32(s[a][1], s[a][2]), s[a][3]));
         const __m128i words = _mm_packs_epi32(_mm_unpacklo_epi32(y0, y1), _mm_unpackhi_epi32(y0, y1));
-        _mm_storel_epi64(reinterpret_cast<__m128i*>(a == 0 ? row0 : row1), _mm_packus_epi16(words, words));
+        uint8_t* row = a == 0 ? row0 : row1;
+        if (!row) break;
+        if (n == 8) {
+            _mm_storel_epi64(reinterpret_cast<__m128i*>(row), _mm_packus_epi16(words, words));
+            continue;
+        }
+        alignas(16) uint8_t bytes[16];
+        _mm_store_si128(reinterpret_cast<__m128i*>(bytes), _mm_packus_epi16(words, words));
+        std::memcpy(row, bytes, n);
     }
 #else
     for (int t = 0; t < 4; ++t) {
@@ -10993,12 +11007,92 @@ inline void int8_winograd_output4(const int32_t* m, int64_t pitch, int32_t bias,
             uint32_t s[4];
             for (int j = 0; j < 4; ++j) s[j] = a == 0 ? p[j] + p[4 + j] + p[8 + j] : p[4 + j] - p[8 + j] - p[12 + j];
             const uint32_t y[2] = {s[0] + s[1] + s[2], s[1] - s[2] - s[3]};
-            for (int b = 0; b < 2; ++b)
-                (a == 0 ? row0 : row1)[2 * t + b] = int8_requantize((int32_t)y[b] >> 2, bias, scale, rq.lo, rq.hi, rq.zero_point);
+            uint8_t* row = a == 0 ? row0 : row1;
+            for (int64_t b = 0; b < 2; ++b)
+                if (row && (size_t)(2 * t + b) < n)
+                    row[2 * t + b] = int8_requantize((int32_t)y[b] >> 2, bias, scale, rq.lo, rq.hi, rq.zero_point);
         }
     }
 #endif
 }
+
+#if !defined(TESSEL_NO_JIT) && (defined(__x86_64__) || defined(_M_X64))
+// int8_winograd_output4 on AVX2 for 8 tiles a vector (lanes), one map:
+// void(m, point_bytes, row0, row1, groups, params): M's point p of `groups` x 8 tiles at
+// m + p point_bytes, their requantized row-0 pixels (tile t's at 2 t, 2 t + 1) at row0, row-1's
+// at row1, 16 bytes a group each; params' bias and scale point at the map's. Points 4 i + j at
+// base i (rdi, rax, r11, rbx) + j point_bytes (0, rsi, 2 rsi, r10 = 3 rsi).
+inline Status make_int8_winograd_output(Int8WinogradF23::OutputFn* fn) {
+    namespace x86 = asmjit::x86;
+    void* entry = nullptr;
+    const Status status = assemble_jit_entries<x86::Assembler>(1, &entry, [&](x86::Assembler& a, const asmjit::Label* labels) {
+        const x86::Gp base[4] = {x86::rdi, x86::rax, x86::r11, x86::rbx};
+        const x86::Ymm bias = x86::ymm8, scale = x86::ymm9, hi = x86::ymm10, zero_point = x86::ymm11, least = x86::ymm12;
+        const x86::Ymm t = x86::ymm13, u = x86::ymm14;
+        auto point = [&](int i, int j) {
+            return j == 0 ? x86::ymmword_ptr(base[i]) : j == 3 ? x86::ymmword_ptr(base[i], x86::r10) : x86::ymmword_ptr(base[i], x86::rsi, j - 1);
+        };
+        a.bind(labels[0]);
+        a.push(x86::rbx);
+        emit_int8_requant_ymm_params(a, hi, zero_point, least);
+        a.mov(x86::rax, x86::qword_ptr(x86::r9, (int32_t)offsetof(Int8Gemm::TileParams, bias)));
+        a.vpbroadcastd(bias, x86::dword_ptr(x86::rax));
+        a.mov(x86::rax, x86::qword_ptr(x86::r9, (int32_t)offsetof(Int8Gemm::TileParams, scale)));
+        a.vbroadcastss(scale, x86::dword_ptr(x86::rax));
+        a.lea(x86::r10, x86::ptr(x86::rsi, x86::rsi, 1));
+        a.lea(x86::rax, x86::ptr(x86::rdi, x86::rsi, 2));
+        a.lea(x86::r11, x86::ptr(x86::rax, x86::rsi, 2));
+        a.lea(x86::rbx, x86::ptr(x86::r11, x86::rsi, 2));
+        const asmjit::Label loop = a.newLabel();
+        a.bind(loop);
+        // by rows: s0j = p[j] + p[4 + j] + p[8 + j] (ymm0-3), s1j = p[4 + j] - p[8 + j] - p[12 + j] (ymm4-7)
+        for (int j = 0; j < 4; ++j) {
+            const x86::Ymm s0 = x86::ymm(j), s1 = x86::ymm(4 + j);
+            a.vmovdqu(t, point(1, j));
+            a.vmovdqu(u, point(2, j));
+            a.vpaddd(s0, t, point(0, j));
+            a.vpaddd(s0, s0, u);
+            a.vpsubd(s1, t, u);
+            a.vpsubd(s1, s1, point(3, j));
+        }
+        // by columns: y0 = s0 + s1 + s2 into s0's register, y1 = s1 - s2 - s3 into s3's; then
+        // requantized as int8_requantize(y >> 2, ...)
+        for (int r = 0; r < 2; ++r) {
+            const x86::Ymm s[4] = {x86::ymm(4 * r), x86::ymm(4 * r + 1), x86::ymm(4 * r + 2), x86::ymm(4 * r + 3)};
+            a.vpsubd(t, s[1], s[2]);
+            a.vpaddd(s[0], s[0], s[1]);
+            a.vpaddd(s[0], s[0], s[2]);
+            a.vpsubd(s[3], t, s[3]);
+            for (const x86::Ymm& y : {s[0], s[3]}) {
+                a.vpsrad(y, y, 2);
+                a.vpaddd(y, y, bias);
+                emit_int8_requant_ymm(a, y, scale, hi);
+            }
+            // tile t's two pixels side by side: per 128-bit lane tiles 4 h .. 4 h + 3 as int16
+            a.vpunpckldq(t, s[0], s[3]);
+            a.vpunpckhdq(u, s[0], s[3]);
+            a.vpackssdw(s[0], t, u);
+            a.vpaddsw(s[0], s[0], zero_point);
+        }
+        // per lane row 0's 8 bytes then row 1's; the quadwords ordered row 0's 16, row 1's 16
+        a.vpackuswb(x86::ymm0, x86::ymm0, x86::ymm4);
+        a.vpmaxub(x86::ymm0, x86::ymm0, least);
+        a.vpermq(x86::ymm0, x86::ymm0, 0xD8);
+        a.vmovdqu(x86::xmmword_ptr(x86::rdx), x86::xmm0);
+        a.vextracti128(x86::xmmword_ptr(x86::rcx), x86::ymm0, 1);
+        for (const x86::Gp& b : base) a.add(b, 32);
+        a.add(x86::rdx, 16);
+        a.add(x86::rcx, 16);
+        a.sub(x86::r8, 1);
+        a.jnz(loop);
+        a.pop(x86::rbx);
+        a.vzeroupper();
+        a.ret();
+    });
+    if (status == Status::Ok) *fn = reinterpret_cast<Int8WinogradF23::OutputFn>(entry);
+    return status;
+}
+#endif
 }   // namespace detail
 
 Status Int8WinogradF23::init(Isa isa) {
@@ -11009,7 +11103,11 @@ Status Int8WinogradF23::init(Isa isa) {
     if (isa == Isa::Avx2 || isa == Isa::Avx512) {
         static const detail::Int8TileTable words = detail::make_int8_tiles(detail::kInt8Avx2Rows, 1, detail::emit_int8_tile_words);
         if (words.status != Status::Ok) return words.status;
+        static OutputFn output = nullptr;
+        static const Status output_status = detail::make_int8_winograd_output(&output);
+        if (output_status != Status::Ok) return output_status;
         tiles_ = words.fn;
+        output_ = output;
     }
 #endif
     return Status::Ok;
@@ -11115,18 +11213,45 @@ void Int8WinogradF23::multiply(int64_t maps, int64_t channels, int64_t m0, int64
 
 void Int8WinogradF23::transform_output(const int32_t* m, int64_t m0, int64_t rows, int64_t t0, int64_t tiles, int64_t tiles_x,
                                        int64_t out_h, int64_t out_w, const Int8Requant& rq, uint8_t* y, int64_t map_stride) const {
-    const int64_t pitch = sums_pitch(tiles);
+    const int64_t pitch = sums_pitch(tiles), t1 = t0 + tiles;
+    if (output_) {   // in chunks of tiles, their rows of pixels staged, then copied out by rows of tiles
+        constexpr int64_t kChunk = 256;
+        alignas(32) uint8_t stage[2][2 * kChunk];
+        Int8Gemm::TileParams params{};
+        params.lo = rq.lo;
+        params.hi = rq.hi;
+        params.zero_point = rq.zero_point;
+        for (int64_t r = 0; r < rows; ++r) {
+            const int64_t map = m0 + r;
+            uint8_t* plane = y + map * map_stride;
+            params.bias = rq.bias + map;
+            params.scale = rq.scale + map;
+            for (int64_t c0 = t0; c0 < t1; c0 += kChunk) {
+                const int64_t c1 = std::min(c0 + kChunk, t1);
+                output_(m + r * pitch + (c0 - t0), kMapRows * pitch * 4, stage[0], stage[1], (c1 - c0 + 7) / 8, &params);
+                for (int64_t ty = c0 / tiles_x; ty * tiles_x < c1; ++ty) {
+                    const int64_t first = std::max(c0 - ty * tiles_x, (int64_t)0), last = std::min(c1 - ty * tiles_x, tiles_x);
+                    const size_t n = (size_t)std::min(2 * (last - first), out_w - 2 * first), at = (size_t)(2 * (ty * tiles_x + first - c0));
+                    uint8_t* row0 = plane + 2 * ty * out_w + 2 * first;
+                    std::memcpy(row0, stage[0] + at, n);
+                    if (2 * ty + 1 < out_h) std::memcpy(row0 + out_w, stage[1] + at, n);
+                }
+            }
+        }
+        return;
+    }
     for (int64_t r = 0; r < rows; ++r) {
         const int64_t map = m0 + r;
         uint8_t* plane = y + map * map_stride;
-        for (int64_t t = t0; t < t0 + tiles;) {   // up to 4 tiles of one row at a time
-            const int64_t ty = t / tiles_x, tx = t % tiles_x, count = std::min(std::min<int64_t>(4, tiles_x - tx), t0 + tiles - t);
-            uint8_t row0[8], row1[8];
-            detail::int8_winograd_output4(m + r * pitch + (t - t0), pitch, rq.bias[map], rq.scale[map], rq, row0, row1);
-            const size_t n = (size_t)std::min(2 * count, out_w - 2 * tx);
-            std::memcpy(plane + 2 * ty * out_w + 2 * tx, row0, n);
-            if (2 * ty + 1 < out_h) std::memcpy(plane + (2 * ty + 1) * out_w + 2 * tx, row1, n);
-            t += count;
+        for (int64_t ty = t0 / tiles_x; ty * tiles_x < t1; ++ty) {   // the rows of tiles the range meets, 4 tiles at a time
+            const int64_t last = std::min(t1 - ty * tiles_x, tiles_x);
+            uint8_t* row0 = plane + 2 * ty * out_w;
+            uint8_t* row1 = 2 * ty + 1 < out_h ? row0 + out_w : nullptr;
+            for (int64_t tx = std::max(t0 - ty * tiles_x, (int64_t)0); tx < last; tx += 4) {
+                const size_t n = (size_t)std::min(2 * std::min<int64_t>(4, last - tx), out_w - 2 * tx);
+                detail::int8_winograd_output4(m + r * pitch + (ty * tiles_x + tx - t0), pitch, rq.bias[map], rq.scale[map], rq, n,
+                                              row0 + 2 * tx, row1 ? row1 + 2 * tx : nullptr);
+            }
         }
     }
 }

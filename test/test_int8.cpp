@@ -589,7 +589,7 @@ bool takes_int8_winograd(const QdqConv& cc) {
         if (v != 1) return false;
     const int64_t pad_h = cc.pads.empty() ? 0 : cc.pads[0] + cc.pads[2], pad_w = cc.pads.empty() ? 0 : cc.pads[1] + cc.pads[3];
     const int64_t outputs = (cc.x[2] + pad_h - 2) * (cc.x[3] + pad_w - 2);
-    return cc.peak <= 64 ? cc.x[1] >= 64 && outputs >= 28 * 28 : cc.x[1] >= 32;
+    return cc.x[1] >= 16 && outputs >= (cc.peak <= 64 ? 28 * 28 : 12 * 12);
 #endif
 }
 
@@ -751,11 +751,13 @@ TEST_CASE("int8: QDQ Conv groups on the CPU device: 1x1, 3x3, strided, dilated, 
         {{1, 8, 12, 37}, {8, 1, 3, 3}, 8, {}, {}, {1, 1, 1, 1}, "Relu", true, 0, 64},     // depthwise, stride 1
         {{1, 12, 20, 33}, {12, 1, 3, 3}, 12, {2, 2}, {}, {0, 1, 1, 0}, nullptr, true, 0, 64},   // depthwise, stride 2
         // 3x3 of stride 1 by Winograd F(2x2, 3x3) on AVX2 without AVX-VNNI (takes_int8_winograd)
-        {{1, 32, 11, 9}, {20, 32, 3, 3}, 1, {}, {}, {0, 1, 2, 0}, "Clip", true},           // 32 channels, asymmetric pads
-        {{1, 31, 11, 9}, {20, 31, 3, 3}, 1, {}, {}, {0, 1, 2, 0}, "Clip", true},           // 31: direct
-        {{2, 40, 9, 12}, {13, 40, 3, 3}, 1, {}, {}, {}, nullptr, true},                     // no pads, batch 2
-        {{1, 64, 28, 30}, {10, 64, 3, 3}, 1, {}, {}, {1, 1, 1, 1}, nullptr, true, 0, 64},   // 7-bit weights: 840 outputs
-        {{1, 64, 27, 29}, {10, 64, 3, 3}, 1, {}, {}, {1, 1, 1, 1}, nullptr, true, 0, 64},   // 783: direct
+        {{1, 16, 12, 13}, {20, 16, 3, 3}, 1, {}, {}, {0, 1, 2, 0}, "Clip", true},          // 16 channels, 144 outputs, asymmetric pads
+        {{1, 15, 12, 13}, {20, 15, 3, 3}, 1, {}, {}, {0, 1, 2, 0}, "Clip", true},          // 15 channels: direct
+        {{1, 16, 11, 14}, {20, 16, 3, 3}, 1, {}, {}, {0, 1, 2, 0}, "Clip", true},          // 143 outputs: direct
+        {{2, 40, 14, 14}, {13, 40, 3, 3}, 1, {}, {}, {}, nullptr, true},                    // no pads, batch 2
+        {{1, 16, 28, 30}, {10, 16, 3, 3}, 1, {}, {}, {1, 1, 1, 1}, nullptr, true, 0, 64},   // 7-bit weights: 840 outputs
+        {{1, 15, 28, 30}, {10, 15, 3, 3}, 1, {}, {}, {1, 1, 1, 1}, nullptr, true, 0, 64},   // 15 channels: direct
+        {{1, 16, 27, 29}, {10, 16, 3, 3}, 1, {}, {}, {1, 1, 1, 1}, nullptr, true, 0, 64},   // 783: direct
         {{1, 256, 20, 56}, {8, 256, 3, 3}, 1, {}, {}, {1, 1, 1, 1}, "Relu", true},          // several bands of tiles
     };
     uint32_t seed = 500;

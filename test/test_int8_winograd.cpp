@@ -99,6 +99,7 @@ const WinogradCase kCases[] = {
     {16, 6, 4, 35, 1, 1, 1, 1, 40},    // 18 tiles a row: a band past several panels and rows
     {33, 19, 10, 10, 1, 1, 1, 1, 64},  // every tile in one band, K past 8 groups (the tile's steps of 4)
     {64, 8, 14, 14, 1, 1, 1, 1, 24},   // VGG's last maps, shrunk
+    {12, 3, 40, 35, 1, 1, 1, 1, 330},   // a band past the output transform's chunks of 256 tiles, the next mid-row
 };
 }  // namespace
 
