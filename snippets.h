@@ -10721,16 +10721,21 @@ void Int8Gemm::run_panels(int64_t m0, int64_t m1, int64_t n, int64_t k, const in
             many.b_panel_bytes = b_panel_bytes;
             tiles[narrow + last - i0 - 1](packed_a + (size_t)(i0 / mr_) * panel_a_bytes(k), bp, c + i0 * ldc + p0 * nr_, ldc, groups, &many);
         };
-        if (rows_outer) {
-            for (int64_t i0 = first_row; i0 < m1; i0 += mr_)
+        // The partial panel right after an A panel's last run, while that A panel is in L1: a
+        // pass of its own read all of A again (from memory where A passes L2).
+        const bool partial = whole * nr_ < n;
+        auto rest = [&](int64_t i0) { panel(whole * nr_), run_tile(i0, whole * nr_); };
+        if (rows_outer || whole == 0) {
+            for (int64_t i0 = first_row; i0 < m1; i0 += mr_) {
                 for (int64_t p0 = 0; p0 < whole; p0 += run) run_whole(i0, p0);
+                if (partial) rest(i0);
+            }
         } else {
             for (int64_t p0 = 0; p0 < whole; p0 += run)
-                for (int64_t i0 = first_row; i0 < m1; i0 += mr_) run_whole(i0, p0);
-        }
-        if (whole * nr_ < n) {
-            panel(whole * nr_);
-            for (int64_t i0 = first_row; i0 < m1; i0 += mr_) run_tile(i0, whole * nr_);
+                for (int64_t i0 = first_row; i0 < m1; i0 += mr_) {
+                    run_whole(i0, p0);
+                    if (partial && p0 + run >= whole) rest(i0);
+                }
         }
         return;
     }
