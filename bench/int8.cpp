@@ -71,7 +71,7 @@ void winograd(int runs) {
     std::printf("\nint8 Winograd F(2x2, 3x3) (AVX2's 16-bit tile), 3x3 convs, pads 1, one thread, best of %d\n", runs);
     std::printf("%5s %5s %5s %9s %9s %9s %9s %9s %9s\n", "C", "M", "HxW", "ms", "GMAC/s", "16-bit", "pairs", "x16-bit", "xpairs");
     const int64_t shapes[][3] = {{64, 64, 56}, {128, 128, 28}, {256, 256, 14}, {512, 512, 7}, {256, 256, 56}, {512, 512, 28},
-                                 {512, 512, 14}, {32, 128, 27}, {64, 256, 13}};
+                                 {512, 512, 14}, {16, 64, 55}, {32, 128, 27}, {64, 256, 13}};
     for (const auto& shape : shapes) {
         const int64_t C = shape[0], M = shape[1], side = shape[2], plane = side * side, tiles_x = (side + 1) / 2;
         const int64_t tiles = tiles_x * tiles_x, band = detail::int8_winograd_band_panels(C) * Int8WinogradF23::kTileColumns;
