@@ -201,7 +201,7 @@
        >>pool planes implementation   the AVX-512 plane kernel, its table, the portable loop
        >>gemm dot implementation      the x86 and NEON kernels, the kernel table, the portable loop
        >>int8 gemm implementation     the VNNI tile emitter, the portable tile, packing; the VNNI gemv kernel
-       >>int8 winograd implementation  the SSE2 transforms, the portable loops
+       >>int8 winograd implementation  the SSE2 transforms, AVX2's output transform, the portable loops
        >>int8 depthwise implementation  the VNNI and sdot row kernels, their table, padding
        >>int8 lookup implementation   the VBMI and tbl/tbx kernels, the portable loop
        >>int8 max taps implementation  the AVX-512 and AVX2 kernels (strides 1 and 2), the portable loop
