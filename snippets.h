@@ -11104,6 +11104,7 @@ Status Int8WinogradF23::init(Isa isa) {
     if (isa == Isa::Auto) isa = default_isa();
     if (!isa_available(isa)) return Status::Unsupported;
     tiles_ = nullptr;
+    output_ = nullptr;
 #if !defined(TESSEL_NO_JIT) && (defined(__x86_64__) || defined(_M_X64))
     if (isa == Isa::Avx2 || isa == Isa::Avx512) {
         static const detail::Int8TileTable words = detail::make_int8_tiles(detail::kInt8Avx2Rows, 1, detail::emit_int8_tile_words);
