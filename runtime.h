@@ -3961,6 +3961,10 @@ protected:
 // MatMul, Gemm and Conv on the JIT GEMM when `isa` has its tiles (defined beside those ops):
 // replaces the last step's kernel, or leaves the reference one for shapes it does not take.
 inline Status cpu_gemm_step(ReferenceProgram* p, const PreparedModel& model, NodeId id, Isa isa);
+// MatMulInteger with a constant B on the float GEMM, exact (>>int8 cpu); DynamicQuantizeLinear
+// on vectors and Int8Convert (>>int8 cpu).
+inline Status cpu_matmul_integer_step(ReferenceProgram* p, const PreparedModel& model, NodeId id, Isa isa);
+inline Status cpu_dynamic_quantize_step(ReferenceProgram* p, const PreparedModel& model, NodeId id, Isa isa);
 // Makes an epilogue (>>gemm epilogue) in the program's arena and stores it in `slot`, a
 // step's Unit::epilogue_slot; false when out of memory.
 // body: the island's (for epilogue_store_form), whose results have `elements` floats.
@@ -10361,7 +10365,7 @@ inline float* cpu_packed_memory(ReferenceProgram* p, size_t floats) {
 // the model when w outlives them (>>plan reuse), else into the program. `layout` is what the
 // packing reads besides w and the Gemm (dims, strides, groups); nullptr when out of memory.
 template <class Pack>
-const float* cpu_packed_constant(ReferenceProgram* p, const PreparedModel& model, const Gemm& gemm, const float* w,
+const float* cpu_packed_constant(ReferenceProgram* p, const PreparedModel& model, const Gemm& gemm, const void* w,
                                  std::initializer_list<int64_t> layout, size_t floats, Pack pack) {
     PlanReuse* reuse = model.reuse;
     constexpr size_t kMaxLayout = 8;
@@ -12395,6 +12399,7 @@ inline Status cpu_gemm_step(ReferenceProgram* p, const PreparedModel& model, Nod
     if (op == StringView("ConvTranspose")) return cpu_conv_transpose_step(p, model, id, isa);
     if (op == StringView("MatMul")) return cpu_matmul_step(p, model, id, isa);
     if (op == StringView("Gemm")) return cpu_gemm_op_step(p, model, id, isa);
+    if (op == StringView("MatMulInteger")) return cpu_matmul_integer_step(p, model, id, isa);
     return Status::Ok;
 }
 
@@ -15242,6 +15247,7 @@ inline Status cpu_softmax_step(ReferenceProgram* p, const PreparedModel& model, 
 inline Status cpu_ops_step(ReferenceProgram* p, const PreparedModel& model, NodeId id, Isa isa) {
     if (isa == Isa::Ref) return Status::Ok;   // the ref ISA keeps the reference kernels
     const Node& node = model.model.graph.node(id);
+    if (node.op == StringView("DynamicQuantizeLinear")) return cpu_dynamic_quantize_step(p, model, id, isa);
     const void* state = model.kernel_state(id);
     if (!state) return Status::Ok;
     StringView op = node.op;
@@ -15732,6 +15738,12 @@ inline Status run_cast(const RunContext& c) {
     ElementType from = c.inputs[0].desc.type, to = c.outputs[0].desc.type;
     if (from == to) return run_copy(c);
     uint64_t n = c.outputs[0].elements();
+    if (from == ElementType::Int32 && to == ElementType::Float32) {   // MatMulInteger's sums to float: a loop that vectorizes
+        const int32_t* x = c.inputs[0].as<const int32_t>();
+        float* y = c.outputs[0].as<float>();
+        for (uint64_t k = 0; k < n; ++k) y[k] = (float)x[k];
+        return Status::Ok;
+    }
     for (uint64_t k = 0; k < n; ++k) store_scalar(to, c.outputs[0].data, k, load_scalar(from, c.inputs[0].data, k));
     return Status::Ok;
 }
@@ -22548,6 +22560,13 @@ inline Status prepare_dynamic_quantize_linear(PrepareContext& c) {
     return Status::Ok;
 }
 
+// The scale and zero point of the range [lo, hi] (lo <= 0 <= hi), ONNX's float32 arithmetic.
+inline void dynamic_quantize_params(float lo, float hi, float* scale, uint8_t* zero) {
+    *scale = (hi == lo ? 1.0f : hi - lo) / 255.0f;
+    const float initial = 0.0f - lo / *scale;
+    *zero = (uint8_t)round_half_even(initial < 0 ? 0 : initial > 255 ? 255 : initial);
+}
+
 inline Status run_dynamic_quantize_linear(const RunContext& c) {
     const float* x = c.inputs[0].as<const float>();
     uint64_t n = c.inputs[0].elements();
@@ -22556,13 +22575,13 @@ inline Status run_dynamic_quantize_linear(const RunContext& c) {
         lo = x[e] < lo ? x[e] : lo;
         hi = x[e] > hi ? x[e] : hi;
     }
-    float scale = (hi == lo ? 1.0f : hi - lo) / 255.0f;
-    float initial = 0.0f - lo / scale;
-    float zero = (float)round_half_even(initial < 0 ? 0 : initial > 255 ? 255 : initial);
+    float scale = 1.0f;
+    uint8_t zero = 0;
+    dynamic_quantize_params(lo, hi, &scale, &zero);
     uint8_t* y = c.outputs[0].as<uint8_t>();
     for (uint64_t e = 0; e < n; ++e) y[e] = quantize_value<uint8_t>(x[e] / scale, zero);
     *c.outputs[1].as<float>() = scale;
-    *c.outputs[2].as<uint8_t>() = (uint8_t)zero;
+    *c.outputs[2].as<uint8_t>() = zero;
     return Status::Ok;
 }
 
@@ -25303,6 +25322,241 @@ inline bool int8_qlinear_step(ReferenceProgram* p, const PreparedModel& model, N
     *used = st->gemm.jit() ? st->gemm.isa() : Isa::Ref;
     *scratch = (size_t)st->slots * st->slot_bytes;
     return true;
+}
+
+// MatMulInteger with a constant 2-D B on the CPU's float GEMM, bit for bit the reference's
+// int32: A - a_zero_point and B - b_zero_point are integers of magnitude at most 255 and bmax
+// (B's largest), so a block of K of at most 2^24 / (255 bmax) rows sums in float32 exactly (every
+// partial sum an integer under 2^24, whatever the order); the blocks are multiplied apart and
+// added in wrapping int32, as the reference sums. B - zb is packed as floats once per block (4
+// bytes a weight); A - za is made floats per run. A's zero point one value (per-row ones, a B
+// with batch dims or one the model computes: the reference step stays).
+struct CpuMatMulIntegerState {
+    Gemm gemm;
+    int64_t rows = 0, n = 0, k = 0;     // A as rows x k (its batch dims flattened); Y rows x n
+    int64_t block = 0, blocks = 0;      // K rows per block; blocks
+    const float* packed = nullptr;      // block b's B at packed + b block_floats
+    size_t block_floats = 0;
+    ElementType a_type = ElementType::UInt8;
+    bool a_zero_point = false;          // input 2 given (one value)
+    uint32_t parts = 1, slots = 1;
+    size_t slot_floats = 0;             // the GEMM scratch of one slot
+    size_t a_floats = 0;                // shared, after the slots': A - za, then a block's C (blocks > 1)
+};
+
+// K rows per block that keep every partial sum of |a - za| <= 255 times |b - zb| <= bmax under 2^24.
+inline int64_t matmul_integer_block_rows(int64_t bmax) { return ((int64_t)1 << 24) / (255 * std::max<int64_t>(bmax, 1)); }
+
+inline Status run_cpu_matmul_integer(const RunContext& c) {
+    const CpuMatMulIntegerState& st = *static_cast<const CpuMatMulIntegerState*>(c.state);
+    int32_t* y = c.outputs[0].as<int32_t>();
+    float* af = static_cast<float*>(c.scratch) + st.slots * st.slot_floats;
+    float* cf = af + st.a_floats;
+    int32_t za = 0;
+    if (st.a_zero_point && c.inputs[2].data)
+        za = st.a_type == ElementType::Int8 ? *c.inputs[2].as<const int8_t>() : *c.inputs[2].as<const uint8_t>();
+    const uint64_t elements = (uint64_t)(st.rows * st.k);
+    cpu_ops_parallel(c, (uint64_t)st.rows, (uint64_t)st.k, [&](uint64_t begin, uint64_t end) {
+        const uint64_t e0 = begin * (uint64_t)st.k, e1 = std::min(elements, end * (uint64_t)st.k);
+        if (st.a_type == ElementType::Int8) {
+            const int8_t* a = c.inputs[0].as<const int8_t>();
+            for (uint64_t e = e0; e < e1; ++e) af[e] = (float)(a[e] - za);
+        } else {
+            const uint8_t* a = c.inputs[0].as<const uint8_t>();
+            for (uint64_t e = e0; e < e1; ++e) af[e] = (float)(a[e] - za);
+        }
+    });
+    nn_parallel(c, st.parts, [&](uint64_t slot, uint64_t begin, uint64_t end) {
+        float* scratch = static_cast<float*>(c.scratch) + slot * st.slot_floats;
+        for (uint64_t part = begin; part < end; ++part) {
+            int64_t m0, m1, n0, n1;
+            st.gemm.part_range(st.rows, st.n, false, true, (uint32_t)part, st.parts, &m0, &m1, &n0, &n1);
+            for (int64_t b = 0; b < st.blocks; ++b) {
+                const int64_t k0 = b * st.block, depth = std::min(st.block, st.k - k0);
+                GemmOperand oa, ob;
+                oa.data = af + k0;
+                oa.row = st.k;
+                ob.data = st.packed + (size_t)b * st.block_floats;
+                ob.packed = true;
+                // block 0 into y's own bytes as floats, turned into int32 in place; the others through cf
+                float* out = b == 0 ? reinterpret_cast<float*>(y) : cf;
+                st.gemm.run(st.rows, st.n, depth, 1.0f, oa, ob, 0.0f, out, st.n, scratch, (uint32_t)part, st.parts);
+                for (int64_t i = m0; i < m1; ++i) {
+                    int32_t* yr = y + i * st.n;
+                    const float* cr = out + i * st.n;
+                    for (int64_t j = n0; j < n1; ++j) {
+                        float v;
+                        std::memcpy(&v, cr + j, sizeof v);   // an exact integer under 2^24
+                        yr[j] = b == 0 ? (int32_t)v : (int32_t)((uint32_t)yr[j] + (uint32_t)(int32_t)v);
+                    }
+                }
+            }
+        }
+    }, st.slots);
+    return Status::Ok;
+}
+
+inline Status cpu_matmul_integer_step(ReferenceProgram* p, const PreparedModel& model, NodeId id, Isa isa) {
+    const Node& node = model.model.graph.node(id);
+    const QMatMulState* qs = static_cast<const QMatMulState*>(model.kernel_state(id));
+    if (!qs || qs->qlinear || node.num_inputs < 2) return Status::Ok;
+    const MatMulState& mm = qs->mm;
+    auto desc = [&](uint32_t i) -> const TensorDesc& { return model.value_desc(model.value_id(node.inputs[i].producer, node.inputs[i].port)); };
+    const TensorDesc &ad = desc(0), &bd = desc(1);
+    if (bd.rank != 2 || mm.m <= 0 || mm.n <= 0 || mm.k <= 0 || mm.batch <= 0) return Status::Ok;
+    const void* b = int8_constant(model, id, 1, bd.type, (uint64_t)(mm.k * mm.n));
+    if (!b || (bd.type != ElementType::Int8 && bd.type != ElementType::UInt8)) return Status::Ok;
+    const bool a_zero_point = node.num_inputs > 2 && !int8_absent(model, id, 2);
+    uint64_t count = 0;
+    if (a_zero_point && (!desc_elements(desc(2), &count) || count != 1)) return Status::Ok;
+    // B's zero point: one value or one per column, constant
+    const void* zb = nullptr;
+    uint64_t zb_count = 0;
+    if (node.num_inputs > 3 && !int8_absent(model, id, 3)) {
+        const TensorDesc& zd = desc(3);
+        if (!desc_elements(zd, &zb_count) || (zb_count != 1 && (zb_count != (uint64_t)mm.n || zd.dims[zd.rank - 1] != mm.n))) return Status::Ok;
+        zb = int8_constant(model, id, 3, bd.type, zb_count);
+        if (!zb) return Status::Ok;
+    }
+    auto b_at = [&](int64_t kk, int64_t j) -> int32_t {
+        const uint64_t e = (uint64_t)(kk * mm.n + j), z = zb_count == 1 ? 0 : (uint64_t)j;
+        const int32_t v = bd.type == ElementType::Int8 ? static_cast<const int8_t*>(b)[e] : static_cast<const uint8_t*>(b)[e];
+        const int32_t zv = !zb ? 0 : bd.type == ElementType::Int8 ? static_cast<const int8_t*>(zb)[z] : static_cast<const uint8_t*>(zb)[z];
+        return v - zv;
+    };
+    int64_t bmax = 0;
+    for (int64_t kk = 0; kk < mm.k; ++kk)
+        for (int64_t j = 0; j < mm.n; ++j) bmax = std::max<int64_t>(bmax, std::abs(b_at(kk, j)));
+    Gemm gemm;
+    if (gemm.init(isa) != Status::Ok || !gemm.jit()) return Status::Ok;
+    CpuMatMulIntegerState* st = p->arena.allocate_array<CpuMatMulIntegerState>(1);
+    if (!st) return Status::OutOfMemory;
+    new (st) CpuMatMulIntegerState();
+    st->gemm = gemm;
+    st->rows = mm.batch * mm.m;
+    st->n = mm.n;
+    st->k = mm.k;
+    const int64_t most = matmul_integer_block_rows(bmax);
+    st->blocks = (mm.k + most - 1) / most;
+    st->block = (mm.k + st->blocks - 1) / st->blocks;   // even blocks
+    st->block_floats = round16(gemm.packed_b_floats(st->block, mm.n));
+    st->a_type = ad.type;
+    st->a_zero_point = a_zero_point;
+    // B - zb by blocks of K rows, each packed as a whole matrix of its rows (through a block of floats)
+    float* rows = static_cast<float*>(TESSEL_MALLOC((size_t)(st->block * mm.n) * sizeof(float)));
+    if (!rows) return Status::OutOfMemory;
+    st->packed = cpu_packed_constant(p, model, gemm, b, {7, st->block, mm.k, mm.n, (int64_t)(uintptr_t)zb, (int64_t)zb_count},
+                                     (size_t)st->blocks * st->block_floats, [&](float* packed) {
+        for (int64_t blk = 0; blk < st->blocks; ++blk) {
+            const int64_t k0 = blk * st->block, depth = std::min(st->block, mm.k - k0);
+            for (int64_t kk = 0; kk < depth; ++kk)
+                for (int64_t j = 0; j < mm.n; ++j) rows[kk * mm.n + j] = (float)b_at(k0 + kk, j);
+            gemm.pack_b(depth, mm.n, rows, mm.n, 1, packed + (size_t)blk * st->block_floats);
+        }
+    });
+    TESSEL_FREE(rows);
+    if (!st->packed) return Status::OutOfMemory;
+    st->slots = p->threads ? p->threads : 1;
+    st->parts = cpu_gemm_parts(st->rows, mm.n, mm.k, 1, st->slots);
+    st->slots = std::min(st->slots, st->parts);
+    st->slot_floats = round16(gemm.scratch_floats(st->rows, mm.n, st->block, false, true));
+    st->a_floats = round16((size_t)(st->rows * mm.k));
+    const size_t shared = st->a_floats + (st->blocks > 1 ? round16((size_t)(st->rows * mm.n)) : 0);
+    ProgramStep& step = p->steps_[p->count - 1];
+    ReferenceProgram::Unit& unit = p->units[p->count - 1];
+    step.kernel = join_name(&p->arena, {"gemm:", isa_name(gemm.isa()), ":MatMulInteger"});
+    if (!step.kernel) return Status::OutOfMemory;
+    step.scratch_bytes = ((size_t)st->slots * st->slot_floats + shared) * sizeof(float);
+    step.packed_reads = 1ull << 1;   // B (input 1): every run reads st->packed instead
+    unit.run = run_cpu_matmul_integer;
+    unit.state = st;
+    return Status::Ok;
+}
+
+// DynamicQuantizeLinear on the CPU: x's range in vectors (NaN skipped, as the reference's
+// comparisons skip it; the range holds 0, so the order of the lanes cannot change a signed
+// zero), the reference's scale and zero point (dynamic_quantize_params), and Int8Convert's
+// quantization (x / scale in float32, ties to even: the reference's bits).
+struct CpuDynamicQuantizeState {
+    uint64_t count = 0;
+    Int8Convert convert;
+};
+
+// min(0, min x) and max(0, max x) over x's non-NaN values.
+inline void float_range_with_zero(const float* x, uint64_t n, float* lo_out, float* hi_out) {
+    float lo = 0.0f, hi = 0.0f;
+    uint64_t e = 0;
+#if defined(__SSE2__)
+    __m128 vlo = _mm_setzero_ps(), vhi = _mm_setzero_ps();
+    for (; e + 4 <= n; e += 4) {
+        const __m128 v = _mm_loadu_ps(x + e);
+        vlo = _mm_min_ps(v, vlo);   // v < lo ? v : lo: a NaN v keeps lo
+        vhi = _mm_max_ps(v, vhi);
+    }
+    alignas(16) float l[4], h[4];
+    _mm_store_ps(l, vlo);
+    _mm_store_ps(h, vhi);
+    for (int i = 0; i < 4; ++i) {
+        lo = l[i] < lo ? l[i] : lo;
+        hi = h[i] > hi ? h[i] : hi;
+    }
+#elif defined(__ARM_NEON)
+    float32x4_t vlo = vdupq_n_f32(0.0f), vhi = vdupq_n_f32(0.0f);
+    for (; e + 4 <= n; e += 4) {   // vminq would take a NaN: selects by comparisons instead
+        const float32x4_t v = vld1q_f32(x + e);
+        vlo = vbslq_f32(vcltq_f32(v, vlo), v, vlo);
+        vhi = vbslq_f32(vcgtq_f32(v, vhi), v, vhi);
+    }
+    float l[4], h[4];
+    vst1q_f32(l, vlo);
+    vst1q_f32(h, vhi);
+    for (int i = 0; i < 4; ++i) {
+        lo = l[i] < lo ? l[i] : lo;
+        hi = h[i] > hi ? h[i] : hi;
+    }
+#endif
+    for (; e < n; ++e) {
+        lo = x[e] < lo ? x[e] : lo;
+        hi = x[e] > hi ? x[e] : hi;
+    }
+    *lo_out = lo;
+    *hi_out = hi;
+}
+
+inline Status run_cpu_dynamic_quantize_linear(const RunContext& c) {
+    const CpuDynamicQuantizeState& st = *static_cast<const CpuDynamicQuantizeState*>(c.state);
+    const float* x = c.inputs[0].as<const float>();
+    uint8_t* y = c.outputs[0].as<uint8_t>();
+    float lo = 0.0f, hi = 0.0f, scale = 1.0f;
+    uint8_t zero = 0;
+    float_range_with_zero(x, st.count, &lo, &hi);
+    dynamic_quantize_params(lo, hi, &scale, &zero);
+    constexpr uint64_t kChunk = 1u << 14;   // elements per unit, as run_int8_quantize's
+    cpu_ops_parallel(c, (st.count + kChunk - 1) / kChunk, kChunk, [&](uint64_t begin, uint64_t end) {
+        const uint64_t e0 = begin * kChunk, e1 = std::min(end * kChunk, st.count);
+        st.convert.quantize(x + e0, y + e0, (int64_t)(e1 - e0), scale, zero, 0, 255);
+    });
+    *c.outputs[1].as<float>() = scale;
+    *c.outputs[2].as<uint8_t>() = zero;
+    return Status::Ok;
+}
+
+inline Status cpu_dynamic_quantize_step(ReferenceProgram* p, const PreparedModel& model, NodeId id, Isa isa) {
+    const Node& node = model.model.graph.node(id);
+    if (node.num_outputs != 3 || node.num_inputs != 1) return Status::Ok;
+    const TensorDesc& x = model.value_desc(model.value_id(node.inputs[0].producer, node.inputs[0].port));
+    CpuDynamicQuantizeState* st = p->arena.allocate_array<CpuDynamicQuantizeState>(1);
+    if (!st) return Status::OutOfMemory;
+    new (st) CpuDynamicQuantizeState();
+    if (x.type != ElementType::Float32 || !desc_elements(x, &st->count)) return Status::Ok;
+    const Isa used = int8_convert_init(&st->convert, isa);
+    ProgramStep& step = p->steps_[p->count - 1];
+    ReferenceProgram::Unit& unit = p->units[p->count - 1];
+    step.kernel = join_name(&p->arena, {"int8:", isa_name(used), ":DynamicQuantizeLinear"});
+    if (!step.kernel) return Status::OutOfMemory;
+    unit.run = run_cpu_dynamic_quantize_linear;
+    unit.state = st;
+    return Status::Ok;
 }
 
 // DequantizeLinear (uint8) -> one-input float ops -> Add, Sub or Mul <- one-input float ops <-
