@@ -15738,10 +15738,16 @@ inline Status run_cast(const RunContext& c) {
     ElementType from = c.inputs[0].desc.type, to = c.outputs[0].desc.type;
     if (from == to) return run_copy(c);
     uint64_t n = c.outputs[0].elements();
-    if (from == ElementType::Int32 && to == ElementType::Float32) {   // MatMulInteger's sums to float: a loop that vectorizes
+    if (from == ElementType::Int32 && to == ElementType::Float32) {   // MatMulInteger's sums to float, in vectors (same rounding)
         const int32_t* x = c.inputs[0].as<const int32_t>();
         float* y = c.outputs[0].as<float>();
-        for (uint64_t k = 0; k < n; ++k) y[k] = (float)x[k];
+        uint64_t k = 0;
+#if defined(__SSE2__)
+        for (; k + 4 <= n; k += 4) _mm_storeu_ps(y + k, _mm_cvtepi32_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + k))));
+#elif defined(__ARM_NEON)
+        for (; k + 4 <= n; k += 4) vst1q_f32(y + k, vcvtq_f32_s32(vld1q_s32(x + k)));
+#endif
+        for (; k < n; ++k) y[k] = (float)x[k];
         return Status::Ok;
     }
     for (uint64_t k = 0; k < n; ++k) store_scalar(to, c.outputs[0].data, k, load_scalar(from, c.inputs[0].data, k));
@@ -25324,25 +25330,86 @@ inline bool int8_qlinear_step(ReferenceProgram* p, const PreparedModel& model, N
     return true;
 }
 
-// MatMulInteger with a constant 2-D B on the CPU's float GEMM, bit for bit the reference's
-// int32: A - a_zero_point and B - b_zero_point are integers of magnitude at most 255 and bmax
-// (B's largest), so a block of K of at most 2^24 / (255 bmax) rows sums in float32 exactly (every
-// partial sum an integer under 2^24, whatever the order); the blocks are multiplied apart and
-// added in wrapping int32, as the reference sums. B - zb is packed as floats once per block (4
-// bytes a weight); A - za is made floats per run. A's zero point one value (per-row ones, a B
-// with batch dims or one the model computes: the reference step stays).
+// MatMulInteger with a constant 2-D B on the CPU, bit for bit the reference's wrapping int32
+// sums; A's zero point one value (per-row ones, a B with batch dims or one the model computes:
+// the reference step stays). Two paths:
+// - B - b_zero_point within int8 (onnxruntime's quantize_dynamic weights): Int8Gemm's tiles with
+//   B - zb as their constant side (rows: Y's columns), A's rows packed per block as their
+//   activations (an int8 A as a + 128), the zero point folded into a per-run bias (-za times the
+//   column's weight sum), the int32 sums stored (Int8Gemm::run_sums) and transposed into Y.
+// - else the float GEMM: A - za and B - zb are integers of magnitude at most 255 and bmax (B's
+//   largest), so a block of K of at most 2^24 / (255 bmax) rows sums in float32 exactly (every
+//   partial sum an integer under 2^24, whatever the order); the blocks are multiplied apart and
+//   added in wrapping int32. B - zb is packed as floats once per block (4 bytes a weight).
 struct CpuMatMulIntegerState {
-    Gemm gemm;
     int64_t rows = 0, n = 0, k = 0;     // A as rows x k (its batch dims flattened); Y rows x n
-    int64_t block = 0, blocks = 0;      // K rows per block; blocks
-    const float* packed = nullptr;      // block b's B at packed + b block_floats
-    size_t block_floats = 0;
     ElementType a_type = ElementType::UInt8;
     bool a_zero_point = false;          // input 2 given (one value)
-    uint32_t parts = 1, slots = 1;
-    size_t slot_floats = 0;             // the GEMM scratch of one slot
-    size_t a_floats = 0;                // shared, after the slots': A - za, then a block's C (blocks > 1)
+    uint32_t slots = 1;
+    size_t slot_bytes = 0;              // scratch of one slot; the shared scratch after the slots'
+    // int8 tiles
+    Int8Gemm int8;
+    const int8_t* int8_packed = nullptr;
+    const int32_t* weight_sums = nullptr;   // per column of Y
+    int64_t block = 0;                  // rows of A per unit
+    uint32_t map_parts = 1;             // parts of Y's columns per block (fewer blocks than threads)
+    size_t panel_bytes = 0, result_bytes = 0;   // a slot: A's packed block, its n x block sums, an int8 A's block + 128
+    // float GEMM
+    Gemm gemm;
+    int64_t k_block = 0, k_blocks = 0;  // K rows per block; blocks
+    const float* packed = nullptr;      // block b's B at packed + b block_floats
+    size_t block_floats = 0;
+    uint32_t parts = 1;
+    size_t a_floats = 0;                // shared: A - za, then a block's C (k_blocks > 1)
 };
+
+inline int32_t matmul_integer_a_zero_point(const RunContext& c, const CpuMatMulIntegerState& st) {
+    if (!st.a_zero_point || !c.inputs[2].data) return 0;
+    return st.a_type == ElementType::Int8 ? *c.inputs[2].as<const int8_t>() : *c.inputs[2].as<const uint8_t>();
+}
+
+inline Status run_int8_matmul_integer(const RunContext& c) {
+    const CpuMatMulIntegerState& st = *static_cast<const CpuMatMulIntegerState*>(c.state);
+    const uint8_t* x = c.inputs[0].as<const uint8_t>();
+    int32_t* y = c.outputs[0].as<int32_t>();
+    const bool shift = st.a_type == ElementType::Int8;   // the tiles take uint8: a + 128, za + 128
+    const uint32_t za = (uint32_t)(matmul_integer_a_zero_point(c, st) + (shift ? 128 : 0));
+    int32_t* bias = reinterpret_cast<int32_t*>(static_cast<uint8_t*>(c.scratch) + st.slots * st.slot_bytes);
+    for (int64_t j = 0; j < st.n; ++j) bias[j] = (int32_t)(0u - za * (uint32_t)st.weight_sums[j]);
+    const int64_t blocks = (st.rows + st.block - 1) / st.block;
+    const uint32_t parts = st.map_parts;
+    const int64_t tiles = (st.n + st.int8.mr() - 1) / st.int8.mr();
+    nn_parallel(c, (uint64_t)blocks * parts, [&](uint64_t slot, uint64_t begin, uint64_t end) {
+        uint8_t* panel = static_cast<uint8_t*>(c.scratch) + slot * st.slot_bytes;
+        int32_t* result = reinterpret_cast<int32_t*>(panel + st.panel_bytes);
+        uint8_t* copy = panel + st.panel_bytes + st.result_bytes;
+        for (uint64_t unit = begin; unit < end; ++unit) {
+            const int64_t b = (int64_t)(unit / parts), part = (int64_t)(unit % parts);
+            const int64_t r0 = b * st.block, count = std::min(st.block, st.rows - r0);
+            // this part's columns of Y (whole tiles of the weights' rows)
+            const int64_t m0 = std::min(st.n, part * tiles / parts * st.int8.mr()), m1 = std::min(st.n, (part + 1) * tiles / parts * st.int8.mr());
+            if (m0 >= m1) continue;
+            const uint8_t* xs = x + r0 * st.k;
+            if (shift) {
+                for (int64_t e = 0; e < count * st.k; ++e) copy[e] = (uint8_t)(xs[e] ^ 0x80);
+                xs = copy;
+            }
+            st.int8.pack_b_columns(st.k, count, xs, st.k, panel);
+            st.int8.run_sums(m0, m1, count, st.k, st.int8_packed, panel, bias, result, count);
+            // Y's rows from the sums' columns: blocks of 4 x 4, the tails one by one
+            const int64_t j4 = m0 + (m1 - m0) / 4 * 4, r4 = count / 4 * 4;
+            for (int64_t j = m0; j < j4; j += 4)
+                for (int64_t r = 0; r < r4; r += 4)
+                    detail::transpose_words4(reinterpret_cast<const uint8_t*>(result + j * count + r), count * 4,
+                                             reinterpret_cast<uint8_t*>(y + (r0 + r) * st.n + j), st.n * 4);
+            for (int64_t r = 0; r < count; ++r) {
+                int32_t* yr = y + (r0 + r) * st.n;
+                for (int64_t j = r < r4 ? j4 : m0; j < m1; ++j) yr[j] = result[j * count + r];
+            }
+        }
+    }, int8_slots((uint64_t)(st.rows * st.n * st.k), st.slots));
+    return Status::Ok;
+}
 
 // K rows per block that keep every partial sum of |a - za| <= 255 times |b - zb| <= bmax under 2^24.
 inline int64_t matmul_integer_block_rows(int64_t bmax) { return ((int64_t)1 << 24) / (255 * std::max<int64_t>(bmax, 1)); }
@@ -25350,11 +25417,9 @@ inline int64_t matmul_integer_block_rows(int64_t bmax) { return ((int64_t)1 << 2
 inline Status run_cpu_matmul_integer(const RunContext& c) {
     const CpuMatMulIntegerState& st = *static_cast<const CpuMatMulIntegerState*>(c.state);
     int32_t* y = c.outputs[0].as<int32_t>();
-    float* af = static_cast<float*>(c.scratch) + st.slots * st.slot_floats;
+    float* af = reinterpret_cast<float*>(static_cast<uint8_t*>(c.scratch) + st.slots * st.slot_bytes);
     float* cf = af + st.a_floats;
-    int32_t za = 0;
-    if (st.a_zero_point && c.inputs[2].data)
-        za = st.a_type == ElementType::Int8 ? *c.inputs[2].as<const int8_t>() : *c.inputs[2].as<const uint8_t>();
+    const int32_t za = matmul_integer_a_zero_point(c, st);
     const uint64_t elements = (uint64_t)(st.rows * st.k);
     cpu_ops_parallel(c, (uint64_t)st.rows, (uint64_t)st.k, [&](uint64_t begin, uint64_t end) {
         const uint64_t e0 = begin * (uint64_t)st.k, e1 = std::min(elements, end * (uint64_t)st.k);
@@ -25367,12 +25432,12 @@ inline Status run_cpu_matmul_integer(const RunContext& c) {
         }
     });
     nn_parallel(c, st.parts, [&](uint64_t slot, uint64_t begin, uint64_t end) {
-        float* scratch = static_cast<float*>(c.scratch) + slot * st.slot_floats;
+        float* scratch = reinterpret_cast<float*>(static_cast<uint8_t*>(c.scratch) + slot * st.slot_bytes);
         for (uint64_t part = begin; part < end; ++part) {
             int64_t m0, m1, n0, n1;
             st.gemm.part_range(st.rows, st.n, false, true, (uint32_t)part, st.parts, &m0, &m1, &n0, &n1);
-            for (int64_t b = 0; b < st.blocks; ++b) {
-                const int64_t k0 = b * st.block, depth = std::min(st.block, st.k - k0);
+            for (int64_t b = 0; b < st.k_blocks; ++b) {
+                const int64_t k0 = b * st.k_block, depth = std::min(st.k_block, st.k - k0);
                 GemmOperand oa, ob;
                 oa.data = af + k0;
                 oa.row = st.k;
@@ -25424,31 +25489,76 @@ inline Status cpu_matmul_integer_step(ReferenceProgram* p, const PreparedModel& 
         const int32_t zv = !zb ? 0 : bd.type == ElementType::Int8 ? static_cast<const int8_t*>(zb)[z] : static_cast<const uint8_t*>(zb)[z];
         return v - zv;
     };
-    int64_t bmax = 0;
+    int64_t bmax = 0, lowest = 0, highest = 0;
     for (int64_t kk = 0; kk < mm.k; ++kk)
-        for (int64_t j = 0; j < mm.n; ++j) bmax = std::max<int64_t>(bmax, std::abs(b_at(kk, j)));
-    Gemm gemm;
-    if (gemm.init(isa) != Status::Ok || !gemm.jit()) return Status::Ok;
+        for (int64_t j = 0; j < mm.n; ++j) {
+            const int64_t v = b_at(kk, j);
+            lowest = std::min(lowest, v);
+            highest = std::max(highest, v);
+        }
+    bmax = std::max(-lowest, highest);
     CpuMatMulIntegerState* st = p->arena.allocate_array<CpuMatMulIntegerState>(1);
     if (!st) return Status::OutOfMemory;
     new (st) CpuMatMulIntegerState();
-    st->gemm = gemm;
     st->rows = mm.batch * mm.m;
     st->n = mm.n;
     st->k = mm.k;
-    const int64_t most = matmul_integer_block_rows(bmax);
-    st->blocks = (mm.k + most - 1) / most;
-    st->block = (mm.k + st->blocks - 1) / st->blocks;   // even blocks
-    st->block_floats = round16(gemm.packed_b_floats(st->block, mm.n));
     st->a_type = ad.type;
     st->a_zero_point = a_zero_point;
+    st->slots = p->threads ? p->threads : 1;
+    ProgramStep& step = p->steps_[p->count - 1];
+    ReferenceProgram::Unit& unit = p->units[p->count - 1];
+    const bool narrow = lowest >= -64 && highest <= 64;
+    // the ref target keeps the reference kernel; others without JIT tiles run Int8Gemm's portable tile
+    if (isa != Isa::Ref && lowest >= -128 && highest <= 127 && st->int8.init(isa, true, false, narrow) == Status::Ok &&
+        st->int8.prepare_sums() == Status::Ok) {
+        // B - zb as Int8Gemm's A: n rows of k, and each row's sum
+        int8_t* rows = static_cast<int8_t*>(TESSEL_MALLOC((size_t)(mm.n * mm.k)));
+        int32_t* sums = p->arena.allocate_array<int32_t>((size_t)mm.n);
+        int8_t* packed = static_cast<int8_t*>(p->packed.allocate(st->int8.packed_a_bytes(mm.n, mm.k) + 64, 64));
+        if (!rows || !sums || !packed) {
+            TESSEL_FREE(rows);
+            return Status::OutOfMemory;
+        }
+        for (int64_t j = 0; j < mm.n; ++j) {
+            int32_t sum = 0;   // |sum| <= 128 k
+            for (int64_t kk = 0; kk < mm.k; ++kk) sum += rows[j * mm.k + kk] = (int8_t)b_at(kk, j);
+            sums[j] = sum;
+        }
+        st->int8.pack_a(mm.n, mm.k, rows, mm.k, packed);
+        TESSEL_FREE(rows);
+        st->int8_packed = packed;
+        st->weight_sums = sums;
+        // Rows of A per block: the packed panel in half of L2, at least 4 tiles. Fewer than two
+        // blocks a thread would split unevenly: then every block's columns of Y go in parts.
+        const int64_t nr = st->int8.nr();
+        int64_t block = (int64_t)(cpu_cache_sizes().l2 / 2 / (uint64_t)(Int8Gemm::k_groups(mm.k) * 4)) / nr * nr;
+        st->block = std::min(std::max(block, 4 * nr), st->rows);
+        if ((st->rows + st->block - 1) / st->block < 2 * (int64_t)st->slots) st->map_parts = st->slots;
+        st->panel_bytes = (st->int8.packed_b_bytes(mm.k, st->block) + 63) & ~(size_t)63;
+        st->result_bytes = ((size_t)(mm.n * st->block) * 4 + 63) & ~(size_t)63;
+        st->slot_bytes = st->panel_bytes + st->result_bytes + (ad.type == ElementType::Int8 ? ((size_t)(st->block * mm.k) + 63) & ~(size_t)63 : 0);
+        step.kernel = join_name(&p->arena, {"int8:", st->int8.jit() ? isa_name(st->int8.isa()) : "ref", ":MatMulInteger"});
+        if (!step.kernel) return Status::OutOfMemory;
+        step.scratch_bytes = (size_t)st->slots * st->slot_bytes + (size_t)mm.n * sizeof(int32_t);
+        step.packed_reads = 1ull << 1;   // B (input 1): every run reads the packed weights instead
+        unit.run = run_int8_matmul_integer;
+        unit.state = st;
+        return Status::Ok;
+    }
+    if (st->gemm.init(isa) != Status::Ok || !st->gemm.jit()) return Status::Ok;
+    const Gemm& gemm = st->gemm;
+    const int64_t most = matmul_integer_block_rows(bmax);
+    st->k_blocks = (mm.k + most - 1) / most;
+    st->k_block = (mm.k + st->k_blocks - 1) / st->k_blocks;   // even blocks
+    st->block_floats = round16(gemm.packed_b_floats(st->k_block, mm.n));
     // B - zb by blocks of K rows, each packed as a whole matrix of its rows (through a block of floats)
-    float* rows = static_cast<float*>(TESSEL_MALLOC((size_t)(st->block * mm.n) * sizeof(float)));
+    float* rows = static_cast<float*>(TESSEL_MALLOC((size_t)(st->k_block * mm.n) * sizeof(float)));
     if (!rows) return Status::OutOfMemory;
-    st->packed = cpu_packed_constant(p, model, gemm, b, {7, st->block, mm.k, mm.n, (int64_t)(uintptr_t)zb, (int64_t)zb_count},
-                                     (size_t)st->blocks * st->block_floats, [&](float* packed) {
-        for (int64_t blk = 0; blk < st->blocks; ++blk) {
-            const int64_t k0 = blk * st->block, depth = std::min(st->block, mm.k - k0);
+    st->packed = cpu_packed_constant(p, model, gemm, b, {7, st->k_block, mm.k, mm.n, (int64_t)(uintptr_t)zb, (int64_t)zb_count},
+                                     (size_t)st->k_blocks * st->block_floats, [&](float* packed) {
+        for (int64_t blk = 0; blk < st->k_blocks; ++blk) {
+            const int64_t k0 = blk * st->k_block, depth = std::min(st->k_block, mm.k - k0);
             for (int64_t kk = 0; kk < depth; ++kk)
                 for (int64_t j = 0; j < mm.n; ++j) rows[kk * mm.n + j] = (float)b_at(k0 + kk, j);
             gemm.pack_b(depth, mm.n, rows, mm.n, 1, packed + (size_t)blk * st->block_floats);
@@ -25456,17 +25566,14 @@ inline Status cpu_matmul_integer_step(ReferenceProgram* p, const PreparedModel& 
     });
     TESSEL_FREE(rows);
     if (!st->packed) return Status::OutOfMemory;
-    st->slots = p->threads ? p->threads : 1;
     st->parts = cpu_gemm_parts(st->rows, mm.n, mm.k, 1, st->slots);
     st->slots = std::min(st->slots, st->parts);
-    st->slot_floats = round16(gemm.scratch_floats(st->rows, mm.n, st->block, false, true));
+    st->slot_bytes = round16(gemm.scratch_floats(st->rows, mm.n, st->k_block, false, true)) * sizeof(float);
     st->a_floats = round16((size_t)(st->rows * mm.k));
-    const size_t shared = st->a_floats + (st->blocks > 1 ? round16((size_t)(st->rows * mm.n)) : 0);
-    ProgramStep& step = p->steps_[p->count - 1];
-    ReferenceProgram::Unit& unit = p->units[p->count - 1];
+    const size_t shared = st->a_floats + (st->k_blocks > 1 ? round16((size_t)(st->rows * mm.n)) : 0);
     step.kernel = join_name(&p->arena, {"gemm:", isa_name(gemm.isa()), ":MatMulInteger"});
     if (!step.kernel) return Status::OutOfMemory;
-    step.scratch_bytes = ((size_t)st->slots * st->slot_floats + shared) * sizeof(float);
+    step.scratch_bytes = (size_t)st->slots * st->slot_bytes + shared * sizeof(float);
     step.packed_reads = 1ull << 1;   // B (input 1): every run reads st->packed instead
     unit.run = run_cpu_matmul_integer;
     unit.state = st;

@@ -1065,6 +1065,13 @@ public:
     // group is read up to 4 (nr - 1) bytes past its column n - 1 (those columns are not stored).
     void run_groups(int64_t m0, int64_t m1, int64_t n, int64_t k, const int8_t* packed_a, const uint8_t* b,
                     const int64_t* group_offset, const Int8Requant& rq, uint8_t* c, int64_t ldc) const;
+    // run() without the requantization (MatMulInteger): C(i, j) = the int32 sum + bias[i]
+    // (wrapping), row i at c + i * ldc int32. prepare_sums() makes the tiles that store int32,
+    // once per process and target, so run_sums never allocates: Unsupported on AMX's panels
+    // (init with matrix_tiles false).
+    Status prepare_sums();
+    void run_sums(int64_t m0, int64_t m1, int64_t n, int64_t k, const int8_t* packed_a, const uint8_t* packed_b,
+                  const int32_t* bias, int32_t* c, int64_t ldc) const;
 
     // The conv's other orientation (AVX-512 VNNI with VBMI, and AVX-VNNI): a tile of up to 8
     // output positions x 48 maps (AVX-VNNI: 6 x 16), each position's 4 bytes of a group
@@ -1137,11 +1144,13 @@ private:
     bool masked_ = false;             // the tiles store partial panels themselves (VNNI)
     const TileFn* tiles_ = nullptr;   // [rows - 1], may be null
     const TileFn* group_tiles_ = nullptr;   // tiles_ reading B's groups in place (run_groups), may be null
+    const TileFn* sum_tiles_ = nullptr;     // tiles_ storing int32 sums (run_sums), after prepare_sums
     int64_t pixel_rows_ = kPixelRows, pixel_vectors_ = 3;   // the pixel tiles' positions, and vectors of 16 maps
     const TileFn* pixel_tiles_ = nullptr;   // [vectors - 1][rows - 1]: run_pixels, may be null
     bool panel_loops_ = false;        // tiles_ and group_tiles_ take runs of whole panels (TileParams::panels)
+    // sums: C holds int32 (run_sums), c its first byte, ldc in int32.
     void run_panels(int64_t m0, int64_t m1, int64_t n, int64_t k, const int8_t* packed_a, const uint8_t* b,
-                    const int64_t* group_offset, const Int8Requant& rq, uint8_t* c, int64_t ldc) const;
+                    const int64_t* group_offset, const Int8Requant& rq, uint8_t* c, int64_t ldc, bool sums = false) const;
 };
 
 // >>int8 gemv
@@ -9234,6 +9243,41 @@ void GemmDot::run1(const float* x, const float* b, float* out) const {
 }
 
 // >>int8 gemm implementation
+namespace detail {
+// A 4 x 4 block of 4-byte words transposed: dst row c (dst_pitch bytes apart) gets src column c
+// (src rows src_pitch bytes apart). Shuffles only, so any bits pass unchanged. xor_mask is
+// applied to every word (NEON's B panels: bytes as x - 128).
+inline void transpose_words4(const uint8_t* src, int64_t src_pitch, uint8_t* dst, int64_t dst_pitch, uint32_t xor_mask = 0) {
+#if defined(__SSE2__)
+    auto load = [&](int r) { return _mm_castsi128_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + r * src_pitch))); };
+    __m128 r0 = load(0), r1 = load(1), r2 = load(2), r3 = load(3);
+    _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
+    const __m128i flip = _mm_set1_epi32((int)xor_mask);
+    const __m128 rows[4] = {r0, r1, r2, r3};
+    for (int c = 0; c < 4; ++c)
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + c * dst_pitch), _mm_xor_si128(_mm_castps_si128(rows[c]), flip));
+#elif defined(__ARM_NEON)
+    const uint32x4_t r0 = vld1q_u32(reinterpret_cast<const uint32_t*>(src)), r1 = vld1q_u32(reinterpret_cast<const uint32_t*>(src + src_pitch));
+    const uint32x4_t r2 = vld1q_u32(reinterpret_cast<const uint32_t*>(src + 2 * src_pitch));
+    const uint32x4_t r3 = vld1q_u32(reinterpret_cast<const uint32_t*>(src + 3 * src_pitch));
+    const uint32x4x2_t t0 = vtrnq_u32(r0, r1), t1 = vtrnq_u32(r2, r3);
+    const uint32x4_t flip = vdupq_n_u32(xor_mask);
+    vst1q_u32(reinterpret_cast<uint32_t*>(dst), veorq_u32(vcombine_u32(vget_low_u32(t0.val[0]), vget_low_u32(t1.val[0])), flip));
+    vst1q_u32(reinterpret_cast<uint32_t*>(dst + dst_pitch), veorq_u32(vcombine_u32(vget_low_u32(t0.val[1]), vget_low_u32(t1.val[1])), flip));
+    vst1q_u32(reinterpret_cast<uint32_t*>(dst + 2 * dst_pitch), veorq_u32(vcombine_u32(vget_high_u32(t0.val[0]), vget_high_u32(t1.val[0])), flip));
+    vst1q_u32(reinterpret_cast<uint32_t*>(dst + 3 * dst_pitch), veorq_u32(vcombine_u32(vget_high_u32(t0.val[1]), vget_high_u32(t1.val[1])), flip));
+#else
+    for (int c = 0; c < 4; ++c)
+        for (int r = 0; r < 4; ++r) {
+            uint32_t v;
+            std::memcpy(&v, src + r * src_pitch + 4 * c, 4);
+            v ^= xor_mask;
+            std::memcpy(dst + c * dst_pitch + 4 * r, &v, 4);
+        }
+#endif
+}
+}  // namespace detail
+
 uint8_t int8_requantize(int32_t acc, int32_t bias, float scale, float lo, float hi, int32_t zero_point) {
     const int32_t sum = (int32_t)((uint32_t)acc + (uint32_t)bias);   // wraps, as the tiles' vpaddd
     float v = (float)sum * scale;
@@ -9289,8 +9333,9 @@ namespace detail {
 constexpr uint32_t kInt8PortableRows = 8, kInt8PortableCols = 16;
 constexpr uint32_t kInt8AmxRows = 32, kInt8AmxCols = 32, kInt8AmxGroups = 16;   // the AMX tile's C and K block
 
+// sums (ldc in int32): C gets acc + bias (wrapping), not requantized (Int8Gemm::run_sums).
 inline void int8_portable_tile(const int8_t* a, const uint8_t* b, uint8_t* c, int64_t ldc, int64_t groups, int64_t rows,
-                               int64_t cols, const Int8Gemm::TileParams& params) {
+                               int64_t cols, const Int8Gemm::TileParams& params, int32_t* sums = nullptr) {
     int32_t acc[kInt8PortableRows][kInt8PortableCols] = {};
     for (int64_t g = 0; g < groups; ++g, a += 4 * kInt8PortableRows, b += 4 * kInt8PortableCols)
         for (uint32_t i = 0; i < kInt8PortableRows; ++i)
@@ -9299,6 +9344,11 @@ inline void int8_portable_tile(const int8_t* a, const uint8_t* b, uint8_t* c, in
                 for (uint32_t q = 0; q < 4; ++q) s += (int32_t)a[i * 4 + q] * (int32_t)b[j * 4 + q];
                 acc[i][j] = (int32_t)((uint32_t)acc[i][j] + (uint32_t)s);
             }
+    if (sums) {
+        for (int64_t i = 0; i < rows; ++i, sums += ldc)
+            for (int64_t j = 0; j < cols; ++j) sums[j] = (int32_t)((uint32_t)acc[i][j] + (uint32_t)params.bias[i]);
+        return;
+    }
     for (int64_t i = 0; i < rows; ++i, c += ldc)
         for (int64_t j = 0; j < cols; ++j)
             c[j] = int8_requantize(acc[i][j], params.bias[i], params.scale[i], params.lo, params.hi, params.zero_point);
@@ -9400,7 +9450,8 @@ inline void emit_int8_panels_leave(asmjit::x86::Assembler& a, const asmjit::Labe
 // A tile of fewer vectors (1 or 2: the last panel of a narrow B) reads the first vectors of
 // each group of the same 48-column panel. by_groups (Int8Gemm::run_groups): group u of the
 // panel is at rsi + b_groups[u] (r10 walks b_groups), not packed.
-inline void emit_int8_tile_vnni_any(asmjit::x86::Assembler& a, uint32_t rows, uint32_t vectors, bool by_groups) {
+// sums (Int8Gemm::run_sums): C gets the int32 sums (bias included), rcx bytes a row, through the masks.
+inline void emit_int8_tile_vnni_any(asmjit::x86::Assembler& a, uint32_t rows, uint32_t vectors, bool by_groups, bool sums = false) {
     namespace x86 = asmjit::x86;
     const uint32_t mr = kInt8VnniRows, nr = kInt8VnniVectors * 16;
     auto acc = [&](uint32_t i, uint32_t j) { return x86::zmm(i * vectors + j); };
@@ -9425,12 +9476,22 @@ inline void emit_int8_tile_vnni_any(asmjit::x86::Assembler& a, uint32_t rows, ui
         if (by_groups) a.add(x86::r10, 16);
         else a.add(x86::rsi, (int32_t)(2 * nr * 4));
     });
+    a.kmovw(x86::k1, x86::word_ptr(x86::r9, (int32_t)offsetof(Int8Gemm::TileParams, mask)));
+    a.kmovw(x86::k2, x86::word_ptr(x86::r9, (int32_t)offsetof(Int8Gemm::TileParams, mask) + 4));
+    a.kmovw(x86::k3, x86::word_ptr(x86::r9, (int32_t)offsetof(Int8Gemm::TileParams, mask) + 8));
+    const x86::KReg masks[3] = {x86::k1, x86::k2, x86::k3};
+    if (sums) {
+        for (uint32_t i = 0; i < rows; ++i) {
+            for (uint32_t j = 0; j < vectors; ++j) a.k(masks[j]).vmovdqu32(x86::zmmword_ptr(x86::rdx, (int32_t)(j * 64)), acc(i, j));
+            if (i + 1 < rows) a.add(x86::rdx, x86::rcx);
+        }
+        emit_int8_panels_leave(a, next_panel, (int32_t)(nr * 4));
+        a.vzeroupper();
+        a.ret();
+        return;
+    }
     // Requantize: bias and scale of the row in zmm27-28, lo hi zero point in zmm29-31.
     emit_vnni_requant_params(a);
-    a.kmovw(x86::k1, x86::word_ptr(x86::r9, 28));
-    a.kmovw(x86::k2, x86::word_ptr(x86::r9, 32));
-    a.kmovw(x86::k3, x86::word_ptr(x86::r9, 36));
-    const x86::KReg masks[3] = {x86::k1, x86::k2, x86::k3};
     for (uint32_t i = 0; i < rows; ++i) {
         a.vbroadcastss(x86::zmm28, x86::dword_ptr(x86::r10, (int32_t)(i * 4)));
         for (uint32_t j = 0; j < vectors; ++j)
@@ -9442,6 +9503,7 @@ inline void emit_int8_tile_vnni_any(asmjit::x86::Assembler& a, uint32_t rows, ui
     a.ret();
 }
 inline void emit_int8_tile_vnni(asmjit::x86::Assembler& a, uint32_t rows, uint32_t vectors) { emit_int8_tile_vnni_any(a, rows, vectors, false); }
+inline void emit_int8_tile_vnni_sums(asmjit::x86::Assembler& a, uint32_t rows, uint32_t vectors) { emit_int8_tile_vnni_any(a, rows, vectors, false, true); }
 inline void emit_int8_tile_vnni_groups(asmjit::x86::Assembler& a, uint32_t rows, uint32_t vectors) {
     emit_int8_tile_vnni_any(a, rows, vectors, true);
 }
@@ -9712,9 +9774,10 @@ inline void emit_int8_pair_ones(asmjit::x86::Assembler& a, const asmjit::Label& 
 // pairs: the AVX-VNNI tile's panels and code with each vpdpbusd by emit_int8_dot_by_pairs (AVX2
 // CPUs without AVX-VNNI, weights within [-64, 64]). words (AVX2's): B's panels hold int16 (8
 // columns x 4 a group, 64 bytes) and C the int32 sums, 8 a row, rcx bytes apart
-// (Int8WinogradF23's products; no requantization).
+// (Int8WinogradF23's products; no requantization). sums (Int8Gemm::run_sums): C the int32 sums
+// plus the row's bias, the panel's 16 (AVX2: 8) a row, rcx bytes apart.
 inline void emit_int8_tile_ymm(asmjit::x86::Assembler& a, uint32_t rows, bool vnni, bool by_groups = false, bool pairs = false,
-                               bool words = false) {
+                               bool words = false, bool sums = false) {
     namespace x86 = asmjit::x86;
     const uint32_t mr = kInt8Avx2Rows;
     const asmjit::Label ones = a.newLabel();
@@ -9769,16 +9832,27 @@ inline void emit_int8_tile_ymm(asmjit::x86::Assembler& a, uint32_t rows, bool vn
         if (by_groups) a.add(x86::r10, 32);
         else a.add(x86::rsi, 4 * (vnni || words ? 64 : 32));
     }, 4);
-    if (words) {
+    if (words || sums) {
+        if (sums && !vnni) a.mov(x86::rax, x86::qword_ptr(x86::r9, 0));
         for (uint32_t i = 0; i < rows; ++i) {
-            a.vphaddd(acc(i, 0), acc(i, 0), acc(i, 1));   // columns 0 1 4 5 | 2 3 6 7
-            a.vpermq(acc(i, 0), acc(i, 0), 0xD8);
-            a.vmovdqu(x86::ymmword_ptr(x86::rdx), acc(i, 0));
+            if (vnni) {   // the accumulators started at the bias
+                a.vmovdqu(x86::ymmword_ptr(x86::rdx), acc(i, 0));
+                a.vmovdqu(x86::ymmword_ptr(x86::rdx, 32), acc(i, 1));
+            } else {
+                a.vphaddd(acc(i, 0), acc(i, 0), acc(i, 1));   // columns 0 1 4 5 | 2 3 6 7
+                a.vpermq(acc(i, 0), acc(i, 0), 0xD8);
+                if (sums) {
+                    a.vpbroadcastd(x86::ymm12, x86::dword_ptr(x86::rax, (int32_t)(i * 4)));
+                    a.vpaddd(acc(i, 0), acc(i, 0), x86::ymm12);
+                }
+                a.vmovdqu(x86::ymmword_ptr(x86::rdx), acc(i, 0));
+            }
             if (i + 1 < rows) a.add(x86::rdx, x86::rcx);
         }
-        emit_int8_panels_leave(a, next_panel, 32);
+        emit_int8_panels_leave(a, next_panel, vnni ? 64 : 32);
         a.vzeroupper();
         a.ret();
+        if (pairs) emit_int8_pair_ones(a, ones);
         return;
     }
     emit_int8_requant_ymm_params(a, x86::ymm13, x86::ymm14, x86::ymm15);
@@ -9933,6 +10007,9 @@ inline void emit_int8_tile_avx_vnni_groups(asmjit::x86::Assembler& a, uint32_t r
 inline void emit_int8_tile_pairs(asmjit::x86::Assembler& a, uint32_t rows, uint32_t) { emit_int8_tile_ymm(a, rows, true, false, true); }
 inline void emit_int8_tile_pairs_groups(asmjit::x86::Assembler& a, uint32_t rows, uint32_t) { emit_int8_tile_ymm(a, rows, true, true, true); }
 inline void emit_int8_tile_words(asmjit::x86::Assembler& a, uint32_t rows, uint32_t) { emit_int8_tile_ymm(a, rows, false, false, false, true); }
+inline void emit_int8_tile_avx2_sums(asmjit::x86::Assembler& a, uint32_t rows, uint32_t) { emit_int8_tile_ymm(a, rows, false, false, false, false, true); }
+inline void emit_int8_tile_avx_vnni_sums(asmjit::x86::Assembler& a, uint32_t rows, uint32_t) { emit_int8_tile_ymm(a, rows, true, false, false, false, true); }
+inline void emit_int8_tile_pairs_sums(asmjit::x86::Assembler& a, uint32_t rows, uint32_t) { emit_int8_tile_ymm(a, rows, true, false, true, false, true); }
 // AVX-VNNI's tiles (Int8Gemm::run, run_groups, run_pixels), or their versions by vpmaddubsw
 // pairs; each set made on first use.
 struct Int8YmmTiles {
@@ -10105,9 +10182,31 @@ inline void emit_int8_gemv_avx_vnni(asmjit::x86::Assembler& a, uint32_t rows, ui
 // The NEON tiles' end: rows x 3 int32 sums of 4 columns in v8 + 3 i + j, x0 at the panel's
 // 128 x row sums (B was packed as x - 128), requantized and stored (12 bytes a row), d8-d15
 // restored. Arguments as the tiles': x2 C, x3 ldc, x5 TileParams.
-inline void emit_int8_tile_store_neon(asmjit::a64::Assembler& a, uint32_t rows) {
+inline void emit_int8_tile_store_neon(asmjit::a64::Assembler& a, uint32_t rows, bool sums = false) {
     namespace a64 = asmjit::a64;
     auto acc = [&](uint32_t i, uint32_t j) { return a64::v(8 + i * 3 + j); };
+    if (sums) {   // Int8Gemm::run_sums: + bias + 128 x the row's sum, 12 int32 a row
+        a.ldr(a64::x6, a64::ptr(a64::x5, 0));
+        a.mov(a64::x8, a64::x2);
+        for (uint32_t i = 0; i < rows; ++i) {
+            a.add(a64::x9, a64::x6, (uint32_t)(i * 4));
+            a.ld1r(a64::v(3).s4(), a64::ptr(a64::x9));
+            a.add(a64::x9, a64::x0, (uint32_t)(i * 4));
+            a.ld1r(a64::v(4).s4(), a64::ptr(a64::x9));
+            a.add(a64::v(3).s4(), a64::v(3).s4(), a64::v(4).s4());
+            for (uint32_t j = 0; j < 3; ++j) {
+                a.add(acc(i, j).s4(), acc(i, j).s4(), a64::v(3).s4());
+                a.str(acc(i, j).q(), a64::ptr(a64::x8, (int32_t)(j * 16)));
+            }
+            if (i + 1 < rows) a.add(a64::x8, a64::x8, a64::x3);
+        }
+        a.ldp(a64::d10, a64::d11, a64::ptr(a64::sp, 16));
+        a.ldp(a64::d12, a64::d13, a64::ptr(a64::sp, 32));
+        a.ldp(a64::d14, a64::d15, a64::ptr(a64::sp, 48));
+        a.ldp(a64::d8, a64::d9, a64::ptr_post(a64::sp, 64));
+        a.ret(a64::x30);
+        return;
+    }
     a.ldr(a64::x6, a64::ptr(a64::x5, 0));     // bias
     a.ldr(a64::x7, a64::ptr(a64::x5, 8));     // scale
     a.add(a64::x9, a64::x5, 16);
@@ -10164,7 +10263,7 @@ inline void emit_int8_tile_save_neon(asmjit::a64::Assembler& a) {
 // v0-v1 taken by element, B's three vectors of 4 columns in v2-v4. Arguments (AAPCS64): x0 A
 // panel, x1 B panel, x2 C, x3 ldc, x4 k groups, x5 TileParams. After the K loop x0 points at
 // the panel's 128 x row sums. 12 bytes per row stored (whole panels only).
-inline void emit_int8_tile_sdot(asmjit::a64::Assembler& a, uint32_t rows) {
+inline void emit_int8_tile_sdot_body(asmjit::a64::Assembler& a, uint32_t rows, bool sums) {
     namespace a64 = asmjit::a64;
     auto acc = [&](uint32_t i, uint32_t j) { return a64::v(8 + i * 3 + j); };
     emit_int8_tile_save_neon(a);
@@ -10183,8 +10282,10 @@ inline void emit_int8_tile_sdot(asmjit::a64::Assembler& a, uint32_t rows) {
     a.subs(a64::x4, a64::x4, 1);
     a.b_ne(loop);
     a.bind(store);
-    emit_int8_tile_store_neon(a, rows);
+    emit_int8_tile_store_neon(a, rows, sums);
 }
+inline void emit_int8_tile_sdot(asmjit::a64::Assembler& a, uint32_t rows) { emit_int8_tile_sdot_body(a, rows, false); }
+inline void emit_int8_tile_sdot_sums(asmjit::a64::Assembler& a, uint32_t rows) { emit_int8_tile_sdot_body(a, rows, true); }
 
 // NEON without the dot product: the same panels (B as x - 128) at 4 rows. Per group, row i's 4
 // bytes replicated (dup) times each B vector of 4 columns x 4 bytes: smull / smull2 give the
@@ -10193,7 +10294,7 @@ inline void emit_int8_tile_sdot(asmjit::a64::Assembler& a, uint32_t rows) {
 // addp folds them into the store's v8 + 3 i + j (in increasing order no sum is overwritten
 // before it is read).
 constexpr uint32_t kInt8NeonMullRows = 4;
-inline void emit_int8_tile_neon_mull(asmjit::a64::Assembler& a, uint32_t rows) {
+inline void emit_int8_tile_neon_mull_body(asmjit::a64::Assembler& a, uint32_t rows, bool sums) {
     namespace a64 = asmjit::a64;
     auto half = [&](uint32_t i, uint32_t j, uint32_t h) { return a64::v(8 + 2 * (i * 3 + j) + h); };
     emit_int8_tile_save_neon(a);
@@ -10222,8 +10323,10 @@ inline void emit_int8_tile_neon_mull(asmjit::a64::Assembler& a, uint32_t rows) {
     a.bind(store);
     for (uint32_t i = 0; i < rows; ++i)
         for (uint32_t j = 0; j < 3; ++j) a.addp(a64::v(8 + i * 3 + j).s4(), half(i, j, 0).s4(), half(i, j, 1).s4());
-    emit_int8_tile_store_neon(a, rows);
+    emit_int8_tile_store_neon(a, rows, sums);
 }
+inline void emit_int8_tile_neon_mull(asmjit::a64::Assembler& a, uint32_t rows) { emit_int8_tile_neon_mull_body(a, rows, false); }
+inline void emit_int8_tile_neon_mull_sums(asmjit::a64::Assembler& a, uint32_t rows) { emit_int8_tile_neon_mull_body(a, rows, true); }
 
 struct Int8TileTable {
     Int8Gemm::TileFn fn[8] = {};
@@ -10324,6 +10427,7 @@ Status Int8Gemm::init(Isa isa, bool dot_products, bool matrix_tiles, bool narrow
     isa_ = isa;
     tiles_ = nullptr;
     group_tiles_ = nullptr;
+    sum_tiles_ = nullptr;
     pixel_tiles_ = nullptr;
     pixel_rows_ = kPixelRows;
     pixel_vectors_ = 3;
@@ -10618,8 +10722,13 @@ void Int8Gemm::pack_b_columns(int64_t k, int64_t n, const uint8_t* b, int64_t b_
     const uint32_t flip = signed_b_ ? 0x80808080u : 0u;
     for (int64_t j0 = 0; j0 < n; j0 += nr_) {
         const int64_t w = n - j0 < nr_ ? n - j0 : nr_;
+        // whole groups of 4 whole columns: blocks of 4 x 4 words transposed
+        const int64_t quads = nr_ % 4 == 0 ? w / 4 : 0, quad_groups = whole / 4 * 4;
+        for (int64_t g = 0; g < quad_groups; g += 4)
+            for (int64_t q = 0; q < quads; ++q)
+                detail::transpose_words4(b + (j0 + 4 * q) * b_col + g * 4, b_col, packed + g * 4 * nr_ + 16 * q, 4 * nr_, flip);
         for (int64_t g = 0; g < groups; ++g, packed += 4 * nr_)
-            for (int64_t j = 0; j < nr_; ++j) {
+            for (int64_t j = g < quad_groups ? 4 * quads : 0; j < nr_; ++j) {
                 uint32_t v = 0;   // four consecutive bytes of a column: one word
                 if (j < w && g < whole) std::memcpy(&v, b + (j0 + j) * b_col + g * 4, 4);
                 else if (j < w && g < used) std::memcpy(&v, b + (j0 + j) * b_col + g * 4, (size_t)(k - g * 4));
@@ -10639,12 +10748,55 @@ void Int8Gemm::run_groups(int64_t m0, int64_t m1, int64_t n, int64_t k, const in
     run_panels(m0, m1, n, k, packed_a, b, group_offset, rq, c, ldc);
 }
 
+void Int8Gemm::run_sums(int64_t m0, int64_t m1, int64_t n, int64_t k, const int8_t* packed_a, const uint8_t* packed_b,
+                        const int32_t* bias, int32_t* c, int64_t ldc) const {
+    Int8Requant rq;
+    rq.bias = bias;
+    run_panels(m0, m1, n, k, packed_a, packed_b, nullptr, rq, reinterpret_cast<uint8_t*>(c), ldc, true);
+}
+
+Status Int8Gemm::prepare_sums() {
+    sum_tiles_ = nullptr;
+    if (amx_) return Status::Unsupported;
+    if (!tiles_) return Status::Ok;   // the portable tile
+    const detail::Int8TileTable* table = nullptr;
+#if !defined(TESSEL_NO_JIT) && (defined(__x86_64__) || defined(_M_X64))
+    if (masked_) {
+        static const detail::Int8TileTable vnni = detail::make_int8_tiles(detail::kInt8VnniRows, detail::kInt8VnniVectors,
+                                                                          detail::emit_int8_tile_vnni_sums);
+        table = &vnni;
+    } else if (a_bytes_ == 2) {
+        static const detail::Int8TileTable avx2 = detail::make_int8_tiles(detail::kInt8Avx2Rows, 1, detail::emit_int8_tile_avx2_sums);
+        table = &avx2;
+    } else if (byte_pairs_) {
+        static const detail::Int8TileTable pairs = detail::make_int8_tiles(detail::kInt8Avx2Rows, 1, detail::emit_int8_tile_pairs_sums);
+        table = &pairs;
+    } else {
+        static const detail::Int8TileTable avx_vnni = detail::make_int8_tiles(detail::kInt8Avx2Rows, 1, detail::emit_int8_tile_avx_vnni_sums);
+        table = &avx_vnni;
+    }
+#elif !defined(TESSEL_NO_JIT) && defined(__aarch64__)
+    if (mr_ == 8) {
+        static const detail::Int8TileTable sdot = detail::make_int8_tiles_neon(8, detail::emit_int8_tile_sdot_sums);
+        table = &sdot;
+    } else {
+        static const detail::Int8TileTable mull = detail::make_int8_tiles_neon(detail::kInt8NeonMullRows, detail::emit_int8_tile_neon_mull_sums);
+        table = &mull;
+    }
+#endif
+    if (!table) return Status::Ok;
+    if (table->status != Status::Ok) return table->status;
+    sum_tiles_ = table->fn;
+    return Status::Ok;
+}
+
 // group_offset null: b holds packed panels; else B's groups in place (group_tiles_).
 void Int8Gemm::run_panels(int64_t m0, int64_t m1, int64_t n, int64_t k, const int8_t* packed_a, const uint8_t* b,
-                          const int64_t* group_offset, const Int8Requant& rq, uint8_t* c, int64_t ldc) const {
+                          const int64_t* group_offset, const Int8Requant& rq, uint8_t* c, int64_t ldc, bool sums) const {
     if (m0 >= m1 || n <= 0) return;
     const int64_t groups = this->groups(k);
-    const TileFn* tiles = group_offset ? group_tiles_ : tiles_;
+    const TileFn* tiles = sums ? sum_tiles_ : group_offset ? group_tiles_ : tiles_;
+    const int64_t cb = sums ? 4 : 1;   // bytes of an element of C
     TileParams params;
     params.b_groups = group_offset;
     params.lo = rq.lo;
@@ -10676,28 +10828,26 @@ void Int8Gemm::run_panels(int64_t m0, int64_t m1, int64_t n, int64_t k, const in
         params.bias = rq.bias + first;
         params.scale = rq.scale + first;
         const int8_t* ap = packed_a + (size_t)(i0 / mr_) * panel_a_bytes(k);
-        uint8_t* ct = c + first * ldc + j0;
+        uint8_t* ct = c + (first * ldc + j0) * cb;
         // the AMX tile stores params.rows rows; the others have a tile per row count
         auto tile = [&](int64_t rows) { return tiles[amx_ ? 0 : narrow + rows - 1]; };
+        // a part boundary inside a panel, or a partial one: the whole panel into a buffer, 64
+        // bytes a row (sums: 256, a VNNI panel's 48 int32), then its rows and columns copied out
+        alignas(64) uint8_t buffer[detail::kInt8AmxRows * 64];
+        const int64_t pitch = sums ? 256 : 64;
+        static_assert(8 * 256 <= sizeof buffer, "a panel of the sums tiles (8 rows at most) fits");
         if (first == i0 && tiles && (masked_ || cols == nr_)) {
             params.rows = (uint32_t)(last - first);
-            tile(last - first)(ap, bp, ct, ldc, groups, &params);
-        } else if (tiles) {   // a part boundary inside a panel, or a partial one: the whole panel into a buffer
-            alignas(64) uint8_t buffer[detail::kInt8AmxRows * 64];
-            TileParams whole = params;
-            whole.bias = rq.bias + i0;
-            whole.scale = rq.scale + i0;
-            whole.rows = (uint32_t)(last - i0);
-            tile(last - i0)(ap, bp, buffer, 64, groups, &whole);
-            for (int64_t i = first; i < last; ++i) std::memcpy(c + i * ldc + j0, buffer + (i - i0) * 64, (size_t)cols);
-        } else {
-            alignas(64) uint8_t buffer[16 * 64];
-            TileParams whole = params;
-            whole.bias = rq.bias + i0;
-            whole.scale = rq.scale + i0;
-            detail::int8_portable_tile(ap, bp, buffer, 64, groups, last - i0, cols, whole);
-            for (int64_t i = first; i < last; ++i) std::memcpy(c + i * ldc + j0, buffer + (i - i0) * 64, (size_t)cols);
+            tile(last - first)(ap, bp, ct, ldc * cb, groups, &params);
+            return;
         }
+        TileParams whole = params;
+        whole.bias = rq.bias + i0;
+        whole.scale = rq.scale + i0;
+        whole.rows = (uint32_t)(last - i0);
+        if (tiles) tile(last - i0)(ap, bp, buffer, pitch, groups, &whole);
+        else detail::int8_portable_tile(ap, bp, buffer, pitch / cb, groups, last - i0, cols, whole, sums ? reinterpret_cast<int32_t*>(buffer) : nullptr);
+        for (int64_t i = first; i < last; ++i) std::memcpy(c + (i * ldc + j0) * cb, buffer + (i - i0) * pitch, (size_t)(cols * cb));
     };
     if (panel_loops_) {
         // The tiles take a run of whole panels a call (TileParams::panels), the B a run reads at
@@ -10719,7 +10869,8 @@ void Int8Gemm::run_panels(int64_t m0, int64_t m1, int64_t n, int64_t k, const in
             many.scale = rq.scale + i0;
             many.panels = count;
             many.b_panel_bytes = b_panel_bytes;
-            tiles[narrow + last - i0 - 1](packed_a + (size_t)(i0 / mr_) * panel_a_bytes(k), bp, c + i0 * ldc + p0 * nr_, ldc, groups, &many);
+            tiles[narrow + last - i0 - 1](packed_a + (size_t)(i0 / mr_) * panel_a_bytes(k), bp, c + (i0 * ldc + p0 * nr_) * cb, ldc * cb,
+                                          groups, &many);
         };
         // The partial panel right after an A panel's last run, while that A panel is in L1: a
         // pass of its own read all of A again (from memory where A passes L2).

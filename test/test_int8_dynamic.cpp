@@ -35,6 +35,7 @@ struct MatMulIntegerCase {
     int b_zero_points = 0;         // 0: absent, 1: one, 2: one per column
     bool a_zero_point = true;
     bool extreme = false;          // A at its largest distance from its zero point, B at its most negative
+    bool narrow = false;           // B - zb within [-64, 64] (AVX2's byte-pair tiles)
 };
 
 template <class T>
@@ -59,7 +60,17 @@ void check_matmul_integer(const MatMulIntegerCase& cc, uint32_t threads) {
         for (uint8_t& x : b) x = b_signed ? (uint8_t)0x80 : 0;
         for (uint8_t& z : zb) z = b_signed ? 0 : 255;
     }
+    if (cc.narrow)
+        for (uint8_t& x : b) x = (uint8_t)(int8_t)((int)(x % 129) - 64);
     auto value = [](uint8_t byte, bool is_signed) { return is_signed ? (int32_t)(int8_t)byte : (int32_t)byte; };
+    // the path the CPU should take: Int8Gemm's tiles where every B - zb fits int8, else the float GEMM
+    bool fits = true;
+    for (int64_t p = 0; p < k; ++p)
+        for (int64_t j = 0; j < n; ++j) {
+            const int32_t zbv = cc.b_zero_points ? value(zb[cc.b_zero_points == 2 ? (size_t)j : 0], b_signed) : 0;
+            const int32_t w = value(b[(size_t)(p * n + j)], b_signed) - zbv;
+            fits = fits && w >= -128 && w <= 127;
+        }
     OpTest t;
     t.opset = 13;
     std::vector<InputRef> in = {t.input<uint8_t>(cc.a, a, cc.a_type), t.constant<uint8_t>(Shape{k, n}, b, cc.b_type)};
@@ -68,8 +79,11 @@ void check_matmul_integer(const MatMulIntegerCase& cc, uint32_t threads) {
     t.op("MatMulInteger", in);
     test::CpuRun run = test::run_last_node_on_cpu(t, threads, true);
     INFO(run.kernels);
-    if (gemm_jit()) CHECK(run.kernels.find(":MatMulInteger") != std::string::npos);
-    CHECK((run.kernels.find("ref:MatMulInteger") == std::string::npos) == gemm_jit());
+    CAPTURE(fits);
+    const bool int8 = fits && default_isa() != Isa::Ref, gemm = !int8 && gemm_jit();
+    CHECK((run.kernels.find("int8:") != std::string::npos) == int8);
+    CHECK((run.kernels.find("gemm:") != std::string::npos) == gemm);
+    CHECK(run.kernels.find(":MatMulInteger") != std::string::npos);
     REQUIRE(run.bytes.size() == (size_t)(rows * n) * 4);
     std::vector<int32_t> y((size_t)(rows * n));
     std::memcpy(y.data(), run.bytes.data(), run.bytes.size());
@@ -113,7 +127,7 @@ std::vector<unsigned char> dynamic_quantize(const std::vector<float>& x, uint32_
 
 TEST_CASE("int8 dynamic: MatMulInteger with a constant B equals the exact integer sums") {
     std::vector<MatMulIntegerCase> cases;
-    for (Shape a : {Shape{1, 1}, Shape{3, 5}, Shape{17, 64}, Shape{33, 100}, Shape{64, 257}, Shape{2, 3, 9, 31}, Shape{40}})
+    for (Shape a : {Shape{1, 1}, Shape{3, 5}, Shape{17, 64}, Shape{33, 100}, Shape{64, 257}, Shape{200, 70}, Shape{2, 3, 9, 31}, Shape{40}})
         for (int64_t n : {1, 7, 16, 50}) {
             MatMulIntegerCase c;
             c.a = a;
@@ -130,7 +144,20 @@ TEST_CASE("int8 dynamic: MatMulInteger with a constant B equals the exact intege
                     c.a_type = at, c.b_type = bt, c.b_zero_points = zb, c.a_zero_point = za;
                     cases.push_back(c);
                 }
-    // sums past 2^24: 1100 x 255 x 128 and 600 x 255 x 255 (several blocks of K)
+    {   // several blocks of rows (each block's packed A in half of L2)
+        MatMulIntegerCase c;
+        c.a = Shape{1000, 2000};
+        c.n = 9;
+        cases.push_back(c);
+    }
+    for (Shape a : {Shape{6, 40}, Shape{50, 33}}) {
+        MatMulIntegerCase c;
+        c.a = a;
+        c.n = 21;
+        c.narrow = true;
+        cases.push_back(c);
+    }
+    // sums past 2^24: 1100 x 255 x 128 and 600 x 255 x 255 (several blocks of K on the float GEMM)
     for (ElementType bt : {ElementType::Int8, ElementType::UInt8}) {
         MatMulIntegerCase c;
         c.a = Shape{5, bt == ElementType::Int8 ? 1100 : 600};
@@ -167,6 +194,8 @@ TEST_CASE("int8 dynamic: MatMulInteger with a zero point per row of A stays on t
     t.op("MatMulInteger", {t.input(Shape{4, 6}, a), t.constant(Shape{6, 5}, b), t.input(Shape{4}, random_bytes<uint8_t>(4, rng))});
     test::CpuRun run = test::run_last_node_on_cpu(t, 1, true);
     CHECK(run.kernels.find("ref:MatMulInteger") != std::string::npos);
+    CHECK(run.kernels.find("int8:") == std::string::npos);
+    CHECK(run.kernels.find("gemm:") == std::string::npos);
     REQUIRE(run.bytes.size() == 4 * 5 * 4);
 }
 
