@@ -127,7 +127,7 @@
    >>lp pool and lrn                  LpPool, LRN (kSpatialKernels: the sections from grid sample)
    >>opencl layout and normalization kernels  the GPU's Concat, Reshape..., Transpose, Slice, LRN, norms, Reduce*, ConstantOfShape
    >>quantization ops                 QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, integer MatMul/Conv
-   >>int8 cpu                         QDQ Conv/MatMul/Gemm and QLinearConv/MatMul on Int8Gemm; uint8 pools, Concat, tables, Add/Mul
+   >>int8 cpu                         QDQ Conv/MatMul/Gemm, QLinearConv/MatMul, MatMulInteger on Int8Gemm; uint8 pools, Concat, tables, Add/Mul
    >>int8 data movement               QDQ channel shuffles (Reshape, Transpose) as a uint8 strided copy
    >>compress                         Compress (a constant condition, or bounded outputs)
    >>data-dependent ops               NonZero, Unique, NonMaxSuppression: bounded outputs
@@ -22901,6 +22901,11 @@ inline Status run_qconv(const RunContext& c) {
 //   float32) with one constant scale and zero point run Int8Convert, bit for bit the
 //   reference's results (x / scale in float32, ties to even; (x - zero point) * scale with one
 //   rounding).
+// - Dynamically quantized models (onnxruntime's quantize_dynamic: DynamicQuantizeLinear ->
+//   MatMulInteger -> Cast -> Mul): MatMulInteger with a constant B on Int8Gemm's tiles storing
+//   int32 (Int8Gemm::run_sums), or the float GEMM in exact blocks of K, and DynamicQuantizeLinear
+//   on vectors and Int8Convert, the reference's bits (cpu_matmul_integer_step and
+//   cpu_dynamic_quantize_step, taken as the program is built, with the GEMM steps).
 namespace detail {
 
 // Below this many multiply-adds an int8 step runs on one thread: a few microseconds of VNNI

@@ -10759,8 +10759,8 @@ Status Int8Gemm::prepare_sums() {
     sum_tiles_ = nullptr;
     if (amx_) return Status::Unsupported;
     if (!tiles_) return Status::Ok;   // the portable tile
-    const detail::Int8TileTable* table = nullptr;
 #if !defined(TESSEL_NO_JIT) && (defined(__x86_64__) || defined(_M_X64))
+    const detail::Int8TileTable* table = nullptr;
     if (masked_) {
         static const detail::Int8TileTable vnni = detail::make_int8_tiles(detail::kInt8VnniRows, detail::kInt8VnniVectors,
                                                                           detail::emit_int8_tile_vnni_sums);
@@ -10775,18 +10775,19 @@ Status Int8Gemm::prepare_sums() {
         static const detail::Int8TileTable avx_vnni = detail::make_int8_tiles(detail::kInt8Avx2Rows, 1, detail::emit_int8_tile_avx_vnni_sums);
         table = &avx_vnni;
     }
+    if (table->status != Status::Ok) return table->status;
+    sum_tiles_ = table->fn;
 #elif !defined(TESSEL_NO_JIT) && defined(__aarch64__)
     if (mr_ == 8) {
         static const detail::Int8TileTable sdot = detail::make_int8_tiles_neon(8, detail::emit_int8_tile_sdot_sums);
-        table = &sdot;
+        if (sdot.status != Status::Ok) return sdot.status;
+        sum_tiles_ = sdot.fn;
     } else {
         static const detail::Int8TileTable mull = detail::make_int8_tiles_neon(detail::kInt8NeonMullRows, detail::emit_int8_tile_neon_mull_sums);
-        table = &mull;
+        if (mull.status != Status::Ok) return mull.status;
+        sum_tiles_ = mull.fn;
     }
 #endif
-    if (!table) return Status::Ok;
-    if (table->status != Status::Ok) return table->status;
-    sum_tiles_ = table->fn;
     return Status::Ok;
 }
 

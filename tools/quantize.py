@@ -3,6 +3,7 @@
 
     tools/quantize.py MODEL.onnx -o OUT.onnx [--calibration DIR]... [--random N] [--seed S]
                       [--tessel build/tessel] [--per-tensor] [--reduce-range] [--keep-temp]
+    tools/quantize.py MODEL.onnx -o OUT.onnx --dynamic [--per-tensor] [--reduce-range]
 
 What it writes is the QDQ form the usual quantizers write (onnxruntime's quantize_static):
 - Conv, MatMul and Gemm with a constant weight get int8 weights, symmetric (zero point 0),
@@ -19,6 +20,10 @@ What it writes is the QDQ form the usual quantizers write (onnxruntime's quantiz
 - An AveragePool of a quantized activation, and a Concat of quantized activations, get their
   outputs quantized with calibrated ranges (as onnxruntime's QDQ quantizer does), so the pool
   and the join run between uint8 tensors.
+With --dynamic it writes what onnxruntime's quantize_dynamic writes for MatMul instead (no
+calibration): each MatMul with a constant 2-D float B becomes DynamicQuantizeLinear (its A, once
+per activation) -> MatMulInteger (B int8, symmetric, zero point 0) -> Cast to float -> Mul by
+the activation's scale times B's (per column, or one with --per-tensor); Conv and Gemm stay float.
 Calibration runs the model with every tensor it needs as an extra graph output through
 `tessel run --output-dir`. Inputs: folders of input_K.pb files (--calibration, repeatable), or
 N sets of random values in [0, 1) (--random, the default with N = 4; free dims become 1).
@@ -372,6 +377,52 @@ def rewrite(model, nodes, ranges, per_channel, peak_q=127):
     graph.initializer.extend(kept + [t for t in new_inits])
 
 
+def rewrite_dynamic(model, per_channel, peak_q=127):
+    """MatMuls with a constant 2-D float B as quantize_dynamic writes them; returns how many."""
+    graph = model.graph
+    inits = {t.name: t for t in graph.initializer}
+    new_inits, ordered, quantized_input = [], [], {}
+    count = 0
+    for node in graph.node:
+        if node.op_type != "MatMul" or node.input[1] not in inits or node.input[0] in inits:
+            ordered.append(node)
+            continue
+        weight = numpy_helper.to_array(inits[node.input[1]])
+        if weight.dtype != np.float32 or weight.ndim != 2:
+            ordered.append(node)
+            continue
+        x = node.input[0]
+        base = (node.name or node.output[0]).replace("/", "_")
+        if x not in quantized_input:   # one DynamicQuantizeLinear per activation, before its first reader
+            xb = x.replace("/", "_")
+            quantized_input[x] = (xb + "_quantized", xb + "_scale", xb + "_zero_point")
+            ordered.append(helper.make_node("DynamicQuantizeLinear", [x], list(quantized_input[x]), name=xb + "_DynamicQuantizeLinear"))
+        xq, xs, xz = quantized_input[x]
+        q, scale = weight_params(weight, 1, per_channel, peak_q)
+        new_inits.append(numpy_helper.from_array(q, base + "_weight_quantized"))
+        new_inits.append(numpy_helper.from_array(scale, base + "_weight_scale"))
+        new_inits.append(numpy_helper.from_array(np.array(0, dtype=np.int8), base + "_weight_zero_point"))
+        ordered.append(helper.make_node("MatMulInteger", [xq, base + "_weight_quantized", xz, base + "_weight_zero_point"],
+                                        [base + "_sums"], name=base + "_MatMulInteger"))
+        ordered.append(helper.make_node("Cast", [base + "_sums"], [base + "_sums_float"], name=base + "_Cast", to=TensorProto.FLOAT))
+        ordered.append(helper.make_node("Mul", [xs, base + "_weight_scale"], [base + "_scale"], name=base + "_scale_Mul"))
+        ordered.append(helper.make_node("Mul", [base + "_sums_float", base + "_scale"], [node.output[0]], name=base + "_Mul"))
+        count += 1
+    del graph.node[:]
+    graph.node.extend(ordered)
+    used = set()
+    for node in graph.node:
+        used.update(node.input)
+    kept = [t for t in graph.initializer if t.name in used]
+    dropped = {t.name for t in graph.initializer if t.name not in used}
+    inputs = [i for i in graph.input if i.name not in dropped]
+    del graph.input[:]
+    graph.input.extend(inputs)
+    del graph.initializer[:]
+    graph.initializer.extend(kept + new_inits)
+    return count
+
+
 def main():
     parser = argparse.ArgumentParser(description="int8 QDQ model from a float ONNX model (see the file's docstring)")
     parser.add_argument("model")
@@ -383,7 +434,24 @@ def main():
     parser.add_argument("--per-tensor", action="store_true", help="one weight scale per tensor instead of per output channel")
     parser.add_argument("--reduce-range", action="store_true", help="weights over [-64, 64] (7 bits) instead of [-127, 127]")
     parser.add_argument("--keep-temp", action="store_true")
+    parser.add_argument("--dynamic", action="store_true", help="MatMuls as onnxruntime's quantize_dynamic writes them (no calibration)")
     args = parser.parse_args()
+    if args.dynamic:
+        try:
+            model = onnx.load(args.model)
+        except Exception as e:   # onnx raises several kinds for unreadable files
+            fail("cannot read '%s': %s" % (args.model, e))
+        fold_constants(model)
+        if opset_of(model) < 11:
+            fail("the model's opset %d is below 11 (DynamicQuantizeLinear)" % opset_of(model))
+        count = rewrite_dynamic(model, not args.per_tensor, 64 if args.reduce_range else 127)
+        if not count:
+            fail("no MatMul with a constant 2-D float B: nothing to quantize")
+        onnx.checker.check_model(model)
+        onnx.save(model, args.output)
+        print("quantize.py: %d MatMuls quantized dynamically (%s weights) -> %s"
+              % (count, ("per-column" if not args.per_tensor else "per-tensor") + (", 7-bit" if args.reduce_range else ""), args.output))
+        return
     if not os.access(args.tessel, os.X_OK):
         fail("no Tessel command line at '%s' (make build/tessel, or give --tessel)" % args.tessel)
     try:

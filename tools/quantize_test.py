@@ -218,6 +218,65 @@ def test_pool_and_join(tessel, folder):
         check(len(after) == 1 and after[0].op_type == "QuantizeLinear", "the %s output is quantized" % name)
 
 
+def test_dynamic(tessel, folder):
+    """--dynamic: a two-layer MLP's MatMuls (the first two reading one activation) become
+    DynamicQuantizeLinear (one per activation) -> MatMulInteger (int8 B) -> Cast -> Mul, the Conv
+    stays float; Tessel runs MatMulInteger on its int8 tiles and the outputs follow the float
+    model's."""
+    rng = np.random.default_rng(6)
+    inits = [numpy_helper.from_array((rng.normal(size=(32, 48)) * 0.2).astype(np.float32), "w1"),
+             numpy_helper.from_array((rng.normal(size=(32, 48)) * 0.2).astype(np.float32), "w2"),
+             numpy_helper.from_array((rng.normal(size=(48, 16)) * 0.2).astype(np.float32), "w3"),
+             numpy_helper.from_array(rng.normal(size=(2, 1, 1, 1)).astype(np.float32), "wc")]
+    nodes = [helper.make_node("MatMul", ["x", "w1"], ["h1"], name="fc1"),
+             helper.make_node("MatMul", ["x", "w2"], ["h2"], name="fc2"),
+             helper.make_node("Add", ["h1", "h2"], ["h"]),
+             helper.make_node("Relu", ["h"], ["r"]),
+             helper.make_node("MatMul", ["r", "w3"], ["m"], name="fc3"),
+             helper.make_node("Unsqueeze", ["m", "axes"], ["m4"]),
+             helper.make_node("Conv", ["m4", "wc"], ["y"])]
+    inits.append(numpy_helper.from_array(np.array([0, 1], dtype=np.int64), "axes"))
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [20, 32])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 20, 16])
+    model = helper.make_model(helper.make_graph(nodes, "g", [x], [y], inits), opset_imports=[helper.make_opsetid("", 13)])
+    path = os.path.join(folder, "mlp.onnx")
+    onnx.save(model, path)
+    r = run([sys.executable, os.path.join(os.path.dirname(__file__), "quantize.py"), path, "-o", path + ".q", "--dynamic"])
+    check(r.returncode == 0 and "3 MatMuls" in r.stdout, "the MLP quantizes dynamically: " + r.stdout + r.stderr)
+    if r.returncode != 0:
+        return
+    q = onnx.load(path + ".q")
+    ops = [n.op_type for n in q.graph.node]
+    check(ops.count("DynamicQuantizeLinear") == 2 and ops.count("MatMulInteger") == 3 and ops.count("Cast") == 3 and
+          "MatMul" not in ops and "Conv" in ops, "one DynamicQuantizeLinear per activation, three MatMulInteger: %s" % ops)
+    q_inits = {t.name: numpy_helper.to_array(t) for t in q.graph.initializer}
+    for node in q.graph.node:
+        if node.op_type == "MatMulInteger":
+            w = q_inits.get(node.input[1])
+            check(w is not None and w.dtype == np.int8 and np.abs(w).max() == 127, "%s: int8 weights up to 127" % node.name)
+    inputs = os.path.join(folder, "mlp-inputs")
+    os.makedirs(inputs)
+    with open(os.path.join(inputs, "input_0.pb"), "wb") as f:
+        f.write(numpy_helper.from_array(rng.normal(size=(20, 32)).astype(np.float32), "x").SerializeToString())
+    outputs = []
+    for model_path in (path, path + ".q"):
+        out = os.path.join(folder, os.path.basename(model_path) + ".out")
+        os.makedirs(out)
+        r = run([tessel, "run", model_path, "--inputs", inputs, "--output-dir", out, "--perf-counts"])
+        check(r.returncode == 0, "tessel run %s: %s" % (model_path, r.stderr))
+        if r.returncode != 0:
+            return
+        if model_path.endswith(".q"):
+            check(r.stdout.count(":MatMulInteger") == 3 and " ref:MatMulInteger" not in r.stdout,
+                  "Tessel runs the three MatMulInteger on its own kernels:\n" + r.stdout)
+        with open(os.path.join(out, "output_0.pb"), "rb") as f:
+            outputs.append(numpy_helper.to_array(TensorProto.FromString(f.read())).astype(np.float64))
+    a, b = outputs
+    ca, cb = a.ravel() - a.mean(), b.ravel() - b.mean()
+    correlation = float(np.dot(ca, cb) / (np.linalg.norm(ca) * np.linalg.norm(cb) + 1e-30))
+    check(correlation > 0.99, "dynamic int8 outputs follow the float outputs (correlation %.5f)" % correlation)
+
+
 def test_refusals(tessel, folder):
     r = run([sys.executable, os.path.join(os.path.dirname(__file__), "quantize.py"), os.path.join(folder, "missing.onnx"),
              "-o", os.path.join(folder, "x.onnx"), "--tessel", tessel])
@@ -230,6 +289,8 @@ def test_refusals(tessel, folder):
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
     r = run([sys.executable, os.path.join(os.path.dirname(__file__), "quantize.py"), path, "-o", path + ".q", "--tessel", tessel])
     check(r.returncode == 2 and "nothing to quantize" in r.stderr, "a model without Conv/MatMul/Gemm is refused: " + r.stderr)
+    r = run([sys.executable, os.path.join(os.path.dirname(__file__), "quantize.py"), path, "-o", path + ".q", "--dynamic"])
+    check(r.returncode == 2 and "nothing to quantize" in r.stderr, "--dynamic without a MatMul is refused: " + r.stderr)
     r = run([sys.executable, os.path.join(os.path.dirname(__file__), "quantize.py"), path, "-o", path + ".q",
              "--tessel", os.path.join(folder, "no-tessel")])
     check(r.returncode == 2 and "no Tessel command line" in r.stderr, "a missing tessel is refused: " + r.stderr)
@@ -246,9 +307,10 @@ def main():
         test_reduce_range(tessel, float_model, folder)
         test_old_opset(tessel, folder)
         test_pool_and_join(tessel, folder)
+        test_dynamic(tessel, folder)
         test_refusals(tessel, folder)
     checks = ("rounding, model structure (Resize on its input's grid), int8 against float32, 7-bit weights, opset 9, "
-              "pool and join, refusals")
+              "pool and join, dynamic MatMuls, refusals")
     print("quantize.py: %s: %s" % (checks, "%d failed" % failures if failures else "all passed"))
     return 1 if failures else 0
 
