@@ -25401,12 +25401,14 @@ inline Status run_int8_matmul_integer(const RunContext& c) {
             }
             st.int8.pack_b_columns(st.k, count, xs, st.k, panel);
             st.int8.run_sums(m0, m1, count, st.k, st.int8_packed, panel, bias, result, count);
-            // Y's rows from the sums' columns: blocks of 4 x 4, the tails one by one
+            // Y's rows from the sums' columns: blocks of 4 x 4, 16 rows of Y at a time (a line of
+            // each sums row read once, 16 lines of Y filled in turn), the tails one by one
             const int64_t j4 = m0 + (m1 - m0) / 4 * 4, r4 = count / 4 * 4;
-            for (int64_t j = m0; j < j4; j += 4)
-                for (int64_t r = 0; r < r4; r += 4)
-                    detail::transpose_words4(reinterpret_cast<const uint8_t*>(result + j * count + r), count * 4,
-                                             reinterpret_cast<uint8_t*>(y + (r0 + r) * st.n + j), st.n * 4);
+            for (int64_t rb = 0; rb < r4; rb += 16)
+                for (int64_t j = m0; j < j4; j += 4)
+                    for (int64_t r = rb; r < std::min(r4, rb + 16); r += 4)
+                        detail::transpose_words4(reinterpret_cast<const uint8_t*>(result + j * count + r), count * 4,
+                                                 reinterpret_cast<uint8_t*>(y + (r0 + r) * st.n + j), st.n * 4);
             for (int64_t r = 0; r < count; ++r) {
                 int32_t* yr = y + (r0 + r) * st.n;
                 for (int64_t j = r < r4 ? j4 : m0; j < m1; ++j) yr[j] = result[j * count + r];
