@@ -25358,6 +25358,7 @@ struct CpuMatMulIntegerState {
     const int32_t* weight_sums = nullptr;   // per column of Y
     int64_t block = 0;                  // rows of A per unit
     uint32_t map_parts = 1;             // parts of Y's columns per block (fewer blocks than threads)
+    int64_t map_chunk = 0;              // Y's columns a run_sums call takes (its sums in L2 until transposed)
     size_t panel_bytes = 0, result_bytes = 0;   // a slot: A's packed block, its n x block sums, an int8 A's block + 128
     // float GEMM
     Gemm gemm;
@@ -25389,7 +25390,8 @@ inline Status run_int8_matmul_integer(const RunContext& c) {
         int32_t* result = reinterpret_cast<int32_t*>(panel + st.panel_bytes);
         uint8_t* copy = panel + st.panel_bytes + st.result_bytes;
         for (uint64_t unit = begin; unit < end; ++unit) {
-            const int64_t b = (int64_t)(unit / parts), part = (int64_t)(unit % parts);
+            // part-major: the threads' contiguous ranges of units take whole parts, every block's share
+            const int64_t b = (int64_t)(unit % (uint64_t)blocks), part = (int64_t)(unit / (uint64_t)blocks);
             const int64_t r0 = b * st.block, count = std::min(st.block, st.rows - r0);
             // this part's columns of Y (whole tiles of the weights' rows)
             const int64_t m0 = std::min(st.n, part * tiles / parts * st.int8.mr()), m1 = std::min(st.n, (part + 1) * tiles / parts * st.int8.mr());
@@ -25400,18 +25402,22 @@ inline Status run_int8_matmul_integer(const RunContext& c) {
                 xs = copy;
             }
             st.int8.pack_b_columns(st.k, count, xs, st.k, panel);
-            st.int8.run_sums(m0, m1, count, st.k, st.int8_packed, panel, bias, result, count);
-            // Y's rows from the sums' columns: blocks of 4 x 4, 16 rows of Y at a time (a line of
-            // each sums row read once, 16 lines of Y filled in turn), the tails one by one
-            const int64_t j4 = m0 + (m1 - m0) / 4 * 4, r4 = count / 4 * 4;
-            for (int64_t rb = 0; rb < r4; rb += 16)
-                for (int64_t j = m0; j < j4; j += 4)
-                    for (int64_t r = rb; r < std::min(r4, rb + 16); r += 4)
-                        detail::transpose_words4(reinterpret_cast<const uint8_t*>(result + j * count + r), count * 4,
-                                                 reinterpret_cast<uint8_t*>(y + (r0 + r) * st.n + j), st.n * 4);
-            for (int64_t r = 0; r < count; ++r) {
-                int32_t* yr = y + (r0 + r) * st.n;
-                for (int64_t j = r < r4 ? j4 : m0; j < m1; ++j) yr[j] = result[j * count + r];
+            // the columns of Y in chunks whose sums stay in L2 until transposed into Y: blocks of
+            // 4 x 4, 16 rows of Y at a time (a line of each sums row read once), the tails one by one
+            for (int64_t c0 = m0; c0 < m1; c0 += st.map_chunk) {
+                const int64_t c1 = std::min(m1, c0 + st.map_chunk);
+                st.int8.run_sums(0, c1 - c0, count, st.k, st.int8_packed + st.int8.packed_a_bytes(c0, st.k), panel, bias + c0, result,
+                                 count);   // c0 a multiple of the tiles' rows: its A panel's start
+                const int64_t j4 = c0 + (c1 - c0) / 4 * 4, r4 = count / 4 * 4;
+                for (int64_t rb = 0; rb < r4; rb += 16)
+                    for (int64_t j = c0; j < j4; j += 4)
+                        for (int64_t r = rb; r < std::min(r4, rb + 16); r += 4)
+                            detail::transpose_words4(reinterpret_cast<const uint8_t*>(result + (j - c0) * count + r), count * 4,
+                                                     reinterpret_cast<uint8_t*>(y + (r0 + r) * st.n + j), st.n * 4);
+                for (int64_t r = 0; r < count; ++r) {
+                    int32_t* yr = y + (r0 + r) * st.n;
+                    for (int64_t j = r < r4 ? j4 : c0; j < c1; ++j) yr[j] = result[(j - c0) * count + r];
+                }
             }
         }
     }, int8_slots((uint64_t)(st.rows * st.n * st.k), st.slots));
@@ -25542,8 +25548,10 @@ inline Status cpu_matmul_integer_step(ReferenceProgram* p, const PreparedModel& 
         int64_t block = (int64_t)(cpu_cache_sizes().l2 / 2 / (uint64_t)(Int8Gemm::k_groups(mm.k) * 4)) / nr * nr;
         st->block = std::min(std::max(block, 4 * nr), st->rows);
         if ((st->rows + st->block - 1) / st->block < 2 * (int64_t)st->slots) st->map_parts = st->slots;
+        const int64_t mr = st->int8.mr();
+        st->map_chunk = std::max<int64_t>(mr, (int64_t)(cpu_cache_sizes().l2 / 4 / (uint64_t)(st->block * 4)) / mr * mr);
+        st->result_bytes = ((size_t)(std::min(st->map_chunk, mm.n) * st->block) * 4 + 63) & ~(size_t)63;
         st->panel_bytes = (st->int8.packed_b_bytes(mm.k, st->block) + 63) & ~(size_t)63;
-        st->result_bytes = ((size_t)(mm.n * st->block) * 4 + 63) & ~(size_t)63;
         st->slot_bytes = st->panel_bytes + st->result_bytes + (ad.type == ElementType::Int8 ? ((size_t)(st->block * mm.k) + 63) & ~(size_t)63 : 0);
         step.kernel = join_name(&p->arena, {"int8:", st->int8.jit() ? isa_name(st->int8.isa()) : "ref", ":MatMulInteger"});
         if (!step.kernel) return Status::OutOfMemory;

@@ -144,10 +144,13 @@ TEST_CASE("int8 dynamic: MatMulInteger with a constant B equals the exact intege
                     c.a_type = at, c.b_type = bt, c.b_zero_points = zb, c.a_zero_point = za;
                     cases.push_back(c);
                 }
-    {   // several blocks of rows (each block's packed A in half of L2)
+    {   // several blocks of rows (each block's packed A in half of L2); several chunks of Y's columns (their sums in L2)
         MatMulIntegerCase c;
         c.a = Shape{1000, 2000};
         c.n = 9;
+        cases.push_back(c);
+        c.a = Shape{200, 70};
+        c.n = 2000;
         cases.push_back(c);
     }
     for (Shape a : {Shape{6, 40}, Shape{50, 33}}) {
