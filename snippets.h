@@ -10185,36 +10185,16 @@ inline void emit_int8_gemv_avx_vnni(asmjit::x86::Assembler& a, uint32_t rows, ui
 inline void emit_int8_tile_store_neon(asmjit::a64::Assembler& a, uint32_t rows, bool sums = false) {
     namespace a64 = asmjit::a64;
     auto acc = [&](uint32_t i, uint32_t j) { return a64::v(8 + i * 3 + j); };
-    if (sums) {   // Int8Gemm::run_sums: + bias + 128 x the row's sum, 12 int32 a row
-        a.ldr(a64::x6, a64::ptr(a64::x5, 0));
-        a.mov(a64::x8, a64::x2);
-        for (uint32_t i = 0; i < rows; ++i) {
-            a.add(a64::x9, a64::x6, (uint32_t)(i * 4));
-            a.ld1r(a64::v(3).s4(), a64::ptr(a64::x9));
-            a.add(a64::x9, a64::x0, (uint32_t)(i * 4));
-            a.ld1r(a64::v(4).s4(), a64::ptr(a64::x9));
-            a.add(a64::v(3).s4(), a64::v(3).s4(), a64::v(4).s4());
-            for (uint32_t j = 0; j < 3; ++j) {
-                a.add(acc(i, j).s4(), acc(i, j).s4(), a64::v(3).s4());
-                a.str(acc(i, j).q(), a64::ptr(a64::x8, (int32_t)(j * 16)));
-            }
-            if (i + 1 < rows) a.add(a64::x8, a64::x8, a64::x3);
-        }
-        a.ldp(a64::d10, a64::d11, a64::ptr(a64::sp, 16));
-        a.ldp(a64::d12, a64::d13, a64::ptr(a64::sp, 32));
-        a.ldp(a64::d14, a64::d15, a64::ptr(a64::sp, 48));
-        a.ldp(a64::d8, a64::d9, a64::ptr_post(a64::sp, 64));
-        a.ret(a64::x30);
-        return;
-    }
     a.ldr(a64::x6, a64::ptr(a64::x5, 0));     // bias
-    a.ldr(a64::x7, a64::ptr(a64::x5, 8));     // scale
-    a.add(a64::x9, a64::x5, 16);
-    a.ld1r(a64::v(0).s4(), a64::ptr(a64::x9));   // lo
-    a.add(a64::x9, a64::x5, 20);
-    a.ld1r(a64::v(1).s4(), a64::ptr(a64::x9));   // hi
-    a.add(a64::x9, a64::x5, 24);
-    a.ld1r(a64::v(2).s4(), a64::ptr(a64::x9));   // zero point
+    if (!sums) {   // sums (Int8Gemm::run_sums): + bias + 128 x the row's sum, 12 int32 a row
+        a.ldr(a64::x7, a64::ptr(a64::x5, 8));     // scale
+        a.add(a64::x9, a64::x5, 16);
+        a.ld1r(a64::v(0).s4(), a64::ptr(a64::x9));   // lo
+        a.add(a64::x9, a64::x5, 20);
+        a.ld1r(a64::v(1).s4(), a64::ptr(a64::x9));   // hi
+        a.add(a64::x9, a64::x5, 24);
+        a.ld1r(a64::v(2).s4(), a64::ptr(a64::x9));   // zero point
+    }
     a.mov(a64::x8, a64::x2);
     for (uint32_t i = 0; i < rows; ++i) {
         a.add(a64::x9, a64::x6, (uint32_t)(i * 4));
@@ -10222,6 +10202,14 @@ inline void emit_int8_tile_store_neon(asmjit::a64::Assembler& a, uint32_t rows, 
         a.add(a64::x9, a64::x0, (uint32_t)(i * 4));
         a.ld1r(a64::v(4).s4(), a64::ptr(a64::x9));
         a.add(a64::v(3).s4(), a64::v(3).s4(), a64::v(4).s4());
+        if (sums) {
+            for (uint32_t j = 0; j < 3; ++j) {
+                a.add(acc(i, j).s4(), acc(i, j).s4(), a64::v(3).s4());
+                a.str(acc(i, j).q(), a64::ptr(a64::x8, (int32_t)(j * 16)));
+            }
+            if (i + 1 < rows) a.add(a64::x8, a64::x8, a64::x3);
+            continue;
+        }
         a.add(a64::x9, a64::x7, (uint32_t)(i * 4));
         a.ld1r(a64::v(5).s4(), a64::ptr(a64::x9));
         for (uint32_t j = 0; j < 3; ++j) {

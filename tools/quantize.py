@@ -295,6 +295,23 @@ def weight_params(weight, axis, per_channel, peak_q=127):
     return q, scale
 
 
+def replace_nodes(graph, nodes, new_inits):
+    """The graph's nodes become `nodes`, its initializers the ones they read plus new_inits (the
+    dropped ones leave the graph's inputs too)."""
+    del graph.node[:]
+    graph.node.extend(nodes)
+    used = set()
+    for node in graph.node:
+        used.update(node.input)
+    kept = [t for t in graph.initializer if t.name in used]
+    dropped = {t.name for t in graph.initializer if t.name not in used}
+    inputs = [i for i in graph.input if i.name not in dropped]
+    del graph.input[:]
+    graph.input.extend(inputs)
+    del graph.initializer[:]
+    graph.initializer.extend(kept + new_inits)
+
+
 def rewrite(model, nodes, ranges, per_channel, peak_q=127):
     graph = model.graph
     inits = {t.name: t for t in graph.initializer}
@@ -363,18 +380,7 @@ def rewrite(model, nodes, ranges, per_channel, peak_q=127):
         ordered.append(node)
         for out in node.output:
             ordered.extend(pending.pop(out, []))
-    del graph.node[:]
-    graph.node.extend(ordered)
-    used = set()
-    for node in graph.node:
-        used.update(node.input)
-    kept = [t for t in graph.initializer if t.name in used]
-    dropped = {t.name for t in graph.initializer if t.name not in used}
-    inputs = [i for i in graph.input if i.name not in dropped]
-    del graph.input[:]
-    graph.input.extend(inputs)
-    del graph.initializer[:]
-    graph.initializer.extend(kept + [t for t in new_inits])
+    replace_nodes(graph, ordered, new_inits)
 
 
 def rewrite_dynamic(model, per_channel, peak_q=127):
@@ -408,18 +414,7 @@ def rewrite_dynamic(model, per_channel, peak_q=127):
         ordered.append(helper.make_node("Mul", [xs, base + "_weight_scale"], [base + "_scale"], name=base + "_scale_Mul"))
         ordered.append(helper.make_node("Mul", [base + "_sums_float", base + "_scale"], [node.output[0]], name=base + "_Mul"))
         count += 1
-    del graph.node[:]
-    graph.node.extend(ordered)
-    used = set()
-    for node in graph.node:
-        used.update(node.input)
-    kept = [t for t in graph.initializer if t.name in used]
-    dropped = {t.name for t in graph.initializer if t.name not in used}
-    inputs = [i for i in graph.input if i.name not in dropped]
-    del graph.input[:]
-    graph.input.extend(inputs)
-    del graph.initializer[:]
-    graph.initializer.extend(kept + new_inits)
+    replace_nodes(graph, ordered, new_inits)
     return count
 
 
