@@ -22566,11 +22566,12 @@ inline Status prepare_dynamic_quantize_linear(PrepareContext& c) {
     return Status::Ok;
 }
 
-// The scale and zero point of the range [lo, hi] (lo <= 0 <= hi), ONNX's float32 arithmetic.
+// The scale and zero point of the range [lo, hi] (lo <= 0 <= hi), ONNX's float32 arithmetic. A
+// range from -inf makes the zero point -inf / inf, NaN, which ONNX leaves undefined: 0 here.
 inline void dynamic_quantize_params(float lo, float hi, float* scale, uint8_t* zero) {
     *scale = (hi == lo ? 1.0f : hi - lo) / 255.0f;
     const float initial = 0.0f - lo / *scale;
-    *zero = (uint8_t)round_half_even(initial < 0 ? 0 : initial > 255 ? 255 : initial);
+    *zero = initial != initial ? 0 : (uint8_t)round_half_even(initial < 0 ? 0 : initial > 255 ? 255 : initial);
 }
 
 inline Status run_dynamic_quantize_linear(const RunContext& c) {

@@ -10786,6 +10786,7 @@ void Int8Gemm::run_panels(int64_t m0, int64_t m1, int64_t n, int64_t k, const in
     const int64_t groups = this->groups(k);
     const TileFn* tiles = sums ? sum_tiles_ : group_offset ? group_tiles_ : tiles_;
     const int64_t cb = sums ? 4 : 1;   // bytes of an element of C
+    auto scale_at = [&](int64_t row) { return sums ? nullptr : rq.scale + row; };   // run_sums has no scales
     TileParams params;
     params.b_groups = group_offset;
     params.lo = rq.lo;
@@ -10815,7 +10816,7 @@ void Int8Gemm::run_panels(int64_t m0, int64_t m1, int64_t n, int64_t k, const in
     auto run_tile = [&](int64_t i0, int64_t j0) {
         const int64_t first = i0 < m0 ? m0 : i0, last = i0 + mr_ < m1 ? i0 + mr_ : m1;
         params.bias = rq.bias + first;
-        params.scale = rq.scale + first;
+        params.scale = scale_at(first);
         const int8_t* ap = packed_a + (size_t)(i0 / mr_) * panel_a_bytes(k);
         uint8_t* ct = c + (first * ldc + j0) * cb;
         // the AMX tile stores params.rows rows; the others have a tile per row count
@@ -10832,7 +10833,7 @@ void Int8Gemm::run_panels(int64_t m0, int64_t m1, int64_t n, int64_t k, const in
         }
         TileParams whole = params;
         whole.bias = rq.bias + i0;
-        whole.scale = rq.scale + i0;
+        whole.scale = scale_at(i0);
         whole.rows = (uint32_t)(last - i0);
         if (tiles) tile(last - i0)(ap, bp, buffer, pitch, groups, &whole);
         else detail::int8_portable_tile(ap, bp, buffer, pitch / cb, groups, last - i0, cols, whole, sums ? reinterpret_cast<int32_t*>(buffer) : nullptr);
@@ -10855,7 +10856,7 @@ void Int8Gemm::run_panels(int64_t m0, int64_t m1, int64_t n, int64_t k, const in
             TileParams many = params;
             const int64_t last = i0 + mr_ < m1 ? i0 + mr_ : m1;
             many.bias = rq.bias + i0;
-            many.scale = rq.scale + i0;
+            many.scale = scale_at(i0);
             many.panels = count;
             many.b_panel_bytes = b_panel_bytes;
             tiles[narrow + last - i0 - 1](packed_a + (size_t)(i0 / mr_) * panel_a_bytes(k), bp, c + (i0 * ldc + p0 * nr_) * cb, ldc * cb,
