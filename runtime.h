@@ -3961,8 +3961,8 @@ protected:
 // MatMul, Gemm and Conv on the JIT GEMM when `isa` has its tiles (defined beside those ops):
 // replaces the last step's kernel, or leaves the reference one for shapes it does not take.
 inline Status cpu_gemm_step(ReferenceProgram* p, const PreparedModel& model, NodeId id, Isa isa);
-// MatMulInteger with a constant B on the float GEMM, exact (>>int8 cpu); DynamicQuantizeLinear
-// on vectors and Int8Convert (>>int8 cpu).
+// MatMulInteger with a constant B on Int8Gemm's int32 tiles or the float GEMM, exact, and
+// DynamicQuantizeLinear on vectors and Int8Convert (>>int8 cpu).
 inline Status cpu_matmul_integer_step(ReferenceProgram* p, const PreparedModel& model, NodeId id, Isa isa);
 inline Status cpu_dynamic_quantize_step(ReferenceProgram* p, const PreparedModel& model, NodeId id, Isa isa);
 // Makes an epilogue (>>gemm epilogue) in the program's arena and stores it in `slot`, a
@@ -22567,7 +22567,7 @@ inline Status prepare_dynamic_quantize_linear(PrepareContext& c) {
 }
 
 // The scale and zero point of the range [lo, hi] (lo <= 0 <= hi), ONNX's float32 arithmetic. A
-// range from -inf makes the zero point -inf / inf, NaN, which ONNX leaves undefined: 0 here.
+// range from -inf makes 0 - lo / scale NaN (inf / inf), a zero point ONNX leaves undefined: 0 here.
 inline void dynamic_quantize_params(float lo, float hi, float* scale, uint8_t* zero) {
     *scale = (hi == lo ? 1.0f : hi - lo) / 255.0f;
     const float initial = 0.0f - lo / *scale;
