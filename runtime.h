@@ -24255,6 +24255,13 @@ struct Int8MatMulState {
     uint32_t slots = 1;
 };
 
+// Rows of X per block of an int8 MatMul: the block's packed panels in half of L2, at least 4 tiles.
+inline int64_t int8_matmul_block_rows(const Int8Gemm& gemm, int64_t k) {
+    const int64_t nr = gemm.nr();
+    const int64_t block = (int64_t)(cpu_cache_sizes().l2 / 2 / (uint64_t)(Int8Gemm::k_groups(k) * 4)) / nr * nr;
+    return block < 4 * nr ? 4 * nr : block;
+}
+
 inline Status run_int8_matmul(const RunContext& c) {
     const Int8MatMulState& st = *static_cast<const Int8MatMulState*>(c.state);
     const uint8_t* x = c.inputs[0].as<const uint8_t>();
@@ -24551,10 +24558,9 @@ inline Int8MatMulState* int8_matmul_state(ReferenceProgram* p, int64_t rows, int
     if (!packed) return nullptr;
     st->gemm.pack_a(st->n, st->k, wq.q, st->k, packed);
     st->packed = packed;
-    // Rows per block: the packed panel in half of L2, at least 4 tiles; every thread a block.
+    // every thread a block
     const int64_t nr = st->gemm.nr();
-    int64_t block = (int64_t)(cpu_cache_sizes().l2 / 2 / (uint64_t)(Int8Gemm::k_groups(st->k) * 4)) / nr * nr;
-    if (block < 4 * nr) block = 4 * nr;
+    int64_t block = int8_matmul_block_rows(st->gemm, st->k);
     if ((st->rows + block - 1) / block < (int64_t)st->slots)
         block = ((st->rows + st->slots - 1) / st->slots + nr - 1) / nr * nr;
     if (block > st->rows) block = st->rows;
@@ -25543,11 +25549,8 @@ inline Status cpu_matmul_integer_step(ReferenceProgram* p, const PreparedModel& 
         TESSEL_FREE(rows);
         st->int8_packed = packed;
         st->weight_sums = sums;
-        // Rows of A per block: the packed panel in half of L2, at least 4 tiles. Fewer than two
-        // blocks a thread would split unevenly: then every block's columns of Y go in parts.
-        const int64_t nr = st->int8.nr();
-        int64_t block = (int64_t)(cpu_cache_sizes().l2 / 2 / (uint64_t)(Int8Gemm::k_groups(mm.k) * 4)) / nr * nr;
-        st->block = std::min(std::max(block, 4 * nr), st->rows);
+        // Fewer than two blocks a thread would split unevenly: then every block's columns of Y go in parts.
+        st->block = std::min(int8_matmul_block_rows(st->int8, mm.k), st->rows);
         if ((st->rows + st->block - 1) / st->block < 2 * (int64_t)st->slots) st->map_parts = st->slots;
         const int64_t mr = st->int8.mr();
         st->map_chunk = std::max<int64_t>(mr, (int64_t)(cpu_cache_sizes().l2 / 4 / (uint64_t)(st->block * 4)) / mr * mr);
@@ -25668,10 +25671,12 @@ inline Status cpu_dynamic_quantize_step(ReferenceProgram* p, const PreparedModel
     const Node& node = model.model.graph.node(id);
     if (node.num_outputs != 3 || node.num_inputs != 1) return Status::Ok;
     const TensorDesc& x = model.value_desc(model.value_id(node.inputs[0].producer, node.inputs[0].port));
+    uint64_t count = 0;
+    if (x.type != ElementType::Float32 || !desc_elements(x, &count)) return Status::Ok;
     CpuDynamicQuantizeState* st = p->arena.allocate_array<CpuDynamicQuantizeState>(1);
     if (!st) return Status::OutOfMemory;
     new (st) CpuDynamicQuantizeState();
-    if (x.type != ElementType::Float32 || !desc_elements(x, &st->count)) return Status::Ok;
+    st->count = count;
     const Isa used = int8_convert_init(&st->convert, isa);
     ProgramStep& step = p->steps_[p->count - 1];
     ReferenceProgram::Unit& unit = p->units[p->count - 1];
