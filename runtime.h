@@ -3961,9 +3961,10 @@ protected:
 // MatMul, Gemm and Conv on the JIT GEMM when `isa` has its tiles (defined beside those ops):
 // replaces the last step's kernel, or leaves the reference one for shapes it does not take.
 inline Status cpu_gemm_step(ReferenceProgram* p, const PreparedModel& model, NodeId id, Isa isa);
-// MatMulInteger with a constant B on Int8Gemm's int32 tiles or the float GEMM, exact, and
-// DynamicQuantizeLinear on vectors and Int8Convert (>>int8 cpu).
+// MatMulInteger with a constant B on Int8Gemm's int32 tiles or the float GEMM, exact, ConvInteger
+// with a constant w on the int32 tiles, and DynamicQuantizeLinear on vectors and Int8Convert (>>int8 cpu).
 inline Status cpu_matmul_integer_step(ReferenceProgram* p, const PreparedModel& model, NodeId id, Isa isa);
+inline Status cpu_conv_integer_step(ReferenceProgram* p, const PreparedModel& model, NodeId id, Isa isa);
 inline Status cpu_dynamic_quantize_step(ReferenceProgram* p, const PreparedModel& model, NodeId id, Isa isa);
 // Makes an epilogue (>>gemm epilogue) in the program's arena and stores it in `slot`, a
 // step's Unit::epilogue_slot; false when out of memory.
@@ -12400,6 +12401,7 @@ inline Status cpu_gemm_step(ReferenceProgram* p, const PreparedModel& model, Nod
     if (op == StringView("MatMul")) return cpu_matmul_step(p, model, id, isa);
     if (op == StringView("Gemm")) return cpu_gemm_op_step(p, model, id, isa);
     if (op == StringView("MatMulInteger")) return cpu_matmul_integer_step(p, model, id, isa);
+    if (op == StringView("ConvInteger")) return cpu_conv_integer_step(p, model, id, isa);
     return Status::Ok;
 }
 
@@ -23463,11 +23465,13 @@ inline void int8_depthwise_pad(const DepthwiseConv& conv, const uint8_t* x, int3
 }
 
 
-inline Status run_int8_depthwise_float(const RunContext& c) {
-    const Int8DepthwiseState& st = *static_cast<const Int8DepthwiseState*>(c.state);
+// The units of the float depthwise kernel: per (image, channel, band, map), the band's exact
+// sums of (x - zero_point) w as floats, given to store(sums of rows [row0, row1), image n, map m,
+// row0, row1).
+template <class Store>
+inline void int8_depthwise_float_units(const RunContext& c, const Int8DepthwiseState& st, int32_t zero_point, const Store& store) {
     const DepthwiseShape& s = st.conv.shape();
     const uint8_t* x = c.inputs[0].as<const uint8_t>();
-    uint8_t* y = c.outputs[0].as<uint8_t>();
     const int64_t in_plane = s.in_h * s.in_w, out_plane = s.out_h * s.out_w, taps = s.kernel_h * s.kernel_w;
     const int64_t multiplier = st.group_maps, bands = st.bands;
     const uint64_t units = (uint64_t)(st.batch * st.channels * bands * multiplier);
@@ -23483,16 +23487,39 @@ inline Status run_int8_depthwise_float(const RunContext& c) {
             const int64_t n = image_channel / st.channels, m = image_channel % st.channels * multiplier + (int64_t)(unit % multiplier);
             const int64_t row0 = band * st.band_rows, row1 = row0 + st.band_rows < s.out_h ? row0 + st.band_rows : s.out_h;
             if (key != padded) {
-                int8_depthwise_pad(st.conv, x + image_channel * in_plane, st.x_zero_point, row0, row1, padded_band, band == zeros);
+                int8_depthwise_pad(st.conv, x + image_channel * in_plane, zero_point, row0, row1, padded_band, band == zeros);
                 padded = key;
                 zeros = band;
             }
             st.conv.run_rows(padded_band, st.float_weights + m * taps, 0.0f, sums, row0, row1);
-            uint8_t* ym = y + (n * st.maps + m) * out_plane;
-            int8_requantize_float_row(sums + row0 * s.out_w, (row1 - row0) * s.out_w, st.bias[m], st.scale[m], st.rq,
-                                      ym + row0 * s.out_w);
+            store(sums + row0 * s.out_w, n, m, row0, row1);
         }
     }, int8_slots(macs, st.slots));
+}
+
+inline Status run_int8_depthwise_float(const RunContext& c) {
+    const Int8DepthwiseState& st = *static_cast<const Int8DepthwiseState*>(c.state);
+    const DepthwiseShape& s = st.conv.shape();
+    uint8_t* y = c.outputs[0].as<uint8_t>();
+    const int64_t out_plane = s.out_h * s.out_w;
+    int8_depthwise_float_units(c, st, st.x_zero_point, [&](const float* sums, int64_t n, int64_t m, int64_t row0, int64_t row1) {
+        int8_requantize_float_row(sums, (row1 - row0) * s.out_w, st.bias[m], st.scale[m], st.rq, y + (n * st.maps + m) * out_plane + row0 * s.out_w);
+    });
+    return Status::Ok;
+}
+
+// A 2-D depthwise ConvInteger on the same kernels: x's zero point read at run time, the sums
+// stored as int32 (exact integers in float32).
+inline Status run_int8_depthwise_integer(const RunContext& c) {
+    const Int8DepthwiseState& st = *static_cast<const Int8DepthwiseState*>(c.state);
+    const DepthwiseShape& s = st.conv.shape();
+    int32_t* y = c.outputs[0].as<int32_t>();
+    const int64_t out_plane = s.out_h * s.out_w;
+    const int32_t zx = c.num_inputs > 2 && c.inputs[2].data ? *c.inputs[2].as<const uint8_t>() : 0;
+    int8_depthwise_float_units(c, st, zx, [&](const float* sums, int64_t n, int64_t m, int64_t row0, int64_t row1) {
+        int32_t* ym = y + (n * st.maps + m) * out_plane + row0 * s.out_w;
+        for (int64_t q = 0; q < (row1 - row0) * s.out_w; ++q) ym[q] = (int32_t)sums[q];
+    });
     return Status::Ok;
 }
 
@@ -24467,10 +24494,13 @@ inline bool int8_depthwise_rows_kernel(ReferenceProgram* p, Int8DepthwiseState* 
 
 // Sets up the float kernel of a 2-D depthwise state whose sums stay below 2^24 (taps * 255 * 128:
 // QLinearConv's weights may hold -128); other states keep the int32 rows.
-inline bool int8_depthwise_float_kernel(ReferenceProgram* p, Int8DepthwiseState* st, Isa isa) {
+// Sets up the float DepthwiseConv of a 2-D depthwise state whose weights (weight(i), maps x taps)
+// are integers of magnitude at most peak, where its sums stay exact; false when out of memory.
+template <class Weight>
+inline bool int8_depthwise_float_kernel(ReferenceProgram* p, Int8DepthwiseState* st, Isa isa, int64_t peak, const Weight& weight) {
     const Window& w = st->w;
     if (w.in[0] != 1 || w.kernel[0] != 1 || w.out[0] != 1 || w.out_size() == 0) return true;
-    if (w.kernel_size() * 255 * 128 >= ((int64_t)1 << 24)) return true;
+    if (w.kernel_size() * 255 * peak >= ((int64_t)1 << 24)) return true;
     DepthwiseShape shape;
     shape.in_h = w.in[1], shape.in_w = w.in[2], shape.out_h = w.out[1], shape.out_w = w.out[2];
     shape.kernel_h = w.kernel[1], shape.kernel_w = w.kernel[2], shape.stride_h = w.stride[1], shape.stride_w = w.stride[2];
@@ -24480,7 +24510,7 @@ inline bool int8_depthwise_float_kernel(ReferenceProgram* p, Int8DepthwiseState*
     const int64_t count = st->maps * w.kernel_size();
     float* weights = p->arena.allocate_array<float>((size_t)count + 1);
     if (!weights) return false;
-    for (int64_t i = 0; i < count; ++i) weights[i] = (float)st->weights[i];
+    for (int64_t i = 0; i < count; ++i) weights[i] = (float)weight(i);
     st->float_weights = weights;
     const int64_t rows = shape.out_h;
     const int64_t band_rows = depthwise_output_band_rows(rows, st->batch * st->channels, st->slots,
@@ -24509,7 +24539,7 @@ inline Int8DepthwiseState* int8_depthwise_state(ReferenceProgram* p, const ConvS
     st->rq = wq.rq;
     st->slots = p->threads ? p->threads : 1;
     if (!int8_depthwise_rows_kernel(p, st, wq.sums, isa)) return nullptr;
-    if (!st->packed_weights && !int8_depthwise_float_kernel(p, st, isa)) return nullptr;
+    if (!st->packed_weights && !int8_depthwise_float_kernel(p, st, isa, 128, [&](int64_t i) { return st->weights[i]; })) return nullptr;
     return st;
 }
 
@@ -25597,6 +25627,204 @@ inline Status cpu_matmul_integer_step(ReferenceProgram* p, const PreparedModel& 
     unit.run = run_cpu_matmul_integer;
     unit.state = st;
     return Status::Ok;
+}
+
+// ConvInteger with a constant w on Int8Gemm's int32 tiles (run_sums), through the int8 convs'
+// im2col (or 1x1 direct) blocks: uint8 x (the tiles' B, padded with x's zero point, read at run
+// time), A = w - zw where every value fits int8; else A = w - 128 (uint8 w) or w (int8 w), and
+// map m adds offset[m] x (its position's sum of x - zx), exact in wrapping int32 as the reference.
+struct CpuConvIntegerState {
+    Int8ConvState conv;                    // geometry, packed A, blocks and parts
+    const int32_t* weight_sums = nullptr;  // per map: the sum of its row of A
+    const int32_t* offsets = nullptr;      // per map: (w - zw) - A, nullptr when A is w - zw
+    bool x_zero_point = false;             // input 2 given (one value)
+    size_t sums_bytes = 0;                 // a slot's position sums (offsets only)
+};
+
+// sums[q] = the sum over rows r < rows of b[r * b_row + q], q < count.
+inline void int8_column_sums(const uint8_t* b, int64_t b_row, int64_t rows, int64_t count, uint32_t* sums) {
+    for (int64_t q = 0; q < count; ++q) sums[q] = 0;
+    int64_t q0 = 0;
+#if defined(__SSE2__)
+    // 16 columns at a time in 16-bit lanes, flushed every 257 rows (257 x 255 = 65535)
+    const __m128i zero = _mm_setzero_si128();
+    for (; q0 + 16 <= count; q0 += 16)
+        for (int64_t r0 = 0; r0 < rows; r0 += 257) {
+            __m128i lo = zero, hi = zero;
+            for (int64_t r = r0; r < std::min(rows, r0 + 257); ++r) {
+                const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + r * b_row + q0));
+                lo = _mm_add_epi16(lo, _mm_unpacklo_epi8(v, zero));
+                hi = _mm_add_epi16(hi, _mm_unpackhi_epi8(v, zero));
+            }
+            const __m128i parts[4] = {_mm_unpacklo_epi16(lo, zero), _mm_unpackhi_epi16(lo, zero), _mm_unpacklo_epi16(hi, zero),
+                                      _mm_unpackhi_epi16(hi, zero)};
+            for (int i = 0; i < 4; ++i) {
+                __m128i* s = reinterpret_cast<__m128i*>(sums + q0 + 4 * i);
+                _mm_storeu_si128(s, _mm_add_epi32(_mm_loadu_si128(s), parts[i]));
+            }
+        }
+#endif
+    for (int64_t r = 0; r < rows; ++r)
+        for (int64_t q = q0; q < count; ++q) sums[q] += b[r * b_row + q];
+}
+
+inline Status run_int8_conv_integer(const RunContext& c) {
+    const CpuConvIntegerState& cs = *static_cast<const CpuConvIntegerState*>(c.state);
+    const Int8ConvState& st = cs.conv;
+    const uint8_t* x = c.inputs[0].as<const uint8_t>();
+    int32_t* y = c.outputs[0].as<int32_t>();
+    const int64_t in_plane = st.w.in_size(), positions = st.w.out_size();
+    if (positions == 0 || st.batch == 0) return Status::Ok;
+    const uint8_t zx = cs.x_zero_point && c.inputs[2].data ? *c.inputs[2].as<const uint8_t>() : 0;
+    // sum (x - zx) a = sum x a - zx sum a, in wrapping int32
+    int32_t* bias = reinterpret_cast<int32_t*>(static_cast<uint8_t*>(c.scratch) + st.slots * st.slot_bytes);
+    for (int64_t m = 0; m < st.maps; ++m) bias[m] = (int32_t)(0u - (uint32_t)zx * (uint32_t)cs.weight_sums[m]);
+    const int64_t blocks = (positions + st.block - 1) / st.block;
+    const uint32_t parts = st.parts;
+    const int64_t tiles = (st.group_maps + st.gemm.mr() - 1) / st.gemm.mr();
+    nn_parallel(c, (uint64_t)(st.batch * st.groups * blocks) * parts, [&](uint64_t slot, uint64_t begin, uint64_t end) {
+        uint8_t* rows = static_cast<uint8_t*>(c.scratch) + slot * st.slot_bytes;
+        uint8_t* panel = rows + st.rows_bytes;
+        uint32_t* sums = reinterpret_cast<uint32_t*>(panel + st.panel_bytes);
+        for (uint64_t work = begin; work < end; ++work) {
+            const uint64_t unit = work / parts, part = work % parts;
+            const int64_t blk = (int64_t)unit % blocks, g = (int64_t)unit / blocks % st.groups, n = (int64_t)unit / blocks / st.groups;
+            const int64_t p0 = blk * st.block, count = std::min(st.block, positions - p0);
+            const uint8_t* xg = x + (n * st.channels + g * st.group_channels) * in_plane;
+            // B's rows: x's planes (1x1) or the im2col matrix, padding as x's zero point (a real zero)
+            const uint8_t* b = xg + p0;
+            int64_t b_row = in_plane;
+            if (!st.direct) {
+                int8_im2col(st.w, st.group_channels, xg, p0, count, zx, rows);
+                b = rows;
+                b_row = count;
+            }
+            st.gemm.pack_b(st.depth, count, b, b_row, panel);
+            const int64_t m0 = std::min<int64_t>(st.group_maps, (int64_t)part * tiles / parts * st.gemm.mr());
+            const int64_t m1 = std::min<int64_t>(st.group_maps, (int64_t)(part + 1) * tiles / parts * st.gemm.mr());
+            int32_t* yg = y + (n * st.maps + g * st.group_maps) * positions + p0;
+            st.gemm.run_sums(m0, m1, count, st.depth, st.packed + (size_t)g * st.packed_bytes, panel, bias + g * st.group_maps, yg,
+                             positions);
+            if (!cs.offsets) continue;
+            int8_column_sums(b, b_row, st.depth, count, sums);
+            const uint32_t padding = (uint32_t)st.depth * zx;
+            for (int64_t m = m0; m < m1; ++m) {
+                const uint32_t d = (uint32_t)cs.offsets[g * st.group_maps + m];
+                int32_t* row = yg + m * positions;
+                for (int64_t q = 0; q < count; ++q) row[q] = (int32_t)((uint32_t)row[q] + d * (sums[q] - padding));
+            }
+        }
+    }, int8_slots((uint64_t)(st.batch * st.maps * positions * st.depth), st.slots));
+    return Status::Ok;
+}
+
+inline Status cpu_conv_integer_step(ReferenceProgram* p, const PreparedModel& model, NodeId id, Isa isa) {
+    const Node& node = model.model.graph.node(id);
+    const QConvState* qs = static_cast<const QConvState*>(model.kernel_state(id));
+    // the ref target keeps the reference kernel
+    if (isa == Isa::Ref || !qs || qs->qlinear || node.num_inputs < 2) return Status::Ok;
+    const ConvState& cst = qs->conv;
+    auto desc = [&](uint32_t i) -> const TensorDesc& { return model.value_desc(model.value_id(node.inputs[i].producer, node.inputs[i].port)); };
+    const TensorDesc& wd = desc(1);
+    const bool w_signed = wd.type == ElementType::Int8;
+    if (desc(0).type != ElementType::UInt8 || (!w_signed && wd.type != ElementType::UInt8)) return Status::Ok;
+    if (cst.maps <= 0 || cst.depth <= 0 || cst.w.out_size() <= 0) return Status::Ok;
+    const void* w = int8_constant(model, id, 1, wd.type, (uint64_t)(cst.maps * cst.depth));
+    if (!w) return Status::Ok;
+    const void* zw = nullptr;
+    uint64_t zw_count = 0;
+    if (node.num_inputs > 3 && !int8_absent(model, id, 3)) {
+        if (!desc_elements(desc(3), &zw_count) || (zw_count != 1 && zw_count != (uint64_t)cst.maps)) return Status::Ok;
+        zw = int8_constant(model, id, 3, wd.type, zw_count);
+        if (!zw) return Status::Ok;
+    }
+    auto byte = [&](const void* v, uint64_t e) -> int32_t {
+        return w_signed ? static_cast<const int8_t*>(v)[e] : static_cast<const uint8_t*>(v)[e];
+    };
+    auto zero_of = [&](int64_t m) { return zw ? byte(zw, zw_count == 1 ? 0 : (uint64_t)m) : 0; };
+    int32_t lowest = 0, highest = 0;
+    for (int64_t m = 0; m < cst.maps; ++m)
+        for (int64_t k = 0; k < cst.depth; ++k) {
+            const int32_t v = byte(w, (uint64_t)(m * cst.depth + k)) - zero_of(m);
+            lowest = std::min(lowest, v);
+            highest = std::max(highest, v);
+        }
+    ProgramStep& step = p->steps_[p->count - 1];
+    step.packed_reads = 1ull << 1;   // w (input 1): every run reads the packed weights instead
+    if (cst.group_channels == 1 && cst.group_maps < 4 && !cst.direct) {   // depthwise: the float kernels, exact
+        Int8DepthwiseState* ds = p->arena.allocate_array<Int8DepthwiseState>(1);
+        if (!ds) return Status::OutOfMemory;
+        new (ds) Int8DepthwiseState();
+        ds->w = cst.w;
+        ds->batch = cst.batch;
+        ds->channels = cst.channels;
+        ds->maps = cst.maps;
+        ds->group_maps = cst.group_maps;
+        ds->slots = p->threads ? p->threads : 1;
+        const int64_t taps = cst.depth;
+        if (!int8_depthwise_float_kernel(p, ds, isa, std::max(-lowest, highest),
+                                         [&](int64_t i) { return byte(w, (uint64_t)i) - zero_of(i / taps); }))
+            return Status::OutOfMemory;
+        if (ds->float_weights)   // else (sums past 2^24) the GEMM below
+            return int8_use(p, p->count - 1, run_int8_depthwise_integer, ds, "ConvInteger+depthwise",
+                            ds->conv.jit() ? ds->conv.isa() : Isa::Ref, (size_t)ds->slots * ds->slot_floats * sizeof(float));
+    }
+    // A = w - zw where it fits int8, else w shifted into int8 and the rest as a per-map offset
+    const bool exact = lowest >= -128 && highest <= 127;
+    const int32_t shift = exact ? 0 : w_signed ? 0 : 128;
+    CpuConvIntegerState* cs = p->arena.allocate_array<CpuConvIntegerState>(1);
+    if (!cs) return Status::OutOfMemory;
+    new (cs) CpuConvIntegerState();
+    Int8ConvState* st = &cs->conv;
+    const bool narrow = exact ? lowest >= -64 && highest <= 64 : false;
+    if (st->gemm.init(isa, true, false, narrow) != Status::Ok || st->gemm.prepare_sums() != Status::Ok) {
+        step.packed_reads = 0;
+        return Status::Ok;
+    }
+    st->w = cst.w;
+    st->batch = cst.batch;
+    st->channels = cst.channels;
+    st->maps = cst.maps;
+    st->groups = cst.groups;
+    st->group_channels = cst.group_channels;
+    st->group_maps = cst.group_maps;
+    st->depth = cst.depth;
+    st->direct = cst.direct;
+    st->slots = p->threads ? p->threads : 1;
+    const int64_t maps = cst.maps, depth = cst.depth;
+    int32_t* sums = p->arena.allocate_array<int32_t>((size_t)maps);
+    int32_t* offsets = exact ? nullptr : p->arena.allocate_array<int32_t>((size_t)maps);
+    int8_t* a = static_cast<int8_t*>(TESSEL_MALLOC((size_t)(maps * depth)));
+    st->packed_bytes = (st->gemm.packed_a_bytes(st->group_maps, depth) + 63) & ~(size_t)63;
+    int8_t* packed = static_cast<int8_t*>(p->packed.allocate(st->packed_bytes * (size_t)st->groups + 64, 64));
+    if (!sums || (!exact && !offsets) || !a || !packed) {
+        TESSEL_FREE(a);
+        return Status::OutOfMemory;
+    }
+    for (int64_t m = 0; m < maps; ++m) {
+        int32_t sum = 0;   // |sum| <= 128 depth
+        for (int64_t k = 0; k < depth; ++k) {
+            const int32_t v = byte(w, (uint64_t)(m * depth + k)) - (exact ? zero_of(m) : shift);
+            a[m * depth + k] = (int8_t)v;
+            sum += v;
+        }
+        sums[m] = sum;
+        if (offsets) offsets[m] = shift - zero_of(m);
+    }
+    for (int64_t g = 0; g < st->groups; ++g)
+        st->gemm.pack_a(st->group_maps, depth, a + g * st->group_maps * depth, depth, packed + (size_t)g * st->packed_bytes);
+    TESSEL_FREE(a);
+    st->packed = packed;
+    cs->weight_sums = sums;
+    cs->offsets = offsets;
+    cs->x_zero_point = node.num_inputs > 2 && !int8_absent(model, id, 2);
+    int8_conv_units(st, st->w.out_size(), (size_t)(Int8Gemm::k_groups(depth) * 4 * (st->direct ? 1 : 2)));
+    st->rows_bytes = st->direct ? 0 : ((size_t)(depth * st->block) + 63) & ~(size_t)63;
+    st->panel_bytes = (st->gemm.packed_b_bytes(depth, st->block) + 63) & ~(size_t)63;
+    cs->sums_bytes = exact ? 0 : ((size_t)st->block * 4 + 63) & ~(size_t)63;
+    st->slot_bytes = st->rows_bytes + st->panel_bytes + cs->sums_bytes;
+    return int8_use(p, p->count - 1, run_int8_conv_integer, cs, "ConvInteger", st->gemm.jit() ? st->gemm.isa() : Isa::Ref,
+                    (size_t)st->slots * st->slot_bytes + (size_t)maps * sizeof(int32_t));
 }
 
 // DynamicQuantizeLinear on the CPU: x's range in vectors (NaN skipped, as the reference's

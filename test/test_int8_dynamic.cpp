@@ -1,9 +1,11 @@
 // Dynamically quantized models (onnxruntime's quantize_dynamic: DynamicQuantizeLinear ->
-// MatMulInteger -> Cast -> Mul) on the CPU device, on the target from TESSEL_ISA, 1 and 2 threads:
+// MatMulInteger or ConvInteger -> Cast -> Mul) on the CPU device, on the target from TESSEL_ISA, 1 and 2 threads:
 // MatMulInteger with a constant B (int8 or uint8, zero point absent, one or one per column; A
 // uint8 or int8 with one zero point, given at run time) bit for bit against the exact integer
 // sums done here (wrapping int32), across tails of M, K and N, batch dims, and K long enough that
-// its sums pass 2^24 (the float GEMM path then sums K in blocks); DynamicQuantizeLinear's three
+// its sums pass 2^24 (the float GEMM path then sums K in blocks); ConvInteger with a constant w
+// (int8 or uint8, zero points absent, one or per map, fitting int8 or not) against a direct loop
+// over 1x1, padded, strided, dilated, grouped, 1-D and 3-D windows; DynamicQuantizeLinear's three
 // outputs bit for bit against the reference kernel (NaN, infinities, signed zeros, ties, every
 // tail of a vector); Cast int32 -> float32 against C++'s conversion.
 #include <doctest/doctest.h>
@@ -98,6 +100,115 @@ void check_matmul_integer(const MatMulIntegerCase& cc, uint32_t threads) {
             if (y[(size_t)(i * n + j)] != (int32_t)sum && bad++ < 5)
                 MESSAGE("y[" << i << "][" << j << "] = " << y[(size_t)(i * n + j)] << ", want " << (int32_t)sum);
         }
+    CHECK(bad == 0);
+}
+
+struct ConvIntegerCase {
+    Shape x, w;                    // N x C x spatial; maps x C / group x kernel
+    std::vector<int64_t> strides, pads, dilations;
+    int64_t group = 1;
+    ElementType x_type = ElementType::UInt8, w_type = ElementType::Int8;
+    int w_zero_points = 0;         // 0: absent, 1: one, 2: one per map
+    bool x_zero_point = true;
+    bool extreme = false;          // x at 255 and w - zw at -128 or -255 (the pairs' int16 limits)
+    uint8_t w_zero = 0;            // the zero points' value (per map: this plus the map)
+    bool depthwise = false;        // on the float depthwise kernels (else Int8Gemm's tiles)
+};
+
+// The exact ConvInteger output (wrapping int32), a direct loop over the window.
+std::vector<int32_t> conv_integer_oracle(const ConvIntegerCase& cc, const std::vector<uint8_t>& x, const std::vector<uint8_t>& w,
+                                         uint8_t zx, const std::vector<uint8_t>& zw, const Shape& y_shape) {
+    const int spatial = (int)cc.x.size() - 2;
+    const bool xs = cc.x_type == ElementType::Int8, ws = cc.w_type == ElementType::Int8;
+    auto value = [](uint8_t b, bool s) { return s ? (int32_t)(int8_t)b : (int32_t)b; };
+    int64_t in_plane = 1, out_plane = 1, taps = 1;
+    for (int d = 0; d < spatial; ++d) in_plane *= cc.x[2 + d], out_plane *= y_shape[2 + d], taps *= cc.w[2 + d];
+    const int64_t maps = cc.w[0], gc = cc.w[1], group_maps = maps / cc.group;
+    std::vector<int32_t> y((size_t)(cc.x[0] * maps * out_plane));
+    for (int64_t n = 0; n < cc.x[0]; ++n)
+        for (int64_t m = 0; m < maps; ++m)
+            for (int64_t p = 0; p < out_plane; ++p) {
+                const int32_t zwv = cc.w_zero_points ? value(zw[cc.w_zero_points == 2 ? (size_t)m : 0], ws) : 0;
+                const int32_t zxv = cc.x_zero_point ? value(zx, xs) : 0;
+                uint32_t sum = 0;
+                for (int64_t ci = 0; ci < gc; ++ci)
+                    for (int64_t t = 0; t < taps; ++t) {
+                        int64_t o = p, tt = t, at = 0;
+                        bool inside = true;
+                        for (int d = spatial - 1; d >= 0; --d) {   // the tap's input position, dimension by dimension
+                            const int64_t od = o % y_shape[2 + d], kd = tt % cc.w[2 + d];
+                            o /= y_shape[2 + d], tt /= cc.w[2 + d];
+                            const int64_t stride = cc.strides.empty() ? 1 : cc.strides[(size_t)d];
+                            const int64_t dil = cc.dilations.empty() ? 1 : cc.dilations[(size_t)d];
+                            const int64_t pad = cc.pads.empty() ? 0 : cc.pads[(size_t)d];
+                            const int64_t i = od * stride - pad + kd * dil;
+                            inside = inside && i >= 0 && i < cc.x[2 + d];
+                            int64_t scale = 1;
+                            for (int e = d + 1; e < spatial; ++e) scale *= cc.x[2 + e];
+                            at += i * scale;
+                        }
+                        if (!inside) continue;   // x - zx padded with zeros
+                        const int64_t c = m / group_maps * gc + ci;
+                        const int32_t xv = value(x[(size_t)((n * cc.x[1] + c) * in_plane + at)], xs) - zxv;
+                        const int32_t wv = value(w[(size_t)((m * gc + ci) * taps + t)], ws) - zwv;
+                        sum += (uint32_t)(xv * wv);
+                    }
+                y[(size_t)((n * maps + m) * out_plane + p)] = (int32_t)sum;
+            }
+    return y;
+}
+
+void check_conv_integer(const ConvIntegerCase& cc, uint32_t threads) {
+    std::mt19937 rng(5u + (uint32_t)cc.w[0] * 7u + (uint32_t)cc.x.back());
+    int64_t xn = 1, wn = 1;
+    for (int64_t d : cc.x) xn *= d;
+    for (int64_t d : cc.w) wn *= d;
+    const int64_t maps = cc.w[0];
+    std::vector<uint8_t> x = random_bytes<uint8_t>((size_t)xn, rng), w = random_bytes<uint8_t>((size_t)wn, rng);
+    std::vector<uint8_t> zw(cc.w_zero_points == 2 ? (size_t)maps : 1);
+    for (size_t m = 0; m < zw.size(); ++m) zw[m] = (uint8_t)(cc.w_zero + m);
+    uint8_t zx = (uint8_t)(rng() & 0xFF);
+    const bool ws = cc.w_type == ElementType::Int8;
+    if (cc.extreme) {
+        zx = 0;
+        for (uint8_t& v : x) v = 255;
+        for (uint8_t& v : w) v = ws ? (uint8_t)0x80 : 0;
+        for (uint8_t& z : zw) z = ws ? 0 : 255;
+    }
+    OpTest t;
+    t.opset = 13;
+    std::vector<InputRef> in = {t.input<uint8_t>(cc.x, x, cc.x_type), t.constant<uint8_t>(cc.w, w, cc.w_type)};
+    in.push_back(cc.x_zero_point ? t.input<uint8_t>(Shape{}, std::vector<uint8_t>{zx}, cc.x_type) : t.absent());
+    if (cc.w_zero_points) in.push_back(t.constant<uint8_t>(cc.w_zero_points == 2 ? Shape{maps} : Shape{}, zw, cc.w_type));
+    t.op("ConvInteger", in);
+    if (cc.group != 1) t.set_int("group", cc.group);
+    if (!cc.strides.empty()) t.set_ints("strides", cc.strides);
+    if (!cc.dilations.empty()) t.set_ints("dilations", cc.dilations);
+    if (!cc.pads.empty()) {
+        std::vector<int64_t> pads = cc.pads;   // the same before and after
+        pads.insert(pads.end(), cc.pads.begin(), cc.pads.end());
+        t.set_ints("pads", pads);
+    }
+    test::CpuRun run = test::run_last_node_on_cpu(t, threads, true);
+    INFO(run.kernels);
+    // uint8 x on every target but ref takes Int8Gemm's tiles; an int8 x stays on the reference
+    const bool int8 = cc.x_type == ElementType::UInt8 && default_isa() != Isa::Ref;
+    CHECK((run.kernels.find("int8:") != std::string::npos) == int8);
+    CHECK(run.kernels.find(":ConvInteger") != std::string::npos);
+    if (int8) CHECK((run.kernels.find(":ConvInteger+depthwise") != std::string::npos) == cc.depthwise);
+    Shape y_shape = {cc.x[0], maps};
+    for (size_t d = 2; d < cc.x.size(); ++d) {
+        const int64_t stride = cc.strides.empty() ? 1 : cc.strides[d - 2], dil = cc.dilations.empty() ? 1 : cc.dilations[d - 2];
+        const int64_t pad = cc.pads.empty() ? 0 : cc.pads[d - 2];
+        y_shape.push_back((cc.x[d] + 2 * pad - dil * (cc.w[d] - 1) - 1) / stride + 1);
+    }
+    const std::vector<int32_t> want = conv_integer_oracle(cc, x, w, zx, zw, y_shape);
+    REQUIRE(run.bytes.size() == want.size() * 4);
+    std::vector<int32_t> y(want.size());
+    std::memcpy(y.data(), run.bytes.data(), run.bytes.size());
+    int64_t bad = 0;
+    for (size_t i = 0; i < y.size(); ++i)
+        if (y[i] != want[i] && bad++ < 5) MESSAGE("y[" << i << "] = " << y[i] << ", want " << want[i]);
     CHECK(bad == 0);
 }
 
@@ -200,6 +311,71 @@ TEST_CASE("int8 dynamic: MatMulInteger with a zero point per row of A stays on t
     CHECK(run.kernels.find("int8:") == std::string::npos);
     CHECK(run.kernels.find("gemm:") == std::string::npos);
     REQUIRE(run.bytes.size() == 4 * 5 * 4);
+}
+
+TEST_CASE("int8 dynamic: ConvInteger with a constant w equals the exact integer sums") {
+    std::vector<ConvIntegerCase> cases;
+    auto add = [&](Shape x, Shape w, std::vector<int64_t> strides, std::vector<int64_t> pads, std::vector<int64_t> dilations,
+                   int64_t group) {
+        ConvIntegerCase c;
+        c.x = x, c.w = w, c.strides = strides, c.pads = pads, c.dilations = dilations, c.group = group;
+        cases.push_back(c);
+        return &cases.back();
+    };
+    add({1, 16, 9, 11}, {24, 16, 1, 1}, {}, {}, {}, 1);              // 1x1: x's planes as B
+    add({2, 13, 7, 5}, {37, 13, 1, 1}, {}, {}, {}, 1);               // tails of maps, depth and positions
+    add({1, 8, 12, 12}, {16, 8, 3, 3}, {}, {1, 1}, {}, 1);           // 3x3 padded (x's zero point in the pads)
+    add({1, 5, 9, 10}, {7, 5, 3, 3}, {2, 2}, {1, 1}, {}, 1);         // strided
+    add({1, 6, 11, 9}, {9, 6, 3, 2}, {1, 2}, {2, 1}, {2, 1}, 1);     // dilated, uneven kernel and strides
+    add({2, 12, 6, 6}, {18, 4, 3, 3}, {}, {1, 1}, {}, 3);            // groups
+    add({1, 8, 5, 5}, {8, 1, 3, 3}, {}, {1, 1}, {}, 8)->depthwise = true;          // depthwise (the float kernels)
+    add({2, 6, 13, 11}, {12, 1, 5, 5}, {2, 2}, {2, 2}, {}, 6)->depthwise = true;   // depthwise, 2 maps a channel, strided
+    {   // depthwise whose sums may pass 2^24 (272 taps of 255 x 255): the GEMM
+        ConvIntegerCase* c = add({1, 3, 20, 20}, {3, 1, 16, 17}, {}, {1, 1}, {}, 3);
+        c->w_type = ElementType::UInt8, c->w_zero_points = 1;
+    }
+    add({1, 4, 20}, {6, 4, 5}, {2}, {2}, {}, 1);                     // 1-D
+    add({1, 3, 4, 5, 6}, {5, 3, 2, 3, 2}, {}, {1, 0, 1}, {}, 1);     // 3-D
+    add({1, 64, 30, 30}, {96, 64, 3, 3}, {}, {1, 1}, {}, 1);         // several blocks of positions, maps in parts at 2 threads
+    for (ElementType wt : {ElementType::Int8, ElementType::UInt8})
+        for (int zw : {0, 1, 2})
+            for (bool zx : {false, true}) {
+                ConvIntegerCase* c = add({1, 10, 8, 7}, {21, 10, 3, 3}, {}, {1, 1}, {}, 1);
+                c->w_type = wt, c->w_zero_points = zw, c->x_zero_point = zx;
+                c->w_zero = wt == ElementType::UInt8 ? 128 : 0;   // uint8 w - 128: A is w - zw (fits int8)
+            }
+    for (uint8_t w_zero : {uint8_t(0), uint8_t(3), uint8_t(100), uint8_t(250)}) {   // w - zw past int8: the per-map offsets
+        ConvIntegerCase* c = add({2, 9, 8, 8}, {19, 9, 3, 3}, {2, 1}, {1, 1}, {}, 1);
+        c->w_type = ElementType::UInt8, c->w_zero_points = 2, c->w_zero = w_zero;
+        c = add({1, 40, 6, 6}, {33, 40, 1, 1}, {}, {}, {}, 1);
+        c->w_type = ElementType::UInt8, c->w_zero_points = 1, c->w_zero = w_zero;
+        c = add({1, 12, 7, 9}, {15, 12, 3, 3}, {}, {1, 1}, {}, 1);
+        c->w_type = ElementType::Int8, c->w_zero_points = 2, c->w_zero = (uint8_t)(w_zero - 128);   // int8 w - zw past int8 too
+        c = add({1, 16, 9, 9}, {16, 1, 3, 3}, {2, 2}, {1, 1}, {}, 16);   // depthwise, |w - zw| up to 255
+        c->w_type = ElementType::UInt8, c->w_zero_points = 2, c->w_zero = w_zero, c->depthwise = true;
+    }
+    for (ElementType wt : {ElementType::Int8, ElementType::UInt8}) {   // x - zx = 255 against -128 (-255): no pair saturates
+        ConvIntegerCase* c = add({1, 32, 6, 6}, {24, 32, 3, 3}, {}, {1, 1}, {}, 1);
+        c->w_type = wt, c->w_zero_points = 1, c->extreme = true;
+    }
+    {   // an int8 x stays on the reference
+        ConvIntegerCase* c = add({1, 4, 5, 5}, {3, 4, 3, 3}, {}, {1, 1}, {}, 1);
+        c->x_type = ElementType::Int8;
+    }
+    for (const ConvIntegerCase& c : cases)
+        for (uint32_t threads : {1u, 2u}) {
+            std::string dims;
+            for (int64_t d : c.x) dims += std::to_string(d) + ",";
+            dims += " w ";
+            for (int64_t d : c.w) dims += std::to_string(d) + ",";
+            CAPTURE(dims);
+            CAPTURE((int)c.w_type);
+            CAPTURE(c.w_zero_points);
+            CAPTURE((int)c.w_zero);
+            CAPTURE(c.x_zero_point);
+            CAPTURE(threads);
+            check_conv_integer(c, threads);
+        }
 }
 
 TEST_CASE("int8 dynamic: DynamicQuantizeLinear equals the reference kernel bit for bit") {

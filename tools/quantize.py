@@ -3,7 +3,7 @@
 
     tools/quantize.py MODEL.onnx -o OUT.onnx [--calibration DIR]... [--random N] [--seed S]
                       [--tessel build/tessel] [--per-tensor] [--reduce-range] [--keep-temp]
-    tools/quantize.py MODEL.onnx -o OUT.onnx --dynamic [--per-tensor] [--reduce-range]
+    tools/quantize.py MODEL.onnx -o OUT.onnx --dynamic [--conv] [--uint8-weights] [--per-tensor] [--reduce-range]
 
 What it writes is the QDQ form the usual quantizers write (onnxruntime's quantize_static):
 - Conv, MatMul and Gemm with a constant weight get int8 weights, symmetric (zero point 0),
@@ -23,7 +23,11 @@ What it writes is the QDQ form the usual quantizers write (onnxruntime's quantiz
 With --dynamic it writes what onnxruntime's quantize_dynamic writes for MatMul instead (no
 calibration): each MatMul with a constant 2-D float B becomes DynamicQuantizeLinear (its A, once
 per activation) -> MatMulInteger (B int8, symmetric, zero point 0) -> Cast to float -> Mul by
-the activation's scale times B's (per column, or one with --per-tensor); Conv and Gemm stay float.
+the activation's scale times B's (per column, or one with --per-tensor); Gemm stays float, and
+Conv too unless --conv: then each Conv with constant float weights becomes DynamicQuantizeLinear
+-> ConvInteger (weights per tensor, as onnxruntime writes them) -> Cast -> Mul -> Add of its bias.
+--uint8-weights writes uint8 weights, asymmetric over [min(w, 0), max(w, 0)] with a zero point
+(onnxruntime's QUInt8), in place of symmetric int8.
 Calibration runs the model with every tensor it needs as an extra graph output through
 `tessel run --output-dir`. Inputs: folders of input_K.pb files (--calibration, repeatable), or
 N sets of random values in [0, 1) (--random, the default with N = 4; free dims become 1).
@@ -383,36 +387,82 @@ def rewrite(model, nodes, ranges, per_channel, peak_q=127):
     replace_nodes(graph, ordered, new_inits)
 
 
-def rewrite_dynamic(model, per_channel, peak_q=127):
-    """MatMuls with a constant 2-D float B as quantize_dynamic writes them; returns how many."""
+def uint8_weight_params(weight, axis, per_channel):
+    """uint8 asymmetric over [min(w, 0), max(w, 0)] (onnxruntime's QUInt8 weights): q, scale, zero point."""
+    reduce_axes = tuple(a for a in range(weight.ndim) if a != axis) if per_channel else None
+    lo = np.minimum(np.min(weight, axis=reduce_axes), 0.0)
+    hi = np.maximum(np.max(weight, axis=reduce_axes), 0.0)
+    scale = np.asarray((hi - lo) / 255.0, dtype=np.float32)
+    scale = np.where(scale == 0, 1.0, scale).astype(np.float32)
+    zero_point = np.clip(np.round(-lo / scale), 0, 255).astype(np.uint8)
+    shape = [1] * weight.ndim
+    if per_channel:
+        shape[axis] = -1
+    q = np.clip(np.round(weight / scale.reshape(shape)) + zero_point.reshape(shape), 0, 255).astype(np.uint8)
+    return q, scale, zero_point
+
+
+def rewrite_dynamic(model, per_channel, peak_q=127, convs=False, uint8_weights=False):
+    """MatMuls with a constant 2-D float B (and Convs with constant float weights when convs) as
+    quantize_dynamic writes them; returns how many."""
     graph = model.graph
     inits = {t.name: t for t in graph.initializer}
     new_inits, ordered, quantized_input = [], [], {}
     count = 0
+    taken = set(inits) | {i.name for i in graph.input} | {n.name for n in graph.node}
+    for n in graph.node:
+        taken.update(n.output)
+
+    def unique(name):
+        """name, or name with a number added: no tensor or node of the graph has it."""
+        name = name.replace("/", "_")
+        k, found = 1, name
+        while found in taken:
+            k, found = k + 1, "%s_%d" % (name, k)
+        taken.add(found)
+        return found
+
     for node in graph.node:
-        if node.op_type != "MatMul" or node.input[1] not in inits or node.input[0] in inits:
+        conv = convs and node.op_type == "Conv"
+        if (node.op_type != "MatMul" and not conv) or node.input[1] not in inits or node.input[0] in inits:
             ordered.append(node)
             continue
         weight = numpy_helper.to_array(inits[node.input[1]])
-        if weight.dtype != np.float32 or weight.ndim != 2:
+        if weight.dtype != np.float32 or (weight.ndim != 2 and not conv):
             ordered.append(node)
             continue
         x = node.input[0]
-        base = (node.name or node.output[0]).replace("/", "_")
+        base = unique(node.name or node.output[0])
         if x not in quantized_input:   # one DynamicQuantizeLinear per activation, before its first reader
-            xb = x.replace("/", "_")
-            quantized_input[x] = (xb + "_quantized", xb + "_scale", xb + "_zero_point")
-            ordered.append(helper.make_node("DynamicQuantizeLinear", [x], list(quantized_input[x]), name=xb + "_DynamicQuantizeLinear"))
+            quantized_input[x] = tuple(unique(x + suffix) for suffix in ("_quantized", "_scale", "_zero_point"))
+            ordered.append(helper.make_node("DynamicQuantizeLinear", [x], list(quantized_input[x]), name=unique(x + "_DynamicQuantizeLinear")))
         xq, xs, xz = quantized_input[x]
-        q, scale = weight_params(weight, 1, per_channel, peak_q)
-        new_inits.append(numpy_helper.from_array(q, base + "_weight_quantized"))
-        new_inits.append(numpy_helper.from_array(scale, base + "_weight_scale"))
-        new_inits.append(numpy_helper.from_array(np.array(0, dtype=np.int8), base + "_weight_zero_point"))
-        ordered.append(helper.make_node("MatMulInteger", [xq, base + "_weight_quantized", xz, base + "_weight_zero_point"],
-                                        [base + "_sums"], name=base + "_MatMulInteger"))
-        ordered.append(helper.make_node("Cast", [base + "_sums"], [base + "_sums_float"], name=base + "_Cast", to=TensorProto.FLOAT))
-        ordered.append(helper.make_node("Mul", [xs, base + "_weight_scale"], [base + "_scale"], name=base + "_scale_Mul"))
-        ordered.append(helper.make_node("Mul", [base + "_sums_float", base + "_scale"], [node.output[0]], name=base + "_Mul"))
+        # a Conv's weights per tensor, as onnxruntime's ConvInteger writes them; a MatMul's per column
+        per_weight = per_channel and not conv
+        if uint8_weights:
+            q, scale, zero_point = uint8_weight_params(weight, 1, per_weight)
+        else:
+            q, scale = weight_params(weight, 1, per_weight, peak_q)
+            zero_point = np.array(0, dtype=np.int8)
+        op = "ConvInteger" if conv else "MatMulInteger"
+        names = {suffix: unique(base + suffix) for suffix in ("_weight_quantized", "_weight_scale", "_weight_zero_point", "_" + op,
+                                                              "_sums", "_Cast", "_sums_float", "_scale_Mul", "_scale", "_Mul",
+                                                              "_scaled", "_bias", "_bias_Add")}
+        new_inits.append(numpy_helper.from_array(q, names["_weight_quantized"]))
+        new_inits.append(numpy_helper.from_array(scale, names["_weight_scale"]))
+        new_inits.append(numpy_helper.from_array(zero_point, names["_weight_zero_point"]))
+        attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute} if conv else {}
+        ordered.append(helper.make_node(op, [xq, names["_weight_quantized"], xz, names["_weight_zero_point"]], [names["_sums"]],
+                                        name=names["_" + op], **attrs))
+        ordered.append(helper.make_node("Cast", [names["_sums"]], [names["_sums_float"]], name=names["_Cast"], to=TensorProto.FLOAT))
+        ordered.append(helper.make_node("Mul", [xs, names["_weight_scale"]], [names["_scale"]], name=names["_scale_Mul"]))
+        bias = node.input[2] if conv and len(node.input) > 2 and node.input[2] else None
+        scaled = names["_scaled"] if bias else node.output[0]
+        ordered.append(helper.make_node("Mul", [names["_sums_float"], names["_scale"]], [scaled], name=names["_Mul"]))
+        if bias:   # the float bias added after, along the maps (onnxruntime reshapes it to 1 x C x 1 x ...)
+            b = numpy_helper.to_array(inits[bias]).astype(np.float32)
+            new_inits.append(numpy_helper.from_array(b.reshape([1, -1] + [1] * (weight.ndim - 2)), names["_bias"]))
+            ordered.append(helper.make_node("Add", [scaled, names["_bias"]], [node.output[0]], name=names["_bias_Add"]))
         count += 1
     replace_nodes(graph, ordered, new_inits)
     return count
@@ -430,6 +480,8 @@ def main():
     parser.add_argument("--reduce-range", action="store_true", help="weights over [-64, 64] (7 bits) instead of [-127, 127]")
     parser.add_argument("--keep-temp", action="store_true")
     parser.add_argument("--dynamic", action="store_true", help="MatMuls as onnxruntime's quantize_dynamic writes them (no calibration)")
+    parser.add_argument("--conv", action="store_true", help="with --dynamic: Convs too, as ConvInteger (quantize_dynamic's default op types)")
+    parser.add_argument("--uint8-weights", action="store_true", help="with --dynamic: uint8 asymmetric weights (onnxruntime's QUInt8)")
     args = parser.parse_args()
     if args.dynamic:
         try:
@@ -438,14 +490,20 @@ def main():
             fail("cannot read '%s': %s" % (args.model, e))
         fold_constants(model)
         if opset_of(model) < 11:
-            fail("the model's opset %d is below 11 (DynamicQuantizeLinear)" % opset_of(model))
-        count = rewrite_dynamic(model, not args.per_tensor, 64 if args.reduce_range else 127)
+            try:
+                model = onnx.version_converter.convert_version(model, 13)
+                model.ir_version = max(model.ir_version, 7)   # initializers need not be inputs
+            except Exception as e:   # the converter raises several kinds
+                fail("the model's opset %d is below 11 (DynamicQuantizeLinear) and does not convert to 13: %s" % (opset_of(model), e))
+        count = rewrite_dynamic(model, not args.per_tensor, 64 if args.reduce_range else 127, args.conv, args.uint8_weights)
         if not count:
-            fail("no MatMul with a constant 2-D float B: nothing to quantize")
+            fail("no MatMul with a constant 2-D float B%s: nothing to quantize" % (" and no Conv with constant weights" if args.conv else ""))
         onnx.checker.check_model(model)
         onnx.save(model, args.output)
-        print("quantize.py: %d MatMuls quantized dynamically (%s weights) -> %s"
-              % (count, ("per-column" if not args.per_tensor else "per-tensor") + (", 7-bit" if args.reduce_range else ""), args.output))
+        weights = ("uint8" if args.uint8_weights else "7-bit int8" if args.reduce_range else "int8") + " weights, MatMul's " + \
+            ("per tensor" if args.per_tensor else "per column") + (", Conv's per tensor" if args.conv else "")
+        print("quantize.py: %d %s quantized dynamically (%s) -> %s"
+              % (count, "MatMuls and Convs" if args.conv else "MatMuls", weights, args.output))
         return
     if not os.access(args.tessel, os.X_OK):
         fail("no Tessel command line at '%s' (make build/tessel, or give --tessel)" % args.tessel)

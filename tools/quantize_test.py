@@ -31,6 +31,24 @@ def run(args):
     return subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
+def run_output(tessel, model_path, inputs, folder):
+    """Output 0 of `tessel run` on model_path (float64) and its --perf-counts listing, or (None, None)."""
+    out = os.path.join(folder, os.path.basename(model_path) + ".out")
+    os.makedirs(out, exist_ok=True)
+    r = run([tessel, "run", model_path, "--inputs", inputs, "--output-dir", out, "--perf-counts"])
+    check(r.returncode == 0, "tessel run %s: %s" % (model_path, r.stderr))
+    if r.returncode != 0:
+        return None, None
+    with open(os.path.join(out, "output_0.pb"), "rb") as f:
+        return numpy_helper.to_array(TensorProto.FromString(f.read())).astype(np.float64), r.stdout
+
+
+def correlation(a, b):
+    """Centred, so that an output dominated by a constant (random weights) cannot hide an error."""
+    ca, cb = a.ravel() - a.mean(), b.ravel() - b.mean()
+    return float(np.dot(ca, cb) / (np.linalg.norm(ca) * np.linalg.norm(cb) + 1e-30))
+
+
 def test_rounding():
     rng = np.random.default_rng(5)
     weight = rng.normal(size=(8, 3, 3, 3)).astype(np.float32)
@@ -109,24 +127,15 @@ def test_model(tessel, float_model, folder):
         with open(os.path.join(inputs, "input_%d.pb" % index), "wb") as f:
             f.write(numpy_helper.from_array(rng.random(shape, dtype=np.float32), value.name).SerializeToString())
         index += 1
-    outputs = []
-    for path in (float_model, int8_model):
-        out = os.path.join(folder, os.path.basename(path) + ".out")
-        os.makedirs(out)
-        r = run([tessel, "run", path, "--inputs", inputs, "--output-dir", out])
-        check(r.returncode == 0, "tessel run %s: %s" % (path, r.stderr))
-        if r.returncode != 0:
-            return
-        with open(os.path.join(out, "output_0.pb"), "rb") as f:
-            outputs.append(numpy_helper.to_array(TensorProto.FromString(f.read())).astype(np.float64))
-    a, b = outputs
-    # centred, so that an output dominated by a constant (random weights) cannot hide an error
-    ca, cb = a.ravel() - a.mean(), b.ravel() - b.mean()
-    correlation = float(np.dot(ca, cb) / (np.linalg.norm(ca) * np.linalg.norm(cb) + 1e-30))
+    a, _ = run_output(tessel, float_model, inputs, folder)
+    b, _ = run_output(tessel, int8_model, inputs, folder)
+    if a is None or b is None:
+        return
+    correlation_ab = correlation(a, b)
     spread, span = float(np.max(np.abs(a - b))), float(np.ptp(a))
     print("int8 against float32: correlation %.5f, largest difference %.4f of the output range %.4f"
-          % (correlation, spread, span))
-    check(correlation > 0.99, "int8 outputs follow the float outputs (correlation %.5f)" % correlation)
+          % (correlation_ab, spread, span))
+    check(correlation_ab > 0.99, "int8 outputs follow the float outputs (correlation %.5f)" % correlation_ab)
     check(spread <= 0.1 * span, "int8 outputs within a tenth of the output range (%.4f of %.4f)" % (spread, span))
 
 
@@ -258,23 +267,64 @@ def test_dynamic(tessel, folder):
     os.makedirs(inputs)
     with open(os.path.join(inputs, "input_0.pb"), "wb") as f:
         f.write(numpy_helper.from_array(rng.normal(size=(20, 32)).astype(np.float32), "x").SerializeToString())
-    outputs = []
-    for model_path in (path, path + ".q"):
-        out = os.path.join(folder, os.path.basename(model_path) + ".out")
-        os.makedirs(out)
-        r = run([tessel, "run", model_path, "--inputs", inputs, "--output-dir", out, "--perf-counts"])
-        check(r.returncode == 0, "tessel run %s: %s" % (model_path, r.stderr))
+    a, _ = run_output(tessel, path, inputs, folder)
+    b, listing = run_output(tessel, path + ".q", inputs, folder)
+    if a is None or b is None:
+        return
+    check(listing.count(":MatMulInteger") == 3 and " ref:MatMulInteger" not in listing,
+          "Tessel runs the three MatMulInteger on its own kernels:\n" + listing)
+    check(correlation(a, b) > 0.99, "dynamic int8 outputs follow the float outputs (correlation %.5f)" % correlation(a, b))
+
+
+def test_dynamic_conv(tessel, folder):
+    """--dynamic --conv: a conv net's Convs (a bias, a depthwise one, strides) become
+    DynamicQuantizeLinear -> ConvInteger -> Cast -> Mul (-> Add of the bias); with int8 weights
+    and with --uint8-weights (zero points past int8's reach) Tessel runs every ConvInteger on its
+    own kernels, and the outputs follow the float model's."""
+    rng = np.random.default_rng(7)
+    inits = [numpy_helper.from_array((rng.normal(size=(16, 3, 3, 3)) * 0.3).astype(np.float32), "w1"),
+             numpy_helper.from_array((rng.normal(size=16) * 0.1).astype(np.float32), "b1"),
+             numpy_helper.from_array((rng.normal(size=(16, 1, 3, 3)) * 0.3 + 0.2).astype(np.float32), "w2"),
+             numpy_helper.from_array((rng.normal(size=(8, 16, 1, 1)) * 0.3).astype(np.float32), "w3")]
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], name="conv1", pads=[1, 1, 1, 1], strides=[2, 2]),
+             helper.make_node("Relu", ["c1"], ["r1"]),
+             helper.make_node("Conv", ["r1", "w2"], ["c2"], name="dw", pads=[1, 1, 1, 1], group=16),
+             helper.make_node("Relu", ["c2"], ["r2"]),
+             helper.make_node("Conv", ["r2", "w3"], ["y"], name="pw")]
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 24, 20])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 12, 10])
+    model = helper.make_model(helper.make_graph(nodes, "g", [x], [y], inits), opset_imports=[helper.make_opsetid("", 13)])
+    path = os.path.join(folder, "convnet.onnx")
+    onnx.save(model, path)
+    inputs = os.path.join(folder, "convnet-inputs")
+    os.makedirs(inputs)
+    with open(os.path.join(inputs, "input_0.pb"), "wb") as f:
+        f.write(numpy_helper.from_array(rng.uniform(size=(1, 3, 24, 20)).astype(np.float32), "x").SerializeToString())
+    for flags in (["--conv"], ["--conv", "--uint8-weights"]):
+        out_path = path + ".q" + str(len(flags))
+        r = run([sys.executable, os.path.join(os.path.dirname(__file__), "quantize.py"), path, "-o", out_path, "--dynamic"] + flags)
+        check(r.returncode == 0 and "3 MatMuls and Convs" in r.stdout, "the conv net quantizes dynamically: " + r.stdout + r.stderr)
         if r.returncode != 0:
+            continue
+        q = onnx.load(out_path)
+        ops = [n.op_type for n in q.graph.node]
+        check(ops.count("DynamicQuantizeLinear") == 3 and ops.count("ConvInteger") == 3 and "Conv" not in ops and
+              ops.count("Add") == 1, "three ConvInteger, one bias Add: %s" % ops)
+        q_inits = {t.name: numpy_helper.to_array(t) for t in q.graph.initializer}
+        for node in q.graph.node:
+            if node.op_type == "ConvInteger":
+                w, zw = q_inits.get(node.input[1]), q_inits.get(node.input[3])
+                want = np.uint8 if "--uint8-weights" in flags else np.int8
+                check(w is not None and w.dtype == want and zw is not None and zw.dtype == want and zw.ndim == 0,
+                      "%s: %s weights, one zero point" % (node.name, want.__name__))
+        a, _ = run_output(tessel, path, inputs, folder)
+        b, listing = run_output(tessel, out_path, inputs, folder)
+        if a is None or b is None:
             return
-        if model_path.endswith(".q"):
-            check(r.stdout.count(":MatMulInteger") == 3 and " ref:MatMulInteger" not in r.stdout,
-                  "Tessel runs the three MatMulInteger on its own kernels:\n" + r.stdout)
-        with open(os.path.join(out, "output_0.pb"), "rb") as f:
-            outputs.append(numpy_helper.to_array(TensorProto.FromString(f.read())).astype(np.float64))
-    a, b = outputs
-    ca, cb = a.ravel() - a.mean(), b.ravel() - b.mean()
-    correlation = float(np.dot(ca, cb) / (np.linalg.norm(ca) * np.linalg.norm(cb) + 1e-30))
-    check(correlation > 0.99, "dynamic int8 outputs follow the float outputs (correlation %.5f)" % correlation)
+        check(listing.count(":ConvInteger") == 3 and " ref:ConvInteger" not in listing and "ConvInteger+depthwise" in listing,
+              "Tessel runs the three ConvInteger on its own kernels:\n" + listing)
+        check(correlation(a, b) > 0.99,
+              "dynamic int8 conv outputs follow the float outputs (%s: correlation %.5f)" % (flags, correlation(a, b)))
 
 
 def test_refusals(tessel, folder):
@@ -308,9 +358,10 @@ def main():
         test_old_opset(tessel, folder)
         test_pool_and_join(tessel, folder)
         test_dynamic(tessel, folder)
+        test_dynamic_conv(tessel, folder)
         test_refusals(tessel, folder)
     checks = ("rounding, model structure (Resize on its input's grid), int8 against float32, 7-bit weights, opset 9, "
-              "pool and join, dynamic MatMuls, refusals")
+              "pool and join, dynamic MatMuls and Convs, refusals")
     print("quantize.py: %s: %s" % (checks, "%d failed" % failures if failures else "all passed"))
     return 1 if failures else 0
 
