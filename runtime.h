@@ -15736,6 +15736,26 @@ inline Status prepare_cast(PrepareContext& c) {
     return Status::Ok;
 }
 
+// y[k] = x[k] as float32, rounded to nearest even as Cast does; x and y may be the same bytes
+// (an int8 step's int32 sums made floats in place).
+inline void int32_to_float(const void* x, void* y, uint64_t n) {
+    const uint8_t* from = static_cast<const uint8_t*>(x);
+    uint8_t* to = static_cast<uint8_t*>(y);
+    uint64_t k = 0;
+#if defined(__SSE2__)
+    for (; k + 4 <= n; k += 4)
+        _mm_storeu_ps(reinterpret_cast<float*>(to + 4 * k), _mm_cvtepi32_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(from + 4 * k))));
+#elif defined(__ARM_NEON)
+    for (; k + 4 <= n; k += 4) vst1q_u8(to + 4 * k, vreinterpretq_u8_f32(vcvtq_f32_s32(vreinterpretq_s32_u8(vld1q_u8(from + 4 * k)))));
+#endif
+    for (; k < n; ++k) {
+        int32_t v;
+        std::memcpy(&v, from + 4 * k, 4);
+        const float f = (float)v;
+        std::memcpy(to + 4 * k, &f, 4);
+    }
+}
+
 inline Status run_cast(const RunContext& c) {
     ElementType from = c.inputs[0].desc.type, to = c.outputs[0].desc.type;
     if (from == to) return run_copy(c);
@@ -15743,13 +15763,11 @@ inline Status run_cast(const RunContext& c) {
     if (from == ElementType::Int32 && to == ElementType::Float32) {   // MatMulInteger's sums to float, in vectors (same rounding)
         const int32_t* x = c.inputs[0].as<const int32_t>();
         float* y = c.outputs[0].as<float>();
-        uint64_t k = 0;
-#if defined(__SSE2__)
-        for (; k + 4 <= n; k += 4) _mm_storeu_ps(y + k, _mm_cvtepi32_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + k))));
-#elif defined(__ARM_NEON)
-        for (; k + 4 <= n; k += 4) vst1q_f32(y + k, vcvtq_f32_s32(vld1q_s32(x + k)));
-#endif
-        for (; k < n; ++k) y[k] = (float)x[k];
+        // on the threads, as the int8 step before it wrote the sums: each converts what its cache holds
+        constexpr uint64_t kChunk = 4096;
+        cpu_ops_parallel(c, (n + kChunk - 1) / kChunk, kChunk, [&](uint64_t begin, uint64_t end) {
+            int32_to_float(x + begin * kChunk, y + begin * kChunk, std::min(n, end * kChunk) - begin * kChunk);
+        });
         return Status::Ok;
     }
     for (uint64_t k = 0; k < n; ++k) store_scalar(to, c.outputs[0].data, k, load_scalar(from, c.inputs[0].data, k));
@@ -22908,7 +22926,10 @@ inline Status run_qconv(const RunContext& c) {
 //   MatMulInteger -> Cast -> Mul): MatMulInteger with a constant B on Int8Gemm's tiles storing
 //   int32 (Int8Gemm::run_sums), or the float GEMM in exact blocks of K, and DynamicQuantizeLinear
 //   on vectors and Int8Convert, the reference's bits (cpu_matmul_integer_step and
-//   cpu_dynamic_quantize_step, taken as the program is built, with the GEMM steps).
+//   cpu_dynamic_quantize_step, taken as the program is built, with the GEMM steps). ConvInteger
+//   with uint8 x and a constant w (cpu_conv_integer_step): the int32 tiles over the im2col or
+//   1x1 blocks, depthwise ones on the float depthwise kernels, exact. The Cast to float32 after
+//   either, its only reader, folds into the product's step (int8_fold_casts).
 namespace detail {
 
 // Below this many multiply-adds an int8 step runs on one thread: a few microseconds of VNNI
@@ -23333,6 +23354,7 @@ struct Int8DepthwiseState {
     const int32_t* kernel_bias = nullptr;
     size_t slot_bytes = 0;
     int64_t planes_per_unit = 0;   // nonzero: Int8DepthwiseConv::run_planes on this many planes a unit, no copy
+    bool float_output = false;     // ConvInteger (run_int8_depthwise_integer): y as float32, a Cast folded in
 };
 
 inline Status run_int8_depthwise(const RunContext& c) {
@@ -23518,7 +23540,10 @@ inline Status run_int8_depthwise_integer(const RunContext& c) {
     const int32_t zx = c.num_inputs > 2 && c.inputs[2].data ? *c.inputs[2].as<const uint8_t>() : 0;
     int8_depthwise_float_units(c, st, zx, [&](const float* sums, int64_t n, int64_t m, int64_t row0, int64_t row1) {
         int32_t* ym = y + (n * st.maps + m) * out_plane + row0 * s.out_w;
-        for (int64_t q = 0; q < (row1 - row0) * s.out_w; ++q) ym[q] = (int32_t)sums[q];
+        const int64_t count = (row1 - row0) * s.out_w;
+        if (st.float_output) std::memcpy(ym, sums, (size_t)count * sizeof(float));   // the folded Cast: the same exact integers
+        else
+            for (int64_t q = 0; q < count; ++q) ym[q] = (int32_t)sums[q];
     });
     return Status::Ok;
 }
@@ -25378,7 +25403,9 @@ inline bool int8_qlinear_step(ReferenceProgram* p, const PreparedModel& model, N
 // - B - b_zero_point within int8 (onnxruntime's quantize_dynamic weights): Int8Gemm's tiles with
 //   B - zb as their constant side (rows: Y's columns), A's rows packed per block as their
 //   activations (an int8 A as a + 128), the zero point folded into a per-run bias (-za times the
-//   column's weight sum), the int32 sums stored (Int8Gemm::run_sums) and transposed into Y.
+//   column's weight sum), the int32 sums stored (Int8Gemm::run_sums) and transposed into Y; on
+//   AVX-512's pixel tiles (Int8Gemm::run_pixel_sums) the other way round, A's rows broadcast
+//   (packed as groups of 4 bytes) against the weights, Y's rows stored as they are.
 // - else the float GEMM: A - za and B - zb are integers of magnitude at most 255 and bmax (B's
 //   largest), so a block of K of at most 2^24 / (255 bmax) rows sums in float32 exactly (every
 //   partial sum an integer under 2^24, whatever the order); the blocks are multiplied apart and
@@ -25397,6 +25424,11 @@ struct CpuMatMulIntegerState {
     uint32_t map_parts = 1;             // parts of Y's columns per block (fewer blocks than threads)
     int64_t map_chunk = 0;              // Y's columns a run_sums call takes (its sums in L2 until transposed)
     size_t panel_bytes = 0, result_bytes = 0;   // a slot: A's packed block, its n x block sums, an int8 A's block + 128
+    // The pixel tiles (Int8Gemm::run_pixel_sums): the weights by pack_pixels, a block of A's rows
+    // as groups of 4 bytes, group g's rows at panel + group_offset[g] (4 block bytes apart), Y's
+    // rows stored as they are.
+    const int64_t* group_offset = nullptr;
+    bool float_output = false;          // Y as float32: a Cast after it folded in (int8_fold_casts)
     // float GEMM
     Gemm gemm;
     int64_t k_block = 0, k_blocks = 0;  // K rows per block; blocks
@@ -25411,6 +25443,21 @@ inline int32_t matmul_integer_a_zero_point(const RunContext& c, const CpuMatMulI
     return st.a_type == ElementType::Int8 ? *c.inputs[2].as<const int8_t>() : *c.inputs[2].as<const uint8_t>();
 }
 
+// Rows [0, count) of a row-major k-byte matrix as groups of 4 bytes: row i's group g at
+// dst + 4 (g pitch + i), each word xor `flip` (the bytes past k meet the packed weights' zeros).
+inline void int8_group_rows(const uint8_t* a, int64_t count, int64_t k, uint32_t flip, int64_t pitch, uint8_t* dst) {
+    const int64_t whole = k / 4, groups = (k + 3) / 4, c4 = count / 4 * 4, w4 = whole / 4 * 4;
+    for (int64_t i = 0; i < c4; i += 4)   // 4 x 4 blocks of words
+        for (int64_t g = 0; g < w4; g += 4) detail::transpose_words4(a + i * k + 4 * g, k, dst + 4 * (g * pitch + i), 4 * pitch, flip);
+    for (int64_t i = 0; i < count; ++i)
+        for (int64_t g = i < c4 ? w4 : 0; g < groups; ++g) {
+            uint32_t word = 0;
+            std::memcpy(&word, a + i * k + 4 * g, (size_t)std::min<int64_t>(4, k - 4 * g));
+            word ^= flip;
+            std::memcpy(dst + 4 * (g * pitch + i), &word, 4);
+        }
+}
+
 inline Status run_int8_matmul_integer(const RunContext& c) {
     const CpuMatMulIntegerState& st = *static_cast<const CpuMatMulIntegerState*>(c.state);
     const uint8_t* x = c.inputs[0].as<const uint8_t>();
@@ -25421,7 +25468,6 @@ inline Status run_int8_matmul_integer(const RunContext& c) {
     for (int64_t j = 0; j < st.n; ++j) bias[j] = (int32_t)(0u - za * (uint32_t)st.weight_sums[j]);
     const int64_t blocks = (st.rows + st.block - 1) / st.block;
     const uint32_t parts = st.map_parts;
-    const int64_t tiles = (st.n + st.int8.mr() - 1) / st.int8.mr();
     nn_parallel(c, (uint64_t)blocks * parts, [&](uint64_t slot, uint64_t begin, uint64_t end) {
         uint8_t* panel = static_cast<uint8_t*>(c.scratch) + slot * st.slot_bytes;
         int32_t* result = reinterpret_cast<int32_t*>(panel + st.panel_bytes);
@@ -25430,9 +25476,20 @@ inline Status run_int8_matmul_integer(const RunContext& c) {
             // part-major: the threads' contiguous ranges of units take whole parts, every block's share
             const int64_t b = (int64_t)(unit % (uint64_t)blocks), part = (int64_t)(unit / (uint64_t)blocks);
             const int64_t r0 = b * st.block, count = std::min(st.block, st.rows - r0);
-            // this part's columns of Y (whole tiles of the weights' rows)
-            const int64_t m0 = std::min(st.n, part * tiles / parts * st.int8.mr()), m1 = std::min(st.n, (part + 1) * tiles / parts * st.int8.mr());
+            // this part's columns of Y: whole vectors of 16 (the pixel tiles), else whole tiles of the weights' rows
+            const int64_t unit_columns = st.group_offset ? 16 : st.int8.mr(), units = (st.n + unit_columns - 1) / unit_columns;
+            const int64_t m0 = std::min(st.n, part * units / parts * unit_columns), m1 = std::min(st.n, (part + 1) * units / parts * unit_columns);
             if (m0 >= m1) continue;
+            auto to_float = [&] {   // the folded Cast, while the block's rows are in cache
+                if (st.float_output)
+                    for (int64_t r = r0; r < r0 + count; ++r) int32_to_float(y + r * st.n + m0, y + r * st.n + m0, (uint64_t)(m1 - m0));
+            };
+            if (st.group_offset) {
+                int8_group_rows(x + r0 * st.k, count, st.k, shift ? 0x80808080u : 0u, st.block, panel);
+                st.int8.run_pixel_sums(st.n, m0, m1, st.k, st.int8_packed, panel, st.group_offset, count, bias, y + r0 * st.n, st.n);
+                to_float();
+                continue;
+            }
             const uint8_t* xs = x + r0 * st.k;
             if (shift) {
                 for (int64_t e = 0; e < count * st.k; ++e) copy[e] = (uint8_t)(xs[e] ^ 0x80);
@@ -25456,6 +25513,7 @@ inline Status run_int8_matmul_integer(const RunContext& c) {
                     for (int64_t j = r < r4 ? j4 : c0; j < c1; ++j) yr[j] = result[(j - c0) * count + r];
                 }
             }
+            to_float();
         }
     }, int8_slots((uint64_t)(st.rows * st.n * st.k), st.slots));
     return Status::Ok;
@@ -25506,6 +25564,8 @@ inline Status run_cpu_matmul_integer(const RunContext& c) {
                     }
                 }
             }
+            if (st.float_output)   // the folded Cast
+                for (int64_t i = m0; i < m1; ++i) int32_to_float(y + i * st.n + n0, y + i * st.n + n0, (uint64_t)(n1 - n0));
         }
     }, st.slots);
     return Status::Ok;
@@ -25563,9 +25623,12 @@ inline Status cpu_matmul_integer_step(ReferenceProgram* p, const PreparedModel& 
     if (isa != Isa::Ref && lowest >= -128 && highest <= 127 && st->int8.init(isa, true, false, narrow) == Status::Ok &&
         st->int8.prepare_sums() == Status::Ok) {
         // B - zb as Int8Gemm's A: n rows of k, and each row's sum
+        // the pixel tiles where the target has them: Y's rows stored as they are, no transposition
+        const bool pixels = st->int8.prepare_pixel_sums() == Status::Ok;
         int8_t* rows = static_cast<int8_t*>(TESSEL_MALLOC((size_t)(mm.n * mm.k)));
         int32_t* sums = p->arena.allocate_array<int32_t>((size_t)mm.n);
-        int8_t* packed = static_cast<int8_t*>(p->packed.allocate(st->int8.packed_a_bytes(mm.n, mm.k) + 64, 64));
+        const size_t packed_bytes = pixels ? Int8Gemm::packed_pixels_bytes(mm.n, mm.k) : st->int8.packed_a_bytes(mm.n, mm.k);
+        int8_t* packed = static_cast<int8_t*>(p->packed.allocate(packed_bytes + 64, 64));
         if (!rows || !sums || !packed) {
             TESSEL_FREE(rows);
             return Status::OutOfMemory;
@@ -25575,7 +25638,8 @@ inline Status cpu_matmul_integer_step(ReferenceProgram* p, const PreparedModel& 
             for (int64_t kk = 0; kk < mm.k; ++kk) sum += rows[j * mm.k + kk] = (int8_t)b_at(kk, j);
             sums[j] = sum;
         }
-        st->int8.pack_a(mm.n, mm.k, rows, mm.k, packed);
+        if (pixels) st->int8.pack_pixels(mm.n, mm.k, rows, mm.k, packed);
+        else st->int8.pack_a(mm.n, mm.k, rows, mm.k, packed);
         TESSEL_FREE(rows);
         st->int8_packed = packed;
         st->weight_sums = sums;
@@ -25587,7 +25651,18 @@ inline Status cpu_matmul_integer_step(ReferenceProgram* p, const PreparedModel& 
         st->result_bytes = ((size_t)(std::min(st->map_chunk, mm.n) * st->block) * 4 + 63) & ~(size_t)63;
         st->panel_bytes = (st->int8.packed_b_bytes(mm.k, st->block) + 63) & ~(size_t)63;
         st->slot_bytes = st->panel_bytes + st->result_bytes + (ad.type == ElementType::Int8 ? ((size_t)(st->block * mm.k) + 63) & ~(size_t)63 : 0);
-        step.kernel = join_name(&p->arena, {"int8:", st->int8.jit() ? isa_name(st->int8.isa()) : "ref", ":MatMulInteger"});
+        if (pixels) {
+            const int64_t groups = Int8Gemm::k_groups(mm.k);
+            int64_t* offsets = p->arena.allocate_array<int64_t>((size_t)groups + 1);
+            if (!offsets) return Status::OutOfMemory;
+            for (int64_t g = 0; g < groups; ++g) offsets[g] = 4 * g * st->block;
+            st->group_offset = offsets;
+            st->result_bytes = 0;
+            st->panel_bytes = ((size_t)(4 * groups * st->block) + 63) & ~(size_t)63;
+            st->slot_bytes = st->panel_bytes;
+        }
+        step.kernel = join_name(&p->arena, {"int8:", st->int8.jit() ? isa_name(st->int8.isa()) : "ref", ":MatMulInteger",
+                                            pixels ? "+pixels" : ""});
         if (!step.kernel) return Status::OutOfMemory;
         step.scratch_bytes = (size_t)st->slots * st->slot_bytes + (size_t)mm.n * sizeof(int32_t);
         step.packed_reads = 1ull << 1;   // B (input 1): every run reads the packed weights instead
@@ -25638,6 +25713,7 @@ struct CpuConvIntegerState {
     const int32_t* weight_sums = nullptr;  // per map: the sum of its row of A
     const int32_t* offsets = nullptr;      // per map: (w - zw) - A, nullptr when A is w - zw
     bool x_zero_point = false;             // input 2 given (one value)
+    bool float_output = false;             // y as float32: a Cast after it folded in (int8_fold_casts)
     size_t sums_bytes = 0;                 // a slot's position sums (offsets only)
 };
 
@@ -25705,14 +25781,17 @@ inline Status run_int8_conv_integer(const RunContext& c) {
             int32_t* yg = y + (n * st.maps + g * st.group_maps) * positions + p0;
             st.gemm.run_sums(m0, m1, count, st.depth, st.packed + (size_t)g * st.packed_bytes, panel, bias + g * st.group_maps, yg,
                              positions);
-            if (!cs.offsets) continue;
-            int8_column_sums(b, b_row, st.depth, count, sums);
-            const uint32_t padding = (uint32_t)st.depth * zx;
-            for (int64_t m = m0; m < m1; ++m) {
-                const uint32_t d = (uint32_t)cs.offsets[g * st.group_maps + m];
-                int32_t* row = yg + m * positions;
-                for (int64_t q = 0; q < count; ++q) row[q] = (int32_t)((uint32_t)row[q] + d * (sums[q] - padding));
+            if (cs.offsets) {
+                int8_column_sums(b, b_row, st.depth, count, sums);
+                const uint32_t padding = (uint32_t)st.depth * zx;
+                for (int64_t m = m0; m < m1; ++m) {
+                    const uint32_t d = (uint32_t)cs.offsets[g * st.group_maps + m];
+                    int32_t* row = yg + m * positions;
+                    for (int64_t q = 0; q < count; ++q) row[q] = (int32_t)((uint32_t)row[q] + d * (sums[q] - padding));
+                }
             }
+            if (cs.float_output)   // the folded Cast, while the block's sums are in cache
+                for (int64_t m = m0; m < m1; ++m) int32_to_float(yg + m * positions, yg + m * positions, (uint64_t)count);
         }
     }, int8_slots((uint64_t)(st.batch * st.maps * positions * st.depth), st.slots));
     return Status::Ok;
@@ -25883,7 +25962,19 @@ inline Status run_cpu_dynamic_quantize_linear(const RunContext& c) {
     uint8_t* y = c.outputs[0].as<uint8_t>();
     float lo = 0.0f, hi = 0.0f, scale = 1.0f;
     uint8_t zero = 0;
-    float_range_with_zero(x, st.count, &lo, &hi);
+    // the range in parts on the threads: each part's is +0 or beyond it, so their min and max
+    // are the whole range's in any order
+    constexpr uint64_t kMaxParts = 64;
+    float part_lo[kMaxParts], part_hi[kMaxParts];
+    const uint64_t parts = std::min<uint64_t>({kMaxParts, c.threads > 1 ? c.threads : 1, st.count / kCpuOpsParallelWork + 1});
+    cpu_ops_parallel(c, parts, st.count / parts, [&](uint64_t begin, uint64_t end) {
+        for (uint64_t q = begin; q < end; ++q)
+            float_range_with_zero(x + st.count * q / parts, st.count * (q + 1) / parts - st.count * q / parts, &part_lo[q], &part_hi[q]);
+    });
+    for (uint64_t q = 0; q < parts; ++q) {
+        lo = part_lo[q] < lo ? part_lo[q] : lo;
+        hi = part_hi[q] > hi ? part_hi[q] : hi;
+    }
     dynamic_quantize_params(lo, hi, &scale, &zero);
     constexpr uint64_t kChunk = 1u << 14;   // elements per unit, as run_int8_quantize's
     cpu_ops_parallel(c, (st.count + kChunk - 1) / kChunk, kChunk, [&](uint64_t begin, uint64_t end) {
@@ -26477,6 +26568,41 @@ inline bool int8_take_shuffle(ReferenceProgram* p, const PreparedModel& model, c
 }
 
 // (>>int8 cpu, continued) The steps made from the groups of >>int8 cpu and >>int8 data movement.
+// A dynamically quantized product's Cast to float32, its only reader (quantize_dynamic's
+// MatMulInteger / ConvInteger -> Cast -> Mul), folds into the product's step: that step writes
+// the Cast's floats (the Cast's rounding) and the Cast's step is dropped (drop[s] = 1).
+inline Status int8_fold_casts(ReferenceProgram* p, const PreparedModel& model, uint8_t* drop, const uint32_t* writer) {
+    if (!writer) return Status::OutOfMemory;
+    const Graph& g = model.model.graph;
+    for (uint32_t i = 0; i < p->count; ++i) {
+        const RunFn run = p->units[i].run;
+        bool* float_output = nullptr;
+        void* state = const_cast<void*>(p->units[i].state);
+        if (run == run_int8_conv_integer) float_output = &static_cast<CpuConvIntegerState*>(state)->float_output;
+        else if (run == run_int8_depthwise_integer) float_output = &static_cast<Int8DepthwiseState*>(state)->float_output;
+        else if (run == run_int8_matmul_integer || run == run_cpu_matmul_integer) float_output = &static_cast<CpuMatMulIntegerState*>(state)->float_output;
+        if (!float_output || p->steps_[i].writes.size != 1) continue;
+        const NodeId product = p->steps_[i].node;
+        Span<const NodeId> readers = g.successors(product);
+        if (readers.size != 1 || !int8_single_reader(g, product, readers[0])) continue;
+        const NodeId cast = readers[0];
+        if (!(g.node(cast).op == StringView("Cast")) || g.node(cast).num_outputs != 1) continue;
+        const uint32_t value = model.value_id(cast, 0), s = writer[value];
+        if (s == ~0u || drop[s] || p->units[s].run || p->units[s].snippet || p->steps_[s].node != cast ||
+            model.value_desc(value).type != ElementType::Float32)
+            continue;
+        uint32_t* writes = p->arena.allocate_array<uint32_t>(1);
+        const char* kernel = join_name(&p->arena, {p->steps_[i].kernel, "+Cast"});
+        if (!writes || !kernel) return Status::OutOfMemory;
+        writes[0] = value;
+        p->steps_[i].writes = Span<const uint32_t>(writes, 1);
+        p->steps_[i].kernel = kernel;
+        *float_output = true;
+        drop[s] = 1;
+    }
+    return Status::Ok;
+}
+
 inline Status cpu_int8_steps(ReferenceProgram* p, const PreparedModel& model, Isa isa) {
     // Every pass below looks only at steps that are neither a snippet nor a kernel's run.
     bool plain = false;
@@ -26838,6 +26964,7 @@ inline Status cpu_int8_steps(ReferenceProgram* p, const PreparedModel& model, Is
     for (uint32_t i = 0; i < p->count && concat_count; ++i)
         if (concats[i] != kNoNode)
             for (uint32_t k = 0; k < g.node(concats[i]).num_inputs; ++k) drop_dequantize(g.node(concats[i]).inputs[k].producer);
+    TESSEL_TRY(int8_fold_casts(p, model, drop, writer ? writer : (writer = writers())));
     uint32_t kept = 0;
     for (uint32_t i = 0; i < p->count; ++i) {
         if (drop[i]) {

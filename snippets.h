@@ -1098,6 +1098,16 @@ public:
     // arrays are indexed by the map. Never allocates.
     void run_pixels(int64_t maps, int64_t m0, int64_t m1, int64_t k, const int8_t* packed, const PixelRun& run,
                     const Int8Requant& rq, uint8_t* y, int64_t ldy) const;
+    // The pixel tiles storing int32 sums, for a row-major Y (MatMulInteger): Y[i][m] = bias[m] +
+    // the sum over the groups g of position i's 4 bytes (at b + group_offset[g] + 4 i) times map
+    // m's (pack_pixels, `maps` of any count: the panels' maps past it are zeros and unstored),
+    // row i at y + i ldy int32, maps [m0, m1) (m0 a multiple of 16), positions [0, count).
+    // prepare_pixel_sums makes the tiles once per process: Unsupported where runs_pixels() is
+    // false or the tiles are AVX-VNNI's (run_sums then). Never allocates.
+    Status prepare_pixel_sums();
+    bool runs_pixel_sums() const { return pixel_sum_tiles_ != nullptr; }
+    void run_pixel_sums(int64_t maps, int64_t m0, int64_t m1, int64_t k, const int8_t* packed, const uint8_t* b,
+                        const int64_t* group_offset, int64_t count, const int32_t* bias, int32_t* y, int64_t ldy) const;
     // The W panel holding map m: its first map and width. Panels of 48, but the last 64 maps of
     // a remainder of 16 as 32 + 32 (a one-vector tile loads as much as it multiplies); AVX-VNNI's
     // of 16, its tile's width, so that a tile reads its W as one stream.
@@ -1147,6 +1157,7 @@ private:
     const TileFn* sum_tiles_ = nullptr;     // tiles_ storing int32 sums (run_sums), after prepare_sums
     int64_t pixel_rows_ = kPixelRows, pixel_vectors_ = 3;   // the pixel tiles' positions, and vectors of 16 maps
     const TileFn* pixel_tiles_ = nullptr;   // [vectors - 1][rows - 1]: run_pixels, may be null
+    const TileFn* pixel_sum_tiles_ = nullptr;   // the same shapes storing int32 (run_pixel_sums), after prepare_pixel_sums
     bool panel_loops_ = false;        // tiles_ and group_tiles_ take runs of whole panels (TileParams::panels)
     // sums: C holds int32 (run_sums), c its first byte, ldc in int32.
     void run_panels(int64_t m0, int64_t m1, int64_t n, int64_t k, const int8_t* packed_a, const uint8_t* b,
@@ -9508,19 +9519,12 @@ inline void emit_int8_tile_vnni_groups(asmjit::x86::Assembler& a, uint32_t rows,
     emit_int8_tile_vnni_any(a, rows, vectors, true);
 }
 
-// The pixel tile (Int8Gemm::run_pixels): rows x vectors accumulators (zmm0..23) as the VNNI
-// tile's, a row being an output position and a vector 16 maps: per group, W's vectors in
-// zmm24-26 and position i's 4 bytes broadcast from rsi + b_groups[u] + 4 i (zmm27-30). Arguments:
-// rdi W panel, rsi position 0's pixel, rdx Y at (first map, position 0), rcx Y's map stride, r8
-// k groups, r9 TileParams (bias and scale per map, mask[0]: the rows stored, w_group_bytes).
-// Stores: each row's vectors narrowed to bytes (vpmovusdb), 4 rows a zmm, and vpermt2b puts 8
-// maps' 8 positions in a zmm's qwords, each stored through a mask of the rows (k1-k4).
-inline void emit_int8_tile_pixels(asmjit::x86::Assembler& a, uint32_t rows, uint32_t vectors) {
+// The pixel tiles' K loop: per group, W's vectors in zmm24-26 (rdi, TileParams::w_group_bytes a
+// group) and position i's 4 bytes broadcast from rsi + b_groups[g] + 4 i (zmm27-30), summed by
+// vpdpbusd into accumulator zmm(i vectors + j).
+inline void emit_int8_pixel_groups(asmjit::x86::Assembler& a, uint32_t rows, uint32_t vectors) {
     namespace x86 = asmjit::x86;
     auto acc = [&](uint32_t i, uint32_t j) { return x86::zmm(i * vectors + j); };
-    for (uint32_t i = 0; i < rows; ++i)
-        for (uint32_t j = 0; j < vectors; ++j) a.vpxord(acc(i, j), acc(i, j), acc(i, j));
-    asmjit::Label index = a.newLabel();
     a.mov(x86::r10, x86::qword_ptr(x86::r9, (int32_t)offsetof(Int8Gemm::TileParams, b_groups)));
     a.mov(x86::r11, x86::qword_ptr(x86::r9, (int32_t)offsetof(Int8Gemm::TileParams, w_group_bytes)));
     auto step = [&](int32_t u) {   // group u of the pair: W at rdi + u r11
@@ -9537,6 +9541,22 @@ inline void emit_int8_tile_pixels(asmjit::x86::Assembler& a, uint32_t rows, uint
         a.lea(x86::rdi, x86::ptr(x86::rdi, x86::r11, 1));
         a.add(x86::r10, 16);
     });
+}
+
+// The pixel tile (Int8Gemm::run_pixels): rows x vectors accumulators (zmm0..23) as the VNNI
+// tile's, a row being an output position and a vector 16 maps: per group, W's vectors in
+// zmm24-26 and position i's 4 bytes broadcast from rsi + b_groups[u] + 4 i (zmm27-30). Arguments:
+// rdi W panel, rsi position 0's pixel, rdx Y at (first map, position 0), rcx Y's map stride, r8
+// k groups, r9 TileParams (bias and scale per map, mask[0]: the rows stored, w_group_bytes).
+// Stores: each row's vectors narrowed to bytes (vpmovusdb), 4 rows a zmm, and vpermt2b puts 8
+// maps' 8 positions in a zmm's qwords, each stored through a mask of the rows (k1-k4).
+inline void emit_int8_tile_pixels(asmjit::x86::Assembler& a, uint32_t rows, uint32_t vectors) {
+    namespace x86 = asmjit::x86;
+    auto acc = [&](uint32_t i, uint32_t j) { return x86::zmm(i * vectors + j); };
+    for (uint32_t i = 0; i < rows; ++i)
+        for (uint32_t j = 0; j < vectors; ++j) a.vpxord(acc(i, j), acc(i, j), acc(i, j));
+    asmjit::Label index = a.newLabel();
+    emit_int8_pixel_groups(a, rows, vectors);
     emit_vnni_requant_params(a);
     a.mov(x86::r11d, x86::dword_ptr(x86::r9, (int32_t)offsetof(Int8Gemm::TileParams, mask)));
     const x86::KReg masks[4] = {x86::k1, x86::k2, x86::k3, x86::k4};   // qword q's bytes of the rows
@@ -9591,6 +9611,28 @@ inline void emit_int8_tile_pixels(asmjit::x86::Assembler& a, uint32_t rows, uint
     a.align(asmjit::AlignMode::kData, 64);
     a.bind(index);
     a.embed(order, sizeof order);
+}
+
+// The pixel tile storing int32 sums (Int8Gemm::run_pixel_sums): the pixel tile's products, the
+// accumulators starting at the maps' bias (TileParams::bias, 16 a vector), row i (position i)
+// stored at rdx + i rcx, vector j's lanes through mask[j] (k1-k3: maps past the end unstored).
+inline void emit_int8_tile_pixel_sums(asmjit::x86::Assembler& a, uint32_t rows, uint32_t vectors) {
+    namespace x86 = asmjit::x86;
+    auto acc = [&](uint32_t i, uint32_t j) { return x86::zmm(i * vectors + j); };
+    const x86::KReg masks[3] = {x86::k1, x86::k2, x86::k3};
+    a.mov(x86::rax, x86::qword_ptr(x86::r9, (int32_t)offsetof(Int8Gemm::TileParams, bias)));
+    for (uint32_t j = 0; j < vectors; ++j) {
+        a.kmovw(masks[j], x86::word_ptr(x86::r9, (int32_t)(offsetof(Int8Gemm::TileParams, mask) + 4 * j)));
+        a.k(masks[j]).z().vmovdqu32(acc(0, j), x86::zmmword_ptr(x86::rax, (int32_t)(j * 64)));   // reads no bias past the maps
+        for (uint32_t i = 1; i < rows; ++i) a.vmovdqa32(acc(i, j), acc(0, j));
+    }
+    emit_int8_pixel_groups(a, rows, vectors);
+    for (uint32_t i = 0; i < rows; ++i) {
+        for (uint32_t j = 0; j < vectors; ++j) a.k(masks[j]).vmovdqu32(x86::zmmword_ptr(x86::rdx, (int32_t)(j * 64)), acc(i, j));
+        if (i + 1 < rows) a.add(x86::rdx, x86::rcx);
+    }
+    a.vzeroupper();
+    a.ret();
 }
 
 // run_pixels indexes the pixel tiles as a table of the VNNI tile's shape (make_int8_tiles).
@@ -10417,6 +10459,7 @@ Status Int8Gemm::init(Isa isa, bool dot_products, bool matrix_tiles, bool narrow
     group_tiles_ = nullptr;
     sum_tiles_ = nullptr;
     pixel_tiles_ = nullptr;
+    pixel_sum_tiles_ = nullptr;
     pixel_rows_ = kPixelRows;
     pixel_vectors_ = 3;
     mr_ = detail::kInt8PortableRows;
@@ -10958,6 +11001,54 @@ void Int8Gemm::run_pixels(int64_t maps, int64_t m0, int64_t m1, int64_t k, const
             j += rows;
             column += rows;
             if (column == run.width) column = 0, ++row;
+        }
+        r0 = r1;
+    }
+}
+
+Status Int8Gemm::prepare_pixel_sums() {
+    pixel_sum_tiles_ = nullptr;
+    if (!pixel_tiles_ || pixel_vectors_ != 3) return Status::Unsupported;   // AVX-512's pixel tiles only
+#if !defined(TESSEL_NO_JIT) && (defined(__x86_64__) || defined(_M_X64))
+    static const detail::Int8TileTable sums = detail::make_int8_tiles(detail::kInt8VnniRows, detail::kInt8VnniVectors,
+                                                                      detail::emit_int8_tile_pixel_sums);
+    if (sums.status != Status::Ok) return sums.status;
+    pixel_sum_tiles_ = sums.fn;
+    return Status::Ok;
+#else
+    return Status::Unsupported;
+#endif
+}
+
+void Int8Gemm::run_pixel_sums(int64_t maps, int64_t m0, int64_t m1, int64_t k, const int8_t* packed, const uint8_t* b,
+                              const int64_t* group_offset, int64_t count, const int32_t* bias, int32_t* y, int64_t ldy) const {
+    const int64_t groups = k_groups(k);
+    TileParams params;
+    params.b_groups = group_offset;
+    // As run_pixels: runs of panels whose W fits in a quarter of L2, each over the tiles of positions.
+    const int64_t run_maps = std::max<int64_t>(kPixelMaps, (int64_t)(cpu_cache_sizes().l2 / 4) / (groups * 4) / kPixelMaps * kPixelMaps);
+    for (int64_t r0 = m0; r0 < m1;) {
+        const int64_t r1 = std::min(m1, r0 / kPixelMaps * kPixelMaps + run_maps);
+        for (int64_t i = 0; i < count;) {
+            // the positions left in even tiles (too few a tile leave vpdpbusd's latency uncovered)
+            const int64_t tiles = (count - i + pixel_rows_ - 1) / pixel_rows_, rows = (count - i + tiles - 1) / tiles;
+            for (int64_t m = r0; m < r1;) {
+                int64_t p0 = 0, width = 0;
+                pixel_panel(maps, m, &p0, &width);
+                const int64_t maps_left = std::min(p0 + width - m, r1 - m);
+                const int64_t vectors = std::min<int64_t>((maps_left + 15) / 16, pixel_vectors_);
+                for (int64_t j = 0; j < 3; ++j) {
+                    const int64_t lanes = std::max<int64_t>(0, std::min<int64_t>(16, maps_left - 16 * j));
+                    params.mask[j] = lanes >= 16 ? 0xFFFFu : (1u << lanes) - 1u;
+                }
+                params.bias = bias + m;
+                params.w_group_bytes = width * 4;
+                pixel_sum_tiles_[(vectors - 1) * pixel_rows_ + rows - 1](packed + p0 * groups * 4 + (m - p0) * 4, b + 4 * i,
+                                                                         reinterpret_cast<uint8_t*>(y + i * ldy + m), ldy * 4, groups,
+                                                                         &params);
+                m += vectors * 16;
+            }
+            i += rows;
         }
         r0 = r1;
     }

@@ -86,6 +86,12 @@ void check_matmul_integer(const MatMulIntegerCase& cc, uint32_t threads) {
     CHECK((run.kernels.find("int8:") != std::string::npos) == int8);
     CHECK((run.kernels.find("gemm:") != std::string::npos) == gemm);
     CHECK(run.kernels.find(":MatMulInteger") != std::string::npos);
+    if (int8) {   // Y's rows straight from the pixel tiles where the CPU has AVX-512's (VNNI and VBMI)
+        Int8Gemm pixels;
+        const bool want = pixels.init(default_isa(), true, false) == Status::Ok && pixels.runs_pixels() &&
+                          pixels.prepare_pixel_sums() == Status::Ok;
+        CHECK((run.kernels.find(":MatMulInteger+pixels") != std::string::npos) == want);
+    }
     REQUIRE(run.bytes.size() == (size_t)(rows * n) * 4);
     std::vector<int32_t> y((size_t)(rows * n));
     std::memcpy(y.data(), run.bytes.data(), run.bytes.size());
@@ -234,7 +240,71 @@ std::vector<unsigned char> dynamic_quantize(const std::vector<float>& x, uint32_
     }
     return bytes;
 }
+// MatMulInteger or ConvInteger (w) -> Cast to float -> Mul, on `isa` (nullptr: the default target);
+// y_too: the int32 sums a second output. Y's bytes (and the sums') and the kernels.
+test::CpuRun run_cast_chain(bool conv, bool depthwise, bool uint8_weights, bool y_too, uint32_t threads, const char* isa) {
+    std::mt19937 rng(21);
+    OpTest t;
+    t.opset = 13;
+    const Shape x_shape = conv ? Shape{1, 8, 9, 10} : Shape{37, 52};
+    const Shape w_shape = conv ? (depthwise ? Shape{8, 1, 3, 3} : Shape{12, 8, 3, 3}) : Shape{52, 29};
+    int64_t xn = 1, wn = 1;
+    for (int64_t d : x_shape) xn *= d;
+    for (int64_t d : w_shape) wn *= d;
+    std::vector<uint8_t> x = random_bytes<uint8_t>((size_t)xn, rng), w = random_bytes<uint8_t>((size_t)wn, rng);
+    const ElementType wt = uint8_weights ? ElementType::UInt8 : ElementType::Int8;
+    std::vector<InputRef> in = {t.input<uint8_t>(x_shape, x), t.constant<uint8_t>(w_shape, w, wt),
+                                t.input<uint8_t>(Shape{}, std::vector<uint8_t>{(uint8_t)(rng() & 0xFF)}),
+                                t.constant<uint8_t>(Shape{}, std::vector<uint8_t>{uint8_weights ? (uint8_t)3 : (uint8_t)0}, wt)};
+    const NodeId product = t.op(conv ? "ConvInteger" : "MatMulInteger", in);
+    if (conv) t.set_ints("pads", {1, 1, 1, 1});
+    if (depthwise) t.set_int("group", 8);
+    t.op("Cast", {InputRef::by_id(product, 0)});
+    t.set_int("to", 1);   // FLOAT
+    t.op("Mul", {InputRef::by_id(t.node, 0), t.constant(Shape{}, std::vector<float>{0.37f})});
+    if (y_too) REQUIRE(t.model.add_output("sums", InputRef::by_id(product, 0)) == Status::Ok);
+    REQUIRE(t.model.add_output("y", InputRef::by_id(t.node, 0)) == Status::Ok);
+    REQUIRE(t.model.finalize() == Status::Ok);
+    std::string count = std::to_string(threads);
+    ConfigEntry config[] = {{"NUM_THREADS", StringView(count.c_str())}, {"PERF_COUNT", "YES"}, {"ISA", isa ? isa : ""}};
+    test::CompiledRun run;
+    test::compile_and_infer(t, "CPU", Span<const ConfigEntry>(config, isa ? 3 : 2), &run);
+    test::CpuRun r;
+    r.kernels = run.kernels;
+    for (uint32_t o = 0; o < run.compiled.output_count(); ++o) {
+        const Tensor& out = run.request.output(o);
+        const unsigned char* b = static_cast<const unsigned char*>(out.data());
+        r.bytes.insert(r.bytes.end(), b, b + out.bytes());
+    }
+    return r;
+}
 }  // namespace
+
+TEST_CASE("int8 dynamic: a Cast to float after MatMulInteger or ConvInteger folds into its step, the same bits") {
+    struct Case { bool conv, depthwise, uint8_weights; };
+    // the int8 tiles, the float GEMM (uint8 weights past int8's reach), ConvInteger's tiles with
+    // and without the per-map offsets, the depthwise kernels
+    for (Case cc : {Case{false, false, false}, Case{false, false, true}, Case{true, false, false}, Case{true, false, true},
+                    Case{true, true, false}})
+        for (bool y_too : {false, true})
+            for (uint32_t threads : {1u, 2u}) {
+                CAPTURE(cc.conv);
+                CAPTURE(cc.depthwise);
+                CAPTURE(cc.uint8_weights);
+                CAPTURE(y_too);
+                CAPTURE(threads);
+                const test::CpuRun fast = run_cast_chain(cc.conv, cc.depthwise, cc.uint8_weights, y_too, threads, nullptr);
+                const test::CpuRun ref = run_cast_chain(cc.conv, cc.depthwise, cc.uint8_weights, y_too, threads, "ref");
+                INFO(fast.kernels);
+                // folded where the sums have no other reader and the product runs on Tessel's kernels
+                const bool kernels = fast.kernels.find("int8:") != std::string::npos || fast.kernels.find("gemm:") != std::string::npos;
+                CHECK(kernels == (default_isa() != Isa::Ref && (cc.conv || !cc.uint8_weights || gemm_jit())));   // the float GEMM's JIT
+                CHECK((fast.kernels.find("+Cast") != std::string::npos) == (kernels && !y_too));
+                CHECK(ref.kernels.find("+Cast") == std::string::npos);
+                REQUIRE(fast.bytes.size() == ref.bytes.size());
+                CHECK(fast.bytes == ref.bytes);
+            }
+}
 
 TEST_CASE("int8 dynamic: MatMulInteger with a constant B equals the exact integer sums") {
     std::vector<MatMulIntegerCase> cases;
