@@ -23173,15 +23173,18 @@ inline void int8_phase_row(uint8_t* dst, const uint8_t* row, int64_t in_w, int64
     if (hi < width) std::memset(dst + hi, pad, (size_t)(width - hi));
 }
 
-inline Status run_int8_conv_implicit(const RunContext& c) {
-    const Int8ConvState& st = *static_cast<const Int8ConvState*>(c.state);
+// The implicit conv's units. Sums (ConvInteger): the int32 sums plus bias[map] stored (as floats
+// when to_float), x's zero point `zx` given at run time; else the requantized bytes.
+template <bool kSums>
+inline void int8_conv_implicit_units(const RunContext& c, const Int8ConvState& st, uint8_t zx, const int32_t* bias, bool to_float) {
     const Window& w = st.w;
     const uint8_t* x = c.inputs[0].as<const uint8_t>();
     uint8_t* y = c.outputs[0].as<uint8_t>();
+    const int64_t y_bytes = kSums ? 4 : 1;   // an element of y
     const int64_t in_plane = w.in_size(), positions = w.out_size(), out_w = w.out[2];
     const int64_t sh = w.stride[1], sw = w.stride[2], wq = st.plane_w, phase_plane = st.plane_h * wq;
     const int64_t channel_bytes = sh * sw * phase_plane, left = w.pad_begin[2], top = w.pad_begin[1];
-    if (positions == 0 || st.batch == 0) return Status::Ok;
+    if (positions == 0 || st.batch == 0) return;
     const int64_t blocks = (st.virtual_positions + st.block - 1) / st.block;
     const uint32_t parts = st.parts;
     const uint64_t macs = (uint64_t)(st.batch * st.maps * st.virtual_positions * st.depth);
@@ -23209,25 +23212,25 @@ inline Status run_int8_conv_implicit(const RunContext& c) {
             if (st.shared_columns) {
                 const int64_t pixel_bytes = st.interleaved ? 4 : 1;
                 for (int64_t plane = 0; plane < st.group_channels / pixel_bytes * sh * sw; ++plane)
-                    std::memset(copy + (plane * phase_plane + r1 * wq) * pixel_bytes, st.x_zero_point,
+                    std::memset(copy + (plane * phase_plane + r1 * wq) * pixel_bytes, zx,
                                 (size_t)(st.shared_columns * pixel_bytes));
             }
             // phase row r (a, b) of channel ci, zero-point padded, into dst
             auto phase_row = [&](uint8_t* dst, int64_t ci, int64_t a, int64_t b, int64_t r) {
                 const int64_t in_row = r * sh + a - top;
                 if (in_row < 0 || in_row >= w.in[1]) {
-                    std::memset(dst, st.x_zero_point, (size_t)wq);
+                    std::memset(dst, zx, (size_t)wq);
                 } else if (sw == 1) {   // the row between its pads
-                    std::memset(dst, st.x_zero_point, (size_t)left);
+                    std::memset(dst, zx, (size_t)left);
                     std::memcpy(dst + left, xg + ci * in_plane + in_row * w.in[2], (size_t)w.in[2]);
-                    std::memset(dst + left + w.in[2], st.x_zero_point, (size_t)(wq - left - w.in[2]));
+                    std::memset(dst + left + w.in[2], zx, (size_t)(wq - left - w.in[2]));
                 } else {
-                    int8_phase_row(dst, xg + ci * in_plane + in_row * w.in[2], w.in[2], left, sw, b, wq, st.x_zero_point, xg_end);
+                    int8_phase_row(dst, xg + ci * in_plane + in_row * w.in[2], w.in[2], left, sw, b, wq, zx, xg_end);
                 }
             };
             if (st.interleaved) {
                 uint8_t* rows4 = result + st.result_bytes;
-                const uint32_t pad_pixel = 0x01010101u * st.x_zero_point;
+                const uint32_t pad_pixel = 0x01010101u * zx;
                 for (int64_t c4 = 0; c4 < st.group_channels / 4; ++c4)
                     for (int64_t a = 0; a < sh; ++a)
                         for (int64_t b = 0; b < sw; ++b)
@@ -23260,10 +23263,12 @@ inline Status run_int8_conv_implicit(const RunContext& c) {
             const int64_t m0 = std::min<int64_t>(st.group_maps, (int64_t)part * tiles / parts * tile_maps);
             const int64_t m1 = std::min<int64_t>(st.group_maps, (int64_t)(part + 1) * tiles / parts * tile_maps);
             Int8Requant rq = st.rq;
-            rq.bias = st.bias + g * st.group_maps;
-            rq.scale = st.scale + g * st.group_maps;
+            if (!kSums) {   // the sums' bias is given; they have no scales
+                rq.bias = st.bias + g * st.group_maps;
+                rq.scale = st.scale + g * st.group_maps;
+            }
             const int8_t* packed = st.packed + (size_t)g * st.packed_bytes;
-            uint8_t* yg = y + n * st.maps * positions + g * st.group_offset;
+            uint8_t* yg = y + (n * st.maps * positions + g * st.group_offset) * y_bytes;
             if (st.pixels) {   // the block's virtual positions less the dropped columns
                 const int64_t first = p0 % wq < out_w ? p0 : (p0 / wq + 1) * wq, last = p0 + count;
                 const int64_t before = first / wq * out_w + first % wq;
@@ -23273,20 +23278,30 @@ inline Status run_int8_conv_implicit(const RunContext& c) {
                 st.gemm.run_pixels(st.group_maps, m0, m1, st.depth, packed, pixel_run, rq, yg + first / wq * out_w, st.map_stride);
                 continue;
             }
-            if (st.groups_in_place) st.gemm.run_groups(m0, m1, count, st.depth, packed, copy + 4 * p0, st.offset, rq, result, count);
+            if (kSums) st.gemm.run_sums(m0, m1, count, st.depth, packed, panel, bias + g * st.group_maps, reinterpret_cast<int32_t*>(result), count);
+            else if (st.groups_in_place) st.gemm.run_groups(m0, m1, count, st.depth, packed, copy + 4 * p0, st.offset, rq, result, count);
             else st.gemm.run(m0, m1, count, st.depth, packed, panel, rq, result, count);
             // the virtual rows' first out_w columns into y (row m of the result at m * count)
             for (int64_t p = p0; p < p0 + count;) {
                 const int64_t o1 = p / wq, o2 = p % wq, stop = std::min(p0 + count, (o1 + 1) * wq);
                 if (o2 < out_w) {
                     const int64_t run = std::min(stop, o1 * wq + out_w) - p;
-                    for (int64_t m = m0; m < m1; ++m)
-                        std::memcpy(yg + m * st.map_stride + o1 * out_w + o2, result + m * count + (p - p0), (size_t)run);
+                    for (int64_t m = m0; m < m1; ++m) {
+                        uint8_t* to = yg + (m * st.map_stride + o1 * out_w + o2) * y_bytes;
+                        const uint8_t* from = result + (m * count + (p - p0)) * y_bytes;
+                        if (kSums && to_float) int32_to_float(from, to, (uint64_t)run);   // the folded Cast
+                        else std::memcpy(to, from, (size_t)(run * y_bytes));
+                    }
                 }
                 p = stop;
             }
         }
     }, int8_slots(macs, st.slots));
+}
+
+inline Status run_int8_conv_implicit(const RunContext& c) {
+    const Int8ConvState& st = *static_cast<const Int8ConvState*>(c.state);
+    int8_conv_implicit_units<false>(c, st, st.x_zero_point, nullptr, false);
     return Status::Ok;
 }
 
@@ -24723,7 +24738,9 @@ inline void int8_conv_units(Int8ConvState* st, int64_t positions, size_t row_byt
 // (strided: along a dimension of stride s > 1, undilated with at least s taps, so every phase
 // plane is read, and K of 64 or more: below it the im2col matrix is smaller than the result
 // rows the implicit path copies out); false when out of memory.
-inline bool int8_conv_implicit(ReferenceProgram* p, Int8ConvState* st, const int8_t* weights, int8_t* packed, Arena* scratch) {
+// sums: ConvInteger's int32 results (Int8Gemm::run_sums on packed panels: no groups in place, no pixel tiles).
+inline bool int8_conv_implicit(ReferenceProgram* p, Int8ConvState* st, const int8_t* weights, int8_t* packed, Arena* scratch,
+                               bool sums = false) {
     const Window& w = st->w;
     if (st->direct || w.in[0] != 1 || w.kernel[0] != 1 || w.out[0] != 1) return true;
     if (w.kernel_size() < 2 || w.out_size() == 0) return true;
@@ -24737,7 +24754,7 @@ inline bool int8_conv_implicit(ReferenceProgram* p, Int8ConvState* st, const int
     if (w.out[1] != (hp - reach_h - 1) / sh + 1 || w.out[2] != (wp - reach_w - 1) / sw + 1) return true;
     const int64_t shared = sw == 1 ? std::min(std::min(w.pad_begin[2], w.pad_end[2]), reach_w) : 0;
     const int64_t hq = (hp + sh - 1) / sh, wq = (wp + sw - 1) / sw - shared;
-    const bool in_place = st->group_channels % 4 == 0 && st->gemm.reads_b_groups();
+    const bool in_place = st->group_channels % 4 == 0 && st->gemm.reads_b_groups() && !sums;
     const bool interleaved = st->group_channels % 4 == 0 && (!st->gemm.packs_rows_by_kernel() || in_place);
     // The pixel tiles compute no dropped columns and no positions short of a panel, need no B
     // panel in L2 (whole rows a thread) and split no load of B across cache lines: AVX-512's
@@ -24796,7 +24813,7 @@ inline bool int8_conv_implicit(ReferenceProgram* p, Int8ConvState* st, const int
     st->rows_bytes = 0;
     st->copy_bytes = ((size_t)copy + 63) & ~(size_t)63;
     st->panel_bytes = in_place ? 0 : (st->gemm.packed_b_bytes(st->depth, block) + 63) & ~(size_t)63;
-    st->result_bytes = pixels ? 0 : ((size_t)(st->group_maps * block) + 63) & ~(size_t)63;
+    st->result_bytes = pixels ? 0 : ((size_t)(st->group_maps * block) * (sums ? 4 : 1) + 63) & ~(size_t)63;
     st->rows4_bytes = interleaved ? ((size_t)(4 * wq) + 63) & ~(size_t)63 : 0;
     st->slot_bytes = st->copy_bytes + st->panel_bytes + st->result_bytes + st->rows4_bytes;
     return true;
@@ -25744,6 +25761,24 @@ inline void int8_column_sums(const uint8_t* b, int64_t b_row, int64_t rows, int6
         for (int64_t q = q0; q < count; ++q) sums[q] += b[r * b_row + q];
 }
 
+// x's zero point this run, and the maps' bias from it (sum (x - zx) a = sum x a - zx sum a, in
+// wrapping int32) in the scratch after the slots'.
+inline int32_t* conv_integer_bias(const RunContext& c, const CpuConvIntegerState& cs, uint8_t* zx) {
+    *zx = cs.x_zero_point && c.inputs[2].data ? *c.inputs[2].as<const uint8_t>() : 0;
+    int32_t* bias = reinterpret_cast<int32_t*>(static_cast<uint8_t*>(c.scratch) + cs.conv.slots * cs.conv.slot_bytes);
+    for (int64_t m = 0; m < cs.conv.maps; ++m) bias[m] = (int32_t)(0u - (uint32_t)*zx * (uint32_t)cs.weight_sums[m]);
+    return bias;
+}
+
+// A k x k ConvInteger whose w - zw fits int8 on the QDQ convs' implicit path (no im2col).
+inline Status run_int8_conv_integer_implicit(const RunContext& c) {
+    const CpuConvIntegerState& cs = *static_cast<const CpuConvIntegerState*>(c.state);
+    uint8_t zx = 0;
+    const int32_t* bias = conv_integer_bias(c, cs, &zx);
+    int8_conv_implicit_units<true>(c, cs.conv, zx, bias, cs.float_output);
+    return Status::Ok;
+}
+
 inline Status run_int8_conv_integer(const RunContext& c) {
     const CpuConvIntegerState& cs = *static_cast<const CpuConvIntegerState*>(c.state);
     const Int8ConvState& st = cs.conv;
@@ -25751,10 +25786,8 @@ inline Status run_int8_conv_integer(const RunContext& c) {
     int32_t* y = c.outputs[0].as<int32_t>();
     const int64_t in_plane = st.w.in_size(), positions = st.w.out_size();
     if (positions == 0 || st.batch == 0) return Status::Ok;
-    const uint8_t zx = cs.x_zero_point && c.inputs[2].data ? *c.inputs[2].as<const uint8_t>() : 0;
-    // sum (x - zx) a = sum x a - zx sum a, in wrapping int32
-    int32_t* bias = reinterpret_cast<int32_t*>(static_cast<uint8_t*>(c.scratch) + st.slots * st.slot_bytes);
-    for (int64_t m = 0; m < st.maps; ++m) bias[m] = (int32_t)(0u - (uint32_t)zx * (uint32_t)cs.weight_sums[m]);
+    uint8_t zx = 0;
+    const int32_t* bias = conv_integer_bias(c, cs, &zx);
     const int64_t blocks = (positions + st.block - 1) / st.block;
     const uint32_t parts = st.parts;
     const int64_t tiles = (st.group_maps + st.gemm.mr() - 1) / st.gemm.mr();
@@ -25869,6 +25902,8 @@ inline Status cpu_conv_integer_step(ReferenceProgram* p, const PreparedModel& mo
     st->group_maps = cst.group_maps;
     st->depth = cst.depth;
     st->direct = cst.direct;
+    st->group_offset = st->group_maps * st->w.out_size();
+    st->map_stride = st->w.out_size();
     st->slots = p->threads ? p->threads : 1;
     const int64_t maps = cst.maps, depth = cst.depth;
     int32_t* sums = p->arena.allocate_array<int32_t>((size_t)maps);
@@ -25892,7 +25927,6 @@ inline Status cpu_conv_integer_step(ReferenceProgram* p, const PreparedModel& mo
     }
     for (int64_t g = 0; g < st->groups; ++g)
         st->gemm.pack_a(st->group_maps, depth, a + g * st->group_maps * depth, depth, packed + (size_t)g * st->packed_bytes);
-    TESSEL_FREE(a);
     st->packed = packed;
     cs->weight_sums = sums;
     cs->offsets = offsets;
@@ -25902,6 +25936,15 @@ inline Status cpu_conv_integer_step(ReferenceProgram* p, const PreparedModel& mo
     st->panel_bytes = (st->gemm.packed_b_bytes(depth, st->block) + 63) & ~(size_t)63;
     cs->sums_bytes = exact ? 0 : ((size_t)st->block * 4 + 63) & ~(size_t)63;
     st->slot_bytes = st->rows_bytes + st->panel_bytes + cs->sums_bytes;
+    // k x k convs without the offsets (they sum each position's im2col column) read x's phase
+    // planes in place of an im2col copy, as the QDQ convs do
+    Arena order;   // the interleaved weights until packed
+    const bool implicit_ok = !exact || int8_conv_implicit(p, st, a, packed, &order, true);
+    TESSEL_FREE(a);
+    if (!implicit_ok) return Status::OutOfMemory;
+    if (st->implicit)
+        return int8_use(p, p->count - 1, run_int8_conv_integer_implicit, cs, "ConvInteger+implicit", st->gemm.jit() ? st->gemm.isa() : Isa::Ref,
+                        (size_t)st->slots * st->slot_bytes + (size_t)maps * sizeof(int32_t));
     return int8_use(p, p->count - 1, run_int8_conv_integer, cs, "ConvInteger", st->gemm.jit() ? st->gemm.isa() : Isa::Ref,
                     (size_t)st->slots * st->slot_bytes + (size_t)maps * sizeof(int32_t));
 }
@@ -26578,7 +26621,8 @@ inline Status int8_fold_casts(ReferenceProgram* p, const PreparedModel& model, u
         const RunFn run = p->units[i].run;
         bool* float_output = nullptr;
         void* state = const_cast<void*>(p->units[i].state);
-        if (run == run_int8_conv_integer) float_output = &static_cast<CpuConvIntegerState*>(state)->float_output;
+        if (run == run_int8_conv_integer || run == run_int8_conv_integer_implicit)
+            float_output = &static_cast<CpuConvIntegerState*>(state)->float_output;
         else if (run == run_int8_depthwise_integer) float_output = &static_cast<Int8DepthwiseState*>(state)->float_output;
         else if (run == run_int8_matmul_integer || run == run_cpu_matmul_integer) float_output = &static_cast<CpuMatMulIntegerState*>(state)->float_output;
         if (!float_output || p->steps_[i].writes.size != 1) continue;

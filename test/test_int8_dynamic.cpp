@@ -119,6 +119,7 @@ struct ConvIntegerCase {
     bool extreme = false;          // x at 255 and w - zw at -128 or -255 (the pairs' int16 limits)
     uint8_t w_zero = 0;            // the zero points' value (per map: this plus the map)
     bool depthwise = false;        // on the float depthwise kernels (else Int8Gemm's tiles)
+    int implicit = -1;             // 1: on the implicit path (no im2col), 0: not, -1: either
 };
 
 // The exact ConvInteger output (wrapping int32), a direct loop over the window.
@@ -202,6 +203,7 @@ void check_conv_integer(const ConvIntegerCase& cc, uint32_t threads) {
     CHECK((run.kernels.find("int8:") != std::string::npos) == int8);
     CHECK(run.kernels.find(":ConvInteger") != std::string::npos);
     if (int8) CHECK((run.kernels.find(":ConvInteger+depthwise") != std::string::npos) == cc.depthwise);
+    if (int8 && cc.implicit >= 0) CHECK((run.kernels.find(":ConvInteger+implicit") != std::string::npos) == (cc.implicit == 1));
     Shape y_shape = {cc.x[0], maps};
     for (size_t d = 2; d < cc.x.size(); ++d) {
         const int64_t stride = cc.strides.empty() ? 1 : cc.strides[d - 2], dil = cc.dilations.empty() ? 1 : cc.dilations[d - 2];
@@ -392,10 +394,12 @@ TEST_CASE("int8 dynamic: ConvInteger with a constant w equals the exact integer 
         cases.push_back(c);
         return &cases.back();
     };
-    add({1, 16, 9, 11}, {24, 16, 1, 1}, {}, {}, {}, 1);              // 1x1: x's planes as B
+    add({1, 16, 9, 11}, {24, 16, 1, 1}, {}, {}, {}, 1)->implicit = 0;   // 1x1: x's planes as B
     add({2, 13, 7, 5}, {37, 13, 1, 1}, {}, {}, {}, 1);               // tails of maps, depth and positions
-    add({1, 8, 12, 12}, {16, 8, 3, 3}, {}, {1, 1}, {}, 1);           // 3x3 padded (x's zero point in the pads)
-    add({1, 5, 9, 10}, {7, 5, 3, 3}, {2, 2}, {1, 1}, {}, 1);         // strided
+    add({1, 8, 12, 12}, {16, 8, 3, 3}, {}, {1, 1}, {}, 1)->implicit = 1;   // 3x3 padded (x's zero point in the pads)
+    add({1, 5, 9, 10}, {7, 5, 3, 3}, {2, 2}, {1, 1}, {}, 1)->implicit = 0;   // strided, K under 64: im2col
+    add({1, 20, 13, 11}, {9, 20, 3, 3}, {2, 2}, {1, 1}, {}, 1)->implicit = 1;   // strided, K 180: phase planes
+    add({2, 6, 10, 9}, {11, 6, 3, 3}, {}, {2, 1}, {}, 1)->implicit = 1;   // 2 images, pads of 2 and 1
     add({1, 6, 11, 9}, {9, 6, 3, 2}, {1, 2}, {2, 1}, {2, 1}, 1);     // dilated, uneven kernel and strides
     add({2, 12, 6, 6}, {18, 4, 3, 3}, {}, {1, 1}, {}, 3);            // groups
     add({1, 8, 5, 5}, {8, 1, 3, 3}, {}, {1, 1}, {}, 8)->depthwise = true;          // depthwise (the float kernels)
@@ -416,7 +420,7 @@ TEST_CASE("int8 dynamic: ConvInteger with a constant w equals the exact integer 
             }
     for (uint8_t w_zero : {uint8_t(0), uint8_t(3), uint8_t(100), uint8_t(250)}) {   // w - zw past int8: the per-map offsets
         ConvIntegerCase* c = add({2, 9, 8, 8}, {19, 9, 3, 3}, {2, 1}, {1, 1}, {}, 1);
-        c->w_type = ElementType::UInt8, c->w_zero_points = 2, c->w_zero = w_zero;
+        c->w_type = ElementType::UInt8, c->w_zero_points = 2, c->w_zero = w_zero, c->implicit = 0;   // the offsets: im2col
         c = add({1, 40, 6, 6}, {33, 40, 1, 1}, {}, {}, {}, 1);
         c->w_type = ElementType::UInt8, c->w_zero_points = 1, c->w_zero = w_zero;
         c = add({1, 12, 7, 9}, {15, 12, 3, 3}, {}, {1, 1}, {}, 1);
