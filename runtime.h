@@ -25812,19 +25812,24 @@ inline Status run_int8_conv_integer(const RunContext& c) {
             const int64_t m0 = std::min<int64_t>(st.group_maps, (int64_t)part * tiles / parts * st.gemm.mr());
             const int64_t m1 = std::min<int64_t>(st.group_maps, (int64_t)(part + 1) * tiles / parts * st.gemm.mr());
             int32_t* yg = y + (n * st.maps + g * st.group_maps) * positions + p0;
-            st.gemm.run_sums(m0, m1, count, st.depth, st.packed + (size_t)g * st.packed_bytes, panel, bias + g * st.group_maps, yg,
-                             positions);
-            if (cs.offsets) {
-                int8_column_sums(b, b_row, st.depth, count, sums);
-                const uint32_t padding = (uint32_t)st.depth * zx;
-                for (int64_t m = m0; m < m1; ++m) {
-                    const uint32_t d = (uint32_t)cs.offsets[g * st.group_maps + m];
-                    int32_t* row = yg + m * positions;
-                    for (int64_t q = 0; q < count; ++q) row[q] = (int32_t)((uint32_t)row[q] + d * (sums[q] - padding));
+            if (cs.offsets) int8_column_sums(b, b_row, st.depth, count, sums);
+            // maps in chunks whose sums stay in L2 until the offsets and the folded Cast have passed
+            const int64_t mr = st.gemm.mr(), chunk = std::max(mr, (int64_t)(cpu_cache_sizes().l2 / 4) / (count * 4) / mr * mr);
+            for (int64_t c0 = m0; c0 < m1; c0 += chunk) {
+                const int64_t c1 = std::min(m1, c0 + chunk);
+                st.gemm.run_sums(c0, c1, count, st.depth, st.packed + (size_t)g * st.packed_bytes, panel, bias + g * st.group_maps, yg,
+                                 positions);
+                if (cs.offsets) {
+                    const uint32_t padding = (uint32_t)st.depth * zx;
+                    for (int64_t m = c0; m < c1; ++m) {
+                        const uint32_t d = (uint32_t)cs.offsets[g * st.group_maps + m];
+                        int32_t* row = yg + m * positions;
+                        for (int64_t q = 0; q < count; ++q) row[q] = (int32_t)((uint32_t)row[q] + d * (sums[q] - padding));
+                    }
                 }
+                if (cs.float_output)   // the folded Cast
+                    for (int64_t m = c0; m < c1; ++m) int32_to_float(yg + m * positions, yg + m * positions, (uint64_t)count);
             }
-            if (cs.float_output)   // the folded Cast, while the block's sums are in cache
-                for (int64_t m = m0; m < m1; ++m) int32_to_float(yg + m * positions, yg + m * positions, (uint64_t)count);
         }
     }, int8_slots((uint64_t)(st.batch * st.maps * positions * st.depth), st.slots));
     return Status::Ok;

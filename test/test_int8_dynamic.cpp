@@ -428,6 +428,10 @@ TEST_CASE("int8 dynamic: ConvInteger with a constant w equals the exact integer 
         c = add({1, 16, 9, 9}, {16, 1, 3, 3}, {2, 2}, {1, 1}, {}, 16);   // depthwise, |w - zw| up to 255
         c->w_type = ElementType::UInt8, c->w_zero_points = 2, c->w_zero = w_zero, c->depthwise = true;
     }
+    {   // 1x1 over 1600 positions, 80 maps: the maps in chunks whose sums stay in L2, with the offsets
+        ConvIntegerCase* c = add({1, 8, 40, 40}, {80, 8, 1, 1}, {}, {}, {}, 1);
+        c->w_type = ElementType::UInt8, c->w_zero_points = 1, c->w_zero = 9;
+    }
     for (ElementType wt : {ElementType::Int8, ElementType::UInt8}) {   // x - zx = 255 against -128 (-255): no pair saturates
         ConvIntegerCase* c = add({1, 32, 6, 6}, {24, 32, 3, 3}, {}, {1, 1}, {}, 1);
         c->w_type = wt, c->w_zero_points = 1, c->extreme = true;
