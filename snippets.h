@@ -1105,7 +1105,6 @@ public:
     // prepare_pixel_sums makes the tiles once per process: Unsupported where runs_pixels() is
     // false or the tiles are AVX-VNNI's (run_sums then). Never allocates.
     Status prepare_pixel_sums();
-    bool runs_pixel_sums() const { return pixel_sum_tiles_ != nullptr; }
     void run_pixel_sums(int64_t maps, int64_t m0, int64_t m1, int64_t k, const int8_t* packed, const uint8_t* b,
                         const int64_t* group_offset, int64_t count, const int32_t* bias, int32_t* y, int64_t ldy) const;
     // The W panel holding map m: its first map and width. Panels of 48, but the last 64 maps of
