@@ -220,6 +220,23 @@ void check_conv_integer(const ConvIntegerCase& cc, uint32_t threads) {
     CHECK(bad == 0);
 }
 
+// t's finalized model compiled on CPU (NUM_THREADS, PERF_COUNT=YES, ISA when not null) and
+// inferred once: every output's bytes, in order, and the steps' kernels.
+test::CpuRun run_all_outputs(OpTest& t, uint32_t threads, const char* isa) {
+    std::string count = std::to_string(threads);
+    ConfigEntry config[] = {{"NUM_THREADS", StringView(count.c_str())}, {"PERF_COUNT", "YES"}, {"ISA", isa ? isa : ""}};
+    test::CompiledRun run;
+    test::compile_and_infer(t, "CPU", Span<const ConfigEntry>(config, isa ? 3 : 2), &run);
+    test::CpuRun r;
+    r.kernels = run.kernels;
+    for (uint32_t o = 0; o < run.compiled.output_count(); ++o) {
+        const Tensor& out = run.request.output(o);
+        const unsigned char* b = static_cast<const unsigned char*>(out.data());
+        r.bytes.insert(r.bytes.end(), b, b + out.bytes());
+    }
+    return r;
+}
+
 // DynamicQuantizeLinear's outputs (y, scale, zero point) on the CPU at the default target and at ref.
 std::vector<unsigned char> dynamic_quantize(const std::vector<float>& x, uint32_t threads, const char* isa, std::string* kernels) {
     OpTest t;
@@ -229,18 +246,9 @@ std::vector<unsigned char> dynamic_quantize(const std::vector<float>& x, uint32_
     REQUIRE(t.model.add_output("scale", InputRef::by_id(t.node, 1)) == Status::Ok);
     REQUIRE(t.model.add_output("zero", InputRef::by_id(t.node, 2)) == Status::Ok);
     REQUIRE(t.model.finalize() == Status::Ok);
-    std::string count = std::to_string(threads);
-    ConfigEntry config[] = {{"NUM_THREADS", StringView(count.c_str())}, {"PERF_COUNT", "YES"}, {"ISA", isa ? isa : ""}};
-    test::CompiledRun run;
-    test::compile_and_infer(t, "CPU", Span<const ConfigEntry>(config, isa ? 3 : 2), &run);
+    test::CpuRun run = run_all_outputs(t, threads, isa);
     *kernels = run.kernels;
-    std::vector<unsigned char> bytes;
-    for (uint32_t o = 0; o < run.compiled.output_count(); ++o) {
-        const Tensor& out = run.request.output(o);
-        const unsigned char* p = static_cast<const unsigned char*>(out.data());
-        bytes.insert(bytes.end(), p, p + out.bytes());
-    }
-    return bytes;
+    return run.bytes;
 }
 // MatMulInteger or ConvInteger (w) -> Cast to float -> Mul, on `isa` (nullptr: the default target);
 // y_too: the int32 sums a second output. Y's bytes (and the sums') and the kernels.
@@ -267,18 +275,7 @@ test::CpuRun run_cast_chain(bool conv, bool depthwise, bool uint8_weights, bool 
     if (y_too) REQUIRE(t.model.add_output("sums", InputRef::by_id(product, 0)) == Status::Ok);
     REQUIRE(t.model.add_output("y", InputRef::by_id(t.node, 0)) == Status::Ok);
     REQUIRE(t.model.finalize() == Status::Ok);
-    std::string count = std::to_string(threads);
-    ConfigEntry config[] = {{"NUM_THREADS", StringView(count.c_str())}, {"PERF_COUNT", "YES"}, {"ISA", isa ? isa : ""}};
-    test::CompiledRun run;
-    test::compile_and_infer(t, "CPU", Span<const ConfigEntry>(config, isa ? 3 : 2), &run);
-    test::CpuRun r;
-    r.kernels = run.kernels;
-    for (uint32_t o = 0; o < run.compiled.output_count(); ++o) {
-        const Tensor& out = run.request.output(o);
-        const unsigned char* b = static_cast<const unsigned char*>(out.data());
-        r.bytes.insert(r.bytes.end(), b, b + out.bytes());
-    }
-    return r;
+    return run_all_outputs(t, threads, isa);
 }
 }  // namespace
 
