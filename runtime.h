@@ -226,6 +226,10 @@
    outer values (>>control flow); Attention, RotaryEmbedding, SwiGLU, TensorScatter, LinearAttention, CausalConvWithState; RNN, GRU,
    LSTM; DFT, STFT, HannWindow, HammingWindow, BlackmanWindow, MelWeightMatrix; BatchNormalization
    and Dropout also in training mode (Dropout at ratio 0). builtin_op_kernels() lists them.
+   Domain com.microsoft: onnxruntime's quantized ops QLinearAdd, QLinearMul, QLinearConcat,
+   QLinearAveragePool, QLinearGlobalAveragePool, QLinearSigmoid, QLinearLeakyRelu,
+   QLinearSoftmax, QGemm, QuantizeLinear and DequantizeLinear, read as the standard ops that
+   define them (>>onnx contrib ops).
 
    Config macros: as in hetero.h and snippets.h (TESSEL_ASSERT, TESSEL_MALLOC/FREE,
    TESSEL_NO_JIT), plus TESSEL_USE_MICROPROFILE: each subgraph and step is a microprofile
@@ -28369,7 +28373,8 @@ const OpKernel* find_builtin_kernel(StringView op) { return detail::kernel_table
 // unpacked float_data/int32_data/int64_data, external data), ValueInfoProto with tensor types.
 // Element types FLOAT, FLOAT16, BFLOAT16, DOUBLE, INT8-64, UINT8-64, BOOL; default-domain opsets 1..28
 // (the runtime checks the legacy attributes of opsets below 7).
-// A node in another domain is Unsupported (an imported but unused domain is not).
+// A node in another domain is Unsupported (an imported but unused domain is not), but for
+// onnxruntime's quantized ops of com.microsoft, read as standard ops (>>onnx contrib ops).
 //
 // Mapping: initializers become Constant nodes, graph inputs that are not initializers
 // Parameter nodes (symbolic or unknown dims negative; no shape at all reads as rank 0), nodes
@@ -29221,6 +29226,184 @@ inline bool onnx_graph_attribute(const uint8_t* data, size_t size, const uint8_t
     return type == 5 && *graph;
 }
 
+// >>onnx contrib ops
+// onnxruntime's quantized ops of domain com.microsoft (what its quantizer writes in the
+// QOperator format: the ONNX Model Zoo's int8 models) are read as the standard ops that define
+// them: each quantized input through a DequantizeLinear (its scale and zero point), the float
+// op with the node's attributes, then a QuantizeLinear at the output's scale and zero point,
+// which keeps the node's name and outputs. The runtime sees a QDQ model and its int8 paths take
+// the groups as they take a quantizer's. The helper nodes are named <node>#<role>.
+enum class ContribForm : uint8_t { Rename, Unary, Binary, Concat, Gemm };
+
+struct ContribOp {
+    const char* op;         // its type in com.microsoft
+    const char* float_op;   // the standard op it wraps (Rename: the op it is)
+    ContribForm form;
+};
+
+constexpr ContribOp kContribOps[] = {
+    {"QuantizeLinear", "QuantizeLinear", ContribForm::Rename},
+    {"DequantizeLinear", "DequantizeLinear", ContribForm::Rename},
+    {"QLinearAdd", "Add", ContribForm::Binary},
+    {"QLinearMul", "Mul", ContribForm::Binary},
+    {"QLinearAveragePool", "AveragePool", ContribForm::Unary},
+    {"QLinearGlobalAveragePool", "GlobalAveragePool", ContribForm::Unary},
+    {"QLinearSigmoid", "Sigmoid", ContribForm::Unary},
+    {"QLinearLeakyRelu", "LeakyRelu", ContribForm::Unary},
+    {"QLinearSoftmax", "Softmax", ContribForm::Unary},
+    {"QLinearConcat", "Concat", ContribForm::Concat},
+    {"QGemm", "Gemm", ContribForm::Gemm},
+};
+constexpr uint32_t kContribAbsent = ~0u;
+
+inline bool is_contrib_domain(StringView domain) { return domain == StringView("com.microsoft"); }
+
+inline const ContribOp* find_contrib_op(StringView op) {
+    for (const ContribOp& c : kContribOps)
+        if (op == StringView(c.op)) return &c;
+    return nullptr;
+}
+
+// A contrib node's reading: operand k (x, scale, zero point) is inputs first + 3k .. + 2; the
+// output's grid y_scale, y_zero (y_scale absent: a float result, QGemm without one).
+struct ContribPlan {
+    const ContribOp* op = nullptr;
+    uint32_t operands = 0, first = 0;
+    uint32_t y_scale = kContribAbsent, y_zero = kContribAbsent;
+    uint32_t bias = kContribAbsent;   // QGemm's C: int32 at alpha * a_scale * b_scale
+    bool trans_b = false;
+    float alpha = 1.0f;               // QGemm's
+    bool zero_like = false;           // y's zero point absent: a zero of the first operand's type
+    bool softmax_axis = false;        // QLinearSoftmax without axis: -1 (its default), set on the Softmax
+    uint32_t x(uint32_t k) const { return first + 3 * k; }
+    bool quantized_output() const { return y_scale != kContribAbsent; }
+    // Nodes made besides the node itself: the DequantizeLinears, the float op under a
+    // QuantizeLinear, C's scale product and DequantizeLinear, the zero point's Constant and CastLike.
+    uint32_t helpers() const {
+        if (op->form == ContribForm::Rename) return 0;
+        return operands + (quantized_output() ? 1 : 0) + (bias != kContribAbsent ? (alpha != 1.0f ? 4 : 2) : 0) + (zero_like ? 2 : 0);
+    }
+};
+
+// The plan of a com.microsoft node from its inputs (names, empty when absent) and attributes.
+// Unsupported: an op outside kContribOps, channels_last, a QLinearSoftmax whose opset reads its
+// axis the other way than the model's, a graph attribute; InvalidArgument: inputs or outputs
+// the op does not have.
+// `present` is scratch: per input, whether it is given.
+inline Status contrib_plan(OnnxReader& r, const uint8_t* data, size_t size, StringView shown, StringView op, uint32_t opset,
+                           OnnxList<uint8_t>& present, ContribPlan* plan) {
+    *plan = ContribPlan();
+    const ContribOp* c = find_contrib_op(op);
+    if (!c) {
+        char known[512];
+        size_t at = 0;
+        for (const ContribOp& k : kContribOps)
+            at += (size_t)std::snprintf(known + at, sizeof known - at, "%s%s", at ? ", " : "", k.op);
+        return r.fail(Status::Unsupported, "node '%.*s' (%.*s) is in domain 'com.microsoft', of which Tessel reads %s",
+                      clip_length(shown), shown.data, clip_length(op), op.data, known);
+    }
+    plan->op = c;
+    // Inputs: which are present, up to the last present one.
+    present.count = 0;
+    uint32_t outputs = 0;
+    int64_t softmax_opset = -1, axis = -1;
+    bool has_axis = false;
+    float alpha = 1.0f;
+    {
+        ProtoCursor cur(data, size);
+        ProtoField f;
+        bool more = true;
+        while (true) {
+            TESSEL_TRY(proto_next(r, cur, &f, &more, "NodeProto"));
+            if (!more) break;
+            if (f.number == 1) {
+                if (!present.push(f.size != 0)) return r.fail(Status::OutOfMemory, "out of memory reading node '%.*s'", clip_length(shown), shown.data);
+            } else if (f.number == 2) {
+                ++outputs;
+            } else if (f.number == 5) {
+                const uint8_t* g = nullptr;
+                size_t g_size = 0;
+                StringView name;
+                if (onnx_graph_attribute(f.data, f.size, &g, &g_size, &name))
+                    return r.fail(Status::Unsupported, "node '%.*s' (%.*s) has a graph attribute '%.*s'", clip_length(shown), shown.data,
+                                  clip_length(op), op.data, clip_length(name), name.data);
+                ProtoCursor a(f.data, f.size);
+                ProtoField h;
+                bool more_a = true;
+                int64_t value = 0;
+                bool has_value = false;
+                while (true) {
+                    TESSEL_TRY(proto_next(r, a, &h, &more_a, "AttributeProto"));
+                    if (!more_a) break;
+                    if (h.number == 1 && h.wire == kWireLength) name = h.string();
+                    if (h.number == 3 && h.wire == kWireVarint) { value = (int64_t)h.value; has_value = true; }
+                    if (h.number == 2 && h.wire == kWireFixed32) alpha = proto_float(h.value);
+                }
+                if (name == StringView("alpha")) plan->alpha = alpha;
+                if (name == StringView("axis")) has_axis = true, axis = value;
+                if (!has_value) continue;
+                if (name == StringView("channels_last") && value != 0)
+                    return r.fail(Status::Unsupported, "node '%.*s' (%.*s): channels_last = %lld (channels first only)", clip_length(shown),
+                                  shown.data, clip_length(op), op.data, (long long)value);
+                if (name == StringView("opset")) softmax_opset = value;
+                if (name == StringView("transB")) plan->trans_b = value != 0;
+            }
+        }
+    }
+    uint32_t inputs = present.count;
+    while (inputs > 0 && !present.items[inputs - 1]) --inputs;   // trailing absent ones
+    auto has = [&](uint32_t i) { return i < inputs && present.items[i]; };
+    if (outputs != 1)
+        return r.fail(Status::InvalidArgument, "node '%.*s' (%.*s) has %u outputs (1 expected)", clip_length(shown), shown.data,
+                      clip_length(op), op.data, outputs);
+    uint32_t min_inputs = 0, max_inputs = 0;
+    switch (c->form) {
+    case ContribForm::Rename: return Status::Ok;
+    case ContribForm::Unary:   // X, X_scale, X_zero_point, Y_scale, Y_zero_point
+        plan->operands = 1, plan->y_scale = 3, plan->y_zero = 4, min_inputs = 4, max_inputs = 5;
+        break;
+    case ContribForm::Binary:   // A, A_scale, A_zero_point, B, B_scale, B_zero_point, C_scale, C_zero_point
+        plan->operands = 2, plan->y_scale = 6, plan->y_zero = 7, min_inputs = 7, max_inputs = 8;
+        break;
+    case ContribForm::Concat:   // Y_scale, Y_zero_point, then X, X_scale, X_zero_point per input
+        if (inputs < 5 || (inputs - 2) % 3 != 0 || (inputs - 2) / 3 > kMaxNodePorts)
+            return r.fail(Status::InvalidArgument, "node '%.*s' (%.*s) has %u inputs (Y_scale, Y_zero_point, then triples)",
+                          clip_length(shown), shown.data, clip_length(op), op.data, inputs);
+        plan->operands = (inputs - 2) / 3, plan->first = 2, plan->y_scale = 0, plan->y_zero = 1;
+        min_inputs = max_inputs = inputs;
+        break;
+    case ContribForm::Gemm:   // A, a_scale, a_zero_point, B, b_scale, b_zero_point, C, y_scale, y_zero_point
+        plan->operands = 2, min_inputs = 6, max_inputs = 9;
+        if (has(6)) plan->bias = 6;
+        plan->y_scale = has(7) ? 7 : kContribAbsent, plan->y_zero = 8;
+        if (has(7) != has(8))   // onnxruntime gives floats divided by y_scale for y_scale alone
+            return r.fail(Status::Unsupported, "node '%.*s' (QGemm) has one of y_scale and y_zero_point (both or neither)",
+                          clip_length(shown), shown.data);
+        break;
+    }
+    if (inputs < min_inputs || inputs > max_inputs)
+        return r.fail(Status::InvalidArgument, "node '%.*s' (%.*s) has %u inputs (%u to %u)", clip_length(shown), shown.data,
+                      clip_length(op), op.data, inputs, min_inputs, max_inputs);
+    for (uint32_t k = 0; k < plan->operands; ++k)
+        for (uint32_t i : {plan->x(k), plan->x(k) + 1})
+            if (!has(i))
+                return r.fail(Status::InvalidArgument, "node '%.*s' (%.*s) input %u (a quantized input or its scale) is absent",
+                              clip_length(shown), shown.data, clip_length(op), op.data, i);
+    if (plan->quantized_output() && !has(plan->y_scale))
+        return r.fail(Status::InvalidArgument, "node '%.*s' (%.*s) input %u (the output's scale) is absent", clip_length(shown),
+                      shown.data, clip_length(op), op.data, plan->y_scale);
+    plan->zero_like = plan->quantized_output() && !has(plan->y_zero);
+    if (op == StringView("QLinearSoftmax")) {
+        // Its axis defaults to -1 at any opset; an axis but the last one reads as its opset
+        // attribute says (below 13: the dims from it on as one), the Softmax as the model's.
+        plan->softmax_axis = !has_axis;
+        if (axis != -1 && softmax_opset >= 0 && (softmax_opset < 13) != (opset < 13))
+            return r.fail(Status::Unsupported, "node '%.*s' (QLinearSoftmax) reads axis %lld as opset %lld does, the model's opset %u the other way",
+                          clip_length(shown), shown.data, (long long)axis, (long long)softmax_opset, opset);
+    }
+    return Status::Ok;
+}
+
 // >>onnx graph
 // Builds a Model from a ModelProto's GraphProto. A graph attribute (If's branches, Loop's and
 // Scan's body) is read first, into a body Model the model owns (Model::add_body). Names a body
@@ -29247,6 +29430,18 @@ struct OnnxModelReader {
     OnnxList<StringView> implicit;         // per node, a range: the union of its bodies' outer reads
     OnnxList<uint32_t> implicit_begin;     // per node index, and one past the last node
     OnnxList<StringView> outer_reads;      // a body's own outer reads, in first-read order
+    // Per com.microsoft node read as standard ops (>>onnx contrib ops), in node order: what the
+    // node itself becomes (its helper nodes are made before the ONNX nodes).
+    struct ContribMade {
+        uint32_t index;                    // the ONNX node
+        const char* op;                    // what the node becomes
+        InputRef inputs[3];
+        uint32_t count;                    // 0: its own inputs (a renamed op)
+        bool own_attributes;               // false: they went to the float op
+    };
+    OnnxList<ContribMade> contrib;
+    OnnxList<uint8_t> contrib_present;
+    OnnxNameTable onnx_node_names;         // the graph's node names, which helper nodes leave to them
     static constexpr uint32_t kOuterNode = 0xfffffffeu;
 
     OnnxModelReader(Model* m, OnnxReader& reader, StringView f) : model(m), r(reader), folder(f) {}
@@ -29530,6 +29725,7 @@ struct OnnxModelReader {
                           (unsigned long long)r.limits.max_nodes);
         // Pass 2: nodes' inputs and outputs, domains; how many tensor names there are.
         uint64_t tensor_count = initializer_count + input_count;
+        uint64_t helper_count = 0;   // nodes made for com.microsoft ones (>>onnx contrib ops)
         size_t max_inputs = 0;
         uint64_t input_refs = 0;
         bool need_absent = false;
@@ -29546,10 +29742,15 @@ struct OnnxModelReader {
                 TESSEL_TRY(scan_node(r, f.data, f.size, node_what, &info));
                 StringView shown = info.name.empty() ? StringView(node_what) : info.name;
                 if (info.op.empty()) return r.fail(Status::ParseError, "node '%.*s' has no op_type", clip_length(shown), shown.data);
-                if (!info.domain.empty() && info.domain != StringView("ai.onnx"))
+                if (is_contrib_domain(info.domain)) {
+                    ContribPlan plan;
+                    TESSEL_TRY(contrib_plan(r, f.data, f.size, shown, info.op, model->opset, contrib_present, &plan));
+                    helper_count += plan.helpers();
+                } else if (!info.domain.empty() && info.domain != StringView("ai.onnx")) {
                     return r.fail(Status::Unsupported, "node '%.*s' (%.*s) is in domain '%.*s', which Tessel does not support",
                                   clip_length(shown), shown.data, clip_length(info.op), info.op.data,
                                   clip_length(info.domain), info.domain.data);
+                }
                 if (info.outputs > 0xffffu)
                     return r.fail(Status::LimitExceeded, "node '%.*s' has %zu outputs (at most 65535)", clip_length(shown),
                                   shown.data, info.outputs);
@@ -29560,6 +29761,10 @@ struct OnnxModelReader {
                 ++index;
             }
         }
+        total += helper_count;
+        if (total > r.limits.max_nodes)
+            return r.fail(Status::LimitExceeded, "the graph has %llu nodes with those its com.microsoft ones become (at most %llu)",
+                          (unsigned long long)total, (unsigned long long)r.limits.max_nodes);
         // Bodies, before any name is resolved (their outer reads are their nodes' inputs).
         {
             ProtoCursor c(data, size);
@@ -29658,7 +29863,9 @@ struct OnnxModelReader {
             }
         }
         // Node outputs -> (node id, port), before any node is added: nodes may come in any order.
-        NodeId base = model->graph.node_count();
+        // The com.microsoft nodes' helpers come first, then ONNX node k is node base + k.
+        const NodeId helpers = model->graph.node_count();
+        NodeId base = helpers + (NodeId)helper_count;
         {
             ProtoCursor c(data, size);
             uint32_t index = 0;
@@ -29688,7 +29895,8 @@ struct OnnxModelReader {
             max_inputs += kMaxNodePorts;   // implicit inputs
             InputRef* refs = static_cast<InputRef*>(TESSEL_MALLOC((max_inputs ? max_inputs : 1) * sizeof(InputRef)));
             if (!refs) return out_of_memory("node inputs");
-            Status s = add_nodes(data, size, base, refs);
+            Status s = helper_count ? add_contrib_helpers(data, size, helpers, refs) : Status::Ok;
+            if (s == Status::Ok) s = add_nodes(data, size, base, refs);
             TESSEL_FREE(refs);
             if (s != Status::Ok) return s;
         }
@@ -29763,11 +29971,185 @@ struct OnnxModelReader {
         return Status::Ok;
     }
 
-    Status add_nodes(const uint8_t* data, size_t size, NodeId base, InputRef* refs) {
+    // Input k of node `name` (op), tensor `tensor` (given), as a reference.
+    Status resolve_input(StringView tensor, StringView name, StringView op, size_t k, InputRef* out) {
+        const OnnxNameTable::Entry* e = tensors.find(tensor);
+        if (!e)
+            return r.fail(Status::DanglingInput, "node '%.*s' (%.*s) input %zu reads tensor '%.*s', which no node, input or initializer produces",
+                          clip_length(name), name.data, clip_length(op), op.data, k, clip_length(tensor), tensor.data);
+        *out = e->node == kOuterNode ? InputRef::by_name(tensor) : InputRef::by_id(e->node, e->port);
+        return Status::Ok;
+    }
+
+    // A helper node of a com.microsoft node: id `*next` (then advanced), named <stem>#<role>
+    // (made unique); `constant`: a float32 scalar Constant of that value (which outlives the model).
+    Status add_helper(const char* op, StringView stem, const char* role, const InputRef* inputs, uint32_t count, NodeId* next,
+                      const float* constant = nullptr) {
+        char name[kOnnxGeneratedNameBytes];
+        std::snprintf(name, sizeof name, "%.*s#%s", clip_length(stem), stem.data, role);
+        size_t length = std::strlen(name);
+        auto taken = [&](StringView n) { return names.find(n) || onnx_node_names.find(n); };   // the ONNX nodes keep theirs
+        for (uint32_t k = 2; taken(StringView(name, std::strlen(name))); ++k)
+            std::snprintf(name + length, sizeof name - length, "_%u", k);
+        NodeId id = kNoNode;
+        TensorDesc scalar;
+        scalar.type = ElementType::Float32;
+        if (constant) TESSEL_TRY(graph_status(model->add_constant(StringView(name, std::strlen(name)), scalar, constant, &id, false)));
+        else TESSEL_TRY(graph_status(model->add_node(StringView(op), StringView(name, std::strlen(name)), Span<const InputRef>(inputs, count), 1, &id)));
+        TESSEL_ASSERT(id == *next);
+        if (!names.insert(model->graph.node(id).name, id, 0)) return r.fail(Status::DuplicateName, "node name '%s' is used twice", name);
+        ++*next;
+        return Status::Ok;
+    }
+
+    Status add_helper_constant(StringView stem, const char* role, const float* value, NodeId* next) {
+        return add_helper("Constant", stem, role, nullptr, 0, next, value);
+    }
+
+    // The helper nodes of every com.microsoft node (>>onnx contrib ops), from id `next` on, and
+    // what each such node becomes (contrib, in node order).
+    Status add_contrib_helpers(const uint8_t* data, size_t size, NodeId next, InputRef* refs) {
         ProtoCursor c(data, size);
         ProtoField f;
         bool more = true;
         uint32_t index = 0;
+        char node_what[kOnnxIndexLabelBytes], stem_bytes[kOnnxGeneratedNameBytes];
+        OnnxList<StringView> inputs;
+        {
+            uint64_t count = 0;
+            for (ProtoCursor n(data, size); true; ++count) {
+                TESSEL_TRY(proto_next(r, n, &f, &more, "GraphProto"));
+                if (!more) break;
+            }
+            if (!onnx_node_names.init(count)) return out_of_memory("the graph's names");
+            ProtoCursor n(data, size);
+            while (true) {
+                TESSEL_TRY(proto_next(r, n, &f, &more, "GraphProto"));
+                if (!more) break;
+                OnnxNodeInfo info;
+                if (f.number == 1 && scan_node(r, f.data, f.size, "node", &info) == Status::Ok && !info.name.empty())
+                    onnx_node_names.insert(info.name, 0, 0);
+            }
+            more = true;
+        }
+        while (true) {
+            TESSEL_TRY(proto_next(r, c, &f, &more, "GraphProto"));
+            if (!more) break;
+            if (f.number != 1) continue;
+            const uint32_t node_index = index++;
+            std::snprintf(node_what, sizeof node_what, "node #%u", node_index);
+            OnnxNodeInfo info;
+            TESSEL_TRY(scan_node(r, f.data, f.size, node_what, &info));
+            if (!is_contrib_domain(info.domain)) continue;
+            StringView stem = info.name;
+            if (stem.empty()) {
+                std::snprintf(stem_bytes, sizeof stem_bytes, "%.*s_%u", clip_length(info.op), info.op.data, node_index);
+                stem = StringView(stem_bytes, std::strlen(stem_bytes));
+            }
+            ContribPlan plan;
+            TESSEL_TRY(contrib_plan(r, f.data, f.size, stem, info.op, model->opset, contrib_present, &plan));
+            if (plan.op->form == ContribForm::Rename) continue;
+            inputs.count = 0;
+            {
+                ProtoCursor n(f.data, f.size);
+                ProtoField g;
+                bool more_node = true;
+                while (true) {
+                    TESSEL_TRY(proto_next(r, n, &g, &more_node, node_what));
+                    if (!more_node) break;
+                    if (g.number == 1 && !inputs.push(g.string())) return out_of_memory("node inputs");
+                }
+            }
+            // contrib_plan checked that the inputs read here are given, but for zero points
+            auto given = [&](uint32_t k) { return k < inputs.count && !inputs.items[k].empty(); };
+            auto input = [&](uint32_t k, InputRef* out) { return resolve_input(inputs.items[k], stem, info.op, k, out); };
+            ContribMade made{node_index, "QuantizeLinear", {}, 0, false};
+            // Each quantized input dequantized.
+            const NodeId dequantized = next;
+            for (uint32_t k = 0; k < plan.operands; ++k) {
+                InputRef dq[3];
+                const uint32_t count = given(plan.x(k) + 2) ? 3 : 2;   // no Absent node: ids are counted in advance
+                for (uint32_t j = 0; j < count; ++j) TESSEL_TRY(input(plan.x(k) + j, &dq[j]));
+                char role[32];
+                std::snprintf(role, sizeof role, "dequantize%u", k);
+                NodeId id = next;
+                TESSEL_TRY(add_helper("DequantizeLinear", stem, role, dq, count, &next));
+                // QGemm's B transposed: its per-column scales run along axis 0
+                if (plan.op->form == ContribForm::Gemm && k == 1 && plan.trans_b) TESSEL_TRY(graph_status(model->set_int(id, "axis", 0)));
+            }
+            for (uint32_t k = 0; k < plan.operands; ++k) refs[k] = InputRef::by_id(dequantized + k);
+            uint32_t operands = plan.operands;
+            if (plan.bias != kContribAbsent) {   // C: int32 at alpha * a_scale * b_scale (the Gemm's alpha scales A B only)
+                InputRef scales[2], bias[2];
+                TESSEL_TRY(input(1, &scales[0]));
+                TESSEL_TRY(input(4, &scales[1]));
+                TESSEL_TRY(input(plan.bias, &bias[0]));
+                bias[1] = InputRef::by_id(next);
+                TESSEL_TRY(add_helper("Mul", stem, "bias_scale", scales, 2, &next));
+                if (plan.alpha != 1.0f) {
+                    float* alpha = model->arena.allocate_array<float>(1);
+                    if (!alpha) return out_of_memory("node inputs");
+                    *alpha = plan.alpha;
+                    InputRef scaled[2] = {bias[1], InputRef::by_id(next)};
+                    TESSEL_TRY(add_helper_constant(stem, "alpha", alpha, &next));
+                    bias[1] = InputRef::by_id(next);
+                    TESSEL_TRY(add_helper("Mul", stem, "bias_scale_alpha", scaled, 2, &next));
+                }
+                const NodeId id = next;
+                TESSEL_TRY(add_helper("DequantizeLinear", stem, "dequantize_bias", bias, 2, &next));
+                TESSEL_TRY(graph_status(model->set_int(id, "axis", -1)));
+                refs[operands++] = InputRef::by_id(id);
+            }
+            if (!plan.quantized_output()) {   // QGemm without y_scale: the node is the Gemm, on floats
+                made.op = plan.op->float_op;
+                for (uint32_t k = 0; k < operands; ++k) made.inputs[k] = refs[k];
+                made.count = operands;
+                made.own_attributes = true;
+                if (!contrib.push(made)) return out_of_memory("node inputs");
+                continue;
+            }
+            const NodeId float_op = next;
+            TESSEL_TRY(add_helper(plan.op->float_op, stem, plan.op->float_op, refs, operands, &next));
+            {
+                ProtoCursor a(f.data, f.size);
+                ProtoField g;
+                bool more_node = true;
+                while (true) {
+                    TESSEL_TRY(proto_next(r, a, &g, &more_node, node_what));
+                    if (!more_node) break;
+                    if (g.number != 5) continue;
+                    StringView name;
+                    const uint8_t* body = nullptr;
+                    size_t body_size = 0;
+                    onnx_graph_attribute(g.data, g.size, &body, &body_size, &name);
+                    if (name == StringView("channels_last") || name == StringView("opset")) continue;   // read by contrib_plan
+                    TESSEL_TRY(read_attribute(float_op, model->graph.node(float_op).name, g.data, g.size));
+                }
+            }
+            made.inputs[0] = InputRef::by_id(float_op);
+            TESSEL_TRY(input(plan.y_scale, &made.inputs[1]));
+            if (plan.softmax_axis) TESSEL_TRY(graph_status(model->set_int(float_op, "axis", -1)));
+            if (plan.zero_like) {   // y's zero point absent: a zero of the first operand's type, as the op's output has
+                static const float zero = 0.0f;
+                InputRef like[2] = {InputRef::by_id(next), InputRef()};
+                TESSEL_TRY(add_helper_constant(stem, "zero", &zero, &next));
+                TESSEL_TRY(input(plan.x(0), &like[1]));
+                made.inputs[2] = InputRef::by_id(next);
+                TESSEL_TRY(add_helper("CastLike", stem, "zero_point", like, 2, &next));
+            } else {
+                TESSEL_TRY(input(plan.y_zero, &made.inputs[2]));
+            }
+            made.count = 3;
+            if (!contrib.push(made)) return out_of_memory("node inputs");
+        }
+        return Status::Ok;
+    }
+
+    Status add_nodes(const uint8_t* data, size_t size, NodeId base, InputRef* refs) {
+        ProtoCursor c(data, size);
+        ProtoField f;
+        bool more = true;
+        uint32_t index = 0, next_contrib = 0;
         char node_what[kOnnxIndexLabelBytes];
         while (true) {
             TESSEL_TRY(proto_next(r, c, &f, &more, "GraphProto"));
@@ -29786,12 +30168,19 @@ struct OnnxModelReader {
                     std::snprintf(generated + stem, sizeof generated - stem, "_%u", k);
                 name = StringView(generated, std::strlen(generated));
             }
+            // A com.microsoft node becomes a standard op (>>onnx contrib ops).
+            StringView op = info.op;
+            const ContribMade* made = nullptr;
+            if (is_contrib_domain(info.domain)) {
+                if (next_contrib < contrib.count && contrib.items[next_contrib].index == index) made = &contrib.items[next_contrib++];
+                op = made ? StringView(made->op) : StringView(find_contrib_op(info.op)->float_op);
+            }
             // Inputs, by id.
             ProtoCursor n(f.data, f.size);
             ProtoField g;
             bool more_node = true;
             size_t k = 0;
-            while (k < info.inputs) {
+            while (k < info.inputs && !made) {
                 TESSEL_TRY(proto_next(r, n, &g, &more_node, node_what));
                 if (!more_node) break;
                 if (g.number != 1) continue;
@@ -29807,6 +30196,10 @@ struct OnnxModelReader {
                 refs[k++] = e->node == kOuterNode ? InputRef::by_name(g.string()) : InputRef::by_id(e->node, e->port);
             }
             size_t count = info.inputs;
+            if (made) {
+                for (uint32_t j = 0; j < made->count; ++j) refs[j] = made->inputs[j];
+                count = made->count;
+            }
             for (uint32_t j = implicit_begin.items[index]; j < implicit_begin.items[index + 1]; ++j) {
                 StringView read = implicit.items[j];
                 const OnnxNameTable::Entry* e = tensors.find(read);
@@ -29816,8 +30209,7 @@ struct OnnxModelReader {
                 refs[count++] = e->node == kOuterNode ? InputRef::by_name(read) : InputRef::by_id(e->node, e->port);
             }
             NodeId id = kNoNode;
-            TESSEL_TRY(graph_status(model->add_node(info.op, name, Span<const InputRef>(refs, count),
-                                                          (uint32_t)info.outputs, &id)));
+            TESSEL_TRY(graph_status(model->add_node(op, name, Span<const InputRef>(refs, count), (uint32_t)info.outputs, &id)));
             TESSEL_ASSERT(id == base + index);
             if (!names.insert(model->graph.node(id).name, id, 0))
                 return r.fail(Status::DuplicateName, "node name '%.*s' is used twice", clip_length(name), name.data);
@@ -29825,7 +30217,8 @@ struct OnnxModelReader {
             while (true) {
                 TESSEL_TRY(proto_next(r, a, &g, &more_node, node_what));
                 if (!more_node) break;
-                if (g.number == 5) TESSEL_TRY(read_attribute(id, model->graph.node(id).name, g.data, g.size));
+                if (g.number == 5 && (!made || made->own_attributes))
+                    TESSEL_TRY(read_attribute(id, model->graph.node(id).name, g.data, g.size));
             }
             ++index;
         }

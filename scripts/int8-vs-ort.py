@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """int8-vs-ort.py MODEL.onnx WORKDIR [--tessel build/tessel]: runs an int8 model (QDQ, or QOperator
 from tools/qdq_to_qoperator.py) in Tessel and in onnxruntime (scripts/ort-bench.js, NODE_PATH set
-as bench-vs-ort.sh sets it) with every QuantizeLinear, QLinearConv and QLinearMatMul output made a
-graph output, and prints how many quantized elements differ by 0, 1 and more than 1 step
+as bench-vs-ort.sh sets it) with every QuantizeLinear and QLinear* output (com.microsoft's too)
+made a graph output, and prints how many quantized elements differ by 0, 1 and more than 1 step
 (uint8/int8 units), and the model outputs' largest difference."""
 import argparse
 import os
@@ -25,7 +25,7 @@ outputs = [o.name for o in graph.output]
 names = {o.name for o in graph.output}
 quantized = []
 for node in graph.node:
-    if node.op_type in ("QuantizeLinear", "QLinearConv", "QLinearMatMul") and node.output[0] not in names:
+    if (node.op_type == "QuantizeLinear" or node.op_type.startswith("QLinear")) and node.output[0] not in names:
         graph.output.append(onnx.helper.make_empty_tensor_value_info(node.output[0]))
         quantized.append(node.output[0])
 path = os.path.join(args.work, "model.onnx")
