@@ -2568,6 +2568,9 @@ struct detail_prepare {
             for (uint32_t p = 0; p < node.num_outputs; ++p) {
                 TESSEL_TRY(check_desc(desc[base[id] + p], limits, node, error));
             }
+            // CastLike reads only its second input's type: a constant first input folds (a
+            // com.microsoft node's zero point of its input's type, >>onnx contrib ops)
+            if (!all_known && node.op == StringView("CastLike") && node.num_inputs == 2 && in_value[0]) all_known = true;
             if (all_known && !is_random(node.op)) {
                 // int8 weights made float: a block of their own, freed after compile when only int8 kernels
                 // read them (not in a body, which may be prepared at run time, allocating nothing)
@@ -29981,21 +29984,28 @@ struct OnnxModelReader {
         return Status::Ok;
     }
 
+    // `name`, a buffer of kOnnxGeneratedNameBytes, with _2, _3... appended until `taken` is false.
+    template <class Taken>
+    static StringView unique_name(char* name, Taken taken) {
+        const size_t length = std::strlen(name);
+        for (uint32_t k = 2; taken(StringView(name, std::strlen(name))); ++k)
+            std::snprintf(name + length, kOnnxGeneratedNameBytes - length, "_%u", k);
+        return StringView(name, std::strlen(name));
+    }
+
     // A helper node of a com.microsoft node: id `*next` (then advanced), named <stem>#<role>
     // (made unique); `constant`: a float32 scalar Constant of that value (which outlives the model).
     Status add_helper(const char* op, StringView stem, const char* role, const InputRef* inputs, uint32_t count, NodeId* next,
                       const float* constant = nullptr) {
         char name[kOnnxGeneratedNameBytes];
         std::snprintf(name, sizeof name, "%.*s#%s", clip_length(stem), stem.data, role);
-        size_t length = std::strlen(name);
-        auto taken = [&](StringView n) { return names.find(n) || onnx_node_names.find(n); };   // the ONNX nodes keep theirs
-        for (uint32_t k = 2; taken(StringView(name, std::strlen(name))); ++k)
-            std::snprintf(name + length, sizeof name - length, "_%u", k);
+        // the ONNX nodes keep their names
+        const StringView unique = unique_name(name, [&](StringView n) { return names.find(n) || onnx_node_names.find(n); });
         NodeId id = kNoNode;
         TensorDesc scalar;
         scalar.type = ElementType::Float32;
-        if (constant) TESSEL_TRY(graph_status(model->add_constant(StringView(name, std::strlen(name)), scalar, constant, &id, false)));
-        else TESSEL_TRY(graph_status(model->add_node(StringView(op), StringView(name, std::strlen(name)), Span<const InputRef>(inputs, count), 1, &id)));
+        if (constant) TESSEL_TRY(graph_status(model->add_constant(unique, scalar, constant, &id, false)));
+        else TESSEL_TRY(graph_status(model->add_node(StringView(op), unique, Span<const InputRef>(inputs, count), 1, &id)));
         TESSEL_ASSERT(id == *next);
         if (!names.insert(model->graph.node(id).name, id, 0)) return r.fail(Status::DuplicateName, "node name '%s' is used twice", name);
         ++*next;
@@ -30163,10 +30173,7 @@ struct OnnxModelReader {
             StringView name = info.name;
             if (name.empty() || names.find(name)) {
                 std::snprintf(generated, sizeof generated, "%.*s_%u", clip_length(info.op), info.op.data, index);
-                size_t stem = std::strlen(generated);
-                for (uint32_t k = 2; names.find(StringView(generated, std::strlen(generated))); ++k)
-                    std::snprintf(generated + stem, sizeof generated - stem, "_%u", k);
-                name = StringView(generated, std::strlen(generated));
+                name = unique_name(generated, [&](StringView n) { return names.find(n) != nullptr; });
             }
             // A com.microsoft node becomes a standard op (>>onnx contrib ops).
             StringView op = info.op;

@@ -49,4 +49,22 @@ PY
   copied=$((copied + 1))
   if "$tessel" compile "$onnx_dir/qdq_conv.onnx" -o "$blob_dir/qdq_conv.cpu.blob" >/dev/null 2>&1; then blobs=$((blobs + 1)); fi
 fi
+# onnxruntime's com.microsoft quantized ops (QOperator form), which the reader turns into QDQ nodes.
+if /usr/bin/python3 - "$onnx_dir/qoperator_contrib.onnx" <<'PY' 2>/dev/null; then
+import sys
+import numpy as np
+from onnx import TensorProto, helper, numpy_helper, save
+inits = [numpy_helper.from_array(np.array(0.05, np.float32), "s"), numpy_helper.from_array(np.array(3, np.uint8), "z")]
+ms = "com.microsoft"
+nodes = [helper.make_node("QLinearAdd", ["a", "s", "z", "b", "s", "z", "s", "z"], ["sum"], domain=ms),
+         helper.make_node("QLinearConcat", ["s", "z", "sum", "s", "z", "a", "s", "z"], ["cat"], domain=ms, axis=1),
+         helper.make_node("QLinearAveragePool", ["cat", "s", "z", "s", "z"], ["pool"], domain=ms, kernel_shape=[2, 2]),
+         helper.make_node("QLinearSigmoid", ["pool", "s", "z", "s"], ["y"], domain=ms)]
+u8 = lambda name, dims: helper.make_tensor_value_info(name, TensorProto.UINT8, dims)
+graph = helper.make_graph(nodes, "qoperator", [u8("a", [1, 2, 4, 4]), u8("b", [1, 2, 4, 4])], [u8("y", [1, 4, 3, 3])], inits)
+save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid(ms, 1)]), sys.argv[1])
+PY
+  copied=$((copied + 1))
+  if "$tessel" compile "$onnx_dir/qoperator_contrib.onnx" -o "$blob_dir/qoperator_contrib.cpu.blob" >/dev/null 2>&1; then blobs=$((blobs + 1)); fi
+fi
 echo "fuzz seeds: $copied models in $onnx_dir, $blobs blobs in $blob_dir"

@@ -312,6 +312,7 @@ TEST_CASE("pools, QLinearSigmoid and QLinearSoftmax: the standard ops' bits") {
         Out a = run(contrib, {bytes_of(64, 5, 0)}, fusion), b = run(standard, {bytes_of(64, 5, 0)}, fusion);
         CHECK(a.type == ElementType::Int8);
         CHECK(a.y == b.y);
+        CHECK(a.kernels == b.kernels);   // the CastLike of a constant folded: the same steps
     }
 }
 
