@@ -1,14 +1,15 @@
 #!/usr/bin/python3
 """Rewrites a QDQ model (tools/quantize.py's form) into the QOperator form onnxruntime's
-quantize_static writes with QuantFormat.QOperator, so tests and benches have QLinearConv and
-QLinearMatMul models of the same nets:
+quantize_static writes with QuantFormat.QOperator, so tests and benches have QOperator models
+of the same nets:
 
-    tools/qdq_to_qoperator.py IN.onnx OUT.onnx
+    tools/qdq_to_qoperator.py IN.onnx OUT.onnx [--standard-only]
 
 DequantizeLinear(x) -> Conv(DequantizeLinear(w int8), DequantizeLinear(b int32)) [-> Relu] ->
 QuantizeLinear(y) becomes QLinearConv(x, ..., w, ..., y's scale and zero point, b); MatMul with
 a constant int8 weight becomes QLinearMatMul. onnxruntime's own ops (domain com.microsoft) take
-what it quantizes so too: DequantizeLinears -> Add or Mul (or a two-input Sum) [-> Relu] ->
+what it quantizes so too: Gemm (transA 0, beta 1) with such weights and an int32 bias becomes
+QGemm, DequantizeLinears -> Add or Mul (or a two-input Sum) [-> Relu] ->
 QuantizeLinear becomes QLinearAdd or QLinearMul, DequantizeLinears -> Concat -> QuantizeLinear
 QLinearConcat, and DequantizeLinear -> GlobalAveragePool, AveragePool, Sigmoid or LeakyRelu ->
 QuantizeLinear QLinearGlobalAveragePool and so on (--standard-only leaves these). A Relu is
@@ -91,7 +92,7 @@ for q in g.node:
         relu, op = op, producer.get(op.input[0])
     if op is None or not only_reader(op.output[0], relu or q):
         continue
-    if op.op_type not in ("Conv", "MatMul"):
+    if op.op_type not in ("Conv", "MatMul", "Gemm"):
         node = None if standard_only or (relu and op.op_type not in ("Add", "Sum")) else contrib_node(op, q)
         if node is not None:
             replace[id(q)] = node
@@ -103,14 +104,22 @@ for q in g.node:
     if dw.input[0] not in inits or len(dx.input) < 3 or len(dw.input) < 3:
         continue
     inputs = [dx.input[0], dx.input[1], dx.input[2], dw.input[0], dw.input[1], dw.input[2], q.input[1], q.input[2]]
+    bias = None
+    if op.op_type in ("Conv", "Gemm") and len(op.input) > 2 and op.input[2]:
+        db = producer.get(op.input[2])
+        if db is None or db.op_type != "DequantizeLinear" or db.input[0] not in inits:
+            continue
+        bias = db.input[0]
     if op.op_type == "Conv":
-        if len(op.input) > 2 and op.input[2]:
-            db = producer.get(op.input[2])
-            if db is None or db.op_type != "DequantizeLinear" or db.input[0] not in inits:
-                continue
-            inputs.append(db.input[0])
-        node = helper.make_node("QLinearConv", inputs, [q.output[0]], name=op.name + "_qlinear")
+        node = helper.make_node("QLinearConv", inputs + ([bias] if bias else []), [q.output[0]], name=op.name + "_qlinear")
         node.attribute.extend(op.attribute)
+    elif op.op_type == "Gemm":   # onnxruntime's QGemm: C int32 at a_scale * b_scale, no beta
+        attributes = {a.name: helper.get_attribute_value(a) for a in op.attribute}
+        if standard_only or attributes.get("beta", 1.0) != 1.0 or attributes.get("transA", 0) != 0:
+            continue
+        node = helper.make_node("QGemm", inputs[:6] + [bias or ""] + inputs[6:], [q.output[0]], name=op.name + "_quant",
+                                domain="com.microsoft")
+        node.attribute.extend(a for a in op.attribute if a.name != "beta")
     else:
         if len(numpy_helper.to_array(inits[dw.input[0]]).shape) != 2:
             continue
@@ -139,4 +148,4 @@ counts = {}
 for n in nodes:
     if n.op_type.startswith("QLinear"):
         counts[n.op_type] = counts.get(n.op_type, 0) + 1
-print(", ".join("%d %s" % (v, k) for k, v in sorted(counts.items())))
+print(", ".join("%d %s" % (v, k) for k, v in sorted(counts.items())) + (", %d QGemm" % sum(n.op_type == "QGemm" for n in nodes)))

@@ -227,6 +227,65 @@ def test_pool_and_join(tessel, folder):
         check(len(after) == 1 and after[0].op_type == "QuantizeLinear", "the %s output is quantized" % name)
 
 
+def test_qoperator(tessel, folder):
+    """tools/qdq_to_qoperator.py on a quantized net with a residual Add, AveragePool, Concat,
+    GlobalAveragePool and Gemm: QLinearConv and onnxruntime's com.microsoft QLinearAdd,
+    QLinearAveragePool, QLinearConcat, QLinearGlobalAveragePool and QGemm in place of the QDQ
+    groups; Tessel reads them as those groups, so both models give the same bytes, on its int8
+    steps."""
+    rng = np.random.default_rng(9)
+    inits = [numpy_helper.from_array((rng.normal(size=(8, 3, 3, 3)) * 0.4).astype(np.float32), "w0"),
+             numpy_helper.from_array((rng.normal(size=(8, 8, 3, 3)) * 0.2).astype(np.float32), "w1"),
+             numpy_helper.from_array((rng.normal(size=(8, 8, 3, 3)) * 0.2).astype(np.float32), "w2"),
+             numpy_helper.from_array((rng.normal(size=(6, 16, 1, 1)) * 0.3).astype(np.float32), "w3"),
+             numpy_helper.from_array((rng.normal(size=(5, 6)) * 0.3).astype(np.float32), "wf"),
+             numpy_helper.from_array((rng.normal(size=5) * 0.1).astype(np.float32), "bf")]
+    nodes = [helper.make_node("Conv", ["x", "w0"], ["c0"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c0"], ["a"]),
+             helper.make_node("Conv", ["a", "w1"], ["b"], pads=[1, 1, 1, 1]),
+             helper.make_node("Add", ["a", "b"], ["sum"]),
+             helper.make_node("Relu", ["sum"], ["s"]),
+             helper.make_node("AveragePool", ["s"], ["p"], kernel_shape=[2, 2], strides=[2, 2]),
+             helper.make_node("Conv", ["s", "w2"], ["c"], pads=[1, 1, 1, 1], strides=[2, 2]),
+             helper.make_node("Concat", ["p", "c"], ["cat"], axis=1),
+             helper.make_node("GlobalAveragePool", ["cat"], ["g"]),
+             helper.make_node("Conv", ["g", "w3"], ["h"]),
+             helper.make_node("Flatten", ["h"], ["f"]),
+             helper.make_node("Gemm", ["f", "wf", "bf"], ["logits"], transB=1),
+             helper.make_node("Sigmoid", ["logits"], ["y"])]
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 16, 16])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 5])
+    model = helper.make_model(helper.make_graph(nodes, "g", [x], [y], inits), opset_imports=[helper.make_opsetid("", 13)])
+    path = os.path.join(folder, "qop.onnx")
+    onnx.save(model, path)
+    r = run([sys.executable, os.path.join(os.path.dirname(__file__), "quantize.py"), path, "-o", path + ".q", "--tessel", tessel,
+             "--random", "3"])
+    check(r.returncode == 0, "the net quantizes: " + r.stderr)
+    if r.returncode != 0:
+        return
+    r = run([sys.executable, os.path.join(os.path.dirname(__file__), "qdq_to_qoperator.py"), path + ".q", path + ".qop"])
+    check(r.returncode == 0, "qdq_to_qoperator.py: " + r.stderr)
+    if r.returncode != 0:
+        return
+    qop = onnx.load(path + ".qop")
+    ops = sorted((n.domain, n.op_type) for n in qop.graph.node if n.op_type.startswith("QLinear") or n.op_type == "QGemm")
+    ms = "com.microsoft"
+    check(ops == sorted([("", "QLinearConv")] * 4 + [(ms, "QLinearAdd"), (ms, "QLinearAveragePool"), (ms, "QLinearConcat"),
+                                                     (ms, "QLinearGlobalAveragePool"), (ms, "QGemm")]),
+          "the QOperator ops: %s" % ops)
+    inputs = os.path.join(folder, "qop-inputs")
+    os.makedirs(inputs)
+    with open(os.path.join(inputs, "input_0.pb"), "wb") as f:
+        f.write(numpy_helper.from_array(rng.uniform(-1, 1, size=(1, 3, 16, 16)).astype(np.float32), "x").SerializeToString())
+    a, _ = run_output(tessel, path + ".q", inputs, folder)
+    b, listing = run_output(tessel, path + ".qop", inputs, folder)
+    if a is None or b is None:
+        return
+    check(np.array_equal(a, b), "the QOperator model gives the QDQ model's output (largest difference %g)" % np.max(np.abs(a - b)))
+    for step in (":Add", ":AveragePool", ":Concat", ":Gemm"):
+        check(step in listing and "int8:" in listing, "Tessel runs the %s on its int8 steps:\n%s" % (step, listing))
+
+
 def test_dynamic(tessel, folder):
     """--dynamic: a two-layer MLP's MatMuls (the first two reading one activation) become
     DynamicQuantizeLinear (one per activation) -> MatMulInteger (int8 B) -> Cast -> Mul, the Conv
@@ -357,11 +416,12 @@ def main():
         test_reduce_range(tessel, float_model, folder)
         test_old_opset(tessel, folder)
         test_pool_and_join(tessel, folder)
+        test_qoperator(tessel, folder)
         test_dynamic(tessel, folder)
         test_dynamic_conv(tessel, folder)
         test_refusals(tessel, folder)
     checks = ("rounding, model structure (Resize on its input's grid), int8 against float32, 7-bit weights, opset 9, "
-              "pool and join, dynamic MatMuls and Convs, refusals")
+              "pool and join, QOperator models (qdq_to_qoperator.py), dynamic MatMuls and Convs, refusals")
     print("quantize.py: %s: %s" % (checks, "%d failed" % failures if failures else "all passed"))
     return 1 if failures else 0
 
