@@ -22944,6 +22944,8 @@ namespace detail {
 constexpr uint64_t kInt8ParallelMacs = 1u << 18;
 inline uint64_t int8_slots(uint64_t macs, uint32_t slots) { return macs < kInt8ParallelMacs ? 1 : slots; }
 
+struct Int8BinaryState;   // >>int8 cpu's binary islands, below
+
 struct Int8ConvState {
     Int8Gemm gemm;
     Window w;
@@ -22997,7 +22999,17 @@ struct Int8ConvState {
     Int8WinogradF23 winograd_kernels;
     int64_t tiles_x = 0, tiles_y = 0, bands = 0, band_tiles = 0;   // band_tiles: the most a band holds
     size_t input_bytes = 0, sums_bytes = 0;
+    // A residual Add (Sub, Mul) of the conv's output and a uint8 tensor of its shape, done on
+    // each block the conv stores while it is in cache (int8_fuse_residuals): the step writes the
+    // binary's value and reads the other operand as input 1; the conv's output is operand
+    // residual_side of `residual`.
+    const Int8BinaryState* residual = nullptr;
+    uint32_t residual_side = 0;
 };
+
+// Elements [0, n) of a binary island whose operands have one shape (int8_binary_fuses_rows),
+// a and b in its operand order; y may be either.
+inline void int8_binary_rows(const Int8BinaryState& st, const uint8_t* a, const uint8_t* b, uint8_t* y, int64_t n);
 
 // Columns [p0, p0 + count) of the uint8 im2col matrix of one group's planes; padding reads as
 // `pad` (x's zero point, a real zero).
@@ -23091,6 +23103,14 @@ inline Status run_int8_conv(const RunContext& c) {
             rq.scale = st.scale + g * st.group_maps;
             st.gemm.run(m0, m1, count, st.depth, st.packed + (size_t)g * st.packed_bytes, panel, rq,
                         y + n * st.maps * positions + g * st.group_offset + p0, st.map_stride);
+            if (st.residual) {   // one group, plain map rows: each map's run of the block, still in cache
+                const uint8_t* other = c.inputs[1].as<const uint8_t>();
+                for (int64_t m = m0; m < m1; ++m) {
+                    const int64_t at = (n * st.maps + m) * positions + p0;
+                    if (st.residual_side == 0) int8_binary_rows(*st.residual, y + at, other + at, y + at, count);
+                    else int8_binary_rows(*st.residual, other + at, y + at, y + at, count);
+                }
+            }
         }
     }, int8_slots(macs, st.slots));
     return Status::Ok;
@@ -23240,23 +23260,34 @@ inline void int8_conv_implicit_units(const RunContext& c, const Int8ConvState& s
                 const uint32_t pad_pixel = 0x01010101u * zx;
                 for (int64_t c4 = 0; c4 < st.group_channels / 4; ++c4)
                     for (int64_t a = 0; a < sh; ++a)
-                        for (int64_t b = 0; b < sw; ++b)
-                            for (int64_t r = r0; r < r1; ++r) {
-                                uint8_t* dst = copy + ((c4 * sh * sw + a * sw + b) * phase_plane + r * wq) * 4;
-                                const int64_t in_row = r * sh + a - top;
-                                if (sw == 1 && in_row >= 0 && in_row < w.in[1]) {   // the 4 rows straight from x
-                                    const uint8_t* x0 = xg + 4 * c4 * in_plane + in_row * w.in[2];
-                                    const uint8_t* rows[4] = {x0, x0 + in_plane, x0 + 2 * in_plane, x0 + 3 * in_plane};
-                                    // the pads: a pixel or two each side, stored as words (a memset call costs more)
-                                    for (int64_t k = 0; k < left; ++k) std::memcpy(dst + 4 * k, &pad_pixel, 4);
-                                    int8_interleave4(rows, w.in[2], 0, dst + 4 * left);
-                                    for (int64_t k = left + w.in[2]; k < wq; ++k) std::memcpy(dst + 4 * k, &pad_pixel, 4);
-                                    continue;
-                                }
-                                const uint8_t* rows[4] = {rows4, rows4 + wq, rows4 + 2 * wq, rows4 + 3 * wq};
-                                for (int64_t q = 0; q < 4; ++q) phase_row(rows4 + q * wq, 4 * c4 + q, a, b, r);
-                                int8_interleave4(rows, wq, 0, dst);
+                        for (int64_t r = r0; r < r1; ++r) {
+                            const int64_t in_row = r * sh + a - top;
+                            const bool inside = in_row >= 0 && in_row < w.in[1];
+                            const uint8_t* x0 = xg + 4 * c4 * in_plane + (inside ? in_row : 0) * w.in[2];
+                            const uint8_t* rows[4] = {x0, x0 + in_plane, x0 + 2 * in_plane, x0 + 3 * in_plane};
+                            if (sw == 1) {   // the 4 rows straight from x
+                                uint8_t* dst = copy + ((c4 * sh + a) * phase_plane + r * wq) * 4;
+                                // the pads: a pixel or two each side, stored as words (a memset call costs more)
+                                const int64_t before = inside ? left : wq, after = inside ? left + w.in[2] : wq;
+                                for (int64_t k = 0; k < before; ++k) std::memcpy(dst + 4 * k, &pad_pixel, 4);
+                                if (inside) int8_interleave4(rows, w.in[2], 0, dst + 4 * left);
+                                for (int64_t k = after; k < wq; ++k) std::memcpy(dst + 4 * k, &pad_pixel, 4);
+                                continue;
                             }
+                            // strided: the 4 rows interleaved once, each column phase b taking every sw-th pixel
+                            if (inside) int8_interleave4(rows, w.in[2], 0, rows4);
+                            for (int64_t b = 0; b < sw; ++b) {
+                                uint8_t* dst = copy + ((c4 * sh * sw + a * sw + b) * phase_plane + r * wq) * 4;
+                                // columns [lo, hi) read input column sw j + b - left, inside the row
+                                const int64_t first = left - b, last = w.in[2] - 1 + left - b;
+                                const int64_t lo = !inside ? wq : std::min(wq, first <= 0 ? 0 : (first + sw - 1) / sw);
+                                const int64_t hi = !inside || last < 0 ? lo : std::max(lo, std::min(wq, last / sw + 1));
+                                for (int64_t j = 0; j < lo; ++j) std::memcpy(dst + 4 * j, &pad_pixel, 4);
+                                const uint8_t* from = rows4 + 4 * (sw * lo + b - left);
+                                for (int64_t j = lo; j < hi; ++j) std::memcpy(dst + 4 * j, from + 4 * sw * (j - lo), 4);
+                                for (int64_t j = hi; j < wq; ++j) std::memcpy(dst + 4 * j, &pad_pixel, 4);
+                            }
+                        }
                 if (!st.groups_in_place) st.gemm.pack_b_groups(st.depth, count, copy + 4 * p0, st.offset, panel);
             } else {
                 for (int64_t ci = 0; ci < st.group_channels; ++ci)
@@ -24821,7 +24852,7 @@ inline bool int8_conv_implicit(ReferenceProgram* p, Int8ConvState* st, const int
     st->copy_bytes = ((size_t)copy + 63) & ~(size_t)63;
     st->panel_bytes = in_place ? 0 : (st->gemm.packed_b_bytes(st->depth, block) + 63) & ~(size_t)63;
     st->result_bytes = pixels ? 0 : ((size_t)(st->group_maps * block) * (sums ? 4 : 1) + 63) & ~(size_t)63;
-    st->rows4_bytes = interleaved ? ((size_t)(4 * wq) + 63) & ~(size_t)63 : 0;
+    st->rows4_bytes = interleaved ? ((size_t)(4 * std::max<int64_t>(wq, st->w.in[2])) + 63) & ~(size_t)63 : 0;   // a strided conv's input row
     st->slot_bytes = st->copy_bytes + st->panel_bytes + st->result_bytes + st->rows4_bytes;
     return true;
 }
@@ -25398,7 +25429,7 @@ inline bool int8_qlinear_step(ReferenceProgram* p, const PreparedModel& model, N
         if (!st) return false;
         *state = st;
         *run = int8_conv_run(*st);
-        *what = st->winograd ? "QLinearConv+winograd" : st->gemm.amx() ? "QLinearConv+amx" : "QLinearConv";
+        *what = st->winograd ? "QLinearConv+winograd" : st->gemm.amx() ? "QLinearConv+amx" : st->pixels ? "QLinearConv+pixels" : "QLinearConv";
         *used = st->gemm.jit() ? st->gemm.isa() : Isa::Ref;
         *scratch = (size_t)st->slots * st->slot_bytes;
         return true;
@@ -26352,6 +26383,19 @@ inline void int8_binary_pair_run(const Int8BinaryState& st, const uint8_t* a, bo
     }
 }
 
+// Whether int8_binary_rows runs the island: operands of one shape, both uint8, on its pair
+// table or Int8Convert::binary.
+inline bool int8_binary_fuses_rows(const Int8BinaryState& st) {
+    return st.rank == 1 && st.strides[0][0] == 1 && st.strides[1][0] == 1 && !st.constant[0] && !st.constant[1] &&
+           (st.fused || st.pair);
+}
+
+inline void int8_binary_rows(const Int8BinaryState& st, const uint8_t* a, const uint8_t* b, uint8_t* y, int64_t n) {
+    if (st.fused) st.convert.binary(st.binary, a, b, y, n);
+    else if (st.swapped) st.convert.pair(st.pair, b, a, y, n);
+    else st.convert.pair(st.pair, a, b, y, n);
+}
+
 inline Status run_int8_binary(const RunContext& c) {
     const Int8BinaryState& st = *static_cast<const Int8BinaryState*>(c.state);
     uint8_t* y = c.outputs[0].as<uint8_t>();
@@ -26656,6 +26700,73 @@ inline Status int8_fold_casts(ReferenceProgram* p, const PreparedModel& model, u
         *float_output = true;
         drop[s] = 1;
     }
+    return Status::Ok;
+}
+
+// A binary island (a residual Add) whose operand is a conv step's uint8 output, read by nothing
+// else, and whose other operand has one shape with it and is made before that step: the conv
+// step does the island on each block it stores (Int8ConvState::residual), writing the island's
+// value, and the island's step goes. The block is in cache then, where the island's own pass
+// would read both operands and write y through L2 or beyond (ResNet's residual Adds).
+inline Status int8_fuse_residuals(ReferenceProgram* p, const PreparedModel& model) {
+    const Graph& g = model.model.graph;
+    Arena scratch(4096);
+    uint32_t* writer = scratch.allocate_array<uint32_t>(model.value_count() + 1);
+    uint8_t* drop = scratch.allocate_array<uint8_t>(p->count + 1);
+    if (!writer || !drop) return Status::OutOfMemory;
+    for (uint32_t v = 0; v < model.value_count(); ++v) writer[v] = ~0u;
+    for (uint32_t i = 0; i < p->count; ++i) {
+        drop[i] = 0;
+        for (uint32_t v : p->steps_[i].writes) writer[v] = i;
+    }
+    bool dropped = false;
+    for (uint32_t i = 0; i < p->count; ++i) {
+        if (p->units[i].run != run_int8_binary || p->steps_[i].reads.size != 2 || p->steps_[i].writes.size != 1) continue;
+        const Int8BinaryState& st = *static_cast<const Int8BinaryState*>(p->units[i].state);
+        Int8BinaryGroup group;
+        if (!int8_binary_fuses_rows(st) || !int8_find_binary(model, p->steps_[i].node, &group)) continue;
+        for (uint32_t side = 0; side < 2; ++side) {
+            const Int8BinaryOperand& o = group.in[side];
+            const uint32_t v = p->steps_[i].reads[st.input[side]], other = p->steps_[i].reads[st.input[1 - side]];
+            const uint32_t w = writer[v], before = writer[other];
+            if (o.dequantize == kNoNode || o.count || o.shared || v == other || w == ~0u || drop[w] || (before != ~0u && before >= w) ||
+                p->units[w].run != run_int8_conv || p->steps_[w].reads.size != 1 || p->steps_[w].writes.size != 1)
+                continue;
+            Int8ConvState& conv = *static_cast<Int8ConvState*>(const_cast<void*>(p->units[w].state));
+            const NodeId made = g.node(o.dequantize).inputs[0].producer;   // the conv's QuantizeLinear or QLinearConv
+            if (conv.residual || conv.groups != 1 || conv.map_stride != conv.w.out_size() || model.value_id(made, 0) != v ||
+                !int8_single_reader(g, made, o.dequantize) || !int8_single_reader(g, o.dequantize, group.binary) ||
+                !same_desc(model.value_desc(v), model.value_desc(other)) || !same_desc(model.value_desc(v), model.value_desc(p->steps_[i].writes[0])))
+                continue;
+            uint32_t* reads = p->arena.allocate_array<uint32_t>(2);
+            const char* kernel = join_name(&p->arena, {p->steps_[w].kernel, st.op == SnippetOp::Add ? "+Add" : st.op == SnippetOp::Sub ? "+Sub" : "+Mul"});
+            if (!reads || !kernel) return Status::OutOfMemory;
+            reads[0] = p->steps_[w].reads[0];
+            reads[1] = other;
+            p->steps_[w].reads = Span<const uint32_t>(reads, 2);   // y is written before `other` is read: never in place
+            p->steps_[w].in_place = false;
+            p->steps_[w].in_place_reads = 0;
+            p->steps_[w].packed_reads = 0;
+            p->steps_[w].writes = p->steps_[i].writes;
+            p->steps_[w].kernel = kernel;
+            conv.residual = &st;
+            conv.residual_side = side;
+            drop[i] = 1;
+            dropped = true;
+            break;
+        }
+    }
+    if (!dropped) return Status::Ok;
+    uint32_t kept = 0;
+    for (uint32_t i = 0; i < p->count; ++i) {
+        if (drop[i]) continue;   // a binary island's step: no snippet or body of its own
+        if (kept != i) {
+            p->steps_[kept] = p->steps_[i];
+            p->units[kept] = p->units[i];
+        }
+        ++kept;
+    }
+    p->count = kept;
     return Status::Ok;
 }
 
@@ -27057,7 +27168,7 @@ inline Status cpu_int8_steps(ReferenceProgram* p, const PreparedModel& model, Is
             TESSEL_TRY(int8_use(p, i, run_int8_quantize, st, st->to_float ? "DequantizeLinear" : "QuantizeLinear",
                                 int8_convert_init(&st->convert, isa), 0));
     }
-    return Status::Ok;
+    return int8_fuse_residuals(p, model);
 }
 
 }  // namespace detail
