@@ -23011,61 +23011,84 @@ struct Int8ConvState {
 // a and b in its operand order; y may be either.
 inline void int8_binary_rows(const Int8BinaryState& st, const uint8_t* a, const uint8_t* b, uint8_t* y, int64_t n);
 
+// One run of an im2col row: d[0, run) from the row at columns i2, i2 + s, ...; columns outside
+// [0, in_w) read as pad. Loads stay before `end`.
+inline void int8_im2col_run(uint8_t* d, const uint8_t* row, int64_t in_w, int64_t i2, int64_t s, int64_t run, uint8_t pad,
+                            const uint8_t* end) {
+    (void)end;   // read by the vector loops only
+    // t in [lo, hi) reads inside the row; the padding around it is x's zero point
+    int64_t lo = i2 >= 0 ? 0 : (-i2 + s - 1) / s;
+    int64_t hi = in_w - 1 - i2 < 0 ? 0 : (in_w - 1 - i2) / s + 1;
+    if (hi > run) hi = run;
+    if (lo > hi) lo = hi;
+    if (lo > 0) std::memset(d, pad, (size_t)lo);
+    if (s == 1) {
+        std::memcpy(d + lo, row + i2 + lo, (size_t)(hi - lo));
+    } else {
+        const uint8_t* src = row + i2 + lo * s;
+        int64_t t = lo;
+#if defined(__SSE2__)
+        if (s == 2) {   // the even bytes of 32 (16): the loads stay inside the group's planes
+            const __m128i even = _mm_set1_epi16(0x00FF);
+            for (; t + 16 <= hi && src + 32 <= end; t += 16, src += 32) {
+                const __m128i v0 = _mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src)), even);
+                const __m128i v1 = _mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 16)), even);
+                _mm_storeu_si128(reinterpret_cast<__m128i*>(d + t), _mm_packus_epi16(v0, v1));
+            }
+            for (; t + 8 <= hi && src + 16 <= end; t += 8, src += 16) {
+                const __m128i v = _mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src)), even);
+                _mm_storel_epi64(reinterpret_cast<__m128i*>(d + t), _mm_packus_epi16(v, v));
+            }
+        }
+#endif
+        for (; t < hi; ++t, src += s) d[t] = *src;
+    }
+    if (hi < run) std::memset(d + hi, pad, (size_t)(run - hi));
+}
+
 // Columns [p0, p0 + count) of the uint8 im2col matrix of one group's planes; padding reads as
 // `pad` (x's zero point, a real zero).
 inline void int8_im2col(const Window& w, int64_t channels, const uint8_t* x, int64_t p0, int64_t count, uint8_t pad,
                         uint8_t* col) {
     const int64_t plane = w.in_size();
     const uint8_t* end = x + channels * plane;
-    (void)end;   // read by the vector loops only
+    const bool one_tap = w.kernel[0] == 1 && w.kernel[1] == 1 && w.kernel[2] == 1;
+    // One run per output row: its length, first input column and row (channel 0's) for tap
+    // (k0, k1, k2); run_at is false where that row is padding.
+    struct Run {
+        int64_t run, i2;
+        const uint8_t* row;   // in channel 0's plane
+    };
+    auto run_at = [&](int64_t q, int64_t k0, int64_t k1, int64_t k2, Run* r) {
+        int64_t p = p0 + q, o2 = p % w.out[2], o1 = p / w.out[2] % w.out[1], o0 = p / w.out[2] / w.out[1];
+        r->run = w.out[2] - o2 < count - q ? w.out[2] - o2 : count - q;
+        int64_t i0 = o0 * w.stride[0] - w.pad_begin[0] + k0 * w.dilation[0];
+        int64_t i1 = o1 * w.stride[1] - w.pad_begin[1] + k1 * w.dilation[1];
+        r->i2 = o2 * w.stride[2] - w.pad_begin[2] + k2 * w.dilation[2];
+        r->row = x + (i0 * w.in[1] + i1) * w.in[2];
+        return !(i0 < 0 || i0 >= w.in[0] || i1 < 0 || i1 >= w.in[1]);
+    };
+    if (one_tap) {   // a 1x1 window (strided): each run's position once, then every channel's row
+        Run r;
+        for (int64_t q = 0; q < count; q += r.run) {
+            const bool inside = run_at(q, 0, 0, 0, &r);
+            for (int64_t ci = 0; ci < channels; ++ci) {
+                uint8_t* d = col + ci * count + q;
+                if (!inside) std::memset(d, pad, (size_t)r.run);
+                else int8_im2col_run(d, r.row + ci * plane, w.in[2], r.i2, w.stride[2], r.run, pad, end);
+            }
+        }
+        return;
+    }
     uint8_t* dst = col;
     for (int64_t ci = 0; ci < channels; ++ci)
         for (int64_t k0 = 0; k0 < w.kernel[0]; ++k0)
             for (int64_t k1 = 0; k1 < w.kernel[1]; ++k1)
                 for (int64_t k2 = 0; k2 < w.kernel[2]; ++k2, dst += count) {
-                    const uint8_t* xc = x + ci * plane;
-                    for (int64_t q = 0; q < count;) {   // one run per output row
-                        int64_t p = p0 + q, o2 = p % w.out[2], o1 = p / w.out[2] % w.out[1], o0 = p / w.out[2] / w.out[1];
-                        int64_t run = w.out[2] - o2 < count - q ? w.out[2] - o2 : count - q;
-                        int64_t i0 = o0 * w.stride[0] - w.pad_begin[0] + k0 * w.dilation[0];
-                        int64_t i1 = o1 * w.stride[1] - w.pad_begin[1] + k1 * w.dilation[1];
-                        if (i0 < 0 || i0 >= w.in[0] || i1 < 0 || i1 >= w.in[1]) {
-                            std::memset(dst + q, pad, (size_t)run);
-                        } else {
-                            const uint8_t* row = xc + (i0 * w.in[1] + i1) * w.in[2];
-                            const int64_t i2 = o2 * w.stride[2] - w.pad_begin[2] + k2 * w.dilation[2];
-                            const int64_t s = w.stride[2];
-                            // t in [lo, hi) reads inside the row; the padding around it is x's zero point
-                            int64_t lo = i2 >= 0 ? 0 : (-i2 + s - 1) / s;
-                            int64_t hi = w.in[2] - 1 - i2 < 0 ? 0 : (w.in[2] - 1 - i2) / s + 1;
-                            if (hi > run) hi = run;
-                            if (lo > hi) lo = hi;
-                            uint8_t* d = dst + q;
-                            if (lo > 0) std::memset(d, pad, (size_t)lo);
-                            if (s == 1) {
-                                std::memcpy(d + lo, row + i2 + lo, (size_t)(hi - lo));
-                            } else {
-                                const uint8_t* src = row + i2 + lo * s;
-                                int64_t t = lo;
-#if defined(__SSE2__)
-                                if (s == 2) {   // the even bytes of 32 (16): the loads stay inside the group's planes
-                                    const __m128i even = _mm_set1_epi16(0x00FF);
-                                    for (; t + 16 <= hi && src + 32 <= end; t += 16, src += 32) {
-                                        const __m128i v0 = _mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src)), even);
-                                        const __m128i v1 = _mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 16)), even);
-                                        _mm_storeu_si128(reinterpret_cast<__m128i*>(d + t), _mm_packus_epi16(v0, v1));
-                                    }
-                                    for (; t + 8 <= hi && src + 16 <= end; t += 8, src += 16) {
-                                        const __m128i v = _mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src)), even);
-                                        _mm_storel_epi64(reinterpret_cast<__m128i*>(d + t), _mm_packus_epi16(v, v));
-                                    }
-                                }
-#endif
-                                for (; t < hi; ++t, src += s) d[t] = *src;
-                            }
-                            if (hi < run) std::memset(d + hi, pad, (size_t)(run - hi));
-                        }
-                        q += run;
+                    Run r;
+                    for (int64_t q = 0; q < count; q += r.run) {
+                        if (!run_at(q, k0, k1, k2, &r)) std::memset(dst + q, pad, (size_t)r.run);
+                        else int8_im2col_run(dst + q, r.row + ci * plane, w.in[2], r.i2, w.stride[2], r.run, pad, end);
                     }
                 }
 }
