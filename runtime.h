@@ -23000,7 +23000,7 @@ struct Int8ConvState {
     int64_t tiles_x = 0, tiles_y = 0, bands = 0, band_tiles = 0;   // band_tiles: the most a band holds
     size_t input_bytes = 0, sums_bytes = 0;
     // A residual Add (Sub, Mul) of the conv's output and a uint8 tensor of its shape, done on
-    // each block the conv stores while it is in cache (int8_fuse_residuals): the step writes the
+    // each block right after the tiles store it (int8_fuse_residuals): the step writes the
     // binary's value and reads the other operand as input 1; the conv's output is operand
     // residual_side of `residual`.
     const Int8BinaryState* residual = nullptr;
@@ -23065,8 +23065,9 @@ inline void int8_im2col(const Window& w, int64_t channels, const uint8_t* x, int
         int64_t i0 = o0 * w.stride[0] - w.pad_begin[0] + k0 * w.dilation[0];
         int64_t i1 = o1 * w.stride[1] - w.pad_begin[1] + k1 * w.dilation[1];
         r->i2 = o2 * w.stride[2] - w.pad_begin[2] + k2 * w.dilation[2];
-        r->row = x + (i0 * w.in[1] + i1) * w.in[2];
-        return !(i0 < 0 || i0 >= w.in[0] || i1 < 0 || i1 >= w.in[1]);
+        const bool inside = !(i0 < 0 || i0 >= w.in[0] || i1 < 0 || i1 >= w.in[1]);
+        r->row = inside ? x + (i0 * w.in[1] + i1) * w.in[2] : x;
+        return inside;
     };
     if (one_tap) {   // a 1x1 window (strided): each run's position once, then every channel's row
         Run r;
@@ -23126,7 +23127,7 @@ inline Status run_int8_conv(const RunContext& c) {
             rq.scale = st.scale + g * st.group_maps;
             st.gemm.run(m0, m1, count, st.depth, st.packed + (size_t)g * st.packed_bytes, panel, rq,
                         y + n * st.maps * positions + g * st.group_offset + p0, st.map_stride);
-            if (st.residual) {   // one group, plain map rows: each map's run of the block, still in cache
+            if (st.residual) {   // one group, plain map rows: each map's run of the block just stored
                 const uint8_t* other = c.inputs[1].as<const uint8_t>();
                 for (int64_t m = m0; m < m1; ++m) {
                     const int64_t at = (n * st.maps + m) * positions + p0;
@@ -29445,7 +29446,6 @@ inline Status contrib_plan(OnnxReader& r, const uint8_t* data, size_t size, Stri
     uint32_t outputs = 0;
     int64_t softmax_opset = -1, axis = -1;
     bool has_axis = false;
-    float alpha = 1.0f;
     {
         ProtoCursor cur(data, size);
         ProtoField f;
@@ -29469,6 +29469,7 @@ inline Status contrib_plan(OnnxReader& r, const uint8_t* data, size_t size, Stri
                 bool more_a = true;
                 int64_t value = 0;
                 bool has_value = false;
+                float alpha = 1.0f;
                 while (true) {
                     TESSEL_TRY(proto_next(r, a, &h, &more_a, "AttributeProto"));
                     if (!more_a) break;
