@@ -26730,8 +26730,8 @@ inline Status int8_fold_casts(ReferenceProgram* p, const PreparedModel& model, u
 // A binary island (a residual Add) whose operand is a conv step's uint8 output, read by nothing
 // else, and whose other operand has one shape with it and is made before that step: the conv
 // step does the island on each block it stores (Int8ConvState::residual), writing the island's
-// value, and the island's step goes. The block is in cache then, where the island's own pass
-// would read both operands and write y through L2 or beyond (ResNet's residual Adds).
+// value, and the island's step goes: the conv's output is read back from where the block was
+// just stored instead of by a pass of its own over the whole tensor (ResNet's residual Adds).
 inline Status int8_fuse_residuals(ReferenceProgram* p, const PreparedModel& model) {
     const Graph& g = model.model.graph;
     Arena scratch(4096);
