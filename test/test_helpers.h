@@ -63,6 +63,14 @@ inline int64_t count_of(const std::vector<int64_t>& shape) {
     return n;
 }
 
+// Every byte value, as many as the shape holds, in an order that mul and add change (the
+// operands of one int8 test differ).
+inline std::vector<uint8_t> every_byte(const std::vector<int64_t>& shape, uint32_t mul, uint32_t add) {
+    std::vector<uint8_t> v((size_t)count_of(shape));
+    for (size_t i = 0; i < v.size(); ++i) v[i] = (uint8_t)((i * mul + add + i / 256) % 256);
+    return v;
+}
+
 // n floats drawn uniformly from [-scale, scale]; the same seed gives the same floats.
 inline std::vector<float> random_floats(int64_t n, uint32_t seed, float scale = 1.0f) {
     std::mt19937 rng(seed);

@@ -24,16 +24,12 @@ struct AddReluCase {
     bool relu_shared = false;      // the Relu's output is a model output too: the float path stays
 };
 
-std::vector<uint8_t> bytes_of(const Shape& shape, uint32_t mul, uint32_t add) {
-    std::vector<uint8_t> v((size_t)count_of(shape));
-    for (size_t i = 0; i < v.size(); ++i) v[i] = (uint8_t)((i * mul + add + i / 256) % 256);
-    return v;
-}
+using test::every_byte;
 
 void build(OpTest& t, const AddReluCase& c) {
     t.opset = 14;
     auto dq = [&](const Shape& shape, float s, uint8_t z, uint32_t mul, uint32_t add) {
-        return t.op("DequantizeLinear", {t.input(shape, bytes_of(shape, mul, add)), t.constant(Shape{}, std::vector<float>{s}),
+        return t.op("DequantizeLinear", {t.input(shape, every_byte(shape, mul, add)), t.constant(Shape{}, std::vector<float>{s}),
                                          t.constant(Shape{}, std::vector<uint8_t>{z})});
     };
     NodeId a = dq(c.a, c.sa, c.za, 37, 0), b = dq(c.b, c.sb, c.zb, 53, 11);
@@ -117,8 +113,8 @@ TEST_CASE("int8 add relu: the Add's output takes a uint8 operand's buffer where 
         t.opset = 14;
         auto scalar = [&](float v) { return t.constant(Shape{}, std::vector<float>{v}); };
         auto zero = [&](uint8_t z) { return t.constant(Shape{}, std::vector<uint8_t>{z}); };
-        NodeId a = t.op("DequantizeLinear", {t.input(shape, bytes_of(shape, 37, 0)), scalar(0.02f), zero(100)});
-        NodeId x = t.op("DequantizeLinear", {t.input(shape, bytes_of(shape, 53, 11)), scalar(0.05f), zero(128)});
+        NodeId a = t.op("DequantizeLinear", {t.input(shape, every_byte(shape, 37, 0)), scalar(0.02f), zero(100)});
+        NodeId x = t.op("DequantizeLinear", {t.input(shape, every_byte(shape, 53, 11)), scalar(0.05f), zero(128)});
         NodeId sig = t.op("Sigmoid", {InputRef::by_id(x)});
         NodeId bq = t.op("QuantizeLinear", {InputRef::by_id(sig), scalar(1.0f / 255), zero(0)});
         NodeId b = t.op("DequantizeLinear", {InputRef::by_id(bq), scalar(1.0f / 255), zero(0)});

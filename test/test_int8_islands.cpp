@@ -18,12 +18,7 @@ using Shape = std::vector<int64_t>;
 
 using test::count_of;
 
-// Every byte value, in an order that differs between the operands.
-std::vector<uint8_t> bytes_of(const Shape& shape, uint32_t mul, uint32_t add) {
-    std::vector<uint8_t> v((size_t)count_of(shape));
-    for (size_t i = 0; i < v.size(); ++i) v[i] = (uint8_t)((i * mul + add + i / 256) % 256);
-    return v;
-}
+using test::every_byte;
 
 struct Operand {
     Shape shape;
@@ -73,7 +68,7 @@ Result run_island(const IslandCase& ic, bool fusion, uint32_t threads) {
             in[k] = t.constant(o.shape, c);
             continue;
         }
-        NodeId dq = t.op("DequantizeLinear", {t.input(o.shape, bytes_of(o.shape, k ? 53 : 37, k ? 11 : 0)),
+        NodeId dq = t.op("DequantizeLinear", {t.input(o.shape, every_byte(o.shape, k ? 53 : 37, k ? 11 : 0)),
                                               t.constant(Shape{}, std::vector<float>{o.scale}),
                                               t.constant(Shape{}, std::vector<uint8_t>{o.zero_point})});
         if (o.shared) shared.push_back(dq);
@@ -156,7 +151,7 @@ TEST_CASE("int8 islands: Div, two constants and a DequantizeLinear of int8 stay 
     for (size_t i = 0; i < x.size(); ++i) x[i] = (int8_t)(i * 37 % 256 - 128);
     NodeId a = t.op("DequantizeLinear", {t.input(shape, x), t.constant(Shape{}, std::vector<float>{0.02f}),
                                          t.constant(Shape{}, std::vector<int8_t>{3})});
-    NodeId b = t.op("DequantizeLinear", {t.input(shape, bytes_of(shape, 53, 1)), t.constant(Shape{}, std::vector<float>{0.03f}),
+    NodeId b = t.op("DequantizeLinear", {t.input(shape, every_byte(shape, 53, 1)), t.constant(Shape{}, std::vector<float>{0.03f}),
                                          t.constant(Shape{}, std::vector<uint8_t>{9})});
     NodeId sum = t.op("Add", {InputRef::by_id(a), InputRef::by_id(b)});
     t.op("QuantizeLinear", {InputRef::by_id(sum), t.constant(Shape{}, std::vector<float>{0.05f}),
@@ -183,7 +178,7 @@ struct FloatChainCase {
 Result run_chain(const FloatChainCase& c, bool fusion, uint32_t threads) {
     OpTest t;
     t.opset = 14;
-    NodeId dq = t.op("DequantizeLinear", {t.input(c.shape, bytes_of(c.shape, 37, 5)), t.constant(Shape{}, std::vector<float>{0.021f}),
+    NodeId dq = t.op("DequantizeLinear", {t.input(c.shape, every_byte(c.shape, 37, 5)), t.constant(Shape{}, std::vector<float>{0.021f}),
                                           t.constant(Shape{}, std::vector<uint8_t>{131})});
     NodeId last = dq;
     for (const char* op : c.ops) last = t.op(op, {InputRef::by_id(last)});
@@ -262,7 +257,7 @@ TEST_CASE("int8 islands: uint8 MaxPool rows whose widths leave vector tails (str
         auto build = [&](bool fusion, uint32_t threads) {
             OpTest t;
             t.opset = 13;
-            NodeId dq = t.op("DequantizeLinear", {t.input(pc.x, bytes_of(pc.x, 91, 5)), t.constant(Shape{}, std::vector<float>{pc.sx}),
+            NodeId dq = t.op("DequantizeLinear", {t.input(pc.x, every_byte(pc.x, 91, 5)), t.constant(Shape{}, std::vector<float>{pc.sx}),
                                                   t.constant(Shape{}, std::vector<uint8_t>{pc.zx})});
             t.op("MaxPool", {InputRef::by_id(dq)});
             t.set_ints("kernel_shape", pc.kernel);

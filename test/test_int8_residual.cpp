@@ -18,11 +18,7 @@ using test::OpTest;
 using Shape = std::vector<int64_t>;
 using test::count_of;
 
-std::vector<uint8_t> bytes_of(const Shape& shape, uint32_t mul, uint32_t add) {
-    std::vector<uint8_t> v((size_t)count_of(shape));
-    for (size_t i = 0; i < v.size(); ++i) v[i] = (uint8_t)((i * mul + add + i / 256) % 256);
-    return v;
-}
+using test::every_byte;
 
 struct ResidualCase {
     const char* op = "Add";   // Add, Sub, Mul or Sum
@@ -44,7 +40,7 @@ Built build(OpTest& t, const ResidualCase& c) {
     const Shape out = {c.x[0], c.maps, (c.x[2] - 1) / c.stride + 1, (c.x[3] - 1) / c.stride + 1};
     auto scalar = [&](float v) { return t.constant(Shape{}, std::vector<float>{v}); };
     auto zero = [&](uint8_t v) { return t.constant(Shape{}, std::vector<uint8_t>{v}); };
-    const InputRef x = t.input(c.x, bytes_of(c.x, 37, 5));
+    const InputRef x = t.input(c.x, every_byte(c.x, 37, 5));
     auto conv = [&](uint32_t seed, NodeId* q) {
         NodeId dx = t.op("DequantizeLinear", {x, scalar(0.02f), zero(9)});
         std::vector<int8_t> w((size_t)(c.maps * c.x[1]));
@@ -64,7 +60,7 @@ Built build(OpTest& t, const ResidualCase& c) {
     if (c.two_convs) {
         other = conv(2, &b.conv_q[1]);
     } else {
-        other = t.op("DequantizeLinear", {t.input(out, bytes_of(out, 53, 11)), scalar(0.025f), zero(100)});
+        other = t.op("DequantizeLinear", {t.input(out, every_byte(out, 53, 11)), scalar(0.025f), zero(100)});
     }
     const NodeId a = c.conv_side == 0 ? mine : other, bb = c.conv_side == 0 ? other : mine;
     NodeId island = t.op(c.op, {InputRef::by_id(a), InputRef::by_id(bb)});

@@ -96,11 +96,7 @@ Out run(const std::string& bytes, const std::vector<std::vector<unsigned char>>&
 }
 
 // Every byte value, spread differently per tensor.
-std::vector<unsigned char> bytes_of(int64_t n, uint32_t mul, uint32_t add) {
-    std::vector<unsigned char> v((size_t)n);
-    for (size_t i = 0; i < v.size(); ++i) v[i] = (unsigned char)((i * mul + add + i / 256) % 256);
-    return v;
-}
+std::vector<unsigned char> bytes_of(int64_t n, uint32_t mul, uint32_t add) { return test::every_byte({n}, mul, add); }
 
 // QuantizeLinear's rounding: x / scale in float32, ties to even, plus the zero point, saturated.
 int quantize(float x, float scale, int zero, bool is_signed) {
