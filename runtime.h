@@ -22964,7 +22964,8 @@ struct Int8ConvState {
     int64_t block = 0;                 // output positions per work unit (a multiple of nr)
     size_t rows_bytes = 0, panel_bytes = 0, slot_bytes = 0;
     uint32_t slots = 1, parts = 1;
-    // 2-D convs with a kernel of several taps (run_int8_conv_implicit): no im2col. The slot
+    // 2-D convs with a kernel of several taps, and 1x1 convs on the pixel tiles
+    // (run_int8_conv_implicit, int8_conv_implicit): no im2col. The slot
     // holds the zero-point padded copy of the group's planes split into stride_h x stride_w
     // phase planes of plane_h x plane_w (padded row s_h i + a, column s_w j + b in phase (a, b);
     // one phase of the padded planes at stride 1). Output row o's positions o * plane_w +
@@ -23000,7 +23001,8 @@ struct Int8ConvState {
     int64_t tiles_x = 0, tiles_y = 0, bands = 0, band_tiles = 0;   // band_tiles: the most a band holds
     size_t input_bytes = 0, sums_bytes = 0;
     // A residual Add (Sub, Mul) of the conv's output and a uint8 tensor of its shape, done on
-    // each block right after the tiles store it (int8_fuse_residuals): the step writes the
+    // each block right after the tiles store it (int8_fuse_residuals; run_int8_conv and the
+    // implicit convs' units, int8_residual_rows): the step writes the
     // binary's value and reads the other operand as input 1; the conv's output is operand
     // residual_side of `residual`.
     const Int8BinaryState* residual = nullptr;
@@ -23010,6 +23012,19 @@ struct Int8ConvState {
 // Elements [0, n) of a binary island whose operands have one shape (int8_binary_fuses_rows),
 // a and b in its operand order; y may be either.
 inline void int8_binary_rows(const Int8BinaryState& st, const uint8_t* a, const uint8_t* b, uint8_t* y, int64_t n);
+
+// A fused conv's residual island (one group, plain map rows) on the block just stored: positions
+// [p0, p0 + count) of `rows` map rows from row `first` (image n's map m: row n maps + m) of y
+// and of the other operand. A block of whole rows is one run, so the kernel's tail comes once.
+inline void int8_residual_rows(const Int8ConvState& st, const uint8_t* other, uint8_t* y, int64_t first, int64_t rows,
+                               int64_t positions, int64_t p0, int64_t count) {
+    const bool whole = count == positions;
+    for (int64_t r = 0; r < (whole ? 1 : rows); ++r) {
+        const int64_t at = (first + r) * positions + p0, n = whole ? rows * positions : count;
+        if (st.residual_side == 0) int8_binary_rows(*st.residual, y + at, other + at, y + at, n);
+        else int8_binary_rows(*st.residual, other + at, y + at, y + at, n);
+    }
+}
 
 // One run of an im2col row: d[0, run) from the row at columns i2, i2 + s, ...; columns outside
 // [0, in_w) read as pad. Loads stay before `end`.
@@ -23127,14 +23142,7 @@ inline Status run_int8_conv(const RunContext& c) {
             rq.scale = st.scale + g * st.group_maps;
             st.gemm.run(m0, m1, count, st.depth, st.packed + (size_t)g * st.packed_bytes, panel, rq,
                         y + n * st.maps * positions + g * st.group_offset + p0, st.map_stride);
-            if (st.residual) {   // one group, plain map rows: each map's run of the block just stored
-                const uint8_t* other = c.inputs[1].as<const uint8_t>();
-                for (int64_t m = m0; m < m1; ++m) {
-                    const int64_t at = (n * st.maps + m) * positions + p0;
-                    if (st.residual_side == 0) int8_binary_rows(*st.residual, y + at, other + at, y + at, count);
-                    else int8_binary_rows(*st.residual, other + at, y + at, y + at, count);
-                }
-            }
+            if (st.residual) int8_residual_rows(st, c.inputs[1].as<const uint8_t>(), y, n * st.maps + m0, m1 - m0, positions, p0, count);
         }
     }, int8_slots(macs, st.slots));
     return Status::Ok;
@@ -23282,7 +23290,15 @@ inline void int8_conv_implicit_units(const RunContext& c, const Int8ConvState& s
             if (st.interleaved) {
                 uint8_t* rows4 = result + st.result_bytes;
                 const uint32_t pad_pixel = 0x01010101u * zx;
-                for (int64_t c4 = 0; c4 < st.group_channels / 4; ++c4)
+                // unpadded rows of stride 1 (a 1x1 conv) follow each other in x and in the copy:
+                // the block's rows as one run, not rows too narrow for the vector loop
+                const bool runs = sh == 1 && sw == 1 && left == 0 && top == 0 && wq == w.in[2] && st.plane_h == w.in[1];
+                for (int64_t c4 = 0; c4 < st.group_channels / 4 && runs; ++c4) {
+                    const uint8_t* x0 = xg + 4 * c4 * in_plane + r0 * wq;
+                    const uint8_t* rows[4] = {x0, x0 + in_plane, x0 + 2 * in_plane, x0 + 3 * in_plane};
+                    int8_interleave4(rows, (r1 - r0) * wq, 0, copy + (c4 * phase_plane + r0 * wq) * 4);
+                }
+                for (int64_t c4 = 0; c4 < st.group_channels / 4 && !runs; ++c4)
                     for (int64_t a = 0; a < sh; ++a)
                         for (int64_t r = r0; r < r1; ++r) {
                             const int64_t in_row = r * sh + a - top;
@@ -23331,13 +23347,19 @@ inline void int8_conv_implicit_units(const RunContext& c, const Int8ConvState& s
             }
             const int8_t* packed = st.packed + (size_t)g * st.packed_bytes;
             uint8_t* yg = y + (n * st.maps * positions + g * st.group_offset) * y_bytes;
-            if (st.pixels) {   // the block's virtual positions less the dropped columns
-                const int64_t first = p0 % wq < out_w ? p0 : (p0 / wq + 1) * wq, last = p0 + count;
-                const int64_t before = first / wq * out_w + first % wq;
-                const int64_t after = last / wq * out_w + std::min(last % wq, out_w);
+            // the block's virtual positions less the dropped columns: y's positions [before, after)
+            const int64_t first = p0 % wq < out_w ? p0 : (p0 / wq + 1) * wq, last = p0 + count;
+            const int64_t before = first / wq * out_w + first % wq;
+            const int64_t after = last / wq * out_w + std::min(last % wq, out_w);
+            auto residual = [&] {
+                if (!kSums && st.residual && after > before)
+                    int8_residual_rows(st, c.inputs[1].as<const uint8_t>(), y, n * st.maps + m0, m1 - m0, positions, before, after - before);
+            };
+            if (st.pixels) {
                 if (after <= before) continue;
                 Int8Gemm::PixelRun pixel_run = {copy + 4 * (first / wq * wq), st.offset, wq, out_w, out_w, first % wq, after - before};
                 st.gemm.run_pixels(st.group_maps, m0, m1, st.depth, packed, pixel_run, rq, yg + first / wq * out_w, st.map_stride);
+                residual();
                 continue;
             }
             if (kSums) st.gemm.run_sums(m0, m1, count, st.depth, packed, panel, bias + g * st.group_maps, reinterpret_cast<int32_t*>(result), count);
@@ -23357,6 +23379,7 @@ inline void int8_conv_implicit_units(const RunContext& c, const Int8ConvState& s
                 }
                 p = stop;
             }
+            residual();
         }
     }, int8_slots(macs, st.slots));
 }
@@ -24799,15 +24822,24 @@ inline void int8_conv_units(Int8ConvState* st, int64_t positions, size_t row_byt
 // Switches a 2-D (or 1-D) conv with a kernel wider than one tap to run_int8_conv_implicit
 // (strided: along a dimension of stride s > 1, undilated with at least s taps, so every phase
 // plane is read, and K of 64 or more: below it the im2col matrix is smaller than the result
-// rows the implicit path copies out); false when out of memory.
+// rows the implicit path copies out), and a 1x1 conv where the pixel tiles pay (below); false
+// when out of memory.
 // sums: ConvInteger's int32 results (Int8Gemm::run_sums on packed panels: no groups in place, no pixel tiles).
 inline bool int8_conv_implicit(ReferenceProgram* p, Int8ConvState* st, const int8_t* weights, int8_t* packed, Arena* scratch,
                                bool sums = false) {
     const Window& w = st->w;
-    if (st->direct || w.in[0] != 1 || w.kernel[0] != 1 || w.out[0] != 1) return true;
-    if (w.kernel_size() < 2 || w.out_size() == 0) return true;
+    // A 1x1 conv takes the pixel tiles where the VNNI tiles' columns (panels of 48, the last one
+    // by vectors of 16) would leave a fifth of their work idle: 7 x 7 maps (64 columns for 49
+    // positions) ran 7-18% faster so; elsewhere the copy costs more than it saves. Strided, its
+    // copy holds every phase plane, of which it reads one.
+    const int64_t n = w.out_size(), nr = st->gemm.nr();
+    const bool one_tap = !sums && w.kernel_size() == 1 && st->gemm.isa() == Isa::Avx512 && !st->gemm.amx() &&
+                         nr == Int8Gemm::kPixelMaps && (n / nr * nr + (n % nr + 15) / 16 * 16) * 4 >= n * 5;
+    if ((st->direct && !one_tap) || w.in[0] != 1 || w.kernel[0] != 1 || w.out[0] != 1) return true;
+    if ((w.kernel_size() < 2 && !one_tap) || w.out_size() == 0) return true;
     for (int d = 1; d < 3; ++d)
-        if (w.stride[d] < 1 || w.stride[d] > 4 || (w.stride[d] > 1 && (w.dilation[d] != 1 || w.kernel[d] < w.stride[d]))) return true;
+        if (w.stride[d] < 1 || w.stride[d] > 4 || (w.stride[d] > 1 && (w.dilation[d] != 1 || (w.kernel[d] < w.stride[d] && !one_tap))))
+            return true;
     const int64_t sh = w.stride[1], sw = w.stride[2];
     if ((sh > 1 || sw > 1) && st->depth < 64) return true;
     const int64_t hp = w.in[1] + w.pad_begin[1] + w.pad_end[1], wp = w.in[2] + w.pad_begin[2] + w.pad_end[2];
@@ -24823,6 +24855,7 @@ inline bool int8_conv_implicit(ReferenceProgram* p, Int8ConvState* st, const int
     // faster than the group tiles on every conv measured, AVX-VNNI's on rows wide enough.
     const bool pixels = in_place && st->gemm.pixels_pay(w.out[2]) && st->group_maps % 16 == 0 &&
                         Int8Gemm::packed_pixels_bytes(st->group_maps, st->depth) <= st->packed_bytes;
+    if (one_tap && !pixels) return true;
     const int64_t unit = interleaved ? 4 : 1;   // bytes a pixel of one channel's plane takes in the copy
     // a virtual row's last column reads reach_w / sw pixels past its phase plane
     const int64_t copy = (st->group_channels * sh * sw * hq * wq + reach_w / sw) * unit + 64 + (in_place ? 4 * st->gemm.nr() : 0);
@@ -26754,7 +26787,8 @@ inline Status int8_fuse_residuals(ReferenceProgram* p, const PreparedModel& mode
             const uint32_t v = p->steps_[i].reads[st.input[side]], other = p->steps_[i].reads[st.input[1 - side]];
             const uint32_t w = writer[v], before = writer[other];
             if (o.dequantize == kNoNode || o.count || o.shared || v == other || w == ~0u || drop[w] || (before != ~0u && before >= w) ||
-                p->units[w].run != run_int8_conv || p->steps_[w].reads.size != 1 || p->steps_[w].writes.size != 1)
+                (p->units[w].run != run_int8_conv && p->units[w].run != run_int8_conv_implicit) || p->steps_[w].reads.size != 1 ||
+                p->steps_[w].writes.size != 1)
                 continue;
             Int8ConvState& conv = *static_cast<Int8ConvState*>(const_cast<void*>(p->units[w].state));
             const NodeId made = g.node(o.dequantize).inputs[0].producer;   // the conv's QuantizeLinear or QLinearConv

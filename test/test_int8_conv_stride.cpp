@@ -29,7 +29,7 @@ struct QConv {
     std::vector<int64_t> pads = {1, 1, 1, 1};    // top, left, bottom, right
     int64_t dh = 1, dw = 1;                      // dilations
     int64_t group = 1;
-    bool pixels = false;                         // takes Int8Gemm::run_pixels where the CPU has it
+    bool pixels = false;                         // takes Int8Gemm::run_pixels where the CPU has it (1x1: on AVX-512)
 };
 
 void check(const QConv& cc, uint32_t seed) {
@@ -94,7 +94,7 @@ void check(const QConv& cc, uint32_t seed) {
             INFO(r.kernels);
             CHECK(r.kernels.find("int8:") != std::string::npos);
             Int8Gemm gemm;
-            if (cc.pixels && gemm.init(isa) == Status::Ok && gemm.pixels_pay(ow))
+            if (cc.pixels && (kh * kw > 1 || isa == Isa::Avx512) && gemm.init(isa) == Status::Ok && gemm.pixels_pay(ow))
                 CHECK(r.kernels.find(std::string("int8:") + isa_name(isa) + ":Conv+pixels") != std::string::npos);
             const Tensor& out = r.request.output(0);
             REQUIRE(out.bytes() == want.size());
@@ -175,7 +175,8 @@ TEST_CASE("int8 conv stride: strided QDQ Convs through phase planes, every ISA, 
 // more; the other ISAs run the same cases on their tiles): rows cut into even tiles of up to 8
 // (AVX-VNNI: 6), maps in panels of 48 and the 32 + 32 or 16 left (AVX-VNNI: of 16), a part of
 // the maps starting inside a panel (2 threads, one block), strides, groups, images, and odd and
-// even counts of K groups.
+// even counts of K groups. 1x1 convs whose 49 positions would leave the VNNI tiles' columns a
+// quarter idle take them on AVX-512 (a copy of whole unpadded planes, and strided).
 TEST_CASE("int8 conv stride: the pixel tiles, every row tail and panel of maps, the integer oracle's bits") {
     std::vector<QConv> cases;
     auto add = [&](Shape x, Shape w, int64_t stride) {
@@ -199,6 +200,11 @@ TEST_CASE("int8 conv stride: the pixel tiles, every row tail and panel of maps, 
     add({1, 8, 7, 7}, {64, 8, 3, 3}, 1);                     // 7 rows: at 2 threads the maps in parts of 32
     add({1, 64, 5, 5}, {80, 64, 3, 3}, 1);                   // parts of 32 and 48 maps: the second from inside a panel
     add({1, 512, 3, 18}, {512, 512, 3, 3}, 1);               // rows of 18 (6 + 6 + 6); K of 4608: runs of 48 maps
+    add({2, 64, 7, 7}, {64, 64, 1, 1}, 1)->pads = {0, 0, 0, 0};      // 1x1 on 7 x 7: two images, maps in parts at 2 threads
+    add({1, 128, 14, 14}, {48, 128, 1, 1}, 2)->pads = {0, 0, 0, 0};  // 1x1 of stride 2 down to 7 x 7
+    QConv* c = add({1, 18, 7, 7}, {32, 18, 1, 1}, 1);               // channels off 4: the VNNI tiles
+    c->pads = {0, 0, 0, 0};
+    c->pixels = false;
     uint32_t seed = 5100;
     for (size_t i = 0; i < cases.size(); ++i) {
         CAPTURE(i);

@@ -2,9 +2,11 @@
 // the conv's step does the island on each block it stores ("+Add" in its kernel name) and the
 // island's step goes. Bit for bit the results of the same model with the conv's output also a
 // model output, which keeps the two steps apart; for the conv's output as either operand, Add,
-// Sub, Mul and Sum + Relu, 1x1 convs of stride 1 and 2, one and two images, 1 and 2 threads, on
-// the island's binary kernel and its pair table; not where the other operand is made after the
-// conv (two convs: the later one takes the island) or the conv's output has another reader.
+// Sub, Mul and Sum + Relu, 1x1 convs of stride 1 and 2 (on 7 x 7 outputs the pixel tiles where
+// the CPU has them) and 3x3 convs (the implicit GEMM: the pixel tiles for maps a multiple of 16,
+// else the group tiles), one and two images, 1 and 2 threads, on the island's binary kernel and
+// its pair table; not where the other operand is made after the conv (two convs: the later one
+// takes the island) or the conv's output has another reader.
 #include <doctest/doctest.h>
 #include <string>
 #include <vector>
@@ -25,9 +27,14 @@ struct ResidualCase {
     bool relu = false;
     uint32_t conv_side = 0;   // the conv's output as the island's operand 0 or 1
     Shape x = {1, 16, 14, 12};
-    int64_t maps = 24, stride = 1;
+    int64_t maps = 24, stride = 1, kernel = 1;   // a 3x3 kernel is padded by 1
     bool two_convs = false;   // the other operand another conv of x, made after this one
 };
+
+Shape output_shape(const ResidualCase& c) {
+    const int64_t pad = c.kernel / 2;
+    return {c.x[0], c.maps, (c.x[2] + 2 * pad - c.kernel) / c.stride + 1, (c.x[3] + 2 * pad - c.kernel) / c.stride + 1};
+}
 
 struct Built {
     NodeId conv_q[2] = {kNoNode, kNoNode};   // the conv groups' QuantizeLinears
@@ -37,21 +44,22 @@ struct Built {
 // the other operand DequantizeLinear(r) (or a second such conv of x), the island, QuantizeLinear.
 Built build(OpTest& t, const ResidualCase& c) {
     t.opset = 14;
-    const Shape out = {c.x[0], c.maps, (c.x[2] - 1) / c.stride + 1, (c.x[3] - 1) / c.stride + 1};
+    const Shape out = output_shape(c);
     auto scalar = [&](float v) { return t.constant(Shape{}, std::vector<float>{v}); };
     auto zero = [&](uint8_t v) { return t.constant(Shape{}, std::vector<uint8_t>{v}); };
     const InputRef x = t.input(c.x, every_byte(c.x, 37, 5));
     auto conv = [&](uint32_t seed, NodeId* q) {
         NodeId dx = t.op("DequantizeLinear", {x, scalar(0.02f), zero(9)});
-        std::vector<int8_t> w((size_t)(c.maps * c.x[1]));
+        std::vector<int8_t> w((size_t)(c.maps * c.x[1] * c.kernel * c.kernel));
         for (size_t i = 0; i < w.size(); ++i) w[i] = (int8_t)((int)((i * 29 + seed) % 255) - 127);
         std::vector<float> sw((size_t)c.maps), bias((size_t)c.maps);
         for (int64_t m = 0; m < c.maps; ++m) sw[(size_t)m] = 0.001f + 0.0001f * (float)((m * 7 + seed) % 13), bias[(size_t)m] = 0.05f * (float)(m % 5) - 0.1f;
-        NodeId dw = t.op("DequantizeLinear", {t.constant(Shape{c.maps, c.x[1], 1, 1}, w), t.constant(Shape{c.maps}, sw),
+        NodeId dw = t.op("DequantizeLinear", {t.constant(Shape{c.maps, c.x[1], c.kernel, c.kernel}, w), t.constant(Shape{c.maps}, sw),
                                               t.constant(Shape{c.maps}, std::vector<int8_t>((size_t)c.maps, 0))});
         t.set_int("axis", 0);
         NodeId cv = t.op("Conv", {InputRef::by_id(dx), InputRef::by_id(dw), t.constant(Shape{c.maps}, bias)});
         t.set_ints("strides", {c.stride, c.stride});
+        if (c.kernel == 3) t.set_ints("pads", {1, 1, 1, 1});
         *q = t.op("QuantizeLinear", {InputRef::by_id(cv), scalar(0.03f + 0.01f * (float)seed), zero((uint8_t)(120 + seed))});
         return t.op("DequantizeLinear", {InputRef::by_id(*q), scalar(0.03f + 0.01f * (float)seed), zero((uint8_t)(120 + seed))});
     };
@@ -101,8 +109,9 @@ size_t count_of_text(const std::string& s, const std::string& what) {
 }
 
 // Fused where the island's kernel runs rows (a JIT binary kernel, or the pair table of a large
-// tensor), the same bytes as the steps apart.
-void check(const ResidualCase& c) {
+// tensor), the same bytes as the steps apart. pixels: the conv takes the pixel tiles on AVX-512
+// where the CPU has them.
+void check(const ResidualCase& c, bool pixels = false) {
     const std::string island = std::string(c.op) == "Sum" ? "Add" : c.op;
     for (Isa isa : {Isa::Ref, Isa::Sse41, Isa::Avx2, Isa::Avx512, Isa::Neon}) {
         if (!isa_available(isa)) continue;
@@ -113,9 +122,12 @@ void check(const ResidualCase& c) {
             INFO(apart.kernels);
             INFO(fused.kernels);
             CHECK(apart.kernels.find("+" + island) == std::string::npos);
-            const int64_t outputs = c.x[0] * c.maps * ((c.x[2] - 1) / c.stride + 1) * ((c.x[3] - 1) / c.stride + 1);
-            const bool rows = test::int8_convert_target(isa) != "ref" || outputs >= 32768;
-            CHECK(count_of_text(fused.kernels, ":Conv+" + island) == (rows ? 1u : 0u));
+            const bool rows = test::int8_convert_target(isa) != "ref" || count_of(output_shape(c)) >= 32768;
+            CHECK(count_of_text(fused.kernels, "+" + island + " ") == (rows ? 1u : 0u));
+            Int8Gemm tiles;
+            const bool pixel_tiles = pixels && isa == Isa::Avx512 && tiles.init(isa) == Status::Ok && tiles.runs_pixels();
+            CHECK(count_of_text(fused.kernels, ":Conv+pixels") == (pixel_tiles ? 1u : 0u));
+            if (rows) CHECK(count_of_text(fused.kernels, ":Conv" + std::string(pixel_tiles ? "+pixels" : "") + "+" + island + " ") == 1u);
             CHECK(count_of_text(fused.kernels, ":" + island + " ") == (rows ? 0u : 1u));
             CHECK(fused.y == apart.y);
         }
@@ -140,6 +152,23 @@ TEST_CASE("int8 residual: an island on a 1x1 conv's output runs in the conv's st
     ResidualCase large;
     large.x = {1, 8, 40, 40}, large.maps = 24, large.relu = true;
     check(large);
+}
+
+TEST_CASE("int8 residual: 1x1 convs on the pixel tiles and 3x3 convs take the island too") {
+    for (int64_t stride : {1, 2}) {
+        ResidualCase seven;   // 49 positions: the pixel tiles
+        seven.x = {2, 16 * stride * stride, 7 * stride, 7 * stride}, seven.maps = 32, seven.stride = stride, seven.relu = true, seven.op = "Sum";
+        CAPTURE(stride);
+        check(seven, true);
+        seven.maps = 24;   // not a multiple of 16: the VNNI tiles
+        check(seven);
+    }
+    for (int64_t maps : {32, 24}) {
+        ResidualCase k3;
+        k3.x = {1, 16, 9, 11}, k3.kernel = 3, k3.maps = maps, k3.conv_side = 1;
+        CAPTURE(maps);
+        check(k3, maps == 32);
+    }
 }
 
 TEST_CASE("int8 residual: two convs: the later one takes the island; a conv output read elsewhere keeps its step") {
