@@ -23296,7 +23296,7 @@ inline void int8_conv_implicit_units(const RunContext& c, const Int8ConvState& s
                 for (int64_t c4 = 0; c4 < st.group_channels / 4 && runs; ++c4) {
                     const uint8_t* x0 = xg + 4 * c4 * in_plane + r0 * wq;
                     const uint8_t* rows[4] = {x0, x0 + in_plane, x0 + 2 * in_plane, x0 + 3 * in_plane};
-                    int8_interleave4(rows, (r1 - r0) * wq, 0, copy + (c4 * phase_plane + r0 * wq) * 4);
+                    st.gemm.interleave4(rows, (r1 - r0) * wq, copy + (c4 * phase_plane + r0 * wq) * 4);
                 }
                 for (int64_t c4 = 0; c4 < st.group_channels / 4 && !runs; ++c4)
                     for (int64_t a = 0; a < sh; ++a)
@@ -23310,12 +23310,12 @@ inline void int8_conv_implicit_units(const RunContext& c, const Int8ConvState& s
                                 // the pads: a pixel or two each side, stored as words (a memset call costs more)
                                 const int64_t before = inside ? left : wq, after = inside ? left + w.in[2] : wq;
                                 for (int64_t k = 0; k < before; ++k) std::memcpy(dst + 4 * k, &pad_pixel, 4);
-                                if (inside) int8_interleave4(rows, w.in[2], 0, dst + 4 * left);
+                                if (inside) st.gemm.interleave4(rows, w.in[2], dst + 4 * left);
                                 for (int64_t k = after; k < wq; ++k) std::memcpy(dst + 4 * k, &pad_pixel, 4);
                                 continue;
                             }
                             // strided: the 4 rows interleaved once, each column phase b taking every sw-th pixel
-                            if (inside) int8_interleave4(rows, w.in[2], 0, rows4);
+                            if (inside) st.gemm.interleave4(rows, w.in[2], rows4);
                             for (int64_t b = 0; b < sw; ++b) {
                                 uint8_t* dst = copy + ((c4 * sh * sw + a * sw + b) * phase_plane + r * wq) * 4;
                                 // columns [lo, hi) read input column sw j + b - left, inside the row
@@ -23324,7 +23324,13 @@ inline void int8_conv_implicit_units(const RunContext& c, const Int8ConvState& s
                                 const int64_t hi = !inside || last < 0 ? lo : std::max(lo, std::min(wq, last / sw + 1));
                                 for (int64_t j = 0; j < lo; ++j) std::memcpy(dst + 4 * j, &pad_pixel, 4);
                                 const uint8_t* from = rows4 + 4 * (sw * lo + b - left);
-                                for (int64_t j = lo; j < hi; ++j) std::memcpy(dst + 4 * j, from + 4 * sw * (j - lo), 4);
+                                int64_t j = lo;
+#if defined(__SSE2__)
+                                // stride 2: the even pixels of 32 bytes, 4 a step; the loads end before column hi - 1's pixel
+                                for (; sw == 2 && j + 4 < hi; j += 4)   // SSE loads and stores: any bits, any alias
+                                    f4_store(reinterpret_cast<float*>(dst + 4 * j), f4_even(reinterpret_cast<const float*>(from + 8 * (j - lo))));
+#endif
+                                for (; j < hi; ++j) std::memcpy(dst + 4 * j, from + 4 * sw * (j - lo), 4);
                                 for (int64_t j = hi; j < wq; ++j) std::memcpy(dst + 4 * j, &pad_pixel, 4);
                             }
                         }

@@ -1051,6 +1051,10 @@ public:
     // at b + group_offset[g] + 4 j (an activation copy with 4 channels a pixel). k a multiple of 4.
     // Each group of a panel is one copy.
     void pack_b_groups(int64_t k, int64_t n, const uint8_t* b, const int64_t* group_offset, uint8_t* packed) const;
+    // dst[4 j + q] = rows[q][j] for j < n: four rows of B as n groups of 4 bytes (the implicit
+    // convs' copy of 4 channels a pixel). A JIT kernel on AVX-512 VBMI, else SSE2 or NEON loops.
+    void interleave4(const uint8_t* const* rows, int64_t n, uint8_t* dst) const;
+    using InterleaveFn = void (*)(const uint8_t* const* rows, int64_t n, uint8_t* dst);
     // Whether pack_b_rows packs whole panels on a JIT kernel (AVX-512 VBMI): as fast from rows
     // as pack_b_groups from a copy of 4 channels a pixel, whose interleaving then costs extra.
     bool packs_rows_by_kernel() const { return pack_rows_ != nullptr; }
@@ -1148,6 +1152,7 @@ private:
     // B's whole groups of a whole panel on AVX-512 VBMI (the VNNI and AMX tiles' panels).
     PackRowsFn pack_rows_ = nullptr;
     PackStridedFn pack_strided_ = nullptr;
+    InterleaveFn interleave_ = nullptr;   // with pack_rows_
     bool signed_b_ = false;           // B packed as x - 128, A panels end with 128 x row sums (sdot)
     bool byte_pairs_ = false;         // AVX-VNNI's panels on vpmaddubsw pairs
     bool masked_ = false;             // the tiles store partial panels themselves (VNNI)
@@ -10444,6 +10449,66 @@ inline Int8PackKernels make_int8_pack_kernels(uint32_t nr) {
     t.strided = reinterpret_cast<Int8Gemm::PackStridedFn>(entries[1]);
     return t;
 }
+
+// Int8Gemm::interleave4 on AVX-512 VBMI: per 16 columns the four rows' bytes in one zmm and
+// vpermb, as the pack kernels; the last 1-15 columns through masked loads and a masked store,
+// so nothing outside the rows and the n units is touched. Arguments: rdi rows (4 pointers),
+// rsi n (at least 1), rdx dst.
+inline Int8Gemm::InterleaveFn make_int8_interleave_kernel() {
+    using namespace asmjit;
+    void* entry = nullptr;
+    const Status s = assemble_jit_entries<x86::Assembler>(1, &entry, [&](x86::Assembler& a, const Label* labels) {
+        Label index = a.newLabel(), loop = a.newLabel(), tail = a.newLabel(), done = a.newLabel();
+        const x86::Gp row[4] = {x86::r8, x86::r9, x86::r10, x86::r11};
+        a.bind(labels[0]);
+        a.vmovdqu64(x86::zmm31, x86::ptr(index));
+        for (uint32_t q = 0; q < 4; ++q) a.mov(row[q], x86::qword_ptr(x86::rdi, (int32_t)(8 * q)));
+        a.xor_(x86::eax, x86::eax);   // the column
+        auto sixteen = [&](bool masked) {
+            if (!masked) {
+                a.vmovdqu(x86::xmm0, x86::ptr(row[0], x86::rax));
+                for (uint32_t q = 1; q < 4; ++q) a.vinserti32x4(x86::zmm0, x86::zmm0, x86::ptr(row[q], x86::rax), q);
+            } else {
+                for (uint32_t q = 0; q < 4; ++q) a.k(x86::k1).z().vmovdqu8(x86::xmm(q), x86::ptr(row[q], x86::rax));
+                for (uint32_t q = 1; q < 4; ++q) a.vinserti32x4(x86::zmm0, x86::zmm0, x86::xmm(q), q);
+            }
+            a.vpermb(x86::zmm0, x86::zmm31, x86::zmm0);
+        };
+        a.bind(loop);
+        a.lea(x86::rcx, x86::ptr(x86::rax, 16));
+        a.cmp(x86::rcx, x86::rsi);
+        a.ja(tail);
+        sixteen(false);
+        a.vmovdqu64(x86::ptr(x86::rdx, x86::rax, 2), x86::zmm0);
+        a.mov(x86::rax, x86::rcx);
+        a.jmp(loop);
+        a.bind(tail);
+        a.mov(x86::rcx, x86::rsi);
+        a.sub(x86::rcx, x86::rax);   // 0 to 15 columns left
+        a.jz(done);
+        a.mov(x86::edi, 1);
+        a.shl(x86::edi, x86::cl);
+        a.sub(x86::edi, 1);
+        a.kmovd(x86::k1, x86::edi);   // the columns' bytes of a row
+        a.shl(x86::ecx, 2);
+        a.mov(x86::edi, 1);
+        a.shl(x86::rdi, x86::cl);
+        a.sub(x86::rdi, 1);
+        a.kmovq(x86::k2, x86::rdi);   // their 4 bytes each of dst
+        sixteen(true);
+        a.k(x86::k2).vmovdqu8(x86::ptr(x86::rdx, x86::rax, 2), x86::zmm0);
+        a.bind(done);
+        a.vzeroupper();
+        a.ret();
+        uint8_t permute[64];
+        for (uint32_t j = 0; j < 16; ++j)
+            for (uint32_t q = 0; q < 4; ++q) permute[4 * j + q] = (uint8_t)(16 * q + j);
+        a.align(AlignMode::kData, 64);
+        a.bind(index);
+        a.embed(permute, sizeof permute);
+    });
+    return s == Status::Ok ? reinterpret_cast<Int8Gemm::InterleaveFn>(entry) : nullptr;
+}
 #endif
 }  // namespace detail
 
@@ -10469,6 +10534,7 @@ Status Int8Gemm::init(Isa isa, bool dot_products, bool matrix_tiles, bool narrow
     amx_ = false;
     group_block_ = 1;
     pack_rows_ = nullptr;
+    interleave_ = nullptr;
     panel_loops_ = false;
     pack_strided_ = nullptr;
     byte_pairs_ = false;
@@ -10533,6 +10599,8 @@ Status Int8Gemm::init(Isa isa, bool dot_products, bool matrix_tiles, bool narrow
         const detail::Int8PackKernels& pack = nr_ == 32 ? pack32 : pack48;
         pack_rows_ = pack.rows;
         pack_strided_ = pack.strided;
+        static const InterleaveFn interleave = detail::make_int8_interleave_kernel();
+        interleave_ = interleave;
     }
 #elif !defined(TESSEL_NO_JIT) && defined(__aarch64__)
     if (isa == Isa::Neon && dot_products && arm_features().dot_product) {
@@ -10676,6 +10744,12 @@ inline void int8_interleave4_panels(const uint8_t* const* rows, int64_t panels, 
     }
 }
 }  // namespace detail
+
+void Int8Gemm::interleave4(const uint8_t* const* rows, int64_t n, uint8_t* dst) const {
+    if (n < 1) return;
+    if (interleave_) interleave_(rows, n, dst);
+    else detail::int8_interleave4(rows, n, 0, dst);
+}
 
 void Int8Gemm::pack_b_groups(int64_t k, int64_t n, const uint8_t* b, const int64_t* group_offset, uint8_t* packed) const {
     const int64_t groups = this->groups(k), given = k / 4;

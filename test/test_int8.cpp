@@ -392,6 +392,33 @@ TEST_CASE("int8 gemm: the pixel tiles over runs of positions, every tile of posi
     MESSAGE("pixel tiles: " << ran << " configuration(s)");
 }
 
+TEST_CASE("int8 gemm: interleave4 puts four rows' bytes together, every length and offset, nothing written past n groups") {
+    std::mt19937 rng(71);
+    std::vector<uint8_t> src(4 * 200);
+    for (uint8_t& v : src) v = (uint8_t)rng();
+    std::string ran;
+    for (Isa isa : {Isa::Ref, Isa::Sse41, Isa::Avx2, Isa::Avx512, Isa::Neon}) {
+        Int8Gemm gemm;
+        if (!isa_available(isa) || gemm.init(isa) != Status::Ok) continue;
+        ran += std::string(" ") + isa_name(isa);
+        for (int64_t n = 0; n <= 70; ++n)
+            for (int64_t offset : {0, 1, 13}) {
+                CAPTURE(isa_name(isa)); CAPTURE(n); CAPTURE(offset);
+                // rows 200 bytes apart, the last one ending right where n columns do
+                const uint8_t* rows[4] = {src.data() + offset, src.data() + 200 + offset, src.data() + 400 + offset,
+                                          src.data() + 800 - n};
+                std::vector<uint8_t> dst((size_t)(4 * n + 64), 0x5a);
+                gemm.interleave4(rows, n, dst.data());
+                int64_t bad = 0;
+                for (int64_t j = 0; j < n; ++j)
+                    for (int q = 0; q < 4; ++q) bad += dst[(size_t)(4 * j + q)] != rows[q][j];
+                for (size_t i = (size_t)(4 * n); i < dst.size(); ++i) bad += dst[i] != 0x5a;
+                CHECK(bad == 0);
+            }
+    }
+    MESSAGE("interleave4 on" << ran);
+}
+
 TEST_CASE("int8 gemm: weights within [-64, 64] on the byte-pair tiles (AVX2 without AVX-VNNI), exact at the extremes") {
     std::vector<int8_t> w = {-64, 0, 64, 3};
     CHECK(Int8Gemm::narrow(w.data(), w.size()));
