@@ -2,7 +2,9 @@
 # nodes-vs-ort.sh MODEL [THREADS] [RUNS]: where the time goes, Tessel against onnxruntime, for one
 # model: per-op-class totals of each side's per-node medians (`tessel run --perf-counts`,
 # onnxruntime's session profiler), then the Conv-like nodes of both in execution order side by side
-# (onnxruntime renames fused nodes, so they pair by position, not name). onnxruntime comes from
+# (onnxruntime renames fused nodes, so they pair by position, or by name where it kept them: a
+# QOperator model's QLinearConvs; Tessel's "+Add" convs include the residual QLinearAdd onnxruntime
+# runs apart). onnxruntime comes from
 # scripts/ort-env.sh (ORT_ISA=avx2: its kernels for CPUs without AVX-512).
 set -eu
 model=$1 threads=${2:-1} runs=${3:-20} tessel=${TESSEL:-build/tessel}   # TESSEL: another build, for A/B
@@ -25,6 +27,7 @@ def read(path, kind):
             parts = op.split(':')
             op = next((p.split('+')[0] for p in parts if p[:1].isupper()), op)
             if parts[0] in ('snippet',): op = 'Elementwise'
+            if op == 'QLinearConv': op = 'Conv'
         else:
             if op in ('Add', 'Mul', 'Relu', 'Sigmoid', 'HardSigmoid', 'Sub', 'Div', 'Clip'): op = 'Elementwise'
             if op in ('FusedConv', 'QLinearConv'): op = 'Conv'
@@ -40,6 +43,11 @@ for op in sorted(set(st) | set(so), key=lambda k: -max(st[k], so[k])):
 print('%-22s %10.0f %10.0f %7.2f' % ('total', sum(st.values()), sum(so.values()), sum(st.values()) / max(1, sum(so.values()))))
 tc = [r for r in t if r[1] in ('Conv', 'ConvTranspose')]
 oc = [r for r in o if r[1] in ('Conv', 'ConvTranspose')]
+# where onnxruntime kept the names (a QOperator model's QLinearConvs, less a _token_N suffix), in Tessel's order
+import re
+by_name = {re.sub(r'_token_\d+$', '', r[0]): r for r in oc}
+if tc and all(r[0] in by_name for r in tc):
+    oc = [by_name[r[0]] for r in tc]
 print('\n%-4s %-28s %9s  %-34s %9s %6s' % ('#', 'tessel conv', 'us', 'onnxruntime conv', 'us', 'ratio'))
 for i in range(max(len(tc), len(oc))):
     a = tc[i] if i < len(tc) else ('', '', 0)
