@@ -10397,6 +10397,16 @@ struct Int8PackKernels {
     Int8Gemm::PackRowsFn rows = nullptr;
     Int8Gemm::PackStridedFn strided = nullptr;
 };
+// The vpermb index that gathers 16 columns of four rows (row q's 16 bytes at byte 16 q of the
+// zmm) into column j's 4 bytes at 4 j: bound at `index`, 64-byte aligned.
+inline void emit_int8_interleave_index(asmjit::x86::Assembler& a, const asmjit::Label& index) {
+    uint8_t permute[64];
+    for (uint32_t j = 0; j < 16; ++j)
+        for (uint32_t q = 0; q < 4; ++q) permute[4 * j + q] = (uint8_t)(16 * q + j);
+    a.align(asmjit::AlignMode::kData, 64);
+    a.bind(index);
+    a.embed(permute, sizeof permute);
+}
 inline Int8PackKernels make_int8_pack_kernels(uint32_t nr) {
     using namespace asmjit;
     Int8PackKernels t;
@@ -10437,12 +10447,7 @@ inline Int8PackKernels make_int8_pack_kernels(uint32_t nr) {
             a.vzeroupper();
             a.ret();
         }
-        uint8_t permute[64];
-        for (uint32_t j = 0; j < 16; ++j)
-            for (uint32_t q = 0; q < 4; ++q) permute[4 * j + q] = (uint8_t)(16 * q + j);
-        a.align(AlignMode::kData, 64);
-        a.bind(index);
-        a.embed(permute, sizeof permute);
+        emit_int8_interleave_index(a, index);
     });
     if (s != Status::Ok) return t;
     t.rows = reinterpret_cast<Int8Gemm::PackRowsFn>(entries[0]);
@@ -10500,12 +10505,7 @@ inline Int8Gemm::InterleaveFn make_int8_interleave_kernel() {
         a.bind(done);
         a.vzeroupper();
         a.ret();
-        uint8_t permute[64];
-        for (uint32_t j = 0; j < 16; ++j)
-            for (uint32_t q = 0; q < 4; ++q) permute[4 * j + q] = (uint8_t)(16 * q + j);
-        a.align(AlignMode::kData, 64);
-        a.bind(index);
-        a.embed(permute, sizeof permute);
+        emit_int8_interleave_index(a, index);
     });
     return s == Status::Ok ? reinterpret_cast<Int8Gemm::InterleaveFn>(entry) : nullptr;
 }
