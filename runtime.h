@@ -24834,13 +24834,9 @@ inline void int8_conv_units(Int8ConvState* st, int64_t positions, size_t row_byt
 inline bool int8_conv_implicit(ReferenceProgram* p, Int8ConvState* st, const int8_t* weights, int8_t* packed, Arena* scratch,
                                bool sums = false) {
     const Window& w = st->w;
-    // A 1x1 conv takes the pixel tiles where the VNNI tiles' columns (panels of 48, the last one
-    // by vectors of 16) would leave a fifth of their work idle: 7 x 7 maps (64 columns for 49
-    // positions) ran 7-18% faster so; elsewhere the copy costs more than it saves. Strided, its
-    // copy holds every phase plane, of which it reads one.
-    const int64_t n = w.out_size(), nr = st->gemm.nr();
-    const bool one_tap = !sums && w.kernel_size() == 1 && st->gemm.isa() == Isa::Avx512 && !st->gemm.amx() &&
-                         nr == Int8Gemm::kPixelMaps && (n / nr * nr + (n % nr + 15) / 16 * 16) * 4 >= n * 5;
+    // A 1x1 conv takes the pixel tiles where they pay (Int8Gemm::pixels_pay_one_tap). Strided,
+    // its copy holds every phase plane, of which it reads one.
+    const bool one_tap = !sums && w.kernel_size() == 1 && st->gemm.pixels_pay_one_tap(w.out_size());
     if ((st->direct && !one_tap) || w.in[0] != 1 || w.kernel[0] != 1 || w.out[0] != 1) return true;
     if ((w.kernel_size() < 2 && !one_tap) || w.out_size() == 0) return true;
     for (int d = 1; d < 3; ++d)

@@ -1089,6 +1089,11 @@ public:
     // AVX-512's always; AVX-VNNI's where a row's even tiles hold 5 positions or more (fewer leave
     // too few accumulators to cover vpdpbusd's latency: 7 x 7 maps ran 12-18% slower).
     bool pixels_pay(int64_t width) const;
+    // Whether the pixel tiles beat the tiles of run() on a 1x1 conv of `positions` positions: on
+    // AVX-512's VNNI tiles (no AMX) where run() would compute a quarter more columns than there
+    // are positions (panels of 48, the last one by vectors of 16: 64 for a 7 x 7 map's 49, 7-18%
+    // faster so); elsewhere the input copy the pixel tiles need costs more than it saves.
+    bool pixels_pay_one_tap(int64_t positions) const;
     static size_t packed_pixels_bytes(int64_t maps, int64_t k) { return (size_t)((maps + 15) / 16 * 16 * k_groups(k) * 4); }
     void pack_pixels(int64_t maps, int64_t k, const int8_t* a, int64_t a_row, int8_t* packed) const;
     // `count` positions of rows `width` wide from column `column` of row 0 on: position (r, c)'s
@@ -11025,6 +11030,12 @@ bool Int8Gemm::pixels_pay(int64_t width) const {
     if (pixel_rows_ == kPixelRows) return true;
     const int64_t tiles = (width + pixel_rows_ - 1) / pixel_rows_;
     return (width + tiles - 1) / tiles >= 5;
+}
+
+bool Int8Gemm::pixels_pay_one_tap(int64_t positions) const {
+    if (!pixel_tiles_ || isa_ != Isa::Avx512 || amx_ || !masked_ || positions < 1) return false;
+    const int64_t columns = positions / nr_ * nr_ + (positions % nr_ + 15) / 16 * 16;   // run_panels' tiles
+    return columns * 4 >= positions * 5;
 }
 
 void Int8Gemm::pack_pixels(int64_t maps, int64_t k, const int8_t* a, int64_t a_row, int8_t* packed) const {
