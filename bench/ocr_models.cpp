@@ -7,7 +7,7 @@
 // (scripts/bench-vs-ort.sh times them against onnxruntime); `--check` also runs each on CPU and
 // on TEMPLATE (the reference kernels) with the same input and fails when they differ.
 //   build/bench/ocr_models DIR [--check]
-#define TESSEL_IMPLEMENTATION
+// The library's implementation is tools/impl.cpp, linked with this file.
 #include "runtime.h"
 
 #include <cmath>

@@ -12,7 +12,7 @@
 //   tessel version
 // Exit status: 0 on success, 1 when --compare finds a mismatch, 2 with a one-line message on
 // bad input or usage.
-#define TESSEL_IMPLEMENTATION
+// The library's implementation is tools/impl.cpp, linked with this file.
 #include "runtime.h"
 
 #include <algorithm>
@@ -21,6 +21,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 namespace {
 
@@ -154,10 +155,13 @@ int command_partition(int argc, char** argv) {
             if (!*argv[i] || *end || value > 0xffffffffu) { std::fprintf(stderr, "tessel: bad --min-size '%s'\n", argv[i]); return 2; }
             min_size = (uint32_t)value;
         } else if (!std::strcmp(arg, "--threads") && has_value) {  // rollback's helper thread: 2
-            if (!detail::parse_count(StringView(argv[++i]), 1, 64, &threads)) {
+            char* end = nullptr;
+            unsigned long value = std::strtoul(argv[++i], &end, 10);
+            if (*argv[i] < '0' || *argv[i] > '9' || *end || value < 1 || value > 64) {
                 std::fprintf(stderr, "tessel: bad --threads '%s' (1 to 64)\n", argv[i]);
                 return 2;
             }
+            threads = (uint32_t)value;
         } else if (!std::strcmp(arg, "--trace")) trace = true;
         else if (!std::strcmp(arg, "--reasons")) reasons = true;
         else if (arg[0] == '-' || path) { std::fprintf(stderr, "tessel: unexpected argument '%s'\n", arg); return usage(); }

@@ -13,7 +13,7 @@
 // results as the Markdown document docs/conformance.md is (per source, suite and op, with the
 // skip reasons); it holds no dates, timings or machine paths besides the ones given, so it
 // diffs cleanly. Exit 0 when every attempted test passes, 1 otherwise, 2 on usage errors.
-#define TESSEL_IMPLEMENTATION
+// The library's implementation is tools/impl.cpp, linked with this file.
 #include "runtime.h"
 
 #include <dirent.h>
