@@ -11173,7 +11173,7 @@ inline Status cpu_conv_pixels_plan(ReferenceProgram* p, const ConvState& st, Cpu
         rows = std::clamp<int64_t>(budget / (ow * st.group_maps), 1, oh);
     }
     int64_t bands = (oh + rows - 1) / rows;
-    const int64_t images = st.batch * st.groups, slots = cs->slots;
+    const int64_t images = std::max<int64_t>(1, st.batch * st.groups), slots = cs->slots;   // an empty batch plans as one image
     if (slots > 1 && (images * bands * chunks) % slots != 0) {
         if (st.group_maps > pixels && panels >= slots) {   // each slot streams its part of the weights, not all of them
             chunks = std::min(panels, (chunks + slots - 1) / slots * slots);
@@ -14971,6 +14971,48 @@ inline Status cpu_pool_rows_step(ReferenceProgram* p, const PoolState& st, Strin
     return cpu_ops_use(p, run_cpu_pool_rows, ps, op, isa_name(isa));
 }
 
+// >>whole-window pools
+// MaxPool and AveragePool whose one window is the whole plane (the nets' last pool, 7 x 7 over
+// 7 x 7): four planes a vector, lane j summing (or taking the max of) plane j's taps in the
+// reference's order, so its bits, where the other kernels would fill one lane of each vector.
+inline bool pool_window_is_plane(const Window& w) {
+    for (int d = 0; d < 3; ++d)
+        if (w.kernel[d] != w.in[d] || w.pad_begin[d] != 0 || w.pad_end[d] != 0 || w.dilation[d] != 1) return false;
+    return w.in_size() > 0;
+}
+
+template <bool kMax>
+inline void cpu_pool_window_planes(const float* x, int64_t planes, int64_t taps, uint64_t begin, uint64_t end, float* y) {
+    const F4 divisor = f4_set((float)taps);
+    for (uint64_t group = begin; group < end; ++group) {
+        const int64_t p = 4 * (int64_t)group, left = planes - p;
+        const float* xp = x + p * taps;
+        if (left >= 4) {
+            const F4 acc = cpu_pool_vector<kMax>(xp, 1, taps, taps, [taps](const float* q) { return f4_strided(q, taps); });
+            f4_store(y + p, kMax ? acc : f4_div(acc, divisor));
+            continue;
+        }
+        // the last 1-3 planes: the spare lanes repeat the last plane
+        const int64_t last = (left - 1) * taps, at1 = std::min(taps, last), at2 = std::min(2 * taps, last);
+        const F4 acc = cpu_pool_vector<kMax>(xp, 1, taps, taps, [=](const float* q) { return f4_offsets(q, at1, at2, last); });
+        float lanes[4];
+        f4_lanes(kMax ? acc : f4_div(acc, divisor), lanes);
+        for (int64_t l = 0; l < left; ++l) y[p + l] = lanes[l];
+    }
+}
+
+inline Status run_cpu_pool_window(const RunContext& c) {
+    const PoolState& st = *static_cast<const PoolState*>(c.state);
+    const float* x = c.inputs[0].as<float>();
+    float* y = c.outputs[0].as<float>();
+    const int64_t taps = st.w.in_size();
+    cpu_ops_parallel(c, (uint64_t)(st.planes + 3) / 4, (uint64_t)(4 * taps), [&](uint64_t begin, uint64_t end) {
+        if (st.max) cpu_pool_window_planes<true>(x, st.planes, taps, begin, end, y);
+        else cpu_pool_window_planes<false>(x, st.planes, taps, begin, end, y);
+    });
+    return Status::Ok;
+}
+
 // >>whole pool planes
 // MaxPool and AveragePool on snippets.h's PoolPlanes where it has a kernel (AVX-512, planes of
 // up to kPoolPlanesMaxTaps vector taps): each thread's planes in one call, borders by lane masks.
@@ -15265,6 +15307,11 @@ inline Status cpu_ops_step(ReferenceProgram* p, const PreparedModel& model, Node
         const Window& w = st.w;
         // 1-D and 2-D, no dilation, no Indices output
         if (node.num_outputs != 1 || w.spatial > 2 || w.dilation[1] != 1 || w.dilation[2] != 1) return Status::Ok;
+        if (pool_window_is_plane(w)) {
+            char name[48];
+            std::snprintf(name, sizeof name, "%.*s:window", (int)op.size, op.data);
+            return cpu_ops_use(p, run_cpu_pool_window, state, StringView(name));
+        }
         bool used = false;
         TESSEL_TRY(cpu_pool_whole_planes_step(p, st, op, isa, &used));
         if (used) return Status::Ok;
@@ -24785,7 +24832,7 @@ inline Int8MatMulState* int8_group_matmul_state(ReferenceProgram* p, const Prepa
 // and every part keeps a few tiles of maps, that block and the maps in parts, each thread
 // packing the block (the deep 14 x 14 convs, where packing is cheap).
 inline void int8_conv_units(Int8ConvState* st, int64_t positions, size_t row_bytes) {
-    const int64_t nr = st->gemm.nr(), slots = st->slots, images = st->batch * st->groups;
+    const int64_t nr = st->gemm.nr(), slots = st->slots, images = std::max<int64_t>(1, st->batch * st->groups);   // an empty batch plans as one image
     const uint64_t l2 = cpu_cache_sizes().l2;
     int64_t block = (int64_t)(l2 / 2 / (uint64_t)(row_bytes + (size_t)st->group_maps)) / nr * nr;
     if (block < 4 * nr) block = 4 * nr;
@@ -24897,7 +24944,8 @@ inline bool int8_conv_implicit(ReferenceProgram* p, Int8ConvState* st, const int
     if (!pixels) {
         int8_conv_units(st, st->virtual_positions, (size_t)(Int8Gemm::k_groups(st->depth) * 4));
     } else {   // no B panel to fit in L2: whole rows, an image's split evenly between the threads
-        const int64_t images = st->batch * st->groups, slots = st->slots, per_image = images >= slots ? 1 : (slots + images - 1) / images;
+        const int64_t images = std::max<int64_t>(1, st->batch * st->groups), slots = st->slots;   // an empty batch plans as one image
+        const int64_t per_image = images >= slots ? 1 : (slots + images - 1) / images;
         if (per_image > 1 && w.out[1] % per_image != 0 && st->group_maps >= 32 * per_image) {   // the maps in parts
             st->block = st->virtual_positions;
             st->parts = (uint32_t)per_image;

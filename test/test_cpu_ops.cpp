@@ -151,6 +151,47 @@ TEST_CASE("cpu ops: pools of the light models' shapes, asymmetric strides, 1-D")
     }
 }
 
+// The window that is the whole plane (the nets' last pool) runs 4 planes a vector: every count
+// of planes past the last 4 (and enough for 2 threads to split), 1-D and 2-D, NaN first, last
+// and between, both zeros, averages of values whose sum rounds differently in another order;
+// CPU names the kernel ":window".
+TEST_CASE("cpu ops: pools whose window is the whole plane, every tail of planes, NaN and signed zeros") {
+    uint32_t seed = 700;
+    int compared = 0;
+    const std::vector<Shape> planes = {{7, 7}, {1, 1}, {3, 5}, {2, 9}, {13}};
+    for (const char* op : {"MaxPool", "AveragePool"})
+        for (const Shape& plane : planes)
+            for (int64_t channels : {1, 2, 3, 4, 5, 7, 8, 9, 1030}) {
+                Shape x = {channels == 1030 ? 2 : 1, channels};
+                int64_t n = x[0] * channels;
+                for (int64_t d : plane) x.push_back(d), n *= d;
+                // the max: ties; the average: magnitudes 2^-8 to 2^8, so the order of the sum shows
+                std::vector<float> v = coarse_floats(n, seed++);
+                if (op[0] == 'A') {
+                    std::mt19937 rng(seed++);
+                    std::uniform_real_distribution<float> value(-1.0f, 1.0f);
+                    std::uniform_int_distribution<int> exponent(-8, 8);
+                    for (float& f : v) f = std::ldexp(value(rng), exponent(rng));
+                }
+                for (int64_t i = 0; i < n; i += 11) v[(size_t)i] = NAN;
+                for (int64_t i = 3; i < n; i += 7) v[(size_t)i] = -0.0f;
+                for (int64_t i = 5; i < n; i += 13) v[(size_t)i] = 0.0f;
+                compared += check_pool({op, x, plane, {}, {}, 0, 0}, v);
+                for (Isa isa : machine_isas()) {
+                    if (isa == Isa::Ref) continue;
+                    OpTest t;
+                    REQUIRE(build_pool(t, {op, x, plane, {}, {}, 0, 0}, v));
+                    // one step: cpu:<baseline ISA>:<op>:window
+                    const std::string kernels = infer_cpu(t, isa, 1).kernels, tail = std::string(":") + op + ":window ";
+                    CHECK(kernels.rfind("cpu:", 0) == 0);
+                    CHECK(kernels.find(' ') == kernels.size() - 1);
+                    CHECK(kernels.size() > tail.size());
+                    CHECK(kernels.compare(kernels.size() - tail.size(), tail.size(), tail) == 0);
+                }
+            }
+    CHECK(compared == 90);
+}
+
 TEST_CASE("cpu ops: MaxPool keeps the reference's NaN and signed-zero rule") {
     // NaN first in a window stays; NaN later is passed over; -0 before +0 stays -0.
     Shape x = {1, 1, 6, 19};

@@ -786,6 +786,15 @@ TEST_CASE("int8: QDQ Conv groups on the CPU device: 1x1, 3x3, strided, dilated, 
         {{1, 15, 28, 30}, {10, 15, 3, 3}, 1, {}, {}, {1, 1, 1, 1}, nullptr, true, 0, 64},   // 15 channels: direct
         {{1, 16, 27, 29}, {10, 16, 3, 3}, 1, {}, {}, {1, 1, 1, 1}, nullptr, true, 0, 64},   // 783: direct
         {{1, 256, 20, 56}, {8, 256, 3, 3}, 1, {}, {}, {1, 1, 1, 1}, "Relu", true},          // several bands of tiles
+        // an empty batch: every kind of unit plan with no images (nothing to divide among the threads)
+        {{0, 16, 9, 11}, {24, 16, 1, 1}, 1, {}, {}, {}, nullptr, true},                    // 1x1 straight on NCHW
+        {{0, 3, 6, 6}, {2, 3, 1, 1}, 1, {2, 2}, {}, {}, "Clip", true},                    // strided 1x1 (im2col)
+        {{0, 32, 21, 23}, {19, 32, 3, 3}, 1, {}, {}, {1, 1, 1, 1}, nullptr, true},         // 3x3 from the padded copy
+        {{0, 12, 14, 15}, {10, 12, 3, 3}, 1, {2, 2}, {}, {1, 1, 1, 1}, nullptr, true},     // strided: phase planes
+        {{0, 8, 12, 37}, {8, 1, 3, 3}, 8, {}, {}, {1, 1, 1, 1}, "Relu", true},            // depthwise
+        {{0, 8, 10, 10}, {16, 2, 3, 3}, 4, {}, {}, {1, 1, 1, 1}, nullptr, true},          // 4 groups
+        {{0, 16, 12, 13}, {20, 16, 3, 3}, 1, {}, {}, {0, 1, 2, 0}, "Clip", true},          // Winograd where it runs
+        {{0, 16, 28, 30}, {10, 16, 3, 3}, 1, {}, {}, {1, 1, 1, 1}, nullptr, true, 0, 64},   // 7-bit weights
     };
     uint32_t seed = 500;
     for (const QdqConv& cc : cases) {
