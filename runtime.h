@@ -95,6 +95,7 @@
    >>shape ops                        Reshape, Flatten, Squeeze, Unsqueeze
    >>data movement                    Transpose, Slice, Expand, DepthToSpace, SpaceToDepth
    >>cpu ops                          CPU: pooling, global pooling, softmax, Resize, Transpose, LRN kernels (cpu_ops_step)
+   >>whole-window pools               CPU: pools whose one window is the whole plane, 4 planes a vector
    >>small pool planes                CPU: unit-stride pools of small planes as one padded row (PoolRows)
    >>concat and split                 Concat, Split
    >>gather                           Gather
