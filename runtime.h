@@ -2632,6 +2632,25 @@ struct detail_prepare {
         if (!affine) return fail(error, Status::OutOfMemory, "out of memory preparing the model");
         for (NodeId id = 0; id < n; ++id)
             affine[id] = fold_batchnorms && !absorbed[id] && !folded[id] && channel_affine_batchnorm(g, id, base, desc, data);
+        // Signed activations that become uint8 (signed_activation), and whether input `slot` of
+        // node id is then a zero point made again (the node's own, or its reader's).
+        uint8_t* to_uint8 = scratch.allocate_array<uint8_t>(n + 1);
+        if (!to_uint8) return fail(error, Status::OutOfMemory, "out of memory preparing the model");
+        bool any_uint8 = false;
+        for (NodeId id = 0; id < n; ++id) {
+            to_uint8[id] = signed_activation(g, id, base, desc, data, folded);
+            any_uint8 = any_uint8 || to_uint8[id];
+        }
+        for (NodeId id = 0; id < n; ++id)
+            if (to_uint8[id]) desc[base[id]].type = ElementType::UInt8;
+        auto new_zero_point = [&](NodeId id, uint32_t slot) {
+            if (!any_uint8) return false;
+            const Node& node = g.node(id);
+            if (to_uint8[id] && (int)slot == made_zero_point_slot(node.op)) return true;
+            for (uint32_t i = 0; i < node.num_inputs; ++i)
+                if (to_uint8[node.inputs[i].producer] && read_zero_point_slot(node.op, i) == (int)slot) return true;
+            return false;
+        };
         // Which nodes the outputs need; folded nodes become Constants, the rest is dropped.
         for (size_t k = order.size; k-- > 0;) {
             NodeId id = order[k];
@@ -2639,7 +2658,8 @@ struct detail_prepare {
             if (node.op == StringView("Result")) needed[id] = 1;
             if (!needed[id] || folded[id]) continue;
             uint32_t reads = absorbed[id] || batchnorm_of[id] != kNoNode || affine[id] ? 1 : node.num_inputs;
-            for (uint32_t i = 0; i < reads; ++i) needed[node.inputs[i].producer] = 1;
+            for (uint32_t i = 0; i < reads; ++i)
+                if (!new_zero_point(id, i)) needed[node.inputs[i].producer] = 1;
         }
         // Build the prepared model: Parameters in interface order, then the rest in
         // topological order, then Results in interface order.
@@ -2666,6 +2686,33 @@ struct detail_prepare {
         NodeId* m_source = scratch.allocate_array<NodeId>(m_bound);     // per node in m: its node in g
         if (!same_first || !same_next || !m_source) return fail(error, Status::OutOfMemory, "out of memory preparing the model");
         for (uint32_t i = 0; i < m_bound; ++i) same_first[i] = same_next[i] = m_source[i] = kNoNode;
+        // The uint8 zero points, made once per int8 one (per source value), and for an absent one
+        // once per scale (128s of its shape).
+        NodeId* uint8_zero = any_uint8 ? scratch.allocate_array<NodeId>(2 * (size_t)values + 2) : nullptr;
+        if (any_uint8 && !uint8_zero) return fail(error, Status::OutOfMemory, "out of memory preparing the model");
+        for (uint32_t i = 0; any_uint8 && i < 2 * values + 2; ++i) uint8_zero[i] = kNoNode;
+        auto uint8_zero_point = [&](const Node& node, uint32_t slot, NodeId* out) {
+            const bool given = slot < node.num_inputs && g.node(node.inputs[slot].producer).op != StringView("Absent");
+            const Edge& e = node.inputs[given ? slot : slot - 1];
+            const uint32_t v = base[e.producer] + e.port;
+            NodeId& made = uint8_zero[given ? v : values + 1 + v];
+            if (made == kNoNode) {
+                TensorDesc d = desc[v];
+                d.type = ElementType::UInt8;
+                uint64_t count = 0;
+                desc_elements(d, &count);
+                uint8_t* u = static_cast<uint8_t*>(arena.allocate(count ? (size_t)count : 1, 64));
+                if (!u) return fail(error, Status::OutOfMemory, "out of memory preparing the model");
+                const int8_t* q = given ? static_cast<const int8_t*>(data[v]) : nullptr;
+                for (uint64_t k = 0; k < count; ++k) u[k] = (uint8_t)((q ? q[k] : 0) + 128);
+                const Node& p = g.node(e.producer);
+                std::snprintf(name, sizeof name, "%.*s#%u.%s", (int)p.name.size, p.name.data, e.port, given ? "uint8" : "uint8_zero_point");
+                Status s = m.add_constant(StringView(name), d, u, &made, false);
+                if (s != Status::Ok) return copy_error(m, s, error);
+            }
+            *out = made;
+            return Status::Ok;
+        };
         for (NodeId id : order) {
             const Node& node = g.node(id);
             if ((node.op == StringView("Parameter") && !folded[id]) || node.op == StringView("Result") || absorbed[id]) continue;
@@ -2753,6 +2800,13 @@ struct detail_prepare {
                 }
                 input_count = 3;
             }
+            for (uint32_t slot = 0; any_uint8 && slot <= node.num_inputs && slot < detail::kMaxNodePorts; ++slot) {
+                if (!new_zero_point(id, slot)) continue;
+                NodeId zero = kNoNode;
+                TESSEL_TRY(uint8_zero_point(node, slot, &zero));
+                refs[slot] = InputRef::by_id(zero);
+                if (slot == input_count) input_count = slot + 1;
+            }
             NodeId same = kNoNode;   // the 64 latest readers of the same first input at most: a wide fan-out stays linear
             if (input_count > 0 && !is_random(node.op) && node.op != StringView("Dropout") && refs[0].producer < m_bound) {
                 NodeId candidate = same_first[refs[0].producer];
@@ -2789,7 +2843,9 @@ struct detail_prepare {
                 same_first[refs[0].producer] = nid;
             }
             for (const Attribute* a = node.attributes; a; a = a->next) {
-                s = m.graph.add_attribute(nid, *a);
+                Attribute copy = *a;
+                if (to_uint8[id] && a->name == StringView("output_dtype") && a->kind == AttributeKind::Int) copy.i = 2;   // UINT8
+                s = m.graph.add_attribute(nid, copy);
                 if (s != Status::Ok) return copy_error(m, s, error);
             }
             if (node.affinity != kNoDevice) {
@@ -3251,6 +3307,49 @@ struct detail_prepare {
             nonzero *= (uint64_t)d.dims[i];
         }
         return Status::Ok;
+    }
+
+    // Signed activations: onnxruntime's quantizer writes int8 activations by default (QInt8),
+    // the CPU's int8 kernels take uint8. A value made as int8 by a QuantizeLinear, QLinearConv or
+    // QLinearMatMul and read only as a DequantizeLinear's x, a QLinearConv's x or a
+    // QLinearMatMul's a or b becomes uint8: its values + 128, and every zero point on it + 128
+    // (constants made by prepare). The same dequantized floats and the same saturation, so the
+    // model's results keep their bits on every device; the quantized types of its values do not.
+    // The zero point that goes with input `input` of a reader, or -1 where it reads no activation.
+    static int read_zero_point_slot(StringView op, uint32_t input) {
+        if (op == StringView("DequantizeLinear") || op == StringView("QLinearConv")) return input == 0 ? 2 : -1;
+        if (op == StringView("QLinearMatMul")) return input == 0 ? 2 : input == 3 ? 5 : -1;
+        return -1;
+    }
+    // The input holding output 0's zero point, or -1.
+    static int made_zero_point_slot(StringView op) {
+        if (op == StringView("QuantizeLinear")) return 2;
+        if (op == StringView("QLinearConv") || op == StringView("QLinearMatMul")) return 7;
+        return -1;
+    }
+    // Whether node id's output becomes uint8: made as int8 (not folded), its zero point and every
+    // reader's a constant int8 tensor or absent (a QuantizeLinear's own only with output_dtype),
+    // no reader but the ones above (a model output is read by its Result).
+    static bool signed_activation(const Graph& g, NodeId id, const uint32_t* base, const TensorDesc* desc, const void* const* data,
+                                  const uint8_t* folded) {
+        const Node& node = g.node(id);
+        const int made = made_zero_point_slot(node.op);
+        if (made < 0 || folded[id] || node.num_outputs != 1 || desc[base[id]].type != ElementType::Int8) return false;
+        auto int8_constant = [&](const Node& n, int slot, bool may_be_absent) {
+            if ((uint32_t)slot >= n.num_inputs || g.node(n.inputs[slot].producer).op == StringView("Absent")) return may_be_absent;
+            const Edge& e = n.inputs[slot];
+            return folded[e.producer] && data[base[e.producer] + e.port] && desc[base[e.producer] + e.port].type == ElementType::Int8;
+        };
+        if (!int8_constant(node, made, node.op == StringView("QuantizeLinear"))) return false;
+        for (NodeId r : g.successors(id)) {
+            const Node& reader = g.node(r);
+            for (uint32_t i = 0; i < reader.num_inputs; ++i) {
+                if (reader.inputs[i].producer != id) continue;
+                const int slot = read_zero_point_slot(reader.op, i);
+                if (slot < 0 || (uint32_t)slot > reader.num_inputs || !int8_constant(reader, slot, true)) return false;
+            }
+        }
+        return true;
     }
 
     static bool is_random(StringView op) {

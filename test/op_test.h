@@ -291,7 +291,7 @@ struct CompiledRun {
 // request and infers once, checking that infer() allocates nothing; REQUIREs each step.
 inline void compile_and_infer(OpTest& t, const char* device, Span<const ConfigEntry> config, CompiledRun* run) {
     Status s = run->core.compile_model(t.model, device, config, &run->compiled);
-    INFO(run->core.last_error());
+    INFO(std::string(run->core.last_error()));
     REQUIRE(s == Status::Ok);
     if (s != Status::Ok) return;
     REQUIRE(run->compiled.create_request(&run->request) == Status::Ok);
@@ -303,7 +303,7 @@ inline void compile_and_infer(OpTest& t, const char* device, Span<const ConfigEn
     uint64_t before = tessel_test::allocation_count();
     s = run->request.infer();
     CHECK(tessel_test::allocation_count() == before);
-    INFO(run->request.last_error());
+    INFO(std::string(run->request.last_error()));
     REQUIRE(s == Status::Ok);
     for (const ProfileEntry& e : run->request.profiling_info()) {
         run->kernels += std::string(e.kernel) + " ";

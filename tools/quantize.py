@@ -2,7 +2,7 @@
 """Writes an int8 QDQ model from a float ONNX model, calibrating activation ranges with Tessel.
 
     tools/quantize.py MODEL.onnx -o OUT.onnx [--calibration DIR]... [--random N] [--seed S]
-                      [--tessel build/tessel] [--per-tensor] [--reduce-range] [--keep-temp]
+                      [--tessel build/tessel] [--per-tensor] [--reduce-range] [--int8-activations] [--keep-temp]
     tools/quantize.py MODEL.onnx -o OUT.onnx --dynamic [--conv] [--uint8-weights] [--per-tensor] [--reduce-range]
 
 What it writes is the QDQ form the usual quantizers write (onnxruntime's quantize_static):
@@ -13,7 +13,9 @@ What it writes is the QDQ form the usual quantizers write (onnxruntime's quantiz
   byte products, about 1.2x as fast as the 16-bit ones); a bias becomes int32 at scale input_scale * weight_scale.
 - Their activation inputs and their outputs (after a Relu or Clip that is the output's only
   reader) go through QuantizeLinear -> DequantizeLinear, uint8, asymmetric, per tensor, with
-  the range [min(0, lo), max(0, hi)] seen over the calibration inputs.
+  the range [min(0, lo), max(0, hi)] seen over the calibration inputs. --int8-activations
+  writes them int8 on the same grid (zero point - 128: onnxruntime's default QInt8); Tessel
+  runs either on the same kernels with the same results.
 - A nearest Resize of a quantized activation gets its output quantized on its input's grid (as
   onnxruntime's QDQ Resize does): it only picks input values, so nothing is rounded twice, and
   a runtime can resize the uint8 values.
@@ -316,7 +318,7 @@ def replace_nodes(graph, nodes, new_inits):
     graph.initializer.extend(kept + new_inits)
 
 
-def rewrite(model, nodes, ranges, per_channel, peak_q=127):
+def rewrite(model, nodes, ranges, per_channel, peak_q=127, int8_activations=False):
     graph = model.graph
     inits = {t.name: t for t in graph.initializer}
     new_inits, new_nodes = [], []
@@ -326,7 +328,10 @@ def rewrite(model, nodes, ranges, per_channel, peak_q=127):
         scale, zero_point = activation_params(lo, hi)
         base = name.replace("/", "_")
         new_inits.append(numpy_helper.from_array(np.array(scale, dtype=np.float32), base + "_scale"))
-        new_inits.append(numpy_helper.from_array(np.array(zero_point, dtype=np.uint8), base + "_zero_point"))
+        if int8_activations:
+            new_inits.append(numpy_helper.from_array(np.array(int(zero_point) - 128, dtype=np.int8), base + "_zero_point"))
+        else:
+            new_inits.append(numpy_helper.from_array(np.array(zero_point, dtype=np.uint8), base + "_zero_point"))
         new_nodes.append((name, helper.make_node("QuantizeLinear", [name, base + "_scale", base + "_zero_point"],
                                                  [base + "_quantized"], name=base + "_QuantizeLinear")))
         new_nodes.append((name, helper.make_node("DequantizeLinear", [base + "_quantized", base + "_scale", base + "_zero_point"],
@@ -478,6 +483,7 @@ def main():
     parser.add_argument("--tessel", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "build", "tessel"))
     parser.add_argument("--per-tensor", action="store_true", help="one weight scale per tensor instead of per output channel")
     parser.add_argument("--reduce-range", action="store_true", help="weights over [-64, 64] (7 bits) instead of [-127, 127]")
+    parser.add_argument("--int8-activations", action="store_true", help="int8 activations (zero point - 128) instead of uint8")
     parser.add_argument("--keep-temp", action="store_true")
     parser.add_argument("--dynamic", action="store_true", help="MatMuls as onnxruntime's quantize_dynamic writes them (no calibration)")
     parser.add_argument("--conv", action="store_true", help="with --dynamic: Convs too, as ConvInteger (quantize_dynamic's default op types)")
@@ -537,7 +543,7 @@ def main():
         for out, source in shared:
             if source in ranges:
                 ranges[out] = ranges[source]
-        rewrite(model, nodes, ranges, per_channel, 64 if args.reduce_range else 127)
+        rewrite(model, nodes, ranges, per_channel, 64 if args.reduce_range else 127, args.int8_activations)
         onnx.checker.check_model(model)
         onnx.save(model, args.output)
     finally:
@@ -545,9 +551,9 @@ def main():
             print("quantize.py: temporary files in " + folder)
         else:
             shutil.rmtree(folder, ignore_errors=True)
-    print("quantize.py: %d nodes quantized (%s weights), %d activations quantized, calibrated on %d input sets -> %s"
+    print("quantize.py: %d nodes quantized (%s weights), %d %s activations quantized, calibrated on %d input sets -> %s"
           % (len(nodes), ("per-channel" if per_channel else "per-tensor") + (", 7-bit" if args.reduce_range else ""),
-             len(ranges), len(sets), args.output))
+             len(ranges), "int8" if args.int8_activations else "uint8", len(sets), args.output))
 
 
 if __name__ == "__main__":

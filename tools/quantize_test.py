@@ -169,6 +169,42 @@ def test_reduce_range(tessel, float_model, folder):
     check(outputs[0] == outputs[1], "7-bit model: the same output at TESSEL_ISA=avx2 as at the CPU's own ISA")
 
 
+def test_int8_activations(tessel, float_model, folder):
+    """--int8-activations: the activations' zero points int8, 128 below the uint8 model's (the same
+    calibration); Tessel runs both through as many kernels to the same output bits."""
+    paths = {}
+    for kind, extra in (("uint8", []), ("int8", ["--int8-activations"])):
+        paths[kind] = os.path.join(folder, "activations-%s.onnx" % kind)
+        r = run([sys.executable, os.path.join(os.path.dirname(__file__), "quantize.py"), float_model, "-o", paths[kind],
+                 "--tessel", tessel, "--random", "2"] + extra)
+        check(r.returncode == 0 and ("%s activations" % kind) in r.stdout, "quantize.py %s: %s%s" % (" ".join(extra), r.stdout, r.stderr))
+        if r.returncode != 0:
+            return
+    zero_points = {}
+    for kind, path in paths.items():
+        model = onnx.load(path)
+        onnx.checker.check_model(model)
+        zero_points[kind] = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer
+                             if t.name.endswith("_zero_point") and not t.name.endswith("_quantized_zero_point")}
+    check(len(zero_points["int8"]) > 10 and zero_points["int8"].keys() == zero_points["uint8"].keys(),
+          "the same activations quantized (%d and %d)" % (len(zero_points["int8"]), len(zero_points["uint8"])))
+    check(all(z.dtype == np.int8 and int(z) == int(zero_points["uint8"][name]) - 128 for name, z in zero_points["int8"].items()),
+          "int8 activation zero points, 128 below the uint8 ones")
+    outputs, kernels = [], []
+    for kind, path in paths.items():
+        out = os.path.join(folder, "activations-out-" + kind)
+        os.makedirs(out)
+        r = run([tessel, "run", path, "--output-dir", out])
+        check(r.returncode == 0, "tessel run %s: %s" % (path, r.stderr))
+        if r.returncode != 0:
+            return
+        kernels.append([line for line in r.stdout.splitlines() if " kernels" in line])
+        with open(os.path.join(out, "output_0.pb"), "rb") as f:
+            outputs.append(f.read())
+    check(kernels[0] == kernels[1] and len(kernels[0]) == 1, "as many kernels for int8 activations as for uint8: %s" % kernels)
+    check(outputs[0] == outputs[1], "int8 activations: the uint8 model's output bits")
+
+
 def test_old_opset(tessel, folder):
     """An IR 3, opset 9 model (initializers listed among the inputs, as the light CNNs are) with
     Conv -> BatchNormalization converts to opset 13 and gets per-channel weights."""
@@ -416,13 +452,14 @@ def main():
         test_rounding()
         test_model(tessel, float_model, folder)
         test_reduce_range(tessel, float_model, folder)
+        test_int8_activations(tessel, float_model, folder)
         test_old_opset(tessel, folder)
         test_pool_and_join(tessel, folder)
         test_qoperator(tessel, folder)
         test_dynamic(tessel, folder)
         test_dynamic_conv(tessel, folder)
         test_refusals(tessel, folder)
-    checks = ("rounding, model structure (Resize on its input's grid), int8 against float32, 7-bit weights, opset 9, "
+    checks = ("rounding, model structure (Resize on its input's grid), int8 against float32, 7-bit weights, int8 activations, opset 9, "
               "pool and join, QOperator models (qdq_to_qoperator.py), dynamic MatMuls and Convs, refusals")
     print("quantize.py: %s: %s" % (checks, "%d failed" % failures if failures else "all passed"))
     return 1 if failures else 0
