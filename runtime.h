@@ -23027,7 +23027,8 @@ inline Status run_qconv(const RunContext& c) {
 }  // namespace detail
 
 // >>int8 cpu
-// The CPU device's quantized steps, made after build_cpu's steps (cpu_int8_steps):
+// The CPU device's quantized steps, made after build_cpu's steps (cpu_int8_steps). They take
+// uint8 activations; int8 ones reach them as uint8, 128 up (detail_prepare::signed_activation).
 // - A QDQ Conv or MatMul group, DequantizeLinear(x: uint8) -> Conv or MatMul (float weights: the weight
 //   DequantizeLinear is folded by prepare) -> optional Relu or Clip -> QuantizeLinear (uint8),
 //   scales and zero points per tensor, becomes one step from x's uint8 tensor to the
