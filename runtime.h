@@ -23041,10 +23041,12 @@ inline Status run_qconv(const RunContext& c) {
 //   tap; the same requantization).
 //   The steps of the group's float values are dropped (the
 //   DequantizeLinear's too when only such groups read it).
-//   The int8 weights are made again from the folded floats: per output map, symmetric, the
-//   largest magnitude at 127. For symmetric int8 weights with that range (tools/quantize.py,
-//   onnxruntime's per-channel default) this gives back the model's integers exactly; other
-//   weights get a grid at least as fine. The float bias becomes int32 at s_x * s_w[map],
+//   Int8 weights with zero point 0 (one scale or one per map) are the model's integers
+//   (int8_conv_exact_weights). Others (uint8 or zero-pointed weights, onnxruntime's QUInt8;
+//   float weights) are made int8 from the folded floats: per output map, symmetric, the
+//   largest magnitude at 127. Where a map's largest weight is more than 127 of its steps (any
+//   uint8 weights) they round, and results differ from the float path's by one step at times
+//   (a tenth of a 64-channel 3x3 conv's). The float bias becomes int32 at s_x * s_w[map],
 //   rounded half to even, with -x_zero_point * sum(weights of the map) folded in. The
 //   requantization scale is s_x * s_w[map] / s_y in float32 operations, onnxruntime's order.
 // - QLinearConv and QLinearMatMul with uint8 x and y (one scale and zero point each) and
