@@ -285,6 +285,15 @@ struct CompiledRun {
     InferRequest request;
     std::string kernels;   // the steps' kernel names, each followed by a space (PERF_COUNT=YES)
     uint32_t steps = 0;
+    // Every output of the request: its bytes and element type.
+    void read_outputs(std::vector<std::vector<unsigned char>>* bytes, std::vector<ElementType>* types) const {
+        for (uint32_t i = 0; i < compiled.output_count(); ++i) {
+            const Tensor& y = request.output(i);
+            const unsigned char* p = static_cast<const unsigned char*>(y.data());
+            bytes->emplace_back(p, p + y.bytes());
+            types->push_back(y.desc().type);
+        }
+    }
 };
 
 // Compiles t's finalized model on `device` with `config`, copies t's run-time inputs into a

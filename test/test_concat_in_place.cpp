@@ -64,12 +64,7 @@ Outputs run_on(OpTest& t, const char* device, std::vector<ConfigEntry> config) {
     Outputs o;
     o.arena = run.compiled.arena_bytes();
     o.kernels = run.kernels;
-    for (uint32_t i = 0; i < run.compiled.output_count(); ++i) {
-        const Tensor& y = run.request.output(i);
-        const unsigned char* p = static_cast<const unsigned char*>(y.data());
-        o.bytes.emplace_back(p, p + y.bytes());
-        o.types.push_back(y.desc().type);
-    }
+    run.read_outputs(&o.bytes, &o.types);
     return o;
 }
 

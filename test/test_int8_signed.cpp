@@ -108,12 +108,7 @@ Outputs run_on(OpTest& t, const char* device, const std::string& isa, uint32_t t
     test::compile_and_infer(t, device, Span<const ConfigEntry>(config.data(), config.size()), &run);
     Outputs o;
     o.kernels = run.kernels;
-    for (uint32_t i = 0; i < run.compiled.output_count(); ++i) {
-        const Tensor& out = run.request.output(i);
-        const unsigned char* p = static_cast<const unsigned char*>(out.data());
-        o.bytes.emplace_back(p, p + out.bytes());
-        o.types.push_back(out.desc().type);
-    }
+    run.read_outputs(&o.bytes, &o.types);
     return o;
 }
 
@@ -260,6 +255,14 @@ TEST_CASE("int8 signed activations: an int8 value a model output or another op r
         return InputRef::by_id(t.op("QuantizeLinear", {t.input(Shape{3, 20}, xs), scale_of(t, scale), zero_point}));
     };
     auto int8_zero = [&](OpTest& t) { return t.constant(Shape{}, std::vector<int8_t>{(int8_t)zero}); };
+    // outputs: the int8 values as they are, and their DequantizeLinear's floats
+    auto check_int8_and_floats = [&](OpTest& t, const std::string& device) {
+        const Outputs o = run_on(t, device.c_str(), "", 1);
+        REQUIRE(o.bytes.size() == 2);
+        CHECK(o.types[0] == ElementType::Int8);
+        CHECK(as_int8(o.bytes[0]) == want);
+        CHECK(o.bytes[1] == dequantized(want));
+    };
     for (std::string device : {"CPU", "TEMPLATE"}) {
         CAPTURE(device);
         {   // a model output, and a DequantizeLinear reads it
@@ -268,11 +271,7 @@ TEST_CASE("int8 signed activations: an int8 value a model output or another op r
             NodeId d = t.op("DequantizeLinear", {q, scale_of(t, scale), int8_zero(t)});
             REQUIRE(t.model.add_output("q", q) == Status::Ok);
             REQUIRE(t.model.add_output("d", InputRef::by_id(d)) == Status::Ok);
-            const Outputs o = run_on(t, device.c_str(), "", 1);
-            REQUIRE(o.bytes.size() == 2);
-            CHECK(o.types[0] == ElementType::Int8);
-            CHECK(as_int8(o.bytes[0]) == want);
-            CHECK(o.bytes[1] == dequantized(want));
+            check_int8_and_floats(t, device);
         }
         {   // a Reshape reads it, and a DequantizeLinear
             OpTest t;
@@ -281,11 +280,7 @@ TEST_CASE("int8 signed activations: an int8 value a model output or another op r
             NodeId d = t.op("DequantizeLinear", {q, scale_of(t, scale), int8_zero(t)});
             REQUIRE(t.model.add_output("r", InputRef::by_id(r)) == Status::Ok);
             REQUIRE(t.model.add_output("d", InputRef::by_id(d)) == Status::Ok);
-            const Outputs o = run_on(t, device.c_str(), "", 1);
-            REQUIRE(o.bytes.size() == 2);
-            CHECK(o.types[0] == ElementType::Int8);
-            CHECK(as_int8(o.bytes[0]) == want);
-            CHECK(o.bytes[1] == dequantized(want));
+            check_int8_and_floats(t, device);
         }
         {   // its zero point a model input
             OpTest t;
