@@ -1,8 +1,8 @@
 // Signed activations (onnxruntime's default QInt8): prepare makes an int8 activation that only
 // DequantizeLinear, QLinearConv and QLinearMatMul read uint8, 128 up, with its zero points.
 // Each signed model is compared with its uint8 twin (the same values 128 apart): the same output
-// bits and the same CPU steps at every ISA and at 1 and 2 threads, and the twin's reference
-// (TEMPLATE) bits. Where an int8 value is seen (a model output, another reader, a zero point
+// bits and the same CPU steps at every ISA and at 1 and 2 threads, and the same bits on
+// TEMPLATE (the reference kernels). Where an int8 value is seen (a model output, another reader, a zero point
 // known only at run time) it stays int8, checked against QuantizeLinear's formula.
 #include <doctest/doctest.h>
 #include <algorithm>
@@ -113,17 +113,20 @@ Outputs run_on(OpTest& t, const char* device, const std::string& isa, uint32_t t
 }
 
 // build(t, is_signed) makes the last node's output y. The signed model against its uint8 twin:
-// the same bits as the twin on TEMPLATE (the reference kernels) and on the CPU, at every ISA and
-// at 1 and 2 threads, through the same steps. Returns the twin's CPU kernels at the default ISA.
+// the twin's bits on TEMPLATE (the reference kernels), and on the CPU at every ISA and at 1 and
+// 2 threads through the same steps. (The CPU's int8 groups may differ from the float reference
+// by a step, so each device is compared with itself.) Returns the twin's CPU kernels at the
+// default ISA.
 template <class Build>
 std::string check_like_twin(Build build) {
     auto make = [&](OpTest& t, bool is_signed) {
         build(t, is_signed);
         REQUIRE(t.model.add_output("y", InputRef::by_id(t.node, 0)) == Status::Ok);
     };
-    OpTest ref;
-    make(ref, false);
-    const Outputs want = run_on(ref, "TEMPLATE", "", 1);
+    OpTest twin_on_template, signed_on_template;
+    make(twin_on_template, false);
+    make(signed_on_template, true);
+    CHECK(run_on(signed_on_template, "TEMPLATE", "", 1).bytes == run_on(twin_on_template, "TEMPLATE", "", 1).bytes);
     std::string default_kernels;
     for (Isa isa : {Isa::Auto, Isa::Ref, Isa::Sse41, Isa::Avx2, Isa::Avx512, Isa::Neon}) {
         if (isa != Isa::Auto && !isa_available(isa)) continue;
@@ -136,15 +139,10 @@ std::string check_like_twin(Build build) {
             make(signed_model, true);
             const Outputs u = run_on(twin, "CPU", name, threads), s = run_on(signed_model, "CPU", name, threads);
             CHECK(s.kernels == u.kernels);
-            CHECK(s.bytes == want.bytes);
-            CHECK(u.bytes == want.bytes);
+            CHECK(s.bytes == u.bytes);
             if (isa == Isa::Auto && threads == 1) default_kernels = u.kernels;
         }
     }
-    // The signed model on TEMPLATE too
-    OpTest on_template;
-    make(on_template, true);
-    CHECK(run_on(on_template, "TEMPLATE", "", 1).bytes == want.bytes);
     return default_kernels;
 }
 
