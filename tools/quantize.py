@@ -489,6 +489,8 @@ def main():
     parser.add_argument("--conv", action="store_true", help="with --dynamic: Convs too, as ConvInteger (quantize_dynamic's default op types)")
     parser.add_argument("--uint8-weights", action="store_true", help="with --dynamic: uint8 asymmetric weights (onnxruntime's QUInt8)")
     args = parser.parse_args()
+    if args.dynamic and args.int8_activations:
+        fail("--int8-activations is for QDQ models: --dynamic's DynamicQuantizeLinear makes uint8")
     if args.dynamic:
         try:
             model = onnx.load(args.model)

@@ -441,6 +441,9 @@ def test_refusals(tessel, folder):
     r = run([sys.executable, os.path.join(os.path.dirname(__file__), "quantize.py"), path, "-o", path + ".q",
              "--tessel", os.path.join(folder, "no-tessel")])
     check(r.returncode == 2 and "no Tessel command line" in r.stderr, "a missing tessel is refused: " + r.stderr)
+    r = run([sys.executable, os.path.join(os.path.dirname(__file__), "quantize.py"), path, "-o", path + ".q", "--dynamic",
+             "--int8-activations"])
+    check(r.returncode == 2 and "--int8-activations is for QDQ models" in r.stderr, "--dynamic --int8-activations is refused: " + r.stderr)
 
 
 def main():
