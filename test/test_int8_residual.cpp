@@ -109,8 +109,8 @@ size_t count_of_text(const std::string& s, const std::string& what) {
 }
 
 // Fused where the island's kernel runs rows (a JIT binary kernel, or the pair table of a large
-// tensor), the same bytes as the steps apart. pixels: the conv takes the pixel tiles on AVX-512
-// where the CPU has them.
+// tensor), the same bytes as the steps apart. pixels: the conv takes the pixel tiles where the
+// ISA's tiles have them and they pay for its shape (AVX-512's; AVX-VNNI's on k x k convs).
 void check(const ResidualCase& c, bool pixels = false) {
     const std::string island = std::string(c.op) == "Sum" ? "Add" : c.op;
     for (Isa isa : {Isa::Ref, Isa::Sse41, Isa::Avx2, Isa::Avx512, Isa::Neon}) {
@@ -125,7 +125,9 @@ void check(const ResidualCase& c, bool pixels = false) {
             const bool rows = test::int8_convert_target(isa) != "ref" || count_of(output_shape(c)) >= 32768;
             CHECK(count_of_text(fused.kernels, "+" + island + " ") == (rows ? 1u : 0u));
             Int8Gemm tiles;
-            const bool pixel_tiles = pixels && isa == Isa::Avx512 && tiles.init(isa) == Status::Ok && tiles.runs_pixels();
+            const Shape y = output_shape(c);
+            const bool pixel_tiles = pixels && tiles.init(isa) == Status::Ok &&
+                                     (c.kernel == 1 ? tiles.pixels_pay_one_tap(y[2] * y[3]) : tiles.pixels_pay(y[3]));
             CHECK(count_of_text(fused.kernels, ":Conv+pixels") == (pixel_tiles ? 1u : 0u));
             if (rows) CHECK(count_of_text(fused.kernels, ":Conv" + std::string(pixel_tiles ? "+pixels" : "") + "+" + island + " ") == 1u);
             CHECK(count_of_text(fused.kernels, ":" + island + " ") == (rows ? 0u : 1u));
