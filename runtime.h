@@ -2632,8 +2632,9 @@ struct detail_prepare {
         if (!affine) return fail(error, Status::OutOfMemory, "out of memory preparing the model");
         for (NodeId id = 0; id < n; ++id)
             affine[id] = fold_batchnorms && !absorbed[id] && !folded[id] && channel_affine_batchnorm(g, id, base, desc, data);
-        // Signed activations that become uint8 (signed_activation), and whether input `slot` of
-        // node id is then a zero point made again (the node's own, or its reader's).
+        // Signed activations that become uint8 (signed_activation; a model input keeps its type
+        // and gets a uint8 copy), which inputs read them so, and whether input `slot` of node id
+        // is then a zero point made again (the node's own, or its reader's).
         uint8_t* to_uint8 = scratch.allocate_array<uint8_t>(n + 1);
         if (!to_uint8) return fail(error, Status::OutOfMemory, "out of memory preparing the model");
         bool any_uint8 = false;
@@ -2642,13 +2643,16 @@ struct detail_prepare {
             any_uint8 = any_uint8 || to_uint8[id];
         }
         for (NodeId id = 0; id < n; ++id)
-            if (to_uint8[id]) desc[base[id]].type = ElementType::UInt8;
+            if (to_uint8[id] && g.node(id).op != StringView("Parameter")) desc[base[id]].type = ElementType::UInt8;
+        auto reads_uint8 = [&](NodeId id, uint32_t input) {
+            return any_uint8 && to_uint8[g.node(id).inputs[input].producer] && reads_as_uint8(g, id, input, base, desc, data, folded);
+        };
         auto new_zero_point = [&](NodeId id, uint32_t slot) {
             if (!any_uint8) return false;
             const Node& node = g.node(id);
             if (to_uint8[id] && (int)slot == made_zero_point_slot(node.op)) return true;
             for (uint32_t i = 0; i < node.num_inputs; ++i)
-                if (to_uint8[node.inputs[i].producer] && read_zero_point_slot(node.op, i) == (int)slot) return true;
+                if (read_zero_point_slot(node.op, i) == (int)slot && reads_uint8(id, i)) return true;
             return false;
         };
         // Which nodes the outputs need; folded nodes become Constants, the rest is dropped.
@@ -2713,6 +2717,53 @@ struct detail_prepare {
             *out = made;
             return Status::Ok;
         };
+        // A signed activation read as int8 (by another op or a model output), or an int8 model
+        // input read as uint8: DequantizeLinear (scale 1, its zero point) -> QuantizeLinear
+        // (scale 1, the other type's), x - 128 or x + 128 exactly; made once per value.
+        NodeId* recast = any_uint8 ? scratch.allocate_array<NodeId>(n + 1) : nullptr;
+        if (any_uint8 && !recast) return fail(error, Status::OutOfMemory, "out of memory preparing the model");
+        for (uint32_t i = 0; any_uint8 && i <= n; ++i) recast[i] = kNoNode;
+        NodeId recast_scale = kNoNode, recast_zero[2] = {kNoNode, kNoNode};   // 1.0f; int8 0, uint8 128
+        auto recast_signed = [&](NodeId producer, InputRef* ref) {
+            const Node& p = g.node(producer);
+            const bool to_unsigned = p.op == StringView("Parameter");
+            NodeId& made = recast[producer];
+            if (made == kNoNode) {
+                TensorDesc scalar;
+                scalar.rank = 0;
+                static const float one = 1.0f;
+                static const int8_t signed_zero = 0;
+                static const uint8_t unsigned_zero = 128;
+                Status s = Status::Ok;
+                if (recast_scale == kNoNode) {
+                    scalar.type = ElementType::Float32;
+                    s = m.add_constant(StringView("tessel.recast_scale"), scalar, &one, &recast_scale, false);
+                    scalar.type = ElementType::Int8;
+                    if (s == Status::Ok) s = m.add_constant(StringView("tessel.recast_zero_int8"), scalar, &signed_zero, &recast_zero[0], false);
+                    scalar.type = ElementType::UInt8;
+                    if (s == Status::Ok) s = m.add_constant(StringView("tessel.recast_zero_uint8"), scalar, &unsigned_zero, &recast_zero[1], false);
+                    if (s != Status::Ok) return copy_error(m, s, error);
+                }
+                TensorDesc d = desc[base[producer]];
+                NodeId dq = kNoNode;
+                InputRef dq_in[3] = {InputRef::by_id(new_id[base[producer]], 0), InputRef::by_id(recast_scale),
+                                     InputRef::by_id(recast_zero[to_unsigned ? 0 : 1])};
+                std::snprintf(name, sizeof name, "%.*s.as_%s.float", (int)p.name.size, p.name.data, to_unsigned ? "uint8" : "int8");
+                s = m.add_node("DequantizeLinear", StringView(name), Span<const InputRef>(dq_in, 3), 1, &dq);
+                d.type = ElementType::Float32;
+                if (s == Status::Ok) s = m.graph.set_output_desc(dq, 0, d);
+                InputRef q_in[3] = {InputRef::by_id(dq), InputRef::by_id(recast_scale), InputRef::by_id(recast_zero[to_unsigned ? 1 : 0])};
+                std::snprintf(name, sizeof name, "%.*s.as_%s", (int)p.name.size, p.name.data, to_unsigned ? "uint8" : "int8");
+                if (s == Status::Ok) s = m.add_node("QuantizeLinear", StringView(name), Span<const InputRef>(q_in, 3), 1, &made);
+                d.type = to_unsigned ? ElementType::UInt8 : ElementType::Int8;
+                if (s == Status::Ok) s = m.graph.set_output_desc(made, 0, d);
+                for (NodeId k : {dq, made})
+                    if (s == Status::Ok && p.affinity != kNoDevice) s = m.graph.set_affinity(k, g.device_name(p.affinity));
+                if (s != Status::Ok) return copy_error(m, s, error);
+            }
+            *ref = InputRef::by_id(made);
+            return Status::Ok;
+        };
         for (NodeId id : order) {
             const Node& node = g.node(id);
             if ((node.op == StringView("Parameter") && !folded[id]) || node.op == StringView("Result") || absorbed[id]) continue;
@@ -2742,6 +2793,9 @@ struct detail_prepare {
                 bool single = folded[e.producer] || g.node(e.producer).op == StringView("Absent");
                 refs[i] = InputRef::by_id(new_id[base[e.producer] + (single ? e.port : 0)], single ? 0 : e.port,
                                           e.keep_apart != 0);
+                // a signed activation read as int8, or an int8 model input read as uint8
+                if (any_uint8 && to_uint8[e.producer] && reads_uint8(id, i) == (g.node(e.producer).op == StringView("Parameter")))
+                    TESSEL_TRY(recast_signed(e.producer, &refs[i]));
             }
             if (affine[id]) {
                 // x * a + b per channel as a Mul and an Add of [C, 1, ...] constants: the elementwise
@@ -2865,6 +2919,7 @@ struct detail_prepare {
             const Node& producer = g.node(e.producer);
             InputRef ref = InputRef::by_id(new_id[base[e.producer] + e.port], folded[e.producer] ? 0 : e.port);
             if (producer.op == StringView("Parameter")) ref = InputRef::by_id(new_id[base[e.producer]], 0);
+            else if (any_uint8 && to_uint8[e.producer]) TESSEL_TRY(recast_signed(e.producer, &ref));   // seen as int8
             if (producer.op == StringView("Absent"))
                 return fail(error, Status::InvalidArgument, "output '%.*s' reads no value", (int)r.name.size, r.name.data);
             Status s = m.add_output(source.output(i).name, ref);
@@ -3311,10 +3366,12 @@ struct detail_prepare {
 
     // Signed activations: onnxruntime's quantizer writes int8 activations by default (QInt8),
     // the CPU's int8 kernels take uint8. A value made as int8 by a QuantizeLinear, QLinearConv or
-    // QLinearMatMul and read only as a DequantizeLinear's x, a QLinearConv's x or a
-    // QLinearMatMul's a or b becomes uint8: its values + 128, and every zero point on it + 128
+    // QLinearMatMul becomes uint8 where a DequantizeLinear's x, a QLinearConv's x or a
+    // QLinearMatMul's a or b reads it: its values + 128, and every zero point on it + 128
     // (constants made by prepare). The same dequantized floats and the same saturation, so the
-    // model's results keep their bits on every device; the quantized types of its values do not.
+    // model's results keep their bits on every device. Other readers and model outputs read it
+    // back as int8 (a step of its own, recast_signed), and an int8 model input reaches those
+    // readers as a uint8 copy, so the convs at a model's ends run the int8 kernels too.
     // The zero point that goes with input `input` of a reader, or -1 where it reads no activation.
     static int read_zero_point_slot(StringView op, uint32_t input) {
         if (op == StringView("DequantizeLinear") || op == StringView("QLinearConv")) return input == 0 ? 2 : -1;
@@ -3327,29 +3384,53 @@ struct detail_prepare {
         if (op == StringView("QLinearConv") || op == StringView("QLinearMatMul")) return 7;
         return -1;
     }
-    // Whether node id's output becomes uint8: made as int8 (not folded), its zero point and every
-    // reader's a constant int8 tensor or absent (a QuantizeLinear's own only with output_dtype),
-    // no reader but the ones above (a model output is read by its Result).
+    // Whether input `slot` of node n is a constant int8 tensor (or absent, where that may be).
+    static bool int8_constant_input(const Graph& g, const Node& n, int slot, bool may_be_absent, const uint32_t* base,
+                                    const TensorDesc* desc, const void* const* data, const uint8_t* folded) {
+        if ((uint32_t)slot >= n.num_inputs || g.node(n.inputs[slot].producer).op == StringView("Absent")) return may_be_absent;
+        const Edge& e = n.inputs[slot];
+        return folded[e.producer] && data[base[e.producer] + e.port] && desc[base[e.producer] + e.port].type == ElementType::Int8;
+    }
+    // Whether input `input` of node `reader` may read its activation as uint8: one the zero point
+    // goes with, that zero point a constant int8 tensor or absent.
+    static bool reads_as_uint8(const Graph& g, NodeId reader, uint32_t input, const uint32_t* base, const TensorDesc* desc,
+                               const void* const* data, const uint8_t* folded) {
+        const Node& n = g.node(reader);
+        const int slot = read_zero_point_slot(n.op, input);
+        return slot >= 0 && (uint32_t)slot <= n.num_inputs && int8_constant_input(g, n, slot, true, base, desc, data, folded);
+    }
+    // Whether node id's int8 output becomes uint8 (a model input: gets a uint8 copy). Made as
+    // int8 by the ops above (not folded), its own zero point a constant int8 tensor or absent
+    // (a QuantizeLinear's only with output_dtype), and a reader that reads_as_uint8 or (not for
+    // a model input, which stays as it is) a model output's Result. A move between grids,
+    // DequantizeLinear -> QuantizeLinear, is one byte table for int8 too, so neither its x nor
+    // its y is a reason (and a prepared model's recasts are not recast again).
     static bool signed_activation(const Graph& g, NodeId id, const uint32_t* base, const TensorDesc* desc, const void* const* data,
                                   const uint8_t* folded) {
         const Node& node = g.node(id);
+        const bool model_input = node.op == StringView("Parameter");
         const int made = made_zero_point_slot(node.op);
-        if (made < 0 || folded[id] || node.num_outputs != 1 || desc[base[id]].type != ElementType::Int8) return false;
-        auto int8_constant = [&](const Node& n, int slot, bool may_be_absent) {
-            if ((uint32_t)slot >= n.num_inputs || g.node(n.inputs[slot].producer).op == StringView("Absent")) return may_be_absent;
-            const Edge& e = n.inputs[slot];
-            return folded[e.producer] && data[base[e.producer] + e.port] && desc[base[e.producer] + e.port].type == ElementType::Int8;
+        if ((made < 0 && !model_input) || folded[id] || node.num_outputs != 1 || desc[base[id]].type != ElementType::Int8) return false;
+        if (!model_input && !int8_constant_input(g, node, made, node.op == StringView("QuantizeLinear"), base, desc, data, folded))
+            return false;
+        auto quantized_only = [&](NodeId dq) {   // a DequantizeLinear whose floats only QuantizeLinears' x read
+            for (NodeId r : g.successors(dq)) {
+                const Node& q = g.node(r);
+                if (q.op != StringView("QuantizeLinear")) return false;
+                for (uint32_t i = 1; i < q.num_inputs; ++i) if (q.inputs[i].producer == dq) return false;
+            }
+            return true;
         };
-        if (!int8_constant(node, made, node.op == StringView("QuantizeLinear"))) return false;
+        const bool moved = node.op == StringView("QuantizeLinear") && g.node(node.inputs[0].producer).op == StringView("DequantizeLinear");
         for (NodeId r : g.successors(id)) {
             const Node& reader = g.node(r);
-            for (uint32_t i = 0; i < reader.num_inputs; ++i) {
-                if (reader.inputs[i].producer != id) continue;
-                const int slot = read_zero_point_slot(reader.op, i);
-                if (slot < 0 || (uint32_t)slot > reader.num_inputs || !int8_constant(reader, slot, true)) return false;
-            }
+            if (!model_input && !moved && reader.op == StringView("Result")) return true;
+            for (uint32_t i = 0; i < reader.num_inputs; ++i)
+                if (reader.inputs[i].producer == id && reads_as_uint8(g, r, i, base, desc, data, folded) &&
+                    !(reader.op == StringView("DequantizeLinear") && quantized_only(r)))
+                    return true;
         }
-        return true;
+        return false;
     }
 
     static bool is_random(StringView op) {
@@ -23067,7 +23148,8 @@ inline Status run_qconv(const RunContext& c) {
 // - DequantizeLinears (uint8) -> Concat -> QuantizeLinear (uint8), per tensor, becomes a
 //   Concat of the uint8 inputs, each through its table to y's grid (none when the grids
 //   agree): the float path's values bit for bit.
-// - DequantizeLinear (uint8) -> one-input float ops -> QuantizeLinear (uint8): a table.
+// - DequantizeLinear (uint8) -> one-input float ops -> QuantizeLinear (uint8): a table; with no
+//   ops between (a move to another grid, or a signed activation's recast) either end may be int8.
 // - DequantizeLinears (uint8) or a float constant -> one-input float ops -> Add, Sub or Mul (or
 //   a two-input Sum) -> optional Relu -> QuantizeLinear (uint8), per tensor, broadcast: one step
 //   on the uint8 tensors (run_int8_binary), the Relu a clamp at y's zero point. An operand's
@@ -25359,16 +25441,18 @@ inline const ElementwiseState* int8_elementwise(const PreparedModel& model, Node
     return es && !es->clip_inputs ? es : nullptr;
 }
 
-// The table chain ending at QuantizeLinear node q, or false.
+// The table chain ending at QuantizeLinear node q, or false. With no ops it moves x to y's grid
+// (a signed activation's recast, detail_prepare::recast_signed, is one): then either end may be int8.
 inline bool int8_find_table(const PreparedModel& model, NodeId q, Int8TableGroup* group) {
     const Graph& g = model.model.graph;
     const Node& qn = g.node(q);
     if (!(qn.op == StringView("QuantizeLinear")) || qn.num_inputs < 2 || model.kernel(q) != find_builtin_kernel(qn.op)) return false;
-    if (model.value_desc(model.value_id(q, 0)).type != ElementType::UInt8) return false;
+    const ElementType y_type = model.value_desc(model.value_id(q, 0)).type;
+    if (y_type != ElementType::UInt8 && y_type != ElementType::Int8) return false;
     const QuantizeState* qs = static_cast<const QuantizeState*>(model.kernel_state(q));
     float s;
     int32_t z;
-    if (!qs || qs->division != QuantDivision::Float || !int8_tensor_params(model, q, ElementType::UInt8, &s, &z)) return false;
+    if (!qs || qs->division != QuantDivision::Float || !int8_tensor_params(model, q, y_type, &s, &z)) return false;
     NodeId reader = q, n = qn.inputs[0].producer;
     NodeId chain[kInt8TableOps];
     uint8_t chain_input[kInt8TableOps];
@@ -25393,7 +25477,6 @@ inline bool int8_find_table(const PreparedModel& model, NodeId q, Int8TableGroup
         reader = n;
         n = node.inputs[in].producer;
     }
-    if (count == 0) return false;
     uint64_t elements = 0;
     // Tables per channel only where each maps at least 64 bytes: at most 4x the tensor's bytes
     // held (DenseNet's 7 x 7 maps would add 3.6 MB to its 8.5 MB of weights for 1% of its time).
@@ -25401,9 +25484,11 @@ inline bool int8_find_table(const PreparedModel& model, NodeId q, Int8TableGroup
         return false;
     const Node& dn = g.node(n);
     if (model.kernel(n) != find_builtin_kernel(dn.op)) return false;
-    if (model.value_desc(model.value_id(dn.inputs[0].producer, dn.inputs[0].port)).type != ElementType::UInt8) return false;
+    const ElementType x_type = model.value_desc(model.value_id(dn.inputs[0].producer, dn.inputs[0].port)).type;
+    if (x_type != ElementType::UInt8 && !(x_type == ElementType::Int8 && count == 0)) return false;
+    if (y_type != ElementType::UInt8 && count != 0) return false;
     if (model.value_desc(model.value_id(n, 0)).type != ElementType::Float32) return false;
-    if (!int8_tensor_params(model, n, ElementType::UInt8, &s, &z)) return false;
+    if (!int8_tensor_params(model, n, x_type, &s, &z)) return false;
     group->quantize = q;
     group->dequantize = n;
     group->count = count;
@@ -25414,12 +25499,15 @@ inline bool int8_find_table(const PreparedModel& model, NodeId q, Int8TableGroup
 
 // The table of a chain in the program's arena, or nullptr when out of memory.
 inline Int8TableState* int8_table_state(ReferenceProgram* p, const PreparedModel& model, const Int8TableGroup& group) {
+    const Node& dn = model.model.graph.node(group.dequantize);
+    const TensorDesc& y = model.value_desc(model.value_id(group.quantize, 0));
+    const bool x_signed = model.value_desc(model.value_id(dn.inputs[0].producer, dn.inputs[0].port)).type == ElementType::Int8;
+    const bool y_signed = y.type == ElementType::Int8;
     float sx = 1.0f, sy = 1.0f;
     int32_t zx = 0, zy = 0;
-    int8_tensor_params(model, group.dequantize, ElementType::UInt8, &sx, &zx);
-    int8_tensor_params(model, group.quantize, ElementType::UInt8, &sy, &zy);
+    int8_tensor_params(model, group.dequantize, x_signed ? ElementType::Int8 : ElementType::UInt8, &sx, &zx);
+    int8_tensor_params(model, group.quantize, y.type, &sy, &zy);
     Int8TableState* st = p->arena.allocate_array<Int8TableState>(1);
-    const TensorDesc& y = model.value_desc(model.value_id(group.quantize, 0));
     uint8_t* table = static_cast<uint8_t*>(p->arena.allocate((size_t)group.channels * 256, 64));
     if (!st || !table) return nullptr;
     new (st) Int8TableState();
@@ -25433,7 +25521,7 @@ inline Int8TableState* int8_table_state(ReferenceProgram* p, const PreparedModel
     }
     float f[256], g[256];
     for (int64_t c = 0; c < group.channels; ++c) {
-        for (int32_t v = 0; v < 256; ++v) f[v] = (float)(v - zx) * sx;   // DequantizeLinear: one rounding
+        for (int32_t v = 0; v < 256; ++v) f[v] = (float)((x_signed ? (int32_t)(int8_t)v : v) - zx) * sx;   // DequantizeLinear: one rounding
         for (uint32_t k = 0; k < group.count; ++k) {   // each op on the 256 values at once, its constant broadcast
             const ElementwiseState& es = *ops[k];
             const float* args[3] = {f, f, f};   // snippet_evaluate_row's three (a chain's ops take at most two)
@@ -25446,7 +25534,8 @@ inline Int8TableState* int8_table_state(ReferenceProgram* p, const PreparedModel
             snippet_evaluate_row(es.op, args, at, g, 256, es.alpha, es.beta, es.fused);
             std::memcpy(f, g, sizeof f);
         }
-        int8_quantize_range(f, table + c * 256, 0, 256, sy, zy, 0, 255);
+        if (y_signed) int8_quantize_range(f, reinterpret_cast<int8_t*>(table + c * 256), 0, 256, sy, zy, -128, 127);
+        else int8_quantize_range(f, table + c * 256, 0, 256, sy, zy, 0, 255);
     }
     st->table = table;
     st->channels = group.channels;
@@ -27021,6 +27110,7 @@ inline Status cpu_int8_steps(ReferenceProgram* p, const PreparedModel& model, Is
     // The steps making a table chain's values make only values of the chain (an island of
     // several of its ops writes just the last; the ops' single readers keep the rest inside).
     auto chain_steps_only = [&](const Int8TableGroup& t) {
+        if (t.count == 0) return true;   // DequantizeLinear -> QuantizeLinear: the QuantizeLinear's step reads x
         if (writer[model.value_id(t.ops[t.count - 1], 0)] == ~0u) return false;
         for (uint32_t k = 0; k < t.count; ++k) {
             uint32_t s = writer[model.value_id(t.ops[k], 0)];
@@ -27314,7 +27404,7 @@ inline Status cpu_int8_steps(ReferenceProgram* p, const PreparedModel& model, Is
     // A DequantizeLinear read only by the groups' Convs, pools, Concats, tables and binary islands is not needed any more.
     auto grouped = [&](NodeId reader) {
         for (uint32_t j = 0; j < group_count; ++j) if (groups[j].conv == reader || groups[j].concat == reader) return true;
-        for (uint32_t j = 0; j < table_count; ++j) if (tables[j].ops[0] == reader) return true;
+        for (uint32_t j = 0; j < table_count; ++j) if ((tables[j].count ? tables[j].ops[0] : tables[j].quantize) == reader) return true;
         for (uint32_t j = 0; j < move_count; ++j) if (moves[j].ops[0] == reader) return true;
         for (uint32_t j = 0; j < binary_count; ++j)
             for (const Int8BinaryOperand& o : binaries[j].in)

@@ -136,6 +136,8 @@ async function writeInputs(model, dir) {
         let data;
         if (meta.type === 'float32') data = new Float32Array(count).map(() => next());
         else if (meta.type === 'int64') data = new BigInt64Array(count).map(() => BigInt(Math.floor((next() + 1) * 4)));
+        else if (meta.type === 'int8') data = new Int8Array(count).map(() => Math.floor(next() * 128));   // a quantized model's input
+        else if (meta.type === 'uint8') data = new Uint8Array(count).map(() => Math.floor((next() + 1) * 128));
         else throw new Error(`input ${name}: type ${meta.type} is not generated`);
         feeds[name] = new ort.Tensor(meta.type, data, dims);
         fs.writeFileSync(path.join(dir, `input_${k}.pb`), tensorProto(name, dims, kTypes[meta.type], data));

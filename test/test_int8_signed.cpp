@@ -3,7 +3,8 @@
 // Each signed model is compared with its uint8 twin (the same values 128 apart): the same output
 // bits and the same CPU steps at every ISA and at 1 and 2 threads, and the same bits on
 // TEMPLATE (the reference kernels). Where an int8 value is seen (a model output, another reader, a zero point
-// known only at run time) it stays int8, checked against QuantizeLinear's formula.
+// known only at run time) it is int8, checked against QuantizeLinear's formula. An int8 model
+// input and output reach and leave the uint8 kernels through byte tables (recasts).
 #include <doctest/doctest.h>
 #include <algorithm>
 #include <cmath>
@@ -112,6 +113,25 @@ Outputs run_on(OpTest& t, const char* device, const std::string& isa, uint32_t t
     return o;
 }
 
+// The twin and the signed model make(t, is_signed) makes, run on the CPU at every ISA of the
+// machine (and the default) and at 1 and 2 threads: check(twin's, signed's, at default ISA and
+// one thread) for each.
+template <class Make, class Check>
+void each_cpu_run(Make make, Check check) {
+    for (Isa isa : {Isa::Auto, Isa::Ref, Isa::Sse41, Isa::Avx2, Isa::Avx512, Isa::Neon}) {
+        if (isa != Isa::Auto && !isa_available(isa)) continue;
+        for (uint32_t threads : {1u, 2u}) {
+            const std::string name = isa == Isa::Auto ? "" : isa_name(isa);
+            CAPTURE(name);
+            CAPTURE(threads);
+            OpTest twin, signed_model;
+            make(twin, false);
+            make(signed_model, true);
+            check(run_on(twin, "CPU", name, threads), run_on(signed_model, "CPU", name, threads), isa == Isa::Auto && threads == 1);
+        }
+    }
+}
+
 // build(t, is_signed) makes the last node's output y. The signed model against its uint8 twin:
 // the twin's bits on TEMPLATE (the reference kernels), and on the CPU at every ISA and at 1 and
 // 2 threads through the same steps. (The CPU's int8 groups may differ from the float reference
@@ -128,21 +148,11 @@ std::string check_like_twin(Build build) {
     make(signed_on_template, true);
     CHECK(run_on(signed_on_template, "TEMPLATE", "", 1).bytes == run_on(twin_on_template, "TEMPLATE", "", 1).bytes);
     std::string default_kernels;
-    for (Isa isa : {Isa::Auto, Isa::Ref, Isa::Sse41, Isa::Avx2, Isa::Avx512, Isa::Neon}) {
-        if (isa != Isa::Auto && !isa_available(isa)) continue;
-        for (uint32_t threads : {1u, 2u}) {
-            const std::string name = isa == Isa::Auto ? "" : isa_name(isa);
-            CAPTURE(name);
-            CAPTURE(threads);
-            OpTest twin, signed_model;
-            make(twin, false);
-            make(signed_model, true);
-            const Outputs u = run_on(twin, "CPU", name, threads), s = run_on(signed_model, "CPU", name, threads);
-            CHECK(s.kernels == u.kernels);
-            CHECK(s.bytes == u.bytes);
-            if (isa == Isa::Auto && threads == 1) default_kernels = u.kernels;
-        }
-    }
+    each_cpu_run(make, [&](const Outputs& u, const Outputs& s, bool by_default) {
+        CHECK(s.kernels == u.kernels);
+        CHECK(s.bytes == u.bytes);
+        if (by_default) default_kernels = u.kernels;
+    });
     return default_kernels;
 }
 
@@ -234,7 +244,7 @@ TEST_CASE("int8 signed activations: QLinearConv and QLinearMatMul with int8 x an
     }
 }
 
-TEST_CASE("int8 signed activations: an int8 value a model output or another op reads, or a run-time zero point, stays int8") {
+TEST_CASE("int8 signed activations: an int8 value a model output or another op reads, or with a run-time zero point, is int8 there") {
     const std::vector<float> xs = random_floats(60, 41, -4.0f, 4.0f);
     const float scale = 0.03f;
     const int zero = -20;
@@ -290,4 +300,152 @@ TEST_CASE("int8 signed activations: an int8 value a model output or another op r
             CHECK(o.bytes[0] == dequantized(want));
         }
     }
+}
+
+namespace {
+// A model input of random bytes: int8 when `is_signed`, else uint8, the same values 128 up.
+InputRef quantized_input(OpTest& t, const Shape& shape, bool is_signed, uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::vector<uint8_t> u((size_t)test::count_of(shape));
+    for (uint8_t& v : u) v = (uint8_t)(rng() % 256);
+    if (!is_signed) return t.input(shape, u);
+    std::vector<int8_t> s(u.size());
+    for (size_t k = 0; k < u.size(); ++k) s[k] = (int8_t)((int)u[k] - 128);
+    return t.input(shape, s);
+}
+
+// build(t, is_signed) makes a model whose int8 input and int8 output (y, the last node's) are
+// uint8 in its twin. On TEMPLATE and on the CPU at every ISA and 1 and 2 threads: y is int8, its
+// values the twin's 128 down, and the CPU runs the twin's steps and two byte tables (the
+// input's recast to uint8 and y's to int8). Returns the signed model's CPU kernels at the default ISA.
+template <class Build>
+std::string check_ends_like_twin(Build build) {
+    auto make = [&](OpTest& t, bool is_signed) {
+        build(t, is_signed);
+        REQUIRE(t.model.add_output("y", InputRef::by_id(t.node, 0)) == Status::Ok);
+    };
+    // the steps' kernel names but the byte tables' ("int8:avx2:Table"), and how many those are
+    auto split = [](const std::string& kernels, bool want_tables) {
+        std::vector<std::string> names;
+        size_t from = 0;
+        for (size_t to; (to = kernels.find(' ', from)) != std::string::npos; from = to + 1) {
+            const std::string name = kernels.substr(from, to - from);
+            const bool table = name.size() >= 6 && name.compare(name.size() - 6, 6, ":Table") == 0;
+            if (table == want_tables) names.push_back(name);
+        }
+        return names;
+    };
+    auto without_tables = [&](const std::string& kernels) { return split(kernels, false); };
+    auto tables = [&](const std::string& kernels) { return split(kernels, true).size(); };
+    auto down = [](const Outputs& twin) {
+        std::vector<unsigned char> b = twin.bytes.at(0);
+        for (unsigned char& v : b) v = (unsigned char)(v ^ 0x80);
+        return b;
+    };
+    std::string default_kernels;
+    each_cpu_run(make, [&](const Outputs& u, const Outputs& s, bool by_default) {
+        REQUIRE(s.bytes.size() == 1);
+        CHECK(s.types.at(0) == ElementType::Int8);
+        CHECK(s.bytes.at(0) == down(u));
+        CHECK(without_tables(s.kernels) == without_tables(u.kernels));
+        CHECK(tables(s.kernels) == tables(u.kernels) + 2);
+        if (by_default) default_kernels = s.kernels;
+    });
+    OpTest twin, signed_model;
+    make(twin, false);
+    make(signed_model, true);
+    const Outputs u = run_on(twin, "TEMPLATE", "", 1), s = run_on(signed_model, "TEMPLATE", "", 1);
+    CHECK(s.types.at(0) == ElementType::Int8);
+    CHECK(s.bytes.at(0) == down(u));
+    return default_kernels;
+}
+}  // namespace
+
+TEST_CASE("int8 signed activations: an int8 model input and an int8 model output, a QDQ conv and a QLinearConv between") {
+    SUBCASE("QDQ conv: DequantizeLinear(x) -> Conv -> Relu -> QuantizeLinear -> y") {
+        const std::string kernels = check_ends_like_twin([](OpTest& t, bool is_signed) {
+            const Grid gx{0.02f, 110}, gy{0.03f, 20};
+            InputRef x = dequantize(t, quantized_input(t, Shape{1, 8, 10, 10}, is_signed, 51), gx, is_signed);
+            InputRef c = InputRef::by_id(t.op("Conv", {x, int8_weights(t, Shape{16, 8, 3, 3}, 53), t.constant(Shape{16}, random_floats(16, 5, -0.3f, 0.3f))}));
+            t.set_ints("pads", {1, 1, 1, 1});
+            quantize(t, InputRef::by_id(t.op("Relu", {c})), gy, is_signed);
+        });
+        INFO(kernels);
+        CHECK(kernels.find("int8:") != std::string::npos);
+        CHECK(kernels.find("Conv") != std::string::npos);
+    }
+    SUBCASE("QLinearConv, its x a model input and y a model output") {
+        const std::string kernels = check_ends_like_twin([](OpTest& t, bool is_signed) {
+            const Grid gx{0.02f, 100}, gy{0.05f, 150};
+            InputRef q = quantized_input(t, Shape{1, 16, 7, 7}, is_signed, 57);
+            std::mt19937 rng(59);
+            std::vector<int8_t> w(24 * 16 * 9);
+            for (int8_t& v : w) v = (int8_t)((int)(rng() % 255) - 127);
+            t.op("QLinearConv", {q, scale_of(t, gx.scale), zero_point(t, gx.zero, is_signed), t.constant(Shape{24, 16, 3, 3}, w),
+                                 t.constant(Shape{24}, std::vector<float>(24, 0.003f)), t.constant(Shape{24}, std::vector<int8_t>(24, 0)),
+                                 scale_of(t, gy.scale), zero_point(t, gy.zero, is_signed)});
+            t.set_ints("pads", {1, 1, 1, 1});
+        });
+        INFO(kernels);
+        CHECK(kernels.find("QLinearConv") != std::string::npos);
+    }
+}
+
+TEST_CASE("int8 signed activations: an int8 model input also read as int8 keeps its values there") {
+    // x is read by a DequantizeLinear (as uint8, through the recast) and by a Reshape (as it is)
+    const std::vector<int8_t> xs = {-128, -100, -1, 0, 1, 50, 126, 127};
+    for (std::string device : {"CPU", "TEMPLATE"}) {
+        CAPTURE(device);
+        OpTest t;
+        InputRef x = t.input(Shape{2, 4}, xs);
+        NodeId d = t.op("DequantizeLinear", {x, scale_of(t, 0.5f), t.constant(Shape{}, std::vector<int8_t>{-3})});
+        NodeId r = t.op("Reshape", {x, t.constant(Shape{1}, std::vector<int64_t>{8})});
+        REQUIRE(t.model.add_output("d", InputRef::by_id(d)) == Status::Ok);
+        REQUIRE(t.model.add_output("r", InputRef::by_id(r)) == Status::Ok);
+        const Outputs o = run_on(t, device.c_str(), "", 1);
+        REQUIRE(o.bytes.size() == 2);
+        std::vector<float> want(xs.size());
+        for (size_t i = 0; i < xs.size(); ++i) want[i] = (float)((int)xs[i] + 3) * 0.5f;
+        std::vector<float> got(want.size());
+        REQUIRE(o.bytes[0].size() == got.size() * sizeof(float));
+        std::memcpy(got.data(), o.bytes[0].data(), o.bytes[0].size());
+        CHECK(got == want);
+        CHECK(o.types[1] == ElementType::Int8);
+        CHECK(std::vector<int8_t>(o.bytes[1].begin(), o.bytes[1].end()) == xs);
+    }
+}
+
+TEST_CASE("int8 signed activations: a compiled blob of a model with int8 ends imports and runs the same steps and bits") {
+    OpTest t;
+    const Grid gx{0.02f, 110}, gy{0.03f, 20};
+    InputRef x = dequantize(t, quantized_input(t, Shape{1, 8, 10, 10}, true, 61), gx, true);
+    InputRef c = InputRef::by_id(t.op("Conv", {x, int8_weights(t, Shape{16, 8, 3, 3}, 63)}));
+    t.set_ints("pads", {1, 1, 1, 1});
+    quantize(t, c, gy, true);
+    REQUIRE(t.model.add_output("y", InputRef::by_id(t.node, 0)) == Status::Ok);
+    REQUIRE(t.model.finalize() == Status::Ok);
+    ConfigEntry config[] = {{"PERF_COUNT", "YES"}};
+    test::CompiledRun run;
+    test::compile_and_infer(t, "CPU", Span<const ConfigEntry>(config, 1), &run);
+    std::string blob;
+    REQUIRE(run.compiled.export_model(test::append_to_string, &blob) == Status::Ok);
+    Core core;
+    CompiledModel imported;
+    Status s = core.import_model(blob.data(), blob.size(), &imported);
+    INFO(std::string(core.last_error()));
+    REQUIRE(s == Status::Ok);   // each recast made once: no name twice
+    if (s != Status::Ok) return;   // (REQUIRE does not leave the test case without exceptions)
+    InferRequest request;
+    REQUIRE(imported.create_request(&request) == Status::Ok);
+    const std::vector<unsigned char>& in = t.data[t.runtime_inputs.at(0)];
+    REQUIRE(request.input(0).bytes() == in.size());
+    std::memcpy(request.input(0).data(), in.data(), in.size());
+    REQUIRE(request.infer() == Status::Ok);
+    std::string kernels;
+    for (const ProfileEntry& e : request.profiling_info()) kernels += std::string(e.kernel) + " ";
+    CHECK(kernels == run.kernels);
+    const Tensor& y = request.output(0), &want = run.request.output(0);
+    CHECK(y.desc().type == ElementType::Int8);
+    REQUIRE(y.bytes() == want.bytes());
+    CHECK(std::memcmp(y.data(), want.data(), y.bytes()) == 0);
 }
