@@ -2632,20 +2632,24 @@ struct detail_prepare {
         if (!affine) return fail(error, Status::OutOfMemory, "out of memory preparing the model");
         for (NodeId id = 0; id < n; ++id)
             affine[id] = fold_batchnorms && !absorbed[id] && !folded[id] && channel_affine_batchnorm(g, id, base, desc, data);
-        // Signed activations that become uint8 (signed_activation; a model input keeps its type
-        // and gets a uint8 copy), which inputs read them so, and whether input `slot` of node id
-        // is then a zero point made again (the node's own, or its reader's).
+        // Signed activations that become uint8 (signed_origin, signed_activation; a model input
+        // keeps its type and gets a uint8 copy), which inputs read them so, and whether input
+        // `slot` of node id is then a zero point made again (the node's own, or its reader's).
         uint8_t* to_uint8 = scratch.allocate_array<uint8_t>(n + 1);
         if (!to_uint8) return fail(error, Status::OutOfMemory, "out of memory preparing the model");
         bool any_uint8 = false;
-        for (NodeId id = 0; id < n; ++id) {
-            to_uint8[id] = signed_activation(g, id, base, desc, data, folded);
+        std::memset(to_uint8, 0, n + 1);
+        for (NodeId id : order) to_uint8[id] = signed_origin(g, id, base, desc, data, folded, to_uint8);
+        for (size_t k = order.size; k-- > 0;) {   // readers first: a data movement's reason is its producer's
+            const NodeId id = order[k];
+            to_uint8[id] = to_uint8[id] && signed_activation(g, id, base, desc, data, folded, to_uint8);
             any_uint8 = any_uint8 || to_uint8[id];
         }
         for (NodeId id = 0; id < n; ++id)
             if (to_uint8[id] && g.node(id).op != StringView("Parameter")) desc[base[id]].type = ElementType::UInt8;
         auto reads_uint8 = [&](NodeId id, uint32_t input) {
-            return any_uint8 && to_uint8[g.node(id).inputs[input].producer] && reads_as_uint8(g, id, input, base, desc, data, folded);
+            if (!any_uint8 || !to_uint8[g.node(id).inputs[input].producer]) return false;
+            return (input == 0 && moves_bytes(g.node(id).op) && to_uint8[id]) || reads_as_uint8(g, id, input, base, desc, data, folded);
         };
         auto new_zero_point = [&](NodeId id, uint32_t slot) {
             if (!any_uint8) return false;
@@ -3369,9 +3373,10 @@ struct detail_prepare {
     // QLinearMatMul becomes uint8 where a DequantizeLinear's x, a QLinearConv's x or a
     // QLinearMatMul's a or b reads it: its values + 128, and every zero point on it + 128
     // (constants made by prepare). The same dequantized floats and the same saturation, so the
-    // model's results keep their bits on every device. Other readers and model outputs read it
-    // back as int8 (a step of its own, recast_signed), and an int8 model input reaches those
-    // readers as a uint8 copy, so the convs at a model's ends run the int8 kernels too.
+    // model's results keep their bits on every device. Data movement between (a Reshape, a
+    // Transpose, a MaxPool) moves it as uint8. Other readers and model outputs read it back as
+    // int8 (a step of its own, recast_signed), and an int8 model input reaches those readers as
+    // a uint8 copy, so the convs at a model's ends run the int8 kernels too.
     // The zero point that goes with input `input` of a reader, or -1 where it reads no activation.
     static int read_zero_point_slot(StringView op, uint32_t input) {
         if (op == StringView("DequantizeLinear") || op == StringView("QLinearConv")) return input == 0 ? 2 : -1;
@@ -3399,20 +3404,35 @@ struct detail_prepare {
         const int slot = read_zero_point_slot(n.op, input);
         return slot >= 0 && (uint32_t)slot <= n.num_inputs && int8_constant_input(g, n, slot, true, base, desc, data, folded);
     }
-    // Whether node id's int8 output becomes uint8 (a model input: gets a uint8 copy). Made as
-    // int8 by the ops above (not folded), its own zero point a constant int8 tensor or absent
-    // (a QuantizeLinear's only with output_dtype), and a reader that reads_as_uint8 or (not for
-    // a model input, which stays as it is) a model output's Result. A move between grids,
-    // DequantizeLinear -> QuantizeLinear, is one byte table for int8 too, so neither its x nor
-    // its y is a reason (and a prepared model's recasts are not recast again).
-    static bool signed_activation(const Graph& g, NodeId id, const uint32_t* base, const TensorDesc* desc, const void* const* data,
-                                  const uint8_t* folded) {
+    // Data movement that commutes with moving every byte 128 up: the int8 value it moves may
+    // move as uint8 (its other inputs, shapes and axes, stay).
+    static bool moves_bytes(StringView op) {
+        static const char* const kOps[] = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Identity",
+                                           "Slice", "DepthToSpace", "SpaceToDepth", "MaxPool"};
+        for (const char* o : kOps) if (op == StringView(o)) return true;
+        return false;
+    }
+    // Whether node id's int8 output may become uint8 (a model input: may get a uint8 copy): made as
+    // int8 (not folded) by a QuantizeLinear, QLinearConv or QLinearMatMul whose zero point is a
+    // constant int8 tensor or absent (a QuantizeLinear's only with output_dtype), a model input, or
+    // data movement (moves_bytes) of such a value. `origin` holds the producers' answers.
+    static bool signed_origin(const Graph& g, NodeId id, const uint32_t* base, const TensorDesc* desc, const void* const* data,
+                              const uint8_t* folded, const uint8_t* origin) {
         const Node& node = g.node(id);
-        const bool model_input = node.op == StringView("Parameter");
+        if (folded[id] || node.num_outputs != 1 || desc[base[id]].type != ElementType::Int8) return false;
+        if (node.op == StringView("Parameter")) return true;
+        if (moves_bytes(node.op)) return node.num_inputs > 0 && node.inputs[0].port == 0 && origin[node.inputs[0].producer];
         const int made = made_zero_point_slot(node.op);
-        if ((made < 0 && !model_input) || folded[id] || node.num_outputs != 1 || desc[base[id]].type != ElementType::Int8) return false;
-        if (!model_input && !int8_constant_input(g, node, made, node.op == StringView("QuantizeLinear"), base, desc, data, folded))
-            return false;
+        return made >= 0 && int8_constant_input(g, node, made, node.op == StringView("QuantizeLinear"), base, desc, data, folded);
+    }
+    // Whether such a value becomes uint8 (a model input gets its copy): it has a reader that
+    // reads_as_uint8, data movement whose value does (`flipped`: the readers' answers), or (not
+    // a model input, which stays as it is, nor moved data) a model output's Result. A move
+    // between grids, DequantizeLinear -> QuantizeLinear, is one byte table for int8 too, so
+    // neither its x nor its y is a reason (and a prepared model's recasts are not recast again).
+    static bool signed_activation(const Graph& g, NodeId id, const uint32_t* base, const TensorDesc* desc, const void* const* data,
+                                  const uint8_t* folded, const uint8_t* flipped) {
+        const Node& node = g.node(id);
         auto quantized_only = [&](NodeId dq) {   // a DequantizeLinear whose floats only QuantizeLinears' x read
             for (NodeId r : g.successors(dq)) {
                 const Node& q = g.node(r);
@@ -3422,9 +3442,11 @@ struct detail_prepare {
             return true;
         };
         const bool moved = node.op == StringView("QuantizeLinear") && g.node(node.inputs[0].producer).op == StringView("DequantizeLinear");
+        const bool results_count = made_zero_point_slot(node.op) >= 0 && !moved;
         for (NodeId r : g.successors(id)) {
             const Node& reader = g.node(r);
-            if (!model_input && !moved && reader.op == StringView("Result")) return true;
+            if (results_count && reader.op == StringView("Result")) return true;
+            if (moves_bytes(reader.op) && reader.inputs[0].producer == id && flipped[r]) return true;
             for (uint32_t i = 0; i < reader.num_inputs; ++i)
                 if (reader.inputs[i].producer == id && reads_as_uint8(g, r, i, base, desc, data, folded) &&
                     !(reader.op == StringView("DequantizeLinear") && quantized_only(r)))

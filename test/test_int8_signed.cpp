@@ -449,3 +449,57 @@ TEST_CASE("int8 signed activations: a compiled blob of a model with int8 ends im
     REQUIRE(y.bytes() == want.bytes());
     CHECK(std::memcmp(y.data(), want.data(), y.bytes()) == 0);
 }
+
+TEST_CASE("int8 signed activations: data movement between QuantizeLinear and DequantizeLinear moves them as uint8") {
+    // MaxPool, Transpose, Reshape, Slice, Flatten on the int8 values: the twin's steps and bits
+    const std::string kernels = check_like_twin([](OpTest& t, bool is_signed) {
+        const Grid gx{0.02f, 90}, gy{0.04f, 60};
+        InputRef q = quantize(t, t.input(Shape{1, 8, 7, 7}, random_floats(8 * 49, 71, -2.0f, 2.0f)), gx, is_signed);
+        InputRef pool = InputRef::by_id(t.op("MaxPool", {q}));
+        t.set_ints("kernel_shape", {2, 2});
+        InputRef moved = InputRef::by_id(t.op("Transpose", {pool}));
+        t.set_ints("perm", {0, 1, 3, 2});
+        moved = InputRef::by_id(t.op("Reshape", {moved, t.constant(Shape{4}, std::vector<int64_t>{1, 8, 6, 6})}));
+        moved = InputRef::by_id(t.op("Slice", {moved, t.constant(Shape{1}, std::vector<int64_t>{1}), t.constant(Shape{1}, std::vector<int64_t>{6}),
+                                              t.constant(Shape{1}, std::vector<int64_t>{2})}));
+        InputRef c = InputRef::by_id(t.op("Conv", {dequantize(t, moved, gx, is_signed), int8_weights(t, Shape{16, 8, 3, 3}, 73)}));
+        t.set_ints("pads", {1, 1, 1, 1});
+        InputRef f = InputRef::by_id(t.op("Flatten", {quantize(t, c, gy, is_signed)}));
+        dequantize(t, f, gy, is_signed);
+    });
+    INFO(kernels);
+    CHECK(kernels.find("int8:") != std::string::npos);
+    CHECK(kernels.find("Conv") != std::string::npos);
+}
+
+TEST_CASE("int8 signed activations: moved int8 values a model output reads are int8 there") {
+    // Q -> Transpose -> DequantizeLinear, the Transpose's value a model output too
+    const std::vector<float> xs = random_floats(24, 81, -3.0f, 3.0f);
+    const float scale = 0.025f;
+    const int zero = 7;
+    for (std::string device : {"CPU", "TEMPLATE"}) {
+        CAPTURE(device);
+        OpTest t;
+        InputRef q = InputRef::by_id(t.op("QuantizeLinear", {t.input(Shape{4, 6}, xs), scale_of(t, scale),
+                                                              t.constant(Shape{}, std::vector<int8_t>{(int8_t)zero})}));
+        NodeId tr = t.op("Transpose", {q});
+        NodeId d = t.op("DequantizeLinear", {InputRef::by_id(tr), scale_of(t, scale), t.constant(Shape{}, std::vector<int8_t>{(int8_t)zero})});
+        REQUIRE(t.model.add_output("moved", InputRef::by_id(tr)) == Status::Ok);
+        REQUIRE(t.model.add_output("d", InputRef::by_id(d)) == Status::Ok);
+        const Outputs o = run_on(t, device.c_str(), "", 1);
+        REQUIRE(o.bytes.size() == 2);
+        std::vector<int8_t> want(xs.size());
+        std::vector<float> floats(xs.size());
+        for (int r = 0; r < 4; ++r)
+            for (int c = 0; c < 6; ++c) {   // y[c][r] = x[r][c]
+                want[(size_t)(c * 4 + r)] = quantize_int8(xs[(size_t)(r * 6 + c)], scale, zero);
+                floats[(size_t)(c * 4 + r)] = (float)((int)want[(size_t)(c * 4 + r)] - zero) * scale;
+            }
+        CHECK(o.types[0] == ElementType::Int8);
+        CHECK(std::vector<int8_t>(o.bytes[0].begin(), o.bytes[0].end()) == want);
+        std::vector<float> got(floats.size());
+        REQUIRE(o.bytes[1].size() == got.size() * sizeof(float));
+        std::memcpy(got.data(), o.bytes[1].data(), o.bytes[1].size());
+        CHECK(got == floats);
+    }
+}
