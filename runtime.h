@@ -23161,7 +23161,8 @@ inline Status run_qconv(const RunContext& c) {
 // - DequantizeLinear(x: uint8) -> MaxPool -> QuantizeLinear (uint8), per tensor, becomes a
 //   MaxPool on x's uint8 values and a table (x's step to y's grid, none when the two agree):
 //   dequantizing is increasing and quantizing nondecreasing, so the max commutes with both
-//   and the result is the float path's bit for bit.
+//   and the result is the float path's bit for bit. A plain MaxPool on uint8 runs the same
+//   step without a table (int8_plain_max_pool).
 //   The MaxPool's input may be a Concat of such DequantizeLinears along the channels: one step
 //   pools each input's planes and puts them through that input's table.
 // - DequantizeLinear(x: uint8) -> AveragePool -> QuantizeLinear (uint8), per tensor: runs of
@@ -24451,7 +24452,9 @@ inline const uint8_t* int8_grid_table(ReferenceProgram* p, const PreparedModel& 
 // The state of a MaxPool group; its table maps x's grid to y's with the reference's float32
 // operations (none when that is the identity). nullptr when out of memory.
 inline Int8PoolState* int8_pool_state(ReferenceProgram* p, const PreparedModel& model, const Int8Group& group) {
-    const PoolState& ps = *static_cast<const PoolState*>(model.kernel_state(group.conv));
+    const void* state = model.kernel_state(group.conv);   // a plain uint8 MaxPool's: the float32 wrapper's inner state
+    if (model.kernel(group.conv) == &kFloat32Compute) state = static_cast<const Float32ComputeState*>(state)->inner_state;
+    const PoolState& ps = *static_cast<const PoolState*>(state);
     Int8PoolState* st = p->arena.allocate_array<Int8PoolState>(1);
     if (!st) return nullptr;
     new (st) Int8PoolState();
@@ -24462,8 +24465,8 @@ inline Int8PoolState* int8_pool_state(ReferenceProgram* p, const PreparedModel& 
     st->whole_planes = int8_pool_plane_fits(ps.w);
     if (st->whole_planes) st->row_bytes = int8_pool_plane_bytes(ps.w);
     bool failed = false;
-    if (group.concat == kNoNode) {
-        st->table = int8_grid_table(p, model, group.dequantize, group.quantize, &failed);
+    if (group.concat == kNoNode) {   // a plain uint8 MaxPool (no QuantizeLinear): no table
+        st->table = group.quantize == kNoNode ? nullptr : int8_grid_table(p, model, group.dequantize, group.quantize, &failed);
         return failed ? nullptr : st;
     }
     const Node& cn = model.model.graph.node(group.concat);
@@ -25371,6 +25374,36 @@ inline Status int8_use(ReferenceProgram* p, uint32_t i, RunFn run, const void* s
     p->units[i].run = run;
     p->units[i].state = state;
     return Status::Ok;
+}
+
+// Step group.step as the uint8 MaxPool of group (a QDQ pool, or a plain uint8 MaxPool: group.quantize
+// kNoNode). Its kernel is named after the lookup's target only when there is a table to look up.
+inline Status int8_use_max_pool(ReferenceProgram* p, const PreparedModel& model, const Int8Group& group, Isa isa) {
+    Int8PoolState* st = int8_pool_state(p, model, group);
+    if (!st) return Status::OutOfMemory;
+    bool looks_up = st->table != nullptr;
+    for (uint32_t k = 0; st->tables && k < st->inputs; ++k) looks_up = looks_up || st->tables[k];
+    const Isa lookup_isa = looks_up ? int8_lookup_init(&st->lookup, isa) : Isa::Ref;
+    // whole planes on Int8MaxTaps' kernels where it has the row pass's stride (named ":planes")
+    if (int8_pool_taps_fit(st->w) && st->max_taps.init(isa) == Status::Ok && st->max_taps.jit(1) && st->max_taps.jit(st->w.stride[2])) {
+        st->on_taps = true;
+        st->taps_planes = int8_pool_taps_planes(st->w);
+        st->row_bytes = int8_pool_taps_bytes(st->w);
+    }
+    return int8_use(p, group.step, run_int8_max_pool, st, st->on_taps ? "MaxPool:planes" : "MaxPool", lookup_isa, (size_t)st->slots * st->row_bytes);
+}
+
+// A MaxPool on uint8 (2-D planes, one output: int8_find_pool's shapes), as data movement of
+// signed activations leaves them (detail_prepare::moves_bytes): the builtin kernel through the
+// float32 wrapper (>>float32 compute) otherwise, each byte a float.
+inline bool int8_plain_max_pool(const PreparedModel& model, NodeId id) {
+    const Node& n = model.model.graph.node(id);
+    if (!(n.op == StringView("MaxPool")) || n.num_outputs != 1 || n.num_inputs < 1 || model.kernel(id) != &kFloat32Compute) return false;
+    if (model.value_desc(model.value_id(n.inputs[0].producer, n.inputs[0].port)).type != ElementType::UInt8) return false;
+    const Float32ComputeState* fs = static_cast<const Float32ComputeState*>(model.kernel_state(id));
+    if (!fs || fs->inner != find_builtin_kernel(n.op)) return false;
+    const PoolState* ps = static_cast<const PoolState*>(fs->inner_state);
+    return ps && ps->max && ps->w.in[0] == 1 && ps->w.kernel[0] == 1 && ps->w.out[0] == 1;
 }
 
 // DequantizeLinear (uint8) -> float elementwise ops (HardSwish, Sigmoid, Relu, ..., each read
@@ -27265,20 +27298,7 @@ inline Status cpu_int8_steps(ReferenceProgram* p, const PreparedModel& model, Is
                                 int8_convert_init(&st->convert, isa),
                                 (size_t)st->slots * st->slot_floats * sizeof(float)));
         } else if (g.node(group.conv).op == StringView("MaxPool")) {
-            Int8PoolState* st = int8_pool_state(p, model, group);
-            if (!st) return Status::OutOfMemory;
-            // named after the lookup's target only when there is a table to look up
-            bool looks_up = st->table != nullptr;
-            for (uint32_t k = 0; st->tables && k < st->inputs; ++k) looks_up = looks_up || st->tables[k];
-            const Isa lookup_isa = looks_up ? int8_lookup_init(&st->lookup, isa) : Isa::Ref;
-            // whole planes on Int8MaxTaps' kernels where it has the row pass's stride (named ":planes")
-            if (int8_pool_taps_fit(st->w) && st->max_taps.init(isa) == Status::Ok && st->max_taps.jit(1) && st->max_taps.jit(st->w.stride[2])) {
-                st->on_taps = true;
-                st->taps_planes = int8_pool_taps_planes(st->w);
-                st->row_bytes = int8_pool_taps_bytes(st->w);
-            }
-            TESSEL_TRY(int8_use(p, group.step, run_int8_max_pool, st, st->on_taps ? "MaxPool:planes" : "MaxPool", lookup_isa,
-                                (size_t)st->slots * st->row_bytes));
+            TESSEL_TRY(int8_use_max_pool(p, model, group, isa));
         } else if (!cst) {
             Int8MatMulState* st = int8_group_matmul_state(p, model, group, isa);
             if (!st) return Status::OutOfMemory;
@@ -27471,6 +27491,14 @@ inline Status cpu_int8_steps(ReferenceProgram* p, const PreparedModel& model, Is
     p->count = kept;
     for (uint32_t i = 0; i < p->count; ++i) {
         if (p->units[i].snippet || p->units[i].run) continue;
+        if (int8_plain_max_pool(model, p->steps_[i].node)) {
+            Int8Group pool;
+            pool.conv = p->steps_[i].node;
+            pool.dequantize = pool.quantize = pool.act = pool.concat = kNoNode;
+            pool.step = i;
+            TESSEL_TRY(int8_use_max_pool(p, model, pool, isa));
+            continue;
+        }
         const void* state = nullptr;
         RunFn run = nullptr;
         const char* what = nullptr;

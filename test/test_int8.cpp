@@ -1049,6 +1049,34 @@ TEST_CASE("int8: QDQ MaxPool on uint8, bit for bit the float path's (same grid, 
         {{1, 1, 1100, 4000}, {3, 3}, {2, 2}, {}, {}, 0, sx, zx, false, 0, false},              // column maxima past 2 MiB: rows
     };
     check_qdq_pools(cases, sx, zx, 900);
+    // the same windows as a plain MaxPool on uint8 (no QDQ around it: moved signed activations
+    // leave such pools), against the float32 wrapper's path (FUSION=NO), bit for bit
+    uint32_t seed = 950;
+    for (const QdqPool& pc : cases) {
+        CAPTURE(seed);
+        std::mt19937 rng(seed++);
+        std::vector<uint8_t> x((size_t)count_of(pc.x));
+        for (uint8_t& v : x) v = (uint8_t)(rng() % 256);
+        auto run = [&](bool fusion, uint32_t threads) {
+            OpTest t;
+            t.opset = 13;
+            t.op("MaxPool", {t.input(pc.x, x)});
+            t.set_ints("kernel_shape", pc.kernel);
+            if (!pc.strides.empty()) t.set_ints("strides", pc.strides);
+            if (!pc.pads.empty()) t.set_ints("pads", pc.pads);
+            if (!pc.dilations.empty()) t.set_ints("dilations", pc.dilations);
+            if (pc.ceil) t.set_int("ceil_mode", 1);
+            return run_quantized(t, fusion, threads);
+        };
+        const Quantized reference = run(false, 1);
+        CHECK(reference.kernels.find("int8:") == std::string::npos);
+        for (uint32_t threads : {1u, 2u}) {
+            const Quantized fast = run(true, threads);
+            INFO(fast.kernels);
+            CHECK(test::has_int8_step(fast.kernels, "MaxPool", false));
+            CHECK(fast.y == reference.y);
+        }
+    }
 }
 
 TEST_CASE("int8: QDQ AveragePool: a run of planes dequantized, pooled by the float kernel, quantized: the float path's bits") {
