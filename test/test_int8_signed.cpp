@@ -303,11 +303,10 @@ TEST_CASE("int8 signed activations: an int8 value a model output or another op r
 }
 
 namespace {
-// A model input of random bytes: int8 when `is_signed`, else uint8, the same values 128 up.
+// A model input of every byte value (every_byte's order from `seed`): int8 when `is_signed`,
+// else uint8, the same values 128 up.
 InputRef quantized_input(OpTest& t, const Shape& shape, bool is_signed, uint32_t seed) {
-    std::mt19937 rng(seed);
-    std::vector<uint8_t> u((size_t)test::count_of(shape));
-    for (uint8_t& v : u) v = (uint8_t)(rng() % 256);
+    const std::vector<uint8_t> u = test::every_byte(shape, 2 * seed + 1, seed);
     if (!is_signed) return t.input(shape, u);
     std::vector<int8_t> s(u.size());
     for (size_t k = 0; k < u.size(); ++k) s[k] = (int8_t)((int)u[k] - 128);
